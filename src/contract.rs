@@ -1,0 +1,1 @@
+//! JSON Schema contracts (PLACEHOLDER: to be implemented).

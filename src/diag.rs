@@ -1,0 +1,263 @@
+//! Diagnostics: one located message about an input file, with a stable code and an optional hint.
+//!
+//! Every check that looks at user input (BAND.md, SKILL.md, schemas, the skill layout) reports through
+//! [`Diagnostic`]. The codes are stable: they are listed in `docs/lint.md` and in SARIF output, and
+//! a published code never changes meaning.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// How bad a diagnostic is. Errors fail `band lint` and refuse a run; warnings do neither
+/// (unless `--deny-warnings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A position in a file: 1-based line and column. `line == 0` means "the whole file".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+pub struct Loc {
+    pub line: usize,
+    pub col: usize,
+}
+
+impl Loc {
+    pub const FILE: Loc = Loc { line: 0, col: 0 };
+
+    pub fn new(line: usize, col: usize) -> Self {
+        Loc { line, col }
+    }
+}
+
+macro_rules! codes {
+    ($( $variant:ident = $code:literal, $name:literal, $sev:ident, $summary:literal; )*) => {
+        /// Every diagnostic code band can emit. The string form (`F001`) is the stable public name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Code { $( $variant, )* }
+
+        impl Code {
+            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+
+            /// The stable code, e.g. `F001`.
+            pub fn as_str(self) -> &'static str {
+                match self { $( Code::$variant => $code, )* }
+            }
+
+            /// A short kebab-case name, e.g. `missing-frontmatter`.
+            pub fn name(self) -> &'static str {
+                match self { $( Code::$variant => $name, )* }
+            }
+
+            /// The severity this code is normally reported with.
+            pub fn default_severity(self) -> Severity {
+                match self { $( Code::$variant => Severity::$sev, )* }
+            }
+
+            /// One sentence on what the code means (used by SARIF rules and docs/lint.md).
+            pub fn summary(self) -> &'static str {
+                match self { $( Code::$variant => $summary, )* }
+            }
+        }
+    };
+}
+
+codes! {
+    // F: the file and its fields
+    MissingFrontmatter = "F001", "missing-frontmatter", Error, "The file does not start with a `---` line, or the frontmatter is never closed.";
+    YamlSyntax = "F002", "yaml-syntax", Error, "The frontmatter is not valid YAML.";
+    NotAMapping = "F003", "not-a-mapping", Error, "The frontmatter is valid YAML but not a mapping of keys to values.";
+    MissingField = "F004", "missing-field", Error, "A required field is missing or empty.";
+    WrongType = "F005", "wrong-type", Error, "A field has the wrong type (for example a number where a list is expected).";
+    InvalidName = "F006", "invalid-name", Error, "The `band` name is not kebab-case.";
+    UnknownKey = "F007", "unknown-key", Warning, "A key band does not know; it is ignored.";
+    InvalidVersion = "F008", "invalid-version", Error, "`version` is not a positive integer.";
+    InvalidTarget = "F009", "invalid-target", Error, "`execution.target` is not one of host, qemu, lima, local-lima or ssh://user@host[:port].";
+    BadReference = "F010", "bad-reference", Error, "A `path`, `extends` or `includes` reference cannot be resolved, escapes, or forms a cycle.";
+    Ignored = "F011", "ignored-field", Warning, "A field band accepts for compatibility but does not use.";
+    FileUnreadable = "F012", "file-unreadable", Error, "A file could not be read.";
+    // P: policy rules
+    InvalidPattern = "P001", "invalid-pattern", Error, "A rule pattern is malformed or uses characters band refuses.";
+    DenyInsist = "P002", "deny-insist", Error, "An item is insisted on but also denied, so the run could never satisfy it.";
+    InsistNotAllowed = "P003", "insist-not-allowed", Error, "An insisted item is not allowed, so the run could never satisfy it.";
+    NeverMatches = "P004", "never-matches", Warning, "An allow rule is entirely covered by a deny rule and can never take effect.";
+    DuplicateRule = "P005", "duplicate-rule", Warning, "The same rule appears twice in one list.";
+    CeilingExceeded = "P006", "ceiling-exceeded", Warning, "An extended or included band asks for more than its parent allows; the extra is dropped.";
+    RequiresUnsatisfied = "P007", "requires-unsatisfied", Error, "An included band requires network egress that the effective policy denies.";
+    // L: limits
+    InvalidLimit = "L001", "invalid-limit", Error, "A limit is not a number or a valid human size/duration.";
+    LimitOutOfRange = "L002", "limit-out-of-range", Error, "A limit is outside the range band accepts.";
+    LimitNotEnforced = "L003", "limit-not-enforced", Warning, "A limit band parses but cannot enforce (maxCostDollars).";
+    // E: environment and secrets
+    InvalidSecretName = "E001", "invalid-secret-name", Error, "A secret name is not an environment variable name, or is one band reserves.";
+    RequiredSecretNotDeclared = "E002", "required-secret-not-declared", Error, "A secret in `requires.secrets` is not listed in `env.secrets`, so it would never reach the script.";
+    // S: skill layout
+    SkillMdMissing = "S001", "skill-md-missing", Error, "The skill has no SKILL.md.";
+    SkillMdField = "S002", "skill-md-field", Error, "SKILL.md frontmatter lacks `name` or `description`, or `name` does not match the folder.";
+    NotExecutable = "S003", "not-executable", Error, "A script is not an executable file.";
+    MissingInputSchema = "S004", "missing-input-schema", Error, "A script has no input schema in schemas/input/.";
+    MissingOutputSchema = "S005", "missing-output-schema", Warning, "A script has no output schema in schemas/output/ (recommended).";
+    NoBand = "S006", "no-band", Error, "A script has no band file at any level, so it could never run.";
+    NoScripts = "S007", "no-scripts", Warning, "The skill has no scripts.";
+    OrphanSchema = "S008", "orphan-schema", Warning, "A schema names a script that does not exist.";
+    UnsafeLink = "S009", "unsafe-link", Error, "A symlink in the skill points outside it.";
+    // C: contracts
+    SchemaJson = "C001", "schema-json", Error, "A schema file is not valid JSON.";
+    SchemaInvalid = "C002", "schema-invalid", Error, "A schema does not compile (bad keyword, unknown draft, or unresolvable $ref).";
+    ConfigInvalid = "C003", "config-invalid", Error, "The band's config block does not match schemas/band-config.schema.json.";
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One located message about an input file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub code: Code,
+    pub message: String,
+    pub path: PathBuf,
+    #[serde(flatten)]
+    pub loc: Loc,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with the code's default severity.
+    pub fn new(code: Code, path: impl Into<PathBuf>, loc: Loc, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: code.default_severity(),
+            code,
+            message: message.into(),
+            path: path.into(),
+            loc,
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn with_severity(mut self, severity: Severity) -> Self {
+        self.severity = severity;
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// `path:line:col: severity[code]: message` — the one-line form used in errors and logs.
+    pub fn headline(&self) -> String {
+        format!(
+            "{}: {}[{}]: {}",
+            location_prefix(&self.path, self.loc),
+            self.severity.as_str(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.headline())?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `path`, `path:line` or `path:line:col`, depending on how precise the location is.
+pub fn location_prefix(path: &Path, loc: Loc) -> String {
+    match (loc.line, loc.col) {
+        (0, _) => path.display().to_string(),
+        (line, 0) => format!("{}:{line}", path.display()),
+        (line, col) => format!("{}:{line}:{col}", path.display()),
+    }
+}
+
+/// True when any diagnostic is an error.
+pub fn has_errors(diags: &[Diagnostic]) -> bool {
+    diags.iter().any(Diagnostic::is_error)
+}
+
+/// The closest candidate within edit distance 2 (case-insensitive), for "did you mean" hints.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let word = word.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (levenshtein(&word, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_well_formed() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in Code::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate code {code}");
+            let s = code.as_str();
+            assert_eq!(s.len(), 4);
+            assert!(s[1..].chars().all(|c| c.is_ascii_digit()));
+        }
+    }
+
+    #[test]
+    fn did_you_mean_finds_close_keys() {
+        assert_eq!(did_you_mean("limits", ["limit", "allow", "deny"]), Some("limit"));
+        assert_eq!(did_you_mean("alow", ["limit", "allow", "deny"]), Some("allow"));
+        assert_eq!(did_you_mean("zzzzzz", ["limit", "allow"]), None);
+    }
+
+    #[test]
+    fn headline_formats_location() {
+        let d = Diagnostic::new(Code::YamlSyntax, "a/BAND.md", Loc::new(3, 5), "bad");
+        assert_eq!(d.headline(), "a/BAND.md:3:5: error[F002]: bad");
+        let d = Diagnostic::new(Code::SkillMdMissing, "a", Loc::FILE, "none");
+        assert_eq!(d.headline(), "a: error[S001]: none");
+    }
+}

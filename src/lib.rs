@@ -1,0 +1,23 @@
+//! band: run AI-agent skills in a sandbox that denies everything a skill has not declared.
+//!
+//! This crate is the shared library used by the `band` CLI and by `band-server`:
+//!
+//! - [`manifest`]: BAND.md / SKILL.md parsing with located diagnostics.
+//! - [`policy`]: allow/deny/insist rules, their matchers, and composition into one effective policy.
+//! - [`contract`]: JSON Schema contracts per script, resolved offline.
+//! - [`skill`]: the skill folder layout and per-script band discovery.
+//! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit-code table.
+//! - [`diag`]: diagnostics (file, line, column, code, hint) shared by everything that reports on input.
+//!
+//! Everything here is pure or does plain file reads; nothing touches the kernel.
+
+pub mod contract;
+pub mod diag;
+pub mod manifest;
+pub mod policy;
+pub mod proto;
+pub mod skill;
+pub mod units;
+
+#[cfg(feature = "cli")]
+pub mod lint;

@@ -1,0 +1,1 @@
+//! `band lint` (in progress).

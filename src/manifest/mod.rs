@@ -1,0 +1,2 @@
+//! BAND.md parsing (in progress).
+pub mod locate;

@@ -1,0 +1,375 @@
+//! The wire protocol between `band` and `band-server`, and the exit-code table.
+//!
+//! Transport-agnostic: the same JSON travels over a local `sudo band-server` pipe (the `host`
+//! target) and over an SSH exec channel (VM and `ssh://` targets).
+//!
+//! ```text
+//! band  ──► one line: {"type":"request", ...RunRequest}           (stdin of band-server)
+//! band  ◄── lines:    {"type":"event", ...}  (stdout/stderr chunks, cli calls, limits)
+//! band  ◄── one line: {"type":"result", ...RunResult}             (last line, then exit)
+//! ```
+//!
+//! Every line is one JSON object. [`PROTOCOL_VERSION`] is checked by the server; a mismatch is a
+//! `setup_failed` result naming both versions, never a best-effort run.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::Policy;
+
+/// Bumped on any incompatible change to the types below.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A file carried inside a request or result (skill bundle, workspace file, written file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative path, `/`-separated, no `..`, no leading `/`.
+    pub path: String,
+    /// Unix permission bits (only 0o7777 are honoured).
+    pub mode: u32,
+    /// Contents, base64 (standard alphabet, padded).
+    pub data: String,
+}
+
+/// Everything band-server needs to run one script. Nothing is read from the client's disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub protocol: u32,
+    /// Chosen by the client: 16 lowercase hex characters.
+    pub run_id: String,
+    pub skill: String,
+    pub script: String,
+    /// The entry point, relative to the skill root (e.g. `scripts/count.sh`).
+    pub entry: String,
+    /// The whole skill folder (read-only at `/skill` inside the sandbox).
+    pub bundle: Vec<FileEntry>,
+    /// SHA-256 (hex) of the bundle as computed by the client; the server recomputes it.
+    pub bundle_sha256: String,
+    pub policy: Policy,
+    /// The validated input document (written to `$INPUT_PATH`).
+    pub input: serde_json::Value,
+    /// The band's config block (written to `$CONFIG_PATH` when present).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+    /// Secret values by name. Only names in `policy.secrets` are accepted.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
+    /// Workspace files matched by `allow.read` / `allow.write` (relative patterns).
+    #[serde(default)]
+    pub workspace: Vec<FileEntry>,
+    /// Record every CLI call in the result (`band run --trace`).
+    #[serde(default)]
+    pub trace: bool,
+}
+
+/// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    ScriptFailed,
+    Denied,
+    Timeout,
+    MemoryLimit,
+    PidsLimit,
+    OutputTooLarge,
+    InputInvalid,
+    OutputInvalid,
+    InsistUnsatisfied,
+    IntegrityFailed,
+    SetupFailed,
+}
+
+impl Status {
+    pub const ALL: [Status; 12] = [
+        Status::Ok,
+        Status::ScriptFailed,
+        Status::InputInvalid,
+        Status::OutputInvalid,
+        Status::Denied,
+        Status::InsistUnsatisfied,
+        Status::IntegrityFailed,
+        Status::SetupFailed,
+        Status::OutputTooLarge,
+        Status::MemoryLimit,
+        Status::PidsLimit,
+        Status::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::ScriptFailed => "script_failed",
+            Status::Denied => "denied",
+            Status::Timeout => "timeout",
+            Status::MemoryLimit => "memory_limit",
+            Status::PidsLimit => "pids_limit",
+            Status::OutputTooLarge => "output_too_large",
+            Status::InputInvalid => "input_invalid",
+            Status::OutputInvalid => "output_invalid",
+            Status::InsistUnsatisfied => "insist_unsatisfied",
+            Status::IntegrityFailed => "integrity_failed",
+            Status::SetupFailed => "setup_failed",
+        }
+    }
+
+    /// The exit code of `band run` for this status. Published; never renumbered.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Status::Ok => exit::OK,
+            Status::ScriptFailed => exit::SCRIPT_FAILED,
+            Status::InputInvalid => exit::INPUT_INVALID,
+            Status::OutputInvalid => exit::OUTPUT_INVALID,
+            Status::Denied => exit::DENIED,
+            Status::InsistUnsatisfied => exit::INSIST_UNSATISFIED,
+            Status::IntegrityFailed => exit::INTEGRITY_FAILED,
+            Status::SetupFailed => exit::SETUP_FAILED,
+            Status::OutputTooLarge => exit::OUTPUT_TOO_LARGE,
+            Status::MemoryLimit => exit::MEMORY_LIMIT,
+            Status::PidsLimit => exit::PIDS_LIMIT,
+            Status::Timeout => exit::TIMEOUT,
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Status::Ok => "the script succeeded and its output matched the contract",
+            Status::ScriptFailed => "the script exited non-zero",
+            Status::InputInvalid => "the input did not match the script's input schema, or was too large",
+            Status::OutputInvalid => "the output did not match the script's output schema",
+            Status::Denied => "the script failed after the policy denied a command, host or path",
+            Status::InsistUnsatisfied => "the script never did something its band insists on",
+            Status::IntegrityFailed => "the skill bundle does not match its band.lock",
+            Status::SetupFailed => "a sandbox layer could not be set up, so the run did not start",
+            Status::OutputTooLarge => "output.json or stdout output exceeded maxOutputBytes",
+            Status::MemoryLimit => "the run hit maxMemoryBytes and was killed",
+            Status::PidsLimit => "the run hit maxPids (fork bomb or runaway processes)",
+            Status::Timeout => "the run exceeded maxRuntimeMs and was killed",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The exit codes of every `band` command, in one table (also in `band --help` and docs).
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// `band run`: the script exited non-zero. `band lint`: errors were found.
+    pub const SCRIPT_FAILED: u8 = 1;
+    /// Bad command line, or an internal error before anything ran.
+    pub const USAGE: u8 = 2;
+    pub const INPUT_INVALID: u8 = 3;
+    pub const OUTPUT_INVALID: u8 = 4;
+    pub const DENIED: u8 = 5;
+    pub const INSIST_UNSATISFIED: u8 = 6;
+    pub const INTEGRITY_FAILED: u8 = 7;
+    pub const SETUP_FAILED: u8 = 8;
+    pub const OUTPUT_TOO_LARGE: u8 = 9;
+    pub const MEMORY_LIMIT: u8 = 10;
+    pub const PIDS_LIMIT: u8 = 11;
+    /// As coreutils `timeout`.
+    pub const TIMEOUT: u8 = 124;
+}
+
+/// A sandbox layer, named in `setup_failed` errors so the user knows which one broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    Protocol,
+    Integrity,
+    Identity,
+    Filesystem,
+    Cli,
+    Network,
+    Seccomp,
+    Cgroup,
+    Limits,
+    Secrets,
+    Io,
+    Process,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Protocol => "protocol",
+            Layer::Integrity => "integrity",
+            Layer::Identity => "identity",
+            Layer::Filesystem => "filesystem",
+            Layer::Cli => "cli",
+            Layer::Network => "network",
+            Layer::Seccomp => "seccomp",
+            Layer::Cgroup => "cgroup",
+            Layer::Limits => "limits",
+            Layer::Secrets => "secrets",
+            Layer::Io => "io",
+            Layer::Process => "process",
+        }
+    }
+}
+
+/// An error across the wire: which layer, what happened, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    pub layer: Layer,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// Something the policy refused during the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Denial {
+    Cli { argv: Vec<String>, rule: Option<String> },
+    Net { host: String, port: Option<u16>, rule: Option<String> },
+    Dns { name: String },
+    Write { path: String, rule: Option<String> },
+}
+
+/// One CLI call seen by the wrapper shim (reported over a channel the script cannot forge).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CliCall {
+    pub argv: Vec<String>,
+    pub allowed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
+/// Streamed while the run is under way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The sandbox is built and the script is starting.
+    Started { run_id: String, setup_ms: u64 },
+    Stdout { data: String },
+    Stderr { data: String },
+    Cli(CliCall),
+    Denied(Denial),
+    /// A limit was hit (`memory`, `pids`, `runtime`, `log`, `output`, `disk`).
+    Limit { limit: String, detail: String },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub setup_ms: u64,
+    pub run_ms: u64,
+    pub teardown_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+}
+
+/// The last line from band-server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub run_id: String,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// output.json (or stdout) parsed as JSON; validated against the contract by the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub stdout_truncated: bool,
+    #[serde(default)]
+    pub stderr_truncated: bool,
+    /// Files the script wrote under `allow.write`, for the client to copy back.
+    #[serde(default)]
+    pub written: Vec<FileEntry>,
+    #[serde(default)]
+    pub denied: Vec<Denial>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cli_calls: Vec<CliCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insist_missing: Vec<String>,
+    #[serde(default)]
+    pub metrics: Metrics,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+}
+
+impl RunResult {
+    /// A result for a run that never started.
+    pub fn setup_failed(run_id: &str, layer: Layer, message: impl Into<String>, hint: Option<String>) -> Self {
+        RunResult {
+            run_id: run_id.to_string(),
+            status: Status::SetupFailed,
+            exit_code: None,
+            output: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            written: Vec::new(),
+            denied: Vec::new(),
+            cli_calls: Vec::new(),
+            insist_missing: Vec::new(),
+            metrics: Metrics::default(),
+            error: Some(ErrorInfo { layer, message: message.into(), hint }),
+        }
+    }
+}
+
+/// One line on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    Request(Box<RunRequest>),
+    Event(Event),
+    Result(Box<RunResult>),
+}
+
+/// Environment variable names band uses, in one place.
+pub mod env {
+    /// Where to find skills (colon-separated), after `--skills`.
+    pub const SKILLS_PATH: &str = "BAND_SKILLS_PATH";
+    /// Path to the band-server binary for the host target.
+    pub const SERVER: &str = "BAND_SERVER";
+    /// Data directory (ledger, VM images), instead of `~/.local/share/band`.
+    pub const DATA_DIR: &str = "BAND_DATA_DIR";
+    /// Tests: fail instead of skipping when privileged tests cannot run.
+    pub const TEST_MUST_RUN: &str = "BAND_TEST_MUST_RUN";
+    /// Names reserved for the runtime; a secret may not use them.
+    pub const RESERVED: &[&str] = &[
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "TERM", "LANG", "INPUT_PATH",
+        "OUTPUT_PATH", "CONFIG_PATH", "WORKSPACE", "SKILL_DIR",
+    ];
+    /// Prefixes reserved for the runtime or dangerous to set (`LD_PRELOAD`).
+    pub const RESERVED_PREFIXES: &[&str] = &["BAND_", "LD_"];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_distinct() {
+        let mut seen = std::collections::BTreeSet::new();
+        for s in Status::ALL {
+            assert!(seen.insert(s.exit_code()), "{s} reuses exit code {}", s.exit_code());
+            assert_ne!(s.exit_code(), exit::USAGE, "{s} collides with the usage code");
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let ev = Message::Event(Event::Limit { limit: "pids".into(), detail: "128".into() });
+        let line = serde_json::to_string(&ev).unwrap_or_default();
+        assert_eq!(line, r#"{"type":"event","event":"limit","limit":"pids","detail":"128"}"#);
+        let back: Message = serde_json::from_str(&line).unwrap_or(Message::Event(Event::Stdout { data: String::new() }));
+        assert_eq!(back, ev);
+        let st: Status = serde_json::from_str("\"memory_limit\"").unwrap_or(Status::Ok);
+        assert_eq!(st, Status::MemoryLimit);
+    }
+}

@@ -1,0 +1,1 @@
+//! Skill layout and discovery (in progress).
