@@ -1,0 +1,1 @@
+//! cgroup v1/v2 (placeholder).
