@@ -1,1 +1,97 @@
-fn main() {}
+//! `band-server`: the root-side sandbox builder.
+//!
+//! ```text
+//! band-server run       one request on stdin → events and one result on stdout, exit 0
+//! band-server janitor   clean up after servers that died mid-run
+//! band-server version   {"version": …, "protocol": …}
+//! ```
+
+use std::io::Write;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+
+use band::proto::{self, Layer, Message, RunResult};
+use band_server::config::{self, ServerConfig};
+use band_server::run::{self, EventSink};
+use band_server::{janitor, sys};
+
+fn load() -> Result<ServerConfig, band_server::error::SetupError> {
+    let path = std::env::var_os(config::CONFIG_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(config::DEFAULT_CONFIG_PATH));
+    config::load_config(&path, std::env::var_os(config::STATE_DIR_ENV).map(PathBuf::from))
+}
+
+fn janitor_pass(cfg: &ServerConfig) {
+    if sys::euid() != 0 {
+        return;
+    }
+    let r = janitor::run(&cfg.state_dir);
+    if !r.dead_leases.is_empty() || !r.removed_dirs.is_empty() || !r.removed_cgroups.is_empty() || r.killed > 0 {
+        eprintln!(
+            "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}",
+            r.dead_leases, r.killed, r.removed_dirs, r.removed_cgroups
+        );
+    }
+    for e in &r.errors {
+        eprintln!("band-server: janitor: {e}");
+    }
+}
+
+fn cmd_run() -> i32 {
+    let sink = EventSink::new(Box::new(std::io::stdout()));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let cfg = match load() {
+            Ok(c) => c,
+            Err(e) => {
+                let r = RunResult::setup_failed("", e.layer, e.message, e.hint);
+                sink.send(&Message::Result(Box::new(r)));
+                return;
+            }
+        };
+        janitor_pass(&cfg);
+        let stdin = std::io::stdin();
+        let mut lock = stdin.lock();
+        run::serve(&mut lock, &cfg, &sink);
+    }));
+    if let Err(panic) = outcome {
+        let msg = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        let r = RunResult::setup_failed("", Layer::Process, format!("internal error: {msg}"), None);
+        sink.send(&Message::Result(Box::new(r)));
+    }
+    0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("run") => cmd_run(),
+        Some("janitor") => match load() {
+            Ok(cfg) => {
+                if sys::euid() != 0 {
+                    eprintln!("band-server: janitor: must run as root");
+                    1
+                } else {
+                    janitor_pass(&cfg);
+                    0
+                }
+            }
+            Err(e) => {
+                eprintln!("band-server: {e}");
+                1
+            }
+        },
+        Some("version") => {
+            let v = serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "protocol": proto::PROTOCOL_VERSION});
+            let _ = writeln!(std::io::stdout(), "{v}");
+            0
+        }
+        _ => {
+            eprintln!("usage: band-server run | janitor | version");
+            i32::from(proto::exit::USAGE)
+        }
+    };
+    std::process::exit(code);
+}

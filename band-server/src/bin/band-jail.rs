@@ -1,1 +1,148 @@
-fn main() {}
+//! `band-jail --secrets-fd N [--status-fd M] -- /skill/<entry>`: the last step inside the sandbox.
+//!
+//! Synchronous, single-threaded, in this order:
+//!
+//! 1. read the secrets (a JSON object of strings) from fd N until EOF, close it;
+//! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`;
+//! 3. close every fd above 2 (the status fd is kept, close-on-exec);
+//! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
+//! 5. install the seccomp program, last, so nothing above runs under it;
+//! 6. write `ok` to the status fd and `execve` the entry.
+//!
+//! Any failure: `band-jail: <layer>: <message>` on stderr, `err <layer> <message>` on the status
+//! fd, exit 125. band-server turns that into `setup_failed` with that layer.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+
+use band::proto::{self, Layer};
+use band_server::{seccomp, sys};
+
+const EXIT_JAIL: i32 = 125;
+
+struct Args {
+    secrets_fd: i32,
+    status_fd: Option<i32>,
+    command: Vec<String>,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut secrets_fd = None;
+    let mut status_fd = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--secrets-fd" => {
+                secrets_fd = Some(args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--secrets-fd needs a number")?);
+                i += 2;
+            }
+            "--status-fd" => {
+                status_fd = Some(args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--status-fd needs a number")?);
+                i += 2;
+            }
+            "--" => {
+                let command = args[i + 1..].to_vec();
+                if command.is_empty() {
+                    return Err("no command after --".into());
+                }
+                return Ok(Args { secrets_fd: secrets_fd.ok_or("--secrets-fd is required")?, status_fd, command });
+            }
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+    }
+    Err("usage: band-jail --secrets-fd N [--status-fd M] -- COMMAND".into())
+}
+
+fn fail(status_fd: Option<i32>, layer: Layer, msg: &str) -> ! {
+    eprintln!("band-jail: {}: {msg}", layer.as_str());
+    if let Some(fd) = status_fd {
+        let _ = sys::write_fd(fd, format!("err {} {}\n", layer.as_str(), msg.replace('\n', " ")).as_bytes());
+    }
+    std::process::exit(EXIT_JAIL);
+}
+
+fn env_name_ok(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && !proto::env::RESERVED.contains(&name)
+        && !proto::env::RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse_args(&argv) {
+        Ok(a) => a,
+        Err(m) => fail(None, Layer::Process, &m),
+    };
+    let st = args.status_fd;
+
+    // 1. Secrets.
+    let secrets: BTreeMap<String, String> = {
+        let fd = sys::take_inherited_fd(args.secrets_fd)
+            .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("fd {}: {e}", args.secrets_fd)));
+        let mut text = Vec::new();
+        if let Err(e) = std::fs::File::from(fd).take(16 << 20).read_to_end(&mut text) {
+            fail(st, Layer::Secrets, &format!("cannot read secrets: {e}"));
+        }
+        if text.is_empty() {
+            BTreeMap::new()
+        } else {
+            serde_json::from_slice(&text).unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
+        }
+    };
+
+    // 2. Process hardening.
+    if let Err(e) = sys::disable_core_dumps() {
+        fail(st, Layer::Process, &format!("failed to set RLIMIT_CORE: {e}"));
+    }
+    if let Err(e) = sys::set_no_new_privs() {
+        fail(st, Layer::Seccomp, &format!("failed to set no_new_privs: {e}"));
+    }
+
+    // 3. No inherited descriptors beyond stdio.
+    if let Err(e) = sys::close_fds_above_stderr(st) {
+        fail(st, Layer::Process, &format!("failed to close inherited fds: {e}"));
+    }
+
+    // 4. Environment and argv, prepared before seccomp so nothing allocates after it.
+    let mut env: BTreeMap<Vec<u8>, Vec<u8>> =
+        std::env::vars_os().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    for (k, v) in &secrets {
+        if !env_name_ok(k) {
+            fail(st, Layer::Secrets, &format!("secret name {k:?} is not allowed"));
+        }
+        env.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    }
+    let envp: Vec<CString> = env
+        .into_iter()
+        .map(|(mut k, v)| {
+            k.push(b'=');
+            k.extend(v);
+            CString::new(k).unwrap_or_else(|_| fail(st, Layer::Secrets, "environment contains NUL"))
+        })
+        .collect();
+    let cargv: Vec<CString> = args
+        .command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).unwrap_or_else(|_| fail(st, Layer::Process, "argument contains NUL")))
+        .collect();
+    let program = seccomp::build_program().unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
+    drop(secrets);
+
+    // 5. seccomp, last.
+    if let Err(e) = seccomp::install(&program) {
+        fail(st, Layer::Seccomp, &e.to_string());
+    }
+
+    // 6. exec.
+    if let Some(fd) = st {
+        if let Err(e) = sys::write_fd(fd, b"ok\n") {
+            fail(None, Layer::Process, &format!("status fd: {e}"));
+        }
+    }
+    let err = sys::execve(&cargv[0], &cargv, &envp);
+    fail(st, Layer::Process, &format!("cannot execute {}: {err}", args.command[0]));
+}

@@ -1,0 +1,235 @@
+//! The bubblewrap command line of a run, as a pure function of a [`SandboxPlan`].
+//!
+//! bubblewrap is started as the run's uid (never root) and builds an unprivileged user namespace
+//! of its own, plus pid, ipc, uts, cgroup and network namespaces. The mount order matters:
+//!
+//! 1. `/proc`, `/dev` (then remounted read-only: no writable, executable `/dev/shm`).
+//! 2. Read-only system trees: `/usr/lib`, `/usr/lib64`, `/usr/share`, `/usr/libexec`, and the
+//!    compatibility symlinks `/lib`, `/lib64`, `/bin`, `/sbin`.
+//! 3. `/usr/bin`: only the essentials and the declared commands, each host binary resolved to its
+//!    final file and bound individually at `/usr/bin/<name>`. Everything else in the host's
+//!    `/usr/bin` simply does not exist inside.
+//! 4. `/etc`: only `ld.so.cache`, the synthetic passwd/group/hosts/nsswitch.conf and the CA
+//!    certificates.
+//! 5. The run's own directories (skill, workspace, tmp, io, wrappers, shim, jail, policy, socket),
+//!    then host mounts for absolute `allow.read` / `allow.write` patterns.
+//! 6. `--remount-ro /`: the sandbox's root tmpfs (where bubblewrap created the mount points) is
+//!    read-only, so the only writable places are the run's noexec directories.
+//!
+//! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
+//! appear on any command line.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Inside the sandbox.
+pub const SANDBOX_PATH: &str = "/band/bin";
+pub const SANDBOX_SHIM: &str = "/band/shim";
+pub const SANDBOX_JAIL: &str = "/band/jail";
+pub const SANDBOX_POLICY: &str = "/band/policy.json";
+pub const SANDBOX_SOCK: &str = "/band/sock";
+pub const SANDBOX_IO: &str = "/band/io";
+pub const SECRETS_FD: i32 = 3;
+pub const STATUS_FD: i32 = 4;
+
+/// A binary bound at `/usr/bin/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinaryBind {
+    pub name: String,
+    /// The canonical host file.
+    pub host: PathBuf,
+}
+
+/// A host path bound into the sandbox (source already prepared by band-server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraBind {
+    pub source: PathBuf,
+    pub dest: PathBuf,
+    pub writable: bool,
+}
+
+/// Everything [`build_bwrap_args`] needs; all host paths are absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPlan {
+    pub run_dir: PathBuf,
+    pub shim: PathBuf,
+    pub jail: PathBuf,
+    pub binaries: Vec<BinaryBind>,
+    pub extra: Vec<ExtraBind>,
+    pub entry: String,
+    pub has_config: bool,
+}
+
+/// The environment of the script. Secrets are not here: the jail adds them from the pipe.
+pub fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![
+        ("PATH", SANDBOX_PATH),
+        ("HOME", "/tmp"),
+        ("TMPDIR", "/tmp"),
+        ("LANG", "C.UTF-8"),
+        ("INPUT_PATH", "/band/io/input.json"),
+        ("OUTPUT_PATH", "/band/io/output.json"),
+    ];
+    if has_config {
+        env.push(("CONFIG_PATH", "/band/io/config.json"));
+    }
+    env.push(("WORKSPACE", "/workspace"));
+    env.push(("SKILL_DIR", "/skill"));
+    env
+}
+
+/// The full argv after the bwrap binary itself.
+pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
+    push(&["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--unshare-net"]);
+    push(&["--disable-userns"]);
+    push(&["--new-session", "--die-with-parent", "--clearenv", "--cap-drop", "ALL"]);
+    push(&["--hostname", "band"]);
+    push(&["--proc", "/proc", "--dev", "/dev"]);
+    push(&["--ro-bind", "/usr/lib", "/usr/lib"]);
+    push(&["--ro-bind-try", "/usr/lib64", "/usr/lib64"]);
+    push(&["--ro-bind", "/usr/share", "/usr/share"]);
+    push(&["--ro-bind-try", "/usr/libexec", "/usr/libexec"]);
+    push(&["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"]);
+    push(&["--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"]);
+    push(&["--dir", "/usr/bin", "--dir", "/usr/sbin", "--dir", "/usr/local/bin"]);
+    let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
+    let mut bind = |kind: &str, src: OsString, dest: OsString| {
+        a.push(kind.into());
+        a.push(src);
+        a.push(dest);
+    };
+    for b in &plan.binaries {
+        bind("--ro-bind", b.host.clone().into_os_string(), format!("/usr/bin/{}", b.name).into());
+    }
+    bind("--ro-bind", "/etc/ld.so.cache".into(), "/etc/ld.so.cache".into());
+    for f in ["passwd", "group", "hosts", "nsswitch.conf"] {
+        bind("--ro-bind", run(&format!("etc/{f}")), format!("/etc/{f}").into());
+    }
+    bind("--ro-bind-try", "/etc/ssl/certs".into(), "/etc/ssl/certs".into());
+    bind("--ro-bind-try", "/etc/ca-certificates".into(), "/etc/ca-certificates".into());
+    bind("--ro-bind", run("skill"), "/skill".into());
+    bind("--bind", run("workspace"), "/workspace".into());
+    bind("--bind", run("tmp"), "/tmp".into());
+    bind("--bind", run("io"), SANDBOX_IO.into());
+    bind("--ro-bind", run("bin"), SANDBOX_PATH.into());
+    bind("--ro-bind", plan.shim.clone().into_os_string(), SANDBOX_SHIM.into());
+    bind("--ro-bind", plan.jail.clone().into_os_string(), SANDBOX_JAIL.into());
+    bind("--ro-bind", run("policy.json"), SANDBOX_POLICY.into());
+    bind("--ro-bind", run("sock"), SANDBOX_SOCK.into());
+    for e in &plan.extra {
+        let kind = if e.writable { "--bind" } else { "--ro-bind" };
+        bind(kind, e.source.clone().into_os_string(), e.dest.clone().into_os_string());
+    }
+    let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
+    push(&["--remount-ro", "/dev", "--remount-ro", "/"]);
+    for (k, v) in sandbox_env(plan.has_config) {
+        push(&["--setenv", k, v]);
+    }
+    push(&["--chdir", "/workspace"]);
+    push(&["--", SANDBOX_JAIL, "--secrets-fd", "3", "--status-fd", "4", "--"]);
+    a.push(format!("/skill/{}", plan.entry).into());
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn plan() -> SandboxPlan {
+        SandboxPlan {
+            run_dir: PathBuf::from("/run/band/runs/0123456789abcdef"),
+            shim: PathBuf::from("/opt/band/band-shim"),
+            jail: PathBuf::from("/opt/band/band-jail"),
+            binaries: vec![
+                BinaryBind { name: "sh".into(), host: PathBuf::from("/usr/bin/dash") },
+                BinaryBind { name: "jq".into(), host: PathBuf::from("/usr/bin/jq") },
+            ],
+            extra: vec![ExtraBind {
+                source: PathBuf::from("/run/band/runs/0123456789abcdef/host/0"),
+                dest: PathBuf::from("/data"),
+                writable: false,
+            }],
+            entry: "scripts/run.sh".into(),
+            has_config: true,
+        }
+    }
+
+    #[test]
+    fn full_argv() {
+        let got: Vec<String> = build_bwrap_args(&plan()).iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        let r = "/run/band/runs/0123456789abcdef";
+        let want: Vec<String> = [
+            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--unshare-net",
+            "--disable-userns",
+            "--new-session", "--die-with-parent", "--clearenv", "--cap-drop", "ALL",
+            "--hostname", "band",
+            "--proc", "/proc", "--dev", "/dev",
+            "--ro-bind", "/usr/lib", "/usr/lib",
+            "--ro-bind-try", "/usr/lib64", "/usr/lib64",
+            "--ro-bind", "/usr/share", "/usr/share",
+            "--ro-bind-try", "/usr/libexec", "/usr/libexec",
+            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+            "--dir", "/usr/bin", "--dir", "/usr/sbin", "--dir", "/usr/local/bin",
+            "--ro-bind", "/usr/bin/dash", "/usr/bin/sh",
+            "--ro-bind", "/usr/bin/jq", "/usr/bin/jq",
+            "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+            "--ro-bind", &format!("{r}/etc/passwd"), "/etc/passwd",
+            "--ro-bind", &format!("{r}/etc/group"), "/etc/group",
+            "--ro-bind", &format!("{r}/etc/hosts"), "/etc/hosts",
+            "--ro-bind", &format!("{r}/etc/nsswitch.conf"), "/etc/nsswitch.conf",
+            "--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
+            "--ro-bind-try", "/etc/ca-certificates", "/etc/ca-certificates",
+            "--ro-bind", &format!("{r}/skill"), "/skill",
+            "--bind", &format!("{r}/workspace"), "/workspace",
+            "--bind", &format!("{r}/tmp"), "/tmp",
+            "--bind", &format!("{r}/io"), "/band/io",
+            "--ro-bind", &format!("{r}/bin"), "/band/bin",
+            "--ro-bind", "/opt/band/band-shim", "/band/shim",
+            "--ro-bind", "/opt/band/band-jail", "/band/jail",
+            "--ro-bind", &format!("{r}/policy.json"), "/band/policy.json",
+            "--ro-bind", &format!("{r}/sock"), "/band/sock",
+            "--ro-bind", &format!("{r}/host/0"), "/data",
+            "--remount-ro", "/dev", "--remount-ro", "/",
+            "--setenv", "PATH", "/band/bin",
+            "--setenv", "HOME", "/tmp",
+            "--setenv", "TMPDIR", "/tmp",
+            "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "INPUT_PATH", "/band/io/input.json",
+            "--setenv", "OUTPUT_PATH", "/band/io/output.json",
+            "--setenv", "CONFIG_PATH", "/band/io/config.json",
+            "--setenv", "WORKSPACE", "/workspace",
+            "--setenv", "SKILL_DIR", "/skill",
+            "--chdir", "/workspace",
+            "--", "/band/jail", "--secrets-fd", "3", "--status-fd", "4", "--", "/skill/scripts/run.sh",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn never_shares_the_network_or_binds_the_host_root() {
+        let args: Vec<String> = build_bwrap_args(&plan()).iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert!(!args.iter().any(|a| a == "--share-net"));
+        for w in args.windows(3) {
+            if w[0].ends_with("bind") || w[0].ends_with("bind-try") {
+                assert_ne!(w[1], "/", "host root bound: {w:?}");
+                assert_ne!(w[1], "/etc", "host /etc bound: {w:?}");
+                assert_ne!(w[1], "/usr/bin", "host /usr/bin bound: {w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn config_path_only_with_a_config() {
+        let envs = sandbox_env(false);
+        assert!(!envs.iter().any(|(k, _)| *k == "CONFIG_PATH"));
+        assert!(sandbox_env(true).iter().any(|(k, v)| *k == "CONFIG_PATH" && *v == "/band/io/config.json"));
+    }
+}

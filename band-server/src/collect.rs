@@ -1,0 +1,400 @@
+//! What a run produced, read from outside after every process of the run is dead: captured
+//! logs, the output document, written workspace files, insist results, and the final status.
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use band::policy::cli::CliPattern;
+use band::policy::fs::{FsMatcher, FsPattern};
+use band::policy::Policy;
+use band::proto::{CliCall, FileEntry, Status};
+use base64::Engine;
+
+use crate::request::DecodedFile;
+
+/// One captured stream (stdout or stderr): kept up to `cap` bytes, the rest counted and dropped.
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    pub kept: Vec<u8>,
+    pub dropped: u64,
+    cap: u64,
+    /// Bytes of an incomplete UTF-8 sequence held back from the last streamed chunk.
+    carry: Vec<u8>,
+}
+
+impl Capture {
+    pub fn new(cap: u64) -> Capture {
+        Capture { cap, ..Capture::default() }
+    }
+
+    /// Keep what fits; return the text to stream now (complete UTF-8 characters only, invalid
+    /// bytes replaced) and whether this chunk is the one that crossed the cap.
+    pub fn push(&mut self, chunk: &[u8]) -> (String, bool) {
+        let room = self.cap.saturating_sub(self.kept.len() as u64) as usize;
+        let take = room.min(chunk.len());
+        let crossed = take < chunk.len() && self.dropped == 0;
+        self.dropped += (chunk.len() - take) as u64;
+        self.kept.extend_from_slice(&chunk[..take]);
+        let mut pending = std::mem::take(&mut self.carry);
+        pending.extend_from_slice(&chunk[..take]);
+        let cut = utf8_complete_prefix(&pending);
+        self.carry = pending.split_off(cut);
+        if crossed {
+            // Nothing more will come: flush the held-back bytes too.
+            pending.append(&mut self.carry);
+        }
+        (String::from_utf8_lossy(&pending).into_owned(), crossed)
+    }
+
+    /// Whatever is still held back, at end of stream.
+    pub fn finish(&mut self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut self.carry)).into_owned()
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.dropped > 0
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.kept).into_owned()
+    }
+}
+
+/// Length of the longest prefix that does not end inside a UTF-8 sequence.
+fn utf8_complete_prefix(b: &[u8]) -> usize {
+    let n = b.len();
+    for back in 1..=3.min(n) {
+        let c = b[n - back];
+        if c & 0b1100_0000 == 0b1000_0000 {
+            continue; // continuation byte: keep looking for the lead byte
+        }
+        let need = if c & 0b1110_0000 == 0b1100_0000 {
+            2
+        } else if c & 0b1111_0000 == 0b1110_0000 {
+            3
+        } else if c & 0b1111_1000 == 0b1111_0000 {
+            4
+        } else {
+            1
+        };
+        return if need > back { n - back } else { n };
+    }
+    n
+}
+
+/// The output document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    None,
+    Json(serde_json::Value, u64),
+    TooLarge(u64),
+    Unreadable(String),
+}
+
+/// Read `output.json` safely: `O_NOFOLLOW`, must be a regular file, size checked with `fstat`
+/// before reading. `Ok(None)` when absent.
+pub fn read_output_file(path: &Path, max: u64) -> Output {
+    let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Output::None,
+        Err(e) => return Output::Unreadable(format!("output.json: {e}")),
+    };
+    let meta = match f.metadata() {
+        Ok(m) => m,
+        Err(e) => return Output::Unreadable(format!("output.json: {e}")),
+    };
+    if !meta.file_type().is_file() {
+        return Output::Unreadable("output.json is not a regular file".into());
+    }
+    if meta.len() > max {
+        return Output::TooLarge(meta.len());
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    if let Err(e) = f.take(max + 1).read_to_end(&mut buf) {
+        return Output::Unreadable(format!("output.json: {e}"));
+    }
+    if buf.len() as u64 > max {
+        return Output::TooLarge(buf.len() as u64);
+    }
+    let n = buf.len() as u64;
+    match serde_json::from_slice(&buf) {
+        Ok(v) => Output::Json(v, n),
+        Err(_) => Output::Json(serde_json::Value::String(String::from_utf8_lossy(&buf).into_owned()), n),
+    }
+}
+
+/// Stdout as the output when there is no output.json: JSON if it parses, else the string; nothing
+/// if empty.
+pub fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
+    let total = stdout.kept.len() as u64 + stdout.dropped;
+    if total > max || stdout.truncated() {
+        return Output::TooLarge(total);
+    }
+    let text = stdout.text();
+    if text.trim().is_empty() {
+        return Output::None;
+    }
+    match serde_json::from_str(&text) {
+        Ok(v) => Output::Json(v, total),
+        Err(_) => Output::Json(serde_json::Value::String(text), total),
+    }
+}
+
+/// A regular file found in the workspace after the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundFile {
+    pub path: String,
+    pub mode: u32,
+    pub data: Vec<u8>,
+}
+
+/// Walk `root` with `lstat` (never following symlinks), returning regular files only, with at
+/// most `max_total` bytes read in all. Files past the budget are skipped.
+pub fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
+    let mut out = Vec::new();
+    let mut budget = max_total;
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        let mut names: Vec<String> = rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
+        names.sort();
+        for name in names {
+            let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let p = root.join(&child);
+            let Ok(meta) = fs::symlink_metadata(&p) else { continue };
+            if meta.file_type().is_dir() {
+                stack.push(child);
+            } else if meta.file_type().is_file() && meta.len() <= budget {
+                let Ok(f) = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&p) else { continue };
+                let Ok(m2) = f.metadata() else { continue };
+                if !m2.file_type().is_file() || m2.ino() != meta.ino() {
+                    continue;
+                }
+                let mut data = Vec::new();
+                if f.take(budget).read_to_end(&mut data).is_err() {
+                    continue;
+                }
+                budget -= data.len() as u64;
+                out.push(FoundFile { path: child, mode: m2.mode() & 0o777, data });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// Files that are new or changed compared with the request's workspace.
+pub fn changed_files<'a>(found: &'a [FoundFile], original: &[DecodedFile]) -> Vec<&'a FoundFile> {
+    let before: BTreeMap<&str, &[u8]> = original.iter().map(|f| (f.path.as_str(), f.data.as_slice())).collect();
+    found.iter().filter(|f| before.get(f.path.as_str()) != Some(&f.data.as_slice())).collect()
+}
+
+/// `result.written`: changed files allowed by `allow.write` and not denied.
+pub fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEntry> {
+    changed
+        .iter()
+        .filter(|f| write.check(&f.path).is_allowed())
+        .map(|f| FileEntry {
+            path: f.path.clone(),
+            mode: f.mode,
+            data: base64::engine::general_purpose::STANDARD.encode(&f.data),
+        })
+        .collect()
+}
+
+/// Workspace-relative form of a CLI argument that names a path, if it does.
+/// `/workspace/a/b` → `a/b`; `a/b` → `a/b` (the script's cwd is `/workspace`); `./a` → `a`;
+/// absolute paths outside the workspace stay absolute; flags and URLs are not paths.
+pub fn arg_as_path(arg: &str) -> Option<String> {
+    if arg.is_empty() || arg.starts_with('-') || arg.contains("://") {
+        return None;
+    }
+    if let Some(rest) = arg.strip_prefix("/workspace/") {
+        return Some(rest.to_string());
+    }
+    Some(arg.strip_prefix("./").unwrap_or(arg).to_string())
+}
+
+/// The `insist` items the run did not satisfy, as `"<category>: <pattern>"`.
+///
+/// - `cli`: some allowed reported call matches the pattern.
+/// - `read`: some allowed reported call has an argument that is a path matching the pattern. Shell
+///   builtins and redirections (`< file`) are not seen: they never go through the shim.
+/// - `write`: some workspace file matching the pattern was created or changed.
+/// - `net`: refused at setup, never reaches here.
+pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for p in &policy.insist.cli {
+        let ok = CliPattern::parse(p).map(|pat| calls.iter().any(|c| c.allowed && pat.matches(&c.argv))).unwrap_or(false);
+        if !ok {
+            missing.push(format!("cli: {p}"));
+        }
+    }
+    for p in &policy.insist.read {
+        let ok = FsPattern::parse(p)
+            .map(|pat| {
+                calls.iter().filter(|c| c.allowed).any(|c| c.argv.iter().skip(1).filter_map(|a| arg_as_path(a)).any(|a| pat.matches(&a)))
+            })
+            .unwrap_or(false);
+        if !ok {
+            missing.push(format!("read: {p}"));
+        }
+    }
+    for p in &policy.insist.write {
+        let ok = FsPattern::parse(p).map(|pat| changed.iter().any(|f| pat.matches(&f.path))).unwrap_or(false);
+        if !ok {
+            missing.push(format!("write: {p}"));
+        }
+    }
+    for p in &policy.insist.net {
+        missing.push(format!("net: {p}"));
+    }
+    missing
+}
+
+/// Everything the status depends on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub oom_kills: u64,
+    pub pids_max_hits: u64,
+    pub output_too_large: bool,
+    pub denials: usize,
+    pub insist_missing: usize,
+}
+
+/// The status of a run that started. Order: resource kills first (a fork bomb usually also times
+/// out; the pids limit is the cause), then output size, then the script's own verdict, then
+/// insist.
+pub fn status(f: &Facts) -> Status {
+    if f.pids_max_hits > 0 {
+        Status::PidsLimit
+    } else if f.oom_kills > 0 {
+        Status::MemoryLimit
+    } else if f.timed_out {
+        Status::Timeout
+    } else if f.output_too_large {
+        Status::OutputTooLarge
+    } else if f.exit_code != Some(0) {
+        if f.denials > 0 { Status::Denied } else { Status::ScriptFailed }
+    } else if f.insist_missing > 0 {
+        Status::InsistUnsatisfied
+    } else {
+        Status::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn capture_keeps_up_to_the_cap_and_reports_crossing_once() {
+        let mut c = Capture::new(5);
+        assert_eq!(c.push(b"abc"), ("abc".to_string(), false));
+        assert_eq!(c.push(b"defg"), ("de".to_string(), true));
+        assert_eq!(c.push(b"hij"), (String::new(), false));
+        assert_eq!(c.text(), "abcde");
+        assert_eq!(c.dropped, 5);
+        assert!(c.truncated());
+    }
+
+    #[test]
+    fn capture_never_splits_a_character() {
+        let mut c = Capture::new(100);
+        let s = "é€😀".as_bytes();
+        let (a, _) = c.push(&s[..1]);
+        let (b, _) = c.push(&s[1..4]);
+        let (d, _) = c.push(&s[4..8]);
+        let (e, _) = c.push(&s[8..]);
+        assert_eq!((a.as_str(), b.as_str(), d.as_str(), e.as_str()), ("", "é", "€", "😀"));
+        assert_eq!(c.finish(), "");
+        let mut c = Capture::new(100);
+        let _ = c.push(&s[..1]);
+        assert_eq!(c.finish(), "\u{fffd}");
+    }
+
+    #[test]
+    fn stdout_as_output() {
+        let mut c = Capture::new(100);
+        c.push(b"{\"n\": 1}\n");
+        assert_eq!(output_from_stdout(&c, 100), Output::Json(serde_json::json!({"n": 1}), 9));
+        let mut c = Capture::new(100);
+        c.push(b"hello\n");
+        assert_eq!(output_from_stdout(&c, 100), Output::Json(serde_json::json!("hello\n"), 6));
+        assert_eq!(output_from_stdout(&Capture::new(100), 100), Output::None);
+        let mut c = Capture::new(4);
+        c.push(b"123456");
+        assert_eq!(output_from_stdout(&c, 100), Output::TooLarge(6));
+        let mut c = Capture::new(100);
+        c.push(b"123456");
+        assert_eq!(output_from_stdout(&c, 5), Output::TooLarge(6));
+    }
+
+    #[test]
+    fn output_file_checks() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path().join("output.json");
+        assert_eq!(read_output_file(&p, 10), Output::None);
+        fs::write(&p, b"[1,2]").unwrap_or_default();
+        assert_eq!(read_output_file(&p, 10), Output::Json(serde_json::json!([1, 2]), 5));
+        assert_eq!(read_output_file(&p, 4), Output::TooLarge(5));
+        fs::remove_file(&p).unwrap_or_default();
+        std::os::unix::fs::symlink("/etc/passwd", &p).unwrap_or_default();
+        assert!(matches!(read_output_file(&p, 1 << 20), Output::Unreadable(_)));
+        fs::remove_file(&p).unwrap_or_default();
+        fs::create_dir(&p).unwrap_or_default();
+        assert!(matches!(read_output_file(&p, 10), Output::Unreadable(_)));
+    }
+
+    #[test]
+    fn workspace_walk_skips_symlinks_and_respects_the_budget() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = dir.path();
+        fs::create_dir_all(r.join("a/b")).unwrap_or_default();
+        fs::write(r.join("a/b/x.txt"), b"xx").unwrap_or_default();
+        fs::write(r.join("top.txt"), b"t").unwrap_or_default();
+        fs::write(r.join("big.bin"), vec![0u8; 100]).unwrap_or_default();
+        std::os::unix::fs::symlink("/etc/passwd", r.join("link")).unwrap_or_default();
+        std::os::unix::fs::symlink("/etc", r.join("dirlink")).unwrap_or_default();
+        let got: Vec<String> = walk_workspace(r, 10).into_iter().map(|f| f.path).collect();
+        assert_eq!(got, vec!["a/b/x.txt", "top.txt"]);
+        let before = vec![DecodedFile { path: "top.txt".into(), mode: 0o644, data: b"t".to_vec() }];
+        let found = walk_workspace(r, 1000);
+        let changed: Vec<&str> = changed_files(&found, &before).iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(changed, vec!["a/b/x.txt", "big.bin"]);
+    }
+
+    #[test]
+    fn args_as_paths() {
+        assert_eq!(arg_as_path("/workspace/a/b.txt"), Some("a/b.txt".into()));
+        assert_eq!(arg_as_path("./a"), Some("a".into()));
+        assert_eq!(arg_as_path("data.csv"), Some("data.csv".into()));
+        assert_eq!(arg_as_path("/etc/hosts"), Some("/etc/hosts".into()));
+        assert_eq!(arg_as_path("-r"), None);
+        assert_eq!(arg_as_path("https://x/y"), None);
+    }
+
+    #[test]
+    fn status_order() {
+        let ok = Facts { exit_code: Some(0), ..Facts::default() };
+        assert_eq!(status(&ok), Status::Ok);
+        assert_eq!(status(&Facts { exit_code: Some(1), ..ok }), Status::ScriptFailed);
+        assert_eq!(status(&Facts { exit_code: Some(126), denials: 1, ..ok }), Status::Denied);
+        assert_eq!(status(&Facts { denials: 1, ..ok }), Status::Ok);
+        assert_eq!(status(&Facts { insist_missing: 1, ..ok }), Status::InsistUnsatisfied);
+        assert_eq!(status(&Facts { exit_code: Some(1), insist_missing: 1, ..ok }), Status::ScriptFailed);
+        assert_eq!(status(&Facts { output_too_large: true, ..ok }), Status::OutputTooLarge);
+        assert_eq!(status(&Facts { exit_code: None, timed_out: true, ..ok }), Status::Timeout);
+        assert_eq!(status(&Facts { exit_code: None, timed_out: true, pids_max_hits: 3, ..ok }), Status::PidsLimit);
+        assert_eq!(status(&Facts { exit_code: Some(137), oom_kills: 1, ..ok }), Status::MemoryLimit);
+        assert_eq!(status(&Facts { exit_code: Some(137), oom_kills: 1, pids_max_hits: 1, ..ok }), Status::PidsLimit);
+    }
+}

@@ -1,0 +1,401 @@
+//! The server configuration (`/etc/band/server.toml`) and the effective limits of a run.
+//!
+//! The platform sets a default and a cap for every limit. A band may lower a limit below the cap
+//! but never raise it: `effective = min(band value or default, cap)` ([`resolve_limits`]).
+//!
+//! ```toml
+//! # /etc/band/server.toml (every key optional)
+//! state_dir = "/run/band"
+//! bwrap = "/usr/bin/bwrap"
+//!
+//! [defaults]
+//! memory = "512m"
+//! runtime = "60s"
+//!
+//! [caps]
+//! memory = "4g"
+//! pids = 4096
+//! cpus = 2
+//! ```
+//!
+//! Sizes accept a number of bytes or `k`/`m`/`g` suffixes, durations a number of milliseconds or
+//! `ms`/`s`/`m`/`h` suffixes (as in BAND.md, see `band::units`).
+
+use std::path::{Path, PathBuf};
+
+use band::policy::Limits;
+use band::proto::Layer;
+use serde::Deserialize;
+
+use crate::error::{SetupError, SetupResult};
+
+/// Where the config is read from unless `BAND_SERVER_CONFIG` names another file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/band/server.toml";
+/// Environment variable overriding [`DEFAULT_CONFIG_PATH`].
+pub const CONFIG_ENV: &str = "BAND_SERVER_CONFIG";
+/// Environment variable overriding the state directory (tests).
+pub const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
+pub const DEFAULT_STATE_DIR: &str = "/run/band";
+pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
+
+/// The cgroup CPU period; `maxCpus` becomes a quota of `cpus × period`.
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// One value per limit, all present (after defaults are filled in).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitValues {
+    pub memory_bytes: u64,
+    pub pids: u64,
+    pub cpus: f64,
+    pub runtime_ms: u64,
+    pub disk_bytes: u64,
+    pub log_bytes: u64,
+    pub output_bytes: u64,
+    pub input_bytes: u64,
+}
+
+impl LimitValues {
+    pub const PLATFORM_DEFAULTS: LimitValues = LimitValues {
+        memory_bytes: 512 * MIB,
+        pids: 128,
+        cpus: 1.0,
+        runtime_ms: 60_000,
+        disk_bytes: 256 * MIB,
+        log_bytes: 10 * MIB,
+        output_bytes: 10 * MIB,
+        input_bytes: 10 * MIB,
+    };
+
+    pub const PLATFORM_CAPS: LimitValues = LimitValues {
+        memory_bytes: 4 * GIB,
+        pids: 4096,
+        cpus: 2.0,
+        runtime_ms: 3_600_000,
+        disk_bytes: 4 * GIB,
+        log_bytes: 10 * MIB,
+        output_bytes: 10 * MIB,
+        input_bytes: 10 * MIB,
+    };
+}
+
+/// The parsed server configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub state_dir: PathBuf,
+    pub bwrap: PathBuf,
+    pub defaults: LimitValues,
+    pub caps: LimitValues,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            bwrap: PathBuf::from(DEFAULT_BWRAP),
+            defaults: LimitValues::PLATFORM_DEFAULTS,
+            caps: LimitValues::PLATFORM_CAPS,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Num {
+    Int(u64),
+    Float(f64),
+    Text(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    memory: Option<Num>,
+    pids: Option<Num>,
+    cpus: Option<Num>,
+    runtime: Option<Num>,
+    disk: Option<Num>,
+    log: Option<Num>,
+    output: Option<Num>,
+    input: Option<Num>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    state_dir: Option<PathBuf>,
+    bwrap: Option<PathBuf>,
+    #[serde(default)]
+    defaults: RawLimits,
+    #[serde(default)]
+    caps: RawLimits,
+}
+
+fn size(key: &str, v: &Num) -> Result<u64, String> {
+    match v {
+        Num::Int(n) => Ok(*n),
+        Num::Float(_) => Err(format!("`{key}` must be a whole number of bytes or a size like \"512m\"")),
+        Num::Text(t) => band::units::parse_bytes(t).map_err(|e| format!("`{key}`: {e}")),
+    }
+}
+
+fn duration(key: &str, v: &Num) -> Result<u64, String> {
+    match v {
+        Num::Int(n) => Ok(*n),
+        Num::Float(_) => Err(format!("`{key}` must be milliseconds or a duration like \"60s\"")),
+        Num::Text(t) => band::units::parse_duration_ms(t).map_err(|e| format!("`{key}`: {e}")),
+    }
+}
+
+fn count(key: &str, v: &Num) -> Result<u64, String> {
+    match v {
+        Num::Int(n) => Ok(*n),
+        _ => Err(format!("`{key}` must be a whole number")),
+    }
+}
+
+fn cpus(key: &str, v: &Num) -> Result<f64, String> {
+    match v {
+        Num::Int(n) => Ok(*n as f64),
+        Num::Float(f) => Ok(*f),
+        Num::Text(t) => t.trim().parse::<f64>().map_err(|_| format!("`{key}` must be a number of CPUs")),
+    }
+}
+
+fn apply(raw: &RawLimits, base: LimitValues, table: &str) -> Result<LimitValues, String> {
+    let k = |name: &str| format!("{table}.{name}");
+    let mut out = base;
+    if let Some(v) = &raw.memory {
+        out.memory_bytes = size(&k("memory"), v)?;
+    }
+    if let Some(v) = &raw.pids {
+        out.pids = count(&k("pids"), v)?;
+    }
+    if let Some(v) = &raw.cpus {
+        out.cpus = cpus(&k("cpus"), v)?;
+    }
+    if let Some(v) = &raw.runtime {
+        out.runtime_ms = duration(&k("runtime"), v)?;
+    }
+    if let Some(v) = &raw.disk {
+        out.disk_bytes = size(&k("disk"), v)?;
+    }
+    if let Some(v) = &raw.log {
+        out.log_bytes = size(&k("log"), v)?;
+    }
+    if let Some(v) = &raw.output {
+        out.output_bytes = size(&k("output"), v)?;
+    }
+    if let Some(v) = &raw.input {
+        out.input_bytes = size(&k("input"), v)?;
+    }
+    Ok(out)
+}
+
+/// Parse the text of a config file. Unknown keys are errors (a typo must not silently keep a
+/// default).
+pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+    let d = ServerConfig::default();
+    let caps = apply(&raw.caps, d.caps, "caps")?;
+    let defaults = apply(&raw.defaults, d.defaults, "defaults")?;
+    Ok(ServerConfig {
+        state_dir: raw.state_dir.unwrap_or(d.state_dir),
+        bwrap: raw.bwrap.unwrap_or(d.bwrap),
+        defaults,
+        caps,
+    })
+}
+
+/// Read the config from `path`; a missing file means the defaults. `state_dir_override` (from
+/// `BAND_SERVER_STATE_DIR`) wins over the file.
+pub fn load_config(path: &Path, state_dir_override: Option<PathBuf>) -> SetupResult<ServerConfig> {
+    let mut cfg = match std::fs::read_to_string(path) {
+        Ok(text) => parse_config(&text).map_err(|e| {
+            SetupError::new(Layer::Limits, format!("invalid server config {}: {e}", path.display()))
+                .with_hint("fix the file or remove it to use the built-in defaults")
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ServerConfig::default(),
+        Err(e) => {
+            return Err(SetupError::new(Layer::Limits, format!("cannot read server config {}: {e}", path.display())));
+        }
+    };
+    if let Some(dir) = state_dir_override {
+        cfg.state_dir = dir;
+    }
+    Ok(cfg)
+}
+
+/// The limits one run gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectiveLimits {
+    pub memory_bytes: u64,
+    pub pids: u64,
+    pub cpu_quota_us: u64,
+    pub cpu_period_us: u64,
+    pub runtime_ms: u64,
+    pub disk_bytes: u64,
+    pub log_bytes: u64,
+    pub output_bytes: u64,
+    pub input_bytes: u64,
+}
+
+/// `min(band value or default, cap)` for every limit. A zero, negative or non-finite band value
+/// is refused (it cannot mean "no limit", and rounding it up would be a silent change).
+pub fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<EffectiveLimits> {
+    fn pick(name: &str, band: Option<u64>, default: u64, cap: u64) -> SetupResult<u64> {
+        if band == Some(0) {
+            return Err(SetupError::new(Layer::Limits, format!("{name} must be greater than 0")));
+        }
+        Ok(band.unwrap_or(default).min(cap))
+    }
+    let (d, c) = (&cfg.defaults, &cfg.caps);
+    let cpus = match band.max_cpus {
+        Some(x) if !x.is_finite() || x <= 0.0 => {
+            return Err(SetupError::new(Layer::Limits, format!("maxCpus must be a positive number, not {x}")));
+        }
+        Some(x) => x,
+        None => d.cpus,
+    };
+    let cpus = cpus.min(c.cpus);
+    // At least 1 % of one CPU (the kernel's minimum quota is 1 ms).
+    let quota = ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1_000);
+    Ok(EffectiveLimits {
+        memory_bytes: pick("maxMemoryBytes", band.max_memory_bytes, d.memory_bytes, c.memory_bytes)?,
+        pids: pick("maxPids", band.max_pids, d.pids, c.pids)?,
+        cpu_quota_us: quota,
+        cpu_period_us: CPU_PERIOD_US,
+        runtime_ms: pick("maxRuntimeMs", band.max_runtime_ms, d.runtime_ms, c.runtime_ms)?,
+        disk_bytes: pick("maxDiskBytes", band.max_disk_bytes, d.disk_bytes, c.disk_bytes)?,
+        log_bytes: pick("maxLogBytes", band.max_log_bytes, d.log_bytes, c.log_bytes)?,
+        output_bytes: pick("maxOutputBytes", band.max_output_bytes, d.output_bytes, c.output_bytes)?,
+        input_bytes: pick("maxInputBytes", band.max_input_bytes, d.input_bytes, c.input_bytes)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn defaults() -> EffectiveLimits {
+        EffectiveLimits {
+            memory_bytes: 512 * MIB,
+            pids: 128,
+            cpu_quota_us: 100_000,
+            cpu_period_us: 100_000,
+            runtime_ms: 60_000,
+            disk_bytes: 256 * MIB,
+            log_bytes: 10 * MIB,
+            output_bytes: 10 * MIB,
+            input_bytes: 10 * MIB,
+        }
+    }
+
+    #[test]
+    fn no_band_limits_gives_the_platform_defaults() {
+        let got = resolve_limits(&Limits::default(), &ServerConfig::default());
+        assert_eq!(got, Ok(defaults()));
+    }
+
+    #[test]
+    fn a_band_can_lower_but_never_raise() {
+        let band = Limits {
+            max_memory_bytes: Some(64 * MIB),
+            max_pids: Some(100_000),
+            max_cpus: Some(8.0),
+            max_runtime_ms: Some(2_000),
+            max_disk_bytes: Some(16 * GIB),
+            max_log_bytes: Some(1024),
+            max_output_bytes: Some(20 * MIB),
+            ..Limits::default()
+        };
+        let got = resolve_limits(&band, &ServerConfig::default());
+        let want = EffectiveLimits {
+            memory_bytes: 64 * MIB,
+            pids: 4096,
+            cpu_quota_us: 200_000,
+            cpu_period_us: 100_000,
+            runtime_ms: 2_000,
+            disk_bytes: 4 * GIB,
+            log_bytes: 1024,
+            output_bytes: 10 * MIB,
+            input_bytes: 10 * MIB,
+        };
+        assert_eq!(got, Ok(want));
+    }
+
+    #[test]
+    fn a_band_above_the_default_but_below_the_cap_gets_its_value() {
+        let band = Limits { max_memory_bytes: Some(GIB), max_cpus: Some(1.5), ..Limits::default() };
+        let got = resolve_limits(&band, &ServerConfig::default()).map(|l| (l.memory_bytes, l.cpu_quota_us));
+        assert_eq!(got, Ok((GIB, 150_000)));
+    }
+
+    #[test]
+    fn zero_and_nonsense_values_are_refused() {
+        for band in [
+            Limits { max_memory_bytes: Some(0), ..Limits::default() },
+            Limits { max_pids: Some(0), ..Limits::default() },
+            Limits { max_cpus: Some(0.0), ..Limits::default() },
+            Limits { max_cpus: Some(f64::NAN), ..Limits::default() },
+            Limits { max_cpus: Some(-1.0), ..Limits::default() },
+        ] {
+            let got = resolve_limits(&band, &ServerConfig::default());
+            assert!(matches!(&got, Err(e) if e.layer == Layer::Limits), "{band:?} gave {got:?}");
+        }
+    }
+
+    #[test]
+    fn tiny_cpu_share_is_raised_to_the_kernel_minimum() {
+        let band = Limits { max_cpus: Some(0.001), ..Limits::default() };
+        assert_eq!(resolve_limits(&band, &ServerConfig::default()).map(|l| l.cpu_quota_us), Ok(1_000));
+    }
+
+    #[test]
+    fn config_file_sets_defaults_and_caps() {
+        let cfg = parse_config(
+            r#"
+            state_dir = "/var/lib/band"
+            [defaults]
+            memory = "256m"
+            runtime = "30s"
+            [caps]
+            memory = 1073741824
+            pids = 512
+            cpus = 1.5
+            "#,
+        );
+        let cfg = match cfg {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(cfg.state_dir, PathBuf::from("/var/lib/band"));
+        assert_eq!(cfg.defaults.memory_bytes, 256 * MIB);
+        assert_eq!(cfg.defaults.runtime_ms, 30_000);
+        assert_eq!(cfg.caps.memory_bytes, GIB);
+        assert_eq!(cfg.caps.pids, 512);
+        assert_eq!(cfg.caps.cpus, 1.5);
+        assert_eq!(cfg.caps.runtime_ms, 3_600_000);
+        let band = Limits { max_memory_bytes: Some(2 * GIB), ..Limits::default() };
+        assert_eq!(resolve_limits(&band, &cfg).map(|l| l.memory_bytes), Ok(GIB));
+    }
+
+    #[test]
+    fn config_typos_are_errors() {
+        assert!(parse_config("[caps]\nmemroy = 1").is_err());
+        assert!(parse_config("statedir = \"/x\"").is_err());
+        assert!(parse_config("[caps]\nmemory = \"lots\"").is_err());
+        assert_eq!(parse_config(""), Ok(ServerConfig::default()));
+    }
+
+    #[test]
+    fn missing_config_file_means_defaults() {
+        let got = load_config(Path::new("/nonexistent/band/server.toml"), Some(PathBuf::from("/tmp/s")));
+        let want = ServerConfig { state_dir: PathBuf::from("/tmp/s"), ..ServerConfig::default() };
+        assert_eq!(got, Ok(want));
+    }
+}

@@ -1,0 +1,190 @@
+//! Cleans up after band-servers that died mid-run (SIGKILL, OOM, power loss of the process).
+//!
+//! Runs at every start and as `band-server janitor`:
+//!
+//! 1. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
+//!    kill every process of that slot's uid, kill and remove the run's cgroup, unmount and remove
+//!    the run directory, clear the file.
+//! 2. Remove run directories that no live lease names.
+//! 3. Kill and remove stale cgroups that no live lease names.
+//!
+//! A live run's lease is held, so nothing here can touch it.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::cgroup::{Hierarchy, RunCgroup};
+use crate::uidpool::{self, POOL_SIZE};
+use crate::{sys, workdir};
+
+/// What the janitor did, for the log line.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub dead_leases: Vec<u32>,
+    pub killed: usize,
+    pub removed_dirs: Vec<String>,
+    pub removed_cgroups: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+/// The real uid (and effective, saved) of a `/proc/<pid>/status` text.
+pub fn status_uids(status: &str) -> Option<[u32; 3]> {
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    let mut it = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok());
+    Some([it.next()?, it.next()?, it.next()?])
+}
+
+/// Pids (in our pid namespace) of processes whose real, effective or saved uid is in `uids`.
+pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
+    let Ok(rd) = fs::read_dir("/proc") else { return Vec::new() };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| status_uids(&s))
+                .is_some_and(|u| u.iter().any(|x| uids.contains(x)))
+        })
+        .collect()
+}
+
+/// SIGKILL every process of `uids` until none is left (bounded). Never uid 0.
+pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
+    let uids: BTreeSet<u32> = uids.iter().copied().filter(|u| *u != 0).collect();
+    if uids.is_empty() {
+        return 0;
+    }
+    let mut killed = 0;
+    for _ in 0..50 {
+        let pids = pids_of_uids(&uids);
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            if sys::kill(pid, libc::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    killed
+}
+
+/// Clean up what the dead owner of `slot` left behind. `file` is the slot's lock file, locked by
+/// the caller.
+pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File) -> Report {
+    let mut report = Report::default();
+    let run = uidpool::read_lease(file).map(|(_, run)| run);
+    if let Ok(passwd) = fs::read_to_string("/etc/passwd") {
+        if let Some((uid, _)) = uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)) {
+            report.killed += kill_uids(&BTreeSet::from([uid]));
+        }
+    }
+    if let Some(run) = run.filter(|r| crate::request::validate_run_id(r).is_ok()) {
+        if let Ok(h) = Hierarchy::detect_system() {
+            match RunCgroup::open(&h, &run).and_then(|cg| cg.remove()) {
+                Ok(()) => report.removed_cgroups.push(run.clone()),
+                Err(e) => report.errors.push(format!("cgroup {run}: {e}")),
+            }
+        }
+        let dir = workdir::runs_dir(state).join(&run);
+        if dir.exists() {
+            match workdir::remove_stale(&dir) {
+                Ok(()) => report.removed_dirs.push(run),
+                Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
+            }
+        }
+    }
+    let _ = file.set_len(0);
+    report.dead_leases.push(slot);
+    report
+}
+
+/// The whole janitor pass.
+pub fn run(state: &Path) -> Report {
+    let mut report = Report::default();
+    // Run directories are listed before leases are read: a server writes its lease before it
+    // creates its directory, so any directory seen here has its lease content by the time we
+    // read it below.
+    let dirs: Vec<String> = fs::read_dir(workdir::runs_dir(state))
+        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    let hierarchy = Hierarchy::detect_system().ok();
+    let stale_cgroups = hierarchy.as_ref().map(RunCgroup::list_stale).unwrap_or_default();
+
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut live: BTreeSet<String> = BTreeSet::new();
+    let mut free_uids = BTreeSet::new();
+    // Free slots stay locked until their uids are checked, so no run starts on one meanwhile
+    // (acquire() retries briefly when every slot is busy).
+    let mut held = Vec::new();
+    for slot in 0..POOL_SIZE {
+        if !uidpool::lease_path(state, slot).exists() {
+            continue;
+        }
+        let Ok(mut file) = uidpool::open_lock(state, slot) else { continue };
+        match sys::try_lock_exclusive(&file) {
+            Ok(true) => {
+                if uidpool::read_lease(&mut file).is_some() {
+                    let r = clean_dead_lease(state, slot, &mut file);
+                    report.dead_leases.extend(r.dead_leases);
+                    report.killed += r.killed;
+                    report.removed_dirs.extend(r.removed_dirs);
+                    report.removed_cgroups.extend(r.removed_cgroups);
+                    report.errors.extend(r.errors);
+                } else if let Some((uid, _)) = uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)) {
+                    // A cleanly released slot should have no processes; checked below, in one
+                    // /proc scan for all of them.
+                    free_uids.insert(uid);
+                }
+                held.push(file);
+            }
+            Ok(false) => {
+                if let Some((_, run)) = uidpool::read_lease(&mut file) {
+                    live.insert(run);
+                }
+            }
+            Err(e) => report.errors.push(format!("lease {slot}: {e}")),
+        }
+    }
+    report.killed += kill_uids(&free_uids);
+    drop(held);
+    for d in dirs {
+        if live.contains(&d) || report.removed_dirs.contains(&d) {
+            continue;
+        }
+        let p = workdir::runs_dir(state).join(&d);
+        match workdir::remove_stale(&p) {
+            Ok(()) => report.removed_dirs.push(d),
+            Err(e) => report.errors.push(format!("{}: {e}", p.display())),
+        }
+    }
+    if let Some(h) = &hierarchy {
+        for name in stale_cgroups {
+            if live.contains(&name) || report.removed_cgroups.contains(&name) {
+                continue;
+            }
+            match RunCgroup::open(h, &name).and_then(|cg| cg.remove()) {
+                Ok(()) => report.removed_cgroups.push(name),
+                Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
+            }
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn uids_from_status() {
+        let s = "Name:\tsleep\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t998\t998\t998\t998\nGid:\t997\t997\t997\t997\n";
+        assert_eq!(status_uids(s), Some([998, 998, 998]));
+        assert_eq!(status_uids("Name: x\n"), None);
+    }
+}

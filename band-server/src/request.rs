@@ -1,0 +1,284 @@
+//! Checks on a `RunRequest` before anything is created: protocol version, run id, file paths,
+//! bundle integrity, secrets. All pure.
+
+use std::collections::BTreeMap;
+
+use band::proto::{self, FileEntry, Layer, RunRequest};
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::error::{SetupError, SetupResult};
+
+/// Longest accepted relative path, in bytes (Linux `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// Commands that are never made available, declared or not.
+pub const FORBIDDEN_COMMANDS: &[&str] = &["sudo", "su", "doas", "pkexec", "bwrap", "band-server"];
+
+/// A checked file: path validated, data decoded, mode reduced to permission bits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedFile {
+    pub path: String,
+    pub mode: u32,
+    pub data: Vec<u8>,
+}
+
+/// The canonical SHA-256 of a bundle, hex encoded.
+///
+/// Files are sorted by path (byte order); each contributes `path \0 mode-in-octal \0 len \0 data`
+/// where `mode` is `mode & 0o7777` written in octal without prefix (`755`) and `len` is the
+/// decimal byte length of the decoded data. The client must compute the same value.
+pub fn bundle_sha256(files: &[DecodedFile]) -> String {
+    let mut sorted: Vec<&DecodedFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let mut h = Sha256::new();
+    for f in sorted {
+        h.update(f.path.as_bytes());
+        h.update([0]);
+        h.update(format!("{:o}", f.mode & 0o7777).as_bytes());
+        h.update([0]);
+        h.update(f.data.len().to_string().as_bytes());
+        h.update([0]);
+        h.update(&f.data);
+    }
+    let digest = h.finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Check one relative path: not empty, no leading `/`, no NUL, no empty, `.` or `..`
+/// components, at most [`MAX_PATH_BYTES`].
+pub fn validate_rel_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("empty path".into());
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return Err(format!("path longer than {MAX_PATH_BYTES} bytes"));
+    }
+    if path.contains('\0') {
+        return Err(format!("path {path:?} contains NUL"));
+    }
+    if path.starts_with('/') {
+        return Err(format!("path {path:?} is absolute"));
+    }
+    for comp in path.split('/') {
+        match comp {
+            "" => return Err(format!("path {path:?} has an empty component")),
+            "." => return Err(format!("path {path:?} has a `.` component")),
+            ".." => return Err(format!("path {path:?} has a `..` component")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Validate and decode a list of file entries (`what` names the list in errors). Duplicate paths,
+/// and a path that is both a file and a directory prefix of another (`a` and `a/b`), are refused.
+pub fn decode_files(what: &str, entries: &[FileEntry]) -> SetupResult<Vec<DecodedFile>> {
+    let mut out = Vec::with_capacity(entries.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for e in entries {
+        validate_rel_path(&e.path).map_err(|m| SetupError::new(Layer::Io, format!("{what}: {m}")))?;
+        if !seen.insert(e.path.clone()) {
+            return Err(SetupError::new(Layer::Io, format!("{what}: duplicate path {:?}", e.path)));
+        }
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(e.data.as_bytes())
+            .map_err(|err| SetupError::new(Layer::Io, format!("{what}: {:?} is not valid base64: {err}", e.path)))?;
+        out.push(DecodedFile { path: e.path.clone(), mode: e.mode & 0o7777, data });
+    }
+    for p in &seen {
+        let mut prefix = p.as_str();
+        while let Some(i) = prefix.rfind('/') {
+            prefix = &prefix[..i];
+            if seen.contains(prefix) {
+                return Err(SetupError::new(Layer::Io, format!("{what}: {prefix:?} is both a file and a directory")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Run ids become path components and cgroup names: exactly 16 lowercase hex characters.
+pub fn validate_run_id(id: &str) -> SetupResult<()> {
+    if id.len() == 16 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(SetupError::new(Layer::Protocol, format!("run id {id:?} is not 16 lowercase hex characters")))
+    }
+}
+
+pub fn check_protocol(req: &RunRequest) -> SetupResult<()> {
+    if req.protocol != proto::PROTOCOL_VERSION {
+        return Err(SetupError::new(
+            Layer::Protocol,
+            format!("client speaks protocol {}, this band-server speaks {}", req.protocol, proto::PROTOCOL_VERSION),
+        )
+        .with_hint("install matching versions of band and band-server"));
+    }
+    Ok(())
+}
+
+/// Recompute the bundle hash and compare it with the client's.
+pub fn check_integrity(bundle: &[DecodedFile], claimed: &str) -> SetupResult<()> {
+    let actual = bundle_sha256(bundle);
+    if !actual.eq_ignore_ascii_case(claimed) {
+        return Err(SetupError::new(
+            Layer::Integrity,
+            format!("bundle hash mismatch: client says {claimed}, content is {actual}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The entry must be a bundle file with an execute bit.
+pub fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
+    validate_rel_path(entry).map_err(|m| SetupError::new(Layer::Io, format!("entry: {m}")))?;
+    match bundle.iter().find(|f| f.path == entry) {
+        None => Err(SetupError::new(Layer::Io, format!("entry {entry:?} is not in the skill bundle"))),
+        Some(f) if f.mode & 0o111 == 0 => Err(SetupError::new(
+            Layer::Process,
+            format!("entry {entry:?} is not executable (mode {:o})", f.mode),
+        )
+        .with_hint("chmod +x the script; it runs through its #! line")),
+        Some(_) => Ok(()),
+    }
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Secrets: only names the policy lists, valid environment names, not reserved by the runtime,
+/// no NUL in values.
+pub fn check_secrets(secrets: &BTreeMap<String, String>, declared: &[String]) -> SetupResult<()> {
+    for (name, value) in secrets {
+        if !declared.iter().any(|d| d == name) {
+            return Err(SetupError::new(Layer::Secrets, format!("secret {name} is not declared in env.secrets")));
+        }
+        if !valid_env_name(name) {
+            return Err(SetupError::new(Layer::Secrets, format!("secret name {name:?} is not a valid environment name")));
+        }
+        if proto::env::RESERVED.contains(&name.as_str())
+            || proto::env::RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+        {
+            return Err(SetupError::new(Layer::Secrets, format!("secret name {name} is reserved for the runtime")));
+        }
+        if value.contains('\0') {
+            return Err(SetupError::new(Layer::Secrets, format!("secret {name} contains a NUL byte")));
+        }
+    }
+    Ok(())
+}
+
+/// A command name from `allow.cli` becomes a file name under `/usr/bin` and `/band/bin`.
+pub fn check_command_name(name: &str) -> SetupResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'+'));
+    if !ok {
+        return Err(SetupError::new(Layer::Cli, format!("{name:?} is not a command name"))
+            .with_hint("allow.cli patterns start with a bare command name such as `jq`"));
+    }
+    if FORBIDDEN_COMMANDS.contains(&name) {
+        return Err(SetupError::new(Layer::Cli, format!("`{name}` can never be allowed in a sandbox")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn f(path: &str, mode: u32, data: &[u8]) -> DecodedFile {
+        DecodedFile { path: path.into(), mode, data: data.to_vec() }
+    }
+
+    #[test]
+    fn bundle_hash_is_order_independent_and_covers_every_field() {
+        let a = vec![f("run.sh", 0o755, b"#!/bin/sh\n"), f("lib/x", 0o644, b"x")];
+        let b = vec![f("lib/x", 0o644, b"x"), f("run.sh", 0o755, b"#!/bin/sh\n")];
+        assert_eq!(bundle_sha256(&a), bundle_sha256(&b));
+        let mode = vec![f("run.sh", 0o644, b"#!/bin/sh\n"), f("lib/x", 0o644, b"x")];
+        let data = vec![f("run.sh", 0o755, b"#!/bin/sh \n"), f("lib/x", 0o644, b"x")];
+        let path = vec![f("run.sh", 0o755, b"#!/bin/sh\n"), f("lib/y", 0o644, b"x")];
+        for other in [mode, data, path] {
+            assert_ne!(bundle_sha256(&a), bundle_sha256(&other));
+        }
+    }
+
+    #[test]
+    fn bundle_hash_known_value() {
+        // sha256("a\0" "644\0" "1\0" "x")
+        let got = bundle_sha256(&[f("a", 0o100644, b"x")]);
+        let mut h = Sha256::new();
+        h.update(b"a\x00644\x001\x00x");
+        let want: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got, want);
+        // The empty bundle hashes to sha256("").
+        assert_eq!(bundle_sha256(&[]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn rel_paths() {
+        for ok in ["a", "a/b", "scripts/run.sh", ".env", "a/..b", "a/b..", "ü/ñ"] {
+            assert_eq!(validate_rel_path(ok), Ok(()), "{ok}");
+        }
+        let long = "a/".repeat(2048) + "b";
+        for bad in ["", "/a", "a//b", "a/", "./a", "a/./b", "..", "a/../b", "a/..", "a\0b", long.as_str()] {
+            assert!(validate_rel_path(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn decode_rejects_duplicates_and_file_dir_clashes() {
+        let e = |p: &str| FileEntry { path: p.into(), mode: 0o644, data: "eA==".into() };
+        assert!(decode_files("bundle", &[e("a"), e("a")]).is_err());
+        assert!(decode_files("bundle", &[e("a"), e("a/b")]).is_err());
+        assert!(decode_files("bundle", &[FileEntry { path: "a".into(), mode: 0, data: "!!".into() }]).is_err());
+        let got = decode_files("bundle", &[FileEntry { path: "a".into(), mode: 0o100755, data: "eA==".into() }]);
+        assert_eq!(got, Ok(vec![f("a", 0o755, b"x")]));
+    }
+
+    #[test]
+    fn run_ids() {
+        assert!(validate_run_id("0123456789abcdef").is_ok());
+        for bad in ["0123456789ABCDEF", "0123456789abcde", "../../../../etc/", "0123456789abcdeg", ""] {
+            assert!(validate_run_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_must_be_declared_and_not_reserved() {
+        let m = |k: &str| BTreeMap::from([(k.to_string(), "v".to_string())]);
+        let declared = vec!["TOKEN".to_string(), "PATH".to_string(), "LD_PRELOAD".to_string(), "1X".to_string()];
+        assert!(check_secrets(&m("TOKEN"), &declared).is_ok());
+        for bad in ["OTHER", "PATH", "LD_PRELOAD", "1X"] {
+            let got = check_secrets(&m(bad), &declared);
+            assert!(matches!(&got, Err(e) if e.layer == Layer::Secrets), "{bad}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn entry_must_exist_and_be_executable() {
+        let b = vec![f("run.sh", 0o755, b""), f("data.txt", 0o644, b"")];
+        assert!(check_entry(&b, "run.sh").is_ok());
+        assert!(matches!(check_entry(&b, "data.txt"), Err(e) if e.layer == Layer::Process));
+        assert!(matches!(check_entry(&b, "nope.sh"), Err(e) if e.layer == Layer::Io));
+        assert!(matches!(check_entry(&b, "../run.sh"), Err(e) if e.layer == Layer::Io));
+    }
+
+    #[test]
+    fn command_names() {
+        for ok in ["jq", "python3", "g++", "x86_64-linux-gnu-gcc", "7z"] {
+            assert!(check_command_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "/usr/bin/jq", "../jq", ".hidden", "a b", "sudo", "su", "*"] {
+            assert!(check_command_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,976 @@
+//! One run, start to finish: check the request, build every layer, run the script, collect what
+//! it produced, tear everything down, and return the result.
+//!
+//! The order of [`execute`]:
+//!
+//! 1. Pure checks (nothing created yet): protocol, run id, root, bundle paths and hash, entry,
+//!    workspace paths, secrets, limits, policy compilation, network (no egress layer yet: any
+//!    `allow.net` or `insist.net` fails closed), CLI binaries, host mounts.
+//! 2. Identity: lease a pool uid.
+//! 3. cgroup with the effective limits.
+//! 4. Run directory (tmpfs), shim policy, wrappers, report socket.
+//! 5. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
+//!    jail's status pipe on fd 4; stream stdout/stderr and CLI reports until it exits or the wall
+//!    clock runs out; then kill everything left in the cgroup.
+//! 6. Collect (output, written files, insist) from outside, then tear down in reverse order.
+//!
+//! Any failure before the script starts is a `setup_failed` result naming the layer; the
+//! [`RunGuard`] tears down whatever was built, on every path including panics.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use band::policy::{Category, CompiledPolicy, Decision, Policy};
+use band::proto::{self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status};
+
+use crate::bwrap::{self, BinaryBind, ExtraBind, SandboxPlan};
+use crate::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
+use crate::collect::{self, Capture, Facts, Output};
+use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::reports::{PeerCheck, Report, ReportListener};
+use crate::request::{self, DecodedFile};
+use crate::shim::{self, CliRules, ShimPolicy};
+use crate::sys::{self, PreExec};
+use crate::uidpool::{self, Lease};
+use crate::workdir::{self, HostMount, RunDir, RunDirSpec};
+
+/// Where host binaries are looked up, in order.
+pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+/// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
+const MAX_CALLS_KEPT: usize = 10_000;
+/// How long to wait for everything to die when killing the cgroup.
+const KILL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The helper binaries band-server puts in every sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helpers {
+    pub jail: PathBuf,
+    pub shim: PathBuf,
+}
+
+impl Helpers {
+    /// `band-jail` and `band-shim` next to the running band-server, unless `BAND_JAIL` /
+    /// `BAND_SHIM` name them.
+    pub fn locate() -> SetupResult<Helpers> {
+        let here = std::env::current_exe().layer(Layer::Filesystem, "cannot find band-server's own path")?;
+        let dir = here.parent().map(Path::to_path_buf).unwrap_or_default();
+        let find = |var: &str, name: &str| -> SetupResult<PathBuf> {
+            let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| dir.join(name));
+            let p = p.canonicalize().map_err(|e| {
+                SetupError::new(Layer::Filesystem, format!("{name} not found at {}: {e}", p.display()))
+                    .with_hint(format!("install {name} next to band-server or set {var}"))
+            })?;
+            Ok(p)
+        };
+        Ok(Helpers { jail: find("BAND_JAIL", "band-jail")?, shim: find("BAND_SHIM", "band-shim")? })
+    }
+}
+
+/// Where events go (band-server's stdout). Write errors (client gone) are ignored: the run still
+/// tears down properly.
+#[derive(Clone)]
+pub struct EventSink {
+    out: Arc<Mutex<Box<dyn Write + Send>>>,
+}
+
+impl EventSink {
+    pub fn new(out: Box<dyn Write + Send>) -> EventSink {
+        EventSink { out: Arc::new(Mutex::new(out)) }
+    }
+
+    pub fn send(&self, msg: &Message) {
+        let Ok(line) = serde_json::to_string(msg) else { return };
+        if let Ok(mut out) = self.out.lock() {
+            let _ = out.write_all(line.as_bytes());
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
+    }
+
+    pub fn event(&self, ev: Event) {
+        self.send(&Message::Event(ev));
+    }
+}
+
+/// Find `name` in [`BIN_SEARCH`] and resolve it to its final file.
+pub fn resolve_binary(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    for d in BIN_SEARCH {
+        let p = Path::new(d).join(name);
+        let Ok(m) = std::fs::metadata(&p) else { continue };
+        if !m.is_file() || m.mode() & 0o111 == 0 {
+            continue;
+        }
+        let real = p.canonicalize().ok()?;
+        let base = real.file_name()?.to_str()?;
+        if request::FORBIDDEN_COMMANDS.contains(&base) {
+            return None;
+        }
+        return Some(real);
+    }
+    None
+}
+
+/// The pieces of the CLI layer: binaries to bind, wrapper names, and the shim's policy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliPlan {
+    pub binaries: Vec<BinaryBind>,
+    pub policy: ShimPolicy,
+}
+
+/// Build the CLI layer from the declared commands. `resolve` finds host binaries (injected for
+/// tests). A declared command missing on the host fails closed; a missing essential is skipped.
+pub fn plan_cli(policy: &Policy, compiled: &CompiledPolicy, resolve: &dyn Fn(&str) -> Option<PathBuf>) -> SetupResult<CliPlan> {
+    let declared = compiled.cli.commands();
+    let mut binaries = Vec::new();
+    let mut essentials = Vec::new();
+    for name in &declared {
+        request::check_command_name(name)?;
+        let host = resolve(name).ok_or_else(|| {
+            SetupError::new(Layer::Cli, format!("declared command `{name}` is not installed on this host"))
+                .with_hint(format!("install `{name}` where band-server runs, or remove it from allow.cli"))
+        })?;
+        binaries.push(BinaryBind { name: name.clone(), host });
+    }
+    for name in shim::ESSENTIALS {
+        if declared.contains(*name) {
+            essentials.push(name.to_string());
+            continue;
+        }
+        if let Some(host) = resolve(name) {
+            binaries.push(BinaryBind { name: name.to_string(), host });
+            essentials.push(name.to_string());
+        }
+    }
+    binaries.sort_by(|a, b| a.name.cmp(&b.name));
+    let commands = binaries.iter().map(|b| (b.name.clone(), format!("/usr/bin/{}", b.name))).collect();
+    let mut allow = policy.allow.cli.clone();
+    for p in &policy.insist.cli {
+        if !allow.contains(p) {
+            allow.push(p.clone());
+        }
+    }
+    Ok(CliPlan {
+        binaries,
+        policy: ShimPolicy { version: shim::SHIM_POLICY_VERSION, allow, deny: policy.deny.cli.clone(), essentials, commands },
+    })
+}
+
+fn allow_and_insist(policy: &Policy, cat: Category) -> Vec<String> {
+    let mut v = policy.allow.get(cat).clone();
+    for p in policy.insist.get(cat) {
+        if !v.contains(p) {
+            v.push(p.clone());
+        }
+    }
+    v
+}
+
+/// Host paths to bind for absolute `allow.read` / `allow.write` (and insist) patterns: their
+/// static prefix, if it exists. Refuses prefixes that would cover the sandbox's own paths, and
+/// absolute deny patterns that a whole-path bind could not enforce.
+pub fn plan_host_mounts(policy: &Policy, state: &Path) -> SetupResult<Vec<HostMount>> {
+    let mut out: Vec<HostMount> = Vec::new();
+    for (cat, writable) in [(Category::Read, false), (Category::Write, true)] {
+        for p in allow_and_insist(policy, cat) {
+            let Some(prefix) = workdir::absolute_prefix(&p) else { continue };
+            workdir::check_host_mount_path(&prefix, state)
+                .map_err(|m| SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}")))?;
+            let Ok(host) = prefix.canonicalize() else { continue };
+            workdir::check_host_mount_path(&host, state)
+                .map_err(|m| SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}")))?;
+            let is_dir = host.is_dir();
+            match out.iter_mut().find(|m| m.sandbox == prefix) {
+                Some(m) => m.writable |= writable,
+                None => out.push(HostMount { host, sandbox: prefix, writable, is_dir }),
+            }
+        }
+    }
+    for cat in [Category::Read, Category::Write] {
+        for d in policy.deny.get(cat) {
+            let Some(dp) = workdir::absolute_prefix(d) else { continue };
+            if let Some(m) = out.iter().find(|m| m.sandbox.starts_with(&dp) || dp.starts_with(&m.sandbox)) {
+                return Err(SetupError::new(
+                    Layer::Filesystem,
+                    format!("deny.{cat} `{d}` cannot be enforced inside the bound host path {}", m.sandbox.display()),
+                )
+                .with_hint("narrow the absolute allow pattern so it does not include denied paths"));
+            }
+        }
+    }
+    // Parents before children, so a nested bind lands on top.
+    out.sort_by_key(|m| m.sandbox.components().count());
+    Ok(out)
+}
+
+/// Workspace directories the run may create files in (from relative write patterns).
+pub fn plan_write_dirs(policy: &Policy) -> Vec<String> {
+    let mut dirs: BTreeSet<String> = BTreeSet::new();
+    for p in allow_and_insist(policy, Category::Write) {
+        if let Some(d) = workdir::write_dir(&p) {
+            dirs.insert(d);
+        }
+    }
+    dirs.into_iter().collect()
+}
+
+fn compile(policy: &Policy) -> SetupResult<CompiledPolicy> {
+    CompiledPolicy::compile(policy).map_err(|e| {
+        let layer = match e.category {
+            Category::Cli => Layer::Cli,
+            Category::Net => Layer::Network,
+            Category::Read | Category::Write => Layer::Filesystem,
+        };
+        let err = SetupError::new(layer, e.to_string());
+        match e.error.hint {
+            Some(h) => err.with_hint(h),
+            None => err,
+        }
+    })
+}
+
+/// The workspace the client sent must be what the policy lets the run see: each file matches
+/// `allow.read` or `allow.write`, and none is denied for reading.
+pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> SetupResult<()> {
+    for f in files {
+        let read = compiled.read.check(&f.path);
+        if let Decision::Deny { rule } = &read {
+            return Err(SetupError::new(Layer::Filesystem, format!("workspace file {} is denied by deny.read `{rule}`", f.path)));
+        }
+        if !read.is_allowed() && !compiled.write.check(&f.path).is_allowed() {
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!("workspace file {} is not covered by allow.read or allow.write", f.path),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
+/// during a panic).
+#[derive(Default)]
+pub struct RunGuard {
+    pub child: Option<Child>,
+    pub listener: Option<ReportListener>,
+    pub cgroup: Option<RunCgroup>,
+    pub dir: Option<RunDir>,
+    pub lease: Option<Lease>,
+}
+
+impl RunGuard {
+    /// Kill and remove everything. Returns the problems met (logged by the caller).
+    pub fn teardown(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        let mut all_dead = true;
+        if let Some(cg) = &self.cgroup {
+            if let Err(e) = cg.kill_all(KILL_DEADLINE) {
+                errors.push(format!("cgroup: {e}"));
+                all_dead = false;
+            }
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(lease) = &self.lease {
+            // Belt and braces: nothing of the run's uid may survive, inside the cgroup or not.
+            crate::janitor::kill_uids(&BTreeSet::from([lease.uid]));
+            if !crate::janitor::pids_of_uids(&BTreeSet::from([lease.uid])).is_empty() {
+                errors.push(format!("processes of uid {} survived", lease.uid));
+                all_dead = false;
+            }
+        }
+        if let Some(mut l) = self.listener.take() {
+            l.stop();
+        }
+        if let Some(cg) = self.cgroup.take() {
+            if let Err(e) = cg.remove() {
+                errors.push(format!("cgroup: {e}"));
+            }
+        }
+        if let Some(mut dir) = self.dir.take() {
+            if let Err(e) = dir.teardown() {
+                errors.push(e.to_string());
+                all_dead = false;
+            }
+        }
+        if let Some(lease) = self.lease.take() {
+            if all_dead {
+                lease.release();
+            } else {
+                // Keep the run named in the lease file: the janitor finishes the job once this
+                // process has exited and the lock is free.
+                drop(lease);
+            }
+        }
+        errors
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        for e in self.teardown() {
+            eprintln!("band-server: teardown: {e}");
+        }
+    }
+}
+
+/// Messages to the run loop.
+enum Msg {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    StdoutEof,
+    StderrEof,
+    Jail(String),
+    Report(Report),
+}
+
+fn spawn_reader(mut r: impl Read + Send + 'static, tx: Sender<Msg>, out: bool) -> SetupResult<()> {
+    std::thread::Builder::new()
+        .name(if out { "stdout" } else { "stderr" }.into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let chunk = buf[..n].to_vec();
+                        if tx.send(if out { Msg::Stdout(chunk) } else { Msg::Stderr(chunk) }).is_err() {
+                            // Nobody listens any more; keep draining so the writer never blocks.
+                            continue;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(if out { Msg::StdoutEof } else { Msg::StderrEof });
+        })
+        .map(|_| ())
+        .layer(Layer::Process, "failed to start a reader thread")
+}
+
+/// Parse a jail status line: `ok`, or `err <layer> <message>`.
+pub fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
+    let line = line.trim_end();
+    if line == "ok" {
+        return Some(Ok(()));
+    }
+    let rest = line.strip_prefix("err ")?;
+    let (layer, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+    let layer: Layer = serde_json::from_value(serde_json::Value::String(layer.to_string())).unwrap_or(Layer::Process);
+    Some(Err(SetupError::new(layer, format!("band-jail: {msg}"))))
+}
+
+fn exit_code(status: ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or_else(|| status.signal().map(|s| 128 + s))
+}
+
+/// The whole run. Always returns a result; never leaves anything behind.
+pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
+    let t0 = Instant::now();
+    let mut guard = RunGuard::default();
+    let mut result = match execute_inner(req, cfg, sink, &mut guard, t0) {
+        Ok(r) => r,
+        Err(e) => {
+            let mut r = RunResult::setup_failed(&req.run_id, e.layer, e.message, e.hint);
+            r.metrics.setup_ms = t0.elapsed().as_millis() as u64;
+            r
+        }
+    };
+    let td = Instant::now();
+    for e in guard.teardown() {
+        eprintln!("band-server: teardown: {e}");
+    }
+    result.metrics.teardown_ms = td.elapsed().as_millis() as u64;
+    result
+}
+
+fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: &mut RunGuard, t0: Instant) -> SetupResult<RunResult> {
+    // 1. Pure checks.
+    request::check_protocol(req)?;
+    request::validate_run_id(&req.run_id)?;
+    if sys::euid() != 0 {
+        return Err(SetupError::new(Layer::Identity, "band-server must run as root")
+            .with_hint("run it with sudo; it drops to a per-run uid before starting anything"));
+    }
+    let bundle = request::decode_files("bundle", &req.bundle)?;
+    request::check_integrity(&bundle, &req.bundle_sha256)?;
+    request::check_entry(&bundle, &req.entry)?;
+    let workspace = request::decode_files("workspace", &req.workspace)?;
+    request::check_secrets(&req.secrets, &req.policy.secrets)?;
+    let limits = resolve_limits(&req.policy.limits, cfg)?;
+    let input_json = serde_json::to_vec(&req.input).layer(Layer::Io, "failed to encode the input")?;
+    if input_json.len() as u64 > limits.input_bytes {
+        let mut r = RunResult::setup_failed(
+            &req.run_id,
+            Layer::Io,
+            format!("input is {} bytes, over maxInputBytes {}", input_json.len(), limits.input_bytes),
+            None,
+        );
+        r.status = Status::InputInvalid;
+        return Ok(r);
+    }
+    let config_json = match &req.config {
+        Some(c) => Some(serde_json::to_vec(c).layer(Layer::Io, "failed to encode the config")?),
+        None => None,
+    };
+    if !req.policy.allow.net.is_empty() {
+        return Err(SetupError::new(Layer::Network, "allow.net needs the egress layer, which this band-server does not have yet")
+            .with_hint("remove allow.net from the band, or run on a band-server with egress support"));
+    }
+    if !req.policy.insist.net.is_empty() {
+        return Err(SetupError::new(Layer::Network, "insist.net needs the egress layer, which this band-server does not have yet"));
+    }
+    let compiled = compile(&req.policy)?;
+    check_workspace(&workspace, &compiled)?;
+    let cli = plan_cli(&req.policy, &compiled, &resolve_binary)?;
+    let host_mounts = plan_host_mounts(&req.policy, &cfg.state_dir)?;
+    let write_dirs = plan_write_dirs(&req.policy);
+    let helpers = Helpers::locate()?;
+    if !cfg.bwrap.is_file() {
+        return Err(SetupError::new(Layer::Filesystem, format!("bubblewrap not found at {}", cfg.bwrap.display()))
+            .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
+    }
+    let rules = CliRules::from_policy(&cli.policy).map_err(|m| SetupError::new(Layer::Cli, m))?;
+    let shim_policy_json = serde_json::to_vec(&cli.policy).layer(Layer::Cli, "failed to encode the shim policy")?;
+    let secrets_json = serde_json::to_vec(&req.secrets).layer(Layer::Secrets, "failed to encode secrets")?;
+
+    // 2. Identity.
+    prepare_state_dir(&cfg.state_dir)?;
+    let lease = uidpool::acquire(&cfg.state_dir, &req.run_id)?;
+    let (uid, gid, user) = (lease.uid, lease.gid, lease.user.clone());
+    guard.lease = Some(lease);
+
+    // 3. cgroup.
+    let hierarchy = Hierarchy::detect_system().layer(Layer::Cgroup, "no usable cgroup hierarchy")?;
+    let cg = RunCgroup::create(&hierarchy, &req.run_id, &cgroup_limits(&limits)).layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let procs = cg
+        .procs_files()
+        .iter()
+        .map(|p| OpenOptions::new().write(true).open(p).layer(Layer::Cgroup, format!("failed to open {}", p.display())))
+        .collect::<SetupResult<Vec<File>>>()?;
+    guard.cgroup = Some(cg);
+
+    // 4. Filesystem and CLI layer.
+    let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
+    let wrappers: Vec<String> = cli.binaries.iter().map(|b| b.name.clone()).collect();
+    let dir = RunDir::create(&RunDirSpec {
+        state: &cfg.state_dir,
+        run_id: &req.run_id,
+        disk_bytes: limits.disk_bytes,
+        uid,
+        gid,
+        user: &user,
+        bundle: &bundle,
+        workspace: &workspace,
+        write_allowed: &write_allowed,
+        write_dirs: &write_dirs,
+        input_json: &input_json,
+        config_json: config_json.as_deref(),
+        shim_policy_json: &shim_policy_json,
+        wrappers: &wrappers,
+        host_mounts: &host_mounts,
+    })?;
+    let plan = SandboxPlan {
+        run_dir: dir.root.clone(),
+        shim: helpers.shim.clone(),
+        jail: helpers.jail.clone(),
+        binaries: cli.binaries.clone(),
+        extra: host_mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ExtraBind { source: dir.host_mount(i), dest: m.sandbox.clone(), writable: m.writable })
+            .collect(),
+        entry: req.entry.clone(),
+        has_config: config_json.is_some(),
+    };
+    let sock = dir.sock();
+    let run_dir = dir.root.clone();
+    guard.dir = Some(dir);
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let (rtx, rrx) = mpsc::channel::<Report>();
+    let check = PeerCheck::for_shim(&helpers.shim, uid).layer(Layer::Cli, "cannot stat band-shim")?;
+    guard.listener = Some(ReportListener::start(&sock, gid, check, rules, rtx).layer(Layer::Cli, "failed to open the report socket")?);
+    {
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name("reports-fwd".into())
+            .spawn(move || {
+                for r in rrx {
+                    if tx.send(Msg::Report(r)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .layer(Layer::Process, "failed to start a thread")?;
+    }
+
+    // 5. Spawn.
+    let (secrets_r, secrets_w) = sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
+    let (status_r, status_w) = sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
+    let mut cmd = Command::new(&cfg.bwrap);
+    cmd.args(bwrap::build_bwrap_args(&plan))
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    PreExec {
+        cgroup_procs: procs,
+        fds: vec![(secrets_r.as_raw_fd(), bwrap::SECRETS_FD), (status_w.as_raw_fd(), bwrap::STATUS_FD)],
+        uid,
+        gid,
+    }
+    .install(&mut cmd);
+    let setup_ms = t0.elapsed().as_millis() as u64;
+    let run_start = Instant::now();
+    let mut child = cmd.spawn().layer(Layer::Process, format!("failed to start {}", cfg.bwrap.display()))?;
+    drop(secrets_r);
+    drop(status_w);
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    guard.child = Some(child);
+    write_secrets(secrets_w, secrets_json)?;
+    spawn_status_reader(status_r, tx.clone())?;
+    if let Some(s) = stdout {
+        spawn_reader(s, tx.clone(), true)?;
+    }
+    if let Some(s) = stderr {
+        spawn_reader(s, tx.clone(), false)?;
+    }
+    drop(tx);
+    sink.event(Event::Started { run_id: req.run_id.clone(), setup_ms });
+
+    let mut st = LoopState::new(&limits);
+    let deadline = run_start + Duration::from_millis(limits.runtime_ms);
+    let exit = run_loop(&rx, guard, sink, &mut st, deadline, &limits);
+    let run_ms = run_start.elapsed().as_millis() as u64;
+    // Anything still alive (daemonised children) dies now, then the pipes reach EOF.
+    let stats = guard.cgroup.as_ref().map(|cg| {
+        let _ = cg.kill_all(KILL_DEADLINE);
+        cg.stats()
+    });
+    drain(&rx, sink, &mut st, Duration::from_secs(2));
+    if let Some(l) = guard.listener.as_mut() {
+        l.stop();
+    }
+    drain(&rx, sink, &mut st, Duration::from_millis(50));
+    if st.forged > 0 {
+        eprintln!("band-server: run {}: dropped {} forged CLI report(s): {}", req.run_id, st.forged, st.forged_why.join("; "));
+    }
+
+    // The sandbox never got to the script: bubblewrap or the jail failed.
+    match &st.jail {
+        Some(Err(e)) => return Err(e.clone()),
+        None if !st.timed_out => {
+            let msg = st.stderr.text();
+            let msg = msg.lines().rev().find(|l| l.starts_with("bwrap:")).unwrap_or(msg.trim()).to_string();
+            return Err(SetupError::new(Layer::Filesystem, format!("the sandbox did not start: {msg}")));
+        }
+        _ => {}
+    }
+
+    // 6. Collect.
+    let stats = stats.unwrap_or_default();
+    let output = match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {
+        Output::None => collect::output_from_stdout(&st.stdout, limits.output_bytes),
+        other => other,
+    };
+    let found = collect::walk_workspace(&run_dir.join("workspace"), limits.disk_bytes);
+    let changed = collect::changed_files(&found, &workspace);
+    let written = collect::written_entries(&changed, &compiled.write);
+    let insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
+    let (output, output_bytes, too_large) = match output {
+        Output::Json(v, n) => (Some(v), n, false),
+        Output::TooLarge(n) => {
+            sink.event(Event::Limit { limit: "output".into(), detail: format!("{n} bytes, over maxOutputBytes {}", limits.output_bytes) });
+            (None, n, true)
+        }
+        Output::Unreadable(m) => {
+            eprintln!("band-server: run {}: {m}", req.run_id);
+            (None, 0, false)
+        }
+        Output::None => (None, 0, false),
+    };
+    let facts = Facts {
+        exit_code: exit.and_then(exit_code),
+        timed_out: st.timed_out,
+        oom_kills: stats.oom_kills,
+        pids_max_hits: stats.pids_max_hits,
+        output_too_large: too_large,
+        denials: st.denied.len(),
+        insist_missing: insist_missing.len(),
+    };
+    let status = collect::status(&facts);
+    if stats.oom_kills > 0 {
+        sink.event(Event::Limit { limit: "memory".into(), detail: format!("maxMemoryBytes {} reached", limits.memory_bytes) });
+    }
+    if stats.pids_max_hits > 0 {
+        sink.event(Event::Limit { limit: "pids".into(), detail: format!("maxPids {} reached", limits.pids) });
+    }
+    Ok(RunResult {
+        run_id: req.run_id.clone(),
+        status,
+        exit_code: facts.exit_code,
+        output,
+        stdout: st.stdout.text(),
+        stderr: st.stderr.text(),
+        stdout_truncated: st.stdout.truncated(),
+        stderr_truncated: st.stderr.truncated(),
+        written,
+        denied: st.denied.clone(),
+        cli_calls: if req.trace { st.calls.clone() } else { Vec::new() },
+        insist_missing,
+        metrics: Metrics {
+            setup_ms,
+            run_ms,
+            teardown_ms: 0,
+            peak_memory_bytes: stats.peak_memory_bytes,
+            input_bytes: input_json.len() as u64,
+            output_bytes,
+        },
+        error: None,
+    })
+}
+
+fn cgroup_limits(l: &EffectiveLimits) -> CgroupLimits {
+    CgroupLimits { memory_bytes: l.memory_bytes, pids: l.pids, cpu_quota_us: l.cpu_quota_us, cpu_period_us: l.cpu_period_us }
+}
+
+/// The state directory: root-owned, not a symlink, not writable by others, traversable (the
+/// run's uid must reach its run directory through it).
+fn prepare_state_dir(state: &Path) -> SetupResult<()> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::create_dir_all(state).layer(Layer::Filesystem, format!("failed to create {}", state.display()))?;
+    let m = std::fs::symlink_metadata(state).layer(Layer::Filesystem, format!("failed to stat {}", state.display()))?;
+    if !m.is_dir() || m.uid() != 0 {
+        return Err(SetupError::new(Layer::Filesystem, format!("{} must be a root-owned directory", state.display())));
+    }
+    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o755))
+        .layer(Layer::Filesystem, format!("failed to chmod {}", state.display()))
+}
+
+fn write_secrets(w: OwnedFd, json: Vec<u8>) -> SetupResult<()> {
+    std::thread::Builder::new()
+        .name("secrets".into())
+        .spawn(move || {
+            let mut f = File::from(w);
+            let _ = f.write_all(&json);
+        })
+        .map(|_| ())
+        .layer(Layer::Secrets, "failed to start the secrets writer")
+}
+
+fn spawn_status_reader(r: OwnedFd, tx: Sender<Msg>) -> SetupResult<()> {
+    std::thread::Builder::new()
+        .name("jail-status".into())
+        .spawn(move || {
+            let mut lines = BufReader::new(File::from(r).take(64 * 1024));
+            let mut line = String::new();
+            while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
+                if tx.send(Msg::Jail(std::mem::take(&mut line))).is_err() {
+                    break;
+                }
+            }
+        })
+        .map(|_| ())
+        .layer(Layer::Process, "failed to start a thread")
+}
+
+struct LoopState {
+    stdout: Capture,
+    stderr: Capture,
+    stdout_eof: bool,
+    stderr_eof: bool,
+    calls: Vec<CliCall>,
+    denied: Vec<Denial>,
+    forged: usize,
+    forged_why: Vec<String>,
+    jail: Option<Result<(), SetupError>>,
+    timed_out: bool,
+    log_bytes: u64,
+}
+
+impl LoopState {
+    fn new(l: &EffectiveLimits) -> LoopState {
+        LoopState {
+            stdout: Capture::new(l.log_bytes),
+            stderr: Capture::new(l.log_bytes),
+            stdout_eof: false,
+            stderr_eof: false,
+            calls: Vec::new(),
+            denied: Vec::new(),
+            forged: 0,
+            forged_why: Vec::new(),
+            jail: None,
+            timed_out: false,
+            log_bytes: l.log_bytes,
+        }
+    }
+
+    fn handle(&mut self, msg: Msg, sink: &EventSink) {
+        match msg {
+            Msg::Stdout(chunk) => {
+                let (text, crossed) = self.stdout.push(&chunk);
+                if !text.is_empty() {
+                    sink.event(Event::Stdout { data: text });
+                }
+                if crossed {
+                    sink.event(Event::Limit { limit: "log".into(), detail: format!("stdout over maxLogBytes {}; the rest is discarded", self.log_bytes) });
+                }
+            }
+            Msg::Stderr(chunk) => {
+                let (text, crossed) = self.stderr.push(&chunk);
+                if !text.is_empty() {
+                    sink.event(Event::Stderr { data: text });
+                }
+                if crossed {
+                    sink.event(Event::Limit { limit: "log".into(), detail: format!("stderr over maxLogBytes {}; the rest is discarded", self.log_bytes) });
+                }
+            }
+            Msg::StdoutEof => {
+                self.stdout_eof = true;
+                let rest = self.stdout.finish();
+                if !rest.is_empty() {
+                    sink.event(Event::Stdout { data: rest });
+                }
+            }
+            Msg::StderrEof => {
+                self.stderr_eof = true;
+                let rest = self.stderr.finish();
+                if !rest.is_empty() {
+                    sink.event(Event::Stderr { data: rest });
+                }
+            }
+            Msg::Jail(line) => {
+                if let Some(v) = parse_jail_status(&line) {
+                    // An error after "ok" (execve failed) replaces it.
+                    if self.jail.is_none() || v.is_err() {
+                        self.jail = Some(v);
+                    }
+                }
+            }
+            Msg::Report(Report::Call(call)) => {
+                sink.event(Event::Cli(call.clone()));
+                if !call.allowed {
+                    let d = Denial::Cli { argv: call.argv.clone(), rule: call.rule.clone() };
+                    sink.event(Event::Denied(d.clone()));
+                    if self.denied.len() < MAX_CALLS_KEPT {
+                        self.denied.push(d);
+                    }
+                }
+                if self.calls.len() < MAX_CALLS_KEPT {
+                    self.calls.push(call);
+                }
+            }
+            Msg::Report(Report::Forged(why)) => {
+                self.forged += 1;
+                if self.forged_why.len() < 5 {
+                    self.forged_why.push(why);
+                }
+            }
+        }
+    }
+}
+
+/// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
+fn run_loop(rx: &Receiver<Msg>, guard: &mut RunGuard, sink: &EventSink, st: &mut LoopState, deadline: Instant, _l: &EffectiveLimits) -> Option<ExitStatus> {
+    loop {
+        if let Some(child) = guard.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                guard.child = None;
+                return Some(status);
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            st.timed_out = true;
+            sink.event(Event::Limit { limit: "runtime".into(), detail: "maxRuntimeMs reached; the run was killed".into() });
+            if let Some(cg) = &guard.cgroup {
+                let _ = cg.kill_all(KILL_DEADLINE);
+            }
+            let status = guard.child.take().and_then(|mut c| {
+                let _ = c.kill();
+                c.wait().ok()
+            });
+            return status;
+        }
+        let wait = (deadline - now).min(Duration::from_millis(20));
+        match rx.recv_timeout(wait) {
+            Ok(msg) => st.handle(msg, sink),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
+    }
+}
+
+/// Handle what is still queued, until both pipes are at EOF (or `max` passes).
+fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration) {
+    let end = Instant::now() + max;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        match rx.recv_timeout(end - now) {
+            Ok(msg) => st.handle(msg, sink),
+            Err(RecvTimeoutError::Timeout) => return,
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        if st.stdout_eof && st.stderr_eof && max > Duration::from_millis(100) {
+            // Pipes closed; pick up whatever else is already queued, then stop.
+            while let Ok(msg) = rx.try_recv() {
+                st.handle(msg, sink);
+            }
+            return;
+        }
+    }
+}
+
+/// Serve one request from `input`, writing events and the result to `sink`.
+pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
+    let mut line = String::new();
+    let result = match input.take(proto_max_request()).read_line(&mut line) {
+        Ok(0) => RunResult::setup_failed("", Layer::Protocol, "no request on stdin", None),
+        Err(e) => RunResult::setup_failed("", Layer::Protocol, format!("cannot read the request: {e}"), None),
+        Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
+            Ok(Message::Request(req)) => execute(&req, cfg, sink),
+            Ok(_) => RunResult::setup_failed("", Layer::Protocol, "the first line must be a request", None),
+            Err(e) => {
+                let run_id = serde_json::from_str::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v.get("run_id")?.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                RunResult::setup_failed(&run_id, Layer::Protocol, format!("malformed request: {e}"), Some(format!("band-server speaks protocol {}", proto::PROTOCOL_VERSION)))
+            }
+        },
+    };
+    sink.send(&Message::Result(Box::new(result.clone())));
+    result
+}
+
+/// The largest request line read (bundle and workspace travel inside it).
+fn proto_max_request() -> u64 {
+    8 << 30
+}
+
+/// Turn a bwrap argv into something printable (debugging aid).
+pub fn display_args(args: &[OsString]) -> String {
+    args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn policy(allow_cli: &[&str]) -> Policy {
+        let mut p = Policy::default();
+        p.allow.cli = allow_cli.iter().map(|s| s.to_string()).collect();
+        p
+    }
+
+    fn fake_resolve(name: &str) -> Option<PathBuf> {
+        match name {
+            "sh" => Some(PathBuf::from("/usr/bin/dash")),
+            "cat" | "jq" | "python3" => Some(PathBuf::from(format!("/usr/bin/{name}"))),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn cli_plan_binds_essentials_and_declared_commands() {
+        let p = policy(&["jq -r *"]);
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let plan = plan_cli(&p, &compiled, &fake_resolve).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<(&str, &str)> = plan.binaries.iter().map(|b| (b.name.as_str(), b.host.to_str().unwrap_or(""))).collect();
+        assert_eq!(names, vec![("cat", "/usr/bin/cat"), ("jq", "/usr/bin/jq"), ("sh", "/usr/bin/dash")]);
+        assert_eq!(plan.policy.essentials, vec!["sh".to_string(), "cat".to_string()]);
+        assert_eq!(plan.policy.allow, vec!["jq -r *".to_string()]);
+        assert_eq!(plan.policy.commands.get("sh").map(String::as_str), Some("/usr/bin/sh"));
+    }
+
+    #[test]
+    fn a_declared_command_missing_on_the_host_fails_closed() {
+        let p = policy(&["kubectl get *"]);
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let got = plan_cli(&p, &compiled, &fake_resolve);
+        assert!(matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("kubectl")), "{got:?}");
+    }
+
+    #[test]
+    fn sudo_can_never_be_declared() {
+        let p = policy(&["sudo *"]);
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let got = plan_cli(&p, &compiled, &|_| Some(PathBuf::from("/usr/bin/sudo")));
+        assert!(matches!(&got, Err(e) if e.layer == Layer::Cli), "{got:?}");
+    }
+
+    #[test]
+    fn write_dirs_cover_allow_and_insist() {
+        let mut p = Policy::default();
+        p.allow.write = vec!["out/**".into(), "/abs/**".into()];
+        p.insist.write = vec!["reports/*.md".into()];
+        assert_eq!(plan_write_dirs(&p), vec!["out".to_string(), "reports".to_string()]);
+    }
+
+    #[test]
+    fn host_mounts_refuse_reserved_paths_and_unenforceable_denies() {
+        let state = Path::new("/run/band");
+        let mut p = Policy::default();
+        p.allow.read = vec!["/usr/bin/**".into()];
+        assert!(matches!(plan_host_mounts(&p, state), Err(e) if e.layer == Layer::Filesystem));
+        let mut p = Policy::default();
+        p.allow.read = vec!["/nonexistent-band-test/**".into()];
+        assert_eq!(plan_host_mounts(&p, state), Ok(vec![]));
+        // Not under /tmp: the sandbox's /tmp is its own.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path().to_string_lossy().into_owned();
+        let mut p = Policy::default();
+        p.allow.read = vec![format!("{d}/**")];
+        p.allow.write = vec![format!("{d}/**")];
+        let got = plan_host_mounts(&p, state).unwrap_or_default();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].writable && got[0].is_dir);
+        p.deny.read = vec![format!("{d}/secret/**")];
+        assert!(matches!(plan_host_mounts(&p, state), Err(e) if e.layer == Layer::Filesystem));
+    }
+
+    #[test]
+    fn jail_status_lines() {
+        assert_eq!(parse_jail_status("ok\n"), Some(Ok(())));
+        assert_eq!(
+            parse_jail_status("err seccomp failed to install: EINVAL\n"),
+            Some(Err(SetupError::new(Layer::Seccomp, "band-jail: failed to install: EINVAL")))
+        );
+        assert_eq!(parse_jail_status("err bogus x"), Some(Err(SetupError::new(Layer::Process, "band-jail: x"))));
+        assert_eq!(parse_jail_status("hello"), None);
+    }
+
+    #[test]
+    fn workspace_must_be_covered_by_the_policy() {
+        let mut p = Policy::default();
+        p.allow.read = vec!["data/**".into()];
+        p.allow.write = vec!["out/**".into()];
+        p.deny.read = vec!["data/secret.txt".into()];
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let f = |path: &str| DecodedFile { path: path.into(), mode: 0o644, data: vec![] };
+        assert!(check_workspace(&[f("data/a.csv"), f("out/b.txt")], &compiled).is_ok());
+        assert!(check_workspace(&[f("data/secret.txt")], &compiled).is_err());
+        assert!(check_workspace(&[f("other.txt")], &compiled).is_err());
+    }
+}

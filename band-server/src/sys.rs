@@ -1,0 +1,308 @@
+//! The only module of band-server with `unsafe` code: thin wrappers over the syscalls that std
+//! does not expose (or exposes only on nightly).
+//!
+//! Every wrapper returns `io::Result` built from `errno`, takes only owned or borrowed Rust values,
+//! and documents what makes its `unsafe` block sound. Nothing here decides policy; callers do.
+//!
+//! The functions used between `fork` and `exec` ([`PreExec`]) call only async-signal-safe
+//! functions (`write`, `fcntl`, `dup2`, `setgroups`, `setgid`, `setuid`, `prctl`, `getppid`) and
+//! never allocate: everything they need is prepared before the fork.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
+}
+
+fn cstring(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+}
+
+/// `flock(fd, LOCK_EX | LOCK_NB)`. `Ok(false)` when another open file description holds it.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: `file` owns a valid open descriptor for the duration of the call; flock takes no
+    // pointers.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
+}
+
+/// Mount a tmpfs at `target` with the given data string (`size=…,mode=…`), `nosuid,nodev`.
+pub fn mount_tmpfs(target: &Path, data: &str) -> io::Result<()> {
+    let src = c"band-run";
+    let fstype = c"tmpfs";
+    let target = cstring(target)?;
+    let data = CString::new(data).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount data contains NUL"))?;
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Mount flags for [`bind_mount`]'s remount step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindFlags {
+    pub read_only: bool,
+    pub no_exec: bool,
+}
+
+/// `mount --bind src target` (not recursive: submounts of `src` stay hidden) then remount it `nosuid,nodev` plus `flags`. A bind mount made here
+/// (in the initial user namespace) keeps these flags locked inside the sandbox's user namespace,
+/// so bubblewrap's copy of it cannot lift `ro` or `noexec`.
+pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()> {
+    let src = cstring(src)?;
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
+    // MS_BIND.
+    let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+    check(rc)?;
+    let mut f = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    if flags.read_only {
+        f |= libc::MS_RDONLY;
+    }
+    if flags.no_exec {
+        f |= libc::MS_NOEXEC;
+    }
+    // SAFETY: as above.
+    let rc = unsafe { libc::mount(std::ptr::null(), target.as_ptr(), std::ptr::null(), f, std::ptr::null()) };
+    check(rc).map(|_| ())
+}
+
+/// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.
+pub fn umount_detach(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated string outliving the call.
+    let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    check(rc).map(|_| ())
+}
+
+/// The credentials of the process at the other end of a connected unix socket, as the kernel
+/// recorded them at `connect()` time, translated into our pid namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// `getsockopt(SO_PEERCRED)`.
+pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the fd is owned by `sock`.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    check(rc)?;
+    Ok(PeerCred { pid: cred.pid, uid: cred.uid, gid: cred.gid })
+}
+
+/// `kill(pid, sig)`; ESRCH (already gone) is success.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal a process group"));
+    }
+    // SAFETY: plain syscall on integers.
+    let rc = unsafe { libc::kill(pid, sig) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
+}
+
+/// `geteuid()`.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and takes no arguments.
+    unsafe { libc::geteuid() }
+}
+
+/// `pipe2(O_CLOEXEC)`: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = std::io::pipe()?;
+    Ok((r.into(), w.into()))
+}
+
+/// What the child does between `fork` and `exec` of bubblewrap, in this order:
+///
+/// 1. join the run's cgroup(s) by writing `"0"` to each pre-opened `cgroup.procs`;
+/// 2. move `fds` to their fixed numbers (e.g. the secrets pipe to fd 3), clearing close-on-exec;
+/// 3. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
+/// 4. `PR_SET_PDEATHSIG(SIGKILL)`, so bubblewrap dies with band-server (set after the uid
+///    change, which would clear it), and exit if band-server is already gone.
+///
+/// Joining the cgroup first means nothing the run starts can escape it; dropping to the run's uid
+/// before `exec` means bubblewrap itself never runs as root.
+#[derive(Debug)]
+pub struct PreExec {
+    pub cgroup_procs: Vec<File>,
+    /// (source fd, target fd) pairs; the sources stay owned by the caller until after spawn.
+    pub fds: Vec<(RawFd, RawFd)>,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl PreExec {
+    /// Install the steps above as `cmd`'s pre-exec hook. `self` moves into the closure, so the
+    /// cgroup files stay open until the child has written to them.
+    pub fn install(self, cmd: &mut Command) {
+        // SAFETY: getpid is a plain syscall that cannot fail.
+        let parent = unsafe { libc::getpid() };
+        let hook = move || -> io::Result<()> {
+            for f in &self.cgroup_procs {
+                // SAFETY: writes 1 byte from a static buffer to an fd owned by `f`.
+                let n = unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) };
+                if n != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            // Move every source out of the way first (to fds >= 64), so that a source which
+            // happens to equal another pair's target is not clobbered by the dup2 below.
+            let mut moved = [0 as RawFd; 8];
+            if self.fds.len() > moved.len() {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            for (i, (src, _)) in self.fds.iter().enumerate() {
+                // SAFETY: fcntl on an fd number; failure is reported through errno.
+                moved[i] = check(unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 64) })?;
+            }
+            for (i, (_, dst)) in self.fds.iter().enumerate() {
+                // SAFETY: dup2 on fd numbers; the new descriptor has close-on-exec cleared.
+                check(unsafe { libc::dup2(moved[i], *dst) })?;
+            }
+            // SAFETY: setgroups with a zero-length list and a null pointer is valid.
+            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+            // SAFETY: plain syscalls on integers.
+            check(unsafe { libc::setgid(self.gid) })?;
+            // SAFETY: plain syscall on an integer.
+            check(unsafe { libc::setuid(self.uid) })?;
+            // SAFETY: prctl with integer arguments.
+            check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) })?;
+            // SAFETY: plain syscall, cannot fail.
+            if unsafe { libc::getppid() } != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        };
+        // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
+        // `moved` buffer is on the stack; `cgroup_procs` and `fds` were built before the fork).
+        unsafe { cmd.pre_exec(hook) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// band-jail and band-shim (single-threaded, about to exec)
+// ---------------------------------------------------------------------------------------------
+
+/// `setrlimit(RLIMIT_CORE, 0)`: a crashing script leaves no core file with its secrets in it.
+pub fn disable_core_dumps() -> io::Result<()> {
+    let lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid rlimit for the duration of the call.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &lim) }).map(|_| ())
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`: no setuid/file-capability gain across exec, ever again.
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(|_| ())
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`: other processes of the same uid can no longer ptrace this one,
+/// open its `/proc/<pid>/mem`, or take its file descriptors with `pidfd_getfd`.
+pub fn set_not_dumpable() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(|_| ())
+}
+
+/// Close every descriptor above 2 except `keep` (which is marked close-on-exec instead).
+pub fn close_fds_above_stderr(keep: Option<RawFd>) -> io::Result<()> {
+    let close = |first: u32, last: u32| -> io::Result<()> {
+        if first > last {
+            return Ok(());
+        }
+        // SAFETY: close_range on fd numbers only; no Rust object owns fds above 2 in the callers
+        // (band-jail and band-shim hold no File/OwnedFd across this call).
+        check(unsafe { libc::close_range(first, last, 0) }).map(|_| ())
+    };
+    match keep {
+        Some(k) if k > 2 => {
+            close(3, (k - 1) as u32)?;
+            close(k as u32 + 1, u32::MAX)?;
+            // SAFETY: fcntl on an fd number.
+            check(unsafe { libc::fcntl(k, libc::F_SETFD, libc::FD_CLOEXEC) }).map(|_| ())
+        }
+        _ => close(3, u32::MAX),
+    }
+}
+
+/// Take ownership of an inherited descriptor number (e.g. `--secrets-fd 3`). Fails if it is not
+/// open.
+pub fn take_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl(F_GETFD) only inspects the descriptor.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: the descriptor is open (checked above) and, by the command-line contract, nothing
+    // else in this process refers to it, so the OwnedFd is its unique owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Write `bytes` to a raw descriptor (used for the jail's status fd after other fds are closed).
+pub fn write_fd(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
+    let mut off = 0;
+    while off < bytes.len() {
+        // SAFETY: the pointer and length describe the live `bytes` slice.
+        let n = unsafe { libc::write(fd, bytes[off..].as_ptr().cast(), bytes.len() - off) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        off += n as usize;
+    }
+    Ok(())
+}
+
+/// `execve(path, argv, envp)`. Only returns on failure. All strings are prepared by the caller so
+/// nothing allocates between installing seccomp and this call.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: `path`, every argv/envp string and both null-terminated pointer arrays live until
+    // the call returns (it only returns on failure).
+    unsafe { libc::execve(path.as_ptr(), a.as_ptr(), e.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// Build a `CString` from an `OsStr` (fails on interior NUL).
+pub fn os_cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
+}

@@ -1,0 +1,196 @@
+//! The pool of run identities: users `band-run-0` … `band-run-63`, one per concurrent run.
+//!
+//! A run leases slot `n` by taking `flock(LOCK_EX | LOCK_NB)` on `<state>/leases/<n>.lock` and
+//! writing `<server pid> <run id>` into it. The kernel drops the lock when band-server exits, however
+//! it exits, so a lease can never leak; the janitor recognises a dead owner by being able to
+//! take the lock while the file still names a run. Lock files are never deleted: deleting one
+//! while another process has it open would let two processes "hold" the same slot.
+//!
+//! Users are created on first use with `useradd --system --no-create-home --user-group --shell
+//! /usr/sbin/nologin`, after the slot's lock is held, so no two servers create the same user.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use band::proto::Layer;
+
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::sys;
+
+pub const POOL_SIZE: u32 = 64;
+
+pub fn user_name(slot: u32) -> String {
+    format!("band-run-{slot}")
+}
+
+/// `(uid, gid)` of `name` in a passwd-format text.
+pub fn parse_passwd_entry(passwd: &str, name: &str) -> Option<(u32, u32)> {
+    passwd.lines().find_map(|line| {
+        let mut f = line.split(':');
+        if f.next()? != name {
+            return None;
+        }
+        let _pw = f.next()?;
+        let uid = f.next()?.parse().ok()?;
+        let gid = f.next()?.parse().ok()?;
+        Some((uid, gid))
+    })
+}
+
+/// A held slot. Dropping it releases the lock (and the file's content is cleared first by
+/// [`Lease::release`] on the normal path).
+#[derive(Debug)]
+pub struct Lease {
+    pub slot: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+    file: File,
+    path: PathBuf,
+}
+
+impl Lease {
+    /// Clear the lock file and drop the lock. Call only once nothing of the run is alive.
+    pub fn release(self) {
+        let _ = self.file.set_len(0);
+        drop(self);
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+pub fn leases_dir(state: &Path) -> PathBuf {
+    state.join("leases")
+}
+
+pub fn lease_path(state: &Path, slot: u32) -> PathBuf {
+    leases_dir(state).join(format!("{slot}.lock"))
+}
+
+/// Open (creating it if needed) the lock file of `slot`, root-only.
+pub fn open_lock(state: &Path, slot: u32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(lease_path(state, slot))
+}
+
+/// The `pid run_id` written in a lease file, if any.
+pub fn parse_lease(text: &str) -> Option<(i32, String)> {
+    let mut it = text.split_whitespace();
+    let pid = it.next()?.parse().ok()?;
+    let run = it.next()?.to_string();
+    Some((pid, run))
+}
+
+pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
+    let mut s = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut s).ok()?;
+    parse_lease(&s)
+}
+
+/// Lease the first free slot for `run_id`, creating its user if needed.
+pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
+    let dir = leases_dir(state);
+    fs::create_dir_all(&dir).layer(Layer::Identity, format!("failed to create {}", dir.display()))?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+        .layer(Layer::Identity, format!("failed to chmod {}", dir.display()))?;
+    // Every slot can be briefly locked by a janitor pass of another starting server: retry.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(lease) = try_acquire(state, run_id)? {
+            return Ok(lease);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(SetupError::new(Layer::Identity, format!("all {POOL_SIZE} run identities are in use"))
+                .with_hint("wait for other runs to finish"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
+    for slot in 0..POOL_SIZE {
+        let mut file = open_lock(state, slot).layer(Layer::Identity, format!("failed to open lease {slot}"))?;
+        if !sys::try_lock_exclusive(&file).layer(Layer::Identity, format!("failed to lock lease {slot}"))? {
+            continue;
+        }
+        if read_lease(&mut file).is_some() {
+            // The previous owner died without cleaning up; leave the slot to the janitor rather
+            // than reuse a uid that may still have processes.
+            crate::janitor::clean_dead_lease(state, slot, &mut file);
+        }
+        file.set_len(0).layer(Layer::Identity, "failed to truncate lease")?;
+        file.seek(SeekFrom::Start(0)).layer(Layer::Identity, "failed to seek lease")?;
+        write!(file, "{} {run_id}\n", std::process::id()).layer(Layer::Identity, "failed to write lease")?;
+        let user = user_name(slot);
+        let (uid, gid) = ensure_user(&user)?;
+        return Ok(Some(Lease { slot, uid, gid, user, file, path: lease_path(state, slot) }));
+    }
+    Ok(None)
+}
+
+/// Look up `user`, creating it if missing. Refuses uid or gid 0.
+pub fn ensure_user(user: &str) -> SetupResult<(u32, u32)> {
+    let lookup = || -> SetupResult<Option<(u32, u32)>> {
+        let passwd = fs::read_to_string("/etc/passwd").layer(Layer::Identity, "failed to read /etc/passwd")?;
+        Ok(parse_passwd_entry(&passwd, user))
+    };
+    let ids = match lookup()? {
+        Some(ids) => ids,
+        None => {
+            let out = Command::new("useradd")
+                .args(["--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", user])
+                .env_clear()
+                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                .output()
+                .layer(Layer::Identity, "failed to run useradd")?;
+            // Exit 9: created meanwhile by someone else; the lookup below decides.
+            if !out.status.success() && out.status.code() != Some(9) {
+                return Err(SetupError::new(
+                    Layer::Identity,
+                    format!("useradd {user} failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+                ));
+            }
+            lookup()?.ok_or_else(|| SetupError::new(Layer::Identity, format!("user {user} missing after useradd")))?
+        }
+    };
+    if ids.0 == 0 || ids.1 == 0 {
+        return Err(SetupError::new(Layer::Identity, format!("user {user} has uid/gid 0; refusing to use it")));
+    }
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn passwd_lookup() {
+        let text = "root:x:0:0:root:/root:/bin/bash\nband-run-1:x:998:997::/:/usr/sbin/nologin\nband-run-10:x:990:990::/:/x\n";
+        assert_eq!(parse_passwd_entry(text, "band-run-1"), Some((998, 997)));
+        assert_eq!(parse_passwd_entry(text, "band-run-10"), Some((990, 990)));
+        assert_eq!(parse_passwd_entry(text, "band-run-2"), None);
+        assert_eq!(parse_passwd_entry("band-run-2:x:bad:1::/:/x", "band-run-2"), None);
+    }
+
+    #[test]
+    fn lease_content() {
+        assert_eq!(parse_lease("123 0123456789abcdef\n"), Some((123, "0123456789abcdef".into())));
+        assert_eq!(parse_lease(""), None);
+        assert_eq!(parse_lease("x y"), None);
+        assert_eq!(user_name(63), "band-run-63");
+    }
+}

@@ -1,0 +1,460 @@
+//! The per-run directory `<state>/runs/<run_id>`: a tmpfs of `maxDiskBytes` that holds everything
+//! the sandbox sees besides the host's read-only system files.
+//!
+//! ```text
+//! <run>/            tmpfs, root:<run gid> 0710 (the run's uid may traverse it, nobody may list it)
+//!   skill/          the bundle, root-owned, bind-remounted read-only        → /skill
+//!   workspace/      request workspace files (see below), remounted noexec    → /workspace
+//!   io/             root:<run gid> 1770 (sticky), remounted noexec           → /band/io
+//!     input.json    root 0444; config.json the same when present; output.json written by the script
+//!   tmp/            run uid 0700, remounted noexec                           → /tmp
+//!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc/…
+//!   bin/            symlinks <name> → /band/shim                             → /band/bin
+//!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
+//!   policy.json     the shim's policy (root 0444)                            → /band/policy.json
+//!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
+//! ```
+//!
+//! Workspace files matching `allow.write` (and no `deny.write`) belong to the run's uid; all other
+//! files are root-owned 0444 (0555 if executable) so the script cannot change them in place. The
+//! directory each relative `allow.write` pattern can write into (its static prefix) is created and
+//! owned by the run's uid so new files can appear there.
+//!
+//! `noexec` on every writable directory means a script cannot write a binary and run it: only the
+//! binaries bound into `/usr/bin` can be executed. The flags are set here, in the initial user
+//! namespace, so they are locked for bubblewrap's unprivileged copy of these mounts.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use band::proto::Layer;
+
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::request::DecodedFile;
+use crate::sys::{self, BindFlags};
+
+pub fn runs_dir(state: &Path) -> PathBuf {
+    state.join("runs")
+}
+
+/// A host path bound into the sandbox for an absolute `allow.read` / `allow.write` pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMount {
+    /// Canonical host path (file or directory).
+    pub host: PathBuf,
+    /// Where the sandbox sees it (the pattern's static prefix as written).
+    pub sandbox: PathBuf,
+    pub writable: bool,
+    pub is_dir: bool,
+}
+
+/// Everything needed to build a run directory.
+pub struct RunDirSpec<'a> {
+    pub state: &'a Path,
+    pub run_id: &'a str,
+    pub disk_bytes: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: &'a str,
+    pub bundle: &'a [DecodedFile],
+    pub workspace: &'a [DecodedFile],
+    /// Does this workspace-relative path match `allow.write` and no `deny.write`?
+    pub write_allowed: &'a dyn Fn(&str) -> bool,
+    /// Workspace-relative directories the run may create files in ("" = the workspace root).
+    pub write_dirs: &'a [String],
+    pub input_json: &'a [u8],
+    pub config_json: Option<&'a [u8]>,
+    pub shim_policy_json: &'a [u8],
+    /// Names to link to the shim in `bin/`.
+    pub wrappers: &'a [String],
+    pub host_mounts: &'a [HostMount],
+}
+
+/// A created run directory. Unmounted and removed by [`RunDir::teardown`] or on drop.
+#[derive(Debug)]
+pub struct RunDir {
+    pub root: PathBuf,
+    mounted: bool,
+    exists: bool,
+}
+
+impl RunDir {
+    pub fn skill(&self) -> PathBuf {
+        self.root.join("skill")
+    }
+    pub fn workspace(&self) -> PathBuf {
+        self.root.join("workspace")
+    }
+    pub fn io(&self) -> PathBuf {
+        self.root.join("io")
+    }
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+    pub fn etc(&self) -> PathBuf {
+        self.root.join("etc")
+    }
+    pub fn bin(&self) -> PathBuf {
+        self.root.join("bin")
+    }
+    pub fn policy(&self) -> PathBuf {
+        self.root.join("policy.json")
+    }
+    pub fn sock(&self) -> PathBuf {
+        self.root.join("sock")
+    }
+    pub fn host_mount(&self, i: usize) -> PathBuf {
+        self.root.join("host").join(i.to_string())
+    }
+
+    /// Create, mount and populate the run directory.
+    pub fn create(spec: &RunDirSpec<'_>) -> SetupResult<RunDir> {
+        let runs = runs_dir(spec.state);
+        fs::create_dir_all(&runs).layer(Layer::Filesystem, format!("failed to create {}", runs.display()))?;
+        fs::set_permissions(&runs, fs::Permissions::from_mode(0o711))
+            .layer(Layer::Filesystem, format!("failed to chmod {}", runs.display()))?;
+        let root = runs.join(spec.run_id);
+        fs::create_dir(&root).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                SetupError::new(Layer::Filesystem, format!("run directory {} already exists", root.display()))
+                    .with_hint("run ids must be unique; a stale one is removed by `band-server janitor`")
+            } else {
+                SetupError::new(Layer::Filesystem, format!("failed to create {}: {e}", root.display()))
+            }
+        })?;
+        let mut dir = RunDir { root, mounted: false, exists: true };
+        let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
+        let data = format!("size={},nr_inodes={inodes},mode=0710,uid=0,gid={}", spec.disk_bytes, spec.gid);
+        sys::mount_tmpfs(&dir.root, &data).layer(Layer::Filesystem, format!("failed to mount a tmpfs on {}", dir.root.display()))?;
+        dir.mounted = true;
+        dir.populate(spec).map_err(|e| {
+            if e.message.contains("No space left") {
+                e.with_hint("the skill and workspace do not fit in maxDiskBytes; raise it in the band")
+            } else {
+                e
+            }
+        })?;
+        Ok(dir)
+    }
+
+    fn populate(&mut self, spec: &RunDirSpec<'_>) -> SetupResult<()> {
+        let fsl = Layer::Filesystem;
+        // skill/: root-owned, read-only, executable bits kept.
+        mkdir(&self.skill(), 0o755, None)?;
+        for f in spec.bundle {
+            let p = self.skill().join(&f.path);
+            mkdir_parents(&self.skill(), &f.path, 0o755, None)?;
+            let mode = (f.mode & 0o555) | 0o444;
+            write_new(&p, &f.data, mode, None)?;
+        }
+        sys::bind_mount(&self.skill(), &self.skill(), BindFlags { read_only: true, no_exec: false })
+            .layer(fsl, "failed to make skill/ read-only")?;
+
+        // workspace/
+        let ws = self.workspace();
+        let run_owner = Some((spec.uid, spec.gid));
+        mkdir(&ws, 0o755, None)?;
+        let mut owned_dirs: Vec<String> = Vec::new();
+        for d in spec.write_dirs {
+            if d.is_empty() {
+                chown(&ws, spec.uid, spec.gid)?;
+            } else {
+                mkdir_parents(&ws, &format!("{d}/x"), 0o755, None)?;
+                chown(&ws.join(d), spec.uid, spec.gid)?;
+            }
+            owned_dirs.push(d.clone());
+        }
+        let under_owned = |rel: &str| owned_dirs.iter().any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")));
+        for f in spec.workspace {
+            // Directories created for a file are the run's when they lie in a writable prefix.
+            let mut cur = String::new();
+            let comps: Vec<&str> = f.path.split('/').collect();
+            for c in &comps[..comps.len() - 1] {
+                if !cur.is_empty() {
+                    cur.push('/');
+                }
+                cur.push_str(c);
+                let p = ws.join(&cur);
+                if !p.exists() {
+                    mkdir(&p, 0o755, if under_owned(&cur) { run_owner } else { None })?;
+                }
+            }
+            let p = ws.join(&f.path);
+            if (spec.write_allowed)(&f.path) {
+                write_new(&p, &f.data, (f.mode & 0o777) | 0o600, run_owner)?;
+            } else {
+                write_new(&p, &f.data, if f.mode & 0o111 != 0 { 0o555 } else { 0o444 }, None)?;
+            }
+        }
+
+        // io/: sticky and group-writable, so the script can create output.json but cannot
+        // remove or replace input.json.
+        let io = self.io();
+        mkdir(&io, 0o1770, Some((0, spec.gid)))?;
+        write_new(&io.join("input.json"), spec.input_json, 0o444, None)?;
+        if let Some(cfg) = spec.config_json {
+            write_new(&io.join("config.json"), cfg, 0o444, None)?;
+        }
+
+        mkdir(&self.tmp(), 0o700, run_owner)?;
+
+        let etc = self.etc();
+        mkdir(&etc, 0o755, None)?;
+        write_new(&etc.join("passwd"), synth_passwd(spec.user, spec.uid, spec.gid).as_bytes(), 0o444, None)?;
+        write_new(&etc.join("group"), synth_group(spec.user, spec.gid).as_bytes(), 0o444, None)?;
+        write_new(&etc.join("hosts"), HOSTS.as_bytes(), 0o444, None)?;
+        write_new(&etc.join("nsswitch.conf"), NSSWITCH.as_bytes(), 0o444, None)?;
+
+        let bin = self.bin();
+        mkdir(&bin, 0o755, None)?;
+        for name in spec.wrappers {
+            std::os::unix::fs::symlink("/band/shim", bin.join(name))
+                .layer(fsl, format!("failed to create wrapper {name}"))?;
+        }
+
+        write_new(&self.policy(), spec.shim_policy_json, 0o444, None)?;
+
+        if !spec.host_mounts.is_empty() {
+            mkdir(&self.root.join("host"), 0o755, None)?;
+        }
+        for (i, m) in spec.host_mounts.iter().enumerate() {
+            let target = self.host_mount(i);
+            if m.is_dir {
+                mkdir(&target, 0o755, None)?;
+            } else {
+                write_new(&target, b"", 0o444, None)?;
+            }
+            sys::bind_mount(&m.host, &target, BindFlags { read_only: !m.writable, no_exec: true })
+                .layer(fsl, format!("failed to bind {}", m.host.display()))?;
+        }
+
+        for d in [self.workspace(), self.io(), self.tmp()] {
+            sys::bind_mount(&d, &d, BindFlags { read_only: false, no_exec: true })
+                .layer(fsl, format!("failed to remount {} noexec", d.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Unmount (lazily, with everything below) and remove. Idempotent.
+    pub fn teardown(&mut self) -> SetupResult<()> {
+        if self.mounted {
+            sys::umount_detach(&self.root).layer(Layer::Filesystem, format!("failed to unmount {}", self.root.display()))?;
+            self.mounted = false;
+        }
+        if self.exists {
+            match fs::remove_dir(&self.root) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SetupError::new(Layer::Filesystem, format!("failed to remove {}: {e}", self.root.display()))),
+            }
+            self.exists = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("band-server: {e}");
+        }
+    }
+}
+
+/// Unmount and remove a run directory left behind by a dead server (janitor).
+pub fn remove_stale(path: &Path) -> std::io::Result<()> {
+    // Unmount until nothing is mounted there any more (a tmpfs, possibly stacked).
+    for _ in 0..8 {
+        if sys::umount_detach(path).is_err() {
+            break;
+        }
+    }
+    match fs::remove_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        // Not a mount point and not empty: never on a tmpfs we made; clean it anyway.
+        Err(_) => fs::remove_dir_all(path),
+    }
+}
+
+fn chown(p: &Path, uid: u32, gid: u32) -> SetupResult<()> {
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).layer(Layer::Filesystem, format!("failed to chown {}", p.display()))
+}
+
+fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
+    match fs::create_dir(p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+        Err(e) => return Err(SetupError::new(Layer::Filesystem, format!("failed to create {}: {e}", p.display()))),
+    }
+    if let Some((u, g)) = owner {
+        chown(p, u, g)?;
+    }
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).layer(Layer::Filesystem, format!("failed to chmod {}", p.display()))
+}
+
+/// Create the (root-owned) parent directories of `rel` under `base`.
+fn mkdir_parents(base: &Path, rel: &str, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
+    let mut cur = base.to_path_buf();
+    let comps: Vec<&str> = rel.split('/').collect();
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        cur.push(c);
+        if !cur.is_dir() {
+            mkdir(&cur, mode, owner)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .layer(Layer::Filesystem, format!("failed to create {}", p.display()))?;
+    f.write_all(data).layer(Layer::Filesystem, format!("failed to write {}", p.display()))?;
+    if let Some((u, g)) = owner {
+        std::os::unix::fs::fchown(&f, Some(u), Some(g)).layer(Layer::Filesystem, format!("failed to chown {}", p.display()))?;
+    }
+    f.set_permissions(fs::Permissions::from_mode(mode)).layer(Layer::Filesystem, format!("failed to chmod {}", p.display()))
+}
+
+/// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
+pub fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {
+    format!("root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:band run:/tmp:/usr/sbin/nologin\n")
+}
+
+/// `/etc/group` inside the sandbox: root and this run's group only.
+pub fn synth_group(user: &str, gid: u32) -> String {
+    format!("root:x:0:\n{user}:x:{gid}:\n")
+}
+
+pub const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tband\n";
+pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
+
+/// The workspace directory a relative `allow.write` pattern lets the run create files in: the
+/// longest leading run of literal path components, without a trailing literal file name.
+/// `out/**` → `out`, `reports/*.md` → `reports`, `a/b.txt` → `a`, `*.json` → `` (the root).
+/// `None` for absolute patterns.
+pub fn write_dir(pattern: &str) -> Option<String> {
+    let p = pattern.strip_prefix("./").unwrap_or(pattern);
+    if p.starts_with('/') {
+        return None;
+    }
+    let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
+    let literal: Vec<&str> = comps.iter().take_while(|c| !is_glob(c)).copied().collect();
+    let dir = if literal.len() == comps.len() {
+        // Entirely literal: a file name; its parent is where it gets created.
+        &literal[..literal.len().saturating_sub(1)]
+    } else {
+        &literal[..]
+    };
+    if dir.contains(&"..") {
+        return None;
+    }
+    Some(dir.join("/"))
+}
+
+/// The host path an absolute pattern needs bound: its literal prefix (whole components).
+/// `/data/**` → `/data`, `/srv/a/*.csv` → `/srv/a`, `/data/input.csv` → `/data/input.csv`.
+pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
+    if !pattern.starts_with('/') {
+        return None;
+    }
+    let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
+    let mut out = PathBuf::from("/");
+    for c in pattern.split('/').filter(|c| !c.is_empty()) {
+        if is_glob(c) {
+            break;
+        }
+        if c == ".." || c == "." {
+            return None;
+        }
+        out.push(c);
+    }
+    Some(out)
+}
+
+/// Paths a host mount may not be at or above (they are the sandbox's own, or must stay hidden).
+pub const RESERVED_SANDBOX_PATHS: &[&str] = &[
+    "/", "/band", "/skill", "/workspace", "/tmp", "/proc", "/dev", "/sys", "/run", "/usr", "/bin", "/sbin", "/lib",
+    "/lib64", "/etc", "/var/run", "/boot",
+];
+/// Paths a host mount may not be inside of.
+pub const RESERVED_SANDBOX_TREES: &[&str] =
+    &["/band", "/skill", "/workspace", "/tmp", "/proc", "/dev", "/sys", "/run", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/run", "/boot"];
+
+/// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
+/// server's state directory.
+pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), String> {
+    for r in RESERVED_SANDBOX_PATHS {
+        if Path::new(r).starts_with(p) {
+            return Err(format!("{} would cover {r}", p.display()));
+        }
+    }
+    for r in RESERVED_SANDBOX_TREES {
+        if p.starts_with(r) {
+            return Err(format!("{} is inside {r}, which the sandbox manages itself", p.display()));
+        }
+    }
+    if p.starts_with(state) || state.starts_with(p) {
+        return Err(format!("{} overlaps band-server's state directory", p.display()));
+    }
+    for secret in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root"] {
+        if p.starts_with(secret) {
+            return Err(format!("{} is never exposed", p.display()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn passwd_and_group_hold_only_root_and_the_run_user() {
+        assert_eq!(
+            synth_passwd("band-run-3", 996, 995),
+            "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nband-run-3:x:996:995:band run:/tmp:/usr/sbin/nologin\n"
+        );
+        assert_eq!(synth_group("band-run-3", 995), "root:x:0:\nband-run-3:x:995:\n");
+    }
+
+    #[test]
+    fn write_dirs_of_relative_patterns() {
+        let got: Vec<Option<String>> = ["out/**", "./out/**", "reports/*.md", "a/b.txt", "b.txt", "*.json", "**", "x/y/**/z", "/abs/**", "a/../b/*"]
+            .iter()
+            .map(|p| write_dir(p))
+            .collect();
+        let s = |x: &str| Some(x.to_string());
+        assert_eq!(got, vec![s("out"), s("out"), s("reports"), s("a"), s(""), s(""), s(""), s("x/y"), None, None]);
+    }
+
+    #[test]
+    fn absolute_prefixes() {
+        let got: Vec<Option<PathBuf>> =
+            ["/data/**", "/srv/a/*.csv", "/data/input.csv", "/*", "rel/**", "/a/../b"].iter().map(|p| absolute_prefix(p)).collect();
+        let s = |x: &str| Some(PathBuf::from(x));
+        assert_eq!(got, vec![s("/data"), s("/srv/a"), s("/data/input.csv"), s("/"), None, None]);
+    }
+
+    #[test]
+    fn host_mounts_cannot_cover_the_sandbox() {
+        let state = Path::new("/run/band");
+        assert!(check_host_mount_path(Path::new("/data"), state).is_ok());
+        assert!(check_host_mount_path(Path::new("/etc/myapp"), state).is_ok());
+        assert!(check_host_mount_path(Path::new("/srv/x/file.csv"), state).is_ok());
+        for bad in ["/", "/usr", "/usr/bin", "/usr/lib/x", "/etc", "/etc/shadow", "/tmp/x", "/proc/1", "/run/band/runs", "/band", "/root/.ssh", "/var/run/docker.sock"] {
+            assert!(check_host_mount_path(Path::new(bad), state).is_err(), "{bad}");
+        }
+        assert!(check_host_mount_path(Path::new("/srv/state"), Path::new("/srv/state/band")).is_err());
+    }
+}
