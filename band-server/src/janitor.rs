@@ -36,16 +36,21 @@ pub fn status_uids(status: &str) -> Option<[u32; 3]> {
     Some([it.next()?, it.next()?, it.next()?])
 }
 
-/// Pids (in our pid namespace) of processes whose real, effective or saved uid is in `uids`.
+/// Is this `/proc/<pid>/status` a zombie (dead, waiting to be reaped: nothing left to kill)?
+pub fn status_is_zombie(status: &str) -> bool {
+    status.lines().any(|l| l.starts_with("State:") && l.split_whitespace().nth(1) == Some("Z"))
+}
+
+/// Pids (in our pid namespace) of live (non-zombie) processes whose real, effective or saved uid
+/// is in `uids`.
 pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
     let Ok(rd) = fs::read_dir("/proc") else { return Vec::new() };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| status_uids(&s))
-                .is_some_and(|u| u.iter().any(|x| uids.contains(x)))
+            fs::read_to_string(format!("/proc/{pid}/status")).ok().is_some_and(|s| {
+                !status_is_zombie(&s) && status_uids(&s).is_some_and(|u| u.iter().any(|x| uids.contains(x)))
+            })
         })
         .collect()
 }
@@ -186,5 +191,7 @@ mod tests {
         let s = "Name:\tsleep\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t998\t998\t998\t998\nGid:\t997\t997\t997\t997\n";
         assert_eq!(status_uids(s), Some([998, 998, 998]));
         assert_eq!(status_uids("Name: x\n"), None);
+        assert!(!status_is_zombie(s));
+        assert!(status_is_zombie("Name:\tx\nState:\tZ (zombie)\n"));
     }
 }

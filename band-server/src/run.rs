@@ -286,8 +286,9 @@ impl RunGuard {
         if let Some(lease) = &self.lease {
             // Belt and braces: nothing of the run's uid may survive, inside the cgroup or not.
             crate::janitor::kill_uids(&BTreeSet::from([lease.uid]));
-            if !crate::janitor::pids_of_uids(&BTreeSet::from([lease.uid])).is_empty() {
-                errors.push(format!("processes of uid {} survived", lease.uid));
+            let left = crate::janitor::pids_of_uids(&BTreeSet::from([lease.uid]));
+            if !left.is_empty() {
+                errors.push(format!("processes {left:?} of uid {} survived", lease.uid));
                 all_dead = false;
             }
         }

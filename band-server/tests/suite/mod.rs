@@ -1,0 +1,3 @@
+pub mod helpers;
+mod privileged;
+mod protocol;

@@ -1,0 +1,73 @@
+//! Refusals that happen before anything is built (these need no root).
+
+use band::proto::{Layer, Status};
+use pretty_assertions::assert_eq;
+
+use super::helpers::*;
+
+#[test]
+fn version_prints_versions() {
+    let out = std::process::Command::new(server()).arg("version").output().unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["protocol"], serde_json::json!(band::proto::PROTOCOL_VERSION));
+    assert_eq!(v["version"], serde_json::json!(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn protocol_mismatch_is_setup_failed_protocol() {
+    let mut req = request("#!/bin/sh\necho hi\n", policy());
+    req.protocol = 999;
+    let o = run(&req);
+    assert_eq!(o.exit, Some(0));
+    assert_eq!(o.result.status, Status::SetupFailed);
+    assert_eq!(o.result.error.as_ref().map(|e| e.layer), Some(Layer::Protocol));
+    assert!(o.events.is_empty(), "{:?}", o.events);
+}
+
+#[test]
+fn garbage_is_setup_failed_protocol() {
+    let o = finish(spawn_line("{\"type\":\"request\",\"nope\":1}"));
+    assert_eq!(o.result.status, Status::SetupFailed);
+    assert_eq!(o.result.error.map(|e| e.layer), Some(Layer::Protocol));
+}
+
+#[test]
+fn tampered_bundle_is_refused_for_integrity() {
+    let mut req = request("#!/bin/sh\necho hi\n", policy());
+    req.bundle[0].data = base64_of("#!/bin/sh\necho pwned\n");
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::SetupFailed);
+    assert_eq!(o.result.error.map(|e| e.layer), if band_server::sys::euid() == 0 { Some(Layer::Integrity) } else { Some(Layer::Identity) });
+}
+
+#[test]
+fn bad_paths_are_refused_as_io() {
+    if band_server::sys::euid() != 0 {
+        eprintln!("skipped: bad_paths_are_refused_as_io: not root (identity is checked first)");
+        return;
+    }
+    for bad in ["../escape", "/etc/passwd", "a//b", "a/./b", ""] {
+        let mut req = request("#!/bin/sh\necho hi\n", policy());
+        req.workspace = vec![file(bad, 0o644, b"x")];
+        let o = run(&req);
+        assert_eq!(o.result.status, Status::SetupFailed, "{bad}");
+        assert_eq!(o.result.error.map(|e| e.layer), Some(Layer::Io), "{bad}");
+    }
+}
+
+#[test]
+fn undeclared_secret_is_refused() {
+    if band_server::sys::euid() != 0 {
+        eprintln!("skipped: undeclared_secret_is_refused: not root");
+        return;
+    }
+    let mut req = request("#!/bin/sh\necho hi\n", policy());
+    req.secrets.insert("TOKEN".into(), "x".into());
+    let o = run(&req);
+    assert_eq!(o.result.error.map(|e| e.layer), Some(Layer::Secrets));
+}
+
+fn base64_of(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
