@@ -1,7 +1,10 @@
 //! The real thing: band-server as root, bubblewrap, cgroups, seccomp. Probe scripts assert from
 //! inside the sandbox and print `key=value` lines.
 
-use band::proto::{Denial, Event, Layer, Status};
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use band::proto::{CliCall, Denial, Event, Layer, Message, Status};
 use pretty_assertions::assert_eq;
 
 use super::helpers::*;
@@ -38,7 +41,6 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
 "#;
     let o = run(&request(script, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
-    eprintln!("{}\n{:?}\n{}", o.result.stdout, o.result.metrics, o.server_stderr);
     let kv = o.kv();
     let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
     assert_ne!(get("uid"), "0");
@@ -67,4 +69,416 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
     assert_eq!(get("input_writable"), "no");
     assert_eq!(o.result.output, Some(serde_json::json!({"probe": true})));
     assert!(matches!(o.events.first(), Some(Event::Started { .. })), "{:?}", o.events.first());
+}
+
+fn with_cli(allow: &[&str], deny: &[&str]) -> band::policy::Policy {
+    let mut p = policy();
+    p.allow.cli = strs(allow);
+    p.deny.cli = strs(deny);
+    p
+}
+
+fn setup_layer(o: &Outcome) -> Option<Layer> {
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    o.result.error.as_ref().map(|e| e.layer)
+}
+
+fn no_process_of_user_left(user: &str) {
+    let uid = uid_of(user).unwrap_or_else(|| panic!("no user {user}"));
+    let left = pids_of_uid(uid);
+    assert!(left.is_empty(), "processes of {user} left: {left:?}");
+}
+
+fn run_user(o: &Outcome) -> String {
+    o.kv().get("user").cloned().unwrap_or_else(|| panic!("probe printed no user=: {o:#?}"))
+}
+
+const WHO: &str = r#"echo "user=$(awk -F: -v u="$(awk '/^Uid:/{print $2}' /proc/self/status)" '$3==u{print $1}' /etc/passwd)""#;
+
+#[test]
+fn privileged_undeclared_commands_are_absent_every_way() {
+    privileged!();
+    let script = r#"#!/bin/bash
+try() { local name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name=ran"; else echo "$name=failed"; fi; }
+try by_name perl -e 1
+try abs_path /usr/bin/perl -e 1
+try bash_c bash -c 'perl -e 1'
+try bash_c_abs bash -c '/usr/bin/perl -e 1'
+try env env perl -e 1
+try env_path env PATH=/usr/bin:/bin perl -e 1
+try python python3 -c 1
+try curl /usr/bin/curl --version
+try sudo sudo true
+try lib_exec /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 /usr/bin/perl -e 1
+cp /usr/bin/cat /tmp/mycat 2>/dev/null; chmod +x /tmp/mycat 2>/dev/null
+try copied_binary /tmp/mycat /etc/hosts
+printf '#!/bin/sh\necho hi\n' > /tmp/s.sh; chmod +x /tmp/s.sh
+try tmp_script /tmp/s.sh
+try workspace_script sh -c 'cp /tmp/s.sh /workspace/s.sh && /workspace/s.sh'
+try essential cat /etc/hosts
+"#;
+    let o = run(&request(script, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    for k in ["by_name", "abs_path", "bash_c", "bash_c_abs", "env", "env_path", "python", "curl", "sudo", "lib_exec", "copied_binary", "tmp_script", "workspace_script"] {
+        assert_eq!(kv.get(k).map(String::as_str), Some("failed"), "{k} should fail: {o:#?}");
+    }
+    assert_eq!(kv.get("essential").map(String::as_str), Some("ran"));
+}
+
+#[test]
+fn privileged_cli_argument_patterns_and_denials() {
+    privileged!();
+    let script = r#"#!/bin/bash
+echo '{"a": 1}' > /tmp/in.json
+jq -r .a /tmp/in.json; echo "allowed_rc=$?"
+jq .a /tmp/in.json; echo "denied_rc=$?"
+rm -rf /tmp/nothing; echo "rm_rc=$?"
+rm /tmp/in.json; echo "rm_plain_rc=$?"
+exit 3
+"#;
+    let mut req = request(script, with_cli(&["jq -r *"], &["rm -rf *"]));
+    req.trace = true;
+    let o = run(&req);
+    let kv = o.kv();
+    assert_eq!(kv.get("allowed_rc").map(String::as_str), Some("0"), "{o:#?}");
+    assert_eq!(kv.get("denied_rc").map(String::as_str), Some("126"));
+    assert_eq!(kv.get("rm_rc").map(String::as_str), Some("126"));
+    assert_eq!(kv.get("rm_plain_rc").map(String::as_str), Some("0"));
+    assert!(o.result.stdout.starts_with("1\n"), "{}", o.result.stdout);
+    assert!(o.result.stderr.contains("band: denied: jq .a /tmp/in.json (no allow.cli rule matches)"), "{}", o.result.stderr);
+    assert!(o.result.stderr.contains("band: denied: rm -rf /tmp/nothing (denied by deny.cli rule \"rm -rf *\")"), "{}", o.result.stderr);
+    assert_eq!(o.result.status, Status::Denied);
+    assert_eq!(o.result.exit_code, Some(3));
+    assert_eq!(
+        o.result.denied,
+        vec![
+            Denial::Cli { argv: strs(&["jq", ".a", "/tmp/in.json"]), rule: None },
+            Denial::Cli { argv: strs(&["rm", "-rf", "/tmp/nothing"]), rule: Some("rm -rf *".into()) },
+        ]
+    );
+    assert!(o.result.cli_calls.contains(&CliCall { argv: strs(&["jq", "-r", ".a", "/tmp/in.json"]), allowed: true, rule: Some("jq -r *".into()) }));
+    assert!(o.events.iter().any(|e| matches!(e, Event::Denied(Denial::Cli { rule: None, .. }))));
+    assert!(o.events.iter().any(|e| matches!(e, Event::Cli(c) if c.allowed && c.argv[0] == "jq")));
+}
+
+#[test]
+fn privileged_declared_command_missing_on_host_fails_closed() {
+    privileged!();
+    let o = run(&request("#!/bin/sh\ntrue\n", with_cli(&["no-such-tool-band *"], &[])));
+    assert_eq!(setup_layer(&o), Some(Layer::Cli));
+    assert!(o.result.error.as_ref().is_some_and(|e| e.message.contains("no-such-tool-band")));
+}
+
+#[test]
+fn privileged_allow_net_and_insist_net_fail_closed() {
+    privileged!();
+    let mut p = policy();
+    p.allow.net = strs(&["api.github.com"]);
+    let o = run(&request("#!/bin/sh\ntrue\n", p));
+    assert_eq!(setup_layer(&o), Some(Layer::Network));
+    let mut p = policy();
+    p.insist.net = strs(&["api.github.com"]);
+    assert_eq!(setup_layer(&run(&request("#!/bin/sh\ntrue\n", p))), Some(Layer::Network));
+}
+
+#[test]
+fn privileged_ptrace_and_unshare_are_eperm() {
+    privileged!();
+    let script = r#"#!/usr/bin/env python3
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(rc):
+    return "ok" if rc == 0 else os.strerror(ctypes.get_errno())
+print("unshare_user=" + errno_of(libc.unshare(0x10000000)))
+print("unshare_ns=" + errno_of(libc.unshare(0x00020000)))
+print("ptrace=" + errno_of(libc.ptrace(0, 0, None, None)))
+print("mount=" + errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
+print("setuid0=" + errno_of(libc.setuid(0)))
+"#;
+    let req = request_with(&[("run.py", 0o755, script)], "run.py", with_cli(&["python3 *"], &[]));
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    for k in ["unshare_user", "unshare_ns", "ptrace", "mount", "setuid0"] {
+        let v = kv.get(k).map(String::as_str).unwrap_or("<missing>");
+        // setuid(0): uid 0 is not even mapped in the sandbox's user namespace (EINVAL).
+        let want = if k == "setuid0" { "Invalid argument" } else { "Operation not permitted" };
+        assert_eq!(v, want, "{k}");
+    }
+}
+
+#[test]
+fn privileged_fork_bomb_hits_pids_limit() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_pids = Some(32);
+    p.limits.max_runtime_ms = Some(10_000);
+    let started = Instant::now();
+    let o = run(&request("#!/bin/bash\nbomb() { bomb | bomb & }; bomb\nwait\n", p));
+    assert_eq!(o.result.status, Status::PidsLimit, "{:?} {}", o.result.status, o.result.stderr);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(o.events.iter().any(|e| matches!(e, Event::Limit { limit, .. } if limit == "pids")));
+    // The machine is fine: a normal run right after works.
+    assert_eq!(run(&request("#!/bin/sh\necho ok\n", policy())).result.status, Status::Ok);
+}
+
+#[test]
+fn privileged_memory_hog_hits_memory_limit() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_memory_bytes = Some(64 << 20);
+    p.limits.max_runtime_ms = Some(30_000);
+    let o = run(&request("#!/bin/bash\nx=aaaaaaaaaaaaaaaa\nwhile true; do x=$x$x; done\n", p));
+    assert_eq!(o.result.status, Status::MemoryLimit, "{:?} {}", o.result.status, o.result.stderr);
+    assert!(o.result.metrics.peak_memory_bytes.unwrap_or(0) > 32 << 20, "{:?}", o.result.metrics);
+}
+
+#[test]
+fn privileged_timeout_kills_every_process_of_the_run() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_runtime_ms = Some(2_000);
+    let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
+    let started = Instant::now();
+    let o = run(&request(&script, p));
+    assert_eq!(o.result.status, Status::Timeout, "{o:#?}");
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(o.events.iter().any(|e| matches!(e, Event::Limit { limit, .. } if limit == "runtime")));
+    no_process_of_user_left(&run_user(&o));
+}
+
+#[test]
+fn privileged_daemonised_children_die_with_the_run() {
+    privileged!();
+    let script = format!(
+        "#!/bin/bash\n{WHO}\n( ( exec -a daemon sleep 1000 </dev/null >/dev/null 2>&1 & ) & )\nnohup sleep 1000 >/dev/null 2>&1 &\ndisown\necho started\n"
+    );
+    let o = run(&request(&script, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    no_process_of_user_left(&run_user(&o));
+}
+
+#[test]
+fn privileged_huge_stdout_is_truncated_at_max_log_bytes() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_log_bytes = Some(1 << 20);
+    let script = "#!/bin/bash\nhead -c 104857600 /dev/zero | tr '\\0' a\necho '{\"done\":1}' > \"$OUTPUT_PATH\"\n";
+    let started = Instant::now();
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{:?} {}", o.result.status, o.result.stderr);
+    assert!(o.result.stdout_truncated);
+    assert_eq!(o.result.stdout.len(), 1 << 20);
+    assert_eq!(o.events.iter().filter(|e| matches!(e, Event::Limit { limit, .. } if limit == "log")).count(), 1);
+    let streamed: usize = o.events.iter().map(|e| if let Event::Stdout { data } = e { data.len() } else { 0 }).sum();
+    assert_eq!(streamed, 1 << 20);
+    assert_eq!(o.result.output, Some(serde_json::json!({"done": 1})));
+    eprintln!("100 MiB of stdout took {:?}", started.elapsed());
+}
+
+#[test]
+fn privileged_oversized_output_json_is_output_too_large() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_output_bytes = Some(1 << 20);
+    let script = "#!/bin/bash\nhead -c 2097152 /dev/zero | tr '\\0' 1 > \"$OUTPUT_PATH\"\n";
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::OutputTooLarge, "{o:#?}");
+    assert_eq!(o.result.output, None);
+    // A symlink planted as output.json is not followed.
+    let o = run(&request("#!/bin/bash\nln -s /etc/hosts \"$OUTPUT_PATH\"\n", policy()));
+    assert_eq!(o.result.output, None, "{o:#?}");
+}
+
+#[test]
+fn privileged_workspace_writes_and_copy_back() {
+    privileged!();
+    let mut p = policy();
+    p.allow.read = strs(&["data/**"]);
+    p.allow.write = strs(&["out/**"]);
+    let script = r#"#!/bin/bash
+echo "read=$(cat data/in.txt)"
+echo result > out/a.txt && echo "out_write=ok"
+mkdir -p out/sub && echo deep > out/sub/b.txt
+(echo changed > data/in.txt) 2>/dev/null && echo "data_write=ok" || echo "data_write=refused"
+(rm -f data/in.txt) 2>/dev/null; test -e data/in.txt && echo "data_rm=refused" || echo "data_rm=ok"
+(echo x > top.txt) 2>/dev/null && echo "top_write=ok" || echo "top_write=refused"
+(echo x > /skill/evil) 2>/dev/null && echo "skill_write=ok" || echo "skill_write=refused"
+cp -s /etc/passwd out/link && echo "symlink=made"
+"#;
+    let mut req = request(script, p);
+    req.workspace = vec![file("data/in.txt", 0o644, b"input-data")];
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("read").map(String::as_str), Some("input-data"));
+    assert_eq!(kv.get("out_write").map(String::as_str), Some("ok"));
+    assert_eq!(kv.get("data_write").map(String::as_str), Some("refused"));
+    assert_eq!(kv.get("top_write").map(String::as_str), Some("refused"));
+    assert_eq!(kv.get("skill_write").map(String::as_str), Some("refused"));
+    assert_eq!(kv.get("symlink").map(String::as_str), Some("made"));
+    let mut written: Vec<(String, String)> = o
+        .result
+        .written
+        .iter()
+        .map(|f| {
+            use base64::Engine;
+            let data = base64::engine::general_purpose::STANDARD.decode(&f.data).unwrap_or_default();
+            (f.path.clone(), String::from_utf8_lossy(&data).into_owned())
+        })
+        .collect();
+    written.sort();
+    assert_eq!(written, vec![("out/a.txt".to_string(), "result\n".to_string()), ("out/sub/b.txt".to_string(), "deep\n".to_string())]);
+}
+
+#[test]
+fn privileged_insist_cli_and_write() {
+    privileged!();
+    let mut p = with_cli(&["jq *"], &[]);
+    p.allow.write = strs(&["out/**"]);
+    p.insist.cli = strs(&["jq *"]);
+    p.insist.write = strs(&["out/report.md"]);
+    let o = run(&request("#!/bin/bash\necho hi\n", p.clone()));
+    assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
+    assert_eq!(o.result.insist_missing, strs(&["cli: jq *", "write: out/report.md"]));
+    let o = run(&request("#!/bin/bash\necho '{}' | jq . >/dev/null\necho r > out/report.md\n", p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert!(o.result.insist_missing.is_empty());
+}
+
+#[test]
+fn privileged_secrets_reach_their_run_only() {
+    privileged!();
+    let mut p = policy();
+    p.secrets = strs(&["API_TOKEN"]);
+    let secret = format!("s3cr3t-{}", run_id());
+    let script_a = format!("#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c {secret})\"\nsleep 3\n");
+    let mut req_a = request(&script_a, p);
+    req_a.secrets.insert("API_TOKEN".into(), secret.clone());
+    let a = spawn(&req_a);
+    std::thread::sleep(Duration::from_millis(700));
+    // From the host: the secret is on no command line and in no file under the state dir.
+    let mut on_cmdline = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap_or_else(|e| panic!("{e}")).flatten() {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&c).contains(&secret) {
+                on_cmdline.push(e.file_name());
+            }
+        }
+    }
+    let script_b = format!(
+        "#!/bin/bash\n{WHO}\necho \"seen=$(cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {secret})\"\necho \"state_dir=$(test -e /run/band-test && echo present || echo absent)\"\n"
+    );
+    let b = run(&request(&script_b, policy()));
+    let a = finish(a);
+    assert!(on_cmdline.is_empty(), "secret on a command line: {on_cmdline:?}");
+    assert_eq!(a.result.status, Status::Ok, "{a:#?}");
+    assert_eq!(a.kv().get("has_secret").map(String::as_str), Some("yes"));
+    assert_eq!(a.kv().get("in_cmdline").map(String::as_str), Some("0"));
+    assert_eq!(b.kv().get("seen").map(String::as_str), Some("0"), "{b:#?}");
+    assert_eq!(b.kv().get("state_dir").map(String::as_str), Some("absent"), "{b:#?}");
+    assert_ne!(run_user(&a), run_user(&b));
+    assert!(!a.result.stdout.contains(&secret));
+}
+
+#[test]
+fn privileged_concurrent_runs_have_distinct_uids_and_no_cross_talk() {
+    privileged!();
+    const N: usize = 16;
+    let script = format!(
+        "#!/bin/bash\n{WHO}\nid=$(cat \"$INPUT_PATH\")\necho \"$id\" > /tmp/mine\necho \"$id\" > out/mine\nsleep 1\necho \"tmp=$(cat /tmp/mine)\"\necho \"ws=$(cat out/mine)\"\necho \"others=$(ls /tmp | wc -l)\"\n"
+    );
+    let mut p = policy();
+    p.allow.write = strs(&["out/**"]);
+    let started = Instant::now();
+    let children: Vec<(String, std::process::Child)> = (0..N)
+        .map(|_| {
+            let mut req = request(&script, p.clone());
+            req.input = serde_json::json!(req.run_id.clone());
+            (req.run_id.clone(), spawn(&req))
+        })
+        .collect();
+    let mut users = std::collections::BTreeSet::new();
+    for (id, child) in children {
+        let o = finish(child);
+        assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+        let kv = o.kv();
+        let quoted = format!("\"{id}\"");
+        assert_eq!(kv.get("tmp"), Some(&quoted));
+        assert_eq!(kv.get("ws"), Some(&quoted));
+        assert_eq!(kv.get("others").map(String::as_str), Some("1"));
+        assert_eq!(o.result.written.len(), 1);
+        users.insert(run_user(&o));
+    }
+    assert_eq!(users.len(), N, "{users:?}");
+    eprintln!("{N} concurrent runs took {:?}", started.elapsed());
+}
+
+#[test]
+fn privileged_forged_reports_are_refused() {
+    privileged!();
+    let script = r#"#!/usr/bin/env python3
+import json, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect("/band/sock")
+f = s.makefile("rw")
+nonce = f.readline().strip()
+f.write(json.dumps({"nonce": nonce, "argv": ["jq", "--forged"], "allowed": True}) + "\n"); f.flush()
+print("answer=" + f.readline().strip())
+"#;
+    let mut p = with_cli(&["python3 *", "jq *"], &[]);
+    p.insist.cli = strs(&["jq --forged"]);
+    let mut req = request_with(&[("run.py", 0o755, script)], "run.py", p);
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.kv().get("answer").map(String::as_str), Some("refused"), "{o:#?}");
+    assert!(!o.result.cli_calls.iter().any(|c| c.argv.contains(&"--forged".to_string())));
+    assert_eq!(o.result.status, Status::InsistUnsatisfied);
+    assert!(o.server_stderr.contains("forged"), "{}", o.server_stderr);
+}
+
+#[test]
+fn privileged_unexecutable_interpreter_is_setup_failed_process() {
+    privileged!();
+    let o = run(&request("#!/nonexistent/interpreter\n", policy()));
+    assert_eq!(setup_layer(&o), Some(Layer::Process));
+}
+
+#[test]
+fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
+    privileged!();
+    let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
+    let req = request(&script, policy());
+    let run_id = req.run_id.clone();
+    let mut child = spawn(&req);
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = BufReader::new(stdout).lines();
+    let mut user = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while user.is_none() && Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line) {
+            user = data.lines().find_map(|l| l.strip_prefix("user=")).map(str::to_string);
+        }
+    }
+    let user = user.unwrap_or_else(|| panic!("the run never printed its user"));
+    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    assert!(!pids_of_uid(uid).is_empty());
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    let out = std::process::Command::new(server())
+        .arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+        .env(band_server::config::CONFIG_ENV, "/nonexistent/band-test/server.toml")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = pids_of_uid(uid);
+    assert!(left.is_empty(), "processes left: {left:?}");
+    assert!(!state_dir().join("runs").join(&run_id).exists(), "run dir left");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    assert!(!mounts.contains(&run_id), "mount left");
+    let h = band_server::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!band_server::cgroup::RunCgroup::list_stale(&h).contains(&run_id), "cgroup left");
 }
