@@ -82,18 +82,52 @@ pub fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)> {
 pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
-    push(&["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--unshare-net"]);
+    push(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+        "--unshare-net",
+    ]);
     push(&["--disable-userns"]);
-    push(&["--new-session", "--die-with-parent", "--clearenv", "--cap-drop", "ALL"]);
+    push(&[
+        "--new-session",
+        "--die-with-parent",
+        "--clearenv",
+        "--cap-drop",
+        "ALL",
+    ]);
     push(&["--hostname", "band"]);
     push(&["--proc", "/proc", "--dev", "/dev"]);
     push(&["--ro-bind", "/usr/lib", "/usr/lib"]);
     push(&["--ro-bind-try", "/usr/lib64", "/usr/lib64"]);
     push(&["--ro-bind", "/usr/share", "/usr/share"]);
     push(&["--ro-bind-try", "/usr/libexec", "/usr/libexec"]);
-    push(&["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"]);
-    push(&["--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"]);
-    push(&["--dir", "/usr/bin", "--dir", "/usr/sbin", "--dir", "/usr/local/bin"]);
+    push(&[
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+    ]);
+    push(&[
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/sbin",
+        "/sbin",
+    ]);
+    push(&[
+        "--dir",
+        "/usr/bin",
+        "--dir",
+        "/usr/sbin",
+        "--dir",
+        "/usr/local/bin",
+    ]);
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
     let mut bind = |kind: &str, src: OsString, dest: OsString| {
         a.push(kind.into());
@@ -101,26 +135,58 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         a.push(dest);
     };
     for b in &plan.binaries {
-        bind("--ro-bind", b.host.clone().into_os_string(), format!("/usr/bin/{}", b.name).into());
+        bind(
+            "--ro-bind",
+            b.host.clone().into_os_string(),
+            format!("/usr/bin/{}", b.name).into(),
+        );
     }
-    bind("--ro-bind", "/etc/ld.so.cache".into(), "/etc/ld.so.cache".into());
+    bind(
+        "--ro-bind",
+        "/etc/ld.so.cache".into(),
+        "/etc/ld.so.cache".into(),
+    );
     for f in ["passwd", "group", "hosts", "nsswitch.conf"] {
-        bind("--ro-bind", run(&format!("etc/{f}")), format!("/etc/{f}").into());
+        bind(
+            "--ro-bind",
+            run(&format!("etc/{f}")),
+            format!("/etc/{f}").into(),
+        );
     }
-    bind("--ro-bind-try", "/etc/ssl/certs".into(), "/etc/ssl/certs".into());
-    bind("--ro-bind-try", "/etc/ca-certificates".into(), "/etc/ca-certificates".into());
+    bind(
+        "--ro-bind-try",
+        "/etc/ssl/certs".into(),
+        "/etc/ssl/certs".into(),
+    );
+    bind(
+        "--ro-bind-try",
+        "/etc/ca-certificates".into(),
+        "/etc/ca-certificates".into(),
+    );
     bind("--ro-bind", run("skill"), "/skill".into());
     bind("--bind", run("workspace"), "/workspace".into());
     bind("--bind", run("tmp"), "/tmp".into());
     bind("--bind", run("io"), SANDBOX_IO.into());
     bind("--ro-bind", run("bin"), SANDBOX_PATH.into());
-    bind("--ro-bind", plan.shim.clone().into_os_string(), SANDBOX_SHIM.into());
-    bind("--ro-bind", plan.jail.clone().into_os_string(), SANDBOX_JAIL.into());
+    bind(
+        "--ro-bind",
+        plan.shim.clone().into_os_string(),
+        SANDBOX_SHIM.into(),
+    );
+    bind(
+        "--ro-bind",
+        plan.jail.clone().into_os_string(),
+        SANDBOX_JAIL.into(),
+    );
     bind("--ro-bind", run("policy.json"), SANDBOX_POLICY.into());
     bind("--ro-bind", run("sock"), SANDBOX_SOCK.into());
     for e in &plan.extra {
         let kind = if e.writable { "--bind" } else { "--ro-bind" };
-        bind(kind, e.source.clone().into_os_string(), e.dest.clone().into_os_string());
+        bind(
+            kind,
+            e.source.clone().into_os_string(),
+            e.dest.clone().into_os_string(),
+        );
     }
     let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
     push(&["--remount-ro", "/dev", "--remount-ro", "/"]);
@@ -128,7 +194,15 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         push(&["--setenv", k, v]);
     }
     push(&["--chdir", "/workspace"]);
-    push(&["--", SANDBOX_JAIL, "--secrets-fd", "3", "--status-fd", "4", "--"]);
+    push(&[
+        "--",
+        SANDBOX_JAIL,
+        "--secrets-fd",
+        "3",
+        "--status-fd",
+        "4",
+        "--",
+    ]);
     a.push(format!("/skill/{}", plan.entry).into());
     a
 }
@@ -145,8 +219,14 @@ mod tests {
             shim: PathBuf::from("/opt/band/band-shim"),
             jail: PathBuf::from("/opt/band/band-jail"),
             binaries: vec![
-                BinaryBind { name: "sh".into(), host: PathBuf::from("/usr/bin/dash") },
-                BinaryBind { name: "jq".into(), host: PathBuf::from("/usr/bin/jq") },
+                BinaryBind {
+                    name: "sh".into(),
+                    host: PathBuf::from("/usr/bin/dash"),
+                },
+                BinaryBind {
+                    name: "jq".into(),
+                    host: PathBuf::from("/usr/bin/jq"),
+                },
             ],
             extra: vec![ExtraBind {
                 source: PathBuf::from("/run/band/runs/0123456789abcdef/host/0"),
@@ -160,52 +240,158 @@ mod tests {
 
     #[test]
     fn full_argv() {
-        let got: Vec<String> = build_bwrap_args(&plan()).iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        let got: Vec<String> = build_bwrap_args(&plan())
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
         let r = "/run/band/runs/0123456789abcdef";
         let want: Vec<String> = [
-            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--unshare-net",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup",
+            "--unshare-net",
             "--disable-userns",
-            "--new-session", "--die-with-parent", "--clearenv", "--cap-drop", "ALL",
-            "--hostname", "band",
-            "--proc", "/proc", "--dev", "/dev",
-            "--ro-bind", "/usr/lib", "/usr/lib",
-            "--ro-bind-try", "/usr/lib64", "/usr/lib64",
-            "--ro-bind", "/usr/share", "/usr/share",
-            "--ro-bind-try", "/usr/libexec", "/usr/libexec",
-            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-            "--dir", "/usr/bin", "--dir", "/usr/sbin", "--dir", "/usr/local/bin",
-            "--ro-bind", "/usr/bin/dash", "/usr/bin/sh",
-            "--ro-bind", "/usr/bin/jq", "/usr/bin/jq",
-            "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
-            "--ro-bind", &format!("{r}/etc/passwd"), "/etc/passwd",
-            "--ro-bind", &format!("{r}/etc/group"), "/etc/group",
-            "--ro-bind", &format!("{r}/etc/hosts"), "/etc/hosts",
-            "--ro-bind", &format!("{r}/etc/nsswitch.conf"), "/etc/nsswitch.conf",
-            "--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
-            "--ro-bind-try", "/etc/ca-certificates", "/etc/ca-certificates",
-            "--ro-bind", &format!("{r}/skill"), "/skill",
-            "--bind", &format!("{r}/workspace"), "/workspace",
-            "--bind", &format!("{r}/tmp"), "/tmp",
-            "--bind", &format!("{r}/io"), "/band/io",
-            "--ro-bind", &format!("{r}/bin"), "/band/bin",
-            "--ro-bind", "/opt/band/band-shim", "/band/shim",
-            "--ro-bind", "/opt/band/band-jail", "/band/jail",
-            "--ro-bind", &format!("{r}/policy.json"), "/band/policy.json",
-            "--ro-bind", &format!("{r}/sock"), "/band/sock",
-            "--ro-bind", &format!("{r}/host/0"), "/data",
-            "--remount-ro", "/dev", "--remount-ro", "/",
-            "--setenv", "PATH", "/band/bin",
-            "--setenv", "HOME", "/tmp",
-            "--setenv", "TMPDIR", "/tmp",
-            "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "INPUT_PATH", "/band/io/input.json",
-            "--setenv", "OUTPUT_PATH", "/band/io/output.json",
-            "--setenv", "CONFIG_PATH", "/band/io/config.json",
-            "--setenv", "WORKSPACE", "/workspace",
-            "--setenv", "SKILL_DIR", "/skill",
-            "--chdir", "/workspace",
-            "--", "/band/jail", "--secrets-fd", "3", "--status-fd", "4", "--", "/skill/scripts/run.sh",
+            "--new-session",
+            "--die-with-parent",
+            "--clearenv",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "band",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--ro-bind",
+            "/usr/lib",
+            "/usr/lib",
+            "--ro-bind-try",
+            "/usr/lib64",
+            "/usr/lib64",
+            "--ro-bind",
+            "/usr/share",
+            "/usr/share",
+            "--ro-bind-try",
+            "/usr/libexec",
+            "/usr/libexec",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--dir",
+            "/usr/bin",
+            "--dir",
+            "/usr/sbin",
+            "--dir",
+            "/usr/local/bin",
+            "--ro-bind",
+            "/usr/bin/dash",
+            "/usr/bin/sh",
+            "--ro-bind",
+            "/usr/bin/jq",
+            "/usr/bin/jq",
+            "--ro-bind",
+            "/etc/ld.so.cache",
+            "/etc/ld.so.cache",
+            "--ro-bind",
+            &format!("{r}/etc/passwd"),
+            "/etc/passwd",
+            "--ro-bind",
+            &format!("{r}/etc/group"),
+            "/etc/group",
+            "--ro-bind",
+            &format!("{r}/etc/hosts"),
+            "/etc/hosts",
+            "--ro-bind",
+            &format!("{r}/etc/nsswitch.conf"),
+            "/etc/nsswitch.conf",
+            "--ro-bind-try",
+            "/etc/ssl/certs",
+            "/etc/ssl/certs",
+            "--ro-bind-try",
+            "/etc/ca-certificates",
+            "/etc/ca-certificates",
+            "--ro-bind",
+            &format!("{r}/skill"),
+            "/skill",
+            "--bind",
+            &format!("{r}/workspace"),
+            "/workspace",
+            "--bind",
+            &format!("{r}/tmp"),
+            "/tmp",
+            "--bind",
+            &format!("{r}/io"),
+            "/band/io",
+            "--ro-bind",
+            &format!("{r}/bin"),
+            "/band/bin",
+            "--ro-bind",
+            "/opt/band/band-shim",
+            "/band/shim",
+            "--ro-bind",
+            "/opt/band/band-jail",
+            "/band/jail",
+            "--ro-bind",
+            &format!("{r}/policy.json"),
+            "/band/policy.json",
+            "--ro-bind",
+            &format!("{r}/sock"),
+            "/band/sock",
+            "--ro-bind",
+            &format!("{r}/host/0"),
+            "/data",
+            "--remount-ro",
+            "/dev",
+            "--remount-ro",
+            "/",
+            "--setenv",
+            "PATH",
+            "/band/bin",
+            "--setenv",
+            "HOME",
+            "/tmp",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "INPUT_PATH",
+            "/band/io/input.json",
+            "--setenv",
+            "OUTPUT_PATH",
+            "/band/io/output.json",
+            "--setenv",
+            "CONFIG_PATH",
+            "/band/io/config.json",
+            "--setenv",
+            "WORKSPACE",
+            "/workspace",
+            "--setenv",
+            "SKILL_DIR",
+            "/skill",
+            "--chdir",
+            "/workspace",
+            "--",
+            "/band/jail",
+            "--secrets-fd",
+            "3",
+            "--status-fd",
+            "4",
+            "--",
+            "/skill/scripts/run.sh",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -215,7 +401,10 @@ mod tests {
 
     #[test]
     fn never_shares_the_network_or_binds_the_host_root() {
-        let args: Vec<String> = build_bwrap_args(&plan()).iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        let args: Vec<String> = build_bwrap_args(&plan())
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
         assert!(!args.iter().any(|a| a == "--share-net"));
         for w in args.windows(3) {
             if w[0].ends_with("bind") || w[0].ends_with("bind-try") {
@@ -230,6 +419,10 @@ mod tests {
     fn config_path_only_with_a_config() {
         let envs = sandbox_env(false);
         assert!(!envs.iter().any(|(k, _)| *k == "CONFIG_PATH"));
-        assert!(sandbox_env(true).iter().any(|(k, v)| *k == "CONFIG_PATH" && *v == "/band/io/config.json"));
+        assert!(
+            sandbox_env(true)
+                .iter()
+                .any(|(k, v)| *k == "CONFIG_PATH" && *v == "/band/io/config.json")
+        );
     }
 }

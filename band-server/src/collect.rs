@@ -7,9 +7,9 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use band::policy::Policy;
 use band::policy::cli::CliPattern;
 use band::policy::fs::{FsMatcher, FsPattern};
-use band::policy::Policy;
 use band::proto::{CliCall, FileEntry, Status};
 use base64::Engine;
 
@@ -27,7 +27,10 @@ pub struct Capture {
 
 impl Capture {
     pub fn new(cap: u64) -> Capture {
-        Capture { cap, ..Capture::default() }
+        Capture {
+            cap,
+            ..Capture::default()
+        }
     }
 
     /// Keep what fits; return the text to stream now (complete UTF-8 characters only, invalid
@@ -97,7 +100,11 @@ pub enum Output {
 /// Read `output.json` safely: `O_NOFOLLOW`, must be a regular file, size checked with `fstat`
 /// before reading. `Ok(None)` when absent.
 pub fn read_output_file(path: &Path, max: u64) -> Output {
-    let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) {
+    let f = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Output::None,
         Err(e) => return Output::Unreadable(format!("output.json: {e}")),
@@ -122,7 +129,10 @@ pub fn read_output_file(path: &Path, max: u64) -> Output {
     let n = buf.len() as u64;
     match serde_json::from_slice(&buf) {
         Ok(v) => Output::Json(v, n),
-        Err(_) => Output::Json(serde_json::Value::String(String::from_utf8_lossy(&buf).into_owned()), n),
+        Err(_) => Output::Json(
+            serde_json::Value::String(String::from_utf8_lossy(&buf).into_owned()),
+            n,
+        ),
     }
 }
 
@@ -158,18 +168,37 @@ pub fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
     let mut budget = max_total;
     let mut stack = vec![String::new()];
     while let Some(rel) = stack.pop() {
-        let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
+        let dir = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&rel)
+        };
         let Ok(rd) = fs::read_dir(&dir) else { continue };
-        let mut names: Vec<String> = rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
         names.sort();
         for name in names {
-            let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             let p = root.join(&child);
-            let Ok(meta) = fs::symlink_metadata(&p) else { continue };
+            let Ok(meta) = fs::symlink_metadata(&p) else {
+                continue;
+            };
             if meta.file_type().is_dir() {
                 stack.push(child);
             } else if meta.file_type().is_file() && meta.len() <= budget {
-                let Ok(f) = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&p) else { continue };
+                let Ok(f) = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(&p)
+                else {
+                    continue;
+                };
                 let Ok(m2) = f.metadata() else { continue };
                 if !m2.file_type().is_file() || m2.ino() != meta.ino() {
                     continue;
@@ -179,7 +208,11 @@ pub fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
                     continue;
                 }
                 budget -= data.len() as u64;
-                out.push(FoundFile { path: child, mode: m2.mode() & 0o777, data });
+                out.push(FoundFile {
+                    path: child,
+                    mode: m2.mode() & 0o777,
+                    data,
+                });
             }
         }
     }
@@ -189,8 +222,14 @@ pub fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
 
 /// Files that are new or changed compared with the request's workspace.
 pub fn changed_files<'a>(found: &'a [FoundFile], original: &[DecodedFile]) -> Vec<&'a FoundFile> {
-    let before: BTreeMap<&str, &[u8]> = original.iter().map(|f| (f.path.as_str(), f.data.as_slice())).collect();
-    found.iter().filter(|f| before.get(f.path.as_str()) != Some(&f.data.as_slice())).collect()
+    let before: BTreeMap<&str, &[u8]> = original
+        .iter()
+        .map(|f| (f.path.as_str(), f.data.as_slice()))
+        .collect();
+    found
+        .iter()
+        .filter(|f| before.get(f.path.as_str()) != Some(&f.data.as_slice()))
+        .collect()
 }
 
 /// `result.written`: changed files allowed by `allow.write` and not denied.
@@ -229,7 +268,9 @@ pub fn arg_as_path(arg: &str) -> Option<String> {
 pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]) -> Vec<String> {
     let mut missing = Vec::new();
     for p in &policy.insist.cli {
-        let ok = CliPattern::parse(p).map(|pat| calls.iter().any(|c| c.allowed && pat.matches(&c.argv))).unwrap_or(false);
+        let ok = CliPattern::parse(p)
+            .map(|pat| calls.iter().any(|c| c.allowed && pat.matches(&c.argv)))
+            .unwrap_or(false);
         if !ok {
             missing.push(format!("cli: {p}"));
         }
@@ -237,7 +278,13 @@ pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]
     for p in &policy.insist.read {
         let ok = FsPattern::parse(p)
             .map(|pat| {
-                calls.iter().filter(|c| c.allowed).any(|c| c.argv.iter().skip(1).filter_map(|a| arg_as_path(a)).any(|a| pat.matches(&a)))
+                calls.iter().filter(|c| c.allowed).any(|c| {
+                    c.argv
+                        .iter()
+                        .skip(1)
+                        .filter_map(|a| arg_as_path(a))
+                        .any(|a| pat.matches(&a))
+                })
             })
             .unwrap_or(false);
         if !ok {
@@ -245,7 +292,9 @@ pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]
         }
     }
     for p in &policy.insist.write {
-        let ok = FsPattern::parse(p).map(|pat| changed.iter().any(|f| pat.matches(&f.path))).unwrap_or(false);
+        let ok = FsPattern::parse(p)
+            .map(|pat| changed.iter().any(|f| pat.matches(&f.path)))
+            .unwrap_or(false);
         if !ok {
             missing.push(format!("write: {p}"));
         }
@@ -281,7 +330,11 @@ pub fn status(f: &Facts) -> Status {
     } else if f.output_too_large {
         Status::OutputTooLarge
     } else if f.exit_code != Some(0) {
-        if f.denials > 0 { Status::Denied } else { Status::ScriptFailed }
+        if f.denials > 0 {
+            Status::Denied
+        } else {
+            Status::ScriptFailed
+        }
     } else if f.insist_missing > 0 {
         Status::InsistUnsatisfied
     } else {
@@ -314,7 +367,10 @@ mod tests {
         let (b, _) = c.push(&s[1..4]);
         let (d, _) = c.push(&s[4..8]);
         let (e, _) = c.push(&s[8..]);
-        assert_eq!((a.as_str(), b.as_str(), d.as_str(), e.as_str()), ("", "é", "€", "😀"));
+        assert_eq!(
+            (a.as_str(), b.as_str(), d.as_str(), e.as_str()),
+            ("", "é", "€", "😀")
+        );
         assert_eq!(c.finish(), "");
         let mut c = Capture::new(100);
         let _ = c.push(&s[..1]);
@@ -325,10 +381,16 @@ mod tests {
     fn stdout_as_output() {
         let mut c = Capture::new(100);
         c.push(b"{\"n\": 1}\n");
-        assert_eq!(output_from_stdout(&c, 100), Output::Json(serde_json::json!({"n": 1}), 9));
+        assert_eq!(
+            output_from_stdout(&c, 100),
+            Output::Json(serde_json::json!({"n": 1}), 9)
+        );
         let mut c = Capture::new(100);
         c.push(b"hello\n");
-        assert_eq!(output_from_stdout(&c, 100), Output::Json(serde_json::json!("hello\n"), 6));
+        assert_eq!(
+            output_from_stdout(&c, 100),
+            Output::Json(serde_json::json!("hello\n"), 6)
+        );
         assert_eq!(output_from_stdout(&Capture::new(100), 100), Output::None);
         let mut c = Capture::new(4);
         c.push(b"123456");
@@ -344,11 +406,17 @@ mod tests {
         let p = dir.path().join("output.json");
         assert_eq!(read_output_file(&p, 10), Output::None);
         fs::write(&p, b"[1,2]").unwrap_or_default();
-        assert_eq!(read_output_file(&p, 10), Output::Json(serde_json::json!([1, 2]), 5));
+        assert_eq!(
+            read_output_file(&p, 10),
+            Output::Json(serde_json::json!([1, 2]), 5)
+        );
         assert_eq!(read_output_file(&p, 4), Output::TooLarge(5));
         fs::remove_file(&p).unwrap_or_default();
         std::os::unix::fs::symlink("/etc/passwd", &p).unwrap_or_default();
-        assert!(matches!(read_output_file(&p, 1 << 20), Output::Unreadable(_)));
+        assert!(matches!(
+            read_output_file(&p, 1 << 20),
+            Output::Unreadable(_)
+        ));
         fs::remove_file(&p).unwrap_or_default();
         fs::create_dir(&p).unwrap_or_default();
         assert!(matches!(read_output_file(&p, 10), Output::Unreadable(_)));
@@ -366,9 +434,16 @@ mod tests {
         std::os::unix::fs::symlink("/etc", r.join("dirlink")).unwrap_or_default();
         let got: Vec<String> = walk_workspace(r, 10).into_iter().map(|f| f.path).collect();
         assert_eq!(got, vec!["a/b/x.txt", "top.txt"]);
-        let before = vec![DecodedFile { path: "top.txt".into(), mode: 0o644, data: b"t".to_vec() }];
+        let before = vec![DecodedFile {
+            path: "top.txt".into(),
+            mode: 0o644,
+            data: b"t".to_vec(),
+        }];
         let found = walk_workspace(r, 1000);
-        let changed: Vec<&str> = changed_files(&found, &before).iter().map(|f| f.path.as_str()).collect();
+        let changed: Vec<&str> = changed_files(&found, &before)
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect();
         assert_eq!(changed, vec!["a/b/x.txt", "big.bin"]);
     }
 
@@ -384,17 +459,82 @@ mod tests {
 
     #[test]
     fn status_order() {
-        let ok = Facts { exit_code: Some(0), ..Facts::default() };
+        let ok = Facts {
+            exit_code: Some(0),
+            ..Facts::default()
+        };
         assert_eq!(status(&ok), Status::Ok);
-        assert_eq!(status(&Facts { exit_code: Some(1), ..ok }), Status::ScriptFailed);
-        assert_eq!(status(&Facts { exit_code: Some(126), denials: 1, ..ok }), Status::Denied);
+        assert_eq!(
+            status(&Facts {
+                exit_code: Some(1),
+                ..ok
+            }),
+            Status::ScriptFailed
+        );
+        assert_eq!(
+            status(&Facts {
+                exit_code: Some(126),
+                denials: 1,
+                ..ok
+            }),
+            Status::Denied
+        );
         assert_eq!(status(&Facts { denials: 1, ..ok }), Status::Ok);
-        assert_eq!(status(&Facts { insist_missing: 1, ..ok }), Status::InsistUnsatisfied);
-        assert_eq!(status(&Facts { exit_code: Some(1), insist_missing: 1, ..ok }), Status::ScriptFailed);
-        assert_eq!(status(&Facts { output_too_large: true, ..ok }), Status::OutputTooLarge);
-        assert_eq!(status(&Facts { exit_code: None, timed_out: true, ..ok }), Status::Timeout);
-        assert_eq!(status(&Facts { exit_code: None, timed_out: true, pids_max_hits: 3, ..ok }), Status::PidsLimit);
-        assert_eq!(status(&Facts { exit_code: Some(137), oom_kills: 1, ..ok }), Status::MemoryLimit);
-        assert_eq!(status(&Facts { exit_code: Some(137), oom_kills: 1, pids_max_hits: 1, ..ok }), Status::PidsLimit);
+        assert_eq!(
+            status(&Facts {
+                insist_missing: 1,
+                ..ok
+            }),
+            Status::InsistUnsatisfied
+        );
+        assert_eq!(
+            status(&Facts {
+                exit_code: Some(1),
+                insist_missing: 1,
+                ..ok
+            }),
+            Status::ScriptFailed
+        );
+        assert_eq!(
+            status(&Facts {
+                output_too_large: true,
+                ..ok
+            }),
+            Status::OutputTooLarge
+        );
+        assert_eq!(
+            status(&Facts {
+                exit_code: None,
+                timed_out: true,
+                ..ok
+            }),
+            Status::Timeout
+        );
+        assert_eq!(
+            status(&Facts {
+                exit_code: None,
+                timed_out: true,
+                pids_max_hits: 3,
+                ..ok
+            }),
+            Status::PidsLimit
+        );
+        assert_eq!(
+            status(&Facts {
+                exit_code: Some(137),
+                oom_kills: 1,
+                ..ok
+            }),
+            Status::MemoryLimit
+        );
+        assert_eq!(
+            status(&Facts {
+                exit_code: Some(137),
+                oom_kills: 1,
+                pids_max_hits: 1,
+                ..ok
+            }),
+            Status::PidsLimit
+        );
     }
 }

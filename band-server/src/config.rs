@@ -136,7 +136,9 @@ struct RawConfig {
 fn size(key: &str, v: &Num) -> Result<u64, String> {
     match v {
         Num::Int(n) => Ok(*n),
-        Num::Float(_) => Err(format!("`{key}` must be a whole number of bytes or a size like \"512m\"")),
+        Num::Float(_) => Err(format!(
+            "`{key}` must be a whole number of bytes or a size like \"512m\""
+        )),
         Num::Text(t) => band::units::parse_bytes(t).map_err(|e| format!("`{key}`: {e}")),
     }
 }
@@ -144,7 +146,9 @@ fn size(key: &str, v: &Num) -> Result<u64, String> {
 fn duration(key: &str, v: &Num) -> Result<u64, String> {
     match v {
         Num::Int(n) => Ok(*n),
-        Num::Float(_) => Err(format!("`{key}` must be milliseconds or a duration like \"60s\"")),
+        Num::Float(_) => Err(format!(
+            "`{key}` must be milliseconds or a duration like \"60s\""
+        )),
         Num::Text(t) => band::units::parse_duration_ms(t).map_err(|e| format!("`{key}`: {e}")),
     }
 }
@@ -160,7 +164,10 @@ fn cpus(key: &str, v: &Num) -> Result<f64, String> {
     match v {
         Num::Int(n) => Ok(*n as f64),
         Num::Float(f) => Ok(*f),
-        Num::Text(t) => t.trim().parse::<f64>().map_err(|_| format!("`{key}` must be a number of CPUs")),
+        Num::Text(t) => t
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`{key}` must be a number of CPUs")),
     }
 }
 
@@ -214,12 +221,18 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
 pub fn load_config(path: &Path, state_dir_override: Option<PathBuf>) -> SetupResult<ServerConfig> {
     let mut cfg = match std::fs::read_to_string(path) {
         Ok(text) => parse_config(&text).map_err(|e| {
-            SetupError::new(Layer::Limits, format!("invalid server config {}: {e}", path.display()))
-                .with_hint("fix the file or remove it to use the built-in defaults")
+            SetupError::new(
+                Layer::Limits,
+                format!("invalid server config {}: {e}", path.display()),
+            )
+            .with_hint("fix the file or remove it to use the built-in defaults")
         })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => ServerConfig::default(),
         Err(e) => {
-            return Err(SetupError::new(Layer::Limits, format!("cannot read server config {}: {e}", path.display())));
+            return Err(SetupError::new(
+                Layer::Limits,
+                format!("cannot read server config {}: {e}", path.display()),
+            ));
         }
     };
     if let Some(dir) = state_dir_override {
@@ -247,14 +260,20 @@ pub struct EffectiveLimits {
 pub fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<EffectiveLimits> {
     fn pick(name: &str, band: Option<u64>, default: u64, cap: u64) -> SetupResult<u64> {
         if band == Some(0) {
-            return Err(SetupError::new(Layer::Limits, format!("{name} must be greater than 0")));
+            return Err(SetupError::new(
+                Layer::Limits,
+                format!("{name} must be greater than 0"),
+            ));
         }
         Ok(band.unwrap_or(default).min(cap))
     }
     let (d, c) = (&cfg.defaults, &cfg.caps);
     let cpus = match band.max_cpus {
         Some(x) if !x.is_finite() || x <= 0.0 => {
-            return Err(SetupError::new(Layer::Limits, format!("maxCpus must be a positive number, not {x}")));
+            return Err(SetupError::new(
+                Layer::Limits,
+                format!("maxCpus must be a positive number, not {x}"),
+            ));
         }
         Some(x) => x,
         None => d.cpus,
@@ -263,15 +282,40 @@ pub fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<Effectiv
     // At least 1 % of one CPU (the kernel's minimum quota is 1 ms).
     let quota = ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1_000);
     Ok(EffectiveLimits {
-        memory_bytes: pick("maxMemoryBytes", band.max_memory_bytes, d.memory_bytes, c.memory_bytes)?,
+        memory_bytes: pick(
+            "maxMemoryBytes",
+            band.max_memory_bytes,
+            d.memory_bytes,
+            c.memory_bytes,
+        )?,
         pids: pick("maxPids", band.max_pids, d.pids, c.pids)?,
         cpu_quota_us: quota,
         cpu_period_us: CPU_PERIOD_US,
-        runtime_ms: pick("maxRuntimeMs", band.max_runtime_ms, d.runtime_ms, c.runtime_ms)?,
-        disk_bytes: pick("maxDiskBytes", band.max_disk_bytes, d.disk_bytes, c.disk_bytes)?,
+        runtime_ms: pick(
+            "maxRuntimeMs",
+            band.max_runtime_ms,
+            d.runtime_ms,
+            c.runtime_ms,
+        )?,
+        disk_bytes: pick(
+            "maxDiskBytes",
+            band.max_disk_bytes,
+            d.disk_bytes,
+            c.disk_bytes,
+        )?,
         log_bytes: pick("maxLogBytes", band.max_log_bytes, d.log_bytes, c.log_bytes)?,
-        output_bytes: pick("maxOutputBytes", band.max_output_bytes, d.output_bytes, c.output_bytes)?,
-        input_bytes: pick("maxInputBytes", band.max_input_bytes, d.input_bytes, c.input_bytes)?,
+        output_bytes: pick(
+            "maxOutputBytes",
+            band.max_output_bytes,
+            d.output_bytes,
+            c.output_bytes,
+        )?,
+        input_bytes: pick(
+            "maxInputBytes",
+            band.max_input_bytes,
+            d.input_bytes,
+            c.input_bytes,
+        )?,
     })
 }
 
@@ -330,29 +374,58 @@ mod tests {
 
     #[test]
     fn a_band_above_the_default_but_below_the_cap_gets_its_value() {
-        let band = Limits { max_memory_bytes: Some(GIB), max_cpus: Some(1.5), ..Limits::default() };
-        let got = resolve_limits(&band, &ServerConfig::default()).map(|l| (l.memory_bytes, l.cpu_quota_us));
+        let band = Limits {
+            max_memory_bytes: Some(GIB),
+            max_cpus: Some(1.5),
+            ..Limits::default()
+        };
+        let got = resolve_limits(&band, &ServerConfig::default())
+            .map(|l| (l.memory_bytes, l.cpu_quota_us));
         assert_eq!(got, Ok((GIB, 150_000)));
     }
 
     #[test]
     fn zero_and_nonsense_values_are_refused() {
         for band in [
-            Limits { max_memory_bytes: Some(0), ..Limits::default() },
-            Limits { max_pids: Some(0), ..Limits::default() },
-            Limits { max_cpus: Some(0.0), ..Limits::default() },
-            Limits { max_cpus: Some(f64::NAN), ..Limits::default() },
-            Limits { max_cpus: Some(-1.0), ..Limits::default() },
+            Limits {
+                max_memory_bytes: Some(0),
+                ..Limits::default()
+            },
+            Limits {
+                max_pids: Some(0),
+                ..Limits::default()
+            },
+            Limits {
+                max_cpus: Some(0.0),
+                ..Limits::default()
+            },
+            Limits {
+                max_cpus: Some(f64::NAN),
+                ..Limits::default()
+            },
+            Limits {
+                max_cpus: Some(-1.0),
+                ..Limits::default()
+            },
         ] {
             let got = resolve_limits(&band, &ServerConfig::default());
-            assert!(matches!(&got, Err(e) if e.layer == Layer::Limits), "{band:?} gave {got:?}");
+            assert!(
+                matches!(&got, Err(e) if e.layer == Layer::Limits),
+                "{band:?} gave {got:?}"
+            );
         }
     }
 
     #[test]
     fn tiny_cpu_share_is_raised_to_the_kernel_minimum() {
-        let band = Limits { max_cpus: Some(0.001), ..Limits::default() };
-        assert_eq!(resolve_limits(&band, &ServerConfig::default()).map(|l| l.cpu_quota_us), Ok(1_000));
+        let band = Limits {
+            max_cpus: Some(0.001),
+            ..Limits::default()
+        };
+        assert_eq!(
+            resolve_limits(&band, &ServerConfig::default()).map(|l| l.cpu_quota_us),
+            Ok(1_000)
+        );
     }
 
     #[test]
@@ -380,7 +453,10 @@ mod tests {
         assert_eq!(cfg.caps.pids, 512);
         assert_eq!(cfg.caps.cpus, 1.5);
         assert_eq!(cfg.caps.runtime_ms, 3_600_000);
-        let band = Limits { max_memory_bytes: Some(2 * GIB), ..Limits::default() };
+        let band = Limits {
+            max_memory_bytes: Some(2 * GIB),
+            ..Limits::default()
+        };
         assert_eq!(resolve_limits(&band, &cfg).map(|l| l.memory_bytes), Ok(GIB));
     }
 
@@ -394,8 +470,14 @@ mod tests {
 
     #[test]
     fn missing_config_file_means_defaults() {
-        let got = load_config(Path::new("/nonexistent/band/server.toml"), Some(PathBuf::from("/tmp/s")));
-        let want = ServerConfig { state_dir: PathBuf::from("/tmp/s"), ..ServerConfig::default() };
+        let got = load_config(
+            Path::new("/nonexistent/band/server.toml"),
+            Some(PathBuf::from("/tmp/s")),
+        );
+        let want = ServerConfig {
+            state_dir: PathBuf::from("/tmp/s"),
+            ..ServerConfig::default()
+        };
         assert_eq!(got, Ok(want));
     }
 }

@@ -15,7 +15,11 @@ pub struct SetupError {
 
 impl SetupError {
     pub fn new(layer: Layer, message: impl Into<String>) -> Self {
-        SetupError { layer, message: message.into(), hint: None }
+        SetupError {
+            layer,
+            message: message.into(),
+            hint: None,
+        }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
@@ -24,7 +28,11 @@ impl SetupError {
     }
 
     pub fn into_info(self) -> ErrorInfo {
-        ErrorInfo { layer: self.layer, message: self.message, hint: self.hint }
+        ErrorInfo {
+            layer: self.layer,
+            message: self.message,
+            hint: self.hint,
+        }
     }
 }
 

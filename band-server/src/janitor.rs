@@ -32,25 +32,35 @@ pub struct Report {
 /// The real uid (and effective, saved) of a `/proc/<pid>/status` text.
 pub fn status_uids(status: &str) -> Option<[u32; 3]> {
     let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    let mut it = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok());
+    let mut it = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok());
     Some([it.next()?, it.next()?, it.next()?])
 }
 
 /// Is this `/proc/<pid>/status` a zombie (dead, waiting to be reaped: nothing left to kill)?
 pub fn status_is_zombie(status: &str) -> bool {
-    status.lines().any(|l| l.starts_with("State:") && l.split_whitespace().nth(1) == Some("Z"))
+    status
+        .lines()
+        .any(|l| l.starts_with("State:") && l.split_whitespace().nth(1) == Some("Z"))
 }
 
 /// Pids (in our pid namespace) of live (non-zombie) processes whose real, effective or saved uid
 /// is in `uids`.
 pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
-    let Ok(rd) = fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/status")).ok().is_some_and(|s| {
-                !status_is_zombie(&s) && status_uids(&s).is_some_and(|u| u.iter().any(|x| uids.contains(x)))
-            })
+            fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .is_some_and(|s| {
+                    !status_is_zombie(&s)
+                        && status_uids(&s).is_some_and(|u| u.iter().any(|x| uids.contains(x)))
+                })
         })
         .collect()
 }
@@ -82,10 +92,10 @@ pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
 pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File) -> Report {
     let mut report = Report::default();
     let run = uidpool::read_lease(file).map(|(_, run)| run);
-    if let Ok(passwd) = fs::read_to_string("/etc/passwd") {
-        if let Some((uid, _)) = uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)) {
-            report.killed += kill_uids(&BTreeSet::from([uid]));
-        }
+    if let Ok(passwd) = fs::read_to_string("/etc/passwd")
+        && let Some((uid, _)) = uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot))
+    {
+        report.killed += kill_uids(&BTreeSet::from([uid]));
     }
     if let Some(run) = run.filter(|r| crate::request::validate_run_id(r).is_ok()) {
         if let Ok(h) = Hierarchy::detect_system() {
@@ -114,10 +124,17 @@ pub fn run(state: &Path) -> Report {
     // creates its directory, so any directory seen here has its lease content by the time we
     // read it below.
     let dirs: Vec<String> = fs::read_dir(workdir::runs_dir(state))
-        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
         .unwrap_or_default();
     let hierarchy = Hierarchy::detect_system().ok();
-    let stale_cgroups = hierarchy.as_ref().map(RunCgroup::list_stale).unwrap_or_default();
+    let stale_cgroups = hierarchy
+        .as_ref()
+        .map(RunCgroup::list_stale)
+        .unwrap_or_default();
 
     let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
     let mut live: BTreeSet<String> = BTreeSet::new();
@@ -129,7 +146,9 @@ pub fn run(state: &Path) -> Report {
         if !uidpool::lease_path(state, slot).exists() {
             continue;
         }
-        let Ok(mut file) = uidpool::open_lock(state, slot) else { continue };
+        let Ok(mut file) = uidpool::open_lock(state, slot) else {
+            continue;
+        };
         match sys::try_lock_exclusive(&file) {
             Ok(true) => {
                 if uidpool::read_lease(&mut file).is_some() {
@@ -139,7 +158,9 @@ pub fn run(state: &Path) -> Report {
                     report.removed_dirs.extend(r.removed_dirs);
                     report.removed_cgroups.extend(r.removed_cgroups);
                     report.errors.extend(r.errors);
-                } else if let Some((uid, _)) = uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)) {
+                } else if let Some((uid, _)) =
+                    uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot))
+                {
                     // A cleanly released slot should have no processes; checked below, in one
                     // /proc scan for all of them.
                     free_uids.insert(uid);

@@ -16,8 +16,13 @@ use band_server::run::{self, EventSink};
 use band_server::{janitor, sys};
 
 fn load() -> Result<ServerConfig, band_server::error::SetupError> {
-    let path = std::env::var_os(config::CONFIG_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(config::DEFAULT_CONFIG_PATH));
-    config::load_config(&path, std::env::var_os(config::STATE_DIR_ENV).map(PathBuf::from))
+    let path = std::env::var_os(config::CONFIG_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_CONFIG_PATH));
+    config::load_config(
+        &path,
+        std::env::var_os(config::STATE_DIR_ENV).map(PathBuf::from),
+    )
 }
 
 fn janitor_pass(cfg: &ServerConfig) {
@@ -25,7 +30,11 @@ fn janitor_pass(cfg: &ServerConfig) {
         return;
     }
     let r = janitor::run(&cfg.state_dir);
-    if !r.dead_leases.is_empty() || !r.removed_dirs.is_empty() || !r.removed_cgroups.is_empty() || r.killed > 0 {
+    if !r.dead_leases.is_empty()
+        || !r.removed_dirs.is_empty()
+        || !r.removed_cgroups.is_empty()
+        || r.killed > 0
+    {
         eprintln!(
             "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}",
             r.dead_leases, r.killed, r.removed_dirs, r.removed_cgroups

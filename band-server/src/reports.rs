@@ -6,9 +6,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -50,7 +50,11 @@ impl PeerCheck {
                 lib_devs.push(m.dev());
             }
         }
-        Ok(PeerCheck { shim: (m.dev(), m.ino()), lib_devs, uid })
+        Ok(PeerCheck {
+            shim: (m.dev(), m.ino()),
+            lib_devs,
+            uid,
+        })
     }
 }
 
@@ -74,14 +78,22 @@ pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, String> {
             *f = &rest[..end];
             rest = &rest[end..];
         }
-        let inode: u64 = fields[4].parse().map_err(|_| format!("bad maps line {line:?}"))?;
+        let inode: u64 = fields[4]
+            .parse()
+            .map_err(|_| format!("bad maps line {line:?}"))?;
         if inode == 0 {
             continue;
         }
-        let (maj, min) = fields[3].split_once(':').ok_or_else(|| format!("bad maps line {line:?}"))?;
+        let (maj, min) = fields[3]
+            .split_once(':')
+            .ok_or_else(|| format!("bad maps line {line:?}"))?;
         let maj = u64::from_str_radix(maj, 16).map_err(|_| format!("bad maps line {line:?}"))?;
         let min = u64::from_str_radix(min, 16).map_err(|_| format!("bad maps line {line:?}"))?;
-        out.push(Mapping { dev: libc::makedev(maj as u32, min as u32), inode, path: rest.trim().to_string() });
+        out.push(Mapping {
+            dev: libc::makedev(maj as u32, min as u32),
+            inode,
+            path: rest.trim().to_string(),
+        });
     }
     Ok(out)
 }
@@ -92,12 +104,17 @@ pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), String>
         if (m.dev, m.inode) == check.shim {
             continue;
         }
-        let lib_path = ["/usr/lib/", "/usr/lib64/", "/lib/", "/lib64/"].iter().any(|p| m.path.starts_with(p))
+        let lib_path = ["/usr/lib/", "/usr/lib64/", "/lib/", "/lib64/"]
+            .iter()
+            .any(|p| m.path.starts_with(p))
             && !m.path.ends_with(" (deleted)");
         if lib_path && check.lib_devs.contains(&m.dev) {
             continue;
         }
-        return Err(format!("maps {} (dev {}, inode {})", m.path, m.dev, m.inode));
+        return Err(format!(
+            "maps {} (dev {}, inode {})",
+            m.path, m.dev, m.inode
+        ));
     }
     Ok(())
 }
@@ -107,11 +124,13 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<(), String> 
     if uid != check.uid {
         return Err(format!("peer uid {uid} is not the run's uid {}", check.uid));
     }
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).map_err(|e| format!("pid {pid}: exe: {e}"))?;
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
+        .map_err(|e| format!("pid {pid}: exe: {e}"))?;
     if (exe.dev(), exe.ino()) != check.shim {
         return Err(format!("pid {pid} is not the shim"));
     }
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("pid {pid}: maps: {e}"))?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| format!("pid {pid}: maps: {e}"))?;
     check_mappings(&parse_maps(&maps)?, check).map_err(|e| format!("pid {pid} {e}"))
 }
 
@@ -122,14 +141,21 @@ fn nonce() -> std::io::Result<String> {
 }
 
 fn handle(conn: UnixStream, check: &PeerCheck, rules: &CliRules) -> Result<CliCall, String> {
-    conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    conn.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    conn.set_write_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
     let cred = sys::peer_cred(&conn).map_err(|e| format!("SO_PEERCRED: {e}"))?;
     let n = nonce().map_err(|e| format!("nonce: {e}"))?;
-    (&conn).write_all(format!("{n}\n").as_bytes()).map_err(|e| e.to_string())?;
+    (&conn)
+        .write_all(format!("{n}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut line = String::new();
-    BufReader::new((&conn).take(MAX_REPORT_BYTES)).read_line(&mut line).map_err(|e| e.to_string())?;
-    let report: ShimReport = serde_json::from_str(line.trim_end()).map_err(|e| format!("bad report: {e}"))?;
+    BufReader::new((&conn).take(MAX_REPORT_BYTES))
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    let report: ShimReport =
+        serde_json::from_str(line.trim_end()).map_err(|e| format!("bad report: {e}"))?;
     let verdict = (|| {
         if report.nonce != n {
             return Err("wrong nonce".to_string());
@@ -160,7 +186,13 @@ pub struct ReportListener {
 
 impl ReportListener {
     /// Bind `path` (owned root:`gid`, mode 0660) and start accepting.
-    pub fn start(path: &Path, gid: u32, check: PeerCheck, rules: CliRules, tx: Sender<Report>) -> std::io::Result<ReportListener> {
+    pub fn start(
+        path: &Path,
+        gid: u32,
+        check: PeerCheck,
+        rules: CliRules,
+        tx: Sender<Report>,
+    ) -> std::io::Result<ReportListener> {
         let listener = UnixListener::bind(path)?;
         std::os::unix::fs::lchown(path, Some(0), Some(gid))?;
         std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
@@ -169,31 +201,45 @@ impl ReportListener {
         let check = Arc::new(check);
         let rules = Arc::new(rules);
         let active = Arc::new(AtomicUsize::new(0));
-        let thread = std::thread::Builder::new().name("reports".into()).spawn(move || {
-            for conn in listener.incoming() {
-                if stop2.load(Ordering::SeqCst) {
-                    break;
+        let thread = std::thread::Builder::new()
+            .name("reports".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if stop2.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    while active.load(Ordering::SeqCst) >= MAX_HANDLERS {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    active.fetch_add(1, Ordering::SeqCst);
+                    let (check, rules, tx, active2) = (
+                        Arc::clone(&check),
+                        Arc::clone(&rules),
+                        tx.clone(),
+                        Arc::clone(&active),
+                    );
+                    let spawned =
+                        std::thread::Builder::new()
+                            .name("report".into())
+                            .spawn(move || {
+                                let msg = match handle(conn, &check, &rules) {
+                                    Ok(call) => Report::Call(call),
+                                    Err(e) => Report::Forged(e),
+                                };
+                                let _ = tx.send(msg);
+                                active2.fetch_sub(1, Ordering::SeqCst);
+                            });
+                    if spawned.is_err() {
+                        active.fetch_sub(1, Ordering::SeqCst);
+                    }
                 }
-                let Ok(conn) = conn else { continue };
-                while active.load(Ordering::SeqCst) >= MAX_HANDLERS {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                active.fetch_add(1, Ordering::SeqCst);
-                let (check, rules, tx, active2) = (Arc::clone(&check), Arc::clone(&rules), tx.clone(), Arc::clone(&active));
-                let spawned = std::thread::Builder::new().name("report".into()).spawn(move || {
-                    let msg = match handle(conn, &check, &rules) {
-                        Ok(call) => Report::Call(call),
-                        Err(e) => Report::Forged(e),
-                    };
-                    let _ = tx.send(msg);
-                    active2.fetch_sub(1, Ordering::SeqCst);
-                });
-                if spawned.is_err() {
-                    active.fetch_sub(1, Ordering::SeqCst);
-                }
-            }
-        })?;
-        Ok(ReportListener { path: path.to_path_buf(), stop, thread: Some(thread) })
+            })?;
+        Ok(ReportListener {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Stop accepting and join the thread (handlers still running finish on their own).
@@ -229,14 +275,25 @@ mod tests {
 ";
 
     fn check() -> PeerCheck {
-        PeerCheck { shim: (libc::makedev(0xfd, 1), 1234), lib_devs: vec![libc::makedev(0xfd, 1)], uid: 1000 }
+        PeerCheck {
+            shim: (libc::makedev(0xfd, 1), 1234),
+            lib_devs: vec![libc::makedev(0xfd, 1)],
+            uid: 1000,
+        }
     }
 
     #[test]
     fn maps_parse_file_backed_only() {
         let got = parse_maps(MAPS).unwrap_or_default();
         let paths: Vec<&str> = got.iter().map(|m| m.path.as_str()).collect();
-        assert_eq!(paths, vec!["/band/shim", "/band/shim", "/usr/lib/x86_64-linux-gnu/libc.so.6"]);
+        assert_eq!(
+            paths,
+            vec![
+                "/band/shim",
+                "/band/shim",
+                "/usr/lib/x86_64-linux-gnu/libc.so.6"
+            ]
+        );
         assert_eq!(got[2].dev, libc::makedev(0xfd, 1));
         assert_eq!(check_mappings(&got, &check()), Ok(()));
     }

@@ -77,21 +77,37 @@ pub fn decode_files(what: &str, entries: &[FileEntry]) -> SetupResult<Vec<Decode
     let mut out = Vec::with_capacity(entries.len());
     let mut seen = std::collections::BTreeSet::new();
     for e in entries {
-        validate_rel_path(&e.path).map_err(|m| SetupError::new(Layer::Io, format!("{what}: {m}")))?;
+        validate_rel_path(&e.path)
+            .map_err(|m| SetupError::new(Layer::Io, format!("{what}: {m}")))?;
         if !seen.insert(e.path.clone()) {
-            return Err(SetupError::new(Layer::Io, format!("{what}: duplicate path {:?}", e.path)));
+            return Err(SetupError::new(
+                Layer::Io,
+                format!("{what}: duplicate path {:?}", e.path),
+            ));
         }
         let data = base64::engine::general_purpose::STANDARD
             .decode(e.data.as_bytes())
-            .map_err(|err| SetupError::new(Layer::Io, format!("{what}: {:?} is not valid base64: {err}", e.path)))?;
-        out.push(DecodedFile { path: e.path.clone(), mode: e.mode & 0o7777, data });
+            .map_err(|err| {
+                SetupError::new(
+                    Layer::Io,
+                    format!("{what}: {:?} is not valid base64: {err}", e.path),
+                )
+            })?;
+        out.push(DecodedFile {
+            path: e.path.clone(),
+            mode: e.mode & 0o7777,
+            data,
+        });
     }
     for p in &seen {
         let mut prefix = p.as_str();
         while let Some(i) = prefix.rfind('/') {
             prefix = &prefix[..i];
             if seen.contains(prefix) {
-                return Err(SetupError::new(Layer::Io, format!("{what}: {prefix:?} is both a file and a directory")));
+                return Err(SetupError::new(
+                    Layer::Io,
+                    format!("{what}: {prefix:?} is both a file and a directory"),
+                ));
             }
         }
     }
@@ -100,10 +116,17 @@ pub fn decode_files(what: &str, entries: &[FileEntry]) -> SetupResult<Vec<Decode
 
 /// Run ids become path components and cgroup names: exactly 16 lowercase hex characters.
 pub fn validate_run_id(id: &str) -> SetupResult<()> {
-    if id.len() == 16 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if id.len() == 16
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         Ok(())
     } else {
-        Err(SetupError::new(Layer::Protocol, format!("run id {id:?} is not 16 lowercase hex characters")))
+        Err(SetupError::new(
+            Layer::Protocol,
+            format!("run id {id:?} is not 16 lowercase hex characters"),
+        ))
     }
 }
 
@@ -111,7 +134,11 @@ pub fn check_protocol(req: &RunRequest) -> SetupResult<()> {
     if req.protocol != proto::PROTOCOL_VERSION {
         return Err(SetupError::new(
             Layer::Protocol,
-            format!("client speaks protocol {}, this band-server speaks {}", req.protocol, proto::PROTOCOL_VERSION),
+            format!(
+                "client speaks protocol {}, this band-server speaks {}",
+                req.protocol,
+                proto::PROTOCOL_VERSION
+            ),
         )
         .with_hint("install matching versions of band and band-server"));
     }
@@ -134,7 +161,10 @@ pub fn check_integrity(bundle: &[DecodedFile], claimed: &str) -> SetupResult<()>
 pub fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
     validate_rel_path(entry).map_err(|m| SetupError::new(Layer::Io, format!("entry: {m}")))?;
     match bundle.iter().find(|f| f.path == entry) {
-        None => Err(SetupError::new(Layer::Io, format!("entry {entry:?} is not in the skill bundle"))),
+        None => Err(SetupError::new(
+            Layer::Io,
+            format!("entry {entry:?} is not in the skill bundle"),
+        )),
         Some(f) if f.mode & 0o111 == 0 => Err(SetupError::new(
             Layer::Process,
             format!("entry {entry:?} is not executable (mode {:o})", f.mode),
@@ -155,18 +185,32 @@ fn valid_env_name(name: &str) -> bool {
 pub fn check_secrets(secrets: &BTreeMap<String, String>, declared: &[String]) -> SetupResult<()> {
     for (name, value) in secrets {
         if !declared.iter().any(|d| d == name) {
-            return Err(SetupError::new(Layer::Secrets, format!("secret {name} is not declared in env.secrets")));
+            return Err(SetupError::new(
+                Layer::Secrets,
+                format!("secret {name} is not declared in env.secrets"),
+            ));
         }
         if !valid_env_name(name) {
-            return Err(SetupError::new(Layer::Secrets, format!("secret name {name:?} is not a valid environment name")));
+            return Err(SetupError::new(
+                Layer::Secrets,
+                format!("secret name {name:?} is not a valid environment name"),
+            ));
         }
         if proto::env::RESERVED.contains(&name.as_str())
-            || proto::env::RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+            || proto::env::RESERVED_PREFIXES
+                .iter()
+                .any(|p| name.starts_with(p))
         {
-            return Err(SetupError::new(Layer::Secrets, format!("secret name {name} is reserved for the runtime")));
+            return Err(SetupError::new(
+                Layer::Secrets,
+                format!("secret name {name} is reserved for the runtime"),
+            ));
         }
         if value.contains('\0') {
-            return Err(SetupError::new(Layer::Secrets, format!("secret {name} contains a NUL byte")));
+            return Err(SetupError::new(
+                Layer::Secrets,
+                format!("secret {name} contains a NUL byte"),
+            ));
         }
     }
     Ok(())
@@ -177,13 +221,20 @@ pub fn check_command_name(name: &str) -> SetupResult<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
-        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'+'));
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'+'));
     if !ok {
-        return Err(SetupError::new(Layer::Cli, format!("{name:?} is not a command name"))
-            .with_hint("allow.cli patterns start with a bare command name such as `jq`"));
+        return Err(
+            SetupError::new(Layer::Cli, format!("{name:?} is not a command name"))
+                .with_hint("allow.cli patterns start with a bare command name such as `jq`"),
+        );
     }
     if FORBIDDEN_COMMANDS.contains(&name) {
-        return Err(SetupError::new(Layer::Cli, format!("`{name}` can never be allowed in a sandbox")));
+        return Err(SetupError::new(
+            Layer::Cli,
+            format!("`{name}` can never be allowed in a sandbox"),
+        ));
     }
     Ok(())
 }
@@ -195,7 +246,11 @@ mod tests {
     use super::*;
 
     fn f(path: &str, mode: u32, data: &[u8]) -> DecodedFile {
-        DecodedFile { path: path.into(), mode, data: data.to_vec() }
+        DecodedFile {
+            path: path.into(),
+            mode,
+            data: data.to_vec(),
+        }
     }
 
     #[test]
@@ -220,34 +275,84 @@ mod tests {
         let want: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(got, want);
         // The empty bundle hashes to sha256("").
-        assert_eq!(bundle_sha256(&[]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(
+            bundle_sha256(&[]),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 
     #[test]
     fn rel_paths() {
-        for ok in ["a", "a/b", "scripts/run.sh", ".env", "a/..b", "a/b..", "ü/ñ"] {
+        for ok in [
+            "a",
+            "a/b",
+            "scripts/run.sh",
+            ".env",
+            "a/..b",
+            "a/b..",
+            "ü/ñ",
+        ] {
             assert_eq!(validate_rel_path(ok), Ok(()), "{ok}");
         }
         let long = "a/".repeat(2048) + "b";
-        for bad in ["", "/a", "a//b", "a/", "./a", "a/./b", "..", "a/../b", "a/..", "a\0b", long.as_str()] {
+        for bad in [
+            "",
+            "/a",
+            "a//b",
+            "a/",
+            "./a",
+            "a/./b",
+            "..",
+            "a/../b",
+            "a/..",
+            "a\0b",
+            long.as_str(),
+        ] {
             assert!(validate_rel_path(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn decode_rejects_duplicates_and_file_dir_clashes() {
-        let e = |p: &str| FileEntry { path: p.into(), mode: 0o644, data: "eA==".into() };
+        let e = |p: &str| FileEntry {
+            path: p.into(),
+            mode: 0o644,
+            data: "eA==".into(),
+        };
         assert!(decode_files("bundle", &[e("a"), e("a")]).is_err());
         assert!(decode_files("bundle", &[e("a"), e("a/b")]).is_err());
-        assert!(decode_files("bundle", &[FileEntry { path: "a".into(), mode: 0, data: "!!".into() }]).is_err());
-        let got = decode_files("bundle", &[FileEntry { path: "a".into(), mode: 0o100755, data: "eA==".into() }]);
+        assert!(
+            decode_files(
+                "bundle",
+                &[FileEntry {
+                    path: "a".into(),
+                    mode: 0,
+                    data: "!!".into()
+                }]
+            )
+            .is_err()
+        );
+        let got = decode_files(
+            "bundle",
+            &[FileEntry {
+                path: "a".into(),
+                mode: 0o100755,
+                data: "eA==".into(),
+            }],
+        );
         assert_eq!(got, Ok(vec![f("a", 0o755, b"x")]));
     }
 
     #[test]
     fn run_ids() {
         assert!(validate_run_id("0123456789abcdef").is_ok());
-        for bad in ["0123456789ABCDEF", "0123456789abcde", "../../../../etc/", "0123456789abcdeg", ""] {
+        for bad in [
+            "0123456789ABCDEF",
+            "0123456789abcde",
+            "../../../../etc/",
+            "0123456789abcdeg",
+            "",
+        ] {
             assert!(validate_run_id(bad).is_err(), "{bad}");
         }
     }
@@ -255,11 +360,19 @@ mod tests {
     #[test]
     fn secrets_must_be_declared_and_not_reserved() {
         let m = |k: &str| BTreeMap::from([(k.to_string(), "v".to_string())]);
-        let declared = vec!["TOKEN".to_string(), "PATH".to_string(), "LD_PRELOAD".to_string(), "1X".to_string()];
+        let declared = vec![
+            "TOKEN".to_string(),
+            "PATH".to_string(),
+            "LD_PRELOAD".to_string(),
+            "1X".to_string(),
+        ];
         assert!(check_secrets(&m("TOKEN"), &declared).is_ok());
         for bad in ["OTHER", "PATH", "LD_PRELOAD", "1X"] {
             let got = check_secrets(&m(bad), &declared);
-            assert!(matches!(&got, Err(e) if e.layer == Layer::Secrets), "{bad}: {got:?}");
+            assert!(
+                matches!(&got, Err(e) if e.layer == Layer::Secrets),
+                "{bad}: {got:?}"
+            );
         }
     }
 
@@ -277,7 +390,16 @@ mod tests {
         for ok in ["jq", "python3", "g++", "x86_64-linux-gnu-gcc", "7z"] {
             assert!(check_command_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "/usr/bin/jq", "../jq", ".hidden", "a b", "sudo", "su", "*"] {
+        for bad in [
+            "",
+            "/usr/bin/jq",
+            "../jq",
+            ".hidden",
+            "a b",
+            "sudo",
+            "su",
+            "*",
+        ] {
             assert!(check_command_name(bad).is_err(), "{bad}");
         }
     }

@@ -30,7 +30,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use band::policy::{Category, CompiledPolicy, Decision, Policy};
-use band::proto::{self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status};
+use band::proto::{
+    self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status,
+};
 
 use crate::bwrap::{self, BinaryBind, ExtraBind, SandboxPlan};
 use crate::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
@@ -62,17 +64,26 @@ impl Helpers {
     /// `band-jail` and `band-shim` next to the running band-server, unless `BAND_JAIL` /
     /// `BAND_SHIM` name them.
     pub fn locate() -> SetupResult<Helpers> {
-        let here = std::env::current_exe().layer(Layer::Filesystem, "cannot find band-server's own path")?;
+        let here = std::env::current_exe()
+            .layer(Layer::Filesystem, "cannot find band-server's own path")?;
         let dir = here.parent().map(Path::to_path_buf).unwrap_or_default();
         let find = |var: &str, name: &str| -> SetupResult<PathBuf> {
-            let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| dir.join(name));
+            let p = std::env::var_os(var)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dir.join(name));
             let p = p.canonicalize().map_err(|e| {
-                SetupError::new(Layer::Filesystem, format!("{name} not found at {}: {e}", p.display()))
-                    .with_hint(format!("install {name} next to band-server or set {var}"))
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!("{name} not found at {}: {e}", p.display()),
+                )
+                .with_hint(format!("install {name} next to band-server or set {var}"))
             })?;
             Ok(p)
         };
-        Ok(Helpers { jail: find("BAND_JAIL", "band-jail")?, shim: find("BAND_SHIM", "band-shim")? })
+        Ok(Helpers {
+            jail: find("BAND_JAIL", "band-jail")?,
+            shim: find("BAND_SHIM", "band-shim")?,
+        })
     }
 }
 
@@ -85,11 +96,15 @@ pub struct EventSink {
 
 impl EventSink {
     pub fn new(out: Box<dyn Write + Send>) -> EventSink {
-        EventSink { out: Arc::new(Mutex::new(out)) }
+        EventSink {
+            out: Arc::new(Mutex::new(out)),
+        }
     }
 
     pub fn send(&self, msg: &Message) {
-        let Ok(line) = serde_json::to_string(msg) else { return };
+        let Ok(line) = serde_json::to_string(msg) else {
+            return;
+        };
         if let Ok(mut out) = self.out.lock() {
             let _ = out.write_all(line.as_bytes());
             let _ = out.write_all(b"\n");
@@ -107,7 +122,9 @@ pub fn resolve_binary(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     for d in BIN_SEARCH {
         let p = Path::new(d).join(name);
-        let Ok(m) = std::fs::metadata(&p) else { continue };
+        let Ok(m) = std::fs::metadata(&p) else {
+            continue;
+        };
         if !m.is_file() || m.mode() & 0o111 == 0 {
             continue;
         }
@@ -130,17 +147,29 @@ pub struct CliPlan {
 
 /// Build the CLI layer from the declared commands. `resolve` finds host binaries (injected for
 /// tests). A declared command missing on the host fails closed; a missing essential is skipped.
-pub fn plan_cli(policy: &Policy, compiled: &CompiledPolicy, resolve: &dyn Fn(&str) -> Option<PathBuf>) -> SetupResult<CliPlan> {
+pub fn plan_cli(
+    policy: &Policy,
+    compiled: &CompiledPolicy,
+    resolve: &dyn Fn(&str) -> Option<PathBuf>,
+) -> SetupResult<CliPlan> {
     let declared = compiled.cli.commands();
     let mut binaries = Vec::new();
     let mut essentials = Vec::new();
     for name in &declared {
         request::check_command_name(name)?;
         let host = resolve(name).ok_or_else(|| {
-            SetupError::new(Layer::Cli, format!("declared command `{name}` is not installed on this host"))
-                .with_hint(format!("install `{name}` where band-server runs, or remove it from allow.cli"))
+            SetupError::new(
+                Layer::Cli,
+                format!("declared command `{name}` is not installed on this host"),
+            )
+            .with_hint(format!(
+                "install `{name}` where band-server runs, or remove it from allow.cli"
+            ))
         })?;
-        binaries.push(BinaryBind { name: name.clone(), host });
+        binaries.push(BinaryBind {
+            name: name.clone(),
+            host,
+        });
     }
     for name in shim::ESSENTIALS {
         if declared.contains(*name) {
@@ -148,12 +177,18 @@ pub fn plan_cli(policy: &Policy, compiled: &CompiledPolicy, resolve: &dyn Fn(&st
             continue;
         }
         if let Some(host) = resolve(name) {
-            binaries.push(BinaryBind { name: name.to_string(), host });
+            binaries.push(BinaryBind {
+                name: name.to_string(),
+                host,
+            });
             essentials.push(name.to_string());
         }
     }
     binaries.sort_by(|a, b| a.name.cmp(&b.name));
-    let commands = binaries.iter().map(|b| (b.name.clone(), format!("/usr/bin/{}", b.name))).collect();
+    let commands = binaries
+        .iter()
+        .map(|b| (b.name.clone(), format!("/usr/bin/{}", b.name)))
+        .collect();
     let mut allow = policy.allow.cli.clone();
     for p in &policy.insist.cli {
         if !allow.contains(p) {
@@ -162,7 +197,13 @@ pub fn plan_cli(policy: &Policy, compiled: &CompiledPolicy, resolve: &dyn Fn(&st
     }
     Ok(CliPlan {
         binaries,
-        policy: ShimPolicy { version: shim::SHIM_POLICY_VERSION, allow, deny: policy.deny.cli.clone(), essentials, commands },
+        policy: ShimPolicy {
+            version: shim::SHIM_POLICY_VERSION,
+            allow,
+            deny: policy.deny.cli.clone(),
+            essentials,
+            commands,
+        },
     })
 }
 
@@ -183,28 +224,49 @@ pub fn plan_host_mounts(policy: &Policy, state: &Path) -> SetupResult<Vec<HostMo
     let mut out: Vec<HostMount> = Vec::new();
     for (cat, writable) in [(Category::Read, false), (Category::Write, true)] {
         for p in allow_and_insist(policy, cat) {
-            let Some(prefix) = workdir::absolute_prefix(&p) else { continue };
-            workdir::check_host_mount_path(&prefix, state)
-                .map_err(|m| SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}")))?;
-            let Ok(host) = prefix.canonicalize() else { continue };
-            workdir::check_host_mount_path(&host, state)
-                .map_err(|m| SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}")))?;
+            let Some(prefix) = workdir::absolute_prefix(&p) else {
+                continue;
+            };
+            workdir::check_host_mount_path(&prefix, state).map_err(|m| {
+                SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}"))
+            })?;
+            let Ok(host) = prefix.canonicalize() else {
+                continue;
+            };
+            workdir::check_host_mount_path(&host, state).map_err(|m| {
+                SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}"))
+            })?;
             let is_dir = host.is_dir();
             match out.iter_mut().find(|m| m.sandbox == prefix) {
                 Some(m) => m.writable |= writable,
-                None => out.push(HostMount { host, sandbox: prefix, writable, is_dir }),
+                None => out.push(HostMount {
+                    host,
+                    sandbox: prefix,
+                    writable,
+                    is_dir,
+                }),
             }
         }
     }
     for cat in [Category::Read, Category::Write] {
         for d in policy.deny.get(cat) {
-            let Some(dp) = workdir::absolute_prefix(d) else { continue };
-            if let Some(m) = out.iter().find(|m| m.sandbox.starts_with(&dp) || dp.starts_with(&m.sandbox)) {
+            let Some(dp) = workdir::absolute_prefix(d) else {
+                continue;
+            };
+            if let Some(m) = out
+                .iter()
+                .find(|m| m.sandbox.starts_with(&dp) || dp.starts_with(&m.sandbox))
+            {
                 return Err(SetupError::new(
                     Layer::Filesystem,
-                    format!("deny.{cat} `{d}` cannot be enforced inside the bound host path {}", m.sandbox.display()),
+                    format!(
+                        "deny.{cat} `{d}` cannot be enforced inside the bound host path {}",
+                        m.sandbox.display()
+                    ),
                 )
-                .with_hint("narrow the absolute allow pattern so it does not include denied paths"));
+                .with_hint(
+                    "narrow the absolute allow pattern so it does not include denied paths",
+                ));
             }
         }
     }
@@ -245,12 +307,18 @@ pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> Setu
     for f in files {
         let read = compiled.read.check(&f.path);
         if let Decision::Deny { rule } = &read {
-            return Err(SetupError::new(Layer::Filesystem, format!("workspace file {} is denied by deny.read `{rule}`", f.path)));
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!("workspace file {} is denied by deny.read `{rule}`", f.path),
+            ));
         }
         if !read.is_allowed() && !compiled.write.check(&f.path).is_allowed() {
             return Err(SetupError::new(
                 Layer::Filesystem,
-                format!("workspace file {} is not covered by allow.read or allow.write", f.path),
+                format!(
+                    "workspace file {} is not covered by allow.read or allow.write",
+                    f.path
+                ),
             ));
         }
     }
@@ -273,11 +341,11 @@ impl RunGuard {
     pub fn teardown(&mut self) -> Vec<String> {
         let mut errors = Vec::new();
         let mut all_dead = true;
-        if let Some(cg) = &self.cgroup {
-            if let Err(e) = cg.kill_all(KILL_DEADLINE) {
-                errors.push(format!("cgroup: {e}"));
-                all_dead = false;
-            }
+        if let Some(cg) = &self.cgroup
+            && let Err(e) = cg.kill_all(KILL_DEADLINE)
+        {
+            errors.push(format!("cgroup: {e}"));
+            all_dead = false;
         }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -295,16 +363,16 @@ impl RunGuard {
         if let Some(mut l) = self.listener.take() {
             l.stop();
         }
-        if let Some(cg) = self.cgroup.take() {
-            if let Err(e) = cg.remove() {
-                errors.push(format!("cgroup: {e}"));
-            }
+        if let Some(cg) = self.cgroup.take()
+            && let Err(e) = cg.remove()
+        {
+            errors.push(format!("cgroup: {e}"));
         }
-        if let Some(mut dir) = self.dir.take() {
-            if let Err(e) = dir.teardown() {
-                errors.push(e.to_string());
-                all_dead = false;
-            }
+        if let Some(mut dir) = self.dir.take()
+            && let Err(e) = dir.teardown()
+        {
+            errors.push(e.to_string());
+            all_dead = false;
         }
         if let Some(lease) = self.lease.take() {
             if all_dead {
@@ -347,7 +415,14 @@ fn spawn_reader(mut r: impl Read + Send + 'static, tx: Sender<Msg>, out: bool) -
                     Ok(0) => break,
                     Ok(n) => {
                         let chunk = buf[..n].to_vec();
-                        if tx.send(if out { Msg::Stdout(chunk) } else { Msg::Stderr(chunk) }).is_err() {
+                        if tx
+                            .send(if out {
+                                Msg::Stdout(chunk)
+                            } else {
+                                Msg::Stderr(chunk)
+                            })
+                            .is_err()
+                        {
                             // Nobody listens any more; keep draining so the writer never blocks.
                             continue;
                         }
@@ -370,7 +445,8 @@ pub fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
     }
     let rest = line.strip_prefix("err ")?;
     let (layer, msg) = rest.split_once(' ').unwrap_or((rest, ""));
-    let layer: Layer = serde_json::from_value(serde_json::Value::String(layer.to_string())).unwrap_or(Layer::Process);
+    let layer: Layer = serde_json::from_value(serde_json::Value::String(layer.to_string()))
+        .unwrap_or(Layer::Process);
     Some(Err(SetupError::new(layer, format!("band-jail: {msg}"))))
 }
 
@@ -399,13 +475,21 @@ pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunRes
     result
 }
 
-fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: &mut RunGuard, t0: Instant) -> SetupResult<RunResult> {
+fn execute_inner(
+    req: &RunRequest,
+    cfg: &ServerConfig,
+    sink: &EventSink,
+    guard: &mut RunGuard,
+    t0: Instant,
+) -> SetupResult<RunResult> {
     // 1. Pure checks.
     request::check_protocol(req)?;
     request::validate_run_id(&req.run_id)?;
     if sys::euid() != 0 {
-        return Err(SetupError::new(Layer::Identity, "band-server must run as root")
-            .with_hint("run it with sudo; it drops to a per-run uid before starting anything"));
+        return Err(
+            SetupError::new(Layer::Identity, "band-server must run as root")
+                .with_hint("run it with sudo; it drops to a per-run uid before starting anything"),
+        );
     }
     let bundle = request::decode_files("bundle", &req.bundle)?;
     request::check_integrity(&bundle, &req.bundle_sha256)?;
@@ -413,12 +497,17 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     let workspace = request::decode_files("workspace", &req.workspace)?;
     request::check_secrets(&req.secrets, &req.policy.secrets)?;
     let limits = resolve_limits(&req.policy.limits, cfg)?;
-    let input_json = serde_json::to_vec(&req.input).layer(Layer::Io, "failed to encode the input")?;
+    let input_json =
+        serde_json::to_vec(&req.input).layer(Layer::Io, "failed to encode the input")?;
     if input_json.len() as u64 > limits.input_bytes {
         let mut r = RunResult::setup_failed(
             &req.run_id,
             Layer::Io,
-            format!("input is {} bytes, over maxInputBytes {}", input_json.len(), limits.input_bytes),
+            format!(
+                "input is {} bytes, over maxInputBytes {}",
+                input_json.len(),
+                limits.input_bytes
+            ),
             None,
         );
         r.status = Status::InputInvalid;
@@ -429,11 +518,17 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
         None => None,
     };
     if !req.policy.allow.net.is_empty() {
-        return Err(SetupError::new(Layer::Network, "allow.net needs the egress layer, which this band-server does not have yet")
-            .with_hint("remove allow.net from the band, or run on a band-server with egress support"));
+        return Err(SetupError::new(
+            Layer::Network,
+            "allow.net needs the egress layer, which this band-server does not have yet",
+        )
+        .with_hint("remove allow.net from the band, or run on a band-server with egress support"));
     }
     if !req.policy.insist.net.is_empty() {
-        return Err(SetupError::new(Layer::Network, "insist.net needs the egress layer, which this band-server does not have yet"));
+        return Err(SetupError::new(
+            Layer::Network,
+            "insist.net needs the egress layer, which this band-server does not have yet",
+        ));
     }
     let compiled = compile(&req.policy)?;
     check_workspace(&workspace, &compiled)?;
@@ -442,12 +537,17 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     let write_dirs = plan_write_dirs(&req.policy);
     let helpers = Helpers::locate()?;
     if !cfg.bwrap.is_file() {
-        return Err(SetupError::new(Layer::Filesystem, format!("bubblewrap not found at {}", cfg.bwrap.display()))
-            .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
+        return Err(SetupError::new(
+            Layer::Filesystem,
+            format!("bubblewrap not found at {}", cfg.bwrap.display()),
+        )
+        .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
     }
     let rules = CliRules::from_policy(&cli.policy).map_err(|m| SetupError::new(Layer::Cli, m))?;
-    let shim_policy_json = serde_json::to_vec(&cli.policy).layer(Layer::Cli, "failed to encode the shim policy")?;
-    let secrets_json = serde_json::to_vec(&req.secrets).layer(Layer::Secrets, "failed to encode secrets")?;
+    let shim_policy_json =
+        serde_json::to_vec(&cli.policy).layer(Layer::Cli, "failed to encode the shim policy")?;
+    let secrets_json =
+        serde_json::to_vec(&req.secrets).layer(Layer::Secrets, "failed to encode secrets")?;
 
     // 2. Identity.
     prepare_state_dir(&cfg.state_dir)?;
@@ -456,12 +556,19 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     guard.lease = Some(lease);
 
     // 3. cgroup.
-    let hierarchy = Hierarchy::detect_system().layer(Layer::Cgroup, "no usable cgroup hierarchy")?;
-    let cg = RunCgroup::create(&hierarchy, &req.run_id, &cgroup_limits(&limits)).layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let hierarchy =
+        Hierarchy::detect_system().layer(Layer::Cgroup, "no usable cgroup hierarchy")?;
+    let cg = RunCgroup::create(&hierarchy, &req.run_id, &cgroup_limits(&limits))
+        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let procs = cg
         .procs_files()
         .iter()
-        .map(|p| OpenOptions::new().write(true).open(p).layer(Layer::Cgroup, format!("failed to open {}", p.display())))
+        .map(|p| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
+        })
         .collect::<SetupResult<Vec<File>>>()?;
     guard.cgroup = Some(cg);
 
@@ -493,7 +600,11 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
         extra: host_mounts
             .iter()
             .enumerate()
-            .map(|(i, m)| ExtraBind { source: dir.host_mount(i), dest: m.sandbox.clone(), writable: m.writable })
+            .map(|(i, m)| ExtraBind {
+                source: dir.host_mount(i),
+                dest: m.sandbox.clone(),
+                writable: m.writable,
+            })
             .collect(),
         entry: req.entry.clone(),
         has_config: config_json.is_some(),
@@ -503,8 +614,12 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     guard.dir = Some(dir);
     let (tx, rx) = mpsc::channel::<Msg>();
     let (rtx, rrx) = mpsc::channel::<Report>();
-    let check = PeerCheck::for_shim(&helpers.shim, uid).layer(Layer::Cli, "cannot stat band-shim")?;
-    guard.listener = Some(ReportListener::start(&sock, gid, check, rules, rtx).layer(Layer::Cli, "failed to open the report socket")?);
+    let check =
+        PeerCheck::for_shim(&helpers.shim, uid).layer(Layer::Cli, "cannot stat band-shim")?;
+    guard.listener = Some(
+        ReportListener::start(&sock, gid, check, rules, rtx)
+            .layer(Layer::Cli, "failed to open the report socket")?,
+    );
     {
         let tx = tx.clone();
         std::thread::Builder::new()
@@ -520,8 +635,10 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     }
 
     // 5. Spawn.
-    let (secrets_r, secrets_w) = sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
-    let (status_r, status_w) = sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
+    let (secrets_r, secrets_w) =
+        sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
+    let (status_r, status_w) =
+        sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
     let mut cmd = Command::new(&cfg.bwrap);
     cmd.args(bwrap::build_bwrap_args(&plan))
         .env_clear()
@@ -531,14 +648,20 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
         .stderr(Stdio::piped());
     PreExec {
         cgroup_procs: procs,
-        fds: vec![(secrets_r.as_raw_fd(), bwrap::SECRETS_FD), (status_w.as_raw_fd(), bwrap::STATUS_FD)],
+        fds: vec![
+            (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
+            (status_w.as_raw_fd(), bwrap::STATUS_FD),
+        ],
         uid,
         gid,
     }
     .install(&mut cmd);
     let setup_ms = t0.elapsed().as_millis() as u64;
     let run_start = Instant::now();
-    let mut child = cmd.spawn().layer(Layer::Process, format!("failed to start {}", cfg.bwrap.display()))?;
+    let mut child = cmd.spawn().layer(
+        Layer::Process,
+        format!("failed to start {}", cfg.bwrap.display()),
+    )?;
     drop(secrets_r);
     drop(status_w);
     let stdout = child.stdout.take();
@@ -553,7 +676,10 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
         spawn_reader(s, tx.clone(), false)?;
     }
     drop(tx);
-    sink.event(Event::Started { run_id: req.run_id.clone(), setup_ms });
+    sink.event(Event::Started {
+        run_id: req.run_id.clone(),
+        setup_ms,
+    });
 
     let mut st = LoopState::new(&limits);
     let deadline = run_start + Duration::from_millis(limits.runtime_ms);
@@ -570,7 +696,12 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     }
     drain(&rx, sink, &mut st, Duration::from_millis(50));
     if st.forged > 0 {
-        eprintln!("band-server: run {}: dropped {} forged CLI report(s): {}", req.run_id, st.forged, st.forged_why.join("; "));
+        eprintln!(
+            "band-server: run {}: dropped {} forged CLI report(s): {}",
+            req.run_id,
+            st.forged,
+            st.forged_why.join("; ")
+        );
     }
 
     // The sandbox never got to the script: bubblewrap or the jail failed.
@@ -578,18 +709,27 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
         Some(Err(e)) => return Err(e.clone()),
         None if !st.timed_out => {
             let msg = st.stderr.text();
-            let msg = msg.lines().rev().find(|l| l.starts_with("bwrap:")).unwrap_or(msg.trim()).to_string();
-            return Err(SetupError::new(Layer::Filesystem, format!("the sandbox did not start: {msg}")));
+            let msg = msg
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("bwrap:"))
+                .unwrap_or(msg.trim())
+                .to_string();
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!("the sandbox did not start: {msg}"),
+            ));
         }
         _ => {}
     }
 
     // 6. Collect.
     let stats = stats.unwrap_or_default();
-    let output = match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {
-        Output::None => collect::output_from_stdout(&st.stdout, limits.output_bytes),
-        other => other,
-    };
+    let output =
+        match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {
+            Output::None => collect::output_from_stdout(&st.stdout, limits.output_bytes),
+            other => other,
+        };
     let found = collect::walk_workspace(&run_dir.join("workspace"), limits.disk_bytes);
     let changed = collect::changed_files(&found, &workspace);
     let written = collect::written_entries(&changed, &compiled.write);
@@ -597,7 +737,10 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     let (output, output_bytes, too_large) = match output {
         Output::Json(v, n) => (Some(v), n, false),
         Output::TooLarge(n) => {
-            sink.event(Event::Limit { limit: "output".into(), detail: format!("{n} bytes, over maxOutputBytes {}", limits.output_bytes) });
+            sink.event(Event::Limit {
+                limit: "output".into(),
+                detail: format!("{n} bytes, over maxOutputBytes {}", limits.output_bytes),
+            });
             (None, n, true)
         }
         Output::Unreadable(m) => {
@@ -617,10 +760,16 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
     };
     let status = collect::status(&facts);
     if stats.oom_kills > 0 {
-        sink.event(Event::Limit { limit: "memory".into(), detail: format!("maxMemoryBytes {} reached", limits.memory_bytes) });
+        sink.event(Event::Limit {
+            limit: "memory".into(),
+            detail: format!("maxMemoryBytes {} reached", limits.memory_bytes),
+        });
     }
     if stats.pids_max_hits > 0 {
-        sink.event(Event::Limit { limit: "pids".into(), detail: format!("maxPids {} reached", limits.pids) });
+        sink.event(Event::Limit {
+            limit: "pids".into(),
+            detail: format!("maxPids {} reached", limits.pids),
+        });
     }
     Ok(RunResult {
         run_id: req.run_id.clone(),
@@ -633,7 +782,11 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
         stderr_truncated: st.stderr.truncated(),
         written,
         denied: st.denied.clone(),
-        cli_calls: if req.trace { st.calls.clone() } else { Vec::new() },
+        cli_calls: if req.trace {
+            st.calls.clone()
+        } else {
+            Vec::new()
+        },
         insist_missing,
         metrics: Metrics {
             setup_ms,
@@ -648,20 +801,36 @@ fn execute_inner(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink, guard: 
 }
 
 fn cgroup_limits(l: &EffectiveLimits) -> CgroupLimits {
-    CgroupLimits { memory_bytes: l.memory_bytes, pids: l.pids, cpu_quota_us: l.cpu_quota_us, cpu_period_us: l.cpu_period_us }
+    CgroupLimits {
+        memory_bytes: l.memory_bytes,
+        pids: l.pids,
+        cpu_quota_us: l.cpu_quota_us,
+        cpu_period_us: l.cpu_period_us,
+    }
 }
 
 /// The state directory: root-owned, not a symlink, not writable by others, traversable (the
 /// run's uid must reach its run directory through it).
 fn prepare_state_dir(state: &Path) -> SetupResult<()> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::create_dir_all(state).layer(Layer::Filesystem, format!("failed to create {}", state.display()))?;
-    let m = std::fs::symlink_metadata(state).layer(Layer::Filesystem, format!("failed to stat {}", state.display()))?;
+    std::fs::create_dir_all(state).layer(
+        Layer::Filesystem,
+        format!("failed to create {}", state.display()),
+    )?;
+    let m = std::fs::symlink_metadata(state).layer(
+        Layer::Filesystem,
+        format!("failed to stat {}", state.display()),
+    )?;
     if !m.is_dir() || m.uid() != 0 {
-        return Err(SetupError::new(Layer::Filesystem, format!("{} must be a root-owned directory", state.display())));
+        return Err(SetupError::new(
+            Layer::Filesystem,
+            format!("{} must be a root-owned directory", state.display()),
+        ));
     }
-    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o755))
-        .layer(Layer::Filesystem, format!("failed to chmod {}", state.display()))
+    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o755)).layer(
+        Layer::Filesystem,
+        format!("failed to chmod {}", state.display()),
+    )
 }
 
 fn write_secrets(w: OwnedFd, json: Vec<u8>) -> SetupResult<()> {
@@ -730,7 +899,13 @@ impl LoopState {
                     sink.event(Event::Stdout { data: text });
                 }
                 if crossed {
-                    sink.event(Event::Limit { limit: "log".into(), detail: format!("stdout over maxLogBytes {}; the rest is discarded", self.log_bytes) });
+                    sink.event(Event::Limit {
+                        limit: "log".into(),
+                        detail: format!(
+                            "stdout over maxLogBytes {}; the rest is discarded",
+                            self.log_bytes
+                        ),
+                    });
                 }
             }
             Msg::Stderr(chunk) => {
@@ -739,7 +914,13 @@ impl LoopState {
                     sink.event(Event::Stderr { data: text });
                 }
                 if crossed {
-                    sink.event(Event::Limit { limit: "log".into(), detail: format!("stderr over maxLogBytes {}; the rest is discarded", self.log_bytes) });
+                    sink.event(Event::Limit {
+                        limit: "log".into(),
+                        detail: format!(
+                            "stderr over maxLogBytes {}; the rest is discarded",
+                            self.log_bytes
+                        ),
+                    });
                 }
             }
             Msg::StdoutEof => {
@@ -767,7 +948,10 @@ impl LoopState {
             Msg::Report(Report::Call(call)) => {
                 sink.event(Event::Cli(call.clone()));
                 if !call.allowed {
-                    let d = Denial::Cli { argv: call.argv.clone(), rule: call.rule.clone() };
+                    let d = Denial::Cli {
+                        argv: call.argv.clone(),
+                        rule: call.rule.clone(),
+                    };
                     sink.event(Event::Denied(d.clone()));
                     if self.denied.len() < MAX_CALLS_KEPT {
                         self.denied.push(d);
@@ -788,18 +972,28 @@ impl LoopState {
 }
 
 /// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
-fn run_loop(rx: &Receiver<Msg>, guard: &mut RunGuard, sink: &EventSink, st: &mut LoopState, deadline: Instant, _l: &EffectiveLimits) -> Option<ExitStatus> {
+fn run_loop(
+    rx: &Receiver<Msg>,
+    guard: &mut RunGuard,
+    sink: &EventSink,
+    st: &mut LoopState,
+    deadline: Instant,
+    _l: &EffectiveLimits,
+) -> Option<ExitStatus> {
     loop {
-        if let Some(child) = guard.child.as_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                guard.child = None;
-                return Some(status);
-            }
+        if let Some(child) = guard.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            guard.child = None;
+            return Some(status);
         }
         let now = Instant::now();
         if now >= deadline {
             st.timed_out = true;
-            sink.event(Event::Limit { limit: "runtime".into(), detail: "maxRuntimeMs reached; the run was killed".into() });
+            sink.event(Event::Limit {
+                limit: "runtime".into(),
+                detail: "maxRuntimeMs reached; the run was killed".into(),
+            });
             if let Some(cg) = &guard.cgroup {
                 let _ = cg.kill_all(KILL_DEADLINE);
             }
@@ -846,16 +1040,34 @@ pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> R
     let mut line = String::new();
     let result = match input.take(proto_max_request()).read_line(&mut line) {
         Ok(0) => RunResult::setup_failed("", Layer::Protocol, "no request on stdin", None),
-        Err(e) => RunResult::setup_failed("", Layer::Protocol, format!("cannot read the request: {e}"), None),
+        Err(e) => RunResult::setup_failed(
+            "",
+            Layer::Protocol,
+            format!("cannot read the request: {e}"),
+            None,
+        ),
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
             Ok(Message::Request(req)) => execute(&req, cfg, sink),
-            Ok(_) => RunResult::setup_failed("", Layer::Protocol, "the first line must be a request", None),
+            Ok(_) => RunResult::setup_failed(
+                "",
+                Layer::Protocol,
+                "the first line must be a request",
+                None,
+            ),
             Err(e) => {
                 let run_id = serde_json::from_str::<serde_json::Value>(&line)
                     .ok()
                     .and_then(|v| v.get("run_id")?.as_str().map(str::to_string))
                     .unwrap_or_default();
-                RunResult::setup_failed(&run_id, Layer::Protocol, format!("malformed request: {e}"), Some(format!("band-server speaks protocol {}", proto::PROTOCOL_VERSION)))
+                RunResult::setup_failed(
+                    &run_id,
+                    Layer::Protocol,
+                    format!("malformed request: {e}"),
+                    Some(format!(
+                        "band-server speaks protocol {}",
+                        proto::PROTOCOL_VERSION
+                    )),
+                )
             }
         },
     };
@@ -870,7 +1082,10 @@ fn proto_max_request() -> u64 {
 
 /// Turn a bwrap argv into something printable (debugging aid).
 pub fn display_args(args: &[OsString]) -> String {
-    args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -898,11 +1113,28 @@ mod tests {
         let p = policy(&["jq -r *"]);
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
         let plan = plan_cli(&p, &compiled, &fake_resolve).unwrap_or_else(|e| panic!("{e}"));
-        let names: Vec<(&str, &str)> = plan.binaries.iter().map(|b| (b.name.as_str(), b.host.to_str().unwrap_or(""))).collect();
-        assert_eq!(names, vec![("cat", "/usr/bin/cat"), ("jq", "/usr/bin/jq"), ("sh", "/usr/bin/dash")]);
-        assert_eq!(plan.policy.essentials, vec!["sh".to_string(), "cat".to_string()]);
+        let names: Vec<(&str, &str)> = plan
+            .binaries
+            .iter()
+            .map(|b| (b.name.as_str(), b.host.to_str().unwrap_or("")))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("cat", "/usr/bin/cat"),
+                ("jq", "/usr/bin/jq"),
+                ("sh", "/usr/bin/dash")
+            ]
+        );
+        assert_eq!(
+            plan.policy.essentials,
+            vec!["sh".to_string(), "cat".to_string()]
+        );
         assert_eq!(plan.policy.allow, vec!["jq -r *".to_string()]);
-        assert_eq!(plan.policy.commands.get("sh").map(String::as_str), Some("/usr/bin/sh"));
+        assert_eq!(
+            plan.policy.commands.get("sh").map(String::as_str),
+            Some("/usr/bin/sh")
+        );
     }
 
     #[test]
@@ -910,7 +1142,10 @@ mod tests {
         let p = policy(&["kubectl get *"]);
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
         let got = plan_cli(&p, &compiled, &fake_resolve);
-        assert!(matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("kubectl")), "{got:?}");
+        assert!(
+            matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("kubectl")),
+            "{got:?}"
+        );
     }
 
     #[test]
@@ -926,7 +1161,10 @@ mod tests {
         let mut p = Policy::default();
         p.allow.write = vec!["out/**".into(), "/abs/**".into()];
         p.insist.write = vec!["reports/*.md".into()];
-        assert_eq!(plan_write_dirs(&p), vec!["out".to_string(), "reports".to_string()]);
+        assert_eq!(
+            plan_write_dirs(&p),
+            vec!["out".to_string(), "reports".to_string()]
+        );
     }
 
     #[test]
@@ -956,9 +1194,15 @@ mod tests {
         assert_eq!(parse_jail_status("ok\n"), Some(Ok(())));
         assert_eq!(
             parse_jail_status("err seccomp failed to install: EINVAL\n"),
-            Some(Err(SetupError::new(Layer::Seccomp, "band-jail: failed to install: EINVAL")))
+            Some(Err(SetupError::new(
+                Layer::Seccomp,
+                "band-jail: failed to install: EINVAL"
+            )))
         );
-        assert_eq!(parse_jail_status("err bogus x"), Some(Err(SetupError::new(Layer::Process, "band-jail: x"))));
+        assert_eq!(
+            parse_jail_status("err bogus x"),
+            Some(Err(SetupError::new(Layer::Process, "band-jail: x")))
+        );
         assert_eq!(parse_jail_status("hello"), None);
     }
 
@@ -969,7 +1213,11 @@ mod tests {
         p.allow.write = vec!["out/**".into()];
         p.deny.read = vec!["data/secret.txt".into()];
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let f = |path: &str| DecodedFile { path: path.into(), mode: 0o644, data: vec![] };
+        let f = |path: &str| DecodedFile {
+            path: path.into(),
+            mode: 0o644,
+            data: vec![],
+        };
         assert!(check_workspace(&[f("data/a.csv"), f("out/b.txt")], &compiled).is_ok());
         assert!(check_workspace(&[f("data/secret.txt")], &compiled).is_err());
         assert!(check_workspace(&[f("other.txt")], &compiled).is_err());

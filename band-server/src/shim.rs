@@ -33,9 +33,9 @@ use serde::{Deserialize, Serialize};
 /// pattern-checked unless declared in `allow.cli`; a `deny.cli` rule still applies; every call is
 /// reported. Never `sudo` or `su`.
 pub const ESSENTIALS: &[&str] = &[
-    "sh", "bash", "env", "cat", "echo", "printf", "test", "true", "false", "head", "tail", "grep", "sed", "awk",
-    "sort", "uniq", "wc", "tr", "cut", "mkdir", "rm", "cp", "mv", "touch", "date", "sleep", "mktemp", "basename",
-    "dirname", "tee", "xargs", "ls",
+    "sh", "bash", "env", "cat", "echo", "printf", "test", "true", "false", "head", "tail", "grep",
+    "sed", "awk", "sort", "uniq", "wc", "tr", "cut", "mkdir", "rm", "cp", "mv", "touch", "date",
+    "sleep", "mktemp", "basename", "dirname", "tee", "xargs", "ls",
 ];
 
 /// Exit code of a refused command (as a shell's "found but cannot execute").
@@ -79,12 +79,20 @@ pub struct CliRules {
 }
 
 impl CliRules {
-    pub fn new(allow: &[String], deny: &[String], essentials: &[String]) -> Result<CliRules, String> {
+    pub fn new(
+        allow: &[String],
+        deny: &[String],
+        essentials: &[String],
+    ) -> Result<CliRules, String> {
         let matcher = CliMatcher::new(allow, deny).map_err(|(is_deny, i, e)| {
             format!("{}.cli[{i}]: {e}", if is_deny { "deny" } else { "allow" })
         })?;
         let declared = matcher.commands();
-        Ok(CliRules { matcher, essentials: essentials.iter().cloned().collect(), declared })
+        Ok(CliRules {
+            matcher,
+            essentials: essentials.iter().cloned().collect(),
+            declared,
+        })
     }
 
     pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, String> {
@@ -102,9 +110,16 @@ pub fn decide(rules: &CliRules, argv: &[String]) -> CliCall {
     let (allowed, rule) = match rules.matcher.check(argv) {
         Decision::Deny { rule } => (false, Some(rule)),
         Decision::Allow { rule } => (true, Some(rule)),
-        Decision::Default => (rules.essentials.contains(name) && !rules.declared.contains(name), None),
+        Decision::Default => (
+            rules.essentials.contains(name) && !rules.declared.contains(name),
+            None,
+        ),
     };
-    CliCall { argv: argv.to_vec(), allowed, rule }
+    CliCall {
+        argv: argv.to_vec(),
+        allowed,
+        rule,
+    }
 }
 
 /// `band: denied: jq -r . (no allow.cli rule matches)` / `(denied by deny.cli rule "rm -rf *")`.
@@ -120,7 +135,10 @@ pub fn denied_message(call: &CliCall) -> String {
 pub fn display_argv(argv: &[String]) -> String {
     argv.iter()
         .map(|w| {
-            if w.is_empty() || w.chars().any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '\\')) {
+            if w.is_empty()
+                || w.chars()
+                    .any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '\\'))
+            {
                 format!("'{}'", w.replace('\'', r"'\''"))
             } else {
                 w.clone()
@@ -160,22 +178,55 @@ mod tests {
             r#"{"version":1,"allow":["jq *"],"deny":["jq --rawfile *"],"essentials":["cat","sh"],"commands":{"jq":"/usr/bin/jq"}}"#
         );
         assert_eq!(serde_json::from_str::<ShimPolicy>(&text).ok(), Some(p));
-        assert!(serde_json::from_str::<ShimPolicy>(&text.replace("\"version\"", "\"extra\":1,\"version\"")).is_err());
+        assert!(
+            serde_json::from_str::<ShimPolicy>(
+                &text.replace("\"version\"", "\"extra\":1,\"version\"")
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn undeclared_essentials_are_allowed_without_a_rule() {
         let rules = CliRules::new(&[], &[], &v(&["cat"])).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(decide(&rules, &v(&["cat", "x"])), CliCall { argv: v(&["cat", "x"]), allowed: true, rule: None });
-        assert_eq!(decide(&rules, &v(&["curl", "x"])), CliCall { argv: v(&["curl", "x"]), allowed: false, rule: None });
+        assert_eq!(
+            decide(&rules, &v(&["cat", "x"])),
+            CliCall {
+                argv: v(&["cat", "x"]),
+                allowed: true,
+                rule: None
+            }
+        );
+        assert_eq!(
+            decide(&rules, &v(&["curl", "x"])),
+            CliCall {
+                argv: v(&["curl", "x"]),
+                allowed: false,
+                rule: None
+            }
+        );
     }
 
     #[test]
     fn messages() {
-        let call = CliCall { argv: v(&["jq", "-r", ". | x", ""]), allowed: false, rule: None };
-        assert_eq!(denied_message(&call), "band: denied: jq -r '. | x' '' (no allow.cli rule matches)");
-        let call = CliCall { argv: v(&["rm", "-rf", "/"]), allowed: false, rule: Some("rm -rf *".into()) };
-        assert_eq!(denied_message(&call), "band: denied: rm -rf / (denied by deny.cli rule \"rm -rf *\")");
+        let call = CliCall {
+            argv: v(&["jq", "-r", ". | x", ""]),
+            allowed: false,
+            rule: None,
+        };
+        assert_eq!(
+            denied_message(&call),
+            "band: denied: jq -r '. | x' '' (no allow.cli rule matches)"
+        );
+        let call = CliCall {
+            argv: v(&["rm", "-rf", "/"]),
+            allowed: false,
+            rule: Some("rm -rf *".into()),
+        };
+        assert_eq!(
+            denied_message(&call),
+            "band: denied: rm -rf / (denied by deny.cli rule \"rm -rf *\")"
+        );
         assert_eq!(display_argv(&v(&["echo", "it's"])), r"echo 'it'\''s'");
     }
 

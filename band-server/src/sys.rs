@@ -20,11 +20,16 @@ use std::path::Path;
 use std::process::Command;
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
 }
 
 fn cstring(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
 }
 
 /// `flock(fd, LOCK_EX | LOCK_NB)`. `Ok(false)` when another open file description holds it.
@@ -36,7 +41,11 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
         return Ok(true);
     }
     let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
 }
 
 /// Mount a tmpfs at `target` with the given data string (`size=…,mode=…`), `nosuid,nodev`.
@@ -44,7 +53,8 @@ pub fn mount_tmpfs(target: &Path, data: &str) -> io::Result<()> {
     let src = c"band-run";
     let fstype = c"tmpfs";
     let target = cstring(target)?;
-    let data = CString::new(data).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount data contains NUL"))?;
+    let data = CString::new(data)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount data contains NUL"))?;
     // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
     let rc = unsafe {
         libc::mount(
@@ -73,7 +83,15 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
     let target = cstring(target)?;
     // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
     // MS_BIND.
-    let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
     check(rc)?;
     let mut f = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
     if flags.read_only {
@@ -83,7 +101,15 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
         f |= libc::MS_NOEXEC;
     }
     // SAFETY: as above.
-    let rc = unsafe { libc::mount(std::ptr::null(), target.as_ptr(), std::ptr::null(), f, std::ptr::null()) };
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            f,
+            std::ptr::null(),
+        )
+    };
     check(rc).map(|_| ())
 }
 
@@ -106,7 +132,11 @@ pub struct PeerCred {
 
 /// `getsockopt(SO_PEERCRED)`.
 pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: `cred` and `len` are valid for writes of the sizes given; the fd is owned by `sock`.
     let rc = unsafe {
@@ -119,13 +149,20 @@ pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
         )
     };
     check(rc)?;
-    Ok(PeerCred { pid: cred.pid, uid: cred.uid, gid: cred.gid })
+    Ok(PeerCred {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
 }
 
 /// `kill(pid, sig)`; ESRCH (already gone) is success.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     if pid <= 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal a process group"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to signal a process group",
+        ));
     }
     // SAFETY: plain syscall on integers.
     let rc = unsafe { libc::kill(pid, sig) };
@@ -133,7 +170,11 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
         return Ok(());
     }
     let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(())
+    } else {
+        Err(err)
+    }
 }
 
 /// `geteuid()`.
@@ -202,7 +243,15 @@ impl PreExec {
             // SAFETY: plain syscall on an integer.
             check(unsafe { libc::setuid(self.uid) })?;
             // SAFETY: prctl with integer arguments.
-            check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) })?;
+            check(unsafe {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                )
+            })?;
             // SAFETY: plain syscall, cannot fail.
             if unsafe { libc::getppid() } != parent {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
@@ -221,7 +270,10 @@ impl PreExec {
 
 /// `setrlimit(RLIMIT_CORE, 0)`: a crashing script leaves no core file with its secrets in it.
 pub fn disable_core_dumps() -> io::Result<()> {
-    let lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: `lim` is a valid rlimit for the duration of the call.
     check(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &lim) }).map(|_| ())
 }
@@ -304,5 +356,6 @@ pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
 
 /// Build a `CString` from an `OsStr` (fails on interior NUL).
 pub fn os_cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
+    CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
 }

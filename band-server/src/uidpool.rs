@@ -102,9 +102,14 @@ pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
 /// Lease the first free slot for `run_id`, creating its user if needed.
 pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
     let dir = leases_dir(state);
-    fs::create_dir_all(&dir).layer(Layer::Identity, format!("failed to create {}", dir.display()))?;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
-        .layer(Layer::Identity, format!("failed to chmod {}", dir.display()))?;
+    fs::create_dir_all(&dir).layer(
+        Layer::Identity,
+        format!("failed to create {}", dir.display()),
+    )?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).layer(
+        Layer::Identity,
+        format!("failed to chmod {}", dir.display()),
+    )?;
     // Every slot can be briefly locked by a janitor pass of another starting server: retry.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
@@ -112,8 +117,11 @@ pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
             return Ok(lease);
         }
         if std::time::Instant::now() > deadline {
-            return Err(SetupError::new(Layer::Identity, format!("all {POOL_SIZE} run identities are in use"))
-                .with_hint("wait for other runs to finish"));
+            return Err(SetupError::new(
+                Layer::Identity,
+                format!("all {POOL_SIZE} run identities are in use"),
+            )
+            .with_hint("wait for other runs to finish"));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -121,8 +129,11 @@ pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
 
 fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
     for slot in 0..POOL_SIZE {
-        let mut file = open_lock(state, slot).layer(Layer::Identity, format!("failed to open lease {slot}"))?;
-        if !sys::try_lock_exclusive(&file).layer(Layer::Identity, format!("failed to lock lease {slot}"))? {
+        let mut file = open_lock(state, slot)
+            .layer(Layer::Identity, format!("failed to open lease {slot}"))?;
+        if !sys::try_lock_exclusive(&file)
+            .layer(Layer::Identity, format!("failed to lock lease {slot}"))?
+        {
             continue;
         }
         if read_lease(&mut file).is_some() {
@@ -130,12 +141,22 @@ fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
             // than reuse a uid that may still have processes.
             crate::janitor::clean_dead_lease(state, slot, &mut file);
         }
-        file.set_len(0).layer(Layer::Identity, "failed to truncate lease")?;
-        file.seek(SeekFrom::Start(0)).layer(Layer::Identity, "failed to seek lease")?;
-        write!(file, "{} {run_id}\n", std::process::id()).layer(Layer::Identity, "failed to write lease")?;
+        file.set_len(0)
+            .layer(Layer::Identity, "failed to truncate lease")?;
+        file.seek(SeekFrom::Start(0))
+            .layer(Layer::Identity, "failed to seek lease")?;
+        writeln!(file, "{} {run_id}", std::process::id())
+            .layer(Layer::Identity, "failed to write lease")?;
         let user = user_name(slot);
         let (uid, gid) = ensure_user(&user)?;
-        return Ok(Some(Lease { slot, uid, gid, user, file, path: lease_path(state, slot) }));
+        return Ok(Some(Lease {
+            slot,
+            uid,
+            gid,
+            user,
+            file,
+            path: lease_path(state, slot),
+        }));
     }
     Ok(None)
 }
@@ -143,14 +164,22 @@ fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
 /// Look up `user`, creating it if missing. Refuses uid or gid 0.
 pub fn ensure_user(user: &str) -> SetupResult<(u32, u32)> {
     let lookup = || -> SetupResult<Option<(u32, u32)>> {
-        let passwd = fs::read_to_string("/etc/passwd").layer(Layer::Identity, "failed to read /etc/passwd")?;
+        let passwd = fs::read_to_string("/etc/passwd")
+            .layer(Layer::Identity, "failed to read /etc/passwd")?;
         Ok(parse_passwd_entry(&passwd, user))
     };
     let ids = match lookup()? {
         Some(ids) => ids,
         None => {
             let out = Command::new("useradd")
-                .args(["--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", user])
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--user-group",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    user,
+                ])
                 .env_clear()
                 .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
                 .output()
@@ -159,14 +188,25 @@ pub fn ensure_user(user: &str) -> SetupResult<(u32, u32)> {
             if !out.status.success() && out.status.code() != Some(9) {
                 return Err(SetupError::new(
                     Layer::Identity,
-                    format!("useradd {user} failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+                    format!(
+                        "useradd {user} failed: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
                 ));
             }
-            lookup()?.ok_or_else(|| SetupError::new(Layer::Identity, format!("user {user} missing after useradd")))?
+            lookup()?.ok_or_else(|| {
+                SetupError::new(
+                    Layer::Identity,
+                    format!("user {user} missing after useradd"),
+                )
+            })?
         }
     };
     if ids.0 == 0 || ids.1 == 0 {
-        return Err(SetupError::new(Layer::Identity, format!("user {user} has uid/gid 0; refusing to use it")));
+        return Err(SetupError::new(
+            Layer::Identity,
+            format!("user {user} has uid/gid 0; refusing to use it"),
+        ));
     }
     Ok(ids)
 }
@@ -183,12 +223,18 @@ mod tests {
         assert_eq!(parse_passwd_entry(text, "band-run-1"), Some((998, 997)));
         assert_eq!(parse_passwd_entry(text, "band-run-10"), Some((990, 990)));
         assert_eq!(parse_passwd_entry(text, "band-run-2"), None);
-        assert_eq!(parse_passwd_entry("band-run-2:x:bad:1::/:/x", "band-run-2"), None);
+        assert_eq!(
+            parse_passwd_entry("band-run-2:x:bad:1::/:/x", "band-run-2"),
+            None
+        );
     }
 
     #[test]
     fn lease_content() {
-        assert_eq!(parse_lease("123 0123456789abcdef\n"), Some((123, "0123456789abcdef".into())));
+        assert_eq!(
+            parse_lease("123 0123456789abcdef\n"),
+            Some((123, "0123456789abcdef".into()))
+        );
         assert_eq!(parse_lease(""), None);
         assert_eq!(parse_lease("x y"), None);
         assert_eq!(user_name(63), "band-run-63");

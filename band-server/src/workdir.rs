@@ -112,26 +112,51 @@ impl RunDir {
     /// Create, mount and populate the run directory.
     pub fn create(spec: &RunDirSpec<'_>) -> SetupResult<RunDir> {
         let runs = runs_dir(spec.state);
-        fs::create_dir_all(&runs).layer(Layer::Filesystem, format!("failed to create {}", runs.display()))?;
-        fs::set_permissions(&runs, fs::Permissions::from_mode(0o711))
-            .layer(Layer::Filesystem, format!("failed to chmod {}", runs.display()))?;
+        fs::create_dir_all(&runs).layer(
+            Layer::Filesystem,
+            format!("failed to create {}", runs.display()),
+        )?;
+        fs::set_permissions(&runs, fs::Permissions::from_mode(0o711)).layer(
+            Layer::Filesystem,
+            format!("failed to chmod {}", runs.display()),
+        )?;
         let root = runs.join(spec.run_id);
         fs::create_dir(&root).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
-                SetupError::new(Layer::Filesystem, format!("run directory {} already exists", root.display()))
-                    .with_hint("run ids must be unique; a stale one is removed by `band-server janitor`")
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!("run directory {} already exists", root.display()),
+                )
+                .with_hint(
+                    "run ids must be unique; a stale one is removed by `band-server janitor`",
+                )
             } else {
-                SetupError::new(Layer::Filesystem, format!("failed to create {}: {e}", root.display()))
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!("failed to create {}: {e}", root.display()),
+                )
             }
         })?;
-        let mut dir = RunDir { root, mounted: false, exists: true };
+        let mut dir = RunDir {
+            root,
+            mounted: false,
+            exists: true,
+        };
         let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
-        let data = format!("size={},nr_inodes={inodes},mode=0710,uid=0,gid={}", spec.disk_bytes, spec.gid);
-        sys::mount_tmpfs(&dir.root, &data).layer(Layer::Filesystem, format!("failed to mount a tmpfs on {}", dir.root.display()))?;
+        let data = format!(
+            "size={},nr_inodes={inodes},mode=0710,uid=0,gid={}",
+            spec.disk_bytes, spec.gid
+        );
+        sys::mount_tmpfs(&dir.root, &data).layer(
+            Layer::Filesystem,
+            format!("failed to mount a tmpfs on {}", dir.root.display()),
+        )?;
         dir.mounted = true;
         dir.populate(spec).map_err(|e| {
             if e.message.contains("No space left") {
-                e.with_hint("the skill and workspace do not fit in maxDiskBytes; raise it in the band")
+                e.with_hint(
+                    "the skill and workspace do not fit in maxDiskBytes; raise it in the band",
+                )
             } else {
                 e
             }
@@ -149,8 +174,15 @@ impl RunDir {
             let mode = (f.mode & 0o555) | 0o444;
             write_new(&p, &f.data, mode, None)?;
         }
-        sys::bind_mount(&self.skill(), &self.skill(), BindFlags { read_only: true, no_exec: false })
-            .layer(fsl, "failed to make skill/ read-only")?;
+        sys::bind_mount(
+            &self.skill(),
+            &self.skill(),
+            BindFlags {
+                read_only: true,
+                no_exec: false,
+            },
+        )
+        .layer(fsl, "failed to make skill/ read-only")?;
 
         // workspace/
         let ws = self.workspace();
@@ -166,7 +198,11 @@ impl RunDir {
             }
             owned_dirs.push(d.clone());
         }
-        let under_owned = |rel: &str| owned_dirs.iter().any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")));
+        let under_owned = |rel: &str| {
+            owned_dirs
+                .iter()
+                .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
+        };
         for f in spec.workspace {
             // Directories created for a file are the run's when they lie in a writable prefix.
             let mut cur = String::new();
@@ -185,7 +221,12 @@ impl RunDir {
             if (spec.write_allowed)(&f.path) {
                 write_new(&p, &f.data, (f.mode & 0o777) | 0o600, run_owner)?;
             } else {
-                write_new(&p, &f.data, if f.mode & 0o111 != 0 { 0o555 } else { 0o444 }, None)?;
+                write_new(
+                    &p,
+                    &f.data,
+                    if f.mode & 0o111 != 0 { 0o555 } else { 0o444 },
+                    None,
+                )?;
             }
         }
 
@@ -202,8 +243,18 @@ impl RunDir {
 
         let etc = self.etc();
         mkdir(&etc, 0o755, None)?;
-        write_new(&etc.join("passwd"), synth_passwd(spec.user, spec.uid, spec.gid).as_bytes(), 0o444, None)?;
-        write_new(&etc.join("group"), synth_group(spec.user, spec.gid).as_bytes(), 0o444, None)?;
+        write_new(
+            &etc.join("passwd"),
+            synth_passwd(spec.user, spec.uid, spec.gid).as_bytes(),
+            0o444,
+            None,
+        )?;
+        write_new(
+            &etc.join("group"),
+            synth_group(spec.user, spec.gid).as_bytes(),
+            0o444,
+            None,
+        )?;
         write_new(&etc.join("hosts"), HOSTS.as_bytes(), 0o444, None)?;
         write_new(&etc.join("nsswitch.conf"), NSSWITCH.as_bytes(), 0o444, None)?;
 
@@ -226,13 +277,27 @@ impl RunDir {
             } else {
                 write_new(&target, b"", 0o444, None)?;
             }
-            sys::bind_mount(&m.host, &target, BindFlags { read_only: !m.writable, no_exec: true })
-                .layer(fsl, format!("failed to bind {}", m.host.display()))?;
+            sys::bind_mount(
+                &m.host,
+                &target,
+                BindFlags {
+                    read_only: !m.writable,
+                    no_exec: true,
+                },
+            )
+            .layer(fsl, format!("failed to bind {}", m.host.display()))?;
         }
 
         for d in [self.workspace(), self.io(), self.tmp()] {
-            sys::bind_mount(&d, &d, BindFlags { read_only: false, no_exec: true })
-                .layer(fsl, format!("failed to remount {} noexec", d.display()))?;
+            sys::bind_mount(
+                &d,
+                &d,
+                BindFlags {
+                    read_only: false,
+                    no_exec: true,
+                },
+            )
+            .layer(fsl, format!("failed to remount {} noexec", d.display()))?;
         }
         Ok(())
     }
@@ -240,14 +305,22 @@ impl RunDir {
     /// Unmount (lazily, with everything below) and remove. Idempotent.
     pub fn teardown(&mut self) -> SetupResult<()> {
         if self.mounted {
-            sys::umount_detach(&self.root).layer(Layer::Filesystem, format!("failed to unmount {}", self.root.display()))?;
+            sys::umount_detach(&self.root).layer(
+                Layer::Filesystem,
+                format!("failed to unmount {}", self.root.display()),
+            )?;
             self.mounted = false;
         }
         if self.exists {
             match fs::remove_dir(&self.root) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(SetupError::new(Layer::Filesystem, format!("failed to remove {}: {e}", self.root.display()))),
+                Err(e) => {
+                    return Err(SetupError::new(
+                        Layer::Filesystem,
+                        format!("failed to remove {}: {e}", self.root.display()),
+                    ));
+                }
             }
             self.exists = false;
         }
@@ -280,19 +353,30 @@ pub fn remove_stale(path: &Path) -> std::io::Result<()> {
 }
 
 fn chown(p: &Path, uid: u32, gid: u32) -> SetupResult<()> {
-    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).layer(Layer::Filesystem, format!("failed to chown {}", p.display()))
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).layer(
+        Layer::Filesystem,
+        format!("failed to chown {}", p.display()),
+    )
 }
 
 fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
     match fs::create_dir(p) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
-        Err(e) => return Err(SetupError::new(Layer::Filesystem, format!("failed to create {}: {e}", p.display()))),
+        Err(e) => {
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!("failed to create {}: {e}", p.display()),
+            ));
+        }
     }
     if let Some((u, g)) = owner {
         chown(p, u, g)?;
     }
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).layer(Layer::Filesystem, format!("failed to chmod {}", p.display()))
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).layer(
+        Layer::Filesystem,
+        format!("failed to chmod {}", p.display()),
+    )
 }
 
 /// Create the (root-owned) parent directories of `rel` under `base`.
@@ -315,17 +399,31 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(p)
-        .layer(Layer::Filesystem, format!("failed to create {}", p.display()))?;
-    f.write_all(data).layer(Layer::Filesystem, format!("failed to write {}", p.display()))?;
+        .layer(
+            Layer::Filesystem,
+            format!("failed to create {}", p.display()),
+        )?;
+    f.write_all(data).layer(
+        Layer::Filesystem,
+        format!("failed to write {}", p.display()),
+    )?;
     if let Some((u, g)) = owner {
-        std::os::unix::fs::fchown(&f, Some(u), Some(g)).layer(Layer::Filesystem, format!("failed to chown {}", p.display()))?;
+        std::os::unix::fs::fchown(&f, Some(u), Some(g)).layer(
+            Layer::Filesystem,
+            format!("failed to chown {}", p.display()),
+        )?;
     }
-    f.set_permissions(fs::Permissions::from_mode(mode)).layer(Layer::Filesystem, format!("failed to chmod {}", p.display()))
+    f.set_permissions(fs::Permissions::from_mode(mode)).layer(
+        Layer::Filesystem,
+        format!("failed to chmod {}", p.display()),
+    )
 }
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
 pub fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {
-    format!("root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:band run:/tmp:/usr/sbin/nologin\n")
+    format!(
+        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:band run:/tmp:/usr/sbin/nologin\n"
+    )
 }
 
 /// `/etc/group` inside the sandbox: root and this run's group only.
@@ -333,7 +431,8 @@ pub fn synth_group(user: &str, gid: u32) -> String {
     format!("root:x:0:\n{user}:x:{gid}:\n")
 }
 
-pub const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tband\n";
+pub const HOSTS: &str =
+    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tband\n";
 pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
 
 /// The workspace directory a relative `allow.write` pattern lets the run create files in: the
@@ -345,7 +444,10 @@ pub fn write_dir(pattern: &str) -> Option<String> {
     if p.starts_with('/') {
         return None;
     }
-    let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let comps: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
     let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
     let literal: Vec<&str> = comps.iter().take_while(|c| !is_glob(c)).copied().collect();
     let dir = if literal.len() == comps.len() {
@@ -382,12 +484,42 @@ pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
 
 /// Paths a host mount may not be at or above (they are the sandbox's own, or must stay hidden).
 pub const RESERVED_SANDBOX_PATHS: &[&str] = &[
-    "/", "/band", "/skill", "/workspace", "/tmp", "/proc", "/dev", "/sys", "/run", "/usr", "/bin", "/sbin", "/lib",
-    "/lib64", "/etc", "/var/run", "/boot",
+    "/",
+    "/band",
+    "/skill",
+    "/workspace",
+    "/tmp",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/run",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/etc",
+    "/var/run",
+    "/boot",
 ];
 /// Paths a host mount may not be inside of.
-pub const RESERVED_SANDBOX_TREES: &[&str] =
-    &["/band", "/skill", "/workspace", "/tmp", "/proc", "/dev", "/sys", "/run", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/run", "/boot"];
+pub const RESERVED_SANDBOX_TREES: &[&str] = &[
+    "/band",
+    "/skill",
+    "/workspace",
+    "/tmp",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/run",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/var/run",
+    "/boot",
+];
 
 /// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
 /// server's state directory.
@@ -399,13 +531,25 @@ pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), String> {
     }
     for r in RESERVED_SANDBOX_TREES {
         if p.starts_with(r) {
-            return Err(format!("{} is inside {r}, which the sandbox manages itself", p.display()));
+            return Err(format!(
+                "{} is inside {r}, which the sandbox manages itself",
+                p.display()
+            ));
         }
     }
     if p.starts_with(state) || state.starts_with(p) {
-        return Err(format!("{} overlaps band-server's state directory", p.display()));
+        return Err(format!(
+            "{} overlaps band-server's state directory",
+            p.display()
+        ));
     }
-    for secret in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/root"] {
+    for secret in [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/sudoers",
+        "/etc/sudoers.d",
+        "/root",
+    ] {
         if p.starts_with(secret) {
             return Err(format!("{} is never exposed", p.display()));
         }
@@ -425,25 +569,72 @@ mod tests {
             synth_passwd("band-run-3", 996, 995),
             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nband-run-3:x:996:995:band run:/tmp:/usr/sbin/nologin\n"
         );
-        assert_eq!(synth_group("band-run-3", 995), "root:x:0:\nband-run-3:x:995:\n");
+        assert_eq!(
+            synth_group("band-run-3", 995),
+            "root:x:0:\nband-run-3:x:995:\n"
+        );
     }
 
     #[test]
     fn write_dirs_of_relative_patterns() {
-        let got: Vec<Option<String>> = ["out/**", "./out/**", "reports/*.md", "a/b.txt", "b.txt", "*.json", "**", "x/y/**/z", "/abs/**", "a/../b/*"]
-            .iter()
-            .map(|p| write_dir(p))
-            .collect();
+        let got: Vec<Option<String>> = [
+            "out/**",
+            "./out/**",
+            "reports/*.md",
+            "a/b.txt",
+            "b.txt",
+            "*.json",
+            "**",
+            "x/y/**/z",
+            "/abs/**",
+            "a/../b/*",
+        ]
+        .iter()
+        .map(|p| write_dir(p))
+        .collect();
         let s = |x: &str| Some(x.to_string());
-        assert_eq!(got, vec![s("out"), s("out"), s("reports"), s("a"), s(""), s(""), s(""), s("x/y"), None, None]);
+        assert_eq!(
+            got,
+            vec![
+                s("out"),
+                s("out"),
+                s("reports"),
+                s("a"),
+                s(""),
+                s(""),
+                s(""),
+                s("x/y"),
+                None,
+                None
+            ]
+        );
     }
 
     #[test]
     fn absolute_prefixes() {
-        let got: Vec<Option<PathBuf>> =
-            ["/data/**", "/srv/a/*.csv", "/data/input.csv", "/*", "rel/**", "/a/../b"].iter().map(|p| absolute_prefix(p)).collect();
+        let got: Vec<Option<PathBuf>> = [
+            "/data/**",
+            "/srv/a/*.csv",
+            "/data/input.csv",
+            "/*",
+            "rel/**",
+            "/a/../b",
+        ]
+        .iter()
+        .map(|p| absolute_prefix(p))
+        .collect();
         let s = |x: &str| Some(PathBuf::from(x));
-        assert_eq!(got, vec![s("/data"), s("/srv/a"), s("/data/input.csv"), s("/"), None, None]);
+        assert_eq!(
+            got,
+            vec![
+                s("/data"),
+                s("/srv/a"),
+                s("/data/input.csv"),
+                s("/"),
+                None,
+                None
+            ]
+        );
     }
 
     #[test]
@@ -452,9 +643,27 @@ mod tests {
         assert!(check_host_mount_path(Path::new("/data"), state).is_ok());
         assert!(check_host_mount_path(Path::new("/etc/myapp"), state).is_ok());
         assert!(check_host_mount_path(Path::new("/srv/x/file.csv"), state).is_ok());
-        for bad in ["/", "/usr", "/usr/bin", "/usr/lib/x", "/etc", "/etc/shadow", "/tmp/x", "/proc/1", "/run/band/runs", "/band", "/root/.ssh", "/var/run/docker.sock"] {
-            assert!(check_host_mount_path(Path::new(bad), state).is_err(), "{bad}");
+        for bad in [
+            "/",
+            "/usr",
+            "/usr/bin",
+            "/usr/lib/x",
+            "/etc",
+            "/etc/shadow",
+            "/tmp/x",
+            "/proc/1",
+            "/run/band/runs",
+            "/band",
+            "/root/.ssh",
+            "/var/run/docker.sock",
+        ] {
+            assert!(
+                check_host_mount_path(Path::new(bad), state).is_err(),
+                "{bad}"
+            );
         }
-        assert!(check_host_mount_path(Path::new("/srv/state"), Path::new("/srv/state/band")).is_err());
+        assert!(
+            check_host_mount_path(Path::new("/srv/state"), Path::new("/srv/state/band")).is_err()
+        );
     }
 }

@@ -35,11 +35,19 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
     while i < args.len() {
         match args[i].as_str() {
             "--secrets-fd" => {
-                secrets_fd = Some(args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--secrets-fd needs a number")?);
+                secrets_fd = Some(
+                    args.get(i + 1)
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--secrets-fd needs a number")?,
+                );
                 i += 2;
             }
             "--status-fd" => {
-                status_fd = Some(args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--status-fd needs a number")?);
+                status_fd = Some(
+                    args.get(i + 1)
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--status-fd needs a number")?,
+                );
                 i += 2;
             }
             "--" => {
@@ -47,7 +55,11 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 if command.is_empty() {
                     return Err("no command after --".into());
                 }
-                return Ok(Args { secrets_fd: secrets_fd.ok_or("--secrets-fd is required")?, status_fd, command });
+                return Ok(Args {
+                    secrets_fd: secrets_fd.ok_or("--secrets-fd is required")?,
+                    status_fd,
+                    command,
+                });
             }
             other => return Err(format!("unexpected argument {other:?}")),
         }
@@ -58,7 +70,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
 fn fail(status_fd: Option<i32>, layer: Layer, msg: &str) -> ! {
     eprintln!("band-jail: {}: {msg}", layer.as_str());
     if let Some(fd) = status_fd {
-        let _ = sys::write_fd(fd, format!("err {} {}\n", layer.as_str(), msg.replace('\n', " ")).as_bytes());
+        let _ = sys::write_fd(
+            fd,
+            format!("err {} {}\n", layer.as_str(), msg.replace('\n', " ")).as_bytes(),
+        );
     }
     std::process::exit(EXIT_JAIL);
 }
@@ -68,7 +83,9 @@ fn env_name_ok(name: &str) -> bool {
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
         && !proto::env::RESERVED.contains(&name)
-        && !proto::env::RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+        && !proto::env::RESERVED_PREFIXES
+            .iter()
+            .any(|p| name.starts_with(p))
 }
 
 fn main() {
@@ -84,35 +101,56 @@ fn main() {
         let fd = sys::take_inherited_fd(args.secrets_fd)
             .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("fd {}: {e}", args.secrets_fd)));
         let mut text = Vec::new();
-        if let Err(e) = std::fs::File::from(fd).take(16 << 20).read_to_end(&mut text) {
+        if let Err(e) = std::fs::File::from(fd)
+            .take(16 << 20)
+            .read_to_end(&mut text)
+        {
             fail(st, Layer::Secrets, &format!("cannot read secrets: {e}"));
         }
         if text.is_empty() {
             BTreeMap::new()
         } else {
-            serde_json::from_slice(&text).unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
+            serde_json::from_slice(&text)
+                .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
         }
     };
 
     // 2. Process hardening.
     if let Err(e) = sys::disable_core_dumps() {
-        fail(st, Layer::Process, &format!("failed to set RLIMIT_CORE: {e}"));
+        fail(
+            st,
+            Layer::Process,
+            &format!("failed to set RLIMIT_CORE: {e}"),
+        );
     }
     if let Err(e) = sys::set_no_new_privs() {
-        fail(st, Layer::Seccomp, &format!("failed to set no_new_privs: {e}"));
+        fail(
+            st,
+            Layer::Seccomp,
+            &format!("failed to set no_new_privs: {e}"),
+        );
     }
 
     // 3. No inherited descriptors beyond stdio.
     if let Err(e) = sys::close_fds_above_stderr(st) {
-        fail(st, Layer::Process, &format!("failed to close inherited fds: {e}"));
+        fail(
+            st,
+            Layer::Process,
+            &format!("failed to close inherited fds: {e}"),
+        );
     }
 
     // 4. Environment and argv, prepared before seccomp so nothing allocates after it.
-    let mut env: BTreeMap<Vec<u8>, Vec<u8>> =
-        std::env::vars_os().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    let mut env: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
     for (k, v) in &secrets {
         if !env_name_ok(k) {
-            fail(st, Layer::Secrets, &format!("secret name {k:?} is not allowed"));
+            fail(
+                st,
+                Layer::Secrets,
+                &format!("secret name {k:?} is not allowed"),
+            );
         }
         env.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
     }
@@ -127,9 +165,13 @@ fn main() {
     let cargv: Vec<CString> = args
         .command
         .iter()
-        .map(|a| CString::new(a.as_bytes()).unwrap_or_else(|_| fail(st, Layer::Process, "argument contains NUL")))
+        .map(|a| {
+            CString::new(a.as_bytes())
+                .unwrap_or_else(|_| fail(st, Layer::Process, "argument contains NUL"))
+        })
         .collect();
-    let program = seccomp::build_program().unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
+    let program =
+        seccomp::build_program().unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
     drop(secrets);
 
     // 5. seccomp, last.
@@ -138,11 +180,15 @@ fn main() {
     }
 
     // 6. exec.
-    if let Some(fd) = st {
-        if let Err(e) = sys::write_fd(fd, b"ok\n") {
-            fail(None, Layer::Process, &format!("status fd: {e}"));
-        }
+    if let Some(fd) = st
+        && let Err(e) = sys::write_fd(fd, b"ok\n")
+    {
+        fail(None, Layer::Process, &format!("status fd: {e}"));
     }
     let err = sys::execve(&cargv[0], &cargv, &envp);
-    fail(st, Layer::Process, &format!("cannot execute {}: {err}", args.command[0]));
+    fail(
+        st,
+        Layer::Process,
+        &format!("cannot execute {}: {err}", args.command[0]),
+    );
 }

@@ -28,17 +28,26 @@ fn die(code: i32, msg: &str) -> ! {
 
 fn report(r: &mut ShimReport) -> Result<(), String> {
     let conn = UnixStream::connect(SOCK).map_err(|e| format!("connect {SOCK}: {e}"))?;
-    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(&conn);
     let mut nonce = String::new();
-    reader.read_line(&mut nonce).map_err(|e| format!("no nonce: {e}"))?;
+    reader
+        .read_line(&mut nonce)
+        .map_err(|e| format!("no nonce: {e}"))?;
     r.nonce = nonce.trim_end().to_string();
     let mut line = serde_json::to_vec(r).map_err(|e| e.to_string())?;
     line.push(b'\n');
     (&conn).write_all(&line).map_err(|e| format!("send: {e}"))?;
     let mut answer = String::new();
-    reader.read_line(&mut answer).map_err(|e| format!("no answer: {e}"))?;
-    if answer.trim_end() == "ok" { Ok(()) } else { Err(format!("band-server answered {:?}", answer.trim_end())) }
+    reader
+        .read_line(&mut answer)
+        .map_err(|e| format!("no answer: {e}"))?;
+    if answer.trim_end() == "ok" {
+        Ok(())
+    } else {
+        Err(format!("band-server answered {:?}", answer.trim_end()))
+    }
 }
 
 fn main() {
@@ -46,24 +55,52 @@ fn main() {
     let mut args: Vec<String> = std::env::args().collect();
     let name = shim::command_name(args.first().map(String::as_str).unwrap_or("")).to_string();
     if name.is_empty() || name == "shim" || name == "band-shim" {
-        die(shim::EXIT_DENIED, "band-shim: run a command through its name in /band/bin, not the shim itself");
+        die(
+            shim::EXIT_DENIED,
+            "band-shim: run a command through its name in /band/bin, not the shim itself",
+        );
     }
-    let text = std::fs::read(POLICY).unwrap_or_else(|e| die(shim::EXIT_DENIED, &format!("band: cannot read {POLICY}: {e}")));
-    let policy: ShimPolicy =
-        serde_json::from_slice(&text).unwrap_or_else(|e| die(shim::EXIT_DENIED, &format!("band: malformed {POLICY}: {e}")));
+    let text = std::fs::read(POLICY).unwrap_or_else(|e| {
+        die(
+            shim::EXIT_DENIED,
+            &format!("band: cannot read {POLICY}: {e}"),
+        )
+    });
+    let policy: ShimPolicy = serde_json::from_slice(&text)
+        .unwrap_or_else(|e| die(shim::EXIT_DENIED, &format!("band: malformed {POLICY}: {e}")));
     let Some(real) = policy.commands.get(&name).cloned() else {
-        die(shim::EXIT_UNKNOWN, &format!("band: {name}: command not available in this sandbox"));
+        die(
+            shim::EXIT_UNKNOWN,
+            &format!("band: {name}: command not available in this sandbox"),
+        );
     };
-    let rules = CliRules::from_policy(&policy).unwrap_or_else(|e| die(shim::EXIT_DENIED, &format!("band: {POLICY}: {e}")));
+    let rules = CliRules::from_policy(&policy)
+        .unwrap_or_else(|e| die(shim::EXIT_DENIED, &format!("band: {POLICY}: {e}")));
     args[0] = name.clone();
     let call = shim::decide(&rules, &args);
-    let mut r = ShimReport { nonce: String::new(), argv: call.argv.clone(), allowed: call.allowed, rule: call.rule.clone() };
+    let mut r = ShimReport {
+        nonce: String::new(),
+        argv: call.argv.clone(),
+        allowed: call.allowed,
+        rule: call.rule.clone(),
+    };
     if let Err(e) = report(&mut r) {
-        die(shim::EXIT_DENIED, &format!("band: {name}: cannot report the call to band-server ({e}); refusing to run it"));
+        die(
+            shim::EXIT_DENIED,
+            &format!(
+                "band: {name}: cannot report the call to band-server ({e}); refusing to run it"
+            ),
+        );
     }
     if !call.allowed {
         die(shim::EXIT_DENIED, &shim::denied_message(&call));
     }
-    let err = std::process::Command::new(&real).arg0(&name).args(&args[1..]).exec();
-    die(shim::EXIT_UNKNOWN, &format!("band: {name}: cannot execute {real}: {err}"));
+    let err = std::process::Command::new(&real)
+        .arg0(&name)
+        .args(&args[1..])
+        .exec();
+    die(
+        shim::EXIT_UNKNOWN,
+        &format!("band: {name}: cannot execute {real}: {err}"),
+    );
 }

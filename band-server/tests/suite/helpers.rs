@@ -37,7 +37,10 @@ pub fn skip(test: &str) -> bool {
         None => false,
         Some(why) => {
             if std::env::var(proto::env::TEST_MUST_RUN).as_deref() == Ok("1") {
-                panic!("{test}: cannot run ({why}) and {} is set", proto::env::TEST_MUST_RUN);
+                panic!(
+                    "{test}: cannot run ({why}) and {} is set",
+                    proto::env::TEST_MUST_RUN
+                );
             }
             eprintln!("skipped: {test}: {why}");
             true
@@ -60,7 +63,9 @@ pub(crate) use privileged;
 pub fn run_id() -> String {
     let mut b = [0u8; 8];
     use std::io::Read;
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .unwrap_or_else(|e| panic!("{e}"));
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -78,7 +83,8 @@ impl SkillDir {
                 std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
             }
             std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         SkillDir { dir }
     }
@@ -86,14 +92,22 @@ impl SkillDir {
     /// Walk the directory (sorted) into bundle entries.
     pub fn pack(&self) -> Vec<FileEntry> {
         fn walk(root: &Path, rel: &str, out: &mut Vec<FileEntry>) {
-            let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
+            let dir = if rel.is_empty() {
+                root.to_path_buf()
+            } else {
+                root.join(rel)
+            };
             let mut names: Vec<String> = std::fs::read_dir(&dir)
                 .unwrap_or_else(|e| panic!("{e}"))
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .collect();
             names.sort();
             for n in names {
-                let r = if rel.is_empty() { n.clone() } else { format!("{rel}/{n}") };
+                let r = if rel.is_empty() {
+                    n.clone()
+                } else {
+                    format!("{rel}/{n}")
+                };
                 let p = root.join(&r);
                 let m = std::fs::symlink_metadata(&p).unwrap_or_else(|e| panic!("{e}"));
                 if m.is_dir() {
@@ -120,14 +134,20 @@ pub fn bundle_hash(bundle: &[FileEntry]) -> String {
         .map(|f| DecodedFile {
             path: f.path.clone(),
             mode: f.mode & 0o7777,
-            data: base64::engine::general_purpose::STANDARD.decode(&f.data).unwrap_or_default(),
+            data: base64::engine::general_purpose::STANDARD
+                .decode(&f.data)
+                .unwrap_or_default(),
         })
         .collect();
     bundle_sha256(&decoded)
 }
 
 pub fn file(path: &str, mode: u32, data: &[u8]) -> FileEntry {
-    FileEntry { path: path.into(), mode, data: base64::engine::general_purpose::STANDARD.encode(data) }
+    FileEntry {
+        path: path.into(),
+        mode,
+        data: base64::engine::general_purpose::STANDARD.encode(data),
+    }
 }
 
 /// A request running `script` (a bash script) as `run.sh`, with `policy`.
@@ -198,14 +218,19 @@ pub fn spawn_line(line: &str) -> Child {
     let mut child = Command::new(server())
         .arg("run")
         .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .env(band_server::config::CONFIG_ENV, "/nonexistent/band-test/server.toml")
+        .env(
+            band_server::config::CONFIG_ENV,
+            "/nonexistent/band-test/server.toml",
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start band-server: {e}"));
     let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
-    stdin.write_all(line.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    stdin
+        .write_all(line.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
     stdin.write_all(b"\n").unwrap_or_else(|e| panic!("{e}"));
     drop(stdin);
     child
@@ -225,8 +250,14 @@ pub fn finish(child: Child) -> Outcome {
         }
     }
     let server_stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let result = result.unwrap_or_else(|| panic!("no result line; stderr:\n{server_stderr}\nstdout:\n{text}"));
-    Outcome { events, result, server_stderr, exit: out.status.code() }
+    let result = result
+        .unwrap_or_else(|| panic!("no result line; stderr:\n{server_stderr}\nstdout:\n{text}"));
+    Outcome {
+        events,
+        result,
+        server_stderr,
+        exit: out.status.code(),
+    }
 }
 
 pub fn run(req: &RunRequest) -> Outcome {

@@ -68,7 +68,11 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
     assert_eq!(get("tmp_writable"), "yes");
     assert_eq!(get("input_writable"), "no");
     assert_eq!(o.result.output, Some(serde_json::json!({"probe": true})));
-    assert!(matches!(o.events.first(), Some(Event::Started { .. })), "{:?}", o.events.first());
+    assert!(
+        matches!(o.events.first(), Some(Event::Started { .. })),
+        "{:?}",
+        o.events.first()
+    );
 }
 
 fn with_cli(allow: &[&str], deny: &[&str]) -> band::policy::Policy {
@@ -90,7 +94,10 @@ fn no_process_of_user_left(user: &str) {
 }
 
 fn run_user(o: &Outcome) -> String {
-    o.kv().get("user").cloned().unwrap_or_else(|| panic!("probe printed no user=: {o:#?}"))
+    o.kv()
+        .get("user")
+        .cloned()
+        .unwrap_or_else(|| panic!("probe printed no user=: {o:#?}"))
 }
 
 const WHO: &str = r#"echo "user=$(awk -F: -v u="$(awk '/^Uid:/{print $2}' /proc/self/status)" '$3==u{print $1}' /etc/passwd)""#;
@@ -120,8 +127,26 @@ try essential cat /etc/hosts
     let o = run(&request(script, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    for k in ["by_name", "abs_path", "bash_c", "bash_c_abs", "env", "env_path", "python", "curl", "sudo", "lib_exec", "copied_binary", "tmp_script", "workspace_script"] {
-        assert_eq!(kv.get(k).map(String::as_str), Some("failed"), "{k} should fail: {o:#?}");
+    for k in [
+        "by_name",
+        "abs_path",
+        "bash_c",
+        "bash_c_abs",
+        "env",
+        "env_path",
+        "python",
+        "curl",
+        "sudo",
+        "lib_exec",
+        "copied_binary",
+        "tmp_script",
+        "workspace_script",
+    ] {
+        assert_eq!(
+            kv.get(k).map(String::as_str),
+            Some("failed"),
+            "{k} should fail: {o:#?}"
+        );
     }
     assert_eq!(kv.get("essential").map(String::as_str), Some("ran"));
 }
@@ -141,33 +166,75 @@ exit 3
     req.trace = true;
     let o = run(&req);
     let kv = o.kv();
-    assert_eq!(kv.get("allowed_rc").map(String::as_str), Some("0"), "{o:#?}");
+    assert_eq!(
+        kv.get("allowed_rc").map(String::as_str),
+        Some("0"),
+        "{o:#?}"
+    );
     assert_eq!(kv.get("denied_rc").map(String::as_str), Some("126"));
     assert_eq!(kv.get("rm_rc").map(String::as_str), Some("126"));
     assert_eq!(kv.get("rm_plain_rc").map(String::as_str), Some("0"));
     assert!(o.result.stdout.starts_with("1\n"), "{}", o.result.stdout);
-    assert!(o.result.stderr.contains("band: denied: jq .a /tmp/in.json (no allow.cli rule matches)"), "{}", o.result.stderr);
-    assert!(o.result.stderr.contains("band: denied: rm -rf /tmp/nothing (denied by deny.cli rule \"rm -rf *\")"), "{}", o.result.stderr);
+    assert!(
+        o.result
+            .stderr
+            .contains("band: denied: jq .a /tmp/in.json (no allow.cli rule matches)"),
+        "{}",
+        o.result.stderr
+    );
+    assert!(
+        o.result
+            .stderr
+            .contains("band: denied: rm -rf /tmp/nothing (denied by deny.cli rule \"rm -rf *\")"),
+        "{}",
+        o.result.stderr
+    );
     assert_eq!(o.result.status, Status::Denied);
     assert_eq!(o.result.exit_code, Some(3));
     assert_eq!(
         o.result.denied,
         vec![
-            Denial::Cli { argv: strs(&["jq", ".a", "/tmp/in.json"]), rule: None },
-            Denial::Cli { argv: strs(&["rm", "-rf", "/tmp/nothing"]), rule: Some("rm -rf *".into()) },
+            Denial::Cli {
+                argv: strs(&["jq", ".a", "/tmp/in.json"]),
+                rule: None
+            },
+            Denial::Cli {
+                argv: strs(&["rm", "-rf", "/tmp/nothing"]),
+                rule: Some("rm -rf *".into())
+            },
         ]
     );
-    assert!(o.result.cli_calls.contains(&CliCall { argv: strs(&["jq", "-r", ".a", "/tmp/in.json"]), allowed: true, rule: Some("jq -r *".into()) }));
-    assert!(o.events.iter().any(|e| matches!(e, Event::Denied(Denial::Cli { rule: None, .. }))));
-    assert!(o.events.iter().any(|e| matches!(e, Event::Cli(c) if c.allowed && c.argv[0] == "jq")));
+    assert!(o.result.cli_calls.contains(&CliCall {
+        argv: strs(&["jq", "-r", ".a", "/tmp/in.json"]),
+        allowed: true,
+        rule: Some("jq -r *".into())
+    }));
+    assert!(
+        o.events
+            .iter()
+            .any(|e| matches!(e, Event::Denied(Denial::Cli { rule: None, .. })))
+    );
+    assert!(
+        o.events
+            .iter()
+            .any(|e| matches!(e, Event::Cli(c) if c.allowed && c.argv[0] == "jq"))
+    );
 }
 
 #[test]
 fn privileged_declared_command_missing_on_host_fails_closed() {
     privileged!();
-    let o = run(&request("#!/bin/sh\ntrue\n", with_cli(&["no-such-tool-band *"], &[])));
+    let o = run(&request(
+        "#!/bin/sh\ntrue\n",
+        with_cli(&["no-such-tool-band *"], &[]),
+    ));
     assert_eq!(setup_layer(&o), Some(Layer::Cli));
-    assert!(o.result.error.as_ref().is_some_and(|e| e.message.contains("no-such-tool-band")));
+    assert!(
+        o.result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.message.contains("no-such-tool-band"))
+    );
 }
 
 #[test]
@@ -179,7 +246,10 @@ fn privileged_allow_net_and_insist_net_fail_closed() {
     assert_eq!(setup_layer(&o), Some(Layer::Network));
     let mut p = policy();
     p.insist.net = strs(&["api.github.com"]);
-    assert_eq!(setup_layer(&run(&request("#!/bin/sh\ntrue\n", p))), Some(Layer::Network));
+    assert_eq!(
+        setup_layer(&run(&request("#!/bin/sh\ntrue\n", p))),
+        Some(Layer::Network)
+    );
 }
 
 #[test]
@@ -196,14 +266,22 @@ print("ptrace=" + errno_of(libc.ptrace(0, 0, None, None)))
 print("mount=" + errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
 print("setuid0=" + errno_of(libc.setuid(0)))
 "#;
-    let req = request_with(&[("run.py", 0o755, script)], "run.py", with_cli(&["python3 *"], &[]));
+    let req = request_with(
+        &[("run.py", 0o755, script)],
+        "run.py",
+        with_cli(&["python3 *"], &[]),
+    );
     let o = run(&req);
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
     for k in ["unshare_user", "unshare_ns", "ptrace", "mount", "setuid0"] {
         let v = kv.get(k).map(String::as_str).unwrap_or("<missing>");
         // setuid(0): uid 0 is not even mapped in the sandbox's user namespace (EINVAL).
-        let want = if k == "setuid0" { "Invalid argument" } else { "Operation not permitted" };
+        let want = if k == "setuid0" {
+            "Invalid argument"
+        } else {
+            "Operation not permitted"
+        };
         assert_eq!(v, want, "{k}");
     }
 }
@@ -215,12 +293,30 @@ fn privileged_fork_bomb_hits_pids_limit() {
     p.limits.max_pids = Some(32);
     p.limits.max_runtime_ms = Some(10_000);
     let started = Instant::now();
-    let o = run(&request("#!/bin/bash\nbomb() { bomb | bomb & }; bomb\nwait\n", p));
-    assert_eq!(o.result.status, Status::PidsLimit, "{:?} {}", o.result.status, o.result.stderr);
+    let o = run(&request(
+        "#!/bin/bash\nbomb() { bomb | bomb & }; bomb\nwait\n",
+        p,
+    ));
+    assert_eq!(
+        o.result.status,
+        Status::PidsLimit,
+        "{:?} {}",
+        o.result.status,
+        o.result.stderr
+    );
     assert!(started.elapsed() < Duration::from_secs(20));
-    assert!(o.events.iter().any(|e| matches!(e, Event::Limit { limit, .. } if limit == "pids")));
+    assert!(
+        o.events
+            .iter()
+            .any(|e| matches!(e, Event::Limit { limit, .. } if limit == "pids"))
+    );
     // The machine is fine: a normal run right after works.
-    assert_eq!(run(&request("#!/bin/sh\necho ok\n", policy())).result.status, Status::Ok);
+    assert_eq!(
+        run(&request("#!/bin/sh\necho ok\n", policy()))
+            .result
+            .status,
+        Status::Ok
+    );
 }
 
 #[test]
@@ -229,9 +325,22 @@ fn privileged_memory_hog_hits_memory_limit() {
     let mut p = policy();
     p.limits.max_memory_bytes = Some(64 << 20);
     p.limits.max_runtime_ms = Some(30_000);
-    let o = run(&request("#!/bin/bash\nx=aaaaaaaaaaaaaaaa\nwhile true; do x=$x$x; done\n", p));
-    assert_eq!(o.result.status, Status::MemoryLimit, "{:?} {}", o.result.status, o.result.stderr);
-    assert!(o.result.metrics.peak_memory_bytes.unwrap_or(0) > 32 << 20, "{:?}", o.result.metrics);
+    let o = run(&request(
+        "#!/bin/bash\nx=aaaaaaaaaaaaaaaa\nwhile true; do x=$x$x; done\n",
+        p,
+    ));
+    assert_eq!(
+        o.result.status,
+        Status::MemoryLimit,
+        "{:?} {}",
+        o.result.status,
+        o.result.stderr
+    );
+    assert!(
+        o.result.metrics.peak_memory_bytes.unwrap_or(0) > 32 << 20,
+        "{:?}",
+        o.result.metrics
+    );
 }
 
 #[test]
@@ -243,8 +352,16 @@ fn privileged_timeout_kills_every_process_of_the_run() {
     let started = Instant::now();
     let o = run(&request(&script, p));
     assert_eq!(o.result.status, Status::Timeout, "{o:#?}");
-    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
-    assert!(o.events.iter().any(|e| matches!(e, Event::Limit { limit, .. } if limit == "runtime")));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        o.events
+            .iter()
+            .any(|e| matches!(e, Event::Limit { limit, .. } if limit == "runtime"))
+    );
     no_process_of_user_left(&run_user(&o));
 }
 
@@ -267,11 +384,33 @@ fn privileged_huge_stdout_is_truncated_at_max_log_bytes() {
     let script = "#!/bin/bash\nhead -c 104857600 /dev/zero | tr '\\0' a\necho '{\"done\":1}' > \"$OUTPUT_PATH\"\n";
     let started = Instant::now();
     let o = run(&request(script, p));
-    assert_eq!(o.result.status, Status::Ok, "{:?} {}", o.result.status, o.result.stderr);
+    assert_eq!(
+        o.result.status,
+        Status::Ok,
+        "{:?} {}",
+        o.result.status,
+        o.result.stderr
+    );
     assert!(o.result.stdout_truncated);
     assert_eq!(o.result.stdout.len(), 1 << 20);
-    assert_eq!(o.events.iter().filter(|e| matches!(e, Event::Limit { limit, .. } if limit == "log")).count(), 1);
-    let streamed: usize = o.events.iter().map(|e| if let Event::Stdout { data } = e { data.len() } else { 0 }).sum();
+    assert_eq!(
+        o.events
+            .iter()
+            .filter(|e| matches!(e, Event::Limit { limit, .. } if limit == "log"))
+            .count(),
+        1
+    );
+    let streamed: usize = o
+        .events
+        .iter()
+        .map(|e| {
+            if let Event::Stdout { data } = e {
+                data.len()
+            } else {
+                0
+            }
+        })
+        .sum();
     assert_eq!(streamed, 1 << 20);
     assert_eq!(o.result.output, Some(serde_json::json!({"done": 1})));
     eprintln!("100 MiB of stdout took {:?}", started.elapsed());
@@ -287,7 +426,10 @@ fn privileged_oversized_output_json_is_output_too_large() {
     assert_eq!(o.result.status, Status::OutputTooLarge, "{o:#?}");
     assert_eq!(o.result.output, None);
     // A symlink planted as output.json is not followed.
-    let o = run(&request("#!/bin/bash\nln -s /etc/hosts \"$OUTPUT_PATH\"\n", policy()));
+    let o = run(&request(
+        "#!/bin/bash\nln -s /etc/hosts \"$OUTPUT_PATH\"\n",
+        policy(),
+    ));
     assert_eq!(o.result.output, None, "{o:#?}");
 }
 
@@ -324,12 +466,20 @@ cp -s /etc/passwd out/link && echo "symlink=made"
         .iter()
         .map(|f| {
             use base64::Engine;
-            let data = base64::engine::general_purpose::STANDARD.decode(&f.data).unwrap_or_default();
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(&f.data)
+                .unwrap_or_default();
             (f.path.clone(), String::from_utf8_lossy(&data).into_owned())
         })
         .collect();
     written.sort();
-    assert_eq!(written, vec![("out/a.txt".to_string(), "result\n".to_string()), ("out/sub/b.txt".to_string(), "deep\n".to_string())]);
+    assert_eq!(
+        written,
+        vec![
+            ("out/a.txt".to_string(), "result\n".to_string()),
+            ("out/sub/b.txt".to_string(), "deep\n".to_string())
+        ]
+    );
 }
 
 #[test]
@@ -341,8 +491,14 @@ fn privileged_insist_cli_and_write() {
     p.insist.write = strs(&["out/report.md"]);
     let o = run(&request("#!/bin/bash\necho hi\n", p.clone()));
     assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
-    assert_eq!(o.result.insist_missing, strs(&["cli: jq *", "write: out/report.md"]));
-    let o = run(&request("#!/bin/bash\necho '{}' | jq . >/dev/null\necho r > out/report.md\n", p));
+    assert_eq!(
+        o.result.insist_missing,
+        strs(&["cli: jq *", "write: out/report.md"])
+    );
+    let o = run(&request(
+        "#!/bin/bash\necho '{}' | jq . >/dev/null\necho r > out/report.md\n",
+        p,
+    ));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     assert!(o.result.insist_missing.is_empty());
 }
@@ -353,18 +509,23 @@ fn privileged_secrets_reach_their_run_only() {
     let mut p = policy();
     p.secrets = strs(&["API_TOKEN"]);
     let secret = format!("s3cr3t-{}", run_id());
-    let script_a = format!("#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c {secret})\"\nsleep 3\n");
+    let script_a = format!(
+        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c {secret})\"\nsleep 3\n"
+    );
     let mut req_a = request(&script_a, p);
     req_a.secrets.insert("API_TOKEN".into(), secret.clone());
     let a = spawn(&req_a);
     std::thread::sleep(Duration::from_millis(700));
     // From the host: the secret is on no command line and in no file under the state dir.
     let mut on_cmdline = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap_or_else(|e| panic!("{e}")).flatten() {
-        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&c).contains(&secret) {
-                on_cmdline.push(e.file_name());
-            }
+    for e in std::fs::read_dir("/proc")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+    {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&c).contains(&secret)
+        {
+            on_cmdline.push(e.file_name());
         }
     }
     let script_b = format!(
@@ -372,12 +533,19 @@ fn privileged_secrets_reach_their_run_only() {
     );
     let b = run(&request(&script_b, policy()));
     let a = finish(a);
-    assert!(on_cmdline.is_empty(), "secret on a command line: {on_cmdline:?}");
+    assert!(
+        on_cmdline.is_empty(),
+        "secret on a command line: {on_cmdline:?}"
+    );
     assert_eq!(a.result.status, Status::Ok, "{a:#?}");
     assert_eq!(a.kv().get("has_secret").map(String::as_str), Some("yes"));
     assert_eq!(a.kv().get("in_cmdline").map(String::as_str), Some("0"));
     assert_eq!(b.kv().get("seen").map(String::as_str), Some("0"), "{b:#?}");
-    assert_eq!(b.kv().get("state_dir").map(String::as_str), Some("absent"), "{b:#?}");
+    assert_eq!(
+        b.kv().get("state_dir").map(String::as_str),
+        Some("absent"),
+        "{b:#?}"
+    );
     assert_ne!(run_user(&a), run_user(&b));
     assert!(!a.result.stdout.contains(&secret));
 }
@@ -432,8 +600,17 @@ print("answer=" + f.readline().strip())
     let mut req = request_with(&[("run.py", 0o755, script)], "run.py", p);
     req.trace = true;
     let o = run(&req);
-    assert_eq!(o.kv().get("answer").map(String::as_str), Some("refused"), "{o:#?}");
-    assert!(!o.result.cli_calls.iter().any(|c| c.argv.contains(&"--forged".to_string())));
+    assert_eq!(
+        o.kv().get("answer").map(String::as_str),
+        Some("refused"),
+        "{o:#?}"
+    );
+    assert!(
+        !o.result
+            .cli_calls
+            .iter()
+            .any(|c| c.argv.contains(&"--forged".to_string()))
+    );
     assert_eq!(o.result.status, Status::InsistUnsatisfied);
     assert!(o.server_stderr.contains("forged"), "{}", o.server_stderr);
 }
@@ -459,7 +636,10 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     while user.is_none() && Instant::now() < deadline {
         let Some(Ok(line)) = lines.next() else { break };
         if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line) {
-            user = data.lines().find_map(|l| l.strip_prefix("user=")).map(str::to_string);
+            user = data
+                .lines()
+                .find_map(|l| l.strip_prefix("user="))
+                .map(str::to_string);
         }
     }
     let user = user.unwrap_or_else(|| panic!("the run never printed its user"));
@@ -470,15 +650,28 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     let out = std::process::Command::new(server())
         .arg("janitor")
         .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .env(band_server::config::CONFIG_ENV, "/nonexistent/band-test/server.toml")
+        .env(
+            band_server::config::CONFIG_ENV,
+            "/nonexistent/band-test/server.toml",
+        )
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let left = pids_of_uid(uid);
     assert!(left.is_empty(), "processes left: {left:?}");
-    assert!(!state_dir().join("runs").join(&run_id).exists(), "run dir left");
+    assert!(
+        !state_dir().join("runs").join(&run_id).exists(),
+        "run dir left"
+    );
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     assert!(!mounts.contains(&run_id), "mount left");
     let h = band_server::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
-    assert!(!band_server::cgroup::RunCgroup::list_stale(&h).contains(&run_id), "cgroup left");
+    assert!(
+        !band_server::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
+        "cgroup left"
+    );
 }

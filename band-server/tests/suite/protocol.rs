@@ -7,9 +7,16 @@ use super::helpers::*;
 
 #[test]
 fn version_prints_versions() {
-    let out = std::process::Command::new(server()).arg("version").output().unwrap_or_else(|e| panic!("{e}"));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(v["protocol"], serde_json::json!(band::proto::PROTOCOL_VERSION));
+    let out = std::process::Command::new(server())
+        .arg("version")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        v["protocol"],
+        serde_json::json!(band::proto::PROTOCOL_VERSION)
+    );
     assert_eq!(v["version"], serde_json::json!(env!("CARGO_PKG_VERSION")));
 }
 
@@ -20,7 +27,10 @@ fn protocol_mismatch_is_setup_failed_protocol() {
     let o = run(&req);
     assert_eq!(o.exit, Some(0));
     assert_eq!(o.result.status, Status::SetupFailed);
-    assert_eq!(o.result.error.as_ref().map(|e| e.layer), Some(Layer::Protocol));
+    assert_eq!(
+        o.result.error.as_ref().map(|e| e.layer),
+        Some(Layer::Protocol)
+    );
     assert!(o.events.is_empty(), "{:?}", o.events);
 }
 
@@ -37,7 +47,14 @@ fn tampered_bundle_is_refused_for_integrity() {
     req.bundle[0].data = base64_of("#!/bin/sh\necho pwned\n");
     let o = run(&req);
     assert_eq!(o.result.status, Status::SetupFailed);
-    assert_eq!(o.result.error.map(|e| e.layer), if band_server::sys::euid() == 0 { Some(Layer::Integrity) } else { Some(Layer::Identity) });
+    assert_eq!(
+        o.result.error.map(|e| e.layer),
+        if band_server::sys::euid() == 0 {
+            Some(Layer::Integrity)
+        } else {
+            Some(Layer::Identity)
+        }
+    );
 }
 
 #[test]
