@@ -70,6 +70,7 @@ fn cmd_run() -> i32 {
         let r = RunResult::setup_failed("", Layer::Process, format!("internal error: {msg}"), None);
         sink.send(&Message::Result(Box::new(r)));
     }
+    sink.finish();
     0
 }
 

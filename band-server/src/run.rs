@@ -18,15 +18,14 @@
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
 
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use band::policy::{Category, CompiledPolicy, Decision, Policy};
@@ -87,33 +86,59 @@ impl Helpers {
     }
 }
 
-/// Where events go (band-server's stdout). Write errors (client gone) are ignored: the run still
+/// Where events go (band-server's stdout), through a writer thread: the run loop never blocks
+/// on a slow client, so the wall clock is enforced whatever the client does. The queue is bounded
+/// by the log caps and [`MAX_CALLS_KEPT`]. Write errors (client gone) are ignored: the run still
 /// tears down properly.
-#[derive(Clone)]
 pub struct EventSink {
-    out: Arc<Mutex<Box<dyn Write + Send>>>,
+    tx: Mutex<Option<Sender<Vec<u8>>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl EventSink {
-    pub fn new(out: Box<dyn Write + Send>) -> EventSink {
+    pub fn new(mut out: Box<dyn Write + Send>) -> EventSink {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>();
+        let writer = std::thread::Builder::new()
+            .name("events".into())
+            .spawn(move || {
+                for line in rx {
+                    let _ = out.write_all(&line);
+                    let _ = out.flush();
+                }
+            })
+            .ok();
         EventSink {
-            out: Arc::new(Mutex::new(out)),
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(writer),
         }
     }
 
     pub fn send(&self, msg: &Message) {
-        let Ok(line) = serde_json::to_string(msg) else {
+        let Ok(mut line) = serde_json::to_vec(msg) else {
             return;
         };
-        if let Ok(mut out) = self.out.lock() {
-            let _ = out.write_all(line.as_bytes());
-            let _ = out.write_all(b"\n");
-            let _ = out.flush();
+        line.push(b'\n');
+        if let Ok(tx) = self.tx.lock()
+            && let Some(tx) = tx.as_ref()
+        {
+            let _ = tx.send(line);
         }
     }
 
     pub fn event(&self, ev: Event) {
         self.send(&Message::Event(ev));
+    }
+
+    /// Write out everything queued and stop the writer.
+    pub fn finish(&self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut w) = self.writer.lock()
+            && let Some(w) = w.take()
+        {
+            let _ = w.join();
+        }
     }
 }
 
@@ -683,7 +708,7 @@ fn execute_inner(
 
     let mut st = LoopState::new(&limits);
     let deadline = run_start + Duration::from_millis(limits.runtime_ms);
-    let exit = run_loop(&rx, guard, sink, &mut st, deadline, &limits);
+    let exit = run_loop(&rx, guard, sink, &mut st, deadline);
     let run_ms = run_start.elapsed().as_millis() as u64;
     // Anything still alive (daemonised children) dies now, then the pipes reach EOF.
     let stats = guard.cgroup.as_ref().map(|cg| {
@@ -755,7 +780,7 @@ fn execute_inner(
         oom_kills: stats.oom_kills,
         pids_max_hits: stats.pids_max_hits,
         output_too_large: too_large,
-        denials: st.denied.len(),
+        denials: st.denial_count as usize,
         insist_missing: insist_missing.len(),
     };
     let status = collect::status(&facts);
@@ -867,6 +892,7 @@ struct LoopState {
     stderr_eof: bool,
     calls: Vec<CliCall>,
     denied: Vec<Denial>,
+    denial_count: u64,
     forged: usize,
     forged_why: Vec<String>,
     jail: Option<Result<(), SetupError>>,
@@ -883,6 +909,7 @@ impl LoopState {
             stderr_eof: false,
             calls: Vec::new(),
             denied: Vec::new(),
+            denial_count: 0,
             forged: 0,
             forged_why: Vec::new(),
             jail: None,
@@ -946,16 +973,21 @@ impl LoopState {
                 }
             }
             Msg::Report(Report::Call(call)) => {
-                sink.event(Event::Cli(call.clone()));
+                // Beyond MAX_CALLS_KEPT, calls are neither streamed nor kept (memory stays
+                // bounded however many commands a script runs); denials are still counted.
                 if !call.allowed {
-                    let d = Denial::Cli {
-                        argv: call.argv.clone(),
-                        rule: call.rule.clone(),
-                    };
-                    sink.event(Event::Denied(d.clone()));
+                    self.denial_count += 1;
                     if self.denied.len() < MAX_CALLS_KEPT {
+                        let d = Denial::Cli {
+                            argv: call.argv.clone(),
+                            rule: call.rule.clone(),
+                        };
+                        sink.event(Event::Cli(call.clone()));
+                        sink.event(Event::Denied(d.clone()));
                         self.denied.push(d);
                     }
+                } else if self.calls.len() < MAX_CALLS_KEPT {
+                    sink.event(Event::Cli(call.clone()));
                 }
                 if self.calls.len() < MAX_CALLS_KEPT {
                     self.calls.push(call);
@@ -978,7 +1010,6 @@ fn run_loop(
     sink: &EventSink,
     st: &mut LoopState,
     deadline: Instant,
-    _l: &EffectiveLimits,
 ) -> Option<ExitStatus> {
     loop {
         if let Some(child) = guard.child.as_mut()
@@ -1038,7 +1069,14 @@ fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration
 /// Serve one request from `input`, writing events and the result to `sink`.
 pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
     let mut line = String::new();
-    let result = match input.take(proto_max_request()).read_line(&mut line) {
+    let max = max_request_bytes(cfg);
+    let result = match input.take(max + 1).read_line(&mut line) {
+        Ok(n) if n as u64 > max => RunResult::setup_failed(
+            "",
+            Layer::Protocol,
+            format!("the request is larger than {max} bytes"),
+            Some("the skill and workspace must fit in the platform's disk cap".into()),
+        ),
         Ok(0) => RunResult::setup_failed("", Layer::Protocol, "no request on stdin", None),
         Err(e) => RunResult::setup_failed(
             "",
@@ -1075,17 +1113,10 @@ pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> R
     result
 }
 
-/// The largest request line read (bundle and workspace travel inside it).
-fn proto_max_request() -> u64 {
-    8 << 30
-}
-
-/// Turn a bwrap argv into something printable (debugging aid).
-pub fn display_args(args: &[OsString]) -> String {
-    args.iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
+/// The largest request line read: the bundle and workspace (base64, so 4/3 of their size) must
+/// fit in the disk cap, plus the input and some room for the policy and framing.
+pub fn max_request_bytes(cfg: &ServerConfig) -> u64 {
+    cfg.caps.disk_bytes.saturating_mul(4) / 3 + cfg.caps.input_bytes + (16 << 20)
 }
 
 #[cfg(test)]

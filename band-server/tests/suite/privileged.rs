@@ -675,3 +675,110 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
         "cgroup left"
     );
 }
+
+#[test]
+fn privileged_insist_read_sees_paths_passed_to_commands() {
+    privileged!();
+    let mut p = policy();
+    p.allow.read = strs(&["data/**"]);
+    p.insist.read = strs(&["data/in.csv"]);
+    let mut req = request("#!/bin/bash\nwc -l < data/in.csv\n", p.clone());
+    req.workspace = vec![file("data/in.csv", 0o644, b"a\nb\n")];
+    let o = run(&req);
+    // A redirection is done by the shell itself: the shim never sees it (documented limit).
+    assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
+    assert_eq!(o.result.insist_missing, strs(&["read: data/in.csv"]));
+    let mut req = request("#!/bin/bash\nwc -l /workspace/data/in.csv\n", p);
+    req.workspace = vec![file("data/in.csv", 0o644, b"a\nb\n")];
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+}
+
+#[test]
+fn privileged_absolute_allow_patterns_bind_host_paths() {
+    privileged!();
+    use std::os::unix::fs::PermissionsExt;
+    let host = tempfile::tempdir_in("/var/tmp").unwrap_or_else(|e| panic!("{e}"));
+    let root = host.path();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(root.join("in")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("in/data.txt"), "host-data").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(root.join("in/tool.sh"), "#!/bin/sh\necho ran\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    for f in ["in/data.txt", "in/tool.sh"] {
+        std::fs::set_permissions(root.join(f), std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::set_permissions(root.join("in"), std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(root.join("out")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(root.join("out"), std::fs::Permissions::from_mode(0o777))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = root.display();
+    let mut p = policy();
+    p.allow.read = strs(&[&format!("{r}/in/**")]);
+    p.allow.write = strs(&[&format!("{r}/out/**")]);
+    let script = format!(
+        r#"#!/bin/bash
+echo "read=$(cat {r}/in/data.txt)"
+(echo x > {r}/in/data.txt) 2>/dev/null && echo "ro_write=ok" || echo "ro_write=refused"
+{r}/in/tool.sh >/dev/null 2>&1 && echo "exec=ran" || echo "exec=refused"
+echo written > {r}/out/new.txt && echo "rw_write=ok"
+echo "sibling=$(test -e {r}/secret && echo visible || echo hidden)"
+"#
+    );
+    std::fs::write(root.join("secret"), "no").unwrap_or_else(|e| panic!("{e}"));
+    let o = run(&request(&script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("read").map(String::as_str), Some("host-data"));
+    assert_eq!(kv.get("ro_write").map(String::as_str), Some("refused"));
+    assert_eq!(kv.get("exec").map(String::as_str), Some("refused"));
+    assert_eq!(kv.get("rw_write").map(String::as_str), Some("ok"));
+    assert_eq!(kv.get("sibling").map(String::as_str), Some("hidden"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/new.txt"))
+            .ok()
+            .as_deref(),
+        Some("written\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("in/data.txt"))
+            .ok()
+            .as_deref(),
+        Some("host-data")
+    );
+}
+
+#[test]
+fn privileged_shim_refuses_direct_and_unknown_invocations() {
+    privileged!();
+    let script = r#"#!/bin/bash
+/band/shim >/dev/null 2>&1; echo "direct=$?"
+(exec -a perl /band/shim -e 1) >/dev/null 2>&1; echo "renamed=$?"
+"#;
+    let o = run(&request(script, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert_eq!(o.kv().get("direct").map(String::as_str), Some("126"));
+    assert_eq!(o.kv().get("renamed").map(String::as_str), Some("127"));
+}
+
+#[test]
+fn privileged_a_client_that_does_not_read_cannot_stall_the_run() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_runtime_ms = Some(1_500);
+    let req = request("#!/bin/bash\nhead -c 3000000 /dev/zero | tr '\\0' x\nsleep 1000\n", p);
+    let run_dir = state_dir().join("runs").join(&req.run_id);
+    let child = spawn(&req);
+    // Read nothing for a while: the server must still enforce the wall clock and tear down.
+    let deadline = Instant::now() + Duration::from_secs(8);
+    std::thread::sleep(Duration::from_millis(500));
+    while run_dir.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!run_dir.exists(), "the run was not torn down while the client was not reading");
+    let o = finish(child);
+    assert_eq!(o.result.status, Status::Timeout, "{:?}", o.result.status);
+}
