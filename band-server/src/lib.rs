@@ -17,6 +17,34 @@
 //! - [`janitor`]: cleanup after servers that died mid-run.
 //! - `cgroup` and `seccomp`: pure builders plus thin appliers; `sys` holds the only `unsafe`
 //!   code of band-server.
+//!
+//! # What a run can and cannot do
+//!
+//! The script runs as a leased per-run uid (never root), in its own user, pid, ipc, uts, cgroup
+//! and network namespaces (no network at all), under `no_new_privs`, a seccomp deny list, no
+//! capabilities, and a cgroup with memory, pids and CPU limits. It sees read-only system
+//! libraries, only the essential and declared binaries in `/usr/bin`, a synthetic `/etc`, its
+//! skill (read-only), a copy of the workspace, and noexec writable directories.
+//!
+//! Known limits, on purpose or for later:
+//!
+//! - `/usr/lib`, `/usr/libexec` and `/usr/share` are bound whole, so executables that live there
+//!   (`/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, compiler back ends, …) can be run by
+//!   absolute path. "Undeclared commands are absent" holds for `/usr/bin`, `/usr/sbin` and
+//!   `/usr/local/bin` only. Closing this needs a library-closure `/usr/lib` (or a host-side mask
+//!   list); see the report on branch `wip-server`.
+//! - Argument patterns (`allow.cli "jq -r *"`) are checked on the `PATH` route (`/band/bin`). A
+//!   declared binary is also reachable at `/usr/bin/<name>`, which skips the argv check (never
+//!   the "is it declared" check).
+//! - Reports are trusted only from a verified shim process, but the shim and the script share a
+//!   uid: a script that wins a race against the shim's start (before it becomes non-dumpable)
+//!   could tamper with it. Forged reports can only make insist pass or add trace lines; they
+//!   cannot grant anything.
+//! - `insist.read` sees paths passed as arguments to commands, not shell redirections or
+//!   builtins (`< file`, `read`), which never reach the shim.
+//! - Absolute `allow.read` / `allow.write` bind the pattern's static prefix whole; the run's uid
+//!   needs ordinary permission on the files. An absolute `deny` inside such a bind is refused at
+//!   setup (it could not be enforced).
 
 pub mod bwrap;
 pub mod cgroup;

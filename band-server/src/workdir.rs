@@ -29,6 +29,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use band::policy::fs::FsPattern;
 use band::proto::Layer;
 
 use crate::error::{LayerExt, SetupError, SetupResult};
@@ -436,50 +437,25 @@ pub const HOSTS: &str =
 pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
 
 /// The workspace directory a relative `allow.write` pattern lets the run create files in: the
-/// longest leading run of literal path components, without a trailing literal file name.
-/// `out/**` → `out`, `reports/*.md` → `reports`, `a/b.txt` → `a`, `*.json` → `` (the root).
-/// `None` for absolute patterns.
+/// pattern's static prefix (`FsPattern::static_prefix`), or its parent when the pattern is
+/// concrete (it may name a file, which must be creatable). `out/**` → `out`, `reports/*.md` →
+/// `reports`, `a/b.txt` → `a`, `*.json` → `` (the workspace root). `None` for absolute or invalid
+/// patterns.
 pub fn write_dir(pattern: &str) -> Option<String> {
-    let p = pattern.strip_prefix("./").unwrap_or(pattern);
-    if p.starts_with('/') {
+    let p = FsPattern::parse(pattern).ok()?;
+    if p.is_absolute() {
         return None;
     }
-    let comps: Vec<&str> = p
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
-    let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
-    let literal: Vec<&str> = comps.iter().take_while(|c| !is_glob(c)).copied().collect();
-    let dir = if literal.len() == comps.len() {
-        // Entirely literal: a file name; its parent is where it gets created.
-        &literal[..literal.len().saturating_sub(1)]
-    } else {
-        &literal[..]
-    };
-    if dir.contains(&"..") {
-        return None;
-    }
-    Some(dir.join("/"))
+    let prefix = p.static_prefix();
+    let dir = if p.is_concrete() { prefix.rsplit_once('/').map(|(d, _)| d).unwrap_or("") } else { prefix };
+    Some(dir.to_string())
 }
 
-/// The host path an absolute pattern needs bound: its literal prefix (whole components).
+/// The host path an absolute pattern needs bound: its static prefix.
 /// `/data/**` → `/data`, `/srv/a/*.csv` → `/srv/a`, `/data/input.csv` → `/data/input.csv`.
 pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
-    if !pattern.starts_with('/') {
-        return None;
-    }
-    let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
-    let mut out = PathBuf::from("/");
-    for c in pattern.split('/').filter(|c| !c.is_empty()) {
-        if is_glob(c) {
-            break;
-        }
-        if c == ".." || c == "." {
-            return None;
-        }
-        out.push(c);
-    }
-    Some(out)
+    let p = FsPattern::parse(pattern).ok()?;
+    p.is_absolute().then(|| PathBuf::from(p.static_prefix()))
 }
 
 /// Paths a host mount may not be at or above (they are the sandbox's own, or must stay hidden).

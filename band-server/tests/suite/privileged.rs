@@ -36,10 +36,13 @@ echo "root_writable=$(touch /x 2>/dev/null && echo yes || echo no)"
 echo "skill_writable=$(touch /skill/x 2>/dev/null && echo yes || echo no)"
 echo "tmp_writable=$(touch /tmp/x 2>/dev/null && echo yes || echo no)"
 echo "input_writable=$( (echo x > /band/io/input.json) 2>/dev/null && echo yes || echo no)"
-echo "env_count=$(env | wc -l)"
+echo "env_names=$(env | cut -d= -f1 | sort | tr '\n' ,)"
+echo "config=$(cat "$CONFIG_PATH")"
 echo '{"probe": true}' > "$OUTPUT_PATH"
 "#;
-    let o = run(&request(script, policy()));
+    let mut req = request(script, policy());
+    req.config = Some(serde_json::json!({"mode": "probe"}));
+    let o = run(&req);
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
     let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
@@ -67,6 +70,9 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
     assert_eq!(get("skill_writable"), "no");
     assert_eq!(get("tmp_writable"), "yes");
     assert_eq!(get("input_writable"), "no");
+    assert_eq!(get("config"), r#"{"mode":"probe"}"#);
+    // Only what band sets (plus what bash itself adds: PWD, SHLVL, _); nothing from the host.
+    assert_eq!(get("env_names"), "CONFIG_PATH,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,");
     assert_eq!(o.result.output, Some(serde_json::json!({"probe": true})));
     assert!(
         matches!(o.events.first(), Some(Event::Started { .. })),
@@ -781,4 +787,28 @@ fn privileged_a_client_that_does_not_read_cannot_stall_the_run() {
     assert!(!run_dir.exists(), "the run was not torn down while the client was not reading");
     let o = finish(child);
     assert_eq!(o.result.status, Status::Timeout, "{:?}", o.result.status);
+}
+
+#[test]
+fn privileged_not_root_is_setup_failed_identity() {
+    privileged!();
+    let line = serde_json::to_string(&Message::Request(Box::new(request("#!/bin/sh\ntrue\n", policy()))))
+        .unwrap_or_default();
+    let mut child = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", server(), "run"])
+        .env(band_server::config::STATE_DIR_ENV, "/nonexistent/band-test-state")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        stdin.write_all(line.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        stdin.write_all(b"\n").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let o = finish(child);
+    assert_eq!(o.exit, Some(0));
+    assert_eq!(setup_layer(&o), Some(Layer::Identity));
 }
