@@ -46,6 +46,10 @@ fn janitor_pass(cfg: &ServerConfig) {
 }
 
 fn cmd_run() -> i32 {
+    // band-server holds secrets in memory: no core dumps, and no ptrace or /proc/<pid>/mem access
+    // by other processes of the same uid.
+    let _ = sys::disable_core_dumps();
+    let _ = sys::set_not_dumpable();
     let sink = EventSink::new(Box::new(std::io::stdout()));
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let cfg = match load() {

@@ -516,7 +516,7 @@ fn privileged_secrets_reach_their_run_only() {
     p.secrets = strs(&["API_TOKEN"]);
     let secret = format!("s3cr3t-{}", run_id());
     let script_a = format!(
-        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c {secret})\"\nsleep 3\n"
+        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\nprintf '%s' \"$API_TOKEN\" > /tmp/pat\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pat)\"\nsleep 3\n"
     );
     let mut req_a = request(&script_a, p);
     req_a.secrets.insert("API_TOKEN".into(), secret.clone());

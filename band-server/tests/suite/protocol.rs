@@ -1,4 +1,5 @@
-//! Refusals that happen before anything is built (these need no root).
+//! Refusals that happen before anything is built. The checks before the root check need no
+//! root; the others are `privileged_*`.
 
 use band::proto::{Layer, Status};
 use pretty_assertions::assert_eq;
@@ -58,11 +59,8 @@ fn tampered_bundle_is_refused_for_integrity() {
 }
 
 #[test]
-fn bad_paths_are_refused_as_io() {
-    if band_server::sys::euid() != 0 {
-        eprintln!("skipped: bad_paths_are_refused_as_io: not root (identity is checked first)");
-        return;
-    }
+fn privileged_bad_paths_are_refused_as_io() {
+    privileged!();
     for bad in ["../escape", "/etc/passwd", "a//b", "a/./b", ""] {
         let mut req = request("#!/bin/sh\necho hi\n", policy());
         req.workspace = vec![file(bad, 0o644, b"x")];
@@ -73,11 +71,8 @@ fn bad_paths_are_refused_as_io() {
 }
 
 #[test]
-fn undeclared_secret_is_refused() {
-    if band_server::sys::euid() != 0 {
-        eprintln!("skipped: undeclared_secret_is_refused: not root");
-        return;
-    }
+fn privileged_undeclared_secret_is_refused() {
+    privileged!();
     let mut req = request("#!/bin/sh\necho hi\n", policy());
     req.secrets.insert("TOKEN".into(), "x".into());
     let o = run(&req);
