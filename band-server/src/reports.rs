@@ -8,7 +8,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -140,7 +139,16 @@ fn nonce() -> std::io::Result<String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-fn handle(conn: UnixStream, check: &PeerCheck, rules: &CliRules) -> Result<CliCall, String> {
+/// Where verified reports go. Called before the shim is told `ok`, so a report is always
+/// recorded before the command it reports can run (or the run can end).
+pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
+
+fn handle(
+    conn: UnixStream,
+    check: &PeerCheck,
+    rules: &CliRules,
+    on_report: &OnReport,
+) -> Result<(), String> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     conn.set_write_timeout(Some(Duration::from_secs(5)))
@@ -167,8 +175,9 @@ fn handle(conn: UnixStream, check: &PeerCheck, rules: &CliRules) -> Result<CliCa
     })();
     match verdict {
         Ok(()) => {
+            on_report(Report::Call(shim::decide(rules, &report.argv)));
             (&conn).write_all(b"ok\n").map_err(|e| e.to_string())?;
-            Ok(shim::decide(rules, &report.argv))
+            Ok(())
         }
         Err(e) => {
             let _ = (&conn).write_all(b"refused\n");
@@ -191,7 +200,7 @@ impl ReportListener {
         gid: u32,
         check: PeerCheck,
         rules: CliRules,
-        tx: Sender<Report>,
+        on_report: OnReport,
     ) -> std::io::Result<ReportListener> {
         let listener = UnixListener::bind(path)?;
         std::os::unix::fs::lchown(path, Some(0), Some(gid))?;
@@ -213,21 +222,19 @@ impl ReportListener {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                     active.fetch_add(1, Ordering::SeqCst);
-                    let (check, rules, tx, active2) = (
+                    let (check, rules, on_report, active2) = (
                         Arc::clone(&check),
                         Arc::clone(&rules),
-                        tx.clone(),
+                        Arc::clone(&on_report),
                         Arc::clone(&active),
                     );
                     let spawned =
                         std::thread::Builder::new()
                             .name("report".into())
                             .spawn(move || {
-                                let msg = match handle(conn, &check, &rules) {
-                                    Ok(call) => Report::Call(call),
-                                    Err(e) => Report::Forged(e),
-                                };
-                                let _ = tx.send(msg);
+                                if let Err(e) = handle(conn, &check, &rules, &on_report) {
+                                    on_report(Report::Forged(e));
+                                }
                                 active2.fetch_sub(1, Ordering::SeqCst);
                             });
                     if spawned.is_err() {

@@ -638,26 +638,18 @@ fn execute_inner(
     let run_dir = dir.root.clone();
     guard.dir = Some(dir);
     let (tx, rx) = mpsc::channel::<Msg>();
-    let (rtx, rrx) = mpsc::channel::<Report>();
     let check =
         PeerCheck::for_shim(&helpers.shim, uid).layer(Layer::Cli, "cannot stat band-shim")?;
+    let report_tx = Mutex::new(tx.clone());
+    let on_report: crate::reports::OnReport = std::sync::Arc::new(move |r| {
+        if let Ok(tx) = report_tx.lock() {
+            let _ = tx.send(Msg::Report(r));
+        }
+    });
     guard.listener = Some(
-        ReportListener::start(&sock, gid, check, rules, rtx)
+        ReportListener::start(&sock, gid, check, rules, on_report)
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
-    {
-        let tx = tx.clone();
-        std::thread::Builder::new()
-            .name("reports-fwd".into())
-            .spawn(move || {
-                for r in rrx {
-                    if tx.send(Msg::Report(r)).is_err() {
-                        break;
-                    }
-                }
-            })
-            .layer(Layer::Process, "failed to start a thread")?;
-    }
 
     // 5. Spawn.
     let (secrets_r, secrets_w) =
@@ -719,7 +711,7 @@ fn execute_inner(
     if let Some(l) = guard.listener.as_mut() {
         l.stop();
     }
-    drain(&rx, sink, &mut st, Duration::from_millis(50));
+    drain(&rx, sink, &mut st, Duration::ZERO);
     if st.forged > 0 {
         eprintln!(
             "band-server: run {}: dropped {} forged CLI report(s): {}",
@@ -1043,26 +1035,22 @@ fn run_loop(
     }
 }
 
-/// Handle what is still queued, until both pipes are at EOF (or `max` passes).
+/// Handle what is still queued, until both pipes are at EOF (or `max` passes), then whatever
+/// else is already queued.
 fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration) {
     let end = Instant::now() + max;
-    loop {
+    while !(st.stdout_eof && st.stderr_eof) {
         let now = Instant::now();
         if now >= end {
-            return;
+            break;
         }
         match rx.recv_timeout(end - now) {
             Ok(msg) => st.handle(msg, sink),
-            Err(RecvTimeoutError::Timeout) => return,
-            Err(RecvTimeoutError::Disconnected) => return,
+            Err(_) => break,
         }
-        if st.stdout_eof && st.stderr_eof && max > Duration::from_millis(100) {
-            // Pipes closed; pick up whatever else is already queued, then stop.
-            while let Ok(msg) = rx.try_recv() {
-                st.handle(msg, sink);
-            }
-            return;
-        }
+    }
+    while let Ok(msg) = rx.try_recv() {
+        st.handle(msg, sink);
     }
 }
 

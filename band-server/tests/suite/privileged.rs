@@ -72,7 +72,10 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
     assert_eq!(get("input_writable"), "no");
     assert_eq!(get("config"), r#"{"mode":"probe"}"#);
     // Only what band sets (plus what bash itself adds: PWD, SHLVL, _); nothing from the host.
-    assert_eq!(get("env_names"), "CONFIG_PATH,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,");
+    assert_eq!(
+        get("env_names"),
+        "CONFIG_PATH,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,"
+    );
     assert_eq!(o.result.output, Some(serde_json::json!({"probe": true})));
     assert!(
         matches!(o.events.first(), Some(Event::Started { .. })),
@@ -775,7 +778,10 @@ fn privileged_a_client_that_does_not_read_cannot_stall_the_run() {
     privileged!();
     let mut p = policy();
     p.limits.max_runtime_ms = Some(1_500);
-    let req = request("#!/bin/bash\nhead -c 3000000 /dev/zero | tr '\\0' x\nsleep 1000\n", p);
+    let req = request(
+        "#!/bin/bash\nhead -c 3000000 /dev/zero | tr '\\0' x\nsleep 1000\n",
+        p,
+    );
     let run_dir = state_dir().join("runs").join(&req.run_id);
     let child = spawn(&req);
     // Read nothing for a while: the server must still enforce the wall clock and tear down.
@@ -784,7 +790,10 @@ fn privileged_a_client_that_does_not_read_cannot_stall_the_run() {
     while run_dir.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(!run_dir.exists(), "the run was not torn down while the client was not reading");
+    assert!(
+        !run_dir.exists(),
+        "the run was not torn down while the client was not reading"
+    );
     let o = finish(child);
     assert_eq!(o.result.status, Status::Timeout, "{:?}", o.result.status);
 }
@@ -792,11 +801,23 @@ fn privileged_a_client_that_does_not_read_cannot_stall_the_run() {
 #[test]
 fn privileged_not_root_is_setup_failed_identity() {
     privileged!();
-    let line = serde_json::to_string(&Message::Request(Box::new(request("#!/bin/sh\ntrue\n", policy()))))
-        .unwrap_or_default();
+    let line = serde_json::to_string(&Message::Request(Box::new(request(
+        "#!/bin/sh\ntrue\n",
+        policy(),
+    ))))
+    .unwrap_or_default();
     let mut child = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", server(), "run"])
-        .env(band_server::config::STATE_DIR_ENV, "/nonexistent/band-test-state")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            server(),
+            "run",
+        ])
+        .env(
+            band_server::config::STATE_DIR_ENV,
+            "/nonexistent/band-test-state",
+        )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -805,7 +826,9 @@ fn privileged_not_root_is_setup_failed_identity() {
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
-        stdin.write_all(line.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        stdin
+            .write_all(line.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
         stdin.write_all(b"\n").unwrap_or_else(|e| panic!("{e}"));
     }
     let o = finish(child);
