@@ -9,6 +9,7 @@
 //! 3. `/usr/bin`: only the essentials and the declared commands, each host binary resolved to its
 //!    final file and bound individually at `/usr/bin/<name>`. Everything else in the host's
 //!    `/usr/bin` simply does not exist inside.
+//!    Executables inside the library trees are covered with `/dev/null` (`execmask`).
 //! 4. `/etc`: only `ld.so.cache`, the synthetic passwd/group/hosts/nsswitch.conf and the CA
 //!    certificates.
 //! 5. The run's own directories (skill, workspace, tmp, io, wrappers, shim, jail, policy, socket),
@@ -56,6 +57,9 @@ pub struct SandboxPlan {
     pub jail: PathBuf,
     pub binaries: Vec<BinaryBind>,
     pub extra: Vec<ExtraBind>,
+    /// Library trees to bind from a prepared source instead of the host path (sandbox path,
+    /// source): the run directory's copies with executables masked (see `execmask`).
+    pub lib_binds: Vec<(String, PathBuf)>,
     pub entry: String,
     pub has_config: bool,
 }
@@ -78,131 +82,179 @@ pub fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)> {
     env
 }
 
+fn push(a: &mut Vec<OsString>, items: &[&str]) {
+    a.extend(items.iter().map(OsString::from));
+}
+
+fn bind(a: &mut Vec<OsString>, kind: &str, src: OsString, dest: OsString) {
+    a.push(kind.into());
+    a.push(src);
+    a.push(dest);
+}
+
 /// The full argv after the bwrap binary itself.
 pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
-    let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
-    push(&[
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup",
-        "--unshare-net",
-    ]);
-    push(&["--disable-userns"]);
-    push(&[
-        "--new-session",
-        "--die-with-parent",
-        "--clearenv",
-        "--cap-drop",
-        "ALL",
-    ]);
-    push(&["--hostname", "band"]);
-    push(&["--proc", "/proc", "--dev", "/dev"]);
-    push(&["--ro-bind", "/usr/lib", "/usr/lib"]);
-    push(&["--ro-bind-try", "/usr/lib64", "/usr/lib64"]);
-    push(&["--ro-bind", "/usr/share", "/usr/share"]);
-    push(&["--ro-bind-try", "/usr/libexec", "/usr/libexec"]);
-    push(&[
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
-    ]);
-    push(&[
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/sbin",
-        "/sbin",
-    ]);
-    push(&[
-        "--dir",
-        "/usr/bin",
-        "--dir",
-        "/usr/sbin",
-        "--dir",
-        "/usr/local/bin",
-    ]);
+    push(
+        &mut a,
+        &[
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup",
+            "--unshare-net",
+        ],
+    );
+    push(&mut a, &["--disable-userns"]);
+    push(
+        &mut a,
+        &[
+            "--new-session",
+            "--die-with-parent",
+            "--clearenv",
+            "--cap-drop",
+            "ALL",
+        ],
+    );
+    push(&mut a, &["--hostname", "band"]);
+    push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
+    for (kind, tree) in [
+        ("--ro-bind", "/usr/lib"),
+        ("--ro-bind-try", "/usr/lib64"),
+        ("--ro-bind", "/usr/share"),
+        ("--ro-bind-try", "/usr/libexec"),
+    ] {
+        match plan.lib_binds.iter().find(|(dest, _)| dest == tree) {
+            Some((dest, src)) => {
+                bind(
+                    &mut a,
+                    "--ro-bind",
+                    src.clone().into_os_string(),
+                    dest.into(),
+                );
+            }
+            None => push(&mut a, &[kind, tree, tree]),
+        }
+    }
+    push(
+        &mut a,
+        &[
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+        ],
+    );
+    push(
+        &mut a,
+        &[
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+        ],
+    );
+    push(
+        &mut a,
+        &[
+            "--dir",
+            "/usr/bin",
+            "--dir",
+            "/usr/sbin",
+            "--dir",
+            "/usr/local/bin",
+        ],
+    );
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
-    let mut bind = |kind: &str, src: OsString, dest: OsString| {
-        a.push(kind.into());
-        a.push(src);
-        a.push(dest);
-    };
     for b in &plan.binaries {
         bind(
+            &mut a,
             "--ro-bind",
             b.host.clone().into_os_string(),
             format!("/usr/bin/{}", b.name).into(),
         );
     }
     bind(
+        &mut a,
         "--ro-bind",
         "/etc/ld.so.cache".into(),
         "/etc/ld.so.cache".into(),
     );
     for f in ["passwd", "group", "hosts", "nsswitch.conf"] {
         bind(
+            &mut a,
             "--ro-bind",
             run(&format!("etc/{f}")),
             format!("/etc/{f}").into(),
         );
     }
     bind(
+        &mut a,
         "--ro-bind-try",
         "/etc/ssl/certs".into(),
         "/etc/ssl/certs".into(),
     );
     bind(
+        &mut a,
         "--ro-bind-try",
         "/etc/ca-certificates".into(),
         "/etc/ca-certificates".into(),
     );
-    bind("--ro-bind", run("skill"), "/skill".into());
-    bind("--bind", run("workspace"), "/workspace".into());
-    bind("--bind", run("tmp"), "/tmp".into());
-    bind("--bind", run("io"), SANDBOX_IO.into());
-    bind("--ro-bind", run("bin"), SANDBOX_PATH.into());
+    bind(&mut a, "--ro-bind", run("skill"), "/skill".into());
+    bind(&mut a, "--bind", run("workspace"), "/workspace".into());
+    bind(&mut a, "--bind", run("tmp"), "/tmp".into());
+    bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
+    bind(&mut a, "--ro-bind", run("bin"), SANDBOX_PATH.into());
     bind(
+        &mut a,
         "--ro-bind",
         plan.shim.clone().into_os_string(),
         SANDBOX_SHIM.into(),
     );
     bind(
+        &mut a,
         "--ro-bind",
         plan.jail.clone().into_os_string(),
         SANDBOX_JAIL.into(),
     );
-    bind("--ro-bind", run("policy.json"), SANDBOX_POLICY.into());
-    bind("--ro-bind", run("sock"), SANDBOX_SOCK.into());
+    bind(
+        &mut a,
+        "--ro-bind",
+        run("policy.json"),
+        SANDBOX_POLICY.into(),
+    );
+    bind(&mut a, "--ro-bind", run("sock"), SANDBOX_SOCK.into());
     for e in &plan.extra {
         let kind = if e.writable { "--bind" } else { "--ro-bind" };
         bind(
+            &mut a,
             kind,
             e.source.clone().into_os_string(),
             e.dest.clone().into_os_string(),
         );
     }
-    let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
-    push(&["--remount-ro", "/dev", "--remount-ro", "/"]);
+    push(&mut a, &["--remount-ro", "/dev", "--remount-ro", "/"]);
     for (k, v) in sandbox_env(plan.has_config) {
-        push(&["--setenv", k, v]);
+        push(&mut a, &["--setenv", k, v]);
     }
-    push(&["--chdir", "/workspace"]);
-    push(&[
-        "--",
-        SANDBOX_JAIL,
-        "--secrets-fd",
-        "3",
-        "--status-fd",
-        "4",
-        "--",
-    ]);
+    push(&mut a, &["--chdir", "/workspace"]);
+    push(
+        &mut a,
+        &[
+            "--",
+            SANDBOX_JAIL,
+            "--secrets-fd",
+            "3",
+            "--status-fd",
+            "4",
+            "--",
+        ],
+    );
     a.push(format!("/skill/{}", plan.entry).into());
     a
 }
@@ -233,6 +285,10 @@ mod tests {
                 dest: PathBuf::from("/data"),
                 writable: false,
             }],
+            lib_binds: vec![(
+                "/usr/lib".to_string(),
+                PathBuf::from("/run/band/runs/0123456789abcdef/lib/0"),
+            )],
             entry: "scripts/run.sh".into(),
             has_config: true,
         }
@@ -265,7 +321,7 @@ mod tests {
             "--dev",
             "/dev",
             "--ro-bind",
-            "/usr/lib",
+            "/run/band/runs/0123456789abcdef/lib/0",
             "/usr/lib",
             "--ro-bind-try",
             "/usr/lib64",

@@ -7,6 +7,7 @@
 //! # /etc/band/server.toml (every key optional)
 //! state_dir = "/run/band"
 //! bwrap = "/usr/bin/bwrap"
+//! mask_lib_executables = true   # hide programs inside /usr/lib, /usr/libexec (see execmask)
 //!
 //! [defaults]
 //! memory = "512m"
@@ -86,6 +87,8 @@ impl LimitValues {
 pub struct ServerConfig {
     pub state_dir: PathBuf,
     pub bwrap: PathBuf,
+    /// Cover the executables inside `/usr/lib`, `/usr/libexec` with `/dev/null` (`execmask`).
+    pub mask_lib_executables: bool,
     pub defaults: LimitValues,
     pub caps: LimitValues,
 }
@@ -95,6 +98,7 @@ impl Default for ServerConfig {
         ServerConfig {
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             bwrap: PathBuf::from(DEFAULT_BWRAP),
+            mask_lib_executables: true,
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
         }
@@ -127,6 +131,7 @@ struct RawLimits {
 struct RawConfig {
     state_dir: Option<PathBuf>,
     bwrap: Option<PathBuf>,
+    mask_lib_executables: Option<bool>,
     #[serde(default)]
     defaults: RawLimits,
     #[serde(default)]
@@ -211,6 +216,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
     Ok(ServerConfig {
         state_dir: raw.state_dir.unwrap_or(d.state_dir),
         bwrap: raw.bwrap.unwrap_or(d.bwrap),
+        mask_lib_executables: raw.mask_lib_executables.unwrap_or(d.mask_lib_executables),
         defaults,
         caps,
     })

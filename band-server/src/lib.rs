@@ -15,6 +15,7 @@
 //! - [`shim`] / [`reports`]: the CLI layer (policy file, decision, verified report socket).
 //! - [`collect`]: output, written files, insist and status, read after the run.
 //! - [`janitor`]: cleanup after servers that died mid-run.
+//! - [`execmask`]: hides the programs that live in the library trees.
 //! - `cgroup` and `seccomp`: pure builders plus thin appliers; `sys` holds the only `unsafe`
 //!   code of band-server.
 //!
@@ -28,11 +29,12 @@
 //!
 //! Known limits, on purpose or for later:
 //!
-//! - `/usr/lib`, `/usr/libexec` and `/usr/share` are bound whole, so executables that live there
-//!   (`/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, compiler back ends, …) can be run by
-//!   absolute path. "Undeclared commands are absent" holds for `/usr/bin`, `/usr/sbin` and
-//!   `/usr/local/bin` only. Closing this needs a library-closure `/usr/lib` (or a host-side mask
-//!   list); see the report on branch `wip-server`.
+//! - `/usr/lib`, `/usr/libexec` and `/usr/share` are bound whole. The ELF executables inside them
+//!   (`/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, …) are covered with `/dev/null`
+//!   ([`execmask`]), except in the trees of declared commands, which keep their helpers. Scripts
+//!   there stay (they need an interpreter, which is itself a command). The list is cached and
+//!   refreshed when packages change or hourly, so a program installed by other means than the
+//!   package manager can be visible for up to an hour.
 //! - Argument patterns (`allow.cli "jq -r *"`) are checked on the `PATH` route (`/band/bin`). A
 //!   declared binary is also reachable at `/usr/bin/<name>`, which skips the argv check (never
 //!   the "is it declared" check).
@@ -51,6 +53,7 @@ pub mod cgroup;
 pub mod collect;
 pub mod config;
 pub mod error;
+pub mod execmask;
 pub mod janitor;
 pub mod reports;
 pub mod request;

@@ -41,11 +41,16 @@ pub struct PeerCheck {
 }
 
 impl PeerCheck {
-    pub fn for_shim(shim: &Path, uid: u32) -> std::io::Result<PeerCheck> {
+    /// `lib_trees`: the directories bound as `/usr/lib` etc. in the sandbox (the host trees, or
+    /// the run's masked overlays of them, which have a device of their own).
+    pub fn for_shim(shim: &Path, uid: u32, lib_trees: &[PathBuf]) -> std::io::Result<PeerCheck> {
         let m = std::fs::metadata(shim)?;
         let mut lib_devs = Vec::new();
-        for d in ["/usr/lib", "/usr/lib64"] {
-            if let Ok(m) = std::fs::metadata(d) {
+        let defaults = [PathBuf::from("/usr/lib"), PathBuf::from("/usr/lib64")];
+        for d in defaults.iter().chain(lib_trees) {
+            if let Ok(m) = std::fs::metadata(d)
+                && !lib_devs.contains(&m.dev())
+            {
                 lib_devs.push(m.dev());
             }
         }

@@ -38,6 +38,7 @@ use crate::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
 use crate::collect::{self, Capture, Facts, Output};
 use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
 use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::execmask;
 use crate::reports::{PeerCheck, Report, ReportListener};
 use crate::request::{self, DecodedFile};
 use crate::shim::{self, CliRules, ShimPolicy};
@@ -559,6 +560,19 @@ fn execute_inner(
     check_workspace(&workspace, &compiled)?;
     let cli = plan_cli(&req.policy, &compiled, &resolve_binary)?;
     let host_mounts = plan_host_mounts(&req.policy, &cfg.state_dir)?;
+    prepare_state_dir(&cfg.state_dir)?;
+    let masked = if cfg.mask_lib_executables {
+        let declared = compiled.cli.commands();
+        let exempt: Vec<PathBuf> = cli
+            .binaries
+            .iter()
+            .filter(|b| declared.contains(&b.name))
+            .flat_map(|b| execmask::exempt_roots(&b.name, &b.host))
+            .collect();
+        execmask::apply_exemptions(&execmask::load_or_scan(&cfg.state_dir), &exempt)
+    } else {
+        Vec::new()
+    };
     let write_dirs = plan_write_dirs(&req.policy);
     let helpers = Helpers::locate()?;
     if !cfg.bwrap.is_file() {
@@ -575,7 +589,6 @@ fn execute_inner(
         serde_json::to_vec(&req.secrets).layer(Layer::Secrets, "failed to encode secrets")?;
 
     // 2. Identity.
-    prepare_state_dir(&cfg.state_dir)?;
     let lease = uidpool::acquire(&cfg.state_dir, &req.run_id)?;
     let (uid, gid, user) = (lease.uid, lease.gid, lease.user.clone());
     guard.lease = Some(lease);
@@ -616,6 +629,7 @@ fn execute_inner(
         shim_policy_json: &shim_policy_json,
         wrappers: &wrappers,
         host_mounts: &host_mounts,
+        masked: &masked,
     })?;
     let plan = SandboxPlan {
         run_dir: dir.root.clone(),
@@ -631,15 +645,17 @@ fn execute_inner(
                 writable: m.writable,
             })
             .collect(),
+        lib_binds: dir.lib_binds.clone(),
         entry: req.entry.clone(),
         has_config: config_json.is_some(),
     };
+    let lib_trees: Vec<PathBuf> = plan.lib_binds.iter().map(|(_, p)| p.clone()).collect();
     let sock = dir.sock();
     let run_dir = dir.root.clone();
     guard.dir = Some(dir);
     let (tx, rx) = mpsc::channel::<Msg>();
-    let check =
-        PeerCheck::for_shim(&helpers.shim, uid).layer(Layer::Cli, "cannot stat band-shim")?;
+    let check = PeerCheck::for_shim(&helpers.shim, uid, &lib_trees)
+        .layer(Layer::Cli, "cannot stat band-shim")?;
     let report_tx = Mutex::new(tx.clone());
     let on_report: crate::reports::OnReport = std::sync::Arc::new(move |r| {
         if let Ok(tx) = report_tx.lock() {

@@ -113,6 +113,64 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
     check(rc).map(|_| ())
 }
 
+/// Mount a read-only overlay of `lowers` (first = topmost) at `target`, `nosuid,nodev`.
+pub fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
+    let mut data = String::from("lowerdir=");
+    for (i, l) in lowers.iter().enumerate() {
+        let s = l
+            .to_str()
+            .filter(|s| !s.contains([':', ',', '\\']))
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "overlay path with : , or \\")
+            })?;
+        if i > 0 {
+            data.push(':');
+        }
+        data.push_str(s);
+    }
+    let target = cstring(target)?;
+    let data = CString::new(data)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in overlay data"))?;
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"band-lib".as_ptr(),
+            target.as_ptr(),
+            c"overlay".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Create an overlayfs whiteout (a 0:0 character device) at `path`: in an overlay, it hides the
+/// file of the same name in the layers below.
+pub fn mknod_whiteout(path: &Path) -> io::Result<()> {
+    let p = cstring(path)?;
+    // SAFETY: valid NUL-terminated string outliving the call; integer mode and device.
+    check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) })
+        .map(|_| ())
+}
+
+/// `mount --make-private target`: mounts made below it no longer propagate to other mount
+/// namespaces (the per-run mounts stay band-server's business).
+pub fn make_private(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated string outliving the call; null source/fstype/data are allowed
+    // for a propagation change.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
 /// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.
 pub fn umount_detach(target: &Path) -> io::Result<()> {
     let target = cstring(target)?;

@@ -71,6 +71,10 @@ pub struct RunDirSpec<'a> {
     /// Names to link to the shim in `bin/`.
     pub wrappers: &'a [String],
     pub host_mounts: &'a [HostMount],
+    /// Files in the library trees to cover with `/dev/null` (see `execmask`). When non-empty, the
+    /// trees are bound under `lib/` with the masks on top, and bubblewrap binds those instead of
+    /// the host's.
+    pub masked: &'a [PathBuf],
 }
 
 /// A created run directory. Unmounted and removed by [`RunDir::teardown`] or on drop.
@@ -79,6 +83,8 @@ pub struct RunDir {
     pub root: PathBuf,
     mounted: bool,
     exists: bool,
+    /// (sandbox path, source) for library trees prepared with masks.
+    pub lib_binds: Vec<(String, PathBuf)>,
 }
 
 impl RunDir {
@@ -142,6 +148,7 @@ impl RunDir {
             root,
             mounted: false,
             exists: true,
+            lib_binds: Vec::new(),
         };
         let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
         let data = format!(
@@ -153,6 +160,10 @@ impl RunDir {
             format!("failed to mount a tmpfs on {}", dir.root.display()),
         )?;
         dir.mounted = true;
+        sys::make_private(&dir.root).layer(
+            Layer::Filesystem,
+            format!("failed to make {} private", dir.root.display()),
+        )?;
         dir.populate(spec).map_err(|e| {
             if e.message.contains("No space left") {
                 e.with_hint(
@@ -165,8 +176,53 @@ impl RunDir {
         Ok(dir)
     }
 
+    /// For each library tree with masked files, mount a read-only overlay at `lib/<n>`: a layer
+    /// of whiteouts (one per masked file, so those files do not exist at all) over the host
+    /// tree. One mount per tree, so bubblewrap's cost does not grow with the number of masks.
+    fn mask_libraries(&mut self, masked: &[PathBuf]) -> SetupResult<()> {
+        let fsl = Layer::Filesystem;
+        mkdir(&self.root.join("lib"), 0o755, None)?;
+        for (i, root) in crate::execmask::LIB_ROOTS.iter().enumerate() {
+            let Ok(meta) = fs::symlink_metadata(root) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let mine: Vec<&Path> = masked
+                .iter()
+                .filter_map(|m| m.strip_prefix(root).ok())
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let layer = self.root.join("lib").join(format!("mask{i}"));
+            mkdir(&layer, 0o755, None)?;
+            for rel in mine {
+                let file = layer.join(rel);
+                if let Some(parent) = file.parent() {
+                    fs::create_dir_all(parent)
+                        .layer(fsl, format!("failed to create {}", parent.display()))?;
+                }
+                sys::mknod_whiteout(&file).layer(
+                    fsl,
+                    format!("failed to create a whiteout for {}", rel.display()),
+                )?;
+            }
+            let target = self.root.join("lib").join(i.to_string());
+            mkdir(&target, 0o755, None)?;
+            sys::mount_overlay_ro(&target, &[&layer, Path::new(root)])
+                .layer(fsl, format!("failed to mount the masked overlay of {root}"))?;
+            self.lib_binds.push((root.to_string(), target));
+        }
+        Ok(())
+    }
+
     fn populate(&mut self, spec: &RunDirSpec<'_>) -> SetupResult<()> {
         let fsl = Layer::Filesystem;
+        if !spec.masked.is_empty() {
+            self.mask_libraries(spec.masked)?;
+        }
         // skill/: root-owned, read-only, executable bits kept.
         mkdir(&self.skill(), 0o755, None)?;
         for f in spec.bundle {
@@ -447,7 +503,11 @@ pub fn write_dir(pattern: &str) -> Option<String> {
         return None;
     }
     let prefix = p.static_prefix();
-    let dir = if p.is_concrete() { prefix.rsplit_once('/').map(|(d, _)| d).unwrap_or("") } else { prefix };
+    let dir = if p.is_concrete() {
+        prefix.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+    } else {
+        prefix
+    };
     Some(dir.to_string())
 }
 

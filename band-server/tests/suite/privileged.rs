@@ -131,6 +131,9 @@ try copied_binary /tmp/mycat /etc/hosts
 printf '#!/bin/sh\necho hi\n' > /tmp/s.sh; chmod +x /tmp/s.sh
 try tmp_script /tmp/s.sh
 try workspace_script sh -c 'cp /tmp/s.sh /workspace/s.sh && /workspace/s.sh'
+try lib_git /usr/lib/git-core/git --version
+try lib_java /usr/lib/jvm/java-17-openjdk-amd64/bin/java -version
+try lib_ldso_git /lib64/ld-linux-x86-64.so.2 /usr/lib/git-core/git --version
 try essential cat /etc/hosts
 "#;
     let o = run(&request(script, policy()));
@@ -150,6 +153,9 @@ try essential cat /etc/hosts
         "copied_binary",
         "tmp_script",
         "workspace_script",
+        "lib_git",
+        "lib_java",
+        "lib_ldso_git",
     ] {
         assert_eq!(
             kv.get(k).map(String::as_str),
@@ -834,4 +840,18 @@ fn privileged_not_root_is_setup_failed_identity() {
     let o = finish(child);
     assert_eq!(o.exit, Some(0));
     assert_eq!(setup_layer(&o), Some(Layer::Identity));
+}
+
+#[test]
+fn privileged_a_declared_command_keeps_the_helpers_of_its_library_tree() {
+    privileged!();
+    if !std::path::Path::new("/usr/lib/git-core/git").exists() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let script = "#!/bin/bash\n/usr/lib/git-core/git --version >/dev/null && echo helper=ran\ngit --version >/dev/null && echo git=ran\n";
+    let o = run(&request(script, with_cli(&["git *"], &[])));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert_eq!(o.kv().get("helper").map(String::as_str), Some("ran"));
+    assert_eq!(o.kv().get("git").map(String::as_str), Some("ran"));
 }

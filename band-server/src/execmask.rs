@@ -1,0 +1,258 @@
+//! Hide the executables that live in the read-only library trees.
+//!
+//! `/usr/lib`, `/usr/libexec` and `/usr/lib64` are bound whole (libraries, interpreters' standard
+//! libraries, locale and gconv data are all there). They also hold complete programs:
+//! `/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, compiler back ends, database servers. Without
+//! this module a script could run any of them by absolute path, although `/usr/bin` has only the
+//! declared commands.
+//!
+//! So every ELF executable in those trees whose name is not a shared object (`*.so`, `*.so.N`) is
+//! removed from the sandbox's view: the tree is bound as a read-only overlay whose top layer holds
+//! a whiteout for each of them (see `workdir`), so they do not exist at all (not by path, not
+//! through `ld.so <file>`). Shell scripts there are left alone: their interpreter is itself an ordinary command
+//! (`sh` is essential; `perl`, `python3` only when declared).
+//!
+//! A declared command keeps the helpers of its own tree: `gcc` keeps `/usr/lib/gcc/**`, `git`
+//! keeps `/usr/lib/git-core/**`, and a command whose real file lives under the library trees
+//! (`java` → `/usr/lib/jvm/java-17-openjdk-amd64/bin/java`) keeps that top directory
+//! (`/usr/lib/jvm/java-17-openjdk-amd64/**`). This is a heuristic; see [`exempt_roots`].
+//!
+//! Scanning takes a few hundred milliseconds, so the list is cached in the state directory and
+//! rebuilt when the package database or the top-level library directories change, or after an
+//! hour.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+/// The library trees that are bound into every sandbox.
+pub const LIB_ROOTS: &[&str] = &["/usr/lib", "/usr/lib64", "/usr/libexec"];
+/// Files whose change invalidates the cache (any package install touches the first).
+const KEY_FILES: &[&str] = &[
+    "/var/lib/dpkg/status",
+    "/var/lib/rpm",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/libexec",
+];
+const MAX_AGE: Duration = Duration::from_secs(3600);
+const CACHE_NAME: &str = "exec-mask.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Cache {
+    key: String,
+    files: Vec<PathBuf>,
+}
+
+/// Does this file name look like a shared object (`libc.so.6`, `x.so`, `ld-linux-x86-64.so.2`)?
+pub fn is_shared_object_name(name: &str) -> bool {
+    name.ends_with(".so") || name.contains(".so.")
+}
+
+fn is_elf(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
+/// Every ELF executable below `roots` (not following symlinks, not crossing into other file
+/// systems), sorted.
+pub fn scan(roots: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in roots {
+        let Ok(meta) = fs::symlink_metadata(root) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        let dev = meta.dev();
+        let mut stack = vec![PathBuf::from(root)];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let Ok(m) = e.metadata() else { continue };
+                let p = e.path();
+                if m.is_dir() {
+                    if m.dev() == dev {
+                        stack.push(p);
+                    }
+                } else if m.is_file()
+                    && m.mode() & 0o111 != 0
+                    && !is_shared_object_name(&e.file_name().to_string_lossy())
+                    && is_elf(&p)
+                {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn cache_key() -> String {
+    KEY_FILES
+        .iter()
+        .map(|f| match fs::metadata(f) {
+            Ok(m) => format!("{f}:{}.{}:{}", m.mtime(), m.mtime_nsec(), m.ino()),
+            Err(_) => format!("{f}:-"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The executables to mask, from the cache in `state` when it is fresh, else scanned (and the
+/// cache rewritten).
+pub fn load_or_scan(state: &Path) -> Vec<PathBuf> {
+    let path = state.join(CACHE_NAME);
+    let key = cache_key();
+    let fresh = fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age < MAX_AGE);
+    if fresh
+        && let Ok(text) = fs::read(&path)
+        && let Ok(c) = serde_json::from_slice::<Cache>(&text)
+        && c.key == key
+    {
+        return c.files;
+    }
+    let files = scan(LIB_ROOTS);
+    if let Ok(text) = serde_json::to_vec(&Cache {
+        key,
+        files: files.clone(),
+    }) {
+        let tmp = state.join(format!("{CACHE_NAME}.{}", std::process::id()));
+        if fs::write(&tmp, text).is_ok() && fs::rename(&tmp, &path).is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+    }
+    files
+}
+
+/// The library directories a declared command keeps unmasked:
+///
+/// - top-level entries of the library trees named after it: the name exactly, or followed by
+///   `-`, `.`, `_` or a digit (`git` → `/usr/lib/git-core`, `python3` → `/usr/lib/python3.11`,
+///   `valgrind` → `/usr/libexec/valgrind`);
+/// - when its real file lives in a library tree, that tree's top directory
+///   (`/usr/lib/jvm/<jdk>/bin/java` → `/usr/lib/jvm/<jdk>`, `/usr/lib/foo/x` → `/usr/lib/foo`).
+pub fn exempt_roots(name: &str, real: &Path) -> Vec<PathBuf> {
+    let named = |entry: &str| {
+        entry == name
+            || entry.strip_prefix(name).is_some_and(|rest| {
+                rest.starts_with(['-', '.', '_']) || rest.starts_with(|c: char| c.is_ascii_digit())
+            })
+    };
+    let mut out = Vec::new();
+    for root in LIB_ROOTS {
+        if let Ok(rd) = fs::read_dir(root) {
+            for e in rd.flatten() {
+                if named(&e.file_name().to_string_lossy()) {
+                    out.push(e.path());
+                }
+            }
+        }
+        if let Ok(rest) = real.strip_prefix(root) {
+            let comps: Vec<_> = rest.components().collect();
+            if comps.len() >= 2 {
+                let keep = if comps.len() > 3 { 2 } else { 1 };
+                let mut p = PathBuf::from(root);
+                for c in &comps[..keep] {
+                    p.push(c);
+                }
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// `files` minus those under any of `exempt`.
+pub fn apply_exemptions(files: &[PathBuf], exempt: &[PathBuf]) -> Vec<PathBuf> {
+    files
+        .iter()
+        .filter(|f| !exempt.iter().any(|e| f.starts_with(e)))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn shared_object_names() {
+        for so in [
+            "libc.so.6",
+            "x.so",
+            "ld-linux-x86-64.so.2",
+            "libfoo.so.1.2.3",
+        ] {
+            assert!(is_shared_object_name(so), "{so}");
+        }
+        for exe in ["java", "git", "cc1", "sonar", "x.sock", "lib.sol"] {
+            assert!(!is_shared_object_name(exe), "{exe}");
+        }
+    }
+
+    #[test]
+    fn scan_finds_elf_executables_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = dir.path();
+        fs::create_dir_all(r.join("tool/bin")).unwrap_or_default();
+        let elf = b"\x7fELF\x02\x01\x01rest";
+        for (p, data, mode) in [
+            ("tool/bin/prog", &elf[..], 0o755),
+            ("tool/bin/script", &b"#!/bin/sh\n"[..], 0o755),
+            ("libx.so.1", &elf[..], 0o755),
+            ("tool/data.elf", &elf[..], 0o644),
+        ] {
+            fs::write(r.join(p), data).unwrap_or_default();
+            fs::set_permissions(r.join(p), fs::Permissions::from_mode(mode)).unwrap_or_default();
+        }
+        let root = r.to_string_lossy().into_owned();
+        assert_eq!(scan(&[root.as_str()]), vec![r.join("tool/bin/prog")]);
+    }
+
+    #[test]
+    fn exemptions() {
+        let files = vec![
+            PathBuf::from("/usr/lib/jvm/jdk17/bin/java"),
+            PathBuf::from("/usr/lib/jvm/jdk25/bin/java"),
+            PathBuf::from("/usr/lib/git-core/git"),
+        ];
+        let exempt = vec![PathBuf::from("/usr/lib/jvm/jdk17")];
+        assert_eq!(
+            apply_exemptions(&files, &exempt),
+            vec![
+                PathBuf::from("/usr/lib/jvm/jdk25/bin/java"),
+                PathBuf::from("/usr/lib/git-core/git")
+            ]
+        );
+        let roots = exempt_roots("java", Path::new("/usr/lib/jvm/jdk17/bin/java"));
+        assert!(
+            roots.contains(&PathBuf::from("/usr/lib/jvm/jdk17")),
+            "{roots:?}"
+        );
+        assert!(!roots.contains(&PathBuf::from("/usr/lib/jvm")), "{roots:?}");
+        let roots = exempt_roots("x", Path::new("/usr/lib/foo/x"));
+        assert!(roots.contains(&PathBuf::from("/usr/lib/foo")), "{roots:?}");
+        assert!(
+            exempt_roots("jq", Path::new("/usr/bin/jq"))
+                .iter()
+                .all(|p| !p.starts_with("/usr/lib/jvm"))
+        );
+    }
+}
