@@ -9,7 +9,8 @@
 //! 3. `/usr/bin`: only the essentials and the declared commands, each host binary resolved to its
 //!    final file and bound individually at `/usr/bin/<name>`. Everything else in the host's
 //!    `/usr/bin` simply does not exist inside.
-//!    Executables inside the library trees are covered with `/dev/null` (`execmask`).
+//!    Library trees with executables come from the run directory: overlays that hide them
+//!    (`execmask`).
 //! 4. `/etc`: only `ld.so.cache`, the synthetic passwd/group/hosts/nsswitch.conf and the CA
 //!    certificates.
 //! 5. The run's own directories (skill, workspace, tmp, io, wrappers, shim, jail, policy, socket),

@@ -87,7 +87,7 @@ impl LimitValues {
 pub struct ServerConfig {
     pub state_dir: PathBuf,
     pub bwrap: PathBuf,
-    /// Cover the executables inside `/usr/lib`, `/usr/libexec` with `/dev/null` (`execmask`).
+    /// Hide the executables inside `/usr/lib`, `/usr/lib64`, `/usr/libexec` (`execmask`).
     pub mask_lib_executables: bool,
     pub defaults: LimitValues,
     pub caps: LimitValues,

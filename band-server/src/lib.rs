@@ -29,9 +29,10 @@
 //!
 //! Known limits, on purpose or for later:
 //!
-//! - `/usr/lib`, `/usr/libexec` and `/usr/share` are bound whole. The ELF executables inside them
-//!   (`/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, …) are covered with `/dev/null`
-//!   ([`execmask`]), except in the trees of declared commands, which keep their helpers. Scripts
+//! - `/usr/lib`, `/usr/libexec` and `/usr/share` are bound whole. The ELF executables inside the
+//!   library trees (`/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, …) are removed from the
+//!   sandbox's view ([`execmask`]), except in the trees of declared commands, which keep their
+//!   helpers. Scripts
 //!   there stay (they need an interpreter, which is itself a command). The list is cached and
 //!   refreshed when packages change or hourly, so a program installed by other means than the
 //!   package manager can be visible for up to an hour.

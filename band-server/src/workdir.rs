@@ -71,7 +71,7 @@ pub struct RunDirSpec<'a> {
     /// Names to link to the shim in `bin/`.
     pub wrappers: &'a [String],
     pub host_mounts: &'a [HostMount],
-    /// Files in the library trees to cover with `/dev/null` (see `execmask`). When non-empty, the
+    /// Files in the library trees to hide (see `execmask`). When non-empty, the
     /// trees are bound under `lib/` with the masks on top, and bubblewrap binds those instead of
     /// the host's.
     pub masked: &'a [PathBuf],
