@@ -29,8 +29,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-/// The library trees that are bound into every sandbox.
-pub const LIB_ROOTS: &[&str] = &["/usr/lib", "/usr/lib64", "/usr/libexec"];
+/// The read-only system trees that are bound into every sandbox.
+pub const LIB_ROOTS: &[&str] = &["/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share"];
 /// Files whose change invalidates the cache (any package install touches the first).
 const KEY_FILES: &[&str] = &[
     "/var/lib/dpkg/status",
@@ -98,14 +98,17 @@ pub fn scan(roots: &[&str]) -> Vec<PathBuf> {
 }
 
 fn cache_key() -> String {
-    KEY_FILES
+    // The roots are part of the key: a band-server with other roots must not reuse the list.
+    let roots = LIB_ROOTS.join(",");
+    let files = KEY_FILES
         .iter()
         .map(|f| match fs::metadata(f) {
             Ok(m) => format!("{f}:{}.{}:{}", m.mtime(), m.mtime_nsec(), m.ino()),
             Err(_) => format!("{f}:-"),
         })
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    format!("v1 {roots} {files}")
 }
 
 /// The executables to mask, from the cache in `state` when it is fresh, else scanned (and the
