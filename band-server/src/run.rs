@@ -598,6 +598,8 @@ fn execute_inner(
         Hierarchy::detect_system().layer(Layer::Cgroup, "no usable cgroup hierarchy")?;
     let cg = RunCgroup::create(&hierarchy, &req.run_id, &cgroup_limits(&limits))
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    // Guarded before anything else can fail, so a failure below still removes it.
+    let cg = guard.cgroup.insert(cg);
     let procs = cg
         .procs_files()
         .iter()
@@ -608,7 +610,6 @@ fn execute_inner(
                 .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
         })
         .collect::<SetupResult<Vec<File>>>()?;
-    guard.cgroup = Some(cg);
 
     // 4. Filesystem and CLI layer.
     let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
