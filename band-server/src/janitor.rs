@@ -137,10 +137,24 @@ pub fn run(state: &Path) -> Report {
         .unwrap_or_default();
 
     let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let pool_uid =
+        |slot: u32| uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)).map(|(u, _)| u);
+    // Pool uids that have processes right now (one /proc scan). A free slot whose uid is among
+    // them has leftovers: it stays locked until they are killed, so no run starts on it meanwhile.
+    // Other free slots are released at once, so starting servers do not wait for this pass.
+    let pool_uids: BTreeSet<u32> = (0..POOL_SIZE).filter_map(pool_uid).collect();
+    let busy: BTreeSet<u32> = pids_of_uids(&pool_uids)
+        .into_iter()
+        .filter_map(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| status_uids(&s))
+        })
+        .flatten()
+        .filter(|u| pool_uids.contains(u))
+        .collect();
     let mut live: BTreeSet<String> = BTreeSet::new();
     let mut free_uids = BTreeSet::new();
-    // Free slots stay locked until their uids are checked, so no run starts on one meanwhile
-    // (acquire() retries briefly when every slot is busy).
     let mut held = Vec::new();
     for slot in 0..POOL_SIZE {
         if !uidpool::lease_path(state, slot).exists() {
@@ -158,14 +172,12 @@ pub fn run(state: &Path) -> Report {
                     report.removed_dirs.extend(r.removed_dirs);
                     report.removed_cgroups.extend(r.removed_cgroups);
                     report.errors.extend(r.errors);
-                } else if let Some((uid, _)) =
-                    uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot))
+                } else if let Some(uid) = pool_uid(slot)
+                    && busy.contains(&uid)
                 {
-                    // A cleanly released slot should have no processes; checked below, in one
-                    // /proc scan for all of them.
                     free_uids.insert(uid);
+                    held.push(file);
                 }
-                held.push(file);
             }
             Ok(false) => {
                 if let Some((_, run)) = uidpool::read_lease(&mut file) {

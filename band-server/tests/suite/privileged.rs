@@ -855,3 +855,41 @@ fn privileged_a_declared_command_keeps_the_helpers_of_its_library_tree() {
     assert_eq!(o.kv().get("helper").map(String::as_str), Some("ran"));
     assert_eq!(o.kv().get("git").map(String::as_str), Some("ran"));
 }
+
+#[test]
+fn privileged_janitor_kills_leftovers_of_a_free_slot() {
+    privileged!();
+    // Make sure the last slot's user exists, then start a stray process as it with no lease.
+    let user = band_server::uidpool::user_name(band_server::uidpool::POOL_SIZE - 1);
+    let (uid, gid) = band_server::uidpool::ensure_user(&user).unwrap_or_else(|e| panic!("{e}"));
+    let mut stray = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".into(),
+        ])
+        .args(["sleep", "1000"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lease = band_server::uidpool::lease_path(&state_dir(), band_server::uidpool::POOL_SIZE - 1);
+    std::fs::create_dir_all(lease.parent().unwrap_or(&state_dir()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&lease);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(pids_of_uid(uid).contains(&(stray.id() as i32)));
+    let out = std::process::Command::new(server())
+        .arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let status = stray.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !status.success(),
+        "the stray process should have been killed"
+    );
+    assert!(pids_of_uid(uid).is_empty());
+}
