@@ -74,6 +74,7 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     let schemas_dir = root.join("schemas");
     let (schemas, schema_errors) = SchemaSet::load_dir(root);
     diags.extend(schema_errors.iter().map(|e| contract_diagnostic(root, e)));
+    diags.extend(schemas.compile_all().iter().map(|e| contract_diagnostic(root, e)));
     for script in &skill.scripts {
         let (resolved, d) = resolve_script(&skill, &script.name);
         diags.extend(d);
@@ -197,6 +198,6 @@ fn is_executable(p: &Path) -> bool {
 
 /// A contract error as a diagnostic on the schema file.
 fn contract_diagnostic(root: &Path, e: &crate::contract::ContractError) -> Diagnostic {
-    let _ = root;
-    Diagnostic::new(Code::SchemaInvalid, root, Loc::FILE, e.to_string())
+    let path = if e.path().is_absolute() { e.path().to_path_buf() } else { root.join(e.path()) };
+    Diagnostic::new(e.code(), path, e.loc(), e.to_string())
 }
