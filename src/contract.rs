@@ -7,8 +7,10 @@
 //! Every schema file is given a URI under `band://skill/` that mirrors its path, so a relative
 //! `$ref` such as `../defs/repo.json` resolves the way it reads. A defs file is also known by its
 //! `$id`: an absolute `$id` as is, a relative one (`"repo.json"`) from every schema folder of the
-//! skill. Nothing else is ever resolved: `$ref`s are served from memory by [`OfflineRetriever`],
-//! which refuses any URI that is not one of the skill's own schemas (no network, no file reads).
+//! skill. Nothing else is ever resolved: jsonschema gets a retriever that serves the skill's own
+//! schemas from memory and refuses every other URI (no network, no file reads), and the documents
+//! it is handed have every `$ref` already made absolute, so a file means the same thing however
+//! it is reached.
 //!
 //! [`Contract::coerce_and_validate`] turns CLI strings into the types the schema asks for before
 //! validating; [`Contract::validate`] is strict and is what script output goes through.
@@ -23,7 +25,7 @@ use jsonschema::{Draft, ReferencingError, Retrieve, Uri};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::diag::{Code, Loc};
+use crate::diag::{Code, Diagnostic, Loc};
 
 /// The advice every refused `$ref` carries.
 const OFFLINE_ONLY: &str = "band resolves $ref offline only; put the schema in schemas/defs/";
@@ -31,6 +33,8 @@ const OFFLINE_ONLY: &str = "band resolves $ref offline only; put the schema in s
 const ROOT_URI: &str = "band://skill/";
 /// The folder, relative to the skill root, that holds every schema.
 const SCHEMAS_DIR: &str = "schemas";
+/// The largest whole number an `f64` holds exactly (2^53).
+const MAX_EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
 /// How deep a `$ref`/combinator chain is followed when looking for types (cycles are cut earlier).
 const MAX_FOLLOW_DEPTH: usize = 64;
 
@@ -57,7 +61,7 @@ pub enum ContractError {
         reference: String,
         message: String,
     },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {}", .path.display(), lowercase_first(&.source.to_string()))]
     Io {
         path: PathBuf,
         #[source]
@@ -90,6 +94,19 @@ impl ContractError {
             ContractError::Json { line, col, .. } => Loc::new(*line, *col),
             _ => Loc::FILE,
         }
+    }
+
+    /// The error as a lint diagnostic (the path stays relative to the skill root).
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        let message = match self {
+            ContractError::Json { message, .. } => format!("invalid json: {message}"),
+            ContractError::Compile { message, .. } => message.clone(),
+            ContractError::Ref {
+                reference, message, ..
+            } => format!("cannot resolve $ref \"{reference}\": {message}"),
+            ContractError::Io { source, .. } => lowercase_first(&source.to_string()),
+        };
+        Diagnostic::new(self.code(), self.path(), self.loc(), message)
     }
 
     fn compile(path: &Path, message: impl Into<String>) -> Self {
@@ -147,7 +164,11 @@ struct Loaded {
     rel: String,
     /// `band://skill/schemas/defs/repo.json`.
     uri: String,
+    /// The schema as written.
     value: Value,
+    /// The schema as handed to jsonschema: every `$ref` made absolute (and anchors turned into
+    /// JSON pointers), so no `$ref` depends on the URI the document was reached by.
+    served: Value,
 }
 
 /// Everything the resolver and the coercer need, shared by the set, its contracts and the
@@ -155,8 +176,9 @@ struct Loaded {
 #[derive(Debug, Default)]
 struct Index {
     files: Vec<Loaded>,
-    /// Fragmentless URI (path, `$id`, or relative `$id` alias) → index into `files`.
-    by_uri: BTreeMap<String, usize>,
+    /// Fragmentless URI (path, `$id`, relative `$id` alias, embedded `$id`) → the file, and the
+    /// JSON pointer of the resource inside it (`""` for the whole file).
+    by_uri: BTreeMap<String, (usize, String)>,
     /// `/`-separated relative path → index into `files`.
     by_rel: BTreeMap<String, usize>,
     /// Files that were given but are not valid JSON, by URI (so a `$ref` to one says so).
@@ -208,11 +230,12 @@ impl SchemaSet {
                 Ok(value) => {
                     let at = index.files.len();
                     index.by_rel.insert(rel.clone(), at);
-                    index.by_uri.insert(uri.clone(), at);
+                    index.by_uri.insert(uri.clone(), (at, String::new()));
                     index.files.push(Loaded {
                         path: file.path,
                         rel,
                         uri,
+                        served: Value::Null,
                         value,
                     });
                 }
@@ -253,7 +276,7 @@ impl SchemaSet {
             let mut clash: Option<String> = None;
             for target in targets {
                 let target = strip_fragment(&target).to_string();
-                if let Some(&owner) = index.by_uri.get(&target) {
+                if let Some(&(owner, _)) = index.by_uri.get(&target) {
                     // A real file path wins over an alias. Only an absolute `$id` naming another
                     // file is worth reporting: a relative one seen from a sibling folder is not.
                     if owner != at && has_scheme(id) {
@@ -281,7 +304,57 @@ impl SchemaSet {
                 errors.push(ContractError::compile(&file.path, message));
             }
         }
-        index.by_uri.extend(aliases);
+        index.by_uri.extend(
+            aliases
+                .into_iter()
+                .map(|(uri, at)| (uri, (at, String::new()))),
+        );
+
+        // Embedded resources (a subschema with its own `$id`), where nothing else has the URI.
+        let mut embedded = Vec::new();
+        for (at, file) in index.files.iter().enumerate() {
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, pointer| {
+                    if !pointer.is_empty() && root_id(node).is_some() {
+                        embedded.push((base.to_string(), (at, pointer.to_string())));
+                    }
+                },
+            );
+        }
+        for (uri, target) in embedded {
+            index.by_uri.entry(uri).or_insert(target);
+        }
+
+        // What jsonschema gets: every `$ref` absolute.
+        let mut served = Vec::with_capacity(index.files.len());
+        for file in &index.files {
+            let mut edits = Vec::new();
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, pointer| {
+                    if let Some(literal) = node.get("$ref").and_then(Value::as_str)
+                        && let Some(absolute) = index.absolute_ref(base, literal)
+                    {
+                        edits.push((pointer.to_string(), absolute));
+                    }
+                },
+            );
+            let mut value = file.value.clone();
+            for (pointer, absolute) in edits {
+                if let Some(object) = value.pointer_mut(&pointer).and_then(Value::as_object_mut) {
+                    object.insert("$ref".to_string(), Value::String(absolute));
+                }
+            }
+            served.push(value);
+        }
+        for (file, value) in index.files.iter_mut().zip(served) {
+            file.served = value;
+        }
 
         (
             SchemaSet {
@@ -312,11 +385,11 @@ impl SchemaSet {
             }
             Ok(_) => errors.push(ContractError::compile(
                 Path::new(SCHEMAS_DIR),
-                "schemas is not a folder",
+                "schemas is not a folder (a symlinked schemas/ is not followed)",
             )),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => errors.push(ContractError::Io {
-                path: schemas,
+                path: PathBuf::from(SCHEMAS_DIR),
                 source,
             }),
         }
@@ -370,7 +443,7 @@ impl SchemaSet {
             })
             .with_base_uri(file.uri.clone())
             .should_validate_formats(true)
-            .build(&file.value)
+            .build(&file.served)
             .map_err(|error| self.compile_error(at, &error))?;
         Ok(Contract {
             path: file.path.clone(),
@@ -380,16 +453,45 @@ impl SchemaSet {
         })
     }
 
-    /// Compile every schema; for lint. Each problem is reported once, against the file it is in.
+    /// Compile every schema and check that every `$ref` resolves (also in `$defs` nothing uses);
+    /// for lint. Each problem is reported once, against the file it is in.
     pub fn compile_all(&self) -> Vec<ContractError> {
         let mut seen = HashSet::new();
         let mut errors = Vec::new();
-        for rel in self.index.by_rel.keys() {
-            if let Err(error) = self.compile(rel) {
-                if seen.insert(error.to_string()) {
-                    errors.push(error);
-                }
+        let mut report = |error: ContractError| {
+            let key = match &error {
+                ContractError::Ref {
+                    path, reference, ..
+                } => format!("{}\0{reference}", path.display()),
+                other => other.to_string(),
+            };
+            if seen.insert(key) {
+                errors.push(error);
             }
+        };
+        for (rel, &at) in &self.index.by_rel {
+            if let Err(error) = self.compile(rel) {
+                report(error);
+            }
+            let file = &self.index.files[at];
+            let mut unresolved = Vec::new();
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, _| {
+                    if let Some(literal) = node.get("$ref").and_then(Value::as_str)
+                        && let Some(message) = self.index.unresolved_reason(base, literal)
+                    {
+                        unresolved.push(ContractError::Ref {
+                            path: file.path.clone(),
+                            reference: literal.to_string(),
+                            message,
+                        });
+                    }
+                },
+            );
+            unresolved.into_iter().for_each(&mut report);
         }
         errors
     }
@@ -479,16 +581,16 @@ impl SchemaSet {
         }
     }
 
-    /// The URI a raw schema handed back by this set is known by, found by identity; schemas from
-    /// elsewhere are treated as if they sat in `schemas/input/`.
-    fn base_of(&self, schema: &Value) -> String {
+    /// A raw schema handed back by this set, as served, and the URI it is known by (found by
+    /// identity); a schema from elsewhere is taken as is, as if it sat in `schemas/input/`.
+    fn located<'a>(&'a self, schema: &'a Value) -> (&'a Value, String) {
         self.index
             .files
             .iter()
             .find(|file| std::ptr::eq(&file.value, schema))
             .map_or_else(
-                || format!("{ROOT_URI}schemas/input/"),
-                |file| file.uri.clone(),
+                || (schema, format!("{ROOT_URI}schemas/input/")),
+                |file| (&file.served, file.uri.clone()),
             )
     }
 }
@@ -524,23 +626,71 @@ impl Index {
         None
     }
 
-    /// Resolve `reference` against `base` to a schema in this set: the schema and the base URI of
-    /// the document it is in.
+    /// Resolve `reference` against `base` to a schema in this set (as served to jsonschema) and
+    /// the base URI outside it.
     fn lookup(&self, base: &str, reference: &str) -> Option<(&Value, String)> {
         let target = resolve(base, reference)?;
-        let (doc_uri, fragment) = match target.split_once('#') {
-            Some((doc, fragment)) => (doc.to_string(), percent_decode(fragment)),
-            None => (target.clone(), String::new()),
+        let (doc, fragment) = match target.split_once('#') {
+            Some((doc, fragment)) => (doc, percent_decode(fragment)),
+            None => (target.as_str(), String::new()),
         };
-        let &at = self.by_uri.get(&doc_uri)?;
-        let root = &self.files[at].value;
-        if fragment.is_empty() {
-            Some((root, doc_uri))
-        } else if fragment.starts_with('/') {
-            root.pointer(&fragment).map(|found| (found, doc_uri))
+        let (at, prefix) = self.by_uri.get(doc)?;
+        let pointer = if fragment.is_empty() || fragment.starts_with('/') {
+            format!("{prefix}{fragment}")
         } else {
-            find_anchor(root, &fragment).map(|found| (found, doc_uri))
+            format!("{prefix}{}", self.anchor_pointer(*at, prefix, &fragment)?)
+        };
+        self.locate(*at, &pointer)
+    }
+
+    /// The node at `pointer` in file `at` (as served), and the base URI just outside it.
+    fn locate(&self, at: usize, pointer: &str) -> Option<(&Value, String)> {
+        let file = &self.files[at];
+        let mut node = &file.served;
+        let mut base = file.uri.clone();
+        for segment in pointer.split('/').skip(1) {
+            base = enter(&base, node);
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            node = match node {
+                Value::Object(object) => object.get(&segment)?,
+                Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
         }
+        Some((node, base))
+    }
+
+    /// The JSON pointer, relative to the resource at `prefix` in file `at`, of the subschema
+    /// declaring anchor `name` (`$anchor`, `$dynamicAnchor`, or draft 7's `$id: "#name"`).
+    fn anchor_pointer(&self, at: usize, prefix: &str, name: &str) -> Option<String> {
+        let resource = self.files[at].value.pointer(prefix)?;
+        let mut found = None;
+        walk_schemas(resource, "", &mut String::new(), &mut |node, _, pointer| {
+            let declares = |keyword: &str| node.get(keyword).and_then(Value::as_str);
+            if found.is_none()
+                && (declares("$anchor") == Some(name)
+                    || declares("$dynamicAnchor") == Some(name)
+                    || declares("$id").and_then(|id| id.strip_prefix('#')) == Some(name))
+            {
+                found = Some(pointer.to_string());
+            }
+        });
+        found
+    }
+
+    /// `literal` resolved against `base` into an absolute URI, an anchor turned into a JSON
+    /// pointer where the anchor is found. `None` if it is not a valid URI reference.
+    fn absolute_ref(&self, base: &str, literal: &str) -> Option<String> {
+        let target = resolve(base, literal)?;
+        if let Some((doc, fragment)) = target.split_once('#')
+            && !fragment.is_empty()
+            && !fragment.starts_with('/')
+            && let Some((at, prefix)) = self.by_uri.get(doc)
+            && let Some(pointer) = self.anchor_pointer(*at, prefix, &percent_decode(fragment))
+        {
+            return Some(format!("{doc}#{}", encode_fragment(&pointer)));
+        }
+        Some(target)
     }
 }
 
@@ -574,18 +724,50 @@ impl Retrieve for OfflineRetriever {
         uri: &Uri<String>,
     ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
         let key = strip_fragment(uri.as_str());
-        if let Some(&at) = self.index.by_uri.get(key) {
-            return Ok(self.index.files[at].value.clone());
+        // Served with every `$ref` already absolute: a defs file known by `$id: "repo.json"` is
+        // also asked for as `schemas/input/repo.json`, and its own relative `$ref`s must still
+        // mean schemas/defs/.
+        if let Some((at, pointer)) = self.index.by_uri.get(key)
+            && let Some(value) = self.index.files[*at].served.pointer(pointer)
+        {
+            return Ok(value.clone());
         }
-        let reason = match key.strip_prefix(ROOT_URI) {
-            Some(rel) if rel.starts_with("schemas/") => match self.index.broken.get(key) {
+        Err(Box::new(Refusal {
+            reason: self.index.missing_reason(key),
+        }))
+    }
+}
+
+impl Index {
+    /// Why the document at the fragmentless URI `key` is not available.
+    fn missing_reason(&self, key: &str) -> String {
+        match key.strip_prefix(ROOT_URI) {
+            Some(rel) if rel.starts_with("schemas/") => match self.broken.get(key) {
                 Some(broken) => format!("{broken} is not valid json"),
                 None => format!("no schema file at {}", percent_decode(rel)),
             },
             Some(_) => format!("it points outside schemas/; {OFFLINE_ONLY}"),
             None => OFFLINE_ONLY.to_string(),
+        }
+    }
+
+    /// Why `literal` (a `$ref` seen at `base`) does not resolve in this set, or `None` if it does.
+    fn unresolved_reason(&self, base: &str, literal: &str) -> Option<String> {
+        let Some(target) = resolve(base, literal) else {
+            return Some("not a valid uri reference".to_string());
         };
-        Err(Box::new(Refusal { reason }))
+        if self.lookup(base, literal).is_some() {
+            return None;
+        }
+        let (doc, fragment) = target.split_once('#').unwrap_or((target.as_str(), ""));
+        let fragment = percent_decode(fragment);
+        Some(if !self.by_uri.contains_key(doc) {
+            self.missing_reason(doc)
+        } else if fragment.starts_with('/') {
+            format!("nothing at \"{fragment}\" in the schema it points into")
+        } else {
+            format!("no $anchor \"{fragment}\" in the schema it points into")
+        })
     }
 }
 
@@ -625,14 +807,14 @@ impl Contract {
             .iter_errors(value)
             .map(|error| Violation {
                 instance_path: error.instance_path().as_str().to_string(),
-                message: error.to_string(),
+                message: lowercase_first(&error.to_string()),
             })
             .collect();
         if value.is_null() {
             let file = &self.index.files[self.file];
             let roots = self
                 .index
-                .candidates(&file.value, &file.uri, Follow::Definite);
+                .candidates(&file.served, &file.uri, Follow::Definite);
             let required: BTreeSet<&str> = roots
                 .iter()
                 .filter_map(|(schema, _)| schema.get("required")?.as_array())
@@ -690,7 +872,7 @@ impl Contract {
     /// it is, so validation reports it.
     pub fn coerce_and_validate(&self, value: Value) -> Result<Value, Vec<Violation>> {
         let file = &self.index.files[self.file];
-        let roots = self.index.candidates(&file.value, &file.uri, Follow::All);
+        let roots = self.index.candidates(&file.served, &file.uri, Follow::All);
         let coerced = self.index.coerce(value, &roots);
         self.validate(&coerced).map(|()| coerced)
     }
@@ -737,10 +919,10 @@ impl Index {
         }
         let base = enter(&base, schema);
         for keyword in ["$ref", "$dynamicRef", "$recursiveRef"] {
-            if let Some(reference) = object.get(keyword).and_then(Value::as_str) {
-                if let Some((target, target_base)) = self.lookup(&base, reference) {
-                    self.collect(target, target_base, follow, out, seen, depth + 1);
-                }
+            if let Some(reference) = object.get(keyword).and_then(Value::as_str)
+                && let Some((target, target_base)) = self.lookup(&base, reference)
+            {
+                self.collect(target, target_base, follow, out, seen, depth + 1);
             }
         }
         let mut combinators = vec!["allOf"];
@@ -911,9 +1093,13 @@ fn coerce_string(text: String, candidates: &Candidates<'_>) -> Value {
             continue;
         }
         let coerced = match wanted {
+            // Whole numbers only, and only where they are exact (`"5.0"` yes, `"1e30"` no).
             "integer" => parsed().filter(|v| {
                 v.as_number().is_some_and(|n| {
-                    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+                    n.is_i64()
+                        || n.is_u64()
+                        || n.as_f64()
+                            .is_some_and(|f| f.fract() == 0.0 && f.abs() <= MAX_EXACT_FLOAT)
                 })
             }),
             "number" => parsed().filter(Value::is_number),
@@ -985,11 +1171,16 @@ pub struct ArgDoc {
     pub enum_values: Vec<Value>,
 }
 
-/// Describe the top-level properties of an input schema (following `$ref` and `allOf` at the
-/// root, and `$ref` in each property), in the schema's property order.
+/// Describe the top-level properties of an input schema, for `band help`.
+///
+/// Properties come from the root and from what it pulls in (`$ref`, `allOf`, and the branches of
+/// `anyOf`/`oneOf`), the root's own first, each group by name (serde_json keeps keys sorted).
+/// A property is required if the root or a `$ref`/`allOf` of it lists it. `schema` is best one
+/// of this set's own (from [`SchemaSet::input`]), so its relative `$ref`s resolve from its file;
+/// any other schema is read as if it sat in `schemas/input/`.
 pub fn describe_args(schema: &Value, defs: &SchemaSet) -> Vec<ArgDoc> {
     let index = &defs.index;
-    let base = defs.base_of(schema);
+    let (schema, base) = defs.located(schema);
     let definite = index.candidates(schema, &base, Follow::Definite);
     let all = index.candidates(schema, &base, Follow::All);
     let required: BTreeSet<&str> = definite
@@ -1160,30 +1351,6 @@ fn enter(base: &str, schema: &Value) -> String {
     }
 }
 
-/// Find the subschema declaring `$anchor` (2020-12) or `$id: "#name"` (draft 7) `name`.
-fn find_anchor<'a>(schema: &'a Value, name: &str) -> Option<&'a Value> {
-    match schema {
-        Value::Object(object) => {
-            let hit = object.get("$anchor").and_then(Value::as_str) == Some(name)
-                || object.get("$dynamicAnchor").and_then(Value::as_str) == Some(name)
-                || object
-                    .get("$id")
-                    .and_then(Value::as_str)
-                    .and_then(|id| id.strip_prefix('#'))
-                    == Some(name);
-            if hit {
-                return Some(schema);
-            }
-            object
-                .iter()
-                .filter(|(key, _)| !is_data_keyword(key))
-                .find_map(|(_, child)| find_anchor(child, name))
-        }
-        Value::Array(items) => items.iter().find_map(|item| find_anchor(item, name)),
-        _ => None,
-    }
-}
-
 /// Keywords whose values are data, not schemas.
 fn is_data_keyword(key: &str) -> bool {
     matches!(key, "enum" | "const" | "default" | "examples")
@@ -1204,31 +1371,77 @@ fn is_schema_map_keyword(key: &str) -> bool {
 
 /// Call `found(base, literal)` for every `$ref`-like keyword in a schema document.
 fn walk_refs(schema: &Value, base: &str, found: &mut dyn FnMut(&str, &str)) {
+    walk_schemas(schema, base, &mut String::new(), &mut |node, base, _| {
+        for keyword in ["$ref", "$dynamicRef", "$recursiveRef"] {
+            if let Some(literal) = node.get(keyword).and_then(Value::as_str) {
+                found(base, literal);
+            }
+        }
+    });
+}
+
+/// Call `visit(node, base, pointer)` for every schema object in a document: `base` is the base
+/// URI inside the node (its `$id` applied), `pointer` its JSON pointer in the document. Values of
+/// `enum`, `const`, `default` and `examples` are data and are not entered.
+fn walk_schemas<'v>(
+    schema: &'v Value,
+    base: &str,
+    pointer: &mut String,
+    visit: &mut dyn FnMut(&'v Value, &str, &str),
+) {
     match schema {
         Value::Object(object) => {
             let base = enter(base, schema);
+            visit(schema, &base, pointer);
             for (key, child) in object {
-                match (key.as_str(), child) {
-                    ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(literal)) => {
-                        found(&base, literal);
-                    }
-                    (key, _) if is_data_keyword(key) => {}
-                    (key, Value::Object(map)) if is_schema_map_keyword(key) => {
-                        for sub in map.values() {
-                            walk_refs(sub, &base, found);
+                if is_data_keyword(key) {
+                    continue;
+                }
+                let outer = pointer.len();
+                push_segment(pointer, key);
+                match child {
+                    Value::Object(map) if is_schema_map_keyword(key) => {
+                        for (name, sub) in map {
+                            let inner = pointer.len();
+                            push_segment(pointer, name);
+                            walk_schemas(sub, &base, pointer, visit);
+                            pointer.truncate(inner);
                         }
                     }
-                    _ => walk_refs(child, &base, found),
+                    _ => walk_schemas(child, &base, pointer, visit),
                 }
+                pointer.truncate(outer);
             }
         }
         Value::Array(items) => {
-            for item in items {
-                walk_refs(item, base, found);
+            for (at, item) in items.iter().enumerate() {
+                let outer = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&at.to_string());
+                walk_schemas(item, base, pointer, visit);
+                pointer.truncate(outer);
             }
         }
         _ => {}
     }
+}
+
+fn push_segment(pointer: &mut String, segment: &str) {
+    pointer.push('/');
+    pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+}
+
+/// Percent-encode what a URI fragment cannot hold as is.
+fn encode_fragment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// Refuse a `$schema` band does not know (it would otherwise be fetched as a custom meta-schema).
@@ -1285,7 +1498,10 @@ fn collect_json_files(
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(source) => {
-            errors.push(ContractError::Io { path: dir, source });
+            errors.push(ContractError::Io {
+                path: rel_dir.to_path_buf(),
+                source,
+            });
             return;
         }
     };
@@ -1401,6 +1617,131 @@ mod tests {
     }
 
     #[test]
+    fn def_known_by_relative_id_keeps_its_own_relative_refs() {
+        // `repo.json` is reached as `schemas/input/repo.json` (by its `$id`), yet its own
+        // `owner.json` must still mean `schemas/defs/owner.json`.
+        let set = set(&[
+            (
+                "schemas/defs/repository.json",
+                json!({"$id": "repo.json", "type": "object",
+                       "properties": {"owner": {"$ref": "owner.json"},
+                                      "stars": {"$ref": "#/$defs/count"}},
+                       "$defs": {"count": {"$ref": "owner.json#/$defs/count"}}}),
+            ),
+            (
+                "schemas/defs/owner.json",
+                json!({"type": "object", "properties": {"id": {"type": "integer"}},
+                       "$defs": {"count": {"type": "integer"}}}),
+            ),
+            (
+                "schemas/input/fetch.json",
+                json!({"properties": {"repo": {"$ref": "repo.json"}}}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        let contract = compile(&set, "schemas/input/fetch.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"repo": {"owner": {"id": "7"}, "stars": "3"}})),
+            Ok(json!({"repo": {"owner": {"id": 7}, "stars": 3}}))
+        );
+        let errs = contract
+            .coerce_and_validate(json!({"repo": {"owner": {"id": "x"}}}))
+            .unwrap_err();
+        assert_eq!(paths(&errs), vec!["/repo/owner/id"]);
+    }
+
+    #[test]
+    fn absolute_ids_rebase_relative_refs_whatever_uri_a_def_is_reached_by() {
+        // repo.json says it lives at https://example.com/r/, so its "owner.json" is
+        // https://example.com/r/owner.json, which only the `$id` of defs/people.json names.
+        let set = set(&[
+            (
+                "schemas/defs/repo.json",
+                json!({"$id": "https://example.com/r/repo.json",
+                       "properties": {"owner": {"$ref": "owner.json"}}}),
+            ),
+            (
+                "schemas/defs/people.json",
+                json!({"$id": "https://example.com/r/owner.json",
+                       "properties": {"id": {"type": "integer"}}}),
+            ),
+            (
+                "schemas/input/a.json",
+                json!({"properties": {"repo": {"$ref": "../defs/repo.json"}}}),
+            ),
+            (
+                "schemas/input/b.json",
+                json!({"properties": {"repo": {"$ref": "https://example.com/r/repo.json"}}}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        for rel in ["schemas/input/a.json", "schemas/input/b.json"] {
+            let contract = compile(&set, rel);
+            assert_eq!(
+                contract.coerce_and_validate(json!({"repo": {"owner": {"id": "1"}}})),
+                Ok(json!({"repo": {"owner": {"id": 1}}})),
+                "{rel}"
+            );
+        }
+    }
+
+    #[test]
+    fn embedded_ids_and_anchors_in_defs() {
+        let set = set(&[
+            (
+                "schemas/defs/bundle.json",
+                json!({"$id": "bundle.json", "$defs": {
+                    "port": {"$id": "port.json", "type": "integer", "maximum": 65535},
+                    "host": {"$anchor": "host", "type": "string", "minLength": 1}
+                }}),
+            ),
+            (
+                "schemas/input/x.json",
+                json!({"properties": {
+                    "port": {"$ref": "../defs/port.json"},
+                    "host": {"$ref": "bundle.json#host"}
+                }}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        let contract = compile(&set, "schemas/input/x.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"port": "8080", "host": "h"})),
+            Ok(json!({"port": 8080, "host": "h"}))
+        );
+        let errs = contract
+            .coerce_and_validate(json!({"port": "70000", "host": ""}))
+            .unwrap_err();
+        assert_eq!(paths(&errs), vec!["/host", "/port"]);
+    }
+
+    #[test]
+    fn anchors_resolve_in_both_drafts() {
+        let set = set(&[
+            (
+                "schemas/input/new.json",
+                json!({"$defs": {"n": {"$anchor": "num", "type": "integer"}},
+                       "properties": {"n": {"$ref": "#num"}}}),
+            ),
+            (
+                "schemas/input/old.json",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#",
+                       "definitions": {"n": {"$id": "#num", "type": "integer"}},
+                       "properties": {"n": {"$ref": "#num"}}}),
+            ),
+        ]);
+        for rel in ["schemas/input/new.json", "schemas/input/old.json"] {
+            let contract = compile(&set, rel);
+            assert_eq!(
+                contract.coerce_and_validate(json!({"n": "5"})),
+                Ok(json!({"n": 5})),
+                "{rel}"
+            );
+            assert!(contract.validate(&json!({"n": "5"})).is_err(), "{rel}");
+        }
+    }
+
+    #[test]
     fn ref_by_relative_path() {
         let set = set(&[
             ("schemas/defs/repo.json", repo_def()),
@@ -1416,6 +1757,35 @@ mod tests {
         );
         let errs = violations(&contract, &json!([{"name": "a"}, {"name": 5}]));
         assert_eq!(paths(&errs), vec!["/1/name"]);
+    }
+
+    #[test]
+    fn file_names_needing_percent_encoding() {
+        let set = set(&[
+            ("schemas/defs/my repo.json", repo_def()),
+            (
+                "schemas/input/x.json",
+                json!({"properties": {"repo": {"$ref": "../defs/my%20repo.json"}}}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        let contract = compile(&set, "schemas/input/x.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"repo": {"name": "a", "stars": "2"}})),
+            Ok(json!({"repo": {"name": "a", "stars": 2}}))
+        );
+        let set2 = self::set(&[(
+            "schemas/input/y.json",
+            json!({"$ref": "../defs/no%20such.json"}),
+        )]);
+        let text = set2
+            .compile("schemas/input/y.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.ends_with("no schema file at schemas/defs/no such.json"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1607,6 +1977,32 @@ mod tests {
         let all = set.compile_all();
         assert_eq!(all.len(), 1, "{all:?}");
         assert_eq!(all[0].path(), Path::new("schemas/defs/repo.json"));
+    }
+
+    #[test]
+    fn lint_checks_refs_in_unused_defs_too() {
+        let set = set(&[(
+            "schemas/defs/lib.json",
+            json!({"$defs": {
+                "a": {"$ref": "#/$defs/gone"},
+                "b": {"$ref": "nowhere.json"},
+                "c": {"$ref": "#missing-anchor"},
+                "ok": {"$ref": "#/$defs/a"}
+            }}),
+        )]);
+        let mut found: Vec<String> = set.compile_all().iter().map(|e| e.to_string()).collect();
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                "schemas/defs/lib.json: cannot resolve $ref \"#/$defs/gone\": nothing at \
+                 \"/$defs/gone\" in the schema it points into",
+                "schemas/defs/lib.json: cannot resolve $ref \"#missing-anchor\": no $anchor \
+                 \"missing-anchor\" in the schema it points into",
+                "schemas/defs/lib.json: cannot resolve $ref \"nowhere.json\": no schema file at \
+                 schemas/defs/nowhere.json",
+            ]
+        );
     }
 
     #[test]
@@ -1818,6 +2214,15 @@ mod tests {
             .coerce_and_validate(json!({"n": "2.5"}))
             .unwrap_err();
         assert!(errs[0].message.contains("\"2.5\""), "{errs:?}");
+        // Too big to be exact: not coerced rather than silently rounded.
+        let errs = contract
+            .coerce_and_validate(json!({"n": "100000000000000000000000"}))
+            .unwrap_err();
+        assert!(errs[0].message.contains("is not of type"), "{errs:?}");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"n": "12.0"})),
+            Ok(json!({"n": 12.0}))
+        );
         let errs = contract
             .coerce_and_validate(json!({"n": "ten"}))
             .unwrap_err();
@@ -1973,6 +2378,49 @@ mod tests {
         let errs = violations(&contract, &json!({"n": "5", "ok": "true"}));
         assert_eq!(paths(&errs), vec!["/n", "/ok"]);
         assert_eq!(errs[0].to_string(), "/n: \"5\" is not of type \"integer\"");
+    }
+
+    #[test]
+    fn violation_messages_are_lowercase() {
+        let contract = input_contract(json!({"properties": {}, "additionalProperties": false}));
+        let errs = violations(&contract, &json!({"x": 1}));
+        assert!(
+            errs[0].message.starts_with("additional properties"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn contracts_can_be_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Contract>();
+        assert_send_sync::<SchemaSet>();
+    }
+
+    #[test]
+    fn errors_become_diagnostics() {
+        let set = set(&[(
+            "schemas/input/x.json",
+            json!({"$ref": "https://example.com/x.json"}),
+        )]);
+        let diag = set
+            .compile("schemas/input/x.json")
+            .unwrap_err()
+            .to_diagnostic();
+        assert_eq!(
+            diag.headline(),
+            "schemas/input/x.json: error[C002]: cannot resolve $ref \"https://example.com/x.json\": \
+             band resolves $ref offline only; put the schema in schemas/defs/"
+        );
+        let (_, errors) = SchemaSet::load(vec![SchemaFile {
+            path: "schemas/input/y.json".into(),
+            text: "{\"a\": }".into(),
+        }]);
+        let headline = errors[0].to_diagnostic().headline();
+        assert!(
+            headline.starts_with("schemas/input/y.json:1:7: error[C001]: invalid json: "),
+            "{headline}"
+        );
     }
 
     #[test]
