@@ -261,3 +261,23 @@ mod tests {
         assert_eq!(d.headline(), "a: error[S001]: none");
     }
 }
+
+/// The code table of `docs/lint.md` (a test keeps the file in sync with [`Code::ALL`]).
+pub fn lint_codes_markdown() -> String {
+    let mut s = String::from("| code | name | default | meaning |\n|---|---|---|---|\n");
+    for c in Code::ALL {
+        s.push_str(&format!("| {} | `{}` | {} | {} |\n", c.as_str(), c.name(), c.default_severity().as_str(), c.summary()));
+    }
+    s
+}
+
+#[cfg(test)]
+mod docs_tests {
+    #[test]
+    fn docs_lint_md_lists_every_code() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/lint.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        let table = super::lint_codes_markdown();
+        assert!(doc.contains(&table), "docs/lint.md is out of date; paste this table into it:\n{table}");
+    }
+}

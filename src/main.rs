@@ -1,1 +1,25 @@
-fn main() {}
+//! The `band` command line.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    match cli::dispatch(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            // A closed pipe (`band list | head`) is not an error.
+            if err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {err:#}");
+            if let Some(user) = err.chain().find_map(|e| e.downcast_ref::<cli::UserError>()) {
+                eprintln!("\nhint: {}", user.hint);
+            }
+            ExitCode::from(band::proto::exit::USAGE)
+        }
+    }
+}

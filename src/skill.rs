@@ -1,1 +1,436 @@
-//! Skill layout and discovery (in progress).
+//! The skill folder layout, script discovery, and band resolution for a script.
+//!
+//! ```text
+//! skills/<skill>/
+//!   BAND.md  SKILL.md
+//!   scripts/<script>[.sh|.py|…]            canonical entry points
+//!   scripts/<script>.band.md               optional per-script band
+//!   scripts/BAND.md                        optional band for all scripts
+//!   scripts/resources/<script>/run.sh      upstream layout (also accepted)
+//!   schemas/{input,output}/<script>.json   contracts
+//!   schemas/defs/*.json                    shared fragments
+//! ```
+//!
+//! The band for a script is the most specific band file found (per-script, then scripts-level,
+//! then the skill's BAND.md). A band file with errors is an error: band never falls back to a
+//! broader band, or to no sandbox.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::diag::{Code, Diagnostic, Loc, has_errors};
+use crate::manifest::locate::Step;
+use crate::manifest::skill_md::{SkillMd, parse_skill_md};
+use crate::manifest::{Band, BAND_FILE, Target, is_band_file, load_band};
+use crate::policy::Policy;
+use crate::policy::compose::{BandPolicy, ConflictKind, compose};
+
+/// References (`path:`, `extends`, `includes`) nest at most this deep.
+pub const MAX_REFERENCE_DEPTH: usize = 8;
+
+/// One runnable script of a skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    pub name: String,
+    /// The entry point, relative to the skill root.
+    pub entry: PathBuf,
+}
+
+/// A skill folder, as found on disk.
+#[derive(Debug, Clone)]
+pub struct Skill {
+    pub root: PathBuf,
+    pub name: String,
+    pub skill_md: Option<SkillMd>,
+    pub scripts: Vec<Script>,
+}
+
+impl Skill {
+    pub fn script(&self, name: &str) -> Option<&Script> {
+        self.scripts.iter().find(|s| s.name == name)
+    }
+
+    /// Band files that may govern `script`, most specific first (existing or not).
+    pub fn band_candidates(&self, script: &str) -> Vec<PathBuf> {
+        vec![
+            self.root.join("scripts").join(format!("{script}.band.md")),
+            self.root.join("scripts/resources").join(script).join(BAND_FILE),
+            self.root.join("scripts").join(BAND_FILE),
+            self.root.join(BAND_FILE),
+        ]
+    }
+
+    /// The band file that governs `script`, if any exists.
+    pub fn band_file_for(&self, script: &str) -> Option<PathBuf> {
+        self.band_candidates(script).into_iter().find(|p| p.is_file())
+    }
+}
+
+/// True when `dir` looks like a skill: it holds SKILL.md, or BAND.md next to a scripts/ folder.
+pub fn is_skill_dir(dir: &Path) -> bool {
+    dir.join("SKILL.md").is_file() || (dir.join(BAND_FILE).is_file() && dir.join("scripts").is_dir())
+}
+
+/// Skill folders at or below `path` (at most 4 levels down; hidden folders, `target` and
+/// `node_modules` are skipped). Sorted.
+pub fn find_skills(path: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    walk_dirs(path, 0, &mut |dir| {
+        if is_skill_dir(dir) {
+            out.push(dir.to_path_buf());
+            false
+        } else {
+            true
+        }
+    });
+    out.sort();
+    out
+}
+
+/// Band files at or below `path` that are not inside any skill (templates, shared bands).
+pub fn find_loose_band_files(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return if is_band_file(path) { vec![path.to_path_buf()] } else { Vec::new() };
+    }
+    let mut out = Vec::new();
+    walk_dirs(path, 0, &mut |dir| {
+        if is_skill_dir(dir) {
+            return false;
+        }
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_file() && is_band_file(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        true
+    });
+    out.sort();
+    out
+}
+
+fn walk_dirs(dir: &Path, depth: usize, visit: &mut dyn FnMut(&Path) -> bool) {
+    if depth > 4 || !dir.is_dir() || !visit(dir) {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut children: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.starts_with('.') && name != "target" && name != "node_modules"
+        })
+        .collect();
+    children.sort();
+    for c in children {
+        walk_dirs(&c, depth + 1, visit);
+    }
+}
+
+/// Load a skill folder: SKILL.md and the scripts. Band files and schemas are checked elsewhere.
+pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let name = root
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| root.display().to_string());
+    let skill_md_path = root.join("SKILL.md");
+    let skill_md = match std::fs::read_to_string(&skill_md_path) {
+        Ok(text) => {
+            let (md, d) = parse_skill_md(&skill_md_path, &text, &name);
+            diags.extend(d);
+            Some(md)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            diags.push(
+                Diagnostic::new(Code::SkillMdMissing, root, Loc::FILE, "the skill has no SKILL.md")
+                    .with_hint("add SKILL.md with `name` and `description` frontmatter and instructions for the agent"),
+            );
+            None
+        }
+        Err(e) => {
+            diags.push(Diagnostic::new(Code::FileUnreadable, &skill_md_path, Loc::FILE, format!("cannot read {}: {e}", skill_md_path.display())));
+            None
+        }
+    };
+    let (scripts, d) = discover_scripts(root);
+    diags.extend(d);
+    (Skill { root: root.to_path_buf(), name, skill_md, scripts }, diags)
+}
+
+fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let dir = root.join("scripts");
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    entries.sort();
+    for p in &entries {
+        let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if fname.starts_with('.') || fname.starts_with('_') || is_band_file(p) || fname.to_ascii_lowercase().starts_with("readme") {
+            continue;
+        }
+        if p.is_file() {
+            let stem = fname.split('.').next().unwrap_or(fname).to_string();
+            let rel = PathBuf::from("scripts").join(fname);
+            if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
+                diags.push(
+                    Diagnostic::new(Code::NotExecutable, root.join(&rel), Loc::FILE, format!("two entry points for script `{stem}`: {} and {}", prev.display(), rel.display()))
+                        .with_hint("keep one file per script name in scripts/"),
+                );
+            }
+        }
+    }
+    // Upstream layout: scripts/resources/<name>/run.sh (wins over an upstream wrapper of the same name).
+    if let Ok(rd) = std::fs::read_dir(dir.join("resources")) {
+        let mut res: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.join("run.sh").is_file()).collect();
+        res.sort();
+        for r in res {
+            let name = r.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            by_name.insert(name.clone(), PathBuf::from("scripts/resources").join(&name).join("run.sh"));
+        }
+    }
+    let scripts: Vec<Script> = by_name.into_iter().map(|(name, entry)| Script { name, entry }).collect();
+    if scripts.is_empty() {
+        diags.push(
+            Diagnostic::new(Code::NoScripts, root, Loc::FILE, "the skill has no scripts")
+                .with_hint("add an executable file under scripts/, e.g. `band new-script <skill> <name>`"),
+        );
+    }
+    (scripts, diags)
+}
+
+/// A band file after references and composition: the policy one run gets.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The band file that was chosen (before following `path:`).
+    pub file: PathBuf,
+    /// The band after following `path:` references.
+    pub band: Band,
+    pub policy: Policy,
+    pub target: Option<Target>,
+    pub config: Option<serde_json::Value>,
+    /// Every band file that contributed (for fingerprints and `band explain`).
+    pub sources: Vec<PathBuf>,
+}
+
+/// Resolve the band that governs `script` of `skill`.
+pub fn resolve_script(skill: &Skill, script: &str) -> (Option<Resolved>, Vec<Diagnostic>) {
+    match skill.band_file_for(script) {
+        Some(file) => resolve_band_file(&file),
+        None => (
+            None,
+            vec![
+                Diagnostic::new(Code::NoBand, &skill.root, Loc::FILE, format!("script `{script}` has no band file, so it cannot run"))
+                    .with_hint("add BAND.md to the skill (everything not allowed there is denied)"),
+            ],
+        ),
+    }
+}
+
+/// Resolve one band file: follow `path:`, compose `extends` and `includes`.
+pub fn resolve_band_file(file: &Path) -> (Option<Resolved>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut sources = Vec::new();
+    let mut stack = Vec::new();
+    let out = resolve_inner(file, &mut stack, &mut sources, &mut diags).map(|(band, policy)| Resolved {
+        file: file.to_path_buf(),
+        target: band.target.clone(),
+        config: band.config.clone(),
+        band,
+        policy,
+        sources: sources.clone(),
+    });
+    if has_errors(&diags) {
+        return (None, diags);
+    }
+    (out, diags)
+}
+
+/// Load `file`, following `path:` and composing its extends/includes. `stack` holds the
+/// canonical paths being resolved, for cycle detection.
+fn resolve_inner(file: &Path, stack: &mut Vec<PathBuf>, sources: &mut Vec<PathBuf>, diags: &mut Vec<Diagnostic>) -> Option<(Band, Policy)> {
+    let parsed = load_band(file);
+    let errors = has_errors(&parsed.diagnostics);
+    diags.extend(parsed.diagnostics);
+    let band = parsed.band.filter(|_| !errors)?;
+    let canonical = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+    if !sources.contains(&canonical) {
+        sources.push(canonical.clone());
+    }
+    stack.push(canonical);
+    let result = (|| {
+        if let Some(reference) = band.reference.clone() {
+            let target = reference_target(&band, &reference, &[Step::Key("path")], stack, diags)?;
+            return resolve_inner(&target, stack, sources, diags);
+        }
+        let mut ancestors: Vec<BandPolicy> = Vec::new();
+        for (i, r) in band.extends.iter().enumerate() {
+            let at = [Step::Key("extends"), Step::Index(i)];
+            let target = reference_target(&band, r, &at, stack, diags)?;
+            let (parent, parent_policy) = resolve_inner(&target, stack, sources, diags)?;
+            ancestors.push(effective_as_band(&parent, &parent_policy));
+        }
+        let mut includes: Vec<BandPolicy> = Vec::new();
+        for (i, r) in band.includes.iter().enumerate() {
+            let at = [Step::Key("includes"), Step::Index(i)];
+            let target = reference_target(&band, r, &at, stack, diags)?;
+            let (inc, inc_policy) = resolve_inner(&target, stack, sources, diags)?;
+            includes.push(effective_as_band(&inc, &inc_policy));
+        }
+        let (policy, conflicts) = compose(&band.own_policy(), &ancestors, &includes);
+        for c in conflicts {
+            // Conflicts inside one file were already reported by the parser.
+            if c.kind == ConflictKind::DenyInsist && c.source == band.path {
+                continue;
+            }
+            let code = match c.kind {
+                ConflictKind::DenyInsist => Code::DenyInsist,
+                ConflictKind::InsistNotAllowed => Code::InsistNotAllowed,
+                ConflictKind::CeilingExceeded => Code::CeilingExceeded,
+                ConflictKind::RequiresUnsatisfied => Code::RequiresUnsatisfied,
+            };
+            let key = if band.includes.is_empty() { "extends" } else { "includes" };
+            diags.push(Diagnostic::new(code, &band.path, band.locate(&[Step::Key(key)]), c.message));
+        }
+        Some((band.clone(), policy))
+    })();
+    stack.pop();
+    result
+}
+
+fn effective_as_band(band: &Band, policy: &Policy) -> BandPolicy {
+    BandPolicy {
+        name: band.name.clone(),
+        source: band.path.clone(),
+        allow: policy.allow.clone(),
+        deny: policy.deny.clone(),
+        insist: policy.insist.clone(),
+        limits: policy.limits.clone(),
+        secrets: policy.secrets.clone(),
+        required_secrets: policy.required_secrets.clone(),
+        requires_egress: band.requires_egress.clone(),
+    }
+}
+
+/// Check and resolve a reference written in `band` at `at`.
+fn reference_target(band: &Band, reference: &str, at: &[Step<'_>], stack: &[PathBuf], diags: &mut Vec<Diagnostic>) -> Option<PathBuf> {
+    let loc = band.locate(at);
+    let mut fail = |msg: String, hint: &str| {
+        diags.push(Diagnostic::new(Code::BadReference, &band.path, loc, msg).with_hint(hint));
+        None
+    };
+    let rel = Path::new(reference);
+    if rel.is_absolute() || reference.contains("://") {
+        return fail(format!("reference `{reference}` must be a relative path"), "write the path relative to this band file");
+    }
+    if !is_band_file(rel) {
+        return fail(
+            format!("reference `{reference}` does not name a band file"),
+            "references point at BAND.md or *.band.md files",
+        );
+    }
+    if rel.components().any(|c| matches!(c, Component::Prefix(_) | Component::RootDir)) {
+        return fail(format!("reference `{reference}` must be a relative path"), "write the path relative to this band file");
+    }
+    let base = band.path.parent().unwrap_or(Path::new("."));
+    let target = base.join(rel);
+    let Ok(canonical) = target.canonicalize() else {
+        return fail(format!("reference `{reference}` not found (looked for {})", target.display()), "check the path");
+    };
+    if stack.contains(&canonical) {
+        return fail(format!("reference `{reference}` forms a cycle"), "a band may not reach itself through path/extends/includes");
+    }
+    if stack.len() >= MAX_REFERENCE_DEPTH {
+        return fail(format!("references nest deeper than {MAX_REFERENCE_DEPTH}"), "flatten the chain of band files");
+    }
+    Some(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    const BAND: &str = "---\nband: demo\ndescription: d\nallow:\n  cli: [\"jq *\"]\n---\n";
+
+    #[test]
+    fn discovers_canonical_and_upstream_scripts() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("demo");
+        write(&root, "SKILL.md", "---\nname: demo\ndescription: d\n---\n");
+        write(&root, "BAND.md", BAND);
+        write(&root, "scripts/count.sh", "#!/bin/sh\n");
+        write(&root, "scripts/count.band.md", BAND);
+        write(&root, "scripts/_lib/common.sh", "");
+        write(&root, "scripts/resources/legacy/run.sh", "#!/bin/sh\n");
+        write(&root, "scripts/legacy", "#!/bin/sh\nband exec ...\n");
+        let (skill, diags) = load_skill(&root);
+        assert!(diags.is_empty(), "{diags:?}");
+        let names: Vec<_> = skill.scripts.iter().map(|s| (s.name.as_str(), s.entry.to_string_lossy().into_owned())).collect();
+        assert_eq!(names, vec![("count", "scripts/count.sh".into()), ("legacy", "scripts/resources/legacy/run.sh".into())]);
+        assert_eq!(skill.band_file_for("count"), Some(root.join("scripts/count.band.md")));
+        assert_eq!(skill.band_file_for("legacy"), Some(root.join("BAND.md")));
+        assert_eq!(find_skills(t.path()), vec![root.clone()]);
+    }
+
+    #[test]
+    fn broken_specific_band_is_an_error_not_a_fallback() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("demo");
+        write(&root, "SKILL.md", "---\nname: demo\ndescription: d\n---\n");
+        write(&root, "BAND.md", BAND);
+        write(&root, "scripts/x.sh", "");
+        write(&root, "scripts/BAND.md", "---\nband: [broken\n---\n");
+        let (skill, _) = load_skill(&root);
+        let (resolved, diags) = resolve_script(&skill, "x");
+        assert!(resolved.is_none());
+        assert!(diags.iter().any(|d| d.code == Code::YamlSyntax && d.path.ends_with("scripts/BAND.md")));
+    }
+
+    #[test]
+    fn missing_band_is_an_error() {
+        let t = tempfile::tempdir().expect("tmp");
+        write(t.path(), "SKILL.md", "---\nname: x\ndescription: d\n---\n");
+        write(t.path(), "scripts/x.sh", "");
+        let (skill, _) = load_skill(t.path());
+        let (resolved, diags) = resolve_script(&skill, "x");
+        assert!(resolved.is_none());
+        assert_eq!(diags[0].code, Code::NoBand);
+    }
+
+    #[test]
+    fn path_references_resolve_and_cycles_are_refused() {
+        let t = tempfile::tempdir().expect("tmp");
+        write(t.path(), "shared/base.band.md", BAND);
+        write(t.path(), "a/BAND.md", "---\npath: ../shared/base.band.md\n---\n");
+        let (r, d) = resolve_band_file(&t.path().join("a/BAND.md"));
+        assert!(d.is_empty(), "{d:?}");
+        let r = r.expect("resolved");
+        assert_eq!(r.band.name, "demo");
+        assert_eq!(r.policy.allow.cli, vec!["jq *"]);
+        assert_eq!(r.sources.len(), 2);
+
+        write(t.path(), "c/one.band.md", "---\npath: ../c/two.band.md\n---\n");
+        write(t.path(), "c/two.band.md", "---\npath: one.band.md\n---\n");
+        let (r, d) = resolve_band_file(&t.path().join("c/one.band.md"));
+        assert!(r.is_none());
+        assert!(d.iter().any(|d| d.code == Code::BadReference && d.message.contains("cycle")), "{d:?}");
+
+        write(t.path(), "d/BAND.md", "---\npath: /etc/shadow\n---\n");
+        let (_, d) = resolve_band_file(&t.path().join("d/BAND.md"));
+        assert!(d.iter().any(|d| d.message.contains("must be a relative path")), "{d:?}");
+        write(t.path(), "e/BAND.md", "---\npath: ../../../../etc/passwd\n---\n");
+        let (_, d) = resolve_band_file(&t.path().join("e/BAND.md"));
+        assert!(d.iter().any(|d| d.message.contains("does not name a band file")), "{d:?}");
+    }
+}

@@ -86,6 +86,15 @@ pub fn locate(yaml: &str, first_line: usize, path: &[Step<'_>]) -> Loc {
                 parent_indent = Some(ci);
                 start = pos + 1;
                 end = block_end(&lines, pos + 1, end, ci);
+                // YAML allows a key's list items at the key's own indent (`key:\n- a`).
+                if inline.is_none() && start < lines.len() && start == end && lines[start].indent == ci
+                    && lines[start].text.trim_start().starts_with('-')
+                {
+                    end = (start..lines.len())
+                        .find(|&i| lines[i].indent < ci || (lines[i].indent == ci && !lines[i].text.trim_start().starts_with('-')))
+                        .unwrap_or(lines.len());
+                    parent_indent = ci.checked_sub(1);
+                }
             }
             Step::Index(n) => {
                 let items: Vec<usize> = (start..end)

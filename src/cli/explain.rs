@@ -1,0 +1,91 @@
+//! `band explain`: the effective policy of a script (or of every script of a skill).
+
+use std::io::Write;
+
+use anyhow::{Result, bail};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
+use super::{ExplainArgs, find_skill, split_target, user_error};
+use band::policy::{Category, Policy};
+use band::proto::exit;
+use band::units::{format_bytes, format_duration_ms};
+
+pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
+    let (skill_name, script) = split_target(&args.target);
+    let root = find_skill(skill_name, &args.skills)?;
+    let (skill, _) = band::skill::load_skill(&root);
+    let scripts: Vec<String> = match script {
+        Some(s) if skill.script(s).is_some() => vec![s.to_string()],
+        Some(s) => bail!(user_error(format!("skill `{}` has no script `{s}`", skill.name), "`band list` shows the scripts")),
+        None => skill.scripts.iter().map(|s| s.name.clone()).collect(),
+    };
+    let mut out = std::io::stdout().lock();
+    let mut json = Vec::new();
+    for name in scripts {
+        let (resolved, diags) = band::skill::resolve_script(&skill, &name);
+        let Some(r) = resolved else {
+            for d in &diags {
+                eprintln!("{d}");
+            }
+            bail!(user_error(format!("the band for `{}/{name}` has errors", skill.name), format!("run `band lint {}`", root.display())));
+        };
+        if args.json {
+            json.push(serde_json::json!({
+                "skill": skill.name, "script": name, "band_file": r.file,
+                "target": r.target.as_ref().map(|t| t.to_string()), "policy": r.policy, "sources": r.sources,
+            }));
+            continue;
+        }
+        writeln!(out, "{}/{name}  (band file: {})", skill.name, r.file.display())?;
+        writeln!(out, "{}", policy_table(&r.policy))?;
+        writeln!(out, "{}\n", limits_line(&r.policy))?;
+    }
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+    }
+    Ok(exit::OK)
+}
+
+/// One row per category: what is allowed, denied and insisted on. Empty allow = denied entirely.
+pub fn policy_table(p: &Policy) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec!["", "allow", "deny", "insist"]);
+    for cat in Category::ALL {
+        let allow = p.allow.get(cat);
+        let cell = |v: &Vec<String>| v.join("\n");
+        let allow_cell = if allow.is_empty() && p.insist.get(cat).is_empty() {
+            match cat {
+                Category::Net => "(no network)".to_string(),
+                Category::Cli => "(shell essentials only)".to_string(),
+                _ => "(nothing)".to_string(),
+            }
+        } else {
+            cell(allow)
+        };
+        t.add_row(vec![cat.as_str().to_string(), allow_cell, cell(p.deny.get(cat)), cell(p.insist.get(cat))]);
+    }
+    t
+}
+
+fn limits_line(p: &Policy) -> String {
+    let l = &p.limits;
+    let mut parts = Vec::new();
+    if let Some(v) = l.max_runtime_ms {
+        parts.push(format!("runtime {}", format_duration_ms(v)));
+    }
+    for (name, v) in [("memory", l.max_memory_bytes), ("disk", l.max_disk_bytes), ("input", l.max_input_bytes), ("output", l.max_output_bytes), ("log", l.max_log_bytes)] {
+        if let Some(v) = v {
+            parts.push(format!("{name} {}", format_bytes(v)));
+        }
+    }
+    if let Some(v) = l.max_pids {
+        parts.push(format!("pids {v}"));
+    }
+    if let Some(v) = l.max_cpus {
+        parts.push(format!("cpus {v}"));
+    }
+    let limits = if parts.is_empty() { "platform defaults".to_string() } else { parts.join(", ") };
+    let secrets = if p.secrets.is_empty() { "none".to_string() } else { p.secrets.join(", ") };
+    format!("limits: {limits}\nsecrets: {secrets}")
+}

@@ -1,0 +1,144 @@
+//! Renderers for diagnostics: human (rustc-style snippets), JSON, and SARIF 2.1.0.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::Report;
+use crate::diag::{Code, Diagnostic, Severity};
+
+/// rustc/ruff-style text: headline, location, source snippet with a caret, hint; then a summary.
+pub fn human(report: &Report, color: bool) -> String {
+    let mut sources: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
+    let mut out = String::new();
+    let paint = |s: &str, code: &str| if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() };
+    for d in &report.diagnostics {
+        let sev = match d.severity {
+            Severity::Error => paint(&format!("error[{}]", d.code), "1;31"),
+            Severity::Warning => paint(&format!("warning[{}]", d.code), "1;33"),
+        };
+        let _ = writeln!(out, "{sev}: {}", d.message);
+        let _ = writeln!(out, "  {} {}", paint("-->", "1;34"), crate::diag::location_prefix(&d.path, d.loc));
+        if d.loc.line > 0 {
+            let src = sources.entry(d.path.clone()).or_insert_with(|| std::fs::read_to_string(&d.path).ok());
+            if let Some(line) = src.as_deref().and_then(|s| s.lines().nth(d.loc.line - 1)) {
+                let no = d.loc.line.to_string();
+                let pad = " ".repeat(no.len());
+                let line = line.trim_end_matches('\r');
+                let _ = writeln!(out, "{pad} {}", paint("|", "1;34"));
+                let _ = writeln!(out, "{} {} {line}", paint(&no, "1;34"), paint("|", "1;34"));
+                if d.loc.col > 0 {
+                    let caret_at: String = line.chars().take(d.loc.col - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+                    let _ = writeln!(out, "{pad} {} {caret_at}{}", paint("|", "1;34"), paint("^", "1;31"));
+                }
+            }
+        }
+        if let Some(h) = &d.hint {
+            let _ = writeln!(out, "  {} {h}", paint("= hint:", "1;36"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&summary_line(report));
+    out.push('\n');
+    out
+}
+
+/// `Checked 3 skills and 5 band files: 2 errors, 1 warning.`
+pub fn summary_line(report: &Report) -> String {
+    let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+    let (e, w) = (report.count(Severity::Error), report.count(Severity::Warning));
+    let checked = format!("Checked {} and {}", plural(report.skills, "skill"), plural(report.band_files, "band file"));
+    if e == 0 && w == 0 {
+        format!("{checked}: no problems.")
+    } else {
+        format!("{checked}: {}, {}.", plural(e, "error"), plural(w, "warning"))
+    }
+}
+
+/// One JSON document: every diagnostic plus a summary.
+pub fn json(report: &Report) -> serde_json::Value {
+    json!({
+        "diagnostics": report.diagnostics.iter().map(|d| json!({
+            "severity": d.severity,
+            "code": d.code,
+            "name": d.code.name(),
+            "message": d.message,
+            "path": d.path,
+            "line": d.loc.line,
+            "column": d.loc.col,
+            "hint": d.hint,
+        })).collect::<Vec<_>>(),
+        "summary": {
+            "skills": report.skills,
+            "band_files": report.band_files,
+            "errors": report.count(Severity::Error),
+            "warnings": report.count(Severity::Warning),
+        }
+    })
+}
+
+/// SARIF 2.1.0, for code-scanning UIs. Paths are made relative to `base` when possible.
+pub fn sarif(report: &Report, base: &Path) -> serde_json::Value {
+    let rules: Vec<_> = Code::ALL
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.as_str(),
+                "name": c.name(),
+                "shortDescription": { "text": c.summary() },
+                "defaultConfiguration": { "level": level(c.default_severity()) },
+                "helpUri": format!("https://github.com/band-sh/band/blob/main/docs/lint.md#{}", c.as_str().to_ascii_lowercase()),
+            })
+        })
+        .collect();
+    let results: Vec<_> = report.diagnostics.iter().map(|d| sarif_result(d, base)).collect();
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": {
+                "name": "band",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://github.com/band-sh/band",
+                "rules": rules,
+            }},
+            "results": results,
+        }]
+    })
+}
+
+fn sarif_result(d: &Diagnostic, base: &Path) -> serde_json::Value {
+    let uri = d.path.strip_prefix(base).unwrap_or(&d.path).to_string_lossy().replace('\\', "/");
+    let mut message = d.message.clone();
+    if let Some(h) = &d.hint {
+        message.push_str("\nhint: ");
+        message.push_str(h);
+    }
+    let mut region = serde_json::Map::new();
+    if d.loc.line > 0 {
+        region.insert("startLine".into(), json!(d.loc.line));
+        if d.loc.col > 0 {
+            region.insert("startColumn".into(), json!(d.loc.col));
+        }
+    }
+    let mut physical = json!({ "artifactLocation": { "uri": uri } });
+    if !region.is_empty() {
+        physical["region"] = serde_json::Value::Object(region);
+    }
+    json!({
+        "ruleId": d.code.as_str(),
+        "ruleIndex": Code::ALL.iter().position(|c| *c == d.code),
+        "level": level(d.severity),
+        "message": { "text": message },
+        "locations": [{ "physicalLocation": physical }],
+    })
+}
+
+fn level(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    }
+}

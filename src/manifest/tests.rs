@@ -1,0 +1,249 @@
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::diag::Severity;
+
+fn parse(src: &str) -> Parsed {
+    parse_band(Path::new("skills/demo/BAND.md"), src)
+}
+
+/// `line:col code message` for each diagnostic, to compare whole lists at once.
+fn summary(p: &Parsed) -> Vec<String> {
+    p.diagnostics.iter().map(|d| format!("{}:{} {} {}", d.loc.line, d.loc.col, d.code, d.message)).collect()
+}
+
+const FULL: &str = r#"---
+band: github-issues
+description: List and create GitHub issues
+icon: "🐙"
+version: 2
+allow:
+  cli: ["gh issue *", "jq *"]
+  net:
+    - api.github.com
+    - "*.githubusercontent.com"
+  read: ["data/**"]
+  write: [out/]
+deny:
+  read: ["**/.env*"]
+insist:
+  cli: ["jq *"]
+env:
+  secrets: [GITHUB_TOKEN]
+requires:
+  secrets: [GITHUB_TOKEN]
+limit:
+  maxRuntimeMs: 30s
+  maxMemoryBytes: 256m
+  maxOutputBytes: 1.5k
+  maxPids: 64
+  maxCpus: 0.5
+execution:
+  target: local-lima
+github-issues:
+  repo: octo/demo
+---
+
+# Notes
+Body text.
+"#;
+
+#[test]
+fn full_band_parses() {
+    let p = parse(FULL);
+    assert_eq!(summary(&p), Vec::<String>::new());
+    let b = p.band.expect("band");
+    assert_eq!(b.name, "github-issues");
+    assert_eq!(b.version, Some(2));
+    assert_eq!(b.allow.cli, vec!["gh issue *", "jq *"]);
+    assert_eq!(b.allow.net, vec!["api.github.com", "*.githubusercontent.com"]);
+    assert_eq!(b.allow.write, vec!["out/"]);
+    assert_eq!(b.deny.read, vec!["**/.env*"]);
+    assert_eq!(b.insist.cli, vec!["jq *"]);
+    assert_eq!(b.secrets, vec!["GITHUB_TOKEN"]);
+    assert_eq!(b.limits.max_runtime_ms, Some(30_000));
+    assert_eq!(b.limits.max_memory_bytes, Some(256 << 20));
+    assert_eq!(b.limits.max_output_bytes, Some(1536));
+    assert_eq!(b.limits.max_pids, Some(64));
+    assert_eq!(b.limits.max_cpus, Some(0.5));
+    assert_eq!(b.target, Some(Target::Lima));
+    assert_eq!(b.config, Some(serde_json::json!({"repo": "octo/demo"})));
+    assert_eq!(b.body.as_deref(), Some("# Notes\nBody text."));
+}
+
+#[test]
+fn frontmatter_errors() {
+    assert_eq!(summary(&parse("band: x\n")), vec!["1:1 F001 the file does not start with a `---` line"]);
+    assert_eq!(summary(&parse("---\nband: x\n")), vec!["1:1 F001 the frontmatter is never closed"]);
+    assert_eq!(summary(&parse("---\n- a\n- b\n---\n")), vec!["2:1 F003 the frontmatter must be a mapping of keys to values"]);
+    // A BOM and CRLF line endings are fine.
+    let p = parse("\u{feff}---\r\nband: a\r\ndescription: d\r\n---\r\n");
+    assert_eq!(summary(&p), Vec::<String>::new());
+}
+
+#[test]
+fn yaml_syntax_error_is_located() {
+    let p = parse("---\nband: x\ndescription: d\nallow:\n  net: [a, b\n---\n");
+    assert_eq!(p.diagnostics.len(), 1);
+    let d = &p.diagnostics[0];
+    assert_eq!(d.code, Code::YamlSyntax);
+    assert!(d.loc.line >= 5, "{d:?}");
+    assert!(d.hint.is_some());
+}
+
+#[test]
+fn unquoted_star_is_a_yaml_error_with_a_hint() {
+    let p = parse("---\nband: x\ndescription: d\nallow:\n  net:\n    - *.github.com\n---\n");
+    let d = &p.diagnostics[0];
+    assert_eq!(d.code, Code::YamlSyntax);
+    assert_eq!(d.loc.line, 6);
+    assert!(d.hint.as_deref().unwrap_or("").contains("quote"));
+}
+
+#[test]
+fn missing_and_bad_fields() {
+    let p = parse("---\nicon: x\n---\n");
+    assert_eq!(
+        summary(&p),
+        vec!["1:1 F004 required field `band` is missing", "1:1 F004 required field `description` is missing"]
+    );
+    let p = parse("---\nband: MySkill\ndescription: d\nversion: 0\n---\n");
+    assert_eq!(
+        summary(&p),
+        vec!["2:1 F006 band name `MySkill` is not kebab-case", "4:1 F008 `version` must be a positive integer, found 0"]
+    );
+    assert_eq!(p.diagnostics[0].hint.as_deref(), Some("use lowercase letters, digits and single hyphens, e.g. `my-skill`"));
+    let p = parse("---\nband: [a]\ndescription: 3\n---\n");
+    assert_eq!(
+        summary(&p),
+        vec!["2:1 F005 `band` must be a string, found a list", "3:1 F005 `description` must be a string, found a number `3`"]
+    );
+}
+
+#[test]
+fn unknown_keys_warn_with_suggestions() {
+    let p = parse("---\nband: a\ndescription: d\nlimits:\n  maxRuntimeMs: 5\nalow:\n  cli: []\n---\n");
+    assert_eq!(summary(&p), vec!["4:1 F007 unknown key `limits`", "6:1 F007 unknown key `alow`"]);
+    assert_eq!(p.diagnostics[0].hint.as_deref(), Some("did you mean `limit`?"));
+    assert_eq!(p.diagnostics[1].hint.as_deref(), Some("did you mean `allow`?"));
+    assert!(p.diagnostics.iter().all(|d| d.severity == Severity::Warning));
+}
+
+#[test]
+fn rule_lists_are_type_checked() {
+    let p = parse("---\nband: a\ndescription: d\nallow:\n  cli: \"jq *\"\n  read: [42, {x: 1}]\n  nett: [a]\n  tools: [x]\n---\n");
+    assert_eq!(
+        summary(&p),
+        vec![
+            "5:3 F005 `allow.cli` must be a list, found a single string",
+            "6:14 F005 `allow.read[1]` must be a string, found a mapping",
+            "7:3 F007 unknown category `allow.nett`",
+            "8:3 F011 `allow.tools` is not enforced by band and is ignored",
+        ]
+    );
+    assert_eq!(p.diagnostics[0].hint.as_deref(), Some("write it as a list: `cli: [\"jq *\"]`"));
+    // A number in a list is taken as text (e.g. a read path `2024`).
+    assert_eq!(p.band.expect("band").allow.read, vec!["42"]);
+}
+
+#[test]
+fn duplicate_rules_warn() {
+    let p = parse("---\nband: a\ndescription: d\nallow:\n  cli:\n    - jq *\n    - jq *\n---\n");
+    assert_eq!(summary(&p), vec!["7:7 P005 `jq *` appears twice in `allow.cli`"]);
+}
+
+#[test]
+fn limits_accept_units_and_check_ranges() {
+    let p = parse(
+        "---\nband: a\ndescription: d\nlimit:\n  maxRuntimeMs: 5m\n  maxMemoryBytes: 1k\n  maxPids: many\n  maxDiskBytes: -1g\n  maxCostDollars: $0.50\n  maxRuntime: 1\n  maxLogBytes: [1]\n---\n",
+    );
+    assert_eq!(
+        summary(&p),
+        vec![
+            "6:3 L002 limit `maxMemoryBytes` = 1k is out of range: it must be between 4m and 1t",
+            "7:3 L001 limit `maxPids`: `many` is not a whole number",
+            "8:3 L001 limit `maxDiskBytes`: `-1g` must not be negative",
+            "9:3 L003 `maxCostDollars` is parsed but not enforced: band cannot see what an API call costs",
+            "10:3 F007 unknown limit `maxRuntime`",
+            "11:3 L001 limit `maxLogBytes` must be a number or a string like `30s` or `512m`, found a list",
+        ]
+    );
+    assert_eq!(p.diagnostics[4].hint.as_deref(), Some("did you mean `maxRuntimeMs`?"));
+    let b = p.band.expect("band");
+    assert_eq!(b.limits.max_runtime_ms, Some(300_000));
+    assert_eq!(b.limits.max_cost_dollars, Some(0.5));
+}
+
+#[test]
+fn targets() {
+    assert_eq!(Target::parse("host"), Ok(Target::Host));
+    assert_eq!(Target::parse("local-lima"), Ok(Target::Lima));
+    assert_eq!(Target::parse("ssh://me@build.example:2222"), Ok(Target::Ssh { user: "me".into(), host: "build.example".into(), port: 2222 }));
+    assert_eq!(Target::parse("ssh://me@box").map(|t| t.to_string()), Ok("ssh://me@box".into()));
+    assert!(Target::parse("ssh://box").is_err());
+    assert!(Target::parse("local-dangerously").unwrap_err().contains("unsandboxed"));
+    let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
+    assert_eq!(summary(&p), vec!["5:3 F009 unknown target `docker`"]);
+}
+
+#[test]
+fn secrets_are_checked() {
+    let p = parse("---\nband: a\ndescription: d\nenv:\n  secrets: [GOOD, PATH, 9BAD, LD_PRELOAD]\nrequires:\n  secrets: [GOOD, OTHER]\n---\n");
+    assert_eq!(
+        summary(&p),
+        vec![
+            "5:19 E001 secret name `PATH` is reserved by band",
+            "5:25 E001 secret name `9BAD` is not an environment variable name",
+            "5:31 E001 secret name `LD_PRELOAD` uses a prefix band reserves (BAND_, LD_)",
+            "7:19 E002 `OTHER` is required but not listed in `env.secrets`, so the script would never see it",
+        ]
+    );
+}
+
+#[test]
+fn deny_insist_and_shadowed_allow_exact() {
+    let p = parse("---\nband: a\ndescription: d\nallow:\n  cli: [\"jq *\"]\ndeny:\n  cli: [\"jq *\"]\ninsist:\n  cli: [\"jq *\"]\n---\n");
+    let codes: Vec<_> = p.diagnostics.iter().map(|d| (d.code, d.loc.line)).collect();
+    assert_eq!(codes, vec![(Code::DenyInsist, 9), (Code::NeverMatches, 5)]);
+}
+
+#[test]
+fn remote_and_reference_bands() {
+    let p = parse("---\nurl: https://github.com/x/y\nband: a\ndescription: d\n---\n");
+    assert_eq!(summary(&p), vec!["2:1 F010 remote band references (`url:`) are not supported: band never fetches policy"]);
+    let p = parse("---\npath: ../shared/BAND.md\nallow:\n  cli: [ls]\n---\n");
+    assert_eq!(summary(&p), vec!["3:1 F011 `allow` is ignored in a band file that is a `path:` reference"]);
+    assert_eq!(p.band.expect("band").reference.as_deref(), Some("../shared/BAND.md"));
+}
+
+#[test]
+fn config_block_must_be_a_mapping() {
+    let p = parse("---\nband: a\ndescription: d\na: 5\n---\n");
+    assert_eq!(summary(&p), vec!["4:1 F005 `a` must be a mapping (the skill's config), found a number `5`"]);
+}
+
+#[test]
+fn band_file_names() {
+    assert!(is_band_file(Path::new("x/BAND.md")));
+    assert!(is_band_file(Path::new("x/count.band.md")));
+    assert!(!is_band_file(Path::new("x/.band.md")));
+    assert!(!is_band_file(Path::new("x/band.md")));
+}
+
+#[test]
+fn kebab_hints() {
+    assert_eq!(to_kebab("MySkill"), "my-skill");
+    assert_eq!(to_kebab("my_skill v2"), "my-skill-v2");
+}
+
+#[test]
+fn skill_md() {
+    let (s, d) = skill_md::parse_skill_md(Path::new("SKILL.md"), "---\nname: demo\ndescription: Does things\n---\nUse it.\n", "demo");
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(s.body, "Use it.");
+    let (_, d) = skill_md::parse_skill_md(Path::new("SKILL.md"), "---\nname: other\n---\n", "demo");
+    let msgs: Vec<_> = d.iter().map(|d| d.message.clone()).collect();
+    assert_eq!(msgs, vec!["SKILL.md name `other` does not match the folder `demo`", "SKILL.md frontmatter has no `description`"]);
+}

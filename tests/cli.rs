@@ -1,0 +1,124 @@
+//! CLI tests: `band lint` human/JSON/SARIF output and exit codes, `--help`, `explain`, `fmt`.
+
+use std::path::Path;
+use std::process::Command;
+
+fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_band"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .env_remove("BAND_SKILLS_PATH")
+        .output()
+        .expect("run band");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn broken_skill() -> tempfile::TempDir {
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("broken");
+    std::fs::create_dir_all(root.join("scripts")).expect("mkdir");
+    std::fs::write(root.join("SKILL.md"), "---\nname: broken\ndescription: A broken skill\n---\n").expect("write");
+    std::fs::write(
+        root.join("BAND.md"),
+        "---\nband: broken\ndescription: d\nallow:\n  net: [\"https://api.github.com\"]\n  cli: [\"/usr/bin/curl *\"]\nlimits:\n  maxRuntimeMs: 5s\n---\n",
+    )
+    .expect("write");
+    std::fs::write(root.join("scripts/go.sh"), "#!/bin/sh\n").expect("write");
+    t
+}
+
+#[test]
+fn lint_passes_on_the_repository_skills() {
+    let (code, out, err) = band(&["lint", "skills"], repo());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no problems"), "{out}");
+}
+
+#[test]
+fn lint_human_output_is_located() {
+    let t = broken_skill();
+    let (code, out, _) = band(&["lint", "."], t.path());
+    assert_eq!(code, 1);
+    insta::assert_snapshot!("lint_human", out);
+}
+
+#[test]
+fn lint_json_output() {
+    let t = broken_skill();
+    let (code, out, _) = band(&["lint", "--format", "json", "."], t.path());
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    insta::assert_json_snapshot!("lint_json", v);
+}
+
+#[test]
+fn lint_sarif_output() {
+    let t = broken_skill();
+    let (code, out, _) = band(&["lint", "--format", "sarif", "."], t.path());
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["version"], "2.1.0");
+    let results = v["runs"][0]["results"].as_array().expect("results");
+    insta::assert_json_snapshot!("lint_sarif_results", results);
+}
+
+#[test]
+fn deny_warnings_turns_warnings_into_failure() {
+    let t = tempfile::tempdir().expect("tmp");
+    std::fs::write(t.path().join("x.band.md"), "---\nband: x\ndescription: d\nlimits: {}\n---\n").expect("write");
+    assert_eq!(band(&["lint", "."], t.path()).0, 0);
+    assert_eq!(band(&["lint", "--deny-warnings", "."], t.path()).0, 1);
+}
+
+#[test]
+fn lint_of_a_missing_path_is_an_error() {
+    let (code, out, _) = band(&["lint", "no/such/dir"], repo());
+    assert_eq!(code, 1);
+    assert!(out.contains("no/such/dir does not exist"), "{out}");
+}
+
+#[test]
+fn help_snapshots() {
+    let (code, out, _) = band(&["--help"], repo());
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("help", out);
+    let (code, out, _) = band(&["lint", "--help"], repo());
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("lint_help", out);
+}
+
+#[test]
+fn explain_json_shows_the_effective_policy() {
+    let (code, out, err) = band(&["explain", "--json", "skills/text/count"], repo());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v[0]["policy"]["allow"]["cli"], serde_json::json!(["wc *", "tr *"]));
+    assert_eq!(v[0]["policy"]["limits"]["maxMemoryBytes"], serde_json::json!(64 << 20));
+}
+
+#[test]
+fn fmt_check_reports_and_fmt_fixes() {
+    let t = tempfile::tempdir().expect("tmp");
+    let f = t.path().join("BAND.md");
+    std::fs::write(&f, "---\ndescription: d\nband: x\n---\nbody\n").expect("write");
+    let (code, out, _) = band(&["fmt", "--check", "."], t.path());
+    assert_eq!(code, 1);
+    assert!(out.contains("would reformat"), "{out}");
+    assert_eq!(band(&["fmt", "."], t.path()).0, 0);
+    assert_eq!(std::fs::read_to_string(&f).expect("read"), "---\nband: x\ndescription: d\n---\n\nbody\n");
+    assert_eq!(band(&["fmt", "--check", "."], t.path()).0, 0);
+}
+
+#[test]
+fn run_refuses_a_broken_band_before_anything_starts() {
+    let t = broken_skill();
+    let (code, _, err) = band(&["run", "broken/go", "--skills", "."], t.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("BAND.md:5:"), "{err}");
+    assert!(err.contains("nothing ran"), "{err}");
+}
