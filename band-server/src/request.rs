@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use band::proto::{self, FileEntry, Layer, RunRequest};
 use base64::Engine;
-use sha2::{Digest, Sha256};
 
 use crate::error::{SetupError, SetupResult};
 
@@ -23,26 +22,16 @@ pub struct DecodedFile {
     pub data: Vec<u8>,
 }
 
-/// The canonical SHA-256 of a bundle, hex encoded.
-///
-/// Files are sorted by path (byte order); each contributes `path \0 mode-in-octal \0 len \0 data`
-/// where `mode` is `mode & 0o7777` written in octal without prefix (`755`) and `len` is the
-/// decimal byte length of the decoded data. The client must compute the same value.
+/// The canonical SHA-256 of a bundle, hex encoded: `band::proto::bundle_digest` (one definition
+/// for client and server). Files are sorted by path (byte order); each contributes
+/// `path \0 mode-in-octal \0 len \0 data` where `mode` is `mode & 0o7777` in octal without prefix
+/// (`755`) and `len` is the decimal byte length of the data.
 pub fn bundle_sha256(files: &[DecodedFile]) -> String {
-    let mut sorted: Vec<&DecodedFile> = files.iter().collect();
-    sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let mut h = Sha256::new();
-    for f in sorted {
-        h.update(f.path.as_bytes());
-        h.update([0]);
-        h.update(format!("{:o}", f.mode & 0o7777).as_bytes());
-        h.update([0]);
-        h.update(f.data.len().to_string().as_bytes());
-        h.update([0]);
-        h.update(&f.data);
-    }
-    let digest = h.finalize();
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let tuples: Vec<(String, u32, Vec<u8>)> = files
+        .iter()
+        .map(|f| (f.path.clone(), f.mode, f.data.clone()))
+        .collect();
+    proto::bundle_digest(&tuples)
 }
 
 /// Check one relative path: not empty, no leading `/`, no NUL, no empty, `.` or `..`
@@ -268,6 +257,7 @@ mod tests {
 
     #[test]
     fn bundle_hash_known_value() {
+        use sha2::{Digest, Sha256};
         // sha256("a\0" "644\0" "1\0" "x")
         let got = bundle_sha256(&[f("a", 0o100644, b"x")]);
         let mut h = Sha256::new();

@@ -878,8 +878,9 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         .create(true)
         .append(true)
         .open(&lease);
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(pids_of_uid(uid).contains(&(stray.id() as i32)));
+    // (Any band-server that starts meanwhile, e.g. for a concurrent test, runs the same pass and
+    // may kill it first.)
+    std::thread::sleep(Duration::from_millis(50));
     let out = std::process::Command::new(server())
         .arg("janitor")
         .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
