@@ -156,13 +156,9 @@ pub fn read_bundle(root: &Path) -> Result<Vec<FileEntry>> {
         if meta.file_type().is_symlink() {
             bail!(user_error(format!("{} is a symlink; skills must not contain links", path.display()), "copy the file into the skill"));
         }
-        total += meta.len();
-        if total > MAX_BUNDLE_BYTES {
-            bail!(user_error(format!("the skill at {} is larger than {MAX_BUNDLE_BYTES} bytes", root.display()), "keep data out of the skill; pass it in the workspace"));
-        }
-        let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
-        Ok(())
+        push_capped(&mut out, &mut total, MAX_BUNDLE_BYTES, rel, path, meta, || {
+            user_error(format!("the skill at {} is larger than {MAX_BUNDLE_BYTES} bytes", root.display()), "keep data out of the skill; pass it in the workspace")
+        })
     })?;
     Ok(out)
 }
@@ -182,15 +178,30 @@ fn read_workspace(dir: &Path, policy: &CompiledPolicy) -> Result<Vec<FileEntry>>
         if !wanted {
             return Ok(());
         }
-        total += meta.len();
-        if total > MAX_WORKSPACE_BYTES {
-            bail!(user_error(format!("the files the band admits from {} exceed {MAX_WORKSPACE_BYTES} bytes", dir.display()), "narrow allow.read, or pick a smaller --workspace"));
-        }
-        let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
-        Ok(())
+        push_capped(&mut out, &mut total, MAX_WORKSPACE_BYTES, rel, path, meta, || {
+            user_error(format!("the files the band admits from {} exceed {MAX_WORKSPACE_BYTES} bytes", dir.display()), "narrow allow.read, or pick a smaller --workspace")
+        })
     })?;
     Ok(out)
+}
+
+/// Read one file into `out` unless the running total would pass `cap`.
+fn push_capped(
+    out: &mut Vec<FileEntry>,
+    total: &mut u64,
+    cap: u64,
+    rel: String,
+    path: &Path,
+    meta: &std::fs::Metadata,
+    too_large: impl FnOnce() -> anyhow::Error,
+) -> Result<()> {
+    *total += meta.len();
+    if *total > cap {
+        return Err(too_large());
+    }
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
+    Ok(())
 }
 
 fn walk_files(root: &Path, dir: &Path, f: &mut dyn FnMut(String, &Path, &std::fs::Metadata) -> Result<()>) -> Result<()> {

@@ -351,18 +351,9 @@ pub struct CliMatcher {
 
 impl CliMatcher {
     /// Parse both lists. On error: (is the pattern a deny pattern, its index, the error).
-    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, (bool, usize, PatternError)> {
-        let a = allow
-            .iter()
-            .enumerate()
-            .map(|(i, s)| CliPattern::parse(s).map_err(|e| (false, i, e)))
-            .collect::<Result<_, _>>()?;
-        let d = deny
-            .iter()
-            .enumerate()
-            .map(|(i, s)| CliPattern::parse(s).map_err(|e| (true, i, e)))
-            .collect::<Result<_, _>>()?;
-        Ok(CliMatcher { allow: a, deny: d })
+    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, super::RuleListError> {
+        let (allow, deny) = super::parse_rule_lists(allow, deny, CliPattern::parse)?;
+        Ok(CliMatcher { allow, deny })
     }
 
     /// Decide one execution. `argv[0]` is the bare command name; a path there (or an empty argv)

@@ -220,18 +220,9 @@ pub struct FsMatcher {
 
 impl FsMatcher {
     /// Parse both lists. On error: (is the pattern a deny pattern, its index, the error).
-    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, (bool, usize, PatternError)> {
-        let a = allow
-            .iter()
-            .enumerate()
-            .map(|(i, s)| FsPattern::parse(s).map_err(|e| (false, i, e)))
-            .collect::<Result<_, _>>()?;
-        let d = deny
-            .iter()
-            .enumerate()
-            .map(|(i, s)| FsPattern::parse(s).map_err(|e| (true, i, e)))
-            .collect::<Result<_, _>>()?;
-        Ok(FsMatcher { allow: a, deny: d })
+    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, super::RuleListError> {
+        let (allow, deny) = super::parse_rule_lists(allow, deny, FsPattern::parse)?;
+        Ok(FsMatcher { allow, deny })
     }
 
     /// Decide an access to `path`: relative (to the workspace, `/`-separated) or absolute.

@@ -188,6 +188,36 @@ pub fn validate_pattern(cat: Category, text: &str) -> Result<(), PatternError> {
     }
 }
 
+/// A malformed pattern in a rule list: (is the deny list, index in that list, what is wrong).
+pub type RuleListError = (bool, usize, PatternError);
+
+/// Parse an allow and a deny list with one category's parser.
+pub(crate) fn parse_rule_lists<P>(
+    allow: &[String],
+    deny: &[String],
+    parse: impl Fn(&str) -> Result<P, PatternError>,
+) -> Result<(Vec<P>, Vec<P>), RuleListError> {
+    let list = |items: &[String], is_deny: bool| {
+        items.iter().enumerate().map(|(i, s)| parse(s).map_err(|e| (is_deny, i, e))).collect::<Result<Vec<P>, _>>()
+    };
+    Ok((list(allow, false)?, list(deny, true)?))
+}
+
+/// Turn a matcher's (is_deny, index, error) into an error naming the column and the pattern.
+fn located_error<'a>(
+    category: Category,
+    allow: &'a [String],
+    deny: &'a [String],
+) -> impl FnOnce(RuleListError) -> CompileError + 'a {
+    move |(is_deny, index, error)| CompileError {
+        column: if is_deny { "deny" } else { "allow" },
+        category,
+        index,
+        pattern: if is_deny { &deny[index] } else { &allow[index] }.clone(),
+        error,
+    }
+}
+
 /// Which rule decided, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "lowercase")]
@@ -238,29 +268,14 @@ impl CompiledPolicy {
             }
             (allow, policy.deny.get(cat).clone())
         };
-        let err = |column: &'static str, category, index: usize, pattern: &str, error| CompileError {
-            column,
-            category,
-            index,
-            pattern: pattern.to_string(),
-            error,
-        };
         let (a, d) = lists(Category::Cli);
-        let cli = cli::CliMatcher::new(&a, &d).map_err(|(deny, i, e)| {
-            err(if deny { "deny" } else { "allow" }, Category::Cli, i, if deny { &d[i] } else { &a[i] }, e)
-        })?;
+        let cli = cli::CliMatcher::new(&a, &d).map_err(located_error(Category::Cli, &a, &d))?;
         let (a, d) = lists(Category::Net);
-        let net = net::NetMatcher::new(&a, &d).map_err(|(deny, i, e)| {
-            err(if deny { "deny" } else { "allow" }, Category::Net, i, if deny { &d[i] } else { &a[i] }, e)
-        })?;
+        let net = net::NetMatcher::new(&a, &d).map_err(located_error(Category::Net, &a, &d))?;
         let (a, d) = lists(Category::Read);
-        let read = fs::FsMatcher::new(&a, &d).map_err(|(deny, i, e)| {
-            err(if deny { "deny" } else { "allow" }, Category::Read, i, if deny { &d[i] } else { &a[i] }, e)
-        })?;
+        let read = fs::FsMatcher::new(&a, &d).map_err(located_error(Category::Read, &a, &d))?;
         let (a, d) = lists(Category::Write);
-        let write = fs::FsMatcher::new(&a, &d).map_err(|(deny, i, e)| {
-            err(if deny { "deny" } else { "allow" }, Category::Write, i, if deny { &d[i] } else { &a[i] }, e)
-        })?;
+        let write = fs::FsMatcher::new(&a, &d).map_err(located_error(Category::Write, &a, &d))?;
         Ok(CompiledPolicy { cli, net, read, write })
     }
 }

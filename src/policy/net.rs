@@ -512,18 +512,9 @@ pub struct NetMatcher {
 
 impl NetMatcher {
     /// Parse both lists. On error: (is the pattern a deny pattern, its index, the error).
-    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, (bool, usize, PatternError)> {
-        let a = allow
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NetPattern::parse(s).map_err(|e| (false, i, e)))
-            .collect::<Result<_, _>>()?;
-        let d = deny
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NetPattern::parse(s).map_err(|e| (true, i, e)))
-            .collect::<Result<_, _>>()?;
-        Ok(NetMatcher { allow: a, deny: d })
+    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, super::RuleListError> {
+        let (allow, deny) = super::parse_rule_lists(allow, deny, NetPattern::parse)?;
+        Ok(NetMatcher { allow, deny })
     }
 
     /// No allow pattern: no network at all.
