@@ -349,6 +349,25 @@ pub mod env {
     pub const RESERVED_PREFIXES: &[&str] = &["BAND_", "LD_"];
 }
 
+/// The canonical SHA-256 of a set of files (a skill bundle): files sorted by path, each hashed
+/// as `path \0 mode-in-octal \0 length \0 bytes`. Both sides compute it; a mismatch refuses the run.
+pub fn bundle_digest(files: &[(String, u32, Vec<u8>)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<&(String, u32, Vec<u8>)> = files.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut h = Sha256::new();
+    for (path, mode, data) in sorted {
+        h.update(path.as_bytes());
+        h.update([0]);
+        h.update(format!("{:o}", mode & 0o7777).as_bytes());
+        h.update([0]);
+        h.update(data.len().to_string().as_bytes());
+        h.update([0]);
+        h.update(data);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,23 +391,4 @@ mod tests {
         let st: Status = serde_json::from_str("\"memory_limit\"").unwrap_or(Status::Ok);
         assert_eq!(st, Status::MemoryLimit);
     }
-}
-
-/// The canonical SHA-256 of a set of files (a skill bundle): files sorted by path, each hashed
-/// as `path \0 mode-in-octal \0 length \0 bytes`. Both sides compute it; a mismatch refuses the run.
-pub fn bundle_digest(files: &[(String, u32, Vec<u8>)]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut sorted: Vec<&(String, u32, Vec<u8>)> = files.iter().collect();
-    sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut h = Sha256::new();
-    for (path, mode, data) in sorted {
-        h.update(path.as_bytes());
-        h.update([0]);
-        h.update(format!("{:o}", mode & 0o7777).as_bytes());
-        h.update([0]);
-        h.update(data.len().to_string().as_bytes());
-        h.update([0]);
-        h.update(data);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -74,10 +74,10 @@ pub fn format_duration_ms(ms: u64) -> String {
         format!("{ms} ms")
     } else if ms < 60_000 {
         let s = ms as f64 / 1000.0;
-        if ms % 1000 == 0 { format!("{} s", ms / 1000) } else { format!("{s:.1} s") }
-    } else if ms % 3_600_000 == 0 {
+        if ms.is_multiple_of(1000) { format!("{} s", ms / 1000) } else { format!("{s:.1} s") }
+    } else if ms.is_multiple_of(3_600_000) {
         format!("{} h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         format!("{} min", ms / 60_000)
     } else {
         format!("{:.1} min", ms as f64 / 60_000.0)
