@@ -55,11 +55,19 @@ impl Target {
                     return Err(format!("unknown target `{s}`"));
                 };
                 let (user, hostport) = rest.split_once('@').ok_or_else(|| format!("`{s}` needs a user: ssh://user@host[:port]"))?;
-                let (host, port) = match hostport.rsplit_once(':') {
-                    Some((h, p)) if !h.contains(':') || h.starts_with('[') => {
-                        (h.trim_matches(|c| c == '[' || c == ']'), p.parse::<u16>().map_err(|_| format!("bad port in `{s}`"))?)
+                let bad_port = || format!("bad port in `{s}`");
+                // `[v6]` or `[v6]:port`; else `host:port`; a bare IPv6 address (several colons) has no port.
+                let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+                    let (h, after) = rest.split_once(']').ok_or_else(|| format!("`{s}` opens `[` but never closes it"))?;
+                    match after {
+                        "" => (h, 22),
+                        _ => (h, after.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()).ok_or_else(bad_port)?),
                     }
-                    _ => (hostport, 22),
+                } else {
+                    match hostport.rsplit_once(':') {
+                        Some((h, p)) if !h.contains(':') => (h, p.parse::<u16>().map_err(|_| bad_port())?),
+                        _ => (hostport, 22),
+                    }
                 };
                 let ok = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c));
                 if !ok(user) || !ok(host) || port == 0 {
@@ -77,6 +85,9 @@ impl std::fmt::Display for Target {
             Target::Host => f.write_str("host"),
             Target::Qemu => f.write_str("qemu"),
             Target::Lima => f.write_str("lima"),
+            // An IPv6 host is bracketed, so that a port after it reads back as the port.
+            Target::Ssh { user, host, port: 22 } if host.contains(':') => write!(f, "ssh://{user}@[{host}]"),
+            Target::Ssh { user, host, port } if host.contains(':') => write!(f, "ssh://{user}@[{host}]:{port}"),
             Target::Ssh { user, host, port: 22 } => write!(f, "ssh://{user}@{host}"),
             Target::Ssh { user, host, port } => write!(f, "ssh://{user}@{host}:{port}"),
         }

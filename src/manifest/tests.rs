@@ -183,6 +183,19 @@ fn targets() {
     assert_eq!(Target::parse("ssh://me@build.example:2222"), Ok(Target::Ssh { user: "me".into(), host: "build.example".into(), port: 2222 }));
     assert_eq!(Target::parse("ssh://me@box").map(|t| t.to_string()), Ok("ssh://me@box".into()));
     assert!(Target::parse("ssh://box").is_err());
+    // IPv6 hosts: bracketed with or without a port, printed bracketed (found by the fuzzer:
+    // `ssh://u@[::1]:44` printed as `ssh://u@::1:44`, which read back as host `::1:44`, port 22).
+    let v6 = |port| Target::Ssh { user: "u".into(), host: "::1".into(), port };
+    assert_eq!(Target::parse("ssh://u@[::1]:44"), Ok(v6(44)));
+    assert_eq!(Target::parse("ssh://u@[::1]"), Ok(v6(22)));
+    assert_eq!(Target::parse("ssh://u@::1"), Ok(v6(22)));
+    assert_eq!(v6(44).to_string(), "ssh://u@[::1]:44");
+    assert_eq!(v6(22).to_string(), "ssh://u@[::1]");
+    for t in [v6(44), v6(22)] {
+        assert_eq!(Target::parse(&t.to_string()), Ok(t));
+    }
+    assert!(Target::parse("ssh://u@[::1").is_err());
+    assert!(Target::parse("ssh://u@[::1]44").is_err());
     assert!(Target::parse("local-dangerously").unwrap_err().contains("unsandboxed"));
     let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
     assert_eq!(summary(&p), vec!["5:3 F009 unknown target `docker`"]);
