@@ -66,6 +66,9 @@ pub struct SandboxPlan {
     /// The run has `allow.net`: it shares the host's network (filtered by the run's nftables
     /// table, matched on its uid) and gets `/etc/resolv.conf` pointing at its DNS stub.
     pub share_net: bool,
+    /// Refuse to start unless Landlock can scope abstract unix sockets (set for `share_net` runs
+    /// unless the server config opts out).
+    pub ipc_scope_required: bool,
 }
 
 /// The environment of the script. Secrets are not here: the jail adds them from the pipe.
@@ -259,6 +262,8 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "3",
             "--status-fd",
             "4",
+            "--ipc-scope",
+            if plan.ipc_scope_required { "required" } else { "best-effort" },
             "--",
         ],
     );
@@ -299,6 +304,7 @@ mod tests {
             entry: "scripts/run.sh".into(),
             has_config: true,
             share_net: false,
+            ipc_scope_required: false,
         }
     }
 
@@ -454,6 +460,8 @@ mod tests {
             "3",
             "--status-fd",
             "4",
+            "--ipc-scope",
+            "best-effort",
             "--",
             "/skill/scripts/run.sh",
         ]

@@ -10,6 +10,7 @@
 //! mask_lib_executables = true   # hide programs inside /usr/lib, /usr/libexec (see execmask)
 //! nft = "/usr/sbin/nft"          # the network layer's nftables front end
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
+//! require_ipc_scope = true       # networked runs need Landlock abstract-socket scoping (6.12+)
 //!
 //! [defaults]
 //! memory = "512m"
@@ -96,6 +97,9 @@ pub struct ServerConfig {
     pub nft: PathBuf,
     /// Resolvers the per-run DNS stub asks; empty: the host's `/etc/resolv.conf`.
     pub dns_upstream: Vec<std::net::SocketAddr>,
+    /// A run with `allow.net` shares the host's network namespace, hence its abstract unix
+    /// sockets; without Landlock scoping (Linux 6.12+) such a run is refused unless this is false.
+    pub require_ipc_scope: bool,
     pub defaults: LimitValues,
     pub caps: LimitValues,
 }
@@ -108,6 +112,7 @@ impl Default for ServerConfig {
             mask_lib_executables: true,
             nft: PathBuf::from(DEFAULT_NFT),
             dns_upstream: Vec::new(),
+            require_ipc_scope: true,
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
         }
@@ -144,6 +149,7 @@ struct RawConfig {
     nft: Option<PathBuf>,
     #[serde(default)]
     dns_upstream: Vec<String>,
+    require_ipc_scope: Option<bool>,
     #[serde(default)]
     defaults: RawLimits,
     #[serde(default)]
@@ -230,6 +236,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
         bwrap: raw.bwrap.unwrap_or(d.bwrap),
         mask_lib_executables: raw.mask_lib_executables.unwrap_or(d.mask_lib_executables),
         nft: raw.nft.unwrap_or(d.nft),
+        require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
         dns_upstream: raw
             .dns_upstream
             .iter()

@@ -686,6 +686,7 @@ fn execute_inner(
         entry: req.entry.clone(),
         has_config: config_json.is_some(),
         share_net: guard.net.is_some(),
+        ipc_scope_required: guard.net.is_some() && cfg.require_ipc_scope,
     };
     let lib_trees: Vec<PathBuf> = plan.lib_binds.iter().map(|(_, p)| p.clone()).collect();
     let sock = dir.sock();

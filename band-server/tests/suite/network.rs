@@ -462,3 +462,31 @@ fn privileged_net_kill9_mid_run_then_janitor_removes_the_table() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!band_tables().contains(&table), "janitor left {table}: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn privileged_net_host_abstract_unix_sockets_are_out_of_reach() {
+    privileged!();
+    let lab = Lab::new();
+    // A host service on an abstract unix socket: shared network namespace, so same namespace.
+    let name = format!("band-test-{}", run_id());
+    let listener = std::os::unix::net::UnixListener::bind_addr(
+        &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    let script = format!(
+        "#!/bin/bash\npython3 -c '
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(\"\\0{name}\"); print(\"abstract=connected\")
+except OSError as e:
+    print(\"abstract=\" + type(e).__name__)
+'\n"
+    );
+    let req = request(&script, net_policy(&["api.example.test"], &[]));
+    let o = lab.run(&req);
+    assert_eq!(o.kv().get("abstract").map(String::as_str), Some("PermissionError"), "{o:#?}");
+    assert!(listener.accept().is_err(), "the sandbox reached a host abstract socket");
+}
