@@ -4,15 +4,16 @@
 //! The order of [`execute`]:
 //!
 //! 1. Pure checks (nothing created yet): protocol, run id, root, bundle paths and hash, entry,
-//!    workspace paths, secrets, limits, policy compilation, network (no egress layer yet: any
-//!    `allow.net` or `insist.net` fails closed), CLI binaries, host mounts.
+//!    workspace paths, secrets, limits, policy compilation, CLI binaries, host mounts.
 //! 2. Identity: lease a pool uid.
 //! 3. cgroup with the effective limits.
-//! 4. Run directory (tmpfs), shim policy, wrappers, report socket.
-//! 5. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
+//! 4. Network, when `allow.net` is not empty: the run's nftables table and DNS stub ([`net`]).
+//! 5. Run directory (tmpfs), shim policy, wrappers, report socket.
+//! 6. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
 //!    jail's status pipe on fd 4; stream stdout/stderr and CLI reports until it exits or the wall
-//!    clock runs out; then kill everything left in the cgroup.
-//! 6. Collect (output, written files, insist) from outside, then tear down in reverse order.
+//!    clock runs out (or the run's table vanishes); then kill everything left in the cgroup.
+//! 7. Collect (output, written files, network report, insist) from outside, then tear down in
+//!    reverse order.
 //!
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
