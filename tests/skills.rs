@@ -365,7 +365,8 @@ fn privileged_text_summary_keeps_the_best_sentences_in_order() {
 
     let r = band_run(&["text/summary", "--text=x", "--sentences=51"], None);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stderr.contains("/sentences"), "{}", r.stderr);
+    assert_eq!(r.json["status"], "input_invalid");
+    assert!(r.json["error"]["message"].as_str().unwrap_or("").contains("/sentences"), "{}", r.json);
 }
 
 #[test]
