@@ -7,6 +7,8 @@
 //! - Every offline script through `band run` in the real sandbox (`privileged_*`: root and
 //!   bubblewrap; skipped without them unless `BAND_TEST_MUST_RUN=1`).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,9 +18,7 @@ use band::policy::{CompiledPolicy, Decision};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{band_run, repo, skip};
 
 fn skill_root(skill: &str) -> PathBuf {
     repo().join("skills").join(skill)
@@ -263,73 +263,6 @@ fn http_fetch_url_contract_admits_exactly_the_bands_hosts() {
 // ---------------------------------------------------------------------------------------------
 // Through `band run`, in the sandbox
 // ---------------------------------------------------------------------------------------------
-
-fn band_exe() -> &'static str {
-    env!("CARGO_BIN_EXE_band")
-}
-
-/// `Some(reason)` when the sandbox cannot run here.
-fn unprivileged_reason() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let uid = status.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2)).unwrap_or("");
-    if uid != "0" {
-        return Some("not root".into());
-    }
-    if !Path::new("/usr/bin/bwrap").exists() {
-        return Some("bubblewrap is not installed (/usr/bin/bwrap)".into());
-    }
-    let server = Path::new(band_exe()).with_file_name("band-server");
-    if !server.exists() {
-        return Some(format!("{} is not built (cargo build --workspace)", server.display()));
-    }
-    None
-}
-
-/// Skip (true) or, with `BAND_TEST_MUST_RUN=1`, fail.
-fn skip(test: &str) -> bool {
-    match unprivileged_reason() {
-        None => false,
-        Some(why) if std::env::var(band::proto::env::TEST_MUST_RUN).as_deref() == Ok("1") => {
-            panic!("{test}: cannot run ({why}) and {} is set", band::proto::env::TEST_MUST_RUN)
-        }
-        Some(why) => {
-            eprintln!("skipped: {test}: {why}");
-            true
-        }
-    }
-}
-
-struct Run {
-    code: i32,
-    /// `band run --json` output.
-    json: Value,
-    stderr: String,
-}
-
-/// `band run --json <args>` from the repository (skills found in ./skills), sharing the test
-/// state directory (one uid pool) with band-server's own tests.
-fn band_run(args: &[&str], workspace: Option<&Path>) -> Run {
-    let mut cmd = Command::new(band_exe());
-    cmd.arg("run").arg("--json");
-    if let Some(w) = workspace {
-        cmd.arg("--workspace").arg(w);
-    }
-    let out = cmd
-        .args(args)
-        .current_dir(repo())
-        .env("NO_COLOR", "1")
-        .env("BAND_SERVER_STATE_DIR", "/run/band-test")
-        .env_remove("BAND_SKILLS_PATH")
-        .env_remove("GITHUB_TOKEN")
-        .output()
-        .expect("run band");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 fn workspace_with_cities() -> tempfile::TempDir {
     let ws = tempfile::tempdir().expect("tmp");

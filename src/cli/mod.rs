@@ -5,6 +5,8 @@ mod fmt;
 mod config;
 pub mod pipeline;
 mod run;
+mod scaffold;
+mod trace;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -53,6 +55,13 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
+    Init(scaffold::InitArgs),
+    /// Add a script and its schemas to a skill.
+    ///
+    /// When the band that would govern it does not allow what the new script runs, the script
+    /// also gets its own band, `scripts/<name>.band.md`.
+    NewScript(scaffold::NewScriptArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +153,8 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Init(a) => scaffold::cmd_init(a),
+        Command::NewScript(a) => scaffold::cmd_new_script(a),
     }
 }
 

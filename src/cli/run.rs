@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 use super::pipeline::{self, Outcome, RunSpec};
+use super::trace;
 use super::{SkillsArgs, find_skill, split_target, user_error};
 use band::proto::{self, Status};
 
@@ -31,7 +32,8 @@ pub struct RunArgs {
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Also list every command the script ran and whether the policy allowed it.
+    /// After the run, list every command the script ran, the files it wrote and what the policy
+    /// refused, each with the rule that decided.
     #[arg(long)]
     pub trace: bool,
     #[command(flatten)]
@@ -56,7 +58,7 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
             show_event(ev)
         }
     })?;
-    render(&args, &outcome)
+    render(&args, &spec, &outcome)
 }
 
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
@@ -89,7 +91,14 @@ fn describe_denial(d: &proto::Denial) -> String {
     }
 }
 
-fn render(args: &RunArgs, outcome: &Outcome) -> Result<u8> {
+/// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot
+/// be resolved, which the run would already have reported).
+fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
+    let (skill, _) = band::skill::load_skill(root);
+    band::skill::resolve_script(&skill, script).0.map(|r| r.policy.allow.cli).unwrap_or_default()
+}
+
+fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
     let result = &outcome.result;
     if args.json {
         let mut v = serde_json::to_value(result)?;
@@ -126,9 +135,7 @@ fn render(args: &RunArgs, outcome: &Outcome) -> Result<u8> {
             None => {}
         }
         if args.trace {
-            for c in &result.cli_calls {
-                eprintln!("trace: {} {}", if c.allowed { "allowed" } else { "denied " }, c.argv.join(" "));
-            }
+            eprint!("{}", trace::render(result, &allow_cli(&spec.skill_root, &spec.script)));
         }
         let m = &result.metrics;
         match result.status {
