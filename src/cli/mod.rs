@@ -1,6 +1,7 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
 mod explain;
+mod mcp;
 mod fmt;
 mod config;
 pub mod pipeline;
@@ -35,7 +36,14 @@ Exit codes:
 
 /// Run AI-agent skills in a sandbox that denies everything a skill has not declared.
 #[derive(Debug, Parser)]
-#[command(name = "band", version, about, after_long_help = EXIT_TABLE, disable_help_subcommand = true)]
+#[command(
+    name = "band",
+    version,
+    about,
+    override_usage = "band <COMMAND>\n       band <SKILL>/<SCRIPT> [--key=value …]   (the same as band run)",
+    after_long_help = EXIT_TABLE,
+    disable_help_subcommand = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -57,6 +65,11 @@ pub enum Command {
     Run(run::RunArgs),
     /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
     Init(scaffold::InitArgs),
+    /// Serve every script as a tool over the Model Context Protocol (stdio).
+    Mcp(mcp::McpArgs),
+    /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
+    #[command(external_subcommand)]
+    Shortcut(Vec<String>),
     /// Add a script and its schemas to a skill.
     ///
     /// When the band that would govern it does not allow what the new script runs, the script
@@ -155,6 +168,8 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Run(a) => run::cmd_run(a),
         Command::Init(a) => scaffold::cmd_init(a),
         Command::NewScript(a) => scaffold::cmd_new_script(a),
+        Command::Mcp(a) => mcp::cmd_mcp(a),
+        Command::Shortcut(args) => run::cmd_shortcut(args),
     }
 }
 

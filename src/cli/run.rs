@@ -61,6 +61,36 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
     render(&args, &spec, &outcome)
 }
 
+/// `band run`'s arguments on their own, for the shortcut.
+#[derive(Debug, clap::Parser)]
+#[command(name = "band", no_binary_name = true, disable_help_flag = true)]
+struct Shortcut {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `band <skill>/<script> …`: the agent-facing form of `band run`. `band <skill>/<script> --help`
+/// is `band help <skill>/<script>`.
+pub fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
+    let first = args.first().map(String::as_str).unwrap_or("");
+    if !first.contains('/') {
+        bail!(user_error(
+            format!("`{first}` is not a band command"),
+            "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`"
+        ));
+    }
+    if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
+        return super::cmd_help(super::HelpArgs { target: first.to_string(), skills: SkillsArgs { dirs: Vec::new() } });
+    }
+    match <Shortcut as clap::Parser>::try_parse_from(&args) {
+        Ok(s) => cmd_run(s.run),
+        Err(e) => {
+            e.print().context("cannot print the usage error")?;
+            Ok(proto::exit::USAGE)
+        }
+    }
+}
+
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
     if let Some(text) = &args.input {
         return serde_json::from_str(text).map_err(|e| user_error(format!("--input is not JSON: {e}"), "pass a JSON object, e.g. --input '{\"n\": 5}'"));

@@ -74,7 +74,8 @@ fn why(c: &CliCall) -> String {
     }
 }
 
-fn describe(d: &Denial) -> String {
+/// One refusal, in words.
+pub fn describe(d: &Denial) -> String {
     let rule = |r: &Option<String>| r.as_ref().map(|r| format!("  deny rule {}", quoted(r))).unwrap_or_default();
     match d {
         Denial::Cli { argv, rule: r } => format!("command {}{}", display_argv(argv), rule(r)),
