@@ -56,6 +56,7 @@ pub mod config;
 pub mod error;
 pub mod execmask;
 pub mod janitor;
+pub mod net;
 pub mod reports;
 pub mod request;
 pub mod run;
