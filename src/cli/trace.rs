@@ -2,9 +2,10 @@
 //! evidence for tightening or fixing a band.
 //!
 //! Built only from what the run's result carries: every command call the wrapper saw
-//! (`cli_calls`, with the rule that decided), the files copied back (`written`), and the
-//! refusals (`denied`: hosts, DNS names, writes). Reads are not traced: a file the band does not
-//! admit does not exist in the sandbox, so there is nothing to refuse.
+//! (`cli_calls`, with the rule that decided), the files copied back (`written`), the refusals
+//! (`denied`), and for a run with `allow.net` its network report (every DNS question, every
+//! destination reached or refused). Reads are not traced: a file the band does not admit does
+//! not exist in the sandbox, so there is nothing to refuse.
 
 use std::fmt::Write as _;
 
@@ -38,10 +39,36 @@ pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
         }
     }
 
+    if let Some(net) = &result.network {
+        let _ = writeln!(
+            out,
+            "trace: network: {} lookup{}, {} destination{} reached, {} refused",
+            net.lookups.len(),
+            plural(net.lookups.len()),
+            net.contacted.len(),
+            plural(net.contacted.len()),
+            net.denied.len()
+        );
+        for l in &net.lookups {
+            let answer = if l.addrs.is_empty() { String::new() } else { format!(" → {}", l.addrs.join(", ")) };
+            let withheld = if l.withheld.is_empty() { String::new() } else { format!(" (withheld: {})", l.withheld.join(", ")) };
+            let _ = writeln!(out, "  {}  lookup {} {}{answer}{withheld}", verdict(l.allowed), l.name, l.qtype);
+        }
+        for (allowed, flows) in [(true, &net.contacted), (false, &net.denied)] {
+            for f in flows {
+                let names = if f.names.is_empty() { String::new() } else { format!(" ({})", f.names.join(", ")) };
+                let _ = writeln!(out, "  {}  {} {}:{}/{}{names}", verdict(allowed), if allowed { "reached" } else { "refused" }, f.addr, f.port, f.proto);
+            }
+        }
+    }
+
     let unused: Vec<&String> = allow_cli.iter().filter(|r| !calls.iter().any(|c| c.allowed && c.rule.as_ref() == Some(*r))).collect();
     if !unused.is_empty() && !calls.is_empty() {
         let list = unused.iter().map(|r| quoted(r)).collect::<Vec<_>>().join(", ");
         let _ = writeln!(out, "trace: allow.cli rules no call used (candidates to remove): {list}");
+    }
+    for l in result.network.iter().flat_map(|n| &n.lookups).filter(|l| !l.allowed) {
+        let _ = writeln!(out, "hint: to let the script reach {}, add it to allow.net", l.name);
     }
     for c in calls.iter().filter(|c| !c.allowed && c.rule.is_none()) {
         if let Some(rule) = suggest_rule(&c.argv) {
@@ -170,6 +197,32 @@ trace: 2 refused
   denied   write to data/x  deny rule \"data/**\"
 trace: allow.cli rules no call used (candidates to remove): \"wc *\"
 hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https://example.com/a b\"' (or a pattern with globs)
+"
+        );
+    }
+
+    #[test]
+    fn renders_the_network_report() {
+        use band::proto::{DnsLookup, NetFlow, NetworkReport};
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.network = Some(NetworkReport {
+            lookups: vec![
+                DnsLookup { name: "api.github.com".into(), qtype: "A".into(), allowed: true, addrs: vec!["192.0.2.7".into()], withheld: vec![] },
+                DnsLookup { name: "evil.example".into(), qtype: "AAAA".into(), allowed: false, addrs: vec![], withheld: vec![] },
+            ],
+            contacted: vec![NetFlow { addr: "192.0.2.7".into(), proto: "tcp".into(), port: 443, names: vec!["api.github.com".into()] }],
+            denied: vec![NetFlow { addr: "10.0.0.1".into(), proto: "tcp".into(), port: 80, names: vec![] }],
+        });
+        assert_eq!(
+            render(&r, &[]),
+            "trace: 0 commands
+trace: 0 files written back
+trace: network: 2 lookups, 1 destination reached, 1 refused
+  allowed  lookup api.github.com A → 192.0.2.7
+  denied   lookup evil.example AAAA
+  allowed  reached 192.0.2.7:443/tcp (api.github.com)
+  denied   refused 10.0.0.1:80/tcp
+hint: to let the script reach evil.example, add it to allow.net
 "
         );
     }
