@@ -1,10 +1,13 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
 mod explain;
+mod mcp;
 mod fmt;
 mod config;
 pub mod pipeline;
 mod run;
+mod scaffold;
+mod trace;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -33,7 +36,14 @@ Exit codes:
 
 /// Run AI-agent skills in a sandbox that denies everything a skill has not declared.
 #[derive(Debug, Parser)]
-#[command(name = "band", version, about, after_long_help = EXIT_TABLE, disable_help_subcommand = true)]
+#[command(
+    name = "band",
+    version,
+    about,
+    override_usage = "band <COMMAND>\n       band <SKILL>/<SCRIPT> [--key=value …]   (the same as band run)",
+    after_long_help = EXIT_TABLE,
+    disable_help_subcommand = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -53,6 +63,18 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
+    Init(scaffold::InitArgs),
+    /// Serve every script as a tool over the Model Context Protocol (stdio).
+    Mcp(mcp::McpArgs),
+    /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
+    #[command(external_subcommand)]
+    Shortcut(Vec<String>),
+    /// Add a script and its schemas to a skill.
+    ///
+    /// When the band that would govern it does not allow what the new script runs, the script
+    /// also gets its own band, `scripts/<name>.band.md`.
+    NewScript(scaffold::NewScriptArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +166,10 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Init(a) => scaffold::cmd_init(a),
+        Command::NewScript(a) => scaffold::cmd_new_script(a),
+        Command::Mcp(a) => mcp::cmd_mcp(a),
+        Command::Shortcut(args) => run::cmd_shortcut(args),
     }
 }
 
