@@ -342,6 +342,19 @@ fn privileged_net_concurrent_runs_do_not_share_allowances() {
     // While A runs, its table is in the kernel, matched on its uid only.
     let table = out(&["nft", "list", "table", "inet", &format!("band_{}", a.run_id)]);
     assert!(table.contains("meta skuid") && table.contains("jump run"), "{table}");
+    // Run A's stub answers run A only: another user of the host is refused.
+    let stub = table
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ip daddr ").filter(|r| r.contains("skuid != {")).and_then(|r| r.split_whitespace().next()))
+        .unwrap_or_else(|| panic!("no stub rule in {table}"))
+        .to_string();
+    let probe = format!(
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)\n\
+         try:\n    s.sendto(b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x03api\\x07example\\x04test\\x00\\x00\\x01\\x00\\x01', ('{stub}', 53)); s.recv(512); print('answered')\n\
+         except OSError as e: print('refused', type(e).__name__)"
+    );
+    let other_user = out(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", &probe]);
+    assert!(other_user.starts_with("refused"), "another user reached run A's stub: {other_user}");
     let cb = lab.spawn(&b);
     let (oa, ob) = (finish(ca), finish(cb));
     let get = |o: &Outcome, k: &str| o.kv().get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
