@@ -122,3 +122,14 @@ fn run_refuses_a_broken_band_before_anything_starts() {
     assert!(err.contains("BAND.md:5:"), "{err}");
     assert!(err.contains("nothing ran"), "{err}");
 }
+
+#[test]
+fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
+    let (code, out, _) = band(&["list", "--skills", "skills"], repo());
+    assert_eq!(code, 0);
+    assert!(out.contains("text: Count the words, lines and characters of a piece of text.\n  text/count  text/summary\n"), "{out}");
+    assert!(out.trim_end().ends_with("Arguments: band help <skill>/<script>"), "{out}");
+    // Every skill fits in two lines plus the footer: short enough for an agent's context.
+    let skills = out.lines().filter(|l| !l.starts_with("  ") && !l.starts_with("Run:") && l.contains(": ")).count();
+    assert_eq!(out.lines().count(), skills * 2 + 2, "{out}");
+}

@@ -268,14 +268,23 @@ fn cmd_list(args: ListArgs) -> Result<u8> {
         writeln!(out, "No skills found. Pass --skills DIR or set $BAND_SKILLS_PATH.")?;
         return Ok(exit::OK);
     }
+    // Short enough to paste into an agent's context: one sentence per skill, scripts on one line.
     for s in seen.values() {
-        let desc = s.skill_md.as_ref().map(|m| m.description.as_str()).unwrap_or("");
-        writeln!(out, "{}: {desc}", s.name)?;
-        for script in &s.scripts {
-            writeln!(out, "  band run {}/{}", s.name, script.name)?;
-        }
+        let desc = s.skill_md.as_ref().map(|m| first_sentence(&m.description)).unwrap_or_default();
+        let scripts: Vec<String> = s.scripts.iter().map(|x| format!("{}/{}", s.name, x.name)).collect();
+        writeln!(out, "{}: {desc}\n  {}", s.name, scripts.join("  "))?;
     }
+    writeln!(out, "\nRun: band <skill>/<script> --key=value   Arguments: band help <skill>/<script>")?;
     Ok(exit::OK)
+}
+
+/// The first sentence of a description (up to the first ". "), for `band list`.
+fn first_sentence(text: &str) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.find(". ") {
+        Some(i) => text[..=i].to_string(),
+        None => text,
+    }
 }
 
 fn cmd_help(args: HelpArgs) -> Result<u8> {
