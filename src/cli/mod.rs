@@ -2,6 +2,8 @@
 
 mod explain;
 mod fmt;
+mod config;
+pub mod pipeline;
 mod run;
 
 use std::io::{IsTerminal, Write};
@@ -172,6 +174,10 @@ pub fn skill_dirs(args: &SkillsArgs) -> Vec<PathBuf> {
         dirs.extend(std::env::split_paths(&p));
     }
     dirs.push(PathBuf::from("skills"));
+    match config::UserConfig::load() {
+        Ok(c) => dirs.extend(c.skills_path),
+        Err(e) => eprintln!("band: warning: {e}"),
+    }
     if let Some(d) = dirs::data_dir() {
         dirs.push(d.join("band/skills"));
     }
