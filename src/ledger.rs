@@ -171,6 +171,16 @@ pub struct Stored {
     pub hash: String,
 }
 
+impl Stored {
+    /// The run this record holds (`None` for a checkpoint).
+    pub fn run(&self) -> Option<&RunRecord> {
+        match &self.entry {
+            Entry::Run(r) => Some(r),
+            Entry::Checkpoint(_) => None,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Body<'a> {
     v: u32,
@@ -487,10 +497,7 @@ fn seq_range(a: u64, b: u64) -> String {
 }
 
 fn run_id_of(r: &Stored) -> Option<String> {
-    match &r.entry {
-        Entry::Run(run) => Some(run.run_id.clone()),
-        Entry::Checkpoint(_) => None,
-    }
+    r.run().map(|run| run.run_id.clone())
 }
 
 fn last_checkpoint(parsed: &[Option<Stored>]) -> Option<&Checkpoint> {
@@ -593,24 +600,22 @@ pub struct Filter {
     pub limit: Option<usize>,
 }
 
-/// The runs that pass `filter`, newest first (checkpoints are not runs).
-pub fn select<'a>(records: &'a [Stored], filter: &Filter) -> Vec<&'a RunRecord> {
-    let mut out: Vec<&RunRecord> = records
+/// The run records that pass `filter`, newest first (checkpoints are not runs).
+pub fn select<'a>(records: &'a [Stored], filter: &Filter) -> Vec<&'a Stored> {
+    let mut out: Vec<&Stored> = records
         .iter()
         .rev()
-        .filter_map(|r| match &r.entry {
-            Entry::Run(run) => Some(run.as_ref()),
-            Entry::Checkpoint(_) => None,
-        })
-        .filter(|r| match filter.skill.as_deref() {
+        .filter_map(|s| s.run().map(|r| (s, r)))
+        .filter(|(_, r)| match filter.skill.as_deref() {
             None => true,
             Some(s) => match s.split_once('/') {
                 Some((skill, script)) => r.skill == skill && r.script == script,
                 None => r.skill == s,
             },
         })
-        .filter(|r| filter.status.is_none_or(|s| r.status == s))
-        .filter(|r| filter.since_ms.is_none_or(|t| r.started_at_ms >= t))
+        .filter(|(_, r)| filter.status.is_none_or(|s| r.status == s))
+        .filter(|(_, r)| filter.since_ms.is_none_or(|t| r.started_at_ms >= t))
+        .map(|(s, _)| s)
         .collect();
     if let Some(n) = filter.limit {
         out.truncate(n);
@@ -627,14 +632,10 @@ pub enum FindError {
     Ambiguous(String, usize),
 }
 
-/// The run with id `id`, or the one run whose id starts with it.
-pub fn find_run<'a>(records: &'a [Stored], id: &str) -> Result<&'a RunRecord, FindError> {
-    let runs = records.iter().filter_map(|r| match &r.entry {
-        Entry::Run(run) => Some(run.as_ref()),
-        Entry::Checkpoint(_) => None,
-    });
-    let matches: Vec<&RunRecord> = runs.filter(|r| r.run_id.starts_with(id) && !id.is_empty()).collect();
-    if let Some(exact) = matches.iter().find(|r| r.run_id == id) {
+/// The record of run `id`, or of the one run whose id starts with `id`.
+pub fn find_run<'a>(records: &'a [Stored], id: &str) -> Result<&'a Stored, FindError> {
+    let matches: Vec<&Stored> = records.iter().filter(|s| s.run().is_some_and(|r| r.run_id.starts_with(id) && !id.is_empty())).collect();
+    if let Some(exact) = matches.iter().find(|s| s.run().is_some_and(|r| r.run_id == id)) {
         return Ok(exact);
     }
     match matches.len() {
@@ -936,7 +937,7 @@ mod tests {
         l.append(run("0000000000000003", "web", "fetch", Status::Ok, 3_000)).expect("append");
         l.append(run("0000000000000004", "text", "count", Status::InputInvalid, 4_000)).expect("append");
         let recs = l.records().expect("records");
-        let ids = |f: Filter| select(&recs, &f).iter().map(|r| r.run_id[15..].to_string()).collect::<Vec<_>>().join("");
+        let ids = |f: Filter| select(&recs, &f).iter().filter_map(|s| s.run()).map(|r| r.run_id[15..].to_string()).collect::<Vec<_>>().join("");
         assert_eq!(ids(Filter::default()), "4321", "newest first");
         assert_eq!(ids(Filter { skill: Some("text".into()), ..Filter::default() }), "421");
         assert_eq!(ids(Filter { skill: Some("text/count".into()), ..Filter::default() }), "41");
@@ -954,7 +955,7 @@ mod tests {
         l.append(run("abcd000000000001", "text", "count", Status::Ok, 1)).expect("append");
         l.append(run("abcd000000000002", "text", "count", Status::Ok, 2)).expect("append");
         let recs = l.records().expect("records");
-        assert_eq!(find_run(&recs, "abcd000000000002").map(|r| r.started_at_ms), Ok(2));
+        assert_eq!(find_run(&recs, "abcd000000000002").map(|s| s.seq), Ok(2));
         assert_eq!(find_run(&recs, "abcd0000000000").err(), Some(FindError::Ambiguous("abcd0000000000".into(), 2)));
         assert_eq!(find_run(&recs, "abcd0000000000011").err(), Some(FindError::NotFound("abcd0000000000011".into())));
         assert!(find_run(&recs, "").is_err());

@@ -1,8 +1,11 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
+mod audit;
 mod explain;
 mod fmt;
 mod config;
+mod history;
+mod lock;
 pub mod pipeline;
 mod run;
 
@@ -18,13 +21,13 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · band lint / fmt --check: problems found
+  1    band run: the script exited non-zero · band lint / fmt --check / audit verify: problems found
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
   5    denied              the script failed after the policy denied a command, host or path
   6    insist_unsatisfied  the script never did something its band insists on
-  7    integrity_failed    the skill does not match its band.lock
+  7    integrity_failed    the skill does not match its band.lock (also band lock --check)
   8    setup_failed        a sandbox layer could not be set up; nothing ran
   9    output_too_large    output exceeded maxOutputBytes
   10   memory_limit        the run hit maxMemoryBytes
@@ -53,6 +56,14 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Write each skill's band.lock (its fingerprint), or check it with --check.
+    Lock(lock::LockArgs),
+    /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.
+    History(history::HistoryArgs),
+    /// One recorded run in full, with its events.
+    Show(history::ShowArgs),
+    /// Check the run ledger.
+    Audit(audit::AuditArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +155,10 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Lock(a) => lock::cmd_lock(a),
+        Command::History(a) => history::cmd_history(a),
+        Command::Show(a) => history::cmd_show(a),
+        Command::Audit(a) => audit::cmd_audit(a),
     }
 }
 
