@@ -144,40 +144,58 @@ fn check_lock(spec: &RunSpec, run_id: &str, started_at_ms: u64) -> Result<std::r
     let root = &spec.skill_root;
     let tree = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
     let state = lock::check(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
-    let config = UserConfig::load()?;
-    let require = spec.require_lock || config.require_lock;
-    let (message, hint, integrity) = match state {
+    let require = spec.require_lock || UserConfig::load()?.require_lock;
+    let refusal = match state {
         LockState::Matches => return Ok(Ok((tree, LockMark::Matches))),
         LockState::Unlocked if !require => return Ok(Ok((tree, LockMark::Unlocked))),
-        LockState::Unlocked => (
-            format!("{} has no {} and a lock is required (--require-lock or require_lock in the config)", root.display(), lock::LOCK_FILE),
-            format!("check the skill, then run `band lock {}`", root.display()),
-            Vec::new(),
-        ),
-        LockState::Differs(diffs) => {
-            let all: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
-            let mut listed = all.iter().take(MAX_LISTED_DIFFERENCES).cloned().collect::<Vec<_>>().join("; ");
-            if all.len() > MAX_LISTED_DIFFERENCES {
-                listed.push_str(&format!("; and {} more", all.len() - MAX_LISTED_DIFFERENCES));
-            }
-            (
-                format!("{} differs from its {}: {listed}", root.display(), lock::LOCK_FILE),
-                format!("if you changed the skill on purpose, review the change and run `band lock {}`", root.display()),
-                all,
-            )
-        }
+        LockState::Unlocked => Refusal {
+            message: format!("{} has no {} and a lock is required (--require-lock or require_lock in the config)", root.display(), lock::LOCK_FILE),
+            hint: format!("check the skill, then run `band lock {}`", root.display()),
+            integrity: Vec::new(),
+            mark: LockMark::Unlocked,
+        },
+        LockState::Differs(diffs) => Refusal::differs(root, &format!("differs from its {}", lock::LOCK_FILE), &diffs),
     };
-    let mark = if integrity.is_empty() { LockMark::Unlocked } else { LockMark::Differs };
-    let mut result = RunResult::setup_failed(run_id, Layer::Integrity, message, Some(hint));
+    integrity_refusal(spec, run_id, started_at_ms, &tree, refusal).map(Err)
+}
+
+/// Why a run is refused with integrity_failed.
+struct Refusal {
+    message: String,
+    hint: String,
+    /// Every difference (the message lists the first [`MAX_LISTED_DIFFERENCES`]).
+    integrity: Vec<String>,
+    mark: LockMark,
+}
+
+impl Refusal {
+    fn differs(root: &Path, what: &str, diffs: &[lock::Difference]) -> Refusal {
+        let all: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+        let mut listed = all.iter().take(MAX_LISTED_DIFFERENCES).cloned().collect::<Vec<_>>().join("; ");
+        if all.len() > MAX_LISTED_DIFFERENCES {
+            listed.push_str(&format!("; and {} more", all.len() - MAX_LISTED_DIFFERENCES));
+        }
+        Refusal {
+            message: format!("{} {what}: {listed}", root.display()),
+            hint: format!("if you changed the skill on purpose, review the change and run `band lock {}`", root.display()),
+            integrity: all,
+            mark: LockMark::Differs,
+        }
+    }
+}
+
+/// The outcome of a run refused for integrity. The band is not resolved for it (it may be the
+/// changed file), so the target is the flag's, the config's or the default.
+fn integrity_refusal(spec: &RunSpec, run_id: &str, started_at_ms: u64, tree: &Tree, refusal: Refusal) -> Result<Box<Outcome>> {
+    let mut result = RunResult::setup_failed(run_id, Layer::Integrity, refusal.message, Some(refusal.hint));
     result.status = Status::IntegrityFailed;
     let input = spec.raw_input.clone();
     let input_json = serde_json::to_vec(&input)?;
-    Ok(Err(Box::new(Outcome {
+    Ok(Box::new(Outcome {
         result,
-        skill: band::skill::load_skill(root).0.name,
+        skill: band::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
-        // The band is not read for a refused skill: the target is the flag's, the config's or the default.
-        target: choose_target(spec.target.as_deref(), None, &config).unwrap_or(Target::Host),
+        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?).unwrap_or(Target::Host),
         bundle_sha256: tree.bundle_sha256(),
         band_sha256: String::new(),
         policy_sha256: String::new(),
@@ -186,10 +204,10 @@ fn check_lock(spec: &RunSpec, run_id: &str, started_at_ms: u64) -> Result<std::r
         output_bytes: 0,
         output_sha256: String::new(),
         started_at_ms,
-        lock: mark,
-        integrity,
+        lock: refusal.mark,
+        integrity: refusal.integrity,
         input,
-    })))
+    }))
 }
 
 /// The request's bundle: the tree's regular files. Symlinks are refused (band-server takes files only).
@@ -291,8 +309,10 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     if lock_mark == LockMark::Matches {
         // The band and schemas were read after the check: refuse if the skill moved meanwhile.
         let again = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
-        if again.bundle_sha256() != digest || again.lock() != tree.lock() {
-            bail!(user_error(format!("{} changed while band was preparing the run; nothing ran", root.display()), "run again once the skill is no longer being changed"));
+        let moved = tree.lock().diff(&again.lock());
+        if !moved.is_empty() {
+            let refusal = Refusal::differs(root, "changed while band was preparing the run", &moved);
+            return Ok(Preparation::Refused(integrity_refusal(spec, &run_id, started_at_ms, &again, refusal)?));
         }
     }
     let workspace = read_workspace(&spec.workspace, &compiled)?;
