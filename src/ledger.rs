@@ -337,6 +337,22 @@ impl Ledger {
             .collect()
     }
 
+    /// Every record that parses, oldest first, and the line numbers of those that do not (for
+    /// viewers: a damaged line is `verify`'s to report, not a reason to show nothing).
+    pub fn records_lenient(&self) -> Result<(Vec<Stored>, Vec<usize>), LedgerError> {
+        let _guard = self.lock_shared()?;
+        let (lines, _) = self.read_lines()?;
+        let mut good = Vec::with_capacity(lines.len());
+        let mut bad = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            match serde_json::from_str(l) {
+                Ok(r) => good.push(r),
+                Err(_) => bad.push(i + 1),
+            }
+        }
+        Ok((good, bad))
+    }
+
     /// Check the whole chain; report the first broken record.
     pub fn verify(&self) -> Result<Verification, LedgerError> {
         let _guard = self.lock_shared()?;
@@ -766,6 +782,7 @@ mod tests {
         let l = Ledger::new(t.path().join("nothing"));
         assert_eq!(l.verify().expect("verify"), Verification { records: 0, head: None, last_seq: None, broken: None });
         assert!(l.records().expect("records").is_empty());
+        assert_eq!(l.records_lenient().expect("records"), (Vec::new(), Vec::new()));
         assert!(!t.path().join("nothing").exists(), "reading creates nothing");
     }
 
@@ -848,6 +865,9 @@ mod tests {
         let b = broken(&l);
         assert_eq!(b.line, 3);
         assert!(b.reason.contains("incomplete"), "{}", b.reason);
+        assert!(matches!(l.records(), Err(LedgerError::Corrupt { line: 3, .. })));
+        let (good, bad) = l.records_lenient().expect("records");
+        assert_eq!((good.len(), bad), (2, vec![3]));
         l.append(run("00000000000000ff", "text", "count", Status::Ok, 9)).expect("append after a cut");
         let ls = lines(&l);
         assert_eq!(ls.len(), 4, "the fragment stays on its own line");

@@ -116,8 +116,14 @@ fn lock_word(r: &RunRecord) -> &'static str {
     }
 }
 
+/// The records that parse; a warning on stderr names the lines that do not.
 fn read(ledger: &lg::Ledger) -> Result<Vec<Stored>> {
-    ledger.records().map_err(|e| user_error(e.to_string(), "run `band audit verify` to find the first broken record"))
+    let (records, bad) = ledger.records_lenient().with_context(|| format!("cannot read the ledger {}", ledger.path().display()))?;
+    if !bad.is_empty() {
+        let lines = bad.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
+        eprintln!("band: warning: {}: line {lines} not shown: not a ledger record; run `band audit verify`", ledger.path().display());
+    }
+    Ok(records)
 }
 
 fn prune(older_than: u64, json: bool) -> Result<u8> {
