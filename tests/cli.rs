@@ -97,7 +97,7 @@ fn explain_json_shows_the_effective_policy() {
     let (code, out, err) = band(&["explain", "--json", "skills/text/count"], repo());
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v[0]["policy"]["allow"]["cli"], serde_json::json!(["wc *", "tr *"]));
+    assert_eq!(v[0]["policy"]["allow"]["cli"], serde_json::json!(["jq -j .text /band/io/input.json", "wc *", "tr *"]));
     assert_eq!(v[0]["policy"]["limits"]["maxMemoryBytes"], serde_json::json!(64 << 20));
 }
 

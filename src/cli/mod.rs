@@ -2,12 +2,15 @@
 
 mod audit;
 mod explain;
+mod mcp;
 mod fmt;
 mod config;
 mod history;
 mod lock;
 pub mod pipeline;
 mod run;
+mod scaffold;
+mod trace;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -36,7 +39,14 @@ Exit codes:
 
 /// Run AI-agent skills in a sandbox that denies everything a skill has not declared.
 #[derive(Debug, Parser)]
-#[command(name = "band", version, about, after_long_help = EXIT_TABLE, disable_help_subcommand = true)]
+#[command(
+    name = "band",
+    version,
+    about,
+    override_usage = "band <COMMAND>\n       band <SKILL>/<SCRIPT> [--key=value …]   (the same as band run)",
+    after_long_help = EXIT_TABLE,
+    disable_help_subcommand = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -64,6 +74,18 @@ pub enum Command {
     Show(history::ShowArgs),
     /// Check the run ledger.
     Audit(audit::AuditArgs),
+    /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
+    Init(scaffold::InitArgs),
+    /// Serve every script as a tool over the Model Context Protocol (stdio).
+    Mcp(mcp::McpArgs),
+    /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
+    #[command(external_subcommand)]
+    Shortcut(Vec<String>),
+    /// Add a script and its schemas to a skill.
+    ///
+    /// When the band that would govern it does not allow what the new script runs, the script
+    /// also gets its own band, `scripts/<name>.band.md`.
+    NewScript(scaffold::NewScriptArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -159,6 +181,10 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::History(a) => history::cmd_history(a),
         Command::Show(a) => history::cmd_show(a),
         Command::Audit(a) => audit::cmd_audit(a),
+        Command::Init(a) => scaffold::cmd_init(a),
+        Command::NewScript(a) => scaffold::cmd_new_script(a),
+        Command::Mcp(a) => mcp::cmd_mcp(a),
+        Command::Shortcut(args) => run::cmd_shortcut(args),
     }
 }
 
