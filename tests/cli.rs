@@ -8,6 +8,7 @@ fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
+        .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
         .env_remove("BAND_SKILLS_PATH")
         .output()
         .expect("run band");

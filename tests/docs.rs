@@ -142,6 +142,7 @@ fn privileged_console_examples_in_the_docs_are_true() {
                 .current_dir(scratch.path())
                 .env("PATH", &path)
                 .env("NO_COLOR", "1")
+                .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
                 .env("BAND_SERVER_STATE_DIR", "/run/band-test")
                 .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
                 .env_remove("BAND_SKILLS_PATH")

@@ -1,6 +1,7 @@
 //! `band mcp` against a real MCP client: the official Python SDK's stdio client
 //! (`tests/mcp/client.py`). It lists the tools, calls one, calls one with invalid input, calls
-//! one whose script is denied a command, and calls a tool that does not exist.
+//! one whose script is denied a command, and calls a tool that does not exist; the runs are in the
+//! ledger.
 //!
 //! Needs the sandbox (root, bubblewrap) and a Python with the `mcp` package: `$BAND_TEST_PYTHON`
 //! or `python3` (`.ci/run` makes a venv and sets it). Without them the test is skipped, unless
@@ -61,6 +62,7 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
         .arg(t.path())
         .env("BAND_SERVER_STATE_DIR", "/run/band-test")
         .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
+        .env("BAND_DATA_DIR", t.path().join("data"))
         .env_remove("BAND_SKILLS_PATH")
         .output()
         .expect("run the MCP client");
@@ -108,4 +110,12 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
 
     // An unknown tool is a protocol error, which the SDK raises.
     assert!(calls[3]["exception"].as_str().unwrap_or("").contains("no tool named `no__such`"), "{}", calls[3]);
+
+    // Every call that was a run is in the ledger, the refused one too; the chain verifies.
+    let ledger = band::ledger::Ledger::new(t.path().join("data"));
+    let runs: Vec<(String, band::proto::Status)> =
+        ledger.records().expect("ledger").iter().filter_map(|s| s.run()).map(|r| (format!("{}/{}", r.skill, r.script), r.status)).collect();
+    use band::proto::Status;
+    assert_eq!(runs, vec![("text/count".into(), Status::Ok), ("text/count".into(), Status::InputInvalid), ("probe/peek".into(), Status::Denied)]);
+    assert_eq!(ledger.verify().expect("verify").broken, None);
 }

@@ -250,6 +250,9 @@ impl ServerHandler for BandServer {
             workspace: self.workspace.clone(),
             target: None,
             trace: false,
+            // `require_lock` in the user config applies; the ledger keeps hashes, not contents.
+            require_lock: false,
+            record_io: false,
         };
         let token = request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
@@ -306,6 +309,9 @@ mod tests {
             output_bytes: 0,
             output_sha256: String::new(),
             started_at_ms: 0,
+            lock: band::ledger::LockMark::Unlocked,
+            integrity: Vec::new(),
+            input: serde_json::Value::Null,
         }
     }
 

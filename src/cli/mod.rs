@@ -1,9 +1,12 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
+mod audit;
 mod explain;
 mod mcp;
 mod fmt;
 mod config;
+mod history;
+mod lock;
 pub mod pipeline;
 mod run;
 mod scaffold;
@@ -21,13 +24,13 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · band lint / fmt --check: problems found
+  1    band run: the script exited non-zero · band lint / fmt --check / audit verify: problems found
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
   5    denied              the script failed after the policy denied a command, host or path
   6    insist_unsatisfied  the script never did something its band insists on
-  7    integrity_failed    the skill does not match its band.lock
+  7    integrity_failed    the skill does not match its band.lock (also band lock --check)
   8    setup_failed        a sandbox layer could not be set up; nothing ran
   9    output_too_large    output exceeded maxOutputBytes
   10   memory_limit        the run hit maxMemoryBytes
@@ -63,6 +66,14 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Write each skill's band.lock (its fingerprint), or check it with --check.
+    Lock(lock::LockArgs),
+    /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.
+    History(history::HistoryArgs),
+    /// One recorded run in full, with its events.
+    Show(history::ShowArgs),
+    /// Check the run ledger.
+    Audit(audit::AuditArgs),
     /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
     Init(scaffold::InitArgs),
     /// Serve every script as a tool over the Model Context Protocol (stdio).
@@ -166,6 +177,10 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Lock(a) => lock::cmd_lock(a),
+        Command::History(a) => history::cmd_history(a),
+        Command::Show(a) => history::cmd_show(a),
+        Command::Audit(a) => audit::cmd_audit(a),
         Command::Init(a) => scaffold::cmd_init(a),
         Command::NewScript(a) => scaffold::cmd_new_script(a),
         Command::Mcp(a) => mcp::cmd_mcp(a),

@@ -36,6 +36,13 @@ pub struct RunArgs {
     /// refused, each with the rule that decided.
     #[arg(long)]
     pub trace: bool,
+    /// Refuse the skill if it has no band.lock (also `require_lock = true` in the config).
+    #[arg(long)]
+    pub require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the run ledger (default:
+    /// only their sizes and SHA-256).
+    #[arg(long)]
+    pub record_io: bool,
     #[command(flatten)]
     pub skills: SkillsArgs,
 }
@@ -51,6 +58,8 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
         target: args.exec_target.clone(),
         trace: args.trace,
+        require_lock: args.require_lock,
+        record_io: args.record_io,
     };
     let human = !args.json;
     let outcome = pipeline::run(&spec, &mut |ev| {

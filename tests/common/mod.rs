@@ -72,6 +72,7 @@ pub fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
+        .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
         .env("BAND_SERVER_STATE_DIR", "/run/band-test")
         .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
         .env_remove("BAND_SKILLS_PATH")
