@@ -1,24 +1,13 @@
-//! `band run`: validate the input, collect secrets and workspace files, send one request to
-//! band-server, stream its events, validate the output, copy written files back.
+//! `band run`: parse the command line, run the pipeline, print the result.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
-use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as B64;
 
+use super::pipeline::{self, Outcome, RunSpec};
+use super::trace;
 use super::{SkillsArgs, find_skill, split_target, user_error};
-use band::manifest::Target;
-use band::policy::CompiledPolicy;
-use band::proto::{self, FileEntry, Message, RunRequest, RunResult, Status};
-
-/// The most a skill bundle may weigh; larger skills should not ship data in the skill.
-const MAX_BUNDLE_BYTES: u64 = 64 << 20;
-/// The most workspace data sent to a run.
-const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
+use band::proto::{self, Status};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -37,15 +26,23 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: the band's
-    /// execution.target, then host on Linux.
+    /// execution.target, then `target` in ~/.config/band/config.toml, then host on Linux.
     #[arg(long = "target", value_name = "TARGET")]
     pub exec_target: Option<String>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Also list every command the script ran and whether the policy allowed it.
+    /// After the run, list every command the script ran, the files it wrote and what the policy
+    /// refused, each with the rule that decided.
     #[arg(long)]
     pub trace: bool,
+    /// Refuse the skill if it has no band.lock (also `require_lock = true` in the config).
+    #[arg(long)]
+    pub require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the run ledger (default:
+    /// only their sizes and SHA-256).
+    #[arg(long)]
+    pub record_io: bool,
     #[command(flatten)]
     pub skills: SkillsArgs,
 }
@@ -54,86 +51,53 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
     let (skill_name, Some(script)) = split_target(&args.target) else {
         bail!(user_error(format!("`{}` names no script", args.target), "use `band run <skill>/<script>`; `band list` shows them"));
     };
-    let root = find_skill(skill_name, &args.skills)?;
-    let (skill, _) = band::skill::load_skill(&root);
-    let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
-        bail!(user_error(format!("skill `{}` has no script `{script}`", skill.name), "`band list` shows the scripts"));
+    let spec = RunSpec {
+        skill_root: find_skill(skill_name, &args.skills)?,
+        script: script.to_string(),
+        raw_input: read_input(&args)?,
+        workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
+        target: args.exec_target.clone(),
+        trace: args.trace,
+        require_lock: args.require_lock,
+        record_io: args.record_io,
     };
-    let (resolved, diags) = band::skill::resolve_script(&skill, script);
-    let Some(resolved) = resolved else {
-        for d in diags.iter().filter(|d| d.is_error()) {
-            eprintln!("{d}");
+    let human = !args.json;
+    let outcome = pipeline::run(&spec, &mut |ev| {
+        if human {
+            show_event(ev)
         }
-        bail!(user_error(format!("the band for `{}/{script}` has errors; nothing ran", skill.name), format!("run `band lint {}`", root.display())));
-    };
-    let policy = resolved.policy.clone();
-    let compiled = CompiledPolicy::compile(&policy).map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
+    })?;
+    render(&args, &spec, &outcome)
+}
 
-    // Target: flag, band, then the platform default. Only the host target exists in this build.
-    let target = match &args.exec_target {
-        Some(t) => Target::parse(t).map_err(|e| user_error(e, "use host, qemu, lima or ssh://user@host[:port]"))?,
-        None => resolved.target.clone().unwrap_or(Target::Host),
-    };
-    if target != Target::Host {
-        bail!(user_error(format!("target `{target}` is not available in this build of band"), "use `--target host` on Linux"));
-    }
+/// `band run`'s arguments on their own, for the shortcut.
+#[derive(Debug, clap::Parser)]
+#[command(name = "band", no_binary_name = true, disable_help_flag = true)]
+struct Shortcut {
+    #[command(flatten)]
+    run: RunArgs,
+}
 
-    // Input: validated against the contract, coerced from CLI strings.
-    let raw_input = read_input(&args)?;
-    let schemas = band::contract::SchemaSet::load_dir(&root).0;
-    let input_rel = format!("schemas/input/{script}.json");
-    let contract = schemas.compile(&input_rel).map_err(|e| user_error(format!("input schema: {e}"), format!("run `band lint {}`", root.display())))?;
-    let input = match contract.coerce_and_validate(raw_input) {
-        Ok(v) => v,
-        Err(violations) => {
-            for v in &violations {
-                eprintln!("input {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message);
-            }
-            eprintln!("\nhint: `band help {}/{script}` lists the arguments", skill.name);
-            return Ok(Status::InputInvalid.exit_code());
-        }
-    };
-    let input_bytes = serde_json::to_vec(&input)?.len() as u64;
-    if let Some(max) = policy.limits.max_input_bytes.filter(|m| input_bytes > *m) {
-        eprintln!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)");
-        return Ok(Status::InputInvalid.exit_code());
-    }
-
-    // Secrets: required ones must exist before anything starts.
-    let missing: Vec<&String> = policy.required_secrets.iter().filter(|n| std::env::var_os(n).is_none()).collect();
-    if !missing.is_empty() {
-        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+/// `band <skill>/<script> …`: the agent-facing form of `band run`. `band <skill>/<script> --help`
+/// is `band help <skill>/<script>`.
+pub fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
+    let first = args.first().map(String::as_str).unwrap_or("");
+    if !first.contains('/') {
         bail!(user_error(
-            format!("missing required secret{}: {}", if names.len() == 1 { "" } else { "s" }, names.join(", ")),
-            format!("set {} in your environment, e.g. `export {}=...`", if names.len() == 1 { "it" } else { "them" }, names[0]),
+            format!("`{first}` is not a band command"),
+            "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`"
         ));
     }
-    let secrets: BTreeMap<String, String> =
-        policy.secrets.iter().filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v))).collect();
-
-    let bundle = read_bundle(&root)?;
-    let digest = proto::bundle_digest(&bundle.iter().map(|f| (f.path.clone(), f.mode, B64.decode(&f.data).unwrap_or_default())).collect::<Vec<_>>());
-    let workspace_dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    let workspace = read_workspace(&workspace_dir, &compiled)?;
-
-    let run_id = new_run_id();
-    let request = RunRequest {
-        protocol: proto::PROTOCOL_VERSION,
-        run_id: run_id.clone(),
-        skill: skill.name.clone(),
-        script: script.to_string(),
-        entry: entry.to_string_lossy().into_owned(),
-        bundle,
-        bundle_sha256: digest,
-        policy,
-        input,
-        config: resolved.config.clone(),
-        secrets,
-        workspace,
-        trace: args.trace,
-    };
-    let result = send_to_host_server(&request, !args.json)?;
-    finish(&args, &root, script, &workspace_dir, result)
+    if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
+        return super::cmd_help(super::HelpArgs { target: first.to_string(), skills: SkillsArgs { dirs: Vec::new() } });
+    }
+    match <Shortcut as clap::Parser>::try_parse_from(&args) {
+        Ok(s) => cmd_run(s.run),
+        Err(e) => {
+            e.print().context("cannot print the usage error")?;
+            Ok(proto::exit::USAGE)
+        }
+    }
 }
 
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
@@ -148,171 +112,7 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
     Ok(serde_json::Value::Object(map))
 }
 
-/// Every regular file of the skill, with its mode. Symlinks are refused (lint reports them).
-pub fn read_bundle(root: &Path) -> Result<Vec<FileEntry>> {
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    walk_files(root, root, &mut |rel, path, meta| {
-        if meta.file_type().is_symlink() {
-            bail!(user_error(format!("{} is a symlink; skills must not contain links", path.display()), "copy the file into the skill"));
-        }
-        push_capped(&mut out, &mut total, MAX_BUNDLE_BYTES, rel, path, meta, || {
-            user_error(format!("the skill at {} is larger than {MAX_BUNDLE_BYTES} bytes", root.display()), "keep data out of the skill; pass it in the workspace")
-        })
-    })?;
-    Ok(out)
-}
-
-/// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
-fn read_workspace(dir: &Path, policy: &CompiledPolicy) -> Result<Vec<FileEntry>> {
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    if !dir.is_dir() {
-        bail!(user_error(format!("workspace {} is not a folder", dir.display()), "pass --workspace DIR"));
-    }
-    walk_files(dir, dir, &mut |rel, path, meta| {
-        if meta.file_type().is_symlink() {
-            return Ok(()); // never follow links out of the workspace
-        }
-        let wanted = policy.read.check(&rel).is_allowed() || policy.write.check(&rel).is_allowed();
-        if !wanted {
-            return Ok(());
-        }
-        push_capped(&mut out, &mut total, MAX_WORKSPACE_BYTES, rel, path, meta, || {
-            user_error(format!("the files the band admits from {} exceed {MAX_WORKSPACE_BYTES} bytes", dir.display()), "narrow allow.read, or pick a smaller --workspace")
-        })
-    })?;
-    Ok(out)
-}
-
-/// Read one file into `out` unless the running total would pass `cap`.
-fn push_capped(
-    out: &mut Vec<FileEntry>,
-    total: &mut u64,
-    cap: u64,
-    rel: String,
-    path: &Path,
-    meta: &std::fs::Metadata,
-    too_large: impl FnOnce() -> anyhow::Error,
-) -> Result<()> {
-    *total += meta.len();
-    if *total > cap {
-        return Err(too_large());
-    }
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
-    Ok(())
-}
-
-fn walk_files(root: &Path, dir: &Path, f: &mut dyn FnMut(String, &Path, &std::fs::Metadata) -> Result<()>) -> Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        let meta = std::fs::symlink_metadata(&p).with_context(|| format!("cannot stat {}", p.display()))?;
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if meta.is_dir() {
-            if name == ".git" || name == "target" {
-                continue;
-            }
-            walk_files(root, &p, f)?;
-        } else {
-            let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-            f(rel, &p, &meta)?;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn mode_of(m: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    m.permissions().mode() & 0o7777
-}
-
-#[cfg(not(unix))]
-fn mode_of(_: &std::fs::Metadata) -> u32 {
-    0o644
-}
-
-fn new_run_id() -> String {
-    let mut buf = [0u8; 8];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        buf = (t.as_nanos() as u64 ^ u64::from(std::process::id())).to_le_bytes();
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The band-server binary: $BAND_SERVER, next to this executable, or on PATH.
-fn server_path() -> PathBuf {
-    if let Some(p) = std::env::var_os(proto::env::SERVER) {
-        return PathBuf::from(p);
-    }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
-        let p = dir.join("band-server");
-        if p.is_file() {
-            return p;
-        }
-    }
-    PathBuf::from("band-server")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
-
-/// Start band-server (as root directly, else through `sudo -n`), send the request, stream events.
-fn send_to_host_server(req: &RunRequest, human: bool) -> Result<RunResult> {
-    if !cfg!(target_os = "linux") {
-        bail!(user_error("the host target needs Linux", "use a VM target: `band setup`, then `--target lima`"));
-    }
-    let server = server_path();
-    let mut cmd = if is_root() {
-        Command::new(&server)
-    } else {
-        let mut c = Command::new("sudo");
-        c.arg("-n").arg(&server);
-        c
-    };
-    cmd.arg("run").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let mut child = cmd.spawn().map_err(|e| {
-        user_error(
-            format!("cannot start band-server ({}): {e}", server.display()),
-            "install band-server next to band or set $BAND_SERVER; without root, `sudo -n` must be allowed to run it",
-        )
-    })?;
-    {
-        let mut stdin = child.stdin.take().context("band-server stdin")?;
-        let line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
-        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).context("cannot send the request to band-server")?;
-    }
-    let stdout = child.stdout.take().context("band-server stdout")?;
-    let spinner = human && std::io::stderr().is_terminal();
-    let mut result = None;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.context("reading from band-server")?;
-        match serde_json::from_str::<Message>(&line) {
-            Ok(Message::Result(r)) => result = Some(*r),
-            Ok(Message::Event(ev)) if human => show_event(&ev, spinner),
-            Ok(_) => {}
-            Err(e) => eprintln!("band: ignoring a malformed line from band-server: {e}"),
-        }
-    }
-    let status = child.wait().context("waiting for band-server")?;
-    match result {
-        Some(r) => Ok(r),
-        None if !status.success() && !is_root() => Err(user_error(
-            format!("band-server exited ({status}) without a result"),
-            "the host target runs band-server as root: run band as root, or allow `sudo -n band-server`",
-        )),
-        None => bail!("band-server exited ({status}) without a result"),
-    }
-}
-
-fn show_event(ev: &proto::Event, _spinner: bool) {
+fn show_event(ev: &proto::Event) {
     match ev {
         proto::Event::Stderr { data } => eprint!("{data}"),
         proto::Event::Denied(d) => eprintln!("band: denied: {}", describe_denial(d)),
@@ -330,30 +130,41 @@ fn describe_denial(d: &proto::Denial) -> String {
     }
 }
 
-fn finish(args: &RunArgs, root: &Path, script: &str, workspace: &Path, mut result: RunResult) -> Result<u8> {
-    // The output contract is checked here, on the host, strictly.
-    if result.status == Status::Ok {
-        let rel = format!("schemas/output/{script}.json");
-        if root.join(&rel).is_file() {
-            let schemas = band::contract::SchemaSet::load_dir(root).0;
-            let contract = schemas.compile(&rel).map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;
-            let value = result.output.clone().unwrap_or(serde_json::Value::Null);
-            if let Err(v) = contract.validate(&value) {
-                result.status = Status::OutputInvalid;
-                result.error = Some(proto::ErrorInfo {
-                    layer: proto::Layer::Io,
-                    message: v.iter().map(|v| format!("output {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message)).collect::<Vec<_>>().join("; "),
-                    hint: Some(format!("the script's output must match {rel}")),
-                });
-            }
-        }
-    }
-    write_back(workspace, &result.written)?;
+/// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot
+/// be resolved, which the run would already have reported).
+fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
+    let (skill, _) = band::skill::load_skill(root);
+    band::skill::resolve_script(&skill, script).0.map(|r| r.policy.allow.cli).unwrap_or_default()
+}
+
+fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
+    let result = &outcome.result;
     if args.json {
-        let mut v = serde_json::to_value(&result)?;
+        let mut v = serde_json::to_value(result)?;
         if let Some(o) = v.as_object_mut() {
             o.remove("written");
             o.insert("written_files".into(), serde_json::json!(result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>()));
+            o.insert("skill".into(), outcome.skill.clone().into());
+            o.insert("script".into(), outcome.script.clone().into());
+            o.insert("target".into(), outcome.target.to_string().into());
+            o.insert(
+                "fingerprints".into(),
+                serde_json::json!({
+                    "bundle_sha256": outcome.bundle_sha256,
+                    "band_sha256": outcome.band_sha256,
+                    "policy_sha256": outcome.policy_sha256,
+                }),
+            );
+            o.insert(
+                "io".into(),
+                serde_json::json!({
+                    "input_bytes": outcome.input_bytes,
+                    "input_sha256": outcome.input_sha256,
+                    "output_bytes": outcome.output_bytes,
+                    "output_sha256": outcome.output_sha256,
+                }),
+            );
+            o.insert("started_at_ms".into(), outcome.started_at_ms.into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -363,9 +174,7 @@ fn finish(args: &RunArgs, root: &Path, script: &str, workspace: &Path, mut resul
             None => {}
         }
         if args.trace {
-            for c in &result.cli_calls {
-                eprintln!("trace: {} {}", if c.allowed { "allowed" } else { "denied " }, c.argv.join(" "));
-            }
+            eprint!("{}", trace::render(result, &allow_cli(&spec.skill_root, &spec.script)));
         }
         let m = &result.metrics;
         match result.status {
@@ -385,30 +194,3 @@ fn finish(args: &RunArgs, root: &Path, script: &str, workspace: &Path, mut resul
     }
     Ok(result.status.exit_code())
 }
-
-/// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
-fn write_back(workspace: &Path, files: &[FileEntry]) -> Result<()> {
-    for f in files {
-        let rel = Path::new(&f.path);
-        if f.path.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            bail!("band-server returned an unsafe path `{}`; nothing more was written", f.path);
-        }
-        let mut cur = workspace.to_path_buf();
-        for c in rel.parent().into_iter().flat_map(|p| p.components()) {
-            cur.push(c);
-            match std::fs::symlink_metadata(&cur) {
-                Ok(m) if m.file_type().is_symlink() => bail!("refusing to write through symlink {}", cur.display()),
-                Ok(_) => {}
-                Err(_) => std::fs::create_dir(&cur).with_context(|| format!("cannot create {}", cur.display()))?,
-            }
-        }
-        let dest = workspace.join(rel);
-        if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
-            bail!("refusing to write through symlink {}", dest.display());
-        }
-        let data = B64.decode(&f.data).with_context(|| format!("bad data for {}", f.path))?;
-        std::fs::write(&dest, data).with_context(|| format!("cannot write {}", dest.display()))?;
-    }
-    Ok(())
-}
-

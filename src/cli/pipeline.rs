@@ -1,0 +1,616 @@
+//! The one path every run takes — `band run`, `band <skill>/<script>`, `band exec`, `band mcp`:
+//! resolve the band → pick the target → check the input contract → collect secrets → read the
+//! bundle and the admitted workspace files → hand one request to a [`Transport`] → check the
+//! output contract → copy written files back.
+//!
+//! Before anything else the skill is read once and compared with its `band.lock`
+//! ([`band::lock`]); the bytes checked are the bytes sent. Every run, refused or not, ends as one
+//! record in the ledger ([`band::ledger`], written by [`super::audit::record`]).
+//!
+//! Statuses (input_invalid, integrity_failed, output_invalid, denied, …) come back inside
+//! [`Outcome::result`]; only user errors (unknown skill, broken band, missing secret, no server)
+//! are `Err`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use sha2::{Digest, Sha256};
+
+use super::config::UserConfig;
+use super::user_error;
+use band::ledger::LockMark;
+use band::lock::{self, LockState, Tree};
+use band::manifest::Target;
+use band::policy::CompiledPolicy;
+use band::proto::{self, ErrorInfo, FileEntry, Layer, Message, RunRequest, RunResult, Status};
+
+/// The most workspace data sent to a run.
+const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
+
+/// What to run, as the caller (CLI, MCP server) understood it.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The skill's folder.
+    pub skill_root: PathBuf,
+    pub script: String,
+    /// The input before coercion (CLI strings are coerced by the input schema).
+    pub raw_input: serde_json::Value,
+    /// The host folder the script sees at /workspace (only files its band admits are sent).
+    pub workspace: PathBuf,
+    /// `--target`, overriding the band's `execution.target` and the user config.
+    pub target: Option<String>,
+    pub trace: bool,
+    /// Refuse a skill that has no `band.lock` (`--require-lock`; `require_lock` in the user
+    /// config has the same effect).
+    pub require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the ledger (`--record-io`).
+    pub record_io: bool,
+}
+
+/// Carries a request to a band-server and brings back its events and result.
+pub trait Transport {
+    /// For messages: `host`, `qemu (vm band)`, …
+    fn name(&self) -> String;
+    fn run(&mut self, req: &RunRequest, on_event: &mut dyn FnMut(&proto::Event)) -> Result<RunResult>;
+}
+
+/// The transport for a target.
+pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
+    match target {
+        Target::Host => Ok(Box::new(HostTransport::new()?)),
+        other => Err(user_error(format!("target `{other}` is not available in this build of band"), "use `--target host` on Linux")),
+    }
+}
+
+/// Everything about a run that is settled before it starts.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub request: RunRequest,
+    pub target: Target,
+    pub skill_root: PathBuf,
+    pub workspace: PathBuf,
+    /// SHA-256 over the band files that made the policy, in resolution order.
+    pub band_sha256: String,
+    /// SHA-256 of the effective policy as JSON.
+    pub policy_sha256: String,
+    pub lock: LockMark,
+}
+
+/// A finished (or refused) run, with the fingerprints the ledger records.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub result: RunResult,
+    pub skill: String,
+    pub script: String,
+    pub target: Target,
+    pub bundle_sha256: String,
+    pub band_sha256: String,
+    pub policy_sha256: String,
+    pub input_bytes: u64,
+    pub input_sha256: String,
+    pub output_bytes: u64,
+    pub output_sha256: String,
+    pub started_at_ms: u64,
+    /// How the skill stood against its `band.lock`.
+    pub lock: LockMark,
+    /// The differences from `band.lock` that refused the run (integrity_failed).
+    pub integrity: Vec<String>,
+    /// The input document (validated, or as given when it was refused).
+    pub input: serde_json::Value,
+}
+
+/// Either a request ready to send, or a result for a run refused before it started.
+pub enum Preparation {
+    Ready(Box<Prepared>),
+    Refused(Box<Outcome>),
+}
+
+/// Run a script end to end, and record it in the ledger. See the module docs.
+pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
+    let started_at_ms = now_ms();
+    let ledger = super::audit::ledger()?;
+    let prepared = match prepare(spec, started_at_ms)? {
+        Preparation::Ready(p) => p,
+        Preparation::Refused(o) => {
+            super::audit::record(&ledger, &o, Vec::new(), spec.record_io)?;
+            return Ok(*o);
+        }
+    };
+    // A run that could not be recorded must not start.
+    ledger.prepare().with_context(|| "cannot write the run ledger; nothing ran")?;
+    let mut transport = transport_for(&prepared.target)?;
+    let mut events = Vec::new();
+    let result = transport
+        .run(&prepared.request, &mut |ev| {
+            events.push(ev.clone());
+            on_event(ev)
+        })
+        .with_context(|| format!("run on target {}", transport.name()))?;
+    let outcome = finish(*prepared, result, started_at_ms)?;
+    super::audit::record(&ledger, &outcome, events, spec.record_io)?;
+    Ok(outcome)
+}
+
+/// Most differences listed in an integrity_failed message (all of them go to the ledger).
+const MAX_LISTED_DIFFERENCES: usize = 20;
+
+/// Read the skill once and hold it against its `band.lock`. `Err(outcome)` refuses the run.
+fn check_lock(spec: &RunSpec, run_id: &str, started_at_ms: u64) -> Result<std::result::Result<(Tree, LockMark), Box<Outcome>>> {
+    let root = &spec.skill_root;
+    let tree = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    let state = lock::check(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    let require = spec.require_lock || UserConfig::load()?.require_lock;
+    let refusal = match state {
+        LockState::Matches => return Ok(Ok((tree, LockMark::Matches))),
+        LockState::Unlocked if !require => return Ok(Ok((tree, LockMark::Unlocked))),
+        LockState::Unlocked => Refusal {
+            message: format!("{} has no {} and a lock is required (--require-lock or require_lock in the config)", root.display(), lock::LOCK_FILE),
+            hint: format!("check the skill, then run `band lock {}`", root.display()),
+            integrity: Vec::new(),
+            mark: LockMark::Unlocked,
+        },
+        LockState::Differs(diffs) => Refusal::differs(root, &format!("differs from its {}", lock::LOCK_FILE), &diffs),
+    };
+    integrity_refusal(spec, run_id, started_at_ms, &tree, refusal).map(Err)
+}
+
+/// Why a run is refused with integrity_failed.
+struct Refusal {
+    message: String,
+    hint: String,
+    /// Every difference (the message lists the first [`MAX_LISTED_DIFFERENCES`]).
+    integrity: Vec<String>,
+    mark: LockMark,
+}
+
+impl Refusal {
+    fn differs(root: &Path, what: &str, diffs: &[lock::Difference]) -> Refusal {
+        let all: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+        let mut listed = all.iter().take(MAX_LISTED_DIFFERENCES).cloned().collect::<Vec<_>>().join("; ");
+        if all.len() > MAX_LISTED_DIFFERENCES {
+            listed.push_str(&format!("; and {} more", all.len() - MAX_LISTED_DIFFERENCES));
+        }
+        Refusal {
+            message: format!("{} {what}: {listed}", root.display()),
+            hint: format!("if you changed the skill on purpose, review the change and run `band lock {}`", root.display()),
+            integrity: all,
+            mark: LockMark::Differs,
+        }
+    }
+}
+
+/// The outcome of a run refused for integrity. The band is not resolved for it (it may be the
+/// changed file), so the target is the flag's, the config's or the default.
+fn integrity_refusal(spec: &RunSpec, run_id: &str, started_at_ms: u64, tree: &Tree, refusal: Refusal) -> Result<Box<Outcome>> {
+    let mut result = RunResult::setup_failed(run_id, Layer::Integrity, refusal.message, Some(refusal.hint));
+    result.status = Status::IntegrityFailed;
+    let input = spec.raw_input.clone();
+    let input_json = serde_json::to_vec(&input)?;
+    Ok(Box::new(Outcome {
+        result,
+        skill: band::skill::load_skill(&spec.skill_root).0.name,
+        script: spec.script.clone(),
+        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?).unwrap_or(Target::Host),
+        bundle_sha256: tree.bundle_sha256(),
+        band_sha256: String::new(),
+        policy_sha256: String::new(),
+        input_bytes: input_json.len() as u64,
+        input_sha256: sha256_hex(&input_json),
+        output_bytes: 0,
+        output_sha256: String::new(),
+        started_at_ms,
+        lock: refusal.mark,
+        integrity: refusal.integrity,
+        input,
+    }))
+}
+
+/// The request's bundle: the tree's regular files. Symlinks are refused (band-server takes files only).
+fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
+    if let Some(link) = tree.links().next() {
+        bail!(user_error(format!("{} is a symlink; skills must not contain links", root.join(&link.path).display()), "copy the file into the skill"));
+    }
+    Ok(tree.files().map(|n| FileEntry { path: n.path.clone(), mode: n.mode, data: B64.encode(&n.data) }).collect())
+}
+
+/// Resolve, choose the target, check the input and secrets, read the bundle and workspace.
+pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
+    let root = &spec.skill_root;
+    let script = spec.script.as_str();
+    let run_id = new_run_id();
+    let (tree, lock_mark) = match check_lock(spec, &run_id, started_at_ms)? {
+        Ok(t) => t,
+        Err(refused) => return Ok(Preparation::Refused(refused)),
+    };
+    let (skill, _) = band::skill::load_skill(root);
+    let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
+        bail!(user_error(format!("skill `{}` has no script `{script}`", skill.name), "`band list` shows the scripts"));
+    };
+    let (resolved, diags) = band::skill::resolve_script(&skill, script);
+    let Some(resolved) = resolved else {
+        let errors: Vec<String> = diags.iter().filter(|d| d.is_error()).map(|d| d.to_string()).collect();
+        bail!(user_error(
+            format!("the band for `{}/{script}` has errors; nothing ran\n{}", skill.name, errors.join("\n")),
+            format!("run `band lint {}`", root.display())
+        ));
+    };
+    let policy = resolved.policy.clone();
+    let compiled = CompiledPolicy::compile(&policy).map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
+    let target = choose_target(spec.target.as_deref(), resolved.target.as_ref(), &UserConfig::load()?)?;
+    let band_sha256 = {
+        let mut h = Sha256::new();
+        for src in &resolved.sources {
+            h.update(std::fs::read(src).with_context(|| format!("cannot read {}", src.display()))?);
+        }
+        hex(&h.finalize())
+    };
+    let policy_sha256 = sha256_hex(&serde_json::to_vec(&policy)?);
+
+    // Input: validated against the contract, coerced from CLI strings.
+    let schemas = band::contract::SchemaSet::load_dir(root).0;
+    let input_rel = format!("schemas/input/{script}.json");
+    let contract = schemas.compile(&input_rel).map_err(|e| user_error(format!("input schema: {e}"), format!("run `band lint {}`", root.display())))?;
+    let refuse = |message: String, input: serde_json::Value, input_bytes: u64, input_sha256: String| {
+        let mut result = RunResult::setup_failed(&run_id, Layer::Io, message, Some(format!("`band help {}/{script}` lists the arguments", skill.name)));
+        result.status = Status::InputInvalid;
+        Preparation::Refused(Box::new(Outcome {
+            result,
+            skill: skill.name.clone(),
+            script: script.to_string(),
+            target: target.clone(),
+            bundle_sha256: tree.bundle_sha256(),
+            band_sha256: band_sha256.clone(),
+            policy_sha256: policy_sha256.clone(),
+            input_bytes,
+            input_sha256,
+            output_bytes: 0,
+            output_sha256: String::new(),
+            started_at_ms,
+            lock: lock_mark,
+            integrity: Vec::new(),
+            input,
+        }))
+    };
+    let raw_bytes = serde_json::to_vec(&spec.raw_input)?;
+    let input = match contract.coerce_and_validate(spec.raw_input.clone()) {
+        Ok(v) => v,
+        Err(violations) => {
+            let msg = violations
+                .iter()
+                .map(|v| format!("input {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Ok(refuse(msg, spec.raw_input.clone(), raw_bytes.len() as u64, sha256_hex(&raw_bytes)));
+        }
+    };
+    let input_json = serde_json::to_vec(&input)?;
+    let input_bytes = input_json.len() as u64;
+    if let Some(max) = policy.limits.max_input_bytes.filter(|m| input_bytes > *m) {
+        return Ok(refuse(format!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)"), input.clone(), input_bytes, sha256_hex(&input_json)));
+    }
+
+    // Secrets: required ones must exist before anything starts.
+    let missing: Vec<&str> = policy.required_secrets.iter().filter(|n| std::env::var_os(n).is_none()).map(String::as_str).collect();
+    if !missing.is_empty() {
+        bail!(user_error(
+            format!("missing required secret{}: {}", if missing.len() == 1 { "" } else { "s" }, missing.join(", ")),
+            format!("set {} in your environment, e.g. `export {}=...`", if missing.len() == 1 { "it" } else { "them" }, missing[0]),
+        ));
+    }
+    let secrets: BTreeMap<String, String> = policy.secrets.iter().filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v))).collect();
+
+    let bundle = bundle_of(root, &tree)?;
+    let digest = tree.bundle_sha256();
+    if lock_mark == LockMark::Matches {
+        // The band and schemas were read after the check: refuse if the skill moved meanwhile.
+        let again = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+        let moved = tree.lock().diff(&again.lock());
+        if !moved.is_empty() {
+            let refusal = Refusal::differs(root, "changed while band was preparing the run", &moved);
+            return Ok(Preparation::Refused(integrity_refusal(spec, &run_id, started_at_ms, &again, refusal)?));
+        }
+    }
+    let workspace = read_workspace(&spec.workspace, &compiled)?;
+    let request = RunRequest {
+        protocol: proto::PROTOCOL_VERSION,
+        run_id,
+        skill: skill.name.clone(),
+        script: script.to_string(),
+        entry: entry.to_string_lossy().into_owned(),
+        bundle,
+        bundle_sha256: digest,
+        policy,
+        input,
+        config: resolved.config.clone(),
+        secrets,
+        workspace,
+        trace: spec.trace,
+    };
+    Ok(Preparation::Ready(Box::new(Prepared {
+        request,
+        target,
+        skill_root: root.clone(),
+        workspace: spec.workspace.clone(),
+        band_sha256,
+        policy_sha256,
+        lock: lock_mark,
+    })))
+}
+
+/// Check the output contract, copy written files back, and fill in the fingerprints.
+pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> Result<Outcome> {
+    let script = prepared.request.script.clone();
+    if result.status == Status::Ok {
+        check_output(&prepared.skill_root, &script, &mut result)?;
+    }
+    write_back(&prepared.workspace, &result.written)?;
+    let input_json = serde_json::to_vec(&prepared.request.input)?;
+    let output_json = result.output.as_ref().map(serde_json::to_vec).transpose()?.unwrap_or_default();
+    Ok(Outcome {
+        skill: prepared.request.skill.clone(),
+        script,
+        target: prepared.target.clone(),
+        bundle_sha256: prepared.request.bundle_sha256.clone(),
+        band_sha256: prepared.band_sha256.clone(),
+        policy_sha256: prepared.policy_sha256.clone(),
+        input_bytes: input_json.len() as u64,
+        input_sha256: sha256_hex(&input_json),
+        output_bytes: output_json.len() as u64,
+        output_sha256: if output_json.is_empty() { String::new() } else { sha256_hex(&output_json) },
+        started_at_ms,
+        lock: prepared.lock,
+        integrity: Vec::new(),
+        input: prepared.request.input,
+        result,
+    })
+}
+
+/// The output contract is checked here, on the host, strictly.
+fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()> {
+    let rel = format!("schemas/output/{script}.json");
+    if !root.join(&rel).is_file() {
+        return Ok(());
+    }
+    let schemas = band::contract::SchemaSet::load_dir(root).0;
+    let contract = schemas.compile(&rel).map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;
+    let value = result.output.clone().unwrap_or(serde_json::Value::Null);
+    if let Err(v) = contract.validate(&value) {
+        result.status = Status::OutputInvalid;
+        result.error = Some(ErrorInfo {
+            layer: Layer::Io,
+            message: v.iter().map(|v| format!("output {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message)).collect::<Vec<_>>().join("; "),
+            hint: Some(format!("the script's output must match {rel}")),
+        });
+    }
+    Ok(())
+}
+
+/// `--target`, then the band's `execution.target`, then the user config, then the platform default.
+pub fn choose_target(flag: Option<&str>, band: Option<&Target>, config: &UserConfig) -> Result<Target> {
+    let hint = "use host, qemu, lima or ssh://user@host[:port]";
+    if let Some(t) = flag {
+        return Target::parse(t).map_err(|e| user_error(format!("--target: {e}"), hint));
+    }
+    if let Some(t) = band {
+        return Ok(t.clone());
+    }
+    if let Some(t) = &config.target {
+        let path = UserConfig::path().map(|p| p.display().to_string()).unwrap_or_default();
+        return Target::parse(t).map_err(|e| user_error(format!("{path}: target: {e}"), hint));
+    }
+    Ok(if cfg!(target_os = "linux") { Target::Host } else { Target::Lima })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs band-server on this machine: as root directly, else through `sudo -n`.
+pub struct HostTransport {
+    server: PathBuf,
+}
+
+impl HostTransport {
+    pub fn new() -> Result<Self> {
+        if !cfg!(target_os = "linux") {
+            bail!(user_error("the host target needs Linux", "use a VM target: `band setup`, then `--target lima`"));
+        }
+        Ok(HostTransport { server: server_path() })
+    }
+}
+
+impl Transport for HostTransport {
+    fn name(&self) -> String {
+        "host".into()
+    }
+
+    fn run(&mut self, req: &RunRequest, on_event: &mut dyn FnMut(&proto::Event)) -> Result<RunResult> {
+        let server = &self.server;
+        let mut cmd = if is_root() {
+            Command::new(server)
+        } else {
+            let mut c = Command::new("sudo");
+            c.arg("-n").arg(server);
+            c
+        };
+        cmd.arg("run").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().map_err(|e| {
+            user_error(
+                format!("cannot start band-server ({}): {e}", server.display()),
+                "install band-server next to band or set $BAND_SERVER; without root, `sudo -n` must be allowed to run it",
+            )
+        })?;
+        {
+            let mut stdin = child.stdin.take().context("band-server stdin")?;
+            let line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
+            stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).context("cannot send the request to band-server")?;
+        }
+        let stdout = child.stdout.take().context("band-server stdout")?;
+        let result = read_messages(BufReader::new(stdout), on_event)?;
+        let status = child.wait().context("waiting for band-server")?;
+        match result {
+            Some(r) => Ok(r),
+            None if !status.success() && !is_root() => Err(user_error(
+                format!("band-server exited ({status}) without a result"),
+                "the host target runs band-server as root: run band as root, or allow `sudo -n band-server`",
+            )),
+            None => bail!("band-server exited ({status}) without a result"),
+        }
+    }
+}
+
+/// Read protocol lines until the stream ends: events go to `on_event`, the last result is returned.
+pub fn read_messages(reader: impl BufRead, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Option<RunResult>> {
+    let mut result = None;
+    for line in reader.lines() {
+        let line = line.context("reading from band-server")?;
+        match serde_json::from_str::<Message>(&line) {
+            Ok(Message::Result(r)) => result = Some(*r),
+            Ok(Message::Event(ev)) => on_event(&ev),
+            Ok(_) => {}
+            Err(e) => eprintln!("band: ignoring a malformed line from band-server: {e}"),
+        }
+    }
+    Ok(result)
+}
+
+/// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
+fn read_workspace(dir: &Path, policy: &CompiledPolicy) -> Result<Vec<FileEntry>> {
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    if !dir.is_dir() {
+        bail!(user_error(format!("workspace {} is not a folder", dir.display()), "pass --workspace DIR"));
+    }
+    walk_files(dir, dir, &mut |rel, path, meta| {
+        if meta.file_type().is_symlink() {
+            return Ok(()); // never follow links out of the workspace
+        }
+        let wanted = policy.read.check(&rel).is_allowed() || policy.write.check(&rel).is_allowed();
+        if !wanted {
+            return Ok(());
+        }
+        push_capped(&mut out, &mut total, MAX_WORKSPACE_BYTES, rel, path, meta, || {
+            user_error(format!("the files the band admits from {} exceed {MAX_WORKSPACE_BYTES} bytes", dir.display()), "narrow allow.read, or pick a smaller --workspace")
+        })
+    })?;
+    Ok(out)
+}
+
+/// Read one file into `out` unless the running total would pass `cap`.
+fn push_capped(
+    out: &mut Vec<FileEntry>,
+    total: &mut u64,
+    cap: u64,
+    rel: String,
+    path: &Path,
+    meta: &std::fs::Metadata,
+    too_large: impl FnOnce() -> anyhow::Error,
+) -> Result<()> {
+    *total += meta.len();
+    if *total > cap {
+        return Err(too_large());
+    }
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
+    Ok(())
+}
+
+fn walk_files(root: &Path, dir: &Path, f: &mut dyn FnMut(String, &Path, &std::fs::Metadata) -> Result<()>) -> Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let meta = std::fs::symlink_metadata(&p).with_context(|| format!("cannot stat {}", p.display()))?;
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if meta.is_dir() {
+            if name == ".git" || name == "target" {
+                continue;
+            }
+            walk_files(root, &p, f)?;
+        } else {
+            let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+            f(rel, &p, &meta)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn mode_of(m: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o7777
+}
+
+#[cfg(not(unix))]
+fn mode_of(_: &std::fs::Metadata) -> u32 {
+    0o644
+}
+
+fn new_run_id() -> String {
+    let mut buf = [0u8; 8];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        buf = (t.as_nanos() as u64 ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The band-server binary: $BAND_SERVER, next to this executable, or on PATH.
+fn server_path() -> PathBuf {
+    if let Some(p) = std::env::var_os(proto::env::SERVER) {
+        return PathBuf::from(p);
+    }
+    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+        let p = dir.join("band-server");
+        if p.is_file() {
+            return p;
+        }
+    }
+    PathBuf::from("band-server")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
+fn write_back(workspace: &Path, files: &[FileEntry]) -> Result<()> {
+    for f in files {
+        let rel = Path::new(&f.path);
+        if f.path.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            bail!("band-server returned an unsafe path `{}`; nothing more was written", f.path);
+        }
+        let mut cur = workspace.to_path_buf();
+        for c in rel.parent().into_iter().flat_map(|p| p.components()) {
+            cur.push(c);
+            match std::fs::symlink_metadata(&cur) {
+                Ok(m) if m.file_type().is_symlink() => bail!("refusing to write through symlink {}", cur.display()),
+                Ok(_) => {}
+                Err(_) => std::fs::create_dir(&cur).with_context(|| format!("cannot create {}", cur.display()))?,
+            }
+        }
+        let dest = workspace.join(rel);
+        if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!("refusing to write through symlink {}", dest.display());
+        }
+        let data = B64.decode(&f.data).with_context(|| format!("bad data for {}", f.path))?;
+        std::fs::write(&dest, data).with_context(|| format!("cannot write {}", dest.display()))?;
+    }
+    Ok(())
+}
+
