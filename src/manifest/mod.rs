@@ -180,6 +180,17 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), (Loc, Stri
     ))
 }
 
+/// Where a YAML error is, counted the way band counts everywhere else: lines end at `\n` only.
+/// (The YAML parser also breaks lines at a lone `\r`, NEL, LS and PS, so its own line numbers
+/// can point past the end of the file; its byte index cannot.) The column counts characters.
+pub(crate) fn yaml_error_loc(yaml: &str, first_line: usize, e: &yaml_serde::Error) -> Loc {
+    let Some(index) = e.location().map(|l| l.index().min(yaml.len())) else { return Loc::new(first_line, 1) };
+    let index = (0..=index).rev().find(|&i| yaml.is_char_boundary(i)).unwrap_or(0);
+    let before = &yaml[..index];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Loc::new(first_line + before.matches('\n').count(), before[line_start..].chars().count() + 1)
+}
+
 const TOP_KEYS: &[&str] = &[
     "band", "description", "icon", "version", "allow", "deny", "insist", "env", "requires", "limit", "execution",
     "path", "extends", "includes", "provides", "contract", "url",
@@ -241,7 +252,7 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
     let root: Yaml = match yaml_serde::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
-            let loc = e.location().map(|l| Loc::new(l.line() + first - 1, l.column())).unwrap_or(Loc::new(first, 1));
+            let loc = yaml_error_loc(yaml, first, &e);
             let msg = e.to_string();
             let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
             p.diags.push(

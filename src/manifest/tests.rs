@@ -94,6 +94,23 @@ fn yaml_syntax_error_is_located() {
 }
 
 #[test]
+fn yaml_error_lines_count_newlines_only() {
+    // Found by the band_md fuzz target: the YAML parser counts a lone `\r` as a line break, so
+    // its line number pointed past the end of the file. Positions count `\n` lines, like the
+    // rest of band and the snippet renderer.
+    let text = "---\nband: x\ndescription: d\nallow: {cli: [a], n\r\r\r\r\r\ret: [b\n---\nbody\n";
+    let p = parse(text);
+    assert_eq!(summary(&p).len(), 1, "{:?}", p.diagnostics);
+    let d = &p.diagnostics[0];
+    assert_eq!(d.code, Code::YamlSyntax);
+    assert_eq!(d.loc, Loc::new(4, 28), "{d:?}");
+    assert!(d.loc.line <= text.lines().count());
+    // Columns count characters, not bytes.
+    let p = parse("---\nband: x\ndescription: \"é\" ]\n---\n");
+    assert_eq!(p.diagnostics[0].loc, Loc::new(3, 18), "{:?}", p.diagnostics);
+}
+
+#[test]
 fn unquoted_star_is_a_yaml_error_with_a_hint() {
     let p = parse("---\nband: x\ndescription: d\nallow:\n  net:\n    - *.github.com\n---\n");
     let d = &p.diagnostics[0];
