@@ -1091,6 +1091,14 @@ impl LoopState {
     }
 }
 
+/// How often the run loop checks whether bubblewrap exited, while messages are quiet …
+const POLL: Duration = Duration::from_millis(20);
+/// … and once its stdout and stderr are closed (it is exiting): a run's end is noticed within a
+/// millisecond, not up to a whole [`POLL`] later …
+const EXITING_POLL: Duration = Duration::from_millis(1);
+/// … for this long after they closed; then back to [`POLL`].
+const EXITING_WINDOW: Duration = Duration::from_millis(100);
+
 /// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
 fn run_loop(
     rx: &Receiver<Msg>,
@@ -1100,6 +1108,7 @@ fn run_loop(
     deadline: Instant,
 ) -> Option<ExitStatus> {
     let mut next_watch = Instant::now() + net::WATCH_INTERVAL;
+    let mut exiting_since: Option<Instant> = None;
     loop {
         if let Some(child) = guard.child.as_mut()
             && let Ok(Some(status)) = child.try_wait()
@@ -1139,7 +1148,16 @@ fn run_loop(
             });
             return status;
         }
-        let wait = (deadline - now).min(Duration::from_millis(20));
+        // Both pipes at EOF: the sandbox is most likely exiting, so look again soon instead of a
+        // full period (for a while: a script may also close them and keep running).
+        if st.stdout_eof && st.stderr_eof {
+            exiting_since.get_or_insert(now);
+        }
+        let period = match exiting_since {
+            Some(t) if now.duration_since(t) < EXITING_WINDOW => EXITING_POLL,
+            _ => POLL,
+        };
+        let wait = (deadline - now).min(period);
         match rx.recv_timeout(wait) {
             Ok(msg) => st.handle(msg, sink),
             Err(RecvTimeoutError::Timeout) => {}
