@@ -95,6 +95,9 @@ fn main() {
             .arg("--workspace")
             .arg(&workspace)
             .env(proto::env::SERVER, &server)
+            // The bench's runs go to a throwaway ledger, not the user's.
+            .env(proto::env::DATA_DIR, tmp.path().join("data"))
+            .env("BAND_CONFIG", tmp.path().join("no-config.toml"))
             .stdin(Stdio::null())
             .output()
             .expect("band run");
