@@ -7,6 +7,7 @@ mod fmt;
 mod config;
 mod history;
 mod lock;
+mod progress;
 pub mod pipeline;
 mod run;
 mod scaffold;
