@@ -8,6 +8,7 @@ mod config;
 mod history;
 mod lock;
 mod progress;
+mod exec;
 pub mod pipeline;
 mod run;
 mod scaffold;
@@ -25,7 +26,7 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · band lint / fmt --check / audit verify: problems found
+  1    band run / exec: exited non-zero · band lint / fmt --check / audit verify: problems found
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
@@ -67,6 +68,8 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Run an ad-hoc command (code an agent wrote) under a band file's policy, in the sandbox.
+    Exec(exec::ExecArgs),
     /// Write each skill's band.lock (its fingerprint), or check it with --check.
     Lock(lock::LockArgs),
     /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.
@@ -178,6 +181,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Exec(a) => exec::cmd_exec(a),
         Command::Lock(a) => lock::cmd_lock(a),
         Command::History(a) => history::cmd_history(a),
         Command::Show(a) => history::cmd_show(a),
