@@ -1,5 +1,6 @@
 //! `cargo bench --bench lint`: `band lint` over a generated tree of 200 skills × 10 scripts,
-//! against baselines measured in the same run on the same files.
+//! against baselines measured in the same run on the same files. (Under `cargo test` it is a
+//! smoke run of 3 skills: the generated tree must still lint clean.)
 //!
 //! Rows (each timed over `BAND_BENCH_ITERS` runs after one warm-up, default 15):
 //! - `cat`: one `cat` process reading every file of the tree (the cost of touching the bytes);
@@ -29,9 +30,9 @@ const SCRIPTS_PER_SKILL: usize = 10;
 const TARGET: Duration = Duration::from_secs(1);
 
 fn main() {
-    // `cargo bench` passes `--bench`; a filter argument (libtest style) is not supported.
-    let skills = env_usize("BAND_BENCH_SKILLS", 200);
-    let iters = env_usize("BAND_BENCH_ITERS", 15).max(2);
+    let full = common::bench_mode();
+    let skills = env_usize("BAND_BENCH_SKILLS", if full { 200 } else { 3 });
+    let iters = env_usize("BAND_BENCH_ITERS", if full { 15 } else { 2 }).max(2);
     let dir = tempfile::Builder::new().prefix("band-bench-lint").tempdir().expect("temp dir");
     // BAND_BENCH_TREE=DIR: generate the tree there and keep it (to profile `band lint DIR`).
     let root = std::env::var_os("BAND_BENCH_TREE").map(PathBuf::from).unwrap_or_else(|| dir.path().join("skills"));
@@ -49,6 +50,9 @@ fn main() {
     }
 
     let band_bin = PathBuf::from(env!("CARGO_BIN_EXE_band"));
+    if !full {
+        println!("(a smoke run under cargo test: the figures mean nothing; use cargo bench)");
+    }
     println!(
         "band lint bench: {skills} skills × {SCRIPTS_PER_SKILL} scripts, {} files, {} KiB, {} band files; {iters} iterations per row",
         files.len(),

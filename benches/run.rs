@@ -1,6 +1,6 @@
 //! `cargo bench --bench run`: what a sandboxed run costs, against baselines measured in the same
 //! run. Needs root and bubblewrap (like `band run` on the host target); otherwise it says why and
-//! exits 0.
+//! exits 0. (Under `cargo test` it is a smoke run of 2 iterations per row.)
 //!
 //! Rows, each `BAND_BENCH_ITERS` runs (default 30) after one warm-up, of a no-op script:
 //! - `bare script`: `sh noop.sh`, no sandbox;
@@ -8,13 +8,15 @@
 //!   running the same script (the floor for any bubblewrap sandbox);
 //! - `band-server setup + teardown`: from the `metrics` of each direct band-server run's result:
 //!   request checks, uid lease, cgroup, run dir, wrappers before the spawn; removal after;
+//! - `band-server run phase`: also from the metrics: bubblewrap's start, the jail, the script;
 //! - `band-server, whole request`: start `band-server run`, send the request, read the result;
 //! - `band run`: the whole `band run <skill>/noop --json` (client checks, band-server, output).
 //!
 //! band-server and its helpers are taken from next to the `band` binary (target/release), built
 //! first with `cargo build --release -p band-server` so they are never stale. State goes to
-//! `$BAND_SERVER_STATE_DIR` when set (share the test suite's `/run/band-test` when tests run at
-//! the same time: one uid pool per machine), else band-server's default.
+//! `$BAND_SERVER_STATE_DIR` when set (set it to the test suite's `/run/band-test` when tests run
+//! at the same time: one uid pool per machine; the smoke run always shares it), else
+//! band-server's default. `band run` gets a throwaway ledger and no user config.
 
 mod common;
 
@@ -32,6 +34,9 @@ use band::proto::{self, FileEntry, Message, RunRequest, RunResult, Status};
 use common::{Stats, env_usize, measure, ms, ratio};
 
 const BWRAP: &str = "/usr/bin/bwrap";
+/// band-server's state directory override, and the one the test suite uses.
+const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
+const TEST_STATE_DIR: &str = "/run/band-test";
 const SCRIPT: &str = "#!/bin/sh\nexit 0\n";
 
 fn why_not() -> Option<String> {
@@ -51,9 +56,19 @@ fn main() {
         println!("band run bench skipped: {why}");
         return;
     }
-    let iters = env_usize("BAND_BENCH_ITERS", 30).max(2);
+    let full = common::bench_mode();
+    let iters = env_usize("BAND_BENCH_ITERS", if full { 30 } else { 2 }).max(2);
     let band_bin = PathBuf::from(env!("CARGO_BIN_EXE_band"));
-    let server = build_server(&band_bin);
+    // Under `cargo test` (a smoke run), band-server is the one the workspace build put next to
+    // band; cargo must not be started from inside cargo test.
+    let server = if full { build_server(&band_bin) } else { band_bin.with_file_name("band-server") };
+    if !server.is_file() {
+        println!("band run bench skipped: {} is not built (cargo build --workspace)", server.display());
+        return;
+    }
+    // The smoke run shares the test suite's state directory (one uid pool per machine).
+    let state_dir: Option<std::ffi::OsString> =
+        std::env::var_os(STATE_DIR_ENV).or_else(|| (!full).then(|| TEST_STATE_DIR.into()));
 
     let tmp = tempfile::Builder::new().prefix("band-bench-run").tempdir().expect("temp dir");
     let skill = tmp.path().join("noop");
@@ -63,6 +78,9 @@ fn main() {
     let script = skill.join("scripts/noop.sh");
 
     println!("band run bench: a no-op script, {iters} iterations per row");
+    if !full {
+        println!("(a smoke run under cargo test: a debug build, so the figures mean nothing; use cargo bench)");
+    }
 
     let bare = measure(iters, || {
         let st = Command::new("sh").arg(&script).status().expect("sh");
@@ -78,7 +96,7 @@ fn main() {
     let mut server_metrics: Vec<Duration> = Vec::new();
     let mut run_metrics: Vec<Duration> = Vec::new();
     let server_whole = measure(iters, || {
-        let r = serve_once(&server, &request);
+        let r = serve_once(&server, &request, state_dir.as_deref());
         assert_eq!(r.status, Status::Ok, "band-server run failed: {r:?}");
         server_metrics.push(Duration::from_millis(r.metrics.setup_ms + r.metrics.teardown_ms));
         run_metrics.push(Duration::from_millis(r.metrics.run_ms));
@@ -98,6 +116,7 @@ fn main() {
             // The bench's runs go to a throwaway ledger, not the user's.
             .env(proto::env::DATA_DIR, tmp.path().join("data"))
             .env("BAND_CONFIG", tmp.path().join("no-config.toml"))
+            .envs(state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
             .stdin(Stdio::null())
             .output()
             .expect("band run");
@@ -232,11 +251,12 @@ fn run_id() -> String {
 }
 
 /// One `band-server run`: send the request, read lines until the result.
-fn serve_once(server: &Path, request: &RunRequest) -> RunResult {
+fn serve_once(server: &Path, request: &RunRequest, state_dir: Option<&std::ffi::OsStr>) -> RunResult {
     let mut req = request.clone();
     req.run_id = run_id();
     let mut child = Command::new(server)
         .arg("run")
+        .envs(state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -45,6 +45,12 @@ pub fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }
 
+/// `cargo bench` passes `--bench`; `cargo test --all-targets` runs the bench binaries without it,
+/// and then they only do a quick smoke run (small sizes, few iterations) so tests stay fast.
+pub fn bench_mode() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
 pub fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
