@@ -3,8 +3,12 @@
 mod explain;
 mod fmt;
 mod config;
+mod doctor;
 pub mod pipeline;
+mod progress;
 mod run;
+mod setup;
+mod vm;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -18,7 +22,7 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · band lint / fmt --check: problems found
+  1    band run: the script exited non-zero · band lint / fmt --check / doctor: problems found
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
@@ -53,6 +57,12 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Provision a VM (qemu, lima) or an SSH host that runs band-server; idempotent.
+    Setup(setup::SetupArgs),
+    /// Manage the VM made by `band setup`: status, start, stop, destroy, ssh, logs.
+    Vm(vm::VmArgs),
+    /// Check the host and the VM (accelerator, tools, band-server version, disk) and say what to fix.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +154,9 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Setup(a) => setup::cmd_setup(a),
+        Command::Vm(a) => vm::cmd_vm(a),
+        Command::Doctor(a) => doctor::cmd_doctor(a),
     }
 }
 

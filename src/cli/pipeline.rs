@@ -53,7 +53,7 @@ pub trait Transport {
 pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
     match target {
         Target::Host => Ok(Box::new(HostTransport::new()?)),
-        other => Err(user_error(format!("target `{other}` is not available in this build of band"), "use `--target host` on Linux")),
+        Target::Qemu | Target::Lima | Target::Ssh { .. } => Ok(Box::new(super::vm::SshTransport::new(target)?)),
     }
 }
 

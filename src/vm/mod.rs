@@ -18,7 +18,7 @@ pub mod cmd;
 pub mod image;
 pub mod install;
 pub mod keys;
-// pub mod lima;
+pub mod lima;
 // pub mod mux;
 pub mod paths;
 pub mod qemu;
