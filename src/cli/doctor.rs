@@ -190,10 +190,8 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<u8> {
                 Level::Skip => "-   ",
             };
             writeln!(out, "{tag}  {:20} {}", c.name, c.detail)?;
-            if let Some(f) = &c.fix {
-                if c.level == Level::Fail || c.level == Level::Warn {
-                    writeln!(out, "      {:20} fix: {f}", "")?;
-                }
+            if let Some(f) = c.fix.as_ref().filter(|_| matches!(c.level, Level::Fail | Level::Warn)) {
+                writeln!(out, "      {:20} fix: {f}", "")?;
             }
         }
     }

@@ -61,7 +61,7 @@ pub enum Command {
     Setup(setup::SetupArgs),
     /// Manage the VM made by `band setup`: status, start, stop, destroy, ssh, logs.
     Vm(vm::VmArgs),
-    /// Check the host and the VM (accelerator, tools, band-server version, disk) and say what to fix.
+    /// Check the host and the VM (accelerator, tools, band-server) and say what to fix.
     Doctor(doctor::DoctorArgs),
 }
 

@@ -19,7 +19,6 @@ pub mod image;
 pub mod install;
 pub mod keys;
 pub mod lima;
-// pub mod mux;
 pub mod paths;
 pub mod qemu;
 pub mod recipe;

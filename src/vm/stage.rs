@@ -59,7 +59,7 @@ pub fn check_written(files: &[FileEntry], policy: &CompiledPolicy, cap: u64) -> 
         }
         // Decoded size without decoding: 3 bytes per 4 characters, less the padding.
         let n = f.data.len() as u64;
-        if n % 4 != 0 {
+        if !n.is_multiple_of(4) {
             return Err(StageError::BadData(f.path.clone()));
         }
         total += n / 4 * 3 - f.data.bytes().rev().take(2).filter(|b| *b == b'=').count() as u64;
