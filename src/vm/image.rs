@@ -195,6 +195,7 @@ pub enum Step {
     Packages,
     FileSystem,
     Qcow2,
+    Cleanup,
 }
 
 impl Step {
@@ -203,6 +204,7 @@ impl Step {
             Step::Packages => "install Debian packages (mmdebstrap)",
             Step::FileSystem => "make the ext4 file system (mkfs.ext4 -d)",
             Step::Qcow2 => "convert to qcow2 (qemu-img)",
+            Step::Cleanup => "remove the build folder",
         }
     }
 }
@@ -233,6 +235,7 @@ pub fn build(paths: &VmPaths, mirror: Option<&str>, on_step: &mut dyn FnMut(Step
         std::fs::remove_dir_all(&plan.work).map_err(io_at(&plan.work))?;
     }
     let result = build_in(&plan, paths, on_step, started);
+    on_step(Step::Cleanup);
     let cleaned = cmd::run_argv(&cleanup_argv(&plan));
     let info = result?;
     cleaned?;
