@@ -162,7 +162,11 @@ pub fn checks() -> Result<Vec<Check>> {
         out.push(tool("mkfs.ext4", "mkfs.ext4", "apt-get install e2fsprogs", false));
     }
     out.push(accel_check(&paths));
-    out.push(tool("limactl", "limactl", if linux { "optional on Linux (the qemu driver needs no Lima)" } else { "brew install lima" }, !linux));
+    let mut lima = tool("limactl", "limactl", "brew install lima", !linux);
+    if linux && lima.level != Level::Ok {
+        lima = check("limactl", Level::Skip, "not installed (optional on Linux: the qemu driver needs no Lima)", None);
+    }
+    out.push(lima);
     out.push(tool("ssh-keygen", "ssh-keygen", "apt-get install openssh-client", true));
     out.push(tool("ssh (band vm ssh)", "ssh", "apt-get install openssh-client", false));
     out.push(client_key(&paths));
