@@ -7,12 +7,17 @@
 //! - [`contract`]: JSON Schema contracts per script, resolved offline.
 //! - [`skill`]: the skill folder layout and per-script band discovery.
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit-code table.
+//! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
+//! - [`ledger`]: the append-only, hash-chained run ledger.
 //! - [`diag`]: diagnostics (file, line, column, code, hint) shared by everything that reports on input.
 //!
-//! Everything here is pure or does plain file reads; nothing touches the kernel.
+//! Everything here is pure or does plain file I/O (the ledger also takes a file lock); nothing
+//! else touches the kernel.
 
 pub mod contract;
 pub mod diag;
+pub mod ledger;
+pub mod lock;
 pub mod manifest;
 pub mod policy;
 pub mod proto;

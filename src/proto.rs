@@ -297,6 +297,43 @@ pub struct RunResult {
     pub metrics: Metrics,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
+    /// What a run with `allow.net` resolved, reached and was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkReport>,
+}
+
+/// The network side of a run, from the DNS stub's records and the kernel's sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkReport {
+    /// Every DNS question, in order.
+    pub lookups: Vec<DnsLookup>,
+    /// Destinations the run reached.
+    pub contacted: Vec<NetFlow>,
+    /// Destinations the run was refused.
+    pub denied: Vec<NetFlow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnsLookup {
+    pub name: String,
+    pub qtype: String,
+    pub allowed: bool,
+    /// Addresses handed to the script.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addrs: Vec<String>,
+    /// Addresses upstream answered that were withheld (private, this host, denied).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetFlow {
+    pub addr: String,
+    pub proto: String,
+    pub port: u16,
+    /// Names the stub resolved to this address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
 }
 
 impl RunResult {
@@ -317,6 +354,7 @@ impl RunResult {
             insist_missing: Vec::new(),
             metrics: Metrics::default(),
             error: Some(ErrorInfo { layer, message: message.into(), hint }),
+            network: None,
         }
     }
 }

@@ -8,6 +8,7 @@ fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
+        .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
         .env_remove("BAND_SKILLS_PATH")
         .output()
         .expect("run band");
@@ -97,7 +98,7 @@ fn explain_json_shows_the_effective_policy() {
     let (code, out, err) = band(&["explain", "--json", "skills/text/count"], repo());
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v[0]["policy"]["allow"]["cli"], serde_json::json!(["wc *", "tr *"]));
+    assert_eq!(v[0]["policy"]["allow"]["cli"], serde_json::json!(["jq -j .text /band/io/input.json", "wc *", "tr *"]));
     assert_eq!(v[0]["policy"]["limits"]["maxMemoryBytes"], serde_json::json!(64 << 20));
 }
 
@@ -121,4 +122,15 @@ fn run_refuses_a_broken_band_before_anything_starts() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("BAND.md:5:"), "{err}");
     assert!(err.contains("nothing ran"), "{err}");
+}
+
+#[test]
+fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
+    let (code, out, _) = band(&["list", "--skills", "skills"], repo());
+    assert_eq!(code, 0);
+    assert!(out.contains("text: Count the words, lines and characters of a piece of text.\n  text/count  text/summary\n"), "{out}");
+    assert!(out.trim_end().ends_with("Arguments: band help <skill>/<script>"), "{out}");
+    // Every skill fits in two lines plus the footer: short enough for an agent's context.
+    let skills = out.lines().filter(|l| !l.starts_with("  ") && !l.starts_with("Run:") && l.contains(": ")).count();
+    assert_eq!(out.lines().count(), skills * 2 + 2, "{out}");
 }

@@ -63,6 +63,12 @@ pub struct SandboxPlan {
     pub lib_binds: Vec<(String, PathBuf)>,
     pub entry: String,
     pub has_config: bool,
+    /// The run has `allow.net`: it shares the host's network (filtered by the run's nftables
+    /// table, matched on its uid) and gets `/etc/resolv.conf` pointing at its DNS stub.
+    pub share_net: bool,
+    /// Refuse to start unless Landlock can scope abstract unix sockets (set for `share_net` runs
+    /// unless the server config opts out).
+    pub ipc_scope_required: bool,
 }
 
 /// The environment of the script. Secrets are not here: the jail adds them from the pipe.
@@ -104,9 +110,11 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup",
-            "--unshare-net",
         ],
     );
+    if !plan.share_net {
+        push(&mut a, &["--unshare-net"]);
+    }
     push(&mut a, &["--disable-userns"]);
     push(
         &mut a,
@@ -186,7 +194,8 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         "/etc/ld.so.cache".into(),
         "/etc/ld.so.cache".into(),
     );
-    for f in ["passwd", "group", "hosts", "nsswitch.conf"] {
+    let resolv: &[&str] = if plan.share_net { &["resolv.conf"] } else { &[] };
+    for f in ["passwd", "group", "hosts", "nsswitch.conf"].iter().chain(resolv) {
         bind(
             &mut a,
             "--ro-bind",
@@ -253,6 +262,8 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "3",
             "--status-fd",
             "4",
+            "--ipc-scope",
+            if plan.ipc_scope_required { "required" } else { "best-effort" },
             "--",
         ],
     );
@@ -292,6 +303,8 @@ mod tests {
             )],
             entry: "scripts/run.sh".into(),
             has_config: true,
+            share_net: false,
+            ipc_scope_required: false,
         }
     }
 
@@ -447,6 +460,8 @@ mod tests {
             "3",
             "--status-fd",
             "4",
+            "--ipc-scope",
+            "best-effort",
             "--",
             "/skill/scripts/run.sh",
         ]
@@ -457,11 +472,26 @@ mod tests {
     }
 
     #[test]
-    fn never_shares_the_network_or_binds_the_host_root() {
+    fn a_networked_run_shares_the_network_and_gets_the_stub_resolver() {
+        let mut p = plan();
+        p.share_net = true;
+        let args: Vec<String> = build_bwrap_args(&p).iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert!(!args.iter().any(|a| a == "--unshare-net"));
+        assert!(!args.iter().any(|a| a == "--share-net"));
+        let i = args.iter().position(|a| a == "/etc/resolv.conf").unwrap();
+        assert_eq!(args[i - 1], "/run/band/runs/0123456789abcdef/etc/resolv.conf");
+        assert!(args.iter().any(|a| a == "--unshare-user"));
+        assert!(args.iter().any(|a| a == "--disable-userns"));
+    }
+
+    #[test]
+    fn without_allow_net_the_run_has_its_own_network_and_never_binds_the_host_root() {
         let args: Vec<String> = build_bwrap_args(&plan())
             .iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
+        assert!(args.iter().any(|a| a == "--unshare-net"));
+        assert!(!args.iter().any(|a| a == "/etc/resolv.conf"));
         assert!(!args.iter().any(|a| a == "--share-net"));
         for w in args.windows(3) {
             if w[0].ends_with("bind") || w[0].ends_with("bind-try") {

@@ -299,9 +299,7 @@ pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]
             missing.push(format!("write: {p}"));
         }
     }
-    for p in &policy.insist.net {
-        missing.push(format!("net: {p}"));
-    }
+    // insist.net is decided by the network layer (`net::insist_missing`), from the kernel's sets.
     missing
 }
 

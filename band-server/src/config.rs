@@ -8,6 +8,9 @@
 //! state_dir = "/run/band"
 //! bwrap = "/usr/bin/bwrap"
 //! mask_lib_executables = true   # hide programs inside /usr/lib, /usr/libexec (see execmask)
+//! nft = "/usr/sbin/nft"          # the network layer's nftables front end
+//! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
+//! require_ipc_scope = true       # networked runs need Landlock abstract-socket scoping (6.12+)
 //!
 //! [defaults]
 //! memory = "512m"
@@ -38,6 +41,7 @@ pub const CONFIG_ENV: &str = "BAND_SERVER_CONFIG";
 pub const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
 pub const DEFAULT_STATE_DIR: &str = "/run/band";
 pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
+pub const DEFAULT_NFT: &str = "/usr/sbin/nft";
 
 /// The cgroup CPU period; `maxCpus` becomes a quota of `cpus × period`.
 pub const CPU_PERIOD_US: u64 = 100_000;
@@ -89,6 +93,13 @@ pub struct ServerConfig {
     pub bwrap: PathBuf,
     /// Hide the executables inside `/usr/lib`, `/usr/lib64`, `/usr/libexec` (`execmask`).
     pub mask_lib_executables: bool,
+    /// nftables, for runs with `allow.net`.
+    pub nft: PathBuf,
+    /// Resolvers the per-run DNS stub asks; empty: the host's `/etc/resolv.conf`.
+    pub dns_upstream: Vec<std::net::SocketAddr>,
+    /// A run with `allow.net` shares the host's network namespace, hence its abstract unix
+    /// sockets; without Landlock scoping (Linux 6.12+) such a run is refused unless this is false.
+    pub require_ipc_scope: bool,
     pub defaults: LimitValues,
     pub caps: LimitValues,
 }
@@ -99,6 +110,9 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             bwrap: PathBuf::from(DEFAULT_BWRAP),
             mask_lib_executables: true,
+            nft: PathBuf::from(DEFAULT_NFT),
+            dns_upstream: Vec::new(),
+            require_ipc_scope: true,
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
         }
@@ -132,6 +146,10 @@ struct RawConfig {
     state_dir: Option<PathBuf>,
     bwrap: Option<PathBuf>,
     mask_lib_executables: Option<bool>,
+    nft: Option<PathBuf>,
+    #[serde(default)]
+    dns_upstream: Vec<String>,
+    require_ipc_scope: Option<bool>,
     #[serde(default)]
     defaults: RawLimits,
     #[serde(default)]
@@ -217,6 +235,13 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
         state_dir: raw.state_dir.unwrap_or(d.state_dir),
         bwrap: raw.bwrap.unwrap_or(d.bwrap),
         mask_lib_executables: raw.mask_lib_executables.unwrap_or(d.mask_lib_executables),
+        nft: raw.nft.unwrap_or(d.nft),
+        require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
+        dns_upstream: raw
+            .dns_upstream
+            .iter()
+            .map(|s| crate::net::parse_resolver(s).ok_or_else(|| format!("`dns_upstream`: `{s}` is not an address like 192.0.2.53 or [2001:db8::53]:53")))
+            .collect::<Result<_, _>>()?,
         defaults,
         caps,
     })

@@ -7,6 +7,8 @@
 //!    the run directory, clear the file.
 //! 2. Remove run directories that no live lease names.
 //! 3. Kill and remove stale cgroups that no live lease names.
+//! 4. Delete the nftables tables (`band_<run>`) of runs that no live lease names. The tables are
+//!    listed before the leases are read, so a run that starts meanwhile is never touched.
 //!
 //! A live run's lease is held, so nothing here can touch it.
 
@@ -26,6 +28,7 @@ pub struct Report {
     pub killed: usize,
     pub removed_dirs: Vec<String>,
     pub removed_cgroups: Vec<String>,
+    pub removed_tables: Vec<String>,
     pub errors: Vec<String>,
 }
 
@@ -118,8 +121,17 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File) -> Report {
 }
 
 /// The whole janitor pass.
-pub fn run(state: &Path) -> Report {
+pub fn run(state: &Path, nft: &Path) -> Report {
     let mut report = Report::default();
+    let nft = nft.is_file().then(|| crate::net::nft::Nft::new(nft));
+    let tables = match nft.as_ref().map(|n| n.list_tables()) {
+        Some(Ok(t)) => t,
+        Some(Err(e)) => {
+            report.errors.push(format!("nft: {e}"));
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     // Run directories are listed before leases are read: a server writes its lease before it
     // creates its directory, so any directory seen here has its lease content by the time we
     // read it below.
@@ -209,6 +221,11 @@ pub fn run(state: &Path) -> Report {
                 Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
             }
         }
+    }
+    if let Some(nft) = &nft {
+        let (removed, errors) = crate::net::remove_stale_tables(nft, &tables, &live);
+        report.removed_tables = removed;
+        report.errors.extend(errors);
     }
     report
 }

@@ -15,6 +15,7 @@
 //! - [`shim`] / [`reports`]: the CLI layer (policy file, decision, verified report socket).
 //! - [`collect`]: output, written files, insist and status, read after the run.
 //! - [`janitor`]: cleanup after servers that died mid-run.
+//! - [`net`]: the network layer (per-run nftables table, DNS stub, network report).
 //! - [`execmask`]: hides the programs that live in the library trees.
 //! - `cgroup` and `seccomp`: pure builders plus thin appliers; `sys` holds the only `unsafe`
 //!   code of band-server.
@@ -22,7 +23,8 @@
 //! # What a run can and cannot do
 //!
 //! The script runs as a leased per-run uid (never root), in its own user, pid, ipc, uts, cgroup
-//! and network namespaces (no network at all), under `no_new_privs`, a seccomp deny list, no
+//! and network namespaces (no network at all; with `allow.net`, the host's network filtered by a
+//! per-run nftables table and DNS stub, see [`net`]), under `no_new_privs`, a seccomp deny list, no
 //! capabilities, and a cgroup with memory, pids and CPU limits. It sees read-only system
 //! libraries, only the essential and declared binaries in `/usr/bin`, a synthetic `/etc`, its
 //! skill (read-only), a copy of the workspace, and noexec writable directories.
@@ -56,6 +58,7 @@ pub mod config;
 pub mod error;
 pub mod execmask;
 pub mod janitor;
+pub mod net;
 pub mod reports;
 pub mod request;
 pub mod run;

@@ -29,15 +29,16 @@ fn janitor_pass(cfg: &ServerConfig) {
     if sys::euid() != 0 {
         return;
     }
-    let r = janitor::run(&cfg.state_dir);
+    let r = janitor::run(&cfg.state_dir, &cfg.nft);
     if !r.dead_leases.is_empty()
         || !r.removed_dirs.is_empty()
         || !r.removed_cgroups.is_empty()
+        || !r.removed_tables.is_empty()
         || r.killed > 0
     {
         eprintln!(
-            "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}",
-            r.dead_leases, r.killed, r.removed_dirs, r.removed_cgroups
+            "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
+            r.dead_leases, r.killed, r.removed_dirs, r.removed_cgroups, r.removed_tables
         );
     }
     for e in &r.errors {

@@ -4,15 +4,16 @@
 //! The order of [`execute`]:
 //!
 //! 1. Pure checks (nothing created yet): protocol, run id, root, bundle paths and hash, entry,
-//!    workspace paths, secrets, limits, policy compilation, network (no egress layer yet: any
-//!    `allow.net` or `insist.net` fails closed), CLI binaries, host mounts.
+//!    workspace paths, secrets, limits, policy compilation, CLI binaries, host mounts.
 //! 2. Identity: lease a pool uid.
 //! 3. cgroup with the effective limits.
-//! 4. Run directory (tmpfs), shim policy, wrappers, report socket.
-//! 5. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
+//! 4. Network, when `allow.net` is not empty: the run's nftables table and DNS stub ([`net`]).
+//! 5. Run directory (tmpfs), shim policy, wrappers, report socket.
+//! 6. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
 //!    jail's status pipe on fd 4; stream stdout/stderr and CLI reports until it exits or the wall
-//!    clock runs out; then kill everything left in the cgroup.
-//! 6. Collect (output, written files, insist) from outside, then tear down in reverse order.
+//!    clock runs out (or the run's table vanishes); then kill everything left in the cgroup.
+//! 7. Collect (output, written files, network report, insist) from outside, then tear down in
+//!    reverse order.
 //!
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
@@ -39,6 +40,7 @@ use crate::collect::{self, Capture, Facts, Output};
 use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::execmask;
+use crate::net::{self, NetLayer, NetSetup, dns::Lookup, nft::Nft};
 use crate::reports::{PeerCheck, Report, ReportListener};
 use crate::request::{self, DecodedFile};
 use crate::shim::{self, CliRules, ShimPolicy};
@@ -360,6 +362,7 @@ pub struct RunGuard {
     pub cgroup: Option<RunCgroup>,
     pub dir: Option<RunDir>,
     pub lease: Option<Lease>,
+    pub net: Option<NetLayer>,
 }
 
 impl RunGuard {
@@ -384,6 +387,17 @@ impl RunGuard {
             if !left.is_empty() {
                 errors.push(format!("processes {left:?} of uid {} survived", lease.uid));
                 all_dead = false;
+            }
+        }
+        if let Some(mut net) = self.net.take() {
+            if all_dead {
+                if let Err(e) = net.teardown() {
+                    errors.push(format!("network: {e}"));
+                }
+            } else {
+                // A survivor keeps its restrictions: the janitor deletes the table once the
+                // uid's processes are gone.
+                net.abandon();
             }
         }
         if let Some(mut l) = self.listener.take() {
@@ -429,6 +443,7 @@ enum Msg {
     StderrEof,
     Jail(String),
     Report(Report),
+    Dns(Lookup),
 }
 
 fn spawn_reader(mut r: impl Read + Send + 'static, tx: Sender<Msg>, out: bool) -> SetupResult<()> {
@@ -543,19 +558,6 @@ fn execute_inner(
         Some(c) => Some(serde_json::to_vec(c).layer(Layer::Io, "failed to encode the config")?),
         None => None,
     };
-    if !req.policy.allow.net.is_empty() {
-        return Err(SetupError::new(
-            Layer::Network,
-            "allow.net needs the egress layer, which this band-server does not have yet",
-        )
-        .with_hint("remove allow.net from the band, or run on a band-server with egress support"));
-    }
-    if !req.policy.insist.net.is_empty() {
-        return Err(SetupError::new(
-            Layer::Network,
-            "insist.net needs the egress layer, which this band-server does not have yet",
-        ));
-    }
     let compiled = compile(&req.policy)?;
     check_workspace(&workspace, &compiled)?;
     let cli = plan_cli(&req.policy, &compiled, &resolve_binary)?;
@@ -611,7 +613,41 @@ fn execute_inner(
         })
         .collect::<SetupResult<Vec<File>>>()?;
 
-    // 4. Filesystem and CLI layer.
+    let (tx, rx) = mpsc::channel::<Msg>();
+
+    // 4. Network: the run's nftables table and DNS stub, when the band allows any host.
+    if !compiled.net.is_empty() {
+        let upstream = if cfg.dns_upstream.is_empty() {
+            net::parse_resolv_conf(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
+        } else {
+            cfg.dns_upstream.clone()
+        };
+        let dns_tx = Mutex::new(tx.clone());
+        let on_lookup: std::sync::Arc<net::dns::OnLookup> = std::sync::Arc::new(move |l: &Lookup| {
+            if let Ok(tx) = dns_tx.lock() {
+                let _ = tx.send(Msg::Dns(l.clone()));
+            }
+        });
+        let slot = guard.lease.as_ref().map(|l| l.slot).unwrap_or(0);
+        let layer = NetLayer::setup(NetSetup {
+            run_id: &req.run_id,
+            uid,
+            slot,
+            matcher: compiled.net.clone(),
+            nft: Nft::new(&cfg.nft),
+            upstream,
+            proc: Path::new("/proc"),
+            on_lookup,
+        })
+        .map_err(|e| {
+            SetupError::new(Layer::Network, e)
+                .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
+        })?;
+        guard.net = Some(layer);
+    }
+    let resolv_conf = guard.net.as_ref().map(NetLayer::resolv_conf);
+
+    // 5. Filesystem and CLI layer.
     let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
     let wrappers: Vec<String> = cli.binaries.iter().map(|b| b.name.clone()).collect();
     let dir = RunDir::create(&RunDirSpec {
@@ -631,6 +667,7 @@ fn execute_inner(
         wrappers: &wrappers,
         host_mounts: &host_mounts,
         masked: &masked,
+        resolv_conf: resolv_conf.as_deref(),
     })?;
     let plan = SandboxPlan {
         run_dir: dir.root.clone(),
@@ -649,12 +686,13 @@ fn execute_inner(
         lib_binds: dir.lib_binds.clone(),
         entry: req.entry.clone(),
         has_config: config_json.is_some(),
+        share_net: guard.net.is_some(),
+        ipc_scope_required: guard.net.is_some() && cfg.require_ipc_scope,
     };
     let lib_trees: Vec<PathBuf> = plan.lib_binds.iter().map(|(_, p)| p.clone()).collect();
     let sock = dir.sock();
     let run_dir = dir.root.clone();
     guard.dir = Some(dir);
-    let (tx, rx) = mpsc::channel::<Msg>();
     let check = PeerCheck::for_shim(&helpers.shim, uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let report_tx = Mutex::new(tx.clone());
@@ -668,7 +706,7 @@ fn execute_inner(
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
 
-    // 5. Spawn.
+    // 6. Spawn.
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
     let (status_r, status_w) =
@@ -757,7 +795,14 @@ fn execute_inner(
         _ => {}
     }
 
-    // 6. Collect.
+    if st.net_lost {
+        return Err(SetupError::new(
+            Layer::Network,
+            "the run's nftables table disappeared while it ran (was the ruleset flushed?); the run was killed",
+        ));
+    }
+
+    // 7. Collect.
     let stats = stats.unwrap_or_default();
     let output =
         match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {
@@ -767,7 +812,21 @@ fn execute_inner(
     let found = collect::walk_workspace(&run_dir.join("workspace"), limits.disk_bytes);
     let changed = collect::changed_files(&found, &workspace);
     let written = collect::written_entries(&changed, &compiled.write);
-    let insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
+    let mut insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
+    let network = guard.net.as_ref().map(|n| {
+        let (report, lookups, seen) = n.report();
+        insist_missing.extend(net::insist_missing(&req.policy.insist.net, &lookups, &seen));
+        for f in &report.denied {
+            st.denial_count += 1;
+            let host = f.names.first().cloned().unwrap_or_else(|| f.addr.clone());
+            let d = Denial::Net { host, port: Some(f.port), rule: None };
+            sink.event(Event::Denied(d.clone()));
+            if st.denied.len() < MAX_CALLS_KEPT {
+                st.denied.push(d);
+            }
+        }
+        report
+    });
     let (output, output_bytes, too_large) = match output {
         Output::Json(v, n) => (Some(v), n, false),
         Output::TooLarge(n) => {
@@ -831,6 +890,7 @@ fn execute_inner(
             output_bytes,
         },
         error: None,
+        network,
     })
 }
 
@@ -906,6 +966,8 @@ struct LoopState {
     forged_why: Vec<String>,
     jail: Option<Result<(), SetupError>>,
     timed_out: bool,
+    /// The run's nftables table vanished mid-run; the run was killed.
+    net_lost: bool,
     log_bytes: u64,
 }
 
@@ -923,6 +985,7 @@ impl LoopState {
             forged_why: Vec::new(),
             jail: None,
             timed_out: false,
+            net_lost: false,
             log_bytes: l.log_bytes,
         }
     }
@@ -1002,6 +1065,16 @@ impl LoopState {
                     self.calls.push(call);
                 }
             }
+            Msg::Dns(l) => {
+                if !l.allowed {
+                    self.denial_count += 1;
+                    if self.denied.len() < MAX_CALLS_KEPT {
+                        let d = Denial::Dns { name: l.name };
+                        sink.event(Event::Denied(d.clone()));
+                        self.denied.push(d);
+                    }
+                }
+            }
             Msg::Report(Report::Forged(why)) => {
                 self.forged += 1;
                 if self.forged_why.len() < 5 {
@@ -1020,6 +1093,7 @@ fn run_loop(
     st: &mut LoopState,
     deadline: Instant,
 ) -> Option<ExitStatus> {
+    let mut next_watch = Instant::now() + net::WATCH_INTERVAL;
     loop {
         if let Some(child) = guard.child.as_mut()
             && let Ok(Some(status)) = child.try_wait()
@@ -1028,6 +1102,22 @@ fn run_loop(
             return Some(status);
         }
         let now = Instant::now();
+        if let Some(n) = &guard.net
+            && now >= next_watch
+        {
+            next_watch = now + net::WATCH_INTERVAL;
+            if !n.table_present() {
+                // Fail closed: without its table the run's uid would reach everything.
+                st.net_lost = true;
+                if let Some(cg) = &guard.cgroup {
+                    let _ = cg.kill_all(KILL_DEADLINE);
+                }
+                return guard.child.take().and_then(|mut c| {
+                    let _ = c.kill();
+                    c.wait().ok()
+                });
+            }
+        }
         if now >= deadline {
             st.timed_out = true;
             sink.event(Event::Limit {

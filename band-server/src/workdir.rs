@@ -75,6 +75,8 @@ pub struct RunDirSpec<'a> {
     /// trees are bound under `lib/` with the masks on top, and bubblewrap binds those instead of
     /// the host's.
     pub masked: &'a [PathBuf],
+    /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
+    pub resolv_conf: Option<&'a str>,
 }
 
 /// A created run directory. Unmounted and removed by [`RunDir::teardown`] or on drop.
@@ -313,7 +315,14 @@ impl RunDir {
             None,
         )?;
         write_new(&etc.join("hosts"), HOSTS.as_bytes(), 0o444, None)?;
-        write_new(&etc.join("nsswitch.conf"), NSSWITCH.as_bytes(), 0o444, None)?;
+        match spec.resolv_conf {
+            Some(resolv) => {
+                write_new(&etc.join("resolv.conf"), resolv.as_bytes(), 0o444, None)?;
+                let nss = NSSWITCH.replace("hosts: files\n", "hosts: files dns\n");
+                write_new(&etc.join("nsswitch.conf"), nss.as_bytes(), 0o444, None)?;
+            }
+            None => write_new(&etc.join("nsswitch.conf"), NSSWITCH.as_bytes(), 0o444, None)?,
+        }
 
         let bin = self.bin();
         mkdir(&bin, 0o755, None)?;

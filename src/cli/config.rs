@@ -73,7 +73,6 @@ impl UserConfig {
         Ok(cfg)
     }
 
-    #[allow(dead_code)] // read by the ledger and the VM drivers as they land
     /// The band data folder: `$BAND_DATA_DIR`, the config's `data_dir`, else `~/.local/share/band`.
     pub fn data_dir(&self) -> PathBuf {
         if let Some(p) = std::env::var_os(band::proto::env::DATA_DIR).filter(|p| !p.is_empty()) {

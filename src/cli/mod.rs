@@ -1,12 +1,18 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
+mod audit;
 mod explain;
+mod mcp;
 mod fmt;
 mod config;
 mod doctor;
+mod history;
+mod lock;
 pub mod pipeline;
 mod progress;
 mod run;
+mod scaffold;
+mod trace;
 mod setup;
 mod vm;
 
@@ -22,13 +28,13 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · band lint / fmt --check / doctor: problems found
+  1    band run: the script exited non-zero · band lint / fmt --check / audit verify / doctor: problems found
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
   5    denied              the script failed after the policy denied a command, host or path
   6    insist_unsatisfied  the script never did something its band insists on
-  7    integrity_failed    the skill does not match its band.lock
+  7    integrity_failed    the skill does not match its band.lock (also band lock --check)
   8    setup_failed        a sandbox layer could not be set up; nothing ran
   9    output_too_large    output exceeded maxOutputBytes
   10   memory_limit        the run hit maxMemoryBytes
@@ -37,7 +43,14 @@ Exit codes:
 
 /// Run AI-agent skills in a sandbox that denies everything a skill has not declared.
 #[derive(Debug, Parser)]
-#[command(name = "band", version, about, after_long_help = EXIT_TABLE, disable_help_subcommand = true)]
+#[command(
+    name = "band",
+    version,
+    about,
+    override_usage = "band <COMMAND>\n       band <SKILL>/<SCRIPT> [--key=value …]   (the same as band run)",
+    after_long_help = EXIT_TABLE,
+    disable_help_subcommand = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -57,12 +70,32 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Write each skill's band.lock (its fingerprint), or check it with --check.
+    Lock(lock::LockArgs),
+    /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.
+    History(history::HistoryArgs),
+    /// One recorded run in full, with its events.
+    Show(history::ShowArgs),
+    /// Check the run ledger.
+    Audit(audit::AuditArgs),
+    /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
+    Init(scaffold::InitArgs),
+    /// Serve every script as a tool over the Model Context Protocol (stdio).
+    Mcp(mcp::McpArgs),
     /// Provision a VM (qemu, lima) or an SSH host that runs band-server; idempotent.
     Setup(setup::SetupArgs),
     /// Manage the VM made by `band setup`: status, start, stop, destroy, ssh, logs.
     Vm(vm::VmArgs),
     /// Check the host and the VM (accelerator, tools, band-server) and say what to fix.
     Doctor(doctor::DoctorArgs),
+    /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
+    #[command(external_subcommand)]
+    Shortcut(Vec<String>),
+    /// Add a script and its schemas to a skill.
+    ///
+    /// When the band that would govern it does not allow what the new script runs, the script
+    /// also gets its own band, `scripts/<name>.band.md`.
+    NewScript(scaffold::NewScriptArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -154,6 +187,14 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Lock(a) => lock::cmd_lock(a),
+        Command::History(a) => history::cmd_history(a),
+        Command::Show(a) => history::cmd_show(a),
+        Command::Audit(a) => audit::cmd_audit(a),
+        Command::Init(a) => scaffold::cmd_init(a),
+        Command::NewScript(a) => scaffold::cmd_new_script(a),
+        Command::Mcp(a) => mcp::cmd_mcp(a),
+        Command::Shortcut(args) => run::cmd_shortcut(args),
         Command::Setup(a) => setup::cmd_setup(a),
         Command::Vm(a) => vm::cmd_vm(a),
         Command::Doctor(a) => doctor::cmd_doctor(a),
@@ -255,14 +296,23 @@ fn cmd_list(args: ListArgs) -> Result<u8> {
         writeln!(out, "No skills found. Pass --skills DIR or set $BAND_SKILLS_PATH.")?;
         return Ok(exit::OK);
     }
+    // Short enough to paste into an agent's context: one sentence per skill, scripts on one line.
     for s in seen.values() {
-        let desc = s.skill_md.as_ref().map(|m| m.description.as_str()).unwrap_or("");
-        writeln!(out, "{}: {desc}", s.name)?;
-        for script in &s.scripts {
-            writeln!(out, "  band run {}/{}", s.name, script.name)?;
-        }
+        let desc = s.skill_md.as_ref().map(|m| first_sentence(&m.description)).unwrap_or_default();
+        let scripts: Vec<String> = s.scripts.iter().map(|x| format!("{}/{}", s.name, x.name)).collect();
+        writeln!(out, "{}: {desc}\n  {}", s.name, scripts.join("  "))?;
     }
+    writeln!(out, "\nRun: band <skill>/<script> --key=value   Arguments: band help <skill>/<script>")?;
     Ok(exit::OK)
+}
+
+/// The first sentence of a description (up to the first ". "), for `band list`.
+fn first_sentence(text: &str) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.find(". ") {
+        Some(i) => text[..=i].to_string(),
+        None => text,
+    }
 }
 
 fn cmd_help(args: HelpArgs) -> Result<u8> {

@@ -3,8 +3,13 @@
 //! bundle and the admitted workspace files → hand one request to a [`Transport`] → check the
 //! output contract → copy written files back.
 //!
-//! Statuses (input_invalid, output_invalid, denied, …) come back inside [`Outcome::result`];
-//! only user errors (unknown skill, broken band, missing secret, no server) are `Err`.
+//! Before anything else the skill is read once and compared with its `band.lock`
+//! ([`band::lock`]); the bytes checked are the bytes sent. Every run, refused or not, ends as one
+//! record in the ledger ([`band::ledger`], written by [`super::audit::record`]).
+//!
+//! Statuses (input_invalid, integrity_failed, output_invalid, denied, …) come back inside
+//! [`Outcome::result`]; only user errors (unknown skill, broken band, missing secret, no server)
+//! are `Err`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,12 +23,12 @@ use sha2::{Digest, Sha256};
 
 use super::config::UserConfig;
 use super::user_error;
+use band::ledger::LockMark;
+use band::lock::{self, LockState, Tree};
 use band::manifest::Target;
 use band::policy::CompiledPolicy;
 use band::proto::{self, ErrorInfo, FileEntry, Layer, Message, RunRequest, RunResult, Status};
 
-/// The most a skill bundle may weigh; larger skills should not ship data in the skill.
-const MAX_BUNDLE_BYTES: u64 = 64 << 20;
 /// The most workspace data sent to a run.
 const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
 
@@ -40,6 +45,11 @@ pub struct RunSpec {
     /// `--target`, overriding the band's `execution.target` and the user config.
     pub target: Option<String>,
     pub trace: bool,
+    /// Refuse a skill that has no `band.lock` (`--require-lock`; `require_lock` in the user
+    /// config has the same effect).
+    pub require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the ledger (`--record-io`).
+    pub record_io: bool,
 }
 
 /// Carries a request to a band-server and brings back its events and result.
@@ -68,6 +78,7 @@ pub struct Prepared {
     pub band_sha256: String,
     /// SHA-256 of the effective policy as JSON.
     pub policy_sha256: String,
+    pub lock: LockMark,
 }
 
 /// A finished (or refused) run, with the fingerprints the ledger records.
@@ -85,6 +96,12 @@ pub struct Outcome {
     pub output_bytes: u64,
     pub output_sha256: String,
     pub started_at_ms: u64,
+    /// How the skill stood against its `band.lock`.
+    pub lock: LockMark,
+    /// The differences from `band.lock` that refused the run (integrity_failed).
+    pub integrity: Vec<String>,
+    /// The input document (validated, or as given when it was refused).
+    pub input: serde_json::Value,
 }
 
 /// Either a request ready to send, or a result for a run refused before it started.
@@ -93,22 +110,123 @@ pub enum Preparation {
     Refused(Box<Outcome>),
 }
 
-/// Run a script end to end. See the module docs.
+/// Run a script end to end, and record it in the ledger. See the module docs.
 pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
     let started_at_ms = now_ms();
+    let ledger = super::audit::ledger()?;
     let prepared = match prepare(spec, started_at_ms)? {
         Preparation::Ready(p) => p,
-        Preparation::Refused(o) => return Ok(*o),
+        Preparation::Refused(o) => {
+            super::audit::record(&ledger, &o, Vec::new(), spec.record_io)?;
+            return Ok(*o);
+        }
     };
+    // A run that could not be recorded must not start.
+    ledger.prepare().with_context(|| "cannot write the run ledger; nothing ran")?;
     let mut transport = transport_for(&prepared.target)?;
-    let result = transport.run(&prepared.request, on_event).with_context(|| format!("run on target {}", transport.name()))?;
-    finish(*prepared, result, started_at_ms)
+    let mut events = Vec::new();
+    let result = transport
+        .run(&prepared.request, &mut |ev| {
+            events.push(ev.clone());
+            on_event(ev)
+        })
+        .with_context(|| format!("run on target {}", transport.name()))?;
+    let outcome = finish(*prepared, result, started_at_ms)?;
+    super::audit::record(&ledger, &outcome, events, spec.record_io)?;
+    Ok(outcome)
+}
+
+/// Most differences listed in an integrity_failed message (all of them go to the ledger).
+const MAX_LISTED_DIFFERENCES: usize = 20;
+
+/// Read the skill once and hold it against its `band.lock`. `Err(outcome)` refuses the run.
+fn check_lock(spec: &RunSpec, run_id: &str, started_at_ms: u64) -> Result<std::result::Result<(Tree, LockMark), Box<Outcome>>> {
+    let root = &spec.skill_root;
+    let tree = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    let state = lock::check(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    let require = spec.require_lock || UserConfig::load()?.require_lock;
+    let refusal = match state {
+        LockState::Matches => return Ok(Ok((tree, LockMark::Matches))),
+        LockState::Unlocked if !require => return Ok(Ok((tree, LockMark::Unlocked))),
+        LockState::Unlocked => Refusal {
+            message: format!("{} has no {} and a lock is required (--require-lock or require_lock in the config)", root.display(), lock::LOCK_FILE),
+            hint: format!("check the skill, then run `band lock {}`", root.display()),
+            integrity: Vec::new(),
+            mark: LockMark::Unlocked,
+        },
+        LockState::Differs(diffs) => Refusal::differs(root, &format!("differs from its {}", lock::LOCK_FILE), &diffs),
+    };
+    integrity_refusal(spec, run_id, started_at_ms, &tree, refusal).map(Err)
+}
+
+/// Why a run is refused with integrity_failed.
+struct Refusal {
+    message: String,
+    hint: String,
+    /// Every difference (the message lists the first [`MAX_LISTED_DIFFERENCES`]).
+    integrity: Vec<String>,
+    mark: LockMark,
+}
+
+impl Refusal {
+    fn differs(root: &Path, what: &str, diffs: &[lock::Difference]) -> Refusal {
+        let all: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+        let mut listed = all.iter().take(MAX_LISTED_DIFFERENCES).cloned().collect::<Vec<_>>().join("; ");
+        if all.len() > MAX_LISTED_DIFFERENCES {
+            listed.push_str(&format!("; and {} more", all.len() - MAX_LISTED_DIFFERENCES));
+        }
+        Refusal {
+            message: format!("{} {what}: {listed}", root.display()),
+            hint: format!("if you changed the skill on purpose, review the change and run `band lock {}`", root.display()),
+            integrity: all,
+            mark: LockMark::Differs,
+        }
+    }
+}
+
+/// The outcome of a run refused for integrity. The band is not resolved for it (it may be the
+/// changed file), so the target is the flag's, the config's or the default.
+fn integrity_refusal(spec: &RunSpec, run_id: &str, started_at_ms: u64, tree: &Tree, refusal: Refusal) -> Result<Box<Outcome>> {
+    let mut result = RunResult::setup_failed(run_id, Layer::Integrity, refusal.message, Some(refusal.hint));
+    result.status = Status::IntegrityFailed;
+    let input = spec.raw_input.clone();
+    let input_json = serde_json::to_vec(&input)?;
+    Ok(Box::new(Outcome {
+        result,
+        skill: band::skill::load_skill(&spec.skill_root).0.name,
+        script: spec.script.clone(),
+        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?).unwrap_or(Target::Host),
+        bundle_sha256: tree.bundle_sha256(),
+        band_sha256: String::new(),
+        policy_sha256: String::new(),
+        input_bytes: input_json.len() as u64,
+        input_sha256: sha256_hex(&input_json),
+        output_bytes: 0,
+        output_sha256: String::new(),
+        started_at_ms,
+        lock: refusal.mark,
+        integrity: refusal.integrity,
+        input,
+    }))
+}
+
+/// The request's bundle: the tree's regular files. Symlinks are refused (band-server takes files only).
+fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
+    if let Some(link) = tree.links().next() {
+        bail!(user_error(format!("{} is a symlink; skills must not contain links", root.join(&link.path).display()), "copy the file into the skill"));
+    }
+    Ok(tree.files().map(|n| FileEntry { path: n.path.clone(), mode: n.mode, data: B64.encode(&n.data) }).collect())
 }
 
 /// Resolve, choose the target, check the input and secrets, read the bundle and workspace.
 pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     let root = &spec.skill_root;
     let script = spec.script.as_str();
+    let run_id = new_run_id();
+    let (tree, lock_mark) = match check_lock(spec, &run_id, started_at_ms)? {
+        Ok(t) => t,
+        Err(refused) => return Ok(Preparation::Refused(refused)),
+    };
     let (skill, _) = band::skill::load_skill(root);
     let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
         bail!(user_error(format!("skill `{}` has no script `{script}`", skill.name), "`band list` shows the scripts"));
@@ -132,13 +250,12 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         hex(&h.finalize())
     };
     let policy_sha256 = sha256_hex(&serde_json::to_vec(&policy)?);
-    let run_id = new_run_id();
 
     // Input: validated against the contract, coerced from CLI strings.
     let schemas = band::contract::SchemaSet::load_dir(root).0;
     let input_rel = format!("schemas/input/{script}.json");
     let contract = schemas.compile(&input_rel).map_err(|e| user_error(format!("input schema: {e}"), format!("run `band lint {}`", root.display())))?;
-    let refuse = |message: String, input_bytes: u64, input_sha256: String| {
+    let refuse = |message: String, input: serde_json::Value, input_bytes: u64, input_sha256: String| {
         let mut result = RunResult::setup_failed(&run_id, Layer::Io, message, Some(format!("`band help {}/{script}` lists the arguments", skill.name)));
         result.status = Status::InputInvalid;
         Preparation::Refused(Box::new(Outcome {
@@ -146,7 +263,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             skill: skill.name.clone(),
             script: script.to_string(),
             target: target.clone(),
-            bundle_sha256: String::new(),
+            bundle_sha256: tree.bundle_sha256(),
             band_sha256: band_sha256.clone(),
             policy_sha256: policy_sha256.clone(),
             input_bytes,
@@ -154,6 +271,9 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             output_bytes: 0,
             output_sha256: String::new(),
             started_at_ms,
+            lock: lock_mark,
+            integrity: Vec::new(),
+            input,
         }))
     };
     let raw_bytes = serde_json::to_vec(&spec.raw_input)?;
@@ -165,13 +285,13 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
                 .map(|v| format!("input {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message))
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Ok(refuse(msg, raw_bytes.len() as u64, sha256_hex(&raw_bytes)));
+            return Ok(refuse(msg, spec.raw_input.clone(), raw_bytes.len() as u64, sha256_hex(&raw_bytes)));
         }
     };
     let input_json = serde_json::to_vec(&input)?;
     let input_bytes = input_json.len() as u64;
     if let Some(max) = policy.limits.max_input_bytes.filter(|m| input_bytes > *m) {
-        return Ok(refuse(format!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)"), input_bytes, sha256_hex(&input_json)));
+        return Ok(refuse(format!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)"), input.clone(), input_bytes, sha256_hex(&input_json)));
     }
 
     // Secrets: required ones must exist before anything starts.
@@ -184,8 +304,17 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     }
     let secrets: BTreeMap<String, String> = policy.secrets.iter().filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v))).collect();
 
-    let bundle = read_bundle(root)?;
-    let digest = proto::bundle_digest(&bundle.iter().map(|f| (f.path.clone(), f.mode, B64.decode(&f.data).unwrap_or_default())).collect::<Vec<_>>());
+    let bundle = bundle_of(root, &tree)?;
+    let digest = tree.bundle_sha256();
+    if lock_mark == LockMark::Matches {
+        // The band and schemas were read after the check: refuse if the skill moved meanwhile.
+        let again = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+        let moved = tree.lock().diff(&again.lock());
+        if !moved.is_empty() {
+            let refusal = Refusal::differs(root, "changed while band was preparing the run", &moved);
+            return Ok(Preparation::Refused(integrity_refusal(spec, &run_id, started_at_ms, &again, refusal)?));
+        }
+    }
     let workspace = read_workspace(&spec.workspace, &compiled)?;
     let request = RunRequest {
         protocol: proto::PROTOCOL_VERSION,
@@ -209,6 +338,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         workspace: spec.workspace.clone(),
         band_sha256,
         policy_sha256,
+        lock: lock_mark,
     })))
 }
 
@@ -233,6 +363,9 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         output_bytes: output_json.len() as u64,
         output_sha256: if output_json.is_empty() { String::new() } else { sha256_hex(&output_json) },
         started_at_ms,
+        lock: prepared.lock,
+        integrity: Vec::new(),
+        input: prepared.request.input,
         result,
     })
 }
@@ -352,21 +485,6 @@ pub fn read_messages(reader: impl BufRead, on_event: &mut dyn FnMut(&proto::Even
         }
     }
     Ok(result)
-}
-
-/// Every regular file of the skill, with its mode. Symlinks are refused (lint reports them).
-pub fn read_bundle(root: &Path) -> Result<Vec<FileEntry>> {
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    walk_files(root, root, &mut |rel, path, meta| {
-        if meta.file_type().is_symlink() {
-            bail!(user_error(format!("{} is a symlink; skills must not contain links", path.display()), "copy the file into the skill"));
-        }
-        push_capped(&mut out, &mut total, MAX_BUNDLE_BYTES, rel, path, meta, || {
-            user_error(format!("the skill at {} is larger than {MAX_BUNDLE_BYTES} bytes", root.display()), "keep data out of the skill; pass it in the workspace")
-        })
-    })?;
-    Ok(out)
 }
 
 /// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 use super::pipeline::{self, Outcome, RunSpec};
+use super::trace;
 use super::{SkillsArgs, find_skill, split_target, user_error};
 use band::proto::{self, Status};
 
@@ -31,9 +32,17 @@ pub struct RunArgs {
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Also list every command the script ran and whether the policy allowed it.
+    /// After the run, list every command the script ran, the files it wrote and what the policy
+    /// refused, each with the rule that decided.
     #[arg(long)]
     pub trace: bool,
+    /// Refuse the skill if it has no band.lock (also `require_lock = true` in the config).
+    #[arg(long)]
+    pub require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the run ledger (default:
+    /// only their sizes and SHA-256).
+    #[arg(long)]
+    pub record_io: bool,
     #[command(flatten)]
     pub skills: SkillsArgs,
 }
@@ -49,6 +58,8 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
         target: args.exec_target.clone(),
         trace: args.trace,
+        require_lock: args.require_lock,
+        record_io: args.record_io,
     };
     let human = !args.json;
     let outcome = pipeline::run(&spec, &mut |ev| {
@@ -56,7 +67,37 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
             show_event(ev)
         }
     })?;
-    render(&args, &outcome)
+    render(&args, &spec, &outcome)
+}
+
+/// `band run`'s arguments on their own, for the shortcut.
+#[derive(Debug, clap::Parser)]
+#[command(name = "band", no_binary_name = true, disable_help_flag = true)]
+struct Shortcut {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `band <skill>/<script> …`: the agent-facing form of `band run`. `band <skill>/<script> --help`
+/// is `band help <skill>/<script>`.
+pub fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
+    let first = args.first().map(String::as_str).unwrap_or("");
+    if !first.contains('/') {
+        bail!(user_error(
+            format!("`{first}` is not a band command"),
+            "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`"
+        ));
+    }
+    if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
+        return super::cmd_help(super::HelpArgs { target: first.to_string(), skills: SkillsArgs { dirs: Vec::new() } });
+    }
+    match <Shortcut as clap::Parser>::try_parse_from(&args) {
+        Ok(s) => cmd_run(s.run),
+        Err(e) => {
+            e.print().context("cannot print the usage error")?;
+            Ok(proto::exit::USAGE)
+        }
+    }
 }
 
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
@@ -89,7 +130,14 @@ fn describe_denial(d: &proto::Denial) -> String {
     }
 }
 
-fn render(args: &RunArgs, outcome: &Outcome) -> Result<u8> {
+/// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot
+/// be resolved, which the run would already have reported).
+fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
+    let (skill, _) = band::skill::load_skill(root);
+    band::skill::resolve_script(&skill, script).0.map(|r| r.policy.allow.cli).unwrap_or_default()
+}
+
+fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
     let result = &outcome.result;
     if args.json {
         let mut v = serde_json::to_value(result)?;
@@ -126,9 +174,7 @@ fn render(args: &RunArgs, outcome: &Outcome) -> Result<u8> {
             None => {}
         }
         if args.trace {
-            for c in &result.cli_calls {
-                eprintln!("trace: {} {}", if c.allowed { "allowed" } else { "denied " }, c.argv.join(" "));
-            }
+            eprint!("{}", trace::render(result, &allow_cli(&spec.skill_root, &spec.script)));
         }
         let m = &result.metrics;
         match result.status {

@@ -720,7 +720,8 @@ pub fn secret_name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
-fn is_kebab(s: &str) -> bool {
+/// Lowercase letters, digits and single hyphens, starting with a letter, at most 64 characters.
+pub fn is_kebab(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.starts_with(|c: char| c.is_ascii_lowercase())

@@ -472,6 +472,19 @@ const V4_NON_PUBLIC: &[(Ipv4Addr, u8)] = &[
     (Ipv4Addr::new(240, 0, 0, 0), 4),     // reserved, and 255.255.255.255 broadcast
 ];
 
+/// Every range [`is_public_ip`] rejects, as (network, prefix) — for rule builders that need the
+/// list as data. IPv6 outside `2000::/3` is given as `::/3`, `4000::/2` and `8000::/1`.
+pub fn non_public_ranges() -> Vec<(IpAddr, u8)> {
+    let mut v: Vec<(IpAddr, u8)> = V4_NON_PUBLIC.iter().map(|(n, p)| (IpAddr::V4(*n), *p)).collect();
+    v.extend([
+        (IpAddr::V6(Ipv6Addr::UNSPECIFIED), 3),
+        (IpAddr::V6(Ipv6Addr::new(0x4000, 0, 0, 0, 0, 0, 0, 0)), 2),
+        (IpAddr::V6(Ipv6Addr::new(0x8000, 0, 0, 0, 0, 0, 0, 0)), 1),
+    ]);
+    v.extend(V6_NON_PUBLIC.iter().map(|(n, p)| (IpAddr::V6(*n), *p)));
+    v
+}
+
 fn is_public_v4(v4: Ipv4Addr) -> bool {
     !V4_NON_PUBLIC.iter().any(|(net, prefix)| cidr_contains(IpAddr::V4(*net), *prefix, IpAddr::V4(v4)))
 }
@@ -583,6 +596,16 @@ impl NetMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_public_ranges_agree_with_is_public_ip() {
+        let ranges = non_public_ranges();
+        let listed = |ip: IpAddr| ranges.iter().any(|(n, p)| n.is_ipv4() == ip.is_ipv4() && cidr_contains(*n, *p, ip));
+        for s in ["10.1.2.3", "127.0.0.1", "169.254.169.254", "100.100.100.200", "192.168.0.1", "8.8.8.8", "93.184.216.34", "::1", "fd00:ec2::254", "fe80::1", "2001:db8::1", "2606:4700::1111", "2002::1", "ff02::1"] {
+            let ip: IpAddr = s.parse().unwrap();
+            assert_eq!(listed(ip), !is_public_ip(ip), "{s}");
+        }
+    }
 
     fn p(s: &str) -> NetPattern {
         NetPattern::parse(s).unwrap_or_else(|e| panic!("{s}: {e} ({:?})", e.hint))

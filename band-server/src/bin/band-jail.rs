@@ -3,7 +3,9 @@
 //! Synchronous, single-threaded, in this order:
 //!
 //! 1. read the secrets (a JSON object of strings) from fd N until EOF, close it;
-//! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`;
+//! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`, a Landlock domain scoping abstract unix sockets
+//!    and signals to the sandbox (`--ipc-scope required` fails when the kernel cannot: runs that
+//!    share the host's network would otherwise reach the host's abstract sockets);
 //! 3. close every fd above 2 (the status fd is kept, close-on-exec);
 //! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
 //! 5. install the seccomp program, last, so nothing above runs under it;
@@ -25,12 +27,14 @@ const EXIT_JAIL: i32 = 125;
 struct Args {
     secrets_fd: i32,
     status_fd: Option<i32>,
+    ipc_scope_required: bool,
     command: Vec<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
     let mut secrets_fd = None;
     let mut status_fd = None;
+    let mut ipc_scope_required = false;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -50,6 +54,14 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 );
                 i += 2;
             }
+            "--ipc-scope" => {
+                ipc_scope_required = match args.get(i + 1).map(String::as_str) {
+                    Some("required") => true,
+                    Some("best-effort") => false,
+                    _ => return Err("--ipc-scope needs `required` or `best-effort`".into()),
+                };
+                i += 2;
+            }
             "--" => {
                 let command = args[i + 1..].to_vec();
                 if command.is_empty() {
@@ -58,6 +70,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 return Ok(Args {
                     secrets_fd: secrets_fd.ok_or("--secrets-fd is required")?,
                     status_fd,
+                    ipc_scope_required,
                     command,
                 });
             }
@@ -76,6 +89,28 @@ fn fail(status_fd: Option<i32>, layer: Layer, msg: &str) -> ! {
         );
     }
     std::process::exit(EXIT_JAIL);
+}
+
+/// Landlock scopes: no connecting to abstract unix sockets made outside the sandbox, no signals
+/// to processes outside it.
+fn restrict_ipc(required: bool) -> Result<(), String> {
+    use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus, Scope};
+    let level = if required { CompatLevel::HardRequirement } else { CompatLevel::BestEffort };
+    let status = Ruleset::default()
+        .set_compatibility(level)
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self())
+        .map_err(|e| {
+            format!("this kernel's Landlock cannot scope abstract unix sockets (needs Linux 6.12+): {e}")
+        })?;
+    if required && status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(format!(
+            "Landlock IPC scoping is {:?} on this kernel (needs Linux 6.12+)",
+            status.ruleset
+        ));
+    }
+    Ok(())
 }
 
 fn env_name_ok(name: &str) -> bool {
@@ -129,6 +164,10 @@ fn main() {
             Layer::Seccomp,
             &format!("failed to set no_new_privs: {e}"),
         );
+    }
+
+    if let Err(e) = restrict_ipc(args.ipc_scope_required) {
+        fail(st, Layer::Network, &e);
     }
 
     // 3. No inherited descriptors beyond stdio.

@@ -215,13 +215,22 @@ pub fn spawn(req: &RunRequest) -> Child {
 }
 
 pub fn spawn_line(line: &str) -> Child {
+    spawn_line_with_config(line, Path::new("/nonexistent/band-test/server.toml"))
+}
+
+/// Run band-server with a server config file (the network tests point its DNS at their lab).
+pub fn spawn_with_config(req: &RunRequest, config: &Path) -> Child {
+    spawn_line_with_config(
+        &serde_json::to_string(&Message::Request(Box::new(req.clone()))).unwrap_or_default(),
+        config,
+    )
+}
+
+pub fn spawn_line_with_config(line: &str, config: &Path) -> Child {
     let mut child = Command::new(server())
         .arg("run")
         .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .env(
-            band_server::config::CONFIG_ENV,
-            "/nonexistent/band-test/server.toml",
-        )
+        .env(band_server::config::CONFIG_ENV, config)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,3 +1,4 @@
 pub mod helpers;
+mod network;
 mod privileged;
 mod protocol;

@@ -253,21 +253,6 @@ fn privileged_declared_command_missing_on_host_fails_closed() {
 }
 
 #[test]
-fn privileged_allow_net_and_insist_net_fail_closed() {
-    privileged!();
-    let mut p = policy();
-    p.allow.net = strs(&["api.github.com"]);
-    let o = run(&request("#!/bin/sh\ntrue\n", p));
-    assert_eq!(setup_layer(&o), Some(Layer::Network));
-    let mut p = policy();
-    p.insist.net = strs(&["api.github.com"]);
-    assert_eq!(
-        setup_layer(&run(&request("#!/bin/sh\ntrue\n", p))),
-        Some(Layer::Network)
-    );
-}
-
-#[test]
 fn privileged_ptrace_and_unshare_are_eperm() {
     privileged!();
     let script = r#"#!/usr/bin/env python3

@@ -1,8 +1,13 @@
-#!/bin/bash
+#!/bin/sh
 # Count words, lines and characters of the input's `text` field.
-set -euo pipefail
-text=$(sed -n 's/.*"text":"\(.*\)".*/\1/p' "$INPUT_PATH" | sed 's/\\n/\n/g')
-words=$(printf '%s' "$text" | wc -w | tr -d ' ')
-lines=$(printf '%s\n' "$text" | wc -l | tr -d ' ')
-chars=$(printf '%s' "$text" | wc -m | tr -d ' ')
+set -eu
+text="$TMPDIR/text"
+jq -j .text "$INPUT_PATH" > "$text"
+words=$(wc -w < "$text" | tr -d ' ')
+chars=$(wc -m < "$text" | tr -d ' ')
+lines=$(wc -l < "$text" | tr -d ' ')
+# A last line without a newline at its end is a line too.
+if [ -s "$text" ] && [ "$(tail -c 1 "$text" | wc -l | tr -d ' ')" = 0 ]; then
+  lines=$((lines + 1))
+fi
 printf '{"words":%s,"lines":%s,"chars":%s}\n' "$words" "$lines" "$chars" > "$OUTPUT_PATH"

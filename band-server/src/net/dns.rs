@@ -1,0 +1,514 @@
+//! The run's DNS stub: the only resolver a networked run can reach (its `/etc/resolv.conf`).
+//!
+//! For a name that `allow.net` admits (and `deny.net` does not), an A or AAAA question is asked
+//! upstream; the answered addresses that may be reached are added to the run's nftables sets
+//! *before* the reply leaves, so the script connects to exactly what it was told. Every other
+//! name gets NXDOMAIN without a packet leaving the machine, and other record types (TXT, MX,
+//! ANY, …) are never forwarded, which closes DNS tunnelling through names the band does not
+//! trust.
+//!
+//! Addresses that are not public (private, loopback, link-local and metadata, ULA, …) or that
+//! belong to this host are removed from answers unless an `allow.net` IP/CIDR names them:
+//! an allowed name cannot be pointed at the inside (DNS rebinding).
+//!
+//! [`Resolver::answer`] is the whole decision, a function of the query bytes and an upstream;
+//! [`Stub`] is the thin layer of sockets and threads around it.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use band::policy::Decision;
+use band::policy::net::{NetMatcher, is_public_ip};
+use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+
+use super::nft::Dest;
+
+/// What the stub decided about one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameDecision {
+    /// Not admitted: NXDOMAIN, nothing asked upstream.
+    Refused,
+    /// Admitted on these ports (`None` = every port); addresses are denied on `deny_ports`.
+    Allowed { ports: Vec<Option<u16>>, deny_ports: Vec<u16> },
+}
+
+/// Decide a name against the band's `net` rules.
+pub fn decide_name(m: &NetMatcher, name: &str) -> NameDecision {
+    if matches!(m.check_host(name, None), Decision::Deny { .. }) {
+        return NameDecision::Refused;
+    }
+    let mut ports: Vec<Option<u16>> =
+        m.allow_patterns().iter().filter(|p| !p.is_ip() && p.matches_host(name, None)).map(|p| p.port()).collect();
+    if ports.is_empty() {
+        return NameDecision::Refused;
+    }
+    if ports.contains(&None) {
+        ports = vec![None];
+    }
+    ports.sort();
+    ports.dedup();
+    let mut deny_ports: Vec<u16> =
+        m.deny_patterns().iter().filter_map(|p| p.port().filter(|port| p.matches_host(name, Some(*port)))).collect();
+    deny_ports.sort();
+    deny_ports.dedup();
+    NameDecision::Allowed { ports, deny_ports }
+}
+
+/// Whether an answered address may be handed to the script.
+pub fn address_admitted(m: &NetMatcher, own: &[IpAddr], ip: IpAddr) -> bool {
+    if matches!(m.check_ip(ip, None), Decision::Deny { .. }) {
+        return false;
+    }
+    let explicit = m.ip_patterns().any(|p| p.matches_ip(ip, None));
+    explicit || (is_public_ip(ip) && !own.contains(&ip))
+}
+
+/// One question the run asked, for the result and `insist.net`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    pub name: String,
+    pub qtype: String,
+    pub allowed: bool,
+    /// Addresses handed to the script (and added to the run's sets).
+    pub addrs: Vec<IpAddr>,
+    /// Addresses upstream answered that the stub withheld (private, this host, denied).
+    pub withheld: Vec<IpAddr>,
+}
+
+/// Asks the real resolvers.
+pub trait Upstream: Send + Sync {
+    fn ask(&self, query: &Message) -> Result<Message, String>;
+}
+
+/// Adds learned destinations to the run's sets; must finish before the reply is sent.
+pub type Learn = dyn Fn(&[Dest], &[Dest]) -> Result<(), String> + Send + Sync;
+
+/// The decision part of the stub.
+pub struct Resolver {
+    pub matcher: NetMatcher,
+    /// This host's own addresses (never handed out unless an IP pattern names them).
+    pub own: Vec<IpAddr>,
+    pub upstream: Box<dyn Upstream>,
+    pub learn: Box<Learn>,
+}
+
+/// Longest reply over UDP without EDNS.
+const UDP_PLAIN: usize = 512;
+
+impl Resolver {
+    /// The reply to one query (None: not a DNS query at all; drop it), and what was asked.
+    pub fn answer(&self, bytes: &[u8]) -> (Option<Vec<u8>>, Option<Lookup>) {
+        let Ok(req) = Message::from_vec(bytes) else { return (None, None) };
+        if req.metadata.message_type != MessageType::Query {
+            return (None, None);
+        }
+        let id = req.metadata.id;
+        let reply = |code: ResponseCode, answers: Vec<Record>| {
+            let mut m = Message::error_msg(id, req.metadata.op_code, code);
+            m.metadata.recursion_desired = req.metadata.recursion_desired;
+            m.metadata.recursion_available = true;
+            m.add_queries(req.queries.iter().cloned());
+            m.add_answers(answers);
+            m.to_vec().ok()
+        };
+        if req.metadata.op_code != OpCode::Query || req.queries.len() != 1 {
+            return (reply(ResponseCode::Refused, vec![]), None);
+        }
+        let q = &req.queries[0];
+        let name = q.name().to_ascii().trim_end_matches('.').to_ascii_lowercase();
+        let qtype = q.query_type();
+        let mut lookup =
+            Lookup { name: name.clone(), qtype: qtype.to_string(), allowed: false, addrs: vec![], withheld: vec![] };
+        if q.query_class() != DNSClass::IN {
+            return (reply(ResponseCode::Refused, vec![]), Some(lookup));
+        }
+        let NameDecision::Allowed { ports, deny_ports } = decide_name(&self.matcher, &name) else {
+            return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
+        };
+        lookup.allowed = true;
+        if qtype != RecordType::A && qtype != RecordType::AAAA {
+            // An admitted name, but only addresses are ever asked upstream.
+            return (reply(ResponseCode::NoError, vec![]), Some(lookup));
+        }
+        let mut up = Message::query();
+        up.metadata.recursion_desired = true;
+        up.add_query(Query::query(q.name().clone(), qtype));
+        let resp = match self.upstream.ask(&up) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("band-server: dns: {name}: {e}");
+                return (reply(ResponseCode::ServFail, vec![]), Some(lookup));
+            }
+        };
+        let mut answers = Vec::new();
+        for rec in resp.answers {
+            let ip = match &rec.data {
+                RData::A(a) => IpAddr::V4(a.0),
+                RData::AAAA(a) => IpAddr::V6(a.0),
+                RData::CNAME(_) => {
+                    answers.push(rec);
+                    continue;
+                }
+                _ => continue,
+            };
+            if address_admitted(&self.matcher, &self.own, ip) {
+                lookup.addrs.push(ip);
+                answers.push(rec);
+            } else {
+                lookup.withheld.push(ip);
+            }
+        }
+        let allow: Vec<Dest> = lookup.addrs.iter().flat_map(|ip| ports.iter().map(|p| Dest::addr(*ip, *p))).collect();
+        let deny: Vec<Dest> =
+            lookup.addrs.iter().flat_map(|ip| deny_ports.iter().map(|p| Dest::addr(*ip, Some(*p)))).collect();
+        if !allow.is_empty()
+            && let Err(e) = (self.learn)(&allow, &deny)
+        {
+            // Fail closed: never tell the script an address its chain does not allow.
+            eprintln!("band-server: dns: {name}: cannot add the answer to the run's table: {e}");
+            lookup.addrs.clear();
+            return (reply(ResponseCode::ServFail, vec![]), Some(lookup));
+        }
+        let code = match resp.metadata.response_code {
+            ResponseCode::NXDomain => ResponseCode::NXDomain,
+            ResponseCode::NoError => ResponseCode::NoError,
+            _ => ResponseCode::ServFail,
+        };
+        (reply(code, answers), Some(lookup))
+    }
+}
+
+/// A UDP reply that does not fit: the header and question with TC set (the client retries on TCP).
+fn fit_udp(reply: Vec<u8>) -> Vec<u8> {
+    if reply.len() <= UDP_PLAIN {
+        return reply;
+    }
+    match Message::from_vec(&reply) {
+        Ok(m) => m.truncate().to_vec().unwrap_or(reply),
+        Err(_) => reply,
+    }
+}
+
+/// Real resolvers over UDP (TCP when the answer is truncated).
+pub struct UdpUpstream {
+    pub servers: Vec<SocketAddr>,
+    pub timeout: Duration,
+}
+
+impl UdpUpstream {
+    fn ask_one(&self, server: SocketAddr, query: &Message, bytes: &[u8]) -> Result<Message, String> {
+        let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse().unwrap_or(server) } else { "[::]:0".parse().unwrap_or(server) };
+        let sock = UdpSocket::bind(bind).map_err(|e| format!("udp socket: {e}"))?;
+        sock.set_read_timeout(Some(self.timeout)).map_err(|e| format!("udp socket: {e}"))?;
+        sock.connect(server).map_err(|e| format!("{server}: {e}"))?;
+        sock.send(bytes).map_err(|e| format!("{server}: {e}"))?;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let n = sock.recv(&mut buf).map_err(|e| format!("{server}: {e}"))?;
+            let Ok(m) = Message::from_vec(&buf[..n]) else { continue };
+            if m.metadata.id != query.metadata.id || m.queries != query.queries {
+                continue; // not our answer
+            }
+            if m.metadata.truncation {
+                return ask_tcp(server, bytes, self.timeout);
+            }
+            return Ok(m);
+        }
+    }
+}
+
+impl Upstream for UdpUpstream {
+    fn ask(&self, query: &Message) -> Result<Message, String> {
+        let bytes = query.to_vec().map_err(|e| format!("encode: {e}"))?;
+        let mut last = "no upstream resolver configured".to_string();
+        for s in &self.servers {
+            match self.ask_one(*s, query, &bytes) {
+                Ok(m) => return Ok(m),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
+fn ask_tcp(server: SocketAddr, bytes: &[u8], timeout: Duration) -> Result<Message, String> {
+    let mut s = TcpStream::connect_timeout(&server, timeout).map_err(|e| format!("{server} (tcp): {e}"))?;
+    s.set_read_timeout(Some(timeout)).map_err(|e| format!("{server}: {e}"))?;
+    write_framed(&mut s, bytes).map_err(|e| format!("{server} (tcp): {e}"))?;
+    let reply = read_framed(&mut s).map_err(|e| format!("{server} (tcp): {e}"))?;
+    Message::from_vec(&reply).map_err(|e| format!("{server}: bad answer: {e}"))
+}
+
+fn write_framed(s: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    let len = u16::try_from(bytes.len()).map_err(|_| std::io::Error::other("message too long"))?;
+    s.write_all(&len.to_be_bytes())?;
+    s.write_all(bytes)
+}
+
+fn read_framed(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len)?;
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// Called for every question, as it is answered.
+pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
+
+/// The stub's sockets and threads. Dropping it stops them.
+pub struct Stub {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    pub addr: Ipv4Addr,
+}
+
+/// How long a thread waits before it looks at the stop flag again.
+const POLL: Duration = Duration::from_millis(100);
+
+impl Stub {
+    /// Bind UDP and TCP port 53 on `addr` (a loopback address of this run) and serve.
+    pub fn start(addr: Ipv4Addr, resolver: Resolver, on_lookup: Arc<OnLookup>) -> Result<Stub, String> {
+        let sa = SocketAddrV4::new(addr, 53);
+        let udp = UdpSocket::bind(sa).map_err(|e| format!("cannot bind the DNS stub on {sa}/udp: {e}"))?;
+        let tcp = TcpListener::bind(sa).map_err(|e| format!("cannot bind the DNS stub on {sa}/tcp: {e}"))?;
+        udp.set_read_timeout(Some(POLL)).map_err(|e| format!("{sa}: {e}"))?;
+        tcp.set_nonblocking(true).map_err(|e| format!("{sa}: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let resolver = Arc::new(resolver);
+        let mut threads = Vec::new();
+        {
+            let (stop, resolver, on_lookup) = (stop.clone(), resolver.clone(), on_lookup.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("band-dns-udp".into())
+                    .spawn(move || serve_udp(udp, &resolver, &*on_lookup, &stop))
+                    .map_err(|e| format!("cannot start the DNS stub: {e}"))?,
+            );
+        }
+        {
+            let stop = stop.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("band-dns-tcp".into())
+                    .spawn(move || serve_tcp(tcp, &resolver, &*on_lookup, &stop))
+                    .map_err(|e| format!("cannot start the DNS stub: {e}"))?,
+            );
+        }
+        Ok(Stub { stop, threads, addr })
+    }
+
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn serve_udp(sock: UdpSocket, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 4096];
+    while !stop.load(Ordering::SeqCst) {
+        let Ok((n, peer)) = sock.recv_from(&mut buf) else { continue };
+        let (reply, lookup) = r.answer(&buf[..n]);
+        if let Some(l) = lookup {
+            on_lookup(&l);
+        }
+        if let Some(reply) = reply {
+            let _ = sock.send_to(&fit_udp(reply), peer);
+        }
+    }
+}
+
+fn serve_tcp(listener: TcpListener, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        let Ok((mut s, _)) = listener.accept() else {
+            std::thread::sleep(POLL / 4);
+            continue;
+        };
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        // One connection at a time: a run asks few questions, and a slow client only delays itself.
+        while let Ok(q) = read_framed(&mut s) {
+            let (reply, lookup) = r.answer(&q);
+            if let Some(l) = lookup {
+                on_lookup(&l);
+            }
+            match reply {
+                Some(reply) if write_framed(&mut s, &reply).is_ok() => {}
+                _ => break,
+            }
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::Name;
+    use hickory_proto::rr::rdata::{A, AAAA, CNAME, TXT};
+    use std::str::FromStr;
+    use std::sync::Mutex;
+
+    fn matcher(allow: &[&str], deny: &[&str]) -> NetMatcher {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        NetMatcher::new(&s(allow), &s(deny)).unwrap()
+    }
+
+    #[test]
+    fn names_follow_allow_deny_and_wildcard_depth() {
+        let m = matcher(&["*.example.test", "api.other.test:443"], &["secret.example.test", "mail.example.test:25"]);
+        assert_eq!(decide_name(&m, "a.b.example.test"), NameDecision::Allowed { ports: vec![None], deny_ports: vec![] });
+        assert_eq!(decide_name(&m, "example.test"), NameDecision::Refused);
+        assert_eq!(decide_name(&m, "secret.example.test"), NameDecision::Refused);
+        assert_eq!(decide_name(&m, "mail.example.test"), NameDecision::Allowed { ports: vec![None], deny_ports: vec![25] });
+        assert_eq!(decide_name(&m, "api.other.test"), NameDecision::Allowed { ports: vec![Some(443)], deny_ports: vec![] });
+        assert_eq!(decide_name(&m, "evil.test"), NameDecision::Refused);
+    }
+
+    #[test]
+    fn private_and_own_addresses_are_withheld_unless_named() {
+        let m = matcher(&["*.example.test", "10.9.0.0/16"], &["93.184.216.99"]);
+        let own = vec![IpAddr::from_str("198.41.0.4").unwrap()];
+        let ok = |s: &str| address_admitted(&m, &own, s.parse().unwrap());
+        assert!(ok("93.184.216.34"));
+        assert!(!ok("93.184.216.99"), "deny.net IP");
+        assert!(!ok("169.254.169.254"), "metadata");
+        assert!(!ok("127.0.0.1"));
+        assert!(!ok("192.168.1.1"));
+        assert!(!ok("fd00::1"));
+        assert!(!ok("::1"));
+        assert!(!ok("198.41.0.4"), "this host");
+        assert!(ok("10.9.3.4"), "named by an allow.net CIDR");
+        assert!(ok("2606:2800:220:1::1"));
+    }
+
+    struct Fake(Vec<Record>, std::sync::Mutex<usize>);
+    impl Upstream for Fake {
+        fn ask(&self, q: &Message) -> Result<Message, String> {
+            *self.1.lock().unwrap() += 1;
+            let mut m = Message::response(q.metadata.id, OpCode::Query);
+            m.add_queries(q.queries.iter().cloned());
+            m.add_answers(self.0.clone());
+            Ok(m)
+        }
+    }
+
+    fn query(name: &str, t: RecordType) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.id = 4242;
+        m.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
+        m.to_vec().unwrap()
+    }
+
+    type Learned = Arc<Mutex<Vec<(Vec<Dest>, Vec<Dest>)>>>;
+
+    fn resolver(allow: &[&str], answers: Vec<Record>) -> (Resolver, Learned, Arc<Fake>) {
+        let learned: Learned = Arc::default();
+        let l2 = learned.clone();
+        let fake = Arc::new(Fake(answers, Mutex::new(0)));
+        struct Shared(Arc<Fake>);
+        impl Upstream for Shared {
+            fn ask(&self, q: &Message) -> Result<Message, String> {
+                self.0.ask(q)
+            }
+        }
+        let r = Resolver {
+            matcher: matcher(allow, &[]),
+            own: vec![],
+            upstream: Box::new(Shared(fake.clone())),
+            learn: Box::new(move |a: &[Dest], d: &[Dest]| {
+                l2.lock().unwrap().push((a.to_vec(), d.to_vec()));
+                Ok(())
+            }),
+        };
+        (r, learned, fake)
+    }
+
+    fn rec(name: &str, data: RData) -> Record {
+        Record::from_rdata(Name::from_ascii(name).unwrap(), 60, data)
+    }
+
+    #[test]
+    fn allowed_name_is_resolved_filtered_and_learned_before_the_reply() {
+        let answers = vec![
+            rec("api.example.test.", RData::CNAME(CNAME(Name::from_ascii("edge.cdn.test.").unwrap()))),
+            rec("edge.cdn.test.", RData::A(A(Ipv4Addr::new(93, 184, 216, 34)))),
+            rec("edge.cdn.test.", RData::A(A(Ipv4Addr::new(169, 254, 169, 254)))),
+            rec("edge.cdn.test.", RData::AAAA(AAAA("2606:2800::1".parse().unwrap()))),
+        ];
+        let (r, learned, _) = resolver(&["api.example.test:443"], answers);
+        let (reply, lookup) = r.answer(&query("api.example.test.", RecordType::A));
+        let reply = Message::from_vec(&reply.unwrap()).unwrap();
+        assert_eq!(reply.metadata.id, 4242);
+        assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+        let ips: Vec<String> = reply.answers.iter().filter_map(|r| match &r.data {
+            RData::A(a) => Some(a.0.to_string()),
+            RData::AAAA(a) => Some(a.0.to_string()),
+            _ => None,
+        }).collect();
+        assert_eq!(ips, vec!["93.184.216.34", "2606:2800::1"]);
+        let l = lookup.unwrap();
+        assert!(l.allowed);
+        assert_eq!(l.withheld, vec![IpAddr::from(Ipv4Addr::new(169, 254, 169, 254))]);
+        let learned = learned.lock().unwrap();
+        assert_eq!(learned.len(), 1);
+        assert_eq!(learned[0].0, vec![Dest::addr("93.184.216.34".parse().unwrap(), Some(443)), Dest::addr("2606:2800::1".parse().unwrap(), Some(443))]);
+    }
+
+    #[test]
+    fn unlisted_names_and_other_types_never_go_upstream() {
+        let (r, learned, fake) = resolver(&["api.example.test"], vec![rec("x.", RData::TXT(TXT::new(vec!["data".into()])))]);
+        let (reply, lookup) = r.answer(&query("exfil-aGVsbG8gd29ybGQ.attacker.test.", RecordType::A));
+        assert_eq!(Message::from_vec(&reply.unwrap()).unwrap().metadata.response_code, ResponseCode::NXDomain);
+        assert!(!lookup.unwrap().allowed);
+        let long = format!("{}.attacker.test.", "a".repeat(63));
+        let (reply, _) = r.answer(&query(&long, RecordType::TXT));
+        assert_eq!(Message::from_vec(&reply.unwrap()).unwrap().metadata.response_code, ResponseCode::NXDomain);
+        // TXT for an allowed name: an empty answer, and still nothing asked upstream.
+        let (reply, _) = r.answer(&query("api.example.test.", RecordType::TXT));
+        let reply = Message::from_vec(&reply.unwrap()).unwrap();
+        assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+        assert!(reply.answers.is_empty());
+        assert_eq!(*fake.1.lock().unwrap(), 0);
+        assert!(learned.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_failing_table_update_answers_servfail() {
+        let (mut r, _, _) = resolver(&["api.example.test"], vec![rec("api.example.test.", RData::A(A(Ipv4Addr::new(93, 184, 216, 34))))]);
+        r.learn = Box::new(|_: &[Dest], _: &[Dest]| Err("nft failed".into()));
+        let (reply, lookup) = r.answer(&query("api.example.test.", RecordType::A));
+        let reply = Message::from_vec(&reply.unwrap()).unwrap();
+        assert_eq!(reply.metadata.response_code, ResponseCode::ServFail);
+        assert!(reply.answers.is_empty());
+        assert!(lookup.unwrap().addrs.is_empty());
+    }
+
+    #[test]
+    fn garbage_is_dropped_and_big_udp_replies_are_truncated() {
+        let (r, _, _) = resolver(&["api.example.test"], vec![]);
+        assert_eq!(r.answer(b"\x00\x01garbage").0, None);
+        let answers: Vec<Record> = (0..60).map(|i| rec("api.example.test.", RData::A(A(Ipv4Addr::new(93, 184, 1, i))))).collect();
+        let (r, _, _) = resolver(&["api.example.test"], answers);
+        let reply = r.answer(&query("api.example.test.", RecordType::A)).0.unwrap();
+        assert!(reply.len() > UDP_PLAIN);
+        let small = Message::from_vec(&fit_udp(reply)).unwrap();
+        assert!(small.metadata.truncation);
+        assert!(small.answers.is_empty());
+    }
+}

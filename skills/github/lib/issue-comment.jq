@@ -1,0 +1,2 @@
+# github/issue-comment: the raw gh output in /tmp/raw.json → the script's output document.
+{id, url: .html_url, created_at}

@@ -1,0 +1,257 @@
+//! `band run --trace`: after a run, what the script tried and what the policy decided, as
+//! evidence for tightening or fixing a band.
+//!
+//! Built only from what the run's result carries: every command call the wrapper saw
+//! (`cli_calls`, with the rule that decided), the files copied back (`written`), the refusals
+//! (`denied`), and for a run with `allow.net` its network report (every DNS question, every
+//! destination reached or refused). Reads are not traced: a file the band does not admit does
+//! not exist in the sandbox, so there is nothing to refuse.
+
+use std::fmt::Write as _;
+
+use band::policy::cli::CliPattern;
+use band::proto::{CliCall, Denial, RunResult};
+
+/// The trace of one run. `allow_cli` is the band's `allow.cli`, to name the rules no call used.
+pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
+    let mut out = String::new();
+    let calls = &result.cli_calls;
+    let _ = writeln!(out, "trace: {} command{}", calls.len(), plural(calls.len()));
+    let width = calls.iter().map(|c| display_argv(&c.argv).chars().count()).max().unwrap_or(0).min(60);
+    for c in calls {
+        let argv = display_argv(&c.argv);
+        let _ = writeln!(out, "  {}  {argv:<width$}  {}", verdict(c.allowed), why(c));
+    }
+
+    let refused: Vec<&Denial> = result
+        .denied
+        .iter()
+        .filter(|d| !matches!(d, Denial::Cli { argv, .. } if calls.iter().any(|c| &c.argv == argv)))
+        .collect();
+    let _ = writeln!(out, "trace: {} file{} written back", result.written.len(), plural(result.written.len()));
+    for f in &result.written {
+        let _ = writeln!(out, "  allowed  {}", f.path);
+    }
+    if !refused.is_empty() {
+        let _ = writeln!(out, "trace: {} refused", refused.len());
+        for d in refused {
+            let _ = writeln!(out, "  denied   {}", describe(d));
+        }
+    }
+
+    if let Some(net) = &result.network {
+        let _ = writeln!(
+            out,
+            "trace: network: {} lookup{}, {} destination{} reached, {} refused",
+            net.lookups.len(),
+            plural(net.lookups.len()),
+            net.contacted.len(),
+            plural(net.contacted.len()),
+            net.denied.len()
+        );
+        for l in &net.lookups {
+            let answer = if l.addrs.is_empty() { String::new() } else { format!(" → {}", l.addrs.join(", ")) };
+            let withheld = if l.withheld.is_empty() { String::new() } else { format!(" (withheld: {})", l.withheld.join(", ")) };
+            let _ = writeln!(out, "  {}  lookup {} {}{answer}{withheld}", verdict(l.allowed), l.name, l.qtype);
+        }
+        for (allowed, flows) in [(true, &net.contacted), (false, &net.denied)] {
+            for f in flows {
+                let names = if f.names.is_empty() { String::new() } else { format!(" ({})", f.names.join(", ")) };
+                let _ = writeln!(out, "  {}  {} {}:{}/{}{names}", verdict(allowed), if allowed { "reached" } else { "refused" }, f.addr, f.port, f.proto);
+            }
+        }
+    }
+
+    let unused: Vec<&String> = allow_cli.iter().filter(|r| !calls.iter().any(|c| c.allowed && c.rule.as_ref() == Some(*r))).collect();
+    if !unused.is_empty() && !calls.is_empty() {
+        let list = unused.iter().map(|r| quoted(r)).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(out, "trace: allow.cli rules no call used (candidates to remove): {list}");
+    }
+    for l in result.network.iter().flat_map(|n| &n.lookups).filter(|l| !l.allowed) {
+        let _ = writeln!(out, "hint: to let the script reach {}, add it to allow.net", l.name);
+    }
+    for c in calls.iter().filter(|c| !c.allowed && c.rule.is_none()) {
+        if let Some(rule) = suggest_rule(&c.argv) {
+            let _ = writeln!(out, "hint: to allow `{}`, add to allow.cli: '{rule}' (or a pattern with globs)", display_argv(&c.argv));
+        }
+    }
+    out
+}
+
+/// A rule as it would be written in YAML: in double quotes, or single quotes if it has any.
+fn quoted(rule: &str) -> String {
+    if rule.contains('"') { format!("'{rule}'") } else { format!("\"{rule}\"") }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn verdict(allowed: bool) -> &'static str {
+    if allowed { "allowed" } else { "denied " }
+}
+
+/// The rule behind a decision, as the band spells it.
+fn why(c: &CliCall) -> String {
+    match (c.allowed, &c.rule) {
+        (true, Some(rule)) => format!("allow.cli {}", quoted(rule)),
+        (true, None) => "essential command (not declared, not pattern-checked)".into(),
+        (false, Some(rule)) => format!("deny.cli {}", quoted(rule)),
+        (false, None) => "no allow.cli rule matches".into(),
+    }
+}
+
+/// One refusal, in words.
+pub fn describe(d: &Denial) -> String {
+    let rule = |r: &Option<String>| r.as_ref().map(|r| format!("  deny rule {}", quoted(r))).unwrap_or_default();
+    match d {
+        Denial::Cli { argv, rule: r } => format!("command {}{}", display_argv(argv), rule(r)),
+        Denial::Net { host, port, rule: r } => format!("host {host}{}{}", port.map(|p| format!(":{p}")).unwrap_or_default(), rule(r)),
+        Denial::Dns { name } => format!("DNS lookup of {name}"),
+        Denial::Write { path, rule: r } => format!("write to {path}{}", rule(r)),
+    }
+}
+
+/// argv as a shell would show it: words with white space, quotes or nothing in them quoted.
+pub fn display_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if w.is_empty() || w.chars().any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '\\' | '$' | '`')) {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            } else {
+                w.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// An `allow.cli` pattern that matches exactly `argv`, or `None` when the pattern language cannot
+/// spell one of its words (a `"` inside it).
+pub fn suggest_rule(argv: &[String]) -> Option<String> {
+    let mut tokens = Vec::new();
+    for (i, w) in argv.iter().enumerate() {
+        if w.contains('"') || (i == 0 && w.is_empty()) {
+            return None;
+        }
+        let mut t = String::new();
+        for c in w.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+                t.push('\\');
+            }
+            t.push(c);
+        }
+        if t.is_empty() || t.chars().any(char::is_whitespace) || t.starts_with('\'') {
+            t = format!("\"{t}\"");
+        }
+        tokens.push(t);
+    }
+    let rule = tokens.join(" ");
+    CliPattern::parse(&rule).ok().filter(|p| p.matches(argv)).map(|_| rule)
+}
+
+#[cfg(test)]
+mod tests {
+    use band::proto::{FileEntry, Status};
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn call(words: &[&str], allowed: bool, rule: Option<&str>) -> CliCall {
+        CliCall { argv: argv(words), allowed, rule: rule.map(String::from) }
+    }
+
+    #[test]
+    fn renders_calls_files_refusals_unused_rules_and_hints() {
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.status = Status::Denied;
+        r.error = None;
+        r.cli_calls = vec![
+            call(&["jq", "-r", ".a", "/band/io/input.json"], true, Some("jq -r *")),
+            call(&["cat", "x y"], true, None),
+            call(&["curl", "https://example.com/a b"], false, None),
+            call(&["rm", "-rf", "/"], false, Some("rm -rf *")),
+        ];
+        r.denied = vec![
+            Denial::Cli { argv: argv(&["curl", "https://example.com/a b"]), rule: None },
+            Denial::Net { host: "example.com".into(), port: Some(443), rule: None },
+            Denial::Write { path: "data/x".into(), rule: Some("data/**".into()) },
+        ];
+        r.written = vec![FileEntry { path: "out/a.md".into(), mode: 0o644, data: String::new() }];
+        let text = render(&r, &["jq -r *".to_string(), "wc *".to_string()]);
+        assert_eq!(
+            text,
+            "trace: 4 commands
+  allowed  jq -r .a /band/io/input.json    allow.cli \"jq -r *\"
+  allowed  cat 'x y'                       essential command (not declared, not pattern-checked)
+  denied   curl 'https://example.com/a b'  no allow.cli rule matches
+  denied   rm -rf /                        deny.cli \"rm -rf *\"
+trace: 1 file written back
+  allowed  out/a.md
+trace: 2 refused
+  denied   host example.com:443
+  denied   write to data/x  deny rule \"data/**\"
+trace: allow.cli rules no call used (candidates to remove): \"wc *\"
+hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https://example.com/a b\"' (or a pattern with globs)
+"
+        );
+    }
+
+    #[test]
+    fn renders_the_network_report() {
+        use band::proto::{DnsLookup, NetFlow, NetworkReport};
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.network = Some(NetworkReport {
+            lookups: vec![
+                DnsLookup { name: "api.github.com".into(), qtype: "A".into(), allowed: true, addrs: vec!["192.0.2.7".into()], withheld: vec![] },
+                DnsLookup { name: "evil.example".into(), qtype: "AAAA".into(), allowed: false, addrs: vec![], withheld: vec![] },
+            ],
+            contacted: vec![NetFlow { addr: "192.0.2.7".into(), proto: "tcp".into(), port: 443, names: vec!["api.github.com".into()] }],
+            denied: vec![NetFlow { addr: "10.0.0.1".into(), proto: "tcp".into(), port: 80, names: vec![] }],
+        });
+        assert_eq!(
+            render(&r, &[]),
+            "trace: 0 commands
+trace: 0 files written back
+trace: network: 2 lookups, 1 destination reached, 1 refused
+  allowed  lookup api.github.com A → 192.0.2.7
+  denied   lookup evil.example AAAA
+  allowed  reached 192.0.2.7:443/tcp (api.github.com)
+  denied   refused 10.0.0.1:80/tcp
+hint: to let the script reach evil.example, add it to allow.net
+"
+        );
+    }
+
+    #[test]
+    fn an_empty_run_says_so() {
+        let r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        assert_eq!(render(&r, &["wc *".to_string()]), "trace: 0 commands\ntrace: 0 files written back\n");
+    }
+
+    #[test]
+    fn suggested_rules_match_exactly_their_argv() {
+        for words in [
+            &["jq", "-r", ".[] | {a}", "/tmp/x.json"][..],
+            &["sh", "-c", "echo *"],
+            &["printf", ""],
+            &["awk", "'{print}'"],
+            &["grep", "a\\b", "[x]"],
+        ] {
+            let a = argv(words);
+            let rule = suggest_rule(&a).unwrap_or_else(|| panic!("{words:?}"));
+            let p = CliPattern::parse(&rule).unwrap();
+            assert!(p.matches(&a), "{rule}");
+            let mut longer = a.clone();
+            longer.push("more".into());
+            assert!(!p.matches(&longer), "{rule} must not match extra arguments");
+        }
+        assert_eq!(suggest_rule(&argv(&["jq", "-r", "x*"])).as_deref(), Some("jq -r x\\*"));
+        assert_eq!(suggest_rule(&argv(&["echo", "say \"hi\""])), None);
+        assert_eq!(quoted("jq -r \".a // 1\" x"), "'jq -r \".a // 1\" x'");
+    }
+}

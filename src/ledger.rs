@@ -1,0 +1,1025 @@
+//! The run ledger: one JSON line per run, append-only, each line chained to the one before it.
+//!
+//! ```text
+//! $BAND_DATA_DIR/ledger.jsonl     the records
+//! $BAND_DATA_DIR/ledger.lock      held (flock) by every writer: appends and prunes
+//! ```
+//!
+//! A line is `{"v":1,"seq":N,"prev":"<hash of record N-1>","kind":"run",…,"hash":"<hex>"}`, where
+//! `hash` is the SHA-256 of the line's text without its `,"hash":"…"` suffix (closed with `}`).
+//! The first record's `prev` is 64 zeros. Editing any record breaks its own hash (or, if the
+//! editor recomputed it, the next record's `prev`); deleting or reordering records breaks `seq`
+//! and `prev`. `band history prune` drops the oldest records and appends a `checkpoint` record
+//! naming the first record kept, so the shortened ledger still verifies.
+//!
+//! Limits (documented in `docs/lock-and-ledger.md`): the chain is not keyed, so whoever can write
+//! the file can rewrite it whole, or drop its newest records; keep the head hash that
+//! `band audit verify` prints somewhere else to detect that.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::lock::sha256_hex;
+use crate::proto::{Denial, ErrorInfo, Event, Metrics, Status};
+
+/// The records file, in the data directory.
+pub const LEDGER_FILE: &str = "ledger.jsonl";
+/// The writers' lock file, next to it.
+pub const LOCK_FILE: &str = "ledger.lock";
+/// The record format version (`v`).
+pub const FORMAT_VERSION: u32 = 1;
+/// The `prev` of the first record ever written.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// Events kept in one record; later ones are counted in `events_dropped`.
+pub const MAX_EVENTS: usize = 1_000;
+
+/// `,"hash":"` + 64 hex + `"}`.
+const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
+
+#[derive(Debug, Error)]
+pub enum LedgerError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: not a ledger record: {message}")]
+    Corrupt { path: PathBuf, line: usize, message: String },
+    #[error("{path}: the ledger is broken at line {line} ({reason}); pruning now would hide it")]
+    Broken { path: PathBuf, line: usize, reason: String },
+    #[error("cannot encode a ledger record: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// Whether the skill matched its `band.lock` when it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMark {
+    Unlocked,
+    Matches,
+    Differs,
+}
+
+/// The size and SHA-256 of a run's input or output; the document itself only with `--record-io`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IoDigest {
+    pub bytes: u64,
+    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl IoDigest {
+    /// Digest of a JSON document as band sends or receives it (compact serialisation).
+    pub fn of(value: &serde_json::Value, keep: bool) -> IoDigest {
+        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        IoDigest { bytes: bytes.len() as u64, sha256: sha256_hex(&bytes), data: keep.then(|| value.clone()) }
+    }
+}
+
+/// One run, refused or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub started_at_ms: u64,
+    pub ended_at_ms: u64,
+    pub skill: String,
+    pub script: String,
+    pub target: String,
+    /// SHA-256 of the band file that governed the run.
+    pub band_sha256: String,
+    /// The bundle fingerprint (`band.lock`'s `bundle` line; the request's `bundle_sha256`).
+    pub bundle_sha256: String,
+    pub lock: LockMark,
+    /// The files that differed from `band.lock` (an `integrity_failed` run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub integrity: Vec<String>,
+    /// SHA-256 of the effective policy (canonical JSON).
+    pub policy_sha256: String,
+    pub input: IoDigest,
+    pub output: IoDigest,
+    pub status: Status,
+    /// band's exit code for this run.
+    pub exit_code: u8,
+    /// The script's own exit code, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_exit: Option<i32>,
+    /// Durations, peak memory, bytes in and out, as band-server measured them.
+    #[serde(default)]
+    pub metrics: Metrics,
+    #[serde(default)]
+    pub denied: Vec<Denial>,
+    /// Insisted items that never happened.
+    #[serde(default)]
+    pub insist_missing: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// What the run streamed, except its stdout/stderr (see [`audit_events`]).
+    #[serde(default)]
+    pub events: Vec<Event>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub events_dropped: u64,
+    /// The run's stdout and stderr, only with `--record-io`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Written by `band history prune` in place of the records it dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub time_ms: u64,
+    /// How many records were dropped.
+    pub pruned: u64,
+    /// Records that ended before this time were dropped.
+    pub cutoff_ms: u64,
+    /// `seq` and `prev` of the first line the ledger now starts with.
+    pub first_seq: u64,
+    pub first_prev: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    Run(Box<RunRecord>),
+    Checkpoint(Checkpoint),
+}
+
+impl Entry {
+    /// When the record was made: the end of a run, the time of a checkpoint.
+    pub fn time_ms(&self) -> u64 {
+        match self {
+            Entry::Run(r) => r.ended_at_ms,
+            Entry::Checkpoint(c) => c.time_ms,
+        }
+    }
+}
+
+/// A record as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stored {
+    pub v: u32,
+    pub seq: u64,
+    pub prev: String,
+    #[serde(flatten)]
+    pub entry: Entry,
+    pub hash: String,
+}
+
+impl Stored {
+    /// The run this record holds (`None` for a checkpoint).
+    pub fn run(&self) -> Option<&RunRecord> {
+        match &self.entry {
+            Entry::Run(r) => Some(r),
+            Entry::Checkpoint(_) => None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    v: u32,
+    seq: u64,
+    prev: &'a str,
+    #[serde(flatten)]
+    entry: &'a Entry,
+}
+
+/// The line for a record (with its trailing newline) and its hash.
+fn encode(seq: u64, prev: &str, entry: &Entry) -> Result<(String, String), serde_json::Error> {
+    let body = serde_json::to_string(&Body { v: FORMAT_VERSION, seq, prev, entry })?;
+    let hash = sha256_hex(body.as_bytes());
+    let line = format!("{},\"hash\":\"{hash}\"}}\n", &body[..body.len() - 1]);
+    Ok((line, hash))
+}
+
+/// Split a line into the hash it claims and the hash of its body. `None` if it has no hash suffix.
+fn hashes(line: &str) -> Option<(&str, String)> {
+    let cut = line.len().checked_sub(HASH_SUFFIX_LEN)?;
+    let suffix = line.get(cut..)?;
+    let claimed = suffix.strip_prefix(",\"hash\":\"")?.strip_suffix("\"}")?;
+    let body = format!("{}}}", &line[..cut]);
+    Some((claimed, sha256_hex(body.as_bytes())))
+}
+
+/// Keep the events worth auditing: everything but stdout/stderr chunks (those are contents,
+/// kept only with `--record-io`, as whole streams), at most [`MAX_EVENTS`]. Returns the kept
+/// events and how many were dropped for the cap.
+pub fn audit_events(events: Vec<Event>) -> (Vec<Event>, u64) {
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    for e in events {
+        if matches!(e, Event::Stdout { .. } | Event::Stderr { .. }) {
+            continue;
+        }
+        if kept.len() < MAX_EVENTS {
+            kept.push(e);
+        } else {
+            dropped += 1;
+        }
+    }
+    (kept, dropped)
+}
+
+/// The ledger in a data directory.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    dir: PathBuf,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LedgerError + use<> {
+    let path = path.to_path_buf();
+    move |source| LedgerError::Io { path, source }
+}
+
+impl Ledger {
+    pub fn new(dir: impl Into<PathBuf>) -> Ledger {
+        Ledger { dir: dir.into() }
+    }
+
+    /// The records file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(LEDGER_FILE)
+    }
+
+    /// Create the directory and the file if needed and check both can be written, so a run that
+    /// could not be recorded fails before it starts.
+    pub fn prepare(&self) -> Result<(), LedgerError> {
+        let _guard = self.lock_exclusive()?;
+        self.open_append().map(drop)
+    }
+
+    fn lock_file(&self) -> Result<std::fs::File, LedgerError> {
+        std::fs::DirBuilder::new().recursive(true).mode_private().create(&self.dir).map_err(io(&self.dir))?;
+        let p = self.dir.join(LOCK_FILE);
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).private().open(&p).map_err(io(&p))
+    }
+
+    /// Held while writing; released when dropped.
+    fn lock_exclusive(&self) -> Result<std::fs::File, LedgerError> {
+        let f = self.lock_file()?;
+        f.lock().map_err(io(&self.dir.join(LOCK_FILE)))?;
+        Ok(f)
+    }
+
+    /// Held while reading, so a reader never sees half a prune.
+    fn lock_shared(&self) -> Result<Option<std::fs::File>, LedgerError> {
+        let p = self.dir.join(LOCK_FILE);
+        match std::fs::OpenOptions::new().read(true).open(&p) {
+            Ok(f) => {
+                f.lock_shared().map_err(io(&p))?;
+                Ok(Some(f))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&p)(e)),
+        }
+    }
+
+    fn open_append(&self) -> Result<std::fs::File, LedgerError> {
+        let p = self.path();
+        std::fs::OpenOptions::new().create(true).read(true).append(true).private().open(&p).map_err(io(&p))
+    }
+
+    /// Append one record under the writers' lock, in one write, and sync it. Returns it as stored.
+    pub fn append(&self, entry: Entry) -> Result<Stored, LedgerError> {
+        let _guard = self.lock_exclusive()?;
+        let path = self.path();
+        let mut file = self.open_append()?;
+        let tail = last_line(&mut file).map_err(io(&path))?;
+        let (prev, seq, needs_newline) = match &tail {
+            None => (GENESIS.to_string(), 1, false),
+            Some(t) => {
+                let (prev, seq) = link_of(&t.text);
+                let seq = match seq {
+                    Some(s) => s + 1,
+                    None => count_lines(&path)? + 1,
+                };
+                (prev, seq, !t.complete)
+            }
+        };
+        let (mut line, hash) = encode(seq, &prev, &entry)?;
+        if needs_newline {
+            // A write was cut short before: keep that fragment as its own (broken) line.
+            line.insert(0, '\n');
+        }
+        file.write_all(line.as_bytes()).map_err(io(&path))?;
+        file.sync_data().map_err(io(&path))?;
+        Ok(Stored { v: FORMAT_VERSION, seq, prev, entry, hash })
+    }
+
+    /// The raw lines (without newlines); `complete` is false when the file does not end in one.
+    fn read_lines(&self) -> Result<(Vec<String>, bool), LedgerError> {
+        let p = self.path();
+        let text = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), true)),
+            Err(e) => return Err(io(&p)(e)),
+        };
+        let complete = text.is_empty() || text.ends_with(b"\n");
+        let text = String::from_utf8_lossy(&text);
+        Ok((text.lines().map(str::to_string).collect(), complete))
+    }
+
+    /// Every record, oldest first. A line that is not a record is an error naming it.
+    pub fn records(&self) -> Result<Vec<Stored>, LedgerError> {
+        let _guard = self.lock_shared()?;
+        let (lines, _) = self.read_lines()?;
+        let path = self.path();
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| serde_json::from_str(l).map_err(|e| LedgerError::Corrupt { path: path.clone(), line: i + 1, message: e.to_string() }))
+            .collect()
+    }
+
+    /// Every record that parses, oldest first, and the line numbers of those that do not (for
+    /// viewers: a damaged line is `verify`'s to report, not a reason to show nothing).
+    pub fn records_lenient(&self) -> Result<(Vec<Stored>, Vec<usize>), LedgerError> {
+        let _guard = self.lock_shared()?;
+        let (lines, _) = self.read_lines()?;
+        let mut good = Vec::with_capacity(lines.len());
+        let mut bad = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            match serde_json::from_str(l) {
+                Ok(r) => good.push(r),
+                Err(_) => bad.push(i + 1),
+            }
+        }
+        Ok((good, bad))
+    }
+
+    /// Check the whole chain; report the first broken record.
+    pub fn verify(&self) -> Result<Verification, LedgerError> {
+        let _guard = self.lock_shared()?;
+        let (lines, complete) = self.read_lines()?;
+        Ok(verify_lines(&lines, complete))
+    }
+
+    /// Drop the oldest records that ended before `cutoff_ms` (a prefix of the ledger: it stops at
+    /// the first newer one) and append a checkpoint. Refuses a ledger that does not verify.
+    pub fn prune(&self, cutoff_ms: u64, now_ms: u64) -> Result<PruneReport, LedgerError> {
+        let _guard = self.lock_exclusive()?;
+        let path = self.path();
+        let (lines, complete) = self.read_lines()?;
+        let check = verify_lines(&lines, complete);
+        if let Some(b) = check.broken {
+            return Err(LedgerError::Broken { path, line: b.line, reason: b.reason });
+        }
+        let parsed: Vec<Stored> = lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let drop = parsed.iter().take_while(|r| r.entry.time_ms() < cutoff_ms).count();
+        if drop == 0 {
+            return Ok(PruneReport { pruned: 0, kept: parsed.len() as u64, checkpoint: None });
+        }
+        let last = parsed.last().map(|r| (r.hash.clone(), r.seq)).unwrap_or((GENESIS.to_string(), 0));
+        let seq = last.1 + 1;
+        let (first_seq, first_prev) = parsed.get(drop).map(|r| (r.seq, r.prev.clone())).unwrap_or((seq, last.0.clone()));
+        let entry = Entry::Checkpoint(Checkpoint { time_ms: now_ms, pruned: drop as u64, cutoff_ms, first_seq, first_prev });
+        let (cp_line, hash) = encode(seq, &last.0, &entry)?;
+        let mut text = String::new();
+        for l in &lines[drop..] {
+            text.push_str(l);
+            text.push('\n');
+        }
+        text.push_str(&cp_line);
+        let tmp = self.dir.join(format!(".{LEDGER_FILE}.tmp"));
+        let written = (|| {
+            let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).private().open(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(&path)(e));
+        }
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        let kept = (parsed.len() - drop) as u64;
+        Ok(PruneReport { pruned: drop as u64, kept, checkpoint: Some(Stored { v: FORMAT_VERSION, seq, prev: last.0, entry, hash }) })
+    }
+}
+
+/// What `prune` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PruneReport {
+    pub pruned: u64,
+    /// Records kept (not counting the new checkpoint).
+    pub kept: u64,
+    pub checkpoint: Option<Stored>,
+}
+
+/// The result of checking the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verification {
+    /// Records read (up to and including the first broken one).
+    pub records: u64,
+    /// The hash of the last intact record (the chain's head), when there is one.
+    pub head: Option<String>,
+    pub last_seq: Option<u64>,
+    pub broken: Option<Broken>,
+}
+
+/// The first record that does not fit the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Broken {
+    /// 1-based line number in `ledger.jsonl`.
+    pub line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    pub reason: String,
+}
+
+/// Pure: check a ledger's lines. `complete` is false when the last line has no newline.
+pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
+    let parsed: Vec<Option<Stored>> = lines.iter().map(|l| serde_json::from_str(l).ok()).collect();
+    let mut out = Verification { records: 0, head: None, last_seq: None, broken: None };
+    let mut expect: Option<(String, u64)> = None; // (prev, seq) the next record must carry
+    for (i, line) in lines.iter().enumerate() {
+        let n = i + 1;
+        let rec = parsed[i].as_ref();
+        let brk = |reason: String| Broken { line: n, seq: rec.map(|r| r.seq), run_id: rec.and_then(run_id_of), reason };
+        out.records += 1;
+        if !complete && n == lines.len() {
+            out.broken = Some(brk("the last line is incomplete (a write was cut short)".into()));
+            return out;
+        }
+        let Some((claimed, actual)) = hashes(line) else {
+            out.broken = Some(brk("the line has no record hash (not written by band, or cut)".into()));
+            return out;
+        };
+        if claimed != actual {
+            out.broken = Some(brk("the record was edited: its hash does not match its content".into()));
+            return out;
+        }
+        let Some(rec) = rec else {
+            let why = serde_json::from_str::<Stored>(line).err().map(|e| e.to_string()).unwrap_or_default();
+            out.broken = Some(brk(format!("not a ledger record: {why}")));
+            return out;
+        };
+        if rec.v != FORMAT_VERSION {
+            out.broken = Some(brk(format!("unknown record format version {}", rec.v)));
+            return out;
+        }
+        let (want_prev, want_seq) = match &expect {
+            Some(e) => e.clone(),
+            None if rec.prev == GENESIS => (GENESIS.to_string(), 1),
+            None => match last_checkpoint(&parsed) {
+                Some(c) => (c.first_prev.clone(), c.first_seq),
+                None => {
+                    out.broken = Some(brk("the first record continues an earlier chain and no checkpoint accounts for it: records were deleted from the start".into()));
+                    return out;
+                }
+            },
+        };
+        if rec.seq != want_seq {
+            let reason = if expect.is_none() {
+                format!("the first record is seq {} but the checkpoint says the ledger starts at seq {want_seq}: records were deleted from the start", rec.seq)
+            } else if parsed.iter().flatten().any(|r| r.seq == want_seq) {
+                format!("seq {} where seq {want_seq} was expected: records were reordered", rec.seq)
+            } else if rec.seq > want_seq {
+                format!("seq {} follows seq {}: {} were deleted", rec.seq, want_seq - 1, seq_range(want_seq, rec.seq - 1))
+            } else {
+                format!("seq {} follows seq {}: records were duplicated or reordered", rec.seq, want_seq - 1)
+            };
+            out.broken = Some(brk(reason));
+            return out;
+        }
+        if rec.prev != want_prev {
+            let reason = if expect.is_none() {
+                "the first record does not continue the chain the checkpoint names: records were deleted from the start".to_string()
+            } else {
+                format!("its prev hash does not match record {} (line {}): that record was replaced", want_seq - 1, n - 1)
+            };
+            out.broken = Some(brk(reason));
+            return out;
+        }
+        expect = Some((rec.hash.clone(), rec.seq + 1));
+        out.head = Some(rec.hash.clone());
+        out.last_seq = Some(rec.seq);
+    }
+    out
+}
+
+fn seq_range(a: u64, b: u64) -> String {
+    if a == b { format!("record {a}") } else { format!("records {a}–{b}") }
+}
+
+fn run_id_of(r: &Stored) -> Option<String> {
+    r.run().map(|run| run.run_id.clone())
+}
+
+fn last_checkpoint(parsed: &[Option<Stored>]) -> Option<&Checkpoint> {
+    parsed.iter().rev().flatten().find_map(|r| match &r.entry {
+        Entry::Checkpoint(c) => Some(c),
+        Entry::Run(_) => None,
+    })
+}
+
+/// The last line of a file and whether it ended with a newline.
+struct Tail {
+    text: String,
+    complete: bool,
+}
+
+/// Read the last line by scanning backwards (the ledger may be large).
+fn last_line(f: &mut std::fs::File) -> std::io::Result<Option<Tail>> {
+    let len = f.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    let mut pos = len;
+    let chunk = 8192u64;
+    loop {
+        let start = pos.saturating_sub(chunk);
+        let mut part = vec![0u8; (pos - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut part)?;
+        part.extend_from_slice(&buf);
+        buf = part;
+        pos = start;
+        let body = if buf.ends_with(b"\n") { &buf[..buf.len() - 1] } else { &buf[..] };
+        if let Some(i) = body.iter().rposition(|b| *b == b'\n') {
+            let complete = buf.ends_with(b"\n");
+            return Ok(Some(Tail { text: String::from_utf8_lossy(&body[i + 1..]).into_owned(), complete }));
+        }
+        if pos == 0 {
+            let complete = buf.ends_with(b"\n");
+            return Ok(Some(Tail { text: String::from_utf8_lossy(body).into_owned(), complete }));
+        }
+    }
+}
+
+/// The hash and seq a new record links to, from the last line. A line that is not an intact
+/// record still links (by the hash of its bytes), so appending never stops; `verify` reports it.
+fn link_of(line: &str) -> (String, Option<u64>) {
+    let v: Option<serde_json::Value> = serde_json::from_str(line).ok();
+    let seq = v.as_ref().and_then(|v| v.get("seq")).and_then(|s| s.as_u64());
+    let hash = v.as_ref().and_then(|v| v.get("hash")).and_then(|h| h.as_str()).map(str::to_string);
+    (hash.unwrap_or_else(|| sha256_hex(line.as_bytes())), seq)
+}
+
+fn count_lines(path: &Path) -> Result<u64, LedgerError> {
+    let b = std::fs::read(path).map_err(io(path))?;
+    Ok(b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).count() as u64)
+}
+
+/// Files and folders of the ledger are private to their owner.
+trait Private {
+    fn private(&mut self) -> &mut Self;
+}
+
+impl Private for std::fs::OpenOptions {
+    #[cfg(unix)]
+    fn private(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+    }
+    #[cfg(not(unix))]
+    fn private(&mut self) -> &mut Self {
+        self
+    }
+}
+
+trait PrivateDir {
+    fn mode_private(&mut self) -> &mut Self;
+}
+
+impl PrivateDir for std::fs::DirBuilder {
+    #[cfg(unix)]
+    fn mode_private(&mut self) -> &mut Self {
+        use std::os::unix::fs::DirBuilderExt;
+        self.mode(0o700)
+    }
+    #[cfg(not(unix))]
+    fn mode_private(&mut self) -> &mut Self {
+        self
+    }
+}
+
+/// Which runs `band history` shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// `skill` or `skill/script`.
+    pub skill: Option<String>,
+    pub status: Option<Status>,
+    /// Runs that started at or after this time.
+    pub since_ms: Option<u64>,
+    pub limit: Option<usize>,
+}
+
+/// The run records that pass `filter`, newest first (checkpoints are not runs).
+pub fn select<'a>(records: &'a [Stored], filter: &Filter) -> Vec<&'a Stored> {
+    let mut out: Vec<&Stored> = records
+        .iter()
+        .rev()
+        .filter_map(|s| s.run().map(|r| (s, r)))
+        .filter(|(_, r)| match filter.skill.as_deref() {
+            None => true,
+            Some(s) => match s.split_once('/') {
+                Some((skill, script)) => r.skill == skill && r.script == script,
+                None => r.skill == s,
+            },
+        })
+        .filter(|(_, r)| filter.status.is_none_or(|s| r.status == s))
+        .filter(|(_, r)| filter.since_ms.is_none_or(|t| r.started_at_ms >= t))
+        .map(|(s, _)| s)
+        .collect();
+    if let Some(n) = filter.limit {
+        out.truncate(n);
+    }
+    out
+}
+
+/// Why a run id did not name one run.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FindError {
+    #[error("no run `{0}` in the ledger")]
+    NotFound(String),
+    #[error("`{0}` matches {1} runs")]
+    Ambiguous(String, usize),
+}
+
+/// The record of run `id`, or of the one run whose id starts with `id`.
+pub fn find_run<'a>(records: &'a [Stored], id: &str) -> Result<&'a Stored, FindError> {
+    let matches: Vec<&Stored> = records.iter().filter(|s| s.run().is_some_and(|r| r.run_id.starts_with(id) && !id.is_empty())).collect();
+    if let Some(exact) = matches.iter().find(|s| s.run().is_some_and(|r| r.run_id == id)) {
+        return Ok(exact);
+    }
+    match matches.len() {
+        0 => Err(FindError::NotFound(id.to_string())),
+        1 => Ok(matches[0]),
+        n => Err(FindError::Ambiguous(id.to_string(), n)),
+    }
+}
+
+/// An age for `--since` / `--older-than`: a duration (`90s`, `15m`, `1h`) or days and weeks
+/// (`30d`, `2w`). Milliseconds.
+pub fn parse_age(text: &str) -> Result<u64, crate::units::UnitError> {
+    let t = text.trim().to_ascii_lowercase();
+    let days = |n: &str, mult: u64| -> Result<u64, crate::units::UnitError> {
+        let hours = crate::units::parse_duration_ms(&format!("{n}h"))?;
+        hours.checked_mul(24 * mult).ok_or_else(|| crate::units::UnitError::Overflow(text.to_string()))
+    };
+    if let Some(n) = t.strip_suffix('d') {
+        days(n, 1)
+    } else if let Some(n) = t.strip_suffix('w') {
+        days(n, 7)
+    } else {
+        crate::units::parse_duration_ms(&t)
+    }
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds: `2025-03-01T12:00:00.250Z`.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, skill: &str, script: &str, status: Status, t: u64) -> Entry {
+        Entry::Run(Box::new(RunRecord {
+            run_id: id.into(),
+            started_at_ms: t,
+            ended_at_ms: t + 5,
+            skill: skill.into(),
+            script: script.into(),
+            target: "host".into(),
+            band_sha256: "b".repeat(64),
+            bundle_sha256: "c".repeat(64),
+            lock: LockMark::Unlocked,
+            integrity: Vec::new(),
+            policy_sha256: "d".repeat(64),
+            input: IoDigest::of(&serde_json::json!({"text": "hi"}), false),
+            output: IoDigest::default(),
+            status,
+            exit_code: status.exit_code(),
+            script_exit: None,
+            metrics: Metrics::default(),
+            denied: Vec::new(),
+            insist_missing: Vec::new(),
+            error: None,
+            events: Vec::new(),
+            events_dropped: 0,
+            stdout: None,
+            stderr: None,
+        }))
+    }
+
+    fn ledger_with(n: u64) -> (tempfile::TempDir, Ledger) {
+        let t = tempfile::tempdir().expect("tmp");
+        let l = Ledger::new(t.path().join("data"));
+        for i in 1..=n {
+            l.append(run(&format!("{i:016x}"), "text", "count", Status::Ok, i * 1000)).expect("append");
+        }
+        (t, l)
+    }
+
+    fn lines(l: &Ledger) -> Vec<String> {
+        std::fs::read_to_string(l.path()).expect("read").lines().map(str::to_string).collect()
+    }
+
+    fn write_lines(l: &Ledger, lines: &[String]) {
+        std::fs::write(l.path(), lines.iter().map(|s| format!("{s}\n")).collect::<String>()).expect("write");
+    }
+
+    fn broken(l: &Ledger) -> Broken {
+        l.verify().expect("verify").broken.expect("the ledger should not verify")
+    }
+
+    #[test]
+    fn appends_chain_and_verify() {
+        let (_t, l) = ledger_with(3);
+        let recs = l.records().expect("records");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(recs[0].prev, GENESIS);
+        assert_eq!(recs[1].prev, recs[0].hash);
+        assert_eq!(recs[2].prev, recs[1].hash);
+        let v = l.verify().expect("verify");
+        assert_eq!(v, Verification { records: 3, head: Some(recs[2].hash.clone()), last_seq: Some(3), broken: None });
+        // Each line's hash covers the line.
+        for line in lines(&l) {
+            let (claimed, actual) = hashes(&line).expect("hash suffix");
+            assert_eq!(claimed, actual);
+        }
+    }
+
+    #[test]
+    fn an_empty_or_missing_ledger_verifies() {
+        let t = tempfile::tempdir().expect("tmp");
+        let l = Ledger::new(t.path().join("nothing"));
+        assert_eq!(l.verify().expect("verify"), Verification { records: 0, head: None, last_seq: None, broken: None });
+        assert!(l.records().expect("records").is_empty());
+        assert_eq!(l.records_lenient().expect("records"), (Vec::new(), Vec::new()));
+        assert!(!t.path().join("nothing").exists(), "reading creates nothing");
+    }
+
+    #[test]
+    fn an_edited_record_is_detected() {
+        let (_t, l) = ledger_with(4);
+        let mut ls = lines(&l);
+        ls[1] = ls[1].replace("\"status\":\"ok\"", "\"status\":\"denied\"");
+        write_lines(&l, &ls);
+        let b = broken(&l);
+        assert_eq!((b.line, b.seq), (2, Some(2)));
+        assert!(b.reason.contains("edited"), "{}", b.reason);
+    }
+
+    #[test]
+    fn an_edited_last_record_is_detected() {
+        let (_t, l) = ledger_with(2);
+        let mut ls = lines(&l);
+        ls[1] = ls[1].replace("\"skill\":\"text\"", "\"skill\":\"tExt\"");
+        write_lines(&l, &ls);
+        assert_eq!(broken(&l).line, 2);
+    }
+
+    #[test]
+    fn an_edit_with_a_recomputed_hash_is_detected_by_the_next_record() {
+        let (_t, l) = ledger_with(3);
+        let mut ls = lines(&l);
+        let recs = l.records().expect("records");
+        let mut forged = recs[1].clone();
+        if let Entry::Run(r) = &mut forged.entry {
+            r.status = Status::Denied;
+        }
+        ls[1] = encode(forged.seq, &forged.prev, &forged.entry).expect("encode").0.trim_end().to_string();
+        write_lines(&l, &ls);
+        let b = broken(&l);
+        assert_eq!(b.line, 3);
+        assert!(b.reason.contains("replaced"), "{}", b.reason);
+    }
+
+    #[test]
+    fn a_deleted_record_is_detected() {
+        let (_t, l) = ledger_with(5);
+        let mut ls = lines(&l);
+        ls.remove(2);
+        write_lines(&l, &ls);
+        let b = broken(&l);
+        assert_eq!((b.line, b.seq), (3, Some(4)));
+        assert!(b.reason.contains("record 3 were deleted"), "{}", b.reason);
+        assert_eq!(b.run_id.as_deref(), Some("0000000000000004"));
+    }
+
+    #[test]
+    fn a_deleted_first_record_is_detected() {
+        let (_t, l) = ledger_with(3);
+        let mut ls = lines(&l);
+        ls.remove(0);
+        write_lines(&l, &ls);
+        let b = broken(&l);
+        assert_eq!(b.line, 1);
+        assert!(b.reason.contains("deleted from the start"), "{}", b.reason);
+    }
+
+    #[test]
+    fn a_reordered_record_is_detected() {
+        let (_t, l) = ledger_with(4);
+        let mut ls = lines(&l);
+        ls.swap(1, 2);
+        write_lines(&l, &ls);
+        let b = broken(&l);
+        assert_eq!((b.line, b.seq), (2, Some(3)));
+        assert!(b.reason.contains("reordered"), "{}", b.reason);
+    }
+
+    #[test]
+    fn a_cut_write_is_reported_and_appending_continues() {
+        let (_t, l) = ledger_with(2);
+        let mut text = std::fs::read_to_string(l.path()).expect("read");
+        text.push_str("{\"v\":1,\"seq\":3,\"pre");
+        std::fs::write(l.path(), &text).expect("write");
+        let b = broken(&l);
+        assert_eq!(b.line, 3);
+        assert!(b.reason.contains("incomplete"), "{}", b.reason);
+        assert!(matches!(l.records(), Err(LedgerError::Corrupt { line: 3, .. })));
+        let (good, bad) = l.records_lenient().expect("records");
+        assert_eq!((good.len(), bad), (2, vec![3]));
+        l.append(run("00000000000000ff", "text", "count", Status::Ok, 9)).expect("append after a cut");
+        let ls = lines(&l);
+        assert_eq!(ls.len(), 4, "the fragment stays on its own line");
+        assert_eq!(broken(&l).line, 3, "the fragment is still the first broken record");
+    }
+
+    #[test]
+    fn concurrent_appends_from_threads_give_valid_records() {
+        let t = tempfile::tempdir().expect("tmp");
+        let dir = t.path().join("data");
+        let handles: Vec<_> = (0..32u64)
+            .map(|i| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    let l = Ledger::new(dir);
+                    l.append(run(&format!("{i:016x}"), "text", "count", Status::Ok, i)).map(|s| s.seq)
+                })
+            })
+            .collect();
+        let mut seqs: Vec<u64> = handles.into_iter().map(|h| h.join().expect("thread").expect("append")).collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
+        let l = Ledger::new(dir);
+        let v = l.verify().expect("verify");
+        assert_eq!((v.records, v.broken), (32, None));
+        let mut ids: Vec<String> = l.records().expect("records").into_iter().filter_map(|r| run_id_of(&r)).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 32);
+    }
+
+    #[test]
+    fn prune_keeps_the_chain_verifiable() {
+        let (_t, l) = ledger_with(5); // ended at 1005, 2005, … 5005
+        let rep = l.prune(3000, 10_000).expect("prune");
+        assert_eq!((rep.pruned, rep.kept), (2, 3));
+        let recs = l.records().expect("records");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+        match &recs[3].entry {
+            Entry::Checkpoint(c) => {
+                assert_eq!((c.pruned, c.first_seq), (2, 3));
+                assert_eq!(c.first_prev, recs[0].prev);
+            }
+            other => panic!("expected a checkpoint, got {other:?}"),
+        }
+        assert_eq!(l.verify().expect("verify").broken, None);
+        // Appending continues the chain after the checkpoint.
+        l.append(run("00000000000000aa", "text", "count", Status::Ok, 20_000)).expect("append");
+        assert_eq!(l.verify().expect("verify").broken, None);
+        // Deleting more from the start is still detected.
+        let mut ls = lines(&l);
+        ls.remove(0);
+        write_lines(&l, &ls);
+        assert!(broken(&l).reason.contains("deleted from the start"));
+    }
+
+    #[test]
+    fn prune_of_everything_and_prune_twice() {
+        let (_t, l) = ledger_with(3);
+        assert_eq!(l.prune(1, 50).expect("prune").pruned, 0, "nothing older");
+        assert_eq!(lines(&l).len(), 3, "nothing pruned, nothing written");
+        l.prune(u64::MAX, 100_000).expect("prune all");
+        assert_eq!(lines(&l).len(), 1);
+        assert_eq!(l.verify().expect("verify").broken, None);
+        l.append(run("00000000000000ab", "text", "count", Status::Ok, 200_000)).expect("append");
+        l.prune(150_000, 300_000).expect("prune the checkpoint too");
+        let recs = l.records().expect("records");
+        assert_eq!(recs.len(), 2);
+        assert_eq!(l.verify().expect("verify").broken, None);
+    }
+
+    #[test]
+    fn prune_refuses_a_broken_ledger() {
+        let (_t, l) = ledger_with(3);
+        let mut ls = lines(&l);
+        ls.remove(1);
+        write_lines(&l, &ls);
+        assert!(matches!(l.prune(u64::MAX, 1), Err(LedgerError::Broken { line: 2, .. })));
+    }
+
+    #[test]
+    fn history_filters() {
+        let t = tempfile::tempdir().expect("tmp");
+        let l = Ledger::new(t.path());
+        l.append(run("0000000000000001", "text", "count", Status::Ok, 1_000)).expect("append");
+        l.append(run("0000000000000002", "text", "upper", Status::Denied, 2_000)).expect("append");
+        l.append(run("0000000000000003", "web", "fetch", Status::Ok, 3_000)).expect("append");
+        l.append(run("0000000000000004", "text", "count", Status::InputInvalid, 4_000)).expect("append");
+        let recs = l.records().expect("records");
+        let ids = |f: Filter| select(&recs, &f).iter().filter_map(|s| s.run()).map(|r| r.run_id[15..].to_string()).collect::<Vec<_>>().join("");
+        assert_eq!(ids(Filter::default()), "4321", "newest first");
+        assert_eq!(ids(Filter { skill: Some("text".into()), ..Filter::default() }), "421");
+        assert_eq!(ids(Filter { skill: Some("text/count".into()), ..Filter::default() }), "41");
+        assert_eq!(ids(Filter { status: Some(Status::Ok), ..Filter::default() }), "31");
+        assert_eq!(ids(Filter { since_ms: Some(2_000), ..Filter::default() }), "432");
+        assert_eq!(ids(Filter { limit: Some(2), ..Filter::default() }), "43");
+        assert_eq!(ids(Filter { skill: Some("text".into()), status: Some(Status::Ok), since_ms: Some(500), limit: Some(5) }), "1");
+        assert_eq!(ids(Filter { skill: Some("nope".into()), ..Filter::default() }), "");
+    }
+
+    #[test]
+    fn find_by_id_or_prefix() {
+        let t = tempfile::tempdir().expect("tmp");
+        let l = Ledger::new(t.path());
+        l.append(run("abcd000000000001", "text", "count", Status::Ok, 1)).expect("append");
+        l.append(run("abcd000000000002", "text", "count", Status::Ok, 2)).expect("append");
+        let recs = l.records().expect("records");
+        assert_eq!(find_run(&recs, "abcd000000000002").map(|s| s.seq), Ok(2));
+        assert_eq!(find_run(&recs, "abcd0000000000").err(), Some(FindError::Ambiguous("abcd0000000000".into(), 2)));
+        assert_eq!(find_run(&recs, "abcd0000000000011").err(), Some(FindError::NotFound("abcd0000000000011".into())));
+        assert!(find_run(&recs, "").is_err());
+    }
+
+    #[test]
+    fn audit_events_drop_contents_and_cap() {
+        let mut evs = vec![Event::Stdout { data: "secret".into() }, Event::Stderr { data: "x".into() }];
+        evs.extend((0..MAX_EVENTS + 3).map(|i| Event::Limit { limit: "log".into(), detail: i.to_string() }));
+        let (kept, dropped) = audit_events(evs);
+        assert_eq!((kept.len(), dropped), (MAX_EVENTS, 3));
+        assert!(kept.iter().all(|e| matches!(e, Event::Limit { .. })));
+    }
+
+    #[test]
+    fn io_digest_keeps_data_only_when_asked() {
+        let v = serde_json::json!({"a": 1});
+        let d = IoDigest::of(&v, false);
+        assert_eq!((d.bytes, d.data), (7, None));
+        assert_eq!(d.sha256, sha256_hex(b"{\"a\":1}"));
+        assert_eq!(IoDigest::of(&v, true).data, Some(v));
+    }
+
+    #[test]
+    fn ages_and_times() {
+        assert_eq!(parse_age("30d"), Ok(30 * 86_400_000));
+        assert_eq!(parse_age("2w"), Ok(14 * 86_400_000));
+        assert_eq!(parse_age("1h"), Ok(3_600_000));
+        assert_eq!(parse_age("90s"), Ok(90_000));
+        assert!(parse_age("soon").is_err());
+        assert!(parse_age("-1d").is_err());
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_250), "2000-02-29T00:00:00.250Z");
+        assert_eq!(rfc3339(1_740_830_400_000), "2025-03-01T12:00:00.000Z");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (t, l) = ledger_with(1);
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&l.path()), 0o600);
+        assert_eq!(mode(&t.path().join("data")), 0o700);
+        assert_eq!(mode(&t.path().join("data").join(LOCK_FILE)), 0o600);
+    }
+}

@@ -1,0 +1,675 @@
+//! `band.lock`: the fingerprint of a skill bundle, and the comparison that refuses a changed skill.
+//!
+//! A skill's tree is read once into a [`Tree`] (every regular file with its mode and bytes, every
+//! symlink with its target). The same tree gives the request's bundle (so what was checked is
+//! byte for byte what is sent), the bundle hash ([`crate::proto::bundle_digest`] over the regular
+//! files, the value band-server re-checks) and the lock ([`Lock`]: one line per file plus that
+//! bundle hash). The format is in `docs/lock-and-ledger.md`:
+//!
+//! ```text
+//! # band.lock: the fingerprint of this skill. Written by `band lock`; checked before every run.
+//! version 1
+//! bundle 5f0c…   (64 hex: the run request's bundle_sha256)
+//! file 0644 9a1e… "BAND.md"
+//! file 0755 77b2… "scripts/count.sh"
+//! link 0777 0c3d… "scripts/lib.sh" -> "../lib/common.sh"
+//! ```
+//!
+//! Left out of the tree: `band.lock` at the skill root (it cannot hash itself) and folders named
+//! `.git` or `target`. Symlinks must stay inside the skill; special files are refused.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::proto;
+
+/// The lock file, at the skill root.
+pub const LOCK_FILE: &str = "band.lock";
+/// The lock format version written by this build (the `version` line).
+pub const LOCK_VERSION: u32 = 1;
+/// The most a skill bundle may weigh (regular files, summed).
+pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
+/// Folders never taken into a bundle, at any depth.
+pub const SKIPPED_DIRS: &[&str] = &[".git", "target"];
+
+const HEADER: &str = "# band.lock: the fingerprint of this skill. Written by `band lock`; checked before every run.\n# Format: docs/lock-and-ledger.md. Do not edit; run `band lock` again after changing the skill.\n";
+
+#[derive(Debug, Error)]
+pub enum LockError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is a symlink that points outside the skill (or nowhere)")]
+    LinkOutside { path: PathBuf },
+    #[error("{path} is neither a file, a folder nor a symlink")]
+    Special { path: PathBuf },
+    #[error("{path}: the name is not valid UTF-8 or holds a control character")]
+    BadName { path: PathBuf },
+    #[error("the skill at {root} is larger than {max} bytes")]
+    TooLarge { root: PathBuf, max: u64 },
+    #[error("{path}:{line}: {message}")]
+    Parse { path: PathBuf, line: usize, message: String },
+}
+
+impl LockError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            LockError::Io { .. } => "check that the skill folder is readable",
+            LockError::LinkOutside { .. } => "copy the file into the skill instead of linking to it",
+            LockError::Special { .. } => "remove it from the skill",
+            LockError::BadName { .. } => "rename it: skill paths are UTF-8 without control characters",
+            LockError::TooLarge { .. } => "keep data out of the skill; pass it in the workspace",
+            LockError::Parse { .. } => "run `band lock` to write a fresh band.lock (after checking the skill is what you expect)",
+        }
+    }
+}
+
+/// What a tree entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    File,
+    Link,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Link => "link",
+        }
+    }
+}
+
+/// One file or symlink of a skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Relative to the skill root, `/`-separated.
+    pub path: String,
+    pub kind: Kind,
+    /// Permission bits (`& 0o7777`).
+    pub mode: u32,
+    /// A file's bytes, or a link's target.
+    pub data: Vec<u8>,
+}
+
+/// A skill folder as read from disk, sorted by path (byte order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Read every file and symlink under `root` (see the module docs for what is left out).
+    pub fn read(root: &Path) -> Result<Tree, LockError> {
+        let canon_root = root.canonicalize().map_err(|source| LockError::Io { path: root.to_path_buf(), source })?;
+        let mut nodes = Vec::new();
+        let mut total = 0u64;
+        walk(root, &canon_root, root, &mut nodes, &mut total)?;
+        nodes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Tree { nodes })
+    }
+
+    /// The regular files, in path order.
+    pub fn files(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.kind == Kind::File)
+    }
+
+    /// The symlinks, in path order.
+    pub fn links(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.kind == Kind::Link)
+    }
+
+    /// `proto::bundle_digest` over the regular files: the request's `bundle_sha256`.
+    pub fn bundle_sha256(&self) -> String {
+        let files: Vec<(String, u32, Vec<u8>)> = self.files().map(|n| (n.path.clone(), n.mode, n.data.clone())).collect();
+        proto::bundle_digest(&files)
+    }
+
+    /// The lock that describes this tree.
+    pub fn lock(&self) -> Lock {
+        Lock {
+            bundle_sha256: self.bundle_sha256(),
+            entries: self
+                .nodes
+                .iter()
+                .map(|n| LockEntry {
+                    path: n.path.clone(),
+                    kind: n.kind,
+                    mode: n.mode,
+                    sha256: sha256_hex(&n.data),
+                    target: (n.kind == Kind::Link).then(|| String::from_utf8_lossy(&n.data).into_owned()),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn walk(root: &Path, canon_root: &Path, dir: &Path, out: &mut Vec<Node>, total: &mut u64) -> Result<(), LockError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LockError::Io { path, source }
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io(dir))?;
+    entries.sort();
+    for p in entries {
+        let meta = std::fs::symlink_metadata(&p).map_err(io(&p))?;
+        let rel = rel_name(root, &p)?;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if !SKIPPED_DIRS.contains(&name) {
+                walk(root, canon_root, &p, out, total)?;
+            }
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(&p).map_err(io(&p))?;
+            let inside = p.canonicalize().is_ok_and(|t| t.starts_with(canon_root));
+            if !inside {
+                return Err(LockError::LinkOutside { path: p });
+            }
+            let target = target.to_str().filter(|t| !t.chars().any(char::is_control)).ok_or_else(|| LockError::BadName { path: p.clone() })?;
+            out.push(Node { path: rel, kind: Kind::Link, mode: mode_of(&meta), data: target.as_bytes().to_vec() });
+        } else if ft.is_file() {
+            if rel == LOCK_FILE {
+                continue;
+            }
+            *total += meta.len();
+            if *total > MAX_BUNDLE_BYTES {
+                return Err(LockError::TooLarge { root: root.to_path_buf(), max: MAX_BUNDLE_BYTES });
+            }
+            let data = std::fs::read(&p).map_err(io(&p))?;
+            out.push(Node { path: rel, kind: Kind::File, mode: mode_of(&meta), data });
+        } else {
+            return Err(LockError::Special { path: p });
+        }
+    }
+    Ok(())
+}
+
+/// The `/`-separated path of `p` below `root`; UTF-8 without control characters.
+fn rel_name(root: &Path, p: &Path) -> Result<String, LockError> {
+    let rel = p.strip_prefix(root).unwrap_or(p);
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c.as_os_str().to_str() {
+            Some(s) if !s.chars().any(char::is_control) => parts.push(s),
+            _ => return Err(LockError::BadName { path: p.to_path_buf() }),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+#[cfg(unix)]
+fn mode_of(m: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o7777
+}
+
+#[cfg(not(unix))]
+fn mode_of(_: &std::fs::Metadata) -> u32 {
+    0o644
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One line of a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockEntry {
+    pub path: String,
+    pub kind: Kind,
+    pub mode: u32,
+    /// SHA-256 of the file's bytes, or of the link's target.
+    pub sha256: String,
+    /// A link's target (also in `sha256`; written for readable diffs).
+    pub target: Option<String>,
+}
+
+/// The contents of a `band.lock`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    /// The request's `bundle_sha256` for this skill.
+    pub bundle_sha256: String,
+    /// Sorted by path.
+    pub entries: Vec<LockEntry>,
+}
+
+impl Lock {
+    /// The file text: a header comment, `version`, `bundle`, then one line per entry.
+    pub fn render(&self) -> String {
+        let mut out = String::from(HEADER);
+        out.push_str(&format!("version {LOCK_VERSION}\nbundle {}\n", self.bundle_sha256));
+        for e in &self.entries {
+            out.push_str(&format!("{} {:04o} {} {}", e.kind.as_str(), e.mode, e.sha256, quote(&e.path)));
+            if let Some(t) = &e.target {
+                out.push_str(&format!(" -> {}", quote(t)));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Parse a lock's text; `path` names the file in errors. Strict: any unknown or malformed
+    /// line is an error, never skipped.
+    pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
+        let err = |line: usize, message: String| LockError::Parse { path: path.to_path_buf(), line, message };
+        let mut version = None;
+        let mut bundle = None;
+        let mut entries: Vec<LockEntry> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (word, rest) = line.split_once(' ').ok_or_else(|| err(n, format!("expected `<word> <value>`, found `{line}`")))?;
+            match word {
+                "version" => {
+                    if version.is_some() {
+                        return Err(err(n, "`version` appears twice".into()));
+                    }
+                    let v: u32 = rest.parse().map_err(|_| err(n, format!("`{rest}` is not a version number")))?;
+                    if v != LOCK_VERSION {
+                        return Err(err(n, format!("lock format version {v}; this band reads version {LOCK_VERSION}")));
+                    }
+                    version = Some(v);
+                }
+                "bundle" => {
+                    if bundle.is_some() {
+                        return Err(err(n, "`bundle` appears twice".into()));
+                    }
+                    bundle = Some(parse_hex(rest).ok_or_else(|| err(n, format!("`{rest}` is not a SHA-256 in hex")))?);
+                }
+                "file" | "link" => {
+                    let kind = if word == "file" { Kind::File } else { Kind::Link };
+                    let e = parse_entry(kind, rest).map_err(|m| err(n, m))?;
+                    if let Some(prev) = entries.last()
+                        && prev.path >= e.path
+                    {
+                        return Err(err(n, format!("{} is out of order or repeated (entries are sorted by path)", quote(&e.path))));
+                    }
+                    entries.push(e);
+                }
+                other => return Err(err(n, format!("unknown line kind `{other}`"))),
+            }
+        }
+        if version.is_none() {
+            return Err(err(1, "no `version` line".into()));
+        }
+        let bundle_sha256 = bundle.ok_or_else(|| err(1, "no `bundle` line".into()))?;
+        Ok(Lock { bundle_sha256, entries })
+    }
+
+    /// What differs between this (locked) lock and `actual`, by path. Empty means they agree.
+    pub fn diff(&self, actual: &Lock) -> Vec<Difference> {
+        let locked: BTreeMap<&str, &LockEntry> = self.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        let now: BTreeMap<&str, &LockEntry> = actual.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        let mut paths: Vec<&str> = locked.keys().chain(now.keys()).copied().collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let mut out = Vec::new();
+        for p in paths {
+            let mut push = |change| out.push(Difference { path: p.to_string(), change });
+            match (locked.get(p), now.get(p)) {
+                (Some(_), None) => push(Change::Removed),
+                (None, Some(_)) => push(Change::Added),
+                (Some(l), Some(a)) if l.kind != a.kind => push(Change::Kind { locked: l.kind, actual: a.kind }),
+                (Some(l), Some(a)) => {
+                    if l.sha256 != a.sha256 || l.target != a.target {
+                        push(match a.kind {
+                            Kind::File => Change::Content,
+                            Kind::Link => Change::Target { locked: l.target.clone().unwrap_or_default(), actual: a.target.clone().unwrap_or_default() },
+                        });
+                    }
+                    if l.mode != a.mode && a.kind == Kind::File {
+                        push(Change::Mode { locked: l.mode, actual: a.mode });
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        if out.is_empty() && self.bundle_sha256 != actual.bundle_sha256 {
+            out.push(Difference { path: LOCK_FILE.to_string(), change: Change::BundleHash });
+        }
+        out
+    }
+}
+
+fn parse_entry(kind: Kind, rest: &str) -> Result<LockEntry, String> {
+    let mut it = rest.splitn(3, ' ');
+    let (Some(mode), Some(sha), Some(tail)) = (it.next(), it.next(), it.next()) else {
+        return Err(format!("expected `{} <mode> <sha256> \"<path>\"`", kind.as_str()));
+    };
+    if mode.len() != 4 {
+        return Err(format!("`{mode}` is not a four-digit octal mode"));
+    }
+    let mode = u32::from_str_radix(mode, 8).map_err(|_| format!("`{mode}` is not an octal mode"))?;
+    let sha256 = parse_hex(sha).ok_or_else(|| format!("`{sha}` is not a SHA-256 in hex"))?;
+    let (path, tail) = unquote(tail)?;
+    if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(format!("{} is not a relative path inside the skill", quote(&path)));
+    }
+    let target = match kind {
+        Kind::File if tail.is_empty() => None,
+        Kind::Link => {
+            let t = tail.strip_prefix(" -> ").ok_or("a link line ends with ` -> \"<target>\"`")?;
+            let (target, end) = unquote(t)?;
+            if !end.is_empty() {
+                return Err(format!("unexpected `{end}` after the link target"));
+            }
+            if sha256_hex(target.as_bytes()) != sha256 {
+                return Err(format!("the hash of link {} does not match its target", quote(&path)));
+            }
+            Some(target)
+        }
+        Kind::File => return Err(format!("unexpected `{tail}` after the path")),
+    };
+    Ok(LockEntry { path, kind, mode, sha256, target })
+}
+
+fn parse_hex(s: &str) -> Option<String> {
+    (s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then(|| s.to_string())
+}
+
+/// A path as a JSON string: unambiguous whatever the name holds.
+fn quote(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// A JSON string at the start of `s`, and the text after it.
+fn unquote(s: &str) -> Result<(String, &str), String> {
+    if !s.starts_with('"') {
+        return Err(format!("expected a quoted path, found `{s}`"));
+    }
+    let mut stream = serde_json::Deserializer::from_str(s).into_iter::<String>();
+    match stream.next() {
+        Some(Ok(v)) => Ok((v, &s[stream.byte_offset()..])),
+        _ => Err(format!("`{s}` is not a quoted path")),
+    }
+}
+
+/// One way the skill differs from its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub path: String,
+    pub change: Change,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The file's bytes changed.
+    Content,
+    Mode { locked: u32, actual: u32 },
+    /// A file became a link or the other way round.
+    Kind { locked: Kind, actual: Kind },
+    /// A link points somewhere else.
+    Target { locked: String, actual: String },
+    /// In the skill, not in the lock.
+    Added,
+    /// In the lock, not in the skill.
+    Removed,
+    /// Every line matches but the lock's `bundle` line does not (the lock was edited).
+    BundleHash,
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.path;
+        match &self.change {
+            Change::Content => write!(f, "{p}: content changed"),
+            Change::Mode { locked, actual } => write!(f, "{p}: mode changed from {locked:04o} to {actual:04o}"),
+            Change::Kind { locked, actual } => write!(f, "{p}: was a {}, is now a {}", locked.as_str(), actual.as_str()),
+            Change::Target { locked, actual } => write!(f, "{p}: symlink points to `{actual}`, locked `{locked}`"),
+            Change::Added => write!(f, "{p}: added (not in band.lock)"),
+            Change::Removed => write!(f, "{p}: removed (listed in band.lock)"),
+            Change::BundleHash => write!(f, "{p}: its bundle hash does not match the files it lists (the lock was edited)"),
+        }
+    }
+}
+
+/// How a skill stands against its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// No `band.lock`.
+    Unlocked,
+    /// The skill is exactly what was locked.
+    Matches,
+    /// The skill changed since it was locked.
+    Differs(Vec<Difference>),
+}
+
+impl LockState {
+    /// The word recorded in the ledger: `unlocked`, `matches`, `differs`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LockState::Unlocked => "unlocked",
+            LockState::Matches => "matches",
+            LockState::Differs(_) => "differs",
+        }
+    }
+}
+
+/// Compare `tree` (read from `root`) with `root/band.lock`. A lock that cannot be parsed is an
+/// error, never "unlocked".
+pub fn check(root: &Path, tree: &Tree) -> Result<LockState, LockError> {
+    let path = root.join(LOCK_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Unlocked),
+        Err(source) => return Err(LockError::Io { path, source }),
+    };
+    let locked = Lock::parse(&text, &path)?;
+    let diffs = locked.diff(&tree.lock());
+    Ok(if diffs.is_empty() { LockState::Matches } else { LockState::Differs(diffs) })
+}
+
+/// Write `root/band.lock` for `tree` (through a temporary file and a rename). Returns the lock.
+pub fn write(root: &Path, tree: &Tree) -> Result<Lock, LockError> {
+    let lock = tree.lock();
+    let path = root.join(LOCK_FILE);
+    let tmp = root.join(format!(".{LOCK_FILE}.tmp"));
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| LockError::Io { path: p, source }
+    };
+    std::fs::write(&tmp, lock.render()).map_err(io(&tmp))?;
+    if let Err(e) = std::fs::rename(&tmp, &path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(LockError::Io { path, source: e });
+    }
+    Ok(lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn skill() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tmp");
+        let r = t.path();
+        std::fs::create_dir_all(r.join("scripts")).expect("mkdir");
+        std::fs::create_dir_all(r.join("lib")).expect("mkdir");
+        std::fs::write(r.join("BAND.md"), "---\nband: s\ndescription: d\n---\n").expect("write");
+        std::fs::write(r.join("scripts/go.sh"), "#!/bin/sh\necho hi\n").expect("write");
+        std::fs::write(r.join("lib/good.sh"), "good\n").expect("write");
+        std::fs::write(r.join("lib/evil.sh"), "evil\n").expect("write");
+        for (f, mode) in [("BAND.md", 0o644), ("scripts/go.sh", 0o755), ("lib/good.sh", 0o644), ("lib/evil.sh", 0o644)] {
+            std::fs::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+        symlink("../lib/good.sh", r.join("scripts/lib.sh")).expect("symlink");
+        t
+    }
+
+    fn locked_skill() -> tempfile::TempDir {
+        let t = skill();
+        let tree = Tree::read(t.path()).expect("read");
+        write(t.path(), &tree).expect("lock");
+        t
+    }
+
+    fn state(root: &Path) -> LockState {
+        check(root, &Tree::read(root).expect("read")).expect("check")
+    }
+
+    fn differs(root: &Path) -> Vec<Difference> {
+        match state(root) {
+            LockState::Differs(d) => d,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let t = locked_skill();
+        let text = std::fs::read_to_string(t.path().join(LOCK_FILE)).expect("read");
+        let parsed = Lock::parse(&text, Path::new("band.lock")).expect("parse");
+        let tree = Tree::read(t.path()).expect("read");
+        assert_eq!(parsed, tree.lock());
+        assert_eq!(parsed.render(), text, "render is the inverse of parse");
+        assert_eq!(state(t.path()), LockState::Matches);
+        // The lock is not part of what it fingerprints, and the lines are sorted and typed.
+        assert!(tree.nodes.iter().all(|n| n.path != LOCK_FILE));
+        let kinds: Vec<(&str, &str)> = text.lines().filter(|l| l.starts_with("file") || l.starts_with("link")).map(|l| (&l[..4], l.rsplit('"').nth(1).unwrap_or(""))).collect();
+        assert_eq!(kinds[0], ("file", "BAND.md"));
+        assert!(text.contains("file 0755 ") && text.contains("\"scripts/go.sh\"\n"), "{text}");
+        assert!(text.contains("link 0777 ") && text.contains("\"scripts/lib.sh\" -> \"../lib/good.sh\"\n"), "{text}");
+    }
+
+    #[test]
+    fn bundle_hash_is_the_request_digest() {
+        let t = locked_skill();
+        let tree = Tree::read(t.path()).expect("read");
+        let files: Vec<(String, u32, Vec<u8>)> = vec![
+            ("BAND.md".into(), 0o644, b"---\nband: s\ndescription: d\n---\n".to_vec()),
+            ("lib/evil.sh".into(), 0o644, b"evil\n".to_vec()),
+            ("lib/good.sh".into(), 0o644, b"good\n".to_vec()),
+            ("scripts/go.sh".into(), 0o755, b"#!/bin/sh\necho hi\n".to_vec()),
+        ];
+        assert_eq!(tree.bundle_sha256(), proto::bundle_digest(&files));
+        assert_eq!(tree.lock().bundle_sha256, tree.bundle_sha256());
+    }
+
+    #[test]
+    fn unlocked_skill_is_unlocked() {
+        let t = skill();
+        assert_eq!(state(t.path()), LockState::Unlocked);
+    }
+
+    #[test]
+    fn one_changed_byte_is_refused() {
+        let t = locked_skill();
+        std::fs::write(t.path().join("scripts/go.sh"), "#!/bin/sh\necho hI\n").expect("write");
+        assert_eq!(differs(t.path()), vec![Difference { path: "scripts/go.sh".into(), change: Change::Content }]);
+    }
+
+    #[test]
+    fn an_added_file_is_refused() {
+        let t = locked_skill();
+        std::fs::write(t.path().join("scripts/.hidden"), "x").expect("write");
+        assert_eq!(differs(t.path()), vec![Difference { path: "scripts/.hidden".into(), change: Change::Added }]);
+    }
+
+    #[test]
+    fn a_removed_file_is_refused() {
+        let t = locked_skill();
+        std::fs::remove_file(t.path().join("lib/evil.sh")).expect("rm");
+        assert_eq!(differs(t.path()), vec![Difference { path: "lib/evil.sh".into(), change: Change::Removed }]);
+    }
+
+    #[test]
+    fn a_changed_mode_is_refused() {
+        let t = locked_skill();
+        std::fs::set_permissions(t.path().join("BAND.md"), std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+        assert_eq!(differs(t.path()), vec![Difference { path: "BAND.md".into(), change: Change::Mode { locked: 0o644, actual: 0o4755 } }]);
+    }
+
+    #[test]
+    fn a_swapped_symlink_is_refused() {
+        let t = locked_skill();
+        let link = t.path().join("scripts/lib.sh");
+        std::fs::remove_file(&link).expect("rm");
+        symlink("../lib/evil.sh", &link).expect("symlink");
+        let d = differs(t.path());
+        assert_eq!(d, vec![Difference { path: "scripts/lib.sh".into(), change: Change::Target { locked: "../lib/good.sh".into(), actual: "../lib/evil.sh".into() } }]);
+        assert!(d[0].to_string().contains("../lib/evil.sh"));
+    }
+
+    #[test]
+    fn a_file_swapped_for_a_symlink_is_refused() {
+        let t = locked_skill();
+        let f = t.path().join("lib/good.sh");
+        std::fs::remove_file(&f).expect("rm");
+        symlink("evil.sh", &f).expect("symlink");
+        let d = differs(t.path());
+        assert!(d.contains(&Difference { path: "lib/good.sh".into(), change: Change::Kind { locked: Kind::File, actual: Kind::Link } }), "{d:?}");
+    }
+
+    #[test]
+    fn an_edited_bundle_line_is_refused() {
+        let t = locked_skill();
+        let p = t.path().join(LOCK_FILE);
+        let text = std::fs::read_to_string(&p).expect("read");
+        let line = text.lines().find(|l| l.starts_with("bundle ")).expect("bundle line");
+        std::fs::write(&p, text.replace(line, &format!("bundle {}", "0".repeat(64)))).expect("write");
+        assert_eq!(differs(t.path()), vec![Difference { path: LOCK_FILE.into(), change: Change::BundleHash }]);
+    }
+
+    #[test]
+    fn skipped_folders_do_not_count() {
+        let t = locked_skill();
+        std::fs::create_dir_all(t.path().join(".git")).expect("mkdir");
+        std::fs::write(t.path().join(".git/HEAD"), "x").expect("write");
+        std::fs::create_dir_all(t.path().join("scripts/target")).expect("mkdir");
+        std::fs::write(t.path().join("scripts/target/a"), "x").expect("write");
+        assert_eq!(state(t.path()), LockState::Matches);
+    }
+
+    #[test]
+    fn links_outside_the_skill_are_errors() {
+        let t = skill();
+        symlink("/etc/passwd", t.path().join("scripts/passwd")).expect("symlink");
+        assert!(matches!(Tree::read(t.path()), Err(LockError::LinkOutside { .. })));
+        let t = skill();
+        symlink("../../outside", t.path().join("scripts/up")).expect("symlink");
+        assert!(matches!(Tree::read(t.path()), Err(LockError::LinkOutside { .. })));
+        let t = skill();
+        symlink("nowhere", t.path().join("scripts/dangling")).expect("symlink");
+        assert!(matches!(Tree::read(t.path()), Err(LockError::LinkOutside { .. })));
+    }
+
+    #[test]
+    fn malformed_locks_are_errors_with_a_line() {
+        let good = Tree::read(locked_skill().path()).expect("read").lock().render();
+        let cases = [
+            (good.replace("version 1", "version 2"), "version 2"),
+            (good.replace("version 1\n", ""), "no `version`"),
+            (good.replace("file 0644", "file 644"), "four-digit"),
+            (good.replace("file 0755", "fyle 0755"), "unknown line kind"),
+            (good.replace("\"BAND.md\"", "\"../BAND.md\""), "not a relative path"),
+            (good.replace("\"../lib/good.sh\"", "\"../lib/evil.sh\""), "does not match its target"),
+            (format!("{good}{}", good.lines().find(|l| l.starts_with("file")).unwrap_or_default()), "out of order"),
+        ];
+        for (text, want) in cases {
+            match Lock::parse(&text, Path::new("x/band.lock")) {
+                Err(e @ LockError::Parse { .. }) => assert!(e.to_string().contains(want) && e.to_string().starts_with("x/band.lock:"), "{e} (wanted {want})"),
+                other => panic!("expected a parse error containing {want}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unreadable_lock_is_an_error_not_unlocked() {
+        let t = skill();
+        std::fs::write(t.path().join(LOCK_FILE), "garbage\n").expect("write");
+        assert!(matches!(check(t.path(), &Tree::read(t.path()).expect("read")), Err(LockError::Parse { .. })));
+    }
+}
