@@ -145,6 +145,46 @@ printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","if
     s
 }
 
+/// An HTTP server on the host's loopback that answers every request with `body` and counts
+/// connections. The VM reaches the host's loopback at 10.0.2.2 (QEMU user networking).
+fn http_listener(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut c = conn;
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        }
+    });
+    (port, hits)
+}
+
+/// A skill allowed to reach one host port (by IP: private addresses need an explicit allow).
+fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
+    let s = root.join("vmnet");
+    write(&s.join("SKILL.md"), "---\nname: vmnet\ndescription: Reaches one allowed address from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n");
+    write(
+        &s.join("BAND.md"),
+        &format!("---\nband: vmnet\ndescription: May fetch from 10.0.2.2:{open} with curl; nothing else.\nallow:\n  cli: [\"curl *\"]\n  net: [\"10.0.2.2:{open}\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n"),
+    );
+    write(&s.join("schemas/input/fetch.json"), "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n");
+    write(
+        &s.join("scripts/fetch.sh"),
+        &format!(
+            "#!/bin/bash\na=$(curl -s --max-time 60 http://10.0.2.2:{open}/ || echo failed)\nif curl -s --max-time 20 http://10.0.2.2:{closed}/ >/dev/null 2>&1; then d=reached; else d=refused; fi\nprintf '{{\"allowed\":\"%s\",\"denied\":\"%s\"}}\\n' \"$a\" \"$d\" > \"$OUTPUT_PATH\"\n"
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(s.join("scripts/fetch.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    s
+}
+
 fn workspace(root: &Path) -> PathBuf {
     let w = root.join("ws");
     write(&w.join("data/allowed.txt"), "hello from the host");
@@ -234,6 +274,17 @@ fn vm_end_to_end() {
     let skill = probe_skill(work.path());
     let ws = workspace(work.path());
     check_probe_run(&env, &skill, &ws, "qemu");
+
+    // Network through the VM: the allowed address answers, another port of the same host is
+    // refused and never sees a connection.
+    let (open, open_hits) = http_listener("hello-from-the-host");
+    let (closed, closed_hits) = http_listener("must-not-be-reached");
+    let net = net_skill(work.path(), open, closed);
+    let v = env.json(&["run", "--workspace", ws.to_str().expect("utf8"), "--target", "qemu", "--json", &format!("{}/fetch", net.display())], cwd);
+    assert_eq!(v["status"], "ok", "{v:#}");
+    assert_eq!(v["output"], serde_json::json!({"allowed": "hello-from-the-host", "denied": "refused"}), "{v:#}");
+    assert!(open_hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert_eq!(closed_hits.load(std::sync::atomic::Ordering::SeqCst), 0, "a denied port was reached");
 
     // The repository's own skill, input and output contracts included (its 10 s runtime limit
     // is raised: emulation under TCG on a loaded 2-core machine is slow).

@@ -183,7 +183,16 @@ fn setup_lima(paths: &VmPaths, args: &SetupArgs, res: &Resources, steps: &mut St
         cmd::run_argv(&lima::create_argv(&yaml_path))?;
     }
     let t = Instant::now();
-    let ep = lima_start(paths, steps)?;
+    let mut ep = lima_start(paths, steps)?;
+    // The template installs a newer kernel than the cloud image boots (see band.yaml): restart
+    // once so runs with allow.net get it.
+    let sess = ssh::connect(&ep, Duration::from_secs(30))?;
+    let kernels = ssh::exec(&sess, "uname -r; ls /boot", b"")?.stdout_text();
+    if lima::needs_reboot(&kernels) {
+        steps.start("restart the Lima VM into the newer kernel");
+        cmd::run_argv(&lima::stop_argv())?;
+        ep = lima_start(paths, steps)?;
+    }
     let version = vm::ensure_server(&ep, steps)?;
     Ok(serde_json::json!({ "target": "lima", "ssh": ep.addr(), "start_secs": round(t.elapsed().as_secs_f64()), "band_server": version.version, "protocol": version.protocol }))
 }

@@ -23,7 +23,7 @@ pub const STATE: &str = "state.json";
 /// The template, as shipped in `vm-templates/band.yaml`.
 pub const TEMPLATE: &str = include_str!("../../vm-templates/band.yaml");
 /// Packages of the QEMU recipe that a Lima cloud image already boots with.
-pub const BOOT_ONLY: [&str; 7] = ["linux-image-cloud-amd64", "initramfs-tools", "systemd", "systemd-sysv", "udev", "kmod", "openssh-server"];
+pub const BOOT_ONLY: [&str; 7] = ["linux-image-cloud-amd64/bookworm-backports", "initramfs-tools", "systemd", "systemd-sysv", "udev", "kmod", "openssh-server"];
 
 /// The sizes `band setup --cpus --memory --disk` put into the template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +192,16 @@ pub fn check_instance(config: &serde_json::Value) -> Result<()> {
     check_exposure(map).map_err(|e| invalid(format!("{e} (check ~/.lima/_config/default.yaml and override.yaml)")))
 }
 
+/// Given `uname -r` on the first line and `ls /boot` after it: is a newer kernel installed than
+/// the one running?
+pub fn needs_reboot(text: &str) -> bool {
+    let mut lines = text.lines();
+    let running = lines.next().unwrap_or("").trim();
+    let version = |s: &str| -> Vec<u64> { s.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty()).take(3).filter_map(|p| p.parse().ok()).collect() };
+    let now = version(running);
+    lines.filter_map(|l| l.trim().strip_prefix("vmlinuz-")).any(|k| version(k) > now)
+}
+
 /// The parts of Lima's `ssh.config` band needs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SshConfig {
@@ -300,6 +310,13 @@ mod tests {
         assert!(parse_list(plain_ignores_merged_mounts).unwrap().is_some());
         assert_eq!(parse_list("").unwrap(), None);
         assert!(parse_list(r#"{"name":"other","status":"Running","dir":"/y"}"#).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_newer_installed_kernel_needs_a_reboot() {
+        assert!(needs_reboot("6.1.0-35-cloud-amd64\nconfig-6.1.0-35-cloud-amd64\nvmlinuz-6.1.0-35-cloud-amd64\nvmlinuz-6.12.30+bpo-cloud-amd64\n"));
+        assert!(!needs_reboot("6.12.30+bpo-cloud-amd64\nvmlinuz-6.1.0-35-cloud-amd64\nvmlinuz-6.12.30+bpo-cloud-amd64\n"));
+        assert!(!needs_reboot("6.1.0-35-cloud-arm64\nvmlinuz-6.1.0-35-cloud-arm64\n"));
     }
 
     #[test]

@@ -83,11 +83,12 @@ pub fn write_to(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The apt sources of the build: the mirror's release and updates, plus security updates when
-/// the default mirror is used (a custom mirror is taken to be complete, so builds work offline).
+/// The apt sources of the build: the mirror's release, updates and backports (the kernel), plus
+/// security updates when the default mirror is used (a custom mirror is taken to be complete, so
+/// builds work offline).
 pub fn sources(mirror: Option<&str>) -> Vec<String> {
     let main = mirror.unwrap_or(DEFAULT_MIRROR).trim_end_matches('/');
-    let mut out = vec![format!("deb {main} {SUITE} main"), format!("deb {main} {SUITE}-updates main")];
+    let mut out = vec![format!("deb {main} {SUITE} main"), format!("deb {main} {SUITE}-updates main"), format!("deb {main} {SUITE}-backports main")];
     if mirror.is_none() {
         out.push(format!("deb {DEFAULT_SECURITY_MIRROR} {SUITE}-security main"));
     }
@@ -102,7 +103,7 @@ mod tests {
     fn the_package_list_has_what_band_server_and_skills_need() {
         let p = packages();
         for want in [
-            "linux-image-cloud-amd64",
+            "linux-image-cloud-amd64/bookworm-backports",
             "systemd",
             "openssh-server",
             "bubblewrap",
@@ -118,7 +119,7 @@ mod tests {
         ] {
             assert!(p.contains(&want), "{want} missing from packages.txt");
         }
-        assert!(p.iter().all(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))), "{p:?}");
+        assert!(p.iter().all(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || "+-./".contains(c))), "{p:?}");
     }
 
     #[test]
@@ -151,9 +152,16 @@ mod tests {
 
     #[test]
     fn sources_use_the_mirror_and_security_only_by_default() {
-        assert_eq!(sources(None).len(), 3);
+        assert_eq!(sources(None).len(), 4);
         let s = sources(Some("http://mirror.local/debian/"));
-        assert_eq!(s, vec!["deb http://mirror.local/debian bookworm main", "deb http://mirror.local/debian bookworm-updates main"]);
+        assert_eq!(
+            s,
+            vec![
+                "deb http://mirror.local/debian bookworm main",
+                "deb http://mirror.local/debian bookworm-updates main",
+                "deb http://mirror.local/debian bookworm-backports main"
+            ]
+        );
     }
 
     #[test]
