@@ -90,6 +90,17 @@ fn qemus_under(dir: &Path) -> Vec<i32> {
     out
 }
 
+/// Kills the test's QEMU if the test fails half way (a passing test destroys it itself).
+struct KillQemus(PathBuf);
+
+impl Drop for KillQemus {
+    fn drop(&mut self) {
+        for pid in qemus_under(&self.0) {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read_dir").flatten() {
@@ -249,6 +260,7 @@ fn vm_end_to_end() {
     let work = tempfile::tempdir().expect("tmp");
     let env = Env { data: data.clone(), home: work.path().to_path_buf(), _tmp: keep };
     let cwd = work.path();
+    let _guard = KillQemus(data.clone());
 
     // 1. Setup, cold (or warm with BAND_TEST_VM_DATA_DIR).
     let first = env.json(&["setup", "--driver", "qemu", "--json"], cwd);
@@ -293,6 +305,7 @@ fn vm_end_to_end() {
     copy_dir(&repo.join("skills/text"), &text);
     let band_md = std::fs::read_to_string(text.join("BAND.md")).expect("BAND.md").replace("maxRuntimeMs: 10s", "maxRuntimeMs: 300s");
     std::fs::write(text.join("BAND.md"), band_md).expect("write");
+    env.band_ok(&["lock", text.to_str().expect("utf8")], cwd);
     let repo = work.path();
     let v = env.json(&["run", "--target", "qemu", "--json", "text/count", "--text=hello vm world"], repo);
     assert_eq!(v["output"], serde_json::json!({"words": 3, "lines": 1, "chars": 14}), "{v:#}");
