@@ -400,17 +400,16 @@ pub fn server_status(ep: &Endpoint) -> serde_json::Value {
         Ok(s) => s,
         Err(e) => return serde_json::json!({ "error": e.to_string() }),
     };
-    let local = install::local_dir().and_then(|d| install::local_manifest(&d));
-    match (install::handshake(&sess, local.as_ref().ok().cloned().as_ref().unwrap_or(&empty_manifest())), local) {
-        (Ok(Handshake::Current(v)), _) => serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true }),
-        (Ok(Handshake::Stale { answered, .. }), _) => serde_json::json!({ "answered": answered, "current": false }),
-        (Ok(Handshake::Missing), _) => serde_json::json!({ "installed": false }),
-        (Err(e), _) => serde_json::json!({ "error": e.to_string() }),
+    let local = match install::local_dir().and_then(|d| install::local_manifest(&d)) {
+        Ok(m) => m,
+        Err(e) => return serde_json::json!({ "error": e.to_string() }),
+    };
+    match install::handshake(&sess, &local) {
+        Ok(Handshake::Current(v)) => serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true }),
+        Ok(Handshake::Stale { answered, .. }) => serde_json::json!({ "answered": answered, "current": false }),
+        Ok(Handshake::Missing) => serde_json::json!({ "installed": false }),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
     }
-}
-
-fn empty_manifest() -> install::Manifest {
-    install::Manifest { version: String::new(), protocol: 0, sha256: Default::default() }
 }
 
 fn ssh_shell(paths: &VmPaths, driver: Driver, command: &[String]) -> Result<u8> {

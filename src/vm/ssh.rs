@@ -14,7 +14,7 @@ use std::time::Duration;
 use ssh2::{MethodType, Session};
 
 use super::keys::{self, PublicKey};
-use super::{Result, VmError, io_at};
+use super::{Result, VmError};
 use crate::proto::{Event, Message, RunResult};
 
 /// The longest protocol line accepted: a result carries the written files (base64), which
@@ -292,10 +292,7 @@ pub fn run_request(sess: &Session, ep: &Endpoint, request_line: &[u8], on_event:
 
 /// Pin `key` for a target (the file holds one key line).
 pub fn pin(path: &Path, key: &PublicKey) -> Result<()> {
-    super::paths::write_atomic(path, format!("{}\n", key.line()).as_bytes(), 0o600).map_err(|e| match e {
-        VmError::Io { source, .. } => io_at(path)(source),
-        other => other,
-    })
+    super::paths::write_atomic(path, format!("{}\n", key.line()).as_bytes(), 0o600)
 }
 
 #[cfg(test)]
@@ -379,6 +376,17 @@ mod tests {
         assert!(check_pinned(&a, &a, "x").is_ok());
         let e = check_pinned(&a, &b, "127.0.0.1:1").unwrap_err().to_string();
         assert!(e.contains("refusing") && e.contains(&a.fingerprint()), "{e}");
+    }
+
+    #[test]
+    fn a_pinned_key_reads_back_and_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let k = PublicKey::parse("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu c").unwrap();
+        let f = t.path().join("known_host");
+        pin(&f, &k).unwrap();
+        assert_eq!(keys::read_public(&f).unwrap(), k);
+        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]
