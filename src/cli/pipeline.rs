@@ -524,7 +524,7 @@ fn push_capped(
         return Err(too_large());
     }
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
+    out.push(FileEntry { path: rel, mode: band::lock::mode_of(meta), data: B64.encode(data) });
     Ok(())
 }
 
@@ -547,16 +547,6 @@ fn walk_files(root: &Path, dir: &Path, f: &mut dyn FnMut(String, &Path, &std::fs
     Ok(())
 }
 
-#[cfg(unix)]
-fn mode_of(m: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    m.permissions().mode() & 0o7777
-}
-
-#[cfg(not(unix))]
-fn mode_of(_: &std::fs::Metadata) -> u32 {
-    0o644
-}
 
 fn new_run_id() -> String {
     let mut buf = [0u8; 8];
