@@ -28,7 +28,7 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · band lint / fmt --check / audit verify / doctor: problems found
+  1    band run: the script exited non-zero · lint, fmt --check, audit verify, doctor: problems
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
