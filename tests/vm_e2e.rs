@@ -323,6 +323,11 @@ fn vm_end_to_end() {
     let (code, _, err) = env.band(&["vm", "start"], cwd);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("install band-server"), "no upgrade: {err}");
+    // A run finds a stale band-server by itself (same round trip) and upgrades it before running.
+    env.band_ok(&["vm", "ssh", "--", "sh", "-c", "echo '{}' > /usr/local/lib/band/installed.json"], cwd);
+    let (code, out, err) = env.band(&["run", "--target", "qemu", "--json", "text/count", "--text=a b"], repo);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("another build; installing"), "{err}");
     let status: serde_json::Value = env.json(&["vm", "status", "--json"], cwd);
     assert_eq!(status["state"], "running");
     assert_eq!(status["band_server"]["current"], true, "{status:#}");

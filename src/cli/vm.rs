@@ -339,8 +339,20 @@ impl Transport for SshTransport {
 
     fn run(&mut self, req: &RunRequest, on_event: &mut dyn FnMut(&proto::Event)) -> Result<RunResult> {
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
+        let paths = vm_paths()?;
+        let dir = install::local_dir()?;
+        let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
+        let expected = install::manifest_digest(&local);
         let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-        let result = ssh::run_request(&sess, &self.endpoint, &line, on_event)?;
+        let result = match ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event) {
+            // A stale band-server is upgraded, never used: install, then run once more.
+            Err(band::vm::VmError::StaleServer) => {
+                eprintln!("band: band-server on {} is another build; installing this one", self.target);
+                install::install(&sess, &self.endpoint, &dir, &local)?;
+                ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)?
+            }
+            other => other?,
+        };
         check_result(req, result)
     }
 }

@@ -71,6 +71,43 @@ pub fn local_manifest(dir: &Path) -> Result<Manifest> {
     Ok(Manifest { version: env!("CARGO_PKG_VERSION").to_string(), protocol: proto::PROTOCOL_VERSION, sha256 })
 }
 
+/// The SHA-256 of `installed.json` as [`install`] writes it for `m`: what a current target holds.
+pub fn manifest_digest(m: &Manifest) -> String {
+    Sha256::digest(serde_json::to_vec_pretty(m).unwrap_or_default()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// [`local_manifest`], remembered in `cache` while the binaries' sizes and mtimes do not change
+/// (hashing a debug build reads about 250 MB, too much for every run).
+pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
+    let stamp = |b: &str| -> Option<(u64, u128)> {
+        let m = std::fs::metadata(dir.join(b)).ok()?;
+        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+        Some((m.len(), t))
+    };
+    let stamps: Option<BTreeMap<String, (u64, u128)>> = BINARIES.iter().map(|b| stamp(b).map(|s| (b.to_string(), s))).collect();
+    #[derive(Serialize, Deserialize)]
+    struct Cached {
+        dir: PathBuf,
+        stamps: BTreeMap<String, (u64, u128)>,
+        manifest: Manifest,
+    }
+    if let Some(st) = &stamps
+        && let Some(c) = std::fs::read_to_string(cache).ok().and_then(|t| serde_json::from_str::<Cached>(&t).ok())
+        && c.dir == dir
+        && &c.stamps == st
+        && c.manifest.version == env!("CARGO_PKG_VERSION")
+        && c.manifest.protocol == proto::PROTOCOL_VERSION
+    {
+        return Ok(c.manifest);
+    }
+    let manifest = local_manifest(dir)?;
+    if let Some(stamps) = stamps {
+        let c = Cached { dir: dir.to_path_buf(), stamps, manifest: manifest.clone() };
+        let _ = super::paths::write_atomic(cache, serde_json::to_string(&c).unwrap_or_default().as_bytes(), 0o600);
+    }
+    Ok(manifest)
+}
+
 /// Ask the target's band-server for its version (`None`: not installed or not runnable).
 pub fn remote_version(sess: &Session) -> Result<Option<ServerVersion>> {
     let out = ssh::exec(sess, &format!("{SERVER_DIR}/band-server version"), b"")?;
@@ -193,6 +230,23 @@ mod tests {
         assert_eq!(m.sha256["band-jail"], want);
         assert_ne!(m.sha256["band-jail"], m.sha256["band-shim"]);
         assert_eq!(m.protocol, proto::PROTOCOL_VERSION);
+    }
+
+    #[test]
+    fn the_cached_manifest_follows_the_binaries() {
+        let t = tempfile::tempdir().unwrap();
+        for b in BINARIES {
+            std::fs::write(t.path().join(b), b.as_bytes()).unwrap();
+        }
+        let cache = t.path().join("cache.json");
+        let first = local_manifest_cached(t.path(), &cache).unwrap();
+        assert!(cache.is_file());
+        assert_eq!(local_manifest_cached(t.path(), &cache).unwrap(), first);
+        std::fs::write(t.path().join("band-shim"), b"another build").unwrap();
+        let second = local_manifest_cached(t.path(), &cache).unwrap();
+        assert_ne!(second.sha256["band-shim"], first.sha256["band-shim"], "a rebuilt binary is rehashed");
+        assert_eq!(manifest_digest(&second).len(), 64);
+        assert_ne!(manifest_digest(&second), manifest_digest(&first));
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub enum VmError {
     Ssh { addr: String, message: String },
     #[error("the host key of {addr} is {got}, but {pinned} is pinned; refusing to connect")]
     HostKey { addr: String, pinned: String, got: String },
+    #[error("band-server on the target is not the build of this band (installed.json differs)")]
+    StaleServer,
     #[error("timed out after {secs} s: {what}")]
     Timeout { what: String, secs: u64 },
     #[error("{0}")]

@@ -24,6 +24,8 @@ pub const MAX_LINE_BYTES: usize = 512 << 20;
 pub const MAX_STDERR_BYTES: usize = 64 << 10;
 /// Where band-server and its helpers live on a target.
 pub const SERVER_DIR: &str = "/usr/local/lib/band";
+/// The exit status of the run command when the target's band-server is stale (EX_TEMPFAIL).
+pub const STALE_EXIT: i32 = 75;
 /// band-server's own diagnostics on a target (its stdout is the protocol).
 pub const SERVER_LOG: &str = "/var/log/band-server.log";
 
@@ -63,9 +65,17 @@ impl Endpoint {
         if self.sudo { format!("sudo -n sh -c {}", super::image::sh_quote(command)) } else { command.to_string() }
     }
 
-    /// The command that serves one run.
-    pub fn server_command(&self) -> String {
-        self.as_root(&format!("exec {SERVER_DIR}/band-server run 2>>{SERVER_LOG}"))
+    /// The command that serves one run. With `expected` (the SHA-256 of the `installed.json` this
+    /// band would write), a target whose band-server is another build exits with
+    /// [`STALE_EXIT`] before reading the request, in the same round trip.
+    pub fn server_command(&self, expected: Option<&str>) -> String {
+        let run = format!("exec {SERVER_DIR}/band-server run 2>>{SERVER_LOG}");
+        match expected {
+            None => self.as_root(&run),
+            Some(hex) => self.as_root(&format!(
+                "d=$(sha256sum < {SERVER_DIR}/installed.json 2>/dev/null); [ \"${{d%% *}}\" = {hex} ] || exit {STALE_EXIT}; {run}"
+            )),
+        }
     }
 }
 
@@ -263,14 +273,15 @@ pub fn read_stream(r: &mut impl BufRead, max: usize, on_event: &mut dyn FnMut(&E
 }
 
 /// Send one request line to `band-server run` over a new exec channel and read its answer.
-/// Returns the result, or an error naming the exit status and band-server's stderr.
-pub fn run_request(sess: &Session, ep: &Endpoint, request_line: &[u8], on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
-    let command = ep.server_command();
+/// Returns the result, [`VmError::StaleServer`] when the target refused with [`STALE_EXIT`]
+/// (see [`Endpoint::server_command`]), or an error naming the exit status and stderr.
+pub fn run_request(sess: &Session, ep: &Endpoint, expected: Option<&str>, request_line: &[u8], on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
+    let command = ep.server_command(expected);
     let fail = |e: &dyn std::fmt::Display| ep.err(format!("run: {e}"));
     let mut ch = sess.channel_session().map_err(|e| fail(&e))?;
     ch.exec(&command).map_err(|e| fail(&e))?;
-    ch.write_all(request_line).and_then(|()| ch.write_all(b"\n")).map_err(|e| fail(&e))?;
-    ch.send_eof().map_err(|e| fail(&e))?;
+    // A stale target exits without reading: a failed write is judged by the exit status below.
+    let sent = ch.write_all(request_line).and_then(|()| ch.write_all(b"\n")).map_err(|e| e.to_string()).and_then(|()| ch.send_eof().map_err(|e| e.to_string()));
     let read = {
         let mut reader = BufReader::with_capacity(1 << 16, &mut ch);
         read_stream(&mut reader, MAX_LINE_BYTES, on_event)
@@ -282,9 +293,11 @@ pub fn run_request(sess: &Session, ep: &Endpoint, request_line: &[u8], on_event:
     let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
     match read {
         Ok(Some(r)) => Ok(r),
+        Ok(None) if status == STALE_EXIT && expected.is_some() => Err(VmError::StaleServer),
         Ok(None) => Err(fail(&format!(
-            "band-server exited (status {status}) without a result{}",
-            if stderr.is_empty() { String::new() } else { format!(": {stderr}") }
+            "band-server exited (status {status}) without a result{}{}",
+            if stderr.is_empty() { String::new() } else { format!(": {stderr}") },
+            sent.err().map(|e| format!(" (sending the request: {e})")).unwrap_or_default()
         ))),
         Err(e) => Err(fail(&e)),
     }
@@ -359,12 +372,38 @@ mod tests {
             known_host: PathBuf::from("/kh"),
             sudo: false,
         };
-        assert_eq!(ep.server_command(), "exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log");
+        assert_eq!(ep.server_command(None), "exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log");
         ep.sudo = true;
-        assert_eq!(ep.server_command(), "sudo -n sh -c 'exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log'");
+        assert_eq!(ep.server_command(None), "sudo -n sh -c 'exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log'");
         assert_eq!(ep.addr(), "127.0.0.1:2222");
         ep.host = "::1".into();
         assert_eq!(ep.addr(), "[::1]:2222");
+    }
+
+    #[test]
+    fn the_stale_check_runs_in_the_shell_before_band_server() {
+        let t = tempfile::tempdir().unwrap();
+        let installed = t.path().join("installed.json");
+        std::fs::write(&installed, b"{}").unwrap();
+        let ep = Endpoint {
+            host: "h".into(),
+            port: 22,
+            user: "root".into(),
+            auth: Auth::KeyFile(PathBuf::from("/k")),
+            known_host: PathBuf::from("/kh"),
+            sudo: false,
+        };
+        let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"; // sha256("{}")
+        // The command as the shell runs it, with the paths pointed at the temp dir.
+        let run = |expected: &str| {
+            let cmd = ep.server_command(Some(expected)).replace(SERVER_DIR, &t.path().display().to_string()).replace("exec ", "echo ran; : ");
+            let out = std::process::Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
+        assert_eq!(run(&"0".repeat(64)), (Some(STALE_EXIT), String::new()));
+        std::fs::remove_file(&installed).unwrap();
+        assert_eq!(run(hex), (Some(STALE_EXIT), String::new()), "no installed.json is stale");
     }
 
     #[test]
