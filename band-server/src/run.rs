@@ -442,6 +442,8 @@ enum Msg {
     StdoutEof,
     StderrEof,
     Jail(String),
+    /// The jail's status pipe is closed (its status line, if any, was sent before).
+    JailEof,
     Report(Report),
     Dns(Lookup),
 }
@@ -949,6 +951,7 @@ fn spawn_status_reader(r: OwnedFd, tx: Sender<Msg>) -> SetupResult<()> {
                     break;
                 }
             }
+            let _ = tx.send(Msg::JailEof);
         })
         .map(|_| ())
         .layer(Layer::Process, "failed to start a thread")
@@ -959,6 +962,7 @@ struct LoopState {
     stderr: Capture,
     stdout_eof: bool,
     stderr_eof: bool,
+    jail_eof: bool,
     calls: Vec<CliCall>,
     denied: Vec<Denial>,
     denial_count: u64,
@@ -978,6 +982,7 @@ impl LoopState {
             stderr: Capture::new(l.log_bytes),
             stdout_eof: false,
             stderr_eof: false,
+            jail_eof: false,
             calls: Vec::new(),
             denied: Vec::new(),
             denial_count: 0,
@@ -1036,6 +1041,7 @@ impl LoopState {
                     sink.event(Event::Stderr { data: rest });
                 }
             }
+            Msg::JailEof => self.jail_eof = true,
             Msg::Jail(line) => {
                 if let Some(v) = parse_jail_status(&line) {
                     // An error after "ok" (execve failed) replaces it.
@@ -1085,6 +1091,14 @@ impl LoopState {
     }
 }
 
+/// How often the run loop checks whether bubblewrap exited, while messages are quiet …
+const POLL: Duration = Duration::from_millis(20);
+/// … and once its stdout and stderr are closed (it is exiting): a run's end is noticed within a
+/// millisecond, not up to a whole [`POLL`] later …
+const EXITING_POLL: Duration = Duration::from_millis(1);
+/// … for this long after they closed; then back to [`POLL`].
+const EXITING_WINDOW: Duration = Duration::from_millis(100);
+
 /// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
 fn run_loop(
     rx: &Receiver<Msg>,
@@ -1094,6 +1108,7 @@ fn run_loop(
     deadline: Instant,
 ) -> Option<ExitStatus> {
     let mut next_watch = Instant::now() + net::WATCH_INTERVAL;
+    let mut exiting_since: Option<Instant> = None;
     loop {
         if let Some(child) = guard.child.as_mut()
             && let Ok(Some(status)) = child.try_wait()
@@ -1133,7 +1148,16 @@ fn run_loop(
             });
             return status;
         }
-        let wait = (deadline - now).min(Duration::from_millis(20));
+        // Both pipes at EOF: the sandbox is most likely exiting, so look again soon instead of a
+        // full period (for a while: a script may also close them and keep running).
+        if st.stdout_eof && st.stderr_eof {
+            exiting_since.get_or_insert(now);
+        }
+        let period = match exiting_since {
+            Some(t) if now.duration_since(t) < EXITING_WINDOW => EXITING_POLL,
+            _ => POLL,
+        };
+        let wait = (deadline - now).min(period);
         match rx.recv_timeout(wait) {
             Ok(msg) => st.handle(msg, sink),
             Err(RecvTimeoutError::Timeout) => {}
@@ -1142,11 +1166,13 @@ fn run_loop(
     }
 }
 
-/// Handle what is still queued, until both pipes are at EOF (or `max` passes), then whatever
-/// else is already queued.
+/// Handle what is still queued, until the output pipes and the jail's status pipe are at EOF (or
+/// `max` passes), then whatever else is already queued. Waiting for the status pipe too matters:
+/// a short script can exit before the status reader has passed on the jail's `ok`, and without
+/// it the run would count as a sandbox that never started.
 fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration) {
     let end = Instant::now() + max;
-    while !(st.stdout_eof && st.stderr_eof) {
+    while !(st.stdout_eof && st.stderr_eof && st.jail_eof) {
         let now = Instant::now();
         if now >= end {
             break;

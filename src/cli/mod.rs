@@ -8,8 +8,9 @@ mod config;
 mod doctor;
 mod history;
 mod lock;
-pub mod pipeline;
 mod progress;
+mod exec;
+pub mod pipeline;
 mod run;
 mod scaffold;
 mod trace;
@@ -28,7 +29,7 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run: the script exited non-zero · lint, fmt --check, audit verify, doctor: problems
+  1    band run / exec: exited non-zero · lint, fmt --check, audit verify, doctor: problems
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
@@ -70,6 +71,8 @@ pub enum Command {
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
+    /// Run an ad-hoc command (code an agent wrote) under a band file's policy, in the sandbox.
+    Exec(exec::ExecArgs),
     /// Write each skill's band.lock (its fingerprint), or check it with --check.
     Lock(lock::LockArgs),
     /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.
@@ -187,6 +190,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::List(a) => cmd_list(a),
         Command::Help(a) => cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
+        Command::Exec(a) => exec::cmd_exec(a),
         Command::Lock(a) => lock::cmd_lock(a),
         Command::History(a) => history::cmd_history(a),
         Command::Show(a) => history::cmd_show(a),

@@ -112,6 +112,17 @@ pub enum Preparation {
 
 /// Run a script end to end, and record it in the ledger. See the module docs.
 pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
+    run_gated(spec, on_event, &|_| None)
+}
+
+/// [`run`], with a last check on the prepared request: `gate` may refuse the run (returning the
+/// result to record, e.g. `denied`) before any transport starts. `band exec` checks the agent's
+/// command against `allow.cli` here.
+pub fn run_gated(
+    spec: &RunSpec,
+    on_event: &mut dyn FnMut(&proto::Event),
+    gate: &dyn Fn(&Prepared) -> Option<RunResult>,
+) -> Result<Outcome> {
     let started_at_ms = now_ms();
     let ledger = super::audit::ledger()?;
     let prepared = match prepare(spec, started_at_ms)? {
@@ -121,6 +132,11 @@ pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Ou
             return Ok(*o);
         }
     };
+    if let Some(refused) = gate(&prepared) {
+        let outcome = finish(*prepared, refused, started_at_ms)?;
+        super::audit::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
+        return Ok(outcome);
+    }
     // A run that could not be recorded must not start.
     ledger.prepare().with_context(|| "cannot write the run ledger; nothing ran")?;
     let mut transport = transport_for(&prepared.target)?;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 use super::pipeline::{self, Outcome, RunSpec};
+use super::progress::Spinner;
 use super::trace;
 use super::{SkillsArgs, find_skill, split_target, user_error};
 use band::proto::{self, Status};
@@ -62,12 +63,14 @@ pub fn cmd_run(args: RunArgs) -> Result<u8> {
         record_io: args.record_io,
     };
     let human = !args.json;
+    let spinner = Spinner::start(args.json, format!("running {}", args.target));
     let outcome = pipeline::run(&spec, &mut |ev| {
         if human {
-            show_event(ev)
+            spinner.suspend(|| show_event(ev))
         }
-    })?;
-    render(&args, &spec, &outcome)
+    });
+    spinner.finish();
+    render(&args, &spec, &outcome?)
 }
 
 /// `band run`'s arguments on their own, for the shortcut.
@@ -112,7 +115,7 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
     Ok(serde_json::Value::Object(map))
 }
 
-fn show_event(ev: &proto::Event) {
+pub(super) fn show_event(ev: &proto::Event) {
     match ev {
         proto::Event::Stderr { data } => eprint!("{data}"),
         proto::Event::Denied(d) => eprintln!("band: denied: {}", describe_denial(d)),
@@ -140,33 +143,7 @@ fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
 fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
     let result = &outcome.result;
     if args.json {
-        let mut v = serde_json::to_value(result)?;
-        if let Some(o) = v.as_object_mut() {
-            o.remove("written");
-            o.insert("written_files".into(), serde_json::json!(result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>()));
-            o.insert("skill".into(), outcome.skill.clone().into());
-            o.insert("script".into(), outcome.script.clone().into());
-            o.insert("target".into(), outcome.target.to_string().into());
-            o.insert(
-                "fingerprints".into(),
-                serde_json::json!({
-                    "bundle_sha256": outcome.bundle_sha256,
-                    "band_sha256": outcome.band_sha256,
-                    "policy_sha256": outcome.policy_sha256,
-                }),
-            );
-            o.insert(
-                "io".into(),
-                serde_json::json!({
-                    "input_bytes": outcome.input_bytes,
-                    "input_sha256": outcome.input_sha256,
-                    "output_bytes": outcome.output_bytes,
-                    "output_sha256": outcome.output_sha256,
-                }),
-            );
-            o.insert("started_at_ms".into(), outcome.started_at_ms.into());
-        }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&result_json(outcome)?)?);
     } else {
         match &result.output {
             Some(serde_json::Value::String(s)) => println!("{s}"),
@@ -179,18 +156,54 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         let m = &result.metrics;
         match result.status {
             Status::Ok => eprintln!("band: ok ({} ms: setup {} ms, run {} ms)", m.setup_ms + m.run_ms + m.teardown_ms, m.setup_ms, m.run_ms),
-            s => {
-                let detail = result.error.as_ref().map(|e| format!(" [{}] {}", e.layer.as_str(), e.message)).unwrap_or_default();
-                let code = result.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
-                eprintln!("band: {s}{code}: {}{detail}", s.describe());
-                if !result.insist_missing.is_empty() {
-                    eprintln!("band: never happened: {}", result.insist_missing.join(", "));
-                }
-                if let Some(h) = result.error.as_ref().and_then(|e| e.hint.as_ref()) {
-                    eprintln!("hint: {h}");
-                }
-            }
+            _ => print_failure(result),
         }
     }
     Ok(result.status.exit_code())
+}
+
+/// The `--json` document of a run: the result, with the run's names and fingerprints.
+pub(super) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
+    let result = &outcome.result;
+    let mut v = serde_json::to_value(result)?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("written");
+        o.insert("written_files".into(), serde_json::json!(result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>()));
+        o.insert("skill".into(), outcome.skill.clone().into());
+        o.insert("script".into(), outcome.script.clone().into());
+        o.insert("target".into(), outcome.target.to_string().into());
+        o.insert(
+            "fingerprints".into(),
+            serde_json::json!({
+                "bundle_sha256": outcome.bundle_sha256,
+                "band_sha256": outcome.band_sha256,
+                "policy_sha256": outcome.policy_sha256,
+            }),
+        );
+        o.insert(
+            "io".into(),
+            serde_json::json!({
+                "input_bytes": outcome.input_bytes,
+                "input_sha256": outcome.input_sha256,
+                "output_bytes": outcome.output_bytes,
+                "output_sha256": outcome.output_sha256,
+            }),
+        );
+        o.insert("started_at_ms".into(), outcome.started_at_ms.into());
+    }
+    Ok(v)
+}
+
+/// The status line of a run that did not end `ok`, on stderr: status, exit code, layer, hint.
+pub(super) fn print_failure(result: &proto::RunResult) {
+    let s = result.status;
+    let detail = result.error.as_ref().map(|e| format!(" [{}] {}", e.layer.as_str(), e.message)).unwrap_or_default();
+    let code = result.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
+    eprintln!("band: {s}{code}: {}{detail}", s.describe());
+    if !result.insist_missing.is_empty() {
+        eprintln!("band: never happened: {}", result.insist_missing.join(", "));
+    }
+    if let Some(h) = result.error.as_ref().and_then(|e| e.hint.as_ref()) {
+        eprintln!("hint: {h}");
+    }
 }

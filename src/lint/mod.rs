@@ -8,8 +8,9 @@ pub mod render;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::contract::SchemaSet;
+use crate::contract::{Contract, SchemaSet};
 use crate::diag::{Code, Diagnostic, Loc, Severity};
 use crate::manifest::{is_band_file, load_band};
 use crate::skill::{find_loose_band_files, find_skills, load_skill, resolve_script};
@@ -39,9 +40,9 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
             );
             continue;
         }
-        for skill in find_skills(path) {
-            report.skills += 1;
-            let (diags, bands) = lint_skill(&skill);
+        let skills = find_skills(path);
+        report.skills += skills.len();
+        for (diags, bands) in lint_skills(&skills) {
             report.band_files += bands;
             report.diagnostics.extend(diags);
         }
@@ -55,6 +56,39 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
     }
     sort_dedup(&mut report.diagnostics);
     report
+}
+
+/// [`lint_skill`] on each skill, spread over the available cores (skills are independent).
+/// Results come back in the order of `skills`.
+fn lint_skills(skills: &[PathBuf]) -> Vec<(Vec<Diagnostic>, usize)> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(skills.len());
+    if workers <= 1 {
+        return skills.iter().map(|s| lint_skill(s)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<(Vec<Diagnostic>, usize)>> = skills.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(skill) = skills.get(i) else { break };
+                        done.push((i, lint_skill(skill)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for handle in handles {
+            match handle.join() {
+                Ok(done) => done.into_iter().for_each(|(i, r)| results[i] = Some(r)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    results.into_iter().flatten().collect()
 }
 
 fn sort_dedup(diags: &mut Vec<Diagnostic>) {
@@ -75,9 +109,20 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     let (schemas, schema_errors) = SchemaSet::load_dir(root);
     diags.extend(schema_errors.iter().map(|e| contract_diagnostic(root, e)));
     diags.extend(schemas.compile_all().iter().map(|e| contract_diagnostic(root, e)));
+    // Scripts that share a band file share its resolution: resolve (and check the config of)
+    // each band file once. The diagnostics would be the same, and are deduplicated anyway.
+    let mut resolved_files: BTreeSet<PathBuf> = BTreeSet::new();
+    // Compiled once per skill; a config schema that does not compile is reported by the checks above.
+    let config_contract = root.join(CONFIG_SCHEMA).is_file().then(|| schemas.compile(CONFIG_SCHEMA).ok()).flatten();
     for script in &skill.scripts {
-        let (resolved, d) = resolve_script(&skill, &script.name);
-        diags.extend(d);
+        let band_file = skill.band_file_for(&script.name);
+        if band_file.as_ref().is_none_or(|f| resolved_files.insert(f.clone())) {
+            let (resolved, d) = resolve_script(&skill, &script.name);
+            diags.extend(d);
+            if let (Some(r), Some(contract)) = (resolved, &config_contract) {
+                diags.extend(check_config(contract, &r));
+            }
+        }
         let entry = root.join(&script.entry);
         if !is_executable(&entry) {
             diags.push(
@@ -99,9 +144,6 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
                     .with_hint(format!("add {} so callers can rely on the output's shape", output.display())),
             );
         }
-        if let Some(r) = resolved {
-            diags.extend(check_config(root, &schemas, &r));
-        }
     }
     for (kind, dir) in [("input", "schemas/input"), ("output", "schemas/output")] {
         let Ok(rd) = std::fs::read_dir(root.join(dir)) else { continue };
@@ -120,26 +162,25 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     (diags, band_files.len())
 }
 
+/// The config schema, relative to the skill root.
+const CONFIG_SCHEMA: &str = "schemas/band-config.schema.json";
+
 /// The band's config block must match schemas/band-config.schema.json when both exist.
-fn check_config(root: &Path, schemas: &SchemaSet, r: &crate::skill::Resolved) -> Vec<Diagnostic> {
-    let rel = "schemas/band-config.schema.json";
-    let (Some(config), true) = (&r.config, root.join(rel).is_file()) else { return Vec::new() };
-    match schemas.compile(rel) {
-        Ok(contract) => match contract.validate(config) {
-            Ok(()) => Vec::new(),
-            Err(violations) => violations
-                .into_iter()
-                .map(|v| {
-                    Diagnostic::new(
-                        Code::ConfigInvalid,
-                        &r.band.path,
-                        r.band.locate(&[crate::manifest::locate::Step::Key(&r.band.name)]),
-                        format!("config {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message),
-                    )
-                })
-                .collect(),
-        },
-        Err(_) => Vec::new(), // reported by the schema checks
+fn check_config(contract: &Contract, r: &crate::skill::Resolved) -> Vec<Diagnostic> {
+    let Some(config) = &r.config else { return Vec::new() };
+    match contract.validate(config) {
+        Ok(()) => Vec::new(),
+        Err(violations) => violations
+            .into_iter()
+            .map(|v| {
+                Diagnostic::new(
+                    Code::ConfigInvalid,
+                    &r.band.path,
+                    r.band.locate(&[crate::manifest::locate::Step::Key(&r.band.name)]),
+                    format!("config {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message),
+                )
+            })
+            .collect(),
     }
 }
 
@@ -200,4 +241,72 @@ fn is_executable(p: &Path) -> bool {
 fn contract_diagnostic(root: &Path, e: &crate::contract::ContractError) -> Diagnostic {
     let path = if e.path().is_absolute() { e.path().to_path_buf() } else { root.join(e.path()) };
     Diagnostic::new(e.code(), path, e.loc(), e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, text).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// A skill whose BAND.md config breaks its config schema, with three scripts: two use
+    /// BAND.md, one has its own band (with a valid config).
+    fn skill(root: &Path, name: &str) {
+        let band = |n: &str, retries: &str| format!("---\nband: {n}\ndescription: d\n{n}:\n  retries: {retries}\n---\n");
+        write(root, "BAND.md", &band(name, "many"), 0o644);
+        write(root, "SKILL.md", &format!("---\nname: {name}\ndescription: d\n---\n"), 0o644);
+        write(
+            root,
+            "schemas/band-config.schema.json",
+            r#"{"type": "object", "properties": {"retries": {"type": "integer"}}, "additionalProperties": false}"#,
+            0o644,
+        );
+        for s in ["a", "b", "c"] {
+            write(root, &format!("scripts/{s}.sh"), "#!/bin/sh\n", 0o755);
+            write(root, &format!("schemas/input/{s}.json"), r#"{"type": "object"}"#, 0o644);
+            write(root, &format!("schemas/output/{s}.json"), r#"{"type": "object"}"#, 0o644);
+        }
+        write(root, "scripts/c.band.md", &band("own", "3"), 0o644);
+    }
+
+    #[test]
+    fn config_block_is_checked_against_its_schema_per_band_file() {
+        let t = tempfile::tempdir().expect("tmp");
+        skill(&t.path().join("demo"), "demo");
+        let report = lint_paths(&[t.path().to_path_buf()]);
+        let config: Vec<_> = report.diagnostics.iter().filter(|d| d.code == Code::ConfigInvalid).collect();
+        assert_eq!(config.len(), 1, "{:#?}", report.diagnostics);
+        assert!(config[0].path.ends_with("demo/BAND.md"), "{config:?}");
+        assert_eq!(config[0].loc, Loc::new(4, 1));
+        assert!(config[0].message.contains("/retries"), "{}", config[0].message);
+        assert_eq!(report.band_files, 2);
+    }
+
+    #[test]
+    fn many_skills_give_the_same_report_as_one_at_a_time() {
+        let t = tempfile::tempdir().expect("tmp");
+        let names: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
+        for n in &names {
+            skill(&t.path().join(n), n);
+        }
+        let together = lint_paths(&[t.path().to_path_buf()]);
+        let mut one_by_one = Report::default();
+        for n in &names {
+            let r = lint_paths(&[t.path().join(n)]);
+            one_by_one.skills += r.skills;
+            one_by_one.band_files += r.band_files;
+            one_by_one.diagnostics.extend(r.diagnostics);
+        }
+        sort_dedup(&mut one_by_one.diagnostics);
+        assert_eq!(together.skills, 9);
+        assert_eq!((together.skills, together.band_files), (one_by_one.skills, one_by_one.band_files));
+        assert_eq!(together.diagnostics, one_by_one.diagnostics);
+        assert_eq!(together.count(Severity::Error), 9, "{:#?}", together.diagnostics);
+    }
 }

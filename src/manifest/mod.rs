@@ -55,11 +55,19 @@ impl Target {
                     return Err(format!("unknown target `{s}`"));
                 };
                 let (user, hostport) = rest.split_once('@').ok_or_else(|| format!("`{s}` needs a user: ssh://user@host[:port]"))?;
-                let (host, port) = match hostport.rsplit_once(':') {
-                    Some((h, p)) if !h.contains(':') || h.starts_with('[') => {
-                        (h.trim_matches(|c| c == '[' || c == ']'), p.parse::<u16>().map_err(|_| format!("bad port in `{s}`"))?)
+                let bad_port = || format!("bad port in `{s}`");
+                // `[v6]` or `[v6]:port`; else `host:port`; a bare IPv6 address (several colons) has no port.
+                let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+                    let (h, after) = rest.split_once(']').ok_or_else(|| format!("`{s}` opens `[` but never closes it"))?;
+                    match after {
+                        "" => (h, 22),
+                        _ => (h, after.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()).ok_or_else(bad_port)?),
                     }
-                    _ => (hostport, 22),
+                } else {
+                    match hostport.rsplit_once(':') {
+                        Some((h, p)) if !h.contains(':') => (h, p.parse::<u16>().map_err(|_| bad_port())?),
+                        _ => (hostport, 22),
+                    }
                 };
                 let ok = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c));
                 if !ok(user) || !ok(host) || port == 0 {
@@ -77,6 +85,9 @@ impl std::fmt::Display for Target {
             Target::Host => f.write_str("host"),
             Target::Qemu => f.write_str("qemu"),
             Target::Lima => f.write_str("lima"),
+            // An IPv6 host is bracketed, so that a port after it reads back as the port.
+            Target::Ssh { user, host, port: 22 } if host.contains(':') => write!(f, "ssh://{user}@[{host}]"),
+            Target::Ssh { user, host, port } if host.contains(':') => write!(f, "ssh://{user}@[{host}]:{port}"),
             Target::Ssh { user, host, port: 22 } => write!(f, "ssh://{user}@{host}"),
             Target::Ssh { user, host, port } => write!(f, "ssh://{user}@{host}:{port}"),
         }
@@ -169,6 +180,17 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), (Loc, Stri
     ))
 }
 
+/// Where a YAML error is, counted the way band counts everywhere else: lines end at `\n` only.
+/// (The YAML parser also breaks lines at a lone `\r`, NEL, LS and PS, so its own line numbers
+/// can point past the end of the file; its byte index cannot.) The column counts characters.
+pub(crate) fn yaml_error_loc(yaml: &str, first_line: usize, e: &yaml_serde::Error) -> Loc {
+    let Some(index) = e.location().map(|l| l.index().min(yaml.len())) else { return Loc::new(first_line, 1) };
+    let index = (0..=index).rev().find(|&i| yaml.is_char_boundary(i)).unwrap_or(0);
+    let before = &yaml[..index];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Loc::new(first_line + before.matches('\n').count(), before[line_start..].chars().count() + 1)
+}
+
 const TOP_KEYS: &[&str] = &[
     "band", "description", "icon", "version", "allow", "deny", "insist", "env", "requires", "limit", "execution",
     "path", "extends", "includes", "provides", "contract", "url",
@@ -230,7 +252,7 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
     let root: Yaml = match yaml_serde::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
-            let loc = e.location().map(|l| Loc::new(l.line() + first - 1, l.column())).unwrap_or(Loc::new(first, 1));
+            let loc = yaml_error_loc(yaml, first, &e);
             let msg = e.to_string();
             let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
             p.diags.push(

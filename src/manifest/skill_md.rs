@@ -34,7 +34,7 @@ pub fn parse_skill_md(path: &Path, source: &str, folder: &str) -> (SkillMd, Vec<
         Ok(Yaml::Mapping(m)) => m,
         Ok(_) => yaml_serde::Mapping::new(),
         Err(e) => {
-            let loc = e.location().map(|l| Loc::new(l.line() + first - 1, l.column())).unwrap_or(Loc::new(first, 1));
+            let loc = super::yaml_error_loc(yaml, first, &e);
             diags.push(Diagnostic::new(Code::YamlSyntax, path, loc, format!("invalid YAML in SKILL.md: {e}")));
             return (out, diags);
         }

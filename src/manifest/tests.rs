@@ -94,6 +94,23 @@ fn yaml_syntax_error_is_located() {
 }
 
 #[test]
+fn yaml_error_lines_count_newlines_only() {
+    // Found by the band_md fuzz target: the YAML parser counts a lone `\r` as a line break, so
+    // its line number pointed past the end of the file. Positions count `\n` lines, like the
+    // rest of band and the snippet renderer.
+    let text = "---\nband: x\ndescription: d\nallow: {cli: [a], n\r\r\r\r\r\ret: [b\n---\nbody\n";
+    let p = parse(text);
+    assert_eq!(summary(&p).len(), 1, "{:?}", p.diagnostics);
+    let d = &p.diagnostics[0];
+    assert_eq!(d.code, Code::YamlSyntax);
+    assert_eq!(d.loc, Loc::new(4, 28), "{d:?}");
+    assert!(d.loc.line <= text.lines().count());
+    // Columns count characters, not bytes.
+    let p = parse("---\nband: x\ndescription: \"é\" ]\n---\n");
+    assert_eq!(p.diagnostics[0].loc, Loc::new(3, 18), "{:?}", p.diagnostics);
+}
+
+#[test]
 fn unquoted_star_is_a_yaml_error_with_a_hint() {
     let p = parse("---\nband: x\ndescription: d\nallow:\n  net:\n    - *.github.com\n---\n");
     let d = &p.diagnostics[0];
@@ -183,6 +200,19 @@ fn targets() {
     assert_eq!(Target::parse("ssh://me@build.example:2222"), Ok(Target::Ssh { user: "me".into(), host: "build.example".into(), port: 2222 }));
     assert_eq!(Target::parse("ssh://me@box").map(|t| t.to_string()), Ok("ssh://me@box".into()));
     assert!(Target::parse("ssh://box").is_err());
+    // IPv6 hosts: bracketed with or without a port, printed bracketed (found by the fuzzer:
+    // `ssh://u@[::1]:44` printed as `ssh://u@::1:44`, which read back as host `::1:44`, port 22).
+    let v6 = |port| Target::Ssh { user: "u".into(), host: "::1".into(), port };
+    assert_eq!(Target::parse("ssh://u@[::1]:44"), Ok(v6(44)));
+    assert_eq!(Target::parse("ssh://u@[::1]"), Ok(v6(22)));
+    assert_eq!(Target::parse("ssh://u@::1"), Ok(v6(22)));
+    assert_eq!(v6(44).to_string(), "ssh://u@[::1]:44");
+    assert_eq!(v6(22).to_string(), "ssh://u@[::1]");
+    for t in [v6(44), v6(22)] {
+        assert_eq!(Target::parse(&t.to_string()), Ok(t));
+    }
+    assert!(Target::parse("ssh://u@[::1").is_err());
+    assert!(Target::parse("ssh://u@[::1]44").is_err());
     assert!(Target::parse("local-dangerously").unwrap_err().contains("unsandboxed"));
     let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
     assert_eq!(summary(&p), vec!["5:3 F009 unknown target `docker`"]);

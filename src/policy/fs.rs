@@ -18,7 +18,9 @@
 //!
 //! Precedence in [`FsMatcher`]: deny > allow > default deny.
 
-use globset::{GlobBuilder, GlobMatcher};
+use std::sync::OnceLock;
+
+use globset::{Glob, GlobBuilder, GlobMatcher};
 
 use super::{Decision, PatternError};
 
@@ -46,7 +48,10 @@ pub struct FsPattern {
     /// How many leading components have no glob metacharacter.
     static_len: usize,
     prefix: String,
-    glob: GlobMatcher,
+    glob: Glob,
+    /// The glob's matcher, built on first use: building it (a regex) costs far more than parsing,
+    /// and most parsed patterns are only validated (lint, composition) and never matched.
+    matcher: OnceLock<GlobMatcher>,
 }
 
 /// A path, normalised for matching: `(absolute, components)`. `None` when it has a `..`
@@ -122,12 +127,21 @@ impl FsPattern {
             .map_err(|e| {
                 err(format!("`{text}` is not a valid glob: {}", e.kind()))
                     .with_hint("globs support `*`, `**`, `?`, `[abc]`, `{a,b}`; write `\\*` for a literal `*`")
-            })?
-            .compile_matcher();
+            })?;
         let static_len = if anchored { components.iter().take_while(|c| !has_meta(c)).count() } else { 0 };
         let prefix_body = components[..static_len].join("/");
         let prefix = if absolute { format!("/{prefix_body}") } else { prefix_body };
-        Ok(FsPattern { text: text.to_string(), normalized, components, absolute, anchored, static_len, prefix, glob })
+        Ok(FsPattern {
+            text: text.to_string(),
+            normalized,
+            components,
+            absolute,
+            anchored,
+            static_len,
+            prefix,
+            glob,
+            matcher: OnceLock::new(),
+        })
     }
 
     /// The pattern as written.
@@ -176,7 +190,8 @@ impl FsPattern {
 
     fn matches_components(&self, comps: &[&str]) -> bool {
         let lead = if self.absolute { "/" } else { "" };
-        (1..=comps.len()).rev().any(|n| self.glob.is_match(format!("{lead}{}", comps[..n].join("/"))))
+        let glob = self.matcher.get_or_init(|| self.glob.compile_matcher());
+        (1..=comps.len()).rev().any(|n| glob.is_match(format!("{lead}{}", comps[..n].join("/"))))
     }
 
     /// Whether every path `other` matches is also matched by `self`. Conservative (`false` when

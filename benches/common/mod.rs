@@ -1,0 +1,72 @@
+//! Timing helpers shared by the benches (`mod common;`). Percentiles by nearest rank.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+/// p50 and p95 of a set of timings.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    pub p50: Duration,
+    pub p95: Duration,
+}
+
+impl Stats {
+    pub fn of(mut times: Vec<Duration>) -> Stats {
+        assert!(!times.is_empty(), "no timings");
+        times.sort();
+        Stats { p50: percentile(&times, 50), p95: percentile(&times, 95) }
+    }
+}
+
+/// One warm-up, then `iters` timed runs of `f`.
+pub fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
+    f();
+    Stats::of(
+        (0..iters)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect(),
+    )
+}
+
+pub fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+pub fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+/// `cargo bench` passes `--bench`; `cargo test --all-targets` runs the bench binaries without it,
+/// and then they only do a quick smoke run (small sizes, few iterations) so tests stay fast.
+pub fn bench_mode() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// "2 CPUs (Intel(R) Xeon(R) …), Debian GNU/Linux 12 (bookworm), kernel 6.1.0"
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, m)| m.trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).map(|v| v.trim_matches('"').to_string()))
+        .unwrap_or_else(|| "unknown OS".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next().map(str::to_string)).unwrap_or_default();
+    format!("{cpus} CPUs ({model}), {os}, kernel {kernel}, load average {load} at the end")
+}
