@@ -75,10 +75,10 @@ fn main() {
     let cat = rows[0].1.p50;
     let parse = rows[1].1.p50;
     println!();
-    println!("| row | p50 | p95 | p50 / cat | p50 / read+parse |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| row | p50 | p95 | p50 / cat | p50 / read+parse | CPU per run |");
+    println!("|---|---:|---:|---:|---:|---:|");
     for (name, s) in &rows {
-        println!("| {name} | {} | {} | {:.1}× | {:.1}× |", ms(s.p50), ms(s.p95), ratio(s.p50, cat), ratio(s.p50, parse));
+        println!("| {name} | {} | {} | {:.1}× | {:.1}× | {} |", ms(s.p50), ms(s.p95), ratio(s.p50, cat), ratio(s.p50, parse), s.cpu_text());
     }
     let whole = rows[3].1.p95;
     println!();

@@ -132,11 +132,11 @@ fn main() {
         ("`band run noop/noop --json`, whole", band_run),
     ];
     println!();
-    println!("| row | p50 | p95 | p50 / bare bwrap | p50 − bare script |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| row | p50 | p95 | p50 / bare bwrap | p50 − bare script | CPU per run |");
+    println!("|---|---:|---:|---:|---:|---:|");
     for (name, s) in &rows {
         let over = s.p50.as_secs_f64() - bare.p50.as_secs_f64();
-        println!("| {name} | {} | {} | {:.2}× | {:+.1} ms |", ms(s.p50), ms(s.p95), ratio(s.p50, bwrap.p50), over * 1000.0);
+        println!("| {name} | {} | {} | {:.2}× | {:+.1} ms | {} |", ms(s.p50), ms(s.p95), ratio(s.p50, bwrap.p50), over * 1000.0, s.cpu_text());
     }
     println!();
     println!("metrics are whole milliseconds (band-server reports ms), so that row is ±1 ms.");

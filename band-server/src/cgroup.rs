@@ -25,8 +25,12 @@ const PARENT: &str = "band";
 /// How long [`RunCgroup::remove`] waits for the processes to die and the directories to go.
 const REMOVE_DEADLINE: Duration = Duration::from_secs(5);
 
-/// How often [`RunCgroup::kill_all`] re-reads `cgroup.procs`.
+/// How often [`RunCgroup::kill_all`] re-reads `cgroup.procs` (and `remove` retries a busy
+/// directory) …
 const POLL: Duration = Duration::from_millis(10);
+/// … after a first look this soon, doubling: a process that was exiting anyway, or was just sent
+/// SIGKILL, is usually gone within a millisecond, and every run ends with one such look.
+const FIRST_POLL: Duration = Duration::from_millis(1);
 
 /// Where the cgroup controllers are mounted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -668,6 +672,7 @@ impl RunCgroup {
     /// signalling it; that is the v1-without-freezer limitation.
     pub fn kill_all(&self, deadline: Duration) -> Result<(), CgroupError> {
         let start = Instant::now();
+        let mut pause = FIRST_POLL;
         loop {
             let pids = self.pids()?;
             if pids.is_empty() {
@@ -681,7 +686,8 @@ impl RunCgroup {
                 });
             }
             self.kill_round(&pids)?;
-            std::thread::sleep(POLL);
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(POLL);
         }
     }
 

@@ -7,7 +7,9 @@
 //!    the run directory, clear the file.
 //! 2. Remove run directories that no live lease names.
 //! 3. Kill and remove stale cgroups that no live lease names.
-//! 4. Delete the nftables tables (`band_<run>`) of runs that no live lease names. The tables are
+//! 4. Remove the whiteout layers ([`crate::maskcache`]) that dead runs were building (listed
+//!    before the leases are read, like the run directories).
+//! 5. Delete the nftables tables (`band_<run>`) of runs that no live lease names. The tables are
 //!    listed before the leases are read, so a run that starts meanwhile is never touched.
 //!
 //! A live run's lease is held, so nothing here can touch it.
@@ -142,6 +144,8 @@ pub fn run(state: &Path, nft: &Path) -> Report {
                 .collect()
         })
         .unwrap_or_default();
+    // Listed before the leases are read too: a build's run holds its lease before it starts.
+    let mask_builds = crate::maskcache::builds(state);
     let hierarchy = Hierarchy::detect_system().ok();
     let stale_cgroups = hierarchy
         .as_ref()
@@ -209,6 +213,14 @@ pub fn run(state: &Path, nft: &Path) -> Report {
         match workdir::remove_stale(&p) {
             Ok(()) => report.removed_dirs.push(d),
             Err(e) => report.errors.push(format!("{}: {e}", p.display())),
+        }
+    }
+    // Whiteout layers a dead run was building (a live run's build is its own business).
+    for (path, run) in mask_builds {
+        if !live.contains(&run)
+            && let Err(e) = fs::remove_dir_all(&path)
+        {
+            report.errors.push(format!("{}: {e}", path.display()));
         }
     }
     if let Some(h) = &hierarchy {

@@ -16,7 +16,8 @@
 //! - [`collect`]: output, written files, insist and status, read after the run.
 //! - [`janitor`]: cleanup after servers that died mid-run.
 //! - [`net`]: the network layer (per-run nftables table, DNS stub, network report).
-//! - [`execmask`]: hides the programs that live in the library trees.
+//! - [`execmask`]: hides the programs that live in the library trees; [`maskcache`] keeps the
+//!   whiteout layers that do it between runs.
 //! - `cgroup` and `seccomp`: pure builders plus thin appliers; `sys` holds the only `unsafe`
 //!   code of band-server.
 //!
@@ -58,6 +59,7 @@ pub mod config;
 pub mod error;
 pub mod execmask;
 pub mod janitor;
+pub mod maskcache;
 pub mod net;
 pub mod reports;
 pub mod request;

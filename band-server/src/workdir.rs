@@ -181,7 +181,9 @@ impl RunDir {
     /// For each library tree with masked files, mount a read-only overlay at `lib/<n>`: a layer
     /// of whiteouts (one per masked file, so those files do not exist at all) over the host
     /// tree. One mount per tree, so bubblewrap's cost does not grow with the number of masks.
-    fn mask_libraries(&mut self, masked: &[PathBuf]) -> SetupResult<()> {
+    /// The layer comes from [`crate::maskcache`] (built once, shared by later runs); only when
+    /// that cache is full is it built here, in the run's own directory.
+    fn mask_libraries(&mut self, state: &Path, run_id: &str, masked: &[PathBuf]) -> SetupResult<()> {
         let fsl = Layer::Filesystem;
         mkdir(&self.root.join("lib"), 0o755, None)?;
         for (i, root) in crate::execmask::LIB_ROOTS.iter().enumerate() {
@@ -198,19 +200,15 @@ impl RunDir {
             if mine.is_empty() {
                 continue;
             }
-            let layer = self.root.join("lib").join(format!("mask{i}"));
-            mkdir(&layer, 0o755, None)?;
-            for rel in mine {
-                let file = layer.join(rel);
-                if let Some(parent) = file.parent() {
-                    fs::create_dir_all(parent)
-                        .layer(fsl, format!("failed to create {}", parent.display()))?;
+            let layer = match crate::maskcache::shared_layer(state, run_id, i, root, &mine)? {
+                Some(shared) => shared,
+                None => {
+                    let private = self.root.join("lib").join(format!("mask{i}"));
+                    mkdir(&private, 0o755, None)?;
+                    crate::maskcache::build_layer(&private, &mine)?;
+                    private
                 }
-                sys::mknod_whiteout(&file).layer(
-                    fsl,
-                    format!("failed to create a whiteout for {}", rel.display()),
-                )?;
-            }
+            };
             let target = self.root.join("lib").join(i.to_string());
             mkdir(&target, 0o755, None)?;
             sys::mount_overlay_ro(&target, &[&layer, Path::new(root)])
@@ -223,7 +221,7 @@ impl RunDir {
     fn populate(&mut self, spec: &RunDirSpec<'_>) -> SetupResult<()> {
         let fsl = Layer::Filesystem;
         if !spec.masked.is_empty() {
-            self.mask_libraries(spec.masked)?;
+            self.mask_libraries(spec.state, spec.run_id, spec.masked)?;
         }
         // skill/: root-owned, read-only, executable bits kept.
         mkdir(&self.skill(), 0o755, None)?;

@@ -3,33 +3,53 @@
 
 use std::time::{Duration, Instant};
 
-/// p50 and p95 of a set of timings.
+/// p50 and p95 of a set of wall-clock timings, and the mean CPU time per iteration when known.
 #[derive(Debug, Clone, Copy)]
 pub struct Stats {
     pub p50: Duration,
     pub p95: Duration,
+    /// User + system time of this process and the children it waited for, per iteration. Far
+    /// less sensitive than wall time to other work on the machine.
+    pub cpu: Option<Duration>,
 }
 
 impl Stats {
     pub fn of(mut times: Vec<Duration>) -> Stats {
         assert!(!times.is_empty(), "no timings");
         times.sort();
-        Stats { p50: percentile(&times, 50), p95: percentile(&times, 95) }
+        Stats { p50: percentile(&times, 50), p95: percentile(&times, 95), cpu: None }
+    }
+
+    /// `cpu` as text, or `–`.
+    pub fn cpu_text(&self) -> String {
+        self.cpu.map(ms).unwrap_or_else(|| "–".into())
     }
 }
 
 /// One warm-up, then `iters` timed runs of `f`.
 pub fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
     f();
-    Stats::of(
-        (0..iters)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed()
-            })
-            .collect(),
-    )
+    let cpu0 = cpu_time();
+    let times = (0..iters)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    let cpu = cpu_time().saturating_sub(cpu0) / iters as u32;
+    Stats { cpu: Some(cpu), ..Stats::of(times) }
+}
+
+/// User + system time so far of this process (all threads) and of its waited-for children (and
+/// theirs), from `/proc/self/stat` (in clock ticks of 10 ms, so only means over many iterations
+/// are meaningful).
+pub fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the `(comm)`: state is the 3rd field; utime, stime, cutime, cstime the 14th-17th.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let ticks: u64 = after.split_whitespace().skip(11).take(4).filter_map(|f| f.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
 }
 
 pub fn percentile(sorted: &[Duration], p: usize) -> Duration {

@@ -610,6 +610,44 @@ fn privileged_instant_scripts_are_never_taken_for_a_sandbox_that_did_not_start()
     assert!(failures.is_empty(), "{} of {} runs failed: {failures:#?}", failures.len(), THREADS * RUNS);
 }
 
+/// The whiteout layer that hides the library trees' executables is built by the first run that
+/// needs it and shared, unchanged, by later runs; nothing of the build is left behind.
+#[test]
+fn privileged_whiteout_layers_are_built_once_and_shared() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    privileged!();
+    let state = std::path::Path::new(STATE_DIR);
+    let first = run(&request("#!/bin/sh\nexit 0\n", policy()));
+    assert_eq!(first.result.status, Status::Ok, "{first:#?}");
+    // No declared command: every scanned file is masked.
+    let masked = band_server::execmask::apply_exemptions(&band_server::execmask::load_or_scan(state), &[]);
+    let mut layers = Vec::new();
+    for root in band_server::execmask::LIB_ROOTS {
+        let rels: Vec<&std::path::Path> = masked.iter().filter_map(|m| m.strip_prefix(root).ok()).collect();
+        if rels.is_empty() {
+            continue;
+        }
+        let layer = band_server::maskcache::cache_dir(state).join(band_server::maskcache::key(root, &rels));
+        for rel in &rels {
+            let m = std::fs::symlink_metadata(layer.join(rel)).unwrap_or_else(|e| panic!("{}: {e}", layer.join(rel).display()));
+            assert!(m.file_type().is_char_device() && m.rdev() == 0, "{rel:?} is not a whiteout");
+        }
+        layers.push((layer.clone(), std::fs::metadata(&layer).map(|m| m.ino()).unwrap_or(0)));
+    }
+    if layers.is_empty() {
+        eprintln!("skipped the sharing check: nothing to mask on this host");
+        return;
+    }
+    let second = run(&request("#!/bin/sh\nexit 0\n", policy()));
+    assert_eq!(second.result.status, Status::Ok, "{second:#?}");
+    for (layer, ino) in &layers {
+        assert_eq!(std::fs::metadata(layer).map(|m| m.ino()).ok(), Some(*ino), "{} was rebuilt", layer.display());
+    }
+    let ours = [first.result.run_id.clone(), second.result.run_id.clone()];
+    let left: Vec<_> = band_server::maskcache::builds(state).into_iter().filter(|(_, run)| ours.contains(run)).collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn privileged_forged_reports_are_refused() {
     privileged!();
