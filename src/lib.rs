@@ -26,3 +26,5 @@ pub mod units;
 
 #[cfg(feature = "cli")]
 pub mod lint;
+#[cfg(feature = "cli")]
+pub mod vm;

@@ -206,14 +206,15 @@ fn rel_name(root: &Path, p: &Path) -> Result<String, LockError> {
     Ok(parts.join("/"))
 }
 
+/// A file's permission bits as the lock and the bundle record them.
 #[cfg(unix)]
-fn mode_of(m: &std::fs::Metadata) -> u32 {
+pub fn mode_of(m: &std::fs::Metadata) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     m.permissions().mode() & 0o7777
 }
 
 #[cfg(not(unix))]
-fn mode_of(_: &std::fs::Metadata) -> u32 {
+pub fn mode_of(_: &std::fs::Metadata) -> u32 {
     0o644
 }
 

@@ -159,7 +159,7 @@ impl std::fmt::Display for Status {
 /// The exit codes of every `band` command, in one table (also in `band --help` and docs).
 pub mod exit {
     pub const OK: u8 = 0;
-    /// `band run`: the script exited non-zero. `band lint`: errors were found.
+    /// `band run`: the script exited non-zero. `band lint`, `band doctor`: problems were found.
     pub const SCRIPT_FAILED: u8 = 1;
     /// Bad command line, or an internal error before anything ran.
     pub const USAGE: u8 = 2;

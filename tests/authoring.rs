@@ -35,7 +35,7 @@ fn init_and_new_script_scaffold_skills_that_lint_clean() {
     lint_clean(t.path(), "my-skill");
 
     let (_, out, _) = band(&["list", "--skills", "."], t.path());
-    assert_eq!(out, "my-skill: Says hello. Replace this with what the skill does and when an agent should use it.\n  band run my-skill/again\n  band run my-skill/greet\n  band run my-skill/stats\n");
+    assert!(out.starts_with("my-skill: Says hello.\n  my-skill/again  my-skill/greet  my-skill/stats\n"), "{out}");
 }
 
 #[test]

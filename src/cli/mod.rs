@@ -5,6 +5,7 @@ mod explain;
 mod mcp;
 mod fmt;
 mod config;
+mod doctor;
 mod history;
 mod lock;
 mod progress;
@@ -13,6 +14,8 @@ pub mod pipeline;
 mod run;
 mod scaffold;
 mod trace;
+mod setup;
+mod vm;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -26,7 +29,7 @@ use band::proto::exit;
 const EXIT_TABLE: &str = "\
 Exit codes:
   0    ok
-  1    band run / exec: exited non-zero · band lint / fmt --check / audit verify: problems found
+  1    band run / exec: exited non-zero · lint, fmt --check, audit verify, doctor: problems
   2    bad command line, invalid skill or band file, missing secret, internal error
   3    input_invalid       input does not match the script's input schema, or too large
   4    output_invalid      output does not match the script's output schema
@@ -82,6 +85,12 @@ pub enum Command {
     Init(scaffold::InitArgs),
     /// Serve every script as a tool over the Model Context Protocol (stdio).
     Mcp(mcp::McpArgs),
+    /// Provision a VM (qemu, lima) or an SSH host that runs band-server; idempotent.
+    Setup(setup::SetupArgs),
+    /// Manage the VM made by `band setup`: status, start, stop, destroy, ssh, logs.
+    Vm(vm::VmArgs),
+    /// Check the host and the VM (accelerator, tools, band-server) and say what to fix.
+    Doctor(doctor::DoctorArgs),
     /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
     #[command(external_subcommand)]
     Shortcut(Vec<String>),
@@ -190,6 +199,9 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::NewScript(a) => scaffold::cmd_new_script(a),
         Command::Mcp(a) => mcp::cmd_mcp(a),
         Command::Shortcut(args) => run::cmd_shortcut(args),
+        Command::Setup(a) => setup::cmd_setup(a),
+        Command::Vm(a) => vm::cmd_vm(a),
+        Command::Doctor(a) => doctor::cmd_doctor(a),
     }
 }
 

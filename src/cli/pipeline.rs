@@ -63,7 +63,7 @@ pub trait Transport {
 pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
     match target {
         Target::Host => Ok(Box::new(HostTransport::new()?)),
-        other => Err(user_error(format!("target `{other}` is not available in this build of band"), "use `--target host` on Linux")),
+        Target::Qemu | Target::Lima | Target::Ssh { .. } => Ok(Box::new(super::vm::SshTransport::new(target)?)),
     }
 }
 
@@ -540,7 +540,7 @@ fn push_capped(
         return Err(too_large());
     }
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    out.push(FileEntry { path: rel, mode: mode_of(meta), data: B64.encode(data) });
+    out.push(FileEntry { path: rel, mode: band::lock::mode_of(meta), data: B64.encode(data) });
     Ok(())
 }
 
@@ -563,16 +563,6 @@ fn walk_files(root: &Path, dir: &Path, f: &mut dyn FnMut(String, &Path, &std::fs
     Ok(())
 }
 
-#[cfg(unix)]
-fn mode_of(m: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    m.permissions().mode() & 0o7777
-}
-
-#[cfg(not(unix))]
-fn mode_of(_: &std::fs::Metadata) -> u32 {
-    0o644
-}
 
 fn new_run_id() -> String {
     let mut buf = [0u8; 8];

@@ -1,11 +1,82 @@
-//! The spinner `band run` and `band exec` show on stderr while a run is under way: only when
-//! stderr is a terminal and the output is not `--json` (machines read stdout, and a log file
-//! should not fill with spinner frames).
+//! Progress on stderr, only for people: [`Steps`] (band setup, band vm: a spinner per step on a
+//! terminal, plain lines otherwise) and [`Spinner`] (band run, band exec: a spinner while a run is
+//! under way, only at a terminal and not with `--json`).
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+
+pub struct Steps {
+    prefix: &'static str,
+    n: usize,
+    quiet: bool,
+    current: Option<(String, Instant, Option<ProgressBar>)>,
+    /// (step, seconds) of every finished step, for `--json` and the summary.
+    pub done: Vec<(String, f64)>,
+}
+
+impl Steps {
+    /// `quiet`: print nothing (e.g. `--json`); timings are still recorded.
+    pub fn new(prefix: &'static str, quiet: bool) -> Self {
+        Steps { prefix, n: 0, quiet, current: None, done: Vec::new() }
+    }
+
+    /// Finish the current step and start the next one.
+    pub fn start(&mut self, what: impl Into<String>) {
+        self.finish();
+        self.n += 1;
+        let what = what.into();
+        let label = format!("[{}] {what}", self.n);
+        let bar = if self.quiet {
+            None
+        } else if std::io::stderr().is_terminal() {
+            let pb = ProgressBar::new_spinner();
+            pb.set_style(ProgressStyle::with_template("{spinner} {prefix} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+            pb.set_prefix(self.prefix);
+            pb.set_message(label);
+            pb.enable_steady_tick(Duration::from_millis(120));
+            Some(pb)
+        } else {
+            eprintln!("{}: {label} …", self.prefix);
+            None
+        };
+        self.current = Some((what, Instant::now(), bar));
+    }
+
+    /// Finish the current step (if any), printing its time.
+    pub fn finish(&mut self) {
+        if let Some((what, t, bar)) = self.current.take() {
+            let secs = t.elapsed().as_secs_f64();
+            let line = format!("{}: [{}] {what}: {secs:.1} s", self.prefix, self.n);
+            match bar {
+                Some(pb) => pb.finish_with_message(format!("[{}] {what}: {secs:.1} s", self.n)),
+                None if !self.quiet => eprintln!("{line}"),
+                None => {}
+            }
+            self.done.push((what, secs));
+        }
+    }
+
+    /// A note under the current step.
+    pub fn note(&self, text: impl AsRef<str>) {
+        if self.quiet {
+            return;
+        }
+        match self.current.as_ref().and_then(|c| c.2.as_ref()) {
+            Some(pb) => pb.println(format!("  {}", text.as_ref())),
+            None => eprintln!("{}:   {}", self.prefix, text.as_ref()),
+        }
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        if let Some((_, _, Some(pb))) = self.current.take() {
+            pb.abandon();
+        }
+    }
+}
 
 /// Whether to show a spinner: human output, to a terminal.
 pub fn wanted(json: bool, stderr_is_terminal: bool) -> bool {

@@ -294,7 +294,9 @@ fn privileged_fork_bomb_hits_pids_limit() {
     p.limits.max_runtime_ms = Some(10_000);
     let started = Instant::now();
     let o = run(&request(
-        "#!/bin/bash\nbomb() { bomb | bomb & }; bomb\nwait\n",
+        // The script stays alive while the bomb grows (a bare `wait` returns as soon as the
+        // first pipeline has forked, and the run could end before the limit is reached).
+        "#!/bin/bash\nbomb() { bomb | bomb & }; bomb\nsleep 3\n",
         p,
     ));
     assert_eq!(

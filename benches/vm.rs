@@ -1,0 +1,110 @@
+//! Per-run cost through the QEMU VM against the host target, measured in the same run.
+//!
+//! ```sh
+//! band setup --driver qemu                      # once
+//! cargo bench --bench vm [-- RUNS]              # needs root (the host target) and the VM up
+//! cargo test --bench vm -- --bench [RUNS]       # the same in a debug build
+//! ```
+//!
+//! Prints medians of: the SSH connection (TCP, key exchange, host key check, key auth), one exec
+//! channel on an open connection, band-server's own setup+run time, and the wall time of
+//! `band run text/count` on the host and through the VM, with the VM/host ratio. Without a
+//! running VM it says so and exits 0 (numbers are never test assertions).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use band::vm::paths::VmPaths;
+use band::vm::qemu::InstanceDir;
+use band::vm::ssh::{self, Auth, Endpoint};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("BAND_DATA_DIR").map(PathBuf::from).or_else(|| dirs::data_dir().map(|d| d.join("band"))).unwrap_or_default()
+}
+
+/// Wall time of one `band run`, and band-server's setup+run milliseconds.
+fn band_run(band: &Path, target: &str, skills: &Path) -> Option<(f64, f64)> {
+    let t = Instant::now();
+    let out = Command::new(band)
+        .args(["run", "--json", "--target", target, "--skills"])
+        .arg(skills)
+        .args(["text/count", "--text=hello vm world"])
+        .output()
+        .ok()?;
+    let wall = t.elapsed().as_secs_f64() * 1000.0;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    if v["status"] != "ok" {
+        eprintln!("{target}: {}", String::from_utf8_lossy(&out.stdout));
+        return None;
+    }
+    let m = &v["metrics"];
+    Some((wall, m["setup_ms"].as_f64().unwrap_or(0.0) + m["run_ms"].as_f64().unwrap_or(0.0)))
+}
+
+fn main() {
+    // `cargo test --all-targets` runs bench binaries too (without `--bench`): measure nothing then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("vm bench: run it with `cargo bench --bench vm`");
+        return;
+    }
+    let runs: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(5);
+    let paths = VmPaths::new(&data_dir());
+    let inst = InstanceDir::new(&paths);
+    let Some(state) = inst.running() else {
+        println!("vm bench: no running qemu VM under {} (run `band setup --driver qemu`); nothing measured", paths.root.display());
+        return;
+    };
+    let ep = Endpoint {
+        host: "127.0.0.1".into(),
+        port: state.ssh_port,
+        user: "root".into(),
+        auth: Auth::KeyFile(paths.client_key()),
+        known_host: inst.known_host(),
+        sudo: false,
+    };
+    let mut connect = Vec::new();
+    let mut exec = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let Ok(sess) = ssh::connect(&ep, Duration::from_secs(30)) else {
+            println!("vm bench: cannot connect to the VM");
+            return;
+        };
+        connect.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        let _ = ssh::exec(&sess, "true", b"");
+        exec.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let band = PathBuf::from(env!("CARGO_BIN_EXE_band"));
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    // A run through the VM is slow under TCG; the text skill's 10 s limit is kept, so a loaded
+    // host can time runs out (they are reported and left out).
+    let (mut host_wall, mut host_server, mut vm_wall, mut vm_server) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        if let Some((w, s)) = band_run(&band, "host", &skills) {
+            host_wall.push(w);
+            host_server.push(s);
+        }
+        if let Some((w, s)) = band_run(&band, "qemu", &skills) {
+            vm_wall.push(w);
+            vm_server.push(s);
+        }
+    }
+    let (hw, vw) = (median(host_wall.clone()), median(vm_wall.clone()));
+    println!("vm bench ({} accelerator, {runs} runs each, medians)", state.accel.as_str());
+    println!("  ssh connect (tcp + kex + host key + auth)  {:8.0} ms", median(connect));
+    println!("  exec channel on an open connection         {:8.0} ms", median(exec));
+    println!("  band-server setup+run, host                {:8.0} ms  ({} ok)", median(host_server), host_wall.len());
+    println!("  band-server setup+run, VM                  {:8.0} ms  ({} ok)", median(vm_server), vm_wall.len());
+    println!("  band run wall time, host                   {:8.0} ms", hw);
+    println!("  band run wall time, VM                     {:8.0} ms", vw);
+    if hw > 0.0 {
+        println!("  VM / host                                  {:8.1} x", vw / hw);
+    }
+}

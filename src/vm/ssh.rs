@@ -1,0 +1,445 @@
+//! The SSH transport (libssh2 through the `ssh2` crate): a pinned host key, key authentication,
+//! and the band protocol over an exec channel to `band-server run`.
+//!
+//! Framing is the host target's: one request line in, event lines and one result line out
+//! (`band::proto`). Lines are capped ([`MAX_LINE_BYTES`]); anything that is not a protocol
+//! message, a second result, or a line after the result fails the run (a VM is a boundary: its
+//! output is not trusted to be well-formed).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ssh2::{MethodType, Session};
+
+use super::keys::{self, PublicKey};
+use super::{Result, VmError};
+use crate::proto::{Event, Message, RunResult};
+
+/// The longest protocol line accepted: a result carries the written files (base64), which
+/// band-server caps well below this.
+pub const MAX_LINE_BYTES: usize = 512 << 20;
+/// The most stderr kept from a remote command.
+pub const MAX_STDERR_BYTES: usize = 64 << 10;
+/// Where band-server and its helpers live on a target.
+pub const SERVER_DIR: &str = "/usr/local/lib/band";
+/// The exit status of the run command when the target's band-server is stale (EX_TEMPFAIL).
+pub const STALE_EXIT: i32 = 75;
+/// band-server's own diagnostics on a target (its stdout is the protocol).
+pub const SERVER_LOG: &str = "/var/log/band-server.log";
+
+/// How to authenticate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// A private key file (band's own, or `--identity`).
+    KeyFile(PathBuf),
+    /// The user's ssh-agent, then the key file.
+    AgentThenKey(PathBuf),
+}
+
+/// One SSH target: where, as whom, and which host key is pinned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub auth: Auth,
+    /// A file holding the pinned host key (`ssh-ed25519 AAAA…`).
+    pub known_host: PathBuf,
+    /// Run band-server through `sudo -n` (the user is not root).
+    pub sudo: bool,
+}
+
+impl Endpoint {
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') { format!("[{}]:{}", self.host, self.port) } else { format!("{}:{}", self.host, self.port) }
+    }
+
+    fn err(&self, message: impl std::fmt::Display) -> VmError {
+        VmError::Ssh { addr: format!("{}@{}", self.user, self.addr()), message: message.to_string() }
+    }
+
+    /// Prefix a root command line with `sudo -n` when needed.
+    pub fn as_root(&self, command: &str) -> String {
+        if self.sudo { format!("sudo -n sh -c {}", super::image::sh_quote(command)) } else { command.to_string() }
+    }
+
+    /// The command that serves one run. With `expected` (the SHA-256 of the `installed.json` this
+    /// band would write), a target whose band-server is another build exits with
+    /// [`STALE_EXIT`] before reading the request, in the same round trip.
+    pub fn server_command(&self, expected: Option<&str>) -> String {
+        let run = format!("exec {SERVER_DIR}/band-server run 2>>{SERVER_LOG}");
+        match expected {
+            None => self.as_root(&run),
+            Some(hex) => self.as_root(&format!(
+                "d=$(sha256sum < {SERVER_DIR}/installed.json 2>/dev/null); [ \"${{d%% *}}\" = {hex} ] || exit {STALE_EXIT}; {run}"
+            )),
+        }
+    }
+}
+
+/// Host key algorithms, best first. The pinned VM keys are ed25519.
+const HOST_KEY_PREFS: &str = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256";
+
+/// TCP connect and SSH handshake, without checking the host key. Returns the server's key.
+fn handshake(ep: &Endpoint, timeout: Duration) -> Result<(Session, PublicKey)> {
+    let addrs: Vec<_> = (ep.host.as_str(), ep.port).to_socket_addrs().map_err(|e| ep.err(format!("cannot resolve: {e}")))?.collect();
+    let mut last = None;
+    let mut tcp = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(s) => {
+                tcp = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let tcp = tcp.ok_or_else(|| ep.err(format!("cannot connect: {}", last.map(|e| e.to_string()).unwrap_or_else(|| "no address".into()))))?;
+    let _ = tcp.set_nodelay(true);
+    let mut sess = Session::new().map_err(|e| ep.err(e))?;
+    sess.set_tcp_stream(tcp);
+    sess.set_timeout(timeout.as_millis().min(u128::from(u32::MAX)) as u32);
+    sess.method_pref(MethodType::HostKey, HOST_KEY_PREFS).map_err(|e| ep.err(e))?;
+    sess.handshake().map_err(|e| ep.err(format!("handshake: {e}")))?;
+    let (blob, _) = sess.host_key().ok_or_else(|| ep.err("the server sent no host key"))?;
+    let key = PublicKey::from_blob(blob)?;
+    Ok((sess, key))
+}
+
+/// The host key a server presents (for pinning a new `ssh://` target on first use).
+pub fn fetch_host_key(ep: &Endpoint, timeout: Duration) -> Result<PublicKey> {
+    handshake(ep, timeout).map(|(_, k)| k)
+}
+
+/// Compare a presented key with the pinned one.
+pub fn check_pinned(pinned: &PublicKey, got: &PublicKey, addr: &str) -> Result<()> {
+    if pinned == got {
+        Ok(())
+    } else {
+        Err(VmError::HostKey { addr: addr.to_string(), pinned: pinned.fingerprint(), got: got.fingerprint() })
+    }
+}
+
+/// Connect, verify the pinned host key, authenticate. Blocking calls then wait without limit
+/// (a run may take as long as its maxRuntimeMs).
+pub fn connect(ep: &Endpoint, timeout: Duration) -> Result<Session> {
+    let pinned = keys::read_public(&ep.known_host)
+        .map_err(|e| ep.err(format!("no pinned host key ({e}); run `band setup` for this target")))?;
+    let (sess, got) = handshake(ep, timeout)?;
+    check_pinned(&pinned, &got, &ep.addr())?;
+    let key_auth = |path: &Path| -> Result<()> {
+        keys::check_private(path)?;
+        sess.userauth_pubkey_file(&ep.user, None, path, None).map_err(|e| ep.err(format!("key {} refused: {e}", path.display())))
+    };
+    match &ep.auth {
+        Auth::KeyFile(p) => key_auth(p)?,
+        Auth::AgentThenKey(p) => {
+            if sess.userauth_agent(&ep.user).is_err() || !sess.authenticated() {
+                key_auth(p)?;
+            }
+        }
+    }
+    if !sess.authenticated() {
+        return Err(ep.err("authentication failed"));
+    }
+    sess.set_timeout(0);
+    Ok(sess)
+}
+
+/// Wait until the target accepts SSH (boot), up to `timeout`. Returns the connected session.
+pub fn wait_ready(ep: &Endpoint, timeout: Duration, is_alive: &mut dyn FnMut() -> bool) -> Result<Session> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match connect(ep, Duration::from_secs(10)) {
+            Ok(s) => return Ok(s),
+            // A wrong host key is an answer, not a boot delay.
+            Err(e @ VmError::HostKey { .. }) => return Err(e),
+            Err(e) => {
+                if std::time::Instant::now() > deadline {
+                    return Err(VmError::Timeout { what: format!("waiting for SSH ({e})"), secs: timeout.as_secs() });
+                }
+                if !is_alive() {
+                    return Err(VmError::Invalid(format!("the VM stopped while booting ({e})")));
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    }
+}
+
+/// What a remote command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub status: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl ExecOutput {
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+}
+
+/// Run `command` on the target with `stdin`, collecting its output (for setup, not for runs).
+pub fn exec(sess: &Session, command: &str, stdin: &[u8]) -> Result<ExecOutput> {
+    let fail = |e: ssh2::Error| VmError::Ssh { addr: "target".into(), message: format!("`{command}`: {e}") };
+    let mut ch = sess.channel_session().map_err(fail)?;
+    ch.exec(command).map_err(fail)?;
+    ch.write_all(stdin).map_err(|e| VmError::Ssh { addr: "target".into(), message: format!("`{command}`: {e}") })?;
+    ch.send_eof().map_err(fail)?;
+    let mut stdout = Vec::new();
+    ch.read_to_end(&mut stdout).map_err(|e| VmError::Ssh { addr: "target".into(), message: format!("`{command}`: {e}") })?;
+    let mut stderr = Vec::new();
+    let _ = ch.stderr().take(MAX_STDERR_BYTES as u64).read_to_end(&mut stderr);
+    ch.wait_close().map_err(fail)?;
+    let status = ch.exit_status().map_err(fail)?;
+    Ok(ExecOutput { status, stdout, stderr: String::from_utf8_lossy(&stderr).trim().to_string() })
+}
+
+/// Like [`exec`], but a non-zero exit is an error.
+pub fn exec_ok(sess: &Session, command: &str, stdin: &[u8]) -> Result<ExecOutput> {
+    let out = exec(sess, command, stdin)?;
+    if out.status != 0 {
+        return Err(VmError::Command { program: format!("(remote) {command}"), status: format!("exit status {}", out.status), stderr: out.stderr });
+    }
+    Ok(out)
+}
+
+/// Why a protocol stream was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("a line from band-server exceeds {0} bytes")]
+    TooLong(usize),
+    #[error("band-server sent a line that is not a protocol message: {0}")]
+    NotAMessage(String),
+    #[error("band-server sent a request")]
+    UnexpectedRequest,
+    #[error("band-server sent something after its result")]
+    AfterResult,
+    #[error("reading from band-server: {0}")]
+    Io(String),
+}
+
+/// Read one `\n`-terminated line of at most `max` bytes (without the newline). `None` at EOF;
+/// a last line without newline is returned as is.
+pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::result::Result<Option<Vec<u8>>, FrameError> {
+    let mut line = Vec::new();
+    loop {
+        let buf = r.fill_buf().map_err(|e| FrameError::Io(e.to_string()))?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() { None } else { Some(line) });
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if line.len() + chunk.len() > max {
+            return Err(FrameError::TooLong(max));
+        }
+        line.extend_from_slice(chunk);
+        let used = done.unwrap_or(buf.len());
+        r.consume(used);
+        if done.is_some() {
+            return Ok(Some(line));
+        }
+    }
+}
+
+/// Read a whole protocol stream: events go to `on_event`; returns the result (None if the
+/// stream ended without one).
+pub fn read_stream(r: &mut impl BufRead, max: usize, on_event: &mut dyn FnMut(&Event)) -> std::result::Result<Option<RunResult>, FrameError> {
+    let mut result = None;
+    while let Some(line) = read_line_capped(r, max)? {
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        if result.is_some() {
+            return Err(FrameError::AfterResult);
+        }
+        let msg: Message = serde_json::from_slice(&line).map_err(|e| {
+            let shown: String = String::from_utf8_lossy(&line[..line.len().min(120)]).into_owned();
+            FrameError::NotAMessage(format!("{e}: `{shown}`"))
+        })?;
+        match msg {
+            Message::Event(ev) => on_event(&ev),
+            Message::Result(r) => result = Some(*r),
+            Message::Request(_) => return Err(FrameError::UnexpectedRequest),
+        }
+    }
+    Ok(result)
+}
+
+/// Send one request line to `band-server run` over a new exec channel and read its answer.
+/// Returns the result, [`VmError::StaleServer`] when the target refused with [`STALE_EXIT`]
+/// (see [`Endpoint::server_command`]), or an error naming the exit status and stderr.
+pub fn run_request(sess: &Session, ep: &Endpoint, expected: Option<&str>, request_line: &[u8], on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
+    let command = ep.server_command(expected);
+    let fail = |e: &dyn std::fmt::Display| ep.err(format!("run: {e}"));
+    let mut ch = sess.channel_session().map_err(|e| fail(&e))?;
+    ch.exec(&command).map_err(|e| fail(&e))?;
+    // A stale target exits without reading: a failed write is judged by the exit status below.
+    let sent = ch.write_all(request_line).and_then(|()| ch.write_all(b"\n")).map_err(|e| e.to_string()).and_then(|()| ch.send_eof().map_err(|e| e.to_string()));
+    let read = {
+        let mut reader = BufReader::with_capacity(1 << 16, &mut ch);
+        read_stream(&mut reader, MAX_LINE_BYTES, on_event)
+    };
+    let mut stderr = Vec::new();
+    let _ = ch.stderr().take(MAX_STDERR_BYTES as u64).read_to_end(&mut stderr);
+    let _ = ch.wait_close();
+    let status = ch.exit_status().unwrap_or(-1);
+    let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
+    match read {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) if status == STALE_EXIT && expected.is_some() => Err(VmError::StaleServer),
+        Ok(None) => Err(fail(&format!(
+            "band-server exited (status {status}) without a result{}{}",
+            if stderr.is_empty() { String::new() } else { format!(": {stderr}") },
+            sent.err().map(|e| format!(" (sending the request: {e})")).unwrap_or_default()
+        ))),
+        Err(e) => Err(fail(&e)),
+    }
+}
+
+/// Pin `key` for a target (the file holds one key line).
+pub fn pin(path: &Path, key: &PublicKey) -> Result<()> {
+    super::paths::write_atomic(path, format!("{}\n", key.line()).as_bytes(), 0o600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Layer, Status};
+    use std::io::Cursor;
+
+    fn line(m: &Message) -> String {
+        serde_json::to_string(m).unwrap()
+    }
+
+    fn result_line() -> String {
+        line(&Message::Result(Box::new(RunResult::setup_failed("0011223344556677", Layer::Io, "x", None))))
+    }
+
+    #[test]
+    fn lines_are_split_and_capped() {
+        let mut r = Cursor::new(b"ab\ncd\nlast".to_vec());
+        assert_eq!(read_line_capped(&mut r, 10).unwrap(), Some(b"ab".to_vec()));
+        assert_eq!(read_line_capped(&mut r, 10).unwrap(), Some(b"cd".to_vec()));
+        assert_eq!(read_line_capped(&mut r, 10).unwrap(), Some(b"last".to_vec()));
+        assert_eq!(read_line_capped(&mut r, 10).unwrap(), None);
+        let mut long = Cursor::new(vec![b'x'; 100]);
+        assert_eq!(read_line_capped(&mut long, 99), Err(FrameError::TooLong(99)));
+        // The cap counts across buffer refills.
+        let mut small = BufReader::with_capacity(4, Cursor::new(b"0123456789\n".to_vec()));
+        assert_eq!(read_line_capped(&mut small, 9), Err(FrameError::TooLong(9)));
+        let mut small = BufReader::with_capacity(4, Cursor::new(b"0123456789\n".to_vec()));
+        assert_eq!(read_line_capped(&mut small, 10).unwrap(), Some(b"0123456789".to_vec()));
+    }
+
+    #[test]
+    fn a_stream_gives_events_then_the_result() {
+        let ev = line(&Message::Event(Event::Stdout { data: "hi".into() }));
+        let text = format!("{ev}\n\n{ev}\n{}\n", result_line());
+        let mut seen = 0;
+        let r = read_stream(&mut Cursor::new(text.into_bytes()), 1 << 20, &mut |_| seen += 1).unwrap();
+        assert_eq!(seen, 2);
+        assert_eq!(r.map(|r| r.status), Some(Status::SetupFailed));
+    }
+
+    #[test]
+    fn garbage_duplicates_and_requests_fail_the_stream() {
+        let noop = &mut |_: &Event| {};
+        let garbage = "hello from a compromised VM\n".to_string();
+        assert!(matches!(read_stream(&mut Cursor::new(garbage.into_bytes()), 1 << 20, noop), Err(FrameError::NotAMessage(_))));
+        let twice = format!("{}\n{}\n", result_line(), result_line());
+        assert_eq!(read_stream(&mut Cursor::new(twice.into_bytes()), 1 << 20, noop), Err(FrameError::AfterResult));
+        let ev_after = format!("{}\n{}\n", result_line(), line(&Message::Event(Event::Stdout { data: "late".into() })));
+        assert_eq!(read_stream(&mut Cursor::new(ev_after.into_bytes()), 1 << 20, noop), Err(FrameError::AfterResult));
+        let huge = format!("{}\n", result_line());
+        assert_eq!(read_stream(&mut Cursor::new(huge.into_bytes()), 16, noop), Err(FrameError::TooLong(16)));
+        assert_eq!(read_stream(&mut Cursor::new(Vec::new()), 16, noop), Ok(None));
+    }
+
+    #[test]
+    fn root_commands_use_sudo_only_when_asked() {
+        let mut ep = Endpoint {
+            host: "127.0.0.1".into(),
+            port: 2222,
+            user: "root".into(),
+            auth: Auth::KeyFile(PathBuf::from("/k")),
+            known_host: PathBuf::from("/kh"),
+            sudo: false,
+        };
+        assert_eq!(ep.server_command(None), "exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log");
+        ep.sudo = true;
+        assert_eq!(ep.server_command(None), "sudo -n sh -c 'exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log'");
+        assert_eq!(ep.addr(), "127.0.0.1:2222");
+        ep.host = "::1".into();
+        assert_eq!(ep.addr(), "[::1]:2222");
+    }
+
+    #[test]
+    fn the_stale_check_runs_in_the_shell_before_band_server() {
+        let t = tempfile::tempdir().unwrap();
+        let installed = t.path().join("installed.json");
+        std::fs::write(&installed, b"{}").unwrap();
+        let ep = Endpoint {
+            host: "h".into(),
+            port: 22,
+            user: "root".into(),
+            auth: Auth::KeyFile(PathBuf::from("/k")),
+            known_host: PathBuf::from("/kh"),
+            sudo: false,
+        };
+        let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"; // sha256("{}")
+        // The command as the shell runs it, with the paths pointed at the temp dir.
+        let run = |expected: &str| {
+            let cmd = ep.server_command(Some(expected)).replace(SERVER_DIR, &t.path().display().to_string()).replace("exec ", "echo ran; : ");
+            let out = std::process::Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
+        assert_eq!(run(&"0".repeat(64)), (Some(STALE_EXIT), String::new()));
+        std::fs::remove_file(&installed).unwrap();
+        assert_eq!(run(hex), (Some(STALE_EXIT), String::new()), "no installed.json is stale");
+    }
+
+    #[test]
+    fn a_different_host_key_is_refused() {
+        let a = PublicKey::parse("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu").unwrap();
+        let mut b = a.clone();
+        let last = b.blob.len() - 1;
+        b.blob[last] ^= 1;
+        assert!(check_pinned(&a, &a, "x").is_ok());
+        let e = check_pinned(&a, &b, "127.0.0.1:1").unwrap_err().to_string();
+        assert!(e.contains("refusing") && e.contains(&a.fingerprint()), "{e}");
+    }
+
+    #[test]
+    fn a_pinned_key_reads_back_and_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let k = PublicKey::parse("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu c").unwrap();
+        let f = t.path().join("known_host");
+        pin(&f, &k).unwrap();
+        assert_eq!(keys::read_public(&f).unwrap(), k);
+        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn connecting_without_a_pinned_key_is_refused_before_any_packet() {
+        let ep = Endpoint {
+            host: "127.0.0.1".into(),
+            port: 9,
+            user: "root".into(),
+            auth: Auth::KeyFile(PathBuf::from("/nonexistent")),
+            known_host: PathBuf::from("/nonexistent/known_host"),
+            sudo: false,
+        };
+        let Err(e) = connect(&ep, Duration::from_millis(200)) else { panic!("connected without a pinned key") };
+        let e = e.to_string();
+        assert!(e.contains("no pinned host key"), "{e}");
+    }
+}
