@@ -20,6 +20,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::cgroup::{Hierarchy, RunCgroup};
+use crate::net::nft::Nft;
 use crate::uidpool::{self, POOL_SIZE};
 use crate::{sys, workdir};
 
@@ -94,7 +95,7 @@ pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
 
 /// Clean up what the dead owner of `slot` left behind. `file` is the slot's lock file, locked by
 /// the caller.
-pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File) -> Report {
+pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&Nft>) -> Report {
     let mut report = Report::default();
     let run = uidpool::read_lease(file).map(|(_, run)| run);
     if let Ok(passwd) = fs::read_to_string("/etc/passwd")
@@ -103,6 +104,16 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File) -> Report {
         report.killed += kill_uids(&BTreeSet::from([uid]));
     }
     if let Some(run) = run.filter(|r| crate::request::validate_run_id(r).is_ok()) {
+        // Its processes are dead: the run's table (if it had network) can go.
+        if let Some(nft) = nft {
+            let table = crate::net::nft::table_name(&run);
+            if nft.list_table(&table).is_ok() {
+                match nft.delete_table(&table) {
+                    Ok(()) => report.removed_tables.push(table),
+                    Err(e) => report.errors.push(e),
+                }
+            }
+        }
         if let Ok(h) = Hierarchy::detect_system() {
             match RunCgroup::open(&h, &run).and_then(|cg| cg.remove()) {
                 Ok(()) => report.removed_cgroups.push(run.clone()),
@@ -123,10 +134,11 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File) -> Report {
 }
 
 /// The whole janitor pass.
-pub fn run(state: &Path, nft: &Path) -> Report {
+pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     let mut report = Report::default();
-    let nft = nft.is_file().then(|| crate::net::nft::Nft::new(nft));
-    let tables = match nft.as_ref().map(|n| n.list_tables()) {
+    let nft = nft.is_file().then(|| Nft::new(nft));
+    let scan = nft.as_ref().filter(|_| scan_tables);
+    let tables = match scan.map(|n| n.list_tables()) {
         Some(Ok(t)) => t,
         Some(Err(e)) => {
             report.errors.push(format!("nft: {e}"));
@@ -182,11 +194,12 @@ pub fn run(state: &Path, nft: &Path) -> Report {
         match sys::try_lock_exclusive(&file) {
             Ok(true) => {
                 if uidpool::read_lease(&mut file).is_some() {
-                    let r = clean_dead_lease(state, slot, &mut file);
+                    let r = clean_dead_lease(state, slot, &mut file, nft.as_ref());
                     report.dead_leases.extend(r.dead_leases);
                     report.killed += r.killed;
                     report.removed_dirs.extend(r.removed_dirs);
                     report.removed_cgroups.extend(r.removed_cgroups);
+                    report.removed_tables.extend(r.removed_tables);
                     report.errors.extend(r.errors);
                 } else if let Some(uid) = pool_uid(slot)
                     && busy.contains(&uid)
@@ -234,9 +247,9 @@ pub fn run(state: &Path, nft: &Path) -> Report {
             }
         }
     }
-    if let Some(nft) = &nft {
+    if let Some(nft) = scan {
         let (removed, errors) = crate::net::remove_stale_tables(nft, &tables, &live);
-        report.removed_tables = removed;
+        report.removed_tables.extend(removed.into_iter().filter(|t| !report.removed_tables.contains(t)).collect::<Vec<_>>());
         report.errors.extend(errors);
     }
     report

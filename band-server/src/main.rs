@@ -25,11 +25,12 @@ fn load() -> Result<ServerConfig, band_server::error::SetupError> {
     )
 }
 
-fn janitor_pass(cfg: &ServerConfig) {
+/// `scan_tables`: also look for leftover nftables tables (the `janitor` command, not every run).
+fn janitor_pass(cfg: &ServerConfig, scan_tables: bool) {
     if sys::euid() != 0 {
         return;
     }
-    let r = janitor::run(&cfg.state_dir, &cfg.nft);
+    let r = janitor::run(&cfg.state_dir, &cfg.nft, scan_tables);
     if !r.dead_leases.is_empty()
         || !r.removed_dirs.is_empty()
         || !r.removed_cgroups.is_empty()
@@ -61,7 +62,7 @@ fn cmd_run() -> i32 {
                 return;
             }
         };
-        janitor_pass(&cfg);
+        janitor_pass(&cfg, false);
         let stdin = std::io::stdin();
         let mut lock = stdin.lock();
         run::serve(&mut lock, &cfg, &sink);
@@ -89,7 +90,7 @@ fn main() {
                     eprintln!("band-server: janitor: must run as root");
                     1
                 } else {
-                    janitor_pass(&cfg);
+                    janitor_pass(&cfg, true);
                     0
                 }
             }

@@ -450,7 +450,7 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
 }
 
 #[test]
-fn privileged_net_kill9_mid_run_then_janitor_removes_the_table() {
+fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     privileged!();
     let lab = Lab::new();
     let req = request("#!/bin/bash\nsleep 1000\n", net_policy(&["api.example.test"], &[]));
@@ -466,6 +466,12 @@ fn privileged_net_kill9_mid_run_then_janitor_removes_the_table() {
     let _ = child.wait();
     // The dead server's table is still there: its run's uid stays filtered until the janitor.
     assert!(band_tables().contains(&table));
+    // The janitor pass before the next run finds the dead lease and deletes its table by name.
+    let next = lab.run(&request("#!/bin/sh\necho ok\n", policy()));
+    assert!(!band_tables().contains(&table), "the next run's janitor left {table}: {}", next.server_stderr);
+    // `band-server janitor` also sweeps tables no lease names at all.
+    let orphan = "band_0000deadbeef0000";
+    sh(&["nft", "add", "table", "inet", orphan]);
     let out = Command::new(server())
         .arg("janitor")
         .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
@@ -473,7 +479,7 @@ fn privileged_net_kill9_mid_run_then_janitor_removes_the_table() {
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!band_tables().contains(&table), "janitor left {table}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!band_tables().contains(orphan), "janitor left {orphan}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
