@@ -605,7 +605,7 @@ fn execute_inner(
     // Guarded before anything else can fail, so a failure below still removes it.
     let cg = guard.cgroup.insert(cg);
     let procs = cg
-        .procs_files()
+        .join_files()
         .iter()
         .map(|p| {
             OpenOptions::new()
@@ -721,7 +721,7 @@ fn execute_inner(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     PreExec {
-        cgroup_procs: procs,
+        cgroup_join: procs,
         fds: vec![
             (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
             (status_w.as_raw_fd(), bwrap::STATUS_FD),

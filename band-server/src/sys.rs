@@ -249,7 +249,8 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// What the child does between `fork` and `exec` of bubblewrap, in this order:
 ///
-/// 1. join the run's cgroup(s) by writing `"0"` to each pre-opened `cgroup.procs`;
+/// 1. join the run's cgroup(s) by writing `"0"` to each pre-opened join file (v1 `tasks`, v2
+///    `cgroup.procs`: [`crate::cgroup::RunCgroup::join_files`]); the child has one thread;
 /// 2. move `fds` to their fixed numbers (e.g. the secrets pipe to fd 3), clearing close-on-exec;
 /// 3. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
 /// 4. `PR_SET_PDEATHSIG(SIGKILL)`, so bubblewrap dies with band-server (set after the uid
@@ -259,7 +260,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// before `exec` means bubblewrap itself never runs as root.
 #[derive(Debug)]
 pub struct PreExec {
-    pub cgroup_procs: Vec<File>,
+    pub cgroup_join: Vec<File>,
     /// (source fd, target fd) pairs; the sources stay owned by the caller until after spawn.
     pub fds: Vec<(RawFd, RawFd)>,
     pub uid: u32,
@@ -273,7 +274,7 @@ impl PreExec {
         // SAFETY: getpid is a plain syscall that cannot fail.
         let parent = unsafe { libc::getpid() };
         let hook = move || -> io::Result<()> {
-            for f in &self.cgroup_procs {
+            for f in &self.cgroup_join {
                 // SAFETY: writes 1 byte from a static buffer to an fd owned by `f`.
                 let n = unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) };
                 if n != 1 {
@@ -317,7 +318,7 @@ impl PreExec {
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
-        // `moved` buffer is on the stack; `cgroup_procs` and `fds` were built before the fork).
+        // `moved` buffer is on the stack; `cgroup_join` and `fds` were built before the fork).
         unsafe { cmd.pre_exec(hook) };
     }
 }
