@@ -6,14 +6,15 @@
 //! 1. `/proc`, `/dev` (then remounted read-only: no writable, executable `/dev/shm`).
 //! 2. Read-only system trees: `/usr/lib`, `/usr/lib64`, `/usr/share`, `/usr/libexec`, and the
 //!    compatibility symlinks `/lib`, `/lib64`, `/bin`, `/sbin`.
-//! 3. `/usr/bin`: only the essentials and the declared commands, each host binary resolved to its
-//!    final file and bound individually at `/usr/bin/<name>`. Everything else in the host's
-//!    `/usr/bin` simply does not exist inside.
+//! 3. `/usr/bin` is the run's wrapper directory (the same as `/band/bin`): a link to band-shim
+//!    for each essential and declared command, and nothing else. The real programs are in
+//!    `/band/x` (see `execcache`), where only band-shim learns their names. Everything else in
+//!    the host's `/usr/bin` simply does not exist inside.
 //!    Library trees with executables come from the run directory: overlays that hide them
 //!    (`execmask`).
 //! 4. `/etc`: only `ld.so.cache`, the synthetic passwd/group/hosts/nsswitch.conf and the CA
 //!    certificates.
-//! 5. The run's own directories (skill, workspace, tmp, io, wrappers, shim, jail, policy, socket),
+//! 5. The run's own directories (skill, workspace, tmp, io, wrappers, programs, shim, jail, socket),
 //!    then host mounts for absolute `allow.read` / `allow.write` patterns.
 //! 6. `--remount-ro /`: the sandbox's root tmpfs (where bubblewrap created the mount points) is
 //!    read-only, so the only writable places are the run's noexec directories.
@@ -21,20 +22,41 @@
 //! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
 //! appear on any command line.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 /// Inside the sandbox.
 pub const SANDBOX_PATH: &str = "/band/bin";
 pub const SANDBOX_SHIM: &str = "/band/shim";
 pub const SANDBOX_JAIL: &str = "/band/jail";
-pub const SANDBOX_POLICY: &str = "/band/policy.json";
 pub const SANDBOX_SOCK: &str = "/band/sock";
 pub const SANDBOX_IO: &str = "/band/io";
 pub const SECRETS_FD: i32 = 3;
 pub const STATUS_FD: i32 = 4;
 
-/// A binary bound at `/usr/bin/<name>`.
+/// What band-server writes to the jail's secrets descriptor (one JSON object, then EOF).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JailInput {
+    /// Environment variables for the script (the declared secrets).
+    pub secrets: BTreeMap<String, String>,
+    /// How to start the entry, when not by exec'ing the command itself (see `run::entry_exec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<JailExec>,
+}
+
+/// A program to exec with its own argv.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JailExec {
+    pub program: String,
+    pub argv: Vec<String>,
+}
+
+/// A program of the CLI layer: a wrapped name and the host file behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinaryBind {
     pub name: String,
@@ -54,9 +76,11 @@ pub struct ExtraBind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxPlan {
     pub run_dir: PathBuf,
+    /// band-shim's execute-only copy.
     pub shim: PathBuf,
     pub jail: PathBuf,
-    pub binaries: Vec<BinaryBind>,
+    /// The run's programs, bound at `/band/x` (`execcache::ExecDir`).
+    pub exec_dir: PathBuf,
     pub extra: Vec<ExtraBind>,
     /// Library trees to bind from a prepared source instead of the host path (sandbox path,
     /// source): the run directory's copies with executables masked (see `execmask`).
@@ -168,26 +192,9 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "/sbin",
         ],
     );
-    push(
-        &mut a,
-        &[
-            "--dir",
-            "/usr/bin",
-            "--dir",
-            "/usr/sbin",
-            "--dir",
-            "/usr/local/bin",
-        ],
-    );
+    push(&mut a, &["--dir", "/usr/sbin", "--dir", "/usr/local/bin"]);
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
-    for b in &plan.binaries {
-        bind(
-            &mut a,
-            "--ro-bind",
-            b.host.clone().into_os_string(),
-            format!("/usr/bin/{}", b.name).into(),
-        );
-    }
+    bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
     bind(
         &mut a,
         "--ro-bind",
@@ -223,6 +230,12 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     bind(
         &mut a,
         "--ro-bind",
+        plan.exec_dir.clone().into_os_string(),
+        crate::execcache::SANDBOX_EXEC.into(),
+    );
+    bind(
+        &mut a,
+        "--ro-bind",
         plan.shim.clone().into_os_string(),
         SANDBOX_SHIM.into(),
     );
@@ -231,12 +244,6 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         "--ro-bind",
         plan.jail.clone().into_os_string(),
         SANDBOX_JAIL.into(),
-    );
-    bind(
-        &mut a,
-        "--ro-bind",
-        run("policy.json"),
-        SANDBOX_POLICY.into(),
     );
     bind(&mut a, "--ro-bind", run("sock"), SANDBOX_SOCK.into());
     for e in &plan.extra {
@@ -280,18 +287,9 @@ mod tests {
     fn plan() -> SandboxPlan {
         SandboxPlan {
             run_dir: PathBuf::from("/run/band/runs/0123456789abcdef"),
-            shim: PathBuf::from("/opt/band/band-shim"),
+            shim: PathBuf::from("/run/band/exec/cache/band-shim-0123"),
             jail: PathBuf::from("/opt/band/band-jail"),
-            binaries: vec![
-                BinaryBind {
-                    name: "sh".into(),
-                    host: PathBuf::from("/usr/bin/dash"),
-                },
-                BinaryBind {
-                    name: "jq".into(),
-                    host: PathBuf::from("/usr/bin/jq"),
-                },
-            ],
+            exec_dir: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
             extra: vec![ExtraBind {
                 source: PathBuf::from("/run/band/runs/0123456789abcdef/host/0"),
                 dest: PathBuf::from("/data"),
@@ -359,17 +357,12 @@ mod tests {
             "usr/sbin",
             "/sbin",
             "--dir",
-            "/usr/bin",
-            "--dir",
             "/usr/sbin",
             "--dir",
             "/usr/local/bin",
             "--ro-bind",
-            "/usr/bin/dash",
-            "/usr/bin/sh",
-            "--ro-bind",
-            "/usr/bin/jq",
-            "/usr/bin/jq",
+            &format!("{r}/bin"),
+            "/usr/bin",
             "--ro-bind",
             "/etc/ld.so.cache",
             "/etc/ld.so.cache",
@@ -407,14 +400,14 @@ mod tests {
             &format!("{r}/bin"),
             "/band/bin",
             "--ro-bind",
-            "/opt/band/band-shim",
+            "/run/band/exec/runs/0123456789abcdef",
+            "/band/x",
+            "--ro-bind",
+            "/run/band/exec/cache/band-shim-0123",
             "/band/shim",
             "--ro-bind",
             "/opt/band/band-jail",
             "/band/jail",
-            "--ro-bind",
-            &format!("{r}/policy.json"),
-            "/band/policy.json",
             "--ro-bind",
             &format!("{r}/sock"),
             "/band/sock",

@@ -179,13 +179,56 @@ pub fn exempt_roots(name: &str, real: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `files` minus those under any of `exempt`.
-pub fn apply_exemptions(files: &[PathBuf], exempt: &[PathBuf]) -> Vec<PathBuf> {
+/// `files` minus those under any of `exempt`, except other ways to start one of the run's declared
+/// `programs` (command name, host file): a file with the command's name or the host file's name,
+/// or a copy of the host file. A declared command keeps its helpers, never a second way to start
+/// itself without band-shim, so without its argument patterns (Debian's `/usr/lib/git-core/git`
+/// is a full git; so is any `git` in that tree when the declared one is `/usr/local/bin/git`).
+pub fn apply_exemptions(
+    files: &[PathBuf],
+    exempt: &[PathBuf],
+    programs: &[(String, PathBuf)],
+) -> Vec<PathBuf> {
+    let is_program = |f: &Path| {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        programs.iter().any(|(cmd, host)| {
+            name == cmd
+                || host.file_name().and_then(|n| n.to_str()) == Some(name)
+                || same_program(f, host)
+        })
+    };
     files
         .iter()
-        .filter(|f| !exempt.iter().any(|e| f.starts_with(e)))
+        .filter(|f| !exempt.iter().any(|e| f.starts_with(e)) || is_program(f))
         .cloned()
         .collect()
+}
+
+/// Are these the same program: the same file, or files of one size whose first and last 64 KiB
+/// agree? (The library trees are read-only system files, so a look at both ends is enough; where
+/// it errs, it errs towards masking.)
+pub fn same_program(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (fs::metadata(a), fs::metadata(b)) else {
+        return false;
+    };
+    if (ma.dev(), ma.ino()) == (mb.dev(), mb.ino()) {
+        return true;
+    }
+    if ma.len() != mb.len() {
+        return false;
+    }
+    let ends = |p: &Path| -> Option<(Vec<u8>, Vec<u8>)> {
+        use std::io::{Seek, SeekFrom};
+        let mut f = fs::File::open(p).ok()?;
+        let mut head = Vec::new();
+        (&mut f).take(64 << 10).read_to_end(&mut head).ok()?;
+        let len = f.metadata().ok()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(64 << 10))).ok()?;
+        let mut tail = Vec::new();
+        f.read_to_end(&mut tail).ok()?;
+        Some((head, tail))
+    };
+    matches!((ends(a), ends(b)), (Some(x), Some(y)) if x == y)
 }
 
 #[cfg(test)]
@@ -238,7 +281,7 @@ mod tests {
         ];
         let exempt = vec![PathBuf::from("/usr/lib/jvm/jdk17")];
         assert_eq!(
-            apply_exemptions(&files, &exempt),
+            apply_exemptions(&files, &exempt, &[]),
             vec![
                 PathBuf::from("/usr/lib/jvm/jdk25/bin/java"),
                 PathBuf::from("/usr/lib/git-core/git")
@@ -257,5 +300,41 @@ mod tests {
                 .iter()
                 .all(|p| !p.starts_with("/usr/lib/jvm"))
         );
+    }
+
+    #[test]
+    fn an_exempt_tree_keeps_its_helpers_but_not_copies_of_the_program() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path();
+        let prog = r.join("bin-git");
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(&prog, &big).unwrap();
+        fs::create_dir(r.join("git-core")).unwrap();
+        fs::write(r.join("git-core/git"), &big).unwrap();
+        let mut other = big.clone();
+        other[100_000] ^= 1; // differs only in the middle: still taken for the same program
+        fs::write(r.join("git-core/git-middle"), &other).unwrap();
+        let mut helper = big.clone();
+        helper[199_999] ^= 1;
+        fs::write(r.join("git-core/git-remote-https"), &helper).unwrap();
+        fs::hard_link(&prog, r.join("git-core/git-linked")).unwrap();
+        fs::write(r.join("git-core/bin-git"), b"another build").unwrap();
+        let files: Vec<PathBuf> = ["git", "git-middle", "git-remote-https", "git-linked", "bin-git"]
+            .iter()
+            .map(|n| r.join("git-core").join(n))
+            .collect();
+        fs::write(r.join("git-core/git"), b"a different git, same name").unwrap();
+        assert_eq!(
+            apply_exemptions(&files, &[r.join("git-core")], &[("git".to_string(), prog.clone())]),
+            vec![
+                r.join("git-core/git"),
+                r.join("git-core/git-middle"),
+                r.join("git-core/git-linked"),
+                r.join("git-core/bin-git"),
+            ],
+            "by command name, by the host file's name, by content"
+        );
+        assert!(apply_exemptions(&files, &[r.join("git-core")], &[]).is_empty());
+        assert!(!same_program(&prog, &r.join("missing")));
     }
 }

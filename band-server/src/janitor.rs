@@ -7,7 +7,8 @@
 //!    the run directory, clear the file.
 //! 2. Remove run directories that no live lease names.
 //! 3. Kill and remove stale cgroups that no live lease names.
-//! 4. Remove the whiteout layers ([`crate::maskcache`]) that dead runs were building (listed
+//! 4. Remove the program directories (`execcache`, `/band/x`) that no live lease names, and
+//!    the whiteout layers ([`crate::maskcache`]) that dead runs were building (listed
 //!    before the leases are read, like the run directories).
 //! 5. Delete the nftables tables (`band_<run>`) of runs that no live lease names. The tables are
 //!    listed before the leases are read, so a run that starts meanwhile is never touched.
@@ -156,7 +157,8 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
                 .collect()
         })
         .unwrap_or_default();
-    // Listed before the leases are read too: a build's run holds its lease before it starts.
+    // Listed before the leases are read too: a run holds its lease before it makes either.
+    let exec_dirs = crate::execcache::run_dirs(state);
     let mask_builds = crate::maskcache::builds(state);
     let hierarchy = Hierarchy::detect_system().ok();
     let stale_cgroups = hierarchy
@@ -226,6 +228,13 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         match workdir::remove_stale(&p) {
             Ok(()) => report.removed_dirs.push(d),
             Err(e) => report.errors.push(format!("{}: {e}", p.display())),
+        }
+    }
+    for run in exec_dirs {
+        if !live.contains(&run)
+            && let Err(e) = crate::execcache::remove_stale(state, &run)
+        {
+            report.errors.push(e.to_string());
         }
     }
     // Whiteout layers a dead run was building (a live run's build is its own business).

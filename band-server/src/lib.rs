@@ -57,6 +57,7 @@ pub mod cgroup;
 pub mod collect;
 pub mod config;
 pub mod error;
+pub mod execcache;
 pub mod execmask;
 pub mod janitor;
 pub mod maskcache;

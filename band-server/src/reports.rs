@@ -1,8 +1,9 @@
-//! band-server's end of the shim report socket: accept, verify the peer, recompute the decision,
-//! forward the call to the run loop. See `shim` for the protocol.
+//! band-server's end of the shim socket: accept, verify the peer, judge the call, record it, and
+//! answer with the program to run or the refusal. See `shim` for the protocol and why the checks
+//! below are enough.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use band::proto::CliCall;
 
-use crate::shim::{self, CliRules, ShimReport};
+use crate::execcache::ExecTable;
+use crate::shim::{self, CliRules, ShimRequest, Verdict};
 use crate::sys;
 
 /// Longest report line accepted (argv can be long, but not unbounded).
@@ -123,19 +125,45 @@ pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), String>
     Ok(())
 }
 
-/// Verify that `pid` is a genuine shim process of the run's uid.
-pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<(), String> {
+/// Field 22 of a `/proc/<pid>/stat` text: the start time in clock ticks since boot. A pid and its
+/// start time name one process for good (a pid is reused only by a process that starts later).
+pub fn parse_starttime(stat: &str) -> Option<u64> {
+    // The name (field 2) may hold spaces and parentheses; the fields after its last ')' start at 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn starttime(pid: i32) -> Result<u64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("pid {pid}: stat: {e}"))?;
+    parse_starttime(&stat).ok_or_else(|| format!("pid {pid}: unreadable stat"))
+}
+
+/// Verify that `pid` is a genuine band-shim process of the run's uid, past its start (its name is
+/// [`shim::COMM`], so its inherited descriptors are closed). Returns its start time, checked
+/// before and after, so every look at `/proc` was at this one process.
+pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String> {
     if uid != check.uid {
         return Err(format!("peer uid {uid} is not the run's uid {}", check.uid));
     }
+    let start = starttime(pid)?;
     let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
         .map_err(|e| format!("pid {pid}: exe: {e}"))?;
     if (exe.dev(), exe.ino()) != check.shim {
         return Err(format!("pid {pid} is not the shim"));
     }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map_err(|e| format!("pid {pid}: comm: {e}"))?;
+    if comm.trim_end_matches('\n') != shim::COMM {
+        return Err(format!("pid {pid} is the shim, but not past its start ({:?})", comm.trim_end()));
+    }
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| format!("pid {pid}: maps: {e}"))?;
-    check_mappings(&parse_maps(&maps)?, check).map_err(|e| format!("pid {pid} {e}"))
+    check_mappings(&parse_maps(&maps)?, check).map_err(|e| format!("pid {pid} {e}"))?;
+    if starttime(pid)? != start {
+        return Err(format!("pid {pid} was replaced while it was checked"));
+    }
+    Ok(start)
 }
 
 fn nonce() -> std::io::Result<String> {
@@ -144,14 +172,61 @@ fn nonce() -> std::io::Result<String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Where verified reports go. Called before the shim is told `ok`, so a report is always
-/// recorded before the command it reports can run (or the run can end).
+/// Where verified calls go. Called before the shim is answered, so a call is always recorded
+/// before the command it reports can run (or the run can end).
 pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
+
+/// Read one line from `conn`, every byte of which was written by process `pid`.
+fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, String> {
+    let mut line = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let (n, sender) = sys::recv_with_creds(conn, &mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed before the request".into());
+        }
+        if sender != Some(pid) {
+            return Err(format!("request bytes from pid {sender:?}, not the shim (pid {pid})"));
+        }
+        line.extend_from_slice(&buf[..n]);
+        if let Some(end) = line.iter().position(|b| *b == b'\n') {
+            line.truncate(end);
+            break;
+        }
+        if line.len() as u64 > MAX_REPORT_BYTES {
+            return Err(format!("request longer than {MAX_REPORT_BYTES} bytes"));
+        }
+    }
+    String::from_utf8(line).map_err(|_| "request is not UTF-8".to_string())
+}
+
+/// The verdict for a verified request; allowed and denied calls are recorded first.
+pub fn judge(rules: &CliRules, table: &ExecTable, argv: &[String], on_report: &OnReport) -> Verdict {
+    match shim::resolve_call(table, argv) {
+        Err(message) => Verdict::Denied {
+            message,
+            code: shim::EXIT_UNKNOWN,
+        },
+        Ok(r) => {
+            let call = shim::decide(rules, &r.judged);
+            on_report(Report::Call(call.clone()));
+            if call.allowed {
+                Verdict::Exec(r.program)
+            } else {
+                Verdict::Denied {
+                    message: shim::denied_message(&call),
+                    code: shim::EXIT_DENIED,
+                }
+            }
+        }
+    }
+}
 
 fn handle(
     conn: UnixStream,
     check: &PeerCheck,
     rules: &CliRules,
+    table: &ExecTable,
     on_report: &OnReport,
 ) -> Result<(), String> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))
@@ -159,36 +234,34 @@ fn handle(
     conn.set_write_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     let cred = sys::peer_cred(&conn).map_err(|e| format!("SO_PEERCRED: {e}"))?;
+    let start = match verify_peer(cred.pid, cred.uid, check) {
+        Ok(start) => start,
+        Err(e) => {
+            let _ = (&conn).write_all(b"refused\n");
+            return Err(e);
+        }
+    };
+    sys::set_passcred(&conn).map_err(|e| format!("SO_PASSCRED: {e}"))?;
     let n = nonce().map_err(|e| format!("nonce: {e}"))?;
     (&conn)
         .write_all(format!("{n}\n").as_bytes())
         .map_err(|e| e.to_string())?;
-    let mut line = String::new();
-    BufReader::new((&conn).take(MAX_REPORT_BYTES))
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    let report: ShimReport =
-        serde_json::from_str(line.trim_end()).map_err(|e| format!("bad report: {e}"))?;
-    let verdict = (|| {
-        if report.nonce != n {
-            return Err("wrong nonce".to_string());
-        }
-        if report.argv.is_empty() {
-            return Err("empty argv".to_string());
-        }
-        verify_peer(cred.pid, cred.uid, check)
-    })();
-    match verdict {
-        Ok(()) => {
-            on_report(Report::Call(shim::decide(rules, &report.argv)));
-            (&conn).write_all(b"ok\n").map_err(|e| e.to_string())?;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = (&conn).write_all(b"refused\n");
-            Err(e)
-        }
+    let line = read_line_from(&conn, cred.pid)?;
+    let req: ShimRequest =
+        serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))?;
+    if req.nonce != n {
+        return Err("wrong nonce".into());
     }
+    if req.argv.is_empty() {
+        return Err("empty argv".into());
+    }
+    if starttime(cred.pid)? != start {
+        return Err(format!("pid {} was replaced before its request was read", cred.pid));
+    }
+    let verdict = judge(rules, table, &req.argv, on_report);
+    let mut out = serde_json::to_vec(&verdict).map_err(|e| e.to_string())?;
+    out.push(b'\n');
+    (&conn).write_all(&out).map_err(|e| e.to_string())
 }
 
 /// The accept loop, on its own thread.
@@ -205,6 +278,7 @@ impl ReportListener {
         gid: u32,
         check: PeerCheck,
         rules: CliRules,
+        table: ExecTable,
         on_report: OnReport,
     ) -> std::io::Result<ReportListener> {
         let listener = UnixListener::bind(path)?;
@@ -214,6 +288,7 @@ impl ReportListener {
         let stop2 = Arc::clone(&stop);
         let check = Arc::new(check);
         let rules = Arc::new(rules);
+        let table = Arc::new(table);
         let active = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::Builder::new()
             .name("reports".into())
@@ -227,9 +302,10 @@ impl ReportListener {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                     active.fetch_add(1, Ordering::SeqCst);
-                    let (check, rules, on_report, active2) = (
+                    let (check, rules, table, on_report, active2) = (
                         Arc::clone(&check),
                         Arc::clone(&rules),
+                        Arc::clone(&table),
                         Arc::clone(&on_report),
                         Arc::clone(&active),
                     );
@@ -237,7 +313,7 @@ impl ReportListener {
                         std::thread::Builder::new()
                             .name("report".into())
                             .spawn(move || {
-                                if let Err(e) = handle(conn, &check, &rules, &on_report) {
+                                if let Err(e) = handle(conn, &check, &rules, &table, &on_report) {
                                     on_report(Report::Forged(e));
                                 }
                                 active2.fetch_sub(1, Ordering::SeqCst);
@@ -322,5 +398,55 @@ mod tests {
             let maps = parse_maps(&format!("{MAPS}{extra}\n")).unwrap_or_default();
             assert!(check_mappings(&maps, &check()).is_err(), "{extra}");
         }
+    }
+    #[test]
+    fn start_time_is_field_22_even_when_the_name_has_parentheses() {
+        let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200 18446744073709551615";
+        assert_eq!(parse_starttime(stat), Some(987654));
+        assert_eq!(parse_starttime("4242 (x) S 1"), None);
+        assert_eq!(parse_starttime("garbage"), None);
+    }
+
+    #[test]
+    fn judge_records_then_answers() {
+        use crate::execcache::Program;
+        let rules = CliRules::new(&["jq -r *".to_string()], &[], &["cat".to_string()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let table = ExecTable::from([
+            ("jq".to_string(), Program { path: "/band/x/aa/jq".into(), script: None }),
+            ("cat".to_string(), Program { path: "/band/x/bb/cat".into(), script: None }),
+        ]);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen2 = Arc::clone(&seen);
+        let on: OnReport = Arc::new(move |r| seen2.lock().unwrap().push(r));
+        let v = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            judge(&rules, &table, &v(&["/usr/bin/jq", "-r", "."]), &on),
+            Verdict::Exec("/band/x/aa/jq".into())
+        );
+        assert_eq!(
+            judge(&rules, &table, &v(&["jq", "."]), &on),
+            Verdict::Denied {
+                message: "band: denied: jq . (no allow.cli rule matches)".into(),
+                code: shim::EXIT_DENIED
+            }
+        );
+        assert_eq!(
+            judge(&rules, &table, &v(&["perl"]), &on),
+            Verdict::Denied {
+                message: "band: perl: command not available in this sandbox".into(),
+                code: shim::EXIT_UNKNOWN
+            }
+        );
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "unknown names are not calls: {seen:?}");
+        assert_eq!(
+            seen[0],
+            Report::Call(band::proto::CliCall {
+                argv: v(&["jq", "-r", "."]),
+                allowed: true,
+                rule: Some("jq -r *".into())
+            })
+        );
     }
 }

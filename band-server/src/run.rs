@@ -39,6 +39,7 @@ use crate::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
 use crate::collect::{self, Capture, Facts, Output};
 use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
 use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::execcache::{self, ExecDir};
 use crate::execmask;
 use crate::net::{self, NetLayer, NetSetup, dns::Lookup, nft::Nft};
 use crate::reports::{PeerCheck, Report, ReportListener};
@@ -212,11 +213,28 @@ pub fn plan_cli(
             essentials.push(name.to_string());
         }
     }
-    binaries.sort_by(|a, b| a.name.cmp(&b.name));
-    let commands = binaries
+    // A declared `#!` command needs its interpreter in the sandbox. It is wrapped like any
+    // command, but (unless also declared or essential) only runs the scripts it belongs to: see
+    // `shim::resolve_call`.
+    let interpreters: Vec<String> = binaries
         .iter()
-        .map(|b| (b.name.clone(), format!("/usr/bin/{}", b.name)))
+        .filter(|b| declared.contains(&b.name))
+        .filter_map(|b| execcache::parse_shebang(&read_head(&b.host)))
+        .flat_map(|sb| [sb.interp.clone(), sb.effective_interpreter().to_string()])
         .collect();
+    for name in interpreters {
+        if binaries.iter().any(|b| b.name == name) || request::check_command_name(&name).is_err() {
+            continue;
+        }
+        let host = resolve(&name).ok_or_else(|| {
+            SetupError::new(
+                Layer::Cli,
+                format!("the interpreter `{name}` of a declared command is not installed on this host"),
+            )
+        })?;
+        binaries.push(BinaryBind { name, host });
+    }
+    binaries.sort_by(|a, b| a.name.cmp(&b.name));
     let mut allow = policy.allow.cli.clone();
     for p in &policy.insist.cli {
         if !allow.contains(p) {
@@ -230,8 +248,31 @@ pub fn plan_cli(
             allow,
             deny: policy.deny.cli.clone(),
             essentials,
-            commands,
         },
+    })
+}
+
+/// The first bytes of a file (for its `#!` line); empty when unreadable.
+fn read_head(path: &Path) -> Vec<u8> {
+    let mut head = Vec::new();
+    if let Ok(f) = File::open(path) {
+        let _ = f.take(256).read_to_end(&mut head);
+    }
+    head
+}
+
+/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
+/// starts that program directly (what the kernel would do, minus a trip through band-shim, which
+/// would only judge the skill's own entry point); anything else is exec'd as it is.
+pub fn entry_exec(entry: &[u8], entry_path: &str, table: &execcache::ExecTable) -> Option<bwrap::JailExec> {
+    let sb = execcache::parse_shebang(entry)?;
+    let program = table.get(&sb.interp)?;
+    let mut argv = vec![sb.interp.clone()];
+    argv.extend(sb.arg.clone());
+    argv.push(entry_path.to_string());
+    Some(bwrap::JailExec {
+        program: program.path.clone(),
+        argv,
     })
 }
 
@@ -361,6 +402,7 @@ pub struct RunGuard {
     pub listener: Option<ReportListener>,
     pub cgroup: Option<RunCgroup>,
     pub dir: Option<RunDir>,
+    pub exec: Option<ExecDir>,
     pub lease: Option<Lease>,
     pub net: Option<NetLayer>,
 }
@@ -412,6 +454,12 @@ impl RunGuard {
             && let Err(e) = dir.teardown()
         {
             errors.push(e.to_string());
+            all_dead = false;
+        }
+        if let Some(exec) = self.exec.take()
+            && let Err(e) = exec.remove()
+        {
+            errors.push(format!("programs: {e}"));
             all_dead = false;
         }
         if let Some(lease) = self.lease.take() {
@@ -573,7 +621,13 @@ fn execute_inner(
             .filter(|b| declared.contains(&b.name))
             .flat_map(|b| execmask::exempt_roots(&b.name, &b.host))
             .collect();
-        execmask::apply_exemptions(&execmask::load_or_scan(&cfg.state_dir), &exempt)
+        let programs: Vec<(String, PathBuf)> = cli
+            .binaries
+            .iter()
+            .filter(|b| declared.contains(&b.name))
+            .map(|b| (b.name.clone(), b.host.clone()))
+            .collect();
+        execmask::apply_exemptions(&execmask::load_or_scan(&cfg.state_dir), &exempt, &programs)
     } else {
         Vec::new()
     };
@@ -587,10 +641,6 @@ fn execute_inner(
         .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
     }
     let rules = CliRules::from_policy(&cli.policy).map_err(|m| SetupError::new(Layer::Cli, m))?;
-    let shim_policy_json =
-        serde_json::to_vec(&cli.policy).layer(Layer::Cli, "failed to encode the shim policy")?;
-    let secrets_json =
-        serde_json::to_vec(&req.secrets).layer(Layer::Secrets, "failed to encode secrets")?;
 
     // 2. Identity.
     let lease = uidpool::acquire(&cfg.state_dir, &req.run_id)?;
@@ -649,7 +699,34 @@ fn execute_inner(
     }
     let resolv_conf = guard.net.as_ref().map(NetLayer::resolv_conf);
 
-    // 5. Filesystem and CLI layer.
+    // 5. Filesystem and CLI layer. The programs first: hardlinks of execute-only copies, under
+    // names only band-shim is told (see `execcache`).
+    let programs: Vec<(String, PathBuf)> = cli
+        .binaries
+        .iter()
+        .map(|b| (b.name.clone(), b.host.clone()))
+        .collect();
+    execcache::mount_cache(&cfg.state_dir)
+        .layer(Layer::Cli, "failed to prepare the program cache")?;
+    let exec = ExecDir::create(&cfg.state_dir, &req.run_id, &programs)
+        .layer(Layer::Cli, "failed to lay out the run's programs")?;
+    let table = exec.table.clone();
+    let exec_dir = exec.root.clone();
+    guard.exec = Some(exec);
+    let shim_copy = execcache::cached_copy(&cfg.state_dir, execcache::SHIM_NAME, &helpers.shim)
+        .layer(Layer::Cli, "failed to cache band-shim")?;
+    let entry_data = bundle
+        .iter()
+        .find(|f| f.path == req.entry)
+        .map(|f| f.data.as_slice())
+        .unwrap_or_default();
+    let jail_input = bwrap::JailInput {
+        secrets: req.secrets.clone(),
+        exec: entry_exec(entry_data, &format!("/skill/{}", req.entry), &table),
+    };
+    let jail_json =
+        serde_json::to_vec(&jail_input).layer(Layer::Secrets, "failed to encode the jail's input")?;
+    drop(jail_input);
     let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
     let wrappers: Vec<String> = cli.binaries.iter().map(|b| b.name.clone()).collect();
     let dir = RunDir::create(&RunDirSpec {
@@ -665,7 +742,6 @@ fn execute_inner(
         write_dirs: &write_dirs,
         input_json: &input_json,
         config_json: config_json.as_deref(),
-        shim_policy_json: &shim_policy_json,
         wrappers: &wrappers,
         host_mounts: &host_mounts,
         masked: &masked,
@@ -673,9 +749,9 @@ fn execute_inner(
     })?;
     let plan = SandboxPlan {
         run_dir: dir.root.clone(),
-        shim: helpers.shim.clone(),
+        shim: shim_copy.path.clone(),
         jail: helpers.jail.clone(),
-        binaries: cli.binaries.clone(),
+        exec_dir,
         extra: host_mounts
             .iter()
             .enumerate()
@@ -695,7 +771,7 @@ fn execute_inner(
     let sock = dir.sock();
     let run_dir = dir.root.clone();
     guard.dir = Some(dir);
-    let check = PeerCheck::for_shim(&helpers.shim, uid, &lib_trees)
+    let check = PeerCheck::for_shim(&shim_copy.path, uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let report_tx = Mutex::new(tx.clone());
     let on_report: crate::reports::OnReport = std::sync::Arc::new(move |r| {
@@ -704,7 +780,7 @@ fn execute_inner(
         }
     });
     guard.listener = Some(
-        ReportListener::start(&sock, gid, check, rules, on_report)
+        ReportListener::start(&sock, gid, check, rules, table, on_report)
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
 
@@ -741,7 +817,7 @@ fn execute_inner(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     guard.child = Some(child);
-    write_secrets(secrets_w, secrets_json)?;
+    write_secrets(secrets_w, jail_json)?;
     spawn_status_reader(status_r, tx.clone())?;
     if let Some(s) = stdout {
         spawn_reader(s, tx.clone(), true)?;
@@ -1283,10 +1359,6 @@ mod tests {
             vec!["sh".to_string(), "cat".to_string()]
         );
         assert_eq!(plan.policy.allow, vec!["jq -r *".to_string()]);
-        assert_eq!(
-            plan.policy.commands.get("sh").map(String::as_str),
-            Some("/usr/bin/sh")
-        );
     }
 
     #[test]

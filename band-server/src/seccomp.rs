@@ -174,6 +174,10 @@ pub fn denied_syscalls() -> Vec<DeniedSyscall> {
             sys!(SYS_process_vm_writev),
             "writes another process's memory",
         ),
+        deny(
+            sys!(SYS_pidfd_getfd),
+            "copies a descriptor out of another process",
+        ),
         // The filesystem view built by the sandbox.
         deny(
             sys!(SYS_mount),
@@ -509,6 +513,7 @@ mod tests {
         "ptrace",
         "process_vm_readv",
         "process_vm_writev",
+        "pidfd_getfd",
         "mount",
         "umount2",
         "pivot_root",

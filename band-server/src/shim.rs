@@ -1,33 +1,43 @@
-//! The CLI layer: the policy file `band-shim` reads, its decision, and the report protocol.
+//! The CLI layer: the policy band-server judges calls by, and the protocol between band-shim and
+//! band-server.
 //!
-//! Every name in `/band/bin` is a symlink to `/band/shim`. The shim takes the command name from
-//! `argv[0]`, decides with the same [`decide`] function band-server uses, reports the call over
-//! `/band/sock`, and only then either refuses (exit 126) or `exec`s `/usr/bin/<name>`.
+//! Every wrapped name is band-shim, in `/band/bin` (the `PATH`) and in `/usr/bin` alike, so a
+//! command is judged however it is called: by name, by absolute path, through `env`, `xargs`,
+//! `find -exec` or `bash -c`. The real programs are hidden in `/band/x` (see
+//! [`crate::execcache`]); band-server tells a verified shim where its program is, and only when
+//! the call is allowed.
 //!
-//! Report protocol (one connection per call, lines of UTF-8):
+//! Protocol (one connection per call, lines of UTF-8):
 //!
 //! ```text
-//! server → shim   <nonce>\n                         32 hex characters
-//! shim   → server {"nonce":…,"argv":[…],"allowed":…,"rule":…}\n
-//! server → shim   ok\n                             or "refused\n"
+//! shim   (closes every fd above 2, sets its name to "band/shim", connects to /band/sock)
+//! server <nonce>\n                                    32 hex characters
+//! shim   {"nonce":…,"argv":[…]}\n
+//! server {"exec":"/band/x/<hex>/<name>"}\n           or {"denied":"band: denied: …","code":126}
 //! ```
 //!
-//! band-server checks the peer before answering `ok`: `SO_PEERCRED` gives its pid, whose
-//! `/proc/<pid>/exe` must be the shim binary and whose file-backed mappings must all be the shim
-//! or system libraries (no `LD_PRELOAD` of a script-written library). The nonce means a line
-//! written into the socket by some other program before it exec'd the shim is never accepted.
-//! The server recomputes the decision itself; the shim's `allowed` is only its own view.
+//! band-server checks the peer twice (see [`crate::reports`]): when it connects (`SO_PEERCRED`:
+//! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim`, and every
+//! file it maps band-shim or a system library) and for the request itself (`SCM_CREDENTIALS`:
+//! the bytes were written by that same process, which has not been replaced meanwhile). A name
+//! with a `/` can only be set by the process itself (`exec` names a process after a file's last
+//! path component), so a process that shows it is past band-shim's start, where every inherited
+//! descriptor was closed: no other process holds its connection, and only band-shim's own code
+//! writes to it. band-shim is not dumpable from its first instruction (its file is execute-only),
+//! so nothing else can read or change its memory. The nonce means bytes written before the
+//! connection was verified are never accepted.
 //!
-//! Known limit: argument patterns are enforced on the `PATH` route. The declared binaries exist
-//! at `/usr/bin/<name>`, so a script calling `/usr/bin/jq` directly skips the argv check (it cannot
-//! reach an undeclared binary this way: those are not in the sandbox at all).
+//! The decision is band-server's alone ([`resolve_call`] then [`decide`]); the shim only carries
+//! it out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use band::policy::Decision;
 use band::policy::cli::CliMatcher;
 use band::proto::CliCall;
 use serde::{Deserialize, Serialize};
+
+use crate::execcache::ExecTable;
 
 /// Always available (when present on the host) so ordinary shell scripts work. Not
 /// pattern-checked unless declared in `allow.cli`; a `deny.cli` rule still applies; every call is
@@ -43,7 +53,80 @@ pub const EXIT_DENIED: i32 = 126;
 /// Exit code of a name the shim does not know.
 pub const EXIT_UNKNOWN: i32 = 127;
 
-/// `/band/policy.json`.
+/// band-shim's name (`PR_SET_NAME`) once it has closed its inherited descriptors. It contains a
+/// `/`, which no `exec` can give a process.
+pub const COMM: &str = "band/shim";
+
+/// shim → server, after the nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShimRequest {
+    pub nonce: String,
+    pub argv: Vec<String>,
+}
+
+/// server → shim: run this program, or refuse with this message and exit code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Verdict {
+    Exec(String),
+    Denied { message: String, code: i32 },
+}
+
+/// What a wrapper call amounts to: the command line the policy judges, and the program that runs
+/// if it is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub judged: Vec<String>,
+    pub program: String,
+}
+
+/// Resolve one call of band-shim: `argv[0]`'s last path component names the command.
+///
+/// A `#!` script command runs as its interpreter with the script's hidden path as an argument:
+/// the kernel does that when the script is started, so `[python3, /band/x/…/pip, args…]`
+/// (`[env, python3, /band/x/…/pip, args…]` for `#!/usr/bin/env python3`, and with the `#!`
+/// line's argument when it has one) is judged as `pip args…`, and the interpreter's program
+/// runs. Only that exact shape counts: anything else given to an interpreter is judged as a call
+/// of the interpreter.
+pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, String> {
+    let name = command_name(argv.first().map(String::as_str).unwrap_or(""));
+    let Some(program) = table.get(name) else {
+        return Err(format!("band: {name}: command not available in this sandbox"));
+    };
+    for (script_name, script) in table {
+        let Some(sb) = &script.script else { continue };
+        let mut shapes: Vec<Vec<&str>> = Vec::new();
+        if sb.interp == name {
+            shapes.push(sb.arg.iter().map(String::as_str).collect());
+        }
+        if sb.interp == "env" && sb.effective_interpreter() == name {
+            shapes.push(Vec::new());
+        }
+        for prefix in shapes {
+            let k = 1 + prefix.len();
+            if argv.len() > k
+                && argv[1..k].iter().map(String::as_str).eq(prefix.iter().copied())
+                && argv[k] == script.path
+            {
+                let mut judged = vec![script_name.clone()];
+                judged.extend_from_slice(&argv[k + 1..]);
+                return Ok(Resolved {
+                    judged,
+                    program: program.path.clone(),
+                });
+            }
+        }
+    }
+    let mut judged = vec![name.to_string()];
+    judged.extend_from_slice(&argv[1..]);
+    Ok(Resolved {
+        judged,
+        program: program.path.clone(),
+    })
+}
+
+/// The CLI policy of a run, as band-server judges wrapper calls by it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShimPolicy {
@@ -53,22 +136,9 @@ pub struct ShimPolicy {
     pub deny: Vec<String>,
     /// Essentials present in this sandbox.
     pub essentials: Vec<String>,
-    /// Every wrapped name → the real binary inside the sandbox.
-    pub commands: BTreeMap<String, String>,
 }
 
-pub const SHIM_POLICY_VERSION: u32 = 1;
-
-/// One line from the shim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShimReport {
-    pub nonce: String,
-    pub argv: Vec<String>,
-    pub allowed: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-}
+pub const SHIM_POLICY_VERSION: u32 = 2;
 
 /// The compiled view of a [`ShimPolicy`].
 #[derive(Debug, Clone)]
@@ -164,26 +234,107 @@ mod tests {
     }
 
     #[test]
-    fn policy_file_round_trips_and_rejects_unknown_fields() {
-        let p = ShimPolicy {
-            version: SHIM_POLICY_VERSION,
-            allow: v(&["jq *"]),
-            deny: v(&["jq --rawfile *"]),
-            essentials: v(&["cat", "sh"]),
-            commands: BTreeMap::from([("jq".to_string(), "/usr/bin/jq".to_string())]),
+    fn protocol_lines() {
+        let req = ShimRequest {
+            nonce: "ab".into(),
+            argv: v(&["jq", "-r"]),
         };
-        let text = serde_json::to_string(&p).unwrap_or_default();
+        let text = serde_json::to_string(&req).unwrap_or_default();
+        assert_eq!(text, r#"{"nonce":"ab","argv":["jq","-r"]}"#);
+        assert!(serde_json::from_str::<ShimRequest>(&text.replace('}', r#","allowed":true}"#)).is_err());
         assert_eq!(
-            text,
-            r#"{"version":1,"allow":["jq *"],"deny":["jq --rawfile *"],"essentials":["cat","sh"],"commands":{"jq":"/usr/bin/jq"}}"#
+            serde_json::to_string(&Verdict::Exec("/band/x/00/jq".into())).unwrap_or_default(),
+            r#"{"exec":"/band/x/00/jq"}"#
         );
-        assert_eq!(serde_json::from_str::<ShimPolicy>(&text).ok(), Some(p));
-        assert!(
-            serde_json::from_str::<ShimPolicy>(
-                &text.replace("\"version\"", "\"extra\":1,\"version\"")
-            )
-            .is_err()
+        assert_eq!(
+            serde_json::to_string(&Verdict::Denied {
+                message: "no".into(),
+                code: 126
+            })
+            .unwrap_or_default(),
+            r#"{"denied":{"message":"no","code":126}}"#
         );
+        assert!(COMM.contains('/') && COMM.len() < 16, "a name exec cannot give, within TASK_COMM_LEN");
+    }
+
+    fn table() -> ExecTable {
+        use crate::execcache::{Program, Shebang};
+        let prog = |p: &str, script: Option<(&str, Option<&str>)>| Program {
+            path: p.into(),
+            script: script.map(|(i, a)| Shebang {
+                interp: i.into(),
+                arg: a.map(str::to_string),
+            }),
+        };
+        ExecTable::from([
+            ("jq".into(), prog("/band/x/01/jq", None)),
+            ("sh".into(), prog("/band/x/02/sh", None)),
+            ("env".into(), prog("/band/x/03/env", None)),
+            ("python3".into(), prog("/band/x/04/python3", None)),
+            ("pip".into(), prog("/band/x/05/pip", Some(("python3", None)))),
+            ("tool".into(), prog("/band/x/06/tool", Some(("python3", Some("-E"))))),
+            ("npx".into(), prog("/band/x/07/npx", Some(("env", Some("node"))))),
+            ("node".into(), prog("/band/x/08/node", None)),
+        ])
+    }
+
+    fn resolved(judged: &[&str], program: &str) -> Result<Resolved, String> {
+        Ok(Resolved {
+            judged: v(judged),
+            program: program.into(),
+        })
+    }
+
+    #[test]
+    fn calls_resolve_by_the_last_component_of_argv0() {
+        let t = table();
+        assert_eq!(resolve_call(&t, &v(&["jq", "."])), resolved(&["jq", "."], "/band/x/01/jq"));
+        assert_eq!(
+            resolve_call(&t, &v(&["/usr/bin/jq", "."])),
+            resolved(&["jq", "."], "/band/x/01/jq"),
+            "an absolute path is the same command, judged the same way"
+        );
+        assert_eq!(
+            resolve_call(&t, &v(&["perl", "-e", "1"])),
+            Err("band: perl: command not available in this sandbox".into())
+        );
+        assert!(resolve_call(&t, &[]).is_err());
+    }
+
+    #[test]
+    fn script_commands_are_judged_as_themselves_only_in_the_kernels_shape() {
+        let t = table();
+        // The kernel starting /band/x/05/pip (#!/usr/bin/python3).
+        assert_eq!(
+            resolve_call(&t, &v(&["/usr/bin/python3", "/band/x/05/pip", "install", "x"])),
+            resolved(&["pip", "install", "x"], "/band/x/04/python3")
+        );
+        // With the #! line's argument.
+        assert_eq!(
+            resolve_call(&t, &v(&["/usr/bin/python3", "-E", "/band/x/06/tool", "a"])),
+            resolved(&["tool", "a"], "/band/x/04/python3")
+        );
+        // #!/usr/bin/env node: env first, then node through PATH.
+        assert_eq!(
+            resolve_call(&t, &v(&["/usr/bin/env", "node", "/band/x/07/npx", "a"])),
+            resolved(&["npx", "a"], "/band/x/03/env")
+        );
+        assert_eq!(
+            resolve_call(&t, &v(&["node", "/band/x/07/npx", "a"])),
+            resolved(&["npx", "a"], "/band/x/08/node")
+        );
+        // Anything else handed to an interpreter is the interpreter's own call.
+        for argv in [
+            &["python3", "-i", "/band/x/05/pip"][..],
+            &["python3", "/band/x/06/tool"],
+            &["python3", "-c", "/band/x/06/tool"],
+            &["sh", "/band/x/05/pip"],
+            &["python3", "/band/x/5/pip"],
+        ] {
+            let r = resolve_call(&t, &v(argv)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.judged[0], command_name(argv[0]), "{argv:?}");
+            assert_eq!(r.judged[1..], v(&argv[1..])[..], "{argv:?}");
+        }
     }
 
     #[test]

@@ -214,6 +214,74 @@ pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
     })
 }
 
+/// `setsockopt(SO_PASSCRED, 1)`: from now on every message received on `sock` carries its
+/// sender's credentials (see [`recv_with_creds`]).
+pub fn set_passcred(sock: &UnixStream) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a valid c_int for the duration of the call; the fd is owned by `sock`.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// `recvmsg` into `buf`, returning the byte count and the sender's pid from `SCM_CREDENTIALS`
+/// (`None` if the message carried none). With `SO_PASSCRED` set, the kernel never joins bytes of
+/// two different senders into one read, so the pid is that of every byte returned.
+pub fn recv_with_creds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<i32>)> {
+    // Room for one ucred control message, aligned as cmsghdr requires.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid "no name, no iov, no control" value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    let n = loop {
+        // SAFETY: `msg` points at `iov` (which describes `buf`) and at `control`; all outlive the
+        // call and have the sizes given.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut pid = None;
+    // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR walk the control buffer the kernel filled in, bounded by
+    // msg_controllen; CMSG_DATA of an SCM_CREDENTIALS header holds a ucred (read unaligned).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
+                let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                pid = Some(cred.pid);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n, pid))
+}
+
+/// `prctl(PR_SET_NAME, name)`: the calling thread's name (`/proc/<pid>/comm`, at most 15 bytes).
+pub fn set_comm(name: &CStr) -> io::Result<()> {
+    // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
+    check(unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) })
+        .map(|_| ())
+}
+
 /// `kill(pid, sig)`; ESRCH (already gone) is success.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     if pid <= 0 {

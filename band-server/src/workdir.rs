@@ -9,11 +9,13 @@
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
 //!   tmp/            run uid 0700, remounted noexec                           → /tmp
 //!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc/…
-//!   bin/            symlinks <name> → /band/shim                             → /band/bin
+//!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
-//!   policy.json     the shim's policy (root 0444)                            → /band/policy.json
 //!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
 //! ```
+//!
+//! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
+//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band/x`, see `execcache`.
 //!
 //! Workspace files matching `allow.write` (and no `deny.write`) belong to the run's uid; all other
 //! files are root-owned 0444 (0555 if executable) so the script cannot change them in place. The
@@ -21,7 +23,7 @@
 //! owned by the run's uid so new files can appear there.
 //!
 //! `noexec` on every writable directory means a script cannot write a binary and run it: only the
-//! binaries bound into `/usr/bin` can be executed. The flags are set here, in the initial user
+//! read-only system files and the run's programs (through band-shim) can be executed. The flags are set here, in the initial user
 //! namespace, so they are locked for bubblewrap's unprivileged copy of these mounts.
 
 use std::fs::{self, OpenOptions};
@@ -67,7 +69,6 @@ pub struct RunDirSpec<'a> {
     pub write_dirs: &'a [String],
     pub input_json: &'a [u8],
     pub config_json: Option<&'a [u8]>,
-    pub shim_policy_json: &'a [u8],
     /// Names to link to the shim in `bin/`.
     pub wrappers: &'a [String],
     pub host_mounts: &'a [HostMount],
@@ -107,9 +108,6 @@ impl RunDir {
     }
     pub fn bin(&self) -> PathBuf {
         self.root.join("bin")
-    }
-    pub fn policy(&self) -> PathBuf {
-        self.root.join("policy.json")
     }
     pub fn sock(&self) -> PathBuf {
         self.root.join("sock")
@@ -329,7 +327,6 @@ impl RunDir {
                 .layer(fsl, format!("failed to create wrapper {name}"))?;
         }
 
-        write_new(&self.policy(), spec.shim_policy_json, 0o444, None)?;
 
         if !spec.host_mounts.is_empty() {
             mkdir(&self.root.join("host"), 0o755, None)?;

@@ -2,14 +2,15 @@
 //!
 //! Synchronous, single-threaded, in this order:
 //!
-//! 1. read the secrets (a JSON object of strings) from fd N until EOF, close it;
+//! 1. read band-server's input from fd N until EOF, close it: the secrets, and how to start the
+//!    entry (`bwrap::JailInput`: a `#!` entry starts its interpreter's program directly);
 //! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`, a Landlock domain scoping abstract unix sockets
 //!    and signals to the sandbox (`--ipc-scope required` fails when the kernel cannot: runs that
 //!    share the host's network would otherwise reach the host's abstract sockets);
 //! 3. close every fd above 2 (the status fd is kept, close-on-exec);
 //! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
 //! 5. install the seccomp program, last, so nothing above runs under it;
-//! 6. write `ok` to the status fd and `execve` the entry.
+//! 6. write `ok` to the status fd and `execve` the entry (or its interpreter).
 //!
 //! Any failure: `band-jail: <layer>: <message>` on stderr, `err <layer> <message>` on the status
 //! fd, exit 125. band-server turns that into `setup_failed` with that layer.
@@ -20,7 +21,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 
 use band::proto::{self, Layer};
-use band_server::{seccomp, sys};
+use band_server::{bwrap, seccomp, sys};
 
 const EXIT_JAIL: i32 = 125;
 
@@ -131,8 +132,8 @@ fn main() {
     };
     let st = args.status_fd;
 
-    // 1. Secrets.
-    let secrets: BTreeMap<String, String> = {
+    // 1. Secrets, and how to start the entry.
+    let input: bwrap::JailInput = {
         let fd = sys::take_inherited_fd(args.secrets_fd)
             .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("fd {}: {e}", args.secrets_fd)));
         let mut text = Vec::new();
@@ -142,12 +143,13 @@ fn main() {
         {
             fail(st, Layer::Secrets, &format!("cannot read secrets: {e}"));
         }
-        if text.is_empty() {
-            BTreeMap::new()
-        } else {
-            serde_json::from_slice(&text)
-                .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
-        }
+        serde_json::from_slice(&text)
+            .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
+    };
+    let secrets = input.secrets;
+    let (program, command) = match input.exec {
+        Some(x) => (x.program, x.argv),
+        None => (args.command[0].clone(), args.command.clone()),
     };
 
     // 2. Process hardening.
@@ -201,8 +203,9 @@ fn main() {
             CString::new(k).unwrap_or_else(|_| fail(st, Layer::Secrets, "environment contains NUL"))
         })
         .collect();
-    let cargv: Vec<CString> = args
-        .command
+    let program_c = CString::new(program.as_bytes())
+        .unwrap_or_else(|_| fail(st, Layer::Process, "program contains NUL"));
+    let cargv: Vec<CString> = command
         .iter()
         .map(|a| {
             CString::new(a.as_bytes())
@@ -224,7 +227,7 @@ fn main() {
     {
         fail(None, Layer::Process, &format!("status fd: {e}"));
     }
-    let err = sys::execve(&cargv[0], &cargv, &envp);
+    let err = sys::execve(&program_c, &cargv, &envp);
     fail(
         st,
         Layer::Process,

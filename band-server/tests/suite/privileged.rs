@@ -620,7 +620,7 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     let first = run(&request("#!/bin/sh\nexit 0\n", policy()));
     assert_eq!(first.result.status, Status::Ok, "{first:#?}");
     // No declared command: every scanned file is masked.
-    let masked = band_server::execmask::apply_exemptions(&band_server::execmask::load_or_scan(state), &[]);
+    let masked = band_server::execmask::apply_exemptions(&band_server::execmask::load_or_scan(state), &[], &[]);
     let mut layers = Vec::new();
     for root in band_server::execmask::LIB_ROOTS {
         let rels: Vec<&std::path::Path> = masked.iter().filter_map(|m| m.strip_prefix(root).ok()).collect();
@@ -651,33 +651,146 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
 #[test]
 fn privileged_forged_reports_are_refused() {
     privileged!();
+    // 1. A script talking to the socket itself. 2. A script that connects, keeps a copy of the
+    // connection in a child, and execs band-shim (a genuine shim, as the peer of that
+    // connection): the child then sends its own request. Neither may be answered with a program.
     let script = r#"#!/usr/bin/env python3
-import json, socket
+import json, os, socket
+
+def talk(sock, nonce=None):
+    """Read the first line, send a forged request, read the answer; never raise."""
+    f = sock.makefile("rw")
+    first, answer = "none", "none"
+    try:
+        first = f.readline().strip() or "none"
+        f.write(json.dumps({"nonce": nonce or first, "argv": ["jq", "--forged"]}) + "\n")
+        f.flush()
+        answer = f.readline().strip() or "none"
+    except OSError:
+        answer = "error"
+    return first, answer
+
 s = socket.socket(socket.AF_UNIX)
 s.connect("/band/sock")
-f = s.makefile("rw")
-nonce = f.readline().strip()
-f.write(json.dumps({"nonce": nonce, "argv": ["jq", "--forged"], "allowed": True}) + "\n"); f.flush()
-print("answer=" + f.readline().strip())
+first, answer = talk(s, "0" * 32)
+print("direct_first=" + first, flush=True)
+print("direct_answer=" + answer, flush=True)
+
+for attempt in range(20):
+    r, w = os.pipe()
+    worker = os.fork()
+    if worker == 0:
+        os.close(r)
+        c = socket.socket(socket.AF_UNIX)
+        c.connect("/band/sock")
+        os.set_inheritable(c.fileno(), True)
+        if os.fork() == 0:
+            first, answer = talk(c)
+            os.write(w, (first[:8] + " " + answer + "\n").encode())
+            os._exit(0)
+        os.close(w)
+        # The connecting process becomes band-shim; its own call is an ordinary allowed one.
+        os.execv("/usr/bin/jq", ["jq", "-r", ".", "/dev/null"])
+    os.close(w)
+    os.waitpid(worker, 0)
+    line = os.read(r, 4096).decode().strip()
+    os.close(r)
+    print(f"held_{attempt}={line or 'none'}", flush=True)
 "#;
     let mut p = with_cli(&["python3 *", "jq *"], &[]);
     p.insist.cli = strs(&["jq --forged"]);
     let mut req = request_with(&[("run.py", 0o755, script)], "run.py", p);
     req.trace = true;
     let o = run(&req);
-    assert_eq!(
-        o.kv().get("answer").map(String::as_str),
-        Some("refused"),
+    let kv = o.kv();
+    assert_eq!(kv.get("direct_first").map(String::as_str), Some("refused"), "{o:#?}");
+    assert!(
+        matches!(kv.get("direct_answer").map(String::as_str), Some("none" | "error")),
         "{o:#?}"
     );
+    let held: Vec<&String> = (0..20).filter_map(|i| kv.get(&format!("held_{i}"))).collect();
+    assert_eq!(held.len(), 20, "{o:#?}");
+    for h in held {
+        assert!(!h.contains("exec"), "a held connection got a program: {h} ({o:#?})");
+    }
     assert!(
         !o.result
             .cli_calls
             .iter()
-            .any(|c| c.argv.contains(&"--forged".to_string()))
+            .any(|c| c.argv.contains(&"--forged".to_string())),
+        "{:?}",
+        o.result.cli_calls
     );
-    assert_eq!(o.result.status, Status::InsistUnsatisfied);
+    assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
     assert!(o.server_stderr.contains("forged"), "{}", o.server_stderr);
+}
+
+#[test]
+fn privileged_argument_patterns_hold_by_absolute_path_and_programs_stay_hidden() {
+    privileged!();
+    let script = r#"#!/bin/bash
+echo '{"a": 1}' > /tmp/in.json
+try() { local name=$1; shift; "$@" >/dev/null 2>&1; echo "$name=$?"; }
+try by_name jq .a /tmp/in.json
+try abs /usr/bin/jq .a /tmp/in.json
+try bin /bin/jq .a /tmp/in.json
+try env env /usr/bin/jq .a /tmp/in.json
+try bash_c bash -c '/usr/bin/jq .a /tmp/in.json'
+try xargs xargs -a /dev/null /usr/bin/jq .a /tmp/in.json
+try arg0 bash -c 'exec -a jq /usr/bin/jq .a /tmp/in.json'
+try rm_abs /usr/bin/rm -rf /tmp/nothing
+try abs_allowed /usr/bin/jq -r .a /tmp/in.json
+try list_x ls /band/x
+try read_shim cat /band/shim
+try read_usr_bin_jq cat /usr/bin/jq
+try ldso_shim /lib64/ld-linux-x86-64.so.2 /band/shim
+echo "usr_bin=$(ls /usr/bin | tr '
+' ' ')"
+echo "mounts_x=$(grep -c ' /band/x' /proc/self/mountinfo)"
+# A running allowed command: its program cannot be taken through /proc.
+sleep 3 | jq -r . &
+pid=$!
+sleep 0.5
+echo "exe_link=$(readlink /proc/$pid/exe 2>/dev/null || echo refused)"
+try exe_open cat /proc/$pid/exe
+try maps_open cat /proc/$pid/maps
+kill $pid 2>/dev/null
+wait 2>/dev/null
+exit 0
+"#;
+    let mut req = request(script, with_cli(&["jq -r *"], &["rm -rf *"]));
+    req.trace = true;
+    let o = run(&req);
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
+    for k in ["by_name", "abs", "bin", "env", "bash_c", "arg0", "rm_abs"] {
+        assert_eq!(get(k), "126", "{k}: a denied argument pattern must hold: {o:#?}");
+    }
+    assert_eq!(get("abs_allowed"), "0", "{o:#?}");
+    for k in ["xargs", "list_x", "read_shim", "read_usr_bin_jq", "ldso_shim", "exe_open", "maps_open"] {
+        assert_ne!(get(k), "0", "{k} must fail: {o:#?}");
+        assert_ne!(get(k), "<missing>", "{k}: {o:#?}");
+    }
+    assert_eq!(get("exe_link"), "refused", "{o:#?}");
+    assert_eq!(get("mounts_x"), "1", "one mount, no names: {o:#?}");
+    let usr_bin = get("usr_bin");
+    assert!(usr_bin.split(' ').any(|n| n == "jq") && usr_bin.split(' ').any(|n| n == "rm"), "{usr_bin}");
+    assert!(!usr_bin.split(' ').any(|n| n == "perl" || n == "curl"), "{usr_bin}");
+    // Every refusal was recorded with the command's own name.
+    let denied_argv: Vec<Vec<String>> = o
+        .result
+        .denied
+        .iter()
+        .filter_map(|d| match d {
+            Denial::Cli { argv, .. } => Some(argv.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(denied_argv.contains(&strs(&["rm", "-rf", "/tmp/nothing"])), "{denied_argv:?}");
+    assert!(
+        denied_argv.iter().filter(|a| a[..] == strs(&["jq", ".a", "/tmp/in.json"])[..]).count() >= 7,
+        "{denied_argv:?}"
+    );
 }
 
 #[test]
@@ -899,11 +1012,19 @@ fn privileged_a_declared_command_keeps_the_helpers_of_its_library_tree() {
         eprintln!("skipped: git is not installed");
         return;
     }
-    let script = "#!/bin/bash\n/usr/lib/git-core/git --version >/dev/null && echo helper=ran\ngit --version >/dev/null && echo git=ran\n";
-    let o = run(&request(script, with_cli(&["git *"], &[])));
-    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
-    assert_eq!(o.kv().get("helper").map(String::as_str), Some("ran"));
-    assert_eq!(o.kv().get("git").map(String::as_str), Some("ran"));
+    // The tree's helpers stay; its copy of git itself does not (it would run without band-shim,
+    // so without git's argument patterns).
+    let script = r#"#!/bin/bash
+test -x /usr/lib/git-core/git-remote-http && echo helper=present
+/usr/lib/git-core/git --version >/dev/null 2>&1; echo "copy=$?"
+git --version >/dev/null && echo git=ran
+git status >/dev/null 2>&1; echo "denied=$?"
+"#;
+    let o = run(&request(script, with_cli(&["git --version"], &[])));
+    assert_eq!(o.kv().get("helper").map(String::as_str), Some("present"), "{o:#?}");
+    assert_ne!(o.kv().get("copy").map(String::as_str), Some("0"), "{o:#?}");
+    assert_eq!(o.kv().get("git").map(String::as_str), Some("ran"), "{o:#?}");
+    assert_eq!(o.kv().get("denied").map(String::as_str), Some("126"), "{o:#?}");
 }
 
 #[test]

@@ -1,0 +1,480 @@
+//! The real programs behind the CLI layer, where only band-shim can start them.
+//!
+//! Inside the sandbox every wrapped name (`/band/bin/<name>` and `/usr/bin/<name>`) is band-shim,
+//! so a command is checked against the band's patterns whether it is called by name, by
+//! absolute path, through `env`, `xargs` or `bash -c`. The real program must still exist
+//! somewhere the shim can `exec` it, and nowhere the script can:
+//!
+//! - **Copies, execute-only.** Each program is copied once into `<state>/exec/cache/`
+//!   (`<name>-<key>`, where the key is taken from the host file's path, inode, size and times, so
+//!   a package upgrade makes a new entry) with mode `0111`: the script can run it but not read it.
+//!   The kernel marks a process whose program it could not read as not dumpable, so nothing of
+//!   the run's uid can open its `/proc/<pid>/exe`, `maps` or `mem` and `exec` the file from
+//!   there, or `ld.so` it. `#!` scripts are copied `0555` (their interpreter must read them);
+//!   how their calls are judged is in [`crate::shim::resolve_call`].
+//! - **Unlisted, unguessable places.** Per run, `<state>/exec/runs/<run>/` (mode `0111`) holds
+//!   one directory per program named by 128 random bits (also `0111`), with the copy hardlinked in
+//!   it. It is bound whole at `/band/x`, so `/proc/self/mountinfo` shows only `/band/x`. A script
+//!   can neither list these directories nor guess a name; band-server tells a program's path only
+//!   to a verified band-shim process, in the answer to its report (see [`crate::reports`]).
+//!
+//! band-shim itself is cached the same way (execute-only), so it is not dumpable from its first
+//! instruction.
+//!
+//! `<state>/exec` is a tmpfs of its own ([`mount_cache`], once, under a lock): a run makes and
+//! removes one directory and one link per program, which costs about 1 ms there and ten times
+//! that on a disk filesystem. The copies take memory: the essentials are about 7 MB.
+//!
+//! What is left: a program that prints its own path (`readlink /proc/self/exe` from inside an
+//! allowed `python3 -c`) reveals its own directory, for the rest of that run only; that lets the
+//! script run the same program with arguments its patterns refuse, never another program.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Where the run's programs appear inside the sandbox.
+pub const SANDBOX_EXEC: &str = "/band/x";
+
+/// The file name band-shim's execute-only copy is cached under.
+pub const SHIM_NAME: &str = "band-shim";
+
+/// How the kernel starts a `#!` script: the interpreter's command name (the last component of its
+/// path) and the single optional argument of the `#!` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shebang {
+    pub interp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arg: Option<String>,
+}
+
+impl Shebang {
+    /// The command that really interprets the script: the interpreter, or for
+    /// `#!/usr/bin/env NAME` the name `env` looks up.
+    pub fn effective_interpreter(&self) -> &str {
+        match (&*self.interp, &self.arg) {
+            ("env", Some(arg)) => arg.split_whitespace().last().unwrap_or(""),
+            (interp, _) => interp,
+        }
+    }
+}
+
+/// Parse the `#!` line the way Linux does: up to the first newline, the interpreter path ends at
+/// the first space or tab, and the rest (trimmed) is one optional argument.
+pub fn parse_shebang(head: &[u8]) -> Option<Shebang> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?.trim_matches([' ', '\t', '\r']);
+    let (path, arg) = match line.find([' ', '\t']) {
+        Some(i) => (&line[..i], Some(line[i..].trim_matches([' ', '\t']).to_string())),
+        None => (line, None),
+    };
+    let interp = path.rsplit('/').next()?.to_string();
+    if interp.is_empty() {
+        return None;
+    }
+    Some(Shebang {
+        interp,
+        arg: arg.filter(|a| !a.is_empty()),
+    })
+}
+
+/// One program of the run, as the sandbox sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Program {
+    /// `/band/x/<32 hex>/<name>`.
+    pub path: String,
+    /// Set when the program is a `#!` script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<Shebang>,
+}
+
+/// Every wrapped name → its program.
+pub type ExecTable = BTreeMap<String, Program>;
+
+/// A cached copy of a host program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cached {
+    pub path: PathBuf,
+    pub script: Option<Shebang>,
+}
+
+/// Upper bound of the `<state>/exec` tmpfs (it holds one copy of each program ever used).
+pub const CACHE_TMPFS_SIZE: &str = "1g";
+
+/// Mount a tmpfs on `<state>/exec` unless one is there already (a later server, or a server that
+/// raced this one and won the lock first, sees it and does nothing). Needs root.
+pub fn mount_cache(state: &Path) -> io::Result<()> {
+    let exec = state.join("exec");
+    let is_mount = |p: &Path| -> io::Result<bool> {
+        let parent = fs::metadata(state).map_err(|e| err(state, "stat", e))?;
+        Ok(fs::metadata(p).is_ok_and(|m| m.dev() != parent.dev()))
+    };
+    if is_mount(&exec)? {
+        return Ok(());
+    }
+    let lock_path = state.join("exec.lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(|e| err(&lock_path, "open", e))?;
+    lock.lock().map_err(|e| err(&lock_path, "lock", e))?;
+    if is_mount(&exec)? {
+        return Ok(());
+    }
+    ensure_dir(&exec, 0o711)?;
+    crate::sys::mount_tmpfs(&exec, &format!("size={CACHE_TMPFS_SIZE},mode=0711,uid=0,gid=0"))
+        .map_err(|e| err(&exec, "mount a tmpfs on", e))?;
+    crate::sys::make_private(&exec).map_err(|e| err(&exec, "make private", e))
+}
+
+pub fn cache_dir(state: &Path) -> PathBuf {
+    state.join("exec").join("cache")
+}
+
+pub fn runs_root(state: &Path) -> PathBuf {
+    state.join("exec").join("runs")
+}
+
+/// The cache key of a host file: its path and identity (device, inode, size, times). Any package
+/// upgrade changes at least one of them.
+pub fn cache_key(host: &Path, m: &fs::Metadata) -> String {
+    let mut h = Sha256::new();
+    h.update(host.as_os_str().as_encoded_bytes());
+    for n in [
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime() as u64,
+        m.mtime_nsec() as u64,
+        m.ctime() as u64,
+        m.ctime_nsec() as u64,
+    ] {
+        h.update(n.to_le_bytes());
+    }
+    h.finalize()[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn err(path: &Path, what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+fn read_head(path: &Path) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(256);
+    File::open(path)
+        .and_then(|f| f.take(256).read_to_end(&mut head))
+        .map_err(|e| err(path, "read", e))?;
+    Ok(head)
+}
+
+/// Make a directory with exactly `mode` (no umask), or accept an existing one.
+fn ensure_dir(path: &Path, mode: u32) -> io::Result<()> {
+    match fs::create_dir(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(err(path, "mkdir", e)),
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| err(path, "chmod", e))
+}
+
+/// Make `<state>/exec/{cache,runs}`: traversable (bubblewrap, as the run's uid, binds from
+/// here), not listable.
+fn ensure_dirs(state: &Path) -> io::Result<()> {
+    ensure_dir(&state.join("exec"), 0o711)?;
+    ensure_dir(&cache_dir(state), 0o711)?;
+    ensure_dir(&runs_root(state), 0o711)
+}
+
+/// The execute-only (or, for a `#!` script, read-only) copy of `host` in the cache, made on first
+/// use. Concurrent servers may copy the same file at once: each writes its own temporary file and
+/// renames it into place, so the entry is always whole.
+pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
+    ensure_dirs(state)?;
+    copy_into_cache(&cache_dir(state), name, host)
+}
+
+fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
+    let meta = fs::metadata(host).map_err(|e| err(host, "stat", e))?;
+    let entry = dir.join(format!("{name}-{}", cache_key(host, &meta)));
+    if let Ok(m) = fs::symlink_metadata(&entry)
+        && m.is_file()
+    {
+        let script = if m.mode() & 0o444 != 0 {
+            parse_shebang(&read_head(&entry)?)
+        } else {
+            None
+        };
+        return Ok(Cached { path: entry, script });
+    }
+    let head = read_head(host)?;
+    let script = parse_shebang(&head);
+    let mode = if script.is_some() { 0o555 } else { 0o111 };
+    let tmp = dir.join(format!(".tmp-{name}-{}-{}", std::process::id(), random_hex(1)?[0]));
+    let result = (|| {
+        let mut src = File::open(host).map_err(|e| err(host, "open", e))?;
+        let mut dst = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| err(&tmp, "create", e))?;
+        io::copy(&mut src, &mut dst).map_err(|e| err(&tmp, "copy to", e))?;
+        dst.flush().map_err(|e| err(&tmp, "write", e))?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
+            .map_err(|e| err(&tmp, "chmod", e))?;
+        fs::rename(&tmp, &entry).map_err(|e| err(&entry, "rename into", e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    Ok(Cached {
+        path: entry,
+        script,
+    })
+}
+
+/// `n` names of 128 random bits each, as 32 hex characters (one read for all of them).
+pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
+    let mut b = vec![0u8; 16 * n];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| err(Path::new("/dev/urandom"), "read", e))?;
+    Ok(b.chunks(16)
+        .map(|c| c.iter().map(|x| format!("{x:02x}")).collect())
+        .collect())
+}
+
+/// A run's `/band/x`: `<state>/exec/runs/<run>/`. Removed by [`ExecDir::remove`] (the run's
+/// teardown) or, after a crash, by the janitor.
+#[derive(Debug)]
+pub struct ExecDir {
+    pub root: PathBuf,
+    pub table: ExecTable,
+    /// What was made, for a teardown that does not have to list anything: (directory, file).
+    made: Vec<(PathBuf, Option<PathBuf>)>,
+}
+
+impl ExecDir {
+    /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs.
+    pub fn create(state: &Path, run_id: &str, programs: &[(String, PathBuf)]) -> io::Result<ExecDir> {
+        ensure_dirs(state)?;
+        let root = runs_root(state).join(run_id);
+        fs::create_dir(&root).map_err(|e| err(&root, "mkdir", e))?;
+        let mut dir = ExecDir {
+            root,
+            table: ExecTable::new(),
+            made: Vec::new(),
+        };
+        if let Err(e) = dir.populate(state, programs) {
+            let _ = dir.remove();
+            return Err(e);
+        }
+        Ok(dir)
+    }
+
+    fn populate(&mut self, state: &Path, programs: &[(String, PathBuf)]) -> io::Result<()> {
+        let cache = cache_dir(state);
+        for ((name, host), hex) in programs.iter().zip(random_hex(programs.len())?) {
+            let cached = copy_into_cache(&cache, name, host)?;
+            let sub = self.root.join(&hex);
+            fs::create_dir(&sub).map_err(|e| err(&sub, "mkdir", e))?;
+            self.made.push((sub.clone(), None));
+            let target = sub.join(name);
+            if let Err(e) = fs::hard_link(&cached.path, &target) {
+                // A state directory spread over two filesystems: copy instead (slower, same result).
+                if e.raw_os_error() != Some(libc::EXDEV) {
+                    return Err(err(&target, "link", e));
+                }
+                fs::copy(&cached.path, &target).map_err(|e| err(&target, "copy to", e))?;
+                let mode = fs::metadata(&cached.path).map_err(|e| err(&cached.path, "stat", e))?.mode();
+                fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o7777))
+                    .map_err(|e| err(&target, "chmod", e))?;
+            }
+            if let Some(last) = self.made.last_mut() {
+                last.1 = Some(target);
+            }
+            fs::set_permissions(&sub, fs::Permissions::from_mode(0o111))
+                .map_err(|e| err(&sub, "chmod", e))?;
+            self.table.insert(
+                name.clone(),
+                Program {
+                    path: format!("{SANDBOX_EXEC}/{hex}/{name}"),
+                    script: cached.script,
+                },
+            );
+        }
+        fs::set_permissions(&self.root, fs::Permissions::from_mode(0o111))
+            .map_err(|e| err(&self.root, "chmod", e))
+    }
+
+    /// Remove the run's directory (root ignores the `0111` modes): what it made, by name, then
+    /// anything else the slow way. Safe to repeat.
+    pub fn remove(&self) -> io::Result<()> {
+        for (sub, file) in &self.made {
+            if let Some(f) = file {
+                let _ = fs::remove_file(f);
+            }
+            let _ = fs::remove_dir(sub);
+        }
+        match fs::remove_dir(&self.root) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(_) => remove_run_dir(&self.root),
+        }
+    }
+}
+
+fn remove_run_dir(path: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(err(path, "remove", e)),
+    }
+}
+
+/// The run ids that have a directory under [`runs_root`] (for the janitor).
+pub fn run_dirs(state: &Path) -> Vec<String> {
+    fs::read_dir(runs_root(state))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Remove a dead run's directory (the janitor; `run` comes from [`run_dirs`]).
+pub fn remove_stale(state: &Path, run: &str) -> io::Result<()> {
+    remove_run_dir(&runs_root(state).join(run))
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn sb(interp: &str, arg: Option<&str>) -> Option<Shebang> {
+        Some(Shebang {
+            interp: interp.into(),
+            arg: arg.map(str::to_string),
+        })
+    }
+
+    #[test]
+    fn shebang_lines_parse_like_the_kernel() {
+        assert_eq!(parse_shebang(b"#!/bin/sh\nexit 0\n"), sb("sh", None));
+        assert_eq!(parse_shebang(b"#! /usr/bin/python3 -E\n"), sb("python3", Some("-E")));
+        assert_eq!(
+            parse_shebang(b"#!/usr/bin/env -S node --no-warnings\r\n"),
+            sb("env", Some("-S node --no-warnings"))
+        );
+        assert_eq!(parse_shebang(b"#!/usr/bin/env\tnode  \n"), sb("env", Some("node")));
+        assert_eq!(parse_shebang(b"\x7fELF\x02\x01"), None);
+        assert_eq!(parse_shebang(b"#!\n"), None);
+        assert_eq!(parse_shebang(b"#!/\n"), None);
+    }
+
+    #[test]
+    fn effective_interpreters() {
+        let s = |i: &str, a: Option<&str>| Shebang {
+            interp: i.into(),
+            arg: a.map(str::to_string),
+        };
+        assert_eq!(s("python3", Some("-E")).effective_interpreter(), "python3");
+        assert_eq!(s("env", Some("node")).effective_interpreter(), "node");
+        assert_eq!(s("env", Some("-S node")).effective_interpreter(), "node");
+        assert_eq!(s("env", None).effective_interpreter(), "env");
+    }
+
+    #[test]
+    fn copies_are_execute_only_or_readable_scripts_and_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let elf = tmp.path().join("tool");
+        fs::write(&elf, b"\x7fELF binary").unwrap();
+        let script = tmp.path().join("pip");
+        fs::write(&script, b"#!/usr/bin/python3\nprint(1)\n").unwrap();
+
+        let a = cached_copy(&state, "tool", &elf).unwrap();
+        assert_eq!(fs::metadata(&a.path).unwrap().mode() & 0o7777, 0o111);
+        assert_eq!(a.script, None);
+        assert_eq!(fs::read(&a.path).unwrap(), b"\x7fELF binary", "root reads it back");
+        let b = cached_copy(&state, "pip", &script).unwrap();
+        assert_eq!(fs::metadata(&b.path).unwrap().mode() & 0o7777, 0o555);
+        assert_eq!(b.script, sb("python3", None));
+        assert_eq!(cached_copy(&state, "pip", &script).unwrap(), b, "second use hits the cache");
+        assert_eq!(fs::metadata(cache_dir(&state)).unwrap().mode() & 0o777, 0o711);
+        let leftovers: Vec<_> = fs::read_dir(cache_dir(&state))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+
+        // A changed host file is a new entry.
+        fs::write(&elf, b"\x7fELF binary, upgraded").unwrap();
+        let c = cached_copy(&state, "tool", &elf).unwrap();
+        assert_ne!(c.path, a.path);
+    }
+
+    #[test]
+    fn a_run_directory_hides_each_program_under_its_own_random_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let elf = tmp.path().join("jq");
+        fs::write(&elf, b"\x7fELF jq").unwrap();
+        let sh = tmp.path().join("dash");
+        fs::write(&sh, b"\x7fELF dash").unwrap();
+        let programs = vec![("jq".to_string(), elf), ("sh".to_string(), sh)];
+        let dir = ExecDir::create(&state, "run1", &programs).unwrap();
+        assert_eq!(dir.root, runs_root(&state).join("run1"));
+        assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o111);
+        assert_eq!(dir.table.len(), 2);
+        let mut dirs = Vec::new();
+        for (name, p) in &dir.table {
+            let rest = p.path.strip_prefix("/band/x/").unwrap();
+            let (hex, file) = rest.split_once('/').unwrap();
+            assert_eq!(file, name);
+            assert_eq!(hex.len(), 32);
+            assert!(hex.chars().all(|c| c.is_ascii_hexdigit()));
+            let sub = dir.root.join(hex);
+            assert_eq!(fs::metadata(&sub).unwrap().mode() & 0o777, 0o111);
+            let host = fs::metadata(sub.join(name)).unwrap();
+            assert_eq!(host.mode() & 0o7777, 0o111);
+            assert_eq!(host.nlink(), 2, "hardlinked from the cache");
+            dirs.push(hex.to_string());
+        }
+        assert_ne!(dirs[0], dirs[1]);
+        assert_eq!(run_dirs(&state), vec!["run1".to_string()]);
+
+        // Another run gets other names.
+        let other = ExecDir::create(&state, "run2", &programs).unwrap();
+        assert_ne!(other.table["jq"].path, dir.table["jq"].path);
+        dir.remove().unwrap();
+        assert!(!dir.root.exists());
+        dir.remove().unwrap();
+        remove_stale(&state, "run2").unwrap();
+        assert!(run_dirs(&state).is_empty());
+    }
+
+    #[test]
+    fn a_missing_program_fails_and_leaves_no_run_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let programs = vec![("nope".to_string(), tmp.path().join("nope"))];
+        let e = ExecDir::create(tmp.path(), "run1", &programs).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        assert!(run_dirs(tmp.path()).is_empty());
+    }
+}
