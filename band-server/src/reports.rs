@@ -139,9 +139,9 @@ fn starttime(pid: i32) -> Result<u64, String> {
     parse_starttime(&stat).ok_or_else(|| format!("pid {pid}: unreadable stat"))
 }
 
-/// Verify that `pid` is a genuine band-shim process of the run's uid, past its start (its name is
-/// [`shim::COMM`], so its inherited descriptors are closed). Returns its start time, checked
-/// before and after, so every look at `/proc` was at this one process.
+/// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
+/// name is [`shim::COMM`]). Returns its start time, checked before and after, so every look at
+/// `/proc` was at this one process.
 pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String> {
     if uid != check.uid {
         return Err(format!("peer uid {uid} is not the run's uid {}", check.uid));

@@ -10,22 +10,23 @@
 //! Protocol (one connection per call, lines of UTF-8):
 //!
 //! ```text
-//! shim   (closes every fd above 2, sets its name to "band/shim", connects to /band/sock)
+//! shim   (names itself "band/shim", connects to /band/sock)
 //! server <nonce>\n                                    32 hex characters
 //! shim   {"nonce":…,"argv":[…]}\n
-//! server {"exec":"/band/x/<hex>/<name>"}\n           or {"denied":"band: denied: …","code":126}
+//! server {"exec":"/band/x/<hex>/<name>"}\n           or {"denied":{"message":…,"code":126}}
 //! ```
 //!
-//! band-server checks the peer twice (see [`crate::reports`]): when it connects (`SO_PEERCRED`:
-//! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim`, and every
-//! file it maps band-shim or a system library) and for the request itself (`SCM_CREDENTIALS`:
-//! the bytes were written by that same process, which has not been replaced meanwhile). A name
-//! with a `/` can only be set by the process itself (`exec` names a process after a file's last
-//! path component), so a process that shows it is past band-shim's start, where every inherited
-//! descriptor was closed: no other process holds its connection, and only band-shim's own code
-//! writes to it. band-shim is not dumpable from its first instruction (its file is execute-only),
-//! so nothing else can read or change its memory. The nonce means bytes written before the
-//! connection was verified are never accepted.
+//! band-server checks the peer twice (see [`crate::reports`]). When it connects (`SO_PEERCRED`):
+//! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim` (a name with
+//! a `/`, which no `exec` can give: the process set it itself, so it is running band-shim's code),
+//! and every file it maps band-shim or a system library; only then is the nonce sent. For the
+//! request (`SCM_CREDENTIALS`): every byte was written by that same process, whose start time has
+//! not changed. So a request is answered only if band-shim's own code wrote it after the nonce,
+//! and band-shim writes only on the connection it made itself. A connection the script opened
+//! before exec'ing band-shim, and kept a copy of in another process, gets nothing: its nonce may
+//! arrive, but what the other process writes carries that process's pid. band-shim is not
+//! dumpable from its first instruction (its file is execute-only), so nothing else can read or
+//! change its memory, and seccomp denies `pidfd_getfd`.
 //!
 //! The decision is band-server's alone ([`resolve_call`] then [`decide`]); the shim only carries
 //! it out.
@@ -53,8 +54,8 @@ pub const EXIT_DENIED: i32 = 126;
 /// Exit code of a name the shim does not know.
 pub const EXIT_UNKNOWN: i32 = 127;
 
-/// band-shim's name (`PR_SET_NAME`) once it has closed its inherited descriptors. It contains a
-/// `/`, which no `exec` can give a process.
+/// band-shim's name (`PR_SET_NAME`), set first thing. It contains a `/`, which no `exec` can give
+/// a process, so a process with this name is running band-shim's code.
 pub const COMM: &str = "band/shim";
 
 /// shim → server, after the nonce.

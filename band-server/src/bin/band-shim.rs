@@ -1,8 +1,9 @@
 //! `band-shim`: every wrapped name in the sandbox (`/band/bin/<name>`, `/usr/bin/<name>`) leads
 //! here; `argv[0]`'s last path component names the command.
 //!
-//! 1. Close every inherited descriptor above stderr, then take the name `band/shim`: band-server
-//!    only talks to a shim that has done both (see `band_server::shim` for why).
+//! 1. Take the name `band/shim`: band-server only talks to a shim past that point (see
+//!    `band_server::shim` for why). Inherited descriptors stay open: the command gets them, as
+//!    it would without the shim (`diff <(…) <(…)` passes `/dev/fd/63`).
 //! 2. Send argv over `/band/sock` (after band-server's nonce) and wait for the verdict. If there
 //!    is none, refuse to run anything (fail closed).
 //! 3. Denied: the message on stderr, exit 126 (127 for a name this sandbox does not have).
@@ -58,11 +59,6 @@ fn ask(argv: &[String]) -> Result<Verdict, String> {
 
 fn main() {
     let _ = sys::set_not_dumpable();
-    // Before anything else: no descriptor another process might share survives into the talk
-    // with band-server, and only then the name band-server looks for.
-    if let Err(e) = sys::close_fds_above_stderr(None) {
-        die(shim::EXIT_DENIED, &format!("band: cannot close inherited descriptors: {e}"));
-    }
     let comm = CString::new(shim::COMM).unwrap_or_default();
     if let Err(e) = sys::set_comm(&comm) {
         die(shim::EXIT_DENIED, &format!("band: cannot set the shim's name: {e}"));

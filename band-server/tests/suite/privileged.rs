@@ -740,6 +740,7 @@ try xargs xargs -a /dev/null /usr/bin/jq .a /tmp/in.json
 try arg0 bash -c 'exec -a jq /usr/bin/jq .a /tmp/in.json'
 try rm_abs /usr/bin/rm -rf /tmp/nothing
 try abs_allowed /usr/bin/jq -r .a /tmp/in.json
+try procsub jq -r .a <(echo '{"a": 1}')
 try list_x ls /band/x
 try read_shim cat /band/shim
 try read_usr_bin_jq cat /usr/bin/jq
@@ -767,6 +768,7 @@ exit 0
         assert_eq!(get(k), "126", "{k}: a denied argument pattern must hold: {o:#?}");
     }
     assert_eq!(get("abs_allowed"), "0", "{o:#?}");
+    assert_eq!(get("procsub"), "0", "inherited descriptors reach the command: {o:#?}");
     for k in ["xargs", "list_x", "read_shim", "read_usr_bin_jq", "ldso_shim", "exe_open", "maps_open"] {
         assert_ne!(get(k), "0", "{k} must fail: {o:#?}");
         assert_ne!(get(k), "<missing>", "{k}: {o:#?}");
