@@ -12,7 +12,8 @@
 //! - [`uidpool`]: per-run users `band-run-N`, leased with `flock`.
 //! - [`workdir`]: the per-run tmpfs with skill, workspace, io, tmp, synthetic `/etc`, wrappers.
 //! - [`bwrap`]: the bubblewrap argv, a pure function of a plan.
-//! - [`shim`] / [`reports`]: the CLI layer (policy file, decision, verified report socket).
+//! - [`shim`] / [`reports`]: the CLI layer (decision, protocol, verified shim socket);
+//!   [`execcache`]: the real programs, execute-only and hidden under random names.
 //! - [`collect`]: output, written files, insist and status, read after the run.
 //! - [`janitor`]: cleanup after servers that died mid-run.
 //! - [`net`]: the network layer (per-run nftables table, DNS stub, network report).
@@ -27,8 +28,9 @@
 //! and network namespaces (no network at all; with `allow.net`, the host's network filtered by a
 //! per-run nftables table and DNS stub, see [`net`]), under `no_new_privs`, a seccomp deny list, no
 //! capabilities, and a cgroup with memory, pids and CPU limits. It sees read-only system
-//! libraries, only the essential and declared binaries in `/usr/bin`, a synthetic `/etc`, its
-//! skill (read-only), a copy of the workspace, and noexec writable directories.
+//! libraries, band-shim under the name of each essential and declared command in `/usr/bin` and
+//! `/band/bin`, a synthetic `/etc`, its skill (read-only), a copy of the workspace, and noexec
+//! writable directories. Every command it runs is judged by band-server, whatever path it uses.
 //!
 //! Known limits, on purpose or for later:
 //!
@@ -39,13 +41,10 @@
 //!   there stay (they need an interpreter, which is itself a command). The list is cached and
 //!   refreshed when packages change or hourly, so a program installed by other means than the
 //!   package manager can be visible for up to an hour.
-//! - Argument patterns (`allow.cli "jq -r *"`) are checked on the `PATH` route (`/band/bin`). A
-//!   declared binary is also reachable at `/usr/bin/<name>`, which skips the argv check (never
-//!   the "is it declared" check).
-//! - Reports are trusted only from a verified shim process, but the shim and the script share a
-//!   uid: a script that wins a race against the shim's start (before it becomes non-dumpable)
-//!   could tamper with it. Forged reports can only make insist pass or add trace lines; they
-//!   cannot grant anything.
+//! - A program that prints its own path (`/proc/self/exe`, from an allowed `python3 -c`) reveals
+//!   its hidden copy for the rest of the run: that one program can then run with arguments its
+//!   patterns refuse ([`execcache`]). A program that finds its installation from its own path (a
+//!   JDK's `java`) does not start as a declared command.
 //! - `insist.read` sees paths passed as arguments to commands, not shell redirections or
 //!   builtins (`< file`, `read`), which never reach the shim.
 //! - Absolute `allow.read` / `allow.write` bind the pattern's static prefix whole; the run's uid

@@ -23,8 +23,8 @@
 //! `rm -fr /`, `rm -r -f /` and `rm -f -r x`; and a deny pattern without flag tokens, such as
 //! `git status`, also denies `git status -s` (extra flags never escape a deny).
 //!
-//! Known limits (argument patterns on an allowed command are hygiene, not a security boundary;
-//! the boundary is which commands exist at all, see [`CliMatcher::commands`]):
+//! Known limits (band-server applies these patterns to every call, by name or path, but they
+//! bound argv only, not what an allowed command then does; see docs/security.md):
 //! - long options are not equivalent to short ones: `deny: rm -rf *` does not deny
 //!   `rm --recursive --force /`;
 //! - option values are not understood: `git -C dir push --force` has `dir` as a non-flag element,
