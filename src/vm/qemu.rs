@@ -40,6 +40,18 @@ impl Accel {
         }
     }
 
+    /// The `-accel` value. TCG runs single-threaded: with one host thread per vCPU (QEMU's
+    /// default), a vCPU can run a stale translation of kernel text that another vCPU is patching,
+    /// and Linux 6.12 (the image's bookworm-backports kernel) then hits a leftover `int3` in
+    /// `sched_clock_cpu` and panics at boot ("Oops: int3"; seen once here under load, one boot in
+    /// many). One thread runs the vCPUs in turn and invalidates patched code at once.
+    pub fn accel_arg(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg,thread=single",
+        }
+    }
+
     /// The CPU model: the host's under KVM; under TCG everything it can emulate except
     /// CMPXCHG16B, whose emulation in QEMU 7.2 (Debian 12) corrupts the stack of Linux 6.12's
     /// SLUB allocator (a double fault in the first modprobe; the kernel falls back without it).
@@ -79,7 +91,7 @@ pub fn argv(s: &QemuSpec) -> Vec<OsString> {
         os("-machine"),
         os("q35"),
         os("-accel"),
-        os(s.accel.as_str()),
+        os(s.accel.accel_arg()),
         os("-cpu"),
         os(s.accel.cpu()),
         os("-smp"),
@@ -456,7 +468,7 @@ mod tests {
     #[test]
     fn accel_picks_the_cpu_model() {
         let a = strings(&argv(&spec()));
-        assert_eq!((value_of(&a, "-accel"), value_of(&a, "-cpu")), (vec!["tcg".to_string()], vec!["max,-cx16".to_string()]));
+        assert_eq!((value_of(&a, "-accel"), value_of(&a, "-cpu")), (vec!["tcg,thread=single".to_string()], vec!["max,-cx16".to_string()]));
         let k = strings(&argv(&QemuSpec { accel: Accel::Kvm, ..spec() }));
         assert_eq!((value_of(&k, "-accel"), value_of(&k, "-cpu")), (vec!["kvm".to_string()], vec!["host".to_string()]));
     }
