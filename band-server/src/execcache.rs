@@ -167,7 +167,8 @@ fn err(path: &Path, what: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
 }
 
-fn read_head(path: &Path) -> io::Result<Vec<u8>> {
+/// The first 256 bytes of a file (enough for its `#!` line).
+pub fn read_head(path: &Path) -> io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(256);
     File::open(path)
         .and_then(|f| f.take(256).read_to_end(&mut head))

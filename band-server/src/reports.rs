@@ -2,8 +2,7 @@
 //! answer with the program to run or the refusal. See `shim` for the protocol and why the checks
 //! below are enough.
 
-use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -167,9 +166,7 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String>
 }
 
 fn nonce() -> std::io::Result<String> {
-    let mut b = [0u8; 16];
-    File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    Ok(crate::execcache::random_hex(1)?.remove(0))
 }
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded

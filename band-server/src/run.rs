@@ -219,7 +219,7 @@ pub fn plan_cli(
     let interpreters: Vec<String> = binaries
         .iter()
         .filter(|b| declared.contains(&b.name))
-        .filter_map(|b| execcache::parse_shebang(&read_head(&b.host)))
+        .filter_map(|b| execcache::parse_shebang(&execcache::read_head(&b.host).unwrap_or_default()))
         .flat_map(|sb| [sb.interp.clone(), sb.effective_interpreter().to_string()])
         .collect();
     for name in interpreters {
@@ -250,15 +250,6 @@ pub fn plan_cli(
             essentials,
         },
     })
-}
-
-/// The first bytes of a file (for its `#!` line); empty when unreadable.
-fn read_head(path: &Path) -> Vec<u8> {
-    let mut head = Vec::new();
-    if let Ok(f) = File::open(path) {
-        let _ = f.take(256).read_to_end(&mut head);
-    }
-    head
 }
 
 /// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
