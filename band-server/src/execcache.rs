@@ -260,6 +260,8 @@ pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
 pub struct ExecDir {
     pub root: PathBuf,
     pub table: ExecTable,
+    /// `<state>/exec/cache`, made by [`ExecDir::create`].
+    cache: PathBuf,
     /// What was made, for a teardown that does not have to list anything: (directory, file).
     made: Vec<(PathBuf, Option<PathBuf>)>,
 }
@@ -273,19 +275,25 @@ impl ExecDir {
         let mut dir = ExecDir {
             root,
             table: ExecTable::new(),
+            cache: cache_dir(state),
             made: Vec::new(),
         };
-        if let Err(e) = dir.populate(state, programs) {
+        if let Err(e) = dir.populate(programs) {
             let _ = dir.remove();
             return Err(e);
         }
         Ok(dir)
     }
 
-    fn populate(&mut self, state: &Path, programs: &[(String, PathBuf)]) -> io::Result<()> {
-        let cache = cache_dir(state);
+    /// [`cached_copy`] for a program outside the table (band-shim), in the cache this run's
+    /// directory was made beside.
+    pub fn cached_copy(&self, name: &str, host: &Path) -> io::Result<Cached> {
+        copy_into_cache(&self.cache, name, host)
+    }
+
+    fn populate(&mut self, programs: &[(String, PathBuf)]) -> io::Result<()> {
         for ((name, host), hex) in programs.iter().zip(random_hex(programs.len())?) {
-            let cached = copy_into_cache(&cache, name, host)?;
+            let cached = copy_into_cache(&self.cache, name, host)?;
             let sub = self.root.join(&hex);
             fs::create_dir(&sub).map_err(|e| err(&sub, "mkdir", e))?;
             self.made.push((sub.clone(), None));

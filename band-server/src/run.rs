@@ -244,7 +244,6 @@ pub fn plan_cli(
     Ok(CliPlan {
         binaries,
         policy: ShimPolicy {
-            version: shim::SHIM_POLICY_VERSION,
             allow,
             deny: policy.deny.cli.clone(),
             essentials,
@@ -703,8 +702,10 @@ fn execute_inner(
         .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let table = exec.table.clone();
     let exec_dir = exec.root.clone();
-    guard.exec = Some(exec);
-    let shim_copy = execcache::cached_copy(&cfg.state_dir, execcache::SHIM_NAME, &helpers.shim)
+    let shim_copy = guard
+        .exec
+        .insert(exec)
+        .cached_copy(execcache::SHIM_NAME, &helpers.shim)
         .layer(Layer::Cli, "failed to cache band-shim")?;
     let entry_data = bundle
         .iter()

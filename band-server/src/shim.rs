@@ -127,19 +127,16 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, Stri
     })
 }
 
-/// The CLI policy of a run, as band-server judges wrapper calls by it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The CLI policy of a run, as band-server judges wrapper calls by it (in band-server only:
+/// nothing inside the sandbox reads it).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimPolicy {
-    pub version: u32,
     /// `allow.cli` plus `insist.cli` (insist counts as allowed).
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     /// Essentials present in this sandbox.
     pub essentials: Vec<String>,
 }
-
-pub const SHIM_POLICY_VERSION: u32 = 2;
 
 /// The compiled view of a [`ShimPolicy`].
 #[derive(Debug, Clone)]
