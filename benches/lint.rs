@@ -33,20 +33,35 @@ fn main() {
     let full = common::bench_mode();
     let skills = env_usize("BAND_BENCH_SKILLS", if full { 200 } else { 3 });
     let iters = env_usize("BAND_BENCH_ITERS", if full { 15 } else { 2 }).max(2);
-    let dir = tempfile::Builder::new().prefix("band-bench-lint").tempdir().expect("temp dir");
+    let dir = tempfile::Builder::new()
+        .prefix("band-bench-lint")
+        .tempdir()
+        .expect("temp dir");
     // BAND_BENCH_TREE=DIR: generate the tree there and keep it (to profile `band lint DIR`).
-    let root = std::env::var_os("BAND_BENCH_TREE").map(PathBuf::from).unwrap_or_else(|| dir.path().join("skills"));
+    let root = std::env::var_os("BAND_BENCH_TREE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("skills"));
     let files = generate(&root, skills);
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
 
     // The tree must lint clean, or the bench would time error paths instead of checks.
     let report = band::lint::lint_paths(std::slice::from_ref(&root));
-    assert_eq!(report.skills, skills, "the generator made {skills} skills, lint found {}", report.skills);
+    assert_eq!(
+        report.skills, skills,
+        "the generator made {skills} skills, lint found {}",
+        report.skills
+    );
     if !report.diagnostics.is_empty() {
         for d in report.diagnostics.iter().take(10) {
             eprintln!("{d}");
         }
-        panic!("the generated tree has {} diagnostics; fix the generator", report.diagnostics.len());
+        panic!(
+            "the generated tree has {} diagnostics; fix the generator",
+            report.diagnostics.len()
+        );
     }
 
     let band_bin = PathBuf::from(env!("CARGO_BIN_EXE_band"));
@@ -62,7 +77,10 @@ fn main() {
 
     let mut rows: Vec<(&str, common::Stats)> = Vec::new();
     rows.push(("cat (every file)", measure(iters, || cat_all(&files))));
-    rows.push(("read + parse (YAML, JSON)", measure(iters, || read_and_parse(&files))));
+    rows.push((
+        "read + parse (YAML, JSON)",
+        measure(iters, || read_and_parse(&files)),
+    ));
     rows.push((
         "band lint (library)",
         measure(iters, || {
@@ -70,7 +88,10 @@ fn main() {
             assert!(r.diagnostics.is_empty());
         }),
     ));
-    rows.push(("band lint (binary)", measure(iters, || lint_binary(&band_bin, &root))));
+    rows.push((
+        "band lint (binary)",
+        measure(iters, || lint_binary(&band_bin, &root)),
+    ));
 
     let cat = rows[0].1.p50;
     let parse = rows[1].1.p50;
@@ -78,7 +99,14 @@ fn main() {
     println!("| row | p50 | p95 | p50 / cat | p50 / read+parse | CPU per run |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, s) in &rows {
-        println!("| {name} | {} | {} | {:.1}× | {:.1}× | {} |", ms(s.p50), ms(s.p95), ratio(s.p50, cat), ratio(s.p50, parse), s.cpu_text());
+        println!(
+            "| {name} | {} | {} | {:.1}× | {:.1}× | {} |",
+            ms(s.p50),
+            ms(s.p95),
+            ratio(s.p50, cat),
+            ratio(s.p50, parse),
+            s.cpu_text()
+        );
     }
     let whole = rows[3].1.p95;
     println!();
@@ -92,7 +120,11 @@ fn main() {
 }
 
 fn cat_all(files: &[PathBuf]) {
-    let status = Command::new("cat").args(files).stdout(Stdio::null()).status().expect("cat");
+    let status = Command::new("cat")
+        .args(files)
+        .stdout(Stdio::null())
+        .status()
+        .expect("cat");
     assert!(status.success());
 }
 
@@ -113,8 +145,19 @@ fn read_and_parse(files: &[PathBuf]) {
 }
 
 fn lint_binary(band: &Path, root: &Path) {
-    let out = Command::new(band).arg("lint").arg("--format").arg("json").arg(root).stderr(Stdio::inherit()).output().expect("band lint");
-    assert!(out.status.success(), "band lint failed: {}", String::from_utf8_lossy(&out.stdout));
+    let out = Command::new(band)
+        .arg("lint")
+        .arg("--format")
+        .arg("json")
+        .arg(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("band lint");
+    assert!(
+        out.status.success(),
+        "band lint failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,16 +184,31 @@ fn generate(root: &Path, skills: usize) -> Vec<PathBuf> {
         files.push(write(&dir.join("BAND.md"), &band_md(&name, i)));
         files.push(write(&dir.join("SKILL.md"), &skill_md(&name)));
         files.push(write(&dir.join("schemas/defs/common.json"), COMMON_DEFS));
-        files.push(write(&dir.join("schemas/band-config.schema.json"), CONFIG_SCHEMA));
+        files.push(write(
+            &dir.join("schemas/band-config.schema.json"),
+            CONFIG_SCHEMA,
+        ));
         for j in 0..SCRIPTS_PER_SKILL {
             let script = format!("op-{j}");
-            let entry = write(&dir.join("scripts").join(format!("{script}.sh")), &script_sh(&script));
+            let entry = write(
+                &dir.join("scripts").join(format!("{script}.sh")),
+                &script_sh(&script),
+            );
             make_executable(&entry);
             files.push(entry);
-            files.push(write(&dir.join("schemas/input").join(format!("{script}.json")), &input_schema(&script, j)));
-            files.push(write(&dir.join("schemas/output").join(format!("{script}.json")), &output_schema(j)));
+            files.push(write(
+                &dir.join("schemas/input").join(format!("{script}.json")),
+                &input_schema(&script, j),
+            ));
+            files.push(write(
+                &dir.join("schemas/output").join(format!("{script}.json")),
+                &output_schema(j),
+            ));
             if j == 3 || j == 7 {
-                files.push(write(&dir.join("scripts").join(format!("{script}.band.md")), &script_band(&name, &script)));
+                files.push(write(
+                    &dir.join("scripts").join(format!("{script}.band.md")),
+                    &script_band(&name, &script),
+                ));
             }
         }
     }

@@ -41,12 +41,19 @@ const SCRIPT: &str = "#!/bin/sh\nexit 0\n";
 
 fn why_not() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2));
+    let euid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2));
     if euid != Some("0") {
-        return Some("it needs root (band-server builds the sandbox as root); run it as root".into());
+        return Some(
+            "it needs root (band-server builds the sandbox as root); run it as root".into(),
+        );
     }
     if !Path::new(BWRAP).is_file() {
-        return Some(format!("bubblewrap is not installed ({BWRAP}): apt-get install bubblewrap"));
+        return Some(format!(
+            "bubblewrap is not installed ({BWRAP}): apt-get install bubblewrap"
+        ));
     }
     None
 }
@@ -61,16 +68,26 @@ fn main() {
     let band_bin = PathBuf::from(env!("CARGO_BIN_EXE_band"));
     // Under `cargo test` (a smoke run), band-server is the one the workspace build put next to
     // band; cargo must not be started from inside cargo test.
-    let server = if full { build_server(&band_bin) } else { band_bin.with_file_name("band-server") };
+    let server = if full {
+        build_server(&band_bin)
+    } else {
+        band_bin.with_file_name("band-server")
+    };
     if !server.is_file() {
-        println!("band run bench skipped: {} is not built (cargo build --workspace)", server.display());
+        println!(
+            "band run bench skipped: {} is not built (cargo build --workspace)",
+            server.display()
+        );
         return;
     }
     // The smoke run shares the test suite's state directory (one uid pool per machine).
     let state_dir: Option<std::ffi::OsString> =
         std::env::var_os(STATE_DIR_ENV).or_else(|| (!full).then(|| TEST_STATE_DIR.into()));
 
-    let tmp = tempfile::Builder::new().prefix("band-bench-run").tempdir().expect("temp dir");
+    let tmp = tempfile::Builder::new()
+        .prefix("band-bench-run")
+        .tempdir()
+        .expect("temp dir");
     let skill = tmp.path().join("noop");
     write_skill(&skill);
     let workspace = tmp.path().join("workspace");
@@ -79,7 +96,9 @@ fn main() {
 
     println!("band run bench: a no-op script, {iters} iterations per row");
     if !full {
-        println!("(a smoke run under cargo test: a debug build, so the figures mean nothing; use cargo bench)");
+        println!(
+            "(a smoke run under cargo test: a debug build, so the figures mean nothing; use cargo bench)"
+        );
     }
 
     let bare = measure(iters, || {
@@ -87,7 +106,10 @@ fn main() {
         assert!(st.success());
     });
     let bwrap = measure(iters, || {
-        let st = Command::new(BWRAP).args(bare_bwrap_args(&script)).status().expect("bwrap");
+        let st = Command::new(BWRAP)
+            .args(bare_bwrap_args(&script))
+            .status()
+            .expect("bwrap");
         assert!(st.success(), "bare bwrap failed");
     });
 
@@ -98,7 +120,9 @@ fn main() {
     let server_whole = measure(iters, || {
         let r = serve_once(&server, &request, state_dir.as_deref());
         assert_eq!(r.status, Status::Ok, "band-server run failed: {r:?}");
-        server_metrics.push(Duration::from_millis(r.metrics.setup_ms + r.metrics.teardown_ms));
+        server_metrics.push(Duration::from_millis(
+            r.metrics.setup_ms + r.metrics.teardown_ms,
+        ));
         run_metrics.push(Duration::from_millis(r.metrics.run_ms));
     });
     // The warm-up run is in the metrics too; drop it.
@@ -120,14 +144,25 @@ fn main() {
             .stdin(Stdio::null())
             .output()
             .expect("band run");
-        assert!(out.status.success(), "band run failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "band run failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     });
 
     let rows: [(&str, Stats); 6] = [
         ("bare script (`sh noop.sh`)", bare),
         ("bare `bwrap --unshare-all` of it", bwrap),
-        ("band-server setup + teardown (result metrics)", setup_teardown),
-        ("band-server run phase: bwrap, jail, script (result metrics)", run_part),
+        (
+            "band-server setup + teardown (result metrics)",
+            setup_teardown,
+        ),
+        (
+            "band-server run phase: bwrap, jail, script (result metrics)",
+            run_part,
+        ),
         ("band-server, whole request (spawn → result)", server_whole),
         ("`band run noop/noop --json`, whole", band_run),
     ];
@@ -136,7 +171,14 @@ fn main() {
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, s) in &rows {
         let over = s.p50.as_secs_f64() - bare.p50.as_secs_f64();
-        println!("| {name} | {} | {} | {:.2}× | {:+.1} ms | {} |", ms(s.p50), ms(s.p95), ratio(s.p50, bwrap.p50), over * 1000.0, s.cpu_text());
+        println!(
+            "| {name} | {} | {} | {:.2}× | {:+.1} ms | {} |",
+            ms(s.p50),
+            ms(s.p95),
+            ratio(s.p50, bwrap.p50),
+            over * 1000.0,
+            s.cpu_text()
+        );
     }
     println!();
     println!("metrics are whole milliseconds (band-server reports ms), so that row is ±1 ms.");
@@ -148,7 +190,11 @@ fn main() {
     let over = band_run.p50.saturating_sub(bare.p50);
     println!(
         "target: whole band run under 50 ms over the bare script: {} ({} over)",
-        if over < Duration::from_millis(50) { "met" } else { "MISSED" },
+        if over < Duration::from_millis(50) {
+            "met"
+        } else {
+            "MISSED"
+        },
         ms(over)
     );
     println!("machine: {}", common::machine());
@@ -160,7 +206,14 @@ fn build_server(band_bin: &Path) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let t = Instant::now();
     let st = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "-p", "band-server", "--bins"])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "band-server",
+            "--bins",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("cargo build -p band-server");
@@ -178,10 +231,22 @@ fn write_file(path: &Path, text: &str, mode: u32) {
 }
 
 fn write_skill(root: &Path) {
-    write_file(&root.join("BAND.md"), "---\nband: noop\ndescription: Does nothing, for the run benchmark.\n---\n", 0o644);
-    write_file(&root.join("SKILL.md"), "---\nname: noop\ndescription: Does nothing.\n---\n", 0o644);
+    write_file(
+        &root.join("BAND.md"),
+        "---\nband: noop\ndescription: Does nothing, for the run benchmark.\n---\n",
+        0o644,
+    );
+    write_file(
+        &root.join("SKILL.md"),
+        "---\nname: noop\ndescription: Does nothing.\n---\n",
+        0o644,
+    );
     write_file(&root.join("scripts/noop.sh"), SCRIPT, 0o755);
-    write_file(&root.join("schemas/input/noop.json"), r#"{"type": "object", "properties": {}}"#, 0o644);
+    write_file(
+        &root.join("schemas/input/noop.json"),
+        r#"{"type": "object", "properties": {}}"#,
+        0o644,
+    );
 }
 
 fn bare_bwrap_args(script: &Path) -> Vec<String> {
@@ -221,9 +286,15 @@ fn bare_bwrap_args(script: &Path) -> Vec<String> {
 fn build_request(skill: &Path) -> RunRequest {
     let (s, _) = band::skill::load_skill(skill);
     let (resolved, diags) = band::skill::resolve_script(&s, "noop");
-    let resolved = resolved.unwrap_or_else(|| panic!("the bench skill does not resolve: {diags:?}"));
+    let resolved =
+        resolved.unwrap_or_else(|| panic!("the bench skill does not resolve: {diags:?}"));
     let mut raw: Vec<(String, u32, Vec<u8>)> = Vec::new();
-    for rel in ["BAND.md", "SKILL.md", "schemas/input/noop.json", "scripts/noop.sh"] {
+    for rel in [
+        "BAND.md",
+        "SKILL.md",
+        "schemas/input/noop.json",
+        "scripts/noop.sh",
+    ] {
         let p = skill.join(rel);
         let mode = std::fs::metadata(&p).expect("stat").permissions().mode() & 0o7777;
         raw.push((rel.to_string(), mode, std::fs::read(&p).expect("read")));
@@ -235,7 +306,14 @@ fn build_request(skill: &Path) -> RunRequest {
         script: "noop".into(),
         entry: "scripts/noop.sh".into(),
         bundle_sha256: proto::bundle_digest(&raw),
-        bundle: raw.iter().map(|(p, m, d)| FileEntry { path: p.clone(), mode: *m, data: B64.encode(d) }).collect(),
+        bundle: raw
+            .iter()
+            .map(|(p, m, d)| FileEntry {
+                path: p.clone(),
+                mode: *m,
+                data: B64.encode(d),
+            })
+            .collect(),
         policy: resolved.policy,
         input: serde_json::json!({}),
         config: None,
@@ -246,12 +324,19 @@ fn build_request(skill: &Path) -> RunRequest {
 }
 
 fn run_id() -> String {
-    let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64;
     format!("{:016x}", n ^ (u64::from(std::process::id()) << 40))
 }
 
 /// One `band-server run`: send the request, read lines until the result.
-fn serve_once(server: &Path, request: &RunRequest, state_dir: Option<&std::ffi::OsStr>) -> RunResult {
+fn serve_once(
+    server: &Path,
+    request: &RunRequest,
+    state_dir: Option<&std::ffi::OsStr>,
+) -> RunResult {
     let mut req = request.clone();
     req.run_id = run_id();
     let mut child = Command::new(server)
@@ -265,7 +350,10 @@ fn serve_once(server: &Path, request: &RunRequest, state_dir: Option<&std::ffi::
     {
         let mut stdin = child.stdin.take().expect("stdin");
         let line = serde_json::to_string(&Message::Request(Box::new(req))).expect("json");
-        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).expect("send request");
+        stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.write_all(b"\n"))
+            .expect("send request");
     }
     let mut result = None;
     for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {

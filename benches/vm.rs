@@ -25,7 +25,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn data_dir() -> PathBuf {
-    std::env::var_os("BAND_DATA_DIR").map(PathBuf::from).or_else(|| dirs::data_dir().map(|d| d.join("band"))).unwrap_or_default()
+    std::env::var_os("BAND_DATA_DIR")
+        .map(PathBuf::from)
+        .or_else(|| dirs::data_dir().map(|d| d.join("band")))
+        .unwrap_or_default()
 }
 
 /// Wall time of one `band run`, and band-server's setup+run milliseconds.
@@ -44,7 +47,10 @@ fn band_run(band: &Path, target: &str, skills: &Path) -> Option<(f64, f64)> {
         return None;
     }
     let m = &v["metrics"];
-    Some((wall, m["setup_ms"].as_f64().unwrap_or(0.0) + m["run_ms"].as_f64().unwrap_or(0.0)))
+    Some((
+        wall,
+        m["setup_ms"].as_f64().unwrap_or(0.0) + m["run_ms"].as_f64().unwrap_or(0.0),
+    ))
 }
 
 fn main() {
@@ -53,11 +59,17 @@ fn main() {
         println!("vm bench: run it with `cargo bench --bench vm`");
         return;
     }
-    let runs: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(5);
     let paths = VmPaths::new(&data_dir());
     let inst = InstanceDir::new(&paths);
     let Some(state) = inst.running() else {
-        println!("vm bench: no running qemu VM under {} (run `band setup --driver qemu`); nothing measured", paths.root.display());
+        println!(
+            "vm bench: no running qemu VM under {} (run `band setup --driver qemu`); nothing measured",
+            paths.root.display()
+        );
         return;
     };
     let ep = Endpoint {
@@ -85,7 +97,8 @@ fn main() {
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     // A run through the VM is slow under TCG; the text skill's 10 s limit is kept, so a loaded
     // host can time runs out (they are reported and left out).
-    let (mut host_wall, mut host_server, mut vm_wall, mut vm_server) = (vec![], vec![], vec![], vec![]);
+    let (mut host_wall, mut host_server, mut vm_wall, mut vm_server) =
+        (vec![], vec![], vec![], vec![]);
     for _ in 0..runs {
         if let Some((w, s)) = band_run(&band, "host", &skills) {
             host_wall.push(w);
@@ -97,14 +110,34 @@ fn main() {
         }
     }
     let (hw, vw) = (median(host_wall.clone()), median(vm_wall.clone()));
-    println!("vm bench ({} accelerator, {runs} runs each, medians)", state.accel.as_str());
-    println!("  ssh connect (tcp + kex + host key + auth)  {:8.0} ms", median(connect));
-    println!("  exec channel on an open connection         {:8.0} ms", median(exec));
-    println!("  band-server setup+run, host                {:8.0} ms  ({} ok)", median(host_server), host_wall.len());
-    println!("  band-server setup+run, VM                  {:8.0} ms  ({} ok)", median(vm_server), vm_wall.len());
+    println!(
+        "vm bench ({} accelerator, {runs} runs each, medians)",
+        state.accel.as_str()
+    );
+    println!(
+        "  ssh connect (tcp + kex + host key + auth)  {:8.0} ms",
+        median(connect)
+    );
+    println!(
+        "  exec channel on an open connection         {:8.0} ms",
+        median(exec)
+    );
+    println!(
+        "  band-server setup+run, host                {:8.0} ms  ({} ok)",
+        median(host_server),
+        host_wall.len()
+    );
+    println!(
+        "  band-server setup+run, VM                  {:8.0} ms  ({} ok)",
+        median(vm_server),
+        vm_wall.len()
+    );
     println!("  band run wall time, host                   {:8.0} ms", hw);
     println!("  band run wall time, VM                     {:8.0} ms", vw);
     if hw > 0.0 {
-        println!("  VM / host                                  {:8.1} x", vw / hw);
+        println!(
+            "  VM / host                                  {:8.1} x",
+            vw / hw
+        );
     }
 }

@@ -610,7 +610,11 @@ impl SchemaSet {
             let (j, prefix) = index.by_uri.get(doc)?;
             let pointer = format!("{prefix}{}", percent_decode(fragment));
             let uri = &index.files[*j].uri;
-            Some(if pointer.is_empty() { uri.clone() } else { format!("{uri}#{}", encode_fragment(&pointer)) })
+            Some(if pointer.is_empty() {
+                uri.clone()
+            } else {
+                format!("{uri}#{}", encode_fragment(&pointer))
+            })
         };
         let prepare = |i: usize| {
             let file = &index.files[i];
@@ -622,10 +626,15 @@ impl SchemaSet {
             value
         };
         let mut root = prepare(at);
-        let draft7 = matches!(Draft::default().detect(&root), Draft::Draft7 | Draft::Draft6 | Draft::Draft4);
+        let draft7 = matches!(
+            Draft::default().detect(&root),
+            Draft::Draft7 | Draft::Draft6 | Draft::Draft4
+        );
         if let Value::Object(object) = &mut root {
             let key = if draft7 { "definitions" } else { "$defs" };
-            let defs = object.entry(key).or_insert_with(|| Value::Object(Map::new()));
+            let defs = object
+                .entry(key)
+                .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(defs) = defs {
                 for &i in reached.iter().filter(|&&i| i != at) {
                     defs.insert(format!("band:{}", index.files[i].rel), prepare(i));
@@ -1417,7 +1426,9 @@ fn rewrite_refs(schema: &mut Value, map: &dyn Fn(&str) -> Option<String>) {
         Value::Object(object) => {
             for (key, child) in object.iter_mut() {
                 match child {
-                    Value::String(literal) if matches!(key.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") => {
+                    Value::String(literal)
+                        if matches!(key.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") =>
+                    {
                         if let Some(new) = map(literal) {
                             *literal = new;
                         }
@@ -2790,15 +2801,27 @@ mod tests {
                     "additionalProperties": false
                 }),
             ),
-            ("schemas/defs/repo.json", json!({"$id": "repo.json", "type": "string", "pattern": "^[a-z]+/[a-z]+$"})),
-            ("schemas/defs/num.json", json!({"$defs": {"small": {"$ref": "#/$defs/int", "maximum": 9}, "int": {"type": "integer"}}})),
+            (
+                "schemas/defs/repo.json",
+                json!({"$id": "repo.json", "type": "string", "pattern": "^[a-z]+/[a-z]+$"}),
+            ),
+            (
+                "schemas/defs/num.json",
+                json!({"$defs": {"small": {"$ref": "#/$defs/int", "maximum": 9}, "int": {"type": "integer"}}}),
+            ),
             ("schemas/defs/unused.json", json!({"type": "null"})),
         ]);
         let bundle = s.bundle("schemas/input/go.json").unwrap();
         assert_eq!(bundle["$id"], "band://skill/schemas/input/go.json");
         let defs = bundle["$defs"].as_object().unwrap();
-        assert_eq!(defs.keys().collect::<Vec<_>>(), ["band:schemas/defs/num.json", "band:schemas/defs/repo.json"]);
-        assert_eq!(bundle["properties"]["by_id"]["$ref"], "band://skill/schemas/defs/repo.json");
+        assert_eq!(
+            defs.keys().collect::<Vec<_>>(),
+            ["band:schemas/defs/num.json", "band:schemas/defs/repo.json"]
+        );
+        assert_eq!(
+            bundle["properties"]["by_id"]["$ref"],
+            "band://skill/schemas/defs/repo.json"
+        );
         // No retriever: every reference must resolve inside the document.
         let validator = jsonschema::validator_for(&bundle).unwrap();
         let contract = s.compile("schemas/input/go.json").unwrap();
@@ -2819,11 +2842,17 @@ mod tests {
     #[test]
     fn bundle_of_a_draft7_root_uses_definitions() {
         let s = set(&[
-            ("schemas/input/go.json", json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "../defs/a.json"}}})),
+            (
+                "schemas/input/go.json",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "../defs/a.json"}}}),
+            ),
             ("schemas/defs/a.json", json!({"type": "integer"})),
         ]);
         let bundle = s.bundle("schemas/input/go.json").unwrap();
-        assert!(bundle["definitions"]["band:schemas/defs/a.json"].is_object(), "{bundle}");
+        assert!(
+            bundle["definitions"]["band:schemas/defs/a.json"].is_object(),
+            "{bundle}"
+        );
         let validator = jsonschema::validator_for(&bundle).unwrap();
         assert!(validator.is_valid(&json!({"a": 1})));
         assert!(!validator.is_valid(&json!({"a": "x"})));

@@ -207,7 +207,10 @@ pub fn has_errors(diags: &[Diagnostic]) -> bool {
 }
 
 /// The closest candidate within edit distance 2 (case-insensitive), for "did you mean" hints.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let word = word.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -248,8 +251,14 @@ mod tests {
 
     #[test]
     fn did_you_mean_finds_close_keys() {
-        assert_eq!(did_you_mean("limits", ["limit", "allow", "deny"]), Some("limit"));
-        assert_eq!(did_you_mean("alow", ["limit", "allow", "deny"]), Some("allow"));
+        assert_eq!(
+            did_you_mean("limits", ["limit", "allow", "deny"]),
+            Some("limit")
+        );
+        assert_eq!(
+            did_you_mean("alow", ["limit", "allow", "deny"]),
+            Some("allow")
+        );
         assert_eq!(did_you_mean("zzzzzz", ["limit", "allow"]), None);
     }
 
@@ -266,7 +275,13 @@ mod tests {
 pub fn lint_codes_markdown() -> String {
     let mut s = String::from("| code | name | default | meaning |\n|---|---|---|---|\n");
     for c in Code::ALL {
-        s.push_str(&format!("| {} | `{}` | {} | {} |\n", c.as_str(), c.name(), c.default_severity().as_str(), c.summary()));
+        s.push_str(&format!(
+            "| {} | `{}` | {} | {} |\n",
+            c.as_str(),
+            c.name(),
+            c.default_severity().as_str(),
+            c.summary()
+        ));
     }
     s
 }
@@ -278,6 +293,9 @@ mod docs_tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/lint.md");
         let doc = std::fs::read_to_string(path).unwrap_or_default();
         let table = super::lint_codes_markdown();
-        assert!(doc.contains(&table), "docs/lint.md is out of date; paste this table into it:\n{table}");
+        assert!(
+            doc.contains(&table),
+            "docs/lint.md is out of date; paste this table into it:\n{table}"
+        );
     }
 }

@@ -42,11 +42,22 @@ const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
 #[derive(Debug, Error)]
 pub enum LedgerError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: not a ledger record: {message}")]
-    Corrupt { path: PathBuf, line: usize, message: String },
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("{path}: the ledger is broken at line {line} ({reason}); pruning now would hide it")]
-    Broken { path: PathBuf, line: usize, reason: String },
+    Broken {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
     #[error("cannot encode a ledger record: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -73,7 +84,11 @@ impl IoDigest {
     /// Digest of a JSON document as band sends or receives it (compact serialisation).
     pub fn of(value: &serde_json::Value, keep: bool) -> IoDigest {
         let bytes = serde_json::to_vec(value).unwrap_or_default();
-        IoDigest { bytes: bytes.len() as u64, sha256: sha256_hex(&bytes), data: keep.then(|| value.clone()) }
+        IoDigest {
+            bytes: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+            data: keep.then(|| value.clone()),
+        }
     }
 }
 
@@ -192,7 +207,12 @@ struct Body<'a> {
 
 /// The line for a record (with its trailing newline) and its hash.
 fn encode(seq: u64, prev: &str, entry: &Entry) -> Result<(String, String), serde_json::Error> {
-    let body = serde_json::to_string(&Body { v: FORMAT_VERSION, seq, prev, entry })?;
+    let body = serde_json::to_string(&Body {
+        v: FORMAT_VERSION,
+        seq,
+        prev,
+        entry,
+    })?;
     let hash = sha256_hex(body.as_bytes());
     let line = format!("{},\"hash\":\"{hash}\"}}\n", &body[..body.len() - 1]);
     Ok((line, hash))
@@ -255,9 +275,19 @@ impl Ledger {
     }
 
     fn lock_file(&self) -> Result<std::fs::File, LedgerError> {
-        std::fs::DirBuilder::new().recursive(true).mode_private().create(&self.dir).map_err(io(&self.dir))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode_private()
+            .create(&self.dir)
+            .map_err(io(&self.dir))?;
         let p = self.dir.join(LOCK_FILE);
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).private().open(&p).map_err(io(&p))
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .private()
+            .open(&p)
+            .map_err(io(&p))
     }
 
     /// Held while writing; released when dropped.
@@ -282,7 +312,13 @@ impl Ledger {
 
     fn open_append(&self) -> Result<std::fs::File, LedgerError> {
         let p = self.path();
-        std::fs::OpenOptions::new().create(true).read(true).append(true).private().open(&p).map_err(io(&p))
+        std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .private()
+            .open(&p)
+            .map_err(io(&p))
     }
 
     /// Append one record under the writers' lock, in one write, and sync it. Returns it as stored.
@@ -309,7 +345,13 @@ impl Ledger {
         }
         file.write_all(line.as_bytes()).map_err(io(&path))?;
         file.sync_data().map_err(io(&path))?;
-        Ok(Stored { v: FORMAT_VERSION, seq, prev, entry, hash })
+        Ok(Stored {
+            v: FORMAT_VERSION,
+            seq,
+            prev,
+            entry,
+            hash,
+        })
     }
 
     /// The raw lines (without newlines); `complete` is false when the file does not end in one.
@@ -333,7 +375,13 @@ impl Ledger {
         lines
             .iter()
             .enumerate()
-            .map(|(i, l)| serde_json::from_str(l).map_err(|e| LedgerError::Corrupt { path: path.clone(), line: i + 1, message: e.to_string() }))
+            .map(|(i, l)| {
+                serde_json::from_str(l).map_err(|e| LedgerError::Corrupt {
+                    path: path.clone(),
+                    line: i + 1,
+                    message: e.to_string(),
+                })
+            })
             .collect()
     }
 
@@ -368,17 +416,43 @@ impl Ledger {
         let (lines, complete) = self.read_lines()?;
         let check = verify_lines(&lines, complete);
         if let Some(b) = check.broken {
-            return Err(LedgerError::Broken { path, line: b.line, reason: b.reason });
+            return Err(LedgerError::Broken {
+                path,
+                line: b.line,
+                reason: b.reason,
+            });
         }
-        let parsed: Vec<Stored> = lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        let drop = parsed.iter().take_while(|r| r.entry.time_ms() < cutoff_ms).count();
+        let parsed: Vec<Stored> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let drop = parsed
+            .iter()
+            .take_while(|r| r.entry.time_ms() < cutoff_ms)
+            .count();
         if drop == 0 {
-            return Ok(PruneReport { pruned: 0, kept: parsed.len() as u64, checkpoint: None });
+            return Ok(PruneReport {
+                pruned: 0,
+                kept: parsed.len() as u64,
+                checkpoint: None,
+            });
         }
-        let last = parsed.last().map(|r| (r.hash.clone(), r.seq)).unwrap_or((GENESIS.to_string(), 0));
+        let last = parsed
+            .last()
+            .map(|r| (r.hash.clone(), r.seq))
+            .unwrap_or((GENESIS.to_string(), 0));
         let seq = last.1 + 1;
-        let (first_seq, first_prev) = parsed.get(drop).map(|r| (r.seq, r.prev.clone())).unwrap_or((seq, last.0.clone()));
-        let entry = Entry::Checkpoint(Checkpoint { time_ms: now_ms, pruned: drop as u64, cutoff_ms, first_seq, first_prev });
+        let (first_seq, first_prev) = parsed
+            .get(drop)
+            .map(|r| (r.seq, r.prev.clone()))
+            .unwrap_or((seq, last.0.clone()));
+        let entry = Entry::Checkpoint(Checkpoint {
+            time_ms: now_ms,
+            pruned: drop as u64,
+            cutoff_ms,
+            first_seq,
+            first_prev,
+        });
         let (cp_line, hash) = encode(seq, &last.0, &entry)?;
         let mut text = String::new();
         for l in &lines[drop..] {
@@ -388,7 +462,12 @@ impl Ledger {
         text.push_str(&cp_line);
         let tmp = self.dir.join(format!(".{LEDGER_FILE}.tmp"));
         let written = (|| {
-            let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).private().open(&tmp)?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .private()
+                .open(&tmp)?;
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
             std::fs::rename(&tmp, &path)
@@ -401,7 +480,17 @@ impl Ledger {
             let _ = d.sync_all();
         }
         let kept = (parsed.len() - drop) as u64;
-        Ok(PruneReport { pruned: drop as u64, kept, checkpoint: Some(Stored { v: FORMAT_VERSION, seq, prev: last.0, entry, hash }) })
+        Ok(PruneReport {
+            pruned: drop as u64,
+            kept,
+            checkpoint: Some(Stored {
+                v: FORMAT_VERSION,
+                seq,
+                prev: last.0,
+                entry,
+                hash,
+            }),
+        })
     }
 }
 
@@ -440,27 +529,46 @@ pub struct Broken {
 /// Pure: check a ledger's lines. `complete` is false when the last line has no newline.
 pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
     let parsed: Vec<Option<Stored>> = lines.iter().map(|l| serde_json::from_str(l).ok()).collect();
-    let mut out = Verification { records: 0, head: None, last_seq: None, broken: None };
+    let mut out = Verification {
+        records: 0,
+        head: None,
+        last_seq: None,
+        broken: None,
+    };
     let mut expect: Option<(String, u64)> = None; // (prev, seq) the next record must carry
     for (i, line) in lines.iter().enumerate() {
         let n = i + 1;
         let rec = parsed[i].as_ref();
-        let brk = |reason: String| Broken { line: n, seq: rec.map(|r| r.seq), run_id: rec.and_then(run_id_of), reason };
+        let brk = |reason: String| Broken {
+            line: n,
+            seq: rec.map(|r| r.seq),
+            run_id: rec.and_then(run_id_of),
+            reason,
+        };
         out.records += 1;
         if !complete && n == lines.len() {
-            out.broken = Some(brk("the last line is incomplete (a write was cut short)".into()));
+            out.broken = Some(brk(
+                "the last line is incomplete (a write was cut short)".into()
+            ));
             return out;
         }
         let Some((claimed, actual)) = hashes(line) else {
-            out.broken = Some(brk("the line has no record hash (not written by band, or cut)".into()));
+            out.broken = Some(brk(
+                "the line has no record hash (not written by band, or cut)".into(),
+            ));
             return out;
         };
         if claimed != actual {
-            out.broken = Some(brk("the record was edited: its hash does not match its content".into()));
+            out.broken = Some(brk(
+                "the record was edited: its hash does not match its content".into(),
+            ));
             return out;
         }
         let Some(rec) = rec else {
-            let why = serde_json::from_str::<Stored>(line).err().map(|e| e.to_string()).unwrap_or_default();
+            let why = serde_json::from_str::<Stored>(line)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             out.broken = Some(brk(format!("not a ledger record: {why}")));
             return out;
         };
@@ -481,13 +589,28 @@ pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
         };
         if rec.seq != want_seq {
             let reason = if expect.is_none() {
-                format!("the first record is seq {} but the checkpoint says the ledger starts at seq {want_seq}: records were deleted from the start", rec.seq)
+                format!(
+                    "the first record is seq {} but the checkpoint says the ledger starts at seq {want_seq}: records were deleted from the start",
+                    rec.seq
+                )
             } else if parsed.iter().flatten().any(|r| r.seq == want_seq) {
-                format!("seq {} where seq {want_seq} was expected: records were reordered", rec.seq)
+                format!(
+                    "seq {} where seq {want_seq} was expected: records were reordered",
+                    rec.seq
+                )
             } else if rec.seq > want_seq {
-                format!("seq {} follows seq {}: {} were deleted", rec.seq, want_seq - 1, seq_range(want_seq, rec.seq - 1))
+                format!(
+                    "seq {} follows seq {}: {} were deleted",
+                    rec.seq,
+                    want_seq - 1,
+                    seq_range(want_seq, rec.seq - 1)
+                )
             } else {
-                format!("seq {} follows seq {}: records were duplicated or reordered", rec.seq, want_seq - 1)
+                format!(
+                    "seq {} follows seq {}: records were duplicated or reordered",
+                    rec.seq,
+                    want_seq - 1
+                )
             };
             out.broken = Some(brk(reason));
             return out;
@@ -496,7 +619,11 @@ pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
             let reason = if expect.is_none() {
                 "the first record does not continue the chain the checkpoint names: records were deleted from the start".to_string()
             } else {
-                format!("its prev hash does not match record {} (line {}): that record was replaced", want_seq - 1, n - 1)
+                format!(
+                    "its prev hash does not match record {} (line {}): that record was replaced",
+                    want_seq - 1,
+                    n - 1
+                )
             };
             out.broken = Some(brk(reason));
             return out;
@@ -509,7 +636,11 @@ pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
 }
 
 fn seq_range(a: u64, b: u64) -> String {
-    if a == b { format!("record {a}") } else { format!("records {a}–{b}") }
+    if a == b {
+        format!("record {a}")
+    } else {
+        format!("records {a}–{b}")
+    }
 }
 
 fn run_id_of(r: &Stored) -> Option<String> {
@@ -546,14 +677,24 @@ fn last_line(f: &mut std::fs::File) -> std::io::Result<Option<Tail>> {
         part.extend_from_slice(&buf);
         buf = part;
         pos = start;
-        let body = if buf.ends_with(b"\n") { &buf[..buf.len() - 1] } else { &buf[..] };
+        let body = if buf.ends_with(b"\n") {
+            &buf[..buf.len() - 1]
+        } else {
+            &buf[..]
+        };
         if let Some(i) = body.iter().rposition(|b| *b == b'\n') {
             let complete = buf.ends_with(b"\n");
-            return Ok(Some(Tail { text: String::from_utf8_lossy(&body[i + 1..]).into_owned(), complete }));
+            return Ok(Some(Tail {
+                text: String::from_utf8_lossy(&body[i + 1..]).into_owned(),
+                complete,
+            }));
         }
         if pos == 0 {
             let complete = buf.ends_with(b"\n");
-            return Ok(Some(Tail { text: String::from_utf8_lossy(body).into_owned(), complete }));
+            return Ok(Some(Tail {
+                text: String::from_utf8_lossy(body).into_owned(),
+                complete,
+            }));
         }
     }
 }
@@ -562,8 +703,15 @@ fn last_line(f: &mut std::fs::File) -> std::io::Result<Option<Tail>> {
 /// record still links (by the hash of its bytes), so appending never stops; `verify` reports it.
 fn link_of(line: &str) -> (String, Option<u64>) {
     let v: Option<serde_json::Value> = serde_json::from_str(line).ok();
-    let seq = v.as_ref().and_then(|v| v.get("seq")).and_then(|s| s.as_u64());
-    let hash = v.as_ref().and_then(|v| v.get("hash")).and_then(|h| h.as_str()).map(str::to_string);
+    let seq = v
+        .as_ref()
+        .and_then(|v| v.get("seq"))
+        .and_then(|s| s.as_u64());
+    let hash = v
+        .as_ref()
+        .and_then(|v| v.get("hash"))
+        .and_then(|h| h.as_str())
+        .map(str::to_string);
     (hash.unwrap_or_else(|| sha256_hex(line.as_bytes())), seq)
 }
 
@@ -650,8 +798,17 @@ pub enum FindError {
 
 /// The record of run `id`, or of the one run whose id starts with `id`.
 pub fn find_run<'a>(records: &'a [Stored], id: &str) -> Result<&'a Stored, FindError> {
-    let matches: Vec<&Stored> = records.iter().filter(|s| s.run().is_some_and(|r| r.run_id.starts_with(id) && !id.is_empty())).collect();
-    if let Some(exact) = matches.iter().find(|s| s.run().is_some_and(|r| r.run_id == id)) {
+    let matches: Vec<&Stored> = records
+        .iter()
+        .filter(|s| {
+            s.run()
+                .is_some_and(|r| r.run_id.starts_with(id) && !id.is_empty())
+        })
+        .collect();
+    if let Some(exact) = matches
+        .iter()
+        .find(|s| s.run().is_some_and(|r| r.run_id == id))
+    {
         return Ok(exact);
     }
     match matches.len() {
@@ -667,7 +824,9 @@ pub fn parse_age(text: &str) -> Result<u64, crate::units::UnitError> {
     let t = text.trim().to_ascii_lowercase();
     let days = |n: &str, mult: u64| -> Result<u64, crate::units::UnitError> {
         let hours = crate::units::parse_duration_ms(&format!("{n}h"))?;
-        hours.checked_mul(24 * mult).ok_or_else(|| crate::units::UnitError::Overflow(text.to_string()))
+        hours
+            .checked_mul(24 * mult)
+            .ok_or_else(|| crate::units::UnitError::Overflow(text.to_string()))
     };
     if let Some(n) = t.strip_suffix('d') {
         days(n, 1)
@@ -683,7 +842,13 @@ pub fn rfc3339(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
@@ -702,7 +867,10 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// Now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -742,33 +910,62 @@ mod tests {
         let t = tempfile::tempdir().expect("tmp");
         let l = Ledger::new(t.path().join("data"));
         for i in 1..=n {
-            l.append(run(&format!("{i:016x}"), "text", "count", Status::Ok, i * 1000)).expect("append");
+            l.append(run(
+                &format!("{i:016x}"),
+                "text",
+                "count",
+                Status::Ok,
+                i * 1000,
+            ))
+            .expect("append");
         }
         (t, l)
     }
 
     fn lines(l: &Ledger) -> Vec<String> {
-        std::fs::read_to_string(l.path()).expect("read").lines().map(str::to_string).collect()
+        std::fs::read_to_string(l.path())
+            .expect("read")
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     fn write_lines(l: &Ledger, lines: &[String]) {
-        std::fs::write(l.path(), lines.iter().map(|s| format!("{s}\n")).collect::<String>()).expect("write");
+        std::fs::write(
+            l.path(),
+            lines.iter().map(|s| format!("{s}\n")).collect::<String>(),
+        )
+        .expect("write");
     }
 
     fn broken(l: &Ledger) -> Broken {
-        l.verify().expect("verify").broken.expect("the ledger should not verify")
+        l.verify()
+            .expect("verify")
+            .broken
+            .expect("the ledger should not verify")
     }
 
     #[test]
     fn appends_chain_and_verify() {
         let (_t, l) = ledger_with(3);
         let recs = l.records().expect("records");
-        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         assert_eq!(recs[0].prev, GENESIS);
         assert_eq!(recs[1].prev, recs[0].hash);
         assert_eq!(recs[2].prev, recs[1].hash);
         let v = l.verify().expect("verify");
-        assert_eq!(v, Verification { records: 3, head: Some(recs[2].hash.clone()), last_seq: Some(3), broken: None });
+        assert_eq!(
+            v,
+            Verification {
+                records: 3,
+                head: Some(recs[2].hash.clone()),
+                last_seq: Some(3),
+                broken: None
+            }
+        );
         // Each line's hash covers the line.
         for line in lines(&l) {
             let (claimed, actual) = hashes(&line).expect("hash suffix");
@@ -780,10 +977,24 @@ mod tests {
     fn an_empty_or_missing_ledger_verifies() {
         let t = tempfile::tempdir().expect("tmp");
         let l = Ledger::new(t.path().join("nothing"));
-        assert_eq!(l.verify().expect("verify"), Verification { records: 0, head: None, last_seq: None, broken: None });
+        assert_eq!(
+            l.verify().expect("verify"),
+            Verification {
+                records: 0,
+                head: None,
+                last_seq: None,
+                broken: None
+            }
+        );
         assert!(l.records().expect("records").is_empty());
-        assert_eq!(l.records_lenient().expect("records"), (Vec::new(), Vec::new()));
-        assert!(!t.path().join("nothing").exists(), "reading creates nothing");
+        assert_eq!(
+            l.records_lenient().expect("records"),
+            (Vec::new(), Vec::new())
+        );
+        assert!(
+            !t.path().join("nothing").exists(),
+            "reading creates nothing"
+        );
     }
 
     #[test]
@@ -815,7 +1026,11 @@ mod tests {
         if let Entry::Run(r) = &mut forged.entry {
             r.status = Status::Denied;
         }
-        ls[1] = encode(forged.seq, &forged.prev, &forged.entry).expect("encode").0.trim_end().to_string();
+        ls[1] = encode(forged.seq, &forged.prev, &forged.entry)
+            .expect("encode")
+            .0
+            .trim_end()
+            .to_string();
         write_lines(&l, &ls);
         let b = broken(&l);
         assert_eq!(b.line, 3);
@@ -865,13 +1080,21 @@ mod tests {
         let b = broken(&l);
         assert_eq!(b.line, 3);
         assert!(b.reason.contains("incomplete"), "{}", b.reason);
-        assert!(matches!(l.records(), Err(LedgerError::Corrupt { line: 3, .. })));
+        assert!(matches!(
+            l.records(),
+            Err(LedgerError::Corrupt { line: 3, .. })
+        ));
         let (good, bad) = l.records_lenient().expect("records");
         assert_eq!((good.len(), bad), (2, vec![3]));
-        l.append(run("00000000000000ff", "text", "count", Status::Ok, 9)).expect("append after a cut");
+        l.append(run("00000000000000ff", "text", "count", Status::Ok, 9))
+            .expect("append after a cut");
         let ls = lines(&l);
         assert_eq!(ls.len(), 4, "the fragment stays on its own line");
-        assert_eq!(broken(&l).line, 3, "the fragment is still the first broken record");
+        assert_eq!(
+            broken(&l).line,
+            3,
+            "the fragment is still the first broken record"
+        );
     }
 
     #[test]
@@ -883,17 +1106,26 @@ mod tests {
                 let dir = dir.clone();
                 std::thread::spawn(move || {
                     let l = Ledger::new(dir);
-                    l.append(run(&format!("{i:016x}"), "text", "count", Status::Ok, i)).map(|s| s.seq)
+                    l.append(run(&format!("{i:016x}"), "text", "count", Status::Ok, i))
+                        .map(|s| s.seq)
                 })
             })
             .collect();
-        let mut seqs: Vec<u64> = handles.into_iter().map(|h| h.join().expect("thread").expect("append")).collect();
+        let mut seqs: Vec<u64> = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread").expect("append"))
+            .collect();
         seqs.sort_unstable();
         assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
         let l = Ledger::new(dir);
         let v = l.verify().expect("verify");
         assert_eq!((v.records, v.broken), (32, None));
-        let mut ids: Vec<String> = l.records().expect("records").into_iter().filter_map(|r| run_id_of(&r)).collect();
+        let mut ids: Vec<String> = l
+            .records()
+            .expect("records")
+            .into_iter()
+            .filter_map(|r| run_id_of(&r))
+            .collect();
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 32);
@@ -905,7 +1137,10 @@ mod tests {
         let rep = l.prune(3000, 10_000).expect("prune");
         assert_eq!((rep.pruned, rep.kept), (2, 3));
         let recs = l.records().expect("records");
-        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+        assert_eq!(
+            recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            vec![3, 4, 5, 6]
+        );
         match &recs[3].entry {
             Entry::Checkpoint(c) => {
                 assert_eq!((c.pruned, c.first_seq), (2, 3));
@@ -915,7 +1150,8 @@ mod tests {
         }
         assert_eq!(l.verify().expect("verify").broken, None);
         // Appending continues the chain after the checkpoint.
-        l.append(run("00000000000000aa", "text", "count", Status::Ok, 20_000)).expect("append");
+        l.append(run("00000000000000aa", "text", "count", Status::Ok, 20_000))
+            .expect("append");
         assert_eq!(l.verify().expect("verify").broken, None);
         // Deleting more from the start is still detected.
         let mut ls = lines(&l);
@@ -932,7 +1168,14 @@ mod tests {
         l.prune(u64::MAX, 100_000).expect("prune all");
         assert_eq!(lines(&l).len(), 1);
         assert_eq!(l.verify().expect("verify").broken, None);
-        l.append(run("00000000000000ab", "text", "count", Status::Ok, 200_000)).expect("append");
+        l.append(run(
+            "00000000000000ab",
+            "text",
+            "count",
+            Status::Ok,
+            200_000,
+        ))
+        .expect("append");
         l.prune(150_000, 300_000).expect("prune the checkpoint too");
         let recs = l.records().expect("records");
         assert_eq!(recs.len(), 2);
@@ -945,46 +1188,132 @@ mod tests {
         let mut ls = lines(&l);
         ls.remove(1);
         write_lines(&l, &ls);
-        assert!(matches!(l.prune(u64::MAX, 1), Err(LedgerError::Broken { line: 2, .. })));
+        assert!(matches!(
+            l.prune(u64::MAX, 1),
+            Err(LedgerError::Broken { line: 2, .. })
+        ));
     }
 
     #[test]
     fn history_filters() {
         let t = tempfile::tempdir().expect("tmp");
         let l = Ledger::new(t.path());
-        l.append(run("0000000000000001", "text", "count", Status::Ok, 1_000)).expect("append");
-        l.append(run("0000000000000002", "text", "upper", Status::Denied, 2_000)).expect("append");
-        l.append(run("0000000000000003", "web", "fetch", Status::Ok, 3_000)).expect("append");
-        l.append(run("0000000000000004", "text", "count", Status::InputInvalid, 4_000)).expect("append");
+        l.append(run("0000000000000001", "text", "count", Status::Ok, 1_000))
+            .expect("append");
+        l.append(run(
+            "0000000000000002",
+            "text",
+            "upper",
+            Status::Denied,
+            2_000,
+        ))
+        .expect("append");
+        l.append(run("0000000000000003", "web", "fetch", Status::Ok, 3_000))
+            .expect("append");
+        l.append(run(
+            "0000000000000004",
+            "text",
+            "count",
+            Status::InputInvalid,
+            4_000,
+        ))
+        .expect("append");
         let recs = l.records().expect("records");
-        let ids = |f: Filter| select(&recs, &f).iter().filter_map(|s| s.run()).map(|r| r.run_id[15..].to_string()).collect::<Vec<_>>().join("");
+        let ids = |f: Filter| {
+            select(&recs, &f)
+                .iter()
+                .filter_map(|s| s.run())
+                .map(|r| r.run_id[15..].to_string())
+                .collect::<Vec<_>>()
+                .join("")
+        };
         assert_eq!(ids(Filter::default()), "4321", "newest first");
-        assert_eq!(ids(Filter { skill: Some("text".into()), ..Filter::default() }), "421");
-        assert_eq!(ids(Filter { skill: Some("text/count".into()), ..Filter::default() }), "41");
-        assert_eq!(ids(Filter { status: Some(Status::Ok), ..Filter::default() }), "31");
-        assert_eq!(ids(Filter { since_ms: Some(2_000), ..Filter::default() }), "432");
-        assert_eq!(ids(Filter { limit: Some(2), ..Filter::default() }), "43");
-        assert_eq!(ids(Filter { skill: Some("text".into()), status: Some(Status::Ok), since_ms: Some(500), limit: Some(5) }), "1");
-        assert_eq!(ids(Filter { skill: Some("nope".into()), ..Filter::default() }), "");
+        assert_eq!(
+            ids(Filter {
+                skill: Some("text".into()),
+                ..Filter::default()
+            }),
+            "421"
+        );
+        assert_eq!(
+            ids(Filter {
+                skill: Some("text/count".into()),
+                ..Filter::default()
+            }),
+            "41"
+        );
+        assert_eq!(
+            ids(Filter {
+                status: Some(Status::Ok),
+                ..Filter::default()
+            }),
+            "31"
+        );
+        assert_eq!(
+            ids(Filter {
+                since_ms: Some(2_000),
+                ..Filter::default()
+            }),
+            "432"
+        );
+        assert_eq!(
+            ids(Filter {
+                limit: Some(2),
+                ..Filter::default()
+            }),
+            "43"
+        );
+        assert_eq!(
+            ids(Filter {
+                skill: Some("text".into()),
+                status: Some(Status::Ok),
+                since_ms: Some(500),
+                limit: Some(5)
+            }),
+            "1"
+        );
+        assert_eq!(
+            ids(Filter {
+                skill: Some("nope".into()),
+                ..Filter::default()
+            }),
+            ""
+        );
     }
 
     #[test]
     fn find_by_id_or_prefix() {
         let t = tempfile::tempdir().expect("tmp");
         let l = Ledger::new(t.path());
-        l.append(run("abcd000000000001", "text", "count", Status::Ok, 1)).expect("append");
-        l.append(run("abcd000000000002", "text", "count", Status::Ok, 2)).expect("append");
+        l.append(run("abcd000000000001", "text", "count", Status::Ok, 1))
+            .expect("append");
+        l.append(run("abcd000000000002", "text", "count", Status::Ok, 2))
+            .expect("append");
         let recs = l.records().expect("records");
         assert_eq!(find_run(&recs, "abcd000000000002").map(|s| s.seq), Ok(2));
-        assert_eq!(find_run(&recs, "abcd0000000000").err(), Some(FindError::Ambiguous("abcd0000000000".into(), 2)));
-        assert_eq!(find_run(&recs, "abcd0000000000011").err(), Some(FindError::NotFound("abcd0000000000011".into())));
+        assert_eq!(
+            find_run(&recs, "abcd0000000000").err(),
+            Some(FindError::Ambiguous("abcd0000000000".into(), 2))
+        );
+        assert_eq!(
+            find_run(&recs, "abcd0000000000011").err(),
+            Some(FindError::NotFound("abcd0000000000011".into()))
+        );
         assert!(find_run(&recs, "").is_err());
     }
 
     #[test]
     fn audit_events_drop_contents_and_cap() {
-        let mut evs = vec![Event::Stdout { data: "secret".into() }, Event::Stderr { data: "x".into() }];
-        evs.extend((0..MAX_EVENTS + 3).map(|i| Event::Limit { limit: "log".into(), detail: i.to_string() }));
+        let mut evs = vec![
+            Event::Stdout {
+                data: "secret".into(),
+            },
+            Event::Stderr { data: "x".into() },
+        ];
+        evs.extend((0..MAX_EVENTS + 3).map(|i| Event::Limit {
+            limit: "log".into(),
+            detail: i.to_string(),
+        }));
         let (kept, dropped) = audit_events(evs);
         assert_eq!((kept.len(), dropped), (MAX_EVENTS, 3));
         assert!(kept.iter().all(|e| matches!(e, Event::Limit { .. })));

@@ -41,7 +41,10 @@ const HEADER: &str = "# band.lock: the fingerprint of this skill. Written by `ba
 #[derive(Debug, Error)]
 pub enum LockError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is a symlink that points outside the skill (or nowhere)")]
     LinkOutside { path: PathBuf },
     #[error("{path} is neither a file, a folder nor a symlink")]
@@ -51,7 +54,11 @@ pub enum LockError {
     #[error("the skill at {root} is larger than {max} bytes")]
     TooLarge { root: PathBuf, max: u64 },
     #[error("{path}:{line}: {message}")]
-    Parse { path: PathBuf, line: usize, message: String },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
 }
 
 impl LockError {
@@ -59,11 +66,17 @@ impl LockError {
     pub fn hint(&self) -> &'static str {
         match self {
             LockError::Io { .. } => "check that the skill folder is readable",
-            LockError::LinkOutside { .. } => "copy the file into the skill instead of linking to it",
+            LockError::LinkOutside { .. } => {
+                "copy the file into the skill instead of linking to it"
+            }
             LockError::Special { .. } => "remove it from the skill",
-            LockError::BadName { .. } => "rename it: skill paths are UTF-8 without control characters",
+            LockError::BadName { .. } => {
+                "rename it: skill paths are UTF-8 without control characters"
+            }
             LockError::TooLarge { .. } => "keep data out of the skill; pass it in the workspace",
-            LockError::Parse { .. } => "run `band lock` to write a fresh band.lock (after checking the skill is what you expect)",
+            LockError::Parse { .. } => {
+                "run `band lock` to write a fresh band.lock (after checking the skill is what you expect)"
+            }
         }
     }
 }
@@ -105,7 +118,10 @@ pub struct Tree {
 impl Tree {
     /// Read every file and symlink under `root` (see the module docs for what is left out).
     pub fn read(root: &Path) -> Result<Tree, LockError> {
-        let canon_root = root.canonicalize().map_err(|source| LockError::Io { path: root.to_path_buf(), source })?;
+        let canon_root = root.canonicalize().map_err(|source| LockError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
         let mut nodes = Vec::new();
         let mut total = 0u64;
         walk(root, &canon_root, root, &mut nodes, &mut total)?;
@@ -125,7 +141,10 @@ impl Tree {
 
     /// `proto::bundle_digest` over the regular files: the request's `bundle_sha256`.
     pub fn bundle_sha256(&self) -> String {
-        let files: Vec<(String, u32, Vec<u8>)> = self.files().map(|n| (n.path.clone(), n.mode, n.data.clone())).collect();
+        let files: Vec<(String, u32, Vec<u8>)> = self
+            .files()
+            .map(|n| (n.path.clone(), n.mode, n.data.clone()))
+            .collect();
         proto::bundle_digest(&files)
     }
 
@@ -141,14 +160,21 @@ impl Tree {
                     kind: n.kind,
                     mode: n.mode,
                     sha256: sha256_hex(&n.data),
-                    target: (n.kind == Kind::Link).then(|| String::from_utf8_lossy(&n.data).into_owned()),
+                    target: (n.kind == Kind::Link)
+                        .then(|| String::from_utf8_lossy(&n.data).into_owned()),
                 })
                 .collect(),
         }
     }
 }
 
-fn walk(root: &Path, canon_root: &Path, dir: &Path, out: &mut Vec<Node>, total: &mut u64) -> Result<(), LockError> {
+fn walk(
+    root: &Path,
+    canon_root: &Path,
+    dir: &Path,
+    out: &mut Vec<Node>,
+    total: &mut u64,
+) -> Result<(), LockError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| LockError::Io { path, source }
@@ -174,18 +200,34 @@ fn walk(root: &Path, canon_root: &Path, dir: &Path, out: &mut Vec<Node>, total: 
             if !inside {
                 return Err(LockError::LinkOutside { path: p });
             }
-            let target = target.to_str().filter(|t| !t.chars().any(char::is_control)).ok_or_else(|| LockError::BadName { path: p.clone() })?;
-            out.push(Node { path: rel, kind: Kind::Link, mode: mode_of(&meta), data: target.as_bytes().to_vec() });
+            let target = target
+                .to_str()
+                .filter(|t| !t.chars().any(char::is_control))
+                .ok_or_else(|| LockError::BadName { path: p.clone() })?;
+            out.push(Node {
+                path: rel,
+                kind: Kind::Link,
+                mode: mode_of(&meta),
+                data: target.as_bytes().to_vec(),
+            });
         } else if ft.is_file() {
             if rel == LOCK_FILE {
                 continue;
             }
             *total += meta.len();
             if *total > MAX_BUNDLE_BYTES {
-                return Err(LockError::TooLarge { root: root.to_path_buf(), max: MAX_BUNDLE_BYTES });
+                return Err(LockError::TooLarge {
+                    root: root.to_path_buf(),
+                    max: MAX_BUNDLE_BYTES,
+                });
             }
             let data = std::fs::read(&p).map_err(io(&p))?;
-            out.push(Node { path: rel, kind: Kind::File, mode: mode_of(&meta), data });
+            out.push(Node {
+                path: rel,
+                kind: Kind::File,
+                mode: mode_of(&meta),
+                data,
+            });
         } else {
             return Err(LockError::Special { path: p });
         }
@@ -200,7 +242,11 @@ fn rel_name(root: &Path, p: &Path) -> Result<String, LockError> {
     for c in rel.components() {
         match c.as_os_str().to_str() {
             Some(s) if !s.chars().any(char::is_control) => parts.push(s),
-            _ => return Err(LockError::BadName { path: p.to_path_buf() }),
+            _ => {
+                return Err(LockError::BadName {
+                    path: p.to_path_buf(),
+                });
+            }
         }
     }
     Ok(parts.join("/"))
@@ -220,7 +266,10 @@ pub fn mode_of(_: &std::fs::Metadata) -> u32 {
 
 /// Lowercase hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// One line of a lock.
@@ -248,9 +297,18 @@ impl Lock {
     /// The file text: a header comment, `version`, `bundle`, then one line per entry.
     pub fn render(&self) -> String {
         let mut out = String::from(HEADER);
-        out.push_str(&format!("version {LOCK_VERSION}\nbundle {}\n", self.bundle_sha256));
+        out.push_str(&format!(
+            "version {LOCK_VERSION}\nbundle {}\n",
+            self.bundle_sha256
+        ));
         for e in &self.entries {
-            out.push_str(&format!("{} {:04o} {} {}", e.kind.as_str(), e.mode, e.sha256, quote(&e.path)));
+            out.push_str(&format!(
+                "{} {:04o} {} {}",
+                e.kind.as_str(),
+                e.mode,
+                e.sha256,
+                quote(&e.path)
+            ));
             if let Some(t) = &e.target {
                 out.push_str(&format!(" -> {}", quote(t)));
             }
@@ -262,7 +320,11 @@ impl Lock {
     /// Parse a lock's text; `path` names the file in errors. Strict: any unknown or malformed
     /// line is an error, never skipped.
     pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
-        let err = |line: usize, message: String| LockError::Parse { path: path.to_path_buf(), line, message };
+        let err = |line: usize, message: String| LockError::Parse {
+            path: path.to_path_buf(),
+            line,
+            message,
+        };
         let mut version = None;
         let mut bundle = None;
         let mut entries: Vec<LockEntry> = Vec::new();
@@ -271,15 +333,24 @@ impl Lock {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (word, rest) = line.split_once(' ').ok_or_else(|| err(n, format!("expected `<word> <value>`, found `{line}`")))?;
+            let (word, rest) = line
+                .split_once(' ')
+                .ok_or_else(|| err(n, format!("expected `<word> <value>`, found `{line}`")))?;
             match word {
                 "version" => {
                     if version.is_some() {
                         return Err(err(n, "`version` appears twice".into()));
                     }
-                    let v: u32 = rest.parse().map_err(|_| err(n, format!("`{rest}` is not a version number")))?;
+                    let v: u32 = rest
+                        .parse()
+                        .map_err(|_| err(n, format!("`{rest}` is not a version number")))?;
                     if v != LOCK_VERSION {
-                        return Err(err(n, format!("lock format version {v}; this band reads version {LOCK_VERSION}")));
+                        return Err(err(
+                            n,
+                            format!(
+                                "lock format version {v}; this band reads version {LOCK_VERSION}"
+                            ),
+                        ));
                     }
                     version = Some(v);
                 }
@@ -287,15 +358,28 @@ impl Lock {
                     if bundle.is_some() {
                         return Err(err(n, "`bundle` appears twice".into()));
                     }
-                    bundle = Some(parse_hex(rest).ok_or_else(|| err(n, format!("`{rest}` is not a SHA-256 in hex")))?);
+                    bundle = Some(
+                        parse_hex(rest)
+                            .ok_or_else(|| err(n, format!("`{rest}` is not a SHA-256 in hex")))?,
+                    );
                 }
                 "file" | "link" => {
-                    let kind = if word == "file" { Kind::File } else { Kind::Link };
+                    let kind = if word == "file" {
+                        Kind::File
+                    } else {
+                        Kind::Link
+                    };
                     let e = parse_entry(kind, rest).map_err(|m| err(n, m))?;
                     if let Some(prev) = entries.last()
                         && prev.path >= e.path
                     {
-                        return Err(err(n, format!("{} is out of order or repeated (entries are sorted by path)", quote(&e.path))));
+                        return Err(err(
+                            n,
+                            format!(
+                                "{} is out of order or repeated (entries are sorted by path)",
+                                quote(&e.path)
+                            ),
+                        ));
                     }
                     entries.push(e);
                 }
@@ -306,39 +390,64 @@ impl Lock {
             return Err(err(1, "no `version` line".into()));
         }
         let bundle_sha256 = bundle.ok_or_else(|| err(1, "no `bundle` line".into()))?;
-        Ok(Lock { bundle_sha256, entries })
+        Ok(Lock {
+            bundle_sha256,
+            entries,
+        })
     }
 
     /// What differs between this (locked) lock and `actual`, by path. Empty means they agree.
     pub fn diff(&self, actual: &Lock) -> Vec<Difference> {
-        let locked: BTreeMap<&str, &LockEntry> = self.entries.iter().map(|e| (e.path.as_str(), e)).collect();
-        let now: BTreeMap<&str, &LockEntry> = actual.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        let locked: BTreeMap<&str, &LockEntry> =
+            self.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        let now: BTreeMap<&str, &LockEntry> = actual
+            .entries
+            .iter()
+            .map(|e| (e.path.as_str(), e))
+            .collect();
         let mut paths: Vec<&str> = locked.keys().chain(now.keys()).copied().collect();
         paths.sort_unstable();
         paths.dedup();
         let mut out = Vec::new();
         for p in paths {
-            let mut push = |change| out.push(Difference { path: p.to_string(), change });
+            let mut push = |change| {
+                out.push(Difference {
+                    path: p.to_string(),
+                    change,
+                })
+            };
             match (locked.get(p), now.get(p)) {
                 (Some(_), None) => push(Change::Removed),
                 (None, Some(_)) => push(Change::Added),
-                (Some(l), Some(a)) if l.kind != a.kind => push(Change::Kind { locked: l.kind, actual: a.kind }),
+                (Some(l), Some(a)) if l.kind != a.kind => push(Change::Kind {
+                    locked: l.kind,
+                    actual: a.kind,
+                }),
                 (Some(l), Some(a)) => {
                     if l.sha256 != a.sha256 || l.target != a.target {
                         push(match a.kind {
                             Kind::File => Change::Content,
-                            Kind::Link => Change::Target { locked: l.target.clone().unwrap_or_default(), actual: a.target.clone().unwrap_or_default() },
+                            Kind::Link => Change::Target {
+                                locked: l.target.clone().unwrap_or_default(),
+                                actual: a.target.clone().unwrap_or_default(),
+                            },
                         });
                     }
                     if l.mode != a.mode && a.kind == Kind::File {
-                        push(Change::Mode { locked: l.mode, actual: a.mode });
+                        push(Change::Mode {
+                            locked: l.mode,
+                            actual: a.mode,
+                        });
                     }
                 }
                 (None, None) => {}
             }
         }
         if out.is_empty() && self.bundle_sha256 != actual.bundle_sha256 {
-            out.push(Difference { path: LOCK_FILE.to_string(), change: Change::BundleHash });
+            out.push(Difference {
+                path: LOCK_FILE.to_string(),
+                change: Change::BundleHash,
+            });
         }
         out
     }
@@ -347,37 +456,63 @@ impl Lock {
 fn parse_entry(kind: Kind, rest: &str) -> Result<LockEntry, String> {
     let mut it = rest.splitn(3, ' ');
     let (Some(mode), Some(sha), Some(tail)) = (it.next(), it.next(), it.next()) else {
-        return Err(format!("expected `{} <mode> <sha256> \"<path>\"`", kind.as_str()));
+        return Err(format!(
+            "expected `{} <mode> <sha256> \"<path>\"`",
+            kind.as_str()
+        ));
     };
     if mode.len() != 4 {
         return Err(format!("`{mode}` is not a four-digit octal mode"));
     }
-    let mode = u32::from_str_radix(mode, 8).map_err(|_| format!("`{mode}` is not an octal mode"))?;
+    let mode =
+        u32::from_str_radix(mode, 8).map_err(|_| format!("`{mode}` is not an octal mode"))?;
     let sha256 = parse_hex(sha).ok_or_else(|| format!("`{sha}` is not a SHA-256 in hex"))?;
     let (path, tail) = unquote(tail)?;
-    if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-        return Err(format!("{} is not a relative path inside the skill", quote(&path)));
+    if path.is_empty()
+        || path.starts_with('/')
+        || path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err(format!(
+            "{} is not a relative path inside the skill",
+            quote(&path)
+        ));
     }
     let target = match kind {
         Kind::File if tail.is_empty() => None,
         Kind::Link => {
-            let t = tail.strip_prefix(" -> ").ok_or("a link line ends with ` -> \"<target>\"`")?;
+            let t = tail
+                .strip_prefix(" -> ")
+                .ok_or("a link line ends with ` -> \"<target>\"`")?;
             let (target, end) = unquote(t)?;
             if !end.is_empty() {
                 return Err(format!("unexpected `{end}` after the link target"));
             }
             if sha256_hex(target.as_bytes()) != sha256 {
-                return Err(format!("the hash of link {} does not match its target", quote(&path)));
+                return Err(format!(
+                    "the hash of link {} does not match its target",
+                    quote(&path)
+                ));
             }
             Some(target)
         }
         Kind::File => return Err(format!("unexpected `{tail}` after the path")),
     };
-    Ok(LockEntry { path, kind, mode, sha256, target })
+    Ok(LockEntry {
+        path,
+        kind,
+        mode,
+        sha256,
+        target,
+    })
 }
 
 fn parse_hex(s: &str) -> Option<String> {
-    (s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then(|| s.to_string())
+    (s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    .then(|| s.to_string())
 }
 
 /// A path as a JSON string: unambiguous whatever the name holds.
@@ -408,11 +543,20 @@ pub struct Difference {
 pub enum Change {
     /// The file's bytes changed.
     Content,
-    Mode { locked: u32, actual: u32 },
+    Mode {
+        locked: u32,
+        actual: u32,
+    },
     /// A file became a link or the other way round.
-    Kind { locked: Kind, actual: Kind },
+    Kind {
+        locked: Kind,
+        actual: Kind,
+    },
     /// A link points somewhere else.
-    Target { locked: String, actual: String },
+    Target {
+        locked: String,
+        actual: String,
+    },
     /// In the skill, not in the lock.
     Added,
     /// In the lock, not in the skill.
@@ -426,12 +570,24 @@ impl fmt::Display for Difference {
         let p = &self.path;
         match &self.change {
             Change::Content => write!(f, "{p}: content changed"),
-            Change::Mode { locked, actual } => write!(f, "{p}: mode changed from {locked:04o} to {actual:04o}"),
-            Change::Kind { locked, actual } => write!(f, "{p}: was a {}, is now a {}", locked.as_str(), actual.as_str()),
-            Change::Target { locked, actual } => write!(f, "{p}: symlink points to `{actual}`, locked `{locked}`"),
+            Change::Mode { locked, actual } => {
+                write!(f, "{p}: mode changed from {locked:04o} to {actual:04o}")
+            }
+            Change::Kind { locked, actual } => write!(
+                f,
+                "{p}: was a {}, is now a {}",
+                locked.as_str(),
+                actual.as_str()
+            ),
+            Change::Target { locked, actual } => {
+                write!(f, "{p}: symlink points to `{actual}`, locked `{locked}`")
+            }
             Change::Added => write!(f, "{p}: added (not in band.lock)"),
             Change::Removed => write!(f, "{p}: removed (listed in band.lock)"),
-            Change::BundleHash => write!(f, "{p}: its bundle hash does not match the files it lists (the lock was edited)"),
+            Change::BundleHash => write!(
+                f,
+                "{p}: its bundle hash does not match the files it lists (the lock was edited)"
+            ),
         }
     }
 }
@@ -469,7 +625,11 @@ pub fn check(root: &Path, tree: &Tree) -> Result<LockState, LockError> {
     };
     let locked = Lock::parse(&text, &path)?;
     let diffs = locked.diff(&tree.lock());
-    Ok(if diffs.is_empty() { LockState::Matches } else { LockState::Differs(diffs) })
+    Ok(if diffs.is_empty() {
+        LockState::Matches
+    } else {
+        LockState::Differs(diffs)
+    })
 }
 
 /// Write `root/band.lock` for `tree` (through a temporary file and a rename). Returns the lock.
@@ -503,8 +663,14 @@ mod tests {
         std::fs::write(r.join("scripts/go.sh"), "#!/bin/sh\necho hi\n").expect("write");
         std::fs::write(r.join("lib/good.sh"), "good\n").expect("write");
         std::fs::write(r.join("lib/evil.sh"), "evil\n").expect("write");
-        for (f, mode) in [("BAND.md", 0o644), ("scripts/go.sh", 0o755), ("lib/good.sh", 0o644), ("lib/evil.sh", 0o644)] {
-            std::fs::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode)).expect("chmod");
+        for (f, mode) in [
+            ("BAND.md", 0o644),
+            ("scripts/go.sh", 0o755),
+            ("lib/good.sh", 0o644),
+            ("lib/evil.sh", 0o644),
+        ] {
+            std::fs::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
         }
         symlink("../lib/good.sh", r.join("scripts/lib.sh")).expect("symlink");
         t
@@ -539,10 +705,21 @@ mod tests {
         assert_eq!(state(t.path()), LockState::Matches);
         // The lock is not part of what it fingerprints, and the lines are sorted and typed.
         assert!(tree.nodes.iter().all(|n| n.path != LOCK_FILE));
-        let kinds: Vec<(&str, &str)> = text.lines().filter(|l| l.starts_with("file") || l.starts_with("link")).map(|l| (&l[..4], l.rsplit('"').nth(1).unwrap_or(""))).collect();
+        let kinds: Vec<(&str, &str)> = text
+            .lines()
+            .filter(|l| l.starts_with("file") || l.starts_with("link"))
+            .map(|l| (&l[..4], l.rsplit('"').nth(1).unwrap_or("")))
+            .collect();
         assert_eq!(kinds[0], ("file", "BAND.md"));
-        assert!(text.contains("file 0755 ") && text.contains("\"scripts/go.sh\"\n"), "{text}");
-        assert!(text.contains("link 0777 ") && text.contains("\"scripts/lib.sh\" -> \"../lib/good.sh\"\n"), "{text}");
+        assert!(
+            text.contains("file 0755 ") && text.contains("\"scripts/go.sh\"\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("link 0777 ")
+                && text.contains("\"scripts/lib.sh\" -> \"../lib/good.sh\"\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -550,10 +727,18 @@ mod tests {
         let t = locked_skill();
         let tree = Tree::read(t.path()).expect("read");
         let files: Vec<(String, u32, Vec<u8>)> = vec![
-            ("BAND.md".into(), 0o644, b"---\nband: s\ndescription: d\n---\n".to_vec()),
+            (
+                "BAND.md".into(),
+                0o644,
+                b"---\nband: s\ndescription: d\n---\n".to_vec(),
+            ),
             ("lib/evil.sh".into(), 0o644, b"evil\n".to_vec()),
             ("lib/good.sh".into(), 0o644, b"good\n".to_vec()),
-            ("scripts/go.sh".into(), 0o755, b"#!/bin/sh\necho hi\n".to_vec()),
+            (
+                "scripts/go.sh".into(),
+                0o755,
+                b"#!/bin/sh\necho hi\n".to_vec(),
+            ),
         ];
         assert_eq!(tree.bundle_sha256(), proto::bundle_digest(&files));
         assert_eq!(tree.lock().bundle_sha256, tree.bundle_sha256());
@@ -569,28 +754,59 @@ mod tests {
     fn one_changed_byte_is_refused() {
         let t = locked_skill();
         std::fs::write(t.path().join("scripts/go.sh"), "#!/bin/sh\necho hI\n").expect("write");
-        assert_eq!(differs(t.path()), vec![Difference { path: "scripts/go.sh".into(), change: Change::Content }]);
+        assert_eq!(
+            differs(t.path()),
+            vec![Difference {
+                path: "scripts/go.sh".into(),
+                change: Change::Content
+            }]
+        );
     }
 
     #[test]
     fn an_added_file_is_refused() {
         let t = locked_skill();
         std::fs::write(t.path().join("scripts/.hidden"), "x").expect("write");
-        assert_eq!(differs(t.path()), vec![Difference { path: "scripts/.hidden".into(), change: Change::Added }]);
+        assert_eq!(
+            differs(t.path()),
+            vec![Difference {
+                path: "scripts/.hidden".into(),
+                change: Change::Added
+            }]
+        );
     }
 
     #[test]
     fn a_removed_file_is_refused() {
         let t = locked_skill();
         std::fs::remove_file(t.path().join("lib/evil.sh")).expect("rm");
-        assert_eq!(differs(t.path()), vec![Difference { path: "lib/evil.sh".into(), change: Change::Removed }]);
+        assert_eq!(
+            differs(t.path()),
+            vec![Difference {
+                path: "lib/evil.sh".into(),
+                change: Change::Removed
+            }]
+        );
     }
 
     #[test]
     fn a_changed_mode_is_refused() {
         let t = locked_skill();
-        std::fs::set_permissions(t.path().join("BAND.md"), std::fs::Permissions::from_mode(0o4755)).expect("chmod");
-        assert_eq!(differs(t.path()), vec![Difference { path: "BAND.md".into(), change: Change::Mode { locked: 0o644, actual: 0o4755 } }]);
+        std::fs::set_permissions(
+            t.path().join("BAND.md"),
+            std::fs::Permissions::from_mode(0o4755),
+        )
+        .expect("chmod");
+        assert_eq!(
+            differs(t.path()),
+            vec![Difference {
+                path: "BAND.md".into(),
+                change: Change::Mode {
+                    locked: 0o644,
+                    actual: 0o4755
+                }
+            }]
+        );
     }
 
     #[test]
@@ -600,7 +816,16 @@ mod tests {
         std::fs::remove_file(&link).expect("rm");
         symlink("../lib/evil.sh", &link).expect("symlink");
         let d = differs(t.path());
-        assert_eq!(d, vec![Difference { path: "scripts/lib.sh".into(), change: Change::Target { locked: "../lib/good.sh".into(), actual: "../lib/evil.sh".into() } }]);
+        assert_eq!(
+            d,
+            vec![Difference {
+                path: "scripts/lib.sh".into(),
+                change: Change::Target {
+                    locked: "../lib/good.sh".into(),
+                    actual: "../lib/evil.sh".into()
+                }
+            }]
+        );
         assert!(d[0].to_string().contains("../lib/evil.sh"));
     }
 
@@ -611,7 +836,16 @@ mod tests {
         std::fs::remove_file(&f).expect("rm");
         symlink("evil.sh", &f).expect("symlink");
         let d = differs(t.path());
-        assert!(d.contains(&Difference { path: "lib/good.sh".into(), change: Change::Kind { locked: Kind::File, actual: Kind::Link } }), "{d:?}");
+        assert!(
+            d.contains(&Difference {
+                path: "lib/good.sh".into(),
+                change: Change::Kind {
+                    locked: Kind::File,
+                    actual: Kind::Link
+                }
+            }),
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -619,9 +853,22 @@ mod tests {
         let t = locked_skill();
         let p = t.path().join(LOCK_FILE);
         let text = std::fs::read_to_string(&p).expect("read");
-        let line = text.lines().find(|l| l.starts_with("bundle ")).expect("bundle line");
-        std::fs::write(&p, text.replace(line, &format!("bundle {}", "0".repeat(64)))).expect("write");
-        assert_eq!(differs(t.path()), vec![Difference { path: LOCK_FILE.into(), change: Change::BundleHash }]);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("bundle "))
+            .expect("bundle line");
+        std::fs::write(
+            &p,
+            text.replace(line, &format!("bundle {}", "0".repeat(64))),
+        )
+        .expect("write");
+        assert_eq!(
+            differs(t.path()),
+            vec![Difference {
+                path: LOCK_FILE.into(),
+                change: Change::BundleHash
+            }]
+        );
     }
 
     #[test]
@@ -638,30 +885,59 @@ mod tests {
     fn links_outside_the_skill_are_errors() {
         let t = skill();
         symlink("/etc/passwd", t.path().join("scripts/passwd")).expect("symlink");
-        assert!(matches!(Tree::read(t.path()), Err(LockError::LinkOutside { .. })));
+        assert!(matches!(
+            Tree::read(t.path()),
+            Err(LockError::LinkOutside { .. })
+        ));
         let t = skill();
         symlink("../../outside", t.path().join("scripts/up")).expect("symlink");
-        assert!(matches!(Tree::read(t.path()), Err(LockError::LinkOutside { .. })));
+        assert!(matches!(
+            Tree::read(t.path()),
+            Err(LockError::LinkOutside { .. })
+        ));
         let t = skill();
         symlink("nowhere", t.path().join("scripts/dangling")).expect("symlink");
-        assert!(matches!(Tree::read(t.path()), Err(LockError::LinkOutside { .. })));
+        assert!(matches!(
+            Tree::read(t.path()),
+            Err(LockError::LinkOutside { .. })
+        ));
     }
 
     #[test]
     fn malformed_locks_are_errors_with_a_line() {
-        let good = Tree::read(locked_skill().path()).expect("read").lock().render();
+        let good = Tree::read(locked_skill().path())
+            .expect("read")
+            .lock()
+            .render();
         let cases = [
             (good.replace("version 1", "version 2"), "version 2"),
             (good.replace("version 1\n", ""), "no `version`"),
             (good.replace("file 0644", "file 644"), "four-digit"),
             (good.replace("file 0755", "fyle 0755"), "unknown line kind"),
-            (good.replace("\"BAND.md\"", "\"../BAND.md\""), "not a relative path"),
-            (good.replace("\"../lib/good.sh\"", "\"../lib/evil.sh\""), "does not match its target"),
-            (format!("{good}{}", good.lines().find(|l| l.starts_with("file")).unwrap_or_default()), "out of order"),
+            (
+                good.replace("\"BAND.md\"", "\"../BAND.md\""),
+                "not a relative path",
+            ),
+            (
+                good.replace("\"../lib/good.sh\"", "\"../lib/evil.sh\""),
+                "does not match its target",
+            ),
+            (
+                format!(
+                    "{good}{}",
+                    good.lines()
+                        .find(|l| l.starts_with("file"))
+                        .unwrap_or_default()
+                ),
+                "out of order",
+            ),
         ];
         for (text, want) in cases {
             match Lock::parse(&text, Path::new("x/band.lock")) {
-                Err(e @ LockError::Parse { .. }) => assert!(e.to_string().contains(want) && e.to_string().starts_with("x/band.lock:"), "{e} (wanted {want})"),
+                Err(e @ LockError::Parse { .. }) => assert!(
+                    e.to_string().contains(want) && e.to_string().starts_with("x/band.lock:"),
+                    "{e} (wanted {want})"
+                ),
                 other => panic!("expected a parse error containing {want}, got {other:?}"),
             }
         }
@@ -671,6 +947,9 @@ mod tests {
     fn unreadable_lock_is_an_error_not_unlocked() {
         let t = skill();
         std::fs::write(t.path().join(LOCK_FILE), "garbage\n").expect("write");
-        assert!(matches!(check(t.path(), &Tree::read(t.path()).expect("read")), Err(LockError::Parse { .. })));
+        assert!(matches!(
+            check(t.path(), &Tree::read(t.path()).expect("read")),
+            Err(LockError::Parse { .. })
+        ));
     }
 }

@@ -136,7 +136,9 @@ impl Status {
         match self {
             Status::Ok => "the script succeeded and its output matched the contract",
             Status::ScriptFailed => "the script exited non-zero",
-            Status::InputInvalid => "the input did not match the script's input schema, or was too large",
+            Status::InputInvalid => {
+                "the input did not match the script's input schema, or was too large"
+            }
             Status::OutputInvalid => "the output did not match the script's output schema",
             Status::Denied => "the script failed after the policy denied a command, host or path",
             Status::InsistUnsatisfied => "the script never did something its band insists on",
@@ -226,10 +228,22 @@ pub struct ErrorInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Denial {
-    Cli { argv: Vec<String>, rule: Option<String> },
-    Net { host: String, port: Option<u16>, rule: Option<String> },
-    Dns { name: String },
-    Write { path: String, rule: Option<String> },
+    Cli {
+        argv: Vec<String>,
+        rule: Option<String>,
+    },
+    Net {
+        host: String,
+        port: Option<u16>,
+        rule: Option<String>,
+    },
+    Dns {
+        name: String,
+    },
+    Write {
+        path: String,
+        rule: Option<String>,
+    },
 }
 
 /// One CLI call seen by the wrapper shim (reported over a channel the script cannot forge).
@@ -246,13 +260,23 @@ pub struct CliCall {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The sandbox is built and the script is starting.
-    Started { run_id: String, setup_ms: u64 },
-    Stdout { data: String },
-    Stderr { data: String },
+    Started {
+        run_id: String,
+        setup_ms: u64,
+    },
+    Stdout {
+        data: String,
+    },
+    Stderr {
+        data: String,
+    },
     Cli(CliCall),
     Denied(Denial),
     /// A limit was hit (`memory`, `pids`, `runtime`, `log`, `output`, `disk`).
-    Limit { limit: String, detail: String },
+    Limit {
+        limit: String,
+        detail: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -338,7 +362,12 @@ pub struct NetFlow {
 
 impl RunResult {
     /// A result for a run that never started.
-    pub fn setup_failed(run_id: &str, layer: Layer, message: impl Into<String>, hint: Option<String>) -> Self {
+    pub fn setup_failed(
+        run_id: &str,
+        layer: Layer,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> Self {
         RunResult {
             run_id: run_id.to_string(),
             status: Status::SetupFailed,
@@ -353,7 +382,11 @@ impl RunResult {
             cli_calls: Vec::new(),
             insist_missing: Vec::new(),
             metrics: Metrics::default(),
-            error: Some(ErrorInfo { layer, message: message.into(), hint }),
+            error: Some(ErrorInfo {
+                layer,
+                message: message.into(),
+                hint,
+            }),
             network: None,
         }
     }
@@ -380,8 +413,20 @@ pub mod env {
     pub const TEST_MUST_RUN: &str = "BAND_TEST_MUST_RUN";
     /// Names reserved for the runtime; a secret may not use them.
     pub const RESERVED: &[&str] = &[
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "TERM", "LANG", "INPUT_PATH",
-        "OUTPUT_PATH", "CONFIG_PATH", "WORKSPACE", "SKILL_DIR",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "PWD",
+        "TMPDIR",
+        "TERM",
+        "LANG",
+        "INPUT_PATH",
+        "OUTPUT_PATH",
+        "CONFIG_PATH",
+        "WORKSPACE",
+        "SKILL_DIR",
     ];
     /// Prefixes reserved for the runtime or dangerous to set (`LD_PRELOAD`).
     pub const RESERVED_PREFIXES: &[&str] = &["BAND_", "LD_"];
@@ -414,17 +459,33 @@ mod tests {
     fn exit_codes_are_distinct() {
         let mut seen = std::collections::BTreeSet::new();
         for s in Status::ALL {
-            assert!(seen.insert(s.exit_code()), "{s} reuses exit code {}", s.exit_code());
-            assert_ne!(s.exit_code(), exit::USAGE, "{s} collides with the usage code");
+            assert!(
+                seen.insert(s.exit_code()),
+                "{s} reuses exit code {}",
+                s.exit_code()
+            );
+            assert_ne!(
+                s.exit_code(),
+                exit::USAGE,
+                "{s} collides with the usage code"
+            );
         }
     }
 
     #[test]
     fn messages_round_trip() {
-        let ev = Message::Event(Event::Limit { limit: "pids".into(), detail: "128".into() });
+        let ev = Message::Event(Event::Limit {
+            limit: "pids".into(),
+            detail: "128".into(),
+        });
         let line = serde_json::to_string(&ev).unwrap_or_default();
-        assert_eq!(line, r#"{"type":"event","event":"limit","limit":"pids","detail":"128"}"#);
-        let back: Message = serde_json::from_str(&line).unwrap_or(Message::Event(Event::Stdout { data: String::new() }));
+        assert_eq!(
+            line,
+            r#"{"type":"event","event":"limit","limit":"pids","detail":"128"}"#
+        );
+        let back: Message = serde_json::from_str(&line).unwrap_or(Message::Event(Event::Stdout {
+            data: String::new(),
+        }));
         assert_eq!(back, ev);
         let st: Status = serde_json::from_str("\"memory_limit\"").unwrap_or(Status::Ok);
         assert_eq!(st, Status::MemoryLimit);

@@ -21,7 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::diag::{Code, Diagnostic, Loc, has_errors};
 use crate::manifest::locate::Step;
 use crate::manifest::skill_md::{SkillMd, parse_skill_md};
-use crate::manifest::{Band, BAND_FILE, Target, is_band_file, load_band};
+use crate::manifest::{BAND_FILE, Band, Target, is_band_file, load_band};
 use crate::policy::Policy;
 use crate::policy::compose::{BandPolicy, ConflictKind, compose};
 
@@ -54,7 +54,10 @@ impl Skill {
     pub fn band_candidates(&self, script: &str) -> Vec<PathBuf> {
         vec![
             self.root.join("scripts").join(format!("{script}.band.md")),
-            self.root.join("scripts/resources").join(script).join(BAND_FILE),
+            self.root
+                .join("scripts/resources")
+                .join(script)
+                .join(BAND_FILE),
             self.root.join("scripts").join(BAND_FILE),
             self.root.join(BAND_FILE),
         ]
@@ -62,13 +65,16 @@ impl Skill {
 
     /// The band file that governs `script`, if any exists.
     pub fn band_file_for(&self, script: &str) -> Option<PathBuf> {
-        self.band_candidates(script).into_iter().find(|p| p.is_file())
+        self.band_candidates(script)
+            .into_iter()
+            .find(|p| p.is_file())
     }
 }
 
 /// True when `dir` looks like a skill: it holds SKILL.md, or BAND.md next to a scripts/ folder.
 pub fn is_skill_dir(dir: &Path) -> bool {
-    dir.join("SKILL.md").is_file() || (dir.join(BAND_FILE).is_file() && dir.join("scripts").is_dir())
+    dir.join("SKILL.md").is_file()
+        || (dir.join(BAND_FILE).is_file() && dir.join("scripts").is_dir())
 }
 
 /// Skill folders at or below `path` (at most 4 levels down; hidden folders, `target` and
@@ -90,7 +96,11 @@ pub fn find_skills(path: &Path) -> Vec<PathBuf> {
 /// Band files at or below `path` that are not inside any skill (templates, shared bands).
 pub fn find_loose_band_files(path: &Path) -> Vec<PathBuf> {
     if path.is_file() {
-        return if is_band_file(path) { vec![path.to_path_buf()] } else { Vec::new() };
+        return if is_band_file(path) {
+            vec![path.to_path_buf()]
+        } else {
+            Vec::new()
+        };
     }
     let mut out = Vec::new();
     walk_dirs(path, 0, &mut |dir| {
@@ -115,7 +125,9 @@ fn walk_dirs(dir: &Path, depth: usize, visit: &mut dyn FnMut(&Path) -> bool) {
     if depth > 4 || !dir.is_dir() || !visit(dir) {
         return;
     }
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut children: Vec<PathBuf> = rd
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -154,24 +166,43 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
             None
         }
         Err(e) => {
-            diags.push(Diagnostic::new(Code::FileUnreadable, &skill_md_path, Loc::FILE, format!("cannot read {}: {e}", skill_md_path.display())));
+            diags.push(Diagnostic::new(
+                Code::FileUnreadable,
+                &skill_md_path,
+                Loc::FILE,
+                format!("cannot read {}: {e}", skill_md_path.display()),
+            ));
             None
         }
     };
     let (scripts, d) = discover_scripts(root);
     diags.extend(d);
-    (Skill { root: root.to_path_buf(), name, skill_md, scripts }, diags)
+    (
+        Skill {
+            root: root.to_path_buf(),
+            name,
+            skill_md,
+            scripts,
+        },
+        diags,
+    )
 }
 
 fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
     let dir = root.join("scripts");
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     entries.sort();
     for p in &entries {
         let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if fname.starts_with('.') || fname.starts_with('_') || is_band_file(p) || fname.to_ascii_lowercase().starts_with("readme") {
+        if fname.starts_with('.')
+            || fname.starts_with('_')
+            || is_band_file(p)
+            || fname.to_ascii_lowercase().starts_with("readme")
+        {
             continue;
         }
         if p.is_file() {
@@ -179,26 +210,52 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
             let rel = PathBuf::from("scripts").join(fname);
             if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
                 diags.push(
-                    Diagnostic::new(Code::NotExecutable, root.join(&rel), Loc::FILE, format!("two entry points for script `{stem}`: {} and {}", prev.display(), rel.display()))
-                        .with_hint("keep one file per script name in scripts/"),
+                    Diagnostic::new(
+                        Code::NotExecutable,
+                        root.join(&rel),
+                        Loc::FILE,
+                        format!(
+                            "two entry points for script `{stem}`: {} and {}",
+                            prev.display(),
+                            rel.display()
+                        ),
+                    )
+                    .with_hint("keep one file per script name in scripts/"),
                 );
             }
         }
     }
     // Upstream layout: scripts/resources/<name>/run.sh (wins over an upstream wrapper of the same name).
     if let Ok(rd) = std::fs::read_dir(dir.join("resources")) {
-        let mut res: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.join("run.sh").is_file()).collect();
+        let mut res: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("run.sh").is_file())
+            .collect();
         res.sort();
         for r in res {
-            let name = r.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            by_name.insert(name.clone(), PathBuf::from("scripts/resources").join(&name).join("run.sh"));
+            let name = r
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            by_name.insert(
+                name.clone(),
+                PathBuf::from("scripts/resources")
+                    .join(&name)
+                    .join("run.sh"),
+            );
         }
     }
-    let scripts: Vec<Script> = by_name.into_iter().map(|(name, entry)| Script { name, entry }).collect();
+    let scripts: Vec<Script> = by_name
+        .into_iter()
+        .map(|(name, entry)| Script { name, entry })
+        .collect();
     if scripts.is_empty() {
         diags.push(
             Diagnostic::new(Code::NoScripts, root, Loc::FILE, "the skill has no scripts")
-                .with_hint("add an executable file under scripts/, e.g. `band new-script <skill> <name>`"),
+                .with_hint(
+                    "add an executable file under scripts/, e.g. `band new-script <skill> <name>`",
+                ),
         );
     }
     (scripts, diags)
@@ -225,8 +282,13 @@ pub fn resolve_script(skill: &Skill, script: &str) -> (Option<Resolved>, Vec<Dia
         None => (
             None,
             vec![
-                Diagnostic::new(Code::NoBand, &skill.root, Loc::FILE, format!("script `{script}` has no band file, so it cannot run"))
-                    .with_hint("add BAND.md to the skill (everything not allowed there is denied)"),
+                Diagnostic::new(
+                    Code::NoBand,
+                    &skill.root,
+                    Loc::FILE,
+                    format!("script `{script}` has no band file, so it cannot run"),
+                )
+                .with_hint("add BAND.md to the skill (everything not allowed there is denied)"),
             ],
         ),
     }
@@ -237,14 +299,15 @@ pub fn resolve_band_file(file: &Path) -> (Option<Resolved>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let mut sources = Vec::new();
     let mut stack = Vec::new();
-    let out = resolve_inner(file, &mut stack, &mut sources, &mut diags).map(|(band, policy)| Resolved {
-        file: file.to_path_buf(),
-        target: band.target.clone(),
-        config: band.config.clone(),
-        band,
-        policy,
-        sources: sources.clone(),
-    });
+    let out =
+        resolve_inner(file, &mut stack, &mut sources, &mut diags).map(|(band, policy)| Resolved {
+            file: file.to_path_buf(),
+            target: band.target.clone(),
+            config: band.config.clone(),
+            band,
+            policy,
+            sources: sources.clone(),
+        });
     if has_errors(&diags) {
         return (None, diags);
     }
@@ -253,7 +316,12 @@ pub fn resolve_band_file(file: &Path) -> (Option<Resolved>, Vec<Diagnostic>) {
 
 /// Load `file`, following `path:` and composing its extends/includes. `stack` holds the
 /// canonical paths being resolved, for cycle detection.
-fn resolve_inner(file: &Path, stack: &mut Vec<PathBuf>, sources: &mut Vec<PathBuf>, diags: &mut Vec<Diagnostic>) -> Option<(Band, Policy)> {
+fn resolve_inner(
+    file: &Path,
+    stack: &mut Vec<PathBuf>,
+    sources: &mut Vec<PathBuf>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<(Band, Policy)> {
     let parsed = load_band(file);
     let errors = has_errors(&parsed.diagnostics);
     diags.extend(parsed.diagnostics);
@@ -294,8 +362,17 @@ fn resolve_inner(file: &Path, stack: &mut Vec<PathBuf>, sources: &mut Vec<PathBu
                 ConflictKind::CeilingExceeded => Code::CeilingExceeded,
                 ConflictKind::RequiresUnsatisfied => Code::RequiresUnsatisfied,
             };
-            let key = if band.includes.is_empty() { "extends" } else { "includes" };
-            diags.push(Diagnostic::new(code, &band.path, band.locate(&[Step::Key(key)]), c.message));
+            let key = if band.includes.is_empty() {
+                "extends"
+            } else {
+                "includes"
+            };
+            diags.push(Diagnostic::new(
+                code,
+                &band.path,
+                band.locate(&[Step::Key(key)]),
+                c.message,
+            ));
         }
         Some((band.clone(), policy))
     })();
@@ -318,7 +395,13 @@ fn effective_as_band(band: &Band, policy: &Policy) -> BandPolicy {
 }
 
 /// Check and resolve a reference written in `band` at `at`.
-fn reference_target(band: &Band, reference: &str, at: &[Step<'_>], stack: &[PathBuf], diags: &mut Vec<Diagnostic>) -> Option<PathBuf> {
+fn reference_target(
+    band: &Band,
+    reference: &str,
+    at: &[Step<'_>],
+    stack: &[PathBuf],
+    diags: &mut Vec<Diagnostic>,
+) -> Option<PathBuf> {
     let loc = band.locate(at);
     let mut fail = |msg: String, hint: &str| {
         diags.push(Diagnostic::new(Code::BadReference, &band.path, loc, msg).with_hint(hint));
@@ -326,7 +409,10 @@ fn reference_target(band: &Band, reference: &str, at: &[Step<'_>], stack: &[Path
     };
     let rel = Path::new(reference);
     if rel.is_absolute() || reference.contains("://") {
-        return fail(format!("reference `{reference}` must be a relative path"), "write the path relative to this band file");
+        return fail(
+            format!("reference `{reference}` must be a relative path"),
+            "write the path relative to this band file",
+        );
     }
     if !is_band_file(rel) {
         return fail(
@@ -334,19 +420,37 @@ fn reference_target(band: &Band, reference: &str, at: &[Step<'_>], stack: &[Path
             "references point at BAND.md or *.band.md files",
         );
     }
-    if rel.components().any(|c| matches!(c, Component::Prefix(_) | Component::RootDir)) {
-        return fail(format!("reference `{reference}` must be a relative path"), "write the path relative to this band file");
+    if rel
+        .components()
+        .any(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
+    {
+        return fail(
+            format!("reference `{reference}` must be a relative path"),
+            "write the path relative to this band file",
+        );
     }
     let base = band.path.parent().unwrap_or(Path::new("."));
     let target = base.join(rel);
     let Ok(canonical) = target.canonicalize() else {
-        return fail(format!("reference `{reference}` not found (looked for {})", target.display()), "check the path");
+        return fail(
+            format!(
+                "reference `{reference}` not found (looked for {})",
+                target.display()
+            ),
+            "check the path",
+        );
     };
     if stack.contains(&canonical) {
-        return fail(format!("reference `{reference}` forms a cycle"), "a band may not reach itself through path/extends/includes");
+        return fail(
+            format!("reference `{reference}` forms a cycle"),
+            "a band may not reach itself through path/extends/includes",
+        );
     }
     if stack.len() >= MAX_REFERENCE_DEPTH {
-        return fail(format!("references nest deeper than {MAX_REFERENCE_DEPTH}"), "flatten the chain of band files");
+        return fail(
+            format!("references nest deeper than {MAX_REFERENCE_DEPTH}"),
+            "flatten the chain of band files",
+        );
     }
     Some(target)
 }
@@ -376,9 +480,22 @@ mod tests {
         write(&root, "scripts/legacy", "#!/bin/sh\nband exec ...\n");
         let (skill, diags) = load_skill(&root);
         assert!(diags.is_empty(), "{diags:?}");
-        let names: Vec<_> = skill.scripts.iter().map(|s| (s.name.as_str(), s.entry.to_string_lossy().into_owned())).collect();
-        assert_eq!(names, vec![("count", "scripts/count.sh".into()), ("legacy", "scripts/resources/legacy/run.sh".into())]);
-        assert_eq!(skill.band_file_for("count"), Some(root.join("scripts/count.band.md")));
+        let names: Vec<_> = skill
+            .scripts
+            .iter()
+            .map(|s| (s.name.as_str(), s.entry.to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("count", "scripts/count.sh".into()),
+                ("legacy", "scripts/resources/legacy/run.sh".into())
+            ]
+        );
+        assert_eq!(
+            skill.band_file_for("count"),
+            Some(root.join("scripts/count.band.md"))
+        );
         assert_eq!(skill.band_file_for("legacy"), Some(root.join("BAND.md")));
         assert_eq!(find_skills(t.path()), vec![root.clone()]);
     }
@@ -394,7 +511,11 @@ mod tests {
         let (skill, _) = load_skill(&root);
         let (resolved, diags) = resolve_script(&skill, "x");
         assert!(resolved.is_none());
-        assert!(diags.iter().any(|d| d.code == Code::YamlSyntax && d.path.ends_with("scripts/BAND.md")));
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.code == Code::YamlSyntax && d.path.ends_with("scripts/BAND.md"))
+        );
     }
 
     #[test]
@@ -412,7 +533,11 @@ mod tests {
     fn path_references_resolve_and_cycles_are_refused() {
         let t = tempfile::tempdir().expect("tmp");
         write(t.path(), "shared/base.band.md", BAND);
-        write(t.path(), "a/BAND.md", "---\npath: ../shared/base.band.md\n---\n");
+        write(
+            t.path(),
+            "a/BAND.md",
+            "---\npath: ../shared/base.band.md\n---\n",
+        );
         let (r, d) = resolve_band_file(&t.path().join("a/BAND.md"));
         assert!(d.is_empty(), "{d:?}");
         let r = r.expect("resolved");
@@ -420,17 +545,37 @@ mod tests {
         assert_eq!(r.policy.allow.cli, vec!["jq *"]);
         assert_eq!(r.sources.len(), 2);
 
-        write(t.path(), "c/one.band.md", "---\npath: ../c/two.band.md\n---\n");
+        write(
+            t.path(),
+            "c/one.band.md",
+            "---\npath: ../c/two.band.md\n---\n",
+        );
         write(t.path(), "c/two.band.md", "---\npath: one.band.md\n---\n");
         let (r, d) = resolve_band_file(&t.path().join("c/one.band.md"));
         assert!(r.is_none());
-        assert!(d.iter().any(|d| d.code == Code::BadReference && d.message.contains("cycle")), "{d:?}");
+        assert!(
+            d.iter()
+                .any(|d| d.code == Code::BadReference && d.message.contains("cycle")),
+            "{d:?}"
+        );
 
         write(t.path(), "d/BAND.md", "---\npath: /etc/shadow\n---\n");
         let (_, d) = resolve_band_file(&t.path().join("d/BAND.md"));
-        assert!(d.iter().any(|d| d.message.contains("must be a relative path")), "{d:?}");
-        write(t.path(), "e/BAND.md", "---\npath: ../../../../etc/passwd\n---\n");
+        assert!(
+            d.iter()
+                .any(|d| d.message.contains("must be a relative path")),
+            "{d:?}"
+        );
+        write(
+            t.path(),
+            "e/BAND.md",
+            "---\npath: ../../../../etc/passwd\n---\n",
+        );
         let (_, d) = resolve_band_file(&t.path().join("e/BAND.md"));
-        assert!(d.iter().any(|d| d.message.contains("does not name a band file")), "{d:?}");
+        assert!(
+            d.iter()
+                .any(|d| d.message.contains("does not name a band file")),
+            "{d:?}"
+        );
     }
 }

@@ -74,7 +74,11 @@ pub fn format_duration_ms(ms: u64) -> String {
         format!("{ms} ms")
     } else if ms < 60_000 {
         let s = ms as f64 / 1000.0;
-        if ms.is_multiple_of(1000) { format!("{} s", ms / 1000) } else { format!("{s:.1} s") }
+        if ms.is_multiple_of(1000) {
+            format!("{} s", ms / 1000)
+        } else {
+            format!("{s:.1} s")
+        }
     } else if ms.is_multiple_of(3_600_000) {
         format!("{} h", ms / 3_600_000)
     } else if ms.is_multiple_of(60_000) {
@@ -85,7 +89,8 @@ pub fn format_duration_ms(ms: u64) -> String {
 }
 
 fn split_number(t: &str) -> Option<(&str, &str)> {
-    let end = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
         .unwrap_or(t.len());
     let (num, rest) = t.split_at(end);
     if num.is_empty() {
@@ -99,9 +104,13 @@ fn scale(num: &str, mult: u64, original: &str) -> Result<u64, UnitError> {
         return Err(UnitError::Negative(original.to_string()));
     }
     if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(mult).ok_or_else(|| UnitError::Overflow(original.to_string()));
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| UnitError::Overflow(original.to_string()));
     }
-    let f: f64 = num.parse().map_err(|_| UnitError::BadDuration(original.to_string()))?;
+    let f: f64 = num
+        .parse()
+        .map_err(|_| UnitError::BadDuration(original.to_string()))?;
     if !f.is_finite() {
         return Err(UnitError::BadDuration(original.to_string()));
     }
@@ -129,7 +138,10 @@ mod tests {
         assert!(matches!(parse_bytes("12x"), Err(UnitError::BadSize(_))));
         assert!(matches!(parse_bytes("k"), Err(UnitError::BadSize(_))));
         assert!(matches!(parse_bytes("1.2.3k"), Err(UnitError::BadSize(_))));
-        assert!(matches!(parse_bytes("99999999999t"), Err(UnitError::Overflow(_))));
+        assert!(matches!(
+            parse_bytes("99999999999t"),
+            Err(UnitError::Overflow(_))
+        ));
     }
 
     #[test]

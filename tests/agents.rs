@@ -18,7 +18,10 @@ fn a_word_without_a_slash_is_not_a_script() {
     let (code, _, err) = band(&["lnit", "x"], repo());
     assert_eq!(code, 2);
     assert!(err.contains("`lnit` is not a band command"), "{err}");
-    assert!(err.contains("hint: `band --help` lists the commands"), "{err}");
+    assert!(
+        err.contains("hint: `band --help` lists the commands"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -40,7 +43,10 @@ fn privileged_shortcut_runs_like_band_run() {
     let short = band(&["text/count", "--text=one two three"], repo());
     let long = band(&["run", "text/count", "--text=one two three"], repo());
     assert_eq!(short.0, 0, "{}", short.2);
-    assert_eq!(short.1, "{\n  \"chars\": 13,\n  \"lines\": 1,\n  \"words\": 3\n}\n");
+    assert_eq!(
+        short.1,
+        "{\n  \"chars\": 13,\n  \"lines\": 1,\n  \"words\": 3\n}\n"
+    );
     assert_eq!(short.1, long.1);
     // Band's own flags work before the input, as with band run.
     let (code, out, err) = band(&["text/count", "--json", "--text=x"], repo());

@@ -19,7 +19,10 @@ struct Env {
 impl Env {
     fn new() -> Env {
         let tmp = tempfile::tempdir().expect("tmp");
-        copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/text"), &tmp.path().join("skills/text"));
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/text"),
+            &tmp.path().join("skills/text"),
+        );
         std::fs::remove_file(tmp.path().join("skills/text/band.lock")).ok();
         std::fs::write(tmp.path().join("config.toml"), "").expect("config");
         Env { tmp }
@@ -54,12 +57,21 @@ impl Env {
     }
 
     fn runs(&self) -> Vec<RunRecord> {
-        self.ledger().records().expect("records").iter().filter_map(|s| s.run().cloned()).collect()
+        self.ledger()
+            .records()
+            .expect("records")
+            .iter()
+            .filter_map(|s| s.run().cloned())
+            .collect()
     }
 }
 
 fn split(out: Output) -> (i32, String, String) {
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -79,21 +91,37 @@ fn lock_round_trip_and_check() {
     let env = Env::new();
     let (code, out, err) = env.band(&["lock", "skills/text"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("wrote skills/text/band.lock (") && out.contains(" entries, bundle "), "{out}");
+    assert!(
+        out.starts_with("wrote skills/text/band.lock (") && out.contains(" entries, bundle "),
+        "{out}"
+    );
     let text = std::fs::read_to_string(env.skill().join("band.lock")).expect("lock");
-    assert!(text.contains("\nfile 0755 ") && text.contains(" \"scripts/count.sh\"\n"), "{text}");
+    assert!(
+        text.contains("\nfile 0755 ") && text.contains(" \"scripts/count.sh\"\n"),
+        "{text}"
+    );
     let (code, out, _) = env.band(&["lock", "--check", "skills/text"]);
     assert_eq!(code, 0, "{out}");
     // Locking again changes nothing.
     env.band(&["lock", "skills/text"]);
-    assert_eq!(std::fs::read_to_string(env.skill().join("band.lock")).expect("lock"), text);
+    assert_eq!(
+        std::fs::read_to_string(env.skill().join("band.lock")).expect("lock"),
+        text
+    );
     // The lock's bundle line is the bundle hash the run sends (and the ledger records).
-    let bundle = text.lines().find_map(|l| l.strip_prefix("bundle ")).expect("bundle line").to_string();
+    let bundle = text
+        .lines()
+        .find_map(|l| l.strip_prefix("bundle "))
+        .expect("bundle line")
+        .to_string();
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--nope=1"]);
     assert_eq!(code, 3, "{err}");
     let runs = env.runs();
     assert_eq!(runs.len(), 1);
-    assert_eq!((runs[0].status, runs[0].lock, runs[0].bundle_sha256.as_str()), (Status::InputInvalid, LockMark::Matches, bundle.as_str()));
+    assert_eq!(
+        (runs[0].status, runs[0].lock, runs[0].bundle_sha256.as_str()),
+        (Status::InputInvalid, LockMark::Matches, bundle.as_str())
+    );
 }
 
 #[test]
@@ -111,15 +139,29 @@ fn refused_after(tamper: impl FnOnce(&Path), listed: &str) {
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
     tamper(&env.skill());
     // BAND_SERVER points nowhere: had the run reached the transport it would be a usage error.
-    let out = env.command(&["run", "--skills", "skills", "text/count", "--text=hi"]).env("BAND_SERVER", "/nonexistent/band-server").output().expect("run");
+    let out = env
+        .command(&["run", "--skills", "skills", "text/count", "--text=hi"])
+        .env("BAND_SERVER", "/nonexistent/band-server")
+        .output()
+        .expect("run");
     let (code, _, err) = split(out);
     assert_eq!(code, 7, "{err}");
-    assert!(err.contains("integrity_failed") && err.contains(listed), "{err}");
+    assert!(
+        err.contains("integrity_failed") && err.contains(listed),
+        "{err}"
+    );
     let runs = env.runs();
     assert_eq!(runs.len(), 1);
     let r = &runs[0];
-    assert_eq!((r.status, r.exit_code, r.lock), (Status::IntegrityFailed, 7, LockMark::Differs));
-    assert!(r.integrity.iter().any(|d| d.contains(listed)), "{:?}", r.integrity);
+    assert_eq!(
+        (r.status, r.exit_code, r.lock),
+        (Status::IntegrityFailed, 7, LockMark::Differs)
+    );
+    assert!(
+        r.integrity.iter().any(|d| d.contains(listed)),
+        "{:?}",
+        r.integrity
+    );
     assert_eq!(env.band(&["lock", "--check", "skills/text"]).0, 7);
 }
 
@@ -138,13 +180,19 @@ fn one_changed_byte_is_refused() {
 
 #[test]
 fn an_added_file_is_refused() {
-    refused_after(|s| std::fs::write(s.join("scripts/extra.sh"), "#!/bin/sh\n").expect("write"), "scripts/extra.sh: added");
+    refused_after(
+        |s| std::fs::write(s.join("scripts/extra.sh"), "#!/bin/sh\n").expect("write"),
+        "scripts/extra.sh: added",
+    );
 }
 
 #[test]
 fn a_changed_mode_is_refused() {
     refused_after(
-        |s| std::fs::set_permissions(s.join("SKILL.md"), std::fs::Permissions::from_mode(0o755)).expect("chmod"),
+        |s| {
+            std::fs::set_permissions(s.join("SKILL.md"), std::fs::Permissions::from_mode(0o755))
+                .expect("chmod")
+        },
         "SKILL.md: mode changed from 0644 to 0755",
     );
 }
@@ -161,7 +209,10 @@ fn a_swapped_symlink_is_refused() {
     symlink("b.txt", env.skill().join("scripts/data.txt")).expect("symlink");
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--text=hi"]);
     assert_eq!(code, 7, "{err}");
-    assert!(err.contains("scripts/data.txt: symlink points to `b.txt`, locked `a.txt`"), "{err}");
+    assert!(
+        err.contains("scripts/data.txt: symlink points to `b.txt`, locked `a.txt`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -170,41 +221,88 @@ fn a_link_out_of_the_skill_cannot_be_locked() {
     symlink("/etc/passwd", env.skill().join("scripts/passwd")).expect("symlink");
     let (code, _, err) = env.band(&["lock", "skills/text"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("points outside the skill") && err.contains("hint:"), "{err}");
+    assert!(
+        err.contains("points outside the skill") && err.contains("hint:"),
+        "{err}"
+    );
     assert!(!env.skill().join("band.lock").exists());
 }
 
 #[test]
 fn require_lock_refuses_an_unlocked_skill_by_flag_and_by_config() {
     let env = Env::new();
-    let (code, _, err) = env.band(&["run", "--require-lock", "--skills", "skills", "text/count", "--text=hi"]);
+    let (code, _, err) = env.band(&[
+        "run",
+        "--require-lock",
+        "--skills",
+        "skills",
+        "text/count",
+        "--text=hi",
+    ]);
     assert_eq!(code, 7, "{err}");
-    assert!(err.contains("has no band.lock and a lock is required"), "{err}");
+    assert!(
+        err.contains("has no band.lock and a lock is required"),
+        "{err}"
+    );
     std::fs::write(env.tmp.path().join("config.toml"), "require_lock = true\n").expect("config");
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--text=hi"]);
     assert_eq!(code, 7, "{err}");
     let runs = env.runs();
     assert_eq!(runs.len(), 2);
-    assert!(runs.iter().all(|r| r.status == Status::IntegrityFailed && r.lock == LockMark::Unlocked));
+    assert!(
+        runs.iter()
+            .all(|r| r.status == Status::IntegrityFailed && r.lock == LockMark::Unlocked)
+    );
     // Locked, the same run gets past the lock (and stops at the input contract here).
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
-    assert_eq!(env.band(&["run", "--skills", "skills", "text/count", "--nope=1"]).0, 3);
+    assert_eq!(
+        env.band(&["run", "--skills", "skills", "text/count", "--nope=1"])
+            .0,
+        3
+    );
 }
 
 #[test]
 fn input_invalid_runs_are_recorded_without_contents_unless_asked() {
     let env = Env::new();
-    assert_eq!(env.band(&["run", "--skills", "skills", "text/count", "--secret=hunter2"]).0, 3);
-    assert_eq!(env.band(&["run", "--record-io", "--skills", "skills", "text/count", "--secret=hunter2"]).0, 3);
+    assert_eq!(
+        env.band(&[
+            "run",
+            "--skills",
+            "skills",
+            "text/count",
+            "--secret=hunter2"
+        ])
+        .0,
+        3
+    );
+    assert_eq!(
+        env.band(&[
+            "run",
+            "--record-io",
+            "--skills",
+            "skills",
+            "text/count",
+            "--secret=hunter2"
+        ])
+        .0,
+        3
+    );
     let ledger = std::fs::read_to_string(env.data().join("ledger.jsonl")).expect("ledger");
     let lines: Vec<&str> = ledger.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(!lines[0].contains("hunter2"), "{}", lines[0]);
     assert!(lines[1].contains("hunter2"), "{}", lines[1]);
     let runs = env.runs();
-    assert_eq!(runs[0].input.sha256, runs[1].input.sha256, "the same input has the same hash");
+    assert_eq!(
+        runs[0].input.sha256, runs[1].input.sha256,
+        "the same input has the same hash"
+    );
     assert_eq!(runs[0].input.data, None);
-    assert_eq!(runs[1].input.data, Some(serde_json::json!({"secret": "hunter2"})));
+    assert_eq!(
+        runs[1].input.data,
+        Some(serde_json::json!({"secret": "hunter2"}))
+    );
 }
 
 #[test]
@@ -212,14 +310,29 @@ fn user_errors_leave_nothing_behind() {
     let env = Env::new();
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/nosuch"]);
     assert_eq!(code, 2, "{err}");
-    assert!(!env.data().exists(), "no ledger for a run that never was one");
+    assert!(
+        !env.data().exists(),
+        "no ledger for a run that never was one"
+    );
 }
 
 #[test]
 fn thirty_two_concurrent_runs_append_thirty_two_valid_records() {
     let env = Env::new();
     let children: Vec<_> = (0..32)
-        .map(|i| env.command(&["run", "--skills", "skills", "text/count", &format!("--n{i}=1")]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn"))
+        .map(|i| {
+            env.command(&[
+                "run",
+                "--skills",
+                "skills",
+                "text/count",
+                &format!("--n{i}=1"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn")
+        })
         .collect();
     for mut c in children {
         assert_eq!(c.wait().expect("wait").code(), Some(3));
@@ -227,7 +340,14 @@ fn thirty_two_concurrent_runs_append_thirty_two_valid_records() {
     let (code, out, _) = env.band(&["audit", "verify", "--json"]);
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!((v["ok"].as_bool(), v["records"].as_u64(), v["last_seq"].as_u64()), (Some(true), Some(32), Some(32)));
+    assert_eq!(
+        (
+            v["ok"].as_bool(),
+            v["records"].as_u64(),
+            v["last_seq"].as_u64()
+        ),
+        (Some(true), Some(32), Some(32))
+    );
     let mut ids: Vec<String> = env.runs().into_iter().map(|r| r.run_id).collect();
     ids.sort();
     ids.dedup();
@@ -244,19 +364,53 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
         target: "host".into(),
         band_sha256: "1".repeat(64),
         bundle_sha256: "2".repeat(64),
-        lock: if status == Status::IntegrityFailed { LockMark::Differs } else { LockMark::Matches },
-        integrity: if status == Status::IntegrityFailed { vec!["scripts/count.sh: content changed".into()] } else { Vec::new() },
+        lock: if status == Status::IntegrityFailed {
+            LockMark::Differs
+        } else {
+            LockMark::Matches
+        },
+        integrity: if status == Status::IntegrityFailed {
+            vec!["scripts/count.sh: content changed".into()]
+        } else {
+            Vec::new()
+        },
         policy_sha256: "3".repeat(64),
-        input: IoDigest { bytes: 16, sha256: "4".repeat(64), data: None },
-        output: IoDigest { bytes: 32, sha256: "5".repeat(64), data: None },
+        input: IoDigest {
+            bytes: 16,
+            sha256: "4".repeat(64),
+            data: None,
+        },
+        output: IoDigest {
+            bytes: 32,
+            sha256: "5".repeat(64),
+            data: None,
+        },
         status,
         exit_code: status.exit_code(),
-        script_exit: (status == Status::Ok || status == Status::Denied).then_some(if status == Status::Ok { 0 } else { 1 }),
-        metrics: Metrics { setup_ms: 20, run_ms: 200, teardown_ms: 30, peak_memory_bytes: Some(3 << 20), input_bytes: 16, output_bytes: 32 },
-        denied: if status == Status::Denied { vec![Denial::Cli { argv: vec!["curl".into(), "example.com".into()], rule: None }] } else { Vec::new() },
+        script_exit: (status == Status::Ok || status == Status::Denied)
+            .then_some(if status == Status::Ok { 0 } else { 1 }),
+        metrics: Metrics {
+            setup_ms: 20,
+            run_ms: 200,
+            teardown_ms: 30,
+            peak_memory_bytes: Some(3 << 20),
+            input_bytes: 16,
+            output_bytes: 32,
+        },
+        denied: if status == Status::Denied {
+            vec![Denial::Cli {
+                argv: vec!["curl".into(), "example.com".into()],
+                rule: None,
+            }]
+        } else {
+            Vec::new()
+        },
         insist_missing: Vec::new(),
         error: None,
-        events: vec![Event::Started { run_id: id.into(), setup_ms: 20 }],
+        events: vec![Event::Started {
+            run_id: id.into(),
+            setup_ms: 20,
+        }],
         events_dropped: 0,
         stdout: None,
         stderr: None,
@@ -267,10 +421,38 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
 fn fixture(env: &Env) {
     let l = env.ledger();
     let t0 = 1_740_830_400_000u64;
-    l.append(fixture_run("00000000000000a1", "text", "count", Status::Ok, t0)).expect("append");
-    l.append(fixture_run("00000000000000a2", "web", "fetch", Status::Denied, t0 + 3_600_000)).expect("append");
-    l.append(fixture_run("00000000000000a3", "text", "count", Status::IntegrityFailed, t0 + 7_200_000)).expect("append");
-    l.append(fixture_run("00000000000000a4", "text", "upper", Status::Ok, t0 + 10_800_000)).expect("append");
+    l.append(fixture_run(
+        "00000000000000a1",
+        "text",
+        "count",
+        Status::Ok,
+        t0,
+    ))
+    .expect("append");
+    l.append(fixture_run(
+        "00000000000000a2",
+        "web",
+        "fetch",
+        Status::Denied,
+        t0 + 3_600_000,
+    ))
+    .expect("append");
+    l.append(fixture_run(
+        "00000000000000a3",
+        "text",
+        "count",
+        Status::IntegrityFailed,
+        t0 + 7_200_000,
+    ))
+    .expect("append");
+    l.append(fixture_run(
+        "00000000000000a4",
+        "text",
+        "upper",
+        Status::Ok,
+        t0 + 10_800_000,
+    ))
+    .expect("append");
 }
 
 #[test]
@@ -302,7 +484,12 @@ fn history_filters() {
         let (code, out, err) = env.band(&a);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-        v.as_array().expect("array").iter().map(|r| r["run_id"].as_str().unwrap_or("")[14..].to_string()).collect::<Vec<_>>().join(" ")
+        v.as_array()
+            .expect("array")
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap_or("")[14..].to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     assert_eq!(ids(&[]), "a4 a3 a2 a1");
     assert_eq!(ids(&["--skill", "text"]), "a4 a3 a1");
@@ -312,11 +499,18 @@ fn history_filters() {
     assert_eq!(ids(&["--limit", "1"]), "a4");
     assert_eq!(ids(&["--since", "1h"]), "", "the fixture is from 2025");
     // A fresh run is within the last hour.
-    assert_eq!(env.band(&["run", "--skills", "skills", "text/count", "--nope=1"]).0, 3);
+    assert_eq!(
+        env.band(&["run", "--skills", "skills", "text/count", "--nope=1"])
+            .0,
+        3
+    );
     assert_eq!(ids(&["--since", "1h"]).len(), 2, "one run in the last hour");
     let (code, _, err) = env.band(&["history", "--status", "fine"]);
     assert_eq!(code, 2);
-    assert!(err.contains("integrity_failed"), "the valid statuses are listed: {err}");
+    assert!(
+        err.contains("integrity_failed"),
+        "the valid statuses are listed: {err}"
+    );
     assert_eq!(env.band(&["history", "--since", "soon"]).0, 2);
 }
 
@@ -326,19 +520,31 @@ fn show_one_run_with_its_events() {
     fixture(&env);
     let (code, out, err) = env.band(&["show", "00000000000000a2"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("web/fetch") && out.contains("denied (band exit 5, script exit 1)"), "{out}");
+    assert!(
+        out.contains("web/fetch") && out.contains("denied (band exit 5, script exit 1)"),
+        "{out}"
+    );
     assert!(out.contains("command `curl example.com`"), "{out}");
-    assert!(out.contains("events       1\n  started (setup 20 ms)"), "{out}");
+    assert!(
+        out.contains("events       1\n  started (setup 20 ms)"),
+        "{out}"
+    );
     let (code, out, _) = env.band(&["show", "--json", "00000000000000a3"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!((v["seq"].as_u64(), v["status"].as_str()), (Some(3), Some("integrity_failed")));
+    assert_eq!(
+        (v["seq"].as_u64(), v["status"].as_str()),
+        (Some(3), Some("integrity_failed"))
+    );
     let (code, _, err) = env.band(&["show", "00000000000000a"]);
     assert_eq!(code, 2, "an ambiguous prefix is an error");
     assert!(err.contains("matches 4 runs"), "{err}");
     let (code, _, err) = env.band(&["show", "ffff"]);
     assert_eq!(code, 2);
-    assert!(err.contains("no run `ffff`") && err.contains("band history"), "{err}");
+    assert!(
+        err.contains("no run `ffff`") && err.contains("band history"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -350,20 +556,35 @@ fn audit_verify_names_the_first_broken_record() {
     assert!(out.contains("4 records, chain intact"), "{out}");
     let path = env.data().join("ledger.jsonl");
     let text = std::fs::read_to_string(&path).expect("read");
-    std::fs::write(&path, text.replacen("\"status\":\"denied\"", "\"status\":\"ok\"", 1)).expect("write");
+    std::fs::write(
+        &path,
+        text.replacen("\"status\":\"denied\"", "\"status\":\"ok\"", 1),
+    )
+    .expect("write");
     let (code, out, _) = env.band(&["audit", "verify"]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("ledger.jsonl:2: broken record (seq 2, run 00000000000000a2): the record was edited"), "{out}");
+    assert!(
+        out.contains(
+            "ledger.jsonl:2: broken record (seq 2, run 00000000000000a2): the record was edited"
+        ),
+        "{out}"
+    );
     assert!(out.contains("the 1 records before it are intact"), "{out}");
     let (code, out, _) = env.band(&["audit", "verify", "--json"]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!((v["ok"].as_bool(), v["broken"]["line"].as_u64()), (Some(false), Some(2)));
+    assert_eq!(
+        (v["ok"].as_bool(), v["broken"]["line"].as_u64()),
+        (Some(false), Some(2))
+    );
     // History shows what it can read and names the line it cannot.
     std::fs::write(&path, format!("{text}not json\n")).expect("write");
     let (code, out, err) = env.band(&["history"]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("ledger.jsonl: line 5 not shown") && err.contains("band audit verify"), "{err}");
+    assert!(
+        err.contains("ledger.jsonl: line 5 not shown") && err.contains("band audit verify"),
+        "{err}"
+    );
     assert_eq!(out.matches("00000000000000a").count(), 4, "{out}");
 }
 
@@ -371,36 +592,64 @@ fn audit_verify_names_the_first_broken_record() {
 fn prune_writes_a_checkpoint_and_the_chain_still_verifies() {
     let env = Env::new();
     fixture(&env); // 2025
-    assert_eq!(env.band(&["run", "--skills", "skills", "text/count", "--nope=1"]).0, 3); // now
+    assert_eq!(
+        env.band(&["run", "--skills", "skills", "text/count", "--nope=1"])
+            .0,
+        3
+    ); // now
     let (code, out, err) = env.band(&["history", "prune", "--older-than", "30d"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("pruned 4 records that ended before ") && out.contains("kept 1; checkpoint written (seq 6)"), "{out}");
+    assert!(
+        out.starts_with("pruned 4 records that ended before ")
+            && out.contains("kept 1; checkpoint written (seq 6)"),
+        "{out}"
+    );
     let (code, out, _) = env.band(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("2 records, chain intact"), "{out}");
     let (_, out, _) = env.band(&["history", "--json"]);
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&out).expect("json").as_array().map(Vec::len), Some(1), "checkpoints are not runs");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out)
+            .expect("json")
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "checkpoints are not runs"
+    );
     let (code, out, _) = env.band(&["history", "prune", "--older-than", "30d"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("nothing older than"), "{out}");
     // Deleting the first remaining record is still detected.
     let path = env.data().join("ledger.jsonl");
     let text = std::fs::read_to_string(&path).expect("read");
-    std::fs::write(&path, text.lines().skip(1).map(|l| format!("{l}\n")).collect::<String>()).expect("write");
+    std::fs::write(
+        &path,
+        text.lines()
+            .skip(1)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .expect("write");
     assert_eq!(env.band(&["audit", "verify"]).0, 1);
 }
 
 /// `Some(reason)` when the real sandbox cannot run here.
 fn unprivileged_reason() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    if !status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")) {
+    if !status
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    {
         return Some("not root".into());
     }
     if !Path::new("/usr/bin/bwrap").exists() {
         return Some("bubblewrap is not installed".into());
     }
     if !server().is_file() {
-        return Some(format!("{} is not built (cargo build -p band-server)", server().display()));
+        return Some(format!(
+            "{} is not built (cargo build -p band-server)",
+            server().display()
+        ));
     }
     None
 }
@@ -412,7 +661,11 @@ fn server() -> PathBuf {
 #[test]
 fn privileged_runs_record_events_and_io_only_on_request() {
     if let Some(why) = unprivileged_reason() {
-        assert_ne!(std::env::var("BAND_TEST_MUST_RUN").as_deref(), Ok("1"), "cannot run: {why}");
+        assert_ne!(
+            std::env::var("BAND_TEST_MUST_RUN").as_deref(),
+            Ok("1"),
+            "cannot run: {why}"
+        );
         eprintln!("skipped: privileged_runs_record_events_and_io_only_on_request: {why}");
         return;
     }
@@ -422,7 +675,12 @@ fn privileged_runs_record_events_and_io_only_on_request() {
         let mut args = vec!["run", "--skills", "skills"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["text/count", "--text=hello audit"]);
-        let out = env.command(&args).env("BAND_SERVER", server()).env("BAND_SERVER_STATE_DIR", "/run/band-test").output().expect("run");
+        let out = env
+            .command(&args)
+            .env("BAND_SERVER", server())
+            .env("BAND_SERVER_STATE_DIR", "/run/band-test")
+            .output()
+            .expect("run");
         split(out)
     };
     let (code, out, err) = run(&[]);
@@ -433,21 +691,62 @@ fn privileged_runs_record_events_and_io_only_on_request() {
     assert_eq!(runs.len(), 2);
     let lock = std::fs::read_to_string(env.skill().join("band.lock")).expect("lock");
     for r in &runs {
-        assert_eq!((r.status, r.exit_code, r.script_exit, r.lock), (Status::Ok, 0, Some(0), LockMark::Matches));
-        assert!(lock.contains(&format!("bundle {}\n", r.bundle_sha256)), "the ledger's fingerprint is the lock's");
+        assert_eq!(
+            (r.status, r.exit_code, r.script_exit, r.lock),
+            (Status::Ok, 0, Some(0), LockMark::Matches)
+        );
+        assert!(
+            lock.contains(&format!("bundle {}\n", r.bundle_sha256)),
+            "the ledger's fingerprint is the lock's"
+        );
         assert!(r.metrics.run_ms > 0 || r.metrics.setup_ms > 0);
-        assert!(matches!(r.events.first(), Some(Event::Started { .. })), "{:?}", r.events);
-        assert!(r.events.iter().any(|e| matches!(e, Event::Cli(c) if c.argv.first().map(String::as_str) == Some("wc"))), "{:?}", r.events);
-        assert!(!r.events.iter().any(|e| matches!(e, Event::Stdout { .. } | Event::Stderr { .. })));
-        assert_eq!(r.output.bytes, serde_json::to_vec(&serde_json::json!({"chars": 11, "lines": 1, "words": 2})).expect("json").len() as u64);
+        assert!(
+            matches!(r.events.first(), Some(Event::Started { .. })),
+            "{:?}",
+            r.events
+        );
+        assert!(
+            r.events.iter().any(
+                |e| matches!(e, Event::Cli(c) if c.argv.first().map(String::as_str) == Some("wc"))
+            ),
+            "{:?}",
+            r.events
+        );
+        assert!(
+            !r.events
+                .iter()
+                .any(|e| matches!(e, Event::Stdout { .. } | Event::Stderr { .. }))
+        );
+        assert_eq!(
+            r.output.bytes,
+            serde_json::to_vec(&serde_json::json!({"chars": 11, "lines": 1, "words": 2}))
+                .expect("json")
+                .len() as u64
+        );
     }
-    assert_eq!((runs[0].input.data.as_ref(), runs[0].output.data.as_ref(), runs[0].stdout.as_ref()), (None, None, None));
-    assert_eq!(runs[1].input.data, Some(serde_json::json!({"text": "hello audit"})));
-    assert_eq!(runs[1].output.data, Some(serde_json::json!({"chars": 11, "lines": 1, "words": 2})));
+    assert_eq!(
+        (
+            runs[0].input.data.as_ref(),
+            runs[0].output.data.as_ref(),
+            runs[0].stdout.as_ref()
+        ),
+        (None, None, None)
+    );
+    assert_eq!(
+        runs[1].input.data,
+        Some(serde_json::json!({"text": "hello audit"}))
+    );
+    assert_eq!(
+        runs[1].output.data,
+        Some(serde_json::json!({"chars": 11, "lines": 1, "words": 2}))
+    );
     assert!(runs[1].stdout.is_some());
     let (code, out, _) = env.band(&["show", &runs[0].run_id]);
     assert_eq!(code, 0);
-    assert!(out.contains("(matches band.lock)") && out.contains("cli allowed `wc"), "{out}");
+    assert!(
+        out.contains("(matches band.lock)") && out.contains("cli allowed `wc"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -459,9 +758,19 @@ fn the_repository_skills_match_their_locks() {
             continue;
         }
         locked += 1;
-        let out = Command::new(env!("CARGO_BIN_EXE_band")).arg("lock").arg("--check").arg(e.path()).output().expect("band lock --check");
+        let out = Command::new(env!("CARGO_BIN_EXE_band"))
+            .arg("lock")
+            .arg("--check")
+            .arg(e.path())
+            .output()
+            .expect("band lock --check");
         let (code, out, err) = split(out);
-        assert_eq!(code, 0, "{out}{err}\nafter reviewing the change, run `band lock {}`", e.file_name().to_string_lossy());
+        assert_eq!(
+            code,
+            0,
+            "{out}{err}\nafter reviewing the change, run `band lock {}`",
+            e.file_name().to_string_lossy()
+        );
     }
     assert!(locked >= 1, "skills/text is locked");
 }

@@ -8,11 +8,18 @@ fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
-        .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
+        .env(
+            "BAND_DATA_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
+        ) // the run ledger, out of $HOME
         .env_remove("BAND_SKILLS_PATH")
         .output()
         .expect("run band");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn repo() -> &'static Path {
@@ -23,7 +30,11 @@ fn broken_skill() -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
     let root = t.path().join("broken");
     std::fs::create_dir_all(root.join("scripts")).expect("mkdir");
-    std::fs::write(root.join("SKILL.md"), "---\nname: broken\ndescription: A broken skill\n---\n").expect("write");
+    std::fs::write(
+        root.join("SKILL.md"),
+        "---\nname: broken\ndescription: A broken skill\n---\n",
+    )
+    .expect("write");
     std::fs::write(
         root.join("BAND.md"),
         "---\nband: broken\ndescription: d\nallow:\n  net: [\"https://api.github.com\"]\n  cli: [\"/usr/bin/curl *\"]\nlimits:\n  maxRuntimeMs: 5s\n---\n",
@@ -71,7 +82,11 @@ fn lint_sarif_output() {
 #[test]
 fn deny_warnings_turns_warnings_into_failure() {
     let t = tempfile::tempdir().expect("tmp");
-    std::fs::write(t.path().join("x.band.md"), "---\nband: x\ndescription: d\nlimits: {}\n---\n").expect("write");
+    std::fs::write(
+        t.path().join("x.band.md"),
+        "---\nband: x\ndescription: d\nlimits: {}\n---\n",
+    )
+    .expect("write");
     assert_eq!(band(&["lint", "."], t.path()).0, 0);
     assert_eq!(band(&["lint", "--deny-warnings", "."], t.path()).0, 1);
 }
@@ -98,8 +113,14 @@ fn explain_json_shows_the_effective_policy() {
     let (code, out, err) = band(&["explain", "--json", "skills/text/count"], repo());
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v[0]["policy"]["allow"]["cli"], serde_json::json!(["jq -j .text /band/io/input.json", "wc *", "tr *"]));
-    assert_eq!(v[0]["policy"]["limits"]["maxMemoryBytes"], serde_json::json!(64 << 20));
+    assert_eq!(
+        v[0]["policy"]["allow"]["cli"],
+        serde_json::json!(["jq -j .text /band/io/input.json", "wc *", "tr *"])
+    );
+    assert_eq!(
+        v[0]["policy"]["limits"]["maxMemoryBytes"],
+        serde_json::json!(64 << 20)
+    );
 }
 
 #[test]
@@ -111,7 +132,10 @@ fn fmt_check_reports_and_fmt_fixes() {
     assert_eq!(code, 1);
     assert!(out.contains("would reformat"), "{out}");
     assert_eq!(band(&["fmt", "."], t.path()).0, 0);
-    assert_eq!(std::fs::read_to_string(&f).expect("read"), "---\nband: x\ndescription: d\n---\n\nbody\n");
+    assert_eq!(
+        std::fs::read_to_string(&f).expect("read"),
+        "---\nband: x\ndescription: d\n---\n\nbody\n"
+    );
     assert_eq!(band(&["fmt", "--check", "."], t.path()).0, 0);
 }
 
@@ -129,8 +153,15 @@ fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
     let (code, out, _) = band(&["list", "--skills", "skills"], repo());
     assert_eq!(code, 0);
     assert!(out.contains("text: Count the words, lines and characters of a piece of text.\n  text/count  text/summary\n"), "{out}");
-    assert!(out.trim_end().ends_with("Arguments: band help <skill>/<script>"), "{out}");
+    assert!(
+        out.trim_end()
+            .ends_with("Arguments: band help <skill>/<script>"),
+        "{out}"
+    );
     // Every skill fits in two lines plus the footer: short enough for an agent's context.
-    let skills = out.lines().filter(|l| !l.starts_with("  ") && !l.starts_with("Run:") && l.contains(": ")).count();
+    let skills = out
+        .lines()
+        .filter(|l| !l.starts_with("  ") && !l.starts_with("Run:") && l.contains(": "))
+        .count();
     assert_eq!(out.lines().count(), skills * 2 + 2, "{out}");
 }

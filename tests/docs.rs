@@ -41,7 +41,12 @@ fn steps(file: &str, text: &str) -> Vec<Step> {
             continue;
         }
         if let Some(cmd) = line.strip_prefix("$ ") {
-            out.push(Step { at: format!("{file}:{}", i + 1), command: cmd.to_string(), expected: Vec::new(), code: 0 });
+            out.push(Step {
+                at: format!("{file}:{}", i + 1),
+                command: cmd.to_string(),
+                expected: Vec::new(),
+                code: 0,
+            });
         } else if let Some(step) = out.last_mut() {
             match line.strip_prefix("? ").map(str::parse::<i32>) {
                 Some(Ok(code)) => step.code = code,
@@ -59,7 +64,10 @@ fn line_matches(pattern: &str, actual: &str) -> bool {
         return pattern == actual;
     }
     let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !actual.starts_with(first) || !actual[first.len()..].ends_with(last) || actual.len() < first.len() + last.len() {
+    if !actual.starts_with(first)
+        || !actual[first.len()..].ends_with(last)
+        || actual.len() < first.len() + last.len()
+    {
         return false;
     }
     let mut rest = &actual[first.len()..actual.len() - last.len()];
@@ -76,8 +84,12 @@ fn line_matches(pattern: &str, actual: &str) -> bool {
 fn lines_match(expected: &[String], actual: &[&str]) -> bool {
     match expected.split_first() {
         None => actual.is_empty(),
-        Some((e, rest)) if e == "..." => (0..=actual.len()).any(|skip| lines_match(rest, &actual[skip..])),
-        Some((e, rest)) => actual.split_first().is_some_and(|(a, more)| line_matches(e, a) && lines_match(rest, more)),
+        Some((e, rest)) if e == "..." => {
+            (0..=actual.len()).any(|skip| lines_match(rest, &actual[skip..]))
+        }
+        Some((e, rest)) => actual
+            .split_first()
+            .is_some_and(|(a, more)| line_matches(e, a) && lines_match(rest, more)),
     }
 }
 
@@ -89,14 +101,20 @@ fn copy_dir(from: &Path, to: &Path) {
             copy_dir(&src, &dst);
         } else {
             std::fs::copy(&src, &dst).expect("copy");
-            std::fs::set_permissions(&dst, std::fs::metadata(&src).expect("stat").permissions()).expect("chmod");
+            std::fs::set_permissions(&dst, std::fs::metadata(&src).expect("stat").permissions())
+                .expect("chmod");
         }
     }
 }
 
 fn doc_files() -> Vec<PathBuf> {
     let mut files = vec![repo().join("README.md"), repo().join("CONTRIBUTING.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs")).expect("docs").flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "md")).collect();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
     docs.sort();
     files.extend(docs);
     files
@@ -104,10 +122,14 @@ fn doc_files() -> Vec<PathBuf> {
 
 #[test]
 fn the_parser_and_matchers_follow_the_rules() {
-    let text = "x\n```console\n$ band a\nout [..] ms\n...\nend\n? 3\n$ true\n```\n```sh\n$ not me\n```\n";
+    let text =
+        "x\n```console\n$ band a\nout [..] ms\n...\nend\n? 3\n$ true\n```\n```sh\n$ not me\n```\n";
     let s = steps("f.md", text);
     assert_eq!(s.len(), 2);
-    assert_eq!((s[0].at.as_str(), s[0].command.as_str(), s[0].code), ("f.md:3", "band a", 3));
+    assert_eq!(
+        (s[0].at.as_str(), s[0].command.as_str(), s[0].code),
+        ("f.md:3", "band a", 3)
+    );
     assert_eq!(s[0].expected, ["out [..] ms", "...", "end"]);
     assert!(lines_match(&s[0].expected, &["out 12 ms", "a", "b", "end"]));
     assert!(lines_match(&s[0].expected, &["out  ms", "end"]));
@@ -123,13 +145,26 @@ fn privileged_console_examples_in_the_docs_are_true() {
     if skip("privileged_console_examples_in_the_docs_are_true") {
         return;
     }
-    let bin_dir = Path::new(band_exe()).parent().expect("bin dir").to_path_buf();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let bin_dir = Path::new(band_exe())
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut ran = 0;
     let mut failures = Vec::new();
     for file in doc_files() {
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
-        let name = file.strip_prefix(repo()).unwrap_or(&file).display().to_string();
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let name = file
+            .strip_prefix(repo())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         let session = steps(&name, &text);
         if session.is_empty() {
             continue;
@@ -142,7 +177,10 @@ fn privileged_console_examples_in_the_docs_are_true() {
                 .current_dir(scratch.path())
                 .env("PATH", &path)
                 .env("NO_COLOR", "1")
-                .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
+                .env(
+                    "BAND_DATA_DIR",
+                    concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
+                ) // the run ledger, out of $HOME
                 .env("BAND_SERVER_STATE_DIR", "/run/band-test")
                 .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
                 .env_remove("BAND_SKILLS_PATH")

@@ -43,25 +43,53 @@ fn exec(dir: &Path, json: bool, command: &[&str]) -> (i32, String, String) {
 #[test]
 fn exec_without_a_band_file_is_a_clear_error() {
     let dir = workspace();
-    let (code, out, err) = band(&["exec", "--band", "missing.band.md", "--", "echo", "x"], dir.path());
+    let (code, out, err) = band(
+        &["exec", "--band", "missing.band.md", "--", "echo", "x"],
+        dir.path(),
+    );
     assert_eq!(code, 2, "{err}");
     assert_eq!(out, "");
-    assert!(err.contains("error: band file missing.band.md: No such file or directory"), "{err}");
-    assert!(err.contains("hint: pass --band with a BAND.md or *.band.md file"), "{err}");
-    let (code, _, err) = band(&["exec", "--band", "data/words.txt", "--", "echo", "x"], dir.path());
+    assert!(
+        err.contains("error: band file missing.band.md: No such file or directory"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: pass --band with a BAND.md or *.band.md file"),
+        "{err}"
+    );
+    let (code, _, err) = band(
+        &["exec", "--band", "data/words.txt", "--", "echo", "x"],
+        dir.path(),
+    );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("data/words.txt is not a band file (BAND.md or *.band.md)"), "{err}");
-    let (code, _, err) = band(&["exec", "--band", "agent.band.md", "echo", "x"], dir.path());
+    assert!(
+        err.contains("data/words.txt is not a band file (BAND.md or *.band.md)"),
+        "{err}"
+    );
+    let (code, _, err) = band(
+        &["exec", "--band", "agent.band.md", "echo", "x"],
+        dir.path(),
+    );
     assert_eq!(code, 2, "the command must follow `--`: {err}");
 }
 
 #[test]
 fn exec_with_a_broken_band_file_runs_nothing() {
     let dir = workspace();
-    std::fs::write(dir.path().join("broken.band.md"), "---\nband: x\ndescription: d\nallow:\n  cli: [\"/bin/sh *\"]\n---\n").expect("write");
-    let (code, _, err) = band(&["exec", "--band", "broken.band.md", "--", "echo", "x"], dir.path());
+    std::fs::write(
+        dir.path().join("broken.band.md"),
+        "---\nband: x\ndescription: d\nallow:\n  cli: [\"/bin/sh *\"]\n---\n",
+    )
+    .expect("write");
+    let (code, _, err) = band(
+        &["exec", "--band", "broken.band.md", "--", "echo", "x"],
+        dir.path(),
+    );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("the band file broken.band.md has errors; nothing ran"), "{err}");
+    assert!(
+        err.contains("the band file broken.band.md has errors; nothing ran"),
+        "{err}"
+    );
     assert!(err.contains("broken.band.md:5:"), "located: {err}");
 }
 
@@ -73,7 +101,10 @@ fn exec_denies_what_the_band_does_not_allow_before_anything_starts() {
     assert_eq!(code, 5, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["status"], "denied");
-    assert_eq!(v["denied"][0]["argv"], serde_json::json!(["cat", "data/words.txt"]));
+    assert_eq!(
+        v["denied"][0]["argv"],
+        serde_json::json!(["cat", "data/words.txt"])
+    );
     assert_eq!(v["denied"][0]["rule"], Value::Null);
     assert_eq!(v["error"]["layer"], "cli");
     assert_eq!(v["skill"], "exec");
@@ -85,8 +116,14 @@ fn exec_denies_what_the_band_does_not_allow_before_anything_starts() {
     // The shell essentials a script may use are not exempt for the agent's command.
     let (code, _, err) = exec(dir.path(), false, &["sh", "-c", "echo hi"]);
     assert_eq!(code, 5, "{err}");
-    assert!(err.contains("command `sh -c echo hi`: no `allow.cli` rule admits it; nothing ran"), "{err}");
-    assert!(err.contains("hint: if the command should run, add a pattern such as `sh *`"), "{err}");
+    assert!(
+        err.contains("command `sh -c echo hi`: no `allow.cli` rule admits it; nothing ran"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: if the command should run, add a pattern such as `sh *`"),
+        "{err}"
+    );
     // A path is not a command name.
     let (code, _, err) = exec(dir.path(), false, &["/usr/bin/echo", "x"]);
     assert_eq!(code, 5, "{err}");
@@ -110,21 +147,34 @@ fn privileged_exec_runs_an_allowed_command_in_the_sandbox() {
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["status"], "ok");
     assert_eq!(v["stdout"], "3 data/words.txt\n");
-    assert_eq!((v["skill"].as_str(), v["script"].as_str()), (Some("exec"), Some("exec")));
+    assert_eq!(
+        (v["skill"].as_str(), v["script"].as_str()),
+        (Some("exec"), Some("exec"))
+    );
     // Files the band does not admit are not (the band file itself is not in allow.read).
     let (code, out, _) = exec(dir.path(), true, &["wc", "-c", "agent.band.md"]);
     assert_eq!(code, 1);
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["status"], "script_failed");
-    assert!(v["stderr"].as_str().unwrap_or("").contains("No such file"), "{v}");
+    assert!(
+        v["stderr"].as_str().unwrap_or("").contains("No such file"),
+        "{v}"
+    );
 }
 
 /// Run `args` with stdout and stderr on a pseudo-terminal (`script`); what the terminal showed.
 fn on_a_terminal(dir: &Path, args: &str) -> String {
     let out = std::process::Command::new("script")
-        .args(["-qec", &format!("{} {args}", common::band_exe()), "/dev/null"])
+        .args([
+            "-qec",
+            &format!("{} {args}", common::band_exe()),
+            "/dev/null",
+        ])
         .current_dir(dir)
-        .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"))
+        .env(
+            "BAND_DATA_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
+        )
         .env("BAND_SERVER_STATE_DIR", "/run/band-test")
         .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
         .output()
@@ -151,12 +201,25 @@ fn privileged_spinner_only_on_a_terminal_and_never_with_json() {
     let skill = dir.path().join("nap");
     std::fs::create_dir_all(skill.join("scripts")).expect("mkdir");
     std::fs::create_dir_all(skill.join("schemas/input")).expect("mkdir");
-    std::fs::write(skill.join("BAND.md"), "---\nband: nap\ndescription: Sleeps.\nallow:\n  cli: [\"sleep *\"]\n---\n").expect("write");
-    std::fs::write(skill.join("SKILL.md"), "---\nname: nap\ndescription: Sleeps.\n---\n").expect("write");
-    std::fs::write(skill.join("schemas/input/nap.json"), "{\"type\": \"object\"}").expect("write");
+    std::fs::write(
+        skill.join("BAND.md"),
+        "---\nband: nap\ndescription: Sleeps.\nallow:\n  cli: [\"sleep *\"]\n---\n",
+    )
+    .expect("write");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: nap\ndescription: Sleeps.\n---\n",
+    )
+    .expect("write");
+    std::fs::write(
+        skill.join("schemas/input/nap.json"),
+        "{\"type\": \"object\"}",
+    )
+    .expect("write");
     let script = skill.join("scripts/nap.sh");
     std::fs::write(&script, "#!/bin/sh\nsleep 0.6\n").expect("write");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
     let tty = on_a_terminal(dir.path(), "run ./nap/nap");
     assert!(tty.contains("running ./nap/nap"), "{tty:?}");
     assert!(tty.contains("band: ok"), "{tty:?}");

@@ -37,16 +37,29 @@ fn policy(skill: &str, script: &str) -> CompiledPolicy {
 }
 
 fn scripts_of(skill: &str) -> BTreeSet<String> {
-    band::skill::load_skill(&skill_root(skill)).0.scripts.into_iter().map(|s| s.name).collect()
+    band::skill::load_skill(&skill_root(skill))
+        .0
+        .scripts
+        .into_iter()
+        .map(|s| s.name)
+        .collect()
 }
 
 /// Validate `value` against `schemas/<kind>/<script>.json` of `skill` (input is coerced first).
 fn check_contract(skill: &str, kind: &str, script: &str, value: &Value) -> Value {
     let (set, errors) = SchemaSet::load_dir(&skill_root(skill));
     assert!(errors.is_empty(), "{skill}: {errors:?}");
-    let contract = set.compile(&format!("schemas/{kind}/{script}.json")).unwrap_or_else(|e| panic!("{skill}/{script}: {e}"));
-    let checked = if kind == "input" { contract.coerce_and_validate(value.clone()) } else { contract.validate(value).map(|()| value.clone()) };
-    checked.unwrap_or_else(|v| panic!("{skill}/{script}: {kind} {value} does not match its contract: {v:?}"))
+    let contract = set
+        .compile(&format!("schemas/{kind}/{script}.json"))
+        .unwrap_or_else(|e| panic!("{skill}/{script}: {e}"));
+    let checked = if kind == "input" {
+        contract.coerce_and_validate(value.clone())
+    } else {
+        contract.validate(value).map(|()| value.clone())
+    };
+    checked.unwrap_or_else(|v| {
+        panic!("{skill}/{script}: {kind} {value} does not match its contract: {v:?}")
+    })
 }
 
 /// Every command a script runs on the host goes through this recorder: it appends its argv as one
@@ -91,7 +104,10 @@ impl HostRun {
         let p = policy(skill, script);
         for argv in &self.calls {
             let decision = p.cli.check(argv);
-            assert!(decision.is_allowed(), "{skill}/{script}: its own band refuses {argv:?}: {decision:?}");
+            assert!(
+                decision.is_allowed(),
+                "{skill}/{script}: its own band refuses {argv:?}: {decision:?}"
+            );
         }
     }
 }
@@ -132,9 +148,16 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
         .current_dir(&workspace)
         .output()
         .expect("run script");
-    assert!(out.status.success(), "{skill}/{entry}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&output_path).unwrap_or_else(|e| panic!("{skill}/{entry} wrote no output: {e}"));
-    let output = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{skill}/{entry}: output is not JSON ({e}): {text}"));
+    assert!(
+        out.status.success(),
+        "{skill}/{entry}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&output_path)
+        .unwrap_or_else(|e| panic!("{skill}/{entry} wrote no output: {e}"));
+    let output = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{skill}/{entry}: output is not JSON ({e}): {text}"));
     let skill_dir = skill_root(skill);
     let as_in_sandbox = [
         (input_path.display().to_string(), "/band/io/input.json"),
@@ -147,7 +170,13 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
         .lines()
         .map(|l| {
             let argv: Vec<String> = serde_json::from_str(l).expect("argv line");
-            argv.into_iter().map(|a| as_in_sandbox.iter().fold(a, |a, (host, sandbox)| a.replace(host.as_str(), sandbox))).collect()
+            argv.into_iter()
+                .map(|a| {
+                    as_in_sandbox
+                        .iter()
+                        .fold(a, |a, (host, sandbox)| a.replace(host.as_str(), sandbox))
+                })
+                .collect()
         })
         .collect();
     HostRun { output, calls, dir }
@@ -156,11 +185,23 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
 /// One input per github script; together they cover every script of the skill.
 fn github_inputs() -> Vec<(&'static str, Value)> {
     vec![
-        ("issue-list", json!({"repo": "octo/demo", "state": "open", "limit": 5, "search": "label:bug"})),
+        (
+            "issue-list",
+            json!({"repo": "octo/demo", "state": "open", "limit": 5, "search": "label:bug"}),
+        ),
         ("issue-view", json!({"repo": "octo/demo", "number": 12})),
-        ("issue-create", json!({"repo": "octo/demo", "title": "it's $(touch pwned) `touch pwned2`", "body": "line 1\nline 2 'quoted'"})),
-        ("issue-comment", json!({"repo": "octo/demo", "number": 12, "body": "Thanks!"})),
-        ("issue-close", json!({"repo": "octo/demo", "number": 12, "reason": "not_planned"})),
+        (
+            "issue-create",
+            json!({"repo": "octo/demo", "title": "it's $(touch pwned) `touch pwned2`", "body": "line 1\nline 2 'quoted'"}),
+        ),
+        (
+            "issue-comment",
+            json!({"repo": "octo/demo", "number": 12, "body": "Thanks!"}),
+        ),
+        (
+            "issue-close",
+            json!({"repo": "octo/demo", "number": 12, "reason": "not_planned"}),
+        ),
         ("pr-list", json!({"repo": "octo/demo", "state": "merged"})),
         ("pr-view", json!({"repo": "octo/demo", "number": 13})),
         ("pr-files", json!({"repo": "octo/demo", "number": 13})),
@@ -176,87 +217,237 @@ fn github_inputs() -> Vec<(&'static str, Value)> {
 fn github_scripts_call_gh_only_in_their_bands_shapes_and_shape_fixtures_to_their_contracts() {
     let inputs = github_inputs();
     let covered: BTreeSet<String> = inputs.iter().map(|(s, _)| s.to_string()).collect();
-    assert_eq!(covered, scripts_of("github"), "every github script needs an input here and a fixture");
+    assert_eq!(
+        covered,
+        scripts_of("github"),
+        "every github script needs an input here and a fixture"
+    );
     for (script, input) in inputs {
         let input = check_contract("github", "input", script, &input);
-        let run = run_on_host("github", &format!("scripts/{script}.sh"), &input, &fixture(&format!("github/{script}.json")));
+        let run = run_on_host(
+            "github",
+            &format!("scripts/{script}.sh"),
+            &input,
+            &fixture(&format!("github/{script}.json")),
+        );
         assert_eq!(run.calls_to("gh").len(), 1, "{script}: {:?}", run.calls);
-        assert_eq!(run.calls.len(), 3, "{script}: read the input, call gh, shape: {:?}", run.calls);
+        assert_eq!(
+            run.calls.len(),
+            3,
+            "{script}: read the input, call gh, shape: {:?}",
+            run.calls
+        );
         run.assert_allowed_by("github", script);
         check_contract("github", "output", script, &run.output);
         // Nothing in the input was executed by the shell.
-        assert!(!run.dir.path().join("pwned").exists() && !run.dir.path().join("tmp/pwned").exists(), "{script}");
+        assert!(
+            !run.dir.path().join("pwned").exists() && !run.dir.path().join("tmp/pwned").exists(),
+            "{script}"
+        );
     }
 }
 
 #[test]
 fn github_values_reach_gh_verbatim_and_never_as_flags() {
-    let (_, input) = github_inputs().into_iter().find(|(s, _)| *s == "issue-create").expect("issue-create");
-    let run = run_on_host("github", "scripts/issue-create.sh", &input, &fixture("github/issue-create.json"));
+    let (_, input) = github_inputs()
+        .into_iter()
+        .find(|(s, _)| *s == "issue-create")
+        .expect("issue-create");
+    let run = run_on_host(
+        "github",
+        "scripts/issue-create.sh",
+        &input,
+        &fixture("github/issue-create.json"),
+    );
     assert_eq!(
         *run.calls_to("gh")[0],
-        ["gh", "api", "--method=POST", "repos/octo/demo/issues", "--raw-field=title=it's $(touch pwned) `touch pwned2`", "--raw-field=body=line 1\nline 2 'quoted'"]
+        [
+            "gh",
+            "api",
+            "--method=POST",
+            "repos/octo/demo/issues",
+            "--raw-field=title=it's $(touch pwned) `touch pwned2`",
+            "--raw-field=body=line 1\nline 2 'quoted'"
+        ]
     );
-    assert_eq!(run.output, json!({"number": 14, "url": "https://github.com/octo/demo/issues/14", "title": "New issue", "state": "open"}));
+    assert_eq!(
+        run.output,
+        json!({"number": 14, "url": "https://github.com/octo/demo/issues/14", "title": "New issue", "state": "open"})
+    );
 
     // A query that looks like a flag stays the positional argument after `--`.
-    let run = run_on_host("github", "scripts/search-issues.sh", &json!({"query": "--web crash", "limit": 3}), &fixture("github/search-issues.json"));
+    let run = run_on_host(
+        "github",
+        "scripts/search-issues.sh",
+        &json!({"query": "--web crash", "limit": 3}),
+        &fixture("github/search-issues.json"),
+    );
     let gh = run.calls_to("gh")[0];
     assert_eq!(gh[gh.len() - 2..], ["--", "--web crash"]);
 }
 
 #[test]
 fn github_read_scripts_cannot_write_and_write_scripts_cannot_read() {
-    let create = ["gh", "api", "--method=POST", "repos/octo/demo/issues", "--raw-field=title=t", "--raw-field=body="].map(String::from);
-    let list = ["gh", "api", "--method=GET", "repos/octo/demo/releases/latest"].map(String::from);
-    assert!(policy("github", "issue-create").cli.check(&create).is_allowed());
-    assert!(!policy("github", "issue-list").cli.check(&create).is_allowed());
-    assert!(policy("github", "release-latest").cli.check(&list).is_allowed());
-    assert!(!policy("github", "issue-create").cli.check(&list).is_allowed());
+    let create = [
+        "gh",
+        "api",
+        "--method=POST",
+        "repos/octo/demo/issues",
+        "--raw-field=title=t",
+        "--raw-field=body=",
+    ]
+    .map(String::from);
+    let list = [
+        "gh",
+        "api",
+        "--method=GET",
+        "repos/octo/demo/releases/latest",
+    ]
+    .map(String::from);
+    assert!(
+        policy("github", "issue-create")
+            .cli
+            .check(&create)
+            .is_allowed()
+    );
+    assert!(
+        !policy("github", "issue-list")
+            .cli
+            .check(&create)
+            .is_allowed()
+    );
+    assert!(
+        policy("github", "release-latest")
+            .cli
+            .check(&list)
+            .is_allowed()
+    );
+    assert!(
+        !policy("github", "issue-create")
+            .cli
+            .check(&list)
+            .is_allowed()
+    );
     // `--field` reads `@file` values; only `--raw-field` is allowed.
-    let field = ["gh", "api", "--method=POST", "repos/octo/demo/issues", "--field=title=@/etc/passwd", "--raw-field=body="].map(String::from);
-    assert_eq!(policy("github", "issue-create").cli.check(&field), Decision::Default);
+    let field = [
+        "gh",
+        "api",
+        "--method=POST",
+        "repos/octo/demo/issues",
+        "--field=title=@/etc/passwd",
+        "--raw-field=body=",
+    ]
+    .map(String::from);
+    assert_eq!(
+        policy("github", "issue-create").cli.check(&field),
+        Decision::Default
+    );
 }
 
 #[test]
 fn github_shapes_fixture_edge_cases() {
-    let run = run_on_host("github", "scripts/repo-view.sh", &json!({"repo": "octo/demo"}), &fixture("github/repo-view.json"));
+    let run = run_on_host(
+        "github",
+        "scripts/repo-view.sh",
+        &json!({"repo": "octo/demo"}),
+        &fixture("github/repo-view.json"),
+    );
     assert_eq!(run.output["license"], Value::Null);
     assert_eq!(run.output["description"], "");
     assert_eq!(run.output["default_branch"], "main");
-    let run = run_on_host("github", "scripts/search-repos.sh", &json!({"query": "x"}), &fixture("github/search-repos.json"));
+    let run = run_on_host(
+        "github",
+        "scripts/search-repos.sh",
+        &json!({"query": "x"}),
+        &fixture("github/search-repos.json"),
+    );
     assert_eq!(run.output["repositories"][1]["language"], Value::Null);
-    let run = run_on_host("github", "scripts/release-list.sh", &json!({"repo": "octo/demo"}), &fixture("github/release-list.json"));
-    assert_eq!(run.output["releases"][1], json!({"tag": "v1.3.0-rc1", "name": "", "draft": true, "prerelease": true, "published_at": null, "url": "https://github.com/octo/demo/releases/tag/untagged-1"}));
+    let run = run_on_host(
+        "github",
+        "scripts/release-list.sh",
+        &json!({"repo": "octo/demo"}),
+        &fixture("github/release-list.json"),
+    );
+    assert_eq!(
+        run.output["releases"][1],
+        json!({"tag": "v1.3.0-rc1", "name": "", "draft": true, "prerelease": true, "published_at": null, "url": "https://github.com/octo/demo/releases/tag/untagged-1"})
+    );
 }
 
 #[test]
 fn http_fetch_calls_curl_in_its_one_shape_and_extracts_the_page() {
-    let input = check_contract("http-fetch", "input", "fetch", &json!({"url": "https://docs.python.org/3/library/csv.html", "max_chars": 60}));
-    let run = run_on_host("http-fetch", "scripts/fetch.sh", &input, &fixture("http-fetch/page.html"));
+    let input = check_contract(
+        "http-fetch",
+        "input",
+        "fetch",
+        &json!({"url": "https://docs.python.org/3/library/csv.html", "max_chars": 60}),
+    );
+    let run = run_on_host(
+        "http-fetch",
+        "scripts/fetch.sh",
+        &input,
+        &fixture("http-fetch/page.html"),
+    );
     assert_eq!(run.calls_to("curl").len(), 1, "{:?}", run.calls);
     run.assert_allowed_by("http-fetch", "fetch");
     let out = check_contract("http-fetch", "output", "fetch", &run.output);
     assert_eq!(out["title"], "csv — CSV File Reading and Writing");
     assert_eq!(out["url"], "https://docs.python.org/3/library/csv.html");
-    assert_eq!(out["text"], "Home\ncsv — CSV File Reading and Writing\nThe csv module imple");
+    assert_eq!(
+        out["text"],
+        "Home\ncsv — CSV File Reading and Writing\nThe csv module imple"
+    );
     assert_eq!(out["truncated"], true);
 }
 
 #[test]
 fn http_fetch_url_contract_admits_exactly_the_bands_hosts() {
     let (s, _) = band::skill::load_skill(&skill_root("http-fetch"));
-    let resolved = band::skill::resolve_script(&s, "fetch").0.expect("fetch band");
-    let hosts: Vec<String> = resolved.policy.allow.net.iter().map(|h| h.trim_end_matches(":443").to_string()).collect();
+    let resolved = band::skill::resolve_script(&s, "fetch")
+        .0
+        .expect("fetch band");
+    let hosts: Vec<String> = resolved
+        .policy
+        .allow
+        .net
+        .iter()
+        .map(|h| h.trim_end_matches(":443").to_string())
+        .collect();
     assert_eq!(hosts.len(), 4, "{hosts:?}");
     let (set, _) = SchemaSet::load_dir(&skill_root("http-fetch"));
-    let contract = set.compile("schemas/input/fetch.json").expect("fetch schema");
+    let contract = set
+        .compile("schemas/input/fetch.json")
+        .expect("fetch schema");
     for h in &hosts {
-        assert!(contract.validate(&json!({"url": format!("https://{h}/some/page?q=1")})).is_ok(), "{h}");
-        assert!(contract.validate(&json!({"url": format!("https://{h}")})).is_ok(), "{h}");
-        assert!(contract.validate(&json!({"url": format!("http://{h}/")})).is_err(), "plain http to {h}");
-        assert!(contract.validate(&json!({"url": format!("https://{h}.evil.example/")})).is_err(), "{h} as a prefix");
-        assert!(contract.validate(&json!({"url": format!("https://evil.example/{h}")})).is_err());
+        assert!(
+            contract
+                .validate(&json!({"url": format!("https://{h}/some/page?q=1")}))
+                .is_ok(),
+            "{h}"
+        );
+        assert!(
+            contract
+                .validate(&json!({"url": format!("https://{h}")}))
+                .is_ok(),
+            "{h}"
+        );
+        assert!(
+            contract
+                .validate(&json!({"url": format!("http://{h}/")}))
+                .is_err(),
+            "plain http to {h}"
+        );
+        assert!(
+            contract
+                .validate(&json!({"url": format!("https://{h}.evil.example/")}))
+                .is_err(),
+            "{h} as a prefix"
+        );
+        assert!(
+            contract
+                .validate(&json!({"url": format!("https://evil.example/{h}")}))
+                .is_err()
+        );
     }
 }
 
@@ -276,10 +467,20 @@ fn privileged_text_count_counts_exactly() {
     if skip("privileged_text_count_counts_exactly") {
         return;
     }
-    let r = band_run(&["text/count", "--input", r#"{"text": "say \"hi\"\nback\\slash é"}"#], None);
+    let r = band_run(
+        &[
+            "text/count",
+            "--input",
+            r#"{"text": "say \"hi\"\nback\\slash é"}"#,
+        ],
+        None,
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json["status"], "ok");
-    assert_eq!(r.json["output"], json!({"words": 4, "lines": 2, "chars": 21}));
+    assert_eq!(
+        r.json["output"],
+        json!({"words": 4, "lines": 2, "chars": 21})
+    );
 }
 
 #[test]
@@ -288,18 +489,36 @@ fn privileged_text_summary_keeps_the_best_sentences_in_order() {
         return;
     }
     let text = "The cat sat on the mat. Dogs bark at cats loudly! A cat is a small animal. Cats and dogs are pets.";
-    let r = band_run(&["text/summary", &format!("--text={text}"), "--sentences=2"], None);
+    let r = band_run(
+        &["text/summary", &format!("--text={text}"), "--sentences=2"],
+        None,
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let out = &r.json["output"];
-    assert_eq!(out["summary"], "Dogs bark at cats loudly! Cats and dogs are pets.");
+    assert_eq!(
+        out["summary"],
+        "Dogs bark at cats loudly! Cats and dogs are pets."
+    );
     assert_eq!(out["total_sentences"], 4);
-    let indexes: Vec<i64> = out["sentences"].as_array().expect("array").iter().map(|s| s["index"].as_i64().unwrap_or(0)).collect();
+    let indexes: Vec<i64> = out["sentences"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|s| s["index"].as_i64().unwrap_or(0))
+        .collect();
     assert_eq!(indexes, [2, 4]);
 
     let r = band_run(&["text/summary", "--text=x", "--sentences=51"], None);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert_eq!(r.json["status"], "input_invalid");
-    assert!(r.json["error"]["message"].as_str().unwrap_or("").contains("/sentences"), "{}", r.json);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/sentences"),
+        "{}",
+        r.json
+    );
 }
 
 #[test]
@@ -308,27 +527,62 @@ fn privileged_csv_stats_describe_reads_data_and_nothing_denied() {
         return;
     }
     let ws = workspace_with_cities();
-    let r = band_run(&["csv-stats/describe", "--path=data/cities.csv"], Some(ws.path()));
+    let r = band_run(
+        &["csv-stats/describe", "--path=data/cities.csv"],
+        Some(ws.path()),
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let out = &r.json["output"];
     assert_eq!(out["rows"], 5);
     let pop = &out["columns"][1];
     assert_eq!(
-        (pop["type"].clone(), pop["count"].clone(), pop["missing"].clone(), pop["min"].clone(), pop["max"].clone(), pop["mean"].clone(), pop["median"].clone()),
-        (json!("number"), json!(4), json!(1), json!(330000), json!(3645000), json!(1659750), json!(1332000))
+        (
+            pop["type"].clone(),
+            pop["count"].clone(),
+            pop["missing"].clone(),
+            pop["min"].clone(),
+            pop["max"].clone(),
+            pop["mean"].clone(),
+            pop["median"].clone()
+        ),
+        (
+            json!("number"),
+            json!(4),
+            json!(1),
+            json!(330000),
+            json!(3645000),
+            json!(1659750),
+            json!(1332000)
+        )
     );
-    assert_eq!(out["columns"][2]["top"][0], json!({"value": "DE", "count": 3}));
+    assert_eq!(
+        out["columns"][2]["top"][0],
+        json!({"value": "DE", "count": 3})
+    );
     assert_eq!(r.json["written_files"], json!([]));
 
     // deny.read `**/*.key`: the file is never copied into the sandbox.
     std::fs::copy(fixture("csv/cities.csv"), ws.path().join("data/cities.key")).expect("copy");
-    let r = band_run(&["csv-stats/describe", "--path=data/cities.key"], Some(ws.path()));
+    let r = band_run(
+        &["csv-stats/describe", "--path=data/cities.key"],
+        Some(ws.path()),
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert_eq!(r.json["status"], "script_failed");
-    assert!(r.json["stderr"].as_str().unwrap_or("").contains("no such file"), "{}", r.json);
+    assert!(
+        r.json["stderr"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no such file"),
+        "{}",
+        r.json
+    );
 
     // Outside data/: refused by the input contract before anything starts.
-    let r = band_run(&["csv-stats/describe", "--path=../etc/passwd"], Some(ws.path()));
+    let r = band_run(
+        &["csv-stats/describe", "--path=../etc/passwd"],
+        Some(ws.path()),
+    );
     assert_eq!(r.code, 3, "{}", r.stderr);
 }
 
@@ -338,19 +592,45 @@ fn privileged_csv_stats_report_writes_back_only_to_out() {
         return;
     }
     let ws = workspace_with_cities();
-    let r = band_run(&["csv-stats/report", "--path=data/cities.csv"], Some(ws.path()));
+    let r = band_run(
+        &["csv-stats/report", "--path=data/cities.csv"],
+        Some(ws.path()),
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.json["output"], json!({"path": "data/cities.csv", "rows": 5, "report": "out/cities.md", "chart": "out/cities.svg", "chart_column": "population"}));
-    assert_eq!(r.json["written_files"], json!(["out/cities.md", "out/cities.svg"]));
+    assert_eq!(
+        r.json["output"],
+        json!({"path": "data/cities.csv", "rows": 5, "report": "out/cities.md", "chart": "out/cities.svg", "chart_column": "population"})
+    );
+    assert_eq!(
+        r.json["written_files"],
+        json!(["out/cities.md", "out/cities.svg"])
+    );
     let md = std::fs::read_to_string(ws.path().join("out/cities.md")).expect("report written back");
-    assert!(md.contains("| population | number | 4 | 1 | 330000 | 3645000 | 1659750 | 1332000 |"), "{md}");
-    let svg = std::fs::read_to_string(ws.path().join("out/cities.svg")).expect("chart written back");
-    assert!(svg.starts_with("<svg") && svg.matches("<rect").count() == 10, "{svg}");
-    assert_eq!(std::fs::read_to_string(ws.path().join("data/cities.csv")).ok(), std::fs::read_to_string(fixture("csv/cities.csv")).ok());
+    assert!(
+        md.contains("| population | number | 4 | 1 | 330000 | 3645000 | 1659750 | 1332000 |"),
+        "{md}"
+    );
+    let svg =
+        std::fs::read_to_string(ws.path().join("out/cities.svg")).expect("chart written back");
+    assert!(
+        svg.starts_with("<svg") && svg.matches("<rect").count() == 10,
+        "{svg}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("data/cities.csv")).ok(),
+        std::fs::read_to_string(fixture("csv/cities.csv")).ok()
+    );
 
     // A text-only column cannot be charted: the script fails, and nothing is written back.
     let ws = workspace_with_cities();
-    let r = band_run(&["csv-stats/report", "--path=data/cities.csv", "--chart_column=country"], Some(ws.path()));
+    let r = band_run(
+        &[
+            "csv-stats/report",
+            "--path=data/cities.csv",
+            "--chart_column=country",
+        ],
+        Some(ws.path()),
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(!ws.path().join("out").exists());
 }
@@ -360,22 +640,50 @@ fn privileged_json_transform_applies_filters_to_input_and_workspace_files() {
     if skip("privileged_json_transform_applies_filters_to_input_and_workspace_files") {
         return;
     }
-    let r = band_run(&["json-transform/apply", "--filter=map(.price) | add", r#"--data=[{"price": 2}, {"price": 3}]"#], None);
+    let r = band_run(
+        &[
+            "json-transform/apply",
+            "--filter=map(.price) | add",
+            r#"--data=[{"price": 2}, {"price": 3}]"#,
+        ],
+        None,
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json["output"], json!({"results": [5]}));
 
     let ws = tempfile::tempdir().expect("tmp");
     std::fs::create_dir_all(ws.path().join("data/sub")).expect("mkdir");
-    std::fs::write(ws.path().join("data/sub/checks.json"), r#"[{"ok":true,"name":"a"},{"ok":false,"name":"b"},{"ok":true,"name":"c"}]"#).expect("write");
-    let r = band_run(&["json-transform/apply", "--filter=.[] | select(.ok) | .name", "--path=data/sub/checks.json"], Some(ws.path()));
+    std::fs::write(
+        ws.path().join("data/sub/checks.json"),
+        r#"[{"ok":true,"name":"a"},{"ok":false,"name":"b"},{"ok":true,"name":"c"}]"#,
+    )
+    .expect("write");
+    let r = band_run(
+        &[
+            "json-transform/apply",
+            "--filter=.[] | select(.ok) | .name",
+            "--path=data/sub/checks.json",
+        ],
+        Some(ws.path()),
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json["output"], json!({"results": ["a", "c"]}));
 
-    let r = band_run(&["json-transform/apply", "--filter=-L/etc .", "--data=[]"], None);
+    let r = band_run(
+        &["json-transform/apply", "--filter=-L/etc .", "--data=[]"],
+        None,
+    );
     assert_eq!(r.code, 3, "{}", r.stderr);
     let r = band_run(&["json-transform/apply", "--filter=.[", "--data=[]"], None);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.json["stderr"].as_str().unwrap_or("").contains("syntax error"), "{}", r.json);
+    assert!(
+        r.json["stderr"]
+            .as_str()
+            .unwrap_or("")
+            .contains("syntax error"),
+        "{}",
+        r.json
+    );
 }
 
 #[test]
@@ -403,13 +711,26 @@ fn privileged_trace_lists_every_command_of_a_run() {
     if skip("privileged_trace_lists_every_command_of_a_run") {
         return;
     }
-    let r = band_run(&["--trace", "json-transform/apply", "--filter=.a", r#"--data={"a": 1}"#], None);
+    let r = band_run(
+        &[
+            "--trace",
+            "json-transform/apply",
+            "--filter=.a",
+            r#"--data={"a": 1}"#,
+        ],
+        None,
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let calls: Vec<(Vec<String>, bool)> = r.json["cli_calls"]
         .as_array()
         .expect("cli_calls")
         .iter()
-        .map(|c| (serde_json::from_value(c["argv"].clone()).unwrap_or_default(), c["allowed"] == true))
+        .map(|c| {
+            (
+                serde_json::from_value(c["argv"].clone()).unwrap_or_default(),
+                c["allowed"] == true,
+            )
+        })
         .collect();
     let expect = |argv: &[&str]| (argv.iter().map(|s| s.to_string()).collect::<Vec<_>>(), true);
     assert_eq!(
@@ -429,7 +750,11 @@ fn github_needs_its_token_and_valid_input_before_anything_starts() {
     // Neither needs the sandbox: both are refused before band-server is started.
     let r = band_run(&["github/repo-view", "--repo=octo/demo"], None);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("missing required secret: GITHUB_TOKEN"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("missing required secret: GITHUB_TOKEN"),
+        "{}",
+        r.stderr
+    );
     let r = band_run(&["github/repo-view", "--repo=octo/demo; rm -rf /"], None);
     assert_eq!(r.code, 3, "{}", r.stderr);
 }

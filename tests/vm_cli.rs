@@ -13,19 +13,45 @@ fn band(args: &[&str], data: &Path) -> (i32, String, String) {
         .env("NO_COLOR", "1")
         .output()
         .expect("run band");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn vm_targets_without_setup_are_user_errors_with_a_hint() {
     let t = tempfile::tempdir().expect("tmp");
-    let (code, _, err) = band(&["run", "--target", "qemu", "text/count", "--text=x"], t.path());
+    let (code, _, err) = band(
+        &["run", "--target", "qemu", "text/count", "--text=x"],
+        t.path(),
+    );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("not running") && err.contains("hint: run `band vm start`"), "{err}");
-    let (code, _, err) = band(&["run", "--target", "ssh://me@box.invalid", "text/count", "--text=x"], t.path());
+    assert!(
+        err.contains("not running") && err.contains("hint: run `band vm start`"),
+        "{err}"
+    );
+    let (code, _, err) = band(
+        &[
+            "run",
+            "--target",
+            "ssh://me@box.invalid",
+            "text/count",
+            "--text=x",
+        ],
+        t.path(),
+    );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("has not been set up") && err.contains("band setup --driver ssh --host me@box.invalid:22"), "{err}");
-    let (code, _, err) = band(&["run", "--target", "lima", "text/count", "--text=x"], t.path());
+    assert!(
+        err.contains("has not been set up")
+            && err.contains("band setup --driver ssh --host me@box.invalid:22"),
+        "{err}"
+    );
+    let (code, _, err) = band(
+        &["run", "--target", "lima", "text/count", "--text=x"],
+        t.path(),
+    );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("band setup --driver lima"), "{err}");
 }
@@ -45,7 +71,10 @@ fn setup_checks_its_arguments_before_doing_anything() {
     let (code, _, err) = band(&["setup", "--driver", "qemu", "--memory", "12k"], t.path());
     assert_eq!(code, 2);
     assert!(err.contains("too small"), "{err}");
-    assert!(!t.path().join("vm/images").exists(), "nothing may be built after a usage error");
+    assert!(
+        !t.path().join("vm/images").exists(),
+        "nothing may be built after a usage error"
+    );
 }
 
 #[test]
@@ -75,9 +104,15 @@ fn doctor_reports_every_check_as_json() {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
     for c in checks {
-        assert!(["ok", "warn", "fail", "skip"].contains(&c["level"].as_str().unwrap_or("")), "{c}");
+        assert!(
+            ["ok", "warn", "fail", "skip"].contains(&c["level"].as_str().unwrap_or("")),
+            "{c}"
+        );
         if c["level"] == "fail" {
-            assert!(c["fix"].is_string(), "a failed check says how to fix it: {c}");
+            assert!(
+                c["fix"].is_string(),
+                "a failed check says how to fix it: {c}"
+            );
         }
     }
     assert_eq!(v["ok"], code == 0);

@@ -30,12 +30,17 @@ fn enabled() -> bool {
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
 fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
         || Path::new("/usr/sbin").join(name).is_file()
         || Path::new("/sbin").join(name).is_file()
 }
@@ -58,20 +63,32 @@ impl Env {
             .env_remove("BAND_SKILLS_PATH")
             .output()
             .expect("run band");
-        let (code, stdout, stderr) = (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-        eprintln!("band {} -> {code} in {:.1} s", args.join(" "), started.elapsed().as_secs_f64());
+        let (code, stdout, stderr) = (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        eprintln!(
+            "band {} -> {code} in {:.1} s",
+            args.join(" "),
+            started.elapsed().as_secs_f64()
+        );
         (code, stdout, stderr)
     }
 
     fn band_ok(&self, args: &[&str], cwd: &Path) -> String {
         let (code, out, err) = self.band(args, cwd);
-        assert_eq!(code, 0, "band {args:?} failed:\nstdout: {out}\nstderr: {err}");
+        assert_eq!(
+            code, 0,
+            "band {args:?} failed:\nstdout: {out}\nstderr: {err}"
+        );
         out
     }
 
     fn json(&self, args: &[&str], cwd: &Path) -> serde_json::Value {
         let out = self.band_ok(args, cwd);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("band {args:?} printed no JSON ({e}): {out}"))
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("band {args:?} printed no JSON ({e}): {out}"))
     }
 }
 
@@ -80,8 +97,12 @@ fn qemus_under(dir: &Path) -> Vec<i32> {
     let needle = dir.to_string_lossy().into_owned();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
         if cmd.contains("qemu-system") && cmd.contains(&needle) {
             out.push(pid);
@@ -121,7 +142,10 @@ fn write(path: &Path, text: &str) {
 /// A skill whose scripts probe the sandbox from inside the VM.
 fn probe_skill(root: &Path) -> PathBuf {
     let s = root.join("vmprobe");
-    write(&s.join("SKILL.md"), "---\nname: vmprobe\ndescription: Probes the sandbox from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n");
+    write(
+        &s.join("SKILL.md"),
+        "---\nname: vmprobe\ndescription: Probes the sandbox from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n",
+    );
     write(
         &s.join("BAND.md"),
         "---\nband: vmprobe\ndescription: Reads data/, writes out/, may run cat, ls and mkdir; nothing else.\nallow:\n  cli: [\"cat *\", \"ls *\", \"mkdir *\"]\n  read: [\"data/**\"]\n  write: [\"out/\"]\ndeny:\n  read: [\"data/secret*\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n",
@@ -148,7 +172,10 @@ printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","if
   "$allowed" "$secret" "$notes" "$link" "$shadow" "$ifaces" "$net" "$kernel" "$EUID" > "$OUTPUT_PATH"
 "#,
     );
-    write(&s.join("scripts/curl.sh"), "#!/bin/bash\nset -e\ncurl --version\necho '{}' > \"$OUTPUT_PATH\"\n");
+    write(
+        &s.join("scripts/curl.sh"),
+        "#!/bin/bash\nset -e\ncurl --version\necho '{}' > \"$OUTPUT_PATH\"\n",
+    );
     for f in ["scripts/probe.sh", "scripts/curl.sh"] {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(s.join(f), std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -170,7 +197,11 @@ fn http_listener(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::
             let mut c = conn;
             let mut buf = [0u8; 1024];
             let _ = c.read(&mut buf);
-            let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            let _ = write!(
+                c,
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     (port, hits)
@@ -179,12 +210,20 @@ fn http_listener(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::
 /// A skill allowed to reach one host port (by IP: private addresses need an explicit allow).
 fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
     let s = root.join("vmnet");
-    write(&s.join("SKILL.md"), "---\nname: vmnet\ndescription: Reaches one allowed address from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n");
+    write(
+        &s.join("SKILL.md"),
+        "---\nname: vmnet\ndescription: Reaches one allowed address from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n",
+    );
     write(
         &s.join("BAND.md"),
-        &format!("---\nband: vmnet\ndescription: May fetch from 10.0.2.2:{open} with curl; nothing else.\nallow:\n  cli: [\"curl *\"]\n  net: [\"10.0.2.2:{open}\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n"),
+        &format!(
+            "---\nband: vmnet\ndescription: May fetch from 10.0.2.2:{open} with curl; nothing else.\nallow:\n  cli: [\"curl *\"]\n  net: [\"10.0.2.2:{open}\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n"
+        ),
     );
-    write(&s.join("schemas/input/fetch.json"), "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n");
+    write(
+        &s.join("schemas/input/fetch.json"),
+        "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n",
+    );
     write(
         &s.join("scripts/fetch.sh"),
         &format!(
@@ -192,7 +231,11 @@ fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
         ),
     );
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(s.join("scripts/fetch.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(
+        s.join("scripts/fetch.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
     s
 }
 
@@ -207,29 +250,83 @@ fn workspace(root: &Path) -> PathBuf {
 
 fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
     let _ = std::fs::remove_dir_all(ws.join("out"));
-    let v = env.json(&["run", "--workspace", ws.to_str().expect("utf8"), "--target", target, "--json", &format!("{}/probe", skill.display())], ws);
+    let v = env.json(
+        &[
+            "run",
+            "--workspace",
+            ws.to_str().expect("utf8"),
+            "--target",
+            target,
+            "--json",
+            &format!("{}/probe", skill.display()),
+        ],
+        ws,
+    );
     assert_eq!(v["status"], "ok", "{v:#}");
     let o = &v["output"];
     assert_eq!(o["allowed"], "hello from the host", "allowed read: {o}");
     assert_eq!(o["secret"], "absent", "deny.read wins: {o}");
-    assert_eq!(o["notes"], "absent", "files outside allow.read are not staged: {o}");
+    assert_eq!(
+        o["notes"], "absent",
+        "files outside allow.read are not staged: {o}"
+    );
     assert_eq!(o["link"], "absent", "symlinks are not staged: {o}");
     assert_eq!(o["shadow"], "denied", "{o}");
     assert_eq!(o["ifaces"], "lo ", "no allow.net: only loopback: {o}");
     assert_eq!(o["net"], "closed", "{o}");
-    assert!(o["kernel"].as_str().is_some_and(|k| k.ends_with("-cloud-amd64")), "the run happened inside the VM (its cloud kernel): {o}");
-    assert!(o["uid"].as_u64().is_some_and(|u| u > 0), "the script does not run as root: {o}");
-    assert_eq!(std::fs::read_to_string(ws.join("out/result.txt")).expect("written back"), "written in the vm\n");
-    assert!(!ws.join("escape.txt").exists(), "a write outside allow.write came back");
-    assert_eq!(v["written_files"], serde_json::json!(["out/result.txt"]), "{v:#}");
+    assert!(
+        o["kernel"]
+            .as_str()
+            .is_some_and(|k| k.ends_with("-cloud-amd64")),
+        "the run happened inside the VM (its cloud kernel): {o}"
+    );
+    assert!(
+        o["uid"].as_u64().is_some_and(|u| u > 0),
+        "the script does not run as root: {o}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out/result.txt")).expect("written back"),
+        "written in the vm\n"
+    );
+    assert!(
+        !ws.join("escape.txt").exists(),
+        "a write outside allow.write came back"
+    );
+    assert_eq!(
+        v["written_files"],
+        serde_json::json!(["out/result.txt"]),
+        "{v:#}"
+    );
 
     // An undeclared command does not exist for the script: the run fails (denied or, when the
     // shell only finds no such command, script_failed with 127) and nothing claims success.
-    let (code, out, err) = env.band(&["run", "--workspace", ws.to_str().expect("utf8"), "--target", target, "--json", &format!("{}/curl", skill.display())], ws);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    assert!(code == 5 || (code == 1 && v["exit_code"] == 127), "curl is not declared: {v:#}");
-    assert!(v["status"] == "denied" || v["status"] == "script_failed", "{v:#}");
-    assert!(v["stderr"].as_str().is_some_and(|s| s.contains("curl")) || v["denied"].to_string().contains("curl"), "{v:#}");
+    let (code, out, err) = env.band(
+        &[
+            "run",
+            "--workspace",
+            ws.to_str().expect("utf8"),
+            "--target",
+            target,
+            "--json",
+            &format!("{}/curl", skill.display()),
+        ],
+        ws,
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert!(
+        code == 5 || (code == 1 && v["exit_code"] == 127),
+        "curl is not declared: {v:#}"
+    );
+    assert!(
+        v["status"] == "denied" || v["status"] == "script_failed",
+        "{v:#}"
+    );
+    assert!(
+        v["stderr"].as_str().is_some_and(|s| s.contains("curl"))
+            || v["denied"].to_string().contains("curl"),
+        "{v:#}"
+    );
 }
 
 #[test]
@@ -241,14 +338,30 @@ fn vm_end_to_end() {
     if !is_root() {
         return skip_or_fail("the image build needs root");
     }
-    for tool in ["mmdebstrap", "mkfs.ext4", "qemu-img", "qemu-system-x86_64", "ssh-keygen", "ssh"] {
+    for tool in [
+        "mmdebstrap",
+        "mkfs.ext4",
+        "qemu-img",
+        "qemu-system-x86_64",
+        "ssh-keygen",
+        "ssh",
+    ] {
         if !on_path(tool) {
             return skip_or_fail(&format!("{tool} is not installed (see .ci/run)"));
         }
     }
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_band")).parent().expect("bin dir").to_path_buf();
-    if !["band-server", "band-jail", "band-shim"].iter().all(|b| bin_dir.join(b).is_file()) {
-        let st = Command::new(env!("CARGO")).args(["build", "-p", "band-server", "--bins"]).status().expect("cargo build");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_band"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    if !["band-server", "band-jail", "band-shim"]
+        .iter()
+        .all(|b| bin_dir.join(b).is_file())
+    {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "band-server", "--bins"])
+            .status()
+            .expect("cargo build");
         assert!(st.success(), "cargo build -p band-server failed");
     }
 
@@ -258,7 +371,11 @@ fn vm_end_to_end() {
         None => (tmp.path().join("data"), Some(tmp)),
     };
     let work = tempfile::tempdir().expect("tmp");
-    let env = Env { data: data.clone(), home: work.path().to_path_buf(), _tmp: keep };
+    let env = Env {
+        data: data.clone(),
+        home: work.path().to_path_buf(),
+        _tmp: keep,
+    };
     let cwd = work.path();
     let _guard = KillQemus(data.clone());
 
@@ -267,20 +384,32 @@ fn vm_end_to_end() {
     eprintln!("first setup: {first:#}");
     assert_eq!(first["target"], "qemu");
     assert_eq!(first["protocol"], band::proto::PROTOCOL_VERSION);
-    assert!(first["accel"] == "kvm" || first["accel"] == "tcg", "{first}");
+    assert!(
+        first["accel"] == "kvm" || first["accel"] == "tcg",
+        "{first}"
+    );
 
     // 2. Setup again: nothing is rebuilt or rebooted.
     let second = env.json(&["setup", "--driver", "qemu", "--json"], cwd);
     eprintln!("second setup: {second:#}");
-    assert!(second["image_build_secs"].is_null(), "the image was rebuilt: {second}");
-    assert!(second["boot_to_ready_secs"].is_null(), "the VM was rebooted: {second}");
+    assert!(
+        second["image_build_secs"].is_null(),
+        "the image was rebuilt: {second}"
+    );
+    assert!(
+        second["boot_to_ready_secs"].is_null(),
+        "the VM was rebooted: {second}"
+    );
     assert_eq!(second["ssh"], first["ssh"]);
     assert_eq!(second["image"], first["image"]);
 
     // Key and host-key files are private.
     use std::os::unix::fs::PermissionsExt;
     let key = data.join("vm/keys/id_ed25519");
-    assert_eq!(std::fs::metadata(&key).expect("key").permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&key).expect("key").permissions().mode() & 0o777,
+        0o600
+    );
 
     // 3. Runs through the VM.
     let skill = probe_skill(work.path());
@@ -292,40 +421,111 @@ fn vm_end_to_end() {
     let (open, open_hits) = http_listener("hello-from-the-host");
     let (closed, closed_hits) = http_listener("must-not-be-reached");
     let net = net_skill(work.path(), open, closed);
-    let v = env.json(&["run", "--workspace", ws.to_str().expect("utf8"), "--target", "qemu", "--json", &format!("{}/fetch", net.display())], cwd);
+    let v = env.json(
+        &[
+            "run",
+            "--workspace",
+            ws.to_str().expect("utf8"),
+            "--target",
+            "qemu",
+            "--json",
+            &format!("{}/fetch", net.display()),
+        ],
+        cwd,
+    );
     assert_eq!(v["status"], "ok", "{v:#}");
-    assert_eq!(v["output"], serde_json::json!({"allowed": "hello-from-the-host", "denied": "refused"}), "{v:#}");
+    assert_eq!(
+        v["output"],
+        serde_json::json!({"allowed": "hello-from-the-host", "denied": "refused"}),
+        "{v:#}"
+    );
     assert!(open_hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
-    assert_eq!(closed_hits.load(std::sync::atomic::Ordering::SeqCst), 0, "a denied port was reached");
+    assert_eq!(
+        closed_hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a denied port was reached"
+    );
 
     // The repository's own skill, input and output contracts included (its 10 s runtime limit
     // is raised: emulation under TCG on a loaded 2-core machine is slow).
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = work.path().join("skills/text");
     copy_dir(&repo.join("skills/text"), &text);
-    let band_md = std::fs::read_to_string(text.join("BAND.md")).expect("BAND.md").replace("maxRuntimeMs: 10s", "maxRuntimeMs: 300s");
+    let band_md = std::fs::read_to_string(text.join("BAND.md"))
+        .expect("BAND.md")
+        .replace("maxRuntimeMs: 10s", "maxRuntimeMs: 300s");
     std::fs::write(text.join("BAND.md"), band_md).expect("write");
     env.band_ok(&["lock", text.to_str().expect("utf8")], cwd);
     let repo = work.path();
-    let v = env.json(&["run", "--target", "qemu", "--json", "text/count", "--text=hello vm world"], repo);
-    assert_eq!(v["output"], serde_json::json!({"words": 3, "lines": 1, "chars": 14}), "{v:#}");
+    let v = env.json(
+        &[
+            "run",
+            "--target",
+            "qemu",
+            "--json",
+            "text/count",
+            "--text=hello vm world",
+        ],
+        repo,
+    );
+    assert_eq!(
+        v["output"],
+        serde_json::json!({"words": 3, "lines": 1, "chars": 14}),
+        "{v:#}"
+    );
 
     // 4. The doctor sees a current band-server in the VM.
     let (_, out, _) = env.band(&["doctor", "--json"], cwd);
     let d: serde_json::Value = serde_json::from_str(&out).expect("doctor json");
-    let vm_server = d["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "VM band-server").cloned().unwrap_or_default();
+    let vm_server = d["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == "VM band-server")
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(vm_server["level"], "ok", "{d:#}");
 
     // 5. A stale band-server in the VM is detected and upgraded.
-    env.band_ok(&["vm", "ssh", "--", "sh", "-c", "echo '{}' > /usr/local/lib/band/installed.json"], cwd);
+    env.band_ok(
+        &[
+            "vm",
+            "ssh",
+            "--",
+            "sh",
+            "-c",
+            "echo '{}' > /usr/local/lib/band/installed.json",
+        ],
+        cwd,
+    );
     let (_, out, _) = env.band(&["doctor", "--json"], cwd);
     assert!(out.contains("stale"), "the doctor did not notice: {out}");
     let (code, _, err) = env.band(&["vm", "start"], cwd);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("install band-server"), "no upgrade: {err}");
     // A run finds a stale band-server by itself (same round trip) and upgrades it before running.
-    env.band_ok(&["vm", "ssh", "--", "sh", "-c", "echo '{}' > /usr/local/lib/band/installed.json"], cwd);
-    let (code, out, err) = env.band(&["run", "--target", "qemu", "--json", "text/count", "--text=a b"], repo);
+    env.band_ok(
+        &[
+            "vm",
+            "ssh",
+            "--",
+            "sh",
+            "-c",
+            "echo '{}' > /usr/local/lib/band/installed.json",
+        ],
+        cwd,
+    );
+    let (code, out, err) = env.band(
+        &[
+            "run",
+            "--target",
+            "qemu",
+            "--json",
+            "text/count",
+            "--text=a b",
+        ],
+        repo,
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("another build; installing"), "{err}");
     let status: serde_json::Value = env.json(&["vm", "status", "--json"], cwd);
@@ -333,27 +533,64 @@ fn vm_end_to_end() {
     assert_eq!(status["band_server"]["current"], true, "{status:#}");
 
     // 6. The same VM as an ssh:// target (how a team points runs at a remote host).
-    let port = first["ssh"].as_str().and_then(|s| s.rsplit(':').next()).expect("port").to_string();
+    let port = first["ssh"]
+        .as_str()
+        .and_then(|s| s.rsplit(':').next())
+        .expect("port")
+        .to_string();
     let host = format!("root@127.0.0.1:{port}");
-    env.band_ok(&["setup", "--driver", "ssh", "--host", &host, "--identity", key.to_str().expect("utf8")], cwd);
+    env.band_ok(
+        &[
+            "setup",
+            "--driver",
+            "ssh",
+            "--host",
+            &host,
+            "--identity",
+            key.to_str().expect("utf8"),
+        ],
+        cwd,
+    );
     check_probe_run(&env, &skill, &ws, &format!("ssh://{host}"));
     // A changed host key is refused.
     let pinned = data.join(format!("vm/ssh/root@127.0.0.1_{port}/known_host"));
     let mut text = std::fs::read_to_string(&pinned).expect("pinned key");
     text = text.replacen("AAAA", "AAAB", 1);
     std::fs::write(&pinned, text).expect("write");
-    let (code, out, err) = env.band(&["run", "--target", &format!("ssh://{host}"), "--json", "text/count", "--text=x"], repo);
+    let (code, out, err) = env.band(
+        &[
+            "run",
+            "--target",
+            &format!("ssh://{host}"),
+            "--json",
+            "text/count",
+            "--text=x",
+        ],
+        repo,
+    );
     assert_ne!(code, 0, "ran despite a wrong host key: {out}");
-    assert!(err.contains("host key") || err.contains("public key"), "{err}");
+    assert!(
+        err.contains("host key") || err.contains("public key"),
+        "{err}"
+    );
 
     // 7. Stop, start, destroy: nothing is left running.
     env.band_ok(&["vm", "stop"], cwd);
-    assert!(qemus_under(&data).is_empty(), "QEMU still running after stop");
+    assert!(
+        qemus_under(&data).is_empty(),
+        "QEMU still running after stop"
+    );
     env.band_ok(&["vm", "start"], cwd);
     assert_eq!(qemus_under(&data).len(), 1);
     env.band_ok(&["vm", "destroy"], cwd);
-    assert!(qemus_under(&data).is_empty(), "QEMU still running after destroy");
-    assert!(!data.join("vm/qemu").exists(), "the instance folder is left");
+    assert!(
+        qemus_under(&data).is_empty(),
+        "QEMU still running after destroy"
+    );
+    assert!(
+        !data.join("vm/qemu").exists(),
+        "the instance folder is left"
+    );
     let (code, _, err) = env.band(&["run", "--target", "qemu", "text/count", "--text=x"], repo);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not running"), "{err}");

@@ -45,12 +45,18 @@ fn main() {
     }
     let nft = Nft::new(Path::new(band_server::config::DEFAULT_NFT));
     let (base50, base95) = measure(|| {
-        nft.apply("table inet band_benchbase { }\n").unwrap_or_else(|e| panic!("{e}"));
-        nft.delete_table("band_benchbase").unwrap_or_else(|e| panic!("{e}"));
+        nft.apply("table inet band_benchbase { }\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        nft.delete_table("band_benchbase")
+            .unwrap_or_else(|e| panic!("{e}"));
     });
     println!("| allowed names | p50 ms | p95 ms | p50 ratio vs bare `nft` add+delete |");
     println!("|---|---|---|---|");
-    println!("| baseline: empty table add + delete | {:.2} | {:.2} | 1.0× |", ms(base50), ms(base95));
+    println!(
+        "| baseline: empty table add + delete | {:.2} | {:.2} | 1.0× |",
+        ms(base50),
+        ms(base95)
+    );
     for n in [1usize, 10, 100] {
         let allow: Vec<String> = (0..n).map(|i| format!("api{i}.example.test:443")).collect();
         let matcher = NetMatcher::new(&allow, &[]).unwrap_or_else(|e| panic!("{e:?}"));
@@ -70,6 +76,11 @@ fn main() {
             .unwrap_or_else(|e| panic!("{e}"));
             layer.teardown().unwrap_or_else(|e| panic!("{e}"));
         });
-        println!("| {n} | {:.2} | {:.2} | {:.1}× |", ms(p50), ms(p95), p50.as_secs_f64() / base50.as_secs_f64());
+        println!(
+            "| {n} | {:.2} | {:.2} | {:.1}× |",
+            ms(p50),
+            ms(p95),
+            p50.as_secs_f64() / base50.as_secs_f64()
+        );
     }
 }

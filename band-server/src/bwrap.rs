@@ -201,8 +201,15 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         "/etc/ld.so.cache".into(),
         "/etc/ld.so.cache".into(),
     );
-    let resolv: &[&str] = if plan.share_net { &["resolv.conf"] } else { &[] };
-    for f in ["passwd", "group", "hosts", "nsswitch.conf"].iter().chain(resolv) {
+    let resolv: &[&str] = if plan.share_net {
+        &["resolv.conf"]
+    } else {
+        &[]
+    };
+    for f in ["passwd", "group", "hosts", "nsswitch.conf"]
+        .iter()
+        .chain(resolv)
+    {
         bind(
             &mut a,
             "--ro-bind",
@@ -270,7 +277,11 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "--status-fd",
             "4",
             "--ipc-scope",
-            if plan.ipc_scope_required { "required" } else { "best-effort" },
+            if plan.ipc_scope_required {
+                "required"
+            } else {
+                "best-effort"
+            },
             "--",
         ],
     );
@@ -468,11 +479,17 @@ mod tests {
     fn a_networked_run_shares_the_network_and_gets_the_stub_resolver() {
         let mut p = plan();
         p.share_net = true;
-        let args: Vec<String> = build_bwrap_args(&p).iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        let args: Vec<String> = build_bwrap_args(&p)
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
         assert!(!args.iter().any(|a| a == "--unshare-net"));
         assert!(!args.iter().any(|a| a == "--share-net"));
         let i = args.iter().position(|a| a == "/etc/resolv.conf").unwrap();
-        assert_eq!(args[i - 1], "/run/band/runs/0123456789abcdef/etc/resolv.conf");
+        assert_eq!(
+            args[i - 1],
+            "/run/band/runs/0123456789abcdef/etc/resolv.conf"
+        );
         assert!(args.iter().any(|a| a == "--unshare-user"));
         assert!(args.iter().any(|a| a == "--disable-userns"));
     }

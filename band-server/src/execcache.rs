@@ -69,9 +69,14 @@ impl Shebang {
 pub fn parse_shebang(head: &[u8]) -> Option<Shebang> {
     let rest = head.strip_prefix(b"#!")?;
     let line = rest.split(|b| *b == b'\n').next()?;
-    let line = std::str::from_utf8(line).ok()?.trim_matches([' ', '\t', '\r']);
+    let line = std::str::from_utf8(line)
+        .ok()?
+        .trim_matches([' ', '\t', '\r']);
     let (path, arg) = match line.find([' ', '\t']) {
-        Some(i) => (&line[..i], Some(line[i..].trim_matches([' ', '\t']).to_string())),
+        Some(i) => (
+            &line[..i],
+            Some(line[i..].trim_matches([' ', '\t']).to_string()),
+        ),
         None => (line, None),
     };
     let interp = path.rsplit('/').next()?.to_string();
@@ -131,8 +136,11 @@ pub fn mount_cache(state: &Path) -> io::Result<()> {
         return Ok(());
     }
     ensure_dir(&exec, 0o711)?;
-    crate::sys::mount_tmpfs(&exec, &format!("size={CACHE_TMPFS_SIZE},mode=0711,uid=0,gid=0"))
-        .map_err(|e| err(&exec, "mount a tmpfs on", e))?;
+    crate::sys::mount_tmpfs(
+        &exec,
+        &format!("size={CACHE_TMPFS_SIZE},mode=0711,uid=0,gid=0"),
+    )
+    .map_err(|e| err(&exec, "mount a tmpfs on", e))?;
     crate::sys::make_private(&exec).map_err(|e| err(&exec, "make private", e))
 }
 
@@ -160,7 +168,10 @@ pub fn cache_key(host: &Path, m: &fs::Metadata) -> String {
     ] {
         h.update(n.to_le_bytes());
     }
-    h.finalize()[..12].iter().map(|b| format!("{b:02x}")).collect()
+    h.finalize()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn err(path: &Path, what: &str, e: io::Error) -> io::Error {
@@ -213,12 +224,19 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
         } else {
             None
         };
-        return Ok(Cached { path: entry, script });
+        return Ok(Cached {
+            path: entry,
+            script,
+        });
     }
     let head = read_head(host)?;
     let script = parse_shebang(&head);
     let mode = if script.is_some() { 0o555 } else { 0o111 };
-    let tmp = dir.join(format!(".tmp-{name}-{}-{}", std::process::id(), random_hex(1)?[0]));
+    let tmp = dir.join(format!(
+        ".tmp-{name}-{}-{}",
+        std::process::id(),
+        random_hex(1)?[0]
+    ));
     let result = (|| {
         let mut src = File::open(host).map_err(|e| err(host, "open", e))?;
         let mut dst = fs::OpenOptions::new()
@@ -268,7 +286,11 @@ pub struct ExecDir {
 
 impl ExecDir {
     /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs.
-    pub fn create(state: &Path, run_id: &str, programs: &[(String, PathBuf)]) -> io::Result<ExecDir> {
+    pub fn create(
+        state: &Path,
+        run_id: &str,
+        programs: &[(String, PathBuf)],
+    ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         let root = runs_root(state).join(run_id);
         fs::create_dir(&root).map_err(|e| err(&root, "mkdir", e))?;
@@ -304,7 +326,9 @@ impl ExecDir {
                     return Err(err(&target, "link", e));
                 }
                 fs::copy(&cached.path, &target).map_err(|e| err(&target, "copy to", e))?;
-                let mode = fs::metadata(&cached.path).map_err(|e| err(&cached.path, "stat", e))?.mode();
+                let mode = fs::metadata(&cached.path)
+                    .map_err(|e| err(&cached.path, "stat", e))?
+                    .mode();
                 fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o7777))
                     .map_err(|e| err(&target, "chmod", e))?;
             }
@@ -382,12 +406,18 @@ mod tests {
     #[test]
     fn shebang_lines_parse_like_the_kernel() {
         assert_eq!(parse_shebang(b"#!/bin/sh\nexit 0\n"), sb("sh", None));
-        assert_eq!(parse_shebang(b"#! /usr/bin/python3 -E\n"), sb("python3", Some("-E")));
+        assert_eq!(
+            parse_shebang(b"#! /usr/bin/python3 -E\n"),
+            sb("python3", Some("-E"))
+        );
         assert_eq!(
             parse_shebang(b"#!/usr/bin/env -S node --no-warnings\r\n"),
             sb("env", Some("-S node --no-warnings"))
         );
-        assert_eq!(parse_shebang(b"#!/usr/bin/env\tnode  \n"), sb("env", Some("node")));
+        assert_eq!(
+            parse_shebang(b"#!/usr/bin/env\tnode  \n"),
+            sb("env", Some("node"))
+        );
         assert_eq!(parse_shebang(b"\x7fELF\x02\x01"), None);
         assert_eq!(parse_shebang(b"#!\n"), None);
         assert_eq!(parse_shebang(b"#!/\n"), None);
@@ -418,12 +448,23 @@ mod tests {
         let a = cached_copy(&state, "tool", &elf).unwrap();
         assert_eq!(fs::metadata(&a.path).unwrap().mode() & 0o7777, 0o111);
         assert_eq!(a.script, None);
-        assert_eq!(fs::read(&a.path).unwrap(), b"\x7fELF binary", "root reads it back");
+        assert_eq!(
+            fs::read(&a.path).unwrap(),
+            b"\x7fELF binary",
+            "root reads it back"
+        );
         let b = cached_copy(&state, "pip", &script).unwrap();
         assert_eq!(fs::metadata(&b.path).unwrap().mode() & 0o7777, 0o555);
         assert_eq!(b.script, sb("python3", None));
-        assert_eq!(cached_copy(&state, "pip", &script).unwrap(), b, "second use hits the cache");
-        assert_eq!(fs::metadata(cache_dir(&state)).unwrap().mode() & 0o777, 0o711);
+        assert_eq!(
+            cached_copy(&state, "pip", &script).unwrap(),
+            b,
+            "second use hits the cache"
+        );
+        assert_eq!(
+            fs::metadata(cache_dir(&state)).unwrap().mode() & 0o777,
+            0o711
+        );
         let leftovers: Vec<_> = fs::read_dir(cache_dir(&state))
             .unwrap()
             .filter_map(|e| e.ok())

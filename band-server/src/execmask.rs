@@ -319,13 +319,23 @@ mod tests {
         fs::write(r.join("git-core/git-remote-https"), &helper).unwrap();
         fs::hard_link(&prog, r.join("git-core/git-linked")).unwrap();
         fs::write(r.join("git-core/bin-git"), b"another build").unwrap();
-        let files: Vec<PathBuf> = ["git", "git-middle", "git-remote-https", "git-linked", "bin-git"]
-            .iter()
-            .map(|n| r.join("git-core").join(n))
-            .collect();
+        let files: Vec<PathBuf> = [
+            "git",
+            "git-middle",
+            "git-remote-https",
+            "git-linked",
+            "bin-git",
+        ]
+        .iter()
+        .map(|n| r.join("git-core").join(n))
+        .collect();
         fs::write(r.join("git-core/git"), b"a different git, same name").unwrap();
         assert_eq!(
-            apply_exemptions(&files, &[r.join("git-core")], &[("git".to_string(), prog.clone())]),
+            apply_exemptions(
+                &files,
+                &[r.join("git-core")],
+                &[("git".to_string(), prog.clone())]
+            ),
             vec![
                 r.join("git-core/git"),
                 r.join("git-core/git-middle"),

@@ -258,7 +258,12 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     }
     if let Some(nft) = scan {
         let (removed, errors) = crate::net::remove_stale_tables(nft, &tables, &live);
-        report.removed_tables.extend(removed.into_iter().filter(|t| !report.removed_tables.contains(t)).collect::<Vec<_>>());
+        report.removed_tables.extend(
+            removed
+                .into_iter()
+                .filter(|t| !report.removed_tables.contains(t))
+                .collect::<Vec<_>>(),
+        );
         report.errors.extend(errors);
     }
     report

@@ -41,7 +41,10 @@ pub fn cache_dir(state: &Path) -> PathBuf {
 
 /// The cache key of the layer for `root` with whiteouts at `rels` (relative to `root`).
 pub fn key(root: &str, rels: &[&Path]) -> String {
-    let mut sorted: Vec<&[u8]> = rels.iter().map(|p| p.as_os_str().as_encoded_bytes()).collect();
+    let mut sorted: Vec<&[u8]> = rels
+        .iter()
+        .map(|p| p.as_os_str().as_encoded_bytes())
+        .collect();
     sorted.sort_unstable();
     sorted.dedup();
     let mut h = Sha256::new();
@@ -59,31 +62,58 @@ pub fn build_layer(dir: &Path, rels: &[&Path]) -> SetupResult<()> {
     for rel in rels {
         let file = dir.join(rel);
         if let Some(parent) = file.parent() {
-            fs::create_dir_all(parent).layer(fsl, format!("failed to create {}", parent.display()))?;
+            fs::create_dir_all(parent)
+                .layer(fsl, format!("failed to create {}", parent.display()))?;
         }
-        sys::mknod_whiteout(&file).layer(fsl, format!("failed to create a whiteout for {}", rel.display()))?;
+        sys::mknod_whiteout(&file).layer(
+            fsl,
+            format!("failed to create a whiteout for {}", rel.display()),
+        )?;
     }
     Ok(())
 }
 
 /// The shared layer for (`root`, `rels`), built now by `run_id` if no run built it before.
 /// `None` when the cache is full (the caller builds a private layer).
-pub fn shared_layer(state: &Path, run_id: &str, n: usize, root: &str, rels: &[&Path]) -> SetupResult<Option<PathBuf>> {
+pub fn shared_layer(
+    state: &Path,
+    run_id: &str,
+    n: usize,
+    root: &str,
+    rels: &[&Path],
+) -> SetupResult<Option<PathBuf>> {
     let fsl = Layer::Filesystem;
     let cache = cache_dir(state);
     match fs::DirBuilder::new().mode(0o700).create(&cache) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(SetupError::new(fsl, format!("failed to create {}: {e}", cache.display()))),
+        Err(e) => {
+            return Err(SetupError::new(
+                fsl,
+                format!("failed to create {}: {e}", cache.display()),
+            ));
+        }
     }
-    let meta = fs::symlink_metadata(&cache).layer(fsl, format!("failed to stat {}", cache.display()))?;
+    let meta =
+        fs::symlink_metadata(&cache).layer(fsl, format!("failed to stat {}", cache.display()))?;
     if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Err(SetupError::new(fsl, format!("{} must be a root-owned directory writable by root only", cache.display())));
+        return Err(SetupError::new(
+            fsl,
+            format!(
+                "{} must be a root-owned directory writable by root only",
+                cache.display()
+            ),
+        ));
     }
     let layer = cache.join(key(root, rels));
     match fs::symlink_metadata(&layer) {
         Ok(m) if m.is_dir() => return Ok(Some(layer)),
-        Ok(_) => return Err(SetupError::new(fsl, format!("{} is not a directory", layer.display()))),
+        Ok(_) => {
+            return Err(SetupError::new(
+                fsl,
+                format!("{} is not a directory", layer.display()),
+            ));
+        }
         Err(_) => {}
     }
     let kept = fs::read_dir(&cache)
@@ -96,7 +126,10 @@ pub fn shared_layer(state: &Path, run_id: &str, n: usize, root: &str, rels: &[&P
     }
     let build = cache.join(format!("{BUILD_PREFIX}{run_id}-{n}"));
     let _ = fs::remove_dir_all(&build);
-    fs::DirBuilder::new().mode(0o755).create(&build).layer(fsl, format!("failed to create {}", build.display()))?;
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&build)
+        .layer(fsl, format!("failed to create {}", build.display()))?;
     let built = build_layer(&build, rels).and_then(|()| match fs::rename(&build, &layer) {
         Ok(()) => Ok(()),
         // Another run published the same layer first: use theirs.
@@ -104,7 +137,10 @@ pub fn shared_layer(state: &Path, run_id: &str, n: usize, root: &str, rels: &[&P
             let _ = fs::remove_dir_all(&build);
             Ok(())
         }
-        Err(e) => Err(SetupError::new(fsl, format!("failed to publish {}: {e}", layer.display()))),
+        Err(e) => Err(SetupError::new(
+            fsl,
+            format!("failed to publish {}: {e}", layer.display()),
+        )),
     });
     if let Err(e) = built {
         let _ = fs::remove_dir_all(&build);
@@ -115,11 +151,17 @@ pub fn shared_layer(state: &Path, run_id: &str, n: usize, root: &str, rels: &[&P
 
 /// Layers being built, with the run that builds each: `(path, run id)`.
 pub fn builds(state: &Path) -> Vec<(PathBuf, String)> {
-    let Ok(rd) = fs::read_dir(cache_dir(state)) else { return Vec::new() };
+    let Ok(rd) = fs::read_dir(cache_dir(state)) else {
+        return Vec::new();
+    };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let run = name.strip_prefix(BUILD_PREFIX)?.split('-').next()?.to_string();
+            let run = name
+                .strip_prefix(BUILD_PREFIX)?
+                .split('-')
+                .next()?
+                .to_string();
             Some((e.path(), run))
         })
         .collect()
@@ -133,11 +175,18 @@ mod tests {
     fn the_key_names_the_tree_and_the_set_of_paths() {
         let a = Path::new("jvm/bin/java");
         let b = Path::new("git-core/git");
-        assert_eq!(key("/usr/lib", &[a, b]), key("/usr/lib", &[b, a, b]), "order and repeats do not matter");
+        assert_eq!(
+            key("/usr/lib", &[a, b]),
+            key("/usr/lib", &[b, a, b]),
+            "order and repeats do not matter"
+        );
         assert_ne!(key("/usr/lib", &[a, b]), key("/usr/lib", &[a]));
         assert_ne!(key("/usr/lib", &[a]), key("/usr/libexec", &[a]));
         // Path boundaries count: ["ab"] is not ["a", "b"].
-        assert_ne!(key("/r", &[Path::new("ab")]), key("/r", &[Path::new("a"), Path::new("b")]));
+        assert_ne!(
+            key("/r", &[Path::new("ab")]),
+            key("/r", &[Path::new("a"), Path::new("b")])
+        );
         assert_eq!(key("/r", &[a]).len(), 64);
     }
 
@@ -147,7 +196,13 @@ mod tests {
         let cache = cache_dir(t.path());
         fs::create_dir_all(cache.join(".build-0123456789abcdef-2")).expect("mkdir");
         fs::create_dir_all(cache.join("f00d")).expect("mkdir");
-        assert_eq!(builds(t.path()), vec![(cache.join(".build-0123456789abcdef-2"), "0123456789abcdef".to_string())]);
+        assert_eq!(
+            builds(t.path()),
+            vec![(
+                cache.join(".build-0123456789abcdef-2"),
+                "0123456789abcdef".to_string()
+            )]
+        );
         assert!(builds(&t.path().join("none")).is_empty());
     }
 }

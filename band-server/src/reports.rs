@@ -154,7 +154,10 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String>
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map_err(|e| format!("pid {pid}: comm: {e}"))?;
     if comm.trim_end_matches('\n') != shim::COMM {
-        return Err(format!("pid {pid} is the shim, but not past its start ({:?})", comm.trim_end()));
+        return Err(format!(
+            "pid {pid} is the shim, but not past its start ({:?})",
+            comm.trim_end()
+        ));
     }
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| format!("pid {pid}: maps: {e}"))?;
@@ -183,7 +186,9 @@ fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, String> {
             return Err("connection closed before the request".into());
         }
         if sender != Some(pid) {
-            return Err(format!("request bytes from pid {sender:?}, not the shim (pid {pid})"));
+            return Err(format!(
+                "request bytes from pid {sender:?}, not the shim (pid {pid})"
+            ));
         }
         line.extend_from_slice(&buf[..n]);
         if let Some(end) = line.iter().position(|b| *b == b'\n') {
@@ -198,7 +203,12 @@ fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, String> {
 }
 
 /// The verdict for a verified request; allowed and denied calls are recorded first.
-pub fn judge(rules: &CliRules, table: &ExecTable, argv: &[String], on_report: &OnReport) -> Verdict {
+pub fn judge(
+    rules: &CliRules,
+    table: &ExecTable,
+    argv: &[String],
+    on_report: &OnReport,
+) -> Verdict {
     match shim::resolve_call(table, argv) {
         Err(message) => Verdict::Denied {
             message,
@@ -244,8 +254,7 @@ fn handle(
         .write_all(format!("{n}\n").as_bytes())
         .map_err(|e| e.to_string())?;
     let line = read_line_from(&conn, cred.pid)?;
-    let req: ShimRequest =
-        serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))?;
+    let req: ShimRequest = serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))?;
     if req.nonce != n {
         return Err("wrong nonce".into());
     }
@@ -253,7 +262,10 @@ fn handle(
         return Err("empty argv".into());
     }
     if starttime(cred.pid)? != start {
-        return Err(format!("pid {} was replaced before its request was read", cred.pid));
+        return Err(format!(
+            "pid {} was replaced before its request was read",
+            cred.pid
+        ));
     }
     let verdict = judge(rules, table, &req.argv, on_report);
     let mut out = serde_json::to_vec(&verdict).map_err(|e| e.to_string())?;
@@ -410,8 +422,20 @@ mod tests {
         let rules = CliRules::new(&["jq -r *".to_string()], &[], &["cat".to_string()])
             .unwrap_or_else(|e| panic!("{e}"));
         let table = ExecTable::from([
-            ("jq".to_string(), Program { path: "/band/x/aa/jq".into(), script: None }),
-            ("cat".to_string(), Program { path: "/band/x/bb/cat".into(), script: None }),
+            (
+                "jq".to_string(),
+                Program {
+                    path: "/band/x/aa/jq".into(),
+                    script: None,
+                },
+            ),
+            (
+                "cat".to_string(),
+                Program {
+                    path: "/band/x/bb/cat".into(),
+                    script: None,
+                },
+            ),
         ]);
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen2 = Arc::clone(&seen);

@@ -219,7 +219,9 @@ pub fn plan_cli(
     let interpreters: Vec<String> = binaries
         .iter()
         .filter(|b| declared.contains(&b.name))
-        .filter_map(|b| execcache::parse_shebang(&execcache::read_head(&b.host).unwrap_or_default()))
+        .filter_map(|b| {
+            execcache::parse_shebang(&execcache::read_head(&b.host).unwrap_or_default())
+        })
         .flat_map(|sb| [sb.interp.clone(), sb.effective_interpreter().to_string()])
         .collect();
     for name in interpreters {
@@ -229,7 +231,9 @@ pub fn plan_cli(
         let host = resolve(&name).ok_or_else(|| {
             SetupError::new(
                 Layer::Cli,
-                format!("the interpreter `{name}` of a declared command is not installed on this host"),
+                format!(
+                    "the interpreter `{name}` of a declared command is not installed on this host"
+                ),
             )
         })?;
         binaries.push(BinaryBind { name, host });
@@ -254,7 +258,11 @@ pub fn plan_cli(
 /// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
 /// starts that program directly (what the kernel would do, minus a trip through band-shim, which
 /// would only judge the skill's own entry point); anything else is exec'd as it is.
-pub fn entry_exec(entry: &[u8], entry_path: &str, table: &execcache::ExecTable) -> Option<bwrap::JailExec> {
+pub fn entry_exec(
+    entry: &[u8],
+    entry_path: &str,
+    table: &execcache::ExecTable,
+) -> Option<bwrap::JailExec> {
     let sb = execcache::parse_shebang(entry)?;
     let program = table.get(&sb.interp)?;
     let mut argv = vec![sb.interp.clone()];
@@ -665,11 +673,12 @@ fn execute_inner(
             cfg.dns_upstream.clone()
         };
         let dns_tx = Mutex::new(tx.clone());
-        let on_lookup: std::sync::Arc<net::dns::OnLookup> = std::sync::Arc::new(move |l: &Lookup| {
-            if let Ok(tx) = dns_tx.lock() {
-                let _ = tx.send(Msg::Dns(l.clone()));
-            }
-        });
+        let on_lookup: std::sync::Arc<net::dns::OnLookup> =
+            std::sync::Arc::new(move |l: &Lookup| {
+                if let Ok(tx) = dns_tx.lock() {
+                    let _ = tx.send(Msg::Dns(l.clone()));
+                }
+            });
         let slot = guard.lease.as_ref().map(|l| l.slot).unwrap_or(0);
         let layer = NetLayer::setup(NetSetup {
             run_id: &req.run_id,
@@ -716,8 +725,8 @@ fn execute_inner(
         secrets: req.secrets.clone(),
         exec: entry_exec(entry_data, &format!("/skill/{}", req.entry), &table),
     };
-    let jail_json =
-        serde_json::to_vec(&jail_input).layer(Layer::Secrets, "failed to encode the jail's input")?;
+    let jail_json = serde_json::to_vec(&jail_input)
+        .layer(Layer::Secrets, "failed to encode the jail's input")?;
     drop(jail_input);
     let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
     let wrappers: Vec<String> = cli.binaries.iter().map(|b| b.name.clone()).collect();
@@ -889,7 +898,11 @@ fn execute_inner(
         for f in &report.denied {
             st.denial_count += 1;
             let host = f.names.first().cloned().unwrap_or_else(|| f.addr.clone());
-            let d = Denial::Net { host, port: Some(f.port), rule: None };
+            let d = Denial::Net {
+                host,
+                port: Some(f.port),
+                rule: None,
+            };
             sink.event(Event::Denied(d.clone()));
             if st.denied.len() < MAX_CALLS_KEPT {
                 st.denied.push(d);

@@ -93,7 +93,9 @@ pub struct Resolved {
 pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, String> {
     let name = command_name(argv.first().map(String::as_str).unwrap_or(""));
     let Some(program) = table.get(name) else {
-        return Err(format!("band: {name}: command not available in this sandbox"));
+        return Err(format!(
+            "band: {name}: command not available in this sandbox"
+        ));
     };
     for (script_name, script) in table {
         let Some(sb) = &script.script else { continue };
@@ -107,7 +109,10 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, Stri
         for prefix in shapes {
             let k = 1 + prefix.len();
             if argv.len() > k
-                && argv[1..k].iter().map(String::as_str).eq(prefix.iter().copied())
+                && argv[1..k]
+                    .iter()
+                    .map(String::as_str)
+                    .eq(prefix.iter().copied())
                 && argv[k] == script.path
             {
                 let mut judged = vec![script_name.clone()];
@@ -239,7 +244,9 @@ mod tests {
         };
         let text = serde_json::to_string(&req).unwrap_or_default();
         assert_eq!(text, r#"{"nonce":"ab","argv":["jq","-r"]}"#);
-        assert!(serde_json::from_str::<ShimRequest>(&text.replace('}', r#","allowed":true}"#)).is_err());
+        assert!(
+            serde_json::from_str::<ShimRequest>(&text.replace('}', r#","allowed":true}"#)).is_err()
+        );
         assert_eq!(
             serde_json::to_string(&Verdict::Exec("/band/x/00/jq".into())).unwrap_or_default(),
             r#"{"exec":"/band/x/00/jq"}"#
@@ -252,7 +259,10 @@ mod tests {
             .unwrap_or_default(),
             r#"{"denied":{"message":"no","code":126}}"#
         );
-        assert!(COMM.contains('/') && COMM.len() < 16, "a name exec cannot give, within TASK_COMM_LEN");
+        assert!(
+            COMM.contains('/') && COMM.len() < 16,
+            "a name exec cannot give, within TASK_COMM_LEN"
+        );
     }
 
     fn table() -> ExecTable {
@@ -269,9 +279,18 @@ mod tests {
             ("sh".into(), prog("/band/x/02/sh", None)),
             ("env".into(), prog("/band/x/03/env", None)),
             ("python3".into(), prog("/band/x/04/python3", None)),
-            ("pip".into(), prog("/band/x/05/pip", Some(("python3", None)))),
-            ("tool".into(), prog("/band/x/06/tool", Some(("python3", Some("-E"))))),
-            ("npx".into(), prog("/band/x/07/npx", Some(("env", Some("node"))))),
+            (
+                "pip".into(),
+                prog("/band/x/05/pip", Some(("python3", None))),
+            ),
+            (
+                "tool".into(),
+                prog("/band/x/06/tool", Some(("python3", Some("-E")))),
+            ),
+            (
+                "npx".into(),
+                prog("/band/x/07/npx", Some(("env", Some("node")))),
+            ),
             ("node".into(), prog("/band/x/08/node", None)),
         ])
     }
@@ -286,7 +305,10 @@ mod tests {
     #[test]
     fn calls_resolve_by_the_last_component_of_argv0() {
         let t = table();
-        assert_eq!(resolve_call(&t, &v(&["jq", "."])), resolved(&["jq", "."], "/band/x/01/jq"));
+        assert_eq!(
+            resolve_call(&t, &v(&["jq", "."])),
+            resolved(&["jq", "."], "/band/x/01/jq")
+        );
         assert_eq!(
             resolve_call(&t, &v(&["/usr/bin/jq", "."])),
             resolved(&["jq", "."], "/band/x/01/jq"),
@@ -304,7 +326,10 @@ mod tests {
         let t = table();
         // The kernel starting /band/x/05/pip (#!/usr/bin/python3).
         assert_eq!(
-            resolve_call(&t, &v(&["/usr/bin/python3", "/band/x/05/pip", "install", "x"])),
+            resolve_call(
+                &t,
+                &v(&["/usr/bin/python3", "/band/x/05/pip", "install", "x"])
+            ),
             resolved(&["pip", "install", "x"], "/band/x/04/python3")
         );
         // With the #! line's argument.

@@ -149,8 +149,7 @@ pub fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
 pub fn mknod_whiteout(path: &Path) -> io::Result<()> {
     let p = cstring(path)?;
     // SAFETY: valid NUL-terminated string outliving the call; integer mode and device.
-    check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) })
-        .map(|_| ())
+    check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) }).map(|_| ())
 }
 
 /// `mount --make-private target`: mounts made below it no longer propagate to other mount

@@ -181,7 +181,12 @@ impl RunDir {
     /// tree. One mount per tree, so bubblewrap's cost does not grow with the number of masks.
     /// The layer comes from [`crate::maskcache`] (built once, shared by later runs); only when
     /// that cache is full is it built here, in the run's own directory.
-    fn mask_libraries(&mut self, state: &Path, run_id: &str, masked: &[PathBuf]) -> SetupResult<()> {
+    fn mask_libraries(
+        &mut self,
+        state: &Path,
+        run_id: &str,
+        masked: &[PathBuf],
+    ) -> SetupResult<()> {
         let fsl = Layer::Filesystem;
         mkdir(&self.root.join("lib"), 0o755, None)?;
         for (i, root) in crate::execmask::LIB_ROOTS.iter().enumerate() {
@@ -326,7 +331,6 @@ impl RunDir {
             std::os::unix::fs::symlink("/band/shim", bin.join(name))
                 .layer(fsl, format!("failed to create wrapper {name}"))?;
         }
-
 
         if !spec.host_mounts.is_empty() {
             mkdir(&self.root.join("host"), 0o755, None)?;

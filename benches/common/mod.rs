@@ -17,7 +17,11 @@ impl Stats {
     pub fn of(mut times: Vec<Duration>) -> Stats {
         assert!(!times.is_empty(), "no timings");
         times.sort();
-        Stats { p50: percentile(&times, 50), p95: percentile(&times, 95), cpu: None }
+        Stats {
+            p50: percentile(&times, 50),
+            p95: percentile(&times, 95),
+            cpu: None,
+        }
     }
 
     /// `cpu` as text, or `–`.
@@ -38,7 +42,10 @@ pub fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
         })
         .collect();
     let cpu = cpu_time().saturating_sub(cpu0) / iters as u32;
-    Stats { cpu: Some(cpu), ..Stats::of(times) }
+    Stats {
+        cpu: Some(cpu),
+        ..Stats::of(times)
+    }
 }
 
 /// User + system time so far of this process (all threads) and of its waited-for children (and
@@ -48,7 +55,12 @@ pub fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the `(comm)`: state is the 3rd field; utime, stime, cutime, cstime the 14th-17th.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let ticks: u64 = after.split_whitespace().skip(11).take(4).filter_map(|f| f.parse::<u64>().ok()).sum();
+    let ticks: u64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
     Duration::from_millis(ticks * 10)
 }
 
@@ -72,21 +84,40 @@ pub fn bench_mode() -> bool {
 }
 
 pub fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// "2 CPUs (Intel(R) Xeon(R) …), Debian GNU/Linux 12 (bookworm), kernel 6.1.0"
 pub fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, m)| m.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let os = std::fs::read_to_string("/etc/os-release")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).map(|v| v.trim_matches('"').to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        })
         .unwrap_or_else(|| "unknown OS".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next().map(str::to_string)).unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default();
     format!("{cpus} CPUs ({model}), {os}, kernel {kernel}, load average {load} at the end")
 }

@@ -28,12 +28,17 @@ fn keys(text: &str) -> Vec<&str> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(source) = std::str::from_utf8(data) else { return };
+    let Ok(source) = std::str::from_utf8(data) else {
+        return;
+    };
     let parsed = parse_band(Path::new("BAND.md"), source);
     let lines = source.lines().count().max(1);
     for d in &parsed.diagnostics {
         // Line 0 (Loc::FILE) means "the whole file".
-        assert!(d.loc.line <= lines, "diagnostic {d:?} points past line {lines}");
+        assert!(
+            d.loc.line <= lines,
+            "diagnostic {d:?} points past line {lines}"
+        );
     }
     if let Some(band) = &parsed.band {
         let _ = band.own_policy();
@@ -52,11 +57,19 @@ fuzz_target!(|data: &[u8]| {
             paths.push(vec![Step::Key(a), Step::Key(b)]);
             paths.push(vec![Step::Key(a), Step::Index(0), Step::Key(b)]);
             paths.push(vec![Step::Key(a), Step::Key(b), Step::Index(1)]);
-            paths.push(vec![Step::Key(a), Step::Key(b), Step::Index(0), Step::Key(a)]);
+            paths.push(vec![
+                Step::Key(a),
+                Step::Key(b),
+                Step::Index(0),
+                Step::Key(a),
+            ]);
         }
     }
     for path in &paths {
         let loc = locate(source, 2, path);
-        assert!(loc.line >= 2 && loc.line < 2 + lines && loc.col >= 1, "{loc:?} for {path:?} is outside the text");
+        assert!(
+            loc.line >= 2 && loc.line < 2 + lines && loc.col >= 1,
+            "{loc:?} for {path:?} is outside the text"
+        );
     }
 });

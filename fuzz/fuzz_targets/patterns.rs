@@ -21,7 +21,9 @@ fn host_port(s: &str) -> (&str, Option<u16>) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let (mut allow, mut deny, mut subjects) = (Vec::new(), Vec::new(), Vec::new());
     for line in text.split('\n').take(16) {
         if let Some(p) = line.strip_prefix("! ") {
@@ -32,13 +34,19 @@ fuzz_target!(|data: &[u8]| {
             allow.push(line.to_string());
         }
     }
-    let argvs: Vec<Vec<String>> = subjects.iter().map(|s| s.split_whitespace().map(str::to_string).collect()).collect();
+    let argvs: Vec<Vec<String>> = subjects
+        .iter()
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .collect();
 
     let (mut cli, mut net, mut fs) = (Vec::new(), Vec::new(), Vec::new());
     for t in allow.iter().chain(&deny) {
         if let Ok(p) = CliPattern::parse(t) {
             if let Some(argv) = p.concrete_argv() {
-                assert!(p.matches(&argv), "concrete pattern {t:?} does not match its own argv {argv:?}");
+                assert!(
+                    p.matches(&argv),
+                    "concrete pattern {t:?} does not match its own argv {argv:?}"
+                );
             }
             cli.push(p);
         }
@@ -51,7 +59,11 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = (parse_bytes(t), parse_duration_ms(t));
         if let Ok(target) = Target::parse(t) {
-            assert_eq!(Target::parse(&target.to_string()).as_ref(), Ok(&target), "{t:?}");
+            assert_eq!(
+                Target::parse(&target.to_string()).as_ref(),
+                Ok(&target),
+                "{t:?}"
+            );
         }
     }
     for (s, argv) in subjects.iter().zip(&argvs) {

@@ -47,8 +47,16 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         lock: o.lock,
         integrity: o.integrity.clone(),
         policy_sha256: o.policy_sha256.clone(),
-        input: IoDigest { bytes: o.input_bytes, sha256: o.input_sha256.clone(), data: record_io.then(|| o.input.clone()) },
-        output: IoDigest { bytes: o.output_bytes, sha256: o.output_sha256.clone(), data: r.output.clone().filter(|_| record_io) },
+        input: IoDigest {
+            bytes: o.input_bytes,
+            sha256: o.input_sha256.clone(),
+            data: record_io.then(|| o.input.clone()),
+        },
+        output: IoDigest {
+            bytes: o.output_bytes,
+            sha256: o.output_sha256.clone(),
+            data: r.output.clone().filter(|_| record_io),
+        },
         status: r.status,
         exit_code: r.status.exit_code(),
         script_exit: r.exit_code,
@@ -61,7 +69,12 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         stdout: record_io.then(|| r.stdout.clone()),
         stderr: record_io.then(|| r.stderr.clone()),
     };
-    ledger.append(Entry::Run(Box::new(run))).with_context(|| format!("the run {} finished but could not be recorded in the ledger", r.run_id))?;
+    ledger.append(Entry::Run(Box::new(run))).with_context(|| {
+        format!(
+            "the run {} finished but could not be recorded in the ledger",
+            r.run_id
+        )
+    })?;
     Ok(())
 }
 
@@ -74,7 +87,9 @@ pub fn cmd_audit(args: AuditArgs) -> Result<u8> {
 fn verify(json: bool) -> Result<u8> {
     let ledger = ledger()?;
     let path = ledger.path();
-    let v = ledger.verify().with_context(|| format!("cannot read the ledger {}", path.display()))?;
+    let v = ledger
+        .verify()
+        .with_context(|| format!("cannot read the ledger {}", path.display()))?;
     let mut out = std::io::stdout().lock();
     if json {
         let mut value = serde_json::to_value(&v)?;
@@ -87,9 +102,22 @@ fn verify(json: bool) -> Result<u8> {
         match &v.broken {
             None if v.records == 0 => writeln!(out, "{}: no records yet", path.display())?,
             None => {
-                writeln!(out, "{}: {} records, chain intact", path.display(), v.records)?;
-                writeln!(out, "head: {} (seq {})", v.head.as_deref().unwrap_or(""), v.last_seq.unwrap_or(0))?;
-                writeln!(out, "Keep the head hash elsewhere to detect a later rewrite or truncation of the ledger.")?;
+                writeln!(
+                    out,
+                    "{}: {} records, chain intact",
+                    path.display(),
+                    v.records
+                )?;
+                writeln!(
+                    out,
+                    "head: {} (seq {})",
+                    v.head.as_deref().unwrap_or(""),
+                    v.last_seq.unwrap_or(0)
+                )?;
+                writeln!(
+                    out,
+                    "Keep the head hash elsewhere to detect a later rewrite or truncation of the ledger."
+                )?;
             }
             Some(b) => {
                 let what = match (&b.seq, &b.run_id) {
@@ -97,13 +125,27 @@ fn verify(json: bool) -> Result<u8> {
                     (Some(s), None) => format!(" (seq {s})"),
                     _ => String::new(),
                 };
-                writeln!(out, "{}:{}: broken record{what}: {}", path.display(), b.line, b.reason)?;
+                writeln!(
+                    out,
+                    "{}:{}: broken record{what}: {}",
+                    path.display(),
+                    b.line,
+                    b.reason
+                )?;
                 match &v.head {
-                    Some(h) => writeln!(out, "the {} records before it are intact; their head is {h}", b.line - 1)?,
+                    Some(h) => writeln!(
+                        out,
+                        "the {} records before it are intact; their head is {h}",
+                        b.line - 1
+                    )?,
                     None => writeln!(out, "no intact record precedes it")?,
                 }
             }
         }
     }
-    Ok(if v.broken.is_some() { exit::SCRIPT_FAILED } else { exit::OK })
+    Ok(if v.broken.is_some() {
+        exit::SCRIPT_FAILED
+    } else {
+        exit::OK
+    })
 }

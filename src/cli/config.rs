@@ -57,7 +57,12 @@ impl UserConfig {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(UserConfig::default()),
-            Err(e) => return Err(user_error(format!("cannot read {}: {e}", path.display()), "check the file's permissions")),
+            Err(e) => {
+                return Err(user_error(
+                    format!("cannot read {}: {e}", path.display()),
+                    "check the file's permissions",
+                ));
+            }
         };
         Self::parse(&text).map_err(|msg| user_error(format!("{}:{msg}", path.display()), "the keys are target, require_lock, skills_path and data_dir (README, \"Configuration\")"))
     }
@@ -81,14 +86,19 @@ impl UserConfig {
         if let Some(d) = &self.data_dir {
             return d.clone();
         }
-        dirs::data_dir().map(|d| d.join("band")).unwrap_or_else(|| PathBuf::from(".band"))
+        dirs::data_dir()
+            .map(|d| d.join("band"))
+            .unwrap_or_else(|| PathBuf::from(".band"))
     }
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let col = before.rfind('\n').map_or(before.len(), |i| before.len() - i - 1) + 1;
+    let col = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
     (line, col)
 }
 
@@ -110,7 +120,10 @@ mod tests {
 
     #[test]
     fn reads_every_key() {
-        let c = UserConfig::parse("target = \"lima\"\nrequire_lock = true\nskills_path = [\"/s\"]\ndata_dir = \"/d\"\n").unwrap();
+        let c = UserConfig::parse(
+            "target = \"lima\"\nrequire_lock = true\nskills_path = [\"/s\"]\ndata_dir = \"/d\"\n",
+        )
+        .unwrap();
         assert_eq!(c.target.as_deref(), Some("lima"));
         assert!(c.require_lock);
         assert_eq!(c.skills_path, vec![PathBuf::from("/s")]);
@@ -127,7 +140,10 @@ mod tests {
     #[test]
     fn missing_file_is_the_default_and_a_broken_one_names_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(UserConfig::load_from(&dir.path().join("none.toml")).unwrap(), UserConfig::default());
+        assert_eq!(
+            UserConfig::load_from(&dir.path().join("none.toml")).unwrap(),
+            UserConfig::default()
+        );
         let f = dir.path().join("config.toml");
         std::fs::write(&f, "require_lock = \"yes\"\n").unwrap();
         let e = UserConfig::load_from(&f).unwrap_err().to_string();

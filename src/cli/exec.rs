@@ -66,7 +66,10 @@ pub fn cmd_exec(args: ExecArgs) -> Result<u8> {
         record_io: args.record_io,
     };
     let human = !args.json;
-    let spinner = Spinner::start(args.json, format!("running {} under {}", args.command[0], args.band.display()));
+    let spinner = Spinner::start(
+        args.json,
+        format!("running {} under {}", args.command[0], args.band.display()),
+    );
     let argv = args.command.clone();
     let outcome = pipeline::run_gated(
         &spec,
@@ -82,7 +85,10 @@ pub fn cmd_exec(args: ExecArgs) -> Result<u8> {
     let outcome = outcome?;
     let result = &outcome.result;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&run::result_json(&outcome)?)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&run::result_json(&outcome)?)?
+        );
     } else if result.status != Status::Ok {
         run::print_failure(result);
     }
@@ -92,15 +98,31 @@ pub fn cmd_exec(args: ExecArgs) -> Result<u8> {
 /// The band file, canonical, or a user error that says what is wrong with the path.
 fn check_band_file(path: &Path) -> Result<PathBuf> {
     let hint = "pass --band with a BAND.md or *.band.md file; `band init` writes one";
-    let canonical = path.canonicalize().map_err(|e| user_error(format!("band file {}: {e}", path.display()), hint))?;
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| user_error(format!("band file {}: {e}", path.display()), hint))?;
     if !canonical.is_file() || !is_band_file(&canonical) {
-        bail!(user_error(format!("{} is not a band file (BAND.md or *.band.md)", path.display()), hint));
+        bail!(user_error(
+            format!(
+                "{} is not a band file (BAND.md or *.band.md)",
+                path.display()
+            ),
+            hint
+        ));
     }
     let (resolved, diags) = band::skill::resolve_band_file(&canonical);
     if resolved.is_none() {
-        let errors: Vec<String> = diags.iter().filter(|d| d.is_error()).map(|d| d.to_string()).collect();
+        let errors: Vec<String> = diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.to_string())
+            .collect();
         bail!(user_error(
-            format!("the band file {} has errors; nothing ran\n{}", path.display(), errors.join("\n")),
+            format!(
+                "the band file {} has errors; nothing ran\n{}",
+                path.display(),
+                errors.join("\n")
+            ),
             format!("run `band lint {}`", path.display())
         ));
     }
@@ -113,7 +135,14 @@ fn cli_gate(prepared: &Prepared, argv: &[String]) -> Option<RunResult> {
     let policy = &prepared.request.policy;
     let decision = match CompiledPolicy::compile(policy) {
         Ok(c) => c.cli.check(argv),
-        Err(e) => return Some(RunResult::setup_failed(&prepared.request.run_id, Layer::Cli, e.to_string(), None)),
+        Err(e) => {
+            return Some(RunResult::setup_failed(
+                &prepared.request.run_id,
+                Layer::Cli,
+                e.to_string(),
+                None,
+            ));
+        }
     };
     let (rule, why, hint) = match decision {
         Decision::Allow { .. } => return None,
@@ -133,9 +162,17 @@ fn cli_gate(prepared: &Prepared, argv: &[String]) -> Option<RunResult> {
             format!("if the command should run, add a pattern such as `{} *` to allow.cli in the band file", argv[0]),
         ),
     };
-    let mut r = RunResult::setup_failed(&prepared.request.run_id, Layer::Cli, format!("command `{}`: {why}; nothing ran", argv.join(" ")), Some(hint));
+    let mut r = RunResult::setup_failed(
+        &prepared.request.run_id,
+        Layer::Cli,
+        format!("command `{}`: {why}; nothing ran", argv.join(" ")),
+        Some(hint),
+    );
     r.status = Status::Denied;
-    r.denied = vec![Denial::Cli { argv: argv.to_vec(), rule }];
+    r.denied = vec![Denial::Cli {
+        argv: argv.to_vec(),
+        rule,
+    }];
     Some(r)
 }
 
@@ -158,7 +195,10 @@ fn sh_quote(s: &str) -> String {
 /// The script that runs the command: `exec` by name, through the sandbox's PATH.
 fn script_for(argv: &[String]) -> String {
     let words: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
-    format!("#!/bin/sh\n# Written by `band exec`: the agent's command, under the band's policy.\nexec {}\n", words.join(" "))
+    format!(
+        "#!/bin/sh\n# Written by `band exec`: the agent's command, under the band's policy.\nexec {}\n",
+        words.join(" ")
+    )
 }
 
 /// `path:` from `from_dir` to `file` (both canonical): `../../home/me/x.band.md`.
@@ -196,23 +236,43 @@ impl TempSkill {
                 Err(e) => return Err(e).with_context(|| format!("cannot create {}", d.display())),
             }
         };
-        let skill = TempSkill { root: dir.join(NAME), dir };
-        let mkdir = |p: PathBuf| std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()));
+        let skill = TempSkill {
+            root: dir.join(NAME),
+            dir,
+        };
+        let mkdir = |p: PathBuf| {
+            std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()))
+        };
         mkdir(skill.root.join("scripts"))?;
         mkdir(skill.root.join("schemas/input"))?;
-        let root = skill.root.canonicalize().with_context(|| format!("cannot resolve {}", skill.root.display()))?;
+        let root = skill
+            .root
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", skill.root.display()))?;
         let files: [(&str, String, u32); 4] = [
-            ("BAND.md", format!("---\npath: {}\n---\n", relative_reference(&root, band_file)), 0o644),
-            ("SKILL.md", format!("---\nname: {NAME}\ndescription: An ad-hoc command run by band exec.\n---\n"), 0o644),
+            (
+                "BAND.md",
+                format!("---\npath: {}\n---\n", relative_reference(&root, band_file)),
+                0o644,
+            ),
+            (
+                "SKILL.md",
+                format!(
+                    "---\nname: {NAME}\ndescription: An ad-hoc command run by band exec.\n---\n"
+                ),
+                0o644,
+            ),
             ("scripts/exec.sh", script_for(argv), 0o755),
             ("schemas/input/exec.json", INPUT_SCHEMA.to_string(), 0o644),
         ];
         for (rel, text, mode) in files {
             let p = skill.root.join(rel);
             std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).with_context(|| format!("cannot chmod {}", p.display()))?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("cannot chmod {}", p.display()))?;
         }
-        let tree = band::lock::Tree::read(&skill.root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+        let tree =
+            band::lock::Tree::read(&skill.root).map_err(|e| user_error(e.to_string(), e.hint()))?;
         band::lock::write(&skill.root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
         Ok(skill)
     }
@@ -230,20 +290,39 @@ mod tests {
 
     #[test]
     fn the_script_execs_the_argv_quoted() {
-        let argv: Vec<String> = ["printf", "%s\\n", "it's", "$HOME `x`"].iter().map(|s| s.to_string()).collect();
+        let argv: Vec<String> = ["printf", "%s\\n", "it's", "$HOME `x`"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let script = script_for(&argv);
         assert!(script.starts_with("#!/bin/sh\n"));
         let last = script.lines().last().unwrap_or_default();
         assert_eq!(last, r"exec 'printf' '%s\n' 'it'\''s' '$HOME `x`'");
         // sh reads the words back as the same argv, nothing expanded.
         let words = last.trim_start_matches("exec ");
-        let out = std::process::Command::new("sh").arg("-c").arg(format!("for a in {words}; do printf '<%s>' \"$a\"; done")).output().expect("sh");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), r"<printf><%s\n><it's><$HOME `x`>");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("for a in {words}; do printf '<%s>' \"$a\"; done"))
+            .output()
+            .expect("sh");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            r"<printf><%s\n><it's><$HOME `x`>"
+        );
     }
 
     #[test]
     fn references_climb_to_the_root() {
-        assert_eq!(relative_reference(Path::new("/tmp/band-exec-1-0/exec"), Path::new("/home/me/x.band.md")), "../../../home/me/x.band.md");
-        assert_eq!(relative_reference(Path::new("/"), Path::new("/x/BAND.md")), "x/BAND.md");
+        assert_eq!(
+            relative_reference(
+                Path::new("/tmp/band-exec-1-0/exec"),
+                Path::new("/home/me/x.band.md")
+            ),
+            "../../../home/me/x.band.md"
+        );
+        assert_eq!(
+            relative_reference(Path::new("/"), Path::new("/x/BAND.md")),
+            "x/BAND.md"
+        );
     }
 }

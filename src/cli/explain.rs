@@ -16,7 +16,10 @@ pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
     let (skill, _) = band::skill::load_skill(&root);
     let scripts: Vec<String> = match script {
         Some(s) if skill.script(s).is_some() => vec![s.to_string()],
-        Some(s) => bail!(user_error(format!("skill `{}` has no script `{s}`", skill.name), "`band list` shows the scripts")),
+        Some(s) => bail!(user_error(
+            format!("skill `{}` has no script `{s}`", skill.name),
+            "`band list` shows the scripts"
+        )),
         None => skill.scripts.iter().map(|s| s.name.clone()).collect(),
     };
     let mut out = std::io::stdout().lock();
@@ -27,7 +30,10 @@ pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             for d in &diags {
                 eprintln!("{d}");
             }
-            bail!(user_error(format!("the band for `{}/{name}` has errors", skill.name), format!("run `band lint {}`", root.display())));
+            bail!(user_error(
+                format!("the band for `{}/{name}` has errors", skill.name),
+                format!("run `band lint {}`", root.display())
+            ));
         };
         if args.json {
             json.push(serde_json::json!({
@@ -36,7 +42,12 @@ pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             }));
             continue;
         }
-        writeln!(out, "{}/{name}  (band file: {})", skill.name, r.file.display())?;
+        writeln!(
+            out,
+            "{}/{name}  (band file: {})",
+            skill.name,
+            r.file.display()
+        )?;
         writeln!(out, "{}", policy_table(&r.policy))?;
         writeln!(out, "{}\n", limits_line(&r.policy))?;
     }
@@ -49,7 +60,8 @@ pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
 /// One row per category: what is allowed, denied and insisted on. Empty allow = denied entirely.
 pub fn policy_table(p: &Policy) -> Table {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
     t.set_header(vec!["", "allow", "deny", "insist"]);
     for cat in Category::ALL {
         let allow = p.allow.get(cat);
@@ -63,7 +75,12 @@ pub fn policy_table(p: &Policy) -> Table {
         } else {
             cell(allow)
         };
-        t.add_row(vec![cat.as_str().to_string(), allow_cell, cell(p.deny.get(cat)), cell(p.insist.get(cat))]);
+        t.add_row(vec![
+            cat.as_str().to_string(),
+            allow_cell,
+            cell(p.deny.get(cat)),
+            cell(p.insist.get(cat)),
+        ]);
     }
     t
 }
@@ -74,7 +91,13 @@ fn limits_line(p: &Policy) -> String {
     if let Some(v) = l.max_runtime_ms {
         parts.push(format!("runtime {}", format_duration_ms(v)));
     }
-    for (name, v) in [("memory", l.max_memory_bytes), ("disk", l.max_disk_bytes), ("input", l.max_input_bytes), ("output", l.max_output_bytes), ("log", l.max_log_bytes)] {
+    for (name, v) in [
+        ("memory", l.max_memory_bytes),
+        ("disk", l.max_disk_bytes),
+        ("input", l.max_input_bytes),
+        ("output", l.max_output_bytes),
+        ("log", l.max_log_bytes),
+    ] {
         if let Some(v) = v {
             parts.push(format!("{name} {}", format_bytes(v)));
         }
@@ -85,7 +108,15 @@ fn limits_line(p: &Policy) -> String {
     if let Some(v) = l.max_cpus {
         parts.push(format!("cpus {v}"));
     }
-    let limits = if parts.is_empty() { "platform defaults".to_string() } else { parts.join(", ") };
-    let secrets = if p.secrets.is_empty() { "none".to_string() } else { p.secrets.join(", ") };
+    let limits = if parts.is_empty() {
+        "platform defaults".to_string()
+    } else {
+        parts.join(", ")
+    };
+    let secrets = if p.secrets.is_empty() {
+        "none".to_string()
+    } else {
+        p.secrets.join(", ")
+    };
     format!("limits: {limits}\nsecrets: {secrets}")
 }

@@ -13,13 +13,30 @@ use band::manifest::{is_band_file, split_frontmatter};
 use band::proto::exit;
 
 const KEY_ORDER: &[&str] = &[
-    "band", "description", "icon", "version", "path", "extends", "includes", "allow", "deny", "insist", "env", "requires",
-    "limit", "execution", "provides",
+    "band",
+    "description",
+    "icon",
+    "version",
+    "path",
+    "extends",
+    "includes",
+    "allow",
+    "deny",
+    "insist",
+    "env",
+    "requires",
+    "limit",
+    "execution",
+    "provides",
 ];
 const CATEGORY_ORDER: &[&str] = &["read", "write", "cli", "net"];
 
 pub fn cmd_fmt(args: FmtArgs) -> Result<u8> {
-    let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths };
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths
+    };
     let mut files = Vec::new();
     for p in &paths {
         collect(p, &mut files);
@@ -27,19 +44,30 @@ pub fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     let mut changed = 0usize;
     let mut out = std::io::stdout().lock();
     for f in files {
-        let src = std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        let formatted = format_band(&src).map_err(|e| user_error(format!("{}: {e}", f.display()), format!("run `band lint {}`", f.display())))?;
+        let src =
+            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let formatted = format_band(&src).map_err(|e| {
+            user_error(
+                format!("{}: {e}", f.display()),
+                format!("run `band lint {}`", f.display()),
+            )
+        })?;
         if formatted != src {
             changed += 1;
             if args.check {
                 writeln!(out, "would reformat {}", f.display())?;
             } else {
-                std::fs::write(&f, formatted).with_context(|| format!("cannot write {}", f.display()))?;
+                std::fs::write(&f, formatted)
+                    .with_context(|| format!("cannot write {}", f.display()))?;
                 writeln!(out, "reformatted {}", f.display())?;
             }
         }
     }
-    Ok(if args.check && changed > 0 { exit::SCRIPT_FAILED } else { exit::OK })
+    Ok(if args.check && changed > 0 {
+        exit::SCRIPT_FAILED
+    } else {
+        exit::OK
+    })
 }
 
 fn collect(p: &Path, out: &mut Vec<PathBuf>) {
@@ -53,7 +81,9 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
     entries.sort();
     for e in entries {
-        let hidden = e.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.') || n == "target");
+        let hidden = e
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.') || n == "target");
         if !hidden {
             collect(&e, out);
         }
@@ -64,31 +94,52 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) {
 pub fn format_band(src: &str) -> Result<String, String> {
     let (yaml, _, body) = split_frontmatter(src).map_err(|(_, m, _)| m)?;
     let root: Value = yaml_serde::from_str(yaml).map_err(|e| format!("invalid YAML: {e}"))?;
-    let Value::Mapping(map) = root else { return Err("the frontmatter is not a mapping".into()) };
+    let Value::Mapping(map) = root else {
+        return Err("the frontmatter is not a mapping".into());
+    };
     let mut out = Mapping::new();
     for key in KEY_ORDER {
         if let Some(v) = map.get(*key) {
-            let v = if ["allow", "deny", "insist"].contains(key) { sort_rules(v) } else { v.clone() };
+            let v = if ["allow", "deny", "insist"].contains(key) {
+                sort_rules(v)
+            } else {
+                v.clone()
+            };
             out.insert(Value::String((*key).to_string()), v);
         }
     }
-    let mut rest: Vec<(&Value, &Value)> = map.iter().filter(|(k, _)| !k.as_str().is_some_and(|k| KEY_ORDER.contains(&k))).collect();
+    let mut rest: Vec<(&Value, &Value)> = map
+        .iter()
+        .filter(|(k, _)| !k.as_str().is_some_and(|k| KEY_ORDER.contains(&k)))
+        .collect();
     rest.sort_by_key(|(k, _)| k.as_str().unwrap_or("").to_string());
     for (k, v) in rest {
         out.insert(k.clone(), v.clone());
     }
     let text = yaml_serde::to_string(&Value::Mapping(out)).map_err(|e| e.to_string())?;
     let body = body.trim();
-    Ok(if body.is_empty() { format!("---\n{text}---\n") } else { format!("---\n{text}---\n\n{body}\n") })
+    Ok(if body.is_empty() {
+        format!("---\n{text}---\n")
+    } else {
+        format!("---\n{text}---\n\n{body}\n")
+    })
 }
 
 fn sort_rules(v: &Value) -> Value {
-    let Value::Mapping(m) = v else { return v.clone() };
+    let Value::Mapping(m) = v else {
+        return v.clone();
+    };
     let mut out = Mapping::new();
     let mut keys: Vec<&Value> = m.keys().collect();
     keys.sort_by_key(|k| {
         let s = k.as_str().unwrap_or("");
-        (CATEGORY_ORDER.iter().position(|c| *c == s).unwrap_or(CATEGORY_ORDER.len()), s.to_string())
+        (
+            CATEGORY_ORDER
+                .iter()
+                .position(|c| *c == s)
+                .unwrap_or(CATEGORY_ORDER.len()),
+            s.to_string(),
+        )
     });
     for k in keys {
         let v = &m[k];
@@ -114,7 +165,10 @@ mod tests {
     fn orders_keys_sorts_rules_keeps_body() {
         let src = "---\nallow:\n  net: [b.test, a.test]\n  cli: [\"jq *\", \"gh *\", \"jq *\"]\ndescription: d\nband: x\n---\n\nBody\n";
         let out = format_band(src).expect("formats");
-        assert_eq!(out, "---\nband: x\ndescription: d\nallow:\n  cli:\n  - gh *\n  - jq *\n  net:\n  - a.test\n  - b.test\n---\n\nBody\n");
+        assert_eq!(
+            out,
+            "---\nband: x\ndescription: d\nallow:\n  cli:\n  - gh *\n  - jq *\n  net:\n  - a.test\n  - b.test\n---\n\nBody\n"
+        );
         assert_eq!(format_band(&out).expect("idempotent"), out);
     }
 }

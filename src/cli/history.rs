@@ -56,9 +56,19 @@ pub struct ShowArgs {
 }
 
 fn parse_status(s: &str) -> std::result::Result<Status, String> {
-    Status::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
-        format!("unknown status; one of: {}", Status::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
-    })
+    Status::ALL
+        .into_iter()
+        .find(|st| st.as_str() == s)
+        .ok_or_else(|| {
+            format!(
+                "unknown status; one of: {}",
+                Status::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
 }
 
 fn parse_age(s: &str) -> std::result::Result<u64, String> {
@@ -85,13 +95,27 @@ pub fn cmd_history(args: HistoryArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     if selected.is_empty() {
-        let what = if records.is_empty() { "No runs recorded yet" } else { "No runs match" };
+        let what = if records.is_empty() {
+            "No runs recorded yet"
+        } else {
+            "No runs match"
+        };
         writeln!(out, "{what} ({}).", ledger.path().display())?;
         return Ok(exit::OK);
     }
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec!["run", "started (UTC)", "skill/script", "status", "exit", "took", "target", "lock"]);
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec![
+        "run",
+        "started (UTC)",
+        "skill/script",
+        "status",
+        "exit",
+        "took",
+        "target",
+        "lock",
+    ]);
     for r in selected.iter().filter_map(|s| s.run()) {
         t.add_row(vec![
             r.run_id.clone(),
@@ -118,10 +142,19 @@ fn lock_word(r: &RunRecord) -> &'static str {
 
 /// The records that parse; a warning on stderr names the lines that do not.
 fn read(ledger: &lg::Ledger) -> Result<Vec<Stored>> {
-    let (records, bad) = ledger.records_lenient().with_context(|| format!("cannot read the ledger {}", ledger.path().display()))?;
+    let (records, bad) = ledger
+        .records_lenient()
+        .with_context(|| format!("cannot read the ledger {}", ledger.path().display()))?;
     if !bad.is_empty() {
-        let lines = bad.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
-        eprintln!("band: warning: {}: line {lines} not shown: not a ledger record; run `band audit verify`", ledger.path().display());
+        let lines = bad
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!(
+            "band: warning: {}: line {lines} not shown: not a ledger record; run `band audit verify`",
+            ledger.path().display()
+        );
     }
     Ok(records)
 }
@@ -131,7 +164,10 @@ fn prune(older_than: u64, json: bool) -> Result<u8> {
     let now = lg::now_ms();
     let cutoff = now.saturating_sub(older_than);
     let report = ledger.prune(cutoff, now).map_err(|e| match e {
-        lg::LedgerError::Broken { .. } => user_error(e.to_string(), "run `band audit verify`; keep a copy of the ledger before repairing it"),
+        lg::LedgerError::Broken { .. } => user_error(
+            e.to_string(),
+            "run `band audit verify`; keep a copy of the ledger before repairing it",
+        ),
         other => anyhow::Error::new(other).context("cannot prune the ledger"),
     })?;
     let mut out = std::io::stdout().lock();
@@ -139,10 +175,21 @@ fn prune(older_than: u64, json: bool) -> Result<u8> {
         let v = serde_json::json!({ "ledger": ledger.path(), "pruned": report.pruned, "kept": report.kept, "checkpoint": report.checkpoint });
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else if report.pruned == 0 {
-        writeln!(out, "nothing older than {}; {} records kept", lg::rfc3339(cutoff), report.kept)?;
+        writeln!(
+            out,
+            "nothing older than {}; {} records kept",
+            lg::rfc3339(cutoff),
+            report.kept
+        )?;
     } else {
         let seq = report.checkpoint.as_ref().map(|c| c.seq).unwrap_or(0);
-        writeln!(out, "pruned {} records that ended before {}; kept {}; checkpoint written (seq {seq})", report.pruned, lg::rfc3339(cutoff), report.kept)?;
+        writeln!(
+            out,
+            "pruned {} records that ended before {}; kept {}; checkpoint written (seq {seq})",
+            report.pruned,
+            lg::rfc3339(cutoff),
+            report.kept
+        )?;
     }
     Ok(exit::OK)
 }
@@ -151,7 +198,10 @@ pub fn cmd_show(args: ShowArgs) -> Result<u8> {
     let ledger = ledger()?;
     let records = read(&ledger)?;
     let stored = lg::find_run(&records, &args.run_id).map_err(|e| match e {
-        FindError::NotFound(_) => user_error(format!("{e} ({})", ledger.path().display()), "`band history` lists the recorded runs"),
+        FindError::NotFound(_) => user_error(
+            format!("{e} ({})", ledger.path().display()),
+            "`band history` lists the recorded runs",
+        ),
         FindError::Ambiguous(..) => user_error(e.to_string(), "give more characters of the run id"),
     })?;
     let run = stored.run().context("the record is not a run")?;
@@ -168,9 +218,20 @@ pub fn cmd_show(args: ShowArgs) -> Result<u8> {
 fn show_text(s: &Stored, r: &RunRecord) -> String {
     let mut o = String::new();
     let mut line = |k: &str, v: String| o.push_str(&format!("{k:<13}{v}\n"));
-    let script_exit = r.script_exit.map(|c| format!(", script exit {c}")).unwrap_or_default();
+    let script_exit = r
+        .script_exit
+        .map(|c| format!(", script exit {c}"))
+        .unwrap_or_default();
     line("run", format!("{}  {}/{}", r.run_id, r.skill, r.script));
-    line("status", format!("{} (band exit {}{script_exit}): {}", r.status, r.exit_code, r.status.describe()));
+    line(
+        "status",
+        format!(
+            "{} (band exit {}{script_exit}): {}",
+            r.status,
+            r.exit_code,
+            r.status.describe()
+        ),
+    );
     let m = &r.metrics;
     line(
         "started",
@@ -192,8 +253,22 @@ fn show_text(s: &Stored, r: &RunRecord) -> String {
     line("bundle", format!("{}  ({lock})", or_none(&r.bundle_sha256)));
     line("band file", or_none(&r.band_sha256));
     line("policy", or_none(&r.policy_sha256));
-    line("input", format!("{}  sha256 {}", format_bytes(r.input.bytes), or_none(&r.input.sha256)));
-    line("output", format!("{}  sha256 {}", format_bytes(r.output.bytes), or_none(&r.output.sha256)));
+    line(
+        "input",
+        format!(
+            "{}  sha256 {}",
+            format_bytes(r.input.bytes),
+            or_none(&r.input.sha256)
+        ),
+    );
+    line(
+        "output",
+        format!(
+            "{}  sha256 {}",
+            format_bytes(r.output.bytes),
+            or_none(&r.output.sha256)
+        ),
+    );
     if let Some(p) = m.peak_memory_bytes {
         line("peak memory", format_bytes(p));
     }
@@ -207,19 +282,36 @@ fn show_text(s: &Stored, r: &RunRecord) -> String {
         line("integrity", r.integrity.join("\n             "));
     }
     if !r.denied.is_empty() {
-        line("denied", r.denied.iter().map(describe_denial).collect::<Vec<_>>().join("\n             "));
+        line(
+            "denied",
+            r.denied
+                .iter()
+                .map(describe_denial)
+                .collect::<Vec<_>>()
+                .join("\n             "),
+        );
     }
     if !r.insist_missing.is_empty() {
         line("never did", r.insist_missing.join(", "));
     }
-    let dropped = if r.events_dropped > 0 { format!(" (+{} not kept)", r.events_dropped) } else { String::new() };
+    let dropped = if r.events_dropped > 0 {
+        format!(" (+{} not kept)", r.events_dropped)
+    } else {
+        String::new()
+    };
     line("events", format!("{}{dropped}", r.events.len()));
     for e in &r.events {
         o.push_str(&format!("  {}\n", describe_event(e)));
     }
-    for (name, doc) in [("input data", &r.input.data), ("output data", &r.output.data)] {
+    for (name, doc) in [
+        ("input data", &r.input.data),
+        ("output data", &r.output.data),
+    ] {
         if let Some(d) = doc {
-            o.push_str(&format!("{name:<13}{}\n", serde_json::to_string(d).unwrap_or_default()));
+            o.push_str(&format!(
+                "{name:<13}{}\n",
+                serde_json::to_string(d).unwrap_or_default()
+            ));
         }
     }
     for (name, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
@@ -235,13 +327,20 @@ fn show_text(s: &Stored, r: &RunRecord) -> String {
 }
 
 fn or_none(s: &str) -> String {
-    if s.is_empty() { "-".into() } else { s.to_string() }
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
 }
 
 fn describe_denial(d: &Denial) -> String {
     match d {
         Denial::Cli { argv, .. } => format!("command `{}`", shell_words(argv)),
-        Denial::Net { host, port, .. } => format!("host {host}{}", port.map(|p| format!(":{p}")).unwrap_or_default()),
+        Denial::Net { host, port, .. } => format!(
+            "host {host}{}",
+            port.map(|p| format!(":{p}")).unwrap_or_default()
+        ),
         Denial::Dns { name } => format!("DNS name {name}"),
         Denial::Write { path, .. } => format!("write to {path}"),
     }
@@ -249,16 +348,35 @@ fn describe_denial(d: &Denial) -> String {
 
 /// An argv as a shell would need it: plain words bare, anything else in single quotes.
 fn shell_words(argv: &[String]) -> String {
-    let plain = |a: &str| !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
-    argv.iter().map(|a| if plain(a) { a.clone() } else { format!("'{}'", a.replace('\'', "'\\''")) }).collect::<Vec<_>>().join(" ")
+    let plain = |a: &str| {
+        !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c))
+    };
+    argv.iter()
+        .map(|a| {
+            if plain(a) {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn describe_event(e: &Event) -> String {
     match e {
-        Event::Started { setup_ms, .. } => format!("started (setup {})", format_duration_ms(*setup_ms)),
+        Event::Started { setup_ms, .. } => {
+            format!("started (setup {})", format_duration_ms(*setup_ms))
+        }
         Event::Stdout { data } => format!("stdout {data:?}"),
         Event::Stderr { data } => format!("stderr {data:?}"),
-        Event::Cli(c) => format!("cli {} `{}`", if c.allowed { "allowed" } else { "denied " }, shell_words(&c.argv)),
+        Event::Cli(c) => format!(
+            "cli {} `{}`",
+            if c.allowed { "allowed" } else { "denied " },
+            shell_words(&c.argv)
+        ),
         Event::Denied(d) => format!("denied {}", describe_denial(d)),
         Event::Limit { limit, detail } => format!("limit {limit}: {detail}"),
     }
@@ -271,8 +389,14 @@ mod tests {
     #[test]
     fn argv_is_shown_unambiguously() {
         let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(shell_words(&argv(&["wc", "-l", "data/a.txt"])), "wc -l data/a.txt");
-        assert_eq!(shell_words(&argv(&["tr", "-d", " \n", ""])), "tr -d ' \n' ''");
+        assert_eq!(
+            shell_words(&argv(&["wc", "-l", "data/a.txt"])),
+            "wc -l data/a.txt"
+        );
+        assert_eq!(
+            shell_words(&argv(&["tr", "-d", " \n", ""])),
+            "tr -d ' \n' ''"
+        );
         assert_eq!(shell_words(&argv(&["echo", "it's"])), "echo 'it'\\''s'");
     }
 }

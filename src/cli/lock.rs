@@ -24,11 +24,17 @@ pub fn cmd_lock(args: LockArgs) -> Result<u8> {
     let roots: Vec<PathBuf> = if args.skills.is_empty() {
         let here = PathBuf::from(".");
         if !band::skill::is_skill_dir(&here) {
-            return Err(user_error("the current folder is not a skill", "name the skills to lock: `band lock text` or `band lock skills/text`"));
+            return Err(user_error(
+                "the current folder is not a skill",
+                "name the skills to lock: `band lock text` or `band lock skills/text`",
+            ));
         }
         vec![here]
     } else {
-        args.skills.iter().map(|s| find_skill(s.trim_end_matches('/'), &args.dirs)).collect::<Result<_>>()?
+        args.skills
+            .iter()
+            .map(|s| find_skill(s.trim_end_matches('/'), &args.dirs))
+            .collect::<Result<_>>()?
     };
     let mut out = std::io::stdout().lock();
     let mut failed = false;
@@ -36,15 +42,27 @@ pub fn cmd_lock(args: LockArgs) -> Result<u8> {
         let tree = Tree::read(&root).map_err(|e| user_error(e.to_string(), e.hint()))?;
         let shown = root.join(lock::LOCK_FILE);
         if !args.check {
-            let written = lock::write(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
-            writeln!(out, "wrote {} ({} entries, bundle {})", shown.display(), written.entries.len(), written.bundle_sha256)?;
+            let written =
+                lock::write(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            writeln!(
+                out,
+                "wrote {} ({} entries, bundle {})",
+                shown.display(),
+                written.entries.len(),
+                written.bundle_sha256
+            )?;
             continue;
         }
         match lock::check(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))? {
             LockState::Matches => writeln!(out, "{}: the skill matches it", shown.display())?,
             LockState::Unlocked => {
                 failed = true;
-                writeln!(out, "{}: missing (run `band lock {}`)", shown.display(), root.display())?;
+                writeln!(
+                    out,
+                    "{}: missing (run `band lock {}`)",
+                    shown.display(),
+                    root.display()
+                )?;
             }
             LockState::Differs(diffs) => {
                 failed = true;
@@ -55,5 +73,9 @@ pub fn cmd_lock(args: LockArgs) -> Result<u8> {
             }
         }
     }
-    Ok(if failed { exit::INTEGRITY_FAILED } else { exit::OK })
+    Ok(if failed {
+        exit::INTEGRITY_FAILED
+    } else {
+        exit::OK
+    })
 }

@@ -24,8 +24,9 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::{Context, Result};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -79,8 +80,17 @@ pub fn catalog(dirs: &[PathBuf]) -> (Vec<Entry>, Vec<String>) {
     for skill in skills.values() {
         for script in &skill.scripts {
             match tool_for(skill, &script.name) {
-                Ok(tool) => entries.push(Entry { tool, skill_root: skill.root.clone(), script: script.name.clone() }),
-                Err(why) => skipped.push(format!("{}/{}: {why}; run `band lint {}`", skill.name, script.name, skill.root.display())),
+                Ok(tool) => entries.push(Entry {
+                    tool,
+                    skill_root: skill.root.clone(),
+                    script: script.name.clone(),
+                }),
+                Err(why) => skipped.push(format!(
+                    "{}/{}: {why}; run `band lint {}`",
+                    skill.name,
+                    script.name,
+                    skill.root.display()
+                )),
             }
         }
     }
@@ -93,16 +103,30 @@ fn tool_for(skill: &band::skill::Skill, script: &str) -> std::result::Result<Too
     let policy = resolved.ok_or("its band has errors")?.policy;
     let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
     let input_rel = format!("schemas/input/{script}.json");
-    schemas.compile(&input_rel).map_err(|e| format!("input schema: {e}"))?;
-    let input = schemas.bundle(&input_rel).and_then(object_schema).ok_or("its input schema does not describe an object")?;
-    let mut description = skill.skill_md.as_ref().map(|m| m.description.clone()).unwrap_or_default();
+    schemas
+        .compile(&input_rel)
+        .map_err(|e| format!("input schema: {e}"))?;
+    let input = schemas
+        .bundle(&input_rel)
+        .and_then(object_schema)
+        .ok_or("its input schema does not describe an object")?;
+    let mut description = skill
+        .skill_md
+        .as_ref()
+        .map(|m| m.description.clone())
+        .unwrap_or_default();
     if let Some(d) = input.get("description").and_then(Value::as_str) {
         description = format!("{description}\n\n{script}: {d}");
     }
     let name = tool_name(&skill.name, script);
-    let no_effects = policy.allow.write.is_empty() && policy.insist.write.is_empty() && policy.allow.net.is_empty();
-    let annotations = ToolAnnotations::with_title(format!("{}/{script}", skill.name)).read_only(no_effects).open_world(!policy.allow.net.is_empty());
-    let mut tool = Tool::new(name, description.trim().to_string(), Arc::new(input)).with_annotations(annotations);
+    let no_effects = policy.allow.write.is_empty()
+        && policy.insist.write.is_empty()
+        && policy.allow.net.is_empty();
+    let annotations = ToolAnnotations::with_title(format!("{}/{script}", skill.name))
+        .read_only(no_effects)
+        .open_world(!policy.allow.net.is_empty());
+    let mut tool = Tool::new(name, description.trim().to_string(), Arc::new(input))
+        .with_annotations(annotations);
     let output_rel = format!("schemas/output/{script}.json");
     if schemas.compile(&output_rel).is_ok()
         && let Some(output) = schemas.bundle(&output_rel).and_then(object_schema)
@@ -116,7 +140,9 @@ fn tool_for(skill: &band::skill::Skill, script: &str) -> std::result::Result<Too
 /// type (MCP tool arguments and structured results are objects); a root of another type is not
 /// one.
 fn object_schema(schema: Value) -> Option<JsonObject> {
-    let Value::Object(mut o) = schema else { return None };
+    let Value::Object(mut o) = schema else {
+        return None;
+    };
     match o.get("type") {
         None => {
             o.insert("type".into(), "object".into());
@@ -139,7 +165,10 @@ pub fn call_result(outcome: &Outcome) -> CallToolResult {
         };
         if !r.written.is_empty() {
             let files: Vec<&str> = r.written.iter().map(|f| f.path.as_str()).collect();
-            result.content.push(ContentBlock::text(format!("written to the workspace: {}", files.join(", "))));
+            result.content.push(ContentBlock::text(format!(
+                "written to the workspace: {}",
+                files.join(", ")
+            )));
         }
         return result;
     }
@@ -167,7 +196,10 @@ pub fn call_result(outcome: &Outcome) -> CallToolResult {
 /// The tool result of a run that could not start (unknown script, broken band, missing secret,
 /// no band-server): status `error`, exit code 2, as `band run` would exit.
 pub fn error_result(err: &anyhow::Error) -> CallToolResult {
-    let hint = err.chain().find_map(|e| e.downcast_ref::<UserError>()).map(|u| u.hint.clone());
+    let hint = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<UserError>())
+        .map(|u| u.hint.clone());
     CallToolResult::structured_error(json!({
         "status": "error",
         "exit_code": exit::USAGE,
@@ -180,7 +212,11 @@ pub fn error_result(err: &anyhow::Error) -> CallToolResult {
 pub fn progress_message(ev: &Event) -> Option<String> {
     let text = match ev {
         Event::Started { setup_ms, .. } => format!("sandbox ready ({setup_ms} ms); script started"),
-        Event::Cli(c) => format!("{} {}", if c.allowed { "ran" } else { "denied" }, super::trace::display_argv(&c.argv)),
+        Event::Cli(c) => format!(
+            "{} {}",
+            if c.allowed { "ran" } else { "denied" },
+            super::trace::display_argv(&c.argv)
+        ),
         Event::Denied(band::proto::Denial::Cli { .. }) => return None, // already said by its Event::Cli
         Event::Denied(d) => format!("denied {}", super::trace::describe(d)),
         Event::Limit { limit, detail } => format!("limit {limit}: {detail}"),
@@ -199,7 +235,11 @@ pub struct BandServer {
 
 impl BandServer {
     pub fn new(dirs: Vec<PathBuf>, workspace: PathBuf) -> Self {
-        let server = BandServer { dirs, workspace, tools: RwLock::new(BTreeMap::new()) };
+        let server = BandServer {
+            dirs,
+            workspace,
+            tools: RwLock::new(BTreeMap::new()),
+        };
         server.refresh();
         server
     }
@@ -212,7 +252,10 @@ impl BandServer {
         }
         let tools = entries.iter().map(|e| e.tool.clone()).collect();
         if let Ok(mut map) = self.tools.write() {
-            *map = entries.into_iter().map(|e| (e.tool.name.to_string(), e)).collect();
+            *map = entries
+                .into_iter()
+                .map(|e| (e.tool.name.to_string(), e))
+                .collect();
         }
         tools
     }
@@ -230,7 +273,11 @@ impl ServerHandler for BandServer {
             )
     }
 
-    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(self.refresh()))
     }
 
@@ -238,10 +285,21 @@ impl ServerHandler for BandServer {
         self.tools.read().ok()?.get(name).map(|e| e.tool.clone())
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
-        let entry = self.tools.read().ok().and_then(|t| t.get(request.name.as_ref()).cloned());
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let entry = self
+            .tools
+            .read()
+            .ok()
+            .and_then(|t| t.get(request.name.as_ref()).cloned());
         let Some(entry) = entry else {
-            return Err(McpError::invalid_params(format!("no tool named `{}`; tools/list shows them", request.name), None));
+            return Err(McpError::invalid_params(
+                format!("no tool named `{}`; tools/list shows them", request.name),
+                None,
+            ));
         };
         let spec = RunSpec {
             skill_root: entry.skill_root,
@@ -254,15 +312,26 @@ impl ServerHandler for BandServer {
             require_lock: false,
             record_io: false,
         };
-        let token = request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
+        let token = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get_progress_token())
+            .or_else(|| context.meta.get_progress_token());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-        let run = tokio::task::spawn_blocking(move || pipeline::run(&spec, &mut |ev| drop(tx.send(ev.clone()))));
+        let run = tokio::task::spawn_blocking(move || {
+            pipeline::run(&spec, &mut |ev| drop(tx.send(ev.clone())))
+        });
         // The channel closes when the run is over (its sender is dropped with the closure).
         let mut step = 0.0;
         while let Some(ev) = rx.recv().await {
             if let (Some(token), Some(message)) = (&token, progress_message(&ev)) {
                 step += 1.0;
-                let _ = context.peer.notify_progress(ProgressNotificationParam::new(token.clone(), step).with_message(message)).await;
+                let _ = context
+                    .peer
+                    .notify_progress(
+                        ProgressNotificationParam::new(token.clone(), step).with_message(message),
+                    )
+                    .await;
             }
         }
         let result = match run.await {
@@ -277,9 +346,15 @@ impl ServerHandler for BandServer {
 pub fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
     let server = BandServer::new(skill_dirs(&args.skills), workspace);
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let service = server.serve(rmcp::transport::io::stdio()).await.context("MCP initialisation failed")?;
+        let service = server
+            .serve(rmcp::transport::io::stdio())
+            .await
+            .context("MCP initialisation failed")?;
         service.waiting().await.context("the MCP server stopped")?;
         anyhow::Ok(())
     })?;
@@ -320,18 +395,53 @@ mod tests {
         let (entries, skipped) = catalog(&repo_skills());
         assert!(skipped.is_empty(), "{skipped:?}");
         let names: Vec<String> = entries.iter().map(|e| e.tool.name.to_string()).collect();
-        for name in ["text__count", "text__summary", "csv-stats__report", "github__issue-create", "json-transform__apply"] {
+        for name in [
+            "text__count",
+            "text__summary",
+            "csv-stats__report",
+            "github__issue-create",
+            "json-transform__apply",
+        ] {
             assert!(names.contains(&name.to_string()), "{name} in {names:?}");
         }
-        let get = |n: &str| entries.iter().find(|e| e.tool.name == n).map(|e| e.tool.clone()).unwrap();
+        let get = |n: &str| {
+            entries
+                .iter()
+                .find(|e| e.tool.name == n)
+                .map(|e| e.tool.clone())
+                .unwrap()
+        };
         let count = get("text__count");
-        assert!(count.description.as_deref().unwrap_or("").starts_with("Count the words"), "{:?}", count.description);
+        assert!(
+            count
+                .description
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("Count the words"),
+            "{:?}",
+            count.description
+        );
         assert_eq!(count.input_schema["required"], json!(["text"]));
-        assert_eq!(count.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
+        assert_eq!(
+            count.annotations.as_ref().and_then(|a| a.read_only_hint),
+            Some(true)
+        );
         let create = get("github__issue-create");
-        assert_eq!(create.annotations.as_ref().and_then(|a| a.open_world_hint), Some(true));
-        assert_eq!(create.annotations.as_ref().and_then(|a| a.read_only_hint), Some(false));
-        assert_eq!(get("csv-stats__report").annotations.as_ref().and_then(|a| a.read_only_hint), Some(false));
+        assert_eq!(
+            create.annotations.as_ref().and_then(|a| a.open_world_hint),
+            Some(true)
+        );
+        assert_eq!(
+            create.annotations.as_ref().and_then(|a| a.read_only_hint),
+            Some(false)
+        );
+        assert_eq!(
+            get("csv-stats__report")
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint),
+            Some(false)
+        );
     }
 
     #[test]
@@ -344,12 +454,20 @@ mod tests {
             assert!(compiled.is_ok(), "{}: {:?}", e.tool.name, compiled.err());
             if let Some(out) = &e.tool.output_schema {
                 let out = Value::Object((**out).clone());
-                assert!(jsonschema::validator_for(&out).is_ok(), "{} output", e.tool.name);
+                assert!(
+                    jsonschema::validator_for(&out).is_ok(),
+                    "{} output",
+                    e.tool.name
+                );
             }
         }
         // A $ref'd input schema (github) still checks what the contract checks.
-        let list = entries.iter().find(|e| e.tool.name == "github__issue-list").unwrap();
-        let v = jsonschema::validator_for(&Value::Object((*list.tool.input_schema).clone())).unwrap();
+        let list = entries
+            .iter()
+            .find(|e| e.tool.name == "github__issue-list")
+            .unwrap();
+        let v =
+            jsonschema::validator_for(&Value::Object((*list.tool.input_schema).clone())).unwrap();
         assert!(v.is_valid(&json!({"repo": "octo/demo", "limit": 5})));
         assert!(!v.is_valid(&json!({"repo": "not a repo"})));
         assert!(!v.is_valid(&json!({"repo": "octo/demo", "limit": 500})));
@@ -369,29 +487,77 @@ mod tests {
         denied.status = Status::Denied;
         denied.error = None;
         denied.exit_code = Some(126);
-        denied.denied = vec![Denial::Cli { argv: vec!["curl".into(), "x".into()], rule: None }];
+        denied.denied = vec![Denial::Cli {
+            argv: vec!["curl".into(), "x".into()],
+            rule: None,
+        }];
         denied.stderr = format!("{}band: denied: curl x\n", "é".repeat(5000));
         let r = call_result(&outcome(denied));
         assert_eq!(r.is_error, Some(true));
         let s = r.structured_content.unwrap();
-        assert_eq!((s["status"].clone(), s["exit_code"].clone(), s["script_exit_code"].clone()), (json!("denied"), json!(5), json!(126)));
+        assert_eq!(
+            (
+                s["status"].clone(),
+                s["exit_code"].clone(),
+                s["script_exit_code"].clone()
+            ),
+            (json!("denied"), json!(5), json!(126))
+        );
         assert_eq!(s["denied"][0]["argv"], json!(["curl", "x"]));
         let tail = s["stderr"].as_str().unwrap();
-        assert!(tail.len() <= MAX_ERROR_STDERR && tail.ends_with("band: denied: curl x\n"), "{}", tail.len());
+        assert!(
+            tail.len() <= MAX_ERROR_STDERR && tail.ends_with("band: denied: curl x\n"),
+            "{}",
+            tail.len()
+        );
 
         let err = super::super::user_error("missing required secret: GITHUB_TOKEN", "export it");
         let s = error_result(&err).structured_content.unwrap();
-        assert_eq!((s["status"].clone(), s["exit_code"].clone(), s["error"]["hint"].clone()), (json!("error"), json!(2), json!("export it")));
+        assert_eq!(
+            (
+                s["status"].clone(),
+                s["exit_code"].clone(),
+                s["error"]["hint"].clone()
+            ),
+            (json!("error"), json!(2), json!("export it"))
+        );
     }
 
     #[test]
     fn progress_messages_name_what_happened() {
-        let call = band::proto::CliCall { argv: vec!["jq".into(), "a b".into()], allowed: true, rule: None };
-        assert_eq!(progress_message(&Event::Cli(call)).as_deref(), Some("ran jq 'a b'"));
-        assert_eq!(progress_message(&Event::Stderr { data: "one\ntwo\n".into() }).as_deref(), Some("two"));
+        let call = band::proto::CliCall {
+            argv: vec!["jq".into(), "a b".into()],
+            allowed: true,
+            rule: None,
+        };
+        assert_eq!(
+            progress_message(&Event::Cli(call)).as_deref(),
+            Some("ran jq 'a b'")
+        );
+        assert_eq!(
+            progress_message(&Event::Stderr {
+                data: "one\ntwo\n".into()
+            })
+            .as_deref(),
+            Some("two")
+        );
         assert_eq!(progress_message(&Event::Stdout { data: "x".into() }), None);
-        let net = Denial::Net { host: "example.com".into(), port: Some(443), rule: None };
-        assert_eq!(progress_message(&Event::Denied(net)).as_deref(), Some("denied host example.com:443"));
-        assert_eq!(progress_message(&Event::Started { run_id: "r".into(), setup_ms: 12 }).as_deref(), Some("sandbox ready (12 ms); script started"));
+        let net = Denial::Net {
+            host: "example.com".into(),
+            port: Some(443),
+            rule: None,
+        };
+        assert_eq!(
+            progress_message(&Event::Denied(net)).as_deref(),
+            Some("denied host example.com:443")
+        );
+        assert_eq!(
+            progress_message(&Event::Started {
+                run_id: "r".into(),
+                setup_ms: 12
+            })
+            .as_deref(),
+            Some("sandbox ready (12 ms); script started")
+        );
     }
 }

@@ -1,20 +1,20 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
 mod audit;
-mod explain;
-mod mcp;
-mod fmt;
 mod config;
 mod doctor;
+mod exec;
+mod explain;
+mod fmt;
 mod history;
 mod lock;
-mod progress;
-mod exec;
+mod mcp;
 pub mod pipeline;
+mod progress;
 mod run;
 mod scaffold;
-mod trace;
 mod setup;
+mod trace;
 mod vm;
 
 use std::io::{IsTerminal, Write};
@@ -179,7 +179,10 @@ impl std::fmt::Display for UserError {
 impl std::error::Error for UserError {}
 
 pub fn user_error(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UserError { message: message.into(), hint: hint.into() })
+    anyhow::Error::new(UserError {
+        message: message.into(),
+        hint: hint.into(),
+    })
 }
 
 pub fn dispatch(cli: Cli) -> Result<u8> {
@@ -206,7 +209,11 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
 }
 
 fn cmd_lint(args: LintArgs) -> Result<u8> {
-    let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths };
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths
+    };
     let report = lint::lint_paths(&paths);
     let mut out = std::io::stdout().lock();
     match args.format {
@@ -214,15 +221,27 @@ fn cmd_lint(args: LintArgs) -> Result<u8> {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             out.write_all(render::human(&report, color).as_bytes())?;
         }
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&render::json(&report))?)?,
+        Format::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&render::json(&report))?
+        )?,
         Format::Sarif => {
             let base = std::env::current_dir().unwrap_or_default();
-            writeln!(out, "{}", serde_json::to_string_pretty(&render::sarif(&report, &base))?)?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&render::sarif(&report, &base))?
+            )?;
         }
     }
     let errors = report.count(band::diag::Severity::Error);
     let warnings = report.count(band::diag::Severity::Warning);
-    Ok(if errors > 0 || (args.deny_warnings && warnings > 0) { exit::SCRIPT_FAILED } else { exit::OK })
+    Ok(if errors > 0 || (args.deny_warnings && warnings > 0) {
+        exit::SCRIPT_FAILED
+    } else {
+        exit::OK
+    })
 }
 
 /// The folders searched for skills, in order.
@@ -259,7 +278,10 @@ pub fn find_skill(name: &str, args: &SkillsArgs) -> Result<PathBuf> {
         format!("no skill named `{name}`"),
         format!(
             "looked in {}; pass --skills DIR or a path to the skill folder, and see `band list`",
-            dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     ))
 }
@@ -267,7 +289,9 @@ pub fn find_skill(name: &str, args: &SkillsArgs) -> Result<PathBuf> {
 /// Split `<skill>/<script>`; the skill part may itself be a path.
 pub fn split_target(target: &str) -> (&str, Option<&str>) {
     match target.rsplit_once('/') {
-        Some((skill, script)) if !skill.is_empty() && !Path::new(target).is_dir() => (skill, Some(script)),
+        Some((skill, script)) if !skill.is_empty() && !Path::new(target).is_dir() => {
+            (skill, Some(script))
+        }
         _ => (target.trim_end_matches('/'), None),
     }
 }
@@ -297,16 +321,30 @@ fn cmd_list(args: ListArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     if seen.is_empty() {
-        writeln!(out, "No skills found. Pass --skills DIR or set $BAND_SKILLS_PATH.")?;
+        writeln!(
+            out,
+            "No skills found. Pass --skills DIR or set $BAND_SKILLS_PATH."
+        )?;
         return Ok(exit::OK);
     }
     // Short enough to paste into an agent's context: one sentence per skill, scripts on one line.
     for s in seen.values() {
-        let desc = s.skill_md.as_ref().map(|m| first_sentence(&m.description)).unwrap_or_default();
-        let scripts: Vec<String> = s.scripts.iter().map(|x| format!("{}/{}", s.name, x.name)).collect();
+        let desc = s
+            .skill_md
+            .as_ref()
+            .map(|m| first_sentence(&m.description))
+            .unwrap_or_default();
+        let scripts: Vec<String> = s
+            .scripts
+            .iter()
+            .map(|x| format!("{}/{}", s.name, x.name))
+            .collect();
         writeln!(out, "{}: {desc}\n  {}", s.name, scripts.join("  "))?;
     }
-    writeln!(out, "\nRun: band <skill>/<script> --key=value   Arguments: band help <skill>/<script>")?;
+    writeln!(
+        out,
+        "\nRun: band <skill>/<script> --key=value   Arguments: band help <skill>/<script>"
+    )?;
     Ok(exit::OK)
 }
 
@@ -322,30 +360,49 @@ fn first_sentence(text: &str) -> String {
 fn cmd_help(args: HelpArgs) -> Result<u8> {
     let (skill_name, script) = split_target(&args.target);
     let Some(script) = script else {
-        bail!(user_error(format!("`{}` names no script", args.target), "use `band help <skill>/<script>`; `band list` shows them"));
+        bail!(user_error(
+            format!("`{}` names no script", args.target),
+            "use `band help <skill>/<script>`; `band list` shows them"
+        ));
     };
     let root = find_skill(skill_name, &args.skills)?;
     let (skill, _) = band::skill::load_skill(&root);
     if skill.script(script).is_none() {
-        bail!(user_error(format!("skill `{}` has no script `{script}`", skill.name), "`band list` shows the scripts"));
+        bail!(user_error(
+            format!("skill `{}` has no script `{script}`", skill.name),
+            "`band list` shows the scripts"
+        ));
     }
     let schema_path = root.join("schemas/input").join(format!("{script}.json"));
-    let text = std::fs::read_to_string(&schema_path).with_context(|| format!("cannot read {}", schema_path.display()))?;
-    let schema: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", schema_path.display()))?;
+    let text = std::fs::read_to_string(&schema_path)
+        .with_context(|| format!("cannot read {}", schema_path.display()))?;
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON", schema_path.display()))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "band run {}/{script} [--key=value …]", skill.name)?;
     if let Some(desc) = schema.get("description").and_then(|d| d.as_str()) {
         writeln!(out, "\n{desc}")?;
     }
-    let required: Vec<&str> = schema.get("required").and_then(|r| r.as_array()).map(|a| a.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
     writeln!(out, "\nArguments:")?;
     let props = schema.get("properties").and_then(|p| p.as_object());
     match props {
         Some(props) if !props.is_empty() => {
             for (name, p) in props {
-                let ty = p.get("type").map(|t| t.to_string().replace('"', "")).unwrap_or_else(|| "any".into());
+                let ty = p
+                    .get("type")
+                    .map(|t| t.to_string().replace('"', ""))
+                    .unwrap_or_else(|| "any".into());
                 let desc = p.get("description").and_then(|d| d.as_str()).unwrap_or("");
-                let req = if required.contains(&name.as_str()) { " (required)" } else { "" };
+                let req = if required.contains(&name.as_str()) {
+                    " (required)"
+                } else {
+                    ""
+                };
                 writeln!(out, "  --{name} <{ty}>{req}  {desc}")?;
             }
         }

@@ -56,14 +56,20 @@ pub struct RunSpec {
 pub trait Transport {
     /// For messages: `host`, `qemu (vm band)`, …
     fn name(&self) -> String;
-    fn run(&mut self, req: &RunRequest, on_event: &mut dyn FnMut(&proto::Event)) -> Result<RunResult>;
+    fn run(
+        &mut self,
+        req: &RunRequest,
+        on_event: &mut dyn FnMut(&proto::Event),
+    ) -> Result<RunResult>;
 }
 
 /// The transport for a target.
 pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
     match target {
         Target::Host => Ok(Box::new(HostTransport::new()?)),
-        Target::Qemu | Target::Lima | Target::Ssh { .. } => Ok(Box::new(super::vm::SshTransport::new(target)?)),
+        Target::Qemu | Target::Lima | Target::Ssh { .. } => {
+            Ok(Box::new(super::vm::SshTransport::new(target)?))
+        }
     }
 }
 
@@ -138,7 +144,9 @@ pub fn run_gated(
         return Ok(outcome);
     }
     // A run that could not be recorded must not start.
-    ledger.prepare().with_context(|| "cannot write the run ledger; nothing ran")?;
+    ledger
+        .prepare()
+        .with_context(|| "cannot write the run ledger; nothing ran")?;
     let mut transport = transport_for(&prepared.target)?;
     let mut events = Vec::new();
     let result = transport
@@ -156,7 +164,11 @@ pub fn run_gated(
 const MAX_LISTED_DIFFERENCES: usize = 20;
 
 /// Read the skill once and hold it against its `band.lock`. `Err(outcome)` refuses the run.
-fn check_lock(spec: &RunSpec, run_id: &str, started_at_ms: u64) -> Result<std::result::Result<(Tree, LockMark), Box<Outcome>>> {
+fn check_lock(
+    spec: &RunSpec,
+    run_id: &str,
+    started_at_ms: u64,
+) -> Result<std::result::Result<(Tree, LockMark), Box<Outcome>>> {
     let root = &spec.skill_root;
     let tree = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
     let state = lock::check(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
@@ -165,12 +177,20 @@ fn check_lock(spec: &RunSpec, run_id: &str, started_at_ms: u64) -> Result<std::r
         LockState::Matches => return Ok(Ok((tree, LockMark::Matches))),
         LockState::Unlocked if !require => return Ok(Ok((tree, LockMark::Unlocked))),
         LockState::Unlocked => Refusal {
-            message: format!("{} has no {} and a lock is required (--require-lock or require_lock in the config)", root.display(), lock::LOCK_FILE),
+            message: format!(
+                "{} has no {} and a lock is required (--require-lock or require_lock in the config)",
+                root.display(),
+                lock::LOCK_FILE
+            ),
             hint: format!("check the skill, then run `band lock {}`", root.display()),
             integrity: Vec::new(),
             mark: LockMark::Unlocked,
         },
-        LockState::Differs(diffs) => Refusal::differs(root, &format!("differs from its {}", lock::LOCK_FILE), &diffs),
+        LockState::Differs(diffs) => Refusal::differs(
+            root,
+            &format!("differs from its {}", lock::LOCK_FILE),
+            &diffs,
+        ),
     };
     integrity_refusal(spec, run_id, started_at_ms, &tree, refusal).map(Err)
 }
@@ -187,13 +207,24 @@ struct Refusal {
 impl Refusal {
     fn differs(root: &Path, what: &str, diffs: &[lock::Difference]) -> Refusal {
         let all: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
-        let mut listed = all.iter().take(MAX_LISTED_DIFFERENCES).cloned().collect::<Vec<_>>().join("; ");
+        let mut listed = all
+            .iter()
+            .take(MAX_LISTED_DIFFERENCES)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ");
         if all.len() > MAX_LISTED_DIFFERENCES {
-            listed.push_str(&format!("; and {} more", all.len() - MAX_LISTED_DIFFERENCES));
+            listed.push_str(&format!(
+                "; and {} more",
+                all.len() - MAX_LISTED_DIFFERENCES
+            ));
         }
         Refusal {
             message: format!("{} {what}: {listed}", root.display()),
-            hint: format!("if you changed the skill on purpose, review the change and run `band lock {}`", root.display()),
+            hint: format!(
+                "if you changed the skill on purpose, review the change and run `band lock {}`",
+                root.display()
+            ),
             integrity: all,
             mark: LockMark::Differs,
         }
@@ -202,8 +233,19 @@ impl Refusal {
 
 /// The outcome of a run refused for integrity. The band is not resolved for it (it may be the
 /// changed file), so the target is the flag's, the config's or the default.
-fn integrity_refusal(spec: &RunSpec, run_id: &str, started_at_ms: u64, tree: &Tree, refusal: Refusal) -> Result<Box<Outcome>> {
-    let mut result = RunResult::setup_failed(run_id, Layer::Integrity, refusal.message, Some(refusal.hint));
+fn integrity_refusal(
+    spec: &RunSpec,
+    run_id: &str,
+    started_at_ms: u64,
+    tree: &Tree,
+    refusal: Refusal,
+) -> Result<Box<Outcome>> {
+    let mut result = RunResult::setup_failed(
+        run_id,
+        Layer::Integrity,
+        refusal.message,
+        Some(refusal.hint),
+    );
     result.status = Status::IntegrityFailed;
     let input = spec.raw_input.clone();
     let input_json = serde_json::to_vec(&input)?;
@@ -211,7 +253,8 @@ fn integrity_refusal(spec: &RunSpec, run_id: &str, started_at_ms: u64, tree: &Tr
         result,
         skill: band::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
-        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?).unwrap_or(Target::Host),
+        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?)
+            .unwrap_or(Target::Host),
         bundle_sha256: tree.bundle_sha256(),
         band_sha256: String::new(),
         policy_sha256: String::new(),
@@ -229,9 +272,22 @@ fn integrity_refusal(spec: &RunSpec, run_id: &str, started_at_ms: u64, tree: &Tr
 /// The request's bundle: the tree's regular files. Symlinks are refused (band-server takes files only).
 fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
     if let Some(link) = tree.links().next() {
-        bail!(user_error(format!("{} is a symlink; skills must not contain links", root.join(&link.path).display()), "copy the file into the skill"));
+        bail!(user_error(
+            format!(
+                "{} is a symlink; skills must not contain links",
+                root.join(&link.path).display()
+            ),
+            "copy the file into the skill"
+        ));
     }
-    Ok(tree.files().map(|n| FileEntry { path: n.path.clone(), mode: n.mode, data: B64.encode(&n.data) }).collect())
+    Ok(tree
+        .files()
+        .map(|n| FileEntry {
+            path: n.path.clone(),
+            mode: n.mode,
+            data: B64.encode(&n.data),
+        })
+        .collect())
 }
 
 /// Resolve, choose the target, check the input and secrets, read the bundle and workspace.
@@ -245,19 +301,35 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     };
     let (skill, _) = band::skill::load_skill(root);
     let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
-        bail!(user_error(format!("skill `{}` has no script `{script}`", skill.name), "`band list` shows the scripts"));
+        bail!(user_error(
+            format!("skill `{}` has no script `{script}`", skill.name),
+            "`band list` shows the scripts"
+        ));
     };
     let (resolved, diags) = band::skill::resolve_script(&skill, script);
     let Some(resolved) = resolved else {
-        let errors: Vec<String> = diags.iter().filter(|d| d.is_error()).map(|d| d.to_string()).collect();
+        let errors: Vec<String> = diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.to_string())
+            .collect();
         bail!(user_error(
-            format!("the band for `{}/{script}` has errors; nothing ran\n{}", skill.name, errors.join("\n")),
+            format!(
+                "the band for `{}/{script}` has errors; nothing ran\n{}",
+                skill.name,
+                errors.join("\n")
+            ),
             format!("run `band lint {}`", root.display())
         ));
     };
     let policy = resolved.policy.clone();
-    let compiled = CompiledPolicy::compile(&policy).map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
-    let target = choose_target(spec.target.as_deref(), resolved.target.as_ref(), &UserConfig::load()?)?;
+    let compiled = CompiledPolicy::compile(&policy)
+        .map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
+    let target = choose_target(
+        spec.target.as_deref(),
+        resolved.target.as_ref(),
+        &UserConfig::load()?,
+    )?;
     let band_sha256 = {
         let mut h = Sha256::new();
         for src in &resolved.sources {
@@ -270,55 +342,106 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     // Input: validated against the contract, coerced from CLI strings.
     let schemas = band::contract::SchemaSet::load_dir(root).0;
     let input_rel = format!("schemas/input/{script}.json");
-    let contract = schemas.compile(&input_rel).map_err(|e| user_error(format!("input schema: {e}"), format!("run `band lint {}`", root.display())))?;
-    let refuse = |message: String, input: serde_json::Value, input_bytes: u64, input_sha256: String| {
-        let mut result = RunResult::setup_failed(&run_id, Layer::Io, message, Some(format!("`band help {}/{script}` lists the arguments", skill.name)));
-        result.status = Status::InputInvalid;
-        Preparation::Refused(Box::new(Outcome {
-            result,
-            skill: skill.name.clone(),
-            script: script.to_string(),
-            target: target.clone(),
-            bundle_sha256: tree.bundle_sha256(),
-            band_sha256: band_sha256.clone(),
-            policy_sha256: policy_sha256.clone(),
-            input_bytes,
-            input_sha256,
-            output_bytes: 0,
-            output_sha256: String::new(),
-            started_at_ms,
-            lock: lock_mark,
-            integrity: Vec::new(),
-            input,
-        }))
-    };
+    let contract = schemas.compile(&input_rel).map_err(|e| {
+        user_error(
+            format!("input schema: {e}"),
+            format!("run `band lint {}`", root.display()),
+        )
+    })?;
+    let refuse =
+        |message: String, input: serde_json::Value, input_bytes: u64, input_sha256: String| {
+            let mut result = RunResult::setup_failed(
+                &run_id,
+                Layer::Io,
+                message,
+                Some(format!(
+                    "`band help {}/{script}` lists the arguments",
+                    skill.name
+                )),
+            );
+            result.status = Status::InputInvalid;
+            Preparation::Refused(Box::new(Outcome {
+                result,
+                skill: skill.name.clone(),
+                script: script.to_string(),
+                target: target.clone(),
+                bundle_sha256: tree.bundle_sha256(),
+                band_sha256: band_sha256.clone(),
+                policy_sha256: policy_sha256.clone(),
+                input_bytes,
+                input_sha256,
+                output_bytes: 0,
+                output_sha256: String::new(),
+                started_at_ms,
+                lock: lock_mark,
+                integrity: Vec::new(),
+                input,
+            }))
+        };
     let raw_bytes = serde_json::to_vec(&spec.raw_input)?;
     let input = match contract.coerce_and_validate(spec.raw_input.clone()) {
         Ok(v) => v,
         Err(violations) => {
             let msg = violations
                 .iter()
-                .map(|v| format!("input {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message))
+                .map(|v| {
+                    format!(
+                        "input {}: {}",
+                        if v.instance_path.is_empty() {
+                            "/"
+                        } else {
+                            &v.instance_path
+                        },
+                        v.message
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Ok(refuse(msg, spec.raw_input.clone(), raw_bytes.len() as u64, sha256_hex(&raw_bytes)));
+            return Ok(refuse(
+                msg,
+                spec.raw_input.clone(),
+                raw_bytes.len() as u64,
+                sha256_hex(&raw_bytes),
+            ));
         }
     };
     let input_json = serde_json::to_vec(&input)?;
     let input_bytes = input_json.len() as u64;
     if let Some(max) = policy.limits.max_input_bytes.filter(|m| input_bytes > *m) {
-        return Ok(refuse(format!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)"), input.clone(), input_bytes, sha256_hex(&input_json)));
+        return Ok(refuse(
+            format!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)"),
+            input.clone(),
+            input_bytes,
+            sha256_hex(&input_json),
+        ));
     }
 
     // Secrets: required ones must exist before anything starts.
-    let missing: Vec<&str> = policy.required_secrets.iter().filter(|n| std::env::var_os(n).is_none()).map(String::as_str).collect();
+    let missing: Vec<&str> = policy
+        .required_secrets
+        .iter()
+        .filter(|n| std::env::var_os(n).is_none())
+        .map(String::as_str)
+        .collect();
     if !missing.is_empty() {
         bail!(user_error(
-            format!("missing required secret{}: {}", if missing.len() == 1 { "" } else { "s" }, missing.join(", ")),
-            format!("set {} in your environment, e.g. `export {}=...`", if missing.len() == 1 { "it" } else { "them" }, missing[0]),
+            format!(
+                "missing required secret{}: {}",
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", ")
+            ),
+            format!(
+                "set {} in your environment, e.g. `export {}=...`",
+                if missing.len() == 1 { "it" } else { "them" },
+                missing[0]
+            ),
         ));
     }
-    let secrets: BTreeMap<String, String> = policy.secrets.iter().filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v))).collect();
+    let secrets: BTreeMap<String, String> = policy
+        .secrets
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect();
 
     let bundle = bundle_of(root, &tree)?;
     let digest = tree.bundle_sha256();
@@ -327,8 +450,15 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         let again = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
         let moved = tree.lock().diff(&again.lock());
         if !moved.is_empty() {
-            let refusal = Refusal::differs(root, "changed while band was preparing the run", &moved);
-            return Ok(Preparation::Refused(integrity_refusal(spec, &run_id, started_at_ms, &again, refusal)?));
+            let refusal =
+                Refusal::differs(root, "changed while band was preparing the run", &moved);
+            return Ok(Preparation::Refused(integrity_refusal(
+                spec,
+                &run_id,
+                started_at_ms,
+                &again,
+                refusal,
+            )?));
         }
     }
     let workspace = read_workspace(&spec.workspace, &compiled)?;
@@ -366,7 +496,12 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     }
     write_back(&prepared.workspace, &result.written)?;
     let input_json = serde_json::to_vec(&prepared.request.input)?;
-    let output_json = result.output.as_ref().map(serde_json::to_vec).transpose()?.unwrap_or_default();
+    let output_json = result
+        .output
+        .as_ref()
+        .map(serde_json::to_vec)
+        .transpose()?
+        .unwrap_or_default();
     Ok(Outcome {
         skill: prepared.request.skill.clone(),
         script,
@@ -377,7 +512,11 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         input_bytes: input_json.len() as u64,
         input_sha256: sha256_hex(&input_json),
         output_bytes: output_json.len() as u64,
-        output_sha256: if output_json.is_empty() { String::new() } else { sha256_hex(&output_json) },
+        output_sha256: if output_json.is_empty() {
+            String::new()
+        } else {
+            sha256_hex(&output_json)
+        },
         started_at_ms,
         lock: prepared.lock,
         integrity: Vec::new(),
@@ -393,13 +532,29 @@ fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()>
         return Ok(());
     }
     let schemas = band::contract::SchemaSet::load_dir(root).0;
-    let contract = schemas.compile(&rel).map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;
+    let contract = schemas
+        .compile(&rel)
+        .map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;
     let value = result.output.clone().unwrap_or(serde_json::Value::Null);
     if let Err(v) = contract.validate(&value) {
         result.status = Status::OutputInvalid;
         result.error = Some(ErrorInfo {
             layer: Layer::Io,
-            message: v.iter().map(|v| format!("output {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message)).collect::<Vec<_>>().join("; "),
+            message: v
+                .iter()
+                .map(|v| {
+                    format!(
+                        "output {}: {}",
+                        if v.instance_path.is_empty() {
+                            "/"
+                        } else {
+                            &v.instance_path
+                        },
+                        v.message
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
             hint: Some(format!("the script's output must match {rel}")),
         });
     }
@@ -407,7 +562,11 @@ fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()>
 }
 
 /// `--target`, then the band's `execution.target`, then the user config, then the platform default.
-pub fn choose_target(flag: Option<&str>, band: Option<&Target>, config: &UserConfig) -> Result<Target> {
+pub fn choose_target(
+    flag: Option<&str>,
+    band: Option<&Target>,
+    config: &UserConfig,
+) -> Result<Target> {
     let hint = "use host, qemu, lima or ssh://user@host[:port]";
     if let Some(t) = flag {
         return Target::parse(t).map_err(|e| user_error(format!("--target: {e}"), hint));
@@ -416,14 +575,23 @@ pub fn choose_target(flag: Option<&str>, band: Option<&Target>, config: &UserCon
         return Ok(t.clone());
     }
     if let Some(t) = &config.target {
-        let path = UserConfig::path().map(|p| p.display().to_string()).unwrap_or_default();
+        let path = UserConfig::path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         return Target::parse(t).map_err(|e| user_error(format!("{path}: target: {e}"), hint));
     }
-    Ok(if cfg!(target_os = "linux") { Target::Host } else { Target::Lima })
+    Ok(if cfg!(target_os = "linux") {
+        Target::Host
+    } else {
+        Target::Lima
+    })
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
@@ -442,9 +610,14 @@ pub struct HostTransport {
 impl HostTransport {
     pub fn new() -> Result<Self> {
         if !cfg!(target_os = "linux") {
-            bail!(user_error("the host target needs Linux", "use a VM target: `band setup`, then `--target lima`"));
+            bail!(user_error(
+                "the host target needs Linux",
+                "use a VM target: `band setup`, then `--target lima`"
+            ));
         }
-        Ok(HostTransport { server: server_path() })
+        Ok(HostTransport {
+            server: server_path(),
+        })
     }
 }
 
@@ -453,7 +626,11 @@ impl Transport for HostTransport {
         "host".into()
     }
 
-    fn run(&mut self, req: &RunRequest, on_event: &mut dyn FnMut(&proto::Event)) -> Result<RunResult> {
+    fn run(
+        &mut self,
+        req: &RunRequest,
+        on_event: &mut dyn FnMut(&proto::Event),
+    ) -> Result<RunResult> {
         let server = &self.server;
         let mut cmd = if is_root() {
             Command::new(server)
@@ -462,7 +639,10 @@ impl Transport for HostTransport {
             c.arg("-n").arg(server);
             c
         };
-        cmd.arg("run").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.arg("run")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = cmd.spawn().map_err(|e| {
             user_error(
                 format!("cannot start band-server ({}): {e}", server.display()),
@@ -472,7 +652,10 @@ impl Transport for HostTransport {
         {
             let mut stdin = child.stdin.take().context("band-server stdin")?;
             let line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
-            stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).context("cannot send the request to band-server")?;
+            stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| stdin.write_all(b"\n"))
+                .context("cannot send the request to band-server")?;
         }
         let stdout = child.stdout.take().context("band-server stdout")?;
         let result = read_messages(BufReader::new(stdout), on_event)?;
@@ -489,7 +672,10 @@ impl Transport for HostTransport {
 }
 
 /// Read protocol lines until the stream ends: events go to `on_event`, the last result is returned.
-pub fn read_messages(reader: impl BufRead, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Option<RunResult>> {
+pub fn read_messages(
+    reader: impl BufRead,
+    on_event: &mut dyn FnMut(&proto::Event),
+) -> Result<Option<RunResult>> {
     let mut result = None;
     for line in reader.lines() {
         let line = line.context("reading from band-server")?;
@@ -508,7 +694,10 @@ fn read_workspace(dir: &Path, policy: &CompiledPolicy) -> Result<Vec<FileEntry>>
     let mut out = Vec::new();
     let mut total = 0u64;
     if !dir.is_dir() {
-        bail!(user_error(format!("workspace {} is not a folder", dir.display()), "pass --workspace DIR"));
+        bail!(user_error(
+            format!("workspace {} is not a folder", dir.display()),
+            "pass --workspace DIR"
+        ));
     }
     walk_files(dir, dir, &mut |rel, path, meta| {
         if meta.file_type().is_symlink() {
@@ -518,9 +707,23 @@ fn read_workspace(dir: &Path, policy: &CompiledPolicy) -> Result<Vec<FileEntry>>
         if !wanted {
             return Ok(());
         }
-        push_capped(&mut out, &mut total, MAX_WORKSPACE_BYTES, rel, path, meta, || {
-            user_error(format!("the files the band admits from {} exceed {MAX_WORKSPACE_BYTES} bytes", dir.display()), "narrow allow.read, or pick a smaller --workspace")
-        })
+        push_capped(
+            &mut out,
+            &mut total,
+            MAX_WORKSPACE_BYTES,
+            rel,
+            path,
+            meta,
+            || {
+                user_error(
+                    format!(
+                        "the files the band admits from {} exceed {MAX_WORKSPACE_BYTES} bytes",
+                        dir.display()
+                    ),
+                    "narrow allow.read, or pick a smaller --workspace",
+                )
+            },
+        )
     })?;
     Ok(out)
 }
@@ -540,34 +743,58 @@ fn push_capped(
         return Err(too_large());
     }
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    out.push(FileEntry { path: rel, mode: band::lock::mode_of(meta), data: B64.encode(data) });
+    out.push(FileEntry {
+        path: rel,
+        mode: band::lock::mode_of(meta),
+        data: B64.encode(data),
+    });
     Ok(())
 }
 
-fn walk_files(root: &Path, dir: &Path, f: &mut dyn FnMut(String, &Path, &std::fs::Metadata) -> Result<()>) -> Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?.flatten().map(|e| e.path()).collect();
+fn walk_files(
+    root: &Path,
+    dir: &Path,
+    f: &mut dyn FnMut(String, &Path, &std::fs::Metadata) -> Result<()>,
+) -> Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     for p in entries {
-        let meta = std::fs::symlink_metadata(&p).with_context(|| format!("cannot stat {}", p.display()))?;
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let meta = std::fs::symlink_metadata(&p)
+            .with_context(|| format!("cannot stat {}", p.display()))?;
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if meta.is_dir() {
             if name == ".git" || name == "target" {
                 continue;
             }
             walk_files(root, &p, f)?;
         } else {
-            let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+            let rel = p
+                .strip_prefix(root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
             f(rel, &p, &meta)?;
         }
     }
     Ok(())
 }
 
-
 fn new_run_id() -> String {
     let mut buf = [0u8; 8];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         buf = (t.as_nanos() as u64 ^ u64::from(std::process::id())).to_le_bytes();
     }
     buf.iter().map(|b| format!("{b:02x}")).collect()
@@ -578,7 +805,10 @@ fn server_path() -> PathBuf {
     if let Some(p) = std::env::var_os(proto::env::SERVER) {
         return PathBuf::from(p);
     }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
         let p = dir.join("band-server");
         if p.is_file() {
             return p;
@@ -590,7 +820,11 @@ fn server_path() -> PathBuf {
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -599,24 +833,31 @@ fn write_back(workspace: &Path, files: &[FileEntry]) -> Result<()> {
     for f in files {
         let rel = Path::new(&f.path);
         if f.path.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            bail!("band-server returned an unsafe path `{}`; nothing more was written", f.path);
+            bail!(
+                "band-server returned an unsafe path `{}`; nothing more was written",
+                f.path
+            );
         }
         let mut cur = workspace.to_path_buf();
         for c in rel.parent().into_iter().flat_map(|p| p.components()) {
             cur.push(c);
             match std::fs::symlink_metadata(&cur) {
-                Ok(m) if m.file_type().is_symlink() => bail!("refusing to write through symlink {}", cur.display()),
+                Ok(m) if m.file_type().is_symlink() => {
+                    bail!("refusing to write through symlink {}", cur.display())
+                }
                 Ok(_) => {}
-                Err(_) => std::fs::create_dir(&cur).with_context(|| format!("cannot create {}", cur.display()))?,
+                Err(_) => std::fs::create_dir(&cur)
+                    .with_context(|| format!("cannot create {}", cur.display()))?,
             }
         }
         let dest = workspace.join(rel);
         if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
             bail!("refusing to write through symlink {}", dest.display());
         }
-        let data = B64.decode(&f.data).with_context(|| format!("bad data for {}", f.path))?;
+        let data = B64
+            .decode(&f.data)
+            .with_context(|| format!("bad data for {}", f.path))?;
         std::fs::write(&dest, data).with_context(|| format!("cannot write {}", dest.display()))?;
     }
     Ok(())
 }
-

@@ -19,7 +19,13 @@ pub struct Steps {
 impl Steps {
     /// `quiet`: print nothing (e.g. `--json`); timings are still recorded.
     pub fn new(prefix: &'static str, quiet: bool) -> Self {
-        Steps { prefix, n: 0, quiet, current: None, done: Vec::new() }
+        Steps {
+            prefix,
+            n: 0,
+            quiet,
+            current: None,
+            done: Vec::new(),
+        }
     }
 
     /// Finish the current step and start the next one.
@@ -32,7 +38,10 @@ impl Steps {
             None
         } else if std::io::stderr().is_terminal() {
             let pb = ProgressBar::new_spinner();
-            pb.set_style(ProgressStyle::with_template("{spinner} {prefix} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+            pb.set_style(
+                ProgressStyle::with_template("{spinner} {prefix} {msg} {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
             pb.set_prefix(self.prefix);
             pb.set_message(label);
             pb.enable_steady_tick(Duration::from_millis(120));

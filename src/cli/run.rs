@@ -50,7 +50,10 @@ pub struct RunArgs {
 
 pub fn cmd_run(args: RunArgs) -> Result<u8> {
     let (skill_name, Some(script)) = split_target(&args.target) else {
-        bail!(user_error(format!("`{}` names no script", args.target), "use `band run <skill>/<script>`; `band list` shows them"));
+        bail!(user_error(
+            format!("`{}` names no script", args.target),
+            "use `band run <skill>/<script>`; `band list` shows them"
+        ));
     };
     let spec = RunSpec {
         skill_root: find_skill(skill_name, &args.skills)?,
@@ -92,7 +95,10 @@ pub fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
         ));
     }
     if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
-        return super::cmd_help(super::HelpArgs { target: first.to_string(), skills: SkillsArgs { dirs: Vec::new() } });
+        return super::cmd_help(super::HelpArgs {
+            target: first.to_string(),
+            skills: SkillsArgs { dirs: Vec::new() },
+        });
     }
     match <Shortcut as clap::Parser>::try_parse_from(&args) {
         Ok(s) => cmd_run(s.run),
@@ -105,13 +111,25 @@ pub fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
 
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
     if let Some(text) = &args.input {
-        return serde_json::from_str(text).map_err(|e| user_error(format!("--input is not JSON: {e}"), "pass a JSON object, e.g. --input '{\"n\": 5}'"));
+        return serde_json::from_str(text).map_err(|e| {
+            user_error(
+                format!("--input is not JSON: {e}"),
+                "pass a JSON object, e.g. --input '{\"n\": 5}'",
+            )
+        });
     }
     if let Some(f) = &args.input_file {
-        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-        return serde_json::from_str(&text).map_err(|e| user_error(format!("{} is not JSON: {e}", f.display()), "the input file must hold one JSON document"));
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        return serde_json::from_str(&text).map_err(|e| {
+            user_error(
+                format!("{} is not JSON: {e}", f.display()),
+                "the input file must hold one JSON document",
+            )
+        });
     }
-    let map = band::contract::parse_cli_args(&args.args).map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
+    let map = band::contract::parse_cli_args(&args.args)
+        .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
     Ok(serde_json::Value::Object(map))
 }
 
@@ -119,7 +137,9 @@ pub(super) fn show_event(ev: &proto::Event) {
     match ev {
         proto::Event::Stderr { data } => eprint!("{data}"),
         proto::Event::Denied(d) => eprintln!("band: denied: {}", describe_denial(d)),
-        proto::Event::Limit { limit, detail } => eprintln!("band: limit `{limit}` reached: {detail}"),
+        proto::Event::Limit { limit, detail } => {
+            eprintln!("band: limit `{limit}` reached: {detail}")
+        }
         _ => {}
     }
 }
@@ -127,7 +147,10 @@ pub(super) fn show_event(ev: &proto::Event) {
 fn describe_denial(d: &proto::Denial) -> String {
     match d {
         proto::Denial::Cli { argv, .. } => format!("command `{}`", argv.join(" ")),
-        proto::Denial::Net { host, port, .. } => format!("host {host}{}", port.map(|p| format!(":{p}")).unwrap_or_default()),
+        proto::Denial::Net { host, port, .. } => format!(
+            "host {host}{}",
+            port.map(|p| format!(":{p}")).unwrap_or_default()
+        ),
         proto::Denial::Dns { name } => format!("DNS name {name}"),
         proto::Denial::Write { path, .. } => format!("write to {path}"),
     }
@@ -137,7 +160,10 @@ fn describe_denial(d: &proto::Denial) -> String {
 /// be resolved, which the run would already have reported).
 fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
     let (skill, _) = band::skill::load_skill(root);
-    band::skill::resolve_script(&skill, script).0.map(|r| r.policy.allow.cli).unwrap_or_default()
+    band::skill::resolve_script(&skill, script)
+        .0
+        .map(|r| r.policy.allow.cli)
+        .unwrap_or_default()
 }
 
 fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
@@ -151,11 +177,19 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
             None => {}
         }
         if args.trace {
-            eprint!("{}", trace::render(result, &allow_cli(&spec.skill_root, &spec.script)));
+            eprint!(
+                "{}",
+                trace::render(result, &allow_cli(&spec.skill_root, &spec.script))
+            );
         }
         let m = &result.metrics;
         match result.status {
-            Status::Ok => eprintln!("band: ok ({} ms: setup {} ms, run {} ms)", m.setup_ms + m.run_ms + m.teardown_ms, m.setup_ms, m.run_ms),
+            Status::Ok => eprintln!(
+                "band: ok ({} ms: setup {} ms, run {} ms)",
+                m.setup_ms + m.run_ms + m.teardown_ms,
+                m.setup_ms,
+                m.run_ms
+            ),
             _ => print_failure(result),
         }
     }
@@ -168,7 +202,16 @@ pub(super) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(result)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("written");
-        o.insert("written_files".into(), serde_json::json!(result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>()));
+        o.insert(
+            "written_files".into(),
+            serde_json::json!(
+                result
+                    .written
+                    .iter()
+                    .map(|f| f.path.clone())
+                    .collect::<Vec<_>>()
+            ),
+        );
         o.insert("skill".into(), outcome.skill.clone().into());
         o.insert("script".into(), outcome.script.clone().into());
         o.insert("target".into(), outcome.target.to_string().into());
@@ -197,8 +240,15 @@ pub(super) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
 /// The status line of a run that did not end `ok`, on stderr: status, exit code, layer, hint.
 pub(super) fn print_failure(result: &proto::RunResult) {
     let s = result.status;
-    let detail = result.error.as_ref().map(|e| format!(" [{}] {}", e.layer.as_str(), e.message)).unwrap_or_default();
-    let code = result.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
+    let detail = result
+        .error
+        .as_ref()
+        .map(|e| format!(" [{}] {}", e.layer.as_str(), e.message))
+        .unwrap_or_default();
+    let code = result
+        .exit_code
+        .map(|c| format!(" (exit {c})"))
+        .unwrap_or_default();
     eprintln!("band: {s}{code}: {}{detail}", s.describe());
     if !result.insist_missing.is_empty() {
         eprintln!("band: never happened: {}", result.insist_missing.join(", "));

@@ -34,7 +34,9 @@ impl Lang {
     /// The one command the scaffolded script runs, as the sandbox sees it.
     fn needed_argv(self, script: &str) -> Vec<String> {
         match self {
-            Lang::Sh => ["jq", "-r", ".name", "/band/io/input.json"].map(String::from).to_vec(),
+            Lang::Sh => ["jq", "-r", ".name", "/band/io/input.json"]
+                .map(String::from)
+                .to_vec(),
             Lang::Python => vec!["python3".into(), format!("/skill/scripts/{script}.py")],
         }
     }
@@ -84,7 +86,10 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
     }
     Err(user_error(
         format!("{what} name `{name}` is not kebab-case"),
-        format!("use lowercase letters, digits and single hyphens, e.g. `{}`", band::manifest::to_kebab(name)),
+        format!(
+            "use lowercase letters, digits and single hyphens, e.g. `{}`",
+            band::manifest::to_kebab(name)
+        ),
     ))
 }
 
@@ -121,8 +126,16 @@ description: Says hello. Replace this with what the skill does and when an agent
 "
     );
     let mut files = vec![
-        NewFile { rel: "BAND.md".into(), text: band, executable: false },
-        NewFile { rel: "SKILL.md".into(), text: skill_md, executable: false },
+        NewFile {
+            rel: "BAND.md".into(),
+            text: band,
+            executable: false,
+        },
+        NewFile {
+            rel: "SKILL.md".into(),
+            text: skill_md,
+            executable: false,
+        },
     ];
     files.extend(script_files(skill, script, lang));
     files
@@ -179,9 +192,21 @@ with open(os.environ[\"OUTPUT_PATH\"], \"w\", encoding=\"utf-8\") as f:
     });
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
     vec![
-        NewFile { rel: format!("scripts/{script}.{}", lang.ext()), text: body, executable: true },
-        NewFile { rel: format!("schemas/input/{script}.json"), text: pretty(&input), executable: false },
-        NewFile { rel: format!("schemas/output/{script}.json"), text: pretty(&output), executable: false },
+        NewFile {
+            rel: format!("scripts/{script}.{}", lang.ext()),
+            text: body,
+            executable: true,
+        },
+        NewFile {
+            rel: format!("schemas/input/{script}.json"),
+            text: pretty(&input),
+            executable: false,
+        },
+        NewFile {
+            rel: format!("schemas/output/{script}.json"),
+            text: pretty(&output),
+            executable: false,
+        },
     ]
 }
 
@@ -216,20 +241,30 @@ pub fn write_new(root: &Path, files: &[NewFile]) -> Result<()> {
     for f in files {
         let p = root.join(&f.rel);
         if p.exists() {
-            bail!(user_error(format!("{} already exists; nothing was written", p.display()), "pick another name, or remove the file"));
+            bail!(user_error(
+                format!("{} already exists; nothing was written", p.display()),
+                "pick another name, or remove the file"
+            ));
         }
     }
     for f in files {
         let p = root.join(&f.rel);
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&p).with_context(|| format!("cannot create {}", p.display()))?;
-        file.write_all(f.text.as_bytes()).with_context(|| format!("cannot write {}", p.display()))?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .with_context(|| format!("cannot create {}", p.display()))?;
+        file.write_all(f.text.as_bytes())
+            .with_context(|| format!("cannot write {}", p.display()))?;
         #[cfg(unix)]
         if f.executable {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).with_context(|| format!("cannot make {} executable", p.display()))?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", p.display()))?;
         }
     }
     Ok(())
@@ -240,13 +275,25 @@ pub fn cmd_init(args: InitArgs) -> Result<u8> {
     let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
     check_name("skill", name)?;
     check_name("script", &args.script)?;
-    if root.exists() && std::fs::read_dir(root).with_context(|| format!("cannot read {}", root.display()))?.next().is_some() {
-        bail!(user_error(format!("{} exists and is not empty", root.display()), "pick a new folder; `band new-script` adds a script to an existing skill"));
+    if root.exists()
+        && std::fs::read_dir(root)
+            .with_context(|| format!("cannot read {}", root.display()))?
+            .next()
+            .is_some()
+    {
+        bail!(user_error(
+            format!("{} exists and is not empty", root.display()),
+            "pick a new folder; `band new-script` adds a script to an existing skill"
+        ));
     }
     write_new(root, &skill_files(name, &args.script, args.lang))?;
     println!("Created skill `{name}` in {}.", root.display());
     println!("  band lint {}", root.display());
-    println!("  band run --skills {} {name}/{} --name=World", parent_or_dot(root).display(), args.script);
+    println!(
+        "  band run --skills {} {name}/{} --name=World",
+        parent_or_dot(root).display(),
+        args.script
+    );
     Ok(exit::OK)
 }
 
@@ -255,7 +302,13 @@ pub fn cmd_new_script(args: NewScriptArgs) -> Result<u8> {
     let root = find_skill(&args.skill, &args.skills)?;
     let (skill, _) = band::skill::load_skill(&root);
     if skill.script(&args.name).is_some() {
-        bail!(user_error(format!("skill `{}` already has a script `{}`", skill.name, args.name), "pick another name"));
+        bail!(user_error(
+            format!(
+                "skill `{}` already has a script `{}`",
+                skill.name, args.name
+            ),
+            "pick another name"
+        ));
     }
     let mut files = script_files(&skill.name, &args.name, args.lang);
     let own_band = !governing_band_allows(&skill, &args.name, &args.lang.needed_argv(&args.name));
@@ -279,8 +332,12 @@ pub fn cmd_new_script(args: NewScriptArgs) -> Result<u8> {
 /// Would the band that governs `script` (once it exists) allow `argv`? A missing or broken band
 /// allows nothing.
 fn governing_band_allows(skill: &band::skill::Skill, script: &str, argv: &[String]) -> bool {
-    let Some(file) = skill.band_file_for(script) else { return false };
-    let Some(resolved) = band::skill::resolve_band_file(&file).0 else { return false };
+    let Some(file) = skill.band_file_for(script) else {
+        return false;
+    };
+    let Some(resolved) = band::skill::resolve_band_file(&file).0 else {
+        return false;
+    };
     CompiledPolicy::compile(&resolved.policy).is_ok_and(|p| p.cli.check(argv).is_allowed())
 }
 
@@ -310,8 +367,15 @@ mod tests {
             lint_clean(&root);
             let (skill, _) = band::skill::load_skill(&root);
             assert_eq!(skill.scripts.len(), 1);
-            assert!(governing_band_allows(&skill, "greet", &lang.needed_argv("greet")), "{lang:?}");
-            assert!(!governing_band_allows(&skill, "greet", &["jq".into(), ".".into()]));
+            assert!(
+                governing_band_allows(&skill, "greet", &lang.needed_argv("greet")),
+                "{lang:?}"
+            );
+            assert!(!governing_band_allows(
+                &skill,
+                "greet",
+                &["jq".into(), ".".into()]
+            ));
         }
     }
 
@@ -322,15 +386,31 @@ mod tests {
         write_new(&root, &skill_files("s", "one", Lang::Sh)).unwrap();
         let (skill, _) = band::skill::load_skill(&root);
         // The sh scaffold's rule covers another sh script; a Python script needs its own rule.
-        assert!(governing_band_allows(&skill, "two", &Lang::Sh.needed_argv("two")));
-        assert!(!governing_band_allows(&skill, "two", &Lang::Python.needed_argv("two")));
+        assert!(governing_band_allows(
+            &skill,
+            "two",
+            &Lang::Sh.needed_argv("two")
+        ));
+        assert!(!governing_band_allows(
+            &skill,
+            "two",
+            &Lang::Python.needed_argv("two")
+        ));
         let mut files = script_files("s", "two", Lang::Python);
         files.push(script_band("s", "two", Lang::Python));
         write_new(&root, &files).unwrap();
         lint_clean(&root);
         let (skill, _) = band::skill::load_skill(&root);
-        assert!(governing_band_allows(&skill, "two", &Lang::Python.needed_argv("two")));
-        assert!(!governing_band_allows(&skill, "two", &Lang::Sh.needed_argv("two")));
+        assert!(governing_band_allows(
+            &skill,
+            "two",
+            &Lang::Python.needed_argv("two")
+        ));
+        assert!(!governing_band_allows(
+            &skill,
+            "two",
+            &Lang::Sh.needed_argv("two")
+        ));
     }
 
     #[test]
@@ -342,7 +422,10 @@ mod tests {
         let err = write_new(t.path(), &files).unwrap_err().to_string();
         assert!(err.contains("already exists"), "{err}");
         assert!(!t.path().join("BAND.md").exists());
-        assert_eq!(std::fs::read_to_string(t.path().join("schemas/output/a.json")).unwrap(), "{}");
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("schemas/output/a.json")).unwrap(),
+            "{}"
+        );
     }
 
     #[test]

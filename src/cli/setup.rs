@@ -60,20 +60,31 @@ pub struct SetupArgs {
 }
 
 fn size_mib(text: &str, what: &str) -> Result<u64> {
-    let bytes = band::units::parse_bytes(text).map_err(|e| user_error(format!("--{what}: {e}"), format!("e.g. --{what} 2g")))?;
+    let bytes = band::units::parse_bytes(text)
+        .map_err(|e| user_error(format!("--{what}: {e}"), format!("e.g. --{what} 2g")))?;
     let mib = bytes >> 20;
     if mib < 256 {
-        bail!(user_error(format!("--{what} {text} is too small"), format!("give at least 256m, e.g. --{what} 2g")));
+        bail!(user_error(
+            format!("--{what} {text} is too small"),
+            format!("give at least 256m, e.g. --{what} 2g")
+        ));
     }
     Ok(mib)
 }
 
 pub fn cmd_setup(args: SetupArgs) -> Result<u8> {
     let paths = vm_paths()?;
-    let res = Resources { cpus: args.cpus.max(1), memory_mib: size_mib(&args.memory, "memory")?, disk_mib: size_mib(&args.disk, "disk")? };
+    let res = Resources {
+        cpus: args.cpus.max(1),
+        memory_mib: size_mib(&args.memory, "memory")?,
+        disk_mib: size_mib(&args.disk, "disk")?,
+    };
     let driver = args.driver.unwrap_or_else(Driver::default_for_host);
     if args.host.is_some() && driver != Driver::Ssh {
-        bail!(user_error("--host is for --driver ssh", "band setup --driver ssh --host user@host"));
+        bail!(user_error(
+            "--host is for --driver ssh",
+            "band setup --driver ssh --host user@host"
+        ));
     }
     let started = Instant::now();
     let mut steps = Steps::new("band setup", args.json);
@@ -85,12 +96,25 @@ pub fn cmd_setup(args: SetupArgs) -> Result<u8> {
     steps.finish();
     summary["driver"] = serde_json::json!(driver.as_str());
     summary["total_secs"] = serde_json::json!(round(started.elapsed().as_secs_f64()));
-    summary["steps"] = serde_json::json!(steps.done.iter().map(|(s, t)| serde_json::json!({"step": s, "secs": round(*t)})).collect::<Vec<_>>());
+    summary["steps"] = serde_json::json!(
+        steps
+            .done
+            .iter()
+            .map(|(s, t)| serde_json::json!({"step": s, "secs": round(*t)}))
+            .collect::<Vec<_>>()
+    );
     if args.json {
-        writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&summary)?)?;
+        writeln!(
+            std::io::stdout(),
+            "{}",
+            serde_json::to_string_pretty(&summary)?
+        )?;
     } else {
         let target = summary["target"].as_str().unwrap_or("").to_string();
-        eprintln!("band: setup done in {:.1} s; run skills with `--target {target}` (or `target = \"{target}\"` in ~/.config/band/config.toml)", started.elapsed().as_secs_f64());
+        eprintln!(
+            "band: setup done in {:.1} s; run skills with `--target {target}` (or `target = \"{target}\"` in ~/.config/band/config.toml)",
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(exit::OK)
 }
@@ -99,20 +123,32 @@ fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-fn setup_qemu(paths: &VmPaths, args: &SetupArgs, res: &Resources, steps: &mut Steps) -> Result<serde_json::Value> {
+fn setup_qemu(
+    paths: &VmPaths,
+    args: &SetupArgs,
+    res: &Resources,
+    steps: &mut Steps,
+) -> Result<serde_json::Value> {
     if !cfg!(target_os = "linux") {
-        bail!(user_error("the qemu driver builds its image with Linux tools", "use --driver lima on macOS"));
+        bail!(user_error(
+            "the qemu driver builds its image with Linux tools",
+            "use --driver lima on macOS"
+        ));
     }
     steps.start("check the host tools");
     if band::vm::qemu::binary().is_none() {
-        bail!(user_error("qemu-system-x86_64 is not installed", "apt-get install qemu-system-x86 qemu-utils"));
+        bail!(user_error(
+            "qemu-system-x86_64 is not installed",
+            "apt-get install qemu-system-x86 qemu-utils"
+        ));
     }
     keys::ensure_key(&paths.client_key(), "band")?;
     if args.force {
         vm::qemu_stop(paths)?;
         let inst = InstanceDir::new(paths);
         if inst.dir.exists() {
-            std::fs::remove_dir_all(&inst.dir).with_context(|| format!("cannot remove {}", inst.dir.display()))?;
+            std::fs::remove_dir_all(&inst.dir)
+                .with_context(|| format!("cannot remove {}", inst.dir.display()))?;
         }
     }
     let mut built = None;
@@ -123,7 +159,9 @@ fn setup_qemu(paths: &VmPaths, args: &SetupArgs, res: &Resources, steps: &mut St
         }
         None => {
             let t = Instant::now();
-            let img = image::build(paths, args.mirror.as_deref(), &mut |step| steps.start(format!("build the image: {}", step.describe())))?;
+            let img = image::build(paths, args.mirror.as_deref(), &mut |step| {
+                steps.start(format!("build the image: {}", step.describe()))
+            })?;
             image::remove_others(paths, &img)?;
             built = Some(round(t.elapsed().as_secs_f64()));
             img
@@ -152,7 +190,10 @@ struct LimaState {
 
 fn limactl_present() -> Result<()> {
     if cmd::which("limactl").is_none() {
-        bail!(user_error("limactl is not installed", "install Lima (https://lima-vm.io; `brew install lima` on macOS), or use --driver qemu on Linux"));
+        bail!(user_error(
+            "limactl is not installed",
+            "install Lima (https://lima-vm.io; `brew install lima` on macOS), or use --driver qemu on Linux"
+        ));
     }
     Ok(())
 }
@@ -165,12 +206,21 @@ fn lima_list() -> Result<Option<lima::Instance>> {
     }
 }
 
-fn setup_lima(paths: &VmPaths, args: &SetupArgs, res: &Resources, steps: &mut Steps) -> Result<serde_json::Value> {
+fn setup_lima(
+    paths: &VmPaths,
+    args: &SetupArgs,
+    res: &Resources,
+    steps: &mut Steps,
+) -> Result<serde_json::Value> {
     steps.start("check limactl and write the template");
     limactl_present()?;
     let dir = paths.instance_dir(lima::DRIVER);
     private_dir(&dir)?;
-    let yaml = lima::template(&lima::LimaSpec { cpus: res.cpus, memory_mib: res.memory_mib, disk_mib: res.disk_mib })?;
+    let yaml = lima::template(&lima::LimaSpec {
+        cpus: res.cpus,
+        memory_mib: res.memory_mib,
+        disk_mib: res.disk_mib,
+    })?;
     let yaml_path = dir.join("band.yaml");
     write_atomic(&yaml_path, yaml.as_bytes(), 0o600)?;
     if args.force && lima_list()?.is_some() {
@@ -194,13 +244,20 @@ fn setup_lima(paths: &VmPaths, args: &SetupArgs, res: &Resources, steps: &mut St
         ep = lima_start(paths, steps)?;
     }
     let version = vm::ensure_server(&ep, steps)?;
-    Ok(serde_json::json!({ "target": "lima", "ssh": ep.addr(), "start_secs": round(t.elapsed().as_secs_f64()), "band_server": version.version, "protocol": version.protocol }))
+    Ok(
+        serde_json::json!({ "target": "lima", "ssh": ep.addr(), "start_secs": round(t.elapsed().as_secs_f64()), "band_server": version.version, "protocol": version.protocol }),
+    )
 }
 
 /// Start the Lima instance if needed, pin its host key on first use, and return its endpoint.
 pub fn lima_start(paths: &VmPaths, steps: &mut Steps) -> Result<Endpoint> {
     limactl_present()?;
-    let inst = lima_list()?.ok_or_else(|| user_error("there is no Lima instance `band`", "run `band setup --driver lima`"))?;
+    let inst = lima_list()?.ok_or_else(|| {
+        user_error(
+            "there is no Lima instance `band`",
+            "run `band setup --driver lima`",
+        )
+    })?;
     if inst.status != "Running" {
         steps.start("start the Lima instance (limactl start)");
         cmd::run_argv(&lima::start_argv())?;
@@ -208,7 +265,14 @@ pub fn lima_start(paths: &VmPaths, steps: &mut Steps) -> Result<Endpoint> {
     let inst = lima_list()?.ok_or_else(|| anyhow::anyhow!("the Lima instance disappeared"))?;
     let dir = paths.instance_dir(lima::DRIVER);
     private_dir(&dir)?;
-    write_atomic(&dir.join(lima::STATE), serde_json::to_string(&LimaState { dir: inst.dir.clone() })?.as_bytes(), 0o600)?;
+    write_atomic(
+        &dir.join(lima::STATE),
+        serde_json::to_string(&LimaState {
+            dir: inst.dir.clone(),
+        })?
+        .as_bytes(),
+        0o600,
+    )?;
     let known = dir.join("known_host");
     if !known.exists() {
         // Pinned on first use, read through Lima's own channel.
@@ -226,16 +290,33 @@ pub fn lima_endpoint(paths: &VmPaths) -> Result<Endpoint> {
     let state: LimaState = std::fs::read_to_string(dir.join(lima::STATE))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| user_error("the Lima VM has not been set up", "run `band setup --driver lima`"))?;
+        .ok_or_else(|| {
+            user_error(
+                "the Lima VM has not been set up",
+                "run `band setup --driver lima`",
+            )
+        })?;
     let cfg_path = state.dir.join("ssh.config");
-    let text = std::fs::read_to_string(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?;
+    let text = std::fs::read_to_string(&cfg_path)
+        .with_context(|| format!("cannot read {}", cfg_path.display()))?;
     let cfg = lima::parse_ssh_config(&text);
-    let key = cfg.identity_files.first().cloned().ok_or_else(|| anyhow::anyhow!("{} names no IdentityFile", cfg_path.display()))?;
+    let key = cfg
+        .identity_files
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("{} names no IdentityFile", cfg_path.display()))?;
     if cfg.port == 0 {
-        bail!(user_error("the Lima VM is not running", "run `band vm start --driver lima`"));
+        bail!(user_error(
+            "the Lima VM is not running",
+            "run `band vm start --driver lima`"
+        ));
     }
     Ok(Endpoint {
-        host: if cfg.hostname.is_empty() { "127.0.0.1".into() } else { cfg.hostname },
+        host: if cfg.hostname.is_empty() {
+            "127.0.0.1".into()
+        } else {
+            cfg.hostname
+        },
         port: cfg.port,
         user: cfg.user,
         auth: Auth::KeyFile(key),
@@ -262,7 +343,8 @@ pub fn lima_destroy(paths: &VmPaths) -> Result<()> {
     }
     let dir = paths.instance_dir(lima::DRIVER);
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
     }
     Ok(())
 }
@@ -294,12 +376,20 @@ struct SshState {
 pub fn parse_host(text: &str) -> Result<(String, String, u16)> {
     match band::manifest::Target::parse(&format!("ssh://{text}")) {
         Ok(band::manifest::Target::Ssh { user, host, port }) => Ok((user, host, port)),
-        Ok(_) | Err(_) => Err(user_error(format!("--host {text} is not user@host[:port]"), "e.g. --host deploy@build.example.com")),
+        Ok(_) | Err(_) => Err(user_error(
+            format!("--host {text} is not user@host[:port]"),
+            "e.g. --host deploy@build.example.com",
+        )),
     }
 }
 
 fn setup_ssh(paths: &VmPaths, args: &SetupArgs, steps: &mut Steps) -> Result<serde_json::Value> {
-    let host_arg = args.host.as_deref().ok_or_else(|| user_error("--driver ssh needs --host", "band setup --driver ssh --host user@host"))?;
+    let host_arg = args.host.as_deref().ok_or_else(|| {
+        user_error(
+            "--driver ssh needs --host",
+            "band setup --driver ssh --host user@host",
+        )
+    })?;
     let (user, host, port) = parse_host(host_arg)?;
     let dir = paths.ssh_dir(&user, &host, port);
     private_dir(&dir)?;
@@ -312,7 +402,14 @@ fn setup_ssh(paths: &VmPaths, args: &SetupArgs, steps: &mut Steps) -> Result<ser
     } else {
         keys::ensure_key(&paths.client_key(), "band")?;
     }
-    write_atomic(&dir.join("target.json"), serde_json::to_string(&SshState { identity: args.identity.clone() })?.as_bytes(), 0o600)?;
+    write_atomic(
+        &dir.join("target.json"),
+        serde_json::to_string(&SshState {
+            identity: args.identity.clone(),
+        })?
+        .as_bytes(),
+        0o600,
+    )?;
     steps.start(format!("connect to {user}@{host}:{port}"));
     let mut ep = ssh_endpoint_unchecked(paths, &user, &host, port, args.identity.clone());
     if !known.exists() {
@@ -330,16 +427,31 @@ fn setup_ssh(paths: &VmPaths, args: &SetupArgs, steps: &mut Steps) -> Result<ser
     if user != "root" {
         let out = ssh::exec(&sess, "sudo -n true", b"")?;
         if out.status != 0 {
-            bail!(user_error(format!("{user} cannot run `sudo -n` on {host} ({})", out.stderr), "band-server runs as root: log in as root, or give the user passwordless sudo"));
+            bail!(user_error(
+                format!("{user} cannot run `sudo -n` on {host} ({})", out.stderr),
+                "band-server runs as root: log in as root, or give the user passwordless sudo"
+            ));
         }
         ep.sudo = true;
     }
     let version = vm::ensure_server(&ep, steps)?;
-    let target = if port == 22 { format!("ssh://{user}@{host}") } else { format!("ssh://{user}@{host}:{port}") };
-    Ok(serde_json::json!({ "target": target, "ssh": ep.addr(), "band_server": version.version, "protocol": version.protocol }))
+    let target = if port == 22 {
+        format!("ssh://{user}@{host}")
+    } else {
+        format!("ssh://{user}@{host}:{port}")
+    };
+    Ok(
+        serde_json::json!({ "target": target, "ssh": ep.addr(), "band_server": version.version, "protocol": version.protocol }),
+    )
 }
 
-fn ssh_endpoint_unchecked(paths: &VmPaths, user: &str, host: &str, port: u16, identity: Option<PathBuf>) -> Endpoint {
+fn ssh_endpoint_unchecked(
+    paths: &VmPaths,
+    user: &str,
+    host: &str,
+    port: u16,
+    identity: Option<PathBuf>,
+) -> Endpoint {
     Endpoint {
         host: host.to_string(),
         port,
@@ -359,8 +471,19 @@ pub fn ssh_endpoint(paths: &VmPaths, user: &str, host: &str, port: u16) -> Resul
     let state: SshState = std::fs::read_to_string(dir.join("target.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| user_error(format!("ssh://{user}@{host}:{port} has not been set up"), format!("run `band setup --driver ssh --host {user}@{host}:{port}`")))?;
-    Ok(ssh_endpoint_unchecked(paths, user, host, port, state.identity))
+        .ok_or_else(|| {
+            user_error(
+                format!("ssh://{user}@{host}:{port} has not been set up"),
+                format!("run `band setup --driver ssh --host {user}@{host}:{port}`"),
+            )
+        })?;
+    Ok(ssh_endpoint_unchecked(
+        paths,
+        user,
+        host,
+        port,
+        state.identity,
+    ))
 }
 
 #[cfg(test)]
@@ -369,8 +492,14 @@ mod tests {
 
     #[test]
     fn hosts_parse_like_ssh_targets() {
-        assert_eq!(parse_host("me@box").unwrap(), ("me".into(), "box".into(), 22));
-        assert_eq!(parse_host("root@127.0.0.1:2222").unwrap(), ("root".into(), "127.0.0.1".into(), 2222));
+        assert_eq!(
+            parse_host("me@box").unwrap(),
+            ("me".into(), "box".into(), 22)
+        );
+        assert_eq!(
+            parse_host("root@127.0.0.1:2222").unwrap(),
+            ("root".into(), "127.0.0.1".into(), 2222)
+        );
         assert!(parse_host("box").is_err());
         assert!(parse_host("me@box;rm").is_err());
     }

@@ -17,7 +17,12 @@ pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
     let mut out = String::new();
     let calls = &result.cli_calls;
     let _ = writeln!(out, "trace: {} command{}", calls.len(), plural(calls.len()));
-    let width = calls.iter().map(|c| display_argv(&c.argv).chars().count()).max().unwrap_or(0).min(60);
+    let width = calls
+        .iter()
+        .map(|c| display_argv(&c.argv).chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(60);
     for c in calls {
         let argv = display_argv(&c.argv);
         let _ = writeln!(out, "  {}  {argv:<width$}  {}", verdict(c.allowed), why(c));
@@ -28,7 +33,12 @@ pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
         .iter()
         .filter(|d| !matches!(d, Denial::Cli { argv, .. } if calls.iter().any(|c| &c.argv == argv)))
         .collect();
-    let _ = writeln!(out, "trace: {} file{} written back", result.written.len(), plural(result.written.len()));
+    let _ = writeln!(
+        out,
+        "trace: {} file{} written back",
+        result.written.len(),
+        plural(result.written.len())
+    );
     for f in &result.written {
         let _ = writeln!(out, "  allowed  {}", f.path);
     }
@@ -50,29 +60,82 @@ pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
             net.denied.len()
         );
         for l in &net.lookups {
-            let answer = if l.addrs.is_empty() { String::new() } else { format!(" → {}", l.addrs.join(", ")) };
-            let withheld = if l.withheld.is_empty() { String::new() } else { format!(" (withheld: {})", l.withheld.join(", ")) };
-            let _ = writeln!(out, "  {}  lookup {} {}{answer}{withheld}", verdict(l.allowed), l.name, l.qtype);
+            let answer = if l.addrs.is_empty() {
+                String::new()
+            } else {
+                format!(" → {}", l.addrs.join(", "))
+            };
+            let withheld = if l.withheld.is_empty() {
+                String::new()
+            } else {
+                format!(" (withheld: {})", l.withheld.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "  {}  lookup {} {}{answer}{withheld}",
+                verdict(l.allowed),
+                l.name,
+                l.qtype
+            );
         }
         for (allowed, flows) in [(true, &net.contacted), (false, &net.denied)] {
             for f in flows {
-                let names = if f.names.is_empty() { String::new() } else { format!(" ({})", f.names.join(", ")) };
-                let _ = writeln!(out, "  {}  {} {}:{}/{}{names}", verdict(allowed), if allowed { "reached" } else { "refused" }, f.addr, f.port, f.proto);
+                let names = if f.names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", f.names.join(", "))
+                };
+                let _ = writeln!(
+                    out,
+                    "  {}  {} {}:{}/{}{names}",
+                    verdict(allowed),
+                    if allowed { "reached" } else { "refused" },
+                    f.addr,
+                    f.port,
+                    f.proto
+                );
             }
         }
     }
 
-    let unused: Vec<&String> = allow_cli.iter().filter(|r| !calls.iter().any(|c| c.allowed && c.rule.as_ref() == Some(*r))).collect();
+    let unused: Vec<&String> = allow_cli
+        .iter()
+        .filter(|r| {
+            !calls
+                .iter()
+                .any(|c| c.allowed && c.rule.as_ref() == Some(*r))
+        })
+        .collect();
     if !unused.is_empty() && !calls.is_empty() {
-        let list = unused.iter().map(|r| quoted(r)).collect::<Vec<_>>().join(", ");
-        let _ = writeln!(out, "trace: allow.cli rules no call used (candidates to remove): {list}");
+        let list = unused
+            .iter()
+            .map(|r| quoted(r))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            out,
+            "trace: allow.cli rules no call used (candidates to remove): {list}"
+        );
     }
-    for l in result.network.iter().flat_map(|n| &n.lookups).filter(|l| !l.allowed) {
-        let _ = writeln!(out, "hint: to let the script reach {}, add it to allow.net", l.name);
+    for l in result
+        .network
+        .iter()
+        .flat_map(|n| &n.lookups)
+        .filter(|l| !l.allowed)
+    {
+        let _ = writeln!(
+            out,
+            "hint: to let the script reach {}, add it to allow.net",
+            l.name
+        );
     }
     for c in calls.iter().filter(|c| !c.allowed && c.rule.is_none()) {
         if let Some(rule) = suggest_rule(&c.argv) {
-            let _ = writeln!(out, "hint: to allow `{}`, add to allow.cli: '{rule}' (or a pattern with globs)", display_argv(&c.argv));
+            let _ = writeln!(
+                out,
+                "hint: to allow `{}`, add to allow.cli: '{rule}' (or a pattern with globs)",
+                display_argv(&c.argv)
+            );
         }
     }
     out
@@ -80,7 +143,11 @@ pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
 
 /// A rule as it would be written in YAML: in double quotes, or single quotes if it has any.
 fn quoted(rule: &str) -> String {
-    if rule.contains('"') { format!("'{rule}'") } else { format!("\"{rule}\"") }
+    if rule.contains('"') {
+        format!("'{rule}'")
+    } else {
+        format!("\"{rule}\"")
+    }
 }
 
 fn plural(n: usize) -> &'static str {
@@ -103,10 +170,22 @@ fn why(c: &CliCall) -> String {
 
 /// One refusal, in words.
 pub fn describe(d: &Denial) -> String {
-    let rule = |r: &Option<String>| r.as_ref().map(|r| format!("  deny rule {}", quoted(r))).unwrap_or_default();
+    let rule = |r: &Option<String>| {
+        r.as_ref()
+            .map(|r| format!("  deny rule {}", quoted(r)))
+            .unwrap_or_default()
+    };
     match d {
         Denial::Cli { argv, rule: r } => format!("command {}{}", display_argv(argv), rule(r)),
-        Denial::Net { host, port, rule: r } => format!("host {host}{}{}", port.map(|p| format!(":{p}")).unwrap_or_default(), rule(r)),
+        Denial::Net {
+            host,
+            port,
+            rule: r,
+        } => format!(
+            "host {host}{}{}",
+            port.map(|p| format!(":{p}")).unwrap_or_default(),
+            rule(r)
+        ),
         Denial::Dns { name } => format!("DNS lookup of {name}"),
         Denial::Write { path, rule: r } => format!("write to {path}{}", rule(r)),
     }
@@ -116,7 +195,10 @@ pub fn describe(d: &Denial) -> String {
 pub fn display_argv(argv: &[String]) -> String {
     argv.iter()
         .map(|w| {
-            if w.is_empty() || w.chars().any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '\\' | '$' | '`')) {
+            if w.is_empty()
+                || w.chars()
+                    .any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '\\' | '$' | '`'))
+            {
                 format!("'{}'", w.replace('\'', r"'\''"))
             } else {
                 w.clone()
@@ -147,7 +229,10 @@ pub fn suggest_rule(argv: &[String]) -> Option<String> {
         tokens.push(t);
     }
     let rule = tokens.join(" ");
-    CliPattern::parse(&rule).ok().filter(|p| p.matches(argv)).map(|_| rule)
+    CliPattern::parse(&rule)
+        .ok()
+        .filter(|p| p.matches(argv))
+        .map(|_| rule)
 }
 
 #[cfg(test)]
@@ -162,7 +247,11 @@ mod tests {
     }
 
     fn call(words: &[&str], allowed: bool, rule: Option<&str>) -> CliCall {
-        CliCall { argv: argv(words), allowed, rule: rule.map(String::from) }
+        CliCall {
+            argv: argv(words),
+            allowed,
+            rule: rule.map(String::from),
+        }
     }
 
     #[test]
@@ -171,17 +260,35 @@ mod tests {
         r.status = Status::Denied;
         r.error = None;
         r.cli_calls = vec![
-            call(&["jq", "-r", ".a", "/band/io/input.json"], true, Some("jq -r *")),
+            call(
+                &["jq", "-r", ".a", "/band/io/input.json"],
+                true,
+                Some("jq -r *"),
+            ),
             call(&["cat", "x y"], true, None),
             call(&["curl", "https://example.com/a b"], false, None),
             call(&["rm", "-rf", "/"], false, Some("rm -rf *")),
         ];
         r.denied = vec![
-            Denial::Cli { argv: argv(&["curl", "https://example.com/a b"]), rule: None },
-            Denial::Net { host: "example.com".into(), port: Some(443), rule: None },
-            Denial::Write { path: "data/x".into(), rule: Some("data/**".into()) },
+            Denial::Cli {
+                argv: argv(&["curl", "https://example.com/a b"]),
+                rule: None,
+            },
+            Denial::Net {
+                host: "example.com".into(),
+                port: Some(443),
+                rule: None,
+            },
+            Denial::Write {
+                path: "data/x".into(),
+                rule: Some("data/**".into()),
+            },
         ];
-        r.written = vec![FileEntry { path: "out/a.md".into(), mode: 0o644, data: String::new() }];
+        r.written = vec![FileEntry {
+            path: "out/a.md".into(),
+            mode: 0o644,
+            data: String::new(),
+        }];
         let text = render(&r, &["jq -r *".to_string(), "wc *".to_string()]);
         assert_eq!(
             text,
@@ -207,11 +314,33 @@ hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https
         let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
         r.network = Some(NetworkReport {
             lookups: vec![
-                DnsLookup { name: "api.github.com".into(), qtype: "A".into(), allowed: true, addrs: vec!["192.0.2.7".into()], withheld: vec![] },
-                DnsLookup { name: "evil.example".into(), qtype: "AAAA".into(), allowed: false, addrs: vec![], withheld: vec![] },
+                DnsLookup {
+                    name: "api.github.com".into(),
+                    qtype: "A".into(),
+                    allowed: true,
+                    addrs: vec!["192.0.2.7".into()],
+                    withheld: vec![],
+                },
+                DnsLookup {
+                    name: "evil.example".into(),
+                    qtype: "AAAA".into(),
+                    allowed: false,
+                    addrs: vec![],
+                    withheld: vec![],
+                },
             ],
-            contacted: vec![NetFlow { addr: "192.0.2.7".into(), proto: "tcp".into(), port: 443, names: vec!["api.github.com".into()] }],
-            denied: vec![NetFlow { addr: "10.0.0.1".into(), proto: "tcp".into(), port: 80, names: vec![] }],
+            contacted: vec![NetFlow {
+                addr: "192.0.2.7".into(),
+                proto: "tcp".into(),
+                port: 443,
+                names: vec!["api.github.com".into()],
+            }],
+            denied: vec![NetFlow {
+                addr: "10.0.0.1".into(),
+                proto: "tcp".into(),
+                port: 80,
+                names: vec![],
+            }],
         });
         assert_eq!(
             render(&r, &[]),
@@ -230,7 +359,10 @@ hint: to let the script reach evil.example, add it to allow.net
     #[test]
     fn an_empty_run_says_so() {
         let r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
-        assert_eq!(render(&r, &["wc *".to_string()]), "trace: 0 commands\ntrace: 0 files written back\n");
+        assert_eq!(
+            render(&r, &["wc *".to_string()]),
+            "trace: 0 commands\ntrace: 0 files written back\n"
+        );
     }
 
     #[test]
@@ -250,7 +382,10 @@ hint: to let the script reach evil.example, add it to allow.net
             longer.push("more".into());
             assert!(!p.matches(&longer), "{rule} must not match extra arguments");
         }
-        assert_eq!(suggest_rule(&argv(&["jq", "-r", "x*"])).as_deref(), Some("jq -r x\\*"));
+        assert_eq!(
+            suggest_rule(&argv(&["jq", "-r", "x*"])).as_deref(),
+            Some("jq -r x\\*")
+        );
         assert_eq!(suggest_rule(&argv(&["echo", "say \"hi\""])), None);
         assert_eq!(quoted("jq -r \".a // 1\" x"), "'jq -r \".a // 1\" x'");
     }

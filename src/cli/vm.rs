@@ -17,7 +17,7 @@ use band::proto::{self, Message, RunRequest, RunResult, exit};
 use band::vm::image::{self, Image};
 use band::vm::install::{self, Handshake};
 use band::vm::paths::VmPaths;
-use band::vm::qemu::{self, AccelChoice, Accel, InstanceDir, Resources};
+use band::vm::qemu::{self, Accel, AccelChoice, InstanceDir, Resources};
 use band::vm::ssh::{self, Auth, Endpoint};
 use band::vm::{lima, stage};
 
@@ -42,7 +42,11 @@ impl Driver {
 
     /// `lima` when limactl is on PATH, else `qemu` on Linux.
     pub fn default_for_host() -> Driver {
-        if band::vm::cmd::which("limactl").is_some() || !cfg!(target_os = "linux") { Driver::Lima } else { Driver::Qemu }
+        if band::vm::cmd::which("limactl").is_some() || !cfg!(target_os = "linux") {
+            Driver::Lima
+        } else {
+            Driver::Qemu
+        }
     }
 }
 
@@ -142,17 +146,33 @@ pub fn cmd_vm(args: VmArgs) -> Result<u8> {
             let mut steps = Steps::new("band vm start", false);
             match d {
                 Driver::Qemu => {
-                    let img = image::cached(&paths).ok_or_else(|| user_error("no VM image has been built", "run `band setup --driver qemu`"))?;
-                    let res = InstanceDir::new(&paths).load_state().map(|s| s.resources).unwrap_or_default();
+                    let img = image::cached(&paths).ok_or_else(|| {
+                        user_error(
+                            "no VM image has been built",
+                            "run `band setup --driver qemu`",
+                        )
+                    })?;
+                    let res = InstanceDir::new(&paths)
+                        .load_state()
+                        .map(|s| s.resources)
+                        .unwrap_or_default();
                     let up = qemu_up(&paths, &img, &res, accel, &mut steps)?;
                     ensure_server(&up.endpoint, &mut steps)?;
                     steps.finish();
-                    eprintln!("band: the qemu VM is up ({}, ssh on 127.0.0.1:{}, ready {:.1} s after boot)", up.accel.accel.as_str(), up.endpoint.port, up.boot_secs.unwrap_or(0.0));
+                    eprintln!(
+                        "band: the qemu VM is up ({}, ssh on 127.0.0.1:{}, ready {:.1} s after boot)",
+                        up.accel.accel.as_str(),
+                        up.endpoint.port,
+                        up.boot_secs.unwrap_or(0.0)
+                    );
                 }
                 Driver::Lima => {
                     super::setup::lima_start(&paths, &mut steps)?;
                 }
-                Driver::Ssh => bail!(user_error("an ssh:// target is not a VM", "it is started and stopped by its owner")),
+                Driver::Ssh => bail!(user_error(
+                    "an ssh:// target is not a VM",
+                    "it is started and stopped by its owner"
+                )),
             }
             Ok(exit::OK)
         }
@@ -166,7 +186,10 @@ pub fn cmd_vm(args: VmArgs) -> Result<u8> {
                     }
                 }
                 Driver::Lima => super::setup::lima_stop(&paths)?,
-                Driver::Ssh => bail!(user_error("an ssh:// target is not a VM", "it is started and stopped by its owner")),
+                Driver::Ssh => bail!(user_error(
+                    "an ssh:// target is not a VM",
+                    "it is started and stopped by its owner"
+                )),
             }
             Ok(exit::OK)
         }
@@ -177,19 +200,34 @@ pub fn cmd_vm(args: VmArgs) -> Result<u8> {
                     qemu_stop(&paths)?;
                     let inst = InstanceDir::new(&paths);
                     if inst.dir.exists() {
-                        std::fs::remove_dir_all(&inst.dir).with_context(|| format!("cannot remove {}", inst.dir.display()))?;
+                        std::fs::remove_dir_all(&inst.dir)
+                            .with_context(|| format!("cannot remove {}", inst.dir.display()))?;
                     }
                 }
                 Driver::Lima => super::setup::lima_destroy(&paths)?,
-                Driver::Ssh => bail!(user_error("an ssh:// target is not a VM", "remove its folder under the band data dir to forget it")),
+                Driver::Ssh => bail!(user_error(
+                    "an ssh:// target is not a VM",
+                    "remove its folder under the band data dir to forget it"
+                )),
             }
             if images && paths.images_dir().exists() {
-                std::fs::remove_dir_all(paths.images_dir()).with_context(|| format!("cannot remove {}", paths.images_dir().display()))?;
+                std::fs::remove_dir_all(paths.images_dir())
+                    .with_context(|| format!("cannot remove {}", paths.images_dir().display()))?;
             }
-            eprintln!("band: the {} VM is destroyed{}", d.as_str(), if images { " and the cached images removed" } else { "" });
+            eprintln!(
+                "band: the {} VM is destroyed{}",
+                d.as_str(),
+                if images {
+                    " and the cached images removed"
+                } else {
+                    ""
+                }
+            );
             Ok(exit::OK)
         }
-        VmCommand::Ssh { driver, command } => ssh_shell(&paths, pick_driver(&driver, &paths), &command),
+        VmCommand::Ssh { driver, command } => {
+            ssh_shell(&paths, pick_driver(&driver, &paths), &command)
+        }
         VmCommand::Logs { driver, lines } => logs(&paths, pick_driver(&driver, &paths), lines),
     }
 }
@@ -215,55 +253,112 @@ pub fn qemu_endpoint(paths: &VmPaths, port: u16) -> Endpoint {
 }
 
 /// Make sure the QEMU VM runs the current image with `res`, and answers SSH.
-pub fn qemu_up(paths: &VmPaths, img: &Image, res: &Resources, accel: AccelArg, steps: &mut Steps) -> Result<QemuUp> {
+pub fn qemu_up(
+    paths: &VmPaths,
+    img: &Image,
+    res: &Resources,
+    accel: AccelArg,
+    steps: &mut Steps,
+) -> Result<QemuUp> {
     let inst = InstanceDir::new(paths);
-    let qemu_bin = qemu::binary().ok_or_else(|| user_error("qemu-system-x86_64 is not installed", "apt-get install qemu-system-x86"))?;
+    let qemu_bin = qemu::binary().ok_or_else(|| {
+        user_error(
+            "qemu-system-x86_64 is not installed",
+            "apt-get install qemu-system-x86",
+        )
+    })?;
     if let Some(state) = inst.running() {
-        let same_disk = std::fs::read_to_string(inst.disk_image()).unwrap_or_default().trim() == img.hash();
+        let same_disk = std::fs::read_to_string(inst.disk_image())
+            .unwrap_or_default()
+            .trim()
+            == img.hash();
         let same_accel = match accel {
             AccelArg::Auto => true,
             AccelArg::Kvm => state.accel == Accel::Kvm,
             AccelArg::Tcg => state.accel == Accel::Tcg,
         };
-        if same_disk && same_accel && state.resources.cpus == res.cpus && state.resources.memory_mib == res.memory_mib {
+        if same_disk
+            && same_accel
+            && state.resources.cpus == res.cpus
+            && state.resources.memory_mib == res.memory_mib
+        {
             steps.start("check the running VM");
             let ep = qemu_endpoint(paths, state.ssh_port);
-            ssh::connect(&ep, Duration::from_secs(30)).context("the running VM does not answer SSH; try `band vm stop` and `band vm start`")?;
-            let accel = AccelChoice { accel: state.accel, reason: state.accel_reason.clone(), boot_id: String::new() };
-            return Ok(QemuUp { endpoint: ep, accel, boot_secs: None });
+            ssh::connect(&ep, Duration::from_secs(30)).context(
+                "the running VM does not answer SSH; try `band vm stop` and `band vm start`",
+            )?;
+            let accel = AccelChoice {
+                accel: state.accel,
+                reason: state.accel_reason.clone(),
+                boot_id: String::new(),
+            };
+            return Ok(QemuUp {
+                endpoint: ep,
+                accel,
+                boot_secs: None,
+            });
         }
         steps.start("stop the VM (its image or size changed)");
         qemu_stop(paths)?;
     }
     if qemu::ensure_disk(&inst, img, res)? {
-        steps.note(format!("new disk {} over image {}", inst.disk().display(), img.hash()));
+        steps.note(format!(
+            "new disk {} over image {}",
+            inst.disk().display(),
+            img.hash()
+        ));
     }
     steps.start("choose the accelerator");
     let choice = match accel {
         AccelArg::Auto => qemu::choose_accel(paths, &qemu_bin, &img.kernel()),
-        AccelArg::Kvm => AccelChoice { accel: Accel::Kvm, reason: "--accel kvm".into(), boot_id: String::new() },
-        AccelArg::Tcg => AccelChoice { accel: Accel::Tcg, reason: "--accel tcg".into(), boot_id: String::new() },
+        AccelArg::Kvm => AccelChoice {
+            accel: Accel::Kvm,
+            reason: "--accel kvm".into(),
+            boot_id: String::new(),
+        },
+        AccelArg::Tcg => AccelChoice {
+            accel: Accel::Tcg,
+            reason: "--accel tcg".into(),
+            boot_id: String::new(),
+        },
     };
     steps.note(format!("{}: {}", choice.accel.as_str(), choice.reason));
-    steps.start(format!("boot the VM ({}, {} CPUs, {} MiB)", choice.accel.as_str(), res.cpus, res.memory_mib));
+    steps.start(format!(
+        "boot the VM ({}, {} CPUs, {} MiB)",
+        choice.accel.as_str(),
+        res.cpus,
+        res.memory_mib
+    ));
     let booted = Instant::now();
     let state = qemu::start(&inst, img, res, &choice, &qemu_bin)?;
     let ep = qemu_endpoint(paths, state.ssh_port);
     let alive_inst = inst.clone();
-    let sess = ssh::wait_ready(&ep, BOOT_TIMEOUT, &mut || alive_inst.running().is_some()).map_err(|e| {
-        let console = band::vm::cmd::tail(&std::fs::read(inst.console()).unwrap_or_default(), 8);
-        anyhow::anyhow!("{e}\nlast console lines ({}):\n{console}", inst.console().display())
-    })?;
+    let sess = ssh::wait_ready(&ep, BOOT_TIMEOUT, &mut || alive_inst.running().is_some()).map_err(
+        |e| {
+            let console =
+                band::vm::cmd::tail(&std::fs::read(inst.console()).unwrap_or_default(), 8);
+            anyhow::anyhow!(
+                "{e}\nlast console lines ({}):\n{console}",
+                inst.console().display()
+            )
+        },
+    )?;
     let boot_secs = booted.elapsed().as_secs_f64();
     // Grow the file system to the disk (a no-op after the first boot).
     let _ = ssh::exec(&sess, "resize2fs /dev/vda >/dev/null 2>&1", b"");
-    Ok(QemuUp { endpoint: ep, accel: choice, boot_secs: Some(boot_secs) })
+    Ok(QemuUp {
+        endpoint: ep,
+        accel: choice,
+        boot_secs: Some(boot_secs),
+    })
 }
 
 /// Power the QEMU VM off (guest shutdown, then signals). Returns whether it was running.
 pub fn qemu_stop(paths: &VmPaths) -> Result<bool> {
     let inst = InstanceDir::new(paths);
-    let Some(state) = inst.running() else { return Ok(false) };
+    let Some(state) = inst.running() else {
+        return Ok(false);
+    };
     let ep = qemu_endpoint(paths, state.ssh_port);
     if let Ok(sess) = ssh::connect(&ep, Duration::from_secs(5)) {
         let _ = ssh::exec(&sess, "systemctl poweroff", b"");
@@ -282,13 +377,18 @@ pub fn ensure_server(ep: &Endpoint, steps: &mut Steps) -> Result<install::Server
     let local = install::local_manifest(&dir)?;
     let version = match install::handshake(&sess, &local)? {
         Handshake::Current(v) => {
-            steps.note(format!("band-server {} (protocol {}) is current", v.version, v.protocol));
+            steps.note(format!(
+                "band-server {} (protocol {}) is current",
+                v.version, v.protocol
+            ));
             v
         }
         other => {
             let why = match &other {
                 Handshake::Missing => "not installed".to_string(),
-                Handshake::Stale { answered: Some(v), .. } => format!("stale (answers {} protocol {})", v.version, v.protocol),
+                Handshake::Stale {
+                    answered: Some(v), ..
+                } => format!("stale (answers {} protocol {})", v.version, v.protocol),
                 _ => "stale".to_string(),
             };
             steps.start(format!("install band-server ({why})"));
@@ -311,7 +411,12 @@ pub fn endpoint_for(paths: &VmPaths, target: &Target) -> Result<Endpoint> {
         Target::Host => bail!("the host target has no SSH endpoint"),
         Target::Qemu => {
             let inst = InstanceDir::new(paths);
-            let state = inst.running().ok_or_else(|| user_error("the qemu VM is not running", "run `band vm start` (or `band setup --driver qemu` the first time)"))?;
+            let state = inst.running().ok_or_else(|| {
+                user_error(
+                    "the qemu VM is not running",
+                    "run `band vm start` (or `band setup --driver qemu` the first time)",
+                )
+            })?;
             Ok(qemu_endpoint(paths, state.ssh_port))
         }
         Target::Lima => super::setup::lima_endpoint(paths),
@@ -328,26 +433,42 @@ pub struct SshTransport {
 impl SshTransport {
     pub fn new(target: &Target) -> Result<Self> {
         let paths = vm_paths()?;
-        Ok(SshTransport { target: target.clone(), endpoint: endpoint_for(&paths, target)? })
+        Ok(SshTransport {
+            target: target.clone(),
+            endpoint: endpoint_for(&paths, target)?,
+        })
     }
 }
 
 impl Transport for SshTransport {
     fn name(&self) -> String {
-        format!("{} ({}@{})", self.target, self.endpoint.user, self.endpoint.addr())
+        format!(
+            "{} ({}@{})",
+            self.target,
+            self.endpoint.user,
+            self.endpoint.addr()
+        )
     }
 
-    fn run(&mut self, req: &RunRequest, on_event: &mut dyn FnMut(&proto::Event)) -> Result<RunResult> {
+    fn run(
+        &mut self,
+        req: &RunRequest,
+        on_event: &mut dyn FnMut(&proto::Event),
+    ) -> Result<RunResult> {
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
         let paths = vm_paths()?;
         let dir = install::local_dir()?;
         let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
         let expected = install::manifest_digest(&local);
         let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-        let result = match ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event) {
+        let result = match ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)
+        {
             // A stale band-server is upgraded, never used: install, then run once more.
             Err(band::vm::VmError::StaleServer) => {
-                eprintln!("band: band-server on {} is another build; installing this one", self.target);
+                eprintln!(
+                    "band: band-server on {} is another build; installing this one",
+                    self.target
+                );
                 install::install(&sess, &self.endpoint, &dir, &local)?;
                 ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)?
             }
@@ -361,10 +482,15 @@ impl Transport for SshTransport {
 /// band lets the run write (see `band::vm::stage`).
 pub fn check_result(req: &RunRequest, result: RunResult) -> Result<RunResult> {
     if !result.run_id.is_empty() && result.run_id != req.run_id {
-        bail!("band-server answered for run {} instead of {}", result.run_id, req.run_id);
+        bail!(
+            "band-server answered for run {} instead of {}",
+            result.run_id,
+            req.run_id
+        );
     }
     let policy = CompiledPolicy::compile(&req.policy).map_err(|e| anyhow::anyhow!("{e}"))?;
-    stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES).map_err(|e| anyhow::anyhow!("{e}; nothing was written back"))?;
+    stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES)
+        .map_err(|e| anyhow::anyhow!("{e}; nothing was written back"))?;
     Ok(result)
 }
 
@@ -375,7 +501,13 @@ fn status(paths: &VmPaths, driver: Driver, json: bool) -> Result<u8> {
             let inst = InstanceDir::new(paths);
             let state = inst.load_state();
             let running = inst.running();
-            v["state"] = serde_json::json!(if running.is_some() { "running" } else if state.is_some() { "stopped" } else { "absent" });
+            v["state"] = serde_json::json!(if running.is_some() {
+                "running"
+            } else if state.is_some() {
+                "stopped"
+            } else {
+                "absent"
+            });
             v["image"] = serde_json::json!(image::cached(paths).map(|i| i.hash()));
             if let Some(s) = &state {
                 v["accel"] = serde_json::json!(s.accel.as_str());
@@ -389,7 +521,10 @@ fn status(paths: &VmPaths, driver: Driver, json: bool) -> Result<u8> {
             }
         }
         Driver::Lima => v = super::setup::lima_status(paths)?,
-        Driver::Ssh => bail!(user_error("`band vm status` is for VMs", "use `band doctor` for an ssh:// target")),
+        Driver::Ssh => bail!(user_error(
+            "`band vm status` is for VMs",
+            "use `band doctor` for an ssh:// target"
+        )),
     }
     let mut out = std::io::stdout().lock();
     if json {
@@ -417,8 +552,12 @@ pub fn server_status(ep: &Endpoint) -> serde_json::Value {
         Err(e) => return serde_json::json!({ "error": e.to_string() }),
     };
     match install::handshake(&sess, &local) {
-        Ok(Handshake::Current(v)) => serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true }),
-        Ok(Handshake::Stale { answered, .. }) => serde_json::json!({ "answered": answered, "current": false }),
+        Ok(Handshake::Current(v)) => {
+            serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true })
+        }
+        Ok(Handshake::Stale { answered, .. }) => {
+            serde_json::json!({ "answered": answered, "current": false })
+        }
         Ok(Handshake::Missing) => serde_json::json!({ "installed": false }),
         Err(e) => serde_json::json!({ "error": e.to_string() }),
     }
@@ -428,22 +567,44 @@ fn ssh_shell(paths: &VmPaths, driver: Driver, command: &[String]) -> Result<u8> 
     let target = match driver {
         Driver::Qemu => Target::Qemu,
         Driver::Lima => Target::Lima,
-        Driver::Ssh => bail!(user_error("use the system ssh client for an ssh:// target", "ssh user@host")),
+        Driver::Ssh => bail!(user_error(
+            "use the system ssh client for an ssh:// target",
+            "ssh user@host"
+        )),
     };
     let ep = endpoint_for(paths, &target)?;
-    let ssh_bin = band::vm::cmd::which("ssh").ok_or_else(|| user_error("the `ssh` client is not installed", "apt-get install openssh-client"))?;
+    let ssh_bin = band::vm::cmd::which("ssh").ok_or_else(|| {
+        user_error(
+            "the `ssh` client is not installed",
+            "apt-get install openssh-client",
+        )
+    })?;
     // A known_hosts file holding only the pinned key, for this port.
     let known = band::vm::keys::read_public(&ep.known_host)?;
     let kh = ep.known_host.with_file_name("known_hosts");
-    band::vm::paths::write_atomic(&kh, format!("[{}]:{} {}\n", ep.host, ep.port, known.line()).as_bytes(), 0o600)?;
+    band::vm::paths::write_atomic(
+        &kh,
+        format!("[{}]:{} {}\n", ep.host, ep.port, known.line()).as_bytes(),
+        0o600,
+    )?;
     let key = match &ep.auth {
         Auth::KeyFile(p) | Auth::AgentThenKey(p) => p.clone(),
     };
     let mut c = std::process::Command::new(ssh_bin);
     c.arg("-p").arg(ep.port.to_string());
     c.arg("-i").arg(&key);
-    c.args(["-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]);
-    c.arg("-o").arg(format!("UserKnownHostsFile={}", kh.display()));
+    c.args([
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+    ]);
+    c.arg("-o")
+        .arg(format!("UserKnownHostsFile={}", kh.display()));
     if command.is_empty() {
         c.arg("-t");
     }
@@ -452,7 +613,10 @@ fn ssh_shell(paths: &VmPaths, driver: Driver, command: &[String]) -> Result<u8> 
         c.arg("--").args(command);
     }
     let status = c.status().context("cannot run ssh")?;
-    Ok(status.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(exit::SCRIPT_FAILED))
+    Ok(status
+        .code()
+        .map(|c| c.clamp(0, 255) as u8)
+        .unwrap_or(exit::SCRIPT_FAILED))
 }
 
 fn logs(paths: &VmPaths, driver: Driver, lines: usize) -> Result<u8> {
@@ -466,11 +630,20 @@ fn logs(paths: &VmPaths, driver: Driver, lines: usize) -> Result<u8> {
             Target::Qemu
         }
         Driver::Lima => Target::Lima,
-        Driver::Ssh => bail!(user_error("`band vm logs` is for VMs", "read /var/log/band-server.log on the host")),
+        Driver::Ssh => bail!(user_error(
+            "`band vm logs` is for VMs",
+            "read /var/log/band-server.log on the host"
+        )),
     };
-    match endpoint_for(paths, &target).and_then(|ep| Ok(ssh::connect(&ep, Duration::from_secs(15))?)) {
+    match endpoint_for(paths, &target)
+        .and_then(|ep| Ok(ssh::connect(&ep, Duration::from_secs(15))?))
+    {
         Ok(sess) => {
-            let o = ssh::exec(&sess, &format!("tail -n {lines} {} 2>/dev/null", ssh::SERVER_LOG), b"")?;
+            let o = ssh::exec(
+                &sess,
+                &format!("tail -n {lines} {} 2>/dev/null", ssh::SERVER_LOG),
+                b"",
+            )?;
             writeln!(out, "== band-server ({}) ==", ssh::SERVER_LOG)?;
             out.write_all(&o.stdout)?;
         }
@@ -478,7 +651,6 @@ fn logs(paths: &VmPaths, driver: Driver, lines: usize) -> Result<u8> {
     }
     Ok(exit::OK)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -523,10 +695,22 @@ mod tests {
 
     #[test]
     fn a_result_writing_outside_allow_write_is_refused_whole() {
-        let f = |p: &str| FileEntry { path: p.into(), mode: 0o644, data: "aGk=".into() };
+        let f = |p: &str| FileEntry {
+            path: p.into(),
+            mode: 0o644,
+            data: "aGk=".into(),
+        };
         assert!(check_result(&request(&["out/"]), result(vec![f("out/a")])).is_ok());
-        let e = check_result(&request(&["out/"]), result(vec![f("out/a"), f(".git/config")])).unwrap_err().to_string();
-        assert!(e.contains(".git/config") && e.contains("nothing was written back"), "{e}");
+        let e = check_result(
+            &request(&["out/"]),
+            result(vec![f("out/a"), f(".git/config")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(".git/config") && e.contains("nothing was written back"),
+            "{e}"
+        );
         assert!(check_result(&request(&["out/"]), result(vec![f("out/../../.bashrc")])).is_err());
     }
 }

@@ -25,7 +25,10 @@ pub struct Report {
 
 impl Report {
     pub fn count(&self, sev: Severity) -> usize {
-        self.diagnostics.iter().filter(|d| d.severity == sev).count()
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == sev)
+            .count()
     }
 }
 
@@ -35,8 +38,13 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
     for path in paths {
         if !path.exists() {
             report.diagnostics.push(
-                Diagnostic::new(Code::FileUnreadable, path, Loc::FILE, format!("{} does not exist", path.display()))
-                    .with_hint("pass a skill folder, a folder of skills, or a band file"),
+                Diagnostic::new(
+                    Code::FileUnreadable,
+                    path,
+                    Loc::FILE,
+                    format!("{} does not exist", path.display()),
+                )
+                .with_hint("pass a skill folder, a folder of skills, or a band file"),
             );
             continue;
         }
@@ -61,7 +69,9 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
 /// [`lint_skill`] on each skill, spread over the available cores (skills are independent).
 /// Results come back in the order of `skills`.
 fn lint_skills(skills: &[PathBuf]) -> Vec<(Vec<Diagnostic>, usize)> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(skills.len());
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(skills.len());
     if workers <= 1 {
         return skills.iter().map(|s| lint_skill(s)).collect();
     }
@@ -92,7 +102,9 @@ fn lint_skills(skills: &[PathBuf]) -> Vec<(Vec<Diagnostic>, usize)> {
 }
 
 fn sort_dedup(diags: &mut Vec<Diagnostic>) {
-    diags.sort_by(|a, b| (&a.path, a.loc, a.code, &a.message).cmp(&(&b.path, b.loc, b.code, &b.message)));
+    diags.sort_by(|a, b| {
+        (&a.path, a.loc, a.code, &a.message).cmp(&(&b.path, b.loc, b.code, &b.message))
+    });
     diags.dedup();
 }
 
@@ -108,15 +120,27 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     let schemas_dir = root.join("schemas");
     let (schemas, schema_errors) = SchemaSet::load_dir(root);
     diags.extend(schema_errors.iter().map(|e| contract_diagnostic(root, e)));
-    diags.extend(schemas.compile_all().iter().map(|e| contract_diagnostic(root, e)));
+    diags.extend(
+        schemas
+            .compile_all()
+            .iter()
+            .map(|e| contract_diagnostic(root, e)),
+    );
     // Scripts that share a band file share its resolution: resolve (and check the config of)
     // each band file once. The diagnostics would be the same, and are deduplicated anyway.
     let mut resolved_files: BTreeSet<PathBuf> = BTreeSet::new();
     // Compiled once per skill; a config schema that does not compile is reported by the checks above.
-    let config_contract = root.join(CONFIG_SCHEMA).is_file().then(|| schemas.compile(CONFIG_SCHEMA).ok()).flatten();
+    let config_contract = root
+        .join(CONFIG_SCHEMA)
+        .is_file()
+        .then(|| schemas.compile(CONFIG_SCHEMA).ok())
+        .flatten();
     for script in &skill.scripts {
         let band_file = skill.band_file_for(&script.name);
-        if band_file.as_ref().is_none_or(|f| resolved_files.insert(f.clone())) {
+        if band_file
+            .as_ref()
+            .is_none_or(|f| resolved_files.insert(f.clone()))
+        {
             let (resolved, d) = resolve_script(&skill, &script.name);
             diags.extend(d);
             if let (Some(r), Some(contract)) = (resolved, &config_contract) {
@@ -126,34 +150,68 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         let entry = root.join(&script.entry);
         if !is_executable(&entry) {
             diags.push(
-                Diagnostic::new(Code::NotExecutable, &entry, Loc::FILE, format!("script `{}` is not executable", script.name))
-                    .with_hint(format!("chmod +x {}", entry.display())),
+                Diagnostic::new(
+                    Code::NotExecutable,
+                    &entry,
+                    Loc::FILE,
+                    format!("script `{}` is not executable", script.name),
+                )
+                .with_hint(format!("chmod +x {}", entry.display())),
             );
         }
-        let input = schemas_dir.join("input").join(format!("{}.json", script.name));
+        let input = schemas_dir
+            .join("input")
+            .join(format!("{}.json", script.name));
         if !input.is_file() {
             diags.push(
-                Diagnostic::new(Code::MissingInputSchema, &entry, Loc::FILE, format!("script `{}` has no input schema", script.name))
-                    .with_hint(format!("add {} (`{{\"type\": \"object\", \"properties\": {{}}}}` takes no arguments)", input.display())),
+                Diagnostic::new(
+                    Code::MissingInputSchema,
+                    &entry,
+                    Loc::FILE,
+                    format!("script `{}` has no input schema", script.name),
+                )
+                .with_hint(format!(
+                    "add {} (`{{\"type\": \"object\", \"properties\": {{}}}}` takes no arguments)",
+                    input.display()
+                )),
             );
         }
-        let output = schemas_dir.join("output").join(format!("{}.json", script.name));
+        let output = schemas_dir
+            .join("output")
+            .join(format!("{}.json", script.name));
         if !output.is_file() {
             diags.push(
-                Diagnostic::new(Code::MissingOutputSchema, &entry, Loc::FILE, format!("script `{}` has no output schema", script.name))
-                    .with_hint(format!("add {} so callers can rely on the output's shape", output.display())),
+                Diagnostic::new(
+                    Code::MissingOutputSchema,
+                    &entry,
+                    Loc::FILE,
+                    format!("script `{}` has no output schema", script.name),
+                )
+                .with_hint(format!(
+                    "add {} so callers can rely on the output's shape",
+                    output.display()
+                )),
             );
         }
     }
     for (kind, dir) in [("input", "schemas/input"), ("output", "schemas/output")] {
-        let Ok(rd) = std::fs::read_dir(root.join(dir)) else { continue };
+        let Ok(rd) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
-            let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else { continue };
+            let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
             if p.extension().is_some_and(|x| x == "json") && skill.script(stem).is_none() {
                 diags.push(
-                    Diagnostic::new(Code::OrphanSchema, &p, Loc::FILE, format!("{kind} schema for `{stem}`, which is not a script of this skill"))
-                        .with_hint("rename it to match a script in scripts/, or remove it"),
+                    Diagnostic::new(
+                        Code::OrphanSchema,
+                        &p,
+                        Loc::FILE,
+                        format!("{kind} schema for `{stem}`, which is not a script of this skill"),
+                    )
+                    .with_hint("rename it to match a script in scripts/, or remove it"),
                 );
             }
         }
@@ -167,7 +225,9 @@ const CONFIG_SCHEMA: &str = "schemas/band-config.schema.json";
 
 /// The band's config block must match schemas/band-config.schema.json when both exist.
 fn check_config(contract: &Contract, r: &crate::skill::Resolved) -> Vec<Diagnostic> {
-    let Some(config) = &r.config else { return Vec::new() };
+    let Some(config) = &r.config else {
+        return Vec::new();
+    };
     match contract.validate(config) {
         Ok(()) => Vec::new(),
         Err(violations) => violations
@@ -176,8 +236,17 @@ fn check_config(contract: &Contract, r: &crate::skill::Resolved) -> Vec<Diagnost
                 Diagnostic::new(
                     Code::ConfigInvalid,
                     &r.band.path,
-                    r.band.locate(&[crate::manifest::locate::Step::Key(&r.band.name)]),
-                    format!("config {}: {}", if v.instance_path.is_empty() { "/" } else { &v.instance_path }, v.message),
+                    r.band
+                        .locate(&[crate::manifest::locate::Step::Key(&r.band.name)]),
+                    format!(
+                        "config {}: {}",
+                        if v.instance_path.is_empty() {
+                            "/"
+                        } else {
+                            &v.instance_path
+                        },
+                        v.message
+                    ),
                 )
             })
             .collect(),
@@ -188,11 +257,17 @@ fn collect_band_files(dir: &Path, depth: usize, out: &mut BTreeSet<PathBuf>) {
     if depth > 4 {
         return;
     }
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         let Ok(ft) = e.file_type() else { continue };
-        if ft.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+        if ft.is_dir()
+            && !p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        {
             collect_band_files(&p, depth + 1, out);
         } else if ft.is_file() && is_band_file(&p) {
             out.insert(p);
@@ -203,10 +278,14 @@ fn collect_band_files(dir: &Path, depth: usize, out: &mut BTreeSet<PathBuf>) {
 /// Symlinks inside a skill must stay inside it.
 fn check_links(root: &Path) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let Ok(canon_root) = root.canonicalize() else { return out };
+    let Ok(canon_root) = root.canonicalize() else {
+        return out;
+    };
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             let Ok(ft) = e.file_type() else { continue };
@@ -214,8 +293,13 @@ fn check_links(root: &Path) -> Vec<Diagnostic> {
                 let inside = p.canonicalize().is_ok_and(|t| t.starts_with(&canon_root));
                 if !inside {
                     out.push(
-                        Diagnostic::new(Code::UnsafeLink, &p, Loc::FILE, "symlink points outside the skill (or nowhere)")
-                            .with_hint("copy the file into the skill instead of linking to it"),
+                        Diagnostic::new(
+                            Code::UnsafeLink,
+                            &p,
+                            Loc::FILE,
+                            "symlink points outside the skill (or nowhere)",
+                        )
+                        .with_hint("copy the file into the skill instead of linking to it"),
                     );
                 }
             } else if ft.is_dir() {
@@ -239,7 +323,11 @@ fn is_executable(p: &Path) -> bool {
 
 /// A contract error as a diagnostic on the schema file.
 fn contract_diagnostic(root: &Path, e: &crate::contract::ContractError) -> Diagnostic {
-    let path = if e.path().is_absolute() { e.path().to_path_buf() } else { root.join(e.path()) };
+    let path = if e.path().is_absolute() {
+        e.path().to_path_buf()
+    } else {
+        root.join(e.path())
+    };
     Diagnostic::new(e.code(), path, e.loc(), e.to_string())
 }
 
@@ -258,9 +346,16 @@ mod tests {
     /// A skill whose BAND.md config breaks its config schema, with three scripts: two use
     /// BAND.md, one has its own band (with a valid config).
     fn skill(root: &Path, name: &str) {
-        let band = |n: &str, retries: &str| format!("---\nband: {n}\ndescription: d\n{n}:\n  retries: {retries}\n---\n");
+        let band = |n: &str, retries: &str| {
+            format!("---\nband: {n}\ndescription: d\n{n}:\n  retries: {retries}\n---\n")
+        };
         write(root, "BAND.md", &band(name, "many"), 0o644);
-        write(root, "SKILL.md", &format!("---\nname: {name}\ndescription: d\n---\n"), 0o644);
+        write(
+            root,
+            "SKILL.md",
+            &format!("---\nname: {name}\ndescription: d\n---\n"),
+            0o644,
+        );
         write(
             root,
             "schemas/band-config.schema.json",
@@ -269,8 +364,18 @@ mod tests {
         );
         for s in ["a", "b", "c"] {
             write(root, &format!("scripts/{s}.sh"), "#!/bin/sh\n", 0o755);
-            write(root, &format!("schemas/input/{s}.json"), r#"{"type": "object"}"#, 0o644);
-            write(root, &format!("schemas/output/{s}.json"), r#"{"type": "object"}"#, 0o644);
+            write(
+                root,
+                &format!("schemas/input/{s}.json"),
+                r#"{"type": "object"}"#,
+                0o644,
+            );
+            write(
+                root,
+                &format!("schemas/output/{s}.json"),
+                r#"{"type": "object"}"#,
+                0o644,
+            );
         }
         write(root, "scripts/c.band.md", &band("own", "3"), 0o644);
     }
@@ -280,11 +385,19 @@ mod tests {
         let t = tempfile::tempdir().expect("tmp");
         skill(&t.path().join("demo"), "demo");
         let report = lint_paths(&[t.path().to_path_buf()]);
-        let config: Vec<_> = report.diagnostics.iter().filter(|d| d.code == Code::ConfigInvalid).collect();
+        let config: Vec<_> = report
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == Code::ConfigInvalid)
+            .collect();
         assert_eq!(config.len(), 1, "{:#?}", report.diagnostics);
         assert!(config[0].path.ends_with("demo/BAND.md"), "{config:?}");
         assert_eq!(config[0].loc, Loc::new(4, 1));
-        assert!(config[0].message.contains("/retries"), "{}", config[0].message);
+        assert!(
+            config[0].message.contains("/retries"),
+            "{}",
+            config[0].message
+        );
         assert_eq!(report.band_files, 2);
     }
 
@@ -305,8 +418,16 @@ mod tests {
         }
         sort_dedup(&mut one_by_one.diagnostics);
         assert_eq!(together.skills, 9);
-        assert_eq!((together.skills, together.band_files), (one_by_one.skills, one_by_one.band_files));
+        assert_eq!(
+            (together.skills, together.band_files),
+            (one_by_one.skills, one_by_one.band_files)
+        );
         assert_eq!(together.diagnostics, one_by_one.diagnostics);
-        assert_eq!(together.count(Severity::Error), 9, "{:#?}", together.diagnostics);
+        assert_eq!(
+            together.count(Severity::Error),
+            9,
+            "{:#?}",
+            together.diagnostics
+        );
     }
 }

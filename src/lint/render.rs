@@ -13,16 +13,29 @@ use crate::diag::{Code, Diagnostic, Severity};
 pub fn human(report: &Report, color: bool) -> String {
     let mut sources: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     let mut out = String::new();
-    let paint = |s: &str, code: &str| if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() };
+    let paint = |s: &str, code: &str| {
+        if color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    };
     for d in &report.diagnostics {
         let sev = match d.severity {
             Severity::Error => paint(&format!("error[{}]", d.code), "1;31"),
             Severity::Warning => paint(&format!("warning[{}]", d.code), "1;33"),
         };
         let _ = writeln!(out, "{sev}: {}", d.message);
-        let _ = writeln!(out, "  {} {}", paint("-->", "1;34"), crate::diag::location_prefix(&d.path, d.loc));
+        let _ = writeln!(
+            out,
+            "  {} {}",
+            paint("-->", "1;34"),
+            crate::diag::location_prefix(&d.path, d.loc)
+        );
         if d.loc.line > 0 {
-            let src = sources.entry(d.path.clone()).or_insert_with(|| std::fs::read_to_string(&d.path).ok());
+            let src = sources
+                .entry(d.path.clone())
+                .or_insert_with(|| std::fs::read_to_string(&d.path).ok());
             if let Some(line) = src.as_deref().and_then(|s| s.lines().nth(d.loc.line - 1)) {
                 let no = d.loc.line.to_string();
                 let pad = " ".repeat(no.len());
@@ -30,8 +43,17 @@ pub fn human(report: &Report, color: bool) -> String {
                 let _ = writeln!(out, "{pad} {}", paint("|", "1;34"));
                 let _ = writeln!(out, "{} {} {line}", paint(&no, "1;34"), paint("|", "1;34"));
                 if d.loc.col > 0 {
-                    let caret_at: String = line.chars().take(d.loc.col - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-                    let _ = writeln!(out, "{pad} {} {caret_at}{}", paint("|", "1;34"), paint("^", "1;31"));
+                    let caret_at: String = line
+                        .chars()
+                        .take(d.loc.col - 1)
+                        .map(|c| if c == '\t' { '\t' } else { ' ' })
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "{pad} {} {caret_at}{}",
+                        paint("|", "1;34"),
+                        paint("^", "1;31")
+                    );
                 }
             }
         }
@@ -48,12 +70,23 @@ pub fn human(report: &Report, color: bool) -> String {
 /// `Checked 3 skills and 5 band files: 2 errors, 1 warning.`
 pub fn summary_line(report: &Report) -> String {
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
-    let (e, w) = (report.count(Severity::Error), report.count(Severity::Warning));
-    let checked = format!("Checked {} and {}", plural(report.skills, "skill"), plural(report.band_files, "band file"));
+    let (e, w) = (
+        report.count(Severity::Error),
+        report.count(Severity::Warning),
+    );
+    let checked = format!(
+        "Checked {} and {}",
+        plural(report.skills, "skill"),
+        plural(report.band_files, "band file")
+    );
     if e == 0 && w == 0 {
         format!("{checked}: no problems.")
     } else {
-        format!("{checked}: {}, {}.", plural(e, "error"), plural(w, "warning"))
+        format!(
+            "{checked}: {}, {}.",
+            plural(e, "error"),
+            plural(w, "warning")
+        )
     }
 }
 
@@ -93,7 +126,11 @@ pub fn sarif(report: &Report, base: &Path) -> serde_json::Value {
             })
         })
         .collect();
-    let results: Vec<_> = report.diagnostics.iter().map(|d| sarif_result(d, base)).collect();
+    let results: Vec<_> = report
+        .diagnostics
+        .iter()
+        .map(|d| sarif_result(d, base))
+        .collect();
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -110,7 +147,12 @@ pub fn sarif(report: &Report, base: &Path) -> serde_json::Value {
 }
 
 fn sarif_result(d: &Diagnostic, base: &Path) -> serde_json::Value {
-    let uri = d.path.strip_prefix(base).unwrap_or(&d.path).to_string_lossy().replace('\\', "/");
+    let uri = d
+        .path
+        .strip_prefix(base)
+        .unwrap_or(&d.path)
+        .to_string_lossy()
+        .replace('\\', "/");
     let mut message = d.message.clone();
     if let Some(h) = &d.hint {
         message.push_str("\nhint: ");

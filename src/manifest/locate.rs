@@ -31,7 +31,11 @@ pub fn locate(yaml: &str, first_line: usize, path: &[Step<'_>]) -> Loc {
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 return None;
             }
-            Some(Line { no: i + first_line, indent: raw.len() - trimmed.len(), text: raw })
+            Some(Line {
+                no: i + first_line,
+                indent: raw.len() - trimmed.len(),
+                text: raw,
+            })
         })
         .collect();
     let mut start = 0usize;
@@ -77,8 +81,9 @@ pub fn locate(yaml: &str, first_line: usize, path: &[Step<'_>]) -> Loc {
         let Some(ci) = child_indent else { return found };
         match step {
             Step::Key(k) => {
-                let Some(pos) = (start..end).find(|&i| lines[i].indent == ci && key_of(lines[i].text.trim_start()) == Some(k))
-                else {
+                let Some(pos) = (start..end).find(|&i| {
+                    lines[i].indent == ci && key_of(lines[i].text.trim_start()) == Some(k)
+                }) else {
                     return found;
                 };
                 found = Loc::new(lines[pos].no, ci + 1);
@@ -87,25 +92,41 @@ pub fn locate(yaml: &str, first_line: usize, path: &[Step<'_>]) -> Loc {
                 start = pos + 1;
                 end = block_end(&lines, pos + 1, end, ci);
                 // YAML allows a key's list items at the key's own indent (`key:\n- a`).
-                if inline.is_none() && start < lines.len() && start == end && lines[start].indent == ci
+                if inline.is_none()
+                    && start < lines.len()
+                    && start == end
+                    && lines[start].indent == ci
                     && lines[start].text.trim_start().starts_with('-')
                 {
                     end = (start..lines.len())
-                        .find(|&i| lines[i].indent < ci || (lines[i].indent == ci && !lines[i].text.trim_start().starts_with('-')))
+                        .find(|&i| {
+                            lines[i].indent < ci
+                                || (lines[i].indent == ci
+                                    && !lines[i].text.trim_start().starts_with('-'))
+                        })
                         .unwrap_or(lines.len());
                     parent_indent = ci.checked_sub(1);
                 }
             }
             Step::Index(n) => {
                 let items: Vec<usize> = (start..end)
-                    .filter(|&i| lines[i].indent == ci && lines[i].text.trim_start().starts_with('-'))
+                    .filter(|&i| {
+                        lines[i].indent == ci && lines[i].text.trim_start().starts_with('-')
+                    })
                     .collect();
-                let Some(&pos) = items.get(*n) else { return found };
+                let Some(&pos) = items.get(*n) else {
+                    return found;
+                };
                 let dash = ci;
-                let after = lines[pos].text[dash + 1..].len() - lines[pos].text[dash + 1..].trim_start().len();
+                let after = lines[pos].text[dash + 1..].len()
+                    - lines[pos].text[dash + 1..].trim_start().len();
                 let vcol = dash + 1 + after;
                 found = Loc::new(lines[pos].no, vcol + 1);
-                inline = if vcol < lines[pos].text.len() { Some((pos, vcol)) } else { None };
+                inline = if vcol < lines[pos].text.len() {
+                    Some((pos, vcol))
+                } else {
+                    None
+                };
                 parent_indent = Some(dash);
                 start = pos + 1;
                 end = block_end(&lines, pos + 1, end, dash);
@@ -117,7 +138,9 @@ pub fn locate(yaml: &str, first_line: usize, path: &[Step<'_>]) -> Loc {
 
 /// The end of the block that starts at `from`: the first line with indent <= `indent`.
 fn block_end(lines: &[Line<'_>], from: usize, limit: usize, indent: usize) -> usize {
-    (from..limit).find(|&i| lines[i].indent <= indent).unwrap_or(limit)
+    (from..limit)
+        .find(|&i| lines[i].indent <= indent)
+        .unwrap_or(limit)
 }
 
 /// `key` if the line (already trimmed at the start) is `key:` or `key: value` (quotes removed).
@@ -136,7 +159,9 @@ fn find_key_colon(t: &str) -> Option<usize> {
             Some(q) if b == q => quote = None,
             Some(_) => {}
             None if b == b'"' || b == b'\'' => quote = Some(b),
-            None if b == b':' && (i + 1 == bytes.len() || bytes[i + 1] == b' ' || bytes[i + 1] == b'\t') => {
+            None if b == b':'
+                && (i + 1 == bytes.len() || bytes[i + 1] == b' ' || bytes[i + 1] == b'\t') =>
+            {
                 return Some(i);
             }
             None => {}
@@ -209,23 +234,50 @@ mod tests {
     fn keys_and_items() {
         assert_eq!(locate(DOC, 2, &[K("band")]), Loc::new(2, 1));
         assert_eq!(locate(DOC, 2, &[K("allow"), K("cli")]), Loc::new(5, 3));
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("cli"), I(0)]), Loc::new(6, 7));
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("cli"), I(1)]), Loc::new(7, 7));
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("read"), I(0)]), Loc::new(11, 7));
-        assert_eq!(locate(DOC, 2, &[K("limit"), K("maxRuntimeMs")]), Loc::new(13, 3));
-        assert_eq!(locate(DOC, 2, &[K("env"), K("secrets"), I(1)]), Loc::new(17, 5));
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("cli"), I(0)]),
+            Loc::new(6, 7)
+        );
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("cli"), I(1)]),
+            Loc::new(7, 7)
+        );
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("read"), I(0)]),
+            Loc::new(11, 7)
+        );
+        assert_eq!(
+            locate(DOC, 2, &[K("limit"), K("maxRuntimeMs")]),
+            Loc::new(13, 3)
+        );
+        assert_eq!(
+            locate(DOC, 2, &[K("env"), K("secrets"), I(1)]),
+            Loc::new(17, 5)
+        );
     }
 
     #[test]
     fn flow_sequences() {
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("net"), I(0)]), Loc::new(8, 9));
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("net"), I(1)]), Loc::new(8, 25));
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("net"), I(0)]),
+            Loc::new(8, 9)
+        );
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("net"), I(1)]),
+            Loc::new(8, 25)
+        );
     }
 
     #[test]
     fn missing_steps_fall_back_to_nearest() {
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("write"), I(3)]), Loc::new(4, 1));
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("write"), I(3)]),
+            Loc::new(4, 1)
+        );
         assert_eq!(locate(DOC, 2, &[K("nope")]), Loc::new(2, 1));
-        assert_eq!(locate(DOC, 2, &[K("allow"), K("cli"), I(9)]), Loc::new(5, 3));
+        assert_eq!(
+            locate(DOC, 2, &[K("allow"), K("cli"), I(9)]),
+            Loc::new(5, 3)
+        );
     }
 }

@@ -26,7 +26,9 @@ pub const MAX_BAND_FILE_BYTES: u64 = 256 * 1024;
 
 /// True for `BAND.md` and `*.band.md`.
 pub fn is_band_file(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == BAND_FILE || (n.ends_with(".band.md") && n.len() > 8))
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == BAND_FILE || (n.ends_with(".band.md") && n.len() > 8))
 }
 
 /// Where a run executes.
@@ -40,7 +42,11 @@ pub enum Target {
     /// A Lima VM (`local-lima` is the upstream spelling).
     Lima,
     /// Any Linux host with band-server installed, over SSH.
-    Ssh { user: String, host: String, port: u16 },
+    Ssh {
+        user: String,
+        host: String,
+        port: u16,
+    },
 }
 
 impl Target {
@@ -49,31 +55,53 @@ impl Target {
             "host" => Ok(Target::Host),
             "qemu" => Ok(Target::Qemu),
             "lima" | "local-lima" => Ok(Target::Lima),
-            "local-dangerously" => Err("band never runs a skill unsandboxed; `local-dangerously` is not a target".into()),
+            "local-dangerously" => Err(
+                "band never runs a skill unsandboxed; `local-dangerously` is not a target".into(),
+            ),
             _ => {
                 let Some(rest) = s.strip_prefix("ssh://") else {
                     return Err(format!("unknown target `{s}`"));
                 };
-                let (user, hostport) = rest.split_once('@').ok_or_else(|| format!("`{s}` needs a user: ssh://user@host[:port]"))?;
+                let (user, hostport) = rest
+                    .split_once('@')
+                    .ok_or_else(|| format!("`{s}` needs a user: ssh://user@host[:port]"))?;
                 let bad_port = || format!("bad port in `{s}`");
                 // `[v6]` or `[v6]:port`; else `host:port`; a bare IPv6 address (several colons) has no port.
                 let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
-                    let (h, after) = rest.split_once(']').ok_or_else(|| format!("`{s}` opens `[` but never closes it"))?;
+                    let (h, after) = rest
+                        .split_once(']')
+                        .ok_or_else(|| format!("`{s}` opens `[` but never closes it"))?;
                     match after {
                         "" => (h, 22),
-                        _ => (h, after.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()).ok_or_else(bad_port)?),
+                        _ => (
+                            h,
+                            after
+                                .strip_prefix(':')
+                                .and_then(|p| p.parse::<u16>().ok())
+                                .ok_or_else(bad_port)?,
+                        ),
                     }
                 } else {
                     match hostport.rsplit_once(':') {
-                        Some((h, p)) if !h.contains(':') => (h, p.parse::<u16>().map_err(|_| bad_port())?),
+                        Some((h, p)) if !h.contains(':') => {
+                            (h, p.parse::<u16>().map_err(|_| bad_port())?)
+                        }
                         _ => (hostport, 22),
                     }
                 };
-                let ok = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c));
+                let ok = |t: &str| {
+                    !t.is_empty()
+                        && t.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c))
+                };
                 if !ok(user) || !ok(host) || port == 0 {
                     return Err(format!("`{s}` is not ssh://user@host[:port]"));
                 }
-                Ok(Target::Ssh { user: user.into(), host: host.into(), port })
+                Ok(Target::Ssh {
+                    user: user.into(),
+                    host: host.into(),
+                    port,
+                })
             }
         }
     }
@@ -86,9 +114,19 @@ impl std::fmt::Display for Target {
             Target::Qemu => f.write_str("qemu"),
             Target::Lima => f.write_str("lima"),
             // An IPv6 host is bracketed, so that a port after it reads back as the port.
-            Target::Ssh { user, host, port: 22 } if host.contains(':') => write!(f, "ssh://{user}@[{host}]"),
-            Target::Ssh { user, host, port } if host.contains(':') => write!(f, "ssh://{user}@[{host}]:{port}"),
-            Target::Ssh { user, host, port: 22 } => write!(f, "ssh://{user}@{host}"),
+            Target::Ssh {
+                user,
+                host,
+                port: 22,
+            } if host.contains(':') => write!(f, "ssh://{user}@[{host}]"),
+            Target::Ssh { user, host, port } if host.contains(':') => {
+                write!(f, "ssh://{user}@[{host}]:{port}")
+            }
+            Target::Ssh {
+                user,
+                host,
+                port: 22,
+            } => write!(f, "ssh://{user}@{host}"),
             Target::Ssh { user, host, port } => write!(f, "ssh://{user}@{host}:{port}"),
         }
     }
@@ -159,7 +197,8 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), (Loc, Stri
         return Err((
             Loc::new(1, 1),
             "the file does not start with a `---` line".into(),
-            "a band file is YAML frontmatter between two `---` lines, then optional Markdown".into(),
+            "a band file is YAML frontmatter between two `---` lines, then optional Markdown"
+                .into(),
         ));
     }
     let yaml_start = (first_end + 1).min(src.len());
@@ -184,16 +223,39 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), (Loc, Stri
 /// (The YAML parser also breaks lines at a lone `\r`, NEL, LS and PS, so its own line numbers
 /// can point past the end of the file; its byte index cannot.) The column counts characters.
 pub(crate) fn yaml_error_loc(yaml: &str, first_line: usize, e: &yaml_serde::Error) -> Loc {
-    let Some(index) = e.location().map(|l| l.index().min(yaml.len())) else { return Loc::new(first_line, 1) };
-    let index = (0..=index).rev().find(|&i| yaml.is_char_boundary(i)).unwrap_or(0);
+    let Some(index) = e.location().map(|l| l.index().min(yaml.len())) else {
+        return Loc::new(first_line, 1);
+    };
+    let index = (0..=index)
+        .rev()
+        .find(|&i| yaml.is_char_boundary(i))
+        .unwrap_or(0);
     let before = &yaml[..index];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Loc::new(first_line + before.matches('\n').count(), before[line_start..].chars().count() + 1)
+    Loc::new(
+        first_line + before.matches('\n').count(),
+        before[line_start..].chars().count() + 1,
+    )
 }
 
 const TOP_KEYS: &[&str] = &[
-    "band", "description", "icon", "version", "allow", "deny", "insist", "env", "requires", "limit", "execution",
-    "path", "extends", "includes", "provides", "contract", "url",
+    "band",
+    "description",
+    "icon",
+    "version",
+    "allow",
+    "deny",
+    "insist",
+    "env",
+    "requires",
+    "limit",
+    "execution",
+    "path",
+    "extends",
+    "includes",
+    "provides",
+    "contract",
+    "url",
 ];
 
 /// The `limit` fields and whether each is a size, a duration, a count, or dollars.
@@ -226,7 +288,10 @@ pub fn load_band(path: &Path) -> Parsed {
     };
     match std::fs::metadata(path) {
         Ok(m) if m.len() > MAX_BAND_FILE_BYTES => {
-            return fail(format!("band file is {} bytes; the limit is {MAX_BAND_FILE_BYTES}", m.len()));
+            return fail(format!(
+                "band file is {} bytes; the limit is {MAX_BAND_FILE_BYTES}",
+                m.len()
+            ));
         }
         Ok(_) => {}
         Err(e) => return fail(format!("cannot read {}: {e}", path.display())),
@@ -239,12 +304,21 @@ pub fn load_band(path: &Path) -> Parsed {
 
 /// Parse band file text. `path` is used for diagnostics only.
 pub fn parse_band(path: &Path, source: &str) -> Parsed {
-    let mut p = FieldParser { path, yaml: "", first: 2, diags: Vec::new() };
+    let mut p = FieldParser {
+        path,
+        yaml: "",
+        first: 2,
+        diags: Vec::new(),
+    };
     let (yaml, first, body) = match split_frontmatter(source) {
         Ok(x) => x,
         Err((loc, msg, hint)) => {
-            p.diags.push(Diagnostic::new(Code::MissingFrontmatter, path, loc, msg).with_hint(hint));
-            return Parsed { band: None, diagnostics: p.diags };
+            p.diags
+                .push(Diagnostic::new(Code::MissingFrontmatter, path, loc, msg).with_hint(hint));
+            return Parsed {
+                band: None,
+                diagnostics: p.diags,
+            };
         }
     };
     p.yaml = yaml;
@@ -259,7 +333,10 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
                 Diagnostic::new(Code::YamlSyntax, path, loc, format!("invalid YAML: {msg}"))
                     .with_hint("quote values that start with `*`, `&`, `!`, `{`, `[` or contain `: `, e.g. \"*.github.com\""),
             );
-            return Parsed { band: None, diagnostics: p.diags };
+            return Parsed {
+                band: None,
+                diagnostics: p.diags,
+            };
         }
     };
     let map = match root {
@@ -267,17 +344,27 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
         Yaml::Null => yaml_serde::Mapping::new(),
         _ => {
             p.diags.push(
-                Diagnostic::new(Code::NotAMapping, path, Loc::new(first, 1), "the frontmatter must be a mapping of keys to values")
-                    .with_hint("start with `band: my-skill` and `description: ...`"),
+                Diagnostic::new(
+                    Code::NotAMapping,
+                    path,
+                    Loc::new(first, 1),
+                    "the frontmatter must be a mapping of keys to values",
+                )
+                .with_hint("start with `band: my-skill` and `description: ...`"),
             );
-            return Parsed { band: None, diagnostics: p.diags };
+            return Parsed {
+                band: None,
+                diagnostics: p.diags,
+            };
         }
     };
     let mut band = Band {
         path: path.to_path_buf(),
         yaml: yaml.to_string(),
         yaml_first_line: first,
-        body: Some(body.trim()).filter(|b| !b.is_empty()).map(str::to_string),
+        body: Some(body.trim())
+            .filter(|b| !b.is_empty())
+            .map(str::to_string),
         ..Band::default()
     };
 
@@ -285,7 +372,12 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
     let name_key = map.get("band").and_then(Yaml::as_str).map(str::to_string);
     for (k, v) in &map {
         let Some(key) = k.as_str() else {
-            p.err(Code::WrongType, &[], format!("keys must be strings, found {}", kind(k)), None);
+            p.err(
+                Code::WrongType,
+                &[],
+                format!("keys must be strings, found {}", kind(k)),
+                None,
+            );
             continue;
         };
         let at = [Step::Key(key)];
@@ -351,19 +443,28 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
 
     if band.reference.is_none() {
         for (field, value) in [("band", &band.name), ("description", &band.description)] {
-            let present = map.get(field).is_some_and(|v| !matches!(v, Yaml::Null) && v.as_str().is_none_or(|s| !s.trim().is_empty()));
+            let present = map.get(field).is_some_and(|v| {
+                !matches!(v, Yaml::Null) && v.as_str().is_none_or(|s| !s.trim().is_empty())
+            });
             if value.is_empty() && !present {
                 p.diags.push(
-                    Diagnostic::new(Code::MissingField, path, Loc::new(1, 1), format!("required field `{field}` is missing"))
-                        .with_hint(match field {
-                            "band" => "add `band: <kebab-case-name>` to the frontmatter",
-                            _ => "add `description: <one sentence on what the skill does>`",
-                        }),
+                    Diagnostic::new(
+                        Code::MissingField,
+                        path,
+                        Loc::new(1, 1),
+                        format!("required field `{field}` is missing"),
+                    )
+                    .with_hint(match field {
+                        "band" => "add `band: <kebab-case-name>` to the frontmatter",
+                        _ => "add `description: <one sentence on what the skill does>`",
+                    }),
                 );
             }
         }
     } else {
-        for key in ["allow", "deny", "insist", "limit", "env", "extends", "includes"] {
+        for key in [
+            "allow", "deny", "insist", "limit", "env", "extends", "includes",
+        ] {
             if map.contains_key(key) {
                 p.warn(
                     Code::Ignored,
@@ -375,7 +476,10 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
         }
     }
     p.semantic_checks(&band);
-    Parsed { band: Some(band), diagnostics: p.diags }
+    Parsed {
+        band: Some(band),
+        diagnostics: p.diags,
+    }
 }
 
 struct FieldParser<'a> {
@@ -406,7 +510,12 @@ impl FieldParser<'_> {
 
     fn type_err(&mut self, at: &[Step<'_>], expected: &str, found: &Yaml) {
         let name = dotted(at);
-        self.push(Code::WrongType, at, format!("`{name}` must be {expected}, found {}", kind(found)), None);
+        self.push(
+            Code::WrongType,
+            at,
+            format!("`{name}` must be {expected}, found {}", kind(found)),
+            None,
+        );
     }
 
     /// A list of strings. A single string is refused with a hint (it is almost always a mistake).
@@ -433,7 +542,10 @@ impl FieldParser<'_> {
                     Code::WrongType,
                     at,
                     format!("`{name}` must be a list, found a single string"),
-                    Some(format!("write it as a list: `{}: [\"{s}\"]`", at.last().map(step_name).unwrap_or_default())),
+                    Some(format!(
+                        "write it as a list: `{}: [\"{s}\"]`",
+                        at.last().map(step_name).unwrap_or_default()
+                    )),
                 );
                 Vec::new()
             }
@@ -450,7 +562,11 @@ impl FieldParser<'_> {
             Yaml::Null => return set,
             Yaml::Mapping(m) => m,
             other => {
-                self.type_err(&[Step::Key(column)], "a mapping of cli/net/read/write lists", other);
+                self.type_err(
+                    &[Step::Key(column)],
+                    "a mapping of cli/net/read/write lists",
+                    other,
+                );
                 return set;
             }
         };
@@ -469,8 +585,14 @@ impl FieldParser<'_> {
                         Some("band enforces cli, net, read and write".into()),
                     );
                 } else {
-                    let hint = did_you_mean(cat_name, ["cli", "net", "read", "write"]).map(|s| format!("did you mean `{s}`?"));
-                    self.warn(Code::UnknownKey, &at, format!("unknown category `{column}.{cat_name}`"), hint);
+                    let hint = did_you_mean(cat_name, ["cli", "net", "read", "write"])
+                        .map(|s| format!("did you mean `{s}`?"));
+                    self.warn(
+                        Code::UnknownKey,
+                        &at,
+                        format!("unknown category `{column}.{cat_name}`"),
+                        hint,
+                    );
                 }
                 continue;
             };
@@ -479,11 +601,21 @@ impl FieldParser<'_> {
             for (i, item) in items.iter().enumerate() {
                 let item_at = [Step::Key(column), Step::Key(cat_name), Step::Index(i)];
                 if let Err(e) = validate_pattern(cat, item) {
-                    self.push(Code::InvalidPattern, &item_at, format!("invalid {cat} pattern `{item}`: {}", e.message), e.hint);
+                    self.push(
+                        Code::InvalidPattern,
+                        &item_at,
+                        format!("invalid {cat} pattern `{item}`: {}", e.message),
+                        e.hint,
+                    );
                     continue;
                 }
                 if !seen.insert(item.as_str()) {
-                    self.push(Code::DuplicateRule, &item_at, format!("`{item}` appears twice in `{column}.{cat}`"), None);
+                    self.push(
+                        Code::DuplicateRule,
+                        &item_at,
+                        format!("`{item}` appears twice in `{column}.{cat}`"),
+                        None,
+                    );
                     continue;
                 }
                 set.get_mut(cat).push(item.clone());
@@ -499,7 +631,12 @@ impl FieldParser<'_> {
             let mut path = at.to_vec();
             path.push(Step::Index(i));
             if let Some(why) = secret_name_problem(&name) {
-                self.push(Code::InvalidSecretName, &path, format!("secret name `{name}` {why}"), Some("use an environment variable name like `GITHUB_TOKEN`".into()));
+                self.push(
+                    Code::InvalidSecretName,
+                    &path,
+                    format!("secret name `{name}` {why}"),
+                    Some("use an environment variable name like `GITHUB_TOKEN`".into()),
+                );
             } else if !ok.contains(&name) {
                 ok.push(name);
             }
@@ -508,7 +645,9 @@ impl FieldParser<'_> {
     }
 
     fn env(&mut self, v: &Yaml, band: &mut Band) {
-        let Some(map) = self.mapping(&[Step::Key("env")], v) else { return };
+        let Some(map) = self.mapping(&[Step::Key("env")], v) else {
+            return;
+        };
         for (k, val) in map {
             match k.as_str() {
                 Some("secrets") => band.secrets = self.secret_names(&[Step::Key("env"), Step::Key("secrets")], val),
@@ -528,28 +667,48 @@ impl FieldParser<'_> {
     }
 
     fn requires(&mut self, v: &Yaml, band: &mut Band) {
-        let Some(map) = self.mapping(&[Step::Key("requires")], v) else { return };
+        let Some(map) = self.mapping(&[Step::Key("requires")], v) else {
+            return;
+        };
         for (k, val) in map {
             match k.as_str() {
                 Some("secrets") => {
-                    band.required_secrets = self.secret_names(&[Step::Key("requires"), Step::Key("secrets")], val);
+                    band.required_secrets =
+                        self.secret_names(&[Step::Key("requires"), Step::Key("secrets")], val);
                 }
                 Some("network") => {
                     let at = [Step::Key("requires"), Step::Key("network")];
                     if let Some(net) = self.mapping(&at, val) {
                         for (nk, nv) in net {
                             if nk.as_str() == Some("egress") {
-                                band.requires_egress =
-                                    self.string_list(&[Step::Key("requires"), Step::Key("network"), Step::Key("egress")], nv);
+                                band.requires_egress = self.string_list(
+                                    &[
+                                        Step::Key("requires"),
+                                        Step::Key("network"),
+                                        Step::Key("egress"),
+                                    ],
+                                    nv,
+                                );
                             } else {
-                                self.warn(Code::UnknownKey, &at, format!("unknown key `requires.network.{}`", show(nk)), None);
+                                self.warn(
+                                    Code::UnknownKey,
+                                    &at,
+                                    format!("unknown key `requires.network.{}`", show(nk)),
+                                    None,
+                                );
                             }
                         }
                     }
                 }
                 Some(other) => {
-                    let hint = did_you_mean(other, ["secrets", "network"]).map(|s| format!("did you mean `{s}`?"));
-                    self.warn(Code::UnknownKey, &[Step::Key("requires"), Step::Key(other)], format!("unknown key `requires.{other}`"), hint);
+                    let hint = did_you_mean(other, ["secrets", "network"])
+                        .map(|s| format!("did you mean `{s}`?"));
+                    self.warn(
+                        Code::UnknownKey,
+                        &[Step::Key("requires"), Step::Key(other)],
+                        format!("unknown key `requires.{other}`"),
+                        hint,
+                    );
                 }
                 None => self.type_err(&[Step::Key("requires")], "a mapping with string keys", k),
             }
@@ -557,7 +716,9 @@ impl FieldParser<'_> {
     }
 
     fn execution(&mut self, v: &Yaml, band: &mut Band) {
-        let Some(map) = self.mapping(&[Step::Key("execution")], v) else { return };
+        let Some(map) = self.mapping(&[Step::Key("execution")], v) else {
+            return;
+        };
         for (k, val) in map {
             let key = k.as_str().unwrap_or("");
             let at = [Step::Key("execution"), Step::Key(key)];
@@ -572,10 +733,21 @@ impl FieldParser<'_> {
                     ),
                     None => self.type_err(&at, "a string", val),
                 },
-                "lima" | "cloudflare" => self.warn(Code::Ignored, &at, format!("`execution.{key}` is ignored"), None),
+                "lima" | "cloudflare" => self.warn(
+                    Code::Ignored,
+                    &at,
+                    format!("`execution.{key}` is ignored"),
+                    None,
+                ),
                 other => {
-                    let hint = did_you_mean(other, ["target"]).map(|s| format!("did you mean `{s}`?"));
-                    self.warn(Code::UnknownKey, &at, format!("unknown key `execution.{other}`"), hint);
+                    let hint =
+                        did_you_mean(other, ["target"]).map(|s| format!("did you mean `{s}`?"));
+                    self.warn(
+                        Code::UnknownKey,
+                        &at,
+                        format!("unknown key `execution.{other}`"),
+                        hint,
+                    );
                 }
             }
         }
@@ -583,13 +755,21 @@ impl FieldParser<'_> {
 
     fn limits(&mut self, v: &Yaml) -> Limits {
         let mut limits = Limits::default();
-        let Some(map) = self.mapping(&[Step::Key("limit")], v) else { return limits };
+        let Some(map) = self.mapping(&[Step::Key("limit")], v) else {
+            return limits;
+        };
         for (k, val) in map {
             let key = k.as_str().unwrap_or("");
             let at = [Step::Key("limit"), Step::Key(key)];
             let Some(&(_, kind)) = LIMIT_FIELDS.iter().find(|(n, _)| *n == key) else {
-                let hint = did_you_mean(key, LIMIT_FIELDS.iter().map(|(n, _)| *n)).map(|s| format!("did you mean `{s}`?"));
-                self.warn(Code::UnknownKey, &at, format!("unknown limit `{key}`"), hint);
+                let hint = did_you_mean(key, LIMIT_FIELDS.iter().map(|(n, _)| *n))
+                    .map(|s| format!("did you mean `{s}`?"));
+                self.warn(
+                    Code::UnknownKey,
+                    &at,
+                    format!("unknown limit `{key}`"),
+                    hint,
+                );
                 continue;
             };
             let text = match val {
@@ -601,11 +781,26 @@ impl FieldParser<'_> {
                 }
             };
             let parsed: Result<f64, String> = match kind {
-                LimitKind::Bytes => parse_bytes(&text).map(|n| n as f64).map_err(|e| e.to_string()),
-                LimitKind::Millis => parse_duration_ms(&text).map(|n| n as f64).map_err(|e| e.to_string()),
-                LimitKind::Count => text.trim().parse::<u64>().map(|n| n as f64).map_err(|_| format!("`{text}` is not a whole number")),
-                LimitKind::Cpus => text.trim().parse::<f64>().map_err(|_| format!("`{text}` is not a number of CPUs")),
-                LimitKind::Dollars => text.trim().trim_start_matches('$').parse::<f64>().map_err(|_| format!("`{text}` is not an amount of dollars")),
+                LimitKind::Bytes => parse_bytes(&text)
+                    .map(|n| n as f64)
+                    .map_err(|e| e.to_string()),
+                LimitKind::Millis => parse_duration_ms(&text)
+                    .map(|n| n as f64)
+                    .map_err(|e| e.to_string()),
+                LimitKind::Count => text
+                    .trim()
+                    .parse::<u64>()
+                    .map(|n| n as f64)
+                    .map_err(|_| format!("`{text}` is not a whole number")),
+                LimitKind::Cpus => text
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{text}` is not a number of CPUs")),
+                LimitKind::Dollars => text
+                    .trim()
+                    .trim_start_matches('$')
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{text}` is not an amount of dollars")),
             };
             let value = match parsed {
                 Ok(x) => x,
@@ -616,14 +811,26 @@ impl FieldParser<'_> {
             };
             let range: (f64, f64, &str) = match (kind, key) {
                 (LimitKind::Millis, _) => (1.0, 86_400_000.0, "between 1ms and 24h"),
-                (LimitKind::Bytes, "maxMemoryBytes") => ((4u64 << 20) as f64, (1u64 << 40) as f64, "between 4m and 1t"),
+                (LimitKind::Bytes, "maxMemoryBytes") => (
+                    (4u64 << 20) as f64,
+                    (1u64 << 40) as f64,
+                    "between 4m and 1t",
+                ),
                 (LimitKind::Bytes, _) => (1.0, (1u64 << 40) as f64, "between 1 byte and 1t"),
                 (LimitKind::Count, _) => (1.0, 4_194_304.0, "between 1 and 4194304"),
                 (LimitKind::Cpus, _) => (0.01, 1024.0, "between 0.01 and 1024"),
                 (LimitKind::Dollars, _) => (0.0, 1e9, "zero or more"),
             };
             if !(value >= range.0 && value <= range.1) {
-                self.push(Code::LimitOutOfRange, &at, format!("limit `{key}` = {text} is out of range: it must be {}", range.2), None);
+                self.push(
+                    Code::LimitOutOfRange,
+                    &at,
+                    format!(
+                        "limit `{key}` = {text} is out of range: it must be {}",
+                        range.2
+                    ),
+                    None,
+                );
                 continue;
             }
             match key {
@@ -673,8 +880,13 @@ impl FieldParser<'_> {
                 );
             }
         }
-        let policy = crate::policy::Policy { deny: band.deny.clone(), ..Default::default() };
-        let Ok(deny_only) = crate::policy::CompiledPolicy::compile(&policy) else { return };
+        let policy = crate::policy::Policy {
+            deny: band.deny.clone(),
+            ..Default::default()
+        };
+        let Ok(deny_only) = crate::policy::CompiledPolicy::compile(&policy) else {
+            return;
+        };
         for cat in Category::ALL {
             for (i, item) in band.insist.get(cat).iter().enumerate() {
                 if let Some(rule) = denied_by(&deny_only, band, cat, item) {
@@ -701,7 +913,12 @@ impl FieldParser<'_> {
 }
 
 /// The deny rule that covers `item` (exactly, or by matching it as a concrete subject).
-fn denied_by(deny: &crate::policy::CompiledPolicy, band: &Band, cat: Category, item: &str) -> Option<String> {
+fn denied_by(
+    deny: &crate::policy::CompiledPolicy,
+    band: &Band,
+    cat: Category,
+    item: &str,
+) -> Option<String> {
     if let Some(rule) = band.deny.get(cat).iter().find(|d| d.as_str() == item) {
         return Some(rule.clone());
     }
@@ -709,7 +926,12 @@ fn denied_by(deny: &crate::policy::CompiledPolicy, band: &Band, cat: Category, i
         return None;
     }
     let decision = match cat {
-        Category::Cli => deny.cli.check(&item.split_whitespace().map(str::to_string).collect::<Vec<_>>()),
+        Category::Cli => deny.cli.check(
+            &item
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>(),
+        ),
         Category::Net => {
             let (host, port) = match item.rsplit_once(':') {
                 Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
@@ -729,14 +951,19 @@ fn denied_by(deny: &crate::policy::CompiledPolicy, band: &Band, cat: Category, i
 /// Why a secret name is unacceptable, or None.
 pub fn secret_name_problem(name: &str) -> Option<&'static str> {
     let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Some("is not an environment variable name");
     }
     if crate::proto::env::RESERVED.contains(&name) {
         return Some("is reserved by band");
     }
-    if crate::proto::env::RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) {
+    if crate::proto::env::RESERVED_PREFIXES
+        .iter()
+        .any(|p| name.starts_with(p))
+    {
         return Some("uses a prefix band reserves (BAND_, LD_)");
     }
     None
@@ -749,7 +976,8 @@ pub fn is_kebab(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_lowercase())
         && !s.ends_with('-')
         && !s.contains("--")
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// A best-effort kebab-case version of `s`, for hints.
@@ -766,7 +994,11 @@ pub fn to_kebab(s: &str) -> String {
         }
     }
     let out = out.trim_matches('-').to_string();
-    if out.starts_with(|c: char| c.is_ascii_digit()) { format!("x-{out}") } else { out }
+    if out.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("x-{out}")
+    } else {
+        out
+    }
 }
 
 fn dotted(at: &[Step<'_>]) -> String {
@@ -806,7 +1038,9 @@ fn kind_name(v: &Yaml) -> &'static str {
 
 fn kind(v: &Yaml) -> String {
     match v {
-        Yaml::Null | Yaml::Sequence(_) | Yaml::Mapping(_) | Yaml::Tagged(_) => kind_name(v).to_string(),
+        Yaml::Null | Yaml::Sequence(_) | Yaml::Mapping(_) | Yaml::Tagged(_) => {
+            kind_name(v).to_string()
+        }
         other => format!("{} `{}`", kind_name(other), show(other)),
     }
 }

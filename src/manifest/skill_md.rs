@@ -35,23 +35,47 @@ pub fn parse_skill_md(path: &Path, source: &str, folder: &str) -> (SkillMd, Vec<
         Ok(_) => yaml_serde::Mapping::new(),
         Err(e) => {
             let loc = super::yaml_error_loc(yaml, first, &e);
-            diags.push(Diagnostic::new(Code::YamlSyntax, path, loc, format!("invalid YAML in SKILL.md: {e}")));
+            diags.push(Diagnostic::new(
+                Code::YamlSyntax,
+                path,
+                loc,
+                format!("invalid YAML in SKILL.md: {e}"),
+            ));
             return (out, diags);
         }
     };
-    let get = |k: &str| map.get(k).and_then(Yaml::as_str).map(str::trim).unwrap_or("").to_string();
+    let get = |k: &str| {
+        map.get(k)
+            .and_then(Yaml::as_str)
+            .map(str::trim)
+            .unwrap_or("")
+            .to_string()
+    };
     out.name = get("name");
     out.description = get("description");
     let at = |k: &str| super::locate::locate(yaml, first, &[super::locate::Step::Key(k)]);
     if out.name.is_empty() {
         diags.push(
-            Diagnostic::new(Code::SkillMdField, path, Loc::new(1, 1), "SKILL.md frontmatter has no `name`")
-                .with_hint(format!("add `name: {folder}`")),
+            Diagnostic::new(
+                Code::SkillMdField,
+                path,
+                Loc::new(1, 1),
+                "SKILL.md frontmatter has no `name`",
+            )
+            .with_hint(format!("add `name: {folder}`")),
         );
     } else if out.name != folder {
         diags.push(
-            Diagnostic::new(Code::SkillMdField, path, at("name"), format!("SKILL.md name `{}` does not match the folder `{folder}`", out.name))
-                .with_hint(format!("rename the folder or set `name: {folder}`")),
+            Diagnostic::new(
+                Code::SkillMdField,
+                path,
+                at("name"),
+                format!(
+                    "SKILL.md name `{}` does not match the folder `{folder}`",
+                    out.name
+                ),
+            )
+            .with_hint(format!("rename the folder or set `name: {folder}`")),
         );
     }
     if out.description.is_empty() {

@@ -11,7 +11,10 @@ fn parse(src: &str) -> Parsed {
 
 /// `line:col code message` for each diagnostic, to compare whole lists at once.
 fn summary(p: &Parsed) -> Vec<String> {
-    p.diagnostics.iter().map(|d| format!("{}:{} {} {}", d.loc.line, d.loc.col, d.code, d.message)).collect()
+    p.diagnostics
+        .iter()
+        .map(|d| format!("{}:{} {} {}", d.loc.line, d.loc.col, d.code, d.message))
+        .collect()
 }
 
 const FULL: &str = r#"---
@@ -58,7 +61,10 @@ fn full_band_parses() {
     assert_eq!(b.name, "github-issues");
     assert_eq!(b.version, Some(2));
     assert_eq!(b.allow.cli, vec!["gh issue *", "jq *"]);
-    assert_eq!(b.allow.net, vec!["api.github.com", "*.githubusercontent.com"]);
+    assert_eq!(
+        b.allow.net,
+        vec!["api.github.com", "*.githubusercontent.com"]
+    );
     assert_eq!(b.allow.write, vec!["out/"]);
     assert_eq!(b.deny.read, vec!["**/.env*"]);
     assert_eq!(b.insist.cli, vec!["jq *"]);
@@ -75,9 +81,18 @@ fn full_band_parses() {
 
 #[test]
 fn frontmatter_errors() {
-    assert_eq!(summary(&parse("band: x\n")), vec!["1:1 F001 the file does not start with a `---` line"]);
-    assert_eq!(summary(&parse("---\nband: x\n")), vec!["1:1 F001 the frontmatter is never closed"]);
-    assert_eq!(summary(&parse("---\n- a\n- b\n---\n")), vec!["2:1 F003 the frontmatter must be a mapping of keys to values"]);
+    assert_eq!(
+        summary(&parse("band: x\n")),
+        vec!["1:1 F001 the file does not start with a `---` line"]
+    );
+    assert_eq!(
+        summary(&parse("---\nband: x\n")),
+        vec!["1:1 F001 the frontmatter is never closed"]
+    );
+    assert_eq!(
+        summary(&parse("---\n- a\n- b\n---\n")),
+        vec!["2:1 F003 the frontmatter must be a mapping of keys to values"]
+    );
     // A BOM and CRLF line endings are fine.
     let p = parse("\u{feff}---\r\nband: a\r\ndescription: d\r\n---\r\n");
     assert_eq!(summary(&p), Vec::<String>::new());
@@ -124,33 +139,64 @@ fn missing_and_bad_fields() {
     let p = parse("---\nicon: x\n---\n");
     assert_eq!(
         summary(&p),
-        vec!["1:1 F004 required field `band` is missing", "1:1 F004 required field `description` is missing"]
+        vec![
+            "1:1 F004 required field `band` is missing",
+            "1:1 F004 required field `description` is missing"
+        ]
     );
     let p = parse("---\nband: MySkill\ndescription: d\nversion: 0\n---\n");
     assert_eq!(
         summary(&p),
-        vec!["2:1 F006 band name `MySkill` is not kebab-case", "4:1 F008 `version` must be a positive integer, found 0"]
+        vec![
+            "2:1 F006 band name `MySkill` is not kebab-case",
+            "4:1 F008 `version` must be a positive integer, found 0"
+        ]
     );
-    assert_eq!(p.diagnostics[0].hint.as_deref(), Some("use lowercase letters, digits and single hyphens, e.g. `my-skill`"));
+    assert_eq!(
+        p.diagnostics[0].hint.as_deref(),
+        Some("use lowercase letters, digits and single hyphens, e.g. `my-skill`")
+    );
     let p = parse("---\nband: [a]\ndescription: 3\n---\n");
     assert_eq!(
         summary(&p),
-        vec!["2:1 F005 `band` must be a string, found a list", "3:1 F005 `description` must be a string, found a number `3`"]
+        vec![
+            "2:1 F005 `band` must be a string, found a list",
+            "3:1 F005 `description` must be a string, found a number `3`"
+        ]
     );
 }
 
 #[test]
 fn unknown_keys_warn_with_suggestions() {
-    let p = parse("---\nband: a\ndescription: d\nlimits:\n  maxRuntimeMs: 5\nalow:\n  cli: []\n---\n");
-    assert_eq!(summary(&p), vec!["4:1 F007 unknown key `limits`", "6:1 F007 unknown key `alow`"]);
-    assert_eq!(p.diagnostics[0].hint.as_deref(), Some("did you mean `limit`?"));
-    assert_eq!(p.diagnostics[1].hint.as_deref(), Some("did you mean `allow`?"));
-    assert!(p.diagnostics.iter().all(|d| d.severity == Severity::Warning));
+    let p =
+        parse("---\nband: a\ndescription: d\nlimits:\n  maxRuntimeMs: 5\nalow:\n  cli: []\n---\n");
+    assert_eq!(
+        summary(&p),
+        vec![
+            "4:1 F007 unknown key `limits`",
+            "6:1 F007 unknown key `alow`"
+        ]
+    );
+    assert_eq!(
+        p.diagnostics[0].hint.as_deref(),
+        Some("did you mean `limit`?")
+    );
+    assert_eq!(
+        p.diagnostics[1].hint.as_deref(),
+        Some("did you mean `allow`?")
+    );
+    assert!(
+        p.diagnostics
+            .iter()
+            .all(|d| d.severity == Severity::Warning)
+    );
 }
 
 #[test]
 fn rule_lists_are_type_checked() {
-    let p = parse("---\nband: a\ndescription: d\nallow:\n  cli: \"jq *\"\n  read: [42, {x: 1}]\n  nett: [a]\n  tools: [x]\n---\n");
+    let p = parse(
+        "---\nband: a\ndescription: d\nallow:\n  cli: \"jq *\"\n  read: [42, {x: 1}]\n  nett: [a]\n  tools: [x]\n---\n",
+    );
     assert_eq!(
         summary(&p),
         vec![
@@ -160,7 +206,10 @@ fn rule_lists_are_type_checked() {
             "8:3 F011 `allow.tools` is not enforced by band and is ignored",
         ]
     );
-    assert_eq!(p.diagnostics[0].hint.as_deref(), Some("write it as a list: `cli: [\"jq *\"]`"));
+    assert_eq!(
+        p.diagnostics[0].hint.as_deref(),
+        Some("write it as a list: `cli: [\"jq *\"]`")
+    );
     // A number in a list is taken as text (e.g. a read path `2024`).
     assert_eq!(p.band.expect("band").allow.read, vec!["42"]);
 }
@@ -168,7 +217,10 @@ fn rule_lists_are_type_checked() {
 #[test]
 fn duplicate_rules_warn() {
     let p = parse("---\nband: a\ndescription: d\nallow:\n  cli:\n    - jq *\n    - jq *\n---\n");
-    assert_eq!(summary(&p), vec!["7:7 P005 `jq *` appears twice in `allow.cli`"]);
+    assert_eq!(
+        summary(&p),
+        vec!["7:7 P005 `jq *` appears twice in `allow.cli`"]
+    );
 }
 
 #[test]
@@ -187,7 +239,10 @@ fn limits_accept_units_and_check_ranges() {
             "11:3 L001 limit `maxLogBytes` must be a number or a string like `30s` or `512m`, found a list",
         ]
     );
-    assert_eq!(p.diagnostics[4].hint.as_deref(), Some("did you mean `maxRuntimeMs`?"));
+    assert_eq!(
+        p.diagnostics[4].hint.as_deref(),
+        Some("did you mean `maxRuntimeMs`?")
+    );
     let b = p.band.expect("band");
     assert_eq!(b.limits.max_runtime_ms, Some(300_000));
     assert_eq!(b.limits.max_cost_dollars, Some(0.5));
@@ -197,12 +252,26 @@ fn limits_accept_units_and_check_ranges() {
 fn targets() {
     assert_eq!(Target::parse("host"), Ok(Target::Host));
     assert_eq!(Target::parse("local-lima"), Ok(Target::Lima));
-    assert_eq!(Target::parse("ssh://me@build.example:2222"), Ok(Target::Ssh { user: "me".into(), host: "build.example".into(), port: 2222 }));
-    assert_eq!(Target::parse("ssh://me@box").map(|t| t.to_string()), Ok("ssh://me@box".into()));
+    assert_eq!(
+        Target::parse("ssh://me@build.example:2222"),
+        Ok(Target::Ssh {
+            user: "me".into(),
+            host: "build.example".into(),
+            port: 2222
+        })
+    );
+    assert_eq!(
+        Target::parse("ssh://me@box").map(|t| t.to_string()),
+        Ok("ssh://me@box".into())
+    );
     assert!(Target::parse("ssh://box").is_err());
     // IPv6 hosts: bracketed with or without a port, printed bracketed (found by the fuzzer:
     // `ssh://u@[::1]:44` printed as `ssh://u@::1:44`, which read back as host `::1:44`, port 22).
-    let v6 = |port| Target::Ssh { user: "u".into(), host: "::1".into(), port };
+    let v6 = |port| Target::Ssh {
+        user: "u".into(),
+        host: "::1".into(),
+        port,
+    };
     assert_eq!(Target::parse("ssh://u@[::1]:44"), Ok(v6(44)));
     assert_eq!(Target::parse("ssh://u@[::1]"), Ok(v6(22)));
     assert_eq!(Target::parse("ssh://u@::1"), Ok(v6(22)));
@@ -213,14 +282,20 @@ fn targets() {
     }
     assert!(Target::parse("ssh://u@[::1").is_err());
     assert!(Target::parse("ssh://u@[::1]44").is_err());
-    assert!(Target::parse("local-dangerously").unwrap_err().contains("unsandboxed"));
+    assert!(
+        Target::parse("local-dangerously")
+            .unwrap_err()
+            .contains("unsandboxed")
+    );
     let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
     assert_eq!(summary(&p), vec!["5:3 F009 unknown target `docker`"]);
 }
 
 #[test]
 fn secrets_are_checked() {
-    let p = parse("---\nband: a\ndescription: d\nenv:\n  secrets: [GOOD, PATH, 9BAD, LD_PRELOAD]\nrequires:\n  secrets: [GOOD, OTHER]\n---\n");
+    let p = parse(
+        "---\nband: a\ndescription: d\nenv:\n  secrets: [GOOD, PATH, 9BAD, LD_PRELOAD]\nrequires:\n  secrets: [GOOD, OTHER]\n---\n",
+    );
     assert_eq!(
         summary(&p),
         vec![
@@ -234,7 +309,9 @@ fn secrets_are_checked() {
 
 #[test]
 fn deny_insist_and_shadowed_allow_exact() {
-    let p = parse("---\nband: a\ndescription: d\nallow:\n  cli: [\"jq *\"]\ndeny:\n  cli: [\"jq *\"]\ninsist:\n  cli: [\"jq *\"]\n---\n");
+    let p = parse(
+        "---\nband: a\ndescription: d\nallow:\n  cli: [\"jq *\"]\ndeny:\n  cli: [\"jq *\"]\ninsist:\n  cli: [\"jq *\"]\n---\n",
+    );
     let codes: Vec<_> = p.diagnostics.iter().map(|d| (d.code, d.loc.line)).collect();
     assert_eq!(codes, vec![(Code::DenyInsist, 9), (Code::NeverMatches, 5)]);
 }
@@ -242,16 +319,30 @@ fn deny_insist_and_shadowed_allow_exact() {
 #[test]
 fn remote_and_reference_bands() {
     let p = parse("---\nurl: https://github.com/x/y\nband: a\ndescription: d\n---\n");
-    assert_eq!(summary(&p), vec!["2:1 F010 remote band references (`url:`) are not supported: band never fetches policy"]);
+    assert_eq!(
+        summary(&p),
+        vec![
+            "2:1 F010 remote band references (`url:`) are not supported: band never fetches policy"
+        ]
+    );
     let p = parse("---\npath: ../shared/BAND.md\nallow:\n  cli: [ls]\n---\n");
-    assert_eq!(summary(&p), vec!["3:1 F011 `allow` is ignored in a band file that is a `path:` reference"]);
-    assert_eq!(p.band.expect("band").reference.as_deref(), Some("../shared/BAND.md"));
+    assert_eq!(
+        summary(&p),
+        vec!["3:1 F011 `allow` is ignored in a band file that is a `path:` reference"]
+    );
+    assert_eq!(
+        p.band.expect("band").reference.as_deref(),
+        Some("../shared/BAND.md")
+    );
 }
 
 #[test]
 fn config_block_must_be_a_mapping() {
     let p = parse("---\nband: a\ndescription: d\na: 5\n---\n");
-    assert_eq!(summary(&p), vec!["4:1 F005 `a` must be a mapping (the skill's config), found a number `5`"]);
+    assert_eq!(
+        summary(&p),
+        vec!["4:1 F005 `a` must be a mapping (the skill's config), found a number `5`"]
+    );
 }
 
 #[test]
@@ -270,10 +361,20 @@ fn kebab_hints() {
 
 #[test]
 fn skill_md() {
-    let (s, d) = skill_md::parse_skill_md(Path::new("SKILL.md"), "---\nname: demo\ndescription: Does things\n---\nUse it.\n", "demo");
+    let (s, d) = skill_md::parse_skill_md(
+        Path::new("SKILL.md"),
+        "---\nname: demo\ndescription: Does things\n---\nUse it.\n",
+        "demo",
+    );
     assert!(d.is_empty(), "{d:?}");
     assert_eq!(s.body, "Use it.");
     let (_, d) = skill_md::parse_skill_md(Path::new("SKILL.md"), "---\nname: other\n---\n", "demo");
     let msgs: Vec<_> = d.iter().map(|d| d.message.clone()).collect();
-    assert_eq!(msgs, vec!["SKILL.md name `other` does not match the folder `demo`", "SKILL.md frontmatter has no `description`"]);
+    assert_eq!(
+        msgs,
+        vec![
+            "SKILL.md name `other` does not match the folder `demo`",
+            "SKILL.md frontmatter has no `description`"
+        ]
+    );
 }

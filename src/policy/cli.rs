@@ -87,11 +87,20 @@ fn token(text: &str, whole: &str) -> Result<Token, PatternError> {
     if !text.contains(GLOB_META) {
         return Ok(Token::Lit(text.to_string()));
     }
-    let glob = GlobBuilder::new(text).literal_separator(false).build().map_err(|e| {
-        err(format!("`{text}` in `{whole}` is not a valid glob: {}", e.kind()))
+    let glob = GlobBuilder::new(text)
+        .literal_separator(false)
+        .build()
+        .map_err(|e| {
+            err(format!(
+                "`{text}` in `{whole}` is not a valid glob: {}",
+                e.kind()
+            ))
             .with_hint("globs support `*`, `?`, `[abc]`, `{a,b}`; write `\\*` for a literal `*`")
-    })?;
-    Ok(Token::Glob { text: text.to_string(), matcher: glob.compile_matcher() })
+        })?;
+    Ok(Token::Glob {
+        text: text.to_string(),
+        matcher: glob.compile_matcher(),
+    })
 }
 
 /// A valid command name: `[A-Za-z0-9._+-]+`, not `.` or `..`.
@@ -99,7 +108,8 @@ fn is_command_name(s: &str) -> bool {
     !s.is_empty()
         && s != "."
         && s != ".."
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
 }
 
 /// A raw token from the tokenizer: its text and whether it was quoted.
@@ -125,19 +135,23 @@ fn tokenize(text: &str) -> Result<Vec<RawToken>, PatternError> {
                 tok.push(c);
             }
             if !closed {
-                return Err(
-                    err(format!("`{text}` has an unterminated `\"`")).with_hint("close the quoted token: `\"...\"`")
-                );
+                return Err(err(format!("`{text}` has an unterminated `\"`"))
+                    .with_hint("close the quoted token: `\"...\"`"));
             }
             if chars.peek().is_some_and(|c| !c.is_whitespace()) {
                 return Err(err(format!("`{text}`: a closing `\"` must end its token"))
                     .with_hint("quote a whole token: `\"a b\"`, not `\"a\"b`"));
             }
-            out.push(RawToken { text: tok, quoted: true });
+            out.push(RawToken {
+                text: tok,
+                quoted: true,
+            });
         } else {
             if first == '\'' {
-                return Err(err(format!("`{text}`: single quotes are not quoting in cli patterns"))
-                    .with_hint("patterns are not shell; group words with double quotes: `\"a b\"`"));
+                return Err(err(format!(
+                    "`{text}`: single quotes are not quoting in cli patterns"
+                ))
+                .with_hint("patterns are not shell; group words with double quotes: `\"a b\"`"));
             }
             let mut tok = String::from(first);
             while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
@@ -147,7 +161,10 @@ fn tokenize(text: &str) -> Result<Vec<RawToken>, PatternError> {
                 }
                 tok.push(c);
             }
-            out.push(RawToken { text: tok, quoted: false });
+            out.push(RawToken {
+                text: tok,
+                quoted: false,
+            });
         }
     }
     Ok(out)
@@ -156,7 +173,8 @@ fn tokenize(text: &str) -> Result<Vec<RawToken>, PatternError> {
 /// A cluster of short flags: one dash, two or more ASCII letters (`-rf`, `-xzf`; not `-n5`,
 /// not `-1`, not `--x`, not `-o=x`).
 fn is_cluster(s: &str) -> bool {
-    s.strip_prefix('-').is_some_and(|r| r.len() >= 2 && r.bytes().all(|b| b.is_ascii_alphabetic()))
+    s.strip_prefix('-')
+        .is_some_and(|r| r.len() >= 2 && r.bytes().all(|b| b.is_ascii_alphabetic()))
 }
 
 /// argv with every short-flag cluster before `--` split into its flags, in order.
@@ -197,9 +215,21 @@ fn split_flags<T>(items: &[T], text: impl Fn(&T) -> &str) -> (Vec<&T>, Vec<&T>) 
 }
 
 /// `tokens` (followed by "the rest" if `rest`) against `args`.
-fn match_seq<T: std::borrow::Borrow<Token>, A: AsRef<str>>(tokens: &[T], rest: bool, args: &[A]) -> bool {
-    let len_ok = if rest { args.len() >= tokens.len() } else { args.len() == tokens.len() };
-    len_ok && tokens.iter().zip(args).all(|(t, a)| t.borrow().matches(a.as_ref()))
+fn match_seq<T: std::borrow::Borrow<Token>, A: AsRef<str>>(
+    tokens: &[T],
+    rest: bool,
+    args: &[A],
+) -> bool {
+    let len_ok = if rest {
+        args.len() >= tokens.len()
+    } else {
+        args.len() == tokens.len()
+    };
+    len_ok
+        && tokens
+            .iter()
+            .zip(args)
+            .all(|(t, a)| t.borrow().matches(a.as_ref()))
 }
 
 /// One parsed `cli` pattern.
@@ -220,17 +250,28 @@ impl CliPattern {
     /// Parse one pattern. See the module documentation.
     pub fn parse(text: &str) -> Result<Self, PatternError> {
         if text.chars().any(char::is_control) {
-            return Err(err(format!("`{}` contains a control character", text.escape_debug()))
-                .with_hint("write the pattern on one line, tokens separated by spaces"));
+            return Err(err(format!(
+                "`{}` contains a control character",
+                text.escape_debug()
+            ))
+            .with_hint("write the pattern on one line, tokens separated by spaces"));
         }
         let raw = tokenize(text)?;
         let Some(first) = raw.first() else {
-            return Err(err("empty cli pattern").with_hint("name a command, e.g. `jq *` or `gh issue list *`"));
+            return Err(err("empty cli pattern")
+                .with_hint("name a command, e.g. `jq *` or `gh issue list *`"));
         };
         Self::check_command(&first.text, text)?;
         let rest = raw.len() > 1 && raw.last().is_some_and(|t| !t.quoted && t.text == "*");
-        let body = if rest { &raw[..raw.len() - 1] } else { &raw[..] };
-        let tokens = body.iter().map(|t| token(&t.text, text)).collect::<Result<Vec<_>, _>>()?;
+        let body = if rest {
+            &raw[..raw.len() - 1]
+        } else {
+            &raw[..]
+        };
+        let tokens = body
+            .iter()
+            .map(|t| token(&t.text, text))
+            .collect::<Result<Vec<_>, _>>()?;
 
         let (flags, positional) = split_flags(&tokens, Token::text);
         let mut flag_tokens = Vec::new();
@@ -243,7 +284,13 @@ impl CliPattern {
             }
         }
         let positional_tokens = positional.into_iter().cloned().collect();
-        Ok(CliPattern { text: text.to_string(), tokens, rest, flag_tokens, positional_tokens })
+        Ok(CliPattern {
+            text: text.to_string(),
+            tokens,
+            rest,
+            flag_tokens,
+            positional_tokens,
+        })
     }
 
     fn check_command(cmd: &str, whole: &str) -> Result<(), PatternError> {
@@ -259,7 +306,9 @@ impl CliPattern {
             return Err(e.with_hint("name the command, not its path"));
         }
         if cmd.contains(GLOB_META) {
-            return Err(e.with_hint("the command (first token) must be named literally; globs are for arguments"));
+            return Err(e.with_hint(
+                "the command (first token) must be named literally; globs are for arguments",
+            ));
         }
         Err(e.with_hint("command names may contain only letters, digits, `.`, `_`, `+` and `-`"))
     }
@@ -286,7 +335,8 @@ impl CliPattern {
 
     /// The argv a concrete pattern names (see [`CliPattern::is_concrete`]).
     pub fn concrete_argv(&self) -> Option<Vec<String>> {
-        self.is_concrete().then(|| self.tokens.iter().map(|t| t.text().to_string()).collect())
+        self.is_concrete()
+            .then(|| self.tokens.iter().map(|t| t.text().to_string()).collect())
     }
 
     /// Allow semantics: the pattern matches `argv` or its flag-expanded form.
@@ -309,7 +359,9 @@ impl CliPattern {
         }
         let expanded = expand(argv);
         let (flags, positional) = split_flags(&expanded, String::as_str);
-        self.flag_tokens.iter().all(|t| flags.iter().any(|f| t.matches(f)))
+        self.flag_tokens
+            .iter()
+            .all(|t| flags.iter().any(|f| t.matches(f)))
             && match_seq(&self.positional_tokens, self.rest, &positional)
     }
 
@@ -337,7 +389,11 @@ impl CliPattern {
 
     fn covers_tokens(&self, other: &CliPattern) -> bool {
         let (a, b) = (&self.tokens, &other.tokens);
-        let shape_ok = if self.rest { b.len() >= a.len() } else { !other.rest && a.len() == b.len() };
+        let shape_ok = if self.rest {
+            b.len() >= a.len()
+        } else {
+            !other.rest && a.len() == b.len()
+        };
         shape_ok && a.iter().zip(b).all(|(x, y)| x.covers(y))
     }
 }
@@ -363,10 +419,14 @@ impl CliMatcher {
             return Decision::Default;
         }
         if let Some(d) = self.deny.iter().find(|p| p.matches_as_deny(argv)) {
-            return Decision::Deny { rule: d.text.clone() };
+            return Decision::Deny {
+                rule: d.text.clone(),
+            };
         }
         match self.allow.iter().find(|p| p.matches(argv)) {
-            Some(a) => Decision::Allow { rule: a.text.clone() },
+            Some(a) => Decision::Allow {
+                rule: a.text.clone(),
+            },
             None => Decision::Default,
         }
     }
@@ -374,9 +434,18 @@ impl CliMatcher {
     /// The commands that exist for the run: the first token of every allow pattern, except
     /// commands that a deny pattern `<command> *` denies outright.
     pub fn commands(&self) -> BTreeSet<String> {
-        let denied: BTreeSet<&str> =
-            self.deny.iter().filter(|p| p.rest && p.tokens.len() == 1).filter_map(CliPattern::command).collect();
-        self.allow.iter().filter_map(CliPattern::command).filter(|c| !denied.contains(c)).map(str::to_string).collect()
+        let denied: BTreeSet<&str> = self
+            .deny
+            .iter()
+            .filter(|p| p.rest && p.tokens.len() == 1)
+            .filter_map(CliPattern::command)
+            .collect();
+        self.allow
+            .iter()
+            .filter_map(CliPattern::command)
+            .filter(|c| !denied.contains(c))
+            .map(str::to_string)
+            .collect()
     }
 
     /// The allow patterns (allow and insist items), in declaration order.
@@ -460,7 +529,10 @@ mod tests {
     #[test]
     fn argument_patterns_on_allow_upstream_bug_7_2_12() {
         let n = m(&["gh issue list *"], &[]);
-        assert_eq!(n.check(&argv("gh issue list --repo x")), allow("gh issue list *"));
+        assert_eq!(
+            n.check(&argv("gh issue list --repo x")),
+            allow("gh issue list *")
+        );
         assert_eq!(n.check(&argv("gh issue list")), allow("gh issue list *"));
         assert_eq!(n.check(&argv("gh repo delete x")), Decision::Default);
         assert_eq!(n.check(&argv("gh issue create")), Decision::Default);
@@ -495,7 +567,12 @@ mod tests {
     fn quoted_tokens() {
         let x = p(r#"git commit -m "*""#);
         assert!(!x.has_rest(), "a quoted * is one argument");
-        let a = vec!["git".into(), "commit".into(), "-m".into(), "fix: a bug".into()];
+        let a = vec![
+            "git".into(),
+            "commit".into(),
+            "-m".into(),
+            "fix: a bug".into(),
+        ];
         assert!(x.matches(&a));
         assert!(!x.matches(&argv("git commit -m")));
         assert!(!x.matches(&argv("git commit -m a b")));
@@ -506,7 +583,12 @@ mod tests {
         let z = p(r#"printf """#);
         assert!(z.matches(&["printf".to_string(), String::new()]));
         let g = p(r#"git commit -m "fix: *" *"#);
-        assert!(g.matches(&["git".into(), "commit".into(), "-m".into(), "fix: the thing".into()]));
+        assert!(g.matches(&[
+            "git".into(),
+            "commit".into(),
+            "-m".into(),
+            "fix: the thing".into()
+        ]));
         assert!(!g.matches(&["git".into(), "commit".into(), "-m".into(), "feat: x".into()]));
         assert!(p(r#""gh" *"#).matches(&argv("gh x")));
     }
@@ -522,10 +604,22 @@ mod tests {
         let cases: &[(&str, &str, Option<&str>)] = &[
             ("", "empty cli pattern", None),
             ("   ", "empty cli pattern", None),
-            ("/usr/bin/curl", "not a command name", Some("name the command, not its path: `curl`")),
-            ("/usr/bin/curl *", "not a command name", Some("name the command, not its path: `curl`")),
+            (
+                "/usr/bin/curl",
+                "not a command name",
+                Some("name the command, not its path: `curl`"),
+            ),
+            (
+                "/usr/bin/curl *",
+                "not a command name",
+                Some("name the command, not its path: `curl`"),
+            ),
             ("./run.sh *", "not a command name", Some("`run.sh`")),
-            ("bin/", "not a command name", Some("name the command, not its path")),
+            (
+                "bin/",
+                "not a command name",
+                Some("name the command, not its path"),
+            ),
             ("*", "not a command name", Some("named literally")),
             ("g* status", "not a command name", Some("named literally")),
             ("{gh,git} *", "not a command name", None),
@@ -536,7 +630,11 @@ mod tests {
             (".", "not a command name", None),
             ("..", "not a command name", None),
             (r#"git commit -m "unterminated"#, "unterminated", None),
-            (r#"git commit -m "a"b"#, "closing `\"` must end its token", None),
+            (
+                r#"git commit -m "a"b"#,
+                "closing `\"` must end its token",
+                None,
+            ),
             (r#"git commit -m a"b c""#, "must start a token", None),
             ("jq '.a'", "single quotes", Some("double quotes")),
             ("git [abc", "not a valid glob", None),
@@ -547,7 +645,11 @@ mod tests {
                 Ok(x) => panic!("{text:?} should be rejected, got {x:?}"),
                 Err(e) => e,
             };
-            assert!(e.message.contains(msg), "{text:?}: message {:?} lacks {msg:?}", e.message);
+            assert!(
+                e.message.contains(msg),
+                "{text:?}: message {:?} lacks {msg:?}",
+                e.message
+            );
             if let Some(h) = hint {
                 let got = e.hint.clone().unwrap_or_default();
                 assert!(got.contains(h), "{text:?}: hint {got:?} lacks {h:?}");
@@ -557,7 +659,16 @@ mod tests {
 
     #[test]
     fn command_names() {
-        for ok in ["gh", "python3", "g++", "clang-format", "7z", "a.out", "x_y", "-weird"] {
+        for ok in [
+            "gh",
+            "python3",
+            "g++",
+            "clang-format",
+            "7z",
+            "a.out",
+            "x_y",
+            "-weird",
+        ] {
             assert!(CliPattern::parse(ok).is_ok(), "{ok}");
         }
         // argv[0] is compared literally: a path never matches.
@@ -571,22 +682,42 @@ mod tests {
     fn flag_cluster_expansion() {
         assert_eq!(expand(&argv("rm -rf /")), argv("rm -r -f /"));
         assert_eq!(expand(&argv("tar -xzf a.tgz")), argv("tar -x -z -f a.tgz"));
-        assert_eq!(expand(&argv("head -n5 x")), argv("head -n5 x"), "digits: not a cluster");
+        assert_eq!(
+            expand(&argv("head -n5 x")),
+            argv("head -n5 x"),
+            "digits: not a cluster"
+        );
         assert_eq!(expand(&argv("echo -1")), argv("echo -1"), "negative number");
         assert_eq!(expand(&argv("ls -l")), argv("ls -l"));
         assert_eq!(expand(&argv("x --rf -o=ab")), argv("x --rf -o=ab"));
-        assert_eq!(expand(&argv("rm -- -rf")), argv("rm -- -rf"), "after --: operands");
-        assert_eq!(expand(&argv("-rf -rf")), argv("-rf -r -f"), "argv[0] is the command");
+        assert_eq!(
+            expand(&argv("rm -- -rf")),
+            argv("rm -- -rf"),
+            "after --: operands"
+        );
+        assert_eq!(
+            expand(&argv("-rf -rf")),
+            argv("-rf -r -f"),
+            "argv[0] is the command"
+        );
     }
 
     #[test]
     fn allow_accepts_expanded_form() {
         let n = m(&["rm -r -f build"], &[]);
         assert_eq!(n.check(&argv("rm -rf build")), allow("rm -r -f build"));
-        assert_eq!(n.check(&argv("rm -fr build")), Decision::Default, "allow does not reorder flags");
+        assert_eq!(
+            n.check(&argv("rm -fr build")),
+            Decision::Default,
+            "allow does not reorder flags"
+        );
         let c = m(&["tar -xzf *"], &[]);
         assert_eq!(c.check(&argv("tar -xzf a.tgz")), allow("tar -xzf *"));
-        assert_eq!(c.check(&argv("tar -x -z -f a.tgz")), Decision::Default, "allow clusters are literal");
+        assert_eq!(
+            c.check(&argv("tar -x -z -f a.tgz")),
+            Decision::Default,
+            "allow clusters are literal"
+        );
     }
 
     #[test]
@@ -622,7 +753,11 @@ mod tests {
         // A deny without flag tokens is not escaped by adding flags.
         assert_eq!(n.check(&argv("git status")), deny("git status"));
         assert_eq!(n.check(&argv("git status -s")), deny("git status"));
-        assert_eq!(n.check(&argv("git status x")), allow("git *"), "extra operands are a different command");
+        assert_eq!(
+            n.check(&argv("git status x")),
+            allow("git *"),
+            "extra operands are a different command"
+        );
         // Documented limit: option values are not understood.
         assert_eq!(n.check(&argv("git -C dir push --force")), allow("git *"));
     }
@@ -630,9 +765,18 @@ mod tests {
     #[test]
     fn deny_glob_flags() {
         let n = m(&["curl *"], &["curl -X DELETE *", "curl --data* *"]);
-        assert_eq!(n.check(&argv("curl -X DELETE https://x")), deny("curl -X DELETE *"));
-        assert_eq!(n.check(&argv("curl --data-binary @f https://x")), deny("curl --data* *"));
-        assert_eq!(n.check(&argv("curl https://x --data=1")), deny("curl --data* *"));
+        assert_eq!(
+            n.check(&argv("curl -X DELETE https://x")),
+            deny("curl -X DELETE *")
+        );
+        assert_eq!(
+            n.check(&argv("curl --data-binary @f https://x")),
+            deny("curl --data* *")
+        );
+        assert_eq!(
+            n.check(&argv("curl https://x --data=1")),
+            deny("curl --data* *")
+        );
         assert_eq!(n.check(&argv("curl -X GET https://x")), allow("curl *"));
     }
 
@@ -641,16 +785,26 @@ mod tests {
         let n = m(&["gh issue *", "gh *"], &["gh issue delete *"]);
         assert_eq!(n.check(&argv("gh issue list")), allow("gh issue *"));
         assert_eq!(n.check(&argv("gh pr list")), allow("gh *"));
-        assert_eq!(n.check(&argv("gh issue delete 3")), deny("gh issue delete *"));
+        assert_eq!(
+            n.check(&argv("gh issue delete 3")),
+            deny("gh issue delete *")
+        );
         assert_eq!(n.check(&argv("git status")), Decision::Default);
         assert_eq!(m(&[], &[]).check(&argv("ls")), Decision::Default);
     }
 
     #[test]
     fn commands() {
-        let n = m(&["gh issue *", "gh *", "jq *", "curl *", "rm x"], &["curl *", "rm -rf *", "sh *"]);
+        let n = m(
+            &["gh issue *", "gh *", "jq *", "curl *", "rm x"],
+            &["curl *", "rm -rf *", "sh *"],
+        );
         let c: Vec<String> = n.commands().into_iter().collect();
-        assert_eq!(c, ["gh", "jq", "rm"], "curl is denied outright; deny-only sh never exists");
+        assert_eq!(
+            c,
+            ["gh", "jq", "rm"],
+            "curl is denied outright; deny-only sh never exists"
+        );
         assert_eq!(n.allow_patterns().len(), 5);
         assert_eq!(n.deny_patterns()[1].as_str(), "rm -rf *");
     }
@@ -677,7 +831,10 @@ mod tests {
         assert!(c("gh issue *", "gh issue *"));
         assert!(c("git * status", "git x status"));
         assert!(!c("git * status", "git -C x status"));
-        assert!(c("git * status", "git [ab] status"), "* covers any one-element glob");
+        assert!(
+            c("git * status", "git [ab] status"),
+            "* covers any one-element glob"
+        );
         assert!(!c("git [ab] status", "git * status"));
         assert!(c("git [ab] status", "git a status"));
         assert!(c("cat *.json", "cat a.json"));

@@ -88,7 +88,11 @@ fn parse(cat: Category, text: &str) -> Option<Parsed> {
 }
 
 /// Whether `outer` covers `inner`; `as_deny` applies deny semantics to a cli `outer`.
-fn covers(outer: &(String, Option<Parsed>), inner: &(String, Option<Parsed>), as_deny: bool) -> bool {
+fn covers(
+    outer: &(String, Option<Parsed>),
+    inner: &(String, Option<Parsed>),
+    as_deny: bool,
+) -> bool {
     if outer.0 == inner.0 {
         return true;
     }
@@ -114,7 +118,13 @@ struct Rules {
 
 impl Rules {
     fn new<'a>(cat: Category, texts: impl IntoIterator<Item = &'a String>) -> Rules {
-        Rules { cat, items: texts.into_iter().map(|t| (t.clone(), parse(cat, t))).collect() }
+        Rules {
+            cat,
+            items: texts
+                .into_iter()
+                .map(|t| (t.clone(), parse(cat, t)))
+                .collect(),
+        }
     }
 
     fn subject(&self, item: &str) -> (String, Option<Parsed>) {
@@ -130,7 +140,10 @@ impl Rules {
     /// The first item of the (deny) list that covers `item`.
     fn denying_rule(&self, item: &str) -> Option<&str> {
         let subject = self.subject(item);
-        self.items.iter().find(|o| covers(o, &subject, true)).map(|o| o.0.as_str())
+        self.items
+            .iter()
+            .find(|o| covers(o, &subject, true))
+            .map(|o| o.0.as_str())
     }
 }
 
@@ -140,8 +153,21 @@ fn push_unique(list: &mut Vec<String>, item: &str) {
     }
 }
 
-fn conflict(kind: ConflictKind, category: Category, item: &str, band: &BandPolicy, message: String) -> Conflict {
-    Conflict { kind, category, item: item.to_string(), band: band.name.clone(), source: band.source.clone(), message }
+fn conflict(
+    kind: ConflictKind,
+    category: Category,
+    item: &str,
+    band: &BandPolicy,
+    message: String,
+) -> Conflict {
+    Conflict {
+        kind,
+        category,
+        item: item.to_string(),
+        band: band.name.clone(),
+        source: band.source.clone(),
+        message,
+    }
 }
 
 /// The effective allow/insist of one band of the extends chain.
@@ -154,12 +180,19 @@ struct Level {
 
 /// Compose `own` with the bands it extends (`ancestors`, root-first) and includes.
 /// Returns the effective policy and every conflict found, in a stable order.
-pub fn compose(own: &BandPolicy, ancestors: &[BandPolicy], includes: &[BandPolicy]) -> (Policy, Vec<Conflict>) {
+pub fn compose(
+    own: &BandPolicy,
+    ancestors: &[BandPolicy],
+    includes: &[BandPolicy],
+) -> (Policy, Vec<Conflict>) {
     let mut conflicts = Vec::new();
     let mut policy = Policy::default();
     let chain: Vec<&BandPolicy> = ancestors.iter().chain(std::iter::once(own)).collect();
     // Output order for unions: own first, then ancestors (root-first), then includes.
-    let all: Vec<&BandPolicy> = std::iter::once(own).chain(ancestors).chain(includes).collect();
+    let all: Vec<&BandPolicy> = std::iter::once(own)
+        .chain(ancestors)
+        .chain(includes)
+        .collect();
 
     for cat in Category::ALL {
         // 1. The extends chain, root first: inherit or narrow.
@@ -209,7 +242,11 @@ pub fn compose(own: &BandPolicy, ancestors: &[BandPolicy], includes: &[BandPolic
                 }
             }
             let ceiling = Rules::new(cat, allow.iter().chain(&insist));
-            levels.push(Level { allow, insist, ceiling });
+            levels.push(Level {
+                allow,
+                insist,
+                ceiling,
+            });
         }
         let Some(top) = levels.pop() else { continue };
 
@@ -234,7 +271,10 @@ pub fn compose(own: &BandPolicy, ancestors: &[BandPolicy], includes: &[BandPolic
                         cat,
                         item,
                         band,
-                        format!("\"{item}\" requested by included band \"{}\" exceeds the ceiling", band.name),
+                        format!(
+                            "\"{item}\" requested by included band \"{}\" exceeds the ceiling",
+                            band.name
+                        ),
                     ));
                 }
             }
@@ -295,14 +335,19 @@ pub fn compose(own: &BandPolicy, ancestors: &[BandPolicy], includes: &[BandPolic
                     Category::Net,
                     item,
                     band,
-                    format!("\"{item}\" required by band \"{}\" is denied by \"{rule}\"", band.name),
+                    format!(
+                        "\"{item}\" required by band \"{}\" is denied by \"{rule}\"",
+                        band.name
+                    ),
                 ));
             }
         }
     }
 
     // 6. Limits, secrets.
-    policy.limits = all.iter().fold(Limits::default(), |acc, b| acc.narrow(&b.limits));
+    policy.limits = all
+        .iter()
+        .fold(Limits::default(), |acc, b| acc.narrow(&b.limits));
     policy.secrets = std::iter::once(own)
         .chain(ancestors.iter().rev())
         .map(|b| &b.secrets)
@@ -329,7 +374,11 @@ mod tests {
     use crate::policy::{CompiledPolicy, Decision};
 
     fn band(name: &str) -> BandPolicy {
-        BandPolicy { name: name.into(), source: PathBuf::from(format!("bands/{name}.band.md")), ..Default::default() }
+        BandPolicy {
+            name: name.into(),
+            source: PathBuf::from(format!("bands/{name}.band.md")),
+            ..Default::default()
+        }
     }
 
     fn v(items: &[&str]) -> Vec<String> {
@@ -337,7 +386,9 @@ mod tests {
     }
 
     fn kinds(c: &[Conflict]) -> Vec<(ConflictKind, Category, &str, &str)> {
-        c.iter().map(|c| (c.kind, c.category, c.item.as_str(), c.band.as_str())).collect()
+        c.iter()
+            .map(|c| (c.kind, c.category, c.item.as_str(), c.band.as_str()))
+            .collect()
     }
 
     #[test]
@@ -366,10 +417,26 @@ mod tests {
         let mut parent = band("github");
         parent.allow.net = v(&["*.github.com", "github.com"]);
         let mut own = band("issues");
-        own.allow.net = v(&["api.github.com", "evil.test", "a.b.github.com:443", "*.api.github.com"]);
+        own.allow.net = v(&[
+            "api.github.com",
+            "evil.test",
+            "a.b.github.com:443",
+            "*.api.github.com",
+        ]);
         let (p, c) = compose(&own, &[parent], &[]);
-        assert_eq!(p.allow.net, v(&["api.github.com", "a.b.github.com:443", "*.api.github.com"]));
-        assert_eq!(kinds(&c), [(ConflictKind::CeilingExceeded, Category::Net, "evil.test", "issues")]);
+        assert_eq!(
+            p.allow.net,
+            v(&["api.github.com", "a.b.github.com:443", "*.api.github.com"])
+        );
+        assert_eq!(
+            kinds(&c),
+            [(
+                ConflictKind::CeilingExceeded,
+                Category::Net,
+                "evil.test",
+                "issues"
+            )]
+        );
         assert_eq!(c[0].source, PathBuf::from("bands/issues.band.md"));
         assert_eq!(
             c[0].message,
@@ -382,11 +449,24 @@ mod tests {
         let mut parent = band("p");
         parent.allow.net = v(&["api.x.test:443", "10.0.0.0/8"]);
         let mut own = band("o");
-        own.allow.net = v(&["api.x.test", "api.x.test:443", "10.1.0.0/16", "10.1.2.3", "11.0.0.1"]);
+        own.allow.net = v(&[
+            "api.x.test",
+            "api.x.test:443",
+            "10.1.0.0/16",
+            "10.1.2.3",
+            "11.0.0.1",
+        ]);
         let (p, c) = compose(&own, &[parent], &[]);
-        assert_eq!(p.allow.net, v(&["api.x.test:443", "10.1.0.0/16", "10.1.2.3"]));
+        assert_eq!(
+            p.allow.net,
+            v(&["api.x.test:443", "10.1.0.0/16", "10.1.2.3"])
+        );
         let items: Vec<&str> = c.iter().map(|c| c.item.as_str()).collect();
-        assert_eq!(items, ["api.x.test", "11.0.0.1"], "a port-less item is wider than a port-bound ceiling");
+        assert_eq!(
+            items,
+            ["api.x.test", "11.0.0.1"],
+            "a port-less item is wider than a port-bound ceiling"
+        );
     }
 
     #[test]
@@ -396,14 +476,33 @@ mod tests {
         parent.allow.read = v(&["data/**", "/etc/ssl/**"]);
         parent.allow.write = v(&["./out"]);
         let mut own = band("o");
-        own.allow.cli = v(&["gh issue list *", "gh", "git status", "git push", "gh {a,b}"]);
-        own.allow.read = v(&["data/in/**/*.csv", "data/x.json", "*.csv", "/etc/ssl/certs/ca.pem", "/etc/passwd"]);
+        own.allow.cli = v(&[
+            "gh issue list *",
+            "gh",
+            "git status",
+            "git push",
+            "gh {a,b}",
+        ]);
+        own.allow.read = v(&[
+            "data/in/**/*.csv",
+            "data/x.json",
+            "*.csv",
+            "/etc/ssl/certs/ca.pem",
+            "/etc/passwd",
+        ]);
         own.allow.write = v(&["out/reports/**", "./out", "out", "tmp/**"]);
         let (p, c) = compose(&own, &[parent], &[]);
-        assert_eq!(p.allow.cli, v(&["gh issue list *", "gh", "git status", "gh {a,b}"]));
-        assert_eq!(p.allow.read, v(&["data/in/**/*.csv", "data/x.json", "/etc/ssl/certs/ca.pem"]));
+        assert_eq!(
+            p.allow.cli,
+            v(&["gh issue list *", "gh", "git status", "gh {a,b}"])
+        );
+        assert_eq!(
+            p.allow.read,
+            v(&["data/in/**/*.csv", "data/x.json", "/etc/ssl/certs/ca.pem"])
+        );
         assert_eq!(p.allow.write, v(&["out/reports/**", "./out"]));
-        let dropped: Vec<(Category, &str)> = c.iter().map(|c| (c.category, c.item.as_str())).collect();
+        let dropped: Vec<(Category, &str)> =
+            c.iter().map(|c| (c.category, c.item.as_str())).collect();
         assert_eq!(
             dropped,
             [
@@ -427,7 +526,11 @@ mod tests {
         let (p, c) = compose(&own, &[parent], &[]);
         assert!(c.is_empty());
         assert_eq!(p.allow.cli, v(&["gh *"]), "cli omitted: inherited");
-        assert_eq!(p.allow.net, v(&["api.github.com"]), "net declared: narrowed");
+        assert_eq!(
+            p.allow.net,
+            v(&["api.github.com"]),
+            "net declared: narrowed"
+        );
         assert!(p.allow.read.is_empty());
     }
 
@@ -444,12 +547,31 @@ mod tests {
         assert_eq!(
             kinds(&c),
             [
-                (ConflictKind::CeilingExceeded, Category::Net, "other.test", "mid"),
-                (ConflictKind::CeilingExceeded, Category::Net, "other.test", "own"),
-                (ConflictKind::CeilingExceeded, Category::Net, "c.x.test", "own"),
+                (
+                    ConflictKind::CeilingExceeded,
+                    Category::Net,
+                    "other.test",
+                    "mid"
+                ),
+                (
+                    ConflictKind::CeilingExceeded,
+                    Category::Net,
+                    "other.test",
+                    "own"
+                ),
+                (
+                    ConflictKind::CeilingExceeded,
+                    Category::Net,
+                    "c.x.test",
+                    "own"
+                ),
             ]
         );
-        assert!(c[1].message.contains(r#"the ceiling of "mid""#), "{}", c[1].message);
+        assert!(
+            c[1].message.contains(r#"the ceiling of "mid""#),
+            "{}",
+            c[1].message
+        );
         assert!(c[1].message.contains("\"other.test\""));
         // An omitted category inherits through several levels.
         let mut root = band("root");
@@ -466,7 +588,15 @@ mod tests {
         own.allow.net = v(&["api.x.test"]);
         let (p, c) = compose(&own, &[base], &[]);
         assert!(p.allow.net.is_empty());
-        assert_eq!(kinds(&c), [(ConflictKind::CeilingExceeded, Category::Net, "api.x.test", "own")]);
+        assert_eq!(
+            kinds(&c),
+            [(
+                ConflictKind::CeilingExceeded,
+                Category::Net,
+                "api.x.test",
+                "own"
+            )]
+        );
         assert_eq!(p.deny.net, v(&["*.internal.test"]));
     }
 
@@ -490,9 +620,20 @@ mod tests {
         own.insist.net = v(&["evil.test", "api.x.test"]);
         let (p, c) = compose(&own, &[parent], &[]);
         assert_eq!(p.insist.net, v(&["api.x.test"]));
-        assert_eq!(kinds(&c), [(ConflictKind::InsistNotAllowed, Category::Net, "evil.test", "o")]);
+        assert_eq!(
+            kinds(&c),
+            [(
+                ConflictKind::InsistNotAllowed,
+                Category::Net,
+                "evil.test",
+                "o"
+            )]
+        );
         let compiled = CompiledPolicy::compile(&p).unwrap();
-        assert_eq!(compiled.net.check_host("evil.test", None), Decision::Default);
+        assert_eq!(
+            compiled.net.check_host("evil.test", None),
+            Decision::Default
+        );
     }
 
     #[test]
@@ -501,23 +642,47 @@ mod tests {
         own.allow.net = v(&["api.github.com", "*.githubusercontent.com"]);
         own.allow.read = v(&["data/**"]);
         let mut inc = band("gh");
-        inc.allow.net = v(&["api.github.com", "uploads.github.com", "raw.githubusercontent.com"]);
+        inc.allow.net = v(&[
+            "api.github.com",
+            "uploads.github.com",
+            "raw.githubusercontent.com",
+        ]);
         inc.allow.read = v(&["data/in/*.csv", "/etc/gh/**"]);
         inc.allow.cli = v(&["gh *"]);
         let (p, c) = compose(&own, &[], &[inc]);
-        assert_eq!(p.allow.net, v(&["api.github.com", "*.githubusercontent.com", "raw.githubusercontent.com"]));
+        assert_eq!(
+            p.allow.net,
+            v(&[
+                "api.github.com",
+                "*.githubusercontent.com",
+                "raw.githubusercontent.com"
+            ])
+        );
         assert_eq!(p.allow.read, v(&["data/**", "data/in/*.csv"]));
         assert!(p.allow.cli.is_empty());
         assert_eq!(
             kinds(&c),
             [
-                (ConflictKind::CeilingExceeded, Category::Read, "/etc/gh/**", "gh"),
+                (
+                    ConflictKind::CeilingExceeded,
+                    Category::Read,
+                    "/etc/gh/**",
+                    "gh"
+                ),
                 (ConflictKind::CeilingExceeded, Category::Cli, "gh *", "gh"),
-                (ConflictKind::CeilingExceeded, Category::Net, "uploads.github.com", "gh"),
+                (
+                    ConflictKind::CeilingExceeded,
+                    Category::Net,
+                    "uploads.github.com",
+                    "gh"
+                ),
             ]
         );
         let net = c.iter().find(|c| c.category == Category::Net).unwrap();
-        assert_eq!(net.message, r#""uploads.github.com" requested by included band "gh" exceeds the ceiling"#);
+        assert_eq!(
+            net.message,
+            r#""uploads.github.com" requested by included band "gh" exceeds the ceiling"#
+        );
         assert_eq!(net.source, PathBuf::from("bands/gh.band.md"));
     }
 
@@ -531,7 +696,15 @@ mod tests {
         inc.allow.net = v(&["uploads.github.com"]);
         let (p, c) = compose(&own, &[parent], &[inc]);
         assert_eq!(p.allow.net, v(&["api.github.com"]));
-        assert_eq!(kinds(&c), [(ConflictKind::CeilingExceeded, Category::Net, "uploads.github.com", "i")]);
+        assert_eq!(
+            kinds(&c),
+            [(
+                ConflictKind::CeilingExceeded,
+                Category::Net,
+                "uploads.github.com",
+                "i"
+            )]
+        );
     }
 
     #[test]
@@ -571,13 +744,27 @@ mod tests {
             kinds(&c),
             [
                 (ConflictKind::DenyInsist, Category::Read, "config/.env", "o"),
-                (ConflictKind::DenyInsist, Category::Cli, "rm -r -f build", "o"),
+                (
+                    ConflictKind::DenyInsist,
+                    Category::Cli,
+                    "rm -r -f build",
+                    "o"
+                ),
                 (ConflictKind::DenyInsist, Category::Net, "api.x.test", "o"),
             ]
         );
-        assert_eq!(c[0].message, r#""config/.env" is insisted but also denied by "**/.env*""#);
-        assert_eq!(c[1].message, r#""rm -r -f build" is insisted but also denied by "rm -rf *""#);
-        assert_eq!(c[2].message, r#""api.x.test" is insisted but also denied by "api.x.test""#);
+        assert_eq!(
+            c[0].message,
+            r#""config/.env" is insisted but also denied by "**/.env*""#
+        );
+        assert_eq!(
+            c[1].message,
+            r#""rm -r -f build" is insisted but also denied by "rm -rf *""#
+        );
+        assert_eq!(
+            c[2].message,
+            r#""api.x.test" is insisted but also denied by "api.x.test""#
+        );
     }
 
     #[test]
@@ -605,11 +792,24 @@ mod tests {
         assert_eq!(
             kinds(&c),
             [
-                (ConflictKind::InsistNotAllowed, Category::Write, "logs/**", "i"),
-                (ConflictKind::DenyInsist, Category::Write, "out/secret/key", "i"),
+                (
+                    ConflictKind::InsistNotAllowed,
+                    Category::Write,
+                    "logs/**",
+                    "i"
+                ),
+                (
+                    ConflictKind::DenyInsist,
+                    Category::Write,
+                    "out/secret/key",
+                    "i"
+                ),
             ]
         );
-        assert_eq!(c[0].message, r#""logs/**" insisted by included band "i" is not allowed by the ceiling"#);
+        assert_eq!(
+            c[0].message,
+            r#""logs/**" insisted by included band "i" is not allowed by the ceiling"#
+        );
     }
 
     #[test]
@@ -623,18 +823,39 @@ mod tests {
         assert_eq!(
             kinds(&c),
             [
-                (ConflictKind::RequiresUnsatisfied, Category::Net, "api.slack.com", "slack"),
-                (ConflictKind::RequiresUnsatisfied, Category::Net, "*.files.slack.com", "slack"),
+                (
+                    ConflictKind::RequiresUnsatisfied,
+                    Category::Net,
+                    "api.slack.com",
+                    "slack"
+                ),
+                (
+                    ConflictKind::RequiresUnsatisfied,
+                    Category::Net,
+                    "*.files.slack.com",
+                    "slack"
+                ),
             ]
         );
-        assert_eq!(c[0].message, r#""api.slack.com" required by band "slack" is denied by "*.slack.com""#);
+        assert_eq!(
+            c[0].message,
+            r#""api.slack.com" required by band "slack" is denied by "*.slack.com""#
+        );
         // An included band's deny counts too.
         let mut inc2 = band("blocker");
         inc2.deny.net = v(&["example.test"]);
         let mut needs = band("needs");
         needs.requires_egress = v(&["example.test:443"]);
         let (_, c) = compose(&band("o"), &[], &[inc2, needs]);
-        assert_eq!(kinds(&c), [(ConflictKind::RequiresUnsatisfied, Category::Net, "example.test:443", "needs")]);
+        assert_eq!(
+            kinds(&c),
+            [(
+                ConflictKind::RequiresUnsatisfied,
+                Category::Net,
+                "example.test:443",
+                "needs"
+            )]
+        );
     }
 
     #[test]
@@ -686,7 +907,10 @@ mod tests {
         own.allow.net = v(&["https://x.test", "x.test"]);
         let (p, c) = compose(&own, &[parent], &[]);
         assert_eq!(p.allow.net, v(&["https://x.test"]));
-        assert_eq!(kinds(&c), [(ConflictKind::CeilingExceeded, Category::Net, "x.test", "o")]);
+        assert_eq!(
+            kinds(&c),
+            [(ConflictKind::CeilingExceeded, Category::Net, "x.test", "o")]
+        );
     }
 
     #[test]
@@ -702,16 +926,31 @@ mod tests {
         let c = CompiledPolicy::compile(&p).unwrap();
         let argv = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
         assert!(c.cli.check(&argv("gh issue list --repo a/b")).is_allowed());
-        assert_eq!(c.cli.check(&argv("gh repo delete a/b")), Decision::Deny { rule: "gh repo delete *".into() });
-        assert_eq!(c.cli.check(&argv("jq .")), Decision::Default, "narrowed away");
+        assert_eq!(
+            c.cli.check(&argv("gh repo delete a/b")),
+            Decision::Deny {
+                rule: "gh repo delete *".into()
+            }
+        );
+        assert_eq!(
+            c.cli.check(&argv("jq .")),
+            Decision::Default,
+            "narrowed away"
+        );
         assert!(c.net.check_host("api.github.com", Some(443)).is_allowed());
-        assert_eq!(c.net.check_host("uploads.github.com", Some(443)), Decision::Default);
+        assert_eq!(
+            c.net.check_host("uploads.github.com", Some(443)),
+            Decision::Default
+        );
     }
 
     #[test]
     fn conflict_kind_serialises_kebab_case() {
         let k = serde_json::to_string(&ConflictKind::RequiresUnsatisfied).unwrap();
         assert_eq!(k, "\"requires-unsatisfied\"");
-        assert_eq!(serde_json::to_string(&ConflictKind::DenyInsist).unwrap(), "\"deny-insist\"");
+        assert_eq!(
+            serde_json::to_string(&ConflictKind::DenyInsist).unwrap(),
+            "\"deny-insist\""
+        );
     }
 }

@@ -69,22 +69,33 @@ fn normalize_path(path: &str) -> Option<(bool, Vec<&str>)> {
             c => comps.push(c),
         }
     }
-    if comps.is_empty() { None } else { Some((absolute, comps)) }
+    if comps.is_empty() {
+        None
+    } else {
+        Some((absolute, comps))
+    }
 }
 
 impl FsPattern {
     /// Parse one pattern. See the module documentation.
     pub fn parse(text: &str) -> Result<Self, PatternError> {
         if text.is_empty() {
-            return Err(err("empty path pattern").with_hint("write a path relative to the workspace, e.g. `data/**`"));
+            return Err(err("empty path pattern")
+                .with_hint("write a path relative to the workspace, e.g. `data/**`"));
         }
         if let Some(c) = text.chars().find(|c| c.is_control()) {
-            return Err(err(format!("`{}` contains a control character ({c:?})", text.escape_debug()))
-                .with_hint("path patterns cannot contain NUL, newlines or other control characters"));
+            return Err(err(format!(
+                "`{}` contains a control character ({c:?})",
+                text.escape_debug()
+            ))
+            .with_hint("path patterns cannot contain NUL, newlines or other control characters"));
         }
         if text.starts_with('~') {
-            return Err(err(format!("`{text}`: `~` is not expanded in path patterns"))
-                .with_hint("write the absolute path (`/home/…`), or a path relative to the workspace"));
+            return Err(
+                err(format!("`{text}`: `~` is not expanded in path patterns")).with_hint(
+                    "write the absolute path (`/home/…`), or a path relative to the workspace",
+                ),
+            );
         }
         let absolute = text.starts_with('/');
         let mut components: Vec<String> = Vec::new();
@@ -104,7 +115,11 @@ impl FsPattern {
             }
         }
         if components.is_empty() {
-            let hint = if absolute { "write `/**` for every host path" } else { "write `**` for the whole workspace" };
+            let hint = if absolute {
+                "write `/**` for every host path"
+            } else {
+                "write `**` for the whole workspace"
+            };
             return Err(err(format!("`{text}` names no path")).with_hint(hint));
         }
         let anchored = absolute || dot_prefix || components.len() > 1;
@@ -125,12 +140,21 @@ impl FsPattern {
             .literal_separator(true)
             .build()
             .map_err(|e| {
-                err(format!("`{text}` is not a valid glob: {}", e.kind()))
-                    .with_hint("globs support `*`, `**`, `?`, `[abc]`, `{a,b}`; write `\\*` for a literal `*`")
+                err(format!("`{text}` is not a valid glob: {}", e.kind())).with_hint(
+                    "globs support `*`, `**`, `?`, `[abc]`, `{a,b}`; write `\\*` for a literal `*`",
+                )
             })?;
-        let static_len = if anchored { components.iter().take_while(|c| !has_meta(c)).count() } else { 0 };
+        let static_len = if anchored {
+            components.iter().take_while(|c| !has_meta(c)).count()
+        } else {
+            0
+        };
         let prefix_body = components[..static_len].join("/");
-        let prefix = if absolute { format!("/{prefix_body}") } else { prefix_body };
+        let prefix = if absolute {
+            format!("/{prefix_body}")
+        } else {
+            prefix_body
+        };
         Ok(FsPattern {
             text: text.to_string(),
             normalized,
@@ -191,7 +215,9 @@ impl FsPattern {
     fn matches_components(&self, comps: &[&str]) -> bool {
         let lead = if self.absolute { "/" } else { "" };
         let glob = self.matcher.get_or_init(|| self.glob.compile_matcher());
-        (1..=comps.len()).rev().any(|n| glob.is_match(format!("{lead}{}", comps[..n].join("/"))))
+        (1..=comps.len())
+            .rev()
+            .any(|n| glob.is_match(format!("{lead}{}", comps[..n].join("/"))))
     }
 
     /// Whether every path `other` matches is also matched by `self`. Conservative (`false` when
@@ -217,7 +243,9 @@ impl FsPattern {
         }
         let base = if self.is_concrete() {
             &self.components[..]
-        } else if self.static_len + 1 == self.components.len() && self.components[self.static_len] == "**" {
+        } else if self.static_len + 1 == self.components.len()
+            && self.components[self.static_len] == "**"
+        {
             &self.components[..self.static_len]
         } else {
             return false;
@@ -248,10 +276,14 @@ impl FsMatcher {
         };
         let hit = |p: &&FsPattern| p.absolute == absolute && p.matches_components(&comps);
         if let Some(d) = self.deny.iter().find(hit) {
-            return Decision::Deny { rule: d.text.clone() };
+            return Decision::Deny {
+                rule: d.text.clone(),
+            };
         }
         match self.allow.iter().find(hit) {
-            Some(a) => Decision::Allow { rule: a.text.clone() },
+            Some(a) => Decision::Allow {
+                rule: a.text.clone(),
+            },
             None => Decision::Default,
         }
     }
@@ -300,7 +332,10 @@ mod tests {
         assert!(x.matches("data/a.csv"));
         assert!(!x.matches("data/sub/a.csv"));
         assert!(!x.matches("a.csv"));
-        assert!(!x.matches("other/data/a.csv"), "anchored at the workspace root");
+        assert!(
+            !x.matches("other/data/a.csv"),
+            "anchored at the workspace root"
+        );
         let q = p("data/?.csv");
         assert!(q.matches("data/a.csv"));
         assert!(!q.matches("data/ab.csv"));
@@ -315,7 +350,10 @@ mod tests {
         let all = p("**");
         assert!(all.matches("a"));
         assert!(all.matches("a/b/c"));
-        assert!(!all.matches("/etc/passwd"), "relative patterns never match absolute paths");
+        assert!(
+            !all.matches("/etc/passwd"),
+            "relative patterns never match absolute paths"
+        );
     }
 
     #[test]
@@ -338,7 +376,10 @@ mod tests {
         assert!(!x.matches("a/env"));
         assert!(!x.matches("a/x.env"));
         let y = p(".env*");
-        assert!(y.matches("a/b/.env.production"), "slash-less pattern = any depth");
+        assert!(
+            y.matches("a/b/.env.production"),
+            "slash-less pattern = any depth"
+        );
         assert!(!y.is_anchored());
     }
 
@@ -470,7 +511,11 @@ mod tests {
                 Ok(x) => panic!("{text:?} should be rejected, got {x:?}"),
                 Err(e) => e,
             };
-            assert!(e.message.contains(msg), "{text:?}: message {:?} lacks {msg:?}", e.message);
+            assert!(
+                e.message.contains(msg),
+                "{text:?}: message {:?} lacks {msg:?}",
+                e.message
+            );
             if let Some(h) = hint {
                 let got = e.hint.clone().unwrap_or_default();
                 assert!(got.contains(h), "{text:?}: hint {got:?} lacks {h:?}");
@@ -484,7 +529,10 @@ mod tests {
 
     #[test]
     fn matcher_precedence() {
-        let n = m(&["**", "/etc/ssl/**"], &["**/.env*", "*.pem", "secrets", "/etc/ssl/private/**"]);
+        let n = m(
+            &["**", "/etc/ssl/**"],
+            &["**/.env*", "*.pem", "secrets", "/etc/ssl/private/**"],
+        );
         assert_eq!(n.check("src/main.rs"), allow("**"));
         assert_eq!(n.check(".env"), deny("**/.env*"));
         assert_eq!(n.check("app/config/.env.local"), deny("**/.env*"));
@@ -498,7 +546,11 @@ mod tests {
         assert_eq!(n.check("a/../../x"), Decision::Default);
         assert_eq!(n.check(""), Decision::Default);
         let first = m(&["data/**", "data"], &[]);
-        assert_eq!(first.check("data/x"), allow("data/**"), "first matching allow");
+        assert_eq!(
+            first.check("data/x"),
+            allow("data/**"),
+            "first matching allow"
+        );
         assert_eq!(first.check("data"), allow("data"));
         assert!(m(&[], &["x"]).is_empty());
         assert_eq!(m(&[], &[]).check("x"), Decision::Default);
@@ -522,9 +574,15 @@ mod tests {
         assert!(c("data/**", "data/x.csv"));
         assert!(c("data/**", "data/in/**/*.csv"));
         assert!(c("data/**", "./data/in"));
-        assert!(!c("data/**", "data"), "`data/**` does not match `data` itself");
+        assert!(
+            !c("data/**", "data"),
+            "`data/**` does not match `data` itself"
+        );
         assert!(c("./data", "data/**"));
-        assert!(c("./data", "./data/x"), "a concrete item is checked as a path");
+        assert!(
+            c("./data", "./data/x"),
+            "a concrete item is checked as a path"
+        );
         assert!(c("data", "./data/x"));
         assert!(!c("./data", "data"), "`data` is any depth");
         assert!(!c("./data", "*.csv"));
@@ -538,7 +596,10 @@ mod tests {
         assert!(c("*.csv", "*.csv"));
         assert!(!c("*.csv", "data/*.csv"), "conservative");
         assert!(!c("data/*.csv", "data/**"));
-        assert!(!c("./secrets", "secrets"), "any depth is wider than top level");
+        assert!(
+            !c("./secrets", "secrets"),
+            "any depth is wider than top level"
+        );
         assert!(c("secrets", "./secrets"));
         assert!(c("/etc/ssl", "/etc/ssl/certs/*.pem"));
         assert!(!c("/etc/ssl", "/etc/sslx"));

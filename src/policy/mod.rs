@@ -30,7 +30,12 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 4] = [Category::Read, Category::Write, Category::Cli, Category::Net];
+    pub const ALL: [Category; 4] = [
+        Category::Read,
+        Category::Write,
+        Category::Cli,
+        Category::Net,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -170,7 +175,10 @@ pub struct PatternError {
 
 impl PatternError {
     pub fn new(message: impl Into<String>) -> Self {
-        PatternError { message: message.into(), hint: None }
+        PatternError {
+            message: message.into(),
+            hint: None,
+        }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
@@ -198,7 +206,11 @@ pub(crate) fn parse_rule_lists<P>(
     parse: impl Fn(&str) -> Result<P, PatternError>,
 ) -> Result<(Vec<P>, Vec<P>), RuleListError> {
     let list = |items: &[String], is_deny: bool| {
-        items.iter().enumerate().map(|(i, s)| parse(s).map_err(|e| (is_deny, i, e))).collect::<Result<Vec<P>, _>>()
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| parse(s).map_err(|e| (is_deny, i, e)))
+            .collect::<Result<Vec<P>, _>>()
     };
     Ok((list(allow, false)?, list(deny, true)?))
 }
@@ -276,6 +288,11 @@ impl CompiledPolicy {
         let read = fs::FsMatcher::new(&a, &d).map_err(located_error(Category::Read, &a, &d))?;
         let (a, d) = lists(Category::Write);
         let write = fs::FsMatcher::new(&a, &d).map_err(located_error(Category::Write, &a, &d))?;
-        Ok(CompiledPolicy { cli, net, read, write })
+        Ok(CompiledPolicy {
+            cli,
+            net,
+            read,
+            write,
+        })
     }
 }

@@ -74,9 +74,13 @@ fn parse_host_name(raw: &str, whole: &str) -> Result<String, PatternError> {
     let lower = raw.to_ascii_lowercase();
     let name = lower.strip_suffix('.').unwrap_or(&lower);
     if name.is_empty() {
-        return Err(err(format!("`{whole}` names no host")).with_hint("write a host name such as `api.example.com`"));
+        return Err(err(format!("`{whole}` names no host"))
+            .with_hint("write a host name such as `api.example.com`"));
     }
-    if let Some(c) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '.' | '-')) {
+    if let Some(c) = name
+        .chars()
+        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '.' | '-'))
+    {
         let hint = if c == '@' {
             "user names are not part of a host pattern; write the host only".to_string()
         } else if c == '_' {
@@ -85,14 +89,21 @@ fn parse_host_name(raw: &str, whole: &str) -> Result<String, PatternError> {
             "host names may contain only letters, digits, `-` and `.` (non-ASCII names: use the `xn--` form)"
                 .to_string()
         };
-        return Err(err(format!("`{whole}` contains `{c}`, which is not valid in a host name")).with_hint(hint));
+        return Err(err(format!(
+            "`{whole}` contains `{c}`, which is not valid in a host name"
+        ))
+        .with_hint(hint));
     }
     if name.len() > 253 {
-        return Err(err(format!("host name in `{whole}` is {} characters long; the limit is 253", name.len())));
+        return Err(err(format!(
+            "host name in `{whole}` is {} characters long; the limit is 253",
+            name.len()
+        )));
     }
     for label in name.split('.') {
         if label.is_empty() {
-            return Err(err(format!("`{whole}` has an empty label")).with_hint("remove the doubled or leading `.`"));
+            return Err(err(format!("`{whole}` has an empty label"))
+                .with_hint("remove the doubled or leading `.`"));
         }
         if label.len() > 63 {
             return Err(err(format!(
@@ -101,14 +112,24 @@ fn parse_host_name(raw: &str, whole: &str) -> Result<String, PatternError> {
             )));
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Err(err(format!("label `{label}` in `{whole}` starts or ends with `-`")));
+            return Err(err(format!(
+                "label `{label}` in `{whole}` starts or ends with `-`"
+            )));
         }
     }
     // `10.0.0` or `1.2.3.999` would be read as an address by some resolvers; a real name never has
     // an all-numeric top-level label.
-    if name.rsplit('.').next().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
-        return Err(err(format!("`{whole}` looks like an IP address but is not a valid one"))
-            .with_hint("write a full IPv4 address (`10.1.2.3`), or a network in CIDR form (`10.0.0.0/8`)"));
+    if name
+        .rsplit('.')
+        .next()
+        .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(err(format!(
+            "`{whole}` looks like an IP address but is not a valid one"
+        ))
+        .with_hint(
+            "write a full IPv4 address (`10.1.2.3`), or a network in CIDR form (`10.0.0.0/8`)",
+        ));
     }
     Ok(name.to_string())
 }
@@ -118,7 +139,11 @@ fn mask(prefix: u8, bits: u8) -> u128 {
     if prefix == 0 {
         0
     } else {
-        let all: u128 = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
+        let all: u128 = if bits == 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        };
         (all << (bits - prefix.min(bits))) & all
     }
 }
@@ -148,15 +173,19 @@ fn canonical(ip: IpAddr) -> IpAddr {
 
 fn parse_cidr(addr: &str, len: &str, whole: &str) -> Result<HostPattern, PatternError> {
     let net: IpAddr = addr.parse().map_err(|_| {
-        err(format!("`{whole}` contains a `/` but is not a CIDR network"))
-            .with_hint(format!("write the host only: `{}`", host_hint(whole)))
+        err(format!(
+            "`{whole}` contains a `/` but is not a CIDR network"
+        ))
+        .with_hint(format!("write the host only: `{}`", host_hint(whole)))
     })?;
     let max = if net.is_ipv4() { 32 } else { 128 };
     let prefix = match len.parse::<u8>() {
         Ok(p) if len.bytes().all(|b| b.is_ascii_digit()) && p <= max => p,
         _ => {
-            return Err(err(format!("`/{len}` is not a valid prefix length for `{addr}`"))
-                .with_hint(format!("the prefix length is a number from 0 to {max}")));
+            return Err(err(format!(
+                "`/{len}` is not a valid prefix length for `{addr}`"
+            ))
+            .with_hint(format!("the prefix length is a number from 0 to {max}")));
         }
     };
     let (bits, width) = ip_bits(net);
@@ -166,16 +195,18 @@ fn parse_cidr(addr: &str, len: &str, whole: &str) -> Result<HostPattern, Pattern
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(u32::try_from(bits & m).unwrap_or(0))),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(bits & m)),
         };
-        return Err(
-            err(format!("`{addr}/{prefix}` has host bits set")).with_hint(format!("the network is `{fixed}/{prefix}`"))
-        );
+        return Err(err(format!("`{addr}/{prefix}` has host bits set"))
+            .with_hint(format!("the network is `{fixed}/{prefix}`")));
     }
     // A mapped IPv4 network (`::ffff:10.0.0.0/104`) is the IPv4 network it embeds.
     if let IpAddr::V6(v6) = net
         && prefix >= 96
         && let Some(v4) = v6.to_ipv4_mapped()
     {
-        return Ok(HostPattern::Cidr { net: IpAddr::V4(v4), prefix: prefix - 96 });
+        return Ok(HostPattern::Cidr {
+            net: IpAddr::V4(v4),
+            prefix: prefix - 96,
+        });
     }
     Ok(HostPattern::Cidr { net, prefix })
 }
@@ -192,21 +223,29 @@ impl NetPattern {
     /// Parse one pattern. See the module documentation for the accepted forms.
     pub fn parse(text: &str) -> Result<Self, PatternError> {
         if text.is_empty() {
-            return Err(
-                err("empty net pattern").with_hint("write a host such as `api.example.com`, or `*` for any host")
-            );
+            return Err(err("empty net pattern")
+                .with_hint("write a host such as `api.example.com`, or `*` for any host"));
         }
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(err(format!("`{}` contains whitespace or a control character", text.escape_debug()))
-                .with_hint("write one host per list item, with no spaces"));
+            return Err(err(format!(
+                "`{}` contains whitespace or a control character",
+                text.escape_debug()
+            ))
+            .with_hint("write one host per list item, with no spaces"));
         }
         if let Some((scheme, _)) = text.split_once("://") {
-            return Err(err(format!("`{text}` is a URL; net patterns name hosts, not URLs (`{scheme}://`)"))
-                .with_hint(format!("write the host only: `{}`", host_hint(text))));
+            return Err(err(format!(
+                "`{text}` is a URL; net patterns name hosts, not URLs (`{scheme}://`)"
+            ))
+            .with_hint(format!("write the host only: `{}`", host_hint(text))));
         }
         let (host_part, port) = Self::split_port(text)?;
         let host = Self::parse_host(host_part, text)?;
-        Ok(NetPattern { text: text.to_string(), host, port })
+        Ok(NetPattern {
+            text: text.to_string(),
+            host,
+            port,
+        })
     }
 
     /// Split `host[:port]`, `[v6]:port`, bare IPv6 (several colons, no port).
@@ -217,10 +256,18 @@ impl NetPattern {
                     .with_hint("write an IPv6 address with a port as `[2001:db8::1]:443`"));
             };
             if !inner.contains(':') {
-                return Err(err(format!("`{text}`: brackets are only for IPv6 addresses")).with_hint(format!(
-                    "write `{}` without brackets",
-                    if after.is_empty() { inner.to_string() } else { format!("{inner}{after}") }
-                )));
+                return Err(
+                    err(format!("`{text}`: brackets are only for IPv6 addresses")).with_hint(
+                        format!(
+                            "write `{}` without brackets",
+                            if after.is_empty() {
+                                inner.to_string()
+                            } else {
+                                format!("{inner}{after}")
+                            }
+                        ),
+                    ),
+                );
             }
             let port = match after {
                 "" => None,
@@ -247,9 +294,8 @@ impl NetPattern {
 
     fn parse_host(host: &str, whole: &str) -> Result<HostPattern, PatternError> {
         if host.is_empty() {
-            return Err(
-                err(format!("`{whole}` names no host")).with_hint("write `host:port`, e.g. `api.example.com:443`")
-            );
+            return Err(err(format!("`{whole}` names no host"))
+                .with_hint("write `host:port`, e.g. `api.example.com:443`"));
         }
         if host == "*" {
             return Ok(HostPattern::Any);
@@ -258,8 +304,10 @@ impl NetPattern {
             if addr.parse::<IpAddr>().is_ok() {
                 return parse_cidr(addr, len, whole);
             }
-            return Err(err(format!("`{whole}` contains a path; net patterns name hosts only"))
-                .with_hint(format!("write the host only: `{}`", host_hint(whole))));
+            return Err(err(format!(
+                "`{whole}` contains a path; net patterns name hosts only"
+            ))
+            .with_hint(format!("write the host only: `{}`", host_hint(whole))));
         }
         if host.contains(':') {
             return match host.parse::<Ipv6Addr>() {
@@ -285,7 +333,9 @@ impl NetPattern {
     }
 
     fn wildcard_error(whole: &str, host: &str) -> PatternError {
-        let e = err(format!("`{whole}`: a wildcard is only allowed as a whole leading label (`*.example.com`)"));
+        let e = err(format!(
+            "`{whole}`: a wildcard is only allowed as a whole leading label (`*.example.com`)"
+        ));
         // Guess the domain the user had in mind: everything after the last label holding a
         // wildcard, or, for a leading `*x.com`, the name without its `*`.
         let labels: Vec<&str> = host.split('.').collect();
@@ -399,15 +449,23 @@ impl NetPattern {
             (_, HostPattern::Any) => false,
             (HostPattern::Exact(a), HostPattern::Exact(b)) => a == b,
             (HostPattern::Subdomains(s), HostPattern::Exact(b)) => is_strict_subdomain(b, s),
-            (HostPattern::Subdomains(s), HostPattern::Subdomains(t)) => s == t || is_strict_subdomain(t, s),
+            (HostPattern::Subdomains(s), HostPattern::Subdomains(t)) => {
+                s == t || is_strict_subdomain(t, s)
+            }
             (HostPattern::Ip(a), HostPattern::Ip(b)) => a == b,
             (HostPattern::Ip(a), HostPattern::Cidr { net, prefix }) => {
                 a == net && *prefix == if net.is_ipv4() { 32 } else { 128 }
             }
-            (HostPattern::Cidr { net, prefix }, HostPattern::Ip(b)) => cidr_contains(*net, *prefix, *b),
-            (HostPattern::Cidr { net, prefix }, HostPattern::Cidr { net: n2, prefix: p2 }) => {
-                p2 >= prefix && cidr_contains(*net, *prefix, *n2)
+            (HostPattern::Cidr { net, prefix }, HostPattern::Ip(b)) => {
+                cidr_contains(*net, *prefix, *b)
             }
+            (
+                HostPattern::Cidr { net, prefix },
+                HostPattern::Cidr {
+                    net: n2,
+                    prefix: p2,
+                },
+            ) => p2 >= prefix && cidr_contains(*net, *prefix, *n2),
             _ => false,
         }
     }
@@ -415,7 +473,9 @@ impl NetPattern {
 
 /// `name` is strictly below `suffix` (at any depth).
 fn is_strict_subdomain(name: &str, suffix: &str) -> bool {
-    name.len() > suffix.len() + 1 && name.ends_with(suffix) && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
+    name.len() > suffix.len() + 1
+        && name.ends_with(suffix)
+        && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
 }
 
 /// A connection target, normalised.
@@ -428,7 +488,10 @@ enum Subject {
 /// Normalise a host string for matching: an IP literal (optionally bracketed) or a valid host
 /// name, lower-cased, trailing dot removed. `None` for anything else (which then matches nothing).
 fn normalize_host(host: &str) -> Option<Subject> {
-    let unbracketed = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let unbracketed = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
     if let Ok(ip) = unbracketed.parse::<IpAddr>() {
         return Some(Subject::Ip(ip));
     }
@@ -475,7 +538,10 @@ const V4_NON_PUBLIC: &[(Ipv4Addr, u8)] = &[
 /// Every range [`is_public_ip`] rejects, as (network, prefix) — for rule builders that need the
 /// list as data. IPv6 outside `2000::/3` is given as `::/3`, `4000::/2` and `8000::/1`.
 pub fn non_public_ranges() -> Vec<(IpAddr, u8)> {
-    let mut v: Vec<(IpAddr, u8)> = V4_NON_PUBLIC.iter().map(|(n, p)| (IpAddr::V4(*n), *p)).collect();
+    let mut v: Vec<(IpAddr, u8)> = V4_NON_PUBLIC
+        .iter()
+        .map(|(n, p)| (IpAddr::V4(*n), *p))
+        .collect();
     v.extend([
         (IpAddr::V6(Ipv6Addr::UNSPECIFIED), 3),
         (IpAddr::V6(Ipv6Addr::new(0x4000, 0, 0, 0, 0, 0, 0, 0)), 2),
@@ -486,7 +552,9 @@ pub fn non_public_ranges() -> Vec<(IpAddr, u8)> {
 }
 
 fn is_public_v4(v4: Ipv4Addr) -> bool {
-    !V4_NON_PUBLIC.iter().any(|(net, prefix)| cidr_contains(IpAddr::V4(*net), *prefix, IpAddr::V4(v4)))
+    !V4_NON_PUBLIC
+        .iter()
+        .any(|(net, prefix)| cidr_contains(IpAddr::V4(*net), *prefix, IpAddr::V4(v4)))
 }
 
 const V6_NON_PUBLIC: &[(Ipv6Addr, u8)] = &[
@@ -502,7 +570,11 @@ fn is_public_v6(v6: Ipv6Addr) -> bool {
     }
     let a = IpAddr::V6(v6);
     // NAT64 (well-known prefix): the translator forwards to the embedded IPv4 address.
-    if cidr_contains(IpAddr::V6(Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0)), 96, a) {
+    if cidr_contains(
+        IpAddr::V6(Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0)),
+        96,
+        a,
+    ) {
         let o = v6.octets();
         let v4 = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
         return is_public_v4(v4);
@@ -513,7 +585,9 @@ fn is_public_v6(v6: Ipv6Addr) -> bool {
     if !cidr_contains(IpAddr::V6(Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0)), 3, a) {
         return false;
     }
-    !V6_NON_PUBLIC.iter().any(|(net, prefix)| cidr_contains(IpAddr::V6(*net), *prefix, a))
+    !V6_NON_PUBLIC
+        .iter()
+        .any(|(net, prefix)| cidr_contains(IpAddr::V6(*net), *prefix, a))
 }
 
 /// Allow and deny `net` patterns, compiled.
@@ -547,7 +621,9 @@ impl NetMatcher {
 
     /// Every allowed host-name pattern (exact names and `*.` wildcards; not `*`, not IPs).
     pub fn host_patterns(&self) -> impl Iterator<Item = &NetPattern> {
-        self.allow.iter().filter(|p| matches!(p.host, HostPattern::Exact(_) | HostPattern::Subdomains(_)))
+        self.allow
+            .iter()
+            .filter(|p| matches!(p.host, HostPattern::Exact(_) | HostPattern::Subdomains(_)))
     }
 
     /// Every allowed IP/CIDR pattern.
@@ -572,22 +648,38 @@ impl NetMatcher {
         if normalize_host(host).is_none() {
             return Decision::Default;
         }
-        if let Some(d) = self.deny.iter().find(|p| Self::denies(p, port) && p.matches_host(host, port)) {
-            return Decision::Deny { rule: d.text.clone() };
+        if let Some(d) = self
+            .deny
+            .iter()
+            .find(|p| Self::denies(p, port) && p.matches_host(host, port))
+        {
+            return Decision::Deny {
+                rule: d.text.clone(),
+            };
         }
         match self.allow.iter().find(|p| p.matches_host(host, port)) {
-            Some(a) => Decision::Allow { rule: a.text.clone() },
+            Some(a) => Decision::Allow {
+                rule: a.text.clone(),
+            },
             None => Decision::Default,
         }
     }
 
     /// Decide a connection to address `ip` on `port`. Only IP/CIDR patterns and `*` apply.
     pub fn check_ip(&self, ip: IpAddr, port: Option<u16>) -> Decision {
-        if let Some(d) = self.deny.iter().find(|p| Self::denies(p, port) && p.matches_ip(ip, port)) {
-            return Decision::Deny { rule: d.text.clone() };
+        if let Some(d) = self
+            .deny
+            .iter()
+            .find(|p| Self::denies(p, port) && p.matches_ip(ip, port))
+        {
+            return Decision::Deny {
+                rule: d.text.clone(),
+            };
         }
         match self.allow.iter().find(|p| p.matches_ip(ip, port)) {
-            Some(a) => Decision::Allow { rule: a.text.clone() },
+            Some(a) => Decision::Allow {
+                rule: a.text.clone(),
+            },
             None => Decision::Default,
         }
     }
@@ -600,8 +692,27 @@ mod tests {
     #[test]
     fn non_public_ranges_agree_with_is_public_ip() {
         let ranges = non_public_ranges();
-        let listed = |ip: IpAddr| ranges.iter().any(|(n, p)| n.is_ipv4() == ip.is_ipv4() && cidr_contains(*n, *p, ip));
-        for s in ["10.1.2.3", "127.0.0.1", "169.254.169.254", "100.100.100.200", "192.168.0.1", "8.8.8.8", "93.184.216.34", "::1", "fd00:ec2::254", "fe80::1", "2001:db8::1", "2606:4700::1111", "2002::1", "ff02::1"] {
+        let listed = |ip: IpAddr| {
+            ranges
+                .iter()
+                .any(|(n, p)| n.is_ipv4() == ip.is_ipv4() && cidr_contains(*n, *p, ip))
+        };
+        for s in [
+            "10.1.2.3",
+            "127.0.0.1",
+            "169.254.169.254",
+            "100.100.100.200",
+            "192.168.0.1",
+            "8.8.8.8",
+            "93.184.216.34",
+            "::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "2001:db8::1",
+            "2606:4700::1111",
+            "2002::1",
+            "ff02::1",
+        ] {
             let ip: IpAddr = s.parse().unwrap();
             assert_eq!(listed(ip), !is_public_ip(ip), "{s}");
         }
@@ -643,8 +754,14 @@ mod tests {
         assert_eq!(x.port(), None);
         assert!(x.matches_host("api.github.com", None));
         assert!(x.matches_host("api.github.com", Some(443)));
-        assert!(x.matches_host("API.GitHub.COM", Some(80)), "case-insensitive");
-        assert!(x.matches_host("api.github.com.", Some(443)), "trailing dot ignored");
+        assert!(
+            x.matches_host("API.GitHub.COM", Some(80)),
+            "case-insensitive"
+        );
+        assert!(
+            x.matches_host("api.github.com.", Some(443)),
+            "trailing dot ignored"
+        );
         assert!(!x.matches_host("github.com", None));
         assert!(!x.matches_host("x.api.github.com", None));
         assert!(!x.matches_host("api.github.com.evil.test", None));
@@ -707,8 +824,14 @@ mod tests {
         assert_eq!(x.host(), &HostPattern::Ip(ip("10.1.2.3")));
         assert!(x.matches_ip(ip("10.1.2.3"), Some(5432)));
         assert!(!x.matches_ip(ip("10.1.2.4"), None));
-        assert!(x.matches_host("10.1.2.3", None), "an IP pattern matches the IP as a host string");
-        assert!(x.matches_ip(ip("::ffff:10.1.2.3"), None), "IPv4-mapped form");
+        assert!(
+            x.matches_host("10.1.2.3", None),
+            "an IP pattern matches the IP as a host string"
+        );
+        assert!(
+            x.matches_ip(ip("::ffff:10.1.2.3"), None),
+            "IPv4-mapped form"
+        );
         assert!(!x.matches_host("10.1.2.3.nip.io", None));
     }
 
@@ -727,14 +850,23 @@ mod tests {
         assert!(!y.matches_ip(ip("2001:db8::1"), Some(80)));
         assert!(p("[2001:db8::1]").matches_ip(ip("2001:db8::1"), None));
         // A mapped literal is its IPv4 address.
-        assert_eq!(p("::ffff:10.0.0.1").host(), &HostPattern::Ip(ip("10.0.0.1")));
+        assert_eq!(
+            p("::ffff:10.0.0.1").host(),
+            &HostPattern::Ip(ip("10.0.0.1"))
+        );
         assert!(p("::ffff:10.0.0.1").matches_ip(ip("10.0.0.1"), None));
     }
 
     #[test]
     fn cidr_v4() {
         let x = p("10.0.0.0/8");
-        assert_eq!(x.host(), &HostPattern::Cidr { net: ip("10.0.0.0"), prefix: 8 });
+        assert_eq!(
+            x.host(),
+            &HostPattern::Cidr {
+                net: ip("10.0.0.0"),
+                prefix: 8
+            }
+        );
         assert!(x.matches_ip(ip("10.0.0.0"), None));
         assert!(x.matches_ip(ip("10.255.255.255"), None));
         assert!(!x.matches_ip(ip("11.0.0.0"), None));
@@ -773,7 +905,13 @@ mod tests {
         assert!(b.matches_ip(ip("2001:db8::5"), Some(443)));
         assert!(!b.matches_ip(ip("2001:db8::5"), Some(80)));
         // A mapped network is the IPv4 network it embeds.
-        assert_eq!(p("::ffff:10.0.0.0/104").host(), &HostPattern::Cidr { net: ip("10.0.0.0"), prefix: 8 });
+        assert_eq!(
+            p("::ffff:10.0.0.0/104").host(),
+            &HostPattern::Cidr {
+                net: ip("10.0.0.0"),
+                prefix: 8
+            }
+        );
     }
 
     #[test]
@@ -786,12 +924,21 @@ mod tests {
     #[test]
     fn invalid_subjects_never_match() {
         let x = p("*.example.com");
-        for h in ["", "a b.example.com", "a_b.example.com", "evil.com/.example.com", "a..example.com", "*.example.com"]
-        {
+        for h in [
+            "",
+            "a b.example.com",
+            "a_b.example.com",
+            "evil.com/.example.com",
+            "a..example.com",
+            "*.example.com",
+        ] {
             assert!(!x.matches_host(h, None), "{h:?}");
         }
         assert!(!p("*").matches_host("bad host", None));
-        assert_eq!(m(&["*"], &[]).check_host("a\0.example.com", None), Decision::Default);
+        assert_eq!(
+            m(&["*"], &[]).check_host("a\0.example.com", None),
+            Decision::Default
+        );
     }
 
     #[test]
@@ -802,13 +949,41 @@ mod tests {
             ("api.x.test ", "whitespace", None),
             ("a b.test", "whitespace", None),
             ("a\tb", "whitespace", None),
-            ("https://api.github.com", "is a URL", Some("write the host only: `api.github.com`")),
-            ("https://api.github.com/repos?x=1", "is a URL", Some("write the host only: `api.github.com`")),
-            ("http://user@x.test:8080/p", "is a URL", Some("write the host only: `x.test:8080`")),
-            ("x.test/y", "contains a path", Some("write the host only: `x.test`")),
-            ("api.github.com/repos/a", "contains a path", Some("write the host only: `api.github.com`")),
-            ("a*.x.test", "wildcard", Some("`*.x.test` matches every subdomain of `x.test`")),
-            ("*x.com", "wildcard", Some("`*.x.com` matches every subdomain of `x.com` (add `x.com` itself")),
+            (
+                "https://api.github.com",
+                "is a URL",
+                Some("write the host only: `api.github.com`"),
+            ),
+            (
+                "https://api.github.com/repos?x=1",
+                "is a URL",
+                Some("write the host only: `api.github.com`"),
+            ),
+            (
+                "http://user@x.test:8080/p",
+                "is a URL",
+                Some("write the host only: `x.test:8080`"),
+            ),
+            (
+                "x.test/y",
+                "contains a path",
+                Some("write the host only: `x.test`"),
+            ),
+            (
+                "api.github.com/repos/a",
+                "contains a path",
+                Some("write the host only: `api.github.com`"),
+            ),
+            (
+                "a*.x.test",
+                "wildcard",
+                Some("`*.x.test` matches every subdomain of `x.test`"),
+            ),
+            (
+                "*x.com",
+                "wildcard",
+                Some("`*.x.com` matches every subdomain of `x.com` (add `x.com` itself"),
+            ),
             ("x.*", "wildcard", Some("list each host explicitly")),
             ("x.*.test", "wildcard", Some("list each host explicitly")),
             ("a.*.x.test", "wildcard", Some("`*.x.test`")),
@@ -819,7 +994,11 @@ mod tests {
             ("**", "wildcard", None),
             ("*.", "names no host", None),
             ("a_b.test", "not valid in a host name", Some("underscores")),
-            ("user@x.test", "not valid in a host name", Some("user names")),
+            (
+                "user@x.test",
+                "not valid in a host name",
+                Some("user names"),
+            ),
             ("bücher.de", "not valid in a host name", Some("xn--")),
             ("a..b.test", "empty label", None),
             (".a.test", "empty label", None),
@@ -834,14 +1013,26 @@ mod tests {
             (":443", "names no host", None),
             ("[2001:db8::1", "never closes", None),
             ("[2001:db8::1]443", "after `]`", None),
-            ("[10.0.0.1]:80", "brackets are only for IPv6", Some("`10.0.0.1:80`")),
+            (
+                "[10.0.0.1]:80",
+                "brackets are only for IPv6",
+                Some("`10.0.0.1:80`"),
+            ),
             ("2001:db8::g", "not a valid IPv6 address", None),
             ("10.0.0.0/33", "not a valid prefix length", Some("0 to 32")),
             ("10.0.0.0/", "not a valid prefix length", None),
             ("10.0.0.0/x", "not a valid prefix length", None),
             ("10.0.0.0/-1", "not a valid prefix length", None),
-            ("2001:db8::/129", "not a valid prefix length", Some("0 to 128")),
-            ("10.1.2.3/8", "host bits set", Some("the network is `10.0.0.0/8`")),
+            (
+                "2001:db8::/129",
+                "not a valid prefix length",
+                Some("0 to 128"),
+            ),
+            (
+                "10.1.2.3/8",
+                "host bits set",
+                Some("the network is `10.0.0.0/8`"),
+            ),
             ("2001:db8::1/32", "host bits set", Some("`2001:db8::/32`")),
             ("10.0.0", "looks like an IP address", None),
             ("1.2.3.999", "looks like an IP address", None),
@@ -849,7 +1040,11 @@ mod tests {
         ];
         for (text, msg, hint) in cases {
             let e = rej(text);
-            assert!(e.message.contains(msg), "{text:?}: message {:?} lacks {msg:?}", e.message);
+            assert!(
+                e.message.contains(msg),
+                "{text:?}: message {:?} lacks {msg:?}",
+                e.message
+            );
             if let Some(h) = hint {
                 let got = e.hint.clone().unwrap_or_default();
                 assert!(got.contains(h), "{text:?}: hint {got:?} lacks {h:?}");
@@ -874,14 +1069,33 @@ mod tests {
 
     #[test]
     fn matcher_precedence() {
-        let n = m(&["*.github.com", "api.openai.com:443"], &["gist.github.com"]);
-        assert_eq!(n.check_host("api.github.com", Some(443)), allow("*.github.com"));
+        let n = m(
+            &["*.github.com", "api.openai.com:443"],
+            &["gist.github.com"],
+        );
+        assert_eq!(
+            n.check_host("api.github.com", Some(443)),
+            allow("*.github.com")
+        );
         assert_eq!(n.check_host("a.b.github.com", None), allow("*.github.com"));
-        assert_eq!(n.check_host("gist.github.com", Some(443)), deny("gist.github.com"));
-        assert_eq!(n.check_host("GIST.github.com.", None), deny("gist.github.com"));
-        assert_eq!(n.check_host("x.gist.github.com", None), allow("*.github.com"), "exact deny is not a wildcard");
+        assert_eq!(
+            n.check_host("gist.github.com", Some(443)),
+            deny("gist.github.com")
+        );
+        assert_eq!(
+            n.check_host("GIST.github.com.", None),
+            deny("gist.github.com")
+        );
+        assert_eq!(
+            n.check_host("x.gist.github.com", None),
+            allow("*.github.com"),
+            "exact deny is not a wildcard"
+        );
         assert_eq!(n.check_host("github.com", None), Decision::Default);
-        assert_eq!(n.check_host("api.openai.com", Some(443)), allow("api.openai.com:443"));
+        assert_eq!(
+            n.check_host("api.openai.com", Some(443)),
+            allow("api.openai.com:443")
+        );
         assert_eq!(n.check_host("api.openai.com", Some(80)), Decision::Default);
         assert_eq!(n.check_ip(ip("140.82.112.3"), Some(443)), Decision::Default);
         assert!(!n.is_empty());
@@ -891,24 +1105,46 @@ mod tests {
 
     #[test]
     fn deny_inside_wildcard() {
-        let n = m(&["*"], &["*.internal.corp", "169.254.169.254", "10.0.0.0/8"]);
-        assert_eq!(n.check_host("a.b.internal.corp", None), deny("*.internal.corp"));
-        assert_eq!(n.check_host("internal.corp", None), allow("*"), "wildcard deny does not cover the apex");
+        let n = m(
+            &["*"],
+            &["*.internal.corp", "169.254.169.254", "10.0.0.0/8"],
+        );
+        assert_eq!(
+            n.check_host("a.b.internal.corp", None),
+            deny("*.internal.corp")
+        );
+        assert_eq!(
+            n.check_host("internal.corp", None),
+            allow("*"),
+            "wildcard deny does not cover the apex"
+        );
         assert_eq!(n.check_host("example.com", Some(443)), allow("*"));
-        assert_eq!(n.check_ip(ip("169.254.169.254"), Some(80)), deny("169.254.169.254"));
-        assert_eq!(n.check_ip(ip("::ffff:169.254.169.254"), Some(80)), deny("169.254.169.254"));
+        assert_eq!(
+            n.check_ip(ip("169.254.169.254"), Some(80)),
+            deny("169.254.169.254")
+        );
+        assert_eq!(
+            n.check_ip(ip("::ffff:169.254.169.254"), Some(80)),
+            deny("169.254.169.254")
+        );
         assert_eq!(n.check_ip(ip("10.2.3.4"), None), deny("10.0.0.0/8"));
         assert_eq!(n.check_host("10.2.3.4", None), deny("10.0.0.0/8"));
         assert_eq!(n.check_ip(ip("8.8.8.8"), None), allow("*"));
         let w = m(&["*.github.com"], &["*.gist.github.com", "github.com"]);
-        assert_eq!(w.check_host("a.gist.github.com", None), deny("*.gist.github.com"));
+        assert_eq!(
+            w.check_host("a.gist.github.com", None),
+            deny("*.gist.github.com")
+        );
         assert_eq!(w.check_host("gist.github.com", None), allow("*.github.com"));
     }
 
     #[test]
     fn port_specific_deny() {
         let n = m(&["*.x.test"], &["smtp.x.test:25", "*:25"]);
-        assert_eq!(n.check_host("smtp.x.test", Some(25)), deny("smtp.x.test:25"));
+        assert_eq!(
+            n.check_host("smtp.x.test", Some(25)),
+            deny("smtp.x.test:25")
+        );
         assert_eq!(n.check_host("smtp.x.test", Some(587)), allow("*.x.test"));
         // A port-less question ("may this name be used at all?") is not denied by a port deny.
         assert_eq!(n.check_host("smtp.x.test", None), allow("*.x.test"));
@@ -919,17 +1155,29 @@ mod tests {
 
     #[test]
     fn check_ip_only_ip_patterns() {
-        let n = m(&["example.com", "2001:db8::/32", "192.0.2.10"], &["2001:db8:bad::/48"]);
+        let n = m(
+            &["example.com", "2001:db8::/32", "192.0.2.10"],
+            &["2001:db8:bad::/48"],
+        );
         assert_eq!(n.check_ip(ip("93.184.216.34"), None), Decision::Default);
-        assert_eq!(n.check_ip(ip("2001:db8::1"), Some(443)), allow("2001:db8::/32"));
-        assert_eq!(n.check_ip(ip("2001:db8:bad::1"), Some(443)), deny("2001:db8:bad::/48"));
+        assert_eq!(
+            n.check_ip(ip("2001:db8::1"), Some(443)),
+            allow("2001:db8::/32")
+        );
+        assert_eq!(
+            n.check_ip(ip("2001:db8:bad::1"), Some(443)),
+            deny("2001:db8:bad::/48")
+        );
         assert_eq!(n.check_ip(ip("192.0.2.10"), None), allow("192.0.2.10"));
         assert_eq!(n.check_host("[2001:db8::1]", None), allow("2001:db8::/32"));
     }
 
     #[test]
     fn accessors() {
-        let n = m(&["*", "a.test", "*.b.test", "10.0.0.0/8", "1.2.3.4"], &["c.test"]);
+        let n = m(
+            &["*", "a.test", "*.b.test", "10.0.0.0/8", "1.2.3.4"],
+            &["c.test"],
+        );
         let hosts: Vec<&str> = n.host_patterns().map(NetPattern::as_str).collect();
         assert_eq!(hosts, ["a.test", "*.b.test"]);
         let ips: Vec<&str> = n.ip_patterns().map(NetPattern::as_str).collect();
@@ -1075,7 +1323,13 @@ mod tests {
         for a in non_public {
             assert!(!is_public_ip(ip(a)), "{a} must not be public");
         }
-        let public = ["2001:4860:4860::8888", "2606:4700::1111", "2a00:1450::1", "::ffff:8.8.8.8", "64:ff9b::808:808"];
+        let public = [
+            "2001:4860:4860::8888",
+            "2606:4700::1111",
+            "2a00:1450::1",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+        ];
         for a in public {
             assert!(is_public_ip(ip(a)), "{a} must be public");
         }

@@ -14,15 +14,24 @@ pub fn command(argv: &[OsString]) -> Command {
 }
 
 pub fn program_name(argv: &[OsString]) -> String {
-    argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+    argv.first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Run to completion; a non-zero exit is an error carrying the last lines of stderr.
 pub fn run(mut cmd: Command, program: &str) -> Result<Output> {
     cmd.stdin(Stdio::null());
-    let out = cmd.output().map_err(|source| VmError::Spawn { program: program.to_string(), source })?;
+    let out = cmd.output().map_err(|source| VmError::Spawn {
+        program: program.to_string(),
+        source,
+    })?;
     if !out.status.success() {
-        return Err(VmError::Command { program: program.to_string(), status: out.status.to_string(), stderr: tail(&out.stderr, 12) });
+        return Err(VmError::Command {
+            program: program.to_string(),
+            status: out.status.to_string(),
+            stderr: tail(&out.stderr, 12),
+        });
     }
     Ok(out)
 }
@@ -45,7 +54,9 @@ pub fn which(name: &str) -> Option<PathBuf> {
         return Path::new(name).is_file().then(|| PathBuf::from(name));
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -62,7 +73,11 @@ pub fn os(s: impl AsRef<OsStr>) -> OsString {
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -82,7 +97,9 @@ mod tests {
         c.args(["-c", "echo boom >&2; exit 3"]);
         let e = run(c, "sh").unwrap_err().to_string();
         assert!(e.contains("`sh` failed") && e.contains("boom"), "{e}");
-        let e = run(Command::new("/nonexistent/band-x"), "band-x").unwrap_err().to_string();
+        let e = run(Command::new("/nonexistent/band-x"), "band-x")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot start `band-x`"), "{e}");
     }
 

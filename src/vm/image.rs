@@ -116,12 +116,26 @@ pub fn mkfs_argv(p: &BuildPlan) -> Vec<OsString> {
 }
 
 pub fn convert_argv(p: &BuildPlan) -> Vec<OsString> {
-    vec![os("qemu-img"), os("convert"), os("-q"), os("-O"), os("qcow2"), os(p.raw()), os(p.qcow2())]
+    vec![
+        os("qemu-img"),
+        os("convert"),
+        os("-q"),
+        os("-O"),
+        os("qcow2"),
+        os(p.raw()),
+        os(p.qcow2()),
+    ]
 }
 
 /// Remove the build's root-owned leftovers.
 pub fn cleanup_argv(p: &BuildPlan) -> Vec<OsString> {
-    p.privileged(vec![os("rm"), os("-rf"), os("--one-file-system"), os(p.rootfs()), os(p.raw())])
+    p.privileged(vec![
+        os("rm"),
+        os("-rf"),
+        os("--one-file-system"),
+        os(p.rootfs()),
+        os(p.raw()),
+    ])
 }
 
 /// An instance's copy-on-write disk over the cached base, `size_mib` large.
@@ -173,7 +187,10 @@ impl Image {
         self.dir.join(HOST_KEY)
     }
     pub fn hash(&self) -> String {
-        self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
     pub fn info(&self) -> Result<ImageInfo> {
         let p = self.dir.join(INFO);
@@ -184,8 +201,12 @@ impl Image {
 
 /// The image of the current recipe, when it has been built (and is complete).
 pub fn cached(paths: &VmPaths) -> Option<Image> {
-    let img = Image { dir: paths.image_dir(&recipe::hash()) };
-    let complete = [BASE, KERNEL, INITRD, HOST_KEY, INFO].iter().all(|f| img.dir.join(f).is_file());
+    let img = Image {
+        dir: paths.image_dir(&recipe::hash()),
+    };
+    let complete = [BASE, KERNEL, INITRD, HOST_KEY, INFO]
+        .iter()
+        .all(|f| img.dir.join(f).is_file());
     complete.then_some(img)
 }
 
@@ -210,7 +231,11 @@ impl Step {
 }
 
 /// Build the image of the current recipe. `on_step` is called as each step starts.
-pub fn build(paths: &VmPaths, mirror: Option<&str>, on_step: &mut dyn FnMut(Step)) -> Result<Image> {
+pub fn build(
+    paths: &VmPaths,
+    mirror: Option<&str>,
+    on_step: &mut dyn FnMut(Step),
+) -> Result<Image> {
     let started = Instant::now();
     let hash = recipe::hash();
     let final_dir = paths.image_dir(&hash);
@@ -223,7 +248,10 @@ pub fn build(paths: &VmPaths, mirror: Option<&str>, on_step: &mut dyn FnMut(Step
         sudo: !cmd::is_root(),
     };
     for tool in ["mmdebstrap", "mkfs.ext4", "qemu-img", "ssh-keygen"] {
-        if cmd::which(tool).is_none() && !Path::new("/usr/sbin").join(tool).is_file() && !Path::new("/sbin").join(tool).is_file() {
+        if cmd::which(tool).is_none()
+            && !Path::new("/usr/sbin").join(tool).is_file()
+            && !Path::new("/sbin").join(tool).is_file()
+        {
             return Err(VmError::Invalid(format!(
                 "`{tool}` is not installed; on Debian/Ubuntu: apt-get install mmdebstrap e2fsprogs qemu-utils openssh-client"
             )));
@@ -241,7 +269,13 @@ pub fn build(paths: &VmPaths, mirror: Option<&str>, on_step: &mut dyn FnMut(Step
     cleaned?;
     let _ = std::fs::remove_dir_all(plan.keys_dir());
     let _ = std::fs::remove_dir_all(plan.recipe_dir());
-    write_atomic(&plan.work.join(INFO), serde_json::to_string_pretty(&info).unwrap_or_default().as_bytes(), 0o644)?;
+    write_atomic(
+        &plan.work.join(INFO),
+        serde_json::to_string_pretty(&info)
+            .unwrap_or_default()
+            .as_bytes(),
+        0o644,
+    )?;
     if final_dir.exists() {
         std::fs::remove_dir_all(&final_dir).map_err(io_at(&final_dir))?;
     }
@@ -249,7 +283,12 @@ pub fn build(paths: &VmPaths, mirror: Option<&str>, on_step: &mut dyn FnMut(Step
     Ok(Image { dir: final_dir })
 }
 
-fn build_in(plan: &BuildPlan, paths: &VmPaths, on_step: &mut dyn FnMut(Step), started: Instant) -> Result<ImageInfo> {
+fn build_in(
+    plan: &BuildPlan,
+    paths: &VmPaths,
+    on_step: &mut dyn FnMut(Step),
+    started: Instant,
+) -> Result<ImageInfo> {
     private_dir(&plan.work)?;
     recipe::write_to(&plan.recipe_dir())?;
     // The host key is made here and pinned by the host; its private half exists only in the image.
@@ -258,7 +297,8 @@ fn build_in(plan: &BuildPlan, paths: &VmPaths, on_step: &mut dyn FnMut(Step), st
     let host_key = plan.keys_dir().join("ssh_host_ed25519_key");
     cmd::run_argv(&keys::keygen_argv(&host_key, "band-vm"))?;
     let client_pub = client.with_extension("pub");
-    std::fs::copy(&client_pub, plan.keys_dir().join("authorized_keys")).map_err(io_at(&client_pub))?;
+    std::fs::copy(&client_pub, plan.keys_dir().join("authorized_keys"))
+        .map_err(io_at(&client_pub))?;
 
     on_step(Step::Packages);
     cmd::run_argv(&mmdebstrap_argv(plan))?;
@@ -279,7 +319,10 @@ fn build_in(plan: &BuildPlan, paths: &VmPaths, on_step: &mut dyn FnMut(Step), st
         packages: plan.packages.clone(),
         sources: plan.sources.clone(),
         build_secs: started.elapsed().as_secs_f64(),
-        built_at_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        built_at_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
     })
 }
 
@@ -288,10 +331,17 @@ fn build_in(plan: &BuildPlan, paths: &VmPaths, on_step: &mut dyn FnMut(Step), st
 fn copy_boot_file(rootfs: &Path, link: &str, dest: &Path) -> Result<String> {
     let l = rootfs.join(link);
     let target = std::fs::read_link(&l).map_err(io_at(&l))?;
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let rel = target.strip_prefix("/").unwrap_or(&target);
     if rel.components().count() != 2 || !rel.starts_with("boot") {
-        return Err(VmError::Invalid(format!("{} points at {}, not into /boot", l.display(), target.display())));
+        return Err(VmError::Invalid(format!(
+            "{} points at {}, not into /boot",
+            l.display(),
+            target.display()
+        )));
     }
     let src = rootfs.join(rel);
     std::fs::copy(&src, dest).map_err(io_at(&src))?;
@@ -301,7 +351,9 @@ fn copy_boot_file(rootfs: &Path, link: &str, dest: &Path) -> Result<String> {
 /// Remove the images of other recipes (after a successful build).
 pub fn remove_others(paths: &VmPaths, keep: &Image) -> Result<()> {
     let dir = paths.images_dir();
-    let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(()) };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
     for e in entries.flatten() {
         if e.path() != keep.dir && e.path().join(INFO).is_file() {
             std::fs::remove_dir_all(e.path()).map_err(io_at(&e.path()))?;
@@ -325,15 +377,28 @@ mod tests {
     }
 
     fn strings(argv: &[OsString]) -> Vec<String> {
-        argv.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
     }
 
     #[test]
     fn mmdebstrap_builds_minbase_with_the_recipe_hook() {
         let a = strings(&mmdebstrap_argv(&plan(false)));
-        assert_eq!(a[..4], ["mmdebstrap", "--mode=root", "--variant=minbase", "--format=directory"]);
+        assert_eq!(
+            a[..4],
+            [
+                "mmdebstrap",
+                "--mode=root",
+                "--variant=minbase",
+                "--format=directory"
+            ]
+        );
         assert!(a.contains(&"--include=systemd,bubblewrap".to_string()));
-        let hook = a.iter().find(|x| x.starts_with("--customize-hook=")).unwrap();
+        let hook = a
+            .iter()
+            .find(|x| x.starts_with("--customize-hook="))
+            .unwrap();
         assert_eq!(
             hook,
             "--customize-hook=BAND_RECIPE='/d/vm/images/abc.partial/recipe' BAND_KEYS='/d/vm/images/abc.partial/keys' sh '/d/vm/images/abc.partial/recipe/customize.sh' \"$1\""
@@ -347,22 +412,58 @@ mod tests {
     fn without_root_the_privileged_steps_use_sudo() {
         assert_eq!(strings(&mmdebstrap_argv(&plan(true)))[0], "sudo");
         assert_eq!(strings(&mkfs_argv(&plan(true)))[..2], ["sudo", "mkfs.ext4"]);
-        assert_eq!(strings(&cleanup_argv(&plan(true)))[..3], ["sudo", "rm", "-rf"]);
-        assert_eq!(strings(&convert_argv(&plan(true)))[0], "qemu-img", "qemu-img reads a world-readable file");
+        assert_eq!(
+            strings(&cleanup_argv(&plan(true)))[..3],
+            ["sudo", "rm", "-rf"]
+        );
+        assert_eq!(
+            strings(&convert_argv(&plan(true)))[0],
+            "qemu-img",
+            "qemu-img reads a world-readable file"
+        );
     }
 
     #[test]
     fn mkfs_copies_the_folder_into_a_sized_ext4() {
         assert_eq!(
             strings(&mkfs_argv(&plan(false))),
-            ["mkfs.ext4", "-q", "-F", "-L", "band-root", "-d", "/d/vm/images/abc.partial/rootfs", "/d/vm/images/abc.partial/root.raw", "2048M"]
+            [
+                "mkfs.ext4",
+                "-q",
+                "-F",
+                "-L",
+                "band-root",
+                "-d",
+                "/d/vm/images/abc.partial/rootfs",
+                "/d/vm/images/abc.partial/root.raw",
+                "2048M"
+            ]
         );
     }
 
     #[test]
     fn overlay_is_backed_by_the_base() {
-        let a = strings(&overlay_argv(Path::new("/i/root.qcow2"), Path::new("/q/disk.qcow2"), 8192));
-        assert_eq!(a, ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", "/i/root.qcow2", "/q/disk.qcow2", "8192M"]);
+        let a = strings(&overlay_argv(
+            Path::new("/i/root.qcow2"),
+            Path::new("/q/disk.qcow2"),
+            8192,
+        ));
+        assert_eq!(
+            a,
+            [
+                "qemu-img",
+                "create",
+                "-q",
+                "-f",
+                "qcow2",
+                "-F",
+                "qcow2",
+                "-b",
+                "/i/root.qcow2",
+                "/q/disk.qcow2",
+                "8192M"
+            ]
+        );
     }
 
     #[test]
@@ -376,10 +477,14 @@ mod tests {
         let root = t.path();
         std::fs::create_dir_all(root.join("boot")).unwrap();
         std::fs::write(root.join("boot/vmlinuz-6.1.0-1-cloud-amd64"), b"k").unwrap();
-        std::os::unix::fs::symlink("boot/vmlinuz-6.1.0-1-cloud-amd64", root.join("vmlinuz")).unwrap();
+        std::os::unix::fs::symlink("boot/vmlinuz-6.1.0-1-cloud-amd64", root.join("vmlinuz"))
+            .unwrap();
         std::os::unix::fs::symlink("/etc/shadow", root.join("initrd.img")).unwrap();
         let out = t.path().join("out");
-        assert_eq!(copy_boot_file(root, "vmlinuz", &out).unwrap(), "vmlinuz-6.1.0-1-cloud-amd64");
+        assert_eq!(
+            copy_boot_file(root, "vmlinuz", &out).unwrap(),
+            "vmlinuz-6.1.0-1-cloud-amd64"
+        );
         assert_eq!(std::fs::read(&out).unwrap(), b"k");
         assert!(copy_boot_file(root, "initrd.img", &out).is_err());
     }

@@ -43,8 +43,14 @@ pub struct ServerVersion {
 /// executable's folder.
 pub fn local_dir() -> Result<PathBuf> {
     let dir = match std::env::var_os(proto::env::SERVER) {
-        Some(p) => PathBuf::from(p).parent().map(Path::to_path_buf).unwrap_or_default(),
-        None => std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_default(),
+        Some(p) => PathBuf::from(p)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default(),
     };
     for b in BINARIES {
         if !dir.join(b).is_file() {
@@ -59,7 +65,10 @@ pub fn local_dir() -> Result<PathBuf> {
 
 fn sha256_file(path: &Path) -> Result<String> {
     let data = std::fs::read(path).map_err(io_at(path))?;
-    Ok(Sha256::digest(&data).iter().map(|b| format!("{b:02x}")).collect())
+    Ok(Sha256::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// The manifest of the local binaries.
@@ -68,12 +77,19 @@ pub fn local_manifest(dir: &Path) -> Result<Manifest> {
     for b in BINARIES {
         sha256.insert(b.to_string(), sha256_file(&dir.join(b))?);
     }
-    Ok(Manifest { version: env!("CARGO_PKG_VERSION").to_string(), protocol: proto::PROTOCOL_VERSION, sha256 })
+    Ok(Manifest {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        protocol: proto::PROTOCOL_VERSION,
+        sha256,
+    })
 }
 
 /// The SHA-256 of `installed.json` as [`install`] writes it for `m`: what a current target holds.
 pub fn manifest_digest(m: &Manifest) -> String {
-    Sha256::digest(serde_json::to_vec_pretty(m).unwrap_or_default()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(serde_json::to_vec_pretty(m).unwrap_or_default())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// [`local_manifest`], remembered in `cache` while the binaries' sizes and mtimes do not change
@@ -81,10 +97,18 @@ pub fn manifest_digest(m: &Manifest) -> String {
 pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
     let stamp = |b: &str| -> Option<(u64, u128)> {
         let m = std::fs::metadata(dir.join(b)).ok()?;
-        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+        let t = m
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
         Some((m.len(), t))
     };
-    let stamps: Option<BTreeMap<String, (u64, u128)>> = BINARIES.iter().map(|b| stamp(b).map(|s| (b.to_string(), s))).collect();
+    let stamps: Option<BTreeMap<String, (u64, u128)>> = BINARIES
+        .iter()
+        .map(|b| stamp(b).map(|s| (b.to_string(), s)))
+        .collect();
     #[derive(Serialize, Deserialize)]
     struct Cached {
         dir: PathBuf,
@@ -92,7 +116,9 @@ pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
         manifest: Manifest,
     }
     if let Some(st) = &stamps
-        && let Some(c) = std::fs::read_to_string(cache).ok().and_then(|t| serde_json::from_str::<Cached>(&t).ok())
+        && let Some(c) = std::fs::read_to_string(cache)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Cached>(&t).ok())
         && c.dir == dir
         && &c.stamps == st
         && c.manifest.version == env!("CARGO_PKG_VERSION")
@@ -102,8 +128,16 @@ pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
     }
     let manifest = local_manifest(dir)?;
     if let Some(stamps) = stamps {
-        let c = Cached { dir: dir.to_path_buf(), stamps, manifest: manifest.clone() };
-        let _ = super::paths::write_atomic(cache, serde_json::to_string(&c).unwrap_or_default().as_bytes(), 0o600);
+        let c = Cached {
+            dir: dir.to_path_buf(),
+            stamps,
+            manifest: manifest.clone(),
+        };
+        let _ = super::paths::write_atomic(
+            cache,
+            serde_json::to_string(&c).unwrap_or_default().as_bytes(),
+            0o600,
+        );
     }
     Ok(manifest)
 }
@@ -111,13 +145,21 @@ pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
 /// Ask the target's band-server for its version (`None`: not installed or not runnable).
 pub fn remote_version(sess: &Session) -> Result<Option<ServerVersion>> {
     let out = ssh::exec(sess, &format!("{SERVER_DIR}/band-server version"), b"")?;
-    Ok(if out.status == 0 { serde_json::from_slice(&out.stdout).ok() } else { None })
+    Ok(if out.status == 0 {
+        serde_json::from_slice(&out.stdout).ok()
+    } else {
+        None
+    })
 }
 
 /// The manifest recorded on the target at the last install.
 pub fn remote_manifest(sess: &Session) -> Result<Option<Manifest>> {
     let out = ssh::exec(sess, &format!("cat {SERVER_DIR}/installed.json"), b"")?;
-    Ok(if out.status == 0 { serde_json::from_slice(&out.stdout).ok() } else { None })
+    Ok(if out.status == 0 {
+        serde_json::from_slice(&out.stdout).ok()
+    } else {
+        None
+    })
 }
 
 /// Where the target stands.
@@ -126,7 +168,10 @@ pub enum Handshake {
     /// Same binaries, and band-server answers with our version and protocol.
     Current(ServerVersion),
     /// Installed, but not ours (another build, version or protocol).
-    Stale { installed: Option<Manifest>, answered: Option<ServerVersion> },
+    Stale {
+        installed: Option<Manifest>,
+        answered: Option<ServerVersion>,
+    },
     Missing,
 }
 
@@ -138,19 +183,43 @@ pub fn handshake(sess: &Session, local: &Manifest) -> Result<Handshake> {
 }
 
 /// The pure part of [`handshake`].
-pub fn decide(local: &Manifest, installed: Option<Manifest>, answered: Option<ServerVersion>) -> Handshake {
+pub fn decide(
+    local: &Manifest,
+    installed: Option<Manifest>,
+    answered: Option<ServerVersion>,
+) -> Handshake {
     match (&installed, &answered) {
         (None, None) => Handshake::Missing,
-        (Some(m), Some(v)) if m == local && v.version == local.version && v.protocol == local.protocol => Handshake::Current(v.clone()),
-        _ => Handshake::Stale { installed, answered },
+        (Some(m), Some(v))
+            if m == local && v.version == local.version && v.protocol == local.protocol =>
+        {
+            Handshake::Current(v.clone())
+        }
+        _ => Handshake::Stale {
+            installed,
+            answered,
+        },
     }
 }
 
 /// Bytes to upload for one binary and the remote command that unpacks them.
 fn payload(path: &Path, tmp: &Path) -> Result<(Vec<u8>, &'static str)> {
     let mut src = path.to_path_buf();
-    let stripped = tmp.join(format!("{}.stripped", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
-    if cmd::which("strip").is_some() && Command::new("strip").arg("--strip-debug").arg("-o").arg(&stripped).arg(path).status().is_ok_and(|s| s.success()) {
+    let stripped = tmp.join(format!(
+        "{}.stripped",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    if cmd::which("strip").is_some()
+        && Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success())
+    {
         src = stripped;
     }
     if cmd::which("gzip").is_some()
@@ -163,16 +232,33 @@ fn payload(path: &Path, tmp: &Path) -> Result<(Vec<u8>, &'static str)> {
 }
 
 /// Upload the local binaries and the default server config, then check the handshake.
-pub fn install(sess: &Session, ep: &Endpoint, dir: &Path, local: &Manifest) -> Result<ServerVersion> {
+pub fn install(
+    sess: &Session,
+    ep: &Endpoint,
+    dir: &Path,
+    local: &Manifest,
+) -> Result<ServerVersion> {
     let tmp = tempfile::tempdir().map_err(io_at(&std::env::temp_dir()))?;
-    ssh::exec_ok(sess, &ep.as_root(&format!("mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR}")), b"")?;
+    ssh::exec_ok(
+        sess,
+        &ep.as_root(&format!(
+            "mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR}"
+        )),
+        b"",
+    )?;
     for b in BINARIES {
         let (data, unpack) = payload(&dir.join(b), tmp.path())?;
         let new = format!("{SERVER_DIR}/.{b}.new");
-        let command = format!("{unpack} > {new} && chown root:root {new} && chmod 0755 {new} && mv -f {new} {SERVER_DIR}/{b}");
+        let command = format!(
+            "{unpack} > {new} && chown root:root {new} && chmod 0755 {new} && mv -f {new} {SERVER_DIR}/{b}"
+        );
         ssh::exec_ok(sess, &ep.as_root(&command), &data)?;
     }
-    ssh::exec_ok(sess, &ep.as_root("test -e /etc/band/server.toml || cat > /etc/band/server.toml"), SERVER_TOML.as_bytes())?;
+    ssh::exec_ok(
+        sess,
+        &ep.as_root("test -e /etc/band/server.toml || cat > /etc/band/server.toml"),
+        SERVER_TOML.as_bytes(),
+    )?;
     let answered = remote_version(sess)?.ok_or_else(|| VmError::Invalid("the uploaded band-server does not run on the target (another architecture or C library?)".into()))?;
     if answered.version != local.version || answered.protocol != local.protocol {
         return Err(VmError::Invalid(format!(
@@ -181,16 +267,31 @@ pub fn install(sess: &Session, ep: &Endpoint, dir: &Path, local: &Manifest) -> R
         )));
     }
     let manifest = serde_json::to_vec_pretty(local).unwrap_or_default();
-    ssh::exec_ok(sess, &ep.as_root(&format!("cat > {SERVER_DIR}/installed.json")), &manifest)?;
+    ssh::exec_ok(
+        sess,
+        &ep.as_root(&format!("cat > {SERVER_DIR}/installed.json")),
+        &manifest,
+    )?;
     Ok(answered)
 }
 
 /// What the target lacks for band-server to work (empty when ready).
 pub fn missing_prerequisites(sess: &Session, ep: &Endpoint) -> Result<Vec<String>> {
     let out = ssh::exec(sess, &ep.as_root("for p in bwrap iptables ip6tables ip useradd; do command -v $p >/dev/null || echo $p; done"), b"")?;
-    let mut missing: Vec<String> = out.stdout_text().split_whitespace().map(String::from).collect();
+    let mut missing: Vec<String> = out
+        .stdout_text()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
     if out.status != 0 && missing.is_empty() {
-        missing.push(format!("root access ({})", if out.stderr.is_empty() { "sudo -n failed".into() } else { out.stderr }));
+        missing.push(format!(
+            "root access ({})",
+            if out.stderr.is_empty() {
+                "sudo -n failed".into()
+            } else {
+                out.stderr
+            }
+        ));
     }
     Ok(missing)
 }
@@ -200,22 +301,44 @@ mod tests {
     use super::*;
 
     fn manifest(v: &str, sha: &str) -> Manifest {
-        Manifest { version: v.into(), protocol: 1, sha256: [("band-server".to_string(), sha.to_string())].into() }
+        Manifest {
+            version: v.into(),
+            protocol: 1,
+            sha256: [("band-server".to_string(), sha.to_string())].into(),
+        }
     }
 
     #[test]
     fn only_the_same_binaries_answering_the_same_version_are_current() {
         let local = manifest("0.1.0", "aa");
-        let v = ServerVersion { version: "0.1.0".into(), protocol: 1 };
-        assert_eq!(decide(&local, Some(local.clone()), Some(v.clone())), Handshake::Current(v.clone()));
+        let v = ServerVersion {
+            version: "0.1.0".into(),
+            protocol: 1,
+        };
+        assert_eq!(
+            decide(&local, Some(local.clone()), Some(v.clone())),
+            Handshake::Current(v.clone())
+        );
         assert_eq!(decide(&local, None, None), Handshake::Missing);
         // Another build of the same version is stale (the version string alone is not enough).
-        assert!(matches!(decide(&local, Some(manifest("0.1.0", "bb")), Some(v.clone())), Handshake::Stale { .. }));
+        assert!(matches!(
+            decide(&local, Some(manifest("0.1.0", "bb")), Some(v.clone())),
+            Handshake::Stale { .. }
+        ));
         // Right manifest, but the binary answers another protocol: stale.
-        let old = ServerVersion { version: "0.1.0".into(), protocol: 0 };
-        assert!(matches!(decide(&local, Some(local.clone()), Some(old)), Handshake::Stale { .. }));
+        let old = ServerVersion {
+            version: "0.1.0".into(),
+            protocol: 0,
+        };
+        assert!(matches!(
+            decide(&local, Some(local.clone()), Some(old)),
+            Handshake::Stale { .. }
+        ));
         // A band-server that no longer runs.
-        assert!(matches!(decide(&local, Some(local.clone()), None), Handshake::Stale { .. }));
+        assert!(matches!(
+            decide(&local, Some(local.clone()), None),
+            Handshake::Stale { .. }
+        ));
     }
 
     #[test]
@@ -226,7 +349,10 @@ mod tests {
         }
         let m = local_manifest(t.path()).unwrap();
         assert_eq!(m.sha256.len(), 3);
-        let want: String = Sha256::digest(b"band-jail").iter().map(|b| format!("{b:02x}")).collect();
+        let want: String = Sha256::digest(b"band-jail")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(m.sha256["band-jail"], want);
         assert_ne!(m.sha256["band-jail"], m.sha256["band-shim"]);
         assert_eq!(m.protocol, proto::PROTOCOL_VERSION);
@@ -244,7 +370,10 @@ mod tests {
         assert_eq!(local_manifest_cached(t.path(), &cache).unwrap(), first);
         std::fs::write(t.path().join("band-shim"), b"another build").unwrap();
         let second = local_manifest_cached(t.path(), &cache).unwrap();
-        assert_ne!(second.sha256["band-shim"], first.sha256["band-shim"], "a rebuilt binary is rehashed");
+        assert_ne!(
+            second.sha256["band-shim"], first.sha256["band-shim"],
+            "a rebuilt binary is rehashed"
+        );
         assert_eq!(manifest_digest(&second).len(), 64);
         assert_ne!(manifest_digest(&second), manifest_digest(&first));
     }

@@ -15,7 +15,18 @@ use super::{Result, VmError, io_at};
 
 /// `ssh-keygen` making an ed25519 key pair at `path` (and `path.pub`), no passphrase.
 pub fn keygen_argv(path: &Path, comment: &str) -> Vec<OsString> {
-    vec![os("ssh-keygen"), os("-q"), os("-t"), os("ed25519"), os("-N"), os(""), os("-C"), os(comment), os("-f"), os(path)]
+    vec![
+        os("ssh-keygen"),
+        os("-q"),
+        os("-t"),
+        os("ed25519"),
+        os("-N"),
+        os(""),
+        os("-C"),
+        os(comment),
+        os("-f"),
+        os(path),
+    ]
 }
 
 /// Make the key pair at `path` unless it exists; either way check that the private key is 0600.
@@ -25,7 +36,8 @@ pub fn ensure_key(path: &Path, comment: &str) -> Result<PathBuf> {
     }
     if !path.exists() {
         cmd::run_argv(&keygen_argv(path, comment))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_at(path))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io_at(path))?;
     }
     check_private(path)?;
     Ok(path.to_path_buf())
@@ -35,11 +47,17 @@ pub fn ensure_key(path: &Path, comment: &str) -> Result<PathBuf> {
 pub fn check_private(path: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(path).map_err(io_at(path))?;
     if !meta.is_file() {
-        return Err(VmError::Invalid(format!("{} is not a regular file", path.display())));
+        return Err(VmError::Invalid(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(VmError::Invalid(format!("{} has mode {mode:o}; a private key must be 0600 (chmod 600 it)", path.display())));
+        return Err(VmError::Invalid(format!(
+            "{} has mode {mode:o}; a private key must be 0600 (chmod 600 it)",
+            path.display()
+        )));
     }
     Ok(())
 }
@@ -55,26 +73,47 @@ impl PublicKey {
     pub fn parse(line: &str) -> Result<PublicKey> {
         let mut it = line.split_whitespace();
         let (Some(algo), Some(b64)) = (it.next(), it.next()) else {
-            return Err(VmError::Invalid(format!("not an OpenSSH public key: `{}`", line.trim())));
+            return Err(VmError::Invalid(format!(
+                "not an OpenSSH public key: `{}`",
+                line.trim()
+            )));
         };
-        let blob = B64.decode(b64).map_err(|e| VmError::Invalid(format!("bad public key data: {e}")))?;
+        let blob = B64
+            .decode(b64)
+            .map_err(|e| VmError::Invalid(format!("bad public key data: {e}")))?;
         // The blob starts with the algorithm name, length-prefixed; a mismatch is a forged line.
         let named = blob.get(4..).and_then(|rest| {
             let n = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
             rest.get(..n)
         });
         if named != Some(algo.as_bytes()) {
-            return Err(VmError::Invalid(format!("public key data does not match its type `{algo}`")));
+            return Err(VmError::Invalid(format!(
+                "public key data does not match its type `{algo}`"
+            )));
         }
-        Ok(PublicKey { algo: algo.to_string(), blob })
+        Ok(PublicKey {
+            algo: algo.to_string(),
+            blob,
+        })
     }
 
     /// A key as the SSH protocol carries it (the algorithm name is inside the blob).
     pub fn from_blob(blob: &[u8]) -> Result<PublicKey> {
-        let n = blob.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes).unwrap_or(0) as usize;
-        let algo = blob.get(4..4 + n).and_then(|a| std::str::from_utf8(a).ok()).filter(|a| !a.is_empty());
-        let algo = algo.ok_or_else(|| VmError::Invalid("malformed host key from the server".into()))?;
-        Ok(PublicKey { algo: algo.to_string(), blob: blob.to_vec() })
+        let n = blob
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes)
+            .unwrap_or(0) as usize;
+        let algo = blob
+            .get(4..4 + n)
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .filter(|a| !a.is_empty());
+        let algo =
+            algo.ok_or_else(|| VmError::Invalid("malformed host key from the server".into()))?;
+        Ok(PublicKey {
+            algo: algo.to_string(),
+            blob: blob.to_vec(),
+        })
     }
 
     /// `ssh-ed25519 AAAA…` (no comment).
@@ -122,7 +161,10 @@ mod tests {
     fn keygen_makes_a_0600_key_once() {
         if cmd::which("ssh-keygen").is_none() {
             // openssh-client is in .ci/run's packages; locally it may be missing.
-            assert!(std::env::var_os(band_must_run()).is_none(), "ssh-keygen is missing under BAND_TEST_MUST_RUN");
+            assert!(
+                std::env::var_os(band_must_run()).is_none(),
+                "ssh-keygen is missing under BAND_TEST_MUST_RUN"
+            );
             return;
         }
         let t = tempfile::tempdir().unwrap();
@@ -130,11 +172,26 @@ mod tests {
         ensure_key(&key, "test").unwrap();
         let first = std::fs::read(&key).unwrap();
         ensure_key(&key, "test").unwrap();
-        assert_eq!(std::fs::read(&key).unwrap(), first, "an existing key is kept");
-        assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(read_public(&key.with_extension("pub")).unwrap().algo, "ssh-ed25519");
+        assert_eq!(
+            std::fs::read(&key).unwrap(),
+            first,
+            "an existing key is kept"
+        );
+        assert_eq!(
+            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            read_public(&key.with_extension("pub")).unwrap().algo,
+            "ssh-ed25519"
+        );
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(check_private(&key).unwrap_err().to_string().contains("0600"));
+        assert!(
+            check_private(&key)
+                .unwrap_err()
+                .to_string()
+                .contains("0600")
+        );
     }
 
     fn band_must_run() -> &'static str {

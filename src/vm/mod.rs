@@ -43,11 +43,19 @@ pub enum VmError {
         source: std::io::Error,
     },
     #[error("`{program}` failed ({status}){}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
-    Command { program: String, status: String, stderr: String },
+    Command {
+        program: String,
+        status: String,
+        stderr: String,
+    },
     #[error("ssh {addr}: {message}")]
     Ssh { addr: String, message: String },
     #[error("the host key of {addr} is {got}, but {pinned} is pinned; refusing to connect")]
-    HostKey { addr: String, pinned: String, got: String },
+    HostKey {
+        addr: String,
+        pinned: String,
+        got: String,
+    },
     #[error("band-server on the target is not the build of this band (installed.json differs)")]
     StaleServer,
     #[error("timed out after {secs} s: {what}")]
@@ -60,5 +68,8 @@ pub type Result<T> = std::result::Result<T, VmError>;
 
 /// `map_err` helper: an I/O error that names its path.
 pub fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> VmError + '_ {
-    move |source| VmError::Io { path: path.to_path_buf(), source }
+    move |source| VmError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }

@@ -24,7 +24,9 @@ pub struct VmPaths {
 impl VmPaths {
     /// `data_dir` is the band data folder; VM state lives in its `vm/` folder.
     pub fn new(data_dir: &Path) -> Self {
-        VmPaths { root: data_dir.join("vm") }
+        VmPaths {
+            root: data_dir.join("vm"),
+        }
     }
 
     pub fn keys_dir(&self) -> PathBuf {
@@ -71,8 +73,15 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp).map_err(io_at(&tmp))?;
-    f.write_all(data).and_then(|()| f.sync_all()).map_err(io_at(&tmp))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io_at(&tmp))?;
+    f.write_all(data)
+        .and_then(|()| f.sync_all())
+        .map_err(io_at(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io_at(path))
 }
 
@@ -86,7 +95,10 @@ mod tests {
         assert_eq!(p.client_key(), PathBuf::from("/d/vm/keys/id_ed25519"));
         assert_eq!(p.image_dir("abc"), PathBuf::from("/d/vm/images/abc"));
         assert_eq!(p.instance_dir("qemu"), PathBuf::from("/d/vm/qemu"));
-        assert_eq!(p.ssh_dir("me", "box", 22), PathBuf::from("/d/vm/ssh/me@box_22"));
+        assert_eq!(
+            p.ssh_dir("me", "box", 22),
+            PathBuf::from("/d/vm/ssh/me@box_22")
+        );
     }
 
     #[test]
@@ -94,12 +106,18 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join("a/b");
         private_dir(&d).unwrap();
-        assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
         let f = d.join("x.json");
         write_atomic(&f, b"1", 0o600).unwrap();
         write_atomic(&f, b"2", 0o600).unwrap();
         assert_eq!(std::fs::read(&f).unwrap(), b"2");
-        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert!(!d.join("x.tmp").exists());
     }
 }

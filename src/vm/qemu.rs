@@ -79,7 +79,8 @@ pub struct QemuSpec {
 }
 
 /// The kernel command line of the VM.
-pub const APPEND: &str = "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=false";
+pub const APPEND: &str =
+    "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=false";
 
 /// The QEMU command line. The only way in is the SSH forward on 127.0.0.1; no display, no
 /// monitor, no shared folders, no other devices than the disk, the network card and an RNG.
@@ -110,9 +111,15 @@ pub fn argv(s: &QemuSpec) -> Vec<OsString> {
         os("-append"),
         os(APPEND),
         os("-drive"),
-        os(format!("file={},if=virtio,format=qcow2,discard=unmap", drive_path(&s.disk))),
+        os(format!(
+            "file={},if=virtio,format=qcow2,discard=unmap",
+            drive_path(&s.disk)
+        )),
         os("-netdev"),
-        os(format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", s.ssh_port)),
+        os(format!(
+            "user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22",
+            s.ssh_port
+        )),
         os("-device"),
         os("virtio-net-pci,netdev=net0"),
         os("-device"),
@@ -159,7 +166,11 @@ pub fn probe_argv(binary: &Path, kernel: &Path, console_log: &Path) -> Vec<OsStr
 
 /// The QEMU binary for this host's architecture.
 pub fn binary() -> Option<PathBuf> {
-    let name = if cfg!(target_arch = "aarch64") { "qemu-system-aarch64" } else { "qemu-system-x86_64" };
+    let name = if cfg!(target_arch = "aarch64") {
+        "qemu-system-aarch64"
+    } else {
+        "qemu-system-x86_64"
+    };
     cmd::which(name)
 }
 
@@ -174,19 +185,28 @@ pub struct AccelChoice {
 }
 
 fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Can this process open `/dev/kvm` read-write?
 pub fn kvm_device_opens(dev: &Path) -> std::result::Result<(), String> {
-    std::fs::OpenOptions::new().read(true).write(true).open(dev).map(|_| ()).map_err(|e| format!("{}: {e}", dev.display()))
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .map(|_| ())
+        .map_err(|e| format!("{}: {e}", dev.display()))
 }
 
 /// Decide between KVM and TCG: the cached answer of this host boot, else a fresh probe.
 pub fn choose_accel(paths: &VmPaths, qemu: &Path, kernel: &Path) -> AccelChoice {
     let cache = paths.accel_cache();
     let id = boot_id();
-    if let Some(c) = std::fs::read_to_string(&cache).ok().and_then(|t| serde_json::from_str::<AccelChoice>(&t).ok())
+    if let Some(c) = std::fs::read_to_string(&cache)
+        .ok()
+        .and_then(|t| serde_json::from_str::<AccelChoice>(&t).ok())
         && !id.is_empty()
         && c.boot_id == id
     {
@@ -194,20 +214,35 @@ pub fn choose_accel(paths: &VmPaths, qemu: &Path, kernel: &Path) -> AccelChoice 
     }
     let mut choice = probe_kvm(paths, qemu, kernel, PROBE_TIMEOUT);
     choice.boot_id = id;
-    let _ = write_atomic(&cache, serde_json::to_string(&choice).unwrap_or_default().as_bytes(), 0o600);
+    let _ = write_atomic(
+        &cache,
+        serde_json::to_string(&choice)
+            .unwrap_or_default()
+            .as_bytes(),
+        0o600,
+    );
     choice
 }
 
 /// Run the KVM probe (see the module docs).
 pub fn probe_kvm(paths: &VmPaths, qemu: &Path, kernel: &Path, timeout: Duration) -> AccelChoice {
-    let tcg = |reason: String| AccelChoice { accel: Accel::Tcg, reason, boot_id: String::new() };
+    let tcg = |reason: String| AccelChoice {
+        accel: Accel::Tcg,
+        reason,
+        boot_id: String::new(),
+    };
     if let Err(e) = kvm_device_opens(Path::new("/dev/kvm")) {
         return tcg(format!("KVM unavailable ({e})"));
     }
     let log = paths.root.join("kvm-probe.log");
     let _ = std::fs::remove_file(&log);
     let argv = probe_argv(qemu, kernel, &log);
-    let mut child = match cmd::command(&argv).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn() {
+    let mut child = match cmd::command(&argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
         Ok(c) => c,
         Err(e) => return tcg(format!("KVM probe could not start QEMU: {e}")),
     };
@@ -218,7 +253,10 @@ pub fn probe_kvm(paths: &VmPaths, qemu: &Path, kernel: &Path, timeout: Duration)
             Ok(None) if started.elapsed() > timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return tcg(format!("/dev/kvm opens, but a KVM guest did not boot within {} s (nested or broken KVM)", timeout.as_secs()));
+                return tcg(format!(
+                    "/dev/kvm opens, but a KVM guest did not boot within {} s (nested or broken KVM)",
+                    timeout.as_secs()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),
             Err(e) => return tcg(format!("KVM probe: {e}")),
@@ -226,18 +264,36 @@ pub fn probe_kvm(paths: &VmPaths, qemu: &Path, kernel: &Path, timeout: Duration)
     }
     let console = std::fs::read_to_string(&log).unwrap_or_default();
     if console.contains("Kernel panic") {
-        AccelChoice { accel: Accel::Kvm, reason: format!("KVM probe booted a kernel in {:.1} s", started.elapsed().as_secs_f64()), boot_id: String::new() }
+        AccelChoice {
+            accel: Accel::Kvm,
+            reason: format!(
+                "KVM probe booted a kernel in {:.1} s",
+                started.elapsed().as_secs_f64()
+            ),
+            boot_id: String::new(),
+        }
     } else {
         let mut err = String::new();
         let _ = child.stderr.take().map(|mut s| s.read_to_string(&mut err));
-        tcg(format!("KVM guest failed: {}", cmd::tail(err.as_bytes(), 2)))
+        tcg(format!(
+            "KVM guest failed: {}",
+            cmd::tail(err.as_bytes(), 2)
+        ))
     }
 }
 
 /// A free TCP port on 127.0.0.1 (QEMU binds it right after; a lost race is retried by `start`).
 pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind(("127.0.0.1", 0)).map_err(|source| VmError::Io { path: PathBuf::from("127.0.0.1:0"), source })?;
-    l.local_addr().map(|a| a.port()).map_err(|source| VmError::Io { path: PathBuf::from("127.0.0.1:0"), source })
+    let l = TcpListener::bind(("127.0.0.1", 0)).map_err(|source| VmError::Io {
+        path: PathBuf::from("127.0.0.1:0"),
+        source,
+    })?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|source| VmError::Io {
+            path: PathBuf::from("127.0.0.1:0"),
+            source,
+        })
 }
 
 /// The sizes of an instance (`band setup --cpus --memory --disk`).
@@ -250,7 +306,11 @@ pub struct Resources {
 
 impl Default for Resources {
     fn default() -> Self {
-        Resources { cpus: 2, memory_mib: 2048, disk_mib: 8192 }
+        Resources {
+            cpus: 2,
+            memory_mib: 2048,
+            disk_mib: 8192,
+        }
     }
 }
 
@@ -274,7 +334,9 @@ pub struct InstanceDir {
 
 impl InstanceDir {
     pub fn new(paths: &VmPaths) -> Self {
-        InstanceDir { dir: paths.instance_dir(DRIVER) }
+        InstanceDir {
+            dir: paths.instance_dir(DRIVER),
+        }
     }
     pub fn disk(&self) -> PathBuf {
         self.dir.join("disk.qcow2")
@@ -298,11 +360,19 @@ impl InstanceDir {
     }
 
     pub fn load_state(&self) -> Option<State> {
-        std::fs::read_to_string(self.state()).ok().and_then(|t| serde_json::from_str(&t).ok())
+        std::fs::read_to_string(self.state())
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
     }
 
     pub fn save_state(&self, s: &State) -> Result<()> {
-        write_atomic(&self.state(), serde_json::to_string_pretty(s).unwrap_or_default().as_bytes(), 0o600)
+        write_atomic(
+            &self.state(),
+            serde_json::to_string_pretty(s)
+                .unwrap_or_default()
+                .as_bytes(),
+            0o600,
+        )
     }
 
     /// The running QEMU of this instance: the pid from the state, checked against the process's
@@ -318,10 +388,16 @@ pub fn is_our_qemu(pid: i32, disk: &Path) -> bool {
     if pid <= 0 {
         return false;
     }
-    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
-    let args: Vec<String> = raw.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
     let want = format!("file={},", drive_path(disk));
-    args.first().is_some_and(|a| a.contains("qemu-system")) && args.iter().any(|a| a.starts_with(&want))
+    args.first().is_some_and(|a| a.contains("qemu-system"))
+        && args.iter().any(|a| a.starts_with(&want))
 }
 
 /// Make the instance's disk (an overlay over `img`) unless one exists for this image.
@@ -333,7 +409,11 @@ pub fn ensure_disk(inst: &InstanceDir, img: &Image, res: &Resources) -> Result<b
         return Ok(false);
     }
     let _ = std::fs::remove_file(inst.disk());
-    cmd::run_argv(&image::overlay_argv(&img.base(), &inst.disk(), res.disk_mib))?;
+    cmd::run_argv(&image::overlay_argv(
+        &img.base(),
+        &inst.disk(),
+        res.disk_mib,
+    ))?;
     write_atomic(&inst.disk_image(), img.hash().as_bytes(), 0o600)?;
     let key = img.host_key();
     std::fs::copy(&key, inst.known_host()).map_err(io_at(&key))?;
@@ -341,7 +421,13 @@ pub fn ensure_disk(inst: &InstanceDir, img: &Image, res: &Resources) -> Result<b
 }
 
 /// Start QEMU in the background. Retries with another port when the chosen one was taken.
-pub fn start(inst: &InstanceDir, img: &Image, res: &Resources, accel: &AccelChoice, qemu: &Path) -> Result<State> {
+pub fn start(
+    inst: &InstanceDir,
+    img: &Image,
+    res: &Resources,
+    accel: &AccelChoice,
+    qemu: &Path,
+) -> Result<State> {
     let mut last = None;
     for _ in 0..3 {
         let port = free_port()?;
@@ -360,8 +446,11 @@ pub fn start(inst: &InstanceDir, img: &Image, res: &Resources, accel: &AccelChoi
         };
         match cmd::run_argv(&argv(&spec)) {
             Ok(_) => {
-                let pid_text = std::fs::read_to_string(inst.pidfile()).map_err(io_at(&inst.pidfile()))?;
-                let pid = pid_text.trim().parse().map_err(|_| VmError::Invalid(format!("{}: not a pid", inst.pidfile().display())))?;
+                let pid_text =
+                    std::fs::read_to_string(inst.pidfile()).map_err(io_at(&inst.pidfile()))?;
+                let pid = pid_text.trim().parse().map_err(|_| {
+                    VmError::Invalid(format!("{}: not a pid", inst.pidfile().display()))
+                })?;
                 let state = State {
                     image: img.hash(),
                     resources: *res,
@@ -369,24 +458,34 @@ pub fn start(inst: &InstanceDir, img: &Image, res: &Resources, accel: &AccelChoi
                     accel_reason: accel.reason.clone(),
                     ssh_port: port,
                     pid,
-                    started_at_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+                    started_at_unix: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_secs())
+                        .unwrap_or(0),
                 };
                 inst.save_state(&state)?;
                 return Ok(state);
             }
-            Err(VmError::Command { stderr, .. }) if stderr.contains("hostfwd") || stderr.contains("host forwarding") => {
+            Err(VmError::Command { stderr, .. })
+                if stderr.contains("hostfwd") || stderr.contains("host forwarding") =>
+            {
                 last = Some(stderr);
             }
             Err(e) => return Err(e),
         }
     }
-    Err(VmError::Invalid(format!("QEMU could not bind a loopback port for SSH: {}", last.unwrap_or_default())))
+    Err(VmError::Invalid(format!(
+        "QEMU could not bind a loopback port for SSH: {}",
+        last.unwrap_or_default()
+    )))
 }
 
 /// Stop QEMU: SIGTERM, then SIGKILL after `grace`. The guest's file system is an overlay whose
 /// journal recovers; callers that want a clean shutdown ask the guest to power off first.
 pub fn kill(inst: &InstanceDir, grace: Duration) -> Result<bool> {
-    let Some(state) = inst.running() else { return Ok(false) };
+    let Some(state) = inst.running() else {
+        return Ok(false);
+    };
     let pid = state.pid.to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let deadline = Instant::now() + grace;
@@ -433,23 +532,43 @@ mod tests {
     }
 
     fn strings(argv: &[OsString]) -> Vec<String> {
-        argv.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
     }
 
     fn value_of(a: &[String], flag: &str) -> Vec<String> {
-        a.windows(2).filter(|w| w[0] == flag).map(|w| w[1].clone()).collect()
+        a.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].clone())
+            .collect()
     }
 
     #[test]
     fn only_ssh_is_forwarded_and_only_on_loopback() {
         let a = strings(&argv(&spec()));
-        assert_eq!(value_of(&a, "-netdev"), ["user,id=net0,hostfwd=tcp:127.0.0.1:40123-:22"]);
-        assert!(a.iter().filter(|x| x.contains("hostfwd") || x.contains("guestfwd")).count() == 1);
-        for absent in ["-virtfs", "-fsdev", "-monitor", "-qmp", "-vnc", "-spice", "-chardev"] {
+        assert_eq!(
+            value_of(&a, "-netdev"),
+            ["user,id=net0,hostfwd=tcp:127.0.0.1:40123-:22"]
+        );
+        assert!(
+            a.iter()
+                .filter(|x| x.contains("hostfwd") || x.contains("guestfwd"))
+                .count()
+                == 1
+        );
+        for absent in [
+            "-virtfs", "-fsdev", "-monitor", "-qmp", "-vnc", "-spice", "-chardev",
+        ] {
             assert!(!a.contains(&absent.to_string()), "{absent} in {a:?}");
         }
-        assert_eq!(value_of(&a, "-device"), ["virtio-net-pci,netdev=net0", "virtio-rng-pci"]);
-        assert!(a.contains(&"-nodefaults".to_string()) && a.contains(&"-no-user-config".to_string()));
+        assert_eq!(
+            value_of(&a, "-device"),
+            ["virtio-net-pci,netdev=net0", "virtio-rng-pci"]
+        );
+        assert!(
+            a.contains(&"-nodefaults".to_string()) && a.contains(&"-no-user-config".to_string())
+        );
     }
 
     #[test]
@@ -457,7 +576,10 @@ mod tests {
         let a = strings(&argv(&spec()));
         assert_eq!(value_of(&a, "-kernel"), ["/i/vmlinuz"]);
         assert_eq!(value_of(&a, "-initrd"), ["/i/initrd.img"]);
-        assert_eq!(value_of(&a, "-drive"), ["file=/q/disk.qcow2,if=virtio,format=qcow2,discard=unmap"]);
+        assert_eq!(
+            value_of(&a, "-drive"),
+            ["file=/q/disk.qcow2,if=virtio,format=qcow2,discard=unmap"]
+        );
         assert_eq!(value_of(&a, "-append"), [APPEND]);
         assert_eq!(value_of(&a, "-serial"), ["file:/q/console.log"]);
         assert_eq!(value_of(&a, "-smp"), ["2"]);
@@ -468,24 +590,49 @@ mod tests {
     #[test]
     fn accel_picks_the_cpu_model() {
         let a = strings(&argv(&spec()));
-        assert_eq!((value_of(&a, "-accel"), value_of(&a, "-cpu")), (vec!["tcg,thread=single".to_string()], vec!["max,-cx16".to_string()]));
-        let k = strings(&argv(&QemuSpec { accel: Accel::Kvm, ..spec() }));
-        assert_eq!((value_of(&k, "-accel"), value_of(&k, "-cpu")), (vec!["kvm".to_string()], vec!["host".to_string()]));
+        assert_eq!(
+            (value_of(&a, "-accel"), value_of(&a, "-cpu")),
+            (
+                vec!["tcg,thread=single".to_string()],
+                vec!["max,-cx16".to_string()]
+            )
+        );
+        let k = strings(&argv(&QemuSpec {
+            accel: Accel::Kvm,
+            ..spec()
+        }));
+        assert_eq!(
+            (value_of(&k, "-accel"), value_of(&k, "-cpu")),
+            (vec!["kvm".to_string()], vec!["host".to_string()])
+        );
     }
 
     #[test]
     fn commas_in_the_disk_path_are_escaped() {
-        let a = strings(&argv(&QemuSpec { disk: PathBuf::from("/a,b/disk.qcow2"), ..spec() }));
-        assert_eq!(value_of(&a, "-drive"), ["file=/a,,b/disk.qcow2,if=virtio,format=qcow2,discard=unmap"]);
+        let a = strings(&argv(&QemuSpec {
+            disk: PathBuf::from("/a,b/disk.qcow2"),
+            ..spec()
+        }));
+        assert_eq!(
+            value_of(&a, "-drive"),
+            ["file=/a,,b/disk.qcow2,if=virtio,format=qcow2,discard=unmap"]
+        );
     }
 
     #[test]
     fn the_kvm_probe_has_no_disk_and_panics_on_purpose() {
-        let a = strings(&probe_argv(Path::new("qemu"), Path::new("/i/vmlinuz"), Path::new("/p.log")));
+        let a = strings(&probe_argv(
+            Path::new("qemu"),
+            Path::new("/i/vmlinuz"),
+            Path::new("/p.log"),
+        ));
         assert_eq!(value_of(&a, "-accel"), ["kvm"]);
         assert!(value_of(&a, "-append")[0].contains("panic=-1"));
         assert!(a.contains(&"-no-reboot".to_string()));
-        assert!(!a.iter().any(|x| x == "-drive" || x == "-netdev" || x == "-daemonize"));
+        assert!(
+            !a.iter()
+                .any(|x| x == "-drive" || x == "-netdev" || x == "-daemonize")
+        );
     }
 
     #[test]
@@ -497,10 +644,15 @@ mod tests {
 
     #[test]
     fn a_pid_that_is_not_our_qemu_is_not_running() {
-        assert!(!is_our_qemu(std::process::id() as i32, Path::new("/q/disk.qcow2")));
+        assert!(!is_our_qemu(
+            std::process::id() as i32,
+            Path::new("/q/disk.qcow2")
+        ));
         assert!(!is_our_qemu(0, Path::new("/q/disk.qcow2")));
         let t = tempfile::tempdir().unwrap();
-        let inst = InstanceDir { dir: t.path().to_path_buf() };
+        let inst = InstanceDir {
+            dir: t.path().to_path_buf(),
+        };
         assert!(inst.running().is_none());
     }
 }

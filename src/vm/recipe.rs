@@ -28,7 +28,11 @@ pub struct RecipeFile {
 
 macro_rules! recipe_file {
     ($path:literal, $mode:literal) => {
-        RecipeFile { path: $path, text: include_str!(concat!("../../vm-templates/debian-12/", $path)), mode: $mode }
+        RecipeFile {
+            path: $path,
+            text: include_str!(concat!("../../vm-templates/debian-12/", $path)),
+            mode: $mode,
+        }
     };
 }
 
@@ -49,12 +53,19 @@ pub const FILES: &[RecipeFile] = &[
 
 /// The package names of a `packages.txt` text: one per line, `#` comments, blank lines ignored.
 pub fn parse_packages(text: &str) -> Vec<&str> {
-    text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).collect()
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// The packages of the image.
 pub fn packages() -> Vec<&'static str> {
-    let text = FILES.iter().find(|f| f.path == "packages.txt").map(|f| f.text).unwrap_or("");
+    let text = FILES
+        .iter()
+        .find(|f| f.path == "packages.txt")
+        .map(|f| f.text)
+        .unwrap_or("");
     parse_packages(text)
 }
 
@@ -68,7 +79,11 @@ pub fn hash() -> String {
         h.update(format!("\0{:o}\0{}\0", f.mode, f.text.len()).as_bytes());
         h.update(f.text.as_bytes());
     }
-    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Write the recipe into `dir` (for mmdebstrap's hook to read).
@@ -88,9 +103,15 @@ pub fn write_to(dir: &Path) -> Result<()> {
 /// builds work offline).
 pub fn sources(mirror: Option<&str>) -> Vec<String> {
     let main = mirror.unwrap_or(DEFAULT_MIRROR).trim_end_matches('/');
-    let mut out = vec![format!("deb {main} {SUITE} main"), format!("deb {main} {SUITE}-updates main"), format!("deb {main} {SUITE}-backports main")];
+    let mut out = vec![
+        format!("deb {main} {SUITE} main"),
+        format!("deb {main} {SUITE}-updates main"),
+        format!("deb {main} {SUITE}-backports main"),
+    ];
     if mirror.is_none() {
-        out.push(format!("deb {DEFAULT_SECURITY_MIRROR} {SUITE}-security main"));
+        out.push(format!(
+            "deb {DEFAULT_SECURITY_MIRROR} {SUITE}-security main"
+        ));
     }
     out
 }
@@ -119,7 +140,12 @@ mod tests {
         ] {
             assert!(p.contains(&want), "{want} missing from packages.txt");
         }
-        assert!(p.iter().all(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || "+-./".contains(c))), "{p:?}");
+        assert!(
+            p.iter().all(|n| n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-./".contains(c))),
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -129,18 +155,39 @@ mod tests {
 
     #[test]
     fn every_recipe_file_is_used_by_the_hook() {
-        let hook = FILES.iter().find(|f| f.path == "customize.sh").map(|f| f.text).unwrap_or("");
+        let hook = FILES
+            .iter()
+            .find(|f| f.path == "customize.sh")
+            .map(|f| f.text)
+            .unwrap_or("");
         for f in FILES.iter().filter(|f| f.path.starts_with("files/")) {
             let name = f.path.trim_start_matches("files/");
-            assert!(hook.contains(&format!("$files/{name}\"")), "customize.sh never installs {}", f.path);
+            assert!(
+                hook.contains(&format!("$files/{name}\"")),
+                "customize.sh never installs {}",
+                f.path
+            );
         }
     }
 
     #[test]
     fn the_ssh_config_allows_only_band_s_key() {
-        let cfg = FILES.iter().find(|f| f.path == "files/sshd_config").map(|f| f.text).unwrap_or("");
-        for line in ["PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "AllowTcpForwarding no", "AuthorizedKeysFile /etc/band/authorized_keys"] {
-            assert!(cfg.lines().any(|l| l.trim() == line), "sshd_config lacks `{line}`");
+        let cfg = FILES
+            .iter()
+            .find(|f| f.path == "files/sshd_config")
+            .map(|f| f.text)
+            .unwrap_or("");
+        for line in [
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin prohibit-password",
+            "AllowTcpForwarding no",
+            "AuthorizedKeysFile /etc/band/authorized_keys",
+        ] {
+            assert!(
+                cfg.lines().any(|l| l.trim() == line),
+                "sshd_config lacks `{line}`"
+            );
         }
     }
 
@@ -169,7 +216,10 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let t = tempfile::tempdir().unwrap();
         write_to(t.path()).unwrap();
-        let m = std::fs::metadata(t.path().join("customize.sh")).unwrap().permissions().mode();
+        let m = std::fs::metadata(t.path().join("customize.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(m & 0o777, 0o755);
         assert!(t.path().join("files/sshd_config").is_file());
     }

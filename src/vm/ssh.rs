@@ -53,16 +53,27 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn addr(&self) -> String {
-        if self.host.contains(':') { format!("[{}]:{}", self.host, self.port) } else { format!("{}:{}", self.host, self.port) }
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 
     fn err(&self, message: impl std::fmt::Display) -> VmError {
-        VmError::Ssh { addr: format!("{}@{}", self.user, self.addr()), message: message.to_string() }
+        VmError::Ssh {
+            addr: format!("{}@{}", self.user, self.addr()),
+            message: message.to_string(),
+        }
     }
 
     /// Prefix a root command line with `sudo -n` when needed.
     pub fn as_root(&self, command: &str) -> String {
-        if self.sudo { format!("sudo -n sh -c {}", super::image::sh_quote(command)) } else { command.to_string() }
+        if self.sudo {
+            format!("sudo -n sh -c {}", super::image::sh_quote(command))
+        } else {
+            command.to_string()
+        }
     }
 
     /// The command that serves one run. With `expected` (the SHA-256 of the `installed.json` this
@@ -84,7 +95,10 @@ const HOST_KEY_PREFS: &str = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp38
 
 /// TCP connect and SSH handshake, without checking the host key. Returns the server's key.
 fn handshake(ep: &Endpoint, timeout: Duration) -> Result<(Session, PublicKey)> {
-    let addrs: Vec<_> = (ep.host.as_str(), ep.port).to_socket_addrs().map_err(|e| ep.err(format!("cannot resolve: {e}")))?.collect();
+    let addrs: Vec<_> = (ep.host.as_str(), ep.port)
+        .to_socket_addrs()
+        .map_err(|e| ep.err(format!("cannot resolve: {e}")))?
+        .collect();
     let mut last = None;
     let mut tcp = None;
     for a in addrs {
@@ -96,14 +110,24 @@ fn handshake(ep: &Endpoint, timeout: Duration) -> Result<(Session, PublicKey)> {
             Err(e) => last = Some(e),
         }
     }
-    let tcp = tcp.ok_or_else(|| ep.err(format!("cannot connect: {}", last.map(|e| e.to_string()).unwrap_or_else(|| "no address".into()))))?;
+    let tcp = tcp.ok_or_else(|| {
+        ep.err(format!(
+            "cannot connect: {}",
+            last.map(|e| e.to_string())
+                .unwrap_or_else(|| "no address".into())
+        ))
+    })?;
     let _ = tcp.set_nodelay(true);
     let mut sess = Session::new().map_err(|e| ep.err(e))?;
     sess.set_tcp_stream(tcp);
     sess.set_timeout(timeout.as_millis().min(u128::from(u32::MAX)) as u32);
-    sess.method_pref(MethodType::HostKey, HOST_KEY_PREFS).map_err(|e| ep.err(e))?;
-    sess.handshake().map_err(|e| ep.err(format!("handshake: {e}")))?;
-    let (blob, _) = sess.host_key().ok_or_else(|| ep.err("the server sent no host key"))?;
+    sess.method_pref(MethodType::HostKey, HOST_KEY_PREFS)
+        .map_err(|e| ep.err(e))?;
+    sess.handshake()
+        .map_err(|e| ep.err(format!("handshake: {e}")))?;
+    let (blob, _) = sess
+        .host_key()
+        .ok_or_else(|| ep.err("the server sent no host key"))?;
     let key = PublicKey::from_blob(blob)?;
     Ok((sess, key))
 }
@@ -118,20 +142,28 @@ pub fn check_pinned(pinned: &PublicKey, got: &PublicKey, addr: &str) -> Result<(
     if pinned == got {
         Ok(())
     } else {
-        Err(VmError::HostKey { addr: addr.to_string(), pinned: pinned.fingerprint(), got: got.fingerprint() })
+        Err(VmError::HostKey {
+            addr: addr.to_string(),
+            pinned: pinned.fingerprint(),
+            got: got.fingerprint(),
+        })
     }
 }
 
 /// Connect, verify the pinned host key, authenticate. Blocking calls then wait without limit
 /// (a run may take as long as its maxRuntimeMs).
 pub fn connect(ep: &Endpoint, timeout: Duration) -> Result<Session> {
-    let pinned = keys::read_public(&ep.known_host)
-        .map_err(|e| ep.err(format!("no pinned host key ({e}); run `band setup` for this target")))?;
+    let pinned = keys::read_public(&ep.known_host).map_err(|e| {
+        ep.err(format!(
+            "no pinned host key ({e}); run `band setup` for this target"
+        ))
+    })?;
     let (sess, got) = handshake(ep, timeout)?;
     check_pinned(&pinned, &got, &ep.addr())?;
     let key_auth = |path: &Path| -> Result<()> {
         keys::check_private(path)?;
-        sess.userauth_pubkey_file(&ep.user, None, path, None).map_err(|e| ep.err(format!("key {} refused: {e}", path.display())))
+        sess.userauth_pubkey_file(&ep.user, None, path, None)
+            .map_err(|e| ep.err(format!("key {} refused: {e}", path.display())))
     };
     match &ep.auth {
         Auth::KeyFile(p) => key_auth(p)?,
@@ -149,7 +181,11 @@ pub fn connect(ep: &Endpoint, timeout: Duration) -> Result<Session> {
 }
 
 /// Wait until the target accepts SSH (boot), up to `timeout`. Returns the connected session.
-pub fn wait_ready(ep: &Endpoint, timeout: Duration, is_alive: &mut dyn FnMut() -> bool) -> Result<Session> {
+pub fn wait_ready(
+    ep: &Endpoint,
+    timeout: Duration,
+    is_alive: &mut dyn FnMut() -> bool,
+) -> Result<Session> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         match connect(ep, Duration::from_secs(10)) {
@@ -158,10 +194,15 @@ pub fn wait_ready(ep: &Endpoint, timeout: Duration, is_alive: &mut dyn FnMut() -
             Err(e @ VmError::HostKey { .. }) => return Err(e),
             Err(e) => {
                 if std::time::Instant::now() > deadline {
-                    return Err(VmError::Timeout { what: format!("waiting for SSH ({e})"), secs: timeout.as_secs() });
+                    return Err(VmError::Timeout {
+                        what: format!("waiting for SSH ({e})"),
+                        secs: timeout.as_secs(),
+                    });
                 }
                 if !is_alive() {
-                    return Err(VmError::Invalid(format!("the VM stopped while booting ({e})")));
+                    return Err(VmError::Invalid(format!(
+                        "the VM stopped while booting ({e})"
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(250));
             }
@@ -185,25 +226,45 @@ impl ExecOutput {
 
 /// Run `command` on the target with `stdin`, collecting its output (for setup, not for runs).
 pub fn exec(sess: &Session, command: &str, stdin: &[u8]) -> Result<ExecOutput> {
-    let fail = |e: ssh2::Error| VmError::Ssh { addr: "target".into(), message: format!("`{command}`: {e}") };
+    let fail = |e: ssh2::Error| VmError::Ssh {
+        addr: "target".into(),
+        message: format!("`{command}`: {e}"),
+    };
     let mut ch = sess.channel_session().map_err(fail)?;
     ch.exec(command).map_err(fail)?;
-    ch.write_all(stdin).map_err(|e| VmError::Ssh { addr: "target".into(), message: format!("`{command}`: {e}") })?;
+    ch.write_all(stdin).map_err(|e| VmError::Ssh {
+        addr: "target".into(),
+        message: format!("`{command}`: {e}"),
+    })?;
     ch.send_eof().map_err(fail)?;
     let mut stdout = Vec::new();
-    ch.read_to_end(&mut stdout).map_err(|e| VmError::Ssh { addr: "target".into(), message: format!("`{command}`: {e}") })?;
+    ch.read_to_end(&mut stdout).map_err(|e| VmError::Ssh {
+        addr: "target".into(),
+        message: format!("`{command}`: {e}"),
+    })?;
     let mut stderr = Vec::new();
-    let _ = ch.stderr().take(MAX_STDERR_BYTES as u64).read_to_end(&mut stderr);
+    let _ = ch
+        .stderr()
+        .take(MAX_STDERR_BYTES as u64)
+        .read_to_end(&mut stderr);
     ch.wait_close().map_err(fail)?;
     let status = ch.exit_status().map_err(fail)?;
-    Ok(ExecOutput { status, stdout, stderr: String::from_utf8_lossy(&stderr).trim().to_string() })
+    Ok(ExecOutput {
+        status,
+        stdout,
+        stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+    })
 }
 
 /// Like [`exec`], but a non-zero exit is an error.
 pub fn exec_ok(sess: &Session, command: &str, stdin: &[u8]) -> Result<ExecOutput> {
     let out = exec(sess, command, stdin)?;
     if out.status != 0 {
-        return Err(VmError::Command { program: format!("(remote) {command}"), status: format!("exit status {}", out.status), stderr: out.stderr });
+        return Err(VmError::Command {
+            program: format!("(remote) {command}"),
+            status: format!("exit status {}", out.status),
+            stderr: out.stderr,
+        });
     }
     Ok(out)
 }
@@ -225,7 +286,10 @@ pub enum FrameError {
 
 /// Read one `\n`-terminated line of at most `max` bytes (without the newline). `None` at EOF;
 /// a last line without newline is returned as is.
-pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::result::Result<Option<Vec<u8>>, FrameError> {
+pub fn read_line_capped(
+    r: &mut impl BufRead,
+    max: usize,
+) -> std::result::Result<Option<Vec<u8>>, FrameError> {
     let mut line = Vec::new();
     loop {
         let buf = r.fill_buf().map_err(|e| FrameError::Io(e.to_string()))?;
@@ -250,7 +314,11 @@ pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::result::Result
 
 /// Read a whole protocol stream: events go to `on_event`; returns the result (None if the
 /// stream ended without one).
-pub fn read_stream(r: &mut impl BufRead, max: usize, on_event: &mut dyn FnMut(&Event)) -> std::result::Result<Option<RunResult>, FrameError> {
+pub fn read_stream(
+    r: &mut impl BufRead,
+    max: usize,
+    on_event: &mut dyn FnMut(&Event),
+) -> std::result::Result<Option<RunResult>, FrameError> {
     let mut result = None;
     while let Some(line) = read_line_capped(r, max)? {
         if line.iter().all(|b| b.is_ascii_whitespace()) {
@@ -275,19 +343,32 @@ pub fn read_stream(r: &mut impl BufRead, max: usize, on_event: &mut dyn FnMut(&E
 /// Send one request line to `band-server run` over a new exec channel and read its answer.
 /// Returns the result, [`VmError::StaleServer`] when the target refused with [`STALE_EXIT`]
 /// (see [`Endpoint::server_command`]), or an error naming the exit status and stderr.
-pub fn run_request(sess: &Session, ep: &Endpoint, expected: Option<&str>, request_line: &[u8], on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
+pub fn run_request(
+    sess: &Session,
+    ep: &Endpoint,
+    expected: Option<&str>,
+    request_line: &[u8],
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<RunResult> {
     let command = ep.server_command(expected);
     let fail = |e: &dyn std::fmt::Display| ep.err(format!("run: {e}"));
     let mut ch = sess.channel_session().map_err(|e| fail(&e))?;
     ch.exec(&command).map_err(|e| fail(&e))?;
     // A stale target exits without reading: a failed write is judged by the exit status below.
-    let sent = ch.write_all(request_line).and_then(|()| ch.write_all(b"\n")).map_err(|e| e.to_string()).and_then(|()| ch.send_eof().map_err(|e| e.to_string()));
+    let sent = ch
+        .write_all(request_line)
+        .and_then(|()| ch.write_all(b"\n"))
+        .map_err(|e| e.to_string())
+        .and_then(|()| ch.send_eof().map_err(|e| e.to_string()));
     let read = {
         let mut reader = BufReader::with_capacity(1 << 16, &mut ch);
         read_stream(&mut reader, MAX_LINE_BYTES, on_event)
     };
     let mut stderr = Vec::new();
-    let _ = ch.stderr().take(MAX_STDERR_BYTES as u64).read_to_end(&mut stderr);
+    let _ = ch
+        .stderr()
+        .take(MAX_STDERR_BYTES as u64)
+        .read_to_end(&mut stderr);
     let _ = ch.wait_close();
     let status = ch.exit_status().unwrap_or(-1);
     let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
@@ -296,8 +377,14 @@ pub fn run_request(sess: &Session, ep: &Endpoint, expected: Option<&str>, reques
         Ok(None) if status == STALE_EXIT && expected.is_some() => Err(VmError::StaleServer),
         Ok(None) => Err(fail(&format!(
             "band-server exited (status {status}) without a result{}{}",
-            if stderr.is_empty() { String::new() } else { format!(": {stderr}") },
-            sent.err().map(|e| format!(" (sending the request: {e})")).unwrap_or_default()
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr}")
+            },
+            sent.err()
+                .map(|e| format!(" (sending the request: {e})"))
+                .unwrap_or_default()
         ))),
         Err(e) => Err(fail(&e)),
     }
@@ -319,7 +406,12 @@ mod tests {
     }
 
     fn result_line() -> String {
-        line(&Message::Result(Box::new(RunResult::setup_failed("0011223344556677", Layer::Io, "x", None))))
+        line(&Message::Result(Box::new(RunResult::setup_failed(
+            "0011223344556677",
+            Layer::Io,
+            "x",
+            None,
+        ))))
     }
 
     #[test]
@@ -327,15 +419,24 @@ mod tests {
         let mut r = Cursor::new(b"ab\ncd\nlast".to_vec());
         assert_eq!(read_line_capped(&mut r, 10).unwrap(), Some(b"ab".to_vec()));
         assert_eq!(read_line_capped(&mut r, 10).unwrap(), Some(b"cd".to_vec()));
-        assert_eq!(read_line_capped(&mut r, 10).unwrap(), Some(b"last".to_vec()));
+        assert_eq!(
+            read_line_capped(&mut r, 10).unwrap(),
+            Some(b"last".to_vec())
+        );
         assert_eq!(read_line_capped(&mut r, 10).unwrap(), None);
         let mut long = Cursor::new(vec![b'x'; 100]);
-        assert_eq!(read_line_capped(&mut long, 99), Err(FrameError::TooLong(99)));
+        assert_eq!(
+            read_line_capped(&mut long, 99),
+            Err(FrameError::TooLong(99))
+        );
         // The cap counts across buffer refills.
         let mut small = BufReader::with_capacity(4, Cursor::new(b"0123456789\n".to_vec()));
         assert_eq!(read_line_capped(&mut small, 9), Err(FrameError::TooLong(9)));
         let mut small = BufReader::with_capacity(4, Cursor::new(b"0123456789\n".to_vec()));
-        assert_eq!(read_line_capped(&mut small, 10).unwrap(), Some(b"0123456789".to_vec()));
+        assert_eq!(
+            read_line_capped(&mut small, 10).unwrap(),
+            Some(b"0123456789".to_vec())
+        );
     }
 
     #[test]
@@ -343,7 +444,10 @@ mod tests {
         let ev = line(&Message::Event(Event::Stdout { data: "hi".into() }));
         let text = format!("{ev}\n\n{ev}\n{}\n", result_line());
         let mut seen = 0;
-        let r = read_stream(&mut Cursor::new(text.into_bytes()), 1 << 20, &mut |_| seen += 1).unwrap();
+        let r = read_stream(&mut Cursor::new(text.into_bytes()), 1 << 20, &mut |_| {
+            seen += 1
+        })
+        .unwrap();
         assert_eq!(seen, 2);
         assert_eq!(r.map(|r| r.status), Some(Status::SetupFailed));
     }
@@ -352,14 +456,35 @@ mod tests {
     fn garbage_duplicates_and_requests_fail_the_stream() {
         let noop = &mut |_: &Event| {};
         let garbage = "hello from a compromised VM\n".to_string();
-        assert!(matches!(read_stream(&mut Cursor::new(garbage.into_bytes()), 1 << 20, noop), Err(FrameError::NotAMessage(_))));
+        assert!(matches!(
+            read_stream(&mut Cursor::new(garbage.into_bytes()), 1 << 20, noop),
+            Err(FrameError::NotAMessage(_))
+        ));
         let twice = format!("{}\n{}\n", result_line(), result_line());
-        assert_eq!(read_stream(&mut Cursor::new(twice.into_bytes()), 1 << 20, noop), Err(FrameError::AfterResult));
-        let ev_after = format!("{}\n{}\n", result_line(), line(&Message::Event(Event::Stdout { data: "late".into() })));
-        assert_eq!(read_stream(&mut Cursor::new(ev_after.into_bytes()), 1 << 20, noop), Err(FrameError::AfterResult));
+        assert_eq!(
+            read_stream(&mut Cursor::new(twice.into_bytes()), 1 << 20, noop),
+            Err(FrameError::AfterResult)
+        );
+        let ev_after = format!(
+            "{}\n{}\n",
+            result_line(),
+            line(&Message::Event(Event::Stdout {
+                data: "late".into()
+            }))
+        );
+        assert_eq!(
+            read_stream(&mut Cursor::new(ev_after.into_bytes()), 1 << 20, noop),
+            Err(FrameError::AfterResult)
+        );
         let huge = format!("{}\n", result_line());
-        assert_eq!(read_stream(&mut Cursor::new(huge.into_bytes()), 16, noop), Err(FrameError::TooLong(16)));
-        assert_eq!(read_stream(&mut Cursor::new(Vec::new()), 16, noop), Ok(None));
+        assert_eq!(
+            read_stream(&mut Cursor::new(huge.into_bytes()), 16, noop),
+            Err(FrameError::TooLong(16))
+        );
+        assert_eq!(
+            read_stream(&mut Cursor::new(Vec::new()), 16, noop),
+            Ok(None)
+        );
     }
 
     #[test]
@@ -372,9 +497,15 @@ mod tests {
             known_host: PathBuf::from("/kh"),
             sudo: false,
         };
-        assert_eq!(ep.server_command(None), "exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log");
+        assert_eq!(
+            ep.server_command(None),
+            "exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log"
+        );
         ep.sudo = true;
-        assert_eq!(ep.server_command(None), "sudo -n sh -c 'exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log'");
+        assert_eq!(
+            ep.server_command(None),
+            "sudo -n sh -c 'exec /usr/local/lib/band/band-server run 2>>/var/log/band-server.log'"
+        );
         assert_eq!(ep.addr(), "127.0.0.1:2222");
         ep.host = "::1".into();
         assert_eq!(ep.addr(), "[::1]:2222");
@@ -396,36 +527,62 @@ mod tests {
         let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"; // sha256("{}")
         // The command as the shell runs it, with the paths pointed at the temp dir.
         let run = |expected: &str| {
-            let cmd = ep.server_command(Some(expected)).replace(SERVER_DIR, &t.path().display().to_string()).replace("exec ", "echo ran; : ");
-            let out = std::process::Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
-            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+            let cmd = ep
+                .server_command(Some(expected))
+                .replace(SERVER_DIR, &t.path().display().to_string())
+                .replace("exec ", "echo ran; : ");
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
         };
         assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
         assert_eq!(run(&"0".repeat(64)), (Some(STALE_EXIT), String::new()));
         std::fs::remove_file(&installed).unwrap();
-        assert_eq!(run(hex), (Some(STALE_EXIT), String::new()), "no installed.json is stale");
+        assert_eq!(
+            run(hex),
+            (Some(STALE_EXIT), String::new()),
+            "no installed.json is stale"
+        );
     }
 
     #[test]
     fn a_different_host_key_is_refused() {
-        let a = PublicKey::parse("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu").unwrap();
+        let a = PublicKey::parse(
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu",
+        )
+        .unwrap();
         let mut b = a.clone();
         let last = b.blob.len() - 1;
         b.blob[last] ^= 1;
         assert!(check_pinned(&a, &a, "x").is_ok());
         let e = check_pinned(&a, &b, "127.0.0.1:1").unwrap_err().to_string();
-        assert!(e.contains("refusing") && e.contains(&a.fingerprint()), "{e}");
+        assert!(
+            e.contains("refusing") && e.contains(&a.fingerprint()),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_pinned_key_reads_back_and_is_private() {
         use std::os::unix::fs::PermissionsExt;
         let t = tempfile::tempdir().unwrap();
-        let k = PublicKey::parse("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu c").unwrap();
+        let k = PublicKey::parse(
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu c",
+        )
+        .unwrap();
         let f = t.path().join("known_host");
         pin(&f, &k).unwrap();
         assert_eq!(keys::read_public(&f).unwrap(), k);
-        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -438,7 +595,9 @@ mod tests {
             known_host: PathBuf::from("/nonexistent/known_host"),
             sudo: false,
         };
-        let Err(e) = connect(&ep, Duration::from_millis(200)) else { panic!("connected without a pinned key") };
+        let Err(e) = connect(&ep, Duration::from_millis(200)) else {
+            panic!("connected without a pinned key")
+        };
         let e = e.to_string();
         assert!(e.contains("no pinned host key"), "{e}");
     }

@@ -46,7 +46,11 @@ pub fn check_path(p: &str) -> Result<(), StageError> {
 }
 
 /// Check every written file (see the module docs). Returns the total decoded size.
-pub fn check_written(files: &[FileEntry], policy: &CompiledPolicy, cap: u64) -> Result<u64, StageError> {
+pub fn check_written(
+    files: &[FileEntry],
+    policy: &CompiledPolicy,
+    cap: u64,
+) -> Result<u64, StageError> {
     let mut seen = BTreeSet::new();
     let mut total = 0u64;
     for f in files {
@@ -86,12 +90,27 @@ mod tests {
     }
 
     fn file(path: &str, data: &[u8]) -> FileEntry {
-        FileEntry { path: path.into(), mode: 0o644, data: B64.encode(data) }
+        FileEntry {
+            path: path.into(),
+            mode: 0o644,
+            data: B64.encode(data),
+        }
     }
 
     #[test]
     fn traversal_and_absolute_paths_are_refused() {
-        for p in ["", "/etc/passwd", "../x", "out/../../x", "out/./x", "out//x", "out/x/", "a\\b", "a\0b", ".."] {
+        for p in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "out/../../x",
+            "out/./x",
+            "out//x",
+            "out/x/",
+            "a\\b",
+            "a\0b",
+            "..",
+        ] {
             assert!(check_path(p).is_err(), "{p:?} accepted");
         }
         for p in ["out/x", "a", ".hidden/x", "a..b/c"] {
@@ -102,22 +121,65 @@ mod tests {
     #[test]
     fn written_files_must_be_allowed_by_allow_write() {
         let pol = policy(&["out/"], &["out/secret*"]);
-        assert_eq!(check_written(&[file("out/a.txt", b"hello")], &pol, 100), Ok(5));
-        assert_eq!(check_written(&[file(".git/hooks/pre-commit", b"x")], &pol, 100), Err(StageError::NotWritable(".git/hooks/pre-commit".into())));
-        assert_eq!(check_written(&[file("out/secret.key", b"x")], &pol, 100), Err(StageError::NotWritable("out/secret.key".into())));
-        assert_eq!(check_written(&[file("../out/a", b"x")], &pol, 100), Err(StageError::UnsafePath("../out/a".into())));
+        assert_eq!(
+            check_written(&[file("out/a.txt", b"hello")], &pol, 100),
+            Ok(5)
+        );
+        assert_eq!(
+            check_written(&[file(".git/hooks/pre-commit", b"x")], &pol, 100),
+            Err(StageError::NotWritable(".git/hooks/pre-commit".into()))
+        );
+        assert_eq!(
+            check_written(&[file("out/secret.key", b"x")], &pol, 100),
+            Err(StageError::NotWritable("out/secret.key".into()))
+        );
+        assert_eq!(
+            check_written(&[file("../out/a", b"x")], &pol, 100),
+            Err(StageError::UnsafePath("../out/a".into()))
+        );
     }
 
     #[test]
     fn duplicates_bad_data_and_size_are_refused() {
         let pol = policy(&["out/"], &[]);
-        assert_eq!(check_written(&[file("out/a", b"1"), file("out/a", b"2")], &pol, 100), Err(StageError::Duplicate("out/a".into())));
-        let bad = FileEntry { path: "out/a".into(), mode: 0o644, data: "!!!!".into() };
-        assert_eq!(check_written(&[bad], &pol, 100), Err(StageError::BadData("out/a".into())));
-        let odd = FileEntry { path: "out/a".into(), mode: 0o644, data: "abc".into() };
-        assert_eq!(check_written(&[odd], &pol, 100), Err(StageError::BadData("out/a".into())));
-        assert_eq!(check_written(&[file("out/a", &[0; 60]), file("out/b", &[0; 41])], &pol, 100), Err(StageError::TooLarge(100)));
-        assert_eq!(check_written(&[file("out/a", &[0; 60]), file("out/b", &[0; 40])], &pol, 100), Ok(100));
+        assert_eq!(
+            check_written(&[file("out/a", b"1"), file("out/a", b"2")], &pol, 100),
+            Err(StageError::Duplicate("out/a".into()))
+        );
+        let bad = FileEntry {
+            path: "out/a".into(),
+            mode: 0o644,
+            data: "!!!!".into(),
+        };
+        assert_eq!(
+            check_written(&[bad], &pol, 100),
+            Err(StageError::BadData("out/a".into()))
+        );
+        let odd = FileEntry {
+            path: "out/a".into(),
+            mode: 0o644,
+            data: "abc".into(),
+        };
+        assert_eq!(
+            check_written(&[odd], &pol, 100),
+            Err(StageError::BadData("out/a".into()))
+        );
+        assert_eq!(
+            check_written(
+                &[file("out/a", &[0; 60]), file("out/b", &[0; 41])],
+                &pol,
+                100
+            ),
+            Err(StageError::TooLarge(100))
+        );
+        assert_eq!(
+            check_written(
+                &[file("out/a", &[0; 60]), file("out/b", &[0; 40])],
+                &pol,
+                100
+            ),
+            Ok(100)
+        );
         assert_eq!(check_written(&[], &pol, 0), Ok(0));
     }
 }

@@ -17,7 +17,11 @@ pub fn band_exe() -> &'static str {
 /// `Some(reason)` when the sandbox cannot run here.
 pub fn unprivileged_reason() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let uid = status.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2)).unwrap_or("");
+    let uid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap_or("");
     if uid != "0" {
         return Some("not root".into());
     }
@@ -26,7 +30,10 @@ pub fn unprivileged_reason() -> Option<String> {
     }
     let server = Path::new(band_exe()).with_file_name("band-server");
     if !server.exists() {
-        return Some(format!("{} is not built (cargo build --workspace)", server.display()));
+        return Some(format!(
+            "{} is not built (cargo build --workspace)",
+            server.display()
+        ));
     }
     None
 }
@@ -36,7 +43,10 @@ pub fn skip(test: &str) -> bool {
     match unprivileged_reason() {
         None => false,
         Some(why) if std::env::var(band::proto::env::TEST_MUST_RUN).as_deref() == Ok("1") => {
-            panic!("{test}: cannot run ({why}) and {} is set", band::proto::env::TEST_MUST_RUN)
+            panic!(
+                "{test}: cannot run ({why}) and {} is set",
+                band::proto::env::TEST_MUST_RUN
+            )
         }
         Some(why) => {
             eprintln!("skipped: {test}: {why}");
@@ -62,7 +72,11 @@ pub fn band_run(args: &[&str], workspace: Option<&Path>) -> Run {
     }
     full.extend(args);
     let (code, stdout, stderr) = band(&full, repo());
-    Run { code, json: serde_json::from_str(&stdout).unwrap_or(Value::Null), stderr }
+    Run {
+        code,
+        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr,
+    }
 }
 
 /// `band <args>` in `cwd`, sharing the test state directory (one uid pool) with band-server's own
@@ -72,13 +86,19 @@ pub fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
-        .env("BAND_DATA_DIR", concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data")) // the run ledger, out of $HOME
+        .env(
+            "BAND_DATA_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
+        ) // the run ledger, out of $HOME
         .env("BAND_SERVER_STATE_DIR", "/run/band-test")
         .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
         .env_remove("BAND_SKILLS_PATH")
         .env_remove("GITHUB_TOKEN")
         .output()
         .expect("run band");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
-

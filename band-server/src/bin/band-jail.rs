@@ -96,14 +96,20 @@ fn fail(status_fd: Option<i32>, layer: Layer, msg: &str) -> ! {
 /// to processes outside it.
 fn restrict_ipc(required: bool) -> Result<(), String> {
     use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus, Scope};
-    let level = if required { CompatLevel::HardRequirement } else { CompatLevel::BestEffort };
+    let level = if required {
+        CompatLevel::HardRequirement
+    } else {
+        CompatLevel::BestEffort
+    };
     let status = Ruleset::default()
         .set_compatibility(level)
         .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .and_then(|r| r.create())
         .and_then(|r| r.restrict_self())
         .map_err(|e| {
-            format!("this kernel's Landlock cannot scope abstract unix sockets (needs Linux 6.12+): {e}")
+            format!(
+                "this kernel's Landlock cannot scope abstract unix sockets (needs Linux 6.12+): {e}"
+            )
         })?;
     if required && status.ruleset != RulesetStatus::FullyEnforced {
         return Err(format!(

@@ -61,7 +61,10 @@ fn main() {
     let _ = sys::set_not_dumpable();
     let comm = CString::new(shim::COMM).unwrap_or_default();
     if let Err(e) = sys::set_comm(&comm) {
-        die(shim::EXIT_DENIED, &format!("band: cannot set the shim's name: {e}"));
+        die(
+            shim::EXIT_DENIED,
+            &format!("band: cannot set the shim's name: {e}"),
+        );
     }
     let args: Vec<String> = std::env::args().collect();
     let name = shim::command_name(args.first().map(String::as_str).unwrap_or("")).to_string();
@@ -74,7 +77,9 @@ fn main() {
     match ask(&args) {
         Err(e) => die(
             shim::EXIT_DENIED,
-            &format!("band: {name}: cannot ask band-server about the call ({e}); refusing to run it"),
+            &format!(
+                "band: {name}: cannot ask band-server about the call ({e}); refusing to run it"
+            ),
         ),
         Ok(Verdict::Denied { message, code }) => die(code, &message),
         Ok(Verdict::Exec(program)) => {

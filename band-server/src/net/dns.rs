@@ -16,8 +16,8 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -34,7 +34,10 @@ pub enum NameDecision {
     /// Not admitted: NXDOMAIN, nothing asked upstream.
     Refused,
     /// Admitted on these ports (`None` = every port); addresses are denied on `deny_ports`.
-    Allowed { ports: Vec<Option<u16>>, deny_ports: Vec<u16> },
+    Allowed {
+        ports: Vec<Option<u16>>,
+        deny_ports: Vec<u16>,
+    },
 }
 
 /// Decide a name against the band's `net` rules.
@@ -42,8 +45,12 @@ pub fn decide_name(m: &NetMatcher, name: &str) -> NameDecision {
     if matches!(m.check_host(name, None), Decision::Deny { .. }) {
         return NameDecision::Refused;
     }
-    let mut ports: Vec<Option<u16>> =
-        m.allow_patterns().iter().filter(|p| !p.is_ip() && p.matches_host(name, None)).map(|p| p.port()).collect();
+    let mut ports: Vec<Option<u16>> = m
+        .allow_patterns()
+        .iter()
+        .filter(|p| !p.is_ip() && p.matches_host(name, None))
+        .map(|p| p.port())
+        .collect();
     if ports.is_empty() {
         return NameDecision::Refused;
     }
@@ -52,8 +59,11 @@ pub fn decide_name(m: &NetMatcher, name: &str) -> NameDecision {
     }
     ports.sort();
     ports.dedup();
-    let mut deny_ports: Vec<u16> =
-        m.deny_patterns().iter().filter_map(|p| p.port().filter(|port| p.matches_host(name, Some(*port)))).collect();
+    let mut deny_ports: Vec<u16> = m
+        .deny_patterns()
+        .iter()
+        .filter_map(|p| p.port().filter(|port| p.matches_host(name, Some(*port))))
+        .collect();
     deny_ports.sort();
     deny_ports.dedup();
     NameDecision::Allowed { ports, deny_ports }
@@ -103,7 +113,9 @@ const UDP_PLAIN: usize = 512;
 impl Resolver {
     /// The reply to one query (None: not a DNS query at all; drop it), and what was asked.
     pub fn answer(&self, bytes: &[u8]) -> (Option<Vec<u8>>, Option<Lookup>) {
-        let Ok(req) = Message::from_vec(bytes) else { return (None, None) };
+        let Ok(req) = Message::from_vec(bytes) else {
+            return (None, None);
+        };
         if req.metadata.message_type != MessageType::Query {
             return (None, None);
         }
@@ -120,10 +132,19 @@ impl Resolver {
             return (reply(ResponseCode::Refused, vec![]), None);
         }
         let q = &req.queries[0];
-        let name = q.name().to_ascii().trim_end_matches('.').to_ascii_lowercase();
+        let name = q
+            .name()
+            .to_ascii()
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
         let qtype = q.query_type();
-        let mut lookup =
-            Lookup { name: name.clone(), qtype: qtype.to_string(), allowed: false, addrs: vec![], withheld: vec![] };
+        let mut lookup = Lookup {
+            name: name.clone(),
+            qtype: qtype.to_string(),
+            allowed: false,
+            addrs: vec![],
+            withheld: vec![],
+        };
         if q.query_class() != DNSClass::IN {
             return (reply(ResponseCode::Refused, vec![]), Some(lookup));
         }
@@ -163,9 +184,16 @@ impl Resolver {
                 lookup.withheld.push(ip);
             }
         }
-        let allow: Vec<Dest> = lookup.addrs.iter().flat_map(|ip| ports.iter().map(|p| Dest::addr(*ip, *p))).collect();
-        let deny: Vec<Dest> =
-            lookup.addrs.iter().flat_map(|ip| deny_ports.iter().map(|p| Dest::addr(*ip, Some(*p)))).collect();
+        let allow: Vec<Dest> = lookup
+            .addrs
+            .iter()
+            .flat_map(|ip| ports.iter().map(|p| Dest::addr(*ip, *p)))
+            .collect();
+        let deny: Vec<Dest> = lookup
+            .addrs
+            .iter()
+            .flat_map(|ip| deny_ports.iter().map(|p| Dest::addr(*ip, Some(*p))))
+            .collect();
         if !allow.is_empty()
             && let Err(e) = (self.learn)(&allow, &deny)
         {
@@ -201,16 +229,28 @@ pub struct UdpUpstream {
 }
 
 impl UdpUpstream {
-    fn ask_one(&self, server: SocketAddr, query: &Message, bytes: &[u8]) -> Result<Message, String> {
-        let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse().unwrap_or(server) } else { "[::]:0".parse().unwrap_or(server) };
+    fn ask_one(
+        &self,
+        server: SocketAddr,
+        query: &Message,
+        bytes: &[u8],
+    ) -> Result<Message, String> {
+        let bind: SocketAddr = if server.is_ipv4() {
+            "0.0.0.0:0".parse().unwrap_or(server)
+        } else {
+            "[::]:0".parse().unwrap_or(server)
+        };
         let sock = UdpSocket::bind(bind).map_err(|e| format!("udp socket: {e}"))?;
-        sock.set_read_timeout(Some(self.timeout)).map_err(|e| format!("udp socket: {e}"))?;
+        sock.set_read_timeout(Some(self.timeout))
+            .map_err(|e| format!("udp socket: {e}"))?;
         sock.connect(server).map_err(|e| format!("{server}: {e}"))?;
         sock.send(bytes).map_err(|e| format!("{server}: {e}"))?;
         let mut buf = vec![0u8; 4096];
         loop {
             let n = sock.recv(&mut buf).map_err(|e| format!("{server}: {e}"))?;
-            let Ok(m) = Message::from_vec(&buf[..n]) else { continue };
+            let Ok(m) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
             if m.metadata.id != query.metadata.id || m.queries != query.queries {
                 continue; // not our answer
             }
@@ -237,8 +277,10 @@ impl Upstream for UdpUpstream {
 }
 
 fn ask_tcp(server: SocketAddr, bytes: &[u8], timeout: Duration) -> Result<Message, String> {
-    let mut s = TcpStream::connect_timeout(&server, timeout).map_err(|e| format!("{server} (tcp): {e}"))?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| format!("{server}: {e}"))?;
+    let mut s =
+        TcpStream::connect_timeout(&server, timeout).map_err(|e| format!("{server} (tcp): {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| format!("{server}: {e}"))?;
     write_framed(&mut s, bytes).map_err(|e| format!("{server} (tcp): {e}"))?;
     let reply = read_framed(&mut s).map_err(|e| format!("{server} (tcp): {e}"))?;
     Message::from_vec(&reply).map_err(|e| format!("{server}: bad answer: {e}"))
@@ -273,12 +315,20 @@ const POLL: Duration = Duration::from_millis(100);
 
 impl Stub {
     /// Bind UDP and TCP port 53 on `addr` (a loopback address of this run) and serve.
-    pub fn start(addr: Ipv4Addr, resolver: Resolver, on_lookup: Arc<OnLookup>) -> Result<Stub, String> {
+    pub fn start(
+        addr: Ipv4Addr,
+        resolver: Resolver,
+        on_lookup: Arc<OnLookup>,
+    ) -> Result<Stub, String> {
         let sa = SocketAddrV4::new(addr, 53);
-        let udp = UdpSocket::bind(sa).map_err(|e| format!("cannot bind the DNS stub on {sa}/udp: {e}"))?;
-        let tcp = TcpListener::bind(sa).map_err(|e| format!("cannot bind the DNS stub on {sa}/tcp: {e}"))?;
-        udp.set_read_timeout(Some(POLL)).map_err(|e| format!("{sa}: {e}"))?;
-        tcp.set_nonblocking(true).map_err(|e| format!("{sa}: {e}"))?;
+        let udp = UdpSocket::bind(sa)
+            .map_err(|e| format!("cannot bind the DNS stub on {sa}/udp: {e}"))?;
+        let tcp = TcpListener::bind(sa)
+            .map_err(|e| format!("cannot bind the DNS stub on {sa}/tcp: {e}"))?;
+        udp.set_read_timeout(Some(POLL))
+            .map_err(|e| format!("{sa}: {e}"))?;
+        tcp.set_nonblocking(true)
+            .map_err(|e| format!("{sa}: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let resolver = Arc::new(resolver);
         let mut threads = Vec::new();
@@ -300,7 +350,11 @@ impl Stub {
                     .map_err(|e| format!("cannot start the DNS stub: {e}"))?,
             );
         }
-        Ok(Stub { stop, threads, addr })
+        Ok(Stub {
+            stop,
+            threads,
+            addr,
+        })
     }
 
     pub fn stop(&mut self) {
@@ -320,7 +374,9 @@ impl Drop for Stub {
 fn serve_udp(sock: UdpSocket, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicBool) {
     let mut buf = vec![0u8; 4096];
     while !stop.load(Ordering::SeqCst) {
-        let Ok((n, peer)) = sock.recv_from(&mut buf) else { continue };
+        let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
         let (reply, lookup) = r.answer(&buf[..n]);
         if let Some(l) = lookup {
             on_lookup(&l);
@@ -371,12 +427,36 @@ mod tests {
 
     #[test]
     fn names_follow_allow_deny_and_wildcard_depth() {
-        let m = matcher(&["*.example.test", "api.other.test:443"], &["secret.example.test", "mail.example.test:25"]);
-        assert_eq!(decide_name(&m, "a.b.example.test"), NameDecision::Allowed { ports: vec![None], deny_ports: vec![] });
+        let m = matcher(
+            &["*.example.test", "api.other.test:443"],
+            &["secret.example.test", "mail.example.test:25"],
+        );
+        assert_eq!(
+            decide_name(&m, "a.b.example.test"),
+            NameDecision::Allowed {
+                ports: vec![None],
+                deny_ports: vec![]
+            }
+        );
         assert_eq!(decide_name(&m, "example.test"), NameDecision::Refused);
-        assert_eq!(decide_name(&m, "secret.example.test"), NameDecision::Refused);
-        assert_eq!(decide_name(&m, "mail.example.test"), NameDecision::Allowed { ports: vec![None], deny_ports: vec![25] });
-        assert_eq!(decide_name(&m, "api.other.test"), NameDecision::Allowed { ports: vec![Some(443)], deny_ports: vec![] });
+        assert_eq!(
+            decide_name(&m, "secret.example.test"),
+            NameDecision::Refused
+        );
+        assert_eq!(
+            decide_name(&m, "mail.example.test"),
+            NameDecision::Allowed {
+                ports: vec![None],
+                deny_ports: vec![25]
+            }
+        );
+        assert_eq!(
+            decide_name(&m, "api.other.test"),
+            NameDecision::Allowed {
+                ports: vec![Some(443)],
+                deny_ports: vec![]
+            }
+        );
         assert_eq!(decide_name(&m, "evil.test"), NameDecision::Refused);
     }
 
@@ -446,39 +526,82 @@ mod tests {
     #[test]
     fn allowed_name_is_resolved_filtered_and_learned_before_the_reply() {
         let answers = vec![
-            rec("api.example.test.", RData::CNAME(CNAME(Name::from_ascii("edge.cdn.test.").unwrap()))),
-            rec("edge.cdn.test.", RData::A(A(Ipv4Addr::new(93, 184, 216, 34)))),
-            rec("edge.cdn.test.", RData::A(A(Ipv4Addr::new(169, 254, 169, 254)))),
-            rec("edge.cdn.test.", RData::AAAA(AAAA("2606:2800::1".parse().unwrap()))),
+            rec(
+                "api.example.test.",
+                RData::CNAME(CNAME(Name::from_ascii("edge.cdn.test.").unwrap())),
+            ),
+            rec(
+                "edge.cdn.test.",
+                RData::A(A(Ipv4Addr::new(93, 184, 216, 34))),
+            ),
+            rec(
+                "edge.cdn.test.",
+                RData::A(A(Ipv4Addr::new(169, 254, 169, 254))),
+            ),
+            rec(
+                "edge.cdn.test.",
+                RData::AAAA(AAAA("2606:2800::1".parse().unwrap())),
+            ),
         ];
         let (r, learned, _) = resolver(&["api.example.test:443"], answers);
         let (reply, lookup) = r.answer(&query("api.example.test.", RecordType::A));
         let reply = Message::from_vec(&reply.unwrap()).unwrap();
         assert_eq!(reply.metadata.id, 4242);
         assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
-        let ips: Vec<String> = reply.answers.iter().filter_map(|r| match &r.data {
-            RData::A(a) => Some(a.0.to_string()),
-            RData::AAAA(a) => Some(a.0.to_string()),
-            _ => None,
-        }).collect();
+        let ips: Vec<String> = reply
+            .answers
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::A(a) => Some(a.0.to_string()),
+                RData::AAAA(a) => Some(a.0.to_string()),
+                _ => None,
+            })
+            .collect();
         assert_eq!(ips, vec!["93.184.216.34", "2606:2800::1"]);
         let l = lookup.unwrap();
         assert!(l.allowed);
-        assert_eq!(l.withheld, vec![IpAddr::from(Ipv4Addr::new(169, 254, 169, 254))]);
+        assert_eq!(
+            l.withheld,
+            vec![IpAddr::from(Ipv4Addr::new(169, 254, 169, 254))]
+        );
         let learned = learned.lock().unwrap();
         assert_eq!(learned.len(), 1);
-        assert_eq!(learned[0].0, vec![Dest::addr("93.184.216.34".parse().unwrap(), Some(443)), Dest::addr("2606:2800::1".parse().unwrap(), Some(443))]);
+        assert_eq!(
+            learned[0].0,
+            vec![
+                Dest::addr("93.184.216.34".parse().unwrap(), Some(443)),
+                Dest::addr("2606:2800::1".parse().unwrap(), Some(443))
+            ]
+        );
     }
 
     #[test]
     fn unlisted_names_and_other_types_never_go_upstream() {
-        let (r, learned, fake) = resolver(&["api.example.test"], vec![rec("x.", RData::TXT(TXT::new(vec!["data".into()])))]);
-        let (reply, lookup) = r.answer(&query("exfil-aGVsbG8gd29ybGQ.attacker.test.", RecordType::A));
-        assert_eq!(Message::from_vec(&reply.unwrap()).unwrap().metadata.response_code, ResponseCode::NXDomain);
+        let (r, learned, fake) = resolver(
+            &["api.example.test"],
+            vec![rec("x.", RData::TXT(TXT::new(vec!["data".into()])))],
+        );
+        let (reply, lookup) = r.answer(&query(
+            "exfil-aGVsbG8gd29ybGQ.attacker.test.",
+            RecordType::A,
+        ));
+        assert_eq!(
+            Message::from_vec(&reply.unwrap())
+                .unwrap()
+                .metadata
+                .response_code,
+            ResponseCode::NXDomain
+        );
         assert!(!lookup.unwrap().allowed);
         let long = format!("{}.attacker.test.", "a".repeat(63));
         let (reply, _) = r.answer(&query(&long, RecordType::TXT));
-        assert_eq!(Message::from_vec(&reply.unwrap()).unwrap().metadata.response_code, ResponseCode::NXDomain);
+        assert_eq!(
+            Message::from_vec(&reply.unwrap())
+                .unwrap()
+                .metadata
+                .response_code,
+            ResponseCode::NXDomain
+        );
         // TXT for an allowed name: an empty answer, and still nothing asked upstream.
         let (reply, _) = r.answer(&query("api.example.test.", RecordType::TXT));
         let reply = Message::from_vec(&reply.unwrap()).unwrap();
@@ -490,7 +613,13 @@ mod tests {
 
     #[test]
     fn a_failing_table_update_answers_servfail() {
-        let (mut r, _, _) = resolver(&["api.example.test"], vec![rec("api.example.test.", RData::A(A(Ipv4Addr::new(93, 184, 216, 34))))]);
+        let (mut r, _, _) = resolver(
+            &["api.example.test"],
+            vec![rec(
+                "api.example.test.",
+                RData::A(A(Ipv4Addr::new(93, 184, 216, 34))),
+            )],
+        );
         r.learn = Box::new(|_: &[Dest], _: &[Dest]| Err("nft failed".into()));
         let (reply, lookup) = r.answer(&query("api.example.test.", RecordType::A));
         let reply = Message::from_vec(&reply.unwrap()).unwrap();
@@ -503,9 +632,19 @@ mod tests {
     fn garbage_is_dropped_and_big_udp_replies_are_truncated() {
         let (r, _, _) = resolver(&["api.example.test"], vec![]);
         assert_eq!(r.answer(b"\x00\x01garbage").0, None);
-        let answers: Vec<Record> = (0..60).map(|i| rec("api.example.test.", RData::A(A(Ipv4Addr::new(93, 184, 1, i))))).collect();
+        let answers: Vec<Record> = (0..60)
+            .map(|i| {
+                rec(
+                    "api.example.test.",
+                    RData::A(A(Ipv4Addr::new(93, 184, 1, i))),
+                )
+            })
+            .collect();
         let (r, _, _) = resolver(&["api.example.test"], answers);
-        let reply = r.answer(&query("api.example.test.", RecordType::A)).0.unwrap();
+        let reply = r
+            .answer(&query("api.example.test.", RecordType::A))
+            .0
+            .unwrap();
         assert!(reply.len() > UDP_PLAIN);
         let small = Message::from_vec(&fit_udp(reply)).unwrap();
         assert!(small.metadata.truncation);

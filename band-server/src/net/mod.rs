@@ -33,7 +33,9 @@ pub fn stub_addr(slot: u32) -> Ipv4Addr {
 /// One resolver address as written in the server config: `ip` or `ip:port` / `[ip6]:port`.
 pub fn parse_resolver(s: &str) -> Option<SocketAddr> {
     let s = s.trim();
-    s.parse::<SocketAddr>().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
+    s.parse::<SocketAddr>()
+        .ok()
+        .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
 }
 
 /// The `nameserver` lines of a resolv.conf (IPv6 zone ids are dropped with their line).
@@ -83,8 +85,16 @@ pub fn own_addresses(proc: &Path) -> Vec<IpAddr> {
 fn dest_of(p: &NetPattern) -> Option<Dest> {
     match p.host() {
         HostPattern::Ip(ip) => Some(Dest::addr(*ip, p.port())),
-        HostPattern::Cidr { net, prefix } => Some(Dest { net: *net, prefix: *prefix, port: p.port() }),
-        HostPattern::Any => Some(Dest { net: IpAddr::V4(Ipv4Addr::UNSPECIFIED), prefix: 0, port: p.port() }),
+        HostPattern::Cidr { net, prefix } => Some(Dest {
+            net: *net,
+            prefix: *prefix,
+            port: p.port(),
+        }),
+        HostPattern::Any => Some(Dest {
+            net: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            prefix: 0,
+            port: p.port(),
+        }),
         _ => None,
     }
 }
@@ -98,14 +108,32 @@ pub fn plan(run_id: &str, uid: u32, stub: Ipv4Addr, m: &NetMatcher, own: &[IpAdd
         .filter(|p| p.is_ip() || (p.is_any() && p.port().is_some()))
         .filter_map(dest_of)
         .collect();
-    let allow = m.allow_patterns().iter().filter(|p| p.is_ip()).filter_map(dest_of).collect();
-    let mut any_public: Vec<Option<u16>> = m.allow_patterns().iter().filter(|p| p.is_any()).map(|p| p.port()).collect();
+    let allow = m
+        .allow_patterns()
+        .iter()
+        .filter(|p| p.is_ip())
+        .filter_map(dest_of)
+        .collect();
+    let mut any_public: Vec<Option<u16>> = m
+        .allow_patterns()
+        .iter()
+        .filter(|p| p.is_any())
+        .map(|p| p.port())
+        .collect();
     if any_public.contains(&None) {
         any_public = vec![None];
     }
     let mut never = non_public_ranges();
     never.extend(own.iter().map(|ip| (*ip, nft::full_prefix(*ip))));
-    NetPlan { table: nft::table_name(run_id), uid, stub, deny, allow, any_public, never: dedup_ranges(never) }
+    NetPlan {
+        table: nft::table_name(run_id),
+        uid,
+        stub,
+        deny,
+        allow,
+        any_public,
+        never: dedup_ranges(never),
+    }
 }
 
 /// Drop addresses already inside a listed range (nft refuses overlapping interval elements).
@@ -113,7 +141,9 @@ fn dedup_ranges(mut v: Vec<(IpAddr, u8)>) -> Vec<(IpAddr, u8)> {
     v.sort_by_key(|(_, p)| *p);
     let mut out: Vec<(IpAddr, u8)> = Vec::new();
     for (ip, p) in v {
-        if !out.iter().any(|(n, q)| n.is_ipv4() == ip.is_ipv4() && band::policy::net::cidr_contains(*n, *q, ip)) {
+        if !out.iter().any(|(n, q)| {
+            n.is_ipv4() == ip.is_ipv4() && band::policy::net::cidr_contains(*n, *q, ip)
+        }) {
             out.push((ip, p));
         }
     }
@@ -123,18 +153,29 @@ fn dedup_ranges(mut v: Vec<(IpAddr, u8)>) -> Vec<(IpAddr, u8)> {
 /// Which `insist.net` items the run never did: a name counts when the stub resolved a name the
 /// pattern matches and the run reached one of the addresses it was given (on the pattern's port);
 /// an IP/CIDR counts when the run reached an address inside it.
-pub fn insist_missing(insist: &[String], lookups: &[Lookup], contacted: &[nft::Flow]) -> Vec<String> {
+pub fn insist_missing(
+    insist: &[String],
+    lookups: &[Lookup],
+    contacted: &[nft::Flow],
+) -> Vec<String> {
     let mut missing = Vec::new();
     for text in insist {
         let Ok(p) = NetPattern::parse(text) else {
             missing.push(format!("net: {text}"));
             continue;
         };
-        let reached = |ip: IpAddr| contacted.iter().any(|f| f.ip == ip && p.port().is_none_or(|port| port == f.port));
+        let reached = |ip: IpAddr| {
+            contacted
+                .iter()
+                .any(|f| f.ip == ip && p.port().is_none_or(|port| port == f.port))
+        };
         let done = if p.is_ip() || p.is_any() {
             contacted.iter().any(|f| p.matches_ip(f.ip, Some(f.port)))
         } else {
-            lookups.iter().filter(|l| l.allowed && p.matches_host(&l.name, None)).any(|l| l.addrs.iter().any(|ip| reached(*ip)))
+            lookups
+                .iter()
+                .filter(|l| l.allowed && p.matches_host(&l.name, None))
+                .any(|l| l.addrs.iter().any(|ip| reached(*ip)))
         };
         if !done {
             missing.push(format!("net: {text}"));
@@ -188,15 +229,22 @@ impl NetLayer {
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
         // `add table` of an existing table would merge: refuse instead.
-        s.nft.apply(&nft::ruleset(&plan)).map_err(|e| format!("cannot build the run's nftables table: {e}"))?;
+        s.nft
+            .apply(&nft::ruleset(&plan))
+            .map_err(|e| format!("cannot build the run's nftables table: {e}"))?;
         layer.installed = true;
         let nft = s.nft.clone();
         let table = plan.table.clone();
         let resolver = Resolver {
             matcher: s.matcher,
             own,
-            upstream: Box::new(UdpUpstream { servers: s.upstream, timeout: Duration::from_secs(3) }),
-            learn: Box::new(move |allow: &[Dest], deny: &[Dest]| nft.apply(&nft::learn_batch(&table, allow, deny))),
+            upstream: Box::new(UdpUpstream {
+                servers: s.upstream,
+                timeout: Duration::from_secs(3),
+            }),
+            learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
+                nft.apply(&nft::learn_batch(&table, allow, deny))
+            }),
         };
         let lookups = layer.lookups.clone();
         let on_lookup = s.on_lookup.clone();
@@ -212,21 +260,28 @@ impl NetLayer {
 
     /// The `/etc/resolv.conf` of the sandbox.
     pub fn resolv_conf(&self) -> String {
-        format!("nameserver {}\noptions timeout:3 attempts:2\n", self.stub_addr)
+        format!(
+            "nameserver {}\noptions timeout:3 attempts:2\n",
+            self.stub_addr
+        )
     }
 
     /// Whether the table is still in the kernel (someone may have flushed the ruleset).
     pub fn table_present(&self) -> bool {
-        self.nft.list_tables().is_ok_and(|t| t.contains(&self.table))
+        self.nft
+            .list_tables()
+            .is_ok_and(|t| t.contains(&self.table))
     }
 
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
     pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
-        let read = |set: &str| self.nft.list_set(&self.table, set).unwrap_or_else(|e| {
-            eprintln!("band-server: net: {e}");
-            Vec::new()
-        });
+        let read = |set: &str| {
+            self.nft.list_set(&self.table, set).unwrap_or_else(|e| {
+                eprintln!("band-server: net: {e}");
+                Vec::new()
+            })
+        };
         let mut seen = read("seen4");
         seen.extend(read("seen6"));
         let mut denied = read("denied4");
@@ -234,12 +289,21 @@ impl NetLayer {
         // The stub is infrastructure, not a destination.
         seen.retain(|f| f.ip != IpAddr::V4(self.stub_addr));
         let names_of = |ip: IpAddr| -> Vec<String> {
-            let mut n: Vec<String> = lookups.iter().filter(|l| l.addrs.contains(&ip) || l.withheld.contains(&ip)).map(|l| l.name.clone()).collect();
+            let mut n: Vec<String> = lookups
+                .iter()
+                .filter(|l| l.addrs.contains(&ip) || l.withheld.contains(&ip))
+                .map(|l| l.name.clone())
+                .collect();
             n.sort();
             n.dedup();
             n
         };
-        let flow = |f: &nft::Flow| NetFlow { addr: f.ip.to_string(), proto: f.proto.clone(), port: f.port, names: names_of(f.ip) };
+        let flow = |f: &nft::Flow| NetFlow {
+            addr: f.ip.to_string(),
+            proto: f.proto.clone(),
+            port: f.port,
+            names: names_of(f.ip),
+        };
         let report = NetworkReport {
             lookups: lookups
                 .iter()
@@ -289,7 +353,11 @@ impl Drop for NetLayer {
 
 /// Delete `band_*` tables of runs that are not live. `tables` must be listed *before* the live
 /// leases were read, so a run that started in between is never touched.
-pub fn remove_stale_tables(nft: &Nft, tables: &[String], live: &BTreeSet<String>) -> (Vec<String>, Vec<String>) {
+pub fn remove_stale_tables(
+    nft: &Nft,
+    tables: &[String],
+    live: &BTreeSet<String>,
+) -> (Vec<String>, Vec<String>) {
     let (mut removed, mut errors) = (Vec::new(), Vec::new());
     for t in tables.iter().filter(|t| nft::is_band_table(t)) {
         let run = &t["band_".len()..];
@@ -326,19 +394,43 @@ mod tests {
     #[test]
     fn resolv_conf_and_resolver_config() {
         let t = "# generated\nsearch example\nnameserver 10.0.2.3\nnameserver fe80::1%eth0\nnameserver 2001:db8::53 # v6\noptions edns0\n";
-        assert_eq!(parse_resolv_conf(t), vec!["10.0.2.3:53".parse().unwrap(), "[2001:db8::53]:53".parse().unwrap()]);
-        assert_eq!(parse_resolver("192.0.2.53"), Some("192.0.2.53:53".parse().unwrap()));
-        assert_eq!(parse_resolver("10.200.0.2:5353"), Some("10.200.0.2:5353".parse().unwrap()));
-        assert_eq!(parse_resolver("[::1]:53"), Some("[::1]:53".parse().unwrap()));
+        assert_eq!(
+            parse_resolv_conf(t),
+            vec![
+                "10.0.2.3:53".parse().unwrap(),
+                "[2001:db8::53]:53".parse().unwrap()
+            ]
+        );
+        assert_eq!(
+            parse_resolver("192.0.2.53"),
+            Some("192.0.2.53:53".parse().unwrap())
+        );
+        assert_eq!(
+            parse_resolver("10.200.0.2:5353"),
+            Some("10.200.0.2:5353".parse().unwrap())
+        );
+        assert_eq!(
+            parse_resolver("[::1]:53"),
+            Some("[::1]:53".parse().unwrap())
+        );
         assert_eq!(parse_resolver("dns.google"), None);
     }
 
     #[test]
     fn own_addresses_from_proc() {
         let fib = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     +-- 10.0.2.0/24 2 0 2\n        |-- 10.0.2.15\n           /32 host LOCAL\n        |-- 10.0.2.255\n           /32 link BROADCAST\n  +-- 127.0.0.0/8 2 0 2\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n     |-- 10.0.2.15\n        /32 host LOCAL\n";
-        assert_eq!(parse_fib_trie_local(fib), vec![IpAddr::from([10, 0, 2, 15]), IpAddr::from([127, 0, 0, 1])]);
+        assert_eq!(
+            parse_fib_trie_local(fib),
+            vec![IpAddr::from([10, 0, 2, 15]), IpAddr::from([127, 0, 0, 1])]
+        );
         let v6 = "00000000000000000000000000000001 01 80 10 80       lo\nfe800000000000005054fffe123456 02 40 20 80     eth0\n20010db8000000000000000000000005 02 40 00 80     eth0\n";
-        assert_eq!(parse_if_inet6(v6), vec!["::1".parse::<IpAddr>().unwrap(), "2001:db8::5".parse().unwrap()]);
+        assert_eq!(
+            parse_if_inet6(v6),
+            vec![
+                "::1".parse::<IpAddr>().unwrap(),
+                "2001:db8::5".parse().unwrap()
+            ]
+        );
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("net")).unwrap();
         std::fs::write(dir.path().join("net/fib_trie"), fib).unwrap();
@@ -348,10 +440,26 @@ mod tests {
     #[test]
     fn plan_from_rules() {
         let own = vec!["198.41.0.4".parse().unwrap(), "10.0.2.15".parse().unwrap()];
-        let p = plan("ab12", 61000, stub_addr(3), &m(&["*.example.test", "10.9.0.0/16:443", "*:443"], &["203.0.113.9", "*:25"]), &own);
+        let p = plan(
+            "ab12",
+            61000,
+            stub_addr(3),
+            &m(
+                &["*.example.test", "10.9.0.0/16:443", "*:443"],
+                &["203.0.113.9", "*:25"],
+            ),
+            &own,
+        );
         assert_eq!(p.table, "band_ab12");
         assert_eq!(p.stub, Ipv4Addr::new(127, 77, 0, 4));
-        assert_eq!(p.allow, vec![Dest { net: "10.9.0.0".parse().unwrap(), prefix: 16, port: Some(443) }]);
+        assert_eq!(
+            p.allow,
+            vec![Dest {
+                net: "10.9.0.0".parse().unwrap(),
+                prefix: 16,
+                port: Some(443)
+            }]
+        );
         assert_eq!(p.deny.len(), 2);
         assert_eq!(p.any_public, vec![Some(443)]);
         assert!(p.never.contains(&("198.41.0.4".parse().unwrap(), 32)));
@@ -361,21 +469,48 @@ mod tests {
     }
 
     fn lookup(name: &str, addrs: &[&str]) -> Lookup {
-        Lookup { name: name.into(), qtype: "A".into(), allowed: true, addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(), withheld: vec![] }
+        Lookup {
+            name: name.into(),
+            qtype: "A".into(),
+            allowed: true,
+            addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+            withheld: vec![],
+        }
     }
 
     fn flow(ip: &str, port: u16) -> nft::Flow {
-        nft::Flow { ip: ip.parse().unwrap(), proto: "tcp".into(), port }
+        nft::Flow {
+            ip: ip.parse().unwrap(),
+            proto: "tcp".into(),
+            port,
+        }
     }
 
     #[test]
     fn insist_needs_a_resolved_name_and_a_reached_address() {
-        let insist = vec!["api.example.test:443".to_string(), "*.cdn.test".to_string(), "93.184.216.0/24".to_string()];
-        let lookups = vec![lookup("api.example.test", &["93.184.216.34"]), lookup("img.cdn.test", &["93.184.217.1"])];
-        assert_eq!(insist_missing(&insist, &lookups, &[flow("93.184.216.34", 443), flow("93.184.217.1", 80)]), Vec::<String>::new());
+        let insist = vec![
+            "api.example.test:443".to_string(),
+            "*.cdn.test".to_string(),
+            "93.184.216.0/24".to_string(),
+        ];
+        let lookups = vec![
+            lookup("api.example.test", &["93.184.216.34"]),
+            lookup("img.cdn.test", &["93.184.217.1"]),
+        ];
+        assert_eq!(
+            insist_missing(
+                &insist,
+                &lookups,
+                &[flow("93.184.216.34", 443), flow("93.184.217.1", 80)]
+            ),
+            Vec::<String>::new()
+        );
         assert_eq!(
             insist_missing(&insist, &lookups, &[flow("93.184.216.34", 80)]),
-            vec!["net: api.example.test:443".to_string(), "net: *.cdn.test".to_string()]
+            vec![
+                "net: api.example.test:443".to_string(),
+                "net: *.cdn.test".to_string()
+            ]
         );
         assert_eq!(insist_missing(&insist, &[], &[]).len(), 3);
     }

@@ -44,7 +44,11 @@ pub struct Dest {
 
 impl Dest {
     pub fn addr(ip: IpAddr, port: Option<u16>) -> Dest {
-        Dest { net: ip, prefix: full_prefix(ip), port }
+        Dest {
+            net: ip,
+            prefix: full_prefix(ip),
+            port,
+        }
     }
 }
 
@@ -77,11 +81,16 @@ pub fn table_name(run_id: &str) -> String {
 
 /// Whether a table name is one of ours (for the janitor).
 pub fn is_band_table(name: &str) -> bool {
-    name.strip_prefix("band_").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()))
+    name.strip_prefix("band_")
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 fn net_text(net: IpAddr, prefix: u8) -> String {
-    if prefix == full_prefix(net) { net.to_string() } else { format!("{net}/{prefix}") }
+    if prefix == full_prefix(net) {
+        net.to_string()
+    } else {
+        format!("{net}/{prefix}")
+    }
 }
 
 fn family(ip: IpAddr) -> &'static str {
@@ -95,36 +104,70 @@ fn dest_rule(d: &Dest, verdict: &str) -> String {
         // `*:port` in deny.net: every address, both families.
         return format!("    meta l4proto {{ tcp, udp }}{port} {verdict}\n");
     }
-    format!("    {} daddr {}{port} {verdict}\n", family(d.net), net_text(d.net, d.prefix))
+    format!(
+        "    {} daddr {}{port} {verdict}\n",
+        family(d.net),
+        net_text(d.net, d.prefix)
+    )
 }
 
 fn set_elements(items: &[String]) -> String {
-    if items.is_empty() { String::new() } else { format!(" elements = {{ {} }};", items.join(", ")) }
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!(" elements = {{ {} }};", items.join(", "))
+    }
 }
 
 /// The whole table, for `nft -f -` (one atomic transaction).
 pub fn ruleset(p: &NetPlan) -> String {
     let t = &p.table;
-    let never4: Vec<String> = p.never.iter().filter(|(n, _)| n.is_ipv4()).map(|(n, l)| net_text(*n, *l)).collect();
-    let never6: Vec<String> = p.never.iter().filter(|(n, _)| n.is_ipv6()).map(|(n, l)| net_text(*n, *l)).collect();
+    let never4: Vec<String> = p
+        .never
+        .iter()
+        .filter(|(n, _)| n.is_ipv4())
+        .map(|(n, l)| net_text(*n, *l))
+        .collect();
+    let never6: Vec<String> = p
+        .never
+        .iter()
+        .filter(|(n, _)| n.is_ipv6())
+        .map(|(n, l)| net_text(*n, *l))
+        .collect();
     let mut s = String::new();
     s += &format!("table inet {t} {{\n");
-    s += &format!("  set never4 {{ type ipv4_addr; flags interval;{} }}\n", set_elements(&never4));
-    s += &format!("  set never6 {{ type ipv6_addr; flags interval;{} }}\n", set_elements(&never6));
+    s += &format!(
+        "  set never4 {{ type ipv4_addr; flags interval;{} }}\n",
+        set_elements(&never4)
+    );
+    s += &format!(
+        "  set never6 {{ type ipv6_addr; flags interval;{} }}\n",
+        set_elements(&never6)
+    );
     for fam in ["4", "6"] {
         let ty = if fam == "4" { "ipv4_addr" } else { "ipv6_addr" };
         s += &format!("  set dns{fam} {{ type {ty} . inet_service; }}\n");
         s += &format!("  set dns{fam}any {{ type {ty}; }}\n");
         s += &format!("  set dnsdeny{fam} {{ type {ty} . inet_service; }}\n");
-        s += &format!("  set seen{fam} {{ type {ty} . inet_proto . inet_service; flags dynamic; size 4096; }}\n");
-        s += &format!("  set denied{fam} {{ type {ty} . inet_proto . inet_service; flags dynamic; size 4096; }}\n");
+        s += &format!(
+            "  set seen{fam} {{ type {ty} . inet_proto . inet_service; flags dynamic; size 4096; }}\n"
+        );
+        s += &format!(
+            "  set denied{fam} {{ type {ty} . inet_proto . inet_service; flags dynamic; size 4096; }}\n"
+        );
     }
     s += "  chain output {\n    type filter hook output priority filter; policy accept;\n";
-    s += &format!("    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 meta skuid != {{ 0, {} }} reject\n", p.stub, p.uid);
+    s += &format!(
+        "    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 meta skuid != {{ 0, {} }} reject\n",
+        p.stub, p.uid
+    );
     s += &format!("    meta skuid {} jump run\n  }}\n", p.uid);
 
     s += "  chain run {\n";
-    s += &format!("    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 accept\n", p.stub);
+    s += &format!(
+        "    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
+        p.stub
+    );
     s += "    meta l4proto != { tcp, udp } goto deny\n";
     for d in &p.deny {
         s += &dest_rule(d, "goto deny");
@@ -171,8 +214,15 @@ pub fn learn_batch(table: &str, allow: &[Dest], deny: &[Dest]) -> String {
         for d in dests {
             let fam = if d.net.is_ipv4() { "4" } else { "6" };
             match d.port {
-                Some(port) => s += &format!("add element inet {table} {base}{fam} {{ {} . {port} }}\n", d.net),
-                None if base == "dns" => s += &format!("add element inet {table} dns{fam}any {{ {} }}\n", d.net),
+                Some(port) => {
+                    s += &format!(
+                        "add element inet {table} {base}{fam} {{ {} . {port} }}\n",
+                        d.net
+                    )
+                }
+                None if base == "dns" => {
+                    s += &format!("add element inet {table} dns{fam}any {{ {} }}\n", d.net)
+                }
                 None => {} // a port-less deny of an allowed name never reaches here: the stub refuses the name
             }
         }
@@ -198,12 +248,20 @@ pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, String> {
     let doc: NftJson = serde_json::from_str(text).map_err(|e| format!("nft JSON: {e}"))?;
     let mut out = Vec::new();
     for item in &doc.nftables {
-        let Some(elems) = item.pointer("/set/elem").and_then(|v| v.as_array()) else { continue };
+        let Some(elems) = item.pointer("/set/elem").and_then(|v| v.as_array()) else {
+            continue;
+        };
         for e in elems {
             // An element is {"concat": [..]} or, with counters/timeouts, {"elem": {"val": {"concat": ..}}}.
-            let concat = e.pointer("/concat").or_else(|| e.pointer("/elem/val/concat")).and_then(|c| c.as_array());
+            let concat = e
+                .pointer("/concat")
+                .or_else(|| e.pointer("/elem/val/concat"))
+                .and_then(|c| c.as_array());
             let Some(c) = concat else { continue };
-            let ip = c.first().and_then(|v| v.as_str()).and_then(|s| s.parse::<IpAddr>().ok());
+            let ip = c
+                .first()
+                .and_then(|v| v.as_str())
+                .and_then(|s| s.parse::<IpAddr>().ok());
             let proto = c.get(1).map(|v| match v {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => match n.as_u64() {
@@ -213,7 +271,10 @@ pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, String> {
                 },
                 other => other.to_string(),
             });
-            let port = c.get(2).and_then(|v| v.as_u64()).and_then(|p| u16::try_from(p).ok());
+            let port = c
+                .get(2)
+                .and_then(|v| v.as_u64())
+                .and_then(|p| u16::try_from(p).ok());
             if let (Some(ip), Some(proto), Some(port)) = (ip, proto, port) {
                 out.push(Flow { ip, proto, port });
             }
@@ -244,7 +305,9 @@ pub struct Nft {
 
 impl Nft {
     pub fn new(bin: &Path) -> Nft {
-        Nft { bin: bin.to_path_buf() }
+        Nft {
+            bin: bin.to_path_buf(),
+        }
     }
 
     /// Apply a batch atomically (`nft -f -`).
@@ -257,13 +320,22 @@ impl Nft {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
         if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(batch.as_bytes()).map_err(|e| format!("writing to {}: {e}", self.bin.display()))?;
+            stdin
+                .write_all(batch.as_bytes())
+                .map_err(|e| format!("writing to {}: {e}", self.bin.display()))?;
         }
-        let out = child.wait_with_output().map_err(|e| format!("waiting for {}: {e}", self.bin.display()))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("waiting for {}: {e}", self.bin.display()))?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("{} -f - failed ({}): {}", self.bin.display(), out.status, String::from_utf8_lossy(&out.stderr).trim()))
+            Err(format!(
+                "{} -f - failed ({}): {}",
+                self.bin.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
     }
 
@@ -276,7 +348,12 @@ impl Nft {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!("{} {} failed: {}", self.bin.display(), args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+            Err(format!(
+                "{} {} failed: {}",
+                self.bin.display(),
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
     }
 
@@ -309,24 +386,57 @@ mod tests {
             table: table_name("0123abcd"),
             uid: 61000,
             stub: Ipv4Addr::new(127, 77, 0, 1),
-            deny: vec![Dest { net: "203.0.113.9".parse().unwrap(), prefix: 32, port: None }, Dest { net: "0.0.0.0".parse().unwrap(), prefix: 0, port: Some(25) }],
-            allow: vec![Dest { net: "10.9.0.0".parse().unwrap(), prefix: 16, port: Some(443) }, Dest::addr("2001:db8::7".parse().unwrap(), None)],
+            deny: vec![
+                Dest {
+                    net: "203.0.113.9".parse().unwrap(),
+                    prefix: 32,
+                    port: None,
+                },
+                Dest {
+                    net: "0.0.0.0".parse().unwrap(),
+                    prefix: 0,
+                    port: Some(25),
+                },
+            ],
+            allow: vec![
+                Dest {
+                    net: "10.9.0.0".parse().unwrap(),
+                    prefix: 16,
+                    port: Some(443),
+                },
+                Dest::addr("2001:db8::7".parse().unwrap(), None),
+            ],
             any_public: vec![],
-            never: vec![("10.0.0.0".parse().unwrap(), 8), ("fc00::".parse().unwrap(), 7)],
+            never: vec![
+                ("10.0.0.0".parse().unwrap(), 8),
+                ("fc00::".parse().unwrap(), 7),
+            ],
         }
     }
 
     #[test]
     fn ruleset_orders_deny_before_allow_and_ends_in_deny() {
         let r = ruleset(&plan());
-        let pos = |needle: &str| r.find(needle).unwrap_or_else(|| panic!("missing `{needle}` in\n{r}"));
+        let pos = |needle: &str| {
+            r.find(needle)
+                .unwrap_or_else(|| panic!("missing `{needle}` in\n{r}"))
+        };
         assert!(pos("table inet band_0123abcd {") == 0);
         assert!(pos("meta skuid 61000 jump run") > 0);
-        assert!(pos("ip daddr 203.0.113.9 goto deny") < pos("ip daddr 10.9.0.0/16 th dport 443 goto allow"));
-        assert!(pos("meta l4proto { tcp, udp } th dport 25 goto deny") < pos("@dns4any goto allow"));
+        assert!(
+            pos("ip daddr 203.0.113.9 goto deny")
+                < pos("ip daddr 10.9.0.0/16 th dport 443 goto allow")
+        );
+        assert!(
+            pos("meta l4proto { tcp, udp } th dport 25 goto deny") < pos("@dns4any goto allow")
+        );
         assert!(pos("ip6 daddr 2001:db8::7 goto allow") < pos("    goto deny\n  }"));
-        assert!(r.contains("set never4 { type ipv4_addr; flags interval; elements = { 10.0.0.0/8 }; }"));
-        assert!(r.contains("set never6 { type ipv6_addr; flags interval; elements = { fc00::/7 }; }"));
+        assert!(
+            r.contains("set never4 { type ipv4_addr; flags interval; elements = { 10.0.0.0/8 }; }")
+        );
+        assert!(
+            r.contains("set never6 { type ipv6_addr; flags interval; elements = { fc00::/7 }; }")
+        );
         // No `*`: the never sets are not consulted, nothing but the lists reaches `allow`.
         assert!(!r.contains("@never4 goto deny"));
         assert_eq!(r.matches("goto allow").count(), 6);
@@ -338,7 +448,10 @@ mod tests {
         let r = ruleset(&plan());
         assert!(r.contains("ip daddr 127.77.0.1 meta l4proto { tcp, udp } th dport 53 meta skuid != { 0, 61000 } reject\n"));
         let output_chain = &r[r.find("chain output").unwrap()..r.find("chain run").unwrap()];
-        assert!(output_chain.find("skuid != { 0, 61000 } reject").unwrap() < output_chain.find("jump run").unwrap());
+        assert!(
+            output_chain.find("skuid != { 0, 61000 } reject").unwrap()
+                < output_chain.find("jump run").unwrap()
+        );
     }
 
     #[test]
@@ -358,7 +471,10 @@ mod tests {
     fn learn_batch_adds_ports_and_denials() {
         let b = learn_batch(
             "band_x",
-            &[Dest::addr("93.184.216.34".parse().unwrap(), Some(443)), Dest::addr("2606:2800::1".parse().unwrap(), None)],
+            &[
+                Dest::addr("93.184.216.34".parse().unwrap(), Some(443)),
+                Dest::addr("2606:2800::1".parse().unwrap(), None),
+            ],
             &[Dest::addr("93.184.216.34".parse().unwrap(), Some(25))],
         );
         assert_eq!(
@@ -376,11 +492,22 @@ mod tests {
         assert_eq!(
             flows,
             vec![
-                Flow { ip: "10.200.1.2".parse().unwrap(), proto: "tcp".into(), port: 80 },
-                Flow { ip: "10.200.1.2".parse().unwrap(), proto: "udp".into(), port: 53 },
+                Flow {
+                    ip: "10.200.1.2".parse().unwrap(),
+                    proto: "tcp".into(),
+                    port: 80
+                },
+                Flow {
+                    ip: "10.200.1.2".parse().unwrap(),
+                    proto: "udp".into(),
+                    port: 53
+                },
             ]
         );
-        assert_eq!(parse_set_json(r#"{"nftables": [{"set": {"name": "seen4"}}]}"#).unwrap(), vec![]);
+        assert_eq!(
+            parse_set_json(r#"{"nftables": [{"set": {"name": "seen4"}}]}"#).unwrap(),
+            vec![]
+        );
         assert!(parse_set_json("not json").is_err());
     }
 

@@ -29,12 +29,22 @@ struct Lab {
 }
 
 fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn out(args: &[&str]) -> String {
-    let o = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let o = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -48,19 +58,33 @@ impl Lab {
         let n = (0..250)
             .map(|i| (base + i) % 250 + 1)
             .find(|n| {
-                Command::new("ip").args(["netns", "add", &format!("bandt{n}")]).output().is_ok_and(|o| o.status.success())
+                Command::new("ip")
+                    .args(["netns", "add", &format!("bandt{n}")])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
             })
             .unwrap_or_else(|| panic!("no free lab number"));
         let ns = format!("bandt{n}");
         let veth = format!("bt{n}h");
         let peer = format!("bt{n}n");
         let _ = Command::new("ip").args(["link", "del", &veth]).output();
-        sh(&["ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer]);
+        sh(&[
+            "ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer,
+        ]);
         sh(&["ip", "link", "set", &peer, "netns", &ns]);
         let v4 = |h: u32| format!("11.231.{n}.{h}");
         let v6 = |h: u32| format!("2a0f:b0a0:{n:x}::{h}");
         sh(&["ip", "addr", "add", &format!("{}/24", v4(1)), "dev", &veth]);
-        sh(&["ip", "-6", "addr", "add", &format!("{}/64", v6(1)), "dev", &veth, "nodad"]);
+        sh(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            &format!("{}/64", v6(1)),
+            "dev",
+            &veth,
+            "nodad",
+        ]);
         sh(&["ip", "link", "set", &veth, "up"]);
         let nsx = |args: &[&str]| {
             let mut a = vec!["ip", "netns", "exec", ns.as_str()];
@@ -70,7 +94,16 @@ impl Lab {
         nsx(&["ip", "link", "set", "lo", "up"]);
         for h in [2, 3] {
             nsx(&["ip", "addr", "add", &format!("{}/24", v4(h)), "dev", &peer]);
-            nsx(&["ip", "-6", "addr", "add", &format!("{}/64", v6(h)), "dev", &peer, "nodad"]);
+            nsx(&[
+                "ip",
+                "-6",
+                "addr",
+                "add",
+                &format!("{}/64", v6(h)),
+                "dev",
+                &peer,
+                "nodad",
+            ]);
         }
         nsx(&["ip", "link", "set", &peer, "up"]);
         nsx(&["ip", "route", "add", "default", "via", &v4(1)]);
@@ -78,7 +111,10 @@ impl Lab {
         // Nothing may leave the machine: every address a test uses is routed to the veth.
         for a in [v4(2), v4(3), v6(2), v6(3)] {
             let r = out(&["ip", "route", "get", &a]);
-            assert!(r.contains(&format!("dev {veth}")), "{a} is not routed to the lab ({r}); refusing to send traffic");
+            assert!(
+                r.contains(&format!("dev {veth}")),
+                "{a} is not routed to the lab ({r}); refusing to send traffic"
+            );
         }
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let zone = serde_json::json!({
@@ -91,19 +127,41 @@ impl Lab {
             "rebind.example.test": ["10.231.0.9", "169.254.169.254"],
         });
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/netlab.py");
-        let listeners = [format!("{}:80", v4(2)), format!("{}:8080", v4(2)), format!("{}:80", v4(3)), format!("[{}]:80", v6(2)), format!("[{}]:80", v6(3))];
+        let listeners = [
+            format!("{}:80", v4(2)),
+            format!("{}:8080", v4(2)),
+            format!("{}:80", v4(3)),
+            format!("[{}]:80", v6(2)),
+            format!("[{}]:80", v6(3)),
+        ];
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &ns, "/usr/bin/python3"]).arg(&script).arg(dir.path()).arg(zone.to_string());
-        cmd.args(&listeners).stdout(Stdio::null()).stderr(Stdio::inherit());
+        cmd.args(["netns", "exec", &ns, "/usr/bin/python3"])
+            .arg(&script)
+            .arg(dir.path())
+            .arg(zone.to_string());
+        cmd.args(&listeners)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
         let server = cmd.spawn().unwrap_or_else(|e| panic!("netlab: {e}"));
         let start = Instant::now();
         while !dir.path().join("ready").exists() {
-            assert!(start.elapsed() < Duration::from_secs(20), "netlab did not start");
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "netlab did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let config = dir.path().join("server.toml");
-        std::fs::write(&config, format!("dns_upstream = [\"{}:53\"]\n", v4(2))).unwrap_or_else(|e| panic!("{e}"));
-        Lab { ns, veth, n, dir, server, config }
+        std::fs::write(&config, format!("dns_upstream = [\"{}:53\"]\n", v4(2)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Lab {
+            ns,
+            veth,
+            n,
+            dir,
+            server,
+            config,
+        }
     }
 
     fn v4(&self, h: u32) -> String {
@@ -132,7 +190,9 @@ impl Drop for Lab {
         let _ = self.server.kill();
         let _ = self.server.wait();
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = Command::new("ip").args(["link", "del", &self.veth]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
     }
 }
 
@@ -146,12 +206,20 @@ fn net_policy(allow: &[&str], deny: &[&str]) -> Policy {
 
 fn band_tables() -> BTreeSet<String> {
     let text = out(&["nft", "-j", "list", "tables"]);
-    band_server::net::nft::parse_tables_json(&text).unwrap_or_default().into_iter().filter(|t| t.starts_with("band_")).collect()
+    band_server::net::nft::parse_tables_json(&text)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.starts_with("band_"))
+        .collect()
 }
 
 fn assert_no_table(o: &Outcome, run_id: &str) {
     let t = format!("band_{run_id}");
-    assert!(!band_tables().contains(&t), "table {t} survived the run; server stderr:\n{}", o.server_stderr);
+    assert!(
+        !band_tables().contains(&t),
+        "table {t} survived the run; server stderr:\n{}",
+        o.server_stderr
+    );
 }
 
 const PROBE: &str = r#"#!/bin/bash
@@ -185,10 +253,17 @@ echo \"resolv=$(grep nameserver /etc/resolv.conf)\"
     let req = request(&script, net_policy(&["api.example.test"], &[]));
     let o = lab.run(&req);
     let kv = o.kv();
-    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
     // api.example.test has an A and an AAAA record: clients may pick either.
     let api = [format!("{}:80", lab.v4(2)), format!("[{}]:80", lab.v6(2))];
-    let from_api = |text: &str, path: &str| api.iter().any(|a| text.contains(&format!("hello {a} {path}")));
+    let from_api = |text: &str, path: &str| {
+        api.iter()
+            .any(|a| text.contains(&format!("hello {a} {path}")))
+    };
     assert!(from_api(&get("curl_ok"), "/curl"), "{}", get("curl_ok"));
     assert!(get("curl_ok").ends_with("rc=0"));
     assert!(from_api(&get("py_ok"), "/py"), "{}", get("py_ok"));
@@ -199,30 +274,65 @@ echo \"resolv=$(grep nameserver /etc/resolv.conf)\"
     assert!(!get("tcp_name").contains("hello"), "{}", get("tcp_name"));
     // Raw IP of an unlisted server: refused at once.
     assert!(get("curl_ip").ends_with("rc=7"), "{}", get("curl_ip"));
-    assert!(get("py_ip").contains("Connection refused") || get("py_ip").contains("ConnectionRefused"), "{}", get("py_ip"));
+    assert!(
+        get("py_ip").contains("Connection refused") || get("py_ip").contains("ConnectionRefused"),
+        "{}",
+        get("py_ip")
+    );
     assert!(get("tcp_ip").contains("refused"), "{}", get("tcp_ip"));
     assert!(get("loopback").contains("refused"), "{}", get("loopback"));
-    assert!(get("resolv").starts_with("nameserver 127.77."), "{}", get("resolv"));
+    assert!(
+        get("resolv").starts_with("nameserver 127.77."),
+        "{}",
+        get("resolv")
+    );
     // The fake internet saw only the allowed traffic, and no question about other.test.
     let http = lab.log("http.log");
     assert!(!http.contains(&format!("{other}:80")), "{http}");
-    assert_eq!(http.lines().filter(|l| api.iter().any(|a| l.starts_with(a.as_str()))).count(), 3, "{http}");
+    assert_eq!(
+        http.lines()
+            .filter(|l| api.iter().any(|a| l.starts_with(a.as_str())))
+            .count(),
+        3,
+        "{http}"
+    );
     let dns = lab.log("dns.log");
     assert!(dns.contains("api.example.test"), "{dns}");
     assert!(!dns.contains("other.test"), "{dns}");
     // Events and result: the refused name and address are listed.
-    assert!(o.result.denied.contains(&Denial::Dns { name: "other.test".into() }), "{:#?}", o.result.denied);
     assert!(
-        o.result.denied.iter().any(|d| matches!(d, Denial::Net { host, port: Some(80), .. } if *host == other)),
+        o.result.denied.contains(&Denial::Dns {
+            name: "other.test".into()
+        }),
         "{:#?}",
         o.result.denied
     );
-    let net = o.result.network.clone().unwrap_or_else(|| panic!("no network report"));
     assert!(
-        net.contacted.iter().any(|f| (f.addr == lab.v4(2) || f.addr == lab.v6(2)) && f.port == 80 && f.names == vec!["api.example.test".to_string()]),
+        o.result
+            .denied
+            .iter()
+            .any(|d| matches!(d, Denial::Net { host, port: Some(80), .. } if *host == other)),
+        "{:#?}",
+        o.result.denied
+    );
+    let net = o
+        .result
+        .network
+        .clone()
+        .unwrap_or_else(|| panic!("no network report"));
+    assert!(
+        net.contacted
+            .iter()
+            .any(|f| (f.addr == lab.v4(2) || f.addr == lab.v6(2))
+                && f.port == 80
+                && f.names == vec!["api.example.test".to_string()]),
         "{net:#?}"
     );
-    assert!(net.lookups.iter().any(|l| l.name == "other.test" && !l.allowed));
+    assert!(
+        net.lookups
+            .iter()
+            .any(|l| l.name == "other.test" && !l.allowed)
+    );
     assert_no_table(&o, &req.run_id);
 }
 
@@ -258,19 +368,37 @@ curl -sS -m 5 http://rebind.example.test/ >/dev/null 2>&1; echo "curl_rebind=$?"
     let req = request(&script, net_policy(&["*.example.test"], &[]));
     let o = lab.run(&req);
     let kv = o.kv();
-    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
     assert_eq!(get("txt_exfil"), "rcode=3 answers=0");
     assert_eq!(get("a_exfil"), "rcode=3 answers=0");
     assert_eq!(get("txt_allowed"), "rcode=0 answers=0");
-    assert!(get("direct_upstream").starts_with("error"), "{}", get("direct_upstream"));
+    assert!(
+        get("direct_upstream").starts_with("error"),
+        "{}",
+        get("direct_upstream")
+    );
     assert_eq!(get("rebind"), "rcode=0 answers=0");
     assert_eq!(get("curl_rebind"), "6");
     let dns = lab.log("dns.log");
     assert!(!dns.contains("attacker"), "{dns}");
-    assert!(!dns.contains("api.example.test 16"), "TXT went upstream: {dns}");
+    assert!(
+        !dns.contains("api.example.test 16"),
+        "TXT went upstream: {dns}"
+    );
     let net = o.result.network.clone().unwrap_or_default();
-    let rebind = net.lookups.iter().find(|l| l.name == "rebind.example.test").unwrap_or_else(|| panic!("{net:#?}"));
-    assert_eq!(rebind.withheld, vec!["10.231.0.9".to_string(), "169.254.169.254".to_string()]);
+    let rebind = net
+        .lookups
+        .iter()
+        .find(|l| l.name == "rebind.example.test")
+        .unwrap_or_else(|| panic!("{net:#?}"));
+    assert_eq!(
+        rebind.withheld,
+        vec!["10.231.0.9".to_string(), "169.254.169.254".to_string()]
+    );
     assert!(rebind.addrs.is_empty());
     assert_no_table(&o, &req.run_id);
 }
@@ -288,10 +416,17 @@ echo \"api80=$(fetch_curl http://api.example.test/)\"
 echo \"api8080=$(fetch_curl http://api.example.test:8080/)\"
 "
     );
-    let req = request(&script, net_policy(&["*.example.test:80"], &["secret.example.test"]));
+    let req = request(
+        &script,
+        net_policy(&["*.example.test:80"], &["secret.example.test"]),
+    );
     let o = lab.run(&req);
     let kv = o.kv();
-    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
     assert!(get("deep").ends_with("rc=0"), "{}", get("deep"));
     assert!(get("apex").ends_with("rc=6"), "{}", get("apex"));
     assert!(get("secret").ends_with("rc=6"), "{}", get("secret"));
@@ -315,11 +450,22 @@ echo \"v6loop=$(fetch_curl 'http://[::1]:22/')\"
 ",
         lab.v6(3)
     );
-    let req = request(&script, net_policy(&["v6.example.test", "api.example.test"], &[]));
+    let req = request(
+        &script,
+        net_policy(&["v6.example.test", "api.example.test"], &[]),
+    );
     let o = lab.run(&req);
     let kv = o.kv();
-    let get = |k: &str| kv.get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
-    assert!(get("v6name").contains(&format!("hello [{}]:80", lab.v6(2))), "{}", get("v6name"));
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
+    assert!(
+        get("v6name").contains(&format!("hello [{}]:80", lab.v6(2))),
+        "{}",
+        get("v6name")
+    );
     assert!(get("v6raw").ends_with("rc=7"), "{}", get("v6raw"));
     assert!(get("v6loop").ends_with("rc=7"), "{}", get("v6loop"));
     assert!(!lab.log("http.log").contains(&lab.v6(3)));
@@ -334,18 +480,42 @@ fn privileged_net_concurrent_runs_do_not_share_allowances() {
     let lab = Lab::new();
     let api = lab.v4(2);
     // Run A learns api.example.test, then holds its allowance for a while.
-    let a = request(&format!("{PROBE}\necho \"a=$(fetch_curl http://api.example.test/a)\"\nsleep 4\necho \"a2=$(fetch_curl http://{api}/a2)\"\n"), net_policy(&["api.example.test"], &[]));
+    let a = request(
+        &format!(
+            "{PROBE}\necho \"a=$(fetch_curl http://api.example.test/a)\"\nsleep 4\necho \"a2=$(fetch_curl http://{api}/a2)\"\n"
+        ),
+        net_policy(&["api.example.test"], &[]),
+    );
     // Run B may only reach other.test; it tries A's address while A holds it.
-    let b = request(&format!("{PROBE}\nsleep 1.5\necho \"b=$(fetch_curl http://{api}/b)\"\necho \"bo=$(fetch_curl http://other.test/bo)\"\n"), net_policy(&["other.test"], &[]));
+    let b = request(
+        &format!(
+            "{PROBE}\nsleep 1.5\necho \"b=$(fetch_curl http://{api}/b)\"\necho \"bo=$(fetch_curl http://other.test/bo)\"\n"
+        ),
+        net_policy(&["other.test"], &[]),
+    );
     let ca = lab.spawn(&a);
     std::thread::sleep(Duration::from_millis(800));
     // While A runs, its table is in the kernel, matched on its uid only.
-    let table = out(&["nft", "list", "table", "inet", &format!("band_{}", a.run_id)]);
-    assert!(table.contains("meta skuid") && table.contains("jump run"), "{table}");
+    let table = out(&[
+        "nft",
+        "list",
+        "table",
+        "inet",
+        &format!("band_{}", a.run_id),
+    ]);
+    assert!(
+        table.contains("meta skuid") && table.contains("jump run"),
+        "{table}"
+    );
     // Run A's stub answers run A only: another user of the host is refused.
     let stub = table
         .lines()
-        .find_map(|l| l.trim().strip_prefix("ip daddr ").filter(|r| r.contains("skuid != {")).and_then(|r| r.split_whitespace().next()))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("ip daddr ")
+                .filter(|r| r.contains("skuid != {"))
+                .and_then(|r| r.split_whitespace().next())
+        })
         .unwrap_or_else(|| panic!("no stub rule in {table}"))
         .to_string();
     let probe = format!(
@@ -353,11 +523,27 @@ fn privileged_net_concurrent_runs_do_not_share_allowances() {
          try:\n    s.sendto(b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x03api\\x07example\\x04test\\x00\\x00\\x01\\x00\\x01', ('{stub}', 53)); s.recv(512); print('answered')\n\
          except OSError as e: print('refused', type(e).__name__)"
     );
-    let other_user = out(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", &probe]);
-    assert!(other_user.starts_with("refused"), "another user reached run A's stub: {other_user}");
+    let other_user = out(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "/usr/bin/python3",
+        "-c",
+        &probe,
+    ]);
+    assert!(
+        other_user.starts_with("refused"),
+        "another user reached run A's stub: {other_user}"
+    );
     let cb = lab.spawn(&b);
     let (oa, ob) = (finish(ca), finish(cb));
-    let get = |o: &Outcome, k: &str| o.kv().get(k).cloned().unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+    let get = |o: &Outcome, k: &str| {
+        o.kv()
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
     assert!(get(&oa, "a").ends_with("rc=0"), "{oa:#?}");
     assert!(get(&oa, "a2").ends_with("rc=0"), "{oa:#?}");
     assert!(get(&ob, "b").ends_with("rc=7"), "{ob:#?}");
@@ -376,18 +562,29 @@ fn privileged_net_a_leftover_process_cannot_use_a_later_allowance() {
     let mut p = policy();
     p.allow.cli = strs(&["curl *", "setsid *", "nohup *"]);
     let first = request(
-        &format!("#!/bin/bash\nsetsid bash -c 'for i in $(seq 1 40); do curl -s -m 1 http://{api}/leftover; sleep 0.1; done' </dev/null >/dev/null 2>&1 &\necho started\n"),
+        &format!(
+            "#!/bin/bash\nsetsid bash -c 'for i in $(seq 1 40); do curl -s -m 1 http://{api}/leftover; sleep 0.1; done' </dev/null >/dev/null 2>&1 &\necho started\n"
+        ),
         p,
     );
     let o1 = lab.run(&first);
     assert_eq!(o1.result.status, Status::Ok, "{o1:#?}");
     // A later run that may reach the server, started at once.
-    let second = request(&format!("{PROBE}\necho \"s=$(fetch_curl http://api.example.test/second)\"\nsleep 2\n"), net_policy(&["api.example.test"], &[]));
+    let second = request(
+        &format!("{PROBE}\necho \"s=$(fetch_curl http://api.example.test/second)\"\nsleep 2\n"),
+        net_policy(&["api.example.test"], &[]),
+    );
     let o2 = lab.run(&second);
-    assert!(o2.kv().get("s").is_some_and(|s| s.ends_with("rc=0")), "{o2:#?}");
+    assert!(
+        o2.kv().get("s").is_some_and(|s| s.ends_with("rc=0")),
+        "{o2:#?}"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let http = lab.log("http.log");
-    assert!(!http.contains("/leftover"), "a leftover process reached the server: {http}");
+    assert!(
+        !http.contains("/leftover"),
+        "a leftover process reached the server: {http}"
+    );
     assert!(http.contains("/second"));
     assert_no_table(&o2, &second.run_id);
 }
@@ -398,16 +595,28 @@ fn privileged_net_insist_satisfied_and_unsatisfied() {
     let lab = Lab::new();
     let mut p = net_policy(&["other.test"], &[]);
     p.insist.net = strs(&["api.example.test:80"]);
-    let ok = request(&format!("{PROBE}\nfetch_curl http://api.example.test/insist >/dev/null\n"), p.clone());
+    let ok = request(
+        &format!("{PROBE}\nfetch_curl http://api.example.test/insist >/dev/null\n"),
+        p.clone(),
+    );
     let o = lab.run(&ok);
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     assert!(o.result.insist_missing.is_empty());
     // Resolving is not enough: the run must reach the address.
-    let resolved_only = request("#!/bin/bash\npython3 -c 'import socket; socket.getaddrinfo(\"api.example.test\", 80)'\n", p.clone());
+    let resolved_only = request(
+        "#!/bin/bash\npython3 -c 'import socket; socket.getaddrinfo(\"api.example.test\", 80)'\n",
+        p.clone(),
+    );
     let o = lab.run(&resolved_only);
     assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
-    assert_eq!(o.result.insist_missing, vec!["net: api.example.test:80".to_string()]);
-    let nothing = request(&format!("{PROBE}\nfetch_curl http://other.test/ >/dev/null\n"), p);
+    assert_eq!(
+        o.result.insist_missing,
+        vec!["net: api.example.test:80".to_string()]
+    );
+    let nothing = request(
+        &format!("{PROBE}\nfetch_curl http://other.test/ >/dev/null\n"),
+        p,
+    );
     let o = lab.run(&nothing);
     assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
     assert_no_table(&o, &nothing.run_id);
@@ -417,19 +626,28 @@ fn privileged_net_insist_satisfied_and_unsatisfied() {
 fn privileged_net_table_removed_mid_run_kills_the_run() {
     privileged!();
     let lab = Lab::new();
-    let req = request("#!/bin/bash\necho started\nsleep 20\necho survived\n", net_policy(&["api.example.test"], &[]));
+    let req = request(
+        "#!/bin/bash\necho started\nsleep 20\necho survived\n",
+        net_policy(&["api.example.test"], &[]),
+    );
     let child = lab.spawn(&req);
     let table = format!("band_{}", req.run_id);
     let start = Instant::now();
     while !band_tables().contains(&table) {
-        assert!(start.elapsed() < Duration::from_secs(20), "the run's table never appeared");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the run's table never appeared"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
     sh(&["nft", "delete", "table", "inet", &table]);
     let o = finish(child);
     assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
-    assert_eq!(o.result.error.as_ref().map(|e| e.layer), Some(Layer::Network));
+    assert_eq!(
+        o.result.error.as_ref().map(|e| e.layer),
+        Some(Layer::Network)
+    );
     assert!(start.elapsed() < Duration::from_secs(10));
     assert!(!o.result.stdout.contains("survived"));
 }
@@ -439,8 +657,15 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
     privileged!();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let cfg = dir.path().join("server.toml");
-    std::fs::write(&cfg, "nft = \"/nonexistent/nft\"\ndns_upstream = [\"192.0.2.53\"]\n").unwrap_or_else(|e| panic!("{e}"));
-    let req = request("#!/bin/bash\necho ran\n", net_policy(&["api.example.test"], &[]));
+    std::fs::write(
+        &cfg,
+        "nft = \"/nonexistent/nft\"\ndns_upstream = [\"192.0.2.53\"]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let req = request(
+        "#!/bin/bash\necho ran\n",
+        net_policy(&["api.example.test"], &[]),
+    );
     let o = finish(spawn_with_config(&req, &cfg));
     assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
     let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
@@ -453,12 +678,18 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
 fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     privileged!();
     let lab = Lab::new();
-    let req = request("#!/bin/bash\nsleep 1000\n", net_policy(&["api.example.test"], &[]));
+    let req = request(
+        "#!/bin/bash\nsleep 1000\n",
+        net_policy(&["api.example.test"], &[]),
+    );
     let mut child = lab.spawn(&req);
     let table = format!("band_{}", req.run_id);
     let start = Instant::now();
     while !band_tables().contains(&table) {
-        assert!(start.elapsed() < Duration::from_secs(20), "the run's table never appeared");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the run's table never appeared"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -475,7 +706,11 @@ fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     while band_tables().contains(&table) && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!band_tables().contains(&table), "no janitor removed {table}: {}", next.server_stderr);
+    assert!(
+        !band_tables().contains(&table),
+        "no janitor removed {table}: {}",
+        next.server_stderr
+    );
     // `band-server janitor` also sweeps tables no lease names at all.
     let orphan = "band_0000deadbeef0000";
     sh(&["nft", "add", "table", "inet", orphan]);
@@ -485,8 +720,16 @@ fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
         .env(band_server::config::CONFIG_ENV, &lab.config)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!band_tables().contains(orphan), "janitor left {orphan}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !band_tables().contains(orphan),
+        "janitor left {orphan}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -500,7 +743,9 @@ fn privileged_net_host_abstract_unix_sockets_are_out_of_reach() {
             .unwrap_or_else(|e| panic!("{e}")),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
     let script = format!(
         "#!/bin/bash\npython3 -c '
 import socket
@@ -513,6 +758,13 @@ except OSError as e:
     );
     let req = request(&script, net_policy(&["api.example.test"], &[]));
     let o = lab.run(&req);
-    assert_eq!(o.kv().get("abstract").map(String::as_str), Some("PermissionError"), "{o:#?}");
-    assert!(listener.accept().is_err(), "the sandbox reached a host abstract socket");
+    assert_eq!(
+        o.kv().get("abstract").map(String::as_str),
+        Some("PermissionError"),
+        "{o:#?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox reached a host abstract socket"
+    );
 }

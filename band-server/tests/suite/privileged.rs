@@ -605,9 +605,17 @@ fn privileged_instant_scripts_are_never_taken_for_a_sandbox_that_did_not_start()
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| panic!("runner panicked"))).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|_| panic!("runner panicked")))
+            .collect()
     });
-    assert!(failures.is_empty(), "{} of {} runs failed: {failures:#?}", failures.len(), THREADS * RUNS);
+    assert!(
+        failures.is_empty(),
+        "{} of {} runs failed: {failures:#?}",
+        failures.len(),
+        THREADS * RUNS
+    );
 }
 
 /// The whiteout layer that hides the library trees' executables is built by the first run that
@@ -620,19 +628,34 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     let first = run(&request("#!/bin/sh\nexit 0\n", policy()));
     assert_eq!(first.result.status, Status::Ok, "{first:#?}");
     // No declared command: every scanned file is masked.
-    let masked = band_server::execmask::apply_exemptions(&band_server::execmask::load_or_scan(state), &[], &[]);
+    let masked = band_server::execmask::apply_exemptions(
+        &band_server::execmask::load_or_scan(state),
+        &[],
+        &[],
+    );
     let mut layers = Vec::new();
     for root in band_server::execmask::LIB_ROOTS {
-        let rels: Vec<&std::path::Path> = masked.iter().filter_map(|m| m.strip_prefix(root).ok()).collect();
+        let rels: Vec<&std::path::Path> = masked
+            .iter()
+            .filter_map(|m| m.strip_prefix(root).ok())
+            .collect();
         if rels.is_empty() {
             continue;
         }
-        let layer = band_server::maskcache::cache_dir(state).join(band_server::maskcache::key(root, &rels));
+        let layer =
+            band_server::maskcache::cache_dir(state).join(band_server::maskcache::key(root, &rels));
         for rel in &rels {
-            let m = std::fs::symlink_metadata(layer.join(rel)).unwrap_or_else(|e| panic!("{}: {e}", layer.join(rel).display()));
-            assert!(m.file_type().is_char_device() && m.rdev() == 0, "{rel:?} is not a whiteout");
+            let m = std::fs::symlink_metadata(layer.join(rel))
+                .unwrap_or_else(|e| panic!("{}: {e}", layer.join(rel).display()));
+            assert!(
+                m.file_type().is_char_device() && m.rdev() == 0,
+                "{rel:?} is not a whiteout"
+            );
         }
-        layers.push((layer.clone(), std::fs::metadata(&layer).map(|m| m.ino()).unwrap_or(0)));
+        layers.push((
+            layer.clone(),
+            std::fs::metadata(&layer).map(|m| m.ino()).unwrap_or(0),
+        ));
     }
     if layers.is_empty() {
         eprintln!("skipped the sharing check: nothing to mask on this host");
@@ -641,10 +664,18 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     let second = run(&request("#!/bin/sh\nexit 0\n", policy()));
     assert_eq!(second.result.status, Status::Ok, "{second:#?}");
     for (layer, ino) in &layers {
-        assert_eq!(std::fs::metadata(layer).map(|m| m.ino()).ok(), Some(*ino), "{} was rebuilt", layer.display());
+        assert_eq!(
+            std::fs::metadata(layer).map(|m| m.ino()).ok(),
+            Some(*ino),
+            "{} was rebuilt",
+            layer.display()
+        );
     }
     let ours = [first.result.run_id.clone(), second.result.run_id.clone()];
-    let left: Vec<_> = band_server::maskcache::builds(state).into_iter().filter(|(_, run)| ours.contains(run)).collect();
+    let left: Vec<_> = band_server::maskcache::builds(state)
+        .into_iter()
+        .filter(|(_, run)| ours.contains(run))
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -703,15 +734,27 @@ for attempt in range(20):
     req.trace = true;
     let o = run(&req);
     let kv = o.kv();
-    assert_eq!(kv.get("direct_first").map(String::as_str), Some("refused"), "{o:#?}");
-    assert!(
-        matches!(kv.get("direct_answer").map(String::as_str), Some("none" | "error")),
+    assert_eq!(
+        kv.get("direct_first").map(String::as_str),
+        Some("refused"),
         "{o:#?}"
     );
-    let held: Vec<&String> = (0..20).filter_map(|i| kv.get(&format!("held_{i}"))).collect();
+    assert!(
+        matches!(
+            kv.get("direct_answer").map(String::as_str),
+            Some("none" | "error")
+        ),
+        "{o:#?}"
+    );
+    let held: Vec<&String> = (0..20)
+        .filter_map(|i| kv.get(&format!("held_{i}")))
+        .collect();
     assert_eq!(held.len(), 20, "{o:#?}");
     for h in held {
-        assert!(!h.contains("exec"), "a held connection got a program: {h} ({o:#?})");
+        assert!(
+            !h.contains("exec"),
+            "a held connection got a program: {h} ({o:#?})"
+        );
     }
     assert!(
         !o.result
@@ -765,19 +808,41 @@ exit 0
     let kv = o.kv();
     let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
     for k in ["by_name", "abs", "bin", "env", "bash_c", "arg0", "rm_abs"] {
-        assert_eq!(get(k), "126", "{k}: a denied argument pattern must hold: {o:#?}");
+        assert_eq!(
+            get(k),
+            "126",
+            "{k}: a denied argument pattern must hold: {o:#?}"
+        );
     }
     assert_eq!(get("abs_allowed"), "0", "{o:#?}");
-    assert_eq!(get("procsub"), "0", "inherited descriptors reach the command: {o:#?}");
-    for k in ["xargs", "list_x", "read_shim", "read_usr_bin_jq", "ldso_shim", "exe_open", "maps_open"] {
+    assert_eq!(
+        get("procsub"),
+        "0",
+        "inherited descriptors reach the command: {o:#?}"
+    );
+    for k in [
+        "xargs",
+        "list_x",
+        "read_shim",
+        "read_usr_bin_jq",
+        "ldso_shim",
+        "exe_open",
+        "maps_open",
+    ] {
         assert_ne!(get(k), "0", "{k} must fail: {o:#?}");
         assert_ne!(get(k), "<missing>", "{k}: {o:#?}");
     }
     assert_eq!(get("exe_link"), "refused", "{o:#?}");
     assert_eq!(get("mounts_x"), "1", "one mount, no names: {o:#?}");
     let usr_bin = get("usr_bin");
-    assert!(usr_bin.split(' ').any(|n| n == "jq") && usr_bin.split(' ').any(|n| n == "rm"), "{usr_bin}");
-    assert!(!usr_bin.split(' ').any(|n| n == "perl" || n == "curl"), "{usr_bin}");
+    assert!(
+        usr_bin.split(' ').any(|n| n == "jq") && usr_bin.split(' ').any(|n| n == "rm"),
+        "{usr_bin}"
+    );
+    assert!(
+        !usr_bin.split(' ').any(|n| n == "perl" || n == "curl"),
+        "{usr_bin}"
+    );
     // Every refusal was recorded with the command's own name.
     let denied_argv: Vec<Vec<String>> = o
         .result
@@ -788,9 +853,16 @@ exit 0
             _ => None,
         })
         .collect();
-    assert!(denied_argv.contains(&strs(&["rm", "-rf", "/tmp/nothing"])), "{denied_argv:?}");
     assert!(
-        denied_argv.iter().filter(|a| a[..] == strs(&["jq", ".a", "/tmp/in.json"])[..]).count() >= 7,
+        denied_argv.contains(&strs(&["rm", "-rf", "/tmp/nothing"])),
+        "{denied_argv:?}"
+    );
+    assert!(
+        denied_argv
+            .iter()
+            .filter(|a| a[..] == strs(&["jq", ".a", "/tmp/in.json"])[..])
+            .count()
+            >= 7,
         "{denied_argv:?}"
     );
 }
@@ -1023,10 +1095,18 @@ git --version >/dev/null && echo git=ran
 git status >/dev/null 2>&1; echo "denied=$?"
 "#;
     let o = run(&request(script, with_cli(&["git --version"], &[])));
-    assert_eq!(o.kv().get("helper").map(String::as_str), Some("present"), "{o:#?}");
+    assert_eq!(
+        o.kv().get("helper").map(String::as_str),
+        Some("present"),
+        "{o:#?}"
+    );
     assert_ne!(o.kv().get("copy").map(String::as_str), Some("0"), "{o:#?}");
     assert_eq!(o.kv().get("git").map(String::as_str), Some("ran"), "{o:#?}");
-    assert_eq!(o.kv().get("denied").map(String::as_str), Some("126"), "{o:#?}");
+    assert_eq!(
+        o.kv().get("denied").map(String::as_str),
+        Some("126"),
+        "{o:#?}"
+    );
 }
 
 #[test]
