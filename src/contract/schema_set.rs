@@ -1,0 +1,1311 @@
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::{Draft, ReferencingError};
+use serde_json::{Map, Value};
+
+use super::error::ContractError;
+use super::helpers::{
+    check_drafts, collect_json_files, display_uri, encode_fragment, enter, has_scheme, json_error,
+    lowercase_first, path_uri, percent_decode, relative_schema_path, resolve, rewrite_refs,
+    root_id, strip_fragment, walk_refs, walk_schemas,
+};
+use super::offline::{OfflineRetriever, Refusal};
+use super::validate::Contract;
+use super::{ROOT_URI, SCHEMAS_DIR};
+
+// ---------------------------------------------------------------------------------------------
+// The schema set
+// ---------------------------------------------------------------------------------------------
+
+/// One schema file as read from the skill: its path relative to the skill root and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaFile {
+    /// Relative to the skill root, e.g. `schemas/defs/repo.json`.
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// A parsed schema file.
+#[derive(Debug)]
+pub(super) struct Loaded {
+    path: PathBuf,
+    /// `/`-separated relative path, e.g. `schemas/defs/repo.json`.
+    rel: String,
+    /// `band://skill/schemas/defs/repo.json`.
+    pub(super) uri: String,
+    /// The schema as written.
+    value: Value,
+    /// The schema as handed to jsonschema: every `$ref` made absolute (and anchors turned into
+    /// JSON pointers), so no `$ref` depends on the URI the document was reached by.
+    pub(super) served: Value,
+}
+
+/// Everything the resolver and the coercer need, shared by the set, its contracts and the
+/// retriever.
+#[derive(Debug, Default)]
+pub(super) struct Index {
+    pub(super) files: Vec<Loaded>,
+    /// Fragmentless URI (path, `$id`, relative `$id` alias, embedded `$id`) → the file, and the
+    /// JSON pointer of the resource inside it (`""` for the whole file).
+    pub(super) by_uri: BTreeMap<String, (usize, String)>,
+    /// `/`-separated relative path → index into `files`.
+    by_rel: BTreeMap<String, usize>,
+    /// Files that were given but are not valid JSON, by URI (so a `$ref` to one says so).
+    pub(super) broken: BTreeMap<String, String>,
+}
+
+/// All schemas of one skill, parsed and indexed for offline `$ref` resolution.
+#[derive(Debug, Clone, Default)]
+pub struct SchemaSet {
+    pub(super) index: Arc<Index>,
+}
+
+impl SchemaSet {
+    /// Parse every schema file and index it by its path and (for defs files) by its `$id`.
+    ///
+    /// A file that fails to parse is left out and reported; the rest still load.
+    pub fn load(files: Vec<SchemaFile>) -> (SchemaSet, Vec<ContractError>) {
+        let mut errors = Vec::new();
+        let mut index = Index::default();
+        let mut dirs: BTreeSet<String> = BTreeSet::new();
+        dirs.insert(SCHEMAS_DIR.to_string());
+
+        for file in files {
+            let rel = match relative_schema_path(&file.path) {
+                Ok(rel) => rel,
+                Err(message) => {
+                    errors.push(ContractError::compile(&file.path, message));
+                    continue;
+                }
+            };
+            let Some(uri) = path_uri(&rel) else {
+                errors.push(ContractError::compile(
+                    &file.path,
+                    "the file name cannot be made into a uri",
+                ));
+                continue;
+            };
+            if index.by_rel.contains_key(&rel) || index.broken.contains_key(&uri) {
+                errors.push(ContractError::compile(
+                    &file.path,
+                    "schema file given twice",
+                ));
+                continue;
+            }
+            if let Some((dir, _)) = rel.rsplit_once('/') {
+                dirs.insert(dir.to_string());
+            }
+            match serde_json::from_str::<Value>(&file.text) {
+                Ok(value) => {
+                    let at = index.files.len();
+                    index.by_rel.insert(rel.clone(), at);
+                    index.by_uri.insert(uri.clone(), (at, String::new()));
+                    index.files.push(Loaded {
+                        path: file.path,
+                        rel,
+                        uri,
+                        served: Value::Null,
+                        value,
+                    });
+                }
+                Err(error) => {
+                    index.broken.insert(uri, rel);
+                    errors.push(json_error(file.path, &error));
+                }
+            }
+        }
+
+        // Aliases by `$id`. A real file path always wins over an alias.
+        let mut aliases: BTreeMap<String, usize> = BTreeMap::new();
+        for (at, file) in index.files.iter().enumerate() {
+            let Some(id) = root_id(&file.value) else {
+                continue;
+            };
+            let is_def = file.rel.starts_with("schemas/defs/");
+            let mut targets = Vec::new();
+            match resolve(&file.uri, id) {
+                Some(resolved) => targets.push(resolved),
+                None => {
+                    errors.push(ContractError::compile(
+                        &file.path,
+                        format!("$id \"{id}\" is not a valid uri reference"),
+                    ));
+                    continue;
+                }
+            }
+            if is_def && !has_scheme(id) {
+                for dir in &dirs {
+                    if let Some(resolved) = resolve(&format!("{ROOT_URI}{dir}/"), id) {
+                        targets.push(resolved);
+                    }
+                }
+            }
+            targets.sort();
+            targets.dedup();
+            let mut clash: Option<String> = None;
+            for target in targets {
+                let target = strip_fragment(&target).to_string();
+                if let Some(&(owner, _)) = index.by_uri.get(&target) {
+                    // A real file path wins over an alias. Only an absolute `$id` naming another
+                    // file is worth reporting: a relative one seen from a sibling folder is not.
+                    if owner != at && has_scheme(id) {
+                        clash = Some(format!(
+                            "$id \"{id}\" is already the uri of {}",
+                            index.files[owner].rel
+                        ));
+                    }
+                    continue;
+                }
+                match aliases.get(&target) {
+                    Some(&other) if other != at => {
+                        clash = Some(format!(
+                            "$id \"{id}\" is also the $id of {}",
+                            index.files[other].rel
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        aliases.insert(target, at);
+                    }
+                }
+            }
+            if let Some(message) = clash {
+                errors.push(ContractError::compile(&file.path, message));
+            }
+        }
+        index.by_uri.extend(
+            aliases
+                .into_iter()
+                .map(|(uri, at)| (uri, (at, String::new()))),
+        );
+
+        // Embedded resources (a subschema with its own `$id`), where nothing else has the URI.
+        let mut embedded = Vec::new();
+        for (at, file) in index.files.iter().enumerate() {
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, pointer| {
+                    if !pointer.is_empty() && root_id(node).is_some() {
+                        embedded.push((base.to_string(), (at, pointer.to_string())));
+                    }
+                },
+            );
+        }
+        for (uri, target) in embedded {
+            index.by_uri.entry(uri).or_insert(target);
+        }
+
+        // What jsonschema gets: every `$ref` absolute.
+        let mut served = Vec::with_capacity(index.files.len());
+        for file in &index.files {
+            let mut edits = Vec::new();
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, pointer| {
+                    if let Some(literal) = node.get("$ref").and_then(Value::as_str)
+                        && let Some(absolute) = index.absolute_ref(base, literal)
+                    {
+                        edits.push((pointer.to_string(), absolute));
+                    }
+                },
+            );
+            let mut value = file.value.clone();
+            for (pointer, absolute) in edits {
+                if let Some(object) = value.pointer_mut(&pointer).and_then(Value::as_object_mut) {
+                    object.insert("$ref".to_string(), Value::String(absolute));
+                }
+            }
+            served.push(value);
+        }
+        for (file, value) in index.files.iter_mut().zip(served) {
+            file.served = value;
+        }
+
+        (
+            SchemaSet {
+                index: Arc::new(index),
+            },
+            errors,
+        )
+    }
+
+    /// Read every `*.json` under `<skill_root>/schemas/` and [`load`](Self::load) them.
+    ///
+    /// A missing `schemas/` folder is an empty set. Symlinked folders are not followed; a
+    /// symlinked file is read only if it stays inside the skill.
+    pub fn load_dir(skill_root: &Path) -> (SchemaSet, Vec<ContractError>) {
+        let mut errors = Vec::new();
+        let mut files = Vec::new();
+        let schemas = skill_root.join(SCHEMAS_DIR);
+        match std::fs::symlink_metadata(&schemas) {
+            Ok(meta) if meta.is_dir() => {
+                let root = std::fs::canonicalize(skill_root).unwrap_or_else(|_| skill_root.into());
+                collect_json_files(
+                    skill_root,
+                    &root,
+                    Path::new(SCHEMAS_DIR),
+                    &mut files,
+                    &mut errors,
+                );
+            }
+            Ok(_) => errors.push(ContractError::compile(
+                Path::new(SCHEMAS_DIR),
+                "schemas is not a folder (a symlinked schemas/ is not followed)",
+            )),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => errors.push(ContractError::Io {
+                path: PathBuf::from(SCHEMAS_DIR),
+                source,
+            }),
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let (set, more) = SchemaSet::load(files);
+        errors.extend(more);
+        (set, errors)
+    }
+
+    /// The raw input schema of `script` (`schemas/input/<script>.json`).
+    pub fn input(&self, script: &str) -> Option<&Value> {
+        self.get(&format!("schemas/input/{script}.json"))
+    }
+
+    /// The raw output schema of `script` (`schemas/output/<script>.json`).
+    pub fn output(&self, script: &str) -> Option<&Value> {
+        self.get(&format!("schemas/output/{script}.json"))
+    }
+
+    /// The raw schema at `rel_path` (e.g. `schemas/defs/repo.json`).
+    pub fn get(&self, rel_path: &str) -> Option<&Value> {
+        self.index.file(rel_path).map(|file| &file.value)
+    }
+
+    /// The relative paths of every schema that loaded, sorted.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.index
+            .by_rel
+            .values()
+            .map(|&at| self.index.files[at].path.as_path())
+    }
+
+    /// Compile the schema at `rel_path` (e.g. `schemas/input/fetch.json`) into a validator,
+    /// resolving its `$ref`s against the skill's own schemas only.
+    pub fn compile(&self, rel_path: &str) -> Result<Contract, ContractError> {
+        let rel = rel_path.replace('\\', "/");
+        let Some(&at) = self.index.by_rel.get(&rel) else {
+            let message = if self.index.broken.values().any(|broken| *broken == rel) {
+                "schema is not valid json"
+            } else {
+                "no such schema"
+            };
+            return Err(ContractError::compile(Path::new(rel_path), message));
+        };
+        let file = &self.index.files[at];
+        check_drafts(&file.path, &file.value)?;
+
+        let validator = jsonschema::options()
+            .with_retriever(OfflineRetriever {
+                index: Arc::clone(&self.index),
+            })
+            .with_base_uri(file.uri.clone())
+            .should_validate_formats(true)
+            .build(&file.served)
+            .map_err(|error| self.compile_error(at, &error))?;
+        Ok(Contract {
+            path: file.path.clone(),
+            file: at,
+            index: Arc::clone(&self.index),
+            validator,
+        })
+    }
+
+    /// Compile every schema and check that every `$ref` resolves (also in `$defs` nothing uses);
+    /// for lint. Each problem is reported once, against the file it is in.
+    pub fn compile_all(&self) -> Vec<ContractError> {
+        let mut seen = HashSet::new();
+        let mut errors = Vec::new();
+        let mut report = |error: ContractError| {
+            let key = match &error {
+                ContractError::Ref {
+                    path, reference, ..
+                } => format!("{}\0{reference}", path.display()),
+                other => other.to_string(),
+            };
+            if seen.insert(key) {
+                errors.push(error);
+            }
+        };
+        for (rel, &at) in &self.index.by_rel {
+            if let Err(error) = self.compile(rel) {
+                report(error);
+            }
+            let file = &self.index.files[at];
+            let mut unresolved = Vec::new();
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, _| {
+                    if let Some(literal) = node.get("$ref").and_then(Value::as_str)
+                        && let Some(message) = self.index.unresolved_reason(base, literal)
+                    {
+                        unresolved.push(ContractError::Ref {
+                            path: file.path.clone(),
+                            reference: literal.to_string(),
+                            message,
+                        });
+                    }
+                },
+            );
+            unresolved.into_iter().for_each(&mut report);
+        }
+        errors
+    }
+
+    /// Turn a jsonschema build error into a [`ContractError`] naming the right file and `$ref`.
+    fn compile_error(&self, at: usize, error: &jsonschema::ValidationError<'_>) -> ContractError {
+        let file = &self.index.files[at];
+        match error.kind() {
+            ValidationErrorKind::Referencing(ReferencingError::Unretrievable { uri, source }) => {
+                let message = match source.downcast_ref::<Refusal>() {
+                    Some(refusal) => refusal.reason.clone(),
+                    None => lowercase_first(&source.to_string()),
+                };
+                let target = strip_fragment(uri);
+                match self
+                    .index
+                    .find_ref(at, |resolved, _| strip_fragment(resolved) == target)
+                {
+                    Some((path, reference)) => ContractError::Ref {
+                        path,
+                        reference,
+                        message,
+                    },
+                    None => ContractError::Ref {
+                        path: file.path.clone(),
+                        reference: display_uri(target),
+                        message,
+                    },
+                }
+            }
+            ValidationErrorKind::Referencing(ReferencingError::PointerToNowhere {
+                pointer: missing,
+            }) => {
+                let found = self.index.find_ref(at, |_, literal| {
+                    literal
+                        .split_once('#')
+                        .is_some_and(|(_, fragment)| percent_decode(fragment) == *missing)
+                });
+                let message = format!("nothing at \"{missing}\" in the schema it points into");
+                match found {
+                    Some((path, reference)) => ContractError::Ref {
+                        path,
+                        reference,
+                        message,
+                    },
+                    None => ContractError::compile(&file.path, message),
+                }
+            }
+            ValidationErrorKind::Referencing(ReferencingError::NoSuchAnchor { anchor }) => {
+                let found = self.index.find_ref(at, |_, literal| {
+                    literal
+                        .split_once('#')
+                        .is_some_and(|(_, fragment)| fragment == anchor)
+                });
+                let message = format!("no $anchor \"{anchor}\" in the schema it points into");
+                match found {
+                    Some((path, reference)) => ContractError::Ref {
+                        path,
+                        reference,
+                        message,
+                    },
+                    None => ContractError::compile(&file.path, message),
+                }
+            }
+            ValidationErrorKind::Referencing(other) => ContractError::compile(
+                &file.path,
+                format!(
+                    "schema does not compile: {}",
+                    lowercase_first(&other.to_string())
+                ),
+            ),
+            _ => {
+                let at_path = error.instance_path().as_str();
+                let message = lowercase_first(&error.to_string());
+                if at_path.is_empty() {
+                    ContractError::compile(
+                        &file.path,
+                        format!("schema does not compile: {message}"),
+                    )
+                } else {
+                    ContractError::compile(
+                        &file.path,
+                        format!("schema does not compile at {at_path}: {message}"),
+                    )
+                }
+            }
+        }
+    }
+
+    /// The schema at `rel_path` as one self-contained document, for readers that cannot reach the
+    /// skill's other files (an MCP client, say).
+    ///
+    /// JSON Schema's own bundling: the root gets `$id` = its `band://skill/...` URI, and every file
+    /// it reaches through `$ref` (transitively) is embedded under `$defs` (`definitions` for a
+    /// draft-7 root) as a resource whose `$id` is that file's URI. Every `$ref` is rewritten to
+    /// the canonical `<file uri>#<pointer>` form, so references made through a `$id` alias
+    /// resolve to the embedded copy. `None` if there is no such schema.
+    pub fn bundle(&self, rel_path: &str) -> Option<Value> {
+        let index = &self.index;
+        let at = *index.by_rel.get(&rel_path.replace('\\', "/"))?;
+        let mut reached = BTreeSet::from([at]);
+        let mut queue = vec![at];
+        while let Some(i) = queue.pop() {
+            let file = &index.files[i];
+            walk_refs(&file.served, &file.uri, &mut |base, literal| {
+                if let Some(target) = resolve(base, literal)
+                    && let Some(&(j, _)) = index.by_uri.get(strip_fragment(&target))
+                    && reached.insert(j)
+                {
+                    queue.push(j);
+                }
+            });
+        }
+        let canonical = |target: &str| -> Option<String> {
+            let (doc, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let (j, prefix) = index.by_uri.get(doc)?;
+            let pointer = format!("{prefix}{}", percent_decode(fragment));
+            let uri = &index.files[*j].uri;
+            Some(if pointer.is_empty() {
+                uri.clone()
+            } else {
+                format!("{uri}#{}", encode_fragment(&pointer))
+            })
+        };
+        let prepare = |i: usize| {
+            let file = &index.files[i];
+            let mut value = file.served.clone();
+            rewrite_refs(&mut value, &canonical);
+            if let Value::Object(object) = &mut value {
+                object.insert("$id".into(), Value::String(file.uri.clone()));
+            }
+            value
+        };
+        let mut root = prepare(at);
+        let draft7 = matches!(
+            Draft::default().detect(&root),
+            Draft::Draft7 | Draft::Draft6 | Draft::Draft4
+        );
+        if let Value::Object(object) = &mut root {
+            let key = if draft7 { "definitions" } else { "$defs" };
+            let defs = object
+                .entry(key)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(defs) = defs {
+                for &i in reached.iter().filter(|&&i| i != at) {
+                    defs.insert(format!("band:{}", index.files[i].rel), prepare(i));
+                }
+            }
+        }
+        Some(root)
+    }
+
+    /// A raw schema handed back by this set, as served, and the URI it is known by (found by
+    /// identity); a schema from elsewhere is taken as is, as if it sat in `schemas/input/`.
+    pub(super) fn located<'a>(&'a self, schema: &'a Value) -> (&'a Value, String) {
+        self.index
+            .files
+            .iter()
+            .find(|file| std::ptr::eq(&file.value, schema))
+            .map_or_else(
+                || (schema, format!("{ROOT_URI}schemas/input/")),
+                |file| (&file.served, file.uri.clone()),
+            )
+    }
+}
+
+impl Index {
+    fn file(&self, rel_path: &str) -> Option<&Loaded> {
+        let rel = rel_path.replace('\\', "/");
+        self.by_rel.get(&rel).map(|&at| &self.files[at])
+    }
+
+    /// Find the literal `$ref` that `matches` (given its resolved URI and its text), looking in
+    /// file `first` and then in every other file. Returns the file's path and the literal.
+    fn find_ref(
+        &self,
+        first: usize,
+        matches: impl Fn(&str, &str) -> bool,
+    ) -> Option<(PathBuf, String)> {
+        let order = std::iter::once(first).chain((0..self.files.len()).filter(|&at| at != first));
+        for at in order {
+            let file = &self.files[at];
+            let mut found = None;
+            walk_refs(&file.value, &file.uri, &mut |base, literal| {
+                if found.is_none()
+                    && resolve(base, literal).is_some_and(|resolved| matches(&resolved, literal))
+                {
+                    found = Some(literal.to_string());
+                }
+            });
+            if let Some(literal) = found {
+                return Some((file.path.clone(), literal));
+            }
+        }
+        None
+    }
+
+    /// Resolve `reference` against `base` to a schema in this set (as served to jsonschema) and
+    /// the base URI outside it.
+    pub(super) fn lookup(&self, base: &str, reference: &str) -> Option<(&Value, String)> {
+        let target = resolve(base, reference)?;
+        let (doc, fragment) = match target.split_once('#') {
+            Some((doc, fragment)) => (doc, percent_decode(fragment)),
+            None => (target.as_str(), String::new()),
+        };
+        let (at, prefix) = self.by_uri.get(doc)?;
+        let pointer = if fragment.is_empty() || fragment.starts_with('/') {
+            format!("{prefix}{fragment}")
+        } else {
+            format!("{prefix}{}", self.anchor_pointer(*at, prefix, &fragment)?)
+        };
+        self.locate(*at, &pointer)
+    }
+
+    /// The node at `pointer` in file `at` (as served), and the base URI just outside it.
+    fn locate(&self, at: usize, pointer: &str) -> Option<(&Value, String)> {
+        let file = &self.files[at];
+        let mut node = &file.served;
+        let mut base = file.uri.clone();
+        for segment in pointer.split('/').skip(1) {
+            base = enter(&base, node);
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            node = match node {
+                Value::Object(object) => object.get(&segment)?,
+                Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some((node, base))
+    }
+
+    /// The JSON pointer, relative to the resource at `prefix` in file `at`, of the subschema
+    /// declaring anchor `name` (`$anchor`, `$dynamicAnchor`, or draft 7's `$id: "#name"`).
+    fn anchor_pointer(&self, at: usize, prefix: &str, name: &str) -> Option<String> {
+        let resource = self.files[at].value.pointer(prefix)?;
+        let mut found = None;
+        walk_schemas(resource, "", &mut String::new(), &mut |node, _, pointer| {
+            let declares = |keyword: &str| node.get(keyword).and_then(Value::as_str);
+            if found.is_none()
+                && (declares("$anchor") == Some(name)
+                    || declares("$dynamicAnchor") == Some(name)
+                    || declares("$id").and_then(|id| id.strip_prefix('#')) == Some(name))
+            {
+                found = Some(pointer.to_string());
+            }
+        });
+        found
+    }
+
+    /// `literal` resolved against `base` into an absolute URI, an anchor turned into a JSON
+    /// pointer where the anchor is found. `None` if it is not a valid URI reference.
+    fn absolute_ref(&self, base: &str, literal: &str) -> Option<String> {
+        let target = resolve(base, literal)?;
+        if let Some((doc, fragment)) = target.split_once('#')
+            && !fragment.is_empty()
+            && !fragment.starts_with('/')
+            && let Some((at, prefix)) = self.by_uri.get(doc)
+            && let Some(pointer) = self.anchor_pointer(*at, prefix, &percent_decode(fragment))
+        {
+            return Some(format!("{doc}#{}", encode_fragment(&pointer)));
+        }
+        Some(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::testutil::*;
+    use crate::diag::{Code, Loc};
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    #[test]
+    fn ref_by_relative_id() {
+        let mut def = repo_def();
+        def["$id"] = json!("repo.json");
+        let set = set(&[
+            ("schemas/defs/repo.json", def),
+            (
+                "schemas/input/fetch.json",
+                json!({"type": "object", "properties": {"repo": {"$ref": "repo.json"}}}),
+            ),
+        ]);
+        let contract = compile(&set, "schemas/input/fetch.json");
+        assert_eq!(
+            contract.validate(&json!({"repo": {"name": "band"}})),
+            Ok(())
+        );
+        let errs = violations(&contract, &json!({"repo": {"stars": 3}}));
+        assert_eq!(paths(&errs), vec!["/repo"]);
+        assert!(errs[0].message.contains("\"name\""), "{errs:?}");
+    }
+
+    #[test]
+    fn def_known_by_relative_id_keeps_its_own_relative_refs() {
+        // `repo.json` is reached as `schemas/input/repo.json` (by its `$id`), yet its own
+        // `owner.json` must still mean `schemas/defs/owner.json`.
+        let set = set(&[
+            (
+                "schemas/defs/repository.json",
+                json!({"$id": "repo.json", "type": "object",
+                       "properties": {"owner": {"$ref": "owner.json"},
+                                      "stars": {"$ref": "#/$defs/count"}},
+                       "$defs": {"count": {"$ref": "owner.json#/$defs/count"}}}),
+            ),
+            (
+                "schemas/defs/owner.json",
+                json!({"type": "object", "properties": {"id": {"type": "integer"}},
+                       "$defs": {"count": {"type": "integer"}}}),
+            ),
+            (
+                "schemas/input/fetch.json",
+                json!({"properties": {"repo": {"$ref": "repo.json"}}}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        let contract = compile(&set, "schemas/input/fetch.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"repo": {"owner": {"id": "7"}, "stars": "3"}})),
+            Ok(json!({"repo": {"owner": {"id": 7}, "stars": 3}}))
+        );
+        let errs = contract
+            .coerce_and_validate(json!({"repo": {"owner": {"id": "x"}}}))
+            .unwrap_err();
+        assert_eq!(paths(&errs), vec!["/repo/owner/id"]);
+    }
+
+    #[test]
+    fn absolute_ids_rebase_relative_refs_whatever_uri_a_def_is_reached_by() {
+        // repo.json says it lives at https://example.com/r/, so its "owner.json" is
+        // https://example.com/r/owner.json, which only the `$id` of defs/people.json names.
+        let set = set(&[
+            (
+                "schemas/defs/repo.json",
+                json!({"$id": "https://example.com/r/repo.json",
+                       "properties": {"owner": {"$ref": "owner.json"}}}),
+            ),
+            (
+                "schemas/defs/people.json",
+                json!({"$id": "https://example.com/r/owner.json",
+                       "properties": {"id": {"type": "integer"}}}),
+            ),
+            (
+                "schemas/input/a.json",
+                json!({"properties": {"repo": {"$ref": "../defs/repo.json"}}}),
+            ),
+            (
+                "schemas/input/b.json",
+                json!({"properties": {"repo": {"$ref": "https://example.com/r/repo.json"}}}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        for rel in ["schemas/input/a.json", "schemas/input/b.json"] {
+            let contract = compile(&set, rel);
+            assert_eq!(
+                contract.coerce_and_validate(json!({"repo": {"owner": {"id": "1"}}})),
+                Ok(json!({"repo": {"owner": {"id": 1}}})),
+                "{rel}"
+            );
+        }
+    }
+
+    #[test]
+    fn embedded_ids_and_anchors_in_defs() {
+        let set = set(&[
+            (
+                "schemas/defs/bundle.json",
+                json!({"$id": "bundle.json", "$defs": {
+                    "port": {"$id": "port.json", "type": "integer", "maximum": 65535},
+                    "host": {"$anchor": "host", "type": "string", "minLength": 1}
+                }}),
+            ),
+            (
+                "schemas/input/x.json",
+                json!({"properties": {
+                    "port": {"$ref": "../defs/port.json"},
+                    "host": {"$ref": "bundle.json#host"}
+                }}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        let contract = compile(&set, "schemas/input/x.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"port": "8080", "host": "h"})),
+            Ok(json!({"port": 8080, "host": "h"}))
+        );
+        let errs = contract
+            .coerce_and_validate(json!({"port": "70000", "host": ""}))
+            .unwrap_err();
+        assert_eq!(paths(&errs), vec!["/host", "/port"]);
+    }
+
+    #[test]
+    fn anchors_resolve_in_both_drafts() {
+        let set = set(&[
+            (
+                "schemas/input/new.json",
+                json!({"$defs": {"n": {"$anchor": "num", "type": "integer"}},
+                       "properties": {"n": {"$ref": "#num"}}}),
+            ),
+            (
+                "schemas/input/old.json",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#",
+                       "definitions": {"n": {"$id": "#num", "type": "integer"}},
+                       "properties": {"n": {"$ref": "#num"}}}),
+            ),
+        ]);
+        for rel in ["schemas/input/new.json", "schemas/input/old.json"] {
+            let contract = compile(&set, rel);
+            assert_eq!(
+                contract.coerce_and_validate(json!({"n": "5"})),
+                Ok(json!({"n": 5})),
+                "{rel}"
+            );
+            assert!(contract.validate(&json!({"n": "5"})).is_err(), "{rel}");
+        }
+    }
+
+    #[test]
+    fn ref_by_relative_path() {
+        let set = set(&[
+            ("schemas/defs/repo.json", repo_def()),
+            (
+                "schemas/output/fetch.json",
+                json!({"type": "array", "items": {"$ref": "../defs/repo.json"}}),
+            ),
+        ]);
+        let contract = compile(&set, "schemas/output/fetch.json");
+        assert_eq!(
+            contract.validate(&json!([{"name": "a"}, {"name": "b"}])),
+            Ok(())
+        );
+        let errs = violations(&contract, &json!([{"name": "a"}, {"name": 5}]));
+        assert_eq!(paths(&errs), vec!["/1/name"]);
+    }
+
+    #[test]
+    fn file_names_needing_percent_encoding() {
+        let set = set(&[
+            ("schemas/defs/my repo.json", repo_def()),
+            (
+                "schemas/input/x.json",
+                json!({"properties": {"repo": {"$ref": "../defs/my%20repo.json"}}}),
+            ),
+        ]);
+        assert!(set.compile_all().is_empty(), "{:?}", set.compile_all());
+        let contract = compile(&set, "schemas/input/x.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"repo": {"name": "a", "stars": "2"}})),
+            Ok(json!({"repo": {"name": "a", "stars": 2}}))
+        );
+        let set2 = self::set(&[(
+            "schemas/input/y.json",
+            json!({"$ref": "../defs/no%20such.json"}),
+        )]);
+        let text = set2
+            .compile("schemas/input/y.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.ends_with("no schema file at schemas/defs/no such.json"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn ref_by_absolute_id_needs_no_network() {
+        let mut def = repo_def();
+        def["$id"] = json!("https://example.com/schemas/repo.json");
+        let set = set(&[
+            ("schemas/defs/repo.json", def),
+            (
+                "schemas/input/fetch.json",
+                json!({"properties": {"repo": {"$ref": "https://example.com/schemas/repo.json"}}}),
+            ),
+        ]);
+        let contract = compile(&set, "schemas/input/fetch.json");
+        assert_eq!(contract.validate(&json!({"repo": {"name": "x"}})), Ok(()));
+        assert_eq!(
+            paths(&violations(&contract, &json!({"repo": {}}))),
+            vec!["/repo"]
+        );
+    }
+
+    #[test]
+    fn root_with_absolute_id_still_resolves_its_own_pointers() {
+        let set = set(&[(
+            "schemas/input/x.json",
+            json!({
+                "$id": "https://example.com/x.json",
+                "$defs": {"n": {"type": "integer"}},
+                "properties": {"n": {"$ref": "#/$defs/n"}}
+            }),
+        )]);
+        let contract = compile(&set, "schemas/input/x.json");
+        assert_eq!(
+            paths(&violations(&contract, &json!({"n": "a"}))),
+            vec!["/n"]
+        );
+    }
+
+    #[test]
+    fn nested_defs_reference_defs() {
+        let set = set(&[
+            (
+                "schemas/defs/owner.json",
+                json!({"$id": "owner.json", "type": "object",
+                       "properties": {"login": {"$ref": "common.json#/$defs/slug"}},
+                       "required": ["login"]}),
+            ),
+            (
+                "schemas/defs/common.json",
+                json!({"$defs": {"slug": {"type": "string", "pattern": "^[a-z]+$"}}}),
+            ),
+            (
+                "schemas/defs/repo.json",
+                json!({"type": "object", "properties": {"owner": {"$ref": "owner.json"}}}),
+            ),
+            (
+                "schemas/input/fetch.json",
+                json!({"properties": {"repo": {"$ref": "../defs/repo.json"}}}),
+            ),
+        ]);
+        let contract = compile(&set, "schemas/input/fetch.json");
+        assert_eq!(
+            contract.validate(&json!({"repo": {"owner": {"login": "abc"}}})),
+            Ok(())
+        );
+        let errs = violations(&contract, &json!({"repo": {"owner": {"login": "ABC"}}}));
+        assert_eq!(paths(&errs), vec!["/repo/owner/login"]);
+        assert_eq!(set.compile_all().len(), 0);
+    }
+
+    #[test]
+    fn draft7_and_2020_12_are_each_honored() {
+        // In draft 7 a `$ref` hides its siblings; in 2020-12 it does not.
+        let body = |schema: &str, defs: &str| {
+            json!({
+                "$schema": schema,
+                defs: {"s": {"type": "string"}},
+                "properties": {"s": {"$ref": format!("#/{defs}/s"), "maxLength": 2}}
+            })
+        };
+        let set = set(&[
+            (
+                "schemas/input/old.json",
+                body("http://json-schema.org/draft-07/schema#", "definitions"),
+            ),
+            (
+                "schemas/input/new.json",
+                body("https://json-schema.org/draft/2020-12/schema", "$defs"),
+            ),
+        ]);
+        let long = json!({"s": "abcdef"});
+        assert_eq!(
+            compile(&set, "schemas/input/old.json").validate(&long),
+            Ok(())
+        );
+        let new = compile(&set, "schemas/input/new.json");
+        assert_eq!(paths(&violations(&new, &long)), vec!["/s"]);
+        assert_eq!(paths(&violations(&new, &json!({"s": 1}))), vec!["/s"]);
+    }
+
+    #[test]
+    fn draft7_tuple_items_and_2020_12_prefix_items() {
+        let set = set(&[
+            (
+                "schemas/input/old.json",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#",
+                       "type": "array", "items": [{"type": "integer"}, {"type": "string"}],
+                       "additionalItems": false}),
+            ),
+            (
+                "schemas/input/new.json",
+                json!({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                       "items": false}),
+            ),
+        ]);
+        for rel in ["schemas/input/old.json", "schemas/input/new.json"] {
+            let contract = compile(&set, rel);
+            assert_eq!(contract.validate(&json!([1, "a"])), Ok(()), "{rel}");
+            assert!(contract.validate(&json!([1, "a", 3])).is_err(), "{rel}");
+            // Coercion follows the tuple positions too.
+            assert_eq!(
+                contract.coerce_and_validate(json!(["7", "7"])),
+                Ok(json!([7, "7"])),
+                "{rel}"
+            );
+        }
+    }
+
+    #[test]
+    fn unresolvable_ref_names_file_and_ref() {
+        let set = set(&[(
+            "schemas/input/fetch.json",
+            json!({"properties": {"repo": {"$ref": "../defs/missing.json"}}}),
+        )]);
+        let error = set.compile("schemas/input/fetch.json").unwrap_err();
+        match &error {
+            ContractError::Ref {
+                path,
+                reference,
+                message,
+            } => {
+                assert_eq!(path, Path::new("schemas/input/fetch.json"));
+                assert_eq!(reference, "../defs/missing.json");
+                assert_eq!(message, "no schema file at schemas/defs/missing.json");
+            }
+            other => panic!("expected a ref error, got {other:?}"),
+        }
+        assert_eq!(
+            error.to_string(),
+            "schemas/input/fetch.json: cannot resolve $ref \"../defs/missing.json\": \
+             no schema file at schemas/defs/missing.json"
+        );
+        assert_eq!(error.code(), Code::SchemaInvalid);
+    }
+
+    #[test]
+    fn unresolvable_ref_in_a_def_is_blamed_on_the_def_once() {
+        let set = set(&[
+            (
+                "schemas/defs/repo.json",
+                json!({"properties": {"owner": {"$ref": "owner.json"}}}),
+            ),
+            (
+                "schemas/input/a.json",
+                json!({"properties": {"repo": {"$ref": "../defs/repo.json"}}}),
+            ),
+            (
+                "schemas/input/b.json",
+                json!({"items": {"$ref": "../defs/repo.json"}}),
+            ),
+        ]);
+        let error = set.compile("schemas/input/a.json").unwrap_err();
+        assert_eq!(error.path(), Path::new("schemas/defs/repo.json"));
+        assert!(error.to_string().contains("\"owner.json\""), "{error}");
+        let all = set.compile_all();
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0].path(), Path::new("schemas/defs/repo.json"));
+    }
+
+    #[test]
+    fn lint_checks_refs_in_unused_defs_too() {
+        let set = set(&[(
+            "schemas/defs/lib.json",
+            json!({"$defs": {
+                "a": {"$ref": "#/$defs/gone"},
+                "b": {"$ref": "nowhere.json"},
+                "c": {"$ref": "#missing-anchor"},
+                "ok": {"$ref": "#/$defs/a"}
+            }}),
+        )]);
+        let mut found: Vec<String> = set.compile_all().iter().map(|e| e.to_string()).collect();
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                "schemas/defs/lib.json: cannot resolve $ref \"#/$defs/gone\": nothing at \
+                 \"/$defs/gone\" in the schema it points into",
+                "schemas/defs/lib.json: cannot resolve $ref \"#missing-anchor\": no $anchor \
+                 \"missing-anchor\" in the schema it points into",
+                "schemas/defs/lib.json: cannot resolve $ref \"nowhere.json\": no schema file at \
+                 schemas/defs/nowhere.json",
+            ]
+        );
+    }
+
+    #[test]
+    fn pointer_to_nowhere_names_the_ref() {
+        let set = set(&[(
+            "schemas/input/x.json",
+            json!({"$defs": {}, "properties": {"a": {"$ref": "#/$defs/nope"}}}),
+        )]);
+        let error = set.compile("schemas/input/x.json").unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with("schemas/input/x.json: "), "{text}");
+        assert!(text.contains("#/$defs/nope"), "{text}");
+    }
+
+    #[test]
+    fn ref_to_a_broken_file_says_so() {
+        let (set, errors) = SchemaSet::load(vec![
+            SchemaFile {
+                path: "schemas/defs/bad.json".into(),
+                text: "{".into(),
+            },
+            SchemaFile {
+                path: "schemas/input/x.json".into(),
+                text: r#"{"$ref": "../defs/bad.json"}"#.into(),
+            },
+        ]);
+        assert_eq!(errors.len(), 1);
+        let text = set.compile("schemas/input/x.json").unwrap_err().to_string();
+        assert!(
+            text.ends_with("schemas/defs/bad.json is not valid json"),
+            "{text}"
+        );
+        let text = set
+            .compile("schemas/defs/bad.json")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(text, "schemas/defs/bad.json: schema is not valid json");
+    }
+
+    #[test]
+    fn bad_keyword_value_does_not_compile() {
+        let set = set(&[(
+            "schemas/input/x.json",
+            json!({"properties": {"n": {"type": "strin"}}}),
+        )]);
+        let error = set.compile("schemas/input/x.json").unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with("schemas/input/x.json: schema does not compile at /properties/n/type"),
+            "{text}"
+        );
+        assert_eq!(set.compile_all().len(), 1);
+    }
+
+    #[test]
+    fn duplicate_ids_are_reported() {
+        let (_, errors) = SchemaSet::load(vec![
+            SchemaFile {
+                path: "schemas/defs/a.json".into(),
+                text: r#"{"$id": "x.json"}"#.into(),
+            },
+            SchemaFile {
+                path: "schemas/defs/b.json".into(),
+                text: r#"{"$id": "x.json"}"#.into(),
+            },
+        ]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(
+            errors[0].to_string(),
+            "schemas/defs/b.json: $id \"x.json\" is also the $id of schemas/defs/a.json"
+        );
+    }
+
+    #[test]
+    fn files_outside_schemas_are_refused() {
+        let (_, errors) = SchemaSet::load(vec![
+            SchemaFile {
+                path: "scripts/x.json".into(),
+                text: "{}".into(),
+            },
+            SchemaFile {
+                path: "schemas/../x.json".into(),
+                text: "{}".into(),
+            },
+        ]);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+    }
+
+    #[test]
+    fn json_syntax_error_has_line_and_col() {
+        let (set, errors) = SchemaSet::load(vec![SchemaFile {
+            path: "schemas/input/x.json".into(),
+            text: "{\n  \"type\": \"object\",\n  \"properties\": {,}\n}".into(),
+        }]);
+        assert!(set.input("x").is_none());
+        match &errors[..] {
+            [
+                ContractError::Json {
+                    path,
+                    line,
+                    col,
+                    message,
+                },
+            ] => {
+                assert_eq!(path, Path::new("schemas/input/x.json"));
+                assert_eq!((*line, *col), (3, 18));
+                assert!(!message.contains("line"), "{message}");
+            }
+            other => panic!("expected one json error, got {other:?}"),
+        }
+        let text = errors[0].to_string();
+        assert!(
+            text.starts_with("schemas/input/x.json:3:18: invalid json: "),
+            "{text}"
+        );
+        assert_eq!(errors[0].loc(), Loc::new(3, 18));
+        assert_eq!(errors[0].code(), Code::SchemaJson);
+    }
+
+    #[test]
+    fn load_dir_reads_schemas_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("schemas/input")).unwrap();
+        std::fs::create_dir_all(root.join("schemas/defs")).unwrap();
+        std::fs::write(root.join("schemas/defs/n.json"), r#"{"type": "integer"}"#).unwrap();
+        std::fs::write(
+            root.join("schemas/input/x.json"),
+            r#"{"properties": {"n": {"$ref": "../defs/n.json"}}}"#,
+        )
+        .unwrap();
+        std::fs::write(root.join("schemas/input/notes.txt"), "not a schema").unwrap();
+        std::fs::write(root.join("secret.json"), "{}").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(
+            root.join("secret.json"),
+            root.join("schemas/defs/link.json"),
+        )
+        .unwrap();
+
+        let (set, errors) = SchemaSet::load_dir(root);
+        assert!(errors.is_empty(), "{errors:?}");
+        let listed: Vec<&Path> = set.paths().collect();
+        assert_eq!(
+            listed,
+            vec![
+                Path::new("schemas/defs/link.json"),
+                Path::new("schemas/defs/n.json"),
+                Path::new("schemas/input/x.json")
+            ]
+        );
+        assert!(set.input("x").is_some());
+        assert!(set.output("x").is_none());
+        let contract = compile(&set, "schemas/input/x.json");
+        assert_eq!(
+            contract.coerce_and_validate(json!({"n": "4"})),
+            Ok(json!({"n": 4}))
+        );
+        assert!(set.compile_all().is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn load_dir_refuses_symlinks_out_of_the_skill() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("x.json"), "{}").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("schemas/defs")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("x.json"),
+            dir.path().join("schemas/defs/x.json"),
+        )
+        .unwrap();
+        let (set, errors) = SchemaSet::load_dir(dir.path());
+        assert_eq!(set.paths().count(), 0);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("schemas/defs/x.json: symlink points outside")
+        );
+    }
+
+    #[test]
+    fn load_dir_without_schemas_is_empty_and_io_errors_name_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (set, errors) = SchemaSet::load_dir(dir.path());
+        assert_eq!((set.paths().count(), errors.len()), (0, 0));
+
+        #[cfg(unix)]
+        {
+            std::fs::create_dir_all(dir.path().join("schemas/input")).unwrap();
+            std::fs::write(dir.path().join("schemas/input/x.json"), "{}").unwrap();
+            std::os::unix::fs::symlink("nowhere.json", dir.path().join("schemas/input/y.json"))
+                .unwrap();
+            let (_, errors) = SchemaSet::load_dir(dir.path());
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(
+                errors[0].to_string().starts_with("schemas/input/y.json: "),
+                "{}",
+                errors[0]
+            );
+        }
+    }
+
+    #[test]
+    fn bundle_is_self_contained_and_means_the_same() {
+        let s = set(&[
+            (
+                "schemas/input/go.json",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "repo": {"$ref": "../defs/repo.json"},
+                        "by_id": {"$ref": "repo.json"},
+                        "n": {"$ref": "../defs/num.json#/$defs/small"}
+                    },
+                    "required": ["repo"],
+                    "additionalProperties": false
+                }),
+            ),
+            (
+                "schemas/defs/repo.json",
+                json!({"$id": "repo.json", "type": "string", "pattern": "^[a-z]+/[a-z]+$"}),
+            ),
+            (
+                "schemas/defs/num.json",
+                json!({"$defs": {"small": {"$ref": "#/$defs/int", "maximum": 9}, "int": {"type": "integer"}}}),
+            ),
+            ("schemas/defs/unused.json", json!({"type": "null"})),
+        ]);
+        let bundle = s.bundle("schemas/input/go.json").unwrap();
+        assert_eq!(bundle["$id"], "band://skill/schemas/input/go.json");
+        let defs = bundle["$defs"].as_object().unwrap();
+        assert_eq!(
+            defs.keys().collect::<Vec<_>>(),
+            ["band:schemas/defs/num.json", "band:schemas/defs/repo.json"]
+        );
+        assert_eq!(
+            bundle["properties"]["by_id"]["$ref"],
+            "band://skill/schemas/defs/repo.json"
+        );
+        // No retriever: every reference must resolve inside the document.
+        let validator = jsonschema::validator_for(&bundle).unwrap();
+        let contract = s.compile("schemas/input/go.json").unwrap();
+        for (value, ok) in [
+            (json!({"repo": "a/b", "by_id": "c/d", "n": 3}), true),
+            (json!({"repo": "A B"}), false),
+            (json!({"repo": "a/b", "by_id": "x"}), false),
+            (json!({"repo": "a/b", "n": 10}), false),
+            (json!({"repo": "a/b", "n": 1.5}), false),
+            (json!({"repo": "a/b", "extra": 1}), false),
+        ] {
+            assert_eq!(validator.is_valid(&value), ok, "bundle on {value}");
+            assert_eq!(contract.validate(&value).is_ok(), ok, "contract on {value}");
+        }
+        assert!(s.bundle("schemas/input/none.json").is_none());
+    }
+
+    #[test]
+    fn bundle_of_a_draft7_root_uses_definitions() {
+        let s = set(&[
+            (
+                "schemas/input/go.json",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "../defs/a.json"}}}),
+            ),
+            ("schemas/defs/a.json", json!({"type": "integer"})),
+        ]);
+        let bundle = s.bundle("schemas/input/go.json").unwrap();
+        assert!(
+            bundle["definitions"]["band:schemas/defs/a.json"].is_object(),
+            "{bundle}"
+        );
+        let validator = jsonschema::validator_for(&bundle).unwrap();
+        assert!(validator.is_valid(&json!({"a": 1})));
+        assert!(!validator.is_valid(&json!({"a": "x"})));
+    }
+}

@@ -1,0 +1,212 @@
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::error::Violation;
+use super::helpers::lowercase_first;
+use super::schema_set::Index;
+use super::walk::{Follow, allows_type};
+
+// ---------------------------------------------------------------------------------------------
+// Contracts
+// ---------------------------------------------------------------------------------------------
+
+/// A compiled schema, ready to validate values.
+pub struct Contract {
+    pub(super) path: PathBuf,
+    pub(super) file: usize,
+    pub(super) index: Arc<Index>,
+    pub(super) validator: jsonschema::Validator,
+}
+
+impl fmt::Debug for Contract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Contract")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl Contract {
+    /// The schema file this contract was compiled from, relative to the skill root.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Strict validation: every error, each with the JSON pointer of the value it is about.
+    ///
+    /// `Value::Null` stands for "no output": against a schema that requires properties it fails
+    /// with a message saying so, even where the schema would not otherwise constrain `null`.
+    pub fn validate(&self, value: &Value) -> Result<(), Vec<Violation>> {
+        let mut violations: Vec<Violation> = self
+            .validator
+            .iter_errors(value)
+            .map(|error| Violation {
+                instance_path: error.instance_path().as_str().to_string(),
+                message: lowercase_first(&error.to_string()),
+            })
+            .collect();
+        if value.is_null() {
+            let file = &self.index.files[self.file];
+            let roots = self
+                .index
+                .candidates(&file.served, &file.uri, Follow::Definite);
+            let required: BTreeSet<&str> = roots
+                .iter()
+                .filter_map(|(schema, _)| schema.get("required")?.as_array())
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if !required.is_empty() {
+                let names: Vec<String> =
+                    required.iter().map(|name| format!("\"{name}\"")).collect();
+                let expected = format!(
+                    "got null (no output), but the schema expects an object with required properties {}",
+                    names.join(", ")
+                );
+                if violations.is_empty() {
+                    if !allows_type(&roots, "null") {
+                        violations.push(Violation {
+                            instance_path: String::new(),
+                            message: expected,
+                        });
+                    }
+                } else {
+                    violations.insert(
+                        0,
+                        Violation {
+                            instance_path: String::new(),
+                            message: expected,
+                        },
+                    );
+                    violations.retain(|v| {
+                        !(v.instance_path.is_empty()
+                            && v.message.starts_with("null is not of type"))
+                    });
+                }
+            } else if !violations.is_empty() {
+                for violation in &mut violations {
+                    if violation.instance_path.is_empty() {
+                        violation.message = format!("got null (no output): {}", violation.message);
+                    }
+                }
+            }
+        }
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(violations)
+        }
+    }
+
+    /// Coerce CLI strings to the types the schema asks for, then validate strictly.
+    ///
+    /// A string becomes an integer/number (`"5"`), boolean (`"true"`/`"false"`), null (`"null"`),
+    /// or array/object (JSON text) only where the schema at that place (following `$ref`,
+    /// `allOf`/`anyOf`/`oneOf`, `properties`, `additionalProperties`, `items` and `prefixItems`)
+    /// names that type and does not accept a string. A string that cannot be coerced is left as
+    /// it is, so validation reports it.
+    pub fn coerce_and_validate(&self, value: Value) -> Result<Value, Vec<Violation>> {
+        let file = &self.index.files[self.file];
+        let roots = self.index.candidates(&file.served, &file.uri, Follow::All);
+        let coerced = self.index.coerce(value, &roots);
+        self.validate(&coerced).map(|()| coerced)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::SchemaSet;
+    use crate::contract::testutil::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    #[test]
+    fn output_validation_does_not_coerce() {
+        let set = set(&[(
+            "schemas/output/x.json",
+            json!({"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}}}),
+        )]);
+        let contract = compile(&set, "schemas/output/x.json");
+        let errs = violations(&contract, &json!({"n": "5", "ok": "true"}));
+        assert_eq!(paths(&errs), vec!["/n", "/ok"]);
+        assert_eq!(errs[0].to_string(), "/n: \"5\" is not of type \"integer\"");
+    }
+
+    #[test]
+    fn violation_messages_are_lowercase() {
+        let contract = input_contract(json!({"properties": {}, "additionalProperties": false}));
+        let errs = violations(&contract, &json!({"x": 1}));
+        assert!(
+            errs[0].message.starts_with("additional properties"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn contracts_can_be_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Contract>();
+        assert_send_sync::<SchemaSet>();
+    }
+
+    #[test]
+    fn formats_are_checked() {
+        let contract =
+            input_contract(json!({"properties": {"when": {"type": "string", "format": "date"}}}));
+        assert_eq!(contract.validate(&json!({"when": "2024-02-29"})), Ok(()));
+        assert_eq!(
+            paths(&violations(&contract, &json!({"when": "yesterday"}))),
+            vec!["/when"]
+        );
+    }
+
+    #[test]
+    fn null_output_against_required_fields() {
+        let set = set(&[
+            (
+                "schemas/output/typed.json",
+                json!({"type": "object", "required": ["a", "b"]}),
+            ),
+            ("schemas/output/untyped.json", json!({"required": ["a"]})),
+            ("schemas/defs/res.json", json!({"required": ["id"]})),
+            (
+                "schemas/output/viaref.json",
+                json!({"$ref": "../defs/res.json"}),
+            ),
+            ("schemas/output/object.json", json!({"type": "object"})),
+            ("schemas/output/anything.json", json!({})),
+            (
+                "schemas/output/nullable.json",
+                json!({"type": ["object", "null"], "required": ["a"]}),
+            ),
+        ]);
+        let one = |rel: &str| compile(&set, rel).validate(&Value::Null);
+
+        let errs = one("schemas/output/typed.json").unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(
+            errs[0].to_string(),
+            "(root): got null (no output), but the schema expects an object with required \
+             properties \"a\", \"b\""
+        );
+        // `required` alone does not constrain null in JSON Schema; band still refuses no output.
+        let errs = one("schemas/output/untyped.json").unwrap_err();
+        assert!(errs[0].message.contains("\"a\""), "{errs:?}");
+        let errs = one("schemas/output/viaref.json").unwrap_err();
+        assert!(errs[0].message.contains("\"id\""), "{errs:?}");
+
+        let errs = one("schemas/output/object.json").unwrap_err();
+        assert_eq!(
+            errs[0].message,
+            "got null (no output): null is not of type \"object\""
+        );
+
+        assert_eq!(one("schemas/output/anything.json"), Ok(()));
+        assert_eq!(one("schemas/output/nullable.json"), Ok(()));
+    }
+}
