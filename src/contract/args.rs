@@ -1,3 +1,6 @@
+//! CLI arguments: parsing `--key[=value]` flags into a JSON object, and describing the flags an
+//! input schema accepts.
+
 use std::collections::BTreeSet;
 
 use serde::Serialize;
@@ -6,10 +9,6 @@ use serde_json::{Map, Value};
 use super::error::ArgError;
 use super::schema_set::{Index, SchemaSet};
 use super::walk::{Candidates, Follow, declared_types};
-
-// ---------------------------------------------------------------------------------------------
-// CLI arguments
-// ---------------------------------------------------------------------------------------------
 
 /// Turn `--key=value`, `--key value` and bare `--flag` (= `"true"`) into a map of strings.
 ///

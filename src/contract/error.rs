@@ -1,3 +1,6 @@
+//! The errors: a schema file that cannot be used ([`ContractError`]), a value that fails a
+//! contract ([`Violation`]) and a command line that is not a list of flags ([`ArgError`]).
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -5,10 +8,6 @@ use serde::Serialize;
 
 use super::helpers::lowercase_first;
 use crate::diag::{Code, Diagnostic, Loc};
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------------------------
 
 /// A problem with a schema file: it is not JSON, does not compile, or has a `$ref` band cannot
 /// resolve. Every message names the file (relative to the skill root).

@@ -1,3 +1,6 @@
+//! Helpers: URIs and `$ref` rewriting, walking a schema's subschemas, draft checks, JSON errors
+//! and reading the `schemas/` tree.
+
 use std::path::{Component, Path, PathBuf};
 
 use jsonschema::Draft;
@@ -7,29 +10,29 @@ use super::error::ContractError;
 use super::schema_set::SchemaFile;
 use super::{ROOT_URI, SCHEMAS_DIR};
 
-// ---------------------------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------------------------
-
 /// Check that `path` is a plain relative path under `schemas/`, and return it `/`-separated.
-pub(super) fn relative_schema_path(path: &Path) -> Result<String, String> {
+pub(super) fn relative_schema_path(path: &Path) -> Result<String, ContractError> {
     let mut parts = Vec::new();
     for component in path.components() {
         match component {
             Component::Normal(part) => match part.to_str() {
                 Some(part) => parts.push(part),
-                None => return Err("the file name is not utf-8".to_string()),
+                None => return Err(ContractError::compile(path, "the file name is not utf-8")),
             },
             Component::CurDir => {}
             _ => {
-                return Err(
-                    "a schema path must be relative to the skill root, under schemas/".to_string(),
-                );
+                return Err(ContractError::compile(
+                    path,
+                    "a schema path must be relative to the skill root, under schemas/",
+                ));
             }
         }
     }
     if parts.len() < 2 || parts[0] != SCHEMAS_DIR {
-        return Err("a schema file must be under schemas/".to_string());
+        return Err(ContractError::compile(
+            path,
+            "a schema file must be under schemas/",
+        ));
     }
     Ok(parts.join("/"))
 }

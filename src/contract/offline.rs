@@ -1,3 +1,6 @@
+//! Offline resolution: the retriever jsonschema gets, which serves the skill's own schemas from
+//! memory and refuses every other URI with the reason why.
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -7,10 +10,6 @@ use serde_json::Value;
 use super::helpers::{percent_decode, resolve, strip_fragment};
 use super::schema_set::Index;
 use super::{OFFLINE_ONLY, ROOT_URI};
-
-// ---------------------------------------------------------------------------------------------
-// Offline resolution
-// ---------------------------------------------------------------------------------------------
 
 /// The only retriever band ever gives jsonschema: it serves the skill's own schemas from memory
 /// and refuses everything else. It never opens a file or a socket.

@@ -1,3 +1,6 @@
+//! The schema set: every schema file of a skill, parsed, indexed by URI and `$id`, and compiled
+//! into [`Contract`]s or bundled into one self-contained document.
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,10 +18,6 @@ use super::helpers::{
 use super::offline::{OfflineRetriever, Refusal};
 use super::validate::Contract;
 use super::{ROOT_URI, SCHEMAS_DIR};
-
-// ---------------------------------------------------------------------------------------------
-// The schema set
-// ---------------------------------------------------------------------------------------------
 
 /// One schema file as read from the skill: its path relative to the skill root and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,8 +75,8 @@ impl SchemaSet {
         for file in files {
             let rel = match relative_schema_path(&file.path) {
                 Ok(rel) => rel,
-                Err(message) => {
-                    errors.push(ContractError::compile(&file.path, message));
+                Err(error) => {
+                    errors.push(error);
                     continue;
                 }
             };

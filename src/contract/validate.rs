@@ -1,3 +1,5 @@
+//! Contracts: one compiled schema, validated strictly or after coercing CLI strings.
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,10 +11,6 @@ use super::error::Violation;
 use super::helpers::lowercase_first;
 use super::schema_set::Index;
 use super::walk::{Follow, allows_type};
-
-// ---------------------------------------------------------------------------------------------
-// Contracts
-// ---------------------------------------------------------------------------------------------
 
 /// A compiled schema, ready to validate values.
 pub struct Contract {

@@ -1,3 +1,6 @@
+//! Walking schemas: following `$ref`s and combinators to the candidate subschemas of a value, and
+//! coercing CLI strings into the types they declare.
+
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -5,10 +8,6 @@ use serde_json::Value;
 use super::helpers::enter;
 use super::schema_set::Index;
 use super::{MAX_EXACT_FLOAT, MAX_FOLLOW_DEPTH};
-
-// ---------------------------------------------------------------------------------------------
-// Walking schemas: candidates, coercion, argument docs
-// ---------------------------------------------------------------------------------------------
 
 /// Which subschemas count as applying to the same value.
 #[derive(Clone, Copy, PartialEq, Eq)]
