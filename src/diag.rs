@@ -291,7 +291,7 @@ mod docs_tests {
     #[test]
     fn docs_lint_md_lists_every_code() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/lint.md");
-        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        let doc = fs_err::read_to_string(path).unwrap_or_default();
         let table = super::lint_codes_markdown();
         assert!(
             doc.contains(&table),

@@ -107,7 +107,7 @@ pub fn find_loose_band_files(path: &Path) -> Vec<PathBuf> {
         if is_skill_dir(dir) {
             return false;
         }
-        if let Ok(rd) = std::fs::read_dir(dir) {
+        if let Ok(rd) = fs_err::read_dir(dir) {
             for e in rd.flatten() {
                 let p = e.path();
                 if p.is_file() && is_band_file(&p) {
@@ -125,7 +125,7 @@ fn walk_dirs(dir: &Path, depth: usize, visit: &mut dyn FnMut(&Path) -> bool) {
     if depth > 4 || !dir.is_dir() || !visit(dir) {
         return;
     }
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(rd) = fs_err::read_dir(dir) else {
         return;
     };
     let mut children: Vec<PathBuf> = rd
@@ -152,7 +152,7 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| root.display().to_string());
     let skill_md_path = root.join("SKILL.md");
-    let skill_md = match std::fs::read_to_string(&skill_md_path) {
+    let skill_md = match fs_err::read_to_string(&skill_md_path) {
         Ok(text) => {
             let (md, d) = parse_skill_md(&skill_md_path, &text, &name);
             diags.extend(d);
@@ -170,7 +170,7 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
                 Code::FileUnreadable,
                 &skill_md_path,
                 Loc::FILE,
-                format!("cannot read {}: {e}", skill_md_path.display()),
+                e.to_string(),
             ));
             None
         }
@@ -192,7 +192,7 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
     let dir = root.join("scripts");
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut entries: Vec<PathBuf> = fs_err::read_dir(&dir)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     entries.sort();
@@ -226,7 +226,7 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
         }
     }
     // Upstream layout: scripts/resources/<name>/run.sh (wins over an upstream wrapper of the same name).
-    if let Ok(rd) = std::fs::read_dir(dir.join("resources")) {
+    if let Ok(rd) = fs_err::read_dir(dir.join("resources")) {
         let mut res: Vec<PathBuf> = rd
             .flatten()
             .map(|e| e.path())
@@ -461,8 +461,8 @@ mod tests {
 
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
+        fs_err::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs_err::write(p, text).expect("write");
     }
 
     const BAND: &str = "---\nband: demo\ndescription: d\nallow:\n  cli: [\"jq *\"]\n---\n";

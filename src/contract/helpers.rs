@@ -278,7 +278,7 @@ pub(super) fn collect_json_files(
     errors: &mut Vec<ContractError>,
 ) {
     let dir = skill_root.join(rel_dir);
-    let entries = match std::fs::read_dir(&dir) {
+    let entries = match fs_err::read_dir(&dir) {
         Ok(entries) => entries,
         Err(source) => {
             errors.push(ContractError::Io {
@@ -304,7 +304,7 @@ pub(super) fn collect_json_files(
             continue;
         }
         if kind.is_symlink() {
-            match std::fs::canonicalize(&full) {
+            match fs_err::canonicalize(&full) {
                 Ok(target) if target.starts_with(canonical_root) && target.is_file() => {}
                 Ok(_) => {
                     errors.push(ContractError::compile(
@@ -319,7 +319,7 @@ pub(super) fn collect_json_files(
                 }
             }
         }
-        match std::fs::read_to_string(&full) {
+        match fs_err::read_to_string(&full) {
             Ok(text) => files.push(SchemaFile { path: rel, text }),
             Err(source) => errors.push(ContractError::Io { path: rel, source }),
         }

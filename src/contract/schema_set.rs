@@ -243,9 +243,9 @@ impl SchemaSet {
         let mut errors = Vec::new();
         let mut files = Vec::new();
         let schemas = skill_root.join(SCHEMAS_DIR);
-        match std::fs::symlink_metadata(&schemas) {
+        match fs_err::symlink_metadata(&schemas) {
             Ok(meta) if meta.is_dir() => {
-                let root = std::fs::canonicalize(skill_root).unwrap_or_else(|_| skill_root.into());
+                let root = fs_err::canonicalize(skill_root).unwrap_or_else(|_| skill_root.into());
                 collect_json_files(
                     skill_root,
                     &root,
@@ -1153,18 +1153,18 @@ mod tests {
     fn load_dir_reads_schemas_tree() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::create_dir_all(root.join("schemas/input")).unwrap();
-        std::fs::create_dir_all(root.join("schemas/defs")).unwrap();
-        std::fs::write(root.join("schemas/defs/n.json"), r#"{"type": "integer"}"#).unwrap();
-        std::fs::write(
+        fs_err::create_dir_all(root.join("schemas/input")).unwrap();
+        fs_err::create_dir_all(root.join("schemas/defs")).unwrap();
+        fs_err::write(root.join("schemas/defs/n.json"), r#"{"type": "integer"}"#).unwrap();
+        fs_err::write(
             root.join("schemas/input/x.json"),
             r#"{"properties": {"n": {"$ref": "../defs/n.json"}}}"#,
         )
         .unwrap();
-        std::fs::write(root.join("schemas/input/notes.txt"), "not a schema").unwrap();
-        std::fs::write(root.join("secret.json"), "{}").unwrap();
+        fs_err::write(root.join("schemas/input/notes.txt"), "not a schema").unwrap();
+        fs_err::write(root.join("secret.json"), "{}").unwrap();
         #[cfg(unix)]
-        std::os::unix::fs::symlink(
+        fs_err::os::unix::fs::symlink(
             root.join("secret.json"),
             root.join("schemas/defs/link.json"),
         )
@@ -1195,10 +1195,10 @@ mod tests {
     #[test]
     fn load_dir_refuses_symlinks_out_of_the_skill() {
         let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("x.json"), "{}").unwrap();
+        fs_err::write(outside.path().join("x.json"), "{}").unwrap();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("schemas/defs")).unwrap();
-        std::os::unix::fs::symlink(
+        fs_err::create_dir_all(dir.path().join("schemas/defs")).unwrap();
+        fs_err::os::unix::fs::symlink(
             outside.path().join("x.json"),
             dir.path().join("schemas/defs/x.json"),
         )
@@ -1221,9 +1221,9 @@ mod tests {
 
         #[cfg(unix)]
         {
-            std::fs::create_dir_all(dir.path().join("schemas/input")).unwrap();
-            std::fs::write(dir.path().join("schemas/input/x.json"), "{}").unwrap();
-            std::os::unix::fs::symlink("nowhere.json", dir.path().join("schemas/input/y.json"))
+            fs_err::create_dir_all(dir.path().join("schemas/input")).unwrap();
+            fs_err::write(dir.path().join("schemas/input/x.json"), "{}").unwrap();
+            fs_err::os::unix::fs::symlink("nowhere.json", dir.path().join("schemas/input/y.json"))
                 .unwrap();
             let (_, errors) = SchemaSet::load_dir(dir.path());
             assert_eq!(errors.len(), 1, "{errors:?}");

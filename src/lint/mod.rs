@@ -195,7 +195,7 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         }
     }
     for (kind, dir) in [("input", "schemas/input"), ("output", "schemas/output")] {
-        let Ok(rd) = std::fs::read_dir(root.join(dir)) else {
+        let Ok(rd) = fs_err::read_dir(root.join(dir)) else {
             continue;
         };
         for e in rd.flatten() {
@@ -257,7 +257,7 @@ fn collect_band_files(dir: &Path, depth: usize, out: &mut BTreeSet<PathBuf>) {
     if depth > 4 {
         return;
     }
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(rd) = fs_err::read_dir(dir) else {
         return;
     };
     for e in rd.flatten() {
@@ -283,7 +283,7 @@ fn check_links(root: &Path) -> Vec<Diagnostic> {
     };
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
+        let Ok(rd) = fs_err::read_dir(&dir) else {
             continue;
         };
         for e in rd.flatten() {
@@ -313,7 +313,7 @@ fn check_links(root: &Path) -> Vec<Diagnostic> {
 #[cfg(unix)]
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(not(unix))]
@@ -338,9 +338,9 @@ mod tests {
     fn write(root: &Path, rel: &str, text: &str, mode: u32) {
         use std::os::unix::fs::PermissionsExt;
         let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(&p, text).expect("write");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        fs_err::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs_err::write(&p, text).expect("write");
+        fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
     /// A skill whose BAND.md config breaks its config schema, with three scripts: two use

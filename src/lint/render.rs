@@ -35,7 +35,7 @@ pub fn human(report: &Report, color: bool) -> String {
         if d.loc.line > 0 {
             let src = sources
                 .entry(d.path.clone())
-                .or_insert_with(|| std::fs::read_to_string(&d.path).ok());
+                .or_insert_with(|| fs_err::read_to_string(&d.path).ok());
             if let Some(line) = src.as_deref().and_then(|s| s.lines().nth(d.loc.line - 1)) {
                 let no = d.loc.line.to_string();
                 let pad = " ".repeat(no.len());

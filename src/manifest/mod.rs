@@ -286,7 +286,7 @@ pub fn load_band(path: &Path) -> Parsed {
         band: None,
         diagnostics: vec![Diagnostic::new(Code::FileUnreadable, path, Loc::FILE, msg)],
     };
-    match std::fs::metadata(path) {
+    match fs_err::metadata(path) {
         Ok(m) if m.len() > MAX_BAND_FILE_BYTES => {
             return fail(format!(
                 "band file is {} bytes; the limit is {MAX_BAND_FILE_BYTES}",
@@ -294,11 +294,11 @@ pub fn load_band(path: &Path) -> Parsed {
             ));
         }
         Ok(_) => {}
-        Err(e) => return fail(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return fail(e.to_string()),
     }
-    match std::fs::read_to_string(path) {
+    match fs_err::read_to_string(path) {
         Ok(src) => parse_band(path, &src),
-        Err(e) => fail(format!("cannot read {}: {e}", path.display())),
+        Err(e) => fail(e.to_string()),
     }
 }
 
