@@ -41,11 +41,15 @@ const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
 
 #[derive(Debug, Error)]
 pub enum LedgerError {
+    /// An I/O error from an operation whose error does not name the path (creating the folder).
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file operation failed; the error (from fs_err) names the path.
+    #[error(transparent)]
+    Fs(std::io::Error),
     #[error("{path}:{line}: not a ledger record: {message}")]
     Corrupt {
         path: PathBuf,
@@ -252,11 +256,6 @@ pub struct Ledger {
     dir: PathBuf,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LedgerError + use<> {
-    let path = path.to_path_buf();
-    move |source| LedgerError::Io { path, source }
-}
-
 impl Ledger {
     pub fn new(dir: impl Into<PathBuf>) -> Ledger {
         Ledger { dir: dir.into() }
@@ -274,51 +273,54 @@ impl Ledger {
         self.open_append().map(drop)
     }
 
-    fn lock_file(&self) -> Result<std::fs::File, LedgerError> {
+    fn lock_file(&self) -> Result<fs_err::File, LedgerError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode_private()
             .create(&self.dir)
-            .map_err(io(&self.dir))?;
+            .map_err(|source| LedgerError::Io {
+                path: self.dir.clone(),
+                source,
+            })?;
         let p = self.dir.join(LOCK_FILE);
-        std::fs::OpenOptions::new()
+        fs_err::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .private()
             .open(&p)
-            .map_err(io(&p))
+            .map_err(LedgerError::Fs)
     }
 
     /// Held while writing; released when dropped.
-    fn lock_exclusive(&self) -> Result<std::fs::File, LedgerError> {
+    fn lock_exclusive(&self) -> Result<fs_err::File, LedgerError> {
         let f = self.lock_file()?;
-        f.lock().map_err(io(&self.dir.join(LOCK_FILE)))?;
+        f.lock().map_err(LedgerError::Fs)?;
         Ok(f)
     }
 
     /// Held while reading, so a reader never sees half a prune.
-    fn lock_shared(&self) -> Result<Option<std::fs::File>, LedgerError> {
+    fn lock_shared(&self) -> Result<Option<fs_err::File>, LedgerError> {
         let p = self.dir.join(LOCK_FILE);
-        match std::fs::OpenOptions::new().read(true).open(&p) {
+        match fs_err::OpenOptions::new().read(true).open(&p) {
             Ok(f) => {
-                f.lock_shared().map_err(io(&p))?;
+                f.lock_shared().map_err(LedgerError::Fs)?;
                 Ok(Some(f))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(&p)(e)),
+            Err(e) => Err(LedgerError::Fs(e)),
         }
     }
 
-    fn open_append(&self) -> Result<std::fs::File, LedgerError> {
+    fn open_append(&self) -> Result<fs_err::File, LedgerError> {
         let p = self.path();
-        std::fs::OpenOptions::new()
+        fs_err::OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
             .private()
             .open(&p)
-            .map_err(io(&p))
+            .map_err(LedgerError::Fs)
     }
 
     /// Append one record under the writers' lock, in one write, and sync it. Returns it as stored.
@@ -326,7 +328,7 @@ impl Ledger {
         let _guard = self.lock_exclusive()?;
         let path = self.path();
         let mut file = self.open_append()?;
-        let tail = last_line(&mut file).map_err(io(&path))?;
+        let tail = last_line(&mut file).map_err(LedgerError::Fs)?;
         let (prev, seq, needs_newline) = match &tail {
             None => (GENESIS.to_string(), 1, false),
             Some(t) => {
@@ -343,8 +345,8 @@ impl Ledger {
             // A write was cut short before: keep that fragment as its own (broken) line.
             line.insert(0, '\n');
         }
-        file.write_all(line.as_bytes()).map_err(io(&path))?;
-        file.sync_data().map_err(io(&path))?;
+        file.write_all(line.as_bytes()).map_err(LedgerError::Fs)?;
+        file.sync_data().map_err(LedgerError::Fs)?;
         Ok(Stored {
             v: FORMAT_VERSION,
             seq,
@@ -357,10 +359,10 @@ impl Ledger {
     /// The raw lines (without newlines); `complete` is false when the file does not end in one.
     fn read_lines(&self) -> Result<(Vec<String>, bool), LedgerError> {
         let p = self.path();
-        let text = match std::fs::read(&p) {
+        let text = match fs_err::read(&p) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), true)),
-            Err(e) => return Err(io(&p)(e)),
+            Err(e) => return Err(LedgerError::Fs(e)),
         };
         let complete = text.is_empty() || text.ends_with(b"\n");
         let text = String::from_utf8_lossy(&text);
@@ -462,7 +464,7 @@ impl Ledger {
         text.push_str(&cp_line);
         let tmp = self.dir.join(format!(".{LEDGER_FILE}.tmp"));
         let written = (|| {
-            let mut f = std::fs::OpenOptions::new()
+            let mut f = fs_err::OpenOptions::new()
                 .create(true)
                 .write(true)
                 .truncate(true)
@@ -470,13 +472,13 @@ impl Ledger {
                 .open(&tmp)?;
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &path)
+            fs_err::rename(&tmp, &path)
         })();
         if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io(&path)(e));
+            let _ = fs_err::remove_file(&tmp);
+            return Err(LedgerError::Fs(e));
         }
-        if let Ok(d) = std::fs::File::open(&self.dir) {
+        if let Ok(d) = fs_err::File::open(&self.dir) {
             let _ = d.sync_all();
         }
         let kept = (parsed.len() - drop) as u64;
@@ -661,7 +663,7 @@ struct Tail {
 }
 
 /// Read the last line by scanning backwards (the ledger may be large).
-fn last_line(f: &mut std::fs::File) -> std::io::Result<Option<Tail>> {
+fn last_line(f: &mut fs_err::File) -> std::io::Result<Option<Tail>> {
     let len = f.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok(None);
@@ -716,7 +718,7 @@ fn link_of(line: &str) -> (String, Option<u64>) {
 }
 
 fn count_lines(path: &Path) -> Result<u64, LedgerError> {
-    let b = std::fs::read(path).map_err(io(path))?;
+    let b = fs_err::read(path).map_err(LedgerError::Fs)?;
     Ok(b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).count() as u64)
 }
 
@@ -725,10 +727,10 @@ trait Private {
     fn private(&mut self) -> &mut Self;
 }
 
-impl Private for std::fs::OpenOptions {
+impl Private for fs_err::OpenOptions {
     #[cfg(unix)]
     fn private(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
+        use fs_err::os::unix::fs::OpenOptionsExt;
         self.mode(0o600)
     }
     #[cfg(not(unix))]
@@ -923,7 +925,7 @@ mod tests {
     }
 
     fn lines(l: &Ledger) -> Vec<String> {
-        std::fs::read_to_string(l.path())
+        fs_err::read_to_string(l.path())
             .expect("read")
             .lines()
             .map(str::to_string)
@@ -931,7 +933,7 @@ mod tests {
     }
 
     fn write_lines(l: &Ledger, lines: &[String]) {
-        std::fs::write(
+        fs_err::write(
             l.path(),
             lines.iter().map(|s| format!("{s}\n")).collect::<String>(),
         )
@@ -1074,9 +1076,9 @@ mod tests {
     #[test]
     fn a_cut_write_is_reported_and_appending_continues() {
         let (_t, l) = ledger_with(2);
-        let mut text = std::fs::read_to_string(l.path()).expect("read");
+        let mut text = fs_err::read_to_string(l.path()).expect("read");
         text.push_str("{\"v\":1,\"seq\":3,\"pre");
-        std::fs::write(l.path(), &text).expect("write");
+        fs_err::write(l.path(), &text).expect("write");
         let b = broken(&l);
         assert_eq!(b.line, 3);
         assert!(b.reason.contains("incomplete"), "{}", b.reason);
@@ -1346,7 +1348,7 @@ mod tests {
     fn files_are_private() {
         use std::os::unix::fs::PermissionsExt;
         let (t, l) = ledger_with(1);
-        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        let mode = |p: &Path| fs_err::metadata(p).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode(&l.path()), 0o600);
         assert_eq!(mode(&t.path().join("data")), 0o700);
         assert_eq!(mode(&t.path().join("data").join(LOCK_FILE)), 0o600);
