@@ -40,11 +40,9 @@ const HEADER: &str = "# band.lock: the fingerprint of this skill. Written by `ba
 
 #[derive(Debug, Error)]
 pub enum LockError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file operation failed; the error (from fs_err) names the path.
+    #[error(transparent)]
+    Fs(std::io::Error),
     #[error("{path} is a symlink that points outside the skill (or nowhere)")]
     LinkOutside { path: PathBuf },
     #[error("{path} is neither a file, a folder nor a symlink")]
@@ -65,7 +63,7 @@ impl LockError {
     /// What the user can do about it.
     pub fn hint(&self) -> &'static str {
         match self {
-            LockError::Io { .. } => "check that the skill folder is readable",
+            LockError::Fs(_) => "check that the skill folder is readable",
             LockError::LinkOutside { .. } => {
                 "copy the file into the skill instead of linking to it"
             }
@@ -118,10 +116,7 @@ pub struct Tree {
 impl Tree {
     /// Read every file and symlink under `root` (see the module docs for what is left out).
     pub fn read(root: &Path) -> Result<Tree, LockError> {
-        let canon_root = root.canonicalize().map_err(|source| LockError::Io {
-            path: root.to_path_buf(),
-            source,
-        })?;
+        let canon_root = fs_err::canonicalize(root).map_err(LockError::Fs)?;
         let mut nodes = Vec::new();
         let mut total = 0u64;
         walk(root, &canon_root, root, &mut nodes, &mut total)?;
@@ -175,18 +170,14 @@ fn walk(
     out: &mut Vec<Node>,
     total: &mut u64,
 ) -> Result<(), LockError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| LockError::Io { path, source }
-    };
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
+    let mut entries: Vec<PathBuf> = fs_err::read_dir(dir)
+        .map_err(LockError::Fs)?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()
-        .map_err(io(dir))?;
+        .map_err(LockError::Fs)?;
     entries.sort();
     for p in entries {
-        let meta = std::fs::symlink_metadata(&p).map_err(io(&p))?;
+        let meta = fs_err::symlink_metadata(&p).map_err(LockError::Fs)?;
         let rel = rel_name(root, &p)?;
         let ft = meta.file_type();
         if ft.is_dir() {
@@ -195,7 +186,7 @@ fn walk(
                 walk(root, canon_root, &p, out, total)?;
             }
         } else if ft.is_symlink() {
-            let target = std::fs::read_link(&p).map_err(io(&p))?;
+            let target = fs_err::read_link(&p).map_err(LockError::Fs)?;
             let inside = p.canonicalize().is_ok_and(|t| t.starts_with(canon_root));
             if !inside {
                 return Err(LockError::LinkOutside { path: p });
@@ -221,7 +212,7 @@ fn walk(
                     max: MAX_BUNDLE_BYTES,
                 });
             }
-            let data = std::fs::read(&p).map_err(io(&p))?;
+            let data = fs_err::read(&p).map_err(LockError::Fs)?;
             out.push(Node {
                 path: rel,
                 kind: Kind::File,
@@ -369,7 +360,7 @@ impl Lock {
                     } else {
                         Kind::Link
                     };
-                    let e = parse_entry(kind, rest).map_err(|m| err(n, m))?;
+                    let e = parse_entry(kind, rest).map_err(|m| err(n, m.to_string()))?;
                     if let Some(prev) = entries.last()
                         && prev.path >= e.path
                     {
@@ -453,20 +444,43 @@ impl Lock {
     }
 }
 
-fn parse_entry(kind: Kind, rest: &str) -> Result<LockEntry, String> {
+/// What is wrong with a `file` or `link` line of a lock (reported with its line number).
+#[derive(Debug, Error)]
+enum EntryError {
+    #[error("expected `{0} <mode> <sha256> \"<path>\"`")]
+    Shape(&'static str),
+    #[error("`{0}` is not a four-digit octal mode")]
+    ModeDigits(String),
+    #[error("`{0}` is not an octal mode")]
+    ModeOctal(String),
+    #[error("`{0}` is not a SHA-256 in hex")]
+    Sha(String),
+    #[error("{} is not a relative path inside the skill", quote(.0))]
+    NotRelative(String),
+    #[error("a link line ends with ` -> \"<target>\"`")]
+    NoArrow,
+    #[error("unexpected `{0}` after the link target")]
+    AfterTarget(String),
+    #[error("the hash of link {} does not match its target", quote(.0))]
+    LinkHash(String),
+    #[error("unexpected `{0}` after the path")]
+    AfterPath(String),
+    #[error("expected a quoted path, found `{0}`")]
+    Unquoted(String),
+    #[error("`{0}` is not a quoted path")]
+    BadQuote(String),
+}
+
+fn parse_entry(kind: Kind, rest: &str) -> Result<LockEntry, EntryError> {
     let mut it = rest.splitn(3, ' ');
     let (Some(mode), Some(sha), Some(tail)) = (it.next(), it.next(), it.next()) else {
-        return Err(format!(
-            "expected `{} <mode> <sha256> \"<path>\"`",
-            kind.as_str()
-        ));
+        return Err(EntryError::Shape(kind.as_str()));
     };
     if mode.len() != 4 {
-        return Err(format!("`{mode}` is not a four-digit octal mode"));
+        return Err(EntryError::ModeDigits(mode.to_string()));
     }
-    let mode =
-        u32::from_str_radix(mode, 8).map_err(|_| format!("`{mode}` is not an octal mode"))?;
-    let sha256 = parse_hex(sha).ok_or_else(|| format!("`{sha}` is not a SHA-256 in hex"))?;
+    let mode = u32::from_str_radix(mode, 8).map_err(|_| EntryError::ModeOctal(mode.to_string()))?;
+    let sha256 = parse_hex(sha).ok_or_else(|| EntryError::Sha(sha.to_string()))?;
     let (path, tail) = unquote(tail)?;
     if path.is_empty()
         || path.starts_with('/')
@@ -474,30 +488,22 @@ fn parse_entry(kind: Kind, rest: &str) -> Result<LockEntry, String> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return Err(format!(
-            "{} is not a relative path inside the skill",
-            quote(&path)
-        ));
+        return Err(EntryError::NotRelative(path));
     }
     let target = match kind {
         Kind::File if tail.is_empty() => None,
         Kind::Link => {
-            let t = tail
-                .strip_prefix(" -> ")
-                .ok_or("a link line ends with ` -> \"<target>\"`")?;
+            let t = tail.strip_prefix(" -> ").ok_or(EntryError::NoArrow)?;
             let (target, end) = unquote(t)?;
             if !end.is_empty() {
-                return Err(format!("unexpected `{end}` after the link target"));
+                return Err(EntryError::AfterTarget(end.to_string()));
             }
             if sha256_hex(target.as_bytes()) != sha256 {
-                return Err(format!(
-                    "the hash of link {} does not match its target",
-                    quote(&path)
-                ));
+                return Err(EntryError::LinkHash(path));
             }
             Some(target)
         }
-        Kind::File => return Err(format!("unexpected `{tail}` after the path")),
+        Kind::File => return Err(EntryError::AfterPath(tail.to_string())),
     };
     Ok(LockEntry {
         path,
@@ -521,14 +527,14 @@ fn quote(s: &str) -> String {
 }
 
 /// A JSON string at the start of `s`, and the text after it.
-fn unquote(s: &str) -> Result<(String, &str), String> {
+fn unquote(s: &str) -> Result<(String, &str), EntryError> {
     if !s.starts_with('"') {
-        return Err(format!("expected a quoted path, found `{s}`"));
+        return Err(EntryError::Unquoted(s.to_string()));
     }
     let mut stream = serde_json::Deserializer::from_str(s).into_iter::<String>();
     match stream.next() {
         Some(Ok(v)) => Ok((v, &s[stream.byte_offset()..])),
-        _ => Err(format!("`{s}` is not a quoted path")),
+        _ => Err(EntryError::BadQuote(s.to_string())),
     }
 }
 
@@ -618,10 +624,10 @@ impl LockState {
 /// error, never "unlocked".
 pub fn check(root: &Path, tree: &Tree) -> Result<LockState, LockError> {
     let path = root.join(LOCK_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match fs_err::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Unlocked),
-        Err(source) => return Err(LockError::Io { path, source }),
+        Err(source) => return Err(LockError::Fs(source)),
     };
     let locked = Lock::parse(&text, &path)?;
     let diffs = locked.diff(&tree.lock());
@@ -637,14 +643,10 @@ pub fn write(root: &Path, tree: &Tree) -> Result<Lock, LockError> {
     let lock = tree.lock();
     let path = root.join(LOCK_FILE);
     let tmp = root.join(format!(".{LOCK_FILE}.tmp"));
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| LockError::Io { path: p, source }
-    };
-    std::fs::write(&tmp, lock.render()).map_err(io(&tmp))?;
-    if let Err(e) = std::fs::rename(&tmp, &path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(LockError::Io { path, source: e });
+    fs_err::write(&tmp, lock.render()).map_err(LockError::Fs)?;
+    if let Err(e) = fs_err::rename(&tmp, &path) {
+        let _ = fs_err::remove_file(&tmp);
+        return Err(LockError::Fs(e));
     }
     Ok(lock)
 }
@@ -652,24 +654,25 @@ pub fn write(root: &Path, tree: &Tree) -> Result<Lock, LockError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{PermissionsExt, symlink};
+    use fs_err::os::unix::fs::symlink;
+    use std::os::unix::fs::PermissionsExt;
 
     fn skill() -> tempfile::TempDir {
         let t = tempfile::tempdir().expect("tmp");
         let r = t.path();
-        std::fs::create_dir_all(r.join("scripts")).expect("mkdir");
-        std::fs::create_dir_all(r.join("lib")).expect("mkdir");
-        std::fs::write(r.join("BAND.md"), "---\nband: s\ndescription: d\n---\n").expect("write");
-        std::fs::write(r.join("scripts/go.sh"), "#!/bin/sh\necho hi\n").expect("write");
-        std::fs::write(r.join("lib/good.sh"), "good\n").expect("write");
-        std::fs::write(r.join("lib/evil.sh"), "evil\n").expect("write");
+        fs_err::create_dir_all(r.join("scripts")).expect("mkdir");
+        fs_err::create_dir_all(r.join("lib")).expect("mkdir");
+        fs_err::write(r.join("BAND.md"), "---\nband: s\ndescription: d\n---\n").expect("write");
+        fs_err::write(r.join("scripts/go.sh"), "#!/bin/sh\necho hi\n").expect("write");
+        fs_err::write(r.join("lib/good.sh"), "good\n").expect("write");
+        fs_err::write(r.join("lib/evil.sh"), "evil\n").expect("write");
         for (f, mode) in [
             ("BAND.md", 0o644),
             ("scripts/go.sh", 0o755),
             ("lib/good.sh", 0o644),
             ("lib/evil.sh", 0o644),
         ] {
-            std::fs::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode))
+            fs_err::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode))
                 .expect("chmod");
         }
         symlink("../lib/good.sh", r.join("scripts/lib.sh")).expect("symlink");
@@ -697,7 +700,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let t = locked_skill();
-        let text = std::fs::read_to_string(t.path().join(LOCK_FILE)).expect("read");
+        let text = fs_err::read_to_string(t.path().join(LOCK_FILE)).expect("read");
         let parsed = Lock::parse(&text, Path::new("band.lock")).expect("parse");
         let tree = Tree::read(t.path()).expect("read");
         assert_eq!(parsed, tree.lock());
@@ -753,7 +756,7 @@ mod tests {
     #[test]
     fn one_changed_byte_is_refused() {
         let t = locked_skill();
-        std::fs::write(t.path().join("scripts/go.sh"), "#!/bin/sh\necho hI\n").expect("write");
+        fs_err::write(t.path().join("scripts/go.sh"), "#!/bin/sh\necho hI\n").expect("write");
         assert_eq!(
             differs(t.path()),
             vec![Difference {
@@ -766,7 +769,7 @@ mod tests {
     #[test]
     fn an_added_file_is_refused() {
         let t = locked_skill();
-        std::fs::write(t.path().join("scripts/.hidden"), "x").expect("write");
+        fs_err::write(t.path().join("scripts/.hidden"), "x").expect("write");
         assert_eq!(
             differs(t.path()),
             vec![Difference {
@@ -779,7 +782,7 @@ mod tests {
     #[test]
     fn a_removed_file_is_refused() {
         let t = locked_skill();
-        std::fs::remove_file(t.path().join("lib/evil.sh")).expect("rm");
+        fs_err::remove_file(t.path().join("lib/evil.sh")).expect("rm");
         assert_eq!(
             differs(t.path()),
             vec![Difference {
@@ -792,7 +795,7 @@ mod tests {
     #[test]
     fn a_changed_mode_is_refused() {
         let t = locked_skill();
-        std::fs::set_permissions(
+        fs_err::set_permissions(
             t.path().join("BAND.md"),
             std::fs::Permissions::from_mode(0o4755),
         )
@@ -813,7 +816,7 @@ mod tests {
     fn a_swapped_symlink_is_refused() {
         let t = locked_skill();
         let link = t.path().join("scripts/lib.sh");
-        std::fs::remove_file(&link).expect("rm");
+        fs_err::remove_file(&link).expect("rm");
         symlink("../lib/evil.sh", &link).expect("symlink");
         let d = differs(t.path());
         assert_eq!(
@@ -833,7 +836,7 @@ mod tests {
     fn a_file_swapped_for_a_symlink_is_refused() {
         let t = locked_skill();
         let f = t.path().join("lib/good.sh");
-        std::fs::remove_file(&f).expect("rm");
+        fs_err::remove_file(&f).expect("rm");
         symlink("evil.sh", &f).expect("symlink");
         let d = differs(t.path());
         assert!(
@@ -852,12 +855,12 @@ mod tests {
     fn an_edited_bundle_line_is_refused() {
         let t = locked_skill();
         let p = t.path().join(LOCK_FILE);
-        let text = std::fs::read_to_string(&p).expect("read");
+        let text = fs_err::read_to_string(&p).expect("read");
         let line = text
             .lines()
             .find(|l| l.starts_with("bundle "))
             .expect("bundle line");
-        std::fs::write(
+        fs_err::write(
             &p,
             text.replace(line, &format!("bundle {}", "0".repeat(64))),
         )
@@ -874,10 +877,10 @@ mod tests {
     #[test]
     fn skipped_folders_do_not_count() {
         let t = locked_skill();
-        std::fs::create_dir_all(t.path().join(".git")).expect("mkdir");
-        std::fs::write(t.path().join(".git/HEAD"), "x").expect("write");
-        std::fs::create_dir_all(t.path().join("scripts/target")).expect("mkdir");
-        std::fs::write(t.path().join("scripts/target/a"), "x").expect("write");
+        fs_err::create_dir_all(t.path().join(".git")).expect("mkdir");
+        fs_err::write(t.path().join(".git/HEAD"), "x").expect("write");
+        fs_err::create_dir_all(t.path().join("scripts/target")).expect("mkdir");
+        fs_err::write(t.path().join("scripts/target/a"), "x").expect("write");
         assert_eq!(state(t.path()), LockState::Matches);
     }
 
@@ -946,7 +949,7 @@ mod tests {
     #[test]
     fn unreadable_lock_is_an_error_not_unlocked() {
         let t = skill();
-        std::fs::write(t.path().join(LOCK_FILE), "garbage\n").expect("write");
+        fs_err::write(t.path().join(LOCK_FILE), "garbage\n").expect("write");
         assert!(matches!(
             check(t.path(), &Tree::read(t.path()).expect("read")),
             Err(LockError::Parse { .. })
