@@ -16,7 +16,7 @@ use yaml_serde::Value as Yaml;
 use crate::diag::{Code, Diagnostic, Loc, did_you_mean};
 use crate::policy::compose::BandPolicy;
 use crate::policy::{Category, Limits, RuleSet, validate_pattern};
-use crate::units::{parse_bytes, parse_duration_ms};
+use crate::units::{UnitError, parse_bytes, parse_duration_ms};
 use locate::{Step, locate};
 
 /// The canonical band file name.
@@ -49,28 +49,43 @@ pub enum Target {
     },
 }
 
+/// Why a text is not a [`Target`]; each message quotes the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("band never runs a skill unsandboxed; `local-dangerously` is not a target")]
+    Unsandboxed,
+    #[error("unknown target `{0}`")]
+    Unknown(String),
+    #[error("`{0}` needs a user: ssh://user@host[:port]")]
+    NoUser(String),
+    #[error("bad port in `{0}`")]
+    BadPort(String),
+    #[error("`{0}` opens `[` but never closes it")]
+    OpenBracket(String),
+    #[error("`{0}` is not ssh://user@host[:port]")]
+    NotSsh(String),
+}
+
 impl Target {
-    pub fn parse(s: &str) -> Result<Target, String> {
+    pub fn parse(s: &str) -> Result<Target, TargetError> {
         match s {
             "host" => Ok(Target::Host),
             "qemu" => Ok(Target::Qemu),
             "lima" | "local-lima" => Ok(Target::Lima),
-            "local-dangerously" => Err(
-                "band never runs a skill unsandboxed; `local-dangerously` is not a target".into(),
-            ),
+            "local-dangerously" => Err(TargetError::Unsandboxed),
             _ => {
                 let Some(rest) = s.strip_prefix("ssh://") else {
-                    return Err(format!("unknown target `{s}`"));
+                    return Err(TargetError::Unknown(s.to_string()));
                 };
                 let (user, hostport) = rest
                     .split_once('@')
-                    .ok_or_else(|| format!("`{s}` needs a user: ssh://user@host[:port]"))?;
-                let bad_port = || format!("bad port in `{s}`");
+                    .ok_or_else(|| TargetError::NoUser(s.to_string()))?;
+                let bad_port = || TargetError::BadPort(s.to_string());
                 // `[v6]` or `[v6]:port`; else `host:port`; a bare IPv6 address (several colons) has no port.
                 let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
                     let (h, after) = rest
                         .split_once(']')
-                        .ok_or_else(|| format!("`{s}` opens `[` but never closes it"))?;
+                        .ok_or_else(|| TargetError::OpenBracket(s.to_string()))?;
                     match after {
                         "" => (h, 22),
                         _ => (
@@ -95,7 +110,7 @@ impl Target {
                             .all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c))
                 };
                 if !ok(user) || !ok(host) || port == 0 {
-                    return Err(format!("`{s}` is not ssh://user@host[:port]"));
+                    return Err(TargetError::NotSsh(s.to_string()));
                 }
                 Ok(Target::Ssh {
                     user: user.into(),
@@ -266,6 +281,19 @@ enum LimitKind {
     Count,
     Cpus,
     Dollars,
+}
+
+/// Why a limit's value is not a number of its kind.
+#[derive(Debug, thiserror::Error)]
+enum LimitValueError {
+    #[error(transparent)]
+    Unit(#[from] UnitError),
+    #[error("`{0}` is not a whole number")]
+    NotWhole(String),
+    #[error("`{0}` is not a number of CPUs")]
+    NotCpus(String),
+    #[error("`{0}` is not an amount of dollars")]
+    NotDollars(String),
 }
 
 const LIMIT_FIELDS: &[(&str, LimitKind)] = &[
@@ -728,7 +756,7 @@ impl FieldParser<'_> {
                     Some(Err(e)) => self.push(
                         Code::InvalidTarget,
                         &at,
-                        e,
+                        e.to_string(),
                         Some("use one of: host, qemu, lima, ssh://user@host[:port]".into()),
                     ),
                     None => self.type_err(&at, "a string", val),
@@ -780,27 +808,25 @@ impl FieldParser<'_> {
                     continue;
                 }
             };
-            let parsed: Result<f64, String> = match kind {
-                LimitKind::Bytes => parse_bytes(&text)
-                    .map(|n| n as f64)
-                    .map_err(|e| e.to_string()),
+            let parsed: Result<f64, LimitValueError> = match kind {
+                LimitKind::Bytes => parse_bytes(&text).map(|n| n as f64).map_err(Into::into),
                 LimitKind::Millis => parse_duration_ms(&text)
                     .map(|n| n as f64)
-                    .map_err(|e| e.to_string()),
+                    .map_err(Into::into),
                 LimitKind::Count => text
                     .trim()
                     .parse::<u64>()
                     .map(|n| n as f64)
-                    .map_err(|_| format!("`{text}` is not a whole number")),
+                    .map_err(|_| LimitValueError::NotWhole(text.clone())),
                 LimitKind::Cpus => text
                     .trim()
                     .parse::<f64>()
-                    .map_err(|_| format!("`{text}` is not a number of CPUs")),
+                    .map_err(|_| LimitValueError::NotCpus(text.clone())),
                 LimitKind::Dollars => text
                     .trim()
                     .trim_start_matches('$')
                     .parse::<f64>()
-                    .map_err(|_| format!("`{text}` is not an amount of dollars")),
+                    .map_err(|_| LimitValueError::NotDollars(text.clone())),
             };
             let value = match parsed {
                 Ok(x) => x,

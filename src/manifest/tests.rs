@@ -285,6 +285,7 @@ fn targets() {
     assert!(
         Target::parse("local-dangerously")
             .unwrap_err()
+            .to_string()
             .contains("unsandboxed")
     );
     let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
