@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::helpers::lowercase_first;
 use crate::diag::{Code, Diagnostic, Loc};
 
 /// A problem with a schema file: it is not JSON, does not compile, or has a `$ref` band cannot
@@ -109,6 +108,18 @@ pub enum ArgError {
     Positional(String),
     #[error("argument \"{0}\" has no name: arguments are --key=value, --key value, or --flag")]
     EmptyName(String),
+}
+
+pub(super) fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        // Leave acronyms ("EOF while parsing") alone.
+        Some(first) if chars.next().is_some_and(char::is_lowercase) => first
+            .to_lowercase()
+            .chain(text[first.len_utf8()..].chars())
+            .collect(),
+        _ => text.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -17,11 +17,12 @@
 
 mod args;
 mod error;
-mod helpers;
 mod offline;
+mod refs;
 mod schema_set;
 #[cfg(test)]
 mod testutil;
+mod uri;
 mod validate;
 mod walk;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use jsonschema::{Retrieve, Uri};
 use serde_json::Value;
 
-use super::helpers::{percent_decode, resolve, strip_fragment};
 use super::schema_set::Index;
+use super::uri::{percent_decode, resolve, strip_fragment};
 use super::{OFFLINE_ONLY, ROOT_URI};
 
 /// The only retriever band ever gives jsonschema: it serves the skill's own schemas from memory

@@ -2,20 +2,19 @@
 //! into [`Contract`]s or bundled into one self-contained document.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{Draft, ReferencingError};
 use serde_json::{Map, Value};
 
-use super::error::ContractError;
-use super::helpers::{
-    check_drafts, collect_json_files, display_uri, encode_fragment, enter, has_scheme, json_error,
-    lowercase_first, path_uri, percent_decode, relative_schema_path, resolve, rewrite_refs,
-    root_id, strip_fragment, walk_refs, walk_schemas,
-};
+use super::error::{ContractError, lowercase_first};
 use super::offline::{OfflineRetriever, Refusal};
+use super::refs::{enter, rewrite_refs, root_id, walk_refs, walk_schemas};
+use super::uri::{
+    display_uri, encode_fragment, has_scheme, path_uri, percent_decode, resolve, strip_fragment,
+};
 use super::validate::Contract;
 use super::{ROOT_URI, SCHEMAS_DIR};
 
@@ -625,6 +624,120 @@ impl Index {
             return Some(format!("{doc}#{}", encode_fragment(&pointer)));
         }
         Some(target)
+    }
+}
+
+/// Check that `path` is a plain relative path under `schemas/`, and return it `/`-separated.
+fn relative_schema_path(path: &Path) -> Result<String, ContractError> {
+    let mut parts = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => match part.to_str() {
+                Some(part) => parts.push(part),
+                None => return Err(ContractError::compile(path, "the file name is not utf-8")),
+            },
+            Component::CurDir => {}
+            _ => {
+                return Err(ContractError::compile(
+                    path,
+                    "a schema path must be relative to the skill root, under schemas/",
+                ));
+            }
+        }
+    }
+    if parts.len() < 2 || parts[0] != SCHEMAS_DIR {
+        return Err(ContractError::compile(
+            path,
+            "a schema file must be under schemas/",
+        ));
+    }
+    Ok(parts.join("/"))
+}
+
+/// Refuse a `$schema` band does not know (it would otherwise be fetched as a custom meta-schema).
+fn check_drafts(path: &Path, schema: &Value) -> Result<(), ContractError> {
+    match schema.get("$schema") {
+        None => Ok(()),
+        Some(Value::String(uri)) => match Draft::default().detect(schema) {
+            Draft::Unknown => Err(ContractError::compile(
+                path,
+                format!(
+                    "unknown $schema \"{uri}\": use https://json-schema.org/draft/2020-12/schema \
+                     (the default) or http://json-schema.org/draft-07/schema#"
+                ),
+            )),
+            _ => Ok(()),
+        },
+        Some(_) => Err(ContractError::compile(path, "$schema must be a string")),
+    }
+}
+
+fn json_error(path: PathBuf, error: &serde_json::Error) -> ContractError {
+    let full = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    let message = full.strip_suffix(&suffix).unwrap_or(&full);
+    ContractError::Json {
+        path,
+        line: error.line(),
+        col: error.column(),
+        message: lowercase_first(message),
+    }
+}
+
+/// Gather `schemas/**.json` (as paths relative to the skill root) into `files`.
+fn collect_json_files(
+    skill_root: &Path,
+    canonical_root: &Path,
+    rel_dir: &Path,
+    files: &mut Vec<SchemaFile>,
+    errors: &mut Vec<ContractError>,
+) {
+    let dir = skill_root.join(rel_dir);
+    let entries = match fs_err::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(source) => {
+            errors.push(ContractError::Io {
+                path: rel_dir.to_path_buf(),
+                source,
+            });
+            return;
+        }
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|entry| entry.file_name());
+    for entry in entries {
+        let rel = rel_dir.join(entry.file_name());
+        let full = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            collect_json_files(skill_root, canonical_root, &rel, files, errors);
+            continue;
+        }
+        if rel.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        if kind.is_symlink() {
+            match fs_err::canonicalize(&full) {
+                Ok(target) if target.starts_with(canonical_root) && target.is_file() => {}
+                Ok(_) => {
+                    errors.push(ContractError::compile(
+                        &rel,
+                        "symlink points outside the skill (or not to a file); not read",
+                    ));
+                    continue;
+                }
+                Err(source) => {
+                    errors.push(ContractError::Io { path: rel, source });
+                    continue;
+                }
+            }
+        }
+        match fs_err::read_to_string(&full) {
+            Ok(text) => files.push(SchemaFile { path: rel, text }),
+            Err(source) => errors.push(ContractError::Io { path: rel, source }),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::error::Violation;
-use super::helpers::lowercase_first;
+use super::error::lowercase_first;
 use super::schema_set::Index;
 use super::walk::{Follow, allows_type};
 

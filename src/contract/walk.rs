@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::helpers::enter;
+use super::refs::enter;
 use super::schema_set::Index;
 use super::{MAX_EXACT_FLOAT, MAX_FOLLOW_DEPTH};
 
