@@ -16,7 +16,9 @@
 //! validating; [`Contract::validate`] is strict and is what script output goes through.
 
 mod args;
+mod bundle;
 mod error;
+mod load_dir;
 mod offline;
 mod refs;
 mod schema_set;

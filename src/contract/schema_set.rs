@@ -1,5 +1,5 @@
 //! The schema set: every schema file of a skill, parsed, indexed by URI and `$id`, and compiled
-//! into [`Contract`]s or bundled into one self-contained document.
+//! into [`Contract`]s (reading them from disk is `load_dir`, bundling one is `bundle`).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{Draft, ReferencingError};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::error::{ContractError, lowercase_first};
 use super::offline::{OfflineRetriever, Refusal};
-use super::refs::{enter, rewrite_refs, root_id, walk_refs, walk_schemas};
+use super::refs::{enter, root_id, walk_refs, walk_schemas};
 use super::uri::{
     display_uri, encode_fragment, has_scheme, path_uri, percent_decode, resolve, strip_fragment,
 };
@@ -31,7 +31,7 @@ pub struct SchemaFile {
 pub(super) struct Loaded {
     path: PathBuf,
     /// `/`-separated relative path, e.g. `schemas/defs/repo.json`.
-    rel: String,
+    pub(super) rel: String,
     /// `band://skill/schemas/defs/repo.json`.
     pub(super) uri: String,
     /// The schema as written.
@@ -50,7 +50,7 @@ pub(super) struct Index {
     /// JSON pointer of the resource inside it (`""` for the whole file).
     pub(super) by_uri: BTreeMap<String, (usize, String)>,
     /// `/`-separated relative path → index into `files`.
-    by_rel: BTreeMap<String, usize>,
+    pub(super) by_rel: BTreeMap<String, usize>,
     /// Files that were given but are not valid JSON, by URI (so a `$ref` to one says so).
     pub(super) broken: BTreeMap<String, String>,
 }
@@ -232,41 +232,6 @@ impl SchemaSet {
             },
             errors,
         )
-    }
-
-    /// Read every `*.json` under `<skill_root>/schemas/` and [`load`](Self::load) them.
-    ///
-    /// A missing `schemas/` folder is an empty set. Symlinked folders are not followed; a
-    /// symlinked file is read only if it stays inside the skill.
-    pub fn load_dir(skill_root: &Path) -> (SchemaSet, Vec<ContractError>) {
-        let mut errors = Vec::new();
-        let mut files = Vec::new();
-        let schemas = skill_root.join(SCHEMAS_DIR);
-        match fs_err::symlink_metadata(&schemas) {
-            Ok(meta) if meta.is_dir() => {
-                let root = fs_err::canonicalize(skill_root).unwrap_or_else(|_| skill_root.into());
-                collect_json_files(
-                    skill_root,
-                    &root,
-                    Path::new(SCHEMAS_DIR),
-                    &mut files,
-                    &mut errors,
-                );
-            }
-            Ok(_) => errors.push(ContractError::compile(
-                Path::new(SCHEMAS_DIR),
-                "schemas is not a folder (a symlinked schemas/ is not followed)",
-            )),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => errors.push(ContractError::Io {
-                path: PathBuf::from(SCHEMAS_DIR),
-                source,
-            }),
-        }
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        let (set, more) = SchemaSet::load(files);
-        errors.extend(more);
-        (set, errors)
     }
 
     /// The raw input schema of `script` (`schemas/input/<script>.json`).
@@ -451,69 +416,6 @@ impl SchemaSet {
         }
     }
 
-    /// The schema at `rel_path` as one self-contained document, for readers that cannot reach the
-    /// skill's other files (an MCP client, say).
-    ///
-    /// JSON Schema's own bundling: the root gets `$id` = its `band://skill/...` URI, and every file
-    /// it reaches through `$ref` (transitively) is embedded under `$defs` (`definitions` for a
-    /// draft-7 root) as a resource whose `$id` is that file's URI. Every `$ref` is rewritten to
-    /// the canonical `<file uri>#<pointer>` form, so references made through a `$id` alias
-    /// resolve to the embedded copy. `None` if there is no such schema.
-    pub fn bundle(&self, rel_path: &str) -> Option<Value> {
-        let index = &self.index;
-        let at = *index.by_rel.get(&rel_path.replace('\\', "/"))?;
-        let mut reached = BTreeSet::from([at]);
-        let mut queue = vec![at];
-        while let Some(i) = queue.pop() {
-            let file = &index.files[i];
-            walk_refs(&file.served, &file.uri, &mut |base, literal| {
-                if let Some(target) = resolve(base, literal)
-                    && let Some(&(j, _)) = index.by_uri.get(strip_fragment(&target))
-                    && reached.insert(j)
-                {
-                    queue.push(j);
-                }
-            });
-        }
-        let canonical = |target: &str| -> Option<String> {
-            let (doc, fragment) = target.split_once('#').unwrap_or((target, ""));
-            let (j, prefix) = index.by_uri.get(doc)?;
-            let pointer = format!("{prefix}{}", percent_decode(fragment));
-            let uri = &index.files[*j].uri;
-            Some(if pointer.is_empty() {
-                uri.clone()
-            } else {
-                format!("{uri}#{}", encode_fragment(&pointer))
-            })
-        };
-        let prepare = |i: usize| {
-            let file = &index.files[i];
-            let mut value = file.served.clone();
-            rewrite_refs(&mut value, &canonical);
-            if let Value::Object(object) = &mut value {
-                object.insert("$id".into(), Value::String(file.uri.clone()));
-            }
-            value
-        };
-        let mut root = prepare(at);
-        let draft7 = matches!(
-            Draft::default().detect(&root),
-            Draft::Draft7 | Draft::Draft6 | Draft::Draft4
-        );
-        if let Value::Object(object) = &mut root {
-            let key = if draft7 { "definitions" } else { "$defs" };
-            let defs = object
-                .entry(key)
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(defs) = defs {
-                for &i in reached.iter().filter(|&&i| i != at) {
-                    defs.insert(format!("band:{}", index.files[i].rel), prepare(i));
-                }
-            }
-        }
-        Some(root)
-    }
-
     /// A raw schema handed back by this set, as served, and the URI it is known by (found by
     /// identity); a schema from elsewhere is taken as is, as if it sat in `schemas/input/`.
     pub(super) fn located<'a>(&'a self, schema: &'a Value) -> (&'a Value, String) {
@@ -681,63 +583,6 @@ fn json_error(path: PathBuf, error: &serde_json::Error) -> ContractError {
         line: error.line(),
         col: error.column(),
         message: lowercase_first(message),
-    }
-}
-
-/// Gather `schemas/**.json` (as paths relative to the skill root) into `files`.
-fn collect_json_files(
-    skill_root: &Path,
-    canonical_root: &Path,
-    rel_dir: &Path,
-    files: &mut Vec<SchemaFile>,
-    errors: &mut Vec<ContractError>,
-) {
-    let dir = skill_root.join(rel_dir);
-    let entries = match fs_err::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(source) => {
-            errors.push(ContractError::Io {
-                path: rel_dir.to_path_buf(),
-                source,
-            });
-            return;
-        }
-    };
-    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-    entries.sort_by_key(|entry| entry.file_name());
-    for entry in entries {
-        let rel = rel_dir.join(entry.file_name());
-        let full = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            collect_json_files(skill_root, canonical_root, &rel, files, errors);
-            continue;
-        }
-        if rel.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue;
-        }
-        if kind.is_symlink() {
-            match fs_err::canonicalize(&full) {
-                Ok(target) if target.starts_with(canonical_root) && target.is_file() => {}
-                Ok(_) => {
-                    errors.push(ContractError::compile(
-                        &rel,
-                        "symlink points outside the skill (or not to a file); not read",
-                    ));
-                    continue;
-                }
-                Err(source) => {
-                    errors.push(ContractError::Io { path: rel, source });
-                    continue;
-                }
-            }
-        }
-        match fs_err::read_to_string(&full) {
-            Ok(text) => files.push(SchemaFile { path: rel, text }),
-            Err(source) => errors.push(ContractError::Io { path: rel, source }),
-        }
     }
 }
 
@@ -1260,164 +1105,5 @@ mod tests {
         );
         assert_eq!(errors[0].loc(), Loc::new(3, 18));
         assert_eq!(errors[0].code(), Code::SchemaJson);
-    }
-
-    #[test]
-    fn load_dir_reads_schemas_tree() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        fs_err::create_dir_all(root.join("schemas/input")).unwrap();
-        fs_err::create_dir_all(root.join("schemas/defs")).unwrap();
-        fs_err::write(root.join("schemas/defs/n.json"), r#"{"type": "integer"}"#).unwrap();
-        fs_err::write(
-            root.join("schemas/input/x.json"),
-            r#"{"properties": {"n": {"$ref": "../defs/n.json"}}}"#,
-        )
-        .unwrap();
-        fs_err::write(root.join("schemas/input/notes.txt"), "not a schema").unwrap();
-        fs_err::write(root.join("secret.json"), "{}").unwrap();
-        #[cfg(unix)]
-        fs_err::os::unix::fs::symlink(
-            root.join("secret.json"),
-            root.join("schemas/defs/link.json"),
-        )
-        .unwrap();
-
-        let (set, errors) = SchemaSet::load_dir(root);
-        assert!(errors.is_empty(), "{errors:?}");
-        let listed: Vec<&Path> = set.paths().collect();
-        assert_eq!(
-            listed,
-            vec![
-                Path::new("schemas/defs/link.json"),
-                Path::new("schemas/defs/n.json"),
-                Path::new("schemas/input/x.json")
-            ]
-        );
-        assert!(set.input("x").is_some());
-        assert!(set.output("x").is_none());
-        let contract = compile(&set, "schemas/input/x.json");
-        assert_eq!(
-            contract.coerce_and_validate(json!({"n": "4"})),
-            Ok(json!({"n": 4}))
-        );
-        assert!(set.compile_all().is_empty());
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn load_dir_refuses_symlinks_out_of_the_skill() {
-        let outside = tempfile::tempdir().unwrap();
-        fs_err::write(outside.path().join("x.json"), "{}").unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        fs_err::create_dir_all(dir.path().join("schemas/defs")).unwrap();
-        fs_err::os::unix::fs::symlink(
-            outside.path().join("x.json"),
-            dir.path().join("schemas/defs/x.json"),
-        )
-        .unwrap();
-        let (set, errors) = SchemaSet::load_dir(dir.path());
-        assert_eq!(set.paths().count(), 0);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(
-            errors[0]
-                .to_string()
-                .starts_with("schemas/defs/x.json: symlink points outside")
-        );
-    }
-
-    #[test]
-    fn load_dir_without_schemas_is_empty_and_io_errors_name_the_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let (set, errors) = SchemaSet::load_dir(dir.path());
-        assert_eq!((set.paths().count(), errors.len()), (0, 0));
-
-        #[cfg(unix)]
-        {
-            fs_err::create_dir_all(dir.path().join("schemas/input")).unwrap();
-            fs_err::write(dir.path().join("schemas/input/x.json"), "{}").unwrap();
-            fs_err::os::unix::fs::symlink("nowhere.json", dir.path().join("schemas/input/y.json"))
-                .unwrap();
-            let (_, errors) = SchemaSet::load_dir(dir.path());
-            assert_eq!(errors.len(), 1, "{errors:?}");
-            assert!(
-                errors[0].to_string().starts_with("schemas/input/y.json: "),
-                "{}",
-                errors[0]
-            );
-        }
-    }
-
-    #[test]
-    fn bundle_is_self_contained_and_means_the_same() {
-        let s = set(&[
-            (
-                "schemas/input/go.json",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "repo": {"$ref": "../defs/repo.json"},
-                        "by_id": {"$ref": "repo.json"},
-                        "n": {"$ref": "../defs/num.json#/$defs/small"}
-                    },
-                    "required": ["repo"],
-                    "additionalProperties": false
-                }),
-            ),
-            (
-                "schemas/defs/repo.json",
-                json!({"$id": "repo.json", "type": "string", "pattern": "^[a-z]+/[a-z]+$"}),
-            ),
-            (
-                "schemas/defs/num.json",
-                json!({"$defs": {"small": {"$ref": "#/$defs/int", "maximum": 9}, "int": {"type": "integer"}}}),
-            ),
-            ("schemas/defs/unused.json", json!({"type": "null"})),
-        ]);
-        let bundle = s.bundle("schemas/input/go.json").unwrap();
-        assert_eq!(bundle["$id"], "band://skill/schemas/input/go.json");
-        let defs = bundle["$defs"].as_object().unwrap();
-        assert_eq!(
-            defs.keys().collect::<Vec<_>>(),
-            ["band:schemas/defs/num.json", "band:schemas/defs/repo.json"]
-        );
-        assert_eq!(
-            bundle["properties"]["by_id"]["$ref"],
-            "band://skill/schemas/defs/repo.json"
-        );
-        // No retriever: every reference must resolve inside the document.
-        let validator = jsonschema::validator_for(&bundle).unwrap();
-        let contract = s.compile("schemas/input/go.json").unwrap();
-        for (value, ok) in [
-            (json!({"repo": "a/b", "by_id": "c/d", "n": 3}), true),
-            (json!({"repo": "A B"}), false),
-            (json!({"repo": "a/b", "by_id": "x"}), false),
-            (json!({"repo": "a/b", "n": 10}), false),
-            (json!({"repo": "a/b", "n": 1.5}), false),
-            (json!({"repo": "a/b", "extra": 1}), false),
-        ] {
-            assert_eq!(validator.is_valid(&value), ok, "bundle on {value}");
-            assert_eq!(contract.validate(&value).is_ok(), ok, "contract on {value}");
-        }
-        assert!(s.bundle("schemas/input/none.json").is_none());
-    }
-
-    #[test]
-    fn bundle_of_a_draft7_root_uses_definitions() {
-        let s = set(&[
-            (
-                "schemas/input/go.json",
-                json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "../defs/a.json"}}}),
-            ),
-            ("schemas/defs/a.json", json!({"type": "integer"})),
-        ]);
-        let bundle = s.bundle("schemas/input/go.json").unwrap();
-        assert!(
-            bundle["definitions"]["band:schemas/defs/a.json"].is_object(),
-            "{bundle}"
-        );
-        let validator = jsonschema::validator_for(&bundle).unwrap();
-        assert!(validator.is_valid(&json!({"a": 1})));
-        assert!(!validator.is_valid(&json!({"a": "x"})));
     }
 }
