@@ -92,7 +92,7 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) {
 
 /// The normalised text of a band file.
 pub fn format_band(src: &str) -> Result<String, String> {
-    let (yaml, _, body) = split_frontmatter(src).map_err(|(_, m, _)| m)?;
+    let (yaml, _, body) = split_frontmatter(src).map_err(|e| e.to_string())?;
     let root: Value = yaml_serde::from_str(yaml).map_err(|e| format!("invalid YAML: {e}"))?;
     let Value::Mapping(map) = root else {
         return Err("the frontmatter is not a mapping".into());

@@ -204,17 +204,38 @@ pub struct Parsed {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// Why a text has no `---` frontmatter to split off.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrontmatterError {
+    #[error("the file does not start with a `---` line")]
+    NoOpening,
+    #[error("the frontmatter is never closed")]
+    NotClosed,
+}
+
+impl FrontmatterError {
+    /// Where the diagnostic points: the first line, where the frontmatter should open.
+    pub fn loc(&self) -> Loc {
+        Loc::new(1, 1)
+    }
+
+    /// What to do about it, for a band file.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            FrontmatterError::NoOpening => {
+                "a band file is YAML frontmatter between two `---` lines, then optional Markdown"
+            }
+            FrontmatterError::NotClosed => "end the frontmatter with a line holding only `---`",
+        }
+    }
+}
+
 /// Split `---` frontmatter from the body. Returns (yaml, first yaml line, body).
-pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), (Loc, String, String)> {
+pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), FrontmatterError> {
     let src = source.strip_prefix('\u{feff}').unwrap_or(source);
     let first_end = src.find('\n').unwrap_or(src.len());
     if src[..first_end].trim_end() != "---" {
-        return Err((
-            Loc::new(1, 1),
-            "the file does not start with a `---` line".into(),
-            "a band file is YAML frontmatter between two `---` lines, then optional Markdown"
-                .into(),
-        ));
+        return Err(FrontmatterError::NoOpening);
     }
     let yaml_start = (first_end + 1).min(src.len());
     let mut offset = yaml_start;
@@ -227,11 +248,7 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), (Loc, Stri
         }
         offset += line.len();
     }
-    Err((
-        Loc::new(1, 1),
-        "the frontmatter is never closed".into(),
-        "end the frontmatter with a line holding only `---`".into(),
-    ))
+    Err(FrontmatterError::NotClosed)
 }
 
 /// Where a YAML error is, counted the way band counts everywhere else: lines end at `\n` only.
@@ -340,9 +357,11 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
     };
     let (yaml, first, body) = match split_frontmatter(source) {
         Ok(x) => x,
-        Err((loc, msg, hint)) => {
-            p.diags
-                .push(Diagnostic::new(Code::MissingFrontmatter, path, loc, msg).with_hint(hint));
+        Err(e) => {
+            p.diags.push(
+                Diagnostic::new(Code::MissingFrontmatter, path, e.loc(), e.to_string())
+                    .with_hint(e.hint()),
+            );
             return Parsed {
                 band: None,
                 diagnostics: p.diags,

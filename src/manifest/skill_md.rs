@@ -21,9 +21,9 @@ pub fn parse_skill_md(path: &Path, source: &str, folder: &str) -> (SkillMd, Vec<
     let mut out = SkillMd::default();
     let (yaml, first, body) = match split_frontmatter(source) {
         Ok(x) => x,
-        Err((loc, msg, _)) => {
+        Err(e) => {
             diags.push(
-                Diagnostic::new(Code::SkillMdField, path, loc, format!("SKILL.md: {msg}"))
+                Diagnostic::new(Code::SkillMdField, path, e.loc(), format!("SKILL.md: {e}"))
                     .with_hint("start SKILL.md with frontmatter: `---`, `name: <skill>`, `description: ...`, `---`"),
             );
             return (out, diags);
