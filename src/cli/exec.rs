@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::pipeline::{self, Prepared, RunSpec};
 use super::progress::Spinner;
 use super::{run, user_error};
+use band::client::pipeline::{self, Prepared, RunSpec};
 use band::manifest::is_band_file;
 use band::policy::{CompiledPolicy, Decision};
 use band::proto::{self, Denial, Layer, RunResult, Status};

@@ -6,8 +6,8 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use super::audit::ledger;
 use super::user_error;
+use band::client::record::ledger;
 use band::ledger::{self as lg, Filter, FindError, RunRecord, Stored};
 use band::proto::{Denial, Event, Status, exit};
 use band::units::{format_bytes, format_duration_ms};

@@ -32,8 +32,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use super::pipeline::{self, Outcome, RunSpec};
 use super::{SkillsArgs, UserError, skill_dirs};
+use band::client::pipeline::{self, Outcome, RunSpec};
 use band::proto::{Event, Status, exit};
 
 /// Separates skill and script in a tool name. Skill and script names are kebab-case, so it never

@@ -1,7 +1,6 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
 mod audit;
-mod config;
 mod doctor;
 mod exec;
 mod explain;
@@ -9,7 +8,6 @@ mod fmt;
 mod history;
 mod lock;
 mod mcp;
-pub mod pipeline;
 mod progress;
 mod run;
 mod scaffold;
@@ -163,27 +161,7 @@ pub struct SkillsArgs {
     pub dirs: Vec<PathBuf>,
 }
 
-/// An error for the user, with a hint on how to fix it.
-#[derive(Debug)]
-pub struct UserError {
-    pub message: String,
-    pub hint: String,
-}
-
-impl std::fmt::Display for UserError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for UserError {}
-
-pub fn user_error(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UserError {
-        message: message.into(),
-        hint: hint.into(),
-    })
-}
+pub use band::client::{UserError, user_error};
 
 pub fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
@@ -251,7 +229,7 @@ pub fn skill_dirs(args: &SkillsArgs) -> Vec<PathBuf> {
         dirs.extend(std::env::split_paths(&p));
     }
     dirs.push(PathBuf::from("skills"));
-    match config::UserConfig::load() {
+    match band::client::config::UserConfig::load() {
         Ok(c) => dirs.extend(c.skills_path),
         Err(e) => eprintln!("band: warning: {e}"),
     }

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-use super::pipeline::{self, Outcome, RunSpec};
 use super::progress::Spinner;
 use super::trace;
 use super::{SkillsArgs, find_skill, split_target, user_error};
+use band::client::pipeline::{self, Outcome, RunSpec};
 use band::proto::{self, Status};
 
 #[derive(Debug, clap::Args)]

@@ -13,15 +13,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
 
 use super::progress::Steps;
 use super::user_error;
-use super::vm::{self, AccelArg, Driver, vm_paths};
+use super::vm::{self, AccelArg, Driver};
+use band::client::ssh::{LimaState, SshState, lima_endpoint, ssh_endpoint_unchecked, vm_paths};
 use band::proto::exit;
 use band::vm::paths::{VmPaths, private_dir, write_atomic};
 use band::vm::qemu::{InstanceDir, Resources};
-use band::vm::ssh::{self, Auth, Endpoint};
+use band::vm::ssh::{self, Endpoint};
 use band::vm::{cmd, image, keys, lima};
 
 #[derive(Debug, clap::Args)]
@@ -182,12 +182,6 @@ fn setup_qemu(
     }))
 }
 
-/// `vm/lima/state.json`: where Lima keeps the instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct LimaState {
-    dir: PathBuf,
-}
-
 fn limactl_present() -> Result<()> {
     if cmd::which("limactl").is_none() {
         bail!(user_error(
@@ -284,47 +278,6 @@ pub fn lima_start(paths: &VmPaths, steps: &mut Steps) -> Result<Endpoint> {
     lima_endpoint(paths)
 }
 
-/// The endpoint of the Lima instance, from its `ssh.config`.
-pub fn lima_endpoint(paths: &VmPaths) -> Result<Endpoint> {
-    let dir = paths.instance_dir(lima::DRIVER);
-    let state: LimaState = std::fs::read_to_string(dir.join(lima::STATE))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
-            user_error(
-                "the Lima VM has not been set up",
-                "run `band setup --driver lima`",
-            )
-        })?;
-    let cfg_path = state.dir.join("ssh.config");
-    let text = std::fs::read_to_string(&cfg_path)
-        .with_context(|| format!("cannot read {}", cfg_path.display()))?;
-    let cfg = lima::parse_ssh_config(&text);
-    let key = cfg
-        .identity_files
-        .first()
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("{} names no IdentityFile", cfg_path.display()))?;
-    if cfg.port == 0 {
-        bail!(user_error(
-            "the Lima VM is not running",
-            "run `band vm start --driver lima`"
-        ));
-    }
-    Ok(Endpoint {
-        host: if cfg.hostname.is_empty() {
-            "127.0.0.1".into()
-        } else {
-            cfg.hostname
-        },
-        port: cfg.port,
-        user: cfg.user,
-        auth: Auth::KeyFile(key),
-        known_host: dir.join("known_host"),
-        sudo: true,
-    })
-}
-
 pub fn lima_stop(_paths: &VmPaths) -> Result<()> {
     limactl_present()?;
     match lima_list()? {
@@ -364,12 +317,6 @@ pub fn lima_status(paths: &VmPaths) -> Result<serde_json::Value> {
         }
     }
     Ok(v)
-}
-
-/// `vm/ssh/<user@host_port>/target.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct SshState {
-    identity: Option<PathBuf>,
 }
 
 /// Parse `user@host[:port]` (as in `ssh://user@host[:port]`).
@@ -443,47 +390,6 @@ fn setup_ssh(paths: &VmPaths, args: &SetupArgs, steps: &mut Steps) -> Result<ser
     Ok(
         serde_json::json!({ "target": target, "ssh": ep.addr(), "band_server": version.version, "protocol": version.protocol }),
     )
-}
-
-fn ssh_endpoint_unchecked(
-    paths: &VmPaths,
-    user: &str,
-    host: &str,
-    port: u16,
-    identity: Option<PathBuf>,
-) -> Endpoint {
-    Endpoint {
-        host: host.to_string(),
-        port,
-        user: user.to_string(),
-        auth: match identity {
-            Some(p) => Auth::KeyFile(p),
-            None => Auth::AgentThenKey(paths.client_key()),
-        },
-        known_host: paths.ssh_dir(user, host, port).join("known_host"),
-        sudo: user != "root",
-    }
-}
-
-/// The endpoint of an `ssh://` target that `band setup --driver ssh` has pinned.
-pub fn ssh_endpoint(paths: &VmPaths, user: &str, host: &str, port: u16) -> Result<Endpoint> {
-    let dir = paths.ssh_dir(user, host, port);
-    let state: SshState = std::fs::read_to_string(dir.join("target.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
-            user_error(
-                format!("ssh://{user}@{host}:{port} has not been set up"),
-                format!("run `band setup --driver ssh --host {user}@{host}:{port}`"),
-            )
-        })?;
-    Ok(ssh_endpoint_unchecked(
-        paths,
-        user,
-        host,
-        port,
-        state.identity,
-    ))
 }
 
 #[cfg(test)]

@@ -7,19 +7,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Subcommand, ValueEnum};
 
-use super::config::UserConfig;
-use super::pipeline::Transport;
 use super::progress::Steps;
 use super::user_error;
+use band::client::ssh::{endpoint_for, qemu_endpoint, vm_paths};
 use band::manifest::Target;
-use band::policy::CompiledPolicy;
-use band::proto::{self, Message, RunRequest, RunResult, exit};
+use band::proto::exit;
 use band::vm::image::{self, Image};
 use band::vm::install::{self, Handshake};
+use band::vm::lima;
 use band::vm::paths::VmPaths;
 use band::vm::qemu::{self, Accel, AccelChoice, InstanceDir, Resources};
 use band::vm::ssh::{self, Auth, Endpoint};
-use band::vm::{lima, stage};
 
 /// How long a VM may take from QEMU start to SSH (TCG on a busy 2-core machine is slow).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(900);
@@ -116,11 +114,6 @@ pub enum VmCommand {
         #[arg(long, default_value_t = 100)]
         lines: usize,
     },
-}
-
-/// The VM state folder of this user.
-pub fn vm_paths() -> Result<VmPaths> {
-    Ok(VmPaths::new(&UserConfig::load()?.data_dir()))
 }
 
 /// The driver a `band vm` command acts on.
@@ -238,18 +231,6 @@ pub struct QemuUp {
     pub accel: AccelChoice,
     /// Seconds from QEMU start to SSH ready, when this call booted it.
     pub boot_secs: Option<f64>,
-}
-
-/// The endpoint of the QEMU instance on `port`.
-pub fn qemu_endpoint(paths: &VmPaths, port: u16) -> Endpoint {
-    Endpoint {
-        host: "127.0.0.1".into(),
-        port,
-        user: "root".into(),
-        auth: Auth::KeyFile(paths.client_key()),
-        known_host: InstanceDir::new(paths).known_host(),
-        sudo: false,
-    }
 }
 
 /// Make sure the QEMU VM runs the current image with `res`, and answers SSH.
@@ -403,95 +384,6 @@ pub fn ensure_server(ep: &Endpoint, steps: &mut Steps) -> Result<install::Server
         ));
     }
     Ok(version)
-}
-
-/// The endpoint of a target, from the state `band setup` left.
-pub fn endpoint_for(paths: &VmPaths, target: &Target) -> Result<Endpoint> {
-    match target {
-        Target::Host => bail!("the host target has no SSH endpoint"),
-        Target::Qemu => {
-            let inst = InstanceDir::new(paths);
-            let state = inst.running().ok_or_else(|| {
-                user_error(
-                    "the qemu VM is not running",
-                    "run `band vm start` (or `band setup --driver qemu` the first time)",
-                )
-            })?;
-            Ok(qemu_endpoint(paths, state.ssh_port))
-        }
-        Target::Lima => super::setup::lima_endpoint(paths),
-        Target::Ssh { user, host, port } => super::setup::ssh_endpoint(paths, user, host, *port),
-    }
-}
-
-/// Runs over SSH to band-server on a VM or a remote host.
-pub struct SshTransport {
-    target: Target,
-    endpoint: Endpoint,
-}
-
-impl SshTransport {
-    pub fn new(target: &Target) -> Result<Self> {
-        let paths = vm_paths()?;
-        Ok(SshTransport {
-            target: target.clone(),
-            endpoint: endpoint_for(&paths, target)?,
-        })
-    }
-}
-
-impl Transport for SshTransport {
-    fn name(&self) -> String {
-        format!(
-            "{} ({}@{})",
-            self.target,
-            self.endpoint.user,
-            self.endpoint.addr()
-        )
-    }
-
-    fn run(
-        &mut self,
-        req: &RunRequest,
-        on_event: &mut dyn FnMut(&proto::Event),
-    ) -> Result<RunResult> {
-        let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
-        let paths = vm_paths()?;
-        let dir = install::local_dir()?;
-        let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
-        let expected = install::manifest_digest(&local);
-        let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-        let result = match ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)
-        {
-            // A stale band-server is upgraded, never used: install, then run once more.
-            Err(band::vm::VmError::StaleServer) => {
-                eprintln!(
-                    "band: band-server on {} is another build; installing this one",
-                    self.target
-                );
-                install::install(&sess, &self.endpoint, &dir, &local)?;
-                ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)?
-            }
-            other => other?,
-        };
-        check_result(req, result)
-    }
-}
-
-/// A result from a remote band-server must name our run and hand back only files that the
-/// band lets the run write (see `band::vm::stage`).
-pub fn check_result(req: &RunRequest, result: RunResult) -> Result<RunResult> {
-    if !result.run_id.is_empty() && result.run_id != req.run_id {
-        bail!(
-            "band-server answered for run {} instead of {}",
-            result.run_id,
-            req.run_id
-        );
-    }
-    let policy = CompiledPolicy::compile(&req.policy).map_err(|e| anyhow::anyhow!("{e}"))?;
-    stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES)
-        .map_err(|e| anyhow::anyhow!("{e}; nothing was written back"))?;
-    Ok(result)
 }
 
 fn status(paths: &VmPaths, driver: Driver, json: bool) -> Result<u8> {
@@ -650,67 +542,4 @@ fn logs(paths: &VmPaths, driver: Driver, lines: usize) -> Result<u8> {
         Err(e) => writeln!(out, "== band-server: not reachable ({e}) ==")?,
     }
     Ok(exit::OK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use band::policy::{Category, Policy};
-    use band::proto::{FileEntry, Layer};
-
-    fn request(write: &[&str]) -> RunRequest {
-        let mut policy = Policy::default();
-        *policy.allow.get_mut(Category::Write) = write.iter().map(|s| s.to_string()).collect();
-        RunRequest {
-            protocol: proto::PROTOCOL_VERSION,
-            run_id: "00112233aabbccdd".into(),
-            skill: "s".into(),
-            script: "x".into(),
-            entry: "scripts/x.sh".into(),
-            bundle: vec![],
-            bundle_sha256: String::new(),
-            policy,
-            input: serde_json::json!({}),
-            config: None,
-            secrets: Default::default(),
-            workspace: vec![],
-            trace: false,
-        }
-    }
-
-    fn result(written: Vec<FileEntry>) -> RunResult {
-        let mut r = RunResult::setup_failed("00112233aabbccdd", Layer::Io, "", None);
-        r.status = proto::Status::Ok;
-        r.error = None;
-        r.written = written;
-        r
-    }
-
-    #[test]
-    fn a_result_for_another_run_is_refused() {
-        let mut r = result(vec![]);
-        r.run_id = "ffffffffffffffff".into();
-        assert!(check_result(&request(&[]), r).is_err());
-    }
-
-    #[test]
-    fn a_result_writing_outside_allow_write_is_refused_whole() {
-        let f = |p: &str| FileEntry {
-            path: p.into(),
-            mode: 0o644,
-            data: "aGk=".into(),
-        };
-        assert!(check_result(&request(&["out/"]), result(vec![f("out/a")])).is_ok());
-        let e = check_result(
-            &request(&["out/"]),
-            result(vec![f("out/a"), f(".git/config")]),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains(".git/config") && e.contains("nothing was written back"),
-            "{e}"
-        );
-        assert!(check_result(&request(&["out/"]), result(vec![f("out/../../.bashrc")])).is_err());
-    }
 }

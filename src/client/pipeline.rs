@@ -4,8 +4,8 @@
 //! output contract → copy written files back.
 //!
 //! Before anything else the skill is read once and compared with its `band.lock`
-//! ([`band::lock`]); the bytes checked are the bytes sent. Every run, refused or not, ends as one
-//! record in the ledger ([`band::ledger`], written by [`super::audit::record`]).
+//! ([`crate::lock`]); the bytes checked are the bytes sent. Every run, refused or not, ends as one
+//! record in the ledger ([`crate::ledger`], written by [`super::record::record`]).
 //!
 //! Statuses (input_invalid, integrity_failed, output_invalid, denied, …) come back inside
 //! [`Outcome::result`]; only user errors (unknown skill, broken band, missing secret, no server)
@@ -23,11 +23,11 @@ use sha2::{Digest, Sha256};
 
 use super::config::UserConfig;
 use super::user_error;
-use band::ledger::LockMark;
-use band::lock::{self, LockState, Tree};
-use band::manifest::Target;
-use band::policy::CompiledPolicy;
-use band::proto::{self, ErrorInfo, FileEntry, Layer, Message, RunRequest, RunResult, Status};
+use crate::ledger::LockMark;
+use crate::lock::{self, LockState, Tree};
+use crate::manifest::Target;
+use crate::policy::CompiledPolicy;
+use crate::proto::{self, ErrorInfo, FileEntry, Layer, Message, RunRequest, RunResult, Status};
 
 /// The most workspace data sent to a run.
 const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
@@ -68,7 +68,7 @@ pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
     match target {
         Target::Host => Ok(Box::new(HostTransport::new()?)),
         Target::Qemu | Target::Lima | Target::Ssh { .. } => {
-            Ok(Box::new(super::vm::SshTransport::new(target)?))
+            Ok(Box::new(super::ssh::SshTransport::new(target)?))
         }
     }
 }
@@ -130,17 +130,17 @@ pub fn run_gated(
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
-    let ledger = super::audit::ledger()?;
+    let ledger = super::record::ledger()?;
     let prepared = match prepare(spec, started_at_ms)? {
         Preparation::Ready(p) => p,
         Preparation::Refused(o) => {
-            super::audit::record(&ledger, &o, Vec::new(), spec.record_io)?;
+            super::record::record(&ledger, &o, Vec::new(), spec.record_io)?;
             return Ok(*o);
         }
     };
     if let Some(refused) = gate(&prepared) {
         let outcome = finish(*prepared, refused, started_at_ms)?;
-        super::audit::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
+        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
         return Ok(outcome);
     }
     // A run that could not be recorded must not start.
@@ -156,7 +156,7 @@ pub fn run_gated(
         })
         .with_context(|| format!("run on target {}", transport.name()))?;
     let outcome = finish(*prepared, result, started_at_ms)?;
-    super::audit::record(&ledger, &outcome, events, spec.record_io)?;
+    super::record::record(&ledger, &outcome, events, spec.record_io)?;
     Ok(outcome)
 }
 
@@ -251,7 +251,7 @@ fn integrity_refusal(
     let input_json = serde_json::to_vec(&input)?;
     Ok(Box::new(Outcome {
         result,
-        skill: band::skill::load_skill(&spec.skill_root).0.name,
+        skill: crate::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
         target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?)
             .unwrap_or(Target::Host),
@@ -299,14 +299,14 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         Ok(t) => t,
         Err(refused) => return Ok(Preparation::Refused(refused)),
     };
-    let (skill, _) = band::skill::load_skill(root);
+    let (skill, _) = crate::skill::load_skill(root);
     let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
         bail!(user_error(
             format!("skill `{}` has no script `{script}`", skill.name),
             "`band list` shows the scripts"
         ));
     };
-    let (resolved, diags) = band::skill::resolve_script(&skill, script);
+    let (resolved, diags) = crate::skill::resolve_script(&skill, script);
     let Some(resolved) = resolved else {
         let errors: Vec<String> = diags
             .iter()
@@ -340,7 +340,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     let policy_sha256 = sha256_hex(&serde_json::to_vec(&policy)?);
 
     // Input: validated against the contract, coerced from CLI strings.
-    let schemas = band::contract::SchemaSet::load_dir(root).0;
+    let schemas = crate::contract::SchemaSet::load_dir(root).0;
     let input_rel = format!("schemas/input/{script}.json");
     let contract = schemas.compile(&input_rel).map_err(|e| {
         user_error(
@@ -531,7 +531,7 @@ fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()>
     if !root.join(&rel).is_file() {
         return Ok(());
     }
-    let schemas = band::contract::SchemaSet::load_dir(root).0;
+    let schemas = crate::contract::SchemaSet::load_dir(root).0;
     let contract = schemas
         .compile(&rel)
         .map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;
@@ -745,7 +745,7 @@ fn push_capped(
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     out.push(FileEntry {
         path: rel,
-        mode: band::lock::mode_of(meta),
+        mode: crate::lock::mode_of(meta),
         data: B64.encode(data),
     });
     Ok(())

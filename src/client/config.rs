@@ -80,7 +80,7 @@ impl UserConfig {
 
     /// The band data folder: `$BAND_DATA_DIR`, the config's `data_dir`, else `~/.local/share/band`.
     pub fn data_dir(&self) -> PathBuf {
-        if let Some(p) = std::env::var_os(band::proto::env::DATA_DIR).filter(|p| !p.is_empty()) {
+        if let Some(p) = std::env::var_os(crate::proto::env::DATA_DIR).filter(|p| !p.is_empty()) {
             return PathBuf::from(p);
         }
         if let Some(d) = &self.data_dir {
