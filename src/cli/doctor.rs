@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
-use band::client::ssh::{qemu_endpoint, vm_paths};
+use band::client::ssh::vm_paths;
 use band::proto::exit;
 use band::vm::install::{self, Handshake};
 use band::vm::paths::VmPaths;
@@ -225,7 +225,7 @@ fn vm_checks(paths: &VmPaths) -> Vec<Check> {
         ),
         None,
     ));
-    let ep = qemu_endpoint(paths, state.ssh_port);
+    let ep = band::vm::driver::qemu::endpoint(paths, state.ssh_port);
     let sess = match ssh::connect(&ep, Duration::from_secs(15)) {
         Ok(s) => s,
         Err(e) => {

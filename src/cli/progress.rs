@@ -154,3 +154,13 @@ mod tests {
         s.finish();
     }
 }
+
+impl band::vm::driver::Progress for Steps {
+    fn start(&mut self, what: String) {
+        Steps::start(self, what);
+    }
+
+    fn note(&mut self, what: String) {
+        Steps::note(self, what);
+    }
+}

@@ -1,26 +1,17 @@
-//! `band vm status|start|stop|destroy|ssh|logs`, and the transport that carries runs to a VM or
-//! an `ssh://` host (`--target qemu|lima|ssh://user@host`).
+//! `band vm status|start|stop|destroy|ssh|logs`: the machine made by `band setup`, through its
+//! [`band::vm::driver::Driver`].
 
 use std::io::Write;
-use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Subcommand, ValueEnum};
 
 use super::progress::Steps;
 use super::user_error;
-use band::client::ssh::{endpoint_for, qemu_endpoint, vm_paths};
-use band::manifest::Target;
+use band::client::ssh::vm_paths;
 use band::proto::exit;
-use band::vm::image::{self, Image};
-use band::vm::install::{self, Handshake};
-use band::vm::lima;
-use band::vm::paths::VmPaths;
-use band::vm::qemu::{self, Accel, AccelChoice, InstanceDir, Resources};
-use band::vm::ssh::{self, Auth, Endpoint};
-
-/// How long a VM may take from QEMU start to SSH (TCG on a busy 2-core machine is slow).
-pub const BOOT_TIMEOUT: Duration = Duration::from_secs(900);
+use band::vm::driver::{self, AccelPref, Driver as VmDriver, DriverKind, ServerLog};
+use band::vm::ssh::Auth;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Driver {
@@ -29,21 +20,12 @@ pub enum Driver {
     Ssh,
 }
 
-impl Driver {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Driver::Qemu => "qemu",
-            Driver::Lima => "lima",
-            Driver::Ssh => "ssh",
-        }
-    }
-
-    /// `lima` when limactl is on PATH, else `qemu` on Linux.
-    pub fn default_for_host() -> Driver {
-        if band::vm::cmd::which("limactl").is_some() || !cfg!(target_os = "linux") {
-            Driver::Lima
-        } else {
-            Driver::Qemu
+impl From<Driver> for DriverKind {
+    fn from(d: Driver) -> DriverKind {
+        match d {
+            Driver::Qemu => DriverKind::Qemu,
+            Driver::Lima => DriverKind::Lima,
+            Driver::Ssh => DriverKind::Ssh,
         }
     }
 }
@@ -53,6 +35,16 @@ pub enum AccelArg {
     Auto,
     Kvm,
     Tcg,
+}
+
+impl From<AccelArg> for AccelPref {
+    fn from(a: AccelArg) -> AccelPref {
+        match a {
+            AccelArg::Auto => AccelPref::Auto,
+            AccelArg::Kvm => AccelPref::Kvm,
+            AccelArg::Tcg => AccelPref::Tcg,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,99 +109,55 @@ pub enum VmCommand {
 }
 
 /// The driver a `band vm` command acts on.
-fn pick_driver(arg: &DriverArg, paths: &VmPaths) -> Driver {
-    if let Some(d) = arg.driver {
-        return d;
-    }
-    let qemu_exists = InstanceDir::new(paths).state().is_file();
-    let lima_exists = paths.instance_dir(lima::DRIVER).join(lima::STATE).is_file();
-    match (qemu_exists, lima_exists) {
-        (true, false) => Driver::Qemu,
-        (false, true) => Driver::Lima,
-        _ => Driver::default_for_host(),
+fn pick_driver(arg: &DriverArg, paths: &band::vm::paths::VmPaths) -> Box<dyn VmDriver> {
+    driver::for_kind(DriverKind::pick(arg.driver.map(Into::into), paths), paths)
+}
+
+/// How a driver's machine is named in messages: `the qemu VM`, `the Lima VM`.
+fn title(kind: DriverKind) -> &'static str {
+    match kind {
+        DriverKind::Lima => "Lima",
+        other => other.as_str(),
     }
 }
 
 pub fn cmd_vm(args: VmArgs) -> Result<u8> {
     let paths = vm_paths()?;
     match args.command {
-        VmCommand::Status { driver, json } => status(&paths, pick_driver(&driver, &paths), json),
+        VmCommand::Status { driver, json } => status(&*pick_driver(&driver, &paths), json),
         VmCommand::Start { driver, accel } => {
             let d = pick_driver(&driver, &paths);
             let mut steps = Steps::new("band vm start", false);
-            match d {
-                Driver::Qemu => {
-                    let img = image::cached(&paths).ok_or_else(|| {
-                        user_error(
-                            "no VM image has been built",
-                            "run `band setup --driver qemu`",
-                        )
-                    })?;
-                    let res = InstanceDir::new(&paths)
-                        .load_state()
-                        .map(|s| s.resources)
-                        .unwrap_or_default();
-                    let up = qemu_up(&paths, &img, &res, accel, &mut steps)?;
-                    ensure_server(&up.endpoint, &mut steps)?;
-                    steps.finish();
-                    eprintln!(
-                        "band: the qemu VM is up ({}, ssh on 127.0.0.1:{}, ready {:.1} s after boot)",
-                        up.accel.accel.as_str(),
-                        up.endpoint.port,
-                        up.boot_secs.unwrap_or(0.0)
-                    );
-                }
-                Driver::Lima => {
-                    super::setup::lima_start(&paths, &mut steps)?;
-                }
-                Driver::Ssh => bail!(user_error(
-                    "an ssh:// target is not a VM",
-                    "it is started and stopped by its owner"
-                )),
+            let up = d.up(accel.into(), &mut steps)?;
+            if let Some(accel) = &up.accel {
+                steps.finish();
+                eprintln!(
+                    "band: the qemu VM is up ({}, ssh on 127.0.0.1:{}, ready {:.1} s after boot)",
+                    accel.accel.as_str(),
+                    up.endpoint.port,
+                    up.boot_secs.unwrap_or(0.0)
+                );
             }
             Ok(exit::OK)
         }
         VmCommand::Stop { driver } => {
-            match pick_driver(&driver, &paths) {
-                Driver::Qemu => {
-                    if qemu_stop(&paths)? {
-                        eprintln!("band: the qemu VM is stopped");
-                    } else {
-                        eprintln!("band: the qemu VM was not running");
-                    }
-                }
-                Driver::Lima => super::setup::lima_stop(&paths)?,
-                Driver::Ssh => bail!(user_error(
-                    "an ssh:// target is not a VM",
-                    "it is started and stopped by its owner"
-                )),
+            let d = pick_driver(&driver, &paths);
+            if d.stop()? {
+                eprintln!("band: the {} VM is stopped", title(d.kind()));
+            } else {
+                eprintln!("band: the {} VM was not running", title(d.kind()));
             }
             Ok(exit::OK)
         }
         VmCommand::Destroy { driver, images } => {
             let d = pick_driver(&driver, &paths);
-            match d {
-                Driver::Qemu => {
-                    qemu_stop(&paths)?;
-                    let inst = InstanceDir::new(&paths);
-                    if inst.dir.exists() {
-                        std::fs::remove_dir_all(&inst.dir)
-                            .with_context(|| format!("cannot remove {}", inst.dir.display()))?;
-                    }
-                }
-                Driver::Lima => super::setup::lima_destroy(&paths)?,
-                Driver::Ssh => bail!(user_error(
-                    "an ssh:// target is not a VM",
-                    "remove its folder under the band data dir to forget it"
-                )),
-            }
+            d.destroy()?;
             if images && paths.images_dir().exists() {
-                std::fs::remove_dir_all(paths.images_dir())
-                    .with_context(|| format!("cannot remove {}", paths.images_dir().display()))?;
+                fs_err::remove_dir_all(paths.images_dir())?;
             }
             eprintln!(
                 "band: the {} VM is destroyed{}",
-                d.as_str(),
+                d.kind().as_str(),
                 if images {
                     " and the cached images removed"
                 } else {
@@ -218,206 +166,13 @@ pub fn cmd_vm(args: VmArgs) -> Result<u8> {
             );
             Ok(exit::OK)
         }
-        VmCommand::Ssh { driver, command } => {
-            ssh_shell(&paths, pick_driver(&driver, &paths), &command)
-        }
-        VmCommand::Logs { driver, lines } => logs(&paths, pick_driver(&driver, &paths), lines),
+        VmCommand::Ssh { driver, command } => ssh_shell(&*pick_driver(&driver, &paths), &command),
+        VmCommand::Logs { driver, lines } => logs(&*pick_driver(&driver, &paths), lines),
     }
 }
 
-/// The QEMU VM after [`qemu_up`].
-pub struct QemuUp {
-    pub endpoint: Endpoint,
-    pub accel: AccelChoice,
-    /// Seconds from QEMU start to SSH ready, when this call booted it.
-    pub boot_secs: Option<f64>,
-}
-
-/// Make sure the QEMU VM runs the current image with `res`, and answers SSH.
-pub fn qemu_up(
-    paths: &VmPaths,
-    img: &Image,
-    res: &Resources,
-    accel: AccelArg,
-    steps: &mut Steps,
-) -> Result<QemuUp> {
-    let inst = InstanceDir::new(paths);
-    let qemu_bin = qemu::binary().ok_or_else(|| {
-        user_error(
-            "qemu-system-x86_64 is not installed",
-            "apt-get install qemu-system-x86",
-        )
-    })?;
-    if let Some(state) = inst.running() {
-        let same_disk = std::fs::read_to_string(inst.disk_image())
-            .unwrap_or_default()
-            .trim()
-            == img.hash();
-        let same_accel = match accel {
-            AccelArg::Auto => true,
-            AccelArg::Kvm => state.accel == Accel::Kvm,
-            AccelArg::Tcg => state.accel == Accel::Tcg,
-        };
-        if same_disk
-            && same_accel
-            && state.resources.cpus == res.cpus
-            && state.resources.memory_mib == res.memory_mib
-        {
-            steps.start("check the running VM");
-            let ep = qemu_endpoint(paths, state.ssh_port);
-            ssh::connect(&ep, Duration::from_secs(30)).context(
-                "the running VM does not answer SSH; try `band vm stop` and `band vm start`",
-            )?;
-            let accel = AccelChoice {
-                accel: state.accel,
-                reason: state.accel_reason.clone(),
-                boot_id: String::new(),
-            };
-            return Ok(QemuUp {
-                endpoint: ep,
-                accel,
-                boot_secs: None,
-            });
-        }
-        steps.start("stop the VM (its image or size changed)");
-        qemu_stop(paths)?;
-    }
-    if qemu::ensure_disk(&inst, img, res)? {
-        steps.note(format!(
-            "new disk {} over image {}",
-            inst.disk().display(),
-            img.hash()
-        ));
-    }
-    steps.start("choose the accelerator");
-    let choice = match accel {
-        AccelArg::Auto => qemu::choose_accel(paths, &qemu_bin, &img.kernel()),
-        AccelArg::Kvm => AccelChoice {
-            accel: Accel::Kvm,
-            reason: "--accel kvm".into(),
-            boot_id: String::new(),
-        },
-        AccelArg::Tcg => AccelChoice {
-            accel: Accel::Tcg,
-            reason: "--accel tcg".into(),
-            boot_id: String::new(),
-        },
-    };
-    steps.note(format!("{}: {}", choice.accel.as_str(), choice.reason));
-    steps.start(format!(
-        "boot the VM ({}, {} CPUs, {} MiB)",
-        choice.accel.as_str(),
-        res.cpus,
-        res.memory_mib
-    ));
-    let booted = Instant::now();
-    let state = qemu::start(&inst, img, res, &choice, &qemu_bin)?;
-    let ep = qemu_endpoint(paths, state.ssh_port);
-    let alive_inst = inst.clone();
-    let sess = ssh::wait_ready(&ep, BOOT_TIMEOUT, &mut || alive_inst.running().is_some()).map_err(
-        |e| {
-            let console =
-                band::vm::cmd::tail(&std::fs::read(inst.console()).unwrap_or_default(), 8);
-            anyhow::anyhow!(
-                "{e}\nlast console lines ({}):\n{console}",
-                inst.console().display()
-            )
-        },
-    )?;
-    let boot_secs = booted.elapsed().as_secs_f64();
-    // Grow the file system to the disk (a no-op after the first boot).
-    let _ = ssh::exec(&sess, "resize2fs /dev/vda >/dev/null 2>&1", b"");
-    Ok(QemuUp {
-        endpoint: ep,
-        accel: choice,
-        boot_secs: Some(boot_secs),
-    })
-}
-
-/// Power the QEMU VM off (guest shutdown, then signals). Returns whether it was running.
-pub fn qemu_stop(paths: &VmPaths) -> Result<bool> {
-    let inst = InstanceDir::new(paths);
-    let Some(state) = inst.running() else {
-        return Ok(false);
-    };
-    let ep = qemu_endpoint(paths, state.ssh_port);
-    if let Ok(sess) = ssh::connect(&ep, Duration::from_secs(5)) {
-        let _ = ssh::exec(&sess, "systemctl poweroff", b"");
-    }
-    if !qemu::wait_exit(&inst, state.pid, Duration::from_secs(30)) {
-        qemu::kill(&inst, Duration::from_secs(5))?;
-    }
-    Ok(true)
-}
-
-/// Install or upgrade band-server on a connected target, and check what it needs.
-pub fn ensure_server(ep: &Endpoint, steps: &mut Steps) -> Result<install::ServerVersion> {
-    steps.start("check band-server on the target (version handshake)");
-    let sess = ssh::connect(ep, Duration::from_secs(30))?;
-    let dir = install::local_dir()?;
-    let local = install::local_manifest(&dir)?;
-    let version = match install::handshake(&sess, &local)? {
-        Handshake::Current(v) => {
-            steps.note(format!(
-                "band-server {} (protocol {}) is current",
-                v.version, v.protocol
-            ));
-            v
-        }
-        other => {
-            let why = match &other {
-                Handshake::Missing => "not installed".to_string(),
-                Handshake::Stale {
-                    answered: Some(v), ..
-                } => format!("stale (answers {} protocol {})", v.version, v.protocol),
-                _ => "stale".to_string(),
-            };
-            steps.start(format!("install band-server ({why})"));
-            install::install(&sess, ep, &dir, &local)?
-        }
-    };
-    let missing = install::missing_prerequisites(&sess, ep)?;
-    if !missing.is_empty() {
-        bail!(user_error(
-            format!("the target lacks {}", missing.join(", ")),
-            "install them there (Debian: apt-get install bubblewrap iptables iproute2 passwd)",
-        ));
-    }
-    Ok(version)
-}
-
-fn status(paths: &VmPaths, driver: Driver, json: bool) -> Result<u8> {
-    let mut v = serde_json::json!({ "driver": driver.as_str() });
-    match driver {
-        Driver::Qemu => {
-            let inst = InstanceDir::new(paths);
-            let state = inst.load_state();
-            let running = inst.running();
-            v["state"] = serde_json::json!(if running.is_some() {
-                "running"
-            } else if state.is_some() {
-                "stopped"
-            } else {
-                "absent"
-            });
-            v["image"] = serde_json::json!(image::cached(paths).map(|i| i.hash()));
-            if let Some(s) = &state {
-                v["accel"] = serde_json::json!(s.accel.as_str());
-                v["accel_reason"] = serde_json::json!(s.accel_reason);
-                v["resources"] = serde_json::json!(s.resources);
-            }
-            if let Some(s) = &running {
-                v["pid"] = serde_json::json!(s.pid);
-                v["ssh"] = serde_json::json!(format!("127.0.0.1:{}", s.ssh_port));
-                v["band_server"] = server_status(&qemu_endpoint(paths, s.ssh_port));
-            }
-        }
-        Driver::Lima => v = super::setup::lima_status(paths)?,
-        Driver::Ssh => bail!(user_error(
-            "`band vm status` is for VMs",
-            "use `band doctor` for an ssh:// target"
-        )),
-    }
+fn status(driver: &dyn VmDriver, json: bool) -> Result<u8> {
+    let v = driver.status()?;
     let mut out = std::io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -433,38 +188,8 @@ fn status(paths: &VmPaths, driver: Driver, json: bool) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// band-server's version on a running target, and whether it is current.
-pub fn server_status(ep: &Endpoint) -> serde_json::Value {
-    let sess = match ssh::connect(ep, Duration::from_secs(15)) {
-        Ok(s) => s,
-        Err(e) => return serde_json::json!({ "error": e.to_string() }),
-    };
-    let local = match install::local_dir().and_then(|d| install::local_manifest(&d)) {
-        Ok(m) => m,
-        Err(e) => return serde_json::json!({ "error": e.to_string() }),
-    };
-    match install::handshake(&sess, &local) {
-        Ok(Handshake::Current(v)) => {
-            serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true })
-        }
-        Ok(Handshake::Stale { answered, .. }) => {
-            serde_json::json!({ "answered": answered, "current": false })
-        }
-        Ok(Handshake::Missing) => serde_json::json!({ "installed": false }),
-        Err(e) => serde_json::json!({ "error": e.to_string() }),
-    }
-}
-
-fn ssh_shell(paths: &VmPaths, driver: Driver, command: &[String]) -> Result<u8> {
-    let target = match driver {
-        Driver::Qemu => Target::Qemu,
-        Driver::Lima => Target::Lima,
-        Driver::Ssh => bail!(user_error(
-            "use the system ssh client for an ssh:// target",
-            "ssh user@host"
-        )),
-    };
-    let ep = endpoint_for(paths, &target)?;
+fn ssh_shell(driver: &dyn VmDriver, command: &[String]) -> Result<u8> {
+    let ep = driver.shell()?;
     let ssh_bin = band::vm::cmd::which("ssh").ok_or_else(|| {
         user_error(
             "the `ssh` client is not installed",
@@ -511,35 +236,20 @@ fn ssh_shell(paths: &VmPaths, driver: Driver, command: &[String]) -> Result<u8> 
         .unwrap_or(exit::SCRIPT_FAILED))
 }
 
-fn logs(paths: &VmPaths, driver: Driver, lines: usize) -> Result<u8> {
+fn logs(driver: &dyn VmDriver, lines: usize) -> Result<u8> {
+    let logs = driver.logs(lines)?;
     let mut out = std::io::stdout().lock();
-    let target = match driver {
-        Driver::Qemu => {
-            let console = InstanceDir::new(paths).console();
-            let text = std::fs::read(&console).unwrap_or_default();
-            writeln!(out, "== console ({}) ==", console.display())?;
-            writeln!(out, "{}", band::vm::cmd::tail(&text, lines))?;
-            Target::Qemu
+    if let Some((console, text)) = &logs.console {
+        writeln!(out, "== console ({}) ==", console.display())?;
+        writeln!(out, "{text}")?;
+    }
+    match logs.server {
+        ServerLog::Text(text) => {
+            writeln!(out, "== band-server ({}) ==", band::vm::ssh::SERVER_LOG)?;
+            out.write_all(&text)?;
         }
-        Driver::Lima => Target::Lima,
-        Driver::Ssh => bail!(user_error(
-            "`band vm logs` is for VMs",
-            "read /var/log/band-server.log on the host"
-        )),
-    };
-    match endpoint_for(paths, &target)
-        .and_then(|ep| Ok(ssh::connect(&ep, Duration::from_secs(15))?))
-    {
-        Ok(sess) => {
-            let o = ssh::exec(
-                &sess,
-                &format!("tail -n {lines} {} 2>/dev/null", ssh::SERVER_LOG),
-                b"",
-            )?;
-            writeln!(out, "== band-server ({}) ==", ssh::SERVER_LOG)?;
-            out.write_all(&o.stdout)?;
-        }
-        Err(e) => writeln!(out, "== band-server: not reachable ({e}) ==")?,
+        ServerLog::Unreachable(e) => writeln!(out, "== band-server: not reachable ({e}) ==")?,
+        ServerLog::Failed(e) => return Err(e.into()),
     }
     Ok(exit::OK)
 }

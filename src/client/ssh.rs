@@ -1,59 +1,23 @@
 //! The transport that carries runs to a VM or an `ssh://` host (`--target qemu|lima|ssh://user@host`),
 //! and the endpoints of those targets, from the state `band setup` left.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
+use anyhow::{Result, bail};
 
 use super::config::UserConfig;
 use super::pipeline::Transport;
-use super::user_error;
 use crate::manifest::Target;
 use crate::policy::CompiledPolicy;
 use crate::proto::{self, Message, RunRequest, RunResult};
 use crate::vm::install;
-use crate::vm::lima;
 use crate::vm::paths::VmPaths;
-use crate::vm::qemu::InstanceDir;
-use crate::vm::ssh::{self, Auth, Endpoint};
+use crate::vm::ssh::{self, Endpoint};
 use crate::vm::stage;
 
 /// The VM state folder of this user.
 pub fn vm_paths() -> Result<VmPaths> {
     Ok(VmPaths::new(&UserConfig::load()?.data_dir()))
-}
-
-/// The endpoint of the QEMU instance on `port`.
-pub fn qemu_endpoint(paths: &VmPaths, port: u16) -> Endpoint {
-    Endpoint {
-        host: "127.0.0.1".into(),
-        port,
-        user: "root".into(),
-        auth: Auth::KeyFile(paths.client_key()),
-        known_host: InstanceDir::new(paths).known_host(),
-        sudo: false,
-    }
-}
-
-/// The endpoint of a target, from the state `band setup` left.
-pub fn endpoint_for(paths: &VmPaths, target: &Target) -> Result<Endpoint> {
-    match target {
-        Target::Host => bail!("the host target has no SSH endpoint"),
-        Target::Qemu => {
-            let inst = InstanceDir::new(paths);
-            let state = inst.running().ok_or_else(|| {
-                user_error(
-                    "the qemu VM is not running",
-                    "run `band vm start` (or `band setup --driver qemu` the first time)",
-                )
-            })?;
-            Ok(qemu_endpoint(paths, state.ssh_port))
-        }
-        Target::Lima => lima_endpoint(paths),
-        Target::Ssh { user, host, port } => ssh_endpoint(paths, user, host, *port),
-    }
 }
 
 /// Runs over SSH to band-server on a VM or a remote host.
@@ -67,7 +31,7 @@ impl SshTransport {
         let paths = vm_paths()?;
         Ok(SshTransport {
             target: target.clone(),
-            endpoint: endpoint_for(&paths, target)?,
+            endpoint: crate::vm::driver::endpoint_for(&paths, target)?,
         })
     }
 }
@@ -124,100 +88,6 @@ pub fn check_result(req: &RunRequest, result: RunResult) -> Result<RunResult> {
     stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES)
         .map_err(|e| anyhow::anyhow!("{e}; nothing was written back"))?;
     Ok(result)
-}
-
-/// `vm/lima/state.json`: where Lima keeps the instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LimaState {
-    pub dir: PathBuf,
-}
-
-/// The endpoint of the Lima instance, from its `ssh.config`.
-pub fn lima_endpoint(paths: &VmPaths) -> Result<Endpoint> {
-    let dir = paths.instance_dir(lima::DRIVER);
-    let state: LimaState = std::fs::read_to_string(dir.join(lima::STATE))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
-            user_error(
-                "the Lima VM has not been set up",
-                "run `band setup --driver lima`",
-            )
-        })?;
-    let cfg_path = state.dir.join("ssh.config");
-    let text = std::fs::read_to_string(&cfg_path)
-        .with_context(|| format!("cannot read {}", cfg_path.display()))?;
-    let cfg = lima::parse_ssh_config(&text);
-    let key = cfg
-        .identity_files
-        .first()
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("{} names no IdentityFile", cfg_path.display()))?;
-    if cfg.port == 0 {
-        bail!(user_error(
-            "the Lima VM is not running",
-            "run `band vm start --driver lima`"
-        ));
-    }
-    Ok(Endpoint {
-        host: if cfg.hostname.is_empty() {
-            "127.0.0.1".into()
-        } else {
-            cfg.hostname
-        },
-        port: cfg.port,
-        user: cfg.user,
-        auth: Auth::KeyFile(key),
-        known_host: dir.join("known_host"),
-        sudo: true,
-    })
-}
-
-/// `vm/ssh/<user@host_port>/target.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SshState {
-    pub identity: Option<PathBuf>,
-}
-
-pub fn ssh_endpoint_unchecked(
-    paths: &VmPaths,
-    user: &str,
-    host: &str,
-    port: u16,
-    identity: Option<PathBuf>,
-) -> Endpoint {
-    Endpoint {
-        host: host.to_string(),
-        port,
-        user: user.to_string(),
-        auth: match identity {
-            Some(p) => Auth::KeyFile(p),
-            None => Auth::AgentThenKey(paths.client_key()),
-        },
-        known_host: paths.ssh_dir(user, host, port).join("known_host"),
-        sudo: user != "root",
-    }
-}
-
-/// The endpoint of an `ssh://` target that `band setup --driver ssh` has pinned.
-pub fn ssh_endpoint(paths: &VmPaths, user: &str, host: &str, port: u16) -> Result<Endpoint> {
-    let dir = paths.ssh_dir(user, host, port);
-    let state: SshState = std::fs::read_to_string(dir.join("target.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
-            user_error(
-                format!("ssh://{user}@{host}:{port} has not been set up"),
-                format!("run `band setup --driver ssh --host {user}@{host}:{port}`"),
-            )
-        })?;
-    Ok(ssh_endpoint_unchecked(
-        paths,
-        user,
-        host,
-        port,
-        state.identity,
-    ))
 }
 
 #[cfg(test)]
