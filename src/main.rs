@@ -19,19 +19,10 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {err:#}");
-            if let Some(hint) = err.chain().find_map(hint_of) {
+            if let Some(hint) = err.chain().find_map(cli::hint_of) {
                 eprintln!("\nhint: {hint}");
             }
             ExitCode::from(band::proto::exit::USAGE)
         }
     }
-}
-
-/// The hint of an error the user can fix.
-fn hint_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a str> {
-    if let Some(user) = e.downcast_ref::<cli::UserError>() {
-        return Some(&user.hint);
-    }
-    e.downcast_ref::<band::vm::VmError>()
-        .and_then(band::vm::VmError::hint)
 }

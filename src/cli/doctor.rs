@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
-use band::client::ssh::vm_paths;
+use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::install::{self, Handshake};
 use band::vm::paths::VmPaths;

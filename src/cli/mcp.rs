@@ -32,7 +32,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use super::{SkillsArgs, UserError, skill_dirs};
+use super::{SkillsArgs, skill_dirs};
 use band::client::pipeline::{self, Outcome, RunSpec};
 use band::proto::{Event, Status, exit};
 
@@ -196,10 +196,7 @@ pub fn call_result(outcome: &Outcome) -> CallToolResult {
 /// The tool result of a run that could not start (unknown script, broken band, missing secret,
 /// no band-server): status `error`, exit code 2, as `band run` would exit.
 pub fn error_result(err: &anyhow::Error) -> CallToolResult {
-    let hint = err
-        .chain()
-        .find_map(|e| e.downcast_ref::<UserError>())
-        .map(|u| u.hint.clone());
+    let hint = err.chain().find_map(super::hint_of).map(String::from);
     CallToolResult::structured_error(json!({
         "status": "error",
         "exit_code": exit::USAGE,
@@ -336,7 +333,7 @@ impl ServerHandler for BandServer {
         }
         let result = match run.await {
             Ok(Ok(outcome)) => call_result(&outcome),
-            Ok(Err(err)) => error_result(&err),
+            Ok(Err(err)) => error_result(&err.into()),
             Err(join) => error_result(&anyhow::anyhow!("the run panicked: {join}")),
         };
         Ok(result.into())

@@ -17,7 +17,7 @@ use anyhow::{Result, bail};
 use super::progress::Steps;
 use super::user_error;
 use super::vm::{AccelArg, Driver};
-use band::client::ssh::vm_paths;
+use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::driver::{self, DriverKind, SetupOptions, round_secs};
 use band::vm::qemu::Resources;

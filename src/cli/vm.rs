@@ -8,7 +8,7 @@ use clap::{Subcommand, ValueEnum};
 
 use super::progress::Steps;
 use super::user_error;
-use band::client::ssh::vm_paths;
+use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::driver::{self, AccelPref, Driver as VmDriver, DriverKind, ServerLog};
 use band::vm::ssh::Auth;

@@ -1,9 +1,8 @@
 //! The ledger from the client: where it lives and what a run's record holds.
 
-use anyhow::{Context, Result};
-
 use super::config::UserConfig;
-use super::pipeline::Outcome;
+use super::outcome::Outcome;
+use super::{ClientError, Result};
 use crate::ledger::{self, Entry, IoDigest, Ledger, RunRecord};
 use crate::proto::Event;
 
@@ -51,11 +50,11 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         stdout: record_io.then(|| r.stdout.clone()),
         stderr: record_io.then(|| r.stderr.clone()),
     };
-    ledger.append(Entry::Run(Box::new(run))).with_context(|| {
-        format!(
-            "the run {} finished but could not be recorded in the ledger",
-            r.run_id
-        )
-    })?;
+    ledger
+        .append(Entry::Run(Box::new(run)))
+        .map_err(|source| ClientError::NotRecorded {
+            run_id: r.run_id.clone(),
+            source,
+        })?;
     Ok(())
 }

@@ -1,24 +1,17 @@
-//! The transport that carries runs to a VM or an `ssh://` host (`--target qemu|lima|ssh://user@host`),
-//! and the endpoints of those targets, from the state `band setup` left.
+//! [`SshTransport`]: carries runs to band-server on a VM or an `ssh://` host
+//! (`--target qemu|lima|ssh://user@host`), at the endpoint its [`crate::vm::driver`] gives.
 
 use std::time::Duration;
 
-use anyhow::{Result, bail};
-
-use super::config::UserConfig;
-use super::pipeline::Transport;
+use super::config::vm_paths;
+use super::transport::Transport;
+use super::{ClientError, Result};
 use crate::manifest::Target;
 use crate::policy::CompiledPolicy;
 use crate::proto::{self, Message, RunRequest, RunResult};
 use crate::vm::install;
-use crate::vm::paths::VmPaths;
 use crate::vm::ssh::{self, Endpoint};
 use crate::vm::stage;
-
-/// The VM state folder of this user.
-pub fn vm_paths() -> Result<VmPaths> {
-    Ok(VmPaths::new(&UserConfig::load()?.data_dir()))
-}
 
 /// Runs over SSH to band-server on a VM or a remote host.
 pub struct SshTransport {
@@ -78,15 +71,15 @@ impl Transport for SshTransport {
 /// band lets the run write (see `crate::vm::stage`).
 pub fn check_result(req: &RunRequest, result: RunResult) -> Result<RunResult> {
     if !result.run_id.is_empty() && result.run_id != req.run_id {
-        bail!(
+        return Err(ClientError::Protocol(format!(
             "band-server answered for run {} instead of {}",
-            result.run_id,
-            req.run_id
-        );
+            result.run_id, req.run_id
+        )));
     }
-    let policy = CompiledPolicy::compile(&req.policy).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let policy =
+        CompiledPolicy::compile(&req.policy).map_err(|e| ClientError::Protocol(e.to_string()))?;
     stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES)
-        .map_err(|e| anyhow::anyhow!("{e}; nothing was written back"))?;
+        .map_err(|e| ClientError::Protocol(format!("{e}; nothing was written back")))?;
     Ok(result)
 }
 
