@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
+mod commands;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();

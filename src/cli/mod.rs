@@ -1,19 +1,11 @@
 //! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
 
-mod audit;
-mod doctor;
-mod exec;
-mod explain;
-mod fmt;
-mod history;
-mod lock;
-mod mcp;
-mod progress;
-mod run;
-mod scaffold;
-mod setup;
-mod trace;
-mod vm;
+pub(crate) mod progress;
+pub(crate) mod trace;
+
+use crate::commands::{
+    audit, doctor, exec, explain, fmt, history, lock, mcp, run, scaffold, setup, vm,
+};
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -375,7 +367,7 @@ fn first_sentence(text: &str) -> String {
     }
 }
 
-fn cmd_help(args: HelpArgs) -> Result<u8> {
+pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
     let (skill_name, script) = split_target(&args.target);
     let Some(script) = script else {
         bail!(user_error(
