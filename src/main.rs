@@ -9,7 +9,7 @@ mod commands;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    match cli::dispatch(args) {
+    match commands::dispatch(args) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             // A closed pipe (`band list | head`) is not an error.

@@ -4,26 +4,11 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
+use crate::cli::audit::{AuditAction, AuditArgs};
 use band::client::record::ledger;
 use band::proto::exit;
 
-#[derive(Debug, clap::Args)]
-pub struct AuditArgs {
-    #[command(subcommand)]
-    pub action: AuditAction,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum AuditAction {
-    /// Check the ledger's hash chain; print the first broken record (exit 1) or the head hash.
-    Verify {
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-pub fn cmd_audit(args: AuditArgs) -> Result<u8> {
+pub(crate) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     match args.action {
         AuditAction::Verify { json } => verify(json),
     }

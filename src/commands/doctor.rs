@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::cli::doctor::DoctorArgs;
 use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::install::{self, Handshake};
@@ -17,16 +18,9 @@ use band::vm::paths::VmPaths;
 use band::vm::qemu::{self, Accel, AccelChoice, InstanceDir};
 use band::vm::{cmd, image, keys, ssh};
 
-#[derive(Debug, clap::Args)]
-pub struct DoctorArgs {
-    /// Print the checks as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub(super) enum Level {
     Ok,
     Warn,
     Fail,
@@ -34,7 +28,7 @@ pub enum Level {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub(super) struct Check {
     pub name: &'static str,
     pub level: Level,
     pub detail: String,
@@ -52,7 +46,7 @@ fn check(name: &'static str, level: Level, detail: impl Into<String>, fix: Optio
 }
 
 /// Free bytes from `df -Pk DIR` output (POSIX format, 1024-byte blocks).
-pub fn parse_df_available(text: &str) -> Option<u64> {
+pub(crate) fn parse_df_available(text: &str) -> Option<u64> {
     let line = text.lines().nth(1)?;
     let avail: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
     Some(avail * 1024)
@@ -294,7 +288,7 @@ fn vm_checks(paths: &VmPaths) -> Vec<Check> {
     out
 }
 
-pub fn checks() -> Result<Vec<Check>> {
+pub(crate) fn checks() -> Result<Vec<Check>> {
     let paths = vm_paths()?;
     let linux = cfg!(target_os = "linux");
     let mut out = vec![check(
@@ -382,7 +376,7 @@ pub fn checks() -> Result<Vec<Check>> {
     Ok(out)
 }
 
-pub fn cmd_doctor(args: DoctorArgs) -> Result<u8> {
+pub(crate) fn cmd_doctor(args: DoctorArgs) -> Result<u8> {
     let all = checks()?;
     let failed = all.iter().any(|c| c.level == Level::Fail);
     let mut out = std::io::stdout().lock();

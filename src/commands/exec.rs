@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::progress::Spinner;
-use super::{run, user_error};
+use crate::cli::exec::ExecArgs;
+use crate::cli::progress::Spinner;
+use crate::cli::render;
+use crate::cli::user_error;
 use band::client::pipeline::{self, Prepared, RunSpec};
 use band::manifest::is_band_file;
 use band::policy::{CompiledPolicy, Decision};
@@ -28,31 +30,7 @@ use band::proto::{self, Denial, Layer, RunResult, Status};
 /// The synthetic skill's name and its one script's name.
 const NAME: &str = "exec";
 
-#[derive(Debug, clap::Args)]
-pub struct ExecArgs {
-    /// The band file (BAND.md or *.band.md) whose policy the command runs under.
-    #[arg(long = "band", value_name = "FILE")]
-    pub band: PathBuf,
-    /// The workspace the command sees at /workspace (only files the band admits). Default: `.`.
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: the band's
-    /// execution.target, then `target` in ~/.config/band/config.toml, then host on Linux.
-    #[arg(long = "target", value_name = "TARGET")]
-    pub exec_target: Option<String>,
-    /// Print the result as JSON on stdout (the command's stdout is in `stdout`).
-    #[arg(long)]
-    pub json: bool,
-    /// Keep the input (the argv), stdout and stderr in the run ledger.
-    #[arg(long)]
-    pub record_io: bool,
-    /// The command and its arguments, after `--`. The command is a name on the sandbox's PATH
-    /// (run a file with its interpreter: `-- python3 script.py`).
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-pub fn cmd_exec(args: ExecArgs) -> Result<u8> {
+pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
     let band_file = check_band_file(&args.band)?;
     let skill = TempSkill::create(&band_file, &args.command)?;
     let spec = RunSpec {
@@ -87,10 +65,10 @@ pub fn cmd_exec(args: ExecArgs) -> Result<u8> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&run::result_json(&outcome)?)?
+            serde_json::to_string_pretty(&render::result_json(&outcome)?)?
         );
     } else if result.status != Status::Ok {
-        run::print_failure(result);
+        render::print_failure(result);
     }
     Ok(result.status.exit_code())
 }
@@ -183,7 +161,7 @@ fn show_event(ev: &proto::Event) {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(data.as_bytes()).and_then(|()| out.flush());
         }
-        other => run::show_event(other),
+        other => render::show_event(other),
     }
 }
 

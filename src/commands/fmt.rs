@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use yaml_serde::{Mapping, Value};
 
-use super::{FmtArgs, user_error};
+use crate::cli::{FmtArgs, user_error};
 use band::manifest::{is_band_file, split_frontmatter};
 use band::proto::exit;
 
@@ -31,7 +31,7 @@ const KEY_ORDER: &[&str] = &[
 ];
 const CATEGORY_ORDER: &[&str] = &["read", "write", "cli", "net"];
 
-pub fn cmd_fmt(args: FmtArgs) -> Result<u8> {
+pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -91,7 +91,7 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The normalised text of a band file.
-pub fn format_band(src: &str) -> Result<String, String> {
+pub(crate) fn format_band(src: &str) -> Result<String, String> {
     let (yaml, _, body) = split_frontmatter(src).map_err(|(_, m, _)| m)?;
     let root: Value = yaml_serde::from_str(yaml).map_err(|e| format!("invalid YAML: {e}"))?;
     let Value::Mapping(map) = root else {

@@ -6,76 +6,14 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use super::user_error;
+use crate::cli::history::{HistoryAction, HistoryArgs, ShowArgs};
+use crate::cli::user_error;
 use band::client::record::ledger;
 use band::ledger::{self as lg, Filter, FindError, RunRecord, Stored};
-use band::proto::{Denial, Event, Status, exit};
+use band::proto::{Denial, Event, exit};
 use band::units::{format_bytes, format_duration_ms};
 
-#[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct HistoryArgs {
-    #[command(subcommand)]
-    pub action: Option<HistoryAction>,
-    /// Only runs of this skill (`text`) or script (`text/count`).
-    #[arg(long, value_name = "SKILL[/SCRIPT]")]
-    pub skill: Option<String>,
-    /// Only runs that ended with this status (`ok`, `denied`, `integrity_failed`, …).
-    #[arg(long, value_parser = parse_status)]
-    pub status: Option<Status>,
-    /// Only runs started within this age: `90s`, `15m`, `1h`, `7d`, `2w`.
-    #[arg(long, value_name = "AGE", value_parser = parse_age)]
-    pub since: Option<u64>,
-    /// At most this many runs, newest first (0: all).
-    #[arg(long, default_value_t = 20)]
-    pub limit: usize,
-    /// Print the records as JSON (the ledger's format) instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum HistoryAction {
-    /// Drop the records older than an age; a checkpoint record keeps the chain verifiable.
-    Prune {
-        /// `30d`, `2w`, `12h`, …: records of runs that ended before then are dropped.
-        #[arg(long, value_name = "AGE", value_parser = parse_age)]
-        older_than: u64,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ShowArgs {
-    /// A run id (or an unambiguous prefix of one), as `band history` lists them.
-    pub run_id: String,
-    /// Print the record as JSON (the ledger's format).
-    #[arg(long)]
-    pub json: bool,
-}
-
-fn parse_status(s: &str) -> std::result::Result<Status, String> {
-    Status::ALL
-        .into_iter()
-        .find(|st| st.as_str() == s)
-        .ok_or_else(|| {
-            format!(
-                "unknown status; one of: {}",
-                Status::ALL
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-}
-
-fn parse_age(s: &str) -> std::result::Result<u64, String> {
-    lg::parse_age(s).map_err(|e| format!("{e}; days and weeks are `7d`, `2w`"))
-}
-
-pub fn cmd_history(args: HistoryArgs) -> Result<u8> {
+pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
     if let Some(HistoryAction::Prune { older_than, json }) = args.action {
         return prune(older_than, json);
     }
@@ -194,7 +132,7 @@ fn prune(older_than: u64, json: bool) -> Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn cmd_show(args: ShowArgs) -> Result<u8> {
+pub(crate) fn cmd_show(args: ShowArgs) -> Result<u8> {
     let ledger = ledger()?;
     let records = read(&ledger)?;
     let stored = lg::find_run(&records, &args.run_id).map_err(|e| match e {

@@ -5,22 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::{SkillsArgs, find_skill, user_error};
+use super::skills::find_skill;
+use crate::cli::lock::LockArgs;
+use crate::cli::user_error;
 use band::lock::{self, LockState, Tree};
 use band::proto::exit;
 
-#[derive(Debug, clap::Args)]
-pub struct LockArgs {
-    /// Skills: names on the skills path, or skill folders. Default: the current folder.
-    pub skills: Vec<String>,
-    /// Do not write; exit 7 (integrity_failed) when a skill differs from its band.lock or has none.
-    #[arg(long)]
-    pub check: bool,
-    #[command(flatten)]
-    pub dirs: SkillsArgs,
-}
-
-pub fn cmd_lock(args: LockArgs) -> Result<u8> {
+pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
     let roots: Vec<PathBuf> = if args.skills.is_empty() {
         let here = PathBuf::from(".");
         if !band::skill::is_skill_dir(&here) {

@@ -32,42 +32,34 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use super::{SkillsArgs, skill_dirs};
+use super::skills::skill_dirs;
+use crate::cli::mcp::McpArgs;
+use crate::cli::{hint_of, trace};
 use band::client::pipeline::{self, Outcome, RunSpec};
 use band::proto::{Event, Status, exit};
 
 /// Separates skill and script in a tool name. Skill and script names are kebab-case, so it never
 /// occurs inside either.
-pub const TOOL_SEPARATOR: &str = "__";
+pub(super) const TOOL_SEPARATOR: &str = "__";
 /// The most stderr an error result carries (its end).
 const MAX_ERROR_STDERR: usize = 4096;
 
-#[derive(Debug, clap::Args)]
-pub struct McpArgs {
-    /// The folder every script sees at /workspace (only the files its band admits). Default:
-    /// the folder band mcp is started in.
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    #[command(flatten)]
-    pub skills: SkillsArgs,
-}
-
 /// One tool and where its script lives.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(super) struct Entry {
     pub tool: Tool,
     pub skill_root: PathBuf,
     pub script: String,
 }
 
-pub fn tool_name(skill: &str, script: &str) -> String {
+pub(crate) fn tool_name(skill: &str, script: &str) -> String {
     format!("{skill}{TOOL_SEPARATOR}{script}")
 }
 
 /// Tools for every script of every skill found in `dirs` (the first skill of a name wins, as in
 /// `band list`). A script whose band or input schema does not load is left out; the second value
 /// says why, one line each.
-pub fn catalog(dirs: &[PathBuf]) -> (Vec<Entry>, Vec<String>) {
+pub(crate) fn catalog(dirs: &[PathBuf]) -> (Vec<Entry>, Vec<String>) {
     let mut skills = BTreeMap::new();
     for d in dirs {
         for root in band::skill::find_skills(d) {
@@ -154,7 +146,7 @@ fn object_schema(schema: Value) -> Option<JsonObject> {
 }
 
 /// The tool result of a finished (or refused) run.
-pub fn call_result(outcome: &Outcome) -> CallToolResult {
+pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
     let r = &outcome.result;
     if r.status == Status::Ok {
         let mut result = match &r.output {
@@ -195,8 +187,8 @@ pub fn call_result(outcome: &Outcome) -> CallToolResult {
 
 /// The tool result of a run that could not start (unknown script, broken band, missing secret,
 /// no band-server): status `error`, exit code 2, as `band run` would exit.
-pub fn error_result(err: &anyhow::Error) -> CallToolResult {
-    let hint = err.chain().find_map(super::hint_of).map(String::from);
+pub(crate) fn error_result(err: &anyhow::Error) -> CallToolResult {
+    let hint = err.chain().find_map(hint_of).map(String::from);
     CallToolResult::structured_error(json!({
         "status": "error",
         "exit_code": exit::USAGE,
@@ -206,16 +198,16 @@ pub fn error_result(err: &anyhow::Error) -> CallToolResult {
 }
 
 /// A progress message for an event of the run, if it is worth one.
-pub fn progress_message(ev: &Event) -> Option<String> {
+pub(crate) fn progress_message(ev: &Event) -> Option<String> {
     let text = match ev {
         Event::Started { setup_ms, .. } => format!("sandbox ready ({setup_ms} ms); script started"),
         Event::Cli(c) => format!(
             "{} {}",
             if c.allowed { "ran" } else { "denied" },
-            super::trace::display_argv(&c.argv)
+            trace::display_argv(&c.argv)
         ),
         Event::Denied(band::proto::Denial::Cli { .. }) => return None, // already said by its Event::Cli
-        Event::Denied(d) => format!("denied {}", super::trace::describe(d)),
+        Event::Denied(d) => format!("denied {}", trace::describe(d)),
         Event::Limit { limit, detail } => format!("limit {limit}: {detail}"),
         Event::Stderr { data } => data.trim_end().lines().last()?.to_string(),
         Event::Stdout { .. } => return None,
@@ -224,14 +216,14 @@ pub fn progress_message(ev: &Event) -> Option<String> {
 }
 
 /// The server: its tools (rebuilt on every `tools/list`), where skills are found, the workspace.
-pub struct BandServer {
+pub(super) struct BandServer {
     dirs: Vec<PathBuf>,
     workspace: PathBuf,
     tools: RwLock<BTreeMap<String, Entry>>,
 }
 
 impl BandServer {
-    pub fn new(dirs: Vec<PathBuf>, workspace: PathBuf) -> Self {
+    pub(super) fn new(dirs: Vec<PathBuf>, workspace: PathBuf) -> Self {
         let server = BandServer {
             dirs,
             workspace,
@@ -340,7 +332,7 @@ impl ServerHandler for BandServer {
     }
 }
 
-pub fn cmd_mcp(args: McpArgs) -> Result<u8> {
+pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
     let server = BandServer::new(skill_dirs(&args.skills), workspace);
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -508,7 +500,7 @@ mod tests {
             tail.len()
         );
 
-        let err = super::super::user_error("missing required secret: GITHUB_TOKEN", "export it");
+        let err = crate::cli::user_error("missing required secret: GITHUB_TOKEN", "export it");
         let s = error_result(&err).structured_content.unwrap();
         assert_eq!(
             (

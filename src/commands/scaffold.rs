@@ -10,19 +10,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use clap::ValueEnum;
 
-use super::{SkillsArgs, find_skill, user_error};
+use super::skills::find_skill;
+use crate::cli::scaffold::{InitArgs, Lang, NewScriptArgs};
+use crate::cli::user_error;
 use band::policy::CompiledPolicy;
 use band::proto::exit;
 
-/// The language of a scaffolded script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Lang {
-    Sh,
-    Python,
-}
-
+/// One file to create: path relative to the skill root, contents, executable or not.
 impl Lang {
     fn ext(self) -> &'static str {
         match self {
@@ -47,40 +42,15 @@ impl Lang {
     }
 }
 
-#[derive(Debug, clap::Args)]
-pub struct InitArgs {
-    /// The new skill's folder; its last component is the skill's name (kebab-case).
-    pub path: PathBuf,
-    /// The first script's name.
-    #[arg(long, value_name = "NAME", default_value = "hello")]
-    pub script: String,
-    /// The first script's language.
-    #[arg(long, value_enum, default_value_t = Lang::Sh)]
-    pub lang: Lang,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct NewScriptArgs {
-    /// The skill: a name on the skills path, or a folder.
-    pub skill: String,
-    /// The new script's name (kebab-case).
-    pub name: String,
-    #[arg(long, value_enum, default_value_t = Lang::Sh)]
-    pub lang: Lang,
-    #[command(flatten)]
-    pub skills: SkillsArgs,
-}
-
-/// One file to create: path relative to the skill root, contents, executable or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewFile {
+pub(super) struct NewFile {
     pub rel: String,
     pub text: String,
     pub executable: bool,
 }
 
 /// Lowercase letters, digits and single hyphens, starting with a letter (as band names).
-pub fn check_name(what: &str, name: &str) -> Result<()> {
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     if band::manifest::is_kebab(name) {
         return Ok(());
     }
@@ -94,7 +64,7 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
 }
 
 /// Everything `band init` writes.
-pub fn skill_files(skill: &str, script: &str, lang: Lang) -> Vec<NewFile> {
+pub(crate) fn skill_files(skill: &str, script: &str, lang: Lang) -> Vec<NewFile> {
     let band = format!(
         "---
 band: {skill}
@@ -142,7 +112,7 @@ description: Says hello. Replace this with what the skill does and when an agent
 }
 
 /// A script and its two schemas (what `band new-script` writes, besides a band when needed).
-pub fn script_files(skill: &str, script: &str, lang: Lang) -> Vec<NewFile> {
+pub(crate) fn script_files(skill: &str, script: &str, lang: Lang) -> Vec<NewFile> {
     let body = match lang {
         Lang::Sh => format!(
             "#!/bin/sh
@@ -212,7 +182,7 @@ with open(os.environ[\"OUTPUT_PATH\"], \"w\", encoding=\"utf-8\") as f:
 
 /// A band for one script (`scripts/<name>.band.md`), for when the skill's band does not allow
 /// what the new script needs.
-pub fn script_band(skill: &str, script: &str, lang: Lang) -> NewFile {
+pub(crate) fn script_band(skill: &str, script: &str, lang: Lang) -> NewFile {
     NewFile {
         rel: format!("scripts/{script}.band.md"),
         text: format!(
@@ -237,7 +207,7 @@ limit:
 
 /// Create every file under `root`, refusing to overwrite: all paths are checked first, so
 /// nothing is written when any exists.
-pub fn write_new(root: &Path, files: &[NewFile]) -> Result<()> {
+pub(crate) fn write_new(root: &Path, files: &[NewFile]) -> Result<()> {
     for f in files {
         let p = root.join(&f.rel);
         if p.exists() {
@@ -270,7 +240,7 @@ pub fn write_new(root: &Path, files: &[NewFile]) -> Result<()> {
     Ok(())
 }
 
-pub fn cmd_init(args: InitArgs) -> Result<u8> {
+pub(crate) fn cmd_init(args: InitArgs) -> Result<u8> {
     let root = &args.path;
     let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
     check_name("skill", name)?;
@@ -297,7 +267,7 @@ pub fn cmd_init(args: InitArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn cmd_new_script(args: NewScriptArgs) -> Result<u8> {
+pub(crate) fn cmd_new_script(args: NewScriptArgs) -> Result<u8> {
     check_name("script", &args.name)?;
     let root = find_skill(&args.skill, &args.skills)?;
     let (skill, _) = band::skill::load_skill(&root);
@@ -432,7 +402,7 @@ mod tests {
     fn names_must_be_kebab_case() {
         assert!(check_name("skill", "my-skill").is_ok());
         let err = check_name("skill", "My_Skill").unwrap_err();
-        let user = err.downcast_ref::<super::super::UserError>().unwrap();
+        let user = err.downcast_ref::<crate::cli::error::UserError>().unwrap();
         assert!(user.hint.contains("`my-skill`"), "{}", user.hint);
         assert!(check_name("script", "a__b").is_err());
     }

@@ -9,53 +9,17 @@
 //! Running it again changes nothing that is already right; `--force` rebuilds from scratch.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
 
-use super::progress::Steps;
-use super::user_error;
-use super::vm::{AccelArg, Driver};
+use crate::cli::progress::Steps;
+use crate::cli::setup::SetupArgs;
+use crate::cli::user_error;
 use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::driver::{self, DriverKind, SetupOptions, round_secs};
 use band::vm::qemu::Resources;
-
-#[derive(Debug, clap::Args)]
-pub struct SetupArgs {
-    /// qemu (Linux), lima (macOS, Linux) or ssh (any Linux host). Default: lima when limactl is on
-    /// PATH, else qemu.
-    #[arg(long, value_enum)]
-    pub driver: Option<Driver>,
-    /// For --driver ssh: user@host[:port].
-    #[arg(long, value_name = "USER@HOST[:PORT]")]
-    pub host: Option<String>,
-    /// For --driver ssh: the private key to log in with (default: the ssh-agent, then band's key).
-    #[arg(long, value_name = "FILE")]
-    pub identity: Option<PathBuf>,
-    /// CPUs of the VM.
-    #[arg(long, default_value_t = 2)]
-    pub cpus: u32,
-    /// Memory of the VM (e.g. 2g, 2048m).
-    #[arg(long, default_value = "2g")]
-    pub memory: String,
-    /// Disk of the VM (e.g. 8g); applies when the disk is made.
-    #[arg(long, default_value = "8g")]
-    pub disk: String,
-    /// Rebuild: a new image (qemu), a new instance (lima), a fresh install (ssh).
-    #[arg(long)]
-    pub force: bool,
-    /// qemu: KVM when it works (probed), else TCG; or force one.
-    #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
-    pub accel: AccelArg,
-    /// qemu: the Debian mirror to build from (a local mirror makes the build work offline).
-    #[arg(long, value_name = "URL")]
-    pub mirror: Option<String>,
-    /// Print a JSON summary (with step timings) on stdout.
-    #[arg(long)]
-    pub json: bool,
-}
 
 fn size_mib(text: &str, what: &str) -> Result<u64> {
     let bytes = band::units::parse_bytes(text)
@@ -70,7 +34,7 @@ fn size_mib(text: &str, what: &str) -> Result<u64> {
     Ok(mib)
 }
 
-pub fn cmd_setup(args: SetupArgs) -> Result<u8> {
+pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
     let paths = vm_paths()?;
     let res = Resources {
         cpus: args.cpus.max(1),

@@ -4,109 +4,14 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use clap::{Subcommand, ValueEnum};
 
-use super::progress::Steps;
-use super::user_error;
+use crate::cli::progress::Steps;
+use crate::cli::user_error;
+use crate::cli::vm::{DriverArg, VmArgs, VmCommand};
 use band::client::config::vm_paths;
 use band::proto::exit;
-use band::vm::driver::{self, AccelPref, Driver as VmDriver, DriverKind, ServerLog};
+use band::vm::driver::{self, Driver as VmDriver, DriverKind, ServerLog};
 use band::vm::ssh::Auth;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Driver {
-    Qemu,
-    Lima,
-    Ssh,
-}
-
-impl From<Driver> for DriverKind {
-    fn from(d: Driver) -> DriverKind {
-        match d {
-            Driver::Qemu => DriverKind::Qemu,
-            Driver::Lima => DriverKind::Lima,
-            Driver::Ssh => DriverKind::Ssh,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AccelArg {
-    Auto,
-    Kvm,
-    Tcg,
-}
-
-impl From<AccelArg> for AccelPref {
-    fn from(a: AccelArg) -> AccelPref {
-        match a {
-            AccelArg::Auto => AccelPref::Auto,
-            AccelArg::Kvm => AccelPref::Kvm,
-            AccelArg::Tcg => AccelPref::Tcg,
-        }
-    }
-}
-
-#[derive(Debug, clap::Args)]
-pub struct VmArgs {
-    #[command(subcommand)]
-    pub command: VmCommand,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct DriverArg {
-    /// Which VM: qemu or lima. Default: the one that exists (lima when limactl is on PATH).
-    #[arg(long, value_enum)]
-    pub driver: Option<Driver>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum VmCommand {
-    /// Is the VM running, on which port and accelerator, with which band-server.
-    Status {
-        #[command(flatten)]
-        driver: DriverArg,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Boot the VM made by `band setup` and check its band-server (upgrading a stale one).
-    Start {
-        #[command(flatten)]
-        driver: DriverArg,
-        /// KVM when it works (probed), else TCG; or force one.
-        #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
-        accel: AccelArg,
-    },
-    /// Power the VM off.
-    Stop {
-        #[command(flatten)]
-        driver: DriverArg,
-    },
-    /// Stop the VM and delete its disk and state (the cached image stays unless --images).
-    Destroy {
-        #[command(flatten)]
-        driver: DriverArg,
-        /// Also delete the cached base images.
-        #[arg(long)]
-        images: bool,
-    },
-    /// Open a root shell in the VM (or run a command) with the system's `ssh` client.
-    Ssh {
-        #[command(flatten)]
-        driver: DriverArg,
-        /// The command to run instead of a shell.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<String>,
-    },
-    /// Print the VM's console log and band-server's log.
-    Logs {
-        #[command(flatten)]
-        driver: DriverArg,
-        /// Lines of each log.
-        #[arg(long, default_value_t = 100)]
-        lines: usize,
-    },
-}
 
 /// The driver a `band vm` command acts on.
 fn pick_driver(arg: &DriverArg, paths: &band::vm::paths::VmPaths) -> Box<dyn VmDriver> {
@@ -121,7 +26,7 @@ fn title(kind: DriverKind) -> &'static str {
     }
 }
 
-pub fn cmd_vm(args: VmArgs) -> Result<u8> {
+pub(crate) fn cmd_vm(args: VmArgs) -> Result<u8> {
     let paths = vm_paths()?;
     match args.command {
         VmCommand::Status { driver, json } => status(&*pick_driver(&driver, &paths), json),

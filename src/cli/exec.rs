@@ -1,0 +1,27 @@
+//! `band exec` arguments.
+
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExecArgs {
+    /// The band file (BAND.md or *.band.md) whose policy the command runs under.
+    #[arg(long = "band", value_name = "FILE")]
+    pub(crate) band: PathBuf,
+    /// The workspace the command sees at /workspace (only files the band admits). Default: `.`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: the band's
+    /// execution.target, then `target` in ~/.config/band/config.toml, then host on Linux.
+    #[arg(long = "target", value_name = "TARGET")]
+    pub(crate) exec_target: Option<String>,
+    /// Print the result as JSON on stdout (the command's stdout is in `stdout`).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Keep the input (the argv), stdout and stderr in the run ledger.
+    #[arg(long)]
+    pub(crate) record_io: bool,
+    /// The command and its arguments, after `--`. The command is a name on the sandbox's PATH
+    /// (run a file with its interpreter: `-- python3 script.py`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) command: Vec<String>,
+}

@@ -1,0 +1,14 @@
+//! `band lock` arguments.
+
+use super::SkillsArgs;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct LockArgs {
+    /// Skills: names on the skills path, or skill folders. Default: the current folder.
+    pub(crate) skills: Vec<String>,
+    /// Do not write; exit 7 (integrity_failed) when a skill differs from its band.lock or has none.
+    #[arg(long)]
+    pub(crate) check: bool,
+    #[command(flatten)]
+    pub(crate) dirs: SkillsArgs,
+}

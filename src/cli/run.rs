@@ -1,0 +1,51 @@
+//! `band run` arguments, and the shortcut `band <skill>/<script> …`.
+
+use std::path::PathBuf;
+
+use super::SkillsArgs;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// `<skill>/<script>`.
+    pub(crate) target: String,
+    /// Input as `--key=value` arguments (coerced to the types in the input schema).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) args: Vec<String>,
+    /// Input as one JSON document.
+    #[arg(long, conflicts_with = "input_file")]
+    pub(crate) input: Option<String>,
+    /// Input from a JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) input_file: Option<PathBuf>,
+    /// The workspace the script sees at /workspace (only files its band allows). Default: `.`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: the band's
+    /// execution.target, then `target` in ~/.config/band/config.toml, then host on Linux.
+    #[arg(long = "target", value_name = "TARGET")]
+    pub(crate) exec_target: Option<String>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// After the run, list every command the script ran, the files it wrote and what the policy
+    /// refused, each with the rule that decided.
+    #[arg(long)]
+    pub(crate) trace: bool,
+    /// Refuse the skill if it has no band.lock (also `require_lock = true` in the config).
+    #[arg(long)]
+    pub(crate) require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the run ledger (default:
+    /// only their sizes and SHA-256).
+    #[arg(long)]
+    pub(crate) record_io: bool,
+    #[command(flatten)]
+    pub(crate) skills: SkillsArgs,
+}
+
+/// `band run`'s arguments on their own, for the shortcut.
+#[derive(Debug, clap::Parser)]
+#[command(name = "band", no_binary_name = true, disable_help_flag = true)]
+pub(crate) struct Shortcut {
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
+}

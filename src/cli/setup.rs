@@ -1,0 +1,40 @@
+//! `band setup` arguments.
+
+use std::path::PathBuf;
+
+use super::vm::{AccelArg, Driver};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SetupArgs {
+    /// qemu (Linux), lima (macOS, Linux) or ssh (any Linux host). Default: lima when limactl is on
+    /// PATH, else qemu.
+    #[arg(long, value_enum)]
+    pub(crate) driver: Option<Driver>,
+    /// For --driver ssh: user@host[:port].
+    #[arg(long, value_name = "USER@HOST[:PORT]")]
+    pub(crate) host: Option<String>,
+    /// For --driver ssh: the private key to log in with (default: the ssh-agent, then band's key).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) identity: Option<PathBuf>,
+    /// CPUs of the VM.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) cpus: u32,
+    /// Memory of the VM (e.g. 2g, 2048m).
+    #[arg(long, default_value = "2g")]
+    pub(crate) memory: String,
+    /// Disk of the VM (e.g. 8g); applies when the disk is made.
+    #[arg(long, default_value = "8g")]
+    pub(crate) disk: String,
+    /// Rebuild: a new image (qemu), a new instance (lima), a fresh install (ssh).
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// qemu: KVM when it works (probed), else TCG; or force one.
+    #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
+    pub(crate) accel: AccelArg,
+    /// qemu: the Debian mirror to build from (a local mirror makes the build work offline).
+    #[arg(long, value_name = "URL")]
+    pub(crate) mirror: Option<String>,
+    /// Print a JSON summary (with step timings) on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
