@@ -46,22 +46,23 @@ pub(crate) struct ShowArgs {
     pub(crate) json: bool,
 }
 
-fn parse_status(s: &str) -> std::result::Result<Status, String> {
+/// A bad `--status` or age value (clap prints it after the flag).
+#[derive(Debug, thiserror::Error)]
+enum BadValue {
+    #[error("unknown status; one of: {}", Status::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))]
+    Status,
+    /// The age parser's message.
+    #[error("{0}; days and weeks are `7d`, `2w`")]
+    Age(String),
+}
+
+fn parse_status(s: &str) -> std::result::Result<Status, BadValue> {
     Status::ALL
         .into_iter()
         .find(|st| st.as_str() == s)
-        .ok_or_else(|| {
-            format!(
-                "unknown status; one of: {}",
-                Status::ALL
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+        .ok_or(BadValue::Status)
 }
 
-fn parse_age(s: &str) -> std::result::Result<u64, String> {
-    lg::parse_age(s).map_err(|e| format!("{e}; days and weeks are `7d`, `2w`"))
+fn parse_age(s: &str) -> std::result::Result<u64, BadValue> {
+    lg::parse_age(s).map_err(|e| BadValue::Age(e.to_string()))
 }

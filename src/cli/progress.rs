@@ -132,6 +132,16 @@ impl Drop for Spinner {
     }
 }
 
+impl band::vm::driver::Progress for Steps {
+    fn start(&mut self, what: String) {
+        Steps::start(self, what);
+    }
+
+    fn note(&mut self, what: String) {
+        Steps::note(self, what);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,15 +162,5 @@ mod tests {
         assert_eq!(s.0.is_some(), std::io::stderr().is_terminal());
         s.suspend(|| ());
         s.finish();
-    }
-}
-
-impl band::vm::driver::Progress for Steps {
-    fn start(&mut self, what: String) {
-        Steps::start(self, what);
-    }
-
-    fn note(&mut self, what: String) {
-        Steps::note(self, what);
     }
 }

@@ -97,7 +97,7 @@ fn accel_check(paths: &VmPaths) -> Check {
             Some("add yourself to the kvm group"),
         );
     }
-    let cached: Option<AccelChoice> = std::fs::read_to_string(paths.accel_cache())
+    let cached: Option<AccelChoice> = fs_err::read_to_string(paths.accel_cache())
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     let probed = cached.or_else(|| {

@@ -218,9 +218,7 @@ impl TempSkill {
             root: dir.join(NAME),
             dir,
         };
-        let mkdir = |p: PathBuf| {
-            std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()))
-        };
+        let mkdir = |p: PathBuf| fs_err::create_dir_all(&p);
         mkdir(skill.root.join("scripts"))?;
         mkdir(skill.root.join("schemas/input"))?;
         let root = skill
@@ -245,9 +243,8 @@ impl TempSkill {
         ];
         for (rel, text, mode) in files {
             let p = skill.root.join(rel);
-            std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
-                .with_context(|| format!("cannot chmod {}", p.display()))?;
+            fs_err::write(&p, text)?;
+            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
         }
         let tree =
             band::lock::Tree::read(&skill.root).map_err(|e| user_error(e.to_string(), e.hint()))?;
@@ -258,7 +255,7 @@ impl TempSkill {
 
 impl Drop for TempSkill {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = fs_err::remove_dir_all(&self.dir);
     }
 }
 

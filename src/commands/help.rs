@@ -25,8 +25,7 @@ pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
         ));
     }
     let schema_path = root.join("schemas/input").join(format!("{script}.json"));
-    let text = std::fs::read_to_string(&schema_path)
-        .with_context(|| format!("cannot read {}", schema_path.display()))?;
+    let text = fs_err::read_to_string(&schema_path)?;
     let schema: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", schema_path.display()))?;
     let mut out = std::io::stdout().lock();

@@ -89,19 +89,30 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> (Vec<Entry>, Vec<String>) {
     (entries, skipped)
 }
 
+/// Why a script is not served as a tool.
+#[derive(Debug, thiserror::Error)]
+enum NotATool {
+    #[error("its band has errors")]
+    BandErrors,
+    #[error("input schema: {0}")]
+    InputSchema(String),
+    #[error("its input schema does not describe an object")]
+    NotAnObject,
+}
+
 /// The MCP description of one script.
-fn tool_for(skill: &band::skill::Skill, script: &str) -> std::result::Result<Tool, String> {
+fn tool_for(skill: &band::skill::Skill, script: &str) -> std::result::Result<Tool, NotATool> {
     let (resolved, _) = band::skill::resolve_script(skill, script);
-    let policy = resolved.ok_or("its band has errors")?.policy;
+    let policy = resolved.ok_or(NotATool::BandErrors)?.policy;
     let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
     let input_rel = format!("schemas/input/{script}.json");
     schemas
         .compile(&input_rel)
-        .map_err(|e| format!("input schema: {e}"))?;
+        .map_err(|e| NotATool::InputSchema(e.to_string()))?;
     let input = schemas
         .bundle(&input_rel)
         .and_then(object_schema)
-        .ok_or("its input schema does not describe an object")?;
+        .ok_or(NotATool::NotAnObject)?;
     let mut description = skill
         .skill_md
         .as_ref()

@@ -76,8 +76,7 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
         });
     }
     if let Some(f) = &args.input_file {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let text = fs_err::read_to_string(f)?;
         return serde_json::from_str(&text).map_err(|e| {
             user_error(
                 format!("{} is not JSON: {e}", f.display()),

@@ -9,7 +9,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::skills::find_skill;
 use crate::cli::scaffold::{InitArgs, Lang, NewScriptArgs};
@@ -220,21 +220,17 @@ pub(crate) fn write_new(root: &Path, files: &[NewFile]) -> Result<()> {
     for f in files {
         let p = root.join(&f.rel);
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+            fs_err::create_dir_all(dir)?;
         }
-        let mut file = std::fs::OpenOptions::new()
+        let mut file = fs_err::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&p)
-            .with_context(|| format!("cannot create {}", p.display()))?;
-        file.write_all(f.text.as_bytes())
-            .with_context(|| format!("cannot write {}", p.display()))?;
+            .open(&p)?;
+        file.write_all(f.text.as_bytes())?;
         #[cfg(unix)]
         if f.executable {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
-                .with_context(|| format!("cannot make {} executable", p.display()))?;
+            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
         }
     }
     Ok(())
@@ -245,12 +241,7 @@ pub(crate) fn cmd_init(args: InitArgs) -> Result<u8> {
     let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
     check_name("skill", name)?;
     check_name("script", &args.script)?;
-    if root.exists()
-        && std::fs::read_dir(root)
-            .with_context(|| format!("cannot read {}", root.display()))?
-            .next()
-            .is_some()
-    {
+    if root.exists() && fs_err::read_dir(root)?.next().is_some() {
         bail!(user_error(
             format!("{} exists and is not empty", root.display()),
             "pick a new folder; `band new-script` adds a script to an existing skill"
@@ -387,13 +378,13 @@ mod tests {
     fn write_new_never_overwrites_and_writes_nothing_on_conflict() {
         let t = tempfile::tempdir().unwrap();
         let files = skill_files("x", "a", Lang::Sh);
-        std::fs::create_dir_all(t.path().join("schemas/output")).unwrap();
-        std::fs::write(t.path().join("schemas/output/a.json"), "{}").unwrap();
+        fs_err::create_dir_all(t.path().join("schemas/output")).unwrap();
+        fs_err::write(t.path().join("schemas/output/a.json"), "{}").unwrap();
         let err = write_new(t.path(), &files).unwrap_err().to_string();
         assert!(err.contains("already exists"), "{err}");
         assert!(!t.path().join("BAND.md").exists());
         assert_eq!(
-            std::fs::read_to_string(t.path().join("schemas/output/a.json")).unwrap(),
+            fs_err::read_to_string(t.path().join("schemas/output/a.json")).unwrap(),
             "{}"
         );
     }

@@ -101,3 +101,9 @@ pub fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> VmError + '_ {
         source,
     }
 }
+
+/// The OS error under an `fs_err` error (whose own message names the path), for messages that
+/// name the path themselves.
+pub fn os_error(e: &std::io::Error) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
+}
