@@ -1,6 +1,6 @@
 //! `band lock` arguments.
 
-use super::SkillsArgs;
+use super::skills::SkillsArgs;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct LockArgs {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::SkillsArgs;
+use super::skills::SkillsArgs;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct McpArgs {

@@ -1,8 +1,9 @@
 //! Command-line arguments (clap) and output rendering, and nothing else: the command bodies are
 //! in `crate::commands`. Output goes to stdout (data) and stderr (messages).
 //!
-//! Dependency order: `error`, `progress`, `trace` → `render` → the argument modules → this
-//! module's [`Cli`]. Nothing here imports `crate::commands`.
+//! Dependency order: `error`, `progress`, `trace`, `render`, `skills` → the argument modules
+//! (`setup` uses `vm`'s values) → this module's [`Cli`]. No submodule imports this one, and
+//! nothing here imports `crate::commands`.
 
 pub(crate) mod audit;
 pub(crate) mod doctor;
@@ -16,6 +17,7 @@ pub(crate) mod render;
 pub(crate) mod run;
 pub(crate) mod scaffold;
 pub(crate) mod setup;
+pub(crate) mod skills;
 pub(crate) mod trace;
 pub(crate) mod vm;
 
@@ -24,6 +26,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub(crate) use error::{hint_of, user_error};
+pub(crate) use skills::SkillsArgs;
 
 const EXIT_TABLE: &str = "\
 Exit codes:
@@ -153,13 +156,6 @@ pub(crate) struct HelpArgs {
     pub(crate) target: String,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct SkillsArgs {
-    /// Where to find skills (repeatable). Then $BAND_SKILLS_PATH, ./skills, ~/.local/share/band/skills.
-    #[arg(long = "skills", value_name = "DIR")]
-    pub(crate) dirs: Vec<PathBuf>,
 }
 
 #[cfg(test)]

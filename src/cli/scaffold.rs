@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 
-use super::SkillsArgs;
+use super::skills::SkillsArgs;
 
 /// The language of a scaffolded script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -24,7 +24,7 @@ impl SshTransport {
         let paths = vm_paths()?;
         Ok(SshTransport {
             target: target.clone(),
-            endpoint: crate::vm::driver::endpoint_for(&paths, target)?,
+            endpoint: crate::vm::driver::select::endpoint_for(&paths, target)?,
         })
     }
 }

@@ -60,7 +60,7 @@ pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
         host: args.host.clone(),
         identity: args.identity.clone(),
     };
-    let mut summary = driver::for_kind(driver, &paths).setup(&opts, &mut steps)?;
+    let mut summary = driver::select::for_kind(driver, &paths).setup(&opts, &mut steps)?;
     steps.finish();
     summary["driver"] = serde_json::json!(driver.as_str());
     summary["total_secs"] = serde_json::json!(round_secs(started.elapsed().as_secs_f64()));

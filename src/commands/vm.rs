@@ -15,7 +15,7 @@ use band::vm::ssh::Auth;
 
 /// The driver a `band vm` command acts on.
 fn pick_driver(arg: &DriverArg, paths: &band::vm::paths::VmPaths) -> Box<dyn VmDriver> {
-    driver::for_kind(DriverKind::pick(arg.driver.map(Into::into), paths), paths)
+    driver::select::for_kind(DriverKind::pick(arg.driver.map(Into::into), paths), paths)
 }
 
 /// How a driver's machine is named in messages: `the qemu VM`, `the Lima VM`.

@@ -159,7 +159,7 @@ impl Driver for Lima {
             cmd::run_argv(&lima::stop_argv())?;
             ep = start(paths, steps)?;
         }
-        let version = super::ensure_server(&ep, steps)?;
+        let version = super::server::ensure_server(&ep, steps)?;
         Ok(
             serde_json::json!({ "target": "lima", "ssh": ep.addr(), "start_secs": round_secs(t.elapsed().as_secs_f64()), "band_server": version.version, "protocol": version.protocol }),
         )
@@ -206,7 +206,7 @@ impl Driver for Lima {
                 if i.status == "Running" {
                     let ep = endpoint(&self.paths)?;
                     v["ssh"] = serde_json::json!(ep.addr());
-                    v["band_server"] = super::server_status(&ep);
+                    v["band_server"] = super::server::server_status(&ep);
                 }
             }
         }
@@ -224,7 +224,7 @@ impl Driver for Lima {
     fn logs(&self, lines: usize) -> Result<Logs> {
         Ok(Logs {
             console: None,
-            server: super::server_log(endpoint(&self.paths), lines),
+            server: super::server::server_log(endpoint(&self.paths), lines),
         })
     }
 }

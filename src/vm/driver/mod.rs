@@ -1,26 +1,33 @@
 //! One [`Driver`] per kind of machine that runs band-server: the QEMU VM ([`qemu`]), the Lima
 //! VM ([`lima`]) and a remote host over SSH ([`remote`]). `band setup`, `band vm …` and the ssh
-//! transport call them through the trait; [`for_kind`] and [`for_target`] are the one place that
-//! picks the implementation. An operation a driver cannot do (destroy an ssh host) is answered
-//! by that driver with a [`VmError::User`] saying why.
+//! transport call them through the trait; [`select`] is the one place that picks the
+//! implementation. An operation a driver cannot do (destroy an ssh host) is answered by that
+//! driver with a [`VmError::User`] saying why.
 //!
-//! Dependency order: `vm::{cmd, paths, keys, recipe, image, qemu, lima, ssh, stage, install}` →
-//! `vm::driver` → `vm::driver::{qemu, lima, remote}`. Nothing here knows the user config or the
-//! run pipeline (`crate::client` sits above).
+//! Dependency order (each uses only those before it):
+//!
+//! ```text
+//! vm::{cmd, paths, keys, recipe, image, qemu, lima, ssh, stage, install}
+//! driver                        the Driver trait, its option and answer types, Progress
+//! driver::server                band-server on a machine: install/upgrade, version, log
+//! driver::{qemu, lima, remote}  the three implementations
+//! driver::select                the driver for a --driver kind or a --target
+//! ```
+//!
+//! Nothing here knows the user config or the run pipeline (`crate::client` sits above).
 
 pub mod lima;
 pub mod qemu;
 pub mod remote;
+pub mod select;
+pub mod server;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use super::install::{self, Handshake};
 use super::paths::VmPaths;
 use super::qemu::{AccelChoice, InstanceDir, Resources};
-use super::ssh::{self, Endpoint};
+use super::ssh::Endpoint;
 use super::{Result, VmError};
-use crate::manifest::Target;
 
 /// Progress of a long operation, for people: a new step, or a note on the current one.
 pub trait Progress {
@@ -150,110 +157,6 @@ pub trait Driver {
     fn shell(&self) -> Result<Endpoint>;
     /// The console log and band-server's log (`band vm logs`).
     fn logs(&self, lines: usize) -> Result<Logs>;
-}
-
-/// The driver of a kind, over the state in `paths`.
-pub fn for_kind(kind: DriverKind, paths: &VmPaths) -> Box<dyn Driver> {
-    match kind {
-        DriverKind::Qemu => Box::new(qemu::Qemu::new(paths)),
-        DriverKind::Lima => Box::new(lima::Lima::new(paths)),
-        DriverKind::Ssh => Box::new(remote::Remote::new(paths, None)),
-    }
-}
-
-/// The driver behind an execution target (`host` has none).
-pub fn for_target(target: &Target, paths: &VmPaths) -> Result<Box<dyn Driver>> {
-    Ok(match target {
-        Target::Host => {
-            return Err(VmError::Invalid(
-                "the host target has no SSH endpoint".into(),
-            ));
-        }
-        Target::Qemu => Box::new(qemu::Qemu::new(paths)),
-        Target::Lima => Box::new(lima::Lima::new(paths)),
-        Target::Ssh { user, host, port } => Box::new(remote::Remote::new(
-            paths,
-            Some((user.clone(), host.clone(), *port)),
-        )),
-    })
-}
-
-/// The endpoint of a target, from the state `band setup` left.
-pub fn endpoint_for(paths: &VmPaths, target: &Target) -> Result<Endpoint> {
-    for_target(target, paths)?.endpoint()
-}
-
-/// The tail of band-server's log on the machine at `endpoint`.
-fn server_log(endpoint: Result<Endpoint>, lines: usize) -> ServerLog {
-    match endpoint.and_then(|ep| ssh::connect(&ep, Duration::from_secs(15))) {
-        Ok(sess) => match ssh::exec(
-            &sess,
-            &format!("tail -n {lines} {} 2>/dev/null", ssh::SERVER_LOG),
-            b"",
-        ) {
-            Ok(o) => ServerLog::Text(o.stdout),
-            Err(e) => ServerLog::Failed(e),
-        },
-        Err(e) => ServerLog::Unreachable(e.to_string()),
-    }
-}
-
-/// Install or upgrade band-server on a connected target, and check what it needs.
-pub fn ensure_server(ep: &Endpoint, progress: &mut dyn Progress) -> Result<install::ServerVersion> {
-    progress.start("check band-server on the target (version handshake)".into());
-    let sess = ssh::connect(ep, Duration::from_secs(30))?;
-    let dir = install::local_dir()?;
-    let local = install::local_manifest(&dir)?;
-    let version = match install::handshake(&sess, &local)? {
-        Handshake::Current(v) => {
-            progress.note(format!(
-                "band-server {} (protocol {}) is current",
-                v.version, v.protocol
-            ));
-            v
-        }
-        other => {
-            let why = match &other {
-                Handshake::Missing => "not installed".to_string(),
-                Handshake::Stale {
-                    answered: Some(v), ..
-                } => format!("stale (answers {} protocol {})", v.version, v.protocol),
-                _ => "stale".to_string(),
-            };
-            progress.start(format!("install band-server ({why})"));
-            install::install(&sess, ep, &dir, &local)?
-        }
-    };
-    let missing = install::missing_prerequisites(&sess, ep)?;
-    if !missing.is_empty() {
-        return Err(VmError::user(
-            format!("the target lacks {}", missing.join(", ")),
-            "install them there (Debian: apt-get install bubblewrap iptables iproute2 passwd)",
-        ));
-    }
-    Ok(version)
-}
-
-/// band-server's version on a running target, and whether it is current.
-pub fn server_status(ep: &Endpoint) -> serde_json::Value {
-    let sess = match ssh::connect(ep, Duration::from_secs(15)) {
-        Ok(s) => s,
-        Err(e) => return serde_json::json!({ "error": e.to_string() }),
-    };
-    let local = match install::local_dir().and_then(|d| install::local_manifest(&d)) {
-        Ok(m) => m,
-        Err(e) => return serde_json::json!({ "error": e.to_string() }),
-    };
-    match install::handshake(&sess, &local) {
-        Ok(Handshake::Current(v)) => {
-            serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true })
-        }
-        Ok(Handshake::Stale { answered, .. }) => {
-            serde_json::json!({ "answered": answered, "current": false })
-        }
-        Ok(Handshake::Missing) => serde_json::json!({ "installed": false }),
-        Err(e) => serde_json::json!({ "error": e.to_string() }),
-    }
 }
 
 /// Seconds to one decimal, for summaries.

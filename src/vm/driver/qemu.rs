@@ -203,7 +203,7 @@ impl Driver for Qemu {
             }
         };
         let up = up(paths, &img, &opts.resources, opts.accel, steps)?;
-        let version = super::ensure_server(&up.endpoint, steps)?;
+        let version = super::server::ensure_server(&up.endpoint, steps)?;
         let accel = up.accel.as_ref();
         Ok(serde_json::json!({
             "target": "qemu",
@@ -231,7 +231,7 @@ impl Driver for Qemu {
             .map(|s| s.resources)
             .unwrap_or_default();
         let up = up(paths, &img, &res, accel, steps)?;
-        super::ensure_server(&up.endpoint, steps)?;
+        super::server::ensure_server(&up.endpoint, steps)?;
         Ok(up)
     }
 
@@ -265,7 +265,7 @@ impl Driver for Qemu {
         if let Some(s) = &running {
             v["pid"] = serde_json::json!(s.pid);
             v["ssh"] = serde_json::json!(format!("127.0.0.1:{}", s.ssh_port));
-            v["band_server"] = super::server_status(&endpoint(paths, s.ssh_port));
+            v["band_server"] = super::server::server_status(&endpoint(paths, s.ssh_port));
         }
         Ok(v)
     }
@@ -289,7 +289,7 @@ impl Driver for Qemu {
         let text = fs_err::read(&console).unwrap_or_default();
         Ok(Logs {
             console: Some((console, cmd::tail(&text, lines))),
-            server: super::server_log(self.endpoint(), lines),
+            server: super::server::server_log(self.endpoint(), lines),
         })
     }
 }

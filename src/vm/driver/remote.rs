@@ -143,7 +143,7 @@ impl Driver for Remote {
             }
             ep.sudo = true;
         }
-        let version = super::ensure_server(&ep, steps)?;
+        let version = super::server::ensure_server(&ep, steps)?;
         let target = if port == 22 {
             format!("ssh://{user}@{host}")
         } else {
