@@ -25,6 +25,8 @@ pub mod skill;
 pub mod units;
 
 #[cfg(feature = "cli")]
+pub mod client;
+#[cfg(feature = "cli")]
 pub mod lint;
 #[cfg(feature = "cli")]
 pub mod vm;

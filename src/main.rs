@@ -5,10 +5,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
+mod commands;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    match cli::dispatch(args) {
+    match commands::dispatch(args) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             // A closed pipe (`band list | head`) is not an error.
@@ -19,8 +20,8 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {err:#}");
-            if let Some(user) = err.chain().find_map(|e| e.downcast_ref::<cli::UserError>()) {
-                eprintln!("\nhint: {}", user.hint);
+            if let Some(hint) = err.chain().find_map(cli::hint_of) {
+                eprintln!("\nhint: {hint}");
             }
             ExitCode::from(band::proto::exit::USAGE)
         }

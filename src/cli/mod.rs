@@ -1,30 +1,32 @@
-//! Command-line arguments and dispatch. Output goes to stdout (data) and stderr (messages).
+//! Command-line arguments (clap) and output rendering, and nothing else: the command bodies are
+//! in `crate::commands`. Output goes to stdout (data) and stderr (messages).
+//!
+//! Dependency order: `error`, `progress`, `trace`, `render`, `skills` → the argument modules
+//! (`setup` uses `vm`'s values) → this module's [`Cli`]. No submodule imports this one, and
+//! nothing here imports `crate::commands`.
 
-mod audit;
-mod config;
-mod doctor;
-mod exec;
-mod explain;
-mod fmt;
-mod history;
-mod lock;
-mod mcp;
-pub mod pipeline;
-mod progress;
-mod run;
-mod scaffold;
-mod setup;
-mod trace;
-mod vm;
+pub(crate) mod audit;
+pub(crate) mod doctor;
+pub(crate) mod error;
+pub(crate) mod exec;
+pub(crate) mod history;
+pub(crate) mod lock;
+pub(crate) mod mcp;
+pub(crate) mod progress;
+pub(crate) mod render;
+pub(crate) mod run;
+pub(crate) mod scaffold;
+pub(crate) mod setup;
+pub(crate) mod skills;
+pub(crate) mod trace;
+pub(crate) mod vm;
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use band::lint::{self, render};
-use band::proto::exit;
+pub(crate) use error::{hint_of, user_error};
+pub(crate) use skills::SkillsArgs;
 
 const EXIT_TABLE: &str = "\
 Exit codes:
@@ -52,13 +54,13 @@ Exit codes:
     after_long_help = EXIT_TABLE,
     disable_help_subcommand = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Check skills and band files: fields, patterns, conflicts, layout, contracts.
     Lint(LintArgs),
     /// Normalise band files (stable key order, sorted rule lists; the body is kept).
@@ -102,313 +104,58 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Human,
     Json,
     Sarif,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct LintArgs {
+pub(crate) struct LintArgs {
     /// Skill folders, folders of skills, or band files. Default: the current folder.
-    pub paths: Vec<PathBuf>,
+    pub(crate) paths: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
-    pub format: Format,
+    pub(crate) format: Format,
     /// Treat warnings as errors (exit 1 when there are any).
     #[arg(long)]
-    pub deny_warnings: bool,
+    pub(crate) deny_warnings: bool,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct FmtArgs {
+pub(crate) struct FmtArgs {
     /// Band files, or folders to search for them. Default: the current folder.
-    pub paths: Vec<PathBuf>,
+    pub(crate) paths: Vec<PathBuf>,
     /// Do not write; exit 1 if any file would change.
     #[arg(long)]
-    pub check: bool,
+    pub(crate) check: bool,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// `<skill>` or `<skill>/<script>` (a name found on the skills path, or a folder).
-    pub target: String,
+    pub(crate) target: String,
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(flatten)]
-    pub skills: SkillsArgs,
+    pub(crate) skills: SkillsArgs,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(flatten)]
-    pub skills: SkillsArgs,
+    pub(crate) skills: SkillsArgs,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct HelpArgs {
+pub(crate) struct HelpArgs {
     /// `<skill>/<script>`.
-    pub target: String,
+    pub(crate) target: String,
     #[command(flatten)]
-    pub skills: SkillsArgs,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct SkillsArgs {
-    /// Where to find skills (repeatable). Then $BAND_SKILLS_PATH, ./skills, ~/.local/share/band/skills.
-    #[arg(long = "skills", value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-}
-
-/// An error for the user, with a hint on how to fix it.
-#[derive(Debug)]
-pub struct UserError {
-    pub message: String,
-    pub hint: String,
-}
-
-impl std::fmt::Display for UserError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for UserError {}
-
-pub fn user_error(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UserError {
-        message: message.into(),
-        hint: hint.into(),
-    })
-}
-
-pub fn dispatch(cli: Cli) -> Result<u8> {
-    match cli.command {
-        Command::Lint(a) => cmd_lint(a),
-        Command::Fmt(a) => fmt::cmd_fmt(a),
-        Command::Explain(a) => explain::cmd_explain(a),
-        Command::List(a) => cmd_list(a),
-        Command::Help(a) => cmd_help(a),
-        Command::Run(a) => run::cmd_run(a),
-        Command::Exec(a) => exec::cmd_exec(a),
-        Command::Lock(a) => lock::cmd_lock(a),
-        Command::History(a) => history::cmd_history(a),
-        Command::Show(a) => history::cmd_show(a),
-        Command::Audit(a) => audit::cmd_audit(a),
-        Command::Init(a) => scaffold::cmd_init(a),
-        Command::NewScript(a) => scaffold::cmd_new_script(a),
-        Command::Mcp(a) => mcp::cmd_mcp(a),
-        Command::Shortcut(args) => run::cmd_shortcut(args),
-        Command::Setup(a) => setup::cmd_setup(a),
-        Command::Vm(a) => vm::cmd_vm(a),
-        Command::Doctor(a) => doctor::cmd_doctor(a),
-    }
-}
-
-fn cmd_lint(args: LintArgs) -> Result<u8> {
-    let paths = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths
-    };
-    let report = lint::lint_paths(&paths);
-    let mut out = std::io::stdout().lock();
-    match args.format {
-        Format::Human => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            out.write_all(render::human(&report, color).as_bytes())?;
-        }
-        Format::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&render::json(&report))?
-        )?,
-        Format::Sarif => {
-            let base = std::env::current_dir().unwrap_or_default();
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&render::sarif(&report, &base))?
-            )?;
-        }
-    }
-    let errors = report.count(band::diag::Severity::Error);
-    let warnings = report.count(band::diag::Severity::Warning);
-    Ok(if errors > 0 || (args.deny_warnings && warnings > 0) {
-        exit::SCRIPT_FAILED
-    } else {
-        exit::OK
-    })
-}
-
-/// The folders searched for skills, in order.
-pub fn skill_dirs(args: &SkillsArgs) -> Vec<PathBuf> {
-    let mut dirs = args.dirs.clone();
-    if let Some(p) = std::env::var_os(band::proto::env::SKILLS_PATH) {
-        dirs.extend(std::env::split_paths(&p));
-    }
-    dirs.push(PathBuf::from("skills"));
-    match config::UserConfig::load() {
-        Ok(c) => dirs.extend(c.skills_path),
-        Err(e) => eprintln!("band: warning: {e}"),
-    }
-    if let Some(d) = dirs::data_dir() {
-        dirs.push(d.join("band/skills"));
-    }
-    dirs
-}
-
-/// Find a skill by name on the skills path, or by folder.
-pub fn find_skill(name: &str, args: &SkillsArgs) -> Result<PathBuf> {
-    let as_path = Path::new(name);
-    if as_path.is_dir() && band::skill::is_skill_dir(as_path) {
-        return Ok(as_path.to_path_buf());
-    }
-    let dirs = skill_dirs(args);
-    for d in &dirs {
-        let p = d.join(name);
-        if band::skill::is_skill_dir(&p) {
-            return Ok(p);
-        }
-    }
-    Err(user_error(
-        format!("no skill named `{name}`"),
-        format!(
-            "looked in {}; pass --skills DIR or a path to the skill folder, and see `band list`",
-            dirs.iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    ))
-}
-
-/// Split `<skill>/<script>`; the skill part may itself be a path.
-pub fn split_target(target: &str) -> (&str, Option<&str>) {
-    match target.rsplit_once('/') {
-        Some((skill, script)) if !skill.is_empty() && !Path::new(target).is_dir() => {
-            (skill, Some(script))
-        }
-        _ => (target.trim_end_matches('/'), None),
-    }
-}
-
-fn cmd_list(args: ListArgs) -> Result<u8> {
-    let mut seen = std::collections::BTreeMap::new();
-    for d in skill_dirs(&args.skills) {
-        for root in band::skill::find_skills(&d) {
-            let (skill, _) = band::skill::load_skill(&root);
-            seen.entry(skill.name.clone()).or_insert(skill);
-        }
-    }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let v: Vec<_> = seen
-            .values()
-            .map(|s| {
-                serde_json::json!({
-                    "skill": s.name,
-                    "path": s.root,
-                    "description": s.skill_md.as_ref().map(|m| m.description.clone()),
-                    "scripts": s.scripts.iter().map(|x| x.name.clone()).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
-        return Ok(exit::OK);
-    }
-    if seen.is_empty() {
-        writeln!(
-            out,
-            "No skills found. Pass --skills DIR or set $BAND_SKILLS_PATH."
-        )?;
-        return Ok(exit::OK);
-    }
-    // Short enough to paste into an agent's context: one sentence per skill, scripts on one line.
-    for s in seen.values() {
-        let desc = s
-            .skill_md
-            .as_ref()
-            .map(|m| first_sentence(&m.description))
-            .unwrap_or_default();
-        let scripts: Vec<String> = s
-            .scripts
-            .iter()
-            .map(|x| format!("{}/{}", s.name, x.name))
-            .collect();
-        writeln!(out, "{}: {desc}\n  {}", s.name, scripts.join("  "))?;
-    }
-    writeln!(
-        out,
-        "\nRun: band <skill>/<script> --key=value   Arguments: band help <skill>/<script>"
-    )?;
-    Ok(exit::OK)
-}
-
-/// The first sentence of a description (up to the first ". "), for `band list`.
-fn first_sentence(text: &str) -> String {
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match text.find(". ") {
-        Some(i) => text[..=i].to_string(),
-        None => text,
-    }
-}
-
-fn cmd_help(args: HelpArgs) -> Result<u8> {
-    let (skill_name, script) = split_target(&args.target);
-    let Some(script) = script else {
-        bail!(user_error(
-            format!("`{}` names no script", args.target),
-            "use `band help <skill>/<script>`; `band list` shows them"
-        ));
-    };
-    let root = find_skill(skill_name, &args.skills)?;
-    let (skill, _) = band::skill::load_skill(&root);
-    if skill.script(script).is_none() {
-        bail!(user_error(
-            format!("skill `{}` has no script `{script}`", skill.name),
-            "`band list` shows the scripts"
-        ));
-    }
-    let schema_path = root.join("schemas/input").join(format!("{script}.json"));
-    let text = std::fs::read_to_string(&schema_path)
-        .with_context(|| format!("cannot read {}", schema_path.display()))?;
-    let schema: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", schema_path.display()))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "band run {}/{script} [--key=value …]", skill.name)?;
-    if let Some(desc) = schema.get("description").and_then(|d| d.as_str()) {
-        writeln!(out, "\n{desc}")?;
-    }
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(|r| r.as_array())
-        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-        .unwrap_or_default();
-    writeln!(out, "\nArguments:")?;
-    let props = schema.get("properties").and_then(|p| p.as_object());
-    match props {
-        Some(props) if !props.is_empty() => {
-            for (name, p) in props {
-                let ty = p
-                    .get("type")
-                    .map(|t| t.to_string().replace('"', ""))
-                    .unwrap_or_else(|| "any".into());
-                let desc = p.get("description").and_then(|d| d.as_str()).unwrap_or("");
-                let req = if required.contains(&name.as_str()) {
-                    " (required)"
-                } else {
-                    ""
-                };
-                writeln!(out, "  --{name} <{ty}>{req}  {desc}")?;
-            }
-        }
-        _ => writeln!(out, "  (none)")?,
-    }
-    Ok(exit::OK)
+    pub(crate) skills: SkillsArgs,
 }
 
 #[cfg(test)]

@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub struct Steps {
+pub(crate) struct Steps {
     prefix: &'static str,
     n: usize,
     quiet: bool,
     current: Option<(String, Instant, Option<ProgressBar>)>,
     /// (step, seconds) of every finished step, for `--json` and the summary.
-    pub done: Vec<(String, f64)>,
+    pub(crate) done: Vec<(String, f64)>,
 }
 
 impl Steps {
     /// `quiet`: print nothing (e.g. `--json`); timings are still recorded.
-    pub fn new(prefix: &'static str, quiet: bool) -> Self {
+    pub(crate) fn new(prefix: &'static str, quiet: bool) -> Self {
         Steps {
             prefix,
             n: 0,
@@ -29,7 +29,7 @@ impl Steps {
     }
 
     /// Finish the current step and start the next one.
-    pub fn start(&mut self, what: impl Into<String>) {
+    pub(crate) fn start(&mut self, what: impl Into<String>) {
         self.finish();
         self.n += 1;
         let what = what.into();
@@ -54,7 +54,7 @@ impl Steps {
     }
 
     /// Finish the current step (if any), printing its time.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Some((what, t, bar)) = self.current.take() {
             let secs = t.elapsed().as_secs_f64();
             let line = format!("{}: [{}] {what}: {secs:.1} s", self.prefix, self.n);
@@ -68,7 +68,7 @@ impl Steps {
     }
 
     /// A note under the current step.
-    pub fn note(&self, text: impl AsRef<str>) {
+    pub(crate) fn note(&self, text: impl AsRef<str>) {
         if self.quiet {
             return;
         }
@@ -88,16 +88,16 @@ impl Drop for Steps {
 }
 
 /// Whether to show a spinner: human output, to a terminal.
-pub fn wanted(json: bool, stderr_is_terminal: bool) -> bool {
+pub(crate) fn wanted(json: bool, stderr_is_terminal: bool) -> bool {
     !json && stderr_is_terminal
 }
 
 /// A spinner, or nothing.
-pub struct Spinner(Option<ProgressBar>);
+pub(crate) struct Spinner(Option<ProgressBar>);
 
 impl Spinner {
     /// Start a spinner with `message` when [`wanted`] for this process's stderr.
-    pub fn start(json: bool, message: String) -> Spinner {
+    pub(crate) fn start(json: bool, message: String) -> Spinner {
         if !wanted(json, std::io::stderr().is_terminal()) {
             return Spinner(None);
         }
@@ -111,7 +111,7 @@ impl Spinner {
     }
 
     /// Print something (an event) without tearing the spinner line.
-    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.0 {
             Some(bar) => bar.suspend(f),
             None => f(),
@@ -119,7 +119,7 @@ impl Spinner {
     }
 
     /// Remove the spinner before the result is printed.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.0 {
             bar.finish_and_clear();
         }
@@ -129,6 +129,16 @@ impl Spinner {
 impl Drop for Spinner {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+impl band::vm::driver::Progress for Steps {
+    fn start(&mut self, what: String) {
+        Steps::start(self, what);
+    }
+
+    fn note(&mut self, what: String) {
+        Steps::note(self, what);
     }
 }
 

@@ -13,7 +13,7 @@ use band::policy::cli::CliPattern;
 use band::proto::{CliCall, Denial, RunResult};
 
 /// The trace of one run. `allow_cli` is the band's `allow.cli`, to name the rules no call used.
-pub fn render(result: &RunResult, allow_cli: &[String]) -> String {
+pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
     let mut out = String::new();
     let calls = &result.cli_calls;
     let _ = writeln!(out, "trace: {} command{}", calls.len(), plural(calls.len()));
@@ -169,7 +169,7 @@ fn why(c: &CliCall) -> String {
 }
 
 /// One refusal, in words.
-pub fn describe(d: &Denial) -> String {
+pub(crate) fn describe(d: &Denial) -> String {
     let rule = |r: &Option<String>| {
         r.as_ref()
             .map(|r| format!("  deny rule {}", quoted(r)))
@@ -192,7 +192,7 @@ pub fn describe(d: &Denial) -> String {
 }
 
 /// argv as a shell would show it: words with white space, quotes or nothing in them quoted.
-pub fn display_argv(argv: &[String]) -> String {
+pub(crate) fn display_argv(argv: &[String]) -> String {
     argv.iter()
         .map(|w| {
             if w.is_empty()
@@ -210,7 +210,7 @@ pub fn display_argv(argv: &[String]) -> String {
 
 /// An `allow.cli` pattern that matches exactly `argv`, or `None` when the pattern language cannot
 /// spell one of its words (a `"` inside it).
-pub fn suggest_rule(argv: &[String]) -> Option<String> {
+pub(crate) fn suggest_rule(argv: &[String]) -> Option<String> {
     let mut tokens = Vec::new();
     for (i, w) in argv.iter().enumerate() {
         if w.contains('"') || (i == 0 && w.is_empty()) {

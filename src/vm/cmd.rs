@@ -61,7 +61,7 @@ pub fn which(name: &str) -> Option<PathBuf> {
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Argument helper for the builders.
@@ -71,7 +71,7 @@ pub fn os(s: impl AsRef<OsStr>) -> OsString {
 
 /// True when this process runs as root (the image build needs root or `sudo`).
 pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
+    fs_err::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()

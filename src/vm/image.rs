@@ -21,7 +21,7 @@ use super::cmd::{self, os};
 use super::keys;
 use super::paths::{VmPaths, private_dir, write_atomic};
 use super::recipe;
-use super::{Result, VmError, io_at};
+use super::{Result, VmError};
 
 /// The size of the image's file system. Instances grow theirs to `--disk` on first boot.
 pub const FS_SIZE_MIB: u64 = 2048;
@@ -194,7 +194,7 @@ impl Image {
     }
     pub fn info(&self) -> Result<ImageInfo> {
         let p = self.dir.join(INFO);
-        let text = std::fs::read_to_string(&p).map_err(io_at(&p))?;
+        let text = fs_err::read_to_string(&p).map_err(VmError::Fs)?;
         serde_json::from_str(&text).map_err(|e| VmError::Invalid(format!("{}: {e}", p.display())))
     }
 }
@@ -260,15 +260,15 @@ pub fn build(
     // A previous failed build may have left root-owned files behind.
     if plan.work.exists() {
         cmd::run_argv(&cleanup_argv(&plan))?;
-        std::fs::remove_dir_all(&plan.work).map_err(io_at(&plan.work))?;
+        fs_err::remove_dir_all(&plan.work).map_err(VmError::Fs)?;
     }
     let result = build_in(&plan, paths, on_step, started);
     on_step(Step::Cleanup);
     let cleaned = cmd::run_argv(&cleanup_argv(&plan));
     let info = result?;
     cleaned?;
-    let _ = std::fs::remove_dir_all(plan.keys_dir());
-    let _ = std::fs::remove_dir_all(plan.recipe_dir());
+    let _ = fs_err::remove_dir_all(plan.keys_dir());
+    let _ = fs_err::remove_dir_all(plan.recipe_dir());
     write_atomic(
         &plan.work.join(INFO),
         serde_json::to_string_pretty(&info)
@@ -277,9 +277,9 @@ pub fn build(
         0o644,
     )?;
     if final_dir.exists() {
-        std::fs::remove_dir_all(&final_dir).map_err(io_at(&final_dir))?;
+        fs_err::remove_dir_all(&final_dir).map_err(VmError::Fs)?;
     }
-    std::fs::rename(&plan.work, &final_dir).map_err(io_at(&final_dir))?;
+    fs_err::rename(&plan.work, &final_dir).map_err(VmError::Fs)?;
     Ok(Image { dir: final_dir })
 }
 
@@ -297,15 +297,14 @@ fn build_in(
     let host_key = plan.keys_dir().join("ssh_host_ed25519_key");
     cmd::run_argv(&keys::keygen_argv(&host_key, "band-vm"))?;
     let client_pub = client.with_extension("pub");
-    std::fs::copy(&client_pub, plan.keys_dir().join("authorized_keys"))
-        .map_err(io_at(&client_pub))?;
+    fs_err::copy(&client_pub, plan.keys_dir().join("authorized_keys")).map_err(VmError::Fs)?;
 
     on_step(Step::Packages);
     cmd::run_argv(&mmdebstrap_argv(plan))?;
     let kernel = copy_boot_file(&plan.rootfs(), "vmlinuz", &plan.work.join(KERNEL))?;
     copy_boot_file(&plan.rootfs(), "initrd.img", &plan.work.join(INITRD))?;
     let host_pub = host_key.with_extension("pub");
-    std::fs::copy(&host_pub, plan.work.join(HOST_KEY)).map_err(io_at(&host_pub))?;
+    fs_err::copy(&host_pub, plan.work.join(HOST_KEY)).map_err(VmError::Fs)?;
 
     on_step(Step::FileSystem);
     cmd::run_argv(&mkfs_argv(plan))?;
@@ -330,7 +329,7 @@ fn build_in(
 /// file name it points at. The link must stay inside /boot.
 fn copy_boot_file(rootfs: &Path, link: &str, dest: &Path) -> Result<String> {
     let l = rootfs.join(link);
-    let target = std::fs::read_link(&l).map_err(io_at(&l))?;
+    let target = fs_err::read_link(&l).map_err(VmError::Fs)?;
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -344,19 +343,19 @@ fn copy_boot_file(rootfs: &Path, link: &str, dest: &Path) -> Result<String> {
         )));
     }
     let src = rootfs.join(rel);
-    std::fs::copy(&src, dest).map_err(io_at(&src))?;
+    fs_err::copy(&src, dest).map_err(VmError::Fs)?;
     Ok(name)
 }
 
 /// Remove the images of other recipes (after a successful build).
 pub fn remove_others(paths: &VmPaths, keep: &Image) -> Result<()> {
     let dir = paths.images_dir();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let Ok(entries) = fs_err::read_dir(&dir) else {
         return Ok(());
     };
     for e in entries.flatten() {
         if e.path() != keep.dir && e.path().join(INFO).is_file() {
-            std::fs::remove_dir_all(e.path()).map_err(io_at(&e.path()))?;
+            fs_err::remove_dir_all(e.path()).map_err(VmError::Fs)?;
         }
     }
     Ok(())
@@ -475,17 +474,17 @@ mod tests {
     fn boot_files_must_point_into_boot() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        std::fs::create_dir_all(root.join("boot")).unwrap();
-        std::fs::write(root.join("boot/vmlinuz-6.1.0-1-cloud-amd64"), b"k").unwrap();
-        std::os::unix::fs::symlink("boot/vmlinuz-6.1.0-1-cloud-amd64", root.join("vmlinuz"))
+        fs_err::create_dir_all(root.join("boot")).unwrap();
+        fs_err::write(root.join("boot/vmlinuz-6.1.0-1-cloud-amd64"), b"k").unwrap();
+        fs_err::os::unix::fs::symlink("boot/vmlinuz-6.1.0-1-cloud-amd64", root.join("vmlinuz"))
             .unwrap();
-        std::os::unix::fs::symlink("/etc/shadow", root.join("initrd.img")).unwrap();
+        fs_err::os::unix::fs::symlink("/etc/shadow", root.join("initrd.img")).unwrap();
         let out = t.path().join("out");
         assert_eq!(
             copy_boot_file(root, "vmlinuz", &out).unwrap(),
             "vmlinuz-6.1.0-1-cloud-amd64"
         );
-        assert_eq!(std::fs::read(&out).unwrap(), b"k");
+        assert_eq!(fs_err::read(&out).unwrap(), b"k");
         assert!(copy_boot_file(root, "initrd.img", &out).is_err());
     }
 
@@ -494,12 +493,12 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let paths = VmPaths::new(t.path());
         let dir = paths.image_dir(&recipe::hash());
-        std::fs::create_dir_all(&dir).unwrap();
+        fs_err::create_dir_all(&dir).unwrap();
         for f in [BASE, KERNEL, INITRD, HOST_KEY] {
-            std::fs::write(dir.join(f), b"x").unwrap();
+            fs_err::write(dir.join(f), b"x").unwrap();
         }
         assert!(cached(&paths).is_none());
-        std::fs::write(dir.join(INFO), b"{}").unwrap();
+        fs_err::write(dir.join(INFO), b"{}").unwrap();
         assert_eq!(cached(&paths).map(|i| i.hash()), Some(recipe::hash()));
     }
 }

@@ -64,7 +64,7 @@ pub fn local_dir() -> Result<PathBuf> {
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
-    let data = std::fs::read(path).map_err(io_at(path))?;
+    let data = fs_err::read(path).map_err(VmError::Fs)?;
     Ok(Sha256::digest(&data)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -96,7 +96,7 @@ pub fn manifest_digest(m: &Manifest) -> String {
 /// (hashing a debug build reads about 250 MB, too much for every run).
 pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
     let stamp = |b: &str| -> Option<(u64, u128)> {
-        let m = std::fs::metadata(dir.join(b)).ok()?;
+        let m = fs_err::metadata(dir.join(b)).ok()?;
         let t = m
             .modified()
             .ok()?
@@ -116,7 +116,7 @@ pub fn local_manifest_cached(dir: &Path, cache: &Path) -> Result<Manifest> {
         manifest: Manifest,
     }
     if let Some(st) = &stamps
-        && let Some(c) = std::fs::read_to_string(cache)
+        && let Some(c) = fs_err::read_to_string(cache)
             .ok()
             .and_then(|t| serde_json::from_str::<Cached>(&t).ok())
         && c.dir == dir
@@ -228,7 +228,7 @@ fn payload(path: &Path, tmp: &Path) -> Result<(Vec<u8>, &'static str)> {
     {
         return Ok((out.stdout, "gzip -dc"));
     }
-    Ok((std::fs::read(&src).map_err(io_at(&src))?, "cat"))
+    Ok((fs_err::read(&src).map_err(VmError::Fs)?, "cat"))
 }
 
 /// Upload the local binaries and the default server config, then check the handshake.
@@ -345,7 +345,7 @@ mod tests {
     fn the_local_manifest_hashes_every_binary() {
         let t = tempfile::tempdir().unwrap();
         for b in BINARIES {
-            std::fs::write(t.path().join(b), b.as_bytes()).unwrap();
+            fs_err::write(t.path().join(b), b.as_bytes()).unwrap();
         }
         let m = local_manifest(t.path()).unwrap();
         assert_eq!(m.sha256.len(), 3);
@@ -362,13 +362,13 @@ mod tests {
     fn the_cached_manifest_follows_the_binaries() {
         let t = tempfile::tempdir().unwrap();
         for b in BINARIES {
-            std::fs::write(t.path().join(b), b.as_bytes()).unwrap();
+            fs_err::write(t.path().join(b), b.as_bytes()).unwrap();
         }
         let cache = t.path().join("cache.json");
         let first = local_manifest_cached(t.path(), &cache).unwrap();
         assert!(cache.is_file());
         assert_eq!(local_manifest_cached(t.path(), &cache).unwrap(), first);
-        std::fs::write(t.path().join("band-shim"), b"another build").unwrap();
+        fs_err::write(t.path().join("band-shim"), b"another build").unwrap();
         let second = local_manifest_cached(t.path(), &cache).unwrap();
         assert_ne!(
             second.sha256["band-shim"], first.sha256["band-shim"],
@@ -382,7 +382,7 @@ mod tests {
     fn payloads_unpack_to_the_original() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("band-shim");
-        std::fs::write(&f, b"#!/bin/sh\necho hi\n").unwrap();
+        fs_err::write(&f, b"#!/bin/sh\necho hi\n").unwrap();
         let (data, unpack) = payload(&f, t.path()).unwrap();
         let mut child = Command::new("sh")
             .arg("-c")

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::cmd::{self, os};
 use super::paths::private_dir;
-use super::{Result, VmError, io_at};
+use super::{Result, VmError};
 
 /// `ssh-keygen` making an ed25519 key pair at `path` (and `path.pub`), no passphrase.
 pub fn keygen_argv(path: &Path, comment: &str) -> Vec<OsString> {
@@ -36,8 +36,8 @@ pub fn ensure_key(path: &Path, comment: &str) -> Result<PathBuf> {
     }
     if !path.exists() {
         cmd::run_argv(&keygen_argv(path, comment))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(io_at(path))?;
+        fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(VmError::Fs)?;
     }
     check_private(path)?;
     Ok(path.to_path_buf())
@@ -45,7 +45,7 @@ pub fn ensure_key(path: &Path, comment: &str) -> Result<PathBuf> {
 
 /// A private key readable by anyone but its owner is refused (as OpenSSH does).
 pub fn check_private(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path).map_err(io_at(path))?;
+    let meta = fs_err::symlink_metadata(path).map_err(VmError::Fs)?;
     if !meta.is_file() {
         return Err(VmError::Invalid(format!(
             "{} is not a regular file",
@@ -129,7 +129,7 @@ impl PublicKey {
 
 /// Read a public key file.
 pub fn read_public(path: &Path) -> Result<PublicKey> {
-    let text = std::fs::read_to_string(path).map_err(io_at(path))?;
+    let text = fs_err::read_to_string(path).map_err(VmError::Fs)?;
     PublicKey::parse(text.lines().next().unwrap_or(""))
 }
 
@@ -170,22 +170,22 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let key = t.path().join("keys/id_ed25519");
         ensure_key(&key, "test").unwrap();
-        let first = std::fs::read(&key).unwrap();
+        let first = fs_err::read(&key).unwrap();
         ensure_key(&key, "test").unwrap();
         assert_eq!(
-            std::fs::read(&key).unwrap(),
+            fs_err::read(&key).unwrap(),
             first,
             "an existing key is kept"
         );
         assert_eq!(
-            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            fs_err::metadata(&key).unwrap().permissions().mode() & 0o777,
             0o600
         );
         assert_eq!(
             read_public(&key.with_extension("pub")).unwrap().algo,
             "ssh-ed25519"
         );
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        fs_err::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(
             check_private(&key)
                 .unwrap_err()

@@ -15,6 +15,7 @@
 //! Everything here belongs to the host CLI (the `cli` feature); band-server never links ssh2.
 
 pub mod cmd;
+pub mod driver;
 pub mod image;
 pub mod install;
 pub mod keys;
@@ -62,6 +63,33 @@ pub enum VmError {
     Timeout { what: String, secs: u64 },
     #[error("{0}")]
     Invalid(String),
+    /// A problem the user can fix; `hint` says how.
+    #[error("{message}")]
+    User { message: String, hint: String },
+    #[error("the running VM does not answer SSH; try `band vm stop` and `band vm start`")]
+    NoAnswer(#[source] Box<VmError>),
+    /// A file-system error from `fs_err` (its message names the path).
+    #[error(transparent)]
+    Fs(std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+impl VmError {
+    pub fn user(message: impl Into<String>, hint: impl Into<String>) -> VmError {
+        VmError::User {
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// How to fix it, when the user can.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            VmError::User { hint, .. } => Some(hint),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, VmError>;
@@ -72,4 +100,10 @@ pub fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> VmError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// The OS error under an `fs_err` error (whose own message names the path), for messages that
+/// name the path themselves.
+pub fn os_error(e: &std::io::Error) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
 }

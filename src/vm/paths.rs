@@ -14,7 +14,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{Result, io_at};
+use super::{Result, VmError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmPaths {
@@ -63,26 +63,26 @@ impl VmPaths {
 
 /// Create `dir` (and its parents) and make it 0700.
 pub fn private_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_at(dir))
+    fs_err::create_dir_all(dir).map_err(VmError::Fs)?;
+    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(VmError::Fs)
 }
 
 /// Write a file atomically (temp file + rename) with `mode`.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
+    let _ = fs_err::remove_file(&tmp);
+    let mut f = fs_err::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(&tmp)
-        .map_err(io_at(&tmp))?;
+        .map_err(VmError::Fs)?;
     f.write_all(data)
         .and_then(|()| f.sync_all())
-        .map_err(io_at(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_at(path))
+        .map_err(VmError::Fs)?;
+    fs_err::rename(&tmp, path).map_err(VmError::Fs)
 }
 
 #[cfg(test)]
@@ -107,15 +107,15 @@ mod tests {
         let d = t.path().join("a/b");
         private_dir(&d).unwrap();
         assert_eq!(
-            std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            fs_err::metadata(&d).unwrap().permissions().mode() & 0o777,
             0o700
         );
         let f = d.join("x.json");
         write_atomic(&f, b"1", 0o600).unwrap();
         write_atomic(&f, b"2", 0o600).unwrap();
-        assert_eq!(std::fs::read(&f).unwrap(), b"2");
+        assert_eq!(fs_err::read(&f).unwrap(), b"2");
         assert_eq!(
-            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            fs_err::metadata(&f).unwrap().permissions().mode() & 0o777,
             0o600
         );
         assert!(!d.join("x.tmp").exists());

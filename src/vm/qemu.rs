@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::cmd::{self, os};
 use super::image::{self, Image};
 use super::paths::{VmPaths, private_dir, write_atomic};
-use super::{Result, VmError, io_at};
+use super::{Result, VmError};
 
 pub const DRIVER: &str = "qemu";
 /// How long the KVM probe may take before KVM is declared unusable.
@@ -185,26 +185,27 @@ pub struct AccelChoice {
 }
 
 fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+    fs_err::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
 /// Can this process open `/dev/kvm` read-write?
-pub fn kvm_device_opens(dev: &Path) -> std::result::Result<(), String> {
-    std::fs::OpenOptions::new()
+/// The error says `path: reason`.
+pub fn kvm_device_opens(dev: &Path) -> Result<()> {
+    fs_err::OpenOptions::new()
         .read(true)
         .write(true)
         .open(dev)
         .map(|_| ())
-        .map_err(|e| format!("{}: {e}", dev.display()))
+        .map_err(|e| VmError::Invalid(format!("{}: {}", dev.display(), super::os_error(&e))))
 }
 
 /// Decide between KVM and TCG: the cached answer of this host boot, else a fresh probe.
 pub fn choose_accel(paths: &VmPaths, qemu: &Path, kernel: &Path) -> AccelChoice {
     let cache = paths.accel_cache();
     let id = boot_id();
-    if let Some(c) = std::fs::read_to_string(&cache)
+    if let Some(c) = fs_err::read_to_string(&cache)
         .ok()
         .and_then(|t| serde_json::from_str::<AccelChoice>(&t).ok())
         && !id.is_empty()
@@ -235,7 +236,7 @@ pub fn probe_kvm(paths: &VmPaths, qemu: &Path, kernel: &Path, timeout: Duration)
         return tcg(format!("KVM unavailable ({e})"));
     }
     let log = paths.root.join("kvm-probe.log");
-    let _ = std::fs::remove_file(&log);
+    let _ = fs_err::remove_file(&log);
     let argv = probe_argv(qemu, kernel, &log);
     let mut child = match cmd::command(&argv)
         .stdin(Stdio::null())
@@ -262,7 +263,7 @@ pub fn probe_kvm(paths: &VmPaths, qemu: &Path, kernel: &Path, timeout: Duration)
             Err(e) => return tcg(format!("KVM probe: {e}")),
         }
     }
-    let console = std::fs::read_to_string(&log).unwrap_or_default();
+    let console = fs_err::read_to_string(&log).unwrap_or_default();
     if console.contains("Kernel panic") {
         AccelChoice {
             accel: Accel::Kvm,
@@ -360,7 +361,7 @@ impl InstanceDir {
     }
 
     pub fn load_state(&self) -> Option<State> {
-        std::fs::read_to_string(self.state())
+        fs_err::read_to_string(self.state())
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
     }
@@ -388,7 +389,7 @@ pub fn is_our_qemu(pid: i32, disk: &Path) -> bool {
     if pid <= 0 {
         return false;
     }
-    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+    let Ok(raw) = fs_err::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
     let args: Vec<String> = raw
@@ -404,11 +405,11 @@ pub fn is_our_qemu(pid: i32, disk: &Path) -> bool {
 /// Returns true when a new disk was made.
 pub fn ensure_disk(inst: &InstanceDir, img: &Image, res: &Resources) -> Result<bool> {
     private_dir(&inst.dir)?;
-    let current = std::fs::read_to_string(inst.disk_image()).unwrap_or_default();
+    let current = fs_err::read_to_string(inst.disk_image()).unwrap_or_default();
     if inst.disk().is_file() && current.trim() == img.hash() {
         return Ok(false);
     }
-    let _ = std::fs::remove_file(inst.disk());
+    let _ = fs_err::remove_file(inst.disk());
     cmd::run_argv(&image::overlay_argv(
         &img.base(),
         &inst.disk(),
@@ -416,7 +417,7 @@ pub fn ensure_disk(inst: &InstanceDir, img: &Image, res: &Resources) -> Result<b
     ))?;
     write_atomic(&inst.disk_image(), img.hash().as_bytes(), 0o600)?;
     let key = img.host_key();
-    std::fs::copy(&key, inst.known_host()).map_err(io_at(&key))?;
+    fs_err::copy(&key, inst.known_host()).map_err(VmError::Fs)?;
     Ok(true)
 }
 
@@ -431,7 +432,7 @@ pub fn start(
     let mut last = None;
     for _ in 0..3 {
         let port = free_port()?;
-        let _ = std::fs::remove_file(inst.pidfile());
+        let _ = fs_err::remove_file(inst.pidfile());
         let spec = QemuSpec {
             binary: qemu.to_path_buf(),
             accel: accel.accel,
@@ -446,8 +447,7 @@ pub fn start(
         };
         match cmd::run_argv(&argv(&spec)) {
             Ok(_) => {
-                let pid_text =
-                    std::fs::read_to_string(inst.pidfile()).map_err(io_at(&inst.pidfile()))?;
+                let pid_text = fs_err::read_to_string(inst.pidfile()).map_err(VmError::Fs)?;
                 let pid = pid_text.trim().parse().map_err(|_| {
                     VmError::Invalid(format!("{}: not a pid", inst.pidfile().display()))
                 })?;

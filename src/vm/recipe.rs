@@ -9,7 +9,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::paths::write_atomic;
-use super::{Result, io_at};
+use super::{Result, VmError};
 
 /// The Debian release the image is built from.
 pub const SUITE: &str = "bookworm";
@@ -91,7 +91,7 @@ pub fn write_to(dir: &Path) -> Result<()> {
     for f in FILES {
         let path = dir.join(f.path);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_at(parent))?;
+            fs_err::create_dir_all(parent).map_err(VmError::Fs)?;
         }
         write_atomic(&path, f.text.as_bytes(), f.mode)?;
     }
@@ -216,7 +216,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let t = tempfile::tempdir().unwrap();
         write_to(t.path()).unwrap();
-        let m = std::fs::metadata(t.path().join("customize.sh"))
+        let m = fs_err::metadata(t.path().join("customize.sh"))
             .unwrap()
             .permissions()
             .mode();

@@ -515,7 +515,7 @@ mod tests {
     fn the_stale_check_runs_in_the_shell_before_band_server() {
         let t = tempfile::tempdir().unwrap();
         let installed = t.path().join("installed.json");
-        std::fs::write(&installed, b"{}").unwrap();
+        fs_err::write(&installed, b"{}").unwrap();
         let ep = Endpoint {
             host: "h".into(),
             port: 22,
@@ -543,7 +543,7 @@ mod tests {
         };
         assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
         assert_eq!(run(&"0".repeat(64)), (Some(STALE_EXIT), String::new()));
-        std::fs::remove_file(&installed).unwrap();
+        fs_err::remove_file(&installed).unwrap();
         assert_eq!(
             run(hex),
             (Some(STALE_EXIT), String::new()),
@@ -580,7 +580,7 @@ mod tests {
         pin(&f, &k).unwrap();
         assert_eq!(keys::read_public(&f).unwrap(), k);
         assert_eq!(
-            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            fs_err::metadata(&f).unwrap().permissions().mode() & 0o777,
             0o600
         );
     }

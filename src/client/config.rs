@@ -11,10 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
 use serde::Deserialize;
 
-use super::user_error;
+use super::{ClientError, Result};
+use crate::vm::paths::VmPaths;
 
 /// Environment variable naming another config file.
 pub const CONFIG_ENV: &str = "BAND_CONFIG";
@@ -54,24 +54,31 @@ impl UserConfig {
     }
 
     pub fn load_from(path: &Path) -> Result<UserConfig> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match fs_err::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(UserConfig::default()),
             Err(e) => {
-                return Err(user_error(
-                    format!("cannot read {}: {e}", path.display()),
+                // fs_err's message names the path; the one below names it already.
+                let why = std::error::Error::source(&e)
+                    .map_or_else(|| e.to_string(), ToString::to_string);
+                return Err(ClientError::user(
+                    format!("cannot read {}: {why}", path.display()),
                     "check the file's permissions",
                 ));
             }
         };
-        Self::parse(&text).map_err(|msg| user_error(format!("{}:{msg}", path.display()), "the keys are target, require_lock, skills_path and data_dir (README, \"Configuration\")"))
+        Self::parse(&text).map_err(|e| ClientError::user(format!("{}:{e}", path.display()), "the keys are target, require_lock, skills_path and data_dir (README, \"Configuration\")"))
     }
 
-    /// Parse config text; the error is `line:col: message`.
-    pub fn parse(text: &str) -> std::result::Result<UserConfig, String> {
+    /// Parse config text; the error says `line:col: message`.
+    pub fn parse(text: &str) -> std::result::Result<UserConfig, SyntaxError> {
         let mut cfg: UserConfig = toml::from_str(text).map_err(|e| {
             let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
-            format!("{line}:{col}: {}", e.message())
+            SyntaxError {
+                line,
+                col,
+                message: e.message().to_string(),
+            }
         })?;
         cfg.skills_path = cfg.skills_path.iter().map(|p| expand_home(p)).collect();
         cfg.data_dir = cfg.data_dir.as_deref().map(expand_home);
@@ -80,7 +87,7 @@ impl UserConfig {
 
     /// The band data folder: `$BAND_DATA_DIR`, the config's `data_dir`, else `~/.local/share/band`.
     pub fn data_dir(&self) -> PathBuf {
-        if let Some(p) = std::env::var_os(band::proto::env::DATA_DIR).filter(|p| !p.is_empty()) {
+        if let Some(p) = std::env::var_os(crate::proto::env::DATA_DIR).filter(|p| !p.is_empty()) {
             return PathBuf::from(p);
         }
         if let Some(d) = &self.data_dir {
@@ -90,6 +97,20 @@ impl UserConfig {
             .map(|d| d.join("band"))
             .unwrap_or_else(|| PathBuf::from(".band"))
     }
+}
+
+/// A config file that is not valid TOML or names an unknown key: `line:col: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{col}: {message}")]
+pub struct SyntaxError {
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+/// The VM state folder of this user (under the data folder).
+pub fn vm_paths() -> Result<VmPaths> {
+    Ok(VmPaths::new(&UserConfig::load()?.data_dir()))
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -132,7 +153,9 @@ mod tests {
 
     #[test]
     fn unknown_key_is_located() {
-        let e = UserConfig::parse("target = \"host\"\ntarg = 1\n").unwrap_err();
+        let e = UserConfig::parse("target = \"host\"\ntarg = 1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("2:1:"), "{e}");
         assert!(e.contains("targ"), "{e}");
     }
@@ -145,7 +168,7 @@ mod tests {
             UserConfig::default()
         );
         let f = dir.path().join("config.toml");
-        std::fs::write(&f, "require_lock = \"yes\"\n").unwrap();
+        fs_err::write(&f, "require_lock = \"yes\"\n").unwrap();
         let e = UserConfig::load_from(&f).unwrap_err().to_string();
         assert!(e.contains("config.toml:1:"), "{e}");
     }

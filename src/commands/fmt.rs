@@ -5,10 +5,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use yaml_serde::{Mapping, Value};
 
-use super::{FmtArgs, user_error};
+use crate::cli::{FmtArgs, user_error};
 use band::manifest::{is_band_file, split_frontmatter};
 use band::proto::exit;
 
@@ -31,7 +31,7 @@ const KEY_ORDER: &[&str] = &[
 ];
 const CATEGORY_ORDER: &[&str] = &["read", "write", "cli", "net"];
 
-pub fn cmd_fmt(args: FmtArgs) -> Result<u8> {
+pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -44,8 +44,7 @@ pub fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     let mut changed = 0usize;
     let mut out = std::io::stdout().lock();
     for f in files {
-        let src =
-            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let src = fs_err::read_to_string(&f)?;
         let formatted = format_band(&src).map_err(|e| {
             user_error(
                 format!("{}: {e}", f.display()),
@@ -57,8 +56,7 @@ pub fn cmd_fmt(args: FmtArgs) -> Result<u8> {
             if args.check {
                 writeln!(out, "would reformat {}", f.display())?;
             } else {
-                std::fs::write(&f, formatted)
-                    .with_context(|| format!("cannot write {}", f.display()))?;
+                fs_err::write(&f, formatted)?;
                 writeln!(out, "reformatted {}", f.display())?;
             }
         }
@@ -77,7 +75,7 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) {
         }
         return;
     }
-    let Ok(rd) = std::fs::read_dir(p) else { return };
+    let Ok(rd) = fs_err::read_dir(p) else { return };
     let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
     entries.sort();
     for e in entries {
@@ -90,12 +88,27 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Why a band file cannot be formatted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FormatError {
+    /// The frontmatter could not be found (the message says why).
+    #[error("{0}")]
+    Frontmatter(String),
+    #[error("invalid YAML: {0}")]
+    Yaml(yaml_serde::Error),
+    #[error("the frontmatter is not a mapping")]
+    NotMapping,
+    #[error("{0}")]
+    Emit(yaml_serde::Error),
+}
+
 /// The normalised text of a band file.
-pub fn format_band(src: &str) -> Result<String, String> {
-    let (yaml, _, body) = split_frontmatter(src).map_err(|e| e.to_string())?;
-    let root: Value = yaml_serde::from_str(yaml).map_err(|e| format!("invalid YAML: {e}"))?;
+pub(crate) fn format_band(src: &str) -> std::result::Result<String, FormatError> {
+    let (yaml, _, body) =
+        split_frontmatter(src).map_err(|e| FormatError::Frontmatter(e.to_string()))?;
+    let root: Value = yaml_serde::from_str(yaml).map_err(FormatError::Yaml)?;
     let Value::Mapping(map) = root else {
-        return Err("the frontmatter is not a mapping".into());
+        return Err(FormatError::NotMapping);
     };
     let mut out = Mapping::new();
     for key in KEY_ORDER {
@@ -116,7 +129,7 @@ pub fn format_band(src: &str) -> Result<String, String> {
     for (k, v) in rest {
         out.insert(k.clone(), v.clone());
     }
-    let text = yaml_serde::to_string(&Value::Mapping(out)).map_err(|e| e.to_string())?;
+    let text = yaml_serde::to_string(&Value::Mapping(out)).map_err(FormatError::Emit)?;
     let body = body.trim();
     Ok(if body.is_empty() {
         format!("---\n{text}---\n")

@@ -4,116 +4,48 @@
 //! output contract → copy written files back.
 //!
 //! Before anything else the skill is read once and compared with its `band.lock`
-//! ([`band::lock`]); the bytes checked are the bytes sent. Every run, refused or not, ends as one
-//! record in the ledger ([`band::ledger`], written by [`super::audit::record`]).
+//! ([`crate::lock`]); the bytes checked are the bytes sent. Every run, refused or not, ends as one
+//! record in the ledger ([`crate::ledger`], written by [`super::record::record`]).
 //!
 //! Statuses (input_invalid, integrity_failed, output_invalid, denied, …) come back inside
 //! [`Outcome::result`]; only user errors (unknown skill, broken band, missing secret, no server)
 //! are `Err`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::io::Read;
+use std::path::{Component, Path};
 
-use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use sha2::{Digest, Sha256};
 
 use super::config::UserConfig;
-use super::user_error;
-use band::ledger::LockMark;
-use band::lock::{self, LockState, Tree};
-use band::manifest::Target;
-use band::policy::CompiledPolicy;
-use band::proto::{self, ErrorInfo, FileEntry, Layer, Message, RunRequest, RunResult, Status};
+pub use super::outcome::{Outcome, Preparation, Prepared, RunSpec};
+use super::transport::HostTransport;
+pub use super::transport::Transport;
+use super::{ClientError, Result};
+use crate::ledger::LockMark;
+use crate::lock::{self, LockState, Tree};
+use crate::manifest::Target;
+use crate::policy::CompiledPolicy;
+use crate::proto::{self, ErrorInfo, FileEntry, Layer, RunRequest, RunResult, Status};
+
+/// A user error (the message, and a hint on how to fix it).
+fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientError {
+    ClientError::user(message, hint)
+}
 
 /// The most workspace data sent to a run.
 const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
-
-/// What to run, as the caller (CLI, MCP server) understood it.
-#[derive(Debug, Clone)]
-pub struct RunSpec {
-    /// The skill's folder.
-    pub skill_root: PathBuf,
-    pub script: String,
-    /// The input before coercion (CLI strings are coerced by the input schema).
-    pub raw_input: serde_json::Value,
-    /// The host folder the script sees at /workspace (only files its band admits are sent).
-    pub workspace: PathBuf,
-    /// `--target`, overriding the band's `execution.target` and the user config.
-    pub target: Option<String>,
-    pub trace: bool,
-    /// Refuse a skill that has no `band.lock` (`--require-lock`; `require_lock` in the user
-    /// config has the same effect).
-    pub require_lock: bool,
-    /// Keep the input and output documents, stdout and stderr in the ledger (`--record-io`).
-    pub record_io: bool,
-}
-
-/// Carries a request to a band-server and brings back its events and result.
-pub trait Transport {
-    /// For messages: `host`, `qemu (vm band)`, …
-    fn name(&self) -> String;
-    fn run(
-        &mut self,
-        req: &RunRequest,
-        on_event: &mut dyn FnMut(&proto::Event),
-    ) -> Result<RunResult>;
-}
 
 /// The transport for a target.
 pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
     match target {
         Target::Host => Ok(Box::new(HostTransport::new()?)),
         Target::Qemu | Target::Lima | Target::Ssh { .. } => {
-            Ok(Box::new(super::vm::SshTransport::new(target)?))
+            Ok(Box::new(super::ssh::SshTransport::new(target)?))
         }
     }
-}
-
-/// Everything about a run that is settled before it starts.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    pub request: RunRequest,
-    pub target: Target,
-    pub skill_root: PathBuf,
-    pub workspace: PathBuf,
-    /// SHA-256 over the band files that made the policy, in resolution order.
-    pub band_sha256: String,
-    /// SHA-256 of the effective policy as JSON.
-    pub policy_sha256: String,
-    pub lock: LockMark,
-}
-
-/// A finished (or refused) run, with the fingerprints the ledger records.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub result: RunResult,
-    pub skill: String,
-    pub script: String,
-    pub target: Target,
-    pub bundle_sha256: String,
-    pub band_sha256: String,
-    pub policy_sha256: String,
-    pub input_bytes: u64,
-    pub input_sha256: String,
-    pub output_bytes: u64,
-    pub output_sha256: String,
-    pub started_at_ms: u64,
-    /// How the skill stood against its `band.lock`.
-    pub lock: LockMark,
-    /// The differences from `band.lock` that refused the run (integrity_failed).
-    pub integrity: Vec<String>,
-    /// The input document (validated, or as given when it was refused).
-    pub input: serde_json::Value,
-}
-
-/// Either a request ready to send, or a result for a run refused before it started.
-pub enum Preparation {
-    Ready(Box<Prepared>),
-    Refused(Box<Outcome>),
 }
 
 /// Run a script end to end, and record it in the ledger. See the module docs.
@@ -130,23 +62,21 @@ pub fn run_gated(
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
-    let ledger = super::audit::ledger()?;
+    let ledger = super::record::ledger()?;
     let prepared = match prepare(spec, started_at_ms)? {
         Preparation::Ready(p) => p,
         Preparation::Refused(o) => {
-            super::audit::record(&ledger, &o, Vec::new(), spec.record_io)?;
+            super::record::record(&ledger, &o, Vec::new(), spec.record_io)?;
             return Ok(*o);
         }
     };
     if let Some(refused) = gate(&prepared) {
         let outcome = finish(*prepared, refused, started_at_ms)?;
-        super::audit::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
+        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
         return Ok(outcome);
     }
     // A run that could not be recorded must not start.
-    ledger
-        .prepare()
-        .with_context(|| "cannot write the run ledger; nothing ran")?;
+    ledger.prepare().map_err(ClientError::LedgerUnwritable)?;
     let mut transport = transport_for(&prepared.target)?;
     let mut events = Vec::new();
     let result = transport
@@ -154,9 +84,12 @@ pub fn run_gated(
             events.push(ev.clone());
             on_event(ev)
         })
-        .with_context(|| format!("run on target {}", transport.name()))?;
+        .map_err(|e| ClientError::Transport {
+            target: transport.name(),
+            source: Box::new(e),
+        })?;
     let outcome = finish(*prepared, result, started_at_ms)?;
-    super::audit::record(&ledger, &outcome, events, spec.record_io)?;
+    super::record::record(&ledger, &outcome, events, spec.record_io)?;
     Ok(outcome)
 }
 
@@ -251,7 +184,7 @@ fn integrity_refusal(
     let input_json = serde_json::to_vec(&input)?;
     Ok(Box::new(Outcome {
         result,
-        skill: band::skill::load_skill(&spec.skill_root).0.name,
+        skill: crate::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
         target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?)
             .unwrap_or(Target::Host),
@@ -272,12 +205,12 @@ fn integrity_refusal(
 /// The request's bundle: the tree's regular files. Symlinks are refused (band-server takes files only).
 fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
     if let Some(link) = tree.links().next() {
-        bail!(user_error(
+        return Err(user_error(
             format!(
                 "{} is a symlink; skills must not contain links",
                 root.join(&link.path).display()
             ),
-            "copy the file into the skill"
+            "copy the file into the skill",
         ));
     }
     Ok(tree
@@ -299,27 +232,27 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         Ok(t) => t,
         Err(refused) => return Ok(Preparation::Refused(refused)),
     };
-    let (skill, _) = band::skill::load_skill(root);
+    let (skill, _) = crate::skill::load_skill(root);
     let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
-        bail!(user_error(
+        return Err(user_error(
             format!("skill `{}` has no script `{script}`", skill.name),
-            "`band list` shows the scripts"
+            "`band list` shows the scripts",
         ));
     };
-    let (resolved, diags) = band::skill::resolve_script(&skill, script);
+    let (resolved, diags) = crate::skill::resolve_script(&skill, script);
     let Some(resolved) = resolved else {
         let errors: Vec<String> = diags
             .iter()
             .filter(|d| d.is_error())
             .map(|d| d.to_string())
             .collect();
-        bail!(user_error(
+        return Err(user_error(
             format!(
                 "the band for `{}/{script}` has errors; nothing ran\n{}",
                 skill.name,
                 errors.join("\n")
             ),
-            format!("run `band lint {}`", root.display())
+            format!("run `band lint {}`", root.display()),
         ));
     };
     let policy = resolved.policy.clone();
@@ -333,14 +266,14 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     let band_sha256 = {
         let mut h = Sha256::new();
         for src in &resolved.sources {
-            h.update(std::fs::read(src).with_context(|| format!("cannot read {}", src.display()))?);
+            h.update(fs_err::read(src).map_err(ClientError::Fs)?);
         }
         hex(&h.finalize())
     };
     let policy_sha256 = sha256_hex(&serde_json::to_vec(&policy)?);
 
     // Input: validated against the contract, coerced from CLI strings.
-    let schemas = band::contract::SchemaSet::load_dir(root).0;
+    let schemas = crate::contract::SchemaSet::load_dir(root).0;
     let input_rel = format!("schemas/input/{script}.json");
     let contract = schemas.compile(&input_rel).map_err(|e| {
         user_error(
@@ -424,7 +357,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         .map(String::as_str)
         .collect();
     if !missing.is_empty() {
-        bail!(user_error(
+        return Err(user_error(
             format!(
                 "missing required secret{}: {}",
                 if missing.len() == 1 { "" } else { "s" },
@@ -531,7 +464,7 @@ fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()>
     if !root.join(&rel).is_file() {
         return Ok(());
     }
-    let schemas = band::contract::SchemaSet::load_dir(root).0;
+    let schemas = crate::contract::SchemaSet::load_dir(root).0;
     let contract = schemas
         .compile(&rel)
         .map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;
@@ -602,101 +535,14 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs band-server on this machine: as root directly, else through `sudo -n`.
-pub struct HostTransport {
-    server: PathBuf,
-}
-
-impl HostTransport {
-    pub fn new() -> Result<Self> {
-        if !cfg!(target_os = "linux") {
-            bail!(user_error(
-                "the host target needs Linux",
-                "use a VM target: `band setup`, then `--target lima`"
-            ));
-        }
-        Ok(HostTransport {
-            server: server_path(),
-        })
-    }
-}
-
-impl Transport for HostTransport {
-    fn name(&self) -> String {
-        "host".into()
-    }
-
-    fn run(
-        &mut self,
-        req: &RunRequest,
-        on_event: &mut dyn FnMut(&proto::Event),
-    ) -> Result<RunResult> {
-        let server = &self.server;
-        let mut cmd = if is_root() {
-            Command::new(server)
-        } else {
-            let mut c = Command::new("sudo");
-            c.arg("-n").arg(server);
-            c
-        };
-        cmd.arg("run")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().map_err(|e| {
-            user_error(
-                format!("cannot start band-server ({}): {e}", server.display()),
-                "install band-server next to band or set $BAND_SERVER; without root, `sudo -n` must be allowed to run it",
-            )
-        })?;
-        {
-            let mut stdin = child.stdin.take().context("band-server stdin")?;
-            let line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
-            stdin
-                .write_all(line.as_bytes())
-                .and_then(|()| stdin.write_all(b"\n"))
-                .context("cannot send the request to band-server")?;
-        }
-        let stdout = child.stdout.take().context("band-server stdout")?;
-        let result = read_messages(BufReader::new(stdout), on_event)?;
-        let status = child.wait().context("waiting for band-server")?;
-        match result {
-            Some(r) => Ok(r),
-            None if !status.success() && !is_root() => Err(user_error(
-                format!("band-server exited ({status}) without a result"),
-                "the host target runs band-server as root: run band as root, or allow `sudo -n band-server`",
-            )),
-            None => bail!("band-server exited ({status}) without a result"),
-        }
-    }
-}
-
-/// Read protocol lines until the stream ends: events go to `on_event`, the last result is returned.
-pub fn read_messages(
-    reader: impl BufRead,
-    on_event: &mut dyn FnMut(&proto::Event),
-) -> Result<Option<RunResult>> {
-    let mut result = None;
-    for line in reader.lines() {
-        let line = line.context("reading from band-server")?;
-        match serde_json::from_str::<Message>(&line) {
-            Ok(Message::Result(r)) => result = Some(*r),
-            Ok(Message::Event(ev)) => on_event(&ev),
-            Ok(_) => {}
-            Err(e) => eprintln!("band: ignoring a malformed line from band-server: {e}"),
-        }
-    }
-    Ok(result)
-}
-
 /// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
 fn read_workspace(dir: &Path, policy: &CompiledPolicy) -> Result<Vec<FileEntry>> {
     let mut out = Vec::new();
     let mut total = 0u64;
     if !dir.is_dir() {
-        bail!(user_error(
+        return Err(user_error(
             format!("workspace {} is not a folder", dir.display()),
-            "pass --workspace DIR"
+            "pass --workspace DIR",
         ));
     }
     walk_files(dir, dir, &mut |rel, path, meta| {
@@ -736,16 +582,16 @@ fn push_capped(
     rel: String,
     path: &Path,
     meta: &std::fs::Metadata,
-    too_large: impl FnOnce() -> anyhow::Error,
+    too_large: impl FnOnce() -> ClientError,
 ) -> Result<()> {
     *total += meta.len();
     if *total > cap {
         return Err(too_large());
     }
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = fs_err::read(path).map_err(ClientError::Fs)?;
     out.push(FileEntry {
         path: rel,
-        mode: band::lock::mode_of(meta),
+        mode: crate::lock::mode_of(meta),
         data: B64.encode(data),
     });
     Ok(())
@@ -756,15 +602,14 @@ fn walk_files(
     dir: &Path,
     f: &mut dyn FnMut(String, &Path, &std::fs::Metadata) -> Result<()>,
 ) -> Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
+    let mut entries: Vec<_> = fs_err::read_dir(dir)
+        .map_err(ClientError::Fs)?
         .flatten()
         .map(|e| e.path())
         .collect();
     entries.sort();
     for p in entries {
-        let meta = std::fs::symlink_metadata(&p)
-            .with_context(|| format!("cannot stat {}", p.display()))?;
+        let meta = fs_err::symlink_metadata(&p).map_err(ClientError::Fs)?;
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -788,7 +633,7 @@ fn walk_files(
 
 fn new_run_id() -> String {
     let mut buf = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
+    if fs_err::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut buf))
         .is_err()
     {
@@ -800,64 +645,42 @@ fn new_run_id() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The band-server binary: $BAND_SERVER, next to this executable, or on PATH.
-fn server_path() -> PathBuf {
-    if let Some(p) = std::env::var_os(proto::env::SERVER) {
-        return PathBuf::from(p);
-    }
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        let p = dir.join("band-server");
-        if p.is_file() {
-            return p;
-        }
-    }
-    PathBuf::from("band-server")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
 fn write_back(workspace: &Path, files: &[FileEntry]) -> Result<()> {
     for f in files {
         let rel = Path::new(&f.path);
         if f.path.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            bail!(
+            return Err(ClientError::Protocol(format!(
                 "band-server returned an unsafe path `{}`; nothing more was written",
                 f.path
-            );
+            )));
         }
         let mut cur = workspace.to_path_buf();
         for c in rel.parent().into_iter().flat_map(|p| p.components()) {
             cur.push(c);
-            match std::fs::symlink_metadata(&cur) {
+            match fs_err::symlink_metadata(&cur) {
                 Ok(m) if m.file_type().is_symlink() => {
-                    bail!("refusing to write through symlink {}", cur.display())
+                    return Err(ClientError::Protocol(format!(
+                        "refusing to write through symlink {}",
+                        cur.display()
+                    )));
                 }
                 Ok(_) => {}
-                Err(_) => std::fs::create_dir(&cur)
-                    .with_context(|| format!("cannot create {}", cur.display()))?,
+                Err(_) => fs_err::create_dir(&cur).map_err(ClientError::Fs)?,
             }
         }
         let dest = workspace.join(rel);
-        if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
-            bail!("refusing to write through symlink {}", dest.display());
+        if fs_err::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(ClientError::Protocol(format!(
+                "refusing to write through symlink {}",
+                dest.display()
+            )));
         }
-        let data = B64
-            .decode(&f.data)
-            .with_context(|| format!("bad data for {}", f.path))?;
-        std::fs::write(&dest, data).with_context(|| format!("cannot write {}", dest.display()))?;
+        let data = B64.decode(&f.data).map_err(|source| ClientError::BadData {
+            path: f.path.clone(),
+            source,
+        })?;
+        fs_err::write(&dest, data).map_err(ClientError::Fs)?;
     }
     Ok(())
 }

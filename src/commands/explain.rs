@@ -5,12 +5,13 @@ use std::io::Write;
 use anyhow::{Result, bail};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use super::{ExplainArgs, find_skill, split_target, user_error};
+use super::skills::{find_skill, split_target};
+use crate::cli::{ExplainArgs, user_error};
 use band::policy::{Category, Policy};
 use band::proto::exit;
 use band::units::{format_bytes, format_duration_ms};
 
-pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
+pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
     let (skill_name, script) = split_target(&args.target);
     let root = find_skill(skill_name, &args.skills)?;
     let (skill, _) = band::skill::load_skill(&root);
@@ -58,7 +59,7 @@ pub fn cmd_explain(args: ExplainArgs) -> Result<u8> {
 }
 
 /// One row per category: what is allowed, denied and insisted on. Empty allow = denied entirely.
-pub fn policy_table(p: &Policy) -> Table {
+pub(crate) fn policy_table(p: &Policy) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic);

@@ -1,0 +1,71 @@
+//! The data a run passes along: what the caller asked ([`RunSpec`]), what was settled before it
+//! started ([`Prepared`]), and how it ended ([`Outcome`]).
+
+use std::path::PathBuf;
+
+use crate::ledger::LockMark;
+use crate::manifest::Target;
+use crate::proto::{RunRequest, RunResult};
+
+/// What to run, as the caller (CLI, MCP server) understood it.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The skill's folder.
+    pub skill_root: PathBuf,
+    pub script: String,
+    /// The input before coercion (CLI strings are coerced by the input schema).
+    pub raw_input: serde_json::Value,
+    /// The host folder the script sees at /workspace (only files its band admits are sent).
+    pub workspace: PathBuf,
+    /// `--target`, overriding the band's `execution.target` and the user config.
+    pub target: Option<String>,
+    pub trace: bool,
+    /// Refuse a skill that has no `band.lock` (`--require-lock`; `require_lock` in the user
+    /// config has the same effect).
+    pub require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the ledger (`--record-io`).
+    pub record_io: bool,
+}
+
+/// Everything about a run that is settled before it starts.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub request: RunRequest,
+    pub target: Target,
+    pub skill_root: PathBuf,
+    pub workspace: PathBuf,
+    /// SHA-256 over the band files that made the policy, in resolution order.
+    pub band_sha256: String,
+    /// SHA-256 of the effective policy as JSON.
+    pub policy_sha256: String,
+    pub lock: LockMark,
+}
+
+/// A finished (or refused) run, with the fingerprints the ledger records.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub result: RunResult,
+    pub skill: String,
+    pub script: String,
+    pub target: Target,
+    pub bundle_sha256: String,
+    pub band_sha256: String,
+    pub policy_sha256: String,
+    pub input_bytes: u64,
+    pub input_sha256: String,
+    pub output_bytes: u64,
+    pub output_sha256: String,
+    pub started_at_ms: u64,
+    /// How the skill stood against its `band.lock`.
+    pub lock: LockMark,
+    /// The differences from `band.lock` that refused the run (integrity_failed).
+    pub integrity: Vec<String>,
+    /// The input document (validated, or as given when it was refused).
+    pub input: serde_json::Value,
+}
+
+/// Either a request ready to send, or a result for a run refused before it started.
+pub enum Preparation {
+    Ready(Box<Prepared>),
+    Refused(Box<Outcome>),
+}

@@ -1,0 +1,60 @@
+//! The ledger from the client: where it lives and what a run's record holds.
+
+use super::config::UserConfig;
+use super::outcome::Outcome;
+use super::{ClientError, Result};
+use crate::ledger::{self, Entry, IoDigest, Ledger, RunRecord};
+use crate::proto::Event;
+
+/// The ledger in the data folder: `$BAND_DATA_DIR`, `data_dir` in the config, `~/.local/share/band`.
+pub fn ledger() -> Result<Ledger> {
+    Ok(Ledger::new(UserConfig::load()?.data_dir()))
+}
+
+/// Append the record of one run (refused or not). `events` are what the run streamed; only the
+/// non-content ones are kept ([`ledger::audit_events`]); `record_io` keeps the documents and streams.
+pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool) -> Result<()> {
+    let (events, events_dropped) = ledger::audit_events(events);
+    let r = &o.result;
+    let run = RunRecord {
+        run_id: r.run_id.clone(),
+        started_at_ms: o.started_at_ms,
+        ended_at_ms: ledger::now_ms().max(o.started_at_ms),
+        skill: o.skill.clone(),
+        script: o.script.clone(),
+        target: o.target.to_string(),
+        band_sha256: o.band_sha256.clone(),
+        bundle_sha256: o.bundle_sha256.clone(),
+        lock: o.lock,
+        integrity: o.integrity.clone(),
+        policy_sha256: o.policy_sha256.clone(),
+        input: IoDigest {
+            bytes: o.input_bytes,
+            sha256: o.input_sha256.clone(),
+            data: record_io.then(|| o.input.clone()),
+        },
+        output: IoDigest {
+            bytes: o.output_bytes,
+            sha256: o.output_sha256.clone(),
+            data: r.output.clone().filter(|_| record_io),
+        },
+        status: r.status,
+        exit_code: r.status.exit_code(),
+        script_exit: r.exit_code,
+        metrics: r.metrics.clone(),
+        denied: r.denied.clone(),
+        insist_missing: r.insist_missing.clone(),
+        error: r.error.clone(),
+        events,
+        events_dropped,
+        stdout: record_io.then(|| r.stdout.clone()),
+        stderr: record_io.then(|| r.stderr.clone()),
+    };
+    ledger
+        .append(Entry::Run(Box::new(run)))
+        .map_err(|source| ClientError::NotRecorded {
+            run_id: r.run_id.clone(),
+            source,
+        })?;
+    Ok(())
+}

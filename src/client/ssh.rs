@@ -1,0 +1,147 @@
+//! [`SshTransport`]: carries runs to band-server on a VM or an `ssh://` host
+//! (`--target qemu|lima|ssh://user@host`), at the endpoint its [`crate::vm::driver`] gives.
+
+use std::time::Duration;
+
+use super::config::vm_paths;
+use super::transport::Transport;
+use super::{ClientError, Result};
+use crate::manifest::Target;
+use crate::policy::CompiledPolicy;
+use crate::proto::{self, Message, RunRequest, RunResult};
+use crate::vm::install;
+use crate::vm::ssh::{self, Endpoint};
+use crate::vm::stage;
+
+/// Runs over SSH to band-server on a VM or a remote host.
+pub struct SshTransport {
+    target: Target,
+    endpoint: Endpoint,
+}
+
+impl SshTransport {
+    pub fn new(target: &Target) -> Result<Self> {
+        let paths = vm_paths()?;
+        Ok(SshTransport {
+            target: target.clone(),
+            endpoint: crate::vm::driver::select::endpoint_for(&paths, target)?,
+        })
+    }
+}
+
+impl Transport for SshTransport {
+    fn name(&self) -> String {
+        format!(
+            "{} ({}@{})",
+            self.target,
+            self.endpoint.user,
+            self.endpoint.addr()
+        )
+    }
+
+    fn run(
+        &mut self,
+        req: &RunRequest,
+        on_event: &mut dyn FnMut(&proto::Event),
+    ) -> Result<RunResult> {
+        let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
+        let paths = vm_paths()?;
+        let dir = install::local_dir()?;
+        let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
+        let expected = install::manifest_digest(&local);
+        let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
+        let result = match ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)
+        {
+            // A stale band-server is upgraded, never used: install, then run once more.
+            Err(crate::vm::VmError::StaleServer) => {
+                eprintln!(
+                    "band: band-server on {} is another build; installing this one",
+                    self.target
+                );
+                install::install(&sess, &self.endpoint, &dir, &local)?;
+                ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)?
+            }
+            other => other?,
+        };
+        check_result(req, result)
+    }
+}
+
+/// A result from a remote band-server must name our run and hand back only files that the
+/// band lets the run write (see `crate::vm::stage`).
+pub fn check_result(req: &RunRequest, result: RunResult) -> Result<RunResult> {
+    if !result.run_id.is_empty() && result.run_id != req.run_id {
+        return Err(ClientError::Protocol(format!(
+            "band-server answered for run {} instead of {}",
+            result.run_id, req.run_id
+        )));
+    }
+    let policy =
+        CompiledPolicy::compile(&req.policy).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES)
+        .map_err(|e| ClientError::Protocol(format!("{e}; nothing was written back")))?;
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Category, Policy};
+    use crate::proto::{FileEntry, Layer};
+
+    fn request(write: &[&str]) -> RunRequest {
+        let mut policy = Policy::default();
+        *policy.allow.get_mut(Category::Write) = write.iter().map(|s| s.to_string()).collect();
+        RunRequest {
+            protocol: proto::PROTOCOL_VERSION,
+            run_id: "00112233aabbccdd".into(),
+            skill: "s".into(),
+            script: "x".into(),
+            entry: "scripts/x.sh".into(),
+            bundle: vec![],
+            bundle_sha256: String::new(),
+            policy,
+            input: serde_json::json!({}),
+            config: None,
+            secrets: Default::default(),
+            workspace: vec![],
+            trace: false,
+        }
+    }
+
+    fn result(written: Vec<FileEntry>) -> RunResult {
+        let mut r = RunResult::setup_failed("00112233aabbccdd", Layer::Io, "", None);
+        r.status = proto::Status::Ok;
+        r.error = None;
+        r.written = written;
+        r
+    }
+
+    #[test]
+    fn a_result_for_another_run_is_refused() {
+        let mut r = result(vec![]);
+        r.run_id = "ffffffffffffffff".into();
+        assert!(check_result(&request(&[]), r).is_err());
+    }
+
+    #[test]
+    fn a_result_writing_outside_allow_write_is_refused_whole() {
+        let f = |p: &str| FileEntry {
+            path: p.into(),
+            mode: 0o644,
+            data: "aGk=".into(),
+        };
+        assert!(check_result(&request(&["out/"]), result(vec![f("out/a")])).is_ok());
+        let e = check_result(
+            &request(&["out/"]),
+            result(vec![f("out/a"), f(".git/config")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(".git/config") && e.contains("nothing was written back"),
+            "{e}"
+        );
+        assert!(check_result(&request(&["out/"]), result(vec![f("out/../../.bashrc")])).is_err());
+    }
+}

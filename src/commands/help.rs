@@ -1,0 +1,62 @@
+//! `band help <skill>/<script>`: a script's arguments, from its input schema.
+
+use std::io::Write;
+
+use anyhow::{Context, Result, bail};
+
+use super::skills::{find_skill, split_target};
+use crate::cli::{HelpArgs, user_error};
+use band::proto::exit;
+
+pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
+    let (skill_name, script) = split_target(&args.target);
+    let Some(script) = script else {
+        bail!(user_error(
+            format!("`{}` names no script", args.target),
+            "use `band help <skill>/<script>`; `band list` shows them"
+        ));
+    };
+    let root = find_skill(skill_name, &args.skills)?;
+    let (skill, _) = band::skill::load_skill(&root);
+    if skill.script(script).is_none() {
+        bail!(user_error(
+            format!("skill `{}` has no script `{script}`", skill.name),
+            "`band list` shows the scripts"
+        ));
+    }
+    let schema_path = root.join("schemas/input").join(format!("{script}.json"));
+    let text = fs_err::read_to_string(&schema_path)?;
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON", schema_path.display()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "band run {}/{script} [--key=value …]", skill.name)?;
+    if let Some(desc) = schema.get("description").and_then(|d| d.as_str()) {
+        writeln!(out, "\n{desc}")?;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    writeln!(out, "\nArguments:")?;
+    let props = schema.get("properties").and_then(|p| p.as_object());
+    match props {
+        Some(props) if !props.is_empty() => {
+            for (name, p) in props {
+                let ty = p
+                    .get("type")
+                    .map(|t| t.to_string().replace('"', ""))
+                    .unwrap_or_else(|| "any".into());
+                let desc = p.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                let req = if required.contains(&name.as_str()) {
+                    " (required)"
+                } else {
+                    ""
+                };
+                writeln!(out, "  --{name} <{ty}>{req}  {desc}")?;
+            }
+        }
+        _ => writeln!(out, "  (none)")?,
+    }
+    Ok(exit::OK)
+}

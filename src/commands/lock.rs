@@ -1,0 +1,72 @@
+//! `band lock [SKILL…]`: write each skill's `band.lock`, or with `--check` compare without writing.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::skills::find_skill;
+use crate::cli::lock::LockArgs;
+use crate::cli::user_error;
+use band::lock::{self, LockState, Tree};
+use band::proto::exit;
+
+pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
+    let roots: Vec<PathBuf> = if args.skills.is_empty() {
+        let here = PathBuf::from(".");
+        if !band::skill::is_skill_dir(&here) {
+            return Err(user_error(
+                "the current folder is not a skill",
+                "name the skills to lock: `band lock text` or `band lock skills/text`",
+            ));
+        }
+        vec![here]
+    } else {
+        args.skills
+            .iter()
+            .map(|s| find_skill(s.trim_end_matches('/'), &args.dirs))
+            .collect::<Result<_>>()?
+    };
+    let mut out = std::io::stdout().lock();
+    let mut failed = false;
+    for root in roots {
+        let tree = Tree::read(&root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+        let shown = root.join(lock::LOCK_FILE);
+        if !args.check {
+            let written =
+                lock::write(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            writeln!(
+                out,
+                "wrote {} ({} entries, bundle {})",
+                shown.display(),
+                written.entries.len(),
+                written.bundle_sha256
+            )?;
+            continue;
+        }
+        match lock::check(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))? {
+            LockState::Matches => writeln!(out, "{}: the skill matches it", shown.display())?,
+            LockState::Unlocked => {
+                failed = true;
+                writeln!(
+                    out,
+                    "{}: missing (run `band lock {}`)",
+                    shown.display(),
+                    root.display()
+                )?;
+            }
+            LockState::Differs(diffs) => {
+                failed = true;
+                writeln!(out, "{}: the skill differs from it:", shown.display())?;
+                for d in diffs {
+                    writeln!(out, "  {d}")?;
+                }
+            }
+        }
+    }
+    Ok(if failed {
+        exit::INTEGRITY_FAILED
+    } else {
+        exit::OK
+    })
+}

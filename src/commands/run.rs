@@ -1,0 +1,130 @@
+//! `band run`: parse the command line, run the pipeline, print the result.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+use super::skills::{find_skill, split_target};
+use crate::cli::progress::Spinner;
+use crate::cli::render::{print_failure, result_json, show_event};
+use crate::cli::run::{RunArgs, Shortcut};
+use crate::cli::trace;
+use crate::cli::{SkillsArgs, user_error};
+use band::client::pipeline::{self, Outcome, RunSpec};
+use band::proto::{self, Status};
+
+pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
+    let (skill_name, Some(script)) = split_target(&args.target) else {
+        bail!(user_error(
+            format!("`{}` names no script", args.target),
+            "use `band run <skill>/<script>`; `band list` shows them"
+        ));
+    };
+    let spec = RunSpec {
+        skill_root: find_skill(skill_name, &args.skills)?,
+        script: script.to_string(),
+        raw_input: read_input(&args)?,
+        workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
+        target: args.exec_target.clone(),
+        trace: args.trace,
+        require_lock: args.require_lock,
+        record_io: args.record_io,
+    };
+    let human = !args.json;
+    let spinner = Spinner::start(args.json, format!("running {}", args.target));
+    let outcome = pipeline::run(&spec, &mut |ev| {
+        if human {
+            spinner.suspend(|| show_event(ev))
+        }
+    });
+    spinner.finish();
+    render(&args, &spec, &outcome?)
+}
+
+/// `band <skill>/<script> …`: the agent-facing form of `band run`. `band <skill>/<script> --help`
+/// is `band help <skill>/<script>`.
+pub(crate) fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
+    let first = args.first().map(String::as_str).unwrap_or("");
+    if !first.contains('/') {
+        bail!(user_error(
+            format!("`{first}` is not a band command"),
+            "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`"
+        ));
+    }
+    if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
+        return super::help::cmd_help(crate::cli::HelpArgs {
+            target: first.to_string(),
+            skills: SkillsArgs { dirs: Vec::new() },
+        });
+    }
+    match <Shortcut as clap::Parser>::try_parse_from(&args) {
+        Ok(s) => cmd_run(s.run),
+        Err(e) => {
+            e.print().context("cannot print the usage error")?;
+            Ok(proto::exit::USAGE)
+        }
+    }
+}
+
+fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
+    if let Some(text) = &args.input {
+        return serde_json::from_str(text).map_err(|e| {
+            user_error(
+                format!("--input is not JSON: {e}"),
+                "pass a JSON object, e.g. --input '{\"n\": 5}'",
+            )
+        });
+    }
+    if let Some(f) = &args.input_file {
+        let text = fs_err::read_to_string(f)?;
+        return serde_json::from_str(&text).map_err(|e| {
+            user_error(
+                format!("{} is not JSON: {e}", f.display()),
+                "the input file must hold one JSON document",
+            )
+        });
+    }
+    let map = band::contract::parse_cli_args(&args.args)
+        .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
+    Ok(serde_json::Value::Object(map))
+}
+
+/// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot
+/// be resolved, which the run would already have reported).
+fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
+    let (skill, _) = band::skill::load_skill(root);
+    band::skill::resolve_script(&skill, script)
+        .0
+        .map(|r| r.policy.allow.cli)
+        .unwrap_or_default()
+}
+
+fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
+    let result = &outcome.result;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result_json(outcome)?)?);
+    } else {
+        match &result.output {
+            Some(serde_json::Value::String(s)) => println!("{s}"),
+            Some(v) => println!("{}", serde_json::to_string_pretty(v)?),
+            None => {}
+        }
+        if args.trace {
+            eprint!(
+                "{}",
+                trace::render(result, &allow_cli(&spec.skill_root, &spec.script))
+            );
+        }
+        let m = &result.metrics;
+        match result.status {
+            Status::Ok => eprintln!(
+                "band: ok ({} ms: setup {} ms, run {} ms)",
+                m.setup_ms + m.run_ms + m.teardown_ms,
+                m.setup_ms,
+                m.run_ms
+            ),
+            _ => print_failure(result),
+        }
+    }
+    Ok(result.status.exit_code())
+}
