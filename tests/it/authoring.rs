@@ -1,11 +1,10 @@
 //! Authoring: `band init` and `band new-script` scaffolds lint clean and run; `band run --trace`
 //! shows what a run tried.
 
-mod common;
 
 use std::path::Path;
 
-use common::{band, skip};
+use crate::common::{band, skip};
 use pretty_assertions::assert_eq;
 
 fn lint_clean(dir: &Path, what: &str) {

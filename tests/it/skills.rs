@@ -7,7 +7,6 @@
 //! - Every offline script through `band run` in the real sandbox (`privileged_*`: root and
 //!   bubblewrap; skipped without them unless `BAND_TEST_MUST_RUN=1`).
 
-mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,7 +17,7 @@ use band::policy::{CompiledPolicy, Decision};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use common::{band_run, repo, skip};
+use crate::common::{band_run, repo, skip};
 
 fn skill_root(skill: &str) -> PathBuf {
     repo().join("skills").join(skill)

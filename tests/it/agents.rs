@@ -1,8 +1,7 @@
 //! The agent-facing command line: `band <skill>/<script> --key=value` is `band run`.
 
-mod common;
 
-use common::{band, repo, skip};
+use crate::common::{band, repo, skip};
 use pretty_assertions::assert_eq;
 
 #[test]

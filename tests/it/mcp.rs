@@ -7,12 +7,11 @@
 //! or `python3` (`.ci/run` makes a venv and sets it). Without them the test is skipped, unless
 //! `BAND_TEST_MUST_RUN=1`.
 
-mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{band, band_exe, repo, skip};
+use crate::common::{band, band_exe, repo, skip};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 

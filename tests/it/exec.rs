@@ -2,11 +2,10 @@
 //! spinner of `band run` / `band exec`. `privileged_*` tests run the real sandbox and skip
 //! without root unless `BAND_TEST_MUST_RUN=1`; the refusals need no sandbox (nothing starts).
 
-mod common;
 
 use std::path::Path;
 
-use common::{band, skip};
+use crate::common::{band, skip};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
@@ -167,7 +166,7 @@ fn on_a_terminal(dir: &Path, args: &str) -> String {
     let out = std::process::Command::new("script")
         .args([
             "-qec",
-            &format!("{} {args}", common::band_exe()),
+            &format!("{} {args}", crate::common::band_exe()),
             "/dev/null",
         ])
         .current_dir(dir)

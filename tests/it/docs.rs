@@ -11,12 +11,11 @@
 //! The blocks of one file run in order in one scratch folder holding a copy of `skills/`, with
 //! the built `band` first on `PATH`. They run the sandbox, so the test is privileged.
 
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{band_exe, repo, skip};
+use crate::common::{band_exe, repo, skip};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Step {
