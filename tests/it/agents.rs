@@ -1,6 +1,5 @@
 //! The agent-facing command line: `band <skill>/<script> --key=value` is `band run`.
 
-
 use crate::common::{band, repo, skip};
 use pretty_assertions::assert_eq;
 

@@ -4,12 +4,16 @@
 //! before the sandbox (integrity_failed, input_invalid) need no privileges; the test named
 //! `privileged_*` runs the real sandbox and skips without root unless `BAND_TEST_MUST_RUN=1`.
 
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use band::ledger::{Entry, IoDigest, Ledger, LockMark, RunRecord};
 use band::proto::{Denial, Event, Metrics, Status};
+use band_test::{Band, Output, copy_dir};
+use fs_err::os::unix::fs::symlink;
+
+use crate::common::{band_exe, repo};
 
 /// A copy of the repository's `text` skill, its own data folder and an empty config.
 struct Env {
@@ -19,12 +23,9 @@ struct Env {
 impl Env {
     fn new() -> Env {
         let tmp = tempfile::tempdir().expect("tmp");
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/text"),
-            &tmp.path().join("skills/text"),
-        );
-        std::fs::remove_file(tmp.path().join("skills/text/band.lock")).ok();
-        std::fs::write(tmp.path().join("config.toml"), "").expect("config");
+        copy_dir(&repo().join("skills/text"), &tmp.path().join("skills/text"));
+        fs_err::remove_file(tmp.path().join("skills/text/band.lock")).ok();
+        fs_err::write(tmp.path().join("config.toml"), "").expect("config");
         Env { tmp }
     }
 
@@ -36,20 +37,16 @@ impl Env {
         self.tmp.path().join("data")
     }
 
+    fn bin(&self) -> Band {
+        Band::new(band_exe(), self.data()).env("BAND_CONFIG", self.tmp.path().join("config.toml"))
+    }
+
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_band"));
-        c.args(args)
-            .current_dir(self.tmp.path())
-            .env("NO_COLOR", "1")
-            .env("BAND_DATA_DIR", self.data())
-            .env("BAND_CONFIG", self.tmp.path().join("config.toml"))
-            .env_remove("BAND_SKILLS_PATH");
-        c
+        self.bin().command(args, self.tmp.path())
     }
 
     fn band(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.command(args).output().expect("run band");
-        split(out)
+        self.bin().run(args, self.tmp.path())
     }
 
     fn ledger(&self) -> Ledger {
@@ -66,26 +63,6 @@ impl Env {
     }
 }
 
-fn split(out: Output) -> (i32, String, String) {
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).expect("copy");
-        }
-    }
-}
-
 #[test]
 fn lock_round_trip_and_check() {
     let env = Env::new();
@@ -95,7 +72,7 @@ fn lock_round_trip_and_check() {
         out.starts_with("wrote skills/text/band.lock (") && out.contains(" entries, bundle "),
         "{out}"
     );
-    let text = std::fs::read_to_string(env.skill().join("band.lock")).expect("lock");
+    let text = fs_err::read_to_string(env.skill().join("band.lock")).expect("lock");
     assert!(
         text.contains("\nfile 0755 ") && text.contains(" \"scripts/count.sh\"\n"),
         "{text}"
@@ -105,7 +82,7 @@ fn lock_round_trip_and_check() {
     // Locking again changes nothing.
     env.band(&["lock", "skills/text"]);
     assert_eq!(
-        std::fs::read_to_string(env.skill().join("band.lock")).expect("lock"),
+        fs_err::read_to_string(env.skill().join("band.lock")).expect("lock"),
         text
     );
     // The lock's bundle line is the bundle hash the run sends (and the ledger records).
@@ -139,12 +116,9 @@ fn refused_after(tamper: impl FnOnce(&Path), listed: &str) {
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
     tamper(&env.skill());
     // BAND_SERVER points nowhere: had the run reached the transport it would be a usage error.
-    let out = env
-        .command(&["run", "--skills", "skills", "text/count", "--text=hi"])
-        .env("BAND_SERVER", "/nonexistent/band-server")
-        .output()
-        .expect("run");
-    let (code, _, err) = split(out);
+    let mut cmd = env.command(&["run", "--skills", "skills", "text/count", "--text=hi"]);
+    cmd.env("BAND_SERVER", "/nonexistent/band-server");
+    let (code, _, err) = Output::of(&mut cmd).parts();
     assert_eq!(code, 7, "{err}");
     assert!(
         err.contains("integrity_failed") && err.contains(listed),
@@ -170,9 +144,9 @@ fn one_changed_byte_is_refused() {
     refused_after(
         |s| {
             let p = s.join("scripts/count.sh");
-            let mut b = std::fs::read(&p).expect("read");
+            let mut b = fs_err::read(&p).expect("read");
             b[20] ^= 1;
-            std::fs::write(&p, b).expect("write");
+            fs_err::write(&p, b).expect("write");
         },
         "scripts/count.sh: content changed",
     );
@@ -181,7 +155,7 @@ fn one_changed_byte_is_refused() {
 #[test]
 fn an_added_file_is_refused() {
     refused_after(
-        |s| std::fs::write(s.join("scripts/extra.sh"), "#!/bin/sh\n").expect("write"),
+        |s| fs_err::write(s.join("scripts/extra.sh"), "#!/bin/sh\n").expect("write"),
         "scripts/extra.sh: added",
     );
 }
@@ -190,7 +164,7 @@ fn an_added_file_is_refused() {
 fn a_changed_mode_is_refused() {
     refused_after(
         |s| {
-            std::fs::set_permissions(s.join("SKILL.md"), std::fs::Permissions::from_mode(0o755))
+            fs_err::set_permissions(s.join("SKILL.md"), std::fs::Permissions::from_mode(0o755))
                 .expect("chmod")
         },
         "SKILL.md: mode changed from 0644 to 0755",
@@ -201,11 +175,11 @@ fn a_changed_mode_is_refused() {
 fn a_swapped_symlink_is_refused() {
     // A skill that links inside itself, locked, then the link re-pointed.
     let env = Env::new();
-    std::fs::write(env.skill().join("scripts/a.txt"), "a\n").expect("write");
-    std::fs::write(env.skill().join("scripts/b.txt"), "b\n").expect("write");
+    fs_err::write(env.skill().join("scripts/a.txt"), "a\n").expect("write");
+    fs_err::write(env.skill().join("scripts/b.txt"), "b\n").expect("write");
     symlink("a.txt", env.skill().join("scripts/data.txt")).expect("symlink");
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
-    std::fs::remove_file(env.skill().join("scripts/data.txt")).expect("rm");
+    fs_err::remove_file(env.skill().join("scripts/data.txt")).expect("rm");
     symlink("b.txt", env.skill().join("scripts/data.txt")).expect("symlink");
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--text=hi"]);
     assert_eq!(code, 7, "{err}");
@@ -244,7 +218,7 @@ fn require_lock_refuses_an_unlocked_skill_by_flag_and_by_config() {
         err.contains("has no band.lock and a lock is required"),
         "{err}"
     );
-    std::fs::write(env.tmp.path().join("config.toml"), "require_lock = true\n").expect("config");
+    fs_err::write(env.tmp.path().join("config.toml"), "require_lock = true\n").expect("config");
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--text=hi"]);
     assert_eq!(code, 7, "{err}");
     let runs = env.runs();
@@ -288,7 +262,7 @@ fn input_invalid_runs_are_recorded_without_contents_unless_asked() {
         .0,
         3
     );
-    let ledger = std::fs::read_to_string(env.data().join("ledger.jsonl")).expect("ledger");
+    let ledger = fs_err::read_to_string(env.data().join("ledger.jsonl")).expect("ledger");
     let lines: Vec<&str> = ledger.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(!lines[0].contains("hunter2"), "{}", lines[0]);
@@ -555,8 +529,8 @@ fn audit_verify_names_the_first_broken_record() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("4 records, chain intact"), "{out}");
     let path = env.data().join("ledger.jsonl");
-    let text = std::fs::read_to_string(&path).expect("read");
-    std::fs::write(
+    let text = fs_err::read_to_string(&path).expect("read");
+    fs_err::write(
         &path,
         text.replacen("\"status\":\"denied\"", "\"status\":\"ok\"", 1),
     )
@@ -578,7 +552,7 @@ fn audit_verify_names_the_first_broken_record() {
         (Some(false), Some(2))
     );
     // History shows what it can read and names the line it cannot.
-    std::fs::write(&path, format!("{text}not json\n")).expect("write");
+    fs_err::write(&path, format!("{text}not json\n")).expect("write");
     let (code, out, err) = env.band(&["history"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -621,8 +595,8 @@ fn prune_writes_a_checkpoint_and_the_chain_still_verifies() {
     assert!(out.starts_with("nothing older than"), "{out}");
     // Deleting the first remaining record is still detected.
     let path = env.data().join("ledger.jsonl");
-    let text = std::fs::read_to_string(&path).expect("read");
-    std::fs::write(
+    let text = fs_err::read_to_string(&path).expect("read");
+    fs_err::write(
         &path,
         text.lines()
             .skip(1)
@@ -633,40 +607,13 @@ fn prune_writes_a_checkpoint_and_the_chain_still_verifies() {
     assert_eq!(env.band(&["audit", "verify"]).0, 1);
 }
 
-/// `Some(reason)` when the real sandbox cannot run here.
-fn unprivileged_reason() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    if !status
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    {
-        return Some("not root".into());
-    }
-    if !Path::new("/usr/bin/bwrap").exists() {
-        return Some("bubblewrap is not installed".into());
-    }
-    if !server().is_file() {
-        return Some(format!(
-            "{} is not built (cargo build -p band-server)",
-            server().display()
-        ));
-    }
-    None
-}
-
 fn server() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_band")).with_file_name("band-server")
+    Path::new(band_exe()).with_file_name("band-server")
 }
 
 #[test]
 fn privileged_runs_record_events_and_io_only_on_request() {
-    if let Some(why) = unprivileged_reason() {
-        assert_ne!(
-            std::env::var("BAND_TEST_MUST_RUN").as_deref(),
-            Ok("1"),
-            "cannot run: {why}"
-        );
-        eprintln!("skipped: privileged_runs_record_events_and_io_only_on_request: {why}");
+    if crate::common::skip("privileged_runs_record_events_and_io_only_on_request") {
         return;
     }
     let env = Env::new();
@@ -675,13 +622,10 @@ fn privileged_runs_record_events_and_io_only_on_request() {
         let mut args = vec!["run", "--skills", "skills"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["text/count", "--text=hello audit"]);
-        let out = env
-            .command(&args)
-            .env("BAND_SERVER", server())
-            .env("BAND_SERVER_STATE_DIR", "/run/band-test")
-            .output()
-            .expect("run");
-        split(out)
+        let mut cmd = env.command(&args);
+        cmd.env("BAND_SERVER", server())
+            .env("BAND_SERVER_STATE_DIR", band_test::STATE_DIR);
+        Output::of(&mut cmd).parts()
     };
     let (code, out, err) = run(&[]);
     assert_eq!(code, 0, "{out}{err}");
@@ -689,7 +633,7 @@ fn privileged_runs_record_events_and_io_only_on_request() {
     assert_eq!(code, 0, "{err}");
     let runs = env.runs();
     assert_eq!(runs.len(), 2);
-    let lock = std::fs::read_to_string(env.skill().join("band.lock")).expect("lock");
+    let lock = fs_err::read_to_string(env.skill().join("band.lock")).expect("lock");
     for r in &runs {
         assert_eq!(
             (r.status, r.exit_code, r.script_exit, r.lock),
@@ -751,20 +695,16 @@ fn privileged_runs_record_events_and_io_only_on_request() {
 
 #[test]
 fn the_repository_skills_match_their_locks() {
-    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let skills = repo().join("skills");
     let mut locked = 0;
-    for e in std::fs::read_dir(&skills).expect("skills").flatten() {
+    for e in fs_err::read_dir(&skills).expect("skills").flatten() {
         if !e.path().join("band.lock").is_file() {
             continue;
         }
         locked += 1;
-        let out = Command::new(env!("CARGO_BIN_EXE_band"))
-            .arg("lock")
-            .arg("--check")
-            .arg(e.path())
-            .output()
-            .expect("band lock --check");
-        let (code, out, err) = split(out);
+        let mut cmd = Command::new(band_exe());
+        cmd.arg("lock").arg("--check").arg(e.path());
+        let (code, out, err) = Output::of(&mut cmd).parts();
         assert_eq!(
             code,
             0,

@@ -1,7 +1,6 @@
 //! Authoring: `band init` and `band new-script` scaffolds lint clean and run; `band run --trace`
 //! shows what a run tried.
 
-
 use std::path::Path;
 
 use crate::common::{band, skip};
@@ -74,7 +73,7 @@ fn init_and_new_script_refuse_bad_names_and_existing_files() {
     assert!(!t.path().join("My_Skill").exists());
 
     assert_eq!(band(&["init", "s"], t.path()).0, 0);
-    let before = std::fs::read_to_string(t.path().join("s/BAND.md")).expect("band");
+    let before = fs_err::read_to_string(t.path().join("s/BAND.md")).expect("band");
     let (code, _, err) = band(&["init", "s", "--lang", "python"], t.path());
     assert_eq!(code, 2);
     assert!(err.contains("exists and is not empty"), "{err}");
@@ -82,7 +81,7 @@ fn init_and_new_script_refuse_bad_names_and_existing_files() {
     assert_eq!(code, 2);
     assert!(err.contains("already has a script `hello`"), "{err}");
     assert_eq!(
-        std::fs::read_to_string(t.path().join("s/BAND.md")).expect("band"),
+        fs_err::read_to_string(t.path().join("s/BAND.md")).expect("band"),
         before
     );
 }
@@ -132,19 +131,19 @@ fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
     assert_eq!(band(&["init", "demo"], t.path()).0, 0);
     let root = t.path().join("demo");
     // A script that does one allowed thing, one refused thing, and writes inside and outside out/.
-    std::fs::write(
+    fs_err::write(
         root.join("scripts/hello.sh"),
         "#!/bin/sh\njq -r .name \"$INPUT_PATH\" >/dev/null\njq . \"$INPUT_PATH\" || true\nmkdir -p out other\necho x > out/a.txt\necho y > other/b.txt\necho '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
     )
     .expect("write");
-    let band_md = std::fs::read_to_string(root.join("BAND.md")).expect("read");
+    let band_md = fs_err::read_to_string(root.join("BAND.md")).expect("read");
     let band_md = band_md.replace(
         "  cli: [\"jq -r .name /band/io/input.json\"]\n",
         "  cli: [\"jq -r .name /band/io/input.json\", \"wc *\"]\n  write: [out/]\n",
     );
-    std::fs::write(root.join("BAND.md"), band_md).expect("write");
+    fs_err::write(root.join("BAND.md"), band_md).expect("write");
     let ws = t.path().join("ws");
-    std::fs::create_dir(&ws).expect("mkdir");
+    fs_err::create_dir(&ws).expect("mkdir");
     let (code, out, err) = band(
         &[
             "run",

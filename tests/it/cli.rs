@@ -1,46 +1,22 @@
 //! CLI tests: `band lint` human/JSON/SARIF output and exit codes, `--help`, `explain`, `fmt`.
 
-use std::path::Path;
-use std::process::Command;
-
-fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_band"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .env(
-            "BAND_DATA_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
-        ) // the run ledger, out of $HOME
-        .env_remove("BAND_SKILLS_PATH")
-        .output()
-        .expect("run band");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{band, repo};
 
 fn broken_skill() -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
     let root = t.path().join("broken");
-    std::fs::create_dir_all(root.join("scripts")).expect("mkdir");
-    std::fs::write(
+    fs_err::create_dir_all(root.join("scripts")).expect("mkdir");
+    fs_err::write(
         root.join("SKILL.md"),
         "---\nname: broken\ndescription: A broken skill\n---\n",
     )
     .expect("write");
-    std::fs::write(
+    fs_err::write(
         root.join("BAND.md"),
         "---\nband: broken\ndescription: d\nallow:\n  net: [\"https://api.github.com\"]\n  cli: [\"/usr/bin/curl *\"]\nlimits:\n  maxRuntimeMs: 5s\n---\n",
     )
     .expect("write");
-    std::fs::write(root.join("scripts/go.sh"), "#!/bin/sh\n").expect("write");
+    fs_err::write(root.join("scripts/go.sh"), "#!/bin/sh\n").expect("write");
     t
 }
 
@@ -82,7 +58,7 @@ fn lint_sarif_output() {
 #[test]
 fn deny_warnings_turns_warnings_into_failure() {
     let t = tempfile::tempdir().expect("tmp");
-    std::fs::write(
+    fs_err::write(
         t.path().join("x.band.md"),
         "---\nband: x\ndescription: d\nlimits: {}\n---\n",
     )
@@ -127,13 +103,13 @@ fn explain_json_shows_the_effective_policy() {
 fn fmt_check_reports_and_fmt_fixes() {
     let t = tempfile::tempdir().expect("tmp");
     let f = t.path().join("BAND.md");
-    std::fs::write(&f, "---\ndescription: d\nband: x\n---\nbody\n").expect("write");
+    fs_err::write(&f, "---\ndescription: d\nband: x\n---\nbody\n").expect("write");
     let (code, out, _) = band(&["fmt", "--check", "."], t.path());
     assert_eq!(code, 1);
     assert!(out.contains("would reformat"), "{out}");
     assert_eq!(band(&["fmt", "."], t.path()).0, 0);
     assert_eq!(
-        std::fs::read_to_string(&f).expect("read"),
+        fs_err::read_to_string(&f).expect("read"),
         "---\nband: x\ndescription: d\n---\n\nbody\n"
     );
     assert_eq!(band(&["fmt", "--check", "."], t.path()).0, 0);

@@ -3,6 +3,7 @@
 //! Every ```` ```console ```` block of `README.md`, `CONTRIBUTING.md` and `docs/*.md` is a
 //! session: a line `$ <command>` runs `<command>` with `sh -c`; the lines after it, up to the
 //! next `$ ` line, are its expected stdout (stderr is not compared: write `2>&1` to show it).
+//! They are matched with snapbox, whose wildcards the docs use:
 //!
 //! - `...` on a line of its own matches any number of lines; `[..]` inside a line matches any
 //!   text on that line (timings, run ids);
@@ -10,12 +11,17 @@
 //!
 //! The blocks of one file run in order in one scratch folder holding a copy of `skills/`, with
 //! the built `band` first on `PATH`. They run the sandbox, so the test is privileged.
+//!
+//! (trycmd reads the same blocks but runs each command without a shell; the docs' examples use
+//! pipes, redirections and `2>&1`, so the commands run with `sh -c` here.)
 
-
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::{band_exe, repo, skip};
+use band_test::{Output, copy_dir};
+use snapbox::{Assert, IntoData};
+
+use crate::common::{bin, repo, skip};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Step {
@@ -56,59 +62,26 @@ fn steps(file: &str, text: &str) -> Vec<Step> {
     out
 }
 
-/// Does `actual` match the line pattern `pattern` (`[..]` matches any text)?
-fn line_matches(pattern: &str, actual: &str) -> bool {
-    let parts: Vec<&str> = pattern.split("[..]").collect();
-    if parts.len() == 1 {
-        return pattern == actual;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !actual.starts_with(first)
-        || !actual[first.len()..].ends_with(last)
-        || actual.len() < first.len() + last.len()
-    {
-        return false;
-    }
-    let mut rest = &actual[first.len()..actual.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
-        match rest.find(mid) {
-            Some(i) => rest = &rest[i + mid.len()..],
-            None => return false,
-        }
-    }
-    true
+/// The expected stdout of a step as snapbox data (lines joined, wildcards kept).
+fn expected_text(expected: &[String]) -> String {
+    expected.iter().map(|l| format!("{l}\n")).collect()
 }
 
-/// Do the `actual` lines match the expected lines (with `...` for any number of lines)?
-fn lines_match(expected: &[String], actual: &[&str]) -> bool {
-    match expected.split_first() {
-        None => actual.is_empty(),
-        Some((e, rest)) if e == "..." => {
-            (0..=actual.len()).any(|skip| lines_match(rest, &actual[skip..]))
-        }
-        Some((e, rest)) => actual
-            .split_first()
-            .is_some_and(|(a, more)| line_matches(e, a) && lines_match(rest, more)),
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).expect("copy");
-            std::fs::set_permissions(&dst, std::fs::metadata(&src).expect("stat").permissions())
-                .expect("chmod");
-        }
-    }
+/// Does `stdout` match the expected lines? `Err` holds snapbox's diff.
+fn matches(expected: &[String], stdout: &str) -> Result<(), String> {
+    Assert::new()
+        .normalize_paths(false)
+        .try_eq(
+            Some(&"stdout"),
+            stdout.into_data(),
+            expected_text(expected).into_data(),
+        )
+        .map_err(|e| e.to_string())
 }
 
 fn doc_files() -> Vec<PathBuf> {
     let mut files = vec![repo().join("README.md"), repo().join("CONTRIBUTING.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+    let mut docs: Vec<PathBuf> = fs_err::read_dir(repo().join("docs"))
         .expect("docs")
         .flatten()
         .map(|e| e.path())
@@ -130,13 +103,14 @@ fn the_parser_and_matchers_follow_the_rules() {
         ("f.md:3", "band a", 3)
     );
     assert_eq!(s[0].expected, ["out [..] ms", "...", "end"]);
-    assert!(lines_match(&s[0].expected, &["out 12 ms", "a", "b", "end"]));
-    assert!(lines_match(&s[0].expected, &["out  ms", "end"]));
-    assert!(!lines_match(&s[0].expected, &["out 12 ms", "end", "more"]));
-    assert!(!lines_match(&s[0].expected, &["out 12 s", "end"]));
-    assert!(line_matches("a [..] b [..] c", "a 1 b 2 c"));
-    assert!(!line_matches("a [..] b [..] c", "a 1 c"));
-    assert!(lines_match(&[], &[]));
+    assert!(matches(&s[0].expected, "out 12 ms\na\nb\nend\n").is_ok());
+    assert!(matches(&s[0].expected, "out  ms\nend\n").is_ok());
+    assert!(matches(&s[0].expected, "out 12 ms\nend\nmore\n").is_err());
+    assert!(matches(&s[0].expected, "out 12 s\nend\n").is_err());
+    let pattern = ["a [..] b [..] c".to_string()];
+    assert!(matches(&pattern, "a 1 b 2 c\n").is_ok());
+    assert!(matches(&pattern, "a 1 c\n").is_err());
+    assert!(matches(&[], "").is_ok());
 }
 
 #[test]
@@ -144,19 +118,16 @@ fn privileged_console_examples_in_the_docs_are_true() {
     if skip("privileged_console_examples_in_the_docs_are_true") {
         return;
     }
-    let bin_dir = Path::new(band_exe())
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
+    let band = bin();
     let path = format!(
         "{}:{}",
-        bin_dir.display(),
+        band.bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut ran = 0;
     let mut failures = Vec::new();
     for file in doc_files() {
-        let Ok(text) = std::fs::read_to_string(&file) else {
+        let Ok(text) = fs_err::read_to_string(&file) else {
             continue;
         };
         let name = file
@@ -171,33 +142,24 @@ fn privileged_console_examples_in_the_docs_are_true() {
         let scratch = tempfile::tempdir().expect("tmp");
         copy_dir(&repo().join("skills"), &scratch.path().join("skills"));
         for step in session {
-            let out = Command::new("sh")
-                .args(["-c", &step.command])
-                .current_dir(scratch.path())
-                .env("PATH", &path)
-                .env("NO_COLOR", "1")
-                .env(
-                    "BAND_DATA_DIR",
-                    concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
-                ) // the run ledger, out of $HOME
-                .env("BAND_SERVER_STATE_DIR", "/run/band-test")
-                .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
-                .env_remove("BAND_SKILLS_PATH")
-                .env_remove("GITHUB_TOKEN")
-                .output()
-                .expect("run sh");
+            let mut sh = Command::new("sh");
+            sh.args(["-c", &step.command]).current_dir(scratch.path());
+            band.apply(&mut sh);
+            sh.env("PATH", &path);
+            let out = Output::of(&mut sh);
             ran += 1;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let actual: Vec<&str> = stdout.lines().collect();
-            let code = out.status.code().unwrap_or(-1);
-            if code != step.code || !lines_match(&step.expected, &actual) {
+            let matched = matches(&step.expected, &out.stdout);
+            if out.code != step.code || matched.is_err() {
                 failures.push(format!(
-                    "{}: `{}`\nexit {code} (expected {})\n--- expected\n{}\n--- stdout\n{stdout}--- stderr\n{}",
+                    "{}: `{}`\nexit {} (expected {})\n{}\n--- stderr\n{}",
                     step.at,
                     step.command,
+                    out.code,
                     step.code,
-                    step.expected.join("\n"),
-                    String::from_utf8_lossy(&out.stderr)
+                    matched
+                        .err()
+                        .unwrap_or_else(|| format!("--- stdout\n{}", out.stdout)),
+                    out.stderr
                 ));
             }
         }

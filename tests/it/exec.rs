@@ -2,7 +2,6 @@
 //! spinner of `band run` / `band exec`. `privileged_*` tests run the real sandbox and skip
 //! without root unless `BAND_TEST_MUST_RUN=1`; the refusals need no sandbox (nothing starts).
 
-
 use std::path::Path;
 
 use crate::common::{band, skip};
@@ -23,9 +22,9 @@ deny:
 /// A workspace with `agent.band.md` and `data/words.txt`.
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("agent.band.md"), BAND).expect("write band");
-    std::fs::create_dir(dir.path().join("data")).expect("mkdir");
-    std::fs::write(dir.path().join("data/words.txt"), "one two three\n").expect("write data");
+    fs_err::write(dir.path().join("agent.band.md"), BAND).expect("write band");
+    fs_err::create_dir(dir.path().join("data")).expect("mkdir");
+    fs_err::write(dir.path().join("data/words.txt"), "one two three\n").expect("write data");
     dir
 }
 
@@ -75,7 +74,7 @@ fn exec_without_a_band_file_is_a_clear_error() {
 #[test]
 fn exec_with_a_broken_band_file_runs_nothing() {
     let dir = workspace();
-    std::fs::write(
+    fs_err::write(
         dir.path().join("broken.band.md"),
         "---\nband: x\ndescription: d\nallow:\n  cli: [\"/bin/sh *\"]\n---\n",
     )
@@ -170,12 +169,9 @@ fn on_a_terminal(dir: &Path, args: &str) -> String {
             "/dev/null",
         ])
         .current_dir(dir)
-        .env(
-            "BAND_DATA_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data"),
-        )
-        .env("BAND_SERVER_STATE_DIR", "/run/band-test")
-        .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
+        .env("BAND_DATA_DIR", crate::common::DATA_DIR)
+        .env("BAND_SERVER_STATE_DIR", band_test::STATE_DIR)
+        .env("BAND_CONFIG", band_test::NO_CONFIG)
         .output()
         .expect("script (bsdutils)");
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -198,26 +194,26 @@ fn privileged_spinner_only_on_a_terminal_and_never_with_json() {
 
     // band run: the same rule.
     let skill = dir.path().join("nap");
-    std::fs::create_dir_all(skill.join("scripts")).expect("mkdir");
-    std::fs::create_dir_all(skill.join("schemas/input")).expect("mkdir");
-    std::fs::write(
+    fs_err::create_dir_all(skill.join("scripts")).expect("mkdir");
+    fs_err::create_dir_all(skill.join("schemas/input")).expect("mkdir");
+    fs_err::write(
         skill.join("BAND.md"),
         "---\nband: nap\ndescription: Sleeps.\nallow:\n  cli: [\"sleep *\"]\n---\n",
     )
     .expect("write");
-    std::fs::write(
+    fs_err::write(
         skill.join("SKILL.md"),
         "---\nname: nap\ndescription: Sleeps.\n---\n",
     )
     .expect("write");
-    std::fs::write(
+    fs_err::write(
         skill.join("schemas/input/nap.json"),
         "{\"type\": \"object\"}",
     )
     .expect("write");
     let script = skill.join("scripts/nap.sh");
-    std::fs::write(&script, "#!/bin/sh\nsleep 0.6\n").expect("write");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+    fs_err::write(&script, "#!/bin/sh\nsleep 0.6\n").expect("write");
+    fs_err::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
     let tty = on_a_terminal(dir.path(), "run ./nap/nap");
     assert!(tty.contains("running ./nap/nap"), "{tty:?}");

@@ -7,7 +7,6 @@
 //! or `python3` (`.ci/run` makes a venv and sets it). Without them the test is skipped, unless
 //! `BAND_TEST_MUST_RUN=1`.
 
-
 use std::path::Path;
 use std::process::Command;
 
@@ -29,7 +28,7 @@ fn has_mcp_sdk() -> bool {
 /// A skill whose script calls its declared `jq` with arguments the band does not allow.
 fn denied_skill(dir: &Path) {
     assert_eq!(band(&["init", "probe", "--script", "peek"], dir).0, 0);
-    std::fs::write(dir.join("probe/scripts/peek.sh"), "#!/bin/sh\nset -e\njq . \"$INPUT_PATH\"\necho '{\"greeting\":\"unreachable\"}' > \"$OUTPUT_PATH\"\n").expect("write");
+    fs_err::write(dir.join("probe/scripts/peek.sh"), "#!/bin/sh\nset -e\njq . \"$INPUT_PATH\"\necho '{\"greeting\":\"unreachable\"}' > \"$OUTPUT_PATH\"\n").expect("write");
 }
 
 #[test]

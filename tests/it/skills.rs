@@ -7,7 +7,6 @@
 //! - Every offline script through `band run` in the real sandbox (`privileged_*`: root and
 //!   bubblewrap; skipped without them unless `BAND_TEST_MUST_RUN=1`).
 
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -120,16 +119,16 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
     let tmp = dir.path().join("tmp");
     let workspace = dir.path().join("workspace");
     for d in [&bin, &tmp, &workspace] {
-        std::fs::create_dir(d).expect("mkdir");
+        fs_err::create_dir(d).expect("mkdir");
     }
     for name in RECORDED {
         let p = bin.join(name);
-        std::fs::write(&p, RECORDER).expect("write recorder");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        fs_err::write(&p, RECORDER).expect("write recorder");
+        fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     let input_path = dir.path().join("input.json");
     let output_path = dir.path().join("output.json");
-    std::fs::write(&input_path, serde_json::to_vec(input).expect("json")).expect("write input");
+    fs_err::write(&input_path, serde_json::to_vec(input).expect("json")).expect("write input");
     let log = dir.path().join("calls.jsonl");
     let out = Command::new(skill_root(skill).join(entry))
         .env_clear()
@@ -153,7 +152,7 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(&output_path)
+    let text = fs_err::read_to_string(&output_path)
         .unwrap_or_else(|e| panic!("{skill}/{entry} wrote no output: {e}"));
     let output = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{skill}/{entry}: output is not JSON ({e}): {text}"));
@@ -164,7 +163,7 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
         (workspace.display().to_string(), "/workspace"),
         (skill_dir.display().to_string(), "/skill"),
     ];
-    let calls = std::fs::read_to_string(&log)
+    let calls = fs_err::read_to_string(&log)
         .unwrap_or_default()
         .lines()
         .map(|l| {
@@ -456,8 +455,8 @@ fn http_fetch_url_contract_admits_exactly_the_bands_hosts() {
 
 fn workspace_with_cities() -> tempfile::TempDir {
     let ws = tempfile::tempdir().expect("tmp");
-    std::fs::create_dir(ws.path().join("data")).expect("mkdir");
-    std::fs::copy(fixture("csv/cities.csv"), ws.path().join("data/cities.csv")).expect("copy");
+    fs_err::create_dir(ws.path().join("data")).expect("mkdir");
+    fs_err::copy(fixture("csv/cities.csv"), ws.path().join("data/cities.csv")).expect("copy");
     ws
 }
 
@@ -561,7 +560,7 @@ fn privileged_csv_stats_describe_reads_data_and_nothing_denied() {
     assert_eq!(r.json["written_files"], json!([]));
 
     // deny.read `**/*.key`: the file is never copied into the sandbox.
-    std::fs::copy(fixture("csv/cities.csv"), ws.path().join("data/cities.key")).expect("copy");
+    fs_err::copy(fixture("csv/cities.csv"), ws.path().join("data/cities.key")).expect("copy");
     let r = band_run(
         &["csv-stats/describe", "--path=data/cities.key"],
         Some(ws.path()),
@@ -604,20 +603,19 @@ fn privileged_csv_stats_report_writes_back_only_to_out() {
         r.json["written_files"],
         json!(["out/cities.md", "out/cities.svg"])
     );
-    let md = std::fs::read_to_string(ws.path().join("out/cities.md")).expect("report written back");
+    let md = fs_err::read_to_string(ws.path().join("out/cities.md")).expect("report written back");
     assert!(
         md.contains("| population | number | 4 | 1 | 330000 | 3645000 | 1659750 | 1332000 |"),
         "{md}"
     );
-    let svg =
-        std::fs::read_to_string(ws.path().join("out/cities.svg")).expect("chart written back");
+    let svg = fs_err::read_to_string(ws.path().join("out/cities.svg")).expect("chart written back");
     assert!(
         svg.starts_with("<svg") && svg.matches("<rect").count() == 10,
         "{svg}"
     );
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("data/cities.csv")).ok(),
-        std::fs::read_to_string(fixture("csv/cities.csv")).ok()
+        fs_err::read_to_string(ws.path().join("data/cities.csv")).ok(),
+        fs_err::read_to_string(fixture("csv/cities.csv")).ok()
     );
 
     // A text-only column cannot be charted: the script fails, and nothing is written back.
@@ -651,8 +649,8 @@ fn privileged_json_transform_applies_filters_to_input_and_workspace_files() {
     assert_eq!(r.json["output"], json!({"results": [5]}));
 
     let ws = tempfile::tempdir().expect("tmp");
-    std::fs::create_dir_all(ws.path().join("data/sub")).expect("mkdir");
-    std::fs::write(
+    fs_err::create_dir_all(ws.path().join("data/sub")).expect("mkdir");
+    fs_err::write(
         ws.path().join("data/sub/checks.json"),
         r#"[{"ok":true,"name":"a"},{"ok":false,"name":"b"},{"ok":true,"name":"c"}]"#,
     )
@@ -690,7 +688,7 @@ fn privileged_http_fetch_extract_reads_html_from_the_input() {
     if skip("privileged_http_fetch_extract_reads_html_from_the_input") {
         return;
     }
-    let html = std::fs::read_to_string(fixture("http-fetch/page.html")).expect("fixture");
+    let html = fs_err::read_to_string(fixture("http-fetch/page.html")).expect("fixture");
     let input = json!({"html": html}).to_string();
     let r = band_run(&["http-fetch/extract", "--input", &input], None);
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -2,22 +2,17 @@
 //! anything is set up (fast; the VM itself is exercised by tests/vm_e2e.rs).
 
 use std::path::Path;
-use std::process::Command;
 
+use band_test::Band;
+
+use crate::common::{band_exe, repo};
+
+/// `band <args>` from the repository with its own data folder `data` and config file
+/// `data/config.toml` (absent): nothing set up.
 fn band(args: &[&str], data: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_band"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("BAND_DATA_DIR", data)
+    Band::new(band_exe(), data)
         .env("BAND_CONFIG", data.join("config.toml"))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run band");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run(args, repo())
 }
 
 #[test]

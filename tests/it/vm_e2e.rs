@@ -12,30 +12,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-const MUST_RUN: &str = "BAND_TEST_MUST_RUN";
+use band_test::{Band, copy_dir, is_root, must_run};
+
+use crate::common::band_exe;
 
 /// Skip (locally) or fail (under `BAND_TEST_MUST_RUN`).
 fn skip_or_fail(why: &str) {
-    if std::env::var_os(MUST_RUN).is_some_and(|v| v == "1") {
+    if must_run() {
         panic!("the VM end-to-end test cannot run: {why}");
     }
     eprintln!("skipped: {why}");
 }
 
 fn enabled() -> bool {
-    let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
-    on("BAND_TEST_VM") || on(MUST_RUN)
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
+    std::env::var_os("BAND_TEST_VM").is_some_and(|v| v == "1") || must_run()
 }
 
 fn on_path(name: &str) -> bool {
@@ -54,20 +44,10 @@ struct Env {
 impl Env {
     fn band(&self, args: &[&str], cwd: &Path) -> (i32, String, String) {
         let started = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_band"))
-            .args(args)
-            .current_dir(cwd)
-            .env("BAND_DATA_DIR", &self.data)
+        let (code, stdout, stderr) = Band::new(band_exe(), &self.data)
             .env("BAND_CONFIG", self.home.join("config.toml"))
-            .env("NO_COLOR", "1")
-            .env_remove("BAND_SKILLS_PATH")
-            .output()
-            .expect("run band");
-        let (code, stdout, stderr) = (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
+            .env_remove("BAND_SERVER_STATE_DIR")
+            .run(args, cwd);
         eprintln!(
             "band {} -> {code} in {:.1} s",
             args.join(" "),
@@ -96,11 +76,11 @@ impl Env {
 fn qemus_under(dir: &Path) -> Vec<i32> {
     let needle = dir.to_string_lossy().into_owned();
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+    for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
-        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else {
+        let Ok(raw) = fs_err::read(e.path().join("cmdline")) else {
             continue;
         };
         let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
@@ -122,21 +102,9 @@ impl Drop for KillQemus {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let dest = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).expect("copy");
-        }
-    }
-}
-
 fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
+    fs_err::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    fs_err::write(path, text).expect("write");
 }
 
 /// A skill whose scripts probe the sandbox from inside the VM.
@@ -178,7 +146,7 @@ printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","if
     );
     for f in ["scripts/probe.sh", "scripts/curl.sh"] {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(s.join(f), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        fs_err::set_permissions(s.join(f), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     s
 }
@@ -231,7 +199,7 @@ fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
         ),
     );
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
+    fs_err::set_permissions(
         s.join("scripts/fetch.sh"),
         std::fs::Permissions::from_mode(0o755),
     )
@@ -244,12 +212,12 @@ fn workspace(root: &Path) -> PathBuf {
     write(&w.join("data/allowed.txt"), "hello from the host");
     write(&w.join("data/secret.txt"), "do not read");
     write(&w.join("notes.txt"), "not admitted");
-    std::os::unix::fs::symlink("/etc/hostname", w.join("data/link")).expect("symlink");
+    fs_err::os::unix::fs::symlink("/etc/hostname", w.join("data/link")).expect("symlink");
     w
 }
 
 fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
-    let _ = std::fs::remove_dir_all(ws.join("out"));
+    let _ = fs_err::remove_dir_all(ws.join("out"));
     let v = env.json(
         &[
             "run",
@@ -285,7 +253,7 @@ fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
         "the script does not run as root: {o}"
     );
     assert_eq!(
-        std::fs::read_to_string(ws.join("out/result.txt")).expect("written back"),
+        fs_err::read_to_string(ws.join("out/result.txt")).expect("written back"),
         "written in the vm\n"
     );
     assert!(
@@ -350,7 +318,7 @@ fn vm_end_to_end() {
             return skip_or_fail(&format!("{tool} is not installed (see .ci/run)"));
         }
     }
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_band"))
+    let bin_dir = Path::new(band_exe())
         .parent()
         .expect("bin dir")
         .to_path_buf();
@@ -407,7 +375,7 @@ fn vm_end_to_end() {
     use std::os::unix::fs::PermissionsExt;
     let key = data.join("vm/keys/id_ed25519");
     assert_eq!(
-        std::fs::metadata(&key).expect("key").permissions().mode() & 0o777,
+        fs_err::metadata(&key).expect("key").permissions().mode() & 0o777,
         0o600
     );
 
@@ -451,10 +419,10 @@ fn vm_end_to_end() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = work.path().join("skills/text");
     copy_dir(&repo.join("skills/text"), &text);
-    let band_md = std::fs::read_to_string(text.join("BAND.md"))
+    let band_md = fs_err::read_to_string(text.join("BAND.md"))
         .expect("BAND.md")
         .replace("maxRuntimeMs: 10s", "maxRuntimeMs: 300s");
-    std::fs::write(text.join("BAND.md"), band_md).expect("write");
+    fs_err::write(text.join("BAND.md"), band_md).expect("write");
     env.band_ok(&["lock", text.to_str().expect("utf8")], cwd);
     let repo = work.path();
     let v = env.json(
@@ -554,9 +522,9 @@ fn vm_end_to_end() {
     check_probe_run(&env, &skill, &ws, &format!("ssh://{host}"));
     // A changed host key is refused.
     let pinned = data.join(format!("vm/ssh/root@127.0.0.1_{port}/known_host"));
-    let mut text = std::fs::read_to_string(&pinned).expect("pinned key");
+    let mut text = fs_err::read_to_string(&pinned).expect("pinned key");
     text = text.replacen("AAAA", "AAAB", 1);
-    std::fs::write(&pinned, text).expect("write");
+    fs_err::write(&pinned, text).expect("write");
     let (code, out, err) = env.band(
         &[
             "run",
