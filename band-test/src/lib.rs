@@ -227,8 +227,12 @@ pub fn filters(extra: &[(&str, &str)]) -> Vec<(String, String)> {
         ),
         // 12 ms, 1.5 s, 0.3s, 250ms
         (r"\b\d+(\.\d+)? ?(ms|s)\b", "[DURATION]"),
-        // "setup_ms": 12
+        // "setup_ms": 12, "peak_memory_bytes": 2428928
         (r#""(\w+_ms)": \d+"#, r#""$1": "[MS]""#),
+        (
+            r#""peak_memory_bytes": \d+"#,
+            r#""peak_memory_bytes": "[BYTES]""#,
+        ),
     ] {
         out.push((from.to_string(), to.to_string()));
     }

@@ -14,6 +14,7 @@ mod cli;
 mod docs;
 mod exec;
 mod mcp;
+mod run;
 mod skills;
 mod vm_cli;
 mod vm_e2e;
