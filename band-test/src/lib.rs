@@ -214,9 +214,11 @@ pub fn filters(extra: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(from, to)| (regex_escape(from), (*to).to_string()))
         .collect();
+    // tempfile's folders: /tmp/.tmpAbC123 (or under $TMPDIR)
+    let tmp = std::env::temp_dir();
+    let tmp = regex_escape(tmp.to_str().unwrap_or("/tmp").trim_end_matches('/'));
+    out.push((format!(r"{tmp}/\.tmp[A-Za-z0-9]{{6}}"), "[TMP]".into()));
     for (from, to) in [
-        // tempfile's folders: /tmp/.tmpAbC123
-        (r"/tmp/\.tmp[A-Za-z0-9]{6}", "[TMP]"),
         // sha256 and run ids (64 and 16 lowercase hex)
         (r"\b[0-9a-f]{64}\b", "[SHA256]"),
         (r"\b[0-9a-f]{16}\b", "[RUN_ID]"),
@@ -225,8 +227,9 @@ pub fn filters(extra: &[(&str, &str)]) -> Vec<(String, String)> {
             r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z?( UTC)?",
             "[TIME]",
         ),
-        // 12 ms, 1.5 s, 0.3s, 250ms
-        (r"\b\d+(\.\d+)? ?(ms|s)\b", "[DURATION]"),
+        // what took time: `12 ms`, `1.5 s` (not a limit such as `runtime 10 s`)
+        (r"\b\d+ ms\b", "[DURATION]"),
+        (r"\b\d+\.\d+ s\b", "[DURATION]"),
         // "setup_ms": 12, "peak_memory_bytes": 2428928
         (r#""(\w+_ms)": \d+"#, r#""$1": "[MS]""#),
         (
@@ -263,7 +266,7 @@ pub fn settings(extra: &[(&str, &str)]) -> insta::Settings {
 /// A whole-output snapshot of a finished command (success, exit code, stdout and stderr), with
 /// the [`filters`]; like uv's `uv_snapshot!`:
 ///
-/// ```ignore
+/// ```text
 /// band_snapshot!(band.output(&["lint", "."], dir), "lint_human");
 /// band_snapshot!(out, "run_human", &[(dir.to_str().unwrap(), "[WS]")]);
 /// ```
@@ -278,4 +281,39 @@ macro_rules! band_snapshot {
             $crate::insta::assert_snapshot!($name, output.shown());
         });
     }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filters_hide_what_differs_between_runs_and_keep_the_rest() {
+        let out = Output {
+            code: 0,
+            stdout: format!(
+                "{}/.tmpAb12Cd/x run 0123456789abcdef {} at 2025-03-01 12:00:00 UTC\n",
+                std::env::temp_dir().display(),
+                "ab".repeat(32)
+            ),
+            stderr: "band: ok (263 ms: setup 1.5 s) limit 10 s\n\"setup_ms\": 3\n".into(),
+        };
+        settings(&[("/work/here", "[DIR]")]).bind(|| {
+            insta::assert_snapshot!(out.shown(), @r#"
+            success: true
+            exit_code: 0
+            ----- stdout -----
+            [TMP]/x run [RUN_ID] [SHA256] at [TIME]
+
+            ----- stderr -----
+            band: ok ([DURATION]: setup [DURATION]) limit 10 s
+            "setup_ms": "[MS]"
+            "#);
+        });
+    }
+
+    #[test]
+    fn skip_runs_when_nothing_is_missing() {
+        assert!(!skip("t", None));
+    }
 }

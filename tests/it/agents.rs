@@ -1,36 +1,30 @@
 //! The agent-facing command line: `band <skill>/<script> --key=value` is `band run`.
 
-use crate::common::{band, repo, skip};
+use band_test::band_snapshot;
+
+use crate::common::{band, output, repo, skip};
 use pretty_assertions::assert_eq;
 
 #[test]
 fn shortcut_help_shows_the_scripts_arguments() {
-    let (code, out, err) = band(&["text/count", "--help"], repo());
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out, band(&["help", "text/count"], repo()).1);
-    assert!(out.contains("--text <string> (required)"), "{out}");
+    let help = output(&["text/count", "--help"], repo());
+    band_snapshot!(help, "shortcut_help");
+    assert_eq!(help.stdout, band(&["help", "text/count"], repo()).1);
 }
 
 #[test]
 fn a_word_without_a_slash_is_not_a_script() {
-    let (code, _, err) = band(&["lnit", "x"], repo());
-    assert_eq!(code, 2);
-    assert!(err.contains("`lnit` is not a band command"), "{err}");
-    assert!(
-        err.contains("hint: `band --help` lists the commands"),
-        "{err}"
-    );
+    band_snapshot!(output(&["lnit", "x"], repo()), "not_a_command");
 }
 
 #[test]
 fn shortcut_checks_input_like_band_run() {
     // Refused before the sandbox starts, so this needs no privileges.
-    let (code, _, err) = band(&["text/summary", "--text=x", "--sentences=0"], repo());
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains("input_invalid"), "{err}");
-    let (code, _, err) = band(&["text/nope"], repo());
-    assert_eq!(code, 2);
-    assert!(err.contains("skill `text` has no script `nope`"), "{err}");
+    band_snapshot!(
+        output(&["text/summary", "--text=x", "--sentences=0"], repo()),
+        "shortcut_input_invalid"
+    );
+    band_snapshot!(output(&["text/nope"], repo()), "shortcut_unknown_script");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use band::ledger::{Entry, IoDigest, Ledger, LockMark, RunRecord};
 use band::proto::{Denial, Event, Metrics, Status};
-use band_test::{Band, Output, copy_dir};
+use band_test::{Band, Output, band_snapshot, copy_dir};
 use fs_err::os::unix::fs::symlink;
 
 use crate::common::{band_exe, repo};
@@ -49,6 +49,15 @@ impl Env {
         self.bin().run(args, self.tmp.path())
     }
 
+    fn output(&self, args: &[&str]) -> Output {
+        self.bin().output(args, self.tmp.path())
+    }
+
+    /// The test's folder, for snapshot filters.
+    fn dir(&self) -> &str {
+        self.tmp.path().to_str().expect("utf-8")
+    }
+
     fn ledger(&self) -> Ledger {
         Ledger::new(self.data())
     }
@@ -66,12 +75,7 @@ impl Env {
 #[test]
 fn lock_round_trip_and_check() {
     let env = Env::new();
-    let (code, out, err) = env.band(&["lock", "skills/text"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        out.starts_with("wrote skills/text/band.lock (") && out.contains(" entries, bundle "),
-        "{out}"
-    );
+    band_snapshot!(env.output(&["lock", "skills/text"]), "lock");
     let text = fs_err::read_to_string(env.skill().join("band.lock")).expect("lock");
     assert!(
         text.contains("\nfile 0755 ") && text.contains(" \"scripts/count.sh\"\n"),
@@ -104,26 +108,22 @@ fn lock_round_trip_and_check() {
 #[test]
 fn lock_check_without_a_lock_fails() {
     let env = Env::new();
-    let (code, out, _) = env.band(&["lock", "--check", "skills/text"]);
-    assert_eq!(code, 7, "{out}");
-    assert!(out.contains("missing"), "{out}");
+    band_snapshot!(
+        env.output(&["lock", "--check", "skills/text"]),
+        "lock_check_missing"
+    );
 }
 
 /// Lock the skill, change it with `tamper`, run: refused with integrity_failed, the change listed,
-/// nothing sent, the refusal recorded.
-fn refused_after(tamper: impl FnOnce(&Path), listed: &str) {
+/// nothing sent, the refusal recorded. What the user sees is the snapshot `name`.
+fn refused_after(tamper: impl FnOnce(&Path), listed: &str, name: &str) {
     let env = Env::new();
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
     tamper(&env.skill());
     // BAND_SERVER points nowhere: had the run reached the transport it would be a usage error.
     let mut cmd = env.command(&["run", "--skills", "skills", "text/count", "--text=hi"]);
     cmd.env("BAND_SERVER", "/nonexistent/band-server");
-    let (code, _, err) = Output::of(&mut cmd).parts();
-    assert_eq!(code, 7, "{err}");
-    assert!(
-        err.contains("integrity_failed") && err.contains(listed),
-        "{err}"
-    );
+    band_snapshot!(Output::of(&mut cmd), name, &[(env.dir(), "[DIR]")]);
     let runs = env.runs();
     assert_eq!(runs.len(), 1);
     let r = &runs[0];
@@ -149,6 +149,7 @@ fn one_changed_byte_is_refused() {
             fs_err::write(&p, b).expect("write");
         },
         "scripts/count.sh: content changed",
+        "integrity_changed_byte",
     );
 }
 
@@ -157,6 +158,7 @@ fn an_added_file_is_refused() {
     refused_after(
         |s| fs_err::write(s.join("scripts/extra.sh"), "#!/bin/sh\n").expect("write"),
         "scripts/extra.sh: added",
+        "integrity_added_file",
     );
 }
 
@@ -168,6 +170,7 @@ fn a_changed_mode_is_refused() {
                 .expect("chmod")
         },
         "SKILL.md: mode changed from 0644 to 0755",
+        "integrity_changed_mode",
     );
 }
 
@@ -181,11 +184,10 @@ fn a_swapped_symlink_is_refused() {
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
     fs_err::remove_file(env.skill().join("scripts/data.txt")).expect("rm");
     symlink("b.txt", env.skill().join("scripts/data.txt")).expect("symlink");
-    let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--text=hi"]);
-    assert_eq!(code, 7, "{err}");
-    assert!(
-        err.contains("scripts/data.txt: symlink points to `b.txt`, locked `a.txt`"),
-        "{err}"
+    band_snapshot!(
+        env.output(&["run", "--skills", "skills", "text/count", "--text=hi"]),
+        "integrity_swapped_symlink",
+        &[(env.dir(), "[DIR]")]
     );
 }
 
@@ -193,11 +195,10 @@ fn a_swapped_symlink_is_refused() {
 fn a_link_out_of_the_skill_cannot_be_locked() {
     let env = Env::new();
     symlink("/etc/passwd", env.skill().join("scripts/passwd")).expect("symlink");
-    let (code, _, err) = env.band(&["lock", "skills/text"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("points outside the skill") && err.contains("hint:"),
-        "{err}"
+    band_snapshot!(
+        env.output(&["lock", "skills/text"]),
+        "lock_link_outside",
+        &[(env.dir(), "[DIR]")]
     );
     assert!(!env.skill().join("band.lock").exists());
 }
@@ -205,18 +206,17 @@ fn a_link_out_of_the_skill_cannot_be_locked() {
 #[test]
 fn require_lock_refuses_an_unlocked_skill_by_flag_and_by_config() {
     let env = Env::new();
-    let (code, _, err) = env.band(&[
-        "run",
-        "--require-lock",
-        "--skills",
-        "skills",
-        "text/count",
-        "--text=hi",
-    ]);
-    assert_eq!(code, 7, "{err}");
-    assert!(
-        err.contains("has no band.lock and a lock is required"),
-        "{err}"
+    band_snapshot!(
+        env.output(&[
+            "run",
+            "--require-lock",
+            "--skills",
+            "skills",
+            "text/count",
+            "--text=hi",
+        ]),
+        "require_lock_unlocked",
+        &[(env.dir(), "[DIR]")]
     );
     fs_err::write(env.tmp.path().join("config.toml"), "require_lock = true\n").expect("config");
     let (code, _, err) = env.band(&["run", "--skills", "skills", "text/count", "--text=hi"]);
@@ -479,11 +479,10 @@ fn history_filters() {
         3
     );
     assert_eq!(ids(&["--since", "1h"]).len(), 2, "one run in the last hour");
-    let (code, _, err) = env.band(&["history", "--status", "fine"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("integrity_failed"),
-        "the valid statuses are listed: {err}"
+    // The valid statuses are listed.
+    band_snapshot!(
+        env.output(&["history", "--status", "fine"]),
+        "history_bad_status"
     );
     assert_eq!(env.band(&["history", "--since", "soon"]).0, 2);
 }
@@ -492,17 +491,7 @@ fn history_filters() {
 fn show_one_run_with_its_events() {
     let env = Env::new();
     fixture(&env);
-    let (code, out, err) = env.band(&["show", "00000000000000a2"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("web/fetch") && out.contains("denied (band exit 5, script exit 1)"),
-        "{out}"
-    );
-    assert!(out.contains("command `curl example.com`"), "{out}");
-    assert!(
-        out.contains("events       1\n  started (setup 20 ms)"),
-        "{out}"
-    );
+    band_snapshot!(env.output(&["show", "00000000000000a2"]), "show");
     let (code, out, _) = env.band(&["show", "--json", "00000000000000a3"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
@@ -510,24 +499,16 @@ fn show_one_run_with_its_events() {
         (v["seq"].as_u64(), v["status"].as_str()),
         (Some(3), Some("integrity_failed"))
     );
-    let (code, _, err) = env.band(&["show", "00000000000000a"]);
-    assert_eq!(code, 2, "an ambiguous prefix is an error");
-    assert!(err.contains("matches 4 runs"), "{err}");
-    let (code, _, err) = env.band(&["show", "ffff"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("no run `ffff`") && err.contains("band history"),
-        "{err}"
-    );
+    // An ambiguous prefix is an error.
+    band_snapshot!(env.output(&["show", "00000000000000a"]), "show_ambiguous");
+    band_snapshot!(env.output(&["show", "ffff"]), "show_unknown");
 }
 
 #[test]
 fn audit_verify_names_the_first_broken_record() {
     let env = Env::new();
     fixture(&env);
-    let (code, out, _) = env.band(&["audit", "verify"]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("4 records, chain intact"), "{out}");
+    band_snapshot!(env.output(&["audit", "verify"]), "verify_intact");
     let path = env.data().join("ledger.jsonl");
     let text = fs_err::read_to_string(&path).expect("read");
     fs_err::write(
@@ -535,15 +516,11 @@ fn audit_verify_names_the_first_broken_record() {
         text.replacen("\"status\":\"denied\"", "\"status\":\"ok\"", 1),
     )
     .expect("write");
-    let (code, out, _) = env.band(&["audit", "verify"]);
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains(
-            "ledger.jsonl:2: broken record (seq 2, run 00000000000000a2): the record was edited"
-        ),
-        "{out}"
+    band_snapshot!(
+        env.output(&["audit", "verify"]),
+        "verify_broken",
+        &[(env.dir(), "[DIR]")]
     );
-    assert!(out.contains("the 1 records before it are intact"), "{out}");
     let (code, out, _) = env.band(&["audit", "verify", "--json"]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
@@ -553,13 +530,11 @@ fn audit_verify_names_the_first_broken_record() {
     );
     // History shows what it can read and names the line it cannot.
     fs_err::write(&path, format!("{text}not json\n")).expect("write");
-    let (code, out, err) = env.band(&["history"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        err.contains("ledger.jsonl: line 5 not shown") && err.contains("band audit verify"),
-        "{err}"
+    band_snapshot!(
+        env.output(&["history"]),
+        "history_unreadable_line",
+        &[(env.dir(), "[DIR]")]
     );
-    assert_eq!(out.matches("00000000000000a").count(), 4, "{out}");
 }
 
 #[test]
@@ -571,16 +546,11 @@ fn prune_writes_a_checkpoint_and_the_chain_still_verifies() {
             .0,
         3
     ); // now
-    let (code, out, err) = env.band(&["history", "prune", "--older-than", "30d"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.starts_with("pruned 4 records that ended before ")
-            && out.contains("kept 1; checkpoint written (seq 6)"),
-        "{out}"
+    band_snapshot!(
+        env.output(&["history", "prune", "--older-than", "30d"]),
+        "prune"
     );
-    let (code, out, _) = env.band(&["audit", "verify"]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("2 records, chain intact"), "{out}");
+    band_snapshot!(env.output(&["audit", "verify"]), "verify_after_prune");
     let (_, out, _) = env.band(&["history", "--json"]);
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&out)
@@ -590,9 +560,10 @@ fn prune_writes_a_checkpoint_and_the_chain_still_verifies() {
         Some(1),
         "checkpoints are not runs"
     );
-    let (code, out, _) = env.band(&["history", "prune", "--older-than", "30d"]);
-    assert_eq!(code, 0);
-    assert!(out.starts_with("nothing older than"), "{out}");
+    band_snapshot!(
+        env.output(&["history", "prune", "--older-than", "30d"]),
+        "prune_nothing"
+    );
     // Deleting the first remaining record is still detected.
     let path = env.data().join("ledger.jsonl");
     let text = fs_err::read_to_string(&path).expect("read");

@@ -3,83 +3,72 @@
 
 use std::path::Path;
 
-use crate::common::{band, skip};
+use band_test::band_snapshot;
+
+use crate::common::{band, output, skip};
 use pretty_assertions::assert_eq;
 
-fn lint_clean(dir: &Path, what: &str) {
-    let (code, out, err) = band(&["lint", "--deny-warnings", what], dir);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("no problems"), "{out}");
+/// `band lint --deny-warnings <what>` in `dir` passes; its output is the snapshot `name`.
+fn lint_clean(dir: &Path, what: &str, name: &str) {
+    band_snapshot!(output(&["lint", "--deny-warnings", what], dir), name);
 }
 
 #[test]
 fn init_and_new_script_scaffold_skills_that_lint_clean() {
     let t = tempfile::tempdir().expect("tmp");
-    let (code, out, err) = band(&["init", "my-skill", "--script", "greet"], t.path());
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("band run --skills . my-skill/greet --name=World"),
-        "{out}"
+    band_snapshot!(
+        output(&["init", "my-skill", "--script", "greet"], t.path()),
+        "init"
     );
-    lint_clean(t.path(), "my-skill");
+    lint_clean(t.path(), "my-skill", "lint_scaffold");
 
     // A Python script is not covered by the shell scaffold's band: it gets its own.
-    let (code, out, err) = band(
-        &[
-            "new-script",
-            "--skills",
-            ".",
-            "my-skill",
-            "stats",
-            "--lang",
-            "python",
-        ],
-        t.path(),
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("scripts/stats.band.md governs this script alone"),
-        "{out}"
+    band_snapshot!(
+        output(
+            &[
+                "new-script",
+                "--skills",
+                ".",
+                "my-skill",
+                "stats",
+                "--lang",
+                "python",
+            ],
+            t.path(),
+        ),
+        "new_script_python"
     );
     assert!(t.path().join("my-skill/scripts/stats.band.md").is_file());
     // Another shell script is: no new band.
-    let (code, out, err) = band(&["new-script", "my-skill", "again"], t.path());
-    assert_eq!(code, 0, "{err}");
-    assert!(!out.contains("governs"), "{out}");
+    band_snapshot!(
+        output(&["new-script", "my-skill", "again"], t.path()),
+        "new_script_shell"
+    );
     assert!(!t.path().join("my-skill/scripts/again.band.md").exists());
-    lint_clean(t.path(), "my-skill");
+    lint_clean(t.path(), "my-skill", "lint_scaffold_more");
 
-    let (_, out, _) = band(&["list", "--skills", "."], t.path());
-    assert!(
-        out.starts_with(
-            "my-skill: Says hello.\n  my-skill/again  my-skill/greet  my-skill/stats\n"
-        ),
-        "{out}"
+    band_snapshot!(
+        output(&["list", "--skills", "."], t.path()),
+        "list_scaffold"
     );
 }
 
 #[test]
 fn init_and_new_script_refuse_bad_names_and_existing_files() {
     let t = tempfile::tempdir().expect("tmp");
-    let (code, _, err) = band(&["init", "My_Skill"], t.path());
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("not kebab-case")
-            && err.contains(
-                "hint: use lowercase letters, digits and single hyphens, e.g. `my-skill`"
-            ),
-        "{err}"
-    );
+    band_snapshot!(output(&["init", "My_Skill"], t.path()), "init_bad_name");
     assert!(!t.path().join("My_Skill").exists());
 
     assert_eq!(band(&["init", "s"], t.path()).0, 0);
     let before = fs_err::read_to_string(t.path().join("s/BAND.md")).expect("band");
-    let (code, _, err) = band(&["init", "s", "--lang", "python"], t.path());
-    assert_eq!(code, 2);
-    assert!(err.contains("exists and is not empty"), "{err}");
-    let (code, _, err) = band(&["new-script", "s", "hello"], t.path());
-    assert_eq!(code, 2);
-    assert!(err.contains("already has a script `hello`"), "{err}");
+    band_snapshot!(
+        output(&["init", "s", "--lang", "python"], t.path()),
+        "init_existing"
+    );
+    band_snapshot!(
+        output(&["new-script", "s", "hello"], t.path()),
+        "new_script_existing"
+    );
     assert_eq!(
         fs_err::read_to_string(t.path().join("s/BAND.md")).expect("band"),
         before
@@ -144,7 +133,7 @@ fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
     fs_err::write(root.join("BAND.md"), band_md).expect("write");
     let ws = t.path().join("ws");
     fs_err::create_dir(&ws).expect("mkdir");
-    let (code, out, err) = band(
+    let trace = output(
         &[
             "run",
             "--trace",
@@ -157,25 +146,7 @@ fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
         ],
         t.path(),
     );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "{\n  \"greeting\": \"hi\"\n}\n");
-    let trace: Vec<&str> = err
-        .lines()
-        .filter(|l| l.starts_with("trace:") || l.starts_with("  ") || l.starts_with("hint:"))
-        .collect();
-    assert_eq!(
-        trace,
-        [
-            "trace: 3 commands",
-            "  allowed  jq -r .name /band/io/input.json  allow.cli \"jq -r .name /band/io/input.json\"",
-            "  denied   jq . /band/io/input.json         no allow.cli rule matches",
-            "  allowed  mkdir -p out other               essential command (not declared, not pattern-checked)",
-            "trace: 1 file written back",
-            "  allowed  out/a.txt",
-            "trace: allow.cli rules no call used (candidates to remove): \"wc *\"",
-            "hint: to allow `jq . /band/io/input.json`, add to allow.cli: 'jq . /band/io/input.json' (or a pattern with globs)",
-        ]
-    );
+    band_snapshot!(trace, "trace");
     assert!(ws.join("out/a.txt").is_file());
     assert!(!ws.join("other").exists());
 }

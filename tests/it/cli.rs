@@ -1,6 +1,8 @@
 //! CLI tests: `band lint` human/JSON/SARIF output and exit codes, `--help`, `explain`, `fmt`.
 
-use crate::common::{band, repo};
+use band_test::band_snapshot;
+
+use crate::common::{band, output, repo};
 
 fn broken_skill() -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
@@ -22,9 +24,7 @@ fn broken_skill() -> tempfile::TempDir {
 
 #[test]
 fn lint_passes_on_the_repository_skills() {
-    let (code, out, err) = band(&["lint", "skills"], repo());
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("no problems"), "{out}");
+    band_snapshot!(output(&["lint", "skills"], repo()), "lint_repository");
 }
 
 #[test]
@@ -69,9 +69,10 @@ fn deny_warnings_turns_warnings_into_failure() {
 
 #[test]
 fn lint_of_a_missing_path_is_an_error() {
-    let (code, out, _) = band(&["lint", "no/such/dir"], repo());
-    assert_eq!(code, 1);
-    assert!(out.contains("no/such/dir does not exist"), "{out}");
+    band_snapshot!(
+        output(&["lint", "no/such/dir"], repo()),
+        "lint_missing_path"
+    );
 }
 
 #[test]
@@ -82,6 +83,14 @@ fn help_snapshots() {
     let (code, out, _) = band(&["lint", "--help"], repo());
     assert_eq!(code, 0);
     insta::assert_snapshot!("lint_help", out);
+}
+
+#[test]
+fn explain_shows_the_effective_policy() {
+    band_snapshot!(
+        output(&["explain", "skills/text/count"], repo()),
+        "explain_human"
+    );
 }
 
 #[test]
@@ -104,9 +113,7 @@ fn fmt_check_reports_and_fmt_fixes() {
     let t = tempfile::tempdir().expect("tmp");
     let f = t.path().join("BAND.md");
     fs_err::write(&f, "---\ndescription: d\nband: x\n---\nbody\n").expect("write");
-    let (code, out, _) = band(&["fmt", "--check", "."], t.path());
-    assert_eq!(code, 1);
-    assert!(out.contains("would reformat"), "{out}");
+    band_snapshot!(output(&["fmt", "--check", "."], t.path()), "fmt_check");
     assert_eq!(band(&["fmt", "."], t.path()).0, 0);
     assert_eq!(
         fs_err::read_to_string(&f).expect("read"),
@@ -118,22 +125,17 @@ fn fmt_check_reports_and_fmt_fixes() {
 #[test]
 fn run_refuses_a_broken_band_before_anything_starts() {
     let t = broken_skill();
-    let (code, _, err) = band(&["run", "broken/go", "--skills", "."], t.path());
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("BAND.md:5:"), "{err}");
-    assert!(err.contains("nothing ran"), "{err}");
+    band_snapshot!(
+        output(&["run", "broken/go", "--skills", "."], t.path()),
+        "run_broken_band"
+    );
 }
 
 #[test]
 fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
-    let (code, out, _) = band(&["list", "--skills", "skills"], repo());
-    assert_eq!(code, 0);
-    assert!(out.contains("text: Count the words, lines and characters of a piece of text.\n  text/count  text/summary\n"), "{out}");
-    assert!(
-        out.trim_end()
-            .ends_with("Arguments: band help <skill>/<script>"),
-        "{out}"
-    );
+    let list = output(&["list", "--skills", "skills"], repo());
+    band_snapshot!(list, "list");
+    let out = list.stdout;
     // Every skill fits in two lines plus the footer: short enough for an agent's context.
     let skills = out
         .lines()

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use crate::common::{band, skip};
+use band_test::{Output, band_snapshot};
+
+use crate::common::{band, output, skip};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
@@ -29,40 +31,35 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn exec(dir: &Path, json: bool, command: &[&str]) -> (i32, String, String) {
+    exec_output(dir, json, command).parts()
+}
+
+fn exec_output(dir: &Path, json: bool, command: &[&str]) -> Output {
     let mut args = vec!["exec", "--band", "agent.band.md"];
     if json {
         args.push("--json");
     }
     args.push("--");
     args.extend(command);
-    band(&args, dir)
+    output(&args, dir)
 }
 
 #[test]
 fn exec_without_a_band_file_is_a_clear_error() {
     let dir = workspace();
-    let (code, out, err) = band(
-        &["exec", "--band", "missing.band.md", "--", "echo", "x"],
-        dir.path(),
+    band_snapshot!(
+        output(
+            &["exec", "--band", "missing.band.md", "--", "echo", "x"],
+            dir.path(),
+        ),
+        "exec_missing_band_file"
     );
-    assert_eq!(code, 2, "{err}");
-    assert_eq!(out, "");
-    assert!(
-        err.contains("error: band file missing.band.md: No such file or directory"),
-        "{err}"
-    );
-    assert!(
-        err.contains("hint: pass --band with a BAND.md or *.band.md file"),
-        "{err}"
-    );
-    let (code, _, err) = band(
-        &["exec", "--band", "data/words.txt", "--", "echo", "x"],
-        dir.path(),
-    );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("data/words.txt is not a band file (BAND.md or *.band.md)"),
-        "{err}"
+    band_snapshot!(
+        output(
+            &["exec", "--band", "data/words.txt", "--", "echo", "x"],
+            dir.path(),
+        ),
+        "exec_not_a_band_file"
     );
     let (code, _, err) = band(
         &["exec", "--band", "agent.band.md", "echo", "x"],
@@ -79,23 +76,22 @@ fn exec_with_a_broken_band_file_runs_nothing() {
         "---\nband: x\ndescription: d\nallow:\n  cli: [\"/bin/sh *\"]\n---\n",
     )
     .expect("write");
-    let (code, _, err) = band(
-        &["exec", "--band", "broken.band.md", "--", "echo", "x"],
-        dir.path(),
+    band_snapshot!(
+        output(
+            &["exec", "--band", "broken.band.md", "--", "echo", "x"],
+            dir.path(),
+        ),
+        "exec_broken_band_file"
     );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("the band file broken.band.md has errors; nothing ran"),
-        "{err}"
-    );
-    assert!(err.contains("broken.band.md:5:"), "located: {err}");
 }
 
 #[test]
 fn exec_denies_what_the_band_does_not_allow_before_anything_starts() {
     let dir = workspace();
     // No allow rule: exit 5, status denied, the argv and no rule.
-    let (code, out, err) = exec(dir.path(), true, &["cat", "data/words.txt"]);
+    let denied = exec_output(dir.path(), true, &["cat", "data/words.txt"]);
+    band_snapshot!(denied, "exec_denied_json");
+    let (code, out, err) = denied.parts();
     assert_eq!(code, 5, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["status"], "denied");
@@ -112,20 +108,15 @@ fn exec_denies_what_the_band_does_not_allow_before_anything_starts() {
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["denied"][0]["rule"], "echo secret *");
     // The shell essentials a script may use are not exempt for the agent's command.
-    let (code, _, err) = exec(dir.path(), false, &["sh", "-c", "echo hi"]);
-    assert_eq!(code, 5, "{err}");
-    assert!(
-        err.contains("command `sh -c echo hi`: no `allow.cli` rule admits it; nothing ran"),
-        "{err}"
-    );
-    assert!(
-        err.contains("hint: if the command should run, add a pattern such as `sh *`"),
-        "{err}"
+    band_snapshot!(
+        exec_output(dir.path(), false, &["sh", "-c", "echo hi"]),
+        "exec_denied_shell"
     );
     // A path is not a command name.
-    let (code, _, err) = exec(dir.path(), false, &["/usr/bin/echo", "x"]);
-    assert_eq!(code, 5, "{err}");
-    assert!(err.contains("hint: name the command, not a path"), "{err}");
+    band_snapshot!(
+        exec_output(dir.path(), false, &["/usr/bin/echo", "x"]),
+        "exec_denied_path"
+    );
 }
 
 #[test]
@@ -140,7 +131,9 @@ fn privileged_exec_runs_an_allowed_command_in_the_sandbox() {
     assert_eq!(out, "it's $HOME `id`\n");
     assert_eq!(err, "", "a successful exec prints nothing else");
     // The workspace files the band admits are there.
-    let (code, out, err) = exec(dir.path(), true, &["wc", "-w", "data/words.txt"]);
+    let ok = exec_output(dir.path(), true, &["wc", "-w", "data/words.txt"]);
+    band_snapshot!(ok, "exec_json_ok");
+    let (code, out, err) = ok.parts();
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["status"], "ok");

@@ -745,12 +745,12 @@ fn privileged_trace_lists_every_command_of_a_run() {
 #[test]
 fn github_needs_its_token_and_valid_input_before_anything_starts() {
     // Neither needs the sandbox: both are refused before band-server is started.
-    let r = band_run(&["github/repo-view", "--repo=octo/demo"], None);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("missing required secret: GITHUB_TOKEN"),
-        "{}",
-        r.stderr
+    band_test::band_snapshot!(
+        crate::common::output(
+            &["run", "--json", "github/repo-view", "--repo=octo/demo"],
+            repo()
+        ),
+        "github_missing_token"
     );
     let r = band_run(&["github/repo-view", "--repo=octo/demo; rm -rf /"], None);
     assert_eq!(r.code, 3, "{}", r.stderr);

@@ -3,69 +3,81 @@
 
 use std::path::Path;
 
-use band_test::Band;
+use band_test::{Band, Output, band_snapshot};
 
 use crate::common::{band_exe, repo};
 
 /// `band <args>` from the repository with its own data folder `data` and config file
 /// `data/config.toml` (absent): nothing set up.
 fn band(args: &[&str], data: &Path) -> (i32, String, String) {
+    output(args, data).parts()
+}
+
+fn output(args: &[&str], data: &Path) -> Output {
     Band::new(band_exe(), data)
         .env("BAND_CONFIG", data.join("config.toml"))
-        .run(args, repo())
+        .output(args, repo())
 }
 
 #[test]
 fn vm_targets_without_setup_are_user_errors_with_a_hint() {
     let t = tempfile::tempdir().expect("tmp");
-    let (code, _, err) = band(
-        &["run", "--target", "qemu", "text/count", "--text=x"],
-        t.path(),
+    let data = t.path().to_str().expect("utf-8");
+    let filters = [(data, "[DATA]")];
+    band_snapshot!(
+        output(
+            &["run", "--target", "qemu", "text/count", "--text=x"],
+            t.path()
+        ),
+        "qemu_not_running",
+        &filters
     );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("not running") && err.contains("hint: run `band vm start`"),
-        "{err}"
+    band_snapshot!(
+        output(
+            &[
+                "run",
+                "--target",
+                "ssh://me@box.invalid",
+                "text/count",
+                "--text=x",
+            ],
+            t.path(),
+        ),
+        "ssh_not_set_up",
+        &filters
     );
-    let (code, _, err) = band(
-        &[
-            "run",
-            "--target",
-            "ssh://me@box.invalid",
-            "text/count",
-            "--text=x",
-        ],
-        t.path(),
+    band_snapshot!(
+        output(
+            &["run", "--target", "lima", "text/count", "--text=x"],
+            t.path()
+        ),
+        "lima_not_set_up",
+        &filters
     );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("has not been set up")
-            && err.contains("band setup --driver ssh --host me@box.invalid:22"),
-        "{err}"
-    );
-    let (code, _, err) = band(
-        &["run", "--target", "lima", "text/count", "--text=x"],
-        t.path(),
-    );
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("band setup --driver lima"), "{err}");
 }
 
 #[test]
 fn setup_checks_its_arguments_before_doing_anything() {
     let t = tempfile::tempdir().expect("tmp");
-    let (code, _, err) = band(&["setup", "--driver", "ssh"], t.path());
-    assert_eq!(code, 2);
-    assert!(err.contains("--driver ssh needs --host"), "{err}");
-    let (code, _, err) = band(&["setup", "--driver", "ssh", "--host", "nouser"], t.path());
-    assert_eq!(code, 2);
-    assert!(err.contains("not user@host"), "{err}");
-    let (code, _, err) = band(&["setup", "--driver", "qemu", "--host", "a@b"], t.path());
-    assert_eq!(code, 2);
-    assert!(err.contains("--host is for --driver ssh"), "{err}");
-    let (code, _, err) = band(&["setup", "--driver", "qemu", "--memory", "12k"], t.path());
-    assert_eq!(code, 2);
-    assert!(err.contains("too small"), "{err}");
+    let data = t.path().to_str().expect("utf-8");
+    let filters = [(data, "[DATA]")];
+    for (args, name) in [
+        (&["setup", "--driver", "ssh"][..], "setup_ssh_without_host"),
+        (
+            &["setup", "--driver", "ssh", "--host", "nouser"][..],
+            "setup_ssh_host_without_user",
+        ),
+        (
+            &["setup", "--driver", "qemu", "--host", "a@b"][..],
+            "setup_host_for_qemu",
+        ),
+        (
+            &["setup", "--driver", "qemu", "--memory", "12k"][..],
+            "setup_memory_too_small",
+        ),
+    ] {
+        band_snapshot!(output(args, t.path()), name, &filters);
+    }
     assert!(
         !t.path().join("vm/images").exists(),
         "nothing may be built after a usage error"
