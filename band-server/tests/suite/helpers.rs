@@ -21,12 +21,12 @@ pub fn server() -> &'static str {
 }
 
 /// `Some(reason)` when privileged tests cannot run here (not root, no bubblewrap).
-pub fn unprivileged_reason() -> Option<String> {
+pub(crate) fn unprivileged_reason() -> Option<String> {
     band_test::sandbox_missing()
 }
 
 /// Skip (return true) or, with `BAND_TEST_MUST_RUN=1`, panic.
-pub fn skip(test: &str) -> bool {
+pub(crate) fn skip(test: &str) -> bool {
     band_test::skip(test, unprivileged_reason())
 }
 
