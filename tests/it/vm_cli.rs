@@ -1,5 +1,5 @@
 //! `band setup`, `band vm`, `band doctor` and VM targets without a VM: what a user sees before
-//! anything is set up (fast; the VM itself is exercised by tests/vm_e2e.rs).
+//! anything is set up (fast; the VM itself is exercised by `vm_e2e`).
 
 use std::path::Path;
 
