@@ -313,6 +313,25 @@ mod tests {
     }
 
     #[test]
+    fn extra_filters_match_their_text_literally() {
+        let out = Output {
+            code: 2,
+            stdout: "/a-b~c&d#e.f(g)/x and /a-b~c&d#eXf(g)/x\n".into(),
+            stderr: String::new(),
+        };
+        settings(&[("/a-b~c&d#e.f(g)", "[X]")]).bind(|| {
+            insta::assert_snapshot!(out.shown(), @r"
+            success: false
+            exit_code: 2
+            ----- stdout -----
+            [X]/x and /a-b~c&d#eXf(g)/x
+
+            ----- stderr -----
+            ");
+        });
+    }
+
+    #[test]
     fn skip_runs_when_nothing_is_missing() {
         assert!(!skip("t", None));
     }
