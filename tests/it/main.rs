@@ -5,6 +5,10 @@
 //! skip into a failure. `vm_e2e` builds and boots a VM: it runs only with `BAND_TEST_VM=1` or
 //! `BAND_TEST_MUST_RUN=1`.
 
+// The whole crate is tests: its helpers, too, fail by panicking on a broken fixture (clippy.toml
+// allows unwrap/expect only inside `#[test]` functions).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 mod agents;
