@@ -5,16 +5,16 @@ use std::time::{Duration, Instant};
 
 /// p50 and p95 of a set of wall-clock timings, and the mean CPU time per iteration when known.
 #[derive(Debug, Clone, Copy)]
-pub struct Stats {
-    pub p50: Duration,
-    pub p95: Duration,
+pub(crate) struct Stats {
+    pub(crate) p50: Duration,
+    pub(crate) p95: Duration,
     /// User + system time of this process and the children it waited for, per iteration. Far
     /// less sensitive than wall time to other work on the machine.
-    pub cpu: Option<Duration>,
+    pub(crate) cpu: Option<Duration>,
 }
 
 impl Stats {
-    pub fn of(mut times: Vec<Duration>) -> Stats {
+    pub(crate) fn of(mut times: Vec<Duration>) -> Stats {
         assert!(!times.is_empty(), "no timings");
         times.sort();
         Stats {
@@ -25,13 +25,13 @@ impl Stats {
     }
 
     /// `cpu` as text, or `–`.
-    pub fn cpu_text(&self) -> String {
+    pub(crate) fn cpu_text(&self) -> String {
         self.cpu.map(ms).unwrap_or_else(|| "–".into())
     }
 }
 
 /// One warm-up, then `iters` timed runs of `f`.
-pub fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
+pub(crate) fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
     f();
     let cpu0 = cpu_time();
     let times = (0..iters)
@@ -51,8 +51,8 @@ pub fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
 /// User + system time so far of this process (all threads) and of its waited-for children (and
 /// theirs), from `/proc/self/stat` (in clock ticks of 10 ms, so only means over many iterations
 /// are meaningful).
-pub fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+pub(crate) fn cpu_time() -> Duration {
+    let stat = fs_err::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the `(comm)`: state is the 3rd field; utime, stime, cutime, cstime the 14th-17th.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
     let ticks: u64 = after
@@ -64,26 +64,26 @@ pub fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-pub fn percentile(sorted: &[Duration], p: usize) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
     let rank = (p * sorted.len()).div_ceil(100).max(1);
     sorted[rank - 1]
 }
 
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-pub fn ratio(a: Duration, b: Duration) -> f64 {
+pub(crate) fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }
 
 /// `cargo bench` passes `--bench`; `cargo test --all-targets` runs the bench binaries without it,
 /// and then they only do a quick smoke run (small sizes, few iterations) so tests stay fast.
-pub fn bench_mode() -> bool {
+pub(crate) fn bench_mode() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
-pub fn env_usize(name: &str, default: usize) -> usize {
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -91,11 +91,11 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 }
 
 /// "2 CPUs (Intel(R) Xeon(R) …), Debian GNU/Linux 12 (bookworm), kernel 6.1.0"
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let model = std::fs::read_to_string("/proc/cpuinfo")
+    let model = fs_err::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -104,7 +104,7 @@ pub fn machine() -> String {
                 .map(|(_, m)| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let os = std::fs::read_to_string("/etc/os-release")
+    let os = fs_err::read_to_string("/etc/os-release")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -112,10 +112,10 @@ pub fn machine() -> String {
                 .map(|v| v.trim_matches('"').to_string())
         })
         .unwrap_or_else(|| "unknown OS".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+    let kernel = fs_err::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
+    let load = fs_err::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next().map(str::to_string))
         .unwrap_or_default();

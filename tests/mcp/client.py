@@ -3,7 +3,7 @@
 Usage: client.py BAND_EXE CALLS_JSON -- SERVER_ARGS...
 CALLS_JSON is a list of [tool_name, arguments]. Prints one JSON document: the server's name,
 the tools it listed, and for each call its result (or the exception the SDK raised) and the
-progress messages received. The assertions are in tests/mcp.rs.
+progress messages received. The assertions are in tests/it/mcp.rs.
 """
 
 import asyncio

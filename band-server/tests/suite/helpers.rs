@@ -20,32 +20,14 @@ pub fn server() -> &'static str {
     env!("CARGO_BIN_EXE_band-server")
 }
 
-/// `Some(reason)` when privileged tests cannot run here.
-pub fn unprivileged_reason() -> Option<String> {
-    if band_server::sys::euid() != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/usr/bin/bwrap").exists() {
-        return Some("bubblewrap is not installed (/usr/bin/bwrap)".into());
-    }
-    None
+/// `Some(reason)` when privileged tests cannot run here (not root, no bubblewrap).
+pub(crate) fn unprivileged_reason() -> Option<String> {
+    band_test::sandbox_missing()
 }
 
 /// Skip (return true) or, with `BAND_TEST_MUST_RUN=1`, panic.
-pub fn skip(test: &str) -> bool {
-    match unprivileged_reason() {
-        None => false,
-        Some(why) => {
-            if std::env::var(proto::env::TEST_MUST_RUN).as_deref() == Ok("1") {
-                panic!(
-                    "{test}: cannot run ({why}) and {} is set",
-                    proto::env::TEST_MUST_RUN
-                );
-            }
-            eprintln!("skipped: {test}: {why}");
-            true
-        }
-    }
+pub(crate) fn skip(test: &str) -> bool {
+    band_test::skip(test, unprivileged_reason())
 }
 
 macro_rules! privileged {

@@ -1,0 +1,338 @@
+//! What band's integration tests and benches share: running `band` in the test environment
+//! ([`Band`]), copying fixtures ([`copy_dir`]), the gate of privileged tests ([`skip`],
+//! [`sandbox_missing`]) and whole-output snapshots with stable filters ([`band_snapshot!`]).
+//!
+//! A test helper fails by panicking with a message that says what broke.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[doc(hidden)]
+pub use insta;
+
+/// The variable that turns a skipped privileged test into a failure
+/// (`band::proto::env::TEST_MUST_RUN`; `tests/it` checks they agree).
+pub const MUST_RUN: &str = "BAND_TEST_MUST_RUN";
+
+/// The state directory every test shares: the uid pool is per state directory, and two pools on
+/// one machine would hand out the same uids.
+pub const STATE_DIR: &str = "/run/band-test";
+
+/// A config file that does not exist: band's defaults, whatever `~/.config/band` holds.
+pub const NO_CONFIG: &str = "/nonexistent/band-test-config.toml";
+
+/// Is `BAND_TEST_MUST_RUN=1` set?
+pub fn must_run() -> bool {
+    std::env::var_os(MUST_RUN).is_some_and(|v| v == "1")
+}
+
+/// Is this process root (effective uid 0)?
+pub fn is_root() -> bool {
+    fs_err::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0")
+}
+
+/// `Some(reason)` when the sandbox cannot run here: not root, or no bubblewrap.
+pub fn sandbox_missing() -> Option<String> {
+    if !is_root() {
+        return Some("not root".into());
+    }
+    if !Path::new("/usr/bin/bwrap").exists() {
+        return Some("bubblewrap is not installed (/usr/bin/bwrap)".into());
+    }
+    None
+}
+
+/// The gate of a privileged test: `false` when `missing` is `None` (run); otherwise print
+/// `skipped: <test>: <why>` and return `true`, or, with `BAND_TEST_MUST_RUN=1`, panic.
+pub fn skip(test: &str, missing: Option<String>) -> bool {
+    match missing {
+        None => false,
+        Some(why) if must_run() => panic!("{test}: cannot run ({why}) and {MUST_RUN} is set"),
+        Some(why) => {
+            eprintln!("skipped: {test}: {why}");
+            true
+        }
+    }
+}
+
+/// Copy the tree `from` to `to` (made if missing), file modes included.
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs_err::create_dir_all(to).unwrap();
+    for e in fs_err::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            // fs::copy copies the permission bits too.
+            fs_err::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// What a finished command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// The exit code, -1 when killed by a signal.
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Run `cmd` to the end.
+    pub fn of(cmd: &mut Command) -> Output {
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("run {:?}: {e}", cmd.get_program()));
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `(code, stdout, stderr)`.
+    pub fn parts(self) -> (i32, String, String) {
+        (self.code, self.stdout, self.stderr)
+    }
+
+    /// What a user sees, for a snapshot: success, exit code, stdout, stderr.
+    pub fn shown(&self) -> String {
+        format!(
+            "success: {}\nexit_code: {}\n----- stdout -----\n{}\n----- stderr -----\n{}",
+            self.code == 0,
+            self.code,
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+/// The `band` binary in the test environment: no colour, the run ledger in `data_dir` (out of
+/// `$HOME`), the shared band-server state directory, a config file of the test's choosing (none
+/// by default), and no skills path or GitHub token from the caller's environment.
+#[derive(Debug, Clone)]
+pub struct Band {
+    exe: PathBuf,
+    env: Vec<(OsString, Option<OsString>)>,
+}
+
+impl Band {
+    /// `exe` is `env!("CARGO_BIN_EXE_band")` of the test; `data_dir` its `BAND_DATA_DIR`.
+    pub fn new(exe: impl Into<PathBuf>, data_dir: impl AsRef<Path>) -> Band {
+        Band {
+            exe: exe.into(),
+            env: Vec::new(),
+        }
+        .env("NO_COLOR", "1")
+        .env("BAND_DATA_DIR", data_dir.as_ref())
+        .env("BAND_SERVER_STATE_DIR", STATE_DIR)
+        .env("BAND_CONFIG", NO_CONFIG)
+        .env_remove("BAND_SKILLS_PATH")
+        .env_remove("GITHUB_TOKEN")
+    }
+
+    /// Set (or replace) one variable.
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Band {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), Some(value.as_ref().into())));
+        self
+    }
+
+    /// Remove one variable from the child's environment.
+    pub fn env_remove(mut self, key: &str) -> Band {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), None));
+        self
+    }
+
+    /// The `band` executable.
+    pub fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    /// The folder of the built binaries (`band`, `band-server`, …).
+    pub fn bin_dir(&self) -> &Path {
+        self.exe.parent().expect("band has a folder")
+    }
+
+    /// `Some(reason)` when `band run` cannot start the real sandbox here: [`sandbox_missing`], or
+    /// band-server not built next to band.
+    pub fn sandbox_missing(&self) -> Option<String> {
+        sandbox_missing().or_else(|| {
+            let server = self.bin_dir().join("band-server");
+            (!server.exists()).then(|| {
+                format!(
+                    "{} is not built (cargo build --workspace)",
+                    server.display()
+                )
+            })
+        })
+    }
+
+    /// Give `cmd` the test environment.
+    pub fn apply(&self, cmd: &mut Command) {
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+    }
+
+    /// `band <args>` in `cwd`, not yet started.
+    pub fn command(&self, args: &[&str], cwd: &Path) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args).current_dir(cwd);
+        self.apply(&mut cmd);
+        cmd
+    }
+
+    /// `band <args>` in `cwd`, run to the end.
+    pub fn output(&self, args: &[&str], cwd: &Path) -> Output {
+        Output::of(&mut self.command(args, cwd))
+    }
+
+    /// `band <args>` in `cwd`: `(code, stdout, stderr)`.
+    pub fn run(&self, args: &[&str], cwd: &Path) -> (i32, String, String) {
+        self.output(args, cwd).parts()
+    }
+}
+
+/// insta filters that make band's output the same on every machine and every run: `extra`
+/// first (say a test's temporary folder as `[TMP]`), then temporary paths, hashes, run ids,
+/// timestamps and durations.
+pub fn filters(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = extra
+        .iter()
+        .map(|(from, to)| (regex_escape(from), (*to).to_string()))
+        .collect();
+    // tempfile's folders: /tmp/.tmpAbC123 (or under $TMPDIR)
+    let tmp = std::env::temp_dir();
+    let tmp = regex_escape(tmp.to_str().unwrap_or("/tmp").trim_end_matches('/'));
+    out.push((format!(r"{tmp}/\.tmp[A-Za-z0-9]{{6}}"), "[TMP]".into()));
+    for (from, to) in [
+        // sha256 and run ids (64 and 16 lowercase hex)
+        (r"\b[0-9a-f]{64}\b", "[SHA256]"),
+        (r"\b[0-9a-f]{16}\b", "[RUN_ID]"),
+        // 2025-03-01T12:00:00Z, 2025-03-01 12:00:00 UTC
+        (
+            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z?( UTC)?",
+            "[TIME]",
+        ),
+        // what took time: `12 ms`, `1.5 s` (not a limit such as `runtime 10 s`)
+        (r"\b\d+ ms\b", "[DURATION]"),
+        (r"\b\d+\.\d+ s\b", "[DURATION]"),
+        // "setup_ms": 12, "peak_memory_bytes": 2428928
+        (r#""(\w+_ms)": \d+"#, r#""$1": "[MS]""#),
+        (
+            r#""peak_memory_bytes": \d+"#,
+            r#""peak_memory_bytes": "[BYTES]""#,
+        ),
+    ] {
+        out.push((from.to_string(), to.to_string()));
+    }
+    out
+}
+
+/// `text` as a regex that matches it literally.
+pub fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// insta settings with [`filters`]`(extra)`.
+pub fn settings(extra: &[(&str, &str)]) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    for (from, to) in filters(extra) {
+        s.add_filter(&from, to);
+    }
+    s
+}
+
+/// A whole-output snapshot of a finished command (success, exit code, stdout and stderr), with
+/// the [`filters`]; like uv's `uv_snapshot!`:
+///
+/// ```text
+/// band_snapshot!(band.output(&["lint", "."], dir), "lint_human");
+/// band_snapshot!(out, "run_human", &[(dir.to_str().unwrap(), "[WS]")]);
+/// ```
+#[macro_export]
+macro_rules! band_snapshot {
+    ($output:expr, $name:expr) => {
+        $crate::band_snapshot!($output, $name, &[])
+    };
+    ($output:expr, $name:expr, $extra:expr) => {{
+        let output: &$crate::Output = &$output;
+        $crate::settings($extra).bind(|| {
+            $crate::insta::assert_snapshot!($name, output.shown());
+        });
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filters_hide_what_differs_between_runs_and_keep_the_rest() {
+        let out = Output {
+            code: 0,
+            stdout: format!(
+                "{}/.tmpAb12Cd/x run 0123456789abcdef {} at 2025-03-01 12:00:00 UTC\n",
+                std::env::temp_dir().display(),
+                "ab".repeat(32)
+            ),
+            stderr: "band: ok (263 ms: setup 1.5 s) limit 10 s\n\"setup_ms\": 3\n".into(),
+        };
+        settings(&[("/work/here", "[DIR]")]).bind(|| {
+            insta::assert_snapshot!(out.shown(), @r#"
+            success: true
+            exit_code: 0
+            ----- stdout -----
+            [TMP]/x run [RUN_ID] [SHA256] at [TIME]
+
+            ----- stderr -----
+            band: ok ([DURATION]: setup [DURATION]) limit 10 s
+            "setup_ms": "[MS]"
+            "#);
+        });
+    }
+
+    #[test]
+    fn extra_filters_match_their_text_literally() {
+        let out = Output {
+            code: 2,
+            stdout: "/a-b~c&d#e.f(g)/x and /a-b~c&d#eXf(g)/x\n".into(),
+            stderr: String::new(),
+        };
+        settings(&[("/a-b~c&d#e.f(g)", "[X]")]).bind(|| {
+            insta::assert_snapshot!(out.shown(), @r"
+            success: false
+            exit_code: 2
+            ----- stdout -----
+            [X]/x and /a-b~c&d#eXf(g)/x
+
+            ----- stderr -----
+            ");
+        });
+    }
+
+    #[test]
+    fn skip_runs_when_nothing_is_missing() {
+        assert!(!skip("t", None));
+    }
+}

@@ -1,0 +1,152 @@
+//! Authoring: `band init` and `band new-script` scaffolds lint clean and run; `band run --trace`
+//! shows what a run tried.
+
+use std::path::Path;
+
+use band_test::band_snapshot;
+
+use crate::common::{band, output, skip};
+use pretty_assertions::assert_eq;
+
+/// `band lint --deny-warnings <what>` in `dir` passes; its output is the snapshot `name`.
+fn lint_clean(dir: &Path, what: &str, name: &str) {
+    band_snapshot!(output(&["lint", "--deny-warnings", what], dir), name);
+}
+
+#[test]
+fn init_and_new_script_scaffold_skills_that_lint_clean() {
+    let t = tempfile::tempdir().expect("tmp");
+    band_snapshot!(
+        output(&["init", "my-skill", "--script", "greet"], t.path()),
+        "init"
+    );
+    lint_clean(t.path(), "my-skill", "lint_scaffold");
+
+    // A Python script is not covered by the shell scaffold's band: it gets its own.
+    band_snapshot!(
+        output(
+            &[
+                "new-script",
+                "--skills",
+                ".",
+                "my-skill",
+                "stats",
+                "--lang",
+                "python",
+            ],
+            t.path(),
+        ),
+        "new_script_python"
+    );
+    assert!(t.path().join("my-skill/scripts/stats.band.md").is_file());
+    // Another shell script is: no new band.
+    band_snapshot!(
+        output(&["new-script", "my-skill", "again"], t.path()),
+        "new_script_shell"
+    );
+    assert!(!t.path().join("my-skill/scripts/again.band.md").exists());
+    lint_clean(t.path(), "my-skill", "lint_scaffold_more");
+
+    band_snapshot!(
+        output(&["list", "--skills", "."], t.path()),
+        "list_scaffold"
+    );
+}
+
+#[test]
+fn init_and_new_script_refuse_bad_names_and_existing_files() {
+    let t = tempfile::tempdir().expect("tmp");
+    band_snapshot!(output(&["init", "My_Skill"], t.path()), "init_bad_name");
+    assert!(!t.path().join("My_Skill").exists());
+
+    assert_eq!(band(&["init", "s"], t.path()).0, 0);
+    let before = fs_err::read_to_string(t.path().join("s/BAND.md")).expect("band");
+    band_snapshot!(
+        output(&["init", "s", "--lang", "python"], t.path()),
+        "init_existing"
+    );
+    band_snapshot!(
+        output(&["new-script", "s", "hello"], t.path()),
+        "new_script_existing"
+    );
+    assert_eq!(
+        fs_err::read_to_string(t.path().join("s/BAND.md")).expect("band"),
+        before
+    );
+}
+
+#[test]
+fn privileged_scaffolded_scripts_run_in_the_sandbox() {
+    if skip("privileged_scaffolded_scripts_run_in_the_sandbox") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    assert_eq!(band(&["init", "demo", "--lang", "python"], t.path()).0, 0);
+    assert_eq!(band(&["new-script", "demo", "shell"], t.path()).0, 0);
+    for script in ["hello", "shell"] {
+        let (code, out, err) = band(
+            &[
+                "run",
+                "--json",
+                "--skills",
+                ".",
+                &format!("demo/{script}"),
+                "--name=World",
+            ],
+            t.path(),
+        );
+        assert_eq!(code, 0, "{script}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(
+            v["output"],
+            serde_json::json!({"greeting": "Hello, World!"}),
+            "{script}"
+        );
+    }
+    // The scaffold's input contract keeps `name` safe to print into JSON.
+    let (code, _, _) = band(
+        &["run", "--skills", ".", "demo/shell", "--name=a\"b"],
+        t.path(),
+    );
+    assert_eq!(code, 3);
+}
+
+#[test]
+fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
+    if skip("privileged_trace_shows_commands_rules_writes_and_unused_rules") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    assert_eq!(band(&["init", "demo"], t.path()).0, 0);
+    let root = t.path().join("demo");
+    // A script that does one allowed thing, one refused thing, and writes inside and outside out/.
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/sh\njq -r .name \"$INPUT_PATH\" >/dev/null\njq . \"$INPUT_PATH\" || true\nmkdir -p out other\necho x > out/a.txt\necho y > other/b.txt\necho '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    let band_md = fs_err::read_to_string(root.join("BAND.md")).expect("read");
+    let band_md = band_md.replace(
+        "  cli: [\"jq -r .name /band/io/input.json\"]\n",
+        "  cli: [\"jq -r .name /band/io/input.json\", \"wc *\"]\n  write: [out/]\n",
+    );
+    fs_err::write(root.join("BAND.md"), band_md).expect("write");
+    let ws = t.path().join("ws");
+    fs_err::create_dir(&ws).expect("mkdir");
+    let trace = output(
+        &[
+            "run",
+            "--trace",
+            "--skills",
+            ".",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    band_snapshot!(trace, "trace");
+    assert!(ws.join("out/a.txt").is_file());
+    assert!(!ws.join("other").exists());
+}

@@ -1,0 +1,145 @@
+//! CLI tests: `band lint` human/JSON/SARIF output and exit codes, `--help`, `explain`, `fmt`.
+
+use band_test::band_snapshot;
+
+use crate::common::{band, output, repo};
+
+fn broken_skill() -> tempfile::TempDir {
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("broken");
+    fs_err::create_dir_all(root.join("scripts")).expect("mkdir");
+    fs_err::write(
+        root.join("SKILL.md"),
+        "---\nname: broken\ndescription: A broken skill\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        root.join("BAND.md"),
+        "---\nband: broken\ndescription: d\nallow:\n  net: [\"https://api.github.com\"]\n  cli: [\"/usr/bin/curl *\"]\nlimits:\n  maxRuntimeMs: 5s\n---\n",
+    )
+    .expect("write");
+    fs_err::write(root.join("scripts/go.sh"), "#!/bin/sh\n").expect("write");
+    t
+}
+
+#[test]
+fn lint_passes_on_the_repository_skills() {
+    band_snapshot!(output(&["lint", "skills"], repo()), "lint_repository");
+}
+
+#[test]
+fn lint_human_output_is_located() {
+    let t = broken_skill();
+    let (code, out, _) = band(&["lint", "."], t.path());
+    assert_eq!(code, 1);
+    insta::assert_snapshot!("lint_human", out);
+}
+
+#[test]
+fn lint_json_output() {
+    let t = broken_skill();
+    let (code, out, _) = band(&["lint", "--format", "json", "."], t.path());
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    insta::assert_json_snapshot!("lint_json", v);
+}
+
+#[test]
+fn lint_sarif_output() {
+    let t = broken_skill();
+    let (code, out, _) = band(&["lint", "--format", "sarif", "."], t.path());
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["version"], "2.1.0");
+    let results = v["runs"][0]["results"].as_array().expect("results");
+    insta::assert_json_snapshot!("lint_sarif_results", results);
+}
+
+#[test]
+fn deny_warnings_turns_warnings_into_failure() {
+    let t = tempfile::tempdir().expect("tmp");
+    fs_err::write(
+        t.path().join("x.band.md"),
+        "---\nband: x\ndescription: d\nlimits: {}\n---\n",
+    )
+    .expect("write");
+    assert_eq!(band(&["lint", "."], t.path()).0, 0);
+    assert_eq!(band(&["lint", "--deny-warnings", "."], t.path()).0, 1);
+}
+
+#[test]
+fn lint_of_a_missing_path_is_an_error() {
+    band_snapshot!(
+        output(&["lint", "no/such/dir"], repo()),
+        "lint_missing_path"
+    );
+}
+
+#[test]
+fn help_snapshots() {
+    let (code, out, _) = band(&["--help"], repo());
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("help", out);
+    let (code, out, _) = band(&["lint", "--help"], repo());
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("lint_help", out);
+}
+
+#[test]
+fn explain_shows_the_effective_policy() {
+    band_snapshot!(
+        output(&["explain", "skills/text/count"], repo()),
+        "explain_human"
+    );
+}
+
+#[test]
+fn explain_json_shows_the_effective_policy() {
+    let (code, out, err) = band(&["explain", "--json", "skills/text/count"], repo());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        v[0]["policy"]["allow"]["cli"],
+        serde_json::json!(["jq -j .text /band/io/input.json", "wc *", "tr *"])
+    );
+    assert_eq!(
+        v[0]["policy"]["limits"]["maxMemoryBytes"],
+        serde_json::json!(64 << 20)
+    );
+}
+
+#[test]
+fn fmt_check_reports_and_fmt_fixes() {
+    let t = tempfile::tempdir().expect("tmp");
+    let f = t.path().join("BAND.md");
+    fs_err::write(&f, "---\ndescription: d\nband: x\n---\nbody\n").expect("write");
+    band_snapshot!(output(&["fmt", "--check", "."], t.path()), "fmt_check");
+    assert_eq!(band(&["fmt", "."], t.path()).0, 0);
+    assert_eq!(
+        fs_err::read_to_string(&f).expect("read"),
+        "---\nband: x\ndescription: d\n---\n\nbody\n"
+    );
+    assert_eq!(band(&["fmt", "--check", "."], t.path()).0, 0);
+}
+
+#[test]
+fn run_refuses_a_broken_band_before_anything_starts() {
+    let t = broken_skill();
+    band_snapshot!(
+        output(&["run", "broken/go", "--skills", "."], t.path()),
+        "run_broken_band"
+    );
+}
+
+#[test]
+fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
+    let list = output(&["list", "--skills", "skills"], repo());
+    band_snapshot!(list, "list");
+    let out = list.stdout;
+    // Every skill fits in two lines plus the footer: short enough for an agent's context.
+    let skills = out
+        .lines()
+        .filter(|l| !l.starts_with("  ") && !l.starts_with("Run:") && l.contains(": "))
+        .count();
+    assert_eq!(out.lines().count(), skills * 2 + 2, "{out}");
+}

@@ -1,0 +1,69 @@
+//! Shared by the modules: the built `band` in the test environment, and the privileged-test gate
+//! (the helpers themselves are in the `band-test` crate).
+
+use std::path::Path;
+
+use band_test::{Band, Output};
+use serde_json::Value;
+
+pub(crate) fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub(crate) fn band_exe() -> &'static str {
+    env!("CARGO_BIN_EXE_band")
+}
+
+/// Where the tests' run ledger goes (out of `$HOME`).
+pub(crate) const DATA_DIR: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/band-data");
+
+/// `band` in the test environment: the shared state directory (one uid pool with band-server's
+/// own tests), the ledger in [`DATA_DIR`], no config file, no skills path, no GitHub token.
+pub(crate) fn bin() -> Band {
+    Band::new(band_exe(), DATA_DIR)
+}
+
+/// Skip (true) or, with `BAND_TEST_MUST_RUN=1`, fail: the real sandbox needs root, bubblewrap
+/// and a built band-server.
+pub(crate) fn skip(test: &str) -> bool {
+    band_test::skip(test, bin().sandbox_missing())
+}
+
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    /// `band run --json` output.
+    pub(crate) json: Value,
+    pub(crate) stderr: String,
+}
+
+/// `band run --json <args>` from the repository (skills found in ./skills).
+pub(crate) fn band_run(args: &[&str], workspace: Option<&Path>) -> Run {
+    let mut full = vec!["run", "--json"];
+    let w;
+    if let Some(dir) = workspace {
+        w = dir.display().to_string();
+        full.extend(["--workspace", w.as_str()]);
+    }
+    full.extend(args);
+    let (code, stdout, stderr) = band(&full, repo());
+    Run {
+        code,
+        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr,
+    }
+}
+
+/// `band <args>` in `cwd`: `(code, stdout, stderr)`.
+pub(crate) fn band(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    bin().run(args, cwd)
+}
+
+/// `band <args>` in `cwd`, for a whole-output snapshot.
+pub(crate) fn output(args: &[&str], cwd: &Path) -> Output {
+    bin().output(args, cwd)
+}
+
+#[test]
+fn the_must_run_variable_is_bands() {
+    assert_eq!(band_test::MUST_RUN, band::proto::env::TEST_MUST_RUN);
+}

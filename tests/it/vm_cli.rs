@@ -1,0 +1,126 @@
+//! `band setup`, `band vm`, `band doctor` and VM targets without a VM: what a user sees before
+//! anything is set up (fast; the VM itself is exercised by `vm_e2e`).
+
+use std::path::Path;
+
+use band_test::{Band, Output, band_snapshot};
+
+use crate::common::{band_exe, repo};
+
+/// `band <args>` from the repository with its own data folder `data` and config file
+/// `data/config.toml` (absent): nothing set up.
+fn band(args: &[&str], data: &Path) -> (i32, String, String) {
+    output(args, data).parts()
+}
+
+fn output(args: &[&str], data: &Path) -> Output {
+    Band::new(band_exe(), data)
+        .env("BAND_CONFIG", data.join("config.toml"))
+        .output(args, repo())
+}
+
+#[test]
+fn vm_targets_without_setup_are_user_errors_with_a_hint() {
+    let t = tempfile::tempdir().expect("tmp");
+    let data = t.path().to_str().expect("utf-8");
+    let filters = [(data, "[DATA]")];
+    band_snapshot!(
+        output(
+            &["run", "--target", "qemu", "text/count", "--text=x"],
+            t.path()
+        ),
+        "qemu_not_running",
+        &filters
+    );
+    band_snapshot!(
+        output(
+            &[
+                "run",
+                "--target",
+                "ssh://me@box.invalid",
+                "text/count",
+                "--text=x",
+            ],
+            t.path(),
+        ),
+        "ssh_not_set_up",
+        &filters
+    );
+    band_snapshot!(
+        output(
+            &["run", "--target", "lima", "text/count", "--text=x"],
+            t.path()
+        ),
+        "lima_not_set_up",
+        &filters
+    );
+}
+
+#[test]
+fn setup_checks_its_arguments_before_doing_anything() {
+    let t = tempfile::tempdir().expect("tmp");
+    let data = t.path().to_str().expect("utf-8");
+    let filters = [(data, "[DATA]")];
+    for (args, name) in [
+        (&["setup", "--driver", "ssh"][..], "setup_ssh_without_host"),
+        (
+            &["setup", "--driver", "ssh", "--host", "nouser"][..],
+            "setup_ssh_host_without_user",
+        ),
+        (
+            &["setup", "--driver", "qemu", "--host", "a@b"][..],
+            "setup_host_for_qemu",
+        ),
+        (
+            &["setup", "--driver", "qemu", "--memory", "12k"][..],
+            "setup_memory_too_small",
+        ),
+    ] {
+        band_snapshot!(output(args, t.path()), name, &filters);
+    }
+    assert!(
+        !t.path().join("vm/images").exists(),
+        "nothing may be built after a usage error"
+    );
+}
+
+#[test]
+fn vm_status_of_nothing_is_absent() {
+    let t = tempfile::tempdir().expect("tmp");
+    let (code, out, err) = band(&["vm", "status", "--driver", "qemu", "--json"], t.path());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["state"], "absent");
+    assert_eq!(v["image"], serde_json::Value::Null);
+    let (code, _, err) = band(&["vm", "ssh", "--driver", "qemu"], t.path());
+    assert_eq!(code, 2, "{err}");
+    // Stopping or destroying nothing is not an error.
+    assert_eq!(band(&["vm", "stop", "--driver", "qemu"], t.path()).0, 0);
+    assert_eq!(band(&["vm", "destroy", "--driver", "qemu"], t.path()).0, 0);
+}
+
+#[test]
+fn doctor_reports_every_check_as_json() {
+    let t = tempfile::tempdir().expect("tmp");
+    let (code, out, err) = band(&["doctor", "--json"], t.path());
+    assert!(code == 0 || code == 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let checks = v["checks"].as_array().expect("checks");
+    let names: Vec<&str> = checks.iter().filter_map(|c| c["name"].as_str()).collect();
+    for want in ["host", "accelerator", "ssh-keygen", "free disk", "qemu VM"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for c in checks {
+        assert!(
+            ["ok", "warn", "fail", "skip"].contains(&c["level"].as_str().unwrap_or("")),
+            "{c}"
+        );
+        if c["level"] == "fail" {
+            assert!(
+                c["fix"].is_string(),
+                "a failed check says how to fix it: {c}"
+            );
+        }
+    }
+    assert_eq!(v["ok"], code == 0);
+}
