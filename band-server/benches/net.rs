@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use band::policy::net::NetMatcher;
-use band_server::net::nft::Nft;
-use band_server::net::{NetLayer, NetSetup};
+use band_server::layers::net::nft::Nft;
+use band_server::layers::net::{NetLayer, NetSetup};
 
 const ITERATIONS: usize = 40;
 /// A stub slot outside the uid pool (0..64), so a live run never holds its address.

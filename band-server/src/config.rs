@@ -240,7 +240,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
         dns_upstream: raw
             .dns_upstream
             .iter()
-            .map(|s| crate::net::parse_resolver(s).ok_or_else(|| format!("`dns_upstream`: `{s}` is not an address like 192.0.2.53 or [2001:db8::53]:53")))
+            .map(|s| crate::layers::net::parse_resolver(s).ok_or_else(|| format!("`dns_upstream`: `{s}` is not an address like 192.0.2.53 or [2001:db8::53]:53")))
             .collect::<Result<_, _>>()?,
         defaults,
         caps,

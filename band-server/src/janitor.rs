@@ -8,7 +8,7 @@
 //! 2. Remove run directories that no live lease names.
 //! 3. Kill and remove stale cgroups that no live lease names.
 //! 4. Remove the program directories (`execcache`, `/band/x`) that no live lease names, and
-//!    the whiteout layers ([`crate::maskcache`]) that dead runs were building (listed
+//!    the whiteout layers ([`crate::layers::fs::maskcache`]) that dead runs were building (listed
 //!    before the leases are read, like the run directories).
 //! 5. Delete the nftables tables (`band_<run>`) of runs that no live lease names. The tables are
 //!    listed before the leases are read, so a run that starts meanwhile is never touched.
@@ -20,10 +20,11 @@ use std::fs::{self, File};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cgroup::{Hierarchy, RunCgroup};
-use crate::net::nft::Nft;
-use crate::uidpool::{self, POOL_SIZE};
-use crate::{sys, workdir};
+use crate::layers::cgroup::{Hierarchy, RunCgroup};
+use crate::layers::fs::workdir;
+use crate::layers::identity::uidpool::{self, POOL_SIZE};
+use crate::layers::net::nft::Nft;
+use crate::sys;
 
 /// What the janitor did, for the log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -107,7 +108,7 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&N
     if let Some(run) = run.filter(|r| crate::request::validate_run_id(r).is_ok()) {
         // Its processes are dead: the run's table (if it had network) can go.
         if let Some(nft) = nft {
-            let table = crate::net::nft::table_name(&run);
+            let table = crate::layers::net::nft::table_name(&run);
             if nft.list_table(&table).is_ok() {
                 match nft.delete_table(&table) {
                     Ok(()) => report.removed_tables.push(table),
@@ -158,8 +159,8 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         })
         .unwrap_or_default();
     // Listed before the leases are read too: a run holds its lease before it makes either.
-    let exec_dirs = crate::execcache::run_dirs(state);
-    let mask_builds = crate::maskcache::builds(state);
+    let exec_dirs = crate::layers::cli::execcache::run_dirs(state);
+    let mask_builds = crate::layers::fs::maskcache::builds(state);
     let hierarchy = Hierarchy::detect_system().ok();
     let stale_cgroups = hierarchy
         .as_ref()
@@ -232,7 +233,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     }
     for run in exec_dirs {
         if !live.contains(&run)
-            && let Err(e) = crate::execcache::remove_stale(state, &run)
+            && let Err(e) = crate::layers::cli::execcache::remove_stale(state, &run)
         {
             report.errors.push(e.to_string());
         }
@@ -257,7 +258,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         }
     }
     if let Some(nft) = scan {
-        let (removed, errors) = crate::net::remove_stale_tables(nft, &tables, &live);
+        let (removed, errors) = crate::layers::net::remove_stale_tables(nft, &tables, &live);
         report.removed_tables.extend(
             removed
                 .into_iter()

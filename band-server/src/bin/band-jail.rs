@@ -21,7 +21,8 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 
 use band::proto::{self, Layer};
-use band_server::{bwrap, seccomp, sys};
+use band_server::layers::process::{bwrap, seccomp};
+use band_server::sys;
 
 const EXIT_JAIL: i32 = 125;
 

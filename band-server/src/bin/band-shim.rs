@@ -2,7 +2,7 @@
 //! here; `argv[0]`'s last path component names the command.
 //!
 //! 1. Take the name `band/shim`: band-server only talks to a shim past that point (see
-//!    `band_server::shim` for why). Inherited descriptors stay open: the command gets them, as
+//!    `band_server::layers::cli::shim` for why). Inherited descriptors stay open: the command gets them, as
 //!    it would without the shim (`diff <(…) <(…)` passes `/dev/fd/63`).
 //! 2. Send argv over `/band/sock` (after band-server's nonce) and wait for the verdict. If there
 //!    is none, refuse to run anything (fail closed).
@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
-use band_server::shim::{self, ShimRequest, Verdict};
+use band_server::layers::cli::shim::{self, ShimRequest, Verdict};
 use band_server::sys;
 
 const SOCK: &str = "/band/sock";

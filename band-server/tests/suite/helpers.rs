@@ -281,7 +281,7 @@ pub fn pids_of_uid(uid: u32) -> Vec<i32> {
 /// The uid of `band-run-N`.
 pub fn uid_of(user: &str) -> Option<u32> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    band_server::uidpool::parse_passwd_entry(&passwd, user).map(|(u, _)| u)
+    band_server::layers::identity::uidpool::parse_passwd_entry(&passwd, user).map(|(u, _)| u)
 }
 
 pub fn state_dir() -> PathBuf {

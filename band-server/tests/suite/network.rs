@@ -206,7 +206,7 @@ fn net_policy(allow: &[&str], deny: &[&str]) -> Policy {
 
 fn band_tables() -> BTreeSet<String> {
     let text = out(&["nft", "-j", "list", "tables"]);
-    band_server::net::nft::parse_tables_json(&text)
+    band_server::layers::net::nft::parse_tables_json(&text)
         .unwrap_or_default()
         .into_iter()
         .filter(|t| t.starts_with("band_"))

@@ -628,13 +628,13 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     let first = run(&request("#!/bin/sh\nexit 0\n", policy()));
     assert_eq!(first.result.status, Status::Ok, "{first:#?}");
     // No declared command: every scanned file is masked.
-    let masked = band_server::execmask::apply_exemptions(
-        &band_server::execmask::load_or_scan(state),
+    let masked = band_server::layers::fs::execmask::apply_exemptions(
+        &band_server::layers::fs::execmask::load_or_scan(state),
         &[],
         &[],
     );
     let mut layers = Vec::new();
-    for root in band_server::execmask::LIB_ROOTS {
+    for root in band_server::layers::fs::execmask::LIB_ROOTS {
         let rels: Vec<&std::path::Path> = masked
             .iter()
             .filter_map(|m| m.strip_prefix(root).ok())
@@ -642,8 +642,8 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
         if rels.is_empty() {
             continue;
         }
-        let layer =
-            band_server::maskcache::cache_dir(state).join(band_server::maskcache::key(root, &rels));
+        let layer = band_server::layers::fs::maskcache::cache_dir(state)
+            .join(band_server::layers::fs::maskcache::key(root, &rels));
         for rel in &rels {
             let m = std::fs::symlink_metadata(layer.join(rel))
                 .unwrap_or_else(|e| panic!("{}: {e}", layer.join(rel).display()));
@@ -672,7 +672,7 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
         );
     }
     let ours = [first.result.run_id.clone(), second.result.run_id.clone()];
-    let left: Vec<_> = band_server::maskcache::builds(state)
+    let left: Vec<_> = band_server::layers::fs::maskcache::builds(state)
         .into_iter()
         .filter(|(_, run)| ours.contains(run))
         .collect();
@@ -921,9 +921,10 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     );
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     assert!(!mounts.contains(&run_id), "mount left");
-    let h = band_server::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
+    let h =
+        band_server::layers::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        !band_server::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
+        !band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
         "cgroup left"
     );
 }
@@ -1113,8 +1114,11 @@ git status >/dev/null 2>&1; echo "denied=$?"
 fn privileged_janitor_kills_leftovers_of_a_free_slot() {
     privileged!();
     // Make sure the last slot's user exists, then start a stray process as it with no lease.
-    let user = band_server::uidpool::user_name(band_server::uidpool::POOL_SIZE - 1);
-    let (uid, gid) = band_server::uidpool::ensure_user(&user).unwrap_or_else(|e| panic!("{e}"));
+    let user = band_server::layers::identity::uidpool::user_name(
+        band_server::layers::identity::uidpool::POOL_SIZE - 1,
+    );
+    let (uid, gid) = band_server::layers::identity::uidpool::ensure_user(&user)
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut stray = std::process::Command::new("setpriv")
         .args([
             format!("--reuid={uid}"),
@@ -1124,7 +1128,10 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         .args(["sleep", "1000"])
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    let lease = band_server::uidpool::lease_path(&state_dir(), band_server::uidpool::POOL_SIZE - 1);
+    let lease = band_server::layers::identity::uidpool::lease_path(
+        &state_dir(),
+        band_server::layers::identity::uidpool::POOL_SIZE - 1,
+    );
     std::fs::create_dir_all(lease.parent().unwrap_or(&state_dir()))
         .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::OpenOptions::new()

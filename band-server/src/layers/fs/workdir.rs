@@ -179,7 +179,7 @@ impl RunDir {
     /// For each library tree with masked files, mount a read-only overlay at `lib/<n>`: a layer
     /// of whiteouts (one per masked file, so those files do not exist at all) over the host
     /// tree. One mount per tree, so bubblewrap's cost does not grow with the number of masks.
-    /// The layer comes from [`crate::maskcache`] (built once, shared by later runs); only when
+    /// The layer comes from [`crate::layers::fs::maskcache`] (built once, shared by later runs); only when
     /// that cache is full is it built here, in the run's own directory.
     fn mask_libraries(
         &mut self,
@@ -189,7 +189,7 @@ impl RunDir {
     ) -> SetupResult<()> {
         let fsl = Layer::Filesystem;
         mkdir(&self.root.join("lib"), 0o755, None)?;
-        for (i, root) in crate::execmask::LIB_ROOTS.iter().enumerate() {
+        for (i, root) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
             let Ok(meta) = fs::symlink_metadata(root) else {
                 continue;
             };
@@ -203,15 +203,16 @@ impl RunDir {
             if mine.is_empty() {
                 continue;
             }
-            let layer = match crate::maskcache::shared_layer(state, run_id, i, root, &mine)? {
-                Some(shared) => shared,
-                None => {
-                    let private = self.root.join("lib").join(format!("mask{i}"));
-                    mkdir(&private, 0o755, None)?;
-                    crate::maskcache::build_layer(&private, &mine)?;
-                    private
-                }
-            };
+            let layer =
+                match crate::layers::fs::maskcache::shared_layer(state, run_id, i, root, &mine)? {
+                    Some(shared) => shared,
+                    None => {
+                        let private = self.root.join("lib").join(format!("mask{i}"));
+                        mkdir(&private, 0o755, None)?;
+                        crate::layers::fs::maskcache::build_layer(&private, &mine)?;
+                        private
+                    }
+                };
             let target = self.root.join("lib").join(i.to_string());
             mkdir(&target, 0o755, None)?;
             sys::mount_overlay_ro(&target, &[&layer, Path::new(root)])

@@ -7,7 +7,7 @@
 //!    workspace paths, secrets, limits, policy compilation, CLI binaries, host mounts.
 //! 2. Identity: lease a pool uid.
 //! 3. cgroup with the effective limits.
-//! 4. Network, when `allow.net` is not empty: the run's nftables table and DNS stub ([`net`]).
+//! 4. Network, when `allow.net` is not empty: the run's nftables table and DNS stub ([`crate::layers::net`]).
 //! 5. Run directory (tmpfs), shim policy, wrappers, report socket.
 //! 6. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
 //!    jail's status pipe on fd 4; stream stdout/stderr and CLI reports until it exits or the wall
@@ -34,20 +34,20 @@ use band::proto::{
     self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status,
 };
 
-use crate::bwrap::{self, BinaryBind, ExtraBind, SandboxPlan};
-use crate::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
 use crate::collect::{self, Capture, Facts, Output};
 use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::execcache::{self, ExecDir};
-use crate::execmask;
-use crate::net::{self, NetLayer, NetSetup, dns::Lookup, nft::Nft};
-use crate::reports::{PeerCheck, Report, ReportListener};
+use crate::layers::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
+use crate::layers::cli::execcache::{self, ExecDir};
+use crate::layers::cli::reports::{PeerCheck, Report, ReportListener};
+use crate::layers::cli::shim::{self, CliRules, ShimPolicy};
+use crate::layers::fs::execmask;
+use crate::layers::fs::workdir::{self, HostMount, RunDir, RunDirSpec};
+use crate::layers::identity::uidpool::{self, Lease};
+use crate::layers::net::{self, NetLayer, NetSetup, dns::Lookup, nft::Nft};
+use crate::layers::process::bwrap::{self, BinaryBind, ExtraBind, SandboxPlan};
 use crate::request::{self, DecodedFile};
-use crate::shim::{self, CliRules, ShimPolicy};
 use crate::sys::{self, PreExec};
-use crate::uidpool::{self, Lease};
-use crate::workdir::{self, HostMount, RunDir, RunDirSpec};
 
 /// Where host binaries are looked up, in order.
 pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
@@ -775,7 +775,7 @@ fn execute_inner(
     let check = PeerCheck::for_shim(&shim_copy.path, uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let report_tx = Mutex::new(tx.clone());
-    let on_report: crate::reports::OnReport = std::sync::Arc::new(move |r| {
+    let on_report: crate::layers::cli::reports::OnReport = std::sync::Arc::new(move |r| {
         if let Ok(tx) = report_tx.lock() {
             let _ = tx.send(Msg::Report(r));
         }

@@ -4,7 +4,7 @@
 //! Every wrapped name is band-shim, in `/band/bin` (the `PATH`) and in `/usr/bin` alike, so a
 //! command is judged however it is called: by name, by absolute path, through `env`, `xargs`,
 //! `find -exec` or `bash -c`. The real programs are hidden in `/band/x` (see
-//! [`crate::execcache`]); band-server tells a verified shim where its program is, and only when
+//! [`crate::layers::cli::execcache`]); band-server tells a verified shim where its program is, and only when
 //! the call is allowed.
 //!
 //! Protocol (one connection per call, lines of UTF-8):
@@ -16,7 +16,7 @@
 //! server {"exec":"/band/x/<hex>/<name>"}\n           or {"denied":{"message":…,"code":126}}
 //! ```
 //!
-//! band-server checks the peer twice (see [`crate::reports`]). When it connects (`SO_PEERCRED`):
+//! band-server checks the peer twice (see [`crate::layers::cli::reports`]). When it connects (`SO_PEERCRED`):
 //! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim` (a name with
 //! a `/`, which no `exec` can give: the process set it itself, so it is running band-shim's code),
 //! and every file it maps band-shim or a system library; only then is the nonce sent. For the
@@ -38,7 +38,7 @@ use band::policy::cli::CliMatcher;
 use band::proto::CliCall;
 use serde::{Deserialize, Serialize};
 
-use crate::execcache::ExecTable;
+use crate::layers::cli::execcache::ExecTable;
 
 /// Always available (when present on the host) so ordinary shell scripts work. Not
 /// pattern-checked unless declared in `allow.cli`; a `deny.cli` rule still applies; every call is
@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn table() -> ExecTable {
-        use crate::execcache::{Program, Shebang};
+        use crate::layers::cli::execcache::{Program, Shebang};
         let prog = |p: &str, script: Option<(&str, Option<&str>)>| Program {
             path: p.into(),
             script: script.map(|(i, a)| Shebang {

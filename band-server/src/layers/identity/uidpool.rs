@@ -142,7 +142,9 @@ fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
             // (The janitor pass before every run already did this with the configured nft; a
             // lease that died since is cleaned here with the default one.)
             let nft = Path::new(crate::config::DEFAULT_NFT);
-            let nft = nft.is_file().then(|| crate::net::nft::Nft::new(nft));
+            let nft = nft
+                .is_file()
+                .then(|| crate::layers::net::nft::Nft::new(nft));
             crate::janitor::clean_dead_lease(state, slot, &mut file, nft.as_ref());
         }
         file.set_len(0)

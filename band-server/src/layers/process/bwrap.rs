@@ -238,7 +238,7 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         &mut a,
         "--ro-bind",
         plan.exec_dir.clone().into_os_string(),
-        crate::execcache::SANDBOX_EXEC.into(),
+        crate::layers::cli::execcache::SANDBOX_EXEC.into(),
     );
     bind(
         &mut a,

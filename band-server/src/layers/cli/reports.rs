@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use band::proto::CliCall;
 
-use crate::execcache::ExecTable;
-use crate::shim::{self, CliRules, ShimRequest, Verdict};
+use crate::layers::cli::execcache::ExecTable;
+use crate::layers::cli::shim::{self, CliRules, ShimRequest, Verdict};
 use crate::sys;
 
 /// Longest report line accepted (argv can be long, but not unbounded).
@@ -169,7 +169,7 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String>
 }
 
 fn nonce() -> std::io::Result<String> {
-    Ok(crate::execcache::random_hex(1)?.remove(0))
+    Ok(crate::layers::cli::execcache::random_hex(1)?.remove(0))
 }
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded
@@ -418,7 +418,7 @@ mod tests {
 
     #[test]
     fn judge_records_then_answers() {
-        use crate::execcache::Program;
+        use crate::layers::cli::execcache::Program;
         let rules = CliRules::new(&["jq -r *".to_string()], &[], &["cat".to_string()])
             .unwrap_or_else(|e| panic!("{e}"));
         let table = ExecTable::from([

@@ -1,4 +1,4 @@
-//! Whiteout layers for the masked library trees ([`crate::execmask`]), kept between runs.
+//! Whiteout layers for the masked library trees ([`crate::layers::fs::execmask`]), kept between runs.
 //!
 //! A run hides the ELF executables of a library tree with a read-only overlay whose top layer
 //! holds one whiteout per masked file. That layer depends only on the tree and the set of masked

@@ -11,12 +11,12 @@
 //!   The kernel marks a process whose program it could not read as not dumpable, so nothing of
 //!   the run's uid can open its `/proc/<pid>/exe`, `maps` or `mem` and `exec` the file from
 //!   there, or `ld.so` it. `#!` scripts are copied `0555` (their interpreter must read them);
-//!   how their calls are judged is in [`crate::shim::resolve_call`].
+//!   how their calls are judged is in [`crate::layers::cli::shim::resolve_call`].
 //! - **Unlisted, unguessable places.** Per run, `<state>/exec/runs/<run>/` (mode `0111`) holds
 //!   one directory per program named by 128 random bits (also `0111`), with the copy hardlinked in
 //!   it. It is bound whole at `/band/x`, so `/proc/self/mountinfo` shows only `/band/x`. A script
 //!   can neither list these directories nor guess a name; band-server tells a program's path only
-//!   to a verified band-shim process, in the answer to its report (see [`crate::reports`]).
+//!   to a verified band-shim process, in the answer to its report (see [`crate::layers::cli::reports`]).
 //!
 //! band-shim itself is cached the same way (execute-only), so it is not dumpable from its first
 //! instruction.

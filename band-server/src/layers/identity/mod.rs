@@ -1,0 +1,3 @@
+//! Identity: the run's uid, leased from a pool of per-run users.
+
+pub mod uidpool;
