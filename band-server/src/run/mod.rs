@@ -422,8 +422,8 @@ impl RunGuard {
         }
         if let Some(lease) = &self.lease {
             // Belt and braces: nothing of the run's uid may survive, inside the cgroup or not.
-            crate::janitor::kill_uids(&BTreeSet::from([lease.uid]));
-            let left = crate::janitor::pids_of_uids(&BTreeSet::from([lease.uid]));
+            crate::layers::identity::procs::kill_uids(&BTreeSet::from([lease.uid]));
+            let left = crate::layers::identity::procs::pids_of_uids(&BTreeSet::from([lease.uid]));
             if !left.is_empty() {
                 errors.push(format!("processes {left:?} of uid {} survived", lease.uid));
                 all_dead = false;
@@ -641,7 +641,15 @@ fn execute_inner(
     let rules = CliRules::from_policy(&cli.policy).map_err(|m| SetupError::new(Layer::Cli, m))?;
 
     // 2. Identity.
-    let lease = uidpool::acquire(&cfg.state_dir, &req.run_id)?;
+    // A lease whose owner died mid-run is cleaned first. (The janitor pass before every run
+    // already did this with the configured nft; a lease that died since is cleaned here with the
+    // default one.)
+    let on_dead = |slot: u32, file: &mut File| {
+        let nft = Path::new(crate::config::DEFAULT_NFT);
+        let nft = nft.is_file().then(|| Nft::new(nft));
+        crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.as_ref());
+    };
+    let lease = uidpool::acquire(&cfg.state_dir, &req.run_id, &on_dead)?;
     let (uid, gid, user) = (lease.uid, lease.gid, lease.user.clone());
     guard.lease = Some(lease);
 

@@ -275,7 +275,7 @@ pub fn run(req: &RunRequest) -> Outcome {
 
 /// Pids whose real/effective/saved uid is `uid`.
 pub fn pids_of_uid(uid: u32) -> Vec<i32> {
-    band_server::janitor::pids_of_uids(&std::collections::BTreeSet::from([uid]))
+    band_server::layers::identity::procs::pids_of_uids(&std::collections::BTreeSet::from([uid]))
 }
 
 /// The uid of `band-run-N`.

@@ -99,8 +99,12 @@ pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
     parse_lease(&s)
 }
 
+/// What to do with a slot whose previous owner died mid-run (the lock was free, the file still
+/// names a run): the janitor's cleanup, passed in by the caller.
+pub type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File);
+
 /// Lease the first free slot for `run_id`, creating its user if needed.
-pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
+pub fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
     let dir = leases_dir(state);
     fs::create_dir_all(&dir).layer(
         Layer::Identity,
@@ -113,7 +117,7 @@ pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
     // Every slot can be briefly locked by a janitor pass of another starting server: retry.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        if let Some(lease) = try_acquire(state, run_id)? {
+        if let Some(lease) = try_acquire(state, run_id, on_dead)? {
             return Ok(lease);
         }
         if std::time::Instant::now() > deadline {
@@ -127,7 +131,7 @@ pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
     }
 }
 
-fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
+fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Option<Lease>> {
     for slot in 0..POOL_SIZE {
         let mut file = open_lock(state, slot)
             .layer(Layer::Identity, format!("failed to open lease {slot}"))?;
