@@ -143,13 +143,7 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
         if read_lease(&mut file).is_some() {
             // The previous owner died without cleaning up; leave the slot to the janitor rather
             // than reuse a uid that may still have processes.
-            // (The janitor pass before every run already did this with the configured nft; a
-            // lease that died since is cleaned here with the default one.)
-            let nft = Path::new(crate::config::DEFAULT_NFT);
-            let nft = nft
-                .is_file()
-                .then(|| crate::layers::net::nft::Nft::new(nft));
-            crate::janitor::clean_dead_lease(state, slot, &mut file, nft.as_ref());
+            on_dead(slot, &mut file);
         }
         file.set_len(0)
             .layer(Layer::Identity, "failed to truncate lease")?;
