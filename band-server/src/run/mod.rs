@@ -37,7 +37,7 @@ use band::proto::{
 use crate::collect::{self, Capture, Facts, Output};
 use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layers::cgroup::{CgroupLimits, Hierarchy, RunCgroup};
+use crate::layers::cgroup::{CgroupLimits, Hierarchy, KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::execcache::{self, ExecDir};
 use crate::layers::cli::reports::{PeerCheck, Report, ReportListener};
 use crate::layers::cli::shim::{self, CliRules, ShimPolicy};
@@ -46,6 +46,7 @@ use crate::layers::fs::workdir::{self, HostMount, RunDir, RunDirSpec};
 use crate::layers::identity::uidpool::{self, Lease};
 use crate::layers::net::{self, NetLayer, NetSetup, dns::Lookup, nft::Nft};
 use crate::layers::process::bwrap::{self, BinaryBind, ExtraBind, SandboxPlan};
+use crate::layers::{Built, Teardown};
 use crate::request::{self, DecodedFile};
 use crate::sys::{self, PreExec};
 
@@ -53,8 +54,6 @@ use crate::sys::{self, PreExec};
 pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
 /// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
 const MAX_CALLS_KEPT: usize = 10_000;
-/// How long to wait for everything to die when killing the cgroup.
-const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The helper binaries band-server puts in every sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -393,83 +392,49 @@ pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> Setu
 }
 
 /// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
-/// during a panic).
+/// during a panic): first every layer stops what runs (the cgroup is killed, then the uid's
+/// processes), then bubblewrap is reaped, then every layer removes what it built.
 #[derive(Default)]
 pub struct RunGuard {
     pub child: Option<Child>,
-    pub listener: Option<ReportListener>,
-    pub cgroup: Option<RunCgroup>,
-    pub dir: Option<RunDir>,
-    pub exec: Option<ExecDir>,
-    pub lease: Option<Lease>,
-    pub net: Option<NetLayer>,
+    built: Vec<Box<dyn Built>>,
 }
 
 impl RunGuard {
+    /// Keep a built layer, to be torn down before everything kept earlier.
+    pub fn push<T: Built + 'static>(&mut self, layer: T) {
+        self.built.push(Box::new(layer));
+    }
+
+    /// The built layer of type `T`, if any.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.built.iter().find_map(|b| b.as_any().downcast_ref())
+    }
+
+    pub fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
+        self.built
+            .iter_mut()
+            .find_map(|b| b.as_any_mut().downcast_mut())
+    }
+
     /// Kill and remove everything. Returns the problems met (logged by the caller).
     pub fn teardown(&mut self) -> Vec<String> {
-        let mut errors = Vec::new();
-        let mut all_dead = true;
-        if let Some(cg) = &self.cgroup
-            && let Err(e) = cg.kill_all(KILL_DEADLINE)
-        {
-            errors.push(format!("cgroup: {e}"));
-            all_dead = false;
+        let mut t = Teardown {
+            processes_dead: true,
+            clean: true,
+            errors: Vec::new(),
+        };
+        for b in self.built.iter_mut().rev() {
+            b.stop(&mut t);
         }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Some(lease) = &self.lease {
-            // Belt and braces: nothing of the run's uid may survive, inside the cgroup or not.
-            crate::layers::identity::procs::kill_uids(&BTreeSet::from([lease.uid]));
-            let left = crate::layers::identity::procs::pids_of_uids(&BTreeSet::from([lease.uid]));
-            if !left.is_empty() {
-                errors.push(format!("processes {left:?} of uid {} survived", lease.uid));
-                all_dead = false;
-            }
+        while let Some(b) = self.built.pop() {
+            b.teardown(&mut t);
         }
-        if let Some(mut net) = self.net.take() {
-            if all_dead {
-                if let Err(e) = net.teardown() {
-                    errors.push(format!("network: {e}"));
-                }
-            } else {
-                // A survivor keeps its restrictions: the janitor deletes the table once the
-                // uid's processes are gone.
-                net.abandon();
-            }
-        }
-        if let Some(mut l) = self.listener.take() {
-            l.stop();
-        }
-        if let Some(cg) = self.cgroup.take()
-            && let Err(e) = cg.remove()
-        {
-            errors.push(format!("cgroup: {e}"));
-        }
-        if let Some(mut dir) = self.dir.take()
-            && let Err(e) = dir.teardown()
-        {
-            errors.push(e.to_string());
-            all_dead = false;
-        }
-        if let Some(exec) = self.exec.take()
-            && let Err(e) = exec.remove()
-        {
-            errors.push(format!("programs: {e}"));
-            all_dead = false;
-        }
-        if let Some(lease) = self.lease.take() {
-            if all_dead {
-                lease.release();
-            } else {
-                // Keep the run named in the lease file: the janitor finishes the job once this
-                // process has exited and the lock is free.
-                drop(lease);
-            }
-        }
-        errors
+        t.errors
     }
 }
 
@@ -651,17 +616,17 @@ fn execute_inner(
     };
     let lease = uidpool::acquire(&cfg.state_dir, &req.run_id, &on_dead)?;
     let (uid, gid, user) = (lease.uid, lease.gid, lease.user.clone());
-    guard.lease = Some(lease);
+    guard.push(lease);
 
     // 3. cgroup.
     let hierarchy =
         Hierarchy::detect_system().layer(Layer::Cgroup, "no usable cgroup hierarchy")?;
     let cg = RunCgroup::create(&hierarchy, &req.run_id, &cgroup_limits(&limits))
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let join_files = cg.join_files();
     // Guarded before anything else can fail, so a failure below still removes it.
-    let cg = guard.cgroup.insert(cg);
-    let procs = cg
-        .join_files()
+    guard.push(cg);
+    let procs = join_files
         .iter()
         .map(|p| {
             OpenOptions::new()
@@ -687,7 +652,7 @@ fn execute_inner(
                     let _ = tx.send(Msg::Dns(l.clone()));
                 }
             });
-        let slot = guard.lease.as_ref().map(|l| l.slot).unwrap_or(0);
+        let slot = guard.get::<Lease>().map(|l| l.slot).unwrap_or(0);
         let layer = NetLayer::setup(NetSetup {
             run_id: &req.run_id,
             uid,
@@ -702,9 +667,9 @@ fn execute_inner(
             SetupError::new(Layer::Network, e)
                 .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
         })?;
-        guard.net = Some(layer);
+        guard.push(layer);
     }
-    let resolv_conf = guard.net.as_ref().map(NetLayer::resolv_conf);
+    let resolv_conf = guard.get::<NetLayer>().map(NetLayer::resolv_conf);
 
     // 5. Filesystem and CLI layer. The programs first: hardlinks of execute-only copies, under
     // names only band-shim is told (see `execcache`).
@@ -719,11 +684,9 @@ fn execute_inner(
         .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let table = exec.table.clone();
     let exec_dir = exec.root.clone();
-    let shim_copy = guard
-        .exec
-        .insert(exec)
-        .cached_copy(execcache::SHIM_NAME, &helpers.shim)
-        .layer(Layer::Cli, "failed to cache band-shim")?;
+    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &helpers.shim);
+    guard.push(exec);
+    let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
     let entry_data = bundle
         .iter()
         .find(|f| f.path == req.entry)
@@ -773,13 +736,13 @@ fn execute_inner(
         lib_binds: dir.lib_binds.clone(),
         entry: req.entry.clone(),
         has_config: config_json.is_some(),
-        share_net: guard.net.is_some(),
-        ipc_scope_required: guard.net.is_some() && cfg.require_ipc_scope,
+        share_net: guard.get::<NetLayer>().is_some(),
+        ipc_scope_required: guard.get::<NetLayer>().is_some() && cfg.require_ipc_scope,
     };
     let lib_trees: Vec<PathBuf> = plan.lib_binds.iter().map(|(_, p)| p.clone()).collect();
     let sock = dir.sock();
     let run_dir = dir.root.clone();
-    guard.dir = Some(dir);
+    guard.push(dir);
     let check = PeerCheck::for_shim(&shim_copy.path, uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let report_tx = Mutex::new(tx.clone());
@@ -788,7 +751,7 @@ fn execute_inner(
             let _ = tx.send(Msg::Report(r));
         }
     });
-    guard.listener = Some(
+    guard.push(
         ReportListener::start(&sock, gid, check, rules, table, on_report)
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
@@ -845,12 +808,12 @@ fn execute_inner(
     let exit = run_loop(&rx, guard, sink, &mut st, deadline);
     let run_ms = run_start.elapsed().as_millis() as u64;
     // Anything still alive (daemonised children) dies now, then the pipes reach EOF.
-    let stats = guard.cgroup.as_ref().map(|cg| {
+    let stats = guard.get::<RunCgroup>().map(|cg| {
         let _ = cg.kill_all(KILL_DEADLINE);
         cg.stats()
     });
     drain(&rx, sink, &mut st, Duration::from_secs(2));
-    if let Some(l) = guard.listener.as_mut() {
+    if let Some(l) = guard.get_mut::<ReportListener>() {
         l.stop();
     }
     drain(&rx, sink, &mut st, Duration::ZERO);
@@ -900,7 +863,7 @@ fn execute_inner(
     let changed = collect::changed_files(&found, &workspace);
     let written = collect::written_entries(&changed, &compiled.write);
     let mut insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
-    let network = guard.net.as_ref().map(|n| {
+    let network = guard.get::<NetLayer>().map(|n| {
         let (report, lookups, seen) = n.report();
         insist_missing.extend(net::insist_missing(&req.policy.insist.net, &lookups, &seen));
         for f in &report.denied {
@@ -1206,14 +1169,14 @@ fn run_loop(
             return Some(status);
         }
         let now = Instant::now();
-        if let Some(n) = &guard.net
+        if let Some(n) = guard.get::<NetLayer>()
             && now >= next_watch
         {
             next_watch = now + net::WATCH_INTERVAL;
             if !n.table_present() {
                 // Fail closed: without its table the run's uid would reach everything.
                 st.net_lost = true;
-                if let Some(cg) = &guard.cgroup {
+                if let Some(cg) = guard.get::<RunCgroup>() {
                     let _ = cg.kill_all(KILL_DEADLINE);
                 }
                 return guard.child.take().and_then(|mut c| {
@@ -1228,7 +1191,7 @@ fn run_loop(
                 limit: "runtime".into(),
                 detail: "maxRuntimeMs reached; the run was killed".into(),
             });
-            if let Some(cg) = &guard.cgroup {
+            if let Some(cg) = guard.get::<RunCgroup>() {
                 let _ = cg.kill_all(KILL_DEADLINE);
             }
             let status = guard.child.take().and_then(|mut c| {

@@ -826,6 +826,79 @@ impl RunCgroup {
     }
 }
 
+/// How long a run's teardown waits for everything in its cgroup to die.
+pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The cgroup layer.
+pub struct Cgroup;
+
+impl crate::layers::RunLayer for Cgroup {
+    fn list_stale(
+        &self,
+        host: &crate::layers::Host<'_>,
+        report: &mut crate::layers::Report,
+    ) -> Vec<crate::layers::Stale> {
+        let _ = report;
+        host.hierarchy
+            .as_ref()
+            .map(RunCgroup::list_stale)
+            .unwrap_or_default()
+            .into_iter()
+            .map(crate::layers::Stale::run)
+            .collect()
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::layers::Host<'_>,
+        run: &str,
+        report: &mut crate::layers::Report,
+    ) {
+        if let Some(h) = &host.hierarchy {
+            match RunCgroup::open(h, run).and_then(|cg| cg.remove()) {
+                Ok(()) => report.removed_cgroups.push(run.to_string()),
+                Err(e) => report.errors.push(format!("cgroup {run}: {e}")),
+            }
+        }
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::layers::Host<'_>,
+        item: &crate::layers::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::layers::Report,
+    ) {
+        let name = &item.run;
+        if live.contains(name) || report.removed_cgroups.contains(name) {
+            return;
+        }
+        if let Some(h) = &host.hierarchy {
+            match RunCgroup::open(h, name).and_then(|cg| cg.remove()) {
+                Ok(()) => report.removed_cgroups.push(name.clone()),
+                Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
+            }
+        }
+    }
+}
+
+impl crate::layers::Built for RunCgroup {
+    fn stop(&mut self, t: &mut crate::layers::Teardown) {
+        if let Err(e) = self.kill_all(KILL_DEADLINE) {
+            t.errors.push(format!("cgroup: {e}"));
+            t.processes_dead = false;
+        }
+    }
+
+    fn teardown(self: Box<Self>, t: &mut crate::layers::Teardown) {
+        if let Err(e) = self.remove() {
+            t.errors.push(format!("cgroup: {e}"));
+        }
+    }
+
+    crate::layers::built_any!();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -372,6 +372,81 @@ pub fn remove_stale_tables(
     (removed, errors)
 }
 
+/// The network layer.
+pub struct Net;
+
+impl crate::layers::RunLayer for Net {
+    fn list_stale(
+        &self,
+        host: &crate::layers::Host<'_>,
+        report: &mut crate::layers::Report,
+    ) -> Vec<crate::layers::Stale> {
+        // Listed only by the `janitor` command.
+        match host.nft.filter(|_| host.scan_tables).map(Nft::list_tables) {
+            Some(Ok(tables)) => tables.into_iter().map(crate::layers::Stale::run).collect(),
+            Some(Err(e)) => {
+                report.errors.push(format!("nft: {e}"));
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::layers::Host<'_>,
+        run: &str,
+        report: &mut crate::layers::Report,
+    ) {
+        // Its processes are dead: the run's table (if it had network) can go.
+        if let Some(nft) = host.nft {
+            let table = nft::table_name(run);
+            if nft.list_table(&table).is_ok() {
+                match nft.delete_table(&table) {
+                    Ok(()) => report.removed_tables.push(table),
+                    Err(e) => report.errors.push(e),
+                }
+            }
+        }
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::layers::Host<'_>,
+        item: &crate::layers::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::layers::Report,
+    ) {
+        let Some(nft) = host.nft.filter(|_| host.scan_tables) else {
+            return;
+        };
+        let (removed, errors) = remove_stale_tables(nft, std::slice::from_ref(&item.run), live);
+        report.removed_tables.extend(
+            removed
+                .into_iter()
+                .filter(|t| !report.removed_tables.contains(t))
+                .collect::<Vec<_>>(),
+        );
+        report.errors.extend(errors);
+    }
+}
+
+impl crate::layers::Built for NetLayer {
+    fn teardown(mut self: Box<Self>, t: &mut crate::layers::Teardown) {
+        if t.processes_dead {
+            if let Err(e) = NetLayer::teardown(&mut self) {
+                t.errors.push(format!("network: {e}"));
+            }
+        } else {
+            // A survivor keeps its restrictions: the janitor deletes the table once the uid's
+            // processes are gone.
+            self.abandon();
+        }
+    }
+
+    crate::layers::built_any!();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,3 +2,11 @@
 
 pub mod bwrap;
 pub mod seccomp;
+
+use super::RunLayer;
+
+/// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
+/// remove (their processes die with the cgroup and the uid).
+pub struct Process;
+
+impl RunLayer for Process {}
