@@ -52,8 +52,10 @@
 pub mod collect;
 pub mod config;
 pub mod error;
+pub mod facts;
 pub mod janitor;
 pub mod layers;
+pub mod plan;
 pub mod request;
 pub mod run;
 pub mod sys;

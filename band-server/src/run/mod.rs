@@ -18,76 +18,35 @@
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
 
-use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use band::policy::{Category, CompiledPolicy, Decision, Policy};
-use band::proto::{
-    self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status,
-};
+use band::proto::{self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult};
+use fs_err::OpenOptions;
 
 use crate::collect::{self, Capture, Facts, Output};
-use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
+use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layers::cgroup::{CgroupLimits, Hierarchy, KILL_DEADLINE, RunCgroup};
+use crate::facts::HostFacts;
+use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::execcache::{self, ExecDir};
 use crate::layers::cli::reports::{PeerCheck, Report, ReportListener};
-use crate::layers::cli::shim::{self, CliRules, ShimPolicy};
-use crate::layers::fs::execmask;
-use crate::layers::fs::workdir::{self, HostMount, RunDir, RunDirSpec};
-use crate::layers::identity::uidpool::{self, Lease};
-use crate::layers::net::{self, NetLayer, NetSetup, dns::Lookup, nft::Nft};
-use crate::layers::process::bwrap::{self, BinaryBind, ExtraBind, SandboxPlan};
+use crate::layers::fs::workdir::RunDir;
+use crate::layers::identity::uidpool;
+use crate::layers::net::{self, NetLayer, dns::Lookup, nft::Nft};
+use crate::layers::process::bwrap;
 use crate::layers::{Built, Teardown};
-use crate::request::{self, DecodedFile};
+use crate::plan::{self, Check, Identity};
 use crate::sys::{self, PreExec};
 
-/// Where host binaries are looked up, in order.
-pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
 /// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
 const MAX_CALLS_KEPT: usize = 10_000;
-
-/// The helper binaries band-server puts in every sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Helpers {
-    pub jail: PathBuf,
-    pub shim: PathBuf,
-}
-
-impl Helpers {
-    /// `band-jail` and `band-shim` next to the running band-server, unless `BAND_JAIL` /
-    /// `BAND_SHIM` name them.
-    pub fn locate() -> SetupResult<Helpers> {
-        let here = std::env::current_exe()
-            .layer(Layer::Filesystem, "cannot find band-server's own path")?;
-        let dir = here.parent().map(Path::to_path_buf).unwrap_or_default();
-        let find = |var: &str, name: &str| -> SetupResult<PathBuf> {
-            let p = std::env::var_os(var)
-                .map(PathBuf::from)
-                .unwrap_or_else(|| dir.join(name));
-            let p = p.canonicalize().map_err(|e| {
-                SetupError::new(
-                    Layer::Filesystem,
-                    format!("{name} not found at {}: {e}", p.display()),
-                )
-                .with_hint(format!("install {name} next to band-server or set {var}"))
-            })?;
-            Ok(p)
-        };
-        Ok(Helpers {
-            jail: find("BAND_JAIL", "band-jail")?,
-            shim: find("BAND_SHIM", "band-shim")?,
-        })
-    }
-}
 
 /// Where events go (band-server's stdout), through a writer thread: the run loop never blocks
 /// on a slow client, so the wall clock is enforced whatever the client does. The queue is bounded
@@ -143,252 +102,6 @@ impl EventSink {
             let _ = w.join();
         }
     }
-}
-
-/// Find `name` in [`BIN_SEARCH`] and resolve it to its final file.
-pub fn resolve_binary(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    for d in BIN_SEARCH {
-        let p = Path::new(d).join(name);
-        let Ok(m) = std::fs::metadata(&p) else {
-            continue;
-        };
-        if !m.is_file() || m.mode() & 0o111 == 0 {
-            continue;
-        }
-        let real = p.canonicalize().ok()?;
-        let base = real.file_name()?.to_str()?;
-        if request::FORBIDDEN_COMMANDS.contains(&base) {
-            return None;
-        }
-        return Some(real);
-    }
-    None
-}
-
-/// The pieces of the CLI layer: binaries to bind, wrapper names, and the shim's policy file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CliPlan {
-    pub binaries: Vec<BinaryBind>,
-    pub policy: ShimPolicy,
-}
-
-/// Build the CLI layer from the declared commands. `resolve` finds host binaries (injected for
-/// tests). A declared command missing on the host fails closed; a missing essential is skipped.
-pub fn plan_cli(
-    policy: &Policy,
-    compiled: &CompiledPolicy,
-    resolve: &dyn Fn(&str) -> Option<PathBuf>,
-) -> SetupResult<CliPlan> {
-    let declared = compiled.cli.commands();
-    let mut binaries = Vec::new();
-    let mut essentials = Vec::new();
-    for name in &declared {
-        request::check_command_name(name)?;
-        let host = resolve(name).ok_or_else(|| {
-            SetupError::new(
-                Layer::Cli,
-                format!("declared command `{name}` is not installed on this host"),
-            )
-            .with_hint(format!(
-                "install `{name}` where band-server runs, or remove it from allow.cli"
-            ))
-        })?;
-        binaries.push(BinaryBind {
-            name: name.clone(),
-            host,
-        });
-    }
-    for name in shim::ESSENTIALS {
-        if declared.contains(*name) {
-            essentials.push(name.to_string());
-            continue;
-        }
-        if let Some(host) = resolve(name) {
-            binaries.push(BinaryBind {
-                name: name.to_string(),
-                host,
-            });
-            essentials.push(name.to_string());
-        }
-    }
-    // A declared `#!` command needs its interpreter in the sandbox. It is wrapped like any
-    // command, but (unless also declared or essential) only runs the scripts it belongs to: see
-    // `shim::resolve_call`.
-    let interpreters: Vec<String> = binaries
-        .iter()
-        .filter(|b| declared.contains(&b.name))
-        .filter_map(|b| {
-            execcache::parse_shebang(&execcache::read_head(&b.host).unwrap_or_default())
-        })
-        .flat_map(|sb| [sb.interp.clone(), sb.effective_interpreter().to_string()])
-        .collect();
-    for name in interpreters {
-        if binaries.iter().any(|b| b.name == name) || request::check_command_name(&name).is_err() {
-            continue;
-        }
-        let host = resolve(&name).ok_or_else(|| {
-            SetupError::new(
-                Layer::Cli,
-                format!(
-                    "the interpreter `{name}` of a declared command is not installed on this host"
-                ),
-            )
-        })?;
-        binaries.push(BinaryBind { name, host });
-    }
-    binaries.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut allow = policy.allow.cli.clone();
-    for p in &policy.insist.cli {
-        if !allow.contains(p) {
-            allow.push(p.clone());
-        }
-    }
-    Ok(CliPlan {
-        binaries,
-        policy: ShimPolicy {
-            allow,
-            deny: policy.deny.cli.clone(),
-            essentials,
-        },
-    })
-}
-
-/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
-/// starts that program directly (what the kernel would do, minus a trip through band-shim, which
-/// would only judge the skill's own entry point); anything else is exec'd as it is.
-pub fn entry_exec(
-    entry: &[u8],
-    entry_path: &str,
-    table: &execcache::ExecTable,
-) -> Option<bwrap::JailExec> {
-    let sb = execcache::parse_shebang(entry)?;
-    let program = table.get(&sb.interp)?;
-    let mut argv = vec![sb.interp.clone()];
-    argv.extend(sb.arg.clone());
-    argv.push(entry_path.to_string());
-    Some(bwrap::JailExec {
-        program: program.path.clone(),
-        argv,
-    })
-}
-
-fn allow_and_insist(policy: &Policy, cat: Category) -> Vec<String> {
-    let mut v = policy.allow.get(cat).clone();
-    for p in policy.insist.get(cat) {
-        if !v.contains(p) {
-            v.push(p.clone());
-        }
-    }
-    v
-}
-
-/// Host paths to bind for absolute `allow.read` / `allow.write` (and insist) patterns: their
-/// static prefix, if it exists. Refuses prefixes that would cover the sandbox's own paths, and
-/// absolute deny patterns that a whole-path bind could not enforce.
-pub fn plan_host_mounts(policy: &Policy, state: &Path) -> SetupResult<Vec<HostMount>> {
-    let mut out: Vec<HostMount> = Vec::new();
-    for (cat, writable) in [(Category::Read, false), (Category::Write, true)] {
-        for p in allow_and_insist(policy, cat) {
-            let Some(prefix) = workdir::absolute_prefix(&p) else {
-                continue;
-            };
-            workdir::check_host_mount_path(&prefix, state).map_err(|m| {
-                SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}"))
-            })?;
-            let Ok(host) = prefix.canonicalize() else {
-                continue;
-            };
-            workdir::check_host_mount_path(&host, state).map_err(|m| {
-                SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}"))
-            })?;
-            let is_dir = host.is_dir();
-            match out.iter_mut().find(|m| m.sandbox == prefix) {
-                Some(m) => m.writable |= writable,
-                None => out.push(HostMount {
-                    host,
-                    sandbox: prefix,
-                    writable,
-                    is_dir,
-                }),
-            }
-        }
-    }
-    for cat in [Category::Read, Category::Write] {
-        for d in policy.deny.get(cat) {
-            let Some(dp) = workdir::absolute_prefix(d) else {
-                continue;
-            };
-            if let Some(m) = out
-                .iter()
-                .find(|m| m.sandbox.starts_with(&dp) || dp.starts_with(&m.sandbox))
-            {
-                return Err(SetupError::new(
-                    Layer::Filesystem,
-                    format!(
-                        "deny.{cat} `{d}` cannot be enforced inside the bound host path {}",
-                        m.sandbox.display()
-                    ),
-                )
-                .with_hint(
-                    "narrow the absolute allow pattern so it does not include denied paths",
-                ));
-            }
-        }
-    }
-    // Parents before children, so a nested bind lands on top.
-    out.sort_by_key(|m| m.sandbox.components().count());
-    Ok(out)
-}
-
-/// Workspace directories the run may create files in (from relative write patterns).
-pub fn plan_write_dirs(policy: &Policy) -> Vec<String> {
-    let mut dirs: BTreeSet<String> = BTreeSet::new();
-    for p in allow_and_insist(policy, Category::Write) {
-        if let Some(d) = workdir::write_dir(&p) {
-            dirs.insert(d);
-        }
-    }
-    dirs.into_iter().collect()
-}
-
-fn compile(policy: &Policy) -> SetupResult<CompiledPolicy> {
-    CompiledPolicy::compile(policy).map_err(|e| {
-        let layer = match e.category {
-            Category::Cli => Layer::Cli,
-            Category::Net => Layer::Network,
-            Category::Read | Category::Write => Layer::Filesystem,
-        };
-        let err = SetupError::new(layer, e.to_string());
-        match e.error.hint {
-            Some(h) => err.with_hint(h),
-            None => err,
-        }
-    })
-}
-
-/// The workspace the client sent must be what the policy lets the run see: each file matches
-/// `allow.read` or `allow.write`, and none is denied for reading.
-pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> SetupResult<()> {
-    for f in files {
-        let read = compiled.read.check(&f.path);
-        if let Decision::Deny { rule } = &read {
-            return Err(SetupError::new(
-                Layer::Filesystem,
-                format!("workspace file {} is denied by deny.read `{rule}`", f.path),
-            ));
-        }
-        if !read.is_allowed() && !compiled.write.check(&f.path).is_allowed() {
-            return Err(SetupError::new(
-                Layer::Filesystem,
-                format!(
-                    "workspace file {} is not covered by allow.read or allow.write",
-                    f.path
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
@@ -536,93 +249,40 @@ fn execute_inner(
     guard: &mut RunGuard,
     t0: Instant,
 ) -> SetupResult<RunResult> {
-    // 1. Pure checks.
-    request::check_protocol(req)?;
-    request::validate_run_id(&req.run_id)?;
-    if sys::euid() != 0 {
-        return Err(
-            SetupError::new(Layer::Identity, "band-server must run as root")
-                .with_hint("run it with sudo; it drops to a per-run uid before starting anything"),
-        );
-    }
-    let bundle = request::decode_files("bundle", &req.bundle)?;
-    request::check_integrity(&bundle, &req.bundle_sha256)?;
-    request::check_entry(&bundle, &req.entry)?;
-    let workspace = request::decode_files("workspace", &req.workspace)?;
-    request::check_secrets(&req.secrets, &req.policy.secrets)?;
-    let limits = resolve_limits(&req.policy.limits, cfg)?;
-    let input_json =
-        serde_json::to_vec(&req.input).layer(Layer::Io, "failed to encode the input")?;
-    if input_json.len() as u64 > limits.input_bytes {
-        let mut r = RunResult::setup_failed(
-            &req.run_id,
-            Layer::Io,
-            format!(
-                "input is {} bytes, over maxInputBytes {}",
-                input_json.len(),
-                limits.input_bytes
-            ),
-            None,
-        );
-        r.status = Status::InputInvalid;
-        return Ok(r);
-    }
-    let config_json = match &req.config {
-        Some(c) => Some(serde_json::to_vec(c).layer(Layer::Io, "failed to encode the config")?),
-        None => None,
+    // 1. Pure checks, then the host's facts, then what the host must offer: nothing created yet
+    // (but the state directory).
+    let checked = match plan::check(req, cfg, sys::euid() == 0)? {
+        Check::Run(c) => c,
+        Check::Refused(r) => return Ok(*r),
     };
-    let compiled = compile(&req.policy)?;
-    check_workspace(&workspace, &compiled)?;
-    let cli = plan_cli(&req.policy, &compiled, &resolve_binary)?;
-    let host_mounts = plan_host_mounts(&req.policy, &cfg.state_dir)?;
-    prepare_state_dir(&cfg.state_dir)?;
-    let masked = if cfg.mask_lib_executables {
-        let declared = compiled.cli.commands();
-        let exempt: Vec<PathBuf> = cli
-            .binaries
-            .iter()
-            .filter(|b| declared.contains(&b.name))
-            .flat_map(|b| execmask::exempt_roots(&b.name, &b.host))
-            .collect();
-        let programs: Vec<(String, PathBuf)> = cli
-            .binaries
-            .iter()
-            .filter(|b| declared.contains(&b.name))
-            .map(|b| (b.name.clone(), b.host.clone()))
-            .collect();
-        execmask::apply_exemptions(&execmask::load_or_scan(&cfg.state_dir), &exempt, &programs)
-    } else {
-        Vec::new()
-    };
-    let write_dirs = plan_write_dirs(&req.policy);
-    let helpers = Helpers::locate()?;
-    if !cfg.bwrap.is_file() {
-        return Err(SetupError::new(
-            Layer::Filesystem,
-            format!("bubblewrap not found at {}", cfg.bwrap.display()),
-        )
-        .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
-    }
-    let rules = CliRules::from_policy(&cli.policy).map_err(|m| SetupError::new(Layer::Cli, m))?;
+    let facts = HostFacts::gather(cfg, &checked);
+    plan::preflight(&checked, cfg, &facts)?;
 
-    // 2. Identity.
-    // A lease whose owner died mid-run is cleaned first. (The janitor pass before every run
-    // already did this with the configured nft; a lease that died since is cleaned here with the
-    // default one.)
+    // 2. Identity: lease a pool uid. A lease whose owner died mid-run is cleaned first. (The
+    // janitor pass before every run already did this with the configured nft; a lease that died
+    // since is cleaned here with the default one.)
     let on_dead = |slot: u32, file: &mut File| {
         let nft = Path::new(crate::config::DEFAULT_NFT);
         let nft = nft.is_file().then(|| Nft::new(nft));
         crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.as_ref());
     };
     let lease = uidpool::acquire(&cfg.state_dir, &req.run_id, &on_dead)?;
-    let (uid, gid, user) = (lease.uid, lease.gid, lease.user.clone());
+    let identity = Identity {
+        slot: lease.slot,
+        uid: lease.uid,
+        gid: lease.gid,
+        user: lease.user.clone(),
+    };
     guard.push(lease);
+    let (uid, gid) = (identity.uid, identity.gid);
 
-    // 3. cgroup.
-    let hierarchy =
-        Hierarchy::detect_system().layer(Layer::Cgroup, "no usable cgroup hierarchy")?;
-    let cg = RunCgroup::create(&hierarchy, &req.run_id, &cgroup_limits(&limits))
-        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    // 3. The whole plan, before anything else exists.
+    let plan = plan::plan_run(&checked, cfg, &facts, &identity)?;
+    let limits = plan.limits;
+
+    // 4. cgroup with the effective limits.
+    let cg =
+        RunCgroup::apply(&plan.cgroup).layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let join_files = cg.join_files();
     // Guarded before anything else can fail, so a failure below still removes it.
     guard.push(cg);
@@ -632,19 +292,15 @@ fn execute_inner(
             OpenOptions::new()
                 .write(true)
                 .open(p)
+                .map(fs_err::File::into_file)
                 .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
         })
-        .collect::<SetupResult<Vec<File>>>()?;
+        .collect::<SetupResult<Vec<std::fs::File>>>()?;
 
     let (tx, rx) = mpsc::channel::<Msg>();
 
-    // 4. Network: the run's nftables table and DNS stub, when the band allows any host.
-    if !compiled.net.is_empty() {
-        let upstream = if cfg.dns_upstream.is_empty() {
-            net::parse_resolv_conf(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
-        } else {
-            cfg.dns_upstream.clone()
-        };
+    // 5. Network: the run's nftables table and DNS stub, when the band allows any host.
+    if let Some(net_plan) = &plan.net {
         let dns_tx = Mutex::new(tx.clone());
         let on_lookup: std::sync::Arc<net::dns::OnLookup> =
             std::sync::Arc::new(move |l: &Lookup| {
@@ -652,97 +308,55 @@ fn execute_inner(
                     let _ = tx.send(Msg::Dns(l.clone()));
                 }
             });
-        let slot = guard.get::<Lease>().map(|l| l.slot).unwrap_or(0);
-        let layer = NetLayer::setup(NetSetup {
-            run_id: &req.run_id,
-            uid,
-            slot,
-            matcher: compiled.net.clone(),
-            nft: Nft::new(&cfg.nft),
-            upstream,
-            proc: Path::new("/proc"),
-            on_lookup,
-        })
-        .map_err(|e| {
+        let layer = NetLayer::setup(net_plan, &Nft::new(&cfg.nft), on_lookup).map_err(|e| {
             SetupError::new(Layer::Network, e)
                 .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
         })?;
         guard.push(layer);
     }
-    let resolv_conf = guard.get::<NetLayer>().map(NetLayer::resolv_conf);
 
-    // 5. Filesystem and CLI layer. The programs first: hardlinks of execute-only copies, under
+    // 6. CLI layer and filesystem. The programs first: hardlinks of execute-only copies, under
     // names only band-shim is told (see `execcache`).
-    let programs: Vec<(String, PathBuf)> = cli
-        .binaries
-        .iter()
-        .map(|b| (b.name.clone(), b.host.clone()))
-        .collect();
     execcache::mount_cache(&cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
-    let exec = ExecDir::create(&cfg.state_dir, &req.run_id, &programs)
+    let exec = ExecDir::create(&plan.exec.state, &req.run_id, &plan.exec.programs)
         .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let table = exec.table.clone();
-    let exec_dir = exec.root.clone();
-    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &helpers.shim);
+    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
     guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
-    let entry_data = bundle
+    if shim_copy.path != plan.exec.shim {
+        return Err(SetupError::new(
+            Layer::Cli,
+            format!(
+                "band-shim changed while the run was set up ({} is not {})",
+                shim_copy.path.display(),
+                plan.exec.shim.display()
+            ),
+        ));
+    }
+    let entry_data = checked
+        .bundle
         .iter()
         .find(|f| f.path == req.entry)
         .map(|f| f.data.as_slice())
         .unwrap_or_default();
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
-        exec: entry_exec(entry_data, &format!("/skill/{}", req.entry), &table),
+        exec: plan::entry_exec(entry_data, &format!("/skill/{}", req.entry), &table),
     };
     let jail_json = serde_json::to_vec(&jail_input)
         .layer(Layer::Secrets, "failed to encode the jail's input")?;
     drop(jail_input);
-    let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
-    let wrappers: Vec<String> = cli.binaries.iter().map(|b| b.name.clone()).collect();
-    let dir = RunDir::create(&RunDirSpec {
-        state: &cfg.state_dir,
-        run_id: &req.run_id,
-        disk_bytes: limits.disk_bytes,
-        uid,
-        gid,
-        user: &user,
-        bundle: &bundle,
-        workspace: &workspace,
-        write_allowed: &write_allowed,
-        write_dirs: &write_dirs,
-        input_json: &input_json,
-        config_json: config_json.as_deref(),
-        wrappers: &wrappers,
-        host_mounts: &host_mounts,
-        masked: &masked,
-        resolv_conf: resolv_conf.as_deref(),
-    })?;
-    let plan = SandboxPlan {
-        run_dir: dir.root.clone(),
-        shim: shim_copy.path.clone(),
-        jail: helpers.jail.clone(),
-        exec_dir,
-        extra: host_mounts
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ExtraBind {
-                source: dir.host_mount(i),
-                dest: m.sandbox.clone(),
-                writable: m.writable,
-            })
-            .collect(),
-        lib_binds: dir.lib_binds.clone(),
-        entry: req.entry.clone(),
-        has_config: config_json.is_some(),
-        share_net: guard.get::<NetLayer>().is_some(),
-        ipc_scope_required: guard.get::<NetLayer>().is_some() && cfg.require_ipc_scope,
-    };
-    let lib_trees: Vec<PathBuf> = plan.lib_binds.iter().map(|(_, p)| p.clone()).collect();
-    let sock = dir.sock();
+    let dir = RunDir::create(&plan.run_dir)?;
     let run_dir = dir.root.clone();
     guard.push(dir);
+    let lib_trees: Vec<PathBuf> = plan
+        .sandbox
+        .lib_binds
+        .iter()
+        .map(|(_, p)| p.clone())
+        .collect();
     let check = PeerCheck::for_shim(&shim_copy.path, uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let report_tx = Mutex::new(tx.clone());
@@ -752,17 +366,17 @@ fn execute_inner(
         }
     });
     guard.push(
-        ReportListener::start(&sock, gid, check, rules, table, on_report)
+        ReportListener::start(&plan.sock, gid, check, plan.rules.clone(), table, on_report)
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
 
-    // 6. Spawn.
+    // 7. Spawn.
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
     let (status_r, status_w) =
         sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
-    let mut cmd = Command::new(&cfg.bwrap);
-    cmd.args(bwrap::build_bwrap_args(&plan))
+    let mut cmd = Command::new(&plan.bwrap);
+    cmd.args(&plan.argv)
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::null())
@@ -782,7 +396,7 @@ fn execute_inner(
     let run_start = Instant::now();
     let mut child = cmd.spawn().layer(
         Layer::Process,
-        format!("failed to start {}", cfg.bwrap.display()),
+        format!("failed to start {}", plan.bwrap.display()),
     )?;
     drop(secrets_r);
     drop(status_w);
@@ -860,8 +474,8 @@ fn execute_inner(
             other => other,
         };
     let found = collect::walk_workspace(&run_dir.join("workspace"), limits.disk_bytes);
-    let changed = collect::changed_files(&found, &workspace);
-    let written = collect::written_entries(&changed, &compiled.write);
+    let changed = collect::changed_files(&found, &checked.workspace);
+    let written = collect::written_entries(&changed, &checked.compiled.write);
     let mut insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
     let network = guard.get::<NetLayer>().map(|n| {
         let (report, lookups, seen) = n.report();
@@ -940,45 +554,12 @@ fn execute_inner(
             run_ms,
             teardown_ms: 0,
             peak_memory_bytes: stats.peak_memory_bytes,
-            input_bytes: input_json.len() as u64,
+            input_bytes: checked.input_json.len() as u64,
             output_bytes,
         },
         error: None,
         network,
     })
-}
-
-fn cgroup_limits(l: &EffectiveLimits) -> CgroupLimits {
-    CgroupLimits {
-        memory_bytes: l.memory_bytes,
-        pids: l.pids,
-        cpu_quota_us: l.cpu_quota_us,
-        cpu_period_us: l.cpu_period_us,
-    }
-}
-
-/// The state directory: root-owned, not a symlink, not writable by others, traversable (the
-/// run's uid must reach its run directory through it).
-fn prepare_state_dir(state: &Path) -> SetupResult<()> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::create_dir_all(state).layer(
-        Layer::Filesystem,
-        format!("failed to create {}", state.display()),
-    )?;
-    let m = std::fs::symlink_metadata(state).layer(
-        Layer::Filesystem,
-        format!("failed to stat {}", state.display()),
-    )?;
-    if !m.is_dir() || m.uid() != 0 {
-        return Err(SetupError::new(
-            Layer::Filesystem,
-            format!("{} must be a root-owned directory", state.display()),
-        ));
-    }
-    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o755)).layer(
-        Layer::Filesystem,
-        format!("failed to chmod {}", state.display()),
-    )
 }
 
 fn write_secrets(w: OwnedFd, json: Vec<u8>) -> SetupResult<()> {
@@ -1298,97 +879,6 @@ mod tests {
 
     use super::*;
 
-    fn policy(allow_cli: &[&str]) -> Policy {
-        let mut p = Policy::default();
-        p.allow.cli = allow_cli.iter().map(|s| s.to_string()).collect();
-        p
-    }
-
-    fn fake_resolve(name: &str) -> Option<PathBuf> {
-        match name {
-            "sh" => Some(PathBuf::from("/usr/bin/dash")),
-            "cat" | "jq" | "python3" => Some(PathBuf::from(format!("/usr/bin/{name}"))),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn cli_plan_binds_essentials_and_declared_commands() {
-        let p = policy(&["jq -r *"]);
-        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let plan = plan_cli(&p, &compiled, &fake_resolve).unwrap_or_else(|e| panic!("{e}"));
-        let names: Vec<(&str, &str)> = plan
-            .binaries
-            .iter()
-            .map(|b| (b.name.as_str(), b.host.to_str().unwrap_or("")))
-            .collect();
-        assert_eq!(
-            names,
-            vec![
-                ("cat", "/usr/bin/cat"),
-                ("jq", "/usr/bin/jq"),
-                ("sh", "/usr/bin/dash")
-            ]
-        );
-        assert_eq!(
-            plan.policy.essentials,
-            vec!["sh".to_string(), "cat".to_string()]
-        );
-        assert_eq!(plan.policy.allow, vec!["jq -r *".to_string()]);
-    }
-
-    #[test]
-    fn a_declared_command_missing_on_the_host_fails_closed() {
-        let p = policy(&["kubectl get *"]);
-        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let got = plan_cli(&p, &compiled, &fake_resolve);
-        assert!(
-            matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("kubectl")),
-            "{got:?}"
-        );
-    }
-
-    #[test]
-    fn sudo_can_never_be_declared() {
-        let p = policy(&["sudo *"]);
-        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let got = plan_cli(&p, &compiled, &|_| Some(PathBuf::from("/usr/bin/sudo")));
-        assert!(matches!(&got, Err(e) if e.layer == Layer::Cli), "{got:?}");
-    }
-
-    #[test]
-    fn write_dirs_cover_allow_and_insist() {
-        let mut p = Policy::default();
-        p.allow.write = vec!["out/**".into(), "/abs/**".into()];
-        p.insist.write = vec!["reports/*.md".into()];
-        assert_eq!(
-            plan_write_dirs(&p),
-            vec!["out".to_string(), "reports".to_string()]
-        );
-    }
-
-    #[test]
-    fn host_mounts_refuse_reserved_paths_and_unenforceable_denies() {
-        let state = Path::new("/run/band");
-        let mut p = Policy::default();
-        p.allow.read = vec!["/usr/bin/**".into()];
-        assert!(matches!(plan_host_mounts(&p, state), Err(e) if e.layer == Layer::Filesystem));
-        let mut p = Policy::default();
-        p.allow.read = vec!["/nonexistent-band-test/**".into()];
-        assert_eq!(plan_host_mounts(&p, state), Ok(vec![]));
-        // Not under /tmp: the sandbox's /tmp is its own.
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap_or_else(|e| panic!("{e}"));
-        let d = dir.path().to_string_lossy().into_owned();
-        let mut p = Policy::default();
-        p.allow.read = vec![format!("{d}/**")];
-        p.allow.write = vec![format!("{d}/**")];
-        let got = plan_host_mounts(&p, state).unwrap_or_default();
-        assert_eq!(got.len(), 1);
-        assert!(got[0].writable && got[0].is_dir);
-        p.deny.read = vec![format!("{d}/secret/**")];
-        assert!(matches!(plan_host_mounts(&p, state), Err(e) if e.layer == Layer::Filesystem));
-    }
-
     #[test]
     fn jail_status_lines() {
         assert_eq!(parse_jail_status("ok\n"), Some(Ok(())));
@@ -1404,22 +894,5 @@ mod tests {
             Some(Err(SetupError::new(Layer::Process, "band-jail: x")))
         );
         assert_eq!(parse_jail_status("hello"), None);
-    }
-
-    #[test]
-    fn workspace_must_be_covered_by_the_policy() {
-        let mut p = Policy::default();
-        p.allow.read = vec!["data/**".into()];
-        p.allow.write = vec!["out/**".into()];
-        p.deny.read = vec!["data/secret.txt".into()];
-        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let f = |path: &str| DecodedFile {
-            path: path.into(),
-            mode: 0o644,
-            data: vec![],
-        };
-        assert!(check_workspace(&[f("data/a.csv"), f("out/b.txt")], &compiled).is_ok());
-        assert!(check_workspace(&[f("data/secret.txt")], &compiled).is_err());
-        assert!(check_workspace(&[f("other.txt")], &compiled).is_err());
     }
 }

@@ -281,7 +281,7 @@ pub struct RunCgroup {
 
 /// What the applier does with a write that fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Need {
+pub enum Need {
     /// Any failure is an error.
     Required,
     /// A missing file is skipped (the kernel or controller does not offer it); any other
@@ -293,7 +293,7 @@ enum Need {
 
 /// One step of creating a run's cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
+pub enum Op {
     /// `mkdir`; `exist_ok` only for the shared `band` parent.
     Mkdir { path: PathBuf, exist_ok: bool },
     /// v2: enable memory and pids (required) and cpu (if offered) for the children of `dir`.
@@ -553,7 +553,34 @@ fn read_keyed(path: &Path, key: &str) -> Option<u64> {
     keyed_value(&fs::read_to_string(path).ok()?, key)
 }
 
+/// How a run's cgroup is created: a pure function of the hierarchy, the name and the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupPlan {
+    pub hierarchy: Hierarchy,
+    pub name: String,
+    pub ops: Vec<Op>,
+}
+
+/// Plan the run's cgroup `name` with `limits` in `h`. Pure.
+pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPlan, CgroupError> {
+    validate_name(name)?;
+    Ok(CgroupPlan {
+        hierarchy: h.clone(),
+        name: name.to_string(),
+        ops: plan_create(h, name, limits),
+    })
+}
+
 impl RunCgroup {
+    /// Applies a plan: see [`RunCgroup::create`].
+    pub fn apply(plan: &CgroupPlan) -> Result<RunCgroup, CgroupError> {
+        apply(&plan.ops, &Kernel)?;
+        Ok(RunCgroup {
+            hierarchy: plan.hierarchy.clone(),
+            name: plan.name.clone(),
+        })
+    }
+
     /// Creates the run's cgroup in every hierarchy and applies `limits`. The `band` parent is
     /// created if needed; the run's own directory must not exist yet. On failure, directories
     /// created for the run are removed again.
@@ -571,11 +598,11 @@ impl RunCgroup {
         limits: &CgroupLimits,
         dirs: &dyn Dirs,
     ) -> Result<RunCgroup, CgroupError> {
-        validate_name(name)?;
-        apply(&plan_create(h, name, limits), dirs)?;
+        let plan = plan(h, name, limits)?;
+        apply(&plan.ops, dirs)?;
         Ok(RunCgroup {
-            hierarchy: h.clone(),
-            name: name.to_string(),
+            hierarchy: plan.hierarchy,
+            name: plan.name,
         })
     }
 

@@ -26,6 +26,7 @@
 //! read-only system files and the run's programs (through band-shim) can be executed. The flags are set here, in the initial user
 //! namespace, so they are locked for bubblewrap's unprivileged copy of these mounts.
 
+use std::borrow::Cow;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -53,22 +54,23 @@ pub struct HostMount {
     pub is_dir: bool,
 }
 
-/// Everything needed to build a run directory.
-pub struct RunDirSpec<'a> {
+/// Everything needed to plan a run directory.
+/// `'d`: the files' data, which the plan borrows.
+pub struct RunDirSpec<'a, 'd> {
     pub state: &'a Path,
     pub run_id: &'a str,
     pub disk_bytes: u64,
     pub uid: u32,
     pub gid: u32,
     pub user: &'a str,
-    pub bundle: &'a [DecodedFile],
-    pub workspace: &'a [DecodedFile],
+    pub bundle: &'d [DecodedFile],
+    pub workspace: &'d [DecodedFile],
     /// Does this workspace-relative path match `allow.write` and no `deny.write`?
     pub write_allowed: &'a dyn Fn(&str) -> bool,
     /// Workspace-relative directories the run may create files in ("" = the workspace root).
     pub write_dirs: &'a [String],
-    pub input_json: &'a [u8],
-    pub config_json: Option<&'a [u8]>,
+    pub input_json: &'d [u8],
+    pub config_json: Option<&'d [u8]>,
     /// Names to link to the shim in `bin/`.
     pub wrappers: &'a [String],
     pub host_mounts: &'a [HostMount],
@@ -76,8 +78,335 @@ pub struct RunDirSpec<'a> {
     /// trees are bound under `lib/` with the masks on top, and bubblewrap binds those instead of
     /// the host's.
     pub masked: &'a [PathBuf],
+    /// The library trees ([`crate::layers::fs::execmask::LIB_ROOTS`]) that are directories on
+    /// this host.
+    pub lib_roots: &'a [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
     pub resolv_conf: Option<&'a str>,
+}
+
+/// One step of populating the run directory (a fresh tmpfs). Owners are `(uid, gid)`; `None` is
+/// root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsOp<'a> {
+    /// `mkdir` (an existing directory is fine), then chown and chmod.
+    Mkdir {
+        path: PathBuf,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    },
+    Chown {
+        path: PathBuf,
+        uid: u32,
+        gid: u32,
+    },
+    /// A new file (never through a symlink), then chown and chmod.
+    Write {
+        path: PathBuf,
+        data: Cow<'a, [u8]>,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    },
+    Symlink {
+        target: PathBuf,
+        link: PathBuf,
+        /// For the error message.
+        name: String,
+    },
+    /// A bind mount (`source` onto `target`, or a remount of `target` onto itself).
+    Bind {
+        source: PathBuf,
+        target: PathBuf,
+        read_only: bool,
+        no_exec: bool,
+        /// What failed, for the error message.
+        what: String,
+    },
+    /// A read-only overlay at `target`: a layer of whiteouts (one per file of `rels`, shared
+    /// through [`crate::layers::fs::maskcache`] when it can be) over the host tree `root`.
+    MaskLibrary {
+        index: usize,
+        root: String,
+        rels: Vec<PathBuf>,
+        target: PathBuf,
+    },
+}
+
+/// The run directory, planned: where it goes, its tmpfs, and every step that populates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDirPlan<'a> {
+    pub state: PathBuf,
+    pub run_id: String,
+    pub root: PathBuf,
+    /// The tmpfs mount options.
+    pub tmpfs: String,
+    pub ops: Vec<FsOp<'a>>,
+    /// (sandbox path, source) for library trees prepared with masks.
+    pub lib_binds: Vec<(String, PathBuf)>,
+}
+
+impl RunDirPlan<'_> {
+    pub fn sock(&self) -> PathBuf {
+        self.root.join("sock")
+    }
+    pub fn host_mount(&self, i: usize) -> PathBuf {
+        self.root.join("host").join(i.to_string())
+    }
+}
+
+/// The paths created so far by a plan: the tmpfs starts empty, so whether a directory exists is
+/// known without looking.
+#[derive(Default)]
+struct Planned<'a> {
+    ops: Vec<FsOp<'a>>,
+    dirs: std::collections::BTreeSet<PathBuf>,
+    files: std::collections::BTreeSet<PathBuf>,
+}
+
+impl<'a> Planned<'a> {
+    fn mkdir(&mut self, path: PathBuf, mode: u32, owner: Option<(u32, u32)>) {
+        self.dirs.insert(path.clone());
+        self.ops.push(FsOp::Mkdir { path, mode, owner });
+    }
+
+    /// The (root-owned) parent directories of `rel` under `base`.
+    fn mkdir_parents(&mut self, base: &Path, rel: &str, mode: u32) {
+        let mut cur = base.to_path_buf();
+        let comps: Vec<&str> = rel.split('/').collect();
+        for c in &comps[..comps.len().saturating_sub(1)] {
+            cur.push(c);
+            if !self.dirs.contains(&cur) {
+                self.mkdir(cur.clone(), mode, None);
+            }
+        }
+    }
+
+    fn write(&mut self, path: PathBuf, data: Cow<'a, [u8]>, mode: u32, owner: Option<(u32, u32)>) {
+        self.files.insert(path.clone());
+        self.ops.push(FsOp::Write {
+            path,
+            data,
+            mode,
+            owner,
+        });
+    }
+
+    fn bind(&mut self, source: &Path, target: &Path, read_only: bool, no_exec: bool, what: String) {
+        self.ops.push(FsOp::Bind {
+            source: source.to_path_buf(),
+            target: target.to_path_buf(),
+            read_only,
+            no_exec,
+            what,
+        });
+    }
+}
+
+/// Plan the run directory: pure.
+pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
+    let root = runs_dir(spec.state).join(spec.run_id);
+    let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
+    let tmpfs = format!(
+        "size={},nr_inodes={inodes},mode=0710,uid=0,gid={}",
+        spec.disk_bytes, spec.gid
+    );
+    let mut p: Planned<'d> = Planned::default();
+    let mut lib_binds = Vec::new();
+
+    // lib/: for each library tree with masked files, a read-only overlay at `lib/<n>`. One mount
+    // per tree, so bubblewrap's cost does not grow with the number of masks.
+    if !spec.masked.is_empty() {
+        p.mkdir(root.join("lib"), 0o755, None);
+        for (i, lib) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
+            if !spec.lib_roots.iter().any(|r| r == lib) {
+                continue;
+            }
+            let rels: Vec<PathBuf> = spec
+                .masked
+                .iter()
+                .filter_map(|m| m.strip_prefix(lib).ok())
+                .map(Path::to_path_buf)
+                .collect();
+            if rels.is_empty() {
+                continue;
+            }
+            let target = root.join("lib").join(i.to_string());
+            p.ops.push(FsOp::MaskLibrary {
+                index: i,
+                root: lib.to_string(),
+                rels,
+                target: target.clone(),
+            });
+            lib_binds.push((lib.to_string(), target));
+        }
+    }
+
+    // skill/: root-owned, read-only, executable bits kept.
+    let skill = root.join("skill");
+    p.mkdir(skill.clone(), 0o755, None);
+    for f in spec.bundle {
+        p.mkdir_parents(&skill, &f.path, 0o755);
+        let mode = (f.mode & 0o555) | 0o444;
+        p.write(skill.join(&f.path), Cow::Borrowed(&f.data), mode, None);
+    }
+    p.bind(
+        &skill,
+        &skill,
+        true,
+        false,
+        "failed to make skill/ read-only".into(),
+    );
+
+    // workspace/
+    let ws = root.join("workspace");
+    let run_owner = Some((spec.uid, spec.gid));
+    p.mkdir(ws.clone(), 0o755, None);
+    let mut owned_dirs: Vec<String> = Vec::new();
+    for d in spec.write_dirs {
+        let (path, uid, gid) = if d.is_empty() {
+            (ws.clone(), spec.uid, spec.gid)
+        } else {
+            p.mkdir_parents(&ws, &format!("{d}/x"), 0o755);
+            (ws.join(d), spec.uid, spec.gid)
+        };
+        p.ops.push(FsOp::Chown { path, uid, gid });
+        owned_dirs.push(d.clone());
+    }
+    let under_owned = |rel: &str| {
+        owned_dirs
+            .iter()
+            .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
+    };
+    for f in spec.workspace {
+        // Directories created for a file are the run's when they lie in a writable prefix.
+        let mut cur = String::new();
+        let comps: Vec<&str> = f.path.split('/').collect();
+        for c in &comps[..comps.len() - 1] {
+            if !cur.is_empty() {
+                cur.push('/');
+            }
+            cur.push_str(c);
+            let path = ws.join(&cur);
+            if !p.dirs.contains(&path) && !p.files.contains(&path) {
+                p.mkdir(
+                    path,
+                    0o755,
+                    if under_owned(&cur) { run_owner } else { None },
+                );
+            }
+        }
+        let path = ws.join(&f.path);
+        if (spec.write_allowed)(&f.path) {
+            p.write(
+                path,
+                Cow::Borrowed(&f.data),
+                (f.mode & 0o777) | 0o600,
+                run_owner,
+            );
+        } else {
+            let mode = if f.mode & 0o111 != 0 { 0o555 } else { 0o444 };
+            p.write(path, Cow::Borrowed(&f.data), mode, None);
+        }
+    }
+
+    // io/: sticky and group-writable, so the script can create output.json but cannot remove or
+    // replace input.json.
+    let io = root.join("io");
+    p.mkdir(io.clone(), 0o1770, Some((0, spec.gid)));
+    p.write(
+        io.join("input.json"),
+        Cow::Borrowed(spec.input_json),
+        0o444,
+        None,
+    );
+    if let Some(cfg) = spec.config_json {
+        p.write(io.join("config.json"), Cow::Borrowed(cfg), 0o444, None);
+    }
+
+    let tmp = root.join("tmp");
+    p.mkdir(tmp.clone(), 0o700, run_owner);
+
+    let etc = root.join("etc");
+    p.mkdir(etc.clone(), 0o755, None);
+    let text = |s: String| Cow::Owned(s.into_bytes());
+    p.write(
+        etc.join("passwd"),
+        text(synth_passwd(spec.user, spec.uid, spec.gid)),
+        0o444,
+        None,
+    );
+    p.write(
+        etc.join("group"),
+        text(synth_group(spec.user, spec.gid)),
+        0o444,
+        None,
+    );
+    p.write(etc.join("hosts"), text(HOSTS.to_string()), 0o444, None);
+    match spec.resolv_conf {
+        Some(resolv) => {
+            p.write(
+                etc.join("resolv.conf"),
+                text(resolv.to_string()),
+                0o444,
+                None,
+            );
+            let nss = NSSWITCH.replace("hosts: files\n", "hosts: files dns\n");
+            p.write(etc.join("nsswitch.conf"), text(nss), 0o444, None);
+        }
+        None => p.write(
+            etc.join("nsswitch.conf"),
+            text(NSSWITCH.to_string()),
+            0o444,
+            None,
+        ),
+    }
+
+    let bin = root.join("bin");
+    p.mkdir(bin.clone(), 0o755, None);
+    for name in spec.wrappers {
+        p.ops.push(FsOp::Symlink {
+            target: PathBuf::from("/band/shim"),
+            link: bin.join(name),
+            name: name.clone(),
+        });
+    }
+
+    if !spec.host_mounts.is_empty() {
+        p.mkdir(root.join("host"), 0o755, None);
+    }
+    for (i, m) in spec.host_mounts.iter().enumerate() {
+        let target = root.join("host").join(i.to_string());
+        if m.is_dir {
+            p.mkdir(target.clone(), 0o755, None);
+        } else {
+            p.write(target.clone(), Cow::Borrowed(b""), 0o444, None);
+        }
+        p.bind(
+            &m.host,
+            &target,
+            !m.writable,
+            true,
+            format!("failed to bind {}", m.host.display()),
+        );
+    }
+
+    for d in [ws, io, tmp] {
+        p.bind(
+            &d,
+            &d,
+            false,
+            true,
+            format!("failed to remount {} noexec", d.display()),
+        );
+    }
+    RunDirPlan {
+        state: spec.state.to_path_buf(),
+        run_id: spec.run_id.to_string(),
+        root,
+        tmpfs,
+        ops: p.ops,
+        lib_binds,
+    }
 }
 
 /// A created run directory. Unmounted and removed by [`RunDir::teardown`] or on drop.
@@ -86,39 +415,12 @@ pub struct RunDir {
     pub root: PathBuf,
     mounted: bool,
     exists: bool,
-    /// (sandbox path, source) for library trees prepared with masks.
-    pub lib_binds: Vec<(String, PathBuf)>,
 }
 
 impl RunDir {
-    pub fn skill(&self) -> PathBuf {
-        self.root.join("skill")
-    }
-    pub fn workspace(&self) -> PathBuf {
-        self.root.join("workspace")
-    }
-    pub fn io(&self) -> PathBuf {
-        self.root.join("io")
-    }
-    pub fn tmp(&self) -> PathBuf {
-        self.root.join("tmp")
-    }
-    pub fn etc(&self) -> PathBuf {
-        self.root.join("etc")
-    }
-    pub fn bin(&self) -> PathBuf {
-        self.root.join("bin")
-    }
-    pub fn sock(&self) -> PathBuf {
-        self.root.join("sock")
-    }
-    pub fn host_mount(&self, i: usize) -> PathBuf {
-        self.root.join("host").join(i.to_string())
-    }
-
-    /// Create, mount and populate the run directory.
-    pub fn create(spec: &RunDirSpec<'_>) -> SetupResult<RunDir> {
-        let runs = runs_dir(spec.state);
+    /// Create and mount the run directory, then apply the plan's steps.
+    pub fn create(plan: &RunDirPlan<'_>) -> SetupResult<RunDir> {
+        let runs = runs_dir(&plan.state);
         fs::create_dir_all(&runs).layer(
             Layer::Filesystem,
             format!("failed to create {}", runs.display()),
@@ -127,7 +429,7 @@ impl RunDir {
             Layer::Filesystem,
             format!("failed to chmod {}", runs.display()),
         )?;
-        let root = runs.join(spec.run_id);
+        let root = plan.root.clone();
         fs::create_dir(&root).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 SetupError::new(
@@ -148,14 +450,8 @@ impl RunDir {
             root,
             mounted: false,
             exists: true,
-            lib_binds: Vec::new(),
         };
-        let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
-        let data = format!(
-            "size={},nr_inodes={inodes},mode=0710,uid=0,gid={}",
-            spec.disk_bytes, spec.gid
-        );
-        sys::mount_tmpfs(&dir.root, &data).layer(
+        sys::mount_tmpfs(&dir.root, &plan.tmpfs).layer(
             Layer::Filesystem,
             format!("failed to mount a tmpfs on {}", dir.root.display()),
         )?;
@@ -164,208 +460,19 @@ impl RunDir {
             Layer::Filesystem,
             format!("failed to make {} private", dir.root.display()),
         )?;
-        dir.populate(spec).map_err(|e| {
-            if e.message.contains("No space left") {
-                e.with_hint(
-                    "the skill and workspace do not fit in maxDiskBytes; raise it in the band",
-                )
-            } else {
-                e
-            }
-        })?;
+        plan.ops
+            .iter()
+            .try_for_each(|op| apply_op(op, plan))
+            .map_err(|e| {
+                if e.message.contains("No space left") {
+                    e.with_hint(
+                        "the skill and workspace do not fit in maxDiskBytes; raise it in the band",
+                    )
+                } else {
+                    e
+                }
+            })?;
         Ok(dir)
-    }
-
-    /// For each library tree with masked files, mount a read-only overlay at `lib/<n>`: a layer
-    /// of whiteouts (one per masked file, so those files do not exist at all) over the host
-    /// tree. One mount per tree, so bubblewrap's cost does not grow with the number of masks.
-    /// The layer comes from [`crate::layers::fs::maskcache`] (built once, shared by later runs); only when
-    /// that cache is full is it built here, in the run's own directory.
-    fn mask_libraries(
-        &mut self,
-        state: &Path,
-        run_id: &str,
-        masked: &[PathBuf],
-    ) -> SetupResult<()> {
-        let fsl = Layer::Filesystem;
-        mkdir(&self.root.join("lib"), 0o755, None)?;
-        for (i, root) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
-            let Ok(meta) = fs::symlink_metadata(root) else {
-                continue;
-            };
-            if !meta.is_dir() {
-                continue;
-            }
-            let mine: Vec<&Path> = masked
-                .iter()
-                .filter_map(|m| m.strip_prefix(root).ok())
-                .collect();
-            if mine.is_empty() {
-                continue;
-            }
-            let layer =
-                match crate::layers::fs::maskcache::shared_layer(state, run_id, i, root, &mine)? {
-                    Some(shared) => shared,
-                    None => {
-                        let private = self.root.join("lib").join(format!("mask{i}"));
-                        mkdir(&private, 0o755, None)?;
-                        crate::layers::fs::maskcache::build_layer(&private, &mine)?;
-                        private
-                    }
-                };
-            let target = self.root.join("lib").join(i.to_string());
-            mkdir(&target, 0o755, None)?;
-            sys::mount_overlay_ro(&target, &[&layer, Path::new(root)])
-                .layer(fsl, format!("failed to mount the masked overlay of {root}"))?;
-            self.lib_binds.push((root.to_string(), target));
-        }
-        Ok(())
-    }
-
-    fn populate(&mut self, spec: &RunDirSpec<'_>) -> SetupResult<()> {
-        let fsl = Layer::Filesystem;
-        if !spec.masked.is_empty() {
-            self.mask_libraries(spec.state, spec.run_id, spec.masked)?;
-        }
-        // skill/: root-owned, read-only, executable bits kept.
-        mkdir(&self.skill(), 0o755, None)?;
-        for f in spec.bundle {
-            let p = self.skill().join(&f.path);
-            mkdir_parents(&self.skill(), &f.path, 0o755, None)?;
-            let mode = (f.mode & 0o555) | 0o444;
-            write_new(&p, &f.data, mode, None)?;
-        }
-        sys::bind_mount(
-            &self.skill(),
-            &self.skill(),
-            BindFlags {
-                read_only: true,
-                no_exec: false,
-            },
-        )
-        .layer(fsl, "failed to make skill/ read-only")?;
-
-        // workspace/
-        let ws = self.workspace();
-        let run_owner = Some((spec.uid, spec.gid));
-        mkdir(&ws, 0o755, None)?;
-        let mut owned_dirs: Vec<String> = Vec::new();
-        for d in spec.write_dirs {
-            if d.is_empty() {
-                chown(&ws, spec.uid, spec.gid)?;
-            } else {
-                mkdir_parents(&ws, &format!("{d}/x"), 0o755, None)?;
-                chown(&ws.join(d), spec.uid, spec.gid)?;
-            }
-            owned_dirs.push(d.clone());
-        }
-        let under_owned = |rel: &str| {
-            owned_dirs
-                .iter()
-                .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
-        };
-        for f in spec.workspace {
-            // Directories created for a file are the run's when they lie in a writable prefix.
-            let mut cur = String::new();
-            let comps: Vec<&str> = f.path.split('/').collect();
-            for c in &comps[..comps.len() - 1] {
-                if !cur.is_empty() {
-                    cur.push('/');
-                }
-                cur.push_str(c);
-                let p = ws.join(&cur);
-                if !p.exists() {
-                    mkdir(&p, 0o755, if under_owned(&cur) { run_owner } else { None })?;
-                }
-            }
-            let p = ws.join(&f.path);
-            if (spec.write_allowed)(&f.path) {
-                write_new(&p, &f.data, (f.mode & 0o777) | 0o600, run_owner)?;
-            } else {
-                write_new(
-                    &p,
-                    &f.data,
-                    if f.mode & 0o111 != 0 { 0o555 } else { 0o444 },
-                    None,
-                )?;
-            }
-        }
-
-        // io/: sticky and group-writable, so the script can create output.json but cannot
-        // remove or replace input.json.
-        let io = self.io();
-        mkdir(&io, 0o1770, Some((0, spec.gid)))?;
-        write_new(&io.join("input.json"), spec.input_json, 0o444, None)?;
-        if let Some(cfg) = spec.config_json {
-            write_new(&io.join("config.json"), cfg, 0o444, None)?;
-        }
-
-        mkdir(&self.tmp(), 0o700, run_owner)?;
-
-        let etc = self.etc();
-        mkdir(&etc, 0o755, None)?;
-        write_new(
-            &etc.join("passwd"),
-            synth_passwd(spec.user, spec.uid, spec.gid).as_bytes(),
-            0o444,
-            None,
-        )?;
-        write_new(
-            &etc.join("group"),
-            synth_group(spec.user, spec.gid).as_bytes(),
-            0o444,
-            None,
-        )?;
-        write_new(&etc.join("hosts"), HOSTS.as_bytes(), 0o444, None)?;
-        match spec.resolv_conf {
-            Some(resolv) => {
-                write_new(&etc.join("resolv.conf"), resolv.as_bytes(), 0o444, None)?;
-                let nss = NSSWITCH.replace("hosts: files\n", "hosts: files dns\n");
-                write_new(&etc.join("nsswitch.conf"), nss.as_bytes(), 0o444, None)?;
-            }
-            None => write_new(&etc.join("nsswitch.conf"), NSSWITCH.as_bytes(), 0o444, None)?,
-        }
-
-        let bin = self.bin();
-        mkdir(&bin, 0o755, None)?;
-        for name in spec.wrappers {
-            std::os::unix::fs::symlink("/band/shim", bin.join(name))
-                .layer(fsl, format!("failed to create wrapper {name}"))?;
-        }
-
-        if !spec.host_mounts.is_empty() {
-            mkdir(&self.root.join("host"), 0o755, None)?;
-        }
-        for (i, m) in spec.host_mounts.iter().enumerate() {
-            let target = self.host_mount(i);
-            if m.is_dir {
-                mkdir(&target, 0o755, None)?;
-            } else {
-                write_new(&target, b"", 0o444, None)?;
-            }
-            sys::bind_mount(
-                &m.host,
-                &target,
-                BindFlags {
-                    read_only: !m.writable,
-                    no_exec: true,
-                },
-            )
-            .layer(fsl, format!("failed to bind {}", m.host.display()))?;
-        }
-
-        for d in [self.workspace(), self.io(), self.tmp()] {
-            sys::bind_mount(
-                &d,
-                &d,
-                BindFlags {
-                    read_only: false,
-                    no_exec: true,
-                },
-            )
-            .layer(fsl, format!("failed to remount {} noexec", d.display()))?;
-        }
-        Ok(())
     }
 
     /// Unmount (lazily, with everything below) and remove. Idempotent.
@@ -398,6 +505,65 @@ impl Drop for RunDir {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
             eprintln!("band-server: {e}");
+        }
+    }
+}
+
+fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
+    let fsl = Layer::Filesystem;
+    match op {
+        FsOp::Mkdir { path, mode, owner } => mkdir(path, *mode, *owner),
+        FsOp::Chown { path, uid, gid } => chown(path, *uid, *gid),
+        FsOp::Write {
+            path,
+            data,
+            mode,
+            owner,
+        } => write_new(path, data, *mode, *owner),
+        FsOp::Symlink { target, link, name } => std::os::unix::fs::symlink(target, link)
+            .layer(fsl, format!("failed to create wrapper {name}")),
+        FsOp::Bind {
+            source,
+            target,
+            read_only,
+            no_exec,
+            what,
+        } => sys::bind_mount(
+            source,
+            target,
+            BindFlags {
+                read_only: *read_only,
+                no_exec: *no_exec,
+            },
+        )
+        .layer(fsl, what),
+        FsOp::MaskLibrary {
+            index,
+            root,
+            rels,
+            target,
+        } => {
+            // The layer comes from [`crate::layers::fs::maskcache`] (built once, shared by later
+            // runs); only when that cache is full is it built here, in the run's own directory.
+            let rels: Vec<&Path> = rels.iter().map(PathBuf::as_path).collect();
+            let layer = match crate::layers::fs::maskcache::shared_layer(
+                &plan.state,
+                &plan.run_id,
+                *index,
+                root,
+                &rels,
+            )? {
+                Some(shared) => shared,
+                None => {
+                    let private = plan.root.join("lib").join(format!("mask{index}"));
+                    mkdir(&private, 0o755, None)?;
+                    crate::layers::fs::maskcache::build_layer(&private, &rels)?;
+                    private
+                }
+            };
+            mkdir(target, 0o755, None)?;
+            sys::mount_overlay_ro(target, &[&layer, Path::new(root)])
+                .layer(fsl, format!("failed to mount the masked overlay of {root}"))
         }
     }
 }
@@ -443,19 +609,6 @@ fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
         Layer::Filesystem,
         format!("failed to chmod {}", p.display()),
     )
-}
-
-/// Create the (root-owned) parent directories of `rel` under `base`.
-fn mkdir_parents(base: &Path, rel: &str, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
-    let mut cur = base.to_path_buf();
-    let comps: Vec<&str> = rel.split('/').collect();
-    for c in &comps[..comps.len().saturating_sub(1)] {
-        cur.push(c);
-        if !cur.is_dir() {
-            mkdir(&cur, mode, owner)?;
-        }
-    }
-    Ok(())
 }
 
 fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {

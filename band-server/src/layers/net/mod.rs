@@ -187,17 +187,44 @@ pub fn insist_missing(
 /// How often the run loop checks that the run's table still exists.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
-/// What the layer needs from the run.
-pub struct NetSetup<'a> {
-    pub run_id: &'a str,
-    pub uid: u32,
-    pub slot: u32,
-    pub matcher: NetMatcher,
-    pub nft: Nft,
+/// The run's network, planned: its table, its stub and the sandbox's `/etc/resolv.conf`.
+#[derive(Debug, Clone)]
+pub struct NetRunPlan {
+    pub table: NetPlan,
+    /// The table as one nft batch ([`nft::ruleset`]).
+    pub ruleset: String,
+    pub stub_addr: Ipv4Addr,
     pub upstream: Vec<SocketAddr>,
-    pub proc: &'a Path,
-    /// Called for each question the stub answers (for the `dns_denied` event).
-    pub on_lookup: Arc<dns::OnLookup>,
+    /// The host's own addresses (never reachable, never an answer).
+    pub own: Vec<IpAddr>,
+    pub matcher: NetMatcher,
+    pub resolv_conf: String,
+}
+
+/// Plan the network of run `run_id` (uid `uid`, pool slot `slot`): pure. Fails when no upstream
+/// resolver is known.
+pub fn plan_run(
+    run_id: &str,
+    uid: u32,
+    slot: u32,
+    matcher: &NetMatcher,
+    own: &[IpAddr],
+    upstream: &[SocketAddr],
+) -> Result<NetRunPlan, String> {
+    if upstream.is_empty() {
+        return Err("no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream".into());
+    }
+    let stub_addr = stub_addr(slot);
+    let table = plan(run_id, uid, stub_addr, matcher, own);
+    Ok(NetRunPlan {
+        ruleset: nft::ruleset(&table),
+        table,
+        stub_addr,
+        upstream: upstream.to_vec(),
+        own: own.to_vec(),
+        matcher: matcher.clone(),
+        resolv_conf: format!("nameserver {stub_addr}\noptions timeout:3 attempts:2\n"),
+    })
 }
 
 /// A run's table and stub; [`NetLayer::teardown`] removes them (also on drop).
@@ -212,42 +239,40 @@ pub struct NetLayer {
 
 impl NetLayer {
     /// Build the table (one atomic batch), then start the stub. Any failure: nothing is left.
-    pub fn setup(s: NetSetup<'_>) -> Result<NetLayer, String> {
-        if s.upstream.is_empty() {
-            return Err("no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream".into());
-        }
-        let own = own_addresses(s.proc);
-        let stub_addr = stub_addr(s.slot);
-        let plan = plan(s.run_id, s.uid, stub_addr, &s.matcher, &own);
+    /// `on_lookup` is called for each question the stub answers (for the `dns_denied` event).
+    pub fn setup(
+        plan: &NetRunPlan,
+        nft: &Nft,
+        on_lookup: Arc<dns::OnLookup>,
+    ) -> Result<NetLayer, String> {
+        let stub_addr = plan.stub_addr;
         let mut layer = NetLayer {
-            table: plan.table.clone(),
+            table: plan.table.table.clone(),
             stub_addr,
-            nft: s.nft.clone(),
+            nft: nft.clone(),
             stub: None,
             lookups: Arc::default(),
             installed: false,
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
         // `add table` of an existing table would merge: refuse instead.
-        s.nft
-            .apply(&nft::ruleset(&plan))
+        nft.apply(&plan.ruleset)
             .map_err(|e| format!("cannot build the run's nftables table: {e}"))?;
         layer.installed = true;
-        let nft = s.nft.clone();
-        let table = plan.table.clone();
+        let learn_nft = nft.clone();
+        let table = plan.table.table.clone();
         let resolver = Resolver {
-            matcher: s.matcher,
-            own,
+            matcher: plan.matcher.clone(),
+            own: plan.own.clone(),
             upstream: Box::new(UdpUpstream {
-                servers: s.upstream,
+                servers: plan.upstream.clone(),
                 timeout: Duration::from_secs(3),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
-                nft.apply(&nft::learn_batch(&table, allow, deny))
+                learn_nft.apply(&nft::learn_batch(&table, allow, deny))
             }),
         };
         let lookups = layer.lookups.clone();
-        let on_lookup = s.on_lookup.clone();
         let record: Arc<dns::OnLookup> = Arc::new(move |l: &Lookup| {
             if let Ok(mut v) = lookups.lock() {
                 v.push(l.clone());
