@@ -250,7 +250,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
 /// Read the config from `path`; a missing file means the defaults. `state_dir_override` (from
 /// `BAND_SERVER_STATE_DIR`) wins over the file.
 pub fn load_config(path: &Path, state_dir_override: Option<PathBuf>) -> SetupResult<ServerConfig> {
-    let mut cfg = match std::fs::read_to_string(path) {
+    let mut cfg = match fs_err::read_to_string(path) {
         Ok(text) => parse_config(&text).map_err(|e| {
             SetupError::new(
                 Layer::Limits,

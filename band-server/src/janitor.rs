@@ -13,8 +13,8 @@
 //!
 //! A live run's lease is held, so nothing here can touch it.
 
+use fs_err::File;
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::path::Path;
 
 use fs_err as fs;
@@ -101,7 +101,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         let Ok(mut file) = uidpool::open_lock(state, slot) else {
             continue;
         };
-        match sys::try_lock_exclusive(&file) {
+        match sys::try_lock_exclusive(file.file()) {
             Ok(true) => {
                 if uidpool::read_lease(&mut file).is_some() {
                     report.extend(clean_dead(&host, slot, &mut file));

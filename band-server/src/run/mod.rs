@@ -261,7 +261,7 @@ fn execute_inner(
     // 2. Identity: lease a pool uid. A lease whose owner died mid-run is cleaned first. (The
     // janitor pass before every run already did this with the configured nft; a lease that died
     // since is cleaned here with the default one.)
-    let on_dead = |slot: u32, file: &mut File| {
+    let on_dead = |slot: u32, file: &mut fs_err::File| {
         let nft = Path::new(crate::config::DEFAULT_NFT);
         let nft = nft.is_file().then(|| Nft::new(nft));
         crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.as_ref());

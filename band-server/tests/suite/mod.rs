@@ -1,4 +1,4 @@
-pub mod helpers;
+pub(crate) mod helpers;
 mod network;
 mod plan;
 mod privileged;

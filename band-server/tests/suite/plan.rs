@@ -22,18 +22,18 @@ use super::helpers::{bundle_hash, file, strs};
 /// The skill's files, sorted, as the client packs them.
 fn pack(root: &Path) -> Vec<FileEntry> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<FileEntry>) {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        let mut entries: Vec<PathBuf> = fs_err::read_dir(dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
             .collect();
         entries.sort();
         for p in entries {
-            let m = std::fs::symlink_metadata(&p).unwrap_or_else(|e| panic!("{e}"));
+            let m = fs_err::symlink_metadata(&p).unwrap_or_else(|e| panic!("{e}"));
             if m.is_dir() {
                 walk(root, &p, out);
             } else if m.is_file() {
                 let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy();
-                let data = std::fs::read(&p).unwrap_or_else(|e| panic!("{e}"));
+                let data = fs_err::read(&p).unwrap_or_else(|e| panic!("{e}"));
                 out.push(file(&rel, m.permissions().mode() & 0o7777, &data));
             }
         }
@@ -57,7 +57,7 @@ fn request() -> RunRequest {
     policy.limits.max_pids = Some(16);
     policy.limits.max_disk_bytes = Some(64 << 20);
     policy.limits.max_runtime_ms = Some(60_000);
-    let cities = std::fs::read(
+    let cities = fs_err::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/csv/cities.csv"),
     )
     .unwrap_or_else(|e| panic!("{e}"));

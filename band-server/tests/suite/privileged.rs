@@ -520,11 +520,11 @@ fn privileged_secrets_reach_their_run_only() {
     std::thread::sleep(Duration::from_millis(700));
     // From the host: the secret is on no command line and in no file under the state dir.
     let mut on_cmdline = Vec::new();
-    for e in std::fs::read_dir("/proc")
+    for e in fs_err::read_dir("/proc")
         .unwrap_or_else(|e| panic!("{e}"))
         .flatten()
     {
-        if let Ok(c) = std::fs::read(e.path().join("cmdline"))
+        if let Ok(c) = fs_err::read(e.path().join("cmdline"))
             && String::from_utf8_lossy(&c).contains(&secret)
         {
             on_cmdline.push(e.file_name());
@@ -645,7 +645,7 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
         let layer = band_server::layers::fs::maskcache::cache_dir(state)
             .join(band_server::layers::fs::maskcache::key(root, &rels));
         for rel in &rels {
-            let m = std::fs::symlink_metadata(layer.join(rel))
+            let m = fs_err::symlink_metadata(layer.join(rel))
                 .unwrap_or_else(|e| panic!("{}: {e}", layer.join(rel).display()));
             assert!(
                 m.file_type().is_char_device() && m.rdev() == 0,
@@ -654,7 +654,7 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
         }
         layers.push((
             layer.clone(),
-            std::fs::metadata(&layer).map(|m| m.ino()).unwrap_or(0),
+            fs_err::metadata(&layer).map(|m| m.ino()).unwrap_or(0),
         ));
     }
     if layers.is_empty() {
@@ -665,7 +665,7 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     assert_eq!(second.result.status, Status::Ok, "{second:#?}");
     for (layer, ino) in &layers {
         assert_eq!(
-            std::fs::metadata(layer).map(|m| m.ino()).ok(),
+            fs_err::metadata(layer).map(|m| m.ino()).ok(),
             Some(*ino),
             "{} was rebuilt",
             layer.display()
@@ -919,7 +919,7 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
         !state_dir().join("runs").join(&run_id).exists(),
         "run dir left"
     );
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     assert!(!mounts.contains(&run_id), "mount left");
     let h =
         band_server::layers::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
@@ -953,20 +953,20 @@ fn privileged_absolute_allow_patterns_bind_host_paths() {
     use std::os::unix::fs::PermissionsExt;
     let host = tempfile::tempdir_in("/var/tmp").unwrap_or_else(|e| panic!("{e}"));
     let root = host.path();
-    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
+    fs_err::set_permissions(root, std::fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(root.join("in")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(root.join("in/data.txt"), "host-data").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(root.join("in/tool.sh"), "#!/bin/sh\necho ran\n")
+    fs_err::create_dir(root.join("in")).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(root.join("in/data.txt"), "host-data").unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(root.join("in/tool.sh"), "#!/bin/sh\necho ran\n")
         .unwrap_or_else(|e| panic!("{e}"));
     for f in ["in/data.txt", "in/tool.sh"] {
-        std::fs::set_permissions(root.join(f), std::fs::Permissions::from_mode(0o755))
+        fs_err::set_permissions(root.join(f), std::fs::Permissions::from_mode(0o755))
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    std::fs::set_permissions(root.join("in"), std::fs::Permissions::from_mode(0o755))
+    fs_err::set_permissions(root.join("in"), std::fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(root.join("out")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(root.join("out"), std::fs::Permissions::from_mode(0o777))
+    fs_err::create_dir(root.join("out")).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::set_permissions(root.join("out"), std::fs::Permissions::from_mode(0o777))
         .unwrap_or_else(|e| panic!("{e}"));
     let r = root.display();
     let mut p = policy();
@@ -981,7 +981,7 @@ echo written > {r}/out/new.txt && echo "rw_write=ok"
 echo "sibling=$(test -e {r}/secret && echo visible || echo hidden)"
 "#
     );
-    std::fs::write(root.join("secret"), "no").unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(root.join("secret"), "no").unwrap_or_else(|e| panic!("{e}"));
     let o = run(&request(&script, p));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
@@ -991,13 +991,13 @@ echo "sibling=$(test -e {r}/secret && echo visible || echo hidden)"
     assert_eq!(kv.get("rw_write").map(String::as_str), Some("ok"));
     assert_eq!(kv.get("sibling").map(String::as_str), Some("hidden"));
     assert_eq!(
-        std::fs::read_to_string(root.join("out/new.txt"))
+        fs_err::read_to_string(root.join("out/new.txt"))
             .ok()
             .as_deref(),
         Some("written\n")
     );
     assert_eq!(
-        std::fs::read_to_string(root.join("in/data.txt"))
+        fs_err::read_to_string(root.join("in/data.txt"))
             .ok()
             .as_deref(),
         Some("host-data")
@@ -1132,9 +1132,9 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         &state_dir(),
         band_server::layers::identity::uidpool::POOL_SIZE - 1,
     );
-    std::fs::create_dir_all(lease.parent().unwrap_or(&state_dir()))
+    fs_err::create_dir_all(lease.parent().unwrap_or(&state_dir()))
         .unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::OpenOptions::new()
+    let _ = fs_err::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&lease);

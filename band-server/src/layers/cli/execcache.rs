@@ -29,10 +29,12 @@
 //! allowed `python3 -c`) reveals its own directory, for the rest of that run only; that lets the
 //! script run the same program with arguments its patterns refuse, never another program.
 
+use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
-use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -154,7 +156,7 @@ pub fn runs_root(state: &Path) -> PathBuf {
 
 /// The cache key of a host file: its path and identity (device, inode, size, times). Any package
 /// upgrade changes at least one of them.
-pub fn cache_key(host: &Path, m: &fs::Metadata) -> String {
+pub fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
     let mut h = Sha256::new();
     h.update(host.as_os_str().as_encoded_bytes());
     for n in [
@@ -194,7 +196,8 @@ fn ensure_dir(path: &Path, mode: u32) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(err(path, "mkdir", e)),
     }
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| err(path, "chmod", e))
+    fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| err(path, "chmod", e))
 }
 
 /// Make `<state>/exec/{cache,runs}`: traversable (bubblewrap, as the run's uid, binds from
@@ -247,7 +250,7 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
             .map_err(|e| err(&tmp, "create", e))?;
         io::copy(&mut src, &mut dst).map_err(|e| err(&tmp, "copy to", e))?;
         dst.flush().map_err(|e| err(&tmp, "write", e))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
+        fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
             .map_err(|e| err(&tmp, "chmod", e))?;
         fs::rename(&tmp, &entry).map_err(|e| err(&entry, "rename into", e))
     })();
@@ -329,13 +332,13 @@ impl ExecDir {
                 let mode = fs::metadata(&cached.path)
                     .map_err(|e| err(&cached.path, "stat", e))?
                     .mode();
-                fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o7777))
+                fs::set_permissions(&target, std::fs::Permissions::from_mode(mode & 0o7777))
                     .map_err(|e| err(&target, "chmod", e))?;
             }
             if let Some(last) = self.made.last_mut() {
                 last.1 = Some(target);
             }
-            fs::set_permissions(&sub, fs::Permissions::from_mode(0o111))
+            fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o111))
                 .map_err(|e| err(&sub, "chmod", e))?;
             self.table.insert(
                 name.clone(),
@@ -345,7 +348,7 @@ impl ExecDir {
                 },
             );
         }
-        fs::set_permissions(&self.root, fs::Permissions::from_mode(0o111))
+        fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o111))
             .map_err(|e| err(&self.root, "chmod", e))
     }
 

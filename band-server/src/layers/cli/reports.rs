@@ -45,11 +45,11 @@ impl PeerCheck {
     /// `lib_trees`: the directories bound as `/usr/lib` etc. in the sandbox (the host trees, or
     /// the run's masked overlays of them, which have a device of their own).
     pub fn for_shim(shim: &Path, uid: u32, lib_trees: &[PathBuf]) -> std::io::Result<PeerCheck> {
-        let m = std::fs::metadata(shim)?;
+        let m = fs_err::metadata(shim)?;
         let mut lib_devs = Vec::new();
         let defaults = [PathBuf::from("/usr/lib"), PathBuf::from("/usr/lib64")];
         for d in defaults.iter().chain(lib_trees) {
-            if let Ok(m) = std::fs::metadata(d)
+            if let Ok(m) = fs_err::metadata(d)
                 && !lib_devs.contains(&m.dev())
             {
                 lib_devs.push(m.dev());
@@ -133,7 +133,7 @@ pub fn parse_starttime(stat: &str) -> Option<u64> {
 }
 
 fn starttime(pid: i32) -> Result<u64, String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|e| format!("pid {pid}: stat: {e}"))?;
     parse_starttime(&stat).ok_or_else(|| format!("pid {pid}: unreadable stat"))
 }
@@ -146,12 +146,12 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String>
         return Err(format!("peer uid {uid} is not the run's uid {}", check.uid));
     }
     let start = starttime(pid)?;
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
-        .map_err(|e| format!("pid {pid}: exe: {e}"))?;
+    let exe =
+        fs_err::metadata(format!("/proc/{pid}/exe")).map_err(|e| format!("pid {pid}: exe: {e}"))?;
     if (exe.dev(), exe.ino()) != check.shim {
         return Err(format!("pid {pid} is not the shim"));
     }
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+    let comm = fs_err::read_to_string(format!("/proc/{pid}/comm"))
         .map_err(|e| format!("pid {pid}: comm: {e}"))?;
     if comm.trim_end_matches('\n') != shim::COMM {
         return Err(format!(
@@ -159,7 +159,7 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String>
             comm.trim_end()
         ));
     }
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+    let maps = fs_err::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| format!("pid {pid}: maps: {e}"))?;
     check_mappings(&parse_maps(&maps)?, check).map_err(|e| format!("pid {pid} {e}"))?;
     if starttime(pid)? != start {
@@ -292,7 +292,7 @@ impl ReportListener {
     ) -> std::io::Result<ReportListener> {
         let listener = UnixListener::bind(path)?;
         std::os::unix::fs::lchown(path, Some(0), Some(gid))?;
-        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
+        fs_err::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let check = Arc::new(check);

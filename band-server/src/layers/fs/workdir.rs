@@ -26,10 +26,12 @@
 //! read-only system files and the run's programs (through band-shim) can be executed. The flags are set here, in the initial user
 //! namespace, so they are locked for bubblewrap's unprivileged copy of these mounts.
 
+use fs_err::{self as fs, OpenOptions};
 use std::borrow::Cow;
-use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use band::policy::fs::FsPattern;
@@ -425,7 +427,7 @@ impl RunDir {
             Layer::Filesystem,
             format!("failed to create {}", runs.display()),
         )?;
-        fs::set_permissions(&runs, fs::Permissions::from_mode(0o711)).layer(
+        fs::set_permissions(&runs, std::fs::Permissions::from_mode(0o711)).layer(
             Layer::Filesystem,
             format!("failed to chmod {}", runs.display()),
         )?;
@@ -520,7 +522,7 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             mode,
             owner,
         } => write_new(path, data, *mode, *owner),
-        FsOp::Symlink { target, link, name } => std::os::unix::fs::symlink(target, link)
+        FsOp::Symlink { target, link, name } => fs_err::os::unix::fs::symlink(target, link)
             .layer(fsl, format!("failed to create wrapper {name}")),
         FsOp::Bind {
             source,
@@ -605,7 +607,7 @@ fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
     if let Some((u, g)) = owner {
         chown(p, u, g)?;
     }
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).layer(
+    fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).layer(
         Layer::Filesystem,
         format!("failed to chmod {}", p.display()),
     )
@@ -632,10 +634,11 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
             format!("failed to chown {}", p.display()),
         )?;
     }
-    f.set_permissions(fs::Permissions::from_mode(mode)).layer(
-        Layer::Filesystem,
-        format!("failed to chmod {}", p.display()),
-    )
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .layer(
+            Layer::Filesystem,
+            format!("failed to chmod {}", p.display()),
+        )
 }
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).

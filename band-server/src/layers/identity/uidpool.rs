@@ -9,9 +9,11 @@
 //! Users are created on first use with `useradd --system --no-create-home --user-group --shell
 //! /usr/sbin/nologin`, after the slot's lock is held, so no two servers create the same user.
 
-use std::fs::{self, File, OpenOptions};
+use fs_err::{self as fs, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -110,7 +112,7 @@ pub fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
         Layer::Identity,
         format!("failed to create {}", dir.display()),
     )?;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).layer(
+    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).layer(
         Layer::Identity,
         format!("failed to chmod {}", dir.display()),
     )?;
@@ -133,11 +135,12 @@ pub fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
 
 fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Option<Lease>> {
     for slot in 0..POOL_SIZE {
-        let mut file = open_lock(state, slot)
-            .layer(Layer::Identity, format!("failed to open lease {slot}"))?;
-        if !sys::try_lock_exclusive(&file)
-            .layer(Layer::Identity, format!("failed to lock lease {slot}"))?
-        {
+        let path = lease_path(state, slot);
+        let mut file = open_lock(state, slot).layer(Layer::Identity, "failed to open a lease")?;
+        if !sys::try_lock_exclusive(file.file()).layer(
+            Layer::Identity,
+            format!("failed to lock {}", path.display()),
+        )? {
             continue;
         }
         if read_lease(&mut file).is_some() {
@@ -145,12 +148,18 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
             // than reuse a uid that may still have processes.
             on_dead(slot, &mut file);
         }
-        file.set_len(0)
-            .layer(Layer::Identity, "failed to truncate lease")?;
-        file.seek(SeekFrom::Start(0))
-            .layer(Layer::Identity, "failed to seek lease")?;
-        writeln!(file, "{} {run_id}", std::process::id())
-            .layer(Layer::Identity, "failed to write lease")?;
+        file.set_len(0).layer(
+            Layer::Identity,
+            format!("failed to truncate {}", path.display()),
+        )?;
+        file.seek(SeekFrom::Start(0)).layer(
+            Layer::Identity,
+            format!("failed to seek {}", path.display()),
+        )?;
+        writeln!(file, "{} {run_id}", std::process::id()).layer(
+            Layer::Identity,
+            format!("failed to write {}", path.display()),
+        )?;
         let user = user_name(slot);
         let (uid, gid) = ensure_user(&user)?;
         return Ok(Some(Lease {
@@ -159,7 +168,7 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
             gid,
             user,
             file,
-            path: lease_path(state, slot),
+            path,
         }));
     }
     Ok(None)

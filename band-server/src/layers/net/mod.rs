@@ -76,7 +76,7 @@ pub fn parse_if_inet6(text: &str) -> Vec<IpAddr> {
 
 /// This host's own addresses, read under `proc` (a parameter so tests use a temp dir).
 pub fn own_addresses(proc: &Path) -> Vec<IpAddr> {
-    let read = |rel: &str| std::fs::read_to_string(proc.join(rel)).unwrap_or_default();
+    let read = |rel: &str| fs_err::read_to_string(proc.join(rel)).unwrap_or_default();
     let mut v = parse_fib_trie_local(&read("net/fib_trie"));
     v.extend(parse_if_inet6(&read("net/if_inet6")));
     v
@@ -532,8 +532,8 @@ mod tests {
             ]
         );
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("net")).unwrap();
-        std::fs::write(dir.path().join("net/fib_trie"), fib).unwrap();
+        fs_err::create_dir(dir.path().join("net")).unwrap();
+        fs_err::write(dir.path().join("net/fib_trie"), fib).unwrap();
         assert_eq!(own_addresses(dir.path()).len(), 2);
     }
 
