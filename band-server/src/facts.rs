@@ -1,6 +1,6 @@
 //! What a run's plan depends on from the host, gathered before planning: which binaries resolve
 //! where, the cgroup hierarchy, the state directory, the library executables to hide, the
-//! resolvers and the host's own addresses. The only I/O before [`crate::plan::plan_run`];
+//! resolvers and the host's own addresses. The only I/O before the plan (`plan::plan_run`);
 //! everything it reads is a field, so a test can plan a run with made-up facts.
 
 use std::collections::BTreeMap;
@@ -14,11 +14,12 @@ use fs_err as fs;
 use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layers::cgroup::Hierarchy;
+use crate::layers::cli::programs;
 use crate::layers::cli::{execcache, shim};
+use crate::layers::fs::mounts;
 use crate::layers::fs::{execmask, workdir};
 use crate::layers::net;
-use crate::plan::{self, Checked};
-use crate::request;
+use crate::request::{self, Checked};
 
 /// Where host binaries are looked up, in order.
 pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
@@ -171,7 +172,7 @@ impl HostFacts {
         }
         let mut host_paths = BTreeMap::new();
         for cat in [band::policy::Category::Read, band::policy::Category::Write] {
-            for p in plan::allow_and_insist(policy, cat) {
+            for p in mounts::allow_and_insist(policy, cat) {
                 if let Some(prefix) = workdir::absolute_prefix(&p)
                     && let Some(found) = host_path(&prefix)
                 {
@@ -202,8 +203,16 @@ impl HostFacts {
         // Scanned only for a run that gets this far (the plan would fail before it otherwise).
         if cfg.mask_lib_executables
             && facts.state_dir.is_ok()
-            && let Ok(cli) = plan::plan_cli_from(policy, &checked.compiled, &facts)
-            && plan::plan_host_mounts(policy, &cfg.state_dir, &facts).is_ok()
+            && let Ok(cli) = programs::plan_cli(
+                policy,
+                &checked.compiled,
+                &|name| facts.binaries.get(name).cloned(),
+                &|path| facts.heads.get(path).cloned().unwrap_or_default(),
+            )
+            && mounts::plan_host_mounts(policy, &cfg.state_dir, &|p| {
+                facts.host_paths.get(p).cloned()
+            })
+            .is_ok()
         {
             let programs: Vec<(String, PathBuf)> = cli
                 .binaries

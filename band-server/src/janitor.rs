@@ -19,22 +19,21 @@ use std::path::Path;
 
 use fs_err as fs;
 
-pub use crate::layers::Report;
-use crate::layers::cgroup::Hierarchy;
+use crate::layer::Host;
+pub use crate::layer::Report;
+use crate::layers::LAYERS;
 use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
 use crate::layers::identity::uidpool::{self, POOL_SIZE};
-use crate::layers::net::nft::Nft;
-use crate::layers::{Host, LAYERS};
 use crate::sys;
 
 /// Clean up what the dead owner of `slot` left behind. `file` is the slot's lock file, locked by
 /// the caller.
-pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&Nft>) -> Report {
+/// `nft` is the nft binary, when installed.
+pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&Path>) -> Report {
     let host = Host {
         state,
         nft,
         scan_tables: false,
-        hierarchy: Hierarchy::detect_system().ok(),
     };
     clean_dead(&host, slot, file)
 }
@@ -60,12 +59,10 @@ fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File) -> Report {
 /// The whole janitor pass.
 pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     let mut report = Report::default();
-    let nft = nft.is_file().then(|| Nft::new(nft));
     let host = Host {
         state,
-        nft: nft.as_ref(),
+        nft: nft.is_file().then_some(nft),
         scan_tables,
-        hierarchy: Hierarchy::detect_system().ok(),
     };
     // Every layer's leftovers are listed before the leases are read: a run holds its lease
     // before it builds anything.

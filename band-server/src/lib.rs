@@ -54,6 +54,7 @@ pub mod config;
 pub mod error;
 pub mod facts;
 pub mod janitor;
+pub mod layer;
 pub mod layers;
 pub mod plan;
 pub mod request;

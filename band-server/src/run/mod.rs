@@ -34,6 +34,7 @@ use crate::collect::{self, Capture, Facts, Output};
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::facts::HostFacts;
+use crate::layer::{Built, Teardown};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::execcache::{self, ExecDir};
 use crate::layers::cli::reports::{PeerCheck, Report, ReportListener};
@@ -41,8 +42,8 @@ use crate::layers::fs::workdir::RunDir;
 use crate::layers::identity::uidpool;
 use crate::layers::net::{self, NetLayer, dns::Lookup, nft::Nft};
 use crate::layers::process::bwrap;
-use crate::layers::{Built, Teardown};
-use crate::plan::{self, Check, Identity};
+use crate::plan::{self, Identity};
+use crate::request::{self, Check};
 use crate::sys::{self, PreExec};
 
 /// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
@@ -251,7 +252,7 @@ fn execute_inner(
 ) -> SetupResult<RunResult> {
     // 1. Pure checks, then the host's facts, then what the host must offer: nothing created yet
     // (but the state directory).
-    let checked = match plan::check(req, cfg, sys::euid() == 0)? {
+    let checked = match request::check(req, cfg, sys::euid() == 0)? {
         Check::Run(c) => c,
         Check::Refused(r) => return Ok(*r),
     };
@@ -263,8 +264,7 @@ fn execute_inner(
     // since is cleaned here with the default one.)
     let on_dead = |slot: u32, file: &mut fs_err::File| {
         let nft = Path::new(crate::config::DEFAULT_NFT);
-        let nft = nft.is_file().then(|| Nft::new(nft));
-        crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.as_ref());
+        crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.is_file().then_some(nft));
     };
     let lease = uidpool::acquire(&cfg.state_dir, &req.run_id, &on_dead)?;
     let identity = Identity {

@@ -14,7 +14,8 @@ use band_server::config::ServerConfig;
 use band_server::facts::{Helpers, HostFacts};
 use band_server::layers::cgroup::Hierarchy;
 use band_server::layers::fs::workdir::FsOp;
-use band_server::plan::{self, Check, Identity, RunPlan};
+use band_server::plan::{self, Identity, RunPlan};
+use band_server::request::{self, Check};
 use serde::Serialize;
 
 use super::helpers::{bundle_hash, file, strs};
@@ -237,7 +238,7 @@ fn view(plan: &RunPlan<'_>) -> View {
 fn a_request_gives_this_whole_plan() {
     let req = request();
     let cfg = ServerConfig::default();
-    let checked = match plan::check(&req, &cfg, true) {
+    let checked = match request::check(&req, &cfg, true) {
         Ok(Check::Run(c)) => c,
         Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
         Err(e) => panic!("{e}"),

@@ -859,30 +859,32 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
 /// The cgroup layer.
 pub struct Cgroup;
 
-impl crate::layers::RunLayer for Cgroup {
+impl crate::layer::RunLayer for Cgroup {
     fn list_stale(
         &self,
-        host: &crate::layers::Host<'_>,
-        report: &mut crate::layers::Report,
-    ) -> Vec<crate::layers::Stale> {
-        let _ = report;
-        host.hierarchy
+        host: &crate::layer::Host<'_>,
+        report: &mut crate::layer::Report,
+    ) -> Vec<crate::layer::Stale> {
+        let _ = (host, report);
+        Hierarchy::detect_system()
+            .ok()
             .as_ref()
             .map(RunCgroup::list_stale)
             .unwrap_or_default()
             .into_iter()
-            .map(crate::layers::Stale::run)
+            .map(crate::layer::Stale::run)
             .collect()
     }
 
     fn remove_dead_run(
         &self,
-        host: &crate::layers::Host<'_>,
+        host: &crate::layer::Host<'_>,
         run: &str,
-        report: &mut crate::layers::Report,
+        report: &mut crate::layer::Report,
     ) {
-        if let Some(h) = &host.hierarchy {
-            match RunCgroup::open(h, run).and_then(|cg| cg.remove()) {
+        let _ = host;
+        if let Ok(h) = Hierarchy::detect_system() {
+            match RunCgroup::open(&h, run).and_then(|cg| cg.remove()) {
                 Ok(()) => report.removed_cgroups.push(run.to_string()),
                 Err(e) => report.errors.push(format!("cgroup {run}: {e}")),
             }
@@ -891,17 +893,18 @@ impl crate::layers::RunLayer for Cgroup {
 
     fn remove_stale(
         &self,
-        host: &crate::layers::Host<'_>,
-        item: &crate::layers::Stale,
+        host: &crate::layer::Host<'_>,
+        item: &crate::layer::Stale,
         live: &BTreeSet<String>,
-        report: &mut crate::layers::Report,
+        report: &mut crate::layer::Report,
     ) {
         let name = &item.run;
         if live.contains(name) || report.removed_cgroups.contains(name) {
             return;
         }
-        if let Some(h) = &host.hierarchy {
-            match RunCgroup::open(h, name).and_then(|cg| cg.remove()) {
+        let _ = host;
+        if let Ok(h) = Hierarchy::detect_system() {
+            match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
                 Ok(()) => report.removed_cgroups.push(name.clone()),
                 Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
             }
@@ -909,21 +912,21 @@ impl crate::layers::RunLayer for Cgroup {
     }
 }
 
-impl crate::layers::Built for RunCgroup {
-    fn stop(&mut self, t: &mut crate::layers::Teardown) {
+impl crate::layer::Built for RunCgroup {
+    fn stop(&mut self, t: &mut crate::layer::Teardown) {
         if let Err(e) = self.kill_all(KILL_DEADLINE) {
             t.errors.push(format!("cgroup: {e}"));
             t.processes_dead = false;
         }
     }
 
-    fn teardown(self: Box<Self>, t: &mut crate::layers::Teardown) {
+    fn teardown(self: Box<Self>, t: &mut crate::layer::Teardown) {
         if let Err(e) = self.remove() {
             t.errors.push(format!("cgroup: {e}"));
         }
     }
 
-    crate::layers::built_any!();
+    crate::layer::built_any!();
 }
 
 #[cfg(test)]

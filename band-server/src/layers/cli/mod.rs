@@ -1,6 +1,7 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
 pub mod execcache;
+pub mod programs;
 pub mod reports;
 pub mod shim;
 
@@ -8,7 +9,7 @@ use std::collections::BTreeSet;
 
 use self::execcache::ExecDir;
 use self::reports::ReportListener;
-use super::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
+use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
 
 /// The CLI gate: the run's program directories (`/band/x`) and its report socket.
 pub struct Cli;

@@ -2,12 +2,13 @@
 
 pub mod execmask;
 pub mod maskcache;
+pub mod mounts;
 pub mod workdir;
 
 use std::collections::BTreeSet;
 
 use self::workdir::RunDir;
-use super::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
+use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
 
 /// The filesystem layer: run directories, and whiteout layers being built.
 pub struct Fs;

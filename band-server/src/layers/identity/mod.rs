@@ -6,7 +6,7 @@ pub mod uidpool;
 use std::collections::BTreeSet;
 
 use self::uidpool::Lease;
-use super::{Built, RunLayer, Teardown, built_any};
+use crate::layer::{Built, RunLayer, Teardown, built_any};
 
 /// The identity layer. Its leftovers are the leases of dead servers, which the janitor reads to
 /// decide what is live; it walks the other layers from there.

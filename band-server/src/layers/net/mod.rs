@@ -400,15 +400,16 @@ pub fn remove_stale_tables(
 /// The network layer.
 pub struct Net;
 
-impl crate::layers::RunLayer for Net {
+impl crate::layer::RunLayer for Net {
     fn list_stale(
         &self,
-        host: &crate::layers::Host<'_>,
-        report: &mut crate::layers::Report,
-    ) -> Vec<crate::layers::Stale> {
+        host: &crate::layer::Host<'_>,
+        report: &mut crate::layer::Report,
+    ) -> Vec<crate::layer::Stale> {
         // Listed only by the `janitor` command.
-        match host.nft.filter(|_| host.scan_tables).map(Nft::list_tables) {
-            Some(Ok(tables)) => tables.into_iter().map(crate::layers::Stale::run).collect(),
+        let nft = host.nft.filter(|_| host.scan_tables).map(Nft::new);
+        match nft.as_ref().map(Nft::list_tables) {
+            Some(Ok(tables)) => tables.into_iter().map(crate::layer::Stale::run).collect(),
             Some(Err(e)) => {
                 report.errors.push(format!("nft: {e}"));
                 Vec::new()
@@ -419,12 +420,12 @@ impl crate::layers::RunLayer for Net {
 
     fn remove_dead_run(
         &self,
-        host: &crate::layers::Host<'_>,
+        host: &crate::layer::Host<'_>,
         run: &str,
-        report: &mut crate::layers::Report,
+        report: &mut crate::layer::Report,
     ) {
         // Its processes are dead: the run's table (if it had network) can go.
-        if let Some(nft) = host.nft {
+        if let Some(nft) = host.nft.map(Nft::new) {
             let table = nft::table_name(run);
             if nft.list_table(&table).is_ok() {
                 match nft.delete_table(&table) {
@@ -437,15 +438,15 @@ impl crate::layers::RunLayer for Net {
 
     fn remove_stale(
         &self,
-        host: &crate::layers::Host<'_>,
-        item: &crate::layers::Stale,
+        host: &crate::layer::Host<'_>,
+        item: &crate::layer::Stale,
         live: &BTreeSet<String>,
-        report: &mut crate::layers::Report,
+        report: &mut crate::layer::Report,
     ) {
-        let Some(nft) = host.nft.filter(|_| host.scan_tables) else {
+        let Some(nft) = host.nft.filter(|_| host.scan_tables).map(Nft::new) else {
             return;
         };
-        let (removed, errors) = remove_stale_tables(nft, std::slice::from_ref(&item.run), live);
+        let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
         report.removed_tables.extend(
             removed
                 .into_iter()
@@ -456,8 +457,8 @@ impl crate::layers::RunLayer for Net {
     }
 }
 
-impl crate::layers::Built for NetLayer {
-    fn teardown(mut self: Box<Self>, t: &mut crate::layers::Teardown) {
+impl crate::layer::Built for NetLayer {
+    fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {
         if t.processes_dead {
             if let Err(e) = NetLayer::teardown(&mut self) {
                 t.errors.push(format!("network: {e}"));
@@ -469,7 +470,7 @@ impl crate::layers::Built for NetLayer {
         }
     }
 
-    crate::layers::built_any!();
+    crate::layer::built_any!();
 }
 
 #[cfg(test)]

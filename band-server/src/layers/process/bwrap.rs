@@ -56,14 +56,6 @@ pub struct JailExec {
     pub argv: Vec<String>,
 }
 
-/// A program of the CLI layer: a wrapped name and the host file behind it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinaryBind {
-    pub name: String,
-    /// The canonical host file.
-    pub host: PathBuf,
-}
-
 /// A host path bound into the sandbox (source already prepared by band-server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtraBind {

@@ -3,7 +3,7 @@
 pub mod bwrap;
 pub mod seccomp;
 
-use super::RunLayer;
+use crate::layer::RunLayer;
 
 /// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
 /// remove (their processes die with the cgroup and the uid).
