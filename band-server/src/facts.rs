@@ -13,7 +13,7 @@ use fs_err as fs;
 
 use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layers::cgroup::Hierarchy;
+use crate::layers::cgroup::{CgroupError, Hierarchy};
 use crate::layers::cli::programs;
 use crate::layers::cli::{execcache, shim};
 use crate::layers::fs::mounts;
@@ -59,7 +59,7 @@ impl Helpers {
 }
 
 /// The host, as far as one run's plan is concerned.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HostFacts {
     /// Command name → its canonical host file, for every name the plan may need (declared
     /// commands, essentials, interpreters); a name missing here is not installed.
@@ -78,13 +78,13 @@ pub struct HostFacts {
     pub helpers: SetupResult<Helpers>,
     /// The configured bubblewrap is a file.
     pub bwrap_present: bool,
-    pub hierarchy: Result<Hierarchy, String>,
+    pub hierarchy: Result<Hierarchy, CgroupError>,
     /// Upstream resolvers for the DNS stub (server config, else `/etc/resolv.conf`).
     pub upstream: Vec<SocketAddr>,
     /// The host's own addresses (only read for a run with network).
     pub own_addrs: Vec<IpAddr>,
     /// Where band-shim's execute-only copy is in the program cache, or why it cannot be.
-    pub shim_copy: Result<PathBuf, String>,
+    pub shim_copy: Result<PathBuf, std::io::Error>,
 }
 
 /// Find `name` in [`BIN_SEARCH`] and resolve it to its final file.
@@ -195,10 +195,10 @@ impl HostFacts {
             lib_roots,
             helpers: Helpers::locate(),
             bwrap_present: cfg.bwrap.is_file(),
-            hierarchy: Hierarchy::detect_system().map_err(|e| e.to_string()),
+            hierarchy: Hierarchy::detect_system(),
             upstream: Vec::new(),
             own_addrs: Vec::new(),
-            shim_copy: Err(String::new()),
+            shim_copy: Err(std::io::Error::other("band-shim not found")),
         };
         // Scanned only for a run that gets this far (the plan would fail before it otherwise).
         if cfg.mask_lib_executables
@@ -239,15 +239,13 @@ impl HostFacts {
             facts.own_addrs = net::own_addresses(Path::new("/proc"));
         }
         if let Ok(h) = &facts.helpers {
-            facts.shim_copy = fs::metadata(&h.shim)
-                .map(|m| {
-                    execcache::cache_dir(&cfg.state_dir).join(format!(
-                        "{}-{}",
-                        execcache::SHIM_NAME,
-                        execcache::cache_key(&h.shim, &m)
-                    ))
-                })
-                .map_err(|e| e.to_string());
+            facts.shim_copy = fs::metadata(&h.shim).map(|m| {
+                execcache::cache_dir(&cfg.state_dir).join(format!(
+                    "{}-{}",
+                    execcache::SHIM_NAME,
+                    execcache::cache_key(&h.shim, &m)
+                ))
+            });
         }
         facts
     }

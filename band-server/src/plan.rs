@@ -67,7 +67,8 @@ pub fn preflight(
         )
         .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
     }
-    let rules = CliRules::from_policy(&cli.policy).map_err(|m| SetupError::new(Layer::Cli, m))?;
+    let rules = CliRules::from_policy(&cli.policy)
+        .map_err(|e| SetupError::new(Layer::Cli, e.to_string()))?;
     Ok(Preflight {
         cli,
         host_mounts,
@@ -125,9 +126,9 @@ pub fn plan_run<'a>(
     let limits = checked.limits;
     let hierarchy = facts
         .hierarchy
-        .clone()
+        .as_ref()
         .map_err(|e| SetupError::new(Layer::Cgroup, format!("no usable cgroup hierarchy: {e}")))?;
-    let cgroup = cgroup::plan(&hierarchy, &req.run_id, &cgroup_limits(&limits))
+    let cgroup = cgroup::plan(hierarchy, &req.run_id, &cgroup_limits(&limits))
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let net = if checked.compiled.net.is_empty() {
         None
@@ -142,7 +143,7 @@ pub fn plan_run<'a>(
                 &facts.upstream,
             )
             .map_err(|e| {
-                SetupError::new(Layer::Network, e)
+                SetupError::new(Layer::Network, e.to_string())
                     .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
             })?,
         )
@@ -155,8 +156,9 @@ pub fn plan_run<'a>(
         .collect();
     let shim_copy = facts
         .shim_copy
-        .clone()
-        .map_err(|e| SetupError::new(Layer::Cli, format!("failed to cache band-shim: {e}")))?;
+        .as_ref()
+        .map_err(|e| SetupError::new(Layer::Cli, format!("failed to cache band-shim: {e}")))?
+        .clone();
     let exec = ExecPlan {
         state: cfg.state_dir.clone(),
         root: execcache::runs_root(&cfg.state_dir).join(&req.run_id),

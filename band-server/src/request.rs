@@ -37,28 +37,47 @@ pub fn bundle_sha256(files: &[DecodedFile]) -> String {
     proto::bundle_digest(&tuples)
 }
 
+/// A relative path of the request that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("empty path")]
+    Empty,
+    #[error("path longer than {MAX_PATH_BYTES} bytes")]
+    TooLong,
+    #[error("path {0:?} contains NUL")]
+    Nul(String),
+    #[error("path {0:?} is absolute")]
+    Absolute(String),
+    #[error("path {path:?} has {what} component")]
+    Component { path: String, what: &'static str },
+}
+
 /// Check one relative path: not empty, no leading `/`, no NUL, no empty, `.` or `..`
 /// components, at most [`MAX_PATH_BYTES`].
-pub fn validate_rel_path(path: &str) -> Result<(), String> {
+pub fn validate_rel_path(path: &str) -> Result<(), PathError> {
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err(PathError::Empty);
     }
     if path.len() > MAX_PATH_BYTES {
-        return Err(format!("path longer than {MAX_PATH_BYTES} bytes"));
+        return Err(PathError::TooLong);
     }
     if path.contains('\0') {
-        return Err(format!("path {path:?} contains NUL"));
+        return Err(PathError::Nul(path.into()));
     }
     if path.starts_with('/') {
-        return Err(format!("path {path:?} is absolute"));
+        return Err(PathError::Absolute(path.into()));
     }
     for comp in path.split('/') {
-        match comp {
-            "" => return Err(format!("path {path:?} has an empty component")),
-            "." => return Err(format!("path {path:?} has a `.` component")),
-            ".." => return Err(format!("path {path:?} has a `..` component")),
-            _ => {}
-        }
+        let what = match comp {
+            "" => "an empty",
+            "." => "a `.`",
+            ".." => "a `..`",
+            _ => continue,
+        };
+        return Err(PathError::Component {
+            path: path.into(),
+            what,
+        });
     }
     Ok(())
 }

@@ -309,7 +309,7 @@ fn execute_inner(
                 }
             });
         let layer = NetLayer::setup(net_plan, &Nft::new(&cfg.nft), on_lookup).map_err(|e| {
-            SetupError::new(Layer::Network, e)
+            SetupError::new(Layer::Network, e.to_string())
                 .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
         })?;
         guard.push(layer);

@@ -749,8 +749,9 @@ impl RunCgroup {
                     Ok(()) => break,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                     // A killed task can keep the cgroup busy for a moment after leaving procs.
+                    // (By kind: an fs-err error carries no raw errno.)
                     Err(e)
-                        if e.raw_os_error() == Some(libc::EBUSY)
+                        if e.kind() == io::ErrorKind::ResourceBusy
                             && start.elapsed() < REMOVE_DEADLINE =>
                     {
                         std::thread::sleep(POLL);

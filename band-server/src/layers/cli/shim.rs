@@ -90,12 +90,10 @@ pub struct Resolved {
 /// line's argument when it has one) is judged as `pip args…`, and the interpreter's program
 /// runs. Only that exact shape counts: anything else given to an interpreter is judged as a call
 /// of the interpreter.
-pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, String> {
+pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotAvailable> {
     let name = command_name(argv.first().map(String::as_str).unwrap_or(""));
     let Some(program) = table.get(name) else {
-        return Err(format!(
-            "band: {name}: command not available in this sandbox"
-        ));
+        return Err(NotAvailable(name.to_string()));
     };
     for (script_name, script) in table {
         let Some(sb) = &script.script else { continue };
@@ -132,6 +130,20 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, Stri
     })
 }
 
+/// A call of a command the sandbox does not have (the message the script sees).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("band: {0}: command not available in this sandbox")]
+pub struct NotAvailable(pub String);
+
+/// A CLI pattern of the policy that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}.cli[{index}]: {error}", if *.is_deny { "deny" } else { "allow" })]
+pub struct RuleError {
+    pub is_deny: bool,
+    pub index: usize,
+    pub error: band::policy::PatternError,
+}
+
 /// The CLI policy of a run, as band-server judges wrapper calls by it (in band-server only:
 /// nothing inside the sandbox reads it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,10 +168,13 @@ impl CliRules {
         allow: &[String],
         deny: &[String],
         essentials: &[String],
-    ) -> Result<CliRules, String> {
-        let matcher = CliMatcher::new(allow, deny).map_err(|(is_deny, i, e)| {
-            format!("{}.cli[{i}]: {e}", if is_deny { "deny" } else { "allow" })
-        })?;
+    ) -> Result<CliRules, RuleError> {
+        let matcher =
+            CliMatcher::new(allow, deny).map_err(|(is_deny, index, error)| RuleError {
+                is_deny,
+                index,
+                error,
+            })?;
         let declared = matcher.commands();
         Ok(CliRules {
             matcher,
@@ -168,7 +183,7 @@ impl CliRules {
         })
     }
 
-    pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, String> {
+    pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, RuleError> {
         CliRules::new(&p.allow, &p.deny, &p.essentials)
     }
 }
@@ -295,7 +310,7 @@ mod tests {
         ])
     }
 
-    fn resolved(judged: &[&str], program: &str) -> Result<Resolved, String> {
+    fn resolved(judged: &[&str], program: &str) -> Result<Resolved, NotAvailable> {
         Ok(Resolved {
             judged: v(judged),
             program: program.into(),
@@ -315,7 +330,7 @@ mod tests {
             "an absolute path is the same command, judged the same way"
         );
         assert_eq!(
-            resolve_call(&t, &v(&["perl", "-e", "1"])),
+            resolve_call(&t, &v(&["perl", "-e", "1"])).map_err(|e| e.to_string()),
             Err("band: perl: command not available in this sandbox".into())
         );
         assert!(resolve_call(&t, &[]).is_err());

@@ -722,27 +722,46 @@ pub const RESERVED_SANDBOX_TREES: &[&str] = &[
     "/boot",
 ];
 
+/// Why a host path cannot be bound into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostMountError {
+    #[error("{} would cover {reserved}", .path.display())]
+    Covers {
+        path: PathBuf,
+        reserved: &'static str,
+    },
+    #[error("{} is inside {reserved}, which the sandbox manages itself", .path.display())]
+    Inside {
+        path: PathBuf,
+        reserved: &'static str,
+    },
+    #[error("{} overlaps band-server's state directory", .0.display())]
+    StateDir(PathBuf),
+    #[error("{} is never exposed", .0.display())]
+    Secret(PathBuf),
+}
+
 /// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
 /// server's state directory.
-pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), String> {
+pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountError> {
     for r in RESERVED_SANDBOX_PATHS {
         if Path::new(r).starts_with(p) {
-            return Err(format!("{} would cover {r}", p.display()));
+            return Err(HostMountError::Covers {
+                path: p.to_path_buf(),
+                reserved: r,
+            });
         }
     }
     for r in RESERVED_SANDBOX_TREES {
         if p.starts_with(r) {
-            return Err(format!(
-                "{} is inside {r}, which the sandbox manages itself",
-                p.display()
-            ));
+            return Err(HostMountError::Inside {
+                path: p.to_path_buf(),
+                reserved: r,
+            });
         }
     }
     if p.starts_with(state) || state.starts_with(p) {
-        return Err(format!(
-            "{} overlaps band-server's state directory",
-            p.display()
-        ));
+        return Err(HostMountError::StateDir(p.to_path_buf()));
     }
     for secret in [
         "/etc/shadow",
@@ -752,7 +771,7 @@ pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), String> {
         "/root",
     ] {
         if p.starts_with(secret) {
-            return Err(format!("{} is never exposed", p.display()));
+            return Err(HostMountError::Secret(p.to_path_buf()));
         }
     }
     Ok(())

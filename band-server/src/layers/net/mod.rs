@@ -22,8 +22,21 @@ use std::time::Duration;
 use band::policy::net::{HostPattern, NetMatcher, NetPattern, non_public_ranges};
 use band::proto::{DnsLookup, NetFlow, NetworkReport};
 
-use self::dns::{Lookup, Resolver, Stub, UdpUpstream};
-use self::nft::{Dest, NetPlan, Nft};
+use self::dns::{DnsError, Lookup, Resolver, Stub, UdpUpstream};
+use self::nft::{Dest, NetPlan, Nft, NftError};
+
+/// What went wrong planning or building the network layer.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error(
+        "no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream"
+    )]
+    NoUpstream,
+    #[error("cannot build the run's nftables table: {0}")]
+    Table(NftError),
+    #[error(transparent)]
+    Stub(#[from] DnsError),
+}
 
 /// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
 pub fn stub_addr(slot: u32) -> Ipv4Addr {
@@ -210,9 +223,9 @@ pub fn plan_run(
     matcher: &NetMatcher,
     own: &[IpAddr],
     upstream: &[SocketAddr],
-) -> Result<NetRunPlan, String> {
+) -> Result<NetRunPlan, NetError> {
     if upstream.is_empty() {
-        return Err("no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream".into());
+        return Err(NetError::NoUpstream);
     }
     let stub_addr = stub_addr(slot);
     let table = plan(run_id, uid, stub_addr, matcher, own);
@@ -244,7 +257,7 @@ impl NetLayer {
         plan: &NetRunPlan,
         nft: &Nft,
         on_lookup: Arc<dns::OnLookup>,
-    ) -> Result<NetLayer, String> {
+    ) -> Result<NetLayer, NetError> {
         let stub_addr = plan.stub_addr;
         let mut layer = NetLayer {
             table: plan.table.table.clone(),
@@ -256,8 +269,7 @@ impl NetLayer {
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
         // `add table` of an existing table would merge: refuse instead.
-        nft.apply(&plan.ruleset)
-            .map_err(|e| format!("cannot build the run's nftables table: {e}"))?;
+        nft.apply(&plan.ruleset).map_err(NetError::Table)?;
         layer.installed = true;
         let learn_nft = nft.clone();
         let table = plan.table.table.clone();
@@ -356,7 +368,7 @@ impl NetLayer {
     }
 
     /// Stop the stub, delete the table. Call only once nothing of the run is alive.
-    pub fn teardown(&mut self) -> Result<(), String> {
+    pub fn teardown(&mut self) -> Result<(), NftError> {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
@@ -391,7 +403,7 @@ pub fn remove_stale_tables(
         }
         match nft.delete_table(t) {
             Ok(()) => removed.push(t.clone()),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     (removed, errors)
@@ -430,7 +442,7 @@ impl crate::layer::RunLayer for Net {
             if nft.list_table(&table).is_ok() {
                 match nft.delete_table(&table) {
                     Ok(()) => report.removed_tables.push(table),
-                    Err(e) => report.errors.push(e),
+                    Err(e) => report.errors.push(e.to_string()),
                 }
             }
         }
