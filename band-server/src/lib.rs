@@ -6,18 +6,22 @@
 //!
 //! Modules (one folder per sandbox layer under [`layers`]):
 //!
-//! - [`run`]: one run in order (checks, layers, the script, collect) and its teardown guard.
-//! - [`request`]: pure checks on a request (paths, bundle hash, secrets, run id).
-//! - [`config`]: `/etc/band/server.toml` and the effective limits (`min(band, cap)`).
-//! - [`layers::identity`]: per-run users `band-run-N`, leased with `flock`.
-//! - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
-//! - [`layers::fs`]: the per-run tmpfs (skill, workspace, io, tmp, `/etc`, wrappers, host
-//!   mounts) and the hidden library executables.
-//! - [`layers::cli`]: the CLI gate (shim decision, verified report socket, program cache).
-//! - [`layers::net`]: the per-run nftables table, DNS stub and network report.
-//! - [`layers::process`]: the bubblewrap argv and the seccomp filter.
+//! - [`request`]: pure checks on a request (paths, bundle hash, secrets, limits, policy).
+//! - [`facts`]: what the plan needs from the host, gathered before planning.
+//! - [`plan`]: `plan_run`, the pure plan of a whole run (argv, cgroup ops, nft text, run dir ops).
+//! - [`run`]: applies the plan, runs the script ([`run`]'s `events`), collects, tears down.
+//! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale).
+//! - [`layers`]: the layers and their one list:
+//!   - [`layers::identity`]: per-run users `band-run-N`, leased with `flock`; their processes.
+//!   - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
+//!   - [`layers::fs`]: the run directory (tmpfs), host mounts, hidden library executables.
+//!   - [`layers::cli`]: the CLI gate (programs, shim decision, report socket, program cache).
+//!   - [`layers::net`]: the per-run nftables table, DNS stub and network report.
+//!   - [`layers::process`]: the bubblewrap argv and the seccomp filter.
 //! - [`collect`]: output, written files, insist and status, read after the run.
-//! - [`janitor`]: cleanup after servers that died mid-run.
+//! - [`janitor`]: cleanup after servers that died mid-run, over the layers' list.
+//! - [`config`]: `/etc/band/server.toml` and the effective limits (`min(band, cap)`).
+//! - [`error`]: the setup error naming the layer that failed.
 //! - [`sys`]: the only `unsafe` code of band-server.
 //!
 //! # What a run can and cannot do

@@ -1,7 +1,7 @@
 //! The whole run, planned before anything exists: a pure function of the request, the server
 //! config, the host's facts ([`HostFacts`]) and the run's identity (its leased uid).
 //!
-//! [`request::check`] refuses a bad request before anything is looked at; [`preflight`] refuses what
+//! [`crate::request::check`] refuses a bad request before anything is looked at; [`preflight`] refuses what
 //! the host cannot do before a uid is leased; [`plan_run`] returns the [`RunPlan`]: the bubblewrap
 //! argv, the cgroup's operations, the nftables text, the run directory's operations (owners and
 //! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it.

@@ -3,41 +3,40 @@
 //!
 //! The order of [`execute`]:
 //!
-//! 1. Pure checks (nothing created yet): protocol, run id, root, bundle paths and hash, entry,
-//!    workspace paths, secrets, limits, policy compilation, CLI binaries, host mounts.
+//! 1. Pure checks ([`crate::request::check`]), the host's facts ([`crate::facts`]) and what the
+//!    host must offer ([`crate::plan::preflight`]): nothing created yet but the state directory.
 //! 2. Identity: lease a pool uid.
-//! 3. cgroup with the effective limits.
-//! 4. Network, when `allow.net` is not empty: the run's nftables table and DNS stub ([`crate::layers::net`]).
-//! 5. Run directory (tmpfs), shim policy, wrappers, report socket.
-//! 6. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
+//! 3. The whole plan ([`crate::plan::plan_run`]), before anything else exists.
+//! 4. Apply it, layer by layer: cgroup, network (when `allow.net` is not empty), the run's
+//!    programs, the run directory, the report socket.
+//! 5. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
 //!    jail's status pipe on fd 4; stream stdout/stderr and CLI reports until it exits or the wall
-//!    clock runs out (or the run's table vanishes); then kill everything left in the cgroup.
-//! 7. Collect (output, written files, network report, insist) from outside, then tear down in
+//!    clock runs out (or the run's table vanishes); then kill everything left in the cgroup
+//!    (`events`).
+//! 6. Collect (output, written files, network report, insist) from outside, then tear down in
 //!    reverse order.
 //!
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::{BufRead, Read};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use band::proto::{self, CliCall, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult};
+use band::proto::{self, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult};
 use fs_err::OpenOptions;
 
-use crate::collect::{self, Capture, Facts, Output};
-use crate::config::{EffectiveLimits, ServerConfig};
+use crate::collect::{self, Facts, Output};
+use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layer::{Built, Teardown};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::execcache::{self, ExecDir};
-use crate::layers::cli::reports::{PeerCheck, Report, ReportListener};
+use crate::layers::cli::reports::{PeerCheck, ReportListener};
 use crate::layers::fs::workdir::RunDir;
 use crate::layers::identity::uidpool;
 use crate::layers::net::{self, NetLayer, dns::Lookup, nft::Nft};
@@ -46,177 +45,15 @@ use crate::plan::{self, Identity};
 use crate::request::{self, Check};
 use crate::sys::{self, PreExec};
 
-/// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
-const MAX_CALLS_KEPT: usize = 10_000;
+mod events;
+mod guard;
 
-/// Where events go (band-server's stdout), through a writer thread: the run loop never blocks
-/// on a slow client, so the wall clock is enforced whatever the client does. The queue is bounded
-/// by the log caps and [`MAX_CALLS_KEPT`]. Write errors (client gone) are ignored: the run still
-/// tears down properly.
-pub struct EventSink {
-    tx: Mutex<Option<Sender<Vec<u8>>>>,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl EventSink {
-    pub fn new(mut out: Box<dyn Write + Send>) -> EventSink {
-        let (tx, rx) = mpsc::channel::<Vec<u8>>();
-        let writer = std::thread::Builder::new()
-            .name("events".into())
-            .spawn(move || {
-                for line in rx {
-                    let _ = out.write_all(&line);
-                    let _ = out.flush();
-                }
-            })
-            .ok();
-        EventSink {
-            tx: Mutex::new(Some(tx)),
-            writer: Mutex::new(writer),
-        }
-    }
-
-    pub fn send(&self, msg: &Message) {
-        let Ok(mut line) = serde_json::to_vec(msg) else {
-            return;
-        };
-        line.push(b'\n');
-        if let Ok(tx) = self.tx.lock()
-            && let Some(tx) = tx.as_ref()
-        {
-            let _ = tx.send(line);
-        }
-    }
-
-    pub fn event(&self, ev: Event) {
-        self.send(&Message::Event(ev));
-    }
-
-    /// Write out everything queued and stop the writer.
-    pub fn finish(&self) {
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
-        if let Ok(mut w) = self.writer.lock()
-            && let Some(w) = w.take()
-        {
-            let _ = w.join();
-        }
-    }
-}
-
-/// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
-/// during a panic): first every layer stops what runs (the cgroup is killed, then the uid's
-/// processes), then bubblewrap is reaped, then every layer removes what it built.
-#[derive(Default)]
-pub struct RunGuard {
-    pub child: Option<Child>,
-    built: Vec<Box<dyn Built>>,
-}
-
-impl RunGuard {
-    /// Keep a built layer, to be torn down before everything kept earlier.
-    pub fn push<T: Built + 'static>(&mut self, layer: T) {
-        self.built.push(Box::new(layer));
-    }
-
-    /// The built layer of type `T`, if any.
-    pub fn get<T: 'static>(&self) -> Option<&T> {
-        self.built.iter().find_map(|b| b.as_any().downcast_ref())
-    }
-
-    pub fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
-        self.built
-            .iter_mut()
-            .find_map(|b| b.as_any_mut().downcast_mut())
-    }
-
-    /// Kill and remove everything. Returns the problems met (logged by the caller).
-    pub fn teardown(&mut self) -> Vec<String> {
-        let mut t = Teardown {
-            processes_dead: true,
-            clean: true,
-            errors: Vec::new(),
-        };
-        for b in self.built.iter_mut().rev() {
-            b.stop(&mut t);
-        }
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        while let Some(b) = self.built.pop() {
-            b.teardown(&mut t);
-        }
-        t.errors
-    }
-}
-
-impl Drop for RunGuard {
-    fn drop(&mut self) {
-        for e in self.teardown() {
-            eprintln!("band-server: teardown: {e}");
-        }
-    }
-}
-
-/// Messages to the run loop.
-enum Msg {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-    StdoutEof,
-    StderrEof,
-    Jail(String),
-    /// The jail's status pipe is closed (its status line, if any, was sent before).
-    JailEof,
-    Report(Report),
-    Dns(Lookup),
-}
-
-fn spawn_reader(mut r: impl Read + Send + 'static, tx: Sender<Msg>, out: bool) -> SetupResult<()> {
-    std::thread::Builder::new()
-        .name(if out { "stdout" } else { "stderr" }.into())
-        .spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match r.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let chunk = buf[..n].to_vec();
-                        if tx
-                            .send(if out {
-                                Msg::Stdout(chunk)
-                            } else {
-                                Msg::Stderr(chunk)
-                            })
-                            .is_err()
-                        {
-                            // Nobody listens any more; keep draining so the writer never blocks.
-                            continue;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(if out { Msg::StdoutEof } else { Msg::StderrEof });
-        })
-        .map(|_| ())
-        .layer(Layer::Process, "failed to start a reader thread")
-}
-
-/// Parse a jail status line: `ok`, or `err <layer> <message>`.
-pub fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
-    let line = line.trim_end();
-    if line == "ok" {
-        return Some(Ok(()));
-    }
-    let rest = line.strip_prefix("err ")?;
-    let (layer, msg) = rest.split_once(' ').unwrap_or((rest, ""));
-    let layer: Layer = serde_json::from_value(serde_json::Value::String(layer.to_string()))
-        .unwrap_or(Layer::Process);
-    Some(Err(SetupError::new(layer, format!("band-jail: {msg}"))))
-}
+pub use self::events::{EventSink, parse_jail_status};
+use self::events::{
+    LoopState, MAX_CALLS_KEPT, Msg, drain, run_loop, spawn_reader, spawn_status_reader,
+    write_secrets,
+};
+pub use self::guard::RunGuard;
 
 fn exit_code(status: ExitStatus) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
@@ -280,7 +117,7 @@ fn execute_inner(
     let plan = plan::plan_run(&checked, cfg, &facts, &identity)?;
     let limits = plan.limits;
 
-    // 4. cgroup with the effective limits.
+    // 4. Apply it. The cgroup, with the effective limits.
     let cg =
         RunCgroup::apply(&plan.cgroup).layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let join_files = cg.join_files();
@@ -299,7 +136,7 @@ fn execute_inner(
 
     let (tx, rx) = mpsc::channel::<Msg>();
 
-    // 5. Network: the run's nftables table and DNS stub, when the band allows any host.
+    // Network: the run's nftables table and DNS stub, when the band allows any host.
     if let Some(net_plan) = &plan.net {
         let dns_tx = Mutex::new(tx.clone());
         let on_lookup: std::sync::Arc<net::dns::OnLookup> =
@@ -315,7 +152,7 @@ fn execute_inner(
         guard.push(layer);
     }
 
-    // 6. CLI layer and filesystem. The programs first: hardlinks of execute-only copies, under
+    // CLI layer and filesystem. The programs first: hardlinks of execute-only copies, under
     // names only band-shim is told (see `execcache`).
     execcache::mount_cache(&cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
@@ -370,7 +207,7 @@ fn execute_inner(
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
 
-    // 7. Spawn.
+    // 5. Spawn.
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
     let (status_r, status_w) =
@@ -562,264 +399,6 @@ fn execute_inner(
     })
 }
 
-fn write_secrets(w: OwnedFd, json: Vec<u8>) -> SetupResult<()> {
-    std::thread::Builder::new()
-        .name("secrets".into())
-        .spawn(move || {
-            let mut f = File::from(w);
-            let _ = f.write_all(&json);
-        })
-        .map(|_| ())
-        .layer(Layer::Secrets, "failed to start the secrets writer")
-}
-
-fn spawn_status_reader(r: OwnedFd, tx: Sender<Msg>) -> SetupResult<()> {
-    std::thread::Builder::new()
-        .name("jail-status".into())
-        .spawn(move || {
-            let mut lines = BufReader::new(File::from(r).take(64 * 1024));
-            let mut line = String::new();
-            while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
-                if tx.send(Msg::Jail(std::mem::take(&mut line))).is_err() {
-                    break;
-                }
-            }
-            let _ = tx.send(Msg::JailEof);
-        })
-        .map(|_| ())
-        .layer(Layer::Process, "failed to start a thread")
-}
-
-struct LoopState {
-    stdout: Capture,
-    stderr: Capture,
-    stdout_eof: bool,
-    stderr_eof: bool,
-    jail_eof: bool,
-    calls: Vec<CliCall>,
-    denied: Vec<Denial>,
-    denial_count: u64,
-    forged: usize,
-    forged_why: Vec<String>,
-    jail: Option<Result<(), SetupError>>,
-    timed_out: bool,
-    /// The run's nftables table vanished mid-run; the run was killed.
-    net_lost: bool,
-    log_bytes: u64,
-}
-
-impl LoopState {
-    fn new(l: &EffectiveLimits) -> LoopState {
-        LoopState {
-            stdout: Capture::new(l.log_bytes),
-            stderr: Capture::new(l.log_bytes),
-            stdout_eof: false,
-            stderr_eof: false,
-            jail_eof: false,
-            calls: Vec::new(),
-            denied: Vec::new(),
-            denial_count: 0,
-            forged: 0,
-            forged_why: Vec::new(),
-            jail: None,
-            timed_out: false,
-            net_lost: false,
-            log_bytes: l.log_bytes,
-        }
-    }
-
-    fn handle(&mut self, msg: Msg, sink: &EventSink) {
-        match msg {
-            Msg::Stdout(chunk) => {
-                let (text, crossed) = self.stdout.push(&chunk);
-                if !text.is_empty() {
-                    sink.event(Event::Stdout { data: text });
-                }
-                if crossed {
-                    sink.event(Event::Limit {
-                        limit: "log".into(),
-                        detail: format!(
-                            "stdout over maxLogBytes {}; the rest is discarded",
-                            self.log_bytes
-                        ),
-                    });
-                }
-            }
-            Msg::Stderr(chunk) => {
-                let (text, crossed) = self.stderr.push(&chunk);
-                if !text.is_empty() {
-                    sink.event(Event::Stderr { data: text });
-                }
-                if crossed {
-                    sink.event(Event::Limit {
-                        limit: "log".into(),
-                        detail: format!(
-                            "stderr over maxLogBytes {}; the rest is discarded",
-                            self.log_bytes
-                        ),
-                    });
-                }
-            }
-            Msg::StdoutEof => {
-                self.stdout_eof = true;
-                let rest = self.stdout.finish();
-                if !rest.is_empty() {
-                    sink.event(Event::Stdout { data: rest });
-                }
-            }
-            Msg::StderrEof => {
-                self.stderr_eof = true;
-                let rest = self.stderr.finish();
-                if !rest.is_empty() {
-                    sink.event(Event::Stderr { data: rest });
-                }
-            }
-            Msg::JailEof => self.jail_eof = true,
-            Msg::Jail(line) => {
-                if let Some(v) = parse_jail_status(&line) {
-                    // An error after "ok" (execve failed) replaces it.
-                    if self.jail.is_none() || v.is_err() {
-                        self.jail = Some(v);
-                    }
-                }
-            }
-            Msg::Report(Report::Call(call)) => {
-                // Beyond MAX_CALLS_KEPT, calls are neither streamed nor kept (memory stays
-                // bounded however many commands a script runs); denials are still counted.
-                if !call.allowed {
-                    self.denial_count += 1;
-                    if self.denied.len() < MAX_CALLS_KEPT {
-                        let d = Denial::Cli {
-                            argv: call.argv.clone(),
-                            rule: call.rule.clone(),
-                        };
-                        sink.event(Event::Cli(call.clone()));
-                        sink.event(Event::Denied(d.clone()));
-                        self.denied.push(d);
-                    }
-                } else if self.calls.len() < MAX_CALLS_KEPT {
-                    sink.event(Event::Cli(call.clone()));
-                }
-                if self.calls.len() < MAX_CALLS_KEPT {
-                    self.calls.push(call);
-                }
-            }
-            Msg::Dns(l) => {
-                if !l.allowed {
-                    self.denial_count += 1;
-                    if self.denied.len() < MAX_CALLS_KEPT {
-                        let d = Denial::Dns { name: l.name };
-                        sink.event(Event::Denied(d.clone()));
-                        self.denied.push(d);
-                    }
-                }
-            }
-            Msg::Report(Report::Forged(why)) => {
-                self.forged += 1;
-                if self.forged_why.len() < 5 {
-                    self.forged_why.push(why);
-                }
-            }
-        }
-    }
-}
-
-/// How often the run loop checks whether bubblewrap exited, while messages are quiet …
-const POLL: Duration = Duration::from_millis(20);
-/// … and once its stdout and stderr are closed (it is exiting): a run's end is noticed within a
-/// millisecond, not up to a whole [`POLL`] later …
-const EXITING_POLL: Duration = Duration::from_millis(1);
-/// … for this long after they closed; then back to [`POLL`].
-const EXITING_WINDOW: Duration = Duration::from_millis(100);
-
-/// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
-fn run_loop(
-    rx: &Receiver<Msg>,
-    guard: &mut RunGuard,
-    sink: &EventSink,
-    st: &mut LoopState,
-    deadline: Instant,
-) -> Option<ExitStatus> {
-    let mut next_watch = Instant::now() + net::WATCH_INTERVAL;
-    let mut exiting_since: Option<Instant> = None;
-    loop {
-        if let Some(child) = guard.child.as_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            guard.child = None;
-            return Some(status);
-        }
-        let now = Instant::now();
-        if let Some(n) = guard.get::<NetLayer>()
-            && now >= next_watch
-        {
-            next_watch = now + net::WATCH_INTERVAL;
-            if !n.table_present() {
-                // Fail closed: without its table the run's uid would reach everything.
-                st.net_lost = true;
-                if let Some(cg) = guard.get::<RunCgroup>() {
-                    let _ = cg.kill_all(KILL_DEADLINE);
-                }
-                return guard.child.take().and_then(|mut c| {
-                    let _ = c.kill();
-                    c.wait().ok()
-                });
-            }
-        }
-        if now >= deadline {
-            st.timed_out = true;
-            sink.event(Event::Limit {
-                limit: "runtime".into(),
-                detail: "maxRuntimeMs reached; the run was killed".into(),
-            });
-            if let Some(cg) = guard.get::<RunCgroup>() {
-                let _ = cg.kill_all(KILL_DEADLINE);
-            }
-            let status = guard.child.take().and_then(|mut c| {
-                let _ = c.kill();
-                c.wait().ok()
-            });
-            return status;
-        }
-        // Both pipes at EOF: the sandbox is most likely exiting, so look again soon instead of a
-        // full period (for a while: a script may also close them and keep running).
-        if st.stdout_eof && st.stderr_eof {
-            exiting_since.get_or_insert(now);
-        }
-        let period = match exiting_since {
-            Some(t) if now.duration_since(t) < EXITING_WINDOW => EXITING_POLL,
-            _ => POLL,
-        };
-        let wait = (deadline - now).min(period);
-        match rx.recv_timeout(wait) {
-            Ok(msg) => st.handle(msg, sink),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
-        }
-    }
-}
-
-/// Handle what is still queued, until the output pipes and the jail's status pipe are at EOF (or
-/// `max` passes), then whatever else is already queued. Waiting for the status pipe too matters:
-/// a short script can exit before the status reader has passed on the jail's `ok`, and without
-/// it the run would count as a sandbox that never started.
-fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration) {
-    let end = Instant::now() + max;
-    while !(st.stdout_eof && st.stderr_eof && st.jail_eof) {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
-        match rx.recv_timeout(end - now) {
-            Ok(msg) => st.handle(msg, sink),
-            Err(_) => break,
-        }
-    }
-    while let Ok(msg) = rx.try_recv() {
-        st.handle(msg, sink);
-    }
-}
-
 /// Serve one request from `input`, writing events and the result to `sink`.
 pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
     let mut line = String::new();
@@ -871,28 +450,4 @@ pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> R
 /// fit in the disk cap, plus the input and some room for the policy and framing.
 pub fn max_request_bytes(cfg: &ServerConfig) -> u64 {
     cfg.caps.disk_bytes.saturating_mul(4) / 3 + cfg.caps.input_bytes + (16 << 20)
-}
-
-#[cfg(test)]
-mod tests {
-    use pretty_assertions::assert_eq;
-
-    use super::*;
-
-    #[test]
-    fn jail_status_lines() {
-        assert_eq!(parse_jail_status("ok\n"), Some(Ok(())));
-        assert_eq!(
-            parse_jail_status("err seccomp failed to install: EINVAL\n"),
-            Some(Err(SetupError::new(
-                Layer::Seccomp,
-                "band-jail: failed to install: EINVAL"
-            )))
-        );
-        assert_eq!(
-            parse_jail_status("err bogus x"),
-            Some(Err(SetupError::new(Layer::Process, "band-jail: x")))
-        );
-        assert_eq!(parse_jail_status("hello"), None);
-    }
 }
