@@ -69,7 +69,8 @@ pub struct HostFacts {
     /// Static prefix of an absolute `allow.read` / `allow.write` pattern → (its canonical host
     /// path, is it a directory), for the prefixes that exist.
     pub host_paths: BTreeMap<PathBuf, (PathBuf, bool)>,
-    /// The state directory could be prepared (root-owned, 0755).
+    /// The state directory could be prepared (root-owned, 0755); only tried for a request whose
+    /// commands and host mounts are fine (it is `Ok` otherwise: the plan fails before it).
     pub state_dir: SetupResult<()>,
     /// Library executables to hide (see `execmask`), declared commands' trees exempted.
     pub masked: Vec<PathBuf>,
@@ -180,39 +181,29 @@ impl HostFacts {
                 }
             }
         }
-        let state_dir = prepare_state_dir(&cfg.state_dir);
-        let lib_roots: Vec<String> = execmask::LIB_ROOTS
-            .iter()
-            .filter(|r| fs::symlink_metadata(r).is_ok_and(|m| m.is_dir()))
-            .map(|r| r.to_string())
-            .collect();
-        let mut facts = HostFacts {
-            binaries,
-            heads,
-            host_paths,
-            state_dir,
-            masked: Vec::new(),
-            lib_roots,
-            helpers: Helpers::locate(),
-            bwrap_present: cfg.bwrap.is_file(),
-            hierarchy: Hierarchy::detect_system(),
-            upstream: Vec::new(),
-            own_addrs: Vec::new(),
-            shim_copy: Err(std::io::Error::other("band-shim not found")),
+        // The commands and host mounts are planned from what was just read; only a run that
+        // gets past them prepares the state directory and scans the library trees (as before the
+        // plan existed: a refused request leaves no trace).
+        let cli = programs::plan_cli(
+            policy,
+            &checked.compiled,
+            &|name| binaries.get(name).cloned(),
+            &|path| heads.get(path).cloned().unwrap_or_default(),
+        );
+        let mounts_ok =
+            mounts::plan_host_mounts(policy, &cfg.state_dir, &|p| host_paths.get(p).cloned())
+                .is_ok();
+        let gets_far = cli.is_ok() && mounts_ok;
+        let state_dir = if gets_far {
+            prepare_state_dir(&cfg.state_dir)
+        } else {
+            Ok(())
         };
-        // Scanned only for a run that gets this far (the plan would fail before it otherwise).
+        let mut masked = Vec::new();
         if cfg.mask_lib_executables
-            && facts.state_dir.is_ok()
-            && let Ok(cli) = programs::plan_cli(
-                policy,
-                &checked.compiled,
-                &|name| facts.binaries.get(name).cloned(),
-                &|path| facts.heads.get(path).cloned().unwrap_or_default(),
-            )
-            && mounts::plan_host_mounts(policy, &cfg.state_dir, &|p| {
-                facts.host_paths.get(p).cloned()
-            })
-            .is_ok()
+            && state_dir.is_ok()
+            && let Ok(cli) = &cli
+            && mounts_ok
         {
             let programs: Vec<(String, PathBuf)> = cli
                 .binaries
@@ -224,12 +215,31 @@ impl HostFacts {
                 .iter()
                 .flat_map(|(name, host)| execmask::exempt_roots(name, host))
                 .collect();
-            facts.masked = execmask::apply_exemptions(
+            masked = execmask::apply_exemptions(
                 &execmask::load_or_scan(&cfg.state_dir),
                 &exempt,
                 &programs,
             );
         }
+        let lib_roots: Vec<String> = execmask::LIB_ROOTS
+            .iter()
+            .filter(|r| fs::symlink_metadata(r).is_ok_and(|m| m.is_dir()))
+            .map(|r| r.to_string())
+            .collect();
+        let mut facts = HostFacts {
+            binaries,
+            heads,
+            host_paths,
+            state_dir,
+            masked,
+            lib_roots,
+            helpers: Helpers::locate(),
+            bwrap_present: cfg.bwrap.is_file(),
+            hierarchy: Hierarchy::detect_system(),
+            upstream: Vec::new(),
+            own_addrs: Vec::new(),
+            shim_copy: Err(std::io::Error::other("band-shim not found")),
+        };
         if !checked.compiled.net.is_empty() {
             facts.upstream = if cfg.dns_upstream.is_empty() {
                 net::parse_resolv_conf(&fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
