@@ -9,7 +9,7 @@
 //! 2. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
 //!    kill every process of that slot's uid, let every layer remove what the run left, clear the
 //!    file.
-//! 3. Each layer removes the leftovers of step 1 that no live lease names.
+//! 3. Each layer, in reverse order, removes the leftovers of step 1 that no live lease names.
 //!
 //! A live run's lease is held, so nothing here can touch it.
 
@@ -119,7 +119,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     }
     report.killed += kill_uids(&free_uids);
     drop(held);
-    for (layer, items) in LAYERS.iter().zip(&listed) {
+    for (layer, items) in LAYERS.iter().zip(&listed).rev() {
         for item in items {
             layer.remove_stale(&host, item, &live, &mut report);
         }

@@ -1,6 +1,6 @@
 //! The sandbox's layers, one folder each, and the one list of them. Each has the shape of
-//! [`crate::layer`]; the run's guard tears them down in reverse order of building and the
-//! janitor walks [`LAYERS`].
+//! [`crate::layer`]; a run's guard tears down what it built in reverse order of building, and
+//! the janitor walks [`LAYERS`].
 
 use crate::layer::RunLayer;
 
@@ -11,12 +11,14 @@ pub mod identity;
 pub mod net;
 pub mod process;
 
-/// Every layer, in the order a run builds them (its guard tears them down in reverse).
+/// Every layer. The janitor removes what a dead run left in this order (its nftables table
+/// first: the run's processes are dead by then), and leftovers no lease names in the reverse
+/// order (tables last: they keep a survivor filtered until everything else is gone).
 pub const LAYERS: &[&dyn RunLayer] = &[
     &identity::Identity,
-    &cgroup::Cgroup,
     &net::Net,
-    &cli::Cli,
+    &cgroup::Cgroup,
     &fs::Fs,
+    &cli::Cli,
     &process::Process,
 ];
