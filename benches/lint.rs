@@ -16,6 +16,9 @@
 //! checks, not of error rendering. `BAND_BENCH_SKILLS` changes the number of skills;
 //! `BAND_BENCH_TREE=DIR` writes the tree to DIR and keeps it, to profile `band lint DIR`.
 
+// A benchmark harness: a broken fixture or a failed measurement is a panic, as in tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::fmt::Write as _;
@@ -44,7 +47,7 @@ fn main() {
     let files = generate(&root, skills);
     let bytes: u64 = files
         .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .map(|f| fs_err::metadata(f).map(|m| m.len()).unwrap_or(0))
         .sum();
 
     // The tree must lint clean, or the bench would time error paths instead of checks.
@@ -130,7 +133,7 @@ fn cat_all(files: &[PathBuf]) {
 
 fn read_and_parse(files: &[PathBuf]) {
     for f in files {
-        let text = std::fs::read_to_string(f).expect("read");
+        let text = fs_err::read_to_string(f).expect("read");
         match f.extension().and_then(|e| e.to_str()) {
             Some("json") => {
                 let _: serde_json::Value = serde_json::from_str(&text).expect("json");
@@ -165,14 +168,14 @@ fn lint_binary(band: &Path, root: &Path) {
 // ---------------------------------------------------------------------------------------------
 
 fn write(path: &Path, text: &str) -> PathBuf {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
+    fs_err::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    fs_err::write(path, text).expect("write");
     path.to_path_buf()
 }
 
 fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 /// Write `skills` skills under `root`; returns every file written.

@@ -18,6 +18,9 @@
 //! at the same time: one uid pool per machine; the smoke run always shares it), else
 //! band-server's default. `band run` gets a throwaway ledger and no user config.
 
+// A benchmark harness: a broken fixture or a failed measurement is a panic, as in tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -40,7 +43,7 @@ const TEST_STATE_DIR: &str = "/run/band-test";
 const SCRIPT: &str = "#!/bin/sh\nexit 0\n";
 
 fn why_not() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let status = fs_err::read_to_string("/proc/self/status").unwrap_or_default();
     let euid = status
         .lines()
         .find(|l| l.starts_with("Uid:"))
@@ -91,7 +94,7 @@ fn main() {
     let skill = tmp.path().join("noop");
     write_skill(&skill);
     let workspace = tmp.path().join("workspace");
-    std::fs::create_dir(&workspace).expect("mkdir workspace");
+    fs_err::create_dir(&workspace).expect("mkdir workspace");
     let script = skill.join("scripts/noop.sh");
 
     println!("band run bench: a no-op script, {iters} iterations per row");
@@ -225,9 +228,9 @@ fn build_server(band_bin: &Path) -> PathBuf {
 }
 
 fn write_file(path: &Path, text: &str, mode: u32) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    fs_err::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    fs_err::write(path, text).expect("write");
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 fn write_skill(root: &Path) {
@@ -296,8 +299,8 @@ fn build_request(skill: &Path) -> RunRequest {
         "scripts/noop.sh",
     ] {
         let p = skill.join(rel);
-        let mode = std::fs::metadata(&p).expect("stat").permissions().mode() & 0o7777;
-        raw.push((rel.to_string(), mode, std::fs::read(&p).expect("read")));
+        let mode = fs_err::metadata(&p).expect("stat").permissions().mode() & 0o7777;
+        raw.push((rel.to_string(), mode, fs_err::read(&p).expect("read")));
     }
     RunRequest {
         protocol: proto::PROTOCOL_VERSION,

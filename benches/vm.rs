@@ -11,6 +11,9 @@
 //! `band run text/count` on the host and through the VM, with the VM/host ratio. Without a
 //! running VM it says so and exits 0 (numbers are never test assertions).
 
+// A benchmark harness: a broken fixture or a failed measurement is a panic, as in tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -4,13 +4,16 @@
 //!
 //! `cargo bench -p band-server --bench net` (as root; otherwise it says why and exits 0).
 
+// A benchmark harness: a broken fixture or a failed measurement is a panic, as in tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use band::policy::net::NetMatcher;
-use band_server::net::nft::Nft;
-use band_server::net::{NetLayer, NetSetup};
+use band_server::layers::net::nft::Nft;
+use band_server::layers::net::{self, NetLayer};
 
 const ITERATIONS: usize = 40;
 /// A stub slot outside the uid pool (0..64), so a live run never holds its address.
@@ -63,17 +66,18 @@ fn main() {
         let mut k = 0u32;
         let (p50, p95) = measure(|| {
             k += 1;
-            let mut layer = NetLayer::setup(NetSetup {
-                run_id: &format!("bench{k:08x}"),
-                uid: 65_000,
-                slot: BENCH_SLOT,
-                matcher: matcher.clone(),
-                nft: nft.clone(),
-                upstream: vec!["127.0.0.1:9".parse().unwrap_or_else(|e| panic!("{e}"))],
-                proc: Path::new("/proc"),
-                on_lookup: Arc::new(|_| {}),
-            })
+            // The plan (with the host's addresses it needs), then the layer: what a run pays.
+            let plan = net::plan_run(
+                &format!("bench{k:08x}"),
+                65_000,
+                BENCH_SLOT,
+                &matcher,
+                &net::own_addresses(Path::new("/proc")),
+                &["127.0.0.1:9".parse().unwrap_or_else(|e| panic!("{e}"))],
+            )
             .unwrap_or_else(|e| panic!("{e}"));
+            let mut layer =
+                NetLayer::setup(&plan, &nft, Arc::new(|_| {})).unwrap_or_else(|e| panic!("{e}"));
             layer.teardown().unwrap_or_else(|e| panic!("{e}"));
         });
         println!(

@@ -1,10 +1,12 @@
 //! What a run produced, read from outside after every process of the run is dead: captured
 //! logs, the output document, written workspace files, insist results, and the final status.
 
+use fs_err::{self as fs, OpenOptions};
 use std::collections::BTreeMap;
-use std::fs::{self, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use band::policy::Policy;
@@ -410,7 +412,7 @@ mod tests {
         );
         assert_eq!(read_output_file(&p, 4), Output::TooLarge(5));
         fs::remove_file(&p).unwrap_or_default();
-        std::os::unix::fs::symlink("/etc/passwd", &p).unwrap_or_default();
+        fs_err::os::unix::fs::symlink("/etc/passwd", &p).unwrap_or_default();
         assert!(matches!(
             read_output_file(&p, 1 << 20),
             Output::Unreadable(_)
@@ -428,8 +430,8 @@ mod tests {
         fs::write(r.join("a/b/x.txt"), b"xx").unwrap_or_default();
         fs::write(r.join("top.txt"), b"t").unwrap_or_default();
         fs::write(r.join("big.bin"), vec![0u8; 100]).unwrap_or_default();
-        std::os::unix::fs::symlink("/etc/passwd", r.join("link")).unwrap_or_default();
-        std::os::unix::fs::symlink("/etc", r.join("dirlink")).unwrap_or_default();
+        fs_err::os::unix::fs::symlink("/etc/passwd", r.join("link")).unwrap_or_default();
+        fs_err::os::unix::fs::symlink("/etc", r.join("dirlink")).unwrap_or_default();
         let got: Vec<String> = walk_workspace(r, 10).into_iter().map(|f| f.path).collect();
         assert_eq!(got, vec!["a/b/x.txt", "top.txt"]);
         let before = vec![DecodedFile {

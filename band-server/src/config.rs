@@ -156,45 +156,70 @@ struct RawConfig {
     caps: RawLimits,
 }
 
-fn size(key: &str, v: &Num) -> Result<u64, String> {
+/// A server config that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML, or an unknown key (the parser's message).
+    #[error("{0}")]
+    Toml(String),
+    #[error("`{key}` must be a whole number of bytes or a size like \"512m\"")]
+    NotBytes { key: String },
+    #[error("`{key}` must be milliseconds or a duration like \"60s\"")]
+    NotDuration { key: String },
+    #[error("`{key}` must be a whole number")]
+    NotCount { key: String },
+    #[error("`{key}` must be a number of CPUs")]
+    NotCpus { key: String },
+    #[error("`{key}`: {error}")]
+    Unit {
+        key: String,
+        error: band::units::UnitError,
+    },
+    #[error("`dns_upstream`: `{0}` is not an address like 192.0.2.53 or [2001:db8::53]:53")]
+    Resolver(String),
+}
+
+fn size(key: &str, v: &Num) -> Result<u64, ConfigError> {
     match v {
         Num::Int(n) => Ok(*n),
-        Num::Float(_) => Err(format!(
-            "`{key}` must be a whole number of bytes or a size like \"512m\""
-        )),
-        Num::Text(t) => band::units::parse_bytes(t).map_err(|e| format!("`{key}`: {e}")),
+        Num::Float(_) => Err(ConfigError::NotBytes { key: key.into() }),
+        Num::Text(t) => band::units::parse_bytes(t).map_err(|error| ConfigError::Unit {
+            key: key.into(),
+            error,
+        }),
     }
 }
 
-fn duration(key: &str, v: &Num) -> Result<u64, String> {
+fn duration(key: &str, v: &Num) -> Result<u64, ConfigError> {
     match v {
         Num::Int(n) => Ok(*n),
-        Num::Float(_) => Err(format!(
-            "`{key}` must be milliseconds or a duration like \"60s\""
-        )),
-        Num::Text(t) => band::units::parse_duration_ms(t).map_err(|e| format!("`{key}`: {e}")),
+        Num::Float(_) => Err(ConfigError::NotDuration { key: key.into() }),
+        Num::Text(t) => band::units::parse_duration_ms(t).map_err(|error| ConfigError::Unit {
+            key: key.into(),
+            error,
+        }),
     }
 }
 
-fn count(key: &str, v: &Num) -> Result<u64, String> {
+fn count(key: &str, v: &Num) -> Result<u64, ConfigError> {
     match v {
         Num::Int(n) => Ok(*n),
-        _ => Err(format!("`{key}` must be a whole number")),
+        _ => Err(ConfigError::NotCount { key: key.into() }),
     }
 }
 
-fn cpus(key: &str, v: &Num) -> Result<f64, String> {
+fn cpus(key: &str, v: &Num) -> Result<f64, ConfigError> {
     match v {
         Num::Int(n) => Ok(*n as f64),
         Num::Float(f) => Ok(*f),
         Num::Text(t) => t
             .trim()
             .parse::<f64>()
-            .map_err(|_| format!("`{key}` must be a number of CPUs")),
+            .map_err(|_| ConfigError::NotCpus { key: key.into() }),
     }
 }
 
-fn apply(raw: &RawLimits, base: LimitValues, table: &str) -> Result<LimitValues, String> {
+fn apply(raw: &RawLimits, base: LimitValues, table: &str) -> Result<LimitValues, ConfigError> {
     let k = |name: &str| format!("{table}.{name}");
     let mut out = base;
     if let Some(v) = &raw.memory {
@@ -226,8 +251,8 @@ fn apply(raw: &RawLimits, base: LimitValues, table: &str) -> Result<LimitValues,
 
 /// Parse the text of a config file. Unknown keys are errors (a typo must not silently keep a
 /// default).
-pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
     let d = ServerConfig::default();
     let caps = apply(&raw.caps, d.caps, "caps")?;
     let defaults = apply(&raw.defaults, d.defaults, "defaults")?;
@@ -240,7 +265,10 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
         dns_upstream: raw
             .dns_upstream
             .iter()
-            .map(|s| crate::net::parse_resolver(s).ok_or_else(|| format!("`dns_upstream`: `{s}` is not an address like 192.0.2.53 or [2001:db8::53]:53")))
+            .map(|s| {
+                crate::layers::net::parse_resolver(s)
+                    .ok_or_else(|| ConfigError::Resolver(s.clone()))
+            })
             .collect::<Result<_, _>>()?,
         defaults,
         caps,
@@ -250,7 +278,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, String> {
 /// Read the config from `path`; a missing file means the defaults. `state_dir_override` (from
 /// `BAND_SERVER_STATE_DIR`) wins over the file.
 pub fn load_config(path: &Path, state_dir_override: Option<PathBuf>) -> SetupResult<ServerConfig> {
-    let mut cfg = match std::fs::read_to_string(path) {
+    let mut cfg = match fs_err::read_to_string(path) {
         Ok(text) => parse_config(&text).map_err(|e| {
             SetupError::new(
                 Layer::Limits,

@@ -47,7 +47,7 @@ impl std::error::Error for SetupError {}
 pub type SetupResult<T> = Result<T, SetupError>;
 
 /// Attach a layer and a description of the step to any error: `fs::write(p).layer(Layer::Io,
-/// format!("failed to write {}", p.display()))?` reads as "io: failed to write …: <err>".
+/// format!("failed to write {}", p.display()))?` reads as "io: failed to write …: `<err>`".
 pub trait LayerExt<T> {
     fn layer(self, layer: Layer, what: impl fmt::Display) -> SetupResult<T>;
 }

@@ -1,102 +1,44 @@
 //! Cleans up after band-servers that died mid-run (SIGKILL, OOM, power loss of the process).
 //!
-//! Runs at every start and as `band-server janitor`:
+//! Runs at every start and as `band-server janitor`, over the layers' list
+//! ([`crate::layers::LAYERS`]):
 //!
-//! 1. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
-//!    kill every process of that slot's uid, kill and remove the run's cgroup, unmount and remove
-//!    the run directory, clear the file.
-//! 2. Remove run directories that no live lease names.
-//! 3. Kill and remove stale cgroups that no live lease names.
-//! 4. Remove the program directories (`execcache`, `/band/x`) that no live lease names, and
-//!    the whiteout layers ([`crate::maskcache`]) that dead runs were building (listed
-//!    before the leases are read, like the run directories).
-//! 5. Delete the nftables tables (`band_<run>`) of runs that no live lease names. The tables are
-//!    listed before the leases are read, so a run that starts meanwhile is never touched.
+//! 1. Each layer lists its leftovers (run directories, cgroups, program directories, whiteout
+//!    builds, and with `janitor` the nftables tables) *before* the leases are read, so a run that
+//!    starts meanwhile is never touched.
+//! 2. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
+//!    kill every process of that slot's uid, let every layer remove what the run left, clear the
+//!    file.
+//! 3. Each layer, in reverse order, removes the leftovers of step 1 that no live lease names.
 //!
 //! A live run's lease is held, so nothing here can touch it.
 
+use fs_err::File;
 use std::collections::BTreeSet;
-use std::fs::{self, File};
 use std::path::Path;
-use std::time::Duration;
 
-use crate::cgroup::{Hierarchy, RunCgroup};
-use crate::net::nft::Nft;
-use crate::uidpool::{self, POOL_SIZE};
-use crate::{sys, workdir};
+use fs_err as fs;
 
-/// What the janitor did, for the log line.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Report {
-    pub dead_leases: Vec<u32>,
-    pub killed: usize,
-    pub removed_dirs: Vec<String>,
-    pub removed_cgroups: Vec<String>,
-    pub removed_tables: Vec<String>,
-    pub errors: Vec<String>,
-}
-
-/// The real uid (and effective, saved) of a `/proc/<pid>/status` text.
-pub fn status_uids(status: &str) -> Option<[u32; 3]> {
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    let mut it = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok());
-    Some([it.next()?, it.next()?, it.next()?])
-}
-
-/// Is this `/proc/<pid>/status` a zombie (dead, waiting to be reaped: nothing left to kill)?
-pub fn status_is_zombie(status: &str) -> bool {
-    status
-        .lines()
-        .any(|l| l.starts_with("State:") && l.split_whitespace().nth(1) == Some("Z"))
-}
-
-/// Pids (in our pid namespace) of live (non-zombie) processes whose real, effective or saved uid
-/// is in `uids`.
-pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
-    let Ok(rd) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .is_some_and(|s| {
-                    !status_is_zombie(&s)
-                        && status_uids(&s).is_some_and(|u| u.iter().any(|x| uids.contains(x)))
-                })
-        })
-        .collect()
-}
-
-/// SIGKILL every process of `uids` until none is left (bounded). Never uid 0.
-pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
-    let uids: BTreeSet<u32> = uids.iter().copied().filter(|u| *u != 0).collect();
-    if uids.is_empty() {
-        return 0;
-    }
-    let mut killed = 0;
-    for _ in 0..50 {
-        let pids = pids_of_uids(&uids);
-        if pids.is_empty() {
-            break;
-        }
-        for pid in pids {
-            if sys::kill(pid, libc::SIGKILL).is_ok() {
-                killed += 1;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    killed
-}
+use crate::layer::Host;
+pub use crate::layer::Report;
+use crate::layers::LAYERS;
+use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
+use crate::layers::identity::uidpool::{self, POOL_SIZE};
+use crate::sys;
 
 /// Clean up what the dead owner of `slot` left behind. `file` is the slot's lock file, locked by
 /// the caller.
-pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&Nft>) -> Report {
+/// `nft` is the nft binary, when installed.
+pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&Path>) -> Report {
+    let host = Host {
+        state,
+        nft,
+        scan_tables: false,
+    };
+    clean_dead(&host, slot, file)
+}
+
+fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File) -> Report {
     let mut report = Report::default();
     let run = uidpool::read_lease(file).map(|(_, run)| run);
     if let Ok(passwd) = fs::read_to_string("/etc/passwd")
@@ -105,28 +47,8 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&N
         report.killed += kill_uids(&BTreeSet::from([uid]));
     }
     if let Some(run) = run.filter(|r| crate::request::validate_run_id(r).is_ok()) {
-        // Its processes are dead: the run's table (if it had network) can go.
-        if let Some(nft) = nft {
-            let table = crate::net::nft::table_name(&run);
-            if nft.list_table(&table).is_ok() {
-                match nft.delete_table(&table) {
-                    Ok(()) => report.removed_tables.push(table),
-                    Err(e) => report.errors.push(e),
-                }
-            }
-        }
-        if let Ok(h) = Hierarchy::detect_system() {
-            match RunCgroup::open(&h, &run).and_then(|cg| cg.remove()) {
-                Ok(()) => report.removed_cgroups.push(run.clone()),
-                Err(e) => report.errors.push(format!("cgroup {run}: {e}")),
-            }
-        }
-        let dir = workdir::runs_dir(state).join(&run);
-        if dir.exists() {
-            match workdir::remove_stale(&dir) {
-                Ok(()) => report.removed_dirs.push(run),
-                Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
-            }
+        for layer in LAYERS {
+            layer.remove_dead_run(host, &run, &mut report);
         }
     }
     let _ = file.set_len(0);
@@ -137,34 +59,17 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&N
 /// The whole janitor pass.
 pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     let mut report = Report::default();
-    let nft = nft.is_file().then(|| Nft::new(nft));
-    let scan = nft.as_ref().filter(|_| scan_tables);
-    let tables = match scan.map(|n| n.list_tables()) {
-        Some(Ok(t)) => t,
-        Some(Err(e)) => {
-            report.errors.push(format!("nft: {e}"));
-            Vec::new()
-        }
-        None => Vec::new(),
+    let host = Host {
+        state,
+        nft: nft.is_file().then_some(nft),
+        scan_tables,
     };
-    // Run directories are listed before leases are read: a server writes its lease before it
-    // creates its directory, so any directory seen here has its lease content by the time we
-    // read it below.
-    let dirs: Vec<String> = fs::read_dir(workdir::runs_dir(state))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    // Listed before the leases are read too: a run holds its lease before it makes either.
-    let exec_dirs = crate::execcache::run_dirs(state);
-    let mask_builds = crate::maskcache::builds(state);
-    let hierarchy = Hierarchy::detect_system().ok();
-    let stale_cgroups = hierarchy
-        .as_ref()
-        .map(RunCgroup::list_stale)
-        .unwrap_or_default();
+    // Every layer's leftovers are listed before the leases are read: a run holds its lease
+    // before it builds anything.
+    let listed: Vec<_> = LAYERS
+        .iter()
+        .map(|layer| layer.list_stale(&host, &mut report))
+        .collect();
 
     let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
     let pool_uid =
@@ -193,16 +98,10 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         let Ok(mut file) = uidpool::open_lock(state, slot) else {
             continue;
         };
-        match sys::try_lock_exclusive(&file) {
+        match sys::try_lock_exclusive(file.file()) {
             Ok(true) => {
                 if uidpool::read_lease(&mut file).is_some() {
-                    let r = clean_dead_lease(state, slot, &mut file, nft.as_ref());
-                    report.dead_leases.extend(r.dead_leases);
-                    report.killed += r.killed;
-                    report.removed_dirs.extend(r.removed_dirs);
-                    report.removed_cgroups.extend(r.removed_cgroups);
-                    report.removed_tables.extend(r.removed_tables);
-                    report.errors.extend(r.errors);
+                    report.extend(clean_dead(&host, slot, &mut file));
                 } else if let Some(uid) = pool_uid(slot)
                     && busy.contains(&uid)
                 {
@@ -220,67 +119,10 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     }
     report.killed += kill_uids(&free_uids);
     drop(held);
-    for d in dirs {
-        if live.contains(&d) || report.removed_dirs.contains(&d) {
-            continue;
+    for (layer, items) in LAYERS.iter().zip(&listed).rev() {
+        for item in items {
+            layer.remove_stale(&host, item, &live, &mut report);
         }
-        let p = workdir::runs_dir(state).join(&d);
-        match workdir::remove_stale(&p) {
-            Ok(()) => report.removed_dirs.push(d),
-            Err(e) => report.errors.push(format!("{}: {e}", p.display())),
-        }
-    }
-    for run in exec_dirs {
-        if !live.contains(&run)
-            && let Err(e) = crate::execcache::remove_stale(state, &run)
-        {
-            report.errors.push(e.to_string());
-        }
-    }
-    // Whiteout layers a dead run was building (a live run's build is its own business).
-    for (path, run) in mask_builds {
-        if !live.contains(&run)
-            && let Err(e) = fs::remove_dir_all(&path)
-        {
-            report.errors.push(format!("{}: {e}", path.display()));
-        }
-    }
-    if let Some(h) = &hierarchy {
-        for name in stale_cgroups {
-            if live.contains(&name) || report.removed_cgroups.contains(&name) {
-                continue;
-            }
-            match RunCgroup::open(h, &name).and_then(|cg| cg.remove()) {
-                Ok(()) => report.removed_cgroups.push(name),
-                Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
-            }
-        }
-    }
-    if let Some(nft) = scan {
-        let (removed, errors) = crate::net::remove_stale_tables(nft, &tables, &live);
-        report.removed_tables.extend(
-            removed
-                .into_iter()
-                .filter(|t| !report.removed_tables.contains(t))
-                .collect::<Vec<_>>(),
-        );
-        report.errors.extend(errors);
     }
     report
-}
-
-#[cfg(test)]
-mod tests {
-    use pretty_assertions::assert_eq;
-
-    use super::*;
-
-    #[test]
-    fn uids_from_status() {
-        let s = "Name:\tsleep\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t998\t998\t998\t998\nGid:\t997\t997\t997\t997\n";
-        assert_eq!(status_uids(s), Some([998, 998, 998]));
-        assert_eq!(status_uids("Name: x\n"), None);
-        assert!(!status_is_zombie(s));
-        assert!(status_is_zombie("Name:\tx\nState:\tZ (zombie)\n"));
-    }
 }

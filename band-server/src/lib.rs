@@ -4,29 +4,31 @@
 //! one result on stdout (see `band::proto`). Kernel-facing setup is synchronous; nothing here uses
 //! an async runtime.
 //!
-//! Modules:
+//! Modules (one folder per sandbox layer under [`layers`]):
 //!
-//! - [`run`]: the pipeline of one run, in order, and its teardown guard.
-//! - [`request`]: pure checks on a request (paths, bundle hash, secrets, run id).
-//! - [`config`]: `/etc/band/server.toml` and the effective limits (`min(band, cap)`).
-//! - [`uidpool`]: per-run users `band-run-N`, leased with `flock`.
-//! - [`workdir`]: the per-run tmpfs with skill, workspace, io, tmp, synthetic `/etc`, wrappers.
-//! - [`bwrap`]: the bubblewrap argv, a pure function of a plan.
-//! - [`shim`] / [`reports`]: the CLI layer (decision, protocol, verified shim socket);
-//!   [`execcache`]: the real programs, execute-only and hidden under random names.
+//! - [`request`]: pure checks on a request (paths, bundle hash, secrets, limits, policy).
+//! - [`facts`]: what the plan needs from the host, gathered before planning.
+//! - [`plan`]: `plan_run`, the pure plan of a whole run (argv, cgroup ops, nft text, run dir ops).
+//! - [`run`]: applies the plan, runs the script ([`run`]'s `events`), collects, tears down.
+//! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale).
+//! - [`layers`]: the layers and their one list:
+//!   - [`layers::identity`]: per-run users `band-run-N`, leased with `flock`; their processes.
+//!   - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
+//!   - [`layers::fs`]: the run directory (tmpfs), host mounts, hidden library executables.
+//!   - [`layers::cli`]: the CLI gate (programs, shim decision, report socket, program cache).
+//!   - [`layers::net`]: the per-run nftables table, DNS stub and network report.
+//!   - [`layers::process`]: the bubblewrap argv and the seccomp filter.
 //! - [`collect`]: output, written files, insist and status, read after the run.
-//! - [`janitor`]: cleanup after servers that died mid-run.
-//! - [`net`]: the network layer (per-run nftables table, DNS stub, network report).
-//! - [`execmask`]: hides the programs that live in the library trees; [`maskcache`] keeps the
-//!   whiteout layers that do it between runs.
-//! - `cgroup` and `seccomp`: pure builders plus thin appliers; `sys` holds the only `unsafe`
-//!   code of band-server.
+//! - [`janitor`]: cleanup after servers that died mid-run, over the layers' list.
+//! - [`config`]: `/etc/band/server.toml` and the effective limits (`min(band, cap)`).
+//! - [`error`]: the setup error naming the layer that failed.
+//! - [`sys`]: the only `unsafe` code of band-server.
 //!
 //! # What a run can and cannot do
 //!
 //! The script runs as a leased per-run uid (never root), in its own user, pid, ipc, uts, cgroup
 //! and network namespaces (no network at all; with `allow.net`, the host's network filtered by a
-//! per-run nftables table and DNS stub, see [`net`]), under `no_new_privs`, a seccomp deny list, no
+//! per-run nftables table and DNS stub, see [`layers::net`]), under `no_new_privs`, a seccomp deny list, no
 //! capabilities, and a cgroup with memory, pids and CPU limits. It sees read-only system
 //! libraries, band-shim under the name of each essential and declared command in `/usr/bin` and
 //! `/band/bin`, a synthetic `/etc`, its skill (read-only), a copy of the workspace, and noexec
@@ -36,14 +38,14 @@
 //!
 //! - `/usr/lib`, `/usr/libexec` and `/usr/share` are bound whole. The ELF executables inside the
 //!   library trees (`/usr/lib/jvm/*/bin/java`, `/usr/lib/git-core/git`, …) are removed from the
-//!   sandbox's view ([`execmask`]), except in the trees of declared commands, which keep their
+//!   sandbox's view ([`layers::fs::execmask`]), except in the trees of declared commands, which keep their
 //!   helpers. Scripts
 //!   there stay (they need an interpreter, which is itself a command). The list is cached and
 //!   refreshed when packages change or hourly, so a program installed by other means than the
 //!   package manager can be visible for up to an hour.
 //! - A program that prints its own path (`/proc/self/exe`, from an allowed `python3 -c`) reveals
 //!   its hidden copy for the rest of the run: that one program can then run with arguments its
-//!   patterns refuse ([`execcache`]). A program that finds its installation from its own path (a
+//!   patterns refuse ([`layers::cli::execcache`]). A program that finds its installation from its own path (a
 //!   JDK's `java`) does not start as a declared command.
 //! - `insist.read` sees paths passed as arguments to commands, not shell redirections or
 //!   builtins (`< file`, `read`), which never reach the shim.
@@ -51,21 +53,14 @@
 //!   needs ordinary permission on the files. An absolute `deny` inside such a bind is refused at
 //!   setup (it could not be enforced).
 
-pub mod bwrap;
-pub mod cgroup;
 pub mod collect;
 pub mod config;
 pub mod error;
-pub mod execcache;
-pub mod execmask;
+pub mod facts;
 pub mod janitor;
-pub mod maskcache;
-pub mod net;
-pub mod reports;
+pub mod layer;
+pub mod layers;
+pub mod plan;
 pub mod request;
 pub mod run;
-pub mod seccomp;
-pub mod shim;
 pub mod sys;
-pub mod uidpool;
-pub mod workdir;

@@ -1,12 +1,15 @@
-//! Checks on a `RunRequest` before anything is created: protocol version, run id, file paths,
-//! bundle integrity, secrets. All pure.
+//! Checks on a `RunRequest` before anything is created or looked at: protocol version, run id,
+//! file paths, bundle integrity, secrets, limits, input size, the policy, the workspace ([`check`]
+//! runs them all in order). All pure.
 
 use std::collections::BTreeMap;
 
-use band::proto::{self, FileEntry, Layer, RunRequest};
+use band::policy::{Category, CompiledPolicy, Decision};
+use band::proto::{self, FileEntry, Layer, RunRequest, RunResult, Status};
 use base64::Engine;
 
-use crate::error::{SetupError, SetupResult};
+use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
+use crate::error::{LayerExt, SetupError, SetupResult};
 
 /// Longest accepted relative path, in bytes (Linux `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -34,28 +37,47 @@ pub fn bundle_sha256(files: &[DecodedFile]) -> String {
     proto::bundle_digest(&tuples)
 }
 
+/// A relative path of the request that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("empty path")]
+    Empty,
+    #[error("path longer than {MAX_PATH_BYTES} bytes")]
+    TooLong,
+    #[error("path {0:?} contains NUL")]
+    Nul(String),
+    #[error("path {0:?} is absolute")]
+    Absolute(String),
+    #[error("path {path:?} has {what} component")]
+    Component { path: String, what: &'static str },
+}
+
 /// Check one relative path: not empty, no leading `/`, no NUL, no empty, `.` or `..`
 /// components, at most [`MAX_PATH_BYTES`].
-pub fn validate_rel_path(path: &str) -> Result<(), String> {
+pub fn validate_rel_path(path: &str) -> Result<(), PathError> {
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err(PathError::Empty);
     }
     if path.len() > MAX_PATH_BYTES {
-        return Err(format!("path longer than {MAX_PATH_BYTES} bytes"));
+        return Err(PathError::TooLong);
     }
     if path.contains('\0') {
-        return Err(format!("path {path:?} contains NUL"));
+        return Err(PathError::Nul(path.into()));
     }
     if path.starts_with('/') {
-        return Err(format!("path {path:?} is absolute"));
+        return Err(PathError::Absolute(path.into()));
     }
     for comp in path.split('/') {
-        match comp {
-            "" => return Err(format!("path {path:?} has an empty component")),
-            "." => return Err(format!("path {path:?} has a `.` component")),
-            ".." => return Err(format!("path {path:?} has a `..` component")),
-            _ => {}
-        }
+        let what = match comp {
+            "" => "an empty",
+            "." => "a `.`",
+            ".." => "a `..`",
+            _ => continue,
+        };
+        return Err(PathError::Component {
+            path: path.into(),
+            what,
+        });
     }
     Ok(())
 }
@@ -228,6 +250,116 @@ pub fn check_command_name(name: &str) -> SetupResult<()> {
     Ok(())
 }
 
+/// A request that passed the pure checks, decoded.
+#[derive(Debug)]
+pub struct Checked<'r> {
+    pub req: &'r RunRequest,
+    pub bundle: Vec<DecodedFile>,
+    pub workspace: Vec<DecodedFile>,
+    pub limits: EffectiveLimits,
+    pub input_json: Vec<u8>,
+    pub config_json: Option<Vec<u8>>,
+    pub compiled: CompiledPolicy,
+}
+
+/// What [`check`] decided.
+#[derive(Debug)]
+pub enum Check<'r> {
+    Run(Box<Checked<'r>>),
+    /// Refused with a result of its own (not a setup failure): the input is too large.
+    Refused(Box<RunResult>),
+}
+
+/// The pure checks, nothing created or looked at yet: protocol, run id, root, bundle paths and
+/// hash, entry, workspace paths, secrets, limits, input size, policy compilation, workspace
+/// coverage.
+pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> SetupResult<Check<'r>> {
+    check_protocol(req)?;
+    validate_run_id(&req.run_id)?;
+    if !is_root {
+        return Err(
+            SetupError::new(Layer::Identity, "band-server must run as root")
+                .with_hint("run it with sudo; it drops to a per-run uid before starting anything"),
+        );
+    }
+    let bundle = decode_files("bundle", &req.bundle)?;
+    check_integrity(&bundle, &req.bundle_sha256)?;
+    check_entry(&bundle, &req.entry)?;
+    let workspace = decode_files("workspace", &req.workspace)?;
+    check_secrets(&req.secrets, &req.policy.secrets)?;
+    let limits = resolve_limits(&req.policy.limits, cfg)?;
+    let input_json =
+        serde_json::to_vec(&req.input).layer(Layer::Io, "failed to encode the input")?;
+    if input_json.len() as u64 > limits.input_bytes {
+        let mut r = RunResult::setup_failed(
+            &req.run_id,
+            Layer::Io,
+            format!(
+                "input is {} bytes, over maxInputBytes {}",
+                input_json.len(),
+                limits.input_bytes
+            ),
+            None,
+        );
+        r.status = Status::InputInvalid;
+        return Ok(Check::Refused(Box::new(r)));
+    }
+    let config_json = match &req.config {
+        Some(c) => Some(serde_json::to_vec(c).layer(Layer::Io, "failed to encode the config")?),
+        None => None,
+    };
+    let compiled = compile(&req.policy)?;
+    check_workspace(&workspace, &compiled)?;
+    Ok(Check::Run(Box::new(Checked {
+        req,
+        bundle,
+        workspace,
+        limits,
+        input_json,
+        config_json,
+        compiled,
+    })))
+}
+
+pub fn compile(policy: &band::policy::Policy) -> SetupResult<CompiledPolicy> {
+    CompiledPolicy::compile(policy).map_err(|e| {
+        let layer = match e.category {
+            Category::Cli => Layer::Cli,
+            Category::Net => Layer::Network,
+            Category::Read | Category::Write => Layer::Filesystem,
+        };
+        let err = SetupError::new(layer, e.to_string());
+        match e.error.hint {
+            Some(h) => err.with_hint(h),
+            None => err,
+        }
+    })
+}
+
+/// The workspace the client sent must be what the policy lets the run see: each file matches
+/// `allow.read` or `allow.write`, and none is denied for reading.
+pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> SetupResult<()> {
+    for f in files {
+        let read = compiled.read.check(&f.path);
+        if let Decision::Deny { rule } = &read {
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!("workspace file {} is denied by deny.read `{rule}`", f.path),
+            ));
+        }
+        if !read.is_allowed() && !compiled.write.check(&f.path).is_allowed() {
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!(
+                    "workspace file {} is not covered by allow.read or allow.write",
+                    f.path
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
@@ -392,5 +524,22 @@ mod tests {
         ] {
             assert!(check_command_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn workspace_must_be_covered_by_the_policy() {
+        let mut p = band::policy::Policy::default();
+        p.allow.read = vec!["data/**".into()];
+        p.allow.write = vec!["out/**".into()];
+        p.deny.read = vec!["data/secret.txt".into()];
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let f = |path: &str| DecodedFile {
+            path: path.into(),
+            mode: 0o644,
+            data: vec![],
+        };
+        assert!(check_workspace(&[f("data/a.csv"), f("out/b.txt")], &compiled).is_ok());
+        assert!(check_workspace(&[f("data/secret.txt")], &compiled).is_err());
+        assert!(check_workspace(&[f("other.txt")], &compiled).is_err());
     }
 }

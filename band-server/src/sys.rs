@@ -317,7 +317,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// What the child does between `fork` and `exec` of bubblewrap, in this order:
 ///
 /// 1. join the run's cgroup(s) by writing `"0"` to each pre-opened join file (v1 `tasks`, v2
-///    `cgroup.procs`: [`crate::cgroup::RunCgroup::join_files`]); the child has one thread;
+///    `cgroup.procs`: [`crate::layers::cgroup::RunCgroup::join_files`]); the child has one thread;
 /// 2. move `fds` to their fixed numbers (e.g. the secrets pipe to fd 3), clearing close-on-exec;
 /// 3. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
 /// 4. `PR_SET_PDEATHSIG(SIGKILL)`, so bubblewrap dies with band-server (set after the uid

@@ -20,8 +20,10 @@ use std::ffi::CString;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 
+use anyhow::{anyhow, bail};
 use band::proto::{self, Layer};
-use band_server::{bwrap, seccomp, sys};
+use band_server::layers::process::{bwrap, seccomp};
+use band_server::sys;
 
 const EXIT_JAIL: i32 = 125;
 
@@ -32,7 +34,7 @@ struct Args {
     command: Vec<String>,
 }
 
-fn parse_args(args: &[String]) -> Result<Args, String> {
+fn parse_args(args: &[String]) -> anyhow::Result<Args> {
     let mut secrets_fd = None;
     let mut status_fd = None;
     let mut ipc_scope_required = false;
@@ -43,7 +45,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 secrets_fd = Some(
                     args.get(i + 1)
                         .and_then(|v| v.parse().ok())
-                        .ok_or("--secrets-fd needs a number")?,
+                        .ok_or_else(|| anyhow!("--secrets-fd needs a number"))?,
                 );
                 i += 2;
             }
@@ -51,7 +53,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 status_fd = Some(
                     args.get(i + 1)
                         .and_then(|v| v.parse().ok())
-                        .ok_or("--status-fd needs a number")?,
+                        .ok_or_else(|| anyhow!("--status-fd needs a number"))?,
                 );
                 i += 2;
             }
@@ -59,26 +61,28 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 ipc_scope_required = match args.get(i + 1).map(String::as_str) {
                     Some("required") => true,
                     Some("best-effort") => false,
-                    _ => return Err("--ipc-scope needs `required` or `best-effort`".into()),
+                    _ => bail!("--ipc-scope needs `required` or `best-effort`"),
                 };
                 i += 2;
             }
             "--" => {
                 let command = args[i + 1..].to_vec();
                 if command.is_empty() {
-                    return Err("no command after --".into());
+                    bail!("no command after --");
                 }
                 return Ok(Args {
-                    secrets_fd: secrets_fd.ok_or("--secrets-fd is required")?,
+                    secrets_fd: secrets_fd.ok_or_else(|| anyhow!("--secrets-fd is required"))?,
                     status_fd,
                     ipc_scope_required,
                     command,
                 });
             }
-            other => return Err(format!("unexpected argument {other:?}")),
+            other => bail!("unexpected argument {other:?}"),
         }
     }
-    Err("usage: band-jail --secrets-fd N [--status-fd M] -- COMMAND".into())
+    Err(anyhow!(
+        "usage: band-jail --secrets-fd N [--status-fd M] -- COMMAND"
+    ))
 }
 
 fn fail(status_fd: Option<i32>, layer: Layer, msg: &str) -> ! {
@@ -94,7 +98,7 @@ fn fail(status_fd: Option<i32>, layer: Layer, msg: &str) -> ! {
 
 /// Landlock scopes: no connecting to abstract unix sockets made outside the sandbox, no signals
 /// to processes outside it.
-fn restrict_ipc(required: bool) -> Result<(), String> {
+fn restrict_ipc(required: bool) -> anyhow::Result<()> {
     use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus, Scope};
     let level = if required {
         CompatLevel::HardRequirement
@@ -107,15 +111,15 @@ fn restrict_ipc(required: bool) -> Result<(), String> {
         .and_then(|r| r.create())
         .and_then(|r| r.restrict_self())
         .map_err(|e| {
-            format!(
+            anyhow!(
                 "this kernel's Landlock cannot scope abstract unix sockets (needs Linux 6.12+): {e}"
             )
         })?;
     if required && status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!(
+        bail!(
             "Landlock IPC scoping is {:?} on this kernel (needs Linux 6.12+)",
             status.ruleset
-        ));
+        );
     }
     Ok(())
 }
@@ -134,7 +138,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let args = match parse_args(&argv) {
         Ok(a) => a,
-        Err(m) => fail(None, Layer::Process, &m),
+        Err(m) => fail(None, Layer::Process, &m.to_string()),
     };
     let st = args.status_fd;
 
@@ -175,7 +179,7 @@ fn main() {
     }
 
     if let Err(e) = restrict_ipc(args.ipc_scope_required) {
-        fail(st, Layer::Network, &e);
+        fail(st, Layer::Network, &e.to_string());
     }
 
     // 3. No inherited descriptors beyond stdio.

@@ -2,7 +2,7 @@
 //! here; `argv[0]`'s last path component names the command.
 //!
 //! 1. Take the name `band/shim`: band-server only talks to a shim past that point (see
-//!    `band_server::shim` for why). Inherited descriptors stay open: the command gets them, as
+//!    `band_server::layers::cli::shim` for why). Inherited descriptors stay open: the command gets them, as
 //!    it would without the shim (`diff <(…) <(…)` passes `/dev/fd/63`).
 //! 2. Send argv over `/band/sock` (after band-server's nonce) and wait for the verdict. If there
 //!    is none, refuse to run anything (fail closed).
@@ -19,7 +19,8 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
-use band_server::shim::{self, ShimRequest, Verdict};
+use anyhow::{anyhow, bail};
+use band_server::layers::cli::shim::{self, ShimRequest, Verdict};
 use band_server::sys;
 
 const SOCK: &str = "/band/sock";
@@ -29,32 +30,30 @@ fn die(code: i32, msg: &str) -> ! {
     std::process::exit(code);
 }
 
-fn ask(argv: &[String]) -> Result<Verdict, String> {
-    let conn = UnixStream::connect(SOCK).map_err(|e| format!("connect {SOCK}: {e}"))?;
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
+fn ask(argv: &[String]) -> anyhow::Result<Verdict> {
+    let conn = UnixStream::connect(SOCK).map_err(|e| anyhow!("connect {SOCK}: {e}"))?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(&conn);
     let mut nonce = String::new();
     reader
         .read_line(&mut nonce)
-        .map_err(|e| format!("no nonce: {e}"))?;
+        .map_err(|e| anyhow!("no nonce: {e}"))?;
     let nonce = nonce.trim_end().to_string();
     if nonce.is_empty() || nonce == "refused" {
-        return Err(format!("band-server refused the connection ({nonce:?})"));
+        bail!("band-server refused the connection ({nonce:?})");
     }
     let mut line = serde_json::to_vec(&ShimRequest {
         nonce,
         argv: argv.to_vec(),
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     line.push(b'\n');
-    (&conn).write_all(&line).map_err(|e| format!("send: {e}"))?;
+    (&conn).write_all(&line).map_err(|e| anyhow!("send: {e}"))?;
     let mut answer = String::new();
     reader
         .read_line(&mut answer)
-        .map_err(|e| format!("no answer: {e}"))?;
+        .map_err(|e| anyhow!("no answer: {e}"))?;
     serde_json::from_str(answer.trim_end())
-        .map_err(|e| format!("band-server answered {:?}: {e}", answer.trim_end()))
+        .map_err(|e| anyhow!("band-server answered {:?}: {e}", answer.trim_end()))
 }
 
 fn main() {

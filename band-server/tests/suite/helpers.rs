@@ -14,9 +14,9 @@ use base64::Engine;
 
 /// All tests share one state directory: the uid pool is per state directory, and two pools on
 /// one machine would hand out the same uids.
-pub const STATE_DIR: &str = "/run/band-test";
+pub(crate) const STATE_DIR: &str = "/run/band-test";
 
-pub fn server() -> &'static str {
+pub(crate) fn server() -> &'static str {
     env!("CARGO_BIN_EXE_band-server")
 }
 
@@ -42,44 +42,44 @@ macro_rules! privileged {
 pub(crate) use privileged;
 
 /// A random run id (16 lowercase hex).
-pub fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     let mut b = [0u8; 8];
     use std::io::Read;
-    std::fs::File::open("/dev/urandom")
+    fs_err::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
         .unwrap_or_else(|e| panic!("{e}"));
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// A skill directory on disk (tempdir), packed into a bundle like the client does.
-pub struct SkillDir {
-    pub dir: tempfile::TempDir,
+pub(crate) struct SkillDir {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl SkillDir {
-    pub fn new(files: &[(&str, u32, &str)]) -> SkillDir {
+    pub(crate) fn new(files: &[(&str, u32, &str)]) -> SkillDir {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for (path, mode, text) in files {
             let p = dir.path().join(path);
             if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+                fs_err::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
             }
-            std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode))
+            fs_err::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(*mode))
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         SkillDir { dir }
     }
 
     /// Walk the directory (sorted) into bundle entries.
-    pub fn pack(&self) -> Vec<FileEntry> {
+    pub(crate) fn pack(&self) -> Vec<FileEntry> {
         fn walk(root: &Path, rel: &str, out: &mut Vec<FileEntry>) {
             let dir = if rel.is_empty() {
                 root.to_path_buf()
             } else {
                 root.join(rel)
             };
-            let mut names: Vec<String> = std::fs::read_dir(&dir)
+            let mut names: Vec<String> = fs_err::read_dir(&dir)
                 .unwrap_or_else(|e| panic!("{e}"))
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .collect();
@@ -91,11 +91,11 @@ impl SkillDir {
                     format!("{rel}/{n}")
                 };
                 let p = root.join(&r);
-                let m = std::fs::symlink_metadata(&p).unwrap_or_else(|e| panic!("{e}"));
+                let m = fs_err::symlink_metadata(&p).unwrap_or_else(|e| panic!("{e}"));
                 if m.is_dir() {
                     walk(root, &r, out);
                 } else if m.is_file() {
-                    let data = std::fs::read(&p).unwrap_or_else(|e| panic!("{e}"));
+                    let data = fs_err::read(&p).unwrap_or_else(|e| panic!("{e}"));
                     out.push(FileEntry {
                         path: r,
                         mode: m.permissions().mode() & 0o7777,
@@ -110,7 +110,7 @@ impl SkillDir {
     }
 }
 
-pub fn bundle_hash(bundle: &[FileEntry]) -> String {
+pub(crate) fn bundle_hash(bundle: &[FileEntry]) -> String {
     let decoded: Vec<DecodedFile> = bundle
         .iter()
         .map(|f| DecodedFile {
@@ -124,7 +124,7 @@ pub fn bundle_hash(bundle: &[FileEntry]) -> String {
     bundle_sha256(&decoded)
 }
 
-pub fn file(path: &str, mode: u32, data: &[u8]) -> FileEntry {
+pub(crate) fn file(path: &str, mode: u32, data: &[u8]) -> FileEntry {
     FileEntry {
         path: path.into(),
         mode,
@@ -133,11 +133,11 @@ pub fn file(path: &str, mode: u32, data: &[u8]) -> FileEntry {
 }
 
 /// A request running `script` (a bash script) as `run.sh`, with `policy`.
-pub fn request(script: &str, policy: Policy) -> RunRequest {
+pub(crate) fn request(script: &str, policy: Policy) -> RunRequest {
     request_with(&[("run.sh", 0o755, script)], "run.sh", policy)
 }
 
-pub fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Policy) -> RunRequest {
+pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Policy) -> RunRequest {
     let skill = SkillDir::new(files);
     let bundle = skill.pack();
     RunRequest {
@@ -157,17 +157,17 @@ pub fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Policy) ->
     }
 }
 
-pub fn policy() -> Policy {
+pub(crate) fn policy() -> Policy {
     Policy::default()
 }
 
-pub fn strs(v: &[&str]) -> Vec<String> {
+pub(crate) fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
 /// What one band-server run printed.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub events: Vec<Event>,
     pub result: RunResult,
     pub server_stderr: String,
@@ -175,14 +175,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn stdout(&self) -> &str {
+    pub(crate) fn stdout(&self) -> &str {
         &self.result.stdout
     }
-    pub fn stderr(&self) -> &str {
+    pub(crate) fn stderr(&self) -> &str {
         &self.result.stderr
     }
     /// Lines `key=value` printed by a probe script.
-    pub fn kv(&self) -> BTreeMap<String, String> {
+    pub(crate) fn kv(&self) -> BTreeMap<String, String> {
         self.result
             .stdout
             .lines()
@@ -192,23 +192,23 @@ impl Outcome {
     }
 }
 
-pub fn spawn(req: &RunRequest) -> Child {
+pub(crate) fn spawn(req: &RunRequest) -> Child {
     spawn_line(&serde_json::to_string(&Message::Request(Box::new(req.clone()))).unwrap_or_default())
 }
 
-pub fn spawn_line(line: &str) -> Child {
+pub(crate) fn spawn_line(line: &str) -> Child {
     spawn_line_with_config(line, Path::new("/nonexistent/band-test/server.toml"))
 }
 
 /// Run band-server with a server config file (the network tests point its DNS at their lab).
-pub fn spawn_with_config(req: &RunRequest, config: &Path) -> Child {
+pub(crate) fn spawn_with_config(req: &RunRequest, config: &Path) -> Child {
     spawn_line_with_config(
         &serde_json::to_string(&Message::Request(Box::new(req.clone()))).unwrap_or_default(),
         config,
     )
 }
 
-pub fn spawn_line_with_config(line: &str, config: &Path) -> Child {
+pub(crate) fn spawn_line_with_config(line: &str, config: &Path) -> Child {
     let mut child = Command::new(server())
         .arg("run")
         .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
@@ -227,7 +227,7 @@ pub fn spawn_line_with_config(line: &str, config: &Path) -> Child {
     child
 }
 
-pub fn finish(child: Child) -> Outcome {
+pub(crate) fn finish(child: Child) -> Outcome {
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut events = Vec::new();
@@ -251,21 +251,21 @@ pub fn finish(child: Child) -> Outcome {
     }
 }
 
-pub fn run(req: &RunRequest) -> Outcome {
+pub(crate) fn run(req: &RunRequest) -> Outcome {
     finish(spawn(req))
 }
 
 /// Pids whose real/effective/saved uid is `uid`.
-pub fn pids_of_uid(uid: u32) -> Vec<i32> {
-    band_server::janitor::pids_of_uids(&std::collections::BTreeSet::from([uid]))
+pub(crate) fn pids_of_uid(uid: u32) -> Vec<i32> {
+    band_server::layers::identity::procs::pids_of_uids(&std::collections::BTreeSet::from([uid]))
 }
 
 /// The uid of `band-run-N`.
-pub fn uid_of(user: &str) -> Option<u32> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    band_server::uidpool::parse_passwd_entry(&passwd, user).map(|(u, _)| u)
+pub(crate) fn uid_of(user: &str) -> Option<u32> {
+    let passwd = fs_err::read_to_string("/etc/passwd").ok()?;
+    band_server::layers::identity::uidpool::parse_passwd_entry(&passwd, user).map(|(u, _)| u)
 }
 
-pub fn state_dir() -> PathBuf {
+pub(crate) fn state_dir() -> PathBuf {
     PathBuf::from(STATE_DIR)
 }

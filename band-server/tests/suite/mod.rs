@@ -1,4 +1,5 @@
-pub mod helpers;
+pub(crate) mod helpers;
 mod network;
+mod plan;
 mod privileged;
 mod protocol;

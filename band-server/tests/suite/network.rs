@@ -152,7 +152,7 @@ impl Lab {
             std::thread::sleep(Duration::from_millis(20));
         }
         let config = dir.path().join("server.toml");
-        std::fs::write(&config, format!("dns_upstream = [\"{}:53\"]\n", v4(2)))
+        fs_err::write(&config, format!("dns_upstream = [\"{}:53\"]\n", v4(2)))
             .unwrap_or_else(|e| panic!("{e}"));
         Lab {
             ns,
@@ -173,7 +173,7 @@ impl Lab {
     }
 
     fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+        fs_err::read_to_string(self.dir.path().join(name)).unwrap_or_default()
     }
 
     fn run(&self, req: &RunRequest) -> Outcome {
@@ -206,7 +206,7 @@ fn net_policy(allow: &[&str], deny: &[&str]) -> Policy {
 
 fn band_tables() -> BTreeSet<String> {
     let text = out(&["nft", "-j", "list", "tables"]);
-    band_server::net::nft::parse_tables_json(&text)
+    band_server::layers::net::nft::parse_tables_json(&text)
         .unwrap_or_default()
         .into_iter()
         .filter(|t| t.starts_with("band_"))
@@ -657,7 +657,7 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
     privileged!();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let cfg = dir.path().join("server.toml");
-    std::fs::write(
+    fs_err::write(
         &cfg,
         "nft = \"/nonexistent/nft\"\ndns_upstream = [\"192.0.2.53\"]\n",
     )

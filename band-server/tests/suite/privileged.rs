@@ -520,11 +520,11 @@ fn privileged_secrets_reach_their_run_only() {
     std::thread::sleep(Duration::from_millis(700));
     // From the host: the secret is on no command line and in no file under the state dir.
     let mut on_cmdline = Vec::new();
-    for e in std::fs::read_dir("/proc")
+    for e in fs_err::read_dir("/proc")
         .unwrap_or_else(|e| panic!("{e}"))
         .flatten()
     {
-        if let Ok(c) = std::fs::read(e.path().join("cmdline"))
+        if let Ok(c) = fs_err::read(e.path().join("cmdline"))
             && String::from_utf8_lossy(&c).contains(&secret)
         {
             on_cmdline.push(e.file_name());
@@ -628,13 +628,13 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     let first = run(&request("#!/bin/sh\nexit 0\n", policy()));
     assert_eq!(first.result.status, Status::Ok, "{first:#?}");
     // No declared command: every scanned file is masked.
-    let masked = band_server::execmask::apply_exemptions(
-        &band_server::execmask::load_or_scan(state),
+    let masked = band_server::layers::fs::execmask::apply_exemptions(
+        &band_server::layers::fs::execmask::load_or_scan(state),
         &[],
         &[],
     );
     let mut layers = Vec::new();
-    for root in band_server::execmask::LIB_ROOTS {
+    for root in band_server::layers::fs::execmask::LIB_ROOTS {
         let rels: Vec<&std::path::Path> = masked
             .iter()
             .filter_map(|m| m.strip_prefix(root).ok())
@@ -642,10 +642,10 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
         if rels.is_empty() {
             continue;
         }
-        let layer =
-            band_server::maskcache::cache_dir(state).join(band_server::maskcache::key(root, &rels));
+        let layer = band_server::layers::fs::maskcache::cache_dir(state)
+            .join(band_server::layers::fs::maskcache::key(root, &rels));
         for rel in &rels {
-            let m = std::fs::symlink_metadata(layer.join(rel))
+            let m = fs_err::symlink_metadata(layer.join(rel))
                 .unwrap_or_else(|e| panic!("{}: {e}", layer.join(rel).display()));
             assert!(
                 m.file_type().is_char_device() && m.rdev() == 0,
@@ -654,7 +654,7 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
         }
         layers.push((
             layer.clone(),
-            std::fs::metadata(&layer).map(|m| m.ino()).unwrap_or(0),
+            fs_err::metadata(&layer).map(|m| m.ino()).unwrap_or(0),
         ));
     }
     if layers.is_empty() {
@@ -665,14 +665,14 @@ fn privileged_whiteout_layers_are_built_once_and_shared() {
     assert_eq!(second.result.status, Status::Ok, "{second:#?}");
     for (layer, ino) in &layers {
         assert_eq!(
-            std::fs::metadata(layer).map(|m| m.ino()).ok(),
+            fs_err::metadata(layer).map(|m| m.ino()).ok(),
             Some(*ino),
             "{} was rebuilt",
             layer.display()
         );
     }
     let ours = [first.result.run_id.clone(), second.result.run_id.clone()];
-    let left: Vec<_> = band_server::maskcache::builds(state)
+    let left: Vec<_> = band_server::layers::fs::maskcache::builds(state)
         .into_iter()
         .filter(|(_, run)| ours.contains(run))
         .collect();
@@ -919,11 +919,12 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
         !state_dir().join("runs").join(&run_id).exists(),
         "run dir left"
     );
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     assert!(!mounts.contains(&run_id), "mount left");
-    let h = band_server::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
+    let h =
+        band_server::layers::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        !band_server::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
+        !band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
         "cgroup left"
     );
 }
@@ -952,20 +953,20 @@ fn privileged_absolute_allow_patterns_bind_host_paths() {
     use std::os::unix::fs::PermissionsExt;
     let host = tempfile::tempdir_in("/var/tmp").unwrap_or_else(|e| panic!("{e}"));
     let root = host.path();
-    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
+    fs_err::set_permissions(root, std::fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(root.join("in")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(root.join("in/data.txt"), "host-data").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(root.join("in/tool.sh"), "#!/bin/sh\necho ran\n")
+    fs_err::create_dir(root.join("in")).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(root.join("in/data.txt"), "host-data").unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(root.join("in/tool.sh"), "#!/bin/sh\necho ran\n")
         .unwrap_or_else(|e| panic!("{e}"));
     for f in ["in/data.txt", "in/tool.sh"] {
-        std::fs::set_permissions(root.join(f), std::fs::Permissions::from_mode(0o755))
+        fs_err::set_permissions(root.join(f), std::fs::Permissions::from_mode(0o755))
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    std::fs::set_permissions(root.join("in"), std::fs::Permissions::from_mode(0o755))
+    fs_err::set_permissions(root.join("in"), std::fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(root.join("out")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(root.join("out"), std::fs::Permissions::from_mode(0o777))
+    fs_err::create_dir(root.join("out")).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::set_permissions(root.join("out"), std::fs::Permissions::from_mode(0o777))
         .unwrap_or_else(|e| panic!("{e}"));
     let r = root.display();
     let mut p = policy();
@@ -980,7 +981,7 @@ echo written > {r}/out/new.txt && echo "rw_write=ok"
 echo "sibling=$(test -e {r}/secret && echo visible || echo hidden)"
 "#
     );
-    std::fs::write(root.join("secret"), "no").unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(root.join("secret"), "no").unwrap_or_else(|e| panic!("{e}"));
     let o = run(&request(&script, p));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
@@ -990,13 +991,13 @@ echo "sibling=$(test -e {r}/secret && echo visible || echo hidden)"
     assert_eq!(kv.get("rw_write").map(String::as_str), Some("ok"));
     assert_eq!(kv.get("sibling").map(String::as_str), Some("hidden"));
     assert_eq!(
-        std::fs::read_to_string(root.join("out/new.txt"))
+        fs_err::read_to_string(root.join("out/new.txt"))
             .ok()
             .as_deref(),
         Some("written\n")
     );
     assert_eq!(
-        std::fs::read_to_string(root.join("in/data.txt"))
+        fs_err::read_to_string(root.join("in/data.txt"))
             .ok()
             .as_deref(),
         Some("host-data")
@@ -1113,8 +1114,11 @@ git status >/dev/null 2>&1; echo "denied=$?"
 fn privileged_janitor_kills_leftovers_of_a_free_slot() {
     privileged!();
     // Make sure the last slot's user exists, then start a stray process as it with no lease.
-    let user = band_server::uidpool::user_name(band_server::uidpool::POOL_SIZE - 1);
-    let (uid, gid) = band_server::uidpool::ensure_user(&user).unwrap_or_else(|e| panic!("{e}"));
+    let user = band_server::layers::identity::uidpool::user_name(
+        band_server::layers::identity::uidpool::POOL_SIZE - 1,
+    );
+    let (uid, gid) = band_server::layers::identity::uidpool::ensure_user(&user)
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut stray = std::process::Command::new("setpriv")
         .args([
             format!("--reuid={uid}"),
@@ -1124,10 +1128,13 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         .args(["sleep", "1000"])
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    let lease = band_server::uidpool::lease_path(&state_dir(), band_server::uidpool::POOL_SIZE - 1);
-    std::fs::create_dir_all(lease.parent().unwrap_or(&state_dir()))
+    let lease = band_server::layers::identity::uidpool::lease_path(
+        &state_dir(),
+        band_server::layers::identity::uidpool::POOL_SIZE - 1,
+    );
+    fs_err::create_dir_all(lease.parent().unwrap_or(&state_dir()))
         .unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::OpenOptions::new()
+    let _ = fs_err::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&lease);

@@ -1,4 +1,4 @@
-//! Whiteout layers for the masked library trees ([`crate::execmask`]), kept between runs.
+//! Whiteout layers for the masked library trees ([`crate::layers::fs::execmask`]), kept between runs.
 //!
 //! A run hides the ELF executables of a library tree with a read-only overlay whose top layer
 //! holds one whiteout per masked file. That layer depends only on the tree and the set of masked
@@ -19,7 +19,7 @@
 //! at reboot for `/run/band`); beyond that a run builds a private layer in its own directory as
 //! before, so a flood of distinct command sets cannot fill the disk.
 
-use std::fs;
+use fs_err as fs;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -84,7 +84,7 @@ pub fn shared_layer(
 ) -> SetupResult<Option<PathBuf>> {
     let fsl = Layer::Filesystem;
     let cache = cache_dir(state);
-    match fs::DirBuilder::new().mode(0o700).create(&cache) {
+    match std::fs::DirBuilder::new().mode(0o700).create(&cache) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => {
@@ -126,7 +126,7 @@ pub fn shared_layer(
     }
     let build = cache.join(format!("{BUILD_PREFIX}{run_id}-{n}"));
     let _ = fs::remove_dir_all(&build);
-    fs::DirBuilder::new()
+    std::fs::DirBuilder::new()
         .mode(0o755)
         .create(&build)
         .layer(fsl, format!("failed to create {}", build.display()))?;

@@ -22,8 +22,21 @@ use std::time::Duration;
 use band::policy::net::{HostPattern, NetMatcher, NetPattern, non_public_ranges};
 use band::proto::{DnsLookup, NetFlow, NetworkReport};
 
-use self::dns::{Lookup, Resolver, Stub, UdpUpstream};
-use self::nft::{Dest, NetPlan, Nft};
+use self::dns::{DnsError, Lookup, Resolver, Stub, UdpUpstream};
+use self::nft::{Dest, NetPlan, Nft, NftError};
+
+/// What went wrong planning or building the network layer.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error(
+        "no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream"
+    )]
+    NoUpstream,
+    #[error("cannot build the run's nftables table: {0}")]
+    Table(NftError),
+    #[error(transparent)]
+    Stub(#[from] DnsError),
+}
 
 /// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
 pub fn stub_addr(slot: u32) -> Ipv4Addr {
@@ -76,7 +89,7 @@ pub fn parse_if_inet6(text: &str) -> Vec<IpAddr> {
 
 /// This host's own addresses, read under `proc` (a parameter so tests use a temp dir).
 pub fn own_addresses(proc: &Path) -> Vec<IpAddr> {
-    let read = |rel: &str| std::fs::read_to_string(proc.join(rel)).unwrap_or_default();
+    let read = |rel: &str| fs_err::read_to_string(proc.join(rel)).unwrap_or_default();
     let mut v = parse_fib_trie_local(&read("net/fib_trie"));
     v.extend(parse_if_inet6(&read("net/if_inet6")));
     v
@@ -187,17 +200,44 @@ pub fn insist_missing(
 /// How often the run loop checks that the run's table still exists.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
-/// What the layer needs from the run.
-pub struct NetSetup<'a> {
-    pub run_id: &'a str,
-    pub uid: u32,
-    pub slot: u32,
-    pub matcher: NetMatcher,
-    pub nft: Nft,
+/// The run's network, planned: its table, its stub and the sandbox's `/etc/resolv.conf`.
+#[derive(Debug, Clone)]
+pub struct NetRunPlan {
+    pub table: NetPlan,
+    /// The table as one nft batch ([`nft::ruleset`]).
+    pub ruleset: String,
+    pub stub_addr: Ipv4Addr,
     pub upstream: Vec<SocketAddr>,
-    pub proc: &'a Path,
-    /// Called for each question the stub answers (for the `dns_denied` event).
-    pub on_lookup: Arc<dns::OnLookup>,
+    /// The host's own addresses (never reachable, never an answer).
+    pub own: Vec<IpAddr>,
+    pub matcher: NetMatcher,
+    pub resolv_conf: String,
+}
+
+/// Plan the network of run `run_id` (uid `uid`, pool slot `slot`): pure. Fails when no upstream
+/// resolver is known.
+pub fn plan_run(
+    run_id: &str,
+    uid: u32,
+    slot: u32,
+    matcher: &NetMatcher,
+    own: &[IpAddr],
+    upstream: &[SocketAddr],
+) -> Result<NetRunPlan, NetError> {
+    if upstream.is_empty() {
+        return Err(NetError::NoUpstream);
+    }
+    let stub_addr = stub_addr(slot);
+    let table = plan(run_id, uid, stub_addr, matcher, own);
+    Ok(NetRunPlan {
+        ruleset: nft::ruleset(&table),
+        table,
+        stub_addr,
+        upstream: upstream.to_vec(),
+        own: own.to_vec(),
+        matcher: matcher.clone(),
+        resolv_conf: format!("nameserver {stub_addr}\noptions timeout:3 attempts:2\n"),
+    })
 }
 
 /// A run's table and stub; [`NetLayer::teardown`] removes them (also on drop).
@@ -212,42 +252,39 @@ pub struct NetLayer {
 
 impl NetLayer {
     /// Build the table (one atomic batch), then start the stub. Any failure: nothing is left.
-    pub fn setup(s: NetSetup<'_>) -> Result<NetLayer, String> {
-        if s.upstream.is_empty() {
-            return Err("no upstream DNS resolver: /etc/resolv.conf names none and the server config sets no dns_upstream".into());
-        }
-        let own = own_addresses(s.proc);
-        let stub_addr = stub_addr(s.slot);
-        let plan = plan(s.run_id, s.uid, stub_addr, &s.matcher, &own);
+    /// `on_lookup` is called for each question the stub answers (for the `dns_denied` event).
+    pub fn setup(
+        plan: &NetRunPlan,
+        nft: &Nft,
+        on_lookup: Arc<dns::OnLookup>,
+    ) -> Result<NetLayer, NetError> {
+        let stub_addr = plan.stub_addr;
         let mut layer = NetLayer {
-            table: plan.table.clone(),
+            table: plan.table.table.clone(),
             stub_addr,
-            nft: s.nft.clone(),
+            nft: nft.clone(),
             stub: None,
             lookups: Arc::default(),
             installed: false,
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
         // `add table` of an existing table would merge: refuse instead.
-        s.nft
-            .apply(&nft::ruleset(&plan))
-            .map_err(|e| format!("cannot build the run's nftables table: {e}"))?;
+        nft.apply(&plan.ruleset).map_err(NetError::Table)?;
         layer.installed = true;
-        let nft = s.nft.clone();
-        let table = plan.table.clone();
+        let learn_nft = nft.clone();
+        let table = plan.table.table.clone();
         let resolver = Resolver {
-            matcher: s.matcher,
-            own,
+            matcher: plan.matcher.clone(),
+            own: plan.own.clone(),
             upstream: Box::new(UdpUpstream {
-                servers: s.upstream,
+                servers: plan.upstream.clone(),
                 timeout: Duration::from_secs(3),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
-                nft.apply(&nft::learn_batch(&table, allow, deny))
+                learn_nft.apply(&nft::learn_batch(&table, allow, deny))
             }),
         };
         let lookups = layer.lookups.clone();
-        let on_lookup = s.on_lookup.clone();
         let record: Arc<dns::OnLookup> = Arc::new(move |l: &Lookup| {
             if let Ok(mut v) = lookups.lock() {
                 v.push(l.clone());
@@ -331,7 +368,7 @@ impl NetLayer {
     }
 
     /// Stop the stub, delete the table. Call only once nothing of the run is alive.
-    pub fn teardown(&mut self) -> Result<(), String> {
+    pub fn teardown(&mut self) -> Result<(), NftError> {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
@@ -366,10 +403,86 @@ pub fn remove_stale_tables(
         }
         match nft.delete_table(t) {
             Ok(()) => removed.push(t.clone()),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     (removed, errors)
+}
+
+/// The network layer.
+pub struct Net;
+
+impl crate::layer::RunLayer for Net {
+    fn list_stale(
+        &self,
+        host: &crate::layer::Host<'_>,
+        report: &mut crate::layer::Report,
+    ) -> Vec<crate::layer::Stale> {
+        // Listed only by the `janitor` command.
+        let nft = host.nft.filter(|_| host.scan_tables).map(Nft::new);
+        match nft.as_ref().map(Nft::list_tables) {
+            Some(Ok(tables)) => tables.into_iter().map(crate::layer::Stale::run).collect(),
+            Some(Err(e)) => {
+                report.errors.push(format!("nft: {e}"));
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::layer::Host<'_>,
+        run: &str,
+        report: &mut crate::layer::Report,
+    ) {
+        // Its processes are dead: the run's table (if it had network) can go.
+        if let Some(nft) = host.nft.map(Nft::new) {
+            let table = nft::table_name(run);
+            if nft.list_table(&table).is_ok() {
+                match nft.delete_table(&table) {
+                    Ok(()) => report.removed_tables.push(table),
+                    Err(e) => report.errors.push(e.to_string()),
+                }
+            }
+        }
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::layer::Host<'_>,
+        item: &crate::layer::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::layer::Report,
+    ) {
+        let Some(nft) = host.nft.filter(|_| host.scan_tables).map(Nft::new) else {
+            return;
+        };
+        let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
+        report.removed_tables.extend(
+            removed
+                .into_iter()
+                .filter(|t| !report.removed_tables.contains(t))
+                .collect::<Vec<_>>(),
+        );
+        report.errors.extend(errors);
+    }
+}
+
+impl crate::layer::Built for NetLayer {
+    fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {
+        if t.processes_dead {
+            if let Err(e) = NetLayer::teardown(&mut self) {
+                t.errors.push(format!("network: {e}"));
+            }
+        } else {
+            // A survivor keeps its restrictions: the janitor deletes the table once the uid's
+            // processes are gone.
+            self.abandon();
+        }
+    }
+
+    crate::layer::built_any!();
 }
 
 #[cfg(test)]
@@ -432,8 +545,8 @@ mod tests {
             ]
         );
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("net")).unwrap();
-        std::fs::write(dir.path().join("net/fib_trie"), fib).unwrap();
+        fs_err::create_dir(dir.path().join("net")).unwrap();
+        fs_err::write(dir.path().join("net/fib_trie"), fib).unwrap();
         assert_eq!(own_addresses(dir.path()).len(), 2);
     }
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use band::proto::CliCall;
 
-use crate::execcache::ExecTable;
-use crate::shim::{self, CliRules, ShimRequest, Verdict};
+use crate::layers::cli::execcache::ExecTable;
+use crate::layers::cli::shim::{self, CliRules, ShimRequest, Verdict};
 use crate::sys;
 
 /// Longest report line accepted (argv can be long, but not unbounded).
@@ -45,11 +45,11 @@ impl PeerCheck {
     /// `lib_trees`: the directories bound as `/usr/lib` etc. in the sandbox (the host trees, or
     /// the run's masked overlays of them, which have a device of their own).
     pub fn for_shim(shim: &Path, uid: u32, lib_trees: &[PathBuf]) -> std::io::Result<PeerCheck> {
-        let m = std::fs::metadata(shim)?;
+        let m = fs_err::metadata(shim)?;
         let mut lib_devs = Vec::new();
         let defaults = [PathBuf::from("/usr/lib"), PathBuf::from("/usr/lib64")];
         for d in defaults.iter().chain(lib_trees) {
-            if let Ok(m) = std::fs::metadata(d)
+            if let Ok(m) = fs_err::metadata(d)
                 && !lib_devs.contains(&m.dev())
             {
                 lib_devs.push(m.dev());
@@ -71,8 +71,73 @@ pub struct Mapping {
     pub path: String,
 }
 
+/// A line of `/proc/<pid>/maps` that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad maps line {0:?}")]
+pub struct BadMapsLine(pub String);
+
+/// A mapping that is neither the shim nor a system library.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("maps {path} (dev {dev}, inode {inode})")]
+pub struct ForeignMapping {
+    pub path: String,
+    pub dev: u64,
+    pub inode: u64,
+}
+
+/// Why a connection to the report socket is not a genuine shim's request (a forged report).
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("peer uid {uid} is not the run's uid {run}")]
+    Uid { uid: u32, run: u32 },
+    #[error("pid {pid}: {what}: {source}")]
+    Proc {
+        pid: i32,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("pid {0}: unreadable stat")]
+    Stat(i32),
+    #[error("pid {0} is not the shim")]
+    NotShim(i32),
+    #[error("pid {pid} is the shim, but not past its start ({comm:?})")]
+    NotStarted { pid: i32, comm: String },
+    #[error(transparent)]
+    MapsLine(#[from] BadMapsLine),
+    #[error("pid {pid} {source}")]
+    Mapping { pid: i32, source: ForeignMapping },
+    #[error("pid {0} was replaced while it was checked")]
+    Replaced(i32),
+    #[error("pid {0} was replaced before its request was read")]
+    ReplacedBeforeRead(i32),
+    #[error("connection closed before the request")]
+    Closed,
+    #[error("request bytes from pid {sender:?}, not the shim (pid {pid})")]
+    Sender { sender: Option<i32>, pid: i32 },
+    #[error("request longer than {MAX_REPORT_BYTES} bytes")]
+    TooLong,
+    #[error("request is not UTF-8")]
+    NotUtf8,
+    #[error("SO_PEERCRED: {0}")]
+    PeerCred(std::io::Error),
+    #[error("SO_PASSCRED: {0}")]
+    PassCred(std::io::Error),
+    #[error("nonce: {0}")]
+    Nonce(std::io::Error),
+    #[error("bad request: {0}")]
+    BadRequest(serde_json::Error),
+    #[error("wrong nonce")]
+    WrongNonce,
+    #[error("empty argv")]
+    EmptyArgv,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Encode(serde_json::Error),
+}
+
 /// The file-backed mappings in a `/proc/<pid>/maps` text (inode ≠ 0).
-pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, String> {
+pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, BadMapsLine> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut rest = line;
@@ -83,17 +148,14 @@ pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, String> {
             *f = &rest[..end];
             rest = &rest[end..];
         }
-        let inode: u64 = fields[4]
-            .parse()
-            .map_err(|_| format!("bad maps line {line:?}"))?;
+        let bad = || BadMapsLine(line.to_string());
+        let inode: u64 = fields[4].parse().map_err(|_| bad())?;
         if inode == 0 {
             continue;
         }
-        let (maj, min) = fields[3]
-            .split_once(':')
-            .ok_or_else(|| format!("bad maps line {line:?}"))?;
-        let maj = u64::from_str_radix(maj, 16).map_err(|_| format!("bad maps line {line:?}"))?;
-        let min = u64::from_str_radix(min, 16).map_err(|_| format!("bad maps line {line:?}"))?;
+        let (maj, min) = fields[3].split_once(':').ok_or_else(bad)?;
+        let maj = u64::from_str_radix(maj, 16).map_err(|_| bad())?;
+        let min = u64::from_str_radix(min, 16).map_err(|_| bad())?;
         out.push(Mapping {
             dev: libc::makedev(maj as u32, min as u32),
             inode,
@@ -104,7 +166,7 @@ pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, String> {
 }
 
 /// Is every file-backed mapping the shim itself or a system library?
-pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), String> {
+pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), ForeignMapping> {
     for m in maps {
         if (m.dev, m.inode) == check.shim {
             continue;
@@ -116,10 +178,11 @@ pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), String>
         if lib_path && check.lib_devs.contains(&m.dev) {
             continue;
         }
-        return Err(format!(
-            "maps {} (dev {}, inode {})",
-            m.path, m.dev, m.inode
-        ));
+        return Err(ForeignMapping {
+            path: m.path.clone(),
+            dev: m.dev,
+            inode: m.inode,
+        });
     }
     Ok(())
 }
@@ -132,44 +195,56 @@ pub fn parse_starttime(stat: &str) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-fn starttime(pid: i32) -> Result<u64, String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("pid {pid}: stat: {e}"))?;
-    parse_starttime(&stat).ok_or_else(|| format!("pid {pid}: unreadable stat"))
+/// `/proc/<pid>/<what>` (its errors name the pid and the file).
+fn proc_text(pid: i32, what: &'static str) -> Result<String, PeerError> {
+    fs_err::read_to_string(format!("/proc/{pid}/{what}")).map_err(|source| PeerError::Proc {
+        pid,
+        what,
+        source,
+    })
+}
+
+fn starttime(pid: i32) -> Result<u64, PeerError> {
+    parse_starttime(&proc_text(pid, "stat")?).ok_or(PeerError::Stat(pid))
 }
 
 /// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
 /// name is [`shim::COMM`]). Returns its start time, checked before and after, so every look at
 /// `/proc` was at this one process.
-pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, String> {
+pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, PeerError> {
     if uid != check.uid {
-        return Err(format!("peer uid {uid} is not the run's uid {}", check.uid));
+        return Err(PeerError::Uid {
+            uid,
+            run: check.uid,
+        });
     }
     let start = starttime(pid)?;
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
-        .map_err(|e| format!("pid {pid}: exe: {e}"))?;
+    let exe = fs_err::metadata(format!("/proc/{pid}/exe")).map_err(|source| PeerError::Proc {
+        pid,
+        what: "exe",
+        source,
+    })?;
     if (exe.dev(), exe.ino()) != check.shim {
-        return Err(format!("pid {pid} is not the shim"));
+        return Err(PeerError::NotShim(pid));
     }
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map_err(|e| format!("pid {pid}: comm: {e}"))?;
+    let comm = proc_text(pid, "comm")?;
     if comm.trim_end_matches('\n') != shim::COMM {
-        return Err(format!(
-            "pid {pid} is the shim, but not past its start ({:?})",
-            comm.trim_end()
-        ));
+        return Err(PeerError::NotStarted {
+            pid,
+            comm: comm.trim_end().to_string(),
+        });
     }
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .map_err(|e| format!("pid {pid}: maps: {e}"))?;
-    check_mappings(&parse_maps(&maps)?, check).map_err(|e| format!("pid {pid} {e}"))?;
+    let maps = proc_text(pid, "maps")?;
+    check_mappings(&parse_maps(&maps)?, check)
+        .map_err(|source| PeerError::Mapping { pid, source })?;
     if starttime(pid)? != start {
-        return Err(format!("pid {pid} was replaced while it was checked"));
+        return Err(PeerError::Replaced(pid));
     }
     Ok(start)
 }
 
 fn nonce() -> std::io::Result<String> {
-    Ok(crate::execcache::random_hex(1)?.remove(0))
+    Ok(crate::layers::cli::execcache::random_hex(1)?.remove(0))
 }
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded
@@ -177,18 +252,16 @@ fn nonce() -> std::io::Result<String> {
 pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
 
 /// Read one line from `conn`, every byte of which was written by process `pid`.
-fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, String> {
+fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, PeerError> {
     let mut line = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        let (n, sender) = sys::recv_with_creds(conn, &mut buf).map_err(|e| e.to_string())?;
+        let (n, sender) = sys::recv_with_creds(conn, &mut buf)?;
         if n == 0 {
-            return Err("connection closed before the request".into());
+            return Err(PeerError::Closed);
         }
         if sender != Some(pid) {
-            return Err(format!(
-                "request bytes from pid {sender:?}, not the shim (pid {pid})"
-            ));
+            return Err(PeerError::Sender { sender, pid });
         }
         line.extend_from_slice(&buf[..n]);
         if let Some(end) = line.iter().position(|b| *b == b'\n') {
@@ -196,10 +269,10 @@ fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, String> {
             break;
         }
         if line.len() as u64 > MAX_REPORT_BYTES {
-            return Err(format!("request longer than {MAX_REPORT_BYTES} bytes"));
+            return Err(PeerError::TooLong);
         }
     }
-    String::from_utf8(line).map_err(|_| "request is not UTF-8".to_string())
+    String::from_utf8(line).map_err(|_| PeerError::NotUtf8)
 }
 
 /// The verdict for a verified request; allowed and denied calls are recorded first.
@@ -210,8 +283,8 @@ pub fn judge(
     on_report: &OnReport,
 ) -> Verdict {
     match shim::resolve_call(table, argv) {
-        Err(message) => Verdict::Denied {
-            message,
+        Err(e) => Verdict::Denied {
+            message: e.to_string(),
             code: shim::EXIT_UNKNOWN,
         },
         Ok(r) => {
@@ -235,12 +308,10 @@ fn handle(
     rules: &CliRules,
     table: &ExecTable,
     on_report: &OnReport,
-) -> Result<(), String> {
-    conn.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    conn.set_write_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let cred = sys::peer_cred(&conn).map_err(|e| format!("SO_PEERCRED: {e}"))?;
+) -> Result<(), PeerError> {
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let cred = sys::peer_cred(&conn).map_err(PeerError::PeerCred)?;
     let start = match verify_peer(cred.pid, cred.uid, check) {
         Ok(start) => start,
         Err(e) => {
@@ -248,29 +319,24 @@ fn handle(
             return Err(e);
         }
     };
-    sys::set_passcred(&conn).map_err(|e| format!("SO_PASSCRED: {e}"))?;
-    let n = nonce().map_err(|e| format!("nonce: {e}"))?;
-    (&conn)
-        .write_all(format!("{n}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
+    sys::set_passcred(&conn).map_err(PeerError::PassCred)?;
+    let n = nonce().map_err(PeerError::Nonce)?;
+    (&conn).write_all(format!("{n}\n").as_bytes())?;
     let line = read_line_from(&conn, cred.pid)?;
-    let req: ShimRequest = serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))?;
+    let req: ShimRequest = serde_json::from_str(&line).map_err(PeerError::BadRequest)?;
     if req.nonce != n {
-        return Err("wrong nonce".into());
+        return Err(PeerError::WrongNonce);
     }
     if req.argv.is_empty() {
-        return Err("empty argv".into());
+        return Err(PeerError::EmptyArgv);
     }
     if starttime(cred.pid)? != start {
-        return Err(format!(
-            "pid {} was replaced before its request was read",
-            cred.pid
-        ));
+        return Err(PeerError::ReplacedBeforeRead(cred.pid));
     }
     let verdict = judge(rules, table, &req.argv, on_report);
-    let mut out = serde_json::to_vec(&verdict).map_err(|e| e.to_string())?;
+    let mut out = serde_json::to_vec(&verdict).map_err(PeerError::Encode)?;
     out.push(b'\n');
-    (&conn).write_all(&out).map_err(|e| e.to_string())
+    Ok((&conn).write_all(&out)?)
 }
 
 /// The accept loop, on its own thread.
@@ -292,7 +358,7 @@ impl ReportListener {
     ) -> std::io::Result<ReportListener> {
         let listener = UnixListener::bind(path)?;
         std::os::unix::fs::lchown(path, Some(0), Some(gid))?;
-        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
+        fs_err::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let check = Arc::new(check);
@@ -323,7 +389,7 @@ impl ReportListener {
                             .name("report".into())
                             .spawn(move || {
                                 if let Err(e) = handle(conn, &check, &rules, &table, &on_report) {
-                                    on_report(Report::Forged(e));
+                                    on_report(Report::Forged(e.to_string()));
                                 }
                                 active2.fetch_sub(1, Ordering::SeqCst);
                             });
@@ -418,7 +484,7 @@ mod tests {
 
     #[test]
     fn judge_records_then_answers() {
-        use crate::execcache::Program;
+        use crate::layers::cli::execcache::Program;
         let rules = CliRules::new(&["jq -r *".to_string()], &[], &["cat".to_string()])
             .unwrap_or_else(|e| panic!("{e}"));
         let table = ExecTable::from([

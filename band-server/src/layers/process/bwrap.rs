@@ -56,14 +56,6 @@ pub struct JailExec {
     pub argv: Vec<String>,
 }
 
-/// A program of the CLI layer: a wrapped name and the host file behind it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinaryBind {
-    pub name: String,
-    /// The canonical host file.
-    pub host: PathBuf,
-}
-
 /// A host path bound into the sandbox (source already prepared by band-server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtraBind {
@@ -238,7 +230,7 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         &mut a,
         "--ro-bind",
         plan.exec_dir.clone().into_os_string(),
-        crate::execcache::SANDBOX_EXEC.into(),
+        crate::layers::cli::execcache::SANDBOX_EXEC.into(),
     );
     bind(
         &mut a,

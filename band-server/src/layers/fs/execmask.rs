@@ -21,7 +21,7 @@
 //! rebuilt when the package database or the top-level library directories change, or after an
 //! hour.
 
-use std::fs;
+use fs_err as fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -266,7 +266,8 @@ mod tests {
             ("tool/data.elf", &elf[..], 0o644),
         ] {
             fs::write(r.join(p), data).unwrap_or_default();
-            fs::set_permissions(r.join(p), fs::Permissions::from_mode(mode)).unwrap_or_default();
+            fs::set_permissions(r.join(p), std::fs::Permissions::from_mode(mode))
+                .unwrap_or_default();
         }
         let root = r.to_string_lossy().into_owned();
         assert_eq!(scan(&[root.as_str()]), vec![r.join("tool/bin/prog")]);

@@ -9,9 +9,11 @@
 //! Users are created on first use with `useradd --system --no-create-home --user-group --shell
 //! /usr/sbin/nologin`, after the slot's lock is held, so no two servers create the same user.
 
-use std::fs::{self, File, OpenOptions};
+use fs_err::{self as fs, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,21 +101,25 @@ pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
     parse_lease(&s)
 }
 
+/// What to do with a slot whose previous owner died mid-run (the lock was free, the file still
+/// names a run): the janitor's cleanup, passed in by the caller.
+pub type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File);
+
 /// Lease the first free slot for `run_id`, creating its user if needed.
-pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
+pub fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
     let dir = leases_dir(state);
     fs::create_dir_all(&dir).layer(
         Layer::Identity,
         format!("failed to create {}", dir.display()),
     )?;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).layer(
+    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).layer(
         Layer::Identity,
         format!("failed to chmod {}", dir.display()),
     )?;
     // Every slot can be briefly locked by a janitor pass of another starting server: retry.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        if let Some(lease) = try_acquire(state, run_id)? {
+        if let Some(lease) = try_acquire(state, run_id, on_dead)? {
             return Ok(lease);
         }
         if std::time::Instant::now() > deadline {
@@ -127,30 +133,33 @@ pub fn acquire(state: &Path, run_id: &str) -> SetupResult<Lease> {
     }
 }
 
-fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
+fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Option<Lease>> {
     for slot in 0..POOL_SIZE {
-        let mut file = open_lock(state, slot)
-            .layer(Layer::Identity, format!("failed to open lease {slot}"))?;
-        if !sys::try_lock_exclusive(&file)
-            .layer(Layer::Identity, format!("failed to lock lease {slot}"))?
-        {
+        let path = lease_path(state, slot);
+        let mut file = open_lock(state, slot).layer(Layer::Identity, "failed to open a lease")?;
+        if !sys::try_lock_exclusive(file.file()).layer(
+            Layer::Identity,
+            format!("failed to lock {}", path.display()),
+        )? {
             continue;
         }
         if read_lease(&mut file).is_some() {
             // The previous owner died without cleaning up; leave the slot to the janitor rather
             // than reuse a uid that may still have processes.
-            // (The janitor pass before every run already did this with the configured nft; a
-            // lease that died since is cleaned here with the default one.)
-            let nft = Path::new(crate::config::DEFAULT_NFT);
-            let nft = nft.is_file().then(|| crate::net::nft::Nft::new(nft));
-            crate::janitor::clean_dead_lease(state, slot, &mut file, nft.as_ref());
+            on_dead(slot, &mut file);
         }
-        file.set_len(0)
-            .layer(Layer::Identity, "failed to truncate lease")?;
-        file.seek(SeekFrom::Start(0))
-            .layer(Layer::Identity, "failed to seek lease")?;
-        writeln!(file, "{} {run_id}", std::process::id())
-            .layer(Layer::Identity, "failed to write lease")?;
+        file.set_len(0).layer(
+            Layer::Identity,
+            format!("failed to truncate {}", path.display()),
+        )?;
+        file.seek(SeekFrom::Start(0)).layer(
+            Layer::Identity,
+            format!("failed to seek {}", path.display()),
+        )?;
+        writeln!(file, "{} {run_id}", std::process::id()).layer(
+            Layer::Identity,
+            format!("failed to write {}", path.display()),
+        )?;
         let user = user_name(slot);
         let (uid, gid) = ensure_user(&user)?;
         return Ok(Some(Lease {
@@ -159,7 +168,7 @@ fn try_acquire(state: &Path, run_id: &str) -> SetupResult<Option<Lease>> {
             gid,
             user,
             file,
-            path: lease_path(state, slot),
+            path,
         }));
     }
     Ok(None)

@@ -1050,7 +1050,7 @@ mod tests {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "seccomp::tests::kernel_probe_child",
+                "layers::process::seccomp::tests::kernel_probe_child",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -4,7 +4,7 @@
 //! Every wrapped name is band-shim, in `/band/bin` (the `PATH`) and in `/usr/bin` alike, so a
 //! command is judged however it is called: by name, by absolute path, through `env`, `xargs`,
 //! `find -exec` or `bash -c`. The real programs are hidden in `/band/x` (see
-//! [`crate::execcache`]); band-server tells a verified shim where its program is, and only when
+//! [`crate::layers::cli::execcache`]); band-server tells a verified shim where its program is, and only when
 //! the call is allowed.
 //!
 //! Protocol (one connection per call, lines of UTF-8):
@@ -16,7 +16,7 @@
 //! server {"exec":"/band/x/<hex>/<name>"}\n           or {"denied":{"message":…,"code":126}}
 //! ```
 //!
-//! band-server checks the peer twice (see [`crate::reports`]). When it connects (`SO_PEERCRED`):
+//! band-server checks the peer twice (see [`crate::layers::cli::reports`]). When it connects (`SO_PEERCRED`):
 //! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim` (a name with
 //! a `/`, which no `exec` can give: the process set it itself, so it is running band-shim's code),
 //! and every file it maps band-shim or a system library; only then is the nonce sent. For the
@@ -38,7 +38,7 @@ use band::policy::cli::CliMatcher;
 use band::proto::CliCall;
 use serde::{Deserialize, Serialize};
 
-use crate::execcache::ExecTable;
+use crate::layers::cli::execcache::ExecTable;
 
 /// Always available (when present on the host) so ordinary shell scripts work. Not
 /// pattern-checked unless declared in `allow.cli`; a `deny.cli` rule still applies; every call is
@@ -90,12 +90,10 @@ pub struct Resolved {
 /// line's argument when it has one) is judged as `pip args…`, and the interpreter's program
 /// runs. Only that exact shape counts: anything else given to an interpreter is judged as a call
 /// of the interpreter.
-pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, String> {
+pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotAvailable> {
     let name = command_name(argv.first().map(String::as_str).unwrap_or(""));
     let Some(program) = table.get(name) else {
-        return Err(format!(
-            "band: {name}: command not available in this sandbox"
-        ));
+        return Err(NotAvailable(name.to_string()));
     };
     for (script_name, script) in table {
         let Some(sb) = &script.script else { continue };
@@ -132,6 +130,20 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, Stri
     })
 }
 
+/// A call of a command the sandbox does not have (the message the script sees).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("band: {0}: command not available in this sandbox")]
+pub struct NotAvailable(pub String);
+
+/// A CLI pattern of the policy that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}.cli[{index}]: {error}", if *.is_deny { "deny" } else { "allow" })]
+pub struct RuleError {
+    pub is_deny: bool,
+    pub index: usize,
+    pub error: band::policy::PatternError,
+}
+
 /// The CLI policy of a run, as band-server judges wrapper calls by it (in band-server only:
 /// nothing inside the sandbox reads it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,10 +168,13 @@ impl CliRules {
         allow: &[String],
         deny: &[String],
         essentials: &[String],
-    ) -> Result<CliRules, String> {
-        let matcher = CliMatcher::new(allow, deny).map_err(|(is_deny, i, e)| {
-            format!("{}.cli[{i}]: {e}", if is_deny { "deny" } else { "allow" })
-        })?;
+    ) -> Result<CliRules, RuleError> {
+        let matcher =
+            CliMatcher::new(allow, deny).map_err(|(is_deny, index, error)| RuleError {
+                is_deny,
+                index,
+                error,
+            })?;
         let declared = matcher.commands();
         Ok(CliRules {
             matcher,
@@ -168,7 +183,7 @@ impl CliRules {
         })
     }
 
-    pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, String> {
+    pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, RuleError> {
         CliRules::new(&p.allow, &p.deny, &p.essentials)
     }
 }
@@ -266,7 +281,7 @@ mod tests {
     }
 
     fn table() -> ExecTable {
-        use crate::execcache::{Program, Shebang};
+        use crate::layers::cli::execcache::{Program, Shebang};
         let prog = |p: &str, script: Option<(&str, Option<&str>)>| Program {
             path: p.into(),
             script: script.map(|(i, a)| Shebang {
@@ -295,7 +310,7 @@ mod tests {
         ])
     }
 
-    fn resolved(judged: &[&str], program: &str) -> Result<Resolved, String> {
+    fn resolved(judged: &[&str], program: &str) -> Result<Resolved, NotAvailable> {
         Ok(Resolved {
             judged: v(judged),
             program: program.into(),
@@ -315,7 +330,7 @@ mod tests {
             "an absolute path is the same command, judged the same way"
         );
         assert_eq!(
-            resolve_call(&t, &v(&["perl", "-e", "1"])),
+            resolve_call(&t, &v(&["perl", "-e", "1"])).map_err(|e| e.to_string()),
             Err("band: perl: command not available in this sandbox".into())
         );
         assert!(resolve_call(&t, &[]).is_err());

@@ -11,12 +11,12 @@
 //!   The kernel marks a process whose program it could not read as not dumpable, so nothing of
 //!   the run's uid can open its `/proc/<pid>/exe`, `maps` or `mem` and `exec` the file from
 //!   there, or `ld.so` it. `#!` scripts are copied `0555` (their interpreter must read them);
-//!   how their calls are judged is in [`crate::shim::resolve_call`].
+//!   how their calls are judged is in [`crate::layers::cli::shim::resolve_call`].
 //! - **Unlisted, unguessable places.** Per run, `<state>/exec/runs/<run>/` (mode `0111`) holds
 //!   one directory per program named by 128 random bits (also `0111`), with the copy hardlinked in
 //!   it. It is bound whole at `/band/x`, so `/proc/self/mountinfo` shows only `/band/x`. A script
 //!   can neither list these directories nor guess a name; band-server tells a program's path only
-//!   to a verified band-shim process, in the answer to its report (see [`crate::reports`]).
+//!   to a verified band-shim process, in the answer to its report (see [`crate::layers::cli::reports`]).
 //!
 //! band-shim itself is cached the same way (execute-only), so it is not dumpable from its first
 //! instruction.
@@ -29,10 +29,12 @@
 //! allowed `python3 -c`) reveals its own directory, for the rest of that run only; that lets the
 //! script run the same program with arguments its patterns refuse, never another program.
 
+use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
-use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -112,12 +114,23 @@ pub struct Cached {
 /// Upper bound of the `<state>/exec` tmpfs (it holds one copy of each program ever used).
 pub const CACHE_TMPFS_SIZE: &str = "1g";
 
+/// Why the program cache could not be mounted. File system errors name their path (fs-err).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheMountError {
+    #[error(transparent)]
+    Fs(#[from] io::Error),
+    #[error("failed to mount a tmpfs on {}: {source}", .path.display())]
+    Mount { path: PathBuf, source: io::Error },
+    #[error("failed to make {} private: {source}", .path.display())]
+    Private { path: PathBuf, source: io::Error },
+}
+
 /// Mount a tmpfs on `<state>/exec` unless one is there already (a later server, or a server that
 /// raced this one and won the lock first, sees it and does nothing). Needs root.
-pub fn mount_cache(state: &Path) -> io::Result<()> {
+pub fn mount_cache(state: &Path) -> Result<(), CacheMountError> {
     let exec = state.join("exec");
     let is_mount = |p: &Path| -> io::Result<bool> {
-        let parent = fs::metadata(state).map_err(|e| err(state, "stat", e))?;
+        let parent = fs::metadata(state)?;
         Ok(fs::metadata(p).is_ok_and(|m| m.dev() != parent.dev()))
     };
     if is_mount(&exec)? {
@@ -129,9 +142,8 @@ pub fn mount_cache(state: &Path) -> io::Result<()> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open(&lock_path)
-        .map_err(|e| err(&lock_path, "open", e))?;
-    lock.lock().map_err(|e| err(&lock_path, "lock", e))?;
+        .open(&lock_path)?;
+    lock.lock()?;
     if is_mount(&exec)? {
         return Ok(());
     }
@@ -140,8 +152,12 @@ pub fn mount_cache(state: &Path) -> io::Result<()> {
         &exec,
         &format!("size={CACHE_TMPFS_SIZE},mode=0711,uid=0,gid=0"),
     )
-    .map_err(|e| err(&exec, "mount a tmpfs on", e))?;
-    crate::sys::make_private(&exec).map_err(|e| err(&exec, "make private", e))
+    .map_err(|source| CacheMountError::Mount {
+        path: exec.clone(),
+        source,
+    })?;
+    crate::sys::make_private(&exec)
+        .map_err(|source| CacheMountError::Private { path: exec, source })
 }
 
 pub fn cache_dir(state: &Path) -> PathBuf {
@@ -154,7 +170,7 @@ pub fn runs_root(state: &Path) -> PathBuf {
 
 /// The cache key of a host file: its path and identity (device, inode, size, times). Any package
 /// upgrade changes at least one of them.
-pub fn cache_key(host: &Path, m: &fs::Metadata) -> String {
+pub fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
     let mut h = Sha256::new();
     h.update(host.as_os_str().as_encoded_bytes());
     for n in [
@@ -174,16 +190,10 @@ pub fn cache_key(host: &Path, m: &fs::Metadata) -> String {
         .collect()
 }
 
-fn err(path: &Path, what: &str, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
-}
-
 /// The first 256 bytes of a file (enough for its `#!` line).
 pub fn read_head(path: &Path) -> io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(256);
-    File::open(path)
-        .and_then(|f| f.take(256).read_to_end(&mut head))
-        .map_err(|e| err(path, "read", e))?;
+    File::open(path).and_then(|f| f.take(256).read_to_end(&mut head))?;
     Ok(head)
 }
 
@@ -192,9 +202,9 @@ fn ensure_dir(path: &Path, mode: u32) -> io::Result<()> {
     match fs::create_dir(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(err(path, "mkdir", e)),
+        Err(e) => return Err(e),
     }
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| err(path, "chmod", e))
+    fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 /// Make `<state>/exec/{cache,runs}`: traversable (bubblewrap, as the run's uid, binds from
@@ -214,7 +224,7 @@ pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> 
 }
 
 fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
-    let meta = fs::metadata(host).map_err(|e| err(host, "stat", e))?;
+    let meta = fs::metadata(host)?;
     let entry = dir.join(format!("{name}-{}", cache_key(host, &meta)));
     if let Ok(m) = fs::symlink_metadata(&entry)
         && m.is_file()
@@ -238,18 +248,16 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
         random_hex(1)?[0]
     ));
     let result = (|| {
-        let mut src = File::open(host).map_err(|e| err(host, "open", e))?;
+        let mut src = File::open(host)?;
         let mut dst = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| err(&tmp, "create", e))?;
-        io::copy(&mut src, &mut dst).map_err(|e| err(&tmp, "copy to", e))?;
-        dst.flush().map_err(|e| err(&tmp, "write", e))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
-            .map_err(|e| err(&tmp, "chmod", e))?;
-        fs::rename(&tmp, &entry).map_err(|e| err(&entry, "rename into", e))
+            .open(&tmp)?;
+        io::copy(&mut src, &mut dst)?;
+        dst.flush()?;
+        fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+        fs::rename(&tmp, &entry)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -264,9 +272,7 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
 /// `n` names of 128 random bits each, as 32 hex characters (one read for all of them).
 pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
     let mut b = vec![0u8; 16 * n];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| err(Path::new("/dev/urandom"), "read", e))?;
+    File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b))?;
     Ok(b.chunks(16)
         .map(|c| c.iter().map(|x| format!("{x:02x}")).collect())
         .collect())
@@ -293,7 +299,7 @@ impl ExecDir {
     ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         let root = runs_root(state).join(run_id);
-        fs::create_dir(&root).map_err(|e| err(&root, "mkdir", e))?;
+        fs::create_dir(&root)?;
         let mut dir = ExecDir {
             root,
             table: ExecTable::new(),
@@ -317,26 +323,23 @@ impl ExecDir {
         for ((name, host), hex) in programs.iter().zip(random_hex(programs.len())?) {
             let cached = copy_into_cache(&self.cache, name, host)?;
             let sub = self.root.join(&hex);
-            fs::create_dir(&sub).map_err(|e| err(&sub, "mkdir", e))?;
+            fs::create_dir(&sub)?;
             self.made.push((sub.clone(), None));
             let target = sub.join(name);
             if let Err(e) = fs::hard_link(&cached.path, &target) {
                 // A state directory spread over two filesystems: copy instead (slower, same result).
-                if e.raw_os_error() != Some(libc::EXDEV) {
-                    return Err(err(&target, "link", e));
+                // (By kind: an fs-err error carries no raw errno.)
+                if e.kind() != io::ErrorKind::CrossesDevices {
+                    return Err(e);
                 }
-                fs::copy(&cached.path, &target).map_err(|e| err(&target, "copy to", e))?;
-                let mode = fs::metadata(&cached.path)
-                    .map_err(|e| err(&cached.path, "stat", e))?
-                    .mode();
-                fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o7777))
-                    .map_err(|e| err(&target, "chmod", e))?;
+                fs::copy(&cached.path, &target)?;
+                let mode = fs::metadata(&cached.path)?.mode();
+                fs::set_permissions(&target, std::fs::Permissions::from_mode(mode & 0o7777))?;
             }
             if let Some(last) = self.made.last_mut() {
                 last.1 = Some(target);
             }
-            fs::set_permissions(&sub, fs::Permissions::from_mode(0o111))
-                .map_err(|e| err(&sub, "chmod", e))?;
+            fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o111))?;
             self.table.insert(
                 name.clone(),
                 Program {
@@ -345,8 +348,7 @@ impl ExecDir {
                 },
             );
         }
-        fs::set_permissions(&self.root, fs::Permissions::from_mode(0o111))
-            .map_err(|e| err(&self.root, "chmod", e))
+        fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o111))
     }
 
     /// Remove the run's directory (root ignores the `0111` modes): what it made, by name, then
@@ -370,7 +372,7 @@ fn remove_run_dir(path: &Path) -> io::Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(err(path, "remove", e)),
+        Err(e) => Err(e),
     }
 }
 

@@ -238,14 +238,48 @@ pub struct Flow {
     pub port: u16,
 }
 
+/// What went wrong running `nft` or reading its output.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    #[error("nft JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot run {}: {source}", .bin.display())]
+    Spawn {
+        bin: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing to {}: {source}", .bin.display())]
+    Write {
+        bin: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("waiting for {}: {source}", .bin.display())]
+    Wait {
+        bin: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} -f - failed ({status}): {stderr}", .bin.display())]
+    Batch {
+        bin: PathBuf,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("{} {args} failed: {stderr}", .bin.display())]
+    Command {
+        bin: PathBuf,
+        args: String,
+        stderr: String,
+    },
+}
+
 #[derive(Deserialize)]
 struct NftJson {
     nftables: Vec<serde_json::Value>,
 }
 
 /// Parse `nft -j list set inet <table> <set>` (elements are concatenations `addr . proto . port`).
-pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, String> {
-    let doc: NftJson = serde_json::from_str(text).map_err(|e| format!("nft JSON: {e}"))?;
+pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, NftError> {
+    let doc: NftJson = serde_json::from_str(text)?;
     let mut out = Vec::new();
     for item in &doc.nftables {
         let Some(elems) = item.pointer("/set/elem").and_then(|v| v.as_array()) else {
@@ -286,8 +320,8 @@ pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, String> {
 }
 
 /// Parse `nft -j list tables`: the names of `inet` tables.
-pub fn parse_tables_json(text: &str) -> Result<Vec<String>, String> {
-    let doc: NftJson = serde_json::from_str(text).map_err(|e| format!("nft JSON: {e}"))?;
+pub fn parse_tables_json(text: &str) -> Result<Vec<String>, NftError> {
+    let doc: NftJson = serde_json::from_str(text)?;
     Ok(doc
         .nftables
         .iter()
@@ -311,67 +345,69 @@ impl Nft {
     }
 
     /// Apply a batch atomically (`nft -f -`).
-    pub fn apply(&self, batch: &str) -> Result<(), String> {
+    pub fn apply(&self, batch: &str) -> Result<(), NftError> {
+        let bin = || self.bin.clone();
         let mut child = Command::new(&self.bin)
             .args(["-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+            .map_err(|source| NftError::Spawn { bin: bin(), source })?;
         if let Some(mut stdin) = child.stdin.take() {
             stdin
                 .write_all(batch.as_bytes())
-                .map_err(|e| format!("writing to {}: {e}", self.bin.display()))?;
+                .map_err(|source| NftError::Write { bin: bin(), source })?;
         }
         let out = child
             .wait_with_output()
-            .map_err(|e| format!("waiting for {}: {e}", self.bin.display()))?;
+            .map_err(|source| NftError::Wait { bin: bin(), source })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "{} -f - failed ({}): {}",
-                self.bin.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(NftError::Batch {
+                bin: bin(),
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
     }
 
-    fn run(&self, args: &[&str]) -> Result<String, String> {
+    fn run(&self, args: &[&str]) -> Result<String, NftError> {
         let out = Command::new(&self.bin)
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+            .map_err(|source| NftError::Spawn {
+                bin: self.bin.clone(),
+                source,
+            })?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!(
-                "{} {} failed: {}",
-                self.bin.display(),
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(NftError::Command {
+                bin: self.bin.clone(),
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
     }
 
     /// The destinations recorded in one of the table's dynamic sets.
-    pub fn list_set(&self, table: &str, set: &str) -> Result<Vec<Flow>, String> {
+    pub fn list_set(&self, table: &str, set: &str) -> Result<Vec<Flow>, NftError> {
         parse_set_json(&self.run(&["-j", "list", "set", "inet", table, set])?)
     }
 
-    pub fn delete_table(&self, table: &str) -> Result<(), String> {
+    pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
         self.run(&["delete", "table", "inet", table]).map(|_| ())
     }
 
-    pub fn list_tables(&self) -> Result<Vec<String>, String> {
+    pub fn list_tables(&self) -> Result<Vec<String>, NftError> {
         parse_tables_json(&self.run(&["-j", "list", "tables"])?)
     }
 
     /// The table's rules as nft prints them (for tests and `--trace`).
-    pub fn list_table(&self, table: &str) -> Result<String, String> {
+    pub fn list_table(&self, table: &str) -> Result<String, NftError> {
         self.run(&["list", "table", "inet", table])
     }
 }

@@ -26,7 +26,7 @@ use band::policy::net::{NetMatcher, is_public_ip};
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
 
-use super::nft::Dest;
+use super::nft::{Dest, NftError};
 
 /// What the stub decided about one name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,11 +92,50 @@ pub struct Lookup {
 
 /// Asks the real resolvers.
 pub trait Upstream: Send + Sync {
-    fn ask(&self, query: &Message) -> Result<Message, String>;
+    fn ask(&self, query: &Message) -> Result<Message, DnsError>;
 }
 
 /// Adds learned destinations to the run's sets; must finish before the reply is sent.
-pub type Learn = dyn Fn(&[Dest], &[Dest]) -> Result<(), String> + Send + Sync;
+pub type Learn = dyn Fn(&[Dest], &[Dest]) -> Result<(), NftError> + Send + Sync;
+
+/// What went wrong asking an upstream resolver or starting the stub.
+#[derive(Debug, thiserror::Error)]
+pub enum DnsError {
+    #[error("no upstream resolver configured")]
+    NoUpstream,
+    #[error("udp socket: {0}")]
+    UdpSocket(std::io::Error),
+    #[error("{server}: {source}")]
+    Io {
+        server: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{server} (tcp): {source}")]
+    Tcp {
+        server: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("encode: {0}")]
+    Encode(hickory_proto::ProtoError),
+    #[error("{server}: bad answer: {source}")]
+    Answer {
+        server: SocketAddr,
+        source: hickory_proto::ProtoError,
+    },
+    #[error("cannot bind the DNS stub on {addr}/{proto}: {source}")]
+    Bind {
+        addr: SocketAddrV4,
+        proto: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{addr}: {source}")]
+    Socket {
+        addr: SocketAddrV4,
+        source: std::io::Error,
+    },
+    #[error("cannot start the DNS stub: {0}")]
+    Thread(std::io::Error),
+}
 
 /// The decision part of the stub.
 pub struct Resolver {
@@ -234,20 +273,21 @@ impl UdpUpstream {
         server: SocketAddr,
         query: &Message,
         bytes: &[u8],
-    ) -> Result<Message, String> {
+    ) -> Result<Message, DnsError> {
         let bind: SocketAddr = if server.is_ipv4() {
             "0.0.0.0:0".parse().unwrap_or(server)
         } else {
             "[::]:0".parse().unwrap_or(server)
         };
-        let sock = UdpSocket::bind(bind).map_err(|e| format!("udp socket: {e}"))?;
+        let io = |source| DnsError::Io { server, source };
+        let sock = UdpSocket::bind(bind).map_err(DnsError::UdpSocket)?;
         sock.set_read_timeout(Some(self.timeout))
-            .map_err(|e| format!("udp socket: {e}"))?;
-        sock.connect(server).map_err(|e| format!("{server}: {e}"))?;
-        sock.send(bytes).map_err(|e| format!("{server}: {e}"))?;
+            .map_err(DnsError::UdpSocket)?;
+        sock.connect(server).map_err(io)?;
+        sock.send(bytes).map_err(io)?;
         let mut buf = vec![0u8; 4096];
         loop {
-            let n = sock.recv(&mut buf).map_err(|e| format!("{server}: {e}"))?;
+            let n = sock.recv(&mut buf).map_err(io)?;
             let Ok(m) = Message::from_vec(&buf[..n]) else {
                 continue;
             };
@@ -263,9 +303,9 @@ impl UdpUpstream {
 }
 
 impl Upstream for UdpUpstream {
-    fn ask(&self, query: &Message) -> Result<Message, String> {
-        let bytes = query.to_vec().map_err(|e| format!("encode: {e}"))?;
-        let mut last = "no upstream resolver configured".to_string();
+    fn ask(&self, query: &Message) -> Result<Message, DnsError> {
+        let bytes = query.to_vec().map_err(DnsError::Encode)?;
+        let mut last = DnsError::NoUpstream;
         for s in &self.servers {
             match self.ask_one(*s, query, &bytes) {
                 Ok(m) => return Ok(m),
@@ -276,14 +316,17 @@ impl Upstream for UdpUpstream {
     }
 }
 
-fn ask_tcp(server: SocketAddr, bytes: &[u8], timeout: Duration) -> Result<Message, String> {
-    let mut s =
-        TcpStream::connect_timeout(&server, timeout).map_err(|e| format!("{server} (tcp): {e}"))?;
+fn ask_tcp(server: SocketAddr, bytes: &[u8], timeout: Duration) -> Result<Message, DnsError> {
+    let tcp = |source| DnsError::Tcp { server, source };
+    let mut s = TcpStream::connect_timeout(&server, timeout).map_err(tcp)?;
     s.set_read_timeout(Some(timeout))
-        .map_err(|e| format!("{server}: {e}"))?;
-    write_framed(&mut s, bytes).map_err(|e| format!("{server} (tcp): {e}"))?;
-    let reply = read_framed(&mut s).map_err(|e| format!("{server} (tcp): {e}"))?;
-    Message::from_vec(&reply).map_err(|e| format!("{server}: bad answer: {e}"))
+        .map_err(|source| DnsError::Io { server, source })?;
+    write_framed(&mut s, bytes).map_err(tcp)?;
+    let reply = read_framed(&mut s).map_err(tcp)?;
+    Message::from_vec(&reply).map_err(|e| DnsError::Answer {
+        server,
+        source: hickory_proto::ProtoError::Decode(e),
+    })
 }
 
 fn write_framed(s: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
@@ -319,16 +362,20 @@ impl Stub {
         addr: Ipv4Addr,
         resolver: Resolver,
         on_lookup: Arc<OnLookup>,
-    ) -> Result<Stub, String> {
+    ) -> Result<Stub, DnsError> {
         let sa = SocketAddrV4::new(addr, 53);
-        let udp = UdpSocket::bind(sa)
-            .map_err(|e| format!("cannot bind the DNS stub on {sa}/udp: {e}"))?;
-        let tcp = TcpListener::bind(sa)
-            .map_err(|e| format!("cannot bind the DNS stub on {sa}/tcp: {e}"))?;
-        udp.set_read_timeout(Some(POLL))
-            .map_err(|e| format!("{sa}: {e}"))?;
-        tcp.set_nonblocking(true)
-            .map_err(|e| format!("{sa}: {e}"))?;
+        let bind = |proto| {
+            move |source| DnsError::Bind {
+                addr: sa,
+                proto,
+                source,
+            }
+        };
+        let socket = |source| DnsError::Socket { addr: sa, source };
+        let udp = UdpSocket::bind(sa).map_err(bind("udp"))?;
+        let tcp = TcpListener::bind(sa).map_err(bind("tcp"))?;
+        udp.set_read_timeout(Some(POLL)).map_err(socket)?;
+        tcp.set_nonblocking(true).map_err(socket)?;
         let stop = Arc::new(AtomicBool::new(false));
         let resolver = Arc::new(resolver);
         let mut threads = Vec::new();
@@ -338,7 +385,7 @@ impl Stub {
                 std::thread::Builder::new()
                     .name("band-dns-udp".into())
                     .spawn(move || serve_udp(udp, &resolver, &*on_lookup, &stop))
-                    .map_err(|e| format!("cannot start the DNS stub: {e}"))?,
+                    .map_err(DnsError::Thread)?,
             );
         }
         {
@@ -347,7 +394,7 @@ impl Stub {
                 std::thread::Builder::new()
                     .name("band-dns-tcp".into())
                     .spawn(move || serve_tcp(tcp, &resolver, &*on_lookup, &stop))
-                    .map_err(|e| format!("cannot start the DNS stub: {e}"))?,
+                    .map_err(DnsError::Thread)?,
             );
         }
         Ok(Stub {
@@ -479,7 +526,7 @@ mod tests {
 
     struct Fake(Vec<Record>, std::sync::Mutex<usize>);
     impl Upstream for Fake {
-        fn ask(&self, q: &Message) -> Result<Message, String> {
+        fn ask(&self, q: &Message) -> Result<Message, DnsError> {
             *self.1.lock().unwrap() += 1;
             let mut m = Message::response(q.metadata.id, OpCode::Query);
             m.add_queries(q.queries.iter().cloned());
@@ -503,7 +550,7 @@ mod tests {
         let fake = Arc::new(Fake(answers, Mutex::new(0)));
         struct Shared(Arc<Fake>);
         impl Upstream for Shared {
-            fn ask(&self, q: &Message) -> Result<Message, String> {
+            fn ask(&self, q: &Message) -> Result<Message, DnsError> {
                 self.0.ask(q)
             }
         }
@@ -620,7 +667,13 @@ mod tests {
                 RData::A(A(Ipv4Addr::new(93, 184, 216, 34))),
             )],
         );
-        r.learn = Box::new(|_: &[Dest], _: &[Dest]| Err("nft failed".into()));
+        r.learn = Box::new(|_: &[Dest], _: &[Dest]| {
+            Err(NftError::Command {
+                bin: "nft".into(),
+                args: "-f -".into(),
+                stderr: "nft failed".into(),
+            })
+        });
         let (reply, lookup) = r.answer(&query("api.example.test.", RecordType::A));
         let reply = Message::from_vec(&reply.unwrap()).unwrap();
         assert_eq!(reply.metadata.response_code, ResponseCode::ServFail);

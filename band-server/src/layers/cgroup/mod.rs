@@ -13,8 +13,8 @@
 //! Every limit write that fails is an error (fail closed); the few optional files are named as
 //! such where they are planned. Every I/O error names its path.
 
+use fs_err as fs;
 use std::collections::BTreeSet;
-use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -281,7 +281,7 @@ pub struct RunCgroup {
 
 /// What the applier does with a write that fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Need {
+pub enum Need {
     /// Any failure is an error.
     Required,
     /// A missing file is skipped (the kernel or controller does not offer it); any other
@@ -293,7 +293,7 @@ enum Need {
 
 /// One step of creating a run's cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
+pub enum Op {
     /// `mkdir`; `exist_ok` only for the shared `band` parent.
     Mkdir { path: PathBuf, exist_ok: bool },
     /// v2: enable memory and pids (required) and cpu (if offered) for the children of `dir`.
@@ -553,7 +553,34 @@ fn read_keyed(path: &Path, key: &str) -> Option<u64> {
     keyed_value(&fs::read_to_string(path).ok()?, key)
 }
 
+/// How a run's cgroup is created: a pure function of the hierarchy, the name and the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupPlan {
+    pub hierarchy: Hierarchy,
+    pub name: String,
+    pub ops: Vec<Op>,
+}
+
+/// Plan the run's cgroup `name` with `limits` in `h`. Pure.
+pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPlan, CgroupError> {
+    validate_name(name)?;
+    Ok(CgroupPlan {
+        hierarchy: h.clone(),
+        name: name.to_string(),
+        ops: plan_create(h, name, limits),
+    })
+}
+
 impl RunCgroup {
+    /// Applies a plan: see [`RunCgroup::create`].
+    pub fn apply(plan: &CgroupPlan) -> Result<RunCgroup, CgroupError> {
+        apply(&plan.ops, &Kernel)?;
+        Ok(RunCgroup {
+            hierarchy: plan.hierarchy.clone(),
+            name: plan.name.clone(),
+        })
+    }
+
     /// Creates the run's cgroup in every hierarchy and applies `limits`. The `band` parent is
     /// created if needed; the run's own directory must not exist yet. On failure, directories
     /// created for the run are removed again.
@@ -571,11 +598,11 @@ impl RunCgroup {
         limits: &CgroupLimits,
         dirs: &dyn Dirs,
     ) -> Result<RunCgroup, CgroupError> {
-        validate_name(name)?;
-        apply(&plan_create(h, name, limits), dirs)?;
+        let plan = plan(h, name, limits)?;
+        apply(&plan.ops, dirs)?;
         Ok(RunCgroup {
-            hierarchy: h.clone(),
-            name: name.to_string(),
+            hierarchy: plan.hierarchy,
+            name: plan.name,
         })
     }
 
@@ -722,8 +749,9 @@ impl RunCgroup {
                     Ok(()) => break,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                     // A killed task can keep the cgroup busy for a moment after leaving procs.
+                    // (By kind: an fs-err error carries no raw errno.)
                     Err(e)
-                        if e.raw_os_error() == Some(libc::EBUSY)
+                        if e.kind() == io::ErrorKind::ResourceBusy
                             && start.elapsed() < REMOVE_DEADLINE =>
                     {
                         std::thread::sleep(POLL);
@@ -824,6 +852,82 @@ impl RunCgroup {
         }
         Ok(())
     }
+}
+
+/// How long a run's teardown waits for everything in its cgroup to die.
+pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The cgroup layer.
+pub struct Cgroup;
+
+impl crate::layer::RunLayer for Cgroup {
+    fn list_stale(
+        &self,
+        host: &crate::layer::Host<'_>,
+        report: &mut crate::layer::Report,
+    ) -> Vec<crate::layer::Stale> {
+        let _ = (host, report);
+        Hierarchy::detect_system()
+            .ok()
+            .as_ref()
+            .map(RunCgroup::list_stale)
+            .unwrap_or_default()
+            .into_iter()
+            .map(crate::layer::Stale::run)
+            .collect()
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::layer::Host<'_>,
+        run: &str,
+        report: &mut crate::layer::Report,
+    ) {
+        let _ = host;
+        if let Ok(h) = Hierarchy::detect_system() {
+            match RunCgroup::open(&h, run).and_then(|cg| cg.remove()) {
+                Ok(()) => report.removed_cgroups.push(run.to_string()),
+                Err(e) => report.errors.push(format!("cgroup {run}: {e}")),
+            }
+        }
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::layer::Host<'_>,
+        item: &crate::layer::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::layer::Report,
+    ) {
+        let name = &item.run;
+        if live.contains(name) || report.removed_cgroups.contains(name) {
+            return;
+        }
+        let _ = host;
+        if let Ok(h) = Hierarchy::detect_system() {
+            match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
+                Ok(()) => report.removed_cgroups.push(name.clone()),
+                Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
+            }
+        }
+    }
+}
+
+impl crate::layer::Built for RunCgroup {
+    fn stop(&mut self, t: &mut crate::layer::Teardown) {
+        if let Err(e) = self.kill_all(KILL_DEADLINE) {
+            t.errors.push(format!("cgroup: {e}"));
+            t.processes_dead = false;
+        }
+    }
+
+    fn teardown(self: Box<Self>, t: &mut crate::layer::Teardown) {
+        if let Err(e) = self.remove() {
+            t.errors.push(format!("cgroup: {e}"));
+        }
+    }
+
+    crate::layer::built_any!();
 }
 
 #[cfg(test)]

@@ -1,0 +1,262 @@
+//! What a run's plan depends on from the host, gathered before planning: which binaries resolve
+//! where, the cgroup hierarchy, the state directory, the library executables to hide, the
+//! resolvers and the host's own addresses. The only I/O before the plan (`plan::plan_run`);
+//! everything it reads is a field, so a test can plan a run with made-up facts.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use band::proto::Layer;
+use fs_err as fs;
+
+use crate::config::ServerConfig;
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::layers::cgroup::{CgroupError, Hierarchy};
+use crate::layers::cli::programs;
+use crate::layers::cli::{execcache, shim};
+use crate::layers::fs::mounts;
+use crate::layers::fs::{execmask, workdir};
+use crate::layers::net;
+use crate::request::{self, Checked};
+
+/// Where host binaries are looked up, in order.
+pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+
+/// The helper binaries band-server puts in every sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helpers {
+    pub jail: PathBuf,
+    pub shim: PathBuf,
+}
+
+impl Helpers {
+    /// `band-jail` and `band-shim` next to the running band-server, unless `BAND_JAIL` /
+    /// `BAND_SHIM` name them.
+    pub fn locate() -> SetupResult<Helpers> {
+        let here = std::env::current_exe()
+            .layer(Layer::Filesystem, "cannot find band-server's own path")?;
+        let dir = here.parent().map(Path::to_path_buf).unwrap_or_default();
+        let find = |var: &str, name: &str| -> SetupResult<PathBuf> {
+            let p = std::env::var_os(var)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dir.join(name));
+            let p = p.canonicalize().map_err(|e| {
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!("{name} not found at {}: {e}", p.display()),
+                )
+                .with_hint(format!("install {name} next to band-server or set {var}"))
+            })?;
+            Ok(p)
+        };
+        Ok(Helpers {
+            jail: find("BAND_JAIL", "band-jail")?,
+            shim: find("BAND_SHIM", "band-shim")?,
+        })
+    }
+}
+
+/// The host, as far as one run's plan is concerned.
+#[derive(Debug)]
+pub struct HostFacts {
+    /// Command name → its canonical host file, for every name the plan may need (declared
+    /// commands, essentials, interpreters); a name missing here is not installed.
+    pub binaries: BTreeMap<String, PathBuf>,
+    /// The first bytes (the `#!` line) of the declared commands' host files.
+    pub heads: BTreeMap<PathBuf, Vec<u8>>,
+    /// Static prefix of an absolute `allow.read` / `allow.write` pattern → (its canonical host
+    /// path, is it a directory), for the prefixes that exist.
+    pub host_paths: BTreeMap<PathBuf, (PathBuf, bool)>,
+    /// The state directory could be prepared (root-owned, 0755); only tried for a request whose
+    /// commands and host mounts are fine (it is `Ok` otherwise: the plan fails before it).
+    pub state_dir: SetupResult<()>,
+    /// Library executables to hide (see `execmask`), declared commands' trees exempted.
+    pub masked: Vec<PathBuf>,
+    /// The library trees that are directories here.
+    pub lib_roots: Vec<String>,
+    pub helpers: SetupResult<Helpers>,
+    /// The configured bubblewrap is a file.
+    pub bwrap_present: bool,
+    pub hierarchy: Result<Hierarchy, CgroupError>,
+    /// Upstream resolvers for the DNS stub (server config, else `/etc/resolv.conf`).
+    pub upstream: Vec<SocketAddr>,
+    /// The host's own addresses (only read for a run with network).
+    pub own_addrs: Vec<IpAddr>,
+    /// Where band-shim's execute-only copy is in the program cache, or why it cannot be.
+    pub shim_copy: Result<PathBuf, std::io::Error>,
+}
+
+/// Find `name` in [`BIN_SEARCH`] and resolve it to its final file.
+pub fn resolve_binary(name: &str) -> Option<PathBuf> {
+    for d in BIN_SEARCH {
+        let p = Path::new(d).join(name);
+        let Ok(m) = fs::metadata(&p) else {
+            continue;
+        };
+        if !m.is_file() || m.mode() & 0o111 == 0 {
+            continue;
+        }
+        let real = p.canonicalize().ok()?;
+        let base = real.file_name()?.to_str()?;
+        if request::FORBIDDEN_COMMANDS.contains(&base) {
+            return None;
+        }
+        return Some(real);
+    }
+    None
+}
+
+/// The canonical host path of `p` and whether it is a directory, if it exists.
+pub fn host_path(p: &Path) -> Option<(PathBuf, bool)> {
+    let host = p.canonicalize().ok()?;
+    let is_dir = host.is_dir();
+    Some((host, is_dir))
+}
+
+/// The state directory: root-owned, not a symlink, not writable by others, traversable (the
+/// run's uid must reach its run directory through it).
+pub fn prepare_state_dir(state: &Path) -> SetupResult<()> {
+    fs::create_dir_all(state).layer(
+        Layer::Filesystem,
+        format!("failed to create {}", state.display()),
+    )?;
+    let m = fs::symlink_metadata(state).layer(
+        Layer::Filesystem,
+        format!("failed to stat {}", state.display()),
+    )?;
+    if !m.is_dir() || m.uid() != 0 {
+        return Err(SetupError::new(
+            Layer::Filesystem,
+            format!("{} must be a root-owned directory", state.display()),
+        ));
+    }
+    fs::set_permissions(state, std::fs::Permissions::from_mode(0o755)).layer(
+        Layer::Filesystem,
+        format!("failed to chmod {}", state.display()),
+    )
+}
+
+impl HostFacts {
+    /// Look at the host for the run `checked`. Prepares the state directory and refreshes the
+    /// cached list of library executables (as the run would need anyway); creates nothing else.
+    pub fn gather(cfg: &ServerConfig, checked: &Checked<'_>) -> HostFacts {
+        let policy = &checked.req.policy;
+        let declared = checked.compiled.cli.commands();
+        let mut binaries = BTreeMap::new();
+        let mut heads = BTreeMap::new();
+        let resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
+            if !binaries.contains_key(name)
+                && let Some(p) = resolve_binary(name)
+            {
+                binaries.insert(name.to_string(), p);
+            }
+        };
+        for name in declared
+            .iter()
+            .map(String::as_str)
+            .chain(shim::ESSENTIALS.iter().copied())
+        {
+            resolve(name, &mut binaries);
+        }
+        for name in &declared {
+            let Some(host) = binaries.get(name).cloned() else {
+                continue;
+            };
+            let head = execcache::read_head(&host).unwrap_or_default();
+            if let Some(sb) = execcache::parse_shebang(&head) {
+                resolve(&sb.interp, &mut binaries);
+                resolve(sb.effective_interpreter(), &mut binaries);
+            }
+            heads.insert(host, head);
+        }
+        let mut host_paths = BTreeMap::new();
+        for cat in [band::policy::Category::Read, band::policy::Category::Write] {
+            for p in mounts::allow_and_insist(policy, cat) {
+                if let Some(prefix) = workdir::absolute_prefix(&p)
+                    && let Some(found) = host_path(&prefix)
+                {
+                    host_paths.insert(prefix, found);
+                }
+            }
+        }
+        // The commands and host mounts are planned from what was just read; only a run that
+        // gets past them prepares the state directory and scans the library trees (as before the
+        // plan existed: a refused request leaves no trace).
+        let cli = programs::plan_cli(
+            policy,
+            &checked.compiled,
+            &|name| binaries.get(name).cloned(),
+            &|path| heads.get(path).cloned().unwrap_or_default(),
+        );
+        let mounts_ok =
+            mounts::plan_host_mounts(policy, &cfg.state_dir, &|p| host_paths.get(p).cloned())
+                .is_ok();
+        let gets_far = cli.is_ok() && mounts_ok;
+        let state_dir = if gets_far {
+            prepare_state_dir(&cfg.state_dir)
+        } else {
+            Ok(())
+        };
+        let mut masked = Vec::new();
+        if cfg.mask_lib_executables
+            && state_dir.is_ok()
+            && let Ok(cli) = &cli
+            && mounts_ok
+        {
+            let programs: Vec<(String, PathBuf)> = cli
+                .binaries
+                .iter()
+                .filter(|b| declared.contains(&b.name))
+                .map(|b| (b.name.clone(), b.host.clone()))
+                .collect();
+            let exempt: Vec<PathBuf> = programs
+                .iter()
+                .flat_map(|(name, host)| execmask::exempt_roots(name, host))
+                .collect();
+            masked = execmask::apply_exemptions(
+                &execmask::load_or_scan(&cfg.state_dir),
+                &exempt,
+                &programs,
+            );
+        }
+        let lib_roots: Vec<String> = execmask::LIB_ROOTS
+            .iter()
+            .filter(|r| fs::symlink_metadata(r).is_ok_and(|m| m.is_dir()))
+            .map(|r| r.to_string())
+            .collect();
+        let mut facts = HostFacts {
+            binaries,
+            heads,
+            host_paths,
+            state_dir,
+            masked,
+            lib_roots,
+            helpers: Helpers::locate(),
+            bwrap_present: cfg.bwrap.is_file(),
+            hierarchy: Hierarchy::detect_system(),
+            upstream: Vec::new(),
+            own_addrs: Vec::new(),
+            shim_copy: Err(std::io::Error::other("band-shim not found")),
+        };
+        if !checked.compiled.net.is_empty() {
+            facts.upstream = if cfg.dns_upstream.is_empty() {
+                net::parse_resolv_conf(&fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
+            } else {
+                cfg.dns_upstream.clone()
+            };
+            facts.own_addrs = net::own_addresses(Path::new("/proc"));
+        }
+        if let Ok(h) = &facts.helpers {
+            facts.shim_copy = fs::metadata(&h.shim).map(|m| {
+                execcache::cache_dir(&cfg.state_dir).join(format!(
+                    "{}-{}",
+                    execcache::SHIM_NAME,
+                    execcache::cache_key(&h.shim, &m)
+                ))
+            });
+        }
+        facts
+    }
+}

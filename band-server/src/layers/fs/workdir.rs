@@ -1,0 +1,889 @@
+//! The per-run directory `<state>/runs/<run_id>`: a tmpfs of `maxDiskBytes` that holds everything
+//! the sandbox sees besides the host's read-only system files.
+//!
+//! ```text
+//! <run>/            tmpfs, root:<run gid> 0710 (the run's uid may traverse it, nobody may list it)
+//!   skill/          the bundle, root-owned, bind-remounted read-only        → /skill
+//!   workspace/      request workspace files (see below), remounted noexec    → /workspace
+//!   io/             root:<run gid> 1770 (sticky), remounted noexec           → /band/io
+//!     input.json    root 0444; config.json the same when present; output.json written by the script
+//!   tmp/            run uid 0700, remounted noexec                           → /tmp
+//!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc/…
+//!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
+//!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
+//!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
+//! ```
+//!
+//! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
+//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band/x`, see `execcache`.
+//!
+//! Workspace files matching `allow.write` (and no `deny.write`) belong to the run's uid; all other
+//! files are root-owned 0444 (0555 if executable) so the script cannot change them in place. The
+//! directory each relative `allow.write` pattern can write into (its static prefix) is created and
+//! owned by the run's uid so new files can appear there.
+//!
+//! `noexec` on every writable directory means a script cannot write a binary and run it: only the
+//! read-only system files and the run's programs (through band-shim) can be executed. The flags are set here, in the initial user
+//! namespace, so they are locked for bubblewrap's unprivileged copy of these mounts.
+
+use fs_err::{self as fs, OpenOptions};
+use std::borrow::Cow;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+
+use fs_err::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use band::policy::fs::FsPattern;
+use band::proto::Layer;
+
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::request::DecodedFile;
+use crate::sys::{self, BindFlags};
+
+pub fn runs_dir(state: &Path) -> PathBuf {
+    state.join("runs")
+}
+
+/// A host path bound into the sandbox for an absolute `allow.read` / `allow.write` pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMount {
+    /// Canonical host path (file or directory).
+    pub host: PathBuf,
+    /// Where the sandbox sees it (the pattern's static prefix as written).
+    pub sandbox: PathBuf,
+    pub writable: bool,
+    pub is_dir: bool,
+}
+
+/// Everything needed to plan a run directory.
+/// `'d`: the files' data, which the plan borrows.
+pub struct RunDirSpec<'a, 'd> {
+    pub state: &'a Path,
+    pub run_id: &'a str,
+    pub disk_bytes: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: &'a str,
+    pub bundle: &'d [DecodedFile],
+    pub workspace: &'d [DecodedFile],
+    /// Does this workspace-relative path match `allow.write` and no `deny.write`?
+    pub write_allowed: &'a dyn Fn(&str) -> bool,
+    /// Workspace-relative directories the run may create files in ("" = the workspace root).
+    pub write_dirs: &'a [String],
+    pub input_json: &'d [u8],
+    pub config_json: Option<&'d [u8]>,
+    /// Names to link to the shim in `bin/`.
+    pub wrappers: &'a [String],
+    pub host_mounts: &'a [HostMount],
+    /// Files in the library trees to hide (see `execmask`). When non-empty, the
+    /// trees are bound under `lib/` with the masks on top, and bubblewrap binds those instead of
+    /// the host's.
+    pub masked: &'a [PathBuf],
+    /// The library trees ([`crate::layers::fs::execmask::LIB_ROOTS`]) that are directories on
+    /// this host.
+    pub lib_roots: &'a [String],
+    /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
+    pub resolv_conf: Option<&'a str>,
+}
+
+/// One step of populating the run directory (a fresh tmpfs). Owners are `(uid, gid)`; `None` is
+/// root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsOp<'a> {
+    /// `mkdir` (an existing directory is fine), then chown and chmod.
+    Mkdir {
+        path: PathBuf,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    },
+    Chown {
+        path: PathBuf,
+        uid: u32,
+        gid: u32,
+    },
+    /// A new file (never through a symlink), then chown and chmod.
+    Write {
+        path: PathBuf,
+        data: Cow<'a, [u8]>,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    },
+    Symlink {
+        target: PathBuf,
+        link: PathBuf,
+        /// For the error message.
+        name: String,
+    },
+    /// A bind mount (`source` onto `target`, or a remount of `target` onto itself).
+    Bind {
+        source: PathBuf,
+        target: PathBuf,
+        read_only: bool,
+        no_exec: bool,
+        /// What failed, for the error message.
+        what: String,
+    },
+    /// A read-only overlay at `target`: a layer of whiteouts (one per file of `rels`, shared
+    /// through [`crate::layers::fs::maskcache`] when it can be) over the host tree `root`.
+    MaskLibrary {
+        index: usize,
+        root: String,
+        rels: Vec<PathBuf>,
+        target: PathBuf,
+    },
+}
+
+/// The run directory, planned: where it goes, its tmpfs, and every step that populates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDirPlan<'a> {
+    pub state: PathBuf,
+    pub run_id: String,
+    pub root: PathBuf,
+    /// The tmpfs mount options.
+    pub tmpfs: String,
+    pub ops: Vec<FsOp<'a>>,
+    /// (sandbox path, source) for library trees prepared with masks.
+    pub lib_binds: Vec<(String, PathBuf)>,
+}
+
+impl RunDirPlan<'_> {
+    pub fn sock(&self) -> PathBuf {
+        self.root.join("sock")
+    }
+    pub fn host_mount(&self, i: usize) -> PathBuf {
+        self.root.join("host").join(i.to_string())
+    }
+}
+
+/// The paths created so far by a plan: the tmpfs starts empty, so whether a directory exists is
+/// known without looking.
+#[derive(Default)]
+struct Planned<'a> {
+    ops: Vec<FsOp<'a>>,
+    dirs: std::collections::BTreeSet<PathBuf>,
+    files: std::collections::BTreeSet<PathBuf>,
+}
+
+impl<'a> Planned<'a> {
+    fn mkdir(&mut self, path: PathBuf, mode: u32, owner: Option<(u32, u32)>) {
+        self.dirs.insert(path.clone());
+        self.ops.push(FsOp::Mkdir { path, mode, owner });
+    }
+
+    /// The (root-owned) parent directories of `rel` under `base`.
+    fn mkdir_parents(&mut self, base: &Path, rel: &str, mode: u32) {
+        let mut cur = base.to_path_buf();
+        let comps: Vec<&str> = rel.split('/').collect();
+        for c in &comps[..comps.len().saturating_sub(1)] {
+            cur.push(c);
+            if !self.dirs.contains(&cur) {
+                self.mkdir(cur.clone(), mode, None);
+            }
+        }
+    }
+
+    fn write(&mut self, path: PathBuf, data: Cow<'a, [u8]>, mode: u32, owner: Option<(u32, u32)>) {
+        self.files.insert(path.clone());
+        self.ops.push(FsOp::Write {
+            path,
+            data,
+            mode,
+            owner,
+        });
+    }
+
+    fn bind(&mut self, source: &Path, target: &Path, read_only: bool, no_exec: bool, what: String) {
+        self.ops.push(FsOp::Bind {
+            source: source.to_path_buf(),
+            target: target.to_path_buf(),
+            read_only,
+            no_exec,
+            what,
+        });
+    }
+}
+
+/// Plan the run directory: pure.
+pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
+    let root = runs_dir(spec.state).join(spec.run_id);
+    let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
+    let tmpfs = format!(
+        "size={},nr_inodes={inodes},mode=0710,uid=0,gid={}",
+        spec.disk_bytes, spec.gid
+    );
+    let mut p: Planned<'d> = Planned::default();
+    let mut lib_binds = Vec::new();
+
+    // lib/: for each library tree with masked files, a read-only overlay at `lib/<n>`. One mount
+    // per tree, so bubblewrap's cost does not grow with the number of masks.
+    if !spec.masked.is_empty() {
+        p.mkdir(root.join("lib"), 0o755, None);
+        for (i, lib) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
+            if !spec.lib_roots.iter().any(|r| r == lib) {
+                continue;
+            }
+            let rels: Vec<PathBuf> = spec
+                .masked
+                .iter()
+                .filter_map(|m| m.strip_prefix(lib).ok())
+                .map(Path::to_path_buf)
+                .collect();
+            if rels.is_empty() {
+                continue;
+            }
+            let target = root.join("lib").join(i.to_string());
+            p.ops.push(FsOp::MaskLibrary {
+                index: i,
+                root: lib.to_string(),
+                rels,
+                target: target.clone(),
+            });
+            lib_binds.push((lib.to_string(), target));
+        }
+    }
+
+    // skill/: root-owned, read-only, executable bits kept.
+    let skill = root.join("skill");
+    p.mkdir(skill.clone(), 0o755, None);
+    for f in spec.bundle {
+        p.mkdir_parents(&skill, &f.path, 0o755);
+        let mode = (f.mode & 0o555) | 0o444;
+        p.write(skill.join(&f.path), Cow::Borrowed(&f.data), mode, None);
+    }
+    p.bind(
+        &skill,
+        &skill,
+        true,
+        false,
+        "failed to make skill/ read-only".into(),
+    );
+
+    // workspace/
+    let ws = root.join("workspace");
+    let run_owner = Some((spec.uid, spec.gid));
+    p.mkdir(ws.clone(), 0o755, None);
+    let mut owned_dirs: Vec<String> = Vec::new();
+    for d in spec.write_dirs {
+        let (path, uid, gid) = if d.is_empty() {
+            (ws.clone(), spec.uid, spec.gid)
+        } else {
+            p.mkdir_parents(&ws, &format!("{d}/x"), 0o755);
+            (ws.join(d), spec.uid, spec.gid)
+        };
+        p.ops.push(FsOp::Chown { path, uid, gid });
+        owned_dirs.push(d.clone());
+    }
+    let under_owned = |rel: &str| {
+        owned_dirs
+            .iter()
+            .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
+    };
+    for f in spec.workspace {
+        // Directories created for a file are the run's when they lie in a writable prefix.
+        let mut cur = String::new();
+        let comps: Vec<&str> = f.path.split('/').collect();
+        for c in &comps[..comps.len() - 1] {
+            if !cur.is_empty() {
+                cur.push('/');
+            }
+            cur.push_str(c);
+            let path = ws.join(&cur);
+            if !p.dirs.contains(&path) && !p.files.contains(&path) {
+                p.mkdir(
+                    path,
+                    0o755,
+                    if under_owned(&cur) { run_owner } else { None },
+                );
+            }
+        }
+        let path = ws.join(&f.path);
+        if (spec.write_allowed)(&f.path) {
+            p.write(
+                path,
+                Cow::Borrowed(&f.data),
+                (f.mode & 0o777) | 0o600,
+                run_owner,
+            );
+        } else {
+            let mode = if f.mode & 0o111 != 0 { 0o555 } else { 0o444 };
+            p.write(path, Cow::Borrowed(&f.data), mode, None);
+        }
+    }
+
+    // io/: sticky and group-writable, so the script can create output.json but cannot remove or
+    // replace input.json.
+    let io = root.join("io");
+    p.mkdir(io.clone(), 0o1770, Some((0, spec.gid)));
+    p.write(
+        io.join("input.json"),
+        Cow::Borrowed(spec.input_json),
+        0o444,
+        None,
+    );
+    if let Some(cfg) = spec.config_json {
+        p.write(io.join("config.json"), Cow::Borrowed(cfg), 0o444, None);
+    }
+
+    let tmp = root.join("tmp");
+    p.mkdir(tmp.clone(), 0o700, run_owner);
+
+    let etc = root.join("etc");
+    p.mkdir(etc.clone(), 0o755, None);
+    let text = |s: String| Cow::Owned(s.into_bytes());
+    p.write(
+        etc.join("passwd"),
+        text(synth_passwd(spec.user, spec.uid, spec.gid)),
+        0o444,
+        None,
+    );
+    p.write(
+        etc.join("group"),
+        text(synth_group(spec.user, spec.gid)),
+        0o444,
+        None,
+    );
+    p.write(etc.join("hosts"), text(HOSTS.to_string()), 0o444, None);
+    match spec.resolv_conf {
+        Some(resolv) => {
+            p.write(
+                etc.join("resolv.conf"),
+                text(resolv.to_string()),
+                0o444,
+                None,
+            );
+            let nss = NSSWITCH.replace("hosts: files\n", "hosts: files dns\n");
+            p.write(etc.join("nsswitch.conf"), text(nss), 0o444, None);
+        }
+        None => p.write(
+            etc.join("nsswitch.conf"),
+            text(NSSWITCH.to_string()),
+            0o444,
+            None,
+        ),
+    }
+
+    let bin = root.join("bin");
+    p.mkdir(bin.clone(), 0o755, None);
+    for name in spec.wrappers {
+        p.ops.push(FsOp::Symlink {
+            target: PathBuf::from("/band/shim"),
+            link: bin.join(name),
+            name: name.clone(),
+        });
+    }
+
+    if !spec.host_mounts.is_empty() {
+        p.mkdir(root.join("host"), 0o755, None);
+    }
+    for (i, m) in spec.host_mounts.iter().enumerate() {
+        let target = root.join("host").join(i.to_string());
+        if m.is_dir {
+            p.mkdir(target.clone(), 0o755, None);
+        } else {
+            p.write(target.clone(), Cow::Borrowed(b""), 0o444, None);
+        }
+        p.bind(
+            &m.host,
+            &target,
+            !m.writable,
+            true,
+            format!("failed to bind {}", m.host.display()),
+        );
+    }
+
+    for d in [ws, io, tmp] {
+        p.bind(
+            &d,
+            &d,
+            false,
+            true,
+            format!("failed to remount {} noexec", d.display()),
+        );
+    }
+    RunDirPlan {
+        state: spec.state.to_path_buf(),
+        run_id: spec.run_id.to_string(),
+        root,
+        tmpfs,
+        ops: p.ops,
+        lib_binds,
+    }
+}
+
+/// A created run directory. Unmounted and removed by [`RunDir::teardown`] or on drop.
+#[derive(Debug)]
+pub struct RunDir {
+    pub root: PathBuf,
+    mounted: bool,
+    exists: bool,
+}
+
+impl RunDir {
+    /// Create and mount the run directory, then apply the plan's steps.
+    pub fn create(plan: &RunDirPlan<'_>) -> SetupResult<RunDir> {
+        let runs = runs_dir(&plan.state);
+        fs::create_dir_all(&runs).layer(
+            Layer::Filesystem,
+            format!("failed to create {}", runs.display()),
+        )?;
+        fs::set_permissions(&runs, std::fs::Permissions::from_mode(0o711)).layer(
+            Layer::Filesystem,
+            format!("failed to chmod {}", runs.display()),
+        )?;
+        let root = plan.root.clone();
+        fs::create_dir(&root).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!("run directory {} already exists", root.display()),
+                )
+                .with_hint(
+                    "run ids must be unique; a stale one is removed by `band-server janitor`",
+                )
+            } else {
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!("failed to create {}: {e}", root.display()),
+                )
+            }
+        })?;
+        let mut dir = RunDir {
+            root,
+            mounted: false,
+            exists: true,
+        };
+        sys::mount_tmpfs(&dir.root, &plan.tmpfs).layer(
+            Layer::Filesystem,
+            format!("failed to mount a tmpfs on {}", dir.root.display()),
+        )?;
+        dir.mounted = true;
+        sys::make_private(&dir.root).layer(
+            Layer::Filesystem,
+            format!("failed to make {} private", dir.root.display()),
+        )?;
+        plan.ops
+            .iter()
+            .try_for_each(|op| apply_op(op, plan))
+            .map_err(|e| {
+                if e.message.contains("No space left") {
+                    e.with_hint(
+                        "the skill and workspace do not fit in maxDiskBytes; raise it in the band",
+                    )
+                } else {
+                    e
+                }
+            })?;
+        Ok(dir)
+    }
+
+    /// Unmount (lazily, with everything below) and remove. Idempotent.
+    pub fn teardown(&mut self) -> SetupResult<()> {
+        if self.mounted {
+            sys::umount_detach(&self.root).layer(
+                Layer::Filesystem,
+                format!("failed to unmount {}", self.root.display()),
+            )?;
+            self.mounted = false;
+        }
+        if self.exists {
+            match fs::remove_dir(&self.root) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(SetupError::new(
+                        Layer::Filesystem,
+                        format!("failed to remove {}: {e}", self.root.display()),
+                    ));
+                }
+            }
+            self.exists = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("band-server: {e}");
+        }
+    }
+}
+
+fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
+    let fsl = Layer::Filesystem;
+    match op {
+        FsOp::Mkdir { path, mode, owner } => mkdir(path, *mode, *owner),
+        FsOp::Chown { path, uid, gid } => chown(path, *uid, *gid),
+        FsOp::Write {
+            path,
+            data,
+            mode,
+            owner,
+        } => write_new(path, data, *mode, *owner),
+        FsOp::Symlink { target, link, name } => fs_err::os::unix::fs::symlink(target, link)
+            .layer(fsl, format!("failed to create wrapper {name}")),
+        FsOp::Bind {
+            source,
+            target,
+            read_only,
+            no_exec,
+            what,
+        } => sys::bind_mount(
+            source,
+            target,
+            BindFlags {
+                read_only: *read_only,
+                no_exec: *no_exec,
+            },
+        )
+        .layer(fsl, what),
+        FsOp::MaskLibrary {
+            index,
+            root,
+            rels,
+            target,
+        } => {
+            // The layer comes from [`crate::layers::fs::maskcache`] (built once, shared by later
+            // runs); only when that cache is full is it built here, in the run's own directory.
+            let rels: Vec<&Path> = rels.iter().map(PathBuf::as_path).collect();
+            let layer = match crate::layers::fs::maskcache::shared_layer(
+                &plan.state,
+                &plan.run_id,
+                *index,
+                root,
+                &rels,
+            )? {
+                Some(shared) => shared,
+                None => {
+                    let private = plan.root.join("lib").join(format!("mask{index}"));
+                    mkdir(&private, 0o755, None)?;
+                    crate::layers::fs::maskcache::build_layer(&private, &rels)?;
+                    private
+                }
+            };
+            mkdir(target, 0o755, None)?;
+            sys::mount_overlay_ro(target, &[&layer, Path::new(root)])
+                .layer(fsl, format!("failed to mount the masked overlay of {root}"))
+        }
+    }
+}
+
+/// Unmount and remove a run directory left behind by a dead server (janitor).
+pub fn remove_stale(path: &Path) -> std::io::Result<()> {
+    // Unmount until nothing is mounted there any more (a tmpfs, possibly stacked).
+    for _ in 0..8 {
+        if sys::umount_detach(path).is_err() {
+            break;
+        }
+    }
+    match fs::remove_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        // Not a mount point and not empty: never on a tmpfs we made; clean it anyway.
+        Err(_) => fs::remove_dir_all(path),
+    }
+}
+
+fn chown(p: &Path, uid: u32, gid: u32) -> SetupResult<()> {
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).layer(
+        Layer::Filesystem,
+        format!("failed to chown {}", p.display()),
+    )
+}
+
+fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
+    match fs::create_dir(p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+        Err(e) => {
+            return Err(SetupError::new(
+                Layer::Filesystem,
+                format!("failed to create {}: {e}", p.display()),
+            ));
+        }
+    }
+    if let Some((u, g)) = owner {
+        chown(p, u, g)?;
+    }
+    fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).layer(
+        Layer::Filesystem,
+        format!("failed to chmod {}", p.display()),
+    )
+}
+
+fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .layer(
+            Layer::Filesystem,
+            format!("failed to create {}", p.display()),
+        )?;
+    f.write_all(data).layer(
+        Layer::Filesystem,
+        format!("failed to write {}", p.display()),
+    )?;
+    if let Some((u, g)) = owner {
+        std::os::unix::fs::fchown(&f, Some(u), Some(g)).layer(
+            Layer::Filesystem,
+            format!("failed to chown {}", p.display()),
+        )?;
+    }
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .layer(
+            Layer::Filesystem,
+            format!("failed to chmod {}", p.display()),
+        )
+}
+
+/// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
+pub fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {
+    format!(
+        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:band run:/tmp:/usr/sbin/nologin\n"
+    )
+}
+
+/// `/etc/group` inside the sandbox: root and this run's group only.
+pub fn synth_group(user: &str, gid: u32) -> String {
+    format!("root:x:0:\n{user}:x:{gid}:\n")
+}
+
+pub const HOSTS: &str =
+    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tband\n";
+pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
+
+/// The workspace directory a relative `allow.write` pattern lets the run create files in: the
+/// pattern's static prefix (`FsPattern::static_prefix`), or its parent when the pattern is
+/// concrete (it may name a file, which must be creatable). `out/**` → `out`, `reports/*.md` →
+/// `reports`, `a/b.txt` → `a`, `*.json` → `` (the workspace root). `None` for absolute or invalid
+/// patterns.
+pub fn write_dir(pattern: &str) -> Option<String> {
+    let p = FsPattern::parse(pattern).ok()?;
+    if p.is_absolute() {
+        return None;
+    }
+    let prefix = p.static_prefix();
+    let dir = if p.is_concrete() {
+        prefix.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+    } else {
+        prefix
+    };
+    Some(dir.to_string())
+}
+
+/// The host path an absolute pattern needs bound: its static prefix.
+/// `/data/**` → `/data`, `/srv/a/*.csv` → `/srv/a`, `/data/input.csv` → `/data/input.csv`.
+pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
+    let p = FsPattern::parse(pattern).ok()?;
+    p.is_absolute().then(|| PathBuf::from(p.static_prefix()))
+}
+
+/// Paths a host mount may not be at or above (they are the sandbox's own, or must stay hidden).
+pub const RESERVED_SANDBOX_PATHS: &[&str] = &[
+    "/",
+    "/band",
+    "/skill",
+    "/workspace",
+    "/tmp",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/run",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/etc",
+    "/var/run",
+    "/boot",
+];
+/// Paths a host mount may not be inside of.
+pub const RESERVED_SANDBOX_TREES: &[&str] = &[
+    "/band",
+    "/skill",
+    "/workspace",
+    "/tmp",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/run",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/var/run",
+    "/boot",
+];
+
+/// Why a host path cannot be bound into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostMountError {
+    #[error("{} would cover {reserved}", .path.display())]
+    Covers {
+        path: PathBuf,
+        reserved: &'static str,
+    },
+    #[error("{} is inside {reserved}, which the sandbox manages itself", .path.display())]
+    Inside {
+        path: PathBuf,
+        reserved: &'static str,
+    },
+    #[error("{} overlaps band-server's state directory", .0.display())]
+    StateDir(PathBuf),
+    #[error("{} is never exposed", .0.display())]
+    Secret(PathBuf),
+}
+
+/// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
+/// server's state directory.
+pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountError> {
+    for r in RESERVED_SANDBOX_PATHS {
+        if Path::new(r).starts_with(p) {
+            return Err(HostMountError::Covers {
+                path: p.to_path_buf(),
+                reserved: r,
+            });
+        }
+    }
+    for r in RESERVED_SANDBOX_TREES {
+        if p.starts_with(r) {
+            return Err(HostMountError::Inside {
+                path: p.to_path_buf(),
+                reserved: r,
+            });
+        }
+    }
+    if p.starts_with(state) || state.starts_with(p) {
+        return Err(HostMountError::StateDir(p.to_path_buf()));
+    }
+    for secret in [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/sudoers",
+        "/etc/sudoers.d",
+        "/root",
+    ] {
+        if p.starts_with(secret) {
+            return Err(HostMountError::Secret(p.to_path_buf()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn passwd_and_group_hold_only_root_and_the_run_user() {
+        assert_eq!(
+            synth_passwd("band-run-3", 996, 995),
+            "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nband-run-3:x:996:995:band run:/tmp:/usr/sbin/nologin\n"
+        );
+        assert_eq!(
+            synth_group("band-run-3", 995),
+            "root:x:0:\nband-run-3:x:995:\n"
+        );
+    }
+
+    #[test]
+    fn write_dirs_of_relative_patterns() {
+        let got: Vec<Option<String>> = [
+            "out/**",
+            "./out/**",
+            "reports/*.md",
+            "a/b.txt",
+            "b.txt",
+            "*.json",
+            "**",
+            "x/y/**/z",
+            "/abs/**",
+            "a/../b/*",
+        ]
+        .iter()
+        .map(|p| write_dir(p))
+        .collect();
+        let s = |x: &str| Some(x.to_string());
+        assert_eq!(
+            got,
+            vec![
+                s("out"),
+                s("out"),
+                s("reports"),
+                s("a"),
+                s(""),
+                s(""),
+                s(""),
+                s("x/y"),
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn absolute_prefixes() {
+        let got: Vec<Option<PathBuf>> = [
+            "/data/**",
+            "/srv/a/*.csv",
+            "/data/input.csv",
+            "/*",
+            "rel/**",
+            "/a/../b",
+        ]
+        .iter()
+        .map(|p| absolute_prefix(p))
+        .collect();
+        let s = |x: &str| Some(PathBuf::from(x));
+        assert_eq!(
+            got,
+            vec![
+                s("/data"),
+                s("/srv/a"),
+                s("/data/input.csv"),
+                s("/"),
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn host_mounts_cannot_cover_the_sandbox() {
+        let state = Path::new("/run/band");
+        assert!(check_host_mount_path(Path::new("/data"), state).is_ok());
+        assert!(check_host_mount_path(Path::new("/etc/myapp"), state).is_ok());
+        assert!(check_host_mount_path(Path::new("/srv/x/file.csv"), state).is_ok());
+        for bad in [
+            "/",
+            "/usr",
+            "/usr/bin",
+            "/usr/lib/x",
+            "/etc",
+            "/etc/shadow",
+            "/tmp/x",
+            "/proc/1",
+            "/run/band/runs",
+            "/band",
+            "/root/.ssh",
+            "/var/run/docker.sock",
+        ] {
+            assert!(
+                check_host_mount_path(Path::new(bad), state).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(
+            check_host_mount_path(Path::new("/srv/state"), Path::new("/srv/state/band")).is_err()
+        );
+    }
+}

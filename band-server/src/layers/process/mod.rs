@@ -1,0 +1,12 @@
+//! Process: the bubblewrap argv and the seccomp filter the jail installs.
+
+pub mod bwrap;
+pub mod seccomp;
+
+use crate::layer::RunLayer;
+
+/// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
+/// remove (their processes die with the cgroup and the uid).
+pub struct Process;
+
+impl RunLayer for Process {}

@@ -1,0 +1,423 @@
+//! The run's events: the sink that writes them to the client, the threads that read the
+//! sandbox's stdout, stderr and status pipe, and the loop that handles them until the run ends.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
+use std::process::ExitStatus;
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use band::proto::{CliCall, Denial, Event, Layer, Message};
+
+use super::RunGuard;
+use crate::collect::Capture;
+use crate::config::EffectiveLimits;
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
+use crate::layers::cli::reports::Report;
+use crate::layers::net::{self, NetLayer, dns::Lookup};
+
+/// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
+pub(super) const MAX_CALLS_KEPT: usize = 10_000;
+
+/// Where events go (band-server's stdout), through a writer thread: the run loop never blocks
+/// on a slow client, so the wall clock is enforced whatever the client does. The queue is bounded
+/// by the log caps and `MAX_CALLS_KEPT`. Write errors (client gone) are ignored: the run still
+/// tears down properly.
+pub struct EventSink {
+    tx: Mutex<Option<Sender<Vec<u8>>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl EventSink {
+    pub fn new(mut out: Box<dyn Write + Send>) -> EventSink {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>();
+        let writer = std::thread::Builder::new()
+            .name("events".into())
+            .spawn(move || {
+                for line in rx {
+                    let _ = out.write_all(&line);
+                    let _ = out.flush();
+                }
+            })
+            .ok();
+        EventSink {
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(writer),
+        }
+    }
+
+    pub fn send(&self, msg: &Message) {
+        let Ok(mut line) = serde_json::to_vec(msg) else {
+            return;
+        };
+        line.push(b'\n');
+        if let Ok(tx) = self.tx.lock()
+            && let Some(tx) = tx.as_ref()
+        {
+            let _ = tx.send(line);
+        }
+    }
+
+    pub fn event(&self, ev: Event) {
+        self.send(&Message::Event(ev));
+    }
+
+    /// Write out everything queued and stop the writer.
+    pub fn finish(&self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut w) = self.writer.lock()
+            && let Some(w) = w.take()
+        {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Messages to the run loop.
+pub(super) enum Msg {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    StdoutEof,
+    StderrEof,
+    Jail(String),
+    /// The jail's status pipe is closed (its status line, if any, was sent before).
+    JailEof,
+    Report(Report),
+    Dns(Lookup),
+}
+
+pub(super) fn spawn_reader(
+    mut r: impl Read + Send + 'static,
+    tx: Sender<Msg>,
+    out: bool,
+) -> SetupResult<()> {
+    std::thread::Builder::new()
+        .name(if out { "stdout" } else { "stderr" }.into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let chunk = buf[..n].to_vec();
+                        if tx
+                            .send(if out {
+                                Msg::Stdout(chunk)
+                            } else {
+                                Msg::Stderr(chunk)
+                            })
+                            .is_err()
+                        {
+                            // Nobody listens any more; keep draining so the writer never blocks.
+                            continue;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(if out { Msg::StdoutEof } else { Msg::StderrEof });
+        })
+        .map(|_| ())
+        .layer(Layer::Process, "failed to start a reader thread")
+}
+
+/// Parse a jail status line: `ok`, or `err <layer> <message>`.
+pub fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
+    let line = line.trim_end();
+    if line == "ok" {
+        return Some(Ok(()));
+    }
+    let rest = line.strip_prefix("err ")?;
+    let (layer, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+    let layer: Layer = serde_json::from_value(serde_json::Value::String(layer.to_string()))
+        .unwrap_or(Layer::Process);
+    Some(Err(SetupError::new(layer, format!("band-jail: {msg}"))))
+}
+
+pub(super) fn write_secrets(w: OwnedFd, json: Vec<u8>) -> SetupResult<()> {
+    std::thread::Builder::new()
+        .name("secrets".into())
+        .spawn(move || {
+            let mut f = File::from(w);
+            let _ = f.write_all(&json);
+        })
+        .map(|_| ())
+        .layer(Layer::Secrets, "failed to start the secrets writer")
+}
+
+pub(super) fn spawn_status_reader(r: OwnedFd, tx: Sender<Msg>) -> SetupResult<()> {
+    std::thread::Builder::new()
+        .name("jail-status".into())
+        .spawn(move || {
+            let mut lines = BufReader::new(File::from(r).take(64 * 1024));
+            let mut line = String::new();
+            while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
+                if tx.send(Msg::Jail(std::mem::take(&mut line))).is_err() {
+                    break;
+                }
+            }
+            let _ = tx.send(Msg::JailEof);
+        })
+        .map(|_| ())
+        .layer(Layer::Process, "failed to start a thread")
+}
+
+pub(super) struct LoopState {
+    pub(super) stdout: Capture,
+    pub(super) stderr: Capture,
+    pub(super) stdout_eof: bool,
+    pub(super) stderr_eof: bool,
+    pub(super) jail_eof: bool,
+    pub(super) calls: Vec<CliCall>,
+    pub(super) denied: Vec<Denial>,
+    pub(super) denial_count: u64,
+    pub(super) forged: usize,
+    pub(super) forged_why: Vec<String>,
+    pub(super) jail: Option<Result<(), SetupError>>,
+    pub(super) timed_out: bool,
+    /// The run's nftables table vanished mid-run; the run was killed.
+    pub(super) net_lost: bool,
+    pub(super) log_bytes: u64,
+}
+
+impl LoopState {
+    pub(super) fn new(l: &EffectiveLimits) -> LoopState {
+        LoopState {
+            stdout: Capture::new(l.log_bytes),
+            stderr: Capture::new(l.log_bytes),
+            stdout_eof: false,
+            stderr_eof: false,
+            jail_eof: false,
+            calls: Vec::new(),
+            denied: Vec::new(),
+            denial_count: 0,
+            forged: 0,
+            forged_why: Vec::new(),
+            jail: None,
+            timed_out: false,
+            net_lost: false,
+            log_bytes: l.log_bytes,
+        }
+    }
+
+    fn handle(&mut self, msg: Msg, sink: &EventSink) {
+        match msg {
+            Msg::Stdout(chunk) => {
+                let (text, crossed) = self.stdout.push(&chunk);
+                if !text.is_empty() {
+                    sink.event(Event::Stdout { data: text });
+                }
+                if crossed {
+                    sink.event(Event::Limit {
+                        limit: "log".into(),
+                        detail: format!(
+                            "stdout over maxLogBytes {}; the rest is discarded",
+                            self.log_bytes
+                        ),
+                    });
+                }
+            }
+            Msg::Stderr(chunk) => {
+                let (text, crossed) = self.stderr.push(&chunk);
+                if !text.is_empty() {
+                    sink.event(Event::Stderr { data: text });
+                }
+                if crossed {
+                    sink.event(Event::Limit {
+                        limit: "log".into(),
+                        detail: format!(
+                            "stderr over maxLogBytes {}; the rest is discarded",
+                            self.log_bytes
+                        ),
+                    });
+                }
+            }
+            Msg::StdoutEof => {
+                self.stdout_eof = true;
+                let rest = self.stdout.finish();
+                if !rest.is_empty() {
+                    sink.event(Event::Stdout { data: rest });
+                }
+            }
+            Msg::StderrEof => {
+                self.stderr_eof = true;
+                let rest = self.stderr.finish();
+                if !rest.is_empty() {
+                    sink.event(Event::Stderr { data: rest });
+                }
+            }
+            Msg::JailEof => self.jail_eof = true,
+            Msg::Jail(line) => {
+                if let Some(v) = parse_jail_status(&line) {
+                    // An error after "ok" (execve failed) replaces it.
+                    if self.jail.is_none() || v.is_err() {
+                        self.jail = Some(v);
+                    }
+                }
+            }
+            Msg::Report(Report::Call(call)) => {
+                // Beyond MAX_CALLS_KEPT, calls are neither streamed nor kept (memory stays
+                // bounded however many commands a script runs); denials are still counted.
+                if !call.allowed {
+                    self.denial_count += 1;
+                    if self.denied.len() < MAX_CALLS_KEPT {
+                        let d = Denial::Cli {
+                            argv: call.argv.clone(),
+                            rule: call.rule.clone(),
+                        };
+                        sink.event(Event::Cli(call.clone()));
+                        sink.event(Event::Denied(d.clone()));
+                        self.denied.push(d);
+                    }
+                } else if self.calls.len() < MAX_CALLS_KEPT {
+                    sink.event(Event::Cli(call.clone()));
+                }
+                if self.calls.len() < MAX_CALLS_KEPT {
+                    self.calls.push(call);
+                }
+            }
+            Msg::Dns(l) => {
+                if !l.allowed {
+                    self.denial_count += 1;
+                    if self.denied.len() < MAX_CALLS_KEPT {
+                        let d = Denial::Dns { name: l.name };
+                        sink.event(Event::Denied(d.clone()));
+                        self.denied.push(d);
+                    }
+                }
+            }
+            Msg::Report(Report::Forged(why)) => {
+                self.forged += 1;
+                if self.forged_why.len() < 5 {
+                    self.forged_why.push(why);
+                }
+            }
+        }
+    }
+}
+
+/// How often the run loop checks whether bubblewrap exited, while messages are quiet …
+const POLL: Duration = Duration::from_millis(20);
+/// … and once its stdout and stderr are closed (it is exiting): a run's end is noticed within a
+/// millisecond, not up to a whole [`POLL`] later …
+const EXITING_POLL: Duration = Duration::from_millis(1);
+/// … for this long after they closed; then back to [`POLL`].
+const EXITING_WINDOW: Duration = Duration::from_millis(100);
+
+/// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
+pub(super) fn run_loop(
+    rx: &Receiver<Msg>,
+    guard: &mut RunGuard,
+    sink: &EventSink,
+    st: &mut LoopState,
+    deadline: Instant,
+) -> Option<ExitStatus> {
+    let mut next_watch = Instant::now() + net::WATCH_INTERVAL;
+    let mut exiting_since: Option<Instant> = None;
+    loop {
+        if let Some(child) = guard.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            guard.child = None;
+            return Some(status);
+        }
+        let now = Instant::now();
+        if let Some(n) = guard.get::<NetLayer>()
+            && now >= next_watch
+        {
+            next_watch = now + net::WATCH_INTERVAL;
+            if !n.table_present() {
+                // Fail closed: without its table the run's uid would reach everything.
+                st.net_lost = true;
+                if let Some(cg) = guard.get::<RunCgroup>() {
+                    let _ = cg.kill_all(KILL_DEADLINE);
+                }
+                return guard.child.take().and_then(|mut c| {
+                    let _ = c.kill();
+                    c.wait().ok()
+                });
+            }
+        }
+        if now >= deadline {
+            st.timed_out = true;
+            sink.event(Event::Limit {
+                limit: "runtime".into(),
+                detail: "maxRuntimeMs reached; the run was killed".into(),
+            });
+            if let Some(cg) = guard.get::<RunCgroup>() {
+                let _ = cg.kill_all(KILL_DEADLINE);
+            }
+            let status = guard.child.take().and_then(|mut c| {
+                let _ = c.kill();
+                c.wait().ok()
+            });
+            return status;
+        }
+        // Both pipes at EOF: the sandbox is most likely exiting, so look again soon instead of a
+        // full period (for a while: a script may also close them and keep running).
+        if st.stdout_eof && st.stderr_eof {
+            exiting_since.get_or_insert(now);
+        }
+        let period = match exiting_since {
+            Some(t) if now.duration_since(t) < EXITING_WINDOW => EXITING_POLL,
+            _ => POLL,
+        };
+        let wait = (deadline - now).min(period);
+        match rx.recv_timeout(wait) {
+            Ok(msg) => st.handle(msg, sink),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
+    }
+}
+
+/// Handle what is still queued, until the output pipes and the jail's status pipe are at EOF (or
+/// `max` passes), then whatever else is already queued. Waiting for the status pipe too matters:
+/// a short script can exit before the status reader has passed on the jail's `ok`, and without
+/// it the run would count as a sandbox that never started.
+pub(super) fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration) {
+    let end = Instant::now() + max;
+    while !(st.stdout_eof && st.stderr_eof && st.jail_eof) {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        match rx.recv_timeout(end - now) {
+            Ok(msg) => st.handle(msg, sink),
+            Err(_) => break,
+        }
+    }
+    while let Ok(msg) = rx.try_recv() {
+        st.handle(msg, sink);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn jail_status_lines() {
+        assert_eq!(parse_jail_status("ok\n"), Some(Ok(())));
+        assert_eq!(
+            parse_jail_status("err seccomp failed to install: EINVAL\n"),
+            Some(Err(SetupError::new(
+                Layer::Seccomp,
+                "band-jail: failed to install: EINVAL"
+            )))
+        );
+        assert_eq!(
+            parse_jail_status("err bogus x"),
+            Some(Err(SetupError::new(Layer::Process, "band-jail: x")))
+        );
+        assert_eq!(parse_jail_status("hello"), None);
+    }
+}

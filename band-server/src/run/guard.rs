@@ -1,0 +1,60 @@
+//! The teardown guard of a run: the built layers, torn down in reverse order exactly once.
+
+use std::process::Child;
+
+use crate::layer::{Built, Teardown};
+
+/// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
+/// during a panic): first every layer stops what runs (the cgroup is killed, then the uid's
+/// processes), then bubblewrap is reaped, then every layer removes what it built.
+#[derive(Default)]
+pub struct RunGuard {
+    pub child: Option<Child>,
+    built: Vec<Box<dyn Built>>,
+}
+
+impl RunGuard {
+    /// Keep a built layer, to be torn down before everything kept earlier.
+    pub fn push<T: Built + 'static>(&mut self, layer: T) {
+        self.built.push(Box::new(layer));
+    }
+
+    /// The built layer of type `T`, if any.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.built.iter().find_map(|b| b.as_any().downcast_ref())
+    }
+
+    pub fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
+        self.built
+            .iter_mut()
+            .find_map(|b| b.as_any_mut().downcast_mut())
+    }
+
+    /// Kill and remove everything. Returns the problems met (logged by the caller).
+    pub fn teardown(&mut self) -> Vec<String> {
+        let mut t = Teardown {
+            processes_dead: true,
+            clean: true,
+            errors: Vec::new(),
+        };
+        for b in self.built.iter_mut().rev() {
+            b.stop(&mut t);
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        while let Some(b) = self.built.pop() {
+            b.teardown(&mut t);
+        }
+        t.errors
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        for e in self.teardown() {
+            eprintln!("band-server: teardown: {e}");
+        }
+    }
+}
