@@ -173,6 +173,11 @@ pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
                 files.join(", ")
             )));
         }
+        for w in &outcome.secret_warnings {
+            result
+                .content
+                .push(ContentBlock::text(format!("band: warning: {w}")));
+        }
         return result;
     }
     let stderr_tail = {
@@ -193,6 +198,7 @@ pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
         "insist_missing": r.insist_missing,
         "stderr": stderr_tail,
         "run_id": r.run_id,
+        "secret_warnings": outcome.secret_warnings,
     }))
 }
 
@@ -387,6 +393,8 @@ mod tests {
             lock: band::ledger::LockMark::Unlocked,
             integrity: Vec::new(),
             input: serde_json::Value::Null,
+            redact: Default::default(),
+            secret_warnings: Vec::new(),
         }
     }
 
