@@ -31,7 +31,10 @@
 //! **Streams.** Stdout and stderr arrive in chunks, and a value may be split across two. A
 //! [`StreamMasker`] holds back the last `longest form − 1` bytes of what it has seen until the
 //! next chunk (or the end of the run) shows whether they start a secret, so a split value is
-//! masked exactly as a whole one; at most that many bytes are delayed.
+//! masked exactly as a whole one; at most that many bytes are delayed, and none after a line
+//! break when no value spans lines (so line-by-line output is shown line by line). A stream that
+//! ends in the start of a form (cut short by a log limit in the middle of a secret) has that end
+//! masked too, in the events and in the result's stdout and stderr.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +56,8 @@ pub struct Masker {
     short: Vec<String>,
     /// The longest pattern, in bytes.
     longest: usize,
+    /// Does a pattern contain a line break?
+    multi_line: bool,
 }
 
 impl std::fmt::Debug for Masker {
@@ -90,6 +95,7 @@ impl Masker {
             for form in forms(value) {
                 if form.len() >= MIN_SECRET_BYTES && !m.patterns.iter().any(|(p, _)| *p == form) {
                     m.longest = m.longest.max(form.len());
+                    m.multi_line |= form.contains('\n');
                     m.patterns.push((form, idx));
                 }
             }
@@ -108,8 +114,13 @@ impl Masker {
     }
 
     /// Every occurrence of every form in `text`, merged where they overlap or touch, in order.
-    fn spans(&self, text: &str) -> Vec<Span> {
+    /// With `at_end`, `text` is the end of a stream, and an end that is the start of a form (a
+    /// stream cut short by a limit in the middle of a secret) is masked too.
+    fn spans(&self, text: &str, at_end: bool) -> Vec<Span> {
         let mut found = Vec::new();
+        if at_end && let Some(tail) = self.tail(text) {
+            found.push(tail);
+        }
         for (p, secret) in &self.patterns {
             let mut from = 0;
             while let Some(i) = text[from..].find(p.as_str()) {
@@ -134,18 +145,50 @@ impl Masker {
         merged
     }
 
+    /// The longest end of `text` (at least [`MIN_SECRET_BYTES`]) that is the start of a form.
+    fn tail(&self, text: &str) -> Option<Span> {
+        let mut best: Option<Span> = None;
+        for (p, secret) in &self.patterns {
+            let longest = (p.len() - 1).min(text.len());
+            for k in (MIN_SECRET_BYTES..=longest).rev() {
+                if best.is_some_and(|b| text.len() - b.start >= k) {
+                    break;
+                }
+                if p.is_char_boundary(k) && text.ends_with(&p[..k]) {
+                    best = Some(Span {
+                        start: text.len() - k,
+                        end: text.len(),
+                        secret: *secret,
+                    });
+                    break;
+                }
+            }
+        }
+        best
+    }
+
     fn marker(&self, secret: usize) -> String {
         format!("[secret {}]", self.names[secret])
     }
 
     /// `text` with every form of every secret replaced by `[secret NAME]`.
     pub fn mask(&self, text: &str) -> String {
+        self.mask_spans(text, false)
+    }
+
+    /// A whole stream (stdout, stderr), masked: as [`Masker::mask`], and an end that is the
+    /// start of a form is masked too (the stream may have been cut at a limit).
+    pub fn mask_stream(&self, text: &str) -> String {
+        self.mask_spans(text, true)
+    }
+
+    fn mask_spans(&self, text: &str, at_end: bool) -> String {
         if self.is_empty() {
             return text.to_string();
         }
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
-        for s in self.spans(text) {
+        for s in self.spans(text, at_end) {
             out.push_str(&text[at..s.start]);
             out.push_str(&self.marker(s.secret));
             at = s.end;
@@ -156,7 +199,7 @@ impl Masker {
 
     /// Mask a string in place.
     pub fn mask_in_place(&self, text: &mut String) {
-        if !self.is_empty() && !self.spans(text).is_empty() {
+        if !self.is_empty() {
             *text = self.mask(text);
         }
     }
@@ -254,8 +297,8 @@ impl Masker {
         if self.is_empty() {
             return;
         }
-        self.mask_in_place(&mut r.stdout);
-        self.mask_in_place(&mut r.stderr);
+        r.stdout = self.mask_stream(&r.stdout);
+        r.stderr = self.mask_stream(&r.stderr);
         for c in &mut r.cli_calls {
             c.argv.iter_mut().for_each(|a| self.mask_in_place(a));
         }
@@ -425,7 +468,13 @@ impl StreamMasker<'_> {
         while !self.raw.is_char_boundary(cut) {
             cut -= 1;
         }
-        self.emit(cut)
+        // No form spans a line break (unless a value does): whole lines can go at once.
+        if !self.masker.multi_line
+            && let Some(nl) = self.raw.rfind('\n')
+        {
+            cut = cut.max(nl + 1);
+        }
+        self.emit(cut, false)
     }
 
     /// The end of the stream: everything still held back.
@@ -433,17 +482,17 @@ impl StreamMasker<'_> {
         if self.masker.is_empty() {
             return String::new();
         }
-        self.emit(self.raw.len())
+        self.emit(self.raw.len(), true)
     }
 
     /// Emit `raw[emitted..cut]`, masked, and drop what no secret can reach back to any more.
-    fn emit(&mut self, cut: usize) -> String {
+    fn emit(&mut self, cut: usize, at_end: bool) -> String {
         if cut <= self.emitted {
             return String::new();
         }
         let mut out = String::new();
         let mut at = self.emitted;
-        for s in self.masker.spans(&self.raw) {
+        for s in self.masker.spans(&self.raw, at_end) {
             if s.end <= self.emitted || s.start >= cut {
                 continue;
             }
@@ -650,7 +699,7 @@ mod tests {
         let m = masker(&[("TOKEN", TOKEN), ("B", "defghi"), ("A", "abcdef")]);
         let b64 = STANDARD.encode(TOKEN);
         let text = format!("start {TOKEN} mid é{TOKEN}{TOKEN} {b64} abcdefghi end ababab\n");
-        let whole = m.mask(&text);
+        let whole = m.mask_stream(&text);
         assert!(!whole.contains(TOKEN) && !whole.contains(&b64), "{whole}");
         for sizes in [
             &[1][..],
@@ -678,6 +727,42 @@ mod tests {
         // Nothing to mask: nothing held back.
         let none = Masker::default();
         assert_eq!(none.stream().push("abc"), "abc");
+    }
+
+    #[test]
+    fn whole_lines_are_shown_at_once() {
+        let m = token();
+        let mut s = m.stream();
+        assert_eq!(s.push("one line\ntwo"), "one line\n");
+        assert_eq!(s.push(&format!(" {TOKEN}\n")), "two [secret TOKEN]\n");
+        assert_eq!(s.finish(), "");
+        // A value with a line break: no line is safe, the carry-over holds.
+        let m = masker(&[("KEY", "line one\nline two")]);
+        let mut s = m.stream();
+        assert_eq!(s.push("x\nline one"), "");
+        assert_eq!(
+            format!("{}{}", s.push("\nline two\n"), s.finish()),
+            "x\n[secret KEY]\n"
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_in_the_middle_of_a_secret_has_its_end_masked() {
+        let m = token();
+        let cut = &TOKEN[..12];
+        assert_eq!(m.mask_stream(&format!("x {cut}")), "x [secret TOKEN]");
+        let mut s = m.stream();
+        let shown = format!("{}{}", s.push(&format!("x {cut}")), s.finish());
+        assert_eq!(shown, "x [secret TOKEN]");
+        // Anywhere else a prefix is just text; so is a prefix shorter than the minimum.
+        assert_eq!(m.mask(&format!("{cut} x")), format!("{cut} x"));
+        let short = format!("x {}", &TOKEN[..MIN_SECRET_BYTES - 1]);
+        assert_eq!(m.mask_stream(&short), short);
+        let mut r = RunResult::setup_failed("r", Layer::Io, "", None);
+        r.stdout = format!("log {cut}");
+        r.stdout_truncated = true;
+        m.mask_result(&mut r);
+        assert_eq!(r.stdout, "log [secret TOKEN]");
     }
 
     #[test]
