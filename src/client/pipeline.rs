@@ -303,6 +303,9 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
                 )),
             );
             result.status = Status::InputInvalid;
+            // The schema's messages quote the input, which may hold a declared secret.
+            let redact = Masker::new(&read_secrets(&policy.secrets));
+            redact.mask_result(&mut result);
             Preparation::Refused(Box::new(Outcome {
                 result,
                 skill: skill.name.clone(),
@@ -319,7 +322,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
                 lock: lock_mark,
                 integrity: Vec::new(),
                 input,
-                redact: Masker::default(),
+                redact,
                 secret_warnings: Vec::new(),
             }))
         };
@@ -382,11 +385,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             ),
         ));
     }
-    let secrets: BTreeMap<String, String> = policy
-        .secrets
-        .iter()
-        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
-        .collect();
+    let secrets = read_secrets(&policy.secrets);
 
     let bundle = bundle_of(root, &tree)?;
     let digest = tree.bundle_sha256();
@@ -431,6 +430,14 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         policy_sha256,
         lock: lock_mark,
     })))
+}
+
+/// The values of the named secrets that the environment has.
+fn read_secrets(names: &[String]) -> BTreeMap<String, String> {
+    names
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect()
 }
 
 /// Check the output contract, copy written files back, and fill in the fingerprints.

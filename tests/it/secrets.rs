@@ -335,3 +335,38 @@ fn privileged_exec_masks_a_secret_in_the_agents_command() {
     assert!(raw.contains("[secret TOKEN]"), "{raw}");
     assert_clean("the ledger's files", &raw);
 }
+
+/// An input refusal quotes the input; an agent that passes the secret as an argument gets it
+/// masked there too, and the ledger (with `--record-io`, the input document) holds none of it.
+/// (Refused before any sandbox: no root needed.)
+#[test]
+fn an_input_refusal_masks_a_secret_in_the_input() {
+    let t = tempfile::tempdir().unwrap();
+    leak_skill(t.path());
+    let data = t.path().join("data");
+    let band = band_test::Band::new(band_exe(), &data).env("TOKEN", TOKEN);
+    let input = json!({ "fail": TOKEN }).to_string();
+    let (code, stdout, stderr) = band.run(
+        &[
+            "run",
+            "--json",
+            "--record-io",
+            "--skills",
+            ".",
+            "leak/leak",
+            "--input",
+            &input,
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_clean("--json result", &stdout);
+    assert_clean("stderr", &stderr);
+    let result: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(result["status"], "input_invalid");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(message.contains("[secret TOKEN]"), "{message}");
+    let raw = all_files(&data);
+    assert!(raw.contains(r#""input":{"bytes""#), "{raw}");
+    assert_clean("the ledger's files", &raw);
+}
