@@ -532,6 +532,29 @@ mod tests {
     }
 
     #[test]
+    fn results_carry_the_secret_warnings() {
+        let warning =
+            "the output contains the secret TOKEN (band masks secrets in logs, not in output)";
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!({"t": "value"}));
+        let mut o = outcome(ok);
+        o.secret_warnings = vec![warning.into()];
+        let r = call_result(&o);
+        assert!(
+            r.content.iter().any(|c| c
+                .as_text()
+                .is_some_and(|t| t.text == format!("band: warning: {warning}"))),
+            "{:?}",
+            r.content
+        );
+        o.result.status = Status::ScriptFailed;
+        let s = call_result(&o).structured_content.unwrap();
+        assert_eq!(s["secret_warnings"], json!([warning]));
+    }
+
+    #[test]
     fn progress_messages_name_what_happened() {
         let call = band::proto::CliCall {
             argv: vec!["jq".into(), "a b".into()],
