@@ -66,6 +66,12 @@ pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
             }),
         );
         o.insert("started_at_ms".into(), outcome.started_at_ms.into());
+        if !outcome.secret_warnings.is_empty() {
+            o.insert(
+                "secret_warnings".into(),
+                outcome.secret_warnings.clone().into(),
+            );
+        }
     }
     Ok(v)
 }

@@ -7,6 +7,7 @@
 //! ```text
 //! config     the user's config file; where the data folder (ledger, VMs) is
 //! outcome    RunSpec, Prepared, Outcome: the data a run passes along
+//! redact     masking the declared secrets in what band shows and keeps
 //! record     the ledger, and one run's record in it
 //! transport  the Transport trait; HostTransport (band-server on this machine)
 //! ssh        SshTransport (band-server on a VM or an ssh:// host, through vm::driver)
@@ -20,6 +21,7 @@ pub mod config;
 pub mod outcome;
 pub mod pipeline;
 pub mod record;
+pub mod redact;
 pub mod ssh;
 pub mod transport;
 

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::redact::Masker;
 use crate::ledger::LockMark;
 use crate::manifest::Target;
 use crate::proto::{RunRequest, RunResult};
@@ -62,6 +63,12 @@ pub struct Outcome {
     pub integrity: Vec<String>,
     /// The input document (validated, or as given when it was refused).
     pub input: serde_json::Value,
+    /// Masks the run's declared secrets (its `Debug` shows names only). The result is already
+    /// masked; the ledger masks the documents it keeps with it.
+    pub redact: Masker,
+    /// Warnings about secrets, by name: found in the output or a written file (left as they
+    /// are), or too short to mask.
+    pub secret_warnings: Vec<String>,
 }
 
 /// Either a request ready to send, or a result for a run refused before it started.

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::config::UserConfig;
 pub use super::outcome::{Outcome, Preparation, Prepared, RunSpec};
+use super::redact::Masker;
 use super::transport::HostTransport;
 pub use super::transport::Transport;
 use super::{ClientError, Result};
@@ -79,15 +80,22 @@ pub fn run_gated(
     ledger.prepare().map_err(ClientError::LedgerUnwritable)?;
     let mut transport = transport_for(&prepared.target)?;
     let mut events = Vec::new();
+    // Events are masked before anyone sees them (super::redact).
+    let masker = Masker::new(&prepared.request.secrets);
+    let mut masked = masker.events();
+    let mut emit = |ev: proto::Event| {
+        on_event(&ev);
+        events.push(ev);
+    };
     let result = transport
         .run(&prepared.request, &mut |ev| {
-            events.push(ev.clone());
-            on_event(ev)
+            masked.event(ev).into_iter().for_each(&mut emit)
         })
         .map_err(|e| ClientError::Transport {
             target: transport.name(),
             source: Box::new(e),
         })?;
+    masked.finish().into_iter().for_each(&mut emit);
     let outcome = finish(*prepared, result, started_at_ms)?;
     super::record::record(&ledger, &outcome, events, spec.record_io)?;
     Ok(outcome)
@@ -199,6 +207,8 @@ fn integrity_refusal(
         lock: refusal.mark,
         integrity: refusal.integrity,
         input,
+        redact: Masker::default(),
+        secret_warnings: Vec::new(),
     }))
 }
 
@@ -293,6 +303,9 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
                 )),
             );
             result.status = Status::InputInvalid;
+            // The schema's messages quote the input, which may hold a declared secret.
+            let redact = Masker::new(&read_secrets(&policy.secrets));
+            redact.mask_result(&mut result);
             Preparation::Refused(Box::new(Outcome {
                 result,
                 skill: skill.name.clone(),
@@ -309,6 +322,8 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
                 lock: lock_mark,
                 integrity: Vec::new(),
                 input,
+                redact,
+                secret_warnings: Vec::new(),
             }))
         };
     let raw_bytes = serde_json::to_vec(&spec.raw_input)?;
@@ -370,11 +385,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             ),
         ));
     }
-    let secrets: BTreeMap<String, String> = policy
-        .secrets
-        .iter()
-        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
-        .collect();
+    let secrets = read_secrets(&policy.secrets);
 
     let bundle = bundle_of(root, &tree)?;
     let digest = tree.bundle_sha256();
@@ -421,6 +432,14 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     })))
 }
 
+/// The values of the named secrets that the environment has.
+fn read_secrets(names: &[String]) -> BTreeMap<String, String> {
+    names
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect()
+}
+
 /// Check the output contract, copy written files back, and fill in the fingerprints.
 pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> Result<Outcome> {
     let script = prepared.request.script.clone();
@@ -428,6 +447,10 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         check_output(&prepared.skill_root, &script, &mut result)?;
     }
     write_back(&prepared.workspace, &result.written)?;
+    // What the run shows is masked; its output and written files are not, but are warned about.
+    let redact = Masker::new(&prepared.request.secrets);
+    let secret_warnings = redact.warnings(&result);
+    redact.mask_result(&mut result);
     let input_json = serde_json::to_vec(&prepared.request.input)?;
     let output_json = result
         .output
@@ -455,6 +478,8 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         integrity: Vec::new(),
         input: prepared.request.input,
         result,
+        redact,
+        secret_warnings,
     })
 }
 

@@ -13,6 +13,8 @@ pub fn ledger() -> Result<Ledger> {
 
 /// Append the record of one run (refused or not). `events` are what the run streamed; only the
 /// non-content ones are kept ([`ledger::audit_events`]); `record_io` keeps the documents and streams.
+/// Nothing here holds a declared secret: the events and result come masked from the pipeline, and
+/// the documents are masked here ([`super::redact`]); the digests are of the real documents.
 pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool) -> Result<()> {
     let (events, events_dropped) = ledger::audit_events(events);
     let r = &o.result;
@@ -31,12 +33,16 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         input: IoDigest {
             bytes: o.input_bytes,
             sha256: o.input_sha256.clone(),
-            data: record_io.then(|| o.input.clone()),
+            data: record_io.then(|| o.redact.mask_json(&o.input)),
         },
         output: IoDigest {
             bytes: o.output_bytes,
             sha256: o.output_sha256.clone(),
-            data: r.output.clone().filter(|_| record_io),
+            data: r
+                .output
+                .as_ref()
+                .filter(|_| record_io)
+                .map(|v| o.redact.mask_json(v)),
         },
         status: r.status,
         exit_code: r.status.exit_code(),

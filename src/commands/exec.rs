@@ -67,8 +67,13 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
             "{}",
             serde_json::to_string_pretty(&render::result_json(&outcome)?)?
         );
-    } else if result.status != Status::Ok {
-        render::print_failure(result);
+    } else {
+        for w in &outcome.secret_warnings {
+            eprintln!("band: warning: {w}");
+        }
+        if result.status != Status::Ok {
+            render::print_failure(result);
+        }
     }
     Ok(result.status.exit_code())
 }

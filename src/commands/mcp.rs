@@ -173,6 +173,11 @@ pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
                 files.join(", ")
             )));
         }
+        for w in &outcome.secret_warnings {
+            result
+                .content
+                .push(ContentBlock::text(format!("band: warning: {w}")));
+        }
         return result;
     }
     let stderr_tail = {
@@ -193,6 +198,7 @@ pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
         "insist_missing": r.insist_missing,
         "stderr": stderr_tail,
         "run_id": r.run_id,
+        "secret_warnings": outcome.secret_warnings,
     }))
 }
 
@@ -387,6 +393,8 @@ mod tests {
             lock: band::ledger::LockMark::Unlocked,
             integrity: Vec::new(),
             input: serde_json::Value::Null,
+            redact: Default::default(),
+            secret_warnings: Vec::new(),
         }
     }
 
@@ -521,6 +529,29 @@ mod tests {
             ),
             (json!("error"), json!(2), json!("export it"))
         );
+    }
+
+    #[test]
+    fn results_carry_the_secret_warnings() {
+        let warning =
+            "the output contains the secret TOKEN (band masks secrets in logs, not in output)";
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!({"t": "value"}));
+        let mut o = outcome(ok);
+        o.secret_warnings = vec![warning.into()];
+        let r = call_result(&o);
+        assert!(
+            r.content.iter().any(|c| c
+                .as_text()
+                .is_some_and(|t| t.text == format!("band: warning: {warning}"))),
+            "{:?}",
+            r.content
+        );
+        o.result.status = Status::ScriptFailed;
+        let s = call_result(&o).structured_content.unwrap();
+        assert_eq!(s["secret_warnings"], json!([warning]));
     }
 
     #[test]

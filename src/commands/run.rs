@@ -115,6 +115,9 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
                 trace::render(result, &allow_cli(&spec.skill_root, &spec.script))
             );
         }
+        for w in &outcome.secret_warnings {
+            eprintln!("band: warning: {w}");
+        }
         let m = &result.metrics;
         match result.status {
             Status::Ok => eprintln!(

@@ -19,6 +19,7 @@ mod docs;
 mod exec;
 mod mcp;
 mod run;
+mod secrets;
 mod skills;
 mod vm_cli;
 mod vm_e2e;
