@@ -6,6 +6,7 @@
 //! refuse to run on any error.
 
 pub mod locate;
+pub mod prescan;
 pub mod skill_md;
 
 use std::path::{Path, PathBuf};
@@ -211,12 +212,26 @@ pub enum FrontmatterError {
     NoOpening,
     #[error("the frontmatter is never closed")]
     NotClosed,
+    /// The frontmatter exceeds a limit of the pre-scan ([`prescan`]); it is not parsed.
+    #[error("{}", .0.excess)]
+    TooComplex(prescan::TooComplex),
 }
 
 impl FrontmatterError {
     /// Where the diagnostic points: the first line, where the frontmatter should open.
     pub fn loc(&self) -> Loc {
-        Loc::new(1, 1)
+        match self {
+            FrontmatterError::TooComplex(t) => t.loc,
+            _ => Loc::new(1, 1),
+        }
+    }
+
+    /// The diagnostic code: F001, or F013 for frontmatter over the pre-scan's limits.
+    pub fn code(&self) -> Code {
+        match self {
+            FrontmatterError::TooComplex(_) => Code::FrontmatterTooComplex,
+            _ => Code::MissingFrontmatter,
+        }
     }
 
     /// What to do about it, for a band file.
@@ -226,11 +241,16 @@ impl FrontmatterError {
                 "a band file is YAML frontmatter between two `---` lines, then optional Markdown"
             }
             FrontmatterError::NotClosed => "end the frontmatter with a line holding only `---`",
+            FrontmatterError::TooComplex(t) => t.excess.hint(),
         }
     }
 }
 
 /// Split `---` frontmatter from the body. Returns (yaml, first yaml line, body).
+///
+/// The frontmatter is also pre-scanned ([`prescan::prescan`]): anything that could make the YAML
+/// parser slow (deep nesting, many aliases, size) is refused here, in linear time, so every
+/// caller that parses the YAML afterwards parses bounded input.
 pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), FrontmatterError> {
     let src = source.strip_prefix('\u{feff}').unwrap_or(source);
     let first_end = src.find('\n').unwrap_or(src.len());
@@ -244,6 +264,7 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), Frontmatte
         if t == "---" || t == "..." {
             let yaml = &src[yaml_start..offset];
             let body = &src[offset + line.len()..];
+            prescan::prescan(yaml, 2).map_err(FrontmatterError::TooComplex)?;
             return Ok((yaml, 2, body));
         }
         offset += line.len();
@@ -358,10 +379,8 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
     let (yaml, first, body) = match split_frontmatter(source) {
         Ok(x) => x,
         Err(e) => {
-            p.diags.push(
-                Diagnostic::new(Code::MissingFrontmatter, path, e.loc(), e.to_string())
-                    .with_hint(e.hint()),
-            );
+            p.diags
+                .push(Diagnostic::new(e.code(), path, e.loc(), e.to_string()).with_hint(e.hint()));
             return Parsed {
                 band: None,
                 diagnostics: p.diags,
