@@ -944,6 +944,29 @@ impl FieldParser<'_> {
                 );
             }
         }
+        for (i, rule) in band.deny.cli.iter().enumerate() {
+            let Ok(pattern) = crate::policy::cli::CliPattern::parse(rule) else {
+                continue;
+            };
+            if let (Some(flags), Some(command)) = (pattern.unmodelled_flags(), pattern.command()) {
+                self.warn(
+                    Code::DenyFlagsUnmodelled,
+                    &[Step::Key("deny"), Step::Key("cli"), Step::Index(i)],
+                    format!(
+                        "`deny.cli` rule `{rule}` names flags ({}) of `{command}`, which band has no option model for: it denies only these spellings (and short clusters such as `-ab`), not long or abbreviated names, `--opt=value` forms or other letters for the same option; and no deny pattern stops the same effect reached another way (`find -delete`, a script in another language, an allowed interpreter)",
+                        flags.join(" ")
+                    ),
+                    Some(format!(
+                        "prefer a narrow `allow.cli` pattern for `{command}` that states what may run; deny patterns on flags understand other spellings only for {}",
+                        crate::policy::options::MODELS
+                            .iter()
+                            .map(|m| m.command)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                );
+            }
+        }
         let policy = crate::policy::Policy {
             deny: band.deny.clone(),
             ..Default::default()

@@ -212,3 +212,74 @@ fn real_bands_are_within_the_limits() {
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("F013"), "{out}");
 }
+
+/// Issue 13, item 10, through the real gate: band-shim asks band-server about every `rm` the
+/// script runs; `deny: rm -rf *` refuses each spelling of it with exit 126, `rm x` runs. (Before
+/// the option models, `rm -Rf` and `rm --recursive --force` passed.)
+#[test]
+fn privileged_deny_cli_catches_every_spelling_of_rm_rf() {
+    if crate::common::skip("privileged_deny_cli_catches_every_spelling_of_rm_rf") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    fs_err::write(
+        t.path().join("rm.band.md"),
+        "---\nband: rm-probe\ndescription: d\nallow:\n  cli: [\"sh *\", \"rm *\"]\ndeny:\n  cli: [\"rm -rf *\"]\n---\n",
+    )
+    .expect("write");
+    let probe = r#"cd /tmp || exit 9
+for flags in "-Rf" "--recursive --force" "-r -f" "-f -r" "-fR" "--force -R" "--rec --for"; do
+  mkdir -p d && touch d/f
+  rm $flags d
+  echo "rm $flags: $? $(test -e d/f && echo kept || echo gone)"
+done
+touch y
+rm y
+echo "rm y: $? $(test -e y && echo kept || echo gone)"
+"#;
+    let (code, out, err) = band(
+        &[
+            "exec",
+            "--json",
+            "--band",
+            "rm.band.md",
+            "--",
+            "sh",
+            "-c",
+            probe,
+        ],
+        t.path(),
+    );
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or(""),
+        "rm -Rf: 126 kept\n\
+         rm --recursive --force: 126 kept\n\
+         rm -r -f: 126 kept\n\
+         rm -f -r: 126 kept\n\
+         rm -fR: 126 kept\n\
+         rm --force -R: 126 kept\n\
+         rm --rec --for: 126 kept\n\
+         rm y: 0 gone\n",
+        "{v}"
+    );
+    let denied: Vec<_> = v["denied"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| (d["argv"].clone(), d["rule"].clone()))
+        .collect();
+    assert_eq!(denied.len(), 7, "{v}");
+    assert!(
+        denied.iter().all(|(_, rule)| rule == "rm -rf *"),
+        "{denied:?}"
+    );
+    // The script handled the refusals itself (each `rm` exited 126) and ended well; the run
+    // records every denied call.
+    assert_eq!((code, v["status"].as_str()), (0, Some("ok")), "{v}");
+    assert_eq!(
+        denied[1].0,
+        serde_json::json!(["rm", "--recursive", "--force", "d"])
+    );
+}
