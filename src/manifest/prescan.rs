@@ -8,16 +8,16 @@
 //!
 //! - more than [`MAX_FRONTMATTER_BYTES`] bytes;
 //! - flow collections (`[`, `{`) nested deeper than [`MAX_FLOW_DEPTH`];
-//! - more than [`MAX_BRACKETS`] `[` and `{` in all. This bound needs no YAML lexing (comments
-//!   aside) and caps the parser's flow depth whatever quotes hide, so the parse after the scan costs
-//!   at most tokens × [`MAX_BRACKETS`]: linear;
+//! - more than [`MAX_BRACKETS`] `[` and `{` in all, wherever they are (strings and comments
+//!   included). This bound needs no YAML lexing and caps the parser's flow depth whatever quotes
+//!   hide, so the parse after the scan costs at most tokens × [`MAX_BRACKETS`]: linear;
 //! - block indentation (a stack of increasing line indents, compact `- `/`? ` items included)
 //!   deeper than [`MAX_BLOCK_DEPTH`];
 //! - more than [`MAX_ANCHORS`] anchors (`&name`) or [`MAX_ALIASES`] aliases (`*name`); the
 //!   deserializer additionally stops any alias expansion beyond 100 × the document's events.
 //!
-//! The scan over-approximates (a `[` inside a quoted string counts), so it can only refuse more,
-//! never let a deeper document through. Each byte is visited once; the indent stack pushes at most
+//! The scan over-approximates (a `[` inside a quoted string or a comment counts), so it can only
+//! refuse more, never let a deeper document through. Each byte is visited once; the indent stack pushes at most
 //! one entry per indent it sees and pops each entry at most once.
 
 use crate::diag::Loc;
@@ -157,7 +157,8 @@ impl Scan {
         {
             self.visited += i;
         }
-        // The rest: brackets, anchors and aliases, up to a comment.
+        // The rest: brackets, anchors and aliases. Comments are not skipped: a ` #` inside a
+        // quoted string is no comment, and telling the two apart would take a YAML lexer.
         let mut prev = if i == 0 {
             None
         } else {
@@ -169,7 +170,6 @@ impl Scan {
                 self.visited += 1;
             }
             match b {
-                b'#' if matches!(prev, None | Some(b' ' | b'\t')) => return Ok(()),
                 b'[' | b'{' => {
                     self.flow_depth += 1;
                     self.brackets += 1;
@@ -223,7 +223,7 @@ description: |
     - nested notes [see docs]
       - deeper
 allow:
-  cli: ["gh issue *", "jq *", 'rm -rf *']   # a comment [ with { brackets
+  cli: ["gh issue *", "jq *", 'rm -rf *']   # a comment [with] {brackets}
   net:
     - api.github.com
     - "*.githubusercontent.com"
@@ -261,6 +261,15 @@ matrix: [[1, 2], [3, {a: [4]}]]
         // `"]"` lowers the naive depth, but the bracket count still bounds the parser's depth.
         let sneaky = format!("a: {}", r#"[ "]" "#.repeat(2000));
         assert_eq!(err(&sneaky).map(|e| e.0), Some(Excess::Brackets));
+        // A ` #` inside a string is no comment: what follows still counts.
+        let hash = format!("x: [\"a #\", {}", "[".repeat(200_000));
+        assert_eq!(err(&hash), Some((Excess::FlowDepth, Loc::new(2, 11 + 64))));
+        let comment = format!("x: 1 # {}", "[".repeat(100));
+        assert_eq!(
+            err(&comment).map(|e| e.0),
+            Some(Excess::FlowDepth),
+            "comments count too"
+        );
         // Many small lists are fine up to the count.
         let many = "- [a]\n".repeat(MAX_BRACKETS);
         assert_eq!(err(&many), None);

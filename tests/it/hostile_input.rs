@@ -96,6 +96,25 @@ fn brackets_closed_inside_strings_still_count() {
 }
 
 #[test]
+fn a_hash_in_a_string_hides_nothing() {
+    // ` #` inside a quoted string is no comment: the brackets after it still count.
+    let yaml = format!(
+        "band: x\ndescription: d\nx: [\"a #\", {}",
+        "[".repeat(200_000)
+    );
+    let (code, diags) = lint_band(&yaml);
+    assert_eq!(code, 1);
+    assert_eq!(
+        diags,
+        vec![f013(
+            4,
+            11 + 64,
+            "flow collections (`[` and `{`) nest deeper than 64 levels"
+        )]
+    );
+}
+
+#[test]
 fn deep_block_indentation() {
     let mut yaml = String::from("band: x\ndescription: d\n");
     for n in 0..400 {
