@@ -95,6 +95,23 @@ fn main() {
         "band lint (binary)",
         measure(iters, || lint_binary(&band_bin, &root)),
     ));
+    // Issue 13, item 9: a hostile band file is refused by the pre-scan in linear time (it took
+    // 18.6 s to parse before).
+    let hostile = dir.path().join("hostile");
+    write(
+        &hostile.join("x.band.md"),
+        &format!(
+            "---\nband: x\ndescription: d\nx: {}\n---\n",
+            "[".repeat(200_000)
+        ),
+    );
+    rows.push((
+        "band lint (library), one 200 KB band file of nested `[`",
+        measure(iters, || {
+            let r = band::lint::lint_paths(std::slice::from_ref(&hostile));
+            assert!(r.diagnostics.iter().any(|d| d.code.as_str() == "F013"));
+        }),
+    ));
 
     let cat = rows[0].1.p50;
     let parse = rows[1].1.p50;

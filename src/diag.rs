@@ -87,6 +87,7 @@ codes! {
     BadReference = "F010", "bad-reference", Error, "A `path`, `extends` or `includes` reference cannot be resolved, escapes, or forms a cycle.";
     Ignored = "F011", "ignored-field", Warning, "A field band accepts for compatibility but does not use.";
     FileUnreadable = "F012", "file-unreadable", Error, "A file could not be read.";
+    FrontmatterTooComplex = "F013", "frontmatter-too-complex", Error, "The frontmatter exceeds a parsing limit (size, nesting depth, brackets, anchors or aliases), so it is not parsed.";
     // P: policy rules
     InvalidPattern = "P001", "invalid-pattern", Error, "A rule pattern is malformed or uses characters band refuses.";
     DenyInsist = "P002", "deny-insist", Error, "An item is insisted on but also denied, so the run could never satisfy it.";
@@ -95,6 +96,7 @@ codes! {
     DuplicateRule = "P005", "duplicate-rule", Warning, "The same rule appears twice in one list.";
     CeilingExceeded = "P006", "ceiling-exceeded", Warning, "An extended or included band asks for more than its parent allows; the extra is dropped.";
     RequiresUnsatisfied = "P007", "requires-unsatisfied", Error, "An included band requires network egress that the effective policy denies.";
+    DenyFlagsUnmodelled = "P008", "deny-flags-unmodelled", Warning, "A cli deny pattern names flags of a command band has no option model for, so other spellings of the same options are not denied.";
     // L: limits
     InvalidLimit = "L001", "invalid-limit", Error, "A limit is not a number or a valid human size/duration.";
     LimitOutOfRange = "L002", "limit-out-of-range", Error, "A limit is outside the range band accepts.";

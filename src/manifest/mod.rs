@@ -6,6 +6,7 @@
 //! refuse to run on any error.
 
 pub mod locate;
+pub mod prescan;
 pub mod skill_md;
 
 use std::path::{Path, PathBuf};
@@ -211,12 +212,26 @@ pub enum FrontmatterError {
     NoOpening,
     #[error("the frontmatter is never closed")]
     NotClosed,
+    /// The frontmatter exceeds a limit of the pre-scan ([`prescan`]); it is not parsed.
+    #[error("{}", .0.excess)]
+    TooComplex(prescan::TooComplex),
 }
 
 impl FrontmatterError {
     /// Where the diagnostic points: the first line, where the frontmatter should open.
     pub fn loc(&self) -> Loc {
-        Loc::new(1, 1)
+        match self {
+            FrontmatterError::TooComplex(t) => t.loc,
+            _ => Loc::new(1, 1),
+        }
+    }
+
+    /// The diagnostic code: F001, or F013 for frontmatter over the pre-scan's limits.
+    pub fn code(&self) -> Code {
+        match self {
+            FrontmatterError::TooComplex(_) => Code::FrontmatterTooComplex,
+            _ => Code::MissingFrontmatter,
+        }
     }
 
     /// What to do about it, for a band file.
@@ -226,11 +241,16 @@ impl FrontmatterError {
                 "a band file is YAML frontmatter between two `---` lines, then optional Markdown"
             }
             FrontmatterError::NotClosed => "end the frontmatter with a line holding only `---`",
+            FrontmatterError::TooComplex(t) => t.excess.hint(),
         }
     }
 }
 
 /// Split `---` frontmatter from the body. Returns (yaml, first yaml line, body).
+///
+/// The frontmatter is also pre-scanned ([`prescan::prescan`]): anything that could make the YAML
+/// parser slow (deep nesting, many aliases, size) is refused here, in linear time, so every
+/// caller that parses the YAML afterwards parses bounded input.
 pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), FrontmatterError> {
     let src = source.strip_prefix('\u{feff}').unwrap_or(source);
     let first_end = src.find('\n').unwrap_or(src.len());
@@ -244,6 +264,7 @@ pub fn split_frontmatter(source: &str) -> Result<(&str, usize, &str), Frontmatte
         if t == "---" || t == "..." {
             let yaml = &src[yaml_start..offset];
             let body = &src[offset + line.len()..];
+            prescan::prescan(yaml, 2).map_err(FrontmatterError::TooComplex)?;
             return Ok((yaml, 2, body));
         }
         offset += line.len();
@@ -358,10 +379,8 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
     let (yaml, first, body) = match split_frontmatter(source) {
         Ok(x) => x,
         Err(e) => {
-            p.diags.push(
-                Diagnostic::new(Code::MissingFrontmatter, path, e.loc(), e.to_string())
-                    .with_hint(e.hint()),
-            );
+            p.diags
+                .push(Diagnostic::new(e.code(), path, e.loc(), e.to_string()).with_hint(e.hint()));
             return Parsed {
                 band: None,
                 diagnostics: p.diags,
@@ -922,6 +941,29 @@ impl FieldParser<'_> {
                     &[Step::Key("requires"), Step::Key("secrets"), Step::Index(i)],
                     format!("`{name}` is required but not listed in `env.secrets`, so the script would never see it"),
                     Some(format!("add `{name}` to `env.secrets`")),
+                );
+            }
+        }
+        for (i, rule) in band.deny.cli.iter().enumerate() {
+            let Ok(pattern) = crate::policy::cli::CliPattern::parse(rule) else {
+                continue;
+            };
+            if let (Some(flags), Some(command)) = (pattern.unmodelled_flags(), pattern.command()) {
+                self.warn(
+                    Code::DenyFlagsUnmodelled,
+                    &[Step::Key("deny"), Step::Key("cli"), Step::Index(i)],
+                    format!(
+                        "`deny.cli` rule `{rule}` names flags ({}) of `{command}`, which band has no option model for: it denies only these spellings (and short clusters such as `-ab`), not long or abbreviated names, `--opt=value` forms or other letters for the same option; and no deny pattern stops the same effect reached another way (`find -delete`, a script in another language, an allowed interpreter)",
+                        flags.join(" ")
+                    ),
+                    Some(format!(
+                        "prefer a narrow `allow.cli` pattern for `{command}` that states what may run; deny patterns on flags understand other spellings only for {}",
+                        crate::policy::options::MODELS
+                            .iter()
+                            .map(|m| m.command)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
                 );
             }
         }

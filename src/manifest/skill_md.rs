@@ -21,6 +21,13 @@ pub fn parse_skill_md(path: &Path, source: &str, folder: &str) -> (SkillMd, Vec<
     let mut out = SkillMd::default();
     let (yaml, first, body) = match split_frontmatter(source) {
         Ok(x) => x,
+        Err(e @ super::FrontmatterError::TooComplex(_)) => {
+            diags.push(
+                Diagnostic::new(e.code(), path, e.loc(), format!("SKILL.md: {e}"))
+                    .with_hint(e.hint()),
+            );
+            return (out, diags);
+        }
         Err(e) => {
             diags.push(
                 Diagnostic::new(Code::SkillMdField, path, e.loc(), format!("SKILL.md: {e}"))

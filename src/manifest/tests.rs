@@ -379,3 +379,27 @@ fn skill_md() {
         ]
     );
 }
+
+#[test]
+fn deny_flags_without_an_option_model_warn() {
+    let p = parse(
+        "---\nband: x\ndescription: d\nallow:\n  cli: [\"frob *\", \"rm *\"]\ndeny:\n  cli:\n    - rm -rf *\n    - frob -x --all *\n    - frob status\n---\n",
+    );
+    let got: Vec<_> = p
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.severity, d.loc.line, d.loc.col))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(Code::DenyFlagsUnmodelled, Severity::Warning, 9, 7)]
+    );
+    let d = &p.diagnostics[0];
+    assert!(d.message.contains("(-x --all) of `frob`"), "{}", d.message);
+    assert!(d.message.contains("`find -delete`"), "{}", d.message);
+    assert!(
+        d.hint.as_deref().unwrap_or("").contains("rm, sed, chmod"),
+        "{:?}",
+        d.hint
+    );
+}

@@ -23,12 +23,21 @@
 //! `rm -fr /`, `rm -r -f /` and `rm -f -r x`; and a deny pattern without flag tokens, such as
 //! `git status`, also denies `git status -s` (extra flags never escape a deny).
 //!
+//! Option models: for the commands in [`super::options::MODELS`] (rm, sed, chmod, chown, chgrp,
+//! cp, mv, git, curl, wget), a deny pattern is also matched on the normalised argv and pattern:
+//! case aliases (`rm -R` ≡ `-r`), long options and their unique abbreviations (`--recursive`,
+//! `--rec`), `--opt=value` ≡ `--opt value` ≡ `-ovalue` for options that take a value, values
+//! not mistaken for operands (`git -C dir push --force`), `--` ending the options. So
+//! `deny: rm -rf *` also denies `rm -Rf /`, `rm --recursive --force /`, and `deny: sed -i *` also
+//! denies `sed --in-place=.bak`. Allow patterns are never normalised: they match as written (or
+//! with their clusters expanded, as above), so they are never wider than written.
+//!
 //! Known limits (band-server applies these patterns to every call, by name or path, but they
 //! bound argv only, not what an allowed command then does; see docs/security.md):
-//! - long options are not equivalent to short ones: `deny: rm -rf *` does not deny
-//!   `rm --recursive --force /`;
-//! - option values are not understood: `git -C dir push --force` has `dir` as a non-flag element,
-//!   so `deny: git push --force *` does not match it.
+//! - a deny pattern on flags of a command without a model matches only the spellings above
+//!   (lint warns, P008);
+//! - no deny pattern stops the same effect reached another way: `find -delete`, `git push origin
+//!   +main`, a script in another language, an allowed interpreter.
 //!
 //! Precedence in [`CliMatcher`]: deny > allow > default deny.
 
@@ -36,6 +45,7 @@ use std::collections::BTreeSet;
 
 use globset::{GlobBuilder, GlobMatcher};
 
+use super::options::Item;
 use super::{Decision, PatternError};
 
 /// One token of a pattern.
@@ -244,6 +254,65 @@ pub struct CliPattern {
     flag_tokens: Vec<Token>,
     /// … and the other tokens, in order.
     positional_tokens: Vec<Token>,
+    /// For deny matching, when the command has an option model: the pattern normalised by it.
+    model_form: Option<ModelForm>,
+}
+
+/// A pattern normalised by its command's option model ([`super::options::normalize`]).
+#[derive(Debug, Clone)]
+struct ModelForm {
+    /// Canonical flag names, with the value the pattern requires, if any.
+    flags: Vec<(String, Option<Token>)>,
+    /// The operands, in order (the command first).
+    args: Vec<Token>,
+}
+
+impl ModelForm {
+    /// `None` when the command has no model or a flag of the pattern is a glob (it cannot be
+    /// normalised; the pattern is then matched as written only).
+    fn new(texts: &[&str], whole: &str) -> Option<ModelForm> {
+        let items = super::options::normalize(texts)?;
+        let mut flags = Vec::new();
+        let mut args = Vec::new();
+        for item in items {
+            match item {
+                Item::Flag { name, value } => {
+                    if name.contains(GLOB_META) {
+                        return None;
+                    }
+                    let value = match value {
+                        Some(v) => Some(token(&v, whole).ok()?),
+                        None => None,
+                    };
+                    flags.push((name, value));
+                }
+                Item::Arg(a) => args.push(token(&a, whole).ok()?),
+            }
+        }
+        Some(ModelForm { flags, args })
+    }
+
+    fn matches(&self, rest: bool, argv: &[String]) -> bool {
+        let Some(items) = super::options::normalize(argv) else {
+            return false;
+        };
+        let mut flags = Vec::new();
+        let mut args = Vec::new();
+        for item in &items {
+            match item {
+                Item::Flag { name, value } => flags.push((name.as_str(), value.as_deref())),
+                Item::Arg(a) => args.push(a.as_str()),
+            }
+        }
+        self.flags.iter().all(|(name, want)| {
+            flags.iter().any(|(n, v)| {
+                n == name
+                    && want
+                        .as_ref()
+                        .is_none_or(|t| v.is_some_and(|v| t.matches(v)))
+            })
+        }) && match_seq(&self.args, rest, &args)
+    }
 }
 
 impl CliPattern {
@@ -284,12 +353,15 @@ impl CliPattern {
             }
         }
         let positional_tokens = positional.into_iter().cloned().collect();
+        let texts: Vec<&str> = body.iter().map(|t| t.text.as_str()).collect();
+        let model_form = ModelForm::new(&texts, text);
         Ok(CliPattern {
             text: text.to_string(),
             tokens,
             rest,
             flag_tokens,
             positional_tokens,
+            model_form,
         })
     }
 
@@ -311,6 +383,17 @@ impl CliPattern {
             ));
         }
         Err(e.with_hint("command names may contain only letters, digits, `.`, `_`, `+` and `-`"))
+    }
+
+    /// The flag tokens of a pattern whose command band has no option model for (so, as a deny
+    /// pattern, it stops only the spellings it names); `None` otherwise.
+    pub fn unmodelled_flags(&self) -> Option<Vec<&str>> {
+        let command = self.command()?;
+        if self.flag_tokens.is_empty() || super::options::model(command).is_some() {
+            return None;
+        }
+        let (flags, _) = split_flags(&self.tokens, Token::text);
+        Some(flags.into_iter().map(Token::text).collect())
     }
 
     /// The pattern as written.
@@ -352,9 +435,17 @@ impl CliPattern {
     }
 
     /// Deny semantics: [`CliPattern::matches`], or every flag token of the pattern is among the
-    /// flags of the expanded argv and the other tokens match its non-flag elements in order.
+    /// flags of the expanded argv and the other tokens match its non-flag elements in order, or
+    /// the same holds for the pattern and argv normalised by the command's option model.
     pub fn matches_as_deny(&self, argv: &[String]) -> bool {
         if self.matches(argv) {
+            return true;
+        }
+        if self
+            .model_form
+            .as_ref()
+            .is_some_and(|m| m.matches(self.rest, argv))
+        {
             return true;
         }
         let expanded = expand(argv);
@@ -735,8 +826,11 @@ mod tests {
         assert_eq!(n.check(&argv("rm -r x")), allow("rm *"));
         assert_eq!(n.check(&argv("rm -f x")), allow("rm *"));
         assert_eq!(n.check(&argv("rm x")), allow("rm *"));
-        // Documented limit: long options are not the same as short ones.
-        assert_eq!(n.check(&argv("rm --recursive --force /")), allow("rm *"));
+        // Long options and case aliases, through rm's option model (issue 13).
+        assert_eq!(n.check(&argv("rm --recursive --force /")), d);
+        assert_eq!(n.check(&argv("rm -Rf /")), d);
+        assert_eq!(n.check(&argv("rm --force -R /")), d);
+        assert_eq!(n.check(&argv("rm --recursive x")), allow("rm *"));
         // After `--`, `-rf` is a file name.
         assert_eq!(n.check(&argv("rm -- -rf")), allow("rm *"));
     }
@@ -758,8 +852,103 @@ mod tests {
             allow("git *"),
             "extra operands are a different command"
         );
-        // Documented limit: option values are not understood.
-        assert_eq!(n.check(&argv("git -C dir push --force")), allow("git *"));
+        // Option values are understood through git's option model (issue 13).
+        assert_eq!(n.check(&argv("git -C dir push --force")), d);
+        assert_eq!(n.check(&argv("git -C dir push -f")), d);
+        assert_eq!(n.check(&argv("git -C dir push origin")), allow("git *"));
+        assert_eq!(
+            n.check(&argv("git -C push status")),
+            deny("git status"),
+            "`push` is -C's value"
+        );
+    }
+
+    #[test]
+    fn deny_matches_every_spelling_issue_13() {
+        let n = m(
+            &["rm *", "sed *", "chmod *", "curl *", "git *", "cp *"],
+            &[
+                "rm -rf *",
+                "sed -i *",
+                "chmod -R *",
+                "curl -X DELETE *",
+                "git push --force *",
+                "cp --force *",
+            ],
+        );
+        for (call, rule) in [
+            ("rm -Rf x", "rm -rf *"),
+            ("rm -fR x", "rm -rf *"),
+            ("rm --recursive --force x", "rm -rf *"),
+            ("rm -r -f x", "rm -rf *"),
+            ("rm -f -r x", "rm -rf *"),
+            ("rm --rec -f x", "rm -rf *"),
+            ("rm x --force -R", "rm -rf *"),
+            ("sed --in-place s/a/b/ f", "sed -i *"),
+            ("sed --in-place=.bak s/a/b/ f", "sed -i *"),
+            ("sed -i.bak s/a/b/ f", "sed -i *"),
+            ("sed -ni s/a/b/ f", "sed -i *"),
+            ("chmod --recursive 777 /", "chmod -R *"),
+            ("curl --request=DELETE https://x", "curl -X DELETE *"),
+            ("curl -XDELETE https://x", "curl -X DELETE *"),
+            ("curl -sXDELETE https://x", "curl -X DELETE *"),
+            ("git push origin main -f", "git push --force *"),
+            ("git -c a=b push --force", "git push --force *"),
+            ("cp -f a b", "cp --force *"),
+            ("cp -rf a b", "cp --force *"),
+            // `-i` here is -e's value; the pattern as written still denies it (fail closed).
+            ("sed -e -i f", "sed -i *"),
+        ] {
+            assert_eq!(n.check(&argv(call)), deny(rule), "{call}");
+        }
+        for (call, rule) in [
+            ("rm -r x", "rm *"),
+            ("rm --force x", "rm *"),
+            ("rm -- -rf", "rm *"),
+            ("sed -n s/a/b/ f", "sed *"),
+            ("chmod -r f", "chmod *"),
+            ("curl -X GET https://x", "curl *"),
+            ("curl -d DELETE https://x", "curl *"),
+            ("git push --force-with-lease", "git *"),
+            ("git commit -f", "git *"),
+            ("cp -r a b", "cp *"),
+        ] {
+            assert_eq!(n.check(&argv(call)), allow(rule), "{call}");
+        }
+    }
+
+    #[test]
+    fn deny_patterns_are_normalised_too() {
+        let n = m(&["rm *"], &["rm --recursive --force *"]);
+        let d = deny("rm --recursive --force *");
+        assert_eq!(n.check(&argv("rm -rf x")), d);
+        assert_eq!(n.check(&argv("rm -Rf x")), d);
+        assert_eq!(n.check(&argv("rm -r x")), allow("rm *"));
+    }
+
+    #[test]
+    fn allow_is_not_widened() {
+        // An allow pattern matches as written (and with clusters expanded), never other spellings.
+        let n = m(&["rm -r *"], &[]);
+        assert_eq!(n.check(&argv("rm -r x")), allow("rm -r *"));
+        assert_eq!(n.check(&argv("rm -R x")), Decision::Default);
+        assert_eq!(n.check(&argv("rm --recursive x")), Decision::Default);
+        let s = m(&["sed -i *"], &[]);
+        assert_eq!(s.check(&argv("sed --in-place x f")), Decision::Default);
+    }
+
+    #[test]
+    fn unmodelled_flags() {
+        assert_eq!(
+            p("frob -x --all *").unmodelled_flags(),
+            Some(vec!["-x", "--all"])
+        );
+        assert_eq!(p("frob sub *").unmodelled_flags(), None);
+        assert_eq!(p("rm -rf *").unmodelled_flags(), None);
+        // Without a model, long spellings are not caught (what P008 warns about).
+        let n = m(&["frob *"], &["frob -x *"]);
+        assert_eq!(n.check(&argv("frob --extra")), allow("frob *"));
+        assert_eq!(n.check(&argv("frob -vx")), deny("frob -x *"));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod compose;
 pub mod fs;
 pub mod net;
+pub mod options;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -17,6 +17,7 @@ mod authoring;
 mod cli;
 mod docs;
 mod exec;
+mod hostile_input;
 mod mcp;
 mod run;
 mod secrets;
