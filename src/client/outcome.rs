@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::workspace::WorkspaceRoot;
 use crate::ledger::LockMark;
 use crate::manifest::Target;
 use crate::proto::{RunRequest, RunResult};
@@ -33,7 +34,8 @@ pub struct Prepared {
     pub request: RunRequest,
     pub target: Target,
     pub skill_root: PathBuf,
-    pub workspace: PathBuf,
+    /// The workspace folder, opened once; the write-back goes through it.
+    pub workspace: WorkspaceRoot,
     /// SHA-256 over the band files that made the policy, in resolution order.
     pub band_sha256: String,
     /// SHA-256 of the effective policy as JSON.

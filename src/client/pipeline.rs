@@ -391,7 +391,8 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             )?));
         }
     }
-    let workspace = super::workspace::read_workspace(&spec.workspace, &compiled)?;
+    let ws_root = super::workspace::WorkspaceRoot::open(&spec.workspace)?;
+    let workspace = super::workspace::read_workspace(&ws_root, &compiled)?;
     let request = RunRequest {
         protocol: proto::PROTOCOL_VERSION,
         run_id,
@@ -411,7 +412,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         request,
         target,
         skill_root: root.clone(),
-        workspace: spec.workspace.clone(),
+        workspace: ws_root,
         band_sha256,
         policy_sha256,
         lock: lock_mark,

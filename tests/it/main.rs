@@ -22,3 +22,4 @@ mod run;
 mod skills;
 mod vm_cli;
 mod vm_e2e;
+mod workspace;
