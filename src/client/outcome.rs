@@ -21,6 +21,9 @@ pub struct RunSpec {
     /// `--target`, overriding the band's `execution.target` and the user config.
     pub target: Option<String>,
     pub trace: bool,
+    /// Let the workspace be a system folder, or (under sudo) a folder the invoking user does not
+    /// own (`--allow-system-workspace`; see [`super::workspace::check_root`]).
+    pub allow_system_workspace: bool,
     /// Refuse a skill that has no `band.lock` (`--require-lock`; `require_lock` in the user
     /// config has the same effect).
     pub require_lock: bool,

@@ -391,7 +391,11 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             )?));
         }
     }
-    let ws_root = super::workspace::WorkspaceRoot::open(&spec.workspace)?;
+    let ws_root = super::workspace::WorkspaceRoot::open(
+        &spec.workspace,
+        spec.workspace != Path::new("."),
+        spec.allow_system_workspace,
+    )?;
     let workspace = super::workspace::read_workspace(&ws_root, &compiled)?;
     let request = RunRequest {
         protocol: proto::PROTOCOL_VERSION,

@@ -10,6 +10,10 @@
 //! from the opened descriptor after `fstat` says it is a regular file of the expected size, and
 //! written under a fresh temporary name (`O_CREAT | O_EXCL | O_NOFOLLOW`) then renamed into place
 //! within the same directory descriptor.
+//!
+//! Before any of that, [`check_root`] refuses a workspace that is, holds or lies in a system
+//! tree (`/`, `/etc`, `/usr`, …) and, under sudo, one the invoking user does not own, unless the
+//! caller asked for it deliberately (`--allow-system-workspace`).
 
 use std::ffi::{CStr, OsStr};
 use std::io::{Read, Write};
@@ -35,6 +39,10 @@ fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientErro
 /// The most workspace data sent to a run.
 const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
 
+/// The flag that lets a run use a system tree, or another user's folder under sudo, as its
+/// workspace.
+pub const ALLOW_SYSTEM_FLAG: &str = "--allow-system-workspace";
+
 /// The workspace folder, opened once: every later read and write goes through this descriptor.
 #[derive(Debug, Clone)]
 pub struct WorkspaceRoot {
@@ -53,8 +61,10 @@ fn io_error(what: &str, path: &Path, e: impl Into<std::io::Error>) -> ClientErro
 }
 
 impl WorkspaceRoot {
-    /// Open `dir` (symlinks in the path the user gave are followed, once, here).
-    pub fn open(dir: &Path) -> Result<WorkspaceRoot> {
+    /// Open `dir` (symlinks in the path the user gave are followed, once, here), and check it
+    /// with [`check_root`]. `given` says whether the user named it (`--workspace`) or it is the
+    /// current directory.
+    pub fn open(dir: &Path, given: bool, allow_system: bool) -> Result<WorkspaceRoot> {
         let fd = match rustix::fs::open(
             dir,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -70,6 +80,31 @@ impl WorkspaceRoot {
             Err(e) => return Err(io_error("open the workspace", dir, e)),
         };
         let path = opened_path(&fd, dir);
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_error("stat the workspace", &path, e))?;
+        let facts = RootFacts {
+            euid: rustix::process::geteuid().as_raw(),
+            sudo_uid: std::env::var("SUDO_UID")
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
+            owner: st.st_uid,
+        };
+        if !allow_system && let Some(why) = check_root(&path, &facts) {
+            let whose = if given {
+                format!("workspace {}", path.display())
+            } else {
+                format!(
+                    "workspace {} (the current directory; no --workspace was given)",
+                    path.display()
+                )
+            };
+            return Err(user_error(
+                format!("refusing to use {whose}: {why}"),
+                format!(
+                    "run band from a project folder or pass --workspace DIR; to use this folder \
+                     deliberately, add {ALLOW_SYSTEM_FLAG}"
+                ),
+            ));
+        }
         Ok(WorkspaceRoot {
             path,
             fd: Arc::new(fd),
@@ -89,6 +124,81 @@ fn opened_path(fd: &OwnedFd, dir: &Path) -> PathBuf {
     }
     let _ = fd;
     fs_err::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// What [`check_root`] needs to know besides the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootFacts {
+    /// band's effective uid.
+    pub euid: u32,
+    /// `$SUDO_UID`, when band was started through sudo.
+    pub sudo_uid: Option<u32>,
+    /// The owner of the workspace folder.
+    pub owner: u32,
+}
+
+/// System trees no workspace may be, lie in, or contain. (`/` contains all of them.)
+pub const SYSTEM_TREES: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/cache",
+    "/var/lib",
+    "/var/log",
+    "/var/mail",
+    "/var/spool",
+    // macOS (/etc and /var are links into /private there).
+    "/System",
+    "/Library",
+    "/private/etc",
+    "/private/var",
+];
+
+/// Folders that hold every user's home: refused themselves (not the homes inside).
+pub const HOME_PARENTS: &[&str] = &["/home", "/Users"];
+
+/// Why `canonical` must not be a workspace, if it must not. Pure: the path is canonical (no `..`,
+/// no symlinks) and `facts` say who runs band and who owns the folder.
+pub fn check_root(canonical: &Path, facts: &RootFacts) -> Option<String> {
+    if canonical == Path::new("/") {
+        return Some("it is the root of the file system".into());
+    }
+    for tree in SYSTEM_TREES.iter().map(Path::new) {
+        if canonical == tree {
+            return Some(format!("{} is a system folder", tree.display()));
+        }
+        if canonical.starts_with(tree) {
+            return Some(format!("it lies in the system folder {}", tree.display()));
+        }
+        if tree.starts_with(canonical) {
+            return Some(format!("it holds the system folder {}", tree.display()));
+        }
+    }
+    if HOME_PARENTS.iter().any(|h| canonical == Path::new(h)) {
+        return Some("it holds every user's home folder".into());
+    }
+    if facts.euid == 0
+        && let Some(uid) = facts.sudo_uid
+        && uid != facts.owner
+    {
+        return Some(format!(
+            "band runs as root through sudo (SUDO_UID={uid}) and the folder belongs to uid {}, \
+             not to you",
+            facts.owner
+        ));
+    }
+    None
 }
 
 /// Open one component `name` beneath `dir`, never following a symlink (nor a magic link, nor
@@ -426,8 +536,68 @@ mod tests {
 
     use super::*;
 
+    fn facts(euid: u32, sudo_uid: Option<u32>, owner: u32) -> RootFacts {
+        RootFacts {
+            euid,
+            sudo_uid,
+            owner,
+        }
+    }
+
+    fn why(path: &str, f: RootFacts) -> Option<String> {
+        check_root(Path::new(path), &f)
+    }
+
+    #[test]
+    fn system_trees_their_insides_and_their_parents_are_refused() {
+        let user = facts(1000, None, 1000);
+        for (path, expected) in [
+            ("/", "it is the root of the file system"),
+            ("/etc", "/etc is a system folder"),
+            ("/etc/cron.d", "it lies in the system folder /etc"),
+            ("/usr/local/src", "it lies in the system folder /usr"),
+            ("/root", "/root is a system folder"),
+            ("/var", "it holds the system folder /var/cache"),
+            ("/var/lib/docker", "it lies in the system folder /var/lib"),
+            ("/boot", "/boot is a system folder"),
+            ("/lib64", "/lib64 is a system folder"),
+            ("/proc/self", "it lies in the system folder /proc"),
+            ("/home", "it holds every user's home folder"),
+            ("/private/etc", "/private/etc is a system folder"),
+        ] {
+            assert_eq!(why(path, user).as_deref(), Some(expected), "{path}");
+        }
+        for fine in [
+            "/home/ada/project",
+            "/tmp/work",
+            "/srv/site",
+            "/var/tmp/x",
+            "/opt/src",
+            "/etcetera",
+            "/usrdata",
+        ] {
+            assert_eq!(why(fine, user), None, "{fine}");
+        }
+    }
+
+    #[test]
+    fn under_sudo_the_folder_must_be_the_invoking_users() {
+        // root through sudo, a folder of the invoking user: fine.
+        assert_eq!(why("/home/ada/p", facts(0, Some(1000), 1000)), None);
+        // root through sudo, somebody else's folder (root's, or another user's): refused.
+        let refused = why("/home/bob/p", facts(0, Some(1000), 1001)).expect("refused");
+        assert!(
+            refused.contains("SUDO_UID=1000") && refused.contains("uid 1001"),
+            "{refused}"
+        );
+        assert!(why("/tmp/shared", facts(0, Some(1000), 0)).is_some());
+        // Plain root (no sudo), or SUDO_UID left in a non-root environment: not this rule.
+        assert_eq!(why("/tmp/shared", facts(0, None, 1000)), None);
+        assert_eq!(why("/tmp/shared", facts(1000, Some(1001), 0)), None);
+    }
+
     fn root_of(dir: &Path) -> WorkspaceRoot {
-        WorkspaceRoot::open(dir).expect("open")
+        WorkspaceRoot::open(dir, true, true).expect("open")
     }
 
     fn read_all(dir: &Path) -> Vec<(String, String)> {
@@ -591,5 +761,19 @@ mod tests {
             );
         }
         assert!(open_dir_beneath(&*root.fd, c"a").is_ok());
+    }
+
+    #[test]
+    fn opening_names_the_folder_and_checks_it() {
+        let err = WorkspaceRoot::open(Path::new("/etc"), true, false).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "refusing to use workspace /etc: /etc is a system folder"
+        );
+        assert!(err.hint().is_some_and(|h| h.contains(ALLOW_SYSTEM_FLAG)));
+        assert!(WorkspaceRoot::open(Path::new("/etc"), true, true).is_ok());
+        let (_t, w, _) = setup();
+        let err = WorkspaceRoot::open(&w.join("top.txt"), true, false).expect_err("a file");
+        assert!(err.to_string().ends_with("is not a folder"), "{err}");
     }
 }

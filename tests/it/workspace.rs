@@ -9,7 +9,110 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{output, skip};
+use band_test::band_snapshot;
+
+use crate::common::{bin, output, repo, skip};
+
+/// `band run text/count` (a skill that reads no workspace file) with the repository's skills,
+/// from `cwd`, with `extra` arguments before the target.
+fn count_in(cwd: &Path, extra: &[&str]) -> band_test::Output {
+    let skills = repo().join("skills");
+    let mut args = vec!["run", "--skills", skills.to_str().expect("utf-8")];
+    args.extend(extra);
+    args.extend(["text/count", "--text=x"]);
+    output(&args, cwd)
+}
+
+#[test]
+fn a_system_folder_is_refused_as_the_workspace() {
+    band_snapshot!(
+        count_in(repo(), &["--workspace", "/etc"]),
+        "workspace_etc_refused"
+    );
+    // Inside one, above one, and the root itself: refused too, each saying why.
+    for (dir, why) in [
+        ("/etc/cron.d", "it lies in the system folder /etc"),
+        ("/var", "it holds the system folder /var/cache"),
+        ("/", "it is the root of the file system"),
+        // `..` and symlinks are resolved before the check: /usr/../etc is /etc.
+        ("/usr/../etc", "/etc is a system folder"),
+    ] {
+        let out = count_in(repo(), &["--workspace", dir]);
+        assert_eq!(out.code, 2, "{dir}: {}", out.stderr);
+        assert!(out.stderr.contains(why), "{dir}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_run_started_in_a_system_folder_is_refused() {
+    // No --workspace: the current directory is the workspace, and /etc is refused.
+    band_snapshot!(
+        count_in(Path::new("/etc"), &[]),
+        "workspace_cwd_etc_refused"
+    );
+    // band exec takes the same path.
+    let band = repo().join("skills/text/BAND.md");
+    let out = output(
+        &[
+            "exec",
+            "--band",
+            band.to_str().expect("utf-8"),
+            "--workspace",
+            "/usr",
+            "--",
+            "wc",
+            "x",
+        ],
+        repo(),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("refusing to use workspace /usr"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn privileged_allow_system_workspace_overrides_the_refusal() {
+    if skip("privileged_allow_system_workspace_overrides_the_refusal") {
+        return;
+    }
+    let out = count_in(repo(), &["--workspace", "/etc", "--allow-system-workspace"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn privileged_under_sudo_a_folder_you_do_not_own_is_refused() {
+    if skip("privileged_under_sudo_a_folder_you_do_not_own_is_refused") {
+        return;
+    }
+    // band runs as root here; SUDO_UID says another user started it. The folder is root's.
+    let ws = tempfile::tempdir().expect("tempdir");
+    let run = |extra: &[&str]| {
+        let skills = repo().join("skills");
+        let w = ws.path().to_str().expect("utf-8");
+        let mut args = vec!["run", "--skills", skills.to_str().expect("utf-8")];
+        args.extend(["--workspace", w]);
+        args.extend(extra);
+        args.extend(["text/count", "--text=x"]);
+        band_test::Output::of(&mut bin().env("SUDO_UID", "65534").command(&args, repo()))
+    };
+    let out = run(&[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("through sudo (SUDO_UID=65534)")
+            && out.stderr.contains("--allow-system-workspace"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&["--allow-system-workspace"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The invoking user's own folder needs no flag.
+    std::os::unix::fs::chown(ws.path(), Some(65534), None).expect("chown");
+    let out = run(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
 
 /// What the reading skill's script does: print every file it sees under `d/` (`path=content`,
 /// shell builtins only, so no command policy is involved).
