@@ -79,7 +79,12 @@ impl WorkspaceRoot {
             }
             Err(e) => return Err(io_error("open the workspace", dir, e)),
         };
-        let path = opened_path(&fd, dir);
+        let Some(path) = opened_path(&fd, dir) else {
+            return Err(user_error(
+                format!("cannot tell where workspace {} is", dir.display()),
+                "pass --workspace with an absolute path",
+            ));
+        };
         let st = rustix::fs::fstat(&fd).map_err(|e| io_error("stat the workspace", &path, e))?;
         let facts = RootFacts {
             euid: rustix::process::geteuid().as_raw(),
@@ -112,18 +117,21 @@ impl WorkspaceRoot {
     }
 }
 
-/// The canonical path of an opened directory: `/proc/self/fd/N` on Linux, else `dir`
-/// canonicalized.
-fn opened_path(fd: &OwnedFd, dir: &Path) -> PathBuf {
+/// The canonical path of an opened directory: `/proc/self/fd/N` on Linux, else (or without
+/// /proc) `dir` canonicalized. `None` when neither works: the caller refuses the folder rather than
+/// check a path it cannot name.
+fn opened_path(fd: &OwnedFd, dir: &Path) -> Option<PathBuf> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
-        if let Ok(p) = fs_err::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
-            return p;
+        if let Ok(p) = fs_err::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            && p.is_absolute()
+        {
+            return Some(p);
         }
     }
     let _ = fd;
-    fs_err::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+    fs_err::canonicalize(dir).ok()
 }
 
 /// What [`check_root`] needs to know besides the path.
