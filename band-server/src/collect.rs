@@ -1,10 +1,9 @@
 //! What a run produced, read from outside after every process of the run is dead: captured
 //! logs, the output document, written workspace files, insist results, and the final status.
 
-use fs_err::{self as fs, OpenOptions};
+use fs_err::OpenOptions;
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 
 use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -163,63 +162,129 @@ pub struct FoundFile {
     pub data: Vec<u8>,
 }
 
-/// Walk `root` with `lstat` (never following symlinks), returning regular files only, with at
-/// most `max_total` bytes read in all. Files past the budget are skipped.
+/// Walk `root`, returning regular files only, with at most `max_total` bytes read in all. Files
+/// past the budget are skipped.
+///
+/// The walk goes through directory descriptors, never through a path resolved again from
+/// `root`: `root` is opened once with `O_NOFOLLOW`, and every folder and file below it is opened
+/// relative to its parent's descriptor, one component at a time, with `openat2(RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` (`openat(O_NOFOLLOW)` where the kernel has no
+/// `openat2`). So even a process of the run that survived the kill and swaps a folder for a
+/// symlink meanwhile cannot make band-server (root) read a file outside the workspace copy.
+/// A file is read only if `fstat` on the opened descriptor says it is the regular file `lstat`
+/// listed.
 pub fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use std::sync::Arc;
     let mut out = Vec::new();
     let mut budget = max_total;
-    let mut stack = vec![String::new()];
-    while let Some(rel) = stack.pop() {
-        let dir = if rel.is_empty() {
-            root.to_path_buf()
-        } else {
-            root.join(&rel)
+    let Ok(root_fd) = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return out;
+    };
+    // Folders still to walk: their parent's descriptor, their name there, their relative path.
+    // (Opened when popped, so at most one descriptor per level of nesting is held.)
+    let mut stack: Vec<(Arc<rustix::fd::OwnedFd>, Option<std::ffi::CString>, String)> =
+        vec![(Arc::new(root_fd), None, String::new())];
+    while let Some((parent, name, rel)) = stack.pop() {
+        let dir = match name {
+            None => parent,
+            Some(name) => match open_beneath(&parent, &name, OFlags::RDONLY | OFlags::DIRECTORY) {
+                Ok(fd) => Arc::new(fd),
+                Err(_) => continue,
+            },
         };
-        let Ok(rd) = fs::read_dir(&dir) else { continue };
-        let mut names: Vec<String> = rd
+        let Ok(entries) = rustix::fs::Dir::read_from(&*dir) else {
+            continue;
+        };
+        let mut names: Vec<std::ffi::CString> = entries
             .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
+            .map(|e| e.file_name().to_owned())
+            .filter(|n| !matches!(n.to_bytes(), b"." | b".."))
             .collect();
         names.sort();
         for name in names {
+            let Ok(text) = name.to_str() else { continue };
             let child = if rel.is_empty() {
-                name.clone()
+                text.to_string()
             } else {
-                format!("{rel}/{name}")
+                format!("{rel}/{text}")
             };
-            let p = root.join(&child);
-            let Ok(meta) = fs::symlink_metadata(&p) else {
+            let Ok(meta) = rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+            else {
                 continue;
             };
-            if meta.file_type().is_dir() {
-                stack.push(child);
-            } else if meta.file_type().is_file() && meta.len() <= budget {
-                let Ok(f) = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(&p)
-                else {
-                    continue;
-                };
-                let Ok(m2) = f.metadata() else { continue };
-                if !m2.file_type().is_file() || m2.ino() != meta.ino() {
-                    continue;
+            match FileType::from_raw_mode(meta.st_mode) {
+                FileType::Directory => stack.push((Arc::clone(&dir), Some(name), child)),
+                FileType::RegularFile
+                    if u64::try_from(meta.st_size).unwrap_or(u64::MAX) <= budget =>
+                {
+                    let Ok(fd) = open_beneath(&dir, &name, OFlags::RDONLY | OFlags::NONBLOCK)
+                    else {
+                        continue;
+                    };
+                    let Ok(m2) = rustix::fs::fstat(&fd) else {
+                        continue;
+                    };
+                    if FileType::from_raw_mode(m2.st_mode) != FileType::RegularFile
+                        || m2.st_ino != meta.st_ino
+                        || m2.st_dev != meta.st_dev
+                    {
+                        continue;
+                    }
+                    let mut data = Vec::new();
+                    if std::fs::File::from(fd)
+                        .take(budget)
+                        .read_to_end(&mut data)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    budget -= data.len() as u64;
+                    out.push(FoundFile {
+                        path: child,
+                        // st_mode is u16 on some platforms.
+                        #[allow(clippy::unnecessary_cast)]
+                        mode: (m2.st_mode & 0o777) as u32,
+                        data,
+                    });
                 }
-                let mut data = Vec::new();
-                if f.take(budget).read_to_end(&mut data).is_err() {
-                    continue;
-                }
-                budget -= data.len() as u64;
-                out.push(FoundFile {
-                    path: child,
-                    mode: m2.mode() & 0o777,
-                    data,
-                });
+                _ => {}
             }
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// Open the single component `name` beneath `dir`, never following a symlink, a magic link or
+/// `..`: `openat2` where the kernel has it, else `openat(O_NOFOLLOW)` (the same for one
+/// checked component).
+fn open_beneath(
+    dir: &rustix::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    flags: rustix::fs::OFlags,
+) -> rustix::io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let bytes = name.to_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(Errno::INVAL);
+    }
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
+    match rustix::fs::openat2(
+        dir,
+        name,
+        flags,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Err(Errno::NOSYS | Errno::PERM) => rustix::fs::openat(dir, name, flags, Mode::empty()),
+        other => other,
+    }
 }
 
 /// Files that are new or changed compared with the request's workspace.
@@ -344,6 +409,7 @@ pub fn status(f: &Facts) -> Status {
 
 #[cfg(test)]
 mod tests {
+    use fs_err as fs;
     use pretty_assertions::assert_eq;
 
     use super::*;
@@ -445,6 +511,78 @@ mod tests {
             .map(|f| f.path.as_str())
             .collect();
         assert_eq!(changed, vec!["a/b/x.txt", "big.bin"]);
+    }
+
+    #[test]
+    fn workspace_walk_skips_nested_links_and_fifos() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = dir.path();
+        fs::create_dir_all(r.join("a/b")).unwrap_or_default();
+        fs::write(r.join("a/b/x.txt"), b"x").unwrap_or_default();
+        fs_err::os::unix::fs::symlink("/etc", r.join("a/dirlink")).unwrap_or_default();
+        fs_err::os::unix::fs::symlink("/etc/passwd", r.join("a/b/link")).unwrap_or_default();
+        fs_err::os::unix::fs::symlink("../../../", r.join("a/b/up")).unwrap_or_default();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            r.join("a/fifo"),
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let got: Vec<String> = walk_workspace(r, 1000)
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(got, vec!["a/b/x.txt"]);
+    }
+
+    /// A process of the run that outlived the kill swaps `d/` with a symlink to a folder outside
+    /// the workspace while band-server walks it: the walk never returns a file from outside.
+    /// (The path-based walk it replaced read through the link: lstat, then open by full path.)
+    #[test]
+    fn workspace_walk_never_follows_a_folder_swapped_for_a_link() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (ws, outside) = (dir.path().join("ws"), dir.path().join("outside"));
+        fs::create_dir_all(ws.join("d")).unwrap_or_else(|e| panic!("{e}"));
+        fs::create_dir_all(&outside).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..20 {
+            fs::write(ws.join(format!("d/f{i:02}")), b"inside").unwrap_or_else(|e| panic!("{e}"));
+            fs::write(outside.join(format!("f{i:02}")), b"OUTSIDE")
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        fs_err::os::unix::fs::symlink(&outside, ws.join("swap")).unwrap_or_else(|e| panic!("{e}"));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, ws) = (std::sync::Arc::clone(&stop), ws.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        ws.join("d"),
+                        rustix::fs::CWD,
+                        ws.join("swap"),
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                }
+            })
+        };
+        let (mut leaked, mut seen) = (Vec::new(), 0);
+        let started = std::time::Instant::now();
+        for _ in 0..2000 {
+            if started.elapsed() > std::time::Duration::from_secs(10) {
+                break;
+            }
+            for f in walk_workspace(&ws, 1 << 20) {
+                seen += 1;
+                if f.data == b"OUTSIDE" {
+                    leaked.push(f.path);
+                }
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap_or_else(|_| panic!("swapper"));
+        assert!(leaked.is_empty(), "read through the link: {leaked:?}");
+        assert!(seen > 0, "the walk never saw d/");
     }
 
     #[test]

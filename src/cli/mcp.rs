@@ -10,6 +10,11 @@ pub(crate) struct McpArgs {
     /// the folder band mcp is started in.
     #[arg(long, value_name = "DIR")]
     pub(crate) workspace: Option<PathBuf>,
+    /// Let the workspace be a system folder (/, /etc, /usr, /var/lib, …) or, under sudo, a folder
+    /// you do not own. Refused by default: band reads and writes the workspace with your rights,
+    /// often root's.
+    #[arg(long)]
+    pub(crate) allow_system_workspace: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

@@ -20,6 +20,11 @@ pub(crate) struct RunArgs {
     /// The workspace the script sees at /workspace (only files its band allows). Default: `.`.
     #[arg(long, value_name = "DIR")]
     pub(crate) workspace: Option<PathBuf>,
+    /// Let the workspace be a system folder (/, /etc, /usr, /var/lib, …) or, under sudo, a folder
+    /// you do not own. Refused by default: band reads and writes the workspace with your rights,
+    /// often root's.
+    #[arg(long)]
+    pub(crate) allow_system_workspace: bool,
     /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: the band's
     /// execution.target, then `target` in ~/.config/band/config.toml, then host on Linux.
     #[arg(long = "target", value_name = "TARGET")]

@@ -11,6 +11,7 @@
 //! record     the ledger, and one run's record in it
 //! transport  the Transport trait; HostTransport (band-server on this machine)
 //! ssh        SshTransport (band-server on a VM or an ssh:// host, through vm::driver)
+//! workspace  the admitted workspace files read in, the written ones copied back
 //! pipeline   prepare → transport → finish → record
 //! ```
 //!
@@ -24,6 +25,7 @@ pub mod record;
 pub mod redact;
 pub mod ssh;
 pub mod transport;
+pub mod workspace;
 
 use crate::ledger::LedgerError;
 use crate::vm::VmError;

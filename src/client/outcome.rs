@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::redact::Masker;
+use super::workspace::WorkspaceRoot;
 use crate::ledger::LockMark;
 use crate::manifest::Target;
 use crate::proto::{RunRequest, RunResult};
@@ -21,6 +22,9 @@ pub struct RunSpec {
     /// `--target`, overriding the band's `execution.target` and the user config.
     pub target: Option<String>,
     pub trace: bool,
+    /// Let the workspace be a system folder, or (under sudo) a folder the invoking user does not
+    /// own (`--allow-system-workspace`; see [`super::workspace::check_root`]).
+    pub allow_system_workspace: bool,
     /// Refuse a skill that has no `band.lock` (`--require-lock`; `require_lock` in the user
     /// config has the same effect).
     pub require_lock: bool,
@@ -34,7 +38,8 @@ pub struct Prepared {
     pub request: RunRequest,
     pub target: Target,
     pub skill_root: PathBuf,
-    pub workspace: PathBuf,
+    /// The workspace folder, opened once; the write-back goes through it.
+    pub workspace: WorkspaceRoot,
     /// SHA-256 over the band files that made the policy, in resolution order.
     pub band_sha256: String,
     /// SHA-256 of the effective policy as JSON.

@@ -38,6 +38,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         script: NAME.into(),
         raw_input: serde_json::json!({ "argv": args.command }),
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
+        allow_system_workspace: args.allow_system_workspace,
         target: args.exec_target.clone(),
         trace: false,
         require_lock: false,

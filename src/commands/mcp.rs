@@ -236,6 +236,8 @@ pub(crate) fn progress_message(ev: &Event) -> Option<String> {
 pub(super) struct BandServer {
     dirs: Vec<PathBuf>,
     workspace: PathBuf,
+    /// `--allow-system-workspace`.
+    pub(super) allow_system_workspace: bool,
     tools: RwLock<BTreeMap<String, Entry>>,
 }
 
@@ -244,6 +246,7 @@ impl BandServer {
         let server = BandServer {
             dirs,
             workspace,
+            allow_system_workspace: false,
             tools: RwLock::new(BTreeMap::new()),
         };
         server.refresh();
@@ -312,6 +315,7 @@ impl ServerHandler for BandServer {
             script: entry.script,
             raw_input: Value::Object(request.arguments.unwrap_or_default()),
             workspace: self.workspace.clone(),
+            allow_system_workspace: self.allow_system_workspace,
             target: None,
             trace: false,
             // `require_lock` in the user config applies; the ledger keeps hashes, not contents.
@@ -351,7 +355,8 @@ impl ServerHandler for BandServer {
 
 pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
-    let server = BandServer::new(skill_dirs(&args.skills), workspace);
+    let mut server = BandServer::new(skill_dirs(&args.skills), workspace);
+    server.allow_system_workspace = args.allow_system_workspace;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

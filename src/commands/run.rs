@@ -25,6 +25,7 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         script: script.to_string(),
         raw_input: read_input(&args)?,
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
+        allow_system_workspace: args.allow_system_workspace,
         target: args.exec_target.clone(),
         trace: args.trace,
         require_lock: args.require_lock,

@@ -24,3 +24,4 @@ mod secrets;
 mod skills;
 mod vm_cli;
 mod vm_e2e;
+mod workspace;

@@ -1,0 +1,789 @@
+//! The workspace side of a run: the files a band admits, read from the user's folder into the
+//! request, and the files the run wrote, copied back into it.
+//!
+//! Both directions go through directory file descriptors, never through a path resolved again
+//! from the root: the workspace is opened once ([`WorkspaceRoot::open`]), and every component
+//! below it is opened relative to its parent's descriptor with `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` (or `openat(O_NOFOLLOW)` where the kernel has no
+//! `openat2`). A process that swaps a directory of the workspace for a symlink while band reads
+//! or writes makes band refuse or skip that entry; band never follows the link. Files are read
+//! from the opened descriptor after `fstat` says it is a regular file of the expected size, and
+//! written under a fresh temporary name (`O_CREAT | O_EXCL | O_NOFOLLOW`) then renamed into place
+//! within the same directory descriptor.
+//!
+//! Before any of that, [`check_root`] refuses a workspace that is, holds or lies in a system
+//! tree (`/`, `/etc`, `/usr`, …) and, under sudo, one the invoking user does not own, unless the
+//! caller asked for it deliberately (`--allow-system-workspace`).
+
+use std::ffi::{CStr, OsStr};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::{ClientError, Result};
+use crate::policy::CompiledPolicy;
+use crate::proto::FileEntry;
+
+/// A user error (the message, and a hint on how to fix it).
+fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientError {
+    ClientError::user(message, hint)
+}
+
+/// The most workspace data sent to a run.
+const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
+
+/// The flag that lets a run use a system tree, or another user's folder under sudo, as its
+/// workspace.
+pub const ALLOW_SYSTEM_FLAG: &str = "--allow-system-workspace";
+
+/// The workspace folder, opened once: every later read and write goes through this descriptor.
+#[derive(Debug, Clone)]
+pub struct WorkspaceRoot {
+    /// The folder as opened (its canonical path, for messages).
+    pub path: PathBuf,
+    fd: Arc<OwnedFd>,
+}
+
+/// Convert an errno into an I/O error that names the path and what band was doing.
+fn io_error(what: &str, path: &Path, e: impl Into<std::io::Error>) -> ClientError {
+    let e: std::io::Error = e.into();
+    ClientError::Fs(std::io::Error::new(
+        e.kind(),
+        format!("failed to {what} {}: {e}", path.display()),
+    ))
+}
+
+impl WorkspaceRoot {
+    /// Open `dir` (symlinks in the path the user gave are followed, once, here), and check it
+    /// with [`check_root`]. `given` says whether the user named it (`--workspace`) or it is the
+    /// current directory.
+    pub fn open(dir: &Path, given: bool, allow_system: bool) -> Result<WorkspaceRoot> {
+        let fd = match rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOTDIR | Errno::NOENT) => {
+                return Err(user_error(
+                    format!("workspace {} is not a folder", dir.display()),
+                    "pass --workspace DIR",
+                ));
+            }
+            Err(e) => return Err(io_error("open the workspace", dir, e)),
+        };
+        let Some(path) = opened_path(&fd, dir) else {
+            return Err(user_error(
+                format!("cannot tell where workspace {} is", dir.display()),
+                "pass --workspace with an absolute path",
+            ));
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_error("stat the workspace", &path, e))?;
+        let facts = RootFacts {
+            euid: rustix::process::geteuid().as_raw(),
+            sudo_uid: std::env::var("SUDO_UID")
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
+            owner: st.st_uid,
+        };
+        if !allow_system && let Some(why) = check_root(&path, &facts) {
+            let whose = if given {
+                format!("workspace {}", path.display())
+            } else {
+                format!(
+                    "workspace {} (the current directory; no --workspace was given)",
+                    path.display()
+                )
+            };
+            return Err(user_error(
+                format!("refusing to use {whose}: {why}"),
+                format!(
+                    "run band from a project folder or pass --workspace DIR; to use this folder \
+                     deliberately, add {ALLOW_SYSTEM_FLAG}"
+                ),
+            ));
+        }
+        Ok(WorkspaceRoot {
+            path,
+            fd: Arc::new(fd),
+        })
+    }
+}
+
+/// The canonical path of an opened directory: `/proc/self/fd/N` on Linux, else (or without
+/// /proc) `dir` canonicalized. `None` when neither works: the caller refuses the folder rather than
+/// check a path it cannot name.
+fn opened_path(fd: &OwnedFd, dir: &Path) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let Ok(p) = fs_err::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            && p.is_absolute()
+        {
+            return Some(p);
+        }
+    }
+    let _ = fd;
+    fs_err::canonicalize(dir).ok()
+}
+
+/// What [`check_root`] needs to know besides the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootFacts {
+    /// band's effective uid.
+    pub euid: u32,
+    /// `$SUDO_UID`, when band was started through sudo.
+    pub sudo_uid: Option<u32>,
+    /// The owner of the workspace folder.
+    pub owner: u32,
+}
+
+/// System trees no workspace may be, lie in, or contain. (`/` contains all of them.)
+pub const SYSTEM_TREES: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/cache",
+    "/var/lib",
+    "/var/log",
+    "/var/mail",
+    "/var/spool",
+    // macOS (/etc and /var are links into /private there).
+    "/System",
+    "/Library",
+    "/private/etc",
+    "/private/var",
+];
+
+/// Folders that hold every user's home: refused themselves (not the homes inside).
+pub const HOME_PARENTS: &[&str] = &["/home", "/Users"];
+
+/// Why `canonical` must not be a workspace, if it must not. Pure: the path is canonical (no `..`,
+/// no symlinks) and `facts` say who runs band and who owns the folder.
+pub fn check_root(canonical: &Path, facts: &RootFacts) -> Option<String> {
+    if canonical == Path::new("/") {
+        return Some("it is the root of the file system".into());
+    }
+    for tree in SYSTEM_TREES.iter().map(Path::new) {
+        if canonical == tree {
+            return Some(format!("{} is a system folder", tree.display()));
+        }
+        if canonical.starts_with(tree) {
+            return Some(format!("it lies in the system folder {}", tree.display()));
+        }
+        if tree.starts_with(canonical) {
+            return Some(format!("it holds the system folder {}", tree.display()));
+        }
+    }
+    if HOME_PARENTS.iter().any(|h| canonical == Path::new(h)) {
+        return Some("it holds every user's home folder".into());
+    }
+    if facts.euid == 0
+        && let Some(uid) = facts.sudo_uid
+        && uid != facts.owner
+    {
+        return Some(format!(
+            "band runs as root through sudo (SUDO_UID={uid}) and the folder belongs to uid {}, \
+             not to you",
+            facts.owner
+        ));
+    }
+    None
+}
+
+/// Open one component `name` beneath `dir`, never following a symlink (nor a magic link, nor
+/// `..`). `openat2` where the kernel has it; `openat(O_NOFOLLOW)` otherwise (the name is a single
+/// component, checked here, so that is the same).
+fn open_beneath(
+    dir: impl AsFd,
+    name: &CStr,
+    flags: OFlags,
+    mode: Mode,
+) -> rustix::io::Result<OwnedFd> {
+    let bytes = name.to_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(Errno::INVAL);
+    }
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::ResolveFlags;
+        match rustix::fs::openat2(
+            dir.as_fd(),
+            name,
+            flags,
+            mode,
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            // No openat2 (old kernel, or a seccomp filter that hides it): fall back below.
+            Err(Errno::NOSYS | Errno::PERM) => {}
+            other => return other,
+        }
+    }
+    rustix::fs::openat(dir.as_fd(), name, flags, mode)
+}
+
+/// Open the directory `name` beneath `dir`; a symlink there is refused (`ELOOP`/`ENOTDIR`).
+fn open_dir_beneath(dir: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+    open_beneath(dir, name, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+}
+
+/// Is this errno what opening a symlink (or a non-directory) with `O_NOFOLLOW` gives?
+fn is_link_refusal(e: Errno) -> bool {
+    matches!(e, Errno::LOOP | Errno::NOTDIR | Errno::XDEV | Errno::MLINK)
+}
+
+/// A C string of one path component.
+fn cname(name: &OsStr) -> Option<std::ffi::CString> {
+    std::ffi::CString::new(name.as_bytes()).ok()
+}
+
+/// One entry of a walk: its workspace-relative path, and the descriptor of the regular file,
+/// opened without following links, with its `fstat`.
+struct Found {
+    rel: String,
+    file: std::fs::File,
+    stat: rustix::fs::Stat,
+}
+
+/// Every regular file under `root`, depth first in name order (`.git` and `target` skipped),
+/// each opened through its parent's descriptor. Symlinks, devices, FIFOs and sockets are
+/// skipped; so is an entry that changed type between the listing and the open.
+/// `f` returns whether to keep walking.
+fn walk_fd(
+    root: &WorkspaceRoot,
+    dir: &OwnedFd,
+    prefix: &str,
+    f: &mut dyn FnMut(&str) -> bool,
+    found: &mut dyn FnMut(Found) -> Result<()>,
+) -> Result<()> {
+    let shown = root.path.join(prefix);
+    let mut names: Vec<std::ffi::CString> = Vec::new();
+    let entries =
+        rustix::fs::Dir::read_from(dir).map_err(|e| io_error("read the folder", &shown, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("read the folder", &shown, e))?;
+        let name = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        names.push(name.to_owned());
+    }
+    names.sort();
+    for name in names {
+        // Names that are not UTF-8 cannot be matched by a band's patterns: skip them.
+        let Ok(text) = name.to_str() else { continue };
+        let rel = if prefix.is_empty() {
+            text.to_string()
+        } else {
+            format!("{prefix}/{text}")
+        };
+        let st = match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => continue, // gone meanwhile
+            Err(e) => return Err(io_error("stat", &root.path.join(&rel), e)),
+        };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => {
+                if text == ".git" || text == "target" {
+                    continue;
+                }
+                let sub = match open_dir_beneath(dir, &name) {
+                    Ok(fd) => fd,
+                    // Swapped for a link or a file since the listing, or gone: skip it.
+                    Err(e) if is_link_refusal(e) || e == Errno::NOENT => continue,
+                    Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
+                };
+                walk_fd(root, &sub, &rel, f, found)?;
+            }
+            FileType::RegularFile => {
+                if !f(&rel) {
+                    continue;
+                }
+                let fd = match open_beneath(
+                    dir,
+                    &name,
+                    OFlags::RDONLY | OFlags::NONBLOCK,
+                    Mode::empty(),
+                ) {
+                    Ok(fd) => fd,
+                    Err(e) if is_link_refusal(e) || e == Errno::NOENT => continue,
+                    Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
+                };
+                let stat = rustix::fs::fstat(&fd)
+                    .map_err(|e| io_error("stat", &root.path.join(&rel), e))?;
+                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                    continue;
+                }
+                found(Found {
+                    rel,
+                    file: std::fs::File::from(fd),
+                    stat,
+                })?;
+            }
+            // Symlinks are never followed out of the workspace; devices, FIFOs and sockets are
+            // not workspace data.
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
+pub(super) fn read_workspace(
+    root: &WorkspaceRoot,
+    policy: &CompiledPolicy,
+) -> Result<Vec<FileEntry>> {
+    read_admitted(root, MAX_WORKSPACE_BYTES, &|rel| {
+        policy.read.check(rel).is_allowed() || policy.write.check(rel).is_allowed()
+    })
+}
+
+/// The regular files under `root` that `admit` accepts, at most `cap` bytes in all.
+fn read_admitted(
+    root: &WorkspaceRoot,
+    cap: u64,
+    admit: &dyn Fn(&str) -> bool,
+) -> Result<Vec<FileEntry>> {
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    let too_large = || {
+        user_error(
+            format!(
+                "the files the band admits from {} exceed {cap} bytes",
+                root.path.display()
+            ),
+            "narrow allow.read, or pick a smaller --workspace",
+        )
+    };
+    walk_fd(root, &root.fd, "", &mut |rel| admit(rel), &mut |found| {
+        let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
+        total = total.saturating_add(size);
+        if total > cap {
+            return Err(too_large());
+        }
+        let mut data = Vec::with_capacity(size as usize);
+        // The file may grow after the fstat: read no more than it said.
+        found
+            .file
+            .take(size)
+            .read_to_end(&mut data)
+            .map_err(|e| io_error("read", &root.path.join(&found.rel), e))?;
+        out.push(FileEntry {
+            path: found.rel,
+            // st_mode is u16 on some platforms.
+            #[allow(clippy::unnecessary_cast)]
+            mode: (found.stat.st_mode & 0o7777) as u32,
+            data: B64.encode(data),
+        });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
+pub(super) fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
+    for f in files {
+        let rel = Path::new(&f.path);
+        if f.path.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(ClientError::Protocol(format!(
+                "band-server returned an unsafe path `{}`; nothing more was written",
+                f.path
+            )));
+        }
+        let data = B64.decode(&f.data).map_err(|source| ClientError::BadData {
+            path: f.path.clone(),
+            source,
+        })?;
+        write_one(root, rel, &data)?;
+    }
+    Ok(())
+}
+
+/// Write `data` at `rel` (normal components only) beneath `root`: folders made with `mkdirat`,
+/// the file created under a temporary name with `O_EXCL | O_NOFOLLOW` and renamed into place in
+/// the same folder descriptor. A symlink at any component is refused.
+fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
+    let refuse = |at: &Path| {
+        ClientError::Protocol(format!(
+            "refusing to write through symlink {}",
+            root.path.join(at).display()
+        ))
+    };
+    let mut comps: Vec<&OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+    let Some(file_name) = comps.pop() else {
+        return Err(refuse(rel));
+    };
+    let mut dir: Arc<OwnedFd> = Arc::clone(&root.fd);
+    let mut at = PathBuf::new();
+    for c in comps {
+        at.push(c);
+        let name = cname(c).ok_or_else(|| refuse(&at))?;
+        let next = match open_dir_beneath(&*dir, &name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                match rustix::fs::mkdirat(&*dir, name.as_c_str(), Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(io_error("create", &root.path.join(&at), e)),
+                }
+                open_dir_beneath(&*dir, &name).map_err(|e| {
+                    if is_link_refusal(e) {
+                        refuse(&at)
+                    } else {
+                        io_error("open", &root.path.join(&at), e)
+                    }
+                })?
+            }
+            Err(e) if is_link_refusal(e) => return Err(refuse(&at)),
+            Err(e) => return Err(io_error("open", &root.path.join(&at), e)),
+        };
+        dir = Arc::new(next);
+    }
+    at.push(file_name);
+    let name = cname(file_name).ok_or_else(|| refuse(&at))?;
+    // What is there now: a symlink is refused, an existing file keeps its mode and owner.
+    let existing = match rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => return Err(refuse(&at)),
+            FileType::RegularFile => Some(st),
+            _ => {
+                return Err(ClientError::Protocol(format!(
+                    "{} is not a regular file; nothing more was written",
+                    root.path.join(&at).display()
+                )));
+            }
+        },
+        Err(Errno::NOENT) => None,
+        Err(e) => return Err(io_error("stat", &root.path.join(&at), e)),
+    };
+    let (tmp_name, fd) = create_temp(&dir)
+        .map_err(|e| io_error("create a temporary file next to", &root.path.join(&at), e))?;
+    let written = (|| -> std::io::Result<()> {
+        if let Some(st) = existing {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+            if rustix::process::geteuid().is_root() {
+                rustix::fs::fchown(
+                    &fd,
+                    Some(rustix::fs::Uid::from_raw(st.st_uid)),
+                    Some(rustix::fs::Gid::from_raw(st.st_gid)),
+                )?;
+            }
+        }
+        let mut file = std::fs::File::from(fd);
+        file.write_all(data)?;
+        file.flush()?;
+        rustix::fs::renameat(&*dir, tmp_name.as_c_str(), &*dir, name.as_c_str())?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = rustix::fs::unlinkat(&*dir, tmp_name.as_c_str(), AtFlags::empty());
+        return Err(io_error("write", &root.path.join(&at), e));
+    }
+    Ok(())
+}
+
+/// Create a new file `.band-write-<random>` in `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`). The
+/// name is short and fixed in form, so any file name that fits fits this too.
+fn create_temp(dir: &OwnedFd) -> rustix::io::Result<(std::ffi::CString, OwnedFd)> {
+    let mut last = Errno::EXIST;
+    for _ in 0..16 {
+        let tmp = std::ffi::CString::new(format!(".band-write-{}", random_hex()))
+            .map_err(|_| Errno::INVAL)?;
+        match open_beneath(
+            dir,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+            Mode::from_raw_mode(0o666),
+        ) {
+            Ok(fd) => return Ok((tmp, fd)),
+            Err(Errno::EXIST) => last = Errno::EXIST,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// 16 random hex digits (from /dev/urandom; the time and pid if it cannot be read).
+fn random_hex() -> String {
+    let mut buf = [0u8; 8];
+    if fs_err::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        buf = (t.as_nanos() as u64 ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use fs_err::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn facts(euid: u32, sudo_uid: Option<u32>, owner: u32) -> RootFacts {
+        RootFacts {
+            euid,
+            sudo_uid,
+            owner,
+        }
+    }
+
+    fn why(path: &str, f: RootFacts) -> Option<String> {
+        check_root(Path::new(path), &f)
+    }
+
+    #[test]
+    fn system_trees_their_insides_and_their_parents_are_refused() {
+        let user = facts(1000, None, 1000);
+        for (path, expected) in [
+            ("/", "it is the root of the file system"),
+            ("/etc", "/etc is a system folder"),
+            ("/etc/cron.d", "it lies in the system folder /etc"),
+            ("/usr/local/src", "it lies in the system folder /usr"),
+            ("/root", "/root is a system folder"),
+            ("/var", "it holds the system folder /var/cache"),
+            ("/var/lib/docker", "it lies in the system folder /var/lib"),
+            ("/boot", "/boot is a system folder"),
+            ("/lib64", "/lib64 is a system folder"),
+            ("/proc/self", "it lies in the system folder /proc"),
+            ("/home", "it holds every user's home folder"),
+            ("/private/etc", "/private/etc is a system folder"),
+        ] {
+            assert_eq!(why(path, user).as_deref(), Some(expected), "{path}");
+        }
+        for fine in [
+            "/home/ada/project",
+            "/tmp/work",
+            "/srv/site",
+            "/var/tmp/x",
+            "/opt/src",
+            "/etcetera",
+            "/usrdata",
+        ] {
+            assert_eq!(why(fine, user), None, "{fine}");
+        }
+    }
+
+    #[test]
+    fn under_sudo_the_folder_must_be_the_invoking_users() {
+        // root through sudo, a folder of the invoking user: fine.
+        assert_eq!(why("/home/ada/p", facts(0, Some(1000), 1000)), None);
+        // root through sudo, somebody else's folder (root's, or another user's): refused.
+        let refused = why("/home/bob/p", facts(0, Some(1000), 1001)).expect("refused");
+        assert!(
+            refused.contains("SUDO_UID=1000") && refused.contains("uid 1001"),
+            "{refused}"
+        );
+        assert!(why("/tmp/shared", facts(0, Some(1000), 0)).is_some());
+        // Plain root (no sudo), or SUDO_UID left in a non-root environment: not this rule.
+        assert_eq!(why("/tmp/shared", facts(0, None, 1000)), None);
+        assert_eq!(why("/tmp/shared", facts(1000, Some(1001), 0)), None);
+    }
+
+    fn root_of(dir: &Path) -> WorkspaceRoot {
+        WorkspaceRoot::open(dir, true, true).expect("open")
+    }
+
+    fn read_all(dir: &Path) -> Vec<(String, String)> {
+        read_admitted(&root_of(dir), 1 << 20, &|_| true)
+            .expect("read")
+            .into_iter()
+            .map(|f| {
+                let data = String::from_utf8(B64.decode(f.data).expect("b64")).expect("utf8");
+                (f.path, data)
+            })
+            .collect()
+    }
+
+    /// A workspace `w/` and, next to it, `outside/` holding `secret` and `sub/secret`.
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path().join("w");
+        let outside = t.path().join("outside");
+        fs_err::create_dir_all(w.join("a/b")).expect("mkdir");
+        fs_err::create_dir_all(outside.join("sub")).expect("mkdir");
+        fs_err::write(outside.join("secret"), "SECRET").expect("write");
+        fs_err::write(outside.join("sub/secret"), "SECRET").expect("write");
+        fs_err::write(w.join("top.txt"), "top").expect("write");
+        fs_err::write(w.join("a/b/deep.txt"), "deep").expect("write");
+        (t, w, outside)
+    }
+
+    #[test]
+    fn the_walk_skips_symlinks_at_every_component() {
+        let (_t, w, outside) = setup();
+        // A linked folder at the top, in the middle and at the bottom; a linked file at each.
+        symlink(&outside, w.join("link-dir")).expect("symlink");
+        symlink(&outside, w.join("a/link-dir")).expect("symlink");
+        symlink(outside.join("sub"), w.join("a/b/link-dir")).expect("symlink");
+        symlink(outside.join("secret"), w.join("secret")).expect("symlink");
+        symlink(outside.join("secret"), w.join("a/secret")).expect("symlink");
+        symlink("../../../outside/secret", w.join("a/b/secret")).expect("symlink");
+        // A FIFO is not workspace data (and reading it would block). (rustix has no mkfifoat on
+        // macOS.)
+        #[cfg(target_os = "linux")]
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            w.join("a/fifo"),
+            Mode::from_raw_mode(0o644),
+        )
+        .expect("mkfifo");
+        assert_eq!(
+            read_all(&w),
+            vec![
+                ("a/b/deep.txt".to_string(), "deep".to_string()),
+                ("top.txt".to_string(), "top".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_walk_skips_git_and_target_and_keeps_modes() {
+        let (_t, w, _) = setup();
+        fs_err::create_dir_all(w.join(".git")).expect("mkdir");
+        fs_err::write(w.join(".git/config"), "x").expect("write");
+        fs_err::create_dir_all(w.join("target")).expect("mkdir");
+        fs_err::write(w.join("target/x"), "x").expect("write");
+        fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o750))
+            .expect("chmod");
+        let files = read_admitted(&root_of(&w), 1 << 20, &|_| true).expect("read");
+        let got: Vec<(&str, u32)> = files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
+        assert_eq!(got, vec![("a/b/deep.txt", 0o644), ("top.txt", 0o750)]);
+        // Only admitted files are read; the cap counts their sizes.
+        let only = read_admitted(&root_of(&w), 1 << 20, &|r| r == "top.txt").expect("read");
+        assert_eq!(only.len(), 1);
+        let err = read_admitted(&root_of(&w), 3, &|_| true).expect_err("over the cap");
+        assert!(err.to_string().contains("exceed 3 bytes"), "{err}");
+    }
+
+    fn entry(path: &str, data: &str) -> FileEntry {
+        FileEntry {
+            path: path.into(),
+            mode: 0o644,
+            data: B64.encode(data),
+        }
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs_err::read_dir(dir)
+            .expect("read_dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_write_back_makes_folders_and_replaces_files_in_place() {
+        let (_t, w, _) = setup();
+        fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        write_back(
+            &root_of(&w),
+            &[entry("top.txt", "new top"), entry("x/y/z.txt", "z")],
+        )
+        .expect("write back");
+        assert_eq!(
+            fs_err::read_to_string(w.join("top.txt")).expect("read"),
+            "new top"
+        );
+        assert_eq!(
+            fs_err::read_to_string(w.join("x/y/z.txt")).expect("read"),
+            "z"
+        );
+        let mode = fs_err::metadata(w.join("top.txt"))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "an existing file keeps its mode");
+        // No temporary file is left behind.
+        assert_eq!(names(&w), vec!["a", "top.txt", "x"]);
+        assert_eq!(names(&w.join("x/y")), vec!["z.txt"]);
+    }
+
+    #[test]
+    fn the_write_back_never_goes_through_a_symlink() {
+        let (_t, w, outside) = setup();
+        symlink(&outside, w.join("link-dir")).expect("symlink");
+        symlink(&outside, w.join("a/link-dir")).expect("symlink");
+        symlink(outside.join("secret"), w.join("a/b/file-link")).expect("symlink");
+        let root = root_of(&w);
+        for path in [
+            "link-dir/secret",
+            "link-dir/new",
+            "a/link-dir/sub/new",
+            "a/b/file-link",
+        ] {
+            let err = write_back(&root, &[entry(path, "PWNED")]).expect_err(path);
+            assert!(
+                err.to_string()
+                    .starts_with("refusing to write through symlink"),
+                "{path}: {err}"
+            );
+        }
+        assert_eq!(names(&outside), vec!["secret", "sub"]);
+        assert_eq!(names(&outside.join("sub")), vec!["secret"]);
+        assert_eq!(
+            fs_err::read_to_string(outside.join("secret")).expect("read"),
+            "SECRET"
+        );
+        // Unsafe paths from the server are refused before anything is touched.
+        for path in ["../outside/x", "/etc/x", "a/../../x", ""] {
+            let err = write_back(&root, &[entry(path, "x")]).expect_err(path);
+            assert!(err.to_string().contains("unsafe path"), "{path}: {err}");
+        }
+    }
+
+    #[test]
+    fn one_component_at_a_time() {
+        let (_t, w, _) = setup();
+        let root = root_of(&w);
+        for bad in [c"..", c".", c"a/b", c""] {
+            assert_eq!(
+                open_dir_beneath(&*root.fd, bad).err(),
+                Some(Errno::INVAL),
+                "{bad:?}"
+            );
+        }
+        assert!(open_dir_beneath(&*root.fd, c"a").is_ok());
+    }
+
+    #[test]
+    fn opening_names_the_folder_and_checks_it() {
+        let err = WorkspaceRoot::open(Path::new("/etc"), true, false).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "refusing to use workspace /etc: /etc is a system folder"
+        );
+        assert!(err.hint().is_some_and(|h| h.contains(ALLOW_SYSTEM_FLAG)));
+        assert!(WorkspaceRoot::open(Path::new("/etc"), true, true).is_ok());
+        let (_t, w, _) = setup();
+        let err = WorkspaceRoot::open(&w.join("top.txt"), true, false).expect_err("a file");
+        assert!(err.to_string().ends_with("is not a folder"), "{err}");
+    }
+}
