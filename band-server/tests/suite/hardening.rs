@@ -1,0 +1,313 @@
+//! Issue 13 (items 4 and 11), seen from inside the sandbox: memfd execution, the seccomp
+//! additions, host paths on command lines, cleanup scoped to one state directory, zombies.
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use band::proto::{Event, Message, Status};
+use pretty_assertions::assert_eq;
+
+use super::helpers::*;
+
+fn with_python() -> band::policy::Policy {
+    let mut p = policy();
+    p.allow.cli = strs(&["python3 *"]);
+    p
+}
+
+/// A request whose entry runs `probe.py` with python3.
+fn python_request(probe: &str, p: band::policy::Policy) -> band::proto::RunRequest {
+    request_with(
+        &[
+            (
+                "run.sh",
+                0o755,
+                "#!/bin/bash\nexec python3 /skill/probe.py\n",
+            ),
+            ("probe.py", 0o644, probe),
+        ],
+        "run.sh",
+        p,
+    )
+}
+
+/// A 132-byte static x86_64 ELF that exits with status 42.
+const TINY_ELF: &str = "7f454c4602010100000000000000000002003e0001000000780040000000000040000000000000000000000000000000000000004000380001000000000000000100000005000000000000000000000000004000000000000000400000000000840000000000000084000000000000000010000000000000bf2a000000b83c0000000f05";
+
+#[test]
+fn privileged_memfd_contents_cannot_be_executed() {
+    privileged!();
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipped: the probe's ELF is x86_64");
+        return;
+    }
+    // Each exec runs in a child: 42 means the bytes ran, 100 + errno that exec failed.
+    let probe = format!(
+        r#"import ctypes, os, sys
+ELF = bytes.fromhex("{TINY_ELF}")
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def attempt(how, fd):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if how == "procfd":
+                os.execv("/proc/self/fd/%d" % fd, ["probe"])
+            elif how == "fexecve":
+                os.execve(fd, ["probe"], {{}})
+            else:
+                argv = (ctypes.c_char_p * 2)(b"probe", None)
+                envp = (ctypes.c_char_p * 1)(None)
+                ctypes.set_errno(0)
+                libc.syscall(ctypes.c_long(322), ctypes.c_long(fd), b"", argv, envp, ctypes.c_long(0x1000))
+                os._exit(100 + ctypes.get_errno())
+        except OSError as e:
+            os._exit(100 + e.errno)
+        os._exit(99)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+try:
+    fd = os.memfd_create("probe", 0)
+    print("memfd=ok")
+except OSError as e:
+    print("memfd=errno%d" % e.errno)
+    sys.exit(0)
+os.write(fd, ELF)
+try:
+    os.fchmod(fd, 0o755)
+    print("chmod=ok")
+except OSError as e:
+    print("chmod=errno%d" % e.errno)
+for how in ["procfd", "fexecve", "execveat"]:
+    print("%s=%d" % (how, attempt(how, fd)))
+try:
+    os.memfd_create("exec", 0x10)
+    print("mfd_exec=ok")
+except OSError as e:
+    print("mfd_exec=errno%d" % e.errno)
+print("noexec=" + open("/proc/sys/vm/memfd_noexec").read().strip())
+"#
+    );
+    let o = run(&python_request(&probe, with_python()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    // On this kernel (6.3+) memfds still work, they just cannot be executed.
+    assert_eq!(get("memfd"), "ok", "{o:#?}");
+    let refused = [
+        (100 + libc::EACCES).to_string(),
+        (100 + libc::EPERM).to_string(),
+    ];
+    for how in ["procfd", "fexecve", "execveat"] {
+        assert!(
+            refused.contains(&get(how)),
+            "{how}: exec of a memfd must fail with EACCES/EPERM, got {} (42: it ran): {o:#?}",
+            get(how)
+        );
+    }
+    assert!(
+        ["errno1", "errno13"].contains(&get("mfd_exec").as_str()),
+        "memfd_create(MFD_EXEC): {}",
+        get("mfd_exec")
+    );
+    assert_ne!(get("chmod"), "ok", "the noexec seal must refuse chmod +x");
+    assert_eq!(get("noexec"), "2");
+}
+
+#[test]
+fn privileged_modify_ldt_memfd_secret_and_netlink_are_denied() {
+    privileged!();
+    let probe = r#"import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(label, nr, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    print("%s=%s" % (label, "ok" if rc >= 0 else "errno%d" % ctypes.get_errno()))
+ldt = (ctypes.c_char * 16)()
+if ctypes.sizeof(ctypes.c_void_p) == 8 and __import__("platform").machine() == "x86_64":
+    call("modify_ldt", 154, 0, ctypes.addressof(ldt), 16)
+    call("memfd_secret", 447, 0)
+for label, proto in [("netlink_route", 0), ("netlink_diag", 4), ("netlink_uevent", 15)]:
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, proto).close()
+        print(label + "=ok")
+    except OSError as e:
+        print("%s=errno%d" % (label, e.errno))
+"#;
+    let o = run(&python_request(probe, with_python()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(get("modify_ldt"), "errno1", "{o:#?}");
+        assert_eq!(get("memfd_secret"), "errno1", "{o:#?}");
+    }
+    for label in ["netlink_route", "netlink_diag", "netlink_uevent"] {
+        assert_eq!(get(label), "errno1", "{label}: {o:#?}");
+    }
+}
+
+#[test]
+fn privileged_command_lines_inside_name_no_host_path() {
+    privileged!();
+    let script = r#"#!/bin/bash
+echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"
+for f in /proc/[0-9]*/cmdline; do
+  echo "cmdline $f: $(tr '\0' ' ' < "$f" 2>/dev/null)"
+done
+for f in /proc/[0-9]*/environ; do
+  echo "environ $f: $(tr '\0' ' ' < "$f" 2>/dev/null)"
+done
+"#;
+    let req = request(script, policy());
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let out = o.stdout();
+    assert!(out.contains("pid1="), "{o:#?}");
+    assert!(
+        out.lines().filter(|l| l.starts_with("cmdline ")).count() >= 2,
+        "{out}"
+    );
+    let install = std::path::Path::new(server())
+        .parent()
+        .unwrap_or_else(|| panic!("no parent"))
+        .display()
+        .to_string();
+    for needle in [
+        STATE_DIR,
+        req.run_id.as_str(),
+        install.as_str(),
+        "/band-jail",
+    ] {
+        assert!(
+            !out.contains(needle),
+            "{needle:?} is visible inside the sandbox:\n{out}"
+        );
+    }
+}
+
+fn read_user(child: &mut std::process::Child) -> String {
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line)
+            && let Some(u) = data.lines().find_map(|l| l.strip_prefix("user="))
+        {
+            // Keep reading in the background so the server never blocks on its stdout.
+            std::thread::spawn(move || for _ in lines.by_ref() {});
+            return u.to_string();
+        }
+    }
+    panic!("the run never printed its user")
+}
+
+const WHO: &str = r#"echo "user=$(awk -F: -v u="$(awk '/^Uid:/{print $2}' /proc/self/status)" '$3==u{print $1}' /etc/passwd)""#;
+
+#[test]
+fn privileged_a_janitor_of_another_state_dir_leaves_a_live_run_alone() {
+    privileged!();
+    let script = format!("#!/bin/bash\n{WHO}\nsleep 3\necho survived=yes\n");
+    let req = request(&script, policy());
+    let run_id = req.run_id.clone();
+    let mut child = spawn(&req);
+    let user = read_user(&mut child);
+    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    assert!(!pids_of_uid(uid).is_empty());
+
+    // Another server's state directory, whose pool has every slot (so every pool uid) free.
+    let other = tempfile::Builder::new()
+        .prefix("band-test-other-")
+        .tempdir_in("/run")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let leases = other.path().join("leases");
+    fs_err::create_dir_all(&leases).unwrap_or_else(|e| panic!("{e}"));
+    for slot in 0..band_server::layers::identity::uidpool::POOL_SIZE {
+        fs_err::write(leases.join(format!("{slot}.lock")), "").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = std::process::Command::new(server())
+        .arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, other.path())
+        .env(
+            band_server::config::CONFIG_ENV,
+            "/nonexistent/band-test/server.toml",
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let h =
+        band_server::layers::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
+        "the other janitor removed the live run's cgroup: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !pids_of_uid(uid).is_empty(),
+        "the other janitor killed the live run's processes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    // The run finished normally: its cgroup is gone now (its own server removed it).
+    assert!(!band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id));
+}
+
+/// Zombies (state Z) whose real uid is `uid`, with their parent pid.
+fn zombies_of(uid: u32) -> Vec<(i32, String)> {
+    let Ok(rd) = fs_err::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let s = fs_err::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let zombie = band_server::layers::identity::procs::status_is_zombie(&s);
+            let owner = band_server::layers::identity::procs::status_uids(&s)?[0];
+            (zombie && owner == uid)
+                .then(|| (pid, s.lines().take(8).collect::<Vec<_>>().join(" | ")))
+        })
+        .collect()
+}
+
+#[test]
+fn privileged_no_zombie_is_left_after_a_run() {
+    privileged!();
+    // A run that ends normally with a daemonised child (killed with the cgroup), and one that is
+    // killed at its deadline: both tear down through cgroup.kill.
+    for (script, limit) in [
+        (
+            format!("#!/bin/bash\n{WHO}\n(sleep 1000 &)\nsleep 0.5\n"),
+            None,
+        ),
+        (format!("#!/bin/bash\n{WHO}\nsleep 1000\n"), Some(1_500)),
+    ] {
+        let mut p = policy();
+        p.limits.max_runtime_ms = limit;
+        let req = request(&script, p);
+        let mut child = spawn(&req);
+        let user = read_user(&mut child);
+        let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+        let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+        assert!(status.success());
+        // Look right away, and again a moment later: a zombie handed to the host's init may be
+        // reaped at any time, but none may exist at all.
+        for _ in 0..20 {
+            let z = zombies_of(uid);
+            assert!(z.is_empty(), "zombies of {user} after the run: {z:#?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
