@@ -120,8 +120,8 @@ fn execute_inner(
     let limits = plan.limits;
 
     // 4. Apply it. The cgroup, with the effective limits.
-    let cg =
-        RunCgroup::apply(&plan.cgroup).layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let cg = RunCgroup::apply_owned(&plan.cgroup, &cfg.state_dir)
+        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let join_files = cg.join_files();
     // Guarded before anything else can fail, so a failure below still removes it.
     guard.push(cg);

@@ -266,8 +266,9 @@ fn privileged_a_janitor_of_another_state_dir_leaves_a_live_run_alone() {
     assert!(!band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id));
 }
 
-/// Zombies (state Z) whose real uid is `uid`, with their parent pid.
-fn zombies_of(uid: u32) -> Vec<(i32, String)> {
+/// Zombies (state Z) whose real uid is `uid` and that were in the cgroup of `run_id` (a zombie
+/// keeps its cgroup; other runs, of other tests or servers, may use the same uid meanwhile).
+fn zombies_of(uid: u32, run_id: &str) -> Vec<(i32, String)> {
     let Ok(rd) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
@@ -276,8 +277,11 @@ fn zombies_of(uid: u32) -> Vec<(i32, String)> {
             let s = fs_err::read_to_string(format!("/proc/{pid}/status")).ok()?;
             let zombie = band_server::layers::identity::procs::status_is_zombie(&s);
             let owner = band_server::layers::identity::procs::status_uids(&s)?[0];
-            (zombie && owner == uid)
-                .then(|| (pid, s.lines().take(8).collect::<Vec<_>>().join(" | ")))
+            let cgroup = fs_err::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+            (zombie && owner == uid && cgroup.contains(run_id)).then(|| {
+                let head = s.lines().take(8).collect::<Vec<_>>().join(" | ");
+                (pid, format!("{head} | cgroup {}", cgroup.trim()))
+            })
         })
         .collect()
 }
@@ -305,7 +309,7 @@ fn privileged_no_zombie_is_left_after_a_run() {
         // Look right away, and again a moment later: a zombie handed to the host's init may be
         // reaped at any time, but none may exist at all.
         for _ in 0..20 {
-            let z = zombies_of(uid);
+            let z = zombies_of(uid, &req.run_id);
             assert!(z.is_empty(), "zombies of {user} after the run: {z:#?}");
             std::thread::sleep(Duration::from_millis(5));
         }
