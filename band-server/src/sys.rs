@@ -303,6 +303,28 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     }
 }
 
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphans below this process are handed to it, not to the
+/// host's init (band-server reaps them at the end of the run: [`reap`]).
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
+}
+
+/// `waitpid(pid, WNOHANG)`: reap `pid` if it is a child of ours that has exited. `Ok(true)` when
+/// it was reaped.
+pub fn reap(pid: i32) -> io::Result<bool> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
+    let rc = check(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) })?;
+    Ok(rc == pid)
+}
+
+/// `getpid()`.
+pub fn pid() -> i32 {
+    // SAFETY: getpid cannot fail and takes no arguments.
+    unsafe { libc::getpid() }
+}
+
 /// `geteuid()`.
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and takes no arguments.

@@ -62,6 +62,17 @@ fn exit_code(status: ExitStatus) -> Option<i32> {
     status.code().or_else(|| status.signal().map(|s| 128 + s))
 }
 
+/// Reap the zombies handed to band-server as the child subreaper (step 5 of `execute_inner`): by now every child band-server started itself has been waited
+/// for, so each one is an orphan of the run.
+fn reap_orphans() {
+    let own = sys::pid();
+    for pid in crate::layers::identity::procs::zombie_children(Path::new("/proc"), own) {
+        if let Err(e) = sys::reap(pid) {
+            eprintln!("band-server: teardown: cannot reap pid {pid}: {e}");
+        }
+    }
+}
+
 /// The whole run. Always returns a result; never leaves anything behind.
 pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
     let t0 = Instant::now();
@@ -78,6 +89,7 @@ pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunRes
     for e in guard.teardown() {
         eprintln!("band-server: teardown: {e}");
     }
+    reap_orphans();
     result.metrics.teardown_ms = td.elapsed().as_millis() as u64;
     result
 }
@@ -219,7 +231,11 @@ fn execute_inner(
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
 
-    // 5. Spawn.
+    // 5. Spawn. bubblewrap runs under a reaper (`sys::PreExec`) that reaps the sandbox's pid 1.
+    // If the reaper is killed first (the timeout path kills band-server's child after the
+    // cgroup), that pid 1 is handed to band-server, not to the host's init, and is reaped at the
+    // end of `execute`.
+    sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
     let (status_r, status_w) =
