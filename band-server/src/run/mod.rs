@@ -62,8 +62,9 @@ fn exit_code(status: ExitStatus) -> Option<i32> {
     status.code().or_else(|| status.signal().map(|s| 128 + s))
 }
 
-/// Reap the zombies handed to band-server as the child subreaper (step 5 of `execute_inner`): by now every child band-server started itself has been waited
-/// for, so each one is an orphan of the run.
+/// Reap the zombies handed to band-server as the child subreaper (step 5 of `execute_inner`).
+/// By now every child band-server started itself has been waited for, so each one is an orphan
+/// of the run.
 fn reap_orphans() {
     let own = sys::pid();
     for pid in crate::layers::identity::procs::zombie_children(Path::new("/proc"), own) {

@@ -397,7 +397,7 @@ pub fn denied_syscalls(profile: Profile) -> Vec<DeniedSyscall> {
         // Memory the sandbox cannot see into or execute from.
         deny(
             sys!(SYS_memfd_secret),
-            "secret memory is hidden even from the kernel's own accounting paths; no run needs it",
+            "secret memory is removed from the kernel's direct map: rarely used kernel code no run needs",
         ),
         memfd,
     ];
