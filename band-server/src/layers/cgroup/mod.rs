@@ -980,9 +980,19 @@ impl crate::layer::RunLayer for Cgroup {
     }
 }
 
-/// Remove the cgroup `name` of a dead run of `state`, then its mark.
+/// Remove the cgroup `name` of a dead run of `state`, then its mark. A mark whose cgroup is
+/// already gone (removed by a server without marks) just goes, unreported.
 fn remove_owned(state: &Path, name: &str, report: &mut crate::layer::Report) {
     if let Ok(h) = Hierarchy::detect_system() {
+        let gone = RunCgroup::open(&h, name)
+            .map(|cg| cg.dirs().iter().all(|d| !d.exists()))
+            .unwrap_or(false);
+        if gone {
+            if let Err(e) = remove_mark(state, name) {
+                report.errors.push(format!("cgroup {name}: {e}"));
+            }
+            return;
+        }
         match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
             Ok(()) => {
                 report.removed_cgroups.push(name.to_string());
