@@ -7,11 +7,15 @@
 //!    builds, and with `janitor` the nftables tables) *before* the leases are read, so a run that
 //!    starts meanwhile is never touched.
 //! 2. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
-//!    kill every process of that slot's uid, let every layer remove what the run left, clear the
-//!    file.
+//!    kill every process of that slot's uid (only when the uid's host-wide lock is free too:
+//!    otherwise a server of another state directory runs as it now), let every layer remove what
+//!    the run left, clear the file. A free slot whose uid has processes gets them killed, under
+//!    the same condition.
 //! 3. Each layer, in reverse order, removes the leftovers of step 1 that no live lease names.
 //!
-//! A live run's lease is held, so nothing here can touch it.
+//! A live run's lease is held, so nothing here can touch it; a live run of another state
+//! directory holds its uid's host-wide lock, and its cgroup carries no mark of this state
+//! directory (`cgroup::marks_dir`), so nothing here touches it either.
 
 use fs_err::File;
 use std::collections::BTreeSet;
@@ -35,13 +39,18 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&P
         nft,
         scan_tables: false,
     };
-    clean_dead(&host, slot, file)
+    // Called by `uidpool::acquire`, which holds the slot's uid lock by then.
+    clean_dead(&host, slot, file, true)
 }
 
-fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File) -> Report {
+/// `kill_uid`: the caller holds the slot's host-wide uid lock, so every process of the slot's uid
+/// is a leftover. Without it the uid may be running another state directory's run now: only
+/// the dead run's own leftovers (its cgroup, directories) are removed.
+fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File, kill_uid: bool) -> Report {
     let mut report = Report::default();
     let run = uidpool::read_lease(file).map(|(_, run)| run);
-    if let Ok(passwd) = fs::read_to_string("/etc/passwd")
+    if kill_uid
+        && let Ok(passwd) = fs::read_to_string("/etc/passwd")
         && let Some((uid, _)) = uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot))
     {
         report.killed += kill_uids(&BTreeSet::from([uid]));
@@ -100,13 +109,25 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         };
         match sys::try_lock_exclusive(file.file()) {
             Ok(true) => {
+                // Free in this state directory; the uid's host-wide lock says whether a server
+                // of another state directory runs as it now (then its processes are not ours).
+                let uid_lock = match uidpool::try_lock_uid(Path::new(uidpool::UID_LOCK_DIR), slot) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        report.errors.push(format!("uid lock {slot}: {e}"));
+                        None
+                    }
+                };
+                let ours = uid_lock.is_some();
                 if uidpool::read_lease(&mut file).is_some() {
-                    report.extend(clean_dead(&host, slot, &mut file));
+                    report.extend(clean_dead(&host, slot, &mut file, ours));
                 } else if let Some(uid) = pool_uid(slot)
                     && busy.contains(&uid)
+                    && let Some(l) = uid_lock
                 {
                     free_uids.insert(uid);
                     held.push(file);
+                    held.push(l);
                 }
             }
             Ok(false) => {

@@ -220,10 +220,13 @@ pub fn plan_run<'a>(
         exec,
         sock: run_dir.sock(),
         argv: bwrap::build_bwrap_args(&sandbox),
+        seccomp: seccomp::denied_syscalls(seccomp::Profile {
+            share_net: sandbox.share_net,
+            ..Default::default()
+        }),
         sandbox,
         run_dir,
         bwrap: cfg.bwrap.clone(),
-        seccomp: seccomp::denied_syscalls(),
     })
 }
 

@@ -5,8 +5,9 @@
 //! and documents what makes its `unsafe` block sound. Nothing here decides policy; callers do.
 //!
 //! The functions used between `fork` and `exec` ([`PreExec`]) call only async-signal-safe
-//! functions (`write`, `fcntl`, `dup2`, `setgroups`, `setgid`, `setuid`, `prctl`, `getppid`) and
-//! never allocate: everything they need is prepared before the fork.
+//! functions (`write`, `fcntl`, `dup2`, `setgroups`, `setgid`, `setuid`, `prctl`, `getppid`,
+//! `unshare`, `fork`, `waitpid`, `close_range`, `_exit`) and never allocate: everything they need
+//! is prepared before the fork.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, OsStr};
@@ -302,6 +303,28 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     }
 }
 
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphans below this process are handed to it, not to the
+/// host's init (band-server reaps them at the end of the run: [`reap`]).
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
+}
+
+/// `waitpid(pid, WNOHANG)`: reap `pid` if it is a child of ours that has exited. `Ok(true)` when
+/// it was reaped.
+pub fn reap(pid: i32) -> io::Result<bool> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
+    let rc = check(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) })?;
+    Ok(rc == pid)
+}
+
+/// `getpid()`.
+pub fn pid() -> i32 {
+    // SAFETY: getpid cannot fail and takes no arguments.
+    unsafe { libc::getpid() }
+}
+
 /// `geteuid()`.
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and takes no arguments.
@@ -316,15 +339,25 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// What the child does between `fork` and `exec` of bubblewrap, in this order:
 ///
-/// 1. join the run's cgroup(s) by writing `"0"` to each pre-opened join file (v1 `tasks`, v2
-///    `cgroup.procs`: [`crate::layers::cgroup::RunCgroup::join_files`]); the child has one thread;
-/// 2. move `fds` to their fixed numbers (e.g. the secrets pipe to fd 3), clearing close-on-exec;
-/// 3. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
-/// 4. `PR_SET_PDEATHSIG(SIGKILL)`, so bubblewrap dies with band-server (set after the uid
-///    change, which would clear it), and exit if band-server is already gone.
+/// 1. move `fds` to their fixed numbers (e.g. the secrets pipe to fd 3), clearing close-on-exec;
+/// 2. `PR_SET_PDEATHSIG(SIGKILL)` and exit if band-server is already gone;
+/// 3. `unshare(CLONE_NEWPID)` and `fork`: the child of that fork (the *sandbox init*) is pid 1 of
+///    a pid namespace of the run's own, owned by the initial user namespace. The process between
+///    (the *reaper*, still root, outside the run's cgroup) closes every descriptor, waits for the
+///    sandbox init and exits with its status (a signal `s` as exit code `128 + s`), so band-server
+///    sees bubblewrap's outcome and reaps everything: when the sandbox init dies the kernel kills
+///    and reaps every process of its namespace (bubblewrap's own pid namespace included), and the
+///    reaper reaps the sandbox init, never leaving a zombie for the host's init;
+/// 4. the sandbox init joins the run's cgroup(s) by writing `"0"` to each pre-opened join file
+///    (v1 `tasks`, v2 `cgroup.procs`: [`crate::layers::cgroup::RunCgroup::join_files`]);
+/// 5. it writes `2` to the pre-opened `vm.memfd_noexec` (if given): the kernel applies the value
+///    to the writer's pid namespace, the run's, and every pid namespace created below it
+///    (bubblewrap's) inherits at least that, so no memfd of the run can ever be executed;
+/// 6. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
+/// 7. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper.
 ///
-/// Joining the cgroup first means nothing the run starts can escape it; dropping to the run's uid
-/// before `exec` means bubblewrap itself never runs as root.
+/// Joining the cgroup before anything of the run exists means nothing the run starts can escape
+/// it; dropping to the run's uid before `exec` means bubblewrap itself never runs as root.
 #[derive(Debug)]
 pub struct PreExec {
     pub cgroup_join: Vec<File>,
@@ -332,6 +365,44 @@ pub struct PreExec {
     pub fds: Vec<(RawFd, RawFd)>,
     pub uid: u32,
     pub gid: u32,
+    /// `/proc/sys/vm/memfd_noexec`, opened for writing; `None` on kernels without it (before
+    /// 6.3), where the seccomp filter denies `memfd_create` instead.
+    pub memfd_noexec: Option<File>,
+}
+
+/// The reaper's exit code for the sandbox init's wait status: its exit code, or `128 + signal`.
+fn reaper_code(status: libc::c_int) -> libc::c_int {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        255
+    }
+}
+
+/// The reaper (step 3 of [`PreExec`]): close every descriptor, so band-server's spawn sees
+/// exec's close-on-exec report pipe close when the sandbox init execs or fails, and the run's
+/// pipes reach EOF with the sandbox; wait for `pid`; exit with its status. Never returns.
+fn reap_and_exit(pid: libc::pid_t) -> ! {
+    // SAFETY: close_range on fd numbers; this process never returns to Rust code that could own
+    // one of them (it only waits and `_exit`s).
+    unsafe { libc::close_range(0, libc::c_uint::MAX, 0) };
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            break;
+        }
+        // SAFETY: reads the thread's errno, a plain function with no arguments.
+        if rc < 0 && unsafe { *libc::__errno_location() } != libc::EINTR {
+            // SAFETY: `_exit` is async-signal-safe and never returns.
+            unsafe { libc::_exit(255) };
+        }
+    }
+    // SAFETY: `_exit` is async-signal-safe and never returns.
+    unsafe { libc::_exit(reaper_code(status)) }
 }
 
 impl PreExec {
@@ -341,15 +412,25 @@ impl PreExec {
         // SAFETY: getpid is a plain syscall that cannot fail.
         let parent = unsafe { libc::getpid() };
         let hook = move || -> io::Result<()> {
-            for f in &self.cgroup_join {
-                // SAFETY: writes 1 byte from a static buffer to an fd owned by `f`.
-                let n = unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) };
-                if n != 1 {
-                    return Err(io::Error::last_os_error());
-                }
+            // The descriptors written after the fork (cgroup join files, then the sysctl) are
+            // copied out of the way first (to fds >= 64): the dup2 below may land on them.
+            let mut later = [-1 as RawFd; 16];
+            let sysctl = self.memfd_noexec.iter();
+            let written = self.cgroup_join.iter().chain(sysctl);
+            for (i, f) in written.enumerate() {
+                let slot = later
+                    .get_mut(i)
+                    .ok_or(io::Error::from_raw_os_error(libc::EINVAL))?;
+                // SAFETY: fcntl on an fd number owned by `f`; failure is reported through errno.
+                *slot = check(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 64) })?;
             }
-            // Move every source out of the way first (to fds >= 64), so that a source which
-            // happens to equal another pair's target is not clobbered by the dup2 below.
+            let joins = &later[..self.cgroup_join.len()];
+            let sysctl = self
+                .memfd_noexec
+                .as_ref()
+                .map(|_| later[self.cgroup_join.len()]);
+            // Move every source out of the way too, so that a source which happens to equal
+            // another pair's target is not clobbered by the dup2 below.
             let mut moved = [0 as RawFd; 8];
             if self.fds.len() > moved.len() {
                 return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -362,12 +443,7 @@ impl PreExec {
                 // SAFETY: dup2 on fd numbers; the new descriptor has close-on-exec cleared.
                 check(unsafe { libc::dup2(moved[i], *dst) })?;
             }
-            // SAFETY: setgroups with a zero-length list and a null pointer is valid.
-            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
-            // SAFETY: plain syscalls on integers.
-            check(unsafe { libc::setgid(self.gid) })?;
-            // SAFETY: plain syscall on an integer.
-            check(unsafe { libc::setuid(self.uid) })?;
+            // The reaper dies with band-server (it stays root, so this is never cleared).
             // SAFETY: prctl with integer arguments.
             check(unsafe {
                 libc::prctl(
@@ -382,10 +458,52 @@ impl PreExec {
             if unsafe { libc::getppid() } != parent {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
+            // SAFETY: plain syscall with an integer flag; only children enter the namespace.
+            check(unsafe { libc::unshare(libc::CLONE_NEWPID) })?;
+            // SAFETY: this process has one thread (a child of fork); fork is async-signal-safe
+            // here: the child only makes the raw syscalls below before exec (no allocation, no
+            // lock), and the parent only waits and exits.
+            let pid = check(unsafe { libc::fork() })?;
+            if pid > 0 {
+                reap_and_exit(pid);
+            }
+            for &fd in joins {
+                // SAFETY: writes 1 byte from a static buffer to an fd copied above.
+                let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+                if n != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if let Some(fd) = sysctl {
+                // SAFETY: writes 1 byte from a static buffer to an fd copied above.
+                let n = unsafe { libc::write(fd, b"2".as_ptr().cast(), 1) };
+                if n != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            // SAFETY: setgroups with a zero-length list and a null pointer is valid.
+            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+            // SAFETY: plain syscalls on integers.
+            check(unsafe { libc::setgid(self.gid) })?;
+            // SAFETY: plain syscall on an integer.
+            check(unsafe { libc::setuid(self.uid) })?;
+            // Tied to the reaper, which dies with band-server. (getppid is 0 here: the reaper is
+            // outside this pid namespace, so there is nothing to compare.)
+            // SAFETY: prctl with integer arguments.
+            check(unsafe {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                )
+            })?;
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
-        // `moved` buffer is on the stack; `cgroup_join` and `fds` were built before the fork).
+        // `moved` buffer is on the stack; `cgroup_join`, `memfd_noexec` and `fds` were built
+        // before the fork).
         unsafe { cmd.pre_exec(hook) };
     }
 }

@@ -222,8 +222,8 @@ fn main() {
                 .unwrap_or_else(|_| fail(st, Layer::Process, "argument contains NUL"))
         })
         .collect();
-    let program =
-        seccomp::build_program().unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
+    let program = seccomp::build_program(input.seccomp)
+        .unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
     drop(secrets);
 
     // 5. seccomp, last.

@@ -21,6 +21,7 @@
 
 use std::io::{BufRead, Read};
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
@@ -40,7 +41,8 @@ use crate::layers::cli::reports::{PeerCheck, ReportListener};
 use crate::layers::fs::workdir::RunDir;
 use crate::layers::identity::uidpool;
 use crate::layers::net::{self, NetLayer, dns::Lookup, nft::Nft};
-use crate::layers::process::bwrap;
+use crate::layers::process::memfd::{self, MemfdGuard};
+use crate::layers::process::{bwrap, seccomp};
 use crate::plan::{self, Identity};
 use crate::request::{self, Check};
 use crate::sys::{self, PreExec};
@@ -60,6 +62,18 @@ fn exit_code(status: ExitStatus) -> Option<i32> {
     status.code().or_else(|| status.signal().map(|s| 128 + s))
 }
 
+/// Reap the zombies handed to band-server as the child subreaper (step 5 of `execute_inner`).
+/// By now every child band-server started itself has been waited for, so each one is an orphan
+/// of the run.
+fn reap_orphans() {
+    let own = sys::pid();
+    for pid in crate::layers::identity::procs::zombie_children(Path::new("/proc"), own) {
+        if let Err(e) = sys::reap(pid) {
+            eprintln!("band-server: teardown: cannot reap pid {pid}: {e}");
+        }
+    }
+}
+
 /// The whole run. Always returns a result; never leaves anything behind.
 pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
     let t0 = Instant::now();
@@ -76,6 +90,7 @@ pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunRes
     for e in guard.teardown() {
         eprintln!("band-server: teardown: {e}");
     }
+    reap_orphans();
     result.metrics.teardown_ms = td.elapsed().as_millis() as u64;
     result
 }
@@ -118,8 +133,8 @@ fn execute_inner(
     let limits = plan.limits;
 
     // 4. Apply it. The cgroup, with the effective limits.
-    let cg =
-        RunCgroup::apply(&plan.cgroup).layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let cg = RunCgroup::apply_owned(&plan.cgroup, &cfg.state_dir)
+        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let join_files = cg.join_files();
     // Guarded before anything else can fail, so a failure below still removes it.
     guard.push(cg);
@@ -178,9 +193,19 @@ fn execute_inner(
         .find(|f| f.path == req.entry)
         .map(|f| f.data.as_slice())
         .unwrap_or_default();
+    // memfd execution: the run's pid namespace gets `vm.memfd_noexec = 2`, or, on kernels
+    // without it, seccomp denies memfd_create.
+    let memfd = memfd::open(Path::new(memfd::MEMFD_NOEXEC)).layer(
+        Layer::Process,
+        "cannot make the run's memfds non-executable",
+    )?;
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
         exec: plan::entry_exec(entry_data, &format!("/skill/{}", req.entry), &table),
+        seccomp: seccomp::Profile {
+            share_net: plan.sandbox.share_net,
+            deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
+        },
     };
     let jail_json = serde_json::to_vec(&jail_input)
         .layer(Layer::Secrets, "failed to encode the jail's input")?;
@@ -207,13 +232,31 @@ fn execute_inner(
             .layer(Layer::Cli, "failed to open the report socket")?,
     );
 
-    // 5. Spawn.
+    // 5. Spawn. bubblewrap runs under a reaper (`sys::PreExec`) that reaps the sandbox's pid 1.
+    // If the reaper is killed first (the timeout path kills band-server's child after the
+    // cgroup), that pid 1 is handed to band-server, not to the host's init, and is reaped at the
+    // end of `execute`.
+    sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
     let (status_r, status_w) =
         sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
+    // bubblewrap's argv comes through a pipe: its command line (pid 1's inside the sandbox)
+    // names no host path.
+    let (args_r, args_w) =
+        sys::pipe().layer(Layer::Process, "failed to create the arguments pipe")?;
+    let (args_data, command) = bwrap::split_args(&plan.argv);
+    std::thread::Builder::new()
+        .name("bwrap-args".into())
+        .spawn(move || {
+            let mut f = std::fs::File::from(args_w);
+            let _ = std::io::Write::write_all(&mut f, &args_data);
+        })
+        .layer(Layer::Process, "failed to start a thread")?;
     let mut cmd = Command::new(&plan.bwrap);
-    cmd.args(&plan.argv)
+    cmd.arg0(bwrap::BWRAP_ARGV[0])
+        .args(&bwrap::BWRAP_ARGV[1..])
+        .args(&command)
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::null())
@@ -224,9 +267,14 @@ fn execute_inner(
         fds: vec![
             (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
             (status_w.as_raw_fd(), bwrap::STATUS_FD),
+            (args_r.as_raw_fd(), bwrap::ARGS_FD),
         ],
         uid,
         gid,
+        memfd_noexec: match memfd {
+            MemfdGuard::Sysctl(f) => Some(f),
+            MemfdGuard::Seccomp => None,
+        },
     }
     .install(&mut cmd);
     let setup_ms = t0.elapsed().as_millis() as u64;
@@ -237,6 +285,7 @@ fn execute_inner(
     )?;
     drop(secrets_r);
     drop(status_w);
+    drop(args_r);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     guard.child = Some(child);

@@ -1,3 +1,4 @@
+mod hardening;
 pub(crate) mod helpers;
 mod network;
 mod plan;

@@ -277,6 +277,68 @@ fn unescape_mount_path(s: &str) -> String {
 pub struct RunCgroup {
     hierarchy: Hierarchy,
     name: String,
+    /// `<state>/cgroups/<name>` when this state directory created the cgroup
+    /// ([`RunCgroup::apply_owned`]): removed with the cgroup.
+    mark: Option<PathBuf>,
+}
+
+/// `<state>/cgroups`: an empty file per run cgroup that servers of this state directory created
+/// and have not removed yet. Cgroups live in one host-wide `band/` directory, whichever state
+/// directory a server uses; the janitor's stale pass removes only the ones marked here, never a
+/// cgroup of a server with another state directory (issue 13, item 11).
+pub fn marks_dir(state: &Path) -> PathBuf {
+    state.join("cgroups")
+}
+
+/// The ownership mark of cgroup `name` in `state`.
+pub fn mark_path(state: &Path, name: &str) -> PathBuf {
+    marks_dir(state).join(name)
+}
+
+/// The names marked in `state` (valid cgroup names only), sorted.
+pub fn list_marks(state: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(marks_dir(state)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| validate_name(n).is_ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Remove the mark of `name` in `state`; a missing mark is fine.
+pub fn remove_mark(state: &Path, name: &str) -> io::Result<()> {
+    match fs::remove_file(mark_path(state, name)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn write_mark(state: &Path, name: &str) -> Result<PathBuf, CgroupError> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
+    validate_name(name)?;
+    let dir = marks_dir(state);
+    let create = |path: &Path, error| CgroupError::Create {
+        path: path.to_path_buf(),
+        error,
+    };
+    fs::create_dir_all(&dir).map_err(|e| create(&dir, e))?;
+    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| create(&dir, e))?;
+    let mark = dir.join(name);
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&mark)
+        .map_err(|e| create(&mark, e))?;
+    Ok(mark)
 }
 
 /// What the applier does with a write that fails.
@@ -578,7 +640,24 @@ impl RunCgroup {
         Ok(RunCgroup {
             hierarchy: plan.hierarchy.clone(),
             name: plan.name.clone(),
+            mark: None,
         })
+    }
+
+    /// [`RunCgroup::apply`], marked as created by the servers of `state` first (see
+    /// [`marks_dir`]); the mark goes with the cgroup.
+    pub fn apply_owned(plan: &CgroupPlan, state: &Path) -> Result<RunCgroup, CgroupError> {
+        let mark = write_mark(state, &plan.name)?;
+        match Self::apply(plan) {
+            Ok(cg) => Ok(RunCgroup {
+                mark: Some(mark),
+                ..cg
+            }),
+            Err(e) => {
+                let _ = remove_mark(state, &plan.name);
+                Err(e)
+            }
+        }
     }
 
     /// Creates the run's cgroup in every hierarchy and applies `limits`. The `band` parent is
@@ -603,6 +682,7 @@ impl RunCgroup {
         Ok(RunCgroup {
             hierarchy: plan.hierarchy,
             name: plan.name,
+            mark: None,
         })
     }
 
@@ -613,6 +693,7 @@ impl RunCgroup {
         Ok(RunCgroup {
             hierarchy: h.clone(),
             name: name.to_string(),
+            mark: None,
         })
     }
 
@@ -861,17 +942,15 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
 pub struct Cgroup;
 
 impl crate::layer::RunLayer for Cgroup {
+    /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
+    /// directory's server is never listed, so never removed.
     fn list_stale(
         &self,
         host: &crate::layer::Host<'_>,
         report: &mut crate::layer::Report,
     ) -> Vec<crate::layer::Stale> {
-        let _ = (host, report);
-        Hierarchy::detect_system()
-            .ok()
-            .as_ref()
-            .map(RunCgroup::list_stale)
-            .unwrap_or_default()
+        let _ = report;
+        list_marks(host.state)
             .into_iter()
             .map(crate::layer::Stale::run)
             .collect()
@@ -883,13 +962,7 @@ impl crate::layer::RunLayer for Cgroup {
         run: &str,
         report: &mut crate::layer::Report,
     ) {
-        let _ = host;
-        if let Ok(h) = Hierarchy::detect_system() {
-            match RunCgroup::open(&h, run).and_then(|cg| cg.remove()) {
-                Ok(()) => report.removed_cgroups.push(run.to_string()),
-                Err(e) => report.errors.push(format!("cgroup {run}: {e}")),
-            }
-        }
+        remove_owned(host.state, run, report);
     }
 
     fn remove_stale(
@@ -903,12 +976,31 @@ impl crate::layer::RunLayer for Cgroup {
         if live.contains(name) || report.removed_cgroups.contains(name) {
             return;
         }
-        let _ = host;
-        if let Ok(h) = Hierarchy::detect_system() {
-            match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
-                Ok(()) => report.removed_cgroups.push(name.clone()),
-                Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
+        remove_owned(host.state, name, report);
+    }
+}
+
+/// Remove the cgroup `name` of a dead run of `state`, then its mark. A mark whose cgroup is
+/// already gone (removed by a server without marks) just goes, unreported.
+fn remove_owned(state: &Path, name: &str, report: &mut crate::layer::Report) {
+    if let Ok(h) = Hierarchy::detect_system() {
+        let gone = RunCgroup::open(&h, name)
+            .map(|cg| cg.dirs().iter().all(|d| !d.exists()))
+            .unwrap_or(false);
+        if gone {
+            if let Err(e) = remove_mark(state, name) {
+                report.errors.push(format!("cgroup {name}: {e}"));
             }
+            return;
+        }
+        match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
+            Ok(()) => {
+                report.removed_cgroups.push(name.to_string());
+                if let Err(e) = remove_mark(state, name) {
+                    report.errors.push(format!("cgroup {name}: {e}"));
+                }
+            }
+            Err(e) => report.errors.push(format!("cgroup {name}: {e}")),
         }
     }
 }
@@ -923,6 +1015,13 @@ impl crate::layer::Built for RunCgroup {
 
     fn teardown(self: Box<Self>, t: &mut crate::layer::Teardown) {
         if let Err(e) = self.remove() {
+            t.errors.push(format!("cgroup: {e}"));
+            return;
+        }
+        if let Some(mark) = &self.mark
+            && let Err(e) = fs::remove_file(mark)
+            && e.kind() != io::ErrorKind::NotFound
+        {
             t.errors.push(format!("cgroup: {e}"));
         }
     }
@@ -1585,6 +1684,30 @@ mod tests {
         let (_tmp, h) = v1_roots(false, false);
         let cg = RunCgroup::open(&h, "gone").unwrap();
         assert_eq!(cg.stats(), CgroupStats::default());
+    }
+
+    #[test]
+    fn ownership_marks_are_per_state_directory() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        write_mark(a.path(), "0123456789abcdef").unwrap();
+        write_mark(a.path(), "fedcba9876543210").unwrap();
+        fs::write(marks_dir(a.path()).join("not a run"), "").unwrap();
+        assert_eq!(
+            list_marks(a.path()),
+            vec![
+                "0123456789abcdef".to_string(),
+                "fedcba9876543210".to_string()
+            ]
+        );
+        assert!(
+            list_marks(b.path()).is_empty(),
+            "another state dir owns nothing"
+        );
+        remove_mark(a.path(), "0123456789abcdef").unwrap();
+        remove_mark(a.path(), "0123456789abcdef").unwrap();
+        assert_eq!(list_marks(a.path()), vec!["fedcba9876543210".to_string()]);
+        assert!(write_mark(a.path(), "../escape").is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! teardown and the janitor both use this, so nothing of a run outlives it.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use fs_err as fs;
@@ -44,6 +45,29 @@ pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
         .collect()
 }
 
+/// The PPid of a `/proc/<pid>/status` text.
+pub fn status_ppid(status: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Pids of the zombies whose parent is `parent`, from the `/proc` at `proc_root`.
+pub fn zombie_children(proc_root: &Path, parent: i32) -> Vec<i32> {
+    let Ok(rd) = fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(proc_root.join(pid.to_string()).join("status"))
+                .ok()
+                .is_some_and(|s| status_is_zombie(&s) && status_ppid(&s) == Some(parent))
+        })
+        .collect()
+}
+
 /// SIGKILL every process of `uids` until none is left (bounded). Never uid 0.
 pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
     let uids: BTreeSet<u32> = uids.iter().copied().filter(|u| *u != 0).collect();
@@ -77,5 +101,28 @@ mod tests {
         assert_eq!(status_uids("Name: x\n"), None);
         assert!(!status_is_zombie(s));
         assert!(status_is_zombie("Name:\tx\nState:\tZ (zombie)\n"));
+        assert_eq!(status_ppid("Name:\tx\nPPid:\t42\n"), Some(42));
+        assert_eq!(status_ppid(s), None);
+    }
+
+    #[test]
+    fn zombie_children_of_a_parent() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (pid, state, ppid) in [
+            (10, "Z (zombie)", 7),
+            (11, "S (sleeping)", 7),
+            (12, "Z (zombie)", 8),
+        ] {
+            let dir = tmp.path().join(pid.to_string());
+            fs::create_dir(&dir).unwrap();
+            fs::write(
+                dir.join("status"),
+                format!("Name:\tbwrap\nState:\t{state}\nPPid:\t{ppid}\n"),
+            )
+            .unwrap();
+        }
+        fs::create_dir(tmp.path().join("self")).unwrap();
+        assert_eq!(zombie_children(tmp.path(), 7), vec![10]);
+        assert!(zombie_children(tmp.path(), 9).is_empty());
     }
 }

@@ -6,6 +6,11 @@
 //! take the lock while the file still names a run. Lock files are never deleted: deleting one
 //! while another process has it open would let two processes "hold" the same slot.
 //!
+//! The pool's users are the host's, whichever state directory a server uses; so a slot is also
+//! locked host-wide, in [`UID_LOCK_DIR`], for as long as it is leased: two servers with different
+//! state directories never run as the same uid at once, and processes of a pool uid may be killed
+//! only by the holder of that uid's host-wide lock (issue 13, item 11).
+//!
 //! Users are created on first use with `useradd --system --no-create-home --user-group --shell
 //! /usr/sbin/nologin`, after the slot's lock is held, so no two servers create the same user.
 
@@ -23,6 +28,37 @@ use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::sys;
 
 pub const POOL_SIZE: u32 = 64;
+
+/// The host-wide locks of the pool's uids (`<dir>/<slot>.lock`), shared by every state directory.
+pub const UID_LOCK_DIR: &str = "/run/band-uids";
+
+pub fn uid_lock_path(dir: &Path, slot: u32) -> PathBuf {
+    dir.join(format!("{slot}.lock"))
+}
+
+/// Take the host-wide lock of `slot` in `dir` (normally [`UID_LOCK_DIR`]), creating the
+/// directory (root-only) and the file if needed. `Ok(None)`: a server, of whichever state
+/// directory, holds it, so a run of that uid may be alive.
+pub fn try_lock_uid(dir: &Path, slot: u32) -> std::io::Result<Option<File>> {
+    fs::create_dir_all(dir)?;
+    let meta = fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a directory", dir.display()),
+        ));
+    }
+    fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(uid_lock_path(dir, slot))?;
+    Ok(sys::try_lock_exclusive(file.file())?.then_some(file))
+}
 
 pub fn user_name(slot: u32) -> String {
     format!("band-run-{slot}")
@@ -52,6 +88,8 @@ pub struct Lease {
     pub user: String,
     file: File,
     path: PathBuf,
+    /// The slot's host-wide lock ([`try_lock_uid`]), held as long as the lease.
+    _uid_lock: File,
 }
 
 impl Lease {
@@ -143,6 +181,20 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
         )? {
             continue;
         }
+        // Free here, but the uid may be running a run of another state directory.
+        let uid_lock = match try_lock_uid(Path::new(UID_LOCK_DIR), slot) {
+            Ok(Some(l)) => l,
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(SetupError::new(
+                    Layer::Identity,
+                    format!(
+                        "failed to lock {}: {e}",
+                        uid_lock_path(Path::new(UID_LOCK_DIR), slot).display()
+                    ),
+                ));
+            }
+        };
         if read_lease(&mut file).is_some() {
             // The previous owner died without cleaning up; leave the slot to the janitor rather
             // than reuse a uid that may still have processes.
@@ -169,6 +221,7 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
             user,
             file,
             path,
+            _uid_lock: uid_lock,
         }));
     }
     Ok(None)
@@ -240,6 +293,25 @@ mod tests {
             parse_passwd_entry("band-run-2:x:bad:1::/:/x", "band-run-2"),
             None
         );
+    }
+
+    #[test]
+    fn a_uid_lock_is_held_once_host_wide() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        let held = try_lock_uid(&dir, 3).unwrap();
+        assert!(held.is_some());
+        // Another server (another open file description) cannot take it, whatever its state dir.
+        assert!(try_lock_uid(&dir, 3).unwrap().is_none());
+        assert!(try_lock_uid(&dir, 4).unwrap().is_some());
+        drop(held);
+        assert!(try_lock_uid(&dir, 3).unwrap().is_some());
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Not a directory: refused, naming it.
+        let file = tmp.path().join("file");
+        fs::write(&file, "").unwrap();
+        assert!(try_lock_uid(&file, 0).is_err());
     }
 
     #[test]

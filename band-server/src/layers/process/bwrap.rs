@@ -21,6 +21,11 @@
 //!
 //! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
 //! appear on any command line.
+//!
+//! bubblewrap itself is started as `bwrap --args 5` ([`ARGS_FD`], [`encode_args`]): the argv
+//! above, full of host paths (the state directory, the run id, band's install path), is read
+//! from a pipe, so it never appears in `/proc/<pid>/cmdline` of bubblewrap, which is pid 1 of
+//! the sandbox and visible to the script.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -36,6 +41,25 @@ pub const SANDBOX_SOCK: &str = "/band/sock";
 pub const SANDBOX_IO: &str = "/band/io";
 pub const SECRETS_FD: i32 = 3;
 pub const STATUS_FD: i32 = 4;
+/// bubblewrap reads its options from this descriptor (`--args`).
+pub const ARGS_FD: i32 = 5;
+/// The start of bubblewrap's command line (its `argv[0]` is set to this name, not its host
+/// path); [`split_args`] gives the rest.
+pub const BWRAP_ARGV: [&str; 3] = ["bwrap", "--args", "5"];
+
+/// [`build_bwrap_args`] split in two: the options, for the `--args` descriptor (each followed
+/// by a NUL byte), and `--` with the command, which bubblewrap only takes from its real command
+/// line (it ignores what follows `--` in `--args` data). The command names sandbox paths only.
+pub fn split_args(args: &[OsString]) -> (Vec<u8>, Vec<OsString>) {
+    use std::os::unix::ffi::OsStrExt;
+    let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let mut options = Vec::new();
+    for a in &args[..at] {
+        options.extend_from_slice(a.as_bytes());
+        options.push(0);
+    }
+    (options, args[at..].to_vec())
+}
 
 /// What band-server writes to the jail's secrets descriptor (one JSON object, then EOF).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +70,9 @@ pub struct JailInput {
     /// How to start the entry, when not by exec'ing the command itself (see `run::entry_exec`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<JailExec>,
+    /// Which seccomp deny list the jail installs (network, memfd fallback).
+    #[serde(default)]
+    pub seccomp: super::seccomp::Profile,
 }
 
 /// A program to exec with its own argv.
@@ -502,6 +529,29 @@ mod tests {
                 assert_ne!(w[1], "/usr/bin", "host /usr/bin bound: {w:?}");
             }
         }
+    }
+
+    #[test]
+    fn options_go_to_the_args_fd_and_the_command_stays_free_of_host_paths() {
+        let args: Vec<OsString> = ["--bind", "/a b", "/c", "--", "/band/jail", "--", "x"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let (options, command) = split_args(&args);
+        assert_eq!(options, b"--bind\0/a b\0/c\0".to_vec());
+        assert_eq!(command, args[3..].to_vec());
+        assert_eq!(BWRAP_ARGV[2], ARGS_FD.to_string());
+
+        let (options, command) = split_args(&build_bwrap_args(&plan()));
+        let command: Vec<String> = command
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(command[..2], ["--", SANDBOX_JAIL]);
+        for a in &command {
+            assert!(!a.contains("/run/band") && !a.contains("/opt/band"), "{a}");
+        }
+        assert!(String::from_utf8_lossy(&options).contains("/run/band/runs/0123456789abcdef"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! Process: the bubblewrap argv and the seccomp filter the jail installs.
+//! Process: the bubblewrap argv, the seccomp filter the jail installs, and the memfd guard.
 
 pub mod bwrap;
+pub mod memfd;
 pub mod seccomp;
 
 use crate::layer::RunLayer;

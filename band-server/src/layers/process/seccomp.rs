@@ -18,6 +18,7 @@ use seccompiler::{
     BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
     SeccompFilter, SeccompRule, TargetArch, sock_filter,
 };
+use serde::{Deserialize, Serialize};
 
 /// A comparison on one syscall argument. Only the low 32 bits are compared (seccompiler's
 /// `Dword`): every argument this policy inspects is an `int` or is truncated to 32 bits by the
@@ -136,8 +137,30 @@ fn u(value: i32) -> u32 {
     value as u32
 }
 
+/// What the deny list depends on, per run. band-server decides it and sends it to band-jail
+/// through the secrets pipe (`bwrap::JailInput`); the default is the strictest list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The run has `allow.net` (it shares the host's network namespace): `NETLINK_ROUTE` sockets
+    /// stay allowed, since glibc's `getaddrinfo` (`AI_ADDRCONFIG`) and `getifaddrs` use them.
+    /// Without it every netlink socket is denied.
+    #[serde(default)]
+    pub share_net: bool,
+    /// The kernel has no `vm.memfd_noexec` (before 6.3), so band-server could not make the run's
+    /// memfds non-executable: `memfd_create` is denied outright (ENOSYS, so programs fall back
+    /// to files), closing "exec what I just wrote into a memfd".
+    #[serde(default)]
+    pub deny_memfd: bool,
+}
+
+/// `AF_NETLINK` protocol `NETLINK_ROUTE` (linux/netlink.h).
+const NETLINK_ROUTE: u32 = 0;
+/// `MFD_EXEC` (linux/memfd.h, 6.3+): asks for an executable memfd.
+const MFD_EXEC: u32 = 0x10;
+
 /// The deny list for the host architecture (x86_64 or aarch64).
-pub fn denied_syscalls() -> Vec<DeniedSyscall> {
+pub fn denied_syscalls(profile: Profile) -> Vec<DeniedSyscall> {
     let raw_type = |domain: i32| {
         vec![
             arg(0, ArgOp::Eq(u(domain))),
@@ -163,7 +186,56 @@ pub fn denied_syscalls() -> Vec<DeniedSyscall> {
         })
         .collect();
 
-    vec![
+    let mut netlink = vec![vec![arg(0, ArgOp::Eq(u(libc::AF_NETLINK)))]];
+    if profile.share_net {
+        netlink = vec![vec![
+            arg(0, ArgOp::Eq(u(libc::AF_NETLINK))),
+            arg(2, ArgOp::Ne(NETLINK_ROUTE)),
+        ]];
+    }
+    let socket_rules = [
+        vec![
+            vec![arg(0, ArgOp::Eq(u(libc::AF_PACKET)))],
+            vec![arg(0, ArgOp::Eq(u(libc::AF_VSOCK)))],
+            raw_type(libc::AF_INET),
+            raw_type(libc::AF_INET6),
+            vec![
+                arg(0, ArgOp::Eq(u(libc::AF_INET))),
+                arg(
+                    1,
+                    ArgOp::MaskedEq {
+                        mask: SOCK_TYPE_MASK,
+                        value: u(SOCK_PACKET),
+                    },
+                ),
+            ],
+        ],
+        netlink,
+    ]
+    .concat();
+    let memfd = if profile.deny_memfd {
+        DeniedSyscall {
+            errno: ENOSYS,
+            ..deny(
+                sys!(SYS_memfd_create),
+                "this kernel cannot make memfds non-executable (vm.memfd_noexec, 6.3+): no memfds",
+            )
+        }
+    } else {
+        deny_when(
+            sys!(SYS_memfd_create),
+            "an executable memfd (MFD_EXEC) would run bytes the script wrote",
+            vec![vec![arg(
+                1,
+                ArgOp::MaskedEq {
+                    mask: MFD_EXEC,
+                    value: MFD_EXEC,
+                },
+            )]],
+        )
+    };
+
+    let mut list = vec![
         // Other processes.
         deny(
             sys!(SYS_ptrace),
@@ -305,23 +377,14 @@ pub fn denied_syscalls() -> Vec<DeniedSyscall> {
         // Sockets that reach below the network policy.
         deny_when(
             sys!(SYS_socket),
-            "raw, packet and vsock sockets bypass the network policy",
-            vec![
-                vec![arg(0, ArgOp::Eq(u(libc::AF_PACKET)))],
-                vec![arg(0, ArgOp::Eq(u(libc::AF_VSOCK)))],
-                raw_type(libc::AF_INET),
-                raw_type(libc::AF_INET6),
-                vec![
-                    arg(0, ArgOp::Eq(u(libc::AF_INET))),
-                    arg(
-                        1,
-                        ArgOp::MaskedEq {
-                            mask: SOCK_TYPE_MASK,
-                            value: u(SOCK_PACKET),
-                        },
-                    ),
-                ],
-            ],
+            if profile.share_net {
+                "raw, packet and vsock sockets bypass the network policy; netlink other than \
+                 NETLINK_ROUTE reaches the host's kernel (sock_diag lists its connections)"
+            } else {
+                "raw, packet and vsock sockets bypass the network policy; netlink is kernel \
+                 attack surface a run without network never needs"
+            },
+            socket_rules,
         ),
         deny_when(
             sys!(SYS_socketpair),
@@ -331,12 +394,24 @@ pub fn denied_syscalls() -> Vec<DeniedSyscall> {
                 vec![arg(0, ArgOp::Eq(u(libc::AF_VSOCK)))],
             ],
         ),
-    ]
+        // Memory the sandbox cannot see into or execute from.
+        deny(
+            sys!(SYS_memfd_secret),
+            "secret memory is removed from the kernel's direct map: rarely used kernel code no run needs",
+        ),
+        memfd,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    list.push(deny(
+        sys!(SYS_modify_ldt),
+        "16-bit segments in the LDT are old, rarely used kernel attack surface",
+    ));
+    list
 }
 
 /// Builds the BPF program for [`denied_syscalls`] on the host architecture. Pure: no syscalls.
-pub fn build_program() -> Result<BpfProgram, SeccompError> {
-    build_program_for(&denied_syscalls(), host_arch())
+pub fn build_program(profile: Profile) -> Result<BpfProgram, SeccompError> {
+    build_program_for(&denied_syscalls(profile), host_arch())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -552,10 +627,12 @@ mod tests {
         "clone3",
         "socket",
         "socketpair",
+        "memfd_secret",
+        "memfd_create",
     ];
 
     fn entry(name: &str) -> DeniedSyscall {
-        denied_syscalls()
+        denied_syscalls(Profile::default())
             .into_iter()
             .find(|d| d.name == name)
             .unwrap_or_else(|| panic!("{name} is not in the deny list"))
@@ -563,7 +640,10 @@ mod tests {
 
     #[test]
     fn every_required_syscall_is_listed() {
-        let names: BTreeSet<&str> = denied_syscalls().iter().map(|d| d.name).collect();
+        let names: BTreeSet<&str> = denied_syscalls(Profile::default())
+            .iter()
+            .map(|d| d.name)
+            .collect();
         let missing: Vec<&&str> = REQUIRED.iter().filter(|n| !names.contains(**n)).collect();
         assert!(
             missing.is_empty(),
@@ -573,7 +653,7 @@ mod tests {
 
     #[test]
     fn no_duplicate_names_or_numbers() {
-        let list = denied_syscalls();
+        let list = denied_syscalls(Profile::default());
         let names: BTreeSet<&str> = list.iter().map(|d| d.name).collect();
         let nrs: BTreeSet<i64> = list.iter().map(|d| d.nr).collect();
         assert_eq!(names.len(), list.len());
@@ -582,7 +662,7 @@ mod tests {
 
     #[test]
     fn every_reason_is_one_lowercase_line() {
-        for d in denied_syscalls() {
+        for d in denied_syscalls(Profile::default()) {
             assert!(!d.reason.is_empty(), "{} has no reason", d.name);
             assert!(!d.reason.contains('\n'), "{} reason spans lines", d.name);
             assert!(
@@ -596,7 +676,7 @@ mod tests {
 
     #[test]
     fn clone3_gets_enosys_and_everything_else_eperm() {
-        for d in denied_syscalls() {
+        for d in denied_syscalls(Profile::default()) {
             let want = if d.name == "clone3" { ENOSYS } else { EPERM };
             assert_eq!((d.name, d.errno), (d.name, want));
         }
@@ -611,7 +691,7 @@ mod tests {
 
     #[test]
     fn duplicate_entries_are_rejected() {
-        let mut list = denied_syscalls();
+        let mut list = denied_syscalls(Profile::default());
         list.push(deny(sys!(SYS_ptrace), "again"));
         let err = build_program_for(&list, host_arch()).unwrap_err();
         assert_eq!(
@@ -625,7 +705,7 @@ mod tests {
 
     #[test]
     fn program_fits_the_kernel_limit() {
-        let program = build_program().unwrap();
+        let program = build_program(Profile::default()).unwrap();
         assert!(
             program.len() <= BPF_MAX_LEN,
             "{} instructions",
@@ -686,7 +766,7 @@ mod tests {
     }
 
     fn host(nr: i64, args: &[u64]) -> u32 {
-        let program = build_program().unwrap();
+        let program = build_program(Profile::default()).unwrap();
         run(&program, host_audit_arch(), nr as u32, args)
     }
 
@@ -696,7 +776,10 @@ mod tests {
 
     #[test]
     fn every_unconditional_entry_gets_its_errno() {
-        for d in denied_syscalls().iter().filter(|d| d.when.is_empty()) {
+        for d in denied_syscalls(Profile::default())
+            .iter()
+            .filter(|d| d.when.is_empty())
+        {
             assert_eq!((d.name, host(d.nr, &[])), (d.name, errno(d.errno)));
         }
     }
@@ -764,11 +847,107 @@ mod tests {
         assert_eq!(socket(libc::AF_INET, libc::SOCK_DGRAM), ALLOW);
         assert_eq!(socket(libc::AF_INET6, libc::SOCK_STREAM), ALLOW);
         assert_eq!(socket(libc::AF_UNIX, libc::SOCK_STREAM), ALLOW);
-        assert_eq!(socket(libc::AF_NETLINK, libc::SOCK_RAW), ALLOW);
+        // Without allow.net no netlink socket at all (issue 13, item 11).
+        assert_eq!(socket(libc::AF_NETLINK, libc::SOCK_RAW), errno(EPERM));
+        assert_eq!(
+            socket(libc::AF_NETLINK, libc::SOCK_DGRAM | nb),
+            errno(EPERM)
+        );
         let pair = |domain: i32| host(libc::SYS_socketpair, &[raw(domain), raw(libc::SOCK_RAW), 0]);
         assert_eq!(pair(libc::AF_PACKET), errno(EPERM));
         assert_eq!(pair(libc::AF_VSOCK), errno(EPERM));
         assert_eq!(pair(libc::AF_UNIX), ALLOW);
+    }
+
+    fn with(profile: Profile, nr: i64, args: &[u64]) -> u32 {
+        let program = build_program(profile).unwrap();
+        run(&program, host_audit_arch(), nr as u32, args)
+    }
+
+    #[test]
+    fn netlink_only_route_and_only_with_network() {
+        let net = Profile {
+            share_net: true,
+            ..Profile::default()
+        };
+        let netlink = |p: Profile, proto: u64| {
+            with(
+                p,
+                libc::SYS_socket,
+                &[
+                    raw(libc::AF_NETLINK),
+                    raw(libc::SOCK_RAW | libc::SOCK_CLOEXEC),
+                    proto,
+                ],
+            )
+        };
+        // NETLINK_ROUTE (0), NETLINK_SOCK_DIAG (4), NETLINK_NETFILTER (12), KOBJECT_UEVENT (15).
+        for proto in [0, 4, 12, 15] {
+            assert_eq!(netlink(Profile::default(), proto), errno(EPERM), "{proto}");
+        }
+        assert_eq!(netlink(net, 0), ALLOW, "getaddrinfo's NETLINK_ROUTE");
+        for proto in [4, 12, 15] {
+            assert_eq!(netlink(net, proto), errno(EPERM), "{proto}");
+        }
+        // The rest of the socket policy is the same with network.
+        assert_eq!(
+            with(
+                net,
+                libc::SYS_socket,
+                &[raw(libc::AF_PACKET), raw(libc::SOCK_RAW), 0]
+            ),
+            errno(EPERM)
+        );
+        assert_eq!(
+            with(
+                net,
+                libc::SYS_socket,
+                &[raw(libc::AF_INET), raw(libc::SOCK_STREAM), 0]
+            ),
+            ALLOW
+        );
+    }
+
+    #[test]
+    fn memfd_secret_and_modify_ldt_are_denied() {
+        assert_eq!(host(libc::SYS_memfd_secret, &[0]), errno(EPERM));
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(host(libc::SYS_modify_ldt, &[0, 0, 16]), errno(EPERM));
+    }
+
+    #[test]
+    fn memfd_create_executable_is_denied_and_without_noexec_every_memfd() {
+        let mfd_cloexec = 1;
+        let mfd_noexec_seal = 8;
+        let memfd = |p: Profile, flags: u64| with(p, libc::SYS_memfd_create, &[0, flags]);
+        assert_eq!(memfd(Profile::default(), 0), ALLOW);
+        assert_eq!(memfd(Profile::default(), mfd_cloexec), ALLOW);
+        assert_eq!(memfd(Profile::default(), mfd_noexec_seal), ALLOW);
+        assert_eq!(memfd(Profile::default(), u64::from(MFD_EXEC)), errno(EPERM));
+        assert_eq!(
+            memfd(Profile::default(), u64::from(MFD_EXEC) | mfd_cloexec),
+            errno(EPERM)
+        );
+        let old_kernel = Profile {
+            deny_memfd: true,
+            ..Profile::default()
+        };
+        for flags in [0, mfd_cloexec, mfd_noexec_seal] {
+            assert_eq!(memfd(old_kernel, flags), errno(ENOSYS), "{flags}");
+        }
+    }
+
+    #[test]
+    fn the_profile_round_trips_and_defaults_to_the_strictest() {
+        let p: Profile = serde_json::from_str("{}").unwrap();
+        assert_eq!(p, Profile::default());
+        assert!(!p.share_net);
+        let p = Profile {
+            share_net: true,
+            deny_memfd: true,
+        };
+        let back: Profile = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
     }
 
     #[test]
@@ -782,7 +961,7 @@ mod tests {
 
     #[test]
     fn foreign_architecture_is_killed() {
-        let program = build_program().unwrap();
+        let program = build_program(Profile::default()).unwrap();
         assert_eq!(run(&program, AUDIT_ARCH_I386, 20, &[]), KILL_PROCESS);
     }
 
@@ -790,7 +969,7 @@ mod tests {
     fn only_the_last_chunk_returns_allow() {
         // Two chunks, EPERM then ENOSYS, each opening with seccompiler's arch load. Every ALLOW
         // return of the first was rewritten into a jump to the second.
-        let program = build_program().unwrap();
+        let program = build_program(Profile::default()).unwrap();
         let chunk_starts: Vec<usize> = program
             .iter()
             .enumerate()
@@ -822,13 +1001,13 @@ mod tests {
 
         #[test]
         fn the_guard_comes_first() {
-            let program = build_program().unwrap();
+            let program = build_program(Profile::default()).unwrap();
             assert_eq!(program[..5].to_vec(), x32_guard());
         }
 
         #[test]
         fn x32_syscalls_are_denied() {
-            let program = build_program().unwrap();
+            let program = build_program(Profile::default()).unwrap();
             for nr in [
                 libc::SYS_getpid,
                 libc::SYS_read,
@@ -851,7 +1030,7 @@ mod tests {
 
         #[test]
         fn the_guard_falls_through_for_x86_64_numbers() {
-            let program = build_program().unwrap();
+            let program = build_program(Profile::default()).unwrap();
             assert_eq!(run(&program, AUDIT_ARCH_X86_64, 39, &[]), ALLOW, "getpid");
             assert_eq!(
                 run(&program, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT - 1, &[]),
@@ -862,7 +1041,7 @@ mod tests {
 
         #[test]
         fn the_guard_falls_through_for_other_arches_to_the_arch_check() {
-            let program = build_program().unwrap();
+            let program = build_program(Profile::default()).unwrap();
             // i386 number with the x32 bit: not x86_64, so the guard must not answer; the
             // seccompiler arch check kills it.
             let nr = X32_SYSCALL_BIT | 20;
@@ -951,6 +1130,18 @@ mod tests {
                 "17, 3, 0, ctypes.addressof(pair)",
             ),
             d("personality_linux32", libc::SYS_personality, "8"),
+            d("memfd_secret", libc::SYS_memfd_secret, "0"),
+            d(
+                "memfd_create_exec",
+                libc::SYS_memfd_create,
+                "ctypes.addressof(name), 0x10",
+            ),
+            d("socket_netlink_route", libc::SYS_socket, "16, 3, 0"),
+            d(
+                "socket_netlink_diag",
+                libc::SYS_socket,
+                "16, 2 | 0o2000000, 4",
+            ),
             ok("personality_restore", libc::SYS_personality, "0"),
             ok("personality_query", libc::SYS_personality, "0xffffffff"),
             ok("getpid", libc::SYS_getpid, ""),
@@ -964,6 +1155,8 @@ mod tests {
         ];
         if cfg!(target_arch = "x86_64") {
             probes.push(d("x32_getpid", libc::SYS_getpid | 0x4000_0000, ""));
+            // modify_ldt(0 = read, buf, 16): without the filter it reads the (empty) LDT.
+            probes.push(d("modify_ldt", 154, "0, ctypes.addressof(ldt), 16"));
         }
         // Last: without the filter this really enters a new user namespace.
         probes.push(d("unshare_newuser", libc::SYS_unshare, "0x10000000"));
@@ -977,6 +1170,8 @@ mod tests {
              libc = ctypes.CDLL(None, use_errno=True)\n\
              libc.syscall.restype = ctypes.c_long\n\
              pair = (ctypes.c_int * 2)()\n\
+             ldt = (ctypes.c_char * 16)()\n\
+             name = ctypes.create_string_buffer(b'x')\n\
              def call(label, nr, *args):\n\
              \x20   ctypes.set_errno(0)\n\
              \x20   rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])\n\
@@ -1036,7 +1231,7 @@ mod tests {
             return;
         }
         let script = std::env::var(SCRIPT_ENV).unwrap();
-        install(&build_program().unwrap()).unwrap();
+        install(&build_program(Profile::default()).unwrap()).unwrap();
         let err = std::process::Command::new(python())
             .arg("-c")
             .arg(script)
