@@ -43,6 +43,9 @@ impl Transport for SshTransport {
         &mut self,
         req: &RunRequest,
         on_event: &mut dyn FnMut(&proto::Event),
+        // Not passed on mid-run over ssh (a blocking channel read cannot be interrupted); when
+        // band exits, the connection closes and band-server cancels the run.
+        _cancel: &super::cancel::Cancel,
     ) -> Result<RunResult> {
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
         let paths = vm_paths()?;

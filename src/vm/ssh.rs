@@ -334,7 +334,9 @@ pub fn read_stream(
         match msg {
             Message::Event(ev) => on_event(&ev),
             Message::Result(r) => result = Some(*r),
-            Message::Request(_) => return Err(FrameError::UnexpectedRequest),
+            Message::Request(_) | Message::Hold | Message::Cancel => {
+                return Err(FrameError::UnexpectedRequest);
+            }
         }
     }
     Ok(result)
@@ -355,11 +357,12 @@ pub fn run_request(
     let mut ch = sess.channel_session().map_err(|e| fail(&e))?;
     ch.exec(&command).map_err(|e| fail(&e))?;
     // A stale target exits without reading: a failed write is judged by the exit status below.
+    // `hold` and no EOF: the channel stays open while band waits, so when band dies (the
+    // connection closes) band-server cancels the run.
     let sent = ch
         .write_all(request_line)
-        .and_then(|()| ch.write_all(b"\n"))
-        .map_err(|e| e.to_string())
-        .and_then(|()| ch.send_eof().map_err(|e| e.to_string()));
+        .and_then(|()| ch.write_all(b"\n{\"type\":\"hold\"}\n"))
+        .map_err(|e| e.to_string());
     let read = {
         let mut reader = BufReader::with_capacity(1 << 16, &mut ch);
         read_stream(&mut reader, MAX_LINE_BYTES, on_event)
