@@ -209,7 +209,7 @@ fn privileged_sigterm_cancels_the_run_and_records_it() {
     let t = tempfile::tempdir().unwrap();
     let b = band_for(t.path());
     sleepy_skill(t.path(), &b);
-    let (mut child, uid) = start_ticking(
+    let (child, uid) = start_ticking(
         &b,
         &["run", "--skills", ".", "probe/sleepy", "--name=x"],
         t.path(),
