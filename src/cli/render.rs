@@ -169,8 +169,10 @@ pub(crate) fn print_failure(result: &proto::RunResult) {
         .as_ref()
         .map(|e| format!(" [{}] {}", e.layer.as_str(), e.message))
         .unwrap_or_default();
+    // A cancelled run's script was killed: its exit code (137) says nothing more.
     let code = result
         .exit_code
+        .filter(|_| s != proto::Status::Cancelled)
         .map(|c| format!(" (exit {c})"))
         .unwrap_or_default();
     say(&format!("band: {s}{code}: {}{detail}\n", s.describe()));
