@@ -22,7 +22,7 @@ use crate::mcp::{has_mcp_sdk, python};
 const GONE_WITHIN: Duration = Duration::from_secs(3);
 
 /// The skill `probe/sleepy` in `dir`: 300 ticks of 100 ms.
-fn sleepy_skill(dir: &Path, b: &Band) {
+pub(crate) fn sleepy_skill(dir: &Path, b: &Band) {
     assert_eq!(b.run(&["init", "probe", "--script", "sleepy"], dir).0, 0);
     let band_md = dir.join("probe/BAND.md");
     let text = fs_err::read_to_string(&band_md).unwrap();
@@ -56,7 +56,7 @@ fn band_for(t: &Path) -> Band {
 
 /// Start `band <args>` in `dir` with stderr piped; return it once the script has ticked, with
 /// the run's uid.
-fn start_ticking(b: &Band, args: &[&str], dir: &Path, stdout: Stdio) -> (Child, u32) {
+pub(crate) fn start_ticking(b: &Band, args: &[&str], dir: &Path, stdout: Stdio) -> (Child, u32) {
     let mut child = b
         .command(args, dir)
         .stdin(Stdio::null())
@@ -80,7 +80,7 @@ fn start_ticking(b: &Band, args: &[&str], dir: &Path, stdout: Stdio) -> (Child, 
     (child, uid)
 }
 
-fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
         .args([sig, &pid.to_string()])
         .status()
