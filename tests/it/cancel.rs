@@ -201,6 +201,71 @@ fn privileged_ctrl_c_cancels_the_run_and_records_it() {
     assert_eq!(rec["exit_code"], 130);
 }
 
+/// Under a pseudo-terminal: wait for a tick, type Ctrl-C, print what band wrote after it and how
+/// it exited (`exit N`).
+const CTRL_C_AT_A_TERMINAL: &str = r#"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+seen, end = b"", time.time() + 60
+while b"tick uid=" not in seen and time.time() < end:
+    if select.select([fd], [], [], 0.5)[0]:
+        seen += os.read(fd, 4096)
+os.write(fd, b"\x03")
+after = b""
+while True:
+    try:
+        if select.select([fd], [], [], 0.5)[0]:
+            d = os.read(fd, 4096)
+            if not d:
+                break
+            after += d
+    except OSError:
+        break
+_, st = os.waitpid(pid, 0)
+uid = seen.split(b"tick uid=")[1].split()[0].decode()
+sys.stdout.write("uid %s\nexit %d\n" % (uid, os.waitstatus_to_exitcode(st)))
+sys.stdout.write(after.decode("utf-8", "replace"))
+"#;
+
+#[test]
+fn privileged_ctrl_c_at_a_terminal_prints_one_line_and_records() {
+    if skip("privileged_ctrl_c_at_a_terminal_prints_one_line_and_records") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let b = band_for(t.path());
+    sleepy_skill(t.path(), &b);
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", CTRL_C_AT_A_TERMINAL, band_exe()])
+        .args(["run", "--skills", ".", "probe/sleepy", "--name=x"])
+        .current_dir(t.path());
+    b.apply(&mut cmd);
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let uid: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("uid "))
+        .and_then(|u| u.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(text.contains("\nexit 130\n"), "{text:?}");
+    // The spinner cleared, then one line.
+    let said: Vec<&str> = text
+        .split(['\r', '\n'])
+        .map(|l| l.trim_start_matches("\x1b[2K")) // the spinner's line clearing
+        .filter(|l| l.starts_with("band:"))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "band: cancelled: the run was cancelled (interrupted, or its client went away) and was killed"
+        ],
+        "{text:?}"
+    );
+    assert_cancelled_and_gone(&b, t.path(), uid, Instant::now());
+}
+
 #[test]
 fn privileged_sigterm_cancels_the_run_and_records_it() {
     if skip("privileged_sigterm_cancels_the_run_and_records_it") {
