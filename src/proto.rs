@@ -6,6 +6,9 @@
 //! ```text
 //! band  ──► one line: {"type":"request", ...RunRequest}           (stdin of band-server)
 //! band  ◄── lines:    {"type":"event", ...}  (stdout/stderr chunks, cli calls, limits)
+//! band  ──► optional: {"type":"hold"}     the client keeps this channel open while it waits:
+//!                                          from now on EOF means it is gone (the run is cancelled)
+//! band  ──► optional: {"type":"cancel"}   stop the run now (status `cancelled`)
 //! band  ◄── one line: {"type":"result", ...RunResult}             (last line, then exit)
 //! ```
 //!
@@ -79,10 +82,13 @@ pub enum Status {
     InsistUnsatisfied,
     IntegrityFailed,
     SetupFailed,
+    /// The run's client went away or asked to stop (Ctrl-C, SIGTERM, a closed connection, an
+    /// MCP `notifications/cancelled`): band-server killed the run and tore it down.
+    Cancelled,
 }
 
 impl Status {
-    pub const ALL: [Status; 12] = [
+    pub const ALL: [Status; 13] = [
         Status::Ok,
         Status::ScriptFailed,
         Status::InputInvalid,
@@ -95,6 +101,7 @@ impl Status {
         Status::MemoryLimit,
         Status::PidsLimit,
         Status::Timeout,
+        Status::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -111,6 +118,7 @@ impl Status {
             Status::InsistUnsatisfied => "insist_unsatisfied",
             Status::IntegrityFailed => "integrity_failed",
             Status::SetupFailed => "setup_failed",
+            Status::Cancelled => "cancelled",
         }
     }
 
@@ -129,6 +137,7 @@ impl Status {
             Status::MemoryLimit => exit::MEMORY_LIMIT,
             Status::PidsLimit => exit::PIDS_LIMIT,
             Status::Timeout => exit::TIMEOUT,
+            Status::Cancelled => exit::CANCELLED,
         }
     }
 
@@ -148,6 +157,9 @@ impl Status {
             Status::MemoryLimit => "the run hit maxMemoryBytes and was killed",
             Status::PidsLimit => "the run hit maxPids (fork bomb or runaway processes)",
             Status::Timeout => "the run exceeded maxRuntimeMs and was killed",
+            Status::Cancelled => {
+                "the run was cancelled (interrupted, or its client went away) and was killed"
+            }
         }
     }
 }
@@ -176,6 +188,9 @@ pub mod exit {
     pub const PIDS_LIMIT: u8 = 11;
     /// As coreutils `timeout`.
     pub const TIMEOUT: u8 = 124;
+    /// The run was cancelled (Ctrl-C, SIGTERM, its client went away): 128 + SIGINT, as a shell
+    /// reports an interrupted command.
+    pub const CANCELLED: u8 = 130;
 }
 
 /// A sandbox layer, named in `setup_failed` errors so the user knows which one broke.
@@ -399,6 +414,12 @@ pub enum Message {
     Request(Box<RunRequest>),
     Event(Event),
     Result(Box<RunResult>),
+    /// Client → server, after the request: the client holds its end of the channel open until
+    /// the result comes, so an end of input from now on means it is gone and the run is
+    /// cancelled. (Without it, a client may close its end right after the request.)
+    Hold,
+    /// Client → server: cancel the run (status [`Status::Cancelled`]).
+    Cancel,
 }
 
 /// Environment variable names band uses, in one place.

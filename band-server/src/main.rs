@@ -63,9 +63,11 @@ fn cmd_run() -> i32 {
             }
         };
         janitor_pass(&cfg, false);
-        let stdin = std::io::stdin();
-        let mut lock = stdin.lock();
-        run::serve(&mut lock, &cfg, &sink);
+        run::serve(
+            Box::new(std::io::BufReader::new(std::io::stdin())),
+            &cfg,
+            &sink,
+        );
     }));
     if let Err(panic) = outcome {
         let msg = panic

@@ -42,7 +42,8 @@ Exit codes:
   9    output_too_large    output exceeded maxOutputBytes
   10   memory_limit        the run hit maxMemoryBytes
   11   pids_limit          the run hit maxPids
-  124  timeout             the run exceeded maxRuntimeMs";
+  124  timeout             the run exceeded maxRuntimeMs
+  130  cancelled           the run was interrupted (Ctrl-C, SIGTERM) or its client went away";
 
 /// Run AI-agent skills in a sandbox that denies everything a skill has not declared.
 #[derive(Debug, Parser)]

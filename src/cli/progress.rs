@@ -87,6 +87,28 @@ impl Drop for Steps {
     }
 }
 
+/// SIGINT, SIGTERM and SIGHUP cancel the run under way ([`band::client::cancel::Cancel::global`]):
+/// band-server kills it and answers `cancelled`, which is recorded and printed as one line; band
+/// exits 130. A second signal exits at once (130), without waiting for the record.
+pub(crate) fn cancel_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return; // the default action stays: band dies, band-server notices and kills the run
+    };
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut seen = 0;
+            for _ in signals.forever() {
+                seen += 1;
+                if seen > 1 {
+                    std::process::exit(i32::from(band::proto::exit::CANCELLED));
+                }
+                band::client::cancel::Cancel::global().cancel();
+            }
+        });
+}
+
 /// Whether to show a spinner: human output, to a terminal.
 pub(crate) fn wanted(json: bool, stderr_is_terminal: bool) -> bool {
     !json && stderr_is_terminal

@@ -1,17 +1,108 @@
 //! Rendering a run for people and machines: its events on stderr as they come, the status line
 //! of a run that did not end `ok`, and the `--json` document.
 
-use anyhow::Result;
+//!
+//! What a script controls (its stdout and stderr, the argv of its commands, paths, host names)
+//! goes through [`for_terminal`] on its way to a person: a script must not drive the terminal
+//! (OSC 52 writes the clipboard, OSC 0/2 the window title, CSI 2J clears the screen, SGR 8 hides
+//! band's own next line). `--json` keeps every character, JSON-escaped ([`json_text`]).
 
+use std::borrow::Cow;
+use std::io::{ErrorKind, IsTerminal, Write};
+
+use anyhow::{Context, Result};
+
+use band::client::cancel::Cancel;
 use band::client::outcome::Outcome;
 use band::proto;
 
+/// `s` made inert for a terminal: every C0 control but `\n` and `\t` in caret notation (ESC is
+/// `^[`, BEL `^G`, CR `^M` except in CRLF, which becomes LF), DEL as `^?`, C1 controls
+/// (U+0080–U+009F, 8-bit CSI/OSC) and the bidirectional overrides and isolates as `\u{…}`. The
+/// rest is unchanged, so an escape sequence shows as its text (`^[]52;c;…^G`) and does nothing.
+pub(crate) fn for_terminal(s: &str) -> Cow<'_, str> {
+    let inert = |c: char| {
+        matches!(c, '\n' | '\t')
+            || !(c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+    };
+    if s.chars().all(inert) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if inert(c) => out.push(c),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\u{7f}' => out.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// JSON text as printed: serde_json escapes C0 controls (ESC is `\u001b`) but not C1 controls
+/// (U+0080–U+009F, which some terminals read as CSI/OSC); escape those too. Still valid JSON, and
+/// the same value: outside strings JSON has only ASCII.
+pub(crate) fn json_text(json: &str) -> Cow<'_, str> {
+    let c1 = |c: char| ('\u{80}'..='\u{9f}').contains(&c);
+    if !json.chars().any(c1) {
+        return Cow::Borrowed(json);
+    }
+    Cow::Owned(
+        json.chars()
+            .map(|c| {
+                if c1(c) {
+                    format!("\\u{:04x}", c as u32)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Write `text` to stdout. A closed stdout (`band run --json … | head -c1`) is not an error: the
+/// reader took what it wanted; nothing more is written and the exit code stays the run's.
+pub(crate) fn write_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("cannot write to stdout"),
+    }
+}
+
+/// A chunk of a script's stdout as it streams (`band exec`): inert at a terminal, as is
+/// otherwise. When stdout is closed the run is cancelled: nobody reads what it makes.
+pub(crate) fn stream_stdout(data: &str) {
+    let mut out = std::io::stdout().lock();
+    let text = if out.is_terminal() {
+        for_terminal(data)
+    } else {
+        Cow::Borrowed(data)
+    };
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        && e.kind() == ErrorKind::BrokenPipe
+    {
+        Cancel::global().cancel();
+    }
+}
+
+/// Human text on stderr, made inert; a closed stderr is ignored (never a panic).
+pub(crate) fn say(text: &str) {
+    let _ = std::io::stderr().write_all(for_terminal(text).as_bytes());
+}
+
 pub(crate) fn show_event(ev: &proto::Event) {
     match ev {
-        proto::Event::Stderr { data } => eprint!("{data}"),
-        proto::Event::Denied(d) => eprintln!("band: denied: {}", describe_denial(d)),
+        proto::Event::Stderr { data } => say(data),
+        proto::Event::Denied(d) => say(&format!("band: denied: {}\n", describe_denial(d))),
         proto::Event::Limit { limit, detail } => {
-            eprintln!("band: limit `{limit}` reached: {detail}")
+            say(&format!("band: limit `{limit}` reached: {detail}\n"))
         }
         _ => {}
     }
@@ -84,15 +175,64 @@ pub(crate) fn print_failure(result: &proto::RunResult) {
         .as_ref()
         .map(|e| format!(" [{}] {}", e.layer.as_str(), e.message))
         .unwrap_or_default();
+    // A cancelled run's script was killed: its exit code (137) says nothing more.
     let code = result
         .exit_code
+        .filter(|_| s != proto::Status::Cancelled)
         .map(|c| format!(" (exit {c})"))
         .unwrap_or_default();
-    eprintln!("band: {s}{code}: {}{detail}", s.describe());
+    say(&format!("band: {s}{code}: {}{detail}\n", s.describe()));
     if !result.insist_missing.is_empty() {
-        eprintln!("band: never happened: {}", result.insist_missing.join(", "));
+        say(&format!(
+            "band: never happened: {}\n",
+            result.insist_missing.join(", ")
+        ));
     }
     if let Some(h) = result.error.as_ref().and_then(|e| e.hint.as_ref()) {
-        eprintln!("hint: {h}");
+        say(&format!("hint: {h}\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_are_made_inert_for_a_terminal() {
+        // OSC 52 (clipboard), OSC 0 (title), CSI 2J (clear), SGR 8 (hidden), BEL, CR, DEL.
+        let s = "a\x1b]52;c;aGk=\x07b\x1b]0;pwned\x1b\\c\x1b[2J\x1b[8md\re\x7f";
+        assert_eq!(
+            for_terminal(s),
+            "a^[]52;c;aGk=^Gb^[]0;pwned^[\\c^[[2J^[[8md^Me^?"
+        );
+        // Newlines and tabs stay; CRLF becomes LF; plain text is borrowed, not copied.
+        assert_eq!(for_terminal("x\ty\r\nz\n"), "x\ty\nz\n");
+        assert!(matches!(
+            for_terminal("plain ünïcode ✓\n"),
+            Cow::Borrowed(_)
+        ));
+        // C1 controls (8-bit CSI, OSC) and bidi overrides are shown as code points.
+        assert_eq!(for_terminal("\u{9b}2J\u{9d}0;t"), "\\u{9b}2J\\u{9d}0;t");
+        assert_eq!(for_terminal("ab\u{202e}cd"), "ab\\u{202e}cd");
+        assert_eq!(for_terminal("\0\x01\x1f"), "^@^A^_");
+        assert!(!for_terminal(s).contains('\x1b'));
+    }
+
+    #[test]
+    fn json_text_escapes_c1_and_stays_the_same_json() {
+        let v = serde_json::json!({"s": "\x1b[2J\u{9b}31m\u{85}ok"});
+        let text = serde_json::to_string(&v).unwrap();
+        assert!(text.contains("\\u001b"), "{text}");
+        let shown = json_text(&text);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
+        assert!(
+            shown.contains("\\u009b") && shown.contains("\\u0085"),
+            "{shown}"
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&shown).unwrap(),
+            v
+        );
+        assert!(matches!(json_text("{\"a\":1}"), Cow::Borrowed(_)));
     }
 }

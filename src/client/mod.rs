@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! config     the user's config file; where the data folder (ledger, VMs) is
+//! cancel     Cancel: asks a run under way to stop (signals, MCP cancellation)
 //! outcome    RunSpec, Prepared, Outcome: the data a run passes along
 //! redact     masking the declared secrets in what band shows and keeps
 //! record     the ledger, and one run's record in it
@@ -18,6 +19,7 @@
 //! Everything here belongs to the host CLI (the `cli` feature). Errors are [`ClientError`];
 //! [`ClientError::hint`] says how to fix the ones the user can.
 
+pub mod cancel;
 pub mod config;
 pub mod outcome;
 pub mod pipeline;

@@ -19,6 +19,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use sha2::{Digest, Sha256};
 
+pub use super::cancel::Cancel;
 use super::config::UserConfig;
 pub use super::outcome::{Outcome, Preparation, Prepared, RunSpec};
 use super::redact::Masker;
@@ -46,9 +47,19 @@ pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
     }
 }
 
-/// Run a script end to end, and record it in the ledger. See the module docs.
+/// Run a script end to end, and record it in the ledger. See the module docs. The process-wide
+/// [`Cancel::global`] stops it (the CLI's signal handler sets it).
 pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
     run_gated(spec, on_event, &|_| None)
+}
+
+/// [`run`], stopped by `cancel` instead of the process-wide token (`band mcp`: one per call).
+pub fn run_cancellable(
+    spec: &RunSpec,
+    on_event: &mut dyn FnMut(&proto::Event),
+    cancel: &Cancel,
+) -> Result<Outcome> {
+    run_inner(spec, on_event, &|_| None, cancel)
 }
 
 /// [`run`], with a last check on the prepared request: `gate` may refuse the run (returning the
@@ -58,6 +69,15 @@ pub fn run_gated(
     spec: &RunSpec,
     on_event: &mut dyn FnMut(&proto::Event),
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
+) -> Result<Outcome> {
+    run_inner(spec, on_event, gate, Cancel::global())
+}
+
+fn run_inner(
+    spec: &RunSpec,
+    on_event: &mut dyn FnMut(&proto::Event),
+    gate: &dyn Fn(&Prepared) -> Option<RunResult>,
+    cancel: &Cancel,
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
     let ledger = super::record::ledger()?;
@@ -84,18 +104,38 @@ pub fn run_gated(
         on_event(&ev);
         events.push(ev);
     };
-    let result = transport
-        .run(&prepared.request, &mut |ev| {
-            masked.event(ev).into_iter().for_each(&mut emit)
-        })
-        .map_err(|e| ClientError::Transport {
-            target: transport.name(),
-            source: Box::new(e),
-        })?;
+    let result = match transport.run(
+        &prepared.request,
+        &mut |ev| masked.event(ev).into_iter().for_each(&mut emit),
+        cancel,
+    ) {
+        Ok(r) => r,
+        // Cancelled, and the transport broke off (band-server or the connection went away
+        // first): still a cancelled run, and recorded as one.
+        Err(e) if cancel.is_cancelled() => cancelled_result(&prepared.request.run_id, &e),
+        Err(e) => {
+            return Err(ClientError::Transport {
+                target: transport.name(),
+                source: Box::new(e),
+            });
+        }
+    };
     masked.finish().into_iter().for_each(&mut emit);
     let outcome = finish(*prepared, result, started_at_ms)?;
     super::record::record(&ledger, &outcome, events, spec.record_io)?;
     Ok(outcome)
+}
+
+/// The result of a run cancelled while its transport failed (no result came back).
+fn cancelled_result(run_id: &str, e: &ClientError) -> RunResult {
+    let mut r = RunResult::setup_failed(
+        run_id,
+        Layer::Process,
+        format!("cancelled; band-server gave no result ({e})"),
+        None,
+    );
+    r.status = Status::Cancelled;
+    r
 }
 
 /// Most differences listed in an integrity_failed message (all of them go to the ledger).

@@ -43,6 +43,9 @@ impl Transport for SshTransport {
         &mut self,
         req: &RunRequest,
         on_event: &mut dyn FnMut(&proto::Event),
+        // Sent as `cancel` when a quiet read gives way; and when band exits, the connection
+        // closes and band-server cancels the run.
+        cancel: &super::cancel::Cancel,
     ) -> Result<RunResult> {
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
         let paths = vm_paths()?;
@@ -50,8 +53,15 @@ impl Transport for SshTransport {
         let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
         let expected = install::manifest_digest(&local);
         let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-        let result = match ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)
-        {
+        let cancelled = || cancel.is_cancelled();
+        let result = match ssh::run_request(
+            &sess,
+            &self.endpoint,
+            Some(&expected),
+            &line,
+            on_event,
+            &cancelled,
+        ) {
             // A stale band-server is upgraded, never used: install, then run once more.
             Err(crate::vm::VmError::StaleServer) => {
                 eprintln!(
@@ -59,7 +69,14 @@ impl Transport for SshTransport {
                     self.target
                 );
                 install::install(&sess, &self.endpoint, &dir, &local)?;
-                ssh::run_request(&sess, &self.endpoint, Some(&expected), &line, on_event)?
+                ssh::run_request(
+                    &sess,
+                    &self.endpoint,
+                    Some(&expected),
+                    &line,
+                    on_event,
+                    &cancelled,
+                )?
             }
             other => other?,
         };

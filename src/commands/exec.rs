@@ -12,7 +12,6 @@
 //! `band.lock` does not apply: the command is ad hoc by definition, and its policy is the band
 //! file. Each exec is recorded in the ledger as skill `exec`, script `exec`.
 
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -45,6 +44,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         record_io: args.record_io,
     };
     let human = !args.json;
+    crate::cli::progress::cancel_on_signals();
     let spinner = Spinner::start(
         args.json,
         format!("running {} under {}", args.command[0], args.band.display()),
@@ -163,10 +163,7 @@ fn cli_gate(prepared: &Prepared, argv: &[String]) -> Option<RunResult> {
 fn show_event(ev: &proto::Event) {
     match ev {
         // The command's own output, as it comes.
-        proto::Event::Stdout { data } => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(data.as_bytes()).and_then(|()| out.flush());
-        }
+        proto::Event::Stdout { data } => render::stream_stdout(data),
         other => render::show_event(other),
     }
 }

@@ -16,11 +16,17 @@
 //! sends a progress token, each event of the run (sandbox ready, each command, each refusal, each
 //! line on stderr) becomes a progress notification.
 //!
+//! A call the client cancels (`notifications/cancelled`) is cancelled: band-server kills the run
+//! and it is recorded as `cancelled`. When the client disconnects (stdin ends), every run under
+//! way is cancelled the same way, at once.
+//!
 //! stdout carries the protocol and nothing else.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context as TaskContext, Poll};
 
 use anyhow::{Context, Result};
 use rmcp::model::{
@@ -35,7 +41,7 @@ use serde_json::{Value, json};
 use super::skills::skill_dirs;
 use crate::cli::mcp::McpArgs;
 use crate::cli::{hint_of, trace};
-use band::client::pipeline::{self, Outcome, RunSpec};
+use band::client::pipeline::{self, Cancel, Outcome, RunSpec};
 use band::proto::{Event, Status, exit};
 
 /// Separates skill and script in a tool name. Skill and script names are kebab-case, so it never
@@ -232,6 +238,72 @@ pub(crate) fn progress_message(ev: &Event) -> Option<String> {
     Some(text.chars().take(300).collect())
 }
 
+/// The runs under way, to cancel when the client disconnects.
+#[derive(Debug, Default)]
+pub(super) struct Inflight {
+    /// The client's input ended: every run, and any that starts later, is cancelled.
+    gone: bool,
+    runs: Vec<Cancel>,
+}
+
+pub(super) type Runs = Arc<Mutex<Inflight>>;
+
+/// A token for a new run, cancelled at once if the client is already gone.
+fn register(runs: &Runs) -> Cancel {
+    let c = Cancel::new();
+    if let Ok(mut r) = runs.lock() {
+        if r.gone {
+            c.cancel();
+        }
+        r.runs.push(c.clone());
+    }
+    c
+}
+
+fn unregister(runs: &Runs, c: &Cancel) {
+    if let Ok(mut r) = runs.lock() {
+        r.runs.retain(|x| !x.same_as(c));
+    }
+}
+
+/// The client disconnected: cancel every run under way.
+fn cancel_all(runs: &Runs) {
+    if let Ok(mut r) = runs.lock() {
+        r.gone = true;
+        for c in &r.runs {
+            c.cancel();
+        }
+    }
+}
+
+/// The server's stdin, telling `on_eof` when it ends (the client is gone). The SDK notices too,
+/// but waits for running calls before it cancels them; runs must stop within a second.
+pub(super) struct EofWatch<R> {
+    inner: R,
+    on_eof: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofWatch<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let wants = buf.remaining() > 0;
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let ended = match &polled {
+            Poll::Ready(Ok(())) => wants && buf.filled().len() == before,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        if ended && let Some(f) = self.on_eof.take() {
+            f();
+        }
+        polled
+    }
+}
+
 /// The server: its tools (rebuilt on every `tools/list`), where skills are found, the workspace.
 pub(super) struct BandServer {
     dirs: Vec<PathBuf>,
@@ -239,6 +311,7 @@ pub(super) struct BandServer {
     /// `--allow-system-workspace`.
     pub(super) allow_system_workspace: bool,
     tools: RwLock<BTreeMap<String, Entry>>,
+    runs: Runs,
 }
 
 impl BandServer {
@@ -248,6 +321,7 @@ impl BandServer {
             workspace,
             allow_system_workspace: false,
             tools: RwLock::new(BTreeMap::new()),
+            runs: Runs::default(),
         };
         server.refresh();
         server
@@ -328,9 +402,21 @@ impl ServerHandler for BandServer {
             .and_then(|m| m.get_progress_token())
             .or_else(|| context.meta.get_progress_token());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-        let run = tokio::task::spawn_blocking(move || {
-            pipeline::run(&spec, &mut |ev| drop(tx.send(ev.clone())))
-        });
+        // `notifications/cancelled` for this call, or the client going away, cancels the run.
+        let cancel = register(&self.runs);
+        let on_cancel = {
+            let (ct, cancel) = (context.ct.clone(), cancel.clone());
+            tokio::spawn(async move {
+                ct.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        let run = {
+            let cancel = cancel.clone();
+            tokio::task::spawn_blocking(move || {
+                pipeline::run_cancellable(&spec, &mut |ev| drop(tx.send(ev.clone())), &cancel)
+            })
+        };
         // The channel closes when the run is over (its sender is dropped with the closure).
         let mut step = 0.0;
         while let Some(ev) = rx.recv().await {
@@ -344,7 +430,10 @@ impl ServerHandler for BandServer {
                     .await;
             }
         }
-        let result = match run.await {
+        let joined = run.await;
+        on_cancel.abort();
+        unregister(&self.runs, &cancel);
+        let result = match joined {
             Ok(Ok(outcome)) => call_result(&outcome),
             Ok(Err(err)) => error_result(&err.into()),
             Err(join) => error_result(&anyhow::anyhow!("the run panicked: {join}")),
@@ -357,13 +446,19 @@ pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
     let mut server = BandServer::new(skill_dirs(&args.skills), workspace);
     server.allow_system_workspace = args.allow_system_workspace;
+    let runs = server.runs.clone();
+    let (stdin, stdout) = rmcp::transport::io::stdio();
+    let stdin = EofWatch {
+        inner: stdin,
+        on_eof: Some(Box::new(move || cancel_all(&runs))),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
         let service = server
-            .serve(rmcp::transport::io::stdio())
+            .serve((stdin, stdout))
             .await
             .context("MCP initialisation failed")?;
         service.waiting().await.context("the MCP server stopped")?;

@@ -5,8 +5,12 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 use super::skills::{find_skill, split_target};
-use crate::cli::progress::Spinner;
-use crate::cli::render::{print_failure, result_json, show_event};
+use std::io::IsTerminal;
+
+use crate::cli::progress::{Spinner, cancel_on_signals};
+use crate::cli::render::{
+    for_terminal, json_text, print_failure, result_json, say, show_event, write_stdout,
+};
 use crate::cli::run::{RunArgs, Shortcut};
 use crate::cli::trace;
 use crate::cli::{SkillsArgs, user_error};
@@ -32,6 +36,7 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         record_io: args.record_io,
     };
     let human = !args.json;
+    cancel_on_signals();
     let spinner = Spinner::start(args.json, format!("running {}", args.target));
     let outcome = pipeline::run(&spec, &mut |ev| {
         if human {
@@ -103,30 +108,38 @@ fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
 fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
     let result = &outcome.result;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result_json(outcome)?)?);
+        let text = serde_json::to_string_pretty(&result_json(outcome)?)?;
+        write_stdout(&format!("{}\n", json_text(&text)))?;
     } else {
+        // A string output is the script's text: inert at a terminal, as is into a pipe or file.
         match &result.output {
-            Some(serde_json::Value::String(s)) => println!("{s}"),
-            Some(v) => println!("{}", serde_json::to_string_pretty(v)?),
+            Some(serde_json::Value::String(s)) if std::io::stdout().is_terminal() => {
+                write_stdout(&format!("{}\n", for_terminal(s)))?
+            }
+            Some(serde_json::Value::String(s)) => write_stdout(&format!("{s}\n"))?,
+            Some(v) => write_stdout(&format!(
+                "{}\n",
+                json_text(&serde_json::to_string_pretty(v)?)
+            ))?,
             None => {}
         }
         if args.trace {
-            eprint!(
-                "{}",
-                trace::render(result, &allow_cli(&spec.skill_root, &spec.script))
-            );
+            say(&trace::render(
+                result,
+                &allow_cli(&spec.skill_root, &spec.script),
+            ));
         }
         for w in &outcome.secret_warnings {
             eprintln!("band: warning: {w}");
         }
         let m = &result.metrics;
         match result.status {
-            Status::Ok => eprintln!(
-                "band: ok ({} ms: setup {} ms, run {} ms)",
+            Status::Ok => say(&format!(
+                "band: ok ({} ms: setup {} ms, run {} ms)\n",
                 m.setup_ms + m.run_ms + m.teardown_ms,
                 m.setup_ms,
                 m.run_ms
-            ),
+            )),
             _ => print_failure(result),
         }
     }

@@ -334,36 +334,85 @@ pub fn read_stream(
         match msg {
             Message::Event(ev) => on_event(&ev),
             Message::Result(r) => result = Some(*r),
-            Message::Request(_) => return Err(FrameError::UnexpectedRequest),
+            Message::Request(_) | Message::Hold | Message::Cancel => {
+                return Err(FrameError::UnexpectedRequest);
+            }
         }
     }
     Ok(result)
 }
 
+/// How often a quiet channel read gives way, to look whether the run was cancelled.
+const CANCEL_POLL_MS: u32 = 200;
+
+/// A channel read that looks at `cancelled` whenever the session's timeout passes without data:
+/// once it is set, `{"type":"cancel"}` goes to band-server (once), and reading goes on until its
+/// (cancelled) result.
+struct Interruptible<'a, S> {
+    inner: S,
+    cancelled: &'a dyn Fn() -> bool,
+    sent: bool,
+}
+
+impl<S: Read + Write> Read for Interruptible<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match self.inner.read(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                    ) =>
+                {
+                    if !self.sent && (self.cancelled)() {
+                        self.sent = true;
+                        let _ = self
+                            .inner
+                            .write_all(b"{\"type\":\"cancel\"}\n")
+                            .and_then(|()| self.inner.flush());
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
 /// Send one request line to `band-server run` over a new exec channel and read its answer.
 /// Returns the result, [`VmError::StaleServer`] when the target refused with [`STALE_EXIT`]
-/// (see [`Endpoint::server_command`]), or an error naming the exit status and stderr.
+/// (see [`Endpoint::server_command`]), or an error naming the exit status and stderr. When
+/// `cancelled` says so mid-run, band-server is told to cancel the run.
 pub fn run_request(
     sess: &Session,
     ep: &Endpoint,
     expected: Option<&str>,
     request_line: &[u8],
     on_event: &mut dyn FnMut(&Event),
+    cancelled: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
     let command = ep.server_command(expected);
     let fail = |e: &dyn std::fmt::Display| ep.err(format!("run: {e}"));
     let mut ch = sess.channel_session().map_err(|e| fail(&e))?;
     ch.exec(&command).map_err(|e| fail(&e))?;
     // A stale target exits without reading: a failed write is judged by the exit status below.
+    // `hold` and no EOF: the channel stays open while band waits, so when band dies (the
+    // connection closes) band-server cancels the run.
     let sent = ch
         .write_all(request_line)
-        .and_then(|()| ch.write_all(b"\n"))
-        .map_err(|e| e.to_string())
-        .and_then(|()| ch.send_eof().map_err(|e| e.to_string()));
+        .and_then(|()| ch.write_all(b"\n{\"type\":\"hold\"}\n"))
+        .map_err(|e| e.to_string());
+    // Reads give way every CANCEL_POLL_MS (only reads: the request is sent by now).
+    sess.set_timeout(CANCEL_POLL_MS);
     let read = {
-        let mut reader = BufReader::with_capacity(1 << 16, &mut ch);
+        let reader = Interruptible {
+            inner: &mut ch,
+            cancelled,
+            sent: false,
+        };
+        let mut reader = BufReader::with_capacity(1 << 16, reader);
         read_stream(&mut reader, MAX_LINE_BYTES, on_event)
     };
+    sess.set_timeout(0);
     let mut stderr = Vec::new();
     let _ = ch
         .stderr()
@@ -412,6 +461,64 @@ mod tests {
             "x",
             None,
         ))))
+    }
+
+    /// Times out `quiet` times, then reads `data`; records what was written.
+    struct Quiet {
+        quiet: usize,
+        data: Cursor<Vec<u8>>,
+        written: Vec<u8>,
+    }
+
+    impl Read for Quiet {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.quiet > 0 {
+                self.quiet -= 1;
+                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "quiet"));
+            }
+            self.data.read(buf)
+        }
+    }
+
+    impl Write for Quiet {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_quiet_channel_is_read_through_and_a_cancel_is_sent_once() {
+        let quiet = |n| Quiet {
+            quiet: n,
+            data: Cursor::new(b"hello".to_vec()),
+            written: Vec::new(),
+        };
+        let mut q = quiet(3);
+        let mut r = Interruptible {
+            inner: &mut q,
+            cancelled: &|| false,
+            sent: false,
+        };
+        let mut out = String::new();
+        r.read_to_string(&mut out).unwrap();
+        assert_eq!(out, "hello");
+        assert!(q.written.is_empty());
+        let mut q = quiet(3);
+        let mut r = Interruptible {
+            inner: &mut q,
+            cancelled: &|| true,
+            sent: false,
+        };
+        let mut out = String::new();
+        r.read_to_string(&mut out).unwrap();
+        assert_eq!(out, "hello");
+        assert_eq!(q.written, b"{\"type\":\"cancel\"}\n");
+        let line: Message = serde_json::from_slice(&q.written).unwrap();
+        assert_eq!(line, Message::Cancel);
     }
 
     #[test]

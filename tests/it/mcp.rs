@@ -14,11 +14,11 @@ use crate::common::{band, band_exe, repo, skip};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("BAND_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-fn has_mcp_sdk() -> bool {
+pub(crate) fn has_mcp_sdk() -> bool {
     Command::new(python())
         .args(["-c", "import mcp"])
         .output()

@@ -9,7 +9,7 @@
 //! (and its built image) between local runs; by default every run starts from nothing.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use band_test::{Band, copy_dir, is_root, must_run};
@@ -70,6 +70,39 @@ impl Env {
         serde_json::from_str(&out)
             .unwrap_or_else(|e| panic!("band {args:?} printed no JSON ({e}): {out}"))
     }
+}
+
+/// Ctrl-C on a run in the VM: band-server there is told over the channel, kills the run and
+/// answers `cancelled` (no error: it is its own result, not one band made up), band exits 130.
+fn check_cancel_over_ssh(env: &Env, work: &Path) {
+    let dir = &work.join("cancel");
+    fs_err::create_dir_all(dir).expect("mkdir");
+    let b = Band::new(band_exe(), &env.data)
+        .env("BAND_CONFIG", env.home.join("config.toml"))
+        .env_remove("BAND_SERVER_STATE_DIR");
+    crate::cancel::sleepy_skill(dir, &b);
+    let args = [
+        "run",
+        "--target",
+        "qemu",
+        "--skills",
+        ".",
+        "probe/sleepy",
+        "--name=x",
+    ];
+    let (mut child, _uid) = crate::cancel::start_ticking(&b, &args, dir, Stdio::null());
+    crate::cancel::signal(child.id(), "-INT");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    let (_, out, _) = b.run(&["history", "--json"], dir);
+    let recs: serde_json::Value = serde_json::from_str(&out).expect("history JSON");
+    let rec = recs
+        .as_array()
+        .and_then(|a| a.iter().rev().find(|r| r["skill"] == "probe"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rec["status"], "cancelled", "{rec:#}");
+    assert!(rec["error"].is_null(), "{rec:#}");
 }
 
 /// The pids of QEMU processes whose command line mentions `dir`.
@@ -441,6 +474,7 @@ fn vm_end_to_end() {
         serde_json::json!({"words": 3, "lines": 1, "chars": 14}),
         "{v:#}"
     );
+    check_cancel_over_ssh(&env, repo);
 
     // 4. The doctor sees a current band-server in the VM.
     let (_, out, _) = env.band(&["doctor", "--json"], cwd);

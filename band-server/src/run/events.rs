@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use band::proto::{CliCall, Denial, Event, Layer, Message};
@@ -76,6 +77,81 @@ impl EventSink {
             let _ = w.join();
         }
     }
+}
+
+/// Whether the run's client is gone or asked to stop. Set by [`watch_client`]'s thread, read by
+/// the run loop, which then kills the run (status `cancelled`).
+#[derive(Debug, Clone, Default)]
+pub struct ClientGone(Arc<AtomicBool>);
+
+impl ClientGone {
+    /// A client that never goes away (no watcher).
+    pub fn never() -> ClientGone {
+        ClientGone::default()
+    }
+
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What the client said after its request, line by line (see `band::proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientSays {
+    /// `hold`: the client keeps its end open; EOF from now on means it is gone.
+    Hold,
+    /// `cancel`, or EOF after `hold`: cancel the run.
+    Cancel,
+    /// EOF without `hold` (a client that closes its end after the request), or nothing to act on.
+    Nothing,
+}
+
+/// Read what follows the request until it says to cancel or ends. Pure over its input, so the
+/// protocol is tested without a run.
+pub fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
+    let mut held = false;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        // Lines are small; a client that sends a huge one is cut off at 4 KiB per read.
+        match (&mut *input).take(4096).read_line(&mut line) {
+            Ok(0) | Err(_) => {
+                return if held {
+                    ClientSays::Cancel
+                } else {
+                    ClientSays::Nothing
+                };
+            }
+            Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
+                Ok(Message::Hold) => held = true,
+                Ok(Message::Cancel) => return ClientSays::Cancel,
+                _ => {}
+            },
+        }
+    }
+}
+
+/// Watch the client's channel (band-server's stdin, after the request) on a thread: a `cancel`
+/// line, or the end of input after `hold` (the client died, its pipe or ssh channel closed),
+/// sets the returned flag.
+pub fn watch_client(mut input: Box<dyn BufRead + Send>) -> ClientGone {
+    let gone = ClientGone::default();
+    let flag = gone.clone();
+    let spawned = std::thread::Builder::new()
+        .name("client".into())
+        .spawn(move || {
+            if client_verdict(&mut *input) == ClientSays::Cancel {
+                flag.set();
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("band-server: cannot watch the client ({e}); a vanished client is not noticed");
+    }
+    gone
 }
 
 /// Messages to the run loop.
@@ -183,6 +259,8 @@ pub(super) struct LoopState {
     pub(super) timed_out: bool,
     /// The run's nftables table vanished mid-run; the run was killed.
     pub(super) net_lost: bool,
+    /// The client went away or asked to stop; the run was killed.
+    pub(super) cancelled: bool,
     pub(super) log_bytes: u64,
 }
 
@@ -202,6 +280,7 @@ impl LoopState {
             jail: None,
             timed_out: false,
             net_lost: false,
+            cancelled: false,
             log_bytes: l.log_bytes,
         }
     }
@@ -310,13 +389,15 @@ const EXITING_POLL: Duration = Duration::from_millis(1);
 /// … for this long after they closed; then back to [`POLL`].
 const EXITING_WINDOW: Duration = Duration::from_millis(100);
 
-/// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`).
+/// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`), or the
+/// client is gone (then it is killed too: `cancelled`).
 pub(super) fn run_loop(
     rx: &Receiver<Msg>,
     guard: &mut RunGuard,
     sink: &EventSink,
     st: &mut LoopState,
     deadline: Instant,
+    gone: &ClientGone,
 ) -> Option<ExitStatus> {
     let mut next_watch = Instant::now() + net::WATCH_INTERVAL;
     let mut exiting_since: Option<Instant> = None;
@@ -343,6 +424,16 @@ pub(super) fn run_loop(
                     c.wait().ok()
                 });
             }
+        }
+        if gone.is_set() {
+            st.cancelled = true;
+            if let Some(cg) = guard.get::<RunCgroup>() {
+                let _ = cg.kill_all(KILL_DEADLINE);
+            }
+            return guard.child.take().and_then(|mut c| {
+                let _ = c.kill();
+                c.wait().ok()
+            });
         }
         if now >= deadline {
             st.timed_out = true;
@@ -419,5 +510,21 @@ mod tests {
             Some(Err(SetupError::new(Layer::Process, "band-jail: x")))
         );
         assert_eq!(parse_jail_status("hello"), None);
+    }
+
+    #[test]
+    fn the_client_cancels_by_message_or_by_going_away_after_hold() {
+        let v = |s: &str| client_verdict(&mut std::io::Cursor::new(s.as_bytes().to_vec()));
+        // A client that closes its end right after the request (tests, `band-server run <
+        // file`) does not cancel.
+        assert_eq!(v(""), ClientSays::Nothing);
+        assert_eq!(v("junk\n"), ClientSays::Nothing);
+        // After `hold`, the end of input is the client going away.
+        assert_eq!(v("{\"type\":\"hold\"}\n"), ClientSays::Cancel);
+        assert_eq!(v("{\"type\":\"cancel\"}\n"), ClientSays::Cancel);
+        assert_eq!(
+            v("{\"type\":\"hold\"}\n{\"type\":\"cancel\"}\n"),
+            ClientSays::Cancel
+        );
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use band::proto::{self, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult};
+use band::proto::{self, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status};
 use fs_err::OpenOptions;
 
 use crate::collect::{self, Facts, Output};
@@ -50,7 +50,9 @@ use crate::sys::{self, PreExec};
 mod events;
 mod guard;
 
-pub use self::events::{EventSink, parse_jail_status};
+pub use self::events::{
+    ClientGone, ClientSays, EventSink, client_verdict, parse_jail_status, watch_client,
+};
 use self::events::{
     LoopState, MAX_CALLS_KEPT, Msg, drain, run_loop, spawn_reader, spawn_status_reader,
     write_secrets,
@@ -76,9 +78,19 @@ fn reap_orphans() {
 
 /// The whole run. Always returns a result; never leaves anything behind.
 pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
+    execute_watched(req, cfg, sink, &ClientGone::never())
+}
+
+/// [`execute`], killing the run (status `cancelled`) as soon as `gone` is set.
+pub fn execute_watched(
+    req: &RunRequest,
+    cfg: &ServerConfig,
+    sink: &EventSink,
+    gone: &ClientGone,
+) -> RunResult {
     let t0 = Instant::now();
     let mut guard = RunGuard::default();
-    let mut result = match execute_inner(req, cfg, sink, &mut guard, t0) {
+    let mut result = match execute_inner(req, cfg, sink, &mut guard, t0, gone) {
         Ok(r) => r,
         Err(e) => {
             let mut r = RunResult::setup_failed(&req.run_id, e.layer, e.message, e.hint);
@@ -101,6 +113,7 @@ fn execute_inner(
     sink: &EventSink,
     guard: &mut RunGuard,
     t0: Instant,
+    gone: &ClientGone,
 ) -> SetupResult<RunResult> {
     // 1. Pure checks, then the host's facts, then what the host must offer: nothing created yet
     // (but the state directory).
@@ -305,7 +318,7 @@ fn execute_inner(
 
     let mut st = LoopState::new(&limits);
     let deadline = run_start + Duration::from_millis(limits.runtime_ms);
-    let exit = run_loop(&rx, guard, sink, &mut st, deadline);
+    let exit = run_loop(&rx, guard, sink, &mut st, deadline, gone);
     let run_ms = run_start.elapsed().as_millis() as u64;
     // Anything still alive (daemonised children) dies now, then the pipes reach EOF.
     let stats = guard.get::<RunCgroup>().map(|cg| {
@@ -329,7 +342,7 @@ fn execute_inner(
     // The sandbox never got to the script: bubblewrap or the jail failed.
     match &st.jail {
         Some(Err(e)) => return Err(e.clone()),
-        None if !st.timed_out => {
+        None if !st.timed_out && !st.cancelled => {
             let msg = st.stderr.text();
             let msg = msg
                 .lines()
@@ -405,7 +418,11 @@ fn execute_inner(
         denials: st.denial_count as usize,
         insist_missing: insist_missing.len(),
     };
-    let status = collect::status(&facts);
+    let status = if st.cancelled {
+        Status::Cancelled
+    } else {
+        collect::status(&facts)
+    };
     if stats.oom_kills > 0 {
         sink.event(Event::Limit {
             limit: "memory".into(),
@@ -427,7 +444,8 @@ fn execute_inner(
         stderr: st.stderr.text(),
         stdout_truncated: st.stdout.truncated(),
         stderr_truncated: st.stderr.truncated(),
-        written,
+        // A cancelled run's half-written files are not copied back.
+        written: if st.cancelled { Vec::new() } else { written },
         denied: st.denied.clone(),
         cli_calls: if req.trace {
             st.calls.clone()
@@ -448,11 +466,19 @@ fn execute_inner(
     })
 }
 
-/// Serve one request from `input`, writing events and the result to `sink`.
-pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
+/// Serve one request from `input`, writing events and the result to `sink`. What the client
+/// sends after the request is watched ([`watch_client`]): a `cancel`, or the end of input after
+/// `hold`, kills the run.
+pub fn serve(
+    mut input: Box<dyn BufRead + Send>,
+    cfg: &ServerConfig,
+    sink: &EventSink,
+) -> RunResult {
     let mut line = String::new();
     let max = max_request_bytes(cfg);
-    let result = match input.take(max + 1).read_line(&mut line) {
+    let read = input.by_ref().take(max + 1).read_line(&mut line);
+    let mut input = Some(input);
+    let result = match read {
         Ok(n) if n as u64 > max => RunResult::setup_failed(
             "",
             Layer::Protocol,
@@ -467,7 +493,10 @@ pub fn serve(input: &mut dyn BufRead, cfg: &ServerConfig, sink: &EventSink) -> R
             None,
         ),
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
-            Ok(Message::Request(req)) => execute(&req, cfg, sink),
+            Ok(Message::Request(req)) => {
+                let gone = input.take().map(watch_client).unwrap_or_default();
+                execute_watched(&req, cfg, sink, &gone)
+            }
             Ok(_) => RunResult::setup_failed(
                 "",
                 Layer::Protocol,

@@ -236,7 +236,9 @@ pub(crate) fn finish(child: Child) -> Outcome {
         match serde_json::from_str::<Message>(line) {
             Ok(Message::Event(e)) => events.push(e),
             Ok(Message::Result(r)) => result = Some(*r),
-            Ok(Message::Request(_)) => panic!("server echoed a request"),
+            Ok(Message::Request(_) | Message::Hold | Message::Cancel) => {
+                panic!("server sent a client message")
+            }
             Err(e) => panic!("bad line from band-server: {e}: {line}"),
         }
     }
