@@ -367,21 +367,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     let input = match contract.coerce_and_validate(spec.raw_input.clone()) {
         Ok(v) => v,
         Err(violations) => {
-            let msg = violations
-                .iter()
-                .map(|v| {
-                    format!(
-                        "input {}: {}",
-                        if v.instance_path.is_empty() {
-                            "/"
-                        } else {
-                            &v.instance_path
-                        },
-                        v.message
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
+            let msg = describe_violations("input", &violations);
             return Ok(refuse(
                 msg,
                 spec.raw_input.clone(),
@@ -540,25 +526,27 @@ fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()>
         result.status = Status::OutputInvalid;
         result.error = Some(ErrorInfo {
             layer: Layer::Io,
-            message: v
-                .iter()
-                .map(|v| {
-                    format!(
-                        "output {}: {}",
-                        if v.instance_path.is_empty() {
-                            "/"
-                        } else {
-                            &v.instance_path
-                        },
-                        v.message
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
+            message: describe_violations("output", &v),
             hint: Some(format!("the script's output must match {rel}")),
         });
     }
     Ok(())
+}
+
+/// Contract violations as one line: `input /x: message; input /y: …`.
+fn describe_violations(what: &str, violations: &[crate::contract::Violation]) -> String {
+    violations
+        .iter()
+        .map(|v| {
+            let path = if v.instance_path.is_empty() {
+                "/"
+            } else {
+                &v.instance_path
+            };
+            format!("{what} {path}: {}", v.message)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// `--target`, then the band's `execution.target`, then the user config, then the platform default.
