@@ -12,7 +12,6 @@
 //! are `Err`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use base64::Engine as _;
@@ -274,7 +273,7 @@ fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
 pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     let root = &spec.skill_root;
     let script = spec.script.as_str();
-    let run_id = new_run_id();
+    let run_id = super::workspace::random_hex();
     let (tree, lock_mark) = match check_lock(spec, &run_id, started_at_ms)? {
         Ok(t) => t,
         Err(refused) => return Ok(Preparation::Refused(refused)),
@@ -588,18 +587,4 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn new_run_id() -> String {
-    let mut buf = [0u8; 8];
-    if fs_err::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        buf = (t.as_nanos() as u64 ^ u64::from(std::process::id())).to_le_bytes();
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }

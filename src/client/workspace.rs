@@ -521,8 +521,9 @@ fn create_temp(dir: &OwnedFd) -> rustix::io::Result<(std::ffi::CString, OwnedFd)
     Err(last)
 }
 
-/// 16 random hex digits (from /dev/urandom; the time and pid if it cannot be read).
-fn random_hex() -> String {
+/// 16 random hex digits (from /dev/urandom; the time and pid if it cannot be read): run ids and
+/// the temporary names of written files.
+pub(crate) fn random_hex() -> String {
     let mut buf = [0u8; 8];
     if fs_err::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut buf))
