@@ -478,7 +478,9 @@ fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
         .map_err(|e| io_error("create a temporary file next to", &root.path.join(&at), e))?;
     let written = (|| -> std::io::Result<()> {
         if let Some(st) = existing {
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+            // The permission bits only: what a run wrote never becomes set-uid, set-gid or
+            // sticky, whatever the file it replaces was (band may be root here).
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.st_mode & 0o777))?;
             if rustix::process::geteuid().is_root() {
                 rustix::fs::fchown(
                     &fd,
@@ -725,6 +727,19 @@ mod tests {
         // No temporary file is left behind.
         assert_eq!(names(&w), vec!["a", "top.txt", "x"]);
         assert_eq!(names(&w.join("x/y")), vec!["z.txt"]);
+    }
+
+    #[test]
+    fn a_replaced_file_never_keeps_set_uid_set_gid_or_sticky() {
+        let (_t, w, _) = setup();
+        fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o7755))
+            .expect("chmod");
+        write_back(&root_of(&w), &[entry("top.txt", "written by a run")]).expect("write back");
+        let mode = fs_err::metadata(w.join("top.txt"))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o755, "only the permission bits are kept");
     }
 
     #[test]
