@@ -54,6 +54,20 @@ fn band_for(t: &Path) -> Band {
     Band::new(band_exe(), t.join("data"))
 }
 
+/// A `probe/sleepy` skill in a fresh folder, and `band run` of it started and ticking.
+fn start_sleepy_run(stdout: Stdio) -> (tempfile::TempDir, Band, Child, u32) {
+    let t = tempfile::tempdir().unwrap();
+    let b = band_for(t.path());
+    sleepy_skill(t.path(), &b);
+    let (child, uid) = start_ticking(
+        &b,
+        &["run", "--skills", ".", "probe/sleepy", "--name=x"],
+        t.path(),
+        stdout,
+    );
+    (t, b, child, uid)
+}
+
 /// Start `band <args>` in `dir` with stderr piped; return it once the script has ticked, with
 /// the run's uid.
 pub(crate) fn start_ticking(b: &Band, args: &[&str], dir: &Path, stdout: Stdio) -> (Child, u32) {
@@ -184,15 +198,7 @@ fn privileged_ctrl_c_cancels_the_run_and_records_it() {
     if skip("privileged_ctrl_c_cancels_the_run_and_records_it") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let b = band_for(t.path());
-    sleepy_skill(t.path(), &b);
-    let (mut child, uid) = start_ticking(
-        &b,
-        &["run", "--skills", ".", "probe/sleepy", "--name=x"],
-        t.path(),
-        Stdio::null(),
-    );
+    let (t, b, mut child, uid) = start_sleepy_run(Stdio::null());
     let t0 = Instant::now();
     signal(child.id(), "-INT");
     let rec = assert_cancelled_and_gone(&b, t.path(), uid, t0);
@@ -271,15 +277,7 @@ fn privileged_sigterm_cancels_the_run_and_records_it() {
     if skip("privileged_sigterm_cancels_the_run_and_records_it") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let b = band_for(t.path());
-    sleepy_skill(t.path(), &b);
-    let (child, uid) = start_ticking(
-        &b,
-        &["run", "--skills", ".", "probe/sleepy", "--name=x"],
-        t.path(),
-        Stdio::piped(),
-    );
+    let (t, b, child, uid) = start_sleepy_run(Stdio::piped());
     let t0 = Instant::now();
     signal(child.id(), "-TERM");
     assert_cancelled_and_gone(&b, t.path(), uid, t0);
@@ -293,15 +291,7 @@ fn privileged_a_killed_band_does_not_leave_its_run_behind() {
     if skip("privileged_a_killed_band_does_not_leave_its_run_behind") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let b = band_for(t.path());
-    sleepy_skill(t.path(), &b);
-    let (mut child, uid) = start_ticking(
-        &b,
-        &["run", "--skills", ".", "probe/sleepy", "--name=x"],
-        t.path(),
-        Stdio::null(),
-    );
+    let (_t, _b, mut child, uid) = start_sleepy_run(Stdio::null());
     // SIGKILL: band cannot record anything, but its pipe to band-server closes.
     let t0 = Instant::now();
     signal(child.id(), "-KILL");
