@@ -1,0 +1,321 @@
+use std::path::{Path, PathBuf};
+
+use super::{CgroupError, Hierarchy};
+
+/// The directory under each hierarchy's root that holds every run's cgroup.
+pub(super) const PARENT: &str = "band";
+
+/// The limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupLimits {
+    /// Memory limit; swap is limited to zero where the kernel allows.
+    pub memory_bytes: u64,
+    /// Maximum number of tasks (processes and threads).
+    pub pids: u64,
+    /// CPU time per period, in microseconds. `0` means no CPU limit.
+    pub cpu_quota_us: u64,
+    /// The CPU accounting period, in microseconds.
+    pub cpu_period_us: u64,
+}
+
+/// What the applier does with a write that fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Any failure is an error.
+    Required,
+    /// A missing file is skipped (the kernel or controller does not offer it); any other
+    /// failure is an error.
+    IfExists,
+    /// Failures are ignored: the setting is a refinement, not a limit.
+    BestEffort,
+}
+
+/// One step of creating a run's cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `mkdir`; `exist_ok` only for the shared `band` parent.
+    Mkdir { path: PathBuf, exist_ok: bool },
+    /// v2: enable memory and pids (required) and cpu (if offered) for the children of `dir`.
+    EnableControllers { dir: PathBuf },
+    Write {
+        path: PathBuf,
+        value: String,
+        need: Need,
+    },
+}
+
+fn write_op(dir: &Path, file: &str, value: impl ToString, need: Need) -> Op {
+    Op::Write {
+        path: dir.join(file),
+        value: value.to_string(),
+        need,
+    }
+}
+
+/// `mkdir` of the shared parent and of the run's directory under `root`; returns the latter.
+fn plan_mkdirs(ops: &mut Vec<Op>, root: &Path, name: &str) -> PathBuf {
+    let parent = root.join(PARENT);
+    let leaf = parent.join(name);
+    ops.push(Op::Mkdir {
+        path: parent,
+        exist_ok: true,
+    });
+    ops.push(Op::Mkdir {
+        path: leaf.clone(),
+        exist_ok: false,
+    });
+    leaf
+}
+
+/// The steps that create `name` with `limits` in `h`. Pure.
+fn plan_create(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Vec<Op> {
+    match h {
+        Hierarchy::V2 { root } => {
+            // Controllers are enabled on the ancestors only: a cgroup with processes cannot
+            // also delegate controllers (EBUSY), so the leaf's subtree_control stays empty.
+            let parent = root.join(PARENT);
+            let leaf = parent.join(name);
+            let cpu_max = if limits.cpu_quota_us == 0 {
+                format!("max {}", limits.cpu_period_us)
+            } else {
+                format!("{} {}", limits.cpu_quota_us, limits.cpu_period_us)
+            };
+            vec![
+                Op::EnableControllers { dir: root.clone() },
+                Op::Mkdir {
+                    path: parent.clone(),
+                    exist_ok: true,
+                },
+                Op::EnableControllers { dir: parent },
+                Op::Mkdir {
+                    path: leaf.clone(),
+                    exist_ok: false,
+                },
+                write_op(&leaf, "memory.max", limits.memory_bytes, Need::Required),
+                // Absent without swap accounting; then there is no swap to limit.
+                write_op(&leaf, "memory.swap.max", 0, Need::IfExists),
+                // An OOM kill takes the whole run, not one process of it.
+                write_op(&leaf, "memory.oom.group", 1, Need::Required),
+                write_op(&leaf, "pids.max", limits.pids, Need::Required),
+                // Absent when the cpu controller could not be enabled (see EnableControllers).
+                write_op(&leaf, "cpu.max", cpu_max, Need::IfExists),
+            ]
+        }
+        Hierarchy::V1 {
+            memory,
+            pids,
+            cpu,
+            freezer,
+        } => {
+            let mut ops = Vec::new();
+            let memory_leaf = plan_mkdirs(&mut ops, memory, name);
+            let pids_leaf = plan_mkdirs(&mut ops, pids, name);
+            let cpu_leaf = cpu.as_deref().map(|cpu| plan_mkdirs(&mut ops, cpu, name));
+            if let Some(freezer) = freezer {
+                plan_mkdirs(&mut ops, freezer, name);
+            }
+            let bytes = limits.memory_bytes;
+            ops.extend([
+                write_op(&memory_leaf, "memory.limit_in_bytes", bytes, Need::Required),
+                // memory+swap; absent without swap accounting. Must follow limit_in_bytes,
+                // which it may not undercut.
+                write_op(
+                    &memory_leaf,
+                    "memory.memsw.limit_in_bytes",
+                    bytes,
+                    Need::IfExists,
+                ),
+                write_op(&memory_leaf, "memory.swappiness", 0, Need::BestEffort),
+                write_op(&pids_leaf, "pids.max", limits.pids, Need::Required),
+            ]);
+            if let Some(cpu_leaf) = cpu_leaf {
+                let quota = match limits.cpu_quota_us {
+                    0 => "-1".to_string(),
+                    q => q.to_string(),
+                };
+                ops.extend([
+                    write_op(
+                        &cpu_leaf,
+                        "cpu.cfs_period_us",
+                        limits.cpu_period_us,
+                        Need::Required,
+                    ),
+                    write_op(&cpu_leaf, "cpu.cfs_quota_us", quota, Need::Required),
+                ]);
+            }
+            ops
+        }
+    }
+}
+
+pub(super) fn validate_name(name: &str) -> Result<(), CgroupError> {
+    let reason = if name.is_empty() {
+        Some("empty")
+    } else if name.len() > 200 {
+        Some("longer than 200 bytes")
+    } else if name.starts_with('.') {
+        Some("starts with a dot")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    {
+        Some("only ASCII letters, digits, '-', '_' and '.' are allowed")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CgroupError::InvalidName {
+            name: name.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// How a run's cgroup is created: a pure function of the hierarchy, the name and the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupPlan {
+    pub hierarchy: Hierarchy,
+    pub name: String,
+    pub ops: Vec<Op>,
+}
+
+/// Plan the run's cgroup `name` with `limits` in `h`. Pure.
+pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPlan, CgroupError> {
+    validate_name(name)?;
+    Ok(CgroupPlan {
+        hierarchy: h.clone(),
+        name: name.to_string(),
+        ops: plan_create(h, name, limits),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::cgroup::fake::limits;
+    use pretty_assertions::assert_eq;
+
+    // ---- Plans (pure).
+
+    fn w(path: &str, value: &str, need: Need) -> Op {
+        Op::Write {
+            path: path.into(),
+            value: value.into(),
+            need,
+        }
+    }
+
+    fn mkdir(path: &str, exist_ok: bool) -> Op {
+        Op::Mkdir {
+            path: path.into(),
+            exist_ok,
+        }
+    }
+
+    #[test]
+    fn v2_plan() {
+        let h = Hierarchy::V2 { root: "/cg".into() };
+        assert_eq!(
+            plan_create(&h, "run-1", &limits()),
+            vec![
+                Op::EnableControllers { dir: "/cg".into() },
+                mkdir("/cg/band", true),
+                Op::EnableControllers {
+                    dir: "/cg/band".into()
+                },
+                mkdir("/cg/band/run-1", false),
+                w("/cg/band/run-1/memory.max", "67108864", Need::Required),
+                w("/cg/band/run-1/memory.swap.max", "0", Need::IfExists),
+                w("/cg/band/run-1/memory.oom.group", "1", Need::Required),
+                w("/cg/band/run-1/pids.max", "16", Need::Required),
+                w("/cg/band/run-1/cpu.max", "50000 100000", Need::IfExists),
+            ]
+        );
+    }
+
+    #[test]
+    fn v1_plan() {
+        let h = Hierarchy::V1 {
+            memory: "/m".into(),
+            pids: "/p".into(),
+            cpu: Some("/c".into()),
+            freezer: Some("/f".into()),
+        };
+        assert_eq!(
+            plan_create(&h, "run-1", &limits()),
+            vec![
+                mkdir("/m/band", true),
+                mkdir("/m/band/run-1", false),
+                mkdir("/p/band", true),
+                mkdir("/p/band/run-1", false),
+                mkdir("/c/band", true),
+                mkdir("/c/band/run-1", false),
+                mkdir("/f/band", true),
+                mkdir("/f/band/run-1", false),
+                w(
+                    "/m/band/run-1/memory.limit_in_bytes",
+                    "67108864",
+                    Need::Required
+                ),
+                w(
+                    "/m/band/run-1/memory.memsw.limit_in_bytes",
+                    "67108864",
+                    Need::IfExists
+                ),
+                w("/m/band/run-1/memory.swappiness", "0", Need::BestEffort),
+                w("/p/band/run-1/pids.max", "16", Need::Required),
+                w("/c/band/run-1/cpu.cfs_period_us", "100000", Need::Required),
+                w("/c/band/run-1/cpu.cfs_quota_us", "50000", Need::Required),
+            ]
+        );
+    }
+
+    #[test]
+    fn zero_cpu_quota_means_unlimited() {
+        let unlimited = CgroupLimits {
+            cpu_quota_us: 0,
+            ..limits()
+        };
+        let v2 = plan_create(&Hierarchy::V2 { root: "/cg".into() }, "r", &unlimited);
+        assert_eq!(
+            v2.last(),
+            Some(&w("/cg/band/r/cpu.max", "max 100000", Need::IfExists))
+        );
+        let v1 = Hierarchy::V1 {
+            memory: "/m".into(),
+            pids: "/p".into(),
+            cpu: Some("/c".into()),
+            freezer: None,
+        };
+        let v1 = plan_create(&v1, "r", &unlimited);
+        assert_eq!(
+            v1.last(),
+            Some(&w("/c/band/r/cpu.cfs_quota_us", "-1", Need::Required))
+        );
+    }
+
+    #[test]
+    fn v1_without_cpu_or_freezer_plans_neither() {
+        let h = Hierarchy::V1 {
+            memory: "/m".into(),
+            pids: "/p".into(),
+            cpu: None,
+            freezer: None,
+        };
+        let ops = plan_create(&h, "r", &limits());
+        let touched: Vec<&Path> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Mkdir { path, .. } | Op::Write { path, .. } => path.as_path(),
+                Op::EnableControllers { dir } => dir.as_path(),
+            })
+            .collect();
+        assert!(
+            touched
+                .iter()
+                .all(|p| p.starts_with("/m") || p.starts_with("/p")),
+            "{touched:?}"
+        );
+    }
+}
