@@ -1,10 +1,10 @@
 use fs_err as fs;
-use std::collections::BTreeSet;
 use std::io::{self, Write as _};
 use std::path::Path;
 
 use super::CgroupError;
 use super::plan::{Need, Op};
+use super::v2;
 
 /// The two operations in which cgroupfs differs from a plain directory: `mkdir` creates the
 /// interface files, and `rmdir` removes a directory that still lists them. Tests substitute a
@@ -42,32 +42,11 @@ pub(super) fn write_file(path: &Path, value: &str) -> Result<(), CgroupError> {
     })
 }
 
-fn read_file(path: &Path) -> Result<String, CgroupError> {
+pub(super) fn read_file(path: &Path) -> Result<String, CgroupError> {
     fs::read_to_string(path).map_err(|error| CgroupError::Read {
         path: path.to_path_buf(),
         error,
     })
-}
-
-fn enable_controllers(dir: &Path) -> Result<(), CgroupError> {
-    let offered_path = dir.join("cgroup.controllers");
-    let offered = read_file(&offered_path)?;
-    let offered: BTreeSet<&str> = offered.split_whitespace().collect();
-    for controller in ["memory", "pids"] {
-        if !offered.contains(controller) {
-            return Err(CgroupError::MissingController {
-                controller,
-                path: offered_path,
-            });
-        }
-    }
-    let control = dir.join("cgroup.subtree_control");
-    // One write enables all or none, so cpu (optional: absent, or EBUSY with realtime tasks)
-    // gets a second chance without it.
-    if offered.contains("cpu") && write_raw(&control, "+memory +pids +cpu").is_ok() {
-        return Ok(());
-    }
-    write_file(&control, "+memory +pids")
 }
 
 pub(super) fn apply(ops: &[Op], dirs: &dyn Dirs) -> Result<(), CgroupError> {
@@ -86,7 +65,7 @@ pub(super) fn apply(ops: &[Op], dirs: &dyn Dirs) -> Result<(), CgroupError> {
                 error,
             }),
         },
-        Op::EnableControllers { dir } => enable_controllers(dir),
+        Op::EnableControllers { dir } => v2::enable_controllers(dir),
         Op::Write { path, value, need } => match (write_raw(path, value), need) {
             (Ok(()), _) | (Err(_), Need::BestEffort) => Ok(()),
             (Err(e), Need::IfExists) if e.kind() == io::ErrorKind::NotFound => Ok(()),

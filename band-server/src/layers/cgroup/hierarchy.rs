@@ -102,23 +102,6 @@ impl Hierarchy {
             fs::read_to_string(mount.join("cgroup.controllers")).ok()
         })
     }
-
-    /// The roots of the hierarchies a run uses, in a fixed order.
-    pub(super) fn roots(&self) -> Vec<&Path> {
-        match self {
-            Hierarchy::V2 { root } => vec![root],
-            Hierarchy::V1 {
-                memory,
-                pids,
-                cpu,
-                freezer,
-            } => [Some(memory), Some(pids), cpu.as_ref(), freezer.as_ref()]
-                .into_iter()
-                .flatten()
-                .map(PathBuf::as_path)
-                .collect(),
-        }
-    }
 }
 
 #[derive(Debug)]

@@ -26,6 +26,9 @@ mod hierarchy;
 mod plan;
 mod run;
 mod stale;
+mod v1;
+mod v2;
+mod version;
 
 pub use error::CgroupError;
 pub use hierarchy::Hierarchy;

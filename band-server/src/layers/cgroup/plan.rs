@@ -44,107 +44,11 @@ pub enum Op {
     },
 }
 
-fn write_op(dir: &Path, file: &str, value: impl ToString, need: Need) -> Op {
+pub(super) fn write_op(dir: &Path, file: &str, value: impl ToString, need: Need) -> Op {
     Op::Write {
         path: dir.join(file),
         value: value.to_string(),
         need,
-    }
-}
-
-/// `mkdir` of the shared parent and of the run's directory under `root`; returns the latter.
-fn plan_mkdirs(ops: &mut Vec<Op>, root: &Path, name: &str) -> PathBuf {
-    let parent = root.join(PARENT);
-    let leaf = parent.join(name);
-    ops.push(Op::Mkdir {
-        path: parent,
-        exist_ok: true,
-    });
-    ops.push(Op::Mkdir {
-        path: leaf.clone(),
-        exist_ok: false,
-    });
-    leaf
-}
-
-/// The steps that create `name` with `limits` in `h`. Pure.
-fn plan_create(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Vec<Op> {
-    match h {
-        Hierarchy::V2 { root } => {
-            // Controllers are enabled on the ancestors only: a cgroup with processes cannot
-            // also delegate controllers (EBUSY), so the leaf's subtree_control stays empty.
-            let parent = root.join(PARENT);
-            let leaf = parent.join(name);
-            let cpu_max = if limits.cpu_quota_us == 0 {
-                format!("max {}", limits.cpu_period_us)
-            } else {
-                format!("{} {}", limits.cpu_quota_us, limits.cpu_period_us)
-            };
-            vec![
-                Op::EnableControllers { dir: root.clone() },
-                Op::Mkdir {
-                    path: parent.clone(),
-                    exist_ok: true,
-                },
-                Op::EnableControllers { dir: parent },
-                Op::Mkdir {
-                    path: leaf.clone(),
-                    exist_ok: false,
-                },
-                write_op(&leaf, "memory.max", limits.memory_bytes, Need::Required),
-                // Absent without swap accounting; then there is no swap to limit.
-                write_op(&leaf, "memory.swap.max", 0, Need::IfExists),
-                // An OOM kill takes the whole run, not one process of it.
-                write_op(&leaf, "memory.oom.group", 1, Need::Required),
-                write_op(&leaf, "pids.max", limits.pids, Need::Required),
-                // Absent when the cpu controller could not be enabled (see EnableControllers).
-                write_op(&leaf, "cpu.max", cpu_max, Need::IfExists),
-            ]
-        }
-        Hierarchy::V1 {
-            memory,
-            pids,
-            cpu,
-            freezer,
-        } => {
-            let mut ops = Vec::new();
-            let memory_leaf = plan_mkdirs(&mut ops, memory, name);
-            let pids_leaf = plan_mkdirs(&mut ops, pids, name);
-            let cpu_leaf = cpu.as_deref().map(|cpu| plan_mkdirs(&mut ops, cpu, name));
-            if let Some(freezer) = freezer {
-                plan_mkdirs(&mut ops, freezer, name);
-            }
-            let bytes = limits.memory_bytes;
-            ops.extend([
-                write_op(&memory_leaf, "memory.limit_in_bytes", bytes, Need::Required),
-                // memory+swap; absent without swap accounting. Must follow limit_in_bytes,
-                // which it may not undercut.
-                write_op(
-                    &memory_leaf,
-                    "memory.memsw.limit_in_bytes",
-                    bytes,
-                    Need::IfExists,
-                ),
-                write_op(&memory_leaf, "memory.swappiness", 0, Need::BestEffort),
-                write_op(&pids_leaf, "pids.max", limits.pids, Need::Required),
-            ]);
-            if let Some(cpu_leaf) = cpu_leaf {
-                let quota = match limits.cpu_quota_us {
-                    0 => "-1".to_string(),
-                    q => q.to_string(),
-                };
-                ops.extend([
-                    write_op(
-                        &cpu_leaf,
-                        "cpu.cfs_period_us",
-                        limits.cpu_period_us,
-                        Need::Required,
-                    ),
-                    write_op(&cpu_leaf, "cpu.cfs_quota_us", quota, Need::Required),
-                ]);
-            }
-            ops
-        }
     }
 }
 
@@ -186,7 +90,7 @@ pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPl
     Ok(CgroupPlan {
         hierarchy: h.clone(),
         name: name.to_string(),
-        ops: plan_create(h, name, limits),
+        ops: h.version().plan_create(name, limits),
     })
 }
 
@@ -217,7 +121,7 @@ mod tests {
     fn v2_plan() {
         let h = Hierarchy::V2 { root: "/cg".into() };
         assert_eq!(
-            plan_create(&h, "run-1", &limits()),
+            h.version().plan_create("run-1", &limits()),
             vec![
                 Op::EnableControllers { dir: "/cg".into() },
                 mkdir("/cg/band", true),
@@ -243,7 +147,7 @@ mod tests {
             freezer: Some("/f".into()),
         };
         assert_eq!(
-            plan_create(&h, "run-1", &limits()),
+            h.version().plan_create("run-1", &limits()),
             vec![
                 mkdir("/m/band", true),
                 mkdir("/m/band/run-1", false),
@@ -277,7 +181,9 @@ mod tests {
             cpu_quota_us: 0,
             ..limits()
         };
-        let v2 = plan_create(&Hierarchy::V2 { root: "/cg".into() }, "r", &unlimited);
+        let v2 = Hierarchy::V2 { root: "/cg".into() }
+            .version()
+            .plan_create("r", &unlimited);
         assert_eq!(
             v2.last(),
             Some(&w("/cg/band/r/cpu.max", "max 100000", Need::IfExists))
@@ -288,7 +194,7 @@ mod tests {
             cpu: Some("/c".into()),
             freezer: None,
         };
-        let v1 = plan_create(&v1, "r", &unlimited);
+        let v1 = v1.version().plan_create("r", &unlimited);
         assert_eq!(
             v1.last(),
             Some(&w("/c/band/r/cpu.cfs_quota_us", "-1", Need::Required))
@@ -303,7 +209,7 @@ mod tests {
             cpu: None,
             freezer: None,
         };
-        let ops = plan_create(&h, "r", &limits());
+        let ops = h.version().plan_create("r", &limits());
         let touched: Vec<&Path> = ops
             .iter()
             .map(|op| match op {

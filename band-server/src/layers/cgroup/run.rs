@@ -4,9 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::cgroupfs::{
-    Dirs, Kernel, apply, keyed_value, read_keyed, read_u64, write_file, write_raw,
-};
+use super::cgroupfs::{Dirs, Kernel, apply, write_file, write_raw};
 use super::plan::{CgroupLimits, CgroupPlan, PARENT, plan, validate_name};
 use super::stale::{remove_mark, write_mark};
 use super::{CgroupError, Hierarchy};
@@ -114,6 +112,7 @@ impl RunCgroup {
     /// The run's directory in each hierarchy (v1: memory, pids, then cpu and freezer if used).
     pub fn dirs(&self) -> Vec<PathBuf> {
         self.hierarchy
+            .version()
             .roots()
             .into_iter()
             .map(|root| root.join(PARENT).join(&self.name))
@@ -123,17 +122,10 @@ impl RunCgroup {
     /// The files through which a freshly forked, single-threaded child joins the run's cgroup by
     /// writing `0` to each, before it execs anything. The caller opens them before forking.
     ///
-    /// On v1 this is `tasks`, not `cgroup.procs`: writing `0` there moves only the calling
-    /// thread, which (since Linux 5.19) skips the global threadgroup lock, and with it the RCU
-    /// grace period that taking the lock for writing waits for (10-30 ms per run on a busy
-    /// 2-core host, measured; one per hierarchy when the lock has gone idle in between). A
-    /// forked child has exactly one thread, so moving it moves the whole process. v2 offers no
-    /// such path for a domain cgroup, so it keeps `cgroup.procs`.
+    /// v1 `tasks` (one thread moves, without the global threadgroup lock: see `v1.rs` for why),
+    /// v2 `cgroup.procs`.
     pub fn join_files(&self) -> Vec<PathBuf> {
-        let file = match self.hierarchy {
-            Hierarchy::V2 { .. } => "cgroup.procs",
-            Hierarchy::V1 { .. } => "tasks",
-        };
+        let file = self.hierarchy.version().join_file();
         self.dirs().into_iter().map(|d| d.join(file)).collect()
     }
 
@@ -169,30 +161,7 @@ impl RunCgroup {
     /// Peak memory, OOM kills and pids-limit hits. Best effort: an unreadable counter reads as
     /// absent or zero. Read it before [`RunCgroup::remove`].
     pub fn stats(&self) -> CgroupStats {
-        match &self.hierarchy {
-            Hierarchy::V2 { root } => {
-                let leaf = root.join(PARENT).join(&self.name);
-                CgroupStats {
-                    peak_memory_bytes: read_u64(&leaf.join("memory.peak")),
-                    oom_kills: read_keyed(&leaf.join("memory.events"), "oom_kill").unwrap_or(0),
-                    pids_max_hits: read_keyed(&leaf.join("pids.events"), "max").unwrap_or(0),
-                }
-            }
-            Hierarchy::V1 { memory, pids, .. } => {
-                let memory = memory.join(PARENT).join(&self.name);
-                let pids = pids.join(PARENT).join(&self.name);
-                let oom_control = fs::read_to_string(memory.join("memory.oom_control"));
-                // `oom_kill` appeared in 4.13; before it, `under_oom 1` is the only sign.
-                let oom_kills = oom_control.ok().and_then(|text| {
-                    keyed_value(&text, "oom_kill").or_else(|| keyed_value(&text, "under_oom"))
-                });
-                CgroupStats {
-                    peak_memory_bytes: read_u64(&memory.join("memory.max_usage_in_bytes")),
-                    oom_kills: oom_kills.unwrap_or(0),
-                    pids_max_hits: read_keyed(&pids.join("pids.events"), "max").unwrap_or(0),
-                }
-            }
-        }
+        self.hierarchy.version().stats(&self.name)
     }
 
     /// SIGKILLs every process in the cgroup and waits until `cgroup.procs` is empty, or fails
@@ -257,27 +226,9 @@ impl RunCgroup {
         self.dirs().into_iter().next().unwrap_or_default()
     }
 
-    /// The freeze file and its frozen/thawed values, if this cgroup has one.
-    fn freezer(&self) -> Option<(PathBuf, &'static str, &'static str)> {
-        match &self.hierarchy {
-            Hierarchy::V2 { root } => Some((
-                root.join(PARENT).join(&self.name).join("cgroup.freeze"),
-                "1",
-                "0",
-            )),
-            Hierarchy::V1 { freezer, .. } => freezer.as_ref().map(|f| {
-                (
-                    f.join(PARENT).join(&self.name).join("freezer.state"),
-                    "FROZEN",
-                    "THAWED",
-                )
-            }),
-        }
-    }
-
     fn kill_round(&self, pids: &[i32]) -> Result<(), CgroupError> {
-        if let Hierarchy::V2 { root } = &self.hierarchy {
-            let kill = root.join(PARENT).join(&self.name).join("cgroup.kill");
+        let version = self.hierarchy.version();
+        if let Some(kill) = version.kill_file(&self.name) {
             match write_raw(&kill, "1") {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -291,12 +242,12 @@ impl RunCgroup {
             }
         }
         // Freezing is a refinement; if it fails the pids are still killed one by one.
-        let frozen = self
-            .freezer()
-            .filter(|(path, frozen, _)| write_raw(path, frozen).is_ok());
+        let frozen = version
+            .freezer(&self.name)
+            .filter(|f| write_raw(&f.path, f.frozen).is_ok());
         let killed = self.kill_each(pids);
-        if let Some((path, _, thawed)) = frozen {
-            write_file(&path, thawed)?;
+        if let Some(f) = frozen {
+            write_file(&f.path, f.thawed)?;
         }
         killed
     }

@@ -70,7 +70,7 @@ impl RunCgroup {
     /// directories are skipped.
     pub fn list_stale(h: &Hierarchy) -> Vec<String> {
         let mut names = BTreeSet::new();
-        for root in h.roots() {
+        for root in h.version().roots() {
             let Ok(entries) = fs::read_dir(root.join(PARENT)) else {
                 continue;
             };
