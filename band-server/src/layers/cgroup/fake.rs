@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::Hierarchy;
 use super::cgroupfs::Dirs;
-use super::plan::CgroupLimits;
+use super::plan::{CgroupLimits, Need, Op};
 
 pub(super) const MIB: u64 = 1 << 20;
 
@@ -124,4 +124,19 @@ pub(super) fn v1_roots(cpu: bool, freezer: bool) -> (tempfile::TempDir, Hierarch
 
 pub(super) fn read(path: impl AsRef<Path>) -> String {
     fs::read_to_string(path).unwrap()
+}
+
+pub(super) fn w(path: &str, value: &str, need: Need) -> Op {
+    Op::Write {
+        path: path.into(),
+        value: value.into(),
+        need,
+    }
+}
+
+pub(super) fn mkdir(path: &str, exist_ok: bool) -> Op {
+    Op::Mkdir {
+        path: path.into(),
+        exist_ok,
+    }
 }

@@ -97,83 +97,9 @@ pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::cgroup::fake::limits;
+    use crate::layers::cgroup::RunCgroup;
+    use crate::layers::cgroup::fake::{limits, w};
     use pretty_assertions::assert_eq;
-
-    // ---- Plans (pure).
-
-    fn w(path: &str, value: &str, need: Need) -> Op {
-        Op::Write {
-            path: path.into(),
-            value: value.into(),
-            need,
-        }
-    }
-
-    fn mkdir(path: &str, exist_ok: bool) -> Op {
-        Op::Mkdir {
-            path: path.into(),
-            exist_ok,
-        }
-    }
-
-    #[test]
-    fn v2_plan() {
-        let h = Hierarchy::V2 { root: "/cg".into() };
-        assert_eq!(
-            h.version().plan_create("run-1", &limits()),
-            vec![
-                Op::EnableControllers { dir: "/cg".into() },
-                mkdir("/cg/band", true),
-                Op::EnableControllers {
-                    dir: "/cg/band".into()
-                },
-                mkdir("/cg/band/run-1", false),
-                w("/cg/band/run-1/memory.max", "67108864", Need::Required),
-                w("/cg/band/run-1/memory.swap.max", "0", Need::IfExists),
-                w("/cg/band/run-1/memory.oom.group", "1", Need::Required),
-                w("/cg/band/run-1/pids.max", "16", Need::Required),
-                w("/cg/band/run-1/cpu.max", "50000 100000", Need::IfExists),
-            ]
-        );
-    }
-
-    #[test]
-    fn v1_plan() {
-        let h = Hierarchy::V1 {
-            memory: "/m".into(),
-            pids: "/p".into(),
-            cpu: Some("/c".into()),
-            freezer: Some("/f".into()),
-        };
-        assert_eq!(
-            h.version().plan_create("run-1", &limits()),
-            vec![
-                mkdir("/m/band", true),
-                mkdir("/m/band/run-1", false),
-                mkdir("/p/band", true),
-                mkdir("/p/band/run-1", false),
-                mkdir("/c/band", true),
-                mkdir("/c/band/run-1", false),
-                mkdir("/f/band", true),
-                mkdir("/f/band/run-1", false),
-                w(
-                    "/m/band/run-1/memory.limit_in_bytes",
-                    "67108864",
-                    Need::Required
-                ),
-                w(
-                    "/m/band/run-1/memory.memsw.limit_in_bytes",
-                    "67108864",
-                    Need::IfExists
-                ),
-                w("/m/band/run-1/memory.swappiness", "0", Need::BestEffort),
-                w("/p/band/run-1/pids.max", "16", Need::Required),
-                w("/c/band/run-1/cpu.cfs_period_us", "100000", Need::Required),
-                w("/c/band/run-1/cpu.cfs_quota_us", "50000", Need::Required),
-            ]
-        );
-    }
 
     #[test]
     fn zero_cpu_quota_means_unlimited() {
@@ -202,26 +128,15 @@ mod tests {
     }
 
     #[test]
-    fn v1_without_cpu_or_freezer_plans_neither() {
-        let h = Hierarchy::V1 {
-            memory: "/m".into(),
-            pids: "/p".into(),
-            cpu: None,
-            freezer: None,
-        };
-        let ops = h.version().plan_create("r", &limits());
-        let touched: Vec<&Path> = ops
-            .iter()
-            .map(|op| match op {
-                Op::Mkdir { path, .. } | Op::Write { path, .. } => path.as_path(),
-                Op::EnableControllers { dir } => dir.as_path(),
-            })
-            .collect();
-        assert!(
-            touched
-                .iter()
-                .all(|p| p.starts_with("/m") || p.starts_with("/p")),
-            "{touched:?}"
-        );
+    fn invalid_names_are_rejected() {
+        let h = Hierarchy::V2 { root: "/cg".into() };
+        for name in ["", ".", "..", ".hidden", "a/b", "../x", "a b", "ü"] {
+            let err = RunCgroup::open(&h, name).unwrap_err();
+            assert!(
+                matches!(err, CgroupError::InvalidName { .. }),
+                "{name:?}: {err}"
+            );
+        }
+        assert!(RunCgroup::open(&h, "run-2024.01_x").is_ok());
     }
 }

@@ -121,3 +121,159 @@ impl Version for V1<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::cgroup::fake::*;
+    use crate::layers::cgroup::{Hierarchy, RunCgroup};
+    use fs_err as fs;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn v1_plan() {
+        let h = Hierarchy::V1 {
+            memory: "/m".into(),
+            pids: "/p".into(),
+            cpu: Some("/c".into()),
+            freezer: Some("/f".into()),
+        };
+        assert_eq!(
+            h.version().plan_create("run-1", &limits()),
+            vec![
+                mkdir("/m/band", true),
+                mkdir("/m/band/run-1", false),
+                mkdir("/p/band", true),
+                mkdir("/p/band/run-1", false),
+                mkdir("/c/band", true),
+                mkdir("/c/band/run-1", false),
+                mkdir("/f/band", true),
+                mkdir("/f/band/run-1", false),
+                w(
+                    "/m/band/run-1/memory.limit_in_bytes",
+                    "67108864",
+                    Need::Required
+                ),
+                w(
+                    "/m/band/run-1/memory.memsw.limit_in_bytes",
+                    "67108864",
+                    Need::IfExists
+                ),
+                w("/m/band/run-1/memory.swappiness", "0", Need::BestEffort),
+                w("/p/band/run-1/pids.max", "16", Need::Required),
+                w("/c/band/run-1/cpu.cfs_period_us", "100000", Need::Required),
+                w("/c/band/run-1/cpu.cfs_quota_us", "50000", Need::Required),
+            ]
+        );
+    }
+
+    #[test]
+    fn v1_without_cpu_or_freezer_plans_neither() {
+        let h = Hierarchy::V1 {
+            memory: "/m".into(),
+            pids: "/p".into(),
+            cpu: None,
+            freezer: None,
+        };
+        let ops = h.version().plan_create("r", &limits());
+        let touched: Vec<&Path> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Mkdir { path, .. } | Op::Write { path, .. } => path.as_path(),
+                Op::EnableControllers { dir } => dir.as_path(),
+            })
+            .collect();
+        assert!(
+            touched
+                .iter()
+                .all(|p| p.starts_with("/m") || p.starts_with("/p")),
+            "{touched:?}"
+        );
+    }
+
+    #[test]
+    fn v1_create_writes_exact_values() {
+        let (tmp, h) = v1_roots(true, true);
+        let cg =
+            RunCgroup::create_with(&h, "run-1", &limits(), &FakeKernel::new(V1_FILES)).unwrap();
+        let leaf = |hier: &str| tmp.path().join(hier).join("band/run-1");
+        assert_eq!(
+            read(leaf("memory").join("memory.limit_in_bytes")),
+            "67108864"
+        );
+        assert_eq!(
+            read(leaf("memory").join("memory.memsw.limit_in_bytes")),
+            "67108864"
+        );
+        assert_eq!(read(leaf("memory").join("memory.swappiness")), "0");
+        assert_eq!(read(leaf("pids").join("pids.max")), "16");
+        assert_eq!(read(leaf("cpu").join("cpu.cfs_period_us")), "100000");
+        assert_eq!(read(leaf("cpu").join("cpu.cfs_quota_us")), "50000");
+        assert!(leaf("freezer").is_dir());
+        assert_eq!(
+            cg.procs_files(),
+            ["memory", "pids", "cpu", "freezer"]
+                .map(|h| leaf(h).join("cgroup.procs"))
+                .to_vec()
+        );
+        assert_eq!(
+            cg.join_files(),
+            ["memory", "pids", "cpu", "freezer"]
+                .map(|h| leaf(h).join("tasks"))
+                .to_vec(),
+            "v1 joins through `tasks` (single thread, no global lock)"
+        );
+    }
+
+    #[test]
+    fn v1_optional_files_may_be_missing_or_read_only() {
+        let (tmp, h) = v1_roots(false, false);
+        let fake = FakeKernel::new(V1_FILES)
+            .without("memory.memsw.limit_in_bytes")
+            .without("memory.swappiness");
+        RunCgroup::create_with(&h, "r", &limits(), &fake).unwrap();
+        let leaf = tmp.path().join("memory/band/r");
+        assert_eq!(read(leaf.join("memory.limit_in_bytes")), "67108864");
+        assert!(!leaf.join("memory.swappiness").exists());
+    }
+
+    #[test]
+    fn v1_missing_pids_max_fails_closed_and_rolls_back_every_hierarchy() {
+        let (tmp, h) = v1_roots(true, true);
+        let fake = FakeKernel::new(V1_FILES).without("pids.max");
+        let err = RunCgroup::create_with(&h, "r", &limits(), &fake).unwrap_err();
+        assert!(err.to_string().contains("pids/band/r/pids.max"), "{err}");
+        for hier in ["memory", "pids", "cpu", "freezer"] {
+            assert!(!tmp.path().join(hier).join("band/r").exists(), "{hier}");
+        }
+    }
+
+    #[test]
+    fn v1_stats() {
+        let (tmp, h) = v1_roots(false, false);
+        let cg = RunCgroup::create_with(&h, "r", &limits(), &FakeKernel::new(V1_FILES)).unwrap();
+        let memory = tmp.path().join("memory/band/r");
+        fs::write(memory.join("memory.max_usage_in_bytes"), "33554432\n").unwrap();
+        fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+        )
+        .unwrap();
+        fs::write(tmp.path().join("pids/band/r/pids.events"), "max 11\n").unwrap();
+        assert_eq!(
+            cg.stats(),
+            CgroupStats {
+                peak_memory_bytes: Some(32 * MIB),
+                oom_kills: 3,
+                pids_max_hits: 11,
+            }
+        );
+        // Before 4.13 there is no oom_kill line.
+        fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 1\n",
+        )
+        .unwrap();
+        assert_eq!(cg.stats().oom_kills, 1);
+    }
+}

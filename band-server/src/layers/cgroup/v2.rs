@@ -110,3 +110,141 @@ pub(super) fn enable_controllers(dir: &Path) -> Result<(), CgroupError> {
     }
     write_file(&control, "+memory +pids")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::cgroup::fake::*;
+    use crate::layers::cgroup::{Hierarchy, RunCgroup};
+    use fs_err as fs;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn v2_plan() {
+        let h = Hierarchy::V2 { root: "/cg".into() };
+        assert_eq!(
+            h.version().plan_create("run-1", &limits()),
+            vec![
+                Op::EnableControllers { dir: "/cg".into() },
+                mkdir("/cg/band", true),
+                Op::EnableControllers {
+                    dir: "/cg/band".into()
+                },
+                mkdir("/cg/band/run-1", false),
+                w("/cg/band/run-1/memory.max", "67108864", Need::Required),
+                w("/cg/band/run-1/memory.swap.max", "0", Need::IfExists),
+                w("/cg/band/run-1/memory.oom.group", "1", Need::Required),
+                w("/cg/band/run-1/pids.max", "16", Need::Required),
+                w("/cg/band/run-1/cpu.max", "50000 100000", Need::IfExists),
+            ]
+        );
+    }
+
+    #[test]
+    fn v2_create_writes_exact_values() {
+        let (tmp, h) = v2_root("cpuset cpu io memory hugetlb pids rdma misc\n");
+        let cg =
+            RunCgroup::create_with(&h, "run-1", &limits(), &FakeKernel::new(V2_FILES)).unwrap();
+        let root = tmp.path();
+        let leaf = root.join("band/run-1");
+        assert_eq!(
+            read(root.join("cgroup.subtree_control")),
+            "+memory +pids +cpu"
+        );
+        assert_eq!(
+            read(root.join("band/cgroup.subtree_control")),
+            "+memory +pids +cpu"
+        );
+        assert_eq!(
+            read(leaf.join("cgroup.subtree_control")),
+            "",
+            "never on the leaf"
+        );
+        assert_eq!(read(leaf.join("memory.max")), "67108864");
+        assert_eq!(read(leaf.join("memory.swap.max")), "0");
+        assert_eq!(read(leaf.join("memory.oom.group")), "1");
+        assert_eq!(read(leaf.join("pids.max")), "16");
+        assert_eq!(read(leaf.join("cpu.max")), "50000 100000");
+        assert_eq!(cg.dirs(), vec![leaf.clone()]);
+        assert_eq!(cg.procs_files(), vec![leaf.join("cgroup.procs")]);
+        assert_eq!(cg.join_files(), vec![leaf.join("cgroup.procs")]);
+        assert_eq!(cg.name(), "run-1");
+    }
+
+    #[test]
+    fn v2_without_cpu_or_swap_still_limits_memory_and_pids() {
+        let (tmp, h) = v2_root("memory pids\n");
+        let fake = FakeKernel::new(V2_FILES)
+            .without("cpu.max")
+            .without("memory.swap.max");
+        RunCgroup::create_with(&h, "r", &limits(), &fake).unwrap();
+        assert_eq!(
+            read(tmp.path().join("cgroup.subtree_control")),
+            "+memory +pids"
+        );
+        assert_eq!(read(tmp.path().join("band/r/memory.max")), "67108864");
+        assert!(!tmp.path().join("band/r/cpu.max").exists());
+        assert!(!tmp.path().join("band/r/memory.swap.max").exists());
+    }
+
+    #[test]
+    fn v2_subtree_control_failure_names_the_file() {
+        // A directory in its place fails both writes: with cpu, then the fallback without it.
+        let (tmp, h) = v2_root("cpu memory pids\n");
+        let control = tmp.path().join("cgroup.subtree_control");
+        fs::remove_file(&control).unwrap();
+        fs::create_dir(&control).unwrap();
+        let err =
+            RunCgroup::create_with(&h, "r", &limits(), &FakeKernel::new(V2_FILES)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "failed to write +memory +pids to {}: ",
+                control.display()
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn v2_missing_pids_controller_fails_closed() {
+        let (tmp, h) = v2_root("cpu memory\n");
+        let err =
+            RunCgroup::create_with(&h, "r", &limits(), &FakeKernel::new(V2_FILES)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the pids controller is not available in {}",
+                tmp.path().join("cgroup.controllers").display()
+            )
+        );
+        assert!(
+            !tmp.path().join("band").exists(),
+            "nothing created before the check"
+        );
+    }
+
+    #[test]
+    fn v2_stats() {
+        let (tmp, h) = v2_root("memory pids\n");
+        let cg = RunCgroup::create_with(&h, "r", &limits(), &FakeKernel::new(V2_FILES)).unwrap();
+        let leaf = tmp.path().join("band/r");
+        fs::write(leaf.join("memory.peak"), "5242880\n").unwrap();
+        fs::write(
+            leaf.join("memory.events"),
+            "low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\noom_group_kill 1\n",
+        )
+        .unwrap();
+        fs::write(leaf.join("pids.events"), "max 4\n").unwrap();
+        assert_eq!(
+            cg.stats(),
+            CgroupStats {
+                peak_memory_bytes: Some(5 * MIB),
+                oom_kills: 2,
+                pids_max_hits: 4,
+            }
+        );
+        fs::remove_file(leaf.join("memory.peak")).unwrap();
+        assert_eq!(cg.stats().peak_memory_bytes, None, "before 5.19");
+    }
+}
