@@ -1,3 +1,7 @@
+//! Access to cgroupfs, shared by both versions: the [`Dirs`] seam (the kernel, or a fake in tests),
+//! single writes and reads that name their path, and the thin applier of a plan's steps, which
+//! removes what it created when a step fails.
+
 use fs_err as fs;
 use std::io::{self, Write as _};
 use std::path::Path;

@@ -1,3 +1,5 @@
+//! [`CgroupError`]: every error of detection, setup and teardown, naming its path.
+
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;

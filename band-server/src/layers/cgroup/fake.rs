@@ -1,3 +1,6 @@
+//! Test support: a stand-in for cgroupfs in a temporary directory ([`FakeKernel`], v1 and v2
+//! roots), the limits the tests use, and builders of plan steps.
+
 use fs_err as fs;
 use std::io;
 use std::path::Path;

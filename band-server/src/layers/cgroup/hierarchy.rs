@@ -1,3 +1,6 @@
+//! Where the cgroup controllers are mounted: [`Hierarchy`], detected by a pure function of
+//! `/proc/self/mountinfo` ([`Hierarchy::detect`]).
+
 use fs_err as fs;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -12,6 +12,21 @@
 //!
 //! Every limit write that fails is an error (fail closed); the few optional files are named as
 //! such where they are planned. Every I/O error names its path.
+//!
+//! Where things are (the hierarchy roots are parameters throughout, so the tests run on a
+//! temporary directory):
+//!
+//! - `hierarchy.rs`: [`Hierarchy`] and its detection.
+//! - `plan.rs`: [`CgroupLimits`], the steps ([`Op`], [`Need`]) and [`plan`]. Pure.
+//! - `version.rs`: the `Version` trait, what differs between v1 and v2, and
+//!   `Hierarchy::version`, the one place that picks (it says why a borrowed `Box<dyn Version>`).
+//! - `v1.rs`, `v2.rs`: the two implementations: create steps, join file, kill and freeze files,
+//!   counters.
+//! - `cgroupfs.rs`: reads and writes of cgroup files, and the applier of a plan's steps.
+//! - `run.rs`: [`RunCgroup`], a live run's cgroup: join files, pids, stats, kill, remove.
+//! - `stale.rs`: the janitor's side: ownership marks ([`marks_dir`]), leftovers, their removal.
+//! - `error.rs`: [`CgroupError`]. `fake.rs` (tests only): a stand-in for cgroupfs.
+//! - here: the layer, [`Cgroup`] (its janitor passes) and the teardown of a [`RunCgroup`].
 
 use fs_err as fs;
 use std::collections::BTreeSet;

@@ -1,3 +1,7 @@
+//! The pure plan of a run's cgroup: its limits, the steps that create it ([`Op`], each write
+//! with what a failure means, [`Need`]) and the check of its name. The steps themselves come
+//! from the version ([`super::version`]).
+
 use std::path::{Path, PathBuf};
 
 use super::{CgroupError, Hierarchy};

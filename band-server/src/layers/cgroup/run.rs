@@ -1,3 +1,6 @@
+//! [`RunCgroup`]: a live run's cgroup. Apply a plan, the files a child joins through, the pids,
+//! the counters, kill everything, remove; written once over [`super::version::Version`].
+
 use fs_err as fs;
 use std::collections::BTreeSet;
 use std::io;
@@ -52,7 +55,7 @@ impl RunCgroup {
     }
 
     /// [`RunCgroup::apply`], marked as created by the servers of `state` first (see
-    /// [`marks_dir`]); the mark goes with the cgroup.
+    /// [`super::marks_dir`]); the mark goes with the cgroup.
     pub fn apply_owned(plan: &CgroupPlan, state: &Path) -> Result<RunCgroup, CgroupError> {
         let mark = write_mark(state, &plan.name)?;
         match Self::apply(plan) {

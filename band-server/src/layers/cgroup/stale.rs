@@ -1,3 +1,6 @@
+//! The janitor's side: the ownership marks under `<state>/cgroups` (which cgroups this state
+//! directory created), the run cgroups that exist on the host, and the removal of a dead run's.
+
 use fs_err as fs;
 use std::collections::BTreeSet;
 use std::io;
