@@ -13,6 +13,8 @@
 //! Every limit write that fails is an error (fail closed); the few optional files are named as
 //! such where they are planned. Every I/O error names its path.
 
+pub mod apply;
+
 use fs_err as fs;
 use std::collections::BTreeSet;
 use std::io::{self, Write as _};

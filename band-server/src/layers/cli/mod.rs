@@ -1,5 +1,6 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
+pub mod apply;
 pub mod execcache;
 pub mod programs;
 pub mod reports;

@@ -1,5 +1,6 @@
 //! Filesystem: the run directory, the hidden library executables and their cached whiteouts.
 
+pub mod apply;
 pub mod execmask;
 pub mod maskcache;
 pub mod mounts;

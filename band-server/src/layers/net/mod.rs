@@ -10,6 +10,7 @@
 //! Pure parts: [`plan`], [`stub_addr`], [`parse_resolv_conf`], [`parse_fib_trie_local`],
 //! [`parse_if_inet6`], [`insist_missing`]; [`NetLayer`] applies them.
 
+pub mod apply;
 pub mod dns;
 pub mod nft;
 

@@ -1,5 +1,6 @@
 //! Process: the bubblewrap argv, the seccomp filter the jail installs, and the memfd guard.
 
+pub mod apply;
 pub mod bwrap;
 pub mod memfd;
 pub mod seccomp;
