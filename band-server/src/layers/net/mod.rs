@@ -241,6 +241,32 @@ pub fn plan_run(
     })
 }
 
+/// The network part of [`crate::plan::RunPlan`]: `None` without `allow.net` (the run gets a
+/// network namespace with only loopback), else [`plan_run`] with the host's facts. Pure.
+pub fn plan_network(
+    run_id: &str,
+    identity: &crate::plan::Identity,
+    matcher: &NetMatcher,
+    facts: &crate::facts::HostFacts,
+) -> crate::error::SetupResult<Option<NetRunPlan>> {
+    if matcher.is_empty() {
+        return Ok(None);
+    }
+    plan_run(
+        run_id,
+        identity.uid,
+        identity.slot,
+        matcher,
+        &facts.own_addrs,
+        &facts.upstream,
+    )
+    .map(Some)
+    .map_err(|e| {
+        crate::error::SetupError::new(band::proto::Layer::Network, e.to_string())
+            .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
+    })
+}
+
 /// A run's table and stub; [`NetLayer::teardown`] removes them (also on drop).
 pub struct NetLayer {
     pub table: String,

@@ -14,7 +14,6 @@ use super::memfd::{self, MemfdGuard};
 use super::{bwrap, seccomp};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Applied, Inputs};
-use crate::plan;
 use crate::run::RunGuard;
 use crate::sys::{self, PreExec};
 
@@ -50,7 +49,7 @@ pub(crate) fn jail_input(
     let table = Applied::need(out.table.as_ref(), Layer::Cli, "the run's programs")?;
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
-        exec: plan::entry_exec(entry_data, &format!("/skill/{}", req.entry), table),
+        exec: super::entry_exec(entry_data, &format!("/skill/{}", req.entry), table),
         seccomp: seccomp::Profile {
             share_net: inp.plan.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
