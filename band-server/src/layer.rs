@@ -1,12 +1,33 @@
-//! The shape every sandbox layer has (see [`crate::layers`] for the layers and their list):
-//! a pure plan (a function of the layer's folder, called by [`crate::plan::plan_run`]), apply
-//! (it returns a [`Built`] handle the run's guard keeps), the teardown of that handle, and the
-//! janitor's removal of what a dead run left ([`RunLayer::list_stale`],
-//! [`RunLayer::remove_dead_run`], [`RunLayer::remove_stale`]).
+//! The shape every sandbox layer has (see [`crate::layers`] for the layers and their lists):
+//!
+//! 1. a pure plan (a function of the layer's folder, called by [`crate::plan::plan_run`]);
+//! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, listed in
+//!    [`crate::layers::APPLY`]; each builds what its part of the [`crate::plan::RunPlan`] says,
+//!    pushes a [`Built`] handle into the run's guard, and leaves in [`Applied`] what a later step
+//!    needs;
+//! 3. the teardown of that handle ([`Built::stop`], [`Built::teardown`]), by the guard, in
+//!    reverse order of building;
+//! 4. the janitor's removal of what a dead run left ([`RunLayer::list_stale`],
+//!    [`RunLayer::remove_dead_run`], [`RunLayer::remove_stale`]), over [`crate::layers::LAYERS`].
 
 use std::any::Any;
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use band::proto::Layer;
+
+use crate::config::ServerConfig;
+use crate::error::{SetupError, SetupResult};
+use crate::layers::cli::execcache::ExecTable;
+use crate::layers::cli::reports::OnReport;
+use crate::layers::net::dns::OnLookup;
+use crate::layers::process::apply::Spawned;
+use crate::layers::process::memfd::MemfdGuard;
+use crate::plan::RunPlan;
+use crate::request::Checked;
+use crate::run::RunGuard;
 
 /// What the janitor did, for the log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -59,6 +80,11 @@ impl Stale {
 
 /// One layer, as the janitor walks it.
 pub trait RunLayer: Sync {
+    /// The layer's type name, which ties a [`Step`] of [`crate::layers::APPLY`] to its entry in
+    /// [`crate::layers::LAYERS`].
+    fn name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
     /// Leftovers of this layer on the host, listed *before* the leases are read (a run holds its
     /// lease before it builds anything, so a run that starts meanwhile is never touched).
     fn list_stale(&self, _host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
@@ -75,6 +101,77 @@ pub trait RunLayer: Sync {
         _report: &mut Report,
     ) {
     }
+}
+
+/// What every apply step reads: the plan, the checked request (for what the plan leaves out: the
+/// secrets, the entry's bytes) and the server config.
+pub struct Inputs<'a> {
+    pub plan: &'a RunPlan<'a>,
+    pub checked: &'a Checked<'a>,
+    pub cfg: &'a ServerConfig,
+}
+
+/// What an apply step leaves for a later one (or for the run loop), filled in the order of
+/// [`crate::layers::APPLY`].
+pub struct Applied {
+    /// Into the run loop: each question the DNS stub answers (set by the run before any step).
+    pub on_lookup: Arc<OnLookup>,
+    /// Into the run loop: each call the report socket judged (set by the run before any step).
+    pub on_report: OnReport,
+    /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
+    pub cgroup_join: Vec<File>,
+    /// CLI programs → jail input, report socket: every wrapped name → its hidden program.
+    pub table: Option<ExecTable>,
+    /// CLI programs → report socket: band-shim's execute-only copy.
+    pub shim: Option<PathBuf>,
+    /// jail input → spawn: what keeps the run's memfds non-executable.
+    pub memfd: Option<MemfdGuard>,
+    /// jail input → spawn: the jail's input (secrets included), encoded.
+    pub jail_json: Option<Vec<u8>>,
+    /// run directory → collect: its root on the host.
+    pub run_dir: Option<PathBuf>,
+    /// spawn → the run loop: bubblewrap's pipes and start time (the child is in the guard).
+    pub spawned: Option<Spawned>,
+}
+
+impl Applied {
+    pub fn new(on_lookup: Arc<OnLookup>, on_report: OnReport) -> Applied {
+        Applied {
+            on_lookup,
+            on_report,
+            cgroup_join: Vec::new(),
+            table: None,
+            shim: None,
+            memfd: None,
+            jail_json: None,
+            run_dir: None,
+            spawned: None,
+        }
+    }
+
+    /// `value`, left by an earlier step; if that step did not run (the order of
+    /// [`crate::layers::APPLY`] is wrong), the run does not start.
+    pub fn need<T>(value: Option<T>, layer: Layer, what: &str) -> SetupResult<T> {
+        value.ok_or_else(|| {
+            SetupError::new(
+                layer,
+                format!("internal: {what} was not set up before this step (see layers::APPLY)"),
+            )
+        })
+    }
+}
+
+/// One apply step of a layer: build, push the handle into the guard, leave what later steps
+/// need in [`Applied`]. Errors name the layer (fail closed: the run does not start).
+pub type ApplyFn = fn(&Inputs<'_>, &mut Applied, &mut RunGuard) -> SetupResult<()>;
+
+/// One entry of [`crate::layers::APPLY`].
+pub struct Step {
+    /// The layer, as listed in [`crate::layers::LAYERS`].
+    pub layer: &'static dyn RunLayer,
+    /// What the step builds.
+    pub what: &'static str,
+    pub apply: ApplyFn,
 }
 
 /// What a run's teardown knows as it goes.

@@ -4,7 +4,12 @@
 //! [`crate::request::check`] refuses a bad request before anything is looked at; [`preflight`] refuses what
 //! the host cannot do before a uid is leased; [`plan_run`] returns the [`RunPlan`]: the bubblewrap
 //! argv, the cgroup's operations, the nftables text, the run directory's operations (owners and
-//! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it.
+//! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it
+//! (the steps of [`crate::layers::APPLY`]).
+//!
+//! Each layer's part is planned by a pure function of its folder, which [`plan_run`] calls in
+//! turn: [`cgroup::plan`], [`net::plan_network`], [`cli::plan_exec`], [`fs::plan_run_dir`],
+//! [`process::plan_sandbox`] (then its argv and [`process::plan_seccomp`]).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -16,14 +21,15 @@ use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
 use crate::layers::cgroup::{self, CgroupLimits, CgroupPlan};
-use crate::layers::cli::execcache;
+pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
 use crate::layers::cli::shim::CliRules;
 use crate::layers::fs::mounts;
-use crate::layers::fs::workdir::{self, HostMount, RunDirPlan, RunDirSpec};
+use crate::layers::fs::workdir::{HostMount, RunDirPlan};
 use crate::layers::net::{self, NetRunPlan};
-use crate::layers::process::bwrap::{self, ExtraBind, SandboxPlan};
-use crate::layers::process::seccomp::{self, DeniedSyscall};
+use crate::layers::process::bwrap::{self, SandboxPlan};
+use crate::layers::process::seccomp::DeniedSyscall;
+use crate::layers::{cli, fs, process};
 use crate::request::Checked;
 
 /// The run's identity, leased before [`plan_run`] (the only thing that exists before the plan).
@@ -78,18 +84,6 @@ pub fn preflight(
     })
 }
 
-/// The run's programs: `<state>/exec/runs/<run>` → `/band/x`, laid out by
-/// [`execcache::ExecDir::create`] (under random names chosen then).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecPlan {
-    pub state: PathBuf,
-    pub root: PathBuf,
-    /// (wrapped name, host file).
-    pub programs: Vec<(String, PathBuf)>,
-    /// band-shim's execute-only copy in the program cache.
-    pub shim: PathBuf,
-}
-
 /// One run, planned.
 #[derive(Debug, Clone)]
 pub struct RunPlan<'a> {
@@ -114,7 +108,8 @@ pub struct RunPlan<'a> {
     pub seccomp: Vec<DeniedSyscall>,
 }
 
-/// Plan the whole run. Pure: nothing is looked at but the arguments.
+/// Plan the whole run. Pure: nothing is looked at but the arguments. Each layer's part is a
+/// function of its folder.
 pub fn plan_run<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
@@ -130,84 +125,11 @@ pub fn plan_run<'a>(
         .map_err(|e| SetupError::new(Layer::Cgroup, format!("no usable cgroup hierarchy: {e}")))?;
     let cgroup = cgroup::plan(hierarchy, &req.run_id, &cgroup_limits(&limits))
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
-    let net = if checked.compiled.net.is_empty() {
-        None
-    } else {
-        Some(
-            net::plan_run(
-                &req.run_id,
-                identity.uid,
-                identity.slot,
-                &checked.compiled.net,
-                &facts.own_addrs,
-                &facts.upstream,
-            )
-            .map_err(|e| {
-                SetupError::new(Layer::Network, e.to_string())
-                    .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
-            })?,
-        )
-    };
-    let programs: Vec<(String, PathBuf)> = pre
-        .cli
-        .binaries
-        .iter()
-        .map(|b| (b.name.clone(), b.host.clone()))
-        .collect();
-    let shim_copy = facts
-        .shim_copy
-        .as_ref()
-        .map_err(|e| SetupError::new(Layer::Cli, format!("failed to cache band-shim: {e}")))?
-        .clone();
-    let exec = ExecPlan {
-        state: cfg.state_dir.clone(),
-        root: execcache::runs_root(&cfg.state_dir).join(&req.run_id),
-        programs,
-        shim: shim_copy,
-    };
-    let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
-    let compiled = &checked.compiled;
-    let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
-    let run_dir = workdir::plan(&RunDirSpec {
-        state: &cfg.state_dir,
-        run_id: &req.run_id,
-        disk_bytes: limits.disk_bytes,
-        uid: identity.uid,
-        gid: identity.gid,
-        user: &identity.user,
-        bundle: &checked.bundle,
-        workspace: &checked.workspace,
-        write_allowed: &write_allowed,
-        write_dirs: &pre.write_dirs,
-        input_json: &checked.input_json,
-        config_json: checked.config_json.as_deref(),
-        wrappers: &wrappers,
-        host_mounts: &pre.host_mounts,
-        masked: &facts.masked,
-        lib_roots: &facts.lib_roots,
-        resolv_conf: net.as_ref().map(|n| n.resolv_conf.as_str()),
-    });
-    let sandbox = SandboxPlan {
-        run_dir: run_dir.root.clone(),
-        shim: exec.shim.clone(),
-        jail: pre.helpers.jail.clone(),
-        exec_dir: exec.root.clone(),
-        extra: pre
-            .host_mounts
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ExtraBind {
-                source: run_dir.host_mount(i),
-                dest: m.sandbox.clone(),
-                writable: m.writable,
-            })
-            .collect(),
-        lib_binds: run_dir.lib_binds.clone(),
-        entry: req.entry.clone(),
-        has_config: checked.config_json.is_some(),
-        share_net: net.is_some(),
-        ipc_scope_required: net.is_some() && cfg.require_ipc_scope,
-    };
+    let net = net::plan_network(&req.run_id, identity, &checked.compiled.net, facts)?;
+    let exec = cli::plan_exec(&cfg.state_dir, &req.run_id, &pre.cli, facts)?;
+    let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
+    let run_dir = fs::plan_run_dir(checked, cfg, facts, identity, &pre, resolv_conf);
+    let sandbox = process::plan_sandbox(checked, cfg, &pre, &exec, &run_dir, net.is_some());
     Ok(RunPlan {
         run_id: req.run_id.clone(),
         identity: identity.clone(),
@@ -220,10 +142,7 @@ pub fn plan_run<'a>(
         exec,
         sock: run_dir.sock(),
         argv: bwrap::build_bwrap_args(&sandbox),
-        seccomp: seccomp::denied_syscalls(seccomp::Profile {
-            share_net: sandbox.share_net,
-            ..Default::default()
-        }),
+        seccomp: process::plan_seccomp(&sandbox),
         sandbox,
         run_dir,
         bwrap: cfg.bwrap.clone(),
@@ -251,23 +170,4 @@ pub fn plan_cli_from(
         &|name| facts.binaries.get(name).cloned(),
         &|path| facts.heads.get(path).cloned().unwrap_or_default(),
     )
-}
-
-/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
-/// starts that program directly (what the kernel would do, minus a trip through band-shim, which
-/// would only judge the skill's own entry point); anything else is exec'd as it is.
-pub fn entry_exec(
-    entry: &[u8],
-    entry_path: &str,
-    table: &execcache::ExecTable,
-) -> Option<bwrap::JailExec> {
-    let sb = execcache::parse_shebang(entry)?;
-    let program = table.get(&sb.interp)?;
-    let mut argv = vec![sb.interp.clone()];
-    argv.extend(sb.arg.clone());
-    argv.push(entry_path.to_string());
-    Some(bwrap::JailExec {
-        program: program.path.clone(),
-        argv,
-    })
 }

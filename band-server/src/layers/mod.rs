@@ -1,8 +1,12 @@
-//! The sandbox's layers, one folder each, and the one list of them. Each has the shape of
-//! [`crate::layer`]; a run's guard tears down what it built in reverse order of building, and
-//! the janitor walks [`LAYERS`].
+//! The sandbox's layers, one folder each, and the two lists of them. Each has the shape of
+//! [`crate::layer`]: its plan and its apply steps (`apply.rs`) in its folder, the run applies
+//! [`APPLY`] in order, the run's guard tears down what was built in reverse order, and the
+//! janitor walks [`LAYERS`].
+//!
+//! Adding a layer: a folder here, one line in [`LAYERS`], its steps in [`APPLY`], its plan in
+//! [`crate::plan::RunPlan`] (one field, one call in `plan_run`).
 
-use crate::layer::RunLayer;
+use crate::layer::{RunLayer, Step};
 
 pub mod cgroup;
 pub mod cli;
@@ -22,3 +26,90 @@ pub const LAYERS: &[&dyn RunLayer] = &[
     &cli::Cli,
     &process::Process,
 ];
+
+/// How a run applies its plan: every step, in order (`run::execute`). Not the order of
+/// [`LAYERS`], which is the janitor's: building goes by what a step needs from an earlier one.
+/// The cgroup comes first, so everything later is guarded by its kill; the CLI gate and the
+/// process layer take two steps each, because the jail's input needs the run's programs, the
+/// report socket lives in the run directory, and the spawn needs everything. The identity is not
+/// here: its uid is leased before the plan, which needs it ([`identity::apply::lease`]).
+pub const APPLY: &[Step] = &[
+    Step {
+        layer: &cgroup::Cgroup,
+        what: "the run's cgroup with its limits, and its join files",
+        apply: cgroup::apply::cgroup,
+    },
+    Step {
+        layer: &net::Net,
+        what: "the nftables table and DNS stub (with allow.net)",
+        apply: net::apply::table_and_stub,
+    },
+    Step {
+        layer: &cli::Cli,
+        what: "the run's programs and band-shim's copy",
+        apply: cli::apply::programs,
+    },
+    Step {
+        layer: &process::Process,
+        what: "the memfd guard and the jail's input",
+        apply: process::apply::jail_input,
+    },
+    Step {
+        layer: &fs::Fs,
+        what: "the run directory",
+        apply: fs::apply::run_dir,
+    },
+    Step {
+        layer: &cli::Cli,
+        what: "the report socket",
+        apply: cli::apply::report_socket,
+    },
+    Step {
+        layer: &process::Process,
+        what: "bubblewrap, spawned in the cgroup as the run's uid",
+        apply: process::apply::spawn,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn short(l: &dyn RunLayer) -> &'static str {
+        let name = l.name();
+        name.rsplit("::").next().unwrap_or(name)
+    }
+
+    #[test]
+    fn the_run_applies_every_layer_in_this_order() {
+        let order: Vec<String> = APPLY
+            .iter()
+            .map(|s| format!("{}: {}", short(s.layer), s.what))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "Cgroup: the run's cgroup with its limits, and its join files",
+                "Net: the nftables table and DNS stub (with allow.net)",
+                "Cli: the run's programs and band-shim's copy",
+                "Process: the memfd guard and the jail's input",
+                "Fs: the run directory",
+                "Cli: the report socket",
+                "Process: bubblewrap, spawned in the cgroup as the run's uid",
+            ]
+        );
+        // Every layer but the identity (leased before the plan) has a step, and every step is
+        // of a listed layer: a new layer cannot be forgotten in either list.
+        let listed: BTreeSet<&str> = LAYERS
+            .iter()
+            .map(|l| l.name())
+            .filter(|n| *n != identity::Identity.name())
+            .collect();
+        let applied: BTreeSet<&str> = APPLY.iter().map(|s| s.layer.name()).collect();
+        assert_eq!(listed, applied);
+    }
+}

@@ -5,47 +5,44 @@
 //!
 //! 1. Pure checks ([`crate::request::check`]), the host's facts ([`crate::facts`]) and what the
 //!    host must offer ([`crate::plan::preflight`]): nothing created yet but the state directory.
-//! 2. Identity: lease a pool uid.
+//! 2. Identity: lease a pool uid ([`crate::layers::identity::apply::lease`]).
 //! 3. The whole plan ([`crate::plan::plan_run`]), before anything else exists.
-//! 4. Apply it, layer by layer: cgroup, network (when `allow.net` is not empty), the run's
-//!    programs, the run directory, the report socket.
-//! 5. Spawn bubblewrap as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and the
-//!    jail's status pipe on fd 4; stream stdout/stderr and CLI reports until it exits or the wall
-//!    clock runs out (or the run's table vanishes); then kill everything left in the cgroup
-//!    (`events`).
+//! 4. Apply it: the steps of [`crate::layers::APPLY`], in that order, each in its layer's
+//!    `apply.rs` (cgroup, network when `allow.net` is not empty, the run's programs, the jail's
+//!    input, the run directory, the report socket), the last of which spawns bubblewrap as the
+//!    run's uid, inside the cgroup, with the secrets pipe on fd 3 and the jail's status pipe on
+//!    fd 4. What a step needs from an earlier one goes through [`crate::layer::Applied`].
+//! 5. Run: write the secrets, stream stdout/stderr and CLI reports until bubblewrap exits or the
+//!    wall clock runs out (or the client goes, or the run's table vanishes); then kill everything
+//!    left in the cgroup (`events`).
 //! 6. Collect (output, written files, network report, insist) from outside, then tear down in
-//!    reverse order.
+//!    reverse order of building.
 //!
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
 
 use std::io::{BufRead, Read};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::path::Path;
+use std::process::ExitStatus;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use band::proto::{self, Denial, Event, Layer, Message, Metrics, RunRequest, RunResult, Status};
-use fs_err::OpenOptions;
 
 use crate::collect::{self, Facts, Output};
 use crate::config::ServerConfig;
-use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
+use crate::layer::{Applied, Inputs};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
-use crate::layers::cli::execcache::{self, ExecDir};
-use crate::layers::cli::reports::{PeerCheck, ReportListener};
-use crate::layers::fs::workdir::RunDir;
-use crate::layers::identity::uidpool;
-use crate::layers::net::{self, NetLayer, dns::Lookup, nft::Nft};
-use crate::layers::process::memfd::{self, MemfdGuard};
-use crate::layers::process::{bwrap, seccomp};
-use crate::plan::{self, Identity};
+use crate::layers::cli::reports::{OnReport, ReportListener};
+use crate::layers::net::dns::{Lookup, OnLookup};
+use crate::layers::net::{self, NetLayer};
+use crate::layers::{self, identity};
+use crate::plan;
 use crate::request::{self, Check};
-use crate::sys::{self, PreExec};
+use crate::sys;
 
 mod events;
 mod guard;
@@ -64,7 +61,8 @@ fn exit_code(status: ExitStatus) -> Option<i32> {
     status.code().or_else(|| status.signal().map(|s| 128 + s))
 }
 
-/// Reap the zombies handed to band-server as the child subreaper (step 5 of `execute_inner`).
+/// Reap the zombies handed to band-server as the child subreaper (by the spawn step, see
+/// [`crate::layers::process::apply::spawn`]).
 /// By now every child band-server started itself has been waited for, so each one is an orphan
 /// of the run.
 fn reap_orphans() {
@@ -124,186 +122,56 @@ fn execute_inner(
     let facts = HostFacts::gather(cfg, &checked);
     plan::preflight(&checked, cfg, &facts)?;
 
-    // 2. Identity: lease a pool uid. A lease whose owner died mid-run is cleaned first. (The
-    // janitor pass before every run already did this with the configured nft; a lease that died
-    // since is cleaned here with the default one.)
-    let on_dead = |slot: u32, file: &mut fs_err::File| {
-        let nft = Path::new(crate::config::DEFAULT_NFT);
-        crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.is_file().then_some(nft));
-    };
-    let lease = uidpool::acquire(&cfg.state_dir, &req.run_id, &on_dead)?;
-    let identity = Identity {
-        slot: lease.slot,
-        uid: lease.uid,
-        gid: lease.gid,
-        user: lease.user.clone(),
-    };
-    guard.push(lease);
-    let (uid, gid) = (identity.uid, identity.gid);
+    // 2. Identity: lease a pool uid (the plan needs it).
+    let identity = identity::apply::lease(cfg, &req.run_id, guard)?;
 
     // 3. The whole plan, before anything else exists.
     let plan = plan::plan_run(&checked, cfg, &facts, &identity)?;
     let limits = plan.limits;
 
-    // 4. Apply it. The cgroup, with the effective limits.
-    let cg = RunCgroup::apply_owned(&plan.cgroup, &cfg.state_dir)
-        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
-    let join_files = cg.join_files();
-    // Guarded before anything else can fail, so a failure below still removes it.
-    guard.push(cg);
-    let procs = join_files
-        .iter()
-        .map(|p| {
-            OpenOptions::new()
-                .write(true)
-                .open(p)
-                .map(fs_err::File::into_file)
-                .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
-        })
-        .collect::<SetupResult<Vec<std::fs::File>>>()?;
-
+    // 4. Apply it: every layer's steps, in the order of `layers::APPLY`, the last of which spawns
+    // bubblewrap. What the DNS stub and the report socket see goes to the run loop.
     let (tx, rx) = mpsc::channel::<Msg>();
-
-    // Network: the run's nftables table and DNS stub, when the band allows any host.
-    if let Some(net_plan) = &plan.net {
-        let dns_tx = Mutex::new(tx.clone());
-        let on_lookup: std::sync::Arc<net::dns::OnLookup> =
-            std::sync::Arc::new(move |l: &Lookup| {
-                if let Ok(tx) = dns_tx.lock() {
-                    let _ = tx.send(Msg::Dns(l.clone()));
-                }
-            });
-        let layer = NetLayer::setup(net_plan, &Nft::new(&cfg.nft), on_lookup).map_err(|e| {
-            SetupError::new(Layer::Network, e.to_string())
-                .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
-        })?;
-        guard.push(layer);
-    }
-
-    // CLI layer and filesystem. The programs first: hardlinks of execute-only copies, under
-    // names only band-shim is told (see `execcache`).
-    execcache::mount_cache(&cfg.state_dir)
-        .layer(Layer::Cli, "failed to prepare the program cache")?;
-    let exec = ExecDir::create(&plan.exec.state, &req.run_id, &plan.exec.programs)
-        .layer(Layer::Cli, "failed to lay out the run's programs")?;
-    let table = exec.table.clone();
-    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
-    guard.push(exec);
-    let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
-    if shim_copy.path != plan.exec.shim {
-        return Err(SetupError::new(
-            Layer::Cli,
-            format!(
-                "band-shim changed while the run was set up ({} is not {})",
-                shim_copy.path.display(),
-                plan.exec.shim.display()
-            ),
-        ));
-    }
-    let entry_data = checked
-        .bundle
-        .iter()
-        .find(|f| f.path == req.entry)
-        .map(|f| f.data.as_slice())
-        .unwrap_or_default();
-    // memfd execution: the run's pid namespace gets `vm.memfd_noexec = 2`, or, on kernels
-    // without it, seccomp denies memfd_create.
-    let memfd = memfd::open(Path::new(memfd::MEMFD_NOEXEC)).layer(
-        Layer::Process,
-        "cannot make the run's memfds non-executable",
-    )?;
-    let jail_input = bwrap::JailInput {
-        secrets: req.secrets.clone(),
-        exec: plan::entry_exec(entry_data, &format!("/skill/{}", req.entry), &table),
-        seccomp: seccomp::Profile {
-            share_net: plan.sandbox.share_net,
-            deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
-        },
-    };
-    let jail_json = serde_json::to_vec(&jail_input)
-        .layer(Layer::Secrets, "failed to encode the jail's input")?;
-    drop(jail_input);
-    let dir = RunDir::create(&plan.run_dir)?;
-    let run_dir = dir.root.clone();
-    guard.push(dir);
-    let lib_trees: Vec<PathBuf> = plan
-        .sandbox
-        .lib_binds
-        .iter()
-        .map(|(_, p)| p.clone())
-        .collect();
-    let check = PeerCheck::for_shim(&shim_copy.path, uid, &lib_trees)
-        .layer(Layer::Cli, "cannot stat band-shim")?;
+    let dns_tx = Mutex::new(tx.clone());
+    let on_lookup: Arc<OnLookup> = Arc::new(move |l: &Lookup| {
+        if let Ok(tx) = dns_tx.lock() {
+            let _ = tx.send(Msg::Dns(l.clone()));
+        }
+    });
     let report_tx = Mutex::new(tx.clone());
-    let on_report: crate::layers::cli::reports::OnReport = std::sync::Arc::new(move |r| {
+    let on_report: OnReport = Arc::new(move |r| {
         if let Ok(tx) = report_tx.lock() {
             let _ = tx.send(Msg::Report(r));
         }
     });
-    guard.push(
-        ReportListener::start(&plan.sock, gid, check, plan.rules.clone(), table, on_report)
-            .layer(Layer::Cli, "failed to open the report socket")?,
-    );
-
-    // 5. Spawn. bubblewrap runs under a reaper (`sys::PreExec`) that reaps the sandbox's pid 1.
-    // If the reaper is killed first (the timeout path kills band-server's child after the
-    // cgroup), that pid 1 is handed to band-server, not to the host's init, and is reaped at the
-    // end of `execute`.
-    sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
-    let (secrets_r, secrets_w) =
-        sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
-    let (status_r, status_w) =
-        sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
-    // bubblewrap's argv comes through a pipe: its command line (pid 1's inside the sandbox)
-    // names no host path.
-    let (args_r, args_w) =
-        sys::pipe().layer(Layer::Process, "failed to create the arguments pipe")?;
-    let (args_data, command) = bwrap::split_args(&plan.argv);
-    std::thread::Builder::new()
-        .name("bwrap-args".into())
-        .spawn(move || {
-            let mut f = std::fs::File::from(args_w);
-            let _ = std::io::Write::write_all(&mut f, &args_data);
-        })
-        .layer(Layer::Process, "failed to start a thread")?;
-    let mut cmd = Command::new(&plan.bwrap);
-    cmd.arg0(bwrap::BWRAP_ARGV[0])
-        .args(&bwrap::BWRAP_ARGV[1..])
-        .args(&command)
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    PreExec {
-        cgroup_join: procs,
-        fds: vec![
-            (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
-            (status_w.as_raw_fd(), bwrap::STATUS_FD),
-            (args_r.as_raw_fd(), bwrap::ARGS_FD),
-        ],
-        uid,
-        gid,
-        memfd_noexec: match memfd {
-            MemfdGuard::Sysctl(f) => Some(f),
-            MemfdGuard::Seccomp => None,
-        },
+    let mut applied = Applied::new(on_lookup, on_report);
+    let inputs = Inputs {
+        plan: &plan,
+        checked: &checked,
+        cfg,
+    };
+    for step in layers::APPLY {
+        (step.apply)(&inputs, &mut applied, guard)?;
     }
-    .install(&mut cmd);
-    let setup_ms = t0.elapsed().as_millis() as u64;
-    let run_start = Instant::now();
-    let mut child = cmd.spawn().layer(
-        Layer::Process,
-        format!("failed to start {}", plan.bwrap.display()),
+    let run_dir = Applied::need(
+        applied.run_dir.take(),
+        Layer::Filesystem,
+        "the run directory",
     )?;
-    drop(secrets_r);
-    drop(status_w);
-    drop(args_r);
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    guard.child = Some(child);
-    write_secrets(secrets_w, jail_json)?;
-    spawn_status_reader(status_r, tx.clone())?;
+    let spawned = Applied::need(applied.spawned.take(), Layer::Process, "bubblewrap")?;
+    // The callbacks not kept by a layer go: the channel ends with the run's senders.
+    drop(applied);
+    let setup_ms = spawned.run_start.saturating_duration_since(t0).as_millis() as u64;
+    let run_start = spawned.run_start;
+
+    // 5. Feed the sandbox (secrets), read it (status, stdout, stderr), and run.
+    let (stdout, stderr) = guard
+        .child
+        .as_mut()
+        .map(|c| (c.stdout.take(), c.stderr.take()))
+        .unwrap_or_default();
+    write_secrets(spawned.secrets_w, spawned.jail_json)?;
+    spawn_status_reader(spawned.status_r, tx.clone())?;
     if let Some(s) = stdout {
         spawn_reader(s, tx.clone(), true)?;
     }
@@ -365,7 +233,7 @@ fn execute_inner(
         ));
     }
 
-    // 7. Collect.
+    // 6. Collect.
     let stats = stats.unwrap_or_default();
     let output =
         match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {

@@ -28,6 +28,8 @@
 //! - `error.rs`: [`CgroupError`]. `fake.rs` (tests only): a stand-in for cgroupfs.
 //! - here: the layer, [`Cgroup`] (its janitor passes) and the teardown of a [`RunCgroup`].
 
+pub mod apply;
+
 use fs_err as fs;
 use std::collections::BTreeSet;
 use std::io;

@@ -1,15 +1,60 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
+pub mod apply;
 pub mod execcache;
 pub mod programs;
 pub mod reports;
 pub mod shim;
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use band::proto::Layer;
 
 use self::execcache::ExecDir;
+use self::programs::CliPlan;
 use self::reports::ReportListener;
+use crate::error::{SetupError, SetupResult};
+use crate::facts::HostFacts;
 use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
+
+/// The run's programs: `<state>/exec/runs/<run>` → `/band/x`, laid out by
+/// [`execcache::ExecDir::create`] (under random names chosen then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecPlan {
+    pub state: PathBuf,
+    pub root: PathBuf,
+    /// (wrapped name, host file).
+    pub programs: Vec<(String, PathBuf)>,
+    /// band-shim's execute-only copy in the program cache.
+    pub shim: PathBuf,
+}
+
+/// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files, and
+/// band-shim's copy as [`HostFacts`] found it. Pure.
+pub fn plan_exec(
+    state: &Path,
+    run_id: &str,
+    cli: &CliPlan,
+    facts: &HostFacts,
+) -> SetupResult<ExecPlan> {
+    let programs: Vec<(String, PathBuf)> = cli
+        .binaries
+        .iter()
+        .map(|b| (b.name.clone(), b.host.clone()))
+        .collect();
+    let shim_copy = facts
+        .shim_copy
+        .as_ref()
+        .map_err(|e| SetupError::new(Layer::Cli, format!("failed to cache band-shim: {e}")))?
+        .clone();
+    Ok(ExecPlan {
+        state: state.to_path_buf(),
+        root: execcache::runs_root(state).join(run_id),
+        programs,
+        shim: shim_copy,
+    })
+}
 
 /// The CLI gate: the run's program directories (`/band/x`) and its report socket.
 pub struct Cli;

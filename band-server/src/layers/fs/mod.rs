@@ -1,5 +1,6 @@
 //! Filesystem: the run directory, the hidden library executables and their cached whiteouts.
 
+pub mod apply;
 pub mod execmask;
 pub mod maskcache;
 pub mod mounts;
@@ -7,8 +8,47 @@ pub mod workdir;
 
 use std::collections::BTreeSet;
 
-use self::workdir::RunDir;
+use self::workdir::{RunDir, RunDirPlan, RunDirSpec};
+use crate::config::ServerConfig;
+use crate::facts::HostFacts;
 use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
+use crate::plan::{Identity, Preflight};
+use crate::request::Checked;
+
+/// The run directory part of [`crate::plan::RunPlan`]: its operations, owners and modes
+/// included, and the library trees it masks. `resolv_conf`: the sandbox's `/etc/resolv.conf`
+/// when the run has network. Pure.
+pub fn plan_run_dir<'a>(
+    checked: &'a Checked<'_>,
+    cfg: &ServerConfig,
+    facts: &HostFacts,
+    identity: &Identity,
+    pre: &Preflight,
+    resolv_conf: Option<&str>,
+) -> RunDirPlan<'a> {
+    let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
+    let compiled = &checked.compiled;
+    let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
+    workdir::plan(&RunDirSpec {
+        state: &cfg.state_dir,
+        run_id: &checked.req.run_id,
+        disk_bytes: checked.limits.disk_bytes,
+        uid: identity.uid,
+        gid: identity.gid,
+        user: &identity.user,
+        bundle: &checked.bundle,
+        workspace: &checked.workspace,
+        write_allowed: &write_allowed,
+        write_dirs: &pre.write_dirs,
+        input_json: &checked.input_json,
+        config_json: checked.config_json.as_deref(),
+        wrappers: &wrappers,
+        host_mounts: &pre.host_mounts,
+        masked: &facts.masked,
+        lib_roots: &facts.lib_roots,
+        resolv_conf,
+    })
+}
 
 /// The filesystem layer: run directories, and whiteout layers being built.
 pub struct Fs;

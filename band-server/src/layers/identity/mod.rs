@@ -1,5 +1,6 @@
 //! Identity: the run's uid, leased from a pool of per-run users.
 
+pub mod apply;
 pub mod procs;
 pub mod uidpool;
 

@@ -10,6 +10,7 @@
 //! Pure parts: [`plan`], [`stub_addr`], [`parse_resolv_conf`], [`parse_fib_trie_local`],
 //! [`parse_if_inet6`], [`insist_missing`]; [`NetLayer`] applies them.
 
+pub mod apply;
 pub mod dns;
 pub mod nft;
 
@@ -237,6 +238,32 @@ pub fn plan_run(
         own: own.to_vec(),
         matcher: matcher.clone(),
         resolv_conf: format!("nameserver {stub_addr}\noptions timeout:3 attempts:2\n"),
+    })
+}
+
+/// The network part of [`crate::plan::RunPlan`]: `None` without `allow.net` (the run gets a
+/// network namespace with only loopback), else [`plan_run`] with the host's facts. Pure.
+pub fn plan_network(
+    run_id: &str,
+    identity: &crate::plan::Identity,
+    matcher: &NetMatcher,
+    facts: &crate::facts::HostFacts,
+) -> crate::error::SetupResult<Option<NetRunPlan>> {
+    if matcher.is_empty() {
+        return Ok(None);
+    }
+    plan_run(
+        run_id,
+        identity.uid,
+        identity.slot,
+        matcher,
+        &facts.own_addrs,
+        &facts.upstream,
+    )
+    .map(Some)
+    .map_err(|e| {
+        crate::error::SetupError::new(band::proto::Layer::Network, e.to_string())
+            .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
     })
 }
 

@@ -67,7 +67,7 @@ pub fn split_args(args: &[OsString]) -> (Vec<u8>, Vec<OsString>) {
 pub struct JailInput {
     /// Environment variables for the script (the declared secrets).
     pub secrets: BTreeMap<String, String>,
-    /// How to start the entry, when not by exec'ing the command itself (see `run::entry_exec`).
+    /// How to start the entry, when not by exec'ing the command itself (see `layers::process::entry_exec`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<JailExec>,
     /// Which seccomp deny list the jail installs (network, memfd fallback).

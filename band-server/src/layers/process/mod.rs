@@ -1,10 +1,78 @@
 //! Process: the bubblewrap argv, the seccomp filter the jail installs, and the memfd guard.
 
+pub mod apply;
 pub mod bwrap;
 pub mod memfd;
 pub mod seccomp;
 
+use self::bwrap::{ExtraBind, JailExec, SandboxPlan};
+use self::seccomp::DeniedSyscall;
+use crate::config::ServerConfig;
 use crate::layer::RunLayer;
+use crate::layers::cli::ExecPlan;
+use crate::layers::cli::execcache::{self, ExecTable};
+use crate::layers::fs::workdir::RunDirPlan;
+use crate::plan::Preflight;
+use crate::request::Checked;
+
+/// What bubblewrap gets, part of [`crate::plan::RunPlan`] (its argv is
+/// [`bwrap::build_bwrap_args`] of this): the run directory, the programs, band-shim and
+/// band-jail, the host mounts and the masked library trees. `share_net`: the run has `allow.net`.
+/// Pure.
+pub fn plan_sandbox(
+    checked: &Checked<'_>,
+    cfg: &ServerConfig,
+    pre: &Preflight,
+    exec: &ExecPlan,
+    run_dir: &RunDirPlan<'_>,
+    share_net: bool,
+) -> SandboxPlan {
+    SandboxPlan {
+        run_dir: run_dir.root.clone(),
+        shim: exec.shim.clone(),
+        jail: pre.helpers.jail.clone(),
+        exec_dir: exec.root.clone(),
+        extra: pre
+            .host_mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ExtraBind {
+                source: run_dir.host_mount(i),
+                dest: m.sandbox.clone(),
+                writable: m.writable,
+            })
+            .collect(),
+        lib_binds: run_dir.lib_binds.clone(),
+        entry: checked.req.entry.clone(),
+        has_config: checked.config_json.is_some(),
+        share_net,
+        ipc_scope_required: share_net && cfg.require_ipc_scope,
+    }
+}
+
+/// The deny list band-jail installs (it builds the filter from the same function), part of
+/// [`crate::plan::RunPlan`]. Pure.
+pub fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
+    seccomp::denied_syscalls(seccomp::Profile {
+        share_net: sandbox.share_net,
+        ..Default::default()
+    })
+}
+
+/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
+/// starts that program directly (what the kernel would do, minus a trip through band-shim, which
+/// would only judge the skill's own entry point); anything else is exec'd as it is.
+pub fn entry_exec(entry: &[u8], entry_path: &str, table: &ExecTable) -> Option<JailExec> {
+    let sb = execcache::parse_shebang(entry)?;
+    let program = table.get(&sb.interp)?;
+    let mut argv = vec![sb.interp.clone()];
+    argv.extend(sb.arg.clone());
+    argv.push(entry_path.to_string());
+    Some(JailExec {
+        program: program.path.clone(),
+        argv,
+    })
+}
 
 /// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
 /// remove (their processes die with the cgroup and the uid).

@@ -1,0 +1,30 @@
+//! Apply the cgroup's plan: create the run's cgroup with the effective limits, then open the
+//! files that put bubblewrap in it (for the spawn).
+
+use band::proto::Layer;
+use fs_err::OpenOptions;
+
+use super::RunCgroup;
+use crate::error::{LayerExt, SetupResult};
+use crate::layer::{Applied, Inputs};
+use crate::run::RunGuard;
+
+/// The cgroup step of [`crate::layers::APPLY`].
+pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+    let cg = RunCgroup::apply_owned(&inp.plan.cgroup, &inp.cfg.state_dir)
+        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let join_files = cg.join_files();
+    // Guarded before anything else can fail, so a failure below still removes it.
+    guard.push(cg);
+    out.cgroup_join = join_files
+        .iter()
+        .map(|p| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map(fs_err::File::into_file)
+                .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
+        })
+        .collect::<SetupResult<Vec<std::fs::File>>>()?;
+    Ok(())
+}

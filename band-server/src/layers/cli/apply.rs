@@ -1,0 +1,75 @@
+//! Apply the CLI gate's plan, in two steps: the run's programs (before the jail's input, which
+//! names them), then the report socket (inside the run directory, so after it).
+
+use std::path::PathBuf;
+
+use band::proto::Layer;
+
+use super::execcache::{self, ExecDir};
+use super::reports::{PeerCheck, ReportListener};
+use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::layer::{Applied, Inputs};
+use crate::run::RunGuard;
+
+/// The programs step of [`crate::layers::APPLY`]: hardlinks of execute-only copies, under names
+/// only band-shim is told (see [`execcache`]), and band-shim's own copy.
+pub(crate) fn programs(
+    inp: &Inputs<'_>,
+    out: &mut Applied,
+    guard: &mut RunGuard,
+) -> SetupResult<()> {
+    let plan = inp.plan;
+    execcache::mount_cache(&inp.cfg.state_dir)
+        .layer(Layer::Cli, "failed to prepare the program cache")?;
+    let exec = ExecDir::create(&plan.exec.state, &plan.run_id, &plan.exec.programs)
+        .layer(Layer::Cli, "failed to lay out the run's programs")?;
+    let table = exec.table.clone();
+    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
+    guard.push(exec);
+    let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
+    if shim_copy.path != plan.exec.shim {
+        return Err(SetupError::new(
+            Layer::Cli,
+            format!(
+                "band-shim changed while the run was set up ({} is not {})",
+                shim_copy.path.display(),
+                plan.exec.shim.display()
+            ),
+        ));
+    }
+    out.table = Some(table);
+    out.shim = Some(shim_copy.path);
+    Ok(())
+}
+
+/// The report socket step of [`crate::layers::APPLY`]: band-shim's calls, from verified peers
+/// only, judged against the run's rules.
+pub(crate) fn report_socket(
+    inp: &Inputs<'_>,
+    out: &mut Applied,
+    guard: &mut RunGuard,
+) -> SetupResult<()> {
+    let plan = inp.plan;
+    let lib_trees: Vec<PathBuf> = plan
+        .sandbox
+        .lib_binds
+        .iter()
+        .map(|(_, p)| p.clone())
+        .collect();
+    let shim = Applied::need(out.shim.as_ref(), Layer::Cli, "band-shim's copy")?;
+    let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
+        .layer(Layer::Cli, "cannot stat band-shim")?;
+    let table = Applied::need(out.table.take(), Layer::Cli, "the run's programs")?;
+    guard.push(
+        ReportListener::start(
+            &plan.sock,
+            plan.identity.gid,
+            check,
+            plan.rules.clone(),
+            table,
+            out.on_report.clone(),
+        )
+        .layer(Layer::Cli, "failed to open the report socket")?,
+    );
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! Apply the network's plan: the run's nftables table and DNS stub, when the band allows any
+//! host (without `allow.net` nothing is built: bubblewrap gives the run a network namespace with
+//! only loopback).
+
+use band::proto::Layer;
+
+use super::NetLayer;
+use super::nft::Nft;
+use crate::error::{SetupError, SetupResult};
+use crate::layer::{Applied, Inputs};
+use crate::run::RunGuard;
+
+/// The network step of [`crate::layers::APPLY`].
+pub(crate) fn table_and_stub(
+    inp: &Inputs<'_>,
+    out: &mut Applied,
+    guard: &mut RunGuard,
+) -> SetupResult<()> {
+    let Some(net_plan) = &inp.plan.net else {
+        return Ok(());
+    };
+    let layer = NetLayer::setup(net_plan, &Nft::new(&inp.cfg.nft), out.on_lookup.clone()).map_err(|e| {
+        SetupError::new(Layer::Network, e.to_string())
+            .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
+    })?;
+    guard.push(layer);
+    Ok(())
+}

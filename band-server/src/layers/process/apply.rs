@@ -1,0 +1,131 @@
+//! Apply the process layer's plan, in two steps: the jail's input (with the memfd guard it
+//! depends on), then the spawn of bubblewrap, last of all steps: it needs what every other step
+//! left.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use band::proto::Layer;
+
+use super::memfd::{self, MemfdGuard};
+use super::{bwrap, seccomp};
+use crate::error::{LayerExt, SetupResult};
+use crate::layer::{Applied, Inputs};
+use crate::run::RunGuard;
+use crate::sys::{self, PreExec};
+
+/// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the
+/// secrets pipe and the jail's input to write into it, the read end of the jail's status pipe,
+/// and when the script's clock started.
+pub struct Spawned {
+    pub secrets_w: OwnedFd,
+    pub jail_json: Vec<u8>,
+    pub status_r: OwnedFd,
+    pub run_start: Instant,
+}
+
+/// The jail input step of [`crate::layers::APPLY`]. memfd execution: the run's pid namespace
+/// gets `vm.memfd_noexec = 2`, or, on kernels without it, seccomp denies memfd_create.
+pub(crate) fn jail_input(
+    inp: &Inputs<'_>,
+    out: &mut Applied,
+    _guard: &mut RunGuard,
+) -> SetupResult<()> {
+    let req = inp.checked.req;
+    let entry_data = inp
+        .checked
+        .bundle
+        .iter()
+        .find(|f| f.path == req.entry)
+        .map(|f| f.data.as_slice())
+        .unwrap_or_default();
+    let memfd = memfd::open(Path::new(memfd::MEMFD_NOEXEC)).layer(
+        Layer::Process,
+        "cannot make the run's memfds non-executable",
+    )?;
+    let table = Applied::need(out.table.as_ref(), Layer::Cli, "the run's programs")?;
+    let jail_input = bwrap::JailInput {
+        secrets: req.secrets.clone(),
+        exec: super::entry_exec(entry_data, &format!("/skill/{}", req.entry), table),
+        seccomp: seccomp::Profile {
+            share_net: inp.plan.sandbox.share_net,
+            deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
+        },
+    };
+    let jail_json = serde_json::to_vec(&jail_input)
+        .layer(Layer::Secrets, "failed to encode the jail's input")?;
+    drop(jail_input);
+    out.memfd = Some(memfd);
+    out.jail_json = Some(jail_json);
+    Ok(())
+}
+
+/// The spawn step of [`crate::layers::APPLY`]. bubblewrap runs under a reaper
+/// ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed first (the timeout
+/// path kills band-server's child after the cgroup), that pid 1 is handed to band-server, not to
+/// the host's init, and is reaped at the end of `run::execute`.
+pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+    let plan = inp.plan;
+    sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
+    let (secrets_r, secrets_w) =
+        sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
+    let (status_r, status_w) =
+        sys::pipe().layer(Layer::Process, "failed to create the status pipe")?;
+    // bubblewrap's argv comes through a pipe: its command line (pid 1's inside the sandbox)
+    // names no host path.
+    let (args_r, args_w) =
+        sys::pipe().layer(Layer::Process, "failed to create the arguments pipe")?;
+    let (args_data, command) = bwrap::split_args(&plan.argv);
+    std::thread::Builder::new()
+        .name("bwrap-args".into())
+        .spawn(move || {
+            let mut f = std::fs::File::from(args_w);
+            let _ = std::io::Write::write_all(&mut f, &args_data);
+        })
+        .layer(Layer::Process, "failed to start a thread")?;
+    let jail_json = Applied::need(out.jail_json.take(), Layer::Process, "the jail's input")?;
+    let memfd = Applied::need(out.memfd.take(), Layer::Process, "the memfd guard")?;
+    let mut cmd = Command::new(&plan.bwrap);
+    cmd.arg0(bwrap::BWRAP_ARGV[0])
+        .args(&bwrap::BWRAP_ARGV[1..])
+        .args(&command)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    PreExec {
+        cgroup_join: std::mem::take(&mut out.cgroup_join),
+        fds: vec![
+            (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
+            (status_w.as_raw_fd(), bwrap::STATUS_FD),
+            (args_r.as_raw_fd(), bwrap::ARGS_FD),
+        ],
+        uid: plan.identity.uid,
+        gid: plan.identity.gid,
+        memfd_noexec: match memfd {
+            MemfdGuard::Sysctl(f) => Some(f),
+            MemfdGuard::Seccomp => None,
+        },
+    }
+    .install(&mut cmd);
+    let run_start = Instant::now();
+    let child = cmd.spawn().layer(
+        Layer::Process,
+        format!("failed to start {}", plan.bwrap.display()),
+    )?;
+    drop(secrets_r);
+    drop(status_w);
+    drop(args_r);
+    guard.child = Some(child);
+    out.spawned = Some(Spawned {
+        secrets_w,
+        jail_json,
+        status_r,
+        run_start,
+    });
+    Ok(())
+}
