@@ -18,9 +18,9 @@ use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
 
 use crate::config::{EffectiveLimits, ServerConfig};
-use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
-use crate::layers::cgroup::{self, CgroupLimits, CgroupPlan};
+use crate::layers::cgroup::{self, CgroupPlan};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
 use crate::layers::cli::shim::CliRules;
@@ -119,12 +119,7 @@ pub fn plan_run<'a>(
     let req = checked.req;
     let pre = preflight(checked, cfg, facts)?;
     let limits = checked.limits;
-    let hierarchy = facts
-        .hierarchy
-        .as_ref()
-        .map_err(|e| SetupError::new(Layer::Cgroup, format!("no usable cgroup hierarchy: {e}")))?;
-    let cgroup = cgroup::plan(hierarchy, &req.run_id, &cgroup_limits(&limits))
-        .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
+    let cgroup = cgroup::plan_run_cgroup(&req.run_id, &limits, facts)?;
     let net = net::plan_network(&req.run_id, identity, &checked.compiled.net, facts)?;
     let exec = cli::plan_exec(&cfg.state_dir, &req.run_id, &pre.cli, facts)?;
     let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
@@ -147,15 +142,6 @@ pub fn plan_run<'a>(
         run_dir,
         bwrap: cfg.bwrap.clone(),
     })
-}
-
-fn cgroup_limits(l: &EffectiveLimits) -> CgroupLimits {
-    CgroupLimits {
-        memory_bytes: l.memory_bytes,
-        pids: l.pids,
-        cpu_quota_us: l.cpu_quota_us,
-        cpu_period_us: l.cpu_period_us,
-    }
 }
 
 /// [`programs::plan_cli`] with the binaries and heads of `facts`.

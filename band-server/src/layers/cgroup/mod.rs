@@ -28,13 +28,12 @@
 //! - `error.rs`: [`CgroupError`]. `fake.rs` (tests only): a stand-in for cgroupfs.
 //! - here: the layer, [`Cgroup`] (its janitor passes) and the teardown of a [`RunCgroup`].
 
-pub mod apply;
-
 use fs_err as fs;
 use std::collections::BTreeSet;
 use std::io;
 use std::time::Duration;
 
+pub mod apply;
 mod cgroupfs;
 mod error;
 #[cfg(test)]
@@ -49,7 +48,7 @@ mod version;
 
 pub use error::CgroupError;
 pub use hierarchy::Hierarchy;
-pub use plan::{CgroupLimits, CgroupPlan, Need, Op, plan};
+pub use plan::{CgroupLimits, CgroupPlan, Need, Op, plan, plan_run_cgroup};
 pub use run::{CgroupStats, RunCgroup};
 use stale::remove_owned;
 pub use stale::{list_marks, mark_path, marks_dir, remove_mark};

@@ -98,6 +98,32 @@ pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPl
     })
 }
 
+/// The run's part of [`crate::plan::plan_run`]: the cgroup's steps for the effective limits, on
+/// the hierarchy the host's facts found. Pure.
+pub fn plan_run_cgroup(
+    run_id: &str,
+    limits: &crate::config::EffectiveLimits,
+    facts: &crate::facts::HostFacts,
+) -> crate::error::SetupResult<CgroupPlan> {
+    use crate::error::LayerExt;
+    let hierarchy = facts.hierarchy.as_ref().map_err(|e| {
+        crate::error::SetupError::new(
+            band::proto::Layer::Cgroup,
+            format!("no usable cgroup hierarchy: {e}"),
+        )
+    })?;
+    let limits = CgroupLimits {
+        memory_bytes: limits.memory_bytes,
+        pids: limits.pids,
+        cpu_quota_us: limits.cpu_quota_us,
+        cpu_period_us: limits.cpu_period_us,
+    };
+    plan(hierarchy, run_id, &limits).layer(
+        band::proto::Layer::Cgroup,
+        "failed to create the run's cgroup",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
