@@ -27,6 +27,8 @@ pub mod units;
 #[cfg(feature = "cli")]
 pub mod client;
 #[cfg(feature = "cli")]
+pub mod doctor;
+#[cfg(feature = "cli")]
 pub mod lint;
 #[cfg(feature = "cli")]
 pub mod vm;
