@@ -14,11 +14,13 @@
 //! ssh        SshTransport (band-server on a VM or an ssh:// host, through vm::driver)
 //! workspace  the admitted workspace files read in, the written ones copied back
 //! pipeline   prepare → transport → finish → record
+//! adhoc      band exec: an ad-hoc command under a band file, as a one-script skill; its CLI check
 //! ```
 //!
 //! Everything here belongs to the host CLI (the `cli` feature). Errors are [`ClientError`];
 //! [`ClientError::hint`] says how to fix the ones the user can.
 
+pub mod adhoc;
 pub mod cancel;
 pub mod config;
 pub mod outcome;
