@@ -31,4 +31,6 @@ pub mod doctor;
 #[cfg(feature = "cli")]
 pub mod lint;
 #[cfg(feature = "cli")]
+pub mod scaffold;
+#[cfg(feature = "cli")]
 pub mod vm;
