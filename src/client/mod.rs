@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! config     the user's config file; where the data folder (ledger, VMs) is
+//! skills     the skills path, and a skill by name or folder
 //! cancel     Cancel: asks a run under way to stop (signals, MCP cancellation)
 //! outcome    RunSpec, Prepared, Outcome: the data a run passes along
 //! redact     masking the declared secrets in what band shows and keeps
@@ -27,6 +28,7 @@ pub mod outcome;
 pub mod pipeline;
 pub mod record;
 pub mod redact;
+pub mod skills;
 pub mod ssh;
 pub mod transport;
 pub mod workspace;
