@@ -27,6 +27,10 @@ pub mod units;
 #[cfg(feature = "cli")]
 pub mod client;
 #[cfg(feature = "cli")]
+pub mod doctor;
+#[cfg(feature = "cli")]
 pub mod lint;
+#[cfg(feature = "cli")]
+pub mod scaffold;
 #[cfg(feature = "cli")]
 pub mod vm;

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! config     the user's config file; where the data folder (ledger, VMs) is
+//! skills     the skills path, and a skill by name or folder
 //! cancel     Cancel: asks a run under way to stop (signals, MCP cancellation)
 //! outcome    RunSpec, Prepared, Outcome: the data a run passes along
 //! redact     masking the declared secrets in what band shows and keeps
@@ -14,17 +15,20 @@
 //! ssh        SshTransport (band-server on a VM or an ssh:// host, through vm::driver)
 //! workspace  the admitted workspace files read in, the written ones copied back
 //! pipeline   prepare → transport → finish → record
+//! adhoc      band exec: an ad-hoc command under a band file, as a one-script skill; its CLI check
 //! ```
 //!
 //! Everything here belongs to the host CLI (the `cli` feature). Errors are [`ClientError`];
 //! [`ClientError::hint`] says how to fix the ones the user can.
 
+pub mod adhoc;
 pub mod cancel;
 pub mod config;
 pub mod outcome;
 pub mod pipeline;
 pub mod record;
 pub mod redact;
+pub mod skills;
 pub mod ssh;
 pub mod transport;
 pub mod workspace;

@@ -5,6 +5,7 @@
 //! Parsing never fails outright: it returns what it could build plus diagnostics, and callers
 //! refuse to run on any error.
 
+pub mod format;
 pub mod locate;
 pub mod prescan;
 pub mod skill_md;

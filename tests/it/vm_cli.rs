@@ -124,3 +124,50 @@ fn doctor_reports_every_check_as_json() {
     }
     assert_eq!(v["ok"], code == 0);
 }
+
+/// `band doctor` on a host whose PATH holds only a few stand-ins (a `df` that answers a fixed
+/// size, `bwrap`, `qemu-img`, `mkfs.ext4`, `ssh`): every line, human and JSON, is fixed but the
+/// accelerator's (it depends on this host's /dev/kvm) and the platform.
+#[cfg(target_os = "linux")]
+#[test]
+fn doctor_whole_output() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().expect("tmp");
+    let bin = t.path().join("bin");
+    fs_err::create_dir(&bin).expect("mkdir");
+    let df = "#!/bin/sh\nprintf 'Filesystem 1024-blocks Used Available Capacity Mounted on\\n/dev/x 100 50 62795512 35%% /\\n'\n";
+    for (name, text) in [
+        ("df", df),
+        ("bwrap", "#!/bin/sh\n"),
+        ("qemu-img", "#!/bin/sh\n"),
+        ("mkfs.ext4", "#!/bin/sh\n"),
+        ("ssh", "#!/bin/sh\n"),
+    ] {
+        let p = bin.join(name);
+        fs_err::write(&p, text).expect("write");
+        fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let run = |args: &[&str]| {
+        Band::new(band_exe(), t.path())
+            .env("BAND_CONFIG", t.path().join("config.toml"))
+            .env("PATH", &bin)
+            .output(args, repo())
+    };
+    let platform = format!("{} {}", std::env::consts::OS, std::env::consts::ARCH);
+    let mut settings = band_test::settings(&[(&platform, "[OS] [ARCH]")]);
+    settings.add_filter(r"qemu-system-(x86_64|aarch64)", "qemu-system-[ARCH]");
+    // The accelerator depends on this host's /dev/kvm: its line (and fix) in the human form,
+    // its object in the JSON.
+    settings.add_filter(
+        r"(?m)^(ok  |warn|FAIL|-   )  accelerator .*\n(      +fix: .*\n)?",
+        "[ACCELERATOR]\n",
+    );
+    settings.add_filter(
+        r#""detail": "[^"]*",\n\s*("fix": "[^"]*",\n\s*)?"level": "\w+",\n(\s*)"name": "accelerator""#,
+        "\"detail\": \"[ACCELERATOR]\",\n${2}\"level\": \"[ACCELERATOR]\",\n${2}\"name\": \"accelerator\"",
+    );
+    settings.bind(|| {
+        band_test::insta::assert_snapshot!("doctor_human", run(&["doctor"]).shown());
+        band_test::insta::assert_snapshot!("doctor_json", run(&["doctor", "--json"]).shown());
+    });
+}

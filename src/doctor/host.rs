@@ -1,0 +1,399 @@
+//! The host's checks: the platform, the tools each target needs, the accelerator (KVM) and free
+//! disk for the VM image.
+
+use std::path::{Path, PathBuf};
+
+use super::{Check, Host, Level};
+use crate::units::format_bytes;
+use crate::vm::image;
+use crate::vm::qemu::{self, Accel, AccelChoice};
+
+/// A tool a target needs, found on the host's search path.
+struct Tool {
+    name: &'static str,
+    binary: &'static str,
+    fix: &'static str,
+    /// Missing: `fail` (a target will not work) rather than `warn`.
+    needed: bool,
+}
+
+/// The Linux host target's and the qemu driver's tools.
+const LINUX_TOOLS: [Tool; 5] = [
+    Tool {
+        name: "bwrap (host target)",
+        binary: "bwrap",
+        fix: "apt-get install bubblewrap",
+        needed: false,
+    },
+    Tool {
+        name: "qemu",
+        binary: if cfg!(target_arch = "aarch64") {
+            "qemu-system-aarch64"
+        } else {
+            "qemu-system-x86_64"
+        },
+        fix: "apt-get install qemu-system-x86",
+        needed: false,
+    },
+    Tool {
+        name: "qemu-img",
+        binary: "qemu-img",
+        fix: "apt-get install qemu-utils",
+        needed: false,
+    },
+    Tool {
+        name: "mmdebstrap",
+        binary: "mmdebstrap",
+        fix: "apt-get install mmdebstrap",
+        needed: false,
+    },
+    Tool {
+        name: "mkfs.ext4",
+        binary: "mkfs.ext4",
+        fix: "apt-get install e2fsprogs",
+        needed: false,
+    },
+];
+
+/// The SSH tools: keys for every VM target, and `band vm ssh`.
+const SSH_TOOLS: [Tool; 2] = [
+    Tool {
+        name: "ssh-keygen",
+        binary: "ssh-keygen",
+        fix: "apt-get install openssh-client",
+        needed: true,
+    },
+    Tool {
+        name: "ssh (band vm ssh)",
+        binary: "ssh",
+        fix: "apt-get install openssh-client",
+        needed: false,
+    },
+];
+
+/// The VM image build needs about this much free space.
+const IMAGE_BYTES: u64 = 4 << 30;
+
+/// The OS and architecture band runs on.
+pub(super) fn platform(_: &Host) -> Vec<Check> {
+    vec![Check::new(
+        "host",
+        Level::Ok,
+        format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+    )]
+}
+
+pub(super) fn linux_tools(host: &Host) -> Vec<Check> {
+    if !host.linux {
+        return Vec::new();
+    }
+    LINUX_TOOLS.iter().map(|t| tool(host, t)).collect()
+}
+
+/// limactl: needed off Linux, optional on it.
+pub(super) fn lima(host: &Host) -> Vec<Check> {
+    let lima = Tool {
+        name: "limactl",
+        binary: "limactl",
+        fix: "brew install lima",
+        needed: !host.linux,
+    };
+    let check = tool(host, &lima);
+    if host.linux && check.level != Level::Ok {
+        return vec![Check::new(
+            "limactl",
+            Level::Skip,
+            "not installed (optional on Linux: the qemu driver needs no Lima)",
+        )];
+    }
+    vec![check]
+}
+
+pub(super) fn ssh_tools(host: &Host) -> Vec<Check> {
+    SSH_TOOLS.iter().map(|t| tool(host, t)).collect()
+}
+
+/// Where `binary` is: the first executable in `host.path`, else any file in `host.sbin`.
+fn find(host: &Host, binary: &str) -> Option<PathBuf> {
+    host.path
+        .iter()
+        .map(|d| d.join(binary))
+        .find(|p| is_executable(p))
+        .or_else(|| {
+            host.sbin
+                .iter()
+                .map(|d| d.join(binary))
+                .find(|p| p.is_file())
+        })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn tool(host: &Host, t: &Tool) -> Check {
+    match find(host, t.binary) {
+        Some(p) => Check::new(t.name, Level::Ok, p.display().to_string()),
+        None => Check::new(
+            t.name,
+            if t.needed { Level::Fail } else { Level::Warn },
+            format!("{} not found", t.binary),
+        )
+        .fix(t.fix),
+    }
+}
+
+/// KVM (fast) or TCG (emulation) for the qemu VM.
+pub(super) fn accelerator(host: &Host) -> Vec<Check> {
+    vec![accelerator_check(host)]
+}
+
+fn accelerator_check(host: &Host) -> Check {
+    if !host.linux {
+        return Check::new(
+            "accelerator",
+            Level::Skip,
+            "macOS: Lima uses Apple's Hypervisor.framework (vz) itself",
+        );
+    }
+    let dev = &host.kvm;
+    if !dev.exists() {
+        return Check::new(
+            "accelerator",
+            Level::Warn,
+            format!(
+                "no {}: the qemu VM runs under TCG (emulation, several times slower)",
+                dev.display()
+            ),
+        )
+        .fix("enable virtualisation (VT-x/AMD-V, nested virtualisation on a cloud VM) and load kvm_intel/kvm_amd");
+    }
+    if let Err(e) = qemu::kvm_device_opens(dev) {
+        return Check::new("accelerator", Level::Warn, format!("{e}: TCG will be used"))
+            .fix("add yourself to the kvm group");
+    }
+    let paths = &host.vm;
+    let cached: Option<AccelChoice> = fs_err::read_to_string(paths.accel_cache())
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let probed = cached.or_else(|| {
+        let img = image::cached(paths)?;
+        let bin = qemu::binary()?;
+        Some(qemu::choose_accel(paths, &bin, &img.kernel()))
+    });
+    accelerator_verdict(probed)
+}
+
+/// What the KVM probe (cached, or run on a built image) said; `None` when there is neither.
+fn accelerator_verdict(probed: Option<AccelChoice>) -> Check {
+    match probed {
+        Some(c) if c.accel == Accel::Kvm => {
+            Check::new("accelerator", Level::Ok, format!("kvm ({})", c.reason))
+        }
+        Some(c) => Check::new("accelerator", Level::Warn, format!("tcg: {}", c.reason))
+            .fix("the VM works under TCG, only slower; fix KVM on the host for speed"),
+        None => Check::new(
+            "accelerator",
+            Level::Ok,
+            "/dev/kvm opens; a guest boot is probed at `band setup` (a /dev/kvm that opens may still hang)",
+        ),
+    }
+}
+
+/// Free space where the VM image goes (the data folder, or its nearest existing parent).
+pub(super) fn free_disk(host: &Host) -> Vec<Check> {
+    let mut dir = host.vm.root.clone();
+    while !dir.exists() {
+        if !dir.pop() {
+            break;
+        }
+    }
+    let out = std::process::Command::new("df")
+        .arg("-Pk")
+        .arg(&dir)
+        .output();
+    let free = out
+        .ok()
+        .and_then(|o| parse_df_available(&String::from_utf8_lossy(&o.stdout)));
+    vec![free_disk_verdict(&dir, free)]
+}
+
+fn free_disk_verdict(dir: &Path, free: Option<u64>) -> Check {
+    match free {
+        Some(b) if b >= IMAGE_BYTES => Check::new(
+            "free disk",
+            Level::Ok,
+            format!("{} free at {}", format_bytes(b), dir.display()),
+        ),
+        Some(b) => Check::new(
+            "free disk",
+            Level::Fail,
+            format!(
+                "only {} free at {}; the image build needs about 4 GiB",
+                format_bytes(b),
+                dir.display()
+            ),
+        )
+        .fix("free space, or set data_dir in ~/.config/band/config.toml"),
+        None => Check::new(
+            "free disk",
+            Level::Warn,
+            format!("could not measure free space at {}", dir.display()),
+        ),
+    }
+}
+
+/// Free bytes from `df -Pk DIR` output (POSIX format, 1024-byte blocks).
+pub fn parse_df_available(text: &str) -> Option<u64> {
+    let line = text.lines().nth(1)?;
+    let avail: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
+    Some(avail * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::super::tests::bare;
+    use super::*;
+
+    fn write(path: &Path, text: &str, mode: u32) {
+        if let Some(d) = path.parent() {
+            fs_err::create_dir_all(d).expect("mkdir");
+        }
+        fs_err::write(path, text).expect("write");
+        fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    #[test]
+    fn df_output_is_parsed() {
+        let text = "Filesystem     1024-blocks      Used Available Capacity Mounted on\n/dev/vda        263174212  33521244 62795512      35% /\n";
+        assert_eq!(parse_df_available(text), Some(62_795_512 * 1024));
+        assert_eq!(parse_df_available("garbage"), None);
+        assert_eq!(parse_df_available("header\n/dev/x 1 2 lots 3% /\n"), None);
+        assert_eq!(parse_df_available("header\n/dev/x 1 2\n"), None);
+    }
+
+    #[test]
+    fn free_disk_needs_room_for_the_image() {
+        let dir = Path::new("/data");
+        let ok = free_disk_verdict(dir, Some(IMAGE_BYTES));
+        assert_eq!(ok.level, Level::Ok);
+        assert_eq!(ok.detail, "4 GiB free at /data");
+        let low = free_disk_verdict(dir, Some(IMAGE_BYTES - 1));
+        assert_eq!(low.level, Level::Fail);
+        assert!(low.fix.is_some());
+        assert_eq!(free_disk_verdict(dir, None).level, Level::Warn);
+    }
+
+    #[test]
+    fn free_disk_measures_the_nearest_existing_folder() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let c = free_disk(&bare(dir.path())).remove(0);
+        // The data folder does not exist yet: its parent is measured.
+        assert!(
+            c.detail.ends_with(&dir.path().display().to_string()),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn a_missing_required_tool_fails_and_says_how_to_fix_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = bare(dir.path());
+        let t = |needed| Tool {
+            name: "x",
+            binary: "band-no-such-tool",
+            fix: "apt-get install x",
+            needed,
+        };
+        let c = tool(&host, &t(true));
+        assert_eq!(c.level, Level::Fail);
+        assert_eq!(c.detail, "band-no-such-tool not found");
+        assert_eq!(c.fix.as_deref(), Some("apt-get install x"));
+        assert_eq!(tool(&host, &t(false)).level, Level::Warn);
+    }
+
+    #[test]
+    fn tools_are_executables_on_the_path_or_any_file_in_sbin() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = bare(dir.path());
+        let t = |binary| Tool {
+            name: "x",
+            binary,
+            fix: "",
+            needed: true,
+        };
+        write(&dir.path().join("bin/runs"), "", 0o755);
+        write(&dir.path().join("bin/plain"), "", 0o644);
+        write(&dir.path().join("sbin/admin"), "", 0o644);
+        let found = tool(&host, &t("runs"));
+        assert_eq!(found.level, Level::Ok);
+        assert_eq!(
+            found.detail,
+            dir.path().join("bin/runs").display().to_string()
+        );
+        assert_eq!(found.fix, None);
+        assert_eq!(tool(&host, &t("plain")).level, Level::Fail);
+        assert_eq!(tool(&host, &t("admin")).level, Level::Ok);
+    }
+
+    #[test]
+    fn lima_is_optional_on_linux() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut host = bare(dir.path());
+        assert_eq!(lima(&host)[0].level, Level::Skip);
+        write(&dir.path().join("bin/limactl"), "", 0o755);
+        assert_eq!(lima(&host)[0].level, Level::Ok);
+        host.linux = false;
+        assert_eq!(lima(&host)[0].level, Level::Ok);
+    }
+
+    #[test]
+    fn without_a_kvm_device_the_vm_is_emulated() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = bare(dir.path());
+        let c = accelerator_check(&host);
+        assert_eq!(c.level, Level::Warn);
+        assert!(
+            c.detail
+                .starts_with(&format!("no {}: ", host.kvm.display())),
+            "{c:?}"
+        );
+        assert!(c.fix.is_some());
+    }
+
+    #[test]
+    fn the_cached_probe_decides_the_accelerator() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = bare(dir.path());
+        // A device that opens (a plain file stands in for /dev/kvm), nothing probed yet.
+        write(&host.kvm, "", 0o600);
+        assert_eq!(accelerator_check(&host).level, Level::Ok);
+        let probe = |accel| {
+            let c = AccelChoice {
+                accel,
+                reason: "probed".into(),
+                boot_id: String::new(),
+            };
+            write(
+                &host.vm.accel_cache(),
+                &serde_json::to_string(&c).expect("json"),
+                0o644,
+            );
+            accelerator_check(&host)
+        };
+        let kvm = probe(Accel::Kvm);
+        assert_eq!(
+            (kvm.level, kvm.detail.as_str()),
+            (Level::Ok, "kvm (probed)")
+        );
+        let tcg = probe(Accel::Tcg);
+        assert_eq!(
+            (tcg.level, tcg.detail.as_str()),
+            (Level::Warn, "tcg: probed")
+        );
+        assert!(tcg.fix.is_some());
+    }
+}

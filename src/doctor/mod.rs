@@ -1,0 +1,208 @@
+//! `band doctor`'s checks of the host and the VM, as a library: each check is a function from
+//! the [`Host`] (its paths are parameters, so tests run on a temp dir) to [`Check`]s, which the
+//! binary renders (human or JSON).
+//!
+//! ```text
+//! mod.rs   Check, Level, Host, and CHECKS: the one list, in the order they are shown
+//! host.rs  the platform, tools on PATH, the accelerator (KVM), free disk
+//! vm.rs    the client's SSH key, the qemu image, the qemu VM (ssh, band-server, sandbox tools)
+//! ```
+//!
+//! Adding a check: a function `fn(&Host) -> Vec<Check>` in `host.rs` or `vm.rs` (or a new file)
+//! and one line in [`CHECKS`]. A check never fails: what goes wrong is a `fail` or `warn` check
+//! that says how to fix it.
+
+mod host;
+mod vm;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::vm::paths::VmPaths;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// It works.
+    Ok,
+    /// It works, but slower or partly.
+    Warn,
+    /// A target will not work.
+    Fail,
+    /// It does not apply here.
+    Skip,
+}
+
+/// One check's result: what was checked, how it came out, what was seen, and how to fix it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub level: Level,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    pub fn new(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            level,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    /// The same check, saying how to fix it.
+    pub fn fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// What the checks look at: the host's paths, as parameters.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// The VM files under band's data folder (key, image, instance, accelerator cache).
+    pub vm: VmPaths,
+    /// The KVM device (`/dev/kvm`).
+    pub kvm: PathBuf,
+    /// The folders searched for tools, in order (`$PATH`); a tool there must be executable.
+    pub path: Vec<PathBuf>,
+    /// Searched after `path` (`/usr/sbin`, `/sbin`): any file there counts.
+    pub sbin: Vec<PathBuf>,
+    /// Linux (the host target and the qemu driver) or not (macOS: Lima only).
+    pub linux: bool,
+}
+
+impl Host {
+    /// This machine: `vm` under the data folder, `/dev/kvm`, `$PATH`.
+    pub fn this(vm: VmPaths) -> Host {
+        Host {
+            vm,
+            kvm: PathBuf::from("/dev/kvm"),
+            path: search_path(std::env::var_os("PATH")),
+            sbin: vec![PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")],
+            linux: cfg!(target_os = "linux"),
+        }
+    }
+}
+
+fn search_path(path: Option<OsString>) -> Vec<PathBuf> {
+    path.map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default()
+}
+
+/// A check: what it looks at on `host`, as one or more results.
+pub type CheckFn = fn(&Host) -> Vec<Check>;
+
+/// Every check, in the order `band doctor` shows them.
+pub const CHECKS: &[CheckFn] = &[
+    host::platform,
+    host::linux_tools,
+    host::accelerator,
+    host::lima,
+    host::ssh_tools,
+    vm::client_key,
+    host::free_disk,
+    vm::image,
+    vm::qemu_vm,
+];
+
+/// Run every check on `host`.
+pub fn run(host: &Host) -> Vec<Check> {
+    CHECKS.iter().flat_map(|check| check(host)).collect()
+}
+
+/// Did any check fail? (`band doctor` then exits 1.)
+pub fn failed(checks: &[Check]) -> bool {
+    checks.iter().any(|c| c.level == Level::Fail)
+}
+
+pub use host::parse_df_available;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host with nothing on it: an empty data folder, no KVM device, no tools.
+    pub(super) fn bare(dir: &std::path::Path) -> Host {
+        Host {
+            vm: VmPaths::new(&dir.join("data")),
+            kvm: dir.join("kvm"),
+            path: vec![dir.join("bin")],
+            sbin: vec![dir.join("sbin")],
+            linux: true,
+        }
+    }
+
+    #[test]
+    fn every_check_runs_in_order_on_a_bare_linux_host() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let checks = run(&bare(dir.path()));
+        let names: Vec<&str> = checks.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "host",
+                "bwrap (host target)",
+                "qemu",
+                "qemu-img",
+                "mmdebstrap",
+                "mkfs.ext4",
+                "accelerator",
+                "limactl",
+                "ssh-keygen",
+                "ssh (band vm ssh)",
+                "ssh key",
+                "free disk",
+                "qemu image",
+                "qemu VM",
+            ]
+        );
+        // ssh-keygen is the one tool every target needs.
+        assert!(failed(&checks));
+        let keygen = checks.iter().find(|c| c.name == "ssh-keygen");
+        assert_eq!(keygen.map(|c| c.level), Some(Level::Fail));
+    }
+
+    #[test]
+    fn off_linux_there_are_no_linux_tools_and_lima_is_needed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = Host {
+            linux: false,
+            ..bare(dir.path())
+        };
+        let checks = run(&host);
+        assert!(!checks.iter().any(|c| c.name == "bwrap (host target)"));
+        let level = |name: &str| checks.iter().find(|c| c.name == name).map(|c| c.level);
+        assert_eq!(level("accelerator"), Some(Level::Skip));
+        assert_eq!(level("limactl"), Some(Level::Fail));
+    }
+
+    #[test]
+    fn the_json_form_leaves_out_a_missing_fix() {
+        let c = Check::new("x", Level::Ok, "fine");
+        assert_eq!(
+            serde_json::to_value(&c).expect("json"),
+            serde_json::json!({"name": "x", "level": "ok", "detail": "fine"})
+        );
+        let c = Check::new("x", Level::Warn, "slow").fix("do y");
+        assert_eq!(
+            serde_json::to_value(&c).expect("json")["fix"],
+            serde_json::json!("do y")
+        );
+    }
+
+    #[test]
+    fn the_search_path_is_split_like_path() {
+        assert_eq!(
+            search_path(Some("/a:/b".into())),
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert!(search_path(None).is_empty());
+    }
+}
