@@ -1,5 +1,9 @@
 //! `band history` (recent runs as a table or JSON), `band history prune`, and `band show <run-id>`.
 //! JSON output is the ledger's own record format (docs/lock-and-ledger.md).
+//!
+//! A record holds what a script controlled (its stderr, the argv of its commands, paths): the
+//! human output goes through [`for_terminal`] and the JSON through [`json_text`], as `band run`'s
+//! do, so a recorded escape sequence cannot drive the terminal of whoever reads the history.
 
 use std::io::Write;
 
@@ -7,6 +11,7 @@ use anyhow::{Context, Result};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::cli::history::{HistoryAction, HistoryArgs, ShowArgs};
+use crate::cli::render::{for_terminal, json_text};
 use crate::cli::user_error;
 use band::client::record::ledger;
 use band::ledger::{self as lg, Filter, FindError, RunRecord, Stored};
@@ -29,7 +34,11 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
     let selected = lg::select(&records, &filter);
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&selected)?)?;
+        writeln!(
+            out,
+            "{}",
+            json_text(&serde_json::to_string_pretty(&selected)?)
+        )?;
         return Ok(exit::OK);
     }
     if selected.is_empty() {
@@ -66,7 +75,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
             lock_word(r).to_string(),
         ]);
     }
-    writeln!(out, "{t}")?;
+    writeln!(out, "{}", for_terminal(&t.to_string()))?;
     Ok(exit::OK)
 }
 
@@ -145,9 +154,9 @@ pub(crate) fn cmd_show(args: ShowArgs) -> Result<u8> {
     let run = stored.run().context("the record is not a run")?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(stored)?)?;
+        writeln!(out, "{}", json_text(&serde_json::to_string_pretty(stored)?))?;
     } else {
-        out.write_all(show_text(stored, run).as_bytes())?;
+        out.write_all(for_terminal(&show_text(stored, run)).as_bytes())?;
     }
     Ok(exit::OK)
 }

@@ -112,3 +112,48 @@ fn privileged_json_keeps_script_escapes_escaped() {
         "out clip\x1b]52;c;cHduZWQ=\x07 clear\x1b[2J hide\x1b[8m end\n"
     );
 }
+
+#[test]
+fn privileged_history_and_show_do_not_replay_script_escapes() {
+    if skip("privileged_history_and_show_do_not_replay_script_escapes") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let b = Band::new(band_exe(), t.path().join("data"));
+    loud_skill(t.path(), &b);
+    let (code, _, stderr) = b.run(
+        &["run", "--trace", "--skills", ".", "probe/loud", "--name=x"],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let (code, json, stderr) = b.run(&["history", "--json"], t.path());
+    assert_eq!(code, 0, "{stderr}");
+    let records: Value = serde_json::from_str(&json).unwrap();
+    let run_id = records[0]["run_id"].as_str().unwrap().to_string();
+    // The ledger keeps what the script did (the denied argument with its escape) ...
+    let (code, shown_json, stderr) = b.run(&["show", "--json", &run_id], t.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        shown_json.contains(r"\u001b]0;argv-title\u0007"),
+        "{shown_json}"
+    );
+    for out in [&json, &shown_json] {
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+    }
+    // ... and neither the table nor `show` writes it raw to the terminal.
+    for args in [vec!["history"], vec!["show", run_id.as_str()]] {
+        let line = format!("{} {}", band_exe(), args.join(" "));
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"]).current_dir(t.path());
+        b.apply(&mut cmd);
+        let out = cmd.output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {shown}");
+        for seq in FROM_THE_SCRIPT {
+            assert!(
+                !shown.contains(seq),
+                "{args:?}: {seq:?} reached the terminal: {shown:?}"
+            );
+        }
+    }
+}
