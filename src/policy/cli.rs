@@ -138,6 +138,17 @@ pub fn bundled_path(cmd: &str) -> Option<&str> {
         .then_some(rel)
 }
 
+/// A native executable: the file starts with an ELF header.
+pub fn is_native_executable(head: &[u8]) -> bool {
+    head.starts_with(b"\x7fELF")
+}
+
+/// A file that would run as a program if it could be executed: an execute bit, a `#!` line or
+/// an ELF header. In the sandbox such a file of the skill runs only as a bundled program.
+pub fn looks_executable(mode: u32, head: &[u8]) -> bool {
+    mode & 0o111 != 0 || head.starts_with(b"#!") || is_native_executable(head)
+}
+
 /// A `./` command word: components of letters, digits, `.`, `_`, `+`, `-`; no `.` or `..`, no
 /// empty component, no glob.
 fn check_bundled(cmd: &str, whole: &str) -> Result<(), PatternError> {

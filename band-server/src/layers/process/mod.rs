@@ -44,6 +44,7 @@ pub fn plan_sandbox(
             .collect(),
         lib_binds: run_dir.lib_binds.clone(),
         entry: checked.req.entry.clone(),
+        bundled: pre.cli.bundled.iter().map(|b| b.path.clone()).collect(),
         has_config: checked.config_json.is_some(),
         share_net,
         ipc_scope_required: share_net && cfg.require_ipc_scope,
