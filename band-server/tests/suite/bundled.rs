@@ -120,17 +120,24 @@ fn privileged_bundled_programs_run_through_the_gate_with_a_rule() {
     privileged!();
     let o = run(&request(
         PROBE,
-        &["./bin/elf *", "./bin/s.sh *", "find *", "ls *"],
+        &[
+            "./bin/elf *",
+            "./bin/s.sh *",
+            "find *",
+            "ls *",
+            "./bin/ls --only-this",
+        ],
         &["./bin/elf --bad *"],
     ));
     // The script exits 0; the --bad call is among the denials.
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
-    assert_eq!(
-        o.result.denied,
-        vec![Denial::Cli {
+    assert!(
+        o.result.denied.contains(&Denial::Cli {
             argv: strs(&["./bin/elf", "--bad", "/tmp/elf_bad"]),
             rule: Some("./bin/elf --bad *".into()),
-        }]
+        }),
+        "{:?}",
+        o.result.denied
     );
     let kv = o.kv();
     let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("?");
@@ -165,9 +172,23 @@ fn privileged_bundled_programs_run_through_the_gate_with_a_rule() {
         allowed: false,
         rule: Some("./bin/elf --bad *".into()),
     }));
-    // `ls *` does not allow the bundled bin/ls (it is not even there as a program).
+    // The bundled bin/ls is a program of the run (`./bin/ls --only-this`), and a call of it is
+    // judged as ./bin/ls, by its own patterns: `ls *` does not allow it.
     assert_eq!(get("ls_bundled"), "126", "{o:#?}");
     assert_eq!(get("made_ls_bundled"), "no");
+    assert_eq!(get("ls_bundled_dot"), "126", "{o:#?}");
+    assert!(
+        get("err_ls_bundled")
+            .contains("band: denied: ./bin/ls /tmp/ls_bundled (no allow.cli rule matches)"),
+        "{o:#?}"
+    );
+    for arg in ["/tmp/ls_bundled", "/tmp/ls_bundled_dot"] {
+        assert!(o.result.cli_calls.contains(&CliCall {
+            argv: strs(&["./bin/ls", arg]),
+            allowed: false,
+            rule: None,
+        }));
+    }
     assert!(
         !o.result
             .cli_calls
@@ -190,4 +211,16 @@ fn privileged_a_dot_slash_rule_naming_no_file_is_refused_before_anything_runs() 
     assert_eq!(e.layer, band::proto::Layer::Cli);
     assert!(e.message.contains("`./bin/gone`"), "{e:?}");
     assert!(!o.result.stdout.contains("ran"));
+}
+
+#[test]
+fn privileged_a_dot_slash_rule_naming_the_entry_leaves_it_to_its_interpreter() {
+    privileged!();
+    let script = "#!/bin/sh\necho ran\n/skill/run.sh again 2>/dev/null; echo \"again=$?\"\n";
+    let o = run(&request(script, &["./run.sh *"], &[]));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert!(o.result.stdout.starts_with("ran\n"), "{o:#?}");
+    // Calling the entry by its path is refused like any file of the skill (noexec).
+    assert_eq!(kv.get("again").map(String::as_str), Some("126"), "{o:#?}");
 }
