@@ -61,6 +61,7 @@ for p in elf s.sh; do
   try ${k}_find find /skill/bin -name $p -exec {} /tmp/${k}_find ';'
   for w in abs dot rel sh_c env find; do made ${k}_$w; done
 done
+try elf_ldso /lib64/ld-linux-x86-64.so.2 /skill/bin/elf /tmp/elf_ldso; made elf_ldso
 try elf_bad /skill/bin/elf --bad /tmp/elf_bad; made elf_bad
 try ls_bundled /skill/bin/ls /tmp/ls_bundled; made ls_bundled
 try ls_bundled_dot ./bin/ls /tmp/ls_bundled_dot; made ls_bundled_dot
@@ -101,6 +102,9 @@ fn privileged_bundled_programs_do_not_run_without_a_rule() {
     assert_eq!(get("made_ls_bundled"), "no");
     assert_eq!(get("made_ls_bundled_dot"), "no");
     assert_eq!(get("ls_host"), "0", "{o:#?}");
+    // Nor through the dynamic loader (mapping a noexec file executable is refused too).
+    assert_ne!(get("elf_ldso"), "0", "{o:#?}");
+    assert_eq!(get("made_elf_ldso"), "no", "{o:#?}");
     // A copy in /tmp does not run either (noexec).
     assert_eq!(get("copy"), "126", "{o:#?}");
     assert_eq!(get("made_copy_ran"), "no");
