@@ -114,6 +114,9 @@ codes! {
     NoScripts = "S007", "no-scripts", Warning, "The skill has no scripts.";
     OrphanSchema = "S008", "orphan-schema", Warning, "A schema names a script that does not exist.";
     UnsafeLink = "S009", "unsafe-link", Error, "A symlink in the skill points outside it.";
+    BundledProgramMissing = "S010", "bundled-program-missing", Error, "A `./` cli pattern names a file that is not in the skill, so the run is refused.";
+    BundledProgramUndeclared = "S011", "bundled-program-undeclared", Warning, "A file of the skill looks executable (execute bit, `#!` line or ELF header) but is no script's entry and no `./` cli pattern names it: it cannot execute in the sandbox.";
+    NativeEntry = "S012", "native-entry", Error, "A script's entry is a native executable; /skill is noexec, so it cannot start.";
     // C: contracts
     SchemaJson = "C001", "schema-json", Error, "A schema file is not valid JSON.";
     SchemaInvalid = "C002", "schema-invalid", Error, "A schema does not compile (bad keyword, unknown draft, or unresolvable $ref).";

@@ -143,7 +143,10 @@ impl HostFacts {
     /// cached list of library executables (as the run would need anyway); creates nothing else.
     pub fn gather(cfg: &ServerConfig, checked: &Checked<'_>) -> HostFacts {
         let policy = &checked.req.policy;
-        let declared = checked.compiled.cli.commands();
+        let mut declared = checked.compiled.cli.commands();
+        // The skill's own programs (`./bin/tool`) come from the bundle, not the host; their `#!`
+        // interpreters do.
+        declared.retain(|n| band::policy::cli::bundled_path(n).is_none());
         let mut binaries = BTreeMap::new();
         let mut heads = BTreeMap::new();
         let resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
@@ -171,6 +174,14 @@ impl HostFacts {
             }
             heads.insert(host, head);
         }
+        for f in &checked.bundle {
+            if checked.compiled.cli.bundled().contains(&f.path)
+                && let Some(sb) = execcache::parse_shebang(&f.data)
+            {
+                resolve(&sb.interp, &mut binaries);
+                resolve(sb.effective_interpreter(), &mut binaries);
+            }
+        }
         let mut host_paths = BTreeMap::new();
         for cat in [band::policy::Category::Read, band::policy::Category::Write] {
             for p in mounts::allow_and_insist(policy, cat) {
@@ -187,6 +198,7 @@ impl HostFacts {
         let cli = programs::plan_cli(
             policy,
             &checked.compiled,
+            &checked.bundle,
             &|name| binaries.get(name).cloned(),
             &|path| heads.get(path).cloned().unwrap_or_default(),
         );

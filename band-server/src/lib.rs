@@ -31,8 +31,9 @@
 //! per-run nftables table and DNS stub, see [`layers::net`]), under `no_new_privs`, a seccomp deny list, no
 //! capabilities, and a cgroup with memory, pids and CPU limits. It sees read-only system
 //! libraries, band-shim under the name of each essential and declared command in `/usr/bin` and
-//! `/band/bin`, a synthetic `/etc`, its skill (read-only), a copy of the workspace, and noexec
-//! writable directories. Every command it runs is judged by band-server, whatever path it uses.
+//! `/band/bin`, a synthetic `/etc`, its skill (read-only and noexec: a program of the skill runs
+//! only as a `./` command, through band-shim, see [`layers::cli::bundled`]), a copy of the
+//! workspace, and noexec writable directories. Every command it runs is judged by band-server, whatever path it uses.
 //!
 //! Known limits, on purpose or for later:
 //!

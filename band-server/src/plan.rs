@@ -30,7 +30,7 @@ use crate::layers::net::{self, NetRunPlan};
 use crate::layers::process::bwrap::{self, SandboxPlan};
 use crate::layers::process::seccomp::DeniedSyscall;
 use crate::layers::{cli, fs, process};
-use crate::request::Checked;
+use crate::request::{Checked, DecodedFile};
 
 /// The run's identity, leased before [`plan_run`] (the only thing that exists before the plan).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub fn preflight(
     facts: &HostFacts,
 ) -> SetupResult<Preflight> {
     let policy = &checked.req.policy;
-    let cli = plan_cli_from(policy, &checked.compiled, facts)?;
+    let cli = plan_cli_from(policy, &checked.compiled, &checked.bundle, facts)?;
     let host_mounts = mounts::plan_host_mounts(policy, &cfg.state_dir, &|p| {
         facts.host_paths.get(p).cloned()
     })?;
@@ -148,11 +148,13 @@ pub fn plan_run<'a>(
 pub fn plan_cli_from(
     policy: &Policy,
     compiled: &CompiledPolicy,
+    bundle: &[DecodedFile],
     facts: &HostFacts,
 ) -> SetupResult<CliPlan> {
     programs::plan_cli(
         policy,
         compiled,
+        bundle,
         &|name| facts.binaries.get(name).cloned(),
         &|path| facts.heads.get(path).cloned().unwrap_or_default(),
     )

@@ -309,6 +309,7 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
         None => None,
     };
     let compiled = compile(&req.policy)?;
+    crate::layers::cli::bundled::check(&req.policy, &bundle, &req.entry)?;
     check_workspace(&workspace, &compiled)?;
     Ok(Check::Run(Box::new(Checked {
         req,

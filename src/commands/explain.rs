@@ -50,6 +50,9 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             r.file.display()
         )?;
         writeln!(out, "{}", policy_table(&r.policy))?;
+        if let Some(line) = programs_line(&r.policy) {
+            writeln!(out, "{line}")?;
+        }
         writeln!(out, "{}\n", limits_line(&r.policy))?;
     }
     if args.json {
@@ -84,6 +87,20 @@ pub(crate) fn policy_table(p: &Policy) -> Table {
         ]);
     }
     t
+}
+
+/// The skill's own programs the policy lets run (`./` cli patterns): each is `/skill/<path>`,
+/// and runs only through the CLI gate, judged by those patterns.
+fn programs_line(p: &Policy) -> Option<String> {
+    let compiled = band::policy::CompiledPolicy::compile(p).ok()?;
+    let programs = compiled.cli.bundled();
+    (!programs.is_empty()).then(|| {
+        let list: Vec<String> = programs
+            .iter()
+            .map(|rel| format!("./{rel} (/skill/{rel})"))
+            .collect();
+        format!("skill programs: {}", list.join(", "))
+    })
 }
 
 fn limits_line(p: &Policy) -> String {

@@ -217,7 +217,127 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         }
     }
     diags.extend(check_links(root));
+    diags.extend(check_bundled_programs(root, &skill, &band_files));
     (diags, band_files.len())
+}
+
+/// The skill's own programs (`/skill` is noexec; a file of the skill runs only as a `./` command
+/// of `allow.cli`, through band-shim): a `./` pattern of any band file of the skill must name a
+/// regular file of the skill (S010, refused by band-server through the same
+/// [`crate::policy::cli::missing_bundled`]); an entry must not be a native executable (S012,
+/// refused by band-server too); and a file that looks executable (execute bit, `#!`, ELF) but is
+/// no entry, no `./` pattern names it and no cli pattern passes it to an interpreter as
+/// `/skill/<path>` gets a warning (S011): it cannot execute in the sandbox.
+fn check_bundled_programs(
+    root: &Path,
+    skill: &crate::skill::Skill,
+    band_files: &BTreeSet<PathBuf>,
+) -> Vec<Diagnostic> {
+    use crate::manifest::locate::Step;
+    use crate::policy::cli::{CliPattern, looks_executable, missing_bundled};
+    let mut out = Vec::new();
+    // The files a run's bundle holds (a tree band refuses is reported by `band lock` and the run).
+    let Ok(tree) = crate::lock::Tree::read(root) else {
+        return out;
+    };
+    let files: BTreeSet<&str> = tree.files().map(|n| n.path.as_str()).collect();
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    for f in band_files {
+        let Some(band) = load_band(f).band else {
+            continue;
+        };
+        let policy = crate::policy::Policy {
+            allow: band.allow.clone(),
+            deny: band.deny.clone(),
+            insist: band.insist.clone(),
+            ..Default::default()
+        };
+        for r in missing_bundled(&policy, &|p| files.contains(p)) {
+            out.push(
+                Diagnostic::new(
+                    Code::BundledProgramMissing,
+                    &band.path,
+                    band.locate(&[Step::Key(r.column), Step::Key("cli"), Step::Index(r.index)]),
+                    format!(
+                        "`{}` in `{}.cli` names `./{}`, which is not a file of this skill",
+                        r.pattern, r.column, r.path
+                    ),
+                )
+                .with_hint(format!(
+                    "add {} to the skill, or remove the rule (the run is refused while it names no file)",
+                    r.path
+                )),
+            );
+        }
+        for p in [&band.allow.cli, &band.deny.cli, &band.insist.cli]
+            .into_iter()
+            .flatten()
+            .filter_map(|t| CliPattern::parse(t).ok())
+        {
+            if let Some(b) = p.bundled() {
+                named.insert(b.to_string());
+            }
+            // A file passed to an interpreter (`python3 /skill/lib/x.py`) is read, not executed.
+            named.extend(
+                p.as_str()
+                    .split_whitespace()
+                    .skip(1)
+                    .filter_map(|w| w.trim_matches('"').strip_prefix("/skill/"))
+                    .map(str::to_string),
+            );
+        }
+    }
+    let entries: BTreeSet<String> = skill
+        .scripts
+        .iter()
+        .map(|s| s.entry.to_string_lossy().replace('\\', "/"))
+        .collect();
+    for node in tree.files() {
+        let head = &node.data[..node.data.len().min(4)];
+        if entries.contains(&node.path) {
+            if crate::policy::cli::is_native_executable(head) {
+                out.push(
+                    Diagnostic::new(
+                        Code::NativeEntry,
+                        root.join(&node.path),
+                        Loc::FILE,
+                        format!(
+                            "`{}` is a native executable: /skill is noexec, so it cannot start as a script",
+                            node.path
+                        ),
+                    )
+                    .with_hint(format!(
+                        "move it to bin/, make the entry a `#!/bin/sh` script that runs `/skill/bin/<name>`, and allow it: allow.cli: [\"./bin/<name> *\"] (not `{}`)",
+                        node.path
+                    )),
+                );
+            }
+            continue;
+        }
+        if named.contains(&node.path) || !looks_executable(node.mode, head) {
+            continue;
+        }
+        out.push(
+            Diagnostic::new(
+                Code::BundledProgramUndeclared,
+                root.join(&node.path),
+                Loc::FILE,
+                format!(
+                    "`{}` looks executable but cannot execute in the sandbox: /skill is noexec and no `./` cli pattern names it",
+                    node.path
+                ),
+            )
+            .with_hint(if crate::policy::cli::bundled_path(&format!("./{}", node.path)).is_some() {
+                format!(
+                    "to run it as a command, allow it: allow.cli: [\"./{} *\"]; if it is only read, clear its execute bit",
+                    node.path
+                )
+            } else {
+                "rename it to letters, digits, `.`, `_`, `+` and `-` so a `./` cli pattern can name it, or clear its execute bit".to_string()
+            }),
+        );
+    }
+    out
 }
 
 /// The config schema, relative to the skill root.

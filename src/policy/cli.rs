@@ -5,6 +5,9 @@
 //!
 //! - The first token is the command name, written literally (`gh`, not `/usr/bin/gh`, no glob);
 //!   it is compared with argv\[0\], which the caller passes as the bare command name.
+//! - Or it names a program shipped in the skill, relative to the skill root, starting with `./`
+//!   (`./bin/tool *`, `./scripts/helper.sh --fast`): see [`bundled_path`]. band-server judges a
+//!   call of `/skill/bin/tool` (by any path) as argv\[0\] `./bin/tool`, never as a host `tool`.
 //! - Every other token is a glob over one argv element (`*`, `?`, `[...]`, `{a,b}`; `*` also
 //!   matches `/`; `\*` is a literal `*`).
 //! - A final unquoted `*` matches zero or more remaining arguments: `jq *` matches `jq` and
@@ -120,6 +123,60 @@ fn is_command_name(s: &str) -> bool {
         && s != ".."
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+}
+
+/// The longest bundled program path a pattern may name (its table name must fit a file name).
+pub const BUNDLED_PATH_MAX: usize = 200;
+
+/// The file of the skill bundle a command word names, relative to the skill root: `./bin/tool` →
+/// `bin/tool`. `None` for a host command (`jq`) or anything that is not a valid `./` form (see
+/// [`check_bundled`]). Inside the sandbox that file is `/skill/bin/tool`; it runs only through
+/// band-shim, judged against the patterns that name it this way.
+pub fn bundled_path(cmd: &str) -> Option<&str> {
+    let rel = cmd.strip_prefix("./")?;
+    (!rel.is_empty() && rel.len() <= BUNDLED_PATH_MAX && rel.split('/').all(is_command_name))
+        .then_some(rel)
+}
+
+/// A native executable: the file starts with an ELF header.
+pub fn is_native_executable(head: &[u8]) -> bool {
+    head.starts_with(b"\x7fELF")
+}
+
+/// A file that would run as a program if it could be executed: an execute bit, a `#!` line or
+/// an ELF header. In the sandbox such a file of the skill runs only as a bundled program.
+pub fn looks_executable(mode: u32, head: &[u8]) -> bool {
+    mode & 0o111 != 0 || head.starts_with(b"#!") || is_native_executable(head)
+}
+
+/// A `./` command word: components of letters, digits, `.`, `_`, `+`, `-`; no `.` or `..`, no
+/// empty component, no glob.
+fn check_bundled(cmd: &str, whole: &str) -> Result<(), PatternError> {
+    if bundled_path(cmd).is_some() {
+        return Ok(());
+    }
+    let rel = &cmd[2..];
+    let e = err(format!(
+        "`{cmd}` in `{whole}` is not a program of the skill"
+    ));
+    if rel.split('/').any(|c| c == "..") {
+        return Err(e.with_hint(
+            "a `./` program is a file of the skill, named from its root without `..`: `./bin/tool`",
+        ));
+    }
+    if cmd.contains(GLOB_META) {
+        return Err(e.with_hint(
+            "the command (first token) must be named literally; globs are for arguments",
+        ));
+    }
+    if rel.len() > BUNDLED_PATH_MAX {
+        return Err(e.with_hint(format!(
+            "name a file whose path is at most {BUNDLED_PATH_MAX} bytes"
+        )));
+    }
+    Err(e.with_hint(
+        "name a file of the skill from its root, `./dir/file`: path components of letters, digits, `.`, `_`, `+` and `-`, without `.`, `..` or `//`",
+    ))
 }
 
 /// A raw token from the tokenizer: its text and whether it was quoted.
@@ -369,7 +426,21 @@ impl CliPattern {
         if is_command_name(cmd) {
             return Ok(());
         }
+        if cmd.starts_with("./") {
+            return check_bundled(cmd, whole);
+        }
         let e = err(format!("`{cmd}` in `{whole}` is not a command name"));
+        if let Some(rel) = cmd.strip_prefix("/skill/") {
+            return Err(e.with_hint(format!(
+                "name a program of the skill relative to its root: `./{rel}`"
+            )));
+        }
+        let as_bundled = format!("./{cmd}");
+        if !cmd.starts_with('/') && cmd.contains('/') && bundled_path(&as_bundled).is_some() {
+            return Err(e.with_hint(format!(
+                "name the command, not its path; or a program of the skill from its root: `{as_bundled}`"
+            )));
+        }
         if cmd.contains('/') {
             let base = cmd.rsplit('/').next().unwrap_or_default();
             if is_command_name(base) {
@@ -404,6 +475,12 @@ impl CliPattern {
     /// The command name (first token). Always `Some` for a parsed pattern.
     pub fn command(&self) -> Option<&str> {
         self.tokens.first().map(Token::text)
+    }
+
+    /// The file of the skill this pattern's command names (`./bin/tool *` → `bin/tool`), if it
+    /// names one (see [`bundled_path`]).
+    pub fn bundled(&self) -> Option<&str> {
+        self.command().and_then(bundled_path)
     }
 
     /// Whether the pattern ends with "the rest" `*`.
@@ -489,6 +566,52 @@ impl CliPattern {
     }
 }
 
+/// A `./` pattern of a policy: its list, its index there, the pattern and the file it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundledRef {
+    /// `allow`, `deny` or `insist`.
+    pub column: &'static str,
+    pub index: usize,
+    pub pattern: String,
+    /// Relative to the skill root (`bin/tool`).
+    pub path: String,
+}
+
+/// Every `cli` pattern of `policy` that names a program of the skill (patterns that do not parse
+/// are left to the pattern checks).
+pub fn bundled_refs(policy: &super::Policy) -> Vec<BundledRef> {
+    let mut out = Vec::new();
+    for (column, list) in [
+        ("allow", &policy.allow.cli),
+        ("deny", &policy.deny.cli),
+        ("insist", &policy.insist.cli),
+    ] {
+        for (index, text) in list.iter().enumerate() {
+            if let Ok(p) = CliPattern::parse(text)
+                && let Some(path) = p.bundled()
+            {
+                out.push(BundledRef {
+                    column,
+                    index,
+                    pattern: text.clone(),
+                    path: path.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The `./` patterns of `policy` that name no regular file of the skill (`is_file` says which
+/// paths are). `band lint` (on the skill folder) and band-server (on the bundle it received)
+/// both refuse these, through this one function.
+pub fn missing_bundled(policy: &super::Policy, is_file: &dyn Fn(&str) -> bool) -> Vec<BundledRef> {
+    bundled_refs(policy)
+        .into_iter()
+        .filter(|r| !is_file(&r.path))
+        .collect()
+}
+
 /// Allow and deny `cli` patterns, compiled.
 #[derive(Debug, Clone)]
 pub struct CliMatcher {
@@ -539,6 +662,16 @@ impl CliMatcher {
             .collect()
     }
 
+    /// The programs of the skill that exist for the run (relative to the skill root): the
+    /// [`CliMatcher::commands`] written `./…`.
+    pub fn bundled(&self) -> BTreeSet<String> {
+        self.commands()
+            .iter()
+            .filter_map(|c| bundled_path(c))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The allow patterns (allow and insist items), in declaration order.
     pub fn allow_patterns(&self) -> &[CliPattern] {
         &self.allow
@@ -574,6 +707,83 @@ mod tests {
 
     fn deny(rule: &str) -> Decision {
         Decision::Deny { rule: rule.into() }
+    }
+
+    #[test]
+    fn bundled_programs_are_named_from_the_skill_root() {
+        for (text, path) in [
+            ("./bin/tool *", "bin/tool"),
+            ("./scripts/helper.sh --fast", "scripts/helper.sh"),
+            ("./tool", "tool"),
+            ("./a/b.c/d_e+f-g *", "a/b.c/d_e+f-g"),
+        ] {
+            let x = p(text);
+            assert_eq!(x.bundled(), Some(path), "{text}");
+            assert_eq!(x.command(), Some(&*format!("./{path}")), "{text}");
+        }
+        assert_eq!(p("jq *").bundled(), None);
+        let x = p("./bin/tool *");
+        assert!(x.matches(&argv("./bin/tool a b")));
+        assert!(!x.matches(&argv("tool a b")), "never the host command");
+        assert!(
+            !x.matches(&argv("/skill/bin/tool a")),
+            "argv[0] comes mapped"
+        );
+        assert!(!p("tool *").matches(&argv("./bin/tool")));
+        let n = m(&["./bin/tool *", "ls *"], &["./bin/tool --bad *"]);
+        assert_eq!(n.check(&argv("./bin/tool x")), allow("./bin/tool *"));
+        assert_eq!(
+            n.check(&argv("./bin/tool --bad x")),
+            deny("./bin/tool --bad *")
+        );
+        assert_eq!(n.check(&argv("./bin/ls")), Decision::Default);
+        assert_eq!(
+            n.bundled().into_iter().collect::<Vec<_>>(),
+            ["bin/tool".to_string()]
+        );
+    }
+
+    #[test]
+    fn bundled_programs_outside_the_skill_are_refused() {
+        for (text, hint) in [
+            ("./../etc/x *", "without `..`"),
+            ("./bin/../../x", "without `..`"),
+            ("/skill/bin/tool *", "`./bin/tool`"),
+            ("bin/tool *", "`./bin/tool`"),
+            ("/usr/bin/jq *", "`jq`"),
+            ("./ *", "components"),
+            ("./bin//tool", "components"),
+            ("./bin/./tool", "components"),
+            ("./bin/ *", "components"),
+            ("./bin/*", "literally"),
+        ] {
+            let e = CliPattern::parse(text)
+                .err()
+                .unwrap_or_else(|| panic!("{text} parsed"));
+            let h = e.hint.clone().unwrap_or_default();
+            assert!(h.contains(hint), "{text}: {e} / {h}");
+        }
+        let long = format!("./{}", "a".repeat(BUNDLED_PATH_MAX + 1));
+        assert!(CliPattern::parse(&long).is_err());
+    }
+
+    #[test]
+    fn missing_bundled_programs_are_listed_with_their_place() {
+        let mut pol = super::super::Policy::default();
+        pol.allow.cli = vec!["jq *".into(), "./bin/tool *".into()];
+        pol.deny.cli = vec!["./bin/gone --x".into()];
+        pol.insist.cli = vec!["./bin/tool a".into(), "./bad/../x".into()];
+        let missing = missing_bundled(&pol, &|p| p == "bin/tool");
+        assert_eq!(
+            missing,
+            vec![BundledRef {
+                column: "deny",
+                index: 0,
+                pattern: "./bin/gone --x".into(),
+                path: "bin/gone".into()
+            }]
+        );
+        assert_eq!(bundled_refs(&pol).len(), 3);
     }
 
     #[test]
@@ -705,7 +915,11 @@ mod tests {
                 "not a command name",
                 Some("name the command, not its path: `curl`"),
             ),
-            ("./run.sh *", "not a command name", Some("`run.sh`")),
+            (
+                "./../run.sh *",
+                "not a program of the skill",
+                Some("without `..`"),
+            ),
             (
                 "bin/",
                 "not a command name",

@@ -14,6 +14,7 @@ mod common;
 mod agents;
 mod audit;
 mod authoring;
+mod bundled;
 mod cancel;
 mod cli;
 mod docs;

@@ -1,3 +1,4 @@
+mod bundled;
 mod hardening;
 pub(crate) mod helpers;
 mod network;

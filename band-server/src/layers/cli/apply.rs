@@ -21,6 +21,8 @@ pub(crate) fn programs(
     let plan = inp.plan;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
+    super::bundled::stage(&plan.exec.state, &plan.cli.bundled, &inp.checked.bundle)
+        .layer(Layer::Cli, "failed to stage the skill's programs")?;
     let exec = ExecDir::create(&plan.exec.state, &plan.run_id, &plan.exec.programs)
         .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let table = exec.table.clone();

@@ -1,6 +1,7 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
 pub mod apply;
+pub mod bundled;
 pub mod execcache;
 pub mod programs;
 pub mod reports;
@@ -30,7 +31,8 @@ pub struct ExecPlan {
     pub shim: PathBuf,
 }
 
-/// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files, and
+/// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
+/// program's: its staged copy, [`bundled::staging_path`]), and
 /// band-shim's copy as [`HostFacts`] found it. Pure.
 pub fn plan_exec(
     state: &Path,
@@ -42,6 +44,11 @@ pub fn plan_exec(
         .binaries
         .iter()
         .map(|b| (b.name.clone(), b.host.clone()))
+        .chain(
+            cli.bundled
+                .iter()
+                .map(|b| (b.name.clone(), bundled::staging_path(state, &b.sha256))),
+        )
         .collect();
     let shim_copy = facts
         .shim_copy

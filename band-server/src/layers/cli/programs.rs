@@ -1,5 +1,6 @@
 //! The CLI layer's plan: which programs a run gets (declared commands, the essentials, the
-//! interpreters of declared scripts) and the policy band-shim's calls are judged by.
+//! interpreters of declared scripts, the skill's own programs that `./` patterns declare) and
+//! the policy band-shim's calls are judged by.
 
 use std::path::{Path, PathBuf};
 
@@ -7,8 +8,9 @@ use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
 
 use crate::error::{SetupError, SetupResult};
+use crate::layers::cli::bundled::{self, BundledProgram};
 use crate::layers::cli::{execcache, shim, shim::ShimPolicy};
-use crate::request;
+use crate::request::{self, DecodedFile};
 
 /// A program of the CLI layer: a wrapped name and the host file behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,21 +24,30 @@ pub struct BinaryBind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliPlan {
     pub binaries: Vec<BinaryBind>,
+    /// The skill's programs the policy declares (`./bin/tool *`): band-shim is bound over each
+    /// at `/skill/<path>`, and the file joins the program table (see [`bundled`]).
+    pub bundled: Vec<BundledProgram>,
     pub policy: ShimPolicy,
 }
 
 /// Build the CLI layer from the declared commands. `resolve` finds host binaries and `head`
 /// reads their first bytes (see `facts::HostFacts`). A declared command missing on the host fails closed; a missing essential is skipped.
+/// `bundle`: the skill's files, where `./` commands are found.
 pub fn plan_cli(
     policy: &Policy,
     compiled: &CompiledPolicy,
+    bundle: &[DecodedFile],
     resolve: &dyn Fn(&str) -> Option<PathBuf>,
     head: &dyn Fn(&Path) -> Vec<u8>,
 ) -> SetupResult<CliPlan> {
     let declared = compiled.cli.commands();
+    let bundled = bundled::plan(compiled, bundle)?;
     let mut binaries = Vec::new();
     let mut essentials = Vec::new();
     for name in &declared {
+        if band::policy::cli::bundled_path(name).is_some() {
+            continue;
+        }
         request::check_command_name(name)?;
         let host = resolve(name).ok_or_else(|| {
             SetupError::new(
@@ -72,6 +83,7 @@ pub fn plan_cli(
         .iter()
         .filter(|b| declared.contains(&b.name))
         .filter_map(|b| execcache::parse_shebang(&head(&b.host)))
+        .chain(bundled.iter().filter_map(|b| b.script.clone()))
         .flat_map(|sb| [sb.interp.clone(), sb.effective_interpreter().to_string()])
         .collect();
     for name in interpreters {
@@ -97,6 +109,7 @@ pub fn plan_cli(
     }
     Ok(CliPlan {
         binaries,
+        bundled,
         policy: ShimPolicy {
             allow,
             deny: policy.deny.cli.clone(),
@@ -129,7 +142,7 @@ mod tests {
     fn cli_plan_binds_essentials_and_declared_commands() {
         let p = policy(&["jq -r *"]);
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let plan = plan_cli(&p, &compiled, &fake_resolve, &|_| Vec::new())
+        let plan = plan_cli(&p, &compiled, &[], &fake_resolve, &|_| Vec::new())
             .unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<(&str, &str)> = plan
             .binaries
@@ -152,10 +165,42 @@ mod tests {
     }
 
     #[test]
+    fn the_skills_programs_come_from_the_bundle_with_their_interpreters() {
+        let p = policy(&["./bin/tool *", "./bin/helper.py"]);
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let file = |path: &str, data: &[u8]| DecodedFile {
+            path: path.into(),
+            mode: 0o755,
+            data: data.to_vec(),
+        };
+        let bundle = [
+            file("bin/tool", b"\x7fELF"),
+            file("bin/helper.py", b"#!/usr/bin/python3\n"),
+        ];
+        let plan = plan_cli(&p, &compiled, &bundle, &fake_resolve, &|_| Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = plan.bundled.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["skill:bin:helper.py", "skill:bin:tool"]);
+        let binaries: Vec<&str> = plan.binaries.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(
+            binaries,
+            ["cat", "python3", "sh"],
+            "no host lookup of ./ names"
+        );
+        assert_eq!(plan.policy.essentials, ["sh", "cat"]);
+        // A ./ rule naming no file of the bundle fails closed.
+        let got = plan_cli(&p, &compiled, &bundle[..1], &fake_resolve, &|_| Vec::new());
+        assert!(
+            matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("./bin/helper.py")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
     fn a_declared_command_missing_on_the_host_fails_closed() {
         let p = policy(&["kubectl get *"]);
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let got = plan_cli(&p, &compiled, &fake_resolve, &|_| Vec::new());
+        let got = plan_cli(&p, &compiled, &[], &fake_resolve, &|_| Vec::new());
         assert!(
             matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("kubectl")),
             "{got:?}"
@@ -169,6 +214,7 @@ mod tests {
         let got = plan_cli(
             &p,
             &compiled,
+            &[],
             &|_| Some(PathBuf::from("/usr/bin/sudo")),
             &|_| Vec::new(),
         );

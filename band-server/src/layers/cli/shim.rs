@@ -38,6 +38,7 @@ use band::policy::cli::CliMatcher;
 use band::proto::CliCall;
 use serde::{Deserialize, Serialize};
 
+use crate::layers::cli::bundled;
 use crate::layers::cli::execcache::ExecTable;
 
 /// Always available (when present on the host) so ordinary shell scripts work. Not
@@ -90,10 +91,20 @@ pub struct Resolved {
 /// line's argument when it has one) is judged as `pip args…`, and the interpreter's program
 /// runs. Only that exact shape counts: anything else given to an interpreter is judged as a call
 /// of the interpreter.
+///
+/// A path to one of the skill's programs (band-shim is bound over each one the policy declares)
+/// names it by its `./` form: `/skill/bin/tool x` is judged as `./bin/tool x` and runs that file
+/// (see [`bundled::call_name`]), never a host command called `tool`.
 pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotAvailable> {
-    let name = command_name(argv.first().map(String::as_str).unwrap_or(""));
-    let Some(program) = table.get(name) else {
-        return Err(NotAvailable(name.to_string()));
+    let arg0 = argv.first().map(String::as_str).unwrap_or("");
+    let name = bundled::call_name(arg0, &|rel| table.contains_key(&bundled::table_name(rel)));
+    let key = match band::policy::cli::bundled_path(&name) {
+        Some(rel) => bundled::table_name(rel),
+        None if bundled::is_table_name(&name) => return Err(NotAvailable(name.into_owned())),
+        None => name.to_string(),
+    };
+    let Some(program) = table.get(&key) else {
+        return Err(NotAvailable(name.into_owned()));
     };
     for (script_name, script) in table {
         let Some(sb) = &script.script else { continue };
@@ -113,7 +124,8 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
                     .eq(prefix.iter().copied())
                 && argv[k] == script.path
             {
-                let mut judged = vec![script_name.clone()];
+                let mut judged =
+                    vec![bundled::judged_name(script_name).unwrap_or_else(|| script_name.clone())];
                 judged.extend_from_slice(&argv[k + 1..]);
                 return Ok(Resolved {
                     judged,
@@ -122,7 +134,7 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
             }
         }
     }
-    let mut judged = vec![name.to_string()];
+    let mut judged = vec![name.into_owned()];
     judged.extend_from_slice(&argv[1..]);
     Ok(Resolved {
         judged,
@@ -307,6 +319,12 @@ mod tests {
                 prog("/band/x/07/npx", Some(("env", Some("node")))),
             ),
             ("node".into(), prog("/band/x/08/node", None)),
+            ("ls".into(), prog("/band/x/09/ls", None)),
+            ("skill:bin:ls".into(), prog("/band/x/10/skill:bin:ls", None)),
+            (
+                "skill:bin:s.sh".into(),
+                prog("/band/x/11/skill:bin:s.sh", Some(("sh", None))),
+            ),
         ])
     }
 
@@ -334,6 +352,42 @@ mod tests {
             Err("band: perl: command not available in this sandbox".into())
         );
         assert!(resolve_call(&t, &[]).is_err());
+    }
+
+    #[test]
+    fn the_skills_programs_are_judged_by_their_dot_slash_name() {
+        let t = table();
+        // A bundled bin/ls, by any path to it: judged as ./bin/ls, runs the bundled file.
+        for arg0 in ["/skill/bin/ls", "./bin/ls", "bin/ls", "/skill/./bin//ls"] {
+            assert_eq!(
+                resolve_call(&t, &v(&[arg0, "-l"])),
+                resolved(&["./bin/ls", "-l"], "/band/x/10/skill:bin:ls"),
+                "{arg0}"
+            );
+        }
+        // The host's ls stays the host's ls.
+        assert_eq!(
+            resolve_call(&t, &v(&["/usr/bin/ls", "-l"])),
+            resolved(&["ls", "-l"], "/band/x/09/ls")
+        );
+        // The table's own name is not a command.
+        assert_eq!(
+            resolve_call(&t, &v(&["skill:bin:ls"])).map_err(|e| e.to_string()),
+            Err("band: skill:bin:ls: command not available in this sandbox".into())
+        );
+        // A bundled #! script, started by the kernel: judged as itself, runs its interpreter.
+        assert_eq!(
+            resolve_call(&t, &v(&["/bin/sh", "/band/x/11/skill:bin:s.sh", "a"])),
+            resolved(&["./bin/s.sh", "a"], "/band/x/02/sh")
+        );
+        // And the gate judges ./bin/ls by the ./ patterns only.
+        let rules =
+            CliRules::new(&v(&["ls *"]), &[], &v(&["ls"])).unwrap_or_else(|e| panic!("{e}"));
+        let r = resolve_call(&t, &v(&["/skill/bin/ls"])).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !decide(&rules, &r.judged).allowed,
+            "ls * never allows ./bin/ls"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <run>/            tmpfs, root:<run gid> 0710 (the run's uid may traverse it, nobody may list it)
-//!   skill/          the bundle, root-owned, bind-remounted read-only        → /skill
+//!   skill/          the bundle, root-owned, bind-remounted read-only, noexec → /skill
 //!   workspace/      request workspace files (see below), remounted noexec    → /workspace
 //!   io/             root:<run gid> 1770 (sticky), remounted noexec           → /band/io
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
@@ -22,8 +22,9 @@
 //! directory each relative `allow.write` pattern can write into (its static prefix) is created and
 //! owned by the run's uid so new files can appear there.
 //!
-//! `noexec` on every writable directory means a script cannot write a binary and run it: only the
-//! read-only system files and the run's programs (through band-shim) can be executed. The flags are set here, in the initial user
+//! `noexec` on every writable directory (and on `skill/`) means a script cannot write a binary and
+//! run it, nor run a file of its bundle by its path: only the read-only system files and the
+//! run's programs (through band-shim) can be executed. The flags are set here, in the initial user
 //! namespace, so they are locked for bubblewrap's unprivileged copy of these mounts.
 
 use fs_err::{self as fs, OpenOptions};
@@ -243,7 +244,8 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         }
     }
 
-    // skill/: root-owned, read-only, executable bits kept.
+    // skill/: root-owned, read-only and noexec (executable bits kept, but nothing of the bundle
+    // runs by its path: the skill's programs run through band-shim, `layers::cli::bundled`).
     let skill = root.join("skill");
     p.mkdir(skill.clone(), 0o755, None);
     for f in spec.bundle {
@@ -255,8 +257,8 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         &skill,
         &skill,
         true,
-        false,
-        "failed to make skill/ read-only".into(),
+        true,
+        "failed to make skill/ read-only and noexec".into(),
     );
 
     // workspace/
@@ -782,6 +784,75 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn skill_and_every_writable_directory_are_noexec() {
+        let bundle = [DecodedFile {
+            path: "bin/tool".into(),
+            mode: 0o755,
+            data: b"\x7fELF".to_vec(),
+        }];
+        let never = |_: &str| false;
+        let plan = plan(&RunDirSpec {
+            state: Path::new("/run/band"),
+            run_id: "0123456789abcdef",
+            disk_bytes: 1 << 20,
+            uid: 900,
+            gid: 900,
+            user: "band-run-0",
+            bundle: &bundle,
+            workspace: &[],
+            write_allowed: &never,
+            write_dirs: &[],
+            input_json: b"{}",
+            config_json: None,
+            wrappers: &[],
+            host_mounts: &[],
+            masked: &[],
+            lib_roots: &[],
+            resolv_conf: None,
+        });
+        let root = Path::new("/run/band/runs/0123456789abcdef");
+        let remounts: Vec<(String, bool, bool)> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Bind {
+                    source,
+                    target,
+                    read_only,
+                    no_exec,
+                    ..
+                } if source == target => Some((
+                    target
+                        .strip_prefix(root)
+                        .unwrap_or(target)
+                        .display()
+                        .to_string(),
+                    *read_only,
+                    *no_exec,
+                )),
+                _ => None,
+            })
+            .collect();
+        let s = |x: &str, ro: bool| (x.to_string(), ro, true);
+        assert_eq!(
+            remounts,
+            vec![
+                s("skill", true),
+                s("workspace", false),
+                s("io", false),
+                s("tmp", false)
+            ]
+        );
+        // The file keeps its mode (band-shim stands in for it when a `./` rule names it).
+        assert!(plan.ops.contains(&FsOp::Write {
+            path: root.join("skill/bin/tool"),
+            data: Cow::Borrowed(b"\x7fELF"),
+            mode: 0o555,
+            owner: None,
+        }));
+    }
 
     #[test]
     fn passwd_and_group_hold_only_root_and_the_run_user() {

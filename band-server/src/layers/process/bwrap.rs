@@ -105,6 +105,9 @@ pub struct SandboxPlan {
     /// source): the run directory's copies with executables masked (see `execmask`).
     pub lib_binds: Vec<(String, PathBuf)>,
     pub entry: String,
+    /// The skill's programs the policy declares (paths relative to the skill root): band-shim is
+    /// bound over each at `/skill/<path>` (`layers::cli::bundled`).
+    pub bundled: Vec<String>,
     pub has_config: bool,
     /// The run has `allow.net`: it shares the host's network (filtered by the run's nftables
     /// table, matched on its uid) and gets `/etc/resolv.conf` pointing at its DNS stub.
@@ -249,6 +252,15 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         "/etc/ca-certificates".into(),
     );
     bind(&mut a, "--ro-bind", run("skill"), "/skill".into());
+    // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
+    for rel in &plan.bundled {
+        bind(
+            &mut a,
+            "--ro-bind",
+            plan.shim.clone().into_os_string(),
+            format!("/skill/{rel}").into(),
+        );
+    }
     bind(&mut a, "--bind", run("workspace"), "/workspace".into());
     bind(&mut a, "--bind", run("tmp"), "/tmp".into());
     bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
@@ -330,6 +342,7 @@ mod tests {
                 PathBuf::from("/run/band/runs/0123456789abcdef/lib/0"),
             )],
             entry: "scripts/run.sh".into(),
+            bundled: vec!["bin/tool".into()],
             has_config: true,
             share_net: false,
             ipc_scope_required: false,
@@ -417,6 +430,9 @@ mod tests {
             "--ro-bind",
             &format!("{r}/skill"),
             "/skill",
+            "--ro-bind",
+            "/run/band/exec/cache/band-shim-0123",
+            "/skill/bin/tool",
             "--bind",
             &format!("{r}/workspace"),
             "/workspace",

@@ -44,6 +44,15 @@ pub fn plan_sandbox(
             .collect(),
         lib_binds: run_dir.lib_binds.clone(),
         entry: checked.req.entry.clone(),
+        // The entry is read by its interpreter: band-shim is never bound over it (a `./` rule
+        // naming it leaves it noexec at its path).
+        bundled: pre
+            .cli
+            .bundled
+            .iter()
+            .filter(|b| b.path != checked.req.entry)
+            .map(|b| b.path.clone())
+            .collect(),
         has_config: checked.config_json.is_some(),
         share_net,
         ipc_scope_required: share_net && cfg.require_ipc_scope,
