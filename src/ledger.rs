@@ -120,8 +120,14 @@ pub struct RunRecord {
     pub status: Status,
     /// band's exit code for this run.
     pub exit_code: u8,
-    /// The script's own exit code, when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The script's own exit code, when it ran: `script_exit_code`, as in `band run --json` and
+    /// MCP results (records written before that say `script_exit`).
+    #[serde(
+        default,
+        rename = "script_exit_code",
+        alias = "script_exit",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub script_exit: Option<i32>,
     /// Durations, peak memory, bytes in and out, as band-server measured them.
     #[serde(default)]
@@ -878,6 +884,27 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `exit_code` is band's, `script_exit_code` the script's, as in `band run --json` and MCP
+    /// results; a record written when the second was `script_exit` still reads.
+    #[test]
+    fn the_scripts_exit_code_is_script_exit_code() {
+        let Entry::Run(mut r) = run("0011223344556677", "s", "x", Status::Denied, 1) else {
+            panic!("a run");
+        };
+        r.script_exit = Some(126);
+        let mut v = serde_json::to_value(&*r).unwrap();
+        assert_eq!(
+            (&v["exit_code"], &v["script_exit_code"]),
+            (&5.into(), &126.into())
+        );
+        assert!(v.get("script_exit").is_none(), "{v}");
+        let o = v.as_object_mut().unwrap();
+        let code = o.remove("script_exit_code").unwrap();
+        o.insert("script_exit".into(), code);
+        let old: RunRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(old.script_exit, Some(126));
+    }
 
     fn run(id: &str, skill: &str, script: &str, status: Status, t: u64) -> Entry {
         Entry::Run(Box::new(RunRecord {

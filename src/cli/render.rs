@@ -125,6 +125,13 @@ pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
     let result = &outcome.result;
     let mut v = serde_json::to_value(result)?;
     if let Some(o) = v.as_object_mut() {
+        // The same two names as MCP results and the ledger: `exit_code` is band's (as `band run`
+        // exits), `script_exit_code` the script's own (the wire's `exit_code`), null if it never ran.
+        o.insert("exit_code".into(), result.status.exit_code().into());
+        o.insert(
+            "script_exit_code".into(),
+            serde_json::json!(result.exit_code),
+        );
         o.remove("written");
         o.insert(
             "written_files".into(),

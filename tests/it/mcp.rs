@@ -1,16 +1,26 @@
-//! `band mcp` against a real MCP client: the official Python SDK's stdio client
-//! (`tests/mcp/client.py`). It lists the tools, calls one, calls one with invalid input, calls
-//! one whose script is denied a command, and calls a tool that does not exist; the runs are in the
-//! ledger.
+//! `band mcp` against real MCP clients, each as an agent integrator would use it:
 //!
-//! Needs the sandbox (root, bubblewrap) and a Python with the `mcp` package: `$BAND_TEST_PYTHON`
-//! or `python3` (`.ci/run` makes a venv and sets it). Without them the test is skipped, unless
-//! `BAND_TEST_MUST_RUN=1`.
+//! - the official Python SDK's stdio client (`tests/mcp/client.py`): `$BAND_TEST_PYTHON` or
+//!   `python3` with the `mcp` package;
+//! - the official MCP Inspector's CLI (TypeScript SDK): `$BAND_TEST_MCP_INSPECTOR`, the
+//!   inspector's launcher script, run by `$BAND_TEST_NODE` (else `node`);
+//! - and, for the whole-output snapshots, JSON-RPC lines written to `band mcp` by hand (no client
+//!   in between, so the snapshot is what every client receives).
+//!
+//! Each client makes the same four calls: a success (structured output), bad input, a denied
+//! command and a missing secret. Every failure must come back as a tool error (`isError`) that
+//! carries band's typed status and hint, never as a protocol error: band used to put its error
+//! object in `structuredContent`, which the TypeScript SDK checks against the tool's
+//! `outputSchema` (it describes success) and turned into `-32602`.
+//!
+//! `.ci/run` installs both clients and sets the variables. Without a client a test is skipped,
+//! unless `BAND_TEST_MUST_RUN=1`; calls that run the sandbox need root (`privileged_*`).
 
-use std::path::Path;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use crate::common::{band, band_exe, repo, skip};
+use crate::common::{DATA_DIR, band, band_exe, bin, repo, skip};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -29,6 +39,97 @@ pub(crate) fn has_mcp_sdk() -> bool {
 fn denied_skill(dir: &Path) {
     assert_eq!(band(&["init", "probe", "--script", "peek"], dir).0, 0);
     fs_err::write(dir.join("probe/scripts/peek.sh"), "#!/bin/sh\nset -e\njq . \"$INPUT_PATH\"\necho '{\"greeting\":\"unreachable\"}' > \"$OUTPUT_PATH\"\n").expect("write");
+}
+
+/// The four calls every client makes: (tool, arguments).
+fn four_calls() -> [(&'static str, Value); 4] {
+    [
+        ("text__count", json!({"text": "hello big world"})),
+        ("text__count", json!({"text": 5})),
+        ("probe__peek", json!({"name": "x"})),
+        // GITHUB_TOKEN is never set for band in tests: refused before anything starts.
+        ("github__issue-list", json!({"repo": "octo/demo"})),
+    ]
+}
+
+/// The typed error object of an error result's content (its second text block), after checking
+/// the first is the headline `<status>: …`.
+fn typed(texts: &[Value], status: &str) -> Value {
+    let headline = texts.first().and_then(Value::as_str).unwrap_or("");
+    assert!(
+        headline.starts_with(&format!("{status}: ")),
+        "headline: {texts:?}"
+    );
+    let object = texts.get(1).and_then(Value::as_str).unwrap_or("");
+    serde_json::from_str(object).unwrap_or_else(|e| panic!("{e}: {texts:?}"))
+}
+
+/// What each client must get back for [`four_calls`], given for each call whether it was an
+/// error, its structured content and its text blocks.
+fn assert_four_results(results: &[(bool, Value, Vec<Value>)]) {
+    // Success: the output as structured content (checked by the client against outputSchema).
+    let (is_error, structured, _) = &results[0];
+    assert!(!is_error, "{results:?}");
+    assert_eq!(structured, &json!({"words": 3, "lines": 1, "chars": 15}));
+    for (is_error, structured, _) in &results[1..] {
+        assert!(is_error, "{results:?}");
+        assert_eq!(structured, &Value::Null, "no structured content on errors");
+    }
+    // Bad input: nothing ran; the message names the field, the hint says where the arguments are.
+    let bad = typed(&results[1].2, "input_invalid");
+    assert_eq!(
+        (&bad["exit_code"], &bad["script_exit_code"]),
+        (&json!(3), &Value::Null)
+    );
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/text"),
+        "{bad}"
+    );
+    assert!(
+        bad["error"]["hint"]
+            .as_str()
+            .unwrap_or("")
+            .contains("text/count"),
+        "{bad}"
+    );
+    // Denied: band exits 5, the script 126 (the shim's refusal), and what was refused.
+    let denied = typed(&results[2].2, "denied");
+    assert_eq!(
+        (&denied["exit_code"], &denied["script_exit_code"]),
+        (&json!(5), &json!(126))
+    );
+    assert_eq!(
+        denied["denied"][0],
+        json!({"kind": "cli", "argv": ["jq", ".", "/band/io/input.json"], "rule": null})
+    );
+    assert!(
+        results[2].2[0]
+            .as_str()
+            .unwrap_or("")
+            .contains("(denied: command jq . /band/io/input.json)"),
+        "{:?}",
+        results[2].2
+    );
+    // A missing secret: the run could not start.
+    let secret = typed(&results[3].2, "error");
+    assert_eq!(secret["exit_code"], 2);
+    assert!(
+        secret["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("GITHUB_TOKEN"),
+        "{secret}"
+    );
+    assert!(
+        secret["error"]["hint"]
+            .as_str()
+            .unwrap_or("")
+            .contains("export GITHUB_TOKEN"),
+        "{secret}"
+    );
 }
 
 #[test]
@@ -51,37 +152,42 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
     }
     let t = tempfile::tempdir().expect("tmp");
     denied_skill(t.path());
-    let calls = json!([
-        ["text__count", {"text": "hello big world"}],
-        ["text__count", {"text": 5}],
-        ["probe__peek", {"name": "x"}],
-        ["no__such", {}],
-    ]);
+    let mut calls: Vec<Value> = four_calls()
+        .into_iter()
+        .map(|(tool, args)| json!([tool, args]))
+        .collect();
+    calls.push(json!(["no__such", {}]));
     let skills = repo().join("skills");
-    let out = Command::new(python())
-        .arg(repo().join("tests/mcp/client.py"))
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/mcp/client.py"))
         .arg(band_exe())
-        .arg(calls.to_string())
+        .arg(Value::from(calls).to_string())
         .arg("--")
         .args(["mcp", "--skills"])
         .arg(&skills)
         .arg("--skills")
         .arg(t.path())
         .arg("--workspace")
-        .arg(t.path())
-        .env("BAND_SERVER_STATE_DIR", "/run/band-test")
-        .env("BAND_CONFIG", "/nonexistent/band-test-config.toml")
+        .arg(t.path());
+    bin()
         .env("BAND_DATA_DIR", t.path().join("data"))
-        .env_remove("BAND_SKILLS_PATH")
-        .output()
-        .expect("run the MCP client");
+        .apply(&mut cmd);
+    let out = cmd.output().expect("run the MCP client");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "client failed: {stderr}");
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(report["server"], "band");
+    assert!(
+        report["instructions"]
+            .as_str()
+            .unwrap_or("")
+            .contains("band://skills/<skill>/SKILL.md"),
+        "{}",
+        report["instructions"]
+    );
 
-    // tools/list: every script, with its contracts.
+    // tools/list: every script, with its contracts, its own description and the policy's hints.
     let tools = report["tools"].as_array().expect("tools");
     let tool = |name: &str| {
         tools
@@ -106,79 +212,73 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
         count["outputSchema"]["required"],
         json!(["words", "lines", "chars"])
     );
-    assert!(
-        count["description"]
-            .as_str()
-            .unwrap_or("")
-            .contains("Count the words"),
-        "{count}"
+    assert_eq!(
+        count["description"],
+        "Count words, lines and characters of `text`."
     );
-    assert_eq!(count["annotations"]["readOnlyHint"], true);
+    assert_eq!(
+        count["annotations"],
+        json!({"title": "text/count", "readOnlyHint": true, "destructiveHint": false, "openWorldHint": false})
+    );
+
+    // resources: each skill's SKILL.md, as written.
+    let resources = report["resources"].as_array().expect("resources");
+    let text_md = resources
+        .iter()
+        .find(|r| r["uri"] == "band://skills/text/SKILL.md")
+        .unwrap_or_else(|| panic!("no text skill resource: {resources:?}"));
+    assert_eq!(
+        text_md["text"].as_str().unwrap_or(""),
+        fs_err::read_to_string(skills.join("text/SKILL.md")).expect("SKILL.md")
+    );
 
     let calls = report["calls"].as_array().expect("calls");
-    // A call: structured content, validated by the SDK against the output schema; progress.
-    let ok = &calls[0];
-    assert_eq!(ok["is_error"], false, "{ok}");
-    assert_eq!(
-        ok["structured"],
-        json!({"words": 3, "lines": 1, "chars": 15})
-    );
-    let progress: Vec<&str> = ok["progress"]
-        .as_array()
-        .expect("progress")
+    let results: Vec<(bool, Value, Vec<Value>)> = calls[..4]
         .iter()
-        .filter_map(Value::as_str)
+        .map(|c| {
+            assert!(c.get("exception").is_none(), "a protocol error: {c}");
+            (
+                c["is_error"] == true,
+                c["structured"].clone(),
+                c["text"].as_array().cloned().unwrap_or_default(),
+            )
+        })
         .collect();
-    assert!(
-        progress.iter().any(|m| m.starts_with("sandbox ready")),
-        "{progress:?}"
-    );
-    assert!(
-        progress.contains(&"ran jq -j .text /band/io/input.json"),
-        "{progress:?}"
-    );
+    assert_four_results(&results);
 
-    // Invalid input: an error result with the typed status; nothing ran.
-    let bad = &calls[1];
-    assert_eq!(bad["is_error"], true, "{bad}");
-    assert_eq!(bad["structured"]["status"], "input_invalid");
-    assert_eq!(bad["structured"]["exit_code"], 3);
+    // Progress: the sandbox, each command and each refusal.
+    let progress = |i: usize| -> Vec<String> {
+        calls[i]["progress"]
+            .as_array()
+            .expect("progress")
+            .iter()
+            .filter_map(|m| m.as_str().map(String::from))
+            .collect()
+    };
     assert!(
-        bad["structured"]["error"]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("/text"),
-        "{bad}"
+        progress(0).iter().any(|m| m.starts_with("sandbox ready")),
+        "{:?}",
+        progress(0)
     );
-
-    // Denied: the script's jq call was refused and it failed.
-    let denied = &calls[2];
-    assert_eq!(denied["is_error"], true, "{denied}");
-    assert_eq!(denied["structured"]["status"], "denied");
-    assert_eq!(denied["structured"]["exit_code"], 5);
-    assert_eq!(
-        denied["structured"]["denied"][0],
-        json!({"kind": "cli", "argv": ["jq", ".", "/band/io/input.json"], "rule": null})
-    );
-    let progress: Vec<&str> = denied["progress"]
-        .as_array()
-        .expect("progress")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
     assert!(
-        progress.contains(&"denied jq . /band/io/input.json"),
-        "{progress:?}"
+        progress(0).contains(&"ran jq -j .text /band/io/input.json".into()),
+        "{:?}",
+        progress(0)
+    );
+    assert!(
+        progress(2).contains(&"denied jq . /band/io/input.json".into()),
+        "{:?}",
+        progress(2)
     );
 
     // An unknown tool is a protocol error, which the SDK raises.
     assert!(
-        calls[3]["exception"]
+        calls[4]["exception"]
             .as_str()
             .unwrap_or("")
             .contains("no tool named `no__such`"),
         "{}",
-        calls[3]
+        calls[4]
     );
 
     // Every call that was a run is in the ledger, the refused one too; the chain verifies.
@@ -200,4 +300,320 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
         ]
     );
     assert_eq!(ledger.verify().expect("verify").broken, None);
+}
+
+/// The MCP Inspector's CLI, when `BAND_TEST_MCP_INSPECTOR` names it; else skip (or, with
+/// `BAND_TEST_MUST_RUN=1`, fail).
+struct Inspector {
+    node: PathBuf,
+    launcher: PathBuf,
+}
+
+impl Inspector {
+    fn find(test: &str) -> Option<Inspector> {
+        let Some(launcher) = std::env::var_os("BAND_TEST_MCP_INSPECTOR") else {
+            assert!(
+                !band_test::must_run(),
+                "{test}: BAND_TEST_MCP_INSPECTOR is not set and BAND_TEST_MUST_RUN is set"
+            );
+            eprintln!(
+                "skipped: {test}: BAND_TEST_MCP_INSPECTOR is not set (npm install \
+                 @modelcontextprotocol/inspector; see .ci/run)"
+            );
+            return None;
+        };
+        Some(Inspector {
+            node: std::env::var_os("BAND_TEST_NODE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "node".into()),
+            launcher: launcher.into(),
+        })
+    }
+
+    /// `inspector --cli --format json <method args> -- band mcp --skills … --workspace ws`:
+    /// the exit code and the document on stdout. The inspector passes the server only the
+    /// variables named with `-e`, so the test environment goes there.
+    fn call(&self, ws: &Path, method: &[&str]) -> (i32, Value, String) {
+        let data = ws.join("data");
+        let out = Command::new(&self.node)
+            .arg(&self.launcher)
+            .args(["--cli", "--format", "json"])
+            .args(method)
+            .arg("-e")
+            .arg(format!("BAND_DATA_DIR={}", data.display()))
+            .arg("-e")
+            .arg(format!("BAND_SERVER_STATE_DIR={}", band_test::STATE_DIR))
+            .arg("-e")
+            .arg(format!("BAND_CONFIG={}", band_test::NO_CONFIG))
+            .args(["-e", "NO_COLOR=1", "--", band_exe(), "mcp", "--skills"])
+            .arg(repo().join("skills"))
+            .arg("--skills")
+            .arg(ws)
+            .arg("--workspace")
+            .arg(ws)
+            .env_remove("GITHUB_TOKEN")
+            .env("HOME", ws)
+            .current_dir(ws)
+            .output()
+            .expect("run the MCP Inspector");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let doc = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}: stdout {stdout:?}, stderr {stderr}"));
+        (out.status.code().unwrap_or(-1), doc, stderr)
+    }
+
+    fn call_tool(&self, ws: &Path, tool: &str, args: &Value) -> (bool, Value, Vec<Value>) {
+        let args = args.to_string();
+        let (code, doc, stderr) = self.call(
+            ws,
+            &[
+                "--method",
+                "tools/call",
+                "--tool-name",
+                tool,
+                "--tool-args-json",
+                &args,
+            ],
+        );
+        // A tool error is a result (the inspector exits 5: `tool_is_error`), never a protocol
+        // error (exit 1, no result).
+        let result = doc
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool}: no result, a protocol error: {doc}\n{stderr}"));
+        let is_error = result["isError"] == true;
+        assert_eq!(code, if is_error { 5 } else { 0 }, "{doc}\n{stderr}");
+        let texts = result["content"]
+            .as_array()
+            .map(|c| c.iter().map(|b| b["text"].clone()).collect())
+            .unwrap_or_default();
+        (
+            is_error,
+            result
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
+            texts,
+        )
+    }
+}
+
+/// What needs no sandbox: listing, reading a skill's resource, bad input and a missing secret,
+/// both refused before anything starts.
+#[test]
+fn inspector_reads_band_errors_as_tool_errors() {
+    let Some(inspector) = Inspector::find("inspector_reads_band_errors_as_tool_errors") else {
+        return;
+    };
+    let t = tempfile::tempdir().expect("tmp");
+    let ws = t.path();
+    let (code, doc, stderr) = inspector.call(ws, &["--method", "tools/list"]);
+    assert_eq!(code, 0, "{stderr}");
+    let tools = doc["result"]["tools"].as_array().expect("tools");
+    let issue_close = tools
+        .iter()
+        .find(|t| t["name"] == "github__issue-close")
+        .expect("github__issue-close");
+    assert_eq!(issue_close["description"], "Close an issue.");
+    assert_eq!(
+        issue_close["annotations"],
+        json!({"title": "github/issue-close", "readOnlyHint": false, "destructiveHint": true, "openWorldHint": true})
+    );
+    let (code, doc, stderr) = inspector.call(
+        ws,
+        &[
+            "--method",
+            "resources/read",
+            "--uri",
+            "band://skills/github/SKILL.md",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let text = doc["result"]["contents"][0]["text"].as_str().unwrap_or("");
+    assert!(text.starts_with("---\nname: github\n"), "{doc}");
+
+    let calls = four_calls();
+    let bad = inspector.call_tool(ws, calls[1].0, &calls[1].1);
+    let secret = inspector.call_tool(ws, calls[3].0, &calls[3].1);
+    for (is_error, structured, _) in [&bad, &secret] {
+        assert!(is_error);
+        assert_eq!(structured, &Value::Null);
+    }
+    let bad = typed(&bad.2, "input_invalid");
+    assert_eq!(bad["exit_code"], 3);
+    assert!(
+        bad["error"]["hint"]
+            .as_str()
+            .unwrap_or("")
+            .contains("text/count"),
+        "{bad}"
+    );
+    let secret = typed(&secret.2, "error");
+    assert_eq!(secret["exit_code"], 2);
+    assert!(
+        secret["error"]["hint"]
+            .as_str()
+            .unwrap_or("")
+            .contains("export GITHUB_TOKEN"),
+        "{secret}"
+    );
+}
+
+/// The four calls through the Inspector, the two that run the sandbox included.
+#[test]
+fn privileged_inspector_calls_and_gets_typed_errors() {
+    if skip("privileged_inspector_calls_and_gets_typed_errors") {
+        return;
+    }
+    let Some(inspector) = Inspector::find("privileged_inspector_calls_and_gets_typed_errors")
+    else {
+        return;
+    };
+    let t = tempfile::tempdir().expect("tmp");
+    denied_skill(t.path());
+    let results: Vec<_> = four_calls()
+        .iter()
+        .map(|(tool, args)| inspector.call_tool(t.path(), tool, args))
+        .collect();
+    assert_four_results(&results);
+}
+
+/// `band mcp` driven with JSON-RPC lines: each response as the client receives it.
+struct Raw {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl Raw {
+    /// Start `band mcp` and initialize the session: the server and its `initialize` result.
+    fn start(skills: &[&Path], ws: &Path) -> (Raw, Value) {
+        let mut cmd = Command::new(band_exe());
+        cmd.arg("mcp");
+        for s in skills {
+            cmd.arg("--skills").arg(s);
+        }
+        cmd.arg("--workspace")
+            .arg(ws)
+            .current_dir(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        bin().env("BAND_DATA_DIR", DATA_DIR).apply(&mut cmd);
+        let mut child = cmd.spawn().expect("band mcp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut raw = Raw {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+        };
+        let init = raw.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "band-tests", "version": "0"}}),
+        );
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        (raw, init)
+    }
+
+    fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin, "{msg}").expect("write to band mcp");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The response to one request (its `result`, or its `error`).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).expect("read band mcp");
+            assert!(n > 0, "band mcp closed stdout before answering {method}");
+            let msg: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+            if msg["id"] == id {
+                return msg
+                    .get("result")
+                    .or(msg.get("error"))
+                    .cloned()
+                    .expect("result");
+            }
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).expect("json")
+}
+
+/// Whole output: `tools/list` and `resources/list` for the shipped skills, and the error result
+/// of a call with bad input, exactly as a client receives them.
+#[test]
+fn mcp_protocol_output() {
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = repo().join("skills");
+    let (mut raw, _) = Raw::start(&[&skills], t.path());
+    let tools = raw.request("tools/list", json!({}));
+    let resources = raw.request("resources/list", json!({}));
+    let bad = raw.request(
+        "tools/call",
+        json!({"name": "text__count", "arguments": {"text": 5}}),
+    );
+    let settings = band_test::settings(&[]);
+    settings.bind(|| {
+        insta::assert_snapshot!("mcp_tools_list", pretty(&tools));
+        insta::assert_snapshot!("mcp_resources_list", pretty(&resources));
+        insta::assert_snapshot!(
+            "mcp_error_result",
+            format!(
+                "{}\n\nthe first text block:\n{}\n\nthe second:\n{}",
+                pretty(&bad),
+                bad["content"][0]["text"].as_str().unwrap_or(""),
+                bad["content"][1]["text"].as_str().unwrap_or("")
+            )
+        );
+    });
+}
+
+/// A script left out is said to the client: in the instructions and as a resource.
+#[test]
+fn mcp_reports_scripts_left_out() {
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    band_test::copy_dir(&repo().join("skills/text"), &skills.join("text"));
+    fs_err::write(skills.join("text/schemas/input/count.json"), "[1, 2").expect("write");
+    let (mut raw, init) = Raw::start(&[&skills], t.path());
+    let resources = raw.request("resources/list", json!({}));
+    let left_out = raw.request("resources/read", json!({"uri": "band://not-offered"}));
+    let tools = raw.request("tools/list", json!({}));
+    let names: Vec<&Value> = tools["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(names, [&json!("text__summary")]);
+    let settings = band_test::settings(&[(skills.to_str().expect("utf8"), "[SKILLS]")]);
+    settings.bind(|| {
+        insta::assert_snapshot!(
+            "mcp_left_out",
+            format!(
+                "instructions:\n{}\n\nresources/list:\n{}\n\nresources/read band://not-offered:\n{}",
+                init["instructions"].as_str().unwrap_or(""),
+                pretty(&resources),
+                pretty(&left_out)
+            )
+        );
+    });
 }

@@ -289,10 +289,12 @@ fn privileged_mcp_results_and_progress_mask_secrets() {
     // Failed: the error result's stderr and everything else are masked.
     let failed = &calls[1];
     assert_eq!(failed["is_error"], true, "{failed}");
-    assert_eq!(failed["structured"]["status"], "script_failed", "{failed}");
+    // band's typed error object is the error result's second text block.
+    let typed: Value = serde_json::from_str(failed["text"][1].as_str().unwrap_or("")).unwrap();
+    assert_eq!(typed["status"], "script_failed", "{failed}");
     assert_clean("MCP error result", &failed.to_string());
     assert!(
-        failed["structured"]["stderr"]
+        typed["stderr"]
             .as_str()
             .unwrap()
             .contains("stderr [secret TOKEN]"),

@@ -316,7 +316,7 @@ fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
     let v: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     assert!(
-        code == 5 || (code == 1 && v["exit_code"] == 127),
+        code == 5 || (code == 1 && v["script_exit_code"] == 127),
         "curl is not declared: {v:#}"
     );
     assert!(

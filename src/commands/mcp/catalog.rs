@@ -1,0 +1,430 @@
+//! What `band mcp` offers, built from the skills path by pure functions of what is on disk: a
+//! tool per script, a resource per skill (its SKILL.md), and the scripts left out, with why.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use band::policy::Policy;
+use rmcp::model::{JsonObject, Resource, Tool, ToolAnnotations};
+use serde_json::Value;
+
+/// Separates skill and script in a tool name. Skill and script names are kebab-case, so it never
+/// occurs inside either.
+pub(crate) const TOOL_SEPARATOR: &str = "__";
+
+/// The resource that lists the scripts left out, present only when there are some.
+pub(crate) const NOT_OFFERED_URI: &str = "band://not-offered";
+
+/// One tool and where its script lives.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub tool: Tool,
+    pub skill_root: PathBuf,
+    pub script: String,
+}
+
+/// A skill's SKILL.md, served as a resource.
+#[derive(Debug, Clone)]
+pub(crate) struct SkillDoc {
+    pub resource: Resource,
+    pub path: PathBuf,
+}
+
+/// A script that is not a tool, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    pub skill: String,
+    pub script: String,
+    pub why: String,
+    pub root: PathBuf,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}: {}; run `band lint {}`",
+            self.skill,
+            self.script,
+            self.why,
+            self.root.display()
+        )
+    }
+}
+
+/// Everything found on the skills path.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Catalog {
+    pub tools: Vec<Entry>,
+    pub skills: Vec<SkillDoc>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl Catalog {
+    /// The resources: each skill's SKILL.md, then the list of scripts left out, if any.
+    pub(crate) fn resources(&self) -> Vec<Resource> {
+        let mut out: Vec<Resource> = self.skills.iter().map(|s| s.resource.clone()).collect();
+        if !self.skipped.is_empty() {
+            out.push(
+                Resource::new(NOT_OFFERED_URI, "not-offered")
+                    .with_title("Scripts band mcp does not offer")
+                    .with_description(
+                        "The scripts on the skills path that are not tools, each with why (their \
+                         band or input schema does not load).",
+                    )
+                    .with_mime_type("text/plain"),
+            );
+        }
+        out
+    }
+
+    /// The text of [`NOT_OFFERED_URI`]: one line per script left out.
+    pub(crate) fn not_offered_text(&self) -> String {
+        self.skipped.iter().map(|s| format!("{s}\n")).collect()
+    }
+}
+
+pub(crate) fn tool_name(skill: &str, script: &str) -> String {
+    format!("{skill}{TOOL_SEPARATOR}{script}")
+}
+
+/// The URI of a skill's SKILL.md resource.
+pub(crate) fn skill_md_uri(skill: &str) -> String {
+    format!("band://skills/{skill}/SKILL.md")
+}
+
+/// The catalog of the skills found in `dirs` (the first skill of a name wins, as in `band list`).
+pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
+    let mut skills = BTreeMap::new();
+    for d in dirs {
+        for root in band::skill::find_skills(d) {
+            let (skill, _) = band::skill::load_skill(&root);
+            skills.entry(skill.name.clone()).or_insert(skill);
+        }
+    }
+    let mut out = Catalog::default();
+    for skill in skills.values() {
+        if let Some(md) = &skill.skill_md {
+            out.skills.push(SkillDoc {
+                resource: Resource::new(
+                    skill_md_uri(&skill.name),
+                    format!("{}/SKILL.md", skill.name),
+                )
+                .with_title(format!("The {} skill", skill.name))
+                .with_description(md.description.clone())
+                .with_mime_type("text/markdown"),
+                path: skill.root.join("SKILL.md"),
+            });
+        }
+        for script in &skill.scripts {
+            match tool_for(skill, &script.name) {
+                Ok(tool) => out.tools.push(Entry {
+                    tool,
+                    skill_root: skill.root.clone(),
+                    script: script.name.clone(),
+                }),
+                Err(why) => out.skipped.push(Skipped {
+                    skill: skill.name.clone(),
+                    script: script.name.clone(),
+                    why: why.to_string(),
+                    root: skill.root.clone(),
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Why a script is not served as a tool.
+#[derive(Debug, thiserror::Error)]
+enum NotATool {
+    #[error("its band has errors")]
+    BandErrors,
+    #[error("input schema: {0}")]
+    InputSchema(String),
+    #[error("its input schema does not describe an object")]
+    NotAnObject,
+}
+
+/// The MCP description of one script.
+fn tool_for(skill: &band::skill::Skill, script: &str) -> Result<Tool, NotATool> {
+    let (resolved, _) = band::skill::resolve_script(skill, script);
+    let policy = resolved.ok_or(NotATool::BandErrors)?.policy;
+    let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
+    let input_rel = format!("schemas/input/{script}.json");
+    schemas
+        .compile(&input_rel)
+        .map_err(|e| NotATool::InputSchema(e.to_string()))?;
+    let input = schemas
+        .bundle(&input_rel)
+        .and_then(object_schema)
+        .ok_or(NotATool::NotAnObject)?;
+    let title = format!("{}/{script}", skill.name);
+    let mut tool = Tool::new(
+        tool_name(&skill.name, script),
+        description(&skill.name, script, &input),
+        Arc::new(input),
+    )
+    .with_title(title.clone())
+    .with_annotations(annotations(&policy, title));
+    let output_rel = format!("schemas/output/{script}.json");
+    if schemas.compile(&output_rel).is_ok()
+        && let Some(output) = schemas.bundle(&output_rel).and_then(object_schema)
+    {
+        tool = tool.with_raw_output_schema(Arc::new(output));
+    }
+    Ok(tool)
+}
+
+/// What the script does, in its own words: the input schema's `description`, else its `title`.
+/// The skill's description is not repeated on every tool: it is in the skill's SKILL.md resource.
+fn description(skill: &str, script: &str, input: &JsonObject) -> String {
+    ["description", "title"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(String::from)
+        .unwrap_or_else(|| {
+            format!(
+                "Runs `{script}` of the skill `{skill}` (its input schema has no description; \
+                 the resource {} describes the skill).",
+                skill_md_uri(skill)
+            )
+        })
+}
+
+/// The hints a client may show or act on, from the policy: what can the script change outside
+/// its sandbox? Only the workspace (files under `allow.write`, copied back) and the network
+/// (`allow.net`); an insisted item counts as allowed.
+///
+/// - `readOnlyHint`: nothing is written back and there is no network.
+/// - `destructiveHint`: whenever the tool is not read-only. band cannot tell an overwrite from a
+///   new file, nor a DELETE from a GET, so it never claims "additive only".
+/// - `openWorldHint`: it has network.
+/// - `idempotentHint` is left out: nothing in a band says so.
+pub(crate) fn annotations(policy: &Policy, title: String) -> ToolAnnotations {
+    let writes = !policy.allow.write.is_empty() || !policy.insist.write.is_empty();
+    let net = !policy.allow.net.is_empty() || !policy.insist.net.is_empty();
+    let read_only = !writes && !net;
+    ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .destructive(!read_only)
+        .open_world(net)
+}
+
+/// A bundled schema as an MCP object schema: `"type": "object"` is added when the root names no
+/// type (MCP tool arguments and structured results are objects); a root of another type is not
+/// one.
+fn object_schema(schema: Value) -> Option<JsonObject> {
+    let Value::Object(mut o) = schema else {
+        return None;
+    };
+    match o.get("type") {
+        None => {
+            o.insert("type".into(), "object".into());
+            Some(o)
+        }
+        Some(Value::String(t)) if t == "object" => Some(o),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn repo_skills() -> Vec<PathBuf> {
+        vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("skills")]
+    }
+
+    fn hints(t: &Tool) -> (Option<bool>, Option<bool>, Option<bool>) {
+        let a = t.annotations.clone().unwrap_or_default();
+        (a.read_only_hint, a.destructive_hint, a.open_world_hint)
+    }
+
+    #[test]
+    fn every_script_of_the_repository_skills_is_a_tool() {
+        let c = catalog(&repo_skills());
+        assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+        let names: Vec<String> = c.tools.iter().map(|e| e.tool.name.to_string()).collect();
+        for name in [
+            "text__count",
+            "text__summary",
+            "csv-stats__report",
+            "github__issue-create",
+            "json-transform__apply",
+        ] {
+            assert!(names.contains(&name.to_string()), "{name} in {names:?}");
+        }
+        let get = |n: &str| {
+            c.tools
+                .iter()
+                .find(|e| e.tool.name == n)
+                .map(|e| e.tool.clone())
+                .unwrap()
+        };
+        let count = get("text__count");
+        assert_eq!(
+            count.description.as_deref(),
+            Some("Count words, lines and characters of `text`.")
+        );
+        assert_eq!(count.title.as_deref(), Some("text/count"));
+        assert_eq!(count.input_schema["required"], json!(["text"]));
+        // (readOnly, destructive, openWorld)
+        assert_eq!(hints(&count), (Some(true), Some(false), Some(false)));
+        assert_eq!(
+            hints(&get("github__issue-create")),
+            (Some(false), Some(true), Some(true))
+        );
+        assert_eq!(
+            hints(&get("csv-stats__report")),
+            (Some(false), Some(true), Some(false))
+        );
+    }
+
+    /// The skill's description opened every tool's (the same 265 characters on all 13 github
+    /// tools); it is said once, in the skill's resource.
+    #[test]
+    fn tools_say_what_their_script_does_and_skills_are_resources() {
+        let c = catalog(&repo_skills());
+        let github = c
+            .skills
+            .iter()
+            .find(|s| s.resource.uri == "band://skills/github/SKILL.md")
+            .expect("the github skill's resource");
+        let skill_description = github.resource.description.clone().unwrap_or_default();
+        assert!(skill_description.starts_with("Work with GitHub"));
+        assert!(github.path.ends_with("github/SKILL.md"));
+        let mut descriptions = std::collections::BTreeSet::new();
+        for e in &c.tools {
+            let d = e.tool.description.as_deref().unwrap_or("");
+            assert!(!d.contains(&skill_description), "{}: {d}", e.tool.name);
+            assert!(!d.is_empty() && d.len() < 200, "{}: {d}", e.tool.name);
+            descriptions.insert(d.to_string());
+        }
+        assert_eq!(descriptions.len(), c.tools.len(), "{descriptions:#?}");
+        let uris: Vec<String> = c.resources().iter().map(|r| r.uri.clone()).collect();
+        assert_eq!(
+            uris,
+            [
+                "csv-stats",
+                "github",
+                "http-fetch",
+                "json-transform",
+                "text"
+            ]
+            .map(skill_md_uri)
+        );
+    }
+
+    /// An insisted item counts as allowed: `insist.net` opens the world as `allow.net` does, and
+    /// `insist.write` writes as `allow.write` does.
+    #[test]
+    fn annotations_follow_the_policy() {
+        let title = || "s/x".to_string();
+        let none = Policy::default();
+        let a = annotations(&none, title());
+        assert_eq!(
+            (a.read_only_hint, a.destructive_hint, a.open_world_hint),
+            (Some(true), Some(false), Some(false))
+        );
+        let mut net = Policy::default();
+        net.insist.net = vec!["api.x.test".into()];
+        let a = annotations(&net, title());
+        assert_eq!(
+            (a.read_only_hint, a.destructive_hint, a.open_world_hint),
+            (Some(false), Some(true), Some(true))
+        );
+        let mut write = Policy::default();
+        write.insist.write = vec!["out/**".into()];
+        let a = annotations(&write, title());
+        assert_eq!(
+            (a.read_only_hint, a.destructive_hint, a.open_world_hint),
+            (Some(false), Some(true), Some(false))
+        );
+        // Reading the workspace and running commands changes nothing outside the sandbox.
+        let mut read = Policy::default();
+        read.allow.read = vec!["data/**".into()];
+        read.allow.cli = vec!["jq *".into()];
+        assert_eq!(annotations(&read, title()).read_only_hint, Some(true));
+        assert_eq!(annotations(&read, title()).title.as_deref(), Some("s/x"));
+    }
+
+    #[test]
+    fn a_script_left_out_is_reported() {
+        let t = tempfile::tempdir().unwrap();
+        band_test::copy_dir(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("skills/text"),
+            &t.path().join("text"),
+        );
+        fs_err::write(
+            t.path().join("text/schemas/input/count.json"),
+            r#"{"type": "string"}"#,
+        )
+        .unwrap();
+        let c = catalog(&[t.path().to_path_buf()]);
+        let names: Vec<&str> = c.tools.iter().map(|e| e.tool.name.as_ref()).collect();
+        assert_eq!(names, ["text__summary"]);
+        assert_eq!(
+            c.skipped
+                .iter()
+                .map(|s| (s.skill.as_str(), s.script.as_str(), s.why.as_str()))
+                .collect::<Vec<_>>(),
+            [(
+                "text",
+                "count",
+                "its input schema does not describe an object"
+            )]
+        );
+        let line = format!(
+            "text/count: its input schema does not describe an object; run `band lint {}`\n",
+            t.path().join("text").display()
+        );
+        assert_eq!(c.not_offered_text(), line);
+        assert!(
+            c.resources().iter().any(|r| r.uri == NOT_OFFERED_URI),
+            "{:?}",
+            c.resources()
+        );
+        // Nothing left out, no such resource.
+        assert!(
+            !catalog(&repo_skills())
+                .resources()
+                .iter()
+                .any(|r| r.uri == NOT_OFFERED_URI)
+        );
+    }
+
+    #[test]
+    fn tool_schemas_are_self_contained() {
+        let c = catalog(&repo_skills());
+        for e in &c.tools {
+            let input = Value::Object((*e.tool.input_schema).clone());
+            assert_eq!(input["type"], "object", "{}", e.tool.name);
+            let compiled = jsonschema::validator_for(&input);
+            assert!(compiled.is_ok(), "{}: {:?}", e.tool.name, compiled.err());
+            if let Some(out) = &e.tool.output_schema {
+                let out = Value::Object((**out).clone());
+                assert!(
+                    jsonschema::validator_for(&out).is_ok(),
+                    "{} output",
+                    e.tool.name
+                );
+            }
+        }
+        // A $ref'd input schema (github) still checks what the contract checks.
+        let list = c
+            .tools
+            .iter()
+            .find(|e| e.tool.name == "github__issue-list")
+            .unwrap();
+        let v =
+            jsonschema::validator_for(&Value::Object((*list.tool.input_schema).clone())).unwrap();
+        assert!(v.is_valid(&json!({"repo": "octo/demo", "limit": 5})));
+        assert!(!v.is_valid(&json!({"repo": "not a repo"})));
+        assert!(!v.is_valid(&json!({"repo": "octo/demo", "limit": 500})));
+    }
+}

@@ -1,0 +1,336 @@
+//! Tool results: what a client gets back from a call.
+//!
+//! - `ok`: the output as `structuredContent` (it matched the output contract, so it matches the
+//!   tool's `outputSchema`), and as JSON text.
+//! - anything else: `isError: true` and **no** `structuredContent`. MCP clients validate
+//!   `structuredContent` against the tool's `outputSchema`, which describes success; the
+//!   TypeScript SDK does it for error results too, and turned every band error into a protocol
+//!   error (`-32602 Structured content does not match the tool's output schema`). So an error
+//!   result is two text blocks: a line for a person or a model (`denied: … (denied: command jq
+//!   …)`, then `hint: …`), and band's typed error object as JSON ([`failure`]).
+//!
+//! Field names, the same in `band run --json` and the ledger: `exit_code` is band's exit code
+//! (the table in `band::proto::exit`, as `band run` exits), `script_exit_code` the script's own,
+//! when it ran.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+
+use crate::cli::{hint_of, trace};
+use band::client::pipeline::Outcome;
+use band::proto::{Denial, Status, exit};
+use serde::Serialize;
+
+/// The most stderr an error result carries (its end).
+pub(crate) const MAX_ERROR_STDERR: usize = 4096;
+/// The most of the script's last stderr line the headline quotes.
+const MAX_HEADLINE_STDERR: usize = 200;
+
+/// The tool result of a finished (or refused) run.
+pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
+    let r = &outcome.result;
+    if r.status == Status::Ok {
+        let mut result = match &r.output {
+            Some(v @ Value::Object(_)) => CallToolResult::structured(v.clone()),
+            Some(Value::String(s)) => CallToolResult::success(vec![ContentBlock::text(s.clone())]),
+            Some(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
+            None => CallToolResult::success(vec![ContentBlock::text(r.stdout.clone())]),
+        };
+        if !r.written.is_empty() {
+            let files: Vec<&str> = r.written.iter().map(|f| f.path.as_str()).collect();
+            result.content.push(ContentBlock::text(format!(
+                "written to the workspace: {}",
+                files.join(", ")
+            )));
+        }
+        for w in &outcome.secret_warnings {
+            result
+                .content
+                .push(ContentBlock::text(format!("band: warning: {w}")));
+        }
+        return result;
+    }
+    let message = match &r.error {
+        Some(e) => e.message.clone(),
+        None => {
+            let mut m = r.status.describe().to_string();
+            if r.status == Status::ScriptFailed
+                && let Some(line) = r.stderr.lines().rev().find(|l| !l.trim().is_empty())
+            {
+                let line: String = line.trim().chars().take(MAX_HEADLINE_STDERR).collect();
+                m = format!("{m}; its last line on stderr: {line}");
+            }
+            m
+        }
+    };
+    let mut details: Vec<String> = Vec::new();
+    if !r.denied.is_empty() {
+        let what: Vec<String> = r.denied.iter().map(trace::describe).collect();
+        details.push(format!("denied: {}", what.join("; ")));
+    }
+    if !r.insist_missing.is_empty() {
+        details.push(format!("never happened: {}", r.insist_missing.join(", ")));
+    }
+    let hint = r.error.as_ref().and_then(|e| e.hint.as_deref());
+    failure(
+        &headline(r.status.as_str(), &message, &details, hint),
+        &Failure {
+            status: r.status.as_str(),
+            exit_code: r.status.exit_code(),
+            script_exit_code: r.exit_code,
+            description: r.status.describe(),
+            error: json!(r.error),
+            denied: &r.denied,
+            insist_missing: &r.insist_missing,
+            stderr: tail(&r.stderr, MAX_ERROR_STDERR),
+            run_id: Some(&r.run_id),
+            secret_warnings: &outcome.secret_warnings,
+        },
+    )
+}
+
+/// The tool result of a run that could not start (unknown script, broken band, missing secret,
+/// no band-server): status `error`, exit code 2, as `band run` would exit. The same fields as
+/// every other error result, so a client reads one shape.
+pub(crate) fn error_result(err: &anyhow::Error) -> CallToolResult {
+    let hint = err.chain().find_map(hint_of);
+    let message = format!("{err:#}");
+    failure(
+        &headline("error", &message, &[], hint),
+        &Failure {
+            status: "error",
+            exit_code: exit::USAGE,
+            script_exit_code: None,
+            description: "the run could not start",
+            error: json!({ "message": message, "hint": hint }),
+            denied: &[],
+            insist_missing: &[],
+            stderr: "",
+            run_id: None,
+            secret_warnings: &[],
+        },
+    )
+}
+
+/// band's typed error object, the second text block of every error result; its fields in this
+/// order.
+#[derive(Debug, Serialize)]
+struct Failure<'a> {
+    /// The run's status (`denied`, `input_invalid`, …), or `error` when it could not start.
+    status: &'a str,
+    /// band's exit code for it, as `band run` exits.
+    exit_code: u8,
+    /// The script's own exit code, when it ran.
+    script_exit_code: Option<i32>,
+    description: &'a str,
+    /// `message`, `hint` and, for a run, the sandbox `layer`; `null` when the status says it all.
+    error: Value,
+    denied: &'a [Denial],
+    insist_missing: &'a [String],
+    /// The end of the script's stderr ([`MAX_ERROR_STDERR`]).
+    stderr: &'a str,
+    run_id: Option<&'a str>,
+    secret_warnings: &'a [String],
+}
+
+/// An error result: the headline, then band's typed error object as JSON; no structured content.
+fn failure(headline: &str, typed: &Failure) -> CallToolResult {
+    let text = serde_json::to_string_pretty(typed)
+        .unwrap_or_else(|e| json!({"status": "error", "message": e.to_string()}).to_string());
+    CallToolResult::error(vec![ContentBlock::text(headline), ContentBlock::text(text)])
+}
+
+/// `status: message (details)`, then `hint: …` on a line of its own.
+fn headline(status: &str, message: &str, details: &[String], hint: Option<&str>) -> String {
+    let mut line = format!("{status}: {message}");
+    if !details.is_empty() {
+        line = format!("{line} ({})", details.join("; "));
+    }
+    if let Some(h) = hint {
+        line = format!("{line}\nhint: {h}");
+    }
+    line
+}
+
+/// The last `max` bytes of `s`, cut at a character boundary.
+fn tail(s: &str, max: usize) -> &str {
+    let mut cut = s.len().saturating_sub(max);
+    while !s.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &s[cut..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use band::proto::{Layer, RunResult};
+
+    fn outcome(result: RunResult) -> Outcome {
+        Outcome {
+            result,
+            skill: "s".into(),
+            script: "x".into(),
+            target: band::manifest::Target::Host,
+            bundle_sha256: String::new(),
+            band_sha256: String::new(),
+            policy_sha256: String::new(),
+            input_bytes: 0,
+            input_sha256: String::new(),
+            output_bytes: 0,
+            output_sha256: String::new(),
+            started_at_ms: 0,
+            lock: band::ledger::LockMark::Unlocked,
+            integrity: Vec::new(),
+            input: serde_json::Value::Null,
+            redact: Default::default(),
+            secret_warnings: Vec::new(),
+        }
+    }
+
+    fn texts(r: &CallToolResult) -> Vec<String> {
+        r.content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    /// An error result: no structured content (a client would check it against the success
+    /// schema), the headline, and the typed object as the second text block.
+    fn typed(r: &CallToolResult) -> (String, Value) {
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.structured_content, None);
+        let t = texts(r);
+        assert_eq!(t.len(), 2, "{t:?}");
+        (t[0].clone(), serde_json::from_str(&t[1]).unwrap())
+    }
+
+    fn denied() -> RunResult {
+        let mut denied = RunResult::setup_failed("0011223344556677", Layer::Cli, "", None);
+        denied.status = Status::Denied;
+        denied.error = None;
+        denied.exit_code = Some(126);
+        denied.denied = vec![Denial::Cli {
+            argv: vec!["curl".into(), "x".into()],
+            rule: None,
+        }];
+        denied.stderr = format!("{}band: denied: curl x\n", "é".repeat(5000));
+        denied
+    }
+
+    #[test]
+    fn success_is_structured_content() {
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!({"words": 2}));
+        let r = call_result(&outcome(ok));
+        assert_eq!(r.is_error, Some(false));
+        assert_eq!(r.structured_content, Some(json!({"words": 2})));
+    }
+
+    #[test]
+    fn errors_carry_the_typed_status_as_text_not_structured_content() {
+        let (headline, s) = typed(&call_result(&outcome(denied())));
+        assert_eq!(
+            headline,
+            "denied: the script failed after the policy denied a command, host or path \
+             (denied: command curl x)"
+        );
+        assert_eq!(
+            (
+                s["status"].clone(),
+                s["exit_code"].clone(),
+                s["script_exit_code"].clone(),
+                s["run_id"].clone()
+            ),
+            (
+                json!("denied"),
+                json!(5),
+                json!(126),
+                json!("0011223344556677")
+            )
+        );
+        assert_eq!(s["denied"][0]["argv"], json!(["curl", "x"]));
+        let tail = s["stderr"].as_str().unwrap();
+        assert!(
+            tail.len() <= MAX_ERROR_STDERR && tail.ends_with("band: denied: curl x\n"),
+            "{}",
+            tail.len()
+        );
+
+        let mut failed = denied();
+        failed.status = Status::ScriptFailed;
+        failed.denied.clear();
+        failed.exit_code = Some(3);
+        failed.stderr = "one\nno such file: data/x.csv\n\n".into();
+        let (headline, s) = typed(&call_result(&outcome(failed)));
+        assert_eq!(
+            headline,
+            "script_failed: the script exited non-zero; its last line on stderr: no such file: \
+             data/x.csv"
+        );
+        assert_eq!(
+            (s["exit_code"].clone(), s["script_exit_code"].clone()),
+            (json!(1), json!(3))
+        );
+
+        let mut invalid = RunResult::setup_failed(
+            "0011223344556677",
+            Layer::Io,
+            "input: /text: 5 is not of type \"string\"",
+            Some("see `band run text/count --help`".into()),
+        );
+        invalid.status = Status::InputInvalid;
+        let (headline, s) = typed(&call_result(&outcome(invalid)));
+        assert_eq!(
+            headline,
+            "input_invalid: input: /text: 5 is not of type \"string\"\n\
+             hint: see `band run text/count --help`"
+        );
+        assert_eq!(s["script_exit_code"], Value::Null);
+        assert_eq!(s["error"]["hint"], "see `band run text/count --help`");
+    }
+
+    #[test]
+    fn a_run_that_could_not_start_has_the_same_shape() {
+        let err = crate::cli::user_error("missing required secret: GITHUB_TOKEN", "export it");
+        let (headline, s) = typed(&error_result(&err));
+        assert_eq!(
+            headline,
+            "error: missing required secret: GITHUB_TOKEN\nhint: export it"
+        );
+        let (_, denied) = typed(&call_result(&outcome(denied())));
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&s), keys(&denied));
+        assert_eq!(
+            (
+                s["status"].clone(),
+                s["exit_code"].clone(),
+                s["error"]["hint"].clone()
+            ),
+            (json!("error"), json!(2), json!("export it"))
+        );
+    }
+
+    #[test]
+    fn results_carry_the_secret_warnings() {
+        let warning =
+            "the output contains the secret TOKEN (band masks secrets in logs, not in output)";
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!({"t": "value"}));
+        let mut o = outcome(ok);
+        o.secret_warnings = vec![warning.into()];
+        let r = call_result(&o);
+        assert!(
+            texts(&r).contains(&format!("band: warning: {warning}")),
+            "{:?}",
+            r.content
+        );
+        o.result.status = Status::ScriptFailed;
+        let (_, s) = typed(&call_result(&o));
+        assert_eq!(s["secret_warnings"], json!([warning]));
+    }
+}
