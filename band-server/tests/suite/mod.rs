@@ -1,3 +1,4 @@
+mod gate;
 mod hardening;
 pub(crate) mod helpers;
 mod network;
