@@ -265,7 +265,8 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 
 /// The execute-only (or, for a `#!` script, read-only) copy of `host` in the cache, made on first
 /// use. Concurrent servers may copy the same file at once: each writes its own temporary file and
-/// renames it into place, so the entry is always whole.
+/// links it into place unless another was first, so the entry is always whole and never changes
+/// once made.
 pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
     copy_into_cache(&cache_dir(state), name, host)
@@ -304,12 +305,17 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
             .open(&tmp)?;
         io::copy(&mut src, &mut dst)?;
         dst.flush()?;
+        // Closed before it can be run: a file still open for writing cannot be exec'd (ETXTBSY).
+        drop(dst);
         fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-        fs::rename(&tmp, &entry)
+        // The first copy in place stays: another server may already have opened or bound it
+        // (its peer check holds that inode), so a later copy is never renamed over it.
+        match fs::hard_link(&tmp, &entry) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        }
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
+    let _ = fs::remove_file(&tmp);
     result?;
     Ok(Cached {
         path: entry,
