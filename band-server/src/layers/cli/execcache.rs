@@ -39,11 +39,15 @@
 //! times that on a disk filesystem. The copies take memory: the essentials are about 7 MB.
 //!
 //! What is left: a running program can still run its own file again through `/proc/self/exe`
-//! (the kernel lets a process open its own), with arguments of its choosing, unseen by the gate.
-//! Only a program that can exec an arbitrary path can do that (an interpreter, `env`, `xargs`,
-//! `find -exec`), and only with itself: never another program. An approved call of such a
-//! program with arbitrary arguments is already what its pattern allowed (`python3 *`), or, for an
-//! essential (`env`, `xargs`), an unjudged call anyway unless the band declares it.
+//! (the kernel lets a process open its own: not being dumpable guards it from others, not from
+//! itself), with arguments of its choosing, unseen by the gate. Only a program that can exec an
+//! arbitrary path can do that (an interpreter, `env`, `xargs`, `find -exec`), and only with
+//! itself: `/proc/<pid>/exe` of any other process of the run cannot be opened. For an
+//! interpreter the band allows, that is code it could run anyway; for an undeclared essential
+//! (`env`, `xargs`), an unjudged call anyway; a declared command with narrow patterns that can
+//! exec a path (`env FOO=1 tool`) is the case it matters for. And since the path a program
+//! reports names nothing inside, a program that runs that path (node's `process.execPath`) or
+//! finds its installation from it (a JDK's `java`) fails: it must be run by name.
 
 use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
