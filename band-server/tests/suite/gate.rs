@@ -113,8 +113,23 @@ exe=$(python3 -c 'import os; print(os.readlink("/proc/self/exe"))')
 test -e "$exe" && echo exe_exists=yes || echo exe_exists=no
 python3 -c 'import os, sys; os.open(sys.argv[1], os.O_PATH)' "$exe" 2>/dev/null && echo exe_opath=yes || echo exe_opath=no
 echo "mounts=$(awk '{print $5}' /proc/self/mountinfo | grep -c '^/band/x')"
-found=$(find / -xdev -type f -perm -u+x 2>/dev/null | grep -v -E '^/(band/(shim|jail)|skill/)' | head -5 | tr '\n' ' ')
+found=$( (find / -xdev -type f -perm -u+x; find /band /tmp /workspace -type f -perm -u+x) 2>/dev/null | grep -v -E '^/band/(shim|jail)$' | head -5 | tr '\n' ' ')
 echo "found=[$found]"
+# No process of the run holds a descriptor of a program that the script could take (the jail
+# got the entry's interpreter as one; bubblewrap's pid 1 must not keep it).
+python3 -c '
+import glob, os, stat
+held = 0
+for p in glob.glob("/proc/[0-9]*/fd/*"):
+    try:
+        fd = os.open(p, os.O_PATH)
+    except OSError:
+        continue
+    st = os.fstat(fd)
+    os.close(fd)
+    held += stat.S_ISREG(st.st_mode) and st.st_mode & 0o777 == 0o111
+print("held=%d" % held)
+'
 kill %1 2>/dev/null
 exit 0
 "#;
@@ -131,6 +146,7 @@ exit 0
     assert_eq!(get("exe_opath"), "no", "{o:#?}");
     assert_eq!(get("mounts"), "1", "{o:#?}");
     assert_eq!(get("found"), "[]", "{o:#?}");
+    assert_eq!(get("held"), "0", "{o:#?}");
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
 }
 
