@@ -743,3 +743,24 @@ pub fn close_fds_except(keep: &[RawFd]) -> io::Result<()> {
     }
     close(next, u32::MAX)
 }
+
+/// Put the signal state a program should start with, as `std::process::Command` does before it
+/// execs: `SIGPIPE` back to its default action (the Rust runtime ignores it, and an ignored
+/// signal stays ignored across `exec`), and an empty signal mask.
+pub fn reset_signals_for_exec() -> io::Result<()> {
+    // SAFETY: signal() with a valid signal number and SIG_DFL; no handler is installed.
+    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `set` is initialised by sigemptyset before it is read; sigprocmask only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        check(libc::sigemptyset(&mut set))?;
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
+    }
+    Ok(())
+}

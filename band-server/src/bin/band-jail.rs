@@ -10,6 +10,8 @@
 //!    share the host's network would otherwise reach the host's abstract sockets);
 //! 3. close every fd above 2 (the status fd and the program's are kept, close-on-exec);
 //! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
+//!    reset `SIGPIPE` (the Rust runtime ignores it, and an ignored signal stays ignored across
+//!    `exec`) and the signal mask;
 //! 5. install the seccomp program, last, so nothing above runs under it;
 //! 6. write `ok` to the status fd and `execve` the entry (or `execveat` its interpreter).
 //!
@@ -240,6 +242,11 @@ fn main() {
     let program = seccomp::build_program(input.seccomp)
         .unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
     drop(secrets);
+
+    // The signal state a program expects (not the Rust runtime's ignored SIGPIPE).
+    if let Err(e) = sys::reset_signals_for_exec() {
+        fail(st, Layer::Process, &format!("failed to reset signals: {e}"));
+    }
 
     // 5. seccomp, last.
     if let Err(e) = seccomp::install(&program) {

@@ -107,6 +107,9 @@ fn exec(program: &OwnedFd, argv: &[String]) -> anyhow::Error {
         (Ok(a), Ok(e)) => (a, e),
         (Err(e), _) | (_, Err(e)) => return e,
     };
+    if let Err(e) = sys::reset_signals_for_exec() {
+        return e.into();
+    }
     sys::execveat_fd(program.as_fd(), &argv, &envp).into()
 }
 

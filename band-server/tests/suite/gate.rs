@@ -235,3 +235,37 @@ echo "us_per_call=$(( (end - start) / 200000 ))"
         o.kv().get("us_per_call").cloned().unwrap_or_default()
     );
 }
+
+#[test]
+fn privileged_commands_start_with_default_signal_dispositions() {
+    privileged!();
+    // band-shim and band-jail are Rust programs, whose runtime ignores SIGPIPE; a command they
+    // start must not inherit that (`yes | head -1` ends `yes` by SIGPIPE, exit 141, not with a
+    // "Broken pipe" error), and its signal mask is empty.
+    let script = r#"#!/bin/bash
+yes | head -1 >/dev/null; echo "yes_rc=${PIPESTATUS[0]}"
+while read -r k v; do case $k in SigIgn:|SigBlk:) echo "entry_${k%:}=$v";; esac; done < /proc/self/status
+echo "cmd=$(grep -E '^Sig(Ign|Blk):' /proc/self/status | tr -s '\t ' '=' | tr '\n' ' ')"
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["yes"]);
+    let o = run(&request(script, p));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("yes_rc"), "141", "{o:#?}");
+    // Bit 13 (SIGPIPE) is not ignored, in the entry's interpreter or in a command.
+    let ign = |hex: &str| u64::from_str_radix(hex, 16).unwrap_or(u64::MAX);
+    assert_eq!(ign(&get("entry_SigIgn")) & (1 << 12), 0, "{o:#?}");
+    assert_eq!(get("entry_SigBlk"), "0000000000000000", "{o:#?}");
+    assert!(get("cmd").contains("SigBlk:=0000000000000000"), "{o:#?}");
+    let cmd_ign = get("cmd")
+        .split(' ')
+        .find_map(|w| w.strip_prefix("SigIgn:="))
+        .map(ign)
+        .unwrap_or(u64::MAX);
+    assert_eq!(cmd_ign & (1 << 12), 0, "{o:#?}");
+}
