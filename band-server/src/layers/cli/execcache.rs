@@ -44,8 +44,11 @@
 //! arbitrary path can do that (an interpreter, `env`, `xargs`, `find -exec`), and only with
 //! itself: `/proc/<pid>/exe` of any other process of the run cannot be opened. For an
 //! interpreter the band allows, that is code it could run anyway; for an undeclared essential
-//! (`env`, `xargs`), an unjudged call anyway; a declared command with narrow patterns that can
-//! exec a path (`env FOO=1 tool`) is the case it matters for. And since the path a program
+//! (`env`, `xargs`), an unjudged call anyway; it matters for a command that can exec a path but
+//! whose patterns refuse some of its own arguments (`allow: find *`, `deny: find * -delete`:
+//! `find . -exec /proc/self/exe / -delete ;`). Landlock's execute right follows the file, not how
+//! it was reached, and seccomp user notification reads exec paths from memory another thread can
+//! change, so neither closes it (docs/security.md). And since the path a program
 //! reports names nothing inside, a program that runs that path (node's `process.execPath`) or
 //! finds its installation from it (a JDK's `java`) fails: it must be run by name.
 
