@@ -41,12 +41,18 @@ test -e "$py_path" && echo py_exists=yes || echo py_exists=no
 "$py_path" -I -c 'open("/tmp/f", "w").write("owned")' >/dev/null 2>&1; echo "py_direct=$?"
 python3 -c 'import os; os.execv("/proc/self/exe", ["python3", "-c", "print(1)"])' >/dev/null 2>&1; echo "py_self=$?"
 echo "content2=$(cat /tmp/f)"
+mkdir -p /tmp/d/e
+find /tmp/d/e -delete >/dev/null 2>&1; echo "find_by_name=$?"
+find /tmp/d -maxdepth 0 -exec /proc/self/exe /tmp/d/e -delete ';' >/dev/null 2>&1
+test -e /tmp/d/e && echo find_self=kept || echo find_self=deleted
 cat_path=$(cat /proc/self/maps | head -1 | sed 's/.* //')
 cat "$cat_path" >/dev/null 2>&1; echo "cat_read=$?"
 exit 0
 "#;
-    let mut p = with_cli(&["python3 *"], &["sed -i *", "python3 -I *"]);
-    p.allow.cli.push("cat *".into());
+    let p = with_cli(
+        &["python3 *", "cat *", "find *"],
+        &["sed -i *", "python3 -I *", "find * -delete"],
+    );
     let mut req = request(script, p);
     req.trace = true;
     let o = run(&req);
@@ -78,9 +84,12 @@ exit 0
         "hello",
         "the refused python3 -I did not run: {o:#?}"
     );
-    // What remains, stated in docs/security.md: an allowed program may re-run itself.
+    // What remains, stated in docs/security.md: an allowed program may re-run itself, with
+    // arguments its patterns refuse when it can exec a path (find's child is still find).
     assert_eq!(get("py_self"), "0", "{o:#?}");
-    // Both refusals by name were recorded; the direct attempts never reached the gate.
+    assert_eq!(get("find_by_name"), "126", "{o:#?}");
+    assert_eq!(get("find_self"), "deleted", "{o:#?}");
+    // The refusals by name were recorded; the direct attempts never reached the gate.
     let denied: Vec<&Vec<String>> = o
         .result
         .cli_calls
@@ -90,7 +99,10 @@ exit 0
         .collect();
     assert_eq!(
         denied,
-        [&strs(&["sed", "-i", "s/hello/owned/", "/tmp/f"])],
+        [
+            &strs(&["sed", "-i", "s/hello/owned/", "/tmp/f"]),
+            &strs(&["find", "/tmp/d/e", "-delete"])
+        ],
         "{o:#?}"
     );
 }
