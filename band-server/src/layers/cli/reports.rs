@@ -501,6 +501,37 @@ mod tests {
         }
     }
     #[test]
+    fn the_program_descriptor_travels_with_the_answer_close_on_exec() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let tmp = tempfile::tempdir().unwrap();
+        let prog = tmp.path().join("prog");
+        fs_err::write(&prog, b"\x7fELF").unwrap();
+        let fd = crate::layers::cli::execcache::open_program(&prog).unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        let line = b"{\"exec\":{}}\n";
+        assert_eq!(sys::send_with_fd(&a, line, fd.as_fd()).unwrap(), line.len());
+        let mut buf = [0u8; 64];
+        let (n, got) = sys::recv_with_fd(&b, &mut buf).unwrap();
+        assert_eq!(&buf[..n], line);
+        let got = got.unwrap();
+        assert_ne!(got.as_raw_fd(), fd.as_raw_fd());
+        let link = fs_err::read_link(format!("/proc/self/fd/{}", got.as_raw_fd())).unwrap();
+        assert_eq!(link, prog);
+        let info =
+            fs_err::read_to_string(format!("/proc/self/fdinfo/{}", got.as_raw_fd())).unwrap();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        assert_ne!(flags & libc::O_CLOEXEC as u32, 0, "received close-on-exec");
+        // A plain line carries none.
+        (&a).write_all(b"x\n").unwrap();
+        let (n, none) = sys::recv_with_fd(&b, &mut buf).unwrap();
+        assert_eq!((n, none.is_none()), (2, true));
+    }
+
+    #[test]
     fn start_time_is_field_22_even_when_the_name_has_parentheses() {
         let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200 18446744073709551615";
         assert_eq!(parse_starttime(stat), Some(987654));
