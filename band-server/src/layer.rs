@@ -20,7 +20,7 @@ use band::proto::Layer;
 
 use crate::config::ServerConfig;
 use crate::error::{SetupError, SetupResult};
-use crate::layers::cli::execcache::ExecTable;
+use crate::layers::cli::execcache::RunPrograms;
 use crate::layers::cli::reports::OnReport;
 use crate::layers::net::dns::OnLookup;
 use crate::layers::process::apply::Spawned;
@@ -120,14 +120,17 @@ pub struct Applied {
     pub on_report: OnReport,
     /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
     pub cgroup_join: Vec<File>,
-    /// CLI programs → jail input, report socket: every wrapped name → its hidden program.
-    pub table: Option<ExecTable>,
+    /// CLI programs → jail input, report socket: every wrapped name → its program, and each
+    /// program's descriptor.
+    pub programs: Option<RunPrograms>,
     /// CLI programs → report socket: band-shim's execute-only copy.
     pub shim: Option<PathBuf>,
     /// jail input → spawn: what keeps the run's memfds non-executable.
     pub memfd: Option<MemfdGuard>,
     /// jail input → spawn: the jail's input (secrets included), encoded.
     pub jail_json: Option<Vec<u8>>,
+    /// jail input → spawn: the entry's interpreter, as a descriptor for the jail to run.
+    pub jail_program: Option<std::os::fd::OwnedFd>,
     /// run directory → collect: its root on the host.
     pub run_dir: Option<PathBuf>,
     /// spawn → the run loop: bubblewrap's pipes and start time (the child is in the guard).
@@ -140,10 +143,11 @@ impl Applied {
             on_lookup,
             on_report,
             cgroup_join: Vec::new(),
-            table: None,
+            programs: None,
             shim: None,
             memfd: None,
             jail_json: None,
+            jail_program: None,
             run_dir: None,
             spawned: None,
         }

@@ -44,10 +44,11 @@
 //!   there stay (they need an interpreter, which is itself a command). The list is cached and
 //!   refreshed when packages change or hourly, so a program installed by other means than the
 //!   package manager can be visible for up to an hour.
-//! - A program that prints its own path (`/proc/self/exe`, from an allowed `python3 -c`) reveals
-//!   its hidden copy for the rest of the run: that one program can then run with arguments its
-//!   patterns refuse ([`layers::cli::execcache`]). A program that finds its installation from its own path (a
-//!   JDK's `java`) does not start as a declared command.
+//! - A running program can `exec` its own `/proc/self/exe` again, with other arguments, unseen by
+//!   the gate: only a program that can exec a path, and only itself ([`layers::cli::execcache`];
+//!   no path inside the sandbox leads to any program). The path it reports for itself names its
+//!   copy on the host, which does not exist inside: a program that finds its installation from it
+//!   (a JDK's `java`) does not start as a declared command.
 //! - `insist.read` sees paths passed as arguments to commands, not shell redirections or
 //!   builtins (`< file`, `read`), which never reach the shim.
 //! - Absolute `allow.read` / `allow.write` bind the pattern's static prefix whole; the run's uid

@@ -13,7 +13,7 @@
 use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -602,4 +602,165 @@ pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
 pub fn os_cstring(s: &OsStr) -> io::Result<CString> {
     CString::new(s.as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI gate's descriptor hand-over (band-server → band-shim, band-server → band-jail)
+// ---------------------------------------------------------------------------------------------
+
+/// `sendmsg` of `data` with one descriptor attached (`SCM_RIGHTS`). Returns the bytes sent (the
+/// descriptor travels with the first of them); the caller writes any rest without it.
+pub fn send_with_fd(sock: &UnixStream, data: &[u8], fd: BorrowedFd<'_>) -> io::Result<usize> {
+    // Room for one control message holding one int, aligned as cmsghdr requires.
+    let mut control = [0u64; 4];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid "no name, no iov, no control" value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
+    // SAFETY: `control` is larger than CMSG_SPACE(sizeof(int)) (32 bytes against 24), so
+    // CMSG_FIRSTHDR is non-null and the header and its int fit; the write is unaligned-safe.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd.as_raw_fd());
+    }
+    loop {
+        // SAFETY: `msg` points at `iov` (which describes `data`, only read by the kernel) and at
+        // `control`; all outlive the call. MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// `recvmsg` into `buf`, returning the byte count and the descriptor that came with the bytes
+/// (`SCM_RIGHTS`, received close-on-exec), if any. Extra descriptors are closed.
+pub fn recv_with_fd(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    use std::os::fd::FromRawFd;
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid "no name, no iov, no control" value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    let n = loop {
+        // SAFETY: `msg` points at `iov` (which describes `buf`) and at `control`; all outlive the
+        // call and have the sizes given.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut got: Option<OwnedFd> = None;
+    // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR walk the control buffer the kernel filled in, bounded by
+    // msg_controllen; an SCM_RIGHTS header holds (cmsg_len - CMSG_LEN(0)) / 4 ints, each a
+    // descriptor the kernel just installed in this process, owned by nobody else yet.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    if got.is_none() {
+                        got = Some(fd);
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n, got))
+}
+
+/// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`: run the program `fd` refers to (an `O_PATH`
+/// descriptor is enough; the caller needs only execute permission on the file). Only returns on
+/// failure.
+pub fn execveat_fd(fd: BorrowedFd<'_>, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*mut libc::c_char> = argv.iter().map(|s| s.as_ptr().cast_mut()).collect();
+    a.push(std::ptr::null_mut());
+    let mut e: Vec<*mut libc::c_char> = envp.iter().map(|s| s.as_ptr().cast_mut()).collect();
+    e.push(std::ptr::null_mut());
+    // SAFETY: the empty path, every argv/envp string and both null-terminated pointer arrays live
+    // until the call returns (it only returns on failure); the kernel does not write through
+    // them; `fd` is open for the duration of the call.
+    unsafe {
+        libc::execveat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            a.as_ptr(),
+            e.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    io::Error::last_os_error()
+}
+
+/// Close every descriptor above 2 except those in `keep` (which are marked close-on-exec
+/// instead).
+pub fn close_fds_except(keep: &[RawFd]) -> io::Result<()> {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|k| *k > 2).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let close = |first: u32, last: u32| -> io::Result<()> {
+        if first > last {
+            return Ok(());
+        }
+        // SAFETY: close_range on fd numbers only; no Rust object owns fds above 2 in the callers
+        // other than those in `keep` (band-jail holds no other File/OwnedFd across this call).
+        check(unsafe { libc::close_range(first, last, 0) }).map(|_| ())
+    };
+    let mut next: u32 = 3;
+    for k in &keep {
+        close(next, (*k as u32).saturating_sub(1))?;
+        // SAFETY: fcntl on an fd number.
+        check(unsafe { libc::fcntl(*k, libc::F_SETFD, libc::FD_CLOEXEC) })?;
+        next = *k as u32 + 1;
+    }
+    close(next, u32::MAX)
+}
+
+/// Put the signal state a program should start with, as `std::process::Command` does before it
+/// execs: `SIGPIPE` back to its default action (the Rust runtime ignores it, and an ignored
+/// signal stays ignored across `exec`), and an empty signal mask.
+pub fn reset_signals_for_exec() -> io::Result<()> {
+    // SAFETY: signal() with a valid signal number and SIG_DFL; no handler is installed.
+    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `set` is initialised by sigemptyset before it is read; sigprocmask only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        check(libc::sigemptyset(&mut set))?;
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
+    }
+    Ok(())
 }

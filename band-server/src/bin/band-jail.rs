@@ -3,14 +3,17 @@
 //! Synchronous, single-threaded, in this order:
 //!
 //! 1. read band-server's input from fd N until EOF, close it: the secrets, and how to start the
-//!    entry (`bwrap::JailInput`: a `#!` entry starts its interpreter's program directly);
+//!    entry (`bwrap::JailInput`: a `#!` entry starts its interpreter's program directly, from the
+//!    descriptor band-server passed, since no path inside the sandbox leads to it);
 //! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`, a Landlock domain scoping abstract unix sockets
 //!    and signals to the sandbox (`--ipc-scope required` fails when the kernel cannot: runs that
 //!    share the host's network would otherwise reach the host's abstract sockets);
-//! 3. close every fd above 2 (the status fd is kept, close-on-exec);
+//! 3. close every fd above 2 (the status fd and the program's are kept, close-on-exec);
 //! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
+//!    reset `SIGPIPE` (the Rust runtime ignores it, and an ignored signal stays ignored across
+//!    `exec`) and the signal mask;
 //! 5. install the seccomp program, last, so nothing above runs under it;
-//! 6. write `ok` to the status fd and `execve` the entry (or its interpreter).
+//! 6. write `ok` to the status fd and `execve` the entry (or `execveat` its interpreter).
 //!
 //! Any failure: `band-jail: <layer>: <message>` on stderr, `err <layer> <message>` on the status
 //! fd, exit 125. band-server turns that into `setup_failed` with that layer.
@@ -18,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{anyhow, bail};
@@ -157,9 +161,18 @@ fn main() {
             .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
     };
     let secrets = input.secrets;
-    let (program, command) = match input.exec {
-        Some(x) => (x.program, x.argv),
-        None => (args.command[0].clone(), args.command.clone()),
+    let (program_fd, command) = match input.exec {
+        Some(x) => {
+            let fd = sys::take_inherited_fd(x.fd).unwrap_or_else(|e| {
+                fail(
+                    st,
+                    Layer::Process,
+                    &format!("the entry's interpreter (fd {}): {e}", x.fd),
+                )
+            });
+            (Some(fd), x.argv)
+        }
+        None => (None, args.command.clone()),
     };
 
     // 2. Process hardening.
@@ -183,7 +196,11 @@ fn main() {
     }
 
     // 3. No inherited descriptors beyond stdio.
-    if let Err(e) = sys::close_fds_above_stderr(st) {
+    let keep: Vec<i32> = st
+        .into_iter()
+        .chain(program_fd.as_ref().map(AsRawFd::as_raw_fd))
+        .collect();
+    if let Err(e) = sys::close_fds_except(&keep) {
         fail(
             st,
             Layer::Process,
@@ -213,7 +230,7 @@ fn main() {
             CString::new(k).unwrap_or_else(|_| fail(st, Layer::Secrets, "environment contains NUL"))
         })
         .collect();
-    let program_c = CString::new(program.as_bytes())
+    let program_c = CString::new(args.command[0].as_bytes())
         .unwrap_or_else(|_| fail(st, Layer::Process, "program contains NUL"));
     let cargv: Vec<CString> = command
         .iter()
@@ -226,6 +243,11 @@ fn main() {
         .unwrap_or_else(|e| fail(st, Layer::Seccomp, &e.to_string()));
     drop(secrets);
 
+    // The signal state a program expects (not the Rust runtime's ignored SIGPIPE).
+    if let Err(e) = sys::reset_signals_for_exec() {
+        fail(st, Layer::Process, &format!("failed to reset signals: {e}"));
+    }
+
     // 5. seccomp, last.
     if let Err(e) = seccomp::install(&program) {
         fail(st, Layer::Seccomp, &e.to_string());
@@ -237,7 +259,10 @@ fn main() {
     {
         fail(None, Layer::Process, &format!("status fd: {e}"));
     }
-    let err = sys::execve(&program_c, &cargv, &envp);
+    let err = match &program_fd {
+        Some(fd) => sys::execveat_fd(fd.as_fd(), &cargv, &envp),
+        None => sys::execve(&program_c, &cargv, &envp),
+    };
     fail(
         st,
         Layer::Process,

@@ -7,16 +7,21 @@
 //! 2. Send argv over `/band/sock` (after band-server's nonce) and wait for the verdict. If there
 //!    is none, refuse to run anything (fail closed).
 //! 3. Denied: the message on stderr, exit 126 (127 for a name this sandbox does not have).
-//!    Allowed: exec the program band-server named, with the same arguments and environment.
+//!    Allowed: the answer carries the program as a descriptor (`SCM_RIGHTS`, received
+//!    close-on-exec); run it with `execveat(fd, "", …, AT_EMPTY_PATH)`, with the same arguments
+//!    (or those band-server gave, for a `#!` script's interpreter) and environment.
 //!
-//! band-shim reads no file and decides nothing: the policy is band-server's. Its own file is
-//! execute-only inside the sandbox, so the kernel makes it non-dumpable from the start: no other
-//! process of the run can read its memory or take its descriptors.
+//! band-shim reads no file and decides nothing: the policy is band-server's, and the programs
+//! are not in the sandbox: no path leads to them, only the descriptor band-server sends for an
+//! allowed call. Its own file is execute-only inside the sandbox, so the kernel makes it
+//! non-dumpable from the start: no other process of the run can read its memory or take its
+//! descriptors.
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
@@ -30,7 +35,11 @@ fn die(code: i32, msg: &str) -> ! {
     std::process::exit(code);
 }
 
-fn ask(argv: &[String]) -> anyhow::Result<Verdict> {
+/// Longest answer line read (a denial message names the argv, which can be long).
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// Ask band-server about the call: its verdict, and the program's descriptor that came with it.
+fn ask(argv: &[String]) -> anyhow::Result<(Verdict, Option<OwnedFd>)> {
     let conn = UnixStream::connect(SOCK).map_err(|e| anyhow!("connect {SOCK}: {e}"))?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(&conn);
@@ -38,6 +47,10 @@ fn ask(argv: &[String]) -> anyhow::Result<Verdict> {
     reader
         .read_line(&mut nonce)
         .map_err(|e| anyhow!("no nonce: {e}"))?;
+    if !reader.buffer().is_empty() {
+        bail!("band-server sent more than a nonce");
+    }
+    drop(reader);
     let nonce = nonce.trim_end().to_string();
     if nonce.is_empty() || nonce == "refused" {
         bail!("band-server refused the connection ({nonce:?})");
@@ -48,12 +61,56 @@ fn ask(argv: &[String]) -> anyhow::Result<Verdict> {
     })?;
     line.push(b'\n');
     (&conn).write_all(&line).map_err(|e| anyhow!("send: {e}"))?;
-    let mut answer = String::new();
-    reader
-        .read_line(&mut answer)
-        .map_err(|e| anyhow!("no answer: {e}"))?;
-    serde_json::from_str(answer.trim_end())
-        .map_err(|e| anyhow!("band-server answered {:?}: {e}", answer.trim_end()))
+    // The answer, read with recvmsg: the descriptor comes with its first bytes.
+    let mut answer = Vec::new();
+    let mut fd = None;
+    let mut buf = [0u8; 4096];
+    while !answer.contains(&b'\n') {
+        let (n, got) = sys::recv_with_fd(&conn, &mut buf).map_err(|e| anyhow!("no answer: {e}"))?;
+        if fd.is_none() {
+            fd = got;
+        }
+        if n == 0 {
+            bail!("band-server closed the connection without an answer");
+        }
+        answer.extend_from_slice(&buf[..n]);
+        if answer.len() > MAX_ANSWER_BYTES {
+            bail!("band-server's answer is too long");
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let verdict = serde_json::from_str(text.trim_end())
+        .map_err(|e| anyhow!("band-server answered {:?}: {e}", text.trim_end()))?;
+    Ok((verdict, fd))
+}
+
+fn cstrings<'a>(items: impl Iterator<Item = &'a [u8]>) -> anyhow::Result<Vec<CString>> {
+    items
+        .map(|b| CString::new(b).map_err(|_| anyhow!("an argument contains NUL")))
+        .collect()
+}
+
+/// Run `program` (the descriptor band-server sent) with `argv` and this process's environment.
+fn exec(program: &OwnedFd, argv: &[String]) -> anyhow::Error {
+    let env: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            kv
+        })
+        .collect();
+    let (argv, envp) = match (
+        cstrings(argv.iter().map(|a| a.as_bytes())),
+        cstrings(env.iter().map(Vec::as_slice)),
+    ) {
+        (Ok(a), Ok(e)) => (a, e),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    if let Err(e) = sys::reset_signals_for_exec() {
+        return e.into();
+    }
+    sys::execveat_fd(program.as_fd(), &argv, &envp).into()
 }
 
 fn main() {
@@ -80,12 +137,15 @@ fn main() {
                 "band: {name}: cannot ask band-server about the call ({e}); refusing to run it"
             ),
         ),
-        Ok(Verdict::Denied { message, code }) => die(code, &message),
-        Ok(Verdict::Exec(program)) => {
-            let err = std::process::Command::new(&program)
-                .arg0(&args[0])
-                .args(&args[1..])
-                .exec();
+        Ok((Verdict::Denied { message, code }, _)) => die(code, &message),
+        Ok((Verdict::Exec { .. }, None)) => die(
+            shim::EXIT_DENIED,
+            &format!(
+                "band: {name}: band-server allowed the call but sent no program; refusing to run it"
+            ),
+        ),
+        Ok((Verdict::Exec { argv }, Some(program))) => {
+            let err = exec(&program, argv.as_deref().unwrap_or(&args));
             die(
                 shim::EXIT_UNKNOWN,
                 &format!("band: {name}: cannot execute it: {err}"),

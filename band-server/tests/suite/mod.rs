@@ -1,4 +1,5 @@
 mod bundled;
+mod gate;
 mod hardening;
 pub(crate) mod helpers;
 mod network;

@@ -11,8 +11,9 @@ use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The programs step of [`crate::layers::APPLY`]: hardlinks of execute-only copies, under names
-/// only band-shim is told (see [`execcache`]), and band-shim's own copy.
+/// The programs step of [`crate::layers::APPLY`]: the execute-only copies, opened as descriptors
+/// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
+/// `/band/x`, and band-shim's own copy.
 pub(crate) fn programs(
     inp: &Inputs<'_>,
     out: &mut Applied,
@@ -25,7 +26,7 @@ pub(crate) fn programs(
         .layer(Layer::Cli, "failed to stage the skill's programs")?;
     let exec = ExecDir::create(&plan.exec.state, &plan.run_id, &plan.exec.programs)
         .layer(Layer::Cli, "failed to lay out the run's programs")?;
-    let table = exec.table.clone();
+    let programs = exec.programs.clone();
     let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
     guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
@@ -39,7 +40,7 @@ pub(crate) fn programs(
             ),
         ));
     }
-    out.table = Some(table);
+    out.programs = Some(programs);
     out.shim = Some(shim_copy.path);
     Ok(())
 }
@@ -61,14 +62,14 @@ pub(crate) fn report_socket(
     let shim = Applied::need(out.shim.as_ref(), Layer::Cli, "band-shim's copy")?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
-    let table = Applied::need(out.table.take(), Layer::Cli, "the run's programs")?;
+    let programs = Applied::need(out.programs.take(), Layer::Cli, "the run's programs")?;
     guard.push(
         ReportListener::start(
             &plan.sock,
             plan.identity.gid,
             check,
             plan.rules.clone(),
-            table,
+            programs,
             out.on_report.clone(),
         )
         .layer(Layer::Cli, "failed to open the report socket")?,

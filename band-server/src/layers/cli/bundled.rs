@@ -329,6 +329,7 @@ mod tests {
         assert_eq!(
             programs[0].script,
             Some(Shebang {
+                path: "/bin/sh".into(),
                 interp: "sh".into(),
                 arg: None
             })

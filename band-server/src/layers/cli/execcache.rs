@@ -1,38 +1,63 @@
-//! The real programs behind the CLI layer, where only band-shim can start them.
+//! The real programs behind the CLI layer, where nothing but an approved call can reach them.
 //!
 //! Inside the sandbox every wrapped name (`/band/bin/<name>` and `/usr/bin/<name>`) is band-shim,
 //! so a command is checked against the band's patterns whether it is called by name, by
-//! absolute path, through `env`, `xargs` or `bash -c`. The real program must still exist
-//! somewhere the shim can `exec` it, and nowhere the script can:
+//! absolute path, through `env`, `xargs` or `bash -c`. The real program must still be started
+//! somehow, and never by the script itself:
 //!
 //! - **Copies, execute-only.** Each program is copied once into `<state>/exec/cache/`
 //!   (`<name>-<key>`, where the key is taken from the host file's path, inode, size and times, so
-//!   a package upgrade makes a new entry) with mode `0111`: the script can run it but not read it.
-//!   The kernel marks a process whose program it could not read as not dumpable, so nothing of
-//!   the run's uid can open its `/proc/<pid>/exe`, `maps` or `mem` and `exec` the file from
-//!   there, or `ld.so` it. `#!` scripts are copied `0555` (their interpreter must read them);
-//!   how their calls are judged is in [`crate::layers::cli::shim::resolve_call`].
-//! - **Unlisted, unguessable places.** Per run, `<state>/exec/runs/<run>/` (mode `0111`) holds
-//!   one directory per program named by 128 random bits (also `0111`), with the copy hardlinked in
-//!   it. It is bound whole at `/band/x`, so `/proc/self/mountinfo` shows only `/band/x`. A script
-//!   can neither list these directories nor guess a name; band-server tells a program's path only
-//!   to a verified band-shim process, in the answer to its report (see [`crate::layers::cli::reports`]).
+//!   a package upgrade makes a new entry) with mode `0111`. The kernel marks a process whose
+//!   program it could not read as not dumpable, so nothing of the run's uid can open its
+//!   `/proc/<pid>/exe`, `maps` or `mem`, or `ld.so` it. `#!` scripts are copied `0555` (their
+//!   interpreter must read them).
+//! - **Not in the sandbox at all.** No path inside the sandbox leads to a program's copy: the
+//!   cache is outside the sandbox's mount tree. band-server opens each program of the run once
+//!   (`O_PATH`, [`RunPrograms`]) and, for an allowed call only, hands that descriptor to the
+//!   verified band-shim process that asked (`SCM_RIGHTS`, see [`crate::layers::cli::reports`]),
+//!   which runs it with `execveat(fd, "", …, AT_EMPTY_PATH)`. The jail starts the entry's
+//!   interpreter the same way, from a descriptor band-server gives bubblewrap. The path a running
+//!   program reports for itself (`/proc/self/exe`, `/proc/self/maps`: the host path of the copy)
+//!   names nothing inside, so learning it gains nothing: before, the copies were bound under
+//!   random names in the sandbox, and a program that printed its own path (`sed -n p
+//!   /proc/self/maps`, `readlink /proc/self/exe` in an allowed `python3 -c`) let the script run it
+//!   with arguments `deny.cli` refuses and without `--trace` seeing it.
+//! - **`#!` scripts run as their interpreter, decided by band-server.** `execveat` of a script
+//!   would hand the interpreter `/dev/fd/N`, a name that says nothing about which script it is.
+//!   So band-server does what the kernel would: an allowed call of a `#!` command is answered
+//!   with its interpreter's descriptor and the kernel's argv (`/usr/bin/python3 /band/x/pip
+//!   args…`); see [`crate::layers::cli::shim::resolve_call`]. The script's copy is readable at
+//!   `/band/x/<name>` (reading it grants nothing, and running it, or giving that path to its
+//!   interpreter, is judged as the command itself). `/band/x` holds nothing else: it is empty
+//!   when no `#!` command is declared.
 //!
-//! band-shim itself is cached the same way (execute-only), so it is not dumpable from its first
-//! instruction.
+//! band-shim itself is cached the same way (execute-only) and bound at `/band/shim`, so it is not
+//! dumpable from its first instruction.
 //!
 //! `<state>/exec` is a tmpfs of its own ([`mount_cache`], once, under a lock): a run makes and
-//! removes one directory and one link per program, which costs about 1 ms there and ten times
-//! that on a disk filesystem. The copies take memory: the essentials are about 7 MB.
+//! removes one directory and one link per `#!` script, which costs about 1 ms there and ten
+//! times that on a disk filesystem. The copies take memory: the essentials are about 7 MB.
 //!
-//! What is left: a program that prints its own path (`readlink /proc/self/exe` from inside an
-//! allowed `python3 -c`) reveals its own directory, for the rest of that run only; that lets the
-//! script run the same program with arguments its patterns refuse, never another program.
+//! What is left: a running program can still run its own file again through `/proc/self/exe`
+//! (the kernel lets a process open its own: not being dumpable guards it from others, not from
+//! itself), with arguments of its choosing, unseen by the gate. Only a program that can exec an
+//! arbitrary path can do that (an interpreter, `env`, `xargs`, `find -exec`), and only with
+//! itself: `/proc/<pid>/exe` of any other process of the run cannot be opened. For an
+//! interpreter the band allows, that is code it could run anyway; for an undeclared essential
+//! (`env`, `xargs`), an unjudged call anyway; it matters for a command that can exec a path but
+//! whose patterns refuse some of its own arguments (`allow: find *`, `deny: find * -delete`:
+//! `find . -exec /proc/self/exe / -delete ;`). Landlock's execute right follows the file, not how
+//! it was reached, and seccomp user notification reads exec paths from memory another thread can
+//! change, so neither closes it (docs/security.md). And since the path a program
+//! reports names nothing inside, a program that runs that path (node's `process.execPath`) or
+//! finds its installation from it (a JDK's `java`) fails: it must be run by name.
 
 use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::Arc;
 
 use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -40,16 +65,18 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Where the run's programs appear inside the sandbox.
+/// Where the run's `#!` scripts are readable inside the sandbox (nothing else is there).
 pub const SANDBOX_EXEC: &str = "/band/x";
 
 /// The file name band-shim's execute-only copy is cached under.
 pub const SHIM_NAME: &str = "band-shim";
 
-/// How the kernel starts a `#!` script: the interpreter's command name (the last component of its
-/// path) and the single optional argument of the `#!` line.
+/// How the kernel starts a `#!` script: the interpreter's path and command name (the last
+/// component of its path) and the single optional argument of the `#!` line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shebang {
+    /// The interpreter's path as the `#!` line writes it: the interpreter's `argv[0]`.
+    pub path: String,
     pub interp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arg: Option<String>,
@@ -86,23 +113,51 @@ pub fn parse_shebang(head: &[u8]) -> Option<Shebang> {
         return None;
     }
     Some(Shebang {
+        path: path.to_string(),
         interp,
         arg: arg.filter(|a| !a.is_empty()),
     })
 }
 
-/// One program of the run, as the sandbox sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One program of the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Program {
-    /// `/band/x/<32 hex>/<name>`.
-    pub path: String,
+    /// Its copy in the cache, on the host (never reachable inside the sandbox: band-server hands
+    /// it over as a descriptor, see [`RunPrograms`]).
+    pub file: PathBuf,
     /// Set when the program is a `#!` script.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub script: Option<Shebang>,
+    pub script: Option<Script>,
+}
+
+/// A `#!` script of the run: its `#!` line, and where its interpreter reads it in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    pub line: Shebang,
+    /// `/band/x/<name>`.
+    pub path: String,
 }
 
 /// Every wrapped name → its program.
 pub type ExecTable = BTreeMap<String, Program>;
+
+/// The run's programs as band-server hands them over: the table, and one open `O_PATH`
+/// descriptor (close-on-exec) of each program's copy, by wrapped name. Cloning shares the
+/// descriptors.
+#[derive(Debug, Clone, Default)]
+pub struct RunPrograms {
+    pub table: ExecTable,
+    pub fds: Arc<BTreeMap<String, OwnedFd>>,
+}
+
+/// Open `path` with `O_PATH | O_CLOEXEC`: a descriptor that can be `execveat`ed (given execute
+/// permission) but not read, and that pins the file as it was opened.
+pub fn open_program(path: &Path) -> io::Result<OwnedFd> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)?;
+    Ok(OwnedFd::from(f.into_file()))
+}
 
 /// A cached copy of a host program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,7 +272,8 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 
 /// The execute-only (or, for a `#!` script, read-only) copy of `host` in the cache, made on first
 /// use. Concurrent servers may copy the same file at once: each writes its own temporary file and
-/// renames it into place, so the entry is always whole.
+/// links it into place unless another was first, so the entry is always whole and never changes
+/// once made.
 pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
     copy_into_cache(&cache_dir(state), name, host)
@@ -256,12 +312,17 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
             .open(&tmp)?;
         io::copy(&mut src, &mut dst)?;
         dst.flush()?;
+        // Closed before it can be run: a file still open for writing cannot be exec'd (ETXTBSY).
+        drop(dst);
         fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-        fs::rename(&tmp, &entry)
+        // The first copy in place stays: another server may already have opened or bound it
+        // (its peer check holds that inode), so a later copy is never renamed over it.
+        match fs::hard_link(&tmp, &entry) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        }
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
+    let _ = fs::remove_file(&tmp);
     result?;
     Ok(Cached {
         path: entry,
@@ -278,16 +339,17 @@ pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
         .collect())
 }
 
-/// A run's `/band/x`: `<state>/exec/runs/<run>/`. Removed by [`ExecDir::remove`] (the run's
-/// teardown) or, after a crash, by the janitor.
+/// A run's `/band/x`: `<state>/exec/runs/<run>/`, which holds a link to each `#!` script's copy,
+/// and the run's programs ([`RunPrograms`]). Removed by [`ExecDir::remove`] (the run's teardown)
+/// or, after a crash, by the janitor.
 #[derive(Debug)]
 pub struct ExecDir {
     pub root: PathBuf,
-    pub table: ExecTable,
+    pub programs: RunPrograms,
     /// `<state>/exec/cache`, made by [`ExecDir::create`].
     cache: PathBuf,
-    /// What was made, for a teardown that does not have to list anything: (directory, file).
-    made: Vec<(PathBuf, Option<PathBuf>)>,
+    /// The links made, for a teardown that does not have to list anything.
+    made: Vec<PathBuf>,
 }
 
 impl ExecDir {
@@ -302,7 +364,7 @@ impl ExecDir {
         fs::create_dir(&root)?;
         let mut dir = ExecDir {
             root,
-            table: ExecTable::new(),
+            programs: RunPrograms::default(),
             cache: cache_dir(state),
             made: Vec::new(),
         };
@@ -320,45 +382,47 @@ impl ExecDir {
     }
 
     fn populate(&mut self, programs: &[(String, PathBuf)]) -> io::Result<()> {
-        for ((name, host), hex) in programs.iter().zip(random_hex(programs.len())?) {
+        let mut fds = BTreeMap::new();
+        for (name, host) in programs {
             let cached = copy_into_cache(&self.cache, name, host)?;
-            let sub = self.root.join(&hex);
-            fs::create_dir(&sub)?;
-            self.made.push((sub.clone(), None));
-            let target = sub.join(name);
-            if let Err(e) = fs::hard_link(&cached.path, &target) {
-                // A state directory spread over two filesystems: copy instead (slower, same result).
-                // (By kind: an fs-err error carries no raw errno.)
-                if e.kind() != io::ErrorKind::CrossesDevices {
-                    return Err(e);
+            fds.insert(name.clone(), open_program(&cached.path)?);
+            let script = match cached.script {
+                None => None,
+                Some(line) => {
+                    let target = self.root.join(name);
+                    if let Err(e) = fs::hard_link(&cached.path, &target) {
+                        // A state directory spread over two filesystems: copy instead (slower,
+                        // same result). (By kind: an fs-err error carries no raw errno.)
+                        if e.kind() != io::ErrorKind::CrossesDevices {
+                            return Err(e);
+                        }
+                        fs::copy(&cached.path, &target)?;
+                        fs::set_permissions(&target, std::fs::Permissions::from_mode(0o555))?;
+                    }
+                    self.made.push(target);
+                    Some(Script {
+                        line,
+                        path: format!("{SANDBOX_EXEC}/{name}"),
+                    })
                 }
-                fs::copy(&cached.path, &target)?;
-                let mode = fs::metadata(&cached.path)?.mode();
-                fs::set_permissions(&target, std::fs::Permissions::from_mode(mode & 0o7777))?;
-            }
-            if let Some(last) = self.made.last_mut() {
-                last.1 = Some(target);
-            }
-            fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o111))?;
-            self.table.insert(
+            };
+            self.programs.table.insert(
                 name.clone(),
                 Program {
-                    path: format!("{SANDBOX_EXEC}/{hex}/{name}"),
-                    script: cached.script,
+                    file: cached.path,
+                    script,
                 },
             );
         }
-        fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o111))
+        self.programs.fds = Arc::new(fds);
+        fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o555))
     }
 
-    /// Remove the run's directory (root ignores the `0111` modes): what it made, by name, then
-    /// anything else the slow way. Safe to repeat.
+    /// Remove the run's directory: what it made, by name, then anything else the slow way. Safe
+    /// to repeat.
     pub fn remove(&self) -> io::Result<()> {
-        for (sub, file) in &self.made {
-            if let Some(f) = file {
-                let _ = fs::remove_file(f);
-            }
-            let _ = fs::remove_dir(sub);
+        for file in &self.made {
+            let _ = fs::remove_file(file);
         }
         match fs::remove_dir(&self.root) {
             Ok(()) => Ok(()),
@@ -398,28 +462,30 @@ mod tests {
 
     use super::*;
 
-    fn sb(interp: &str, arg: Option<&str>) -> Option<Shebang> {
+    fn sb(path: &str, arg: Option<&str>) -> Option<Shebang> {
         Some(Shebang {
-            interp: interp.into(),
+            path: path.into(),
+            interp: path.rsplit('/').next().unwrap_or_default().into(),
             arg: arg.map(str::to_string),
         })
     }
 
     #[test]
     fn shebang_lines_parse_like_the_kernel() {
-        assert_eq!(parse_shebang(b"#!/bin/sh\nexit 0\n"), sb("sh", None));
+        assert_eq!(parse_shebang(b"#!/bin/sh\nexit 0\n"), sb("/bin/sh", None));
         assert_eq!(
             parse_shebang(b"#! /usr/bin/python3 -E\n"),
-            sb("python3", Some("-E"))
+            sb("/usr/bin/python3", Some("-E"))
         );
         assert_eq!(
             parse_shebang(b"#!/usr/bin/env -S node --no-warnings\r\n"),
-            sb("env", Some("-S node --no-warnings"))
+            sb("/usr/bin/env", Some("-S node --no-warnings"))
         );
         assert_eq!(
             parse_shebang(b"#!/usr/bin/env\tnode  \n"),
-            sb("env", Some("node"))
+            sb("/usr/bin/env", Some("node"))
         );
+        assert_eq!(parse_shebang(b"#!python3\n"), sb("python3", None));
         assert_eq!(parse_shebang(b"\x7fELF\x02\x01"), None);
         assert_eq!(parse_shebang(b"#!\n"), None);
         assert_eq!(parse_shebang(b"#!/\n"), None);
@@ -428,6 +494,7 @@ mod tests {
     #[test]
     fn effective_interpreters() {
         let s = |i: &str, a: Option<&str>| Shebang {
+            path: format!("/usr/bin/{i}"),
             interp: i.into(),
             arg: a.map(str::to_string),
         };
@@ -457,7 +524,7 @@ mod tests {
         );
         let b = cached_copy(&state, "pip", &script).unwrap();
         assert_eq!(fs::metadata(&b.path).unwrap().mode() & 0o7777, 0o555);
-        assert_eq!(b.script, sb("python3", None));
+        assert_eq!(b.script, sb("/usr/bin/python3", None));
         assert_eq!(
             cached_copy(&state, "pip", &script).unwrap(),
             b,
@@ -481,7 +548,8 @@ mod tests {
     }
 
     #[test]
-    fn a_run_directory_hides_each_program_under_its_own_random_name() {
+    fn a_run_directory_holds_only_the_scripts_and_every_program_is_a_descriptor() {
+        use std::os::fd::AsRawFd;
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("state");
         fs::create_dir(&state).unwrap();
@@ -489,31 +557,63 @@ mod tests {
         fs::write(&elf, b"\x7fELF jq").unwrap();
         let sh = tmp.path().join("dash");
         fs::write(&sh, b"\x7fELF dash").unwrap();
-        let programs = vec![("jq".to_string(), elf), ("sh".to_string(), sh)];
+        let pip = tmp.path().join("pip");
+        fs::write(&pip, b"#!/usr/bin/python3 -E\nprint(1)\n").unwrap();
+        let programs = vec![
+            ("jq".to_string(), elf),
+            ("pip".to_string(), pip),
+            ("sh".to_string(), sh),
+        ];
         let dir = ExecDir::create(&state, "run1", &programs).unwrap();
         assert_eq!(dir.root, runs_root(&state).join("run1"));
-        assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o111);
-        assert_eq!(dir.table.len(), 2);
-        let mut dirs = Vec::new();
-        for (name, p) in &dir.table {
-            let rest = p.path.strip_prefix("/band/x/").unwrap();
-            let (hex, file) = rest.split_once('/').unwrap();
-            assert_eq!(file, name);
-            assert_eq!(hex.len(), 32);
-            assert!(hex.chars().all(|c| c.is_ascii_hexdigit()));
-            let sub = dir.root.join(hex);
-            assert_eq!(fs::metadata(&sub).unwrap().mode() & 0o777, 0o111);
-            let host = fs::metadata(sub.join(name)).unwrap();
-            assert_eq!(host.mode() & 0o7777, 0o111);
-            assert_eq!(host.nlink(), 2, "hardlinked from the cache");
-            dirs.push(hex.to_string());
+        assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o555);
+        let mut listed: Vec<String> = fs::read_dir(&dir.root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["pip"], "only the scripts are in /band/x");
+        let t = &dir.programs.table;
+        assert_eq!(t.len(), 3);
+        assert_eq!(t["jq"].script, None);
+        assert!(t["jq"].file.starts_with(cache_dir(&state)), "{:?}", t["jq"]);
+        assert_eq!(fs::metadata(&t["jq"].file).unwrap().mode() & 0o7777, 0o111);
+        let script = t["pip"].script.clone().unwrap();
+        assert_eq!(script.path, "/band/x/pip");
+        assert_eq!(
+            script.line,
+            parse_shebang(b"#!/usr/bin/python3 -E\n").unwrap()
+        );
+        let link = fs::metadata(dir.root.join("pip")).unwrap();
+        assert_eq!(link.mode() & 0o7777, 0o555);
+        assert_eq!(link.nlink(), 2, "hardlinked from the cache");
+        // One O_PATH descriptor per program, of its copy.
+        let fds = &dir.programs.fds;
+        assert_eq!(fds.keys().collect::<Vec<_>>(), ["jq", "pip", "sh"]);
+        for (name, fd) in fds.iter() {
+            let target = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+            assert_eq!(target, t[name].file, "{name}");
+            let flags =
+                fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
+            let flags = flags
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+                .unwrap();
+            assert_eq!(flags & libc::O_PATH as u32, libc::O_PATH as u32, "{name}");
+            assert_eq!(
+                flags & libc::O_CLOEXEC as u32,
+                libc::O_CLOEXEC as u32,
+                "{name}"
+            );
         }
-        assert_ne!(dirs[0], dirs[1]);
         assert_eq!(run_dirs(&state), vec!["run1".to_string()]);
 
-        // Another run gets other names.
         let other = ExecDir::create(&state, "run2", &programs).unwrap();
-        assert_ne!(other.table["jq"].path, dir.table["jq"].path);
+        assert_eq!(
+            other.programs.table, dir.programs.table,
+            "the cache is shared"
+        );
         dir.remove().unwrap();
         assert!(!dir.root.exists());
         dir.remove().unwrap();

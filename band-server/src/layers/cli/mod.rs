@@ -19,8 +19,9 @@ use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
 use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
 
-/// The run's programs: `<state>/exec/runs/<run>` → `/band/x`, laid out by
-/// [`execcache::ExecDir::create`] (under random names chosen then).
+/// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and
+/// `<state>/exec/runs/<run>` → `/band/x` with the `#!` scripts, laid out by
+/// [`execcache::ExecDir::create`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecPlan {
     pub state: PathBuf,
@@ -63,7 +64,7 @@ pub fn plan_exec(
     })
 }
 
-/// The CLI gate: the run's program directories (`/band/x`) and its report socket.
+/// The CLI gate: the run's programs (`/band/x` for its `#!` scripts) and its report socket.
 pub struct Cli;
 
 impl RunLayer for Cli {

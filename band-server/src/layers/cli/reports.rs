@@ -1,6 +1,6 @@
 //! band-server's end of the shim socket: accept, verify the peer, judge the call, record it, and
-//! answer with the program to run or the refusal. See `shim` for the protocol and why the checks
-//! below are enough.
+//! answer with the program to run (its descriptor, `SCM_RIGHTS`) or the refusal. See `shim` for
+//! the protocol and why the checks below are enough.
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use band::proto::CliCall;
 
-use crate::layers::cli::execcache::ExecTable;
+use crate::layers::cli::execcache::{ExecTable, RunPrograms};
 use crate::layers::cli::shim::{self, CliRules, ShimRequest, Verdict};
 use crate::sys;
 
@@ -134,6 +134,8 @@ pub enum PeerError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Encode(serde_json::Error),
+    #[error("internal: no descriptor for the program {0:?}")]
+    NoDescriptor(String),
 }
 
 /// The file-backed mappings in a `/proc/<pid>/maps` text (inode ≠ 0).
@@ -275,28 +277,35 @@ fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, PeerError> {
     String::from_utf8(line).map_err(|_| PeerError::NotUtf8)
 }
 
-/// The verdict for a verified request; allowed and denied calls are recorded first.
+/// The verdict for a verified request, and the program (its name in the table) whose descriptor
+/// goes with an `exec`. Allowed and denied calls are recorded first.
 pub fn judge(
     rules: &CliRules,
     table: &ExecTable,
     argv: &[String],
     on_report: &OnReport,
-) -> Verdict {
+) -> (Verdict, Option<String>) {
     match shim::resolve_call(table, argv) {
-        Err(e) => Verdict::Denied {
-            message: e.to_string(),
-            code: shim::EXIT_UNKNOWN,
-        },
+        Err(e) => (
+            Verdict::Denied {
+                message: e.to_string(),
+                code: shim::EXIT_UNKNOWN,
+            },
+            None,
+        ),
         Ok(r) => {
             let call = shim::decide(rules, &r.judged);
             on_report(Report::Call(call.clone()));
             if call.allowed {
-                Verdict::Exec(r.program)
+                (Verdict::Exec { argv: r.argv }, Some(r.program))
             } else {
-                Verdict::Denied {
-                    message: shim::denied_message(&call),
-                    code: shim::EXIT_DENIED,
-                }
+                (
+                    Verdict::Denied {
+                        message: shim::denied_message(&call),
+                        code: shim::EXIT_DENIED,
+                    },
+                    None,
+                )
             }
         }
     }
@@ -306,7 +315,7 @@ fn handle(
     conn: UnixStream,
     check: &PeerCheck,
     rules: &CliRules,
-    table: &ExecTable,
+    programs: &RunPrograms,
     on_report: &OnReport,
 ) -> Result<(), PeerError> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -333,10 +342,26 @@ fn handle(
     if starttime(cred.pid)? != start {
         return Err(PeerError::ReplacedBeforeRead(cred.pid));
     }
-    let verdict = judge(rules, table, &req.argv, on_report);
+    let (verdict, program) = judge(rules, &programs.table, &req.argv, on_report);
     let mut out = serde_json::to_vec(&verdict).map_err(PeerError::Encode)?;
     out.push(b'\n');
-    Ok((&conn).write_all(&out)?)
+    let Some(program) = program else {
+        return Ok((&conn).write_all(&out)?);
+    };
+    // The program goes only on this connection, whose request the verified shim wrote, and only
+    // now that the call is allowed and recorded.
+    let Some(fd) = programs.fds.get(&program) else {
+        let denied = Verdict::Denied {
+            message: format!("band: {program}: cannot hand the program over"),
+            code: shim::EXIT_UNKNOWN,
+        };
+        let mut out = serde_json::to_vec(&denied).map_err(PeerError::Encode)?;
+        out.push(b'\n');
+        (&conn).write_all(&out)?;
+        return Err(PeerError::NoDescriptor(program));
+    };
+    let sent = sys::send_with_fd(&conn, &out, std::os::fd::AsFd::as_fd(fd))?;
+    Ok((&conn).write_all(&out[sent..])?)
 }
 
 /// The accept loop, on its own thread.
@@ -353,7 +378,7 @@ impl ReportListener {
         gid: u32,
         check: PeerCheck,
         rules: CliRules,
-        table: ExecTable,
+        programs: RunPrograms,
         on_report: OnReport,
     ) -> std::io::Result<ReportListener> {
         let listener = UnixListener::bind(path)?;
@@ -363,7 +388,7 @@ impl ReportListener {
         let stop2 = Arc::clone(&stop);
         let check = Arc::new(check);
         let rules = Arc::new(rules);
-        let table = Arc::new(table);
+        let programs = Arc::new(programs);
         let active = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::Builder::new()
             .name("reports".into())
@@ -377,10 +402,10 @@ impl ReportListener {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                     active.fetch_add(1, Ordering::SeqCst);
-                    let (check, rules, table, on_report, active2) = (
+                    let (check, rules, programs, on_report, active2) = (
                         Arc::clone(&check),
                         Arc::clone(&rules),
-                        Arc::clone(&table),
+                        Arc::clone(&programs),
                         Arc::clone(&on_report),
                         Arc::clone(&active),
                     );
@@ -388,7 +413,8 @@ impl ReportListener {
                         std::thread::Builder::new()
                             .name("report".into())
                             .spawn(move || {
-                                if let Err(e) = handle(conn, &check, &rules, &table, &on_report) {
+                                if let Err(e) = handle(conn, &check, &rules, &programs, &on_report)
+                                {
                                     on_report(Report::Forged(e.to_string()));
                                 }
                                 active2.fetch_sub(1, Ordering::SeqCst);
@@ -475,6 +501,37 @@ mod tests {
         }
     }
     #[test]
+    fn the_program_descriptor_travels_with_the_answer_close_on_exec() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let tmp = tempfile::tempdir().unwrap();
+        let prog = tmp.path().join("prog");
+        fs_err::write(&prog, b"\x7fELF").unwrap();
+        let fd = crate::layers::cli::execcache::open_program(&prog).unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        let line = b"{\"exec\":{}}\n";
+        assert_eq!(sys::send_with_fd(&a, line, fd.as_fd()).unwrap(), line.len());
+        let mut buf = [0u8; 64];
+        let (n, got) = sys::recv_with_fd(&b, &mut buf).unwrap();
+        assert_eq!(&buf[..n], line);
+        let got = got.unwrap();
+        assert_ne!(got.as_raw_fd(), fd.as_raw_fd());
+        let link = fs_err::read_link(format!("/proc/self/fd/{}", got.as_raw_fd())).unwrap();
+        assert_eq!(link, prog);
+        let info =
+            fs_err::read_to_string(format!("/proc/self/fdinfo/{}", got.as_raw_fd())).unwrap();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        assert_ne!(flags & libc::O_CLOEXEC as u32, 0, "received close-on-exec");
+        // A plain line carries none.
+        (&a).write_all(b"x\n").unwrap();
+        let (n, none) = sys::recv_with_fd(&b, &mut buf).unwrap();
+        assert_eq!((n, none.is_none()), (2, true));
+    }
+
+    #[test]
     fn start_time_is_field_22_even_when_the_name_has_parentheses() {
         let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200 18446744073709551615";
         assert_eq!(parse_starttime(stat), Some(987654));
@@ -491,14 +548,14 @@ mod tests {
             (
                 "jq".to_string(),
                 Program {
-                    path: "/band/x/aa/jq".into(),
+                    file: "/state/exec/cache/jq-aa".into(),
                     script: None,
                 },
             ),
             (
                 "cat".to_string(),
                 Program {
-                    path: "/band/x/bb/cat".into(),
+                    file: "/state/exec/cache/cat-bb".into(),
                     script: None,
                 },
             ),
@@ -509,21 +566,27 @@ mod tests {
         let v = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             judge(&rules, &table, &v(&["/usr/bin/jq", "-r", "."]), &on),
-            Verdict::Exec("/band/x/aa/jq".into())
+            (Verdict::Exec { argv: None }, Some("jq".to_string()))
         );
         assert_eq!(
             judge(&rules, &table, &v(&["jq", "."]), &on),
-            Verdict::Denied {
-                message: "band: denied: jq . (no allow.cli rule matches)".into(),
-                code: shim::EXIT_DENIED
-            }
+            (
+                Verdict::Denied {
+                    message: "band: denied: jq . (no allow.cli rule matches)".into(),
+                    code: shim::EXIT_DENIED
+                },
+                None
+            )
         );
         assert_eq!(
             judge(&rules, &table, &v(&["perl"]), &on),
-            Verdict::Denied {
-                message: "band: perl: command not available in this sandbox".into(),
-                code: shim::EXIT_UNKNOWN
-            }
+            (
+                Verdict::Denied {
+                    message: "band: perl: command not available in this sandbox".into(),
+                    code: shim::EXIT_UNKNOWN
+                },
+                None
+            )
         );
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 2, "unknown names are not calls: {seen:?}");

@@ -3,9 +3,9 @@
 //!
 //! Every wrapped name is band-shim, in `/band/bin` (the `PATH`) and in `/usr/bin` alike, so a
 //! command is judged however it is called: by name, by absolute path, through `env`, `xargs`,
-//! `find -exec` or `bash -c`. The real programs are hidden in `/band/x` (see
-//! [`crate::layers::cli::execcache`]); band-server tells a verified shim where its program is, and only when
-//! the call is allowed.
+//! `find -exec` or `bash -c`. The real programs are not in the sandbox at all (see
+//! [`crate::layers::cli::execcache`]): band-server hands a verified shim its program as a
+//! descriptor, and only when the call is allowed.
 //!
 //! Protocol (one connection per call, lines of UTF-8):
 //!
@@ -13,8 +13,14 @@
 //! shim   (names itself "band/shim", connects to /band/sock)
 //! server <nonce>\n                                    32 hex characters
 //! shim   {"nonce":…,"argv":[…]}\n
-//! server {"exec":"/band/x/<hex>/<name>"}\n           or {"denied":{"message":…,"code":126}}
+//! server {"exec":{}}\n + SCM_RIGHTS(program)         or {"exec":{"argv":[…]}}\n + SCM_RIGHTS,
+//!                                                     or {"denied":{"message":…,"code":126}}\n
 //! ```
+//!
+//! An allowed call's answer carries one `O_PATH` descriptor of the program's copy
+//! (`SCM_RIGHTS`); band-shim runs it with `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`, with its
+//! own argv, or the `argv` of the answer when band-server started a `#!` script the way the
+//! kernel would (see [`resolve_call`]).
 //!
 //! band-server checks the peer twice (see [`crate::layers::cli::reports`]). When it connects (`SO_PEERCRED`):
 //! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim` (a name with
@@ -22,11 +28,14 @@
 //! and every file it maps band-shim or a system library; only then is the nonce sent. For the
 //! request (`SCM_CREDENTIALS`): every byte was written by that same process, whose start time has
 //! not changed. So a request is answered only if band-shim's own code wrote it after the nonce,
-//! and band-shim writes only on the connection it made itself. A connection the script opened
-//! before exec'ing band-shim, and kept a copy of in another process, gets nothing: its nonce may
-//! arrive, but what the other process writes carries that process's pid. band-shim is not
-//! dumpable from its first instruction (its file is execute-only), so nothing else can read or
-//! change its memory, and seccomp denies `pidfd_getfd`.
+//! and band-shim writes only on the connection it made itself, which no other process holds. A
+//! connection the script opened before exec'ing band-shim, and kept a copy of in another process,
+//! gets nothing: its nonce may arrive, but what the other process writes carries that process's
+//! pid. The descriptor therefore only ever reaches the shim that asked: it is sent on the
+//! verified connection, after the decision, and band-shim is not dumpable from its first
+//! instruction (its file is execute-only), so nothing else can read its memory or take its
+//! descriptors (seccomp denies `pidfd_getfd` besides); it receives the descriptor close-on-exec,
+//! so the program it runs does not inherit it.
 //!
 //! The decision is band-server's alone ([`resolve_call`] then [`decide`]); the shim only carries
 //! it out.
@@ -67,30 +76,47 @@ pub struct ShimRequest {
     pub argv: Vec<String>,
 }
 
-/// server → shim: run this program, or refuse with this message and exit code.
+/// server → shim: run the program whose descriptor comes with this line, or refuse with this
+/// message and exit code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Verdict {
-    Exec(String),
-    Denied { message: String, code: i32 },
+    Exec {
+        /// The argv to run it with, when it is not the call's own (a `#!` script's interpreter).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        argv: Option<Vec<String>>,
+    },
+    Denied {
+        message: String,
+        code: i32,
+    },
 }
 
-/// What a wrapper call amounts to: the command line the policy judges, and the program that runs
-/// if it is allowed.
+/// What a wrapper call amounts to: the command line the policy judges, and what runs if it is
+/// allowed: the program (its name in the table) and, when not the call's own, the argv.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub judged: Vec<String>,
     pub program: String,
+    pub argv: Option<Vec<String>>,
 }
+
+/// How many `#!` interpreters deep a command may start (Linux's own limit).
+pub const MAX_INTERPRETER_DEPTH: usize = 4;
 
 /// Resolve one call of band-shim: `argv[0]`'s last path component names the command.
 ///
-/// A `#!` script command runs as its interpreter with the script's hidden path as an argument:
-/// the kernel does that when the script is started, so `[python3, /band/x/…/pip, args…]`
-/// (`[env, python3, /band/x/…/pip, args…]` for `#!/usr/bin/env python3`, and with the `#!`
-/// line's argument when it has one) is judged as `pip args…`, and the interpreter's program
-/// runs. Only that exact shape counts: anything else given to an interpreter is judged as a call
-/// of the interpreter.
+/// A `#!` script command runs as its interpreter with the script's path as an argument, as the
+/// kernel would start it: calling `pip args…` (`#!/usr/bin/python3`) is judged as `pip args…`,
+/// and if allowed runs the interpreter's program with `[/usr/bin/python3, /band/x/pip, args…]`
+/// (the `#!` line's argument after the interpreter's path when it has one; for
+/// `#!/usr/bin/env python3`, `env`, which then calls `python3` through band-shim).
+///
+/// Conversely an interpreter given a declared script's path in exactly that shape
+/// (`[python3, /band/x/pip, args…]`, `[env, python3, /band/x/pip, args…]`, with the `#!` line's
+/// argument when it has one) is judged as `pip args…`: that is the call the kernel, `env`, or a
+/// script calling the interpreter itself makes, and it runs the same code. Anything else given
+/// to an interpreter is judged as a call of the interpreter.
 ///
 /// A path to one of the skill's programs (band-shim is bound over each one the policy declares)
 /// names it by its `./` form: `/skill/bin/tool x` is judged as `./bin/tool x` and runs that file
@@ -103,16 +129,32 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
         None if bundled::is_table_name(&name) => return Err(NotAvailable(name.into_owned())),
         None => name.to_string(),
     };
-    let Some(program) = table.get(&key) else {
+    if !table.contains_key(&key) {
         return Err(NotAvailable(name.into_owned()));
-    };
-    for (script_name, script) in table {
-        let Some(sb) = &script.script else { continue };
+    }
+    let judged = judged_call(table, &key, &name, argv);
+    let (program, argv) = start(table, &key, argv)?;
+    Ok(Resolved {
+        judged,
+        program,
+        argv,
+    })
+}
+
+/// The command line `argv` (a call of the table's `key`, named `name` in judgement) is judged
+/// as: a declared script's own call when it is its interpreter in the kernel's shape, otherwise
+/// `name` with the call's arguments.
+fn judged_call(table: &ExecTable, key: &str, name: &str, argv: &[String]) -> Vec<String> {
+    for (script_name, program) in table {
+        let Some(script) = &program.script else {
+            continue;
+        };
+        let sb = &script.line;
         let mut shapes: Vec<Vec<&str>> = Vec::new();
-        if sb.interp == name {
+        if sb.interp == key {
             shapes.push(sb.arg.iter().map(String::as_str).collect());
         }
-        if sb.interp == "env" && sb.effective_interpreter() == name {
+        if sb.interp == "env" && sb.effective_interpreter() == key {
             shapes.push(Vec::new());
         }
         for prefix in shapes {
@@ -127,19 +169,39 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
                 let mut judged =
                     vec![bundled::judged_name(script_name).unwrap_or_else(|| script_name.clone())];
                 judged.extend_from_slice(&argv[k + 1..]);
-                return Ok(Resolved {
-                    judged,
-                    program: program.path.clone(),
-                });
+                return judged;
             }
         }
     }
-    let mut judged = vec![name.into_owned()];
+    let mut judged = vec![name.to_string()];
     judged.extend_from_slice(&argv[1..]);
-    Ok(Resolved {
-        judged,
-        program: program.path.clone(),
-    })
+    judged
+}
+
+/// How `name`, called with `argv`, starts: its own program with the call's argv, or, for a `#!`
+/// script, its interpreter's program with the argv the kernel would give it (repeated for an
+/// interpreter that is itself a script, as deep as Linux goes).
+fn start(
+    table: &ExecTable,
+    name: &str,
+    argv: &[String],
+) -> Result<(String, Option<Vec<String>>), NotAvailable> {
+    let mut name = name.to_string();
+    let mut rewritten: Option<Vec<String>> = None;
+    for _ in 0..=MAX_INTERPRETER_DEPTH {
+        let program = table.get(&name).ok_or_else(|| NotAvailable(name.clone()))?;
+        let Some(script) = &program.script else {
+            return Ok((name, rewritten));
+        };
+        let args = rewritten.as_deref().unwrap_or(argv);
+        let mut next = vec![script.line.path.clone()];
+        next.extend(script.line.arg.clone());
+        next.push(script.path.clone());
+        next.extend_from_slice(args.get(1..).unwrap_or_default());
+        name = script.line.interp.clone();
+        rewritten = Some(next);
+    }
+    Err(NotAvailable(name))
 }
 
 /// A call of a command the sandbox does not have (the message the script sees).
@@ -275,9 +337,17 @@ mod tests {
             serde_json::from_str::<ShimRequest>(&text.replace('}', r#","allowed":true}"#)).is_err()
         );
         assert_eq!(
-            serde_json::to_string(&Verdict::Exec("/band/x/00/jq".into())).unwrap_or_default(),
-            r#"{"exec":"/band/x/00/jq"}"#
+            serde_json::to_string(&Verdict::Exec { argv: None }).unwrap_or_default(),
+            r#"{"exec":{}}"#
         );
+        assert_eq!(
+            serde_json::to_string(&Verdict::Exec {
+                argv: Some(v(&["/usr/bin/python3", "/band/x/pip"]))
+            })
+            .unwrap_or_default(),
+            r#"{"exec":{"argv":["/usr/bin/python3","/band/x/pip"]}}"#
+        );
+        assert!(serde_json::from_str::<Verdict>(r#"{"exec":"/band/x/00/jq"}"#).is_err());
         assert_eq!(
             serde_json::to_string(&Verdict::Denied {
                 message: "no".into(),
@@ -293,45 +363,47 @@ mod tests {
     }
 
     fn table() -> ExecTable {
-        use crate::layers::cli::execcache::{Program, Shebang};
-        let prog = |p: &str, script: Option<(&str, Option<&str>)>| Program {
-            path: p.into(),
-            script: script.map(|(i, a)| Shebang {
-                interp: i.into(),
-                arg: a.map(str::to_string),
-            }),
+        use crate::layers::cli::execcache::{Program, Script, parse_shebang};
+        let prog = |name: &str, line: Option<&str>| {
+            (
+                name.to_string(),
+                Program {
+                    file: format!("/state/exec/cache/{name}-0").into(),
+                    script: line.map(|l| Script {
+                        line: parse_shebang(l.as_bytes()).unwrap_or_else(|| panic!("{l}")),
+                        path: format!("/band/x/{name}"),
+                    }),
+                },
+            )
         };
         ExecTable::from([
-            ("jq".into(), prog("/band/x/01/jq", None)),
-            ("sh".into(), prog("/band/x/02/sh", None)),
-            ("env".into(), prog("/band/x/03/env", None)),
-            ("python3".into(), prog("/band/x/04/python3", None)),
-            (
-                "pip".into(),
-                prog("/band/x/05/pip", Some(("python3", None))),
-            ),
-            (
-                "tool".into(),
-                prog("/band/x/06/tool", Some(("python3", Some("-E")))),
-            ),
-            (
-                "npx".into(),
-                prog("/band/x/07/npx", Some(("env", Some("node")))),
-            ),
-            ("node".into(), prog("/band/x/08/node", None)),
-            ("ls".into(), prog("/band/x/09/ls", None)),
-            ("skill:bin:ls".into(), prog("/band/x/10/skill:bin:ls", None)),
-            (
-                "skill:bin:s.sh".into(),
-                prog("/band/x/11/skill:bin:s.sh", Some(("sh", None))),
-            ),
+            prog("jq", None),
+            prog("sh", None),
+            prog("env", None),
+            prog("python3", None),
+            prog("pip", Some("#!/usr/bin/python3\n")),
+            prog("tool", Some("#! /usr/bin/python3 -E\n")),
+            prog("npx", Some("#!/usr/bin/env node\n")),
+            prog("node", None),
+            prog("nested", Some("#!/usr/bin/tool -x\n")),
+            prog("loop1", Some("#!/usr/bin/loop2\n")),
+            prog("loop2", Some("#!/usr/bin/loop1\n")),
+            prog("orphan", Some("#!/usr/bin/perl\n")),
+            prog("ls", None),
+            prog("skill:bin:ls", None),
+            prog("skill:bin:s.sh", Some("#!/bin/sh\n")),
         ])
     }
 
-    fn resolved(judged: &[&str], program: &str) -> Result<Resolved, NotAvailable> {
+    fn resolved(
+        judged: &[&str],
+        program: &str,
+        argv: Option<&[&str]>,
+    ) -> Result<Resolved, NotAvailable> {
         Ok(Resolved {
             judged: v(judged),
             program: program.into(),
+            argv: argv.map(v),
         })
     }
 
@@ -340,11 +412,11 @@ mod tests {
         let t = table();
         assert_eq!(
             resolve_call(&t, &v(&["jq", "."])),
-            resolved(&["jq", "."], "/band/x/01/jq")
+            resolved(&["jq", "."], "jq", None)
         );
         assert_eq!(
             resolve_call(&t, &v(&["/usr/bin/jq", "."])),
-            resolved(&["jq", "."], "/band/x/01/jq"),
+            resolved(&["jq", "."], "jq", None),
             "an absolute path is the same command, judged the same way"
         );
         assert_eq!(
@@ -361,14 +433,14 @@ mod tests {
         for arg0 in ["/skill/bin/ls", "./bin/ls", "bin/ls", "/skill/./bin//ls"] {
             assert_eq!(
                 resolve_call(&t, &v(&[arg0, "-l"])),
-                resolved(&["./bin/ls", "-l"], "/band/x/10/skill:bin:ls"),
+                resolved(&["./bin/ls", "-l"], "skill:bin:ls", None),
                 "{arg0}"
             );
         }
         // The host's ls stays the host's ls.
         assert_eq!(
             resolve_call(&t, &v(&["/usr/bin/ls", "-l"])),
-            resolved(&["ls", "-l"], "/band/x/09/ls")
+            resolved(&["ls", "-l"], "ls", None)
         );
         // The table's own name is not a command.
         assert_eq!(
@@ -377,8 +449,17 @@ mod tests {
         );
         // A bundled #! script, started by the kernel: judged as itself, runs its interpreter.
         assert_eq!(
-            resolve_call(&t, &v(&["/bin/sh", "/band/x/11/skill:bin:s.sh", "a"])),
-            resolved(&["./bin/s.sh", "a"], "/band/x/02/sh")
+            resolve_call(&t, &v(&["/bin/sh", "/band/x/skill:bin:s.sh", "a"])),
+            resolved(&["./bin/s.sh", "a"], "sh", None)
+        );
+        // Called by its path: judged as itself, starts as the kernel would start it.
+        assert_eq!(
+            resolve_call(&t, &v(&["/skill/bin/s.sh", "a"])),
+            resolved(
+                &["./bin/s.sh", "a"],
+                "sh",
+                Some(&["/bin/sh", "/band/x/skill:bin:s.sh", "a"])
+            )
         );
         // And the gate judges ./bin/ls by the ./ patterns only.
         let rules =
@@ -391,41 +472,94 @@ mod tests {
     }
 
     #[test]
+    fn script_commands_start_as_the_kernel_would_start_them() {
+        let t = table();
+        // pip (#!/usr/bin/python3): judged as pip, runs python3 with the script's path.
+        assert_eq!(
+            resolve_call(&t, &v(&["pip", "install", "x"])),
+            resolved(
+                &["pip", "install", "x"],
+                "python3",
+                Some(&["/usr/bin/python3", "/band/x/pip", "install", "x"])
+            )
+        );
+        // With the #! line's argument, and by path.
+        assert_eq!(
+            resolve_call(&t, &v(&["/usr/bin/tool", "a"])),
+            resolved(
+                &["tool", "a"],
+                "python3",
+                Some(&["/usr/bin/python3", "-E", "/band/x/tool", "a"])
+            )
+        );
+        // #!/usr/bin/env node: env runs, and calls node through band-shim.
+        assert_eq!(
+            resolve_call(&t, &v(&["npx", "a"])),
+            resolved(
+                &["npx", "a"],
+                "env",
+                Some(&["/usr/bin/env", "node", "/band/x/npx", "a"])
+            )
+        );
+        // An interpreter that is itself a script: two levels, like the kernel.
+        assert_eq!(
+            resolve_call(&t, &v(&["nested", "a"])),
+            resolved(
+                &["nested", "a"],
+                "python3",
+                Some(&[
+                    "/usr/bin/python3",
+                    "-E",
+                    "/band/x/tool",
+                    "-x",
+                    "/band/x/nested",
+                    "a"
+                ])
+            )
+        );
+        // No end, or no interpreter in the sandbox: nothing runs.
+        assert!(resolve_call(&t, &v(&["loop1"])).is_err());
+        assert_eq!(
+            resolve_call(&t, &v(&["orphan"])).map_err(|e| e.to_string()),
+            Err("band: perl: command not available in this sandbox".into())
+        );
+    }
+
+    #[test]
     fn script_commands_are_judged_as_themselves_only_in_the_kernels_shape() {
         let t = table();
-        // The kernel starting /band/x/05/pip (#!/usr/bin/python3).
+        // The interpreter given /band/x/pip (what a script calling python3 itself does).
         assert_eq!(
-            resolve_call(
-                &t,
-                &v(&["/usr/bin/python3", "/band/x/05/pip", "install", "x"])
-            ),
-            resolved(&["pip", "install", "x"], "/band/x/04/python3")
+            resolve_call(&t, &v(&["/usr/bin/python3", "/band/x/pip", "install", "x"])),
+            resolved(&["pip", "install", "x"], "python3", None)
         );
         // With the #! line's argument.
         assert_eq!(
-            resolve_call(&t, &v(&["/usr/bin/python3", "-E", "/band/x/06/tool", "a"])),
-            resolved(&["tool", "a"], "/band/x/04/python3")
+            resolve_call(&t, &v(&["/usr/bin/python3", "-E", "/band/x/tool", "a"])),
+            resolved(&["tool", "a"], "python3", None)
         );
         // #!/usr/bin/env node: env first, then node through PATH.
         assert_eq!(
-            resolve_call(&t, &v(&["/usr/bin/env", "node", "/band/x/07/npx", "a"])),
-            resolved(&["npx", "a"], "/band/x/03/env")
+            resolve_call(&t, &v(&["/usr/bin/env", "node", "/band/x/npx", "a"])),
+            resolved(&["npx", "a"], "env", None)
         );
         assert_eq!(
-            resolve_call(&t, &v(&["node", "/band/x/07/npx", "a"])),
-            resolved(&["npx", "a"], "/band/x/08/node")
+            resolve_call(&t, &v(&["node", "/band/x/npx", "a"])),
+            resolved(&["npx", "a"], "node", None)
         );
         // Anything else handed to an interpreter is the interpreter's own call.
         for argv in [
-            &["python3", "-i", "/band/x/05/pip"][..],
-            &["python3", "/band/x/06/tool"],
-            &["python3", "-c", "/band/x/06/tool"],
-            &["sh", "/band/x/05/pip"],
-            &["python3", "/band/x/5/pip"],
+            &["python3", "-i", "/band/x/pip"][..],
+            &["python3", "/band/x/tool"],
+            &["python3", "-c", "/band/x/tool"],
+            &["sh", "/band/x/pip"],
+            &["python3", "/band/x/pip/"],
+            &["python3", "/tmp/pip"],
         ] {
             let r = resolve_call(&t, &v(argv)).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(r.judged[0], command_name(argv[0]), "{argv:?}");
             assert_eq!(r.judged[1..], v(&argv[1..])[..], "{argv:?}");
+            assert_eq!(r.argv, None, "{argv:?}");
         }
     }
 

@@ -46,10 +46,32 @@ pub(crate) fn jail_input(
         Layer::Process,
         "cannot make the run's memfds non-executable",
     )?;
-    let table = Applied::need(out.table.as_ref(), Layer::Cli, "the run's programs")?;
+    let programs = Applied::need(out.programs.as_ref(), Layer::Cli, "the run's programs")?;
+    let exec = super::entry_exec(
+        entry_data,
+        &format!("/skill/{}", req.entry),
+        &programs.table,
+    );
+    if let Some((name, _)) = &exec {
+        let fd = programs
+            .fds
+            .get(name)
+            .ok_or_else(|| {
+                crate::error::SetupError::new(
+                    Layer::Cli,
+                    format!("internal: no descriptor for the entry's interpreter `{name}`"),
+                )
+            })?
+            .try_clone()
+            .layer(
+                Layer::Process,
+                "cannot pass the entry's interpreter to the jail",
+            )?;
+        out.jail_program = Some(fd);
+    }
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
-        exec: super::entry_exec(entry_data, &format!("/skill/{}", req.entry), table),
+        exec: exec.map(|(_, x)| x),
         seccomp: seccomp::Profile {
             share_net: inp.plan.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
@@ -88,6 +110,15 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         .layer(Layer::Process, "failed to start a thread")?;
     let jail_json = Applied::need(out.jail_json.take(), Layer::Process, "the jail's input")?;
     let memfd = Applied::need(out.memfd.take(), Layer::Process, "the memfd guard")?;
+    let program = out.jail_program.take();
+    let mut fds = vec![
+        (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
+        (status_w.as_raw_fd(), bwrap::STATUS_FD),
+        (args_r.as_raw_fd(), bwrap::ARGS_FD),
+    ];
+    if let Some(p) = &program {
+        fds.push((p.as_raw_fd(), bwrap::PROGRAM_FD));
+    }
     let mut cmd = Command::new(&plan.bwrap);
     cmd.arg0(bwrap::BWRAP_ARGV[0])
         .args(&bwrap::BWRAP_ARGV[1..])
@@ -99,11 +130,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         .stderr(Stdio::piped());
     PreExec {
         cgroup_join: std::mem::take(&mut out.cgroup_join),
-        fds: vec![
-            (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
-            (status_w.as_raw_fd(), bwrap::STATUS_FD),
-            (args_r.as_raw_fd(), bwrap::ARGS_FD),
-        ],
+        fds,
         uid: plan.identity.uid,
         gid: plan.identity.gid,
         memfd_noexec: match memfd {
@@ -120,6 +147,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     drop(secrets_r);
     drop(status_w);
     drop(args_r);
+    drop(program);
     guard.child = Some(child);
     out.spawned = Some(Spawned {
         secrets_w,

@@ -7,9 +7,10 @@
 //! 2. Read-only system trees: `/usr/lib`, `/usr/lib64`, `/usr/share`, `/usr/libexec`, and the
 //!    compatibility symlinks `/lib`, `/lib64`, `/bin`, `/sbin`.
 //! 3. `/usr/bin` is the run's wrapper directory (the same as `/band/bin`): a link to band-shim
-//!    for each essential and declared command, and nothing else. The real programs are in
-//!    `/band/x` (see `execcache`), where only band-shim learns their names. Everything else in
-//!    the host's `/usr/bin` simply does not exist inside.
+//!    for each essential and declared command, and nothing else. The real programs are not in
+//!    the sandbox: band-server hands band-shim a descriptor for each allowed call (see
+//!    `execcache`); `/band/x` holds only the declared `#!` scripts, for their interpreters to
+//!    read. Everything else in the host's `/usr/bin` simply does not exist inside.
 //!    Library trees with executables come from the run directory: overlays that hide them
 //!    (`execmask`).
 //! 4. `/etc`: only `ld.so.cache`, the synthetic passwd/group/hosts/nsswitch.conf and the CA
@@ -43,6 +44,9 @@ pub const SECRETS_FD: i32 = 3;
 pub const STATUS_FD: i32 = 4;
 /// bubblewrap reads its options from this descriptor (`--args`).
 pub const ARGS_FD: i32 = 5;
+/// The entry's interpreter, an `O_PATH` descriptor the jail runs ([`JailExec`]); passed only
+/// when the jail input says so.
+pub const PROGRAM_FD: i32 = 6;
 /// The start of bubblewrap's command line (its `argv[0]` is set to this name, not its host
 /// path); [`split_args`] gives the rest.
 pub const BWRAP_ARGV: [&str; 3] = ["bwrap", "--args", "5"];
@@ -75,11 +79,12 @@ pub struct JailInput {
     pub seccomp: super::seccomp::Profile,
 }
 
-/// A program to exec with its own argv.
+/// A program to exec with its own argv: the inherited descriptor `fd` (`execveat`), since no
+/// path inside the sandbox leads to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JailExec {
-    pub program: String,
+    pub fd: i32,
     pub argv: Vec<String>,
 }
 
@@ -98,7 +103,7 @@ pub struct SandboxPlan {
     /// band-shim's execute-only copy.
     pub shim: PathBuf,
     pub jail: PathBuf,
-    /// The run's programs, bound at `/band/x` (`execcache::ExecDir`).
+    /// The run's `#!` scripts, bound at `/band/x` (`execcache::ExecDir`).
     pub exec_dir: PathBuf,
     pub extra: Vec<ExtraBind>,
     /// Library trees to bind from a prepared source instead of the host path (sandbox path,

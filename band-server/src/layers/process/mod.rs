@@ -14,6 +14,7 @@ use crate::layers::cli::execcache::{self, ExecTable};
 use crate::layers::fs::workdir::RunDirPlan;
 use crate::plan::Preflight;
 use crate::request::Checked;
+use bwrap::PROGRAM_FD;
 
 /// What bubblewrap gets, part of [`crate::plan::RunPlan`] (its argv is
 /// [`bwrap::build_bwrap_args`] of this): the run directory, the programs, band-shim and
@@ -69,18 +70,26 @@ pub fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
 }
 
 /// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
-/// starts that program directly (what the kernel would do, minus a trip through band-shim, which
-/// would only judge the skill's own entry point); anything else is exec'd as it is.
-pub fn entry_exec(entry: &[u8], entry_path: &str, table: &ExecTable) -> Option<JailExec> {
+/// (not itself a script) starts that program directly (what the kernel would do, minus a trip
+/// through band-shim, which would only judge the skill's own entry point), from the descriptor
+/// band-server passes as [`PROGRAM_FD`]; anything else is exec'd as it is. Returns the program's
+/// name in the table, and how the jail runs it.
+pub fn entry_exec(entry: &[u8], entry_path: &str, table: &ExecTable) -> Option<(String, JailExec)> {
     let sb = execcache::parse_shebang(entry)?;
     let program = table.get(&sb.interp)?;
+    if program.script.is_some() {
+        return None;
+    }
     let mut argv = vec![sb.interp.clone()];
     argv.extend(sb.arg.clone());
     argv.push(entry_path.to_string());
-    Some(JailExec {
-        program: program.path.clone(),
-        argv,
-    })
+    Some((
+        sb.interp,
+        JailExec {
+            fd: PROGRAM_FD,
+            argv,
+        },
+    ))
 }
 
 /// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not

@@ -1,0 +1,283 @@
+//! Issue 13, item 12, seen from inside the sandbox: the CLI gate does not rest on a secret path.
+//! A probe learns where a running program's file is (from its own `/proc/self/maps` and
+//! `/proc/self/exe`, printed by allowed calls) and tries to run that file directly with arguments
+//! `deny.cli` refuses; no program file of the run can be listed or opened; `#!` commands still run
+//! as themselves; every call still reaches `--trace`.
+
+use band::proto::{CliCall, Status};
+use pretty_assertions::assert_eq;
+
+use super::helpers::*;
+
+fn with_cli(allow: &[&str], deny: &[&str]) -> band::policy::Policy {
+    let mut p = policy();
+    p.allow.cli = strs(allow);
+    p.deny.cli = strs(deny);
+    p
+}
+
+/// Whether the host has `p` (the `#!` probe skips without its commands).
+fn has(p: &str) -> bool {
+    std::path::Path::new(p).exists()
+}
+
+#[test]
+fn privileged_a_leaked_program_path_runs_nothing() {
+    privileged!();
+    // sed prints its own mappings (an ordinary allowed call): the first one names the file it
+    // runs from. python3 prints its own /proc/self/exe. Each path is then run directly, with the
+    // arguments deny.cli refuses.
+    let script = r#"#!/bin/bash
+echo hello > /tmp/f
+sed_path=$(sed -n '1s/.* //p' /proc/self/maps)
+echo "sed_path=$sed_path"
+test -e "$sed_path" && echo sed_exists=yes || echo sed_exists=no
+"$sed_path" -i s/hello/owned/ /tmp/f >/dev/null 2>&1; echo "sed_direct=$?"
+sed -i s/hello/owned/ /tmp/f >/dev/null 2>&1; echo "sed_by_name=$?"
+echo "content=$(cat /tmp/f)"
+py_path=$(python3 -c 'import os; print(os.readlink("/proc/self/exe"))')
+echo "py_path=$py_path"
+test -e "$py_path" && echo py_exists=yes || echo py_exists=no
+"$py_path" -I -c 'open("/tmp/f", "w").write("owned")' >/dev/null 2>&1; echo "py_direct=$?"
+python3 -c 'import os; os.execv("/proc/self/exe", ["python3", "-c", "print(1)"])' >/dev/null 2>&1; echo "py_self=$?"
+echo "content2=$(cat /tmp/f)"
+mkdir -p /tmp/d/e
+find /tmp/d/e -delete >/dev/null 2>&1; echo "find_by_name=$?"
+find /tmp/d -maxdepth 0 -exec /proc/self/exe /tmp/d/e -delete ';' >/dev/null 2>&1
+test -e /tmp/d/e && echo find_self=kept || echo find_self=deleted
+cat_path=$(cat /proc/self/maps | head -1 | sed 's/.* //')
+cat "$cat_path" >/dev/null 2>&1; echo "cat_read=$?"
+exit 0
+"#;
+    let p = with_cli(
+        &["python3 *", "cat *", "find *"],
+        &["sed -i *", "python3 -I *", "find * -delete"],
+    );
+    let mut req = request(script, p);
+    req.trace = true;
+    let o = run(&req);
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert!(get("sed_path").contains("sed"), "{o:#?}");
+    assert!(get("py_path").contains("python3"), "{o:#?}");
+    assert_eq!(
+        get("sed_exists"),
+        "no",
+        "the leaked path leads nowhere: {o:#?}"
+    );
+    assert_eq!(get("py_exists"), "no", "{o:#?}");
+    assert_ne!(get("sed_direct"), "0", "{o:#?}");
+    assert_eq!(get("sed_by_name"), "126", "{o:#?}");
+    assert_ne!(get("py_direct"), "0", "{o:#?}");
+    assert_ne!(get("cat_read"), "0", "{o:#?}");
+    assert_eq!(
+        get("content"),
+        "hello",
+        "the refused sed -i did not run: {o:#?}"
+    );
+    assert_eq!(
+        get("content2"),
+        "hello",
+        "the refused python3 -I did not run: {o:#?}"
+    );
+    // What remains, stated in docs/security.md: an allowed program may re-run itself, with
+    // arguments its patterns refuse when it can exec a path (find's child is still find).
+    assert_eq!(get("py_self"), "0", "{o:#?}");
+    assert_eq!(get("find_by_name"), "126", "{o:#?}");
+    assert_eq!(get("find_self"), "deleted", "{o:#?}");
+    // The refusals by name were recorded; the direct attempts never reached the gate.
+    let denied: Vec<&Vec<String>> = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| !c.allowed)
+        .map(|c| &c.argv)
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            &strs(&["sed", "-i", "s/hello/owned/", "/tmp/f"]),
+            &strs(&["find", "/tmp/d/e", "-delete"])
+        ],
+        "{o:#?}"
+    );
+}
+
+#[test]
+fn privileged_no_program_file_is_reachable_inside() {
+    privileged!();
+    // Every name a program of the run could have inside: /band/x (empty when no `#!` command is
+    // declared), the paths running programs report for themselves, and what mountinfo shows.
+    let script = r#"#!/bin/bash
+echo "x_list=[$(ls -A /band/x 2>&1 | tr '\n' ' ')]"
+sleep 3 | cat >/dev/null &
+sleep 0.3
+for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+  if [ -r /proc/$pid/exe ] && [ $pid != $$ ] && [ $pid != 1 ]; then
+    cat /proc/$pid/exe >/dev/null 2>&1 && echo "opened_exe=$pid"
+  fi
+done
+exe=$(python3 -c 'import os; print(os.readlink("/proc/self/exe"))')
+test -e "$exe" && echo exe_exists=yes || echo exe_exists=no
+python3 -c 'import os, sys; os.open(sys.argv[1], os.O_PATH)' "$exe" 2>/dev/null && echo exe_opath=yes || echo exe_opath=no
+echo "mounts=$(awk '{print $5}' /proc/self/mountinfo | grep -c '^/band/x')"
+found=$( (find / -xdev -type f -perm -u+x; find /band /tmp /workspace -type f -perm -u+x) 2>/dev/null | grep -v -E '^/band/(shim|jail)$' | head -5 | tr '\n' ' ')
+echo "found=[$found]"
+# No process of the run holds a descriptor of a program that the script could take (the jail
+# got the entry's interpreter as one; bubblewrap's pid 1 must not keep it).
+python3 -c '
+import glob, os, stat
+held = 0
+for p in glob.glob("/proc/[0-9]*/fd/*"):
+    try:
+        fd = os.open(p, os.O_PATH)
+    except OSError:
+        continue
+    st = os.fstat(fd)
+    os.close(fd)
+    held += stat.S_ISREG(st.st_mode) and st.st_mode & 0o777 == 0o111
+print("held=%d" % held)
+'
+kill %1 2>/dev/null
+exit 0
+"#;
+    let o = run(&request(script, with_cli(&["python3 *"], &[])));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("x_list"), "[]", "{o:#?}");
+    assert!(!kv.contains_key("opened_exe"), "{o:#?}");
+    assert_eq!(get("exe_exists"), "no", "{o:#?}");
+    assert_eq!(get("exe_opath"), "no", "{o:#?}");
+    assert_eq!(get("mounts"), "1", "{o:#?}");
+    assert_eq!(get("found"), "[]", "{o:#?}");
+    assert_eq!(get("held"), "0", "{o:#?}");
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+}
+
+#[test]
+fn privileged_script_commands_run_as_themselves() {
+    privileged!();
+    if !has("/usr/bin/pygmentize") || !has("/usr/bin/pygettext3") || !has("/usr/bin/python3") {
+        eprintln!(
+            "skipped: needs pygmentize (`#!/usr/bin/python3`) and pygettext3 (`#! /usr/bin/env python3`)"
+        );
+        return;
+    }
+    let script = r#"#!/bin/bash
+pygmentize -V >/tmp/v 2>&1; echo "direct=$?"
+echo "version=$(head -c 8 /tmp/v)"
+pygmentize -L >/dev/null 2>&1; echo "denied=$?"
+pygettext3 -V >/tmp/h 2>&1; echo "env=$?"
+echo "env_version=$(head -c 9 /tmp/h)"
+python3 -c 1 >/dev/null 2>&1; echo "interp=$?"
+python3 /band/x/pygmentize -V >/dev/null 2>&1; echo "shape=$?"
+python3 /band/x/pygmentize -L >/dev/null 2>&1; echo "shape_denied=$?"
+"#;
+    let mut req = request(script, with_cli(&["pygmentize -V", "pygettext3 -V"], &[]));
+    req.trace = true;
+    let o = run(&req);
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("direct"), "0", "{o:#?}");
+    assert_eq!(get("version"), "Pygments", "{o:#?}");
+    assert_eq!(get("denied"), "126", "{o:#?}");
+    assert_eq!(get("env"), "0", "{o:#?}");
+    assert_eq!(get("env_version"), "pygettext", "{o:#?}");
+    assert_eq!(
+        get("interp"),
+        "126",
+        "the interpreter alone is not declared: {o:#?}"
+    );
+    assert_eq!(get("shape"), "0", "{o:#?}");
+    assert_eq!(get("shape_denied"), "126", "{o:#?}");
+    let calls: Vec<&CliCall> = o.result.cli_calls.iter().collect();
+    for argv in [&["pygmentize", "-V"][..], &["pygettext3", "-V"]] {
+        assert!(
+            calls.iter().any(|c| c.allowed && c.argv == strs(argv)),
+            "{argv:?}: {calls:?}"
+        );
+    }
+    assert!(
+        calls
+            .iter()
+            .any(|c| !c.allowed && c.argv == strs(&["pygmentize", "-L"])),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn privileged_every_call_of_a_loop_reaches_the_trace() {
+    privileged!();
+    // 200 calls of an allowed program by path (not the shell's builtin), timed from inside: the
+    // gate's round trip, reported (not asserted) for the record; every call is in the trace.
+    let script = r#"#!/bin/bash
+start=$(date +%s%N)
+for i in $(seq 200); do /usr/bin/true || echo failed; done
+end=$(date +%s%N)
+echo "us_per_call=$(( (end - start) / 200000 ))"
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["true", "seq 200"]);
+    let mut req = request(script, p);
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert!(!o.result.stdout.contains("failed"), "{o:#?}");
+    let n = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| c.allowed && c.argv == strs(&["true"]))
+        .count();
+    assert_eq!(n, 200, "{:?}", o.result.cli_calls);
+    eprintln!(
+        "gate round trip: {} µs per call of /usr/bin/true (200 calls)",
+        o.kv().get("us_per_call").cloned().unwrap_or_default()
+    );
+}
+
+#[test]
+fn privileged_commands_start_with_default_signal_dispositions() {
+    privileged!();
+    // band-shim and band-jail are Rust programs, whose runtime ignores SIGPIPE; a command they
+    // start must not inherit that (`yes | head -1` ends `yes` by SIGPIPE, exit 141, not with a
+    // "Broken pipe" error), and its signal mask is empty.
+    let script = r#"#!/bin/bash
+yes | head -1 >/dev/null; echo "yes_rc=${PIPESTATUS[0]}"
+while read -r k v; do case $k in SigIgn:|SigBlk:) echo "entry_${k%:}=$v";; esac; done < /proc/self/status
+echo "cmd=$(grep -E '^Sig(Ign|Blk):' /proc/self/status | tr -s '\t ' '=' | tr '\n' ' ')"
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["yes"]);
+    let o = run(&request(script, p));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("yes_rc"), "141", "{o:#?}");
+    // Bit 13 (SIGPIPE) is not ignored, in the entry's interpreter or in a command.
+    let ign = |hex: &str| u64::from_str_radix(hex, 16).unwrap_or(u64::MAX);
+    assert_eq!(ign(&get("entry_SigIgn")) & (1 << 12), 0, "{o:#?}");
+    assert_eq!(get("entry_SigBlk"), "0000000000000000", "{o:#?}");
+    assert!(get("cmd").contains("SigBlk:=0000000000000000"), "{o:#?}");
+    let cmd_ign = get("cmd")
+        .split(' ')
+        .find_map(|w| w.strip_prefix("SigIgn:="))
+        .map(ign)
+        .unwrap_or(u64::MAX);
+    assert_eq!(cmd_ign & (1 << 12), 0, "{o:#?}");
+}
