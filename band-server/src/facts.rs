@@ -86,6 +86,9 @@ pub struct HostFacts {
     pub own_addrs: Vec<IpAddr>,
     /// Where band-shim's execute-only copy is in the program cache, or why it cannot be.
     pub shim_copy: Result<PathBuf, std::io::Error>,
+    /// Where each binary's execute-only copy is (or will be) in the program cache: the path a
+    /// running copy reports as its own (`/proc/self/exe`), by command name.
+    pub copies: BTreeMap<String, PathBuf>,
 }
 
 /// Find `name` in [`BIN_SEARCH`] and resolve it to its final file.
@@ -251,7 +254,17 @@ impl HostFacts {
             upstream: Vec::new(),
             own_addrs: Vec::new(),
             shim_copy: Err(std::io::Error::other("band-shim not found")),
+            copies: BTreeMap::new(),
         };
+        for (name, host) in &facts.binaries {
+            if let Ok(m) = fs::metadata(host) {
+                let key = execcache::cache_key(host, &m);
+                facts.copies.insert(
+                    name.clone(),
+                    execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), name, &key),
+                );
+            }
+        }
         if !checked.compiled.net.is_empty() {
             facts.upstream = if cfg.dns_upstream.is_empty() {
                 net::parse_resolv_conf(&fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
@@ -262,11 +275,11 @@ impl HostFacts {
         }
         if let Ok(h) = &facts.helpers {
             facts.shim_copy = fs::metadata(&h.shim).map(|m| {
-                execcache::cache_dir(&cfg.state_dir).join(format!(
-                    "{}-{}",
+                execcache::cache_entry(
+                    &execcache::cache_dir(&cfg.state_dir),
                     execcache::SHIM_NAME,
-                    execcache::cache_key(&h.shim, &m)
-                ))
+                    &execcache::cache_key(&h.shim, &m),
+                )
             });
         }
         facts

@@ -31,13 +31,13 @@ fn privileged_a_leaked_program_path_runs_nothing() {
 echo hello > /tmp/f
 sed_path=$(sed -n '1s/.* //p' /proc/self/maps)
 echo "sed_path=$sed_path"
-test -e "$sed_path" && echo sed_exists=yes || echo sed_exists=no
+echo "sed_link=$(python3 -c 'import os, sys; print(os.readlink(sys.argv[1]))' "$sed_path")"
 "$sed_path" -i s/hello/owned/ /tmp/f >/dev/null 2>&1; echo "sed_direct=$?"
 sed -i s/hello/owned/ /tmp/f >/dev/null 2>&1; echo "sed_by_name=$?"
 echo "content=$(cat /tmp/f)"
 py_path=$(python3 -c 'import os; print(os.readlink("/proc/self/exe"))')
 echo "py_path=$py_path"
-test -e "$py_path" && echo py_exists=yes || echo py_exists=no
+echo "py_link=$(python3 -c 'import os, sys; print(os.readlink(sys.argv[1]))' "$py_path")"
 "$py_path" -I -c 'open("/tmp/f", "w").write("owned")' >/dev/null 2>&1; echo "py_direct=$?"
 python3 -c 'import os; os.execv("/proc/self/exe", ["python3", "-c", "print(1)"])' >/dev/null 2>&1; echo "py_self=$?"
 echo "content2=$(cat /tmp/f)"
@@ -64,15 +64,13 @@ exit 0
     };
     assert!(get("sed_path").contains("sed"), "{o:#?}");
     assert!(get("py_path").contains("python3"), "{o:#?}");
-    assert_eq!(
-        get("sed_exists"),
-        "no",
-        "the leaked path leads nowhere: {o:#?}"
-    );
-    assert_eq!(get("py_exists"), "no", "{o:#?}");
-    assert_ne!(get("sed_direct"), "0", "{o:#?}");
+    // The leaked path leads to band-shim under the program's own name, never to the program:
+    // running it is a call like any other, judged and recorded.
+    assert_eq!(get("sed_link"), "/band/bin/sed", "{o:#?}");
+    assert_eq!(get("py_link"), "/band/bin/python3", "{o:#?}");
+    assert_eq!(get("sed_direct"), "126", "{o:#?}");
     assert_eq!(get("sed_by_name"), "126", "{o:#?}");
-    assert_ne!(get("py_direct"), "0", "{o:#?}");
+    assert_eq!(get("py_direct"), "126", "{o:#?}");
     assert_ne!(get("cat_read"), "0", "{o:#?}");
     assert_eq!(
         get("content"),
@@ -89,7 +87,8 @@ exit 0
     assert_eq!(get("py_self"), "0", "{o:#?}");
     assert_eq!(get("find_by_name"), "126", "{o:#?}");
     assert_eq!(get("find_self"), "deleted", "{o:#?}");
-    // The refusals by name were recorded; the direct attempts never reached the gate.
+    // Every refusal was recorded: by name, and by the leaked path (judged by its last component,
+    // the command's own name).
     let denied: Vec<&Vec<String>> = o
         .result
         .cli_calls
@@ -101,6 +100,13 @@ exit 0
         denied,
         [
             &strs(&["sed", "-i", "s/hello/owned/", "/tmp/f"]),
+            &strs(&["sed", "-i", "s/hello/owned/", "/tmp/f"]),
+            &strs(&[
+                "python3",
+                "-I",
+                "-c",
+                r#"open("/tmp/f", "w").write("owned")"#
+            ]),
             &strs(&["find", "/tmp/d/e", "-delete"])
         ],
         "{o:#?}"
@@ -122,8 +128,10 @@ for pid in $(ls /proc | grep -E '^[0-9]+$'); do
   fi
 done
 exe=$(python3 -c 'import os; print(os.readlink("/proc/self/exe"))')
-test -e "$exe" && echo exe_exists=yes || echo exe_exists=no
-python3 -c 'import os, sys; os.open(sys.argv[1], os.O_PATH)' "$exe" 2>/dev/null && echo exe_opath=yes || echo exe_opath=no
+echo "exe_link=$(python3 -c 'import os, sys; print(os.readlink(sys.argv[1]))' "$exe")"
+# A program that starts itself again by the path it reports (node's process.execPath, Go's
+# os.Executable) reaches band-shim under its own name: an ordinary, allowed call.
+python3 -c 'import os; os.execv(os.readlink("/proc/self/exe"), ["python3", "-c", "print(\"reexec=ok\")"])' 
 echo "mounts=$(awk '{print $5}' /proc/self/mountinfo | grep -c '^/band/x')"
 found=$( (find / -xdev -type f -perm -u+x; find /band /tmp /workspace -type f -perm -u+x) 2>/dev/null | grep -v -E '^/band/(shim|jail)$' | head -5 | tr '\n' ' ')
 echo "found=[$found]"
@@ -154,8 +162,8 @@ exit 0
     };
     assert_eq!(get("x_list"), "[]", "{o:#?}");
     assert!(!kv.contains_key("opened_exe"), "{o:#?}");
-    assert_eq!(get("exe_exists"), "no", "{o:#?}");
-    assert_eq!(get("exe_opath"), "no", "{o:#?}");
+    assert_eq!(get("exe_link"), "/band/bin/python3", "{o:#?}");
+    assert_eq!(get("reexec"), "ok", "{o:#?}");
     assert_eq!(get("mounts"), "1", "{o:#?}");
     assert_eq!(get("found"), "[]", "{o:#?}");
     assert_eq!(get("held"), "0", "{o:#?}");

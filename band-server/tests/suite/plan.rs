@@ -123,6 +123,10 @@ fn facts() -> HostFacts {
         shim_copy: Ok(PathBuf::from(
             "/run/band/exec/cache/band-shim-000000000000000000000000",
         )),
+        copies: BTreeMap::from([(
+            "jq".to_string(),
+            PathBuf::from("/run/band/exec/cache/jq-000000000000000000000000"),
+        )]),
     }
 }
 

@@ -6,7 +6,7 @@
 //! somehow, and never by the script itself:
 //!
 //! - **Copies, execute-only.** Each program is copied once into `<state>/exec/cache/`
-//!   (`<name>-<key>`, where the key is taken from the host file's path, inode, size and times, so
+//!   (`<key>/<name>`, where the key is taken from the host file's path, inode, size and times, so
 //!   a package upgrade makes a new entry) with mode `0111`. The kernel marks a process whose
 //!   program it could not read as not dumpable, so nothing of the run's uid can open its
 //!   `/proc/<pid>/exe`, `maps` or `mem`, or `ld.so` it. `#!` scripts are copied `0555` (their
@@ -48,9 +48,11 @@
 //! whose patterns refuse some of its own arguments (`allow: find *`, `deny: find * -delete`:
 //! `find . -exec /proc/self/exe / -delete ;`). Landlock's execute right follows the file, not how
 //! it was reached, and seccomp user notification reads exec paths from memory another thread can
-//! change, so neither closes it (docs/security.md). And since the path a program
-//! reports names nothing inside, a program that runs that path (node's `process.execPath`) or
-//! finds its installation from it (a JDK's `java`) fails: it must be run by name.
+//! change, so neither closes it (docs/security.md). The path a program reports
+//! (`<cache>/<key>/<name>`, see [`cache_entry`]) is, inside, a symlink to `/band/bin/<name>`
+//! (`SandboxPlan::self_links`): a program that runs that path (node's `process.execPath`, Go's
+//! `os.Executable`) calls band-shim as `<name>`, an ordinary judged call. A program that finds
+//! its installation from its own path (a JDK's `java`) fails: the copy has no siblings.
 
 use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
@@ -279,9 +281,20 @@ pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> 
     copy_into_cache(&cache_dir(state), name, host)
 }
 
+/// Where the copy of `name` with cache key `key` is: `<cache>/<key>/<name>`. The file keeps the
+/// command's own name, so a program that starts itself again by the path it reports
+/// (`/proc/self/exe`) calls band-shim under that name (see `SandboxPlan::self_links`). (Before,
+/// entries were files named `<name>-<key>`; a directory named by the bare key never meets one.)
+pub fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
+    cache.join(key).join(name)
+}
+
 fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     let meta = fs::metadata(host)?;
-    let entry = dir.join(format!("{name}-{}", cache_key(host, &meta)));
+    let entry = cache_entry(dir, name, &cache_key(host, &meta));
+    if let Some(parent) = entry.parent() {
+        ensure_dir(parent, 0o711)?;
+    }
     if let Ok(m) = fs::symlink_metadata(&entry)
         && m.is_file()
     {

@@ -30,6 +30,10 @@ pub struct ExecPlan {
     pub programs: Vec<(String, PathBuf)>,
     /// band-shim's execute-only copy in the program cache.
     pub shim: PathBuf,
+    /// (cache path, wrapped name) of each declared host program: inside the sandbox the path a
+    /// running copy reports as its own leads to band-shim under that name (see
+    /// [`execcache`]'s "What is left").
+    pub self_links: Vec<(PathBuf, String)>,
 }
 
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
@@ -56,11 +60,17 @@ pub fn plan_exec(
         .as_ref()
         .map_err(|e| SetupError::new(Layer::Cli, format!("failed to cache band-shim: {e}")))?
         .clone();
+    let self_links = cli
+        .binaries
+        .iter()
+        .filter_map(|b| Some((facts.copies.get(&b.name)?.clone(), b.name.clone())))
+        .collect();
     Ok(ExecPlan {
         state: state.to_path_buf(),
         root: execcache::runs_root(state).join(run_id),
         programs,
         shim: shim_copy,
+        self_links,
     })
 }
 

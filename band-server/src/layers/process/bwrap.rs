@@ -105,6 +105,12 @@ pub struct SandboxPlan {
     pub jail: PathBuf,
     /// The run's `#!` scripts, bound at `/band/x` (`execcache::ExecDir`).
     pub exec_dir: PathBuf,
+    /// (program cache path, wrapped name): a symlink at the path a running program reports as
+    /// its own (`/proc/self/exe`, which names the copy in the host's cache) to
+    /// `/band/bin/<name>`, so a program that re-executes itself by that path (node's
+    /// `process.execPath`, Go's `os.Executable`) goes through band-shim like any call. Symlinks
+    /// in the root tmpfs, not mounts: `/proc/self/mountinfo` does not show them.
+    pub self_links: Vec<(PathBuf, String)>,
     pub extra: Vec<ExtraBind>,
     /// Library trees to bind from a prepared source instead of the host path (sandbox path,
     /// source): the run directory's copies with executables masked (see `execmask`).
@@ -220,6 +226,11 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         ],
     );
     push(&mut a, &["--dir", "/usr/sbin", "--dir", "/usr/local/bin"]);
+    for (copy, name) in &plan.self_links {
+        a.push("--symlink".into());
+        a.push(format!("{SANDBOX_PATH}/{name}").into());
+        a.push(copy.clone().into_os_string());
+    }
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
     bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
     bind(
@@ -337,6 +348,7 @@ mod tests {
             shim: PathBuf::from("/run/band/exec/cache/band-shim-0123"),
             jail: PathBuf::from("/opt/band/band-jail"),
             exec_dir: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
+            self_links: Vec::new(),
             extra: vec![ExtraBind {
                 source: PathBuf::from("/run/band/runs/0123456789abcdef/host/0"),
                 dest: PathBuf::from("/data"),

@@ -33,6 +33,7 @@ pub fn plan_sandbox(
         shim: exec.shim.clone(),
         jail: pre.helpers.jail.clone(),
         exec_dir: exec.root.clone(),
+        self_links: exec.self_links.clone(),
         extra: pre
             .host_mounts
             .iter()
