@@ -168,8 +168,93 @@ pub struct Cached {
     pub script: Option<Shebang>,
 }
 
-/// Upper bound of the `<state>/exec` tmpfs (it holds one copy of each program ever used).
+/// Upper bound of the `<state>/exec` tmpfs (it holds one copy of each program used lately).
 pub const CACHE_TMPFS_SIZE: &str = "1g";
+
+/// Above this many bytes of copies, a run first removes the entries nobody used for
+/// [`CACHE_IDLE`] ([`evict_idle`]): copies of programs since upgraded, of older band-shims, of
+/// commands no band declares any more. Half the tmpfs.
+pub const CACHE_EVICT_ABOVE: u64 = 512 << 20;
+
+/// An entry unused for this long is no run's: it outlives the longest run the server allows
+/// (one hour), and every run touches each entry it uses.
+pub const CACHE_IDLE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+
+/// One top-level entry of the cache: a `<key>/` directory (or a file of the older
+/// `<name>-<key>` layout), its size and when a run last used it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEntry {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub used: std::time::SystemTime,
+}
+
+/// Which entries to remove: none while the cache holds at most `above` bytes; otherwise every
+/// entry unused for longer than `idle`. A live run's entries are never among them (it touched
+/// them when it started, and no run lasts `idle`); removing one would not hurt such a run
+/// anyway: it holds its programs as descriptors and band-shim as a bind. Pure.
+pub fn entries_to_evict(
+    entries: &[CacheEntry],
+    now: std::time::SystemTime,
+    idle: std::time::Duration,
+    above: u64,
+) -> Vec<PathBuf> {
+    let total: u64 = entries.iter().map(|e| e.bytes).sum();
+    if total <= above {
+        return Vec::new();
+    }
+    entries
+        .iter()
+        .filter(|e| now.duration_since(e.used).is_ok_and(|d| d > idle))
+        .map(|e| e.path.clone())
+        .collect()
+}
+
+/// The cache's entries as they are on disk.
+fn cache_entries(cache: &Path) -> io::Result<Vec<CacheEntry>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(cache)? {
+        let e = e?;
+        let m = fs::symlink_metadata(e.path())?;
+        let bytes = if m.is_dir() {
+            fs::read_dir(e.path())?
+                .filter_map(|f| f.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        } else {
+            m.len()
+        };
+        out.push(CacheEntry {
+            path: e.path(),
+            bytes,
+            used: m.modified()?,
+        });
+    }
+    Ok(out)
+}
+
+/// Remove the cache entries [`entries_to_evict`] picks. Returns what it removed.
+pub fn evict_idle(cache: &Path, now: std::time::SystemTime) -> io::Result<Vec<PathBuf>> {
+    let gone = entries_to_evict(&cache_entries(cache)?, now, CACHE_IDLE, CACHE_EVICT_ABOVE);
+    for p in &gone {
+        let r = if p.is_dir() {
+            fs::remove_dir_all(p)
+        } else {
+            fs::remove_file(p)
+        };
+        match r {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(gone)
+}
+
+/// Mark a cache entry used now (its `<key>/` directory's time: the copy itself may be running,
+/// and is never opened for writing).
+fn touch(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.set_modified(std::time::SystemTime::now())
+}
 
 /// Why the program cache could not be mounted. File system errors name their path (fs-err).
 #[derive(Debug, thiserror::Error)]
@@ -294,6 +379,7 @@ fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     let entry = cache_entry(dir, name, &cache_key(host, &meta));
     if let Some(parent) = entry.parent() {
         ensure_dir(parent, 0o711)?;
+        touch(parent)?;
     }
     if let Ok(m) = fs::symlink_metadata(&entry)
         && m.is_file()
@@ -373,6 +459,7 @@ impl ExecDir {
         programs: &[(String, PathBuf)],
     ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
+        evict_idle(&cache_dir(state), std::time::SystemTime::now())?;
         let root = runs_root(state).join(run_id);
         fs::create_dir(&root)?;
         let mut dir = ExecDir {
@@ -474,6 +561,54 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn idle_entries_go_only_when_the_cache_is_over_its_share() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let e = |name: &str, bytes: u64, age_s: u64| CacheEntry {
+            path: PathBuf::from(name),
+            bytes,
+            used: now - Duration::from_secs(age_s),
+        };
+        let idle = Duration::from_secs(3600);
+        let entries = [
+            e("old", 600, 7200),
+            e("fresh", 600, 10),
+            e("jq-0123", 10, 4000),
+        ];
+        // Under the mark: nothing goes, however old.
+        assert!(entries_to_evict(&entries, now, idle, 2000).is_empty());
+        // Over it: every idle entry (the older layout's files too), never a fresh one.
+        assert_eq!(
+            entries_to_evict(&entries, now, idle, 1000),
+            [PathBuf::from("old"), PathBuf::from("jq-0123")]
+        );
+    }
+
+    #[test]
+    fn eviction_removes_idle_copies_and_keeps_used_ones_on_disk() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let elf = t.path().join("tool");
+        fs::write(&elf, vec![0u8; 4096]).unwrap();
+        let used = cached_copy(&state, "tool", &elf).unwrap();
+        let cache = cache_dir(&state);
+        let stale = cache.join("00000000000000000000dead");
+        fs::create_dir(&stale).unwrap();
+        fs::write(stale.join("old"), vec![0u8; 1024]).unwrap();
+        let long_ago = std::time::SystemTime::now() - CACHE_IDLE * 2;
+        File::open(&stale).unwrap().set_modified(long_ago).unwrap();
+        let entries = cache_entries(&cache).unwrap();
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        let gone = entries_to_evict(&entries, std::time::SystemTime::now(), CACHE_IDLE, 0);
+        assert_eq!(gone, std::slice::from_ref(&stale));
+        for p in gone {
+            fs::remove_dir_all(p).unwrap();
+        }
+        assert!(used.path.is_file(), "a copy a run just used stays");
+    }
 
     fn sb(path: &str, arg: Option<&str>) -> Option<Shebang> {
         Some(Shebang {
