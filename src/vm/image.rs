@@ -314,7 +314,7 @@ pub fn rootless_problem(
     if !newuidmap || !newgidmap {
         return Some((
             "building the VM image without root needs newuidmap and newgidmap, which are not installed".into(),
-            "install them (Debian/Ubuntu: `apt-get install uidmap`), or run `band setup` as root".into(),
+            "install them (Debian/Ubuntu: `apt-get install uidmap`)".into(),
         ));
     }
     for (file, text) in [("/etc/subuid", subuid), ("/etc/subgid", subgid)] {
@@ -326,7 +326,7 @@ pub fn rootless_problem(
                         "{file} gives {user} only {n} subordinate ids; the image build needs {SUBID_COUNT}"
                     ),
                     format!(
-                        "as root: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}` (a free range), or run `band setup` as root"
+                        "as root: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}` (a free range)"
                     ),
                 ));
             }
@@ -336,7 +336,7 @@ pub fn rootless_problem(
                         "{file} has no range for {user}: building the VM image without root needs one"
                     ),
                     format!(
-                        "as root: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}` (a free range), or run `band setup` as root"
+                        "as root: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}` (a free range)"
                     ),
                 ));
             }
