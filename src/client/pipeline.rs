@@ -230,8 +230,14 @@ fn integrity_refusal(
         result,
         skill: crate::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
-        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?)
-            .unwrap_or(Target::Host),
+        target: choose_target(
+            spec.target.as_deref(),
+            None,
+            &UserConfig::load()?,
+            &HostFacts::this,
+        )
+        .map(|c| c.target)
+        .unwrap_or(Target::Host),
         bundle_sha256: tree.bundle_sha256(),
         band_sha256: String::new(),
         policy_sha256: String::new(),
@@ -304,11 +310,14 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     let policy = resolved.policy.clone();
     let compiled = CompiledPolicy::compile(&policy)
         .map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
-    let target = choose_target(
+    let choice = choose_target(
         spec.target.as_deref(),
         resolved.target.as_ref(),
         &UserConfig::load()?,
+        &HostFacts::this,
     )?;
+    say_once(&choice.note);
+    let target = choice.target;
     let band_sha256 = {
         let mut h = Sha256::new();
         for src in &resolved.sources {
@@ -548,30 +557,95 @@ fn describe_violations(what: &str, violations: &[crate::contract::Violation]) ->
         .join("; ")
 }
 
-/// `--target`, then the band's `execution.target`, then the user config, then the platform default.
+/// What the default target depends on (Linux): looked at only when no target was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    /// band runs as root (the host target starts band-server itself).
+    pub is_root: bool,
+    /// `sudo -n` may run band-server.
+    pub sudo_works: bool,
+    /// The VM `band setup` made, if any (qemu, else lima).
+    pub vm: Option<Target>,
+}
+
+impl HostFacts {
+    /// This machine's (runs `sudo -n -l` when not root).
+    pub fn this() -> HostFacts {
+        let is_root = crate::vm::cmd::is_root();
+        HostFacts {
+            is_root,
+            sudo_works: !is_root && super::transport::host_can_start(),
+            vm: super::config::vm_paths()
+                .ok()
+                .and_then(|p| crate::vm::driver::select::set_up_vm(&p)),
+        }
+    }
+}
+
+/// A chosen target, and what to tell the user about the choice (once, on stderr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetChoice {
+    pub target: Target,
+    pub note: Option<String>,
+}
+
+/// The target when none was chosen: off Linux, lima. On Linux, the host when band-server can
+/// start there (root, or `sudo -n`); else the VM `band setup` made, saying so; else the host,
+/// whose error says how to choose ([`super::transport::without_root`]).
+pub fn default_target(linux: bool, facts: &HostFacts) -> TargetChoice {
+    let target = |target| TargetChoice { target, note: None };
+    if !linux {
+        return target(Target::Lima);
+    }
+    if facts.is_root || facts.sudo_works {
+        return target(Target::Host);
+    }
+    match &facts.vm {
+        Some(vm) => TargetChoice {
+            target: vm.clone(),
+            note: Some(format!(
+                "not root and no sudo: running on the VM ({vm}); choose with --target"
+            )),
+        },
+        None => target(Target::Host),
+    }
+}
+
+/// `--target`, then the band's `execution.target`, then the user config, then
+/// [`default_target`] (`facts` is asked only then).
 pub fn choose_target(
     flag: Option<&str>,
     band: Option<&Target>,
     config: &UserConfig,
-) -> Result<Target> {
+    facts: &dyn Fn() -> HostFacts,
+) -> Result<TargetChoice> {
     let hint = "use host, qemu, lima or ssh://user@host[:port]";
+    let chosen = |target| TargetChoice { target, note: None };
     if let Some(t) = flag {
-        return Target::parse(t).map_err(|e| user_error(format!("--target: {e}"), hint));
+        return Target::parse(t)
+            .map(chosen)
+            .map_err(|e| user_error(format!("--target: {e}"), hint));
     }
     if let Some(t) = band {
-        return Ok(t.clone());
+        return Ok(chosen(t.clone()));
     }
     if let Some(t) = &config.target {
         let path = UserConfig::path()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        return Target::parse(t).map_err(|e| user_error(format!("{path}: target: {e}"), hint));
+        return Target::parse(t)
+            .map(chosen)
+            .map_err(|e| user_error(format!("{path}: target: {e}"), hint));
     }
-    Ok(if cfg!(target_os = "linux") {
-        Target::Host
-    } else {
-        Target::Lima
-    })
+    Ok(default_target(cfg!(target_os = "linux"), &facts()))
+}
+
+/// Show a target choice's note, once per process (`band mcp` runs many).
+fn say_once(note: &Option<String>) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if let Some(n) = note {
+        SAID.call_once(|| eprintln!("band: {n}"));
+    }
 }
 
 fn now_ms() -> u64 {
@@ -587,4 +661,81 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(is_root: bool, sudo_works: bool, vm: Option<Target>) -> HostFacts {
+        HostFacts {
+            is_root,
+            sudo_works,
+            vm,
+        }
+    }
+
+    #[test]
+    fn the_default_is_the_host_when_band_server_can_start_there() {
+        for f in [
+            facts(true, false, None),
+            facts(true, false, Some(Target::Qemu)),
+            facts(false, true, Some(Target::Qemu)),
+        ] {
+            assert_eq!(
+                default_target(true, &f),
+                TargetChoice {
+                    target: Target::Host,
+                    note: None
+                },
+                "{f:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn not_root_and_no_sudo_goes_to_the_vm_and_says_so() {
+        let c = default_target(true, &facts(false, false, Some(Target::Qemu)));
+        assert_eq!(c.target, Target::Qemu);
+        assert_eq!(
+            c.note.as_deref(),
+            Some("not root and no sudo: running on the VM (qemu); choose with --target")
+        );
+        let c = default_target(true, &facts(false, false, Some(Target::Lima)));
+        assert_eq!(c.target, Target::Lima);
+        // No VM: the host, whose error says how to choose.
+        let c = default_target(true, &facts(false, false, None));
+        assert_eq!((c.target, c.note), (Target::Host, None));
+        // Off Linux: lima, whatever the facts.
+        assert_eq!(
+            default_target(false, &facts(true, true, None)).target,
+            Target::Lima
+        );
+    }
+
+    #[test]
+    fn a_chosen_target_wins_and_the_host_is_not_asked() {
+        let never = || -> HostFacts { panic!("the host's facts are not needed") };
+        let config = UserConfig {
+            target: Some("lima".into()),
+            ..UserConfig::default()
+        };
+        let pick = |flag, band: Option<&Target>, config: &UserConfig| {
+            choose_target(flag, band, config, &never).expect("a target")
+        };
+        assert_eq!(
+            pick(Some("host"), Some(&Target::Qemu), &config).target,
+            Target::Host
+        );
+        assert_eq!(
+            pick(None, Some(&Target::Qemu), &config).target,
+            Target::Qemu
+        );
+        let c = pick(None, None, &config);
+        assert_eq!((c.target, c.note), (Target::Lima, None));
+        let no_vm = || facts(false, false, Some(Target::Qemu));
+        let c = choose_target(None, None, &UserConfig::default(), &no_vm).expect("target");
+        assert_eq!(c.target, Target::Qemu);
+        assert!(c.note.is_some());
+    }
 }

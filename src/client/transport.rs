@@ -59,7 +59,14 @@ impl Transport for HostTransport {
         cancel: &Cancel,
     ) -> Result<RunResult> {
         let server = &self.server;
-        let mut cmd = if is_root() {
+        let root = is_root();
+        if !root {
+            let sudo = crate::vm::cmd::which("sudo").is_some();
+            if let Some(e) = without_root(server, sudo, sudo && sudo_allows(server)) {
+                return Err(e);
+            }
+        }
+        let mut cmd = if root {
             Command::new(server)
         } else {
             let mut c = Command::new("sudo");
@@ -74,10 +81,17 @@ impl Transport for HostTransport {
             // cancels the run through the request channel and records it.
             .process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
-            ClientError::user(
-                format!("cannot start band-server ({}): {e}", server.display()),
-                "install band-server next to band or set $BAND_SERVER; without root, `sudo -n` must be allowed to run it",
-            )
+            if root {
+                ClientError::user(
+                    format!("cannot start band-server ({}): {e}", server.display()),
+                    "install band-server next to band or set $BAND_SERVER",
+                )
+            } else {
+                ClientError::user(
+                    format!("cannot start `sudo -n {}`: {e}", server.display()),
+                    HOW_TO_CHOOSE,
+                )
+            }
         })?;
         let mut stdin = child
             .stdin
@@ -113,15 +127,56 @@ impl Transport for HostTransport {
         })?;
         match result {
             Some(r) => Ok(r),
-            None if !status.success() && !is_root() => Err(ClientError::user(
+            None if !status.success() && !root => Err(ClientError::user(
                 format!("band-server exited ({status}) without a result"),
-                "the host target runs band-server as root: run band as root, or allow `sudo -n band-server`",
+                HOW_TO_CHOOSE,
             )),
             None => Err(ClientError::Protocol(format!(
                 "band-server exited ({status}) without a result"
             ))),
         }
     }
+}
+
+/// What an ordinary user can do when the host target cannot start band-server.
+pub const HOW_TO_CHOOSE: &str = "run skills in a VM instead: `band setup` once, then runs go there (or pass `--target qemu`); or, for the host target, run band as root or allow `sudo -n` to run band-server";
+
+/// The host target without root: band-server needs root, which only `sudo -n` can give. `None`
+/// when sudo is installed and may run `server` without a password; else the error, which names
+/// sudo (not band-server, which may well be there) and the two ways out.
+pub fn without_root(server: &Path, sudo_installed: bool, sudo_allows: bool) -> Option<ClientError> {
+    let why = if !sudo_installed {
+        "`sudo` is not installed"
+    } else if !sudo_allows {
+        "`sudo -n` may not run it"
+    } else {
+        return None;
+    };
+    Some(ClientError::user(
+        format!(
+            "the host target runs band-server ({}) as root; you are not root and {why}",
+            server.display()
+        ),
+        HOW_TO_CHOOSE,
+    ))
+}
+
+/// May `sudo -n` run `server` (no password asked)? `sudo -n -l CMD` answers without running it.
+pub fn sudo_allows(server: &Path) -> bool {
+    Command::new("sudo")
+        .arg("-n")
+        .arg("-l")
+        .arg(server)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Can the host target start band-server here: root, or sudo that may run it?
+pub fn host_can_start() -> bool {
+    is_root() || (crate::vm::cmd::which("sudo").is_some() && sudo_allows(&server_path()))
 }
 
 /// How often the holder looks whether the run is over (when no cancel wakes it first).
@@ -170,7 +225,7 @@ pub fn read_messages(
 }
 
 /// The band-server binary: $BAND_SERVER, next to this executable, or on PATH.
-fn server_path() -> PathBuf {
+pub fn server_path() -> PathBuf {
     if let Some(p) = std::env::var_os(proto::env::SERVER) {
         return PathBuf::from(p);
     }
@@ -184,4 +239,30 @@ fn server_path() -> PathBuf {
         }
     }
     PathBuf::from("band-server")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_root_the_error_names_sudo_and_the_two_ways() {
+        let server = Path::new("/opt/band/band-server");
+        assert!(without_root(server, true, true).is_none());
+        for (installed, why) in [
+            (false, "`sudo` is not installed"),
+            (true, "`sudo -n` may not run it"),
+        ] {
+            let e = without_root(server, installed, false).expect("an error");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "the host target runs band-server (/opt/band/band-server) as root; you are not root and {why}"
+                )
+            );
+            let hint = e.hint().expect("a hint");
+            assert!(hint.contains("`band setup`"), "{hint}");
+            assert!(hint.contains("sudo -n"), "{hint}");
+        }
+    }
 }

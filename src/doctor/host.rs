@@ -83,6 +83,101 @@ pub(super) fn platform(_: &Host) -> Vec<Check> {
     )]
 }
 
+/// The host target: band-server needs root, as band itself or through `sudo -n`.
+pub(super) fn host_target(host: &Host) -> Vec<Check> {
+    if !host.linux {
+        return Vec::new();
+    }
+    vec![if host.root {
+        Check::new("host target", Level::Ok, "root: band-server runs directly")
+    } else if host.sudo_allows {
+        Check::new("host target", Level::Ok, "sudo -n may run band-server")
+    } else {
+        Check::new(
+            "host target",
+            Level::Warn,
+            "not root, and `sudo -n` may not run band-server: runs go to the VM once `band setup` made one",
+        )
+        .fix("band setup --driver qemu (no root needed); or run band as root, or allow `sudo -n band-server`")
+    }]
+}
+
+/// An ordinary user's image build (mmdebstrap's unshare mode): newuidmap and newgidmap, and a
+/// range of subordinate ids in `/etc/subuid` and `/etc/subgid`. Root needs none of it.
+pub(super) fn rootless_build(host: &Host) -> Vec<Check> {
+    if !host.linux {
+        return Vec::new();
+    }
+    if host.root {
+        return vec![Check::new(
+            "rootless build",
+            Level::Skip,
+            "root: the image is built in mmdebstrap's root mode",
+        )];
+    }
+    let mut checks: Vec<Check> = ["newuidmap", "newgidmap"]
+        .into_iter()
+        .map(|binary| {
+            tool(
+                host,
+                &Tool {
+                    name: binary,
+                    binary,
+                    fix: "apt-get install uidmap",
+                    needed: false,
+                },
+            )
+        })
+        .collect();
+    for (name, file) in [("subuid", &host.subuid), ("subgid", &host.subgid)] {
+        checks.push(subid_check(name, file, &host.user));
+    }
+    checks
+}
+
+fn subid_check(name: &'static str, file: &Path, user: &str) -> Check {
+    let fix = format!(
+        "as root: usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user} (a range no other user has)"
+    );
+    let text = match fs_err::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            return Check::new(
+                name,
+                Level::Warn,
+                format!("{e}: the image cannot be built without root"),
+            )
+            .fix(fix);
+        }
+    };
+    match image::subid_range(&text, user) {
+        Some((start, n)) if n >= image::SUBID_COUNT => Check::new(
+            name,
+            Level::Ok,
+            format!("{user}: {start}-{} ({n} ids)", start + n - 1),
+        ),
+        Some((_, n)) => Check::new(
+            name,
+            Level::Warn,
+            format!(
+                "{user} has only {n} ids in {}; the image build needs {}",
+                file.display(),
+                image::SUBID_COUNT
+            ),
+        )
+        .fix(fix),
+        None => Check::new(
+            name,
+            Level::Warn,
+            format!(
+                "no range for {user} in {}: the image cannot be built without root",
+                file.display()
+            ),
+        )
+        .fix(fix),
+    }
+}
+
 pub(super) fn linux_tools(host: &Host) -> Vec<Check> {
     if !host.linux {
         return Vec::new();
@@ -170,8 +265,12 @@ fn accelerator_check(host: &Host) -> Check {
         .fix("enable virtualisation (VT-x/AMD-V, nested virtualisation on a cloud VM) and load kvm_intel/kvm_amd");
     }
     if let Err(e) = qemu::kvm_device_opens(dev) {
-        return Check::new("accelerator", Level::Warn, format!("{e}: TCG will be used"))
-            .fix("add yourself to the kvm group");
+        return Check::new(
+            "accelerator",
+            Level::Warn,
+            format!("{e}: the qemu VM runs under TCG (emulation, slower)"),
+        )
+        .fix("for KVM: add yourself to the kvm group (`usermod -aG kvm USER` as root, then log in again)");
     }
     let paths = &host.vm;
     let cached: Option<AccelChoice> = fs_err::read_to_string(paths.accel_cache())
@@ -362,6 +461,98 @@ mod tests {
             "{c:?}"
         );
         assert!(c.fix.is_some());
+    }
+
+    #[test]
+    fn the_host_target_needs_root_or_sudo() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut host = bare(dir.path());
+        let c = host_target(&host).remove(0);
+        assert_eq!(c.level, Level::Warn);
+        assert!(
+            c.detail.contains("`sudo -n` may not run band-server"),
+            "{c:?}"
+        );
+        assert!(
+            c.fix.as_deref().is_some_and(|f| f.contains("band setup")),
+            "{c:?}"
+        );
+        host.sudo_allows = true;
+        assert_eq!(host_target(&host)[0].level, Level::Ok);
+        host.sudo_allows = false;
+        host.root = true;
+        assert_eq!(
+            host_target(&host)[0].detail,
+            "root: band-server runs directly"
+        );
+        host.linux = false;
+        assert!(host_target(&host).is_empty());
+    }
+
+    #[test]
+    fn a_rootless_build_needs_uidmap_and_subordinate_ids() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut host = bare(dir.path());
+        let level = |host: &Host, name: &str| {
+            rootless_build(host)
+                .into_iter()
+                .find(|c| c.name == name)
+                .map(|c| (c.level, c.detail, c.fix))
+        };
+        // Nothing there: every line says what to do.
+        for name in ["newuidmap", "newgidmap", "subuid", "subgid"] {
+            let (l, _, fix) = level(&host, name).expect(name);
+            assert_eq!(l, Level::Warn, "{name}");
+            assert!(fix.is_some(), "{name}");
+        }
+        assert_eq!(
+            level(&host, "newuidmap").and_then(|c| c.2).as_deref(),
+            Some("apt-get install uidmap")
+        );
+        write(&dir.path().join("bin/newuidmap"), "", 0o755);
+        write(&dir.path().join("bin/newgidmap"), "", 0o755);
+        write(
+            &host.subuid,
+            "bob:100000:65536\nalice:165536:65536\n",
+            0o644,
+        );
+        write(&host.subgid, "alice:165536:1000\n", 0o644);
+        assert_eq!(level(&host, "newuidmap").map(|c| c.0), Some(Level::Ok));
+        assert_eq!(
+            level(&host, "subuid").map(|c| (c.0, c.1)),
+            Some((Level::Ok, "alice: 165536-231071 (65536 ids)".to_string()))
+        );
+        let (l, detail, _) = level(&host, "subgid").expect("subgid");
+        assert_eq!(l, Level::Warn);
+        assert!(
+            detail.starts_with("alice has only 1000 ids in "),
+            "{detail}"
+        );
+        write(&host.subgid, "bob:100000:65536\n", 0o644);
+        let (_, detail, fix) = level(&host, "subgid").expect("subgid");
+        assert!(detail.starts_with("no range for alice in "), "{detail}");
+        assert!(fix.is_some_and(|f| f.contains("usermod --add-subuids")));
+        // Root builds without a user namespace.
+        host.root = true;
+        let c = rootless_build(&host);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].level, Level::Skip);
+    }
+
+    #[test]
+    fn a_kvm_device_that_does_not_open_means_tcg() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = bare(dir.path());
+        // A folder never opens read-write, even for root.
+        fs_err::create_dir_all(&host.kvm).expect("mkdir");
+        let c = accelerator_check(&host);
+        assert_eq!(c.level, Level::Warn);
+        assert!(
+            c.detail
+                .ends_with("the qemu VM runs under TCG (emulation, slower)"),
+            "{c:?}"
+        );
+        assert!(c.fix.is_some_and(|f| f.contains("kvm group")));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! mod.rs   Check, Level, Host, and CHECKS: the one list, in the order they are shown
-//! host.rs  the platform, tools on PATH, the accelerator (KVM), free disk
+//! host.rs  the platform, the host target (root or sudo -n), tools on PATH, the rootless image
+//!          build (newuidmap, subordinate ids), the accelerator (KVM), free disk
 //! vm.rs    the client's SSH key, the qemu image, the qemu VM (ssh, band-server, sandbox tools)
 //! ```
 //!
@@ -76,17 +77,33 @@ pub struct Host {
     pub sbin: Vec<PathBuf>,
     /// Linux (the host target and the qemu driver) or not (macOS: Lima only).
     pub linux: bool,
+    /// band runs as root: the host target starts band-server itself, and the image build needs
+    /// no user namespace.
+    pub root: bool,
+    /// The user band runs as (by name, as `/etc/subuid` lists it).
+    pub user: String,
+    /// `/etc/subuid` and `/etc/subgid`: an ordinary user's image build needs a range in each.
+    pub subuid: PathBuf,
+    pub subgid: PathBuf,
+    /// Without root: may `sudo -n` run band-server (`sudo -n -l`)? Asked once, by [`Host::this`].
+    pub sudo_allows: bool,
 }
 
 impl Host {
     /// This machine: `vm` under the data folder, `/dev/kvm`, `$PATH`.
     pub fn this(vm: VmPaths) -> Host {
+        let root = crate::vm::cmd::is_root();
         Host {
             vm,
             kvm: PathBuf::from("/dev/kvm"),
             path: search_path(std::env::var_os("PATH")),
             sbin: vec![PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")],
             linux: cfg!(target_os = "linux"),
+            root,
+            user: crate::vm::cmd::user_name().unwrap_or_default(),
+            subuid: PathBuf::from("/etc/subuid"),
+            subgid: PathBuf::from("/etc/subgid"),
+            sudo_allows: !root && crate::client::transport::host_can_start(),
         }
     }
 }
@@ -102,7 +119,9 @@ pub type CheckFn = fn(&Host) -> Vec<Check>;
 /// Every check, in the order `band doctor` shows them.
 pub const CHECKS: &[CheckFn] = &[
     host::platform,
+    host::host_target,
     host::linux_tools,
+    host::rootless_build,
     host::accelerator,
     host::lima,
     host::ssh_tools,
@@ -136,6 +155,11 @@ mod tests {
             path: vec![dir.join("bin")],
             sbin: vec![dir.join("sbin")],
             linux: true,
+            root: false,
+            user: "alice".into(),
+            subuid: dir.join("subuid"),
+            subgid: dir.join("subgid"),
+            sudo_allows: false,
         }
     }
 
@@ -148,11 +172,16 @@ mod tests {
             names,
             [
                 "host",
+                "host target",
                 "bwrap (host target)",
                 "qemu",
                 "qemu-img",
                 "mmdebstrap",
                 "mkfs.ext4",
+                "newuidmap",
+                "newgidmap",
+                "subuid",
+                "subgid",
                 "accelerator",
                 "limactl",
                 "ssh-keygen",

@@ -69,7 +69,33 @@ pub fn os(s: impl AsRef<OsStr>) -> OsString {
     s.as_ref().to_os_string()
 }
 
-/// True when this process runs as root (the image build needs root or `sudo`).
+/// This process's real user id (from `/proc/self/status`).
+pub fn real_uid() -> Option<u32> {
+    fs_err::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The user this process runs as, by name, from `/etc/passwd` (`$USER` is not trusted: mmdebstrap
+/// looks the real uid up the same way).
+pub fn user_name() -> Option<String> {
+    let uid = real_uid()?;
+    let passwd = fs_err::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let _ = f.next()?;
+        (f.next()?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+    })
+}
+
+/// True when this process runs as root (the host target starts band-server itself; the image
+/// build uses mmdebstrap's root mode).
 pub fn is_root() -> bool {
     fs_err::read_to_string("/proc/self/status")
         .ok()

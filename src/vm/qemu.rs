@@ -213,7 +213,7 @@ pub fn choose_accel(paths: &VmPaths, qemu: &Path, kernel: &Path) -> AccelChoice 
     {
         return c;
     }
-    let mut choice = probe_kvm(paths, qemu, kernel, PROBE_TIMEOUT);
+    let mut choice = probe_kvm(paths, Path::new("/dev/kvm"), qemu, kernel, PROBE_TIMEOUT);
     choice.boot_id = id;
     let _ = write_atomic(
         &cache,
@@ -225,14 +225,21 @@ pub fn choose_accel(paths: &VmPaths, qemu: &Path, kernel: &Path) -> AccelChoice 
     choice
 }
 
-/// Run the KVM probe (see the module docs).
-pub fn probe_kvm(paths: &VmPaths, qemu: &Path, kernel: &Path, timeout: Duration) -> AccelChoice {
+/// Run the KVM probe (see the module docs). `kvm` is the device (`/dev/kvm`): one this process
+/// cannot open read-write (an ordinary user outside the kvm group) means TCG, without a probe.
+pub fn probe_kvm(
+    paths: &VmPaths,
+    kvm: &Path,
+    qemu: &Path,
+    kernel: &Path,
+    timeout: Duration,
+) -> AccelChoice {
     let tcg = |reason: String| AccelChoice {
         accel: Accel::Tcg,
         reason,
         boot_id: String::new(),
     };
-    if let Err(e) = kvm_device_opens(Path::new("/dev/kvm")) {
+    if let Err(e) = kvm_device_opens(kvm) {
         return tcg(format!("KVM unavailable ({e})"));
     }
     let log = paths.root.join("kvm-probe.log");
@@ -617,6 +624,51 @@ mod tests {
             value_of(&a, "-drive"),
             ["file=/a,,b/disk.qcow2,if=virtio,format=qcow2,discard=unmap"]
         );
+    }
+
+    #[test]
+    fn kvm_only_when_the_device_opens_read_write_and_a_guest_boots() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let paths = VmPaths::new(t.path());
+        fs_err::create_dir_all(&paths.root).unwrap();
+        // A stand-in QEMU that "boots" the probe: the kernel's panic on the serial console.
+        let qemu = t.path().join("qemu");
+        fs_err::write(
+            &qemu,
+            "#!/bin/sh\nfor a; do case $a in file:*) echo 'Kernel panic - not syncing' > \"${a#file:}\";; esac; done\n",
+        )
+        .unwrap();
+        fs_err::set_permissions(&qemu, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        let probe = |kvm: &Path| {
+            // A stand-in written just now can be "busy" if another test thread forked meanwhile.
+            let mut c = probe_kvm(&paths, kvm, &qemu, &kernel, Duration::from_secs(20));
+            for _ in 0..5 {
+                if !c.reason.contains("busy") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                c = probe_kvm(&paths, kvm, &qemu, &kernel, Duration::from_secs(20));
+            }
+            c
+        };
+
+        // No device, or one that does not open read-write (a folder never does, even for root;
+        // /dev/kvm without the kvm group is the same refusal): TCG, saying why.
+        let missing = t.path().join("no-kvm");
+        let c = probe(&missing);
+        assert_eq!(c.accel, Accel::Tcg);
+        assert!(c.reason.contains("no-kvm"), "{c:?}");
+        let dir = t.path().join("kvm-dir");
+        fs_err::create_dir(&dir).unwrap();
+        assert_eq!(probe(&dir).accel, Accel::Tcg);
+        // A device that opens, and a guest that reaches its panic: KVM.
+        let dev = t.path().join("kvm");
+        fs_err::write(&dev, b"").unwrap();
+        fs_err::set_permissions(&dev, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let c = probe(&dev);
+        assert_eq!(c.accel, Accel::Kvm, "{c:?}");
     }
 
     #[test]

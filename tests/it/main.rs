@@ -27,4 +27,5 @@ mod secrets;
 mod skills;
 mod vm_cli;
 mod vm_e2e;
+mod vm_rootless;
 mod workspace;

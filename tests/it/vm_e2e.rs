@@ -17,37 +17,78 @@ use band_test::{Band, copy_dir, is_root, must_run};
 use crate::common::band_exe;
 
 /// Skip (locally) or fail (under `BAND_TEST_MUST_RUN`).
-fn skip_or_fail(why: &str) {
+pub(crate) fn skip_or_fail(why: &str) {
     if must_run() {
         panic!("the VM end-to-end test cannot run: {why}");
     }
     eprintln!("skipped: {why}");
 }
 
-fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     std::env::var_os("BAND_TEST_VM").is_some_and(|v| v == "1") || must_run()
 }
 
-fn on_path(name: &str) -> bool {
+pub(crate) fn on_path(name: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
         || Path::new("/usr/sbin").join(name).is_file()
         || Path::new("/sbin").join(name).is_file()
 }
 
-struct Env {
-    data: PathBuf,
-    home: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
+/// One VM at a time: the root and the rootless end-to-end tests share this machine's cores.
+pub(crate) static ONE_VM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An ordinary user band runs as (`runuser`), with copies of the binaries in `bin`.
+pub(crate) struct RunAs {
+    pub(crate) user: String,
+    pub(crate) home: PathBuf,
+    pub(crate) bin: PathBuf,
+}
+
+pub(crate) struct Env {
+    pub(crate) data: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) _tmp: Option<tempfile::TempDir>,
+    pub(crate) run_as: Option<RunAs>,
 }
 
 impl Env {
-    fn band(&self, args: &[&str], cwd: &Path) -> (i32, String, String) {
+    pub(crate) fn band(&self, args: &[&str], cwd: &Path) -> (i32, String, String) {
         let started = Instant::now();
-        let (code, stdout, stderr) = Band::new(band_exe(), &self.data)
-            .env("BAND_CONFIG", self.home.join("config.toml"))
-            .env_remove("BAND_SERVER_STATE_DIR")
-            .run(args, cwd);
+        let (code, stdout, stderr) = match &self.run_as {
+            None => Band::new(band_exe(), &self.data)
+                .env("BAND_CONFIG", self.home.join("config.toml"))
+                .env_remove("BAND_SERVER_STATE_DIR")
+                .run(args, cwd),
+            Some(u) => {
+                // A login-like environment: nothing of the test's (root's) own.
+                let out = Command::new("runuser")
+                    .args(["-u", &u.user, "--", "env", "-i"])
+                    .arg(format!("HOME={}", u.home.display()))
+                    .arg(format!("USER={}", u.user))
+                    .arg(format!(
+                        "PATH={}:/usr/local/bin:/usr/bin:/bin",
+                        u.bin.display()
+                    ))
+                    .arg(format!("BAND_DATA_DIR={}", self.data.display()))
+                    .arg(format!(
+                        "BAND_CONFIG={}",
+                        self.home.join("config.toml").display()
+                    ))
+                    .arg("NO_COLOR=1")
+                    .arg(u.bin.join("band"))
+                    .args(args)
+                    .current_dir(cwd)
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("runuser");
+                (
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            }
+        };
         eprintln!(
             "band {} -> {code} in {:.1} s",
             args.join(" "),
@@ -56,7 +97,7 @@ impl Env {
         (code, stdout, stderr)
     }
 
-    fn band_ok(&self, args: &[&str], cwd: &Path) -> String {
+    pub(crate) fn band_ok(&self, args: &[&str], cwd: &Path) -> String {
         let (code, out, err) = self.band(args, cwd);
         assert_eq!(
             code, 0,
@@ -65,7 +106,7 @@ impl Env {
         out
     }
 
-    fn json(&self, args: &[&str], cwd: &Path) -> serde_json::Value {
+    pub(crate) fn json(&self, args: &[&str], cwd: &Path) -> serde_json::Value {
         let out = self.band_ok(args, cwd);
         serde_json::from_str(&out)
             .unwrap_or_else(|e| panic!("band {args:?} printed no JSON ({e}): {out}"))
@@ -106,7 +147,7 @@ fn check_cancel_over_ssh(env: &Env, work: &Path) {
 }
 
 /// The pids of QEMU processes whose command line mentions `dir`.
-fn qemus_under(dir: &Path) -> Vec<i32> {
+pub(crate) fn qemus_under(dir: &Path) -> Vec<i32> {
     let needle = dir.to_string_lossy().into_owned();
     let mut out = Vec::new();
     for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
@@ -125,7 +166,7 @@ fn qemus_under(dir: &Path) -> Vec<i32> {
 }
 
 /// Kills the test's QEMU if the test fails half way (a passing test destroys it itself).
-struct KillQemus(PathBuf);
+pub(crate) struct KillQemus(pub PathBuf);
 
 impl Drop for KillQemus {
     fn drop(&mut self) {
@@ -135,13 +176,13 @@ impl Drop for KillQemus {
     }
 }
 
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     fs_err::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     fs_err::write(path, text).expect("write");
 }
 
 /// A skill whose scripts probe the sandbox from inside the VM.
-fn probe_skill(root: &Path) -> PathBuf {
+pub(crate) fn probe_skill(root: &Path) -> PathBuf {
     let s = root.join("vmprobe");
     write(
         &s.join("SKILL.md"),
@@ -186,7 +227,9 @@ printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","if
 
 /// An HTTP server on the host's loopback that answers every request with `body` and counts
 /// connections. The VM reaches the host's loopback at 10.0.2.2 (QEMU user networking).
-fn http_listener(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub(crate) fn http_listener(
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
     let port = l.local_addr().expect("addr").port();
@@ -209,7 +252,7 @@ fn http_listener(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::
 }
 
 /// A skill allowed to reach one host port (by IP: private addresses need an explicit allow).
-fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
+pub(crate) fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
     let s = root.join("vmnet");
     write(
         &s.join("SKILL.md"),
@@ -240,7 +283,7 @@ fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
     s
 }
 
-fn workspace(root: &Path) -> PathBuf {
+pub(crate) fn workspace(root: &Path) -> PathBuf {
     let w = root.join("ws");
     write(&w.join("data/allowed.txt"), "hello from the host");
     write(&w.join("data/secret.txt"), "do not read");
@@ -249,20 +292,23 @@ fn workspace(root: &Path) -> PathBuf {
     w
 }
 
-fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
+/// `band run --workspace WS [--target T] --json SKILL/SCRIPT` (no `--target` when `target` is
+/// empty: the default target).
+fn run_args(ws: &Path, target: &str, script: String) -> Vec<String> {
+    let mut a = vec!["run".to_string(), "--workspace".into()];
+    a.push(ws.to_str().expect("utf8").into());
+    if !target.is_empty() {
+        a.extend(["--target".to_string(), target.to_string()]);
+    }
+    a.extend(["--json".to_string(), script]);
+    a
+}
+
+pub(crate) fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
     let _ = fs_err::remove_dir_all(ws.join("out"));
-    let v = env.json(
-        &[
-            "run",
-            "--workspace",
-            ws.to_str().expect("utf8"),
-            "--target",
-            target,
-            "--json",
-            &format!("{}/probe", skill.display()),
-        ],
-        ws,
-    );
+    let args = run_args(ws, target, format!("{}/probe", skill.display()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = env.json(&args, ws);
     assert_eq!(v["status"], "ok", "{v:#}");
     let o = &v["output"];
     assert_eq!(o["allowed"], "hello from the host", "allowed read: {o}");
@@ -301,18 +347,9 @@ fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
 
     // An undeclared command does not exist for the script: the run fails (denied or, when the
     // shell only finds no such command, script_failed with 127) and nothing claims success.
-    let (code, out, err) = env.band(
-        &[
-            "run",
-            "--workspace",
-            ws.to_str().expect("utf8"),
-            "--target",
-            target,
-            "--json",
-            &format!("{}/curl", skill.display()),
-        ],
-        ws,
-    );
+    let args = run_args(ws, target, format!("{}/curl", skill.display()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = env.band(&args, ws);
     let v: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     assert!(
@@ -332,6 +369,7 @@ fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) {
 
 #[test]
 fn vm_end_to_end() {
+    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
     if !enabled() {
         eprintln!("skipped: set BAND_TEST_VM=1 to build and boot the VM (several minutes)");
         return;
@@ -376,6 +414,7 @@ fn vm_end_to_end() {
         data: data.clone(),
         home: work.path().to_path_buf(),
         _tmp: keep,
+        run_as: None,
     };
     let cwd = work.path();
     let _guard = KillQemus(data.clone());

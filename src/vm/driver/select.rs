@@ -4,6 +4,7 @@
 use super::{Driver, DriverKind, lima, qemu, remote};
 use crate::manifest::Target;
 use crate::vm::paths::VmPaths;
+use crate::vm::qemu::InstanceDir;
 use crate::vm::ssh::Endpoint;
 use crate::vm::{Result, VmError};
 
@@ -36,4 +37,39 @@ pub fn for_target(target: &Target, paths: &VmPaths) -> Result<Box<dyn Driver>> {
 /// The endpoint of a target, from the state `band setup` left.
 pub fn endpoint_for(paths: &VmPaths, target: &Target) -> Result<Endpoint> {
     for_target(target, paths)?.endpoint()
+}
+
+/// The VM `band setup` made on this machine, if any: qemu first, then lima (the target a run goes
+/// to when none was chosen and the host target cannot start; see `client::pipeline`).
+pub fn set_up_vm(paths: &VmPaths) -> Option<Target> {
+    if InstanceDir::new(paths).state().is_file() {
+        return Some(Target::Qemu);
+    }
+    paths
+        .instance_dir(crate::vm::lima::DRIVER)
+        .join(crate::vm::lima::STATE)
+        .is_file()
+        .then_some(Target::Lima)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_set_up_vm_is_the_one_with_a_state_file() {
+        let t = tempfile::tempdir().expect("tmp");
+        let paths = VmPaths::new(t.path());
+        assert_eq!(set_up_vm(&paths), None);
+        let lima_state = paths
+            .instance_dir(crate::vm::lima::DRIVER)
+            .join(crate::vm::lima::STATE);
+        fs_err::create_dir_all(lima_state.parent().expect("dir")).expect("mkdir");
+        fs_err::write(&lima_state, "{}").expect("write");
+        assert_eq!(set_up_vm(&paths), Some(Target::Lima));
+        let qemu_state = InstanceDir::new(&paths).state();
+        fs_err::create_dir_all(qemu_state.parent().expect("dir")).expect("mkdir");
+        fs_err::write(&qemu_state, "{}").expect("write");
+        assert_eq!(set_up_vm(&paths), Some(Target::Qemu));
+    }
 }

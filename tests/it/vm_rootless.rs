@@ -1,0 +1,261 @@
+//! An ordinary user — not root, no sudo, not in the kvm group — sets up the QEMU VM and runs
+//! skills through it: `band doctor` names what the rootless path needs, a run before setup says
+//! how to choose (not "cannot start band-server"), `band setup --driver qemu` builds the image in
+//! mmdebstrap's unshare mode and boots it (TCG: the user cannot open /dev/kvm), runs with no
+//! `--target` go to the VM and say so, the probe skill's allowed and denied reads, writes,
+//! commands and network hold, and `band vm destroy` leaves no process of that user.
+//!
+//! The test runs as root (CI does) and makes the user with `useradd` when it is missing; band runs
+//! as that user through `runuser`, from copies of the binaries in the user's home. It builds its
+//! own image (several minutes) and runs when `BAND_TEST_VM=1` or `BAND_TEST_MUST_RUN=1`, one VM at
+//! a time with `vm_e2e`. `BAND_TEST_VM_DATA_DIR` set (the local reuse knob) keeps the user's data
+//! folder, and so its image, between runs.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use band_test::is_root;
+
+use crate::common::band_exe;
+use crate::vm_e2e::{
+    Env, KillQemus, ONE_VM, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path,
+    probe_skill, qemus_under, skip_or_fail, workspace,
+};
+
+const USER: &str = "band-rootless-test";
+
+fn sh(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The user's home, made with the user (and its subordinate ids) when missing.
+fn ordinary_user() -> PathBuf {
+    if !sh(Command::new("id").arg(USER)).0 {
+        let (ok, out) = sh(Command::new("useradd").args(["-m", "-s", "/bin/sh", USER]));
+        assert!(ok, "useradd {USER}: {out}");
+    }
+    let (ok, groups) = sh(Command::new("id").args(["-nG", USER]));
+    assert!(ok, "{groups}");
+    assert!(
+        !groups
+            .split_whitespace()
+            .any(|g| ["kvm", "sudo", "root"].contains(&g)),
+        "{USER} must be an ordinary user: {groups}"
+    );
+    let (ok, home) =
+        sh(Command::new("sh").args(["-c", &format!("getent passwd {USER} | cut -d: -f6")]));
+    assert!(ok, "{home}");
+    PathBuf::from(home.trim())
+}
+
+fn chown(path: &Path) {
+    let (ok, out) = sh(Command::new("chown")
+        .args(["-R", "-h", &format!("{USER}:{USER}")])
+        .arg(path));
+    assert!(ok, "{out}");
+}
+
+/// The pids of the user's processes.
+fn processes_of_user() -> Vec<String> {
+    let (_, out) = sh(Command::new("pgrep").args(["-u", USER, "-a"]));
+    out.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn vm_rootless_setup_and_runs() {
+    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    if !enabled() {
+        eprintln!("skipped: set BAND_TEST_VM=1 to build and boot the VM as an ordinary user");
+        return;
+    }
+    if !is_root() {
+        return skip_or_fail("making an ordinary user to run band as needs root");
+    }
+    for tool in [
+        "mmdebstrap",
+        "mkfs.ext4",
+        "qemu-img",
+        "qemu-system-x86_64",
+        "ssh-keygen",
+        "newuidmap",
+        "newgidmap",
+        "useradd",
+        "runuser",
+        "pgrep",
+    ] {
+        if !on_path(tool) {
+            return skip_or_fail(&format!("{tool} is not installed (see .ci/run)"));
+        }
+    }
+    let src = Path::new(band_exe())
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    if !["band-server", "band-jail", "band-shim"]
+        .iter()
+        .all(|b| src.join(b).is_file())
+    {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "band-server", "--bins"])
+            .status()
+            .expect("cargo build");
+        assert!(st.success(), "cargo build -p band-server failed");
+    }
+
+    let home = ordinary_user();
+    let root = home.join("band-it");
+    let data = root.join("data");
+    let keep = std::env::var_os("BAND_TEST_VM_DATA_DIR").is_some();
+    for dir in ["bin", "work"] {
+        let _ = fs_err::remove_dir_all(root.join(dir));
+    }
+    if !keep {
+        let _ = fs_err::remove_dir_all(&data);
+    }
+    // band uploads band-server from beside itself: the user's copies, the user's own.
+    let bin = root.join("bin");
+    fs_err::create_dir_all(&bin).expect("mkdir");
+    for b in ["band", "band-server", "band-jail", "band-shim"] {
+        fs_err::copy(src.join(b), bin.join(b)).expect("copy binary");
+        fs_err::set_permissions(bin.join(b), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    }
+    let work = root.join("work");
+    let skill = probe_skill(&work);
+    let ws = workspace(&work);
+    let (open, open_hits) = http_listener("hello-from-the-host");
+    let (closed, closed_hits) = http_listener("must-not-be-reached");
+    let net = net_skill(&work, open, closed);
+    fs_err::create_dir_all(&data).expect("mkdir");
+    chown(&root);
+    let env = Env {
+        data: data.clone(),
+        home: work.clone(),
+        _tmp: None,
+        run_as: Some(RunAs {
+            user: USER.into(),
+            home: home.clone(),
+            bin,
+        }),
+    };
+    let _guard = KillQemus(data.clone());
+
+    // 1. The doctor: the host target cannot start, the rootless build can.
+    let (_, out, err) = env.band(&["doctor", "--json"], &work);
+    let d: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("doctor: {e}: {out}{err}"));
+    let level = |name: &str| {
+        d["checks"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == name))
+            .map(|c| c["level"].as_str().unwrap_or("").to_string())
+            .unwrap_or_else(|| panic!("no {name} check: {d:#}"))
+    };
+    assert_eq!(level("host target"), "warn", "{d:#}");
+    for name in ["newuidmap", "newgidmap", "subuid", "subgid", "mmdebstrap"] {
+        assert_eq!(level(name), "ok", "{name}: {d:#}");
+    }
+    assert_eq!(
+        level("accelerator"),
+        "warn",
+        "{USER} cannot open /dev/kvm: {d:#}"
+    );
+
+    // 2. Before setup, a run says what is missing and how to choose: sudo, not band-server.
+    if keep {
+        // A VM a failed earlier run left: gone, so the run below has none to go to.
+        env.band(&["vm", "destroy"], &work);
+    }
+    {
+        let probe = format!("{}/probe", skill.display());
+        let (code, _, err) = env.band(
+            &["run", "--workspace", ws.to_str().expect("utf8"), &probe],
+            &ws,
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("you are not root and `sudo` is not installed")
+                || err.contains("`sudo -n` may not run it"),
+            "{err}"
+        );
+        assert!(err.contains("band setup"), "{err}");
+    }
+
+    // 3. Setup: the image built without root, booted under TCG.
+    let setup = env.json(&["setup", "--driver", "qemu", "--json"], &work);
+    eprintln!("rootless setup: {setup:#}");
+    assert_eq!(setup["target"], "qemu");
+    assert_eq!(setup["accel"], "tcg", "{setup}");
+    // Nothing of another owner (a subordinate id, root) is left in the user's data folder.
+    let (ok, out) = sh(Command::new("find")
+        .arg(&data)
+        .args(["-not", "-user", USER]));
+    assert!(
+        ok && out.trim().is_empty(),
+        "the data folder holds files of another owner: {out}"
+    );
+
+    // 4. Runs with no --target go to the VM, and say so; the sandbox holds there.
+    let (code, out, err) = env.band(
+        &[
+            "run",
+            "--workspace",
+            ws.to_str().expect("utf8"),
+            "--json",
+            &format!("{}/probe", skill.display()),
+        ],
+        &ws,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        err.matches("band: not root and no sudo: running on the VM (qemu); choose with --target")
+            .count(),
+        1,
+        "{err}"
+    );
+    check_probe_run(&env, &skill, &ws, "");
+    check_probe_run(&env, &skill, &ws, "qemu");
+    let v = env.json(
+        &[
+            "run",
+            "--workspace",
+            ws.to_str().expect("utf8"),
+            "--json",
+            &format!("{}/fetch", net.display()),
+        ],
+        &ws,
+    );
+    assert_eq!(v["status"], "ok", "{v:#}");
+    assert_eq!(
+        v["output"],
+        serde_json::json!({"allowed": "hello-from-the-host", "denied": "refused"}),
+        "{v:#}"
+    );
+    assert!(open_hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert_eq!(closed_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // 5. Destroy: no process of the user is left.
+    env.band_ok(&["vm", "destroy"], &work);
+    assert!(qemus_under(&data).is_empty(), "QEMU still running");
+    let mut left = processes_of_user();
+    for _ in 0..20 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        left = processes_of_user();
+    }
+    assert!(left.is_empty(), "processes of {USER} left: {left:?}");
+    if !keep {
+        let _ = fs_err::remove_dir_all(&root);
+    }
+}
