@@ -55,6 +55,17 @@
 //!   needs ordinary permission on the files. An absolute `deny` inside such a bind is refused at
 //!   setup (it could not be enforced).
 
+/// A line on band-server's stderr that never fails: the client may be gone (its end of the pipe
+/// closed, an ssh session dropped), and `eprintln!` would then panic on `EPIPE` mid-teardown.
+/// What cannot be written is dropped; the run's result and the janitor do not depend on it.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod collect;
 pub mod config;
 pub mod error;

@@ -37,13 +37,17 @@ fn janitor_pass(cfg: &ServerConfig, scan_tables: bool) {
         || !r.removed_tables.is_empty()
         || r.killed > 0
     {
-        eprintln!(
+        band_server::say!(
             "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
-            r.dead_leases, r.killed, r.removed_dirs, r.removed_cgroups, r.removed_tables
+            r.dead_leases,
+            r.killed,
+            r.removed_dirs,
+            r.removed_cgroups,
+            r.removed_tables
         );
     }
     for e in &r.errors {
-        eprintln!("band-server: janitor: {e}");
+        band_server::say!("band-server: janitor: {e}");
     }
 }
 
@@ -89,7 +93,7 @@ fn main() {
         Some("janitor") => match load() {
             Ok(cfg) => {
                 if sys::euid() != 0 {
-                    eprintln!("band-server: janitor: must run as root");
+                    band_server::say!("band-server: janitor: must run as root");
                     1
                 } else {
                     janitor_pass(&cfg, true);
@@ -97,7 +101,7 @@ fn main() {
                 }
             }
             Err(e) => {
-                eprintln!("band-server: {e}");
+                band_server::say!("band-server: {e}");
                 1
             }
         },
@@ -107,7 +111,7 @@ fn main() {
             0
         }
         _ => {
-            eprintln!("usage: band-server run | janitor | version");
+            band_server::say!("usage: band-server run | janitor | version");
             i32::from(proto::exit::USAGE)
         }
     };

@@ -149,7 +149,7 @@ pub fn watch_client(mut input: Box<dyn BufRead + Send>) -> ClientGone {
             }
         });
     if let Err(e) = spawned {
-        eprintln!("band-server: cannot watch the client ({e}); a vanished client is not noticed");
+        crate::say!("band-server: cannot watch the client ({e}); a vanished client is not noticed");
     }
     gone
 }

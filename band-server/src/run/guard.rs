@@ -64,7 +64,7 @@ impl RunGuard {
 impl Drop for RunGuard {
     fn drop(&mut self) {
         for e in self.teardown() {
-            eprintln!("band-server: teardown: {e}");
+            crate::say!("band-server: teardown: {e}");
         }
     }
 }

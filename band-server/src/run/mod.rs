@@ -69,7 +69,7 @@ fn reap_orphans() {
     let own = sys::pid();
     for pid in crate::layers::identity::procs::zombie_children(Path::new("/proc"), own) {
         if let Err(e) = sys::reap(pid) {
-            eprintln!("band-server: teardown: cannot reap pid {pid}: {e}");
+            crate::say!("band-server: teardown: cannot reap pid {pid}: {e}");
         }
     }
 }
@@ -98,7 +98,7 @@ pub fn execute_watched(
     };
     let td = Instant::now();
     for e in guard.teardown() {
-        eprintln!("band-server: teardown: {e}");
+        crate::say!("band-server: teardown: {e}");
     }
     reap_orphans();
     result.metrics.teardown_ms = td.elapsed().as_millis() as u64;
@@ -199,7 +199,7 @@ fn execute_inner(
     }
     drain(&rx, sink, &mut st, Duration::ZERO);
     if st.forged > 0 {
-        eprintln!(
+        crate::say!(
             "band-server: run {}: dropped {} forged CLI report(s): {}",
             req.run_id,
             st.forged,
@@ -272,7 +272,7 @@ fn execute_inner(
             (None, n, true)
         }
         Output::Unreadable(m) => {
-            eprintln!("band-server: run {}: {m}", req.run_id);
+            crate::say!("band-server: run {}: {m}", req.run_id);
             (None, 0, false)
         }
         Output::None => (None, 0, false),

@@ -508,7 +508,7 @@ impl RunDir {
 impl Drop for RunDir {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("band-server: {e}");
+            crate::say!("band-server: {e}");
         }
     }
 }
