@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::cancel::Cancel;
+use super::redact::Masker;
 use super::{ClientError, Result};
 use crate::proto::{self, Message, RunRequest, RunResult};
 use crate::vm::cmd::is_root;
@@ -76,7 +77,9 @@ impl Transport for HostTransport {
         cmd.arg("run")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            // Piped and masked: what band-server says on stderr (teardown problems, dropped
+            // reports) reaches a person or an agent's log with the run's secrets masked.
+            .stderr(Stdio::piped())
             // Its own process group: Ctrl-C at the terminal reaches band only, which then
             // cancels the run through the request channel and records it.
             .process_group(0);
@@ -93,6 +96,10 @@ impl Transport for HostTransport {
                 )
             }
         })?;
+        let relay = child
+            .stderr
+            .take()
+            .and_then(|e| relay_masked(e, Masker::new(&req.secrets), std::io::stderr()));
         let mut stdin = child
             .stdin
             .take()
@@ -120,8 +127,12 @@ impl Transport for HostTransport {
         if let Some(w) = watcher {
             let _ = w.join();
         }
+        let status = child.wait();
+        if let Some(r) = relay {
+            let _ = r.join();
+        }
         let result = result?;
-        let status = child.wait().map_err(|source| ClientError::Server {
+        let status = status.map_err(|source| ClientError::Server {
             what: "waiting for band-server",
             source,
         })?;
@@ -177,6 +188,28 @@ pub fn sudo_allows(server: &Path) -> bool {
 /// Can the host target start band-server here: root, or sudo that may run it?
 pub fn host_can_start() -> bool {
     is_root() || (crate::vm::cmd::which("sudo").is_some() && sudo_allows(&server_path()))
+}
+
+/// Copy band-server's stderr to `out` line by line, every declared secret masked, on a thread
+/// (joined once band-server has exited and its stderr is at EOF).
+fn relay_masked(
+    from: impl std::io::Read + Send + 'static,
+    masker: Masker,
+    mut out: impl Write + Send + 'static,
+) -> Option<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("band-server-stderr".into())
+        .spawn(move || {
+            let mut reader = BufReader::new(from);
+            let mut line = Vec::new();
+            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                let _ = out.write_all(masker.mask(&text).as_bytes());
+                let _ = out.flush();
+                line.clear();
+            }
+        })
+        .ok()
 }
 
 /// How often the holder looks whether the run is over (when no cancel wakes it first).
@@ -243,7 +276,43 @@ pub fn server_path() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn band_server_stderr_reaches_the_user_with_secrets_masked() {
+        let secrets = BTreeMap::from([("API_TOKEN".to_string(), "s3cr3t-t0ken-value".to_string())]);
+        let said = "band-server: teardown: cannot remove /x/s3cr3t-t0ken-value\nsecond line, no secret\nlast s3cr3t-t0ken-value";
+        let out = Shared::default();
+        relay_masked(
+            std::io::Cursor::new(said.as_bytes().to_vec()),
+            Masker::new(&secrets),
+            out.clone(),
+        )
+        .unwrap()
+        .join()
+        .unwrap();
+        let shown = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert_eq!(shown.lines().count(), 3, "{shown}");
+        assert!(shown.contains("second line, no secret\n"), "{shown}");
+        assert!(shown.contains("API_TOKEN"), "{shown}");
+    }
 
     #[test]
     fn without_root_the_error_names_sudo_and_the_two_ways() {
