@@ -9,6 +9,7 @@
 //! bwrap = "/usr/bin/bwrap"
 //! mask_lib_executables = true   # hide programs inside /usr/lib, /usr/libexec (see execmask)
 //! nft = "/usr/sbin/nft"          # the network layer's nftables front end
+//! slirp4netns = "/usr/bin/slirp4netns"  # relays a networked run's own namespace to the host
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
 //! require_ipc_scope = true       # networked runs need Landlock abstract-socket scoping (6.12+)
 //!
@@ -42,6 +43,8 @@ pub const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
 pub const DEFAULT_STATE_DIR: &str = "/run/band";
 pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
 pub const DEFAULT_NFT: &str = "/usr/sbin/nft";
+/// The relay between a networked run's namespace and the host (`layers::net::netns`).
+pub const DEFAULT_SLIRP4NETNS: &str = "/usr/bin/slirp4netns";
 
 /// The cgroup CPU period; `maxCpus` becomes a quota of `cpus × period`.
 pub const CPU_PERIOD_US: u64 = 100_000;
@@ -95,6 +98,8 @@ pub struct ServerConfig {
     pub mask_lib_executables: bool,
     /// nftables, for runs with `allow.net`.
     pub nft: PathBuf,
+    /// slirp4netns, for runs with `allow.net`: relays the run's own network namespace.
+    pub slirp4netns: PathBuf,
     /// Resolvers the per-run DNS stub asks; empty: the host's `/etc/resolv.conf`.
     pub dns_upstream: Vec<std::net::SocketAddr>,
     /// A run with `allow.net` shares the host's network namespace, hence its abstract unix
@@ -111,6 +116,7 @@ impl Default for ServerConfig {
             bwrap: PathBuf::from(DEFAULT_BWRAP),
             mask_lib_executables: true,
             nft: PathBuf::from(DEFAULT_NFT),
+            slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
             require_ipc_scope: true,
             defaults: LimitValues::PLATFORM_DEFAULTS,
@@ -147,6 +153,7 @@ struct RawConfig {
     bwrap: Option<PathBuf>,
     mask_lib_executables: Option<bool>,
     nft: Option<PathBuf>,
+    slirp4netns: Option<PathBuf>,
     #[serde(default)]
     dns_upstream: Vec<String>,
     require_ipc_scope: Option<bool>,
@@ -261,6 +268,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         bwrap: raw.bwrap.unwrap_or(d.bwrap),
         mask_lib_executables: raw.mask_lib_executables.unwrap_or(d.mask_lib_executables),
         nft: raw.nft.unwrap_or(d.nft),
+        slirp4netns: raw.slirp4netns.unwrap_or(d.slirp4netns),
         require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
         dns_upstream: raw
             .dns_upstream
