@@ -11,7 +11,7 @@
 //! nft = "/usr/sbin/nft"          # the network layer's nftables front end
 //! slirp4netns = "/usr/bin/slirp4netns"  # relays a networked run's own namespace to the host
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
-//! require_ipc_scope = true       # networked runs need Landlock abstract-socket scoping (6.12+)
+//! require_ipc_scope = false      # refuse networked runs without Landlock abstract-socket scoping
 //!
 //! [defaults]
 //! memory = "512m"
@@ -102,8 +102,10 @@ pub struct ServerConfig {
     pub slirp4netns: PathBuf,
     /// Resolvers the per-run DNS stub asks; empty: the host's `/etc/resolv.conf`.
     pub dns_upstream: Vec<std::net::SocketAddr>,
-    /// A run with `allow.net` shares the host's network namespace, hence its abstract unix
-    /// sockets; without Landlock scoping (Linux 6.12+) such a run is refused unless this is false.
+    /// Refuse a run with `allow.net` when Landlock cannot scope abstract unix sockets (before
+    /// Linux 6.12). Off by default: such a run has a network namespace of its own, hence
+    /// abstract socket names of its own (`layers::net::netns`); the scope, when the kernel has
+    /// it, is applied anyway, as for every run.
     pub require_ipc_scope: bool,
     pub defaults: LimitValues,
     pub caps: LimitValues,
@@ -118,7 +120,7 @@ impl Default for ServerConfig {
             nft: PathBuf::from(DEFAULT_NFT),
             slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
-            require_ipc_scope: true,
+            require_ipc_scope: false,
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
         }
