@@ -7,7 +7,8 @@
 //!
 //! 1. `slirp4netns` (the userspace relay of rootless podman and docker) is started as the run's
 //!    uid ([`crate::sys::RelayExec`]) with the descriptors: it creates a tap device inside
-//!    (`tap0`, `10.0.2.100/24`, gateway `10.0.2.2`; IPv6 from its router advertisements),
+//!    (`tap0`, `198.19.249.100/24`, gateway `198.19.249.2`, see [`RELAY_CIDR`]; IPv6 from its
+//!    router advertisements),
 //!    brings up loopback, and makes every connection of the run with sockets of its own in the
 //!    host's network namespace. Those sockets belong to the run's uid, so the run's nftables
 //!    table (`meta skuid`, [`super::nft`]) filters them exactly as it filtered the run's own
@@ -42,6 +43,11 @@ use crate::sys;
 
 /// The interface of the run's namespace.
 pub const TAP: &str = "tap0";
+/// The relay's own IPv4 network inside the run's namespace (the tap, its gateway, its unused
+/// DNS address). Not slirp4netns's default `10.0.2.0/24`: that is QEMU's user network too, so in
+/// a band VM the host the band allows (`10.0.2.2`) would be the relay's own gateway. A
+/// benchmarking range (RFC 2544), never a destination a band needs.
+pub const RELAY_CIDR: &str = "198.19.249.0/24";
 /// Descriptor numbers in the relay: user namespace, network namespace, ready pipe, exit pipe.
 const FD_USERNS: i32 = 3;
 const FD_NETNS: i32 = 4;
@@ -88,6 +94,7 @@ pub fn relay_args() -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .chain([
+        format!("--cidr={RELAY_CIDR}"),
         format!("--userns-path=/proc/self/fd/{FD_USERNS}"),
         format!("--ready-fd={FD_READY}"),
         format!("--exit-fd={FD_EXIT}"),
@@ -304,6 +311,7 @@ mod tests {
         ] {
             assert!(a.iter().any(|x| x == flag), "{flag} missing from {a:?}");
         }
+        assert!(a.contains(&format!("--cidr={RELAY_CIDR}")));
         assert_eq!(
             a[a.len() - 2..],
             ["/proc/self/fd/4".to_string(), "tap0".to_string()]
