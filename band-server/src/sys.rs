@@ -7,8 +7,7 @@
 //! The functions used between `fork` and `exec` ([`PreExec`]) call only async-signal-safe
 //! functions (`write`, `fcntl`, `dup2`, `setgroups`, `setgid`, `setuid`, `prctl`, `getppid`,
 //! `unshare`, `setns`, `mount`, `mknod`, `chown`, `fork`, `waitpid`, `close_range`, `_exit`) and
-//! never allocate: everything they need
-//! is prepared before the fork.
+//! never allocate: everything they need is prepared before the fork.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, OsStr};
