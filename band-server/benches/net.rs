@@ -3,7 +3,7 @@
 //! a baseline measured in the same process: one `nft` batch adding an empty table and one
 //! deleting it (the least any nftables-based layer can cost). Two more rows, 1 name, same
 //! process: the layer as it was before the namespace (table + stub on a host loopback address),
-//! and the namespace + relay alone (what the namespace adds).
+//! and the namespace + relay alone (what the namespace adds), its setup and teardown apart.
 //!
 //! `cargo bench -p band-server --bench net` (as root; otherwise it says why and exits 0).
 
@@ -125,11 +125,27 @@ fn main() {
         p50,
         p95,
     ));
-    let (p50, p95) = measure(|| {
+    // The namespace with its relay alone, its setup and its teardown timed apart.
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for i in 0..=ITERATIONS {
+        let t = Instant::now();
         let ns = RunNetns::start(relay, BENCH_UID, BENCH_UID).unwrap_or_else(|e| panic!("{e}"));
+        let setup = t.elapsed();
+        let t = Instant::now();
         drop(ns);
-    });
-    rows.push(("namespace + slirp4netns alone".into(), p50, p95));
+        if i > 0 {
+            // The first is a warm-up, as in `measure`.
+            up.push(setup);
+            down.push(t.elapsed());
+        }
+    }
+    for (what, mut v) in [
+        ("namespace + slirp4netns: setup alone", up),
+        ("namespace + slirp4netns: teardown alone", down),
+    ] {
+        v.sort();
+        rows.push((what.into(), percentile(&v, 0.5), percentile(&v, 0.95)));
+    }
     for (what, p50, p95) in rows {
         println!(
             "| {what} | {:.2} | {:.2} | {:.1}× |",
