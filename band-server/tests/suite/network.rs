@@ -943,6 +943,45 @@ EOF
 }
 
 #[test]
+fn privileged_net_the_relay_does_not_lead_to_the_host_loopback() {
+    privileged!();
+    let lab = Lab::new();
+    // Host services on loopback, IPv4 and IPv6, on one port.
+    let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = v4.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+    let v6 = std::net::TcpListener::bind(("::1", port)).ok();
+    for l in std::iter::once(&v4).chain(v6.iter()) {
+        l.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // From the run: its own loopback, the relay's gateway (slirp4netns maps it to the host's
+    // loopback unless told not to), its IPv6 router, QEMU-style 10.0.2.2.
+    let script = format!(
+        "{PROBE}
+echo \"lo4=$(fetch_curl http://127.0.0.1:{port}/)\"
+echo \"lo6=$(fetch_curl 'http://[::1]:{port}/')\"
+echo \"gw4=$(fetch_curl http://198.19.249.2:{port}/)\"
+echo \"gw6=$(fetch_curl 'http://[fd00::2]:{port}/')\"
+echo \"qemu=$(fetch_curl http://10.0.2.2:{port}/)\"
+"
+    );
+    let req = request(&script, net_policy(&["api.example.test"], &[]));
+    let o = lab.run(&req);
+    let kv = o.kv();
+    for k in ["lo4", "lo6", "gw4", "gw6", "qemu"] {
+        let v = kv
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+        assert!(!v.ends_with("rc=0"), "{k}: {v}");
+    }
+    assert!(v4.accept().is_err(), "the run reached the host's 127.0.0.1");
+    if let Some(v6) = v6 {
+        assert!(v6.accept().is_err(), "the run reached the host's ::1");
+    }
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
 fn privileged_net_the_dns_stub_answers_only_inside_the_run() {
     privileged!();
     let lab = Lab::new();
