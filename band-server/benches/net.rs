@@ -1,6 +1,9 @@
-//! Setup + teardown of the network layer (nftables table + DNS stub) per run, with 1, 10 and 100
-//! allowed names, against a baseline measured in the same process: one `nft` batch adding an
-//! empty table and one deleting it (the least any nftables-based layer can cost).
+//! Setup + teardown of the network layer (nftables table, the run's own network namespace with
+//! its slirp4netns relay, DNS stub inside it) per run, with 1, 10 and 100 allowed names, against
+//! a baseline measured in the same process: one `nft` batch adding an empty table and one
+//! deleting it (the least any nftables-based layer can cost). Two more rows, 1 name, same
+//! process: the layer as it was before the namespace (table + stub on a host loopback address),
+//! and the namespace + relay alone (what the namespace adds), its setup and teardown apart.
 //!
 //! `cargo bench -p band-server --bench net` (as root; otherwise it says why and exits 0).
 
@@ -12,12 +15,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use band::policy::net::NetMatcher;
+use band_server::layers::net::dns::{Resolver, Stub, UdpUpstream};
+use band_server::layers::net::netns::RunNetns;
 use band_server::layers::net::nft::Nft;
 use band_server::layers::net::{self, NetLayer};
 
 const ITERATIONS: usize = 40;
 /// A stub slot outside the uid pool (0..64), so a live run never holds its address.
 const BENCH_SLOT: u32 = 249;
+/// The uid and gid the relay runs as (no such user is needed).
+const BENCH_UID: u32 = 65_000;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -60,6 +67,22 @@ fn main() {
         ms(base50),
         ms(base95)
     );
+    let relay = Path::new(band_server::config::DEFAULT_SLIRP4NETNS);
+    let own = net::own_addresses(Path::new("/proc"));
+    let upstream = ["127.0.0.1:9".parse().unwrap_or_else(|e| panic!("{e}"))];
+    let plan = |k: u32, matcher: &NetMatcher| {
+        net::plan_run(
+            &format!("bench{k:08x}"),
+            BENCH_UID,
+            BENCH_UID,
+            BENCH_SLOT,
+            matcher,
+            &own,
+            &upstream,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut rows = Vec::new();
     for n in [1usize, 10, 100] {
         let allow: Vec<String> = (0..n).map(|i| format!("api{i}.example.test:443")).collect();
         let matcher = NetMatcher::new(&allow, &[]).unwrap_or_else(|e| panic!("{e:?}"));
@@ -67,21 +90,65 @@ fn main() {
         let (p50, p95) = measure(|| {
             k += 1;
             // The plan (with the host's addresses it needs), then the layer: what a run pays.
-            let plan = net::plan_run(
-                &format!("bench{k:08x}"),
-                65_000,
-                BENCH_SLOT,
-                &matcher,
-                &net::own_addresses(Path::new("/proc")),
-                &["127.0.0.1:9".parse().unwrap_or_else(|e| panic!("{e}"))],
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-            let mut layer =
-                NetLayer::setup(&plan, &nft, Arc::new(|_| {})).unwrap_or_else(|e| panic!("{e}"));
+            let plan = plan(k, &matcher);
+            let mut layer = NetLayer::setup(&plan, &nft, relay, Arc::new(|_| {}))
+                .unwrap_or_else(|e| panic!("{e}"));
             layer.teardown().unwrap_or_else(|e| panic!("{e}"));
         });
+        rows.push((format!("{n}"), p50, p95));
+    }
+    // Before the run had its own namespace: the table, and the stub on a host loopback address.
+    let matcher = NetMatcher::new(&["api0.example.test:443".to_string()], &[])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let mut k = 1000u32;
+    let (p50, p95) = measure(|| {
+        k += 1;
+        let plan = plan(k, &matcher);
+        nft.apply(&plan.ruleset).unwrap_or_else(|e| panic!("{e}"));
+        let resolver = Resolver {
+            matcher: plan.matcher.clone(),
+            own: plan.own.clone(),
+            upstream: Box::new(UdpUpstream {
+                servers: plan.upstream.clone(),
+                timeout: Duration::from_secs(3),
+            }),
+            learn: Box::new(|_: &[_], _: &[_]| Ok(())),
+        };
+        let mut stub = Stub::start(plan.stub_addr, resolver, Arc::new(|_: &_| {}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        stub.stop();
+        nft.delete_table(&plan.table.table)
+            .unwrap_or_else(|e| panic!("{e}"));
+    });
+    rows.push((
+        "1, before: table + stub on the host (no namespace)".into(),
+        p50,
+        p95,
+    ));
+    // The namespace with its relay alone, its setup and its teardown timed apart.
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for i in 0..=ITERATIONS {
+        let t = Instant::now();
+        let ns = RunNetns::start(relay, BENCH_UID, BENCH_UID).unwrap_or_else(|e| panic!("{e}"));
+        let setup = t.elapsed();
+        let t = Instant::now();
+        drop(ns);
+        if i > 0 {
+            // The first is a warm-up, as in `measure`.
+            up.push(setup);
+            down.push(t.elapsed());
+        }
+    }
+    for (what, mut v) in [
+        ("namespace + slirp4netns: setup alone", up),
+        ("namespace + slirp4netns: teardown alone", down),
+    ] {
+        v.sort();
+        rows.push((what.into(), percentile(&v, 0.5), percentile(&v, 0.95)));
+    }
+    for (what, p50, p95) in rows {
         println!(
-            "| {n} | {:.2} | {:.2} | {:.1}× |",
+            "| {what} | {:.2} | {:.2} | {:.1}× |",
             ms(p50),
             ms(p95),
             p50.as_secs_f64() / base50.as_secs_f64()

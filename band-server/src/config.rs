@@ -9,8 +9,9 @@
 //! bwrap = "/usr/bin/bwrap"
 //! mask_lib_executables = true   # hide programs inside /usr/lib, /usr/libexec (see execmask)
 //! nft = "/usr/sbin/nft"          # the network layer's nftables front end
+//! slirp4netns = "/usr/bin/slirp4netns"  # relays a networked run's own namespace to the host
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
-//! require_ipc_scope = true       # networked runs need Landlock abstract-socket scoping (6.12+)
+//! require_ipc_scope = false      # refuse networked runs without Landlock abstract-socket scoping
 //!
 //! [defaults]
 //! memory = "512m"
@@ -42,6 +43,8 @@ pub const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
 pub const DEFAULT_STATE_DIR: &str = "/run/band";
 pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
 pub const DEFAULT_NFT: &str = "/usr/sbin/nft";
+/// The relay between a networked run's namespace and the host (`layers::net::netns`).
+pub const DEFAULT_SLIRP4NETNS: &str = "/usr/bin/slirp4netns";
 
 /// The cgroup CPU period; `maxCpus` becomes a quota of `cpus × period`.
 pub const CPU_PERIOD_US: u64 = 100_000;
@@ -95,10 +98,14 @@ pub struct ServerConfig {
     pub mask_lib_executables: bool,
     /// nftables, for runs with `allow.net`.
     pub nft: PathBuf,
+    /// slirp4netns, for runs with `allow.net`: relays the run's own network namespace.
+    pub slirp4netns: PathBuf,
     /// Resolvers the per-run DNS stub asks; empty: the host's `/etc/resolv.conf`.
     pub dns_upstream: Vec<std::net::SocketAddr>,
-    /// A run with `allow.net` shares the host's network namespace, hence its abstract unix
-    /// sockets; without Landlock scoping (Linux 6.12+) such a run is refused unless this is false.
+    /// Refuse a run with `allow.net` when Landlock cannot scope abstract unix sockets (before
+    /// Linux 6.12). Off by default: such a run has a network namespace of its own, hence
+    /// abstract socket names of its own (`layers::net::netns`); the scope, when the kernel has
+    /// it, is applied anyway, as for every run.
     pub require_ipc_scope: bool,
     pub defaults: LimitValues,
     pub caps: LimitValues,
@@ -111,8 +118,9 @@ impl Default for ServerConfig {
             bwrap: PathBuf::from(DEFAULT_BWRAP),
             mask_lib_executables: true,
             nft: PathBuf::from(DEFAULT_NFT),
+            slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
-            require_ipc_scope: true,
+            require_ipc_scope: false,
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
         }
@@ -147,6 +155,7 @@ struct RawConfig {
     bwrap: Option<PathBuf>,
     mask_lib_executables: Option<bool>,
     nft: Option<PathBuf>,
+    slirp4netns: Option<PathBuf>,
     #[serde(default)]
     dns_upstream: Vec<String>,
     require_ipc_scope: Option<bool>,
@@ -261,6 +270,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         bwrap: raw.bwrap.unwrap_or(d.bwrap),
         mask_lib_executables: raw.mask_lib_executables.unwrap_or(d.mask_lib_executables),
         nft: raw.nft.unwrap_or(d.nft),
+        slirp4netns: raw.slirp4netns.unwrap_or(d.slirp4netns),
         require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
         dns_upstream: raw
             .dns_upstream

@@ -16,7 +16,8 @@
 //!   - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
 //!   - [`layers::fs`]: the run directory (tmpfs), host mounts, hidden library executables.
 //!   - [`layers::cli`]: the CLI gate (programs, shim decision, report socket, program cache).
-//!   - [`layers::net`]: the per-run nftables table, DNS stub and network report.
+//!   - [`layers::net`]: the per-run nftables table, network namespace and relay, DNS stub and
+//!     network report.
 //!   - [`layers::process`]: the bubblewrap argv and the seccomp filter.
 //! - [`collect`]: output, written files, insist and status, read after the run.
 //! - [`janitor`]: cleanup after servers that died mid-run, over the layers' list.
@@ -27,8 +28,9 @@
 //! # What a run can and cannot do
 //!
 //! The script runs as a leased per-run uid (never root), in its own user, pid, ipc, uts, cgroup
-//! and network namespaces (no network at all; with `allow.net`, the host's network filtered by a
-//! per-run nftables table and DNS stub, see [`layers::net`]), under `no_new_privs`, a seccomp deny list, no
+//! and network namespaces (no network at all; with `allow.net`, a namespace whose only way out is
+//! a relay filtered by a per-run nftables table, and a DNS stub inside it, see [`layers::net`]),
+//! under `no_new_privs`, a seccomp deny list, no
 //! capabilities, and a cgroup with memory, pids and CPU limits. It sees read-only system
 //! libraries, band-shim under the name of each essential and declared command in `/usr/bin` and
 //! `/band/bin`, a synthetic `/etc`, its skill (read-only and noexec: a program of the skill runs

@@ -6,8 +6,8 @@
 //!
 //! The functions used between `fork` and `exec` ([`PreExec`]) call only async-signal-safe
 //! functions (`write`, `fcntl`, `dup2`, `setgroups`, `setgid`, `setuid`, `prctl`, `getppid`,
-//! `unshare`, `fork`, `waitpid`, `close_range`, `_exit`) and never allocate: everything they need
-//! is prepared before the fork.
+//! `unshare`, `setns`, `mount`, `mknod`, `chown`, `fork`, `waitpid`, `close_range`, `_exit`) and
+//! never allocate: everything they need is prepared before the fork.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, OsStr};
@@ -356,6 +356,8 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// 6. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
 /// 7. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper.
 ///
+/// A networked run also joins its own network namespace (`netns`) between steps 2 and 3.
+///
 /// Joining the cgroup before anything of the run exists means nothing the run starts can escape
 /// it; dropping to the run's uid before `exec` means bubblewrap itself never runs as root.
 #[derive(Debug)]
@@ -368,6 +370,10 @@ pub struct PreExec {
     /// `/proc/sys/vm/memfd_noexec`, opened for writing; `None` on kernels without it (before
     /// 6.3), where the seccomp filter denies `memfd_create` instead.
     pub memfd_noexec: Option<File>,
+    /// The run's own network namespace (a networked run, see `layers::net::netns`): joined
+    /// with `setns` right after step 2, while still root, so bubblewrap starts inside it.
+    /// `None`: bubblewrap makes one with only loopback (`--unshare-net`).
+    pub netns: Option<RawFd>,
 }
 
 /// The reaper's exit code for the sandbox init's wait status: its exit code, or `128 + signal`.
@@ -424,6 +430,13 @@ impl PreExec {
                 // SAFETY: fcntl on an fd number owned by `f`; failure is reported through errno.
                 *slot = check(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 64) })?;
             }
+            let netns = match self.netns {
+                // SAFETY: fcntl on an fd number owned by the caller until after spawn.
+                Some(fd) => Some(check(unsafe {
+                    libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64)
+                })?),
+                None => None,
+            };
             let joins = &later[..self.cgroup_join.len()];
             let sysctl = self
                 .memfd_noexec
@@ -457,6 +470,10 @@ impl PreExec {
             // SAFETY: plain syscall, cannot fail.
             if unsafe { libc::getppid() } != parent {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if let Some(fd) = netns {
+                // SAFETY: setns on an fd number copied above (a network namespace file).
+                check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
             }
             // SAFETY: plain syscall with an integer flag; only children enter the namespace.
             check(unsafe { libc::unshare(libc::CLONE_NEWPID) })?;
@@ -504,6 +521,210 @@ impl PreExec {
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
         // `moved` buffer is on the stack; `cgroup_join`, `memfd_noexec` and `fds` were built
         // before the fork).
+        unsafe { cmd.pre_exec(hook) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The network namespace of a networked run (`layers::net::netns`)
+// ---------------------------------------------------------------------------------------------
+
+/// The child of [`user_and_net_namespaces`]: become `uid`/`gid`, unshare a user and a network
+/// namespace, report `[step, errno as 4 bytes]` (step 0 = done) on `report`, then wait for EOF on
+/// `release` and exit. Only async-signal-safe syscalls; never returns.
+fn ns_holder(uid: u32, gid: u32, report: RawFd, release: RawFd, close: [RawFd; 2]) -> ! {
+    let fail = |step: u8| -> ! {
+        // SAFETY: reads the thread's errno, a plain function with no arguments.
+        let errno = unsafe { *libc::__errno_location() }.to_ne_bytes();
+        let msg = [step, errno[0], errno[1], errno[2], errno[3]];
+        // SAFETY: writes 5 bytes from a stack buffer; `_exit` never returns.
+        unsafe {
+            libc::write(report, msg.as_ptr().cast(), msg.len());
+            libc::_exit(1)
+        }
+    };
+    for fd in close {
+        // SAFETY: closes this process's copies of the parent's pipe ends (nothing here owns them).
+        unsafe { libc::close(fd) };
+    }
+    // SAFETY: setgroups with a zero-length list and a null pointer is valid.
+    if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
+        fail(1);
+    }
+    // SAFETY: plain syscalls on integers.
+    if unsafe { libc::setgid(gid) } != 0 || unsafe { libc::setuid(uid) } != 0 {
+        fail(2);
+    }
+    // SAFETY: plain syscall with integer flags; this process has one thread (a child of fork).
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+        fail(3);
+    }
+    let ok = [0u8; 5];
+    let mut buf = [0u8; 1];
+    // SAFETY: writes from / reads into stack buffers of the given sizes; `_exit` never returns.
+    unsafe {
+        libc::write(report, ok.as_ptr().cast(), ok.len());
+        while libc::read(release, buf.as_mut_ptr().cast(), 1) > 0 {}
+        libc::_exit(0)
+    }
+}
+
+/// A new user namespace owned by `uid` (its root mapped to `uid`/`gid`) and a new network
+/// namespace owned by that user namespace: (user namespace, network namespace), as descriptors.
+///
+/// A short-lived child makes them (`fork`, drop to `uid`, `unshare`); this process opens them
+/// from `/proc/<child>/ns`, writes the maps and lets the child exit. Nothing names the
+/// namespaces afterwards but these descriptors (and whatever joins them): when the last goes,
+/// so do the namespaces and every interface inside.
+pub fn user_and_net_namespaces(uid: u32, gid: u32) -> io::Result<(OwnedFd, OwnedFd)> {
+    let (report_r, report_w) = pipe()?;
+    let (release_r, release_w) = pipe()?;
+    let (rw, rr) = (report_w.as_raw_fd(), release_r.as_raw_fd());
+    let close = [report_r.as_raw_fd(), release_w.as_raw_fd()];
+    // SAFETY: the child only makes async-signal-safe syscalls on integers and stack buffers
+    // (`ns_holder`) and `_exit`s; it never returns into Rust code of this process.
+    let pid = check(unsafe { libc::fork() })?;
+    if pid == 0 {
+        ns_holder(uid, gid, rw, rr, close);
+    }
+    drop(report_w);
+    drop(release_r);
+    let result = (|| {
+        let mut msg = [0u8; 5];
+        let mut f = File::from(report_r);
+        io::Read::read_exact(&mut f, &mut msg)?;
+        if msg[0] != 0 {
+            let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
+            let step = match msg[0] {
+                1 => "setgroups",
+                2 => "setgid/setuid",
+                _ => "unshare(CLONE_NEWUSER | CLONE_NEWNET)",
+            };
+            let e = io::Error::from_raw_os_error(errno);
+            return Err(io::Error::new(e.kind(), format!("{step}: {e}")));
+        }
+        let open = |what: &str| -> io::Result<OwnedFd> {
+            Ok(OwnedFd::from(
+                fs_err::File::open(format!("/proc/{pid}/ns/{what}"))?
+                    .into_parts()
+                    .0,
+            ))
+        };
+        let (user, net) = (open("user")?, open("net")?);
+        fs_err::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1\n"))?;
+        fs_err::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1\n"))?;
+        Ok((user, net))
+    })();
+    drop(release_w);
+    if result.is_err() {
+        let _ = kill(pid, libc::SIGKILL);
+    }
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid c_int for writes; `pid` is our child.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+        && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    {}
+    result
+}
+
+/// `setns(fd, CLONE_NEWNET)`: the calling *thread* moves to the network namespace `fd` (sockets
+/// it creates from now on belong there). Call it on a thread of its own.
+pub fn setns_net(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns on a borrowed, open descriptor; it only changes this thread's namespace.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
+
+/// What the child does between `fork` and `exec` of the network relay (slirp4netns), which
+/// runs as the run's uid but must open `/dev/net/tun` (often `0600 root` when no udev made it
+/// `0666`): in a mount namespace of its own (private, nothing propagates back),
+///
+/// 1. move `fds` to their fixed numbers;
+/// 2. `unshare(CLONE_NEWNS)`, make `/` private, mount a small tmpfs on `/dev/net` and make a
+///    `tun` device node there owned by `uid` (mode 0600): the host's `/dev/net/tun` is not
+///    touched;
+/// 3. `setgroups([])`, `setgid`, `setuid`; `PR_SET_PDEATHSIG(SIGKILL)`: the relay dies with
+///    band-server (it also exits when its `--exit-fd` pipe closes).
+#[derive(Debug)]
+pub struct RelayExec {
+    pub fds: Vec<(RawFd, RawFd)>,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl RelayExec {
+    pub fn install(self, cmd: &mut Command) {
+        // SAFETY: getpid is a plain syscall that cannot fail.
+        let parent = unsafe { libc::getpid() };
+        let hook = move || -> io::Result<()> {
+            let mut moved = [0 as RawFd; 8];
+            if self.fds.len() > moved.len() {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            for (i, (src, _)) in self.fds.iter().enumerate() {
+                // SAFETY: fcntl on an fd number; failure is reported through errno.
+                moved[i] = check(unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 64) })?;
+            }
+            for (i, (_, dst)) in self.fds.iter().enumerate() {
+                // SAFETY: dup2 on fd numbers; the new descriptor has close-on-exec cleared.
+                check(unsafe { libc::dup2(moved[i], *dst) })?;
+            }
+            // SAFETY: plain syscall with an integer flag; this process has one thread.
+            check(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
+            // SAFETY: static NUL-terminated strings; null fstype/data are allowed for a
+            // propagation change.
+            check(unsafe {
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                )
+            })?;
+            // SAFETY: static NUL-terminated strings that outlive the call.
+            check(unsafe {
+                libc::mount(
+                    c"band-tun".as_ptr(),
+                    c"/dev/net".as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    c"mode=0755,size=4k".as_ptr().cast(),
+                )
+            })?;
+            // SAFETY: static NUL-terminated string; integer mode and device (10, 200: tun).
+            check(unsafe {
+                libc::mknod(
+                    c"/dev/net/tun".as_ptr(),
+                    libc::S_IFCHR | 0o600,
+                    libc::makedev(10, 200),
+                )
+            })?;
+            // SAFETY: static NUL-terminated string; integer ids.
+            check(unsafe { libc::chown(c"/dev/net/tun".as_ptr(), self.uid, self.gid) })?;
+            // SAFETY: setgroups with a zero-length list and a null pointer is valid.
+            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+            // SAFETY: plain syscalls on integers.
+            check(unsafe { libc::setgid(self.gid) })?;
+            // SAFETY: plain syscall on an integer.
+            check(unsafe { libc::setuid(self.uid) })?;
+            // SAFETY: prctl with integer arguments.
+            check(unsafe {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                )
+            })?;
+            // SAFETY: plain syscall, cannot fail.
+            if unsafe { libc::getppid() } != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        };
+        // SAFETY: the hook only makes async-signal-safe syscalls on integers, stack buffers and
+        // static strings; `fds` was built before the fork.
         unsafe { cmd.pre_exec(hook) };
     }
 }

@@ -130,6 +130,7 @@ mod tests {
             "bubblewrap",
             "iptables",
             "nftables",
+            "slirp4netns",
             "iproute2",
             "ca-certificates",
             "bash",

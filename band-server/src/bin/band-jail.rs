@@ -6,8 +6,9 @@
 //!    entry (`bwrap::JailInput`: a `#!` entry starts its interpreter's program directly, from the
 //!    descriptor band-server passed, since no path inside the sandbox leads to it);
 //! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`, a Landlock domain scoping abstract unix sockets
-//!    and signals to the sandbox (`--ipc-scope required` fails when the kernel cannot: runs that
-//!    share the host's network would otherwise reach the host's abstract sockets);
+//!    and signals to the sandbox (`--ipc-scope required` fails when the kernel cannot; every run
+//!    has a network namespace of its own, so the host's abstract sockets are out of reach
+//!    either way and `best-effort` is the default);
 //! 3. close every fd above 2 (the status fd and the program's are kept, close-on-exec);
 //! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
 //!    reset `SIGPIPE` (the Rust runtime ignores it, and an ignored signal stays ignored across

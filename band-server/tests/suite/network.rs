@@ -675,6 +675,37 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
 }
 
 #[test]
+fn privileged_net_no_relay_fails_closed() {
+    privileged!();
+    let lab = Lab::new();
+    let cfg = lab.dir.path().join("no-relay.toml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "slirp4netns = \"/nonexistent/slirp4netns\"\ndns_upstream = [\"{}:53\"]\n",
+            lab.v4(2)
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let req = request(
+        "#!/bin/bash\necho ran\n",
+        net_policy(&["api.example.test"], &[]),
+    );
+    let o = finish(spawn_with_config(&req, &cfg));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
+    assert_eq!(e.layer, Layer::Network);
+    assert!(
+        e.message.contains("/nonexistent/slirp4netns"),
+        "{}",
+        e.message
+    );
+    assert!(!o.result.stdout.contains("ran"));
+    // The table built before the relay failed is gone.
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
 fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     privileged!();
     let lab = Lab::new();
@@ -736,7 +767,9 @@ fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
 fn privileged_net_host_abstract_unix_sockets_are_out_of_reach() {
     privileged!();
     let lab = Lab::new();
-    // A host service on an abstract unix socket: shared network namespace, so same namespace.
+    // A host service on an abstract unix socket. The run has a network namespace of its own,
+    // hence its own abstract names: the host's name does not exist there (before, when the run
+    // shared the host's namespace, only Landlock's scope stopped the connect: PermissionError).
     let name = format!("band-test-{}", run_id());
     let listener = std::os::unix::net::UnixListener::bind_addr(
         &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes())
@@ -760,11 +793,358 @@ except OSError as e:
     let o = lab.run(&req);
     assert_eq!(
         o.kv().get("abstract").map(String::as_str),
-        Some("PermissionError"),
+        Some("ConnectionRefusedError"),
         "{o:#?}"
     );
     assert!(
         listener.accept().is_err(),
         "the sandbox reached a host abstract socket"
     );
+}
+
+/// Wait until the run's table exists (the network layer is being built), or panic.
+fn wait_for_table(run_id: &str) {
+    let table = format!("band_{run_id}");
+    let start = Instant::now();
+    while !band_tables().contains(&table) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the run's table never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn privileged_net_the_run_has_its_own_sockets_names_and_interfaces() {
+    privileged!();
+    let lab = Lab::new();
+    let id = run_id();
+    // On the host: an abstract unix listener and a loopback TCP listener, both recognisable.
+    let host_name = format!("band-host-{id}");
+    let run_name = format!("band-run-{id}");
+    let abstract_addr = |n: &str| {
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            n.as_bytes(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let host_unix = std::os::unix::net::UnixListener::bind_addr(&abstract_addr(&host_name))
+        .unwrap_or_else(|e| panic!("{e}"));
+    host_unix
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let host_tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = host_tcp
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    // In the run: try the host's name, bind a name of its own and keep it open a while (counting
+    // connections from outside), read its socket tables and list its interfaces (netlink).
+    let script = format!(
+        r#"#!/bin/bash
+python3 - <<'EOF'
+import socket, time
+def connect(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\0" + name); return "connected"
+    except OSError as e:
+        return type(e).__name__
+print("to_host=" + connect("{host_name}"))
+l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+l.bind("\0{run_name}"); l.listen(16)
+print("own=" + connect("{run_name}"))
+l.accept()[0].close()
+l.settimeout(0.1)
+outside = 0
+end = time.time() + 3
+while time.time() < end:
+    try:
+        l.accept()[0].close(); outside += 1
+    except socket.timeout:
+        pass
+print("accepted_from_outside=%d" % outside)
+tcp = ""
+for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try: tcp += open(f).read()
+    except OSError: pass
+port = ":%04X" % {port}
+print("host_tcp_seen=%d" % any(len(l.split()) > 1 and l.split()[1].endswith(port) for l in tcp.splitlines()))
+unix = open("/proc/net/unix").read()
+print("host_unix_seen=%d" % ("@{host_name}" in unix))
+print("own_unix_seen=%d" % ("@{run_name}" in unix))
+print("ifaces=" + ",".join(sorted(n for _, n in socket.if_nameindex())))
+EOF
+"#
+    );
+    let req = request(&script, net_policy(&["api.example.test"], &[]));
+    let child = lab.spawn(&req);
+    // From the host, keep trying the run's name while it runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prober = {
+        let stop = stop.clone();
+        let addr = abstract_addr(&run_name);
+        std::thread::spawn(move || {
+            let mut connected = 0;
+            while !stop.load(Ordering::SeqCst) {
+                if std::os::unix::net::UnixStream::connect_addr(&addr).is_ok() {
+                    connected += 1;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            connected
+        })
+    };
+    let o = finish(child);
+    stop.store(true, Ordering::SeqCst);
+    let host_connected = prober
+        .join()
+        .unwrap_or_else(|_| panic!("the prober panicked"));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
+    // Every expectation at once, so a failure shows all that is wrong.
+    let mut wrong = Vec::new();
+    let mut expect = |what: &str, got: String, want: &str| {
+        if got != want {
+            wrong.push(format!("{what}: {got} (want {want})"));
+        }
+    };
+    // Abstract names: each side has its own; neither reaches the other's.
+    expect("run → host name", get("to_host"), "ConnectionRefusedError");
+    expect("run → own name", get("own"), "connected");
+    expect(
+        "host → run name (accepted inside)",
+        get("accepted_from_outside"),
+        "0",
+    );
+    expect(
+        "host → run name (connected outside)",
+        host_connected.to_string(),
+        "0",
+    );
+    expect(
+        "host's listener accepted",
+        host_unix.accept().is_ok().to_string(),
+        "false",
+    );
+    // Socket tables and netlink show the run's namespace only.
+    expect("host port in /proc/net/tcp*", get("host_tcp_seen"), "0");
+    expect("host name in /proc/net/unix", get("host_unix_seen"), "0");
+    expect("own name in /proc/net/unix", get("own_unix_seen"), "1");
+    expect("interfaces (netlink)", get("ifaces"), "lo,tap0");
+    assert_eq!(wrong, Vec::<String>::new(), "{o:#?}");
+    drop(host_tcp);
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
+fn privileged_net_the_relay_does_not_lead_to_the_host_loopback() {
+    privileged!();
+    let lab = Lab::new();
+    // Host services on loopback, IPv4 and IPv6, on one port.
+    let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = v4.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+    let v6 = std::net::TcpListener::bind(("::1", port)).ok();
+    for l in std::iter::once(&v4).chain(v6.iter()) {
+        l.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // From the run: its own loopback, the relay's gateway (slirp4netns maps it to the host's
+    // loopback unless told not to), its IPv6 router, QEMU-style 10.0.2.2.
+    let script = format!(
+        "{PROBE}
+echo \"lo4=$(fetch_curl http://127.0.0.1:{port}/)\"
+echo \"lo6=$(fetch_curl 'http://[::1]:{port}/')\"
+echo \"gw4=$(fetch_curl http://198.19.249.2:{port}/)\"
+echo \"gw6=$(fetch_curl 'http://[fd00::2]:{port}/')\"
+echo \"qemu=$(fetch_curl http://10.0.2.2:{port}/)\"
+"
+    );
+    let req = request(&script, net_policy(&["api.example.test"], &[]));
+    let o = lab.run(&req);
+    let kv = o.kv();
+    for k in ["lo4", "lo6", "gw4", "gw6", "qemu"] {
+        let v = kv
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"));
+        assert!(!v.ends_with("rc=0"), "{k}: {v}");
+    }
+    assert!(v4.accept().is_err(), "the run reached the host's 127.0.0.1");
+    if let Some(v6) = v6 {
+        assert!(v6.accept().is_err(), "the run reached the host's ::1");
+    }
+    assert_no_table(&o, &req.run_id);
+}
+
+#[test]
+fn privileged_net_the_dns_stub_answers_only_inside_the_run() {
+    privileged!();
+    let lab = Lab::new();
+    let req = request(
+        "#!/bin/bash\npython3 -c 'import socket; socket.getaddrinfo(\"api.example.test\", 80); print(\"resolved=ok\")'\nsleep 3\n",
+        net_policy(&["api.example.test"], &[]),
+    );
+    let child = lab.spawn(&req);
+    wait_for_table(&req.run_id);
+    std::thread::sleep(Duration::from_millis(500));
+    // The stub's address (the one in the run's resolv.conf) is in the table's rules.
+    let table = out(&[
+        "nft",
+        "list",
+        "table",
+        "inet",
+        &format!("band_{}", req.run_id),
+    ]);
+    let stub = table
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("ip daddr ")
+                .filter(|r| r.contains("skuid != {"))
+                .and_then(|r| r.split_whitespace().next())
+        })
+        .unwrap_or_else(|| panic!("no stub rule in {table}"))
+        .to_string();
+    // From the host, as root (which the table's rules would let through): no answer, UDP or TCP.
+    let probe = format!(
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
+         try:\n    s.sendto(b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x03api\\x07example\\x04test\\x00\\x00\\x01\\x00\\x01', ('{stub}', 53)); s.recv(512); print('answered')\n\
+         except OSError as e: print('no answer', type(e).__name__)"
+    );
+    let udp = out(&["/usr/bin/python3", "-c", &probe]);
+    let stub_ip: std::net::IpAddr = stub.parse().unwrap_or_else(|e| panic!("{stub}: {e}"));
+    let tcp = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::new(stub_ip, 53),
+        Duration::from_secs(1),
+    );
+    let o = finish(child);
+    assert!(
+        udp.starts_with("no answer"),
+        "the host reached the run's stub: {udp}"
+    );
+    assert!(
+        tcp.is_err(),
+        "the host connected to the run's stub over TCP"
+    );
+    assert_eq!(
+        o.kv().get("resolved").map(String::as_str),
+        Some("ok"),
+        "{o:#?}"
+    );
+    assert!(lab.log("dns.log").contains("api.example.test"));
+    assert_no_table(&o, &req.run_id);
+}
+
+/// Processes (pid, uid, targets of their descriptors) whose name is `comm`.
+fn processes_named(comm: &str) -> Vec<(u32, u32, Vec<String>)> {
+    let mut v = Vec::new();
+    for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let dir = e.path();
+        if !fs_err::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == comm) {
+            continue;
+        }
+        let uid = fs_err::read_to_string(dir.join("status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|r| r.split_whitespace().next().and_then(|u| u.parse().ok()))
+            .unwrap_or(u32::MAX);
+        let fds = fs_err::read_dir(dir.join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|f| fs_err::read_link(f.path()).ok())
+            .map(|t| t.display().to_string())
+            .collect();
+        v.push((pid, uid, fds));
+    }
+    v
+}
+
+/// What still names the network namespace `ns` (`net:[inode]`): a process in it, an open
+/// descriptor of it, a file under /run/netns.
+fn netns_referenced(ns: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
+        if e.file_name()
+            .to_str()
+            .is_none_or(|s| s.parse::<u32>().is_err())
+        {
+            continue;
+        }
+        let dir = e.path();
+        if fs_err::read_link(dir.join("ns/net")).is_ok_and(|t| t.display().to_string() == ns) {
+            found.push(format!("{} ns/net", dir.display()));
+        }
+        for f in fs_err::read_dir(dir.join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if fs_err::read_link(f.path()).is_ok_and(|t| t.display().to_string() == ns) {
+                found.push(f.path().display().to_string());
+            }
+        }
+    }
+    let inode = ns.trim_start_matches("net:[").trim_end_matches(']');
+    for e in fs_err::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        use std::os::unix::fs::MetadataExt;
+        if fs_err::metadata(e.path()).is_ok_and(|m| m.ino().to_string() == inode) {
+            found.push(e.path().display().to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn privileged_net_nothing_of_the_run_network_is_left_after_it() {
+    privileged!();
+    let lab = Lab::new();
+    let req = request(
+        "#!/bin/bash\npython3 -c 'import os; print(\"netns=\" + os.readlink(\"/proc/self/ns/net\")); print(\"uid=%d\" % os.getuid())'\nsleep 2\n",
+        net_policy(&["api.example.test"], &[]),
+    );
+    let host_ns = fs_err::read_link("/proc/self/ns/net")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .display()
+        .to_string();
+    let child = lab.spawn(&req);
+    wait_for_table(&req.run_id);
+    std::thread::sleep(Duration::from_millis(500));
+    let relays = processes_named("slirp4netns");
+    let o = finish(child);
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
+    let (ns, uid) = (get("netns"), get("uid"));
+    assert_ne!(ns, host_ns, "the run shared the host's network namespace");
+    // During the run its relay ran as the run's uid, holding the run's namespace.
+    let relay: Vec<u32> = relays
+        .iter()
+        .filter(|(_, u, fds)| u.to_string() == uid && fds.contains(&ns))
+        .map(|(pid, _, _)| *pid)
+        .collect();
+    assert_eq!(relay.len(), 1, "no relay of the run in {relays:?}");
+    // After it: no relay, nothing holding the namespace (so it and its tap are gone), no table.
+    assert!(
+        !Path::new(&format!("/proc/{}", relay[0])).exists(),
+        "the relay survived the run"
+    );
+    assert_eq!(netns_referenced(&ns), Vec::<String>::new());
+    assert_no_table(&o, &req.run_id);
 }

@@ -1,6 +1,6 @@
-//! Apply the network's plan: the run's nftables table and DNS stub, when the band allows any
-//! host (without `allow.net` nothing is built: bubblewrap gives the run a network namespace with
-//! only loopback).
+//! Apply the network's plan: the run's nftables table, its network namespace with the relay,
+//! and its DNS stub, when the band allows any host (without `allow.net` nothing is built:
+//! bubblewrap gives the run a network namespace with only loopback).
 
 use band::proto::Layer;
 
@@ -19,9 +19,15 @@ pub(crate) fn table_and_stub(
     let Some(net_plan) = &inp.plan.net else {
         return Ok(());
     };
-    let layer = NetLayer::setup(net_plan, &Nft::new(&inp.cfg.nft), out.on_lookup.clone()).map_err(|e| {
+    let layer = NetLayer::setup(
+        net_plan,
+        &Nft::new(&inp.cfg.nft),
+        &inp.cfg.slirp4netns,
+        out.on_lookup.clone(),
+    )
+    .map_err(|e| {
         SetupError::new(Layer::Network, e.to_string())
-            .with_hint("the network layer needs nftables (apt-get install nftables) and a resolver in /etc/resolv.conf or dns_upstream in the server config")
+            .with_hint("the network layer needs nftables and slirp4netns (apt-get install nftables slirp4netns), user namespaces, and a resolver in /etc/resolv.conf or dns_upstream in the server config")
     })?;
     guard.push(layer);
     Ok(())

@@ -201,7 +201,7 @@ impl Resolver {
         let resp = match self.upstream.ask(&up) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("band-server: dns: {name}: {e}");
+                crate::say!("band-server: dns: {name}: {e}");
                 return (reply(ResponseCode::ServFail, vec![]), Some(lookup));
             }
         };
@@ -237,7 +237,7 @@ impl Resolver {
             && let Err(e) = (self.learn)(&allow, &deny)
         {
             // Fail closed: never tell the script an address its chain does not allow.
-            eprintln!("band-server: dns: {name}: cannot add the answer to the run's table: {e}");
+            crate::say!("band-server: dns: {name}: cannot add the answer to the run's table: {e}");
             lookup.addrs.clear();
             return (reply(ResponseCode::ServFail, vec![]), Some(lookup));
         }
@@ -363,6 +363,13 @@ impl Stub {
         resolver: Resolver,
         on_lookup: Arc<OnLookup>,
     ) -> Result<Stub, DnsError> {
+        let (udp, tcp) = Stub::bind(addr)?;
+        Stub::serve(addr, udp, tcp, resolver, on_lookup)
+    }
+
+    /// The stub's two sockets, UDP and TCP port 53 on `addr`, in the calling thread's network
+    /// namespace (a networked run's own: see `netns::RunNetns::in_netns`).
+    pub fn bind(addr: Ipv4Addr) -> Result<(UdpSocket, TcpListener), DnsError> {
         let sa = SocketAddrV4::new(addr, 53);
         let bind = |proto| {
             move |source| DnsError::Bind {
@@ -371,9 +378,22 @@ impl Stub {
                 source,
             }
         };
-        let socket = |source| DnsError::Socket { addr: sa, source };
         let udp = UdpSocket::bind(sa).map_err(bind("udp"))?;
         let tcp = TcpListener::bind(sa).map_err(bind("tcp"))?;
+        Ok((udp, tcp))
+    }
+
+    /// Serve on sockets made by [`Stub::bind`]. The serving threads (and the upstream sockets
+    /// they make) stay in this process's network namespace.
+    pub fn serve(
+        addr: Ipv4Addr,
+        udp: UdpSocket,
+        tcp: TcpListener,
+        resolver: Resolver,
+        on_lookup: Arc<OnLookup>,
+    ) -> Result<Stub, DnsError> {
+        let sa = SocketAddrV4::new(addr, 53);
+        let socket = |source| DnsError::Socket { addr: sa, source };
         udp.set_read_timeout(Some(POLL)).map_err(socket)?;
         tcp.set_nonblocking(true).map_err(socket)?;
         let stop = Arc::new(AtomicBool::new(false));

@@ -2,16 +2,26 @@
 //!
 //! - `allow.net` empty: bubblewrap gives the run a network namespace of its own with only
 //!   loopback; nothing here runs.
-//! - `allow.net` non-empty: the run shares the host's network and this module builds, before the
-//!   script starts, the run's nftables table ([`nft`]) matched on the run's uid, and its DNS stub
-//!   ([`dns`]) on a loopback address of the run's slot. After the run it reads what the kernel
-//!   recorded (destinations reached and refused), decides `insist.net`, and removes both.
+//! - `allow.net` non-empty: the run gets a network namespace of its own too, made by
+//!   band-server, with a tap device served by a userspace relay (slirp4netns) that makes the
+//!   run's connections from the host's network stack as the run's uid ([`netns`], which says why
+//!   a relay and not a routed veth pair). Before the script starts this module builds the run's
+//!   nftables table ([`nft`]) in the host's namespace, matched on the run's uid (the relay's
+//!   sockets are the run's uid's), then the namespace and relay, then the DNS stub ([`dns`]),
+//!   whose sockets are made inside the run's namespace on a loopback address of the run's slot:
+//!   nothing outside the run can reach it. After the run it reads what the kernel recorded
+//!   (destinations reached and refused), decides `insist.net`, and removes all of it.
+//!
+//! The run's own namespace means it never sees the host's socket tables (`/proc/net/*`,
+//! netlink dumps), loopback services or abstract unix socket names, and the host cannot reach
+//! an abstract name the run binds (issue 13, item 2).
 //!
 //! Pure parts: [`plan`], [`stub_addr`], [`parse_resolv_conf`], [`parse_fib_trie_local`],
-//! [`parse_if_inet6`], [`insist_missing`]; [`NetLayer`] applies them.
+//! [`parse_if_inet6`], [`insist_missing`], [`netns::relay_args`]; [`NetLayer`] applies them.
 
 pub mod apply;
 pub mod dns;
+pub mod netns;
 pub mod nft;
 
 use std::collections::BTreeSet;
@@ -24,6 +34,7 @@ use band::policy::net::{HostPattern, NetMatcher, NetPattern, non_public_ranges};
 use band::proto::{DnsLookup, NetFlow, NetworkReport};
 
 use self::dns::{DnsError, Lookup, Resolver, Stub, UdpUpstream};
+use self::netns::{NetnsError, RunNetns};
 use self::nft::{Dest, NetPlan, Nft, NftError};
 
 /// What went wrong planning or building the network layer.
@@ -37,6 +48,8 @@ pub enum NetError {
     Table(NftError),
     #[error(transparent)]
     Stub(#[from] DnsError),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
 }
 
 /// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
@@ -205,6 +218,8 @@ pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone)]
 pub struct NetRunPlan {
     pub table: NetPlan,
+    /// The run's gid (its uid is the table's): the owner of the run's namespace and relay.
+    pub gid: u32,
     /// The table as one nft batch ([`nft::ruleset`]).
     pub ruleset: String,
     pub stub_addr: Ipv4Addr,
@@ -220,6 +235,7 @@ pub struct NetRunPlan {
 pub fn plan_run(
     run_id: &str,
     uid: u32,
+    gid: u32,
     slot: u32,
     matcher: &NetMatcher,
     own: &[IpAddr],
@@ -233,6 +249,7 @@ pub fn plan_run(
     Ok(NetRunPlan {
         ruleset: nft::ruleset(&table),
         table,
+        gid,
         stub_addr,
         upstream: upstream.to_vec(),
         own: own.to_vec(),
@@ -255,6 +272,7 @@ pub fn plan_network(
     plan_run(
         run_id,
         identity.uid,
+        identity.gid,
         identity.slot,
         matcher,
         &facts.own_addrs,
@@ -267,22 +285,26 @@ pub fn plan_network(
     })
 }
 
-/// A run's table and stub; [`NetLayer::teardown`] removes them (also on drop).
+/// A run's table, namespace with its relay, and stub; [`NetLayer::teardown`] removes them (also
+/// on drop).
 pub struct NetLayer {
     pub table: String,
     pub stub_addr: Ipv4Addr,
     nft: Nft,
     stub: Option<Stub>,
+    netns: Option<RunNetns>,
     lookups: Arc<Mutex<Vec<Lookup>>>,
     installed: bool,
 }
 
 impl NetLayer {
-    /// Build the table (one atomic batch), then start the stub. Any failure: nothing is left.
-    /// `on_lookup` is called for each question the stub answers (for the `dns_denied` event).
+    /// Build the table (one atomic batch), then the run's namespace with its relay `relay`
+    /// (slirp4netns), then start the stub inside it. Any failure: nothing is left. `on_lookup`
+    /// is called for each question the stub answers (for the `dns_denied` event).
     pub fn setup(
         plan: &NetRunPlan,
         nft: &Nft,
+        relay: &Path,
         on_lookup: Arc<dns::OnLookup>,
     ) -> Result<NetLayer, NetError> {
         let stub_addr = plan.stub_addr;
@@ -291,6 +313,7 @@ impl NetLayer {
             stub_addr,
             nft: nft.clone(),
             stub: None,
+            netns: None,
             lookups: Arc::default(),
             installed: false,
         };
@@ -298,6 +321,10 @@ impl NetLayer {
         // `add table` of an existing table would merge: refuse instead.
         nft.apply(&plan.ruleset).map_err(NetError::Table)?;
         layer.installed = true;
+        let ns = layer
+            .netns
+            .insert(RunNetns::start(relay, plan.table.uid, plan.gid)?);
+        let sockets = ns.in_netns(|| Stub::bind(stub_addr))??;
         let learn_nft = nft.clone();
         let table = plan.table.table.clone();
         let resolver = Resolver {
@@ -318,8 +345,20 @@ impl NetLayer {
             }
             on_lookup(l);
         });
-        layer.stub = Some(Stub::start(stub_addr, resolver, record)?);
+        layer.stub = Some(Stub::serve(
+            stub_addr, sockets.0, sockets.1, resolver, record,
+        )?);
         Ok(layer)
+    }
+
+    /// The run's network namespace, for bubblewrap's parent to join.
+    pub fn netns_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.netns.as_ref().map(RunNetns::netns_fd)
+    }
+
+    /// The relay's pid while it runs (for tests and `--trace`).
+    pub fn relay_pid(&self) -> Option<u32> {
+        self.netns.as_ref().and_then(RunNetns::relay_pid)
     }
 
     /// The `/etc/resolv.conf` of the sandbox.
@@ -342,7 +381,7 @@ impl NetLayer {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
         let read = |set: &str| {
             self.nft.list_set(&self.table, set).unwrap_or_else(|e| {
-                eprintln!("band-server: net: {e}");
+                crate::say!("band-server: net: {e}");
                 Vec::new()
             })
         };
@@ -387,18 +426,28 @@ impl NetLayer {
 
     /// Stop the stub but keep the table: something of the run survived and must stay filtered.
     /// The janitor deletes the table once the run's uid has no process left.
+    /// The relay is gone too (the survivor's namespace has no way out).
     pub fn abandon(mut self) {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
+        self.netns = None;
         self.installed = false;
     }
 
-    /// Stop the stub, delete the table. Call only once nothing of the run is alive.
+    /// Stop the relay: the run's namespace has no way out any more.
+    pub fn stop_relay(&mut self) {
+        if let Some(ns) = self.netns.as_mut() {
+            ns.stop();
+        }
+    }
+
+    /// Stop the stub and relay, delete the table. Call only once nothing of the run is alive.
     pub fn teardown(&mut self) -> Result<(), NftError> {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
+        self.netns = None;
         if self.installed {
             self.installed = false;
             self.nft.delete_table(&self.table)?;
@@ -410,7 +459,7 @@ impl NetLayer {
 impl Drop for NetLayer {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("band-server: net teardown: {e}");
+            crate::say!("band-server: net teardown: {e}");
         }
     }
 }
@@ -497,6 +546,12 @@ impl crate::layer::RunLayer for Net {
 }
 
 impl crate::layer::Built for NetLayer {
+    fn stop(&mut self, _t: &mut crate::layer::Teardown) {
+        // The relay runs as the run's uid: stopped (and reaped) here, before the identity layer
+        // looks for survivors of that uid.
+        self.stop_relay();
+    }
+
     fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {
         if t.processes_dead {
             if let Err(e) = NetLayer::teardown(&mut self) {

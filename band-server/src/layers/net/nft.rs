@@ -10,10 +10,9 @@
 //! The table (`band_<run id>`):
 //!
 //! ```text
-//! chain output   hook output: the stub is reachable only by the run's uid;
+//! chain output   hook output: the stub's address is closed to other users;
 //!                packets of sockets owned by the run's uid → jump run
-//! chain run      stub (udp/tcp 53) → accept
-//!                non tcp/udp → deny
+//! chain run      non tcp/udp → deny
 //!                deny.net IPs/CIDRs (and name:port denials learned by the stub) → deny
 //!                allow.net IPs/CIDRs → allow
 //!                addresses the stub answered for allowed names (@dns4, @dns6) → allow
@@ -25,7 +24,11 @@
 //! ```
 //!
 //! Only packets whose socket belongs to the run's uid enter `run`, so a packet the kernel sends on
-//! no socket's behalf (a RST, a SYN-ACK) is never refused by it.
+//! no socket's behalf (a RST, a SYN-ACK) is never refused by it. The run's own sockets live in
+//! its own network namespace ([`super::netns`]); the sockets of the run's uid in the host's
+//! namespace are its relay's, one per connection of the run. The stub listens inside the run's
+//! namespace, so `run` has no rule for it: the relay never reaches the stub's address on the
+//! host (the run's packets to it stay on the run's own loopback).
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -164,10 +167,6 @@ pub fn ruleset(p: &NetPlan) -> String {
     s += &format!("    meta skuid {} jump run\n  }}\n", p.uid);
 
     s += "  chain run {\n";
-    s += &format!(
-        "    ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
-        p.stub
-    );
     s += "    meta l4proto != { tcp, udp } goto deny\n";
     for d in &p.deny {
         s += &dest_rule(d, "goto deny");

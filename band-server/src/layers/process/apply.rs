@@ -137,6 +137,11 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
             MemfdGuard::Sysctl(f) => Some(f),
             MemfdGuard::Seccomp => None,
         },
+        // A networked run's own namespace (made by the network step); the descriptor stays open
+        // in the guard's NetLayer until after the spawn.
+        netns: guard
+            .get::<crate::layers::net::NetLayer>()
+            .and_then(crate::layers::net::NetLayer::netns_fd),
     }
     .install(&mut cmd);
     let run_start = Instant::now();

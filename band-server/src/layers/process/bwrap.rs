@@ -120,8 +120,9 @@ pub struct SandboxPlan {
     /// bound over each at `/skill/<path>` (`layers::cli::bundled`).
     pub bundled: Vec<String>,
     pub has_config: bool,
-    /// The run has `allow.net`: it shares the host's network (filtered by the run's nftables
-    /// table, matched on its uid) and gets `/etc/resolv.conf` pointing at its DNS stub.
+    /// The run has `allow.net`: bubblewrap starts inside the run's own network namespace, which
+    /// the network layer made and bubblewrap's parent joined (`sys::PreExec`), so no
+    /// `--unshare-net`; the run gets `/etc/resolv.conf` pointing at its DNS stub there.
     pub share_net: bool,
     /// Refuse to start unless Landlock can scope abstract unix sockets (set for `share_net` runs
     /// unless the server config opts out).

@@ -142,9 +142,10 @@ fn u(value: i32) -> u32 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
-    /// The run has `allow.net` (it shares the host's network namespace): `NETLINK_ROUTE` sockets
-    /// stay allowed, since glibc's `getaddrinfo` (`AI_ADDRCONFIG`) and `getifaddrs` use them.
-    /// Without it every netlink socket is denied.
+    /// The run has `allow.net` (its own network namespace, relayed; see `layers::net::netns`):
+    /// `NETLINK_ROUTE` sockets stay allowed, since glibc's `getaddrinfo` (`AI_ADDRCONFIG`) and
+    /// `getifaddrs` use them; they show only the run's own `lo` and `tap0`. Without it every
+    /// netlink socket is denied.
     #[serde(default)]
     pub share_net: bool,
     /// The kernel has no `vm.memfd_noexec` (before 6.3), so band-server could not make the run's
