@@ -83,11 +83,12 @@ codes! {
     InvalidName = "F006", "invalid-name", Error, "The `band` name is not kebab-case.";
     UnknownKey = "F007", "unknown-key", Warning, "A key band does not know; it is ignored.";
     InvalidVersion = "F008", "invalid-version", Error, "`version` is not a positive integer.";
-    InvalidTarget = "F009", "invalid-target", Error, "`execution.target` is not one of host, qemu, lima, local-lima or ssh://user@host[:port].";
+    InvalidTarget = "F009", "invalid-target", Error, "`execution.target` is not one of host, qemu, lima, local-lima, local-dangerously or ssh://user@host[:port] (upstream's cloudflare and local-docker are not supported).";
     BadReference = "F010", "bad-reference", Error, "A `path`, `extends` or `includes` reference cannot be resolved, escapes, or forms a cycle.";
     Ignored = "F011", "ignored-field", Warning, "A field band accepts for compatibility but does not use.";
     FileUnreadable = "F012", "file-unreadable", Error, "A file could not be read.";
     FrontmatterTooComplex = "F013", "frontmatter-too-complex", Error, "The frontmatter exceeds a parsing limit (size, nesting depth, brackets, anchors or aliases), so it is not parsed.";
+    TargetSubstituted = "F014", "target-substituted", Warning, "`execution.target: local-dangerously` (upstream: no sandbox) runs on the host target, inside band's sandbox.";
     // P: policy rules
     InvalidPattern = "P001", "invalid-pattern", Error, "A rule pattern is malformed or uses characters band refuses.";
     DenyInsist = "P002", "deny-insist", Error, "An item is insisted on but also denied, so the run could never satisfy it.";

@@ -15,6 +15,10 @@ pub(crate) struct McpArgs {
     /// often root's.
     #[arg(long)]
     pub(crate) allow_system_workspace: bool,
+    /// Where every call runs: host, qemu, lima or ssh://user@host[:port], over the band's
+    /// execution.target and the config (docs/vm.md, "Choosing a target").
+    #[arg(long, value_name = "TARGET")]
+    pub(crate) target: Option<String>,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

@@ -2,38 +2,61 @@
 //!
 //! ```toml
 //! target = "host"          # default execution target when neither --target nor the band names one
+//! force_target = "host"    # wins over the band's execution.target (only --target wins over it)
 //! require_lock = false     # refuse skills without a band.lock
+//! [targets]                # a band's execution.target -> the target to use instead
+//! lima = "host"            # (`local-lima` and `lima` are one key; so are `local-dangerously` and `host`)
 //! skills_path = ["~/skills"]
 //! data_dir = "~/.local/share/band"
 //! ```
 //!
 //! A missing file is an empty config; a broken one is an error naming the file and line.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use toml::Spanned;
 
 use super::{ClientError, Result};
+use crate::manifest::{TARGET_CHOICES, Target};
 use crate::vm::paths::VmPaths;
 
 /// Environment variable naming another config file.
 pub const CONFIG_ENV: &str = "BAND_CONFIG";
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserConfig {
     /// Default execution target (`host`, `qemu`, `lima`, `ssh://user@host[:port]`).
-    #[serde(default)]
     pub target: Option<String>,
+    /// The target every run uses whatever its band says (`--target` still wins).
+    pub force_target: Option<Target>,
+    /// `[targets]`: a band's `execution.target` mapped to the target to use instead.
+    pub targets: Vec<(Target, Target)>,
     /// Refuse to run skills that have no `band.lock`.
-    #[serde(default)]
     pub require_lock: bool,
     /// Extra folders of skills, searched after `--skills` and `$BAND_SKILLS_PATH`.
-    #[serde(default)]
     pub skills_path: Vec<PathBuf>,
     /// Where band keeps its ledger, VM images and keys (default `~/.local/share/band`).
-    #[serde(default)]
     pub data_dir: Option<PathBuf>,
+}
+
+/// The file as written; target names are checked (and located) when it becomes a [`UserConfig`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    target: Option<String>,
+    #[serde(default)]
+    force_target: Option<Spanned<String>>,
+    #[serde(default)]
+    targets: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    require_lock: bool,
+    #[serde(default)]
+    skills_path: Vec<PathBuf>,
+    #[serde(default)]
+    data_dir: Option<PathBuf>,
 }
 
 impl UserConfig {
@@ -67,22 +90,77 @@ impl UserConfig {
                 ));
             }
         };
-        Self::parse(&text).map_err(|e| ClientError::user(format!("{}:{e}", path.display()), "the keys are target, require_lock, skills_path and data_dir (README, \"Configuration\")"))
+        Self::parse(&text).map_err(|e| {
+            let hint = if e.target {
+                format!("band's targets are {TARGET_CHOICES}")
+            } else {
+                "the keys are target, force_target, [targets], require_lock, skills_path and \
+                 data_dir (README, \"Configuration\")"
+                    .to_string()
+            };
+            ClientError::user(format!("{}:{e}", path.display()), hint)
+        })
+    }
+
+    /// The target a band's `execution.target` maps to under `[targets]`, if it is mapped.
+    pub fn mapped(&self, band: &Target) -> Option<&Target> {
+        self.targets
+            .iter()
+            .find_map(|(from, to)| (from == band).then_some(to))
     }
 
     /// Parse config text; the error says `line:col: message`.
     pub fn parse(text: &str) -> std::result::Result<UserConfig, SyntaxError> {
-        let mut cfg: UserConfig = toml::from_str(text).map_err(|e| {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
             SyntaxError {
                 line,
                 col,
                 message: e.message().to_string(),
+                target: false,
             }
         })?;
-        cfg.skills_path = cfg.skills_path.iter().map(|p| expand_home(p)).collect();
-        cfg.data_dir = cfg.data_dir.as_deref().map(expand_home);
-        Ok(cfg)
+        // A bad target name is located at its value (a key's value is on the key's line).
+        let target = |what: &str, name: &str, at: &Spanned<String>| {
+            Target::parse(name).map_err(|e| {
+                let (line, col) = line_col(text, at.span().start);
+                SyntaxError {
+                    line,
+                    col,
+                    message: format!("{what}: {e}"),
+                    target: true,
+                }
+            })
+        };
+        let force_target = match &raw.force_target {
+            Some(t) => Some(target("force_target", t.get_ref(), t)?),
+            None => None,
+        };
+        let mut targets = Vec::new();
+        for (from, to) in &raw.targets {
+            let what = format!("[targets] `{from}`");
+            let from_t = target(&what, from, to)?;
+            if targets.iter().any(|(f, _)| f == &from_t) {
+                let (line, col) = line_col(text, to.span().start);
+                return Err(SyntaxError {
+                    line,
+                    col,
+                    message: format!(
+                        "{what}: `{from_t}` is mapped twice (`lima` and `local-lima` are one target)"
+                    ),
+                    target: true,
+                });
+            }
+            targets.push((from_t, target(&what, to.get_ref(), to)?));
+        }
+        Ok(UserConfig {
+            target: raw.target,
+            force_target,
+            targets,
+            require_lock: raw.require_lock,
+            skills_path: raw.skills_path.iter().map(|p| expand_home(p)).collect(),
+            data_dir: raw.data_dir.as_deref().map(expand_home),
+        })
     }
 
     /// The band data folder: `$BAND_DATA_DIR`, the config's `data_dir`, else `~/.local/share/band`.
@@ -106,6 +184,8 @@ pub struct SyntaxError {
     pub line: usize,
     pub col: usize,
     pub message: String,
+    /// The error is a bad target name (the hint lists band's targets).
+    pub target: bool,
 }
 
 /// The VM state folder of this user (under the data folder).
@@ -149,6 +229,37 @@ mod tests {
         assert!(c.require_lock);
         assert_eq!(c.skills_path, vec![PathBuf::from("/s")]);
         assert_eq!(c.data_dir, Some(PathBuf::from("/d")));
+    }
+
+    #[test]
+    fn target_keys_are_parsed_with_the_band_file_names() {
+        let c = UserConfig::parse(
+            "force_target = \"qemu\"\n[targets]\nlocal-lima = \"host\"\n\"local-dangerously\" = \"ssh://me@box\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.force_target, Some(Target::Qemu));
+        assert_eq!(c.mapped(&Target::Lima), Some(&Target::Host));
+        assert_eq!(
+            c.mapped(&Target::Host).map(ToString::to_string).as_deref(),
+            Some("ssh://me@box")
+        );
+        assert_eq!(c.mapped(&Target::Qemu), None);
+    }
+
+    #[test]
+    fn a_bad_target_name_is_located_and_says_why() {
+        let e = UserConfig::parse("[targets]\nlima = \"cloudflare\"\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "2:8: [targets] `lima`: `cloudflare` is an upstream Bands target band does not support"
+        );
+        assert!(e.target);
+        let e = UserConfig::parse("\n\nforce_target = \"vm\"\n").unwrap_err();
+        assert_eq!(e.to_string(), "3:16: force_target: unknown target `vm`");
+        let e = UserConfig::parse("[targets]\nlima = \"host\"\nlocal-lima = \"qemu\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mapped twice"), "{e}");
     }
 
     #[test]

@@ -230,14 +230,9 @@ fn integrity_refusal(
         result,
         skill: crate::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
-        target: choose_target(
-            spec.target.as_deref(),
-            None,
-            &UserConfig::load()?,
-            &HostFacts::this,
-        )
-        .map(|c| c.target)
-        .unwrap_or(Target::Host),
+        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?)
+            .map(|c| c.target)
+            .unwrap_or(Target::Host),
         bundle_sha256: tree.bundle_sha256(),
         band_sha256: String::new(),
         policy_sha256: String::new(),
@@ -314,7 +309,6 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         spec.target.as_deref(),
         resolved.target.as_ref(),
         &UserConfig::load()?,
-        &HostFacts::this,
     )?;
     say_once(&choice.note);
     let target = choice.target;
@@ -582,18 +576,59 @@ impl HostFacts {
     }
 }
 
-/// A chosen target, and what to tell the user about the choice (once, on stderr).
+/// A chosen target, why it was chosen, and what to tell the user about the choice (once, on stderr).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetChoice {
     pub target: Target,
+    pub reason: TargetReason,
     pub note: Option<String>,
+}
+
+/// Which step of the precedence chose the target (docs/vm.md, "Choosing a target").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "by")]
+pub enum TargetReason {
+    /// `--target` (of `band run`, `band exec` or `band mcp`).
+    Flag,
+    /// `force_target` in the user config.
+    ForceTarget,
+    /// The band's `execution.target`.
+    Band,
+    /// The band's `execution.target`, mapped by `[targets]` in the user config.
+    BandMapped { from: String },
+    /// `target` in the user config.
+    Config,
+    /// Nothing named one: [`default_target`].
+    Default,
+}
+
+impl std::fmt::Display for TargetReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetReason::Flag => f.write_str("--target"),
+            TargetReason::ForceTarget => f.write_str("force_target in the config"),
+            TargetReason::Band => f.write_str("the band's execution.target"),
+            TargetReason::BandMapped { from } => {
+                write!(
+                    f,
+                    "the band's execution.target {from}, mapped by [targets] in the config"
+                )
+            }
+            TargetReason::Config => f.write_str("target in the config"),
+            TargetReason::Default => f.write_str("the default"),
+        }
+    }
 }
 
 /// The target when none was chosen: off Linux, lima. On Linux, the host when band-server can
 /// start there (root, or `sudo -n`); else the VM `band setup` made, saying so; else the host,
 /// whose error says how to choose ([`super::transport::without_root`]).
 pub fn default_target(linux: bool, facts: &HostFacts) -> TargetChoice {
-    let target = |target| TargetChoice { target, note: None };
+    let target = |target| TargetChoice {
+        target,
+        reason: TargetReason::Default,
+        note: None,
+    };
     if !linux {
         return target(Target::Lima);
     }
@@ -603,6 +638,7 @@ pub fn default_target(linux: bool, facts: &HostFacts) -> TargetChoice {
     match &facts.vm {
         Some(vm) => TargetChoice {
             target: vm.clone(),
+            reason: TargetReason::Default,
             note: Some(format!(
                 "not root and no sudo: running on the VM ({vm}); choose with --target"
             )),
@@ -611,33 +647,69 @@ pub fn default_target(linux: bool, facts: &HostFacts) -> TargetChoice {
     }
 }
 
-/// `--target`, then the band's `execution.target`, then the user config, then
-/// [`default_target`] (`facts` is asked only then).
-pub fn choose_target(
+/// The target of a run, by precedence: `--target`, then the config's `force_target`, then the
+/// band's `execution.target` (mapped by the config's `[targets]` when it names it), then the
+/// config's `target`, then `default` (asked only then). Pure: the caller loads the config.
+pub fn resolve_target(
     flag: Option<&str>,
     band: Option<&Target>,
     config: &UserConfig,
-    facts: &dyn Fn() -> HostFacts,
+    default: &dyn Fn() -> TargetChoice,
 ) -> Result<TargetChoice> {
-    let hint = "use host, qemu, lima or ssh://user@host[:port]";
-    let chosen = |target| TargetChoice { target, note: None };
+    let hint = format!("use one of: {}", crate::manifest::TARGET_CHOICES);
+    let chosen = |target, reason| TargetChoice {
+        target,
+        reason,
+        note: None,
+    };
     if let Some(t) = flag {
         return Target::parse(t)
-            .map(chosen)
+            .map(|t| chosen(t, TargetReason::Flag))
             .map_err(|e| user_error(format!("--target: {e}"), hint));
     }
-    if let Some(t) = band {
-        return Ok(chosen(t.clone()));
+    if let Some(t) = &config.force_target {
+        let mut c = chosen(t.clone(), TargetReason::ForceTarget);
+        if let Some(b) = band.filter(|b| *b != t) {
+            c.note = Some(format!(
+                "force_target in the config runs this band on {t}, not its {b}"
+            ));
+        }
+        return Ok(c);
+    }
+    if let Some(b) = band {
+        return Ok(match config.mapped(b) {
+            Some(to) => TargetChoice {
+                target: to.clone(),
+                reason: TargetReason::BandMapped {
+                    from: b.to_string(),
+                },
+                note: Some(format!(
+                    "the band's target {b} runs on {to} ([targets] in the config)"
+                )),
+            },
+            None => chosen(b.clone(), TargetReason::Band),
+        });
     }
     if let Some(t) = &config.target {
         let path = UserConfig::path()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         return Target::parse(t)
-            .map(chosen)
+            .map(|t| chosen(t, TargetReason::Config))
             .map_err(|e| user_error(format!("{path}: target: {e}"), hint));
     }
-    Ok(default_target(cfg!(target_os = "linux"), &facts()))
+    Ok(default())
+}
+
+/// [`resolve_target`] with this machine's default ([`default_target`] over [`HostFacts::this`]).
+pub fn choose_target(
+    flag: Option<&str>,
+    band: Option<&Target>,
+    config: &UserConfig,
+) -> Result<TargetChoice> {
+    resolve_target(flag, band, config, &|| {
+        default_target(cfg!(target_os = "linux"), &HostFacts::this())
+    })
 }
 
 /// Show a target choice's note, once per process (`band mcp` runs many).
@@ -686,6 +758,7 @@ mod tests {
                 default_target(true, &f),
                 TargetChoice {
                     target: Target::Host,
+                    reason: TargetReason::Default,
                     note: None
                 },
                 "{f:?}"
@@ -713,29 +786,127 @@ mod tests {
         );
     }
 
+    fn config(text: &str) -> UserConfig {
+        UserConfig::parse(text).expect("config")
+    }
+
+    /// `(target, reason)` of a choice whose default is never needed.
+    fn pick(flag: Option<&str>, band: Option<&Target>, config: &UserConfig) -> (String, String) {
+        let never = || -> TargetChoice { panic!("the default is not needed") };
+        let c = resolve_target(flag, band, config, &never).expect("a target");
+        (c.target.to_string(), c.reason.to_string())
+    }
+
+    fn pair(target: &str, reason: &str) -> (String, String) {
+        (target.to_string(), reason.to_string())
+    }
+
     #[test]
-    fn a_chosen_target_wins_and_the_host_is_not_asked() {
-        let never = || -> HostFacts { panic!("the host's facts are not needed") };
-        let config = UserConfig {
-            target: Some("lima".into()),
-            ..UserConfig::default()
-        };
-        let pick = |flag, band: Option<&Target>, config: &UserConfig| {
-            choose_target(flag, band, config, &never).expect("a target")
-        };
+    fn each_step_of_the_precedence() {
+        let full = config(
+            "target = \"qemu\"\nforce_target = \"ssh://me@box\"\n[targets]\nlima = \"host\"\n",
+        );
+        let lima = Some(&Target::Lima);
+        // 1. --target wins over everything.
+        assert_eq!(pick(Some("host"), lima, &full), pair("host", "--target"));
         assert_eq!(
-            pick(Some("host"), Some(&Target::Qemu), &config).target,
-            Target::Host
+            pick(Some("local-lima"), None, &full),
+            pair("lima", "--target")
+        );
+        // 2. force_target wins over the band (mapped or not) and the config's target.
+        assert_eq!(
+            pick(None, lima, &full),
+            pair("ssh://me@box", "force_target in the config")
+        );
+        // 3. the band's target, mapped by [targets] when named there.
+        let mapped = config("target = \"qemu\"\n[targets]\nlocal-lima = \"host\"\n");
+        assert_eq!(
+            pick(None, lima, &mapped),
+            pair(
+                "host",
+                "the band's execution.target lima, mapped by [targets] in the config"
+            )
         );
         assert_eq!(
-            pick(None, Some(&Target::Qemu), &config).target,
-            Target::Qemu
+            pick(None, Some(&Target::Qemu), &mapped),
+            pair("qemu", "the band's execution.target")
         );
-        let c = pick(None, None, &config);
-        assert_eq!((c.target, c.note), (Target::Lima, None));
-        let no_vm = || facts(false, false, Some(Target::Qemu));
-        let c = choose_target(None, None, &UserConfig::default(), &no_vm).expect("target");
-        assert_eq!(c.target, Target::Qemu);
-        assert!(c.note.is_some());
+        // 4. the config's target when the band names none.
+        assert_eq!(
+            pick(None, None, &mapped),
+            pair("qemu", "target in the config")
+        );
+        // 5. the default, only when nothing named a target.
+        let default = || TargetChoice {
+            target: Target::Lima,
+            reason: TargetReason::Default,
+            note: None,
+        };
+        let c = resolve_target(None, None, &UserConfig::default(), &default).expect("target");
+        assert_eq!((c.target, c.reason), (Target::Lima, TargetReason::Default));
+        // [targets] maps the band's target only, not --target or the config's target.
+        let lima_to_host = config("target = \"lima\"\n[targets]\nlima = \"host\"\n");
+        assert_eq!(
+            pick(Some("lima"), None, &lima_to_host),
+            pair("lima", "--target")
+        );
+        assert_eq!(
+            pick(None, None, &lima_to_host),
+            pair("lima", "target in the config")
+        );
+    }
+
+    #[test]
+    fn a_mapping_or_an_override_says_so() {
+        let never = || -> TargetChoice { panic!("the default is not needed") };
+        let c = resolve_target(
+            None,
+            Some(&Target::Lima),
+            &config("[targets]\nlima = \"host\"\n"),
+            &never,
+        )
+        .expect("target");
+        assert_eq!(
+            c.note.as_deref(),
+            Some("the band's target lima runs on host ([targets] in the config)")
+        );
+        let forced = config("force_target = \"host\"\n");
+        let c = resolve_target(None, Some(&Target::Lima), &forced, &never).expect("target");
+        assert_eq!(
+            c.note.as_deref(),
+            Some("force_target in the config runs this band on host, not its lima")
+        );
+        // Nothing to say when the band asked for the forced target anyway.
+        let c = resolve_target(None, Some(&Target::Host), &forced, &never).expect("target");
+        assert_eq!(c.note, None);
+        let c = resolve_target(Some("qemu"), Some(&Target::Lima), &forced, &never).expect("t");
+        assert_eq!(c.note, None);
+    }
+
+    #[test]
+    fn a_bad_flag_is_an_error_naming_it() {
+        let never = || -> TargetChoice { panic!("the default is not needed") };
+        let e = resolve_target(Some("cloudflare"), None, &UserConfig::default(), &never)
+            .expect_err("unsupported")
+            .to_string();
+        assert!(
+            e.contains("--target: `cloudflare` is an upstream Bands target"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_reason_serialises_for_json() {
+        let r = TargetReason::BandMapped {
+            from: "lima".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&r).expect("json"),
+            serde_json::json!({"by": "band_mapped", "from": "lima"})
+        );
+        assert_eq!(
+            serde_json::to_value(TargetReason::ForceTarget).expect("json"),
+            serde_json::json!({"by": "force_target"})
+        );
     }
 }

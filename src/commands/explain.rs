@@ -7,6 +7,9 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
 use super::skills::{find_skill, split_target};
 use crate::cli::{ExplainArgs, user_error};
+use band::client::config::UserConfig;
+use band::client::pipeline::{TargetChoice, TargetReason, resolve_target};
+use band::manifest::Target;
 use band::policy::{Category, Policy};
 use band::proto::exit;
 use band::units::{format_bytes, format_duration_ms};
@@ -23,6 +26,7 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
         )),
         None => skill.scripts.iter().map(|s| s.name.clone()).collect(),
     };
+    let config = UserConfig::load()?;
     let mut out = std::io::stdout().lock();
     let mut json = Vec::new();
     for name in scripts {
@@ -36,10 +40,20 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
                 format!("run `band lint {}`", root.display())
             ));
         };
+        // The default depends on this machine (root, sudo, a VM): decided at run time, not here.
+        let choice = resolve_target(None, r.target.as_ref(), &config, &|| TargetChoice {
+            target: Target::Host,
+            reason: TargetReason::Default,
+            note: None,
+        })?;
+        let run_target =
+            (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
         if args.json {
             json.push(serde_json::json!({
                 "skill": skill.name, "script": name, "band_file": r.file,
-                "target": r.target.as_ref().map(|t| t.to_string()), "policy": r.policy, "sources": r.sources,
+                "target": r.target.as_ref().map(|t| t.to_string()),
+                "run_target": {"target": run_target, "reason": choice.reason},
+                "policy": r.policy, "sources": r.sources,
             }));
             continue;
         }
@@ -53,7 +67,14 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
         if let Some(line) = programs_line(&r.policy) {
             writeln!(out, "{line}")?;
         }
-        writeln!(out, "{}\n", limits_line(&r.policy))?;
+        writeln!(out, "{}", limits_line(&r.policy))?;
+        match run_target {
+            Some(t) => writeln!(out, "target: {t} ({})\n", choice.reason)?,
+            None => writeln!(
+                out,
+                "target: the default, chosen at run time (nothing names one; docs/vm.md)\n"
+            )?,
+        }
     }
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;

@@ -54,8 +54,8 @@ pub enum Target {
 /// Why a text is not a [`Target`]; each message quotes the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
-    #[error("band never runs a skill unsandboxed; `local-dangerously` is not a target")]
-    Unsandboxed,
+    #[error("`{0}` is an upstream Bands target band does not support")]
+    Unsupported(String),
     #[error("unknown target `{0}`")]
     Unknown(String),
     #[error("`{0}` needs a user: ssh://user@host[:port]")]
@@ -68,13 +68,25 @@ pub enum TargetError {
     NotSsh(String),
 }
 
+/// Upstream's `local-dangerously` ("run on this machine, no sandbox"): band reads it as
+/// [`Target::Host`], which is still band's sandbox (band never runs a skill unsandboxed).
+pub const UPSTREAM_UNSANDBOXED: &str = "local-dangerously";
+
+/// Upstream Bands targets band has no equivalent for (`cloudflare` workers, `local-docker`).
+pub const UPSTREAM_UNSUPPORTED: [&str; 2] = ["cloudflare", "local-docker"];
+
+/// The targets band runs on, for hints.
+pub const TARGET_CHOICES: &str = "host, qemu, lima (local-lima), ssh://user@host[:port]";
+
 impl Target {
+    /// A target name as written in `execution.target`, `--target` or the user config: band's own
+    /// names and upstream's (`local-lima` is lima, `local-dangerously` is the host, sandboxed).
     pub fn parse(s: &str) -> Result<Target, TargetError> {
         match s {
-            "host" => Ok(Target::Host),
+            "host" | UPSTREAM_UNSANDBOXED => Ok(Target::Host),
             "qemu" => Ok(Target::Qemu),
             "lima" | "local-lima" => Ok(Target::Lima),
-            "local-dangerously" => Err(TargetError::Unsandboxed),
+            _ if UPSTREAM_UNSUPPORTED.contains(&s) => Err(TargetError::Unsupported(s.to_string())),
             _ => {
                 let Some(rest) = s.strip_prefix("ssh://") else {
                     return Err(TargetError::Unknown(s.to_string()));
@@ -790,14 +802,31 @@ impl FieldParser<'_> {
             let key = k.as_str().unwrap_or("");
             let at = [Step::Key("execution"), Step::Key(key)];
             match key {
-                "target" => match val.as_str().map(Target::parse) {
-                    Some(Ok(t)) => band.target = Some(t),
-                    Some(Err(e)) => self.push(
-                        Code::InvalidTarget,
-                        &at,
-                        e.to_string(),
-                        Some("use one of: host, qemu, lima, ssh://user@host[:port]".into()),
-                    ),
+                "target" => match val.as_str().map(|s| (s, Target::parse(s))) {
+                    Some((s, Ok(t))) => {
+                        if s == UPSTREAM_UNSANDBOXED {
+                            self.warn(
+                                Code::TargetSubstituted,
+                                &at,
+                                format!(
+                                    "`{s}` runs on the host target, inside band's sandbox: band \
+                                     never runs a skill unsandboxed"
+                                ),
+                                Some("write `target: host` to say so".into()),
+                            );
+                        }
+                        band.target = Some(t);
+                    }
+                    Some((_, Err(e))) => {
+                        let hint = match e {
+                            TargetError::Unsupported(_) => format!(
+                                "band runs on {TARGET_CHOICES}; change `execution.target`, or \
+                                 delete it to use your config's target"
+                            ),
+                            _ => format!("use one of: {TARGET_CHOICES}"),
+                        };
+                        self.push(Code::InvalidTarget, &at, e.to_string(), Some(hint));
+                    }
                     None => self.type_err(&at, "a string", val),
                 },
                 "lima" | "cloudflare" => self.warn(

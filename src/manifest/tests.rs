@@ -282,14 +282,55 @@ fn targets() {
     }
     assert!(Target::parse("ssh://u@[::1").is_err());
     assert!(Target::parse("ssh://u@[::1]44").is_err());
-    assert!(
-        Target::parse("local-dangerously")
-            .unwrap_err()
-            .to_string()
-            .contains("unsandboxed")
-    );
     let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
     assert_eq!(summary(&p), vec!["5:3 F009 unknown target `docker`"]);
+}
+
+#[test]
+fn upstream_target_names() {
+    let band = |target: &str| {
+        parse(&format!(
+            "---\nband: a\ndescription: d\nexecution:\n  target: {target}\n---\n"
+        ))
+    };
+    // local-lima is lima, with no note.
+    let p = band("local-lima");
+    assert!(p.diagnostics.is_empty(), "{:?}", summary(&p));
+    assert_eq!(p.band.expect("band").target, Some(Target::Lima));
+    // local-dangerously is the host, sandboxed: a warning says so, the band still runs.
+    assert_eq!(Target::parse("local-dangerously"), Ok(Target::Host));
+    let p = band("local-dangerously");
+    assert_eq!(
+        summary(&p),
+        vec![
+            "5:3 F014 `local-dangerously` runs on the host target, inside band's sandbox: band \
+             never runs a skill unsandboxed"
+        ]
+    );
+    assert!(!p.diagnostics[0].is_error());
+    assert_eq!(p.band.expect("band").target, Some(Target::Host));
+    // The rest of upstream's names: not supported, with a hint naming band's targets.
+    for name in ["cloudflare", "local-docker"] {
+        assert_eq!(
+            Target::parse(name),
+            Err(TargetError::Unsupported(name.into()))
+        );
+        let p = band(name);
+        assert_eq!(
+            summary(&p),
+            vec![format!(
+                "5:3 F009 `{name}` is an upstream Bands target band does not support"
+            )]
+        );
+        assert!(
+            p.diagnostics[0]
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.contains("local-lima")),
+            "{:?}",
+            p.diagnostics[0].hint
+        );
+    }
 }
 
 #[test]

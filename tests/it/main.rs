@@ -25,6 +25,7 @@ mod mcp;
 mod run;
 mod secrets;
 mod skills;
+mod targets;
 mod vm_cli;
 mod vm_e2e;
 mod vm_rootless;

@@ -490,8 +490,13 @@ struct Raw {
 impl Raw {
     /// Start `band mcp` and initialize the session: the server and its `initialize` result.
     fn start(skills: &[&Path], ws: &Path) -> (Raw, Value) {
+        Raw::start_with(skills, ws, &[])
+    }
+
+    /// [`Raw::start`] with more `band mcp` arguments.
+    fn start_with(skills: &[&Path], ws: &Path, args: &[&str]) -> (Raw, Value) {
         let mut cmd = Command::new(band_exe());
-        cmd.arg("mcp");
+        cmd.arg("mcp").args(args);
         for s in skills {
             cmd.arg("--skills").arg(s);
         }
@@ -584,6 +589,27 @@ fn mcp_protocol_output() {
             )
         );
     });
+}
+
+/// `band mcp --target` holds for every call: here a remote host never set up, so each call fails
+/// naming it (without `--target` the call would go to the host).
+#[test]
+fn mcp_target_applies_to_every_call() {
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = repo().join("skills");
+    let (mut raw, _) = Raw::start_with(&[&skills], t.path(), &["--target", "ssh://me@box.invalid"]);
+    for _ in 0..2 {
+        let r = raw.request(
+            "tools/call",
+            json!({"name": "text__count", "arguments": {"text": "hi"}}),
+        );
+        assert_eq!(r["isError"], json!(true), "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap_or("");
+        assert!(
+            text.contains("ssh://me@box.invalid:22 has not been set up"),
+            "{r}"
+        );
+    }
 }
 
 /// A script left out is said to the client: in the instructions and as a resource.

@@ -143,6 +143,8 @@ pub(super) struct BandServer {
     workspace: PathBuf,
     /// `--allow-system-workspace`.
     pub(super) allow_system_workspace: bool,
+    /// `--target`: every call's, at the top of the precedence.
+    pub(super) target: Option<String>,
     catalog: RwLock<Catalog>,
     runs: Runs,
 }
@@ -153,6 +155,7 @@ impl BandServer {
             dirs,
             workspace,
             allow_system_workspace: false,
+            target: None,
             catalog: RwLock::new(Catalog::default()),
             runs: Runs::default(),
         };
@@ -296,7 +299,7 @@ impl ServerHandler for BandServer {
             raw_input: Value::Object(request.arguments.unwrap_or_default()),
             workspace: self.workspace.clone(),
             allow_system_workspace: self.allow_system_workspace,
-            target: None,
+            target: self.target.clone(),
             trace: false,
             // `require_lock` in the user config applies; the ledger keeps hashes, not contents.
             require_lock: false,
@@ -352,6 +355,16 @@ pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
     let mut server = BandServer::new(skill_dirs(&args.skills), workspace);
     server.allow_system_workspace = args.allow_system_workspace;
+    // A bad --target fails now, not on every call.
+    if let Some(t) = &args.target {
+        band::manifest::Target::parse(t).map_err(|e| {
+            crate::cli::user_error(
+                format!("--target: {e}"),
+                format!("use one of: {}", band::manifest::TARGET_CHOICES),
+            )
+        })?;
+    }
+    server.target = args.target;
     let runs = server.runs.clone();
     let (stdin, stdout) = rmcp::transport::io::stdio();
     let stdin = EofWatch {

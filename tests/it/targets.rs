@@ -1,0 +1,131 @@
+//! Execution targets: upstream's names in `execution.target`, the user config's `[targets]` and
+//! `force_target`, and `band mcp --target` (docs/vm.md, "Choosing a target").
+
+use std::path::Path;
+
+use band_test::{Band, band_snapshot};
+use serde_json::{Value, json};
+
+use crate::common::{bin, repo};
+
+/// skills/text copied into a temporary folder with `execution.target: <target>` (no lock: the
+/// band changed), and `band` reading `config` as its config file.
+fn upstream_text(target: &str, config: &str) -> (tempfile::TempDir, Band) {
+    let t = tempfile::tempdir().expect("tmp");
+    let skill = t.path().join("skills/text");
+    band_test::copy_dir(&repo().join("skills/text"), &skill);
+    fs_err::remove_file(skill.join("band.lock")).expect("rm lock");
+    let band_md = skill.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = text.replacen(
+        "version: 1\n",
+        &format!("version: 1\nexecution:\n  target: {target}\n"),
+        1,
+    );
+    fs_err::write(&band_md, text).expect("write");
+    let file = t.path().join("config.toml");
+    fs_err::write(&file, config).expect("write");
+    let band = bin().env("BAND_CONFIG", &file);
+    (t, band)
+}
+
+fn explain_json(band: &Band, dir: &Path) -> Value {
+    let (code, out, err) = band.run(
+        &["explain", "--json", "--skills", "skills", "text/count"],
+        dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    v[0]["run_target"].clone()
+}
+
+#[test]
+fn an_upstream_local_lima_band_runs_on_the_host_when_the_config_maps_lima_to_host() {
+    let (t, band) = upstream_text("local-lima", "[targets]\nlima = \"host\"\n");
+    assert_eq!(
+        explain_json(&band, t.path()),
+        json!({"target": "host", "reason": {"by": "band_mapped", "from": "lima"}})
+    );
+    // The run goes to the host (BAND_SERVER points nowhere, so it stops there) and says why.
+    let mut cmd = band.command(
+        &["run", "--skills", "skills", "text/count", "--text=hi"],
+        t.path(),
+    );
+    cmd.env("BAND_SERVER", "/nonexistent/band-server");
+    let (code, _, err) = band_test::Output::of(&mut cmd).parts();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("band: the band's target lima runs on host ([targets] in the config)"),
+        "{err}"
+    );
+    assert!(!err.contains("limactl"), "{err}");
+}
+
+#[test]
+fn without_a_mapping_the_band_target_stands_and_force_target_wins_over_it() {
+    let (t, band) = upstream_text("local-lima", "");
+    assert_eq!(
+        explain_json(&band, t.path()),
+        json!({"target": "lima", "reason": {"by": "band"}})
+    );
+    let (t, band) = upstream_text("local-lima", "target = \"qemu\"\nforce_target = \"host\"\n");
+    assert_eq!(
+        explain_json(&band, t.path()),
+        json!({"target": "host", "reason": {"by": "force_target"}})
+    );
+}
+
+#[test]
+fn explain_says_which_target_and_why() {
+    let (t, band) = upstream_text("local-lima", "[targets]\nlocal-lima = \"host\"\n");
+    let out = band.output(&["explain", "--skills", "skills", "text/count"], t.path());
+    assert!(
+        out.stdout.contains(
+            "target: host (the band's execution.target lima, mapped by [targets] in the config)"
+        ),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn an_unsupported_upstream_target_is_a_located_error() {
+    let (t, band) = upstream_text("cloudflare", "");
+    band_snapshot!(
+        band.output(&["lint", "skills/text"], t.path()),
+        "target_unsupported_lint"
+    );
+}
+
+#[test]
+fn local_dangerously_runs_sandboxed_on_the_host_and_lint_says_so() {
+    let (t, band) = upstream_text("local-dangerously", "");
+    band_snapshot!(
+        band.output(&["lint", "skills/text"], t.path()),
+        "target_local_dangerously_lint"
+    );
+    assert_eq!(
+        explain_json(&band, t.path()),
+        json!({"target": "host", "reason": {"by": "band"}})
+    );
+}
+
+#[test]
+fn a_bad_target_in_the_config_names_the_file_and_line() {
+    let (t, band) = upstream_text("local-lima", "\n[targets]\nlima = \"local-docker\"\n");
+    let dir = t.path().display().to_string();
+    band_snapshot!(
+        band.output(&["explain", "--skills", "skills", "text/count"], t.path()),
+        "target_config_unsupported",
+        &[(dir.as_str(), "[DIR]")]
+    );
+}
+
+#[test]
+fn mcp_refuses_a_bad_target_before_serving() {
+    let t = tempfile::tempdir().expect("tmp");
+    band_snapshot!(
+        bin().output(&["mcp", "--target", "cloudflare"], t.path()),
+        "target_mcp_unsupported"
+    );
+}
