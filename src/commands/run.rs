@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-use super::skills::{find_skill, split_target};
+use super::skills::{find_script, split_target};
 use std::io::IsTerminal;
 
 use crate::cli::progress::{Spinner, cancel_on_signals};
@@ -24,8 +24,9 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
             "use `band run <skill>/<script>`; `band list` shows them"
         ));
     };
+    let skill = find_script(skill_name, script, &args.skills)?;
     let spec = RunSpec {
-        skill_root: find_skill(skill_name, &args.skills)?,
+        skill_root: skill.root,
         script: script.to_string(),
         raw_input: read_input(&args)?,
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
@@ -44,7 +45,36 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         }
     });
     spinner.finish();
-    render(&args, &spec, &outcome?)
+    let mut outcome = outcome?;
+    if outcome.result.status == Status::InputInvalid && args.input.is_none() {
+        hint_near_args(&spec, &mut outcome.result);
+    }
+    render(&args, &spec, &outcome)
+}
+
+/// An input refused with a `--key` the schema does not name but names one close to: the hint
+/// says which was meant (`did you mean `--text` (not `--txt`)?`) before what it said already.
+fn hint_near_args(spec: &RunSpec, result: &mut proto::RunResult) {
+    let Some(given) = spec.raw_input.as_object() else {
+        return;
+    };
+    let (schemas, _) = band::contract::SchemaSet::load_dir(&spec.skill_root);
+    let Some(schema) = schemas.input(&spec.script) else {
+        return;
+    };
+    let near = band::contract::suggest_args(schema, &schemas, given.keys().map(String::as_str));
+    let Some(error) = result.error.as_mut().filter(|_| !near.is_empty()) else {
+        return;
+    };
+    let meant: Vec<String> = near
+        .iter()
+        .map(|(given, near)| format!("`--{near}` (not `--{given}`)"))
+        .collect();
+    let mut hint = format!("did you mean {}?", meant.join(", "));
+    if let Some(before) = &error.hint {
+        hint = format!("{hint} {before}");
+    }
+    error.hint = Some(hint);
 }
 
 /// `band <skill>/<script> …`: the agent-facing form of `band run`. `band <skill>/<script> --help`
@@ -52,10 +82,13 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
 pub(crate) fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
     let first = args.first().map(String::as_str).unwrap_or("");
     if !first.contains('/') {
-        bail!(user_error(
-            format!("`{first}` is not a band command"),
-            "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`"
-        ));
+        let command = <crate::cli::Cli as clap::CommandFactory>::command();
+        let names = command.get_subcommands().map(|c| c.get_name());
+        let hint = match band::suggest::nearest(first, names) {
+            Some(near) => format!("did you mean `band {near}`? `band --help` lists the commands"),
+            None => "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`".to_string(),
+        };
+        bail!(user_error(format!("`{first}` is not a band command"), hint));
     }
     if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
         return super::help::cmd_help(crate::cli::HelpArgs {

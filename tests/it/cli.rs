@@ -143,3 +143,21 @@ fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
         .count();
     assert_eq!(out.lines().count(), skills * 2 + 2, "{out}");
 }
+
+#[test]
+fn a_mistyped_command_skill_script_or_argument_gets_the_nearest_name() {
+    band_snapshot!(output(&["lnt"], repo()), "did_you_mean_command");
+    band_snapshot!(output(&["txt/count"], repo()), "did_you_mean_skill");
+    band_snapshot!(
+        output(&["run", "txt/count"], repo()),
+        "did_you_mean_skill_run"
+    );
+    band_snapshot!(output(&["run", "text/cont"], repo()), "did_you_mean_script");
+    // Refused before the sandbox starts (input_invalid), so this needs no privileges.
+    band_snapshot!(
+        output(&["text/count", "--txt=one two"], repo()),
+        "did_you_mean_argument"
+    );
+    // Nothing close: no guess, the hint as before.
+    band_snapshot!(output(&["zzz"], repo()), "did_you_mean_nothing");
+}
