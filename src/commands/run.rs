@@ -24,11 +24,12 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
             "use `band run <skill>/<script>`; `band list` shows them"
         ));
     };
+    let raw_input = read_input(&args)?;
     let skill = find_script(skill_name, script, &args.skills)?;
     let spec = RunSpec {
         skill_root: skill.root,
         script: script.to_string(),
-        raw_input: read_input(&args)?,
+        raw_input,
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
         allow_system_workspace: args.allow_system_workspace,
         target: args.exec_target.clone(),
@@ -46,7 +47,8 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
     });
     spinner.finish();
     let mut outcome = outcome?;
-    if outcome.result.status == Status::InputInvalid && args.input.is_none() {
+    let by_arguments = args.input.is_none() && args.input_file.is_none();
+    if outcome.result.status == Status::InputInvalid && by_arguments {
         hint_near_args(&spec, &mut outcome.result);
     }
     render(&args, &spec, &outcome)
@@ -105,7 +107,26 @@ pub(crate) fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
     }
 }
 
+/// The most `--input-file` reads, from a file or stdin. The band's `maxInputBytes` is checked
+/// later, by the pipeline; this only keeps `band` from reading an endless stream into memory.
+const MAX_INPUT_FILE_BYTES: u64 = 64 << 20;
+
+/// The input document: `--input`, `--input-file` (`-` is stdin), or the `--key=value` arguments.
+/// Giving a document and arguments both is a usage error, never a silent choice.
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
+    let document = match (&args.input, &args.input_file) {
+        (Some(_), _) => Some("--input"),
+        (None, Some(_)) => Some("--input-file"),
+        (None, None) => None,
+    };
+    if let (Some(flag), Some(first)) = (document, args.args.first()) {
+        bail!(user_error(
+            format!("{flag} and `--key=value` arguments (`{first}`) both give the input"),
+            format!(
+                "pass the input one way: every value in the JSON document of {flag}, or only `--key=value` arguments"
+            )
+        ));
+    }
     if let Some(text) = &args.input {
         return serde_json::from_str(text).map_err(|e| {
             user_error(
@@ -115,17 +136,44 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
         });
     }
     if let Some(f) = &args.input_file {
-        let text = fs_err::read_to_string(f)?;
-        return serde_json::from_str(&text).map_err(|e| {
+        let (name, bytes) = if f.as_os_str() == "-" {
+            let stdin = std::io::stdin().lock();
+            ("<stdin>".to_string(), read_bounded(stdin, "<stdin>")?)
+        } else {
+            let name = f.display().to_string();
+            let file = fs_err::File::open(f)?;
+            let bytes = read_bounded(file, &name)?;
+            (name, bytes)
+        };
+        return serde_json::from_slice(&bytes).map_err(|e| {
             user_error(
-                format!("{} is not JSON: {e}", f.display()),
-                "the input file must hold one JSON document",
+                format!("{name} is not JSON: {e}"),
+                "--input-file must hold one JSON document (`-`: on stdin)",
             )
         });
     }
     let map = band::contract::parse_cli_args(&args.args)
         .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
     Ok(serde_json::Value::Object(map))
+}
+
+/// All of `from`, if it is at most [`MAX_INPUT_FILE_BYTES`]; `name` names it in the errors.
+fn read_bounded(from: impl std::io::Read, name: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    from.take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {name}"))?;
+    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
+        bail!(user_error(
+            format!(
+                "{name} holds more than {} of input",
+                band::units::format_bytes(MAX_INPUT_FILE_BYTES)
+            ),
+            "the input is one JSON document; large data belongs in the workspace (--workspace)"
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot

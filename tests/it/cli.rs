@@ -2,7 +2,7 @@
 
 use band_test::band_snapshot;
 
-use crate::common::{band, output, repo};
+use crate::common::{band, bin, output, repo, skip};
 
 fn broken_skill() -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
@@ -160,4 +160,83 @@ fn a_mistyped_command_skill_script_or_argument_gets_the_nearest_name() {
     );
     // Nothing close: no guess, the hint as before.
     band_snapshot!(output(&["zzz"], repo()), "did_you_mean_nothing");
+}
+
+/// `band <args>` from the repository with `stdin` on its standard input.
+fn output_with_stdin(args: &[&str], stdin: &str) -> band_test::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = bin()
+        .command(args, repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn band");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait for band");
+    band_test::Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn input_file_dash_reads_stdin() {
+    // Refused before the sandbox starts, so these need no privileges.
+    band_snapshot!(
+        output_with_stdin(&["run", "text/count", "--input-file", "-"], "{bad"),
+        "input_stdin_not_json"
+    );
+    band_snapshot!(
+        output_with_stdin(&["text/count", "--input-file", "-"], r#"{"text": 5}"#),
+        "input_stdin_invalid"
+    );
+}
+
+#[test]
+fn privileged_input_file_dash_runs_with_stdin() {
+    if skip("privileged_input_file_dash_runs_with_stdin") {
+        return;
+    }
+    let out = output_with_stdin(
+        &["text/count", "--input-file", "-"],
+        r#"{"text": "one two three"}"#,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "{\n  \"chars\": 13,\n  \"lines\": 1,\n  \"words\": 3\n}\n"
+    );
+}
+
+#[test]
+fn a_document_and_key_value_arguments_together_are_a_usage_error() {
+    band_snapshot!(
+        output(
+            &[
+                "run",
+                "text/count",
+                "--input",
+                r#"{"text": "a"}"#,
+                "--text=b"
+            ],
+            repo()
+        ),
+        "input_and_arguments"
+    );
+    let t = tempfile::tempdir().expect("tmp");
+    let file = t.path().join("in.json");
+    fs_err::write(&file, r#"{"text": "a"}"#).expect("write");
+    let file = file.to_str().expect("utf-8");
+    band_snapshot!(
+        output(&["text/count", "--input-file", file, "--text=b"], repo()),
+        "input_file_and_arguments"
+    );
 }
