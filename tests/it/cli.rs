@@ -240,3 +240,41 @@ fn a_document_and_key_value_arguments_together_are_a_usage_error() {
         "input_file_and_arguments"
     );
 }
+
+#[test]
+fn a_one_of_failure_names_the_branch_that_was_meant() {
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("shapes");
+    fs_err::create_dir_all(root.join("scripts")).expect("mkdir");
+    fs_err::create_dir_all(root.join("schemas/input")).expect("mkdir");
+    fs_err::write(
+        root.join("SKILL.md"),
+        "---\nname: shapes\ndescription: Shapes\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        root.join("BAND.md"),
+        "---\nband: shapes\ndescription: d\n---\n",
+    )
+    .expect("write");
+    fs_err::write(root.join("scripts/area.sh"), "#!/bin/sh\n").expect("write");
+    fs_err::write(
+        root.join("schemas/input/area.json"),
+        r#"{
+  "type": "object",
+  "properties": { "kind": { "enum": ["circle", "rect"] } },
+  "oneOf": [
+    { "properties": { "kind": { "const": "circle" }, "r": { "type": "number" } }, "required": ["r"] },
+    { "properties": { "kind": { "const": "rect" }, "w": { "type": "number" }, "h": { "type": "number" } }, "required": ["w", "h"] }
+  ]
+}"#,
+    )
+    .expect("write");
+    band_snapshot!(
+        output(
+            &["shapes/area", "--skills", ".", "--kind=rect", "--w=2"],
+            t.path()
+        ),
+        "one_of_branch"
+    );
+}
