@@ -9,6 +9,7 @@
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit-code table.
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
+//! - [`suggest`]: the nearest known name to a mistyped one ("did you mean").
 //! - [`diag`]: diagnostics (file, line, column, code, hint) shared by everything that reports on input.
 //!
 //! Everything here is pure or does plain file I/O (the ledger also takes a file lock); nothing
@@ -22,6 +23,7 @@ pub mod manifest;
 pub mod policy;
 pub mod proto;
 pub mod skill;
+pub mod suggest;
 pub mod units;
 
 #[cfg(feature = "cli")]

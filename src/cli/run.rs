@@ -8,13 +8,14 @@ use super::skills::SkillsArgs;
 pub(crate) struct RunArgs {
     /// `<skill>/<script>`.
     pub(crate) target: String,
-    /// Input as `--key=value` arguments (coerced to the types in the input schema).
+    /// Input as `--key=value` arguments (coerced to the types in the input schema). Not together
+    /// with --input or --input-file.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub(crate) args: Vec<String>,
     /// Input as one JSON document.
     #[arg(long, conflicts_with = "input_file")]
     pub(crate) input: Option<String>,
-    /// Input from a JSON file.
+    /// Input as one JSON document read from FILE, or from stdin when FILE is `-` (64 MiB at most).
     #[arg(long, value_name = "FILE")]
     pub(crate) input_file: Option<PathBuf>,
     /// The workspace the script sees at /workspace (only files its band allows). Default: `.`.

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result, bail};
 
-use super::skills::{find_skill, split_target};
+use super::skills::{find_script, split_target};
 use crate::cli::{HelpArgs, user_error};
 use band::proto::exit;
 
@@ -16,14 +16,8 @@ pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
             "use `band help <skill>/<script>`; `band list` shows them"
         ));
     };
-    let root = find_skill(skill_name, &args.skills)?;
-    let (skill, _) = band::skill::load_skill(&root);
-    if skill.script(script).is_none() {
-        bail!(user_error(
-            format!("skill `{}` has no script `{script}`", skill.name),
-            "`band list` shows the scripts"
-        ));
-    }
+    let skill = find_script(skill_name, script, &args.skills)?;
+    let root = &skill.root;
     let schema_path = root.join("schemas/input").join(format!("{script}.json"));
     let text = fs_err::read_to_string(&schema_path)?;
     let schema: serde_json::Value = serde_json::from_str(&text)

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-use super::skills::{find_skill, split_target};
+use super::skills::{find_script, split_target};
 use std::io::IsTerminal;
 
 use crate::cli::progress::{Spinner, cancel_on_signals};
@@ -24,10 +24,12 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
             "use `band run <skill>/<script>`; `band list` shows them"
         ));
     };
+    let raw_input = read_input(&args)?;
+    let skill = find_script(skill_name, script, &args.skills)?;
     let spec = RunSpec {
-        skill_root: find_skill(skill_name, &args.skills)?,
+        skill_root: skill.root,
         script: script.to_string(),
-        raw_input: read_input(&args)?,
+        raw_input,
         workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
         allow_system_workspace: args.allow_system_workspace,
         target: args.exec_target.clone(),
@@ -44,7 +46,37 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         }
     });
     spinner.finish();
-    render(&args, &spec, &outcome?)
+    let mut outcome = outcome?;
+    let by_arguments = args.input.is_none() && args.input_file.is_none();
+    if outcome.result.status == Status::InputInvalid && by_arguments {
+        hint_near_args(&spec, &mut outcome.result);
+    }
+    render(&args, &spec, &outcome)
+}
+
+/// An input refused with a `--key` the schema does not name but names one close to: the hint
+/// says which was meant (`did you mean `--text` (not `--txt`)?`) before what it said already.
+fn hint_near_args(spec: &RunSpec, result: &mut proto::RunResult) {
+    let Some(given) = spec.raw_input.as_object() else {
+        return;
+    };
+    let (schemas, _) = band::contract::SchemaSet::load_dir(&spec.skill_root);
+    let Some(schema) = schemas.input(&spec.script) else {
+        return;
+    };
+    let near = band::contract::suggest_args(schema, &schemas, given.keys().map(String::as_str));
+    let Some(error) = result.error.as_mut().filter(|_| !near.is_empty()) else {
+        return;
+    };
+    let meant: Vec<String> = near
+        .iter()
+        .map(|(given, near)| format!("`--{near}` (not `--{given}`)"))
+        .collect();
+    let mut hint = format!("did you mean {}?", meant.join(", "));
+    if let Some(before) = &error.hint {
+        hint = format!("{hint} {before}");
+    }
+    error.hint = Some(hint);
 }
 
 /// `band <skill>/<script> …`: the agent-facing form of `band run`. `band <skill>/<script> --help`
@@ -52,10 +84,13 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
 pub(crate) fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
     let first = args.first().map(String::as_str).unwrap_or("");
     if !first.contains('/') {
-        bail!(user_error(
-            format!("`{first}` is not a band command"),
-            "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`"
-        ));
+        let command = <crate::cli::Cli as clap::CommandFactory>::command();
+        let names = command.get_subcommands().map(|c| c.get_name());
+        let hint = match band::suggest::nearest(first, names) {
+            Some(near) => format!("did you mean `band {near}`? `band --help` lists the commands"),
+            None => "`band --help` lists the commands; a script runs as `band <skill>/<script> --key=value`".to_string(),
+        };
+        bail!(user_error(format!("`{first}` is not a band command"), hint));
     }
     if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
         return super::help::cmd_help(crate::cli::HelpArgs {
@@ -72,7 +107,26 @@ pub(crate) fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
     }
 }
 
+/// The most `--input-file` reads, from a file or stdin. The band's `maxInputBytes` is checked
+/// later, by the pipeline; this only keeps `band` from reading an endless stream into memory.
+const MAX_INPUT_FILE_BYTES: u64 = 64 << 20;
+
+/// The input document: `--input`, `--input-file` (`-` is stdin), or the `--key=value` arguments.
+/// Giving a document and arguments both is a usage error, never a silent choice.
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
+    let document = match (&args.input, &args.input_file) {
+        (Some(_), _) => Some("--input"),
+        (None, Some(_)) => Some("--input-file"),
+        (None, None) => None,
+    };
+    if let (Some(flag), Some(first)) = (document, args.args.first()) {
+        bail!(user_error(
+            format!("{flag} and `--key=value` arguments (`{first}`) both give the input"),
+            format!(
+                "pass the input one way: every value in the JSON document of {flag}, or only `--key=value` arguments"
+            )
+        ));
+    }
     if let Some(text) = &args.input {
         return serde_json::from_str(text).map_err(|e| {
             user_error(
@@ -82,17 +136,44 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
         });
     }
     if let Some(f) = &args.input_file {
-        let text = fs_err::read_to_string(f)?;
-        return serde_json::from_str(&text).map_err(|e| {
+        let (name, bytes) = if f.as_os_str() == "-" {
+            let stdin = std::io::stdin().lock();
+            ("<stdin>".to_string(), read_bounded(stdin, "<stdin>")?)
+        } else {
+            let name = f.display().to_string();
+            let file = fs_err::File::open(f)?;
+            let bytes = read_bounded(file, &name)?;
+            (name, bytes)
+        };
+        return serde_json::from_slice(&bytes).map_err(|e| {
             user_error(
-                format!("{} is not JSON: {e}", f.display()),
-                "the input file must hold one JSON document",
+                format!("{name} is not JSON: {e}"),
+                "--input-file must hold one JSON document (`-`: on stdin)",
             )
         });
     }
     let map = band::contract::parse_cli_args(&args.args)
         .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
     Ok(serde_json::Value::Object(map))
+}
+
+/// All of `from`, if it is at most [`MAX_INPUT_FILE_BYTES`]; `name` names it in the errors.
+fn read_bounded(from: impl std::io::Read, name: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    from.take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {name}"))?;
+    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
+        bail!(user_error(
+            format!(
+                "{name} holds more than {} of input",
+                band::units::format_bytes(MAX_INPUT_FILE_BYTES)
+            ),
+            "the input is one JSON document; large data belongs in the workspace (--workspace)"
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot

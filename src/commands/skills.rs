@@ -30,5 +30,18 @@ pub(crate) fn skill_dirs(args: &SkillsArgs) -> Vec<PathBuf> {
 
 /// Find a skill by name on the skills path, or by folder.
 pub(crate) fn find_skill(name: &str, args: &SkillsArgs) -> Result<PathBuf> {
-    Ok(skills::find_skill(name, || skill_dirs(args))?)
+    Ok(skills::find_skill(name, None, || skill_dirs(args))?)
+}
+
+/// Find the skill of `<skill>/<script>` and check it has the script; a miss names the nearest
+/// skill or script.
+pub(crate) fn find_script(
+    name: &str,
+    script: &str,
+    args: &SkillsArgs,
+) -> Result<band::skill::Skill> {
+    let root = skills::find_skill(name, Some(script), || skill_dirs(args))?;
+    let (skill, _) = band::skill::load_skill(&root);
+    skills::check_script(&skill, script)?;
+    Ok(skill)
 }

@@ -114,6 +114,28 @@ pub fn describe_args(schema: &Value, defs: &SchemaSet) -> Vec<ArgDoc> {
         .collect()
 }
 
+/// For each name in `given` that is none of the schema's top-level properties (as
+/// [`describe_args`] finds them, through `$ref`, `allOf`, `anyOf` and `oneOf`) but is close to one
+/// ([`crate::suggest::nearest`]): `(given, nearest)`, in the order of `given`.
+pub fn suggest_args<'a>(
+    schema: &Value,
+    defs: &SchemaSet,
+    given: impl IntoIterator<Item = &'a str>,
+) -> Vec<(String, String)> {
+    let known: Vec<String> = describe_args(schema, defs)
+        .into_iter()
+        .map(|doc| doc.name)
+        .collect();
+    given
+        .into_iter()
+        .filter(|name| !known.iter().any(|k| k == name))
+        .filter_map(|name| {
+            let near = crate::suggest::nearest(name, known.iter().map(String::as_str))?;
+            Some((name.to_string(), near.to_string()))
+        })
+        .collect()
+}
+
 fn type_string(index: &Index, candidates: &Candidates<'_>, depth: usize) -> String {
     let types = declared_types(candidates);
     if types.is_empty() {
@@ -290,5 +312,14 @@ mod tests {
         assert_eq!(by_name("blob").ty, "any");
         let verbose = by_name("verbose");
         assert_eq!((verbose.ty.as_str(), verbose.required), ("boolean", true));
+
+        // Unknown arguments are matched against the same names, `$ref`ed ones included.
+        assert_eq!(
+            suggest_args(schema, &set, ["repo", "limt", "verbse", "zzz", "tags"]),
+            vec![
+                ("limt".to_string(), "limit".to_string()),
+                ("verbse".to_string(), "verbose".to_string()),
+            ]
+        );
     }
 }

@@ -28,7 +28,7 @@ mod uri;
 mod validate;
 mod walk;
 
-pub use args::{ArgDoc, describe_args, parse_cli_args};
+pub use args::{ArgDoc, describe_args, parse_cli_args, suggest_args};
 pub use error::{ArgError, ContractError, Violation};
 pub use schema_set::{SchemaFile, SchemaSet};
 pub use validate::Contract;

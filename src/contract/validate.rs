@@ -44,7 +44,7 @@ impl Contract {
             .iter_errors(value)
             .map(|error| Violation {
                 instance_path: error.instance_path().as_str().to_string(),
-                message: lowercase_first(&error.to_string()),
+                message: describe(&error),
             })
             .collect();
         if value.is_null() {
@@ -113,6 +113,64 @@ impl Contract {
         let coerced = self.index.coerce(value, &roots);
         self.validate(&coerced).map(|()| coerced)
     }
+}
+
+/// An error's message; for a value no branch of a `oneOf` or `anyOf` accepts, followed by what
+/// is wrong in the branch that was most likely meant ([`meant_branch`]).
+fn describe(error: &jsonschema::ValidationError<'_>) -> String {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let message = lowercase_first(&error.to_string());
+    let (keyword, context) = match error.kind() {
+        Kind::OneOfNotValid { context } => ("oneOf", context),
+        Kind::AnyOf { context } => ("anyOf", context),
+        _ => return message,
+    };
+    let at = error.instance_path().as_str();
+    let Some((index, errors)) = meant_branch(context, at) else {
+        return message;
+    };
+    let detail: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            let path = e.instance_path().as_str();
+            let path = path.strip_prefix(at).unwrap_or(path);
+            let path = if path.is_empty() { "/" } else { path };
+            format!("{path}: {}", lowercase_first(&e.to_string()))
+        })
+        .collect();
+    format!(
+        "{message}; the nearest is branch {keyword}/{index}: {}",
+        detail.join("; ")
+    )
+}
+
+/// The branch most likely meant, as `(index, its errors)`: of the branches whose `const`/`enum`
+/// values (the usual discriminators) and type at `at` itself match, the one with the fewest
+/// errors; none when no branch is left or two come equally near (a guess would mislead).
+fn meant_branch<'c, 'e>(
+    context: &'c [Vec<jsonschema::ValidationError<'e>>],
+    at: &str,
+) -> Option<(usize, &'c [jsonschema::ValidationError<'e>])> {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let ruled_out = |e: &jsonschema::ValidationError<'_>| match e.kind() {
+        Kind::Constant { .. } | Kind::Enum { .. } => true,
+        Kind::Type { .. } => e.instance_path().as_str() == at,
+        _ => false,
+    };
+    let mut open = context
+        .iter()
+        .enumerate()
+        .filter(|(_, errors)| !errors.is_empty() && !errors.iter().any(ruled_out));
+    let mut best = open.next()?;
+    let mut tied = false;
+    for branch in open {
+        if branch.1.len() < best.1.len() {
+            (best, tied) = (branch, false);
+        } else if branch.1.len() == best.1.len() {
+            tied = true;
+        }
+    }
+    (!tied).then_some((best.0, best.1.as_slice()))
 }
 
 #[cfg(test)]
@@ -206,5 +264,48 @@ mod tests {
 
         assert_eq!(one("schemas/output/anything.json"), Ok(()));
         assert_eq!(one("schemas/output/nullable.json"), Ok(()));
+    }
+
+    #[test]
+    fn a_one_of_failure_names_the_branch_that_was_meant() {
+        let contract = input_contract(json!({
+            "type": "object",
+            "properties": {
+                "shape": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}},
+                            "required": ["kind", "r"]
+                        },
+                        {
+                            "type": "object",
+                            "properties": {
+                                "kind": {"const": "rect"},
+                                "w": {"type": "number"},
+                                "h": {"type": "number"}
+                            },
+                            "required": ["kind", "w", "h"]
+                        }
+                    ]
+                }
+            }
+        }));
+        // The kind says rect: that branch is named, though the circle branch has as few errors.
+        let errs = violations(&contract, &json!({"shape": {"kind": "rect", "w": "2"}}));
+        assert_eq!(paths(&errs), vec!["/shape"]);
+        let message = &errs[0].message;
+        assert!(
+            message.ends_with(
+                "; the nearest is branch oneOf/1: /: \"h\" is a required property; /w: \"2\" is not of type \"number\""
+            ),
+            "{message}"
+        );
+        // A value of the wrong type for every branch gets no guess.
+        // Neither branch is nearer than the other: no guess either.
+        for shape in [json!(5), json!({"kind": "square"}), json!({"w": 1})] {
+            let errs = violations(&contract, &json!({ "shape": shape }));
+            assert!(!errs[0].message.contains("nearest"), "{}", errs[0].message);
+        }
     }
 }

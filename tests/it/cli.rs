@@ -2,7 +2,7 @@
 
 use band_test::band_snapshot;
 
-use crate::common::{band, output, repo};
+use crate::common::{band, bin, output, repo, skip};
 
 fn broken_skill() -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
@@ -142,4 +142,139 @@ fn list_is_one_sentence_and_one_line_of_scripts_per_skill() {
         .filter(|l| !l.starts_with("  ") && !l.starts_with("Run:") && l.contains(": "))
         .count();
     assert_eq!(out.lines().count(), skills * 2 + 2, "{out}");
+}
+
+#[test]
+fn a_mistyped_command_skill_script_or_argument_gets_the_nearest_name() {
+    band_snapshot!(output(&["lnt"], repo()), "did_you_mean_command");
+    band_snapshot!(output(&["txt/count"], repo()), "did_you_mean_skill");
+    band_snapshot!(
+        output(&["run", "txt/count"], repo()),
+        "did_you_mean_skill_run"
+    );
+    band_snapshot!(output(&["run", "text/cont"], repo()), "did_you_mean_script");
+    // Refused before the sandbox starts (input_invalid), so this needs no privileges.
+    band_snapshot!(
+        output(&["text/count", "--txt=one two"], repo()),
+        "did_you_mean_argument"
+    );
+    // Nothing close: no guess, the hint as before.
+    band_snapshot!(output(&["zzz"], repo()), "did_you_mean_nothing");
+}
+
+/// `band <args>` from the repository with `stdin` on its standard input.
+fn output_with_stdin(args: &[&str], stdin: &str) -> band_test::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = bin()
+        .command(args, repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn band");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait for band");
+    band_test::Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn input_file_dash_reads_stdin() {
+    // Refused before the sandbox starts, so these need no privileges.
+    band_snapshot!(
+        output_with_stdin(&["run", "text/count", "--input-file", "-"], "{bad"),
+        "input_stdin_not_json"
+    );
+    band_snapshot!(
+        output_with_stdin(&["text/count", "--input-file", "-"], r#"{"text": 5}"#),
+        "input_stdin_invalid"
+    );
+}
+
+#[test]
+fn privileged_input_file_dash_runs_with_stdin() {
+    if skip("privileged_input_file_dash_runs_with_stdin") {
+        return;
+    }
+    let out = output_with_stdin(
+        &["text/count", "--input-file", "-"],
+        r#"{"text": "one two three"}"#,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "{\n  \"chars\": 13,\n  \"lines\": 1,\n  \"words\": 3\n}\n"
+    );
+}
+
+#[test]
+fn a_document_and_key_value_arguments_together_are_a_usage_error() {
+    band_snapshot!(
+        output(
+            &[
+                "run",
+                "text/count",
+                "--input",
+                r#"{"text": "a"}"#,
+                "--text=b"
+            ],
+            repo()
+        ),
+        "input_and_arguments"
+    );
+    let t = tempfile::tempdir().expect("tmp");
+    let file = t.path().join("in.json");
+    fs_err::write(&file, r#"{"text": "a"}"#).expect("write");
+    let file = file.to_str().expect("utf-8");
+    band_snapshot!(
+        output(&["text/count", "--input-file", file, "--text=b"], repo()),
+        "input_file_and_arguments"
+    );
+}
+
+#[test]
+fn a_one_of_failure_names_the_branch_that_was_meant() {
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("shapes");
+    fs_err::create_dir_all(root.join("scripts")).expect("mkdir");
+    fs_err::create_dir_all(root.join("schemas/input")).expect("mkdir");
+    fs_err::write(
+        root.join("SKILL.md"),
+        "---\nname: shapes\ndescription: Shapes\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        root.join("BAND.md"),
+        "---\nband: shapes\ndescription: d\n---\n",
+    )
+    .expect("write");
+    fs_err::write(root.join("scripts/area.sh"), "#!/bin/sh\n").expect("write");
+    fs_err::write(
+        root.join("schemas/input/area.json"),
+        r#"{
+  "type": "object",
+  "properties": { "kind": { "enum": ["circle", "rect"] } },
+  "oneOf": [
+    { "properties": { "kind": { "const": "circle" }, "r": { "type": "number" } }, "required": ["r"] },
+    { "properties": { "kind": { "const": "rect" }, "w": { "type": "number" }, "h": { "type": "number" } }, "required": ["w", "h"] }
+  ]
+}"#,
+    )
+    .expect("write");
+    band_snapshot!(
+        output(
+            &["shapes/area", "--skills", ".", "--kind=rect", "--w=2"],
+            t.path()
+        ),
+        "one_of_branch"
+    );
 }
