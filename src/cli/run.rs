@@ -26,8 +26,10 @@ pub(crate) struct RunArgs {
     /// often root's.
     #[arg(long)]
     pub(crate) allow_system_workspace: bool,
-    /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: the band's
-    /// execution.target, then `target` in ~/.config/band/config.toml, then host on Linux.
+    /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: `force_target` in
+    /// ~/.config/band/config.toml, then the band's execution.target (mapped by the config's
+    /// [targets]), then the config's `target`, then host on Linux (as root or with sudo -n; else
+    /// the set-up VM). See docs/vm.md.
     #[arg(long = "target", value_name = "TARGET")]
     pub(crate) exec_target: Option<String>,
     /// Print the result as JSON on stdout.
