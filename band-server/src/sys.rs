@@ -231,11 +231,14 @@ pub fn set_passcred(sock: &UnixStream) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
-/// `recvmsg` into `buf`, returning the byte count and the sender's pid from `SCM_CREDENTIALS`
-/// (`None` if the message carried none). With `SO_PASSCRED` set, the kernel never joins bytes of
-/// two different senders into one read, so the pid is that of every byte returned.
-pub fn recv_with_creds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<i32>)> {
-    // Room for one ucred control message, aligned as cmsghdr requires.
+/// `recvmsg` into `buf` (retried on `EINTR`, control messages received close-on-exec), then
+/// `on_cmsg` for each control message header the kernel filled in. Returns the byte count.
+fn recvmsg_cmsgs(
+    sock: &UnixStream,
+    buf: &mut [u8],
+    on_cmsg: &mut dyn FnMut(*const libc::cmsghdr),
+) -> io::Result<usize> {
+    // Room for one ucred or a few descriptors, aligned as cmsghdr requires.
     let mut control = [0u64; 8];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -259,19 +262,33 @@ pub fn recv_with_creds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, 
             return Err(e);
         }
     };
-    let mut pid = None;
     // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR walk the control buffer the kernel filled in, bounded by
-    // msg_controllen; CMSG_DATA of an SCM_CREDENTIALS header holds a ucred (read unaligned).
+    // msg_controllen; each header handed on lies inside `control`, alive for the callback.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
+            on_cmsg(c);
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(n)
+}
+
+/// `recvmsg` into `buf`, returning the byte count and the sender's pid from `SCM_CREDENTIALS`
+/// (`None` if the message carried none). With `SO_PASSCRED` set, the kernel never joins bytes of
+/// two different senders into one read, so the pid is that of every byte returned.
+pub fn recv_with_creds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<i32>)> {
+    let mut pid = None;
+    let n = recvmsg_cmsgs(sock, buf, &mut |c| {
+        // SAFETY: `c` is a header of the filled control buffer (`recvmsg_cmsgs`); CMSG_DATA of an
+        // SCM_CREDENTIALS header holds a ucred (read unaligned).
+        unsafe {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
                 let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                 pid = Some(cred.pid);
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
         }
-    }
+    })?;
     Ok((n, pid))
 }
 
@@ -872,38 +889,14 @@ pub fn send_with_fd(sock: &UnixStream, data: &[u8], fd: BorrowedFd<'_>) -> io::R
 /// (`SCM_RIGHTS`, received close-on-exec), if any. Extra descriptors are closed.
 pub fn recv_with_fd(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     use std::os::fd::FromRawFd;
-    let mut control = [0u64; 8];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: an all-zero msghdr is a valid "no name, no iov, no control" value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    let n = loop {
-        // SAFETY: `msg` points at `iov` (which describes `buf`) and at `control`; all outlive the
-        // call and have the sizes given.
-        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
     let mut got: Option<OwnedFd> = None;
-    // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR walk the control buffer the kernel filled in, bounded by
-    // msg_controllen; an SCM_RIGHTS header holds (cmsg_len - CMSG_LEN(0)) / 4 ints, each a
-    // descriptor the kernel just installed in this process, owned by nobody else yet.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
+    let n = recvmsg_cmsgs(sock, buf, &mut |c| {
+        // SAFETY: `c` is a header of the filled control buffer (`recvmsg_cmsgs`); an SCM_RIGHTS
+        // header holds (cmsg_len - CMSG_LEN(0)) / 4 ints, each a descriptor the kernel just
+        // installed in this process, owned by nobody else yet.
+        unsafe {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let bytes = (*c).cmsg_len - libc::CMSG_LEN(0) as usize;
                 let data = libc::CMSG_DATA(c).cast::<RawFd>();
                 for i in 0..bytes / std::mem::size_of::<RawFd>() {
                     let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
@@ -912,9 +905,8 @@ pub fn recv_with_fd(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Opt
                     }
                 }
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
         }
-    }
+    })?;
     Ok((n, got))
 }
 
