@@ -147,6 +147,26 @@ fn check_cancel_over_ssh(env: &Env, work: &Path) {
 }
 
 /// The pids of QEMU processes whose command line mentions `dir`.
+/// The folder of the `band` under test, with band-server, band-jail and band-shim built beside
+/// it (band installs them into the VM from there).
+pub(crate) fn server_bins_dir() -> PathBuf {
+    let dir = Path::new(band_exe())
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    if !["band-server", "band-jail", "band-shim"]
+        .iter()
+        .all(|b| dir.join(b).is_file())
+    {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "band-server", "--bins"])
+            .status()
+            .expect("cargo build");
+        assert!(st.success(), "cargo build -p band-server failed");
+    }
+    dir
+}
+
 pub(crate) fn qemus_under(dir: &Path) -> Vec<i32> {
     let needle = dir.to_string_lossy().into_owned();
     let mut out = Vec::new();
@@ -389,20 +409,7 @@ fn vm_end_to_end() {
             return skip_or_fail(&format!("{tool} is not installed (see .ci/run)"));
         }
     }
-    let bin_dir = Path::new(band_exe())
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    if !["band-server", "band-jail", "band-shim"]
-        .iter()
-        .all(|b| bin_dir.join(b).is_file())
-    {
-        let st = Command::new(env!("CARGO"))
-            .args(["build", "-p", "band-server", "--bins"])
-            .status()
-            .expect("cargo build");
-        assert!(st.success(), "cargo build -p band-server failed");
-    }
+    server_bins_dir();
 
     let tmp = tempfile::tempdir().expect("tmp");
     let (data, keep) = match std::env::var_os("BAND_TEST_VM_DATA_DIR") {

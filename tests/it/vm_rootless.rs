@@ -17,10 +17,9 @@ use std::process::Command;
 
 use band_test::is_root;
 
-use crate::common::band_exe;
 use crate::vm_e2e::{
     Env, KillQemus, ONE_VM, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path,
-    probe_skill, qemus_under, skip_or_fail, workspace,
+    probe_skill, qemus_under, server_bins_dir, skip_or_fail, workspace,
 };
 
 const USER: &str = "band-rootless-test";
@@ -96,20 +95,7 @@ fn vm_rootless_setup_and_runs() {
             return skip_or_fail(&format!("{tool} is not installed (see .ci/run)"));
         }
     }
-    let src = Path::new(band_exe())
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    if !["band-server", "band-jail", "band-shim"]
-        .iter()
-        .all(|b| src.join(b).is_file())
-    {
-        let st = Command::new(env!("CARGO"))
-            .args(["build", "-p", "band-server", "--bins"])
-            .status()
-            .expect("cargo build");
-        assert!(st.success(), "cargo build -p band-server failed");
-    }
+    let src = server_bins_dir();
 
     let home = ordinary_user();
     let root = home.join("band-it");
