@@ -81,7 +81,7 @@ codes! {
     MissingField = "F004", "missing-field", Error, "A required field is missing or empty.";
     WrongType = "F005", "wrong-type", Error, "A field has the wrong type (for example a number where a list is expected).";
     InvalidName = "F006", "invalid-name", Error, "The `band` name is not kebab-case.";
-    UnknownKey = "F007", "unknown-key", Warning, "A key band does not know; it is ignored.";
+    UnknownKey = "F007", "unknown-key", Error, "A key band does not know, at any level of the frontmatter (often a typo): an error, so a misspelt key can never silently widen or drop a rule.";
     InvalidVersion = "F008", "invalid-version", Error, "`version` is not a positive integer.";
     InvalidTarget = "F009", "invalid-target", Error, "`execution.target` is not one of host, qemu, lima, local-lima, local-dangerously or ssh://user@host[:port] (upstream's cloudflare and local-docker are not supported).";
     BadReference = "F010", "bad-reference", Error, "A `path`, `extends` or `includes` reference cannot be resolved, escapes, or forms a cycle.";

@@ -55,6 +55,14 @@ pub fn locate(yaml: &str, first_line: usize, path: &[Step<'_>]) -> Loc {
                         return Loc::new(line.no, col + off + 1);
                     }
                 }
+                Step::Key(k) if rest.starts_with('{') => {
+                    // A flow mapping on one line: `deny: {read: [a], reed: [b]}`.
+                    if let Some((key, value)) = flow_key_offset(rest, k) {
+                        found = Loc::new(line.no, col + key + 1);
+                        inline = Some((li, col + value));
+                        continue;
+                    }
+                }
                 Step::Key(k) => {
                     // `- key: value` form: the key sits right after the dash.
                     let r = rest.trim_start();
@@ -182,6 +190,57 @@ fn value_inline(text: &str, key_col: usize) -> Option<usize> {
     Some(key_col + colon + 1 + (after.len() - trimmed.len()))
 }
 
+/// Column offsets of key `k` at the top level of the flow mapping `{k: v, …}` at the start of
+/// `s` (quoted keys included) and of its value.
+fn flow_key_offset(s: &str, k: &str) -> Option<(usize, usize)> {
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut at_item = false;
+    for (i, c) in s.char_indices() {
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        if at_item && depth == 1 && !c.is_whitespace() {
+            at_item = false;
+            let t = &s[i..];
+            let (q, body) = match c {
+                '"' | '\'' => (Some(c), &t[1..]),
+                _ => (None, t),
+            };
+            let after = body
+                .strip_prefix(k)
+                .and_then(|a| match q {
+                    Some(q) => a.strip_prefix(q),
+                    None => Some(a),
+                })
+                .and_then(|a| a.trim_start().strip_prefix(':'));
+            if let Some(value) = after {
+                let v = s.len() - value.trim_start().len();
+                return Some((i, v));
+            }
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '{' | '[' => {
+                depth += 1;
+                at_item = depth == 1;
+            }
+            '}' | ']' => {
+                depth -= 1;
+                if depth <= 0 {
+                    return None;
+                }
+            }
+            ',' if depth == 1 => at_item = true,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Column offset of the `n`-th item of a flow sequence `[a, b, c]` at the start of `s`.
 fn flow_item_offset(s: &str, n: usize) -> Option<usize> {
     let open = s.find('[')?;
@@ -266,6 +325,22 @@ mod tests {
             locate(DOC, 2, &[K("allow"), K("net"), I(1)]),
             Loc::new(8, 25)
         );
+    }
+
+    #[test]
+    fn flow_mappings() {
+        let doc = "band: x\ndeny: {read: [a], reed: [b], \"net\": [c]}\nlimit: {maxRuntime: 1}\n";
+        assert_eq!(locate(doc, 2, &[K("deny"), K("reed")]), Loc::new(3, 19));
+        assert_eq!(locate(doc, 2, &[K("deny"), K("net")]), Loc::new(3, 30));
+        assert_eq!(
+            locate(doc, 2, &[K("deny"), K("reed"), I(0)]),
+            Loc::new(3, 26)
+        );
+        assert_eq!(
+            locate(doc, 2, &[K("limit"), K("maxRuntime")]),
+            Loc::new(4, 9)
+        );
+        assert_eq!(locate(doc, 2, &[K("deny"), K("write")]), Loc::new(3, 1));
     }
 
     #[test]

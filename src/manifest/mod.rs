@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use yaml_serde::Value as Yaml;
 
-use crate::diag::{Code, Diagnostic, Loc, did_you_mean};
+use crate::diag::{Code, Diagnostic, Loc};
 use crate::policy::compose::BandPolicy;
 use crate::policy::{Category, Limits, RuleSet, validate_pattern};
 use crate::units::{UnitError, parse_bytes, parse_duration_ms};
@@ -304,7 +304,11 @@ pub(crate) fn yaml_error_loc(yaml: &str, first_line: usize, e: &yaml_serde::Erro
     )
 }
 
-const TOP_KEYS: &[&str] = &[
+/// The top-level keys band reads (besides the key named after the band, its config block).
+/// Every key of every mapping in the frontmatter is checked against the lists here and in
+/// [`KEY_SETS`]: an unknown key is an error (F007), so a typo can never silently widen or
+/// drop a rule.
+pub const TOP_KEYS: &[&str] = &[
     "band",
     "description",
     "icon",
@@ -323,6 +327,49 @@ const TOP_KEYS: &[&str] = &[
     "contract",
     "url",
 ];
+
+/// The categories of `allow`, `deny` and `insist` band enforces.
+pub const RULE_KEYS: &[&str] = &["cli", "net", "read", "write"];
+/// Upstream's categories band accepts and ignores (F011): it enforces only [`RULE_KEYS`].
+pub const IGNORED_RULE_KEYS: &[&str] = &["tools", "mcps", "apis", "skills", "fs"];
+
+/// The keys of each nested mapping band reads, by dotted path (`""` is the top level, without
+/// the band-named config block; `allow`, `deny` and `insist` take [`RULE_KEYS`] and
+/// [`IGNORED_RULE_KEYS`]). The parser rejects any other key; the JSON Schema
+/// (`schemas/band.schema.json`) lists exactly these (a test holds the two together).
+pub const KEY_SETS: &[(&str, &[&str])] = &[
+    ("", TOP_KEYS),
+    ("env", &["secrets", "variables"]),
+    ("requires", &["secrets", "network"]),
+    ("requires.network", &["egress"]),
+    (
+        "limit",
+        &[
+            "maxRuntimeMs",
+            "maxInputBytes",
+            "maxOutputBytes",
+            "maxMemoryBytes",
+            "maxPids",
+            "maxCpus",
+            "maxDiskBytes",
+            "maxLogBytes",
+            "maxCostDollars",
+        ],
+    ),
+    ("execution", &["target", "lima", "cloudflare"]),
+    ("execution.lima", &["vmName", "port"]),
+    (
+        "execution.cloudflare",
+        &["workerName", "accountId", "customDomain"],
+    ),
+    ("provides", &["apis", "tools", "skills", "mcps"]),
+    ("contract", &["input", "output"]),
+];
+
+/// The keys band reads in the mapping at `path` (dotted), if it is one of [`KEY_SETS`].
+pub fn known_keys(path: &str) -> Option<&'static [&'static str]> {
+    KEY_SETS.iter().find(|(p, _)| *p == path).map(|(_, k)| *k)
+}
 
 /// The `limit` fields and whether each is a size, a duration, a count, or dollars.
 #[derive(Clone, Copy)]
@@ -467,7 +514,10 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
                     Code::InvalidName,
                     &at,
                     format!("band name `{s}` is not kebab-case"),
-                    Some(format!("use lowercase letters, digits and single hyphens, e.g. `{}`", to_kebab(s))),
+                    Some(format!(
+                        "use lowercase letters, digits and single hyphens, e.g. `{}`",
+                        to_kebab(s)
+                    )),
                 ),
                 None => p.type_err(&at, "a string", v),
             },
@@ -481,7 +531,12 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
             },
             "version" => match v.as_u64() {
                 Some(n) if n >= 1 => band.version = Some(n),
-                _ => p.err(Code::InvalidVersion, &at, format!("`version` must be a positive integer, found {}", show(v)), None),
+                _ => p.err(
+                    Code::InvalidVersion,
+                    &at,
+                    format!("`version` must be a positive integer, found {}", show(v)),
+                    None,
+                ),
             },
             "allow" => band.allow = p.rules("allow", v),
             "deny" => band.deny = p.rules("deny", v),
@@ -496,26 +551,33 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
             },
             "extends" => band.extends = p.string_list(&at, v),
             "includes" => band.includes = p.string_list(&at, v),
-            "provides" => {}
-            "contract" => p.warn(
-                Code::Ignored,
-                &at,
-                "`contract` is ignored: band reads contracts from schemas/input and schemas/output".into(),
-                Some("move the schemas to schemas/input/<script>.json and schemas/output/<script>.json".into()),
-            ),
+            "provides" => p.check_keys(&at, v),
+            "contract" => {
+                p.warn(
+                    Code::Ignored,
+                    &at,
+                    "`contract` is ignored: band reads contracts from schemas/input and schemas/output".into(),
+                    Some("move the schemas to schemas/input/<script>.json and schemas/output/<script>.json".into()),
+                );
+                p.check_keys(&at, v);
+            }
             "url" => p.err(
                 Code::BadReference,
                 &at,
-                "remote band references (`url:`) are not supported: band never fetches policy".into(),
-                Some("vendor the band file into the repository and reference it with `path:`".into()),
+                "remote band references (`url:`) are not supported: band never fetches policy"
+                    .into(),
+                Some(
+                    "vendor the band file into the repository and reference it with `path:`".into(),
+                ),
             ),
             k if Some(k) == name_key.as_deref() => match serde_json::to_value(v) {
                 Ok(j @ serde_json::Value::Object(_)) => band.config = Some(j),
                 _ => p.type_err(&at, "a mapping (the skill's config)", v),
             },
             other => {
-                let hint = did_you_mean(other, TOP_KEYS.iter().copied()).map(|s| format!("did you mean `{s}`?"));
-                p.warn(Code::UnknownKey, &at, format!("unknown key `{other}`"), hint);
+                let mut known: Vec<&str> = TOP_KEYS.to_vec();
+                known.extend(name_key.as_deref());
+                p.unknown_key(&at, other, &known);
             }
         }
     }
@@ -587,6 +649,56 @@ impl FieldParser<'_> {
         self.push(code, at, msg, hint);
     }
 
+    /// F007, an error: `key` is not one of `known` in the mapping at `at`. The hint names the
+    /// nearest known key, or lists them all.
+    fn unknown_key(&mut self, at: &[Step<'_>], key: &str, known: &[&str]) {
+        let hint = match crate::suggest::nearest(key, known.iter().copied()) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!(
+                "band reads {}; it refuses other keys, so a typo cannot change the policy",
+                known
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        self.push(
+            Code::UnknownKey,
+            at,
+            format!("unknown key `{}`", dotted(at)),
+            Some(hint),
+        );
+    }
+
+    /// Check that every key of the mapping `v` at `at` is one of [`KEY_SETS`]' for that path,
+    /// recursing into the nested mappings [`KEY_SETS`] knows. For blocks band reads only to
+    /// refuse typos (`provides`, `contract`, `execution.lima`).
+    fn check_keys(&mut self, at: &[Step<'_>], v: &Yaml) {
+        let path = dotted(at);
+        let Some(known) = known_keys(&path) else {
+            return;
+        };
+        let Some(map) = self.mapping(at, v) else {
+            return;
+        };
+        for (k, val) in map {
+            let Some(key) = k.as_str() else {
+                self.type_err(at, "a mapping with string keys", k);
+                continue;
+            };
+            let mut inner = at.to_vec();
+            inner.push(Step::Key(key));
+            if known.contains(&key) {
+                if known_keys(&dotted(&inner)).is_some() {
+                    self.check_keys(&inner, val);
+                }
+            } else {
+                self.unknown_key(&inner, key, known);
+            }
+        }
+    }
+
     fn type_err(&mut self, at: &[Step<'_>], expected: &str, found: &Yaml) {
         let name = dotted(at);
         self.push(
@@ -656,7 +768,7 @@ impl FieldParser<'_> {
             };
             let at = [Step::Key(column), Step::Key(cat_name)];
             let Some(cat) = Category::parse(cat_name) else {
-                if ["tools", "mcps", "apis", "skills", "fs"].contains(&cat_name) {
+                if IGNORED_RULE_KEYS.contains(&cat_name) {
                     self.warn(
                         Code::Ignored,
                         &at,
@@ -664,14 +776,9 @@ impl FieldParser<'_> {
                         Some("band enforces cli, net, read and write".into()),
                     );
                 } else {
-                    let hint = did_you_mean(cat_name, ["cli", "net", "read", "write"])
-                        .map(|s| format!("did you mean `{s}`?"));
-                    self.warn(
-                        Code::UnknownKey,
-                        &at,
-                        format!("unknown category `{column}.{cat_name}`"),
-                        hint,
-                    );
+                    let known: Vec<&str> =
+                        RULE_KEYS.iter().chain(IGNORED_RULE_KEYS).copied().collect();
+                    self.unknown_key(&at, cat_name, &known);
                 }
                 continue;
             };
@@ -736,10 +843,7 @@ impl FieldParser<'_> {
                     "`env.variables` is not supported and is ignored".into(),
                     Some("put fixed values in the band's config block; it reaches the script as $CONFIG_PATH".into()),
                 ),
-                Some(other) => {
-                    let hint = did_you_mean(other, ["secrets"]).map(|s| format!("did you mean `{s}`?"));
-                    self.warn(Code::UnknownKey, &[Step::Key("env"), Step::Key(other)], format!("unknown key `env.{other}`"), hint);
-                }
+                Some(other) => self.unknown_key(&[Step::Key("env"), Step::Key(other)], other, &["secrets", "variables"]),
                 None => self.type_err(&[Step::Key("env")], "a mapping with string keys", k),
             }
         }
@@ -768,27 +872,23 @@ impl FieldParser<'_> {
                                     ],
                                     nv,
                                 );
-                            } else {
-                                self.warn(
-                                    Code::UnknownKey,
-                                    &at,
-                                    format!("unknown key `requires.network.{}`", show(nk)),
-                                    None,
+                            } else if let Some(key) = nk.as_str() {
+                                self.unknown_key(
+                                    &[Step::Key("requires"), Step::Key("network"), Step::Key(key)],
+                                    key,
+                                    &["egress"],
                                 );
+                            } else {
+                                self.type_err(&at, "a mapping with string keys", nk);
                             }
                         }
                     }
                 }
-                Some(other) => {
-                    let hint = did_you_mean(other, ["secrets", "network"])
-                        .map(|s| format!("did you mean `{s}`?"));
-                    self.warn(
-                        Code::UnknownKey,
-                        &[Step::Key("requires"), Step::Key(other)],
-                        format!("unknown key `requires.{other}`"),
-                        hint,
-                    );
-                }
+                Some(other) => self.unknown_key(
+                    &[Step::Key("requires"), Step::Key(other)],
+                    other,
+                    &["secrets", "network"],
+                ),
                 None => self.type_err(&[Step::Key("requires")], "a mapping with string keys", k),
             }
         }
@@ -829,22 +929,16 @@ impl FieldParser<'_> {
                     }
                     None => self.type_err(&at, "a string", val),
                 },
-                "lima" | "cloudflare" => self.warn(
-                    Code::Ignored,
-                    &at,
-                    format!("`execution.{key}` is ignored"),
-                    None,
-                ),
-                other => {
-                    let hint =
-                        did_you_mean(other, ["target"]).map(|s| format!("did you mean `{s}`?"));
+                "lima" | "cloudflare" => {
                     self.warn(
-                        Code::UnknownKey,
+                        Code::Ignored,
                         &at,
-                        format!("unknown key `execution.{other}`"),
-                        hint,
+                        format!("`execution.{key}` is ignored"),
+                        None,
                     );
+                    self.check_keys(&at, val);
                 }
+                other => self.unknown_key(&at, other, &["target", "lima", "cloudflare"]),
             }
         }
     }
@@ -858,14 +952,8 @@ impl FieldParser<'_> {
             let key = k.as_str().unwrap_or("");
             let at = [Step::Key("limit"), Step::Key(key)];
             let Some(&(_, kind)) = LIMIT_FIELDS.iter().find(|(n, _)| *n == key) else {
-                let hint = did_you_mean(key, LIMIT_FIELDS.iter().map(|(n, _)| *n))
-                    .map(|s| format!("did you mean `{s}`?"));
-                self.warn(
-                    Code::UnknownKey,
-                    &at,
-                    format!("unknown limit `{key}`"),
-                    hint,
-                );
+                let known: Vec<&str> = LIMIT_FIELDS.iter().map(|(n, _)| *n).collect();
+                self.unknown_key(&at, key, &known);
                 continue;
             };
             let text = match val {

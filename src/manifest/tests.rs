@@ -167,7 +167,7 @@ fn missing_and_bad_fields() {
 }
 
 #[test]
-fn unknown_keys_warn_with_suggestions() {
+fn unknown_keys_are_errors_with_suggestions() {
     let p =
         parse("---\nband: a\ndescription: d\nlimits:\n  maxRuntimeMs: 5\nalow:\n  cli: []\n---\n");
     assert_eq!(
@@ -185,11 +185,7 @@ fn unknown_keys_warn_with_suggestions() {
         p.diagnostics[1].hint.as_deref(),
         Some("did you mean `allow`?")
     );
-    assert!(
-        p.diagnostics
-            .iter()
-            .all(|d| d.severity == Severity::Warning)
-    );
+    assert!(p.diagnostics.iter().all(|d| d.severity == Severity::Error));
 }
 
 #[test]
@@ -202,7 +198,7 @@ fn rule_lists_are_type_checked() {
         vec![
             "5:3 F005 `allow.cli` must be a list, found a single string",
             "6:14 F005 `allow.read[1]` must be a string, found a mapping",
-            "7:3 F007 unknown category `allow.nett`",
+            "7:3 F007 unknown key `allow.nett`",
             "8:3 F011 `allow.tools` is not enforced by band and is ignored",
         ]
     );
@@ -235,7 +231,7 @@ fn limits_accept_units_and_check_ranges() {
             "7:3 L001 limit `maxPids`: `many` is not a whole number",
             "8:3 L001 limit `maxDiskBytes`: `-1g` must not be negative",
             "9:3 L003 `maxCostDollars` is parsed but not enforced: band cannot see what an API call costs",
-            "10:3 F007 unknown limit `maxRuntime`",
+            "10:3 F007 unknown key `limit.maxRuntime`",
             "11:3 L001 limit `maxLogBytes` must be a number or a string like `30s` or `512m`, found a list",
         ]
     );
@@ -443,4 +439,64 @@ fn deny_flags_without_an_option_model_warn() {
         "{:?}",
         d.hint
     );
+}
+
+#[test]
+fn a_misspelt_key_is_an_error_at_every_level() {
+    let p = parse(
+        "---\nband: demo\ndescription: d\ndney:\n  cli: [\"rm *\"]\ndeny: {reed: [\"**/.env\"]}\ninsist:\n  clii: [\"jq *\"]\nenv:\n  secret: [A]\nrequires:\n  secrets: []\n  network:\n    egres: [a.test]\nlimit: {maxRuntime: 5s}\nexecution:\n  targt: host\n  lima:\n    vmname: x\nprovides:\n  tool: []\ncontract:\n  inputs: {}\ndemo-x: {}\nzzzz: 1\n---\n",
+    );
+    let got: Vec<String> = p
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::UnknownKey)
+        .map(|d| {
+            assert_eq!(d.severity, Severity::Error, "{d}");
+            format!(
+                "{}:{} {} | {}",
+                d.loc.line,
+                d.loc.col,
+                d.message,
+                d.hint.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            "4:1 unknown key `dney` | did you mean `deny`?",
+            "6:8 unknown key `deny.reed` | did you mean `read`?",
+            "8:3 unknown key `insist.clii` | did you mean `cli`?",
+            "10:3 unknown key `env.secret` | did you mean `secrets`?",
+            "14:5 unknown key `requires.network.egres` | did you mean `egress`?",
+            "15:9 unknown key `limit.maxRuntime` | did you mean `maxRuntimeMs`?",
+            "17:3 unknown key `execution.targt` | did you mean `target`?",
+            "19:5 unknown key `execution.lima.vmname` | did you mean `vmName`?",
+            "21:3 unknown key `provides.tool` | did you mean `tools`?",
+            "23:3 unknown key `contract.inputs` | did you mean `input`?",
+            "24:1 unknown key `demo-x` | did you mean `demo`?",
+            "25:1 unknown key `zzzz` | band reads `band`, `description`, `icon`, `version`, `allow`, `deny`, `insist`, `env`, `requires`, `limit`, `execution`, `path`, `extends`, `includes`, `provides`, `contract`, `url`, `demo`; it refuses other keys, so a typo cannot change the policy",
+        ]
+    );
+}
+
+#[test]
+fn every_upstream_key_is_still_accepted() {
+    // Every key upstream Bands documents (shared/research/bands-upstream.md §1.2-1.4).
+    let p = parse(
+        "---\nband: up\nicon: \"x\"\ndescription: d\nversion: 2\nallow:\n  cli: [\"jq *\"]\n  net: [a.test]\n  read: [data/]\n  write: [out/]\n  tools: [x]\n  mcps: [x]\n  apis: [x]\n  skills: [x]\n  fs: [x]\ndeny: {cli: [\"rm *\"]}\ninsist: {cli: [\"jq *\"]}\nenv:\n  secrets: [A]\n  variables: [B=1]\nrequires:\n  secrets: [A]\n  network:\n    egress: [a.test]\nlimit:\n  maxInputBytes: 1k\n  maxOutputBytes: 1k\n  maxRuntimeMs: 1000\n  maxCostDollars: 0.5\nexecution:\n  target: local-lima\n  lima: {vmName: v, port: 9000}\n  cloudflare: {workerName: w, accountId: a, customDomain: c}\nprovides: {apis: [], tools: [], skills: [], mcps: []}\ncontract: {input: {}, output: ./o.json}\nup: {anything: [goes, here]}\n---\n",
+    );
+    let errors: Vec<String> = p
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn limit_fields_and_key_sets_agree() {
+    let limits: Vec<&str> = super::LIMIT_FIELDS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(super::known_keys("limit"), Some(&limits[..]));
 }

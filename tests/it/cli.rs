@@ -60,7 +60,7 @@ fn deny_warnings_turns_warnings_into_failure() {
     let t = tempfile::tempdir().expect("tmp");
     fs_err::write(
         t.path().join("x.band.md"),
-        "---\nband: x\ndescription: d\nlimits: {}\n---\n",
+        "---\nband: x\ndescription: d\ncontract: {}\n---\n",
     )
     .expect("write");
     assert_eq!(band(&["lint", "."], t.path()).0, 0);

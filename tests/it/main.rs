@@ -20,6 +20,7 @@ mod cli;
 mod docs;
 mod escapes;
 mod exec;
+mod format;
 mod hostile_input;
 mod mcp;
 mod run;
