@@ -1,12 +1,14 @@
-//! `band fmt`: normalise band files ([`band::manifest::format`]); `--check` reports files that
-//! would change without writing.
+//! `band fmt`: normalise band files ([`band::manifest::format`]); `--check` prints what would
+//! change, as a unified diff, without writing. A locked skill whose lock a reformat breaks is
+//! named, with the `band lock` to run.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
 use crate::cli::{FmtArgs, user_error};
+use band::lock::{self, LockState, Tree};
 use band::manifest::format::{collect, format_band};
 use band::proto::exit;
 
@@ -21,6 +23,7 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
         collect(p, &mut files);
     }
     let mut changed = 0usize;
+    let mut relock: Vec<PathBuf> = Vec::new();
     let mut out = std::io::stdout().lock();
     for f in files {
         let src = fs_err::read_to_string(&f)?;
@@ -30,14 +33,48 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
                 format!("run `band lint {}`", f.display()),
             )
         })?;
-        if formatted != src {
-            changed += 1;
-            if args.check {
-                writeln!(out, "would reformat {}", f.display())?;
-            } else {
-                fs_err::write(&f, formatted)?;
-                writeln!(out, "reformatted {}", f.display())?;
-            }
+        if formatted == src {
+            continue;
+        }
+        changed += 1;
+        let locked = locked_skill(&f).filter(|root| !relock.contains(root));
+        if args.check {
+            writeln!(out, "would reformat {}", f.display())?;
+            let shown = f.display().to_string();
+            let diff = similar::TextDiff::from_lines(&src, &formatted);
+            write!(
+                out,
+                "{}",
+                diff.unified_diff()
+                    .context_radius(2)
+                    .header(&shown, &format!("{shown} (formatted)"))
+            )?;
+        } else {
+            fs_err::write(&f, &formatted)?;
+            writeln!(out, "reformatted {}", f.display())?;
+        }
+        if let Some(root) = locked {
+            relock.push(root);
+        }
+    }
+    for root in &relock {
+        // After a write, only a lock that no longer matches needs redoing; under --check, a
+        // lock that matches now would stop matching once fmt writes.
+        let stale = args.check || lock_state(root).is_some_and(|s| s != LockState::Matches);
+        if !stale {
+            continue;
+        }
+        let shown = root.display();
+        if args.check {
+            writeln!(
+                out,
+                "{shown} is locked: after `band fmt`, run `band lock {shown}` (its band.lock would no longer match)"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{shown} is locked and its band.lock no longer matches: run `band lock {shown}`"
+            )?;
         }
     }
     Ok(if args.check && changed > 0 {
@@ -45,4 +82,27 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// The skill a band file belongs to (the nearest folder above it with a SKILL.md), if that
+/// skill has a band.lock.
+fn locked_skill(file: &Path) -> Option<PathBuf> {
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        let d = if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d
+        };
+        if d.join("SKILL.md").is_file() {
+            return d.join(lock::LOCK_FILE).is_file().then(|| d.to_path_buf());
+        }
+        dir = d.parent().filter(|_| d != Path::new("."));
+    }
+    None
+}
+
+fn lock_state(root: &Path) -> Option<LockState> {
+    let tree = Tree::read(root).ok()?;
+    lock::check(root, &tree).ok()
 }

@@ -50,3 +50,107 @@ fn run_refuses_a_misspelt_key_with_the_same_diagnostic() {
     assert_eq!(out.code, 2);
     band_snapshot!(out, "strict_keys_run");
 }
+
+/// Every band file the project ships: the skills' band files, the README's example and the
+/// `band init` scaffold, as (name, text).
+fn shipped_bands() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    band::manifest::format::collect(&repo().join("skills"), &mut files);
+    assert!(files.len() >= 12, "{files:?}");
+    let mut out: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let name = f.strip_prefix(repo()).unwrap_or(f).display().to_string();
+            (name, fs_err::read_to_string(f).expect("read"))
+        })
+        .collect();
+    let readme = fs_err::read_to_string(repo().join("README.md")).expect("readme");
+    let example = readme
+        .split("```yaml\n---\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README has a ```yaml band example");
+    out.push(("README.md example".into(), format!("---\n{example}")));
+    let t = tempfile::tempdir().expect("tmp");
+    let (code, _, err) = band(&["init", "demo"], t.path());
+    assert_eq!(code, 0, "{err}");
+    let scaffold = fs_err::read_to_string(t.path().join("demo/BAND.md")).expect("scaffold");
+    out.push(("band init scaffold".into(), scaffold));
+    out
+}
+
+/// A band written the way people write them: comments everywhere, mixed styles, keys out of
+/// order, a duplicate rule.
+const COMMENTED: &str = "---\n# yaml-language-server: $schema=../schemas/band.schema.json\ndescription: >\n  Fetch issues. # not a comment: inside a folded scalar\nband: commented   # the name\n\n# What may run.\nallow:\n  # hosts first, by mistake\n  net:\n    - api.github.com   # the API\n    - 'api.github.com'\n  cli: [\"gh issue list *\", \"jq *\"]  # two tools\n\nlimit: {maxRuntimeMs: 30s}   # short\ndeny:\n  read: [\"**/.env*\"]\n# trailing comment\n---\nThe body stays.\n";
+
+#[test]
+fn every_shipped_band_is_formatted() {
+    for (name, text) in shipped_bands() {
+        let formatted =
+            band::manifest::format::format_band(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(formatted, text, "{name} is not formatted");
+    }
+}
+
+#[test]
+fn fmt_twice_is_fmt_once() {
+    let mut cases = shipped_bands();
+    cases.push(("commented".into(), COMMENTED.into()));
+    for (name, text) in cases {
+        let once = band::manifest::format::format_band(&text).expect("formats");
+        let twice = band::manifest::format::format_band(&once).expect("formats");
+        assert_eq!(once, twice, "{name}: fmt is not idempotent");
+    }
+}
+
+#[test]
+fn fmt_keeps_comments_and_layout() {
+    let t = tempfile::tempdir().expect("tmp");
+    let f = t.path().join("x.band.md");
+    fs_err::write(&f, COMMENTED).expect("write");
+    band_snapshot!(output(&["fmt", "--check", "."], t.path()), "fmt_check_diff");
+    assert_eq!(
+        fs_err::read_to_string(&f).expect("read"),
+        COMMENTED,
+        "--check writes nothing"
+    );
+    band_snapshot!(output(&["fmt", "."], t.path()), "fmt_write");
+    insta::assert_snapshot!("fmt_commented", fs_err::read_to_string(&f).expect("read"));
+    assert_eq!(band(&["fmt", "--check", "."], t.path()).0, 0);
+}
+
+#[test]
+fn fmt_says_when_a_locked_skill_needs_band_lock() {
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("demo");
+    let (code, _, err) = band(&["init", "demo"], t.path());
+    assert_eq!(code, 0, "{err}");
+    let text = fs_err::read_to_string(root.join("BAND.md")).expect("read");
+    let swapped = text
+        .replacen("band: demo\ndescription: ", "description: ", 1)
+        .replacen("version: 1\n", "version: 1\nband: demo\n", 1);
+    assert_ne!(swapped, text);
+    fs_err::write(root.join("BAND.md"), &swapped).expect("write");
+    // Locked as it is, unformatted.
+    let (code, _, err) = band(&["lock", "demo"], t.path());
+    assert_eq!(code, 0, "{err}");
+    band_snapshot!(
+        output(&["fmt", "--check", "demo"], t.path()),
+        "fmt_check_locked"
+    );
+    assert_eq!(band(&["lock", "--check", "demo"], t.path()).0, 0);
+    band_snapshot!(output(&["fmt", "demo"], t.path()), "fmt_write_locked");
+    assert_eq!(
+        fs_err::read_to_string(root.join("BAND.md")).expect("read"),
+        text
+    );
+    assert_ne!(
+        band(&["lock", "--check", "demo"], t.path()).0,
+        0,
+        "fmt broke the lock, as it said"
+    );
+    // Formatting a formatted skill says nothing about its lock.
+    assert_eq!(band(&["lock", "demo"], t.path()).0, 0);
+    let (code, out, _) = band(&["fmt", "demo"], t.path());
+    assert_eq!((code, out.as_str()), (0, ""));
+}
