@@ -135,7 +135,11 @@ pub(crate) struct FmtArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExplainArgs {
     /// `<skill>` or `<skill>/<script>` (a name found on the skills path, or a folder).
-    pub(crate) target: String,
+    #[arg(required_unless_present = "band", conflicts_with = "band")]
+    pub(crate) target: Option<String>,
+    /// Explain a standalone band file (BAND.md or *.band.md), as `band exec --band` uses it.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) band: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

@@ -1,6 +1,7 @@
 //! `band explain`: the effective policy of a script (or of every script of a skill).
 
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::{Result, bail};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
@@ -9,13 +10,17 @@ use super::skills::{find_skill, split_target};
 use crate::cli::{ExplainArgs, user_error};
 use band::client::config::UserConfig;
 use band::client::pipeline::{TargetChoice, TargetReason, resolve_target};
-use band::manifest::Target;
+use band::manifest::{Target, is_band_file};
 use band::policy::{Category, Policy};
 use band::proto::exit;
 use band::units::{format_bytes, format_duration_ms};
 
 pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
-    let (skill_name, script) = split_target(&args.target);
+    if let Some(file) = &args.band {
+        return explain_band_file(file, args.json);
+    }
+    let target = args.target.as_deref().unwrap_or_default();
+    let (skill_name, script) = split_target(target);
     let root = find_skill(skill_name, &args.skills)?;
     let (skill, _) = band::skill::load_skill(&root);
     let scripts: Vec<String> = match script {
@@ -78,6 +83,79 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
     }
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+    }
+    Ok(exit::OK)
+}
+
+/// `band explain --band FILE`: the policy `band exec --band FILE` runs under (the file with its
+/// `path:`, `extends` and `includes` followed).
+fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
+    let hint = "pass --band with a BAND.md or *.band.md file; `band init` writes one";
+    if !file.is_file() {
+        bail!(user_error(
+            format!("{} is not a file", file.display()),
+            hint
+        ));
+    }
+    if !is_band_file(file) {
+        bail!(user_error(
+            format!(
+                "{} is not a band file (BAND.md or *.band.md)",
+                file.display()
+            ),
+            hint
+        ));
+    }
+    let (resolved, diags) = band::skill::resolve_band_file(file);
+    let Some(r) = resolved else {
+        for d in diags.iter().filter(|d| d.is_error()) {
+            eprintln!("{d}");
+        }
+        bail!(user_error(
+            format!("the band file {} has errors", file.display()),
+            format!("run `band lint {}`", file.display())
+        ));
+    };
+    let config = UserConfig::load()?;
+    let choice = resolve_target(None, r.target.as_ref(), &config, &|| TargetChoice {
+        target: Target::Host,
+        reason: TargetReason::Default,
+        note: None,
+    })?;
+    let run_target = (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({
+            "band_file": r.file,
+            "band": r.band.name,
+            "target": r.target.as_ref().map(|t| t.to_string()),
+            "run_target": {"target": run_target, "reason": choice.reason},
+            "policy": r.policy, "sources": r.sources,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(exit::OK);
+    }
+    writeln!(out, "{}  (band file: {})", r.band.name, r.file.display())?;
+    if r.sources.len() > 1 {
+        let here = std::env::current_dir().unwrap_or_default();
+        let list: Vec<String> = r
+            .sources
+            .iter()
+            .map(|s| s.strip_prefix(&here).unwrap_or(s).display().to_string())
+            .collect();
+        writeln!(out, "composed from: {}", list.join(", "))?;
+    }
+    writeln!(out, "{}", policy_table(&r.policy))?;
+    if let Some(line) = programs_line(&r.policy) {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out, "{}", limits_line(&r.policy))?;
+    match run_target {
+        Some(t) => writeln!(out, "target: {t} ({})", choice.reason)?,
+        None => writeln!(
+            out,
+            "target: the default, chosen at run time (nothing names one; docs/vm.md)"
+        )?,
     }
     Ok(exit::OK)
 }

@@ -154,3 +154,53 @@ fn fmt_says_when_a_locked_skill_needs_band_lock() {
     let (code, out, _) = band(&["fmt", "demo"], t.path());
     assert_eq!((code, out.as_str()), (0, ""));
 }
+
+/// A standalone band file that references another, as agents pass to `band exec --band`.
+fn standalone_bands() -> tempfile::TempDir {
+    let t = tempfile::tempdir().expect("tmp");
+    fs_err::create_dir_all(t.path().join("shared")).expect("mkdir");
+    fs_err::write(
+        t.path().join("shared/base.band.md"),
+        "---\nband: base\ndescription: Shared rules\nallow:\n  cli: [\"jq *\", \"wc *\"]\n  net: [api.example.test:443]\n  read: [data/]\ndeny:\n  read: [\"**/.env*\"]\nenv:\n  secrets: [TOKEN]\nlimit:\n  maxRuntimeMs: 5s\nexecution:\n  target: host\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        t.path().join("agent.band.md"),
+        "---\npath: shared/base.band.md\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        t.path().join("typo.band.md"),
+        "---\nband: typo\ndescription: d\nallow: {cli: [\"jq *\"], nett: [a.test]}\n---\n",
+    )
+    .expect("write");
+    t
+}
+
+#[test]
+fn explain_band_shows_a_standalone_band_file() {
+    let t = standalone_bands();
+    band_snapshot!(
+        output(&["explain", "--band", "agent.band.md"], t.path()),
+        "explain_band_human"
+    );
+    band_snapshot!(
+        output(&["explain", "--band", "agent.band.md", "--json"], t.path()),
+        "explain_band_json"
+    );
+}
+
+#[test]
+fn explain_band_refuses_what_exec_refuses() {
+    let t = standalone_bands();
+    band_snapshot!(
+        output(&["explain", "--band", "typo.band.md"], t.path()),
+        "explain_band_errors"
+    );
+    band_snapshot!(
+        output(&["explain", "--band", "shared"], t.path()),
+        "explain_band_not_a_file"
+    );
+    let (code, _, _) = band(&["explain", "--band", "agent.band.md", "text"], t.path());
+    assert_eq!(code, 2, "a skill and --band together are a usage error");
+}
