@@ -124,6 +124,19 @@ codes! {
     ConfigInvalid = "C003", "config-invalid", Error, "The band's config block does not match schemas/band-config.schema.json.";
 }
 
+/// Where the documentation is published; SARIF help links point into it.
+pub const DOCS_BASE_URL: &str = "https://github.com/band-sh/band/blob/main/docs/";
+
+impl Code {
+    /// The code's entry in `docs/lint.md` (its anchor is in the code table).
+    pub fn help_uri(self) -> String {
+        format!(
+            "{DOCS_BASE_URL}lint.md#{}",
+            self.as_str().to_ascii_lowercase()
+        )
+    }
+}
+
 impl std::fmt::Display for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -277,12 +290,14 @@ mod tests {
     }
 }
 
-/// The code table of `docs/lint.md` (a test keeps the file in sync with [`Code::ALL`]).
+/// The code table of `docs/lint.md` (a test keeps the file in sync with [`Code::ALL`]). Each
+/// code carries an anchor (`#f001`), the target of its SARIF `helpUri` ([`Code::help_uri`]).
 pub fn lint_codes_markdown() -> String {
     let mut s = String::from("| code | name | default | meaning |\n|---|---|---|---|\n");
     for c in Code::ALL {
         s.push_str(&format!(
-            "| {} | `{}` | {} | {} |\n",
+            "| <a id=\"{}\"></a>{} | `{}` | {} | {} |\n",
+            c.as_str().to_ascii_lowercase(),
             c.as_str(),
             c.name(),
             c.default_severity().as_str(),

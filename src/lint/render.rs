@@ -122,7 +122,7 @@ pub fn sarif(report: &Report, base: &Path) -> serde_json::Value {
                 "name": c.name(),
                 "shortDescription": { "text": c.summary() },
                 "defaultConfiguration": { "level": level(c.default_severity()) },
-                "helpUri": format!("https://github.com/band-sh/band/blob/main/docs/lint.md#{}", c.as_str().to_ascii_lowercase()),
+                "helpUri": c.help_uri(),
             })
         })
         .collect();

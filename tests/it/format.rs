@@ -367,3 +367,54 @@ fn the_json_schema_and_the_parser_agree() {
         );
     }
 }
+
+/// The anchors a Markdown file has: GitHub's slug of every heading, and every `<a id="…">`.
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced && let Some(heading) = line.strip_prefix('#') {
+            let text = heading.trim_start_matches('#').trim();
+            let slug: String = text
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect();
+            out.push(slug);
+        }
+        for part in line.split("<a id=\"").skip(1) {
+            if let Some(id) = part.split('"').next() {
+                out.push(id.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_sarif_help_link_points_at_an_anchor_that_exists() {
+    let t = misspelt_skill();
+    let (_, out, _) = band(&["lint", "--format", "sarif", "."], t.path());
+    let v: serde_json::Value = serde_json::from_str(&out).expect("sarif");
+    let rules = v["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .expect("rules");
+    assert_eq!(rules.len(), band::diag::Code::ALL.len());
+    for rule in rules {
+        let uri = rule["helpUri"].as_str().expect("helpUri");
+        let rel = uri
+            .strip_prefix(band::diag::DOCS_BASE_URL)
+            .unwrap_or_else(|| panic!("{uri} is not under the docs"));
+        let (file, anchor) = rel.split_once('#').expect("an anchor");
+        let doc = fs_err::read_to_string(repo().join("docs").join(file)).expect("the doc exists");
+        assert!(
+            anchors(&doc).iter().any(|a| a == anchor),
+            "{uri}: docs/{file} has no anchor `{anchor}`"
+        );
+    }
+}
