@@ -98,6 +98,7 @@ codes! {
     CeilingExceeded = "P006", "ceiling-exceeded", Warning, "An extended or included band asks for more than its parent allows; the extra is dropped.";
     RequiresUnsatisfied = "P007", "requires-unsatisfied", Error, "An included band requires network egress that the effective policy denies.";
     DenyFlagsUnmodelled = "P008", "deny-flags-unmodelled", Warning, "A cli deny pattern names flags of a command band has no option model for, so other spellings of the same options are not denied.";
+    ShellBuiltin = "P009", "shell-builtin", Warning, "An `allow.cli` or `insist.cli` rule names a shell builtin (echo, printf, cd, test, read, export…): the shell runs the builtin itself, never through band's CLI gate, so the rule never sees it. An insist on a builtin with no program of the same name (cd, read, export…) can never be satisfied: an error.";
     // L: limits
     InvalidLimit = "L001", "invalid-limit", Error, "A limit is not a number or a valid human size/duration.";
     LimitOutOfRange = "L002", "limit-out-of-range", Error, "A limit is outside the range band accepts.";

@@ -1050,8 +1050,71 @@ impl FieldParser<'_> {
         }
     }
 
+    /// P009: `allow.cli` and `insist.cli` rules whose command is a shell builtin.
+    fn builtin_checks(&mut self, band: &Band) {
+        for (column, rules) in [("allow", &band.allow.cli), ("insist", &band.insist.cli)] {
+            for (i, rule) in rules.iter().enumerate() {
+                let Some(name) = rule.split_whitespace().next() else {
+                    continue;
+                };
+                if !SHELL_BUILTINS.contains(&name) {
+                    continue;
+                }
+                let program = BUILTINS_WITH_PROGRAM.contains(&name);
+                let rest = rule[name.len()..].trim_start();
+                let example = if rest.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{name} {}", rest.replace('*', "…"))
+                };
+                let at = [Step::Key(column), Step::Key("cli"), Step::Index(i)];
+                let (message, hint, error) = match (column, program) {
+                    ("insist", true) => (
+                        format!(
+                            "`insist.cli` rule `{rule}` names `{name}`, a shell builtin: a script's `{name} …` runs inside the shell and never reaches band's CLI gate, so this insist fails unless the script runs the program `{name}` itself"
+                        ),
+                        format!(
+                            "in the script, run the program, not the builtin: `env {example}` (or `/usr/bin/{name} …`); `command {name}` and `builtin {name}` still run the builtin"
+                        ),
+                        false,
+                    ),
+                    ("insist", false) => (
+                        format!(
+                            "`insist.cli` rule `{rule}` names `{name}`, a shell builtin with no program of that name: the shell runs it itself, never through band's CLI gate, so no run can satisfy this insist"
+                        ),
+                        "insist on a program the script runs (see docs/band-format.md, Shell builtins), or remove the rule".to_string(),
+                        true,
+                    ),
+                    (_, true) => (
+                        format!(
+                            "`allow.cli` rule `{rule}` names `{name}`, a shell builtin: a script's `{name} …` runs inside the shell without this rule (it is not checked); the rule applies only when the program `{name}` is run (`env {name} …`, `/usr/bin/{name} …`)"
+                        ),
+                        format!(
+                            "keep it only if the script runs the program; `{name}` is always available as a builtin"
+                        ),
+                        false,
+                    ),
+                    _ => (
+                        format!(
+                            "`allow.cli` rule `{rule}` names `{name}`, a shell builtin with no program of that name: the shell runs it itself, so this rule does nothing"
+                        ),
+                        "remove the rule; the builtin needs no permission".to_string(),
+                        false,
+                    ),
+                };
+                let mut d = Diagnostic::new(Code::ShellBuiltin, self.path, self.loc(&at), message)
+                    .with_hint(hint);
+                if error {
+                    d = d.with_severity(crate::diag::Severity::Error);
+                }
+                self.diags.push(d);
+            }
+        }
+    }
+
     /// Checks that need the whole file: secrets wiring and rule conflicts within the file.
     fn semantic_checks(&mut self, band: &Band) {
+        self.builtin_checks(band);
         for (i, name) in band.required_secrets.iter().enumerate() {
             if !band.secrets.contains(name) {
                 self.push(
@@ -1116,6 +1179,77 @@ impl FieldParser<'_> {
         }
     }
 }
+
+/// The builtins of sh (dash) and bash, which a shell runs itself: a `cli` rule never sees them.
+pub const SHELL_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+];
+
+/// The builtins that are also programs on a Linux host (coreutils, procps): run by path or
+/// through `env`, they reach the CLI gate like any program.
+pub const BUILTINS_WITH_PROGRAM: &[&str] = &[
+    "[", "echo", "false", "kill", "printf", "pwd", "test", "true",
+];
 
 /// The deny rule that covers `item` (exactly, or by matching it as a concrete subject).
 fn denied_by(

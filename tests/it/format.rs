@@ -418,3 +418,101 @@ fn every_sarif_help_link_points_at_an_anchor_that_exists() {
         );
     }
 }
+
+#[test]
+fn lint_says_when_a_cli_rule_names_a_shell_builtin() {
+    let t = tempfile::tempdir().expect("tmp");
+    fs_err::write(
+        t.path().join("audit.band.md"),
+        "---\nband: audit\ndescription: Upstream's audit idiom and other builtins\nallow:\n  cli: [\"jq *\", \"cd *\", \"printf *\"]\ninsist:\n  cli:\n    - echo AUDIT:*\n    - read *\n---\n",
+    )
+    .expect("write");
+    band_snapshot!(output(&["lint", "."], t.path()), "builtin_lint");
+}
+
+/// The documented idiom, run for real: `insist.cli: ["echo AUDIT:*"]` is met by the echo
+/// program (`env echo`, `/usr/bin/echo`) and never by the builtin (`echo`, `command echo`).
+#[test]
+fn privileged_the_echo_program_satisfies_an_insist_and_the_builtin_does_not() {
+    if crate::common::skip(
+        "privileged_the_echo_program_satisfies_an_insist_and_the_builtin_does_not",
+    ) {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("audit");
+    fs_err::create_dir_all(root.join("scripts")).expect("mkdir");
+    fs_err::create_dir_all(root.join("schemas/input")).expect("mkdir");
+    fs_err::write(
+        root.join("SKILL.md"),
+        "---\nname: audit\ndescription: The audit idiom\n---\n",
+    )
+    .expect("write");
+    write_band(
+        &root,
+        "---\nband: audit\ndescription: Every run writes an audit line\ninsist:\n  cli: [\"echo AUDIT:*\"]\n---\n",
+    );
+    let scripts = [
+        ("env", "env echo AUDIT:start"),
+        ("path", "/usr/bin/echo AUDIT:start"),
+        ("builtin", "echo AUDIT:start"),
+        ("command", "command echo AUDIT:start"),
+    ];
+    for (name, line) in scripts {
+        let p = root.join(format!("scripts/{name}.sh"));
+        fs_err::write(
+            &p,
+            format!("#!/bin/sh\nset -eu\n{line} >&2\nprintf '{{}}' > \"$OUTPUT_PATH\"\n"),
+        )
+        .expect("write");
+        fs_err::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        fs_err::write(root.join(format!("schemas/input/{name}.json")), "{}").expect("write");
+    }
+    let ws = tempfile::tempdir().expect("ws");
+    let ws_arg = ws.path().display().to_string();
+    for (name, met) in [
+        ("env", true),
+        ("path", true),
+        ("builtin", false),
+        ("command", false),
+    ] {
+        let script = format!("audit/{name}");
+        let (code, out, err) = band(
+            &[
+                "run",
+                "--json",
+                "--skills",
+                ".",
+                "--workspace",
+                &ws_arg,
+                &script,
+            ],
+            t.path(),
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name}: {e}: {out} {err}"));
+        // Each script did write its line (inside the sandbox, on stderr).
+        assert!(
+            v["stderr"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("AUDIT:start"),
+            "{name}: {v}"
+        );
+        if met {
+            assert_eq!(
+                (code, v["status"].as_str()),
+                (0, Some("ok")),
+                "{name}: {v} {err}"
+            );
+        } else {
+            assert_ne!(code, 0, "{name}: {v}");
+            assert_eq!(
+                v["insist_missing"],
+                serde_json::json!(["cli: echo AUDIT:*"]),
+                "{name}: {v}"
+            );
+        }
+    }
+}
