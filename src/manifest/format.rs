@@ -433,6 +433,9 @@ mod tests {
         // A complex key is not a key line: it stays with the entry above it.
         let src = "---\ndescription: d\n? band\n: x\n---\n";
         assert_eq!(format_band(src).expect("formats"), src);
+        // A multi-line flow list is left as written, duplicates included (lint reports them).
+        let src = "---\nband: x\ndescription: d\nallow:\n  cli: [\"jq *\",\n    \"jq *\"]\n---\n";
+        assert_eq!(format_band(src).expect("formats"), src);
         let src = "---\nband: [x\n---\n";
         assert!(matches!(format_band(src), Err(super::FormatError::Yaml(_))));
     }
