@@ -289,3 +289,47 @@ echo "cmd=$(grep -E '^Sig(Ign|Blk):' /proc/self/status | tr -s '\t ' '=' | tr '\
         .unwrap_or(u64::MAX);
     assert_eq!(cmd_ign & (1 << 12), 0, "{o:#?}");
 }
+
+#[test]
+fn privileged_a_missing_alternative_is_absent_and_a_missing_insisted_command_fails() {
+    privileged!();
+    // Issue 14, item 5: a band lists alternatives and this host has only one of them.
+    let script = r#"#!/bin/bash
+bandtestabsent -c 1 >/dev/null 2>&1; echo "absent=$?"
+command -v bandtestabsent >/dev/null; echo "lookup=$?"
+env bandtestabsent -c 1 >/dev/null 2>&1; echo "env_absent=$?"
+echo "present=$(python3 -c 'print(6 * 7)')"
+"#;
+    let p = with_cli(&["bandtestabsent *", "python3 *"], &[]);
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("absent").map(String::as_str), Some("127"), "{o:#?}");
+    assert_eq!(kv.get("lookup").map(String::as_str), Some("1"), "{o:#?}");
+    assert_eq!(
+        kv.get("env_absent").map(String::as_str),
+        Some("127"),
+        "{o:#?}"
+    );
+    assert_eq!(kv.get("present").map(String::as_str), Some("42"), "{o:#?}");
+    assert!(
+        o.stderr().starts_with(
+            "band: warning: allow.cli `bandtestabsent *`: `bandtestabsent` is not installed on \
+             this host; it is absent in the sandbox\n"
+        ),
+        "{o:#?}"
+    );
+
+    // Insisted, a missing command refuses the run, naming it.
+    let mut p = with_cli(&["python3 *"], &[]);
+    p.insist.cli = strs(&["bandtestabsent *"]);
+    let o = run(&request("#!/bin/sh\necho ran\n", p));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o.result.error.as_ref().unwrap_or_else(|| panic!("{o:#?}"));
+    assert_eq!(e.layer, band::proto::Layer::Cli);
+    assert_eq!(
+        e.message, "insist.cli `bandtestabsent *`: `bandtestabsent` is not installed on this host",
+        "{e:?}"
+    );
+    assert!(!o.result.stdout.contains("ran"), "{o:#?}");
+}
