@@ -452,11 +452,15 @@ pub struct ExecDir {
 }
 
 impl ExecDir {
-    /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs.
+    /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs. A `#!` script
+    /// inside one of the run's runtime `trees` (bound at their host paths, see
+    /// [`super::runtime`]) is given to its interpreter at its host path, so it finds its siblings
+    /// (node's `require('./lib/x')`); others at `/band/x/<name>`.
     pub fn create(
         state: &Path,
         run_id: &str,
         programs: &[(String, PathBuf)],
+        trees: &[PathBuf],
     ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         evict_idle(&cache_dir(state), std::time::SystemTime::now())?;
@@ -468,7 +472,7 @@ impl ExecDir {
             cache: cache_dir(state),
             made: Vec::new(),
         };
-        if let Err(e) = dir.populate(programs) {
+        if let Err(e) = dir.populate(programs, trees) {
             let _ = dir.remove();
             return Err(e);
         }
@@ -481,13 +485,17 @@ impl ExecDir {
         copy_into_cache(&self.cache, name, host)
     }
 
-    fn populate(&mut self, programs: &[(String, PathBuf)]) -> io::Result<()> {
+    fn populate(&mut self, programs: &[(String, PathBuf)], trees: &[PathBuf]) -> io::Result<()> {
         let mut fds = BTreeMap::new();
         for (name, host) in programs {
             let cached = copy_into_cache(&self.cache, name, host)?;
             fds.insert(name.clone(), open_program(&cached.path)?);
             let script = match cached.script {
                 None => None,
+                Some(line) if trees.iter().any(|t| host.starts_with(t)) => Some(Script {
+                    line,
+                    path: host.to_string_lossy().into_owned(),
+                }),
                 Some(line) => {
                     let target = self.root.join(name);
                     if let Err(e) = fs::hard_link(&cached.path, &target) {
@@ -712,7 +720,7 @@ mod tests {
             ("pip".to_string(), pip),
             ("sh".to_string(), sh),
         ];
-        let dir = ExecDir::create(&state, "run1", &programs).unwrap();
+        let dir = ExecDir::create(&state, "run1", &programs, &[]).unwrap();
         assert_eq!(dir.root, runs_root(&state).join("run1"));
         assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o555);
         let mut listed: Vec<String> = fs::read_dir(&dir.root)
@@ -757,7 +765,7 @@ mod tests {
         }
         assert_eq!(run_dirs(&state), vec!["run1".to_string()]);
 
-        let other = ExecDir::create(&state, "run2", &programs).unwrap();
+        let other = ExecDir::create(&state, "run2", &programs, &[]).unwrap();
         assert_eq!(
             other.programs.table, dir.programs.table,
             "the cache is shared"
@@ -773,7 +781,7 @@ mod tests {
     fn a_missing_program_fails_and_leaves_no_run_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let programs = vec![("nope".to_string(), tmp.path().join("nope"))];
-        let e = ExecDir::create(tmp.path(), "run1", &programs).unwrap_err();
+        let e = ExecDir::create(tmp.path(), "run1", &programs, &[]).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
         assert!(run_dirs(tmp.path()).is_empty());
     }

@@ -5,6 +5,7 @@ pub mod bundled;
 pub mod execcache;
 pub mod programs;
 pub mod reports;
+pub mod runtime;
 pub mod shim;
 
 use std::collections::BTreeSet;
@@ -34,6 +35,9 @@ pub struct ExecPlan {
     /// running copy reports as its own leads to band-shim under that name (see
     /// [`execcache`]'s "What is left").
     pub self_links: Vec<(PathBuf, String)>,
+    /// The trees the run's programs need, bound read-only at their host paths with their
+    /// executables hidden ([`runtime`]).
+    pub runtime: Vec<runtime::RuntimeTree>,
 }
 
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
@@ -65,7 +69,12 @@ pub fn plan_exec(
         .iter()
         .filter_map(|b| Some((facts.copies.get(&b.name)?.clone(), b.name.clone())))
         .collect();
+    let runtime = facts
+        .runtime
+        .clone()
+        .map_err(|e| SetupError::new(Layer::Cli, format!("cannot bind a program's tree: {e}")))?;
     Ok(ExecPlan {
+        runtime,
         state: state.to_path_buf(),
         root: execcache::runs_root(state).join(run_id),
         programs,
