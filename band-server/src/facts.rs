@@ -93,6 +93,9 @@ pub struct HostFacts {
     /// The trees the run's programs need around them ([`runtime`]), with their executables to
     /// hide, or why they cannot be bound.
     pub runtime: Result<Vec<runtime::RuntimeTree>, String>,
+    /// Command name → where its program sits in an installation of its own, and the links that
+    /// rebuild that installation around its copy ([`runtime::install_layout`]).
+    pub layouts: BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>,
 }
 
 /// Find `name` in `search` (the config's `bin_path`, by default [`BIN_SEARCH`]) and resolve it
@@ -268,7 +271,25 @@ impl HostFacts {
             shim_copy: Err(std::io::Error::other("band-shim not found")),
             copies: BTreeMap::new(),
             runtime: Ok(Vec::new()),
+            layouts: BTreeMap::new(),
         };
+        let lib_roots: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
+        for (name, host) in &facts.binaries {
+            if shim::ESSENTIALS.contains(&name.as_str()) {
+                continue;
+            }
+            let head = match facts.heads.get(host) {
+                Some(h) => h.clone(),
+                None => execcache::read_head(host).unwrap_or_default(),
+            };
+            if execcache::parse_shebang(&head).is_some() {
+                continue;
+            }
+            if let Some(layout) = runtime::install_layout(host, &lib_roots) {
+                let links = runtime::layout_links(&layout);
+                facts.layouts.insert(name.clone(), (layout, links));
+            }
+        }
         if gets_far && let Ok(cli) = &cli {
             let bound: Vec<PathBuf> = execmask::LIB_ROOTS
                 .iter()
@@ -302,9 +323,14 @@ impl HostFacts {
         for (name, host) in &facts.binaries {
             if let Ok(m) = fs::metadata(host) {
                 let key = execcache::cache_key(host, &m);
+                let rel = facts
+                    .layouts
+                    .get(name)
+                    .map(|(l, _)| l.rel.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| name.clone());
                 facts.copies.insert(
                     name.clone(),
-                    execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), name, &key),
+                    execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), &rel, &key),
                 );
             }
         }

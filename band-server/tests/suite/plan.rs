@@ -133,6 +133,7 @@ fn facts() -> HostFacts {
                 "/usr/local/lib/python3.11/dist-packages/pkg/bin/tool",
             )],
         }]),
+        layouts: BTreeMap::new(),
     }
 }
 

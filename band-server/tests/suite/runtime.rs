@@ -204,3 +204,38 @@ echo x > {pkg}/lib/new 2>/dev/null; echo "write=$?"
         o.result.cli_calls
     );
 }
+
+#[test]
+fn privileged_a_jdks_java_starts_from_its_copy() {
+    privileged!();
+    // `java` finds libjli.so at `$ORIGIN/../lib` of the path it runs from, its copy's.
+    let Some(java) = fs_err::canonicalize("/usr/bin/java").ok().filter(|_| {
+        Command::new("java")
+            .arg("-version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        eprintln!("skipped: no working JDK at /usr/bin/java");
+        return;
+    };
+    let script = r#"#!/bin/bash
+java -version 2>&1 | head -1 | sed 's/^/version=/'
+echo "status=${PIPESTATUS[0]}"
+java -XshowSettings:properties -version 2>&1 | grep -c 'java.home' | sed 's/^/home=/'
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["java -version", "java -XshowSettings:properties -version"]);
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(
+        kv.get("status").map(String::as_str),
+        Some("0"),
+        "{java:?}: {o:#?}"
+    );
+    assert!(
+        kv.get("version").is_some_and(|v| v.contains("version")),
+        "{o:#?}"
+    );
+    assert_eq!(kv.get("home").map(String::as_str), Some("1"), "{o:#?}");
+}

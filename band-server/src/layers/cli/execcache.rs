@@ -52,7 +52,9 @@
 //! (`<cache>/<key>/<name>`, see [`cache_entry`]) is, inside, a symlink to `/band/bin/<name>`
 //! (`SandboxPlan::self_links`): a program that runs that path (node's `process.execPath`, Go's
 //! `os.Executable`) calls band-shim as `<name>`, an ordinary judged call. A program that finds
-//! its installation from its own path (a JDK's `java`) fails: the copy has no siblings.
+//! its installation from its own path (a JDK's `java`) is copied to its path inside that
+//! installation (`<key>/bin/java`), and the sandbox puts the installation's other entries around
+//! it as symlinks (`ExecPlan::links`, [`super::runtime::layout_links`]).
 
 use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
@@ -363,7 +365,7 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 /// once made.
 pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
-    copy_into_cache(&cache_dir(state), name, host)
+    copy_into_cache(&cache_dir(state), Path::new(name), host)
 }
 
 /// Where the copy of `name` with cache key `key` is: `<cache>/<key>/<name>`. The file keeps the
@@ -374,13 +376,25 @@ pub fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
     cache.join(key).join(name)
 }
 
-fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
+/// The copy of `host` at `<cache>/<key>/<rel>`: `rel` is the command's name, or for a program
+/// with an installation of its own its path there (`bin/java`, see
+/// [`super::runtime::install_layout`]), so that the path it reports for itself has its
+/// installation around it in the sandbox (`ExecPlan::links`).
+fn copy_into_cache(dir: &Path, rel: &Path, host: &Path) -> io::Result<Cached> {
     let meta = fs::metadata(host)?;
-    let entry = cache_entry(dir, name, &cache_key(host, &meta));
-    if let Some(parent) = entry.parent() {
-        ensure_dir(parent, 0o711)?;
-        touch(parent)?;
+    let key_dir = dir.join(cache_key(host, &meta));
+    let entry = key_dir.join(rel);
+    ensure_dir(&key_dir, 0o711)?;
+    touch(&key_dir)?;
+    let mut d = key_dir.clone();
+    for c in rel.parent().into_iter().flat_map(Path::components) {
+        d.push(c);
+        ensure_dir(&d, 0o711)?;
     }
+    let name = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("program");
     if let Ok(m) = fs::symlink_metadata(&entry)
         && m.is_file()
     {
@@ -461,6 +475,7 @@ impl ExecDir {
         run_id: &str,
         programs: &[(String, PathBuf)],
         trees: &[PathBuf],
+        layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         evict_idle(&cache_dir(state), std::time::SystemTime::now())?;
@@ -472,7 +487,7 @@ impl ExecDir {
             cache: cache_dir(state),
             made: Vec::new(),
         };
-        if let Err(e) = dir.populate(programs, trees) {
+        if let Err(e) = dir.populate(programs, trees, layouts) {
             let _ = dir.remove();
             return Err(e);
         }
@@ -482,13 +497,22 @@ impl ExecDir {
     /// [`cached_copy`] for a program outside the table (band-shim), in the cache this run's
     /// directory was made beside.
     pub fn cached_copy(&self, name: &str, host: &Path) -> io::Result<Cached> {
-        copy_into_cache(&self.cache, name, host)
+        copy_into_cache(&self.cache, Path::new(name), host)
     }
 
-    fn populate(&mut self, programs: &[(String, PathBuf)], trees: &[PathBuf]) -> io::Result<()> {
+    fn populate(
+        &mut self,
+        programs: &[(String, PathBuf)],
+        trees: &[PathBuf],
+        layouts: &BTreeMap<String, PathBuf>,
+    ) -> io::Result<()> {
         let mut fds = BTreeMap::new();
         for (name, host) in programs {
-            let cached = copy_into_cache(&self.cache, name, host)?;
+            let rel = layouts
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| PathBuf::from(name));
+            let cached = copy_into_cache(&self.cache, &rel, host)?;
             fds.insert(name.clone(), open_program(&cached.path)?);
             let script = match cached.script {
                 None => None,
@@ -720,7 +744,7 @@ mod tests {
             ("pip".to_string(), pip),
             ("sh".to_string(), sh),
         ];
-        let dir = ExecDir::create(&state, "run1", &programs, &[]).unwrap();
+        let dir = ExecDir::create(&state, "run1", &programs, &[], &BTreeMap::new()).unwrap();
         assert_eq!(dir.root, runs_root(&state).join("run1"));
         assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o555);
         let mut listed: Vec<String> = fs::read_dir(&dir.root)
@@ -765,7 +789,7 @@ mod tests {
         }
         assert_eq!(run_dirs(&state), vec!["run1".to_string()]);
 
-        let other = ExecDir::create(&state, "run2", &programs, &[]).unwrap();
+        let other = ExecDir::create(&state, "run2", &programs, &[], &BTreeMap::new()).unwrap();
         assert_eq!(
             other.programs.table, dir.programs.table,
             "the cache is shared"
@@ -781,7 +805,7 @@ mod tests {
     fn a_missing_program_fails_and_leaves_no_run_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let programs = vec![("nope".to_string(), tmp.path().join("nope"))];
-        let e = ExecDir::create(tmp.path(), "run1", &programs, &[]).unwrap_err();
+        let e = ExecDir::create(tmp.path(), "run1", &programs, &[], &BTreeMap::new()).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
         assert!(run_dirs(tmp.path()).is_empty());
     }

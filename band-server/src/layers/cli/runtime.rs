@@ -203,6 +203,77 @@ pub fn scan_trees(roots: &[PathBuf]) -> Result<Vec<RuntimeTree>, TreeError> {
         .collect()
 }
 
+/// Where a program's real file sits in its installation: the tree and its path inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub tree: PathBuf,
+    pub rel: PathBuf,
+}
+
+/// The installation a program finds from its own path (`/proc/self/exe`; a JDK's `java` loads
+/// `$ORIGIN/../lib/libjli.so`): for a real file under one of `lib_roots`, the tree
+/// `layers::fs::execmask::exempt_roots` keeps for it (`/usr/lib/jvm/<jdk>/bin/java` →
+/// `/usr/lib/jvm/<jdk>`, `bin/java`); else the installation prefix of [`discover`]
+/// (`/opt/jdk/bin/java` → `/opt/jdk`, `bin/java`). `None` for a program with no tree of its own
+/// (`/usr/bin/jq`).
+pub fn install_layout(real: &Path, lib_roots: &[PathBuf]) -> Option<Layout> {
+    for root in lib_roots {
+        if let Ok(rest) = real.strip_prefix(root) {
+            let comps: Vec<_> = rest.components().collect();
+            if comps.len() < 2 {
+                return None;
+            }
+            let keep = if comps.len() > 3 { 2 } else { 1 };
+            let mut tree = root.clone();
+            for c in &comps[..keep] {
+                tree.push(c);
+            }
+            let rel = comps[keep..].iter().collect();
+            return Some(Layout { tree, rel });
+        }
+    }
+    let dir = real.parent()?;
+    let prefix = dir.parent()?;
+    if matches!(name_of(dir), "bin" | "sbin" | "program")
+        && !NEVER_WHOLE.iter().any(|n| Path::new(n) == prefix)
+        && prefix.parent().is_none_or(|p| p != Path::new("/home"))
+        && prefix.components().count() > 2
+    {
+        return Some(Layout {
+            tree: prefix.to_path_buf(),
+            rel: real.strip_prefix(prefix).ok()?.to_path_buf(),
+        });
+    }
+    None
+}
+
+/// The symlinks that make a cache entry's directory look like the program's installation around
+/// its copy: for each directory on the way from the tree to the program, a link to each of the
+/// tree's entries there except the one on the way (`lib` → `<tree>/lib`, `bin/javac` →
+/// `<tree>/bin/javac`; the copy itself is `bin/java`). (path relative to the entry, target).
+/// Reads the tree's directories.
+pub fn layout_links(layout: &Layout) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    let comps: Vec<_> = layout.rel.components().collect();
+    let mut rel = PathBuf::new();
+    for (i, next) in comps.iter().enumerate() {
+        let host = layout.tree.join(&rel);
+        let mut names: Vec<_> = fs::read_dir(&host)
+            .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        names.sort();
+        for n in names {
+            if n.as_os_str() != next.as_os_str() {
+                out.push((rel.join(&n), host.join(&n)));
+            }
+        }
+        if i + 1 < comps.len() {
+            rel.push(next);
+        }
+    }
+    out
+}
+
 /// The canonical file of `p`, if it exists.
 pub fn real(p: &Path) -> Option<PathBuf> {
     fs::canonicalize(p).ok()
@@ -323,5 +394,41 @@ mod tests {
         );
         assert_eq!(python_version(Path::new("/usr/bin/python3")), None);
         assert_eq!(python_version(Path::new("/usr/bin/python3.x")), None);
+    }
+
+    #[test]
+    fn an_installed_program_gets_its_installation_around_its_copy() {
+        let t = tempfile::tempdir().unwrap();
+        let lib = t.path().join("usr/lib");
+        let jdk = lib.join("jvm/jdk17");
+        write(&jdk.join("bin/java"), b"\x7fELF", 0o755);
+        write(&jdk.join("bin/javac"), b"\x7fELF", 0o755);
+        write(&jdk.join("lib/libjli.so"), b"\x7fELF", 0o644);
+        write(&jdk.join("release"), b"", 0o644);
+        let layout = install_layout(&jdk.join("bin/java"), std::slice::from_ref(&lib));
+        assert_eq!(
+            layout,
+            Some(Layout {
+                tree: jdk.clone(),
+                rel: PathBuf::from("bin/java")
+            })
+        );
+        assert_eq!(
+            layout_links(&layout.unwrap()),
+            [
+                (PathBuf::from("lib"), jdk.join("lib")),
+                (PathBuf::from("release"), jdk.join("release")),
+                (PathBuf::from("bin/javac"), jdk.join("bin/javac")),
+            ]
+        );
+        assert_eq!(
+            install_layout(Path::new("/opt/jdk/bin/java"), &[]),
+            Some(Layout {
+                tree: PathBuf::from("/opt/jdk"),
+                rel: PathBuf::from("bin/java")
+            })
+        );
+        assert_eq!(install_layout(Path::new("/usr/bin/jq"), &[]), None);
+        assert_eq!(install_layout(Path::new("/usr/local/bin/x"), &[]), None);
     }
 }

@@ -34,6 +34,7 @@ pub fn plan_sandbox(
         jail: pre.helpers.jail.clone(),
         exec_dir: exec.root.clone(),
         self_links: exec.self_links.clone(),
+        links: exec.links.clone(),
         extra: pre
             .host_mounts
             .iter()
