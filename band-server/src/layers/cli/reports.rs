@@ -350,7 +350,7 @@ fn handle(
     };
     // The program goes only on this connection, whose request the verified shim wrote, and only
     // now that the call is allowed and recorded.
-    let Some(fd) = programs.fds.get(&program) else {
+    let Ok(fd) = programs.fd(&program) else {
         let denied = Verdict::Denied {
             message: format!("band: {program}: cannot hand the program over"),
             code: shim::EXIT_UNKNOWN,
@@ -360,7 +360,7 @@ fn handle(
         (&conn).write_all(&out)?;
         return Err(PeerError::NoDescriptor(program));
     };
-    let sent = sys::send_with_fd(&conn, &out, std::os::fd::AsFd::as_fd(fd))?;
+    let sent = sys::send_with_fd(&conn, &out, std::os::fd::AsFd::as_fd(&*fd))?;
     Ok((&conn).write_all(&out[sent..])?)
 }
 

@@ -54,12 +54,11 @@ pub(crate) fn jail_input(
     );
     if let Some((name, _)) = &exec {
         let fd = programs
-            .fds
-            .get(name)
-            .ok_or_else(|| {
+            .fd(name)
+            .map_err(|e| {
                 crate::error::SetupError::new(
                     Layer::Cli,
-                    format!("internal: no descriptor for the entry's interpreter `{name}`"),
+                    format!("cannot open the entry's interpreter `{name}`: {e}"),
                 )
             })?
             .try_clone()
