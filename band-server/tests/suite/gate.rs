@@ -333,3 +333,66 @@ echo "present=$(python3 -c 'print(6 * 7)')"
     );
     assert!(!o.result.stdout.contains("ran"), "{o:#?}");
 }
+
+#[test]
+fn privileged_band_exec_starts_its_one_allowed_command_without_sh_or_the_shim() {
+    privileged!();
+    // Issue 17, item 4: band exec's script (`exec 'cmd' 'args'…`) cost `sh` and a band-shim round
+    // trip. Allowed, the jail now starts the command itself, from the descriptor band-server
+    // gives it (the kernel's AT_EXECFN names the descriptor execveat ran: the jail's
+    // PROGRAM_FD, where band-shim's would be the one it received), and the call is judged and
+    // recorded once, as band-shim's would be.
+    let probe = "import ctypes, os; g = ctypes.CDLL(None).getauxval; g.restype = ctypes.c_char_p; g.argtypes = [ctypes.c_ulong]; print('execfn=' + g(31).decode()); print('argv0=' + os.readlink('/proc/self/exe').rsplit('/', 1)[-1])";
+    let argv = strs(&["python3", "-c", probe]);
+    let script = band_exec_script(&argv);
+    let mut req = request(&script, with_cli(&["python3 -c *"], &["python3 -I *"]));
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let jail_fd = format!(
+        "/dev/fd/{}",
+        band_server::layers::process::bwrap::PROGRAM_FD
+    );
+    assert_eq!(kv.get("execfn"), Some(&jail_fd), "{o:#?}");
+    assert!(
+        kv.get("argv0").is_some_and(|a| a.starts_with("python3")),
+        "{o:#?}"
+    );
+    let calls: Vec<(&Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .map(|c| (&c.argv, c.allowed))
+        .collect();
+    assert_eq!(calls, [(&argv, true)], "{o:#?}");
+
+    // Refused, it goes the old way: sh runs the script, band-shim refuses (126), one record.
+    let argv = strs(&["python3", "-I", "-c", "print(1)"]);
+    let mut req = request(
+        &band_exec_script(&argv),
+        with_cli(&["python3 -c *"], &["python3 -I *"]),
+    );
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.exit_code, Some(126), "{o:#?}");
+    let calls: Vec<(&Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .map(|c| (&c.argv, c.allowed))
+        .collect();
+    assert_eq!(calls, [(&argv, false)], "{o:#?}");
+}
+
+/// What `band exec` writes (`src/client/adhoc.rs`, `script_for`).
+fn band_exec_script(argv: &[String]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    format!(
+        "#!/bin/sh\n# Written by `band exec`: the agent's command, under the band's policy.\nexec {}\n",
+        words.join(" ")
+    )
+}
