@@ -291,6 +291,7 @@ impl HostFacts {
             }
         }
         if gets_far && let Ok(cli) = &cli {
+            let lib_trees: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
             let bound: Vec<PathBuf> = execmask::LIB_ROOTS
                 .iter()
                 .chain(&["/tmp", "/proc", "/sys", "/dev"])
@@ -305,7 +306,18 @@ impl HostFacts {
                 .binaries
                 .iter()
                 .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
-                .flat_map(|b| runtime::discover(&b.host, &b.host, &places))
+                .flat_map(|b| {
+                    // What the program's installation links to comes with it (LibreOffice's
+                    // registry in /etc).
+                    let linked = runtime::install_layout(&b.host, &lib_trees)
+                        .map(|l| runtime::linked_dirs(&l.tree, 3))
+                        .unwrap_or_default();
+                    runtime::discover(&b.host, &b.host, &places)
+                        .into_iter()
+                        .chain(linked.into_iter().filter(|d| {
+                            !bound.iter().any(|b| d.starts_with(b) || b.starts_with(d))
+                        }))
+                })
                 .chain(
                     interp_paths
                         .iter()

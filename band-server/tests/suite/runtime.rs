@@ -239,3 +239,26 @@ java -XshowSettings:properties -version 2>&1 | grep -c 'java.home' | sed 's/^/ho
     );
     assert_eq!(kv.get("home").map(String::as_str), Some("1"), "{o:#?}");
 }
+
+#[test]
+fn privileged_libreoffice_starts_through_its_launcher_script() {
+    privileged!();
+    // Debian's soffice is a shell script in /usr/lib/libreoffice/program that starts oosplash
+    // and soffice.bin beside it: it runs at its host path, its tree's helpers with it.
+    if !Path::new("/usr/bin/soffice").exists() {
+        eprintln!("skipped: LibreOffice is not installed (/usr/bin/soffice)");
+        return;
+    }
+    let script = "#!/bin/bash\nsoffice --version 2>&1 | head -1 | sed 's/^/version=/'\necho \"status=${PIPESTATUS[0]}\"\n";
+    let mut p = policy();
+    p.allow.cli = strs(&["soffice --version", "uname *"]);
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("status").map(String::as_str), Some("0"), "{o:#?}");
+    assert!(
+        kv.get("version")
+            .is_some_and(|v| v.starts_with("LibreOffice")),
+        "{o:#?}"
+    );
+}

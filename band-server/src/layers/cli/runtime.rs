@@ -274,6 +274,36 @@ pub fn layout_links(layout: &Layout) -> Vec<(PathBuf, PathBuf)> {
     out
 }
 
+/// Directories outside `tree` that it links to, within `depth` levels (Debian's LibreOffice:
+/// `share/registry` → `/etc/libreoffice/registry`; a JDK's `conf/security` files under
+/// `/etc/java-17-openjdk`): part of the installation, so they come with it. Never a directory of
+/// [`NEVER_WHOLE`]; only directories (a linked file's directory is not taken). Reads the tree.
+pub fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut level = vec![tree.to_path_buf()];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for dir in level {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_dir() {
+                    next.push(e.path());
+                } else if ft.is_symlink()
+                    && let Ok(target) = fs::canonicalize(e.path())
+                    && target.is_dir()
+                    && !target.starts_with(tree)
+                    && !NEVER_WHOLE.iter().any(|n| Path::new(n) == target)
+                {
+                    out.push(target);
+                }
+            }
+        }
+        level = next;
+    }
+    out
+}
+
 /// The canonical file of `p`, if it exists.
 pub fn real(p: &Path) -> Option<PathBuf> {
     fs::canonicalize(p).ok()
@@ -281,6 +311,7 @@ pub fn real(p: &Path) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use fs_err::os::unix::fs::symlink;
     use pretty_assertions::assert_eq;
     use std::os::unix::fs::PermissionsExt;
 
@@ -430,5 +461,29 @@ mod tests {
         );
         assert_eq!(install_layout(Path::new("/usr/bin/jq"), &[]), None);
         assert_eq!(install_layout(Path::new("/usr/local/bin/x"), &[]), None);
+    }
+
+    #[test]
+    fn an_installation_brings_the_directories_it_links_to() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("usr/lib/office");
+        let etc = t.path().join("etc/office/registry");
+        fs::create_dir_all(&etc).unwrap();
+        fs::create_dir_all(tree.join("share")).unwrap();
+        symlink(&etc, tree.join("share/registry")).unwrap();
+        symlink(
+            t.path().join("etc/office/none"),
+            tree.join("share/dangling"),
+        )
+        .unwrap();
+        write(&t.path().join("etc/office/file.conf"), b"", 0o644);
+        symlink(
+            t.path().join("etc/office/file.conf"),
+            tree.join("share/f.conf"),
+        )
+        .unwrap();
+        symlink("/etc", tree.join("etc")).unwrap();
+        symlink(tree.join("share"), tree.join("inner")).unwrap();
+        assert_eq!(linked_dirs(&tree, 3), [etc]);
     }
 }
