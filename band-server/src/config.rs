@@ -12,6 +12,7 @@
 //! slirp4netns = "/usr/bin/slirp4netns"  # relays a networked run's own namespace to the host
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
 //! require_ipc_scope = false      # refuse networked runs without Landlock abstract-socket scoping
+//! bin_path = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]  # where declared commands are found
 //!
 //! [defaults]
 //! memory = "512m"
@@ -107,6 +108,8 @@ pub struct ServerConfig {
     /// abstract socket names of its own (`layers::net::netns`); the scope, when the kernel has
     /// it, is applied anyway, as for every run.
     pub require_ipc_scope: bool,
+    /// Where declared commands are looked up, in order (default [`crate::facts::BIN_SEARCH`]).
+    pub bin_path: Vec<PathBuf>,
     pub defaults: LimitValues,
     pub caps: LimitValues,
 }
@@ -121,6 +124,7 @@ impl Default for ServerConfig {
             slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
             require_ipc_scope: false,
+            bin_path: crate::facts::BIN_SEARCH.iter().map(PathBuf::from).collect(),
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
         }
@@ -159,6 +163,7 @@ struct RawConfig {
     #[serde(default)]
     dns_upstream: Vec<String>,
     require_ipc_scope: Option<bool>,
+    bin_path: Option<Vec<PathBuf>>,
     #[serde(default)]
     defaults: RawLimits,
     #[serde(default)]
@@ -272,6 +277,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         nft: raw.nft.unwrap_or(d.nft),
         slirp4netns: raw.slirp4netns.unwrap_or(d.slirp4netns),
         require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
+        bin_path: raw.bin_path.unwrap_or(d.bin_path),
         dns_upstream: raw
             .dns_upstream
             .iter()

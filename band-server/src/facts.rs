@@ -15,13 +15,14 @@ use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layers::cgroup::{CgroupError, Hierarchy};
 use crate::layers::cli::programs;
-use crate::layers::cli::{execcache, shim};
+use crate::layers::cli::{execcache, runtime, shim};
 use crate::layers::fs::mounts;
 use crate::layers::fs::{execmask, workdir};
 use crate::layers::net;
 use crate::request::{self, Checked};
 
-/// Where host binaries are looked up, in order.
+/// Where host binaries are looked up, in order, unless the server config's `bin_path` says
+/// otherwise.
 pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
 
 /// The helper binaries band-server puts in every sandbox.
@@ -89,12 +90,19 @@ pub struct HostFacts {
     /// Where each binary's execute-only copy is (or will be) in the program cache: the path a
     /// running copy reports as its own (`/proc/self/exe`), by command name.
     pub copies: BTreeMap<String, PathBuf>,
+    /// The trees the run's programs need around them ([`runtime`]), with their executables to
+    /// hide, or why they cannot be bound.
+    pub runtime: Result<Vec<runtime::RuntimeTree>, String>,
+    /// Command name → where its program sits in an installation of its own, and the links that
+    /// rebuild that installation around its copy ([`runtime::install_layout`]).
+    pub layouts: BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>,
 }
 
-/// Find `name` in [`BIN_SEARCH`] and resolve it to its final file.
-pub fn resolve_binary(name: &str) -> Option<PathBuf> {
-    for d in BIN_SEARCH {
-        let p = Path::new(d).join(name);
+/// Find `name` in `search` (the config's `bin_path`, by default [`BIN_SEARCH`]) and resolve it
+/// to its final file.
+pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
+    for d in search {
+        let p = d.join(name);
         let Ok(m) = fs::metadata(&p) else {
             continue;
         };
@@ -154,7 +162,7 @@ impl HostFacts {
         let mut heads = BTreeMap::new();
         let resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
             if !binaries.contains_key(name)
-                && let Some(p) = resolve_binary(name)
+                && let Some(p) = resolve_binary(name, &cfg.bin_path)
             {
                 binaries.insert(name.to_string(), p);
             }
@@ -166,6 +174,8 @@ impl HostFacts {
         {
             resolve(name, &mut binaries);
         }
+        // The interpreters' paths as `#!` lines name them (a venv's python): see `runtime`.
+        let mut interp_paths: Vec<PathBuf> = Vec::new();
         for name in &declared {
             let Some(host) = binaries.get(name).cloned() else {
                 continue;
@@ -174,15 +184,20 @@ impl HostFacts {
             if let Some(sb) = execcache::parse_shebang(&head) {
                 resolve(&sb.interp, &mut binaries);
                 resolve(sb.effective_interpreter(), &mut binaries);
+                interp_paths.push(PathBuf::from(&sb.path));
             }
             heads.insert(host, head);
         }
         for f in &checked.bundle {
-            if checked.compiled.cli.bundled().contains(&f.path)
+            let declared = checked.compiled.cli.bundled().contains(&f.path);
+            if (declared || f.path == checked.req.entry)
                 && let Some(sb) = execcache::parse_shebang(&f.data)
             {
-                resolve(&sb.interp, &mut binaries);
-                resolve(sb.effective_interpreter(), &mut binaries);
+                if declared {
+                    resolve(&sb.interp, &mut binaries);
+                    resolve(sb.effective_interpreter(), &mut binaries);
+                }
+                interp_paths.push(PathBuf::from(&sb.path));
             }
         }
         let mut host_paths = BTreeMap::new();
@@ -255,13 +270,79 @@ impl HostFacts {
             own_addrs: Vec::new(),
             shim_copy: Err(std::io::Error::other("band-shim not found")),
             copies: BTreeMap::new(),
+            runtime: Ok(Vec::new()),
+            layouts: BTreeMap::new(),
         };
+        let lib_roots: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
+        for (name, host) in &facts.binaries {
+            if shim::ESSENTIALS.contains(&name.as_str()) {
+                continue;
+            }
+            let head = match facts.heads.get(host) {
+                Some(h) => h.clone(),
+                None => execcache::read_head(host).unwrap_or_default(),
+            };
+            if execcache::parse_shebang(&head).is_some() {
+                continue;
+            }
+            if let Some(layout) = runtime::install_layout(host, &lib_roots) {
+                let links = runtime::layout_links(&layout);
+                facts.layouts.insert(name.clone(), (layout, links));
+            }
+        }
+        if gets_far && let Ok(cli) = &cli {
+            let lib_trees: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
+            let bound: Vec<PathBuf> = execmask::LIB_ROOTS
+                .iter()
+                .chain(&["/tmp", "/proc", "/sys", "/dev"])
+                .map(PathBuf::from)
+                .chain([cfg.state_dir.clone()])
+                .collect();
+            let places = runtime::Places {
+                local: Path::new("/usr/local"),
+                bound: &bound,
+            };
+            let roots: Vec<PathBuf> = cli
+                .binaries
+                .iter()
+                .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
+                .flat_map(|b| {
+                    // What the program's installation links to comes with it (LibreOffice's
+                    // registry in /etc).
+                    let linked = runtime::install_layout(&b.host, &lib_trees)
+                        .map(|l| runtime::linked_dirs(&l.tree, 3))
+                        .unwrap_or_default();
+                    runtime::discover(&b.host, &b.host, &places)
+                        .into_iter()
+                        .chain(linked.into_iter().filter(|d| {
+                            !bound.iter().any(|b| d.starts_with(b) || b.starts_with(d))
+                        }))
+                })
+                .chain(
+                    interp_paths
+                        .iter()
+                        .filter(|p| p.is_absolute())
+                        .flat_map(|p| {
+                            runtime::real(p)
+                                .map(|r| runtime::discover(p, &r, &places))
+                                .unwrap_or_default()
+                        }),
+                )
+                .collect();
+            facts.runtime =
+                runtime::scan_trees(&runtime::normalize(roots)).map_err(|e| e.to_string());
+        }
         for (name, host) in &facts.binaries {
             if let Ok(m) = fs::metadata(host) {
                 let key = execcache::cache_key(host, &m);
+                let rel = facts
+                    .layouts
+                    .get(name)
+                    .map(|(l, _)| l.rel.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| name.clone());
                 facts.copies.insert(
                     name.clone(),
-                    execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), name, &key),
+                    execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), &rel, &key),
                 );
             }
         }

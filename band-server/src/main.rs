@@ -105,6 +105,17 @@ fn main() {
                 1
             }
         },
+        // The library trees' executables, rescanned in the background (`execmask`).
+        Some("rescan-mask") if sys::euid() == 0 => match args.get(1) {
+            Some(state) => {
+                band_server::layers::fs::execmask::rescan(
+                    std::path::Path::new(state),
+                    std::path::Path::new(band_server::layers::fs::execmask::HOST_CACHE),
+                );
+                0
+            }
+            None => i32::from(proto::exit::USAGE),
+        },
         Some("version") => {
             let v = serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "protocol": proto::PROTOCOL_VERSION});
             let _ = writeln!(std::io::stdout(), "{v}");

@@ -180,7 +180,9 @@ pub fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The script that runs the command: `exec` by name, through the sandbox's PATH.
+/// The script that runs the command: `exec` by name, through the sandbox's PATH. band-server
+/// recognises exactly this shape and, when the command is allowed, starts it without `sh`
+/// (`band_server::layers::cli::shim::band_exec_argv`): change both together.
 pub fn script_for(argv: &[String]) -> String {
     let words: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
     format!(

@@ -285,7 +285,7 @@ impl LoopState {
         }
     }
 
-    fn handle(&mut self, msg: Msg, sink: &EventSink) {
+    pub(super) fn handle(&mut self, msg: Msg, sink: &EventSink) {
         match msg {
             Msg::Stdout(chunk) => {
                 let (text, crossed) = self.stdout.push(&chunk);

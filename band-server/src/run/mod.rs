@@ -185,6 +185,11 @@ fn execute_inner(
     });
 
     let mut st = LoopState::new(&limits);
+    // Allowed commands this host does not have (alternatives such as `python *`): the run starts
+    // without them and says so first on its stderr.
+    for m in &plan.cli.missing {
+        st.handle(Msg::Stderr(m.warning().into_bytes()), sink);
+    }
     let deadline = run_start + Duration::from_millis(limits.runtime_ms);
     let exit = run_loop(&rx, guard, sink, &mut st, deadline, gone);
     let run_ms = run_start.elapsed().as_millis() as u64;

@@ -289,3 +289,110 @@ echo "cmd=$(grep -E '^Sig(Ign|Blk):' /proc/self/status | tr -s '\t ' '=' | tr '\
         .unwrap_or(u64::MAX);
     assert_eq!(cmd_ign & (1 << 12), 0, "{o:#?}");
 }
+
+#[test]
+fn privileged_a_missing_alternative_is_absent_and_a_missing_insisted_command_fails() {
+    privileged!();
+    // Issue 14, item 5: a band lists alternatives and this host has only one of them.
+    let script = r#"#!/bin/bash
+bandtestabsent -c 1 >/dev/null 2>&1; echo "absent=$?"
+command -v bandtestabsent >/dev/null; echo "lookup=$?"
+env bandtestabsent -c 1 >/dev/null 2>&1; echo "env_absent=$?"
+echo "present=$(python3 -c 'print(6 * 7)')"
+"#;
+    let p = with_cli(&["bandtestabsent *", "python3 *"], &[]);
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("absent").map(String::as_str), Some("127"), "{o:#?}");
+    assert_eq!(kv.get("lookup").map(String::as_str), Some("1"), "{o:#?}");
+    assert_eq!(
+        kv.get("env_absent").map(String::as_str),
+        Some("127"),
+        "{o:#?}"
+    );
+    assert_eq!(kv.get("present").map(String::as_str), Some("42"), "{o:#?}");
+    assert!(
+        o.stderr().starts_with(
+            "band: warning: allow.cli `bandtestabsent *`: `bandtestabsent` is not installed on \
+             this host; it is absent in the sandbox\n"
+        ),
+        "{o:#?}"
+    );
+
+    // Insisted, a missing command refuses the run, naming it.
+    let mut p = with_cli(&["python3 *"], &[]);
+    p.insist.cli = strs(&["bandtestabsent *"]);
+    let o = run(&request("#!/bin/sh\necho ran\n", p));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o.result.error.as_ref().unwrap_or_else(|| panic!("{o:#?}"));
+    assert_eq!(e.layer, band::proto::Layer::Cli);
+    assert_eq!(
+        e.message, "insist.cli `bandtestabsent *`: `bandtestabsent` is not installed on this host",
+        "{e:?}"
+    );
+    assert!(!o.result.stdout.contains("ran"), "{o:#?}");
+}
+
+#[test]
+fn privileged_band_exec_starts_its_one_allowed_command_without_sh_or_the_shim() {
+    privileged!();
+    // Issue 17, item 4: band exec's script (`exec 'cmd' 'args'…`) cost `sh` and a band-shim round
+    // trip. Allowed, the jail now starts the command itself, from the descriptor band-server
+    // gives it (the kernel's AT_EXECFN names the descriptor execveat ran: the jail's
+    // PROGRAM_FD, where band-shim's would be the one it received), and the call is judged and
+    // recorded once, as band-shim's would be.
+    let probe = "import ctypes, os; g = ctypes.CDLL(None).getauxval; g.restype = ctypes.c_char_p; g.argtypes = [ctypes.c_ulong]; print('execfn=' + g(31).decode()); print('argv0=' + os.readlink('/proc/self/exe').rsplit('/', 1)[-1])";
+    let argv = strs(&["python3", "-c", probe]);
+    let script = band_exec_script(&argv);
+    let mut req = request(&script, with_cli(&["python3 -c *"], &["python3 -I *"]));
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let jail_fd = format!(
+        "/dev/fd/{}",
+        band_server::layers::process::bwrap::PROGRAM_FD
+    );
+    assert_eq!(kv.get("execfn"), Some(&jail_fd), "{o:#?}");
+    assert!(
+        kv.get("argv0").is_some_and(|a| a.starts_with("python3")),
+        "{o:#?}"
+    );
+    let calls: Vec<(&Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .map(|c| (&c.argv, c.allowed))
+        .collect();
+    assert_eq!(calls, [(&argv, true)], "{o:#?}");
+
+    // Refused, it goes the old way: sh runs the script, band-shim refuses (126), one record.
+    let argv = strs(&["python3", "-I", "-c", "print(1)"]);
+    let mut req = request(
+        &band_exec_script(&argv),
+        with_cli(&["python3 -c *"], &["python3 -I *"]),
+    );
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.exit_code, Some(126), "{o:#?}");
+    let calls: Vec<(&Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .map(|c| (&c.argv, c.allowed))
+        .collect();
+    assert_eq!(calls, [(&argv, false)], "{o:#?}");
+}
+
+/// What `band exec` writes (`src/client/adhoc.rs`, `script_for`).
+fn band_exec_script(argv: &[String]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    format!(
+        "#!/bin/sh\n# Written by `band exec`: the agent's command, under the band's policy.\nexec {}\n",
+        words.join(" ")
+    )
+}

@@ -6,3 +6,4 @@ mod network;
 mod plan;
 mod privileged;
 mod protocol;
+mod runtime;

@@ -127,6 +127,13 @@ fn facts() -> HostFacts {
             "jq".to_string(),
             PathBuf::from("/run/band/exec/cache/jq-000000000000000000000000"),
         )]),
+        runtime: Ok(vec![band_server::layers::cli::runtime::RuntimeTree {
+            root: PathBuf::from("/usr/local/lib/python3.11/dist-packages"),
+            masked: vec![PathBuf::from(
+                "/usr/local/lib/python3.11/dist-packages/pkg/bin/tool",
+            )],
+        }]),
+        layouts: BTreeMap::new(),
     }
 }
 

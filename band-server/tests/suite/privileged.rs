@@ -255,10 +255,11 @@ exit 3
 #[test]
 fn privileged_declared_command_missing_on_host_fails_closed() {
     privileged!();
-    let o = run(&request(
-        "#!/bin/sh\ntrue\n",
-        with_cli(&["no-such-tool-band *"], &[]),
-    ));
+    // Insisted: the run cannot keep its promise without it (an allowed one is only absent, see
+    // gate.rs, issue 14 item 5).
+    let mut p = with_cli(&[], &[]);
+    p.insist.cli = strs(&["no-such-tool-band *"]);
+    let o = run(&request("#!/bin/sh\ntrue\n", p));
     assert_eq!(setup_layer(&o), Some(Layer::Cli));
     assert!(
         o.result

@@ -24,8 +24,27 @@ pub(crate) fn programs(
         .layer(Layer::Cli, "failed to prepare the program cache")?;
     super::bundled::stage(&plan.exec.state, &plan.cli.bundled, &inp.checked.bundle)
         .layer(Layer::Cli, "failed to stage the skill's programs")?;
-    let exec = ExecDir::create(&plan.exec.state, &plan.run_id, &plan.exec.programs)
-        .layer(Layer::Cli, "failed to lay out the run's programs")?;
+    // `#!` commands in the library trees or a runtime tree run at their host paths (they are
+    // there, read-only): `soffice` finds `oosplash` beside it.
+    let trees: Vec<PathBuf> = plan
+        .exec
+        .runtime
+        .iter()
+        .map(|t| t.root.clone())
+        .chain(
+            crate::layers::fs::execmask::LIB_ROOTS
+                .iter()
+                .map(PathBuf::from),
+        )
+        .collect();
+    let exec = ExecDir::create(
+        &plan.exec.state,
+        &plan.run_id,
+        &plan.exec.programs,
+        &trees,
+        &plan.exec.layouts,
+    )
+    .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let programs = exec.programs.clone();
     let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
     guard.push(exec);

@@ -52,7 +52,9 @@
 //! (`<cache>/<key>/<name>`, see [`cache_entry`]) is, inside, a symlink to `/band/bin/<name>`
 //! (`SandboxPlan::self_links`): a program that runs that path (node's `process.execPath`, Go's
 //! `os.Executable`) calls band-shim as `<name>`, an ordinary judged call. A program that finds
-//! its installation from its own path (a JDK's `java`) fails: the copy has no siblings.
+//! its installation from its own path (a JDK's `java`) is copied to its path inside that
+//! installation (`<key>/bin/java`), and the sandbox puts the installation's other entries around
+//! it as symlinks (`ExecPlan::links`, [`super::runtime::layout_links`]).
 
 use fs_err::{self as fs, File};
 use std::collections::BTreeMap;
@@ -143,12 +145,50 @@ pub struct Script {
 pub type ExecTable = BTreeMap<String, Program>;
 
 /// The run's programs as band-server hands them over: the table, and one open `O_PATH`
-/// descriptor (close-on-exec) of each program's copy, by wrapped name. Cloning shares the
-/// descriptors.
+/// descriptor (close-on-exec) of each program's copy, by wrapped name ([`RunPrograms::fd`]).
+/// Cloning shares the descriptors.
+///
+/// A program that is not a `#!` script is copied into the cache when the run first calls it, not
+/// when the run starts: a cold state directory copies what the run uses (the entry's interpreter
+/// and the commands it calls), not every essential (issue 17, item 2).
 #[derive(Debug, Clone, Default)]
 pub struct RunPrograms {
     pub table: ExecTable,
-    pub fds: Arc<BTreeMap<String, OwnedFd>>,
+    fds: Arc<std::sync::Mutex<BTreeMap<String, Arc<OwnedFd>>>>,
+    /// Not copied yet: name → (path in the cache entry, host file).
+    pending: Arc<BTreeMap<String, (PathBuf, PathBuf)>>,
+    cache: PathBuf,
+}
+
+impl RunPrograms {
+    /// The descriptor of `name`'s copy, copying it into the cache on its first use.
+    pub fn fd(&self, name: &str) -> io::Result<Arc<OwnedFd>> {
+        let mut fds = self
+            .fds
+            .lock()
+            .map_err(|_| io::Error::other("the program table's lock is poisoned"))?;
+        if let Some(fd) = fds.get(name) {
+            return Ok(Arc::clone(fd));
+        }
+        let Some((rel, host)) = self.pending.get(name) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("`{name}` is not a program of this run"),
+            ));
+        };
+        let cached = copy_into_cache(&self.cache, rel, host)?;
+        let fd = Arc::new(open_program(&cached.path)?);
+        fds.insert(name.to_string(), Arc::clone(&fd));
+        Ok(fd)
+    }
+
+    /// The names whose copies this run has made or opened so far.
+    pub fn opened(&self) -> Vec<String> {
+        self.fds
+            .lock()
+            .map(|f| f.keys().cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// Open `path` with `O_PATH | O_CLOEXEC`: a descriptor that can be `execveat`ed (given execute
@@ -363,7 +403,7 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 /// once made.
 pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
-    copy_into_cache(&cache_dir(state), name, host)
+    copy_into_cache(&cache_dir(state), Path::new(name), host)
 }
 
 /// Where the copy of `name` with cache key `key` is: `<cache>/<key>/<name>`. The file keeps the
@@ -374,13 +414,25 @@ pub fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
     cache.join(key).join(name)
 }
 
-fn copy_into_cache(dir: &Path, name: &str, host: &Path) -> io::Result<Cached> {
+/// The copy of `host` at `<cache>/<key>/<rel>`: `rel` is the command's name, or for a program
+/// with an installation of its own its path there (`bin/java`, see
+/// [`super::runtime::install_layout`]), so that the path it reports for itself has its
+/// installation around it in the sandbox (`ExecPlan::links`).
+fn copy_into_cache(dir: &Path, rel: &Path, host: &Path) -> io::Result<Cached> {
     let meta = fs::metadata(host)?;
-    let entry = cache_entry(dir, name, &cache_key(host, &meta));
-    if let Some(parent) = entry.parent() {
-        ensure_dir(parent, 0o711)?;
-        touch(parent)?;
+    let key_dir = dir.join(cache_key(host, &meta));
+    let entry = key_dir.join(rel);
+    ensure_dir(&key_dir, 0o711)?;
+    touch(&key_dir)?;
+    let mut d = key_dir.clone();
+    for c in rel.parent().into_iter().flat_map(Path::components) {
+        d.push(c);
+        ensure_dir(&d, 0o711)?;
     }
+    let name = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("program");
     if let Ok(m) = fs::symlink_metadata(&entry)
         && m.is_file()
     {
@@ -452,11 +504,16 @@ pub struct ExecDir {
 }
 
 impl ExecDir {
-    /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs.
+    /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs. A `#!` script
+    /// inside one of the run's runtime `trees` (bound at their host paths, see
+    /// [`super::runtime`]) is given to its interpreter at its host path, so it finds its siblings
+    /// (node's `require('./lib/x')`); others at `/band/x/<name>`.
     pub fn create(
         state: &Path,
         run_id: &str,
         programs: &[(String, PathBuf)],
+        trees: &[PathBuf],
+        layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         evict_idle(&cache_dir(state), std::time::SystemTime::now())?;
@@ -468,7 +525,7 @@ impl ExecDir {
             cache: cache_dir(state),
             made: Vec::new(),
         };
-        if let Err(e) = dir.populate(programs) {
+        if let Err(e) = dir.populate(programs, trees, layouts) {
             let _ = dir.remove();
             return Err(e);
         }
@@ -478,16 +535,44 @@ impl ExecDir {
     /// [`cached_copy`] for a program outside the table (band-shim), in the cache this run's
     /// directory was made beside.
     pub fn cached_copy(&self, name: &str, host: &Path) -> io::Result<Cached> {
-        copy_into_cache(&self.cache, name, host)
+        copy_into_cache(&self.cache, Path::new(name), host)
     }
 
-    fn populate(&mut self, programs: &[(String, PathBuf)]) -> io::Result<()> {
+    fn populate(
+        &mut self,
+        programs: &[(String, PathBuf)],
+        trees: &[PathBuf],
+        layouts: &BTreeMap<String, PathBuf>,
+    ) -> io::Result<()> {
         let mut fds = BTreeMap::new();
+        let mut pending = BTreeMap::new();
         for (name, host) in programs {
-            let cached = copy_into_cache(&self.cache, name, host)?;
-            fds.insert(name.clone(), open_program(&cached.path)?);
+            let rel = layouts
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| PathBuf::from(name));
+            let head = read_head(host)?;
+            if parse_shebang(&head).is_none() {
+                // Copied on first use (`RunPrograms::fd`); its entry is where it will be.
+                let key = cache_key(host, &fs::metadata(host)?);
+                self.programs.table.insert(
+                    name.clone(),
+                    Program {
+                        file: self.cache.join(key).join(&rel),
+                        script: None,
+                    },
+                );
+                pending.insert(name.clone(), (rel, host.clone()));
+                continue;
+            }
+            let cached = copy_into_cache(&self.cache, &rel, host)?;
+            fds.insert(name.clone(), Arc::new(open_program(&cached.path)?));
             let script = match cached.script {
                 None => None,
+                Some(line) if trees.iter().any(|t| host.starts_with(t)) => Some(Script {
+                    line,
+                    path: host.to_string_lossy().into_owned(),
+                }),
                 Some(line) => {
                     let target = self.root.join(name);
                     if let Err(e) = fs::hard_link(&cached.path, &target) {
@@ -514,7 +599,9 @@ impl ExecDir {
                 },
             );
         }
-        self.programs.fds = Arc::new(fds);
+        self.programs.fds = Arc::new(std::sync::Mutex::new(fds));
+        self.programs.pending = Arc::new(pending);
+        self.programs.cache = self.cache.clone();
         fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o555))
     }
 
@@ -712,7 +799,7 @@ mod tests {
             ("pip".to_string(), pip),
             ("sh".to_string(), sh),
         ];
-        let dir = ExecDir::create(&state, "run1", &programs).unwrap();
+        let dir = ExecDir::create(&state, "run1", &programs, &[], &BTreeMap::new()).unwrap();
         assert_eq!(dir.root, runs_root(&state).join("run1"));
         assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o555);
         let mut listed: Vec<String> = fs::read_dir(&dir.root)
@@ -725,6 +812,8 @@ mod tests {
         assert_eq!(t.len(), 3);
         assert_eq!(t["jq"].script, None);
         assert!(t["jq"].file.starts_with(cache_dir(&state)), "{:?}", t["jq"]);
+        assert!(!t["jq"].file.exists(), "copied on first use");
+        dir.programs.fd("jq").unwrap();
         assert_eq!(fs::metadata(&t["jq"].file).unwrap().mode() & 0o7777, 0o111);
         let script = t["pip"].script.clone().unwrap();
         assert_eq!(script.path, "/band/x/pip");
@@ -736,9 +825,13 @@ mod tests {
         assert_eq!(link.mode() & 0o7777, 0o555);
         assert_eq!(link.nlink(), 2, "hardlinked from the cache");
         // One O_PATH descriptor per program, of its copy.
-        let fds = &dir.programs.fds;
-        assert_eq!(fds.keys().collect::<Vec<_>>(), ["jq", "pip", "sh"]);
-        for (name, fd) in fds.iter() {
+        assert_eq!(
+            dir.programs.opened(),
+            ["jq", "pip"],
+            "sh waits for its first use"
+        );
+        for name in ["jq", "pip", "sh"] {
+            let fd = dir.programs.fd(name).unwrap();
             let target = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
             assert_eq!(target, t[name].file, "{name}");
             let flags =
@@ -757,7 +850,7 @@ mod tests {
         }
         assert_eq!(run_dirs(&state), vec!["run1".to_string()]);
 
-        let other = ExecDir::create(&state, "run2", &programs).unwrap();
+        let other = ExecDir::create(&state, "run2", &programs, &[], &BTreeMap::new()).unwrap();
         assert_eq!(
             other.programs.table, dir.programs.table,
             "the cache is shared"
@@ -773,8 +866,41 @@ mod tests {
     fn a_missing_program_fails_and_leaves_no_run_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let programs = vec![("nope".to_string(), tmp.path().join("nope"))];
-        let e = ExecDir::create(tmp.path(), "run1", &programs).unwrap_err();
+        let e = ExecDir::create(tmp.path(), "run1", &programs, &[], &BTreeMap::new()).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
         assert!(run_dirs(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn a_run_copies_only_the_programs_it_uses() {
+        use std::os::fd::AsRawFd;
+        // Issue 17, item 2: a cold cache got every essential on a run's path. Now a run that
+        // declares many programs and uses one makes one cache entry (besides its `#!` scripts).
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let mut programs = Vec::new();
+        for i in 0..30 {
+            let host = tmp.path().join(format!("prog{i}"));
+            fs::write(&host, format!("\x7fELF {i}")).unwrap();
+            programs.push((format!("prog{i}"), host));
+        }
+        let entries = || fs::read_dir(cache_dir(&state)).unwrap().count();
+        let dir = ExecDir::create(&state, "run1", &programs, &[], &BTreeMap::new()).unwrap();
+        assert_eq!(entries(), 0, "nothing is copied before it is called");
+        assert_eq!(dir.programs.table.len(), 30);
+        let fd = dir.programs.fd("prog7").unwrap();
+        assert_eq!(entries(), 1);
+        assert_eq!(
+            fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap(),
+            dir.programs.table["prog7"].file
+        );
+        assert!(
+            Arc::ptr_eq(&fd, &dir.programs.fd("prog7").unwrap()),
+            "opened once"
+        );
+        assert_eq!(entries(), 1);
+        assert!(dir.programs.fd("nope").is_err());
+        assert_eq!(dir.programs.opened(), ["prog7"]);
     }
 }

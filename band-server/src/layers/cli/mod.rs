@@ -5,6 +5,7 @@ pub mod bundled;
 pub mod execcache;
 pub mod programs;
 pub mod reports;
+pub mod runtime;
 pub mod shim;
 
 use std::collections::BTreeSet;
@@ -34,6 +35,16 @@ pub struct ExecPlan {
     /// running copy reports as its own leads to band-shim under that name (see
     /// [`execcache`]'s "What is left").
     pub self_links: Vec<(PathBuf, String)>,
+    /// The trees the run's programs need, bound read-only at their host paths with their
+    /// executables hidden ([`runtime`]).
+    pub runtime: Vec<runtime::RuntimeTree>,
+    /// Wrapped name → the copy's path in its cache entry, for a program with an installation of
+    /// its own ([`runtime::install_layout`]: `bin/java`); others are `<name>`.
+    pub layouts: std::collections::BTreeMap<String, PathBuf>,
+    /// (link, target): symlinks in the sandbox that put each such program's installation around
+    /// the path its copy reports for itself (`<cache>/<key>/lib` → `<jdk>/lib`, see
+    /// [`runtime::layout_links`]).
+    pub links: Vec<(PathBuf, PathBuf)>,
 }
 
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
@@ -65,7 +76,34 @@ pub fn plan_exec(
         .iter()
         .filter_map(|b| Some((facts.copies.get(&b.name)?.clone(), b.name.clone())))
         .collect();
+    let runtime = facts
+        .runtime
+        .clone()
+        .map_err(|e| SetupError::new(Layer::Cli, format!("cannot bind a program's tree: {e}")))?;
+    let mut layouts = std::collections::BTreeMap::new();
+    let mut links = Vec::new();
+    for (name, (layout, tree_links)) in &facts.layouts {
+        let Some(copy) = facts.copies.get(name) else {
+            continue;
+        };
+        let Some(entry) = copy
+            .ancestors()
+            .nth(layout.rel.components().count())
+            .map(Path::to_path_buf)
+        else {
+            continue;
+        };
+        layouts.insert(name.clone(), layout.rel.clone());
+        links.extend(
+            tree_links
+                .iter()
+                .map(|(rel, target)| (entry.join(rel), target.clone())),
+        );
+    }
     Ok(ExecPlan {
+        layouts,
+        links,
+        runtime,
         state: state.to_path_buf(),
         root: execcache::runs_root(state).join(run_id),
         programs,

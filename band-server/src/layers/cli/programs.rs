@@ -28,10 +28,40 @@ pub struct CliPlan {
     /// at `/skill/<path>`, and the file joins the program table (see [`bundled`]).
     pub bundled: Vec<BundledProgram>,
     pub policy: ShimPolicy,
+    /// Declared (allowed, not insisted) commands that are not installed on this host: absent in
+    /// the sandbox, and the run says so on its stderr ([`MissingCommand::warning`]).
+    pub missing: Vec<MissingCommand>,
+}
+
+/// An allowed command that is not on this host, and the rules that name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingCommand {
+    pub name: String,
+    /// The `allow.cli` patterns whose command it is.
+    pub rules: Vec<String>,
+}
+
+impl MissingCommand {
+    /// The line the run's stderr starts with.
+    pub fn warning(&self) -> String {
+        let rules = self
+            .rules
+            .iter()
+            .map(|r| format!("`{r}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "band: warning: allow.cli {rules}: `{}` is not installed on this host; it is absent in the sandbox\n",
+            self.name
+        )
+    }
 }
 
 /// Build the CLI layer from the declared commands. `resolve` finds host binaries and `head`
-/// reads their first bytes (see `facts::HostFacts`). A declared command missing on the host fails closed; a missing essential is skipped.
+/// reads their first bytes (see `facts::HostFacts`). A command that `insist.cli` names and that
+/// is missing on the host fails closed; a missing command that is only allowed (one of several
+/// alternatives: `python *`, `python3 *`) is left out of the sandbox and listed in
+/// [`CliPlan::missing`]; a missing essential is skipped.
 /// `bundle`: the skill's files, where `./` commands are found.
 pub fn plan_cli(
     policy: &Policy,
@@ -44,20 +74,38 @@ pub fn plan_cli(
     let bundled = bundled::plan(compiled, bundle)?;
     let mut binaries = Vec::new();
     let mut essentials = Vec::new();
+    let mut missing = Vec::new();
+    let rules_of = |rules: &[String], name: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| {
+                band::policy::cli::CliPattern::parse(r).is_ok_and(|p| p.command() == Some(name))
+            })
+            .cloned()
+            .collect()
+    };
     for name in &declared {
         if band::policy::cli::bundled_path(name).is_some() {
             continue;
         }
         request::check_command_name(name)?;
-        let host = resolve(name).ok_or_else(|| {
-            SetupError::new(
-                Layer::Cli,
-                format!("declared command `{name}` is not installed on this host"),
-            )
-            .with_hint(format!(
-                "install `{name}` where band-server runs, or remove it from allow.cli"
-            ))
-        })?;
+        let Some(host) = resolve(name) else {
+            let insisted = rules_of(&policy.insist.cli, name);
+            if let Some(rule) = insisted.first() {
+                return Err(SetupError::new(
+                    Layer::Cli,
+                    format!("insist.cli `{rule}`: `{name}` is not installed on this host"),
+                )
+                .with_hint(format!(
+                    "install `{name}` where band-server runs, or remove `{rule}` from insist.cli"
+                )));
+            }
+            missing.push(MissingCommand {
+                name: name.clone(),
+                rules: rules_of(&policy.allow.cli, name),
+            });
+            continue;
+        };
         binaries.push(BinaryBind {
             name: name.clone(),
             host,
@@ -115,6 +163,7 @@ pub fn plan_cli(
             deny: policy.deny.cli.clone(),
             essentials,
         },
+        missing,
     })
 }
 
@@ -197,12 +246,34 @@ mod tests {
     }
 
     #[test]
-    fn a_declared_command_missing_on_the_host_fails_closed() {
-        let p = policy(&["kubectl get *"]);
+    fn a_missing_alternative_is_left_out_and_a_missing_insisted_command_fails_closed() {
+        // `python` is not on this host, `python3` is: the band runs without `python`.
+        let p = policy(&["python *", "python -c *", "python3 *"]);
+        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
+        let plan = plan_cli(&p, &compiled, &[], &fake_resolve, &|_| Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = plan.binaries.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["cat", "python3", "sh"]);
+        assert_eq!(
+            plan.missing,
+            [MissingCommand {
+                name: "python".into(),
+                rules: vec!["python *".into(), "python -c *".into()],
+            }]
+        );
+        assert_eq!(
+            plan.missing[0].warning(),
+            "band: warning: allow.cli `python *`, `python -c *`: `python` is not installed on \
+             this host; it is absent in the sandbox\n"
+        );
+        // Insisted, the same command is an error naming it and its rule.
+        let mut p = policy(&["python3 *"]);
+        p.insist.cli = vec!["kubectl get *".into()];
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
         let got = plan_cli(&p, &compiled, &[], &fake_resolve, &|_| Vec::new());
         assert!(
-            matches!(&got, Err(e) if e.layer == Layer::Cli && e.message.contains("kubectl")),
+            matches!(&got, Err(e) if e.layer == Layer::Cli
+                && e.message == "insist.cli `kubectl get *`: `kubectl` is not installed on this host"),
             "{got:?}"
         );
     }

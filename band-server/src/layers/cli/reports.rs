@@ -19,7 +19,7 @@ use crate::sys;
 
 /// Longest report line accepted (argv can be long, but not unbounded).
 pub const MAX_REPORT_BYTES: u64 = 1 << 20;
-/// Concurrent report connections handled at once; more wait in the backlog.
+/// Report workers at most (concurrent calls handled at once); more wait in the backlog.
 const MAX_HANDLERS: usize = 32;
 
 /// What the report thread tells the run loop.
@@ -350,7 +350,7 @@ fn handle(
     };
     // The program goes only on this connection, whose request the verified shim wrote, and only
     // now that the call is allowed and recorded.
-    let Some(fd) = programs.fds.get(&program) else {
+    let Ok(fd) = programs.fd(&program) else {
         let denied = Verdict::Denied {
             message: format!("band: {program}: cannot hand the program over"),
             code: shim::EXIT_UNKNOWN,
@@ -360,8 +360,16 @@ fn handle(
         (&conn).write_all(&out)?;
         return Err(PeerError::NoDescriptor(program));
     };
-    let sent = sys::send_with_fd(&conn, &out, std::os::fd::AsFd::as_fd(fd))?;
+    let sent = sys::send_with_fd(&conn, &out, std::os::fd::AsFd::as_fd(&*fd))?;
     Ok((&conn).write_all(&out[sent..])?)
+}
+
+/// The report workers' queue: a rendezvous channel of accepted connections, and how many workers
+/// there are and wait.
+struct Pool {
+    rx: std::sync::Mutex<std::sync::mpsc::Receiver<UnixStream>>,
+    idle: AtomicUsize,
+    workers: AtomicUsize,
 }
 
 /// The accept loop, on its own thread.
@@ -389,7 +397,46 @@ impl ReportListener {
         let check = Arc::new(check);
         let rules = Arc::new(rules);
         let programs = Arc::new(programs);
-        let active = Arc::new(AtomicUsize::new(0));
+        // Calls are served by a pool of threads that outlive a call (a thread per call cost a
+        // spawn on every command, and up to ~2 ms at p90 under load): two from the start, one
+        // more whenever a call finds them all busy, up to MAX_HANDLERS. A connection waits for a
+        // free worker past that (the accept loop blocks, more wait in the backlog).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<UnixStream>(0);
+        let pool = Arc::new(Pool {
+            rx: std::sync::Mutex::new(rx),
+            idle: AtomicUsize::new(0),
+            workers: AtomicUsize::new(0),
+        });
+        let worker = {
+            let pool = Arc::clone(&pool);
+            move || {
+                let (pool, check, rules, programs, on_report) = (
+                    Arc::clone(&pool),
+                    Arc::clone(&check),
+                    Arc::clone(&rules),
+                    Arc::clone(&programs),
+                    Arc::clone(&on_report),
+                );
+                pool.workers.fetch_add(1, Ordering::SeqCst);
+                std::thread::Builder::new()
+                    .name("report".into())
+                    .spawn(move || {
+                        loop {
+                            pool.idle.fetch_add(1, Ordering::SeqCst);
+                            let next = pool.rx.lock().map(|rx| rx.recv());
+                            pool.idle.fetch_sub(1, Ordering::SeqCst);
+                            let Ok(Ok(conn)) = next else { break };
+                            if let Err(e) = handle(conn, &check, &rules, &programs, &on_report) {
+                                on_report(Report::Forged(e.to_string()));
+                            }
+                        }
+                        pool.workers.fetch_sub(1, Ordering::SeqCst);
+                    })
+                    .map(|_| ())
+            }
+        };
+        worker()?;
+        worker()?;
         let thread = std::thread::Builder::new()
             .name("reports".into())
             .spawn(move || {
@@ -398,31 +445,16 @@ impl ReportListener {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    while active.load(Ordering::SeqCst) >= MAX_HANDLERS {
-                        std::thread::sleep(Duration::from_millis(2));
+                    if pool.idle.load(Ordering::SeqCst) == 0
+                        && pool.workers.load(Ordering::SeqCst) < MAX_HANDLERS
+                    {
+                        let _ = worker();
                     }
-                    active.fetch_add(1, Ordering::SeqCst);
-                    let (check, rules, programs, on_report, active2) = (
-                        Arc::clone(&check),
-                        Arc::clone(&rules),
-                        Arc::clone(&programs),
-                        Arc::clone(&on_report),
-                        Arc::clone(&active),
-                    );
-                    let spawned =
-                        std::thread::Builder::new()
-                            .name("report".into())
-                            .spawn(move || {
-                                if let Err(e) = handle(conn, &check, &rules, &programs, &on_report)
-                                {
-                                    on_report(Report::Forged(e.to_string()));
-                                }
-                                active2.fetch_sub(1, Ordering::SeqCst);
-                            });
-                    if spawned.is_err() {
-                        active.fetch_sub(1, Ordering::SeqCst);
+                    if tx.send(conn).is_err() {
+                        break;
                     }
                 }
+                // `tx` goes: idle workers end, busy ones finish their call first.
             })?;
         Ok(ReportListener {
             path: path.to_path_buf(),

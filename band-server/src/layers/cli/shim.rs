@@ -315,6 +315,46 @@ pub fn command_name(arg0: &str) -> &str {
     arg0.rsplit('/').next().unwrap_or(arg0)
 }
 
+/// The command of a `band exec` entry script (`src/client/adhoc.rs`'s `script_for`): `#!/bin/sh`,
+/// comment lines, then one `exec 'word' 'it'\''s' …` line, each word single-quoted as
+/// `sh_quote` writes it. Anything else is `None` (the script runs as written). Pure.
+pub fn band_exec_argv(script: &[u8]) -> Option<Vec<String>> {
+    let text = std::str::from_utf8(script).ok()?;
+    let mut lines = text.strip_prefix("#!/bin/sh\n")?.lines();
+    let exec = lines.find(|l| !l.starts_with('#'))?;
+    if lines.next().is_some() || !text.ends_with('\n') {
+        return None;
+    }
+    let mut rest = exec.strip_prefix("exec ")?;
+    let mut argv = Vec::new();
+    loop {
+        let mut word = String::new();
+        let mut any = false;
+        loop {
+            if let Some(r) = rest.strip_prefix('\'') {
+                let end = r.find('\'')?;
+                word.push_str(&r[..end]);
+                rest = &r[end + 1..];
+            } else if let Some(r) = rest.strip_prefix("\\'") {
+                word.push('\'');
+                rest = r;
+            } else {
+                break;
+            }
+            any = true;
+        }
+        if !any {
+            return None;
+        }
+        argv.push(word);
+        match rest.strip_prefix(' ') {
+            Some(r) => rest = r,
+            None if rest.is_empty() => return Some(argv),
+            None => return None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
@@ -618,6 +658,33 @@ mod tests {
     fn essentials_never_include_privilege_tools() {
         for bad in crate::request::FORBIDDEN_COMMANDS {
             assert!(!ESSENTIALS.contains(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn band_exec_scripts_give_back_their_argv_and_nothing_else_does() {
+        let script = "#!/bin/sh\n# Written by `band exec`: the agent's command, under the band's policy.\nexec 'printf' '%s\\n' 'it'\\''s' '$HOME `x`' ''\n";
+        assert_eq!(
+            band_exec_argv(script.as_bytes()),
+            Some(vec![
+                "printf".to_string(),
+                "%s\\n".into(),
+                "it's".into(),
+                "$HOME `x`".into(),
+                String::new()
+            ])
+        );
+        for not in [
+            "#!/bin/sh\nexec 'a' 'b'\necho more\n",
+            "#!/bin/sh\nexec 'a' b\n",
+            "#!/bin/sh\nexec 'a'; rm x\n",
+            "#!/bin/sh\nexec 'a'  'b'\n",
+            "#!/bin/bash\nexec 'a'\n",
+            "#!/bin/sh\nexec 'a'",
+            "#!/bin/sh\nexec 'a\n",
+            "#!/bin/sh\nexec\n",
+        ] {
+            assert_eq!(band_exec_argv(not.as_bytes()), None, "{not:?}");
         }
     }
 }

@@ -17,9 +17,12 @@
 //! (`java` → `/usr/lib/jvm/java-17-openjdk-amd64/bin/java`) keeps that top directory
 //! (`/usr/lib/jvm/java-17-openjdk-amd64/**`). This is a heuristic; see [`exempt_roots`].
 //!
-//! Scanning takes a few hundred milliseconds, so the list is cached in the state directory and
-//! rebuilt when the package database or the top-level library directories change, or after an
-//! hour.
+//! Scanning walks ~120,000 entries and takes 0.5 to 3 s, so it is kept off a run's path: the list
+//! is stored in the state directory and host-wide ([`HOST_CACHE`]); a run uses the list it finds,
+//! and when that list is stale (the package database or the top-level library directories
+//! changed, or it is over an hour old) starts `band-server rescan-mask` in the background and
+//! uses the stale list meanwhile. Only the first run on a host that has no list scans while it
+//! waits ([`load_or_scan_with`]).
 
 use fs_err as fs;
 use std::io::Read;
@@ -111,34 +114,141 @@ fn cache_key() -> String {
     format!("v1 {roots} {files}")
 }
 
-/// The executables to mask, from the cache in `state` when it is fresh, else scanned (and the
-/// cache rewritten).
-pub fn load_or_scan(state: &Path) -> Vec<PathBuf> {
-    let path = state.join(CACHE_NAME);
-    let key = cache_key();
-    let fresh = fs::metadata(&path)
+/// Where the list is kept for the whole host, besides the state directory: it depends on the
+/// host's `/usr`, not on the state directory, and outlives a state directory on a tmpfs
+/// (`/run/band` after a reboot, a test's own).
+pub const HOST_CACHE: &str = "/var/cache/band/exec-mask.json";
+
+/// What [`load`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// A list for this key, younger than [`MAX_AGE`].
+    Fresh(Vec<PathBuf>),
+    /// A list for another key (packages changed since) or an old one: used while a new one is
+    /// made in the background ([`refresh_in_background`]).
+    Stale(Vec<PathBuf>),
+    Missing,
+}
+
+fn read_cache(path: &Path, key: &str, now: SystemTime) -> Loaded {
+    let Ok(text) = fs::read(path) else {
+        return Loaded::Missing;
+    };
+    let Ok(c) = serde_json::from_slice::<Cache>(&text) else {
+        return Loaded::Missing;
+    };
+    let young = fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .and_then(|t| now.duration_since(t).ok())
         .is_some_and(|age| age < MAX_AGE);
-    if fresh
-        && let Ok(text) = fs::read(&path)
-        && let Ok(c) = serde_json::from_slice::<Cache>(&text)
-        && c.key == key
-    {
-        return c.files;
+    if young && c.key == key {
+        Loaded::Fresh(c.files)
+    } else {
+        Loaded::Stale(c.files)
     }
-    let files = scan(LIB_ROOTS);
-    if let Ok(text) = serde_json::to_vec(&Cache {
-        key,
-        files: files.clone(),
-    }) {
-        let tmp = state.join(format!("{CACHE_NAME}.{}", std::process::id()));
-        if fs::write(&tmp, text).is_ok() && fs::rename(&tmp, &path).is_err() {
-            let _ = fs::remove_file(&tmp);
+}
+
+/// The list from the first of `caches` that has a fresh one, else the first stale one.
+pub fn load(caches: &[&Path], key: &str, now: SystemTime) -> Loaded {
+    let mut stale = None;
+    for c in caches {
+        match read_cache(c, key, now) {
+            Loaded::Fresh(files) => return Loaded::Fresh(files),
+            Loaded::Stale(files) if stale.is_none() => stale = Some(files),
+            _ => {}
         }
     }
-    files
+    stale.map_or(Loaded::Missing, Loaded::Stale)
+}
+
+/// Write the list to `path` (atomically; a failure leaves the old one).
+fn store(path: &Path, key: &str, files: &[PathBuf]) {
+    let Ok(text) = serde_json::to_vec(&Cache {
+        key: key.to_string(),
+        files: files.to_vec(),
+    }) else {
+        return;
+    };
+    if let Some(dir) = path.parent() {
+        let _ = fs::create_dir_all(dir);
+    }
+    let tmp = path.with_extension(format!("json.{}", std::process::id()));
+    if fs::write(&tmp, text).is_ok() && fs::rename(&tmp, path).is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+}
+
+/// Scan now and store the list in `state` and `host` (what `band-server rescan-mask` does, in
+/// the background, under a lock so that one scan runs at a time).
+pub fn rescan(state: &Path, host: &Path) {
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(state.join("exec-mask.lock"));
+    let Ok(lock) = lock else { return };
+    if lock.file().try_lock().is_err() {
+        return;
+    }
+    let key = cache_key();
+    let files = scan(LIB_ROOTS);
+    store(&state.join(CACHE_NAME), &key, &files);
+    store(host, &key, &files);
+}
+
+/// Start `band-server rescan-mask <state>` detached: it outlives this run's server.
+pub fn refresh_in_background(state: &Path) {
+    use std::os::unix::process::CommandExt;
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    let _ = std::process::Command::new(me)
+        .arg("rescan-mask")
+        .arg(state)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+}
+
+/// The executables to mask. Never a scan on a run's path once the host has a list: a fresh list
+/// (the state directory's, else the host's [`HOST_CACHE`]) is used as it is; a stale one too,
+/// while `refresh` makes a new one in the background. Only a host with no list at all scans
+/// now (`scan`), and stores the list in both places.
+pub fn load_or_scan_with(
+    state: &Path,
+    host: &Path,
+    key: &str,
+    scan: &dyn Fn() -> Vec<PathBuf>,
+    refresh: &dyn Fn(),
+) -> Vec<PathBuf> {
+    let here = state.join(CACHE_NAME);
+    match load(&[&here, host], key, SystemTime::now()) {
+        Loaded::Fresh(files) => files,
+        Loaded::Stale(files) => {
+            refresh();
+            files
+        }
+        Loaded::Missing => {
+            let files = scan();
+            store(&here, key, &files);
+            store(host, key, &files);
+            files
+        }
+    }
+}
+
+/// [`load_or_scan_with`] for this host.
+pub fn load_or_scan(state: &Path) -> Vec<PathBuf> {
+    load_or_scan_with(
+        state,
+        Path::new(HOST_CACHE),
+        &cache_key(),
+        &|| scan(LIB_ROOTS),
+        &|| refresh_in_background(state),
+    )
 }
 
 /// The library directories a declared command keeps unmasked:
@@ -347,5 +457,62 @@ mod tests {
         );
         assert!(apply_exemptions(&files, &[r.join("git-core")], &[]).is_empty());
         assert!(!same_program(&prog, &r.join("missing")));
+    }
+
+    #[test]
+    fn the_list_is_scanned_once_per_host_and_refreshed_off_the_run() {
+        use std::cell::Cell;
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let host = t.path().join("var/cache/band/exec-mask.json");
+        let scans = Cell::new(0);
+        let refreshes = Cell::new(0);
+        let list = vec![PathBuf::from("/usr/lib/x/prog")];
+        let scan = || {
+            scans.set(scans.get() + 1);
+            list.clone()
+        };
+        let refresh = || refreshes.set(refreshes.get() + 1);
+        // No list anywhere: the only scan on a run's path, stored in both places.
+        assert_eq!(
+            load_or_scan_with(&state, &host, "k1", &scan, &refresh),
+            list
+        );
+        assert_eq!((scans.get(), refreshes.get()), (1, 0));
+        assert!(host.is_file());
+        // A fresh state directory on the same host: the host's list, no scan.
+        let state2 = t.path().join("state2");
+        fs::create_dir(&state2).unwrap();
+        assert_eq!(
+            load_or_scan_with(&state2, &host, "k1", &scan, &refresh),
+            list
+        );
+        assert_eq!((scans.get(), refreshes.get()), (1, 0));
+        // Packages changed (another key), or the list is over an hour old: the old list now, a
+        // new one in the background.
+        assert_eq!(
+            load_or_scan_with(&state2, &host, "k2", &scan, &refresh),
+            list
+        );
+        assert_eq!((scans.get(), refreshes.get()), (1, 1));
+        let old = SystemTime::now() - MAX_AGE * 2;
+        for p in [state.join(CACHE_NAME), host.clone()] {
+            fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        assert_eq!(
+            load_or_scan_with(&state, &host, "k1", &scan, &refresh),
+            list
+        );
+        assert_eq!((scans.get(), refreshes.get()), (1, 2));
+        assert_eq!(
+            load(&[&state.join(CACHE_NAME)], "k1", SystemTime::now()),
+            Loaded::Stale(list.clone())
+        );
     }
 }

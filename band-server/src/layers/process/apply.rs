@@ -47,19 +47,38 @@ pub(crate) fn jail_input(
         "cannot make the run's memfds non-executable",
     )?;
     let programs = Applied::need(out.programs.as_ref(), Layer::Cli, "the run's programs")?;
-    let exec = super::entry_exec(
-        entry_data,
-        &format!("/skill/{}", req.entry),
-        &programs.table,
-    );
+    // `band exec`'s one command, allowed: the jail starts it directly (judged and recorded here,
+    // as band-shim's call would be), not `sh` and then band-shim (issue 17, item 4). Refused or
+    // unknown, the script runs as written and band-shim refuses it as before.
+    let direct = crate::layers::cli::shim::band_exec_argv(entry_data).and_then(|argv| {
+        let r = crate::layers::cli::shim::resolve_call(&programs.table, &argv).ok()?;
+        let call = crate::layers::cli::shim::decide(&inp.plan.rules, &r.judged);
+        if !call.allowed {
+            return None;
+        }
+        (out.on_report)(crate::layers::cli::reports::Report::Call(call));
+        Some((
+            r.program,
+            bwrap::JailExec {
+                fd: bwrap::PROGRAM_FD,
+                argv: r.argv.unwrap_or(argv),
+            },
+        ))
+    });
+    let exec = direct.or_else(|| {
+        super::entry_exec(
+            entry_data,
+            &format!("/skill/{}", req.entry),
+            &programs.table,
+        )
+    });
     if let Some((name, _)) = &exec {
         let fd = programs
-            .fds
-            .get(name)
-            .ok_or_else(|| {
+            .fd(name)
+            .map_err(|e| {
                 crate::error::SetupError::new(
                     Layer::Cli,
-                    format!("internal: no descriptor for the entry's interpreter `{name}`"),
+                    format!("cannot open the entry's interpreter `{name}`: {e}"),
                 )
             })?
             .try_clone()

@@ -111,6 +111,9 @@ pub struct SandboxPlan {
     /// `process.execPath`, Go's `os.Executable`) goes through band-shim like any call. Symlinks
     /// in the root tmpfs, not mounts: `/proc/self/mountinfo` does not show them.
     pub self_links: Vec<(PathBuf, String)>,
+    /// (link, target): more symlinks in the root tmpfs (`ExecPlan::links`: a program's
+    /// installation around its copy's path).
+    pub links: Vec<(PathBuf, PathBuf)>,
     pub extra: Vec<ExtraBind>,
     /// Library trees to bind from a prepared source instead of the host path (sandbox path,
     /// source): the run directory's copies with executables masked (see `execmask`).
@@ -232,6 +235,11 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         a.push(format!("{SANDBOX_PATH}/{name}").into());
         a.push(copy.clone().into_os_string());
     }
+    for (link, target) in &plan.links {
+        a.push("--symlink".into());
+        a.push(target.clone().into_os_string());
+        a.push(link.clone().into_os_string());
+    }
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
     bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
     bind(
@@ -350,6 +358,7 @@ mod tests {
             jail: PathBuf::from("/opt/band/band-jail"),
             exec_dir: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
             self_links: Vec::new(),
+            links: Vec::new(),
             extra: vec![ExtraBind {
                 source: PathBuf::from("/run/band/runs/0123456789abcdef/host/0"),
                 dest: PathBuf::from("/data"),

@@ -34,6 +34,7 @@ pub fn plan_sandbox(
         jail: pre.helpers.jail.clone(),
         exec_dir: exec.root.clone(),
         self_links: exec.self_links.clone(),
+        links: exec.links.clone(),
         extra: pre
             .host_mounts
             .iter()
@@ -43,6 +44,20 @@ pub fn plan_sandbox(
                 dest: m.sandbox.clone(),
                 writable: m.writable,
             })
+            .chain(exec.runtime.iter().flat_map(|t| {
+                // A declared program's tree (`layers::cli::runtime`): read-only, its executables
+                // hidden under `/dev/null`.
+                std::iter::once(ExtraBind {
+                    source: t.root.clone(),
+                    dest: t.root.clone(),
+                    writable: false,
+                })
+                .chain(t.masked.iter().map(|f| ExtraBind {
+                    source: std::path::PathBuf::from("/dev/null"),
+                    dest: f.clone(),
+                    writable: false,
+                }))
+            }))
             .collect(),
         lib_binds: run_dir.lib_binds.clone(),
         entry: checked.req.entry.clone(),

@@ -1,0 +1,264 @@
+//! Issue 14, item 4, seen from inside the sandbox: a declared program brings the trees it needs
+//! (an npm CLI's package, a venv's site-packages), read-only, and those trees start nothing
+//! undeclared.
+
+use fs_err::os::unix::fs::symlink;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use band::proto::Status;
+use pretty_assertions::assert_eq;
+
+use super::helpers::*;
+
+fn write(p: &Path, data: &[u8], mode: u32) {
+    if let Some(d) = p.parent() {
+        fs_err::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
+    }
+    fs_err::write(p, data).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A directory the run's uid can read, outside `/tmp` (the sandbox has its own) and removed at
+/// the end.
+struct Root(PathBuf);
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = fs_err::remove_dir_all(&self.0);
+    }
+}
+
+/// Build a C extension module for `python` (`None`: no compiler or headers here).
+fn build_extension(python: &str, out: &Path) -> Option<()> {
+    let info = Command::new(python)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&info.stdout).into_owned();
+    let mut lines = text.lines();
+    let include = lines.next()?;
+    let suffix = lines.next()?;
+    if !Path::new(include).join("Python.h").is_file() {
+        return None;
+    }
+    let src = out.join("bandrtnative.c");
+    write(
+        &src,
+        br#"#include <Python.h>
+static PyObject *answer(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, ""}, {0}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "bandrtnative", 0, -1, methods};
+PyMODINIT_FUNC PyInit_bandrtnative(void) { return PyModule_Create(&mod); }
+"#,
+        0o644,
+    );
+    let so = out.join(format!("bandrtnative{suffix}"));
+    let ok = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-I", include, "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .ok()?
+        .success();
+    fs_err::remove_file(&src).ok()?;
+    ok.then_some(())
+}
+
+#[test]
+fn privileged_a_declared_programs_tree_comes_along_read_only_and_runs_nothing_else() {
+    privileged!();
+    let node = "/usr/bin/node";
+    let python = "/usr/bin/python3";
+    if !Path::new(node).exists() || !Path::new(python).exists() {
+        eprintln!("skipped: needs {node} and {python}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-rt-{}", run_id())));
+    let r = &root.0;
+    let elf = fs_err::read("/usr/bin/true").unwrap_or_else(|e| panic!("{e}"));
+
+    // An npm CLI as `npm install -g` lays it out: a bin link into its package, which requires
+    // its siblings and a dependency, and ships a native program.
+    let pkg = r.join("lib/node_modules/fakecli");
+    write(&pkg.join("package.json"), br#"{"name": "fakecli"}"#, 0o644);
+    write(
+        &pkg.join("cli.js"),
+        b"#!/usr/bin/env node\nconst h = require('./lib/helper');\nconst d = require('dep');\nconsole.log('fakecli=' + h.greet(process.argv[2]) + d.tag);\n",
+        0o755,
+    );
+    write(
+        &pkg.join("lib/helper.js"),
+        b"exports.greet = (w) => 'hello ' + w;\n",
+        0o644,
+    );
+    write(
+        &pkg.join("node_modules/dep/package.json"),
+        br#"{"name": "dep", "main": "index.js"}"#,
+        0o644,
+    );
+    write(
+        &pkg.join("node_modules/dep/index.js"),
+        b"exports.tag = '!';\n",
+        0o644,
+    );
+    write(&pkg.join("vendor/native"), &elf, 0o755);
+    fs_err::create_dir_all(r.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../lib/node_modules/fakecli/cli.js", r.join("bin/fakecli"))
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // A venv (as `python3 -m venv` makes it) with a pure module, a C extension, a console script
+    // and a copied program.
+    let venv = r.join("venv");
+    write(
+        &venv.join("pyvenv.cfg"),
+        b"home = /usr/bin\ninclude-system-site-packages = false\n",
+        0o644,
+    );
+    fs_err::create_dir_all(venv.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(python, venv.join("bin/python3")).unwrap_or_else(|e| panic!("{e}"));
+    let version = Command::new(python)
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let site = venv.join(format!("lib/python{version}/site-packages"));
+    write(&site.join("bandrtmod.py"), b"WHERE = 'venv'\n", 0o644);
+    let native = build_extension(python, &site).is_some();
+    if !native {
+        eprintln!("no C compiler or Python headers: the extension part is left out");
+    }
+    write(
+        &venv.join("bin/vtool"),
+        format!(
+            "#!{}/bin/python3\nimport sys, bandrtmod\nprint('vtool=' + bandrtmod.WHERE + ' ' + sys.prefix)\ntry:\n    import bandrtnative\n    print('native=%d' % bandrtnative.answer())\nexcept ImportError as e:\n    print('native=' + str(e))\n",
+            venv.display()
+        )
+        .as_bytes(),
+        0o755,
+    );
+    write(&venv.join("bin/tool"), &elf, 0o755);
+    symlink(venv.join("bin/vtool"), r.join("bin/vtool")).unwrap_or_else(|e| panic!("{e}"));
+    let config = r.join("server.toml");
+    write(
+        &config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            r.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let script = format!(
+        r#"#!/bin/bash
+fakecli world
+vtool
+{pkg}/vendor/native; echo "npm_native=$?"
+{venv}/bin/tool; echo "venv_tool=$?"
+cat {venv}/bin/tool >/dev/null 2>&1; echo "venv_tool_read=$?"
+echo "helper=$(head -c 14 {pkg}/lib/helper.js)"
+echo x > {pkg}/lib/new 2>/dev/null; echo "write=$?"
+{pkg}/cli.js direct >/dev/null 2>&1; echo "direct=$?"
+"#,
+        pkg = pkg.display(),
+        venv = venv.display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["fakecli *", "vtool"]);
+    let mut req = request(&script, p);
+    req.trace = true;
+    let o = finish(spawn_with_config(&req, &config));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    // The CLI finds its siblings and its dependency; python finds the venv's modules.
+    assert_eq!(get("fakecli"), "hello world!", "{o:#?}");
+    assert_eq!(get("vtool"), format!("venv {}", venv.display()), "{o:#?}");
+    if native {
+        assert_eq!(get("native"), "42", "the C extension loads: {o:#?}");
+    }
+    // The trees are readable and read-only; their programs cannot be run or read.
+    assert_eq!(get("helper"), "exports.greet", "{o:#?}");
+    assert_ne!(get("write"), "0", "{o:#?}");
+    assert_eq!(get("npm_native"), "126", "{o:#?}");
+    assert_eq!(get("venv_tool"), "126", "{o:#?}");
+    assert_ne!(get("venv_tool_read"), "0", "{o:#?}");
+    // The CLI's script run by its path is the declared command itself (its interpreter in the
+    // kernel's shape), judged and recorded as `fakecli direct`.
+    assert_eq!(get("direct"), "0", "{o:#?}");
+    assert!(
+        o.result
+            .cli_calls
+            .iter()
+            .any(|c| c.allowed && c.argv == strs(&["fakecli", "direct"])),
+        "{:?}",
+        o.result.cli_calls
+    );
+}
+
+#[test]
+fn privileged_a_jdks_java_starts_from_its_copy() {
+    privileged!();
+    // `java` finds libjli.so at `$ORIGIN/../lib` of the path it runs from, its copy's.
+    let Some(java) = fs_err::canonicalize("/usr/bin/java").ok().filter(|_| {
+        Command::new("java")
+            .arg("-version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        eprintln!("skipped: no working JDK at /usr/bin/java");
+        return;
+    };
+    let script = r#"#!/bin/bash
+java -version 2>&1 | head -1 | sed 's/^/version=/'
+echo "status=${PIPESTATUS[0]}"
+java -XshowSettings:properties -version 2>&1 | grep -c 'java.home' | sed 's/^/home=/'
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["java -version", "java -XshowSettings:properties -version"]);
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(
+        kv.get("status").map(String::as_str),
+        Some("0"),
+        "{java:?}: {o:#?}"
+    );
+    assert!(
+        kv.get("version").is_some_and(|v| v.contains("version")),
+        "{o:#?}"
+    );
+    assert_eq!(kv.get("home").map(String::as_str), Some("1"), "{o:#?}");
+}
+
+#[test]
+fn privileged_libreoffice_starts_through_its_launcher_script() {
+    privileged!();
+    // Debian's soffice is a shell script in /usr/lib/libreoffice/program that starts oosplash
+    // and soffice.bin beside it: it runs at its host path, its tree's helpers with it.
+    if !Path::new("/usr/bin/soffice").exists() {
+        eprintln!("skipped: LibreOffice is not installed (/usr/bin/soffice)");
+        return;
+    }
+    let script = "#!/bin/bash\nsoffice --version 2>&1 | head -1 | sed 's/^/version=/'\necho \"status=${PIPESTATUS[0]}\"\n";
+    let mut p = policy();
+    p.allow.cli = strs(&["soffice --version", "uname *"]);
+    let o = run(&request(script, p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("status").map(String::as_str), Some("0"), "{o:#?}");
+    assert!(
+        kv.get("version")
+            .is_some_and(|v| v.starts_with("LibreOffice")),
+        "{o:#?}"
+    );
+}
