@@ -18,23 +18,23 @@ use serde_json::{Value, json};
 
 use crate::common::{band_run, repo, skip};
 
-fn skill_root(skill: &str) -> PathBuf {
+pub(crate) fn skill_root(skill: &str) -> PathBuf {
     repo().join("skills").join(skill)
 }
 
-fn fixture(rel: &str) -> PathBuf {
+pub(crate) fn fixture(rel: &str) -> PathBuf {
     repo().join("tests/fixtures").join(rel)
 }
 
 /// The effective policy of `skill/script`, compiled.
-fn policy(skill: &str, script: &str) -> CompiledPolicy {
+pub(crate) fn policy(skill: &str, script: &str) -> CompiledPolicy {
     let (s, _) = band::skill::load_skill(&skill_root(skill));
     let (resolved, diags) = band::skill::resolve_script(&s, script);
     let resolved = resolved.unwrap_or_else(|| panic!("{skill}/{script}: {diags:?}"));
     CompiledPolicy::compile(&resolved.policy).unwrap_or_else(|e| panic!("{skill}/{script}: {e:?}"))
 }
 
-fn scripts_of(skill: &str) -> BTreeSet<String> {
+pub(crate) fn scripts_of(skill: &str) -> BTreeSet<String> {
     band::skill::load_skill(&skill_root(skill))
         .0
         .scripts
@@ -44,7 +44,7 @@ fn scripts_of(skill: &str) -> BTreeSet<String> {
 }
 
 /// Validate `value` against `schemas/<kind>/<script>.json` of `skill` (input is coerced first).
-fn check_contract(skill: &str, kind: &str, script: &str, value: &Value) -> Value {
+pub(crate) fn check_contract(skill: &str, kind: &str, script: &str, value: &Value) -> Value {
     let (set, errors) = SchemaSet::load_dir(&skill_root(skill));
     assert!(errors.is_empty(), "{skill}: {errors:?}");
     let contract = set
@@ -83,17 +83,17 @@ else:
 /// Commands recorded on the host (everything the skills' scripts call by name).
 const RECORDED: &[&str] = &["gh", "curl", "jq", "python3"];
 
-struct HostRun {
-    output: Value,
+pub(crate) struct HostRun {
+    pub(crate) output: Value,
     /// argv of every recorded call, in order, with host paths written as the sandbox's
     /// (`/tmp`, `/skill`, `/band/io/input.json`, `/workspace`), so they can be checked against
     /// the band.
-    calls: Vec<Vec<String>>,
+    pub(crate) calls: Vec<Vec<String>>,
     dir: tempfile::TempDir,
 }
 
 impl HostRun {
-    fn calls_to(&self, name: &str) -> Vec<&Vec<String>> {
+    pub(crate) fn calls_to(&self, name: &str) -> Vec<&Vec<String>> {
         self.calls.iter().filter(|c| c[0] == name).collect()
     }
 
@@ -112,7 +112,7 @@ impl HostRun {
 
 /// Run a skill's script on the host (no sandbox), recording its commands, with stand-ins for
 /// `gh` and `curl`.
-fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> HostRun {
+pub(crate) fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> HostRun {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tmp");
     let bin = dir.path().join("bin");
@@ -181,7 +181,7 @@ fn run_on_host(skill: &str, entry: &str, input: &Value, fixture_file: &Path) -> 
 }
 
 /// One input per github script; together they cover every script of the skill.
-fn github_inputs() -> Vec<(&'static str, Value)> {
+pub(crate) fn github_inputs() -> Vec<(&'static str, Value)> {
     vec![
         (
             "issue-list",
@@ -208,7 +208,10 @@ fn github_inputs() -> Vec<(&'static str, Value)> {
         ("repo-view", json!({"repo": "octo/demo"})),
         ("search-issues", json!({"query": "--web crash", "limit": 3})),
         ("search-repos", json!({"query": "sandbox language:rust"})),
-        ("issue-edit", json!({"repo": "octo/demo", "number": 12, "labels": ["bug", "p1"]})),
+        (
+            "issue-edit",
+            json!({"repo": "octo/demo", "number": 12, "labels": ["bug", "p1"]}),
+        ),
         ("issue-reopen", json!({"repo": "octo/demo", "number": 12})),
         (
             "pr-create",
@@ -229,8 +232,14 @@ fn github_inputs() -> Vec<(&'static str, Value)> {
             "release-create",
             json!({"repo": "octo/demo", "tag": "v1.4.0", "notes": "Fixes.", "target": "main"}),
         ),
-        ("release-view", json!({"repo": "octo/demo", "tag": "v1.4.0"})),
-        ("release-delete", json!({"repo": "octo/demo", "tag": "v1.4.0"})),
+        (
+            "release-view",
+            json!({"repo": "octo/demo", "tag": "v1.4.0"}),
+        ),
+        (
+            "release-delete",
+            json!({"repo": "octo/demo", "tag": "v1.4.0"}),
+        ),
         ("label-list", json!({"repo": "octo/demo"})),
         (
             "label-create",
@@ -261,7 +270,7 @@ fn github_inputs() -> Vec<(&'static str, Value)> {
 }
 
 /// The recorded response of `skill/script`: `tests/fixtures/<skill>/<script>.<ext>`.
-fn fixture_of(skill: &str, script: &str) -> PathBuf {
+pub(crate) fn fixture_of(skill: &str, script: &str) -> PathBuf {
     let dir = fixture(skill);
     fs_err::read_dir(&dir)
         .expect("fixture dir")
