@@ -115,7 +115,7 @@ os.execv("/usr/bin/" + name, [name] + sys.argv[1:])
 "#;
 
 /// Commands the scripts run for real (logged on the host).
-const LOGGED: &[&str] = &["jq", "wc", "base64"];
+const LOGGED: &[&str] = &["jq", "wc", "mkdir", "cp"];
 
 struct HostResult {
     code: i32,
@@ -294,7 +294,7 @@ fn sandbox_run(cwd: &Path, standins: &BTreeMap<String, String>, args: &[&str]) -
     let mut cmd = Command::new("unshare");
     cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
         .arg(
-            "mount -t tmpfs -o mode=0755 band-standins /usr/local/bin && cp \"$0\"/* /usr/local/bin/ && exec \"$@\"",
+            "mount -t tmpfs -o mode=0755 band-standins /usr/local/bin && cp -R \"$0\"/. /usr/local/bin/ && exec \"$@\"",
         )
         .arg(&bin_dir)
         .arg(bin().exe())
@@ -332,8 +332,13 @@ fn traced(r: &Run) -> Vec<(Vec<String>, bool)> {
 
 /// Run every script of `skill` (copied at `root` under `cwd`) in the sandbox with its recorded
 /// stand-ins; each output must equal the host run's, and the run must have executed each
-/// recorded call.
-fn sandbox_runs_match(skill: &str, cwd: &Path, host: &BTreeMap<String, Value>) {
+/// recorded call. Returns each run's workspace.
+fn sandbox_runs_match(
+    skill: &str,
+    cwd: &Path,
+    host: &BTreeMap<String, Value>,
+) -> BTreeMap<String, tempfile::TempDir> {
+    let mut workspaces = BTreeMap::new();
     for (script, want) in host {
         let rec = recorded(skill, script);
         let standins = rec
@@ -342,21 +347,15 @@ fn sandbox_runs_match(skill: &str, cwd: &Path, host: &BTreeMap<String, Value>) {
             .map(|(name, tape)| (name.clone(), standin(tape)))
             .collect();
         let input = rec.input.to_string();
-        let mut args = vec![format!("{skill}/{script}"), "--input".into(), input];
-        let ws;
-        if !rec.workspace.is_empty() {
-            ws = tempfile::tempdir().expect("tmp");
-            for (rel, text) in &rec.workspace {
-                let p = ws.path().join(rel);
-                fs_err::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-                fs_err::write(&p, text).expect("write");
-            }
-            args.splice(
-                0..0,
-                ["--workspace".into(), ws.path().display().to_string()],
-            );
+        let ws = tempfile::tempdir().expect("tmp");
+        for (rel, text) in &rec.workspace {
+            let p = ws.path().join(rel);
+            fs_err::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs_err::write(&p, text).expect("write");
         }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ws_arg = ws.path().display().to_string();
+        let name = format!("{skill}/{script}");
+        let args = ["--workspace", &ws_arg, &name, "--input", &input];
         let r = sandbox_run(cwd, &standins, &args);
         assert_eq!(
             (r.code, &r.json["status"]),
@@ -385,7 +384,9 @@ fn sandbox_runs_match(skill: &str, cwd: &Path, host: &BTreeMap<String, Value>) {
                 assert!(!argv.iter().any(|a| a.contains(secret)), "{argv:?}");
             }
         }
+        workspaces.insert(script.clone(), ws);
     }
+    workspaces
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -582,15 +583,159 @@ fn privileged_github_gate_refuses_what_no_band_of_the_skill_allows() {
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// elevenlabs
+// ---------------------------------------------------------------------------------------------
+
+/// The audio the elevenlabs recordings answer with.
+fn recorded_audio(script: &str) -> Vec<u8> {
+    use base64::Engine;
+    let rec = recorded("elevenlabs", script);
+    base64::engine::general_purpose::STANDARD
+        .decode(rec.tapes["curl"][0]["output_b64"].as_str().expect("audio"))
+        .expect("base64")
+}
+
+#[test]
+fn elevenlabs_scripts_answer_their_recordings_within_the_band() {
+    let outputs = host_runs_match_their_recordings("elevenlabs", &skill_root("elevenlabs"));
+    assert_eq!(outputs.len(), 6, "{:?}", outputs.keys());
+    let audio = recorded_audio("speech");
+    assert_eq!(
+        outputs["speech"],
+        json!({"path": "out/build.mp3", "bytes": audio.len(), "format": "mp3_44100_128"})
+    );
+    assert_eq!(
+        outputs["usage"],
+        json!({"tier": "starter", "used": 1200, "limit": 30000, "left": 28800, "resets_at": "2025-01-01T00:00:00Z"})
+    );
+}
+
+#[test]
+fn elevenlabs_api_error_writes_no_audio() {
+    let mut rec = recorded("elevenlabs", "speech");
+    let entry = &mut rec.tapes.get_mut("curl").expect("curl")[0];
+    entry["output"] = json!(
+        r#"{"detail": {"status": "quota_exceeded", "message": "This request exceeds your quota."}}"#
+    );
+    entry.as_object_mut().expect("entry").remove("output_b64");
+    entry["stderr"] = json!("curl: (22) The requested URL returned error: 401\n");
+    entry["exit"] = json!(22);
+    let root = skill_root("elevenlabs");
+    let input = check_input(&root, "speech", &rec.input);
+    let run = host_run(&root, "speech", &rec, &input);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("elevenlabs: This request exceeds your quota."),
+        "{}",
+        run.stderr
+    );
+    assert!(run.calls.iter().all(|c| c[0] != "cp"), "{:?}", run.calls);
+    assert!(run.output.is_none());
+}
+
+#[test]
+fn privileged_elevenlabs_scripts_run_in_the_sandbox_and_write_only_out() {
+    if skip("privileged_elevenlabs_scripts_run_in_the_sandbox_and_write_only_out") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    band_test::copy_dir(
+        &skill_root("elevenlabs"),
+        &dir.path().join("skills/elevenlabs"),
+    );
+    let host = host_runs_match_their_recordings("elevenlabs", &skill_root("elevenlabs"));
+    let workspaces = sandbox_runs_match("elevenlabs", dir.path(), &host);
+    for (script, file) in [
+        ("speech", "out/build.mp3"),
+        ("sound-effect", "out/door.mp3"),
+    ] {
+        assert_eq!(
+            fs_err::read(workspaces[script].path().join(file)).ok(),
+            Some(recorded_audio(script)),
+            "{script}: the audio is written back"
+        );
+    }
+    assert!(!workspaces["voice-list"].path().join("out").exists());
+
+    // From inside, under the shipped BAND.md: a probe writes where the band allows it and tries
+    // three other places; only out/*.mp3 comes back.
+    let root = dir.path().join("skills/elevenlabs");
+    write_exe(
+        &root.join("scripts/probe.sh"),
+        "#!/bin/sh\n\
+         printf 'ID3 probe' > /tmp/answer\n\
+         mkdir -p /workspace/out\n\
+         cp /tmp/answer /workspace/out/ok.mp3\n\
+         cp /tmp/answer /workspace/escape.mp3 || true\n\
+         printf x > /workspace/escape.txt || true\n\
+         printf x > /workspace/out/escape.txt || true\n\
+         printf '{}' > \"$OUTPUT_PATH\"\n",
+    );
+    fs_err::write(
+        root.join("schemas/input/probe.json"),
+        r#"{"type": "object", "additionalProperties": false}"#,
+    )
+    .expect("schema");
+    let (code, _, err) = bin().run(&["lock", &root.display().to_string()], dir.path());
+    assert_eq!(code, 0, "{err}");
+    let ws = tempfile::tempdir().expect("tmp");
+    let ws_arg = ws.path().display().to_string();
+    let r = sandbox_run(
+        dir.path(),
+        &BTreeMap::new(),
+        &["--workspace", &ws_arg, "elevenlabs/probe", "--input", "{}"],
+    );
+    assert_eq!(r.json["status"], "ok", "{} {}", r.json, r.stderr);
+    let mut found = walk(ws.path());
+    found.sort();
+    assert_eq!(found, ["out", "out/ok.mp3"], "{}", r.json);
+    assert_eq!(
+        fs_err::read(ws.path().join("out/ok.mp3")).ok(),
+        Some(b"ID3 probe".to_vec())
+    );
+    let cp: Vec<bool> = traced(&r)
+        .into_iter()
+        .filter(|(argv, _)| argv[0] == "cp")
+        .map(|(_, allowed)| allowed)
+        .collect();
+    assert_eq!(cp, [true, false], "{}", r.json);
+}
+
+/// Every path under `root`, relative.
+fn walk(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs_err::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            out.push(
+                p.strip_prefix(root)
+                    .expect("under root")
+                    .display()
+                    .to_string(),
+            );
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn the_api_skills_ship_their_script_sets() {
-    let counts: BTreeMap<&str, usize> = ["github", "slack"]
+    let counts: BTreeMap<&str, usize> = ["github", "slack", "elevenlabs"]
         .into_iter()
         .map(|s| (s, scripts_of(s).len()))
         .collect();
-    assert_eq!(counts, BTreeMap::from([("github", 35), ("slack", 11)]));
+    assert_eq!(
+        counts,
+        BTreeMap::from([("github", 35), ("slack", 11), ("elevenlabs", 6)])
+    );
     // Each script has its contracts, and every skill lints clean.
-    for skill in ["github", "slack"] {
+    for skill in ["github", "slack", "elevenlabs"] {
         let root = skill_root(skill);
         for script in scripts_of(skill) {
             for kind in ["input", "output"] {
