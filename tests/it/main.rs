@@ -25,6 +25,7 @@ mod hostile_input;
 mod mcp;
 mod run;
 mod secrets;
+mod skill_set;
 mod skills;
 mod targets;
 mod vm_cli;

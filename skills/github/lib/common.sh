@@ -4,6 +4,8 @@
 export GH_CONFIG_DIR="$TMPDIR/gh" GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
 eval "$(jq -r -f "$SKILL_DIR/lib/args.jq" "$INPUT_PATH")"
 RAW="$TMPDIR/raw.json"
+# The JSON body of a write call, built from the input by lib/<script>.body.jq (sent with --input).
+BODY="$TMPDIR/body.json"
 
 # shape NAME: turn gh's raw output into the script's output document with lib/NAME.jq.
 shape() {

@@ -1,0 +1,2 @@
+# github/api: the input document → the JSON body gh sends (--input).
+(.fields // {})

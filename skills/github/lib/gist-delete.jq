@@ -1,0 +1,2 @@
+# github/gist-delete: the output document
+{deleted: true, id}

@@ -1,0 +1,2 @@
+# github/label-delete: the output document
+{deleted: true, name}

@@ -1,0 +1,2 @@
+# github/release-delete: the output document
+{deleted: true, tag}

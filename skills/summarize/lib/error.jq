@@ -1,0 +1,2 @@
+# The API's error answer → one line for stderr.
+"summarize: " + (.error.message? // tostring)
