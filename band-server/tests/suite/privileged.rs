@@ -395,6 +395,24 @@ fn privileged_daemonised_children_die_with_the_run() {
 }
 
 #[test]
+fn privileged_a_setsid_double_forked_stray_dies_at_teardown() {
+    privileged!();
+    // A stray that leaves the script's session and process group, and whose parent exits: only
+    // the run's cgroup (and pid namespace) still hold it. It prints its pid, so the test can look
+    // for that very process afterwards.
+    let script = format!(
+        "#!/bin/bash\n{WHO}\nsetsid bash -c 'sleep 1000 </dev/null >/dev/null 2>&1 & echo stray=$!' \nsleep 0.2\necho started\n"
+    );
+    let o = run(&request(&script, with_cli(&["setsid *"], &[])));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert!(
+        o.kv().contains_key("stray"),
+        "the stray never started: {o:#?}"
+    );
+    no_process_of_user_left(&run_user(&o));
+}
+
+#[test]
 fn privileged_huge_stdout_is_truncated_at_max_log_bytes() {
     privileged!();
     let mut p = policy();
