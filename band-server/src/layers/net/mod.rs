@@ -379,12 +379,12 @@ impl NetLayer {
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
     pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
-        let read = |set: &str| {
-            self.nft.list_set(&self.table, set).unwrap_or_else(|e| {
-                crate::say!("band-server: net: {e}");
-                Vec::new()
-            })
-        };
+        // One listing of the whole table for all four sets (one `nft` process, not four).
+        let mut sets = self.nft.list_sets(&self.table).unwrap_or_else(|e| {
+            crate::say!("band-server: net: {e}");
+            Default::default()
+        });
+        let mut read = |set: &str| sets.remove(set).unwrap_or_default();
         let mut seen = read("seen4");
         seen.extend(read("seen6"));
         let mut denied = read("denied4");
