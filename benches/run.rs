@@ -83,7 +83,7 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
         },
         Job {
             name: "py",
-            policy: "",
+            policy: "allow:\n  cli: [\"python3 *\"]\n",
             script: format!("#!/usr/bin/python3\n{PY}\n"),
             argv: vec!["/usr/bin/python3".into(), "-c".into(), PY.into()],
         },
@@ -95,7 +95,7 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
         },
         Job {
             name: "fetch",
-            policy: "allow:\n  net: [\"api.bench.test:80\"]\n",
+            policy: "allow:\n  cli: [\"python3 *\"]\n  net: [\"api.bench.test:80\"]\n",
             script: format!(
                 "#!/usr/bin/python3\nimport urllib.request\nurllib.request.urlopen(\"{fetch_url}\", timeout=10).read()\n"
             ),
