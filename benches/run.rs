@@ -1,22 +1,38 @@
-//! `cargo bench --bench run`: what a sandboxed run costs, against baselines measured in the same
-//! run. Needs root and bubblewrap (like `band run` on the host target); otherwise it says why and
-//! exits 0. (Under `cargo test` it is a smoke run of 2 iterations per row.)
+//! `cargo bench --bench run`: what a sandboxed run costs, as ratios to a bare bubblewrap of the
+//! same job measured in the same loop. Needs root and bubblewrap (like `band run` on the host
+//! target); otherwise it says why and exits 0. (Under `cargo test` it is a smoke run of 2
+//! iterations of the no-op table only.)
 //!
-//! Rows, each `BAND_BENCH_ITERS` runs (default 30) after one warm-up, of a no-op script:
-//! - `bare script`: `sh noop.sh`, no sandbox;
-//! - `bare bwrap`: `bwrap --unshare-all` with `/usr` read-only, a private `/proc`, `/dev`, `/tmp`,
-//!   running the same script (the floor for any bubblewrap sandbox);
-//! - `band-server setup + teardown`: from the `metrics` of each direct band-server run's result:
-//!   request checks, uid lease, cgroup, run dir, wrappers before the spawn; removal after;
-//! - `band-server run phase`: also from the metrics: bubblewrap's start, the jail, the script;
-//! - `band-server, whole request`: start `band-server run`, send the request, read the result;
-//! - `band run`: the whole `band run <skill>/noop --json` (client checks, band-server, output).
+//! Every table runs its entries interleaved (`BAND_BENCH_ITERS` rounds, default 30, after one
+//! warm-up round; each round starts at another entry), so a slow phase of a shared machine falls
+//! on all of them. The CPU column counts the sandboxed children too: the bench is the child
+//! subreaper and reaps what each run leaves (bubblewrap's outer process never reaps its pid
+//! namespace's init, so without this the CPU inside bubblewrap was lost).
+//!
+//! Tables (the goals of issue 17 in brackets):
+//! - **no-op** (`exit 0`) [band ≤ 2.0× bwrap]: bare, bwrap, the peers, band-server alone, `band
+//!   run`, `band exec`;
+//! - **python job** (`sum(range(10**6))`) [≤ 1.2×];
+//! - **50 processes** (`for i in $(seq 50); do /bin/true; done`) [≤ 1.3×];
+//! - **networked fetch** of one page from one allowed host [≤ 1.5× bwrap with network]: the host
+//!   is a network namespace the bench makes (veth, and the test suite's `netlab.py` serving DNS and
+//!   HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
+//!   band's `dns_upstream` is the lab's DNS. No packet leaves the machine (checked by route);
+//! - **no-op with 1,000 idle host processes** [≤ 2.0×];
+//! - **first run of a fresh state directory** [≤ 150 ms]: band-server alone, a new state
+//!   directory each time (safe next to other servers: uids are locked host-wide, cgroups are
+//!   marked per state directory);
+//! - **a no-op started in a folder of 100,000 files the band does not admit** [the same as in an
+//!   empty folder].
+//!
+//! Peers (nsjail, firejail, srt, codex) come from `common::peers`: installed from their
+//! registries into `target/bench-peers` when missing (`BAND_BENCH_PEERS=0`: none), each skipped
+//! with a printed line when it cannot run here.
 //!
 //! band-server and its helpers are taken from next to the `band` binary (target/release), built
 //! first with `cargo build --release -p band-server` so they are never stale. State goes to
 //! `$BAND_SERVER_STATE_DIR` when set (set it to the test suite's `/run/band-test` when tests run
-//! at the same time: one uid pool per machine; the smoke run always shares it), else
-//! band-server's default. `band run` gets a throwaway ledger and no user config.
+//! at the same time), else band-server's default. `band` gets a throwaway ledger and no config.
 
 // A benchmark harness: a broken fixture or a failed measurement is a panic, as in tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,31 +40,78 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
 use band::proto::{self, FileEntry, Message, RunRequest, RunResult, Status};
-use common::{Stats, env_usize, measure, ms, ratio};
+use common::peers::Peer;
+use common::{Stats, env_usize, ms, ratio};
 
 const BWRAP: &str = "/usr/bin/bwrap";
 /// band-server's state directory override, and the one the test suite uses.
 const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
+const CONFIG_ENV: &str = "BAND_SERVER_CONFIG";
 const TEST_STATE_DIR: &str = "/run/band-test";
-const SCRIPT: &str = "#!/bin/sh\nexit 0\n";
+
+const PY: &str = "sum(range(10**6))";
+const LOOP: &str = "for i in $(seq 50); do /bin/true; done";
+
+/// One job: a skill of one script, and the same work as a command for bwrap and the peers.
+struct Job {
+    name: &'static str,
+    /// The skill's BAND.md policy lines (after `description`).
+    policy: &'static str,
+    script: String,
+    /// The job as a command line outside band (absolute program paths).
+    argv: Vec<String>,
+}
+
+fn jobs(fetch_url: &str) -> Vec<Job> {
+    vec![
+        Job {
+            name: "noop",
+            policy: "",
+            script: "#!/bin/sh\nexit 0\n".into(),
+            argv: vec!["/bin/sh".into(), "-c".into(), "exit 0".into()],
+        },
+        Job {
+            name: "py",
+            policy: "allow:\n  cli: [\"python3 *\"]\n",
+            script: format!("#!/usr/bin/python3\n{PY}\n"),
+            argv: vec!["/usr/bin/python3".into(), "-c".into(), PY.into()],
+        },
+        Job {
+            name: "loop",
+            policy: "allow:\n  cli: [\"seq *\", \"true\"]\n",
+            script: format!("#!/bin/sh\n{LOOP}\n"),
+            argv: vec!["/bin/sh".into(), "-c".into(), LOOP.into()],
+        },
+        Job {
+            name: "fetch",
+            policy: "allow:\n  cli: [\"python3 *\"]\n  net: [\"api.bench.test:80\"]\n",
+            script: format!(
+                "#!/usr/bin/python3\nimport urllib.request\nurllib.request.urlopen(\"{fetch_url}\", timeout=10).read()\n"
+            ),
+            argv: vec![
+                "/usr/bin/python3".into(),
+                "-c".into(),
+                format!(
+                    "import urllib.request\nurllib.request.urlopen(\"{fetch_url}\", timeout=10).read()"
+                ),
+            ],
+        },
+    ]
+}
 
 fn why_not() -> Option<String> {
-    let status = fs_err::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2));
-    if euid != Some("0") {
+    if !rustix::process::geteuid().is_root() {
         return Some(
             "it needs root (band-server builds the sandbox as root); run it as root".into(),
         );
@@ -61,11 +124,58 @@ fn why_not() -> Option<String> {
     None
 }
 
+/// What every `band` and `band-server` run of the bench shares.
+struct Env {
+    band: PathBuf,
+    server: PathBuf,
+    state_dir: Option<OsString>,
+    tmp: PathBuf,
+    skills: PathBuf,
+    empty: PathBuf,
+}
+
+impl Env {
+    fn band(&self, args: &[&str], workspace: &Path, config: Option<&Path>) -> Command {
+        let mut c = Command::new(&self.band);
+        c.args(args)
+            .arg("--workspace")
+            .arg(workspace)
+            .env(proto::env::SERVER, &self.server)
+            // The bench's runs go to a throwaway ledger, not the user's.
+            .env(proto::env::DATA_DIR, self.tmp.join("data"))
+            .env("BAND_CONFIG", self.tmp.join("no-config.toml"))
+            .envs(self.state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
+            .envs(config.map(|c| (CONFIG_ENV, c)))
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `band run <job>/<job> --json`, asserting it succeeded.
+    fn band_run(&self, job: &str, workspace: &Path, config: Option<&Path>) {
+        let skill = self.skills.join(job).display().to_string();
+        let out = self
+            .band(
+                &["run", &format!("{skill}/{job}"), "--json"],
+                workspace,
+                config,
+            )
+            .output()
+            .expect("band run");
+        assert!(
+            out.status.success(),
+            "band run {job} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 fn main() {
     if let Some(why) = why_not() {
         println!("band run bench skipped: {why}");
         return;
     }
+    common::set_subreaper();
     let full = common::bench_mode();
     let iters = env_usize("BAND_BENCH_ITERS", if full { 30 } else { 2 }).max(2);
     let band_bin = PathBuf::from(env!("CARGO_BIN_EXE_band"));
@@ -84,123 +194,360 @@ fn main() {
         return;
     }
     // The smoke run shares the test suite's state directory (one uid pool per machine).
-    let state_dir: Option<std::ffi::OsString> =
+    let state_dir: Option<OsString> =
         std::env::var_os(STATE_DIR_ENV).or_else(|| (!full).then(|| TEST_STATE_DIR.into()));
 
     let tmp = tempfile::Builder::new()
         .prefix("band-bench-run")
         .tempdir()
         .expect("temp dir");
-    let skill = tmp.path().join("noop");
-    write_skill(&skill);
-    let workspace = tmp.path().join("workspace");
-    fs_err::create_dir(&workspace).expect("mkdir workspace");
-    let script = skill.join("scripts/noop.sh");
+    let env = Env {
+        band: band_bin,
+        server,
+        state_dir,
+        tmp: tmp.path().to_path_buf(),
+        skills: tmp.path().join("skills"),
+        empty: tmp.path().join("workspace"),
+    };
+    fs_err::create_dir(&env.empty).expect("mkdir workspace");
+    // A lab for the networked job (full runs only): its address names the fetch URL.
+    let lab = if full {
+        Lab::new(env.tmp.join("lab"))
+    } else {
+        None
+    };
+    let jobs = jobs("http://api.bench.test/");
+    for job in &jobs {
+        write_skill(&env.skills.join(job.name), job);
+    }
+    let band_file = env.tmp.join("exec.band.md");
+    fs_err::write(
+        &band_file,
+        "---\nband: bench-exec\ndescription: What the bench's band exec may run.\nallow:\n  cli: [\"sh *\", \"seq *\", \"true\", \"python3 *\"]\n---\n",
+    )
+    .expect("write band file");
 
-    println!("band run bench: a no-op script, {iters} iterations per row");
+    let peers = if full && std::env::var("BAND_BENCH_PEERS").as_deref() != Ok("0") {
+        let dir = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+            .join("bench-peers");
+        common::peers::peers(&dir, true)
+    } else {
+        Vec::new()
+    };
+
+    println!(
+        "band run bench: {iters} interleaved rounds per table; ratios are p50 / p50 of bare bwrap in the same table"
+    );
     if !full {
         println!(
             "(a smoke run under cargo test: a debug build, so the figures mean nothing; use cargo bench)"
         );
     }
+    let mut goals: Vec<(String, String, String)> = Vec::new();
 
-    let bare = measure(iters, || {
-        let st = Command::new("sh").arg(&script).status().expect("sh");
-        assert!(st.success());
-    });
-    let bwrap = measure(iters, || {
-        let st = Command::new(BWRAP)
-            .args(bare_bwrap_args(&script))
-            .status()
-            .expect("bwrap");
-        assert!(st.success(), "bare bwrap failed");
-    });
+    // 1–3: the no-network jobs, each with every peer.
+    for job in jobs.iter().filter(|j| j.name != "fetch") {
+        if !full && job.name != "noop" {
+            continue;
+        }
+        let (band_ratio, _) = job_table(&env, job, &peers, iters, &band_file);
+        let goal = match job.name {
+            "noop" => 2.0,
+            "py" => 1.2,
+            _ => 1.3,
+        };
+        goals.push(goal_row(job_title(job.name), band_ratio, goal));
+    }
+    if !full {
+        return;
+    }
 
-    // band-server directly: the request the client would send.
-    let request = build_request(&skill);
-    let mut server_metrics: Vec<Duration> = Vec::new();
-    let mut run_metrics: Vec<Duration> = Vec::new();
-    let server_whole = measure(iters, || {
-        let r = serve_once(&server, &request, state_dir.as_deref());
-        assert_eq!(r.status, Status::Ok, "band-server run failed: {r:?}");
-        server_metrics.push(Duration::from_millis(
-            r.metrics.setup_ms + r.metrics.teardown_ms,
-        ));
-        run_metrics.push(Duration::from_millis(r.metrics.run_ms));
-    });
-    // The warm-up run is in the metrics too; drop it.
-    let setup_teardown = Stats::of(server_metrics.split_off(1));
-    let run_part = Stats::of(run_metrics.split_off(1));
+    // 4: the networked fetch.
+    match &lab {
+        Some(lab) => {
+            let job = jobs.iter().find(|j| j.name == "fetch").expect("fetch job");
+            let r = fetch_table(&env, job, lab, iters);
+            goals.push(goal_row(
+                "networked fetch (vs bwrap with network)".into(),
+                r,
+                1.5,
+            ));
+        }
+        None => println!("\nnetworked fetch skipped: the lab could not be set up"),
+    }
 
-    let band_run = measure(iters, || {
-        let out = Command::new(&band_bin)
-            .arg("run")
-            .arg(format!("{}/noop", skill.display()))
-            .arg("--json")
-            .arg("--workspace")
-            .arg(&workspace)
-            .env(proto::env::SERVER, &server)
-            // The bench's runs go to a throwaway ledger, not the user's.
-            .env(proto::env::DATA_DIR, tmp.path().join("data"))
-            .env("BAND_CONFIG", tmp.path().join("no-config.toml"))
-            .envs(state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
-            .stdin(Stdio::null())
-            .output()
-            .expect("band run");
-        assert!(
-            out.status.success(),
-            "band run failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+    // 5: no-op with 1,000 idle processes on the host.
+    {
+        let idle: Vec<Child> = (0..1000)
+            .map(|_| {
+                Command::new("sleep")
+                    .arg("3600")
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("sleep")
+            })
+            .collect();
+        let noop = &jobs[0];
+        let mut bw = || run_ok(&mut bwrap_cmd(&noop.argv, None), "bwrap");
+        let mut br = || env.band_run("noop", &env.empty, None);
+        let s = common::interleaved(iters, &mut [&mut bw, &mut br]);
+        print_table(
+            "no-op with 1,000 idle processes on the host",
+            &[("bare bwrap", s[0]), ("band run", s[1])],
+            s[0],
         );
-    });
+        goals.push(goal_row(
+            "no-op, 1,000 idle host processes".into(),
+            ratio(s[1].p50, s[0].p50),
+            2.0,
+        ));
+        for mut c in idle {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 
-    let rows: [(&str, Stats); 6] = [
-        ("bare script (`sh noop.sh`)", bare),
-        ("bare `bwrap --unshare-all` of it", bwrap),
-        (
-            "band-server setup + teardown (result metrics)",
-            setup_teardown,
-        ),
-        (
-            "band-server run phase: bwrap, jail, script (result metrics)",
-            run_part,
-        ),
-        ("band-server, whole request (spawn → result)", server_whole),
-        ("`band run noop/noop --json`, whole", band_run),
-    ];
-    println!();
-    println!("| row | p50 | p95 | p50 / bare bwrap | p50 − bare script | CPU per run |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    for (name, s) in &rows {
-        let over = s.p50.as_secs_f64() - bare.p50.as_secs_f64();
+    // 6: the first run of a fresh state directory (band-server alone).
+    {
+        let request = build_request(&env.skills.join("noop"), "noop");
+        let fresh_iters = env_usize("BAND_BENCH_FRESH_ITERS", 5).max(1);
+        let mut times = Vec::new();
+        for i in 0..fresh_iters {
+            let dir = PathBuf::from(format!("/run/band-bench-fresh-{}-{i}", std::process::id()));
+            let t = Instant::now();
+            let r = serve_once(&env.server, &request, Some(dir.as_os_str()), None);
+            times.push(t.elapsed());
+            common::reap_orphans();
+            assert_eq!(r.status, Status::Ok, "fresh band-server run failed: {r:?}");
+            let _ = fs_err::remove_dir_all(&dir);
+        }
+        let s = Stats::of(times);
         println!(
-            "| {name} | {} | {} | {:.2}× | {:+.1} ms | {} |",
+            "\n### first run of a fresh state directory (band-server alone, {fresh_iters} runs)\n\np50 {}, p95 {}",
+            ms(s.p50),
+            ms(s.p95)
+        );
+        goals.push((
+            "first run of a fresh state dir".into(),
+            ms(s.p50),
+            format!(
+                "≤ 150 ms: {}",
+                if s.p50 <= Duration::from_millis(150) {
+                    "met"
+                } else {
+                    "MISSED"
+                }
+            ),
+        ));
+    }
+
+    // 7: a no-op started in a folder of 100,000 files the band does not admit.
+    {
+        let big = env.tmp.join("big");
+        for d in 0..100 {
+            let dir = big.join(format!("d{d:03}"));
+            fs_err::create_dir_all(&dir).expect("mkdir");
+            for f in 0..1000 {
+                fs_err::write(dir.join(format!("f{f:04}.txt")), "").expect("write");
+            }
+        }
+        let noop = &jobs[0];
+        let mut bw = || run_ok(&mut bwrap_cmd(&noop.argv, None), "bwrap");
+        let mut empty = || env.band_run("noop", &env.empty, None);
+        let mut full_dir = || env.band_run("noop", &big, None);
+        let s = common::interleaved(iters, &mut [&mut bw, &mut empty, &mut full_dir]);
+        print_table(
+            "no-op started in an empty folder and in one of 100,000 files it does not admit",
+            &[
+                ("bare bwrap", s[0]),
+                ("band run, empty folder", s[1]),
+                ("band run, 100,000 files", s[2]),
+            ],
+            s[0],
+        );
+        let r = ratio(s[2].p50, s[1].p50);
+        goals.push((
+            "no-op in 100,000 files / in an empty folder".into(),
+            format!("{r:.2}×"),
+            format!("the same: {}", if r <= 1.1 { "met" } else { "MISSED" }),
+        ));
+        let _ = fs_err::remove_dir_all(&big);
+    }
+
+    println!("\n### goals (issue 17)\n");
+    println!("| row | measured | goal |");
+    println!("|---|---:|---|");
+    for (row, got, goal) in &goals {
+        println!("| {row} | {got} | {goal} |");
+    }
+    println!("\nmachine: {}", common::machine());
+    drop(lab);
+}
+
+fn job_title(name: &str) -> String {
+    match name {
+        "noop" => "no-op".into(),
+        "py" => "python job".into(),
+        "loop" => "50 processes".into(),
+        other => other.into(),
+    }
+}
+
+fn goal_row(row: String, r: f64, goal: f64) -> (String, String, String) {
+    (
+        row,
+        format!("{r:.2}×"),
+        format!("≤ {goal:.1}×: {}", if r <= goal { "met" } else { "MISSED" }),
+    )
+}
+
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One table: bare, bwrap, the peers, band-server alone (no-op only), band run, band exec.
+/// Returns band run's ratio to bwrap.
+fn job_table(env: &Env, job: &Job, peers: &[Peer], iters: usize, band_file: &Path) -> (f64, Stats) {
+    let mut names: Vec<String> = Vec::new();
+    let mut fns: Vec<Box<dyn FnMut() + '_>> = Vec::new();
+    names.push("bare (no sandbox)".into());
+    fns.push(Box::new(|| {
+        run_ok(Command::new(&job.argv[0]).args(&job.argv[1..]), "bare")
+    }));
+    names.push("bare bwrap".into());
+    fns.push(Box::new(|| {
+        run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap")
+    }));
+    for p in peers {
+        names.push(p.name.to_string());
+        fns.push(Box::new(move || {
+            p.run(&job.argv)
+                .unwrap_or_else(|e| panic!("{} failed: {e}", p.name))
+        }));
+    }
+    if job.name == "noop" {
+        let request = build_request(&env.skills.join("noop"), "noop");
+        names.push("band-server alone".into());
+        fns.push(Box::new(move || {
+            let r = serve_once(&env.server, &request, env.state_dir.as_deref(), None);
+            assert_eq!(r.status, Status::Ok, "band-server run failed: {r:?}");
+        }));
+    }
+    names.push("band run".into());
+    let band_run_at = names.len() - 1;
+    fns.push(Box::new(|| env.band_run(job.name, &env.empty, None)));
+    names.push("band exec".into());
+    fns.push(Box::new(move || {
+        let mut args: Vec<String> = vec![
+            "exec".into(),
+            "--band".into(),
+            band_file.display().to_string(),
+            "--json".into(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+        ];
+        args.push(match job.name {
+            "py" => format!("/usr/bin/python3 -c '{PY}'"),
+            other => job.argv.get(2).cloned().unwrap_or_else(|| other.into()),
+        });
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_ok(&mut env.band(&args, &env.empty, None), "band exec");
+    }));
+    let mut refs: Vec<&mut dyn FnMut()> = fns.iter_mut().map(|f| &mut **f as _).collect();
+    let stats = common::interleaved(iters, &mut refs);
+    let rows: Vec<(&str, Stats)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(stats.clone())
+        .collect();
+    print_table(&job_title(job.name), &rows, stats[1]);
+    (ratio(stats[band_run_at].p50, stats[1].p50), stats[1])
+}
+
+fn print_table(title: &str, rows: &[(&str, Stats)], bwrap: Stats) {
+    println!("\n### {title}\n");
+    println!("| tool | p50 | p95 | p50 / bare bwrap | CPU per run |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, s) in rows {
+        println!(
+            "| {name} | {} | {} | {:.2}× | {} |",
             ms(s.p50),
             ms(s.p95),
             ratio(s.p50, bwrap.p50),
-            over * 1000.0,
             s.cpu_text()
         );
     }
-    println!();
-    println!("metrics are whole milliseconds (band-server reports ms), so that row is ±1 ms.");
-    let st_ratio = ratio(setup_teardown.p50, bwrap.p50);
-    println!(
-        "target: band-server setup + teardown under 2× bare bwrap: {} ({st_ratio:.2}×)",
-        if st_ratio < 2.0 { "met" } else { "MISSED" }
+}
+
+/// The networked fetch: bwrap with the host network, and band with `allow.net`.
+fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> f64 {
+    let mut bw = || {
+        run_ok(
+            &mut bwrap_cmd(&job.argv, Some(&lab.resolv)),
+            "bwrap --share-net",
+        )
+    };
+    let mut br = || env.band_run("fetch", &env.empty, Some(&lab.config));
+    let s = common::interleaved(iters, &mut [&mut bw, &mut br]);
+    print_table(
+        "networked fetch from one allowed host (bwrap with network)",
+        &[
+            ("bare bwrap, host network", s[0]),
+            ("band run, allow.net", s[1]),
+        ],
+        s[0],
     );
-    let over = band_run.p50.saturating_sub(bare.p50);
-    println!(
-        "target: whole band run under 50 ms over the bare script: {} ({} over)",
-        if over < Duration::from_millis(50) {
-            "met"
-        } else {
-            "MISSED"
-        },
-        ms(over)
-    );
-    println!("machine: {}", common::machine());
+    ratio(s[1].p50, s[0].p50)
+}
+
+/// bubblewrap around `argv`: `/usr` read-only, private `/proc`, `/dev`, `/tmp`, every namespace;
+/// with `resolv`, the host network and that file as `/etc/resolv.conf`.
+fn bwrap_cmd(argv: &[String], resolv: Option<&Path>) -> Command {
+    let mut c = Command::new(BWRAP);
+    c.args([
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]);
+    if let Some(r) = resolv {
+        c.arg("--share-net")
+            .arg("--ro-bind")
+            .arg(r)
+            .arg("/etc/resolv.conf");
+    }
+    c.args(["--chdir", "/"]).args(argv);
+    c
 }
 
 /// Build band-server, band-jail and band-shim next to `band` and return band-server's path.
@@ -233,81 +580,66 @@ fn write_file(path: &Path, text: &str, mode: u32) {
     fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-fn write_skill(root: &Path) {
+fn write_skill(root: &Path, job: &Job) {
+    let name = job.name;
     write_file(
         &root.join("BAND.md"),
-        "---\nband: noop\ndescription: Does nothing, for the run benchmark.\n---\n",
+        &format!(
+            "---\nband: {name}\ndescription: The {name} job of the run benchmark.\n{}---\n",
+            job.policy
+        ),
         0o644,
     );
     write_file(
         &root.join("SKILL.md"),
-        "---\nname: noop\ndescription: Does nothing.\n---\n",
+        &format!("---\nname: {name}\ndescription: A benchmark job.\n---\n"),
         0o644,
     );
-    write_file(&root.join("scripts/noop.sh"), SCRIPT, 0o755);
+    let ext = if job.script.starts_with("#!/usr/bin/python3") {
+        "py"
+    } else {
+        "sh"
+    };
     write_file(
-        &root.join("schemas/input/noop.json"),
+        &root.join(format!("scripts/{name}.{ext}")),
+        &job.script,
+        0o755,
+    );
+    write_file(
+        &root.join(format!("schemas/input/{name}.json")),
         r#"{"type": "object", "properties": {}}"#,
         0o644,
     );
 }
 
-fn bare_bwrap_args(script: &Path) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--ro-bind",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.push(script.display().to_string());
-    a.extend(["/noop.sh", "--chdir", "/", "sh", "/noop.sh"].map(String::from));
-    a
-}
-
-/// The request `band run` would send for the no-op script (fresh run id per call).
-fn build_request(skill: &Path) -> RunRequest {
+/// The request `band run` would send for `script` of `skill` (a fresh run id per call).
+fn build_request(skill: &Path, script: &str) -> RunRequest {
     let (s, _) = band::skill::load_skill(skill);
-    let (resolved, diags) = band::skill::resolve_script(&s, "noop");
+    let (resolved, diags) = band::skill::resolve_script(&s, script);
     let resolved =
         resolved.unwrap_or_else(|| panic!("the bench skill does not resolve: {diags:?}"));
     let mut raw: Vec<(String, u32, Vec<u8>)> = Vec::new();
-    for rel in [
-        "BAND.md",
-        "SKILL.md",
-        "schemas/input/noop.json",
-        "scripts/noop.sh",
-    ] {
+    let mut entry = String::new();
+    let mut files = vec!["BAND.md".to_string(), "SKILL.md".to_string()];
+    files.push(format!("schemas/input/{script}.json"));
+    for ext in ["sh", "py"] {
+        let rel = format!("scripts/{script}.{ext}");
+        if skill.join(&rel).is_file() {
+            entry = rel.clone();
+            files.push(rel);
+        }
+    }
+    for rel in &files {
         let p = skill.join(rel);
         let mode = fs_err::metadata(&p).expect("stat").permissions().mode() & 0o7777;
-        raw.push((rel.to_string(), mode, fs_err::read(&p).expect("read")));
+        raw.push((rel.clone(), mode, fs_err::read(&p).expect("read")));
     }
     RunRequest {
         protocol: proto::PROTOCOL_VERSION,
         run_id: String::new(),
-        skill: "noop".into(),
-        script: "noop".into(),
-        entry: "scripts/noop.sh".into(),
+        skill: script.into(),
+        script: script.into(),
+        entry,
         bundle_sha256: proto::bundle_digest(&raw),
         bundle: raw
             .iter()
@@ -339,12 +671,14 @@ fn serve_once(
     server: &Path,
     request: &RunRequest,
     state_dir: Option<&std::ffi::OsStr>,
+    config: Option<&Path>,
 ) -> RunResult {
     let mut req = request.clone();
     req.run_id = run_id();
     let mut child = Command::new(server)
         .arg("run")
         .envs(state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
+        .envs(config.map(|c| (CONFIG_ENV, c)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -366,4 +700,128 @@ fn serve_once(
     }
     child.wait().expect("wait");
     result.expect("band-server sent no result")
+}
+
+/// A fake internet for the networked job: a network namespace with a veth to the host, and the
+/// test suite's `netlab.py` in it serving DNS (`api.bench.test` → the lab) and HTTP. Addresses
+/// look public (`11.232.<n>.0/24`, so band treats them like the internet) and are routed to the
+/// veth: checked before any traffic, or the lab is not used. Removed on drop.
+struct Lab {
+    ns: String,
+    veth: String,
+    server: Child,
+    /// band-server's config: `dns_upstream` is the lab's DNS.
+    config: PathBuf,
+    /// A resolv.conf naming the lab's DNS, for bubblewrap.
+    resolv: PathBuf,
+}
+
+impl Lab {
+    fn new(dir: PathBuf) -> Option<Lab> {
+        let ok = |args: &[&str]| {
+            Command::new(args[0])
+                .args(&args[1..])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let n = (1..250u32)
+            .map(|i| (std::process::id() + i) % 250 + 1)
+            .find(|n| ok(&["ip", "netns", "add", &format!("bandb{n}")]))?;
+        let ns = format!("bandb{n}");
+        let veth = format!("bb{n}h");
+        let peer = format!("bb{n}n");
+        let host = format!("11.232.{n}.1");
+        let web = format!("11.232.{n}.2");
+        let mut lab = Lab {
+            ns: ns.clone(),
+            veth: veth.clone(),
+            server: Command::new("true").spawn().ok()?,
+            config: dir.join("server.toml"),
+            resolv: dir.join("resolv.conf"),
+        };
+        let (hnet, wnet) = (format!("{host}/24"), format!("{web}/24"));
+        let nsx = |rest: &[&str]| -> Vec<String> {
+            ["ip", "netns", "exec", ns.as_str()]
+                .iter()
+                .chain(rest)
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let steps: Vec<Vec<String>> = vec![
+            [
+                "ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer,
+            ]
+            .map(String::from)
+            .to_vec(),
+            ["ip", "link", "set", &peer, "netns", &ns]
+                .map(String::from)
+                .to_vec(),
+            ["ip", "addr", "add", &hnet, "dev", &veth]
+                .map(String::from)
+                .to_vec(),
+            ["ip", "link", "set", &veth, "up"]
+                .map(String::from)
+                .to_vec(),
+            nsx(&["ip", "link", "set", "lo", "up"]),
+            nsx(&["ip", "addr", "add", &wnet, "dev", &peer]),
+            nsx(&["ip", "link", "set", &peer, "up"]),
+            nsx(&["ip", "route", "add", "default", "via", &host]),
+        ];
+        for s in &steps {
+            let s: Vec<&str> = s.iter().map(String::as_str).collect();
+            if !ok(&s) {
+                println!("lab: `{}` failed", s.join(" "));
+                return None;
+            }
+        }
+        // Nothing may leave the machine.
+        let route = Command::new("ip")
+            .args(["route", "get", &web])
+            .output()
+            .ok()?;
+        if !String::from_utf8_lossy(&route.stdout).contains(&format!("dev {veth}")) {
+            println!("lab: {web} is not routed to the lab; no networked row");
+            return None;
+        }
+        fs_err::create_dir_all(&dir).ok()?;
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("band-server/tests/suite/netlab.py");
+        let zone = serde_json::json!({ "api.bench.test": [web] }).to_string();
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &ns, "/usr/bin/python3"])
+            .arg(&script)
+            .arg(&dir)
+            .arg(zone)
+            .arg(format!("{web}:80"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        std::mem::swap(&mut lab.server, &mut server);
+        let _ = server.wait();
+        let start = Instant::now();
+        while !dir.join("ready").exists() {
+            if start.elapsed() > Duration::from_secs(20) {
+                println!("lab: netlab.py did not start");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        fs_err::write(&lab.config, format!("dns_upstream = [\"{web}:53\"]\n")).ok()?;
+        fs_err::write(&lab.resolv, format!("nameserver {web}\n")).ok()?;
+        Some(lab)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
+    }
 }

@@ -9,8 +9,9 @@
 //! 2. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
 //!    kill every process of that slot's uid (only when the uid's host-wide lock is free too:
 //!    otherwise a server of another state directory runs as it now), let every layer remove what
-//!    the run left, clear the file. A free slot whose uid has processes gets them killed, under
-//!    the same condition.
+//!    the run left, clear the file. With `janitor`, a free slot whose uid has processes gets them
+//!    killed, under the same condition. Only these read every process's `/proc/<pid>/status`:
+//!    the pass before a run costs the same however many processes the host has.
 //! 3. Each layer, in reverse order, removes the leftovers of step 1 that no live lease names.
 //!
 //! A live run's lease is held, so nothing here can touch it; a live run of another state
@@ -83,11 +84,19 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
     let pool_uid =
         |slot: u32| uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)).map(|(u, _)| u);
-    // Pool uids that have processes right now (one /proc scan). A free slot whose uid is among
-    // them has leftovers: it stays locked until they are killed, so no run starts on it meanwhile.
-    // Other free slots are released at once, so starting servers do not wait for this pass.
+    // `band-server janitor` only: pool uids that have processes right now (one /proc sweep). A
+    // free slot whose uid is among them has leftovers: it stays locked until they are killed, so
+    // no run starts on it meanwhile. Other free slots are released at once. The pass before every
+    // run does not sweep: a run releases its slot only once its cgroup and relay are confirmed
+    // empty (`identity::stop_uid`), so a free slot has no processes unless something outside
+    // band made them; a dead lease's uid is swept in `clean_dead`.
     let pool_uids: BTreeSet<u32> = (0..POOL_SIZE).filter_map(pool_uid).collect();
-    let busy: BTreeSet<u32> = pids_of_uids(&pool_uids)
+    let swept = if scan_tables {
+        pids_of_uids(&pool_uids)
+    } else {
+        Vec::new()
+    };
+    let busy: BTreeSet<u32> = swept
         .into_iter()
         .filter_map(|pid| {
             fs::read_to_string(format!("/proc/{pid}/status"))
@@ -146,4 +155,26 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
         }
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::identity::procs::sweeps;
+
+    #[test]
+    fn the_pass_before_a_run_does_not_sweep_proc_without_a_dead_lease() {
+        let state = tempfile::tempdir().unwrap();
+        fs::create_dir_all(uidpool::leases_dir(state.path())).unwrap();
+        // A free slot (an empty lease file) is no reason to sweep.
+        fs::write(uidpool::lease_path(state.path(), 3), "").unwrap();
+        let nft = Path::new("/nonexistent/nft");
+        let before = sweeps();
+        let report = run(state.path(), nft, false);
+        assert_eq!(sweeps(), before, "{report:?}");
+        assert!(report.dead_leases.is_empty(), "{report:?}");
+        // `band-server janitor` sweeps the pool's free uids.
+        run(state.path(), nft, true);
+        assert_eq!(sweeps(), before + 1);
+    }
 }

@@ -321,19 +321,27 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
 }
 
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphans below this process are handed to it, not to the
-/// host's init (band-server reaps them at the end of the run: [`reap`]).
+/// host's init (band-server reaps them at the end of the run: [`reap_any`]).
 pub fn set_child_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments.
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
 }
 
-/// `waitpid(pid, WNOHANG)`: reap `pid` if it is a child of ours that has exited. `Ok(true)` when
-/// it was reaped.
-pub fn reap(pid: i32) -> io::Result<bool> {
+/// `waitpid(-1, WNOHANG)`: reap one child of ours that has exited. `Ok(Some(pid))` when one
+/// was reaped, `Ok(None)` when none has exited (or there is no child at all).
+pub fn reap_any() -> io::Result<Option<i32>> {
     let mut status: libc::c_int = 0;
     // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
-    let rc = check(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) })?;
-    Ok(rc == pid)
+    let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if rc > 0 {
+        return Ok(Some(rc));
+    }
+    let err = io::Error::last_os_error();
+    match rc {
+        0 => Ok(None),
+        _ if err.raw_os_error() == Some(libc::ECHILD) => Ok(None),
+        _ => Err(err),
+    }
 }
 
 /// `getpid()`.

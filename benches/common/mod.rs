@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+pub(crate) mod peers;
+
 /// p50 and p95 of a set of wall-clock timings, and the mean CPU time per iteration when known.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stats {
@@ -46,6 +48,51 @@ pub(crate) fn measure(iters: usize, mut f: impl FnMut()) -> Stats {
         cpu: Some(cpu),
         ..Stats::of(times)
     }
+}
+
+/// Make this process the child subreaper: what a sandbox leaves behind (bubblewrap's outer
+/// process exits without reaping its pid namespace's init) is handed to the bench, which reaps
+/// it ([`reap_orphans`]), so its CPU time reaches [`cpu_time`]. Without this the CPU column
+/// missed everything inside bubblewrap.
+pub(crate) fn set_subreaper() {
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+}
+
+/// Reap every child that has exited (the orphans of a run).
+pub(crate) fn reap_orphans() {
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+}
+
+/// `iters` rounds (after one warm-up round) of every entry of `jobs`, interleaved: each round
+/// runs each job once, starting at a different job each round, so a slow phase of the machine
+/// falls on all of them. Wall time per run, and CPU per run counted with the orphans reaped.
+pub(crate) fn interleaved(iters: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<Stats> {
+    let n = jobs.len();
+    for j in jobs.iter_mut() {
+        j();
+        reap_orphans();
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    let mut cpu: Vec<Duration> = vec![Duration::ZERO; n];
+    for round in 0..iters {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let c0 = cpu_time();
+            let t = Instant::now();
+            jobs[i]();
+            times[i].push(t.elapsed());
+            reap_orphans();
+            cpu[i] += cpu_time().saturating_sub(c0);
+        }
+    }
+    times
+        .into_iter()
+        .zip(cpu)
+        .map(|(t, c)| Stats {
+            cpu: Some(c / iters as u32),
+            ..Stats::of(t)
+        })
+        .collect()
 }
 
 /// User + system time so far of this process (all threads) and of its waited-for children (and

@@ -264,31 +264,176 @@ struct Found {
     stat: rustix::fs::Stat,
 }
 
-/// Every regular file under `root`, depth first in name order (`.git` and `target` skipped),
-/// each opened through its parent's descriptor. Symlinks, devices, FIFOs and sockets are
-/// skipped; so is an entry that changed type between the listing and the open.
-/// `f` returns whether to keep walking.
+/// Where a walk of the workspace goes, and what it takes.
+struct Scope<'a> {
+    /// Workspace-relative paths the walk starts from (`""` is the root), in name order, none
+    /// beneath another: nothing outside them is listed, opened or stat'ed.
+    starts: Vec<String>,
+    /// Whether a path (a file, or a folder with everything below it) is admitted: its file is
+    /// read; an unreadable entry that is not admitted is taken as absent, not as an error.
+    admit: &'a dyn Fn(&str) -> bool,
+    /// Whether nothing below a folder can be admitted (a deny covers it): it is not entered.
+    prune: &'a dyn Fn(&str) -> bool,
+}
+
+/// The folders a walk must start from, given each admitting pattern's literal prefix: `None` for
+/// a pattern matched at any depth (`*.pem`), which needs the whole tree; `Some("data")` for
+/// `data/*.csv` (only `data` can hold a match); `Some("")` for `**/x`. Pure. No pattern: no
+/// start, so a band that admits nothing never reads the workspace. A prefix beneath another is
+/// dropped; the rest are in name order (component by component, the order of a depth-first walk).
+pub(crate) fn walk_starts<'p>(prefixes: impl IntoIterator<Item = Option<&'p str>>) -> Vec<String> {
+    let mut all: Vec<Vec<&str>> = Vec::new();
+    for p in prefixes {
+        let Some(p) = p else {
+            return vec![String::new()];
+        };
+        all.push(p.split('/').filter(|c| !c.is_empty()).collect());
+    }
+    all.sort();
+    all.dedup();
+    let mut starts: Vec<Vec<&str>> = Vec::new();
+    for p in all {
+        // Sorted component-wise, an ancestor comes right before its descendants.
+        if starts.last().is_some_and(|s| p.starts_with(s)) {
+            continue;
+        }
+        starts.push(p);
+    }
+    starts.into_iter().map(|c| c.join("/")).collect()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Every folder the walks of this thread listed (a test hook: proves what is not walked).
+    static LISTED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A folder not walked by design: `.git` and `target` (never workspace data).
+fn skipped_dir(name: &str) -> bool {
+    name == ".git" || name == "target"
+}
+
+/// Every regular file the scope admits, each opened through its parent's descriptor: for each
+/// start, the path down to it is opened one component at a time (a missing or unreadable
+/// component that is not admitted means nothing there), then walked by [`walk_fd`].
+fn walk_scope(
+    root: &WorkspaceRoot,
+    scope: &Scope<'_>,
+    found: &mut dyn FnMut(Found) -> Result<()>,
+) -> Result<()> {
+    'starts: for start in &scope.starts {
+        if start.is_empty() {
+            walk_fd(root, &root.fd, "", scope, found)?;
+            continue;
+        }
+        let comps: Vec<&str> = start.split('/').collect();
+        let mut dir: Arc<OwnedFd> = Arc::clone(&root.fd);
+        for (i, c) in comps.iter().enumerate() {
+            let rel = comps[..=i].join("/");
+            let last = i + 1 == comps.len();
+            if skipped_dir(c) || (scope.prune)(&rel) {
+                continue 'starts;
+            }
+            let Some(name) = cname(OsStr::new(c)) else {
+                continue 'starts;
+            };
+            let st = match rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(Errno::NOENT | Errno::NOTDIR) => continue 'starts,
+                Err(_) if !(scope.admit)(&rel) => continue 'starts,
+                Err(e) => return Err(io_error("stat", &root.path.join(&rel), e)),
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    let sub = match open_dir_beneath(&*dir, &name) {
+                        Ok(fd) => fd,
+                        Err(e) if is_link_refusal(e) || e == Errno::NOENT => continue 'starts,
+                        Err(_) if !(scope.admit)(&rel) => continue 'starts,
+                        Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
+                    };
+                    if last {
+                        walk_fd(root, &sub, &rel, scope, found)?;
+                    }
+                    dir = Arc::new(sub);
+                }
+                FileType::RegularFile if last => {
+                    open_file(root, &dir, &name, rel, scope, found)?;
+                }
+                _ => continue 'starts,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Open the regular file `name` in `dir` (if `scope` admits `rel`) and hand it to `found`.
+fn open_file(
+    root: &WorkspaceRoot,
+    dir: &OwnedFd,
+    name: &CStr,
+    rel: String,
+    scope: &Scope<'_>,
+    found: &mut dyn FnMut(Found) -> Result<()>,
+) -> Result<()> {
+    if !(scope.admit)(&rel) {
+        return Ok(());
+    }
+    let fd = match open_beneath(dir, name, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) if is_link_refusal(e) || e == Errno::NOENT => return Ok(()),
+        Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| io_error("stat", &root.path.join(&rel), e))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Ok(());
+    }
+    found(Found {
+        rel,
+        file: std::fs::File::from(fd),
+        stat,
+    })
+}
+
+/// Every regular file under `dir` (the workspace's `prefix`), depth first in name order (`.git`
+/// and `target` skipped, and folders the scope prunes), each opened through its parent's
+/// descriptor. Symlinks, devices, FIFOs and sockets are skipped; so is an entry that changed type
+/// between the listing and the open. The type in the listing saves a `stat` where the file system
+/// gives it. An entry that cannot be read is an error only when the scope admits it.
 fn walk_fd(
     root: &WorkspaceRoot,
     dir: &OwnedFd,
     prefix: &str,
-    f: &mut dyn FnMut(&str) -> bool,
+    scope: &Scope<'_>,
     found: &mut dyn FnMut(Found) -> Result<()>,
 ) -> Result<()> {
+    #[cfg(test)]
+    LISTED.with(|l| l.borrow_mut().push(prefix.to_string()));
     let shown = root.path.join(prefix);
-    let mut names: Vec<std::ffi::CString> = Vec::new();
-    let entries =
-        rustix::fs::Dir::read_from(dir).map_err(|e| io_error("read the folder", &shown, e))?;
+    let unreadable = |e: Errno| -> Result<()> {
+        if prefix.is_empty() || (scope.admit)(prefix) {
+            Err(io_error("read the folder", &shown, e))
+        } else {
+            Ok(())
+        }
+    };
+    let mut names: Vec<(std::ffi::CString, FileType)> = Vec::new();
+    let entries = match rustix::fs::Dir::read_from(dir) {
+        Ok(entries) => entries,
+        Err(e) => return unreadable(e),
+    };
     for entry in entries {
-        let entry = entry.map_err(|e| io_error("read the folder", &shown, e))?;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => return unreadable(e),
+        };
         let name = entry.file_name();
         if matches!(name.to_bytes(), b"." | b"..") {
             continue;
         }
-        names.push(name.to_owned());
+        names.push((name.to_owned(), entry.file_type()));
     }
-    names.sort();
-    for name in names {
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, listed) in names {
         // Names that are not UTF-8 cannot be matched by a band's patterns: skip them.
         let Ok(text) = name.to_str() else { continue };
         let rel = if prefix.is_empty() {
@@ -296,49 +441,33 @@ fn walk_fd(
         } else {
             format!("{prefix}/{text}")
         };
-        let st = match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(Errno::NOENT) => continue, // gone meanwhile
-            Err(e) => return Err(io_error("stat", &root.path.join(&rel), e)),
+        let kind = match listed {
+            FileType::Unknown => {
+                match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(Errno::NOENT) => continue, // gone meanwhile
+                    Err(_) if !(scope.admit)(&rel) => continue,
+                    Err(e) => return Err(io_error("stat", &root.path.join(&rel), e)),
+                }
+            }
+            known => known,
         };
-        match FileType::from_raw_mode(st.st_mode) {
+        match kind {
             FileType::Directory => {
-                if text == ".git" || text == "target" {
+                if skipped_dir(text) || (scope.prune)(&rel) {
                     continue;
                 }
                 let sub = match open_dir_beneath(dir, &name) {
                     Ok(fd) => fd,
                     // Swapped for a link or a file since the listing, or gone: skip it.
                     Err(e) if is_link_refusal(e) || e == Errno::NOENT => continue,
+                    // Unreadable, and nothing in it is admitted: as if absent.
+                    Err(_) if !(scope.admit)(&rel) => continue,
                     Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
                 };
-                walk_fd(root, &sub, &rel, f, found)?;
+                walk_fd(root, &sub, &rel, scope, found)?;
             }
-            FileType::RegularFile => {
-                if !f(&rel) {
-                    continue;
-                }
-                let fd = match open_beneath(
-                    dir,
-                    &name,
-                    OFlags::RDONLY | OFlags::NONBLOCK,
-                    Mode::empty(),
-                ) {
-                    Ok(fd) => fd,
-                    Err(e) if is_link_refusal(e) || e == Errno::NOENT => continue,
-                    Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
-                };
-                let stat = rustix::fs::fstat(&fd)
-                    .map_err(|e| io_error("stat", &root.path.join(&rel), e))?;
-                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-                    continue;
-                }
-                found(Found {
-                    rel,
-                    file: std::fs::File::from(fd),
-                    stat,
-                })?;
-            }
+            FileType::RegularFile => open_file(root, dir, &name, rel, scope, found)?,
             // Symlinks are never followed out of the workspace; devices, FIFOs and sockets are
             // not workspace data.
             _ => {}
@@ -348,21 +477,36 @@ fn walk_fd(
 }
 
 /// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
+/// Only the folders such a pattern can reach are walked (see [`walk_starts`]); a folder that a
+/// deny covers for both reading and writing is not entered.
 pub(super) fn read_workspace(
     root: &WorkspaceRoot,
     policy: &CompiledPolicy,
 ) -> Result<Vec<FileEntry>> {
-    read_admitted(root, MAX_WORKSPACE_BYTES, &|rel| {
-        policy.read.check(rel).is_allowed() || policy.write.check(rel).is_allowed()
-    })
+    let prefixes = [&policy.read, &policy.write]
+        .into_iter()
+        .flat_map(|m| m.allow_patterns())
+        .filter(|p| !p.is_absolute())
+        .map(|p| p.is_anchored().then(|| p.static_prefix()));
+    let admit =
+        |rel: &str| policy.read.check(rel).is_allowed() || policy.write.check(rel).is_allowed();
+    // Nothing below `rel` is admitted through `m`: it admits nothing in the workspace, or a deny
+    // covers `rel` (a pattern that matches a folder matches everything below it).
+    let closed = |m: &crate::policy::fs::FsMatcher, rel: &str| {
+        m.allow_patterns().iter().all(|p| p.is_absolute())
+            || matches!(m.check(rel), crate::policy::Decision::Deny { .. })
+    };
+    let prune = |rel: &str| closed(&policy.read, rel) && closed(&policy.write, rel);
+    let scope = Scope {
+        starts: walk_starts(prefixes),
+        admit: &admit,
+        prune: &prune,
+    };
+    read_admitted(root, MAX_WORKSPACE_BYTES, &scope)
 }
 
-/// The regular files under `root` that `admit` accepts, at most `cap` bytes in all.
-fn read_admitted(
-    root: &WorkspaceRoot,
-    cap: u64,
-    admit: &dyn Fn(&str) -> bool,
-) -> Result<Vec<FileEntry>> {
+/// The regular files of `scope` under `root`, at most `cap` bytes in all.
+fn read_admitted(root: &WorkspaceRoot, cap: u64, scope: &Scope<'_>) -> Result<Vec<FileEntry>> {
     let mut out = Vec::new();
     let mut total = 0u64;
     let too_large = || {
@@ -374,7 +518,7 @@ fn read_admitted(
             "narrow allow.read, or pick a smaller --workspace",
         )
     };
-    walk_fd(root, &root.fd, "", &mut |rel| admit(rel), &mut |found| {
+    walk_scope(root, scope, &mut |found| {
         let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
         total = total.saturating_add(size);
         if total > cap {
@@ -611,8 +755,17 @@ mod tests {
         WorkspaceRoot::open(dir, true, true).expect("open")
     }
 
+    /// The whole tree, admitting what `admit` admits.
+    fn everything<'a>(admit: &'a dyn Fn(&str) -> bool) -> Scope<'a> {
+        Scope {
+            starts: vec![String::new()],
+            admit,
+            prune: &|_| false,
+        }
+    }
+
     fn read_all(dir: &Path) -> Vec<(String, String)> {
-        read_admitted(&root_of(dir), 1 << 20, &|_| true)
+        read_admitted(&root_of(dir), 1 << 20, &everything(&|_| true))
             .expect("read")
             .into_iter()
             .map(|f| {
@@ -673,13 +826,14 @@ mod tests {
         fs_err::write(w.join("target/x"), "x").expect("write");
         fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o750))
             .expect("chmod");
-        let files = read_admitted(&root_of(&w), 1 << 20, &|_| true).expect("read");
+        let files = read_admitted(&root_of(&w), 1 << 20, &everything(&|_| true)).expect("read");
         let got: Vec<(&str, u32)> = files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
         assert_eq!(got, vec![("a/b/deep.txt", 0o644), ("top.txt", 0o750)]);
         // Only admitted files are read; the cap counts their sizes.
-        let only = read_admitted(&root_of(&w), 1 << 20, &|r| r == "top.txt").expect("read");
+        let only =
+            read_admitted(&root_of(&w), 1 << 20, &everything(&|r| r == "top.txt")).expect("read");
         assert_eq!(only.len(), 1);
-        let err = read_admitted(&root_of(&w), 3, &|_| true).expect_err("over the cap");
+        let err = read_admitted(&root_of(&w), 3, &everything(&|_| true)).expect_err("over the cap");
         assert!(err.to_string().contains("exceed 3 bytes"), "{err}");
     }
 
@@ -801,5 +955,90 @@ mod tests {
         let (_t, w, _) = setup();
         let err = WorkspaceRoot::open(&w.join("top.txt"), true, false).expect_err("a file");
         assert!(err.to_string().ends_with("is not a folder"), "{err}");
+    }
+
+    #[test]
+    fn walks_start_at_each_patterns_literal_prefix() {
+        assert_eq!(walk_starts([]), Vec::<String>::new(), "admits nothing");
+        assert_eq!(
+            walk_starts([Some("data"), Some("data/in"), Some("docs/a.md"), Some("b")]),
+            vec!["b", "data", "docs/a.md"]
+        );
+        // Any depth (`*.pem`) or a leading glob (`**/x`): the whole tree.
+        assert_eq!(walk_starts([Some("data"), None]), vec![""]);
+        assert_eq!(walk_starts([Some("data"), Some("")]), vec![""]);
+        // Component order, as a depth-first walk gives it (`a` before `a-b`, `a/x` between).
+        assert_eq!(
+            walk_starts([Some("a-b"), Some("a/x"), Some("a")]),
+            vec!["a", "a-b"]
+        );
+    }
+
+    fn policy_reading(allow: &[&str], deny: &[&str]) -> CompiledPolicy {
+        let mut p = crate::policy::Policy::default();
+        p.allow.read = allow.iter().map(|s| s.to_string()).collect();
+        p.deny.read = deny.iter().map(|s| s.to_string()).collect();
+        CompiledPolicy::compile(&p).expect("policy")
+    }
+
+    /// What `read_workspace` returned, and every folder it listed.
+    fn read_listing(w: &Path, policy: &CompiledPolicy) -> (Result<Vec<String>>, Vec<String>) {
+        LISTED.with(|l| l.borrow_mut().clear());
+        let got =
+            read_workspace(&root_of(w), policy).map(|v| v.into_iter().map(|f| f.path).collect());
+        (got, LISTED.with(|l| l.borrow().clone()))
+    }
+
+    #[test]
+    fn the_walk_goes_only_where_an_admitting_pattern_reaches() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path();
+        fs_err::create_dir_all(w.join("data/sub")).expect("mkdir");
+        fs_err::write(w.join("data/a.csv"), "1").expect("write");
+        fs_err::write(w.join("data/b.txt"), "2").expect("write");
+        fs_err::write(w.join("data/sub/c.csv"), "3").expect("write");
+        for i in 0..200 {
+            let d = w.join(format!("node_modules/pkg{i}"));
+            fs_err::create_dir_all(&d).expect("mkdir");
+            fs_err::write(d.join("index.js"), "x").expect("write");
+        }
+        fs_err::create_dir(w.join("locked")).expect("mkdir");
+        fs_err::write(w.join("locked/x.csv"), "x").expect("write");
+        fs_err::set_permissions(w.join("locked"), std::fs::Permissions::from_mode(0o000))
+            .expect("chmod");
+
+        let (got, listed) = read_listing(w, &policy_reading(&["data/*.csv"], &[]));
+        assert_eq!(got.expect("read"), vec!["data/a.csv"]);
+        // Only `data` and below: not the root, not node_modules, not the locked folder.
+        assert_eq!(listed, vec!["data", "data/sub"]);
+
+        // A band that admits nothing from the workspace never reads it.
+        let (got, listed) = read_listing(w, &policy_reading(&[], &[]));
+        assert_eq!(got.expect("read"), Vec::<String>::new());
+        assert_eq!(listed, Vec::<String>::new());
+        let (got, listed) = read_listing(w, &policy_reading(&["/etc/hosts"], &[]));
+        assert_eq!(got.expect("read"), Vec::<String>::new());
+        assert_eq!(listed, Vec::<String>::new());
+
+        // A pattern matched at any depth walks the tree, but not what a deny covers; the locked
+        // folder is not admitted (its name is no `*.csv`), so as non-root it reads as absent, and
+        // as root (which reads it anyway) it is walked and holds no admitted file.
+        let (got, listed) = read_listing(w, &policy_reading(&["*.csv"], &["node_modules"]));
+        let expected_locked = if rustix::process::geteuid().is_root() {
+            vec!["data/a.csv", "data/sub/c.csv", "locked/x.csv"]
+        } else {
+            vec!["data/a.csv", "data/sub/c.csv"]
+        };
+        assert_eq!(got.expect("read"), expected_locked);
+        assert!(
+            !listed.iter().any(|d| d.starts_with("node_modules")),
+            "{listed:?}"
+        );
+
+        // A missing prefix is nothing to read; a file named by its full path is read.
+        let (got, _) = read_listing(w, &policy_reading(&["missing/**", "./data/a.csv"], &[]));
+        assert_eq!(got.expect("read"), vec!["data/a.csv"]);
+        fs_err::set_permissions(w.join("locked"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
     }
 }

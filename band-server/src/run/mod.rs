@@ -22,7 +22,6 @@
 //! [`RunGuard`] tears down whatever was built, on every path including panics.
 
 use std::io::{BufRead, Read};
-use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -63,13 +62,18 @@ fn exit_code(status: ExitStatus) -> Option<i32> {
 
 /// Reap the zombies handed to band-server as the child subreaper (by the spawn step, see
 /// [`crate::layers::process::apply::spawn`]).
-/// By now every child band-server started itself has been waited for, so each one is an orphan
-/// of the run.
+/// By now every child band-server started itself has been waited for (band-server serves one
+/// run per process), so each child that has exited is an orphan of the run: reaped with
+/// `waitpid(-1)`, not looked for in the host's `/proc`.
 fn reap_orphans() {
-    let own = sys::pid();
-    for pid in crate::layers::identity::procs::zombie_children(Path::new("/proc"), own) {
-        if let Err(e) = sys::reap(pid) {
-            crate::say!("band-server: teardown: cannot reap pid {pid}: {e}");
+    for _ in 0..10_000 {
+        match sys::reap_any() {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => {
+                crate::say!("band-server: teardown: cannot reap: {e}");
+                break;
+            }
         }
     }
 }

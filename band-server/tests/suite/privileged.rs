@@ -396,6 +396,55 @@ fn privileged_daemonised_children_die_with_the_run() {
 }
 
 #[test]
+fn privileged_a_setsid_double_forked_stray_dies_at_teardown() {
+    privileged!();
+    // A stray that leaves the script's session and process group, and whose parent exits: only
+    // the run's cgroup (and pid namespace) still hold it. It prints its pid, so the test can look
+    // for that very process afterwards.
+    let script = format!(
+        "#!/bin/bash\n{WHO}\nsetsid bash -c 'sleep 1000 </dev/null >/dev/null 2>&1 & echo stray=$!' \nsleep 0.2\necho started\n"
+    );
+    let o = run(&request(&script, with_cli(&["setsid *"], &[])));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert!(
+        o.kv().contains_key("stray"),
+        "the stray never started: {o:#?}"
+    );
+    no_process_of_user_left(&run_user(&o));
+}
+
+#[test]
+fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
+    privileged!();
+    // /etc is one bind of the run's synthetic folder with the host's ld.so.cache and CA
+    // certificates on its mount points; /band/bin is a link to /usr/bin. Nothing more is
+    // visible, and nothing there is writable.
+    let script = "#!/bin/bash\n\
+        cd /etc && echo \"etc=$(echo *)\"\n\
+        echo \"same_bin=$([ \"$(cd /band/bin && echo *)\" = \"$(cd /usr/bin && echo *)\" ] && echo yes)\"\n\
+        echo \"cache=$([ -s /etc/ld.so.cache ] && echo full)\"\n\
+        if (echo x > /etc/passwd) 2>/dev/null; then echo passwd=written; else echo passwd=refused; fi\n\
+        if (echo x > /etc/new) 2>/dev/null; then echo new=written; else echo new=refused; fi\n";
+    let o = run(&request(script, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_default();
+    assert_eq!(
+        get("etc"),
+        "ca-certificates group hosts ld.so.cache nsswitch.conf passwd ssl",
+        "{o:#?}"
+    );
+    assert_eq!(get("same_bin"), "yes", "{o:#?}");
+    assert_eq!(
+        get("cache"),
+        "full",
+        "the host's ld.so.cache is bound: {o:#?}"
+    );
+    assert_eq!(get("passwd"), "refused", "{o:#?}");
+    assert_eq!(get("new"), "refused", "{o:#?}");
+}
+
+#[test]
 fn privileged_huge_stdout_is_truncated_at_max_log_bytes() {
     privileged!();
     let mut p = policy();

@@ -8,7 +8,9 @@
 //!   io/             root:<run gid> 1770 (sticky), remounted noexec           → /band/io
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
 //!   tmp/            run uid 0700, remounted noexec                           → /tmp
-//!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc/…
+//!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc
+//!                   (with resolv.conf when networked), and empty mount points for the host's
+//!                   ld.so.cache, ssl/certs and ca-certificates
 //!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
@@ -364,6 +366,13 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             None,
         ),
     }
+    // Mount points for what bubblewrap binds from the host over this folder (bound whole as
+    // `/etc`: one mount, not one per file): the dynamic linker's cache and the CA certificates.
+    p.write(etc.join("ld.so.cache"), Cow::Borrowed(b""), 0o444, None);
+    p.mkdir(etc.join("ssl"), 0o755, None);
+    for d in ETC_HOST_DIRS {
+        p.mkdir(root.join("etc").join(d), 0o755, None);
+    }
 
     let bin = root.join("bin");
     p.mkdir(bin.clone(), 0o755, None);
@@ -642,6 +651,9 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
             format!("failed to chmod {}", p.display()),
         )
 }
+
+/// Host folders of `/etc` bound over the run's `etc/` (their mount points are made there).
+pub const ETC_HOST_DIRS: &[&str] = &["ssl/certs", "ca-certificates"];
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
 pub fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {

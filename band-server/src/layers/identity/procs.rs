@@ -1,6 +1,15 @@
-//! The processes of the run's uid: found in `/proc`, killed until none is left. The run's
-//! teardown and the janitor both use this, so nothing of a run outlives it.
+//! The processes of a pool uid: found in `/proc`, killed until none is left.
+//!
+//! This is a sweep of every process on the host, so its cost grows with the host: a run never
+//! pays it when its teardown went as planned. A run's processes are found through its cgroup
+//! (bubblewrap joins it before it execs, and nothing of the run can leave it) and its relay (the
+//! network layer's child, reaped there); the sweep is for when those could not confirm that
+//! everything died, for a lease whose run is dead (the janitor), and for `band-server janitor`.
+//!
+//! The `/proc` root is a parameter, so the unit tests run on a temporary directory, and every
+//! sweep is counted per thread ([`sweeps`]), so a test can prove that a path does not sweep.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
@@ -26,16 +35,35 @@ pub fn status_is_zombie(status: &str) -> bool {
         .any(|l| l.starts_with("State:") && l.split_whitespace().nth(1) == Some("Z"))
 }
 
+/// The host's `/proc`.
+pub const PROC: &str = "/proc";
+
+thread_local! {
+    static SWEEPS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many `/proc` sweeps this thread has made (a test hook: the count is per thread, so tests
+/// running in parallel do not see each other's).
+pub fn sweeps() -> usize {
+    SWEEPS.with(Cell::get)
+}
+
 /// Pids (in our pid namespace) of live (non-zombie) processes whose real, effective or saved uid
-/// is in `uids`.
+/// is in `uids`: a sweep of the host's `/proc`.
 pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
-    let Ok(rd) = fs::read_dir("/proc") else {
+    pids_of_uids_in(Path::new(PROC), uids)
+}
+
+/// [`pids_of_uids`] in the `/proc` at `proc_root`: reads every process's `status`.
+pub fn pids_of_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> Vec<i32> {
+    SWEEPS.with(|n| n.set(n.get() + 1));
+    let Ok(rd) = fs::read_dir(proc_root) else {
         return Vec::new();
     };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/status"))
+            fs::read_to_string(proc_root.join(pid.to_string()).join("status"))
                 .ok()
                 .is_some_and(|s| {
                     !status_is_zombie(&s)
@@ -45,38 +73,20 @@ pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
         .collect()
 }
 
-/// The PPid of a `/proc/<pid>/status` text.
-pub fn status_ppid(status: &str) -> Option<i32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Pids of the zombies whose parent is `parent`, from the `/proc` at `proc_root`.
-pub fn zombie_children(proc_root: &Path, parent: i32) -> Vec<i32> {
-    let Ok(rd) = fs::read_dir(proc_root) else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            fs::read_to_string(proc_root.join(pid.to_string()).join("status"))
-                .ok()
-                .is_some_and(|s| status_is_zombie(&s) && status_ppid(&s) == Some(parent))
-        })
-        .collect()
-}
-
 /// SIGKILL every process of `uids` until none is left (bounded). Never uid 0.
 pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
+    kill_uids_in(Path::new(PROC), uids)
+}
+
+/// [`kill_uids`] in the `/proc` at `proc_root`.
+pub fn kill_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> usize {
     let uids: BTreeSet<u32> = uids.iter().copied().filter(|u| *u != 0).collect();
     if uids.is_empty() {
         return 0;
     }
     let mut killed = 0;
     for _ in 0..50 {
-        let pids = pids_of_uids(&uids);
+        let pids = pids_of_uids_in(proc_root, &uids);
         if pids.is_empty() {
             break;
         }
@@ -101,28 +111,5 @@ mod tests {
         assert_eq!(status_uids("Name: x\n"), None);
         assert!(!status_is_zombie(s));
         assert!(status_is_zombie("Name:\tx\nState:\tZ (zombie)\n"));
-        assert_eq!(status_ppid("Name:\tx\nPPid:\t42\n"), Some(42));
-        assert_eq!(status_ppid(s), None);
-    }
-
-    #[test]
-    fn zombie_children_of_a_parent() {
-        let tmp = tempfile::tempdir().unwrap();
-        for (pid, state, ppid) in [
-            (10, "Z (zombie)", 7),
-            (11, "S (sleeping)", 7),
-            (12, "Z (zombie)", 8),
-        ] {
-            let dir = tmp.path().join(pid.to_string());
-            fs::create_dir(&dir).unwrap();
-            fs::write(
-                dir.join("status"),
-                format!("Name:\tbwrap\nState:\t{state}\nPPid:\t{ppid}\n"),
-            )
-            .unwrap();
-        }
-        fs::create_dir(tmp.path().join("self")).unwrap();
-        assert_eq!(zombie_children(tmp.path(), 7), vec![10]);
-        assert!(zombie_children(tmp.path(), 9).is_empty());
     }
 }

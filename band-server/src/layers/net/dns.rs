@@ -16,6 +16,7 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -350,11 +351,11 @@ pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
 pub struct Stub {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// The serving threads' sockets, shut down by [`Stub::stop`] to wake them at once (they
+    /// block in `recv_from` and `accept` with no timeout: nothing polls).
+    wake: Vec<OwnedFd>,
     pub addr: Ipv4Addr,
 }
-
-/// How long a thread waits before it looks at the stop flag again.
-const POLL: Duration = Duration::from_millis(100);
 
 impl Stub {
     /// Bind UDP and TCP port 53 on `addr` (a loopback address of this run) and serve.
@@ -394,8 +395,12 @@ impl Stub {
     ) -> Result<Stub, DnsError> {
         let sa = SocketAddrV4::new(addr, 53);
         let socket = |source| DnsError::Socket { addr: sa, source };
-        udp.set_read_timeout(Some(POLL)).map_err(socket)?;
-        tcp.set_nonblocking(true).map_err(socket)?;
+        udp.set_read_timeout(None).map_err(socket)?;
+        tcp.set_nonblocking(false).map_err(socket)?;
+        let wake = vec![
+            OwnedFd::from(udp.try_clone().map_err(socket)?),
+            OwnedFd::from(tcp.try_clone().map_err(socket)?),
+        ];
         let stop = Arc::new(AtomicBool::new(false));
         let resolver = Arc::new(resolver);
         let mut threads = Vec::new();
@@ -420,12 +425,19 @@ impl Stub {
         Ok(Stub {
             stop,
             threads,
+            wake,
             addr,
         })
     }
 
+    /// Stop serving: set the flag, then shut the sockets down for reading, which wakes a thread
+    /// blocked in `recv_from` (it reads 0 bytes) or `accept` (it fails) at once; it sees the flag
+    /// and returns.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        for fd in self.wake.drain(..) {
+            let _ = rustix::net::shutdown(&fd, rustix::net::Shutdown::Read);
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -444,6 +456,9 @@ fn serve_udp(sock: UdpSocket, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicB
         let Ok((n, peer)) = sock.recv_from(&mut buf) else {
             continue;
         };
+        if n == 0 && stop.load(Ordering::SeqCst) {
+            break;
+        }
         let (reply, lookup) = r.answer(&buf[..n]);
         if let Some(l) = lookup {
             on_lookup(&l);
@@ -457,10 +472,13 @@ fn serve_udp(sock: UdpSocket, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicB
 fn serve_tcp(listener: TcpListener, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         let Ok((mut s, _)) = listener.accept() else {
-            std::thread::sleep(POLL / 4);
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            // A failed accept (the client gave up, a descriptor limit): brief, then again.
+            std::thread::sleep(Duration::from_millis(5));
             continue;
         };
-        let _ = s.set_nonblocking(false);
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
         // One connection at a time: a run asks few questions, and a slow client only delays itself.
         while let Ok(q) = read_framed(&mut s) {
@@ -722,5 +740,32 @@ mod tests {
         let small = Message::from_vec(&fit_udp(reply)).unwrap();
         assert!(small.metadata.truncation);
         assert!(small.answers.is_empty());
+    }
+
+    #[test]
+    fn the_stub_blocks_without_polling_and_stop_wakes_it() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp_addr = udp.local_addr().unwrap();
+        let probe = udp.try_clone().unwrap();
+        let (r, _, _) = resolver(&["example.com"], vec![]);
+        let mut stub =
+            Stub::serve(Ipv4Addr::LOCALHOST, udp, tcp, r, Arc::new(|_: &Lookup| {})).unwrap();
+        // No timeout to wake up for: the threads sleep in recv_from and accept until asked.
+        assert_eq!(probe.read_timeout().unwrap(), None);
+        // It still answers.
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        client
+            .send_to(&query("example.com", RecordType::A), udp_addr)
+            .unwrap();
+        let mut buf = [0u8; 512];
+        assert!(client.recv_from(&mut buf).unwrap().0 > 0);
+        // stop() returns only once both threads have returned: with nothing polling, only the
+        // shutdown of their sockets can wake them.
+        stub.stop();
+        assert!(stub.threads.is_empty());
     }
 }

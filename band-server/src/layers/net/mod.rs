@@ -379,12 +379,12 @@ impl NetLayer {
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
     pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
-        let read = |set: &str| {
-            self.nft.list_set(&self.table, set).unwrap_or_else(|e| {
-                crate::say!("band-server: net: {e}");
-                Vec::new()
-            })
-        };
+        // One listing of the whole table for all four sets (one `nft` process, not four).
+        let mut sets = self.nft.list_sets(&self.table).unwrap_or_else(|e| {
+            crate::say!("band-server: net: {e}");
+            Default::default()
+        });
+        let mut read = |set: &str| sets.remove(set).unwrap_or_default();
         let mut seen = read("seen4");
         seen.extend(read("seen6"));
         let mut denied = read("denied4");
@@ -436,9 +436,10 @@ impl NetLayer {
     }
 
     /// Stop the relay: the run's namespace has no way out any more.
-    pub fn stop_relay(&mut self) {
-        if let Some(ns) = self.netns.as_mut() {
-            ns.stop();
+    pub fn stop_relay(&mut self) -> std::io::Result<()> {
+        match self.netns.as_mut() {
+            Some(ns) => ns.stop(),
+            None => Ok(()),
         }
     }
 
@@ -546,10 +547,13 @@ impl crate::layer::RunLayer for Net {
 }
 
 impl crate::layer::Built for NetLayer {
-    fn stop(&mut self, _t: &mut crate::layer::Teardown) {
-        // The relay runs as the run's uid: stopped (and reaped) here, before the identity layer
-        // looks for survivors of that uid.
-        self.stop_relay();
+    fn stop(&mut self, t: &mut crate::layer::Teardown) {
+        // The relay runs as the run's uid outside the run's cgroup: stopped (and reaped) here.
+        // If that fails the identity layer sweeps the uid.
+        if let Err(e) = self.stop_relay() {
+            t.errors.push(format!("network: the relay: {e}"));
+            t.processes_dead = false;
+        }
     }
 
     fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {

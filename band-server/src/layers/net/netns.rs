@@ -215,7 +215,7 @@ impl RunNetns {
         if rx.recv_timeout(READY_TIMEOUT).unwrap_or(false) {
             return Ok(());
         }
-        self.stop();
+        let _ = self.stop();
         std::thread::sleep(Duration::from_millis(20));
         let stderr = self
             .stderr
@@ -246,7 +246,7 @@ impl RunNetns {
         if ok {
             Ok(())
         } else {
-            self.stop();
+            let _ = self.stop();
             Err(NetnsError::NoIpv6 {
                 bin: self.bin.clone(),
                 timeout: IPV6_TIMEOUT,
@@ -279,18 +279,24 @@ impl RunNetns {
     }
 
     /// Kill the relay and reap it: the run's namespace has no way out any more.
-    pub fn stop(&mut self) {
+    /// Kill and reap the relay. An error means it may still be alive.
+    pub fn stop(&mut self) -> std::io::Result<()> {
         self.exit_w = None;
         if let Some(mut c) = self.relay.take() {
             let _ = c.kill();
-            let _ = c.wait();
+            if let Err(e) = c.wait() {
+                // Kept, so the run's teardown tries again (and says so).
+                self.relay = Some(c);
+                return Err(e);
+            }
         }
+        Ok(())
     }
 }
 
 impl Drop for RunNetns {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
     }
 }
 

@@ -30,6 +30,7 @@
 //! namespace, so `run` has no rule for it: the relay never reaches the stub's address on the
 //! host (the run's packets to it stay on the run's own loopback).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -278,10 +279,27 @@ struct NftJson {
 
 /// Parse `nft -j list set inet <table> <set>` (elements are concatenations `addr . proto . port`).
 pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, NftError> {
+    Ok(parse_sets_json(text)?
+        .into_values()
+        .flatten()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect())
+}
+
+/// Parse `nft -j list table inet <table>`: every set's elements that are concatenations
+/// `addr . proto . port`, by set name (each sorted, without duplicates). One listing serves the
+/// whole report.
+pub fn parse_sets_json(text: &str) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
     let doc: NftJson = serde_json::from_str(text)?;
-    let mut out = Vec::new();
+    let mut sets: BTreeMap<String, BTreeSet<Flow>> = BTreeMap::new();
     for item in &doc.nftables {
-        let Some(elems) = item.pointer("/set/elem").and_then(|v| v.as_array()) else {
+        let Some(set) = item.get("set") else { continue };
+        let Some(name) = set.get("name").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        let out = sets.entry(name.to_string()).or_default();
+        let Some(elems) = set.get("elem").and_then(|v| v.as_array()) else {
             continue;
         };
         for e in elems {
@@ -309,13 +327,14 @@ pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, NftError> {
                 .and_then(|v| v.as_u64())
                 .and_then(|p| u16::try_from(p).ok());
             if let (Some(ip), Some(proto), Some(port)) = (ip, proto, port) {
-                out.push(Flow { ip, proto, port });
+                out.insert(Flow { ip, proto, port });
             }
         }
     }
-    out.sort();
-    out.dedup();
-    Ok(out)
+    Ok(sets
+        .into_iter()
+        .map(|(k, v)| (k, v.into_iter().collect()))
+        .collect())
 }
 
 /// Parse `nft -j list tables`: the names of `inet` tables.
@@ -392,9 +411,9 @@ impl Nft {
         }
     }
 
-    /// The destinations recorded in one of the table's dynamic sets.
-    pub fn list_set(&self, table: &str, set: &str) -> Result<Vec<Flow>, NftError> {
-        parse_set_json(&self.run(&["-j", "list", "set", "inet", table, set])?)
+    /// The destinations recorded in every set of the table, by set name: one `nft` process.
+    pub fn list_sets(&self, table: &str) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
+        parse_sets_json(&self.run(&["-j", "list", "table", "inet", table])?)
     }
 
     pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
@@ -544,6 +563,26 @@ mod tests {
             vec![]
         );
         assert!(parse_set_json("not json").is_err());
+    }
+
+    #[test]
+    fn one_table_listing_gives_every_set() {
+        // As `nft -j list table inet <t>` prints it (nftables 1.0.6).
+        let text = r#"{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}, {"table": {"family": "inet", "name": "band_x", "handle": 1}}, {"set": {"family": "inet", "name": "seen4", "table": "band_x", "type": ["ipv4_addr", "inet_proto", "inet_service"], "handle": 1, "size": 4096, "elem": [{"concat": ["1.2.3.4", "tcp", 80]}]}}, {"set": {"family": "inet", "name": "denied6", "table": "band_x", "type": ["ipv6_addr", "inet_proto", "inet_service"], "handle": 2, "size": 4096, "elem": [{"concat": ["2001:db8::1", 17, 53]}, {"concat": ["2001:db8::1", "udp", 53]}]}}, {"set": {"family": "inet", "name": "dns4", "table": "band_x", "type": ["ipv4_addr", "inet_service"], "handle": 3}}, {"chain": {"family": "inet", "table": "band_x", "name": "run", "handle": 4}}]}"#;
+        let sets = parse_sets_json(text).unwrap();
+        let flow = |ip: &str, proto: &str, port| Flow {
+            ip: ip.parse().unwrap(),
+            proto: proto.into(),
+            port,
+        };
+        assert_eq!(
+            sets,
+            BTreeMap::from([
+                ("denied6".to_string(), vec![flow("2001:db8::1", "udp", 53)]),
+                ("dns4".to_string(), vec![]),
+                ("seen4".to_string(), vec![flow("1.2.3.4", "tcp", 80)]),
+            ])
+        );
     }
 
     #[test]

@@ -13,8 +13,10 @@
 //!    read. Everything else in the host's `/usr/bin` simply does not exist inside.
 //!    Library trees with executables come from the run directory: overlays that hide them
 //!    (`execmask`).
-//! 4. `/etc`: only `ld.so.cache`, the synthetic passwd/group/hosts/nsswitch.conf and the CA
-//!    certificates.
+//! 4. `/etc`: the run's synthetic one (passwd/group/hosts/nsswitch.conf, resolv.conf with
+//!    network) in one bind, with the host's `ld.so.cache` and CA certificates bound on its mount
+//!    points. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
+//!    share one does; `/band/bin` is a symlink to `/usr/bin` (the same wrappers).
 //! 5. The run's own directories (skill, workspace, tmp, io, wrappers, programs, shim, jail, socket),
 //!    then host mounts for absolute `allow.read` / `allow.write` patterns.
 //! 6. `--remount-ro /`: the sandbox's root tmpfs (where bubblewrap created the mount points) is
@@ -242,40 +244,19 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     }
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
     bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
+    // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, and
+    // resolv.conf with network), then the host files it has mount points for.
+    bind(&mut a, "--ro-bind", run("etc"), "/etc".into());
     bind(
         &mut a,
         "--ro-bind",
         "/etc/ld.so.cache".into(),
         "/etc/ld.so.cache".into(),
     );
-    let resolv: &[&str] = if plan.share_net {
-        &["resolv.conf"]
-    } else {
-        &[]
-    };
-    for f in ["passwd", "group", "hosts", "nsswitch.conf"]
-        .iter()
-        .chain(resolv)
-    {
-        bind(
-            &mut a,
-            "--ro-bind",
-            run(&format!("etc/{f}")),
-            format!("/etc/{f}").into(),
-        );
+    for d in crate::layers::fs::workdir::ETC_HOST_DIRS {
+        let host = format!("/etc/{d}");
+        bind(&mut a, "--ro-bind-try", host.clone().into(), host.into());
     }
-    bind(
-        &mut a,
-        "--ro-bind-try",
-        "/etc/ssl/certs".into(),
-        "/etc/ssl/certs".into(),
-    );
-    bind(
-        &mut a,
-        "--ro-bind-try",
-        "/etc/ca-certificates".into(),
-        "/etc/ca-certificates".into(),
-    );
     bind(&mut a, "--ro-bind", run("skill"), "/skill".into());
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
@@ -289,7 +270,8 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     bind(&mut a, "--bind", run("workspace"), "/workspace".into());
     bind(&mut a, "--bind", run("tmp"), "/tmp".into());
     bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
-    bind(&mut a, "--ro-bind", run("bin"), SANDBOX_PATH.into());
+    // The same wrappers as /usr/bin: a link, not a second mount.
+    push(&mut a, &["--symlink", "/usr/bin", SANDBOX_PATH]);
     bind(
         &mut a,
         "--ro-bind",
@@ -434,20 +416,11 @@ mod tests {
             &format!("{r}/bin"),
             "/usr/bin",
             "--ro-bind",
+            &format!("{r}/etc"),
+            "/etc",
+            "--ro-bind",
             "/etc/ld.so.cache",
             "/etc/ld.so.cache",
-            "--ro-bind",
-            &format!("{r}/etc/passwd"),
-            "/etc/passwd",
-            "--ro-bind",
-            &format!("{r}/etc/group"),
-            "/etc/group",
-            "--ro-bind",
-            &format!("{r}/etc/hosts"),
-            "/etc/hosts",
-            "--ro-bind",
-            &format!("{r}/etc/nsswitch.conf"),
-            "/etc/nsswitch.conf",
             "--ro-bind-try",
             "/etc/ssl/certs",
             "/etc/ssl/certs",
@@ -469,8 +442,8 @@ mod tests {
             "--bind",
             &format!("{r}/io"),
             "/band/io",
-            "--ro-bind",
-            &format!("{r}/bin"),
+            "--symlink",
+            "/usr/bin",
             "/band/bin",
             "--ro-bind",
             "/run/band/exec/runs/0123456789abcdef",
@@ -547,11 +520,14 @@ mod tests {
             .collect();
         assert!(!args.iter().any(|a| a == "--unshare-net"));
         assert!(!args.iter().any(|a| a == "--share-net"));
-        let i = args.iter().position(|a| a == "/etc/resolv.conf").unwrap();
+        // The stub's resolv.conf is in the run's /etc (written by the run directory's plan), which
+        // is bound whole: no mount of its own.
+        let i = args.iter().position(|a| a == "/etc").unwrap();
         assert_eq!(
-            args[i - 1],
-            "/run/band/runs/0123456789abcdef/etc/resolv.conf"
+            args[i - 2..i],
+            ["--ro-bind", "/run/band/runs/0123456789abcdef/etc"]
         );
+        assert!(!args.iter().any(|a| a.ends_with("resolv.conf")));
         assert!(args.iter().any(|a| a == "--unshare-user"));
         assert!(args.iter().any(|a| a == "--disable-userns"));
     }
