@@ -109,7 +109,7 @@ codes! {
     SkillMdMissing = "S001", "skill-md-missing", Error, "The skill has no SKILL.md.";
     SkillMdField = "S002", "skill-md-field", Error, "SKILL.md frontmatter lacks `name` or `description`, or `name` does not match the folder.";
     NotExecutable = "S003", "not-executable", Error, "A script is not an executable file.";
-    MissingInputSchema = "S004", "missing-input-schema", Error, "A script has no input schema in schemas/input/.";
+    MissingInputSchema = "S004", "missing-input-schema", Warning, "A script has no input schema (schemas/input/ or upstream's co-located input_schema.json), so it takes no input: an empty object.";
     MissingOutputSchema = "S005", "missing-output-schema", Warning, "A script has no output schema in schemas/output/ (recommended).";
     NoBand = "S006", "no-band", Error, "A script has no band file at any level, so it could never run.";
     NoScripts = "S007", "no-scripts", Warning, "The skill has no scripts.";

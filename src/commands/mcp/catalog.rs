@@ -152,12 +152,12 @@ fn tool_for(skill: &band::skill::Skill, script: &str) -> Result<Tool, NotATool> 
     let (resolved, _) = band::skill::resolve_script(skill, script);
     let policy = resolved.ok_or(NotATool::BandErrors)?.policy;
     let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
-    let input_rel = format!("schemas/input/{script}.json");
+    // A script with no input schema takes no input: its tool takes an empty object.
     schemas
-        .compile(&input_rel)
+        .input_contract(script)
         .map_err(|e| NotATool::InputSchema(e.to_string()))?;
     let input = schemas
-        .bundle(&input_rel)
+        .input_tool_schema(script)
         .and_then(object_schema)
         .ok_or(NotATool::NotAnObject)?;
     let title = format!("{}/{script}", skill.name);
@@ -168,8 +168,8 @@ fn tool_for(skill: &band::skill::Skill, script: &str) -> Result<Tool, NotATool> 
     )
     .with_title(title.clone())
     .with_annotations(annotations(&policy, title));
-    let output_rel = format!("schemas/output/{script}.json");
-    if schemas.compile(&output_rel).is_ok()
+    if let Some(output_rel) = schemas.output_rel(script)
+        && schemas.compile(&output_rel).is_ok()
         && let Some(output) = schemas.bundle(&output_rel).and_then(object_schema)
     {
         tool = tool.with_raw_output_schema(Arc::new(output));
