@@ -98,6 +98,8 @@ codes! {
     CeilingExceeded = "P006", "ceiling-exceeded", Warning, "An extended or included band asks for more than its parent allows; the extra is dropped.";
     RequiresUnsatisfied = "P007", "requires-unsatisfied", Error, "An included band requires network egress that the effective policy denies.";
     DenyFlagsUnmodelled = "P008", "deny-flags-unmodelled", Warning, "A cli deny pattern names flags of a command band has no option model for, so other spellings of the same options are not denied.";
+    PathRefused = "P009", "path-refused", Error, "An absolute read/write rule names a path the sandbox never binds (a secret, a tree it manages, read-only system content for writing, a prefix covering its own paths), or an absolute deny falls inside a bound host path; the run is refused.";
+    PathNotShown = "P010", "path-not-shown", Warning, "An absolute read rule names a part of /usr the sandbox does not show (only /usr/lib*, /usr/share, /usr/libexec and the declared programs), so it gives nothing.";
     // L: limits
     InvalidLimit = "L001", "invalid-limit", Error, "A limit is not a number or a valid human size/duration.";
     LimitOutOfRange = "L002", "limit-out-of-range", Error, "A limit is outside the range band accepts.";

@@ -5,6 +5,7 @@
 //! contracts (every schema compiles, every `$ref` resolves offline).
 
 pub mod layout;
+pub mod paths;
 pub mod render;
 
 use std::collections::BTreeSet;
@@ -60,6 +61,9 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
             let (_, diags) = crate::skill::resolve_band_file(&file);
             let parsed = load_band(&file);
             report.diagnostics.extend(parsed.diagnostics);
+            report
+                .diagnostics
+                .extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
             report.diagnostics.extend(diags);
         }
     }
@@ -116,7 +120,9 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     let mut band_files = BTreeSet::new();
     collect_band_files(root, 0, &mut band_files);
     for f in &band_files {
-        diags.extend(load_band(f).diagnostics);
+        let parsed = load_band(f);
+        diags.extend(parsed.diagnostics);
+        diags.extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
     }
     let schemas_dir = root.join("schemas");
     let (schemas, schema_errors) = SchemaSet::load_dir(root);
