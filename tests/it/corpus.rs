@@ -311,3 +311,23 @@ fn privileged_corpus_lint_and_run_agree() {
         }
     }
 }
+
+/// `band help` reads co-located contracts, and says a script without one takes no arguments.
+#[test]
+fn help_reads_upstream_contracts() {
+    let (code, out, err) = band(&["help", "upstream/github/issue-list"], &corpus());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("--repo <string> (required)"), "{out}");
+    let (code, out, err) = band(&["help", "upstream/elevenlabs/user-info"], &corpus());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("Arguments:\n  (none)\n"), "{out}");
+}
+
+/// `band list` shows the resources' scripts, not upstream's wrappers twice or as scripts.
+#[test]
+fn list_shows_upstream_scripts_once() {
+    band_snapshot!(
+        output(&["list", "--skills", "upstream"], &corpus()),
+        "corpus_list_upstream"
+    );
+}

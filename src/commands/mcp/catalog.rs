@@ -353,6 +353,36 @@ mod tests {
         assert_eq!(annotations(&read, title()).title.as_deref(), Some("s/x"));
     }
 
+    /// Upstream Bands skills as they come (tests/corpus): co-located contracts are the tools'
+    /// schemas, and a script with no input schema is a tool that takes an empty object.
+    #[test]
+    fn upstream_layouts_and_scripts_without_input_are_tools() {
+        let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/upstream");
+        let c = catalog(&[corpus]);
+        assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+        let get = |n: &str| {
+            c.tools
+                .iter()
+                .find(|e| e.tool.name == n)
+                .map(|e| e.tool.clone())
+                .unwrap_or_else(|| panic!("no tool {n}"))
+        };
+        let user_info = get("elevenlabs__user-info");
+        assert_eq!(
+            Value::Object((*user_info.input_schema).clone()),
+            band::contract::no_input_schema()
+        );
+        let no_wrapper = get("config-skill__no-wrapper");
+        assert_eq!(
+            no_wrapper.input_schema["additionalProperties"],
+            json!(false)
+        );
+        let issues = get("github__issue-list");
+        assert_eq!(issues.input_schema["required"], json!(["repo"]));
+        let echo = get("example-banded__echo-input");
+        assert!(echo.output_schema.is_some());
+    }
+
     #[test]
     fn a_script_left_out_is_reported() {
         let t = tempfile::tempdir().unwrap();
