@@ -331,3 +331,75 @@ fn list_shows_upstream_scripts_once() {
         "corpus_list_upstream"
     );
 }
+
+/// Until `band wrap` writes them a band, Agent Skills run unchanged through `band exec` under a
+/// band file of the user's (here: the narrowest for Python scripts reading the workspace): the
+/// pdf and skill-creator scripts that need only the standard library and Debian's python3-yaml
+/// give their output; a host path they are handed is not there.
+#[test]
+fn privileged_corpus_agent_skills_run_under_a_band_file() {
+    if skip("privileged_corpus_agent_skills_run_under_a_band_file") {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    for skill in ["pdf", "skill-creator"] {
+        band_test::copy_dir(&corpus().join("agent").join(skill), &ws.path().join(skill));
+    }
+    fs_err::write(
+        ws.path().join("fields.json"),
+        r#"{"form_fields": [
+            {"page_number": 1, "description": "Name", "label_bounding_box": [10, 10, 50, 20], "entry_bounding_box": [60, 10, 200, 30]},
+            {"page_number": 1, "description": "Date", "label_bounding_box": [10, 40, 50, 50], "entry_bounding_box": [55, 25, 200, 55]}
+        ]}"#,
+    )
+    .unwrap();
+    let band_file = ws.path().join("agent.band.md");
+    fs_err::write(
+        &band_file,
+        "---\nband: agent-python\ndescription: Agent Skill scripts on workspace files\nallow:\n  cli: [\"python3 *\"]\n  read: [\"pdf/**\", \"skill-creator/**\", \"fields.json\"]\n---\n",
+    )
+    .unwrap();
+    let exec = |argv: &[&str]| {
+        let mut args = vec![
+            "exec",
+            "--json",
+            "--target",
+            "host",
+            "--band",
+            "agent.band.md",
+            "--",
+        ];
+        args.extend(argv);
+        let (code, out, err) = band(&args, ws.path());
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        (code, json, err)
+    };
+    let (code, json, err) = exec(&[
+        "python3",
+        "pdf/scripts/check_bounding_boxes.py",
+        "fields.json",
+    ]);
+    assert_eq!(code, 0, "{json}\n{err}");
+    assert_eq!(
+        json["stdout"],
+        "Read 2 fields\nFAILURE: entry of `Name` overlaps entry of `Date`\nFAILURE: fix the boxes\n"
+    );
+    let (code, json, err) = exec(&["python3", "skill-creator/scripts/quick_validate.py", "pdf"]);
+    assert_eq!(
+        (code, &json["stdout"]),
+        (0, &json!("Skill is valid!\n")),
+        "{json}\n{err}"
+    );
+    // The same skill by its host path: valid on the host, absent in the sandbox.
+    let host_pdf = corpus().join("agent/pdf").display().to_string();
+    let (code, json, _) = exec(&[
+        "python3",
+        "skill-creator/scripts/quick_validate.py",
+        &host_pdf,
+    ]);
+    assert_eq!(
+        (code, &json["stdout"]),
+        (1, &json!("SKILL.md not found\n")),
+        "{json}"
+    );
+}
