@@ -99,6 +99,8 @@ codes! {
     RequiresUnsatisfied = "P007", "requires-unsatisfied", Error, "An included band requires network egress that the effective policy denies.";
     DenyFlagsUnmodelled = "P008", "deny-flags-unmodelled", Warning, "A cli deny pattern names flags of a command band has no option model for, so other spellings of the same options are not denied.";
     ShellBuiltin = "P009", "shell-builtin", Warning, "An `allow.cli` or `insist.cli` rule names a shell builtin (echo, printf, cd, test, read, export…): the shell runs the builtin itself, never through band's CLI gate, so the rule never sees it. An insist on a builtin with no program of the same name (cd, read, export…) can never be satisfied: an error.";
+    PathRefused = "P010", "path-refused", Error, "An absolute read/write rule names a path the sandbox never binds (a secret, a tree it manages, read-only system content for writing, a prefix covering its own paths), or an absolute deny falls inside a bound host path; the run is refused.";
+    PathNotShown = "P011", "path-not-shown", Warning, "An absolute read rule names a part of /usr the sandbox does not show (only /usr/lib*, /usr/share, /usr/libexec and the declared programs), so it gives nothing.";
     // L: limits
     InvalidLimit = "L001", "invalid-limit", Error, "A limit is not a number or a valid human size/duration.";
     LimitOutOfRange = "L002", "limit-out-of-range", Error, "A limit is outside the range band accepts.";
@@ -110,7 +112,7 @@ codes! {
     SkillMdMissing = "S001", "skill-md-missing", Error, "The skill has no SKILL.md.";
     SkillMdField = "S002", "skill-md-field", Error, "SKILL.md frontmatter lacks `name` or `description`, or `name` does not match the folder.";
     NotExecutable = "S003", "not-executable", Error, "A script is not an executable file.";
-    MissingInputSchema = "S004", "missing-input-schema", Error, "A script has no input schema in schemas/input/.";
+    MissingInputSchema = "S004", "missing-input-schema", Warning, "A script has no input schema (schemas/input/ or upstream's co-located input_schema.json), so it takes no input: an empty object.";
     MissingOutputSchema = "S005", "missing-output-schema", Warning, "A script has no output schema in schemas/output/ (recommended).";
     NoBand = "S006", "no-band", Error, "A script has no band file at any level, so it could never run.";
     NoScripts = "S007", "no-scripts", Warning, "The skill has no scripts.";

@@ -11,6 +11,16 @@
 //!   schemas/defs/*.json                    shared fragments
 //! ```
 //!
+//! Upstream Bands skills are read in place, unchanged:
+//! - `scripts/resources/<script>/run.sh` is the entry of `<script>`. Upstream starts it with
+//!   `bash`, so it needs no execute bit ([`runs_with_bash`]); band starts it the same way.
+//! - Its co-located `input_schema.json` / `output_schema.json` are its contracts when
+//!   `schemas/{input,output}/<script>.json` is absent (see [`crate::contract::SchemaSet::input_rel`]).
+//! - A script with no input schema takes no input (an empty object).
+//! - Upstream's wrapper `scripts/<name>`, which hands `resources/<name>` to upstream's runtime
+//!   (`band exec …` or `bun …/cli.ts exec …`), is the agent's launcher, not a script: band runs
+//!   the resource itself, so the wrapper is skipped ([`is_upstream_wrapper`]).
+//!
 //! The band for a script is the most specific band file found (per-script, then scripts-level,
 //! then the skill's BAND.md). A band file with errors is an error: band never falls back to a
 //! broader band, or to no sandbox.
@@ -205,7 +215,7 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
         {
             continue;
         }
-        if p.is_file() {
+        if p.is_file() && !is_upstream_wrapper(p) {
             let stem = fname.split('.').next().unwrap_or(fname).to_string();
             let rel = PathBuf::from("scripts").join(fname);
             if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
@@ -259,6 +269,38 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
         );
     }
     (scripts, diags)
+}
+
+/// True for upstream's entry point `scripts/resources/<script>/run.sh` (a path relative to the
+/// skill root): upstream runs it as `bash run.sh`, so band starts it with bash too, execute bit
+/// or not. band-server decides the same from the same function.
+pub fn runs_with_bash(entry: &Path) -> bool {
+    let parts: Vec<&str> = entry.iter().filter_map(|c| c.to_str()).collect();
+    matches!(parts.as_slice(), ["scripts", "resources", name, "run.sh"] if !name.starts_with('.'))
+}
+
+/// The most of a file [`is_upstream_wrapper`] reads: upstream's wrappers are a few lines.
+const WRAPPER_MAX_BYTES: u64 = 4096;
+
+/// True when `file` (in `scripts/`) is an upstream wrapper: a small shell script that hands a
+/// `resources/<name>` folder to upstream's runtime, `band exec <dir>` as documented or
+/// `bun …/cli.ts exec "$DIR/resources/<name>"` as shipped.
+pub fn is_upstream_wrapper(file: &Path) -> bool {
+    if fs_err::metadata(file).map_or(true, |m| m.len() > WRAPPER_MAX_BYTES) {
+        return false;
+    }
+    let Ok(text) = fs_err::read_to_string(file) else {
+        return false;
+    };
+    text.starts_with("#!")
+        && text.contains("resources/")
+        && text.lines().any(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.windows(2).any(|w| {
+                (w[0] == "band" || w[0].ends_with("cli.ts") || w[0].ends_with("cli.ts\""))
+                    && w[1] == "exec"
+            })
+        })
 }
 
 /// A band file after references and composition: the policy one run gets.
@@ -498,6 +540,47 @@ mod tests {
         );
         assert_eq!(skill.band_file_for("legacy"), Some(root.join("BAND.md")));
         assert_eq!(find_skills(t.path()), vec![root.clone()]);
+    }
+
+    #[test]
+    fn upstream_wrappers_are_skipped_and_run_sh_runs_with_bash() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("up");
+        write(&root, "SKILL.md", "---\nname: up\ndescription: d\n---\n");
+        write(&root, "BAND.md", BAND);
+        write(&root, "scripts/resources/list/run.sh", "#!/bin/bash\n");
+        // The documented wrapper, and the shipped one (which calls upstream's cli.ts).
+        write(
+            &root,
+            "scripts/list",
+            "#!/bin/bash\nband exec scripts/resources/list \"$@\"\n",
+        );
+        write(
+            &root,
+            "scripts/gone",
+            "#!/bin/bash\nDIR=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\nbun \"$DIR/../packages/runtime/src/cli.ts\" exec \"$DIR/resources/gone\" --skill_root \"$DIR/..\" \"$@\"\n",
+        );
+        // A script of its own that merely mentions band: kept.
+        write(
+            &root,
+            "scripts/own.sh",
+            "#!/bin/sh\necho band exec is upstream's\n",
+        );
+        let (skill, diags) = load_skill(&root);
+        assert!(diags.is_empty(), "{diags:?}");
+        let names: Vec<&str> = skill.scripts.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["list", "own"]);
+        assert!(is_upstream_wrapper(&root.join("scripts/gone")));
+        assert!(!is_upstream_wrapper(&root.join("scripts/own.sh")));
+        assert!(runs_with_bash(Path::new("scripts/resources/list/run.sh")));
+        for not in [
+            "scripts/list",
+            "scripts/resources/list/other.sh",
+            "scripts/resources/.x/run.sh",
+            "x/scripts/resources/list/run.sh",
+        ] {
+            assert!(!runs_with_bash(Path::new(not)), "{not}");
+        }
     }
 
     #[test]

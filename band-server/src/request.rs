@@ -176,11 +176,16 @@ pub fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
             Layer::Io,
             format!("entry {entry:?} is not in the skill bundle"),
         )),
-        Some(f) if f.mode & 0o111 == 0 => Err(SetupError::new(
-            Layer::Process,
-            format!("entry {entry:?} is not executable (mode {:o})", f.mode),
-        )
-        .with_hint("chmod +x the script; it runs through its #! line")),
+        // Upstream's run.sh is started by bash (see `band::skill::runs_with_bash`).
+        Some(f)
+            if f.mode & 0o111 == 0 && !band::skill::runs_with_bash(std::path::Path::new(entry)) =>
+        {
+            Err(SetupError::new(
+                Layer::Process,
+                format!("entry {entry:?} is not executable (mode {:o})", f.mode),
+            )
+            .with_hint("chmod +x the script; it runs through its #! line"))
+        }
         Some(_) => Ok(()),
     }
 }
@@ -506,6 +511,22 @@ mod tests {
         assert!(matches!(check_entry(&b, "data.txt"), Err(e) if e.layer == Layer::Process));
         assert!(matches!(check_entry(&b, "nope.sh"), Err(e) if e.layer == Layer::Io));
         assert!(matches!(check_entry(&b, "../run.sh"), Err(e) if e.layer == Layer::Io));
+    }
+
+    #[test]
+    fn upstream_run_sh_needs_no_execute_bit() {
+        let b = vec![
+            f("scripts/resources/go/run.sh", 0o644, b"echo hi\n"),
+            f("scripts/go.sh", 0o644, b""),
+            f("scripts/resources/go/other.sh", 0o644, b""),
+        ];
+        assert!(check_entry(&b, "scripts/resources/go/run.sh").is_ok());
+        for not_upstream in ["scripts/go.sh", "scripts/resources/go/other.sh"] {
+            assert!(
+                matches!(check_entry(&b, not_upstream), Err(e) if e.layer == Layer::Process),
+                "{not_upstream}"
+            );
+        }
     }
 
     #[test]

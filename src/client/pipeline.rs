@@ -323,8 +323,8 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
 
     // Input: validated against the contract, coerced from CLI strings.
     let schemas = crate::contract::SchemaSet::load_dir(root).0;
-    let input_rel = format!("schemas/input/{script}.json");
-    let contract = schemas.compile(&input_rel).map_err(|e| {
+    // No input schema: the script takes no input (an empty object), as upstream's did.
+    let contract = schemas.input_contract(script).map_err(|e| {
         user_error(
             format!("input schema: {e}"),
             format!("run `band lint {}`", root.display()),
@@ -515,11 +515,10 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
 
 /// The output contract is checked here, on the host, strictly.
 fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()> {
-    let rel = format!("schemas/output/{script}.json");
-    if !root.join(&rel).is_file() {
-        return Ok(());
-    }
     let schemas = crate::contract::SchemaSet::load_dir(root).0;
+    let Some(rel) = schemas.output_rel(script) else {
+        return Ok(());
+    };
     let contract = schemas
         .compile(&rel)
         .map_err(|e| user_error(format!("output schema: {e}"), "run `band lint`"))?;

@@ -18,10 +18,19 @@ pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
     };
     let skill = find_script(skill_name, script, &args.skills)?;
     let root = &skill.root;
-    let schema_path = root.join("schemas/input").join(format!("{script}.json"));
-    let text = fs_err::read_to_string(&schema_path)?;
-    let schema: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", schema_path.display()))?;
+    // `schemas/input/<script>.json`, upstream's co-located `input_schema.json`, or none (no input).
+    let schema = match band::contract::SchemaSet::contract_candidates("input", script)
+        .iter()
+        .map(|rel| root.join(rel))
+        .find(|p| p.is_file())
+    {
+        Some(schema_path) => {
+            let text = fs_err::read_to_string(&schema_path)?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", schema_path.display()))?
+        }
+        None => band::contract::no_input_schema(),
+    };
     let mut out = std::io::stdout().lock();
     writeln!(out, "band run {}/{script} [--key=value …]", skill.name)?;
     if let Some(desc) = schema.get("description").and_then(|d| d.as_str()) {

@@ -4,10 +4,12 @@ use std::path::{Path, PathBuf};
 
 use super::SCHEMAS_DIR;
 use super::error::ContractError;
+use super::schema_set::COLOCATED_DIR;
 use super::schema_set::{SchemaFile, SchemaSet};
 
 impl SchemaSet {
-    /// Read every `*.json` under `<skill_root>/schemas/` and [`load`](Self::load) them.
+    /// Read every `*.json` under `<skill_root>/schemas/`, and upstream's co-located
+    /// `scripts/resources/<script>/{input,output}_schema.json`, and [`load`](Self::load) them.
     ///
     /// A missing `schemas/` folder is an empty set. Symlinked folders are not followed; a
     /// symlinked file is read only if it stays inside the skill.
@@ -36,10 +38,50 @@ impl SchemaSet {
                 source,
             }),
         }
+        collect_colocated(skill_root, &mut files, &mut errors);
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let (set, more) = SchemaSet::load(files);
         errors.extend(more);
         (set, errors)
+    }
+}
+
+/// Gather upstream's co-located contracts, `scripts/resources/<script>/{input,output}_schema.json`
+/// (regular files only: a symlinked resource folder or schema is not followed).
+fn collect_colocated(
+    skill_root: &Path,
+    files: &mut Vec<SchemaFile>,
+    errors: &mut Vec<ContractError>,
+) {
+    let dir = skill_root.join(COLOCATED_DIR);
+    if !fs_err::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    let Ok(entries) = fs_err::read_dir(&dir) else {
+        return;
+    };
+    let mut names: Vec<_> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name())
+        .collect();
+    names.sort();
+    for name in names {
+        for file in ["input_schema.json", "output_schema.json"] {
+            let rel = Path::new(COLOCATED_DIR).join(&name).join(file);
+            let full = skill_root.join(&rel);
+            match fs_err::symlink_metadata(&full) {
+                Ok(m) if m.is_file() => match fs_err::read_to_string(&full) {
+                    Ok(text) => files.push(SchemaFile { path: rel, text }),
+                    Err(source) => errors.push(ContractError::Io { path: rel, source }),
+                },
+                Ok(_) => errors.push(ContractError::compile(
+                    &rel,
+                    "not a regular file (a symlinked schema is not followed)",
+                )),
+                Err(_) => {}
+            }
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod load_dir;
 mod offline;
 mod refs;
 mod schema_set;
+mod script;
 #[cfg(test)]
 mod testutil;
 mod uri;
@@ -31,6 +32,7 @@ mod walk;
 pub use args::{ArgDoc, describe_args, parse_cli_args, suggest_args};
 pub use error::{ArgError, ContractError, Violation};
 pub use schema_set::{SchemaFile, SchemaSet};
+pub use script::no_input_schema;
 pub use validate::Contract;
 
 /// The advice every refused `$ref` carries.

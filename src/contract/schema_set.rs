@@ -234,14 +234,43 @@ impl SchemaSet {
         )
     }
 
-    /// The raw input schema of `script` (`schemas/input/<script>.json`).
+    /// The raw input schema of `script` (at [`Self::input_rel`]).
     pub fn input(&self, script: &str) -> Option<&Value> {
-        self.get(&format!("schemas/input/{script}.json"))
+        self.get(&self.input_rel(script)?)
     }
 
-    /// The raw output schema of `script` (`schemas/output/<script>.json`).
+    /// The raw output schema of `script` (at [`Self::output_rel`]).
     pub fn output(&self, script: &str) -> Option<&Value> {
-        self.get(&format!("schemas/output/{script}.json"))
+        self.get(&self.output_rel(script)?)
+    }
+
+    /// Where the input schema of `script` is, if it has one that loaded: `schemas/input/<script>.json`,
+    /// else upstream's co-located `scripts/resources/<script>/input_schema.json`.
+    pub fn input_rel(&self, script: &str) -> Option<String> {
+        self.contract_rel("input", script)
+    }
+
+    /// Where the output schema of `script` is (as [`Self::input_rel`], for `output`).
+    pub fn output_rel(&self, script: &str) -> Option<String> {
+        self.contract_rel("output", script)
+    }
+
+    /// The paths `script`'s `kind` (`input`/`output`) schema may have, the canonical one first.
+    pub fn contract_candidates(kind: &str, script: &str) -> [String; 2] {
+        [
+            format!("{SCHEMAS_DIR}/{kind}/{script}.json"),
+            format!("{COLOCATED_DIR}/{script}/{kind}_schema.json"),
+        ]
+    }
+
+    fn contract_rel(&self, kind: &str, script: &str) -> Option<String> {
+        Self::contract_candidates(kind, script)
+            .into_iter()
+            .find(|rel| self.index.by_rel.contains_key(rel) || self.is_broken(rel))
+    }
+
+    fn is_broken(&self, rel: &str) -> bool {
+        self.index.broken.values().any(|b| b == rel)
     }
 
     /// The raw schema at `rel_path` (e.g. `schemas/defs/repo.json`).
@@ -529,7 +558,17 @@ impl Index {
     }
 }
 
-/// Check that `path` is a plain relative path under `schemas/`, and return it `/`-separated.
+/// Where upstream Bands keeps a script's own files (`run.sh`, co-located schemas).
+pub(super) const COLOCATED_DIR: &str = "scripts/resources";
+
+/// `scripts/resources/<script>/{input,output}_schema.json`: upstream's co-located contracts.
+fn is_colocated(parts: &[&str]) -> bool {
+    matches!(parts, ["scripts", "resources", script, file]
+        if !script.starts_with('.') && matches!(*file, "input_schema.json" | "output_schema.json"))
+}
+
+/// Check that `path` is a plain relative path under `schemas/` (or an upstream co-located
+/// contract, see [`is_colocated`]), and return it `/`-separated.
 fn relative_schema_path(path: &Path) -> Result<String, ContractError> {
     let mut parts = Vec::new();
     for component in path.components() {
@@ -548,9 +587,12 @@ fn relative_schema_path(path: &Path) -> Result<String, ContractError> {
         }
     }
     if parts.len() < 2 || parts[0] != SCHEMAS_DIR {
+        if is_colocated(&parts) {
+            return Ok(parts.join("/"));
+        }
         return Err(ContractError::compile(
             path,
-            "a schema file must be under schemas/",
+            "a schema file must be under schemas/ (or be upstream's scripts/resources/<script>/{input,output}_schema.json)",
         ));
     }
     Ok(parts.join("/"))

@@ -4,6 +4,8 @@
 //! script (via [`crate::skill`]), the skill layout (SKILL.md, executable entries, schemas), and the
 //! contracts (every schema compiles, every `$ref` resolves offline).
 
+pub mod layout;
+pub mod paths;
 pub mod render;
 
 use std::collections::BTreeSet;
@@ -59,6 +61,9 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
             let (_, diags) = crate::skill::resolve_band_file(&file);
             let parsed = load_band(&file);
             report.diagnostics.extend(parsed.diagnostics);
+            report
+                .diagnostics
+                .extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
             report.diagnostics.extend(diags);
         }
     }
@@ -115,7 +120,9 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     let mut band_files = BTreeSet::new();
     collect_band_files(root, 0, &mut band_files);
     for f in &band_files {
-        diags.extend(load_band(f).diagnostics);
+        let parsed = load_band(f);
+        diags.extend(parsed.diagnostics);
+        diags.extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
     }
     let schemas_dir = root.join("schemas");
     let (schemas, schema_errors) = SchemaSet::load_dir(root);
@@ -148,7 +155,8 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
             }
         }
         let entry = root.join(&script.entry);
-        if !is_executable(&entry) {
+        // Upstream's `run.sh` is started by bash, like upstream does: it needs no execute bit.
+        if !crate::skill::runs_with_bash(&script.entry) && !is_executable(&entry) {
             diags.push(
                 Diagnostic::new(
                     Code::NotExecutable,
@@ -159,19 +167,26 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
                 .with_hint(format!("chmod +x {}", entry.display())),
             );
         }
+        diags.extend(crate::lint::layout::check_contract_files(
+            root,
+            &script.name,
+        ));
         let input = schemas_dir
             .join("input")
             .join(format!("{}.json", script.name));
-        if !input.is_file() {
+        if schemas.input_rel(&script.name).is_none() {
             diags.push(
                 Diagnostic::new(
                     Code::MissingInputSchema,
                     &entry,
                     Loc::FILE,
-                    format!("script `{}` has no input schema", script.name),
+                    format!(
+                        "script `{}` has no input schema, so it takes no input (an empty object)",
+                        script.name
+                    ),
                 )
                 .with_hint(format!(
-                    "add {} (`{{\"type\": \"object\", \"properties\": {{}}}}` takes no arguments)",
+                    "add {} if it takes arguments (`{{\"type\": \"object\", \"properties\": {{}}}}` says it takes none)",
                     input.display()
                 )),
             );
@@ -179,7 +194,7 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         let output = schemas_dir
             .join("output")
             .join(format!("{}.json", script.name));
-        if !output.is_file() {
+        if schemas.output_rel(&script.name).is_none() {
             diags.push(
                 Diagnostic::new(
                     Code::MissingOutputSchema,
@@ -314,7 +329,10 @@ fn check_bundled_programs(
             }
             continue;
         }
-        if named.contains(&node.path) || !looks_executable(node.mode, head) {
+        if named.contains(&node.path)
+            || !looks_executable(node.mode, head)
+            || crate::skill::is_upstream_wrapper(&root.join(&node.path))
+        {
             continue;
         }
         out.push(

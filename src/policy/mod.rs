@@ -16,6 +16,7 @@ pub mod compose;
 pub mod fs;
 pub mod net;
 pub mod options;
+pub mod place;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -152,12 +152,12 @@ fn tool_for(skill: &band::skill::Skill, script: &str) -> Result<Tool, NotATool> 
     let (resolved, _) = band::skill::resolve_script(skill, script);
     let policy = resolved.ok_or(NotATool::BandErrors)?.policy;
     let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
-    let input_rel = format!("schemas/input/{script}.json");
+    // A script with no input schema takes no input: its tool takes an empty object.
     schemas
-        .compile(&input_rel)
+        .input_contract(script)
         .map_err(|e| NotATool::InputSchema(e.to_string()))?;
     let input = schemas
-        .bundle(&input_rel)
+        .input_tool_schema(script)
         .and_then(object_schema)
         .ok_or(NotATool::NotAnObject)?;
     let title = format!("{}/{script}", skill.name);
@@ -168,8 +168,8 @@ fn tool_for(skill: &band::skill::Skill, script: &str) -> Result<Tool, NotATool> 
     )
     .with_title(title.clone())
     .with_annotations(annotations(&policy, title));
-    let output_rel = format!("schemas/output/{script}.json");
-    if schemas.compile(&output_rel).is_ok()
+    if let Some(output_rel) = schemas.output_rel(script)
+        && schemas.compile(&output_rel).is_ok()
         && let Some(output) = schemas.bundle(&output_rel).and_then(object_schema)
     {
         tool = tool.with_raw_output_schema(Arc::new(output));
@@ -351,6 +351,36 @@ mod tests {
         read.allow.cli = vec!["jq *".into()];
         assert_eq!(annotations(&read, title()).read_only_hint, Some(true));
         assert_eq!(annotations(&read, title()).title.as_deref(), Some("s/x"));
+    }
+
+    /// Upstream Bands skills as they come (tests/corpus): co-located contracts are the tools'
+    /// schemas, and a script with no input schema is a tool that takes an empty object.
+    #[test]
+    fn upstream_layouts_and_scripts_without_input_are_tools() {
+        let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/upstream");
+        let c = catalog(&[corpus]);
+        assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+        let get = |n: &str| {
+            c.tools
+                .iter()
+                .find(|e| e.tool.name == n)
+                .map(|e| e.tool.clone())
+                .unwrap_or_else(|| panic!("no tool {n}"))
+        };
+        let user_info = get("elevenlabs__user-info");
+        assert_eq!(
+            Value::Object((*user_info.input_schema).clone()),
+            band::contract::no_input_schema()
+        );
+        let no_wrapper = get("config-skill__no-wrapper");
+        assert_eq!(
+            no_wrapper.input_schema["additionalProperties"],
+            json!(false)
+        );
+        let issues = get("github__issue-list");
+        assert_eq!(issues.input_schema["required"], json!(["repo"]));
+        let echo = get("example-banded__echo-input");
+        assert!(echo.output_schema.is_some());
     }
 
     #[test]

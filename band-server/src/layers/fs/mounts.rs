@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use band::policy::place::{Place, place};
 use band::policy::{Category, Policy};
 use band::proto::Layer;
 
@@ -23,8 +24,11 @@ pub fn allow_and_insist(policy: &Policy, cat: Category) -> Vec<String> {
 
 /// Host paths to bind for absolute `allow.read` / `allow.write` (and insist) patterns: their
 /// static prefix, if it exists (`host_path` gives its canonical host path and whether it is a
-/// directory). Refuses prefixes that would cover the sandbox's own paths, and absolute deny
-/// patterns that a whole-path bind could not enforce.
+/// directory). What a pattern means is [`band::policy::place`]'s (the same answer `band lint`
+/// gives): `/tmp/**` is the run's private `/tmp` and the sandbox's own system content is already
+/// shown, so neither is bound; a secret or managed path is refused. Refuses host paths that
+/// would cover the sandbox's own paths (also after symlinks), and absolute deny patterns that a
+/// whole-path bind could not enforce.
 pub fn plan_host_mounts(
     policy: &Policy,
     state: &Path,
@@ -33,8 +37,17 @@ pub fn plan_host_mounts(
     let mut out: Vec<HostMount> = Vec::new();
     for (cat, writable) in [(Category::Read, false), (Category::Write, true)] {
         for p in allow_and_insist(policy, cat) {
-            let Some(prefix) = workdir::absolute_prefix(&p) else {
-                continue;
+            // Where the pattern points (shared with `band lint`): only a host path is bound.
+            let prefix = match place(&p, writable) {
+                None | Some(Place::PrivateTmp | Place::Shown(_) | Place::NotShown(_)) => continue,
+                Some(Place::Refused { message, hint }) => {
+                    return Err(SetupError::new(
+                        Layer::Filesystem,
+                        format!("allow.{cat} `{p}`: {message}"),
+                    )
+                    .with_hint(hint));
+                }
+                Some(Place::Host(prefix)) => prefix,
             };
             workdir::check_host_mount_path(&prefix, state).map_err(|m| {
                 SetupError::new(Layer::Filesystem, format!("allow.{cat} `{p}`: {m}"))
@@ -118,13 +131,70 @@ mod tests {
         Some((host, is_dir))
     }
 
+    /// What upstream's packaged bands write (all four: code-runner, data-analyst, sandbox,
+    /// web-reader): `/tmp/**` is the run's own /tmp, and reading system content needs no bind.
+    #[test]
+    fn tmp_and_system_reads_bind_nothing() {
+        let state = Path::new("/run/band");
+        let mut p = Policy::default();
+        p.allow.read = vec![
+            "/tmp/**".into(),
+            "/usr/bin/**".into(),
+            "/usr/share/**".into(),
+        ];
+        p.allow.write = vec!["/tmp/**".into()];
+        p.insist.write = vec!["/tmp/report.txt".into()];
+        assert_eq!(plan_host_mounts(&p, state, &real_host_path), Ok(vec![]));
+    }
+
+    /// Upstream's four packaged bands, as the corpus holds them, plan their paths without error.
+    #[test]
+    fn upstream_packaged_bands_plan_their_paths() {
+        let bands = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/bands");
+        for name in ["code-runner", "data-analyst", "sandbox", "web-reader"] {
+            let parsed = band::manifest::load_band(&bands.join(name).join("BAND.md"));
+            let b = parsed
+                .band
+                .unwrap_or_else(|| panic!("{name}: {:?}", parsed.diagnostics));
+            let p = Policy {
+                allow: b.allow,
+                deny: b.deny,
+                insist: b.insist,
+                ..Default::default()
+            };
+            assert_eq!(
+                plan_host_mounts(&p, Path::new("/run/band"), &real_host_path),
+                Ok(vec![]),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn host_mounts_refuse_reserved_paths_and_unenforceable_denies() {
         let state = Path::new("/run/band");
         let mut p = Policy::default();
-        p.allow.read = vec!["/usr/bin/**".into()];
+        p.allow.read = vec!["/**".into()];
         assert!(
             matches!(plan_host_mounts(&p, state, &real_host_path), Err(e) if e.layer == Layer::Filesystem)
+        );
+        // A host path that leads into a reserved tree (here by being one) is still refused.
+        let mut p = Policy::default();
+        p.allow.read = vec!["/run/band/**".into()];
+        assert!(
+            matches!(plan_host_mounts(&p, state, &real_host_path), Err(e) if e.layer == Layer::Filesystem)
+        );
+        let mut p = Policy::default();
+        p.allow.write = vec!["/usr/share/x/**".into()];
+        let got = plan_host_mounts(&p, state, &real_host_path);
+        assert!(
+            matches!(&got, Err(e) if e.message.contains("/usr is read-only in the sandbox")),
+            "{got:?}"
+        );
+        let mut p = Policy::default();
+        p.allow.read = vec!["/root/**".into()];
+        assert!(
+            matches!(plan_host_mounts(&p, state, &real_host_path), Err(e) if e.message.contains("never exposed"))
         );
         let mut p = Policy::default();
         p.allow.read = vec!["/nonexistent-band-test/**".into()];

@@ -35,13 +35,10 @@ pub(crate) fn jail_input(
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let req = inp.checked.req;
-    let entry_data = inp
-        .checked
-        .bundle
-        .iter()
-        .find(|f| f.path == req.entry)
-        .map(|f| f.data.as_slice())
-        .unwrap_or_default();
+    let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
+    let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
+    let with_bash = entry_file.is_some_and(|f| f.mode & 0o111 == 0)
+        && band::skill::runs_with_bash(Path::new(&req.entry));
     let memfd = memfd::open(Path::new(memfd::MEMFD_NOEXEC)).layer(
         Layer::Process,
         "cannot make the run's memfds non-executable",
@@ -70,8 +67,19 @@ pub(crate) fn jail_input(
             entry_data,
             &format!("/skill/{}", req.entry),
             &programs.table,
+            with_bash,
         )
     });
+    if with_bash && exec.is_none() {
+        return Err(crate::error::SetupError::new(
+            Layer::Process,
+            format!(
+                "{} is started with bash (as upstream does), and bash is not installed on this host",
+                req.entry
+            ),
+        )
+        .with_hint("install bash where band-server runs, or make the script executable with a #! line"));
+    }
     if let Some((name, _)) = &exec {
         let fd = programs
             .fd(name)
