@@ -70,7 +70,7 @@ pub(crate) enum Command {
     Explain(ExplainArgs),
     /// List skills and their scripts.
     List(ListArgs),
-    /// Show a script's arguments, from its input schema.
+    /// Show a script's arguments (from its input schema), or a command's help.
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
@@ -153,8 +153,13 @@ pub(crate) struct ListArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct HelpArgs {
-    /// `<skill>/<script>`.
-    pub(crate) target: String,
+    /// `<skill>/<script>` for a script's arguments, or a command (`band help run`, `band help vm
+    /// status`). None: band's own help.
+    #[arg(value_name = "SKILL/SCRIPT | COMMAND")]
+    pub(crate) target: Vec<String>,
+    /// Print the script's arguments as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

@@ -20,6 +20,7 @@ mod cli;
 mod docs;
 mod escapes;
 mod exec;
+mod help;
 mod hostile_input;
 mod mcp;
 mod run;
