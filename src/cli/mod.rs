@@ -5,7 +5,9 @@
 //! (`setup` uses `vm`'s values) → this module's [`Cli`]. No submodule imports this one, and
 //! nothing here imports `crate::commands`.
 
+pub(crate) mod argv;
 pub(crate) mod audit;
+pub(crate) mod color;
 pub(crate) mod doctor;
 pub(crate) mod error;
 pub(crate) mod exec;
@@ -56,6 +58,9 @@ Exit codes:
     disable_help_subcommand = true
 )]
 pub(crate) struct Cli {
+    /// Colour: auto (at a terminal; NO_COLOR turns it off, FORCE_COLOR on), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", hide_possible_values = true, default_value_t = color::ColorWhen::Auto)]
+    pub(crate) color: color::ColorWhen,
     #[command(subcommand)]
     pub(crate) command: Command,
 }

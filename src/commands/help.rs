@@ -136,9 +136,8 @@ impl ScriptHelp {
         }
         out.push_str(&format!("\nExample:\n  {}\n", self.example()));
         out.push_str(
-            "\nband's own flags (--json, --trace, --target, --workspace, --input, --input-file, …) go \
-             before or after the arguments; `--` ends them (after it every argument is the \
-             script's). `band run --help` lists them.\n",
+            "\nband's flags (--json, --trace, --target, …: `band run --help`) go before or after these;\n\
+             after `--` every argument is the script's.\n",
         );
         out
     }

@@ -17,6 +17,7 @@ mod authoring;
 mod bundled;
 mod cancel;
 mod cli;
+mod conventions;
 mod docs;
 mod escapes;
 mod exec;

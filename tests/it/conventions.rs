@@ -1,0 +1,201 @@
+//! The conventions of the command line: band's flags on either side of a script's arguments
+//! (`--` ends them), `--json` on every command that prints data with errors as one JSON object,
+//! one name for band's exit code and another for the script's, `--color`.
+
+use band_test::{Band, band_snapshot};
+use serde_json::Value;
+
+use crate::common::{band, bin, output, repo, skip};
+use pretty_assertions::assert_eq;
+
+fn json_of(out: &band_test::Output) -> Value {
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.shown()))
+}
+
+#[test]
+fn bands_flags_after_the_scripts_arguments_are_bands() {
+    // `--json` and `--target` after the input: band's. The target is refused before anything
+    // runs, as one JSON error on stdout.
+    let out = output(
+        &["text/count", "--text=a", "--json", "--target", "nowhere"],
+        repo(),
+    );
+    band_snapshot!(out, "flags_after_input_json_error");
+    let v = json_of(&out);
+    assert_eq!(
+        (v["status"].as_str(), v["exit_code"].as_u64()),
+        (Some("error"), Some(2))
+    );
+    // The same with `band run`, and with the flags before the input.
+    for args in [
+        &[
+            "run",
+            "text/count",
+            "--text=a",
+            "--json",
+            "--target=nowhere",
+        ][..],
+        &[
+            "run",
+            "--json",
+            "--target",
+            "nowhere",
+            "text/count",
+            "--text=a",
+        ],
+        &["text/count", "--json", "--text=a", "--target", "nowhere"],
+    ] {
+        assert_eq!(output(args, repo()).stdout, out.stdout, "{args:?}");
+    }
+}
+
+#[test]
+fn help_after_the_scripts_arguments_is_the_scripts_help() {
+    let help = band(&["help", "text/count"], repo()).1;
+    for args in [
+        &["text/count", "--text=a", "--help"][..],
+        &["text/count", "--text", "a", "-h"],
+        &["run", "text/count", "--text=a", "--help"],
+    ] {
+        let out = output(args, repo());
+        assert_eq!((out.code, &out.stdout), (0, &help), "{args:?}");
+    }
+}
+
+#[test]
+fn after_double_dash_everything_is_the_scripts_input() {
+    // `--json` after `--` is an input named `json`, which text/count does not have: refused by
+    // the input schema (before the sandbox starts), as JSON because of the `--json` before it.
+    let out = output(
+        &["text/count", "--json", "--", "--text=a", "--json=x"],
+        repo(),
+    );
+    band_snapshot!(out, "double_dash_input");
+    let v = json_of(&out);
+    assert_eq!(v["status"], "input_invalid");
+    assert_eq!(v["exit_code"], 3);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("json"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn errors_under_json_are_one_json_object_on_stdout() {
+    let t = tempfile::tempdir().unwrap();
+    let b = Band::new(crate::common::band_exe(), t.path());
+    for (args, name) in [
+        (&["histry", "--json"][..], "json_error_unknown_command"),
+        (&["history", "--json", "--bogus"], "json_error_unknown_flag"),
+        (&["show", "0123", "--json"], "json_error_show_unknown"),
+        (
+            &["help", "text/nope", "--json"],
+            "json_error_unknown_script",
+        ),
+        (
+            &["lock", "--check", "--json", "nope"],
+            "json_error_lock_unknown",
+        ),
+    ] {
+        let out = b.output(args, repo());
+        band_snapshot!(out, name);
+        let v = json_of(&out);
+        assert_eq!(v["status"], "error", "{args:?}");
+        assert_eq!(v["exit_code"], 2, "{args:?}");
+        assert_eq!(out.code, 2, "{args:?}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(out.stderr.is_empty(), "{args:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn commands_that_print_data_take_json() {
+    let t = tempfile::tempdir().unwrap();
+    let b = Band::new(crate::common::band_exe(), t.path());
+    for args in [
+        &["list", "--json"][..],
+        &["history", "--json"],
+        &["audit", "verify", "--json"],
+        &["lock", "--check", "--json", "--skills", "skills", "text"],
+        &["help", "text/count", "--json"],
+        &["doctor", "--json"],
+        &["vm", "status", "--json"],
+    ] {
+        let out = b.output(args, repo());
+        json_of(&out);
+    }
+    band_snapshot!(
+        b.output(&["lock", "--check", "--json", "text"], repo()),
+        "lock_check_json"
+    );
+    let w = tempfile::tempdir().unwrap();
+    let init = b.output(&["init", "demo", "--json"], w.path());
+    band_snapshot!(init, "init_json");
+    let new = b.output(
+        &["new-script", "demo", "other", "--json", "--skills", "."],
+        w.path(),
+    );
+    band_snapshot!(new, "new_script_json");
+}
+
+#[test]
+fn color_follows_the_flag_then_no_color_then_force_color() {
+    let t = tempfile::tempdir().unwrap();
+    fs_err::create_dir_all(t.path().join("s/scripts")).unwrap();
+    // A broken skill: lint has something to colour.
+    fs_err::write(t.path().join("s/BAND.md"), "---\nallow: {cli: [7]}\n---\n").unwrap();
+    let esc = |b: &Band, args: &[&str]| b.output(args, t.path()).stdout.contains('\x1b');
+    let plain = bin();
+    assert!(!esc(&plain, &["lint", "s"]), "NO_COLOR, not a terminal");
+    assert!(esc(&plain, &["lint", "s", "--color=always"]));
+    assert!(esc(&plain, &["--color", "always", "lint", "s"]));
+    let forced = bin().env_remove("NO_COLOR").env("FORCE_COLOR", "1");
+    assert!(esc(&forced, &["lint", "s"]));
+    assert!(!esc(&forced, &["lint", "s", "--color", "never"]));
+    let none = bin().env_remove("NO_COLOR");
+    assert!(!esc(&none, &["lint", "s"]), "not a terminal");
+    // clap's own errors follow it too.
+    let err = plain.output(&["lint", "--bogus", "--color=always"], t.path());
+    assert!(err.stderr.contains('\x1b'), "{}", err.stderr);
+}
+
+/// A denied run: `exit_code` 5 (band's) and `script_exit_code` the script's own, the same in
+/// `band run --json` (flags after the input), `band history --json` and `band show --json`.
+#[test]
+fn privileged_exit_codes_have_one_name_each_everywhere() {
+    if skip("privileged_exit_codes_have_one_name_each_everywhere") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let b = Band::new(crate::common::band_exe(), t.path().join("data"));
+    assert_eq!(b.output(&["init", "demo"], t.path()).code, 0);
+    fs_err::write(
+        t.path().join("demo/scripts/hello.sh"),
+        "#!/bin/sh\nset -e\njq . \"$INPUT_PATH\"\n",
+    )
+    .unwrap();
+    let run = b.output(
+        &["demo/hello", "--name=x", "--json", "--skills", "."],
+        t.path(),
+    );
+    assert_eq!(run.code, 5, "{}", run.shown());
+    let v = json_of(&run);
+    assert_eq!(v["status"], "denied");
+    assert_eq!(v["exit_code"], 5);
+    let script = v["script_exit_code"].clone();
+    assert!(script.is_i64() && script != 5, "{v:#}");
+
+    let history = json_of(&b.output(&["history", "--json"], t.path()));
+    let rec = &history.as_array().unwrap()[0];
+    assert_eq!(
+        (&rec["exit_code"], &rec["script_exit_code"]),
+        (&v["exit_code"], &script)
+    );
+    assert!(rec.get("script_exit").is_none(), "{rec:#}");
+    let id = rec["run_id"].as_str().unwrap();
+    let shown = json_of(&b.output(&["show", id, "--json"], t.path()));
+    assert_eq!(
+        (&shown["exit_code"], &shown["script_exit_code"]),
+        (&v["exit_code"], &script)
+    );
+}
