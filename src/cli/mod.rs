@@ -99,6 +99,16 @@ pub(crate) enum Command {
     Vm(vm::VmArgs),
     /// Check the host and the VM (accelerator, tools, band-server) and say what to fix.
     Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    ///
+    /// bash: `band completions bash > ~/.local/share/bash-completion/completions/band`;
+    /// zsh: `band completions zsh > ~/.zfunc/_band` (with `fpath+=~/.zfunc`);
+    /// fish: `band completions fish > ~/.config/fish/completions/band.fish`.
+    Completions(CompletionsArgs),
+    /// Print band's manual page (roff), or write one page per command to a folder.
+    ///
+    /// `band man | man -l -` reads it; `band man --dir ~/.local/share/man/man1` installs them.
+    Man(ManArgs),
     /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
     #[command(external_subcommand)]
     Shortcut(Vec<String>),
@@ -154,6 +164,20 @@ pub(crate) struct ListArgs {
     pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ManArgs {
+    /// Write band.1 and a page per command (band-run.1, …) into DIR instead of printing band.1.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -199,3 +199,175 @@ fn privileged_exit_codes_have_one_name_each_everywhere() {
         (&v["exit_code"], &script)
     );
 }
+
+#[test]
+fn completions_and_manual_page_come_from_the_command_line() {
+    let bash = output(&["completions", "bash"], repo());
+    assert_eq!(bash.code, 0, "{}", bash.stderr);
+    // Every command is offered, and the script is valid bash.
+    for command in ["run", "history", "doctor", "completions", "man", "help"] {
+        assert!(bash.stdout.contains(command), "{command}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    fs_err::write(t.path().join("band.bash"), &bash.stdout).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(t.path().join("band.bash"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    band_snapshot!(output(&["completions", "fish"], repo()), "completions_fish");
+    band_snapshot!(output(&["man"], repo()), "man_page");
+    let dir = t.path().join("man1");
+    let out = output(&["man", "--dir", dir.to_str().unwrap()], repo());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for page in [
+        "band.1",
+        "band-run.1",
+        "band-vm-status.1",
+        "band-completions.1",
+    ] {
+        assert!(dir.join(page).is_file(), "{page}");
+    }
+    band_snapshot!(
+        output(&["completions", "tcsh"], repo()),
+        "completions_unknown_shell"
+    );
+}
+
+/// An ordinary user this test makes (`useradd`, no home), to run band as.
+const USER: &str = "band-cliconv-test";
+
+fn ordinary_user() -> (String, String) {
+    let id = |flag: &str| {
+        let out = std::process::Command::new("id")
+            .args([flag, USER])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    if id("-u").is_none() {
+        let out = std::process::Command::new("useradd")
+            .args(["-M", "-s", "/usr/sbin/nologin", USER])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() || id("-u").is_some(),
+            "useradd: {out:?}"
+        );
+    }
+    (id("-u").unwrap(), id("-g").unwrap())
+}
+
+/// `band <args>` as [`USER`] (setpriv keeps the environment `b` gives), in `cwd`.
+fn as_ordinary_user(b: &Band, args: &[&str], cwd: &std::path::Path) -> band_test::Output {
+    let (uid, gid) = ordinary_user();
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid", &uid, "--regid", &gid, "--clear-groups"])
+        .arg(b.exe())
+        .args(args)
+        .current_dir(cwd);
+    b.apply(&mut cmd);
+    band_test::Output::of(&mut cmd)
+}
+
+/// A folder of stand-ins, first on PATH: `dpkg-query` (only bubblewrap installed), `apt-get`
+/// (writes its arguments to `apt.log`) and `band-server`. Never the system's apt-get.
+fn fake_debian(dir: &std::path::Path) -> Band {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    fs_err::create_dir_all(&bin).unwrap();
+    let log = dir.join("apt.log");
+    for (name, text) in [
+        (
+            "dpkg-query",
+            "#!/bin/sh\ncase \"$3\" in bubblewrap) printf 'install ok installed';; *) echo \"dpkg-query: no packages found matching $3\" >&2; exit 1;; esac\n".to_string(),
+        ),
+        (
+            "apt-get",
+            format!("#!/bin/sh\necho \"$DEBIAN_FRONTEND: $*\" >> {}\necho 'apt-get: done'\n", log.display()),
+        ),
+        ("band-server", "#!/bin/sh\n".to_string()),
+    ] {
+        let p = bin.join(name);
+        fs_err::write(&p, text).unwrap();
+        fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Band::new(crate::common::band_exe(), dir.join("data"))
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("BAND_SERVER", bin.join("band-server"))
+}
+
+#[test]
+fn privileged_setup_host_installs_what_is_missing_and_says_what() {
+    if band_test::skip(
+        "privileged_setup_host_installs_what_is_missing_and_says_what",
+        (!band_test::is_root()).then(|| "not root".to_string()),
+    ) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let b = fake_debian(t.path());
+    let out = b.output(&["setup", "--driver", "host"], t.path());
+    band_snapshot!(
+        out,
+        "setup_host_root",
+        &[(t.path().to_str().unwrap(), "[DIR]")]
+    );
+    assert_eq!(
+        fs_err::read_to_string(t.path().join("apt.log")).unwrap(),
+        "noninteractive: update\nnoninteractive: install -y --no-install-recommends nftables slirp4netns uidmap\n"
+    );
+    let json = b.output(&["setup", "--driver", "host", "--json"], t.path());
+    band_snapshot!(
+        json,
+        "setup_host_root_json",
+        &[(t.path().to_str().unwrap(), "[DIR]")]
+    );
+
+    // An ordinary user: the exact command, and apt-get is not run.
+    fs_err::remove_file(t.path().join("apt.log")).unwrap();
+    let user = as_ordinary_user(&b, &["setup", "--driver", "host"], t.path());
+    band_snapshot!(
+        user,
+        "setup_host_user",
+        &[(t.path().to_str().unwrap(), "[DIR]")]
+    );
+    assert!(!t.path().join("apt.log").exists());
+}
+
+/// As an ordinary user, the host target's error names sudo (not "No such file or directory").
+#[test]
+fn privileged_the_host_target_without_root_names_sudo() {
+    if band_test::skip(
+        "privileged_the_host_target_without_root_names_sudo",
+        (!band_test::is_root()).then(|| "not root (to make the ordinary user)".to_string()),
+    ) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let b = fake_debian(t.path()).env("BAND_SKILLS_PATH", repo().join("skills"));
+    // The user's own ledger and workspace.
+    let (uid, gid) = ordinary_user();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{gid}")])
+        .arg(t.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let out = as_ordinary_user(
+        &b,
+        &["text/count", "--text=a", "--target", "host"],
+        t.path(),
+    );
+    band_snapshot!(
+        out,
+        "host_target_not_root",
+        &[(t.path().to_str().unwrap(), "[DIR]")]
+    );
+    assert!(out.stderr.contains("sudo"), "{}", out.stderr);
+    assert!(!out.stderr.contains("No such file"), "{}", out.stderr);
+}
