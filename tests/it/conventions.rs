@@ -371,3 +371,46 @@ fn privileged_the_host_target_without_root_names_sudo() {
     assert!(out.stderr.contains("sudo"), "{}", out.stderr);
     assert!(!out.stderr.contains("No such file"), "{}", out.stderr);
 }
+
+/// The README's pre-commit examples name a hook the repository has, with its `files`, and pin no
+/// revision that does not exist (no made-up tag: a `rev` is a full commit hash, or a tag that
+/// is in this repository).
+#[test]
+fn the_pre_commit_example_is_true() {
+    let readme = fs_err::read_to_string(repo().join("README.md")).unwrap();
+    let hooks = fs_err::read_to_string(repo().join(".pre-commit-hooks.yaml")).unwrap();
+    let section = readme.split("\n## pre-commit\n").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
+    let field = |text: &str, key: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim().trim_start_matches("- ");
+                let v = l.strip_prefix(&format!("{key}:"))?;
+                Some(v.split(" #").next().unwrap().trim().to_string())
+            })
+            .collect()
+    };
+    let ids = field(&hooks, "id");
+    assert!(section.contains("{ id: band-lint }"), "{section}");
+    assert!(ids.contains(&"band-lint".to_string()), "{hooks}");
+    for id in field(section, "id") {
+        assert!(
+            ids.contains(&id),
+            "hook {id} is not in .pre-commit-hooks.yaml"
+        );
+    }
+    assert_eq!(field(section, "files"), field(&hooks, "files"));
+    let tags = std::process::Command::new("git")
+        .args(["tag", "-l"])
+        .current_dir(repo())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    for rev in field(section, "rev") {
+        let full_hash = rev.len() == 40 && rev.chars().all(|c| c.is_ascii_hexdigit());
+        assert!(
+            full_hash || tags.lines().any(|t| t == rev),
+            "rev {rev} is neither a full commit hash nor a tag of this repository"
+        );
+    }
+}
