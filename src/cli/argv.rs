@@ -175,10 +175,17 @@ impl Flags {
 /// Was `--json` given as one of band's own flags (before any `--`)? Errors are then one JSON
 /// object on stdout.
 pub(crate) fn wants_json(argv: &[OsString]) -> bool {
-    argv.iter()
+    let flags: Vec<&OsString> = argv
+        .iter()
         .skip(1)
         .take_while(|a| a.as_os_str() != OsStr::new("--"))
-        .any(|a| a == "--json" || a == "--format=json")
+        .collect();
+    flags
+        .iter()
+        .any(|a| *a == "--json" || *a == "--format=json")
+        || flags
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "json")
 }
 
 #[cfg(test)]
@@ -298,6 +305,10 @@ mod tests {
     fn json_is_seen_before_double_dash_only() {
         let argv = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
         assert!(wants_json(&argv(&["band", "history", "--json"])));
+        assert!(wants_json(&argv(&[
+            "band", "lint", "--format", "json", "x"
+        ])));
+        assert!(!wants_json(&argv(&["band", "lint", "--format", "sarif"])));
         assert!(!wants_json(&argv(&["band", "run", "x/y", "--", "--json"])));
     }
 }

@@ -27,7 +27,7 @@ fn follow(skill: &Path, doc: &Doc, reference: &str) -> (Doc, Value) {
             by_path
         } else {
             // By `$id`: the defs file whose `$id` is this name.
-            std::fs::read_dir(skill.join("schemas/defs"))
+            fs_err::read_dir(skill.join("schemas/defs"))
                 .unwrap()
                 .map(|e| e.unwrap().path())
                 .find(|p| {
@@ -117,9 +117,9 @@ fn properties(skill: &Path, doc: &Doc, schema: &Value, out: &mut Vec<(String, St
 /// Every shipped script, as `(skill folder, script name)`.
 fn shipped_scripts() -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
-    for skill in std::fs::read_dir(repo().join("skills")).unwrap() {
+    for skill in fs_err::read_dir(repo().join("skills")).unwrap() {
         let skill = skill.unwrap().path();
-        let Ok(scripts) = std::fs::read_dir(skill.join("scripts")) else {
+        let Ok(scripts) = fs_err::read_dir(skill.join("scripts")) else {
             continue;
         };
         for f in scripts {
