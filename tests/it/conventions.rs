@@ -264,7 +264,12 @@ fn ordinary_user() -> (String, String) {
 /// `band <args>` as [`USER`] (setpriv keeps the environment `b` gives), in `cwd`.
 fn as_ordinary_user(b: &Band, args: &[&str], cwd: &std::path::Path) -> band_test::Output {
     let (uid, gid) = ordinary_user();
-    let mut cmd = std::process::Command::new("setpriv");
+    // By its full path: `b` may give the child a PATH without it.
+    let setpriv = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("setpriv"))
+        .find(|p| p.is_file())
+        .expect("setpriv (util-linux)");
+    let mut cmd = std::process::Command::new(setpriv);
     cmd.args(["--reuid", &uid, "--regid", &gid, "--clear-groups"])
         .arg(b.exe())
         .args(args)
@@ -349,7 +354,22 @@ fn privileged_the_host_target_without_root_names_sudo() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let b = fake_debian(t.path()).env("BAND_SKILLS_PATH", repo().join("skills"));
+    // A `sudo` that allows nothing, alone on PATH: the same answer whether or not this machine
+    // has sudo.
+    let bin = t.path().join("bin");
+    let b = fake_debian(t.path())
+        .env("BAND_SKILLS_PATH", repo().join("skills"))
+        .env("PATH", &bin);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let sudo = bin.join("sudo");
+        fs_err::write(
+            &sudo,
+            "#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n",
+        )
+        .unwrap();
+        fs_err::set_permissions(&sudo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     // The user's own ledger and workspace.
     let (uid, gid) = ordinary_user();
     let chown = std::process::Command::new("chown")
