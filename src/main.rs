@@ -2,28 +2,25 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 mod cli;
 mod commands;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let argv = cli::argv::normalize(std::env::args_os().collect());
+    let json = cli::argv::wants_json(&argv);
+    let command = cli::Cli::command().color(cli::color::from_argv(&argv));
+    let args = match command
+        .try_get_matches_from(&argv)
+        .and_then(|m| cli::Cli::from_arg_matches(&m))
+    {
+        Ok(args) => args,
+        Err(e) => return ExitCode::from(cli::error::report_usage(&e, json)),
+    };
+    cli::color::init(args.color);
     match commands::dispatch(args) {
         Ok(code) => ExitCode::from(code),
-        Err(err) => {
-            // A closed pipe (`band list | head`) is not an error.
-            if err.chain().any(|e| {
-                e.downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
-                return ExitCode::SUCCESS;
-            }
-            eprintln!("error: {err:#}");
-            if let Some(hint) = err.chain().find_map(cli::hint_of) {
-                eprintln!("\nhint: {hint}");
-            }
-            ExitCode::from(band::proto::exit::USAGE)
-        }
+        Err(err) => ExitCode::from(cli::error::report(&err, json)),
     }
 }

@@ -42,3 +42,68 @@ pub(crate) fn hint_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'
     }
     e.downcast_ref::<Box<VmError>>().and_then(|v| v.hint())
 }
+
+/// Report an error that ended a command, once, the same way for every command: on stderr as
+/// `error: …` and `hint: …`, or, under `--json`, as one JSON object on stdout (`status`
+/// `error`, `message`, `hint`, `exit_code`: the fields of MCP error results). Returns the exit
+/// code. A closed pipe (`band list | head`) is not an error.
+pub(crate) fn report(err: &anyhow::Error, json: bool) -> u8 {
+    if err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    }) {
+        return band::proto::exit::OK;
+    }
+    let message = format!("{err:#}");
+    let hint = err.chain().find_map(hint_of);
+    emit(&message, hint, json)
+}
+
+/// Report a command line clap refused: clap's own text (help and version are not errors), or
+/// under `--json` the JSON object of [`report`].
+pub(crate) fn report_usage(err: &clap::Error, json: bool) -> u8 {
+    use clap::error::ErrorKind;
+    if !json
+        || matches!(
+            err.kind(),
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+        )
+    {
+        let _ = err.print();
+        return u8::try_from(err.exit_code()).unwrap_or(band::proto::exit::USAGE);
+    }
+    let text = err.render().to_string();
+    let message = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .to_string();
+    let tip = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("tip: "))
+        .map(str::to_string);
+    let hint =
+        tip.unwrap_or_else(|| "`band --help` and `band help <command>` show the usage".into());
+    emit(&message, Some(&hint), json)
+}
+
+fn emit(message: &str, hint: Option<&str>, json: bool) -> u8 {
+    let code = band::proto::exit::USAGE;
+    if json {
+        let doc = serde_json::json!({
+            "status": "error",
+            "message": message,
+            "hint": hint,
+            "exit_code": code,
+        });
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let _ = super::render::write_stdout(&format!("{text}\n"));
+    } else {
+        eprintln!("error: {message}");
+        if let Some(hint) = hint {
+            eprintln!("\nhint: {hint}");
+        }
+    }
+    code
+}

@@ -9,6 +9,9 @@ pub(crate) struct LockArgs {
     /// Do not write; exit 7 (integrity_failed) when a skill differs from its band.lock or has none.
     #[arg(long)]
     pub(crate) check: bool,
+    /// Print one JSON object per skill (`skill`, `lock`, `state`, …) as a JSON array.
+    #[arg(long)]
+    pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) dirs: SkillsArgs,
 }

@@ -5,7 +5,9 @@
 //! (`setup` uses `vm`'s values) → this module's [`Cli`]. No submodule imports this one, and
 //! nothing here imports `crate::commands`.
 
+pub(crate) mod argv;
 pub(crate) mod audit;
+pub(crate) mod color;
 pub(crate) mod doctor;
 pub(crate) mod error;
 pub(crate) mod exec;
@@ -56,6 +58,9 @@ Exit codes:
     disable_help_subcommand = true
 )]
 pub(crate) struct Cli {
+    /// Colour: auto (at a terminal; NO_COLOR turns it off, FORCE_COLOR on), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", hide_possible_values = true, default_value_t = color::ColorWhen::Auto)]
+    pub(crate) color: color::ColorWhen,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -70,7 +75,7 @@ pub(crate) enum Command {
     Explain(ExplainArgs),
     /// List skills and their scripts.
     List(ListArgs),
-    /// Show a script's arguments, from its input schema.
+    /// Show a script's arguments (from its input schema), or a command's help.
     Help(HelpArgs),
     /// Run a skill's script in the sandbox.
     Run(run::RunArgs),
@@ -94,6 +99,16 @@ pub(crate) enum Command {
     Vm(vm::VmArgs),
     /// Check the host and the VM (accelerator, tools, band-server) and say what to fix.
     Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    ///
+    /// bash: `band completions bash > ~/.local/share/bash-completion/completions/band`;
+    /// zsh: `band completions zsh > ~/.zfunc/_band` (with `fpath+=~/.zfunc`);
+    /// fish: `band completions fish > ~/.config/fish/completions/band.fish`.
+    Completions(CompletionsArgs),
+    /// Print band's manual page (roff), or write one page per command to a folder.
+    ///
+    /// `band man | man -l -` reads it; `band man --dir ~/.local/share/man/man1` installs them.
+    Man(ManArgs),
     /// `band <skill>/<script> --key=value …` is `band run <skill>/<script> --key=value …`.
     #[command(external_subcommand)]
     Shortcut(Vec<String>),
@@ -156,9 +171,28 @@ pub(crate) struct ListArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ManArgs {
+    /// Write band.1 and a page per command (band-run.1, …) into DIR instead of printing band.1.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 pub(crate) struct HelpArgs {
-    /// `<skill>/<script>`.
-    pub(crate) target: String,
+    /// `<skill>/<script>` for a script's arguments, or a command (`band help run`, `band help vm
+    /// status`). None: band's own help.
+    #[arg(value_name = "SKILL/SCRIPT | COMMAND")]
+    pub(crate) target: Vec<String>,
+    /// Print the script's arguments as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

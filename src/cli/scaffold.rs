@@ -23,6 +23,9 @@ pub(crate) struct InitArgs {
     /// The first script's language.
     #[arg(long, value_enum, default_value_t = Lang::Sh)]
     pub(crate) lang: Lang,
+    /// Print what was made as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -33,6 +36,9 @@ pub(crate) struct NewScriptArgs {
     pub(crate) name: String,
     #[arg(long, value_enum, default_value_t = Lang::Sh)]
     pub(crate) lang: Lang,
+    /// Print the files made as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

@@ -2,14 +2,40 @@
 
 use std::path::PathBuf;
 
+use clap::ValueEnum;
+
 use super::vm::{AccelArg, Driver};
+
+/// Where `band setup` makes band-server ready: this machine, or a VM or SSH host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SetupDriver {
+    /// This Linux machine: install what the host target needs (bubblewrap, nftables,
+    /// slirp4netns, uidmap) with apt-get as root, else print the command.
+    Host,
+    Qemu,
+    Lima,
+    Ssh,
+}
+
+impl SetupDriver {
+    /// The VM driver, or `None` for the host.
+    pub(crate) fn vm(self) -> Option<Driver> {
+        match self {
+            SetupDriver::Host => None,
+            SetupDriver::Qemu => Some(Driver::Qemu),
+            SetupDriver::Lima => Some(Driver::Lima),
+            SetupDriver::Ssh => Some(Driver::Ssh),
+        }
+    }
+}
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct SetupArgs {
-    /// qemu (Linux), lima (macOS, Linux) or ssh (any Linux host). Default: lima when limactl is on
-    /// PATH, else qemu.
+    /// host (this Linux machine: installs bubblewrap, nftables, slirp4netns and uidmap when
+    /// missing), qemu (Linux), lima (macOS, Linux) or ssh (any Linux host). Default: lima when
+    /// limactl is on PATH, else qemu.
     #[arg(long, value_enum)]
-    pub(crate) driver: Option<Driver>,
+    pub(crate) driver: Option<SetupDriver>,
     /// For --driver ssh: user@host[:port].
     #[arg(long, value_name = "USER@HOST[:PORT]")]
     pub(crate) host: Option<String>,

@@ -280,6 +280,9 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         Err(refused) => return Ok(Preparation::Refused(refused)),
     };
     let (skill, _) = crate::skill::load_skill(root);
+    // The same check (and did-you-mean) as `band run`'s, for a caller that reaches here without
+    // it (MCP, whose catalog may be older than the skill).
+    super::skills::check_script(&skill, script)?;
     let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
         return Err(user_error(
             format!("skill `{}` has no script `{script}`", skill.name),

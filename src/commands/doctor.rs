@@ -23,8 +23,9 @@ pub(crate) fn cmd_doctor(args: DoctorArgs) -> Result<u8> {
             serde_json::to_string_pretty(&serde_json::json!({ "ok": !failed, "checks": all }))?
         )?;
     } else {
+        let width = all.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in &all {
-            write_check(&mut out, c)?;
+            write_check(&mut out, c, width)?;
         }
     }
     Ok(if failed {
@@ -35,20 +36,20 @@ pub(crate) fn cmd_doctor(args: DoctorArgs) -> Result<u8> {
 }
 
 /// One check as a line, and the fix under it when it failed or warned.
-fn write_check(out: &mut impl Write, c: &Check) -> std::io::Result<()> {
+fn write_check(out: &mut impl Write, c: &Check, width: usize) -> std::io::Result<()> {
     let tag = match c.level {
         Level::Ok => "ok  ",
         Level::Warn => "warn",
         Level::Fail => "FAIL",
         Level::Skip => "-   ",
     };
-    writeln!(out, "{tag}  {:20} {}", c.name, c.detail)?;
+    writeln!(out, "{tag}  {:width$} {}", c.name, c.detail)?;
     if let Some(f) = c
         .fix
         .as_ref()
         .filter(|_| matches!(c.level, Level::Fail | Level::Warn))
     {
-        writeln!(out, "      {:20} fix: {f}", "")?;
+        writeln!(out, "      {:width$} fix: {f}", "")?;
     }
     Ok(())
 }

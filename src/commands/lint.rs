@@ -1,6 +1,6 @@
 //! `band lint`: check skills and band files.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -19,7 +19,7 @@ pub(crate) fn cmd_lint(args: LintArgs) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     match args.format {
         Format::Human => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let color = crate::cli::color::stdout();
             out.write_all(render::human(&report, color).as_bytes())?;
         }
         Format::Json => writeln!(

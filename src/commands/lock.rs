@@ -29,12 +29,23 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
     };
     let mut out = std::io::stdout().lock();
     let mut failed = false;
+    let mut docs = Vec::new();
     for root in roots {
         let tree = Tree::read(&root).map_err(|e| user_error(e.to_string(), e.hint()))?;
         let shown = root.join(lock::LOCK_FILE);
         if !args.check {
             let written =
                 lock::write(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            if args.json {
+                docs.push(serde_json::json!({
+                    "skill": root.display().to_string(),
+                    "lock": shown.display().to_string(),
+                    "state": "written",
+                    "entries": written.entries.len(),
+                    "bundle_sha256": written.bundle_sha256,
+                }));
+                continue;
+            }
             writeln!(
                 out,
                 "wrote {} ({} entries, bundle {})",
@@ -44,7 +55,25 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
             )?;
             continue;
         }
-        match lock::check(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))? {
+        let state = lock::check(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+        if args.json {
+            let (name, differences) = match &state {
+                LockState::Matches => ("matches", Vec::new()),
+                LockState::Unlocked => ("missing", Vec::new()),
+                LockState::Differs(diffs) => {
+                    ("differs", diffs.iter().map(|d| d.to_string()).collect())
+                }
+            };
+            failed |= !matches!(state, LockState::Matches);
+            docs.push(serde_json::json!({
+                "skill": root.display().to_string(),
+                "lock": shown.display().to_string(),
+                "state": name,
+                "differences": differences,
+            }));
+            continue;
+        }
+        match state {
             LockState::Matches => writeln!(out, "{}: the skill matches it", shown.display())?,
             LockState::Unlocked => {
                 failed = true;
@@ -63,6 +92,9 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
                 }
             }
         }
+    }
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&docs)?)?;
     }
     Ok(if failed {
         exit::INTEGRITY_FAILED

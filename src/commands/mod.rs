@@ -5,6 +5,7 @@
 //! → the command modules → [`dispatch`].
 
 mod audit;
+mod completions;
 mod doctor;
 mod exec;
 mod explain;
@@ -18,6 +19,7 @@ mod mcp;
 mod run;
 mod scaffold;
 mod setup;
+mod setup_host;
 mod skills;
 mod vm;
 
@@ -46,5 +48,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Setup(a) => setup::cmd_setup(a),
         Command::Vm(a) => vm::cmd_vm(a),
         Command::Doctor(a) => doctor::cmd_doctor(a),
+        Command::Completions(a) => completions::cmd_completions(a),
+        Command::Man(a) => completions::cmd_man(a),
     }
 }

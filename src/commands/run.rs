@@ -94,7 +94,8 @@ pub(crate) fn cmd_shortcut(args: Vec<String>) -> Result<u8> {
     }
     if matches!(&args[1..], [h] if h == "--help" || h == "-h") {
         return super::help::cmd_help(crate::cli::HelpArgs {
-            target: first.to_string(),
+            target: vec![first.to_string()],
+            json: false,
             skills: SkillsArgs { dirs: Vec::new() },
         });
     }

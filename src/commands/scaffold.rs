@@ -14,13 +14,23 @@ use band::scaffold::{self, ScaffoldError};
 pub(crate) fn cmd_init(args: InitArgs) -> Result<u8> {
     let root = &args.path;
     let name = scaffold::init(root, &args.script, lang(args.lang)).map_err(error)?;
-    println!("Created skill `{name}` in {}.", root.display());
-    println!("  band lint {}", root.display());
-    println!(
-        "  band run --skills {} {name}/{} --name=World",
+    let run = format!(
+        "band run --skills {} {name}/{} --name=World",
         parent_or_dot(root).display(),
         args.script
     );
+    if args.json {
+        let doc = serde_json::json!({
+            "skill": name,
+            "path": root.display().to_string(),
+            "next": [format!("band lint {}", root.display()), run],
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(exit::OK);
+    }
+    println!("Created skill `{name}` in {}.", root.display());
+    println!("  band lint {}", root.display());
+    println!("  {run}");
     Ok(exit::OK)
 }
 
@@ -29,6 +39,16 @@ pub(crate) fn cmd_new_script(args: NewScriptArgs) -> Result<u8> {
     let root = find_skill(&args.skill, &args.skills)?;
     let lang = lang(args.lang);
     let new = scaffold::new_script(&root, &args.name, lang).map_err(error)?;
+    if args.json {
+        let files: Vec<String> = new
+            .files
+            .iter()
+            .map(|f| root.join(&f.rel).display().to_string())
+            .collect();
+        let doc = serde_json::json!({ "files": files, "own_band": new.own_band });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(exit::OK);
+    }
     for f in &new.files {
         println!("created {}", root.join(&f.rel).display());
     }

@@ -4,6 +4,7 @@
 //! --driver qemu   build (or reuse) the image, make the disk, boot, install band-server
 //! --driver lima   write the template, limactl create/start, pin the host key, install band-server
 //! --driver ssh    pin the host key of user@host, install band-server there
+//! --driver host   install the host target's packages with apt-get (`setup_host`)
 //! ```
 //!
 //! Running it again changes nothing that is already right; `--force` rebuilds from scratch.
@@ -35,6 +36,9 @@ fn size_mib(text: &str, what: &str) -> Result<u64> {
 }
 
 pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
+    if args.driver == Some(crate::cli::setup::SetupDriver::Host) {
+        return super::setup_host::cmd_setup_host(&args);
+    }
     let paths = vm_paths()?;
     let res = Resources {
         cpus: args.cpus.max(1),
@@ -43,6 +47,7 @@ pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
     };
     let driver = args
         .driver
+        .and_then(|d| d.vm())
         .map_or_else(DriverKind::default_for_host, DriverKind::from);
     if args.host.is_some() && driver != DriverKind::Ssh {
         bail!(user_error(

@@ -55,6 +55,8 @@ pub struct ArgDoc {
     pub default: Option<Value>,
     /// The allowed values, from `enum` or `const`; empty when any value of the type goes.
     pub enum_values: Vec<Value>,
+    /// The schema's `examples` of this property (for the example invocation of `band help`).
+    pub examples: Vec<Value>,
 }
 
 /// Describe the top-level properties of an input schema, for `band help`.
@@ -108,6 +110,10 @@ pub fn describe_args(schema: &Value, defs: &SchemaSet) -> Vec<ArgDoc> {
                 enum_values: match first("enum") {
                     Some(Value::Array(values)) => values.clone(),
                     _ => first("const").cloned().into_iter().collect(),
+                },
+                examples: match first("examples") {
+                    Some(Value::Array(values)) => values.clone(),
+                    _ => Vec::new(),
                 },
             }
         })
@@ -290,6 +296,7 @@ mod tests {
                 required: true,
                 default: None,
                 enum_values: vec![],
+                examples: vec![],
             }
         );
         assert_eq!(
@@ -301,6 +308,7 @@ mod tests {
                 required: false,
                 default: Some(json!(10)),
                 enum_values: vec![],
+                examples: vec![],
             }
         );
         let mode = by_name("mode");

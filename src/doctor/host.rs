@@ -18,11 +18,23 @@ struct Tool {
 }
 
 /// The Linux host target's and the qemu driver's tools.
-const LINUX_TOOLS: [Tool; 5] = [
+const LINUX_TOOLS: [Tool; 7] = [
     Tool {
         name: "bwrap (host target)",
         binary: "bwrap",
-        fix: "apt-get install bubblewrap",
+        fix: "band setup --driver host (or apt-get install bubblewrap)",
+        needed: false,
+    },
+    Tool {
+        name: "nft (host target)",
+        binary: "nft",
+        fix: "band setup --driver host (or apt-get install nftables)",
+        needed: false,
+    },
+    Tool {
+        name: "slirp4netns (host target)",
+        binary: "slirp4netns",
+        fix: "band setup --driver host (or apt-get install slirp4netns)",
         needed: false,
     },
     Tool {
@@ -100,6 +112,98 @@ pub(super) fn host_target(host: &Host) -> Vec<Check> {
         )
         .fix("band setup --driver qemu (no root needed); or run band as root, or allow `sudo -n band-server`")
     }]
+}
+
+/// band-server where the host target starts it: beside `band` (or `$BAND_SERVER`).
+pub(super) fn band_server(host: &Host) -> Vec<Check> {
+    if !host.linux {
+        return Vec::new();
+    }
+    let server = &host.band_server;
+    let found = if server.is_absolute() {
+        is_executable(server).then(|| server.clone())
+    } else {
+        find(host, &server.to_string_lossy())
+    };
+    vec![match found {
+        Some(p) => Check::new("band-server", Level::Ok, p.display().to_string()),
+        None => Check::new(
+            "band-server",
+            Level::Warn,
+            format!(
+                "{} not found: the host target cannot start",
+                server.display()
+            ),
+        )
+        .fix("install band-server beside band (the release archive has both; or cargo build --workspace), or set BAND_SERVER"),
+    }]
+}
+
+/// Whether the sandbox can be made here, tried for real: bubblewrap runs (`bwrap --ro-bind / /
+/// true`), the kernel's Landlock ABI, and whether AppArmor keeps user namespaces from
+/// unconfined programs (Ubuntu 23.10+), which stops bwrap without root.
+pub(super) fn sandbox(host: &Host) -> Vec<Check> {
+    if !host.linux {
+        return Vec::new();
+    }
+    let bwrap = match &host.bwrap_tried {
+        None => Check::new("bwrap works", Level::Skip, "bwrap is not installed"),
+        Some(Ok(())) => Check::new("bwrap works", Level::Ok, "`bwrap --ro-bind / / true` ran"),
+        Some(Err(why)) => Check::new(
+            "bwrap works",
+            Level::Warn,
+            format!("`bwrap --ro-bind / / true` failed: {why}"),
+        )
+        .fix(if host.root {
+            "check that the kernel allows namespaces (user.max_user_namespaces, a container's seccomp profile)"
+        } else {
+            "run band as root (or through sudo -n): band-server runs bwrap as root"
+        }),
+    };
+    let landlock = match host.landlock_abi {
+        None => Check::new(
+            "landlock",
+            Level::Warn,
+            "not available (off, or a kernel before 5.13): the sandbox runs without it",
+        )
+        .fix("boot a kernel with Landlock enabled (lsm=…,landlock)"),
+        Some(abi) if abi < 6 => Check::new(
+            "landlock",
+            Level::Warn,
+            format!(
+                "ABI {abi}: no scoping of abstract unix sockets and signals (ABI 6, Linux 6.12+)"
+            ),
+        )
+        .fix("a Linux 6.12+ kernel for the full sandbox"),
+        Some(abi) => Check::new("landlock", Level::Ok, format!("ABI {abi}")),
+    };
+    let restricted = fs_err::read_to_string(&host.apparmor_userns)
+        .ok()
+        .map(|t| t.trim() == "1");
+    let userns = match restricted {
+        None => Check::new(
+            "user namespaces",
+            Level::Ok,
+            "AppArmor does not restrict them",
+        ),
+        Some(false) => Check::new(
+            "user namespaces",
+            Level::Ok,
+            format!("AppArmor does not restrict them ({} is 0)", host.apparmor_userns.display()),
+        ),
+        Some(true) if host.root => Check::new(
+            "user namespaces",
+            Level::Ok,
+            format!("AppArmor restricts them for unprivileged programs ({} is 1); root is not restricted", host.apparmor_userns.display()),
+        ),
+        Some(true) => Check::new(
+            "user namespaces",
+            Level::Warn,
+            format!("AppArmor keeps unprivileged programs from making them ({} is 1): rootless image builds fail", host.apparmor_userns.display()),
+        )
+        .fix("run band as root (or through sudo -n), or allow them: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0"),
+    };
+    vec![bwrap, landlock, userns]
 }
 
 /// An ordinary user's image build (mmdebstrap's unshare mode): newuidmap and newgidmap, and a
@@ -461,6 +565,74 @@ mod tests {
             "{c:?}"
         );
         assert!(c.fix.is_some());
+    }
+
+    #[test]
+    fn band_server_must_be_beside_band() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let host = bare(dir.path());
+        let c = band_server(&host).remove(0);
+        assert_eq!(c.level, Level::Warn, "{c:?}");
+        assert!(
+            c.detail
+                .ends_with("not found: the host target cannot start"),
+            "{c:?}"
+        );
+        write(&host.band_server, "#!/bin/sh\n", 0o755);
+        assert_eq!(band_server(&host)[0].level, Level::Ok);
+        write(&host.band_server, "", 0o644);
+        assert_eq!(band_server(&host)[0].level, Level::Warn, "not executable");
+    }
+
+    #[test]
+    fn the_sandbox_is_tried_bwrap_landlock_and_apparmor() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut host = bare(dir.path());
+        let by_name = |host: &Host| -> Vec<(&'static str, Level, String)> {
+            sandbox(host)
+                .into_iter()
+                .map(|c| (c.name, c.level, c.detail))
+                .collect()
+        };
+        let all = by_name(&host);
+        assert_eq!(all[0].1, Level::Skip, "no bwrap: {all:?}");
+        assert_eq!(all[1].1, Level::Warn, "no landlock: {all:?}");
+        assert_eq!(all[2].1, Level::Ok, "no AppArmor file: {all:?}");
+
+        host.bwrap_tried = Some(Err("bwrap: setting up uid map: Permission denied".into()));
+        host.landlock_abi = Some(3);
+        fs_err::write(&host.apparmor_userns, "1\n").expect("write");
+        let all = by_name(&host);
+        assert_eq!(all[0].1, Level::Warn);
+        assert!(
+            all[0]
+                .2
+                .ends_with("failed: bwrap: setting up uid map: Permission denied"),
+            "{all:?}"
+        );
+        assert_eq!(
+            (all[1].1, all[1].2.starts_with("ABI 3:")),
+            (Level::Warn, true),
+            "{all:?}"
+        );
+        assert_eq!(all[2].1, Level::Warn, "restricted, not root: {all:?}");
+        assert!(
+            sandbox(&host)[2]
+                .fix
+                .as_deref()
+                .is_some_and(|f| f.contains("apparmor_restrict_unprivileged_userns=0"))
+        );
+
+        host.root = true;
+        host.bwrap_tried = Some(Ok(()));
+        host.landlock_abi = Some(6);
+        let all = by_name(&host);
+        assert_eq!([all[0].1, all[1].1, all[2].1], [Level::Ok; 3], "{all:?}");
+        fs_err::write(&host.apparmor_userns, "0\n").expect("write");
+        host.root = false;
+        assert_eq!(by_name(&host)[2].1, Level::Ok);
+        host.linux = false;
+        assert!(sandbox(&host).is_empty());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! that says how to fix it.
 
 mod host;
+mod probe;
 mod vm;
 
 use std::ffi::OsString;
@@ -87,23 +88,42 @@ pub struct Host {
     pub subgid: PathBuf,
     /// Without root: may `sudo -n` run band-server (`sudo -n -l`)? Asked once, by [`Host::this`].
     pub sudo_allows: bool,
+    /// band-server, where the host target starts it (`$BAND_SERVER`, else beside `band`).
+    pub band_server: PathBuf,
+    /// `/proc/sys/kernel/apparmor_restrict_unprivileged_userns` (Ubuntu 23.10+): `1` when
+    /// AppArmor keeps unconfined programs from making user namespaces.
+    pub apparmor_userns: PathBuf,
+    /// The kernel's Landlock ABI, probed by [`Host::this`]; `None` when Landlock is off or absent.
+    pub landlock_abi: Option<u8>,
+    /// `bwrap --ro-bind / / true`, tried by [`Host::this`] when bwrap is there: `Ok`, or what
+    /// went wrong (its stderr). `None`: not tried.
+    pub bwrap_tried: Option<Result<(), String>>,
 }
 
 impl Host {
     /// This machine: `vm` under the data folder, `/dev/kvm`, `$PATH`.
     pub fn this(vm: VmPaths) -> Host {
         let root = crate::vm::cmd::is_root();
+        let path = search_path(std::env::var_os("PATH"));
+        let linux = cfg!(target_os = "linux");
+        let bwrap = path.iter().map(|d| d.join("bwrap")).find(|p| p.is_file());
         Host {
             vm,
             kvm: PathBuf::from("/dev/kvm"),
-            path: search_path(std::env::var_os("PATH")),
+            path,
             sbin: vec![PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")],
-            linux: cfg!(target_os = "linux"),
+            linux,
             root,
             user: crate::vm::cmd::user_name().unwrap_or_default(),
             subuid: PathBuf::from("/etc/subuid"),
             subgid: PathBuf::from("/etc/subgid"),
             sudo_allows: !root && crate::client::transport::host_can_start(),
+            band_server: crate::client::transport::server_path(),
+            apparmor_userns: PathBuf::from(
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            ),
+            landlock_abi: if linux { probe::landlock_abi() } else { None },
+            bwrap_tried: bwrap.filter(|_| linux).map(|b| probe::bwrap(&b)),
         }
     }
 }
@@ -120,7 +140,9 @@ pub type CheckFn = fn(&Host) -> Vec<Check>;
 pub const CHECKS: &[CheckFn] = &[
     host::platform,
     host::host_target,
+    host::band_server,
     host::linux_tools,
+    host::sandbox,
     host::rootless_build,
     host::accelerator,
     host::lima,
@@ -160,6 +182,10 @@ mod tests {
             subuid: dir.join("subuid"),
             subgid: dir.join("subgid"),
             sudo_allows: false,
+            band_server: dir.join("bin/band-server"),
+            apparmor_userns: dir.join("apparmor_restrict_unprivileged_userns"),
+            landlock_abi: None,
+            bwrap_tried: None,
         }
     }
 
@@ -173,11 +199,17 @@ mod tests {
             [
                 "host",
                 "host target",
+                "band-server",
                 "bwrap (host target)",
+                "nft (host target)",
+                "slirp4netns (host target)",
                 "qemu",
                 "qemu-img",
                 "mmdebstrap",
                 "mkfs.ext4",
+                "bwrap works",
+                "landlock",
+                "user namespaces",
                 "newuidmap",
                 "newgidmap",
                 "subuid",

@@ -156,7 +156,7 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
         .into_iter()
         .map(|(tool, args)| json!([tool, args]))
         .collect();
-    calls.push(json!(["no__such", {}]));
+    calls.push(json!(["text__cont", {}]));
     let skills = repo().join("skills");
     let mut cmd = Command::new(python());
     cmd.arg(repo().join("tests/mcp/client.py"))
@@ -276,7 +276,7 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
         calls[4]["exception"]
             .as_str()
             .unwrap_or("")
-            .contains("no tool named `no__such`"),
+            .contains("no tool named `text__cont`; did you mean `text__count`?"),
         "{}",
         calls[4]
     );
@@ -589,6 +589,52 @@ fn mcp_protocol_output() {
             )
         );
     });
+}
+
+/// An unknown tool, or a script gone from its skill since the catalog was made, gets the nearest
+/// name, as `band run` does.
+#[test]
+fn mcp_unknown_script_gets_the_nearest_name() {
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    band_test::copy_dir(&repo().join("skills/text"), &skills.join("text"));
+    // Unlocked: the rename below is not an integrity failure.
+    fs_err::remove_file(skills.join("text/band.lock")).expect("rm");
+    let (mut raw, _) = Raw::start(&[&skills], t.path());
+    let unknown = raw.request(
+        "tools/call",
+        json!({"name": "text__cont", "arguments": {"text": "a"}}),
+    );
+    // The script renamed under the running server: the call still names the nearest.
+    let dir = skills.join("text");
+    fs_err::rename(dir.join("scripts/count.sh"), dir.join("scripts/counts.sh")).expect("mv");
+    fs_err::rename(
+        dir.join("schemas/input/count.json"),
+        dir.join("schemas/input/counts.json"),
+    )
+    .expect("mv");
+    fs_err::rename(
+        dir.join("schemas/output/count.json"),
+        dir.join("schemas/output/counts.json"),
+    )
+    .expect("mv");
+    let gone = raw.request(
+        "tools/call",
+        json!({"name": "text__count", "arguments": {"text": "a"}}),
+    );
+    let settings = band_test::settings(&[]);
+    settings.bind(|| {
+        insta::assert_snapshot!(
+            "mcp_unknown_tool",
+            format!("{}\n\n{}", pretty(&unknown), pretty(&gone))
+        );
+    });
+    let all = format!("{unknown}{gone}");
+    assert!(all.contains("did you mean `text__count`?"), "{all}");
+    assert!(
+        all.contains("did you mean `text/counts`?") || all.contains("did you mean `text__counts`?"),
+        "{all}"
+    );
 }
 
 /// `band mcp --target` holds for every call: here a remote host never set up, so each call fails

@@ -126,8 +126,9 @@ fn doctor_reports_every_check_as_json() {
 }
 
 /// `band doctor` on a host whose PATH holds only a few stand-ins (a `df` that answers a fixed
-/// size, `bwrap`, `qemu-img`, `mkfs.ext4`, `ssh`): every line, human and JSON, is fixed but the
-/// accelerator's (it depends on this host's /dev/kvm) and the platform. As root, as CI runs it:
+/// size, `bwrap`, `qemu-img`, `mkfs.ext4`, `ssh`, `band-server`): every line, human and JSON, is
+/// fixed but the platform and what depends on the host itself (/dev/kvm, Landlock, AppArmor, nft
+/// in /usr/sbin). As root, as CI runs it:
 /// the host target and the rootless build say so (an ordinary user's lines are unit-tested and
 /// seen by `vm_rootless`).
 #[cfg(target_os = "linux")]
@@ -150,6 +151,7 @@ fn doctor_whole_output() {
         ("qemu-img", "#!/bin/sh\n"),
         ("mkfs.ext4", "#!/bin/sh\n"),
         ("ssh", "#!/bin/sh\n"),
+        ("band-server", "#!/bin/sh\n"),
     ] {
         let p = bin.join(name);
         fs_err::write(&p, text).expect("write");
@@ -159,21 +161,32 @@ fn doctor_whole_output() {
         Band::new(band_exe(), t.path())
             .env("BAND_CONFIG", t.path().join("config.toml"))
             .env("PATH", &bin)
+            .env("BAND_SERVER", bin.join("band-server"))
             .output(args, repo())
     };
     let platform = format!("{} {}", std::env::consts::OS, std::env::consts::ARCH);
     let mut settings = band_test::settings(&[(&platform, "[OS] [ARCH]")]);
     settings.add_filter(r"qemu-system-(x86_64|aarch64)", "qemu-system-[ARCH]");
-    // The accelerator depends on this host's /dev/kvm: its line (and fix) in the human form,
-    // its object in the JSON.
-    settings.add_filter(
-        r"(?m)^(ok  |warn|FAIL|-   )  accelerator .*\n(      +fix: .*\n)?",
-        "[ACCELERATOR]\n",
-    );
-    settings.add_filter(
-        r#""detail": "[^"]*",\n\s*("fix": "[^"]*",\n\s*)?"level": "\w+",\n(\s*)"name": "accelerator""#,
-        "\"detail\": \"[ACCELERATOR]\",\n${2}\"level\": \"[ACCELERATOR]\",\n${2}\"name\": \"accelerator\"",
-    );
+    // What depends on this host, not on the test's PATH: /dev/kvm, the kernel's Landlock and
+    // AppArmor, nft in /usr/sbin. Their line (and fix) in the human form, their object in the JSON.
+    for (shown, tag) in [
+        ("accelerator", "[ACCELERATOR]"),
+        ("landlock", "[LANDLOCK]"),
+        ("user namespaces", "[USERNS]"),
+        ("nft (host target)", "[NFT]"),
+    ] {
+        let name = band_test::regex_escape(shown);
+        settings.add_filter(
+            &format!(r"(?m)^(ok  |warn|FAIL|-   )  {name} .*\n( +fix: .*\n)?"),
+            format!("{tag}\n"),
+        );
+        settings.add_filter(
+            &format!(
+                r#""detail": "[^"]*",\n\s*("fix": "[^"]*",\n\s*)?"level": "\w+",\n(\s*)"name": "{name}""#
+            ),
+            format!("\"detail\": \"{tag}\",\n${{2}}\"level\": \"{tag}\",\n${{2}}\"name\": \"{shown}\""),
+        );
+    }
     settings.bind(|| {
         band_test::insta::assert_snapshot!("doctor_human", run(&["doctor"]).shown());
         band_test::insta::assert_snapshot!("doctor_json", run(&["doctor", "--json"]).shown());

@@ -617,9 +617,13 @@ fn vm_end_to_end() {
         repo,
     );
     assert_ne!(code, 0, "ran despite a wrong host key: {out}");
+    // Under --json the error is the JSON object on stdout.
+    let error: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let message = error["message"].as_str().unwrap_or("");
     assert!(
-        err.contains("host key") || err.contains("public key"),
-        "{err}"
+        message.contains("host key") || message.contains("public key"),
+        "{out}{err}"
     );
 
     // 7. Stop, start, destroy: nothing is left running.

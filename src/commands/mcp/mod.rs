@@ -282,14 +282,17 @@ impl ServerHandler for BandServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let entry = self
-            .current()
-            .tools
-            .into_iter()
-            .find(|e| e.tool.name == request.name);
+        let tools = self.current().tools;
+        let names: Vec<String> = tools.iter().map(|e| e.tool.name.to_string()).collect();
+        let entry = tools.into_iter().find(|e| e.tool.name == request.name);
         let Some(entry) = entry else {
+            let near = band::suggest::nearest(&request.name, names.iter().map(String::as_str));
+            let hint = match near {
+                Some(near) => format!("did you mean `{near}`? tools/list shows them"),
+                None => "tools/list shows them".to_string(),
+            };
             return Err(McpError::invalid_params(
-                format!("no tool named `{}`; tools/list shows them", request.name),
+                format!("no tool named `{}`; {hint}", request.name),
                 None,
             ));
         };
