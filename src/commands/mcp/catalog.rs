@@ -1,7 +1,7 @@
 //! What `band mcp` offers, built from the skills path by pure functions of what is on disk: a
 //! tool per script, a resource per skill (its SKILL.md), and the scripts left out, with why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -117,8 +117,12 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
                 path: skill.root.join("SKILL.md"),
             });
         }
+        // Once per skill: its schemas, and each band file's policy (many scripts share one band;
+        // resolving it compiles every pattern, the bulk of a catalog's cost).
+        let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
+        let mut policies = HashMap::new();
         for script in &skill.scripts {
-            match tool_for(skill, &script.name) {
+            match tool_for(skill, &script.name, &schemas, &mut policies) {
                 Ok(tool) => out.tools.push(Entry {
                     tool,
                     skill_root: skill.root.clone(),
@@ -148,10 +152,19 @@ enum NotATool {
 }
 
 /// The MCP description of one script.
-fn tool_for(skill: &band::skill::Skill, script: &str) -> Result<Tool, NotATool> {
-    let (resolved, _) = band::skill::resolve_script(skill, script);
-    let policy = resolved.ok_or(NotATool::BandErrors)?.policy;
-    let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
+/// `schemas` are the skill's; `policies` caches each band file's resolved policy (`None`: errors).
+fn tool_for(
+    skill: &band::skill::Skill,
+    script: &str,
+    schemas: &band::contract::SchemaSet,
+    policies: &mut HashMap<PathBuf, Option<Policy>>,
+) -> Result<Tool, NotATool> {
+    let file = skill.band_file_for(script).ok_or(NotATool::BandErrors)?;
+    let policy = policies
+        .entry(file)
+        .or_insert_with_key(|f| band::skill::resolve_band_file(f).0.map(|r| r.policy))
+        .clone()
+        .ok_or(NotATool::BandErrors)?;
     // A script with no input schema takes no input: its tool takes an empty object.
     schemas
         .input_contract(script)
