@@ -90,6 +90,8 @@ pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
     };
     o("BatchMode=yes".into());
     o("StrictHostKeyChecking=yes".into());
+    // Lima's ssh.config says yes: the host key would go unchecked on 127.0.0.1.
+    o("NoHostAuthenticationForLocalhost=no".into());
     o(format!("UserKnownHostsFile={}", ch.known_hosts.display()));
     o("GlobalKnownHostsFile=/dev/null".into());
     o("UpdateHostKeys=no".into());
@@ -425,6 +427,10 @@ mod tests {
         let f = a.iter().position(|x| x == "-F").unwrap();
         assert_eq!(a[f + 1], "/Users/me/.lima/band/ssh.config");
         assert!(a.iter().any(|x| x == "StrictHostKeyChecking=yes"), "{a:?}");
+        assert!(
+            a.iter().any(|x| x == "NoHostAuthenticationForLocalhost=no"),
+            "{a:?}"
+        );
         assert!(
             a.iter()
                 .any(|x| x == "UserKnownHostsFile=/d/vm/lima/known_hosts"),
