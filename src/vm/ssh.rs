@@ -82,16 +82,20 @@ impl Endpoint {
     /// The command that serves one run. With `expected` (the SHA-256 of the `installed.json` this
     /// band would write), a target whose band-server is another build exits with
     /// [`STALE_EXIT`] before reading the request, in the same round trip. The check is a shell
-    /// `test` of the build marker the install wrote ([`build_marker`]): under emulation every
-    /// program started costs 100 ms or more, so the run starts only band-server.
+    /// `test` of the build marker the install wrote ([`build_marker`]), which must exist and be no
+    /// older than `installed.json` (an install by another band, even one that knows no markers,
+    /// rewrites `installed.json`): under emulation every program started costs 100 ms or more, so
+    /// the run starts only band-server.
     pub fn server_command(&self, expected: Option<&str>) -> String {
         let run = format!("exec {SERVER_DIR}/band-server run 2>>{SERVER_LOG}");
         match expected {
             None => self.as_root(&run),
-            Some(hex) => self.as_root(&format!(
-                "[ -e {} ] || exit {STALE_EXIT}; {run}",
-                build_marker(hex)
-            )),
+            Some(hex) => {
+                let marker = build_marker(hex);
+                self.as_root(&format!(
+                    "{{ [ -e {marker} ] && [ ! {SERVER_DIR}/installed.json -nt {marker} ]; }} || exit {STALE_EXIT}; {run}"
+                ))
+            }
         }
     }
 }
@@ -646,6 +650,8 @@ mod tests {
         };
         let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
         let marker = t.path().join(format!(".build-{hex}"));
+        let installed = t.path().join("installed.json");
+        fs_err::write(&installed, b"{}").unwrap();
         fs_err::write(&marker, b"").unwrap();
         // The command as the shell runs it, with the paths pointed at the temp dir.
         let run = |expected: &str| {
@@ -670,6 +676,33 @@ mod tests {
             run(&format!("{hex}; echo pwned")),
             (Some(STALE_EXIT), String::new())
         );
+        // installed.json rewritten after the marker (another band's install): stale.
+        let later = std::fs::FileTimes::new()
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(5));
+        fs_err::OpenOptions::new()
+            .write(true)
+            .open(&installed)
+            .unwrap()
+            .file()
+            .set_times(later)
+            .unwrap();
+        assert_eq!(
+            run(hex),
+            (Some(STALE_EXIT), String::new()),
+            "installed.json newer than the marker is stale"
+        );
+        // A new install writes the marker after installed.json: current again.
+        fs_err::write(&marker, b"").unwrap();
+        let later = std::fs::FileTimes::new()
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(10));
+        fs_err::OpenOptions::new()
+            .write(true)
+            .open(&marker)
+            .unwrap()
+            .file()
+            .set_times(later)
+            .unwrap();
+        assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
         fs_err::remove_file(&marker).unwrap();
         assert_eq!(
             run(hex),
