@@ -99,6 +99,9 @@ pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
     o("ForwardAgent=no".into());
     o("ForwardX11=no".into());
     o("ClearAllForwardings=yes".into());
+    // A hung VM fails the run instead of holding it: 30 s to connect and exchange banners (as
+    // the ssh2 path), and an established master that stops answering is dropped after 60 s.
+    o("ConnectTimeout=30".into());
     o("ServerAliveInterval=15".into());
     o("ServerAliveCountMax=4".into());
     let host = match &ep.ssh_config {
@@ -396,6 +399,10 @@ mod tests {
             "{a:?}"
         );
         assert!(has("Port=2222") && has("User=root"), "{a:?}");
+        assert!(
+            has("ConnectTimeout=30") && has("ServerAliveInterval=15"),
+            "{a:?}"
+        );
         // No user or system config file changes where the run goes.
         let f = a.iter().position(|x| x == "-F").unwrap();
         assert_eq!(a[f + 1], "/dev/null");

@@ -18,7 +18,7 @@ use std::process::Command;
 use band_test::is_root;
 
 use crate::vm_e2e::{
-    Env, KillQemus, ONE_VM, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path,
+    Env, KillQemus, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path, one_vm,
     probe_skill, qemus_under, server_bins_dir, skip_or_fail, workspace,
 };
 
@@ -79,7 +79,7 @@ fn processes_of_user() -> Vec<String> {
 
 #[test]
 fn vm_rootless_setup_and_runs() {
-    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_vm();
     if !enabled() {
         eprintln!("skipped: set BAND_TEST_VM=1 to build and boot the VM as an ordinary user");
         return;
