@@ -7,8 +7,10 @@
 //! ```
 //!
 //! Prints medians of: the SSH connection (TCP, key exchange, host key check, key auth), one exec
-//! channel on an open connection, band-server's own setup+run time, and the wall time of
-//! `band run text/count` on the host and through the VM, with the VM/host ratio. Without a
+//! channel on an open connection, a channel on the warm master (`true`, and starting
+//! band-server), band-server's own setup+run+teardown time, the wall time of `band run
+//! text/count` on the host and through the VM, what lies outside band-server (wall minus
+//! setup+run+teardown, per run), and the VM/host ratio. Without a
 //! running VM it says so and exits 0 (numbers are never test assertions).
 
 // A benchmark harness: a broken fixture or a failed measurement is a panic, as in tests.
@@ -34,7 +36,7 @@ fn data_dir() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// Wall time of one `band run`, and band-server's setup+run milliseconds.
+/// Wall time of one `band run`, and band-server's setup+run+teardown milliseconds.
 fn band_run(band: &Path, target: &str, skills: &Path) -> Option<(f64, f64)> {
     let t = Instant::now();
     let out = Command::new(band)
@@ -52,7 +54,9 @@ fn band_run(band: &Path, target: &str, skills: &Path) -> Option<(f64, f64)> {
     let m = &v["metrics"];
     Some((
         wall,
-        m["setup_ms"].as_f64().unwrap_or(0.0) + m["run_ms"].as_f64().unwrap_or(0.0),
+        m["setup_ms"].as_f64().unwrap_or(0.0)
+            + m["run_ms"].as_f64().unwrap_or(0.0)
+            + m["teardown_ms"].as_f64().unwrap_or(0.0),
     ))
 }
 
@@ -82,6 +86,7 @@ fn main() {
         auth: Auth::KeyFile(paths.client_key()),
         known_host: inst.known_host(),
         sudo: false,
+        ssh_config: None,
     };
     let mut connect = Vec::new();
     let mut exec = Vec::new();
@@ -95,6 +100,28 @@ fn main() {
         let t = Instant::now();
         let _ = ssh::exec(&sess, "true", b"");
         exec.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    // The warm channel (band's OpenSSH master): a channel that runs `true`, and one that starts
+    // band-server (`version`), on the open master.
+    let (mut warm_true, mut warm_server) = (vec![], vec![]);
+    if let Ok(Some(ch)) = band::vm::mux::channel(&ep) {
+        let time = |remote: &str| {
+            let t = Instant::now();
+            let ok = band::vm::cmd::command(&band::vm::mux::argv(&ep, &ch, remote))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            ok.then(|| t.elapsed().as_secs_f64() * 1000.0)
+        };
+        let _ = time("true"); // the master, if none is up
+        for _ in 0..runs {
+            warm_true.extend(time("true"));
+            warm_server.extend(time(&format!(
+                "exec {}/band-server version",
+                ssh::SERVER_DIR
+            )));
+        }
     }
     let band = PathBuf::from(env!("CARGO_BIN_EXE_band"));
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
@@ -126,17 +153,36 @@ fn main() {
         median(exec)
     );
     println!(
-        "  band-server setup+run, host                {:8.0} ms  ({} ok)",
-        median(host_server),
+        "  warm channel: `true` on the open master    {:8.0} ms",
+        median(warm_true)
+    );
+    println!(
+        "  warm channel: start band-server (version)  {:8.0} ms",
+        median(warm_server)
+    );
+    println!(
+        "  band-server setup+run+teardown, host       {:8.0} ms  ({} ok)",
+        median(host_server.clone()),
         host_wall.len()
     );
     println!(
-        "  band-server setup+run, VM                  {:8.0} ms  ({} ok)",
-        median(vm_server),
+        "  band-server setup+run+teardown, VM         {:8.0} ms  ({} ok)",
+        median(vm_server.clone()),
         vm_wall.len()
     );
     println!("  band run wall time, host                   {:8.0} ms", hw);
     println!("  band run wall time, VM                     {:8.0} ms", vw);
+    let outside = |wall: &[f64], server: &[f64]| {
+        median(wall.iter().zip(server).map(|(w, s)| w - s).collect())
+    };
+    println!(
+        "  outside band-server, host (wall - s+r+t)   {:8.0} ms",
+        outside(&host_wall, &host_server)
+    );
+    println!(
+        "  outside band-server, VM (wall - s+r+t)     {:8.0} ms",
+        outside(&vm_wall, &vm_server)
+    );
     if hw > 0.0 {
         println!(
             "  VM / host                                  {:8.1} x",

@@ -9,9 +9,9 @@ use super::{ClientError, Result};
 use crate::manifest::Target;
 use crate::policy::CompiledPolicy;
 use crate::proto::{self, Message, RunRequest, RunResult};
-use crate::vm::install;
 use crate::vm::ssh::{self, Endpoint};
 use crate::vm::stage;
+use crate::vm::{install, mux};
 
 /// Runs over SSH to band-server on a VM or a remote host.
 pub struct SshTransport {
@@ -52,23 +52,21 @@ impl Transport for SshTransport {
         let dir = install::local_dir()?;
         let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
         let expected = install::manifest_digest(&local);
-        let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
         let cancelled = || cancel.is_cancelled();
-        let result = match ssh::run_request(
-            &sess,
-            &self.endpoint,
-            Some(&expected),
-            &line,
-            on_event,
-            &cancelled,
-        ) {
-            // A stale band-server is upgraded, never used: install, then run once more.
-            Err(crate::vm::VmError::StaleServer) => {
-                eprintln!(
-                    "band: band-server on {} is another build; installing this one",
-                    self.target
-                );
-                install::install(&sess, &self.endpoint, &dir, &local)?;
+        // The warm channel (the system `ssh` client's master connection), else a connection
+        // of our own for this run.
+        let channel = mux::channel(&self.endpoint)?;
+        let send = |on_event: &mut dyn FnMut(&proto::Event)| match &channel {
+            Some(ch) => mux::run_request(
+                &self.endpoint,
+                ch,
+                Some(&expected),
+                &line,
+                on_event,
+                &cancelled,
+            ),
+            None => {
+                let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
                 ssh::run_request(
                     &sess,
                     &self.endpoint,
@@ -76,7 +74,20 @@ impl Transport for SshTransport {
                     &line,
                     on_event,
                     &cancelled,
-                )?
+                )
+            }
+        };
+        let result = match send(on_event) {
+            // A stale band-server is upgraded, never used: install, then run once more.
+            Err(crate::vm::VmError::StaleServer) => {
+                eprintln!(
+                    "band: band-server on {} is another build; installing this one",
+                    self.target
+                );
+                let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
+                install::install(&sess, &self.endpoint, &dir, &local)?;
+                drop(sess);
+                send(on_event)?
             }
             other => other?,
         };

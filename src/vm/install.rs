@@ -267,9 +267,14 @@ pub fn install(
         )));
     }
     let manifest = serde_json::to_vec_pretty(local).unwrap_or_default();
+    // The build marker lets a run check the build with a shell test, no program started (see
+    // `Endpoint::server_command`); written last, after the binaries and installed.json.
+    let marker = ssh::build_marker(&manifest_digest(local));
     ssh::exec_ok(
         sess,
-        &ep.as_root(&format!("cat > {SERVER_DIR}/installed.json")),
+        &ep.as_root(&format!(
+            "cat > {SERVER_DIR}/installed.json && rm -f {SERVER_DIR}/.build-* && : > {marker}"
+        )),
         &manifest,
     )?;
     Ok(answered)

@@ -18,6 +18,8 @@ use super::{Result, VmError};
 pub const DRIVER: &str = "lima";
 /// The Lima instance name.
 pub const INSTANCE: &str = "band";
+/// The host name Lima's `ssh.config` gives the instance (`Host lima-<instance>`).
+pub const SSH_HOST: &str = "lima-band";
 /// `vm/lima/state.json`.
 pub const STATE: &str = "state.json";
 /// The template, as shipped in `vm-templates/band.yaml`.
@@ -319,6 +321,55 @@ mod tests {
             cpus: 3,
             memory_mib: 3072,
             disk_mib: 10240,
+        }
+    }
+
+    /// Lima's template schema (`vm-templates/lima-schema/`: its source and version are in its
+    /// `$comment`), as a validator.
+    fn lima_schema() -> jsonschema::Validator {
+        let text = include_str!("../../vm-templates/lima-schema/limayaml.schema.json");
+        let schema: serde_json::Value = serde_json::from_str(text).unwrap();
+        jsonschema::validator_for(&schema).unwrap()
+    }
+
+    fn yaml_as_json(text: &str) -> serde_json::Value {
+        let v: Value = yaml_serde::from_str(text).unwrap();
+        serde_json::to_value(v).unwrap()
+    }
+
+    fn schema_errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
+        v.iter_errors(doc)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect()
+    }
+
+    #[test]
+    fn the_template_follows_lima_s_schema() {
+        let v = lima_schema();
+        // The schema is not too strict: Lima's own default template passes.
+        let lima_default =
+            yaml_as_json(include_str!("../../vm-templates/lima-schema/default.yaml"));
+        assert_eq!(schema_errors(&v, &lima_default), Vec::<String>::new());
+        // band's template, as shipped and as setup writes it.
+        assert_eq!(
+            schema_errors(&v, &yaml_as_json(TEMPLATE)),
+            Vec::<String>::new()
+        );
+        let written = yaml_as_json(&template(&spec()).unwrap());
+        assert_eq!(schema_errors(&v, &written), Vec::<String>::new());
+        // And it catches what a typo or a wrong type would do.
+        for (from, to) in [
+            ("plain: true", "plain: \"yes\""),
+            ("loadDotSSHPubKeys: false", "loadDotSSHPubkeys: false"),
+            ("proto: \"any\"", "proto: \"sctp\""),
+            ("mode: system", "mode: root"),
+        ] {
+            assert!(TEMPLATE.contains(from), "{from}");
+            let bad = yaml_as_json(&TEMPLATE.replacen(from, to, 1));
+            assert!(
+                !schema_errors(&v, &bad).is_empty(),
+                "{to} passed the schema"
+            );
         }
     }
 

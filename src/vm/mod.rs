@@ -20,6 +20,7 @@ pub mod image;
 pub mod install;
 pub mod keys;
 pub mod lima;
+pub mod mux;
 pub mod paths;
 pub mod qemu;
 pub mod recipe;

@@ -49,6 +49,9 @@ pub struct Endpoint {
     pub known_host: PathBuf,
     /// Run band-server through `sudo -n` (the user is not root).
     pub sudo: bool,
+    /// Lima's `ssh.config` for this machine: runs go through Lima's own master connection
+    /// (see [`super::mux`]). `None`: band's own.
+    pub ssh_config: Option<PathBuf>,
 }
 
 impl Endpoint {
@@ -78,16 +81,30 @@ impl Endpoint {
 
     /// The command that serves one run. With `expected` (the SHA-256 of the `installed.json` this
     /// band would write), a target whose band-server is another build exits with
-    /// [`STALE_EXIT`] before reading the request, in the same round trip.
+    /// [`STALE_EXIT`] before reading the request, in the same round trip. The check is a shell
+    /// `test` of the build marker the install wrote ([`build_marker`]), which must exist and be no
+    /// older than `installed.json` (an install by another band, even one that knows no markers,
+    /// rewrites `installed.json`): under emulation every program started costs 100 ms or more, so
+    /// the run starts only band-server.
     pub fn server_command(&self, expected: Option<&str>) -> String {
         let run = format!("exec {SERVER_DIR}/band-server run 2>>{SERVER_LOG}");
         match expected {
             None => self.as_root(&run),
-            Some(hex) => self.as_root(&format!(
-                "d=$(sha256sum < {SERVER_DIR}/installed.json 2>/dev/null); [ \"${{d%% *}}\" = {hex} ] || exit {STALE_EXIT}; {run}"
-            )),
+            Some(hex) => {
+                let marker = build_marker(hex);
+                self.as_root(&format!(
+                    "{{ [ -e {marker} ] && [ ! {SERVER_DIR}/installed.json -nt {marker} ]; }} || exit {STALE_EXIT}; {run}"
+                ))
+            }
         }
     }
+}
+
+/// The empty file whose name says which build is installed: `.build-<sha256 of installed.json>`
+/// (`hex` is band's own digest, hex digits only).
+pub fn build_marker(hex: &str) -> String {
+    let hex: String = hex.chars().filter(char::is_ascii_hexdigit).collect();
+    format!("{SERVER_DIR}/.build-{hex}")
 }
 
 /// Host key algorithms, best first. The pinned VM keys are ed25519.
@@ -603,6 +620,7 @@ mod tests {
             auth: Auth::KeyFile(PathBuf::from("/k")),
             known_host: PathBuf::from("/kh"),
             sudo: false,
+            ssh_config: None,
         };
         assert_eq!(
             ep.server_command(None),
@@ -621,8 +639,6 @@ mod tests {
     #[test]
     fn the_stale_check_runs_in_the_shell_before_band_server() {
         let t = tempfile::tempdir().unwrap();
-        let installed = t.path().join("installed.json");
-        fs_err::write(&installed, b"{}").unwrap();
         let ep = Endpoint {
             host: "h".into(),
             port: 22,
@@ -630,8 +646,13 @@ mod tests {
             auth: Auth::KeyFile(PathBuf::from("/k")),
             known_host: PathBuf::from("/kh"),
             sudo: false,
+            ssh_config: None,
         };
-        let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"; // sha256("{}")
+        let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
+        let marker = t.path().join(format!(".build-{hex}"));
+        let installed = t.path().join("installed.json");
+        fs_err::write(&installed, b"{}").unwrap();
+        fs_err::write(&marker, b"").unwrap();
         // The command as the shell runs it, with the paths pointed at the temp dir.
         let run = |expected: &str| {
             let cmd = ep
@@ -650,11 +671,43 @@ mod tests {
         };
         assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
         assert_eq!(run(&"0".repeat(64)), (Some(STALE_EXIT), String::new()));
-        fs_err::remove_file(&installed).unwrap();
+        // Nothing but hex digits reaches the shell.
+        assert_eq!(
+            run(&format!("{hex}; echo pwned")),
+            (Some(STALE_EXIT), String::new())
+        );
+        // installed.json rewritten after the marker (another band's install): stale.
+        let later = std::fs::FileTimes::new()
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(5));
+        fs_err::OpenOptions::new()
+            .write(true)
+            .open(&installed)
+            .unwrap()
+            .file()
+            .set_times(later)
+            .unwrap();
         assert_eq!(
             run(hex),
             (Some(STALE_EXIT), String::new()),
-            "no installed.json is stale"
+            "installed.json newer than the marker is stale"
+        );
+        // A new install writes the marker after installed.json: current again.
+        fs_err::write(&marker, b"").unwrap();
+        let later = std::fs::FileTimes::new()
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(10));
+        fs_err::OpenOptions::new()
+            .write(true)
+            .open(&marker)
+            .unwrap()
+            .file()
+            .set_times(later)
+            .unwrap();
+        assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
+        fs_err::remove_file(&marker).unwrap();
+        assert_eq!(
+            run(hex),
+            (Some(STALE_EXIT), String::new()),
+            "no marker is stale"
         );
     }
 
@@ -701,6 +754,7 @@ mod tests {
             auth: Auth::KeyFile(PathBuf::from("/nonexistent")),
             known_host: PathBuf::from("/nonexistent/known_host"),
             sudo: false,
+            ssh_config: None,
         };
         let Err(e) = connect(&ep, Duration::from_millis(200)) else {
             panic!("connected without a pinned key")

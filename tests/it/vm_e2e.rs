@@ -38,6 +38,37 @@ pub(crate) fn on_path(name: &str) -> bool {
 /// One VM at a time: the root and the rootless end-to-end tests share this machine's cores.
 pub(crate) static ONE_VM: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Held while a VM test runs: [`ONE_VM`] within this process, and an exclusive lock on
+/// `/run/band-test/vm-tests.lock` across processes. Two test runs on one machine (two
+/// checkouts, or CI beside a local run) would otherwise share the rootless test's user and its
+/// data folder, and one would delete the other's image build.
+pub(crate) struct VmTestLock {
+    _in_process: std::sync::MutexGuard<'static, ()>,
+    _across: Option<fs_err::File>,
+}
+
+pub(crate) fn one_vm() -> VmTestLock {
+    let guard = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Path::new("/run/band-test");
+    let across = fs_err::create_dir_all(dir)
+        .and_then(|()| {
+            fs_err::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join("vm-tests.lock"))
+        })
+        .ok()
+        .filter(|f| {
+            eprintln!("waiting for other VM tests on this machine (/run/band-test/vm-tests.lock)");
+            rustix::fs::flock(f.file(), rustix::fs::FlockOperation::LockExclusive).is_ok()
+        });
+    VmTestLock {
+        _in_process: guard,
+        _across: across,
+    }
+}
+
 /// An ordinary user band runs as (`runuser`), with copies of the binaries in `bin`.
 pub(crate) struct RunAs {
     pub(crate) user: String,
@@ -389,7 +420,7 @@ pub(crate) fn check_probe_run(env: &Env, skill: &Path, ws: &Path, target: &str) 
 
 #[test]
 fn vm_end_to_end() {
-    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_vm();
     if !enabled() {
         eprintln!("skipped: set BAND_TEST_VM=1 to build and boot the VM (several minutes)");
         return;

@@ -18,7 +18,7 @@ use std::process::Command;
 use band_test::is_root;
 
 use crate::vm_e2e::{
-    Env, KillQemus, ONE_VM, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path,
+    Env, KillQemus, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path, one_vm,
     probe_skill, qemus_under, server_bins_dir, skip_or_fail, workspace,
 };
 
@@ -63,6 +63,14 @@ fn chown(path: &Path) {
     assert!(ok, "{out}");
 }
 
+/// The user's warm channels: OpenSSH masters (`ssh: <socket> [mux]`), as `pid command`.
+fn ssh_masters() -> Vec<String> {
+    processes_of_user()
+        .into_iter()
+        .filter(|l| l.contains("[mux]"))
+        .collect()
+}
+
 /// The pids of the user's processes.
 fn processes_of_user() -> Vec<String> {
     let (_, out) = sh(Command::new("pgrep").args(["-u", USER, "-a"]));
@@ -71,7 +79,7 @@ fn processes_of_user() -> Vec<String> {
 
 #[test]
 fn vm_rootless_setup_and_runs() {
-    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_vm();
     if !enabled() {
         eprintln!("skipped: set BAND_TEST_VM=1 to build and boot the VM as an ordinary user");
         return;
@@ -85,6 +93,7 @@ fn vm_rootless_setup_and_runs() {
         "qemu-img",
         "qemu-system-x86_64",
         "ssh-keygen",
+        "ssh",
         "newuidmap",
         "newgidmap",
         "useradd",
@@ -209,7 +218,28 @@ fn vm_rootless_setup_and_runs() {
         "{err}"
     );
     check_probe_run(&env, &skill, &ws, "");
+    // The warm channel: one master connection, in the VM's state folder, serves every run.
+    let masters = ssh_masters();
+    assert_eq!(masters.len(), 1, "one warm channel: {masters:?}");
+    assert!(
+        masters[0].contains(&data.join("vm/qemu/mux-").display().to_string()),
+        "{masters:?}"
+    );
     check_probe_run(&env, &skill, &ws, "qemu");
+    assert_eq!(ssh_masters(), masters, "the second run reused the channel");
+    // A dead master fails closed: the next run connects afresh (the pinned key checked again)
+    // and runs, through a new master.
+    let pid = masters[0]
+        .split_whitespace()
+        .next()
+        .expect("pid")
+        .to_string();
+    let (ok, out) = sh(Command::new("kill").args(["-KILL", &pid]));
+    assert!(ok, "{out}");
+    check_probe_run(&env, &skill, &ws, "qemu");
+    let fresh = ssh_masters();
+    assert_eq!(fresh.len(), 1, "{fresh:?}");
+    assert_ne!(fresh, masters, "a new master after the old one died");
     let v = env.json(
         &[
             "run",
@@ -241,6 +271,13 @@ fn vm_rootless_setup_and_runs() {
         left = processes_of_user();
     }
     assert!(left.is_empty(), "processes of {USER} left: {left:?}");
+    let sockets: Vec<_> = fs_err::read_dir(data.join("vm"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(
+        !sockets.iter().any(|p| p.to_string_lossy().contains("mux-")),
+        "{sockets:?}"
+    );
     if !keep {
         let _ = fs_err::remove_dir_all(&root);
     }

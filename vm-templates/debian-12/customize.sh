@@ -34,6 +34,21 @@ chroot "$root" systemctl set-default multi-user.target
 chroot "$root" systemctl mask systemd-networkd-wait-online.service getty.target \
   e2scrub_reap.service e2scrub_all.timer fstrim.timer apt-daily.timer apt-daily-upgrade.timer \
   dpkg-db-backup.timer systemd-binfmt.service
+# Boot to ready as short as the kernel allows: under TCG the guest runs on one host thread, so
+# every unit started delays SSH. (kmod-static-nodes stays: it makes /dev/net/tun, which the
+# network layer's slirp4netns opens.) Nothing here is used: no device mapper, loop, FUSE, pstore or
+# EFI modules to preload, no debug/tracing/config/hugepage file systems, no network config on the
+# kernel command line, no utmp (no logins), no temp-file cleaning in a VM that only runs
+# sandboxes, no remote file systems; the users are made at build time (sysusers), and the
+# journal stays in memory (no flush).
+chroot "$root" systemctl mask modprobe@dm_mod.service modprobe@loop.service \
+  modprobe@fuse.service modprobe@efi_pstore.service modprobe@configfs.service \
+  modprobe@drm.service \
+  sys-kernel-debug.mount sys-kernel-tracing.mount sys-kernel-config.mount \
+  sys-fs-fuse-connections.mount dev-hugepages.mount \
+  systemd-network-generator.service systemd-pstore.service systemd-sysusers.service \
+  systemd-update-utmp.service systemd-update-utmp-runlevel.service \
+  systemd-journal-flush.service systemd-tmpfiles-clean.timer remote-fs.target
 chroot "$root" update-initramfs -u -k all
 
 # The run identities band-server leases (uidpool.rs creates missing ones the same way).

@@ -117,6 +117,7 @@ fn endpoint(paths: &VmPaths) -> Result<Endpoint> {
         auth: Auth::KeyFile(key),
         known_host: dir.join("known_host"),
         sudo: true,
+        ssh_config: Some(cfg_path),
     })
 }
 

@@ -34,6 +34,7 @@ pub fn endpoint(paths: &VmPaths, port: u16) -> Endpoint {
         auth: Auth::KeyFile(paths.client_key()),
         known_host: InstanceDir::new(paths).known_host(),
         sudo: false,
+        ssh_config: None,
     }
 }
 
@@ -139,6 +140,8 @@ pub fn up(
 /// Power the QEMU VM off (guest shutdown, then signals). Returns whether it was running.
 pub fn stop(paths: &VmPaths) -> Result<bool> {
     let inst = InstanceDir::new(paths);
+    // The warm channel's master goes first (it would exit with the VM anyway).
+    crate::vm::mux::close_all(&inst.dir);
     let Some(state) = inst.running() else {
         return Ok(false);
     };

@@ -68,6 +68,7 @@ fn endpoint_unchecked(
         },
         known_host: paths.ssh_dir(user, host, port).join("known_host"),
         sudo: user != "root",
+        ssh_config: None,
     }
 }
 

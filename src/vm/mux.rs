@@ -1,0 +1,490 @@
+//! The warm channel: one authenticated SSH connection per target, kept open across runs.
+//!
+//! A run used to open its own SSH connection (TCP, key exchange, host key check, key auth: about
+//! 1 s under TCG). Now every run goes through the system `ssh` client with OpenSSH's connection
+//! multiplexing: the first run starts a master connection (`ControlMaster=auto`) that stays in the
+//! background for [`PERSIST_SECS`] after the last run (`ControlPersist`), and later runs open only a
+//! new channel on it through the control socket.
+//!
+//! - The control socket lives in the target's own 0700 state folder (`vm/qemu/`,
+//!   `vm/ssh/<user@host_port>/`) and its name is a hash of user, host, port and the pinned host key
+//!   ([`control_path`]): a VM on another port, or a re-pinned key, never reuses an old master.
+//! - A fresh master checks the pinned key (`StrictHostKeyChecking=yes` against a known_hosts file
+//!   holding only that key). A dead master leaves a stale socket, which `ssh` removes before it
+//!   connects afresh; a master whose connection broke exits. Neither can send a run elsewhere.
+//! - `band vm stop` and `destroy` end the masters (`ssh -O exit`, [`close_all`]).
+//! - Lima keeps its own master: for Lima, runs use Lima's `ssh.config` (its `ControlPath` and
+//!   `ControlPersist`) with band's pinned host key on top ([`Endpoint::ssh_config`]).
+//!
+//! Without a system `ssh` client, runs fall back to one `ssh2` connection each.
+
+use std::ffi::OsString;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use super::keys;
+use super::ssh::{Endpoint, MAX_LINE_BYTES, MAX_STDERR_BYTES, STALE_EXIT, read_stream};
+use super::{Result, VmError};
+use crate::proto::{Event, RunResult};
+
+/// How long a master stays after its last run (seconds).
+pub const PERSIST_SECS: u32 = 300;
+/// The file name prefix of band's control sockets.
+const PREFIX: &str = "mux-";
+/// `sun_path` holds 108 bytes; OpenSSH adds a 17-byte random suffix while it binds.
+const MAX_SOCKET_PATH: usize = 108 - 18;
+/// The exit status of `ssh` itself failing (connection, host key, authentication).
+pub const SSH_FAILED: i32 = 255;
+
+/// The control socket for `ep` with the pinned host key `pinned` (its key line): in the folder
+/// of `ep.known_host`, named by a hash of user, host, port and key. `None` when the path would
+/// be too long for a Unix socket (runs then connect afresh each time).
+pub fn control_path(ep: &Endpoint, pinned: &str) -> Option<PathBuf> {
+    let dir = ep.known_host.parent()?;
+    let digest = Sha256::digest(format!(
+        "{}\n{}\n{}\n{}",
+        ep.user,
+        ep.host,
+        ep.port,
+        pinned.trim()
+    ));
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let path = dir.join(format!("{PREFIX}{hex}.sock"));
+    (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
+}
+
+/// The known_hosts file OpenSSH checks: the pinned key only, for this host and port.
+pub fn known_hosts_line(ep: &Endpoint, pinned: &str) -> String {
+    let host = if ep.port == 22 {
+        ep.host.clone()
+    } else {
+        format!("[{}]:{}", ep.host, ep.port)
+    };
+    format!("{host} {}\n", pinned.trim())
+}
+
+/// What a channel needs besides the endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channel {
+    /// The system `ssh` client.
+    pub ssh: PathBuf,
+    /// The known_hosts file holding only the pinned key.
+    pub known_hosts: PathBuf,
+    /// band's control socket (`None`: Lima's own, from its ssh.config, or none at all).
+    pub control: Option<PathBuf>,
+}
+
+/// The `ssh` command line that runs `remote` on `ep` through the warm channel. Options on the
+/// command line win over any config file, so Lima's `StrictHostKeyChecking no` does not apply.
+pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![ch.ssh.clone().into()];
+    let mut o = |s: String| {
+        a.push("-o".into());
+        a.push(s.into());
+    };
+    o("BatchMode=yes".into());
+    o("StrictHostKeyChecking=yes".into());
+    // Lima's ssh.config says yes: the host key would go unchecked on 127.0.0.1.
+    o("NoHostAuthenticationForLocalhost=no".into());
+    o(format!("UserKnownHostsFile={}", ch.known_hosts.display()));
+    o("GlobalKnownHostsFile=/dev/null".into());
+    o("UpdateHostKeys=no".into());
+    o("LogLevel=ERROR".into());
+    o("ForwardAgent=no".into());
+    o("ForwardX11=no".into());
+    o("ClearAllForwardings=yes".into());
+    // A hung VM fails the run instead of holding it: 30 s to connect and exchange banners (as
+    // the ssh2 path), and an established master that stops answering is dropped after 60 s.
+    o("ConnectTimeout=30".into());
+    o("ServerAliveInterval=15".into());
+    o("ServerAliveCountMax=4".into());
+    let host = match &ep.ssh_config {
+        // Lima: its config names the key, user, port and its own ControlMaster.
+        Some(cfg) => {
+            a.push("-F".into());
+            a.push(cfg.clone().into());
+            super::lima::SSH_HOST.to_string()
+        }
+        None => {
+            match &ch.control {
+                Some(c) => {
+                    o("ControlMaster=auto".into());
+                    o(format!("ControlPath={}", c.display()));
+                    o(format!("ControlPersist={PERSIST_SECS}"));
+                }
+                None => o("ControlPath=none".into()),
+            }
+            match &ep.auth {
+                super::ssh::Auth::KeyFile(k) => {
+                    o("IdentitiesOnly=yes".into());
+                    o(format!("IdentityFile={}", k.display()));
+                    o("IdentityAgent=none".into());
+                }
+                super::ssh::Auth::AgentThenKey(k) => {
+                    o(format!("IdentityFile={}", k.display()));
+                }
+            }
+            o(format!("Port={}", ep.port));
+            o(format!("User={}", ep.user));
+            o("PasswordAuthentication=no".into());
+            o("KbdInteractiveAuthentication=no".into());
+            a.push("-F".into());
+            a.push("/dev/null".into());
+            ep.host.clone()
+        }
+    };
+    a.push("-T".into());
+    a.push("--".into());
+    a.push(host.into());
+    a.push(remote.into());
+    a
+}
+
+/// `ssh -O exit` for a control socket: the master ends (its runs are done by then).
+pub fn exit_argv(ssh: &Path, control: &Path) -> Vec<OsString> {
+    vec![
+        ssh.into(),
+        "-F".into(),
+        "/dev/null".into(),
+        "-o".into(),
+        format!("ControlPath={}", control.display()).into(),
+        "-O".into(),
+        "exit".into(),
+        "band-mux".into(),
+    ]
+}
+
+/// The channel for `ep`: `None` without a system `ssh` client (runs then use `ssh2`). Writes the
+/// known_hosts file next to the pinned key.
+pub fn channel(ep: &Endpoint) -> Result<Option<Channel>> {
+    let Some(ssh) = super::cmd::which("ssh") else {
+        return Ok(None);
+    };
+    let pinned = keys::read_public(&ep.known_host).map_err(|e| VmError::Ssh {
+        addr: format!("{}@{}", ep.user, ep.addr()),
+        message: format!("no pinned host key ({e}); run `band setup` for this target"),
+    })?;
+    let line = pinned.line();
+    let known_hosts = ep.known_host.with_file_name("known_hosts");
+    let want = known_hosts_line(ep, &line);
+    if fs_err::read_to_string(&known_hosts).ok().as_deref() != Some(want.as_str()) {
+        super::paths::write_atomic(&known_hosts, want.as_bytes(), 0o600)?;
+    }
+    let control = if ep.ssh_config.is_some() {
+        None
+    } else {
+        control_path(ep, &line)
+    };
+    Ok(Some(Channel {
+        ssh,
+        known_hosts,
+        control,
+    }))
+}
+
+/// End every master band keeps in `dir` (`band vm stop`, `destroy`), and remove their sockets.
+pub fn close_all(dir: &Path) {
+    let Ok(entries) = fs_err::read_dir(dir) else {
+        return;
+    };
+    let ssh = super::cmd::which("ssh");
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with(PREFIX) && name.ends_with(".sock")) {
+            continue;
+        }
+        let path = e.path();
+        if let Some(ssh) = &ssh {
+            let _ = super::cmd::command(&exit_argv(ssh, &path))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        // The master removes its socket when it exits; wait a little for that.
+        for _ in 0..50 {
+            if !path.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = fs_err::remove_file(&path);
+    }
+}
+
+/// Send one request line through the warm channel and read the answer, as
+/// [`super::ssh::run_request`] does over its own connection: the same framing caps, the same
+/// [`VmError::StaleServer`] on [`STALE_EXIT`], `cancel` sent when `cancelled` says so.
+pub fn run_request(
+    ep: &Endpoint,
+    ch: &Channel,
+    expected: Option<&str>,
+    request_line: &[u8],
+    on_event: &mut dyn FnMut(&Event),
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<RunResult> {
+    use std::os::unix::process::CommandExt;
+    let argv = argv(ep, ch, &ep.server_command(expected));
+    let fail = |m: String| VmError::Ssh {
+        addr: format!("{}@{}", ep.user, ep.addr()),
+        message: m,
+    };
+    let mut child = super::cmd::command(&argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Ctrl-C reaches band only, which cancels the run over the channel.
+        .process_group(0)
+        .spawn()
+        .map_err(|source| VmError::Spawn {
+            program: ch.ssh.display().to_string(),
+            source,
+        })?;
+    let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| fail("no stdout".into()))?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| fail("no stderr".into()))?;
+    let errs = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.take(MAX_STDERR_BYTES as u64).read_to_end(&mut buf);
+        buf
+    });
+    // A stale target exits without reading: a failed write is judged by the exit status.
+    let sent = stdin
+        .write_all(request_line)
+        .and_then(|()| stdin.write_all(b"\n{\"type\":\"hold\"}\n"))
+        .and_then(|()| stdin.flush());
+    let done = Arc::new(AtomicBool::new(false));
+    let read = std::thread::scope(|s| {
+        let done2 = done.clone();
+        // Held open until the result is in: if band dies, the channel closes and band-server
+        // cancels the run; on cancel, band-server is told so.
+        let holder = s.spawn(move || {
+            while !done2.load(Ordering::SeqCst) {
+                if cancelled() {
+                    let _ = stdin
+                        .write_all(b"{\"type\":\"cancel\"}\n")
+                        .and_then(|()| stdin.flush());
+                    while !done2.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let mut reader = BufReader::with_capacity(1 << 16, stdout);
+        let r = read_stream(&mut reader, MAX_LINE_BYTES, on_event);
+        done.store(true, Ordering::SeqCst);
+        let _ = holder.join();
+        r
+    });
+    let status = child
+        .wait()
+        .map_err(|e| fail(format!("waiting for ssh: {e}")))?;
+    let stderr = String::from_utf8_lossy(&errs.join().unwrap_or_default())
+        .trim()
+        .to_string();
+    let code = status.code().unwrap_or(-1);
+    match read {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) if code == STALE_EXIT && expected.is_some() => Err(VmError::StaleServer),
+        Ok(None) if code == SSH_FAILED => Err(fail(ssh_failure(&stderr, &ch.known_hosts))),
+        Ok(None) => Err(fail(format!(
+            "run: band-server exited (status {code}) without a result{}{}",
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr}")
+            },
+            sent.err()
+                .map(|e| format!(" (sending the request: {e})"))
+                .unwrap_or_default()
+        ))),
+        Err(e) => {
+            let _ = child.kill();
+            Err(fail(format!("run: {e}")))
+        }
+    }
+}
+
+/// Why `ssh` itself failed, in words that name a refused host key as such.
+fn ssh_failure(stderr: &str, known_hosts: &Path) -> String {
+    if stderr.is_empty() {
+        "ssh failed (exit 255)".into()
+    } else if stderr.contains("Host key verification failed") {
+        format!(
+            "the host key is not the pinned one ({}); refusing to connect: {stderr}",
+            known_hosts.display()
+        )
+    } else {
+        stderr.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::ssh::Auth;
+
+    const KEY: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu";
+
+    fn ep(dir: &Path, port: u16) -> Endpoint {
+        Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+            user: "root".into(),
+            auth: Auth::KeyFile(dir.join("id")),
+            known_host: dir.join("known_host"),
+            sudo: false,
+            ssh_config: None,
+        }
+    }
+
+    fn strings(a: &[OsString]) -> Vec<String> {
+        a.iter().map(|s| s.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn the_control_socket_is_per_port_and_per_pinned_key() {
+        let d = Path::new("/d/vm/qemu");
+        let a = control_path(&ep(d, 2222), KEY).unwrap();
+        assert_eq!(a.parent(), Some(d));
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with("mux-"));
+        assert_eq!(control_path(&ep(d, 2222), KEY), Some(a.clone()));
+        assert_ne!(control_path(&ep(d, 2223), KEY), Some(a.clone()));
+        let other_key = KEY.replace("Hu", "Hv");
+        assert_ne!(control_path(&ep(d, 2222), &other_key), Some(a));
+        // Too long for a Unix socket: no master at all.
+        let deep = PathBuf::from(format!("/{}", "x".repeat(100)));
+        assert_eq!(control_path(&ep(&deep, 2222), KEY), None);
+    }
+
+    #[test]
+    fn the_command_line_pins_the_key_and_multiplexes() {
+        let d = Path::new("/d/vm/qemu");
+        let e = ep(d, 2222);
+        let ch = Channel {
+            ssh: "/usr/bin/ssh".into(),
+            known_hosts: d.join("known_hosts"),
+            control: Some(d.join("mux-00.sock")),
+        };
+        let a = strings(&argv(&e, &ch, "exec x"));
+        let has = |s: &str| a.iter().any(|x| x == s);
+        assert!(has("StrictHostKeyChecking=yes"), "{a:?}");
+        assert!(has("UserKnownHostsFile=/d/vm/qemu/known_hosts"), "{a:?}");
+        assert!(has("GlobalKnownHostsFile=/dev/null"), "{a:?}");
+        assert!(has("BatchMode=yes"), "{a:?}");
+        assert!(has("ControlMaster=auto"), "{a:?}");
+        assert!(has("ControlPath=/d/vm/qemu/mux-00.sock"), "{a:?}");
+        assert!(has(&format!("ControlPersist={PERSIST_SECS}")), "{a:?}");
+        assert!(
+            has("IdentitiesOnly=yes") && has("IdentityAgent=none"),
+            "{a:?}"
+        );
+        assert!(
+            has("ClearAllForwardings=yes") && has("ForwardAgent=no"),
+            "{a:?}"
+        );
+        assert!(has("Port=2222") && has("User=root"), "{a:?}");
+        assert!(
+            has("ConnectTimeout=30") && has("ServerAliveInterval=15"),
+            "{a:?}"
+        );
+        // No user or system config file changes where the run goes.
+        let f = a.iter().position(|x| x == "-F").unwrap();
+        assert_eq!(a[f + 1], "/dev/null");
+        assert_eq!(&a[a.len() - 3..], ["--", "127.0.0.1", "exec x"]);
+        // Without a socket: no master, a connection per run.
+        let a = strings(&argv(
+            &e,
+            &Channel {
+                control: None,
+                ..ch.clone()
+            },
+            "x",
+        ));
+        assert!(a.iter().any(|x| x == "ControlPath=none"), "{a:?}");
+        assert!(!a.iter().any(|x| x.starts_with("ControlMaster")), "{a:?}");
+    }
+
+    #[test]
+    fn lima_uses_its_own_config_and_master_with_band_s_pinned_key() {
+        let d = Path::new("/d/vm/lima");
+        let mut e = ep(d, 60022);
+        e.ssh_config = Some(PathBuf::from("/Users/me/.lima/band/ssh.config"));
+        let ch = Channel {
+            ssh: "/usr/bin/ssh".into(),
+            known_hosts: d.join("known_hosts"),
+            control: None,
+        };
+        let a = strings(&argv(&e, &ch, "x"));
+        let f = a.iter().position(|x| x == "-F").unwrap();
+        assert_eq!(a[f + 1], "/Users/me/.lima/band/ssh.config");
+        assert!(a.iter().any(|x| x == "StrictHostKeyChecking=yes"), "{a:?}");
+        assert!(
+            a.iter().any(|x| x == "NoHostAuthenticationForLocalhost=no"),
+            "{a:?}"
+        );
+        assert!(
+            a.iter()
+                .any(|x| x == "UserKnownHostsFile=/d/vm/lima/known_hosts"),
+            "{a:?}"
+        );
+        // Lima's ControlMaster/ControlPath/ControlPersist stay in force.
+        assert!(!a.iter().any(|x| x.starts_with("Control")), "{a:?}");
+        assert_eq!(&a[a.len() - 2..], ["lima-band", "x"]);
+    }
+
+    #[test]
+    fn known_hosts_names_the_port() {
+        let d = Path::new("/d");
+        assert_eq!(
+            known_hosts_line(&ep(d, 2222), KEY),
+            format!("[127.0.0.1]:2222 {KEY}\n")
+        );
+        assert_eq!(
+            known_hosts_line(&ep(d, 22), KEY),
+            format!("127.0.0.1 {KEY}\n")
+        );
+    }
+
+    #[test]
+    fn a_refused_host_key_is_named() {
+        let kh = Path::new("/d/known_hosts");
+        let e = ssh_failure(
+            "Host key for [127.0.0.1]:2222 has changed and you have requested strict checking.\nHost key verification failed.",
+            kh,
+        );
+        assert!(
+            e.starts_with("the host key is not the pinned one (/d/known_hosts); refusing"),
+            "{e}"
+        );
+        assert_eq!(ssh_failure("", kh), "ssh failed (exit 255)");
+        assert_eq!(ssh_failure("Connection refused", kh), "Connection refused");
+    }
+
+    #[test]
+    fn close_all_removes_band_s_sockets_only() {
+        let t = tempfile::tempdir().unwrap();
+        let sock = t.path().join("mux-0011.sock");
+        let other = t.path().join("known_host");
+        fs_err::write(&sock, b"").unwrap();
+        fs_err::write(&other, b"k").unwrap();
+        close_all(t.path());
+        assert!(!sock.exists());
+        assert!(other.exists());
+    }
+}
