@@ -323,6 +323,7 @@ fn build_request(skill: &Path) -> RunRequest {
         secrets: BTreeMap::new(),
         workspace: Vec::new(),
         trace: false,
+        observe: false,
     }
 }
 

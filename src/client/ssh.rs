@@ -123,6 +123,7 @@ mod tests {
             secrets: Default::default(),
             workspace: vec![],
             trace: false,
+            observe: false,
         }
     }
 
