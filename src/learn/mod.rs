@@ -18,6 +18,7 @@
 //! - **Secrets.** The names the caller reports as read.
 
 pub mod edit;
+pub mod observe;
 
 use std::collections::{BTreeMap, BTreeSet};
 
