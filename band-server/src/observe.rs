@@ -27,29 +27,51 @@ use crate::sys::{self, FanEvent};
 pub const MASK: u64 = libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
 const WRITE: u64 = libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
 
-/// The workspace as the sandbox sees it: the kernel names an event's file by the sandbox's own
-/// mount (`/workspace/data/in.csv`), which band-server's mount namespace does not reach.
+/// The workspace as the sandbox sees it.
 pub const SANDBOX_WORKSPACE: &str = "/workspace";
 
-/// The workspace-relative path of an event's file, if it is in the run's workspace: under
-/// [`SANDBOX_WORKSPACE`], or under the host's `workspace` directory of the run.
-pub fn workspace_path(workspace: &Path, path: &Path) -> Option<String> {
-    let rel = path
-        .strip_prefix(SANDBOX_WORKSPACE)
-        .or_else(|_| path.strip_prefix(workspace))
-        .ok()?;
-    let s = rel.to_str()?;
-    let s = s.strip_suffix(" (deleted)").unwrap_or(s);
-    (!s.is_empty()).then(|| s.to_string())
+/// The workspace-relative paths an event's file may have. The kernel names the file by the
+/// sandbox's mount: `/workspace/data/in.csv` while the sandbox lives, `/data/in.csv` (relative to
+/// the mount's root) once its mounts are gone; so both readings are candidates, and
+/// [`fold`] keeps the one whose file in the run's workspace is the event's file.
+pub fn candidates(path: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut push = |rel: &Path| {
+        if let Some(s) = rel.to_str() {
+            let s = s.strip_suffix(" (deleted)").unwrap_or(s);
+            if !s.is_empty() && !out.iter().any(|o: &String| o == s) {
+                out.push(s.to_string());
+            }
+        }
+    };
+    if let Ok(rel) = path.strip_prefix(SANDBOX_WORKSPACE) {
+        push(rel);
+    }
+    if let Ok(rel) = path.strip_prefix("/") {
+        push(rel);
+    }
+    out
 }
 
 /// Fold events into the files read and written (a file written is not also listed as read).
-pub fn fold(workspace: &Path, own_pid: i32, events: &[FanEvent], seen: &mut Seen) {
+/// `identify` gives the (device, inode) of a workspace-relative path in the run's workspace.
+pub fn fold(
+    own_pid: i32,
+    events: &[FanEvent],
+    identify: &dyn Fn(&str) -> Option<(u64, u64)>,
+    seen: &mut Seen,
+) {
     for e in events {
         if e.pid == own_pid {
             continue;
         }
-        let Some(rel) = e.path.as_deref().and_then(|p| workspace_path(workspace, p)) else {
+        let (Some(path), Some(file)) = (e.path.as_deref(), e.file) else {
+            continue;
+        };
+        let Some(rel) = candidates(path)
+            .into_iter()
+            .find(|rel| identify(rel) == Some(file))
+        else {
             continue;
         };
         if e.mask & WRITE != 0 {
@@ -127,6 +149,12 @@ impl Drop for Observer {
 
 fn read_loop(fd: OwnedFd, workspace: &PathBuf, stop: &AtomicBool, seen: &Mutex<Seen>) {
     let own = sys::pid();
+    let identify = |rel: &str| -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(workspace.join(rel)).ok()?;
+        Some((m.dev(), m.ino()))
+    };
+    let mut errors = 0u32;
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         // After the stop request, drain what is queued (no wait) and end.
@@ -138,12 +166,23 @@ fn read_loop(fd: OwnedFd, workspace: &PathBuf, stop: &AtomicBool, seen: &Mutex<S
                         if events.iter().any(|e| e.mask & libc::FAN_Q_OVERFLOW != 0) {
                             s.overflowed = true;
                         }
-                        fold(workspace, own, &events, &mut s);
+                        fold(own, &events, &identify, &mut s);
                     }
                     continue;
                 }
                 Ok(_) => {}
-                Err(_) => break,
+                // A read fails when the kernel cannot open one event's file for us; that event
+                // is gone, the next ones are not. A descriptor that keeps failing ends the loop.
+                Err(_) => {
+                    errors += 1;
+                    if let Ok(mut s) = seen.lock() {
+                        s.overflowed = true;
+                    }
+                    if errors > 1000 {
+                        break;
+                    }
+                    continue;
+                }
             }
         }
         if stopping {
@@ -158,54 +197,48 @@ mod tests {
 
     use super::*;
 
-    fn ev(mask: u64, pid: i32, path: &str) -> FanEvent {
+    fn ev(mask: u64, pid: i32, path: &str, ino: u64) -> FanEvent {
         FanEvent {
             mask,
             pid,
             path: Some(PathBuf::from(path)),
+            file: Some((7, ino)),
         }
     }
 
     #[test]
-    fn workspace_files_are_read_or_written_and_the_rest_is_ignored() {
-        let ws = Path::new("/run/band/runs/0123/workspace");
+    fn workspace_files_are_read_or_written_by_inode_and_the_rest_is_ignored() {
+        // The run's workspace: these files, on device 7.
+        let ws = [
+            ("data/in.csv", 1),
+            ("out/r.md", 2),
+            ("out", 3),
+            ("gone.tmp", 4),
+        ];
+        let identify = |rel: &str| ws.iter().find(|(p, _)| *p == rel).map(|(_, i)| (7, *i));
         let events = [
-            ev(
-                libc::FAN_OPEN,
-                10,
-                "/run/band/runs/0123/workspace/data/in.csv",
-            ),
-            ev(
-                libc::FAN_ACCESS,
-                10,
-                "/run/band/runs/0123/workspace/data/in.csv",
-            ),
-            ev(libc::FAN_OPEN, 11, "/run/band/runs/0123/workspace/out/r.md"),
-            ev(
-                libc::FAN_CLOSE_WRITE,
-                11,
-                "/run/band/runs/0123/workspace/out/r.md",
-            ),
-            ev(
-                libc::FAN_MODIFY,
-                11,
-                "/run/band/runs/0123/workspace/gone.tmp (deleted)",
-            ),
-            ev(libc::FAN_OPEN, 12, "/run/band/runs/0123/io/input.json"),
-            ev(libc::FAN_OPEN, 12, "/run/band/runs/0123/tmp/x"),
-            ev(
-                libc::FAN_OPEN,
-                99,
-                "/run/band/runs/0123/workspace/walked-by-us",
-            ),
+            ev(libc::FAN_OPEN, 10, "/workspace/data/in.csv", 1),
+            ev(libc::FAN_ACCESS, 10, "/workspace/data/in.csv", 1),
+            // Read after the sandbox's mounts were gone: relative to the mount's root.
+            ev(libc::FAN_OPEN, 11, "/out/r.md", 2),
+            ev(libc::FAN_CLOSE_WRITE, 11, "/out/r.md", 2),
+            ev(libc::FAN_MODIFY, 11, "/workspace/gone.tmp (deleted)", 4),
+            // Not the workspace: the io mount's output.json, /skill, /tmp, a same-named file.
+            ev(libc::FAN_CLOSE_WRITE, 12, "/output.json", 9),
+            ev(libc::FAN_OPEN, 12, "/skill/run.sh", 10),
+            ev(libc::FAN_OPEN, 12, "/tmp/x", 11),
+            ev(libc::FAN_OPEN, 12, "/data/in.csv", 12),
+            // band-server's own.
+            ev(libc::FAN_OPEN, 99, "/workspace/data/in.csv", 1),
             FanEvent {
                 mask: libc::FAN_OPEN,
                 pid: 12,
                 path: None,
+                file: None,
             },
         ];
         let mut seen = Seen::default();
-        fold(ws, 99, &events, &mut seen);
+        fold(99, &events, &identify, &mut seen);
         assert_eq!(
             seen.clone().into_observed(),
             Observed {
@@ -213,6 +246,18 @@ mod tests {
                 writes: vec!["gone.tmp".into(), "out/r.md".into()],
                 complete: true,
             }
+        );
+    }
+
+    #[test]
+    fn band_learn_knows_the_essentials_and_forbidden_commands_as_band_server_does() {
+        assert_eq!(
+            band::learn::observe::ESSENTIALS,
+            crate::layers::cli::shim::ESSENTIALS
+        );
+        assert_eq!(
+            band::learn::observe::FORBIDDEN,
+            crate::request::FORBIDDEN_COMMANDS
         );
     }
 }

@@ -985,6 +985,9 @@ pub struct FanEvent {
     pub mask: u64,
     pub pid: i32,
     pub path: Option<std::path::PathBuf>,
+    /// The file's (device, inode): the path alone is relative to the mount's root once the
+    /// sandbox's mounts are gone (`/out/r.md` for `/workspace/out/r.md`).
+    pub file: Option<(u64, u64)>,
 }
 
 /// `fanotify_init(FAN_CLASS_NOTIF)` (non-blocking, close-on-exec) with one mark on the whole
@@ -1053,20 +1056,23 @@ pub fn fanotify_read(fd: BorrowedFd<'_>) -> io::Result<Vec<FanEvent>> {
     }
     let mut out = Vec::new();
     for raw in parse_fanotify(&buf[..n as usize]) {
-        let path = if raw.fd >= 0 {
+        let (path, file) = if raw.fd >= 0 {
             // SAFETY: the kernel opened this descriptor for this event and handed it to us;
             // nothing else refers to it, so the OwnedFd closes it exactly once.
             let owned = unsafe { OwnedFd::from_raw_fd(raw.fd) };
             let p = std::fs::read_link(format!("/proc/self/fd/{}", owned.as_raw_fd())).ok();
-            drop(owned);
-            p
+            let f = rustix::fs::fstat(&owned)
+                .ok()
+                .map(|st| (st.st_dev as u64, st.st_ino as u64));
+            (p, f)
         } else {
-            None
+            (None, None)
         };
         out.push(FanEvent {
             mask: raw.mask,
             pid: raw.pid,
             path,
+            file,
         });
     }
     Ok(out)

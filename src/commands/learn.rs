@@ -287,6 +287,8 @@ fn finish(
             "diff": lines,
             "notes": notes,
             "net": args.net,
+            "written": result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+            "observed": result.observed,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {

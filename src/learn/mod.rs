@@ -5,11 +5,12 @@
 //! How far each kind of rule is generalised:
 //!
 //! - **Commands.** Calls are grouped by command and by their leading subcommand words (`gh issue
-//!   list`, at most three lower-case words). A group whose calls were all the same argv becomes
-//!   that exact argv; a group whose calls differ becomes the longest prefix they share followed by
-//!   `*` (`gh issue list *`). A pattern is never a bare command with `*` unless the calls had
-//!   nothing but the command in common. Arguments under `/tmp/` (names a run makes up) become
-//!   `/tmp/*`.
+//!   list`, at most three lower-case words; for a command without subcommands, its first option:
+//!   `jq -r`). A group of up to three distinct calls becomes one exact rule per call (the
+//!   narrowest band that runs the script again); a group of more becomes the longest prefix they
+//!   share followed by `*` (`gh issue list *`), never a bare `*`: at least the command and its
+//!   subcommand words or first option stay. A name `mktemp` made up (`/tmp/tmp.XXXXXXXXXX`) becomes
+//!   `/tmp/tmp.*`, so the next run, with another name, matches.
 //! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/etc/hosts`); two
 //!   or more files in the same directory below the workspace root become `dir/**`. A file read
 //!   and written needs only the write rule.
@@ -31,6 +32,9 @@ use crate::policy::{Category, RuleSet};
 
 /// Most subcommand words kept in a command pattern (`gh pr review list`).
 const MAX_SUBCOMMAND_WORDS: usize = 3;
+/// Up to this many distinct calls of one command and subcommand stay exact rules; more are
+/// generalised (the calls vary with the input, so exact rules would not run the script again).
+const MAX_EXACT: usize = 3;
 
 /// What one or more observed runs did. Order is kept for evidence; duplicates are fine.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,17 +163,18 @@ fn is_subcommand_word(w: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
 }
 
-/// One argument as a pattern token matching exactly it (or, under `/tmp/`, any name there).
+/// One argument as a pattern token matching exactly it (or, for a name `mktemp` made up,
+/// `/tmp/tmp.XXXXXXXXXX`, any such name).
 /// `None` when the pattern language cannot spell it (a `"`).
 fn token_for(arg: &str) -> Option<String> {
     if arg.contains('"') {
         return None;
     }
-    if let Some(rest) = arg.strip_prefix("/tmp/")
-        && !rest.is_empty()
-        && !rest.contains('/')
+    if let Some(rest) = arg.strip_prefix("/tmp/tmp.")
+        && rest.len() == 10
+        && rest.chars().all(|c| c.is_ascii_alphanumeric())
     {
-        return Some("/tmp/*".into());
+        return Some("/tmp/tmp.*".into());
     }
     let mut t = String::new();
     for c in arg.chars() {
@@ -184,7 +189,7 @@ fn token_for(arg: &str) -> Option<String> {
     Some(t)
 }
 
-/// The `allow.cli` rule that matches exactly `argv` (arguments under `/tmp/` as `/tmp/*`), or
+/// The `allow.cli` rule that matches exactly `argv` (`mktemp` names as `/tmp/tmp.*`), or
 /// `None` when the pattern language cannot spell it. Used for drafts and for the smallest rule
 /// a denial names.
 pub fn exact_cli_rule(argv: &[String]) -> Option<String> {
@@ -217,6 +222,12 @@ fn draft_cli(execs: &[Vec<String>], d: &mut Draft) {
             .cloned()
             .collect();
         let mut key = vec![norm[0].clone()];
+        // A command without subcommands is grouped by its first option too (`jq -r`, `jq -c`).
+        if words.is_empty()
+            && let Some(flag) = norm.get(1).filter(|a| a.starts_with('-') && a.len() > 1)
+        {
+            key.push(flag.clone());
+        }
         key.extend(words);
         let g = groups.entry(key).or_default();
         if !g.contains(&norm) {
@@ -234,29 +245,37 @@ fn draft_cli(execs: &[Vec<String>], d: &mut Draft) {
         } else {
             String::new()
         };
-        let rule = if calls.len() == 1 {
-            exact_cli_rule(&calls[0])
-        } else {
-            generalised(&key, &calls)
-        };
-        match rule.filter(|r| CliPattern::parse(r).is_ok()) {
-            Some(rule) => {
-                if !d.cli.iter().any(|r| r.rule == rule) {
-                    d.cli.push(Rule {
-                        rule,
-                        evidence: format!("ran `{shown}`{more}"),
-                    });
-                }
+        if calls.len() <= MAX_EXACT {
+            for call in &calls {
+                let shown = crate_display(call);
+                push_cli(d, exact_cli_rule(call), format!("ran `{shown}`"), &shown);
             }
-            None => d.notes.push(format!(
-                "`{shown}` cannot be written as an allow.cli pattern; write one by hand"
-            )),
+        } else {
+            push_cli(
+                d,
+                generalised(&key, &calls),
+                format!("ran `{shown}`{more}"),
+                &shown,
+            );
         }
     }
 }
 
+fn push_cli(d: &mut Draft, rule: Option<String>, evidence: String, shown: &str) {
+    match rule.filter(|r| CliPattern::parse(r).is_ok()) {
+        Some(rule) => {
+            if !d.cli.iter().any(|r| r.rule == rule) {
+                d.cli.push(Rule { rule, evidence });
+            }
+        }
+        None => d.notes.push(format!(
+            "`{shown}` cannot be written as an allow.cli pattern; write one by hand"
+        )),
+    }
+}
+
 /// The longest token prefix every call shares (at least the command and its subcommand words),
-/// then `*`. Calls that differ only in `/tmp/` names become one exact-shaped rule.
+/// then `*`. Calls that differ only in `mktemp` names become one exact-shaped rule.
 fn generalised(key: &[String], calls: &[Vec<String>]) -> Option<String> {
     let exact: BTreeSet<Option<String>> = calls.iter().map(|c| exact_cli_rule(c)).collect();
     if exact.len() == 1 {

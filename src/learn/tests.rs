@@ -25,22 +25,38 @@ fn one_call_becomes_its_exact_argv() {
 }
 
 #[test]
-fn calls_that_differ_generalise_only_past_what_they_share() {
+fn a_few_distinct_calls_stay_exact_and_many_generalise_only_past_what_they_share() {
     let d = draft(&obs_execs(&[
         &["gh", "issue", "list", "--limit", "5"],
         &["gh", "issue", "list", "--state", "open"],
         &["gh", "issue", "view", "12"],
         &["jq", "-r", ".a", "x.json"],
         &["jq", "-r", ".b", "y.json"],
+        &["jq", "-r", ".c", "z.json"],
+        &["jq", "-r", ".d", "w.json"],
+        &["jq", "-c", ".e", "w.json"],
     ]));
     assert_eq!(
         rules(&d.cli),
-        ["gh issue list *", "gh issue view 12", "jq -r *"]
+        [
+            "gh issue list --limit 5",
+            "gh issue list --state open",
+            "gh issue view 12",
+            "jq -c .e w.json",
+            "jq -r *"
+        ]
     );
     assert_eq!(
-        d.cli[0].evidence,
-        "ran `gh issue list --limit 5` (and 1 other call)"
+        d.cli[4].evidence,
+        "ran `jq -r .a x.json` (and 3 other calls)"
     );
+    let d = draft(&obs_execs(&[
+        &["gh", "issue", "list", "-L", "1"],
+        &["gh", "issue", "list", "-L", "2"],
+        &["gh", "issue", "list", "-L", "3"],
+        &["gh", "issue", "list", "--state", "open"],
+    ]));
+    assert_eq!(rules(&d.cli), ["gh issue list *"]);
 }
 
 #[test]
@@ -48,10 +64,14 @@ fn never_a_bare_star_and_never_wider_than_the_command_and_its_subcommands() {
     let d = draft(&obs_execs(&[
         &["gh", "api", "repos/a/b"],
         &["gh", "api", "repos/c/d"],
-        &["curl", "-s", "a"],
-        &["curl", "-o", "b"],
+        &["gh", "api", "repos/e/f"],
+        &["gh", "api", "repos/g/h"],
+        &["curl", "-s", "https://h.test/a"],
+        &["curl", "-s", "https://h.test/b"],
+        &["curl", "-s", "https://h.test/c"],
+        &["curl", "-s", "https://h.test/d"],
     ]));
-    assert_eq!(rules(&d.cli), ["curl *", "gh api *"]);
+    assert_eq!(rules(&d.cli), ["curl -s *", "gh api *"]);
     for r in &d.cli {
         assert_ne!(r.rule, "*");
         assert!(r.rule.split(' ').count() >= 2, "{}", r.rule);
@@ -59,8 +79,13 @@ fn never_a_bare_star_and_never_wider_than_the_command_and_its_subcommands() {
 }
 
 #[test]
-fn a_subcommand_alone_and_with_flags_share_one_rule() {
-    let d = draft(&obs_execs(&[&["git", "status"], &["git", "status", "-s"]]));
+fn many_calls_of_a_subcommand_alone_and_with_flags_share_one_rule() {
+    let d = draft(&obs_execs(&[
+        &["git", "status"],
+        &["git", "status", "-s"],
+        &["git", "status", "-b"],
+        &["git", "status", "--porcelain"],
+    ]));
     assert_eq!(rules(&d.cli), ["git status *"]);
 }
 
@@ -84,14 +109,17 @@ fn paths_of_argv0_become_command_names_and_skill_programs_dot_paths() {
 }
 
 #[test]
-fn made_up_tmp_names_become_a_tmp_glob_so_the_next_run_matches() {
+fn mktemp_names_become_a_glob_so_the_next_run_matches_and_fixed_tmp_names_stay() {
     let d = draft(&obs_execs(&[
-        &["jq", "-s", "/tmp/tmp.AbC12"],
-        &["jq", "-s", "/tmp/tmp.XyZ99"],
+        &["jq", "-s", "/tmp/tmp.AbC12dEf34"],
+        &["jq", "-s", "/tmp/tmp.XyZ99wVu10"],
+        &["jq", "-s", "/tmp/tmp.QqQ99wVu10"],
+        &["jq", "-s", "/tmp/tmp.RrR99wVu10"],
+        &["sort", "/tmp/data.json"],
     ]));
-    assert_eq!(rules(&d.cli), ["jq -s /tmp/*"]);
+    assert_eq!(rules(&d.cli), ["jq -s /tmp/tmp.*", "sort /tmp/data.json"]);
     let rule = CliPattern::parse(&d.cli[0].rule);
-    assert!(rule.is_ok_and(|p| p.matches(&argv(&["jq", "-s", "/tmp/tmp.Other"]))));
+    assert!(rule.is_ok_and(|p| p.matches(&argv(&["jq", "-s", "/tmp/tmp.Other12345"]))));
 }
 
 #[test]
@@ -218,7 +246,10 @@ fn merged_runs_cover_each_path_of_a_script() {
     b.writes.push("out/b.md".into());
     a.merge(b);
     let d = draft(&a);
-    assert_eq!(rules(&d.cli), ["gh issue list *"]);
+    assert_eq!(
+        rules(&d.cli),
+        ["gh issue list --limit 5", "gh issue list --state closed"]
+    );
     assert_eq!(rules(&d.write), ["out/**"]);
 }
 
@@ -258,6 +289,8 @@ fn the_diff_marks_new_kept_and_unneeded_rules_with_evidence() {
             argv(&["gh", "issue", "list", "-L", "1"]),
             argv(&["jq", "-r", ".a"]),
             argv(&["jq", "-r", ".b"]),
+            argv(&["jq", "-r", ".c"]),
+            argv(&["jq", "-r", ".d"]),
         ],
         writes: argv(&["out/r.md"]),
         secrets: argv(&["GH_TOKEN"]),
@@ -269,7 +302,7 @@ fn the_diff_marks_new_kept_and_unneeded_rules_with_evidence() {
         text,
         "allow.cli:
 + \"gh issue list -L 1\"  # ran `gh issue list -L 1`
-  \"jq -r *\"             # ran `jq -r .a` (and 1 other call)
+  \"jq -r *\"             # ran `jq -r .a` (and 3 other calls)
 - \"gh *\"                # not needed by the observed runs
 allow.read:
 - \"data/**\"             # not needed by the observed runs

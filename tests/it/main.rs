@@ -21,6 +21,7 @@ mod docs;
 mod escapes;
 mod exec;
 mod hostile_input;
+mod learn;
 mod mcp;
 mod run;
 mod secrets;
