@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -147,11 +147,11 @@ impl Drop for Observer {
     }
 }
 
-fn read_loop(fd: OwnedFd, workspace: &PathBuf, stop: &AtomicBool, seen: &Mutex<Seen>) {
+fn read_loop(fd: OwnedFd, workspace: &Path, stop: &AtomicBool, seen: &Mutex<Seen>) {
     let own = sys::pid();
     let identify = |rel: &str| -> Option<(u64, u64)> {
         use std::os::unix::fs::MetadataExt;
-        let m = std::fs::symlink_metadata(workspace.join(rel)).ok()?;
+        let m = fs_err::symlink_metadata(workspace.join(rel)).ok()?;
         Some((m.dev(), m.ino()))
     };
     let mut errors = 0u32;
@@ -193,6 +193,8 @@ fn read_loop(fd: OwnedFd, workspace: &PathBuf, stop: &AtomicBool, seen: &Mutex<S
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use pretty_assertions::assert_eq;
 
     use super::*;

@@ -1060,10 +1060,10 @@ pub fn fanotify_read(fd: BorrowedFd<'_>) -> io::Result<Vec<FanEvent>> {
             // SAFETY: the kernel opened this descriptor for this event and handed it to us;
             // nothing else refers to it, so the OwnedFd closes it exactly once.
             let owned = unsafe { OwnedFd::from_raw_fd(raw.fd) };
-            let p = std::fs::read_link(format!("/proc/self/fd/{}", owned.as_raw_fd())).ok();
+            let p = fs_err::read_link(format!("/proc/self/fd/{}", owned.as_raw_fd())).ok();
             let f = rustix::fs::fstat(&owned)
                 .ok()
-                .map(|st| (st.st_dev as u64, st.st_ino as u64));
+                .map(|st| (st.st_dev, st.st_ino));
             (p, f)
         } else {
             (None, None)
