@@ -655,6 +655,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         secrets: BTreeMap::new(),
         workspace: Vec::new(),
         trace: false,
+        observe: false,
     }
 }
 

@@ -17,6 +17,7 @@
 
 pub mod contract;
 pub mod diag;
+pub mod learn;
 pub mod ledger;
 pub mod lock;
 pub mod manifest;

@@ -64,6 +64,10 @@ pub struct RunRequest {
     /// Record every CLI call in the result (`band run --trace`).
     #[serde(default)]
     pub trace: bool,
+    /// `band learn`: also record which workspace files the run read and wrote
+    /// ([`RunResult::observed`]). Nothing else about the sandbox changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub observe: bool,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
@@ -261,6 +265,84 @@ pub enum Denial {
     },
 }
 
+impl Denial {
+    /// The layer that refused.
+    pub fn layer(&self) -> Layer {
+        match self {
+            Denial::Cli { .. } => Layer::Cli,
+            Denial::Net { .. } | Denial::Dns { .. } => Layer::Network,
+            Denial::Write { .. } => Layer::Filesystem,
+        }
+    }
+
+    /// The deny rule that decided, if one did (else no allow rule matched).
+    pub fn deciding_rule(&self) -> Option<&str> {
+        match self {
+            Denial::Cli { rule, .. } | Denial::Net { rule, .. } | Denial::Write { rule, .. } => {
+                rule.as_deref()
+            }
+            Denial::Dns { .. } => None,
+        }
+    }
+
+    /// The smallest rule that would allow what was tried, as `(key, pattern)`:
+    /// `("allow.cli", "jq -r .a x.json")`, `("allow.net", "api.example.com:443")`,
+    /// `("allow.write", "out/r.md")`. `None` when no pattern can spell it. (A deny rule that
+    /// decided still wins over it: see [`Denial::deciding_rule`].)
+    pub fn smallest_rule(&self) -> Option<(&'static str, String)> {
+        match self {
+            Denial::Cli { argv, .. } => {
+                crate::learn::exact_cli_rule(argv).map(|r| ("allow.cli", r))
+            }
+            Denial::Net { host, port, .. } => {
+                let host = host.trim_end_matches('.').to_ascii_lowercase();
+                let rule = match port {
+                    Some(p) if host.contains(':') => format!("[{host}]:{p}"),
+                    Some(p) => format!("{host}:{p}"),
+                    None => host,
+                };
+                crate::policy::net::NetPattern::parse(&rule)
+                    .ok()
+                    .map(|_| ("allow.net", rule))
+            }
+            Denial::Dns { name } => {
+                let rule = name.trim_end_matches('.').to_ascii_lowercase();
+                crate::policy::net::NetPattern::parse(&rule)
+                    .ok()
+                    .map(|_| ("allow.net", rule))
+            }
+            Denial::Write { path, .. } => {
+                let rule = if path.starts_with('/') || path.contains('/') {
+                    path.clone()
+                } else {
+                    format!("./{path}")
+                };
+                crate::policy::fs::FsPattern::parse(&rule)
+                    .ok()
+                    .filter(|p| p.matches(path))
+                    .map(|_| ("allow.write", rule))
+            }
+        }
+    }
+
+    /// The rule that decided and how to allow it, in words: `no allow.cli rule matches; to allow
+    /// it: allow.cli "jq ."`, or `deny.cli "rm *" decided (a deny wins over any allow)`.
+    pub fn explain(&self) -> String {
+        let key = match self {
+            Denial::Cli { .. } => "cli",
+            Denial::Net { .. } | Denial::Dns { .. } => "net",
+            Denial::Write { .. } => "write",
+        };
+        if let Some(rule) = self.deciding_rule() {
+            return format!("deny.{key} {rule:?} decided (a deny wins over any allow)");
+        }
+        match self.smallest_rule() {
+            Some((k, r)) => format!("no allow.{key} rule matches; to allow it: {k} {r:?}"),
+            None => format!("no allow.{key} rule matches"),
+        }
+    }
+}
+
 /// One CLI call seen by the wrapper shim (reported over a channel the script cannot forge).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CliCall {
@@ -339,6 +421,21 @@ pub struct RunResult {
     /// What a run with `allow.net` resolved, reached and was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkReport>,
+    /// For a request with `observe` (`band learn`): the workspace files the run read and wrote,
+    /// as the kernel saw them. `None` from a band-server that does not observe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Observed>,
+}
+
+/// The workspace files an observed run opened (`band learn`), workspace-relative.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    /// Opened or read, never written.
+    pub reads: Vec<String>,
+    /// Written (or opened for writing).
+    pub writes: Vec<String>,
+    /// `false` when the kernel's event queue overflowed and some files may be missing.
+    pub complete: bool,
 }
 
 /// The network side of a run, from the DNS stub's records and the kernel's sets.
@@ -403,6 +500,7 @@ impl RunResult {
                 hint,
             }),
             network: None,
+            observed: None,
         }
     }
 }

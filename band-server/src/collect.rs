@@ -8,10 +8,10 @@ use std::io::Read;
 use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use band::policy::Policy;
 use band::policy::cli::CliPattern;
 use band::policy::fs::{FsMatcher, FsPattern};
-use band::proto::{CliCall, FileEntry, Status};
+use band::policy::{Decision, Policy};
+use band::proto::{CliCall, Denial, FileEntry, Status};
 use base64::Engine;
 
 use crate::request::DecodedFile;
@@ -312,6 +312,25 @@ pub fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEnt
         .collect()
 }
 
+/// The refused writes: changed files that `allow.write` does not admit (or a `deny.write` rule
+/// covers). They are not copied back, and each is reported, so a write never vanishes silently.
+pub fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
+    changed
+        .iter()
+        .filter_map(|f| match write.check(&f.path) {
+            Decision::Allow { .. } => None,
+            Decision::Deny { rule } => Some(Denial::Write {
+                path: f.path.clone(),
+                rule: Some(rule),
+            }),
+            Decision::Default => Some(Denial::Write {
+                path: f.path.clone(),
+                rule: None,
+            }),
+        })
+        .collect()
+}
+
 /// Workspace-relative form of a CLI argument that names a path, if it does.
 /// `/workspace/a/b` → `a/b`; `a/b` → `a/b` (the script's cwd is `/workspace`); `./a` → `a`;
 /// absolute paths outside the workspace stay absolute; flags and URLs are not paths.
@@ -413,6 +432,57 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn changed_files_outside_allow_write_are_refused_writes_naming_the_deciding_rule() {
+        let file = |p: &str| FoundFile {
+            path: p.into(),
+            mode: 0o644,
+            data: b"x".to_vec(),
+        };
+        let found = [
+            file("out/a.md"),
+            file("out/a.txt"),
+            file("out/.env"),
+            file("b"),
+        ];
+        let changed: Vec<&FoundFile> = found.iter().collect();
+        let write = FsMatcher::new(&["out/*.md".into(), "out/.env".into()], &["**/.env".into()])
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let got = write_denials(&changed, &write);
+        assert_eq!(
+            got,
+            vec![
+                Denial::Write {
+                    path: "out/a.txt".into(),
+                    rule: None
+                },
+                Denial::Write {
+                    path: "out/.env".into(),
+                    rule: Some("**/.env".into())
+                },
+                Denial::Write {
+                    path: "b".into(),
+                    rule: None
+                },
+            ]
+        );
+        assert_eq!(
+            written_entries(&changed, &write)
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect::<Vec<_>>(),
+            ["out/a.md"]
+        );
+        assert_eq!(
+            got[0].explain(),
+            "no allow.write rule matches; to allow it: allow.write \"out/a.txt\""
+        );
+        assert_eq!(
+            got[2].smallest_rule(),
+            Some(("allow.write", "./b".to_string()))
+        );
+    }
 
     #[test]
     fn capture_keeps_up_to_the_cap_and_reports_crossing_once() {
@@ -547,7 +617,7 @@ mod tests {
         for i in 0..20 {
             fs::write(ws.join(format!("d/f{i:02}")), b"inside").unwrap_or_else(|e| panic!("{e}"));
             fs::write(outside.join(format!("f{i:02}")), b"OUTSIDE")
-                .unwrap_or_else(|e| panic!("{e}"));
+                .unwrap_or_else(|e| panic!("{e:?}"));
         }
         fs_err::os::unix::fs::symlink(&outside, ws.join("swap")).unwrap_or_else(|e| panic!("{e}"));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -562,7 +632,7 @@ mod tests {
                         ws.join("swap"),
                         rustix::fs::RenameFlags::EXCHANGE,
                     )
-                    .unwrap_or_else(|e| panic!("{e}"));
+                    .unwrap_or_else(|e| panic!("{e:?}"));
                 }
             })
         };

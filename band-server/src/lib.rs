@@ -75,6 +75,7 @@ pub mod facts;
 pub mod janitor;
 pub mod layer;
 pub mod layers;
+pub mod observe;
 pub mod plan;
 pub mod request;
 pub mod run;

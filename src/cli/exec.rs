@@ -24,6 +24,10 @@ pub(crate) struct ExecArgs {
     /// Print the result as JSON on stdout (the command's stdout is in `stdout`).
     #[arg(long)]
     pub(crate) json: bool,
+    /// After the run, list every command it ran, the files it wrote and what the policy refused,
+    /// each with the rule that decided (and for a refusal the smallest rule that would allow it).
+    #[arg(long)]
+    pub(crate) trace: bool,
     /// Keep the input (the argv), stdout and stderr in the run ledger.
     #[arg(long)]
     pub(crate) record_io: bool,

@@ -12,6 +12,7 @@ pub(crate) mod doctor;
 pub(crate) mod error;
 pub(crate) mod exec;
 pub(crate) mod history;
+pub(crate) mod learn;
 pub(crate) mod lock;
 pub(crate) mod mcp;
 pub(crate) mod progress;
@@ -81,6 +82,9 @@ pub(crate) enum Command {
     Run(run::RunArgs),
     /// Run an ad-hoc command (code an agent wrote) under a band file's policy, in the sandbox.
     Exec(exec::ExecArgs),
+    /// Observe one run of a script (or, with --band, a command) and draft the narrowest band for
+    /// what it did, as a diff against its band; --write writes it and re-locks.
+    Learn(learn::LearnArgs),
     /// Write each skill's band.lock (its fingerprint), or check it with --check.
     Lock(lock::LockArgs),
     /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.

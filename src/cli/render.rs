@@ -109,7 +109,7 @@ pub(crate) fn show_event(ev: &proto::Event) {
 }
 
 fn describe_denial(d: &proto::Denial) -> String {
-    match d {
+    let what = match d {
         proto::Denial::Cli { argv, .. } => format!("command `{}`", argv.join(" ")),
         proto::Denial::Net { host, port, .. } => format!(
             "host {host}{}",
@@ -117,7 +117,8 @@ fn describe_denial(d: &proto::Denial) -> String {
         ),
         proto::Denial::Dns { name } => format!("DNS name {name}"),
         proto::Denial::Write { path, .. } => format!("write to {path}"),
-    }
+    };
+    format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }
 
 /// The `--json` document of a run: the result, with the run's names and fingerprints.

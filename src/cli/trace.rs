@@ -168,27 +168,19 @@ fn why(c: &CliCall) -> String {
     }
 }
 
-/// One refusal, in words.
+/// One refusal, in words: what was tried, the layer, the rule that decided (or that none did)
+/// and the smallest rule that would allow it.
 pub(crate) fn describe(d: &Denial) -> String {
-    let rule = |r: &Option<String>| {
-        r.as_ref()
-            .map(|r| format!("  deny rule {}", quoted(r)))
-            .unwrap_or_default()
-    };
-    match d {
-        Denial::Cli { argv, rule: r } => format!("command {}{}", display_argv(argv), rule(r)),
-        Denial::Net {
-            host,
-            port,
-            rule: r,
-        } => format!(
-            "host {host}{}{}",
+    let what = match d {
+        Denial::Cli { argv, .. } => format!("command {}", display_argv(argv)),
+        Denial::Net { host, port, .. } => format!(
+            "host {host}{}",
             port.map(|p| format!(":{p}")).unwrap_or_default(),
-            rule(r)
         ),
         Denial::Dns { name } => format!("DNS lookup of {name}"),
-        Denial::Write { path, rule: r } => format!("write to {path}{}", rule(r)),
-    }
+        Denial::Write { path, .. } => format!("write to {path}"),
+    };
+    format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }
 
 /// argv as a shell would show it: words with white space, quotes or nothing in them quoted.
@@ -300,8 +292,8 @@ mod tests {
 trace: 1 file written back
   allowed  out/a.md
 trace: 2 refused
-  denied   host example.com:443
-  denied   write to data/x  deny rule \"data/**\"
+  denied   host example.com:443 (network layer: no allow.net rule matches; to allow it: allow.net \"example.com:443\")
+  denied   write to data/x (filesystem layer: deny.write \"data/**\" decided (a deny wins over any allow))
 trace: allow.cli rules no call used (candidates to remove): \"wc *\"
 hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https://example.com/a b\"' (or a pattern with globs)
 "

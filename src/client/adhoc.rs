@@ -40,6 +40,8 @@ pub struct AdHocSpec {
     pub target: Option<String>,
     /// Keep the argv, stdout and stderr in the ledger.
     pub record_io: bool,
+    /// Record every command call in the result (`band exec --trace`).
+    pub trace: bool,
 }
 
 /// An ad-hoc command ready to run: its band file checked, its skill written.
@@ -62,7 +64,7 @@ impl AdHoc {
             workspace: spec.workspace.clone(),
             allow_system_workspace: spec.allow_system_workspace,
             target: spec.target.clone(),
-            trace: false,
+            trace: spec.trace,
             require_lock: false,
             record_io: spec.record_io,
         };
@@ -71,6 +73,15 @@ impl AdHoc {
             spec: run,
             argv: spec.argv.clone(),
         })
+    }
+
+    /// [`AdHoc::run`], observed by band-server (`band learn --band FILE -- CMD…`).
+    pub fn run_observed(self, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
+        let argv = &self.argv;
+        let outcome =
+            pipeline::run_observed(&self.spec, on_event, &|prepared| cli_gate(prepared, argv));
+        drop(self.skill);
+        outcome
     }
 
     /// The run it becomes.

@@ -58,7 +58,7 @@ pub fn run_cancellable(
     on_event: &mut dyn FnMut(&proto::Event),
     cancel: &Cancel,
 ) -> Result<Outcome> {
-    run_inner(spec, on_event, &|_| None, cancel)
+    run_inner(spec, on_event, &|_| None, cancel, false)
 }
 
 /// [`run`], with a last check on the prepared request: `gate` may refuse the run (returning the
@@ -69,7 +69,17 @@ pub fn run_gated(
     on_event: &mut dyn FnMut(&proto::Event),
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
 ) -> Result<Outcome> {
-    run_inner(spec, on_event, gate, Cancel::global())
+    run_inner(spec, on_event, gate, Cancel::global(), false)
+}
+
+/// [`run_gated`], asking band-server to observe which workspace files the run reads and writes
+/// (`band learn`; the result's `observed`).
+pub fn run_observed(
+    spec: &RunSpec,
+    on_event: &mut dyn FnMut(&proto::Event),
+    gate: &dyn Fn(&Prepared) -> Option<RunResult>,
+) -> Result<Outcome> {
+    run_inner(spec, on_event, gate, Cancel::global(), true)
 }
 
 fn run_inner(
@@ -77,11 +87,15 @@ fn run_inner(
     on_event: &mut dyn FnMut(&proto::Event),
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
     cancel: &Cancel,
+    observe: bool,
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
     let ledger = super::record::ledger()?;
     let prepared = match prepare(spec, started_at_ms)? {
-        Preparation::Ready(p) => p,
+        Preparation::Ready(mut p) => {
+            p.request.observe = observe;
+            p
+        }
         Preparation::Refused(o) => {
             super::record::record(&ledger, &o, Vec::new(), spec.record_io)?;
             return Ok(*o);
@@ -453,6 +467,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         secrets,
         workspace,
         trace: spec.trace,
+        observe: false,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

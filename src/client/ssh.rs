@@ -134,6 +134,7 @@ mod tests {
             secrets: Default::default(),
             workspace: vec![],
             trace: false,
+            observe: false,
         }
     }
 

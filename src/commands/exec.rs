@@ -8,6 +8,7 @@ use anyhow::Result;
 use crate::cli::exec::ExecArgs;
 use crate::cli::progress::Spinner;
 use crate::cli::render;
+use crate::cli::trace;
 use band::client::adhoc::{AdHoc, AdHocSpec};
 use band::proto::{self, Status};
 
@@ -19,6 +20,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         allow_system_workspace: args.allow_system_workspace,
         target: args.exec_target.clone(),
         record_io: args.record_io,
+        trace: args.trace,
     })?;
     let human = !args.json;
     crate::cli::progress::cancel_on_signals();
@@ -40,6 +42,13 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
             serde_json::to_string_pretty(&render::result_json(&outcome)?)?
         );
     } else {
+        if args.trace {
+            let allow_cli = band::skill::resolve_band_file(&args.band)
+                .0
+                .map(|r| r.policy.allow.cli)
+                .unwrap_or_default();
+            render::say(&trace::render(result, &allow_cli));
+        }
         for w in &outcome.secret_warnings {
             eprintln!("band: warning: {w}");
         }

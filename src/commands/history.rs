@@ -282,7 +282,7 @@ fn or_none(s: &str) -> String {
 }
 
 fn describe_denial(d: &Denial) -> String {
-    match d {
+    let what = match d {
         Denial::Cli { argv, .. } => format!("command `{}`", shell_words(argv)),
         Denial::Net { host, port, .. } => format!(
             "host {host}{}",
@@ -290,7 +290,8 @@ fn describe_denial(d: &Denial) -> String {
         ),
         Denial::Dns { name } => format!("DNS name {name}"),
         Denial::Write { path, .. } => format!("write to {path}"),
-    }
+    };
+    format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }
 
 /// An argv as a shell would need it: plain words bare, anything else in single quotes.

@@ -12,6 +12,7 @@ mod explain;
 mod fmt;
 mod help;
 mod history;
+mod learn;
 mod lint;
 mod list;
 mod lock;
@@ -37,6 +38,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Help(a) => help::cmd_help(a),
         Command::Run(a) => run::cmd_run(a),
         Command::Exec(a) => exec::cmd_exec(a),
+        Command::Learn(a) => learn::cmd_learn(a),
         Command::Lock(a) => lock::cmd_lock(a),
         Command::History(a) => history::cmd_history(a),
         Command::Show(a) => history::cmd_show(a),

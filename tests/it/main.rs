@@ -25,6 +25,7 @@ mod exec;
 mod format;
 mod help;
 mod hostile_input;
+mod learn;
 mod mcp;
 mod run;
 mod secrets;

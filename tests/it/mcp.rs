@@ -106,10 +106,10 @@ fn assert_four_results(results: &[(bool, Value, Vec<Value>)]) {
         json!({"kind": "cli", "argv": ["jq", ".", "/band/io/input.json"], "rule": null})
     );
     assert!(
-        results[2].2[0]
-            .as_str()
-            .unwrap_or("")
-            .contains("(denied: command jq . /band/io/input.json)"),
+        results[2].2[0].as_str().unwrap_or("").contains(
+            "(denied: command jq . /band/io/input.json (cli layer: no allow.cli rule matches; \
+                 to allow it: allow.cli \"jq . /band/io/input.json\"))"
+        ),
         "{:?}",
         results[2].2
     );

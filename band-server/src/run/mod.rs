@@ -174,6 +174,22 @@ fn execute_inner(
         .as_mut()
         .map(|c| (c.stdout.take(), c.stderr.take()))
         .unwrap_or_default();
+    // `band learn`: watch the workspace copy from now on; the script cannot start before its
+    // secrets are written, just below.
+    let observer = if req.observe {
+        Some(crate::observe::Observer::start(&run_dir).map_err(|e| {
+            SetupError::new(
+                Layer::Filesystem,
+                format!(
+                    "cannot observe the run's files (fanotify on {}): {e}",
+                    run_dir.display()
+                ),
+            )
+            .with_hint("band learn needs Linux 4.20 or later and band-server running as root")
+        })?)
+    } else {
+        None
+    };
     write_secrets(spawned.secrets_w, spawned.jail_json)?;
     spawn_status_reader(spawned.status_r, tx.clone())?;
     if let Some(s) = stdout {
@@ -242,7 +258,8 @@ fn execute_inner(
         ));
     }
 
-    // 6. Collect.
+    // 6. Collect (the observer stops first: the collection's own reads are not the run's).
+    let observed = observer.map(crate::observe::Observer::finish);
     let stats = stats.unwrap_or_default();
     let output =
         match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {
@@ -252,6 +269,13 @@ fn execute_inner(
     let found = collect::walk_workspace(&run_dir.join("workspace"), limits.disk_bytes);
     let changed = collect::changed_files(&found, &checked.workspace);
     let written = collect::written_entries(&changed, &checked.compiled.write);
+    for d in collect::write_denials(&changed, &checked.compiled.write) {
+        st.denial_count += 1;
+        sink.event(Event::Denied(d.clone()));
+        if st.denied.len() < MAX_CALLS_KEPT {
+            st.denied.push(d);
+        }
+    }
     let mut insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
     let network = guard.get::<NetLayer>().map(|n| {
         let (report, lookups, seen) = n.report();
@@ -340,6 +364,7 @@ fn execute_inner(
         },
         error: None,
         network,
+        observed,
     })
 }
 

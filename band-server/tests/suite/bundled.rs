@@ -37,6 +37,7 @@ fn request(script: &str, allow: &[&str], deny: &[&str]) -> RunRequest {
         secrets: BTreeMap::new(),
         workspace: Vec::new(),
         trace: true,
+        observe: false,
     }
 }
 

@@ -154,6 +154,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         secrets: BTreeMap::new(),
         workspace: Vec::new(),
         trace: false,
+        observe: false,
     }
 }
 

@@ -79,6 +79,7 @@ fn request() -> RunRequest {
             file("out/old.md", 0o644, b"# old\n"),
         ],
         trace: false,
+        observe: false,
     }
 }
 

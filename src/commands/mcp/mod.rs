@@ -420,7 +420,10 @@ mod tests {
         };
         assert_eq!(
             progress_message(&Event::Denied(net)).as_deref(),
-            Some("denied host example.com:443")
+            Some(
+                "denied host example.com:443 (network layer: no allow.net rule matches; \
+                 to allow it: allow.net \"example.com:443\")"
+            )
         );
         assert_eq!(
             progress_message(&Event::Started {

@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(
             headline,
             "denied: the script failed after the policy denied a command, host or path \
-             (denied: command curl x)"
+             (denied: command curl x (cli layer: no allow.cli rule matches; to allow it: allow.cli \"curl x\"))"
         );
         assert_eq!(
             (

@@ -673,13 +673,19 @@ pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: f
 
 /// The workspace directory a relative `allow.write` pattern lets the run create files in: the
 /// pattern's static prefix (`FsPattern::static_prefix`), or its parent when the pattern is
-/// concrete (it may name a file, which must be creatable). `out/**` → `out`, `reports/*.md` →
+/// concrete (it may name a file, which must be creatable) unless it ends with `/` (it names a
+/// directory). `out/**` and `out/` → `out`, `reports/*.md` →
 /// `reports`, `a/b.txt` → `a`, `*.json` → `` (the workspace root). `None` for absolute or invalid
 /// patterns.
 pub fn write_dir(pattern: &str) -> Option<String> {
     let p = FsPattern::parse(pattern).ok()?;
     if p.is_absolute() {
         return None;
+    }
+    // `out/` names a directory: it is created (and the run's) even before anything is in it
+    // (a one-name `out/` matches at any depth; the directory made is the top-level one).
+    if pattern.ends_with('/') && !pattern.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+        return Some(p.normalized().trim_start_matches("./").to_string());
     }
     let prefix = p.static_prefix();
     let dir = if p.is_concrete() {
@@ -891,6 +897,8 @@ mod tests {
             "x/y/**/z",
             "/abs/**",
             "a/../b/*",
+            "out/",
+            "out/sub/",
         ]
         .iter()
         .map(|p| write_dir(p))
@@ -908,7 +916,9 @@ mod tests {
                 s(""),
                 s("x/y"),
                 None,
-                None
+                None,
+                s("out"),
+                s("out/sub"),
             ]
         );
     }

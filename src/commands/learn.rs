@@ -1,0 +1,536 @@
+//! `band learn`: run a script (or an ad-hoc command) once in an observing sandbox, and draft the
+//! narrowest band for what it did, as a diff against its current band ([`band::learn`]).
+//!
+//! The observing run is an ordinary run through the same pipeline and band-server, on a private
+//! copy of the skill whose band is the learning band ([`band::learn::observe::learning_policy`])
+//! and on a copy of the workspace, with band-server asked to observe (`observe: true`).
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::skills::{find_script, split_target};
+use crate::cli::learn::LearnArgs;
+use crate::cli::progress::{Spinner, cancel_on_signals};
+use crate::cli::render::{say, show_event};
+use crate::cli::user_error;
+use band::client::adhoc::{AdHoc, AdHocSpec};
+use band::client::pipeline::{self, Outcome, RunSpec};
+use band::learn::observe::{self, ESSENTIALS};
+use band::learn::{self as learn, Observations};
+use band::policy::Policy;
+use band::proto::{Status, exit};
+
+/// The most a workspace copy may hold (as `band run` sends at most).
+const MAX_WORKSPACE_BYTES: u64 = 256 * 1024 * 1024;
+const MAX_WORKSPACE_FILES: usize = 20_000;
+/// Files of the skill larger than this are not scanned for command names.
+const MAX_SCAN_BYTES: u64 = 1024 * 1024;
+/// Where the host's programs are looked for (band-server's PATH for declared commands).
+const HOST_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
+
+pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
+    // band learn's own switches also count after the script's `--key=value` arguments.
+    if args.band.is_none() {
+        let mut rest = Vec::new();
+        let mut it = std::mem::take(&mut args.args).into_iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--write" => args.write = true,
+                "--merge" => args.merge = true,
+                "--net" => args.net = true,
+                "--json" => args.json = true,
+                "--workspace" => args.workspace = it.next().map(PathBuf::from),
+                _ => match a.strip_prefix("--workspace=") {
+                    Some(dir) => args.workspace = Some(PathBuf::from(dir)),
+                    None => rest.push(a),
+                },
+            }
+        }
+        args.args = rest;
+    }
+    if args.band.is_some() {
+        return learn_adhoc(&args);
+    }
+    let Some(target) = args.target.as_deref() else {
+        bail!(user_error(
+            "band learn needs a script to observe",
+            "`band learn <skill>/<script> --key=value…`, or `band learn --band FILE -- CMD…`"
+        ));
+    };
+    let (skill_name, Some(script)) = split_target(target) else {
+        bail!(user_error(
+            format!("`{target}` names no script"),
+            "use `band learn <skill>/<script>`; `band list` shows them"
+        ));
+    };
+    let raw_input = read_input(&args)?;
+    let skill = find_script(skill_name, script, &args.skills)?;
+    let resolved = band::skill::resolve_script(&skill, script).0;
+    let current = resolved
+        .as_ref()
+        .map(|r| r.policy.clone())
+        .unwrap_or_default();
+    let texts = skill_texts(&skill.root);
+    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut candidates = observe::candidate_commands(&text_refs, &is_host_program);
+    if let Some(entry) = skill.script(script).map(|s| skill.root.join(&s.entry))
+        && let Ok(text) = fs_err::read_to_string(&entry)
+        && let Some(interp) = observe::shebang_command(&text)
+        && !ESSENTIALS.contains(&interp.as_str())
+        && !candidates.contains(&interp)
+    {
+        candidates.push(interp);
+    }
+    let offered = offered_secrets(&current, &args.secrets);
+    let policy = observe::learning_policy(&current, &candidates, args.net, &offered);
+
+    let tmp = tempfile::Builder::new()
+        .prefix("band-learn-")
+        .tempdir()
+        .context("cannot create a temporary folder for band learn")?;
+    let folder = skill
+        .root
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_owned()))
+        .unwrap_or_else(|| skill.name.clone().into());
+    let copy = tmp.path().join("skills").join(folder);
+    copy_tree(&skill.root, &copy, &|rel| {
+        rel == Path::new(band::lock::LOCK_FILE)
+    })?;
+    let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
+    fs_err::write(
+        copy.join("scripts").join(format!("{script}.band.md")),
+        band_text,
+    )?;
+    let ws = tmp.path().join("workspace");
+    copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
+
+    let spec = RunSpec {
+        skill_root: copy,
+        script: script.to_string(),
+        raw_input,
+        workspace: ws,
+        allow_system_workspace: false,
+        target: args.exec_target.clone(),
+        trace: true,
+        require_lock: false,
+        record_io: false,
+    };
+    if !args.json && args.net {
+        say("band learn: --net: the observed script can reach any public host during this run\n");
+    }
+    cancel_on_signals();
+    let spinner = Spinner::start(args.json, format!("observing {target}"));
+    let human = !args.json;
+    let outcome = pipeline::run_observed(
+        &spec,
+        &mut |ev| {
+            if human {
+                spinner.suspend(|| show_event(ev))
+            }
+        },
+        &|_| None,
+    );
+    spinner.finish();
+    let outcome = outcome?;
+    let obs = observe::observations(&outcome.result, &offered, &text_refs);
+    let key = format!("{}-{script}", skill.name);
+    let band_file = resolved.as_ref().map(|r| r.file.clone());
+    finish(
+        &args,
+        &outcome,
+        obs,
+        &key,
+        &current,
+        band_file.as_deref(),
+        Some(&skill.root),
+    )
+}
+
+/// `band learn --band FILE -- CMD…`: the command under the learning band made from FILE.
+fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
+    let Some(band_file) = &args.band else {
+        return Ok(exit::USAGE);
+    };
+    let command = args.command();
+    if command.is_empty() {
+        bail!(user_error(
+            "band learn --band needs a command after `--`",
+            "`band learn --band BAND.md -- python3 script.py`"
+        ));
+    }
+    let checked = band::client::adhoc::check_band_file(band_file)?;
+    let current = band::skill::resolve_band_file(&checked)
+        .0
+        .map(|r| r.policy)
+        .unwrap_or_default();
+    let texts: Vec<String> = command
+        .iter()
+        .filter_map(|a| {
+            let p = Path::new(a);
+            let small = p
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.len() <= MAX_SCAN_BYTES);
+            small.then(|| fs_err::read_to_string(p).ok()).flatten()
+        })
+        .chain([command.join(" ")])
+        .collect();
+    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let candidates = observe::candidate_commands(&text_refs, &is_host_program);
+    let offered = offered_secrets(&current, &args.secrets);
+    let mut policy = observe::learning_policy(&current, &candidates, args.net, &offered);
+    // The command itself, exactly as given (band exec checks it before anything starts).
+    if let Some(rule) = learn::exact_cli_rule(&command)
+        && !policy.allow.cli.contains(&rule)
+    {
+        policy.allow.cli.push(rule);
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("band-learn-")
+        .tempdir()
+        .context("cannot create a temporary folder for band learn")?;
+    let learn_band = tmp.path().join("learn.band.md");
+    fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
+    let ws = tmp.path().join("workspace");
+    copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
+    let adhoc = AdHoc::new(&AdHocSpec {
+        band_file: learn_band,
+        argv: command.clone(),
+        workspace: ws,
+        allow_system_workspace: false,
+        target: args.exec_target.clone(),
+        record_io: false,
+        trace: true,
+    })?;
+    if !args.json && args.net {
+        say("band learn: --net: the observed command can reach any public host during this run\n");
+    }
+    cancel_on_signals();
+    let human = !args.json;
+    let outcome = adhoc.run_observed(&mut |ev| {
+        if human {
+            show_event(ev)
+        }
+    })?;
+    let obs = observe::observations(&outcome.result, &offered, &text_refs);
+    let key = format!(
+        "exec-{}",
+        band::lock::sha256_hex(checked.to_string_lossy().as_bytes())
+    );
+    finish(args, &outcome, obs, &key, &current, Some(&checked), None)
+}
+
+/// Merge, save, draft, print, and with --write write the band and re-lock.
+fn finish(
+    args: &LearnArgs,
+    outcome: &Outcome,
+    mut obs: Observations,
+    key: &str,
+    current: &Policy,
+    band_file: Option<&Path>,
+    skill_root: Option<&Path>,
+) -> Result<u8> {
+    let result = &outcome.result;
+    if result.status == Status::SetupFailed || result.status == Status::InputInvalid {
+        crate::cli::render::print_failure(result);
+        return Ok(result.status.exit_code());
+    }
+    if result.observed.is_none() {
+        bail!(user_error(
+            "band-server did not report which files the run touched",
+            "band learn needs a band-server of this version (`band doctor` checks it)"
+        ));
+    }
+    let saved = saved_path(key)?;
+    if args.merge
+        && let Ok(text) = fs_err::read_to_string(&saved)
+        && let Ok(before) = serde_json::from_str::<Observations>(&text)
+    {
+        let mut all = before;
+        all.merge(obs);
+        obs = all;
+    }
+    if let Some(dir) = saved.parent() {
+        fs_err::create_dir_all(dir)?;
+    }
+    fs_err::write(&saved, serde_json::to_string_pretty(&obs)?)?;
+
+    let draft = learn::draft(&obs);
+    let lines = learn::diff(&current.allow, &current.secrets, &draft);
+    let mut notes = draft.notes.clone();
+    if result.observed.as_ref().is_some_and(|o| !o.complete) {
+        notes.push("the kernel's event queue overflowed: some files may be missing".into());
+    }
+    if result.status != Status::Ok {
+        notes.push(format!(
+            "the observed run ended `{}` ({}); the draft covers what it did until then",
+            result.status,
+            result.status.describe()
+        ));
+    }
+    for line in result.stderr.lines() {
+        if line.ends_with("not found") || line.ends_with("command not found") {
+            notes.push(format!(
+                "the script ran a program band learn could not offer (it is named nowhere in the skill): {line}"
+            ));
+        }
+    }
+    if args.json {
+        let doc = serde_json::json!({
+            "status": result.status,
+            "observations": obs,
+            "draft": draft,
+            "diff": lines,
+            "notes": notes,
+            "net": args.net,
+            "written": result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+            "observed": result.observed,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        say(&format!(
+            "band learn: observed run {} ({} command call{}, {} file{} read, {} written, {} name{} looked up)\n",
+            result.status,
+            obs.execs.len(),
+            if obs.execs.len() == 1 { "" } else { "s" },
+            obs.reads.len(),
+            if obs.reads.len() == 1 { "" } else { "s" },
+            obs.writes.len(),
+            obs.lookups.len(),
+            if obs.lookups.len() == 1 { "" } else { "s" },
+        ));
+        print!("{}", learn::render_diff(&lines));
+        for n in &notes {
+            say(&format!("band learn: note: {n}\n"));
+        }
+    }
+    if args.write {
+        let Some(file) = band_file else {
+            bail!(user_error(
+                "there is no band file to write the draft into",
+                "create one with `band init`, then run band learn --write again"
+            ));
+        };
+        write_draft(file, &draft)?;
+        if !args.json {
+            say(&format!("band learn: wrote {}\n", file.display()));
+        }
+        if let Some(root) = skill_root {
+            let tree =
+                band::lock::Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            band::lock::write(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            if !args.json {
+                say(&format!(
+                    "band learn: re-locked {}\n",
+                    root.join(band::lock::LOCK_FILE).display()
+                ));
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// Write the draft's lists into `file`, keeping everything else (comments included).
+fn write_draft(file: &Path, draft: &learn::Draft) -> Result<()> {
+    let mut text = fs_err::read_to_string(file)?;
+    let allow = draft.allow();
+    for cat in band::policy::Category::ALL {
+        text = learn::edit::set_list(&text, "allow", cat.as_str(), allow.get(cat))
+            .map_err(|e| user_error(format!("{}: {e}", file.display()), "edit the band by hand"))?;
+    }
+    text = learn::edit::set_list(&text, "env", "secrets", &draft.secret_names())
+        .map_err(|e| user_error(format!("{}: {e}", file.display()), "edit the band by hand"))?;
+    let (parsed_ok, errors) = {
+        let parsed = band::manifest::parse_band(file, &text);
+        let errors: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.to_string())
+            .collect();
+        (errors.is_empty(), errors)
+    };
+    if !parsed_ok {
+        bail!(user_error(
+            format!(
+                "the drafted band would not parse; {} was not changed\n{}",
+                file.display(),
+                errors.join("\n")
+            ),
+            "apply the diff by hand"
+        ));
+    }
+    fs_err::write(file, text)?;
+    Ok(())
+}
+
+/// The observing band's text: JSON frontmatter (YAML reads it) with the learning policy.
+fn learning_band(
+    name: &str,
+    p: &Policy,
+    resolved: Option<&band::skill::Resolved>,
+) -> Result<String> {
+    let mut doc = serde_json::json!({
+        "band": format!("{}-learn", band::manifest::to_kebab(name)),
+        "description": "band learn's observing band",
+        "version": 1,
+        "allow": p.allow,
+        "deny": p.deny,
+        "limit": p.limits,
+    });
+    if !p.secrets.is_empty() {
+        doc["env"] = serde_json::json!({ "secrets": p.secrets });
+    }
+    if let Some(cfg) = resolved.and_then(|r| r.config.clone()) {
+        doc["config"] = cfg;
+    }
+    Ok(format!("---\n{}\n---\n", serde_json::to_string(&doc)?))
+}
+
+/// Declared secrets and `--secret` names that the environment has.
+fn offered_secrets(current: &Policy, extra: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in current.secrets.iter().chain(extra) {
+        if std::env::var_os(s).is_some() && !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+fn is_host_program(name: &str) -> bool {
+    HOST_PATH.iter().any(|d| {
+        Path::new(d)
+            .join(name)
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The text files of the skill (at most [`MAX_SCAN_BYTES`] each), for command and secret names.
+fn skill_texts(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = fs_err::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && e.metadata().is_ok_and(|m| m.len() <= MAX_SCAN_BYTES)
+                && let Ok(t) = fs_err::read_to_string(e.path())
+            {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// Copy the regular files and folders of `from` into `to` (modes kept, symlinks left out),
+/// skipping the relative paths `skip` names.
+fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = from.join(&rel);
+        fs_err::create_dir_all(to.join(&rel))?;
+        for e in fs_err::read_dir(&dir)? {
+            let e = e?;
+            let r = rel.join(e.file_name());
+            if skip(&r) {
+                continue;
+            }
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                stack.push(r);
+            } else if ft.is_file() {
+                fs_err::copy(e.path(), to.join(&r))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The workspace copy the observed run gets (regular files only, `.git` left out).
+fn copy_workspace(from: &Path, to: &Path) -> Result<()> {
+    let mut total = 0u64;
+    let mut count = 0usize;
+    let mut stack = vec![PathBuf::new()];
+    let mut seen = BTreeSet::new();
+    fs_err::create_dir_all(to)?;
+    while let Some(rel) = stack.pop() {
+        let dir = from.join(&rel);
+        if !seen.insert(dir.clone()) {
+            continue;
+        }
+        fs_err::create_dir_all(to.join(&rel))?;
+        for e in fs_err::read_dir(&dir)? {
+            let e = e?;
+            if e.file_name() == ".git" {
+                continue;
+            }
+            let r = rel.join(e.file_name());
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                stack.push(r);
+            } else if ft.is_file() {
+                total += e.metadata()?.len();
+                count += 1;
+                if total > MAX_WORKSPACE_BYTES || count > MAX_WORKSPACE_FILES {
+                    bail!(user_error(
+                        format!(
+                            "the workspace {} is too large to copy for band learn",
+                            from.display()
+                        ),
+                        "pass --workspace DIR with only the files the script needs"
+                    ));
+                }
+                fs_err::copy(e.path(), to.join(&r))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where the observations of earlier runs of `key` are kept (for --merge).
+fn saved_path(key: &str) -> Result<PathBuf> {
+    let cfg = band::client::config::UserConfig::load().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let safe: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(cfg.data_dir().join("learn").join(format!("{safe}.json")))
+}
+
+fn read_input(args: &LearnArgs) -> Result<serde_json::Value> {
+    if let Some(text) = &args.input {
+        if let Some(first) = args.args.first() {
+            bail!(user_error(
+                format!("--input and `--key=value` arguments (`{first}`) both give the input"),
+                "pass the input one way"
+            ));
+        }
+        return serde_json::from_str(text).map_err(|e| {
+            user_error(
+                format!("--input is not JSON: {e}"),
+                "pass a JSON object, e.g. --input '{\"n\": 5}'",
+            )
+        });
+    }
+    let map = band::contract::parse_cli_args(&args.args)
+        .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
+    Ok(serde_json::Value::Object(map))
+}

@@ -1,0 +1,532 @@
+//! `band learn`: from what observed runs did to the narrowest band, and its diff against the
+//! current one. Pure: observations in, rules with evidence out ([`draft`]), then a diff
+//! ([`diff`]) and the band file rewritten in place ([`edit`]).
+//!
+//! How far each kind of rule is generalised:
+//!
+//! - **Commands.** Calls are grouped by command and by their leading subcommand words (`gh issue
+//!   list`, at most three lower-case words; for a command without subcommands, its first option:
+//!   `jq -r`). A group of up to three distinct calls becomes one exact rule per call (the
+//!   narrowest band that runs the script again); a group of more becomes the longest prefix they
+//!   share followed by `*` (`gh issue list *`), never a bare `*`: at least the command and its
+//!   subcommand words or first option stay. A name `mktemp` made up (`/tmp/tmp.XXXXXXXXXX`) becomes
+//!   `/tmp/tmp.*`, so the next run, with another name, matches.
+//! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/etc/hosts`); two
+//!   or more files in the same directory below the workspace root become `dir/**`. A file read
+//!   and written needs only the write rule.
+//! - **Hosts.** `host:port` for each destination reached (the name the stub resolved to it, else
+//!   the address); a name looked up but never contacted is drafted by name alone.
+//! - **Secrets.** The names the caller reports as read.
+
+pub mod edit;
+pub mod observe;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::cli::CliPattern;
+use crate::policy::fs::FsPattern;
+use crate::policy::net::NetPattern;
+use crate::policy::{Category, RuleSet};
+
+/// Most subcommand words kept in a command pattern (`gh pr review list`).
+const MAX_SUBCOMMAND_WORDS: usize = 3;
+/// Up to this many distinct calls of one command and subcommand stay exact rules; more are
+/// generalised (the calls vary with the input, so exact rules would not run the script again).
+const MAX_EXACT: usize = 3;
+
+/// What one or more observed runs did. Order is kept for evidence; duplicates are fine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Observations {
+    /// Every command call: argv\[0\] the command name, or `./path` for a program of the skill.
+    pub execs: Vec<Vec<String>>,
+    /// Files read: workspace-relative (`data/in.csv`) or absolute (`/etc/hosts`).
+    pub reads: Vec<String>,
+    /// Files written, the same way.
+    pub writes: Vec<String>,
+    /// DNS names looked up.
+    pub lookups: Vec<String>,
+    /// Destinations contacted.
+    pub connects: Vec<Connect>,
+    /// Environment secrets the runs read.
+    pub secrets: Vec<String>,
+}
+
+/// A destination contacted: the host (a name the stub resolved to it, else the address) and port.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Connect {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Observations {
+    /// Add another run's observations (`band learn --merge`).
+    pub fn merge(&mut self, other: Observations) {
+        self.execs.extend(other.execs);
+        self.reads.extend(other.reads);
+        self.writes.extend(other.writes);
+        self.lookups.extend(other.lookups);
+        self.connects.extend(other.connects);
+        self.secrets.extend(other.secrets);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.execs.is_empty()
+            && self.reads.is_empty()
+            && self.writes.is_empty()
+            && self.lookups.is_empty()
+            && self.connects.is_empty()
+            && self.secrets.is_empty()
+    }
+}
+
+/// One drafted rule and the line of evidence behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    pub rule: String,
+    pub evidence: String,
+}
+
+/// The narrowest band the observations need: `allow` rules per category, and `env.secrets`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Draft {
+    pub cli: Vec<Rule>,
+    pub read: Vec<Rule>,
+    pub write: Vec<Rule>,
+    pub net: Vec<Rule>,
+    pub secrets: Vec<Rule>,
+    /// What could not become a rule, and why.
+    pub notes: Vec<String>,
+}
+
+impl Draft {
+    pub fn rules(&self, cat: Category) -> &[Rule] {
+        match cat {
+            Category::Cli => &self.cli,
+            Category::Net => &self.net,
+            Category::Read => &self.read,
+            Category::Write => &self.write,
+        }
+    }
+
+    /// The drafted `allow` column.
+    pub fn allow(&self) -> RuleSet {
+        let texts = |v: &[Rule]| v.iter().map(|r| r.rule.clone()).collect();
+        RuleSet {
+            cli: texts(&self.cli),
+            net: texts(&self.net),
+            read: texts(&self.read),
+            write: texts(&self.write),
+        }
+    }
+
+    pub fn secret_names(&self) -> Vec<String> {
+        self.secrets.iter().map(|r| r.rule.clone()).collect()
+    }
+}
+
+/// Draft the narrowest band for `obs` (see the module documentation).
+pub fn draft(obs: &Observations) -> Draft {
+    let mut d = Draft::default();
+    draft_cli(&obs.execs, &mut d);
+    draft_paths(obs, &mut d);
+    draft_net(obs, &mut d);
+    let secrets: BTreeSet<&String> = obs.secrets.iter().collect();
+    d.secrets = secrets
+        .into_iter()
+        .map(|s| Rule {
+            rule: s.clone(),
+            evidence: format!("${s} was read"),
+        })
+        .collect();
+    d
+}
+
+/// The command name a pattern uses for argv\[0\]: `./rel` for a program of the skill, else the
+/// file name.
+fn command_of(arg0: &str) -> String {
+    if let Some(rel) = arg0.strip_prefix("/skill/") {
+        return format!("./{rel}");
+    }
+    if arg0.starts_with("./") {
+        return arg0.to_string();
+    }
+    arg0.rsplit('/').next().unwrap_or(arg0).to_string()
+}
+
+fn is_subcommand_word(w: &str) -> bool {
+    w.len() <= 32
+        && w.starts_with(|c: char| c.is_ascii_lowercase())
+        && w.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
+}
+
+/// One argument as a pattern token matching exactly it (or, for a name `mktemp` made up,
+/// `/tmp/tmp.XXXXXXXXXX`, any such name).
+/// `None` when the pattern language cannot spell it (a `"`).
+fn token_for(arg: &str) -> Option<String> {
+    if arg.contains('"') {
+        return None;
+    }
+    if let Some(rest) = arg.strip_prefix("/tmp/tmp.")
+        && rest.len() == 10
+        && rest.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Some("/tmp/tmp.*".into());
+    }
+    let mut t = String::new();
+    for c in arg.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            t.push('\\');
+        }
+        t.push(c);
+    }
+    if t.is_empty() || t.chars().any(char::is_whitespace) || t.starts_with('\'') {
+        t = format!("\"{t}\"");
+    }
+    Some(t)
+}
+
+/// The `allow.cli` rule that matches exactly `argv` (`mktemp` names as `/tmp/tmp.*`), or
+/// `None` when the pattern language cannot spell it. Used for drafts and for the smallest rule
+/// a denial names.
+pub fn exact_cli_rule(argv: &[String]) -> Option<String> {
+    let (first, rest) = argv.split_first()?;
+    let mut tokens = vec![command_of(first)];
+    for a in rest {
+        tokens.push(token_for(a)?);
+    }
+    let rule = tokens.join(" ");
+    let mut norm = argv.to_vec();
+    norm[0] = command_of(first);
+    CliPattern::parse(&rule)
+        .ok()
+        .filter(|p| p.matches(&norm))
+        .map(|_| rule)
+}
+
+fn draft_cli(execs: &[Vec<String>], d: &mut Draft) {
+    // (command, subcommand words) → distinct argv (normalised argv[0]), first seen first.
+    let mut groups: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();
+    for argv in execs {
+        let Some(first) = argv.first() else { continue };
+        let mut norm = argv.clone();
+        norm[0] = command_of(first);
+        let words: Vec<String> = norm
+            .iter()
+            .skip(1)
+            .take_while(|w| is_subcommand_word(w))
+            .take(MAX_SUBCOMMAND_WORDS)
+            .cloned()
+            .collect();
+        let mut key = vec![norm[0].clone()];
+        // A command without subcommands is grouped by its first option too (`jq -r`, `jq -c`).
+        if words.is_empty()
+            && let Some(flag) = norm.get(1).filter(|a| a.starts_with('-') && a.len() > 1)
+        {
+            key.push(flag.clone());
+        }
+        key.extend(words);
+        let g = groups.entry(key).or_default();
+        if !g.contains(&norm) {
+            g.push(norm);
+        }
+    }
+    for (key, calls) in groups {
+        let shown = crate_display(&calls[0]);
+        let more = if calls.len() > 1 {
+            format!(
+                " (and {} other call{})",
+                calls.len() - 1,
+                plural(calls.len() - 1)
+            )
+        } else {
+            String::new()
+        };
+        if calls.len() <= MAX_EXACT {
+            for call in &calls {
+                let shown = crate_display(call);
+                push_cli(d, exact_cli_rule(call), format!("ran `{shown}`"), &shown);
+            }
+        } else {
+            push_cli(
+                d,
+                generalised(&key, &calls),
+                format!("ran `{shown}`{more}"),
+                &shown,
+            );
+        }
+    }
+}
+
+fn push_cli(d: &mut Draft, rule: Option<String>, evidence: String, shown: &str) {
+    match rule.filter(|r| CliPattern::parse(r).is_ok()) {
+        Some(rule) => {
+            if !d.cli.iter().any(|r| r.rule == rule) {
+                d.cli.push(Rule { rule, evidence });
+            }
+        }
+        None => d.notes.push(format!(
+            "`{shown}` cannot be written as an allow.cli pattern; write one by hand"
+        )),
+    }
+}
+
+/// The longest token prefix every call shares (at least the command and its subcommand words),
+/// then `*`. Calls that differ only in `mktemp` names become one exact-shaped rule.
+fn generalised(key: &[String], calls: &[Vec<String>]) -> Option<String> {
+    let exact: BTreeSet<Option<String>> = calls.iter().map(|c| exact_cli_rule(c)).collect();
+    if exact.len() == 1 {
+        return exact.into_iter().next().flatten();
+    }
+    let mut n = key.len();
+    let shortest = calls.iter().map(Vec::len).min().unwrap_or(n);
+    while n < shortest && calls.iter().all(|c| c[n] == calls[0][n]) {
+        n += 1;
+    }
+    let mut tokens = vec![key[0].clone()];
+    for a in &calls[0][1..n] {
+        tokens.push(token_for(a)?);
+    }
+    tokens.push("*".into());
+    Some(tokens.join(" "))
+}
+
+fn crate_display(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c == '\'') {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            } else {
+                w.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// A path as matched: no `.` or empty components; `None` with a `..`, a NUL or nothing left.
+fn clean_path(p: &str) -> Option<String> {
+    if p.contains('\0') {
+        return None;
+    }
+    let absolute = p.starts_with('/');
+    let mut comps = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => return None,
+            c => comps.push(c),
+        }
+    }
+    if comps.is_empty() {
+        return None;
+    }
+    let joined = comps.join("/");
+    Some(if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    })
+}
+
+fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
+/// Exact path patterns for `paths` (cleaned, distinct), with two or more files of one directory
+/// below the workspace root (or two deep in an absolute tree) collapsed into `dir/**`.
+fn path_rules(paths: &BTreeSet<String>, verb: &str) -> (Vec<Rule>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut by_dir: BTreeMap<String, Vec<&String>> = BTreeMap::new();
+    for p in paths {
+        let dir = p.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+        by_dir.entry(dir.to_string()).or_default().push(p);
+    }
+    let mut rules: Vec<Rule> = Vec::new();
+    for (dir, files) in by_dir {
+        let depth = dir.split('/').filter(|c| !c.is_empty()).count();
+        let collapsible = !dir.is_empty() && (!dir.starts_with('/') || depth >= 2);
+        let meta = files.iter().any(|f| has_glob_meta(f));
+        if (files.len() >= 2 || meta) && collapsible && !has_glob_meta(&dir) {
+            let shown: Vec<&str> = files.iter().take(3).map(|s| s.as_str()).collect();
+            let more = if files.len() > 3 {
+                format!(" and {} more", files.len() - 3)
+            } else {
+                String::new()
+            };
+            rules.push(Rule {
+                rule: format!("{dir}/**"),
+                evidence: format!("{verb} {}{more}", shown.join(", ")),
+            });
+            continue;
+        }
+        for f in files {
+            if has_glob_meta(f) {
+                notes.push(format!(
+                    "{verb} `{f}`: its name has glob characters; write a rule by hand"
+                ));
+                continue;
+            }
+            let rule = if f.starts_with('/') || f.contains('/') {
+                f.clone()
+            } else {
+                format!("./{f}")
+            };
+            rules.push(Rule {
+                rule,
+                evidence: format!("{verb} {f}"),
+            });
+        }
+    }
+    rules.retain(|r| FsPattern::parse(&r.rule).is_ok());
+    rules.sort_by(|a, b| a.rule.cmp(&b.rule));
+    (rules, notes)
+}
+
+fn draft_paths(obs: &Observations, d: &mut Draft) {
+    let writes: BTreeSet<String> = obs.writes.iter().filter_map(|p| clean_path(p)).collect();
+    let (write, notes) = path_rules(&writes, "wrote");
+    d.notes.extend(notes);
+    let covered = |p: &str| {
+        write
+            .iter()
+            .any(|r| FsPattern::parse(&r.rule).is_ok_and(|pat| pat.matches(p)))
+    };
+    let reads: BTreeSet<String> = obs
+        .reads
+        .iter()
+        .filter_map(|p| clean_path(p))
+        .filter(|p| !covered(p))
+        .collect();
+    let (read, notes) = path_rules(&reads, "read");
+    d.notes.extend(notes);
+    d.read = read;
+    d.write = write;
+}
+
+/// `host:port` as a net pattern (IPv6 addresses bracketed).
+fn net_rule(host: &str, port: Option<u16>) -> String {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    match port {
+        Some(p) if host.contains(':') => format!("[{host}]:{p}"),
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    }
+}
+
+fn draft_net(obs: &Observations, d: &mut Draft) {
+    let connects: BTreeSet<&Connect> = obs.connects.iter().collect();
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    for c in connects {
+        let rule = net_rule(&c.host, Some(c.port));
+        named.insert(c.host.trim_end_matches('.').to_ascii_lowercase());
+        if NetPattern::parse(&rule).is_ok() && !d.net.iter().any(|r| r.rule == rule) {
+            d.net.push(Rule {
+                rule,
+                evidence: format!("connected to {}:{}", c.host, c.port),
+            });
+        }
+    }
+    let lookups: BTreeSet<String> = obs
+        .lookups
+        .iter()
+        .map(|n| n.trim_end_matches('.').to_ascii_lowercase())
+        .collect();
+    for name in lookups {
+        if named.contains(&name) {
+            continue;
+        }
+        let rule = net_rule(&name, None);
+        if NetPattern::parse(&rule).is_ok() {
+            d.net.push(Rule {
+                rule,
+                evidence: format!("looked up {name}, never contacted (so no port to narrow it to)"),
+            });
+        } else {
+            d.notes
+                .push(format!("looked up `{name}`, which is not a host name"));
+        }
+    }
+}
+
+/// One line of a [`diff`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffLine {
+    /// `allow.cli`, `allow.read`, `allow.write`, `allow.net` or `env.secrets`.
+    pub key: String,
+    /// `+` added, `-` removed, ` ` kept.
+    pub op: char,
+    pub rule: String,
+    pub evidence: String,
+}
+
+/// The draft against the current band: every drafted rule (`+` new, ` ` already there), and
+/// every current rule the observed runs did not need (`-`).
+pub fn diff(current: &RuleSet, current_secrets: &[String], d: &Draft) -> Vec<DiffLine> {
+    let mut out = Vec::new();
+    let mut section = |key: String, cur: &[String], drafted: &[Rule]| {
+        for r in drafted {
+            let op = if cur.contains(&r.rule) { ' ' } else { '+' };
+            out.push(DiffLine {
+                key: key.clone(),
+                op,
+                rule: r.rule.clone(),
+                evidence: r.evidence.clone(),
+            });
+        }
+        for c in cur {
+            if !drafted.iter().any(|r| &r.rule == c) {
+                out.push(DiffLine {
+                    key: key.clone(),
+                    op: '-',
+                    rule: c.clone(),
+                    evidence: "not needed by the observed runs".into(),
+                });
+            }
+        }
+    };
+    for cat in [
+        Category::Cli,
+        Category::Read,
+        Category::Write,
+        Category::Net,
+    ] {
+        section(format!("allow.{cat}"), current.get(cat), d.rules(cat));
+    }
+    section("env.secrets".into(), current_secrets, &d.secrets);
+    out
+}
+
+/// The diff as text: a header per key, one rule per line with its evidence.
+pub fn render_diff(lines: &[DiffLine]) -> String {
+    let mut out = String::new();
+    let mut key = "";
+    let width = lines
+        .iter()
+        .map(|l| l.rule.chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .min(48);
+    for l in lines {
+        if l.key != key {
+            key = &l.key;
+            out.push_str(&format!("{key}:\n"));
+        }
+        let quoted = format!("\"{}\"", l.rule.replace('\\', "\\\\").replace('"', "\\\""));
+        out.push_str(&format!("{} {quoted:<width$}  # {}\n", l.op, l.evidence));
+    }
+    if lines.is_empty() {
+        out.push_str("(the observed runs needed no rule)\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,326 @@
+//! `band learn`: from an emptied band, one observed run drafts the narrowest band that runs the
+//! script again, no wider than the band the skill ships with; and on a script of our own, exactly
+//! what it did (one file read, one written, two commands, one name looked up), nothing it did not.
+
+use std::path::{Path, PathBuf};
+
+use band::policy::Category;
+use band::policy::cli::CliPattern;
+use band::policy::fs::FsPattern;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::common::{bin, repo, skip};
+
+/// A copy of `skills/<skill>` under `dir/skills`, with every allow list and env.secrets of the
+/// band that governs `script` emptied. Returns that band file.
+fn emptied_copy(dir: &Path, skill: &str, script: &str) -> PathBuf {
+    let to = dir.join("skills").join(skill);
+    copy_dir(&repo().join("skills").join(skill), &to);
+    let _ = fs_err::remove_file(to.join("band.lock"));
+    let (sk, _) = band::skill::load_skill(&to);
+    let file = sk.band_file_for(script).expect("a band governs the script");
+    let mut text = fs_err::read_to_string(&file).expect("read band");
+    for cat in Category::ALL {
+        text = band::learn::edit::set_list(&text, "allow", cat.as_str(), &[]).expect("edit");
+    }
+    text = band::learn::edit::set_list(&text, "env", "secrets", &[]).expect("edit");
+    fs_err::write(&file, text).expect("write band");
+    file
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs_err::create_dir_all(to).expect("mkdir");
+    for e in fs_err::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let t = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            fs_err::copy(e.path(), &t).expect("copy");
+        }
+    }
+}
+
+/// `band <args>` in `cwd` with the skills of `dir/skills`.
+fn band_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let skills = dir.join("skills").display().to_string();
+    let mut full: Vec<&str> = vec![args[0], "--skills", &skills];
+    full.extend(&args[1..]);
+    bin().run(&full, dir)
+}
+
+/// Every allow rule of the band that now governs `script` in `dir` is covered by a rule of the
+/// shipped band (the learned band is no wider).
+fn assert_no_wider(dir: &Path, skill: &str, script: &str) {
+    let policy = |root: &Path| {
+        let (sk, _) = band::skill::load_skill(root);
+        band::skill::resolve_script(&sk, script)
+            .0
+            .expect("resolves")
+            .policy
+    };
+    let learned = policy(&dir.join("skills").join(skill));
+    let shipped = policy(&repo().join("skills").join(skill));
+    for r in &learned.allow.cli {
+        let p = CliPattern::parse(r).expect("learned cli rule parses");
+        assert!(
+            shipped
+                .allow
+                .cli
+                .iter()
+                .any(|s| CliPattern::parse(s).is_ok_and(|s| s.covers(&p))),
+            "{skill}/{script}: learned `{r}` is wider than {:?}",
+            shipped.allow.cli
+        );
+    }
+    for (cat, learned, shipped) in [
+        ("read", &learned.allow.read, &shipped.allow.read),
+        ("write", &learned.allow.write, &shipped.allow.write),
+    ] {
+        for r in learned {
+            let p = FsPattern::parse(r).expect("learned path rule parses");
+            assert!(
+                shipped
+                    .iter()
+                    .any(|s| FsPattern::parse(s).is_ok_and(|s| s.covers(&p))),
+                "{skill}/{script}: learned {cat} `{r}` is wider than {shipped:?}"
+            );
+        }
+    }
+    assert!(learned.allow.net.is_empty(), "{:?}", learned.allow.net);
+    assert!(learned.secrets.is_empty(), "{:?}", learned.secrets);
+}
+
+/// Learn `skill/script` from an emptied band, then run it with the draft: same output as the
+/// shipped skill gives, and no wider a band.
+fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<&Path>) {
+    let t = tempfile::tempdir().expect("tmp");
+    emptied_copy(t.path(), skill, script);
+    let ws = workspace
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| t.path().to_path_buf());
+    let ws_s = ws.display().to_string();
+    let target = format!("{skill}/{script}");
+
+    let mut before = vec!["run", "--json", "--workspace", &ws_s, &target];
+    before.extend(input);
+    let (code, denied, err) = band_in(t.path(), &before);
+    assert_ne!(code, 0, "{target} ran with an empty band: {denied}\n{err}");
+
+    let mut learn = vec!["learn", "--workspace", &ws_s, "--write", &target];
+    learn.extend(input);
+    let (code, out, err) = band_in(t.path(), &learn);
+    assert_eq!(code, 0, "{target}: band learn failed\n{out}\n{err}");
+
+    let (code, learned, err) = band_in(t.path(), &before);
+    assert_eq!(
+        code, 0,
+        "{target} with the drafted band:\n{out}\n{learned}\n{err}"
+    );
+    let (code, shipped, err) = bin().run(
+        &[&["run", "--json", "--workspace", &ws_s, &target][..], input].concat(),
+        repo(),
+    );
+    assert_eq!(code, 0, "{target} shipped: {err}");
+    let output =
+        |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null)["output"].clone();
+    assert_eq!(output(&learned), output(&shipped), "{target}");
+    assert_no_wider(t.path(), skill, script);
+    // The skill was re-locked: a locked run passes.
+    let mut locked = vec![
+        "run",
+        "--json",
+        "--require-lock",
+        "--workspace",
+        &ws_s,
+        &target,
+    ];
+    locked.extend(input);
+    assert_eq!(band_in(t.path(), &locked).0, 0, "{target} --require-lock");
+}
+
+#[test]
+fn privileged_learn_text_count_from_an_empty_band() {
+    if skip("privileged_learn_text_count_from_an_empty_band") {
+        return;
+    }
+    learn_and_rerun("text", "count", &["--text=one two three"], None);
+}
+
+#[test]
+fn privileged_learn_text_summary_from_an_empty_band() {
+    if skip("privileged_learn_text_summary_from_an_empty_band") {
+        return;
+    }
+    learn_and_rerun(
+        "text",
+        "summary",
+        &[
+            "--text=Cats sleep. Dogs bark loudly. Birds sing.",
+            "--sentences=2",
+        ],
+        None,
+    );
+}
+
+#[test]
+fn privileged_learn_csv_stats_describe_from_an_empty_band() {
+    if skip("privileged_learn_csv_stats_describe_from_an_empty_band") {
+        return;
+    }
+    let ws = tempfile::tempdir().expect("tmp");
+    fs_err::create_dir_all(ws.path().join("data")).expect("mkdir");
+    fs_err::copy(
+        repo().join("tests/fixtures/csv/cities.csv"),
+        ws.path().join("data/cities.csv"),
+    )
+    .expect("copy");
+    fs_err::write(ws.path().join("data/untouched.csv"), "a\n1\n").expect("write");
+    learn_and_rerun(
+        "csv-stats",
+        "describe",
+        &["--path=data/cities.csv"],
+        Some(ws.path()),
+    );
+}
+
+#[test]
+fn privileged_learn_json_transform_apply_from_an_empty_band() {
+    if skip("privileged_learn_json_transform_apply_from_an_empty_band") {
+        return;
+    }
+    learn_and_rerun(
+        "json-transform",
+        "apply",
+        &[
+            "--filter=map(.price) | add",
+            r#"--data=[{"price": 2}, {"price": 3}]"#,
+        ],
+        None,
+    );
+}
+
+#[test]
+fn privileged_learn_http_fetch_extract_from_an_empty_band() {
+    if skip("privileged_learn_http_fetch_extract_from_an_empty_band") {
+        return;
+    }
+    let html = "<html><head><title>T</title></head><body><p>Hello</p></body></html>";
+    let input = json!({ "html": html }).to_string();
+    learn_and_rerun("http-fetch", "extract", &["--input", &input], None);
+}
+
+#[test]
+fn privileged_learn_drafts_exactly_what_a_script_did() {
+    if skip("privileged_learn_drafts_exactly_what_a_script_did") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    // One file read, one written, two commands (jq, python3), one name looked up; a second
+    // workspace file never touched.
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/sh\nset -e\njq -r .name \"$INPUT_PATH\" > /dev/null\npython3 /skill/lib/resolve.py\nread line < data/in.txt\nmkdir -p out\necho \"$line\" > out/result.txt\necho '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    fs_err::create_dir_all(root.join("lib")).expect("mkdir");
+    fs_err::write(
+        root.join("lib/resolve.py"),
+        "import socket\ntry:\n    socket.getaddrinfo('probe.learn.test', 80)\nexcept OSError:\n    pass\n",
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    let ws = t.path().join("ws");
+    fs_err::create_dir_all(ws.join("data")).expect("mkdir");
+    fs_err::write(ws.join("data/in.txt"), "hello\n").expect("write");
+    fs_err::write(ws.join("data/other.txt"), "never read\n").expect("write");
+    // The DNS stub asks only a resolver of ours: a dead loopback port.
+    let cfg = t.path().join("server.toml");
+    fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").expect("write");
+
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", &cfg).run(
+        &[
+            "learn",
+            "--json",
+            "--skills",
+            "skills",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let rules = |k: &str| -> Vec<String> {
+        doc["draft"][k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["rule"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        rules("cli"),
+        [
+            "jq -r .name /band/io/input.json",
+            "python3 /skill/lib/resolve.py"
+        ],
+        "{doc}"
+    );
+    assert_eq!(rules("read"), ["data/in.txt"], "{doc}");
+    assert_eq!(rules("write"), ["out/result.txt"], "{doc}");
+    assert_eq!(rules("net"), ["probe.learn.test"], "{doc}");
+    assert!(rules("secrets").is_empty(), "{doc}");
+    // The workspace was a copy: nothing was written back.
+    assert!(!ws.join("out").exists());
+    // Evidence, one line per rule.
+    assert_eq!(doc["draft"]["read"][0]["evidence"], "read data/in.txt");
+}
+
+#[test]
+fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
+    if skip("privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let band_md = t.path().join("BAND.md");
+    fs_err::write(
+        &band_md,
+        "---\nband: adhoc\ndescription: An ad-hoc band.\nversion: 1\n---\n",
+    )
+    .expect("write");
+    let learn = |words: &[&str]| {
+        let mut args = vec!["learn", "--json", "--merge", "--band", "BAND.md", "--"];
+        args.extend(words);
+        let (code, out, err) = bin().run(&args, t.path());
+        assert_eq!(code, 0, "{out}\n{err}");
+        serde_json::from_str::<Value>(&out).expect("json")
+    };
+    // Each run adds its call; the fourth distinct call of `jq -n` generalises them.
+    let cli = |doc: &Value| -> Vec<String> {
+        doc["draft"]["cli"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r["rule"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(cli(&learn(&["jq", "-n", "1"])), ["jq -n 1"]);
+    assert_eq!(cli(&learn(&["jq", "-n", "2"])), ["jq -n 1", "jq -n 2"]);
+    let _ = learn(&["jq", "-n", "3"]);
+    assert_eq!(cli(&learn(&["jq", "-n", "4"])), ["jq -n *"]);
+}
