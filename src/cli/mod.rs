@@ -70,7 +70,7 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Check skills and band files: fields, patterns, conflicts, layout, contracts.
     Lint(LintArgs),
-    /// Normalise band files (stable key order, sorted rule lists; the body is kept).
+    /// Normalise band files (key order, duplicate rules), keeping comments and layout.
     Fmt(FmtArgs),
     /// Print the effective policy of a skill or one of its scripts.
     Explain(ExplainArgs),

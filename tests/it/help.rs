@@ -179,7 +179,10 @@ fn help_of_every_shipped_script_shows_every_property_of_its_schema() {
         if props.is_empty() {
             // A script that takes no input says so, and its example takes no argument.
             assert!(page.contains("\nArguments: none\n"), "{target}:\n{page}");
-            assert!(page.contains(&format!("\n  band {target}\n")), "{target}:\n{page}");
+            assert!(
+                page.contains(&format!("\n  band {target}\n")),
+                "{target}:\n{page}"
+            );
             continue;
         }
         assert!(!page.contains("<any>"), "{target}:\n{page}");
