@@ -324,9 +324,12 @@ mod tests {
             uris,
             [
                 "csv-stats",
+                "elevenlabs",
                 "github",
                 "http-fetch",
                 "json-transform",
+                "slack",
+                "summarize",
                 "text"
             ]
             .map(skill_md_uri)
