@@ -149,6 +149,10 @@ pub(crate) struct FmtArgs {
     /// Do not write; exit 1 if any file would change.
     #[arg(long)]
     pub(crate) check: bool,
+    /// Print JSON: each file that changes (or would, with --check) and its diff, and the locked
+    /// skills that need `band lock` again.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -24,6 +24,8 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     }
     let mut changed = 0usize;
     let mut relock: Vec<PathBuf> = Vec::new();
+    // Under --json: each file that changes (or would), with its diff; then the skills to re-lock.
+    let mut json_files: Vec<serde_json::Value> = Vec::new();
     let mut out = std::io::stdout().lock();
     for f in files {
         let src = fs_err::read_to_string(&f)?;
@@ -38,7 +40,22 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
         }
         changed += 1;
         let locked = locked_skill(&f).filter(|root| !relock.contains(root));
-        if args.check {
+        if args.json {
+            let shown = f.display().to_string();
+            let diff = similar::TextDiff::from_lines(&src, &formatted)
+                .unified_diff()
+                .context_radius(2)
+                .header(&shown, &format!("{shown} (formatted)"))
+                .to_string();
+            if !args.check {
+                fs_err::write(&f, &formatted)?;
+            }
+            json_files.push(serde_json::json!({
+                "file": shown,
+                "written": !args.check,
+                "diff": diff,
+            }));
+        } else if args.check {
             writeln!(out, "would reformat {}", f.display())?;
             let shown = f.display().to_string();
             let diff = similar::TextDiff::from_lines(&src, &formatted);
@@ -57,6 +74,7 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
             relock.push(root);
         }
     }
+    let mut stale_locks: Vec<String> = Vec::new();
     for root in &relock {
         // After a write, only a lock that no longer matches needs redoing; under --check, a
         // lock that matches now would stop matching once fmt writes.
@@ -65,6 +83,10 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
             continue;
         }
         let shown = root.display();
+        stale_locks.push(shown.to_string());
+        if args.json {
+            continue;
+        }
         if args.check {
             writeln!(
                 out,
@@ -76,6 +98,15 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
                 "{shown} is locked and its band.lock no longer matches: run `band lock {shown}`"
             )?;
         }
+    }
+    if args.json {
+        let value = serde_json::json!({
+            "check": args.check,
+            "changed": changed,
+            "files": json_files,
+            "relock": stale_locks,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
     }
     Ok(if args.check && changed > 0 {
         exit::SCRIPT_FAILED

@@ -120,6 +120,38 @@ fn fmt_keeps_comments_and_layout() {
 }
 
 #[test]
+fn fmt_json_lists_each_file_its_diff_and_the_locks_to_redo() {
+    let t = tempfile::tempdir().expect("tmp");
+    let root = t.path().join("demo");
+    let (code, _, err) = band(&["init", "demo"], t.path());
+    assert_eq!(code, 0, "{err}");
+    let text = fs_err::read_to_string(root.join("BAND.md")).expect("read");
+    let swapped = text
+        .replacen("band: demo\ndescription: ", "description: ", 1)
+        .replacen("version: 1\n", "version: 1\nband: demo\n", 1);
+    fs_err::write(root.join("BAND.md"), &swapped).expect("write");
+    let (code, _, err) = band(&["lock", "demo"], t.path());
+    assert_eq!(code, 0, "{err}");
+    band_snapshot!(
+        output(&["fmt", "--check", "--json", "demo"], t.path()),
+        "fmt_check_json"
+    );
+    assert_eq!(
+        fs_err::read_to_string(root.join("BAND.md")).expect("read"),
+        swapped,
+        "--check --json writes nothing"
+    );
+    band_snapshot!(
+        output(&["fmt", "--json", "demo"], t.path()),
+        "fmt_write_json"
+    );
+    assert_eq!(
+        fs_err::read_to_string(root.join("BAND.md")).expect("read"),
+        text
+    );
+}
+
+#[test]
 fn fmt_says_when_a_locked_skill_needs_band_lock() {
     let t = tempfile::tempdir().expect("tmp");
     let root = t.path().join("demo");
