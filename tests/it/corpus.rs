@@ -118,6 +118,50 @@ fn privileged_corpus_refused_paths_refuse_the_run() {
     }
 }
 
+/// Upstream's packaged bands that list alternatives (`python *` and `python3 *`; `node`, `bun`,
+/// `deno`; `wget`) run where only some are installed: the absent ones are absent with a warning,
+/// the present one runs, and a command none of them allows is still refused.
+#[test]
+fn privileged_corpus_packaged_bands_with_absent_alternatives_run() {
+    if skip("privileged_corpus_packaged_bands_with_absent_alternatives_run") {
+        return;
+    }
+    let exec = |band_name: &str, cmd: &[&str]| {
+        let file = corpus().join("bands").join(band_name).join("BAND.md");
+        let file = file.to_string_lossy().into_owned();
+        let mut argv = vec!["exec", "--json", "--target", "host", "--band", &file, "--"];
+        argv.extend_from_slice(cmd);
+        let t = tempfile::tempdir().unwrap();
+        let (code, out, err) = band(&argv, t.path());
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        (code, json, err)
+    };
+    for band_name in ["code-runner", "data-analyst"] {
+        let (code, json, err) = exec(band_name, &["python3", "-c", "print(6*7)"]);
+        assert_eq!(code, 0, "{band_name}: {err}\n{json}");
+        assert_eq!(json["stdout"], "42\n", "{band_name}: {json}");
+        assert!(
+            json["stderr"]
+                .as_str()
+                .unwrap_or("")
+                .contains("allow.cli `python *`: `python` is not installed on this host"),
+            "{band_name}: {json}"
+        );
+        // The absent alternative is not found inside.
+        let (code, json, _) = exec(
+            band_name,
+            &[
+                "python3",
+                "-c",
+                "import shutil; print(shutil.which('python'))",
+            ],
+        );
+        assert_eq!(json["stdout"], "None\n", "{band_name}: {code} {json}");
+    }
+    let (code, json, _) = exec("web-reader", &["python3", "-c", "print(1)"]);
+    assert_eq!(json["status"], "denied", "{code} {json}");
+}
+
 /// The stand-ins (`tests/corpus/standins`), copied with their execute bit into a folder of the
 /// test's own, which `run_with_standins` binds over /usr/local/bin (the first folder
 /// band-server looks in) in a private mount namespace: never over the system's binaries.
