@@ -5,7 +5,7 @@
 //! the host cannot do before a uid is leased; [`plan_run`] returns the [`RunPlan`]: the bubblewrap
 //! argv, the cgroup's operations, the nftables text, the run directory's operations (owners and
 //! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it
-//! (the steps of [`crate::layers::APPLY`]).
+//! ([`crate::run::apply`]).
 //!
 //! Each layer's part is planned by a pure function of its folder, which [`plan_run`] calls in
 //! turn: [`cgroup::plan`], [`net::plan_network`], [`cli::plan_exec`], [`fs::plan_run_dir`],
@@ -20,6 +20,7 @@ use band::proto::Layer;
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
+use crate::layer::{Parts, PlanInputs, RunLayer};
 use crate::layers::cgroup::{self, CgroupPlan};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
@@ -106,11 +107,43 @@ pub struct RunPlan<'a> {
     pub argv: Vec<OsString>,
     /// The deny list band-jail installs (it builds the filter from the same function).
     pub seccomp: Vec<DeniedSyscall>,
+    /// The parts of layers beyond the built-in ones, by type ([`crate::layer::RunLayer::plan`]).
+    pub parts: Parts,
 }
 
-/// Plan the whole run. Pure: nothing is looked at but the arguments. Each layer's part is a
-/// function of its folder.
+/// Plan the whole run for [`crate::layers::LAYERS`]. Pure: nothing is looked at but the
+/// arguments. Each layer's part is a function of its folder.
 pub fn plan_run<'a>(
+    checked: &'a Checked<'_>,
+    cfg: &ServerConfig,
+    facts: &HostFacts,
+    identity: &Identity,
+) -> SetupResult<RunPlan<'a>> {
+    plan_run_with(crate::layers::LAYERS, checked, cfg, facts, identity)
+}
+
+/// [`plan_run`] for the layers of `layers`: the built-in parts, then each layer's
+/// [`RunLayer::plan`] in list order.
+pub fn plan_run_with<'a>(
+    layers: &[&'static dyn RunLayer],
+    checked: &'a Checked<'_>,
+    cfg: &ServerConfig,
+    facts: &HostFacts,
+    identity: &Identity,
+) -> SetupResult<RunPlan<'a>> {
+    let mut plan = plan_builtin(checked, cfg, facts, identity)?;
+    let inp = PlanInputs {
+        checked,
+        cfg,
+        facts,
+    };
+    for layer in layers {
+        layer.plan(&inp, &mut plan)?;
+    }
+    Ok(plan)
+}
+
+fn plan_builtin<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
     facts: &HostFacts,
@@ -141,6 +174,7 @@ pub fn plan_run<'a>(
         sandbox,
         run_dir,
         bwrap: cfg.bwrap.clone(),
+        parts: Parts::default(),
     })
 }
 

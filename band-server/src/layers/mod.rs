@@ -27,49 +27,20 @@ pub const LAYERS: &[&dyn RunLayer] = &[
     &process::Process,
 ];
 
-/// How a run applies its plan: every step, in order (`run::execute`). Not the order of
-/// [`LAYERS`], which is the janitor's: building goes by what a step needs from an earlier one.
-/// The cgroup comes first, so everything later is guarded by its kill; the CLI gate and the
-/// process layer take two steps each, because the jail's input needs the run's programs, the
-/// report socket lives in the run directory, and the spawn needs everything. The identity is not
-/// here: its uid is leased before the plan, which needs it ([`identity::apply::lease`]).
-pub const APPLY: &[Step] = &[
-    Step {
-        layer: &cgroup::Cgroup,
-        what: "the run's cgroup with its limits, and its join files",
-        apply: cgroup::apply::cgroup,
-    },
-    Step {
-        layer: &net::Net,
-        what: "the nftables table and DNS stub (with allow.net)",
-        apply: net::apply::table_and_stub,
-    },
-    Step {
-        layer: &cli::Cli,
-        what: "the run's programs and band-shim's copy",
-        apply: cli::apply::programs,
-    },
-    Step {
-        layer: &process::Process,
-        what: "the memfd guard and the jail's input",
-        apply: process::apply::jail_input,
-    },
-    Step {
-        layer: &fs::Fs,
-        what: "the run directory",
-        apply: fs::apply::run_dir,
-    },
-    Step {
-        layer: &cli::Cli,
-        what: "the report socket",
-        apply: cli::apply::report_socket,
-    },
-    Step {
-        layer: &process::Process,
-        what: "bubblewrap, spawned in the cgroup as the run's uid",
-        apply: process::apply::spawn,
-    },
-];
+/// How a run applies its plan: every step of every layer of `layers`, sorted by its [`crate::layer::Phase`]
+/// (stable: steps of one phase keep the order of `layers`). Not the order of [`LAYERS`], which
+/// is the janitor's: building goes by what a step needs from an earlier one. The identity has
+/// no step: its uid is leased before the plan, which needs it ([`identity::apply::lease`]).
+pub fn apply_order(
+    layers: &[&'static dyn RunLayer],
+) -> Vec<(&'static dyn RunLayer, &'static Step)> {
+    let mut steps: Vec<(&'static dyn RunLayer, &'static Step)> = layers
+        .iter()
+        .flat_map(|l| l.steps().iter().map(move |s| (*l, s)))
+        .collect();
+    steps.sort_by_key(|(_, s)| s.phase);
+    steps
+}
 
 #[cfg(test)]
 mod tests {
@@ -86,9 +57,9 @@ mod tests {
 
     #[test]
     fn the_run_applies_every_layer_in_this_order() {
-        let order: Vec<String> = APPLY
+        let order: Vec<String> = apply_order(LAYERS)
             .iter()
-            .map(|s| format!("{}: {}", short(s.layer), s.what))
+            .map(|(l, s)| format!("{}: {}", short(*l), s.what))
             .collect();
         assert_eq!(
             order,
@@ -102,14 +73,13 @@ mod tests {
                 "Process: bubblewrap, spawned in the cgroup as the run's uid",
             ]
         );
-        // Every layer but the identity (leased before the plan) has a step, and every step is
-        // of a listed layer: a new layer cannot be forgotten in either list.
+        // Every layer but the identity (leased before the plan) has a step.
         let listed: BTreeSet<&str> = LAYERS
             .iter()
             .map(|l| l.name())
             .filter(|n| *n != identity::Identity.name())
             .collect();
-        let applied: BTreeSet<&str> = APPLY.iter().map(|s| s.layer.name()).collect();
+        let applied: BTreeSet<&str> = apply_order(LAYERS).iter().map(|(l, _)| l.name()).collect();
         assert_eq!(listed, applied);
     }
 }

@@ -44,7 +44,7 @@ fn pack(root: &Path) -> Vec<FileEntry> {
     out
 }
 
-fn request() -> RunRequest {
+pub(super) fn request() -> RunRequest {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../skills/csv-stats");
     let bundle = pack(&root);
     let mut policy = Policy::default();
@@ -85,7 +85,7 @@ fn request() -> RunRequest {
 
 /// A host with python3, jq and the essentials, cgroup v2, one resolver, and a masked library
 /// executable: every path made up.
-fn facts() -> HostFacts {
+pub(super) fn facts() -> HostFacts {
     let bin = |names: &[(&str, &str)]| -> BTreeMap<String, PathBuf> {
         names
             .iter()

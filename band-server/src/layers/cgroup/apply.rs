@@ -9,7 +9,7 @@ use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The cgroup step of [`crate::layers::APPLY`].
+/// The cgroup step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
     let cg = RunCgroup::apply_owned(&inp.plan.cgroup, &inp.cfg.state_dir)
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;

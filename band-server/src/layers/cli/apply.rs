@@ -11,7 +11,7 @@ use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The programs step of [`crate::layers::APPLY`]: the execute-only copies, opened as descriptors
+/// The programs step of layer's steps ([`crate::layer::RunLayer::steps`]): the execute-only copies, opened as descriptors
 /// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
 /// `/band/x`, and band-shim's own copy.
 pub(crate) fn programs(
@@ -64,7 +64,7 @@ pub(crate) fn programs(
     Ok(())
 }
 
-/// The report socket step of [`crate::layers::APPLY`]: band-shim's calls, from verified peers
+/// The report socket step of layer's steps ([`crate::layer::RunLayer::steps`]): band-shim's calls, from verified peers
 /// only, judged against the run's rules.
 pub(crate) fn report_socket(
     inp: &Inputs<'_>,

@@ -6,7 +6,7 @@ use crate::error::SetupResult;
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The run directory step of [`crate::layers::APPLY`].
+/// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn run_dir(
     inp: &Inputs<'_>,
     out: &mut Applied,

@@ -54,6 +54,13 @@ pub fn plan_run_dir<'a>(
 pub struct Fs;
 
 impl RunLayer for Fs {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[crate::layer::Step {
+            phase: crate::layer::Phase::RunDir,
+            what: "the run directory",
+            apply: apply::run_dir,
+        }]
+    }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         // Run directories are listed before leases are read: a server writes its lease before it
         // creates its directory, so any directory seen here has its lease content by the time

@@ -10,7 +10,7 @@ use crate::error::{SetupError, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The network step of [`crate::layers::APPLY`].
+/// The network step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn table_and_stub(
     inp: &Inputs<'_>,
     out: &mut Applied,

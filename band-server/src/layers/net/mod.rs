@@ -490,6 +490,13 @@ pub fn remove_stale_tables(
 pub struct Net;
 
 impl crate::layer::RunLayer for Net {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[crate::layer::Step {
+            phase: crate::layer::Phase::Network,
+            what: "the nftables table and DNS stub (with allow.net)",
+            apply: apply::table_and_stub,
+        }]
+    }
     fn list_stale(
         &self,
         host: &crate::layer::Host<'_>,

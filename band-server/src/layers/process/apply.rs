@@ -27,7 +27,7 @@ pub struct Spawned {
     pub run_start: Instant,
 }
 
-/// The jail input step of [`crate::layers::APPLY`]. memfd execution: the run's pid namespace
+/// The jail input step of layer's steps ([`crate::layer::RunLayer::steps`]). memfd execution: the run's pid namespace
 /// gets `vm.memfd_noexec = 2`, or, on kernels without it, seccomp denies memfd_create.
 pub(crate) fn jail_input(
     inp: &Inputs<'_>,
@@ -112,7 +112,7 @@ pub(crate) fn jail_input(
     Ok(())
 }
 
-/// The spawn step of [`crate::layers::APPLY`]. bubblewrap runs under a reaper
+/// The spawn step of layer's steps ([`crate::layer::RunLayer::steps`]). bubblewrap runs under a reaper
 /// ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed first (the timeout
 /// path kills band-server's child after the cgroup), that pid 1 is handed to band-server, not to
 /// the host's init, and is reaped at the end of `run::execute`.

@@ -127,7 +127,22 @@ pub fn entry_exec(
 /// remove (their processes die with the cgroup and the uid).
 pub struct Process;
 
-impl RunLayer for Process {}
+impl RunLayer for Process {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::JailInput,
+                what: "the memfd guard and the jail's input",
+                apply: apply::jail_input,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Spawn,
+                what: "bubblewrap, spawned in the cgroup as the run's uid",
+                apply: apply::spawn,
+            },
+        ]
+    }
+}
 
 #[cfg(test)]
 mod tests {
