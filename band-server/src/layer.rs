@@ -12,7 +12,6 @@
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,11 +20,8 @@ use band::proto::Layer;
 use crate::config::ServerConfig;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layers::cli::execcache::RunPrograms;
 use crate::layers::cli::reports::OnReport;
 use crate::layers::net::dns::OnLookup;
-use crate::layers::process::apply::Spawned;
-use crate::layers::process::memfd::MemfdGuard;
 use crate::plan::RunPlan;
 use crate::request::Checked;
 use crate::run::RunGuard;
@@ -125,32 +121,16 @@ pub struct Inputs<'a> {
     pub cfg: &'a ServerConfig,
 }
 
-/// What an apply step leaves for a later one (or for the run loop), filled in the order of
-/// the layers' [`Phase`]s.
+/// What an apply step leaves for a later one (or for the run loop): the run loop's two callbacks,
+/// typed (every run has them), and each layer's hand-overs, by type (a layer defines its own in
+/// its folder: `cgroup::apply::JoinFiles`, `RunPrograms`, `process::apply::Spawned`, ...).
 pub struct Applied {
     /// Into the run loop: each question the DNS stub answers (set by the run before any step).
     pub on_lookup: Arc<OnLookup>,
     /// Into the run loop: each call the report socket judged (set by the run before any step).
     pub on_report: OnReport,
-    /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-    pub cgroup_join: Vec<File>,
-    /// CLI programs → jail input, report socket: every wrapped name → its program, and each
-    /// program's descriptor.
-    pub programs: Option<RunPrograms>,
-    /// CLI programs → report socket: band-shim's execute-only copy.
-    pub shim: Option<PathBuf>,
-    /// jail input → spawn: what keeps the run's memfds non-executable.
-    pub memfd: Option<MemfdGuard>,
-    /// jail input → spawn: the jail's input (secrets included), encoded.
-    pub jail_json: Option<Vec<u8>>,
-    /// jail input → spawn: the entry's interpreter, as a descriptor for the jail to run.
-    pub jail_program: Option<std::os::fd::OwnedFd>,
-    /// Layers' own hand-overs, by type.
+    /// The layers' hand-overs, by type.
     pub parts: Handed,
-    /// run directory → collect: its root on the host.
-    pub run_dir: Option<PathBuf>,
-    /// spawn → the run loop: bubblewrap's pipes and start time (the child is in the guard).
-    pub spawned: Option<Spawned>,
 }
 
 impl Applied {
@@ -158,29 +138,8 @@ impl Applied {
         Applied {
             on_lookup,
             on_report,
-            cgroup_join: Vec::new(),
-            programs: None,
-            shim: None,
-            memfd: None,
-            jail_json: None,
-            jail_program: None,
-            run_dir: None,
-            spawned: None,
             parts: Handed::default(),
         }
-    }
-
-    /// `value`, left by an earlier step; if that step did not run (the order of
-    /// the layers' [`Phase`]s is wrong), the run does not start.
-    pub fn need<T>(value: Option<T>, layer: Layer, what: &str) -> SetupResult<T> {
-        value.ok_or_else(|| {
-            SetupError::new(
-                layer,
-                format!(
-                    "internal: {what} was not set up before this step (see the layers' phases)"
-                ),
-            )
-        })
     }
 }
 
@@ -251,36 +210,46 @@ impl std::fmt::Debug for Parts {
     }
 }
 
-/// What apply steps hand each other, keyed by type, for layers that bring their own types (the
-/// built-in layers' hand-overs are the typed fields of [`Applied`]).
+/// What apply steps hand each other, keyed by type: a step puts its own types in, a later one
+/// reads or takes them (failing closed, naming the layer, when the step that makes one did not
+/// run before it).
 #[derive(Default)]
 pub struct Handed {
-    map: HashMap<TypeId, Box<dyn Any + Send>>,
+    map: HashMap<TypeId, Box<dyn Any>>,
 }
 
 impl Handed {
-    pub fn insert<T: Any + Send>(&mut self, value: T) {
+    pub fn insert<T: Any>(&mut self, value: T) {
         self.map.insert(TypeId::of::<T>(), Box::new(value));
     }
-    pub fn get<T: Any + Send>(&self) -> Option<&T> {
+    pub fn get<T: Any>(&self) -> Option<&T> {
         self.map.get(&TypeId::of::<T>())?.downcast_ref()
     }
-    /// Take the value of type `T`, which `layer` needs; absent, the run does not start.
-    pub fn take<T: Any + Send>(&mut self, layer: Layer) -> SetupResult<T> {
+    /// The value of type `T`, if a step left one (for what is optional).
+    pub fn remove<T: Any>(&mut self) -> Option<T> {
         self.map
             .remove(&TypeId::of::<T>())
             .and_then(|b| b.downcast().ok())
             .map(|b| *b)
-            .ok_or_else(|| {
-                SetupError::new(
-                    layer,
-                    format!(
-                        "internal: {} was not set up before this step (see its phase)",
-                        std::any::type_name::<T>()
-                    ),
-                )
-            })
     }
+    /// The value of type `T`, which `layer` needs; absent, the run does not start.
+    pub fn need<T: Any>(&self, layer: Layer) -> SetupResult<&T> {
+        self.get().ok_or_else(|| missing::<T>(layer))
+    }
+    /// [`Handed::need`], taken out.
+    pub fn take<T: Any>(&mut self, layer: Layer) -> SetupResult<T> {
+        self.remove().ok_or_else(|| missing::<T>(layer))
+    }
+}
+
+fn missing<T>(layer: Layer) -> SetupError {
+    SetupError::new(
+        layer,
+        format!(
+            "internal: {} was not set up before this step (see the layers' phases)",
+            std::any::type_name::<T>()
+        ),
+    )
 }
 
 /// One apply step of a layer: build, push the handle into the guard, leave what later steps

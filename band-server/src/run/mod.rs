@@ -36,8 +36,10 @@ use crate::facts::HostFacts;
 use crate::layer::{Applied, Inputs};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::reports::{OnReport, ReportListener};
+use crate::layers::fs::apply::RunDirRoot;
 use crate::layers::net::dns::{Lookup, OnLookup};
 use crate::layers::net::{self, NetLayer};
+use crate::layers::process::apply::Spawned;
 use crate::layers::{self, identity};
 use crate::plan;
 use crate::request::{self, Check};
@@ -155,12 +157,8 @@ fn execute_inner(
         cfg,
     };
     apply(layers::LAYERS, &inputs, &mut applied, guard)?;
-    let run_dir = Applied::need(
-        applied.run_dir.take(),
-        Layer::Filesystem,
-        "the run directory",
-    )?;
-    let spawned = Applied::need(applied.spawned.take(), Layer::Process, "bubblewrap")?;
+    let RunDirRoot(run_dir) = applied.parts.take(Layer::Filesystem)?;
+    let spawned: Spawned = applied.parts.take(Layer::Process)?;
     // The callbacks not kept by a layer go: the channel ends with the run's senders.
     drop(applied);
     let setup_ms = spawned.run_start.saturating_duration_since(t0).as_millis() as u64;

@@ -5,11 +5,15 @@ use std::path::PathBuf;
 
 use band::proto::Layer;
 
-use super::execcache::{self, ExecDir};
+use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
+
+/// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
+/// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)
+pub struct ShimCopy(pub PathBuf);
 
 /// The programs step of layer's steps ([`crate::layer::RunLayer::steps`]): the execute-only copies, opened as descriptors
 /// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
@@ -59,8 +63,8 @@ pub(crate) fn programs(
             ),
         ));
     }
-    out.programs = Some(programs);
-    out.shim = Some(shim_copy.path);
+    out.parts.insert(programs);
+    out.parts.insert(ShimCopy(shim_copy.path));
     Ok(())
 }
 
@@ -78,10 +82,10 @@ pub(crate) fn report_socket(
         .iter()
         .map(|(_, p)| p.clone())
         .collect();
-    let shim = Applied::need(out.shim.as_ref(), Layer::Cli, "band-shim's copy")?;
+    let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
-    let programs = Applied::need(out.programs.take(), Layer::Cli, "the run's programs")?;
+    let programs: RunPrograms = out.parts.take(Layer::Cli)?;
     guard.push(
         ReportListener::start(
             &plan.sock,

@@ -6,6 +6,9 @@ use crate::error::SetupResult;
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
+/// run directory → collect: its root on the host.
+pub struct RunDirRoot(pub std::path::PathBuf);
+
 /// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn run_dir(
     inp: &Inputs<'_>,
@@ -13,7 +16,7 @@ pub(crate) fn run_dir(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let dir = RunDir::create(&inp.plan.run_dir)?;
-    out.run_dir = Some(dir.root.clone());
+    out.parts.insert(RunDirRoot(dir.root.clone()));
     guard.push(dir);
     Ok(())
 }

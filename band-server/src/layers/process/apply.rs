@@ -14,6 +14,8 @@ use super::memfd::{self, MemfdGuard};
 use super::{bwrap, seccomp};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Applied, Inputs};
+use crate::layers::cgroup::apply::JoinFiles;
+use crate::layers::cli::execcache::RunPrograms;
 use crate::run::RunGuard;
 use crate::sys::{self, PreExec};
 
@@ -26,6 +28,13 @@ pub struct Spawned {
     pub status_r: OwnedFd,
     pub run_start: Instant,
 }
+
+/// jail input → spawn: the jail's input (secrets included), encoded.
+pub struct JailJson(pub Vec<u8>);
+
+/// jail input → spawn: the entry's interpreter, as a descriptor for the jail to run (none when
+/// the jail runs the entry itself).
+pub struct JailProgram(pub OwnedFd);
 
 /// The jail input step of layer's steps ([`crate::layer::RunLayer::steps`]). memfd execution: the run's pid namespace
 /// gets `vm.memfd_noexec = 2`, or, on kernels without it, seccomp denies memfd_create.
@@ -43,7 +52,7 @@ pub(crate) fn jail_input(
         Layer::Process,
         "cannot make the run's memfds non-executable",
     )?;
-    let programs = Applied::need(out.programs.as_ref(), Layer::Cli, "the run's programs")?;
+    let programs: &RunPrograms = out.parts.need(Layer::Cli)?;
     // `band exec`'s one command, allowed: the jail starts it directly (judged and recorded here,
     // as band-shim's call would be), not `sh` and then band-shim (issue 17, item 4). Refused or
     // unknown, the script runs as written and band-shim refuses it as before.
@@ -80,6 +89,7 @@ pub(crate) fn jail_input(
         )
         .with_hint("install bash where band-server runs, or make the script executable with a #! line"));
     }
+    let mut jail_program = None;
     if let Some((name, _)) = &exec {
         let fd = programs
             .fd(name)
@@ -94,7 +104,7 @@ pub(crate) fn jail_input(
                 Layer::Process,
                 "cannot pass the entry's interpreter to the jail",
             )?;
-        out.jail_program = Some(fd);
+        jail_program = Some(JailProgram(fd));
     }
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
@@ -107,8 +117,11 @@ pub(crate) fn jail_input(
     let jail_json = serde_json::to_vec(&jail_input)
         .layer(Layer::Secrets, "failed to encode the jail's input")?;
     drop(jail_input);
-    out.memfd = Some(memfd);
-    out.jail_json = Some(jail_json);
+    if let Some(p) = jail_program {
+        out.parts.insert(p);
+    }
+    out.parts.insert(memfd);
+    out.parts.insert(JailJson(jail_json));
     Ok(())
 }
 
@@ -135,9 +148,10 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
             let _ = std::io::Write::write_all(&mut f, &args_data);
         })
         .layer(Layer::Process, "failed to start a thread")?;
-    let jail_json = Applied::need(out.jail_json.take(), Layer::Process, "the jail's input")?;
-    let memfd = Applied::need(out.memfd.take(), Layer::Process, "the memfd guard")?;
-    let program = out.jail_program.take();
+    let JailJson(jail_json) = out.parts.take(Layer::Process)?;
+    let memfd: MemfdGuard = out.parts.take(Layer::Process)?;
+    let program = out.parts.remove::<JailProgram>().map(|p| p.0);
+    let JoinFiles(cgroup_join) = out.parts.take(Layer::Cgroup)?;
     let mut fds = vec![
         (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
         (status_w.as_raw_fd(), bwrap::STATUS_FD),
@@ -156,7 +170,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     PreExec {
-        cgroup_join: std::mem::take(&mut out.cgroup_join),
+        cgroup_join,
         fds,
         uid: plan.identity.uid,
         gid: plan.identity.gid,
@@ -181,7 +195,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     drop(args_r);
     drop(program);
     guard.child = Some(child);
-    out.spawned = Some(Spawned {
+    out.parts.insert(Spawned {
         secrets_w,
         jail_json,
         status_r,
