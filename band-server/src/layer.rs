@@ -1,10 +1,11 @@
 //! The shape every sandbox layer has (see [`crate::layers`] for the layers and their lists):
 //!
-//! 1. a pure plan (a function of the layer's folder, called by [`crate::plan::plan_run`]);
-//! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, listed in
-//!    the layers' [`Phase`]s; each builds what its part of the [`crate::plan::RunPlan`] says,
-//!    pushes a [`Built`] handle into the run's guard, and leaves in [`Applied`] what a later step
-//!    needs;
+//! 1. a pure plan (a function of the layer's folder, called by [`crate::plan::plan_run`]; a layer
+//!    beyond the built-in ones adds its part by type through [`RunLayer::plan`]);
+//! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, declared by
+//!    [`RunLayer::steps`], each in a [`Phase`] (the run sorts all steps by phase); each builds
+//!    what its part of the [`crate::plan::RunPlan`] says, pushes a [`Built`] handle into the
+//!    run's guard, and leaves in [`Applied::parts`], by type, what a later step needs;
 //! 3. the teardown of that handle ([`Built::stop`], [`Built::teardown`]), by the guard, in
 //!    reverse order of building;
 //! 4. the janitor's removal of what a dead run left ([`RunLayer::list_stale`],

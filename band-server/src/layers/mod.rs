@@ -1,10 +1,15 @@
-//! The sandbox's layers, one folder each, and the two lists of them. Each has the shape of
-//! [`crate::layer`]: its plan and its apply steps (`apply.rs`) in its folder, the run applies
-//! [`APPLY`] in order, the run's guard tears down what was built in reverse order, and the
-//! janitor walks [`LAYERS`].
+//! The sandbox's layers, one folder each, and the one list of them, [`LAYERS`]. Each has the
+//! shape of [`crate::layer`], declared by its [`RunLayer`] impl in its folder: its apply steps
+//! (`apply.rs`), each tagged with a [`crate::layer::Phase`]; its plan hook; its janitor passes.
+//! The run applies every listed layer's steps sorted by phase ([`apply_order`]), the run's guard
+//! tears down what was built in reverse order, and the janitor walks [`LAYERS`].
 //!
-//! Adding a layer: a folder here, one line in [`LAYERS`], its steps in [`APPLY`], its plan in
-//! [`crate::plan::RunPlan`] (one field, one call in `plan_run`).
+//! Adding a layer: a folder here with its `RunLayer` impl and its own types (its plan part in
+//! [`crate::plan::RunPlan::parts`] through [`RunLayer::plan`], its hand-overs in
+//! [`crate::layer::Applied::parts`], both by type; a part it needs that is absent fails closed
+//! naming the layer), and one line in [`LAYERS`]. Nothing else changes: `run::execute`, the
+//! guard and the janitor walk the list (`band-server/tests/suite/new_layer.rs` does it with a
+//! toy layer).
 
 use crate::layer::{RunLayer, Step};
 
