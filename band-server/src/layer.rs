@@ -1,7 +1,8 @@
 //! The shape every sandbox layer has (see [`crate::layers`] for the layers and their lists):
 //!
-//! 1. a pure plan (a function of the layer's folder, called by [`crate::plan::plan_run`]; a layer
-//!    beyond the built-in ones adds its part by type through [`RunLayer::plan`]);
+//! 1. a pure plan (a function of the layer's folder, which its [`RunLayer::plan`] calls to put its
+//!    part, by type, into [`crate::plan::RunPlan::parts`]; [`crate::plan::plan_run`] calls every
+//!    layer's in the order of their [`PlanStage`]);
 //! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, declared by
 //!    [`RunLayer::steps`], each in a [`Phase`] (the run sorts all steps by phase); each builds
 //!    what its part of the [`crate::plan::RunPlan`] says, pushes a [`Built`] handle into the
@@ -89,11 +90,15 @@ pub trait RunLayer: Sync {
     fn steps(&self) -> &'static [Step] {
         &[]
     }
-    /// The layer's own part of the plan, after the built-in parts
-    /// ([`crate::plan::plan_run_with`], in list order): a pure function that reads the request,
-    /// the config, the facts and the plan so far, and puts its types into
-    /// [`crate::plan::RunPlan::parts`].
-    fn plan(&self, _inp: &PlanInputs<'_>, _plan: &mut RunPlan<'_>) -> SetupResult<()> {
+    /// When the layer is planned: [`crate::plan::plan_run_with`] calls every listed layer's
+    /// [`RunLayer::plan`] sorted by stage (stable: same stage, list order).
+    fn plan_stage(&self) -> PlanStage {
+        PlanStage::After
+    }
+    /// The layer's part of the plan: a pure function that reads the request, the config, the
+    /// facts and the plan so far (the common fields, and earlier layers' parts by type), and puts
+    /// its own types into [`crate::plan::RunPlan::parts`].
+    fn plan<'a>(&self, _inp: &PlanInputs<'a, '_>, _plan: &mut RunPlan<'a>) -> SetupResult<()> {
         Ok(())
     }
     /// Leftovers of this layer on the host, listed *before* the leases are read (a run holds its
@@ -165,11 +170,29 @@ pub enum Phase {
     Spawn,
 }
 
+/// When a layer is planned, in this order: what a plan needs from another decides its stage
+/// (the process layer's bubblewrap argv needs every other part).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PlanStage {
+    /// The cgroup's operations.
+    Limits,
+    /// The network (its resolv.conf goes into the run directory).
+    Network,
+    /// The run's programs.
+    Programs,
+    /// The run directory (needs the network's resolv.conf).
+    Files,
+    /// bubblewrap's argv and the seccomp list (need every part above).
+    Sandbox,
+    /// A layer that needs the whole plan; the default.
+    After,
+}
+
 /// What a layer's [`RunLayer::plan`] reads.
-pub struct PlanInputs<'a> {
+pub struct PlanInputs<'a, 'b> {
     pub checked: &'a Checked<'a>,
-    pub cfg: &'a ServerConfig,
-    pub facts: &'a HostFacts,
+    pub cfg: &'b ServerConfig,
+    pub facts: &'b HostFacts,
 }
 
 /// Each layer's parts, keyed by type: a layer puts its own types in and reads others' by type.

@@ -32,6 +32,14 @@ pub const LAYERS: &[&dyn RunLayer] = &[
     &process::Process,
 ];
 
+/// How a run is planned: the layers of `layers` sorted by their
+/// [`crate::layer::PlanStage`] (stable), each adding its part ([`RunLayer::plan`]).
+pub fn plan_order(layers: &[&'static dyn RunLayer]) -> Vec<&'static dyn RunLayer> {
+    let mut order = layers.to_vec();
+    order.sort_by_key(|l| l.plan_stage());
+    order
+}
+
 /// How a run applies its plan: every step of every layer of `layers`, sorted by its [`crate::layer::Phase`]
 /// (stable: steps of one phase keep the order of `layers`). Not the order of [`LAYERS`], which
 /// is the janitor's: building goes by what a step needs from an earlier one. The identity has
@@ -58,6 +66,14 @@ mod tests {
     fn short(l: &dyn RunLayer) -> &'static str {
         let name = l.name();
         name.rsplit("::").next().unwrap_or(name)
+    }
+
+    #[test]
+    fn the_run_plans_every_layer_in_this_order() {
+        // The process layer's bubblewrap argv needs every other part; the run directory needs
+        // the network's resolv.conf. The identity plans nothing (its uid is leased before).
+        let order: Vec<&str> = plan_order(LAYERS).iter().map(|l| short(*l)).collect();
+        assert_eq!(order, ["Cgroup", "Net", "Cli", "Fs", "Process", "Identity"]);
     }
 
     #[test]

@@ -203,7 +203,7 @@ fn execute_inner(
     let mut st = LoopState::new(&limits);
     // Allowed commands this host does not have (alternatives such as `python *`): the run starts
     // without them and says so first on its stderr.
-    for m in &plan.cli.missing {
+    for m in &plan.pre.cli.missing {
         st.handle(Msg::Stderr(m.warning().into_bytes()), sink);
     }
     let deadline = run_start + Duration::from_millis(limits.runtime_ms);

@@ -50,7 +50,7 @@ impl RunLayer for Toy {
             apply: toy_apply,
         }]
     }
-    fn plan(&self, inp: &PlanInputs<'_>, plan: &mut RunPlan<'_>) -> SetupResult<()> {
+    fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
         let part = ToyPlan {
             marker: toy_dir(&inp.cfg.state_dir).join(&plan.run_id),
             uid: plan.identity.uid,

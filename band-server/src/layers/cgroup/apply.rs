@@ -14,7 +14,8 @@ pub struct JoinFiles(pub Vec<std::fs::File>);
 
 /// The cgroup step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let cg = RunCgroup::apply_owned(&inp.plan.cgroup, &inp.cfg.state_dir)
+    let part: &super::CgroupPlan = inp.plan.parts.need(Layer::Cgroup)?;
+    let cg = RunCgroup::apply_owned(part, &inp.cfg.state_dir)
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let join_files = cg.join_files();
     // Guarded before anything else can fail, so a failure below still removes it.

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use band::proto::Layer;
 
+use super::ExecPlan;
 use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
 use crate::error::{LayerExt, SetupError, SetupResult};
@@ -24,14 +25,14 @@ pub(crate) fn programs(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
+    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
-    super::bundled::stage(&plan.exec.state, &plan.cli.bundled, &inp.checked.bundle)
+    super::bundled::stage(&exec_plan.state, &plan.pre.cli.bundled, &inp.checked.bundle)
         .layer(Layer::Cli, "failed to stage the skill's programs")?;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
     // there, read-only): `soffice` finds `oosplash` beside it.
-    let trees: Vec<PathBuf> = plan
-        .exec
+    let trees: Vec<PathBuf> = exec_plan
         .runtime
         .iter()
         .map(|t| t.root.clone())
@@ -42,24 +43,24 @@ pub(crate) fn programs(
         )
         .collect();
     let exec = ExecDir::create(
-        &plan.exec.state,
+        &exec_plan.state,
         &plan.run_id,
-        &plan.exec.programs,
+        &exec_plan.programs,
         &trees,
-        &plan.exec.layouts,
+        &exec_plan.layouts,
     )
     .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let programs = exec.programs.clone();
-    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
+    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim);
     guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
-    if shim_copy.path != plan.exec.shim {
+    if shim_copy.path != exec_plan.shim {
         return Err(SetupError::new(
             Layer::Cli,
             format!(
                 "band-shim changed while the run was set up ({} is not {})",
                 shim_copy.path.display(),
-                plan.exec.shim.display()
+                exec_plan.shim.display()
             ),
         ));
     }
@@ -76,22 +77,18 @@ pub(crate) fn report_socket(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
-    let lib_trees: Vec<PathBuf> = plan
-        .sandbox
-        .lib_binds
-        .iter()
-        .map(|(_, p)| p.clone())
-        .collect();
+    let run_dir = plan.run_dir(Layer::Cli)?;
+    let lib_trees: Vec<PathBuf> = run_dir.lib_binds.iter().map(|(_, p)| p.clone()).collect();
     let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let programs: RunPrograms = out.parts.take(Layer::Cli)?;
     guard.push(
         ReportListener::start(
-            &plan.sock,
+            &run_dir.sock(),
             plan.identity.gid,
             check,
-            plan.rules.clone(),
+            plan.pre.rules.clone(),
             programs,
             out.on_report.clone(),
         )

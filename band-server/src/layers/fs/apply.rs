@@ -15,7 +15,7 @@ pub(crate) fn run_dir(
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let dir = RunDir::create(&inp.plan.run_dir)?;
+    let dir = RunDir::create(inp.plan.run_dir(band::proto::Layer::Filesystem)?)?;
     out.parts.insert(RunDirRoot(dir.root.clone()));
     guard.push(dir);
     Ok(())

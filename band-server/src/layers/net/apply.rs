@@ -16,7 +16,8 @@ pub(crate) fn table_and_stub(
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let Some(net_plan) = &inp.plan.net else {
+    let part: &Option<super::NetRunPlan> = inp.plan.parts.need(Layer::Network)?;
+    let Some(net_plan) = part else {
         return Ok(());
     };
     let layer = NetLayer::setup(

@@ -11,7 +11,7 @@ use std::time::Instant;
 use band::proto::Layer;
 
 use super::memfd::{self, MemfdGuard};
-use super::{bwrap, seccomp};
+use super::{ProcessPlan, bwrap, seccomp};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::layers::cgroup::apply::JoinFiles;
@@ -44,6 +44,7 @@ pub(crate) fn jail_input(
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let req = inp.checked.req;
+    let part: &ProcessPlan = inp.plan.parts.need(Layer::Process)?;
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
     let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
     let with_bash = entry_file.is_some_and(|f| f.mode & 0o111 == 0)
@@ -58,7 +59,7 @@ pub(crate) fn jail_input(
     // unknown, the script runs as written and band-shim refuses it as before.
     let direct = crate::layers::cli::shim::band_exec_argv(entry_data).and_then(|argv| {
         let r = crate::layers::cli::shim::resolve_call(&programs.table, &argv).ok()?;
-        let call = crate::layers::cli::shim::decide(&inp.plan.rules, &r.judged);
+        let call = crate::layers::cli::shim::decide(&inp.plan.pre.rules, &r.judged);
         if !call.allowed {
             return None;
         }
@@ -110,7 +111,7 @@ pub(crate) fn jail_input(
         secrets: req.secrets.clone(),
         exec: exec.map(|(_, x)| x),
         seccomp: seccomp::Profile {
-            share_net: inp.plan.sandbox.share_net,
+            share_net: part.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
         },
     };
@@ -131,6 +132,7 @@ pub(crate) fn jail_input(
 /// the host's init, and is reaped at the end of `run::execute`.
 pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
     let plan = inp.plan;
+    let part: &ProcessPlan = plan.parts.need(Layer::Process)?;
     sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
@@ -140,7 +142,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     // names no host path.
     let (args_r, args_w) =
         sys::pipe().layer(Layer::Process, "failed to create the arguments pipe")?;
-    let (args_data, command) = bwrap::split_args(&plan.argv);
+    let (args_data, command) = bwrap::split_args(&part.argv);
     std::thread::Builder::new()
         .name("bwrap-args".into())
         .spawn(move || {
@@ -160,7 +162,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     if let Some(p) = &program {
         fds.push((p.as_raw_fd(), bwrap::PROGRAM_FD));
     }
-    let mut cmd = Command::new(&plan.bwrap);
+    let mut cmd = Command::new(&part.bwrap);
     cmd.arg0(bwrap::BWRAP_ARGV[0])
         .args(&bwrap::BWRAP_ARGV[1..])
         .args(&command)
@@ -188,7 +190,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     let run_start = Instant::now();
     let child = cmd.spawn().layer(
         Layer::Process,
-        format!("failed to start {}", plan.bwrap.display()),
+        format!("failed to start {}", part.bwrap.display()),
     )?;
     drop(secrets_r);
     drop(status_w);
