@@ -24,8 +24,8 @@ use std::path::Path;
 
 use fs_err as fs;
 
-use crate::layer::Host;
 pub use crate::layer::Report;
+use crate::layer::{Host, RunLayer};
 use crate::layers::LAYERS;
 use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
 use crate::layers::identity::uidpool::{self, POOL_SIZE};
@@ -41,13 +41,19 @@ pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&P
         scan_tables: false,
     };
     // Called by `uidpool::acquire`, which holds the slot's uid lock by then.
-    clean_dead(&host, slot, file, true)
+    clean_dead(LAYERS, &host, slot, file, true)
 }
 
 /// `kill_uid`: the caller holds the slot's host-wide uid lock, so every process of the slot's uid
 /// is a leftover. Without it the uid may be running another state directory's run now: only
 /// the dead run's own leftovers (its cgroup, directories) are removed.
-fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File, kill_uid: bool) -> Report {
+fn clean_dead(
+    layers: &[&'static dyn RunLayer],
+    host: &Host<'_>,
+    slot: u32,
+    file: &mut File,
+    kill_uid: bool,
+) -> Report {
     let mut report = Report::default();
     let run = uidpool::read_lease(file).map(|(_, run)| run);
     if kill_uid
@@ -57,7 +63,7 @@ fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File, kill_uid: bool) -> Re
         report.killed += kill_uids(&BTreeSet::from([uid]));
     }
     if let Some(run) = run.filter(|r| crate::request::validate_run_id(r).is_ok()) {
-        for layer in LAYERS {
+        for layer in layers {
             layer.remove_dead_run(host, &run, &mut report);
         }
     }
@@ -66,8 +72,18 @@ fn clean_dead(host: &Host<'_>, slot: u32, file: &mut File, kill_uid: bool) -> Re
     report
 }
 
-/// The whole janitor pass.
+/// The whole janitor pass, over [`LAYERS`].
 pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
+    run_with(LAYERS, state, nft, scan_tables)
+}
+
+/// [`run`] over the layers of `layers`, in that order (leftovers no lease names: reversed).
+pub fn run_with(
+    layers: &[&'static dyn RunLayer],
+    state: &Path,
+    nft: &Path,
+    scan_tables: bool,
+) -> Report {
     let mut report = Report::default();
     let host = Host {
         state,
@@ -76,7 +92,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     };
     // Every layer's leftovers are listed before the leases are read: a run holds its lease
     // before it builds anything.
-    let listed: Vec<_> = LAYERS
+    let listed: Vec<_> = layers
         .iter()
         .map(|layer| layer.list_stale(&host, &mut report))
         .collect();
@@ -129,7 +145,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
                 };
                 let ours = uid_lock.is_some();
                 if uidpool::read_lease(&mut file).is_some() {
-                    report.extend(clean_dead(&host, slot, &mut file, ours));
+                    report.extend(clean_dead(layers, &host, slot, &mut file, ours));
                 } else if let Some(uid) = pool_uid(slot)
                     && busy.contains(&uid)
                     && let Some(l) = uid_lock
@@ -149,7 +165,7 @@ pub fn run(state: &Path, nft: &Path, scan_tables: bool) -> Report {
     }
     report.killed += kill_uids(&free_uids);
     drop(held);
-    for (layer, items) in LAYERS.iter().zip(&listed).rev() {
+    for (layer, items) in layers.iter().zip(&listed).rev() {
         for item in items {
             layer.remove_stale(&host, item, &live, &mut report);
         }

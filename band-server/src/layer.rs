@@ -1,18 +1,19 @@
 //! The shape every sandbox layer has (see [`crate::layers`] for the layers and their lists):
 //!
-//! 1. a pure plan (a function of the layer's folder, called by [`crate::plan::plan_run`]);
-//! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, listed in
-//!    [`crate::layers::APPLY`]; each builds what its part of the [`crate::plan::RunPlan`] says,
-//!    pushes a [`Built`] handle into the run's guard, and leaves in [`Applied`] what a later step
-//!    needs;
+//! 1. a pure plan (a function of the layer's folder, which its [`RunLayer::plan`] calls to put its
+//!    part, by type, into [`crate::plan::RunPlan::parts`]; [`crate::plan::plan_run`] calls every
+//!    layer's in the order of their [`PlanStage`]);
+//! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, declared by
+//!    [`RunLayer::steps`], each in a [`Phase`] (the run sorts all steps by phase); each builds
+//!    what its part of the [`crate::plan::RunPlan`] says, pushes a [`Built`] handle into the
+//!    run's guard, and leaves in [`Applied::parts`], by type, what a later step needs;
 //! 3. the teardown of that handle ([`Built::stop`], [`Built::teardown`]), by the guard, in
 //!    reverse order of building;
 //! 4. the janitor's removal of what a dead run left ([`RunLayer::list_stale`],
 //!    [`RunLayer::remove_dead_run`], [`RunLayer::remove_stale`]), over [`crate::layers::LAYERS`].
 
-use std::any::Any;
-use std::collections::BTreeSet;
-use std::fs::File;
+use std::any::{Any, TypeId};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,11 +21,9 @@ use band::proto::Layer;
 
 use crate::config::ServerConfig;
 use crate::error::{SetupError, SetupResult};
-use crate::layers::cli::execcache::RunPrograms;
+use crate::facts::HostFacts;
 use crate::layers::cli::reports::OnReport;
 use crate::layers::net::dns::OnLookup;
-use crate::layers::process::apply::Spawned;
-use crate::layers::process::memfd::MemfdGuard;
 use crate::plan::RunPlan;
 use crate::request::Checked;
 use crate::run::RunGuard;
@@ -78,12 +77,29 @@ impl Stale {
     }
 }
 
-/// One layer, as the janitor walks it.
+/// One layer: its apply steps and plan hook (for the run) and its leftovers (for the janitor).
+/// Everything a layer is, declared in its folder; the run and the janitor only walk a list of
+/// layers ([`crate::layers::LAYERS`]).
 pub trait RunLayer: Sync {
-    /// The layer's type name, which ties a [`Step`] of [`crate::layers::APPLY`] to its entry in
-    /// [`crate::layers::LAYERS`].
+    /// The layer's type name, as errors and the order test name it.
     fn name(&self) -> &'static str {
         std::any::type_name::<Self>()
+    }
+    /// The layer's apply steps, each tagged with the [`Phase`] it runs in: the run applies every
+    /// listed layer's steps sorted by phase (stable: same phase, list order).
+    fn steps(&self) -> &'static [Step] {
+        &[]
+    }
+    /// When the layer is planned: [`crate::plan::plan_run_with`] calls every listed layer's
+    /// [`RunLayer::plan`] sorted by stage (stable: same stage, list order).
+    fn plan_stage(&self) -> PlanStage {
+        PlanStage::After
+    }
+    /// The layer's part of the plan: a pure function that reads the request, the config, the
+    /// facts and the plan so far (the common fields, and earlier layers' parts by type), and puts
+    /// its own types into [`crate::plan::RunPlan::parts`].
+    fn plan<'a>(&self, _inp: &PlanInputs<'a, '_>, _plan: &mut RunPlan<'a>) -> SetupResult<()> {
+        Ok(())
     }
     /// Leftovers of this layer on the host, listed *before* the leases are read (a run holds its
     /// lease before it builds anything, so a run that starts meanwhile is never touched).
@@ -111,30 +127,16 @@ pub struct Inputs<'a> {
     pub cfg: &'a ServerConfig,
 }
 
-/// What an apply step leaves for a later one (or for the run loop), filled in the order of
-/// [`crate::layers::APPLY`].
+/// What an apply step leaves for a later one (or for the run loop): the run loop's two callbacks,
+/// typed (every run has them), and each layer's hand-overs, by type (a layer defines its own in
+/// its folder: `cgroup::apply::JoinFiles`, `RunPrograms`, `process::apply::Spawned`, ...).
 pub struct Applied {
     /// Into the run loop: each question the DNS stub answers (set by the run before any step).
     pub on_lookup: Arc<OnLookup>,
     /// Into the run loop: each call the report socket judged (set by the run before any step).
     pub on_report: OnReport,
-    /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-    pub cgroup_join: Vec<File>,
-    /// CLI programs → jail input, report socket: every wrapped name → its program, and each
-    /// program's descriptor.
-    pub programs: Option<RunPrograms>,
-    /// CLI programs → report socket: band-shim's execute-only copy.
-    pub shim: Option<PathBuf>,
-    /// jail input → spawn: what keeps the run's memfds non-executable.
-    pub memfd: Option<MemfdGuard>,
-    /// jail input → spawn: the jail's input (secrets included), encoded.
-    pub jail_json: Option<Vec<u8>>,
-    /// jail input → spawn: the entry's interpreter, as a descriptor for the jail to run.
-    pub jail_program: Option<std::os::fd::OwnedFd>,
-    /// run directory → collect: its root on the host.
-    pub run_dir: Option<PathBuf>,
-    /// spawn → the run loop: bubblewrap's pipes and start time (the child is in the guard).
-    pub spawned: Option<Spawned>,
+    /// The layers' hand-overs, by type.
+    pub parts: Handed,
 }
 
 impl Applied {
@@ -142,37 +144,146 @@ impl Applied {
         Applied {
             on_lookup,
             on_report,
-            cgroup_join: Vec::new(),
-            programs: None,
-            shim: None,
-            memfd: None,
-            jail_json: None,
-            jail_program: None,
-            run_dir: None,
-            spawned: None,
+            parts: Handed::default(),
         }
     }
+}
 
-    /// `value`, left by an earlier step; if that step did not run (the order of
-    /// [`crate::layers::APPLY`] is wrong), the run does not start.
-    pub fn need<T>(value: Option<T>, layer: Layer, what: &str) -> SetupResult<T> {
-        value.ok_or_else(|| {
+/// When an apply step runs, in this order: what a step needs from another decides its phase.
+/// The cgroup comes first, so everything later is guarded by its kill; the jail's input needs
+/// the run's programs; the report socket lives in the run directory; the spawn needs everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// The run's cgroup: everything after it is inside its kill.
+    Limits,
+    /// The network (table, namespace, DNS stub).
+    Network,
+    /// The run's programs (execute-only copies, band-shim's copy).
+    Programs,
+    /// The jail's input (needs the programs).
+    JailInput,
+    /// The run directory.
+    RunDir,
+    /// What lives in the run directory (the report socket).
+    Services,
+    /// bubblewrap: last, it needs every other step.
+    Spawn,
+}
+
+/// When a layer is planned, in this order: what a plan needs from another decides its stage
+/// (the process layer's bubblewrap argv needs every other part).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PlanStage {
+    /// The cgroup's operations.
+    Limits,
+    /// The network (its resolv.conf goes into the run directory).
+    Network,
+    /// The run's programs.
+    Programs,
+    /// The run directory (needs the network's resolv.conf).
+    Files,
+    /// bubblewrap's argv and the seccomp list (need every part above).
+    Sandbox,
+    /// A layer that needs the whole plan; the default.
+    After,
+}
+
+/// What a layer's [`RunLayer::plan`] reads.
+pub struct PlanInputs<'a, 'b> {
+    pub checked: &'a Checked<'a>,
+    pub cfg: &'b ServerConfig,
+    pub facts: &'b HostFacts,
+}
+
+/// Each layer's parts, keyed by type: a layer puts its own types in and reads others' by type.
+/// Values are shared (`Arc`), so a [`RunPlan`] stays cheap to clone. A small std-only container
+/// (a `TypeId` map, as `anymap` does) rather than a crate: a dozen lines, no `unsafe`.
+#[derive(Clone, Default)]
+pub struct Parts {
+    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl Parts {
+    /// Put `value` in, replacing any earlier value of its type.
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        self.map.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.map.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+    /// The part of type `T`, which `layer` needs: absent (the layer that makes it is not listed,
+    /// or runs later), the run does not start.
+    pub fn need<T: Any + Send + Sync>(&self, layer: Layer) -> SetupResult<&T> {
+        self.get().ok_or_else(|| {
             SetupError::new(
                 layer,
-                format!("internal: {what} was not set up before this step (see layers::APPLY)"),
+                format!(
+                    "internal: {} is missing (is the layer that makes it listed, and earlier?)",
+                    std::any::type_name::<T>()
+                ),
             )
         })
     }
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+/// What apply steps hand each other, keyed by type: a step puts its own types in, a later one
+/// reads or takes them (failing closed, naming the layer, when the step that makes one did not
+/// run before it).
+#[derive(Default)]
+pub struct Handed {
+    map: HashMap<TypeId, Box<dyn Any>>,
+}
+
+impl Handed {
+    pub fn insert<T: Any>(&mut self, value: T) {
+        self.map.insert(TypeId::of::<T>(), Box::new(value));
+    }
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.map.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+    /// The value of type `T`, if a step left one (for what is optional).
+    pub fn remove<T: Any>(&mut self) -> Option<T> {
+        self.map
+            .remove(&TypeId::of::<T>())
+            .and_then(|b| b.downcast().ok())
+            .map(|b| *b)
+    }
+    /// The value of type `T`, which `layer` needs; absent, the run does not start.
+    pub fn need<T: Any>(&self, layer: Layer) -> SetupResult<&T> {
+        self.get().ok_or_else(|| missing::<T>(layer))
+    }
+    /// [`Handed::need`], taken out.
+    pub fn take<T: Any>(&mut self, layer: Layer) -> SetupResult<T> {
+        self.remove().ok_or_else(|| missing::<T>(layer))
+    }
+}
+
+fn missing<T>(layer: Layer) -> SetupError {
+    SetupError::new(
+        layer,
+        format!(
+            "internal: {} was not set up before this step (see the layers' phases)",
+            std::any::type_name::<T>()
+        ),
+    )
 }
 
 /// One apply step of a layer: build, push the handle into the guard, leave what later steps
 /// need in [`Applied`]. Errors name the layer (fail closed: the run does not start).
 pub type ApplyFn = fn(&Inputs<'_>, &mut Applied, &mut RunGuard) -> SetupResult<()>;
 
-/// One entry of [`crate::layers::APPLY`].
+/// One apply step of a layer ([`RunLayer::steps`]).
 pub struct Step {
-    /// The layer, as listed in [`crate::layers::LAYERS`].
-    pub layer: &'static dyn RunLayer,
+    /// When it runs.
+    pub phase: Phase,
     /// What the step builds.
     pub what: &'static str,
     pub apply: ApplyFn,

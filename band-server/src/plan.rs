@@ -5,14 +5,12 @@
 //! the host cannot do before a uid is leased; [`plan_run`] returns the [`RunPlan`]: the bubblewrap
 //! argv, the cgroup's operations, the nftables text, the run directory's operations (owners and
 //! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it
-//! (the steps of [`crate::layers::APPLY`]).
+//! ([`crate::run::apply`]).
 //!
-//! Each layer's part is planned by a pure function of its folder, which [`plan_run`] calls in
-//! turn: [`cgroup::plan`], [`net::plan_network`], [`cli::plan_exec`], [`fs::plan_run_dir`],
-//! [`process::plan_sandbox`] (then its argv and [`process::plan_seccomp`]).
-
-use std::ffi::OsString;
-use std::path::PathBuf;
+//! Each layer's part is planned by a pure function of its folder, which its
+//! [`RunLayer::plan`] calls; [`plan_run`] calls those in the order of their
+//! [`crate::layer::PlanStage`]: cgroup, network, CLI gate, run directory, process (its argv needs
+//! the others' parts).
 
 use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
@@ -20,16 +18,13 @@ use band::proto::Layer;
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
-use crate::layers::cgroup::{self, CgroupPlan};
+use crate::layer::{Parts, PlanInputs, RunLayer};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
 use crate::layers::cli::shim::CliRules;
 use crate::layers::fs::mounts;
 use crate::layers::fs::workdir::{HostMount, RunDirPlan};
-use crate::layers::net::{self, NetRunPlan};
-use crate::layers::process::bwrap::{self, SandboxPlan};
-use crate::layers::process::seccomp::DeniedSyscall;
-use crate::layers::{cli, fs, process};
+pub use crate::layers::process::ProcessPlan;
 use crate::request::{Checked, DecodedFile};
 
 /// The run's identity, leased before [`plan_run`] (the only thing that exists before the plan).
@@ -84,64 +79,75 @@ pub fn preflight(
     })
 }
 
-/// One run, planned.
+/// One run, planned: the common, cross-layer fields typed, each layer's part by type in
+/// [`RunPlan::parts`] (cgroup: `CgroupPlan`; network: `Option<NetRunPlan>`, `None` without
+/// `allow.net`; CLI gate: [`ExecPlan`]; process: [`ProcessPlan`]), and the run directory's.
 #[derive(Debug, Clone)]
 pub struct RunPlan<'a> {
     pub run_id: String,
     pub identity: Identity,
     pub limits: EffectiveLimits,
-    pub helpers: Helpers,
-    pub cli: CliPlan,
-    pub rules: CliRules,
-    pub cgroup: CgroupPlan,
-    /// `None`: no `allow.net`, the run gets a network namespace with only loopback.
-    pub net: Option<NetRunPlan>,
-    pub exec: ExecPlan,
-    pub run_dir: RunDirPlan<'a>,
-    /// The shim's report socket.
-    pub sock: PathBuf,
-    pub sandbox: SandboxPlan,
-    /// bubblewrap and its arguments.
-    pub bwrap: PathBuf,
-    pub argv: Vec<OsString>,
-    /// The deny list band-jail installs (it builds the filter from the same function).
-    pub seccomp: Vec<DeniedSyscall>,
+    /// What was planned before the lease: the commands, host mounts, write dirs, helpers and
+    /// CLI rules, which several layers read.
+    pub pre: Preflight,
+    /// The filesystem layer's part: the run directory's operations. Not in [`RunPlan::parts`]
+    /// because it borrows the request's file bytes (owning them would copy every bundle and
+    /// workspace file once more); `None` until that layer is planned.
+    pub run_dir: Option<RunDirPlan<'a>>,
+    /// Each layer's part, by type.
+    pub parts: Parts,
 }
 
-/// Plan the whole run. Pure: nothing is looked at but the arguments. Each layer's part is a
-/// function of its folder.
+impl<'a> RunPlan<'a> {
+    /// The run directory's plan, which `layer` needs; absent, the run does not start.
+    pub fn run_dir(&self, layer: Layer) -> SetupResult<&RunDirPlan<'a>> {
+        self.run_dir.as_ref().ok_or_else(|| {
+            SetupError::new(
+                layer,
+                "internal: the run directory is not planned (is the filesystem layer listed?)",
+            )
+        })
+    }
+}
+
+/// Plan the whole run for [`crate::layers::LAYERS`]. Pure: nothing is looked at but the
+/// arguments. Each layer's part is a function of its folder.
 pub fn plan_run<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
     facts: &HostFacts,
     identity: &Identity,
 ) -> SetupResult<RunPlan<'a>> {
-    let req = checked.req;
+    plan_run_with(crate::layers::LAYERS, checked, cfg, facts, identity)
+}
+
+/// [`plan_run`] for the layers of `layers`: the common fields, then each layer's
+/// [`RunLayer::plan`], sorted by [`RunLayer::plan_stage`] (stable).
+pub fn plan_run_with<'a>(
+    layers: &[&'static dyn RunLayer],
+    checked: &'a Checked<'_>,
+    cfg: &ServerConfig,
+    facts: &HostFacts,
+    identity: &Identity,
+) -> SetupResult<RunPlan<'a>> {
     let pre = preflight(checked, cfg, facts)?;
-    let limits = checked.limits;
-    let cgroup = cgroup::plan_run_cgroup(&req.run_id, &limits, facts)?;
-    let net = net::plan_network(&req.run_id, identity, &checked.compiled.net, facts)?;
-    let exec = cli::plan_exec(&cfg.state_dir, &req.run_id, &pre.cli, facts)?;
-    let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
-    let run_dir = fs::plan_run_dir(checked, cfg, facts, identity, &pre, resolv_conf);
-    let sandbox = process::plan_sandbox(checked, cfg, &pre, &exec, &run_dir, net.is_some());
-    Ok(RunPlan {
-        run_id: req.run_id.clone(),
+    let mut plan = RunPlan {
+        run_id: checked.req.run_id.clone(),
         identity: identity.clone(),
-        limits,
-        helpers: pre.helpers,
-        cli: pre.cli,
-        rules: pre.rules,
-        cgroup,
-        net,
-        exec,
-        sock: run_dir.sock(),
-        argv: bwrap::build_bwrap_args(&sandbox),
-        seccomp: process::plan_seccomp(&sandbox),
-        sandbox,
-        run_dir,
-        bwrap: cfg.bwrap.clone(),
-    })
+        limits: checked.limits,
+        pre,
+        run_dir: None,
+        parts: Parts::default(),
+    };
+    let inp = PlanInputs {
+        checked,
+        cfg,
+        facts,
+    };
+    for layer in crate::layers::plan_order(layers) {
+        layer.plan(&inp, &mut plan)?;
+    }
+    Ok(plan)
 }
 
 /// [`programs::plan_cli`] with the binaries and heads of `facts`.

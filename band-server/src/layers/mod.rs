@@ -1,10 +1,15 @@
-//! The sandbox's layers, one folder each, and the two lists of them. Each has the shape of
-//! [`crate::layer`]: its plan and its apply steps (`apply.rs`) in its folder, the run applies
-//! [`APPLY`] in order, the run's guard tears down what was built in reverse order, and the
-//! janitor walks [`LAYERS`].
+//! The sandbox's layers, one folder each, and the one list of them, [`LAYERS`]. Each has the
+//! shape of [`crate::layer`], declared by its [`RunLayer`] impl in its folder: its apply steps
+//! (`apply.rs`), each tagged with a [`crate::layer::Phase`]; its plan hook; its janitor passes.
+//! The run applies every listed layer's steps sorted by phase ([`apply_order`]), the run's guard
+//! tears down what was built in reverse order, and the janitor walks [`LAYERS`].
 //!
-//! Adding a layer: a folder here, one line in [`LAYERS`], its steps in [`APPLY`], its plan in
-//! [`crate::plan::RunPlan`] (one field, one call in `plan_run`).
+//! Adding a layer: a folder here with its `RunLayer` impl and its own types (its plan part in
+//! [`crate::plan::RunPlan::parts`] through [`RunLayer::plan`], its hand-overs in
+//! [`crate::layer::Applied::parts`], both by type; a part it needs that is absent fails closed
+//! naming the layer), and one line in [`LAYERS`]. Nothing else changes: `run::execute`, the
+//! guard and the janitor walk the list (`band-server/tests/suite/new_layer.rs` does it with a
+//! toy layer).
 
 use crate::layer::{RunLayer, Step};
 
@@ -27,49 +32,28 @@ pub const LAYERS: &[&dyn RunLayer] = &[
     &process::Process,
 ];
 
-/// How a run applies its plan: every step, in order (`run::execute`). Not the order of
-/// [`LAYERS`], which is the janitor's: building goes by what a step needs from an earlier one.
-/// The cgroup comes first, so everything later is guarded by its kill; the CLI gate and the
-/// process layer take two steps each, because the jail's input needs the run's programs, the
-/// report socket lives in the run directory, and the spawn needs everything. The identity is not
-/// here: its uid is leased before the plan, which needs it ([`identity::apply::lease`]).
-pub const APPLY: &[Step] = &[
-    Step {
-        layer: &cgroup::Cgroup,
-        what: "the run's cgroup with its limits, and its join files",
-        apply: cgroup::apply::cgroup,
-    },
-    Step {
-        layer: &net::Net,
-        what: "the nftables table and DNS stub (with allow.net)",
-        apply: net::apply::table_and_stub,
-    },
-    Step {
-        layer: &cli::Cli,
-        what: "the run's programs and band-shim's copy",
-        apply: cli::apply::programs,
-    },
-    Step {
-        layer: &process::Process,
-        what: "the memfd guard and the jail's input",
-        apply: process::apply::jail_input,
-    },
-    Step {
-        layer: &fs::Fs,
-        what: "the run directory",
-        apply: fs::apply::run_dir,
-    },
-    Step {
-        layer: &cli::Cli,
-        what: "the report socket",
-        apply: cli::apply::report_socket,
-    },
-    Step {
-        layer: &process::Process,
-        what: "bubblewrap, spawned in the cgroup as the run's uid",
-        apply: process::apply::spawn,
-    },
-];
+/// How a run is planned: the layers of `layers` sorted by their
+/// [`crate::layer::PlanStage`] (stable), each adding its part ([`RunLayer::plan`]).
+pub fn plan_order(layers: &[&'static dyn RunLayer]) -> Vec<&'static dyn RunLayer> {
+    let mut order = layers.to_vec();
+    order.sort_by_key(|l| l.plan_stage());
+    order
+}
+
+/// How a run applies its plan: every step of every layer of `layers`, sorted by its [`crate::layer::Phase`]
+/// (stable: steps of one phase keep the order of `layers`). Not the order of [`LAYERS`], which
+/// is the janitor's: building goes by what a step needs from an earlier one. The identity has
+/// no step: its uid is leased before the plan, which needs it ([`identity::apply::lease`]).
+pub fn apply_order(
+    layers: &[&'static dyn RunLayer],
+) -> Vec<(&'static dyn RunLayer, &'static Step)> {
+    let mut steps: Vec<(&'static dyn RunLayer, &'static Step)> = layers
+        .iter()
+        .flat_map(|l| l.steps().iter().map(move |s| (*l, s)))
+        .collect();
+    steps.sort_by_key(|(_, s)| s.phase);
+    steps
+}
 
 #[cfg(test)]
 mod tests {
@@ -85,10 +69,18 @@ mod tests {
     }
 
     #[test]
+    fn the_run_plans_every_layer_in_this_order() {
+        // The process layer's bubblewrap argv needs every other part; the run directory needs
+        // the network's resolv.conf. The identity plans nothing (its uid is leased before).
+        let order: Vec<&str> = plan_order(LAYERS).iter().map(|l| short(*l)).collect();
+        assert_eq!(order, ["Cgroup", "Net", "Cli", "Fs", "Process", "Identity"]);
+    }
+
+    #[test]
     fn the_run_applies_every_layer_in_this_order() {
-        let order: Vec<String> = APPLY
+        let order: Vec<String> = apply_order(LAYERS)
             .iter()
-            .map(|s| format!("{}: {}", short(s.layer), s.what))
+            .map(|(l, s)| format!("{}: {}", short(*l), s.what))
             .collect();
         assert_eq!(
             order,
@@ -102,14 +94,13 @@ mod tests {
                 "Process: bubblewrap, spawned in the cgroup as the run's uid",
             ]
         );
-        // Every layer but the identity (leased before the plan) has a step, and every step is
-        // of a listed layer: a new layer cannot be forgotten in either list.
+        // Every layer but the identity (leased before the plan) has a step.
         let listed: BTreeSet<&str> = LAYERS
             .iter()
             .map(|l| l.name())
             .filter(|n| *n != identity::Identity.name())
             .collect();
-        let applied: BTreeSet<&str> = APPLY.iter().map(|s| s.layer.name()).collect();
+        let applied: BTreeSet<&str> = apply_order(LAYERS).iter().map(|(l, _)| l.name()).collect();
         assert_eq!(listed, applied);
     }
 }

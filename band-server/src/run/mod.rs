@@ -7,7 +7,7 @@
 //!    host must offer ([`crate::plan::preflight`]): nothing created yet but the state directory.
 //! 2. Identity: lease a pool uid ([`crate::layers::identity::apply::lease`]).
 //! 3. The whole plan ([`crate::plan::plan_run`]), before anything else exists.
-//! 4. Apply it: the steps of [`crate::layers::APPLY`], in that order, each in its layer's
+//! 4. Apply it ([`apply`]): every listed layer's steps, sorted by phase, each in its layer's
 //!    `apply.rs` (cgroup, network when `allow.net` is not empty, the run's programs, the jail's
 //!    input, the run directory, the report socket), the last of which spawns bubblewrap as the
 //!    run's uid, inside the cgroup, with the secrets pipe on fd 3 and the jail's status pipe on
@@ -36,8 +36,10 @@ use crate::facts::HostFacts;
 use crate::layer::{Applied, Inputs};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::reports::{OnReport, ReportListener};
+use crate::layers::fs::apply::RunDirRoot;
 use crate::layers::net::dns::{Lookup, OnLookup};
 use crate::layers::net::{self, NetLayer};
+use crate::layers::process::apply::Spawned;
 use crate::layers::{self, identity};
 use crate::plan;
 use crate::request::{self, Check};
@@ -133,7 +135,7 @@ fn execute_inner(
     let plan = plan::plan_run(&checked, cfg, &facts, &identity)?;
     let limits = plan.limits;
 
-    // 4. Apply it: every layer's steps, in the order of `layers::APPLY`, the last of which spawns
+    // 4. Apply it: every layer's steps, sorted by phase, the last of which spawns
     // bubblewrap. What the DNS stub and the report socket see goes to the run loop.
     let (tx, rx) = mpsc::channel::<Msg>();
     let dns_tx = Mutex::new(tx.clone());
@@ -154,15 +156,9 @@ fn execute_inner(
         checked: &checked,
         cfg,
     };
-    for step in layers::APPLY {
-        (step.apply)(&inputs, &mut applied, guard)?;
-    }
-    let run_dir = Applied::need(
-        applied.run_dir.take(),
-        Layer::Filesystem,
-        "the run directory",
-    )?;
-    let spawned = Applied::need(applied.spawned.take(), Layer::Process, "bubblewrap")?;
+    apply(layers::LAYERS, &inputs, &mut applied, guard)?;
+    let RunDirRoot(run_dir) = applied.parts.take(Layer::Filesystem)?;
+    let spawned: Spawned = applied.parts.take(Layer::Process)?;
     // The callbacks not kept by a layer go: the channel ends with the run's senders.
     drop(applied);
     let setup_ms = spawned.run_start.saturating_duration_since(t0).as_millis() as u64;
@@ -207,7 +203,7 @@ fn execute_inner(
     let mut st = LoopState::new(&limits);
     // Allowed commands this host does not have (alternatives such as `python *`): the run starts
     // without them and says so first on its stderr.
-    for m in &plan.cli.missing {
+    for m in &plan.pre.cli.missing {
         st.handle(Msg::Stderr(m.warning().into_bytes()), sink);
     }
     let deadline = run_start + Duration::from_millis(limits.runtime_ms);
@@ -366,6 +362,21 @@ fn execute_inner(
         network,
         observed,
     })
+}
+
+/// Apply a run's plan: the steps of every layer of `layers` ([`crate::layers::LAYERS`] for a
+/// run), in the order of [`crate::layers::apply_order`]. The first failure stops it (the guard
+/// tears down what was built).
+pub fn apply(
+    layers: &[&'static dyn crate::layer::RunLayer],
+    inputs: &Inputs<'_>,
+    applied: &mut Applied,
+    guard: &mut RunGuard,
+) -> SetupResult<()> {
+    for (_, step) in layers::apply_order(layers) {
+        (step.apply)(inputs, applied, guard)?;
+    }
+    Ok(())
 }
 
 /// Serve one request from `input`, writing events and the result to `sink`. What the client

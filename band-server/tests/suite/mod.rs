@@ -3,6 +3,7 @@ mod gate;
 mod hardening;
 pub(crate) mod helpers;
 mod network;
+mod new_layer;
 mod observe;
 mod plan;
 mod privileged;

@@ -12,9 +12,10 @@ use band::policy::Policy;
 use band::proto::{self, FileEntry, RunRequest};
 use band_server::config::ServerConfig;
 use band_server::facts::{Helpers, HostFacts};
-use band_server::layers::cgroup::Hierarchy;
+use band_server::layers::cgroup::{CgroupPlan, Hierarchy};
 use band_server::layers::fs::workdir::FsOp;
-use band_server::plan::{self, Identity, RunPlan};
+use band_server::layers::net::NetRunPlan;
+use band_server::plan::{self, ExecPlan, Identity, ProcessPlan, RunPlan};
 use band_server::request::{self, Check};
 use serde::Serialize;
 
@@ -44,7 +45,7 @@ fn pack(root: &Path) -> Vec<FileEntry> {
     out
 }
 
-fn request() -> RunRequest {
+pub(super) fn request() -> RunRequest {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../skills/csv-stats");
     let bundle = pack(&root);
     let mut policy = Policy::default();
@@ -85,7 +86,7 @@ fn request() -> RunRequest {
 
 /// A host with python3, jq and the essentials, cgroup v2, one resolver, and a masked library
 /// executable: every path made up.
-fn facts() -> HostFacts {
+pub(super) fn facts() -> HostFacts {
     let bin = |names: &[(&str, &str)]| -> BTreeMap<String, PathBuf> {
         names
             .iter()
@@ -211,34 +212,49 @@ fn describe(op: &FsOp<'_>) -> String {
 }
 
 fn view(plan: &RunPlan<'_>) -> View {
+    fn part<'p, T: std::any::Any + Send + Sync>(plan: &'p RunPlan<'_>) -> &'p T {
+        plan.parts
+            .get::<T>()
+            .unwrap_or_else(|| panic!("no {} in the plan", std::any::type_name::<T>()))
+    }
+    let process: &ProcessPlan = part(plan);
+    let cgroup: &CgroupPlan = part(plan);
+    let net: &Option<NetRunPlan> = part(plan);
+    let exec: &ExecPlan = part(plan);
+    let run_dir = plan
+        .run_dir
+        .as_ref()
+        .unwrap_or_else(|| panic!("no run directory in the plan"));
     View {
         run_id: plan.run_id.clone(),
         identity: format!("{:?}", plan.identity),
         limits: format!("{:?}", plan.limits),
-        argv: std::iter::once(plan.bwrap.to_string_lossy().into_owned())
-            .chain(plan.argv.iter().map(|a| a.to_string_lossy().into_owned()))
+        argv: std::iter::once(process.bwrap.to_string_lossy().into_owned())
+            .chain(
+                process
+                    .argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned()),
+            )
             .collect(),
-        cgroup: plan.cgroup.ops.iter().map(|op| format!("{op:?}")).collect(),
-        nft: plan
-            .net
+        cgroup: cgroup.ops.iter().map(|op| format!("{op:?}")).collect(),
+        nft: net
             .as_ref()
             .map(|n| n.ruleset.lines().map(str::to_string).collect())
             .unwrap_or_default(),
-        resolv_conf: plan
-            .net
+        resolv_conf: net
             .as_ref()
             .map(|n| n.resolv_conf.clone())
             .unwrap_or_default(),
-        programs: plan
-            .exec
+        programs: exec
             .programs
             .iter()
             .map(|(name, host)| format!("{name} = {}", host.display()))
             .collect(),
-        shim_policy: format!("{:?}", plan.cli.policy),
-        run_dir_tmpfs: plan.run_dir.tmpfs.clone(),
-        run_dir: plan.run_dir.ops.iter().map(describe).collect(),
-        seccomp: plan
+        shim_policy: format!("{:?}", plan.pre.cli.policy),
+        run_dir_tmpfs: run_dir.tmpfs.clone(),
+        run_dir: run_dir.ops.iter().map(describe).collect(),
+        seccomp: process
             .seccomp
             .iter()
             .map(|s| format!("{} errno {} when {:?}", s.name, s.errno, s.when))

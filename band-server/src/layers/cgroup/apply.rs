@@ -9,14 +9,18 @@ use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The cgroup step of [`crate::layers::APPLY`].
+/// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
+pub struct JoinFiles(pub Vec<std::fs::File>);
+
+/// The cgroup step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let cg = RunCgroup::apply_owned(&inp.plan.cgroup, &inp.cfg.state_dir)
+    let part: &super::CgroupPlan = inp.plan.parts.need(Layer::Cgroup)?;
+    let cg = RunCgroup::apply_owned(part, &inp.cfg.state_dir)
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
     let join_files = cg.join_files();
     // Guarded before anything else can fail, so a failure below still removes it.
     guard.push(cg);
-    out.cgroup_join = join_files
+    let files = join_files
         .iter()
         .map(|p| {
             OpenOptions::new()
@@ -26,5 +30,6 @@ pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) 
                 .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
         })
         .collect::<SetupResult<Vec<std::fs::File>>>()?;
+    out.parts.insert(JoinFiles(files));
     Ok(())
 }

@@ -60,6 +60,25 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
 pub struct Cgroup;
 
 impl crate::layer::RunLayer for Cgroup {
+    fn plan_stage(&self) -> crate::layer::PlanStage {
+        crate::layer::PlanStage::Limits
+    }
+    fn plan<'a>(
+        &self,
+        inp: &crate::layer::PlanInputs<'a, '_>,
+        plan: &mut crate::plan::RunPlan<'a>,
+    ) -> crate::error::SetupResult<()> {
+        let part = plan_run_cgroup(&plan.run_id, &plan.limits, inp.facts)?;
+        plan.parts.insert(part);
+        Ok(())
+    }
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[crate::layer::Step {
+            phase: crate::layer::Phase::Limits,
+            what: "the run's cgroup with its limits, and its join files",
+            apply: apply::cgroup,
+        }]
+    }
     /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
     /// directory's server is never listed, so never removed.
     fn list_stale(

@@ -5,13 +5,18 @@ use std::path::PathBuf;
 
 use band::proto::Layer;
 
-use super::execcache::{self, ExecDir};
+use super::ExecPlan;
+use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The programs step of [`crate::layers::APPLY`]: the execute-only copies, opened as descriptors
+/// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
+/// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)
+pub struct ShimCopy(pub PathBuf);
+
+/// The programs step of layer's steps ([`crate::layer::RunLayer::steps`]): the execute-only copies, opened as descriptors
 /// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
 /// `/band/x`, and band-shim's own copy.
 pub(crate) fn programs(
@@ -20,14 +25,14 @@ pub(crate) fn programs(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
+    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
-    super::bundled::stage(&plan.exec.state, &plan.cli.bundled, &inp.checked.bundle)
+    super::bundled::stage(&exec_plan.state, &plan.pre.cli.bundled, &inp.checked.bundle)
         .layer(Layer::Cli, "failed to stage the skill's programs")?;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
     // there, read-only): `soffice` finds `oosplash` beside it.
-    let trees: Vec<PathBuf> = plan
-        .exec
+    let trees: Vec<PathBuf> = exec_plan
         .runtime
         .iter()
         .map(|t| t.root.clone())
@@ -38,33 +43,33 @@ pub(crate) fn programs(
         )
         .collect();
     let exec = ExecDir::create(
-        &plan.exec.state,
+        &exec_plan.state,
         &plan.run_id,
-        &plan.exec.programs,
+        &exec_plan.programs,
         &trees,
-        &plan.exec.layouts,
+        &exec_plan.layouts,
     )
     .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let programs = exec.programs.clone();
-    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.helpers.shim);
+    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim);
     guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
-    if shim_copy.path != plan.exec.shim {
+    if shim_copy.path != exec_plan.shim {
         return Err(SetupError::new(
             Layer::Cli,
             format!(
                 "band-shim changed while the run was set up ({} is not {})",
                 shim_copy.path.display(),
-                plan.exec.shim.display()
+                exec_plan.shim.display()
             ),
         ));
     }
-    out.programs = Some(programs);
-    out.shim = Some(shim_copy.path);
+    out.parts.insert(programs);
+    out.parts.insert(ShimCopy(shim_copy.path));
     Ok(())
 }
 
-/// The report socket step of [`crate::layers::APPLY`]: band-shim's calls, from verified peers
+/// The report socket step of layer's steps ([`crate::layer::RunLayer::steps`]): band-shim's calls, from verified peers
 /// only, judged against the run's rules.
 pub(crate) fn report_socket(
     inp: &Inputs<'_>,
@@ -72,22 +77,18 @@ pub(crate) fn report_socket(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
-    let lib_trees: Vec<PathBuf> = plan
-        .sandbox
-        .lib_binds
-        .iter()
-        .map(|(_, p)| p.clone())
-        .collect();
-    let shim = Applied::need(out.shim.as_ref(), Layer::Cli, "band-shim's copy")?;
+    let run_dir = plan.run_dir(Layer::Cli)?;
+    let lib_trees: Vec<PathBuf> = run_dir.lib_binds.iter().map(|(_, p)| p.clone()).collect();
+    let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
-    let programs = Applied::need(out.programs.take(), Layer::Cli, "the run's programs")?;
+    let programs: RunPrograms = out.parts.take(Layer::Cli)?;
     guard.push(
         ReportListener::start(
-            &plan.sock,
+            &run_dir.sock(),
             plan.identity.gid,
             check,
-            plan.rules.clone(),
+            plan.pre.rules.clone(),
             programs,
             out.on_report.clone(),
         )

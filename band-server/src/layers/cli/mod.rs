@@ -18,7 +18,7 @@ use self::programs::CliPlan;
 use self::reports::ReportListener;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
+use crate::layer::{Built, Host, Phase, Report, RunLayer, Stale, Step, Teardown, built_any};
 
 /// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and
 /// `<state>/exec/runs/<run>` → `/band/x` with the `#!` scripts, laid out by
@@ -116,6 +116,32 @@ pub fn plan_exec(
 pub struct Cli;
 
 impl RunLayer for Cli {
+    fn plan_stage(&self) -> crate::layer::PlanStage {
+        crate::layer::PlanStage::Programs
+    }
+    fn plan<'a>(
+        &self,
+        inp: &crate::layer::PlanInputs<'a, '_>,
+        plan: &mut crate::plan::RunPlan<'a>,
+    ) -> SetupResult<()> {
+        let part = plan_exec(&inp.cfg.state_dir, &plan.run_id, &plan.pre.cli, inp.facts)?;
+        plan.parts.insert(part);
+        Ok(())
+    }
+    fn steps(&self) -> &'static [Step] {
+        &[
+            Step {
+                phase: Phase::Programs,
+                what: "the run's programs and band-shim's copy",
+                apply: apply::programs,
+            },
+            Step {
+                phase: Phase::Services,
+                what: "the report socket",
+                apply: apply::report_socket,
+            },
+        ]
+    }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         execcache::run_dirs(host.state)
             .into_iter()

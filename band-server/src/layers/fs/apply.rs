@@ -6,14 +6,17 @@ use crate::error::SetupResult;
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The run directory step of [`crate::layers::APPLY`].
+/// run directory → collect: its root on the host.
+pub struct RunDirRoot(pub std::path::PathBuf);
+
+/// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn run_dir(
     inp: &Inputs<'_>,
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let dir = RunDir::create(&inp.plan.run_dir)?;
-    out.run_dir = Some(dir.root.clone());
+    let dir = RunDir::create(inp.plan.run_dir(band::proto::Layer::Filesystem)?)?;
+    out.parts.insert(RunDirRoot(dir.root.clone()));
     guard.push(dir);
     Ok(())
 }

@@ -54,6 +54,36 @@ pub fn plan_run_dir<'a>(
 pub struct Fs;
 
 impl RunLayer for Fs {
+    fn plan_stage(&self) -> crate::layer::PlanStage {
+        crate::layer::PlanStage::Files
+    }
+    /// Its part: [`crate::plan::RunPlan::run_dir`] (it borrows the request's bytes).
+    fn plan<'a>(
+        &self,
+        inp: &crate::layer::PlanInputs<'a, '_>,
+        plan: &mut crate::plan::RunPlan<'a>,
+    ) -> crate::error::SetupResult<()> {
+        let net: &Option<crate::layers::net::NetRunPlan> =
+            plan.parts.need(band::proto::Layer::Filesystem)?;
+        let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
+        let part = plan_run_dir(
+            inp.checked,
+            inp.cfg,
+            inp.facts,
+            &plan.identity,
+            &plan.pre,
+            resolv_conf,
+        );
+        plan.run_dir = Some(part);
+        Ok(())
+    }
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[crate::layer::Step {
+            phase: crate::layer::Phase::RunDir,
+            what: "the run directory",
+            apply: apply::run_dir,
+        }]
+    }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         // Run directories are listed before leases are read: a server writes its lease before it
         // creates its directory, so any directory seen here has its lease content by the time

@@ -10,13 +10,14 @@ use crate::error::{SetupError, SetupResult};
 use crate::layer::{Applied, Inputs};
 use crate::run::RunGuard;
 
-/// The network step of [`crate::layers::APPLY`].
+/// The network step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn table_and_stub(
     inp: &Inputs<'_>,
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let Some(net_plan) = &inp.plan.net else {
+    let part: &Option<super::NetRunPlan> = inp.plan.parts.need(Layer::Network)?;
+    let Some(net_plan) = part else {
         return Ok(());
     };
     let layer = NetLayer::setup(

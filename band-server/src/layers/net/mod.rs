@@ -490,6 +490,31 @@ pub fn remove_stale_tables(
 pub struct Net;
 
 impl crate::layer::RunLayer for Net {
+    fn plan_stage(&self) -> crate::layer::PlanStage {
+        crate::layer::PlanStage::Network
+    }
+    /// Its part: `Option<NetRunPlan>` (`None` without `allow.net`).
+    fn plan<'a>(
+        &self,
+        inp: &crate::layer::PlanInputs<'a, '_>,
+        plan: &mut crate::plan::RunPlan<'a>,
+    ) -> crate::error::SetupResult<()> {
+        let part = plan_network(
+            &plan.run_id,
+            &plan.identity,
+            &inp.checked.compiled.net,
+            inp.facts,
+        )?;
+        plan.parts.insert(part);
+        Ok(())
+    }
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[crate::layer::Step {
+            phase: crate::layer::Phase::Network,
+            what: "the nftables table and DNS stub (with allow.net)",
+            apply: apply::table_and_stub,
+        }]
+    }
     fn list_stale(
         &self,
         host: &crate::layer::Host<'_>,

@@ -11,9 +11,11 @@ use std::time::Instant;
 use band::proto::Layer;
 
 use super::memfd::{self, MemfdGuard};
-use super::{bwrap, seccomp};
+use super::{ProcessPlan, bwrap, seccomp};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Applied, Inputs};
+use crate::layers::cgroup::apply::JoinFiles;
+use crate::layers::cli::execcache::RunPrograms;
 use crate::run::RunGuard;
 use crate::sys::{self, PreExec};
 
@@ -27,7 +29,14 @@ pub struct Spawned {
     pub run_start: Instant,
 }
 
-/// The jail input step of [`crate::layers::APPLY`]. memfd execution: the run's pid namespace
+/// jail input → spawn: the jail's input (secrets included), encoded.
+pub struct JailJson(pub Vec<u8>);
+
+/// jail input → spawn: the entry's interpreter, as a descriptor for the jail to run (none when
+/// the jail runs the entry itself).
+pub struct JailProgram(pub OwnedFd);
+
+/// The jail input step of layer's steps ([`crate::layer::RunLayer::steps`]). memfd execution: the run's pid namespace
 /// gets `vm.memfd_noexec = 2`, or, on kernels without it, seccomp denies memfd_create.
 pub(crate) fn jail_input(
     inp: &Inputs<'_>,
@@ -35,6 +44,7 @@ pub(crate) fn jail_input(
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let req = inp.checked.req;
+    let part: &ProcessPlan = inp.plan.parts.need(Layer::Process)?;
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
     let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
     let with_bash = entry_file.is_some_and(|f| f.mode & 0o111 == 0)
@@ -43,13 +53,13 @@ pub(crate) fn jail_input(
         Layer::Process,
         "cannot make the run's memfds non-executable",
     )?;
-    let programs = Applied::need(out.programs.as_ref(), Layer::Cli, "the run's programs")?;
+    let programs: &RunPrograms = out.parts.need(Layer::Cli)?;
     // `band exec`'s one command, allowed: the jail starts it directly (judged and recorded here,
     // as band-shim's call would be), not `sh` and then band-shim (issue 17, item 4). Refused or
     // unknown, the script runs as written and band-shim refuses it as before.
     let direct = crate::layers::cli::shim::band_exec_argv(entry_data).and_then(|argv| {
         let r = crate::layers::cli::shim::resolve_call(&programs.table, &argv).ok()?;
-        let call = crate::layers::cli::shim::decide(&inp.plan.rules, &r.judged);
+        let call = crate::layers::cli::shim::decide(&inp.plan.pre.rules, &r.judged);
         if !call.allowed {
             return None;
         }
@@ -80,6 +90,7 @@ pub(crate) fn jail_input(
         )
         .with_hint("install bash where band-server runs, or make the script executable with a #! line"));
     }
+    let mut jail_program = None;
     if let Some((name, _)) = &exec {
         let fd = programs
             .fd(name)
@@ -94,30 +105,34 @@ pub(crate) fn jail_input(
                 Layer::Process,
                 "cannot pass the entry's interpreter to the jail",
             )?;
-        out.jail_program = Some(fd);
+        jail_program = Some(JailProgram(fd));
     }
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
         exec: exec.map(|(_, x)| x),
         seccomp: seccomp::Profile {
-            share_net: inp.plan.sandbox.share_net,
+            share_net: part.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
         },
     };
     let jail_json = serde_json::to_vec(&jail_input)
         .layer(Layer::Secrets, "failed to encode the jail's input")?;
     drop(jail_input);
-    out.memfd = Some(memfd);
-    out.jail_json = Some(jail_json);
+    if let Some(p) = jail_program {
+        out.parts.insert(p);
+    }
+    out.parts.insert(memfd);
+    out.parts.insert(JailJson(jail_json));
     Ok(())
 }
 
-/// The spawn step of [`crate::layers::APPLY`]. bubblewrap runs under a reaper
+/// The spawn step of layer's steps ([`crate::layer::RunLayer::steps`]). bubblewrap runs under a reaper
 /// ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed first (the timeout
 /// path kills band-server's child after the cgroup), that pid 1 is handed to band-server, not to
 /// the host's init, and is reaped at the end of `run::execute`.
 pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
     let plan = inp.plan;
+    let part: &ProcessPlan = plan.parts.need(Layer::Process)?;
     sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
@@ -127,7 +142,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     // names no host path.
     let (args_r, args_w) =
         sys::pipe().layer(Layer::Process, "failed to create the arguments pipe")?;
-    let (args_data, command) = bwrap::split_args(&plan.argv);
+    let (args_data, command) = bwrap::split_args(&part.argv);
     std::thread::Builder::new()
         .name("bwrap-args".into())
         .spawn(move || {
@@ -135,9 +150,10 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
             let _ = std::io::Write::write_all(&mut f, &args_data);
         })
         .layer(Layer::Process, "failed to start a thread")?;
-    let jail_json = Applied::need(out.jail_json.take(), Layer::Process, "the jail's input")?;
-    let memfd = Applied::need(out.memfd.take(), Layer::Process, "the memfd guard")?;
-    let program = out.jail_program.take();
+    let JailJson(jail_json) = out.parts.take(Layer::Process)?;
+    let memfd: MemfdGuard = out.parts.take(Layer::Process)?;
+    let program = out.parts.remove::<JailProgram>().map(|p| p.0);
+    let JoinFiles(cgroup_join) = out.parts.take(Layer::Cgroup)?;
     let mut fds = vec![
         (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
         (status_w.as_raw_fd(), bwrap::STATUS_FD),
@@ -146,7 +162,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     if let Some(p) = &program {
         fds.push((p.as_raw_fd(), bwrap::PROGRAM_FD));
     }
-    let mut cmd = Command::new(&plan.bwrap);
+    let mut cmd = Command::new(&part.bwrap);
     cmd.arg0(bwrap::BWRAP_ARGV[0])
         .args(&bwrap::BWRAP_ARGV[1..])
         .args(&command)
@@ -156,7 +172,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     PreExec {
-        cgroup_join: std::mem::take(&mut out.cgroup_join),
+        cgroup_join,
         fds,
         uid: plan.identity.uid,
         gid: plan.identity.gid,
@@ -174,14 +190,14 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     let run_start = Instant::now();
     let child = cmd.spawn().layer(
         Layer::Process,
-        format!("failed to start {}", plan.bwrap.display()),
+        format!("failed to start {}", part.bwrap.display()),
     )?;
     drop(secrets_r);
     drop(status_w);
     drop(args_r);
     drop(program);
     guard.child = Some(child);
-    out.spawned = Some(Spawned {
+    out.parts.insert(Spawned {
         secrets_w,
         jail_json,
         status_r,

@@ -8,6 +8,8 @@ pub mod seccomp;
 use self::bwrap::{ExtraBind, JailExec, SandboxPlan};
 use self::seccomp::DeniedSyscall;
 use crate::config::ServerConfig;
+use band::proto::Layer;
+
 use crate::layer::RunLayer;
 use crate::layers::cli::ExecPlan;
 use crate::layers::cli::execcache::{self, ExecTable};
@@ -15,6 +17,17 @@ use crate::layers::fs::workdir::RunDirPlan;
 use crate::plan::Preflight;
 use crate::request::Checked;
 use bwrap::PROGRAM_FD;
+
+/// The process layer's part of [`crate::plan::RunPlan`].
+#[derive(Debug, Clone)]
+pub struct ProcessPlan {
+    pub sandbox: SandboxPlan,
+    /// bubblewrap and its arguments.
+    pub bwrap: std::path::PathBuf,
+    pub argv: Vec<std::ffi::OsString>,
+    /// The deny list band-jail installs (it builds the filter from the same function).
+    pub seccomp: Vec<DeniedSyscall>,
+}
 
 /// What bubblewrap gets, part of [`crate::plan::RunPlan`] (its argv is
 /// [`bwrap::build_bwrap_args`] of this): the run directory, the programs, band-shim and
@@ -127,7 +140,49 @@ pub fn entry_exec(
 /// remove (their processes die with the cgroup and the uid).
 pub struct Process;
 
-impl RunLayer for Process {}
+impl RunLayer for Process {
+    fn plan_stage(&self) -> crate::layer::PlanStage {
+        crate::layer::PlanStage::Sandbox
+    }
+    fn plan<'a>(
+        &self,
+        inp: &crate::layer::PlanInputs<'a, '_>,
+        plan: &mut crate::plan::RunPlan<'a>,
+    ) -> crate::error::SetupResult<()> {
+        let exec: &ExecPlan = plan.parts.need(Layer::Process)?;
+        let net: &Option<crate::layers::net::NetRunPlan> = plan.parts.need(Layer::Process)?;
+        let sandbox = plan_sandbox(
+            inp.checked,
+            inp.cfg,
+            &plan.pre,
+            exec,
+            plan.run_dir(Layer::Process)?,
+            net.is_some(),
+        );
+        let part = ProcessPlan {
+            argv: bwrap::build_bwrap_args(&sandbox),
+            seccomp: plan_seccomp(&sandbox),
+            sandbox,
+            bwrap: inp.cfg.bwrap.clone(),
+        };
+        plan.parts.insert(part);
+        Ok(())
+    }
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::JailInput,
+                what: "the memfd guard and the jail's input",
+                apply: apply::jail_input,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Spawn,
+                what: "bubblewrap, spawned in the cgroup as the run's uid",
+                apply: apply::spawn,
+            },
+        ]
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,247 @@
+//! The measure of the layout: a layer is its folder plus one line in a layer list. A toy layer,
+//! defined only here, is planned (its part of the plan, by type), applied in its phase (its step
+//! sorted among the real layers' steps), torn down by the run's guard and swept by the janitor,
+//! with nothing but its own code and a list that names it. No root: the toy builds a file in a
+//! temp directory.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use band::proto::Layer;
+use band_server::config::ServerConfig;
+use band_server::error::SetupResult;
+use band_server::janitor;
+use band_server::layer::{
+    Applied, Built, Host, Inputs, Phase, PlanInputs, Report, RunLayer, Stale, Step, Teardown,
+};
+use band_server::layers::{self, LAYERS};
+use band_server::plan::{self, Identity, RunPlan};
+use band_server::request::{self, Check};
+use band_server::run::{self, RunGuard};
+
+use super::plan::{facts, request};
+
+/// The toy layer: one marker file per run under `<state>/toy/`.
+struct Toy;
+
+/// Its part of the plan.
+#[derive(Debug)]
+struct ToyPlan {
+    marker: PathBuf,
+    uid: u32,
+}
+
+/// What its step hands on.
+struct ToyBuiltAt(PathBuf);
+
+/// What the guard tears down.
+struct ToyBuilt(PathBuf);
+
+fn toy_dir(state: &Path) -> PathBuf {
+    state.join("toy")
+}
+
+impl RunLayer for Toy {
+    fn steps(&self) -> &'static [Step] {
+        &[Step {
+            phase: Phase::RunDir,
+            what: "the toy's marker",
+            apply: toy_apply,
+        }]
+    }
+    fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
+        let part = ToyPlan {
+            marker: toy_dir(&inp.cfg.state_dir).join(&plan.run_id),
+            uid: plan.identity.uid,
+        };
+        plan.parts.insert(part);
+        Ok(())
+    }
+    fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
+        fs_err::read_dir(toy_dir(host.state))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| Stale::run(e.file_name().to_string_lossy()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    fn remove_stale(
+        &self,
+        host: &Host<'_>,
+        item: &Stale,
+        live: &BTreeSet<String>,
+        report: &mut Report,
+    ) {
+        if !live.contains(&item.run)
+            && fs_err::remove_file(toy_dir(host.state).join(&item.run)).is_ok()
+        {
+            report.removed_dirs.push(item.run.clone());
+        }
+    }
+}
+
+fn toy_apply(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+    let part: &ToyPlan = inp.plan.parts.need(Layer::Filesystem)?;
+    let err =
+        |e: std::io::Error| band_server::error::SetupError::new(Layer::Filesystem, e.to_string());
+    fs_err::create_dir_all(toy_dir(&inp.cfg.state_dir)).map_err(err)?;
+    fs_err::write(&part.marker, part.uid.to_string()).map_err(err)?;
+    guard.push(ToyBuilt(part.marker.clone()));
+    out.parts.insert(ToyBuiltAt(part.marker.clone()));
+    Ok(())
+}
+
+impl Built for ToyBuilt {
+    fn teardown(self: Box<Self>, t: &mut Teardown) {
+        if let Err(e) = fs_err::remove_file(&self.0) {
+            t.errors.push(e.to_string());
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+fn short(l: &dyn RunLayer) -> &'static str {
+    let name = l.name();
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+#[test]
+fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
+    // The one line: the toy, added to the list.
+    let with_toy: Vec<&'static dyn RunLayer> = LAYERS
+        .iter()
+        .copied()
+        .chain([&Toy as &dyn RunLayer])
+        .collect();
+
+    // Applied in its phase: right after the run directory, before the report socket.
+    let order: Vec<String> = layers::apply_order(&with_toy)
+        .iter()
+        .map(|(l, s)| format!("{}: {}", short(*l), s.what))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "Cgroup: the run's cgroup with its limits, and its join files",
+            "Net: the nftables table and DNS stub (with allow.net)",
+            "Cli: the run's programs and band-shim's copy",
+            "Process: the memfd guard and the jail's input",
+            "Fs: the run directory",
+            "Toy: the toy's marker",
+            "Cli: the report socket",
+            "Process: bubblewrap, spawned in the cgroup as the run's uid",
+        ]
+    );
+
+    // Planned: its part is in the plan, by type, next to every built-in part; without it in the
+    // list, it is not.
+    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = ServerConfig {
+        state_dir: state.path().to_path_buf(),
+        ..ServerConfig::default()
+    };
+    let req = request();
+    let checked = match request::check(&req, &cfg, true) {
+        Ok(Check::Run(c)) => c,
+        Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
+        Err(e) => panic!("{e}"),
+    };
+    let identity = Identity {
+        slot: 3,
+        uid: 990,
+        gid: 985,
+        user: "band-run-3".into(),
+    };
+    let facts = facts();
+    let plan = plan::plan_run_with(&with_toy, &checked, &cfg, &facts, &identity)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let part = plan
+        .parts
+        .get::<ToyPlan>()
+        .unwrap_or_else(|| panic!("the toy's part is not in the plan"));
+    let marker = state.path().join("toy/0123456789abcdef");
+    assert_eq!(part.marker, marker);
+    assert_eq!(part.uid, 990);
+    let without =
+        plan::plan_run(&checked, &cfg, &facts, &identity).unwrap_or_else(|e| panic!("{e}"));
+    assert!(without.parts.get::<ToyPlan>().is_none());
+
+    // Applied (only the toy: the real layers' steps need root) and torn down by the guard.
+    let inputs = Inputs {
+        plan: &plan,
+        checked: &checked,
+        cfg: &cfg,
+    };
+    let mut applied = Applied::new(Arc::new(|_: &_| {}), Arc::new(|_| {}));
+    let mut guard = RunGuard::default();
+    run::apply(&[&Toy], &inputs, &mut applied, &mut guard).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        fs_err::read_to_string(&marker).unwrap_or_else(|e| panic!("{e}")),
+        "990"
+    );
+    assert_eq!(
+        applied.parts.get::<ToyBuiltAt>().map(|b| b.0.clone()),
+        Some(marker.clone())
+    );
+    assert_eq!(guard.teardown(), Vec::<String>::new());
+    assert!(!marker.exists(), "the guard did not tear the toy down");
+
+    // Swept by the janitor: a dead run's marker goes.
+    fs_err::write(&marker, "990").unwrap_or_else(|e| panic!("{e}"));
+    let report = janitor::run_with(&[&Toy], state.path(), Path::new("/nonexistent/nft"), false);
+    assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
+    assert!(
+        !marker.exists(),
+        "the janitor did not sweep the toy's leftover"
+    );
+}
+
+#[test]
+fn a_layer_whose_part_is_missing_does_not_start() {
+    // The toy's step without its plan (a plan made for a list that does not name it): the run
+    // does not start, and the error names the part.
+    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = ServerConfig {
+        state_dir: state.path().to_path_buf(),
+        ..ServerConfig::default()
+    };
+    let req = request();
+    let checked = match request::check(&req, &cfg, true) {
+        Ok(Check::Run(c)) => c,
+        Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
+        Err(e) => panic!("{e}"),
+    };
+    let identity = Identity {
+        slot: 3,
+        uid: 990,
+        gid: 985,
+        user: "band-run-3".into(),
+    };
+    let plan =
+        plan::plan_run(&checked, &cfg, &facts(), &identity).unwrap_or_else(|e| panic!("{e}"));
+    let inputs = Inputs {
+        plan: &plan,
+        checked: &checked,
+        cfg: &cfg,
+    };
+    let mut applied = Applied::new(Arc::new(|_: &_| {}), Arc::new(|_| {}));
+    let mut guard = RunGuard::default();
+    let err = match run::apply(&[&Toy], &inputs, &mut applied, &mut guard) {
+        Ok(()) => panic!("the toy applied without its plan"),
+        Err(e) => e,
+    };
+    assert_eq!(err.layer, Layer::Filesystem);
+    assert!(
+        err.message.contains("ToyPlan is missing"),
+        "{}",
+        err.message
+    );
+    assert!(!toy_dir(state.path()).exists());
+}
