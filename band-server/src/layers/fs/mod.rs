@@ -25,7 +25,14 @@ pub fn plan_run_dir<'a>(
     identity: &Identity,
     pre: &Preflight,
     resolv_conf: Option<&str>,
+    runtime_roots: &[std::path::PathBuf],
 ) -> RunDirPlan<'a> {
+    let other_binds: Vec<(std::path::PathBuf, bool)> = pre
+        .host_mounts
+        .iter()
+        .map(|m| (m.sandbox.clone(), m.is_dir))
+        .chain(runtime_roots.iter().map(|r| (r.clone(), true)))
+        .collect();
     let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
     let compiled = &checked.compiled;
     let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
@@ -47,6 +54,7 @@ pub fn plan_run_dir<'a>(
         masked: &facts.masked,
         lib_roots: &facts.lib_roots,
         resolv_conf,
+        other_binds: &other_binds,
     })
 }
 
@@ -66,6 +74,10 @@ impl RunLayer for Fs {
         let net: &Option<crate::layers::net::NetRunPlan> =
             plan.parts.need(band::proto::Layer::Filesystem)?;
         let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
+        let exec: &crate::layers::cli::ExecPlan =
+            plan.parts.need(band::proto::Layer::Filesystem)?;
+        let runtime_roots: Vec<std::path::PathBuf> =
+            exec.runtime.iter().map(|t| t.root.clone()).collect();
         let part = plan_run_dir(
             inp.checked,
             inp.cfg,
@@ -73,6 +85,7 @@ impl RunLayer for Fs {
             &plan.identity,
             &plan.pre,
             resolv_conf,
+            &runtime_roots,
         );
         plan.run_dir = Some(part);
         Ok(())

@@ -88,6 +88,11 @@ pub struct RunDirSpec<'a, 'd> {
     pub lib_roots: &'a [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
     pub resolv_conf: Option<&'a str>,
+    /// Other binds whose sandbox path may lie under `/etc` (a declared program's tree there, such
+    /// as LibreOffice's `/etc/libreoffice/registry`; an absolute `allow.read`), each with whether
+    /// it is a directory: the synthetic `/etc` is read-only once bound, so their mount points
+    /// are made here.
+    pub other_binds: &'a [(PathBuf, bool)],
 }
 
 /// One step of populating the run directory (a fresh tmpfs). Owners are `(uid, gid)`; `None` is
@@ -372,6 +377,21 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     p.mkdir(etc.join("ssl"), 0o755, None);
     for d in ETC_HOST_DIRS {
         p.mkdir(root.join("etc").join(d), 0o755, None);
+    }
+    for (path, is_dir) in spec.other_binds {
+        let Ok(rel) = path.strip_prefix("/etc") else {
+            continue;
+        };
+        let parts: Vec<_> = rel.components().collect();
+        let mut at = etc.clone();
+        for (i, c) in parts.iter().enumerate() {
+            at = at.join(c);
+            if i + 1 < parts.len() || *is_dir {
+                p.mkdir(at.clone(), 0o755, None);
+            } else {
+                p.write(at.clone(), Cow::Borrowed(b""), 0o444, None);
+            }
+        }
     }
 
     let bin = root.join("bin");
@@ -812,6 +832,7 @@ mod tests {
         }];
         let never = |_: &str| false;
         let plan = plan(&RunDirSpec {
+            other_binds: &[],
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -870,6 +891,59 @@ mod tests {
             mode: 0o555,
             owner: None,
         }));
+    }
+
+    /// The synthetic /etc is bound read-only before the other binds: a bind under /etc (a
+    /// declared program's tree, an absolute allow.read) needs its mount point made here, or
+    /// bubblewrap fails ("Can't mkdir parents … Read-only file system").
+    #[test]
+    fn binds_under_etc_get_their_mount_points_in_the_synthetic_etc() {
+        let never = |_: &str| false;
+        let other = [
+            (PathBuf::from("/etc/libreoffice/registry"), true),
+            (PathBuf::from("/etc/myapp/app.conf"), false),
+            (PathBuf::from("/opt/tool"), true),
+        ];
+        let plan = plan(&RunDirSpec {
+            other_binds: &other,
+            state: Path::new("/run/band"),
+            run_id: "0123456789abcdef",
+            disk_bytes: 1 << 20,
+            uid: 900,
+            gid: 900,
+            user: "band-run-0",
+            bundle: &[],
+            workspace: &[],
+            write_allowed: &never,
+            write_dirs: &[],
+            input_json: b"{}",
+            config_json: None,
+            wrappers: &[],
+            host_mounts: &[],
+            masked: &[],
+            lib_roots: &[],
+            resolv_conf: None,
+        });
+        let etc = Path::new("/run/band/runs/0123456789abcdef/etc");
+        let dirs: Vec<&Path> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Mkdir { path, .. } => path.strip_prefix(etc).ok(),
+                _ => None,
+            })
+            .collect();
+        for d in ["libreoffice", "libreoffice/registry", "myapp"] {
+            assert!(dirs.contains(&Path::new(d)), "{d} in {dirs:?}");
+        }
+        assert!(plan.ops.contains(&FsOp::Write {
+            path: etc.join("myapp/app.conf"),
+            data: Cow::Borrowed(b""),
+            mode: 0o444,
+            owner: None,
+        }));
+        // Nothing outside /etc is made in it.
+        assert!(!dirs.iter().any(|d| d.starts_with("opt")), "{dirs:?}");
     }
 
     #[test]
