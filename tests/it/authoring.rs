@@ -154,7 +154,7 @@ fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
 /// A skill whose band allows only `cat *`, with a bash script that calls two host programs it
 /// does not declare, probes for an optional tool with `command -v`, calls a name no host has,
 /// and exits with the first refusal's code.
-fn undeclared_skill(dir: &Path) {
+pub(crate) fn undeclared_skill(dir: &Path) {
     assert_eq!(band(&["init", "demo"], dir).0, 0);
     let root = dir.join("demo");
     fs_err::write(
