@@ -69,7 +69,8 @@ pub fn preflight(
         .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
     }
     let rules = CliRules::from_policy(&cli.policy)
-        .map_err(|e| SetupError::new(Layer::Cli, e.to_string()))?;
+        .map_err(|e| SetupError::new(Layer::Cli, e.to_string()))?
+        .with_host_search(cfg.bin_path.clone());
     Ok(Preflight {
         cli,
         host_mounts,

@@ -150,3 +150,73 @@ fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
     assert!(ws.join("out/a.txt").is_file());
     assert!(!ws.join("other").exists());
 }
+
+/// A skill whose band allows only `cat *`, with a bash script that calls two host programs it
+/// does not declare, probes for an optional tool with `command -v`, calls a name no host has,
+/// and exits with the first refusal's code.
+pub(crate) fn undeclared_skill(dir: &Path) {
+    assert_eq!(band(&["init", "demo"], dir).0, 0);
+    let root = dir.join("demo");
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/bash\n\
+         uname -s; u=$?\n\
+         id -u; i=$?\n\
+         if command -v stat >/dev/null; then probe=found; else probe=absent; fi\n\
+         no-such-tool-band-test; n=$?\n\
+         cat /band/io/input.json >/dev/null; c=$?\n\
+         echo \"codes: uname=$u id=$i cat=$c missing=$n probe=$probe\" >&2\n\
+         echo '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n\
+         exit $u\n",
+    )
+    .expect("write");
+    let band_md = fs_err::read_to_string(root.join("BAND.md")).expect("read");
+    let band_md = band_md.replace(
+        "  cli: [\"jq -r .name /band/io/input.json\"]\n",
+        "  cli: [\"cat *\"]\n",
+    );
+    fs_err::write(root.join("BAND.md"), band_md).expect("write");
+}
+
+/// An undeclared host command in a script is a CLI denial with the rule that would allow it, in
+/// `--trace`, `--json` and the ledger; the program never starts (its output is absent), the
+/// script sees "not available" (127), and `command -v` still says an undeclared tool is absent.
+/// Before, these were a bare "command not found" with no denial anywhere.
+#[test]
+fn privileged_undeclared_host_commands_are_denials_with_the_rule() {
+    if skip("privileged_undeclared_host_commands_are_denials_with_the_rule") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    undeclared_skill(t.path());
+    let args = ["run", "--skills", ".", "demo/hello", "--name=x"];
+    let mut traced = vec!["run", "--trace"];
+    traced.extend_from_slice(&args[1..]);
+    let trace = output(&traced, t.path());
+    band_snapshot!(trace, "trace_undeclared");
+
+    let mut json = vec!["run", "--json"];
+    json.extend_from_slice(&args[1..]);
+    let (code, stdout, stderr) = band(&json, t.path());
+    assert_eq!(code, 5, "denied: {stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    // The script's own streams: uname and id never ran (no "Linux", no uid), each refusal is
+    // 127 as for a name the sandbox lacks, and `command -v` finds no undeclared tool.
+    let script_err = v["stderr"].as_str().unwrap_or("");
+    assert!(
+        script_err.contains("codes: uname=127 id=127 cat=0 missing=127 probe=absent"),
+        "{v}"
+    );
+    assert_eq!(v["stdout"], serde_json::json!(""), "{v}");
+    let expected = serde_json::json!([
+        {"kind": "cli", "argv": ["uname", "-s"], "rule": null},
+        {"kind": "cli", "argv": ["id", "-u"], "rule": null},
+    ]);
+    assert_eq!(v["denied"], expected, "{v}");
+
+    let id = v["run_id"].as_str().expect("run_id");
+    let (code, shown, err) = band(&["show", "--json", id], t.path());
+    assert_eq!(code, 0, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&shown).expect("json");
+    assert_eq!(shown["denied"], expected, "{shown}");
+}

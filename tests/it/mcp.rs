@@ -689,3 +689,45 @@ fn mcp_reports_scripts_left_out() {
         );
     });
 }
+
+/// An undeclared host command inside a script reaches the agent as a denial in the MCP error
+/// result: the typed object lists it, and the headline says which rule would allow it.
+#[test]
+fn privileged_undeclared_host_command_is_a_denial_in_the_mcp_error() {
+    if skip("privileged_undeclared_host_command_is_a_denial_in_the_mcp_error") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    crate::authoring::undeclared_skill(t.path());
+    let ws = t.path().join("ws");
+    fs_err::create_dir(&ws).expect("mkdir");
+    let (mut raw, _) = Raw::start(&[t.path()], &ws);
+    let result = raw.request(
+        "tools/call",
+        json!({"name": "demo__hello", "arguments": {"name": "x"}}),
+    );
+    assert_eq!(result["isError"], json!(true), "{result}");
+    let texts: Vec<Value> = result["content"]
+        .as_array()
+        .map(|c| c.iter().map(|b| b["text"].clone()).collect())
+        .unwrap_or_default();
+    let denied = typed(&texts, "denied");
+    assert_eq!(
+        (&denied["exit_code"], &denied["script_exit_code"]),
+        (&json!(5), &json!(127))
+    );
+    assert_eq!(
+        denied["denied"],
+        json!([
+            {"kind": "cli", "argv": ["uname", "-s"], "rule": null},
+            {"kind": "cli", "argv": ["id", "-u"], "rule": null},
+        ])
+    );
+    assert!(
+        texts[0].as_str().unwrap_or("").contains(
+            "denied: command uname -s (cli layer: no allow.cli rule matches; \
+             to allow it: allow.cli \"uname -s\")"
+        ),
+        "{texts:?}"
+    );
+}

@@ -396,3 +396,87 @@ fn band_exec_script(argv: &[String]) -> String {
         words.join(" ")
     )
 }
+
+/// Issue 14 item 6 / issue 15 item 4: a bash script's call of a host program the band does not
+/// declare is a CLI denial (no rule decided) on the run's result, and its program never runs:
+/// by name, in a command substitution, under `bash -c`. The script sees "not available" (127)
+/// as for a name no host has, which is not a denial; `command -v` still finds nothing; names
+/// with a path and the forbidden `sudo` are never looked up on the host; `sh` (dash) has no
+/// hook, so its calls are refused unreported (docs/security.md says so).
+#[test]
+fn privileged_undeclared_host_programs_are_denials_and_never_run() {
+    privileged!();
+    for p in [
+        "/usr/bin/uname",
+        "/usr/bin/id",
+        "/usr/bin/hostname",
+        "/bin/sh",
+    ] {
+        assert!(has(p), "this probe needs {p} on the host");
+    }
+    let script = r#"#!/bin/bash
+uname -s; echo "by_name=$?"
+echo "subst=$(id -u 2>/dev/null; echo $?)"
+bash -c 'hostname; echo "bash_c=$?"'
+if command -v uname >/dev/null; then echo probe=found; else echo probe=absent; fi
+no-such-tool-band-probe 2>/dev/null; echo "missing=$?"
+( exec -a ../../usr/bin/uname /band/shim -a ) 2>/dev/null; echo "pathy=$?"
+( exec -a sudo /band/shim true ) 2>/dev/null; echo "sudo=$?"
+sh -c 'uname -m; echo "dash=$?"' 2>/dev/null
+cat /etc/hosts >/dev/null; echo "cat=$?"
+"#;
+    let o = run(&request(script, with_cli(&["cat *"], &[])));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_default();
+    for (k, want) in [
+        ("by_name", "127"),
+        ("subst", "127"),
+        ("bash_c", "127"),
+        ("probe", "absent"),
+        ("missing", "127"),
+        ("pathy", "127"),
+        ("sudo", "127"),
+        ("dash", "127"),
+        ("cat", "0"),
+    ] {
+        assert_eq!(get(k), want, "{k}: {o:#?}");
+    }
+    // Nothing any of them would print: no kernel name, no uid, no host name, no machine.
+    for out in ["Linux", "band\n", "x86_64", "aarch64"] {
+        assert!(!o.result.stdout.contains(out), "{out:?} ran: {o:#?}");
+    }
+    assert!(
+        !o.result.stdout.lines().any(|l| l.parse::<u32>().is_ok()),
+        "id ran: {o:#?}"
+    );
+    let denied = |argv: &[&str]| band::proto::Denial::Cli {
+        argv: strs(argv),
+        rule: None,
+    };
+    assert_eq!(
+        o.result.denied,
+        vec![
+            denied(&["uname", "-s"]),
+            denied(&["id", "-u"]),
+            denied(&["hostname"]),
+        ],
+        "{o:#?}"
+    );
+    // Each streamed as a refused call and a denial event, as `--trace` and the ledger show them.
+    let refused: Vec<&CliCall> = o
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            band::proto::Event::Cli(c) if !c.allowed => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 3, "{o:#?}");
+    let denial_events = o
+        .events
+        .iter()
+        .filter(|e| matches!(e, band::proto::Event::Denied(_)))
+        .count();
+    assert_eq!(denial_events, 3, "{o:#?}");
+}

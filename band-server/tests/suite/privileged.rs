@@ -90,7 +90,7 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
     // Only what band sets (plus what bash itself adds: PWD, SHLVL, _); nothing from the host.
     assert_eq!(
         get("env_names"),
-        "CONFIG_PATH,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,"
+        "BASH_ENV,CONFIG_PATH,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,"
     );
     assert_eq!(o.result.output, Some(serde_json::json!({"probe": true})));
     assert!(
@@ -431,7 +431,7 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     let get = |k: &str| kv.get(k).cloned().unwrap_or_default();
     assert_eq!(
         get("etc"),
-        "ca-certificates group hosts ld.so.cache nsswitch.conf passwd ssl",
+        "band-bash-env ca-certificates group hosts ld.so.cache nsswitch.conf passwd ssl",
         "{o:#?}"
     );
     assert_eq!(get("same_bin"), "yes", "{o:#?}");

@@ -286,13 +286,23 @@ pub fn judge(
     on_report: &OnReport,
 ) -> (Verdict, Option<String>) {
     match shim::resolve_call(table, argv) {
-        Err(e) => (
-            Verdict::Denied {
-                message: e.to_string(),
-                code: shim::EXIT_UNKNOWN,
-            },
-            None,
-        ),
+        Err(e) => {
+            // An undeclared host program (reached through bash's `command_not_found_handle`,
+            // see `workdir::BASH_ENV_FILE`) is a denial on record; the script sees the same
+            // "not available" either way, so it learns nothing about the host's programs.
+            let on_host =
+                |name: &str| crate::facts::resolve_binary(name, rules.host_search()).is_some();
+            if let Some(call) = shim::undeclared_call(rules, argv, &on_host) {
+                on_report(Report::Call(call));
+            }
+            (
+                Verdict::Denied {
+                    message: e.to_string(),
+                    code: shim::EXIT_UNKNOWN,
+                },
+                None,
+            )
+        }
         Ok(r) => {
             let call = shim::decide(rules, &r.judged);
             on_report(Report::Call(call.clone()));
@@ -576,6 +586,11 @@ mod tests {
         use crate::layers::cli::execcache::Program;
         let rules = CliRules::new(&["jq -r *".to_string()], &[], &["cat".to_string()])
             .unwrap_or_else(|e| panic!("{e}"));
+        let host = tempfile::tempdir().unwrap();
+        let perl = host.path().join("perl");
+        fs_err::write(&perl, "").unwrap();
+        fs_err::set_permissions(&perl, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let table = ExecTable::from([
             (
                 "jq".to_string(),
@@ -620,8 +635,33 @@ mod tests {
                 None
             )
         );
+        // The host has `perl` (this test's lookup): a denial on record, the same answer.
+        let rules = rules.with_host_search(vec![host.path().to_path_buf()]);
+        assert_eq!(
+            judge(&rules, &table, &v(&["perl", "-e", "1"]), &on),
+            (
+                Verdict::Denied {
+                    message: "band: perl: command not available in this sandbox".into(),
+                    code: shim::EXIT_UNKNOWN
+                },
+                None
+            )
+        );
+        assert_eq!(
+            judge(&rules, &table, &v(&["ruby"]), &on).1,
+            None,
+            "not on the host either"
+        );
         let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 2, "unknown names are not calls: {seen:?}");
+        assert_eq!(seen.len(), 3, "unknown names are not calls: {seen:?}");
+        assert_eq!(
+            seen[2],
+            Report::Call(band::proto::CliCall {
+                argv: v(&["perl", "-e", "1"]),
+                allowed: false,
+                rule: None
+            })
+        );
         assert_eq!(
             seen[0],
             Report::Call(band::proto::CliCall {

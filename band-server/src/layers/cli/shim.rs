@@ -235,6 +235,10 @@ pub struct CliRules {
     matcher: CliMatcher,
     essentials: BTreeSet<String>,
     declared: BTreeSet<String>,
+    /// Where the host's programs are looked up (the server config's `bin_path`): a call of a
+    /// name the sandbox does not have is recorded as a denial when the host has it
+    /// ([`undeclared_call`]). Empty: never (unknown names stay unknown).
+    host_search: Vec<std::path::PathBuf>,
 }
 
 impl CliRules {
@@ -254,7 +258,18 @@ impl CliRules {
             matcher,
             essentials: essentials.iter().cloned().collect(),
             declared,
+            host_search: Vec::new(),
         })
+    }
+
+    /// These rules, recording calls of undeclared host programs found in `search`.
+    pub fn with_host_search(mut self, search: Vec<std::path::PathBuf>) -> CliRules {
+        self.host_search = search;
+        self
+    }
+
+    pub fn host_search(&self) -> &[std::path::PathBuf] {
+        &self.host_search
     }
 
     pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, RuleError> {
@@ -282,6 +297,29 @@ pub fn decide(rules: &CliRules, argv: &[String]) -> CliCall {
         allowed,
         rule,
     }
+}
+
+/// The denial to record for a call of a name the sandbox does not have (`resolve_call` said
+/// [`NotAvailable`]), when that is a command the band could declare: a bare name (no `/`, not a
+/// skill program's table name) the policy does not allow as called, and that the host has
+/// (`on_host`, the thin layer's lookup in the config's `bin_path`). A name the host does not have
+/// either (a typo, an optional tool a script probes for) is not a denial: no rule would make it
+/// run. Pure but for `on_host`.
+pub fn undeclared_call(
+    rules: &CliRules,
+    argv: &[String],
+    on_host: &dyn Fn(&str) -> bool,
+) -> Option<CliCall> {
+    let name = argv.first()?;
+    if name.is_empty()
+        || name.contains('/')
+        || bundled::is_table_name(name)
+        || band::policy::cli::bundled_path(name).is_some()
+    {
+        return None;
+    }
+    let call = decide(rules, argv);
+    (!call.allowed && on_host(name)).then_some(call)
 }
 
 /// `band: denied: jq -r . (no allow.cli rule matches)` / `(denied by deny.cli rule "rm -rf *")`.
@@ -363,6 +401,41 @@ mod tests {
 
     fn v(words: &[&str]) -> Vec<String> {
         words.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn undeclared_host_commands_are_denials_unknown_names_are_not() {
+        let rules = CliRules::new(&v(&["cat *"]), &v(&["rm -rf *"]), &v(&["cat", "ls"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let host = |name: &str| ["id", "uname", "rm", "cat", "ls"].contains(&name);
+        // A host program the band does not declare: denied, no rule decided.
+        assert_eq!(
+            undeclared_call(&rules, &v(&["id", "-u"]), &host),
+            Some(CliCall {
+                argv: v(&["id", "-u"]),
+                allowed: false,
+                rule: None
+            })
+        );
+        // A deny rule that matches is the deciding rule.
+        assert_eq!(
+            undeclared_call(&rules, &v(&["rm", "-rf", "/"]), &host).and_then(|c| c.rule),
+            Some("rm -rf *".to_string())
+        );
+        // Not on the host (a typo, an optional tool): nothing a rule could allow.
+        assert_eq!(undeclared_call(&rules, &v(&["no-such-tool"]), &host), None);
+        // An essential absent from this sandbox would be allowed: not a denial.
+        assert_eq!(undeclared_call(&rules, &v(&["ls", "/"]), &host), None);
+        // Paths and skill programs are never looked up on the host.
+        for argv in [
+            v(&["/usr/bin/id"]),
+            v(&["../id"]),
+            v(&["./bin/id"]),
+            v(&[""]),
+            Vec::new(),
+        ] {
+            assert_eq!(undeclared_call(&rules, &argv, &|_| true), None, "{argv:?}");
+        }
     }
 
     #[test]

@@ -353,6 +353,12 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         None,
     );
     p.write(etc.join("hosts"), text(HOSTS.to_string()), 0o444, None);
+    p.write(
+        etc.join(BASH_ENV_FILE),
+        Cow::Borrowed(BASH_ENV.as_bytes()),
+        0o444,
+        None,
+    );
     match spec.resolv_conf {
         Some(resolv) => {
             p.write(
@@ -689,6 +695,18 @@ pub fn synth_group(user: &str, gid: u32) -> String {
 
 pub const HOSTS: &str =
     "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tband\n";
+/// The file in the run's `/etc` that `BASH_ENV` names (`bwrap::sandbox_env`), read by every
+/// non-interactive bash in the sandbox.
+pub const BASH_ENV_FILE: &str = "band-bash-env";
+
+/// Its text: bash calls `command_not_found_handle` when a name is not on `PATH`; it asks
+/// band-server about the call through band-shim, which records a denial when the name is a host
+/// program the band does not declare, and answers "not available" (127) either way. Only a
+/// report: the program is not in the sandbox, and nothing here can start it. `command -v` still
+/// finds nothing, so `command -v tool || fallback` keeps working.
+pub const BASH_ENV: &str = "# band: report a command this sandbox does not have (see docs/security.md)\n\
+command_not_found_handle() { exec -a \"$1\" /band/shim \"${@:2}\"; }\n";
+
 pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
 
 /// The workspace directory a relative `allow.write` pattern lets the run create files in: the
@@ -822,6 +840,13 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn bash_env_is_the_file_bash_reads() {
+        let sandbox = crate::layers::process::bwrap::SANDBOX_BASH_ENV;
+        assert_eq!(sandbox, format!("/etc/{BASH_ENV_FILE}"));
+        assert!(BASH_ENV.contains(crate::layers::process::bwrap::SANDBOX_SHIM));
+    }
 
     #[test]
     fn skill_and_every_writable_directory_are_noexec() {

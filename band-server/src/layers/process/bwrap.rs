@@ -42,6 +42,8 @@ pub const SANDBOX_SHIM: &str = "/band/shim";
 pub const SANDBOX_JAIL: &str = "/band/jail";
 pub const SANDBOX_SOCK: &str = "/band/sock";
 pub const SANDBOX_IO: &str = "/band/io";
+/// `BASH_ENV`: the run's `/etc` file [`crate::layers::fs::workdir::BASH_ENV`].
+pub const SANDBOX_BASH_ENV: &str = "/etc/band-bash-env";
 pub const SECRETS_FD: i32 = 3;
 pub const STATUS_FD: i32 = 4;
 /// bubblewrap reads its options from this descriptor (`--args`).
@@ -147,6 +149,8 @@ pub fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)> {
     if has_config {
         env.push(("CONFIG_PATH", "/band/io/config.json"));
     }
+    // bash reads it at startup: undeclared host commands are reported (`workdir::BASH_ENV`).
+    env.push(("BASH_ENV", SANDBOX_BASH_ENV));
     env.push(("WORKSPACE", "/workspace"));
     env.push(("SKILL_DIR", "/skill"));
     env
@@ -485,6 +489,9 @@ mod tests {
             "--setenv",
             "CONFIG_PATH",
             "/band/io/config.json",
+            "--setenv",
+            "BASH_ENV",
+            "/etc/band-bash-env",
             "--setenv",
             "WORKSPACE",
             "/workspace",
