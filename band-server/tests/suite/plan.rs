@@ -80,6 +80,7 @@ fn request() -> RunRequest {
         ],
         trace: false,
         observe: false,
+        args: Vec::new(),
     }
 }
 

@@ -99,6 +99,7 @@ pub(crate) fn jail_input(
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
         exec: exec.map(|(_, x)| x),
+        args: req.args.clone(),
         seccomp: seccomp::Profile {
             share_net: inp.plan.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
