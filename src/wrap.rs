@@ -189,11 +189,13 @@ pub fn input_schema(script: &WrappedScript) -> serde_json::Value {
     })
 }
 
-/// The output schema of a wrapped script: its stdout as text.
+/// The output schema of a wrapped script: whatever it prints. band gives stdout as text, or as
+/// JSON when it is JSON (`recalc.py` prints a JSON report), and no output when it prints nothing
+/// (a script that writes a file): the schema accepts each.
 pub fn output_schema(script: &WrappedScript) -> serde_json::Value {
     json!({
-        "type": "string",
-        "description": format!("What {} prints (its stdout, as text).", script.entry)
+        "type": ["string", "object", "array", "number", "boolean", "null"],
+        "description": format!("What {} prints: its stdout as text (as JSON when it prints JSON; none when it prints nothing).", script.entry)
     })
 }
 

@@ -62,6 +62,16 @@ fn wrapped_agent_skills_lint_clean() {
             assert!(schemas.takes_argv(&s.name), "{skill}/{}", s.name);
         }
     }
+    // `band help` shows an argv-style script's usage as its command line.
+    let (code, out, _) = band(
+        &["help", "--skills", ".", "pdf/check_bounding_boxes"],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("Usage: band pdf/check_bounding_boxes [band's flags] -- ARGS…\n"),
+        "{out}"
+    );
     let (code, out, err) = band(&["wrap", "docx", "--write"], ws.path());
     assert_eq!(code, 2, "{out}");
     assert!(err.contains("scripts/office/unpack.py"), "{err}");
@@ -246,6 +256,9 @@ fn privileged_wrapped_skill_reads_only_what_its_band_allows() {
             "allowed.txt: allowed content\nsecret.txt: FileNotFoundError\n{host_file}: FileNotFoundError\n/root/.bashrc: FileNotFoundError\n"
         )
     );
+    // A wrapped script that prints nothing (one that writes a file) is not an invalid output.
+    let (code, json, err) = run_argv(ws.path(), "probe/read", &[]);
+    assert_eq!((code, &json["status"]), (0, &json!("ok")), "{json}\n{err}");
 }
 
 /// Anthropic's office skills need LibreOffice: with `soffice` installed, a wrapped skill whose
