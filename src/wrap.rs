@@ -170,14 +170,14 @@ fn quoted(s: &str) -> String {
 }
 
 /// The input schema of a wrapped script: its argv.
-pub fn input_schema(script: &WrappedScript) -> serde_json::Value {
+pub fn input_schema(skill: &str, script: &WrappedScript) -> serde_json::Value {
     let what = script
         .description
         .clone()
         .unwrap_or_else(|| format!("{}.", script.entry));
     json!({
         "type": "object",
-        "description": format!("{what} Arguments as on its command line: `band <skill>/{} -- ARGS…`.", script.name),
+        "description": format!("{what} Arguments as on its command line: `band {skill}/{} -- ARGS…`.", script.name),
         "properties": {
             "args": {
                 "type": "array",
@@ -294,7 +294,10 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
         .unwrap_or_else(|| format!("The {} Agent Skill's scripts.", skill.name));
     let mut files = Vec::new();
     for s in &scripts {
-        for (kind, schema) in [("input", input_schema(s)), ("output", output_schema(s))] {
+        for (kind, schema) in [
+            ("input", input_schema(&skill.name, s)),
+            ("output", output_schema(s)),
+        ] {
             files.push(WrapFile {
                 path: format!("schemas/{kind}/{}.json", s.name),
                 text: format!(
@@ -402,6 +405,6 @@ mod tests {
             description: None,
             calls: vec![],
         };
-        assert!(crate::contract::is_argv_schema(&input_schema(&s)));
+        assert!(crate::contract::is_argv_schema(&input_schema("k", &s)));
     }
 }
