@@ -656,6 +656,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         workspace: Vec::new(),
         trace: false,
         observe: false,
+        args: Vec::new(),
     }
 }
 

@@ -37,3 +37,5 @@ pub mod lint;
 pub mod scaffold;
 #[cfg(feature = "cli")]
 pub mod vm;
+#[cfg(feature = "cli")]
+pub mod wrap;

@@ -68,6 +68,10 @@ pub struct RunRequest {
     /// ([`RunResult::observed`]). Nothing else about the sandbox changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub observe: bool,
+    /// Words appended to the entry's command line: the `args` of an argv-style input schema
+    /// (`band wrap`'s contracts for Agent Skills, see `band::contract::is_argv_schema`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).

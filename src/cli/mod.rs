@@ -23,6 +23,7 @@ pub(crate) mod setup;
 pub(crate) mod skills;
 pub(crate) mod trace;
 pub(crate) mod vm;
+pub(crate) mod wrap;
 
 use std::path::PathBuf;
 
@@ -95,6 +96,9 @@ pub(crate) enum Command {
     Audit(audit::AuditArgs),
     /// Create a skill that lints clean and runs: BAND.md, SKILL.md, one script, its schemas.
     Init(scaffold::InitArgs),
+    /// Give an Agent Skill (SKILL.md and scripts, no band) a band and argv-style contracts, so
+    /// `band <skill>/<script> -- ARGS…` runs it; prints what it would write unless --write.
+    Wrap(wrap::WrapArgs),
     /// Serve every script as a tool over the Model Context Protocol (stdio).
     Mcp(mcp::McpArgs),
     /// Provision a VM (qemu, lima) or an SSH host that runs band-server; idempotent.

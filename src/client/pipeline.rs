@@ -395,6 +395,17 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
             ));
         }
     };
+    // An argv-style script (`band wrap`) gets its `args` on its command line too.
+    let args: Vec<String> = if schemas.takes_argv(script) {
+        input["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let input_json = serde_json::to_vec(&input)?;
     let input_bytes = input_json.len() as u64;
     if let Some(max) = policy.limits.max_input_bytes.filter(|m| input_bytes > *m) {
@@ -468,6 +479,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
         workspace,
         trace: spec.trace,
         observe: false,
+        args,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

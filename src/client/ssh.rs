@@ -135,6 +135,7 @@ mod tests {
             workspace: vec![],
             trace: false,
             observe: false,
+            args: Vec::new(),
         }
     }
 

@@ -50,6 +50,19 @@ pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
     if args.json {
         let text = serde_json::to_string_pretty(&page.json())?;
         write_stdout(&format!("{text}\n"))?;
+    } else if schemas.takes_argv(script) {
+        // An argv-style script (`band wrap`): its arguments are its own command line.
+        let mut out = format!("Usage: band {} [band's flags] -- ARGS…\n", page.target);
+        if let Some(desc) = &page.description {
+            out.push_str(&format!("\n{desc}\n"));
+        }
+        out.push_str(
+            "\nArguments: the script's own command line. Every word after `--` is passed to it as it\n\
+             is (workspace files by their path relative to the workspace); `--input '{\"args\": [...]}'`\n\
+             gives the same.\n",
+        );
+        out.push_str(&format!("\nExample:\n  band {} -- ARGS…\n", page.target));
+        write_stdout(&out)?;
     } else {
         write_stdout(&page.render())?;
     }

@@ -66,8 +66,21 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             "use `band learn <skill>/<script>`; `band list` shows them"
         ));
     };
-    let raw_input = read_input(&args)?;
     let skill = find_script(skill_name, script, &args.skills)?;
+    // An argv-style script (`band wrap`): the words after `--` are its `args`.
+    let raw_input = if args.input.is_none()
+        && band::contract::SchemaSet::load_dir(&skill.root)
+            .0
+            .takes_argv(script)
+    {
+        let words = match args.args.split_first() {
+            Some((first, rest)) if first == "--" => rest,
+            _ => &args.args[..],
+        };
+        serde_json::json!({ "args": words })
+    } else {
+        read_input(&args)?
+    };
     let resolved = band::skill::resolve_script(&skill, script).0;
     let current = resolved
         .as_ref()

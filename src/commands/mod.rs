@@ -23,6 +23,7 @@ mod setup;
 mod setup_host;
 mod skills;
 mod vm;
+mod wrap;
 
 use anyhow::Result;
 
@@ -46,6 +47,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Init(a) => scaffold::cmd_init(a),
         Command::NewScript(a) => scaffold::cmd_new_script(a),
         Command::Mcp(a) => mcp::cmd_mcp(a),
+        Command::Wrap(a) => wrap::cmd_wrap(a),
         Command::Shortcut(args) => run::cmd_shortcut(args),
         Command::Setup(a) => setup::cmd_setup(a),
         Command::Vm(a) => vm::cmd_vm(a),

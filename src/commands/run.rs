@@ -24,8 +24,22 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
             "use `band run <skill>/<script>`; `band list` shows them"
         ));
     };
-    let raw_input = read_input(&args)?;
     let skill = find_script(skill_name, script, &args.skills)?;
+    // An argv-style script (`band wrap`): the words after `--` are its `args`, as they are.
+    let by_words = args.input.is_none()
+        && args.input_file.is_none()
+        && band::contract::SchemaSet::load_dir(&skill.root)
+            .0
+            .takes_argv(script);
+    let raw_input = if by_words {
+        let words = match args.args.split_first() {
+            Some((first, rest)) if first == "--" => rest,
+            _ => &args.args[..],
+        };
+        serde_json::json!({ "args": words })
+    } else {
+        read_input(&args)?
+    };
     let spec = RunSpec {
         skill_root: skill.root,
         script: script.to_string(),

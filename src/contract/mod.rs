@@ -32,7 +32,7 @@ mod walk;
 pub use args::{ArgDoc, describe_args, parse_cli_args, suggest_args};
 pub use error::{ArgError, ContractError, Violation};
 pub use schema_set::{SchemaFile, SchemaSet};
-pub use script::no_input_schema;
+pub use script::{is_argv_schema, no_input_schema};
 pub use validate::Contract;
 
 /// The advice every refused `$ref` carries.

@@ -20,7 +20,26 @@ pub fn no_input_schema() -> Value {
     })
 }
 
+/// True when `schema` is argv-style (what `band wrap` writes for an Agent Skill's script): an
+/// object whose only property is `args`, an array of strings. Such a script gets `args` appended
+/// to its command line, and `band <skill>/<script> -- ARGS…` gives the words as `args`.
+pub fn is_argv_schema(schema: &Value) -> bool {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return false;
+    };
+    props.len() == 1
+        && props.get("args").is_some_and(|a| {
+            a.get("type") == Some(&json!("array"))
+                && a.get("items").and_then(|i| i.get("type")) == Some(&json!("string"))
+        })
+}
+
 impl SchemaSet {
+    /// True when `script`'s input schema is argv-style ([`is_argv_schema`]).
+    pub fn takes_argv(&self, script: &str) -> bool {
+        self.input(script).is_some_and(is_argv_schema)
+    }
+
     /// The input contract of `script`: its schema ([`SchemaSet::input_rel`]) compiled, or, when it
     /// has none, [`no_input_schema`].
     pub fn input_contract(&self, script: &str) -> Result<Contract, ContractError> {

@@ -36,3 +36,4 @@ mod vm_cli;
 mod vm_e2e;
 mod vm_rootless;
 mod workspace;
+mod wrap;

@@ -480,7 +480,7 @@ fn privileged_inspector_calls_and_gets_typed_errors() {
 }
 
 /// `band mcp` driven with JSON-RPC lines: each response as the client receives it.
-struct Raw {
+pub(crate) struct Raw {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
     stdout: BufReader<std::process::ChildStdout>,
@@ -489,7 +489,7 @@ struct Raw {
 
 impl Raw {
     /// Start `band mcp` and initialize the session: the server and its `initialize` result.
-    fn start(skills: &[&Path], ws: &Path) -> (Raw, Value) {
+    pub(crate) fn start(skills: &[&Path], ws: &Path) -> (Raw, Value) {
         Raw::start_with(skills, ws, &[])
     }
 
@@ -531,7 +531,7 @@ impl Raw {
     }
 
     /// The response to one request (its `result`, or its `error`).
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));

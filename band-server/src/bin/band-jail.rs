@@ -162,7 +162,7 @@ fn main() {
             .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
     };
     let secrets = input.secrets;
-    let (program_fd, command) = match input.exec {
+    let (program_fd, mut command) = match input.exec {
         Some(x) => {
             let fd = sys::take_inherited_fd(x.fd).unwrap_or_else(|e| {
                 fail(
@@ -175,6 +175,8 @@ fn main() {
         }
         None => (None, args.command.clone()),
     };
+    // An argv-style script's words (`band wrap`), after the entry.
+    command.extend(input.args);
 
     // 2. Process hardening.
     if let Err(e) = sys::disable_core_dumps() {

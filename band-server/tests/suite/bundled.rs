@@ -38,6 +38,7 @@ fn request(script: &str, allow: &[&str], deny: &[&str]) -> RunRequest {
         workspace: Vec::new(),
         trace: true,
         observe: false,
+        args: Vec::new(),
     }
 }
 

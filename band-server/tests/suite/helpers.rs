@@ -155,6 +155,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         workspace: Vec::new(),
         trace: false,
         observe: false,
+        args: Vec::new(),
     }
 }
 

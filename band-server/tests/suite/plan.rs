@@ -81,6 +81,7 @@ pub(super) fn request() -> RunRequest {
         ],
         trace: false,
         observe: false,
+        args: Vec::new(),
     }
 }
 

@@ -110,6 +110,7 @@ pub(crate) fn jail_input(
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
         exec: exec.map(|(_, x)| x),
+        args: req.args.clone(),
         seccomp: seccomp::Profile {
             share_net: part.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),

@@ -81,6 +81,9 @@ pub struct JailInput {
     /// Which seccomp deny list the jail installs (network, memfd fallback).
     #[serde(default)]
     pub seccomp: super::seccomp::Profile,
+    /// Words the jail appends to the entry's command line (the request's `args`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
 }
 
 /// A program to exec with its own argv: the inherited descriptor `fd` (`execveat`), since no

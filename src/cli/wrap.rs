@@ -1,0 +1,26 @@
+//! `band wrap` arguments.
+
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct WrapArgs {
+    /// The Agent Skill's folder (SKILL.md and scripts/).
+    pub(crate) dir: PathBuf,
+    /// Write the files and lock the skill (without it: print what would be written).
+    #[arg(long)]
+    pub(crate) write: bool,
+    /// Replace an existing BAND.md or schema.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// A workspace path the scripts may read (allow.read), e.g. `forms/*.pdf`; repeatable.
+    /// Default: none.
+    #[arg(long, value_name = "PATTERN")]
+    pub(crate) allow_read: Vec<String>,
+    /// A workspace path the scripts may write (allow.write), e.g. `out/**`; repeatable.
+    /// Default: none.
+    #[arg(long, value_name = "PATTERN")]
+    pub(crate) allow_write: Vec<String>,
+    /// Print the plan (scripts, files, what they hold) as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}

@@ -1,0 +1,410 @@
+//! `band wrap`: a band and argv-style contracts for an Agent Skill (SKILL.md and scripts, no band).
+//!
+//! Pure: [`plan`] reads the skill and returns the files to write, the rules and where each came
+//! from; the command prints or writes them. Each script in `scripts/` (python, shell, node: by its
+//! `#!` line or extension) gets an input schema whose only property is `args`, an array of
+//! strings ([`crate::contract::is_argv_schema`]: band appends them to the script's command line),
+//! and an output schema accepting any text. The band allows each script exactly as band starts it
+//! (`python3 /skill/scripts/x.py *`), the programs the code calls by name where that is visible
+//! statically, no network and no workspace files unless `--allow-read`/`--allow-write` name them.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::json;
+
+/// One script of the skill, as wrapped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WrappedScript {
+    pub name: String,
+    /// Relative to the skill root (`scripts/x.py`).
+    pub entry: String,
+    /// The interpreter band starts it with (`python3`, `bash`, `node`), from `#!` or extension.
+    pub interpreter: Option<String>,
+    /// The first line of its docstring or leading comment, if any.
+    pub description: Option<String>,
+    /// Programs its code calls by name (`subprocess.run(["soffice", …])`, `shutil.which("x")`).
+    pub calls: Vec<String>,
+}
+
+/// A file `band wrap` writes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WrapFile {
+    /// Relative to the skill root.
+    pub path: String,
+    pub text: String,
+}
+
+/// What `band wrap` would write for a skill.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WrapPlan {
+    pub skill: String,
+    pub scripts: Vec<WrappedScript>,
+    pub files: Vec<WrapFile>,
+    /// Files below `scripts/` that are not scripts band runs (in a subfolder: docx's
+    /// `scripts/office/unpack.py`), said so the user knows.
+    pub skipped: Vec<String>,
+}
+
+/// Workspace access the user grants at wrap time (`--allow-read`, `--allow-write`).
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub read: Vec<String>,
+    pub write: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WrapError {
+    #[error("{}: no script directly in scripts/{}", .0.display(), nested(.1))]
+    NoScripts(PathBuf, Vec<String>),
+}
+
+fn nested(files: &[String]) -> String {
+    if files.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (below it: {}, which band does not run as scripts)",
+            files.join(", ")
+        )
+    }
+}
+
+/// The interpreter of a script: its `#!` line (`/usr/bin/env python3` → `python3`), else its
+/// extension.
+pub fn interpreter(file_name: &str, text: &str) -> Option<String> {
+    if let Some(line) = text.lines().next().and_then(|l| l.strip_prefix("#!")) {
+        let mut words = line.split_whitespace();
+        let first = words.next()?;
+        let prog = if first.ends_with("/env") {
+            words.find(|w| !w.starts_with('-'))?
+        } else {
+            first
+        };
+        return prog.rsplit('/').next().map(str::to_string);
+    }
+    let ext = file_name.rsplit_once('.')?.1;
+    match ext {
+        "py" => Some("python3".into()),
+        "sh" | "bash" => Some("bash".into()),
+        "js" | "mjs" | "cjs" => Some("node".into()),
+        _ => None,
+    }
+}
+
+/// The first line of a script's description: a Python module docstring, else the first comment
+/// after the `#!` line.
+pub fn description(text: &str) -> Option<String> {
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.starts_with("#!"))
+        .skip_while(|l| l.trim().is_empty() || l.starts_with("# -*-"))
+        .collect();
+    let first = body.first()?.trim();
+    for quote in ["\"\"\"", "'''"] {
+        if let Some(rest) = first.strip_prefix(quote) {
+            let line = rest.split(quote).next().unwrap_or(rest).trim();
+            let line = if line.is_empty() {
+                body.get(1).map_or("", |l| l.trim())
+            } else {
+                line
+            };
+            return Some(line.to_string()).filter(|l| !l.is_empty());
+        }
+    }
+    ["#", "//"]
+        .iter()
+        .find_map(|c| first.strip_prefix(c))
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+}
+
+/// Programs a script's code names as a command, where that is visible without running it: the
+/// first word of a literal list handed to `subprocess` (`run`, `call`, `check_call`,
+/// `check_output`, `Popen`), `shutil.which("x")`, `os.system("x …")`, node's
+/// `execFileSync("x"`/`spawn("x"`. Sorted, without duplicates.
+pub fn calls(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let openers = [
+        "run([",
+        "call([",
+        "check_call([",
+        "check_output([",
+        "Popen([",
+        "which(",
+        "system(",
+        "spawn(",
+        "spawnSync(",
+        "execFile(",
+        "execFileSync(",
+    ];
+    for opener in openers {
+        let mut rest = text;
+        while let Some(at) = rest.find(opener) {
+            rest = &rest[at + opener.len()..];
+            let arg = rest.trim_start();
+            let Some(q) = arg.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+                continue;
+            };
+            let lit = &arg[1..];
+            let Some(end) = lit.find(q) else { continue };
+            let word = lit[..end].split_whitespace().next().unwrap_or("");
+            let name = word.rsplit('/').next().unwrap_or(word);
+            if !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+            {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A YAML double-quoted scalar.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// The input schema of a wrapped script: its argv.
+pub fn input_schema(skill: &str, script: &WrappedScript) -> serde_json::Value {
+    let what = script
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("{}.", script.entry));
+    json!({
+        "type": "object",
+        "description": format!("{what} Arguments as on its command line: `band {skill}/{} -- ARGS…`.", script.name),
+        "properties": {
+            "args": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": format!("The words after `{}` on its command line; workspace files by their path relative to the workspace.", script.entry)
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+/// The output schema of a wrapped script: whatever it prints. band gives stdout as text, or as
+/// JSON when it is JSON (`recalc.py` prints a JSON report), and no output when it prints nothing
+/// (a script that writes a file): the schema accepts each.
+pub fn output_schema(script: &WrappedScript) -> serde_json::Value {
+    json!({
+        "type": ["string", "object", "array", "number", "boolean", "null"],
+        "description": format!("What {} prints: its stdout as text (as JSON when it prints JSON; none when it prints nothing).", script.entry)
+    })
+}
+
+/// The BAND.md for the wrapped scripts (see the module's documentation).
+pub fn band_md(
+    skill: &str,
+    description: &str,
+    scripts: &[WrappedScript],
+    access: &Access,
+) -> String {
+    let mut cli = Vec::new();
+    let mut why = Vec::new();
+    for s in scripts {
+        match &s.interpreter {
+            Some(i) => cli.push(format!("{i} /skill/{} *", s.entry)),
+            None => cli.push(format!("/skill/{} *", s.entry)),
+        }
+        for c in &s.calls {
+            let rule = format!("{c} *");
+            if !cli.contains(&rule) {
+                cli.push(rule);
+                why.push(format!("`{c}`: called by {} (read from its code)", s.entry));
+            }
+        }
+    }
+    let mut t = String::new();
+    t.push_str("---\n");
+    t.push_str(&format!("band: {skill}\n"));
+    t.push_str(&format!("description: {}\n", quoted(description)));
+    t.push_str("version: 1\n");
+    t.push_str("allow:\n  cli:\n");
+    for r in &cli {
+        t.push_str(&format!("    - {}\n", quoted(r)));
+    }
+    for (key, list) in [("read", &access.read), ("write", &access.write)] {
+        if !list.is_empty() {
+            t.push_str(&format!("  {key}:\n"));
+            for p in list {
+                t.push_str(&format!("    - {}\n", quoted(p)));
+            }
+        }
+    }
+    t.push_str("---\n\n");
+    t.push_str(
+        "Written by `band wrap` from the skill's scripts. Each script runs as its interpreter \
+         starts it, with the words after `--` as its arguments (`band <skill>/<script> -- ARGS…`). \
+         No network.",
+    );
+    if access.read.is_empty() && access.write.is_empty() {
+        t.push_str(
+            " No workspace file is readable or writable: add the files the arguments name under \
+             `allow.read`/`allow.write`, or run `band learn <skill>/<script> -- ARGS…` to draft them.",
+        );
+    }
+    t.push('\n');
+    if !why.is_empty() {
+        t.push_str("\nPrograms the scripts call, read from their code:\n\n");
+        for w in why {
+            t.push_str(&format!("- {w}\n"));
+        }
+    }
+    t
+}
+
+/// What `band wrap` writes for the Agent Skill at `root`: schemas for each script and a BAND.md.
+pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
+    let (skill, _) = crate::skill::load_skill(root);
+    let mut scripts = Vec::new();
+    for s in &skill.scripts {
+        let path = root.join(&s.entry);
+        let text = fs_err::read(&path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        let file_name = s
+            .entry
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        scripts.push(WrappedScript {
+            name: s.name.clone(),
+            entry: s.entry.to_string_lossy().into_owned(),
+            interpreter: interpreter(&file_name, &text),
+            description: description(&text),
+            calls: calls(&text),
+        });
+    }
+    let skipped = nested_files(&root.join("scripts"), root);
+    if scripts.is_empty() {
+        return Err(WrapError::NoScripts(root.to_path_buf(), skipped));
+    }
+    let description = skill
+        .skill_md
+        .as_ref()
+        .map(|m| m.description.clone())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| format!("The {} Agent Skill's scripts.", skill.name));
+    let mut files = Vec::new();
+    for s in &scripts {
+        for (kind, schema) in [
+            ("input", input_schema(&skill.name, s)),
+            ("output", output_schema(s)),
+        ] {
+            files.push(WrapFile {
+                path: format!("schemas/{kind}/{}.json", s.name),
+                text: format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&schema).unwrap_or_default()
+                ),
+            });
+        }
+    }
+    files.push(WrapFile {
+        path: "BAND.md".into(),
+        text: band_md(&skill.name, &description, &scripts, access),
+    });
+    Ok(WrapPlan {
+        skill: skill.name,
+        scripts,
+        files,
+        skipped,
+    })
+}
+
+/// Files in subfolders of `scripts/` (not script entries), relative to `root`, sorted.
+fn nested_files(dir: &Path, root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs_err::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() && !name.starts_with('.') && !name.starts_with('_') && name != "resources" {
+            walk(&p, root, &mut out);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+    let Ok(rd) = fs_err::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, root, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interpreter_from_shebang_or_extension() {
+        assert_eq!(
+            interpreter("x.py", "#!/usr/bin/env python3\n").as_deref(),
+            Some("python3")
+        );
+        assert_eq!(
+            interpreter("x", "#!/usr/bin/env -S node --x\n").as_deref(),
+            Some("node")
+        );
+        assert_eq!(
+            interpreter("x", "#!/bin/bash -e\n").as_deref(),
+            Some("bash")
+        );
+        assert_eq!(interpreter("x.sh", "echo\n").as_deref(), Some("bash"));
+        assert_eq!(interpreter("x", "echo\n"), None);
+    }
+
+    #[test]
+    fn description_from_docstring_or_comment() {
+        assert_eq!(
+            description("#!/usr/bin/env python3\n\"\"\"Say hi.\"\"\"\n").as_deref(),
+            Some("Say hi.")
+        );
+        assert_eq!(
+            description("#!/usr/bin/env python3\n\"\"\"\nSay hi.\n\"\"\"\n").as_deref(),
+            Some("Say hi.")
+        );
+        assert_eq!(
+            description("#!/bin/sh\n# Count words.\n").as_deref(),
+            Some("Count words.")
+        );
+        assert_eq!(description("import sys\n"), None);
+    }
+
+    #[test]
+    fn calls_read_from_the_code() {
+        let py = "subprocess.run([\"soffice\", \"--headless\"])\nshutil.which('pdftotext')\nsubprocess.check_output([\"/usr/bin/qpdf\", x])\nsubprocess.run([cmd])\nos.system(\"convert a b\")\n";
+        assert_eq!(calls(py), ["convert", "pdftotext", "qpdf", "soffice"]);
+        assert!(calls("print('run([')").is_empty());
+    }
+
+    #[test]
+    fn wrapped_input_schema_is_argv_style() {
+        let s = WrappedScript {
+            name: "x".into(),
+            entry: "scripts/x.py".into(),
+            interpreter: Some("python3".into()),
+            description: None,
+            calls: vec![],
+        };
+        assert!(crate::contract::is_argv_schema(&input_schema("k", &s)));
+    }
+}

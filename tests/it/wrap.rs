@@ -1,0 +1,318 @@
+//! `band wrap`: Anthropic's Agent Skills (SKILL.md and scripts, no band; `tests/corpus/agent/`)
+//! get a band and argv-style contracts, lint clean, and run as `band <skill>/<script> -- ARGS…`.
+
+use std::path::{Path, PathBuf};
+
+use band_test::band_snapshot;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::common::{band, output, repo, skip};
+
+fn agent(skill: &str) -> PathBuf {
+    repo().join("tests/corpus/agent").join(skill)
+}
+
+/// A workspace holding copies of `skills` from the corpus.
+fn workspace(skills: &[&str]) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    for s in skills {
+        band_test::copy_dir(&agent(s), &ws.path().join(s));
+    }
+    ws
+}
+
+/// `band <target> --json --target host --skills . -- <words>` in `ws`.
+fn run_argv(ws: &Path, target: &str, words: &[&str]) -> (i32, Value, String) {
+    let mut args = vec![target, "--json", "--target", "host", "--skills", ".", "--"];
+    args.extend(words);
+    let (code, out, err) = band(&args, ws);
+    (code, serde_json::from_str(&out).unwrap_or_default(), err)
+}
+
+/// What `band wrap` prints without --write: every file in full, the scripts, and that nothing was
+/// written (and nothing is).
+#[test]
+fn wrap_prints_what_it_would_write() {
+    let ws = workspace(&["xlsx"]);
+    band_snapshot!(output(&["wrap", "xlsx"], ws.path()), "wrap_xlsx_plan");
+    assert!(!ws.path().join("xlsx/BAND.md").exists());
+    assert!(!ws.path().join("xlsx/schemas").exists());
+}
+
+/// Every Agent Skill of the corpus with scripts, wrapped with --write, lints with no error and no
+/// warning (before: S006, no band), is locked, and its input schemas are argv-style. docx, whose
+/// only program is below scripts/, is refused with the file named, and nothing is written.
+#[test]
+fn wrapped_agent_skills_lint_clean() {
+    let ws = workspace(&["pdf", "skill-creator", "xlsx", "docx"]);
+    for skill in ["pdf", "skill-creator", "xlsx"] {
+        let (code, _, _) = band(&["lint", skill], ws.path());
+        assert_eq!(code, 1, "{skill} lints with errors before band wrap");
+        let (code, out, err) = band(&["wrap", skill, "--write"], ws.path());
+        assert_eq!(code, 0, "{skill}: {out}{err}");
+        let (code, out, err) = band(&["lint", skill], ws.path());
+        assert_eq!(code, 0, "{skill}: {out}{err}");
+        assert!(out.contains("no problems"), "{skill}: {out}");
+        let (code, out, _) = band(&["lock", "--check", skill], ws.path());
+        assert_eq!(code, 0, "{skill}: {out}");
+        let (skill_dir, _) = band::skill::load_skill(&ws.path().join(skill));
+        let schemas = band::contract::SchemaSet::load_dir(&ws.path().join(skill)).0;
+        for s in &skill_dir.scripts {
+            assert!(schemas.takes_argv(&s.name), "{skill}/{}", s.name);
+        }
+    }
+    // `band help` shows an argv-style script's usage as its command line.
+    let (code, out, _) = band(
+        &["help", "--skills", ".", "pdf/check_bounding_boxes"],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("Usage: band pdf/check_bounding_boxes [band's flags] -- ARGS…\n"),
+        "{out}"
+    );
+    let (code, out, err) = band(&["wrap", "docx", "--write"], ws.path());
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("scripts/office/unpack.py"), "{err}");
+    assert!(!ws.path().join("docx/BAND.md").exists());
+}
+
+/// A band (or a schema) already there is never replaced without --force.
+#[test]
+fn wrap_never_replaces_a_band_without_force() {
+    let ws = workspace(&["pdf"]);
+    fs_err::write(ws.path().join("pdf/BAND.md"), "---\nband: mine\n---\n").unwrap();
+    let (code, _, err) = band(&["wrap", "pdf", "--write"], ws.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("BAND.md already exist"), "{err}");
+    assert_eq!(
+        fs_err::read_to_string(ws.path().join("pdf/BAND.md")).unwrap(),
+        "---\nband: mine\n---\n"
+    );
+    assert!(!ws.path().join("pdf/schemas").exists());
+    let (code, _, err) = band(&["wrap", "pdf", "--write", "--force"], ws.path());
+    assert_eq!(code, 0, "{err}");
+    let text = fs_err::read_to_string(ws.path().join("pdf/BAND.md")).unwrap();
+    assert!(
+        text.contains("python3 /skill/scripts/check_bounding_boxes.py *"),
+        "{text}"
+    );
+}
+
+/// The programs a script calls by name, read from its code, are allowed and said so.
+#[test]
+fn wrap_allows_the_programs_the_code_calls() {
+    let ws = workspace(&["xlsx"]);
+    let (code, out, _) = band(&["wrap", "xlsx", "--json"], ws.path());
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(plan["scripts"][0]["calls"], json!(["soffice"]));
+    assert_eq!(plan["written"], json!(false));
+    let band_md = plan["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "BAND.md")
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(band_md.contains("    - \"soffice *\"\n"), "{band_md}");
+    assert!(band_md.contains("`soffice`: called by scripts/recalc.py (read from its code)"));
+}
+
+/// The wrapped pdf and skill-creator scripts run from the command line, their words as their
+/// argv, on workspace files the wrap allowed: the output is the script's stdout as text.
+#[test]
+fn privileged_wrapped_agent_skills_run_with_argv() {
+    if skip("privileged_wrapped_agent_skills_run_with_argv") {
+        return;
+    }
+    let ws = workspace(&["pdf", "skill-creator"]);
+    fs_err::write(
+        ws.path().join("fields.json"),
+        r#"{"form_fields": [
+            {"page_number": 1, "description": "Name", "label_bounding_box": [10, 10, 50, 20], "entry_bounding_box": [60, 10, 200, 30]},
+            {"page_number": 1, "description": "Date", "label_bounding_box": [10, 40, 50, 50], "entry_bounding_box": [55, 25, 200, 55]}
+        ]}"#,
+    )
+    .unwrap();
+    let (code, _, err) = band(
+        &["wrap", "pdf", "--write", "--allow-read", "*.json"],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = band(
+        &["wrap", "skill-creator", "--write", "--allow-read", "pdf/**"],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+
+    let (code, json, err) = run_argv(ws.path(), "pdf/check_bounding_boxes", &["fields.json"]);
+    assert_eq!(code, 0, "{json}\n{err}");
+    assert_eq!(
+        json["output"],
+        "Read 2 fields\nFAILURE: entry of `Name` overlaps entry of `Date`\nFAILURE: fix the boxes\n"
+    );
+    // No words: the script's own usage (argv is just the script).
+    let (code, json, _) = run_argv(ws.path(), "pdf/check_bounding_boxes", &[]);
+    assert_eq!(
+        (code, &json["output"]),
+        (1, &json!("Usage: check_bounding_boxes.py [fields.json]\n"))
+    );
+    let (code, json, err) = run_argv(ws.path(), "skill-creator/quick_validate", &["pdf"]);
+    assert_eq!(
+        (code, &json["output"]),
+        (0, &json!("Skill is valid!\n")),
+        "{json}\n{err}"
+    );
+    // The input is the argv: `band run --input` gives the same.
+    let (code, out, _) = band(
+        &[
+            "run",
+            "--json",
+            "--target",
+            "host",
+            "--skills",
+            ".",
+            "skill-creator/quick_validate",
+            "--input",
+            r#"{"args": ["pdf"]}"#,
+        ],
+        ws.path(),
+    );
+    let json: Value = serde_json::from_str(&out).unwrap_or_default();
+    assert_eq!((code, &json["output"]), (0, &json!("Skill is valid!\n")));
+    // MCP: the tool takes `{"args": [...]}` and answers with the script's stdout.
+    let (mut raw, _) = crate::mcp::Raw::start(&[ws.path()], ws.path());
+    let tools = raw.request("tools/list", json!({}));
+    let tool = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "skill-creator__quick_validate")
+        .unwrap_or_else(|| panic!("{tools}"));
+    assert!(
+        band::contract::is_argv_schema(&tool["inputSchema"]),
+        "{tool}"
+    );
+    let r = raw.request(
+        "tools/call",
+        json!({"name": "skill-creator__quick_validate", "arguments": {"args": ["pdf"]}}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert!(r.to_string().contains("Skill is valid!"), "{r}");
+}
+
+/// From inside: a wrapped skill reads the workspace files its band allows and nothing else of
+/// the workspace or the host, whatever paths its arguments name.
+#[test]
+fn privileged_wrapped_skill_reads_only_what_its_band_allows() {
+    if skip("privileged_wrapped_skill_reads_only_what_its_band_allows") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let ws = tempfile::tempdir().unwrap();
+    let probe = ws.path().join("probe");
+    fs_err::create_dir_all(probe.join("scripts")).unwrap();
+    fs_err::write(
+        probe.join("SKILL.md"),
+        "---\nname: probe\ndescription: Read the files named on the command line.\n---\n\n`python3 scripts/read.py PATH…`\n",
+    )
+    .unwrap();
+    fs_err::write(
+        probe.join("scripts/read.py"),
+        "#!/usr/bin/env python3\n\"\"\"Read each path named, say what happened.\"\"\"\nimport sys\n\nfor p in sys.argv[1:]:\n    try:\n        with open(p) as fh:\n            print(f\"{p}: {fh.read().strip()}\")\n    except OSError as e:\n        print(f\"{p}: {type(e).__name__}\")\n",
+    )
+    .unwrap();
+    fs_err::set_permissions(
+        probe.join("scripts/read.py"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    fs_err::write(ws.path().join("allowed.txt"), "allowed content\n").unwrap();
+    fs_err::write(ws.path().join("secret.txt"), "workspace secret\n").unwrap();
+    let host = tempfile::Builder::new()
+        .prefix("band-wrap-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    fs_err::write(host.path().join("host.txt"), "host secret\n").unwrap();
+    let host_file = host.path().join("host.txt").display().to_string();
+    let (code, _, err) = band(
+        &["wrap", "probe", "--write", "--allow-read", "allowed.txt"],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, json, err) = run_argv(
+        ws.path(),
+        "probe/read",
+        &["allowed.txt", "secret.txt", &host_file, "/root/.bashrc"],
+    );
+    assert_eq!(code, 0, "{json}\n{err}");
+    assert_eq!(
+        json["output"],
+        format!(
+            "allowed.txt: allowed content\nsecret.txt: FileNotFoundError\n{host_file}: FileNotFoundError\n/root/.bashrc: FileNotFoundError\n"
+        )
+    );
+    // A wrapped script that prints nothing (one that writes a file) is not an invalid output.
+    let (code, json, err) = run_argv(ws.path(), "probe/read", &[]);
+    assert_eq!((code, &json["status"]), (0, &json!("ok")), "{json}\n{err}");
+}
+
+/// Anthropic's office skills need LibreOffice: with `soffice` installed, a wrapped skill whose
+/// script calls it (allowed by `band wrap` from reading the code) converts a workspace file.
+/// Without LibreOffice the test says so and passes (CI does not install it).
+#[test]
+fn privileged_wrapped_office_skill_runs_libreoffice() {
+    if skip("privileged_wrapped_office_skill_runs_libreoffice") {
+        return;
+    }
+    if !Path::new("/usr/bin/soffice").exists() {
+        eprintln!(
+            "privileged_wrapped_office_skill_runs_libreoffice: skipped: LibreOffice is not installed (/usr/bin/soffice)"
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let ws = tempfile::tempdir().unwrap();
+    let skill = ws.path().join("office");
+    fs_err::create_dir_all(skill.join("scripts")).unwrap();
+    fs_err::write(
+        skill.join("SKILL.md"),
+        "---\nname: office\ndescription: Convert documents to PDF with LibreOffice.\n---\n\n`python3 scripts/convert.py FILE OUTDIR`\n",
+    )
+    .unwrap();
+    fs_err::write(
+        skill.join("scripts/convert.py"),
+        "#!/usr/bin/env python3\n\"\"\"Convert a document to PDF with LibreOffice.\"\"\"\nimport subprocess\nimport sys\nfrom pathlib import Path\n\nsrc, out = sys.argv[1], sys.argv[2]\nsubprocess.run([\"soffice\", \"--headless\", \"--convert-to\", \"pdf\", \"--outdir\", out, src], check=True, capture_output=True)\npdf = Path(out) / (Path(src).stem + \".pdf\")\nprint(pdf.read_bytes()[:5].decode())\n",
+    )
+    .unwrap();
+    fs_err::set_permissions(
+        skill.join("scripts/convert.py"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    fs_err::write(ws.path().join("note.txt"), "hello from band\n").unwrap();
+    let (code, _, err) = band(
+        &[
+            "wrap",
+            "office",
+            "--write",
+            "--allow-read",
+            "note.txt",
+            "--allow-write",
+            "out/**",
+        ],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, json, err) = run_argv(ws.path(), "office/convert", &["note.txt", "out"]);
+    assert_eq!(
+        (code, &json["output"]),
+        (0, &json!("%PDF-\n")),
+        "{json}\n{err}"
+    );
+    assert!(ws.path().join("out/note.pdf").exists());
+}
