@@ -53,16 +53,18 @@ const SHOWN_SYSTEM: &[&str] = &[
 const PROGRAM_DIRS: &[&str] = &["/usr/bin", "/bin", "/usr/sbin", "/sbin"];
 /// Trees the sandbox manages itself: no rule may name them.
 const MANAGED: &[&str] = &["/band", "/run", "/var/run", "/sys", "/boot"];
-/// Never exposed, whatever the rule.
-const SECRET: &[&str] = &[
+/// Never exposed, whatever the rule (band-server checks a mount's canonical host path against
+/// the same list).
+pub const SECRET: &[&str] = &[
     "/root",
     "/etc/shadow",
     "/etc/gshadow",
     "/etc/sudoers",
     "/etc/sudoers.d",
 ];
-/// Paths a bind may not be at or above.
-const NOT_COVERED: &[&str] = &[
+/// Paths a bind may not be at or above (band-server checks a mount's canonical host path against
+/// the same list).
+pub const NOT_COVERED: &[&str] = &[
     "/band",
     "/skill",
     "/workspace",

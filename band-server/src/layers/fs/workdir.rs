@@ -741,26 +741,6 @@ pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
     p.is_absolute().then(|| PathBuf::from(p.static_prefix()))
 }
 
-/// Paths a host mount may not be at or above (they are the sandbox's own, or must stay hidden).
-pub const RESERVED_SANDBOX_PATHS: &[&str] = &[
-    "/",
-    "/band",
-    "/skill",
-    "/workspace",
-    "/tmp",
-    "/proc",
-    "/dev",
-    "/sys",
-    "/run",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib64",
-    "/etc",
-    "/var/run",
-    "/boot",
-];
 /// Paths a host mount may not be inside of.
 pub const RESERVED_SANDBOX_TREES: &[&str] = &[
     "/band",
@@ -802,7 +782,8 @@ pub enum HostMountError {
 /// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
 /// server's state directory.
 pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountError> {
-    for r in RESERVED_SANDBOX_PATHS {
+    // `/` and the paths lint refuses a pattern above ([`band::policy::place::NOT_COVERED`]).
+    for r in std::iter::once("/").chain(band::policy::place::NOT_COVERED.iter().copied()) {
         if Path::new(r).starts_with(p) {
             return Err(HostMountError::Covers {
                 path: p.to_path_buf(),
@@ -821,13 +802,7 @@ pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountErro
     if p.starts_with(state) || state.starts_with(p) {
         return Err(HostMountError::StateDir(p.to_path_buf()));
     }
-    for secret in [
-        "/etc/shadow",
-        "/etc/gshadow",
-        "/etc/sudoers",
-        "/etc/sudoers.d",
-        "/root",
-    ] {
+    for secret in band::policy::place::SECRET {
         if p.starts_with(secret) {
             return Err(HostMountError::Secret(p.to_path_buf()));
         }
