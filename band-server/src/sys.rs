@@ -28,6 +28,28 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// In a `pre_exec` child: drop every supplementary group, then to `gid` and `uid`, and die
+/// (SIGKILL) with the parent. Raw syscalls only: no allocation, no lock.
+fn drop_to_and_die_with_parent(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: setgroups with a zero-length list and a null pointer is valid.
+    check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+    // SAFETY: plain syscalls on integers.
+    check(unsafe { libc::setgid(gid) })?;
+    // SAFETY: plain syscall on an integer.
+    check(unsafe { libc::setuid(uid) })?;
+    // SAFETY: prctl with integer arguments.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    Ok(())
+}
+
 fn cstring(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
@@ -523,24 +545,9 @@ impl PreExec {
                     return Err(io::Error::last_os_error());
                 }
             }
-            // SAFETY: setgroups with a zero-length list and a null pointer is valid.
-            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
-            // SAFETY: plain syscalls on integers.
-            check(unsafe { libc::setgid(self.gid) })?;
-            // SAFETY: plain syscall on an integer.
-            check(unsafe { libc::setuid(self.uid) })?;
             // Tied to the reaper, which dies with band-server. (getppid is 0 here: the reaper is
             // outside this pid namespace, so there is nothing to compare.)
-            // SAFETY: prctl with integer arguments.
-            check(unsafe {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                )
-            })?;
+            drop_to_and_die_with_parent(self.uid, self.gid)?;
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
@@ -726,22 +733,7 @@ impl RelayExec {
             })?;
             // SAFETY: static NUL-terminated string; integer ids.
             check(unsafe { libc::chown(c"/dev/net/tun".as_ptr(), self.uid, self.gid) })?;
-            // SAFETY: setgroups with a zero-length list and a null pointer is valid.
-            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
-            // SAFETY: plain syscalls on integers.
-            check(unsafe { libc::setgid(self.gid) })?;
-            // SAFETY: plain syscall on an integer.
-            check(unsafe { libc::setuid(self.uid) })?;
-            // SAFETY: prctl with integer arguments.
-            check(unsafe {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                )
-            })?;
+            drop_to_and_die_with_parent(self.uid, self.gid)?;
             // SAFETY: plain syscall, cannot fail.
             if unsafe { libc::getppid() } != parent {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
