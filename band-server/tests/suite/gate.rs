@@ -480,3 +480,40 @@ cat /etc/hosts >/dev/null; echo "cat=$?"
         .count();
     assert_eq!(denial_events, 3, "{o:#?}");
 }
+
+/// The program headers' types of the ELF64 file `bytes` (little-endian).
+fn elf_program_header_types(bytes: &[u8]) -> Vec<u32> {
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]) as usize;
+    let u32_at = |o: usize| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&bytes[o..o + 4]);
+        u32::from_le_bytes(b)
+    };
+    let u64_at = |o: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[o..o + 8]);
+        u64::from_le_bytes(b) as usize
+    };
+    assert_eq!(&bytes[..5], b"\x7fELF\x02", "an ELF64 file");
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..phnum).map(|i| u32_at(phoff + i * phentsize)).collect()
+}
+
+/// Issue 17, item 4: band-shim starts once per command in the sandbox, so it is static (no
+/// `PT_INTERP`: no `ld.so` and no shared libraries to load before it asks band-server) and
+/// stripped (no `.symtab`). Built so on glibc Linux (`band-server/build.rs`).
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_shim_is_static_and_stripped() {
+    const PT_INTERP: u32 = 3;
+    let shim = fs_err::read(env!("CARGO_BIN_EXE_band-shim")).unwrap();
+    let types = elf_program_header_types(&shim);
+    assert!(
+        !types.contains(&PT_INTERP),
+        "band-shim names a dynamic loader: it is dynamically linked ({types:?})"
+    );
+    assert!(
+        !shim.windows(8).any(|w| w == b".symtab\0"),
+        "band-shim has a symbol table: it is not stripped"
+    );
+}
