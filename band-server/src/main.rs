@@ -97,6 +97,11 @@ fn main() {
                     1
                 } else {
                     janitor_pass(&cfg, true);
+                    // The library trees' list of programs, so that no run waits for its scan.
+                    band_server::layers::fs::execmask::prepare(
+                        &cfg.state_dir,
+                        std::path::Path::new(band_server::layers::fs::execmask::HOST_CACHE),
+                    );
                     0
                 }
             }

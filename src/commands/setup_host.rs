@@ -149,6 +149,15 @@ pub(crate) fn cmd_setup_host(args: &SetupArgs) -> Result<u8> {
         .collect();
     let server = band::client::transport::server_path();
     let server_found = server.is_file();
+    // band-server's janitor also lists the programs of the library trees to hide
+    // (`/var/cache/band/exec-mask.json`): made now, no run waits for that scan (issue 17).
+    if root && server_found {
+        let _ = Command::new(&server)
+            .arg("janitor")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
     if args.json {
         let doc = serde_json::json!({
             "driver": "host",

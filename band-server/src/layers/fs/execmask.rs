@@ -21,8 +21,11 @@
 //! is stored in the state directory and host-wide ([`HOST_CACHE`]); a run uses the list it finds,
 //! and when that list is stale (the package database or the top-level library directories
 //! changed, or it is over an hour old) starts `band-server rescan-mask` in the background and
-//! uses the stale list meanwhile. Only the first run on a host that has no list scans while it
-//! waits ([`load_or_scan_with`]).
+//! uses the stale list meanwhile (one scan at a time on the host). `band-server janitor` (at install
+//! and boot) makes the list when there is none or it is stale ([`prepare`]), so no run waits for a
+//! scan; only a run on a host where the janitor never ran scans while it waits
+//! ([`load_or_scan_with`]): without the list the library trees' programs could not be hidden, and
+//! a run does not start unprotected.
 
 use fs_err as fs;
 use std::io::Read;
@@ -180,21 +183,49 @@ fn store(path: &Path, key: &str, files: &[PathBuf]) {
 }
 
 /// Scan now and store the list in `state` and `host` (what `band-server rescan-mask` does, in
-/// the background, under a lock so that one scan runs at a time).
+/// the background). One scan at a time on the host: the lock is the host list's
+/// (`exec-mask.lock` beside [`HOST_CACHE`]), not the state directory's, so runs of many state
+/// directories (a test suite's, a bench's fresh ones) that all find the list stale start one walk
+/// of `/usr`, not one each on a 2-core machine. (The state directory's lock only where the host's
+/// directory cannot be made.)
 pub fn rescan(state: &Path, host: &Path) {
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(state.join("exec-mask.lock"));
-    let Ok(lock) = lock else { return };
+    rescan_with(state, host, &cache_key(), &|| scan(LIB_ROOTS));
+}
+
+/// [`rescan`] with its key and scan given; whether it scanned (`false`: another scan holds the
+/// lock, or no lock could be made).
+pub fn rescan_with(state: &Path, host: &Path, key: &str, scan: &dyn Fn() -> Vec<PathBuf>) -> bool {
+    let open = |p: PathBuf| {
+        fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(p)
+    };
+    let host_lock = host.with_extension("lock");
+    let lock = host_lock
+        .parent()
+        .map_or(Ok(()), fs::create_dir_all)
+        .and_then(|()| open(host_lock))
+        .or_else(|_| open(state.join("exec-mask.lock")));
+    let Ok(lock) = lock else { return false };
     if lock.file().try_lock().is_err() {
-        return;
+        return false;
     }
+    let files = scan();
+    store(&state.join(CACHE_NAME), key, &files);
+    store(host, key, &files);
+    true
+}
+
+/// Make sure the host has a fresh list (what `band-server janitor` does at install and boot, so
+/// that no run, not even the first on a new host, waits for a scan). Whether it scanned.
+pub fn prepare(state: &Path, host: &Path) -> bool {
     let key = cache_key();
-    let files = scan(LIB_ROOTS);
-    store(&state.join(CACHE_NAME), &key, &files);
-    store(host, &key, &files);
+    match load(&[host], &key, SystemTime::now()) {
+        Loaded::Fresh(_) => false,
+        Loaded::Stale(_) | Loaded::Missing => rescan_with(state, host, &key, &|| scan(LIB_ROOTS)),
+    }
 }
 
 /// Start `band-server rescan-mask <state>` detached: it outlives this run's server.
@@ -457,6 +488,39 @@ mod tests {
         );
         assert!(apply_exemptions(&files, &[r.join("git-core")], &[]).is_empty());
         assert!(!same_program(&prog, &r.join("missing")));
+    }
+
+    #[test]
+    fn one_rescan_at_a_time_on_the_host_whatever_the_state_directory() {
+        use std::cell::Cell;
+        let t = tempfile::tempdir().unwrap();
+        let host = t.path().join("var/cache/band/exec-mask.json");
+        let (a, b) = (t.path().join("a"), t.path().join("b"));
+        fs::create_dir(&a).unwrap();
+        fs::create_dir(&b).unwrap();
+        let scans = Cell::new(0);
+        let scan = || {
+            scans.set(scans.get() + 1);
+            vec![PathBuf::from("/usr/lib/x/prog")]
+        };
+        // A scan is under way for state directory `a` (it holds the lock): one for `b` does
+        // nothing.
+        assert!(rescan_with(&a, &host, "k", &scan), "the first scan");
+        let held = fs::OpenOptions::new()
+            .write(true)
+            .open(host.with_extension("lock"))
+            .unwrap();
+        held.file().try_lock().unwrap();
+        assert!(!rescan_with(&b, &host, "k", &scan));
+        assert!(!rescan_with(&a, &host, "k", &scan));
+        assert_eq!(scans.get(), 1);
+        drop(held);
+        assert!(rescan_with(&b, &host, "k", &scan));
+        assert_eq!(scans.get(), 2);
+        assert_eq!(
+            load(&[&b.join(CACHE_NAME), &host], "k", SystemTime::now()),
+            Loaded::Fresh(vec![PathBuf::from("/usr/lib/x/prog")])
+        );
     }
 
     #[test]
