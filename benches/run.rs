@@ -25,6 +25,9 @@
 //! - **a no-op started in a folder of 100,000 files the band does not admit** [the same as in an
 //!   empty folder].
 //!
+//! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, fetch, idle,
+//! fresh, files), to re-measure what a change touched.
+//!
 //! Peers (nsjail, firejail, srt, codex) come from `common::peers`: installed from their
 //! registries into `target/bench-peers` when missing (`BAND_BENCH_PEERS=0`: none), each skipped
 //! with a printed line when it cannot run here.
@@ -108,6 +111,14 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
             ],
         },
     ]
+}
+
+/// Whether the table `name` runs: `BAND_BENCH_ONLY` (comma-separated: noop, py, loop, fetch,
+/// idle, fresh, files) picks some, to re-measure what a change touched; unset, all run.
+fn wanted(name: &str) -> bool {
+    std::env::var("BAND_BENCH_ONLY")
+        .map(|only| only.split(',').any(|n| n.trim() == name))
+        .unwrap_or(true)
 }
 
 fn why_not() -> Option<String> {
@@ -211,7 +222,7 @@ fn main() {
     };
     fs_err::create_dir(&env.empty).expect("mkdir workspace");
     // A lab for the networked job (full runs only): its address names the fetch URL.
-    let lab = if full {
+    let lab = if full && wanted("fetch") {
         Lab::new(env.tmp.join("lab"))
     } else {
         None
@@ -249,7 +260,7 @@ fn main() {
 
     // 1–3: the no-network jobs, each with every peer.
     for job in jobs.iter().filter(|j| j.name != "fetch") {
-        if !full && job.name != "noop" {
+        if (!full && job.name != "noop") || !wanted(job.name) {
             continue;
         }
         let (band_ratio, _) = job_table(&env, job, &peers, iters, &band_file);
@@ -266,6 +277,7 @@ fn main() {
 
     // 4: the networked fetch.
     match &lab {
+        _ if !wanted("fetch") => {}
         Some(lab) => {
             let job = jobs.iter().find(|j| j.name == "fetch").expect("fetch job");
             let r = fetch_table(&env, job, lab, iters);
@@ -279,7 +291,7 @@ fn main() {
     }
 
     // 5: no-op with 1,000 idle processes on the host.
-    {
+    if wanted("idle") {
         let idle: Vec<Child> = (0..1000)
             .map(|_| {
                 Command::new("sleep")
@@ -310,7 +322,7 @@ fn main() {
     }
 
     // 6: the first run of a fresh state directory (band-server alone).
-    {
+    if wanted("fresh") {
         let request = build_request(&env.skills.join("noop"), "noop");
         let fresh_iters = env_usize("BAND_BENCH_FRESH_ITERS", 5).max(1);
         let mut times = Vec::new();
@@ -321,6 +333,9 @@ fn main() {
             times.push(t.elapsed());
             common::reap_orphans();
             assert_eq!(r.status, Status::Ok, "fresh band-server run failed: {r:?}");
+            // The state directory's program cache is a tmpfs of its own: unmounted first, or
+            // the directory stays behind, mounted.
+            let _ = Command::new("umount").arg(dir.join("exec")).status();
             let _ = fs_err::remove_dir_all(&dir);
         }
         let s = Stats::of(times);
@@ -344,7 +359,7 @@ fn main() {
     }
 
     // 7: a no-op started in a folder of 100,000 files the band does not admit.
-    {
+    if wanted("files") {
         let big = env.tmp.join("big");
         for d in 0..100 {
             let dir = big.join(format!("d{d:03}"));
