@@ -137,6 +137,7 @@ pub(super) fn facts() -> HostFacts {
             )],
         }]),
         layouts: BTreeMap::new(),
+        argv0: BTreeMap::new(),
     }
 }
 

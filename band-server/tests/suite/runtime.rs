@@ -262,3 +262,66 @@ fn privileged_libreoffice_starts_through_its_launcher_script() {
         "{o:#?}"
     );
 }
+
+/// Issue 14, item 3 (b): a venv's `bin` on the server's `bin_path`, so `python3` is the venv's
+/// (a link to the base interpreter). The run's python is in the venv: `sys.prefix` is the venv and
+/// its site-packages import (before: the base python, "No module named bandvenvmod"), both when
+/// the script calls `python3` and through a `#!/usr/bin/env python3` script. The venv's own
+/// programs still do not start.
+#[test]
+fn privileged_a_venv_python_on_the_bin_path_sees_its_venv() {
+    privileged!();
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        eprintln!("skipped: needs {python}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-venv-{}", run_id())));
+    let r = &root.0;
+    let venv = r.join("venv");
+    write(
+        &venv.join("pyvenv.cfg"),
+        b"home = /usr/bin\ninclude-system-site-packages = false\n",
+        0o644,
+    );
+    fs_err::create_dir_all(venv.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(python, venv.join("bin/python3")).unwrap_or_else(|e| panic!("{e}"));
+    let version = Command::new(python)
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let site = venv.join(format!("lib/python{version}/site-packages"));
+    write(&site.join("bandvenvmod.py"), b"WHERE = 'venv'\n", 0o644);
+    let elf = fs_err::read("/usr/bin/true").unwrap_or_else(|e| panic!("{e}"));
+    write(&venv.join("bin/tool"), &elf, 0o755);
+    let config = r.join("server.toml");
+    write(
+        &config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            venv.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let probe = "import sys\ntry:\n    import bandvenvmod\n    print('mod=' + bandvenvmod.WHERE)\nexcept ImportError as e:\n    print('mod=' + str(e))\nprint('prefix=' + sys.prefix)\n";
+    let script = format!(
+        "#!/bin/bash\npython3 -c \"$(cat <<'PY'\n{probe}PY\n)\"\nprintf '#!/usr/bin/env python3\\nimport bandvenvmod\\nprint(\"env_mod=\" + bandvenvmod.WHERE)\\n' > /tmp/p.py\npython3 /tmp/p.py\n{venv}/bin/tool; echo \"venv_tool=$?\"\n",
+        venv = venv.display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["python3 *"]);
+    let o = finish(spawn_with_config(&request(&script, p), &config));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("mod"), "venv", "{o:#?}");
+    assert_eq!(get("prefix"), venv.display().to_string(), "{o:#?}");
+    assert_eq!(get("env_mod"), "venv", "{o:#?}");
+    assert_eq!(get("venv_tool"), "126", "{o:#?}");
+}

@@ -45,6 +45,9 @@ pub struct ExecPlan {
     /// the path its copy reports for itself (`<cache>/<key>/lib` → `<jdk>/lib`, see
     /// [`runtime::layout_links`]).
     pub links: Vec<(PathBuf, PathBuf)>,
+    /// Wrapped name → the `argv[0]` its program runs with, when not the call's (a venv's python:
+    /// [`runtime::venv_argv0`]).
+    pub argv0: std::collections::BTreeMap<String, String>,
 }
 
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
@@ -100,7 +103,13 @@ pub fn plan_exec(
                 .map(|(rel, target)| (entry.join(rel), target.clone())),
         );
     }
+    let argv0 = cli
+        .binaries
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), facts.argv0.get(&b.name)?.clone())))
+        .collect();
     Ok(ExecPlan {
+        argv0,
         layouts,
         links,
         runtime,

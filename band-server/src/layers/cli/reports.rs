@@ -597,6 +597,7 @@ mod tests {
                 Program {
                     file: "/state/exec/cache/jq-aa".into(),
                     script: None,
+                    argv0: None,
                 },
             ),
             (
@@ -604,6 +605,7 @@ mod tests {
                 Program {
                     file: "/state/exec/cache/cat-bb".into(),
                     script: None,
+                    argv0: None,
                 },
             ),
         ]);

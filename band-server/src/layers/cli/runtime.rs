@@ -162,6 +162,21 @@ pub fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
     normalize(out)
 }
 
+/// The `argv[0]` a Python found at `found` (where the lookup found it, not resolved) must run with
+/// to be in its virtual environment: `found` itself when it is a venv's `<venv>/bin/<name>`
+/// (beside `<venv>/pyvenv.cfg`) and its real file a `pythonX.Y`. Python finds its venv from
+/// `argv[0]` (the `pyvenv.cfg` beside its directory), and band runs a copy of the real file, so
+/// without it a venv's python is the base one and sees none of the venv's packages. The venv is
+/// a runtime tree of the program ([`discover`]), so the path exists in the sandbox; what it
+/// names is a link to the base interpreter, which leads back through the gate.
+pub fn venv_argv0(found: &Path, real: &Path) -> Option<String> {
+    python_version(real)?;
+    let bin = found.parent().filter(|d| name_of(d) == "bin")?;
+    let venv = bin.parent()?;
+    (found != real && venv.join("pyvenv.cfg").is_file())
+        .then(|| found.to_string_lossy().into_owned())
+}
+
 /// Sorted, without duplicates or trees inside another.
 pub fn normalize(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
     trees.sort();
@@ -321,6 +336,26 @@ mod tests {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, data).unwrap();
         fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_venv_python_runs_as_its_venv_path() {
+        let t = tempfile::tempdir().unwrap();
+        let venv = t.path().join("venv");
+        write(&venv.join("pyvenv.cfg"), b"home = /usr/bin\n", 0o644);
+        let found = venv.join("bin/python3");
+        let real = Path::new("/usr/bin/python3.11");
+        assert_eq!(
+            venv_argv0(&found, real),
+            Some(found.to_string_lossy().into_owned())
+        );
+        // Not a python, not in a venv, or the file itself: its own argv[0].
+        assert_eq!(
+            venv_argv0(&venv.join("bin/jq"), Path::new("/usr/bin/jq")),
+            None
+        );
+        assert_eq!(venv_argv0(&t.path().join("bin/python3"), real), None);
+        assert_eq!(venv_argv0(real, real), None);
     }
 
     #[test]

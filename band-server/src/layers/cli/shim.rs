@@ -191,6 +191,15 @@ fn start(
     for _ in 0..=MAX_INTERPRETER_DEPTH {
         let program = table.get(&name).ok_or_else(|| NotAvailable(name.clone()))?;
         let Some(script) = &program.script else {
+            // A program that runs under another argv[0] (a venv's python: its venv's path).
+            if let Some(argv0) = &program.argv0 {
+                let mut args = rewritten.unwrap_or_else(|| argv.to_vec());
+                match args.first_mut() {
+                    Some(first) => *first = argv0.clone(),
+                    None => args.push(argv0.clone()),
+                }
+                return Ok((name, Some(args)));
+            }
             return Ok((name, rewritten));
         };
         let args = rewritten.as_deref().unwrap_or(argv);
@@ -486,6 +495,7 @@ mod tests {
                         line: parse_shebang(l.as_bytes()).unwrap_or_else(|| panic!("{l}")),
                         path: format!("/band/x/{name}"),
                     }),
+                    argv0: None,
                 },
             )
         };

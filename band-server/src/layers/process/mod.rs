@@ -196,6 +196,7 @@ mod tests {
             Program {
                 file: "/state/exec/cache/k/bash".into(),
                 script: None,
+                argv0: None,
             },
         )]);
         let path = "/skill/scripts/resources/go/run.sh";
