@@ -351,6 +351,39 @@ impl HostFacts {
                 .collect();
             facts.runtime =
                 runtime::scan_trees(&runtime::normalize(roots)).map_err(|e| e.to_string());
+            // pip's user site of the user who invoked band (`SUDO_UID`, which sudo sets, when
+            // band started band-server through sudo; else band-server's own user), read-only
+            // where the run's Python looks for it (`runtime::user_site`).
+            let versions = runtime::python_versions(
+                cli.binaries
+                    .iter()
+                    .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
+                    .map(|b| b.host.as_path()),
+            );
+            let uid = std::env::var("SUDO_UID")
+                .ok()
+                .and_then(|u| u.parse::<u32>().ok())
+                .or_else(|| {
+                    use std::os::unix::fs::MetadataExt;
+                    fs::metadata("/proc/self").ok().map(|m| m.uid())
+                });
+            let home = uid.and_then(|uid| {
+                fs::read_to_string("/etc/passwd")
+                    .ok()
+                    .and_then(|p| runtime::home_of(&p, uid))
+            });
+            if let (Ok(trees), Some(home)) = (&mut facts.runtime, home) {
+                for v in &versions {
+                    if let Some(site) = runtime::user_site(&home, v)
+                        && let Ok(mut t) = runtime::scan_trees(std::slice::from_ref(&site))
+                    {
+                        for tree in &mut t {
+                            tree.at = runtime::user_site_at(v);
+                        }
+                        trees.extend(t);
+                    }
+                }
+            }
         }
         for (name, host) in &facts.binaries {
             if let Ok(m) = fs::metadata(host) {

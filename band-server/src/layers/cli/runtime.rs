@@ -56,6 +56,9 @@ pub const MAX_MASKED: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeTree {
     pub root: PathBuf,
+    /// Where it is bound in the sandbox: `root` itself, except for a user site
+    /// ([`user_site_at`]).
+    pub at: PathBuf,
     /// Every ELF executable in it (`layers::fs::execmask::scan`): hidden in the sandbox.
     pub masked: Vec<PathBuf>,
 }
@@ -177,6 +180,52 @@ pub fn venv_argv0(found: &Path, real: &Path) -> Option<String> {
         .then(|| found.to_string_lossy().into_owned())
 }
 
+/// The home directory of `uid` in the text of a passwd file.
+pub fn home_of(passwd: &str, uid: u32) -> Option<PathBuf> {
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 7 && f[2].parse::<u32>().ok() == Some(uid) && f[5].starts_with('/'))
+            .then(|| PathBuf::from(f[5]))
+    })
+}
+
+/// pip's user site of the invoking user for Python `version` (`pip install --user`):
+/// `<home>/.local/lib/pythonX.Y/site-packages`, if it is a directory that every user may read,
+/// and every directory above it one every user may enter (the run's uid is no user of the host:
+/// a home of mode 0700 keeps its user site to itself, and the run goes on without it). Reads the
+/// file system (metadata only, not following a symlinked part).
+pub fn user_site(home: &Path, version: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let site = home.join(format!(".local/lib/python{version}/site-packages"));
+    let m = fs::symlink_metadata(&site).ok()?;
+    if !m.is_dir() || m.mode() & 0o005 != 0o005 {
+        return None;
+    }
+    for dir in site.ancestors().skip(1) {
+        let m = fs::symlink_metadata(dir).ok()?;
+        if !m.is_dir() || m.mode() & 0o001 == 0 {
+            return None;
+        }
+    }
+    Some(site)
+}
+
+/// Where a user site is seen in the sandbox: the place Python looks for its user site with the
+/// run's `HOME` (`/tmp`): `/tmp/.local/lib/pythonX.Y/site-packages`, read-only.
+pub fn user_site_at(version: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/.local/lib/python{version}/site-packages"))
+}
+
+/// The `pythonX.Y` versions of the programs `reals` (their real files).
+pub fn python_versions<'a>(reals: impl Iterator<Item = &'a Path>) -> Vec<String> {
+    let mut v: Vec<String> = reals
+        .filter_map(|r| python_version(r).map(str::to_string))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// Sorted, without duplicates or trees inside another.
 pub fn normalize(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
     trees.sort();
@@ -212,6 +261,7 @@ pub fn scan_trees(roots: &[PathBuf]) -> Result<Vec<RuntimeTree>, TreeError> {
             }
             Ok(RuntimeTree {
                 root: root.clone(),
+                at: root.clone(),
                 masked,
             })
         })
@@ -339,6 +389,33 @@ mod tests {
     }
 
     #[test]
+    fn the_user_site_of_a_home_others_can_enter() {
+        assert_eq!(
+            home_of(
+                "root:x:0:0::/root:/bin/sh\nann:x:1000:1000::/home/ann:/bin/bash\n",
+                1000
+            ),
+            Some(PathBuf::from("/home/ann"))
+        );
+        assert_eq!(home_of("ann:x:1000:1000::/home/ann:/bin/bash\n", 7), None);
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        let site = home.join(".local/lib/python3.11/site-packages");
+        fs::create_dir_all(&site).unwrap();
+        for d in site.ancestors().take_while(|d| d.starts_with(t.path())) {
+            fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(user_site(&home, "3.11"), Some(site.clone()));
+        assert_eq!(user_site(&home, "3.12"), None);
+        fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(user_site(&home, "3.11"), None);
+        assert_eq!(
+            user_site_at("3.11"),
+            Path::new("/tmp/.local/lib/python3.11/site-packages")
+        );
+    }
+
+    #[test]
     fn a_venv_python_runs_as_its_venv_path() {
         let t = tempfile::tempdir().unwrap();
         let venv = t.path().join("venv");
@@ -439,6 +516,7 @@ mod tests {
             got,
             [RuntimeTree {
                 root: root.clone(),
+                at: root.clone(),
                 masked: vec![root.join("bin/tool")],
             }]
         );

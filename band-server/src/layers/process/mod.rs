@@ -62,13 +62,17 @@ pub fn plan_sandbox(
                 // hidden under `/dev/null`.
                 std::iter::once(ExtraBind {
                     source: t.root.clone(),
-                    dest: t.root.clone(),
+                    dest: t.at.clone(),
                     writable: false,
                 })
-                .chain(t.masked.iter().map(|f| ExtraBind {
-                    source: std::path::PathBuf::from("/dev/null"),
-                    dest: f.clone(),
-                    writable: false,
+                .chain(t.masked.iter().map(|f| {
+                    ExtraBind {
+                        source: std::path::PathBuf::from("/dev/null"),
+                        dest: f
+                            .strip_prefix(&t.root)
+                            .map_or_else(|_| f.clone(), |rel| t.at.join(rel)),
+                        writable: false,
+                    }
                 }))
             }))
             .collect(),
