@@ -453,3 +453,97 @@ fn privileged_the_invoking_users_pip_user_site_comes_along_read_only() {
         "{o:#?}"
     );
 }
+
+/// Issue 14, item 4: a program inside a declared program's tree, started by its path (claude-code's
+/// `vendor/ripgrep/x64-linux/rg`), goes through the gate: judged as its file name with its
+/// arguments, it runs only when an `allow.cli` rule allows that (before: hidden under /dev/null,
+/// "Permission denied" for every call, with no denial on record); otherwise it is denied (126) and
+/// the denial is recorded, like any command's. A helper named like an essential (`cat`) is no
+/// exception: it needs a rule too. Its file stays unreadable.
+#[test]
+fn privileged_a_helper_in_a_declared_programs_tree_runs_only_by_a_rule() {
+    privileged!();
+    let node = "/usr/bin/node";
+    if !Path::new(node).exists() {
+        eprintln!("skipped: needs {node}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-helper-{}", run_id())));
+    let r = &root.0;
+    let echo = fs_err::read("/usr/bin/echo").unwrap_or_else(|e| panic!("{e}"));
+    let pkg = r.join("lib/node_modules/fakecli");
+    write(&pkg.join("package.json"), br#"{"name": "fakecli"}"#, 0o644);
+    write(
+        &pkg.join("cli.js"),
+        b"#!/usr/bin/env node\nconsole.log('fakecli=ok');\n",
+        0o755,
+    );
+    write(&pkg.join("vendor/ripgrep/x64-linux/rg"), &echo, 0o755);
+    write(&pkg.join("vendor/cat"), &echo, 0o755);
+    fs_err::create_dir_all(r.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../lib/node_modules/fakecli/cli.js", r.join("bin/fakecli"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config = r.join("server.toml");
+    write(
+        &config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            r.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let script = format!(
+        r#"#!/bin/bash
+fakecli
+{rg} rgout=yes; echo "rg=$?"
+{rg} other 2>/dev/null; echo "rg_other=$?"
+{pkg}/vendor/cat catout=yes 2>/dev/null; echo "cat=$?"
+cat {rg} >/dev/null 2>&1; echo "rg_read=$?"
+"#,
+        pkg = pkg.display(),
+        rg = pkg.join("vendor/ripgrep/x64-linux/rg").display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["fakecli", "rg rgout=*"]);
+    let mut req = request(&script, p);
+    req.trace = true;
+    let o = finish(spawn_with_config(&req, &config));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("fakecli"), "ok", "{o:#?}");
+    assert_eq!(get("rgout"), "yes", "{o:#?}");
+    assert_eq!(get("rg"), "0", "{o:#?}");
+    assert_eq!(get("rg_other"), "126", "{o:#?}");
+    assert_eq!(get("catout"), "<missing catout>", "{o:#?}");
+    assert_eq!(get("cat"), "126", "{o:#?}");
+    assert_ne!(get("rg_read"), "0", "{o:#?}");
+    let calls: Vec<(Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| matches!(c.argv[0].as_str(), "rg" | "cat") && c.argv.len() == 2)
+        .filter(|c| {
+            c.argv[1]
+                != pkg
+                    .join("vendor/ripgrep/x64-linux/rg")
+                    .display()
+                    .to_string()
+        })
+        .map(|c| (c.argv.clone(), c.allowed))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (strs(&["rg", "rgout=yes"]), true),
+            (strs(&["rg", "other"]), false),
+            (strs(&["cat", "catout=yes"]), false),
+        ],
+        "{o:#?}"
+    );
+}

@@ -85,6 +85,18 @@ pub fn plan_exec(
         .map_err(|e| SetupError::new(Layer::Cli, format!("cannot bind a program's tree: {e}")))?;
     let mut layouts = std::collections::BTreeMap::new();
     let mut links = Vec::new();
+    // Each program inside a runtime tree: band-shim is bound over it, and its host file joins the
+    // table under its path (`runtime::helper_table_name`), copied by its file name.
+    let mut programs = programs;
+    for t in &runtime {
+        for (at, host) in t.helpers() {
+            let name = runtime::helper_table_name(&at);
+            if let Some(file) = host.file_name() {
+                layouts.insert(name.clone(), PathBuf::from(file));
+            }
+            programs.push((name, host));
+        }
+    }
     for (name, (layout, tree_links)) in &facts.layouts {
         let Some(copy) = facts.copies.get(name) else {
             continue;

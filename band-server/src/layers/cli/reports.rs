@@ -304,7 +304,7 @@ pub fn judge(
             )
         }
         Ok(r) => {
-            let call = shim::decide(rules, &r.judged);
+            let call = shim::decide_with(rules, &r.judged, r.needs_rule);
             on_report(Report::Call(call.clone()));
             if call.allowed {
                 (Verdict::Exec { argv: r.argv }, Some(r.program))

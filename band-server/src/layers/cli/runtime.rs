@@ -9,9 +9,10 @@
 //!
 //! These trees are discovered from the resolved program, never declared by the band (a band that
 //! could name a tree could name any directory): see [`discover`]. Each is bound read-only at its
-//! host path, and every ELF executable inside it is hidden under an empty bind of `/dev/null`
-//! (not executable, not readable: a character device on a `nodev` mount), so a tree gives no
-//! second way to start an undeclared program. Shared objects (`*.so`, `*.so.N`, Python's
+//! host path, and band-shim (its execute-only copy) is bound over every ELF executable inside it:
+//! a call of one by its path reaches the gate, which judges it as its file name and runs the
+//! tree's file only by an `allow.cli` rule allowing that call ([`helper_table_name`]), so a tree
+//! gives no second way to start an undeclared program. Shared objects (`*.so`, `*.so.N`, Python's
 //! `*.cpython-311-x86_64-linux-gnu.so`, node's `*.node` are loaded with `mmap(PROT_EXEC)`, which
 //! a `noexec` mount refuses: so the trees are not `noexec`, and shared objects stay as they are,
 //! as in `/usr/lib` (see `layers::fs::execmask`). Scripts stay: their interpreter is a command
@@ -59,7 +60,7 @@ pub struct RuntimeTree {
     /// Where it is bound in the sandbox: `root` itself, except for a user site
     /// ([`user_site_at`]).
     pub at: PathBuf,
-    /// Every ELF executable in it (`layers::fs::execmask::scan`): hidden in the sandbox.
+    /// Every ELF executable in it (`layers::fs::execmask::scan`): band-shim in the sandbox.
     pub masked: Vec<PathBuf>,
 }
 
@@ -163,6 +164,35 @@ pub fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
                 .any(|b| d.starts_with(b) || b.starts_with(d))
     });
     normalize(out)
+}
+
+/// The program table's name of a program inside a runtime tree, by its path in the sandbox
+/// (`tree:/usr/local/lib/node_modules/x/vendor/rg`). A bare command name has no `/`, so no call
+/// by name reaches it; a call by its path does ([`crate::layers::cli::shim::resolve_call`]).
+pub fn helper_table_name(at: &Path) -> String {
+    format!("{HELPER_PREFIX}{}", at.display())
+}
+
+const HELPER_PREFIX: &str = "tree:";
+
+/// Whether `name` is a table name of a program inside a runtime tree.
+pub fn is_helper_table_name(name: &str) -> bool {
+    name.starts_with(HELPER_PREFIX)
+}
+
+impl RuntimeTree {
+    /// Each program in the tree: (its path in the sandbox, its host file).
+    pub fn helpers(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.masked
+            .iter()
+            .map(|f| {
+                let at = f
+                    .strip_prefix(&self.root)
+                    .map_or_else(|_| f.clone(), |rel| self.at.join(rel));
+                (at, f.clone())
+            })
+            .collect()
+    }
 }
 
 /// The `argv[0]` a Python found at `found` (where the lookup found it, not resolved) must run with
