@@ -7,6 +7,8 @@
 //!   scripts/<script>.band.md               optional per-script band
 //!   scripts/BAND.md                        optional band for all scripts
 //!   scripts/resources/<script>/run.sh      upstream layout (also accepted)
+//!   scripts/<sub>/<name>[.py|…]            a nested script `<sub>-<name>`, when its contract
+//!                                          schemas/input/<sub>-<name>.json exists
 //!   schemas/{input,output}/<script>.json   contracts
 //!   schemas/defs/*.json                    shared fragments
 //! ```
@@ -235,6 +237,34 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
             }
         }
     }
+    // Nested scripts (Agent Skills: docx's `scripts/office/soffice.py`): a file below a subfolder
+    // is a script only when its input contract exists (`band wrap` writes it), so a skill's helper
+    // modules and data files below scripts/ stay what they are.
+    for (name, rel) in nested_candidates(root) {
+        if root
+            .join("schemas/input")
+            .join(format!("{name}.json"))
+            .is_file()
+        {
+            if let Some(prev) = by_name.get(&name) {
+                diags.push(
+                    Diagnostic::new(
+                        Code::NotExecutable,
+                        root.join(&rel),
+                        Loc::FILE,
+                        format!(
+                            "two entry points for script `{name}`: {} and {}",
+                            prev.display(),
+                            rel.display()
+                        ),
+                    )
+                    .with_hint("rename one of them: a nested script is named by its path below scripts/, joined by `-`"),
+                );
+            } else {
+                by_name.insert(name, rel);
+            }
+        }
+    }
     // Upstream layout: scripts/resources/<name>/run.sh (wins over an upstream wrapper of the same name).
     if let Ok(rd) = fs_err::read_dir(dir.join("resources")) {
         let mut res: Vec<PathBuf> = rd
@@ -269,6 +299,75 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
         );
     }
     (scripts, diags)
+}
+
+/// Folders below `scripts/` never searched for nested scripts: upstream's `resources/` (read as
+/// its own layout), dependency and cache folders.
+const NOT_NESTED: &[&str] = &["resources", "node_modules", "__pycache__", "venv"];
+
+/// The name of a nested script from its path below `scripts/`: its folders and its file name up to
+/// the first `.`, joined by `-` (`office/soffice.py` → `office-soffice`), so that it is a word on
+/// the command line (`band docx/office-soffice -- ARGS…`), a file name for its contracts
+/// (`schemas/input/office-soffice.json`) and an MCP tool name (`docx__office-soffice`). `None` for
+/// a file directly in `scripts/`.
+pub fn nested_name(below_scripts: &Path) -> Option<String> {
+    let parts: Vec<&str> = below_scripts
+        .iter()
+        .map(|c| c.to_str())
+        .collect::<Option<_>>()?;
+    let (file, dirs) = parts.split_last()?;
+    if dirs.is_empty() {
+        return None;
+    }
+    let stem = file.split('.').next().unwrap_or(file);
+    if stem.is_empty() {
+        return None;
+    }
+    let mut name = dirs.join("-");
+    name.push('-');
+    name.push_str(stem);
+    Some(name)
+}
+
+/// Every file in a subfolder of `scripts/` that could be a nested script: (its name, its path
+/// relative to the skill root), sorted. Hidden and `_`-prefixed files and folders, [`NOT_NESTED`]
+/// folders and symlinks are left out.
+pub fn nested_candidates(root: &Path) -> Vec<(String, PathBuf)> {
+    fn walk(root: &Path, rel: &Path, depth: usize, out: &mut Vec<(String, PathBuf)>) {
+        if depth > 8 {
+            return;
+        }
+        let Ok(rd) = fs_err::read_dir(root.join(rel)) else {
+            return;
+        };
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            let child = rel.join(&name);
+            if ft.is_dir() {
+                if NOT_NESTED.contains(&name.as_str()) {
+                    continue;
+                }
+                walk(root, &child, depth + 1, out);
+            } else if ft.is_file()
+                && depth > 0
+                && !is_band_file(&child)
+                && !name.to_ascii_lowercase().starts_with("readme")
+                && let Ok(below) = child.strip_prefix("scripts")
+                && let Some(n) = nested_name(below)
+            {
+                out.push((n, child));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, Path::new("scripts"), 0, &mut out);
+    out
 }
 
 /// True for upstream's entry point `scripts/resources/<script>/run.sh` (a path relative to the
@@ -500,6 +599,50 @@ fn reference_target(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_scripts_are_named_by_their_path() {
+        assert_eq!(
+            nested_name(Path::new("office/soffice.py")).as_deref(),
+            Some("office-soffice")
+        );
+        assert_eq!(
+            nested_name(Path::new("a/b/c.tar.py")).as_deref(),
+            Some("a-b-c")
+        );
+        assert_eq!(nested_name(Path::new("top.py")), None);
+    }
+
+    /// A file below a subfolder of scripts/ is a script only with its input contract; hidden,
+    /// `_`-prefixed and dependency folders are not searched.
+    #[test]
+    fn nested_scripts_need_their_contract() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for f in [
+            "scripts/office/soffice.py",
+            "scripts/office/helpers/merge.py",
+            "scripts/_lib/x.py",
+            "scripts/node_modules/m/cli.js",
+            "scripts/office/.hidden.py",
+        ] {
+            fs_err::create_dir_all(r.join(f).parent().unwrap()).unwrap();
+            fs_err::write(r.join(f), "#!/bin/sh\n").unwrap();
+        }
+        let names: Vec<String> = nested_candidates(r).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["office-helpers-merge", "office-soffice"]);
+        assert!(discover_scripts(r).0.is_empty());
+        fs_err::create_dir_all(r.join("schemas/input")).unwrap();
+        fs_err::write(r.join("schemas/input/office-soffice.json"), "{}").unwrap();
+        let (scripts, _) = discover_scripts(r);
+        assert_eq!(
+            scripts,
+            [Script {
+                name: "office-soffice".into(),
+                entry: "scripts/office/soffice.py".into()
+            }]
+        );
+    }
 
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);

@@ -41,8 +41,8 @@ pub struct WrapPlan {
     pub skill: String,
     pub scripts: Vec<WrappedScript>,
     pub files: Vec<WrapFile>,
-    /// Files below `scripts/` that are not scripts band runs (in a subfolder: docx's
-    /// `scripts/office/unpack.py`), said so the user knows.
+    /// Files in subfolders of `scripts/` that are not wrapped as scripts (a helper module, data),
+    /// said so the user knows.
     pub skipped: Vec<String>,
 }
 
@@ -55,7 +55,7 @@ pub struct Access {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WrapError {
-    #[error("{}: no script directly in scripts/{}", .0.display(), nested(.1))]
+    #[error("{}: no script in scripts/{}", .0.display(), nested(.1))]
     NoScripts(PathBuf, Vec<String>),
 }
 
@@ -64,10 +64,26 @@ fn nested(files: &[String]) -> String {
         String::new()
     } else {
         format!(
-            " (below it: {}, which band does not run as scripts)",
+            " (below it: {}, none of them a program: no `#!` line or main guard)",
             files.join(", ")
         )
     }
+}
+
+/// True when a file in a subfolder of `scripts/` is a program rather than a module or data: it
+/// has an interpreter band knows and either a `#!` line, or (Python) an
+/// `if __name__ == "__main__"` guard, or (node) a `require.main === module` test.
+pub fn is_program(file_name: &str, text: &str) -> bool {
+    let Some(i) = interpreter(file_name, text) else {
+        return false;
+    };
+    text.starts_with("#!")
+        || (i.starts_with("python")
+            && text.lines().any(|l| {
+                let l = l.replace('\'', "\"");
+                l.starts_with("if __name__") && l.contains("\"__main__\"")
+            }))
+        || (i == "node" && text.contains("require.main === module"))
 }
 
 /// The interpreter of a script: its `#!` line (`/usr/bin/env python3` → `python3`), else its
@@ -263,26 +279,47 @@ pub fn band_md(
 /// What `band wrap` writes for the Agent Skill at `root`: schemas for each script and a BAND.md.
 pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
     let (skill, _) = crate::skill::load_skill(root);
-    let mut scripts = Vec::new();
-    for s in &skill.scripts {
-        let path = root.join(&s.entry);
-        let text = fs_err::read(&path)
+    let read = |entry: &Path| {
+        let text = fs_err::read(root.join(entry))
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
-        let file_name = s
-            .entry
+        let file_name = entry
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        (file_name, text)
+    };
+    let mut scripts = Vec::new();
+    let mut add = |name: &str, entry: &Path, text: &str, file_name: &str| {
         scripts.push(WrappedScript {
-            name: s.name.clone(),
-            entry: s.entry.to_string_lossy().into_owned(),
-            interpreter: interpreter(&file_name, &text),
-            description: description(&text),
-            calls: calls(&text),
+            name: name.to_string(),
+            entry: entry.to_string_lossy().into_owned(),
+            interpreter: interpreter(file_name, text),
+            description: description(text),
+            calls: calls(text),
         });
+    };
+    for s in &skill.scripts {
+        let (file_name, text) = read(&s.entry);
+        add(&s.name, &s.entry, &text, &file_name);
     }
-    let skipped = nested_files(&root.join("scripts"), root);
+    // Programs in subfolders (docx's `scripts/office/soffice.py`), named by their path
+    // (`office-soffice`, [`crate::skill::nested_name`]); a nested script already wrapped is in
+    // `skill.scripts` (its contract makes it one). Modules and data are listed as skipped.
+    let mut skipped = Vec::new();
+    for (name, entry) in crate::skill::nested_candidates(root) {
+        if skill.scripts.iter().any(|s| s.entry == entry) {
+            continue;
+        }
+        let (file_name, text) = read(&entry);
+        if is_program(&file_name, &text) && !skill.scripts.iter().any(|s| s.name == name) {
+            add(&name, &entry, &text, &file_name);
+        } else {
+            skipped.push(entry.to_string_lossy().into_owned());
+        }
+    }
+    scripts.sort_by(|a, b| a.name.cmp(&b.name));
+    scripts.dedup_by(|a, b| a.name == b.name);
     if scripts.is_empty() {
         return Err(WrapError::NoScripts(root.to_path_buf(), skipped));
     }
@@ -317,37 +354,6 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
         files,
         skipped,
     })
-}
-
-/// Files in subfolders of `scripts/` (not script entries), relative to `root`, sorted.
-fn nested_files(dir: &Path, root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(rd) = fs_err::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if p.is_dir() && !name.starts_with('.') && !name.starts_with('_') && name != "resources" {
-            walk(&p, root, &mut out);
-        }
-    }
-    out.sort();
-    out
-}
-
-fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
-    let Ok(rd) = fs_err::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            walk(&p, root, out);
-        } else if let Ok(rel) = p.strip_prefix(root) {
-            out.push(rel.to_string_lossy().into_owned());
-        }
-    }
 }
 
 #[cfg(test)]
@@ -394,6 +400,18 @@ mod tests {
         let py = "subprocess.run([\"soffice\", \"--headless\"])\nshutil.which('pdftotext')\nsubprocess.check_output([\"/usr/bin/qpdf\", x])\nsubprocess.run([cmd])\nos.system(\"convert a b\")\n";
         assert_eq!(calls(py), ["convert", "pdftotext", "qpdf", "soffice"]);
         assert!(calls("print('run([')").is_empty());
+    }
+
+    #[test]
+    fn programs_below_scripts_have_a_shebang_or_a_main_guard() {
+        assert!(is_program("x.py", "#!/usr/bin/env python3\nimport sys\n"));
+        assert!(is_program(
+            "x.py",
+            "import sys\n\nif __name__ == '__main__':\n    main()\n"
+        ));
+        assert!(is_program("x.js", "if (require.main === module) main();\n"));
+        assert!(!is_program("x.py", "def f():\n    pass\n"));
+        assert!(!is_program("data.json", "{}\n"));
     }
 
     #[test]

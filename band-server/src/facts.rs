@@ -96,11 +96,20 @@ pub struct HostFacts {
     /// Command name → where its program sits in an installation of its own, and the links that
     /// rebuild that installation around its copy ([`runtime::install_layout`]).
     pub layouts: BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>,
+    /// Command name → the `argv[0]` its program runs with, when not its own: a Python found as a
+    /// venv's `bin/python` runs as that path, so it finds the venv ([`runtime::venv_argv0`]).
+    pub argv0: BTreeMap<String, String>,
 }
 
 /// Find `name` in `search` (the config's `bin_path`, by default [`BIN_SEARCH`]) and resolve it
 /// to its final file.
 pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
+    find_binary(name, search).map(|(_, real)| real)
+}
+
+/// [`resolve_binary`], with the path where it was found (not resolved: a venv's `bin/python`
+/// link), then the canonical file.
+pub fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
     for d in search {
         let p = d.join(name);
         let Ok(m) = fs::metadata(&p) else {
@@ -114,7 +123,7 @@ pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
         if request::FORBIDDEN_COMMANDS.contains(&base) {
             return None;
         }
-        return Some(real);
+        return Some((p, real));
     }
     None
 }
@@ -160,10 +169,12 @@ impl HostFacts {
         declared.retain(|n| band::policy::cli::bundled_path(n).is_none());
         let mut binaries = BTreeMap::new();
         let mut heads = BTreeMap::new();
-        let resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
+        let mut found = BTreeMap::new();
+        let mut resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
             if !binaries.contains_key(name)
-                && let Some(p) = resolve_binary(name, &cfg.bin_path)
+                && let Some((at, p)) = find_binary(name, &cfg.bin_path)
             {
+                found.insert(name.to_string(), at);
                 binaries.insert(name.to_string(), p);
             }
         };
@@ -272,7 +283,15 @@ impl HostFacts {
             copies: BTreeMap::new(),
             runtime: Ok(Vec::new()),
             layouts: BTreeMap::new(),
+            argv0: BTreeMap::new(),
         };
+        for (name, at) in &found {
+            if let Some(real) = facts.binaries.get(name)
+                && let Some(a) = runtime::venv_argv0(at, real)
+            {
+                facts.argv0.insert(name.clone(), a);
+            }
+        }
         let lib_roots: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
         for (name, host) in &facts.binaries {
             if shim::ESSENTIALS.contains(&name.as_str()) {
@@ -312,11 +331,12 @@ impl HostFacts {
                     let linked = runtime::install_layout(&b.host, &lib_trees)
                         .map(|l| runtime::linked_dirs(&l.tree, 3))
                         .unwrap_or_default();
-                    runtime::discover(&b.host, &b.host, &places)
-                        .into_iter()
-                        .chain(linked.into_iter().filter(|d| {
+                    let at = found.get(&b.name).unwrap_or(&b.host);
+                    runtime::discover(at, &b.host, &places).into_iter().chain(
+                        linked.into_iter().filter(|d| {
                             !bound.iter().any(|b| d.starts_with(b) || b.starts_with(d))
-                        }))
+                        }),
+                    )
                 })
                 .chain(
                     interp_paths
@@ -331,6 +351,39 @@ impl HostFacts {
                 .collect();
             facts.runtime =
                 runtime::scan_trees(&runtime::normalize(roots)).map_err(|e| e.to_string());
+            // pip's user site of the user who invoked band (`SUDO_UID`, which sudo sets, when
+            // band started band-server through sudo; else band-server's own user), read-only
+            // where the run's Python looks for it (`runtime::user_site`).
+            let versions = runtime::python_versions(
+                cli.binaries
+                    .iter()
+                    .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
+                    .map(|b| b.host.as_path()),
+            );
+            let uid = std::env::var("SUDO_UID")
+                .ok()
+                .and_then(|u| u.parse::<u32>().ok())
+                .or_else(|| {
+                    use std::os::unix::fs::MetadataExt;
+                    fs::metadata("/proc/self").ok().map(|m| m.uid())
+                });
+            let home = uid.and_then(|uid| {
+                fs::read_to_string("/etc/passwd")
+                    .ok()
+                    .and_then(|p| runtime::home_of(&p, uid))
+            });
+            if let (Ok(trees), Some(home)) = (&mut facts.runtime, home) {
+                for v in &versions {
+                    if let Some(site) = runtime::user_site(&home, v)
+                        && let Ok(mut t) = runtime::scan_trees(std::slice::from_ref(&site))
+                    {
+                        for tree in &mut t {
+                            tree.at = runtime::user_site_at(v);
+                        }
+                        trees.extend(t);
+                    }
+                }
+            }
         }
         for (name, host) in &facts.binaries {
             if let Ok(m) = fs::metadata(host) {

@@ -16,7 +16,7 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
     let plan = plan(root, &access).map_err(|e| {
         user_error(
             e.to_string(),
-            "band wrap wraps the files directly in scripts/ (python, shell, node); move or link a script there to wrap it",
+            "band wrap wraps the programs in scripts/ and its subfolders (python, shell, node: a `#!` line, or a main guard below scripts/)",
         )
     })?;
     let existing: Vec<&str> = plan
@@ -79,7 +79,7 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         }
     }
     for f in &plan.skipped {
-        println!("  not a script: {f} (below scripts/; band runs only the files directly in it)");
+        println!("  not a script: {f} (a module or data: no `#!` line or main guard)");
     }
     if access.read.is_empty() && access.write.is_empty() {
         println!(

@@ -517,3 +517,43 @@ fn the_shim_is_static_and_stripped() {
         "band-shim has a symbol table: it is not stripped"
     );
 }
+
+/// Issue 14, item 5 (the part the gate sees): a launcher that looks its command up itself (`env
+/// uname`, `xargs id`, in a `sh` script, which has no hook) cannot find an undeclared host program
+/// (127, and it never runs), and that program's call is now a CLI denial on record with its
+/// arguments, as bash's are (before: only the allowed `env`/`xargs` calls, no denial). A name no
+/// host has is still no denial.
+#[test]
+fn privileged_undeclared_programs_started_by_env_or_xargs_are_denials() {
+    privileged!();
+    for p in [
+        "/usr/bin/uname",
+        "/usr/bin/id",
+        "/usr/bin/env",
+        "/usr/bin/xargs",
+    ] {
+        assert!(has(p), "this probe needs {p} on the host");
+    }
+    let script = r#"#!/bin/sh
+env LC_ALL=C uname -s 2>/dev/null; echo "env=$?"
+echo x | xargs -n 1 id -u 2>/dev/null; echo "xargs=$?"
+env no-such-tool-band-probe 2>/dev/null; echo "missing=$?"
+"#;
+    let o = run(&request(script, with_cli(&["cat *"], &[])));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).cloned().unwrap_or_default();
+    assert_eq!(get("env"), "127", "{o:#?}");
+    assert_eq!(get("xargs"), "127", "{o:#?}");
+    assert_eq!(get("missing"), "127", "{o:#?}");
+    assert!(!o.result.stdout.contains("Linux"), "uname ran: {o:#?}");
+    let denied = |argv: &[&str]| band::proto::Denial::Cli {
+        argv: strs(argv),
+        rule: None,
+    };
+    assert_eq!(
+        o.result.denied,
+        vec![denied(&["uname", "-s"]), denied(&["id", "-u"])],
+        "{o:#?}"
+    );
+}

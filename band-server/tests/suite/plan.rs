@@ -132,11 +132,13 @@ pub(super) fn facts() -> HostFacts {
         )]),
         runtime: Ok(vec![band_server::layers::cli::runtime::RuntimeTree {
             root: PathBuf::from("/usr/local/lib/python3.11/dist-packages"),
+            at: PathBuf::from("/usr/local/lib/python3.11/dist-packages"),
             masked: vec![PathBuf::from(
                 "/usr/local/lib/python3.11/dist-packages/pkg/bin/tool",
             )],
         }]),
         layouts: BTreeMap::new(),
+        argv0: BTreeMap::new(),
     }
 }
 

@@ -431,7 +431,7 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     let get = |k: &str| kv.get(k).cloned().unwrap_or_default();
     assert_eq!(
         get("etc"),
-        "band-bash-env ca-certificates group hosts ld.so.cache nsswitch.conf passwd ssl",
+        "band-bash-env ca-certificates fonts group hosts ld.so.cache nsswitch.conf passwd ssl",
         "{o:#?}"
     );
     assert_eq!(get("same_bin"), "yes", "{o:#?}");

@@ -262,3 +262,288 @@ fn privileged_libreoffice_starts_through_its_launcher_script() {
         "{o:#?}"
     );
 }
+
+/// Issue 14, item 3 (b): a venv's `bin` on the server's `bin_path`, so `python3` is the venv's
+/// (a link to the base interpreter). The run's python is in the venv: `sys.prefix` is the venv and
+/// its site-packages import (before: the base python, "No module named bandvenvmod"), both when
+/// the script calls `python3` and through a `#!/usr/bin/env python3` script. The venv's own
+/// programs still do not start.
+#[test]
+fn privileged_a_venv_python_on_the_bin_path_sees_its_venv() {
+    privileged!();
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        eprintln!("skipped: needs {python}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-venv-{}", run_id())));
+    let r = &root.0;
+    let venv = r.join("venv");
+    write(
+        &venv.join("pyvenv.cfg"),
+        b"home = /usr/bin\ninclude-system-site-packages = false\n",
+        0o644,
+    );
+    fs_err::create_dir_all(venv.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(python, venv.join("bin/python3")).unwrap_or_else(|e| panic!("{e}"));
+    let version = Command::new(python)
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let site = venv.join(format!("lib/python{version}/site-packages"));
+    write(&site.join("bandvenvmod.py"), b"WHERE = 'venv'\n", 0o644);
+    let elf = fs_err::read("/usr/bin/true").unwrap_or_else(|e| panic!("{e}"));
+    write(&venv.join("bin/tool"), &elf, 0o755);
+    let config = r.join("server.toml");
+    write(
+        &config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            venv.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let probe = "import sys\ntry:\n    import bandvenvmod\n    print('mod=' + bandvenvmod.WHERE)\nexcept ImportError as e:\n    print('mod=' + str(e))\nprint('prefix=' + sys.prefix)\n";
+    let script = format!(
+        "#!/bin/bash\npython3 -c \"$(cat <<'PY'\n{probe}PY\n)\"\nprintf '#!/usr/bin/env python3\\nimport bandvenvmod\\nprint(\"env_mod=\" + bandvenvmod.WHERE)\\n' > /tmp/p.py\npython3 /tmp/p.py\n{venv}/bin/tool; echo \"venv_tool=$?\"\n",
+        venv = venv.display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["python3 *"]);
+    let o = finish(spawn_with_config(&request(&script, p), &config));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("mod"), "venv", "{o:#?}");
+    assert_eq!(get("prefix"), venv.display().to_string(), "{o:#?}");
+    assert_eq!(get("env_mod"), "venv", "{o:#?}");
+    assert_eq!(get("venv_tool"), "126", "{o:#?}");
+}
+
+/// An ordinary user this test makes (`useradd`, home `home` of mode 0755, not created by
+/// useradd), removed at the end.
+struct User {
+    name: String,
+    uid: u32,
+}
+
+impl User {
+    fn new(home: &Path) -> User {
+        let name = format!("bandus{}", &run_id()[..8]);
+        let out = Command::new("useradd")
+            .args(["-M", "-s", "/usr/sbin/nologin", "-d"])
+            .arg(home)
+            .arg(&name)
+            .output()
+            .unwrap_or_else(|e| panic!("useradd: {e}"));
+        assert!(out.status.success(), "useradd: {out:?}");
+        let id = Command::new("id")
+            .args(["-u", &name])
+            .output()
+            .unwrap_or_else(|e| panic!("id: {e}"));
+        let uid = String::from_utf8_lossy(&id.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("id -u: {e}"));
+        User { name, uid }
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.name).output();
+    }
+}
+
+/// Issue 14, item 3 (a): pip's user site of the user who invoked band (band-server started through
+/// sudo: `SUDO_UID`) is the run's user site, read-only: a declared `python3` imports what
+/// `pip install --user` put there (before: "No module named banduser"), cannot write there, and
+/// the programs in it are hidden. Started by root (no `SUDO_UID`), the run does not see that user's
+/// site; and a home other users cannot enter keeps its user site to itself (the run still starts).
+#[test]
+fn privileged_the_invoking_users_pip_user_site_comes_along_read_only() {
+    privileged!();
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        eprintln!("skipped: needs {python}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-us-{}", run_id())));
+    let home = root.0.join("home");
+    let user = User::new(&home);
+    let version = Command::new(python)
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let site = home.join(format!(".local/lib/python{version}/site-packages"));
+    write(&site.join("banduser.py"), b"WHERE = 'user site'\n", 0o644);
+    let elf = fs_err::read("/usr/bin/true").unwrap_or_else(|e| panic!("{e}"));
+    write(&site.join("pkg/tool"), &elf, 0o755);
+    for d in site.ancestors().take_while(|d| d.starts_with(&root.0)) {
+        fs_err::set_permissions(d, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let config = root.0.join("server.toml");
+    write(
+        &config,
+        b"bin_path = [\"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+        0o644,
+    );
+    let script = format!(
+        "#!/bin/bash\npython3 -c \"$(printf 'try:\\n    import banduser\\n    print(\"mod=\" + banduser.WHERE)\\nexcept ImportError as e:\\n    print(\"mod=\" + str(e))\\n')\"\ntouch {at}/new 2>/dev/null; echo \"write=$?\"\n{at}/pkg/tool; echo \"tool=$?\"\n",
+        at = format!("/tmp/.local/lib/python{version}/site-packages")
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["python3 *"]);
+    let req = request(&script, p);
+    let run_as = |sudo_uid: Option<u32>| {
+        let mut cmd = Command::new(server());
+        cmd.arg("run")
+            .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+            .env(band_server::config::CONFIG_ENV, &config)
+            .env_remove("SUDO_UID")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(uid) = sudo_uid {
+            cmd.env("SUDO_UID", uid.to_string());
+        }
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
+            .unwrap_or_default();
+        let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        std::io::Write::write_all(&mut stdin, format!("{line}\n").as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(stdin);
+        let o = finish(child);
+        assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+        o
+    };
+    let o = run_as(Some(user.uid));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("mod"), "user site", "{o:#?}");
+    assert_ne!(get("write"), "0", "{o:#?}");
+    assert_eq!(get("tool"), "126", "{o:#?}");
+    // Root's run does not see the user's site.
+    let o = run_as(None);
+    assert_eq!(
+        o.kv().get("mod").map(String::as_str),
+        Some("No module named 'banduser'"),
+        "{o:#?}"
+    );
+    // A home others cannot enter: not bound, and the run starts.
+    fs_err::set_permissions(&home, std::fs::Permissions::from_mode(0o700))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = run_as(Some(user.uid));
+    assert_eq!(
+        o.kv().get("mod").map(String::as_str),
+        Some("No module named 'banduser'"),
+        "{o:#?}"
+    );
+}
+
+/// Issue 14, item 4: a program inside a declared program's tree, started by its path (claude-code's
+/// `vendor/ripgrep/x64-linux/rg`), goes through the gate: judged as its file name with its
+/// arguments, it runs only when an `allow.cli` rule allows that (before: hidden under /dev/null,
+/// "Permission denied" for every call, with no denial on record); otherwise it is denied (126) and
+/// the denial is recorded, like any command's. A helper named like an essential (`cat`) is no
+/// exception: it needs a rule too. Its file stays unreadable.
+#[test]
+fn privileged_a_helper_in_a_declared_programs_tree_runs_only_by_a_rule() {
+    privileged!();
+    let node = "/usr/bin/node";
+    if !Path::new(node).exists() {
+        eprintln!("skipped: needs {node}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-helper-{}", run_id())));
+    let r = &root.0;
+    let echo = fs_err::read("/usr/bin/echo").unwrap_or_else(|e| panic!("{e}"));
+    let pkg = r.join("lib/node_modules/fakecli");
+    write(&pkg.join("package.json"), br#"{"name": "fakecli"}"#, 0o644);
+    write(
+        &pkg.join("cli.js"),
+        b"#!/usr/bin/env node\nconsole.log('fakecli=ok');\n",
+        0o755,
+    );
+    write(&pkg.join("vendor/ripgrep/x64-linux/rg"), &echo, 0o755);
+    write(&pkg.join("vendor/cat"), &echo, 0o755);
+    fs_err::create_dir_all(r.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../lib/node_modules/fakecli/cli.js", r.join("bin/fakecli"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config = r.join("server.toml");
+    write(
+        &config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            r.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let script = format!(
+        r#"#!/bin/bash
+fakecli
+{rg} rgout=yes; echo "rg=$?"
+{rg} other 2>/dev/null; echo "rg_other=$?"
+{pkg}/vendor/cat catout=yes 2>/dev/null; echo "cat=$?"
+cat {rg} >/dev/null 2>&1; echo "rg_read=$?"
+"#,
+        pkg = pkg.display(),
+        rg = pkg.join("vendor/ripgrep/x64-linux/rg").display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["fakecli", "rg rgout=*"]);
+    let mut req = request(&script, p);
+    req.trace = true;
+    let o = finish(spawn_with_config(&req, &config));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("fakecli"), "ok", "{o:#?}");
+    assert_eq!(get("rgout"), "yes", "{o:#?}");
+    assert_eq!(get("rg"), "0", "{o:#?}");
+    assert_eq!(get("rg_other"), "126", "{o:#?}");
+    assert_eq!(get("catout"), "<missing catout>", "{o:#?}");
+    assert_eq!(get("cat"), "126", "{o:#?}");
+    assert_ne!(get("rg_read"), "0", "{o:#?}");
+    let calls: Vec<(Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| matches!(c.argv[0].as_str(), "rg" | "cat") && c.argv.len() == 2)
+        .filter(|c| {
+            c.argv[1]
+                != pkg
+                    .join("vendor/ripgrep/x64-linux/rg")
+                    .display()
+                    .to_string()
+        })
+        .map(|c| (c.argv.clone(), c.allowed))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (strs(&["rg", "rgout=yes"]), true),
+            (strs(&["rg", "other"]), false),
+            (strs(&["cat", "catout=yes"]), false),
+        ],
+        "{o:#?}"
+    );
+}

@@ -50,7 +50,12 @@ pub(crate) fn programs(
         &exec_plan.layouts,
     )
     .layer(Layer::Cli, "failed to lay out the run's programs")?;
-    let programs = exec.programs.clone();
+    let mut programs = exec.programs.clone();
+    for (name, argv0) in &exec_plan.argv0 {
+        if let Some(p) = programs.table.get_mut(name) {
+            p.argv0 = Some(argv0.clone());
+        }
+    }
     let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim);
     guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;

@@ -131,6 +131,9 @@ pub struct Program {
     pub file: PathBuf,
     /// Set when the program is a `#!` script.
     pub script: Option<Script>,
+    /// The `argv[0]` it runs with, when not the call's own (a venv's python runs as
+    /// `<venv>/bin/python`: `runtime::venv_argv0`).
+    pub argv0: Option<String>,
 }
 
 /// A `#!` script of the run: its `#!` line, and where its interpreter reads it in the sandbox.
@@ -560,6 +563,7 @@ impl ExecDir {
                     Program {
                         file: self.cache.join(key).join(&rel),
                         script: None,
+                        argv0: None,
                     },
                 );
                 pending.insert(name.clone(), (rel, host.clone()));
@@ -596,6 +600,7 @@ impl ExecDir {
                 Program {
                     file: cached.path,
                     script,
+                    argv0: None,
                 },
             );
         }

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod bundled;
 pub mod execcache;
+pub mod launch;
 pub mod programs;
 pub mod reports;
 pub mod runtime;
@@ -45,6 +46,9 @@ pub struct ExecPlan {
     /// the path its copy reports for itself (`<cache>/<key>/lib` → `<jdk>/lib`, see
     /// [`runtime::layout_links`]).
     pub links: Vec<(PathBuf, PathBuf)>,
+    /// Wrapped name → the `argv[0]` its program runs with, when not the call's (a venv's python:
+    /// [`runtime::venv_argv0`]).
+    pub argv0: std::collections::BTreeMap<String, String>,
 }
 
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
@@ -82,6 +86,18 @@ pub fn plan_exec(
         .map_err(|e| SetupError::new(Layer::Cli, format!("cannot bind a program's tree: {e}")))?;
     let mut layouts = std::collections::BTreeMap::new();
     let mut links = Vec::new();
+    // Each program inside a runtime tree: band-shim is bound over it, and its host file joins the
+    // table under its path (`runtime::helper_table_name`), copied by its file name.
+    let mut programs = programs;
+    for t in &runtime {
+        for (at, host) in t.helpers() {
+            let name = runtime::helper_table_name(&at);
+            if let Some(file) = host.file_name() {
+                layouts.insert(name.clone(), PathBuf::from(file));
+            }
+            programs.push((name, host));
+        }
+    }
     for (name, (layout, tree_links)) in &facts.layouts {
         let Some(copy) = facts.copies.get(name) else {
             continue;
@@ -100,7 +116,13 @@ pub fn plan_exec(
                 .map(|(rel, target)| (entry.join(rel), target.clone())),
         );
     }
+    let argv0 = cli
+        .binaries
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), facts.argv0.get(&b.name)?.clone())))
+        .collect();
     Ok(ExecPlan {
+        argv0,
         layouts,
         links,
         runtime,

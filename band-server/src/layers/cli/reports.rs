@@ -304,8 +304,20 @@ pub fn judge(
             )
         }
         Ok(r) => {
-            let call = shim::decide(rules, &r.judged);
+            let call = shim::decide_with(rules, &r.judged, r.needs_rule);
             on_report(Report::Call(call.clone()));
+            // A launcher (`env jq`, `xargs jq`) that will not find its command: that command's
+            // denial is on record too (`launch`); the launcher runs and fails as it would.
+            if call.allowed
+                && let Some(inner) = super::launch::launched(&r.judged)
+                && shim::resolve_call(table, inner).is_err()
+            {
+                let on_host =
+                    |name: &str| crate::facts::resolve_binary(name, rules.host_search()).is_some();
+                if let Some(denied) = shim::undeclared_call(rules, inner, &on_host) {
+                    on_report(Report::Call(denied));
+                }
+            }
             if call.allowed {
                 (Verdict::Exec { argv: r.argv }, Some(r.program))
             } else {
@@ -597,6 +609,7 @@ mod tests {
                 Program {
                     file: "/state/exec/cache/jq-aa".into(),
                     script: None,
+                    argv0: None,
                 },
             ),
             (
@@ -604,6 +617,7 @@ mod tests {
                 Program {
                     file: "/state/exec/cache/cat-bb".into(),
                     script: None,
+                    argv0: None,
                 },
             ),
         ]);

@@ -9,9 +9,10 @@
 //!
 //! These trees are discovered from the resolved program, never declared by the band (a band that
 //! could name a tree could name any directory): see [`discover`]. Each is bound read-only at its
-//! host path, and every ELF executable inside it is hidden under an empty bind of `/dev/null`
-//! (not executable, not readable: a character device on a `nodev` mount), so a tree gives no
-//! second way to start an undeclared program. Shared objects (`*.so`, `*.so.N`, Python's
+//! host path, and band-shim (its execute-only copy) is bound over every ELF executable inside it:
+//! a call of one by its path reaches the gate, which judges it as its file name and runs the
+//! tree's file only by an `allow.cli` rule allowing that call ([`helper_table_name`]), so a tree
+//! gives no second way to start an undeclared program. Shared objects (`*.so`, `*.so.N`, Python's
 //! `*.cpython-311-x86_64-linux-gnu.so`, node's `*.node` are loaded with `mmap(PROT_EXEC)`, which
 //! a `noexec` mount refuses: so the trees are not `noexec`, and shared objects stay as they are,
 //! as in `/usr/lib` (see `layers::fs::execmask`). Scripts stay: their interpreter is a command
@@ -56,7 +57,10 @@ pub const MAX_MASKED: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeTree {
     pub root: PathBuf,
-    /// Every ELF executable in it (`layers::fs::execmask::scan`): hidden in the sandbox.
+    /// Where it is bound in the sandbox: `root` itself, except for a user site
+    /// ([`user_site_at`]).
+    pub at: PathBuf,
+    /// Every ELF executable in it (`layers::fs::execmask::scan`): band-shim in the sandbox.
     pub masked: Vec<PathBuf>,
 }
 
@@ -162,6 +166,96 @@ pub fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
     normalize(out)
 }
 
+/// The program table's name of a program inside a runtime tree, by its path in the sandbox
+/// (`tree:/usr/local/lib/node_modules/x/vendor/rg`). A bare command name has no `/`, so no call
+/// by name reaches it; a call by its path does ([`crate::layers::cli::shim::resolve_call`]).
+pub fn helper_table_name(at: &Path) -> String {
+    format!("{HELPER_PREFIX}{}", at.display())
+}
+
+const HELPER_PREFIX: &str = "tree:";
+
+/// Whether `name` is a table name of a program inside a runtime tree.
+pub fn is_helper_table_name(name: &str) -> bool {
+    name.starts_with(HELPER_PREFIX)
+}
+
+impl RuntimeTree {
+    /// Each program in the tree: (its path in the sandbox, its host file).
+    pub fn helpers(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.masked
+            .iter()
+            .map(|f| {
+                let at = f
+                    .strip_prefix(&self.root)
+                    .map_or_else(|_| f.clone(), |rel| self.at.join(rel));
+                (at, f.clone())
+            })
+            .collect()
+    }
+}
+
+/// The `argv[0]` a Python found at `found` (where the lookup found it, not resolved) must run with
+/// to be in its virtual environment: `found` itself when it is a venv's `<venv>/bin/<name>`
+/// (beside `<venv>/pyvenv.cfg`) and its real file a `pythonX.Y`. Python finds its venv from
+/// `argv[0]` (the `pyvenv.cfg` beside its directory), and band runs a copy of the real file, so
+/// without it a venv's python is the base one and sees none of the venv's packages. The venv is
+/// a runtime tree of the program ([`discover`]), so the path exists in the sandbox; what it
+/// names is a link to the base interpreter, which leads back through the gate.
+pub fn venv_argv0(found: &Path, real: &Path) -> Option<String> {
+    python_version(real)?;
+    let bin = found.parent().filter(|d| name_of(d) == "bin")?;
+    let venv = bin.parent()?;
+    (found != real && venv.join("pyvenv.cfg").is_file())
+        .then(|| found.to_string_lossy().into_owned())
+}
+
+/// The home directory of `uid` in the text of a passwd file.
+pub fn home_of(passwd: &str, uid: u32) -> Option<PathBuf> {
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 7 && f[2].parse::<u32>().ok() == Some(uid) && f[5].starts_with('/'))
+            .then(|| PathBuf::from(f[5]))
+    })
+}
+
+/// pip's user site of the invoking user for Python `version` (`pip install --user`):
+/// `<home>/.local/lib/pythonX.Y/site-packages`, if it is a directory that every user may read,
+/// and every directory above it one every user may enter (the run's uid is no user of the host:
+/// a home of mode 0700 keeps its user site to itself, and the run goes on without it). Reads the
+/// file system (metadata only, not following a symlinked part).
+pub fn user_site(home: &Path, version: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let site = home.join(format!(".local/lib/python{version}/site-packages"));
+    let m = fs::symlink_metadata(&site).ok()?;
+    if !m.is_dir() || m.mode() & 0o005 != 0o005 {
+        return None;
+    }
+    for dir in site.ancestors().skip(1) {
+        let m = fs::symlink_metadata(dir).ok()?;
+        if !m.is_dir() || m.mode() & 0o001 == 0 {
+            return None;
+        }
+    }
+    Some(site)
+}
+
+/// Where a user site is seen in the sandbox: the place Python looks for its user site with the
+/// run's `HOME` (`/tmp`): `/tmp/.local/lib/pythonX.Y/site-packages`, read-only.
+pub fn user_site_at(version: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/.local/lib/python{version}/site-packages"))
+}
+
+/// The `pythonX.Y` versions of the programs `reals` (their real files).
+pub fn python_versions<'a>(reals: impl Iterator<Item = &'a Path>) -> Vec<String> {
+    let mut v: Vec<String> = reals
+        .filter_map(|r| python_version(r).map(str::to_string))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// Sorted, without duplicates or trees inside another.
 pub fn normalize(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
     trees.sort();
@@ -197,6 +291,7 @@ pub fn scan_trees(roots: &[PathBuf]) -> Result<Vec<RuntimeTree>, TreeError> {
             }
             Ok(RuntimeTree {
                 root: root.clone(),
+                at: root.clone(),
                 masked,
             })
         })
@@ -324,6 +419,53 @@ mod tests {
     }
 
     #[test]
+    fn the_user_site_of_a_home_others_can_enter() {
+        assert_eq!(
+            home_of(
+                "root:x:0:0::/root:/bin/sh\nann:x:1000:1000::/home/ann:/bin/bash\n",
+                1000
+            ),
+            Some(PathBuf::from("/home/ann"))
+        );
+        assert_eq!(home_of("ann:x:1000:1000::/home/ann:/bin/bash\n", 7), None);
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        let site = home.join(".local/lib/python3.11/site-packages");
+        fs::create_dir_all(&site).unwrap();
+        for d in site.ancestors().take_while(|d| d.starts_with(t.path())) {
+            fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(user_site(&home, "3.11"), Some(site.clone()));
+        assert_eq!(user_site(&home, "3.12"), None);
+        fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(user_site(&home, "3.11"), None);
+        assert_eq!(
+            user_site_at("3.11"),
+            Path::new("/tmp/.local/lib/python3.11/site-packages")
+        );
+    }
+
+    #[test]
+    fn a_venv_python_runs_as_its_venv_path() {
+        let t = tempfile::tempdir().unwrap();
+        let venv = t.path().join("venv");
+        write(&venv.join("pyvenv.cfg"), b"home = /usr/bin\n", 0o644);
+        let found = venv.join("bin/python3");
+        let real = Path::new("/usr/bin/python3.11");
+        assert_eq!(
+            venv_argv0(&found, real),
+            Some(found.to_string_lossy().into_owned())
+        );
+        // Not a python, not in a venv, or the file itself: its own argv[0].
+        assert_eq!(
+            venv_argv0(&venv.join("bin/jq"), Path::new("/usr/bin/jq")),
+            None
+        );
+        assert_eq!(venv_argv0(&t.path().join("bin/python3"), real), None);
+        assert_eq!(venv_argv0(real, real), None);
+    }
+
+    #[test]
     fn trees_are_found_from_the_program() {
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
@@ -404,6 +546,7 @@ mod tests {
             got,
             [RuntimeTree {
                 root: root.clone(),
+                at: root.clone(),
                 masked: vec![root.join("bin/tool")],
             }]
         );

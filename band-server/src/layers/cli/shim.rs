@@ -99,6 +99,9 @@ pub struct Resolved {
     pub judged: Vec<String>,
     pub program: String,
     pub argv: Option<Vec<String>>,
+    /// Only an `allow.cli` rule lets it run (a program inside a runtime tree, called by its path:
+    /// never as an essential).
+    pub needs_rule: bool,
 }
 
 /// How many `#!` interpreters deep a command may start (Linux's own limit).
@@ -123,6 +126,27 @@ pub const MAX_INTERPRETER_DEPTH: usize = 4;
 /// (see [`bundled::call_name`]), never a host command called `tool`.
 pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotAvailable> {
     let arg0 = argv.first().map(String::as_str).unwrap_or("");
+    // A program inside a declared program's runtime tree, called by its path (claude-code's
+    // `vendor/ripgrep/x64-linux/rg`): band-shim is bound over it, and the call is judged as its
+    // file name, allowed only by an `allow.cli` rule naming it (`runtime::helper_table_name`).
+    if arg0.starts_with('/') {
+        let normal: std::path::PathBuf = std::path::Path::new(arg0).components().collect();
+        let key = crate::layers::cli::runtime::helper_table_name(&normal);
+        if table.contains_key(&key) {
+            let name = normal
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut judged = vec![name];
+            judged.extend_from_slice(&argv[1..]);
+            return Ok(Resolved {
+                judged,
+                program: key,
+                argv: None,
+                needs_rule: true,
+            });
+        }
+    }
     let name = bundled::call_name(arg0, &|rel| table.contains_key(&bundled::table_name(rel)));
     let key = match band::policy::cli::bundled_path(&name) {
         Some(rel) => bundled::table_name(rel),
@@ -138,6 +162,7 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
         judged,
         program,
         argv,
+        needs_rule: false,
     })
 }
 
@@ -191,6 +216,15 @@ fn start(
     for _ in 0..=MAX_INTERPRETER_DEPTH {
         let program = table.get(&name).ok_or_else(|| NotAvailable(name.clone()))?;
         let Some(script) = &program.script else {
+            // A program that runs under another argv[0] (a venv's python: its venv's path).
+            if let Some(argv0) = &program.argv0 {
+                let mut args = rewritten.unwrap_or_else(|| argv.to_vec());
+                match args.first_mut() {
+                    Some(first) => *first = argv0.clone(),
+                    None => args.push(argv0.clone()),
+                }
+                return Ok((name, Some(args)));
+            }
             return Ok((name, rewritten));
         };
         let args = rewritten.as_deref().unwrap_or(argv);
@@ -283,12 +317,18 @@ impl CliRules {
 /// - a declared command (first word of an `allow.cli` pattern) needs an `allow.cli` match;
 /// - an essential that is not declared is allowed (reported, rule `None`).
 pub fn decide(rules: &CliRules, argv: &[String]) -> CliCall {
+    decide_with(rules, argv, false)
+}
+
+/// [`decide`] for a call that only an `allow.cli` rule lets run (`needs_rule`: a program inside
+/// a runtime tree): an essential's name is no exception for it.
+pub fn decide_with(rules: &CliRules, argv: &[String], needs_rule: bool) -> CliCall {
     let name = argv.first().map(String::as_str).unwrap_or("");
     let (allowed, rule) = match rules.matcher.check(argv) {
         Decision::Deny { rule } => (false, Some(rule)),
         Decision::Allow { rule } => (true, Some(rule)),
         Decision::Default => (
-            rules.essentials.contains(name) && !rules.declared.contains(name),
+            !needs_rule && rules.essentials.contains(name) && !rules.declared.contains(name),
             None,
         ),
     };
@@ -475,6 +515,25 @@ mod tests {
         );
     }
 
+    /// A program inside a runtime tree, called by its path (even spelled with `.`/`//`), is
+    /// judged as its file name and runs only by an `allow.cli` rule, an essential's name included;
+    /// by its bare name it is not reachable.
+    #[test]
+    fn a_tree_helper_is_judged_by_its_name_and_needs_a_rule() {
+        let t = table();
+        let r = resolve_call(&t, &v(&["/opt/x/./vendor//rg", "-n", "x"])).unwrap();
+        assert_eq!(
+            (r.judged.clone(), r.program.as_str(), r.needs_rule),
+            (v(&["rg", "-n", "x"]), "tree:/opt/x/vendor/rg", true)
+        );
+        assert!(resolve_call(&t, &v(&["rg"])).is_err());
+        let rules = CliRules::new(&v(&["rg -n *"]), &[], &v(&["cat"])).unwrap();
+        assert!(decide_with(&rules, &r.judged, true).allowed);
+        let cat = resolve_call(&t, &v(&["/opt/x/vendor/cat", "f"])).unwrap();
+        assert!(decide(&rules, &cat.judged).allowed, "an essential by name");
+        assert!(!decide_with(&rules, &cat.judged, cat.needs_rule).allowed);
+    }
+
     fn table() -> ExecTable {
         use crate::layers::cli::execcache::{Program, Script, parse_shebang};
         let prog = |name: &str, line: Option<&str>| {
@@ -486,6 +545,7 @@ mod tests {
                         line: parse_shebang(l.as_bytes()).unwrap_or_else(|| panic!("{l}")),
                         path: format!("/band/x/{name}"),
                     }),
+                    argv0: None,
                 },
             )
         };
@@ -505,6 +565,8 @@ mod tests {
             prog("ls", None),
             prog("skill:bin:ls", None),
             prog("skill:bin:s.sh", Some("#!/bin/sh\n")),
+            prog("tree:/opt/x/vendor/rg", None),
+            prog("tree:/opt/x/vendor/cat", None),
         ])
     }
 
@@ -517,6 +579,7 @@ mod tests {
             judged: v(judged),
             program: program.into(),
             argv: argv.map(v),
+            needs_rule: false,
         })
     }
 

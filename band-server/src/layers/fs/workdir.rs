@@ -10,7 +10,7 @@
 //!   tmp/            run uid 0700, remounted noexec                           → /tmp
 //!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc
 //!                   (with resolv.conf when networked), and empty mount points for the host's
-//!                   ld.so.cache, ssl/certs and ca-certificates
+//!                   ld.so.cache, ssl/certs, ca-certificates and fonts (fontconfig)
 //!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
@@ -678,8 +678,12 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
         )
 }
 
-/// Host folders of `/etc` bound over the run's `etc/` (their mount points are made there).
-pub const ETC_HOST_DIRS: &[&str] = &["ssl/certs", "ca-certificates"];
+/// Host folders of `/etc` bound over the run's `etc/` (their mount points are made there), each
+/// only if the host has it: shared configuration of libraries any program may load, never a
+/// secret: the CA certificates (TLS), and fontconfig's `fonts` (without it every program that
+/// draws text, LibreOffice converting a document, says "Fontconfig error: Cannot load default
+/// config file" and picks fonts without its aliases).
+pub const ETC_HOST_DIRS: &[&str] = &["ssl/certs", "ca-certificates", "fonts"];
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
 pub fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {

@@ -59,7 +59,8 @@ pub(crate) fn jail_input(
     // unknown, the script runs as written and band-shim refuses it as before.
     let direct = crate::layers::cli::shim::band_exec_argv(entry_data).and_then(|argv| {
         let r = crate::layers::cli::shim::resolve_call(&programs.table, &argv).ok()?;
-        let call = crate::layers::cli::shim::decide(&inp.plan.pre.rules, &r.judged);
+        let call =
+            crate::layers::cli::shim::decide_with(&inp.plan.pre.rules, &r.judged, r.needs_rule);
         if !call.allowed {
             return None;
         }

@@ -58,16 +58,16 @@ pub fn plan_sandbox(
                 writable: m.writable,
             })
             .chain(exec.runtime.iter().flat_map(|t| {
-                // A declared program's tree (`layers::cli::runtime`): read-only, its executables
-                // hidden under `/dev/null`.
+                // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
+                // over each of its programs (judged by the gate, run only by a rule naming it).
                 std::iter::once(ExtraBind {
                     source: t.root.clone(),
-                    dest: t.root.clone(),
+                    dest: t.at.clone(),
                     writable: false,
                 })
-                .chain(t.masked.iter().map(|f| ExtraBind {
-                    source: std::path::PathBuf::from("/dev/null"),
-                    dest: f.clone(),
+                .chain(t.helpers().into_iter().map(|(at, _)| ExtraBind {
+                    source: exec.shim.clone(),
+                    dest: at,
                     writable: false,
                 }))
             }))
@@ -196,6 +196,7 @@ mod tests {
             Program {
                 file: "/state/exec/cache/k/bash".into(),
                 script: None,
+                argv0: None,
             },
         )]);
         let path = "/skill/scripts/resources/go/run.sh";
