@@ -236,6 +236,7 @@ mod tests {
             reads: s(&["data/in.csv"]),
             writes: s(&["out/r.md"]),
             complete: true,
+            outside: Vec::new(),
         });
         r.network = Some(NetworkReport {
             lookups: vec![DnsLookup {
