@@ -150,7 +150,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     );
     spinner.finish();
     let outcome = outcome?;
-    let obs = observe::observations(&outcome.result, &offered, &text_refs);
+    let obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
     let key = format!("{}-{script}", skill.name);
     let band_file = resolved.as_ref().map(|r| r.file.clone());
     finish(
@@ -229,7 +229,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
             show_event(ev)
         }
     })?;
-    let obs = observe::observations(&outcome.result, &offered, &text_refs);
+    let obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
     let key = format!(
         "exec-{}",
         band::lock::sha256_hex(checked.to_string_lossy().as_bytes())

@@ -324,3 +324,119 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
     let _ = learn(&["jq", "-n", "3"]);
     assert_eq!(cli(&learn(&["jq", "-n", "4"])), ["jq -n *"]);
 }
+
+#[test]
+fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched() {
+    if skip("privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    // A host file outside the workspace (hidden in the sandbox until a rule binds it), a
+    // neighbour never touched, and a path that exists nowhere.
+    let id = std::process::id();
+    let probe = format!("/etc/band-learn-probe-{id}.conf");
+    let neighbour = format!("/etc/band-learn-untouched-{id}.conf");
+    fs_err::write(&probe, "from the host\n").expect("write probe");
+    fs_err::write(&neighbour, "never read\n").expect("write neighbour");
+    struct Rm(Vec<String>);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = fs_err::remove_file(p);
+            }
+        }
+    }
+    let _rm = Rm(vec![probe.clone(), neighbour.clone()]);
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        format!(
+            "#!/bin/sh\nline=$(cat {probe} 2>/dev/null || echo missing)\ncat /opt/band-learn-nowhere-{id}/y 2>/dev/null || true\nprintf '{{\"greeting\":\"%s\"}}' \"$line\" > \"$OUTPUT_PATH\"\n"
+        ),
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    let ws = t.path().join("ws");
+    fs_err::create_dir_all(&ws).expect("mkdir");
+
+    let run = || {
+        let (code, out, err) = bin().run(
+            &[
+                "run",
+                "--json",
+                "--skills",
+                "skills",
+                "--workspace",
+                "ws",
+                "demo/hello",
+                "--name=x",
+            ],
+            t.path(),
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        serde_json::from_str::<Value>(&out).expect("json")["output"]["greeting"].clone()
+    };
+    // Before: the sandbox hides the host file.
+    assert_eq!(run(), "missing");
+
+    let (code, out, err) = bin().run(
+        &[
+            "learn",
+            "--json",
+            "--write",
+            "--skills",
+            "skills",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let rules = |k: &str| -> Vec<String> {
+        doc["draft"][k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["rule"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Exactly the file it opened: not its neighbour, not its folder, not the loader or libc.
+    assert_eq!(rules("read"), [probe.clone()], "{doc}");
+    assert!(rules("write").is_empty(), "{doc}");
+    let evidence = doc["draft"]["read"][0]["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("not in the sandbox"), "{evidence}");
+    // The path that exists nowhere is a note, not a rule.
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains(&format!("/opt/band-learn-nowhere-{id}/y")),
+        "{notes}"
+    );
+    // The kernel saw the open: the raw record says so.
+    let outside = doc["observed"]["outside"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        outside.iter().any(|p| p["path"] == probe.as_str()
+            && p["access"] == "read"
+            && p["in_sandbox"] == false),
+        "{outside:?}"
+    );
+    assert!(
+        !outside.iter().any(|p| p["path"] == neighbour.as_str()),
+        "{outside:?}"
+    );
+    // After --write: the learned band binds it, and the script reads the host's file.
+    assert_eq!(run(), "from the host");
+}
