@@ -412,7 +412,7 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
             .unwrap_or_default()
     };
     // Exactly the file it opened: not its neighbour, not its folder, not the loader or libc.
-    assert_eq!(rules("read"), [probe.clone()], "{doc}");
+    assert_eq!(rules("read"), [probe.as_str()], "{doc}");
     assert!(rules("write").is_empty(), "{doc}");
     let evidence = doc["draft"]["read"][0]["evidence"].as_str().unwrap_or("");
     assert!(evidence.contains("not in the sandbox"), "{evidence}");
