@@ -234,6 +234,8 @@ pub struct Call {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum How {
     Exec,
+    /// A lookup (stat, access): kept only as a program folder's missing name.
+    Lookup,
     Write,
     Flags(u64),
     OpenHowAt(u64),
@@ -257,6 +259,11 @@ pub fn call_of(nr: i64, args: &[u64; 6]) -> Option<Call> {
         libc::SYS_openat2 => at(How::OpenHowAt(args[2])),
         libc::SYS_execveat => at(How::Exec),
         libc::SYS_execve => cwd(How::Exec),
+        libc::SYS_newfstatat | libc::SYS_statx | libc::SYS_faccessat | libc::SYS_faccessat2 => {
+            at(How::Lookup)
+        }
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_stat | libc::SYS_lstat | libc::SYS_access => cwd(How::Lookup),
         #[cfg(target_arch = "x86_64")]
         libc::SYS_open => cwd(How::Flags(args[1])),
         #[cfg(target_arch = "x86_64")]
@@ -419,6 +426,25 @@ fn record(s: &mut Outside, p: PathSeen) {
     s.list.push(p);
 }
 
+/// Folders a shell looks commands up in (the sandbox's PATH and the usual host ones).
+pub const PROGRAM_DIRS: &[&str] = &[
+    "/band/bin",
+    "/usr/local/bin",
+    "/usr/bin",
+    "/bin",
+    "/usr/local/sbin",
+    "/usr/sbin",
+    "/sbin",
+];
+
+/// Whether `path` names a file directly in a program folder.
+pub fn in_program_dir(path: &str) -> bool {
+    Path::new(path)
+        .parent()
+        .and_then(|d| d.to_str())
+        .is_some_and(|d| PROGRAM_DIRS.contains(&d))
+}
+
 /// Read a NUL-terminated string at `addr` in `mem` (the caller's `/proc/<pid>/mem`).
 fn read_cstr(mem: &fs_err::File, addr: u64) -> Option<String> {
     let mut buf = vec![0u8; PATH_MAX];
@@ -428,8 +454,22 @@ fn read_cstr(mem: &fs_err::File, addr: u64) -> Option<String> {
     String::from_utf8(buf[..end].to_vec()).ok()
 }
 
+/// Whether `path` exists under `root`, resolved as a process with that root would: absolute
+/// symlinks and `..` stay inside it (`openat2` with `RESOLVE_IN_ROOT`; the sandbox's
+/// `/band/bin` is a symlink to `/usr/bin`, which must not be read as the host's).
 fn exists_in(root: &Path, path: &str) -> bool {
-    fs_err::metadata(root.join(path.trim_start_matches('/'))).is_ok()
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let Ok(dir) = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) else {
+        return false;
+    };
+    rustix::fs::openat2(
+        &dir,
+        path.trim_start_matches('/'),
+        OFlags::PATH,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT,
+    )
+    .is_ok()
 }
 
 /// Whether `path`, used with `access`, is there under `root`: for a write, its folder is enough
@@ -451,7 +491,7 @@ fn inspect(n: &sys::SeccompNotif) -> Option<PathSeen> {
     let mem = fs_err::File::open(proc_dir.join("mem")).ok()?;
     let raw = read_cstr(&mem, call.path_addr)?;
     let access = match call.how {
-        How::Exec => Access::Exec,
+        How::Exec | How::Lookup => Access::Exec,
         How::Write => Access::Write,
         How::Flags(f) => access_of_flags(f),
         How::OpenHowAt(addr) => {
@@ -469,6 +509,9 @@ fn inspect(n: &sys::SeccompNotif) -> Option<PathSeen> {
     };
     let path = absolute(&raw, base.as_deref().and_then(|b| b.to_str()))?;
     let in_sandbox = present(&proc_dir.join("root"), &path, access);
+    if call.how == How::Lookup && (in_sandbox || !in_program_dir(&path)) {
+        return None;
+    }
     let on_host = present(Path::new("/"), &path, access);
     Some(PathSeen {
         path,
@@ -577,6 +620,7 @@ mod tests {
             assert_eq!(call_of(libc::SYS_open, &a), cwd(How::Flags(20)));
             assert_eq!(call_of(libc::SYS_creat, &a), cwd(How::Write));
         }
+        assert_eq!(call_of(libc::SYS_newfstatat, &a), at(How::Lookup));
         assert_eq!(call_of(libc::SYS_read, &a), None);
         // AT_FDCWD arrives as a 64-bit argument; its low 32 bits are the int.
         let neg = [libc::AT_FDCWD as u32 as u64, 1, 0, 0, 0, 0];
@@ -584,6 +628,14 @@ mod tests {
             call_of(libc::SYS_openat, &neg).map(|c| c.dirfd),
             Some(libc::AT_FDCWD)
         );
+    }
+
+    #[test]
+    fn lookups_count_only_in_program_folders() {
+        assert!(in_program_dir("/band/bin/uname"));
+        assert!(in_program_dir("/usr/bin/uname"));
+        assert!(!in_program_dir("/usr/bin/x/uname"));
+        assert!(!in_program_dir("/usr/lib/python3.11/os.py"));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::{Connect, Observations};
 use crate::policy::Policy;
 use crate::policy::fs::FsPattern;
 use crate::policy::place::{Place, place};
-use crate::proto::{Access, PathSeen, RunResult};
+use crate::proto::{Access, Denial, PathSeen, RunResult};
 
 /// The one host the learning band allows without `--net`: under `.invalid` (RFC 6761), so it
 /// never resolves. It makes band-server start the DNS stub, which records every question.
@@ -235,16 +235,23 @@ pub fn sort_outside(seen: &[PathSeen], bound: &dyn Fn(&str, bool) -> bool, o: &m
     }
 }
 
-/// Commands the run tried to start that were not in the sandbox: the last component of every
-/// exec of a path the sandbox did not have (a shell's PATH search tries each folder). Words
-/// only, forbidden commands left out; sorted.
-pub fn tried_commands(seen: &[PathSeen]) -> Vec<String> {
+/// Commands the run tried to start that were not in its sandbox: the last component of every
+/// exec of a path the sandbox did not have (`seen`: a shell's PATH search tries each folder, and
+/// dash execs each), and the command of every call the gate refused with no rule deciding
+/// (`denied`: bash reports a command it did not find that way). Words only, forbidden commands
+/// left out; sorted.
+pub fn tried_commands(seen: &[PathSeen], denied: &[Denial]) -> Vec<String> {
     let mut out = BTreeSet::new();
-    for p in seen {
-        if p.access != Access::Exec || p.in_sandbox {
-            continue;
-        }
-        if let Some(name) = p.path.rsplit('/').next()
+    let execs = seen
+        .iter()
+        .filter(|p| p.access == Access::Exec && !p.in_sandbox)
+        .map(|p| p.path.as_str());
+    let calls = denied.iter().filter_map(|d| match d {
+        Denial::Cli { argv, rule: None } => argv.first().map(String::as_str),
+        _ => None,
+    });
+    for path in execs.chain(calls) {
+        if let Some(name) = path.rsplit('/').next()
             && is_word(name)
             && !FORBIDDEN.contains(&name)
         {
@@ -509,6 +516,17 @@ mod tests {
             seen("/band/bin/jq", Access::Exec, true, false),
             seen("/etc/rg", Access::Read, false, true),
         ];
-        assert_eq!(tried_commands(&seen), s(&["rg"]));
+        let denied = [
+            Denial::Cli {
+                argv: s(&["uname", "-s"]),
+                rule: None,
+            },
+            // Refused by a deny rule: the band decided, nothing to add.
+            Denial::Cli {
+                argv: s(&["curl", "x"]),
+                rule: Some("curl *".into()),
+            },
+        ];
+        assert_eq!(tried_commands(&seen, &denied), s(&["rg", "uname"]));
     }
 }

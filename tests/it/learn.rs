@@ -440,3 +440,52 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
     // After --write: the learned band binds it, and the script reads the host's file.
     assert_eq!(run(), "from the host");
 }
+
+#[test]
+fn privileged_learn_finds_a_command_named_through_a_variable() {
+    if skip("privileged_learn_finds_a_command_named_through_a_variable") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    // No file of the skill names `uname`: the script builds the name. It also tries a program
+    // this host does not have.
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/sh\nTOOL=$(printf 'un%se' am)\nos=$($TOOL -s)\nband-learn-no-such-tool 2>/dev/null || true\nprintf '{\"greeting\":\"%s\"}' \"$os\" > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["--skills", "skills", "demo/hello", "--name=x"];
+        a.extend(extra);
+        a
+    };
+    let (code, out, err) = bin().run(
+        &[&["learn", "--json", "--write"][..], &args(&[])].concat(),
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let cli: Vec<&str> = doc["draft"]["cli"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["rule"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(cli, ["uname -s"], "{doc}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("observed again with it on PATH"), "{notes}");
+    assert!(
+        notes.contains("`band-learn-no-such-tool`, which this host does not have"),
+        "{notes}"
+    );
+    let (code, out, err) = bin().run(&[&["run", "--json"][..], &args(&[])].concat(), t.path());
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["output"]["greeting"], "Linux", "{doc}");
+}

@@ -439,18 +439,29 @@ pub fn install(program: &BpfProgram) -> Result<(), SeccompError> {
 }
 
 /// `band learn` only: the syscalls that name a path to open or run, which the observing run's
-/// second filter hands to band-server (`SECCOMP_RET_USER_NOTIF`) before they run. The stat
-/// family, `access` and `readlink` are left out: they open nothing, and a program probes many
-/// paths with them (an interpreter's module search) that it never uses.
+/// second filter hands to band-server (`SECCOMP_RET_USER_NOTIF`) before they run; and the
+/// lookups (the stat family, `access`) a shell makes before it runs a command by name (dash and
+/// bash look a name up in each PATH folder and exec only what they find), which band-server
+/// keeps only for a program folder's missing name.
 pub fn observed_syscalls() -> Vec<i64> {
     let mut v = vec![
         libc::SYS_openat,
         libc::SYS_openat2,
         libc::SYS_execve,
         libc::SYS_execveat,
+        libc::SYS_newfstatat,
+        libc::SYS_statx,
+        libc::SYS_faccessat,
+        libc::SYS_faccessat2,
     ];
     #[cfg(target_arch = "x86_64")]
-    v.extend([libc::SYS_open, libc::SYS_creat]);
+    v.extend([
+        libc::SYS_open,
+        libc::SYS_creat,
+        libc::SYS_stat,
+        libc::SYS_lstat,
+        libc::SYS_access,
+    ]);
     v
 }
 
@@ -727,7 +738,7 @@ mod tests {
             libc::SYS_read,
             libc::SYS_write,
             libc::SYS_close,
-            libc::SYS_newfstatat,
+            libc::SYS_fstat,
         ] {
             assert_eq!(eval(&p, arch, nr as u32), libc::SECCOMP_RET_ALLOW, "{nr}");
         }
