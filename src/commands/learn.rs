@@ -353,6 +353,15 @@ fn finish(
     if result.observed.as_ref().is_some_and(|o| !o.complete) {
         notes.push("the kernel's event queue overflowed: some files may be missing".into());
     }
+    if !args.net && !obs.lookups.is_empty() {
+        let mut names: Vec<&str> = obs.lookups.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        notes.push(format!(
+            "without --net the run could reach no host: {} was looked up (and refused), and a contact was not tried, so no port is known; run band learn with --net to observe it",
+            names.join(", ")
+        ));
+    }
     if result.status != Status::Ok {
         notes.push(format!(
             "the observed run ended `{}` ({}); the draft covers what it did until then",

@@ -489,3 +489,113 @@ fn privileged_learn_finds_a_command_named_through_a_variable() {
     let doc: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(doc["output"]["greeting"], "Linux", "{doc}");
 }
+
+/// A skill `demo/hello` in `dir/skills` whose script resolves `api.learn.test` and fetches
+/// `http://api.learn.test:8080/learn` (Python's socket module), with an empty allow list.
+fn net_skill(dir: &Path) {
+    let skills = dir.join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/sh\npython3 /skill/lib/get.py > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    fs_err::create_dir_all(root.join("lib")).expect("mkdir");
+    fs_err::write(
+        root.join("lib/get.py"),
+        "import json, socket\ntry:\n    s = socket.create_connection(('api.learn.test', 8080), timeout=5)\n    s.sendall(b'GET /learn HTTP/1.0\\r\\nHost: api.learn.test\\r\\n\\r\\n')\n    body = s.makefile('rb').read().decode().split('\\r\\n\\r\\n', 1)[-1]\n    print(json.dumps({'greeting': body.split()[0]}))\nexcept OSError as e:\n    print(json.dumps({'greeting': 'unreachable'}))\n",
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+}
+
+fn learn_json(dir: &Path, config: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "learn",
+        "--json",
+        "--skills",
+        "skills",
+        "demo/hello",
+        "--name=x",
+    ];
+    args.extend(extra);
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", config).run(&args, dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    serde_json::from_str(&out).expect("json")
+}
+
+fn draft_rules(doc: &Value, key: &str) -> Vec<String> {
+    doc["draft"][key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["rule"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted() {
+    if skip("privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted") {
+        return;
+    }
+    let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
+    let t = tempfile::tempdir().expect("tmp");
+    net_skill(t.path());
+    let doc = learn_json(t.path(), &lab.config, &["--net", "--write"]);
+    assert_eq!(draft_rules(&doc, "net"), ["api.learn.test:8080"], "{doc}");
+    assert_eq!(
+        draft_rules(&doc, "cli"),
+        ["python3 /skill/lib/get.py"],
+        "{doc}"
+    );
+    assert!(draft_rules(&doc, "read").is_empty(), "{doc}");
+    assert!(draft_rules(&doc, "write").is_empty(), "{doc}");
+    let evidence = doc["draft"]["net"][0]["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("api.learn.test"), "{evidence}");
+    assert!(
+        lab.log("http.log").contains("/learn"),
+        "{}",
+        lab.log("http.log")
+    );
+    // The learned band runs it: the name resolves and the host answers.
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", &lab.config).run(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(run["output"]["greeting"], "hello", "{run}");
+}
+
+#[test]
+fn privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tried() {
+    if skip("privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tried") {
+        return;
+    }
+    let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
+    let t = tempfile::tempdir().expect("tmp");
+    net_skill(t.path());
+    let doc = learn_json(t.path(), &lab.config, &[]);
+    // The name, by itself: no port, since nothing was contacted.
+    assert_eq!(draft_rules(&doc, "net"), ["api.learn.test"], "{doc}");
+    assert_eq!(doc["observations"]["lookups"][0], "api.learn.test", "{doc}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("not tried"), "{notes}");
+    assert!(notes.contains("--net"), "{notes}");
+    // Nothing reached the lab's web server.
+    assert_eq!(lab.log("http.log"), "");
+}
