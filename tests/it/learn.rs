@@ -101,6 +101,22 @@ fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<
         .map(Path::to_path_buf)
         .unwrap_or_else(|| t.path().to_path_buf());
     let ws_s = ws.display().to_string();
+    // The shipped band's run gets its own copy of the workspace as it was (a script that writes
+    // back would otherwise find its earlier output).
+    let fresh = |dir: &tempfile::TempDir| {
+        if workspace.is_some() {
+            copy_dir(&ws, dir.path());
+            dir.path().display().to_string()
+        } else {
+            ws_s.clone()
+        }
+    };
+    let (shipped_ws, locked_ws) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let shipped_ws_s = fresh(&shipped_ws);
+    let locked_ws_s = fresh(&locked_ws);
     let target = format!("{skill}/{script}");
 
     let mut before = vec!["run", "--json", "--workspace", &ws_s, &target];
@@ -119,7 +135,11 @@ fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<
         "{target} with the drafted band:\n{out}\n{learned}\n{err}"
     );
     let (code, shipped, err) = bin().run(
-        &[&["run", "--json", "--workspace", &ws_s, &target][..], input].concat(),
+        &[
+            &["run", "--json", "--workspace", &shipped_ws_s, &target][..],
+            input,
+        ]
+        .concat(),
         repo(),
     );
     assert_eq!(code, 0, "{target} shipped: {err}");
@@ -133,7 +153,7 @@ fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<
         "--json",
         "--require-lock",
         "--workspace",
-        &ws_s,
+        &locked_ws_s,
         &target,
     ];
     locked.extend(input);
@@ -180,6 +200,27 @@ fn privileged_learn_csv_stats_describe_from_an_empty_band() {
     learn_and_rerun(
         "csv-stats",
         "describe",
+        &["--path=data/cities.csv"],
+        Some(ws.path()),
+    );
+}
+
+#[test]
+fn privileged_learn_csv_stats_report_from_an_empty_band() {
+    if skip("privileged_learn_csv_stats_report_from_an_empty_band") {
+        return;
+    }
+    // Reads data/, writes out/ (its band insists on the report).
+    let ws = tempfile::tempdir().expect("tmp");
+    fs_err::create_dir_all(ws.path().join("data")).expect("mkdir");
+    fs_err::copy(
+        repo().join("tests/fixtures/csv/cities.csv"),
+        ws.path().join("data/cities.csv"),
+    )
+    .expect("copy");
+    learn_and_rerun(
+        "csv-stats",
+        "report",
         &["--path=data/cities.csv"],
         Some(ws.path()),
     );
