@@ -8,11 +8,14 @@
 //!   argv; a static binary or a direct `execve` cannot bypass it, since no other program is
 //!   executable in the sandbox). A command must be on the sandbox's PATH to be called, so the
 //!   learning band declares every host program the skill's files name ([`candidate_commands`]),
-//!   plus the `#!` interpreter of the entry; a program named nowhere in the skill is not found,
-//!   and the learn run says so.
+//!   plus the `#!` interpreter of the entry; a program the run tried and did not find
+//!   ([`tried_commands`]) is added and the run observed again when this host has it.
 //! - **Workspace files**: read and written, by band-server's fanotify mark on the run's own
 //!   filesystem ([`crate::proto::RunResult::observed`]). The workspace is a copy: nothing is
 //!   written back to the real one.
+//! - **Paths outside the workspace**: every open and exec, seen by band-server through the
+//!   jail's seccomp user-notification filter ([`crate::proto::Observed::outside`]), sorted into
+//!   rules and notes by [`sort_outside`].
 //! - **Names and connections**: the DNS stub records every question and the run's nftables table
 //!   every destination. Without `--net` nothing is reachable (the only allowed host is
 //!   [`NO_NET_HOST`], which does not exist), but every name the script looks up is recorded.
