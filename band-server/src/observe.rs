@@ -213,7 +213,7 @@ fn read_loop(fd: OwnedFd, workspace: &Path, stop: &AtomicBool, seen: &Mutex<Seen
 }
 
 /// Most distinct (path, access) pairs kept; past it the record says it is incomplete.
-pub const MAX_OUTSIDE: usize = 4096;
+pub const MAX_OUTSIDE: usize = 16_384;
 /// Longest path read from a caller's memory (`PATH_MAX`).
 const PATH_MAX: usize = 4096;
 /// `AT_FDCWD` as the low 32 bits of a syscall argument.

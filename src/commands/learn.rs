@@ -351,7 +351,10 @@ fn finish(
     let lines = learn::diff(&current.allow, &current.secrets, &draft);
     let mut notes = draft.notes.clone();
     if result.observed.as_ref().is_some_and(|o| !o.complete) {
-        notes.push("the kernel's event queue overflowed: some files may be missing".into());
+        notes.push(
+            "the observer's record is incomplete (the kernel's event queue overflowed, or the run touched more paths than band-server keeps): some files may be missing"
+                .into(),
+        );
     }
     if !args.net && !obs.lookups.is_empty() {
         let mut names: Vec<&str> = obs.lookups.iter().map(String::as_str).collect();
