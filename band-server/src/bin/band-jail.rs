@@ -272,7 +272,7 @@ fn main() {
             fail(
                 st,
                 Layer::Seccomp,
-                &format!("cannot install the observing filter (seccomp user notification needs Linux 5.0): {e}"),
+                &format!("cannot install the observing filter (seccomp user notification, Linux 5.5 or later): {e}"),
             )
         });
         if let Err(e) = sys::send_with_fd(&sock, b"l", listener.as_fd()) {

@@ -182,7 +182,7 @@ fn execute_inner(
                         run_dir.display()
                     ),
                 )
-                .with_hint("band learn needs Linux 4.20 or later and band-server running as root")
+                .with_hint("band learn needs Linux 5.5 or later (fanotify filesystem marks, seccomp user notification that lets calls continue) and band-server running as root")
             })?,
         )
     } else {
