@@ -155,7 +155,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
     obs.notes.extend(passes);
     let key = format!("{}-{script}", skill.name);
-    let band_file = resolved.as_ref().map(|r| r.file.clone());
+    let band_file = resolved.as_ref().map(written_band_file);
     finish(
         &args,
         &outcome,
@@ -489,6 +489,20 @@ fn learning_band(
         doc["config"] = cfg;
     }
     Ok(format!("---\n{}\n---\n", serde_json::to_string(&doc)?))
+}
+
+/// The band file `--write` edits: the one the script's band file leads to through `path:`
+/// pointers (`scripts/x.band.md` → `bands/write.band.md`), not the pointer itself.
+fn written_band_file(r: &band::skill::Resolved) -> PathBuf {
+    r.sources
+        .iter()
+        .find(|s| {
+            band::manifest::load_band(s)
+                .band
+                .is_some_and(|b| b.reference.is_none())
+        })
+        .cloned()
+        .unwrap_or_else(|| r.file.clone())
 }
 
 /// Declared secrets and `--secret` names that the environment has.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use band::policy::Category;
 use band::policy::cli::CliPattern;
 use band::policy::fs::FsPattern;
+use band::policy::net::NetPattern;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -19,12 +20,25 @@ fn emptied_copy(dir: &Path, skill: &str, script: &str) -> PathBuf {
     copy_dir(&repo().join("skills").join(skill), &to);
     let _ = fs_err::remove_file(to.join("band.lock"));
     let (sk, _) = band::skill::load_skill(&to);
-    let file = sk.band_file_for(script).expect("a band governs the script");
+    let mut file = sk.band_file_for(script).expect("a band governs the script");
+    // A pointer (`path: ../bands/write.band.md`) leads to the band that governs the script.
     let mut text = fs_err::read_to_string(&file).expect("read band");
+    if let Some(rel) = text
+        .lines()
+        .take_while(|l| *l != "---" || text.starts_with(l))
+        .find_map(|l| l.strip_prefix("path: "))
+    {
+        file = file.parent().expect("folder").join(rel.trim());
+        text = fs_err::read_to_string(&file).expect("read pointed band");
+    }
     for cat in Category::ALL {
         text = band::learn::edit::set_list(&text, "allow", cat.as_str(), &[]).expect("edit");
     }
     text = band::learn::edit::set_list(&text, "env", "secrets", &[]).expect("edit");
+    // A secret required must be declared: emptied with them.
+    if text.contains("\nrequires:") {
+        text = band::learn::edit::set_list(&text, "requires", "secrets", &[]).expect("edit");
+    }
     fs_err::write(&file, text).expect("write band");
     file
 }
@@ -40,14 +54,6 @@ fn copy_dir(from: &Path, to: &Path) {
             fs_err::copy(e.path(), &t).expect("copy");
         }
     }
-}
-
-/// `band <args>` in `cwd` with the skills of `dir/skills`.
-fn band_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let skills = dir.join("skills").display().to_string();
-    let mut full: Vec<&str> = vec![args[0], "--skills", &skills];
-    full.extend(&args[1..]);
-    bin().run(&full, dir)
 }
 
 /// Every allow rule of the band that now governs `script` in `dir` is covered by a rule of the
@@ -88,13 +94,64 @@ fn assert_no_wider(dir: &Path, skill: &str, script: &str) {
             );
         }
     }
-    assert!(learned.allow.net.is_empty(), "{:?}", learned.allow.net);
-    assert!(learned.secrets.is_empty(), "{:?}", learned.secrets);
+    for r in &learned.allow.net {
+        let p = NetPattern::parse(r).expect("learned net rule parses");
+        assert!(
+            shipped
+                .allow
+                .net
+                .iter()
+                .any(|s| NetPattern::parse(s).is_ok_and(|s| s.covers(&p))),
+            "{skill}/{script}: learned net `{r}` is wider than {:?}",
+            shipped.allow.net
+        );
+    }
+    for s in &learned.secrets {
+        assert!(
+            shipped.secrets.contains(s),
+            "{skill}/{script}: learned secret {s} is not the shipped band's"
+        );
+    }
 }
 
 /// Learn `skill/script` from an emptied band, then run it with the draft: same output as the
 /// shipped skill gives, and no wider a band.
 fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<&Path>) {
+    let cfg = dead_dns();
+    learn_and_rerun_with(
+        &|args, cwd| bin().env("BAND_SERVER_CONFIG", cfg.path()).run(args, cwd),
+        skill,
+        script,
+        input,
+        workspace,
+    );
+}
+
+/// A band-server config whose DNS stub asks a loopback port nobody listens on (the learning
+/// band allows one name, so its runs start the stub): no name resolves, nothing leaves.
+fn dead_dns() -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new().expect("tmp");
+    fs_err::write(f.path(), "dns_upstream = [\"127.0.0.1:9\"]\n").expect("write config");
+    f
+}
+
+/// `band <args>` in `cwd`, as [`learn_and_rerun_with`] runs it.
+type Runner<'a> = dyn Fn(&[&str], &Path) -> (i32, String, String) + 'a;
+
+/// [`learn_and_rerun`] with every `band` command run by `runner`.
+fn learn_and_rerun_with(
+    runner: &Runner<'_>,
+    skill: &str,
+    script: &str,
+    input: &[&str],
+    workspace: Option<&Path>,
+) {
+    let band_in = |dir: &Path, args: &[&str]| {
+        let skills = dir.join("skills").display().to_string();
+        let mut full: Vec<&str> = vec![args[0], "--skills", &skills];
+        full.extend(&args[1..]);
+        runner(&full, dir)
+    };
     let t = tempfile::tempdir().expect("tmp");
     emptied_copy(t.path(), skill, script);
     let ws = workspace
@@ -134,7 +191,7 @@ fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<
         code, 0,
         "{target} with the drafted band:\n{out}\n{learned}\n{err}"
     );
-    let (code, shipped, err) = bin().run(
+    let (code, shipped, err) = runner(
         &[
             &["run", "--json", "--workspace", &shipped_ws_s, &target][..],
             input,
@@ -342,10 +399,13 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
         "---\nband: adhoc\ndescription: An ad-hoc band.\nversion: 1\n---\n",
     )
     .expect("write");
+    let cfg = dead_dns();
     let learn = |words: &[&str]| {
         let mut args = vec!["learn", "--json", "--merge", "--band", "BAND.md", "--"];
         args.extend(words);
-        let (code, out, err) = bin().run(&args, t.path());
+        let (code, out, err) = bin()
+            .env("BAND_SERVER_CONFIG", cfg.path())
+            .run(&args, t.path());
         assert_eq!(code, 0, "{out}\n{err}");
         serde_json::from_str::<Value>(&out).expect("json")
     };
@@ -426,7 +486,8 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
     // Before: the sandbox hides the host file.
     assert_eq!(run(), "missing");
 
-    let (code, out, err) = bin().run(
+    let cfg = dead_dns();
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", cfg.path()).run(
         &[
             "learn",
             "--json",
@@ -508,7 +569,8 @@ fn privileged_learn_finds_a_command_named_through_a_variable() {
         a.extend(extra);
         a
     };
-    let (code, out, err) = bin().run(
+    let cfg = dead_dns();
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", cfg.path()).run(
         &[&["learn", "--json", "--write"][..], &args(&[])].concat(),
         t.path(),
     );
@@ -639,4 +701,80 @@ fn privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tr
     assert!(notes.contains("--net"), "{notes}");
     // Nothing reached the lab's web server.
     assert_eq!(lab.log("http.log"), "");
+}
+
+/// `band <args>` in `cwd` in a private mount namespace where `/usr/local/bin` is `standins`
+/// (band and the band-server it starts see the stand-ins; the host's programs are untouched),
+/// with `GITHUB_TOKEN` set to a dummy.
+fn run_with_standins(standins: &Path, args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /usr/local/bin && exec \"$@\"",
+    ])
+    .arg(standins)
+    .arg(bin().exe())
+    .args(args)
+    .current_dir(cwd);
+    let cfg = dead_dns();
+    bin()
+        .env("GITHUB_TOKEN", "not-a-token")
+        .env("BAND_SERVER_CONFIG", cfg.path())
+        .apply(&mut cmd);
+    band_test::Output::of(&mut cmd).parts()
+}
+
+#[test]
+fn privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh() {
+    if skip("privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let inputs = crate::skills::github_inputs();
+    let scripts = crate::skills::scripts_of("github");
+    let named: std::collections::BTreeSet<String> =
+        inputs.iter().map(|(s, _)| s.to_string()).collect();
+    assert_eq!(named, scripts, "one input per github script");
+    // Every script whose test input is plain words: the read-only ones (under BAND.md) and the
+    // write and delete ones that point to bands/ (`--write` edits the band pointed to). Inputs
+    // with newlines, quotes or `$(…)` (there to test escaping) give calls learn notes rather
+    // than drafts exactly.
+    let plain = |v: &Value| !v.to_string().contains(['\\', '\'', '$', '`']);
+    let mut learned = 0;
+    // `api`: its learned rule is exact but escapes `?` (`…contributors\?per_page=1`), which
+    // CliPattern::covers (conservative) does not compare with the shipped glob.
+    for (script, input) in inputs.into_iter().filter(|(s, v)| plain(v) && *s != "api") {
+        learned += 1;
+        // A stand-in `gh` that prints the script's fixture (what the real gh would answer).
+        let standins = tempfile::tempdir().expect("tmp");
+        let fixture =
+            fs_err::read_to_string(crate::skills::fixture_of("github", script)).expect("fixture");
+        assert!(!fixture.contains("\nBAND_FIXTURE_END\n"));
+        let gh = standins.path().join("gh");
+        fs_err::write(
+            &gh,
+            format!("#!/bin/sh\ncat <<'BAND_FIXTURE_END'\n{fixture}\nBAND_FIXTURE_END\n"),
+        )
+        .expect("write gh");
+        fs_err::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let input = input.to_string();
+        let runner = |args: &[&str], cwd: &Path| {
+            let mut full = args.to_vec();
+            if full.first() == Some(&"learn") {
+                full.insert(1, "--secret");
+                full.insert(2, "GITHUB_TOKEN");
+            }
+            run_with_standins(standins.path(), &full, cwd)
+        };
+        learn_and_rerun_with(&runner, "github", script, &["--input", &input], None);
+    }
+    assert!(
+        learned >= 30,
+        "only {learned} github scripts have plain inputs"
+    );
 }
