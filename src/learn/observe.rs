@@ -257,11 +257,19 @@ pub fn tried_commands(seen: &[PathSeen], denied: &[Denial]) -> Vec<String> {
         if let Some(name) = path.rsplit('/').next()
             && is_word(name)
             && !FORBIDDEN.contains(&name)
+            && !is_data_file(name)
         {
             out.insert(name.to_string());
         }
     }
     out.into_iter().collect()
+}
+
+/// A name with a file extension (`pyvenv.cfg`, `python3._pth`): a file a program looks for next
+/// to itself, not a command (`python3.11` is one).
+fn is_data_file(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
 }
 
 /// Whether an absolute allow rule of `policy` covers `path` (for a read, an allow.write rule
@@ -518,6 +526,9 @@ mod tests {
             seen("/band/bin/sudo", Access::Exec, false, true),
             seen("/band/bin/jq", Access::Exec, true, false),
             seen("/etc/rg", Access::Read, false, true),
+            // Python looks for its venv file next to itself: not a command.
+            seen("/band/bin/pyvenv.cfg", Access::Exec, false, false),
+            seen("/band/bin/python3.11", Access::Exec, false, true),
         ];
         let denied = [
             Denial::Cli {
@@ -530,6 +541,9 @@ mod tests {
                 rule: Some("curl *".into()),
             },
         ];
-        assert_eq!(tried_commands(&seen, &denied), s(&["rg", "uname"]));
+        assert_eq!(
+            tried_commands(&seen, &denied),
+            s(&["python3.11", "rg", "uname"])
+        );
     }
 }
