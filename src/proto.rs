@@ -440,6 +440,34 @@ pub struct Observed {
     pub writes: Vec<String>,
     /// `false` when the kernel's event queue overflowed and some files may be missing.
     pub complete: bool,
+    /// Paths outside the workspace the run opened or ran (or tried to), as the sandbox named them,
+    /// in the order first seen; each (path, access) once. Seen by a seccomp filter that hands
+    /// every open and exec to band-server before it runs (user notification).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<PathSeen>,
+}
+
+/// One path outside the workspace an observed run opened or ran, or tried to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PathSeen {
+    /// Absolute, as the sandbox names it (relative names resolved against the caller's working
+    /// directory or directory descriptor).
+    pub path: String,
+    pub access: Access,
+    /// Whether the path existed in the sandbox when the call was made (`false`: the call failed
+    /// with ENOENT, the sandbox does not show it).
+    pub in_sandbox: bool,
+    /// Whether the same path exists on band-server's host (where a rule would bind it from).
+    pub on_host: bool,
+}
+
+/// How a path was used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    Write,
+    Exec,
 }
 
 /// The network side of a run, from the DNS stub's records and the kernel's sets.

@@ -9,17 +9,26 @@
 //! sandbox is built and before the script can start (the jail waits for its secrets, written
 //! after), and removed before the collection walks the workspace.
 //!
-//! Not seen here: files outside the workspace (the host's system files, which every band gets
-//! read-only, and absolute paths) — see docs/learn.md.
+//! Files outside the workspace, and commands, are seen by a second means ([`Supervisor`]): the
+//! jail installs a seccomp filter that hands every `open`, `openat`, `openat2`, `creat`,
+//! `execve` and `execveat` of the sandbox to band-server before it runs
+//! (`SECCOMP_RET_USER_NOTIF`), and passes band-server the filter's listener. band-server reads
+//! the path from the caller's memory, resolves it against the caller's working directory or
+//! directory descriptor, notes whether it exists in the sandbox and on the host, and lets the
+//! call go on unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Observation only: what the call
+//! may reach is still the sandbox's mounts and the deny filter's business.
 
 use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use band::proto::Observed;
+use band::proto::{Access, Observed, PathSeen};
 
 use crate::sys::{self, FanEvent};
 
@@ -101,20 +110,25 @@ impl Seen {
             reads,
             writes: self.writes.into_iter().collect(),
             complete: !self.overflowed,
+            outside: Vec::new(),
         }
     }
 }
 
-/// A running observer: a thread reading the fanotify queue until [`Observer::finish`].
+/// A running observer: a thread reading the fanotify queue, and one answering the observing
+/// seccomp filter (when the jail was given its socket), until [`Observer::finish`].
 pub struct Observer {
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Seen>>,
     thread: Option<JoinHandle<()>>,
+    supervisor: Option<Supervisor>,
 }
 
 impl Observer {
-    /// Mark the filesystem of `run_dir` and start reading its events.
-    pub fn start(run_dir: &Path) -> std::io::Result<Observer> {
+    /// Mark the filesystem of `run_dir` and start reading its events; with `sock` (band-server's
+    /// end of [`crate::layers::process::bwrap::OBSERVE_FD`]), start the [`Supervisor`] too.
+    pub fn start(run_dir: &Path, sock: Option<UnixStream>) -> std::io::Result<Observer> {
+        let supervisor = sock.map(Supervisor::start).transpose()?;
         let fd = sys::fanotify_filesystem(run_dir, MASK)?;
         let workspace = run_dir.join("workspace");
         let stop = Arc::new(AtomicBool::new(false));
@@ -127,6 +141,7 @@ impl Observer {
             stop,
             seen,
             thread: Some(thread),
+            supervisor,
         })
     }
 
@@ -137,7 +152,13 @@ impl Observer {
             let _ = t.join();
         }
         let seen = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
-        seen.into_observed()
+        let mut observed = seen.into_observed();
+        if let Some(sup) = self.supervisor.take() {
+            let (outside, complete) = sup.finish();
+            observed.outside = outside;
+            observed.complete &= complete;
+        }
+        observed
     }
 }
 
@@ -189,6 +210,315 @@ fn read_loop(fd: OwnedFd, workspace: &Path, stop: &AtomicBool, seen: &Mutex<Seen
             break;
         }
     }
+}
+
+/// Most distinct (path, access) pairs kept; past it the record says it is incomplete.
+pub const MAX_OUTSIDE: usize = 16_384;
+/// Longest path read from a caller's memory (`PATH_MAX`).
+const PATH_MAX: usize = 4096;
+/// `AT_FDCWD` as the low 32 bits of a syscall argument.
+const AT_FDCWD: i32 = libc::AT_FDCWD;
+
+/// What one observed syscall asks for, from its number and arguments (pure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// Address of the path in the caller's memory.
+    pub path_addr: u64,
+    /// The directory a relative path is resolved against (`AT_FDCWD`: the working directory).
+    pub dirfd: i32,
+    pub how: How,
+}
+
+/// How a call uses its path: known from its number, or from open flags (given, or in an
+/// `openat2` `struct open_how` at an address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    Exec,
+    /// A lookup (stat, access): kept only as a program folder's missing name.
+    Lookup,
+    Write,
+    Flags(u64),
+    OpenHowAt(u64),
+}
+
+/// The call a notification is, or `None` for a syscall the observing filter does not send.
+pub fn call_of(nr: i64, args: &[u64; 6]) -> Option<Call> {
+    let dirfd = args[0] as i32;
+    let at = |how| Call {
+        path_addr: args[1],
+        dirfd,
+        how,
+    };
+    let cwd = |how| Call {
+        path_addr: args[0],
+        dirfd: AT_FDCWD,
+        how,
+    };
+    Some(match nr {
+        libc::SYS_openat => at(How::Flags(args[2])),
+        libc::SYS_openat2 => at(How::OpenHowAt(args[2])),
+        libc::SYS_execveat => at(How::Exec),
+        libc::SYS_execve => cwd(How::Exec),
+        libc::SYS_newfstatat | libc::SYS_statx | libc::SYS_faccessat | libc::SYS_faccessat2 => {
+            at(How::Lookup)
+        }
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_stat | libc::SYS_lstat | libc::SYS_access => cwd(How::Lookup),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_open => cwd(How::Flags(args[1])),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_creat => cwd(How::Write),
+        _ => return None,
+    })
+}
+
+/// Read or write, from open flags: writing when opened for writing, created or truncated.
+pub fn access_of_flags(flags: u64) -> Access {
+    let f = flags as i32;
+    if f & libc::O_ACCMODE != libc::O_RDONLY || f & (libc::O_CREAT | libc::O_TRUNC) != 0 {
+        Access::Write
+    } else {
+        Access::Read
+    }
+}
+
+/// `path` made absolute against `base` (the caller's working directory or directory
+/// descriptor, as the sandbox names it), `.` and `..` folded lexically; `None` for an empty path
+/// (`execveat` of a descriptor: no path is named).
+pub fn absolute(path: &str, base: Option<&str>) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    let joined = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{}/{path}", base?)
+    };
+    let mut out: Vec<&str> = Vec::new();
+    for c in joined.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    Some(format!("/{}", out.join("/")))
+}
+
+/// The (path, access) pairs seen so far.
+#[derive(Debug, Default)]
+struct Outside {
+    list: Vec<PathSeen>,
+    keys: HashSet<(String, Access)>,
+    complete: bool,
+}
+
+/// A running supervisor of the observing seccomp filter: receives the listener from the jail,
+/// then answers every notification (always `CONTINUE`) until [`Supervisor::finish`].
+pub struct Supervisor {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Outside>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Supervisor {
+    pub fn start(sock: UnixStream) -> std::io::Result<Supervisor> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Outside {
+            complete: true,
+            ..Outside::default()
+        }));
+        let (s2, seen2) = (stop.clone(), seen.clone());
+        let thread = std::thread::Builder::new()
+            .name("observe-seccomp".into())
+            .spawn(move || supervise(&sock, &s2, &seen2))?;
+        Ok(Supervisor {
+            stop,
+            seen,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop (every process of the run is gone by now) and return what was seen, and whether
+    /// it is complete.
+    pub fn finish(mut self) -> (Vec<PathSeen>, bool) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        match self.seen.lock() {
+            Ok(mut s) => (std::mem::take(&mut s.list), s.complete),
+            Err(_) => (Vec::new(), false),
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn supervise(sock: &UnixStream, stop: &AtomicBool, seen: &Mutex<Outside>) {
+    // The listener, once the jail has installed its filter (or never, if the jail failed first).
+    let listener = loop {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if sys::poll_readable(sock.as_fd(), 100).unwrap_or(false) {
+            let mut buf = [0u8; 8];
+            match sys::recv_with_fd(sock, &mut buf) {
+                Ok((_, Some(fd))) => break fd,
+                Ok((0, None)) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let ready =
+            sys::poll_readable(listener.as_fd(), if stopping { 0 } else { 100 }).unwrap_or(false);
+        if ready {
+            match sys::seccomp_notif_recv(listener.as_fd()) {
+                Ok(n) => {
+                    let p = inspect(&n);
+                    // Asked only after the caller's memory was read: the pid was the caller's.
+                    let valid = sys::seccomp_notif_id_valid(listener.as_fd(), n.id);
+                    let _ = sys::seccomp_notif_continue(listener.as_fd(), n.id);
+                    if let (true, Some(p)) = (valid, p)
+                        && let Ok(mut s) = seen.lock()
+                    {
+                        record(&mut s, p);
+                    }
+                    continue;
+                }
+                // The caller died meanwhile (ENOENT), or no filter user is left (the listener
+                // hangs up): nothing to answer.
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        }
+        if stopping {
+            break;
+        }
+    }
+}
+
+fn record(s: &mut Outside, p: PathSeen) {
+    // The workspace is the fanotify mark's; the sandbox's own /proc and /dev need no rule.
+    if p.path == SANDBOX_WORKSPACE
+        || p.path.starts_with("/workspace/")
+        || p.path.starts_with("/proc/")
+        || p.path.starts_with("/dev/")
+    {
+        return;
+    }
+    let key = (p.path.clone(), p.access);
+    if s.keys.contains(&key) {
+        return;
+    }
+    if s.list.len() >= MAX_OUTSIDE {
+        s.complete = false;
+        return;
+    }
+    s.keys.insert(key);
+    s.list.push(p);
+}
+
+/// Folders a shell looks commands up in (the sandbox's PATH and the usual host ones).
+pub const PROGRAM_DIRS: &[&str] = &[
+    "/band/bin",
+    "/usr/local/bin",
+    "/usr/bin",
+    "/bin",
+    "/usr/local/sbin",
+    "/usr/sbin",
+    "/sbin",
+];
+
+/// Whether `path` names a file directly in a program folder.
+pub fn in_program_dir(path: &str) -> bool {
+    Path::new(path)
+        .parent()
+        .and_then(|d| d.to_str())
+        .is_some_and(|d| PROGRAM_DIRS.contains(&d))
+}
+
+/// Read a NUL-terminated string at `addr` in `mem` (the caller's `/proc/<pid>/mem`).
+fn read_cstr(mem: &fs_err::File, addr: u64) -> Option<String> {
+    let mut buf = vec![0u8; PATH_MAX];
+    // A short read is fine: the string may end before an unmapped page.
+    let n = mem.file().read_at(&mut buf, addr).ok()?;
+    let end = buf[..n].iter().position(|b| *b == 0)?;
+    String::from_utf8(buf[..end].to_vec()).ok()
+}
+
+/// Whether `path` exists under `root`, resolved as a process with that root would: absolute
+/// symlinks and `..` stay inside it (`openat2` with `RESOLVE_IN_ROOT`; the sandbox's
+/// `/band/bin` is a symlink to `/usr/bin`, which must not be read as the host's).
+fn exists_in(root: &Path, path: &str) -> bool {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let Ok(dir) = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) else {
+        return false;
+    };
+    rustix::fs::openat2(
+        &dir,
+        path.trim_start_matches('/'),
+        OFlags::PATH,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT,
+    )
+    .is_ok()
+}
+
+/// Whether `path`, used with `access`, is there under `root`: for a write, its folder is enough
+/// (the call creates the file).
+fn present(root: &Path, path: &str, access: Access) -> bool {
+    exists_in(root, path)
+        || (access == Access::Write
+            && Path::new(path)
+                .parent()
+                .and_then(|d| d.to_str())
+                .is_some_and(|d| exists_in(root, d)))
+}
+
+/// What a notification's call names, read from the caller (`None` when it names no path or the
+/// caller could not be read). Everything here happens while the caller waits in the call.
+fn inspect(n: &sys::SeccompNotif) -> Option<PathSeen> {
+    let call = call_of(i64::from(n.nr), &n.args)?;
+    let proc_dir = PathBuf::from(format!("/proc/{}", n.pid));
+    let mem = fs_err::File::open(proc_dir.join("mem")).ok()?;
+    let raw = read_cstr(&mem, call.path_addr)?;
+    let access = match call.how {
+        How::Exec | How::Lookup => Access::Exec,
+        How::Write => Access::Write,
+        How::Flags(f) => access_of_flags(f),
+        How::OpenHowAt(addr) => {
+            let mut b = [0u8; 8];
+            mem.file().read_exact_at(&mut b, addr).ok()?;
+            access_of_flags(u64::from_ne_bytes(b))
+        }
+    };
+    let base = if raw.starts_with('/') {
+        None
+    } else if call.dirfd == AT_FDCWD {
+        fs_err::read_link(proc_dir.join("cwd")).ok()
+    } else {
+        fs_err::read_link(proc_dir.join(format!("fd/{}", call.dirfd))).ok()
+    };
+    let path = absolute(&raw, base.as_deref().and_then(|b| b.to_str()))?;
+    let in_sandbox = present(&proc_dir.join("root"), &path, access);
+    if call.how == How::Lookup && (in_sandbox || !in_program_dir(&path)) {
+        return None;
+    }
+    let on_host = present(Path::new("/"), &path, access);
+    Some(PathSeen {
+        path,
+        access,
+        in_sandbox,
+        on_host,
+    })
 }
 
 #[cfg(test)]
@@ -247,6 +577,7 @@ mod tests {
                 reads: vec!["data/in.csv".into()],
                 writes: vec!["gone.tmp".into(), "out/r.md".into()],
                 complete: true,
+                outside: Vec::new(),
             }
         );
     }
@@ -261,5 +592,74 @@ mod tests {
             band::learn::observe::FORBIDDEN,
             crate::request::FORBIDDEN_COMMANDS
         );
+    }
+
+    #[test]
+    fn a_call_names_its_path_directory_and_use() {
+        let a = [10, 20, 30, 40, 50, 60];
+        let at = |how| {
+            Some(Call {
+                path_addr: 20,
+                dirfd: 10,
+                how,
+            })
+        };
+        assert_eq!(call_of(libc::SYS_openat, &a), at(How::Flags(30)));
+        assert_eq!(call_of(libc::SYS_openat2, &a), at(How::OpenHowAt(30)));
+        assert_eq!(call_of(libc::SYS_execveat, &a), at(How::Exec));
+        let cwd = |how| {
+            Some(Call {
+                path_addr: 10,
+                dirfd: libc::AT_FDCWD,
+                how,
+            })
+        };
+        assert_eq!(call_of(libc::SYS_execve, &a), cwd(How::Exec));
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(call_of(libc::SYS_open, &a), cwd(How::Flags(20)));
+            assert_eq!(call_of(libc::SYS_creat, &a), cwd(How::Write));
+        }
+        assert_eq!(call_of(libc::SYS_newfstatat, &a), at(How::Lookup));
+        assert_eq!(call_of(libc::SYS_read, &a), None);
+        // AT_FDCWD arrives as a 64-bit argument; its low 32 bits are the int.
+        let neg = [libc::AT_FDCWD as u32 as u64, 1, 0, 0, 0, 0];
+        assert_eq!(
+            call_of(libc::SYS_openat, &neg).map(|c| c.dirfd),
+            Some(libc::AT_FDCWD)
+        );
+    }
+
+    #[test]
+    fn lookups_count_only_in_program_folders() {
+        assert!(in_program_dir("/band/bin/uname"));
+        assert!(in_program_dir("/usr/bin/uname"));
+        assert!(!in_program_dir("/usr/bin/x/uname"));
+        assert!(!in_program_dir("/usr/lib/python3.11/os.py"));
+    }
+
+    #[test]
+    fn open_flags_say_read_or_write() {
+        assert_eq!(access_of_flags(libc::O_RDONLY as u64), Access::Read);
+        assert_eq!(
+            access_of_flags((libc::O_RDONLY | libc::O_CLOEXEC) as u64),
+            Access::Read
+        );
+        assert_eq!(access_of_flags(libc::O_WRONLY as u64), Access::Write);
+        assert_eq!(access_of_flags(libc::O_RDWR as u64), Access::Write);
+        assert_eq!(access_of_flags(libc::O_CREAT as u64), Access::Write);
+        assert_eq!(access_of_flags(libc::O_TRUNC as u64), Access::Write);
+    }
+
+    #[test]
+    fn paths_are_made_absolute_against_the_callers_directory() {
+        assert_eq!(absolute("/etc/x", None), Some("/etc/x".into()));
+        assert_eq!(
+            absolute("a/../b/./c", Some("/srv/d")),
+            Some("/srv/d/b/c".into())
+        );
+        assert_eq!(absolute("../../../x", Some("/a")), Some("/x".into()));
+        assert_eq!(absolute("x", None), None);
+        assert_eq!(absolute("", Some("/a")), None);
     }
 }

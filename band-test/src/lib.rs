@@ -12,6 +12,8 @@ use std::process::Command;
 #[doc(hidden)]
 pub use insta;
 
+pub mod netlab;
+
 /// The variable that turns a skipped privileged test into a failure
 /// (`band::proto::env::TEST_MUST_RUN`; `tests/it` checks they agree).
 pub const MUST_RUN: &str = "BAND_TEST_MUST_RUN";

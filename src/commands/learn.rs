@@ -98,61 +98,64 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         candidates.push(interp);
     }
     let offered = offered_secrets(&current, &args.secrets);
-    let policy = observe::learning_policy(&current, &candidates, args.net, &offered);
-
-    let tmp = tempfile::Builder::new()
-        .prefix("band-learn-")
-        .tempdir()
-        .context("cannot create a temporary folder for band learn")?;
-    let folder = skill
-        .root
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_owned()))
-        .unwrap_or_else(|| skill.name.clone().into());
-    let copy = tmp.path().join("skills").join(folder);
-    copy_tree(&skill.root, &copy, &|rel| {
-        rel == Path::new(band::lock::LOCK_FILE)
-    })?;
-    let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
-    fs_err::write(
-        copy.join("scripts").join(format!("{script}.band.md")),
-        band_text,
-    )?;
-    let ws = tmp.path().join("workspace");
-    copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
-
-    let spec = RunSpec {
-        skill_root: copy,
-        script: script.to_string(),
-        raw_input,
-        workspace: ws,
-        allow_system_workspace: false,
-        target: args.exec_target.clone(),
-        trace: true,
-        require_lock: false,
-        record_io: false,
-    };
     if !args.json && args.net {
         say("band learn: --net: the observed script can reach any public host during this run\n");
     }
     cancel_on_signals();
-    let spinner = Spinner::start(args.json, format!("observing {target}"));
     let human = !args.json;
-    let outcome = pipeline::run_observed(
-        &spec,
-        &mut |ev| {
-            if human {
-                spinner.suspend(|| show_event(ev))
-            }
-        },
-        &|_| None,
-    );
-    spinner.finish();
-    let outcome = outcome?;
-    let obs = observe::observations(&outcome.result, &offered, &text_refs);
+    // One observed run with `candidates` on PATH (a fresh copy of the skill and workspace).
+    let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
+        let policy = observe::learning_policy(&current, candidates, args.net, &offered);
+        let tmp = tempfile::Builder::new()
+            .prefix("band-learn-")
+            .tempdir()
+            .context("cannot create a temporary folder for band learn")?;
+        let folder = skill
+            .root
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_owned()))
+            .unwrap_or_else(|| skill.name.clone().into());
+        let copy = tmp.path().join("skills").join(folder);
+        copy_tree(&skill.root, &copy, &|rel| {
+            rel == Path::new(band::lock::LOCK_FILE)
+        })?;
+        let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
+        fs_err::write(
+            copy.join("scripts").join(format!("{script}.band.md")),
+            band_text,
+        )?;
+        let ws = tmp.path().join("workspace");
+        copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
+        let spec = RunSpec {
+            skill_root: copy,
+            script: script.to_string(),
+            raw_input: raw_input.clone(),
+            workspace: ws,
+            allow_system_workspace: false,
+            target: args.exec_target.clone(),
+            trace: true,
+            require_lock: false,
+            record_io: false,
+        };
+        let spinner = Spinner::start(args.json, format!("observing {target}"));
+        let outcome = pipeline::run_observed(
+            &spec,
+            &mut |ev| {
+                if human {
+                    spinner.suspend(|| show_event(ev))
+                }
+            },
+            &|_| None,
+        );
+        spinner.finish();
+        Ok((outcome?, policy))
+    };
+    let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
+    obs.notes.extend(passes);
     let key = format!("{}-{script}", skill.name);
-    let band_file = resolved.as_ref().map(|r| r.file.clone());
+    let band_file = resolved.as_ref().map(written_band_file);
     finish(
         &args,
         &outcome,
@@ -162,6 +165,73 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         band_file.as_deref(),
         Some(&skill.root),
     )
+}
+
+/// One observed run with the given commands on PATH: its outcome and learning policy.
+type ObserveOnce<'a> = dyn Fn(&[String]) -> Result<(Outcome, Policy)> + 'a;
+
+/// Most observed runs of one `band learn`: the first, and up to two more for commands the run
+/// tried that were not on its PATH.
+const MAX_PASSES: usize = 3;
+
+/// Observe (`once`), and while the run tried commands that were not in its sandbox but are on
+/// this host (a program named through a variable, which no file of the skill names), observe
+/// again with them on PATH, at most [`MAX_PASSES`] runs. Returns the last run, its learning
+/// policy, and notes saying what was added and which tried names this host does not have.
+fn observe_passes(
+    candidates: &mut Vec<String>,
+    human: bool,
+    once: &ObserveOnce<'_>,
+) -> Result<(Outcome, Policy, Vec<String>)> {
+    let mut notes = Vec::new();
+    let mut absent = BTreeSet::new();
+    let mut pass = 1;
+    loop {
+        let (outcome, policy) = once(candidates)?;
+        let outside = outcome
+            .result
+            .observed
+            .as_ref()
+            .map(|o| o.outside.as_slice())
+            .unwrap_or_default();
+        let tried = observe::tried_commands(outside, &outcome.result.denied);
+        let mut added = Vec::new();
+        for name in tried {
+            if candidates.contains(&name) || ESSENTIALS.contains(&name.as_str()) {
+                continue;
+            }
+            if is_host_program(&name) {
+                added.push(name);
+            } else {
+                absent.insert(name);
+            }
+        }
+        if added.is_empty() || pass >= MAX_PASSES {
+            if !added.is_empty() {
+                notes.push(format!(
+                    "the run still tried {} after {MAX_PASSES} runs; run band learn again to cover them",
+                    added.join(", ")
+                ));
+            }
+            for name in &absent {
+                notes.push(format!(
+                    "the run tried to start `{name}`, which this host does not have: no rule can make it run"
+                ));
+            }
+            return Ok((outcome, policy, notes));
+        }
+        let msg = format!(
+            "the run tried {} (named nowhere in the skill's files); observed again with {} on PATH",
+            added.join(", "),
+            if added.len() == 1 { "it" } else { "them" }
+        );
+        if human {
+            say(&format!("band learn: {msg}\n"));
+        }
+        notes.push(msg);
+        candidates.extend(added);
+        pass += 1;
+    }
 }
 
 /// `band learn --band FILE -- CMD…`: the command under the learning band made from FILE.
@@ -193,43 +263,48 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
         .chain([command.join(" ")])
         .collect();
     let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let candidates = observe::candidate_commands(&text_refs, &is_host_program);
+    let mut candidates = observe::candidate_commands(&text_refs, &is_host_program);
     let offered = offered_secrets(&current, &args.secrets);
-    let mut policy = observe::learning_policy(&current, &candidates, args.net, &offered);
-    // The command itself, exactly as given (band exec checks it before anything starts).
-    if let Some(rule) = learn::exact_cli_rule(&command)
-        && !policy.allow.cli.contains(&rule)
-    {
-        policy.allow.cli.push(rule);
-    }
-    let tmp = tempfile::Builder::new()
-        .prefix("band-learn-")
-        .tempdir()
-        .context("cannot create a temporary folder for band learn")?;
-    let learn_band = tmp.path().join("learn.band.md");
-    fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
-    let ws = tmp.path().join("workspace");
-    copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
-    let adhoc = AdHoc::new(&AdHocSpec {
-        band_file: learn_band,
-        argv: command.clone(),
-        workspace: ws,
-        allow_system_workspace: false,
-        target: args.exec_target.clone(),
-        record_io: false,
-        trace: true,
-    })?;
     if !args.json && args.net {
         say("band learn: --net: the observed command can reach any public host during this run\n");
     }
     cancel_on_signals();
     let human = !args.json;
-    let outcome = adhoc.run_observed(&mut |ev| {
-        if human {
-            show_event(ev)
+    let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
+        let mut policy = observe::learning_policy(&current, candidates, args.net, &offered);
+        // The command itself, exactly as given (band exec checks it before anything starts).
+        if let Some(rule) = learn::exact_cli_rule(&command)
+            && !policy.allow.cli.contains(&rule)
+        {
+            policy.allow.cli.push(rule);
         }
-    })?;
-    let obs = observe::observations(&outcome.result, &offered, &text_refs);
+        let tmp = tempfile::Builder::new()
+            .prefix("band-learn-")
+            .tempdir()
+            .context("cannot create a temporary folder for band learn")?;
+        let learn_band = tmp.path().join("learn.band.md");
+        fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
+        let ws = tmp.path().join("workspace");
+        copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
+        let adhoc = AdHoc::new(&AdHocSpec {
+            band_file: learn_band,
+            argv: command.clone(),
+            workspace: ws,
+            allow_system_workspace: false,
+            target: args.exec_target.clone(),
+            record_io: false,
+            trace: true,
+        })?;
+        let outcome = adhoc.run_observed(&mut |ev| {
+            if human {
+                show_event(ev)
+            }
+        })?;
+        Ok((outcome, policy))
+    };
+    let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
+    obs.notes.extend(passes);
     let key = format!(
         "exec-{}",
         band::lock::sha256_hex(checked.to_string_lossy().as_bytes())
@@ -276,7 +351,19 @@ fn finish(
     let lines = learn::diff(&current.allow, &current.secrets, &draft);
     let mut notes = draft.notes.clone();
     if result.observed.as_ref().is_some_and(|o| !o.complete) {
-        notes.push("the kernel's event queue overflowed: some files may be missing".into());
+        notes.push(
+            "the observer's record is incomplete (the kernel's event queue overflowed, or the run touched more paths than band-server keeps): some files may be missing"
+                .into(),
+        );
+    }
+    if !args.net && !obs.lookups.is_empty() {
+        let mut names: Vec<&str> = obs.lookups.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        notes.push(format!(
+            "without --net the run could reach no host: {} was looked up (and refused), and a contact was not tried, so no port is known; run band learn with --net to observe it",
+            names.join(", ")
+        ));
     }
     if result.status != Status::Ok {
         notes.push(format!(
@@ -288,7 +375,7 @@ fn finish(
     for line in result.stderr.lines() {
         if line.ends_with("not found") || line.ends_with("command not found") {
             notes.push(format!(
-                "the script ran a program band learn could not offer (it is named nowhere in the skill): {line}"
+                "the script ran a program band learn could not offer: {line}"
             ));
         }
     }
@@ -402,6 +489,20 @@ fn learning_band(
         doc["config"] = cfg;
     }
     Ok(format!("---\n{}\n---\n", serde_json::to_string(&doc)?))
+}
+
+/// The band file `--write` edits: the one the script's band file leads to through `path:`
+/// pointers (`scripts/x.band.md` → `bands/write.band.md`), not the pointer itself.
+fn written_band_file(r: &band::skill::Resolved) -> PathBuf {
+    r.sources
+        .iter()
+        .find(|s| {
+            band::manifest::load_band(s)
+                .band
+                .is_some_and(|b| b.reference.is_none())
+        })
+        .cloned()
+        .unwrap_or_else(|| r.file.clone())
 }
 
 /// Declared secrets and `--secret` names that the environment has.

@@ -52,6 +52,11 @@ pub struct Observations {
     pub connects: Vec<Connect>,
     /// Environment secrets the runs read.
     pub secrets: Vec<String>,
+    /// Absolute paths among `reads`/`writes` the sandbox did not show: the run tried them and
+    /// found nothing (evidence that the band must allow them).
+    pub hidden: Vec<String>,
+    /// What the observations cannot become rules for, and why.
+    pub notes: Vec<String>,
 }
 
 /// A destination contacted: the host (a name the stub resolved to it, else the address) and port.
@@ -70,6 +75,8 @@ impl Observations {
         self.lookups.extend(other.lookups);
         self.connects.extend(other.connects);
         self.secrets.extend(other.secrets);
+        self.hidden.extend(other.hidden);
+        self.notes.extend(other.notes);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -132,6 +139,11 @@ pub fn draft(obs: &Observations) -> Draft {
     let mut d = Draft::default();
     draft_cli(&obs.execs, &mut d);
     draft_paths(obs, &mut d);
+    for n in &obs.notes {
+        if !d.notes.contains(n) {
+            d.notes.push(n.clone());
+        }
+    }
     draft_net(obs, &mut d);
     let secrets: BTreeSet<&String> = obs.secrets.iter().collect();
     d.secrets = secrets
@@ -342,7 +354,18 @@ fn has_glob_meta(s: &str) -> bool {
 
 /// Exact path patterns for `paths` (cleaned, distinct), with two or more files of one directory
 /// below the workspace root (or two deep in an absolute tree) collapsed into `dir/**`.
-fn path_rules(paths: &BTreeSet<String>, verb: &str) -> (Vec<Rule>, Vec<String>) {
+fn path_rules(
+    paths: &BTreeSet<String>,
+    verb: &str,
+    hidden: &BTreeSet<String>,
+) -> (Vec<Rule>, Vec<String>) {
+    let why = |f: &str| {
+        if hidden.contains(f) {
+            " (outside the workspace, not in the sandbox: the run tried it and found nothing)"
+        } else {
+            ""
+        }
+    };
     let mut notes = Vec::new();
     let mut by_dir: BTreeMap<String, Vec<&String>> = BTreeMap::new();
     for p in paths {
@@ -361,9 +384,17 @@ fn path_rules(paths: &BTreeSet<String>, verb: &str) -> (Vec<Rule>, Vec<String>) 
             } else {
                 String::new()
             };
+            let hid = if files.iter().any(|f| hidden.contains(*f)) {
+                why(files
+                    .iter()
+                    .find(|f| hidden.contains(**f))
+                    .map_or("", |f| f.as_str()))
+            } else {
+                ""
+            };
             rules.push(Rule {
                 rule: format!("{dir}/**"),
-                evidence: format!("{verb} {}{more}", shown.join(", ")),
+                evidence: format!("{verb} {}{more}{hid}", shown.join(", ")),
             });
             continue;
         }
@@ -381,7 +412,7 @@ fn path_rules(paths: &BTreeSet<String>, verb: &str) -> (Vec<Rule>, Vec<String>) 
             };
             rules.push(Rule {
                 rule,
-                evidence: format!("{verb} {f}"),
+                evidence: format!("{verb} {f}{}", why(f)),
             });
         }
     }
@@ -392,7 +423,8 @@ fn path_rules(paths: &BTreeSet<String>, verb: &str) -> (Vec<Rule>, Vec<String>) 
 
 fn draft_paths(obs: &Observations, d: &mut Draft) {
     let writes: BTreeSet<String> = obs.writes.iter().filter_map(|p| clean_path(p)).collect();
-    let (write, notes) = path_rules(&writes, "wrote");
+    let hidden: BTreeSet<String> = obs.hidden.iter().filter_map(|p| clean_path(p)).collect();
+    let (write, notes) = path_rules(&writes, "wrote", &hidden);
     d.notes.extend(notes);
     let covered = |p: &str| {
         write
@@ -405,7 +437,7 @@ fn draft_paths(obs: &Observations, d: &mut Draft) {
         .filter_map(|p| clean_path(p))
         .filter(|p| !covered(p))
         .collect();
-    let (read, notes) = path_rules(&reads, "read");
+    let (read, notes) = path_rules(&reads, "read", &hidden);
     d.notes.extend(notes);
     d.read = read;
     d.write = write;

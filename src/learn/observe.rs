@@ -8,11 +8,14 @@
 //!   argv; a static binary or a direct `execve` cannot bypass it, since no other program is
 //!   executable in the sandbox). A command must be on the sandbox's PATH to be called, so the
 //!   learning band declares every host program the skill's files name ([`candidate_commands`]),
-//!   plus the `#!` interpreter of the entry; a program named nowhere in the skill is not found,
-//!   and the learn run says so.
+//!   plus the `#!` interpreter of the entry; a program the run tried and did not find
+//!   ([`tried_commands`]) is added and the run observed again when this host has it.
 //! - **Workspace files**: read and written, by band-server's fanotify mark on the run's own
 //!   filesystem ([`crate::proto::RunResult::observed`]). The workspace is a copy: nothing is
 //!   written back to the real one.
+//! - **Paths outside the workspace**: every open and exec, seen by band-server through the
+//!   jail's seccomp user-notification filter ([`crate::proto::Observed::outside`]), sorted into
+//!   rules and notes by [`sort_outside`].
 //! - **Names and connections**: the DNS stub records every question and the run's nftables table
 //!   every destination. Without `--net` nothing is reachable (the only allowed host is
 //!   [`NO_NET_HOST`], which does not exist), but every name the script looks up is recorded.
@@ -23,7 +26,9 @@ use std::collections::BTreeSet;
 
 use super::{Connect, Observations};
 use crate::policy::Policy;
-use crate::proto::RunResult;
+use crate::policy::fs::FsPattern;
+use crate::policy::place::{Place, place};
+use crate::proto::{Access, Denial, PathSeen, RunResult};
 
 /// The one host the learning band allows without `--net`: under `.invalid` (RFC 6761), so it
 /// never resolves. It makes band-server start the DNS stub, which records every question.
@@ -115,10 +120,182 @@ pub fn learning_policy(
     p
 }
 
+/// Trees of the sandbox's own machinery: what the jail, band-shim and the skill's files do there
+/// is not the script asking for a host path.
+const SANDBOX_OWN: &[&str] = &["/band", "/skill", "/workspace", "/proc", "/dev", "/sys"];
+
+/// Configuration files the C library and common runtimes look for on their own and do without
+/// (time zone, resolver, name service, loader, shell and locale settings). The sandbox's own
+/// `/etc` leaves most of them out on purpose; a run that looked for them is not asking for the
+/// host's copy, so they are noted, not drafted.
+pub const SYSTEM_PROBES: &[&str] = &[
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/nsswitch.conf",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/networks",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/shells",
+    "/etc/mtab",
+    "/etc/ld.so.preload",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.cache",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/default/locale",
+    "/etc/environment",
+    "/etc/inputrc",
+    "/etc/bash.bashrc",
+    "/etc/profile",
+    "/etc/mime.types",
+    "/etc/magic",
+    "/etc/ssl/openssl.cnf",
+];
+
+/// Sort what the run opened outside the workspace ([`crate::proto::Observed::outside`]) into
+/// absolute reads and writes to draft, and notes. `bound`: whether a rule of the learning band
+/// binds the path (with `write`: writable). Per path, by [`place`]:
+///
+/// - the run's own `/tmp`, system content every band gets (`/usr/lib`, the loader, libc), the
+///   sandbox's own trees, and other `/usr` paths (which no rule can show): no rule, left out;
+/// - a path no band may name (lint's P010: `/etc` as a whole, `/root`, `/run`): a note;
+/// - a host path the sandbox showed without a rule (its own `/etc` files): left out;
+/// - one of the [`SYSTEM_PROBES`] the sandbox hid: one note, not drafted;
+/// - a host path the sandbox hid (the call found nothing there) that exists on band-server's
+///   host, or one a rule of the band bound: drafted (`hidden` lists the former, for evidence);
+/// - a path that exists neither in the sandbox nor on the host: a note (no rule can make it).
+///
+/// Execs are the gate's business (commands), and are not sorted here.
+pub fn sort_outside(seen: &[PathSeen], bound: &dyn Fn(&str, bool) -> bool, o: &mut Observations) {
+    let mut probes: Vec<&str> = Vec::new();
+    for p in seen {
+        let write = match p.access {
+            Access::Read => false,
+            Access::Write => true,
+            Access::Exec => continue,
+        };
+        let verb = if write { "wrote" } else { "read" };
+        if SANDBOX_OWN
+            .iter()
+            .any(|r| std::path::Path::new(&p.path).starts_with(r))
+        {
+            continue;
+        }
+        if FsPattern::parse(&p.path).is_err() || p.path.contains(['*', '?', '[', '{']) {
+            o.notes.push(format!(
+                "{verb} `{}` outside the workspace: its name is not a plain path; write a rule by hand",
+                p.path
+            ));
+            continue;
+        }
+        match place(&p.path, write) {
+            None | Some(Place::PrivateTmp | Place::Shown(_) | Place::NotShown(_)) => {}
+            Some(Place::Refused { message, .. }) => o.notes.push(format!(
+                "{verb} `{}` outside the workspace: no band may name it ({message})",
+                p.path
+            )),
+            Some(Place::Host(_)) => {
+                let by_rule = bound(&p.path, write);
+                if p.in_sandbox && !by_rule {
+                    continue;
+                }
+                if !by_rule && SYSTEM_PROBES.contains(&p.path.as_str()) {
+                    if !probes.contains(&p.path.as_str()) {
+                        probes.push(&p.path);
+                    }
+                    continue;
+                }
+                if !p.in_sandbox && !p.on_host {
+                    o.notes.push(format!(
+                        "tried to {} `{}`, which exists neither in the sandbox nor on the host: no rule can provide it",
+                        if write { "write" } else { "read" },
+                        p.path
+                    ));
+                    continue;
+                }
+                if !p.in_sandbox {
+                    o.hidden.push(p.path.clone());
+                }
+                if write {
+                    o.writes.push(p.path.clone());
+                } else {
+                    o.reads.push(p.path.clone());
+                }
+            }
+        }
+    }
+    if !probes.is_empty() {
+        o.notes.push(format!(
+            "the run looked for {}, which the sandbox does not provide; programs look for these on their own and do without (not drafted: add a rule by hand if the script needs the host's copy)",
+            probes.join(", ")
+        ));
+    }
+}
+
+/// Commands the run tried to start that were not in its sandbox: the last component of every
+/// exec of a path the sandbox did not have (`seen`: a shell's PATH search tries each folder, and
+/// dash execs each), and the command of every call the gate refused with no rule deciding
+/// (`denied`: bash reports a command it did not find that way). Words only, forbidden commands
+/// left out; sorted.
+pub fn tried_commands(seen: &[PathSeen], denied: &[Denial]) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    let execs = seen
+        .iter()
+        .filter(|p| p.access == Access::Exec && !p.in_sandbox)
+        .map(|p| p.path.as_str());
+    let calls = denied.iter().filter_map(|d| match d {
+        Denial::Cli { argv, rule: None } => argv.first().map(String::as_str),
+        _ => None,
+    });
+    for path in execs.chain(calls) {
+        if let Some(name) = path.rsplit('/').next()
+            && is_word(name)
+            && !FORBIDDEN.contains(&name)
+            && !is_data_file(name)
+        {
+            out.insert(name.to_string());
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// A name with a file extension (`pyvenv.cfg`, `python3._pth`): a file a program looks for next
+/// to itself, not a command (`python3.11` is one).
+fn is_data_file(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+}
+
+/// Whether an absolute allow rule of `policy` covers `path` (for a read, an allow.write rule
+/// does too).
+pub fn bound_by(policy: &Policy, path: &str, write: bool) -> bool {
+    let rules = if write {
+        &policy.allow.write
+    } else {
+        &policy.allow.read
+    };
+    rules
+        .iter()
+        .any(|r| FsPattern::parse(r).is_ok_and(|pat| pat.is_absolute() && pat.matches(path)))
+        || (!write && bound_by(policy, path, true))
+}
+
 /// What an observing run's result says it did. `secrets`: the names offered to the run, kept
 /// when `texts` (the skill's files) name them. Calls allowed without a rule (the essentials) and
-/// calls a deny rule refused need no draft rule and are left out.
-pub fn observations(result: &RunResult, secrets: &[String], texts: &[&str]) -> Observations {
+/// calls a deny rule refused need no draft rule and are left out. `policy`: the learning band
+/// (which paths outside the workspace its rules bind, see [`sort_outside`]).
+pub fn observations(
+    result: &RunResult,
+    secrets: &[String],
+    texts: &[&str],
+    policy: &Policy,
+) -> Observations {
     let mut o = Observations::default();
     for c in &result.cli_calls {
         if c.allowed && c.rule.is_some() {
@@ -128,6 +305,11 @@ pub fn observations(result: &RunResult, secrets: &[String], texts: &[&str]) -> O
     if let Some(seen) = &result.observed {
         o.reads.extend(seen.reads.iter().cloned());
         o.writes.extend(seen.writes.iter().cloned());
+        sort_outside(
+            &seen.outside,
+            &|p: &str, w: bool| bound_by(policy, p, w),
+            &mut o,
+        );
     }
     if let Some(net) = &result.network {
         o.lookups.extend(net.lookups.iter().map(|l| l.name.clone()));
@@ -236,6 +418,7 @@ mod tests {
             reads: s(&["data/in.csv"]),
             writes: s(&["out/r.md"]),
             complete: true,
+            outside: Vec::new(),
         });
         r.network = Some(NetworkReport {
             lookups: vec![DnsLookup {
@@ -253,7 +436,12 @@ mod tests {
             }],
             denied: vec![],
         });
-        let o = observations(&r, &s(&["GH_TOKEN", "UNUSED"]), &["gh auth with $GH_TOKEN"]);
+        let o = observations(
+            &r,
+            &s(&["GH_TOKEN", "UNUSED"]),
+            &["gh auth with $GH_TOKEN"],
+            &Policy::default(),
+        );
         assert_eq!(o.execs, vec![s(&["gh", "issue", "list"])]);
         assert_eq!(o.reads, s(&["data/in.csv"]));
         assert_eq!(o.writes, s(&["out/r.md"]));
@@ -266,5 +454,96 @@ mod tests {
             }]
         );
         assert_eq!(o.secrets, s(&["GH_TOKEN"]));
+    }
+
+    fn seen(path: &str, access: Access, in_sandbox: bool, on_host: bool) -> PathSeen {
+        PathSeen {
+            path: path.into(),
+            access,
+            in_sandbox,
+            on_host,
+        }
+    }
+
+    #[test]
+    fn outside_paths_are_drafted_only_when_a_band_must_name_them() {
+        let seen = [
+            // Hidden in the sandbox, on the host: the band must allow it.
+            seen("/etc/band-probe.conf", Access::Read, false, true),
+            seen("/srv/out/r.txt", Access::Write, false, true),
+            // Shown by the sandbox without a rule (its own /etc), system content, /tmp.
+            seen("/etc/passwd", Access::Read, true, true),
+            seen("/lib/x86_64-linux-gnu/libc.so.6", Access::Read, true, true),
+            seen("/usr/share/zoneinfo/UTC", Access::Read, true, true),
+            seen("/tmp/x", Access::Write, true, true),
+            // Bound by a rule of the band: kept.
+            seen("/data/in.csv", Access::Read, true, true),
+            // The sandbox's own machinery.
+            seen("/band/bin/jq", Access::Exec, true, false),
+            seen("/skill/run.sh", Access::Read, true, false),
+            seen("/band/sock", Access::Write, true, false),
+            // No band may name it; nowhere at all.
+            seen("/root/.netrc", Access::Read, false, true),
+            seen("/opt/none/y", Access::Read, false, false),
+            // Looked for by the C library on its own: one note.
+            seen("/etc/localtime", Access::Read, false, true),
+            seen("/etc/host.conf", Access::Read, false, true),
+        ];
+        let mut p = Policy::default();
+        p.allow.read = s(&["/data/**"]);
+        let mut o = Observations::default();
+        sort_outside(&seen, &|path: &str, w: bool| bound_by(&p, path, w), &mut o);
+        assert_eq!(o.reads, s(&["/etc/band-probe.conf", "/data/in.csv"]));
+        assert_eq!(o.writes, s(&["/srv/out/r.txt"]));
+        assert_eq!(o.hidden, s(&["/etc/band-probe.conf", "/srv/out/r.txt"]));
+        assert_eq!(o.notes.len(), 3, "{:?}", o.notes);
+        assert!(o.notes[0].contains("/root/.netrc"), "{:?}", o.notes);
+        assert!(o.notes[1].contains("/opt/none/y"), "{:?}", o.notes);
+        assert!(
+            o.notes[2].contains("/etc/localtime, /etc/host.conf"),
+            "{:?}",
+            o.notes
+        );
+        let d = crate::learn::draft(&o);
+        assert_eq!(
+            d.read.iter().map(|r| r.rule.as_str()).collect::<Vec<_>>(),
+            ["/data/in.csv", "/etc/band-probe.conf"]
+        );
+        assert!(
+            d.read[1].evidence.contains("not in the sandbox"),
+            "{:?}",
+            d.read
+        );
+        assert_eq!(d.write[0].rule, "/srv/out/r.txt");
+        assert_eq!(d.notes.len(), 3);
+    }
+
+    #[test]
+    fn commands_tried_and_not_found_are_the_names_of_missing_execs() {
+        let seen = [
+            seen("/band/bin/rg", Access::Exec, false, false),
+            seen("/usr/bin/rg", Access::Exec, false, true),
+            seen("/band/bin/sudo", Access::Exec, false, true),
+            seen("/band/bin/jq", Access::Exec, true, false),
+            seen("/etc/rg", Access::Read, false, true),
+            // Python looks for its venv file next to itself: not a command.
+            seen("/band/bin/pyvenv.cfg", Access::Exec, false, false),
+            seen("/band/bin/python3.11", Access::Exec, false, true),
+        ];
+        let denied = [
+            Denial::Cli {
+                argv: s(&["uname", "-s"]),
+                rule: None,
+            },
+            // Refused by a deny rule: the band decided, nothing to add.
+            Denial::Cli {
+                argv: s(&["curl", "x"]),
+                rule: Some("curl *".into()),
+            },
+        ];
+        assert_eq!(
+            tried_commands(&seen, &denied),
+            s(&["python3.11", "rg", "uname"])
+        );
     }
 }

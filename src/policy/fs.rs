@@ -238,6 +238,16 @@ impl FsPattern {
         if self.components.len() == 1 && self.components[0] == "**" {
             return true;
         }
+        // A name at any depth (`out`, from `out/`) includes it at the root: it covers what an
+        // anchored pattern under `./out` names.
+        if !self.anchored
+            && self.components.len() == 1
+            && !has_meta(&self.components[0])
+            && other.anchored
+            && other.components[..other.static_len].first() == self.components.first()
+        {
+            return true;
+        }
         if !self.anchored || !other.anchored {
             return false;
         }
@@ -584,6 +594,9 @@ mod tests {
             "a concrete item is checked as a path"
         );
         assert!(c("data", "./data/x"));
+        assert!(c("out/", "out/**"), "`out` at any depth includes `./out`");
+        assert!(c("out", "out/in/*.md"));
+        assert!(!c("out", "data/out/**"), "conservative");
         assert!(!c("./data", "data"), "`data` is any depth");
         assert!(!c("./data", "*.csv"));
         assert!(!c("data/**", "**"));

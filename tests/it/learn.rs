@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use band::policy::Category;
 use band::policy::cli::CliPattern;
 use band::policy::fs::FsPattern;
+use band::policy::net::NetPattern;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -19,12 +20,25 @@ fn emptied_copy(dir: &Path, skill: &str, script: &str) -> PathBuf {
     copy_dir(&repo().join("skills").join(skill), &to);
     let _ = fs_err::remove_file(to.join("band.lock"));
     let (sk, _) = band::skill::load_skill(&to);
-    let file = sk.band_file_for(script).expect("a band governs the script");
+    let mut file = sk.band_file_for(script).expect("a band governs the script");
+    // A pointer (`path: ../bands/write.band.md`) leads to the band that governs the script.
     let mut text = fs_err::read_to_string(&file).expect("read band");
+    if let Some(rel) = text
+        .lines()
+        .take_while(|l| *l != "---" || text.starts_with(l))
+        .find_map(|l| l.strip_prefix("path: "))
+    {
+        file = file.parent().expect("folder").join(rel.trim());
+        text = fs_err::read_to_string(&file).expect("read pointed band");
+    }
     for cat in Category::ALL {
         text = band::learn::edit::set_list(&text, "allow", cat.as_str(), &[]).expect("edit");
     }
     text = band::learn::edit::set_list(&text, "env", "secrets", &[]).expect("edit");
+    // A secret required must be declared: emptied with them.
+    if text.contains("\nrequires:") {
+        text = band::learn::edit::set_list(&text, "requires", "secrets", &[]).expect("edit");
+    }
     fs_err::write(&file, text).expect("write band");
     file
 }
@@ -40,14 +54,6 @@ fn copy_dir(from: &Path, to: &Path) {
             fs_err::copy(e.path(), &t).expect("copy");
         }
     }
-}
-
-/// `band <args>` in `cwd` with the skills of `dir/skills`.
-fn band_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let skills = dir.join("skills").display().to_string();
-    let mut full: Vec<&str> = vec![args[0], "--skills", &skills];
-    full.extend(&args[1..]);
-    bin().run(&full, dir)
 }
 
 /// Every allow rule of the band that now governs `script` in `dir` is covered by a rule of the
@@ -88,19 +94,86 @@ fn assert_no_wider(dir: &Path, skill: &str, script: &str) {
             );
         }
     }
-    assert!(learned.allow.net.is_empty(), "{:?}", learned.allow.net);
-    assert!(learned.secrets.is_empty(), "{:?}", learned.secrets);
+    for r in &learned.allow.net {
+        let p = NetPattern::parse(r).expect("learned net rule parses");
+        assert!(
+            shipped
+                .allow
+                .net
+                .iter()
+                .any(|s| NetPattern::parse(s).is_ok_and(|s| s.covers(&p))),
+            "{skill}/{script}: learned net `{r}` is wider than {:?}",
+            shipped.allow.net
+        );
+    }
+    for s in &learned.secrets {
+        assert!(
+            shipped.secrets.contains(s),
+            "{skill}/{script}: learned secret {s} is not the shipped band's"
+        );
+    }
 }
 
 /// Learn `skill/script` from an emptied band, then run it with the draft: same output as the
 /// shipped skill gives, and no wider a band.
 fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<&Path>) {
+    let cfg = dead_dns();
+    learn_and_rerun_with(
+        &|args, cwd| bin().env("BAND_SERVER_CONFIG", cfg.path()).run(args, cwd),
+        skill,
+        script,
+        input,
+        workspace,
+    );
+}
+
+/// A band-server config whose DNS stub asks a loopback port nobody listens on (the learning
+/// band allows one name, so its runs start the stub): no name resolves, nothing leaves.
+fn dead_dns() -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new().expect("tmp");
+    fs_err::write(f.path(), "dns_upstream = [\"127.0.0.1:9\"]\n").expect("write config");
+    f
+}
+
+/// `band <args>` in `cwd`, as [`learn_and_rerun_with`] runs it.
+type Runner<'a> = dyn Fn(&[&str], &Path) -> (i32, String, String) + 'a;
+
+/// [`learn_and_rerun`] with every `band` command run by `runner`.
+fn learn_and_rerun_with(
+    runner: &Runner<'_>,
+    skill: &str,
+    script: &str,
+    input: &[&str],
+    workspace: Option<&Path>,
+) {
+    let band_in = |dir: &Path, args: &[&str]| {
+        let skills = dir.join("skills").display().to_string();
+        let mut full: Vec<&str> = vec![args[0], "--skills", &skills];
+        full.extend(&args[1..]);
+        runner(&full, dir)
+    };
     let t = tempfile::tempdir().expect("tmp");
     emptied_copy(t.path(), skill, script);
     let ws = workspace
         .map(Path::to_path_buf)
         .unwrap_or_else(|| t.path().to_path_buf());
     let ws_s = ws.display().to_string();
+    // The shipped band's run gets its own copy of the workspace as it was (a script that writes
+    // back would otherwise find its earlier output).
+    let fresh = |dir: &tempfile::TempDir| {
+        if workspace.is_some() {
+            copy_dir(&ws, dir.path());
+            dir.path().display().to_string()
+        } else {
+            ws_s.clone()
+        }
+    };
+    let (shipped_ws, locked_ws) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let shipped_ws_s = fresh(&shipped_ws);
+    let locked_ws_s = fresh(&locked_ws);
     let target = format!("{skill}/{script}");
 
     let mut before = vec!["run", "--json", "--workspace", &ws_s, &target];
@@ -118,8 +191,12 @@ fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<
         code, 0,
         "{target} with the drafted band:\n{out}\n{learned}\n{err}"
     );
-    let (code, shipped, err) = bin().run(
-        &[&["run", "--json", "--workspace", &ws_s, &target][..], input].concat(),
+    let (code, shipped, err) = runner(
+        &[
+            &["run", "--json", "--workspace", &shipped_ws_s, &target][..],
+            input,
+        ]
+        .concat(),
         repo(),
     );
     assert_eq!(code, 0, "{target} shipped: {err}");
@@ -133,7 +210,7 @@ fn learn_and_rerun(skill: &str, script: &str, input: &[&str], workspace: Option<
         "--json",
         "--require-lock",
         "--workspace",
-        &ws_s,
+        &locked_ws_s,
         &target,
     ];
     locked.extend(input);
@@ -180,6 +257,27 @@ fn privileged_learn_csv_stats_describe_from_an_empty_band() {
     learn_and_rerun(
         "csv-stats",
         "describe",
+        &["--path=data/cities.csv"],
+        Some(ws.path()),
+    );
+}
+
+#[test]
+fn privileged_learn_csv_stats_report_from_an_empty_band() {
+    if skip("privileged_learn_csv_stats_report_from_an_empty_band") {
+        return;
+    }
+    // Reads data/, writes out/ (its band insists on the report).
+    let ws = tempfile::tempdir().expect("tmp");
+    fs_err::create_dir_all(ws.path().join("data")).expect("mkdir");
+    fs_err::copy(
+        repo().join("tests/fixtures/csv/cities.csv"),
+        ws.path().join("data/cities.csv"),
+    )
+    .expect("copy");
+    learn_and_rerun(
+        "csv-stats",
+        "report",
         &["--path=data/cities.csv"],
         Some(ws.path()),
     );
@@ -301,10 +399,13 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
         "---\nband: adhoc\ndescription: An ad-hoc band.\nversion: 1\n---\n",
     )
     .expect("write");
+    let cfg = dead_dns();
     let learn = |words: &[&str]| {
         let mut args = vec!["learn", "--json", "--merge", "--band", "BAND.md", "--"];
         args.extend(words);
-        let (code, out, err) = bin().run(&args, t.path());
+        let (code, out, err) = bin()
+            .env("BAND_SERVER_CONFIG", cfg.path())
+            .run(&args, t.path());
         assert_eq!(code, 0, "{out}\n{err}");
         serde_json::from_str::<Value>(&out).expect("json")
     };
@@ -323,4 +424,357 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
     assert_eq!(cli(&learn(&["jq", "-n", "2"])), ["jq -n 1", "jq -n 2"]);
     let _ = learn(&["jq", "-n", "3"]);
     assert_eq!(cli(&learn(&["jq", "-n", "4"])), ["jq -n *"]);
+}
+
+#[test]
+fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched() {
+    if skip("privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    // A host file outside the workspace (hidden in the sandbox until a rule binds it), a
+    // neighbour never touched, and a path that exists nowhere.
+    let id = std::process::id();
+    let probe = format!("/etc/band-learn-probe-{id}.conf");
+    let neighbour = format!("/etc/band-learn-untouched-{id}.conf");
+    fs_err::write(&probe, "from the host\n").expect("write probe");
+    fs_err::write(&neighbour, "never read\n").expect("write neighbour");
+    struct Rm(Vec<String>);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = fs_err::remove_file(p);
+            }
+        }
+    }
+    let _rm = Rm(vec![probe.clone(), neighbour.clone()]);
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        format!(
+            "#!/bin/sh\nline=$(cat {probe} 2>/dev/null || echo missing)\ncat /opt/band-learn-nowhere-{id}/y 2>/dev/null || true\nprintf '{{\"greeting\":\"%s\"}}' \"$line\" > \"$OUTPUT_PATH\"\n"
+        ),
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    let ws = t.path().join("ws");
+    fs_err::create_dir_all(&ws).expect("mkdir");
+
+    let run = || {
+        let (code, out, err) = bin().run(
+            &[
+                "run",
+                "--json",
+                "--skills",
+                "skills",
+                "--workspace",
+                "ws",
+                "demo/hello",
+                "--name=x",
+            ],
+            t.path(),
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        serde_json::from_str::<Value>(&out).expect("json")["output"]["greeting"].clone()
+    };
+    // Before: the sandbox hides the host file.
+    assert_eq!(run(), "missing");
+
+    let cfg = dead_dns();
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", cfg.path()).run(
+        &[
+            "learn",
+            "--json",
+            "--write",
+            "--skills",
+            "skills",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let rules = |k: &str| -> Vec<String> {
+        doc["draft"][k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["rule"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Exactly the file it opened: not its neighbour, not its folder, not the loader or libc.
+    assert_eq!(rules("read"), [probe.as_str()], "{doc}");
+    assert!(rules("write").is_empty(), "{doc}");
+    let evidence = doc["draft"]["read"][0]["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("not in the sandbox"), "{evidence}");
+    // The path that exists nowhere is a note, not a rule.
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains(&format!("/opt/band-learn-nowhere-{id}/y")),
+        "{notes}"
+    );
+    // The kernel saw the open: the raw record says so.
+    let outside = doc["observed"]["outside"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        outside.iter().any(|p| p["path"] == probe.as_str()
+            && p["access"] == "read"
+            && p["in_sandbox"] == false),
+        "{outside:?}"
+    );
+    assert!(
+        !outside.iter().any(|p| p["path"] == neighbour.as_str()),
+        "{outside:?}"
+    );
+    // After --write: the learned band binds it, and the script reads the host's file.
+    assert_eq!(run(), "from the host");
+}
+
+#[test]
+fn privileged_learn_finds_a_command_named_through_a_variable() {
+    if skip("privileged_learn_finds_a_command_named_through_a_variable") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    // No file of the skill names `uname`: the script builds the name. It also tries a program
+    // this host does not have.
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/sh\nTOOL=$(printf 'un%se' am)\nos=$($TOOL -s)\nband-learn-no-such-tool 2>/dev/null || true\nprintf '{\"greeting\":\"%s\"}' \"$os\" > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["--skills", "skills", "demo/hello", "--name=x"];
+        a.extend(extra);
+        a
+    };
+    let cfg = dead_dns();
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", cfg.path()).run(
+        &[&["learn", "--json", "--write"][..], &args(&[])].concat(),
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let cli: Vec<&str> = doc["draft"]["cli"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["rule"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(cli, ["uname -s"], "{doc}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("observed again with it on PATH"), "{notes}");
+    assert!(
+        notes.contains("`band-learn-no-such-tool`, which this host does not have"),
+        "{notes}"
+    );
+    let (code, out, err) = bin().run(&[&["run", "--json"][..], &args(&[])].concat(), t.path());
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["output"]["greeting"], "Linux", "{doc}");
+}
+
+/// A skill `demo/hello` in `dir/skills` whose script resolves `api.learn.test` and fetches
+/// `http://api.learn.test:8080/learn` (Python's socket module), with an empty allow list.
+fn net_skill(dir: &Path) {
+    let skills = dir.join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    let root = skills.join("demo");
+    fs_err::write(
+        root.join("scripts/hello.sh"),
+        "#!/bin/sh\npython3 /skill/lib/get.py > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    fs_err::create_dir_all(root.join("lib")).expect("mkdir");
+    fs_err::write(
+        root.join("lib/get.py"),
+        "import json, socket\ntry:\n    s = socket.create_connection(('api.learn.test', 8080), timeout=5)\n    s.sendall(b'GET /learn HTTP/1.0\\r\\nHost: api.learn.test\\r\\n\\r\\n')\n    body = s.makefile('rb').read().decode().split('\\r\\n\\r\\n', 1)[-1]\n    print(json.dumps({'greeting': body.split()[0]}))\nexcept OSError as e:\n    print(json.dumps({'greeting': 'unreachable'}))\n",
+    )
+    .expect("write");
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+}
+
+fn learn_json(dir: &Path, config: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "learn",
+        "--json",
+        "--skills",
+        "skills",
+        "demo/hello",
+        "--name=x",
+    ];
+    args.extend(extra);
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", config).run(&args, dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    serde_json::from_str(&out).expect("json")
+}
+
+fn draft_rules(doc: &Value, key: &str) -> Vec<String> {
+    doc["draft"][key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["rule"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted() {
+    if skip("privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted") {
+        return;
+    }
+    let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
+    let t = tempfile::tempdir().expect("tmp");
+    net_skill(t.path());
+    let doc = learn_json(t.path(), &lab.config, &["--net", "--write"]);
+    assert_eq!(draft_rules(&doc, "net"), ["api.learn.test:8080"], "{doc}");
+    assert_eq!(
+        draft_rules(&doc, "cli"),
+        ["python3 /skill/lib/get.py"],
+        "{doc}"
+    );
+    assert!(draft_rules(&doc, "read").is_empty(), "{doc}");
+    assert!(draft_rules(&doc, "write").is_empty(), "{doc}");
+    let evidence = doc["draft"]["net"][0]["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("api.learn.test"), "{evidence}");
+    assert!(
+        lab.log("http.log").contains("/learn"),
+        "{}",
+        lab.log("http.log")
+    );
+    // The learned band runs it: the name resolves and the host answers.
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", &lab.config).run(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(run["output"]["greeting"], "hello", "{run}");
+}
+
+#[test]
+fn privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tried() {
+    if skip("privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tried") {
+        return;
+    }
+    let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
+    let t = tempfile::tempdir().expect("tmp");
+    net_skill(t.path());
+    let doc = learn_json(t.path(), &lab.config, &[]);
+    // The name, by itself: no port, since nothing was contacted.
+    assert_eq!(draft_rules(&doc, "net"), ["api.learn.test"], "{doc}");
+    assert_eq!(doc["observations"]["lookups"][0], "api.learn.test", "{doc}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("not tried"), "{notes}");
+    assert!(notes.contains("--net"), "{notes}");
+    // Nothing reached the lab's web server.
+    assert_eq!(lab.log("http.log"), "");
+}
+
+/// `band <args>` in `cwd` in a private mount namespace where `/usr/local/bin` is `standins`
+/// (band and the band-server it starts see the stand-ins; the host's programs are untouched),
+/// with `GITHUB_TOKEN` set to a dummy.
+fn run_with_standins(standins: &Path, args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /usr/local/bin && exec \"$@\"",
+    ])
+    .arg(standins)
+    .arg(bin().exe())
+    .args(args)
+    .current_dir(cwd);
+    let cfg = dead_dns();
+    bin()
+        .env("GITHUB_TOKEN", "not-a-token")
+        .env("BAND_SERVER_CONFIG", cfg.path())
+        .apply(&mut cmd);
+    band_test::Output::of(&mut cmd).parts()
+}
+
+#[test]
+fn privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh() {
+    if skip("privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let inputs = crate::skills::github_inputs();
+    let scripts = crate::skills::scripts_of("github");
+    let named: std::collections::BTreeSet<String> =
+        inputs.iter().map(|(s, _)| s.to_string()).collect();
+    assert_eq!(named, scripts, "one input per github script");
+    // Every script whose test input is plain words: the read-only ones (under BAND.md) and the
+    // write and delete ones that point to bands/ (`--write` edits the band pointed to). Inputs
+    // with newlines, quotes or `$(…)` (there to test escaping) give calls learn notes rather
+    // than drafts exactly.
+    let plain = |v: &Value| !v.to_string().contains(['\\', '\'', '$', '`']);
+    let mut learned = 0;
+    // `api`: its learned rule is exact but escapes `?` (`…contributors\?per_page=1`), which
+    // CliPattern::covers (conservative) does not compare with the shipped glob.
+    for (script, input) in inputs.into_iter().filter(|(s, v)| plain(v) && *s != "api") {
+        learned += 1;
+        // A stand-in `gh` that prints the script's fixture (what the real gh would answer).
+        let standins = tempfile::tempdir().expect("tmp");
+        let fixture =
+            fs_err::read_to_string(crate::skills::fixture_of("github", script)).expect("fixture");
+        assert!(!fixture.contains("\nBAND_FIXTURE_END\n"));
+        let gh = standins.path().join("gh");
+        fs_err::write(
+            &gh,
+            format!("#!/bin/sh\ncat <<'BAND_FIXTURE_END'\n{fixture}\nBAND_FIXTURE_END\n"),
+        )
+        .expect("write gh");
+        fs_err::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let input = input.to_string();
+        let runner = |args: &[&str], cwd: &Path| {
+            let mut full = args.to_vec();
+            if full.first() == Some(&"learn") {
+                full.insert(1, "--secret");
+                full.insert(2, "GITHUB_TOKEN");
+            }
+            run_with_standins(standins.path(), &full, cwd)
+        };
+        learn_and_rerun_with(&runner, "github", script, &["--input", &input], None);
+    }
+    assert!(
+        learned >= 30,
+        "only {learned} github scripts have plain inputs"
+    );
 }

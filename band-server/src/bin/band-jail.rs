@@ -13,7 +13,8 @@
 //! 4. build the environment (bubblewrap's `--setenv` values plus the secrets) and the argv;
 //!    reset `SIGPIPE` (the Rust runtime ignores it, and an ignored signal stays ignored across
 //!    `exec`) and the signal mask;
-//! 5. install the seccomp program, last, so nothing above runs under it;
+//! 5. install the seccomp program, last, so nothing above runs under it (`band learn`: an
+//!    observing filter first, its listener sent to band-server on `JailInput::observe_fd`);
 //! 6. write `ok` to the status fd and `execve` the entry (or `execveat` its interpreter).
 //!
 //! Any failure: `band-jail: <layer>: <message>` on stderr, `err <layer> <message>` on the status
@@ -199,9 +200,21 @@ fn main() {
     }
 
     // 3. No inherited descriptors beyond stdio.
+    let observe_sock = input.observe_fd.map(|n| {
+        sys::take_inherited_fd(n)
+            .map(std::os::unix::net::UnixStream::from)
+            .unwrap_or_else(|e| {
+                fail(
+                    st,
+                    Layer::Seccomp,
+                    &format!("observer socket (fd {n}): {e}"),
+                )
+            })
+    });
     let keep: Vec<i32> = st
         .into_iter()
         .chain(program_fd.as_ref().map(AsRawFd::as_raw_fd))
+        .chain(observe_sock.as_ref().map(AsRawFd::as_raw_fd))
         .collect();
     if let Err(e) = sys::close_fds_except(&keep) {
         fail(
@@ -251,7 +264,27 @@ fn main() {
         fail(st, Layer::Process, &format!("failed to reset signals: {e}"));
     }
 
-    // 5. seccomp, last.
+    // 5. seccomp, last. `band learn` first: the observing filter, whose listener goes to
+    // band-server (held in the socket until it reads it, so the first observed call, the exec
+    // below, waits for band-server rather than failing); then the deny filter.
+    if let Some(sock) = observe_sock {
+        let listener = sys::seccomp_listener(&seccomp::notify_program()).unwrap_or_else(|e| {
+            fail(
+                st,
+                Layer::Seccomp,
+                &format!("cannot install the observing filter (seccomp user notification, Linux 5.5 or later): {e}"),
+            )
+        });
+        if let Err(e) = sys::send_with_fd(&sock, b"l", listener.as_fd()) {
+            fail(
+                st,
+                Layer::Seccomp,
+                &format!("cannot pass the observing filter's listener: {e}"),
+            );
+        }
+        drop(listener);
+        drop(sock);
+    }
     if let Err(e) = seccomp::install(&program) {
         fail(st, Layer::Seccomp, &e.to_string());
     }

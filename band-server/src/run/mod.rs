@@ -170,19 +170,21 @@ fn execute_inner(
         .as_mut()
         .map(|c| (c.stdout.take(), c.stderr.take()))
         .unwrap_or_default();
-    // `band learn`: watch the workspace copy from now on; the script cannot start before its
-    // secrets are written, just below.
+    // `band learn`: watch the workspace copy, and answer the jail's observing filter, from now
+    // on; the script cannot start before its secrets are written, just below.
     let observer = if req.observe {
-        Some(crate::observe::Observer::start(&run_dir).map_err(|e| {
-            SetupError::new(
-                Layer::Filesystem,
-                format!(
-                    "cannot observe the run's files (fanotify on {}): {e}",
-                    run_dir.display()
-                ),
-            )
-            .with_hint("band learn needs Linux 4.20 or later and band-server running as root")
-        })?)
+        Some(
+            crate::observe::Observer::start(&run_dir, spawned.observe).map_err(|e| {
+                SetupError::new(
+                    Layer::Filesystem,
+                    format!(
+                        "cannot observe the run's files (fanotify on {}): {e}",
+                        run_dir.display()
+                    ),
+                )
+                .with_hint("band learn needs Linux 5.5 or later (fanotify filesystem marks, seccomp user notification that lets calls continue) and band-server running as root")
+            })?,
+        )
     } else {
         None
     };

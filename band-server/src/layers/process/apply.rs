@@ -3,6 +3,7 @@
 //! left.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -27,6 +28,9 @@ pub struct Spawned {
     pub jail_json: Vec<u8>,
     pub status_r: OwnedFd,
     pub run_start: Instant,
+    /// `band learn`: band-server's end of the socket the jail sends its observing filter's
+    /// listener on ([`bwrap::OBSERVE_FD`]).
+    pub observe: Option<UnixStream>,
 }
 
 /// jail input → spawn: the jail's input (secrets included), encoded.
@@ -112,6 +116,7 @@ pub(crate) fn jail_input(
         secrets: req.secrets.clone(),
         exec: exec.map(|(_, x)| x),
         args: req.args.clone(),
+        observe_fd: req.observe.then_some(bwrap::OBSERVE_FD),
         seccomp: seccomp::Profile {
             share_net: part.sandbox.share_net,
             deny_memfd: matches!(memfd, MemfdGuard::Seccomp),
@@ -164,6 +169,14 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     if let Some(p) = &program {
         fds.push((p.as_raw_fd(), bwrap::PROGRAM_FD));
     }
+    let observe = if inp.checked.req.observe {
+        Some(UnixStream::pair().layer(Layer::Process, "failed to create the observer's socket")?)
+    } else {
+        None
+    };
+    if let Some((_, jail_end)) = &observe {
+        fds.push((jail_end.as_raw_fd(), bwrap::OBSERVE_FD));
+    }
     let mut cmd = Command::new(&part.bwrap);
     cmd.arg0(bwrap::BWRAP_ARGV[0])
         .args(&bwrap::BWRAP_ARGV[1..])
@@ -198,12 +211,14 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     drop(status_w);
     drop(args_r);
     drop(program);
+    let observe = observe.map(|(ours, _jail_end)| ours);
     guard.child = Some(child);
     out.parts.insert(Spawned {
         secrets_w,
         jail_json,
         status_r,
         run_start,
+        observe,
     });
     Ok(())
 }

@@ -51,6 +51,9 @@ pub const ARGS_FD: i32 = 5;
 /// The entry's interpreter, an `O_PATH` descriptor the jail runs ([`JailExec`]); passed only
 /// when the jail input says so.
 pub const PROGRAM_FD: i32 = 6;
+/// `band learn` only: a unix socket to band-server, on which the jail sends the listener of its
+/// observing seccomp filter ([`JailInput::observe_fd`]).
+pub const OBSERVE_FD: i32 = 7;
 /// The start of bubblewrap's command line (its `argv[0]` is set to this name, not its host
 /// path); [`split_args`] gives the rest.
 pub const BWRAP_ARGV: [&str; 3] = ["bwrap", "--args", "5"];
@@ -84,6 +87,11 @@ pub struct JailInput {
     /// Words the jail appends to the entry's command line (the request's `args`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// `band learn`: the descriptor ([`OBSERVE_FD`]) on which the jail sends band-server the
+    /// listener of an observing seccomp filter (`seccomp::notify_program`), installed before
+    /// the deny filter. `None` (every other run): no such filter, nothing changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observe_fd: Option<i32>,
 }
 
 /// A program to exec with its own argv: the inherited descriptor `fd` (`execveat`), since no

@@ -438,6 +438,74 @@ pub fn install(program: &BpfProgram) -> Result<(), SeccompError> {
     seccompiler::apply_filter(program).map_err(|error| SeccompError::Install { error })
 }
 
+/// `band learn` only: the syscalls that name a path to open or run, which the observing run's
+/// second filter hands to band-server (`SECCOMP_RET_USER_NOTIF`) before they run; and the
+/// lookups (the stat family, `access`) a shell makes before it runs a command by name (dash and
+/// bash look a name up in each PATH folder and exec only what they find), which band-server
+/// keeps only for a program folder's missing name.
+pub fn observed_syscalls() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_openat,
+        libc::SYS_openat2,
+        libc::SYS_execve,
+        libc::SYS_execveat,
+        libc::SYS_newfstatat,
+        libc::SYS_statx,
+        libc::SYS_faccessat,
+        libc::SYS_faccessat2,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        libc::SYS_open,
+        libc::SYS_creat,
+        libc::SYS_stat,
+        libc::SYS_lstat,
+        libc::SYS_access,
+    ]);
+    v
+}
+
+/// The observing filter (`band learn`): [`observed_syscalls`] of the host architecture return
+/// `SECCOMP_RET_USER_NOTIF`, everything else `ALLOW` (the run's deny filter, installed too,
+/// still decides: of two filters' answers the kernel takes the stricter, and an errno is
+/// stricter than a notification). Pure.
+///
+/// ```text
+/// 0: A = seccomp_data.arch
+/// 1: if A == host arch goto 2 else goto ALLOW
+/// 2: A = seccomp_data.nr
+/// 3…: if A == nr_i goto NOTIFY
+///    ALLOW
+///    NOTIFY
+/// ```
+pub fn notify_program() -> Vec<libc::sock_filter> {
+    #[cfg(target_arch = "x86_64")]
+    let arch = AUDIT_ARCH_X86_64;
+    #[cfg(target_arch = "aarch64")]
+    let arch = AUDIT_ARCH_AARCH64;
+    let nrs = observed_syscalls();
+    let n = nrs.len();
+    let mut p = vec![
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH),
+        jump(BPF_JMP_JEQ_K, arch, 0, (n + 1) as u8),
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
+    ];
+    for (i, nr) in nrs.iter().enumerate() {
+        // Matched: jump over the rest of the tests and the ALLOW to NOTIFY.
+        p.push(jump(BPF_JMP_JEQ_K, *nr as u32, (n - i) as u8, 0));
+    }
+    p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+    p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+    p.into_iter()
+        .map(|f| libc::sock_filter {
+            code: f.code,
+            jt: f.jt,
+            jf: f.jf,
+            k: f.k,
+        })
+        .collect()
+}
+
 // Classic BPF opcodes (linux/bpf_common.h). seccompiler does not export its own.
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const BPF_JMP_JA: u16 = 0x05;
@@ -451,6 +519,9 @@ const SECCOMP_DATA_ARCH: u32 = 4;
 
 /// `AUDIT_ARCH_X86_64` (linux/audit.h): `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`.
 const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+/// `AUDIT_ARCH_AARCH64`: `EM_AARCH64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`.
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH_AARCH64: u32 = 183 | 0x8000_0000 | 0x4000_0000;
 /// `__X32_SYSCALL_BIT`: x32-ABI syscalls arrive with `AUDIT_ARCH_X86_64` and this bit set in the
 /// number, so a filter keyed on x86_64 numbers would not match them.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -631,6 +702,47 @@ mod tests {
         "memfd_secret",
         "memfd_create",
     ];
+
+    /// Runs a program of the four instructions [`notify_program`] uses on (arch, nr).
+    fn eval(p: &[libc::sock_filter], arch: u32, nr: u32) -> u32 {
+        let (mut pc, mut a) = (0usize, 0u32);
+        loop {
+            let f = p[pc];
+            pc += 1;
+            match f.code {
+                BPF_LD_W_ABS => a = if f.k == SECCOMP_DATA_ARCH { arch } else { nr },
+                BPF_JMP_JEQ_K => pc += usize::from(if a == f.k { f.jt } else { f.jf }),
+                BPF_RET_K => return f.k,
+                c => panic!("unexpected opcode {c:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_observing_filter_notifies_opens_and_execs_and_allows_the_rest() {
+        let p = notify_program();
+        #[cfg(target_arch = "x86_64")]
+        let arch = AUDIT_ARCH_X86_64;
+        #[cfg(target_arch = "aarch64")]
+        let arch = AUDIT_ARCH_AARCH64;
+        for nr in observed_syscalls() {
+            assert_eq!(
+                eval(&p, arch, nr as u32),
+                libc::SECCOMP_RET_USER_NOTIF,
+                "{nr}"
+            );
+            // Another architecture's numbers are the deny filter's business.
+            assert_eq!(eval(&p, arch ^ 1, nr as u32), libc::SECCOMP_RET_ALLOW);
+        }
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_close,
+            libc::SYS_fstat,
+        ] {
+            assert_eq!(eval(&p, arch, nr as u32), libc::SECCOMP_RET_ALLOW, "{nr}");
+        }
+    }
 
     fn entry(name: &str) -> DeniedSyscall {
         denied_syscalls(Profile::default())
