@@ -77,6 +77,14 @@ impl Transport for SshTransport {
                 )
             }
         };
+        // The warm band-server of this build first (a streamlocal channel of the master); when
+        // there is none, nothing was sent and the per-run path serves the run (and starts one).
+        if let Some(ch) = &channel {
+            match mux::run_warm(&self.endpoint, ch, &expected, &line, on_event, &cancelled) {
+                Err(crate::vm::VmError::NoWarmServer(_)) => {}
+                other => return check_result(req, other?),
+            }
+        }
         let result = match send(on_event) {
             // A stale band-server is upgraded, never used: install, then run once more.
             Err(crate::vm::VmError::StaleServer) => {

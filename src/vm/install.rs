@@ -239,10 +239,12 @@ pub fn install(
     local: &Manifest,
 ) -> Result<ServerVersion> {
     let tmp = tempfile::tempdir().map_err(io_at(&std::env::temp_dir()))?;
+    // A warm band-server of the old build stops taking runs (it exits when its socket is gone).
     ssh::exec_ok(
         sess,
         &ep.as_root(&format!(
-            "mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR}"
+            "mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR} && rm -f {}/server-*.sock",
+            ssh::WARM_DIR
         )),
         b"",
     )?;
