@@ -13,10 +13,9 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use ssh2::Session;
 
 use super::cmd;
-use super::ssh::{self, Endpoint, SERVER_DIR};
+use super::ssh::{self, Endpoint, SERVER_DIR, Session};
 use super::{Result, VmError, io_at};
 use crate::proto;
 

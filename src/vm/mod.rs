@@ -12,7 +12,7 @@
 //!
 //! Pure builders (argv of mmdebstrap, mkfs, qemu-img, qemu, limactl; the Lima template) are
 //! separate from the thin layers that run them, so tests cover them without a VM.
-//! Everything here belongs to the host CLI (the `cli` feature); band-server never links ssh2.
+//! Everything here belongs to the host CLI (the `cli` feature); band-server never links it.
 
 pub mod cmd;
 pub mod driver;

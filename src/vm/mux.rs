@@ -16,7 +16,9 @@
 //! - Lima keeps its own master: for Lima, runs use Lima's `ssh.config` (its `ControlPath` and
 //!   `ControlPersist`) with band's pinned host key on top ([`Endpoint::ssh_config`]).
 //!
-//! Without a system `ssh` client, runs fall back to one `ssh2` connection each.
+//! Setup, the install, `band vm status` and `band doctor` use the same client and master
+//! ([`super::ssh::Session`]); without a system `ssh` client, nothing connects and the error names
+//! the package (`openssh-client`).
 
 use std::ffi::OsString;
 use std::io::{BufReader, Read, Write};
@@ -83,6 +85,11 @@ pub struct Channel {
 /// The `ssh` command line that runs `remote` on `ep` through the warm channel. Options on the
 /// command line win over any config file, so Lima's `StrictHostKeyChecking no` does not apply.
 pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
+    argv_timeout(ep, ch, remote, 30)
+}
+
+/// [`argv`] with another `ConnectTimeout` (seconds) for a master that must be started.
+pub fn argv_timeout(ep: &Endpoint, ch: &Channel, remote: &str, timeout_secs: u64) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![ch.ssh.clone().into()];
     let mut o = |s: String| {
         a.push("-o".into());
@@ -100,8 +107,8 @@ pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
     o("ForwardX11=no".into());
     o("ClearAllForwardings=yes".into());
     // A hung VM fails the run instead of holding it: 30 s to connect and exchange banners (as
-    // the ssh2 path), and an established master that stops answering is dropped after 60 s.
-    o("ConnectTimeout=30".into());
+    // the setup commands), and an established master that stops answering is dropped after 60 s.
+    o(format!("ConnectTimeout={timeout_secs}"));
     o("ServerAliveInterval=15".into());
     o("ServerAliveCountMax=4".into());
     let host = match &ep.ssh_config {
@@ -160,7 +167,7 @@ pub fn exit_argv(ssh: &Path, control: &Path) -> Vec<OsString> {
     ]
 }
 
-/// The channel for `ep`: `None` without a system `ssh` client (runs then use `ssh2`). Writes the
+/// The channel for `ep`: `None` without a system `ssh` client ([`super::ssh::missing_ssh`]). Writes the
 /// known_hosts file next to the pinned key.
 pub fn channel(ep: &Endpoint) -> Result<Option<Channel>> {
     let Some(ssh) = super::cmd::which("ssh") else {
