@@ -80,3 +80,4 @@ pub mod plan;
 pub mod request;
 pub mod run;
 pub mod sys;
+pub mod warm;

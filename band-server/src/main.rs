@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! band-server run       one request on stdin → events and one result on stdout, exit 0
+//! band-server serve DIGEST [--owner UID]
+//!                       the warm server: one run per connection on a unix socket (`warm`)
 //! band-server janitor   clean up after servers that died mid-run
 //! band-server version   {"version": …, "protocol": …}
 //! ```
@@ -86,10 +88,43 @@ fn cmd_run() -> i32 {
     0
 }
 
+fn cmd_serve(args: &[String]) -> i32 {
+    let opts = match band_server::warm::parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            band_server::say!("band-server serve: {e}");
+            return i32::from(proto::exit::USAGE);
+        }
+    };
+    if sys::euid() != 0 {
+        band_server::say!("band-server serve: must run as root");
+        return 1;
+    }
+    let cfg = match load() {
+        Ok(c) => c,
+        Err(e) => {
+            band_server::say!("band-server serve: {e}");
+            return 1;
+        }
+    };
+    // As `run`: secrets pass through this process's children.
+    let _ = sys::disable_core_dumps();
+    let _ = sys::set_not_dumpable();
+    // Detached from the SSH session that started it.
+    let _ = rustix::process::setsid();
+    band_server::warm::serve(
+        std::path::Path::new(band_server::warm::DIR),
+        &opts,
+        &cfg,
+        &|| janitor_pass(&cfg, false),
+    )
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("run") => cmd_run(),
+        Some("serve") => cmd_serve(&args[1..]),
         Some("janitor") => match load() {
             Ok(cfg) => {
                 if sys::euid() != 0 {
@@ -127,7 +162,9 @@ fn main() {
             0
         }
         _ => {
-            band_server::say!("usage: band-server run | janitor | version");
+            band_server::say!(
+                "usage: band-server run | serve DIGEST [--owner UID] | janitor | version"
+            );
             i32::from(proto::exit::USAGE)
         }
     };

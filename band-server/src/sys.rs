@@ -366,6 +366,22 @@ pub fn reap_any() -> io::Result<Option<i32>> {
     }
 }
 
+/// `fork()` for a process with one thread (`band-server serve`'s accept loop): `Ok(None)` in the
+/// child, `Ok(Some(pid))` in the parent. Refused when `/proc/self/task` lists more than one
+/// thread, since the child of a multi-threaded fork may find locks held by threads it lacks.
+pub fn fork_single_threaded() -> io::Result<Option<i32>> {
+    let threads = fs_err::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "refusing to fork a process with {threads} threads"
+        )));
+    }
+    // SAFETY: this process has one thread (checked above; only this thread could start another),
+    // so the child gets a consistent copy of memory and of every lock; it then runs ordinary Rust.
+    let pid = check(unsafe { libc::fork() })?;
+    Ok((pid != 0).then_some(pid))
+}
+
 /// `getpid()`.
 pub fn pid() -> i32 {
     // SAFETY: getpid cannot fail and takes no arguments.

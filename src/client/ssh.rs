@@ -53,30 +53,31 @@ impl Transport for SshTransport {
         let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
         let expected = install::manifest_digest(&local);
         let cancelled = || cancel.is_cancelled();
-        // The warm channel (the system `ssh` client's master connection), else a connection
-        // of our own for this run.
-        let channel = mux::channel(&self.endpoint)?;
-        let send = |on_event: &mut dyn FnMut(&proto::Event)| match &channel {
-            Some(ch) => mux::run_request(
+        // The warm channel (the system `ssh` client's master connection).
+        let channel = mux::channel(&self.endpoint)?.ok_or_else(ssh::missing_ssh)?;
+        let send = |on_event: &mut dyn FnMut(&proto::Event)| {
+            mux::run_request(
                 &self.endpoint,
-                ch,
+                &channel,
                 Some(&expected),
                 &line,
                 on_event,
                 &cancelled,
-            ),
-            None => {
-                let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-                ssh::run_request(
-                    &sess,
-                    &self.endpoint,
-                    Some(&expected),
-                    &line,
-                    on_event,
-                    &cancelled,
-                )
-            }
+            )
         };
+        // The warm band-server of this build first (through the master's forward); when there
+        // is none, nothing was sent and the per-run path serves the run (and starts one).
+        match mux::run_warm(
+            &self.endpoint,
+            &channel,
+            &expected,
+            &line,
+            on_event,
+            &cancelled,
+        ) {
+            Err(crate::vm::VmError::NoWarmServer(_)) => {}
+            other => return check_result(req, other?),
+        }
         let result = match send(on_event) {
             // A stale band-server is upgraded, never used: install, then run once more.
             Err(crate::vm::VmError::StaleServer) => {

@@ -67,7 +67,7 @@ const LINUX_TOOLS: [Tool; 7] = [
     },
 ];
 
-/// The SSH tools: keys for every VM target, and `band vm ssh`.
+/// The SSH tools: keys for every VM target, and the client that reaches them.
 const SSH_TOOLS: [Tool; 2] = [
     Tool {
         name: "ssh-keygen",
@@ -75,11 +75,12 @@ const SSH_TOOLS: [Tool; 2] = [
         fix: "apt-get install openssh-client",
         needed: true,
     },
+    // Every VM and ssh:// target is reached through the system OpenSSH client.
     Tool {
-        name: "ssh (band vm ssh)",
+        name: "ssh (VM targets)",
         binary: "ssh",
         fix: "apt-get install openssh-client",
-        needed: false,
+        needed: true,
     },
 ];
 

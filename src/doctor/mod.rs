@@ -217,17 +217,19 @@ mod tests {
                 "accelerator",
                 "limactl",
                 "ssh-keygen",
-                "ssh (band vm ssh)",
+                "ssh (VM targets)",
                 "ssh key",
                 "free disk",
                 "qemu image",
                 "qemu VM",
             ]
         );
-        // ssh-keygen is the one tool every target needs.
+        // ssh-keygen and ssh are the tools every target needs; the fix names the package.
         assert!(failed(&checks));
         let keygen = checks.iter().find(|c| c.name == "ssh-keygen");
         assert_eq!(keygen.map(|c| c.level), Some(Level::Fail));
+        let ssh = checks.iter().find(|c| c.name == "ssh (VM targets)");
+        assert_eq!(ssh.map(|c| c.level), Some(Level::Fail));
     }
 
     #[test]

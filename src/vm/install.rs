@@ -13,10 +13,9 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use ssh2::Session;
 
 use super::cmd;
-use super::ssh::{self, Endpoint, SERVER_DIR};
+use super::ssh::{self, Endpoint, SERVER_DIR, Session};
 use super::{Result, VmError, io_at};
 use crate::proto;
 
@@ -239,10 +238,12 @@ pub fn install(
     local: &Manifest,
 ) -> Result<ServerVersion> {
     let tmp = tempfile::tempdir().map_err(io_at(&std::env::temp_dir()))?;
+    // A warm band-server of the old build stops taking runs (it exits when its socket is gone).
     ssh::exec_ok(
         sess,
         &ep.as_root(&format!(
-            "mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR}"
+            "mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR} && rm -f {}/server-*.sock",
+            ssh::WARM_DIR
         )),
         b"",
     )?;

@@ -12,7 +12,7 @@
 //!
 //! Pure builders (argv of mmdebstrap, mkfs, qemu-img, qemu, limactl; the Lima template) are
 //! separate from the thin layers that run them, so tests cover them without a VM.
-//! Everything here belongs to the host CLI (the `cli` feature); band-server never links ssh2.
+//! Everything here belongs to the host CLI (the `cli` feature); band-server never links it.
 
 pub mod cmd;
 pub mod driver;
@@ -60,6 +60,10 @@ pub enum VmError {
     },
     #[error("band-server on the target is not the build of this band (installed.json differs)")]
     StaleServer,
+    /// No warm band-server of this build answers on the target (its socket is missing, or
+    /// sshd refused the streamlocal channel): nothing was sent, the per-run path serves the run.
+    #[error("no warm band-server on the target: {0}")]
+    NoWarmServer(String),
     #[error("timed out after {secs} s: {what}")]
     Timeout { what: String, secs: u64 },
     #[error("{0}")]

@@ -16,7 +16,9 @@
 //! - Lima keeps its own master: for Lima, runs use Lima's `ssh.config` (its `ControlPath` and
 //!   `ControlPersist`) with band's pinned host key on top ([`Endpoint::ssh_config`]).
 //!
-//! Without a system `ssh` client, runs fall back to one `ssh2` connection each.
+//! Setup, the install, `band vm status` and `band doctor` use the same client and master
+//! ([`super::ssh::Session`]); without a system `ssh` client, nothing connects and the error names
+//! the package (`openssh-client`).
 
 use std::ffi::OsString;
 use std::io::{BufReader, Read, Write};
@@ -83,6 +85,11 @@ pub struct Channel {
 /// The `ssh` command line that runs `remote` on `ep` through the warm channel. Options on the
 /// command line win over any config file, so Lima's `StrictHostKeyChecking no` does not apply.
 pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
+    argv_timeout(ep, ch, remote, 30)
+}
+
+/// [`argv`] with another `ConnectTimeout` (seconds) for a master that must be started.
+pub fn argv_timeout(ep: &Endpoint, ch: &Channel, remote: &str, timeout_secs: u64) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![ch.ssh.clone().into()];
     let mut o = |s: String| {
         a.push("-o".into());
@@ -100,8 +107,8 @@ pub fn argv(ep: &Endpoint, ch: &Channel, remote: &str) -> Vec<OsString> {
     o("ForwardX11=no".into());
     o("ClearAllForwardings=yes".into());
     // A hung VM fails the run instead of holding it: 30 s to connect and exchange banners (as
-    // the ssh2 path), and an established master that stops answering is dropped after 60 s.
-    o("ConnectTimeout=30".into());
+    // the setup commands), and an established master that stops answering is dropped after 60 s.
+    o(format!("ConnectTimeout={timeout_secs}"));
     o("ServerAliveInterval=15".into());
     o("ServerAliveCountMax=4".into());
     let host = match &ep.ssh_config {
@@ -160,7 +167,7 @@ pub fn exit_argv(ssh: &Path, control: &Path) -> Vec<OsString> {
     ]
 }
 
-/// The channel for `ep`: `None` without a system `ssh` client (runs then use `ssh2`). Writes the
+/// The channel for `ep`: `None` without a system `ssh` client ([`super::ssh::missing_ssh`]). Writes the
 /// known_hosts file next to the pinned key.
 pub fn channel(ep: &Endpoint) -> Result<Option<Channel>> {
     let Some(ssh) = super::cmd::which("ssh") else {
@@ -196,6 +203,11 @@ pub fn close_all(dir: &Path) {
     let ssh = super::cmd::which("ssh");
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(WARM_PREFIX) && name.ends_with(".sock") {
+            // Forwards of the masters ended here.
+            let _ = fs_err::remove_file(e.path());
+            continue;
+        }
         if !(name.starts_with(PREFIX) && name.ends_with(".sock")) {
             continue;
         }
@@ -316,6 +328,187 @@ pub fn run_request(
             let _ = child.kill();
             Err(fail(format!("run: {e}")))
         }
+    }
+}
+
+/// The host-side socket through which runs reach the warm band-server of build `digest`: the
+/// master forwards it (`ssh -O forward -L local:remote`) to [`super::ssh::warm_socket`] in the
+/// guest. In the target's 0700 folder, named by the master's control socket (or `lima`) and the
+/// digest, so a forward of another master or build is never used. `None` when there is no master
+/// of band's or Lima's, or the path would be too long.
+pub fn warm_local(ep: &Endpoint, ch: &Channel, digest: &str) -> Option<PathBuf> {
+    let dir = ep.known_host.parent()?;
+    let master = match (&ch.control, &ep.ssh_config) {
+        (Some(c), _) => c
+            .file_stem()?
+            .to_string_lossy()
+            .trim_start_matches(PREFIX)
+            .to_string(),
+        (None, Some(_)) => "lima".to_string(),
+        (None, None) => return None,
+    };
+    let digest: String = digest
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(16)
+        .collect();
+    let path = dir.join(format!("{WARM_PREFIX}{master}-{digest}.sock"));
+    (path.as_os_str().len() < 108).then_some(path)
+}
+
+/// The file name prefix of the host-side warm sockets.
+const WARM_PREFIX: &str = "warm-";
+
+/// `ssh -O forward`: the master (band's, or Lima's through its ssh.config) forwards `local` on
+/// this machine to `remote` in the guest, until it exits. The local socket is made mode 0600
+/// (`StreamLocalBindMask`, the master's default as well); a stale one is removed first
+/// ([`run_warm`]), since the master binds it with its own options.
+pub fn forward_argv(ep: &Endpoint, ch: &Channel, local: &Path, remote: &str) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![ch.ssh.clone().into()];
+    let mut o = |s: String| {
+        a.push("-o".into());
+        a.push(s.into());
+    };
+    o("BatchMode=yes".into());
+    o("LogLevel=ERROR".into());
+    o("StreamLocalBindUnlink=yes".into());
+    o("StreamLocalBindMask=0177".into());
+    let host = match (&ep.ssh_config, &ch.control) {
+        (Some(cfg), _) => {
+            a.push("-F".into());
+            a.push(cfg.clone().into());
+            super::lima::SSH_HOST.to_string()
+        }
+        (None, control) => {
+            if let Some(c) = control {
+                o(format!("ControlPath={}", c.display()));
+            }
+            a.push("-F".into());
+            a.push("/dev/null".into());
+            ep.host.clone()
+        }
+    };
+    a.push("-O".into());
+    a.push("forward".into());
+    a.push("-L".into());
+    a.push(format!("{}:{remote}", local.display()).into());
+    a.push("--".into());
+    a.push(host.into());
+    a
+}
+
+/// Send one request to the warm band-server of build `digest` (`band-server serve` in the
+/// guest), through the master's forward of [`warm_local`]: no `ssh` process, no shell, no exec,
+/// no config load and no janitor pass on the run's path. The framing, caps, hold and cancel are
+/// [`run_request`]'s.
+///
+/// [`VmError::NoWarmServer`] when no band-server read the request, so that the caller may serve
+/// it on the per-run path without running it twice: no master, no forward, no warm server of
+/// this build in the guest (the master then closes the connection), or one whose build is no
+/// longer installed (it closes the connection unread). A warm server writes a blank line before
+/// it reads a request, so a connection that received any byte is never retried.
+pub fn run_warm(
+    ep: &Endpoint,
+    ch: &Channel,
+    digest: &str,
+    request_line: &[u8],
+    on_event: &mut dyn FnMut(&Event),
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<RunResult> {
+    use std::os::unix::net::UnixStream;
+    let none = |m: String| VmError::NoWarmServer(m);
+    let local = warm_local(ep, ch, digest).ok_or_else(|| none("no master of band's".into()))?;
+    let conn = match UnixStream::connect(&local) {
+        Ok(c) => c,
+        Err(_) => {
+            // No forward on this master yet, or the master that had it is gone and left its
+            // socket (the master binds, and would refuse an existing file).
+            let _ = fs_err::remove_file(&local);
+            let remote = super::ssh::warm_socket(digest);
+            let out = super::cmd::command(&forward_argv(ep, ch, &local, &remote))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+                .map_err(|e| none(format!("ssh -O forward: {e}")))?;
+            // A run beside this one may have made the same forward first: connect either way.
+            UnixStream::connect(&local).map_err(|e| {
+                none(format!(
+                    "{}: {e} (ssh -O forward: {})",
+                    local.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            })?
+        }
+    };
+    let fail = |m: String| VmError::Ssh {
+        addr: format!("{}@{}", ep.user, ep.addr()),
+        message: format!("warm band-server: {m}"),
+    };
+    let mut writer = conn.try_clone().map_err(|e| fail(e.to_string()))?;
+    // A connection the master could not open in the guest may already be closed: a failed
+    // write is judged by what was read.
+    let sent = writer
+        .write_all(request_line)
+        .and_then(|()| writer.write_all(b"\n{\"type\":\"hold\"}\n"))
+        .and_then(|()| writer.flush());
+    let done = AtomicBool::new(false);
+    let received = AtomicBool::new(false);
+    let read = std::thread::scope(|s| {
+        let done = &done;
+        let holder = s.spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                if cancelled() {
+                    let _ = writer
+                        .write_all(b"{\"type\":\"cancel\"}\n")
+                        .and_then(|()| writer.flush());
+                    while !done.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let mut reader = BufReader::with_capacity(
+            1 << 16,
+            Counted {
+                inner: &conn,
+                got: &received,
+            },
+        );
+        let r = read_stream(&mut reader, MAX_LINE_BYTES, on_event);
+        done.store(true, Ordering::SeqCst);
+        let _ = holder.join();
+        r
+    });
+    let received = received.load(Ordering::SeqCst);
+    match read {
+        Ok(Some(r)) => Ok(r),
+        // Closed (or reset) before a byte: the master could not reach a warm server.
+        Ok(None) | Err(_) if !received => Err(none(format!(
+            "{} closed without a byte{}",
+            local.display(),
+            sent.err().map(|e| format!(" ({e})")).unwrap_or_default()
+        ))),
+        Ok(None) => Err(fail("the connection closed without a result".into())),
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+/// A reader that notes whether any byte came through.
+struct Counted<'a, R> {
+    inner: R,
+    got: &'a AtomicBool,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.got.store(true, Ordering::SeqCst);
+        }
+        Ok(n)
     }
 }
 
@@ -449,6 +642,132 @@ mod tests {
     }
 
     #[test]
+    fn the_warm_socket_is_per_master_and_build_and_forwarded_by_the_master() {
+        let d = Path::new("/d/vm/qemu");
+        let e = ep(d, 2222);
+        let ch = Channel {
+            ssh: "/usr/bin/ssh".into(),
+            known_hosts: d.join("known_hosts"),
+            control: Some(d.join("mux-0011223344556677.sock")),
+        };
+        let digest = "ab".repeat(32);
+        let local = warm_local(&e, &ch, &digest).unwrap();
+        assert_eq!(local, d.join("warm-0011223344556677-abababababababab.sock"));
+        assert_ne!(warm_local(&e, &ch, &"cd".repeat(32)), Some(local.clone()));
+        let other = Channel {
+            control: Some(d.join("mux-8899aabbccddeeff.sock")),
+            ..ch.clone()
+        };
+        assert_ne!(warm_local(&e, &other, &digest), Some(local.clone()));
+        // No master of band's or Lima's: no warm path.
+        let none = Channel {
+            control: None,
+            ..ch.clone()
+        };
+        assert_eq!(warm_local(&e, &none, &digest), None);
+        let remote = crate::vm::ssh::warm_socket(&digest);
+        assert_eq!(remote, format!("/run/band-serve/server-{digest}.sock"));
+        let a = strings(&forward_argv(&e, &ch, &local, &remote));
+        assert!(
+            a.iter()
+                .any(|x| x == "ControlPath=/d/vm/qemu/mux-0011223344556677.sock"),
+            "{a:?}"
+        );
+        assert!(a.iter().any(|x| x == "StreamLocalBindMask=0177"), "{a:?}");
+        let f = a.iter().position(|x| x == "-F").unwrap();
+        assert_eq!(a[f + 1], "/dev/null");
+        assert_eq!(
+            &a[a.len() - 6..],
+            [
+                "-O",
+                "forward",
+                "-L",
+                &format!("{}:{remote}", local.display()),
+                "--",
+                "127.0.0.1"
+            ]
+        );
+        // Lima: its own master, through its ssh.config.
+        let mut lima = ep(Path::new("/d/vm/lima"), 60022);
+        lima.ssh_config = Some(PathBuf::from("/Users/me/.lima/band/ssh.config"));
+        let local = warm_local(&lima, &none, &digest).unwrap();
+        assert_eq!(
+            local,
+            Path::new("/d/vm/lima/warm-lima-abababababababab.sock")
+        );
+        let a = strings(&forward_argv(&lima, &none, &local, &remote));
+        assert!(
+            a.iter().any(|x| x == "/Users/me/.lima/band/ssh.config"),
+            "{a:?}"
+        );
+        assert_eq!(a.last().map(String::as_str), Some("lima-band"));
+    }
+
+    #[test]
+    fn a_warm_run_with_no_master_is_not_sent() {
+        let t = tempfile::tempdir().unwrap();
+        let e = ep(t.path(), 2222);
+        let ch = Channel {
+            // `false` stands in for ssh: the forward cannot be made.
+            ssh: "/bin/false".into(),
+            known_hosts: t.path().join("known_hosts"),
+            control: Some(t.path().join("mux-00.sock")),
+        };
+        let mut events = 0;
+        let r = run_warm(
+            &e,
+            &ch,
+            &"ab".repeat(32),
+            b"{}",
+            &mut |_| events += 1,
+            &|| false,
+        );
+        assert!(matches!(r, Err(VmError::NoWarmServer(_))), "{r:?}");
+        assert_eq!(events, 0);
+    }
+
+    #[test]
+    fn a_warm_server_that_answered_is_never_a_reason_to_send_again() {
+        use std::os::unix::net::UnixListener;
+        let t = tempfile::tempdir().unwrap();
+        let e = ep(t.path(), 2222);
+        let ch = Channel {
+            ssh: "/bin/false".into(),
+            known_hosts: t.path().join("known_hosts"),
+            control: Some(t.path().join("mux-00.sock")),
+        };
+        let digest = "ab".repeat(32);
+        let local = warm_local(&e, &ch, &digest).unwrap();
+        let listener = UnixListener::bind(&local).unwrap();
+        // A server that reads the request, says its blank line and dies: an error, not a retry.
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            c.write_all(b"\n").unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut BufReader::new(&c), &mut line).unwrap();
+            line
+        });
+        let r = run_warm(&e, &ch, &digest, b"{\"x\":1}", &mut |_| {}, &|| false);
+        assert_eq!(server.join().unwrap(), "{\"x\":1}\n");
+        match r {
+            Err(VmError::Ssh { message, .. }) => {
+                assert!(message.contains("closed without a result"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // One that closes unread (its build is gone): not sent, the per-run path may serve it.
+        let listener = UnixListener::bind({
+            let _ = fs_err::remove_file(&local);
+            &local
+        })
+        .unwrap();
+        let server = std::thread::spawn(move || drop(listener.accept().unwrap()));
+        let r = run_warm(&e, &ch, &digest, b"{}", &mut |_| {}, &|| false);
+        server.join().unwrap();
+        assert!(matches!(r, Err(VmError::NoWarmServer(_))), "{r:?}");
+    }
+
+    #[test]
     fn known_hosts_names_the_port() {
         let d = Path::new("/d");
         assert_eq!(
@@ -479,12 +798,15 @@ mod tests {
     #[test]
     fn close_all_removes_band_s_sockets_only() {
         let t = tempfile::tempdir().unwrap();
+        let warm = t.path().join("warm-0011-abab.sock");
+        fs_err::write(&warm, b"").unwrap();
         let sock = t.path().join("mux-0011.sock");
         let other = t.path().join("known_host");
         fs_err::write(&sock, b"").unwrap();
         fs_err::write(&other, b"k").unwrap();
         close_all(t.path());
         assert!(!sock.exists());
+        assert!(!warm.exists());
         assert!(other.exists());
     }
 }

@@ -182,7 +182,9 @@ mod tests {
             "PasswordAuthentication no",
             "KbdInteractiveAuthentication no",
             "PermitRootLogin prohibit-password",
-            "AllowTcpForwarding no",
+            // The warm band-server's socket (sshd needs both), and no remote (-R) forwarding.
+            "AllowTcpForwarding local",
+            "AllowStreamLocalForwarding local",
             "AuthorizedKeysFile /etc/band/authorized_keys",
         ] {
             assert!(

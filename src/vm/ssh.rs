@@ -1,17 +1,15 @@
-//! The SSH transport (libssh2 through the `ssh2` crate): a pinned host key, key authentication,
-//! and the band protocol over an exec channel to `band-server run`.
+//! The SSH transport, through the system OpenSSH client (`ssh`): a pinned host key, key
+//! authentication, commands on the master's channels (see [`super::mux`]), and the band protocol's
+//! framing.
 //!
 //! Framing is the host target's: one request line in, event lines and one result line out
 //! (`band::proto`). Lines are capped ([`MAX_LINE_BYTES`]); anything that is not a protocol
 //! message, a second result, or a line after the result fails the run (a VM is a boundary: its
 //! output is not trusted to be well-formed).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use ssh2::{MethodType, Session};
 
 use super::keys::{self, PublicKey};
 use super::{Result, VmError};
@@ -92,12 +90,34 @@ impl Endpoint {
             None => self.as_root(&run),
             Some(hex) => {
                 let marker = build_marker(hex);
+                // With the build current and no warm server of it yet, start one in the
+                // background (`band-server serve`) for the runs after this one.
+                let digest: String = hex.chars().filter(char::is_ascii_hexdigit).collect();
+                let sock = warm_socket(&digest);
+                let warm = if self.user == "root" || self.sudo {
+                    format!(
+                        // The redirections hold for the whole background group: its subshell
+                        // must not keep the channel's stdout open (the run would never end).
+                        "{{ [ -S {sock} ] || {SERVER_DIR}/band-server serve {digest} --owner \"${{SUDO_UID:-0}}\"; }} </dev/null >/dev/null 2>>{SERVER_LOG} & "
+                    )
+                } else {
+                    String::new()
+                };
                 self.as_root(&format!(
-                    "{{ [ -e {marker} ] && [ ! {SERVER_DIR}/installed.json -nt {marker} ]; }} || exit {STALE_EXIT}; {run}"
+                    "{{ [ -e {marker} ] && [ ! {SERVER_DIR}/installed.json -nt {marker} ]; }} || exit {STALE_EXIT}; {warm}{run}"
                 ))
             }
         }
     }
+}
+
+/// The folder of the warm band-server's socket on a target (band-server's `warm::DIR`).
+pub const WARM_DIR: &str = "/run/band-serve";
+
+/// The socket of the warm band-server of build `digest` (band-server's `warm::socket_path`).
+pub fn warm_socket(digest: &str) -> String {
+    let digest: String = digest.chars().filter(char::is_ascii_hexdigit).collect();
+    format!("{WARM_DIR}/server-{digest}.sock")
 }
 
 /// The empty file whose name says which build is installed: `.build-<sha256 of installed.json>`
@@ -107,52 +127,135 @@ pub fn build_marker(hex: &str) -> String {
     format!("{SERVER_DIR}/.build-{hex}")
 }
 
-/// Host key algorithms, best first. The pinned VM keys are ed25519.
-const HOST_KEY_PREFS: &str = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256";
+/// A connection to a target: the system `ssh` client through band's master (or Lima's), with the
+/// pinned key. Every command is a new channel on the master (see [`super::mux`]).
+#[derive(Debug, Clone)]
+pub struct Session {
+    ep: Endpoint,
+    ch: super::mux::Channel,
+    /// `ConnectTimeout` for a master that must be started (seconds).
+    timeout_secs: u64,
+}
 
-/// TCP connect and SSH handshake, without checking the host key. Returns the server's key.
-fn handshake(ep: &Endpoint, timeout: Duration) -> Result<(Session, PublicKey)> {
-    let addrs: Vec<_> = (ep.host.as_str(), ep.port)
-        .to_socket_addrs()
-        .map_err(|e| ep.err(format!("cannot resolve: {e}")))?
-        .collect();
-    let mut last = None;
-    let mut tcp = None;
-    for a in addrs {
-        match TcpStream::connect_timeout(&a, timeout) {
-            Ok(s) => {
-                tcp = Some(s);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
+impl Session {
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.ep
     }
-    let tcp = tcp.ok_or_else(|| {
-        ep.err(format!(
-            "cannot connect: {}",
-            last.map(|e| e.to_string())
-                .unwrap_or_else(|| "no address".into())
-        ))
-    })?;
-    let _ = tcp.set_nodelay(true);
-    let mut sess = Session::new().map_err(|e| ep.err(e))?;
-    sess.set_tcp_stream(tcp);
-    sess.set_timeout(timeout.as_millis().min(u128::from(u32::MAX)) as u32);
-    sess.method_pref(MethodType::HostKey, HOST_KEY_PREFS)
-        .map_err(|e| ep.err(e))?;
-    sess.handshake()
-        .map_err(|e| ep.err(format!("handshake: {e}")))?;
-    let (blob, _) = sess
-        .host_key()
-        .ok_or_else(|| ep.err("the server sent no host key"))?;
-    let key = PublicKey::from_blob(blob)?;
-    Ok((sess, key))
 }
 
-/// The host key a server presents (for pinning a new `ssh://` target on first use).
-pub fn fetch_host_key(ep: &Endpoint, timeout: Duration) -> Result<PublicKey> {
-    handshake(ep, timeout).map(|(_, k)| k)
+/// The system `ssh` client is required: runs, setup, status, doctor and install go through it.
+pub fn missing_ssh() -> VmError {
+    VmError::user(
+        "no `ssh` client on this machine (band reaches VMs and remote hosts with the system OpenSSH client)",
+        "install it: `apt-get install openssh-client` (Debian, Ubuntu), `dnf install openssh-clients` (Fedora); macOS has it",
+    )
 }
+
+/// Run `ssh … command` with `stdin`, collecting its output. Exit 255 is `ssh` itself failing.
+fn ssh_output(argv: &[std::ffi::OsString], stdin: &[u8]) -> Result<ExecOutput> {
+    use std::process::Stdio;
+    let program = argv
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut child = super::cmd::command(argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| VmError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+    let mut input = child.stdin.take();
+    let data = stdin.to_vec();
+    // Written beside the reads, so a large upload and a chatty command never block each other.
+    let writer = std::thread::spawn(move || {
+        if let Some(w) = input.as_mut() {
+            let _ = w.write_all(&data);
+        }
+        drop(input);
+    });
+    let out = child
+        .wait_with_output()
+        .map_err(|source| VmError::Spawn { program, source })?;
+    let _ = writer.join();
+    let mut stderr = out.stderr;
+    stderr.truncate(MAX_STDERR_BYTES);
+    Ok(ExecOutput {
+        status: out.status.code().unwrap_or(-1),
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+    })
+}
+
+/// The host key a server presents (for pinning a new `ssh://` target on first use): `ssh` with
+/// `StrictHostKeyChecking=accept-new` into a known_hosts file of its own, empty before, which
+/// then holds the key the server proved it has (the key exchange signs with it). No command
+/// runs; authentication need not succeed. Only ed25519, ECDSA and RSA keys are asked for.
+pub fn fetch_host_key(ep: &Endpoint, timeout: Duration) -> Result<PublicKey> {
+    let ssh = super::cmd::which("ssh").ok_or_else(missing_ssh)?;
+    let tmp = tempfile::tempdir().map_err(super::io_at(&std::env::temp_dir()))?;
+    let kh = tmp.path().join("known_hosts");
+    let mut argv: Vec<std::ffi::OsString> = vec![ssh.into()];
+    for o in [
+        "BatchMode=yes".to_string(),
+        "StrictHostKeyChecking=accept-new".into(),
+        format!("UserKnownHostsFile={}", kh.display()),
+        "GlobalKnownHostsFile=/dev/null".into(),
+        "HashKnownHosts=no".into(),
+        "UpdateHostKeys=no".into(),
+        "LogLevel=ERROR".into(),
+        "ControlPath=none".into(),
+        "ClearAllForwardings=yes".into(),
+        "ForwardAgent=no".into(),
+        "PasswordAuthentication=no".into(),
+        "KbdInteractiveAuthentication=no".into(),
+        "PreferredAuthentications=none".into(),
+        format!("HostKeyAlgorithms={HOST_KEY_ALGORITHMS}"),
+        format!("ConnectTimeout={}", timeout.as_secs().max(1)),
+        format!("Port={}", ep.port),
+        format!("User={}", ep.user),
+    ] {
+        argv.push("-o".into());
+        argv.push(o.into());
+    }
+    argv.extend(["-F".into(), "/dev/null".into(), "-T".into(), "--".into()]);
+    argv.push(ep.host.clone().into());
+    argv.push("true".into());
+    let out = ssh_output(&argv, b"")?;
+    let text = fs_err::read_to_string(&kh).unwrap_or_default();
+    key_from_known_hosts(&text).ok_or_else(|| {
+        ep.err(format!(
+            "could not read the host key: {}",
+            if out.stderr.is_empty() {
+                format!("ssh exited {}", out.status)
+            } else {
+                out.stderr.clone()
+            }
+        ))
+    })?
+}
+
+/// The key of the one entry `ssh` wrote to a known_hosts file (`[host]:port keytype base64`).
+/// `None` when there is none; an error when it does not parse, or there is more than one.
+fn key_from_known_hosts(text: &str) -> Option<Result<PublicKey>> {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return Some(Err(VmError::Invalid(
+            "the server's first contact recorded more than one host key".into(),
+        )));
+    }
+    let key = line.split_once(char::is_whitespace).map(|(_, k)| k.trim());
+    Some(PublicKey::parse(key.unwrap_or_default()))
+}
+
+/// Host key algorithms asked for on first contact, best first. The pinned VM keys are ed25519.
+const HOST_KEY_ALGORITHMS: &str = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256";
 
 /// Compare a presented key with the pinned one.
 pub fn check_pinned(pinned: &PublicKey, got: &PublicKey, addr: &str) -> Result<()> {
@@ -167,33 +270,47 @@ pub fn check_pinned(pinned: &PublicKey, got: &PublicKey, addr: &str) -> Result<(
     }
 }
 
-/// Connect, verify the pinned host key, authenticate. Blocking calls then wait without limit
-/// (a run may take as long as its maxRuntimeMs).
+/// Connect (or reuse the master), with the pinned host key checked by `ssh` against a
+/// known_hosts file holding only that key, and key authentication; `true` runs to prove it.
+/// A refused host key is [`VmError::HostKey`], naming the pinned key.
 pub fn connect(ep: &Endpoint, timeout: Duration) -> Result<Session> {
     let pinned = keys::read_public(&ep.known_host).map_err(|e| {
         ep.err(format!(
             "no pinned host key ({e}); run `band setup` for this target"
         ))
     })?;
-    let (sess, got) = handshake(ep, timeout)?;
-    check_pinned(&pinned, &got, &ep.addr())?;
-    let key_auth = |path: &Path| -> Result<()> {
-        keys::check_private(path)?;
-        sess.userauth_pubkey_file(&ep.user, None, path, None)
-            .map_err(|e| ep.err(format!("key {} refused: {e}", path.display())))
+    if let Auth::KeyFile(p) = &ep.auth {
+        keys::check_private(p)?;
+    }
+    let ch = super::mux::channel(ep)?.ok_or_else(missing_ssh)?;
+    let sess = Session {
+        ep: ep.clone(),
+        ch,
+        timeout_secs: timeout.as_secs().max(1),
     };
-    match &ep.auth {
-        Auth::KeyFile(p) => key_auth(p)?,
-        Auth::AgentThenKey(p) => {
-            if sess.userauth_agent(&ep.user).is_err() || !sess.authenticated() {
-                key_auth(p)?;
-            }
+    let out = exec(&sess, "true", b"")?;
+    if out.status == super::mux::SSH_FAILED {
+        if out.stderr.contains("Host key verification failed")
+            || out
+                .stderr
+                .contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+            || out.stderr.contains("Host key for")
+        {
+            return Err(VmError::HostKey {
+                addr: ep.addr(),
+                pinned: pinned.fingerprint(),
+                got: "another key".into(),
+            });
         }
+        return Err(ep.err(if out.stderr.is_empty() {
+            "ssh failed (exit 255)".to_string()
+        } else {
+            out.stderr
+        }));
     }
-    if !sess.authenticated() {
-        return Err(ep.err("authentication failed"));
+    if out.status != 0 {
+        return Err(ep.err(format!("`true` exited {}: {}", out.status, out.stderr)));
     }
-    sess.set_timeout(0);
     Ok(sess)
 }
 
@@ -207,8 +324,8 @@ pub fn wait_ready(
     loop {
         match connect(ep, Duration::from_secs(10)) {
             Ok(s) => return Ok(s),
-            // A wrong host key is an answer, not a boot delay.
-            Err(e @ VmError::HostKey { .. }) => return Err(e),
+            // A wrong host key is an answer, not a boot delay; so is a missing client.
+            Err(e @ (VmError::HostKey { .. } | VmError::User { .. })) => return Err(e),
             Err(e) => {
                 if std::time::Instant::now() > deadline {
                     return Err(VmError::Timeout {
@@ -242,35 +359,10 @@ impl ExecOutput {
 }
 
 /// Run `command` on the target with `stdin`, collecting its output (for setup, not for runs).
+/// Status 255 is `ssh` itself failing (connection, host key, authentication).
 pub fn exec(sess: &Session, command: &str, stdin: &[u8]) -> Result<ExecOutput> {
-    let fail = |e: ssh2::Error| VmError::Ssh {
-        addr: "target".into(),
-        message: format!("`{command}`: {e}"),
-    };
-    let mut ch = sess.channel_session().map_err(fail)?;
-    ch.exec(command).map_err(fail)?;
-    ch.write_all(stdin).map_err(|e| VmError::Ssh {
-        addr: "target".into(),
-        message: format!("`{command}`: {e}"),
-    })?;
-    ch.send_eof().map_err(fail)?;
-    let mut stdout = Vec::new();
-    ch.read_to_end(&mut stdout).map_err(|e| VmError::Ssh {
-        addr: "target".into(),
-        message: format!("`{command}`: {e}"),
-    })?;
-    let mut stderr = Vec::new();
-    let _ = ch
-        .stderr()
-        .take(MAX_STDERR_BYTES as u64)
-        .read_to_end(&mut stderr);
-    ch.wait_close().map_err(fail)?;
-    let status = ch.exit_status().map_err(fail)?;
-    Ok(ExecOutput {
-        status,
-        stdout,
-        stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
-    })
+    let argv = super::mux::argv_timeout(&sess.ep, &sess.ch, command, sess.timeout_secs);
+    ssh_output(&argv, stdin)
 }
 
 /// Like [`exec`], but a non-zero exit is an error.
@@ -359,103 +451,6 @@ pub fn read_stream(
     Ok(result)
 }
 
-/// How often a quiet channel read gives way, to look whether the run was cancelled.
-const CANCEL_POLL_MS: u32 = 200;
-
-/// A channel read that looks at `cancelled` whenever the session's timeout passes without data:
-/// once it is set, `{"type":"cancel"}` goes to band-server (once), and reading goes on until its
-/// (cancelled) result.
-struct Interruptible<'a, S> {
-    inner: S,
-    cancelled: &'a dyn Fn() -> bool,
-    sent: bool,
-}
-
-impl<S: Read + Write> Read for Interruptible<'_, S> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            match self.inner.read(buf) {
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-                    ) =>
-                {
-                    if !self.sent && (self.cancelled)() {
-                        self.sent = true;
-                        let _ = self
-                            .inner
-                            .write_all(b"{\"type\":\"cancel\"}\n")
-                            .and_then(|()| self.inner.flush());
-                    }
-                }
-                other => return other,
-            }
-        }
-    }
-}
-
-/// Send one request line to `band-server run` over a new exec channel and read its answer.
-/// Returns the result, [`VmError::StaleServer`] when the target refused with [`STALE_EXIT`]
-/// (see [`Endpoint::server_command`]), or an error naming the exit status and stderr. When
-/// `cancelled` says so mid-run, band-server is told to cancel the run.
-pub fn run_request(
-    sess: &Session,
-    ep: &Endpoint,
-    expected: Option<&str>,
-    request_line: &[u8],
-    on_event: &mut dyn FnMut(&Event),
-    cancelled: &dyn Fn() -> bool,
-) -> Result<RunResult> {
-    let command = ep.server_command(expected);
-    let fail = |e: &dyn std::fmt::Display| ep.err(format!("run: {e}"));
-    let mut ch = sess.channel_session().map_err(|e| fail(&e))?;
-    ch.exec(&command).map_err(|e| fail(&e))?;
-    // A stale target exits without reading: a failed write is judged by the exit status below.
-    // `hold` and no EOF: the channel stays open while band waits, so when band dies (the
-    // connection closes) band-server cancels the run.
-    let sent = ch
-        .write_all(request_line)
-        .and_then(|()| ch.write_all(b"\n{\"type\":\"hold\"}\n"))
-        .map_err(|e| e.to_string());
-    // Reads give way every CANCEL_POLL_MS (only reads: the request is sent by now).
-    sess.set_timeout(CANCEL_POLL_MS);
-    let read = {
-        let reader = Interruptible {
-            inner: &mut ch,
-            cancelled,
-            sent: false,
-        };
-        let mut reader = BufReader::with_capacity(1 << 16, reader);
-        read_stream(&mut reader, MAX_LINE_BYTES, on_event)
-    };
-    sess.set_timeout(0);
-    let mut stderr = Vec::new();
-    let _ = ch
-        .stderr()
-        .take(MAX_STDERR_BYTES as u64)
-        .read_to_end(&mut stderr);
-    let _ = ch.wait_close();
-    let status = ch.exit_status().unwrap_or(-1);
-    let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
-    match read {
-        Ok(Some(r)) => Ok(r),
-        Ok(None) if status == STALE_EXIT && expected.is_some() => Err(VmError::StaleServer),
-        Ok(None) => Err(fail(&format!(
-            "band-server exited (status {status}) without a result{}{}",
-            if stderr.is_empty() {
-                String::new()
-            } else {
-                format!(": {stderr}")
-            },
-            sent.err()
-                .map(|e| format!(" (sending the request: {e})"))
-                .unwrap_or_default()
-        ))),
-        Err(e) => Err(fail(&e)),
-    }
-}
-
 /// Pin `key` for a target (the file holds one key line).
 pub fn pin(path: &Path, key: &PublicKey) -> Result<()> {
     super::paths::write_atomic(path, format!("{}\n", key.line()).as_bytes(), 0o600)
@@ -465,7 +460,7 @@ pub fn pin(path: &Path, key: &PublicKey) -> Result<()> {
 mod tests {
     use super::*;
     use crate::proto::{Layer, Status};
-    use std::io::Cursor;
+    use std::io::{BufReader, Cursor};
 
     fn line(m: &Message) -> String {
         serde_json::to_string(m).unwrap()
@@ -478,64 +473,6 @@ mod tests {
             "x",
             None,
         ))))
-    }
-
-    /// Times out `quiet` times, then reads `data`; records what was written.
-    struct Quiet {
-        quiet: usize,
-        data: Cursor<Vec<u8>>,
-        written: Vec<u8>,
-    }
-
-    impl Read for Quiet {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            if self.quiet > 0 {
-                self.quiet -= 1;
-                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "quiet"));
-            }
-            self.data.read(buf)
-        }
-    }
-
-    impl Write for Quiet {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.written.extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_quiet_channel_is_read_through_and_a_cancel_is_sent_once() {
-        let quiet = |n| Quiet {
-            quiet: n,
-            data: Cursor::new(b"hello".to_vec()),
-            written: Vec::new(),
-        };
-        let mut q = quiet(3);
-        let mut r = Interruptible {
-            inner: &mut q,
-            cancelled: &|| false,
-            sent: false,
-        };
-        let mut out = String::new();
-        r.read_to_string(&mut out).unwrap();
-        assert_eq!(out, "hello");
-        assert!(q.written.is_empty());
-        let mut q = quiet(3);
-        let mut r = Interruptible {
-            inner: &mut q,
-            cancelled: &|| true,
-            sent: false,
-        };
-        let mut out = String::new();
-        r.read_to_string(&mut out).unwrap();
-        assert_eq!(out, "hello");
-        assert_eq!(q.written, b"{\"type\":\"cancel\"}\n");
-        let line: Message = serde_json::from_slice(&q.written).unwrap();
-        assert_eq!(line, Message::Cancel);
     }
 
     #[test]
@@ -653,13 +590,14 @@ mod tests {
         let installed = t.path().join("installed.json");
         fs_err::write(&installed, b"{}").unwrap();
         fs_err::write(&marker, b"").unwrap();
-        // The command as the shell runs it, with the paths pointed at the temp dir.
+        // The command as the login shell (bash, root's on the VM) runs it, with the paths
+        // pointed at the temp dir.
         let run = |expected: &str| {
             let cmd = ep
                 .server_command(Some(expected))
                 .replace(SERVER_DIR, &t.path().display().to_string())
                 .replace("exec ", "echo ran; : ");
-            let out = std::process::Command::new("sh")
+            let out = std::process::Command::new("bash")
                 .arg("-c")
                 .arg(&cmd)
                 .output()
@@ -669,40 +607,47 @@ mod tests {
                 String::from_utf8_lossy(&out.stdout).into_owned(),
             )
         };
+        let serve_args = t.path().join("serve-args");
+        let fake = t.path().join("band-server");
+        fs_err::write(
+            &fake,
+            // What it was asked, and where its stdout and stderr go (never the channel).
+            format!(
+                "#!/bin/sh\necho \"$@\" $(readlink /proc/$$/fd/1) $(readlink /proc/$$/fd/2) $(readlink /proc/$PPID/fd/1) >> {}\n",
+                serve_args.display()
+            ),
+        )
+        .unwrap();
+        let mut perm = fs_err::metadata(&fake).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        fs_err::set_permissions(&fake, perm).unwrap();
         assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
-        assert_eq!(run(&"0".repeat(64)), (Some(STALE_EXIT), String::new()));
-        // Nothing but hex digits reaches the shell.
-        assert_eq!(
-            run(&format!("{hex}; echo pwned")),
-            (Some(STALE_EXIT), String::new())
+        let mut args = String::new();
+        for _ in 0..100 {
+            args = fs_err::read_to_string(&serve_args).unwrap_or_default();
+            if !args.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // (Earlier runs' background starts may land here too: the same line each.)
+        assert!(
+            !args.is_empty()
+                && args.lines().all(|l| l
+                    == format!(
+                        "serve {hex} --owner 0 /dev/null /var/log/band-server.log /dev/null"
+                    )),
+            "{args}"
         );
-        // installed.json rewritten after the marker (another band's install): stale.
-        let later = std::fs::FileTimes::new()
-            .set_modified(std::time::SystemTime::now() + Duration::from_secs(5));
-        fs_err::OpenOptions::new()
-            .write(true)
-            .open(&installed)
-            .unwrap()
-            .file()
-            .set_times(later)
-            .unwrap();
-        assert_eq!(
-            run(hex),
-            (Some(STALE_EXIT), String::new()),
-            "installed.json newer than the marker is stale"
+        // A stale build starts nothing.
+        let stale = "0".repeat(64);
+        assert_eq!(run(&stale), (Some(STALE_EXIT), String::new()));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let args = fs_err::read_to_string(&serve_args).unwrap_or_default();
+        assert!(
+            !args.contains(&stale),
+            "a stale build started a warm server: {args}"
         );
-        // A new install writes the marker after installed.json: current again.
-        fs_err::write(&marker, b"").unwrap();
-        let later = std::fs::FileTimes::new()
-            .set_modified(std::time::SystemTime::now() + Duration::from_secs(10));
-        fs_err::OpenOptions::new()
-            .write(true)
-            .open(&marker)
-            .unwrap()
-            .file()
-            .set_times(later)
-            .unwrap();
-        assert_eq!(run(hex), (Some(0), "ran\n".to_string()));
         fs_err::remove_file(&marker).unwrap();
         assert_eq!(
             run(hex),
@@ -726,6 +671,25 @@ mod tests {
             e.contains("refusing") && e.contains(&a.fingerprint()),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_first_contact_key_is_read_from_ssh_s_known_hosts_entry() {
+        let key =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu";
+        let got = key_from_known_hosts(&format!("[127.0.0.1]:2222 {key}\n"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, PublicKey::parse(key).unwrap());
+        assert!(key_from_known_hosts("").is_none());
+        assert!(key_from_known_hosts("\n# comment\n").is_none());
+        assert!(
+            key_from_known_hosts("[h]:1 ssh-ed25519 notbase64")
+                .unwrap()
+                .is_err()
+        );
+        let two = format!("h {key}\nh {key}\n");
+        assert!(key_from_known_hosts(&two).unwrap().is_err());
     }
 
     #[test]

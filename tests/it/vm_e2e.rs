@@ -144,6 +144,44 @@ impl Env {
     }
 }
 
+/// The warm band-server in the VM (`band-server serve`): its pid, from its pid file.
+pub(crate) fn warm_pid(env: &Env, cwd: &Path) -> String {
+    let out = env.band_ok(
+        &["vm", "ssh", "--", "cat", "/run/band-serve/serve.pid"],
+        cwd,
+    );
+    let pid = out.split_whitespace().next().unwrap_or("").to_string();
+    assert!(
+        pid.parse::<u32>().is_ok_and(|p| p > 1),
+        "no warm band-server in the VM: {out}"
+    );
+    pid
+}
+
+/// The ids of the last `n` runs (newest first).
+pub(crate) fn last_run_ids(env: &Env, cwd: &Path, n: usize) -> Vec<String> {
+    let v = env.json(&["history", "--json"], cwd);
+    v.as_array()
+        .expect("history array")
+        .iter()
+        .take(n)
+        .map(|r| r["run_id"].as_str().expect("run_id").to_string())
+        .collect()
+}
+
+/// Each of `runs` was served by a child of the warm band-server `pid` (band-server's log in the
+/// VM names the run, the child and its parent), not by a `band-server run` of its own.
+pub(crate) fn assert_served_warm(env: &Env, cwd: &Path, pid: &str, runs: &[String]) {
+    let log = env.band_ok(&["vm", "ssh", "--", "cat", "/var/log/band-server.log"], cwd);
+    for id in runs {
+        assert!(
+            log.lines().any(|l| l.contains(&format!("run {id} served"))
+                && l.contains(&format!("parent {pid})"))),
+            "run {id} was not served by the warm band-server {pid}:\n{log}"
+        );
+    }
+}
+
 /// Ctrl-C on a run in the VM: band-server there is told over the channel, kills the run and
 /// answers `cancelled` (no error: it is its own result, not one band made up), band exits 130.
 fn check_cancel_over_ssh(env: &Env, work: &Path) {
@@ -550,6 +588,18 @@ fn vm_end_to_end() {
         v["output"],
         serde_json::json!({"words": 3, "lines": 1, "chars": 14}),
         "{v:#}"
+    );
+    // The warm band-server: the first run started it; the runs since (the undeclared command,
+    // the network, text/count) were each served by a child of it, and so are the probe's allowed
+    // and denied reads, writes and commands when run again, by the same server.
+    let pid = warm_pid(&env, cwd);
+    assert_served_warm(&env, cwd, &pid, &last_run_ids(&env, cwd, 3));
+    check_probe_run(&env, &skill, &ws, "qemu");
+    assert_served_warm(&env, cwd, &pid, &last_run_ids(&env, cwd, 2));
+    assert_eq!(
+        warm_pid(&env, cwd),
+        pid,
+        "the warm band-server was replaced"
     );
     check_cancel_over_ssh(&env, repo);
 

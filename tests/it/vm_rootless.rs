@@ -18,8 +18,9 @@ use std::process::Command;
 use band_test::is_root;
 
 use crate::vm_e2e::{
-    Env, KillQemus, RunAs, check_probe_run, enabled, http_listener, net_skill, on_path, one_vm,
-    probe_skill, qemus_under, server_bins_dir, skip_or_fail, workspace,
+    Env, KillQemus, RunAs, assert_served_warm, check_probe_run, enabled, http_listener,
+    last_run_ids, net_skill, on_path, one_vm, probe_skill, qemus_under, server_bins_dir,
+    skip_or_fail, warm_pid, workspace,
 };
 
 const USER: &str = "band-rootless-test";
@@ -227,6 +228,10 @@ fn vm_rootless_setup_and_runs() {
     );
     check_probe_run(&env, &skill, &ws, "qemu");
     assert_eq!(ssh_masters(), masters, "the second run reused the channel");
+    // The warm band-server in the VM served these runs (allowed and denied reads, writes,
+    // commands), each in a child of its own.
+    let warm = warm_pid(&env, &ws);
+    assert_served_warm(&env, &ws, &warm, &last_run_ids(&env, &ws, 2));
     // A dead master fails closed: the next run connects afresh (the pinned key checked again)
     // and runs, through a new master.
     let pid = masters[0]
@@ -258,6 +263,11 @@ fn vm_rootless_setup_and_runs() {
     );
     assert!(open_hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     assert_eq!(closed_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // The same warm band-server, through the new master's forward, served the runs after the
+    // first one past the kill (that one found no master to forward through and took the per-run
+    // path, which started the new master): the undeclared command and the network run.
+    assert_eq!(warm_pid(&env, &ws), warm);
+    assert_served_warm(&env, &ws, &warm, &last_run_ids(&env, &ws, 2));
 
     // 5. Destroy: no process of the user is left.
     env.band_ok(&["vm", "destroy"], &work);

@@ -140,15 +140,17 @@ pub fn up(
 /// Power the QEMU VM off (guest shutdown, then signals). Returns whether it was running.
 pub fn stop(paths: &VmPaths) -> Result<bool> {
     let inst = InstanceDir::new(paths);
-    // The warm channel's master goes first (it would exit with the VM anyway).
-    crate::vm::mux::close_all(&inst.dir);
     let Some(state) = inst.running() else {
+        crate::vm::mux::close_all(&inst.dir);
         return Ok(false);
     };
     let ep = endpoint(paths, state.ssh_port);
+    // Through the master (or a new one), which then ends with the others (it would exit with
+    // the VM anyway).
     if let Ok(sess) = ssh::connect(&ep, Duration::from_secs(5)) {
         let _ = ssh::exec(&sess, "systemctl poweroff", b"");
     }
+    crate::vm::mux::close_all(&inst.dir);
     if !qemu::wait_exit(&inst, state.pid, Duration::from_secs(30)) {
         qemu::kill(&inst, Duration::from_secs(5))?;
     }

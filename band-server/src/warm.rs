@@ -1,0 +1,402 @@
+//! `band-server serve`: a band-server kept warm in a VM or on a remote host.
+//!
+//! The per-run path (`band-server run` on an SSH exec channel) pays, on every run, a shell, the
+//! exec of band-server, its config load and a janitor pass over its state folder: under TCG
+//! that is 200 ms or more. The warm server pays them once:
+//! - it loads its config and runs the janitor once at start, then every [`JANITOR_SECS`] in a
+//!   forked child (never on a run's path);
+//! - it listens on a unix socket named by the build digest ([`socket_path`]):
+//!   `/run/band-serve/server-<sha256 of installed.json>.sock`, so a client of another build finds
+//!   no socket and falls back to the per-run path, whose stale check installs its own build;
+//! - the socket is mode 0600 and owned by the uid that may connect ([`Options::owner`]: root, or
+//!   the sudo user of a non-root target), in a root-owned 0755 folder; the peer's uid is checked
+//!   again on every connection (`SO_PEERCRED`);
+//! - each connection is one run: the server forks, and the child serves the request exactly as
+//!   `band-server run` does on stdin/stdout (same framing, caps, hold, cancel, events), then
+//!   exits. The parent stays single-threaded, so the fork is safe;
+//! - one warm server per machine: it holds a lock file, and a server of another build replaces it
+//!   (SIGTERM to the pid in [`PID_FILE`]); it exits when its socket is gone or replaced.
+//!
+//! The client reaches the socket through its OpenSSH master as a streamlocal channel
+//! (`ssh -W <socket>`): no shell and no exec in the guest per run.
+
+use std::io::{BufReader, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::config::ServerConfig;
+use crate::run::{self, EventSink};
+use crate::sys;
+
+/// The folder of the warm server's socket, lock and pid file.
+pub const DIR: &str = "/run/band-serve";
+/// The lock a warm server holds while it lives.
+pub const LOCK_FILE: &str = "serve.lock";
+/// `<pid> <digest>` of the warm server.
+pub const PID_FILE: &str = "serve.pid";
+/// Where band-server and its helpers are installed on a target (band's `SERVER_DIR`).
+pub const SERVER_DIR: &str = "/usr/local/lib/band";
+/// How often the background janitor pass runs (seconds).
+pub const JANITOR_SECS: u64 = 60;
+
+/// What `band-server serve` was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The build digest (SHA-256 of installed.json, hex).
+    pub digest: String,
+    /// The uid that may connect besides root.
+    pub owner: u32,
+    /// Where the build marker and `installed.json` are ([`SERVER_DIR`]).
+    pub server_dir: PathBuf,
+}
+
+/// Parse `serve <digest> [--owner UID]` (the arguments after `serve`).
+pub fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut digest = None;
+    let mut owner = 0;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--owner" => {
+                owner = it
+                    .next()
+                    .and_then(|s| s.parse::<u32>().ok())
+                    .ok_or("--owner needs a uid")?;
+            }
+            d if digest.is_none() && is_digest(d) => digest = Some(d.to_string()),
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    Ok(Options {
+        digest: digest.ok_or("serve needs the build digest (64 hex digits)")?,
+        owner,
+        server_dir: PathBuf::from(SERVER_DIR),
+    })
+}
+
+/// 64 lowercase hex digits.
+pub fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The socket of the warm server of build `digest` under `dir`.
+pub fn socket_path(dir: &Path, digest: &str) -> PathBuf {
+    dir.join(format!("server-{digest}.sock"))
+}
+
+/// `(pid, digest)` from the pid file's text.
+pub fn parse_pid_file(text: &str) -> Option<(i32, String)> {
+    let mut w = text.split_whitespace();
+    let pid = w.next()?.parse::<i32>().ok().filter(|p| *p > 0)?;
+    let digest = w.next().filter(|d| is_digest(d))?.to_string();
+    Some((pid, digest))
+}
+
+/// Is build `digest` still the installed one? The per-run path's shell test, in-process: the
+/// marker `.build-<digest>` exists and `installed.json` is not newer (any install rewrites
+/// `installed.json` and removes other builds' markers).
+pub fn current(server_dir: &Path, digest: &str) -> bool {
+    let mtime = |p: PathBuf| fs_err::metadata(p).ok().and_then(|m| m.modified().ok());
+    match (
+        mtime(server_dir.join(format!(".build-{digest}"))),
+        mtime(server_dir.join("installed.json")),
+    ) {
+        (Some(marker), Some(installed)) => installed <= marker,
+        _ => false,
+    }
+}
+
+/// May this peer use the server?
+pub fn peer_allowed(peer_uid: u32, owner: u32) -> bool {
+    peer_uid == 0 || peer_uid == owner
+}
+
+/// Run the warm server until its socket is removed or replaced, or it is told to stop.
+/// Returns the exit code. `cfg` is loaded once; `janitor` is the per-run janitor pass.
+pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn()) -> i32 {
+    match listen(dir, opts) {
+        Ok(None) => 0,
+        Ok(Some((listener, lock))) => {
+            janitor();
+            accept_loop(dir, opts, cfg, listener, lock, janitor)
+        }
+        Err(e) => {
+            crate::say!("band-server serve: {e}");
+            1
+        }
+    }
+}
+
+type Listening = (UnixListener, fs_err::File);
+
+/// Take the lock (replacing a server of another build), bind the socket with its owner and
+/// mode set before it appears under its name. `None`: a server of this build already serves.
+fn listen(dir: &Path, opts: &Options) -> Result<Option<Listening>, String> {
+    fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
+    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| e.to_string())?;
+    let lock = fs_err::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut signalled = false;
+    loop {
+        if sys::try_lock_exclusive(lock.file()).map_err(|e| format!("locking: {e}"))? {
+            break;
+        }
+        let other = fs_err::read_to_string(dir.join(PID_FILE))
+            .ok()
+            .and_then(|t| parse_pid_file(&t));
+        match other {
+            Some((_, d)) if d == opts.digest => return Ok(None),
+            Some((pid, _)) if !signalled => {
+                let _ = sys::kill(pid, libc::SIGTERM);
+                signalled = true;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "another warm server holds {} and did not stop",
+                dir.join(LOCK_FILE).display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Sockets of other builds go: their clients fall back to the per-run path.
+    if let Ok(entries) = fs_err::read_dir(dir) {
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("server-") || n.starts_with(".server-") {
+                let _ = fs_err::remove_file(e.path());
+            }
+        }
+    }
+    let path = socket_path(dir, &opts.digest);
+    let tmp = dir.join(format!(".server-{}.sock", sys::pid()));
+    let listener = UnixListener::bind(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    fs_err::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| e.to_string())?;
+    rustix::fs::chown(&tmp, Some(rustix::fs::Uid::from_raw(opts.owner)), None)
+        .map_err(|e| format!("{}: chown: {e}", tmp.display()))?;
+    fs_err::rename(&tmp, &path).map_err(|e| e.to_string())?;
+    let mut pidf = fs_err::File::create(dir.join(PID_FILE)).map_err(|e| e.to_string())?;
+    writeln!(pidf, "{} {}", sys::pid(), opts.digest).map_err(|e| e.to_string())?;
+    crate::say!(
+        "band-server serve: pid {} listening on {} (owner uid {})",
+        sys::pid(),
+        path.display(),
+        opts.owner
+    );
+    Ok(Some((listener, lock)))
+}
+
+/// The inode of our socket, to notice when it is removed or replaced.
+fn inode(path: &Path) -> Option<u64> {
+    fs_err::symlink_metadata(path).ok().map(|m| m.ino())
+}
+
+fn accept_loop(
+    dir: &Path,
+    opts: &Options,
+    cfg: &ServerConfig,
+    listener: UnixListener,
+    lock: fs_err::File,
+    janitor: &dyn Fn(),
+) -> i32 {
+    let path = socket_path(dir, &opts.digest);
+    let ours = inode(&path);
+    let mut last_janitor = Instant::now();
+    loop {
+        while let Ok(Some(_)) = sys::reap_any() {}
+        if ours.is_none() || inode(&path) != ours {
+            crate::say!("band-server serve: {} is gone; exiting", path.display());
+            return 0;
+        }
+        if !current(&opts.server_dir, &opts.digest) {
+            return stale_exit(&path);
+        }
+        if last_janitor.elapsed() >= Duration::from_secs(JANITOR_SECS) {
+            last_janitor = Instant::now();
+            // In a child: the parent stays single-threaded and never blocks on it.
+            match sys::fork_single_threaded() {
+                Ok(None) => {
+                    janitor();
+                    std::process::exit(0);
+                }
+                Ok(Some(_)) => {}
+                Err(e) => crate::say!("band-server serve: janitor: fork: {e}"),
+            }
+        }
+        match sys::poll_readable(listener.as_fd(), 1000) {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(e) => {
+                crate::say!("band-server serve: poll: {e}");
+                return 1;
+            }
+        }
+        let conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) => {
+                crate::say!("band-server serve: accept: {e}");
+                continue;
+            }
+        };
+        // Another install since the last look: this connection gets no byte (the client then
+        // takes the per-run path, whose stale check installs its build).
+        if !current(&opts.server_dir, &opts.digest) {
+            drop(conn);
+            return stale_exit(&path);
+        }
+        match sys::peer_cred(&conn) {
+            Ok(p) if peer_allowed(p.uid, opts.owner) => {}
+            Ok(p) => {
+                crate::say!(
+                    "band-server serve: refused a connection from uid {} (pid {})",
+                    p.uid,
+                    p.pid
+                );
+                continue;
+            }
+            Err(e) => {
+                crate::say!("band-server serve: peer credentials: {e}");
+                continue;
+            }
+        }
+        match sys::fork_single_threaded() {
+            Ok(None) => {
+                drop(lock);
+                drop(listener);
+                let code = serve_one(conn, cfg);
+                std::process::exit(code);
+            }
+            Ok(Some(_)) => drop(conn),
+            Err(e) => crate::say!("band-server serve: fork: {e}"),
+        }
+    }
+}
+
+fn stale_exit(path: &Path) -> i32 {
+    let _ = fs_err::remove_file(path);
+    crate::say!(
+        "band-server serve: this build is no longer installed; removed {} and exiting",
+        path.display()
+    );
+    0
+}
+
+/// One run on `conn`, as `band-server run` serves stdin/stdout.
+///
+/// A blank line goes out first, before the request is read (the framing skips blank lines): a
+/// client that receives no byte at all knows that no band-server read its request, and may send
+/// it elsewhere without running it twice.
+fn serve_one(mut conn: UnixStream, cfg: &ServerConfig) -> i32 {
+    if conn.write_all(b"\n").is_err() {
+        return 1;
+    }
+    let (reader, writer) = match conn.try_clone() {
+        Ok(w) => (conn, w),
+        Err(e) => {
+            crate::say!("band-server serve: {e}");
+            return 1;
+        }
+    };
+    let sink = EventSink::new(Box::new(writer));
+    let result = run::serve(Box::new(BufReader::new(reader)), cfg, &sink);
+    sink.finish();
+    crate::say!(
+        "band-server serve: run {} served by the warm server (pid {}, parent {})",
+        result.run_id,
+        sys::pid(),
+        rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
+    );
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn arguments_need_a_digest_and_take_an_owner() {
+        let a = |v: &[&str]| parse_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            a(&[D]),
+            Ok(Options {
+                digest: D.into(),
+                owner: 0,
+                server_dir: PathBuf::from(SERVER_DIR),
+            })
+        );
+        assert_eq!(a(&[D, "--owner", "1000"]).map(|o| o.owner), Ok(1000));
+        assert!(a(&[]).is_err());
+        assert!(a(&["../../etc/x"]).is_err());
+        assert!(a(&[&D.to_uppercase()]).is_err());
+        assert!(a(&[D, "--owner"]).is_err());
+        assert!(a(&[D, "--owner", "-1"]).is_err());
+        assert!(a(&[D, D]).is_err());
+    }
+
+    #[test]
+    fn the_socket_is_named_by_the_digest() {
+        assert_eq!(
+            socket_path(Path::new(DIR), D),
+            PathBuf::from(format!("/run/band-serve/server-{D}.sock"))
+        );
+    }
+
+    #[test]
+    fn the_pid_file_names_pid_and_digest() {
+        assert_eq!(parse_pid_file(&format!("42 {D}\n")), Some((42, D.into())));
+        assert_eq!(parse_pid_file("42"), None);
+        assert_eq!(parse_pid_file(&format!("0 {D}")), None);
+        assert_eq!(parse_pid_file(&format!("-1 {D}")), None);
+        assert_eq!(parse_pid_file("42 nothex"), None);
+    }
+
+    #[test]
+    fn the_build_is_current_while_its_marker_is_not_older_than_installed_json() {
+        let t = tempfile::tempdir().unwrap();
+        let installed = t.path().join("installed.json");
+        let marker = t.path().join(format!(".build-{D}"));
+        assert!(!current(t.path(), D), "nothing installed");
+        fs_err::write(&installed, b"{}").unwrap();
+        assert!(!current(t.path(), D), "no marker");
+        fs_err::write(&marker, b"").unwrap();
+        assert!(current(t.path(), D));
+        assert!(
+            !current(t.path(), &D.replace('0', "1")),
+            "another build's marker"
+        );
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        fs_err::File::options()
+            .write(true)
+            .open(&installed)
+            .unwrap()
+            .file()
+            .set_modified(later)
+            .unwrap();
+        assert!(
+            !current(t.path(), D),
+            "installed.json rewritten after the marker"
+        );
+    }
+
+    #[test]
+    fn only_root_and_the_owner_may_connect() {
+        assert!(peer_allowed(0, 1000));
+        assert!(peer_allowed(1000, 1000));
+        assert!(!peer_allowed(1001, 1000));
+        assert!(peer_allowed(0, 0));
+        assert!(!peer_allowed(1000, 0));
+    }
+}
