@@ -257,6 +257,37 @@ echo "us_per_call=$(( (end - start) / 200000 ))"
 }
 
 #[test]
+fn privileged_concurrent_calls_are_all_served_and_traced() {
+    privileged!();
+    // 40 calls at once, more than the gate's two first workers: each is answered (the program
+    // runs and exits 0), each is on record, none is counted as forged; then a call after them
+    // still works (the workers that took the burst went back to accepting).
+    let script = r#"#!/bin/bash
+for i in $(seq 40); do /usr/bin/true & done
+failed=0
+for pid in $(jobs -p); do wait "$pid" || failed=$((failed + 1)); done
+/usr/bin/true && echo after=ok
+echo "failed=$failed"
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["true", "seq 40"]);
+    let mut req = request(script, p);
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("failed").map(String::as_str), Some("0"), "{o:#?}");
+    assert_eq!(kv.get("after").map(String::as_str), Some("ok"), "{o:#?}");
+    let n = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| c.allowed && c.argv == strs(&["true"]))
+        .count();
+    assert_eq!(n, 41, "{:?}", o.result.cli_calls);
+}
+
+#[test]
 fn privileged_commands_start_with_default_signal_dispositions() {
     privileged!();
     // band-shim and band-jail are Rust programs, whose runtime ignores SIGPIPE; a command they
