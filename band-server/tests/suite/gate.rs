@@ -534,6 +534,31 @@ fn elf_program_header_types(bytes: &[u8]) -> Vec<u32> {
 /// `PT_INTERP`: no `ld.so` and no shared libraries to load before it asks band-server) and
 /// stripped (no `.symtab`). Built so on glibc Linux (`band-server/build.rs`).
 #[test]
+fn the_built_shim_starts_and_refuses_to_be_run_as_itself() {
+    // A static-pie that links a library needing the dynamic loader (`__tls_get_addr`) links
+    // without an error and dies of SIGSEGV before `main`; every command of every run would then
+    // fail. `cargo build --workspace` did that (band's default features bring libssh2 and
+    // OpenSSL into band-shim's link, 2026-11-24). Run as itself, outside a sandbox, the shim
+    // must get to `main` and refuse with its message.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_band-shim"))
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        (out.status.code(), out.status.signal()),
+        (Some(126), None),
+        "band-shim did not reach main: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not the shim itself"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn the_shim_is_static_and_stripped() {
     const PT_INTERP: u32 = 3;
