@@ -257,6 +257,37 @@ echo "us_per_call=$(( (end - start) / 200000 ))"
 }
 
 #[test]
+fn privileged_concurrent_calls_are_all_served_and_traced() {
+    privileged!();
+    // 40 calls at once, more than the gate's two first workers: each is answered (the program
+    // runs and exits 0), each is on record, none is counted as forged; then a call after them
+    // still works (the workers that took the burst went back to accepting).
+    let script = r#"#!/bin/bash
+for i in $(seq 40); do /usr/bin/true & done
+failed=0
+for pid in $(jobs -p); do wait "$pid" || failed=$((failed + 1)); done
+/usr/bin/true && echo after=ok
+echo "failed=$failed"
+"#;
+    let mut p = policy();
+    p.allow.cli = strs(&["true", "seq 40"]);
+    let mut req = request(script, p);
+    req.trace = true;
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(kv.get("failed").map(String::as_str), Some("0"), "{o:#?}");
+    assert_eq!(kv.get("after").map(String::as_str), Some("ok"), "{o:#?}");
+    let n = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| c.allowed && c.argv == strs(&["true"]))
+        .count();
+    assert_eq!(n, 41, "{:?}", o.result.cli_calls);
+}
+
+#[test]
 fn privileged_commands_start_with_default_signal_dispositions() {
     privileged!();
     // band-shim and band-jail are Rust programs, whose runtime ignores SIGPIPE; a command they
@@ -502,6 +533,31 @@ fn elf_program_header_types(bytes: &[u8]) -> Vec<u32> {
 /// Issue 17, item 4: band-shim starts once per command in the sandbox, so it is static (no
 /// `PT_INTERP`: no `ld.so` and no shared libraries to load before it asks band-server) and
 /// stripped (no `.symtab`). Built so on glibc Linux (`band-server/build.rs`).
+#[test]
+fn the_built_shim_starts_and_refuses_to_be_run_as_itself() {
+    // A static-pie that links a library needing the dynamic loader (`__tls_get_addr`) links
+    // without an error and dies of SIGSEGV before `main`; every command of every run would then
+    // fail. `cargo build --workspace` did that (band's default features bring libssh2 and
+    // OpenSSL into band-shim's link, 2026-11-24). Run as itself, outside a sandbox, the shim
+    // must get to `main` and refuse with its message.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_band-shim"))
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        (out.status.code(), out.status.signal()),
+        (Some(126), None),
+        "band-shim did not reach main: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not the shim itself"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn the_shim_is_static_and_stripped() {

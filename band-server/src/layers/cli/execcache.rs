@@ -276,6 +276,61 @@ fn cache_entries(cache: &Path) -> io::Result<Vec<CacheEntry>> {
     Ok(out)
 }
 
+/// How often a run looks over the whole cache for idle entries ([`evict_idle_now_and_then`]).
+/// Looking means a `stat` of every entry: per host and per interval, not per run (with a
+/// thousand entries it cost a run 10–30 ms). Far below [`CACHE_IDLE`], so an idle entry goes
+/// at most this much later; the tmpfs ([`CACHE_TMPFS_SIZE`]) is twice [`CACHE_EVICT_ABOVE`].
+pub const CACHE_EVICT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether the last look over the cache (the time of the stamp file, `last`) is old enough for
+/// another one at `now`: no stamp, a stamp older than `every`, or one from the future (a clock
+/// set back). Pure.
+pub fn eviction_due(
+    last: Option<std::time::SystemTime>,
+    now: std::time::SystemTime,
+    every: std::time::Duration,
+) -> bool {
+    match last {
+        None => true,
+        Some(t) => match now.duration_since(t) {
+            Ok(d) => d >= every,
+            Err(_) => true,
+        },
+    }
+}
+
+/// The stamp of the last look over the cache: `<state>/exec/evicted`, beside the cache (not in
+/// it, so it is never an entry).
+pub fn eviction_stamp(state: &Path) -> PathBuf {
+    state.join("exec").join("evicted")
+}
+
+/// [`evict_idle`], once per [`CACHE_EVICT_EVERY`] for all the servers of a state dir: the stamp
+/// is moved forward first, so concurrent runs do not all look at once (two may; eviction is
+/// idempotent). Returns what it removed (nothing when it did not look).
+pub fn evict_idle_now_and_then(
+    state: &Path,
+    now: std::time::SystemTime,
+) -> io::Result<Vec<PathBuf>> {
+    let stamp = eviction_stamp(state);
+    let last = match fs::metadata(&stamp) {
+        Ok(m) => Some(m.modified()?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    if !eviction_due(last, now, CACHE_EVICT_EVERY) {
+        return Ok(Vec::new());
+    }
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&stamp)?
+        .set_modified(now)?;
+    evict_idle(&cache_dir(state), now)
+}
+
 /// Remove the cache entries [`entries_to_evict`] picks. Returns what it removed.
 pub fn evict_idle(cache: &Path, now: std::time::SystemTime) -> io::Result<Vec<PathBuf>> {
     let gone = entries_to_evict(&cache_entries(cache)?, now, CACHE_IDLE, CACHE_EVICT_ABOVE);
@@ -519,7 +574,7 @@ impl ExecDir {
         layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
-        evict_idle(&cache_dir(state), std::time::SystemTime::now())?;
+        evict_idle_now_and_then(state, std::time::SystemTime::now())?;
         let root = runs_root(state).join(run_id);
         fs::create_dir(&root)?;
         let mut dir = ExecDir {
@@ -700,6 +755,60 @@ mod tests {
             fs::remove_dir_all(p).unwrap();
         }
         assert!(used.path.is_file(), "a copy a run just used stays");
+    }
+
+    #[test]
+    fn the_cache_is_looked_over_once_per_interval_not_per_run() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::now();
+        let every = Duration::from_secs(60);
+        assert!(eviction_due(None, now, every), "never looked");
+        assert!(!eviction_due(
+            Some(now - Duration::from_secs(5)),
+            now,
+            every
+        ));
+        assert!(eviction_due(Some(now - every), now, every));
+        assert!(
+            eviction_due(Some(now + Duration::from_secs(3600)), now, every),
+            "a stamp from the future (clock set back) does not stop eviction for an hour"
+        );
+
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path();
+        ensure_dirs(state).unwrap();
+        let stale = cache_dir(state).join("00000000000000000000dead");
+        fs::create_dir(&stale).unwrap();
+        let long_ago = now - CACHE_IDLE * 2;
+        File::open(&stale).unwrap().set_modified(long_ago).unwrap();
+        // The first run looks (the cache is under its mark: nothing goes) and stamps.
+        assert_eq!(
+            evict_idle_now_and_then(state, now).unwrap(),
+            Vec::<PathBuf>::new()
+        );
+        let stamped = fs::metadata(eviction_stamp(state))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(stamped, now);
+        // The next runs within the interval do not look: the stamp stays.
+        evict_idle_now_and_then(state, now + Duration::from_secs(30)).unwrap();
+        let again = fs::metadata(eviction_stamp(state))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(again, now, "looked again within {CACHE_EVICT_EVERY:?}");
+        // Once the interval is over, a run looks again.
+        let later = now + CACHE_EVICT_EVERY;
+        evict_idle_now_and_then(state, later).unwrap();
+        let last = fs::metadata(eviction_stamp(state))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(last, later);
+        assert!(stale.is_dir(), "under the mark, idle entries stay");
+        let listed: Vec<_> = fs::read_dir(cache_dir(state)).unwrap().collect();
+        assert_eq!(listed.len(), 1, "the stamp is not a cache entry");
     }
 
     fn sb(path: &str, arg: Option<&str>) -> Option<Shebang> {

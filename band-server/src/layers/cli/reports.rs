@@ -8,7 +8,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use band::proto::CliCall;
@@ -122,8 +121,6 @@ pub enum PeerError {
     PeerCred(std::io::Error),
     #[error("SO_PASSCRED: {0}")]
     PassCred(std::io::Error),
-    #[error("nonce: {0}")]
-    Nonce(std::io::Error),
     #[error("bad request: {0}")]
     BadRequest(serde_json::Error),
     #[error("wrong nonce")]
@@ -245,8 +242,45 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, PeerErr
     Ok(start)
 }
 
-fn nonce() -> std::io::Result<String> {
-    Ok(crate::layers::cli::execcache::random_hex(1)?.remove(0))
+/// The nonces of one run's socket: 128 bits each, the first half of SHA-256 over a 256-bit key
+/// read once from `/dev/urandom` when the socket opens and a call counter. Unpredictable to the
+/// sandbox as long as the key is (it never leaves band-server; every input hashed has the same
+/// length, so no length extension reaches another counter's value), never repeated within the
+/// run, and no system call per call.
+struct Nonces {
+    key: [u8; 32],
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Nonces {
+    fn new() -> std::io::Result<Nonces> {
+        let hex = crate::layers::cli::execcache::random_hex(2)?.concat();
+        let mut key = [0u8; 32];
+        for (k, pair) in key.iter_mut().zip(hex.as_bytes().chunks(2)) {
+            let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+            *k = digit(pair[0]) << 4 | digit(pair[1]);
+        }
+        Ok(Nonces {
+            key,
+            next: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    fn next(&self) -> String {
+        nonce_from(&self.key, self.next.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The `n`th nonce of `key`: 32 hex characters. Pure.
+fn nonce_from(key: &[u8; 32], n: u64) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(key);
+    h.update(n.to_le_bytes());
+    h.finalize()[..16]
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
 }
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded
@@ -335,6 +369,7 @@ pub fn judge(
 
 fn handle(
     conn: UnixStream,
+    nonces: &Nonces,
     check: &PeerCheck,
     rules: &CliRules,
     programs: &RunPrograms,
@@ -351,7 +386,7 @@ fn handle(
         }
     };
     sys::set_passcred(&conn).map_err(PeerError::PassCred)?;
-    let n = nonce().map_err(PeerError::Nonce)?;
+    let n = nonces.next();
     (&conn).write_all(format!("{n}\n").as_bytes())?;
     let line = read_line_from(&conn, cred.pid)?;
     let req: ShimRequest = serde_json::from_str(&line).map_err(PeerError::BadRequest)?;
@@ -386,20 +421,22 @@ fn handle(
     Ok((&conn).write_all(&out[sent..])?)
 }
 
-/// The report workers' queue: a rendezvous channel of accepted connections, and how many workers
-/// there are and wait.
+/// The report workers: how many there are and how many wait in `accept`.
 struct Pool {
-    rx: std::sync::Mutex<std::sync::mpsc::Receiver<UnixStream>>,
     idle: AtomicUsize,
     workers: AtomicUsize,
 }
 
-/// The accept loop, on its own thread.
+/// The socket's workers, each accepting connections itself.
 pub struct ReportListener {
     path: PathBuf,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    pool: Arc<Pool>,
+    spawn: Arc<Spawner>,
 }
+
+/// Starts one more worker (kept until [`ReportListener::stop`]).
+type Spawner = std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>;
 
 impl ReportListener {
     /// Bind `path` (owned root:`gid`, mode 0660) and start accepting.
@@ -411,87 +448,102 @@ impl ReportListener {
         programs: RunPrograms,
         on_report: OnReport,
     ) -> std::io::Result<ReportListener> {
-        let listener = UnixListener::bind(path)?;
+        let listener = Arc::new(UnixListener::bind(path)?);
         std::os::unix::fs::lchown(path, Some(0), Some(gid))?;
         fs_err::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
+        let nonces = Arc::new(Nonces::new()?);
         let check = Arc::new(check);
         let rules = Arc::new(rules);
         let programs = Arc::new(programs);
         // Calls are served by a pool of threads that outlive a call (a thread per call cost a
-        // spawn on every command, and up to ~2 ms at p90 under load): two from the start, one
-        // more whenever a call finds them all busy, up to MAX_HANDLERS. A connection waits for a
-        // free worker past that (the accept loop blocks, more wait in the backlog).
-        let (tx, rx) = std::sync::mpsc::sync_channel::<UnixStream>(0);
+        // spawn on every command, and up to ~2 ms at p90 under load), each blocked in `accept`
+        // itself (a separate accept thread handing connections over cost a thread switch per
+        // call): two from the start, one more whenever a worker takes a call and leaves none
+        // waiting, up to MAX_HANDLERS. Past that, connections wait in the backlog.
         let pool = Arc::new(Pool {
-            rx: std::sync::Mutex::new(rx),
             idle: AtomicUsize::new(0),
             workers: AtomicUsize::new(0),
         });
+        let spawn: Arc<Spawner> = Arc::new(std::sync::Mutex::new(None));
         let worker = {
-            let pool = Arc::clone(&pool);
-            move || {
-                let (pool, check, rules, programs, on_report) = (
+            let (pool, stop, spawn) = (Arc::clone(&pool), Arc::clone(&stop), Arc::clone(&spawn));
+            move || -> std::io::Result<()> {
+                let (pool, stop, spawn, listener, nonces, check, rules, programs, on_report) = (
                     Arc::clone(&pool),
+                    Arc::clone(&stop),
+                    Arc::clone(&spawn),
+                    Arc::clone(&listener),
+                    Arc::clone(&nonces),
                     Arc::clone(&check),
                     Arc::clone(&rules),
                     Arc::clone(&programs),
                     Arc::clone(&on_report),
                 );
                 pool.workers.fetch_add(1, Ordering::SeqCst);
-                std::thread::Builder::new()
+                let counted = Arc::clone(&pool);
+                let spawned = std::thread::Builder::new()
                     .name("report".into())
                     .spawn(move || {
-                        loop {
+                        while !stop.load(Ordering::SeqCst) {
                             pool.idle.fetch_add(1, Ordering::SeqCst);
-                            let next = pool.rx.lock().map(|rx| rx.recv());
-                            pool.idle.fetch_sub(1, Ordering::SeqCst);
-                            let Ok(Ok(conn)) = next else { break };
-                            if let Err(e) = handle(conn, &check, &rules, &programs, &on_report) {
+                            let conn = listener.accept();
+                            let idle = pool.idle.fetch_sub(1, Ordering::SeqCst) - 1;
+                            // A connection accepted after `stop` (its wake-up, or a late call)
+                            // is not served.
+                            if stop.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            let Ok((conn, _)) = conn else { continue };
+                            if idle == 0
+                                && pool.workers.load(Ordering::SeqCst) < MAX_HANDLERS
+                                && let Ok(more) = spawn.lock()
+                                && let Some(more) = more.as_ref()
+                            {
+                                more();
+                            }
+                            let r = handle(conn, &nonces, &check, &rules, &programs, &on_report);
+                            if let Err(e) = r {
                                 on_report(Report::Forged(e.to_string()));
                             }
                         }
                         pool.workers.fetch_sub(1, Ordering::SeqCst);
-                    })
-                    .map(|_| ())
+                    });
+                if spawned.is_err() {
+                    counted.workers.fetch_sub(1, Ordering::SeqCst);
+                }
+                spawned.map(|_| ())
             }
         };
         worker()?;
         worker()?;
-        let thread = std::thread::Builder::new()
-            .name("reports".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if stop2.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    if pool.idle.load(Ordering::SeqCst) == 0
-                        && pool.workers.load(Ordering::SeqCst) < MAX_HANDLERS
-                    {
-                        let _ = worker();
-                    }
-                    if tx.send(conn).is_err() {
-                        break;
-                    }
-                }
-                // `tx` goes: idle workers end, busy ones finish their call first.
-            })?;
+        if let Ok(mut slot) = spawn.lock() {
+            *slot = Some(Box::new(move || {
+                let _ = worker();
+            }));
+        }
         Ok(ReportListener {
             path: path.to_path_buf(),
             stop,
-            thread: Some(thread),
+            pool,
+            spawn,
         })
     }
 
-    /// Stop accepting and join the thread (handlers still running finish on their own).
+    /// Stop serving: no connection accepted from now on is served (calls being served finish on
+    /// their own). Every worker waiting in `accept` is woken by a connection of its own and ends.
     pub fn stop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.stop.store(true, Ordering::SeqCst);
-            // Wake the blocking accept().
-            let _ = UnixStream::connect(&self.path);
-            let _ = t.join();
+        if !self.stop.swap(true, Ordering::SeqCst) {
+            // The spawner holds the workers' shares of the socket: gone, the socket closes with
+            // the last worker.
+            if let Ok(mut slot) = self.spawn.lock() {
+                slot.take();
+            }
+            for _ in 0..self.pool.workers.load(Ordering::SeqCst) {
+                if UnixStream::connect(&self.path).is_err() {
+                    break;
+                }
+            }
         }
     }
 }
@@ -523,6 +575,27 @@ mod tests {
             lib_devs: vec![libc::makedev(0xfd, 1)],
             uid: 1000,
         }
+    }
+
+    #[test]
+    fn nonces_differ_per_call_and_per_key_and_look_like_the_protocol_says() {
+        let key = [7u8; 32];
+        let a = nonce_from(&key, 0);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, nonce_from(&key, 1));
+        assert_eq!(a, nonce_from(&key, 0), "a function of key and counter");
+        assert_ne!(
+            a,
+            nonce_from(&[8u8; 32], 0),
+            "another run's key, other nonces"
+        );
+        let n = Nonces::new().unwrap();
+        let (x, y) = (n.next(), n.next());
+        assert_ne!(x, y);
+        assert_ne!(n.key, [0u8; 32], "the key is read, not left zero");
+        let m = Nonces::new().unwrap();
+        assert_ne!(m.key, n.key);
     }
 
     #[test]
