@@ -14,6 +14,8 @@
 //!   `jq . -r`. Without it the argv length must equal the token count: `jq .` matches only `jq .`.
 //! - A token in double quotes is one token even with spaces: `git commit -m "fix: *"`. The quotes
 //!   only group; the content is still a glob, and a quoted `"*"` is one argument, never "the rest".
+//!   Inside quotes `\"` is a literal `"` (the glob's escape): `echo "say \"hi\""` matches
+//!   `echo 'say "hi"'`.
 //!
 //! Allow patterns check every argument, not only the command (upstream ignored allow arguments,
 //! §7.2.12): `gh issue list *` allows `gh issue list --repo x` but not `gh repo delete x`.
@@ -218,11 +220,14 @@ fn tokenize(text: &str) -> Result<Vec<RawToken>, PatternError> {
         if first == '"' {
             let mut tok = String::new();
             let mut closed = false;
+            // A `\\` keeps the next character (the glob's escape): `\\"` is a literal `"`.
+            let mut escaped = false;
             for c in chars.by_ref() {
-                if c == '"' {
+                if !escaped && c == '"' {
                     closed = true;
                     break;
                 }
+                escaped = !escaped && c == '\\';
                 tok.push(c);
             }
             if !closed {
@@ -1280,6 +1285,22 @@ mod tests {
         assert!(!d("rm -rf *", "rm -fr *"));
         assert!(d("rm *", "rm -rf *"));
         assert!(!d("rm -rf *", "rm *"));
+    }
+
+    #[test]
+    fn an_escaped_quote_inside_quotes_is_a_literal_quote() {
+        let q = p(r#"echo "say \"hi\"" "\"" "a\\""#);
+        let want: Vec<String> = ["echo", "say \"hi\"", "\"", "a\\"]
+            .map(String::from)
+            .to_vec();
+        assert!(q.matches(&want));
+        assert_eq!(q.concrete_argv(), Some(want));
+        assert!(!q.matches(&argv("echo sayxhix \" a\\")));
+        // An unescaped `"` still ends the token; one left open is an error, as before.
+        assert!(CliPattern::parse(r#"echo "a\" b"#).is_err());
+        assert!(CliPattern::parse(r#"echo "a" b""#).is_err());
+        // A quoted token ending in a lone `\` was a dangling escape before and still fails.
+        assert!(CliPattern::parse(r#"echo "a\""#).is_err());
     }
 
     #[test]
