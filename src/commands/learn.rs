@@ -474,8 +474,9 @@ fn learning_band(
     p: &Policy,
     resolved: Option<&band::skill::Resolved>,
 ) -> Result<String> {
+    let band_name = format!("{}-learn", band::manifest::to_kebab(name));
     let mut doc = serde_json::json!({
-        "band": format!("{}-learn", band::manifest::to_kebab(name)),
+        "band": band_name,
         "description": "band learn's observing band",
         "version": 1,
         "allow": p.allow,
@@ -485,8 +486,9 @@ fn learning_band(
     if !p.secrets.is_empty() {
         doc["env"] = serde_json::json!({ "secrets": p.secrets });
     }
+    // A band's config block is keyed by the band's name (`slack:` in the slack band).
     if let Some(cfg) = resolved.and_then(|r| r.config.clone()) {
-        doc["config"] = cfg;
+        doc[band_name.as_str()] = cfg;
     }
     Ok(format!("---\n{}\n---\n", serde_json::to_string(&doc)?))
 }

@@ -177,11 +177,9 @@ fn is_subcommand_word(w: &str) -> bool {
 
 /// One argument as a pattern token matching exactly it (or, for a name `mktemp` made up,
 /// `/tmp/tmp.XXXXXXXXXX`, any such name).
-/// `None` when the pattern language cannot spell it (a `"`).
+/// Glob characters are escaped; a token with whitespace, a `"` (written `\"`), a leading `'`
+/// or nothing is quoted.
 fn token_for(arg: &str) -> Option<String> {
-    if arg.contains('"') {
-        return None;
-    }
     if let Some(rest) = arg.strip_prefix("/tmp/tmp.")
         && rest.len() == 10
         && rest.chars().all(|c| c.is_ascii_alphanumeric())
@@ -190,12 +188,16 @@ fn token_for(arg: &str) -> Option<String> {
     }
     let mut t = String::new();
     for c in arg.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '"') {
             t.push('\\');
         }
         t.push(c);
     }
-    if t.is_empty() || t.chars().any(char::is_whitespace) || t.starts_with('\'') {
+    if t.is_empty()
+        || t.chars().any(char::is_whitespace)
+        || t.starts_with('\'')
+        || arg.contains('"')
+    {
         t = format!("\"{t}\"");
     }
     Some(t)

@@ -136,9 +136,43 @@ fn arguments_with_spaces_and_glob_characters_are_quoted_and_escaped_and_still_ma
 }
 
 #[test]
-fn an_argv_the_language_cannot_spell_is_a_note_not_a_rule() {
-    let d = draft(&obs_execs(&[&["echo", "say \"hi\""]]));
-    assert!(d.cli.is_empty());
+fn arguments_with_quotes_and_shell_syntax_are_drafted_exactly() {
+    let call = argv(&[
+        "echo",
+        "say \"hi\"",
+        "\"",
+        "line 1 'q'",
+        "it's $(touch pwned) `x`",
+        "a\\\"b",
+    ]);
+    let d = draft(&Observations {
+        execs: vec![call.clone()],
+        ..Observations::default()
+    });
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+    assert_eq!(
+        rules(&d.cli),
+        [r#"echo "say \"hi\"" "\"" "line 1 'q'" "it's $(touch pwned) `x`" "a\\\"b""#]
+    );
+    let p = CliPattern::parse(&d.cli[0].rule);
+    assert!(p.as_ref().is_ok_and(|p| p.matches(&call)), "{p:?}");
+    assert!(p.as_ref().is_ok_and(|p| p.is_concrete()));
+    let mut other = call.clone();
+    other[1] = "say xhix".into();
+    assert!(p.is_ok_and(|p| !p.matches(&other)));
+}
+
+#[test]
+fn an_argument_with_a_control_character_is_a_note_not_a_rule() {
+    // Patterns are one line: the language refuses control characters, so a newline in an
+    // argument cannot be spelled exactly, and a wider `?` is not drafted silently.
+    let d = draft(&obs_execs(&[&[
+        "gh",
+        "issue",
+        "create",
+        "--body=line 1\nline 2",
+    ]]));
+    assert!(d.cli.is_empty(), "{:?}", d.cli);
     assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
 }
 

@@ -14,6 +14,8 @@
 //!   `jq . -r`. Without it the argv length must equal the token count: `jq .` matches only `jq .`.
 //! - A token in double quotes is one token even with spaces: `git commit -m "fix: *"`. The quotes
 //!   only group; the content is still a glob, and a quoted `"*"` is one argument, never "the rest".
+//!   Inside quotes `\"` is a literal `"` (the glob's escape): `echo "say \"hi\""` matches
+//!   `echo 'say "hi"'`.
 //!
 //! Allow patterns check every argument, not only the command (upstream ignored allow arguments,
 //! §7.2.12): `gh issue list *` allows `gh issue list --repo x` but not `gh repo delete x`.
@@ -77,6 +79,15 @@ impl Token {
         }
     }
 
+    /// The one argument this token matches, when it matches exactly one: a literal, or a glob
+    /// whose every glob character is escaped (`a\?b` matches only `a?b`).
+    fn literal(&self) -> Option<String> {
+        match self {
+            Token::Lit(s) => Some(s.clone()),
+            Token::Glob { text, .. } => unescape(text),
+        }
+    }
+
     /// Every argument `other` matches, `self` matches too (conservative).
     fn covers(&self, other: &Token) -> bool {
         if self.text() == other.text() && self.is_glob() == other.is_glob() {
@@ -84,13 +95,28 @@ impl Token {
         }
         match (self, other) {
             (Token::Glob { text, .. }, _) if text == "*" => true,
-            (_, Token::Lit(s)) => self.matches(s),
-            _ => false,
+            _ => other.literal().is_some_and(|s| self.matches(&s)),
         }
     }
 }
 
 const GLOB_META: [char; 7] = ['*', '?', '[', ']', '{', '}', '\\'];
+
+/// The text a glob matches when it matches only one text: every glob character in it escaped
+/// with `\\` (globset's escape; any character may be escaped). `None` when an unescaped glob
+/// character is left or an escape dangles.
+fn unescape(glob: &str) -> Option<String> {
+    let mut out = String::with_capacity(glob.len());
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?),
+            c if GLOB_META.contains(&c) => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
 
 fn err(message: impl Into<String>) -> PatternError {
     PatternError::new(message)
@@ -194,11 +220,14 @@ fn tokenize(text: &str) -> Result<Vec<RawToken>, PatternError> {
         if first == '"' {
             let mut tok = String::new();
             let mut closed = false;
+            // A `\\` keeps the next character (the glob's escape): `\\"` is a literal `"`.
+            let mut escaped = false;
             for c in chars.by_ref() {
-                if c == '"' {
+                if !escaped && c == '"' {
                     closed = true;
                     break;
                 }
+                escaped = !escaped && c == '\\';
                 tok.push(c);
             }
             if !closed {
@@ -488,15 +517,19 @@ impl CliPattern {
         self.rest
     }
 
-    /// No glob anywhere and no final `*`: the pattern names exactly one argv.
+    /// No glob anywhere (escaped glob characters are literal) and no final `*`: the pattern
+    /// names exactly one argv.
     pub fn is_concrete(&self) -> bool {
-        !self.rest && !self.tokens.iter().any(Token::is_glob)
+        self.concrete_argv().is_some()
     }
 
-    /// The argv a concrete pattern names (see [`CliPattern::is_concrete`]).
+    /// The argv a concrete pattern names (see [`CliPattern::is_concrete`]), escapes resolved:
+    /// `gh api a\?b` names `["gh", "api", "a?b"]`.
     pub fn concrete_argv(&self) -> Option<Vec<String>> {
-        self.is_concrete()
-            .then(|| self.tokens.iter().map(|t| t.text().to_string()).collect())
+        if self.rest {
+            return None;
+        }
+        self.tokens.iter().map(Token::literal).collect()
     }
 
     /// Allow semantics: the pattern matches `argv` or its flag-expanded form.
@@ -1252,5 +1285,55 @@ mod tests {
         assert!(!d("rm -rf *", "rm -fr *"));
         assert!(d("rm *", "rm -rf *"));
         assert!(!d("rm -rf *", "rm *"));
+    }
+
+    #[test]
+    fn an_escaped_quote_inside_quotes_is_a_literal_quote() {
+        let q = p(r#"echo "say \"hi\"" "\"" "a\\""#);
+        let want: Vec<String> = ["echo", "say \"hi\"", "\"", "a\\"]
+            .map(String::from)
+            .to_vec();
+        assert!(q.matches(&want));
+        assert_eq!(q.concrete_argv(), Some(want));
+        assert!(!q.matches(&argv("echo sayxhix \" a\\")));
+        // An unescaped `"` still ends the token; one left open is an error, as before.
+        assert!(CliPattern::parse(r#"echo "a\" b"#).is_err());
+        assert!(CliPattern::parse(r#"echo "a" b""#).is_err());
+        // A quoted token ending in a lone `\` was a dangling escape before and still fails.
+        assert!(CliPattern::parse(r#"echo "a\""#).is_err());
+    }
+
+    #[test]
+    fn an_argument_written_with_escaped_glob_characters_is_literal_for_covers() {
+        // The exact rule learn drafts for `gh api repos/o/r/contributors?per_page=1`.
+        let exact = p(r"gh api --method=GET repos/o/r/contributors\?per_page=1");
+        assert!(exact.is_concrete());
+        assert_eq!(
+            exact.concrete_argv(),
+            Some(argv(
+                "gh api --method=GET repos/o/r/contributors?per_page=1"
+            ))
+        );
+        let c = |a: &str, b: &str| p(a).covers(&p(b));
+        assert!(c(
+            "gh api --method=GET repos/*/*/contributors?per_page=[0-9]*",
+            r"gh api --method=GET repos/o/r/contributors\?per_page=1"
+        ));
+        assert!(!c(
+            "gh api --method=GET repos/*/*/contributors?per_page=[0-9]*",
+            r"gh api --method=GET repos/o/r/contributors\?per_page=x"
+        ));
+        // Token-wise too, when the other pattern also has a glob or a final `*`.
+        assert!(c("cat *.json *", r"cat \*.json x *"));
+        assert!(c("cat [*]", r"cat \*"));
+        assert!(!c("cat a", r"cat \*"), "`\\*` is the text `*`, not `a`");
+        assert!(c(r"cat \*", r"cat \*"));
+        // An unescaped glob character left is still a glob: conservative as before.
+        assert!(!c("cat *.json", r"cat \*.js?n"));
+        assert!(!p("cat *.json").is_concrete());
+        assert!(!p(r"cat \*.json *").is_concrete());
+        assert_eq!(super::unescape(r"a\?b\\c"), Some(r"a?b\c".into()));
+        assert_eq!(super::unescape(r"a\"), None, "a dangling escape");
+        assert_eq!(super::unescape("a?"), None);
     }
 }

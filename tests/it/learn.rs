@@ -15,9 +15,9 @@ use crate::common::{bin, repo, skip};
 
 /// A copy of `skills/<skill>` under `dir/skills`, with every allow list and env.secrets of the
 /// band that governs `script` emptied. Returns that band file.
-fn emptied_copy(dir: &Path, skill: &str, script: &str) -> PathBuf {
+fn emptied_copy(src: &Path, dir: &Path, skill: &str, script: &str) -> PathBuf {
     let to = dir.join("skills").join(skill);
-    copy_dir(&repo().join("skills").join(skill), &to);
+    copy_dir(&src.join("skills").join(skill), &to);
     let _ = fs_err::remove_file(to.join("band.lock"));
     let (sk, _) = band::skill::load_skill(&to);
     let mut file = sk.band_file_for(script).expect("a band governs the script");
@@ -57,8 +57,8 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Every allow rule of the band that now governs `script` in `dir` is covered by a rule of the
-/// shipped band (the learned band is no wider).
-fn assert_no_wider(dir: &Path, skill: &str, script: &str) {
+/// shipped band in `src` (the learned band is no wider).
+fn assert_no_wider(src: &Path, dir: &Path, skill: &str, script: &str) {
     let policy = |root: &Path| {
         let (sk, _) = band::skill::load_skill(root);
         band::skill::resolve_script(&sk, script)
@@ -67,7 +67,7 @@ fn assert_no_wider(dir: &Path, skill: &str, script: &str) {
             .policy
     };
     let learned = policy(&dir.join("skills").join(skill));
-    let shipped = policy(&repo().join("skills").join(skill));
+    let shipped = policy(&src.join("skills").join(skill));
     for r in &learned.allow.cli {
         let p = CliPattern::parse(r).expect("learned cli rule parses");
         assert!(
@@ -146,6 +146,26 @@ fn learn_and_rerun_with(
     input: &[&str],
     workspace: Option<&Path>,
 ) {
+    learn_and_rerun_from(repo(), runner, skill, script, input, workspace);
+}
+
+/// What [`learn_and_rerun_from`] leaves: the folder holding the learned `skills/`, and the band
+/// file it wrote.
+struct Learned {
+    dir: tempfile::TempDir,
+    band_file: PathBuf,
+}
+
+/// [`learn_and_rerun_with`] for the skill shipped as `src/skills/<skill>` (a copy with its
+/// config block filled in, as a user deploys it).
+fn learn_and_rerun_from(
+    src: &Path,
+    runner: &Runner<'_>,
+    skill: &str,
+    script: &str,
+    input: &[&str],
+    workspace: Option<&Path>,
+) -> Learned {
     let band_in = |dir: &Path, args: &[&str]| {
         let skills = dir.join("skills").display().to_string();
         let mut full: Vec<&str> = vec![args[0], "--skills", &skills];
@@ -153,7 +173,7 @@ fn learn_and_rerun_with(
         runner(&full, dir)
     };
     let t = tempfile::tempdir().expect("tmp");
-    emptied_copy(t.path(), skill, script);
+    let band_file = emptied_copy(src, t.path(), skill, script);
     let ws = workspace
         .map(Path::to_path_buf)
         .unwrap_or_else(|| t.path().to_path_buf());
@@ -197,13 +217,13 @@ fn learn_and_rerun_with(
             input,
         ]
         .concat(),
-        repo(),
+        src,
     );
     assert_eq!(code, 0, "{target} shipped: {err}");
     let output =
         |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null)["output"].clone();
     assert_eq!(output(&learned), output(&shipped), "{target}");
-    assert_no_wider(t.path(), skill, script);
+    assert_no_wider(src, t.path(), skill, script);
     // The skill was re-locked: a locked run passes.
     let mut locked = vec![
         "run",
@@ -215,6 +235,7 @@ fn learn_and_rerun_with(
     ];
     locked.extend(input);
     assert_eq!(band_in(t.path(), &locked).0, 0, "{target} --require-lock");
+    Learned { dir: t, band_file }
 }
 
 #[test]
@@ -740,15 +761,17 @@ fn privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh() {
     let named: std::collections::BTreeSet<String> =
         inputs.iter().map(|(s, _)| s.to_string()).collect();
     assert_eq!(named, scripts, "one input per github script");
-    // Every script whose test input is plain words: the read-only ones (under BAND.md) and the
-    // write and delete ones that point to bands/ (`--write` edits the band pointed to). Inputs
-    // with newlines, quotes or `$(…)` (there to test escaping) give calls learn notes rather
-    // than drafts exactly.
-    let plain = |v: &Value| !v.to_string().contains(['\\', '\'', '$', '`']);
+    // Every script whose test input has no newline: the read-only ones (under BAND.md) and the
+    // write and delete ones that point to bands/ (`--write` edits the band pointed to). A newline
+    // in an argument cannot be spelled by a cli pattern (one line, no control characters): learn
+    // notes that call rather than drafting it. Quotes and `$(…)` are drafted exactly.
+    let plain = |v: &Value| !v.to_string().contains("\\n");
     let mut learned = 0;
-    // `api`: its learned rule is exact but escapes `?` (`…contributors\?per_page=1`), which
-    // CliPattern::covers (conservative) does not compare with the shipped glob.
-    for (script, input) in inputs.into_iter().filter(|(s, v)| plain(v) && *s != "api") {
+    // `api` included: its learned rule is exact and escapes `?` (`…contributors\?per_page=1`),
+    // which CliPattern::covers reads as the literal `?` the shipped glob matches.
+    let mut saw_api = false;
+    for (script, input) in inputs.into_iter().filter(|(_, v)| plain(v)) {
+        saw_api |= script == "api";
         learned += 1;
         // A stand-in `gh` that prints the script's fixture (what the real gh would answer).
         let standins = tempfile::tempdir().expect("tmp");
@@ -777,4 +800,170 @@ fn privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh() {
         learned >= 30,
         "only {learned} github scripts have plain inputs"
     );
+    assert!(saw_api, "the api script was learned and compared too");
+}
+
+/// `band <args>` in `cwd`, in a private mount namespace whose `/usr/local/bin` holds only
+/// `standins` (name → file text), with the test secrets, the DNS stub pointed at a dead port;
+/// a `learn` passes `--secret` for each of `secrets`.
+fn run_with_recorded_standins(
+    standins: &std::collections::BTreeMap<String, String>,
+    secrets: &[&str],
+    args: &[&str],
+    cwd: &Path,
+) -> (i32, String, String) {
+    let dir = tempfile::tempdir().expect("tmp");
+    for (name, text) in standins {
+        crate::skill_set::write_exe(&dir.path().join(name), text);
+    }
+    let mut full: Vec<&str> = args.to_vec();
+    if full.first() == Some(&"learn") {
+        for s in secrets.iter().rev() {
+            full.insert(1, s);
+            full.insert(1, "--secret");
+        }
+    }
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(
+            "mount -t tmpfs -o mode=0755 band-standins /usr/local/bin && cp -R \"$0\"/. /usr/local/bin/ && exec \"$@\"",
+        )
+        .arg(dir.path())
+        .arg(bin().exe())
+        .args(&full)
+        .current_dir(cwd);
+    let cfg = dead_dns();
+    bin().env("BAND_SERVER_CONFIG", cfg.path()).apply(&mut cmd);
+    for (k, v) in crate::skill_set::SECRETS {
+        cmd.env(k, v);
+    }
+    band_test::Output::of(&mut cmd).parts()
+}
+
+/// Every recorded script of an API skill (copied at `src/skills/<skill>`), learned from its
+/// emptied band with its recorded stand-ins (`curl` answering the recorded calls), run again
+/// with the draft, the same output as the shipped band's run, and no wider a band: each
+/// recorded command is drafted, and no host (the stand-in reaches none). For the first script,
+/// the learned band without its `curl` rules cannot run curl (not on the sandbox's PATH).
+/// Returns the scripts learned.
+fn learn_recorded_skill(src: &Path, skill: &str, secrets: &[&str]) -> Vec<String> {
+    let scripts = crate::skills::scripts_of(skill);
+    for (i, script) in scripts.iter().enumerate() {
+        let rec = crate::skill_set::recorded(skill, script);
+        let standins: std::collections::BTreeMap<String, String> = rec
+            .tapes
+            .iter()
+            .map(|(name, tape)| (name.clone(), crate::skill_set::standin(tape)))
+            .collect();
+        let ws = tempfile::tempdir().expect("tmp");
+        for (rel, text) in &rec.workspace {
+            let p = ws.path().join(rel);
+            fs_err::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs_err::write(&p, text).expect("write");
+        }
+        let input = rec.input.to_string();
+        let runner =
+            |args: &[&str], cwd: &Path| run_with_recorded_standins(&standins, secrets, args, cwd);
+        let learned = learn_and_rerun_from(
+            src,
+            &runner,
+            skill,
+            script,
+            &["--input", &input],
+            Some(ws.path()),
+        );
+        let text = fs_err::read_to_string(&learned.band_file).expect("learned band");
+        let band = band::manifest::parse_band(&learned.band_file, &text);
+        let policy = band.band.expect("learned band parses");
+        for name in rec.tapes.keys() {
+            assert!(
+                policy
+                    .allow
+                    .cli
+                    .iter()
+                    .any(|r| r.starts_with(&format!("{name} "))),
+                "{skill}/{script}: no {name} rule learned: {:?}",
+                policy.allow.cli
+            );
+        }
+        assert_eq!(policy.allow.net, Vec::<String>::new(), "{skill}/{script}");
+        if i > 0 || !rec.tapes.contains_key("curl") {
+            continue;
+        }
+        // Without its learned `curl` rules the band is refused the call, by the gate.
+        let kept: Vec<String> = policy
+            .allow
+            .cli
+            .iter()
+            .filter(|r| !r.starts_with("curl "))
+            .cloned()
+            .collect();
+        let text = band::learn::edit::set_list(&text, "allow", "cli", &kept).expect("edit");
+        fs_err::write(&learned.band_file, text).expect("write band");
+        let dir = learned.dir.path();
+        let skills = dir.join("skills").display().to_string();
+        let root = dir.join("skills").join(skill).display().to_string();
+        assert_eq!(bin().run(&["lock", &root], dir).0, 0, "band lock");
+        let ws_s = ws.path().display().to_string();
+        let target = format!("{skill}/{script}");
+        let (code, out, err) = runner(
+            &[
+                "run",
+                "--json",
+                "--skills",
+                &skills,
+                "--workspace",
+                &ws_s,
+                &target,
+                "--input",
+                &input,
+            ],
+            dir,
+        );
+        assert_ne!(code, 0, "{target} without curl: {out}\n{err}");
+        let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        // No rule names curl: it is not even on the sandbox's PATH.
+        assert_eq!(v["status"], "script_failed", "{out}\n{err}");
+        assert!(
+            v["stderr"]
+                .as_str()
+                .is_some_and(|e| e.contains("curl: not found")),
+            "{out}\n{err}"
+        );
+    }
+    scripts.into_iter().collect()
+}
+
+#[test]
+fn privileged_learn_slack_scripts_from_an_empty_band_with_a_recorded_curl() {
+    if skip("privileged_learn_slack_scripts_from_an_empty_band_with_a_recorded_curl") {
+        return;
+    }
+    // The shipped channel allow-list is empty (every channel refused): learned from the copy a
+    // user deploys, with the recorded channel listed.
+    let (dir, _) = crate::skill_set::slack_copy();
+    let learned = learn_recorded_skill(
+        dir.path(),
+        "slack",
+        &["SLACK_BOT_TOKEN", "SLACK_USER_TOKEN"],
+    );
+    assert_eq!(learned.len(), 11, "{learned:?}");
+}
+
+#[test]
+fn privileged_learn_elevenlabs_scripts_from_an_empty_band_with_a_recorded_curl() {
+    if skip("privileged_learn_elevenlabs_scripts_from_an_empty_band_with_a_recorded_curl") {
+        return;
+    }
+    let learned = learn_recorded_skill(repo(), "elevenlabs", &["ELEVENLABS_API_KEY"]);
+    assert_eq!(learned.len(), 6, "{learned:?}");
+}
+
+#[test]
+fn privileged_learn_summarize_scripts_from_an_empty_band_with_a_recorded_curl() {
+    if skip("privileged_learn_summarize_scripts_from_an_empty_band_with_a_recorded_curl") {
+        return;
+    }
+    let learned = learn_recorded_skill(repo(), "summarize", &["ANTHROPIC_API_KEY"]);
+    assert_eq!(learned.len(), 2, "{learned:?}");
 }

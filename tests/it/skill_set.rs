@@ -27,7 +27,7 @@ use crate::common::{Run, bin, repo, skip};
 use crate::skills::{fixture, github_inputs, run_on_host, scripts_of, skill_root};
 
 /// The test secrets; the stand-ins check that the token reaches them (as a header file).
-const SECRETS: &[(&str, &str)] = &[
+pub(crate) const SECRETS: &[(&str, &str)] = &[
     ("GITHUB_TOKEN", "ghp-test-token"),
     ("SLACK_BOT_TOKEN", "xoxb-test-token"),
     ("SLACK_USER_TOKEN", "xoxp-test-token"),
@@ -36,17 +36,17 @@ const SECRETS: &[(&str, &str)] = &[
 ];
 
 /// The channel the slack tests allow (the shipped allow-list is empty).
-const CHANNEL: &str = "C0123456789";
+pub(crate) const CHANNEL: &str = "C0123456789";
 
 /// `tests/fixtures/<skill>/<script>.json`: the input, the tapes by command, and files the
 /// workspace starts with.
-struct Recorded {
-    input: Value,
-    tapes: BTreeMap<String, Vec<Value>>,
-    workspace: BTreeMap<String, String>,
+pub(crate) struct Recorded {
+    pub(crate) input: Value,
+    pub(crate) tapes: BTreeMap<String, Vec<Value>>,
+    pub(crate) workspace: BTreeMap<String, String>,
 }
 
-fn recorded(skill: &str, script: &str) -> Recorded {
+pub(crate) fn recorded(skill: &str, script: &str) -> Recorded {
     let path = fixture(&format!("{skill}/{script}.json"));
     let doc: Value = serde_json::from_str(
         &fs_err::read_to_string(&path).unwrap_or_else(|e| panic!("{skill}/{script}: {e}")),
@@ -63,14 +63,14 @@ fn recorded(skill: &str, script: &str) -> Recorded {
 }
 
 /// The stand-in for one command, with its tape.
-fn standin(tape: &[Value]) -> String {
+pub(crate) fn standin(tape: &[Value]) -> String {
     let source = fs_err::read_to_string(repo().join("tests/standins/standin.py")).expect("standin");
     let line = format!("\nTAPE = {}\n", serde_json::to_string(tape).expect("tape"));
     assert!(source.contains("\nTAPE = []\n"));
     source.replacen("\nTAPE = []\n", &line, 1)
 }
 
-fn write_exe(path: &Path, text: &str) {
+pub(crate) fn write_exe(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     fs_err::write(path, text).expect("write");
     fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -272,7 +272,7 @@ fn skill_copy(skill: &str, edit: impl Fn(&str) -> String) -> (tempfile::TempDir,
     (dir, root)
 }
 
-fn slack_copy() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn slack_copy() -> (tempfile::TempDir, PathBuf) {
     skill_copy("slack", |t| {
         assert!(t.contains("  channels: []\n"));
         t.replace("  channels: []\n", &format!("  channels: [{CHANNEL}]\n"))
