@@ -125,6 +125,11 @@ impl Lab {
         format!("11.231.{}.2", self.n)
     }
 
+    /// The lab's network namespace (`ip netns exec <it> …` runs a server of the test's own there).
+    pub fn netns(&self) -> &str {
+        &self.ns
+    }
+
     /// A log of the lab's server: `dns.log` (one question a line) or `http.log`.
     pub fn log(&self, name: &str) -> String {
         fs_err::read_to_string(self.dir.path().join(name)).unwrap_or_default()

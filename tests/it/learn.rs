@@ -724,6 +724,263 @@ fn privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tr
     assert_eq!(lab.log("http.log"), "");
 }
 
+/// An HTTPS server in `lab`'s namespace on `host:443`, with the certificate `dir/srv.crt` (key
+/// `dir/srv.key`), answering every GET with [`LAB_PAGE`] and logging `Host path` to
+/// `dir/https.log`. Killed on drop.
+struct HttpsServer(std::process::Child);
+
+const LAB_PAGE: &str = "<html><head><title>Band learn</title></head><body><h1>Learned</h1>\
+<p>Served by the lab over HTTPS.</p></body></html>";
+
+impl HttpsServer {
+    fn start(lab: &band_test::netlab::Lab, dir: &Path) -> HttpsServer {
+        let script = dir.join("https.py");
+        fs_err::write(
+            &script,
+            format!(
+                r#"import http.server, ssl, sys
+d, addr = sys.argv[1], sys.argv[2]
+page = {page:?}.encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(d + "/https.log", "a") as f:
+            f.write(self.headers.get("Host", "") + " " + self.path + "\n")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer((addr, 443), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(d + "/srv.crt", d + "/srv.key")
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+open(d + "/https.ready", "w").close()
+srv.serve_forever()
+"#,
+                page = LAB_PAGE
+            ),
+        )
+        .expect("write server");
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", lab.netns(), "/usr/bin/python3"])
+            .arg(&script)
+            .arg(dir)
+            .arg(lab.host())
+            .spawn()
+            .expect("https server");
+        let server = HttpsServer(child);
+        let start = std::time::Instant::now();
+        while !dir.join("https.ready").exists() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "the lab's HTTPS server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server
+    }
+}
+
+impl Drop for HttpsServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `openssl <args>` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (package openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA of the test's own and a certificate for `name` it signed, in `dir` (`ca.crt`,
+/// `srv.crt`, `srv.key`).
+fn make_ca_and_cert(dir: &Path, name: &str) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    openssl(
+        dir,
+        &[
+            &["req", "-x509", "-nodes", "-days", "2"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=band learn test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            &["req", "-new", "-nodes"][..],
+            &ec,
+            &["-keyout", "srv.key", "-out", "srv.csr", "-subj"],
+            &[&format!("/CN={name}")],
+        ]
+        .concat(),
+    );
+    fs_err::write(
+        dir.join("srv.ext"),
+        format!(
+            "subjectAltName=DNS:{name}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+        ),
+    )
+    .expect("write ext");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            "srv.crt",
+            "-extfile",
+            "srv.ext",
+        ],
+    );
+}
+
+/// http-fetch's `fetch` (curl over HTTPS to an `allow.net` host), learned with `--net` from its
+/// emptied band. The host is `docs.rs`, one of the shipped band's names and one the input
+/// schema's url pattern admits, so the shipped skill is used as it is and the learned band is
+/// compared with the shipped one exactly (net included). The name never reaches the real
+/// docs.rs: every band-server here asks the lab's resolver (`BAND_SERVER_CONFIG`), which
+/// answers it with the lab's host in a network namespace the test made, where an HTTPS server
+/// with a certificate from a CA the test made answers. Every `band` command runs in a private
+/// mount namespace where `/etc/ssl/certs` (the CA store bubblewrap binds into the sandbox,
+/// `ca-certificates.crt` being curl's bundle) holds that CA only: the host's trust store is not
+/// touched, and a run outside that namespace would not trust the lab.
+#[test]
+fn privileged_learn_http_fetch_fetch_from_an_empty_band() {
+    if skip("privileged_learn_http_fetch_fetch_from_an_empty_band") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let lab = band_test::netlab::Lab::new(&["docs.rs"]);
+    let pki = tempfile::tempdir().expect("tmp");
+    make_ca_and_cert(pki.path(), "docs.rs");
+    let _server = HttpsServer::start(&lab, pki.path());
+    // The sandbox's uid reads the bundle: the bound folder and the file are world-readable.
+    let certs = tempfile::tempdir().expect("tmp");
+    fs_err::copy(
+        pki.path().join("ca.crt"),
+        certs.path().join("ca-certificates.crt"),
+    )
+    .expect("copy ca");
+    fs_err::set_permissions(certs.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs_err::set_permissions(
+        certs.path().join("ca-certificates.crt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .expect("chmod");
+
+    let learn_out = std::cell::RefCell::new(String::new());
+    let runner = |args: &[&str], cwd: &Path| {
+        let mut full = args.to_vec();
+        let learn = full.first() == Some(&"learn");
+        if learn {
+            full.splice(1..1, ["--json", "--net"]);
+        }
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/ssl/certs && exec \"$@\"")
+            .arg(certs.path())
+            .arg(bin().exe())
+            .args(&full)
+            .current_dir(cwd);
+        bin().env("BAND_SERVER_CONFIG", &lab.config).apply(&mut cmd);
+        let r = band_test::Output::of(&mut cmd).parts();
+        if learn {
+            *learn_out.borrow_mut() = r.1.clone();
+        }
+        r
+    };
+    let url = "https://docs.rs/band-learn";
+    let input = json!({ "url": url }).to_string();
+    // Fails emptied; learns; the draft runs and gives the shipped band's output; no wider than
+    // the shipped band (net: docs.rs:443 is covered by the shipped `docs.rs:443`); re-locked.
+    let learned = learn_and_rerun_from(
+        repo(),
+        &runner,
+        "http-fetch",
+        "fetch",
+        &["--input", &input],
+        None,
+    );
+    let doc: Value = serde_json::from_str(&learn_out.borrow()).expect("learn --json");
+    // Exactly the one host:port contacted, with the evidence naming it.
+    assert_eq!(draft_rules(&doc, "net"), ["docs.rs:443"], "{doc}");
+    let evidence = doc["draft"]["net"][0]["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("docs.rs"), "{evidence}");
+    // The curl call exactly as the script made it (the shipped rule's `https://*`, narrowed).
+    let curl = format!(
+        "curl -q --silent --show-error --fail --location --proto =https --proto-redir =https \
+         --max-redirs 3 --max-time 20 --max-filesize 2097152 --output /tmp/page.html -- {url}"
+    );
+    assert!(
+        draft_rules(&doc, "cli").contains(&curl),
+        "{curl}\n{:?}",
+        draft_rules(&doc, "cli")
+    );
+    let band = fs_err::read_to_string(&learned.band_file).expect("read band");
+    assert!(band.contains("docs.rs:443"), "{band}");
+    for other in ["en.wikipedia.org", "docs.python.org", "www.rfc-editor.org"] {
+        assert!(!band.contains(other), "{other} learned:\n{band}");
+    }
+    // The learned band fetches the lab's page and returns its text.
+    let skills = learned.dir.path().join("skills").display().to_string();
+    let (code, out, err) = runner(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            &skills,
+            "http-fetch/fetch",
+            "--input",
+            &input,
+        ],
+        learned.dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Served by the lab over HTTPS."), "{out}");
+    // Every fetch went to the lab (learn, the learned band's runs, the shipped band's run).
+    let log = fs_err::read_to_string(pki.path().join("https.log")).unwrap_or_default();
+    assert!(log.lines().count() >= 3, "{log}");
+    assert!(log.lines().all(|l| l == "docs.rs /band-learn"), "{log}");
+    assert!(
+        lab.log("dns.log").contains("docs.rs"),
+        "{}",
+        lab.log("dns.log")
+    );
+}
+
 /// `band <args>` in `cwd` in a private mount namespace where `/usr/local/bin` is `standins`
 /// (band and the band-server it starts see the stand-ins; the host's programs are untouched),
 /// with `GITHUB_TOKEN` set to a dummy.
