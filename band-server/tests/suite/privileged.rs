@@ -416,13 +416,14 @@ fn privileged_a_setsid_double_forked_stray_dies_at_teardown() {
 #[test]
 fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     privileged!();
-    // /etc is one bind of the run's synthetic folder with the host's ld.so.cache and CA
-    // certificates on its mount points; /band/bin is a link to /usr/bin. Nothing more is
-    // visible, and nothing there is writable.
+    // /etc is one bind of the run's synthetic folder, which holds a copy of the host's
+    // ld.so.cache (not a mount of its own), with the CA certificates on its mount points;
+    // /band/bin is a link to /usr/bin. Nothing more is visible, and nothing there is writable.
     let script = "#!/bin/bash\n\
         cd /etc && echo \"etc=$(echo *)\"\n\
         echo \"same_bin=$([ \"$(cd /band/bin && echo *)\" = \"$(cd /usr/bin && echo *)\" ] && echo yes)\"\n\
         echo \"cache=$([ -s /etc/ld.so.cache ] && echo full)\"\n\
+        m=no; while read -r l; do case \"$l\" in *' /etc/ld.so.cache '*) m=yes;; esac; done < /proc/self/mountinfo; echo \"cache_mount=$m\"\n\
         if (echo x > /etc/passwd) 2>/dev/null; then echo passwd=written; else echo passwd=refused; fi\n\
         if (echo x > /etc/new) 2>/dev/null; then echo new=written; else echo new=refused; fi\n";
     let o = run(&request(script, policy()));
@@ -438,7 +439,12 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     assert_eq!(
         get("cache"),
         "full",
-        "the host's ld.so.cache is bound: {o:#?}"
+        "the host's ld.so.cache is there: {o:#?}"
+    );
+    assert_eq!(
+        get("cache_mount"),
+        "no",
+        "ld.so.cache is a copy in the synthetic /etc, not a bind: {o:#?}"
     );
     assert_eq!(get("passwd"), "refused", "{o:#?}");
     assert_eq!(get("new"), "refused", "{o:#?}");

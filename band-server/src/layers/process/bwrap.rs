@@ -13,9 +13,9 @@
 //!    read. Everything else in the host's `/usr/bin` simply does not exist inside.
 //!    Library trees with executables come from the run directory: overlays that hide them
 //!    (`execmask`).
-//! 4. `/etc`: the run's synthetic one (passwd/group/hosts/nsswitch.conf, resolv.conf with
-//!    network) in one bind, with the host's `ld.so.cache` and CA certificates bound on its mount
-//!    points. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
+//! 4. `/etc`: the run's synthetic one (passwd/group/hosts/nsswitch.conf, a copy of the host's
+//!    `ld.so.cache`, resolv.conf with network) in one bind, with the host's CA certificates and
+//!    fontconfig folder bound on its mount points. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
 //!    share one does; `/band/bin` is a symlink to `/usr/bin` (the same wrappers).
 //! 5. The run's own directories (skill, workspace, tmp, io, wrappers, programs, shim, jail, socket),
 //!    then host mounts for absolute `allow.read` / `allow.write` patterns.
@@ -259,15 +259,10 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     }
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
     bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
-    // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, and
-    // resolv.conf with network), then the host files it has mount points for.
+    // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, a copy of the
+    // host's ld.so.cache, and resolv.conf with network), then the host folders it has mount
+    // points for.
     bind(&mut a, "--ro-bind", run("etc"), "/etc".into());
-    bind(
-        &mut a,
-        "--ro-bind",
-        "/etc/ld.so.cache".into(),
-        "/etc/ld.so.cache".into(),
-    );
     for d in crate::layers::fs::workdir::ETC_HOST_DIRS {
         let host = format!("/etc/{d}");
         bind(&mut a, "--ro-bind-try", host.clone().into(), host.into());
@@ -433,9 +428,6 @@ mod tests {
             "--ro-bind",
             &format!("{r}/etc"),
             "/etc",
-            "--ro-bind",
-            "/etc/ld.so.cache",
-            "/etc/ld.so.cache",
             "--ro-bind-try",
             "/etc/ssl/certs",
             "/etc/ssl/certs",
