@@ -13,11 +13,12 @@
 //!                   empty mount points for the host's ssl/certs, ca-certificates and fonts
 //!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
-//!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
 //! ```
 //!
 //! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
-//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band/x`, see `execcache`.
+//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind
+//! (`x/` the `#!` scripts, `shim`, `jail`, `sock` the gate's socket (root:<run gid> 0660), `bin`
+//! a link to `/usr/bin`, `io/` the mount point of `io/` above), see `execcache`.
 //!
 //! Workspace files matching `allow.write` (and no `deny.write`) belong to the run's uid; all other
 //! files are root-owned 0444 (0555 if executable) so the script cannot change them in place. The
@@ -165,9 +166,6 @@ pub struct RunDirPlan<'a> {
 }
 
 impl RunDirPlan<'_> {
-    pub fn sock(&self) -> PathBuf {
-        self.root.join("sock")
-    }
     pub fn host_mount(&self, i: usize) -> PathBuf {
         self.root.join("host").join(i.to_string())
     }
