@@ -425,7 +425,10 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
         echo \"cache=$([ -s /etc/ld.so.cache ] && echo full)\"\n\
         m=no; while read -r l; do case \"$l\" in *' /etc/ld.so.cache '*) m=yes;; esac; done < /proc/self/mountinfo; echo \"cache_mount=$m\"\n\
         if (echo x > /etc/passwd) 2>/dev/null; then echo passwd=written; else echo passwd=refused; fi\n\
-        if (echo x > /etc/new) 2>/dev/null; then echo new=written; else echo new=refused; fi\n";
+        if (echo x > /etc/new) 2>/dev/null; then echo new=written; else echo new=refused; fi\n\
+        cd /band && echo \"band=$(echo *)\"\n\
+        if (echo x > /band/new) 2>/dev/null; then echo band_new=written; else echo band_new=refused; fi\n\
+        if (echo x > /band/io/probe) 2>/dev/null; then echo io=written; else echo io=refused; fi\n";
     let o = run(&request(script, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
@@ -448,6 +451,10 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     );
     assert_eq!(get("passwd"), "refused", "{o:#?}");
     assert_eq!(get("new"), "refused", "{o:#?}");
+    // /band: one read-only bind of the run's exec folder, with io/ the one writable place in it.
+    assert_eq!(get("band"), "bin io jail shim sock x", "{o:#?}");
+    assert_eq!(get("band_new"), "refused", "{o:#?}");
+    assert_eq!(get("io"), "written", "{o:#?}");
 }
 
 #[test]
