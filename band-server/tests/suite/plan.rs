@@ -185,6 +185,13 @@ fn describe(op: &FsOp<'_>) -> String {
             };
             format!("write {} {mode:o} {} {what}", path.display(), owner(o))
         }
+        FsOp::Copy { source, path, mode } => {
+            format!(
+                "copy {} -> {} {mode:o} root",
+                source.display(),
+                path.display()
+            )
+        }
         FsOp::Symlink { target, link, .. } => {
             format!("symlink {} -> {}", link.display(), target.display())
         }

@@ -416,15 +416,19 @@ fn privileged_a_setsid_double_forked_stray_dies_at_teardown() {
 #[test]
 fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     privileged!();
-    // /etc is one bind of the run's synthetic folder with the host's ld.so.cache and CA
-    // certificates on its mount points; /band/bin is a link to /usr/bin. Nothing more is
-    // visible, and nothing there is writable.
+    // /etc is one bind of the run's synthetic folder, which holds a copy of the host's
+    // ld.so.cache (not a mount of its own), with the CA certificates on its mount points;
+    // /band/bin is a link to /usr/bin. Nothing more is visible, and nothing there is writable.
     let script = "#!/bin/bash\n\
         cd /etc && echo \"etc=$(echo *)\"\n\
         echo \"same_bin=$([ \"$(cd /band/bin && echo *)\" = \"$(cd /usr/bin && echo *)\" ] && echo yes)\"\n\
         echo \"cache=$([ -s /etc/ld.so.cache ] && echo full)\"\n\
+        m=no; while read -r l; do case \"$l\" in *' /etc/ld.so.cache '*) m=yes;; esac; done < /proc/self/mountinfo; echo \"cache_mount=$m\"\n\
         if (echo x > /etc/passwd) 2>/dev/null; then echo passwd=written; else echo passwd=refused; fi\n\
-        if (echo x > /etc/new) 2>/dev/null; then echo new=written; else echo new=refused; fi\n";
+        if (echo x > /etc/new) 2>/dev/null; then echo new=written; else echo new=refused; fi\n\
+        cd /band && echo \"band=$(echo *)\"\n\
+        if (echo x > /band/new) 2>/dev/null; then echo band_new=written; else echo band_new=refused; fi\n\
+        if (echo x > /band/io/probe) 2>/dev/null; then echo io=written; else echo io=refused; fi\n";
     let o = run(&request(script, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
@@ -438,10 +442,19 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     assert_eq!(
         get("cache"),
         "full",
-        "the host's ld.so.cache is bound: {o:#?}"
+        "the host's ld.so.cache is there: {o:#?}"
+    );
+    assert_eq!(
+        get("cache_mount"),
+        "no",
+        "ld.so.cache is a copy in the synthetic /etc, not a bind: {o:#?}"
     );
     assert_eq!(get("passwd"), "refused", "{o:#?}");
     assert_eq!(get("new"), "refused", "{o:#?}");
+    // /band: one read-only bind of the run's exec folder, with io/ the one writable place in it.
+    assert_eq!(get("band"), "bin io jail shim sock x", "{o:#?}");
+    assert_eq!(get("band_new"), "refused", "{o:#?}");
+    assert_eq!(get("io"), "written", "{o:#?}");
 }
 
 #[test]
@@ -858,6 +871,7 @@ try ldso_shim /lib64/ld-linux-x86-64.so.2 /band/shim
 echo "usr_bin=$(ls /usr/bin | tr '
 ' ' ')"
 echo "mounts_x=$(grep -c ' /band/x' /proc/self/mountinfo)"
+echo "mounts_band=$(grep -c ' /band[/ ]' /proc/self/mountinfo)"
 # A running allowed command: its program cannot be taken through /proc.
 sleep 3 | jq -r . &
 pid=$!
@@ -900,7 +914,13 @@ exit 0
     }
     assert_eq!(get("list_x"), "[]", "no program is in the sandbox: {o:#?}");
     assert_eq!(get("exe_link"), "refused", "{o:#?}");
-    assert_eq!(get("mounts_x"), "1", "one mount, no names: {o:#?}");
+    // /band is one mount (the run's exec folder) with io/ on it: no mount names a program.
+    assert_eq!(
+        get("mounts_x"),
+        "0",
+        "no mount of its own, no names: {o:#?}"
+    );
+    assert_eq!(get("mounts_band"), "2", "/band and /band/io: {o:#?}");
     let usr_bin = get("usr_bin");
     assert!(
         usr_bin.split(' ').any(|n| n == "jq") && usr_bin.split(' ').any(|n| n == "rm"),

@@ -1,5 +1,5 @@
 //! Apply the CLI gate's plan, in two steps: the run's programs (before the jail's input, which
-//! names them), then the report socket (inside the run directory, so after it).
+//! names them), then the report socket (in the run's `/band` folder beside band-shim).
 
 use std::path::PathBuf;
 
@@ -56,7 +56,13 @@ pub(crate) fn programs(
             p.argv0 = Some(argv0.clone());
         }
     }
-    let shim_copy = exec.cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim);
+    let mut exec = exec;
+    let shim_copy = exec
+        .cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim)
+        .and_then(|c| {
+            exec.link_helpers(&c.path, &plan.pre.helpers.jail)
+                .map(|()| c)
+        });
     guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
     if shim_copy.path != exec_plan.shim {
@@ -84,13 +90,14 @@ pub(crate) fn report_socket(
     let plan = inp.plan;
     let run_dir = plan.run_dir(Layer::Cli)?;
     let lib_trees: Vec<PathBuf> = run_dir.lib_binds.iter().map(|(_, p)| p.clone()).collect();
+    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
     let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
     let programs: RunPrograms = out.parts.take(Layer::Cli)?;
     guard.push(
         ReportListener::start(
-            &run_dir.sock(),
+            &exec_plan.root.join("sock"),
             plan.identity.gid,
             check,
             plan.pre.rules.clone(),

@@ -74,6 +74,8 @@ pub const SANDBOX_EXEC: &str = "/band/x";
 
 /// The file name band-shim's execute-only copy is cached under.
 pub const SHIM_NAME: &str = "band-shim";
+/// band-jail's name in the cache ([`ExecDir::link_helpers`]).
+pub const JAIL_NAME: &str = "band-jail";
 
 /// How the kernel starts a `#!` script: the interpreter's path and command name (the last
 /// component of its path) and the single optional argument of the `#!` line.
@@ -577,6 +579,7 @@ impl ExecDir {
         evict_idle_now_and_then(state, std::time::SystemTime::now())?;
         let root = runs_root(state).join(run_id);
         fs::create_dir(&root)?;
+        fs::create_dir(root.join("x"))?;
         let mut dir = ExecDir {
             root,
             programs: RunPrograms::default(),
@@ -633,7 +636,7 @@ impl ExecDir {
                     path: host.to_string_lossy().into_owned(),
                 }),
                 Some(line) => {
-                    let target = self.root.join(name);
+                    let target = self.root.join("x").join(name);
                     if let Err(e) = fs::hard_link(&cached.path, &target) {
                         // A state directory spread over two filesystems: copy instead (slower,
                         // same result). (By kind: an fs-err error carries no raw errno.)
@@ -662,7 +665,26 @@ impl ExecDir {
         self.programs.fds = Arc::new(std::sync::Mutex::new(fds));
         self.programs.pending = Arc::new(pending);
         self.programs.cache = self.cache.clone();
+        // The mount point of the run's `io/` (bubblewrap binds it writable over this read-only
+        // folder), and `/band/bin`: the same wrappers as `/usr/bin`.
+        fs::create_dir(self.root.join("io"))?;
+        fs_err::os::unix::fs::symlink("/usr/bin", self.root.join("bin"))?;
+        fs::set_permissions(self.root.join("x"), std::fs::Permissions::from_mode(0o555))?;
         fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o555))
+    }
+
+    /// Hard links to band-shim's and band-jail's execute-only copies in the cache, at `shim` and
+    /// `jail` beside `x/`: the whole folder is the sandbox's `/band`, one bind instead of one
+    /// per file. (The cache and this folder share the `<state>/exec` tmpfs, so a link is
+    /// always possible; the gate knows band-shim by its inode, so a copy would not do.)
+    pub fn link_helpers(&mut self, shim: &Path, jail: &Path) -> io::Result<()> {
+        let jail = copy_into_cache(&self.cache, Path::new(JAIL_NAME), jail)?;
+        for (from, name) in [(shim, "shim"), (jail.path.as_path(), "jail")] {
+            let to = self.root.join(name);
+            fs::hard_link(from, &to)?;
+            self.made.push(to);
+        }
+        Ok(())
     }
 
     /// Remove the run's directory: what it made, by name, then anything else the slow way. Safe
@@ -670,6 +692,12 @@ impl ExecDir {
     pub fn remove(&self) -> io::Result<()> {
         for file in &self.made {
             let _ = fs::remove_file(file);
+        }
+        for file in ["bin", "sock"] {
+            let _ = fs::remove_file(self.root.join(file));
+        }
+        for dir in ["io", "x"] {
+            let _ = fs::remove_dir(self.root.join(dir));
         }
         match fs::remove_dir(&self.root) {
             Ok(()) => Ok(()),
@@ -898,6 +926,8 @@ mod tests {
 
     #[test]
     fn a_run_directory_holds_only_the_scripts_and_every_program_is_a_descriptor() {
+        // (The folder is the sandbox's /band: `x/` the scripts, `io/` a mount point, `bin` a
+        // link to /usr/bin; band-shim, band-jail and the socket come later.)
         use std::os::fd::AsRawFd;
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("state");
@@ -916,12 +946,28 @@ mod tests {
         let dir = ExecDir::create(&state, "run1", &programs, &[], &BTreeMap::new()).unwrap();
         assert_eq!(dir.root, runs_root(&state).join("run1"));
         assert_eq!(fs::metadata(&dir.root).unwrap().mode() & 0o777, 0o555);
-        let mut listed: Vec<String> = fs::read_dir(&dir.root)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        listed.sort();
-        assert_eq!(listed, ["pip"], "only the scripts are in /band/x");
+        let list = |d: &Path| {
+            let mut listed: Vec<String> = fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            listed.sort();
+            listed
+        };
+        assert_eq!(list(&dir.root), ["bin", "io", "x"]);
+        assert_eq!(
+            fs::read_link(dir.root.join("bin")).unwrap(),
+            Path::new("/usr/bin")
+        );
+        assert_eq!(
+            list(&dir.root.join("x")),
+            ["pip"],
+            "only the scripts are in /band/x"
+        );
+        assert_eq!(
+            fs::metadata(dir.root.join("x")).unwrap().mode() & 0o777,
+            0o555
+        );
         let t = &dir.programs.table;
         assert_eq!(t.len(), 3);
         assert_eq!(t["jq"].script, None);
@@ -935,7 +981,7 @@ mod tests {
             script.line,
             parse_shebang(b"#!/usr/bin/python3 -E\n").unwrap()
         );
-        let link = fs::metadata(dir.root.join("pip")).unwrap();
+        let link = fs::metadata(dir.root.join("x/pip")).unwrap();
         assert_eq!(link.mode() & 0o7777, 0o555);
         assert_eq!(link.nlink(), 2, "hardlinked from the cache");
         // One O_PATH descriptor per program, of its copy.

@@ -9,15 +9,16 @@
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
 //!   tmp/            run uid 0700, remounted noexec                           → /tmp
 //!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc
-//!                   (with resolv.conf when networked), and empty mount points for the host's
-//!                   ld.so.cache, ssl/certs, ca-certificates and fonts (fontconfig)
+//!                   (with resolv.conf when networked), a copy of the host's ld.so.cache, and
+//!                   empty mount points for the host's ssl/certs, ca-certificates and fonts
 //!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
-//!   sock            the shim's report socket (root:<run gid> 0660)          → /band/sock
 //! ```
 //!
 //! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
-//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band/x`, see `execcache`.
+//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind
+//! (`x/` the `#!` scripts, `shim`, `jail`, `sock` the gate's socket (root:<run gid> 0660), `bin`
+//! a link to `/usr/bin`, `io/` the mount point of `io/` above), see `execcache`.
 //!
 //! Workspace files matching `allow.write` (and no `deny.write`) belong to the run's uid; all other
 //! files are root-owned 0444 (0555 if executable) so the script cannot change them in place. The
@@ -123,6 +124,15 @@ pub enum FsOp<'a> {
         /// For the error message.
         name: String,
     },
+    /// A new root-owned file holding a copy of the host file `source` (read whole when the run
+    /// directory is made), then chmod: a small host file that would otherwise cost bubblewrap a
+    /// bind of its own (each bind is a mount, a read-only remount and a re-read of its mount
+    /// table).
+    Copy {
+        source: PathBuf,
+        path: PathBuf,
+        mode: u32,
+    },
     /// A bind mount (`source` onto `target`, or a remount of `target` onto itself).
     Bind {
         source: PathBuf,
@@ -156,9 +166,6 @@ pub struct RunDirPlan<'a> {
 }
 
 impl RunDirPlan<'_> {
-    pub fn sock(&self) -> PathBuf {
-        self.root.join("sock")
-    }
     pub fn host_mount(&self, i: usize) -> PathBuf {
         self.root.join("host").join(i.to_string())
     }
@@ -377,9 +384,16 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             None,
         ),
     }
+    // The dynamic linker's cache: a copy (44 KB here, rewritten only by `ldconfig`), not a bind.
+    let cache = etc.join("ld.so.cache");
+    p.files.insert(cache.clone());
+    p.ops.push(FsOp::Copy {
+        source: PathBuf::from(LD_SO_CACHE),
+        path: cache,
+        mode: 0o444,
+    });
     // Mount points for what bubblewrap binds from the host over this folder (bound whole as
-    // `/etc`: one mount, not one per file): the dynamic linker's cache and the CA certificates.
-    p.write(etc.join("ld.so.cache"), Cow::Borrowed(b""), 0o444, None);
+    // `/etc`: one mount, not one per file): the CA certificates and fontconfig's folder.
     p.mkdir(etc.join("ssl"), 0o755, None);
     for d in ETC_HOST_DIRS {
         p.mkdir(root.join("etc").join(d), 0o755, None);
@@ -559,6 +573,11 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             mode,
             owner,
         } => write_new(path, data, *mode, *owner),
+        FsOp::Copy { source, path, mode } => {
+            let data =
+                fs::read(source).layer(fsl, format!("failed to read {}", source.display()))?;
+            write_new(path, &data, *mode, None)
+        }
         FsOp::Symlink { target, link, name } => fs_err::os::unix::fs::symlink(target, link)
             .layer(fsl, format!("failed to create wrapper {name}")),
         FsOp::Bind {
@@ -677,6 +696,9 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
             format!("failed to chmod {}", p.display()),
         )
 }
+
+/// The host's dynamic linker cache, copied into the synthetic `/etc` ([`FsOp::Copy`]).
+pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 
 /// Host folders of `/etc` bound over the run's `etc/` (their mount points are made there), each
 /// only if the host has it: shared configuration of libraries any program may load, never a

@@ -13,12 +13,13 @@
 //!    read. Everything else in the host's `/usr/bin` simply does not exist inside.
 //!    Library trees with executables come from the run directory: overlays that hide them
 //!    (`execmask`).
-//! 4. `/etc`: the run's synthetic one (passwd/group/hosts/nsswitch.conf, resolv.conf with
-//!    network) in one bind, with the host's `ld.so.cache` and CA certificates bound on its mount
-//!    points. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
+//! 4. `/etc`: the run's synthetic one (passwd/group/hosts/nsswitch.conf, a copy of the host's
+//!    `ld.so.cache`, resolv.conf with network) in one bind, with the host's CA certificates and
+//!    fontconfig folder bound on its mount points. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
 //!    share one does; `/band/bin` is a symlink to `/usr/bin` (the same wrappers).
-//! 5. The run's own directories (skill, workspace, tmp, io, wrappers, programs, shim, jail, socket),
-//!    then host mounts for absolute `allow.read` / `allow.write` patterns.
+//! 5. The run's own directories (skill, workspace, tmp), `/band` (one read-only bind of the run's
+//!    exec folder: `#!` scripts, shim, jail, socket, the `bin` link) with `io` on it, then host
+//!    mounts for absolute `allow.read` / `allow.write` patterns.
 //! 6. `--remount-ro /`: the sandbox's root tmpfs (where bubblewrap created the mount points) is
 //!    read-only, so the only writable places are the run's noexec directories.
 //!
@@ -117,8 +118,8 @@ pub struct SandboxPlan {
     pub run_dir: PathBuf,
     /// band-shim's execute-only copy.
     pub shim: PathBuf,
-    pub jail: PathBuf,
-    /// The run's `#!` scripts, bound at `/band/x` (`execcache::ExecDir`).
+    /// The run's exec folder (`execcache::ExecDir`), bound whole at `/band`: `#!` scripts in
+    /// `x/`, links to band-shim and band-jail, the gate socket, `bin`, and `io/` as a mount point.
     pub exec_dir: PathBuf,
     /// (program cache path, wrapped name): a symlink at the path a running program reports as
     /// its own (`/proc/self/exe`, which names the copy in the host's cache) to
@@ -259,15 +260,10 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     }
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
     bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
-    // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, and
-    // resolv.conf with network), then the host files it has mount points for.
+    // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, a copy of the
+    // host's ld.so.cache, and resolv.conf with network), then the host folders it has mount
+    // points for.
     bind(&mut a, "--ro-bind", run("etc"), "/etc".into());
-    bind(
-        &mut a,
-        "--ro-bind",
-        "/etc/ld.so.cache".into(),
-        "/etc/ld.so.cache".into(),
-    );
     for d in crate::layers::fs::workdir::ETC_HOST_DIRS {
         let host = format!("/etc/{d}");
         bind(&mut a, "--ro-bind-try", host.clone().into(), host.into());
@@ -284,28 +280,16 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     }
     bind(&mut a, "--bind", run("workspace"), "/workspace".into());
     bind(&mut a, "--bind", run("tmp"), "/tmp".into());
-    bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
-    // The same wrappers as /usr/bin: a link, not a second mount.
-    push(&mut a, &["--symlink", "/usr/bin", SANDBOX_PATH]);
+    // /band in one read-only bind of the run's exec folder: `x/` (the `#!` scripts), `shim` and
+    // `jail` (links to their execute-only copies), `sock` (the gate), `bin` (a link to
+    // /usr/bin, the same wrappers) and `io/`, the mount point of the one writable bind under it.
     bind(
         &mut a,
         "--ro-bind",
         plan.exec_dir.clone().into_os_string(),
-        crate::layers::cli::execcache::SANDBOX_EXEC.into(),
+        "/band".into(),
     );
-    bind(
-        &mut a,
-        "--ro-bind",
-        plan.shim.clone().into_os_string(),
-        SANDBOX_SHIM.into(),
-    );
-    bind(
-        &mut a,
-        "--ro-bind",
-        plan.jail.clone().into_os_string(),
-        SANDBOX_JAIL.into(),
-    );
-    bind(&mut a, "--ro-bind", run("sock"), SANDBOX_SOCK.into());
+    bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
     for e in &plan.extra {
         let kind = if e.writable { "--bind" } else { "--ro-bind" };
         bind(
@@ -352,7 +336,6 @@ mod tests {
         SandboxPlan {
             run_dir: PathBuf::from("/run/band/runs/0123456789abcdef"),
             shim: PathBuf::from("/run/band/exec/cache/band-shim-0123"),
-            jail: PathBuf::from("/opt/band/band-jail"),
             exec_dir: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
             self_links: Vec::new(),
             links: Vec::new(),
@@ -433,9 +416,6 @@ mod tests {
             "--ro-bind",
             &format!("{r}/etc"),
             "/etc",
-            "--ro-bind",
-            "/etc/ld.so.cache",
-            "/etc/ld.so.cache",
             "--ro-bind-try",
             "/etc/ssl/certs",
             "/etc/ssl/certs",
@@ -457,24 +437,12 @@ mod tests {
             "--bind",
             &format!("{r}/tmp"),
             "/tmp",
+            "--ro-bind",
+            "/run/band/exec/runs/0123456789abcdef",
+            "/band",
             "--bind",
             &format!("{r}/io"),
             "/band/io",
-            "--symlink",
-            "/usr/bin",
-            "/band/bin",
-            "--ro-bind",
-            "/run/band/exec/runs/0123456789abcdef",
-            "/band/x",
-            "--ro-bind",
-            "/run/band/exec/cache/band-shim-0123",
-            "/band/shim",
-            "--ro-bind",
-            "/opt/band/band-jail",
-            "/band/jail",
-            "--ro-bind",
-            &format!("{r}/sock"),
-            "/band/sock",
             "--ro-bind",
             &format!("{r}/host/0"),
             "/data",

@@ -44,7 +44,6 @@ pub fn plan_sandbox(
     SandboxPlan {
         run_dir: run_dir.root.clone(),
         shim: exec.shim.clone(),
-        jail: pre.helpers.jail.clone(),
         exec_dir: exec.root.clone(),
         self_links: exec.self_links.clone(),
         links: exec.links.clone(),
