@@ -27,6 +27,9 @@ const ARCHIVES: &[(&str, &str)] = &[
 
 fn main() {
     println!("cargo:rustc-link-arg-bin=band-shim=-Wl,--strip-all");
+    // band-jail is copied into each state dir's exec cache (execute-only) and started once per
+    // run: stripped, that copy is a few MB instead of 55 MB of debug sections.
+    println!("cargo:rustc-link-arg-bin=band-jail=-Wl,--strip-all");
     println!("cargo:rerun-if-changed=build.rs");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     let static_ok = env("CARGO_CFG_TARGET_OS") == "linux"
