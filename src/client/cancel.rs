@@ -3,6 +3,7 @@
 //! cancels it or disconnects. The transport passes it on to band-server (`{"type":"cancel"}`),
 //! which kills the run; the run is recorded as `cancelled`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -40,20 +41,55 @@ impl Cancel {
 
     /// Wait until cancelled or `timeout` passes; whether it is cancelled.
     pub fn wait(&self, timeout: Duration) -> bool {
+        self.wait_unless(timeout, &AtomicBool::new(false))
+    }
+
+    /// Wait until cancelled, `done` is set (and [`Cancel::wake`] called) or `timeout` passes;
+    /// whether it is cancelled.
+    pub fn wait_unless(&self, timeout: Duration, done: &AtomicBool) -> bool {
         let (m, cv) = &*self.0;
         let Ok(c) = m.lock() else {
             return true;
         };
-        match cv.wait_timeout_while(c, timeout, |c| !*c) {
+        match cv.wait_timeout_while(c, timeout, |c| !*c && !done.load(Ordering::SeqCst)) {
             Ok((c, _)) => *c,
             Err(_) => true,
         }
+    }
+
+    /// Wake every waiter without cancelling, so a [`Cancel::wait_unless`] sees its `done` at
+    /// once rather than at its timeout. The lock is taken first: a waiter that has just found
+    /// `done` unset is then already waiting, and cannot miss this.
+    pub fn wake(&self) {
+        let (m, cv) = &*self.0;
+        let _held = m.lock();
+        cv.notify_all();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wake_after_done_ends_the_wait_at_once_without_cancelling() {
+        let c = Cancel::new();
+        let done = Arc::new(AtomicBool::new(false));
+        let (c2, done2) = (c.clone(), done.clone());
+        let waiter = std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            let cancelled = c2.wait_unless(Duration::from_secs(60), &done2);
+            (cancelled, start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        done.store(true, Ordering::SeqCst);
+        c.wake();
+        let (cancelled, waited) = waiter.join().unwrap();
+        assert!(!cancelled);
+        assert!(!c.is_cancelled());
+        // Not a timing assertion on speed: a wait that ignored the wake would run its full minute.
+        assert!(waited < Duration::from_secs(30), "{waited:?}");
+    }
 
     #[test]
     fn a_cancel_wakes_a_waiter() {

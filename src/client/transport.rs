@@ -124,6 +124,8 @@ impl Transport for HostTransport {
             .ok_or_else(|| ClientError::Protocol("band-server stdout".into()))?;
         let result = read_messages(BufReader::new(stdout), on_event);
         done.store(true, Ordering::SeqCst);
+        // The holder ends now, not at its next poll (up to 50 ms on every run before).
+        cancel.wake();
         if let Some(w) = watcher {
             let _ = w.join();
         }
@@ -212,7 +214,8 @@ fn relay_masked(
         .ok()
 }
 
-/// How often the holder looks whether the run is over (when no cancel wakes it first).
+/// How often the holder looks whether the run is over (when neither a cancel nor the end of the
+/// run wakes it first).
 const HOLD_POLL: Duration = Duration::from_millis(50);
 
 /// Hold band-server's stdin open on a thread until `done`; on `cancel`, send `cancel` and close it.
@@ -225,7 +228,7 @@ fn hold_open(
         .name("band-server-stdin".into())
         .spawn(move || {
             while !done.load(Ordering::SeqCst) {
-                if cancel.wait(HOLD_POLL) {
+                if cancel.wait_unless(HOLD_POLL, &done) {
                     if let Ok(line) = serde_json::to_string(&Message::Cancel) {
                         let _ = stdin.write_all(format!("{line}\n").as_bytes());
                     }

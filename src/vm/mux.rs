@@ -24,7 +24,6 @@ use std::ffi::OsString;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -32,6 +31,35 @@ use sha2::{Digest, Sha256};
 
 use super::keys;
 use super::ssh::{Endpoint, MAX_LINE_BYTES, MAX_STDERR_BYTES, STALE_EXIT, read_stream};
+
+/// How often a run's holder looks whether the run was cancelled (the end of the run wakes it at
+/// once).
+const HOLD_POLL: Duration = Duration::from_millis(50);
+
+/// Set once a run's result is in. A holder waiting on it wakes at once, so the run's end is not
+/// delayed by a poll interval (up to 50 ms per run before).
+#[derive(Debug, Default)]
+struct Latch(std::sync::Mutex<bool>, std::sync::Condvar);
+
+impl Latch {
+    fn set(&self) {
+        if let Ok(mut set) = self.0.lock() {
+            *set = true;
+        }
+        self.1.notify_all();
+    }
+
+    /// Wait until set or `timeout` passes; whether it is set.
+    fn wait(&self, timeout: Duration) -> bool {
+        let Ok(set) = self.0.lock() else {
+            return true;
+        };
+        match self.1.wait_timeout_while(set, timeout, |set| !*set) {
+            Ok((set, _)) => *set,
+            Err(_) => true,
+        }
+    }
+}
 use super::{Result, VmError};
 use crate::proto::{Event, RunResult};
 
@@ -277,28 +305,25 @@ pub fn run_request(
         .write_all(request_line)
         .and_then(|()| stdin.write_all(b"\n{\"type\":\"hold\"}\n"))
         .and_then(|()| stdin.flush());
-    let done = Arc::new(AtomicBool::new(false));
+    let done = Latch::default();
     let read = std::thread::scope(|s| {
-        let done2 = done.clone();
+        let done = &done;
         // Held open until the result is in: if band dies, the channel closes and band-server
         // cancels the run; on cancel, band-server is told so.
         let holder = s.spawn(move || {
-            while !done2.load(Ordering::SeqCst) {
+            while !done.wait(HOLD_POLL) {
                 if cancelled() {
                     let _ = stdin
                         .write_all(b"{\"type\":\"cancel\"}\n")
                         .and_then(|()| stdin.flush());
-                    while !done2.load(Ordering::SeqCst) {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
+                    while !done.wait(HOLD_POLL) {}
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(50));
             }
         });
         let mut reader = BufReader::with_capacity(1 << 16, stdout);
         let r = read_stream(&mut reader, MAX_LINE_BYTES, on_event);
-        done.store(true, Ordering::SeqCst);
+        done.set();
         let _ = holder.join();
         r
     });
@@ -452,22 +477,19 @@ pub fn run_warm(
         .write_all(request_line)
         .and_then(|()| writer.write_all(b"\n{\"type\":\"hold\"}\n"))
         .and_then(|()| writer.flush());
-    let done = AtomicBool::new(false);
+    let done = Latch::default();
     let received = AtomicBool::new(false);
     let read = std::thread::scope(|s| {
         let done = &done;
         let holder = s.spawn(move || {
-            while !done.load(Ordering::SeqCst) {
+            while !done.wait(HOLD_POLL) {
                 if cancelled() {
                     let _ = writer
                         .write_all(b"{\"type\":\"cancel\"}\n")
                         .and_then(|()| writer.flush());
-                    while !done.load(Ordering::SeqCst) {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
+                    while !done.wait(HOLD_POLL) {}
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(50));
             }
         });
         let mut reader = BufReader::with_capacity(
@@ -478,7 +500,7 @@ pub fn run_warm(
             },
         );
         let r = read_stream(&mut reader, MAX_LINE_BYTES, on_event);
-        done.store(true, Ordering::SeqCst);
+        done.set();
         let _ = holder.join();
         r
     });
