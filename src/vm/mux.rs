@@ -60,6 +60,20 @@ impl Latch {
         }
     }
 }
+
+/// Hold a run's request channel open until `done`: if band dies, the channel closes and
+/// band-server cancels the run; when `cancelled` says so, band-server is told at once.
+fn hold(done: &Latch, cancelled: &(dyn Fn() -> bool + Sync), mut to: impl Write) {
+    while !done.wait(HOLD_POLL) {
+        if cancelled() {
+            let _ = to
+                .write_all(b"{\"type\":\"cancel\"}\n")
+                .and_then(|()| to.flush());
+            while !done.wait(HOLD_POLL) {}
+            return;
+        }
+    }
+}
 use super::{Result, VmError};
 use crate::proto::{Event, RunResult};
 
@@ -308,19 +322,7 @@ pub fn run_request(
     let done = Latch::default();
     let read = std::thread::scope(|s| {
         let done = &done;
-        // Held open until the result is in: if band dies, the channel closes and band-server
-        // cancels the run; on cancel, band-server is told so.
-        let holder = s.spawn(move || {
-            while !done.wait(HOLD_POLL) {
-                if cancelled() {
-                    let _ = stdin
-                        .write_all(b"{\"type\":\"cancel\"}\n")
-                        .and_then(|()| stdin.flush());
-                    while !done.wait(HOLD_POLL) {}
-                    return;
-                }
-            }
-        });
+        let holder = s.spawn(move || hold(done, cancelled, stdin));
         let mut reader = BufReader::with_capacity(1 << 16, stdout);
         let r = read_stream(&mut reader, MAX_LINE_BYTES, on_event);
         done.set();
@@ -481,17 +483,7 @@ pub fn run_warm(
     let received = AtomicBool::new(false);
     let read = std::thread::scope(|s| {
         let done = &done;
-        let holder = s.spawn(move || {
-            while !done.wait(HOLD_POLL) {
-                if cancelled() {
-                    let _ = writer
-                        .write_all(b"{\"type\":\"cancel\"}\n")
-                        .and_then(|()| writer.flush());
-                    while !done.wait(HOLD_POLL) {}
-                    return;
-                }
-            }
-        });
+        let holder = s.spawn(move || hold(done, cancelled, writer));
         let mut reader = BufReader::with_capacity(
             1 << 16,
             Counted {
