@@ -632,21 +632,5 @@ fn saved_path(key: &str) -> Result<PathBuf> {
 }
 
 fn read_input(args: &LearnArgs) -> Result<serde_json::Value> {
-    if let Some(text) = &args.input {
-        if let Some(first) = args.args.first() {
-            bail!(user_error(
-                format!("--input and `--key=value` arguments (`{first}`) both give the input"),
-                "pass the input one way"
-            ));
-        }
-        return serde_json::from_str(text).map_err(|e| {
-            user_error(
-                format!("--input is not JSON: {e}"),
-                "pass a JSON object, e.g. --input '{\"n\": 5}'",
-            )
-        });
-    }
-    let map = band::contract::parse_cli_args(&args.args)
-        .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
-    Ok(serde_json::Value::Object(map))
+    super::run::input_document(args.input.as_deref(), None, &args.args)
 }

@@ -129,12 +129,26 @@ const MAX_INPUT_FILE_BYTES: u64 = 64 << 20;
 /// The input document: `--input`, `--input-file` (`-` is stdin), or the `--key=value` arguments.
 /// Giving a document and arguments both is a usage error, never a silent choice.
 fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
-    let document = match (&args.input, &args.input_file) {
+    input_document(
+        args.input.as_deref(),
+        args.input_file.as_deref(),
+        &args.args,
+    )
+}
+
+/// [`read_input`] over its three sources, for every command that takes a script's input
+/// (`band run`, `band learn`; `input_file` is `None` where there is no `--input-file`).
+pub(crate) fn input_document(
+    input: Option<&str>,
+    input_file: Option<&std::path::Path>,
+    arguments: &[String],
+) -> Result<serde_json::Value> {
+    let document = match (input, input_file) {
         (Some(_), _) => Some("--input"),
         (None, Some(_)) => Some("--input-file"),
         (None, None) => None,
     };
-    if let (Some(flag), Some(first)) = (document, args.args.first()) {
+    if let (Some(flag), Some(first)) = (document, arguments.first()) {
         bail!(user_error(
             format!("{flag} and `--key=value` arguments (`{first}`) both give the input"),
             format!(
@@ -142,7 +156,7 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
             )
         ));
     }
-    if let Some(text) = &args.input {
+    if let Some(text) = input {
         return serde_json::from_str(text).map_err(|e| {
             user_error(
                 format!("--input is not JSON: {e}"),
@@ -150,7 +164,7 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
             )
         });
     }
-    if let Some(f) = &args.input_file {
+    if let Some(f) = input_file {
         let (name, bytes) = if f.as_os_str() == "-" {
             let stdin = std::io::stdin().lock();
             ("<stdin>".to_string(), read_bounded(stdin, "<stdin>")?)
@@ -167,7 +181,7 @@ fn read_input(args: &RunArgs) -> Result<serde_json::Value> {
             )
         });
     }
-    let map = band::contract::parse_cli_args(&args.args)
+    let map = band::contract::parse_cli_args(arguments)
         .map_err(|e| user_error(e.to_string(), "pass arguments as --key=value"))?;
     Ok(serde_json::Value::Object(map))
 }
