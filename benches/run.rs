@@ -803,8 +803,7 @@ impl Lab {
             return None;
         }
         fs_err::create_dir_all(&dir).ok()?;
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("band-server/tests/suite/netlab.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("band-test/netlab.py");
         let zone = serde_json::json!({ "api.bench.test": [web] }).to_string();
         let mut server = Command::new("ip")
             .args(["netns", "exec", &ns, "/usr/bin/python3"])

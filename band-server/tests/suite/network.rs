@@ -1,31 +1,59 @@
 //! The network layer against a fake internet: test hosts in a network namespace each test makes
-//! (`ip netns add` + veth), serving DNS and HTTP for invented names. The test hosts' addresses
-//! look public (so the layer treats them like the internet) but are routed to the veth, and every
-//! lab checks with `ip route get` that they are before any traffic: nothing leaves the machine.
+//! (`ip netns add` + veth; band-test's [`band_test::netlab`]), serving DNS and HTTP for invented
+//! names. The test hosts' addresses look public (so the layer treats them like the internet) but
+//! are routed to the veth, and every lab checks with `ip route get` that they are before any
+//! traffic: nothing leaves the machine.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use band::policy::Policy;
 use band::proto::{Denial, Layer, RunRequest, Status};
+use band_test::netlab::{Answer, At::*, Lab, Spec};
 use pretty_assertions::assert_eq;
 
 use super::helpers::*;
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
+/// The suite's fake internet (band-test's lab): hosts 2 ("api") and 3 ("other"), each with an
+/// IPv4 and an IPv6 address, HTTP on port 80 of each (and 8080 on api's IPv4), and names for
+/// them, plus one name answered with a private and a metadata address (never reachable).
+fn internet() -> Lab {
+    Spec::new()
+        .name("api.example.test", [V4(2), V6(2)])
+        .name("a.b.example.test", [V4(2)])
+        .name("example.test", [V4(2)])
+        .name("secret.example.test", [V4(2)])
+        .name("v6.example.test", [V6(2)])
+        .name("other.test", [V4(3)])
+        .name(
+            "rebind.example.test",
+            ["10.231.0.9", "169.254.169.254"].map(|a| Answer::Literal(a.into())),
+        )
+        .listen(V4(2), 80)
+        .listen(V4(2), 8080)
+        .listen(V4(3), 80)
+        .listen(V6(2), 80)
+        .listen(V6(3), 80)
+        .build()
+}
 
-/// One fake internet: namespace, veth, servers, a band-server config pointing at its DNS.
-struct Lab {
-    ns: String,
-    veth: String,
-    /// Third octet / hextet of every address of this lab.
-    n: u32,
-    dir: tempfile::TempDir,
-    server: Child,
-    config: PathBuf,
+/// Runs through band-server with the lab's config (its resolver as `dns_upstream`).
+trait LabRun {
+    fn run(&self, req: &RunRequest) -> Outcome;
+    fn spawn(&self, req: &RunRequest) -> Child;
+}
+
+impl LabRun for Lab {
+    fn run(&self, req: &RunRequest) -> Outcome {
+        finish(self.spawn(req))
+    }
+
+    fn spawn(&self, req: &RunRequest) -> Child {
+        spawn_with_config(req, &self.config)
+    }
 }
 
 fn sh(args: &[&str]) {
@@ -46,154 +74,6 @@ fn out(args: &[&str]) -> String {
         .output()
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-impl Lab {
-    /// Addresses: `11.231.n.{1 host side, 2 "api" server, 3 "other" server}` and
-    /// `2a0f:b0a0:n::{1,2,3}`.
-    fn new() -> Lab {
-        // Claim a free number: `ip netns add` fails when the name exists (another test, or another
-        // test process, has it), so two labs never share addresses.
-        let base = std::process::id() + NEXT.fetch_add(1, Ordering::SeqCst) * 37;
-        let n = (0..250)
-            .map(|i| (base + i) % 250 + 1)
-            .find(|n| {
-                Command::new("ip")
-                    .args(["netns", "add", &format!("bandt{n}")])
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            })
-            .unwrap_or_else(|| panic!("no free lab number"));
-        let ns = format!("bandt{n}");
-        let veth = format!("bt{n}h");
-        let peer = format!("bt{n}n");
-        let _ = Command::new("ip").args(["link", "del", &veth]).output();
-        sh(&[
-            "ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer,
-        ]);
-        sh(&["ip", "link", "set", &peer, "netns", &ns]);
-        let v4 = |h: u32| format!("11.231.{n}.{h}");
-        let v6 = |h: u32| format!("2a0f:b0a0:{n:x}::{h}");
-        sh(&["ip", "addr", "add", &format!("{}/24", v4(1)), "dev", &veth]);
-        sh(&[
-            "ip",
-            "-6",
-            "addr",
-            "add",
-            &format!("{}/64", v6(1)),
-            "dev",
-            &veth,
-            "nodad",
-        ]);
-        sh(&["ip", "link", "set", &veth, "up"]);
-        let nsx = |args: &[&str]| {
-            let mut a = vec!["ip", "netns", "exec", ns.as_str()];
-            a.extend_from_slice(args);
-            sh(&a);
-        };
-        nsx(&["ip", "link", "set", "lo", "up"]);
-        for h in [2, 3] {
-            nsx(&["ip", "addr", "add", &format!("{}/24", v4(h)), "dev", &peer]);
-            nsx(&[
-                "ip",
-                "-6",
-                "addr",
-                "add",
-                &format!("{}/64", v6(h)),
-                "dev",
-                &peer,
-                "nodad",
-            ]);
-        }
-        nsx(&["ip", "link", "set", &peer, "up"]);
-        nsx(&["ip", "route", "add", "default", "via", &v4(1)]);
-        nsx(&["ip", "-6", "route", "add", "default", "via", &v6(1)]);
-        // Nothing may leave the machine: every address a test uses is routed to the veth.
-        for a in [v4(2), v4(3), v6(2), v6(3)] {
-            let r = out(&["ip", "route", "get", &a]);
-            assert!(
-                r.contains(&format!("dev {veth}")),
-                "{a} is not routed to the lab ({r}); refusing to send traffic"
-            );
-        }
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let zone = serde_json::json!({
-            "api.example.test": [v4(2), v6(2)],
-            "a.b.example.test": [v4(2)],
-            "example.test": [v4(2)],
-            "secret.example.test": [v4(2)],
-            "v6.example.test": [v6(2)],
-            "other.test": [v4(3)],
-            "rebind.example.test": ["10.231.0.9", "169.254.169.254"],
-        });
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/netlab.py");
-        let listeners = [
-            format!("{}:80", v4(2)),
-            format!("{}:8080", v4(2)),
-            format!("{}:80", v4(3)),
-            format!("[{}]:80", v6(2)),
-            format!("[{}]:80", v6(3)),
-        ];
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &ns, "/usr/bin/python3"])
-            .arg(&script)
-            .arg(dir.path())
-            .arg(zone.to_string());
-        cmd.args(&listeners)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        let server = cmd.spawn().unwrap_or_else(|e| panic!("netlab: {e}"));
-        let start = Instant::now();
-        while !dir.path().join("ready").exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "netlab did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let config = dir.path().join("server.toml");
-        fs_err::write(&config, format!("dns_upstream = [\"{}:53\"]\n", v4(2)))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Lab {
-            ns,
-            veth,
-            n,
-            dir,
-            server,
-            config,
-        }
-    }
-
-    fn v4(&self, h: u32) -> String {
-        format!("11.231.{}.{h}", self.n)
-    }
-
-    fn v6(&self, h: u32) -> String {
-        format!("2a0f:b0a0:{:x}::{h}", self.n)
-    }
-
-    fn log(&self, name: &str) -> String {
-        fs_err::read_to_string(self.dir.path().join(name)).unwrap_or_default()
-    }
-
-    fn run(&self, req: &RunRequest) -> Outcome {
-        finish(self.spawn(req))
-    }
-
-    fn spawn(&self, req: &RunRequest) -> Child {
-        spawn_with_config(req, &self.config)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.veth])
-            .output();
-    }
 }
 
 fn net_policy(allow: &[&str], deny: &[&str]) -> Policy {
@@ -233,7 +113,7 @@ fetch_tcp() { ( exec 3<>"/dev/tcp/$1/$2" && printf 'GET /tcp HTTP/1.0\r\nHost: x
 #[test]
 fn privileged_net_allowed_host_reachable_unlisted_refused_dns_pinned() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let other = lab.v4(3);
     let script = format!(
         "{PROBE}
@@ -339,7 +219,7 @@ echo \"resolv=$(grep nameserver /etc/resolv.conf)\"
 #[test]
 fn privileged_net_exfiltration_and_rebinding_are_refused() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let upstream = lab.v4(2);
     let script = format!(
         r#"#!/bin/bash
@@ -406,7 +286,7 @@ curl -sS -m 5 http://rebind.example.test/ >/dev/null 2>&1; echo "curl_rebind=$?"
 #[test]
 fn privileged_net_wildcard_depth_deny_inside_wildcard_and_ports() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let script = format!(
         "{PROBE}
 echo \"deep=$(fetch_curl http://a.b.example.test/)\"
@@ -440,7 +320,7 @@ echo \"api8080=$(fetch_curl http://api.example.test:8080/)\"
 #[test]
 fn privileged_net_ipv6_is_filtered_like_ipv4() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let script = format!(
         "{PROBE}
 echo \"v6name=$(fetch_curl http://v6.example.test/)\"
@@ -477,7 +357,7 @@ echo \"v6loop=$(fetch_curl 'http://[::1]:22/')\"
 #[test]
 fn privileged_net_concurrent_runs_do_not_share_allowances() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let api = lab.v4(2);
     // Run A learns api.example.test, then holds its allowance for a while.
     let a = request(
@@ -556,7 +436,7 @@ fn privileged_net_concurrent_runs_do_not_share_allowances() {
 #[test]
 fn privileged_net_a_leftover_process_cannot_use_a_later_allowance() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let api = lab.v4(2);
     // The first run has no network; a daemonised child keeps trying the server after the run.
     let mut p = policy();
@@ -592,7 +472,7 @@ fn privileged_net_a_leftover_process_cannot_use_a_later_allowance() {
 #[test]
 fn privileged_net_insist_satisfied_and_unsatisfied() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let mut p = net_policy(&["other.test"], &[]);
     p.insist.net = strs(&["api.example.test:80"]);
     let ok = request(
@@ -625,7 +505,7 @@ fn privileged_net_insist_satisfied_and_unsatisfied() {
 #[test]
 fn privileged_net_table_removed_mid_run_kills_the_run() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let req = request(
         "#!/bin/bash\necho started\nsleep 20\necho survived\n",
         net_policy(&["api.example.test"], &[]),
@@ -677,8 +557,8 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
 #[test]
 fn privileged_net_no_relay_fails_closed() {
     privileged!();
-    let lab = Lab::new();
-    let cfg = lab.dir.path().join("no-relay.toml");
+    let lab = internet();
+    let cfg = lab.dir().join("no-relay.toml");
     fs_err::write(
         &cfg,
         format!(
@@ -708,7 +588,7 @@ fn privileged_net_no_relay_fails_closed() {
 #[test]
 fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let req = request(
         "#!/bin/bash\nsleep 1000\n",
         net_policy(&["api.example.test"], &[]),
@@ -766,7 +646,7 @@ fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
 #[test]
 fn privileged_net_host_abstract_unix_sockets_are_out_of_reach() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     // A host service on an abstract unix socket. The run has a network namespace of its own,
     // hence its own abstract names: the host's name does not exist there (before, when the run
     // shared the host's namespace, only Landlock's scope stopped the connect: PermissionError).
@@ -818,7 +698,7 @@ fn wait_for_table(run_id: &str) {
 #[test]
 fn privileged_net_the_run_has_its_own_sockets_names_and_interfaces() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let id = run_id();
     // On the host: an abstract unix listener and a loopback TCP listener, both recognisable.
     let host_name = format!("band-host-{id}");
@@ -945,7 +825,7 @@ EOF
 #[test]
 fn privileged_net_the_relay_does_not_lead_to_the_host_loopback() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     // Host services on loopback, IPv4 and IPv6, on one port.
     let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
     let port = v4.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
@@ -984,7 +864,7 @@ echo \"qemu=$(fetch_curl http://10.0.2.2:{port}/)\"
 #[test]
 fn privileged_net_the_dns_stub_answers_only_inside_the_run() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let req = request(
         "#!/bin/bash\npython3 -c 'import socket; socket.getaddrinfo(\"api.example.test\", 80); print(\"resolved=ok\")'\nsleep 3\n",
         net_policy(&["api.example.test"], &[]),
@@ -1111,7 +991,7 @@ fn netns_referenced(ns: &str) -> Vec<String> {
 #[test]
 fn privileged_net_nothing_of_the_run_network_is_left_after_it() {
     privileged!();
-    let lab = Lab::new();
+    let lab = internet();
     let req = request(
         "#!/bin/bash\npython3 -c 'import os; print(\"netns=\" + os.readlink(\"/proc/self/ns/net\")); print(\"uid=%d\" % os.getuid())'\nsleep 2\n",
         net_policy(&["api.example.test"], &[]),
