@@ -961,13 +961,77 @@ fn privileged_unexecutable_interpreter_is_setup_failed_process() {
     assert_eq!(setup_layer(&o), Some(Layer::Process));
 }
 
+/// `(pid, comm)` of every live (non-zombie) process that is the run `run_id`'s: in a cgroup named
+/// after it, or of its `uid` and started before `marker` (a process the test started meanwhile;
+/// while the run's server lived it held the uid's lease, so any process of the uid older than the
+/// marker is the run's). The processes of a run that leased the uid after it are not listed.
+fn processes_of_run(uid: u32, run_id: &str, marker: u64) -> Vec<(i32, String)> {
+    use band_server::layers::identity::procs::{status_is_zombie, status_uids};
+    let mut found = Vec::new();
+    for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let dir = e.path();
+        let Ok(status) = fs_err::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        if status_is_zombie(&status) {
+            continue;
+        }
+        let in_cgroup =
+            fs_err::read_to_string(dir.join("cgroup")).is_ok_and(|c| c.contains(run_id));
+        let of_uid = status_uids(&status).is_some_and(|u| u.contains(&uid));
+        if in_cgroup || (of_uid && start_time(pid).is_some_and(|t| t < marker)) {
+            let comm = fs_err::read_to_string(dir.join("comm")).unwrap_or_default();
+            found.push((pid, comm.trim().to_string()));
+        }
+    }
+    found
+}
+
+/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat`, field 22).
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Does a lease of the shared state directory name `run_id`?
+fn a_lease_names(run_id: &str) -> bool {
+    fs_err::read_dir(band_server::layers::identity::uidpool::leases_dir(
+        &state_dir(),
+    ))
+    .into_iter()
+    .flatten()
+    .flatten()
+    .any(|e| fs_err::read_to_string(e.path()).is_ok_and(|t| t.contains(run_id)))
+}
+
+fn band_tables() -> Vec<String> {
+    let out = std::process::Command::new("nft")
+        .args(["-j", "list", "tables"])
+        .output()
+        .unwrap_or_else(|e| panic!("nft: {e}"));
+    band_server::layers::net::nft::parse_tables_json(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_default()
+}
+
 #[test]
 fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     privileged!();
+    // A run with every layer, its network too (the resolver a dead loopback port: the run asks
+    // nothing).
+    let cfg_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = cfg_dir.path().join("server.toml");
+    fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut p = policy();
+    p.allow.net = strs(&["api.example.test"]);
     let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
-    let req = request(&script, policy());
+    let req = request(&script, p);
     let run_id = req.run_id.clone();
-    let mut child = spawn(&req);
+    let mut child = spawn_with_config(&req, &cfg);
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = BufReader::new(stdout).lines();
     let mut user = None;
@@ -983,7 +1047,42 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     }
     let user = user.unwrap_or_else(|| panic!("the run never printed its user"));
     let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
-    assert!(!pids_of_uid(uid).is_empty());
+    // The run is complete once both its sleeps run.
+    let sleeps = || {
+        processes_of_run(uid, &run_id, u64::MAX)
+            .iter()
+            .filter(|(_, c)| c == "sleep")
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sleeps() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The marker: a process started after every process of the run and before the server dies
+    // (a clock tick later: start times count 10 ms ticks).
+    std::thread::sleep(Duration::from_millis(30));
+    let mut marker = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mark = start_time(marker.id() as i32).unwrap_or_else(|| panic!("no start time"));
+    let _ = marker.kill();
+    let _ = marker.wait();
+    // Every leftover checked below exists now, so each check can fail.
+    let before = processes_of_run(uid, &run_id, mark);
+    assert_eq!(
+        before.iter().filter(|(_, c)| c == "sleep").count(),
+        2,
+        "{before:?}"
+    );
+    let table = format!("band_{run_id}");
+    assert!(band_tables().contains(&table), "the run has no table");
+    assert!(a_lease_names(&run_id), "no lease names the run");
+    let run_dir = state_dir().join("runs").join(&run_id);
+    assert!(run_dir.exists(), "the run has no directory");
+    let h =
+        band_server::layers::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
+    assert!(band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id));
     child.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = child.wait();
     let out = std::process::Command::new(server())
@@ -1000,20 +1099,31 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let left = pids_of_uid(uid);
-    assert!(left.is_empty(), "processes left: {left:?}");
+    // Tests of other processes share the state directory, and every run's start cleans the dead
+    // leases it finds, then takes that slot for its own run: the server of another test may have
+    // found this dead lease first. This janitor then saw the slot locked and left it; that server
+    // clears the lease once it has removed everything of the run. Wait for the lease to be
+    // cleared, whoever cleans (bounded: a janitor that never cleans fails here).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a_lease_names(&run_id) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
-        !state_dir().join("runs").join(&run_id).exists(),
-        "run dir left"
+        !a_lease_names(&run_id),
+        "the lease still names the run: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    // That server may then run as the same uid: only the run's own processes count.
+    let left = processes_of_run(uid, &run_id, mark);
+    assert!(left.is_empty(), "processes left: {left:?}");
+    assert!(!run_dir.exists(), "run dir left");
     let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     assert!(!mounts.contains(&run_id), "mount left");
-    let h =
-        band_server::layers::cgroup::Hierarchy::detect_system().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         !band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id),
         "cgroup left"
     );
+    assert!(!band_tables().contains(&table), "table {table} left");
 }
 
 #[test]
