@@ -9,6 +9,14 @@
 //! links to the static archives, searched before the system's, makes each of those names find its
 //! archive (`libgcc_s` → `libgcc_eh.a`, the unwinder a `crt-static` link uses). Where the archives
 //! are missing (no libc6-dev) or the build is a cross build, the shim stays dynamic, with a warning.
+//!
+//! What the static shim links is only the `band-shim` crate and its dependencies (serde,
+//! serde_json, libc, anyhow: pure Rust), whatever band-server depends on: `src/bin/band-shim.rs`
+//! names no other crate, and rustc links only the crates a target uses. A C library with
+//! thread-local storage in band-server's dependencies therefore cannot reach it. The executable
+//! stays a target of this package, and this link step with it: Cargo builds only the selected
+//! packages' binaries (artifact dependencies are unstable), and `cargo build -p band-server` must
+//! keep building all three programs (the VM's install, the run bench, the tests).
 use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -20,6 +20,12 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
+// The calls band-shim makes too, defined once in its crate (band-shim links nothing else of ours).
+use band_shim::sys::recvmsg_cmsgs;
+pub use band_shim::sys::{
+    execveat_fd, recv_with_fd, reset_signals_for_exec, set_comm, set_not_dumpable,
+};
+
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -253,49 +259,6 @@ pub fn set_passcred(sock: &UnixStream) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
-/// `recvmsg` into `buf` (retried on `EINTR`, control messages received close-on-exec), then
-/// `on_cmsg` for each control message header the kernel filled in. Returns the byte count.
-fn recvmsg_cmsgs(
-    sock: &UnixStream,
-    buf: &mut [u8],
-    on_cmsg: &mut dyn FnMut(*const libc::cmsghdr),
-) -> io::Result<usize> {
-    // Room for one ucred or a few descriptors, aligned as cmsghdr requires.
-    let mut control = [0u64; 8];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: an all-zero msghdr is a valid "no name, no iov, no control" value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    let n = loop {
-        // SAFETY: `msg` points at `iov` (which describes `buf`) and at `control`; all outlive the
-        // call and have the sizes given.
-        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR walk the control buffer the kernel filled in, bounded by
-    // msg_controllen; each header handed on lies inside `control`, alive for the callback.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            on_cmsg(c);
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok(n)
-}
-
 /// `recvmsg` into `buf`, returning the byte count and the sender's pid from `SCM_CREDENTIALS`
 /// (`None` if the message carried none). With `SO_PASSCRED` set, the kernel never joins bytes of
 /// two different senders into one read, so the pid is that of every byte returned.
@@ -312,13 +275,6 @@ pub fn recv_with_creds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, 
         }
     })?;
     Ok((n, pid))
-}
-
-/// `prctl(PR_SET_NAME, name)`: the calling thread's name (`/proc/<pid>/comm`, at most 15 bytes).
-pub fn set_comm(name: &CStr) -> io::Result<()> {
-    // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
-    check(unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) })
-        .map(|_| ())
 }
 
 /// `kill(pid, sig)`; ESRCH (already gone) is success.
@@ -782,13 +738,6 @@ pub fn set_no_new_privs() -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(|_| ())
 }
 
-/// `prctl(PR_SET_DUMPABLE, 0)`: other processes of the same uid can no longer ptrace this one,
-/// open its `/proc/<pid>/mem`, or take its file descriptors with `pidfd_getfd`.
-pub fn set_not_dumpable() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments.
-    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(|_| ())
-}
-
 /// Close every descriptor above 2 except `keep` (which is marked close-on-exec instead).
 pub fn close_fds_above_stderr(keep: Option<RawFd>) -> io::Result<()> {
     let close = |first: u32, last: u32| -> io::Result<()> {
@@ -901,54 +850,6 @@ pub fn send_with_fd(sock: &UnixStream, data: &[u8], fd: BorrowedFd<'_>) -> io::R
     }
 }
 
-/// `recvmsg` into `buf`, returning the byte count and the descriptor that came with the bytes
-/// (`SCM_RIGHTS`, received close-on-exec), if any. Extra descriptors are closed.
-pub fn recv_with_fd(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    use std::os::fd::FromRawFd;
-    let mut got: Option<OwnedFd> = None;
-    let n = recvmsg_cmsgs(sock, buf, &mut |c| {
-        // SAFETY: `c` is a header of the filled control buffer (`recvmsg_cmsgs`); an SCM_RIGHTS
-        // header holds (cmsg_len - CMSG_LEN(0)) / 4 ints, each a descriptor the kernel just
-        // installed in this process, owned by nobody else yet.
-        unsafe {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let bytes = (*c).cmsg_len - libc::CMSG_LEN(0) as usize;
-                let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    if got.is_none() {
-                        got = Some(fd);
-                    }
-                }
-            }
-        }
-    })?;
-    Ok((n, got))
-}
-
-/// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`: run the program `fd` refers to (an `O_PATH`
-/// descriptor is enough; the caller needs only execute permission on the file). Only returns on
-/// failure.
-pub fn execveat_fd(fd: BorrowedFd<'_>, argv: &[CString], envp: &[CString]) -> io::Error {
-    let mut a: Vec<*mut libc::c_char> = argv.iter().map(|s| s.as_ptr().cast_mut()).collect();
-    a.push(std::ptr::null_mut());
-    let mut e: Vec<*mut libc::c_char> = envp.iter().map(|s| s.as_ptr().cast_mut()).collect();
-    e.push(std::ptr::null_mut());
-    // SAFETY: the empty path, every argv/envp string and both null-terminated pointer arrays live
-    // until the call returns (it only returns on failure); the kernel does not write through
-    // them; `fd` is open for the duration of the call.
-    unsafe {
-        libc::execveat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            a.as_ptr(),
-            e.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    io::Error::last_os_error()
-}
-
 /// Close every descriptor above 2 except those in `keep` (which are marked close-on-exec
 /// instead).
 pub fn close_fds_except(keep: &[RawFd]) -> io::Result<()> {
@@ -971,27 +872,6 @@ pub fn close_fds_except(keep: &[RawFd]) -> io::Result<()> {
         next = *k as u32 + 1;
     }
     close(next, u32::MAX)
-}
-
-/// Put the signal state a program should start with, as `std::process::Command` does before it
-/// execs: `SIGPIPE` back to its default action (the Rust runtime ignores it, and an ignored
-/// signal stays ignored across `exec`), and an empty signal mask.
-pub fn reset_signals_for_exec() -> io::Result<()> {
-    // SAFETY: signal() with a valid signal number and SIG_DFL; no handler is installed.
-    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) } == libc::SIG_ERR {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `set` is initialised by sigemptyset before it is read; sigprocmask only reads it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        check(libc::sigemptyset(&mut set))?;
-        check(libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &set,
-            std::ptr::null_mut(),
-        ))?;
-    }
-    Ok(())
 }
 
 /// What one fanotify event says: its mask, the process, and the file (as `/proc/self/fd` names

@@ -45,7 +45,6 @@ use std::collections::BTreeSet;
 use band::policy::Decision;
 use band::policy::cli::CliMatcher;
 use band::proto::CliCall;
-use serde::{Deserialize, Serialize};
 
 use crate::layers::cli::bundled;
 use crate::layers::cli::execcache::ExecTable;
@@ -59,38 +58,8 @@ pub const ESSENTIALS: &[&str] = &[
     "sleep", "mktemp", "basename", "dirname", "tee", "xargs", "ls",
 ];
 
-/// Exit code of a refused command (as a shell's "found but cannot execute").
-pub const EXIT_DENIED: i32 = 126;
-/// Exit code of a name the shim does not know.
-pub const EXIT_UNKNOWN: i32 = 127;
-
-/// band-shim's name (`PR_SET_NAME`), set first thing. It contains a `/`, which no `exec` can give
-/// a process, so a process with this name is running band-shim's code.
-pub const COMM: &str = "band/shim";
-
-/// shim → server, after the nonce.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShimRequest {
-    pub nonce: String,
-    pub argv: Vec<String>,
-}
-
-/// server → shim: run the program whose descriptor comes with this line, or refuse with this
-/// message and exit code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Verdict {
-    Exec {
-        /// The argv to run it with, when it is not the call's own (a `#!` script's interpreter).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        argv: Option<Vec<String>>,
-    },
-    Denied {
-        message: String,
-        code: i32,
-    },
-}
+// The protocol's messages, exit codes and names: band-shim's crate holds them, for both sides.
+pub use band_shim::proto::{COMM, EXIT_DENIED, EXIT_UNKNOWN, ShimRequest, Verdict, command_name};
 
 /// What a wrapper call amounts to: the command line the policy judges, and what runs if it is
 /// allowed: the program (its name in the table) and, when not the call's own, the argv.
@@ -386,11 +355,6 @@ pub fn display_argv(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The command name from `argv[0]`: its last path component.
-pub fn command_name(arg0: &str) -> &str {
-    arg0.rsplit('/').next().unwrap_or(arg0)
 }
 
 /// The command of a `band exec` entry script (`src/client/adhoc.rs`'s `script_for`): `#!/bin/sh`,
