@@ -211,9 +211,14 @@ pub(crate) fn spawn_with_config(req: &RunRequest, config: &Path) -> Child {
 }
 
 pub(crate) fn spawn_line_with_config(line: &str, config: &Path) -> Child {
+    spawn_line_in(line, config, Path::new(STATE_DIR))
+}
+
+/// Run band-server with a config file and a state directory of the test's own.
+pub(crate) fn spawn_line_in(line: &str, config: &Path, state_dir: &Path) -> Child {
     let mut child = Command::new(server())
         .arg("run")
-        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+        .env(band_server::config::STATE_DIR_ENV, state_dir)
         .env(band_server::config::CONFIG_ENV, config)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

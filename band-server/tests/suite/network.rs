@@ -537,16 +537,27 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
     privileged!();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let cfg = dir.path().join("server.toml");
+    // The resolver: a dead loopback port (nothing is asked: the run fails before).
     fs_err::write(
         &cfg,
-        "nft = \"/nonexistent/nft\"\ndns_upstream = [\"192.0.2.53\"]\n",
+        "nft = \"/nonexistent/nft\"\ndns_upstream = [\"127.0.0.1:9\"]\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let req = request(
         "#!/bin/bash\necho ran\n",
         net_policy(&["api.example.test"], &[]),
     );
-    let o = finish(spawn_with_config(&req, &cfg));
+    // A state directory of its own: every server's start cleans the dead leases of its state
+    // directory, and one without nft would clear a dead run's lease but leave its table (the
+    // kill -9 tests' runs, in the shared one, then keep theirs). Uids stay apart across state
+    // directories (each is locked host-wide while leased).
+    let state = tempfile::Builder::new()
+        .prefix("band-test-no-nft-")
+        .tempdir_in("/run")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = finish(spawn_line_in(&line, &cfg, state.path()));
     assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
     let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
     assert_eq!(e.layer, Layer::Network);
