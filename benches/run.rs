@@ -15,8 +15,8 @@
 //! - **python job** (`sum(range(10**6))`) [≤ 1.2×];
 //! - **50 processes** (`for i in $(seq 50); do /bin/true; done`) [≤ 1.3×];
 //! - **networked fetch** of one page from one allowed host [≤ 1.5× bwrap with network]: the host
-//!   is a network namespace the bench makes (veth, and the test suite's `netlab.py` serving DNS and
-//!   HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
+//!   is a network namespace the bench makes (band-test's lab: a veth, and `netlab.py` serving DNS
+//!   and HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
 //!   band's `dns_upstream` is the lab's DNS. No packet leaves the machine (checked by route);
 //! - **no-op with 1,000 idle host processes** [≤ 2.0×];
 //! - **first run of a fresh state directory** [≤ 150 ms]: band-server alone, a new state
@@ -223,7 +223,7 @@ fn main() {
     fs_err::create_dir(&env.empty).expect("mkdir workspace");
     // A lab for the networked job (full runs only): its address names the fetch URL.
     let lab = if full && wanted("fetch") {
-        Lab::new(env.tmp.join("lab"))
+        Lab::new()
     } else {
         None
     };
@@ -719,14 +719,12 @@ fn serve_once(
     result.expect("band-server sent no result")
 }
 
-/// A fake internet for the networked job: a network namespace with a veth to the host, and the
-/// test suite's `netlab.py` in it serving DNS (`api.bench.test` → the lab) and HTTP. Addresses
-/// look public (`11.232.<n>.0/24`, so band treats them like the internet) and are routed to the
-/// veth: checked before any traffic, or the lab is not used. Removed on drop.
+/// A fake internet for the networked job: band-test's lab (`band_test::netlab`: a network
+/// namespace with a veth to the host, `api.bench.test` resolving to its host, HTTP on port 80
+/// there; every address checked by route to stay on the veth, or no lab), and a resolv.conf naming
+/// the lab's DNS, for bubblewrap. Removed on drop.
 struct Lab {
-    ns: String,
-    veth: String,
-    server: Child,
+    _lab: band_test::netlab::Lab,
     /// band-server's config: `dns_upstream` is the lab's DNS.
     config: PathBuf,
     /// A resolv.conf naming the lab's DNS, for bubblewrap.
@@ -734,110 +732,20 @@ struct Lab {
 }
 
 impl Lab {
-    fn new(dir: PathBuf) -> Option<Lab> {
-        let ok = |args: &[&str]| {
-            Command::new(args[0])
-                .args(&args[1..])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        let n = (1..250u32)
-            .map(|i| (std::process::id() + i) % 250 + 1)
-            .find(|n| ok(&["ip", "netns", "add", &format!("bandb{n}")]))?;
-        let ns = format!("bandb{n}");
-        let veth = format!("bb{n}h");
-        let peer = format!("bb{n}n");
-        let host = format!("11.232.{n}.1");
-        let web = format!("11.232.{n}.2");
-        let mut lab = Lab {
-            ns: ns.clone(),
-            veth: veth.clone(),
-            server: Command::new("true").spawn().ok()?,
-            config: dir.join("server.toml"),
-            resolv: dir.join("resolv.conf"),
-        };
-        let (hnet, wnet) = (format!("{host}/24"), format!("{web}/24"));
-        let nsx = |rest: &[&str]| -> Vec<String> {
-            ["ip", "netns", "exec", ns.as_str()]
-                .iter()
-                .chain(rest)
-                .map(|s| s.to_string())
-                .collect()
-        };
-        let steps: Vec<Vec<String>> = vec![
-            [
-                "ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer,
-            ]
-            .map(String::from)
-            .to_vec(),
-            ["ip", "link", "set", &peer, "netns", &ns]
-                .map(String::from)
-                .to_vec(),
-            ["ip", "addr", "add", &hnet, "dev", &veth]
-                .map(String::from)
-                .to_vec(),
-            ["ip", "link", "set", &veth, "up"]
-                .map(String::from)
-                .to_vec(),
-            nsx(&["ip", "link", "set", "lo", "up"]),
-            nsx(&["ip", "addr", "add", &wnet, "dev", &peer]),
-            nsx(&["ip", "link", "set", &peer, "up"]),
-            nsx(&["ip", "route", "add", "default", "via", &host]),
-        ];
-        for s in &steps {
-            let s: Vec<&str> = s.iter().map(String::as_str).collect();
-            if !ok(&s) {
-                println!("lab: `{}` failed", s.join(" "));
-                return None;
-            }
-        }
-        // Nothing may leave the machine.
-        let route = Command::new("ip")
-            .args(["route", "get", &web])
-            .output()
+    fn new() -> Option<Lab> {
+        use band_test::netlab::{At, Spec};
+        let lab = Spec::new()
+            .name("api.bench.test", [At::V4(2)])
+            .listen(At::V4(2), 80)
+            .try_build()
+            .map_err(|e| println!("lab: {e}; no networked row"))
             .ok()?;
-        if !String::from_utf8_lossy(&route.stdout).contains(&format!("dev {veth}")) {
-            println!("lab: {web} is not routed to the lab; no networked row");
-            return None;
-        }
-        fs_err::create_dir_all(&dir).ok()?;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("band-test/netlab.py");
-        let zone = serde_json::json!({ "api.bench.test": [web] }).to_string();
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &ns, "/usr/bin/python3"])
-            .arg(&script)
-            .arg(&dir)
-            .arg(zone)
-            .arg(format!("{web}:80"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        std::mem::swap(&mut lab.server, &mut server);
-        let _ = server.wait();
-        let start = Instant::now();
-        while !dir.join("ready").exists() {
-            if start.elapsed() > Duration::from_secs(20) {
-                println!("lab: netlab.py did not start");
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        fs_err::write(&lab.config, format!("dns_upstream = [\"{web}:53\"]\n")).ok()?;
-        fs_err::write(&lab.resolv, format!("nameserver {web}\n")).ok()?;
-        Some(lab)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.veth])
-            .output();
+        let resolv = lab.dir().join("resolv.conf");
+        fs_err::write(&resolv, format!("nameserver {}\n", lab.host())).ok()?;
+        Some(Lab {
+            config: lab.config.clone(),
+            resolv,
+            _lab: lab,
+        })
     }
 }
