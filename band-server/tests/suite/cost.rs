@@ -65,3 +65,121 @@ fn privileged_usr_and_etc_are_one_bind_each_and_read_only_throughout() {
         assert_eq!(kv.get("certs").map(String::as_str), Some("yes"), "{o:#?}");
     }
 }
+
+const WHO: &str = r#"echo "user=$(awk -F: -v u="$(awk '/^Uid:/{print $2}' /proc/self/status)" '$3==u{print $1}' /etc/passwd)""#;
+
+/// A state directory of the test's own (uids are locked host-wide, so it is safe next to the
+/// suite's `/run/band-test`): other runs cannot move its lease hint under the test.
+struct OwnState(std::path::PathBuf);
+
+impl OwnState {
+    fn new(tag: &str) -> OwnState {
+        let dir = std::path::PathBuf::from(format!("/run/band-test-{tag}-{}", std::process::id()));
+        fs_err::create_dir_all(dir.join("leases")).unwrap_or_else(|e| panic!("{e}"));
+        OwnState(dir)
+    }
+
+    fn set_hint(&self, slot: u32) {
+        fs_err::write(
+            band_server::layers::identity::uidpool::hint_path(&self.0),
+            slot.to_string(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn spawn(&self, script: &str) -> std::process::Child {
+        use std::io::Write as _;
+        let req = request(script, policy());
+        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut child = std::process::Command::new(server())
+            .arg("run")
+            .env(band_server::config::STATE_DIR_ENV, &self.0)
+            .env(
+                band_server::config::CONFIG_ENV,
+                "/nonexistent/band-test/server.toml",
+            )
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start band-server: {e}"));
+        let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        child
+    }
+}
+
+impl Drop for OwnState {
+    fn drop(&mut self) {
+        // The program cache is a tmpfs of its own.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.join("exec"))
+            .status();
+        let _ = fs_err::remove_dir_all(&self.0);
+    }
+}
+
+/// The slot (`band-run-<n>`) a run printed with [`WHO`], read as soon as it is printed.
+fn slot_of(child: &mut std::process::Child) -> u32 {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    while let Some(Ok(line)) = lines.next() {
+        let msg = serde_json::from_str::<band::proto::Message>(&line);
+        let text = match msg {
+            Ok(band::proto::Message::Event(band::proto::Event::Stdout { data })) => data,
+            Ok(band::proto::Message::Result(r)) => panic!("the run ended first: {r:#?}"),
+            _ => continue,
+        };
+        if let Some(n) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("user=band-run-"))
+            .and_then(|n| n.trim().parse().ok())
+        {
+            return n;
+        }
+    }
+    panic!("the run never printed its user");
+}
+
+/// The uid lease starts at the pool's hint (`<state>/leases/hint`) instead of trying every busy
+/// slot from 0, and still never hands out a busy slot: pointed at a free high slot, a run takes
+/// it (before the hint it took the lowest free one); pointed at a slot a live run holds, runs
+/// started together each get another slot, all different.
+#[test]
+fn privileged_the_lease_starts_at_the_hint_and_never_shares_a_slot() {
+    privileged!();
+    let state = OwnState::new("hint");
+    state.set_hint(40);
+    let holding = format!("#!/bin/bash\n{WHO}\nsleep 1.5\n");
+    let mut first = state.spawn(&holding);
+    let held = slot_of(&mut first);
+    // The hint at the held slot: every run started now must go past it, each to its own slot.
+    state.set_hint(held);
+    let mut others: Vec<std::process::Child> = (0..3).map(|_| state.spawn(&holding)).collect();
+    let mut slots: Vec<u32> = others.iter_mut().map(slot_of).collect();
+    slots.push(held);
+    // Every run ends before any assertion (the state directory is removed on drop).
+    for mut c in others.into_iter().chain([first]) {
+        let _ = c.wait();
+    }
+    // Another state directory may hold 40's uid host-wide: then the next free one.
+    assert!(
+        held >= 40,
+        "the run took slot {held}, not the hint's 40 or after"
+    );
+    let mut distinct = slots.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), slots.len(), "a slot was shared: {slots:?}");
+    // Released slots lower the hint again: the lowest of them is where the next run looks.
+    let hint = band_server::layers::identity::uidpool::read_hint(&state.0);
+    assert!(
+        hint <= *slots.iter().min().unwrap_or(&0),
+        "hint {hint} after releasing {slots:?}"
+    );
+}
