@@ -183,3 +183,116 @@ fn privileged_the_lease_starts_at_the_hint_and_never_shares_a_slot() {
         "hint {hint} after releasing {slots:?}"
     );
 }
+
+/// Whatever of run `run_id` is still on the host: its run and exec folders, mounts, cgroup
+/// folders (v1 or v2), a lease naming it, processes of `uid`.
+fn leftovers_of(run_id: &str, uid: u32) -> Vec<String> {
+    let mut left = Vec::new();
+    let state = state_dir();
+    for dir in [
+        state.join("runs").join(run_id),
+        state.join("exec/runs").join(run_id),
+    ] {
+        if dir.exists() {
+            left.push(format!("folder {}", dir.display()));
+        }
+    }
+    let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    left.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains(run_id))
+            .map(|l| format!("mount {l}")),
+    );
+    let cgroup = std::path::Path::new("/sys/fs/cgroup");
+    let mut roots = vec![cgroup.to_path_buf()];
+    if let Ok(rd) = fs_err::read_dir(cgroup) {
+        roots.extend(rd.filter_map(Result::ok).map(|e| e.path()));
+    }
+    for r in roots {
+        let d = r.join("band").join(run_id);
+        if d.exists() {
+            left.push(format!("cgroup {}", d.display()));
+        }
+    }
+    if let Ok(rd) = fs_err::read_dir(state.join("leases")) {
+        for e in rd.filter_map(Result::ok) {
+            if fs_err::read_to_string(e.path()).is_ok_and(|t| t.contains(run_id)) {
+                left.push(format!("lease {}", e.path().display()));
+            }
+        }
+    }
+    left.extend(pids_of_uid(uid).iter().map(|p| format!("process {p}")));
+    left
+}
+
+/// The result goes out before the run's mounts, folders, cgroups and lease are removed, and
+/// standard output closes with it (band's client goes on without waiting for band-server to
+/// exit). Killed right after its result, band-server leaves what it had not removed yet to
+/// the janitor, which removes all of it: nothing of the run is left.
+#[test]
+fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_janitor() {
+    use std::io::BufRead as _;
+    privileged!();
+    let script = format!("#!/bin/bash\n{WHO}\nsleep 0.2 &\necho done\n");
+    let req = request(&script, policy());
+    let run_id = req.run_id.clone();
+    let mut child = spawn(&req);
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let lines = std::io::BufReader::new(stdout).lines();
+    let mut result = None;
+    for line in lines {
+        let line = line.unwrap_or_else(|e| panic!("{e}"));
+        if let Ok(band::proto::Message::Result(r)) =
+            serde_json::from_str::<band::proto::Message>(&line)
+        {
+            result = Some(*r);
+            break;
+        }
+    }
+    // At once: the removal may be under way.
+    let _ = child.kill();
+    let _ = child.wait();
+    let result = result.unwrap_or_else(|| panic!("no result"));
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let user = result
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("user="))
+        .unwrap_or_else(|| panic!("no user in {result:#?}"))
+        .to_string();
+    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    let out = std::process::Command::new(server())
+        .arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+        .env(
+            band_server::config::CONFIG_ENV,
+            "/nonexistent/band-test/server.toml",
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The uid's processes: another run may hold the same uid by now only once this one's lease
+    // is free, so look only at this run's own traces and, for processes, while none is found.
+    let left: Vec<String> = leftovers_of(&run_id, uid)
+        .into_iter()
+        .filter(|l| !l.starts_with("process") || !uid_leased_again(uid))
+        .collect();
+    assert!(left.is_empty(), "left of {run_id}: {left:#?}");
+}
+
+/// Whether a lease of the suite's state directory holds `uid` now (another run took it).
+fn uid_leased_again(uid: u32) -> bool {
+    (0..band_server::layers::identity::uidpool::POOL_SIZE).any(|slot| {
+        uid_of(&band_server::layers::identity::uidpool::user_name(slot)) == Some(uid)
+            && fs_err::read_to_string(band_server::layers::identity::uidpool::lease_path(
+                &state_dir(),
+                slot,
+            ))
+            .is_ok_and(|t| !t.trim().is_empty())
+    })
+}
