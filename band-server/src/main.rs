@@ -58,7 +58,7 @@ fn cmd_run() -> i32 {
     // by other processes of the same uid.
     let _ = sys::disable_core_dumps();
     let _ = sys::set_not_dumpable();
-    let sink = EventSink::new(Box::new(std::io::stdout()));
+    let sink = EventSink::new(Box::new(run::ClosingStdout(std::io::stdout())));
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let cfg = match load() {
             Ok(c) => c,

@@ -129,6 +129,21 @@ impl Transport for HostTransport {
         if let Some(w) = watcher {
             let _ = w.join();
         }
+        if let Ok(Some(r)) = result {
+            // band-server closes its output with the result and only then removes what it
+            // built for the run (mounts, folders, cgroups, lease; the janitor does it if it
+            // dies): the run is over, so band goes on. A thread reaps it and relays what it
+            // still says on stderr while band lives.
+            let _ = std::thread::Builder::new()
+                .name("band-server-exit".into())
+                .spawn(move || {
+                    let _ = child.wait();
+                    if let Some(r) = relay {
+                        let _ = r.join();
+                    }
+                });
+            return Ok(r);
+        }
         let status = child.wait();
         if let Some(r) = relay {
             let _ = r.join();

@@ -30,11 +30,14 @@ pub(super) const MAX_CALLS_KEPT: usize = 10_000;
 pub struct EventSink {
     tx: Mutex<Option<Sender<Vec<u8>>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Told by the writer thread once it has written everything and dropped its output.
+    done: Mutex<Receiver<()>>,
 }
 
 impl EventSink {
     pub fn new(mut out: Box<dyn Write + Send>) -> EventSink {
         let (tx, rx) = mpsc::channel::<Vec<u8>>();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
         let writer = std::thread::Builder::new()
             .name("events".into())
             .spawn(move || {
@@ -42,12 +45,29 @@ impl EventSink {
                     let _ = out.write_all(&line);
                     let _ = out.flush();
                 }
+                drop(out);
+                let _ = done_tx.send(());
             })
             .ok();
         EventSink {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(writer),
+            done: Mutex::new(done_rx),
         }
+    }
+
+    /// Stop taking messages, and wait up to `max` for the writer to write out what is queued
+    /// and drop its output (closing standard output, [`ClosingStdout`]). Whether it did: a
+    /// client that does not read cannot hold the caller longer than `max`. [`EventSink::finish`]
+    /// still joins the writer.
+    pub fn close_within(&self, max: Duration) -> bool {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        self.done
+            .lock()
+            .map(|d| d.recv_timeout(max).is_ok())
+            .unwrap_or(false)
     }
 
     pub fn send(&self, msg: &Message) {
@@ -75,6 +95,30 @@ impl EventSink {
             && let Some(w) = w.take()
         {
             let _ = w.join();
+        }
+    }
+}
+
+/// Standard output as an [`EventSink`]'s writer, closed (fd 1 made `/dev/null`) when the sink
+/// finishes and drops it: a client that reads to the end of output (band's host transport) has
+/// it as soon as the result is written, while band-server goes on removing the run
+/// (`run::serve`).
+pub struct ClosingStdout(pub std::io::Stdout);
+
+impl Write for ClosingStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Drop for ClosingStdout {
+    fn drop(&mut self) {
+        let _ = self.0.flush();
+        if let Ok(null) = fs_err::OpenOptions::new().write(true).open("/dev/null") {
+            let _ = rustix::stdio::dup2_stdout(null.file());
         }
     }
 }

@@ -14,6 +14,8 @@ const REAPER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct RunGuard {
     pub child: Option<Child>,
     built: Vec<Box<dyn Built>>,
+    /// Set by [`RunGuard::stop`]: what the stop phase found, for [`RunGuard::remove`].
+    stopped: Option<Teardown>,
 }
 
 impl RunGuard {
@@ -35,6 +37,16 @@ impl RunGuard {
 
     /// Kill and remove everything. Returns the problems met (logged by the caller).
     pub fn teardown(&mut self) -> Vec<String> {
+        self.remove()
+    }
+
+    /// The first half of [`RunGuard::teardown`]: every layer stops what runs (in reverse order
+    /// of building), then bubblewrap is reaped. Nothing of the run runs after it; what was built
+    /// is still there, for [`RunGuard::remove`]. Runs once (later calls do nothing).
+    pub fn stop(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
         let mut t = Teardown {
             processes_dead: true,
             clean: true,
@@ -54,6 +66,17 @@ impl RunGuard {
             let _ = child.kill();
             let _ = child.wait();
         }
+        self.stopped = Some(t);
+    }
+
+    /// The second half of [`RunGuard::teardown`] (after [`RunGuard::stop`], which it runs first
+    /// if it has not run): every layer removes what it built, in reverse order, with what the
+    /// stop phase found. Returns the problems met.
+    pub fn remove(&mut self) -> Vec<String> {
+        self.stop();
+        let Some(mut t) = self.stopped.take() else {
+            return Vec::new();
+        };
         while let Some(b) = self.built.pop() {
             b.teardown(&mut t);
         }

@@ -15,11 +15,15 @@
 //! 5. Run: write the secrets, stream stdout/stderr and CLI reports until bubblewrap exits or the
 //!    wall clock runs out (or the client goes, or the run's table vanishes); then kill everything
 //!    left in the cgroup (`events`).
-//! 6. Collect (output, written files, network report, insist) from outside, then tear down in
-//!    reverse order of building.
+//! 6. Collect (output, written files, network report, insist) from outside, then stop
+//!    everything (every layer's stop, in reverse order of building: no process of the run is
+//!    left); the result goes out ([`serve`]), and only then is what was built removed, in reverse
+//!    order ([`Removal`]): the client need not wait for the unmounts and rmdirs.
 //!
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
-//! [`RunGuard`] tears down whatever was built, on every path including panics.
+//! [`RunGuard`] tears down whatever was built, on every path including panics. If band-server
+//! dies between the result and the end of the removal, the lease still names the run and the
+//! janitor removes the rest.
 
 use std::io::{BufRead, Read};
 use std::process::ExitStatus;
@@ -49,7 +53,8 @@ mod events;
 mod guard;
 
 pub use self::events::{
-    ClientGone, ClientSays, EventSink, client_verdict, parse_jail_status, watch_client,
+    ClientGone, ClientSays, ClosingStdout, EventSink, client_verdict, parse_jail_status,
+    watch_client,
 };
 use self::events::{
     LoopState, MAX_CALLS_KEPT, Msg, drain, run_loop, spawn_reader, spawn_status_reader,
@@ -92,6 +97,38 @@ pub fn execute_watched(
     sink: &EventSink,
     gone: &ClientGone,
 ) -> RunResult {
+    let (result, rest) = execute_until_result(req, cfg, sink, gone);
+    rest.finish();
+    result
+}
+
+/// What is left of a run once its result is known: everything of it has stopped (no process of
+/// it runs), and what was built for it (run directory, mounts, cgroups, nftables table, lease)
+/// is still there. [`Removal::finish`] removes it; dropped unfinished, the guard's drop does.
+/// If band-server dies before, the lease still names the run and the janitor removes it all.
+pub struct Removal {
+    guard: RunGuard,
+}
+
+impl Removal {
+    /// Remove what was built for the run, in reverse order of building.
+    pub fn finish(mut self) {
+        for e in self.guard.remove() {
+            crate::say!("band-server: teardown: {e}");
+        }
+        reap_orphans();
+    }
+}
+
+/// The run up to its result: built, run, collected, and stopped (every process of it killed and
+/// reaped; `teardown_ms` is that stop). The removal of what was built is left to the caller, so
+/// that the result can go out first ([`serve`]).
+pub fn execute_until_result(
+    req: &RunRequest,
+    cfg: &ServerConfig,
+    sink: &EventSink,
+    gone: &ClientGone,
+) -> (RunResult, Removal) {
     let t0 = Instant::now();
     let mut guard = RunGuard::default();
     let mut result = match execute_inner(req, cfg, sink, &mut guard, t0, gone) {
@@ -103,12 +140,10 @@ pub fn execute_watched(
         }
     };
     let td = Instant::now();
-    for e in guard.teardown() {
-        crate::say!("band-server: teardown: {e}");
-    }
+    guard.stop();
     reap_orphans();
     result.metrics.teardown_ms = td.elapsed().as_millis() as u64;
-    result
+    (result, Removal { guard })
 }
 
 fn execute_inner(
@@ -393,6 +428,7 @@ pub fn serve(
     let max = max_request_bytes(cfg);
     let read = input.by_ref().take(max + 1).read_line(&mut line);
     let mut input = Some(input);
+    let mut removal = None;
     let result = match read {
         Ok(n) if n as u64 > max => RunResult::setup_failed(
             "",
@@ -410,7 +446,9 @@ pub fn serve(
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
             Ok(Message::Request(req)) => {
                 let gone = input.take().map(watch_client).unwrap_or_default();
-                execute_watched(&req, cfg, sink, &gone)
+                let (result, rest) = execute_until_result(&req, cfg, sink, &gone);
+                removal = Some(rest);
+                result
             }
             Ok(_) => RunResult::setup_failed(
                 "",
@@ -435,12 +473,122 @@ pub fn serve(
             }
         },
     };
-    sink.send(&Message::Result(Box::new(result.clone())));
+    deliver(&result, removal, sink);
     result
+}
+
+/// How long the removal of a run waits for its result to be written out: a client that does
+/// not read cannot keep the run's mounts, folders, cgroups and lease any longer.
+const RESULT_OUT: Duration = Duration::from_secs(1);
+
+/// Send the result and close the sink, then remove what was built for the run: the client has
+/// its result, and the end of the output (a sink on standard output closes it as it finishes,
+/// [`ClosingStdout`]), before the run's mounts, folders, cgroups and lease are removed, and
+/// need not wait for that. (Before, the removal came first.)
+fn deliver(result: &RunResult, removal: Option<Removal>, sink: &EventSink) {
+    sink.send(&Message::Result(Box::new(result.clone())));
+    sink.close_within(RESULT_OUT);
+    if let Some(r) = removal {
+        r.finish();
+    }
 }
 
 /// The largest request line read: the bundle and workspace (base64, so 4/3 of their size) must
 /// fit in the disk cap, plus the input and some room for the policy and framing.
 pub fn max_request_bytes(cfg: &ServerConfig) -> u64 {
     cfg.caps.disk_bytes.saturating_mul(4) / 3 + cfg.caps.input_bytes + (16 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::layer::{Built, Teardown, built_any};
+
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    fn note(log: &Log, what: &str) {
+        if let Ok(mut l) = log.lock() {
+            l.push(what.to_string());
+        }
+    }
+
+    /// A client's end of the output: notes each message, and its close.
+    struct Client(Log);
+    impl Write for Client {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let text = String::from_utf8_lossy(buf);
+            if text.contains("\"type\":\"result\"") {
+                note(&self.0, "result");
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Drop for Client {
+        fn drop(&mut self) {
+            note(&self.0, "output closed");
+        }
+    }
+
+    /// A built layer that notes its stop and its removal.
+    struct Layer(Log);
+    impl Built for Layer {
+        fn stop(&mut self, _t: &mut Teardown) {
+            note(&self.0, "stopped");
+        }
+        fn teardown(self: Box<Self>, _t: &mut Teardown) {
+            note(&self.0, "removed");
+        }
+        built_any!();
+    }
+
+    /// The result goes out, and the output closes, after every process of the run is stopped and
+    /// before anything built for it is removed (before, the removal came first).
+    #[test]
+    fn the_result_goes_out_between_the_stop_and_the_removal() {
+        let log: Log = Arc::default();
+        let mut guard = RunGuard::default();
+        guard.push(Layer(log.clone()));
+        guard.stop();
+        let sink = EventSink::new(Box::new(Client(log.clone())));
+        let result = RunResult::setup_failed("0123456789abcdef", proto::Layer::Process, "x", None);
+        deliver(&result, Some(Removal { guard }), &sink);
+        let got = log.lock().map(|l| l.clone()).unwrap_or_default();
+        assert_eq!(got, ["stopped", "result", "output closed", "removed"]);
+    }
+
+    /// A client that never reads: its output blocks.
+    struct Stalled(std::sync::mpsc::Receiver<()>);
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.0.recv();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A client that does not read its output cannot hold the removal of the run.
+    #[test]
+    fn a_client_that_does_not_read_does_not_hold_the_removal() {
+        let log: Log = Arc::default();
+        let mut guard = RunGuard::default();
+        guard.push(Layer(log.clone()));
+        let (unblock, blocked) = std::sync::mpsc::channel();
+        let sink = EventSink::new(Box::new(Stalled(blocked)));
+        let result = RunResult::setup_failed("0123456789abcdef", proto::Layer::Process, "x", None);
+        deliver(&result, Some(Removal { guard }), &sink);
+        let got = log.lock().map(|l| l.clone()).unwrap_or_default();
+        assert_eq!(got, ["stopped", "removed"]);
+        drop(unblock);
+        sink.finish();
+    }
 }

@@ -1,4 +1,5 @@
 mod bundled;
+mod cost;
 mod gate;
 mod hardening;
 pub(crate) mod helpers;

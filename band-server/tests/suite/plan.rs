@@ -208,6 +208,13 @@ fn describe(op: &FsOp<'_>) -> String {
             if *read_only { " ro" } else { "" },
             if *no_exec { " noexec" } else { "" }
         ),
+        FsOp::BindHost { source, target } => {
+            format!(
+                "bind {} -> {} ro, if the host has it",
+                source.display(),
+                target.display()
+            )
+        }
         FsOp::MaskLibrary {
             root, rels, target, ..
         } => format!(

@@ -10,8 +10,13 @@
 //!   tmp/            run uid 0700, remounted noexec                           → /tmp
 //!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc
 //!                   (with resolv.conf when networked), a copy of the host's ld.so.cache, and
-//!                   empty mount points for the host's ssl/certs, ca-certificates and fonts
-//!   bin/            symlinks <name> → /band/shim                    → /band/bin and /usr/bin
+//!                   the host's ssl/certs, ca-certificates and fonts bound read-only in it
+//!   usr/            the sandbox's /usr, bound whole                                → /usr
+//!     lib/ lib64/ libexec/ share/   the host's trees the host has, each a read-only mount:
+//!                   an overlay with the run's masks (`execmask`), else a bind of the host's
+//!     bin/          symlinks <name> → /band/shim                   → /band/bin and /usr/bin
+//!     sbin/ local/bin/  empty (and mount points for binds under /usr outside the trees above)
+//!   lib/            where a mask layer is built when the shared cache cannot hold it
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //! ```
 //!
@@ -80,9 +85,8 @@ pub struct RunDirSpec<'a, 'd> {
     /// Names to link to the shim in `bin/`.
     pub wrappers: &'a [String],
     pub host_mounts: &'a [HostMount],
-    /// Files in the library trees to hide (see `execmask`). When non-empty, the
-    /// trees are bound under `lib/` with the masks on top, and bubblewrap binds those instead of
-    /// the host's.
+    /// Files in the library trees to hide (see `execmask`): a tree holding any is an overlay
+    /// with the masks on top at `usr/<tree>`, the others are binds of the host's.
     pub masked: &'a [PathBuf],
     /// The library trees ([`crate::layers::fs::execmask::LIB_ROOTS`]) that are directories on
     /// this host.
@@ -141,6 +145,12 @@ pub enum FsOp<'a> {
         no_exec: bool,
         /// What failed, for the error message.
         what: String,
+    },
+    /// A read-only, nosuid, nodev bind of the host's `source` at `target` (not recursive), made
+    /// only when the host has `source` (bubblewrap's `--ro-bind-try`).
+    BindHost {
+        source: PathBuf,
+        target: PathBuf,
     },
     /// A read-only overlay at `target`: a layer of whiteouts (one per file of `rels`, shared
     /// through [`crate::layers::fs::maskcache`] when it can be) over the host tree `root`.
@@ -230,24 +240,40 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let mut p: Planned<'d> = Planned::default();
     let mut lib_binds = Vec::new();
 
-    // lib/: for each library tree with masked files, a read-only overlay at `lib/<n>`. One mount
-    // per tree, so bubblewrap's cost does not grow with the number of masks.
+    // usr/: the sandbox's whole `/usr`, bound by bubblewrap in one read-only bind (each bind
+    // costs it a mount, a read-only remount and a re-read of its mount table). Each library tree
+    // the host has is a read-only, nosuid, nodev mount here, made in the initial user namespace
+    // (so locked for bubblewrap's copy): an overlay with the masks on top when the tree has
+    // masked files (one mount per tree, so the cost does not grow with the number of masks),
+    // else a bind of the host's tree. `bin/` holds the run's wrappers; `sbin/` and `local/bin/`
+    // are empty.
+    let usr = root.join("usr");
+    p.mkdir(usr.clone(), 0o755, None);
     if !spec.masked.is_empty() {
+        // Where a mask layer is built when the shared cache cannot hold it.
         p.mkdir(root.join("lib"), 0o755, None);
-        for (i, lib) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
-            if !spec.lib_roots.iter().any(|r| r == lib) {
-                continue;
-            }
-            let rels: Vec<PathBuf> = spec
-                .masked
-                .iter()
-                .filter_map(|m| m.strip_prefix(lib).ok())
-                .map(Path::to_path_buf)
-                .collect();
-            if rels.is_empty() {
-                continue;
-            }
-            let target = root.join("lib").join(i.to_string());
+    }
+    for (i, lib) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
+        if !spec.lib_roots.iter().any(|r| r == lib) {
+            continue;
+        }
+        let Some(name) = lib.strip_prefix("/usr/") else {
+            continue;
+        };
+        let target = usr.join(name);
+        let rels: Vec<PathBuf> = spec
+            .masked
+            .iter()
+            .filter_map(|m| m.strip_prefix(lib).ok())
+            .map(Path::to_path_buf)
+            .collect();
+        if rels.is_empty() {
+            p.mkdir(target.clone(), 0o755, None);
+            p.ops.push(FsOp::BindHost {
+                source: PathBuf::from(lib),
+                target,
+            });
+        } else {
             p.ops.push(FsOp::MaskLibrary {
                 index: i,
                 root: lib.to_string(),
@@ -256,6 +282,9 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             });
             lib_binds.push((lib.to_string(), target));
         }
+    }
+    for d in ["sbin", "local", "local/bin"] {
+        p.mkdir(usr.join(d), 0o755, None);
     }
 
     // skill/: root-owned, read-only and noexec (executable bits kept, but nothing of the bundle
@@ -396,14 +425,29 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     // `/etc`: one mount, not one per file): the CA certificates and fontconfig's folder.
     p.mkdir(etc.join("ssl"), 0o755, None);
     for d in ETC_HOST_DIRS {
-        p.mkdir(root.join("etc").join(d), 0o755, None);
+        let target = etc.join(d);
+        p.mkdir(target.clone(), 0o755, None);
+        p.ops.push(FsOp::BindHost {
+            source: Path::new("/etc").join(d),
+            target,
+        });
     }
     for (path, is_dir) in spec.other_binds {
-        let Ok(rel) = path.strip_prefix("/etc") else {
-            continue;
+        // Under `/usr`, outside the library trees mounted there (which show the host's paths).
+        let (base, rel) = match (path.strip_prefix("/etc"), path.strip_prefix("/usr")) {
+            (Ok(rel), _) => (etc.clone(), rel),
+            (_, Ok(rel))
+                if !spec
+                    .lib_roots
+                    .iter()
+                    .any(|r| path.starts_with(r) || Path::new(r).starts_with(path)) =>
+            {
+                (usr.clone(), rel)
+            }
+            _ => continue,
         };
         let parts: Vec<_> = rel.components().collect();
-        let mut at = etc.clone();
+        let mut at = base;
         for (i, c) in parts.iter().enumerate() {
             at = at.join(c);
             if i + 1 < parts.len() || *is_dir {
@@ -414,7 +458,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         }
     }
 
-    let bin = root.join("bin");
+    let bin = usr.join("bin");
     p.mkdir(bin.clone(), 0o755, None);
     for name in spec.wrappers {
         p.ops.push(FsOp::Symlink {
@@ -595,6 +639,20 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             },
         )
         .layer(fsl, what),
+        FsOp::BindHost { source, target } => {
+            if fs::symlink_metadata(source).is_err() {
+                return Ok(());
+            }
+            sys::bind_mount(
+                source,
+                target,
+                BindFlags {
+                    read_only: true,
+                    no_exec: false,
+                },
+            )
+            .layer(fsl, format!("failed to bind {}", source.display()))
+        }
         FsOp::MaskLibrary {
             index,
             root,
@@ -970,6 +1028,92 @@ mod tests {
         }));
         // Nothing outside /etc is made in it.
         assert!(!dirs.iter().any(|d| d.starts_with("opt")), "{dirs:?}");
+    }
+
+    /// The sandbox's `/usr` and the host folders of its `/etc` are prepared here, read-only, so
+    /// that bubblewrap binds each in one (a bind costs it a re-read of its mount table): every
+    /// library tree the host has is an overlay (masked) or a read-only bind of the host's, the
+    /// host's `/etc` folders are read-only binds, and a bind under `/usr` outside those trees
+    /// (python's `/usr/local` packages) gets its mount point, as under `/etc`.
+    #[test]
+    fn usr_and_the_etc_host_folders_are_prepared_read_only_in_the_run_directory() {
+        let never = |_: &str| false;
+        let other = [
+            (PathBuf::from("/usr/local/lib/python3/dist-packages"), true),
+            (PathBuf::from("/usr/lib/libreoffice"), true),
+        ];
+        let lib_roots: Vec<String> = ["/usr/lib", "/usr/libexec", "/usr/share"]
+            .map(String::from)
+            .to_vec();
+        let plan = plan(&RunDirSpec {
+            other_binds: &other,
+            state: Path::new("/run/band"),
+            run_id: "0123456789abcdef",
+            disk_bytes: 1 << 20,
+            uid: 900,
+            gid: 900,
+            user: "band-run-0",
+            bundle: &[],
+            workspace: &[],
+            write_allowed: &never,
+            write_dirs: &[],
+            input_json: b"{}",
+            config_json: None,
+            wrappers: &["git".to_string()],
+            host_mounts: &[],
+            masked: &[PathBuf::from("/usr/lib/x/helper")],
+            lib_roots: &lib_roots,
+            resolv_conf: None,
+        });
+        let root = Path::new("/run/band/runs/0123456789abcdef");
+        let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+        let mounts: Vec<String> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::BindHost { source, target } => {
+                    Some(format!("bind {} {}", source.display(), rel(target)))
+                }
+                FsOp::MaskLibrary {
+                    root: r, target, ..
+                } => Some(format!("overlay {r} {}", rel(target))),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                "overlay /usr/lib usr/lib",
+                "bind /usr/libexec usr/libexec",
+                "bind /usr/share usr/share",
+                "bind /etc/ssl/certs etc/ssl/certs",
+                "bind /etc/ca-certificates etc/ca-certificates",
+                "bind /etc/fonts etc/fonts",
+            ]
+        );
+        let dirs: Vec<String> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Mkdir { path, .. } => Some(rel(path)),
+                _ => None,
+            })
+            .collect();
+        for d in [
+            "usr/bin",
+            "usr/sbin",
+            "usr/local/bin",
+            "usr/local/lib/python3/dist-packages",
+        ] {
+            assert!(dirs.contains(&d.to_string()), "{d} in {dirs:?}");
+        }
+        // Nothing is made inside a mounted library tree (it is the host's, read-only).
+        assert!(!dirs.iter().any(|d| d.starts_with("usr/lib/")), "{dirs:?}");
+        assert!(plan.ops.contains(&FsOp::Symlink {
+            target: PathBuf::from("/band/shim"),
+            link: root.join("usr/bin/git"),
+            name: "git".into(),
+        }));
     }
 
     #[test]

@@ -131,9 +131,6 @@ pub struct SandboxPlan {
     /// installation around its copy's path).
     pub links: Vec<(PathBuf, PathBuf)>,
     pub extra: Vec<ExtraBind>,
-    /// Library trees to bind from a prepared source instead of the host path (sandbox path,
-    /// source): the run directory's copies with executables masked (see `execmask`).
-    pub lib_binds: Vec<(String, PathBuf)>,
     pub entry: String,
     /// The skill's programs the policy declares (paths relative to the skill root): band-shim is
     /// bound over each at `/skill/<path>` (`layers::cli::bundled`).
@@ -207,24 +204,15 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     );
     push(&mut a, &["--hostname", "band"]);
     push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
-    for (kind, tree) in [
-        ("--ro-bind", "/usr/lib"),
-        ("--ro-bind-try", "/usr/lib64"),
-        ("--ro-bind", "/usr/share"),
-        ("--ro-bind-try", "/usr/libexec"),
-    ] {
-        match plan.lib_binds.iter().find(|(dest, _)| dest == tree) {
-            Some((dest, src)) => {
-                bind(
-                    &mut a,
-                    "--ro-bind",
-                    src.clone().into_os_string(),
-                    dest.into(),
-                );
-            }
-            None => push(&mut a, &[kind, tree, tree]),
-        }
-    }
+    // The run's `/usr` in one bind: its library trees (masked overlays or binds of the host's),
+    // the wrappers in `bin/`, empty `sbin/` and `local/bin/`, all prepared read-only in the run
+    // directory (`workdir::plan`).
+    bind(
+        &mut a,
+        "--ro-bind",
+        plan.run_dir.join("usr").into_os_string(),
+        "/usr".into(),
+    );
     push(
         &mut a,
         &[
@@ -247,7 +235,6 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "/sbin",
         ],
     );
-    push(&mut a, &["--dir", "/usr/sbin", "--dir", "/usr/local/bin"]);
     for (copy, name) in &plan.self_links {
         a.push("--symlink".into());
         a.push(format!("{SANDBOX_PATH}/{name}").into());
@@ -259,15 +246,10 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         a.push(link.clone().into_os_string());
     }
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
-    bind(&mut a, "--ro-bind", run("bin"), "/usr/bin".into());
     // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, a copy of the
-    // host's ld.so.cache, and resolv.conf with network), then the host folders it has mount
-    // points for.
+    // host's ld.so.cache, resolv.conf with network, and the host folders of
+    // `workdir::ETC_HOST_DIRS` already bound read-only in it).
     bind(&mut a, "--ro-bind", run("etc"), "/etc".into());
-    for d in crate::layers::fs::workdir::ETC_HOST_DIRS {
-        let host = format!("/etc/{d}");
-        bind(&mut a, "--ro-bind-try", host.clone().into(), host.into());
-    }
     bind(&mut a, "--ro-bind", run("skill"), "/skill".into());
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
@@ -344,10 +326,6 @@ mod tests {
                 dest: PathBuf::from("/data"),
                 writable: false,
             }],
-            lib_binds: vec![(
-                "/usr/lib".to_string(),
-                PathBuf::from("/run/band/runs/0123456789abcdef/lib/0"),
-            )],
             entry: "scripts/run.sh".into(),
             bundled: vec!["bin/tool".into()],
             has_config: true,
@@ -383,17 +361,8 @@ mod tests {
             "--dev",
             "/dev",
             "--ro-bind",
-            "/run/band/runs/0123456789abcdef/lib/0",
-            "/usr/lib",
-            "--ro-bind-try",
-            "/usr/lib64",
-            "/usr/lib64",
-            "--ro-bind",
-            "/usr/share",
-            "/usr/share",
-            "--ro-bind-try",
-            "/usr/libexec",
-            "/usr/libexec",
+            &format!("{r}/usr"),
+            "/usr",
             "--symlink",
             "usr/lib",
             "/lib",
@@ -406,25 +375,9 @@ mod tests {
             "--symlink",
             "usr/sbin",
             "/sbin",
-            "--dir",
-            "/usr/sbin",
-            "--dir",
-            "/usr/local/bin",
-            "--ro-bind",
-            &format!("{r}/bin"),
-            "/usr/bin",
             "--ro-bind",
             &format!("{r}/etc"),
             "/etc",
-            "--ro-bind-try",
-            "/etc/ssl/certs",
-            "/etc/ssl/certs",
-            "--ro-bind-try",
-            "/etc/ca-certificates",
-            "/etc/ca-certificates",
-            "--ro-bind-try",
-            "/etc/fonts",
-            "/etc/fonts",
             "--ro-bind",
             &format!("{r}/skill"),
             "/skill",

@@ -71,7 +71,6 @@ pub fn plan_sandbox(
                 }))
             }))
             .collect(),
-        lib_binds: run_dir.lib_binds.clone(),
         entry: checked.req.entry.clone(),
         // The entry is read by its interpreter: band-shim is never bound over it (a `./` rule
         // naming it leaves it noexec at its path).

@@ -1,0 +1,298 @@
+//! What issue 17's cuts of a run's cost must keep: the same sandbox, seen from inside it, and
+//! nothing left behind.
+
+use band::proto::Status;
+use pretty_assertions::assert_eq;
+
+use super::helpers::*;
+
+/// `/usr` and `/etc` are each one bind of a tree band-server prepared in the run directory
+/// (bubblewrap re-reads its mount table for each bind it makes): the library trees and the
+/// host's `/etc` folders are mounts inside them, made read-only, nosuid and nodev by
+/// band-server itself. Seen from inside: the same trees as before, every mount there read-only,
+/// nosuid and nodev, and nothing writable.
+#[test]
+fn privileged_usr_and_etc_are_one_bind_each_and_read_only_throughout() {
+    privileged!();
+    let script = "#!/bin/bash\n\
+        while read -r _id _parent _dev _root mp opts _rest; do\n\
+          case \"$mp\" in /usr|/usr/*|/etc|/etc/*) echo \"mount $mp=$opts\";; esac\n\
+        done < /proc/self/mountinfo\n\
+        cd /usr && echo \"usr=$(echo *)\"\n\
+        for d in /usr /usr/lib /usr/share /usr/bin /usr/local/bin /usr/sbin /etc /etc/ssl/certs /etc/fonts; do\n\
+          if (echo x > \"$d/band-probe\") 2>/dev/null; then echo \"write $d=written\"; else echo \"write $d=refused\"; fi\n\
+        done\n\
+        echo \"certs=$(cd /etc/ssl/certs 2>/dev/null && for f in *; do echo yes; break; done)\"\n";
+    let o = run(&request(script, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let mounts: Vec<(&str, &str)> = kv
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("mount ")?, v.as_str())))
+        .collect();
+    for (at, opts) in &mounts {
+        let opts: Vec<&str> = opts.split(',').collect();
+        for flag in ["ro", "nosuid", "nodev"] {
+            assert!(opts.contains(&flag), "{at} is not {flag}: {opts:?}");
+        }
+    }
+    let at: Vec<&str> = mounts.iter().map(|(m, _)| *m).collect();
+    let mut want: Vec<String> = vec!["/usr".into(), "/etc".into()];
+    want.extend(
+        band_server::layers::fs::execmask::LIB_ROOTS
+            .iter()
+            .filter(|r| fs_err::symlink_metadata(r).is_ok_and(|m| m.is_dir()))
+            .map(|r| r.to_string()),
+    );
+    want.extend(
+        band_server::layers::fs::workdir::ETC_HOST_DIRS
+            .iter()
+            .map(|d| format!("/etc/{d}"))
+            .filter(|d| std::path::Path::new(d).exists()),
+    );
+    want.sort();
+    let mut got: Vec<String> = at.iter().map(|s| s.to_string()).collect();
+    got.sort();
+    assert_eq!(got, want, "{o:#?}");
+    let usr = kv.get("usr").cloned().unwrap_or_default();
+    for d in ["bin", "lib", "local", "sbin", "share"] {
+        assert!(usr.split(' ').any(|x| x == d), "no /usr/{d}: {usr}");
+    }
+    for (k, v) in kv.iter().filter(|(k, _)| k.starts_with("write ")) {
+        assert_eq!(v, "refused", "{k}: {o:#?}");
+    }
+    if std::path::Path::new("/etc/ssl/certs").is_dir() {
+        assert_eq!(kv.get("certs").map(String::as_str), Some("yes"), "{o:#?}");
+    }
+}
+
+const WHO: &str = r#"echo "user=$(awk -F: -v u="$(awk '/^Uid:/{print $2}' /proc/self/status)" '$3==u{print $1}' /etc/passwd)""#;
+
+/// A state directory of the test's own (uids are locked host-wide, so it is safe next to the
+/// suite's `/run/band-test`): other runs cannot move its lease hint under the test.
+struct OwnState(std::path::PathBuf);
+
+impl OwnState {
+    fn new(tag: &str) -> OwnState {
+        let dir = std::path::PathBuf::from(format!("/run/band-test-{tag}-{}", std::process::id()));
+        fs_err::create_dir_all(dir.join("leases")).unwrap_or_else(|e| panic!("{e}"));
+        OwnState(dir)
+    }
+
+    fn set_hint(&self, slot: u32) {
+        fs_err::write(
+            band_server::layers::identity::uidpool::hint_path(&self.0),
+            slot.to_string(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn spawn(&self, script: &str) -> std::process::Child {
+        use std::io::Write as _;
+        let req = request(script, policy());
+        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut child = std::process::Command::new(server())
+            .arg("run")
+            .env(band_server::config::STATE_DIR_ENV, &self.0)
+            .env(
+                band_server::config::CONFIG_ENV,
+                "/nonexistent/band-test/server.toml",
+            )
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start band-server: {e}"));
+        let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        child
+    }
+}
+
+impl Drop for OwnState {
+    fn drop(&mut self) {
+        // The program cache is a tmpfs of its own.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.join("exec"))
+            .status();
+        let _ = fs_err::remove_dir_all(&self.0);
+    }
+}
+
+/// The slot (`band-run-<n>`) a run printed with [`WHO`], read as soon as it is printed.
+fn slot_of(child: &mut std::process::Child) -> u32 {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    while let Some(Ok(line)) = lines.next() {
+        let msg = serde_json::from_str::<band::proto::Message>(&line);
+        let text = match msg {
+            Ok(band::proto::Message::Event(band::proto::Event::Stdout { data })) => data,
+            Ok(band::proto::Message::Result(r)) => panic!("the run ended first: {r:#?}"),
+            _ => continue,
+        };
+        if let Some(n) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("user=band-run-"))
+            .and_then(|n| n.trim().parse().ok())
+        {
+            return n;
+        }
+    }
+    panic!("the run never printed its user");
+}
+
+/// The uid lease starts at the pool's hint (`<state>/leases/hint`) instead of trying every busy
+/// slot from 0, and still never hands out a busy slot: pointed at a free high slot, a run takes
+/// it (before the hint it took the lowest free one); pointed at a slot a live run holds, runs
+/// started together each get another slot, all different.
+#[test]
+fn privileged_the_lease_starts_at_the_hint_and_never_shares_a_slot() {
+    privileged!();
+    let state = OwnState::new("hint");
+    state.set_hint(40);
+    let holding = format!("#!/bin/bash\n{WHO}\nsleep 1.5\n");
+    let mut first = state.spawn(&holding);
+    let held = slot_of(&mut first);
+    // The hint at the held slot: every run started now must go past it, each to its own slot.
+    state.set_hint(held);
+    let mut others: Vec<std::process::Child> = (0..3).map(|_| state.spawn(&holding)).collect();
+    let mut slots: Vec<u32> = others.iter_mut().map(slot_of).collect();
+    slots.push(held);
+    // Every run ends before any assertion (the state directory is removed on drop).
+    for mut c in others.into_iter().chain([first]) {
+        let _ = c.wait();
+    }
+    // Another state directory may hold 40's uid host-wide: then the next free one.
+    assert!(
+        held >= 40,
+        "the run took slot {held}, not the hint's 40 or after"
+    );
+    let mut distinct = slots.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), slots.len(), "a slot was shared: {slots:?}");
+    // Released slots lower the hint again: the lowest of them is where the next run looks.
+    let hint = band_server::layers::identity::uidpool::read_hint(&state.0);
+    assert!(
+        hint <= *slots.iter().min().unwrap_or(&0),
+        "hint {hint} after releasing {slots:?}"
+    );
+}
+
+/// Whatever of run `run_id` is still on the host: its run and exec folders, mounts, cgroup
+/// folders (v1 or v2), a lease naming it, processes of `uid`.
+fn leftovers_of(run_id: &str, uid: u32) -> Vec<String> {
+    let mut left = Vec::new();
+    let state = state_dir();
+    for dir in [
+        state.join("runs").join(run_id),
+        state.join("exec/runs").join(run_id),
+    ] {
+        if dir.exists() {
+            left.push(format!("folder {}", dir.display()));
+        }
+    }
+    let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    left.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains(run_id))
+            .map(|l| format!("mount {l}")),
+    );
+    let cgroup = std::path::Path::new("/sys/fs/cgroup");
+    let mut roots = vec![cgroup.to_path_buf()];
+    if let Ok(rd) = fs_err::read_dir(cgroup) {
+        roots.extend(rd.filter_map(Result::ok).map(|e| e.path()));
+    }
+    for r in roots {
+        let d = r.join("band").join(run_id);
+        if d.exists() {
+            left.push(format!("cgroup {}", d.display()));
+        }
+    }
+    if let Ok(rd) = fs_err::read_dir(state.join("leases")) {
+        for e in rd.filter_map(Result::ok) {
+            if fs_err::read_to_string(e.path()).is_ok_and(|t| t.contains(run_id)) {
+                left.push(format!("lease {}", e.path().display()));
+            }
+        }
+    }
+    left.extend(pids_of_uid(uid).iter().map(|p| format!("process {p}")));
+    left
+}
+
+/// The result goes out before the run's mounts, folders, cgroups and lease are removed, and
+/// standard output closes with it (band's client goes on without waiting for band-server to
+/// exit). Killed right after its result, band-server leaves what it had not removed yet to
+/// the janitor, which removes all of it: nothing of the run is left.
+#[test]
+fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_janitor() {
+    use std::io::BufRead as _;
+    privileged!();
+    let script = format!("#!/bin/bash\n{WHO}\nsleep 0.2 &\necho done\n");
+    let req = request(&script, policy());
+    let run_id = req.run_id.clone();
+    let mut child = spawn(&req);
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let lines = std::io::BufReader::new(stdout).lines();
+    let mut result = None;
+    for line in lines {
+        let line = line.unwrap_or_else(|e| panic!("{e}"));
+        if let Ok(band::proto::Message::Result(r)) =
+            serde_json::from_str::<band::proto::Message>(&line)
+        {
+            result = Some(*r);
+            break;
+        }
+    }
+    // At once: the removal may be under way.
+    let _ = child.kill();
+    let _ = child.wait();
+    let result = result.unwrap_or_else(|| panic!("no result"));
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let user = result
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("user="))
+        .unwrap_or_else(|| panic!("no user in {result:#?}"))
+        .to_string();
+    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    let out = std::process::Command::new(server())
+        .arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+        .env(
+            band_server::config::CONFIG_ENV,
+            "/nonexistent/band-test/server.toml",
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The uid's processes: another run may hold the same uid by now only once this one's lease
+    // is free, so look only at this run's own traces and, for processes, while none is found.
+    let left: Vec<String> = leftovers_of(&run_id, uid)
+        .into_iter()
+        .filter(|l| !l.starts_with("process") || !uid_leased_again(uid))
+        .collect();
+    assert!(left.is_empty(), "left of {run_id}: {left:#?}");
+}
+
+/// Whether a lease of the suite's state directory holds `uid` now (another run took it).
+fn uid_leased_again(uid: u32) -> bool {
+    (0..band_server::layers::identity::uidpool::POOL_SIZE).any(|slot| {
+        uid_of(&band_server::layers::identity::uidpool::user_name(slot)) == Some(uid)
+            && fs_err::read_to_string(band_server::layers::identity::uidpool::lease_path(
+                &state_dir(),
+                slot,
+            ))
+            .is_ok_and(|t| !t.trim().is_empty())
+    })
+}
