@@ -67,9 +67,26 @@ fn clean_dead(
             layer.remove_dead_run(host, &run, &mut report);
         }
     }
+    if !report.errors.is_empty() {
+        // Fail closed: a leftover that could not be removed (an nft table still filtering the
+        // uid, a cgroup) must not meet the next run of this uid. The lease keeps naming the dead
+        // run, so no run takes the slot and every later pass tries again.
+        report.errors.push(format!(
+            "lease {slot} kept: the dead run's leftovers could not all be removed"
+        ));
+        return report;
+    }
     let _ = file.set_len(0);
     report.dead_leases.push(slot);
     report
+}
+
+/// The nft that removes leftovers: the configured one, else the default one. A server configured
+/// without nft (or with a wrong path) still removes the tables a dead run of another server of
+/// this state directory left.
+fn nft_for_leftovers(configured: &Path) -> Option<&Path> {
+    let default = Path::new(crate::config::DEFAULT_NFT);
+    [configured, default].into_iter().find(|p| p.is_file())
 }
 
 /// The whole janitor pass, over [`LAYERS`].
@@ -87,7 +104,7 @@ pub fn run_with(
     let mut report = Report::default();
     let host = Host {
         state,
-        nft: nft.is_file().then_some(nft),
+        nft: nft_for_leftovers(nft),
         scan_tables,
     };
     // Every layer's leftovers are listed before the leases are read: a run holds its lease
@@ -192,5 +209,50 @@ mod tests {
         // `band-server janitor` sweeps the pool's free uids.
         run(state.path(), nft, true);
         assert_eq!(sweeps(), before + 1);
+    }
+
+    /// Whether [`Stuck`] can remove a dead run's leftover.
+    static STUCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+    /// A layer whose dead-run leftover cannot be removed while [`STUCK`] is set (an nft table
+    /// without nft, a cgroup that will not go).
+    struct Stuck;
+
+    impl RunLayer for Stuck {
+        fn remove_dead_run(&self, _host: &Host<'_>, run: &str, report: &mut Report) {
+            if STUCK.load(std::sync::atomic::Ordering::SeqCst) {
+                report.errors.push(format!("{run}: cannot remove"));
+            } else {
+                report.removed_dirs.push(run.to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn a_dead_lease_is_kept_until_its_leftovers_are_gone() {
+        let state = tempfile::tempdir().unwrap();
+        fs::create_dir_all(uidpool::leases_dir(state.path())).unwrap();
+        let lease = uidpool::lease_path(state.path(), 7);
+        // Its owner is dead: nobody holds the file's lock.
+        fs::write(&lease, "999999 0123456789abcdef\n").unwrap();
+        let nft = Path::new("/nonexistent/nft");
+
+        let report = run_with(&[&Stuck], state.path(), nft, false);
+        assert!(report.dead_leases.is_empty(), "{report:?}");
+        assert!(
+            report.errors.iter().any(|e| e.starts_with("lease 7 kept")),
+            "{report:?}"
+        );
+        assert_eq!(
+            fs::read_to_string(&lease).unwrap(),
+            "999999 0123456789abcdef\n",
+            "a lease whose run left something behind was cleared: the next run of its uid would meet it"
+        );
+
+        STUCK.store(false, std::sync::atomic::Ordering::SeqCst);
+        let report = run_with(&[&Stuck], state.path(), nft, false);
+        assert_eq!(report.dead_leases, [7], "{report:?}");
+        assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
+        assert_eq!(fs::read_to_string(&lease).unwrap(), "");
     }
 }

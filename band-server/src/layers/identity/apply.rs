@@ -16,7 +16,13 @@ use crate::run::RunGuard;
 pub fn lease(cfg: &ServerConfig, run_id: &str, guard: &mut RunGuard) -> SetupResult<Identity> {
     let on_dead = |slot: u32, file: &mut fs_err::File| {
         let nft = Path::new(crate::config::DEFAULT_NFT);
-        crate::janitor::clean_dead_lease(&cfg.state_dir, slot, file, nft.is_file().then_some(nft));
+        let report = crate::janitor::clean_dead_lease(
+            &cfg.state_dir,
+            slot,
+            file,
+            nft.is_file().then_some(nft),
+        );
+        report.errors.is_empty()
     };
     let lease = uidpool::acquire(&cfg.state_dir, run_id, &on_dead)?;
     let identity = Identity {

@@ -182,8 +182,9 @@ pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
 }
 
 /// What to do with a slot whose previous owner died mid-run (the lock was free, the file still
-/// names a run): the janitor's cleanup, passed in by the caller.
-pub type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File);
+/// names a run): the janitor's cleanup, passed in by the caller. It answers whether the slot is
+/// clean; a slot that is not stays leased to the dead run and is skipped.
+pub type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File) -> bool;
 
 /// Lease the first free slot for `run_id`, creating its user if needed.
 pub fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
@@ -240,7 +241,9 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
         if read_lease(&mut file).is_some() {
             // The previous owner died without cleaning up; leave the slot to the janitor rather
             // than reuse a uid that may still have processes.
-            on_dead(slot, &mut file);
+            if !on_dead(slot, &mut file) {
+                continue;
+            }
         }
         file.set_len(0).layer(
             Layer::Identity,

@@ -560,6 +560,10 @@ impl crate::layer::RunLayer for Net {
         let Some(nft) = host.nft.filter(|_| host.scan_tables).map(Nft::new) else {
             return;
         };
+        // Listed before the leases were read: a dead lease's table is gone by now.
+        if report.removed_tables.contains(&item.run) {
+            return;
+        }
         let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
         report.removed_tables.extend(
             removed
