@@ -342,14 +342,19 @@ pub fn judge(
             on_report(Report::Call(call.clone()));
             // A launcher (`env jq`, `xargs jq`) that will not find its command: that command's
             // denial is on record too (`launch`); the launcher runs and fails as it would.
-            if call.allowed
-                && let Some(inner) = super::launch::launched(&r.judged)
-                && shim::resolve_call(table, inner).is_err()
-            {
-                let on_host =
-                    |name: &str| crate::facts::resolve_binary(name, rules.host_search()).is_some();
-                if let Some(denied) = shim::undeclared_call(rules, inner, &on_host) {
-                    on_report(Report::Call(denied));
+            // `find -exec`, `env -S` too; for xargs and `{}`, what the record knows is a
+            // template (`CallSource`).
+            if call.allowed {
+                for (inner, source) in super::launch::started(&r.judged) {
+                    if shim::resolve_call(table, &inner).is_err() {
+                        let on_host = |name: &str| {
+                            crate::facts::resolve_binary(name, rules.host_search()).is_some()
+                        };
+                        if let Some(mut denied) = shim::undeclared_call(rules, &inner, &on_host) {
+                            denied.source = source;
+                            on_report(Report::Call(denied));
+                        }
+                    }
                 }
             }
             if call.allowed {
@@ -746,7 +751,8 @@ mod tests {
             Report::Call(band::proto::CliCall {
                 argv: v(&["perl", "-e", "1"]),
                 allowed: false,
-                rule: None
+                rule: None,
+                source: None,
             })
         );
         assert_eq!(
@@ -754,7 +760,8 @@ mod tests {
             Report::Call(band::proto::CliCall {
                 argv: v(&["jq", "-r", "."]),
                 allowed: true,
-                rule: Some("jq -r *".into())
+                rule: Some("jq -r *".into()),
+                source: None,
             })
         );
     }

@@ -336,6 +336,7 @@ pub fn decide_with(rules: &CliRules, argv: &[String], needs_rule: bool) -> CliCa
         argv: argv.to_vec(),
         allowed,
         rule,
+        source: None,
     }
 }
 
@@ -454,7 +455,8 @@ mod tests {
             Some(CliCall {
                 argv: v(&["id", "-u"]),
                 allowed: false,
-                rule: None
+                rule: None,
+                source: None,
             })
         );
         // A deny rule that matches is the deciding rule.
@@ -747,7 +749,8 @@ mod tests {
             CliCall {
                 argv: v(&["cat", "x"]),
                 allowed: true,
-                rule: None
+                rule: None,
+                source: None,
             }
         );
         assert_eq!(
@@ -755,7 +758,8 @@ mod tests {
             CliCall {
                 argv: v(&["curl", "x"]),
                 allowed: false,
-                rule: None
+                rule: None,
+                source: None,
             }
         );
     }
@@ -766,6 +770,7 @@ mod tests {
             argv: v(&["jq", "-r", ". | x", ""]),
             allowed: false,
             rule: None,
+            source: None,
         };
         assert_eq!(
             denied_message(&call),
@@ -775,6 +780,7 @@ mod tests {
             argv: v(&["rm", "-rf", "/"]),
             allowed: false,
             rule: Some("rm -rf *".into()),
+            source: None,
         };
         assert_eq!(
             denied_message(&call),
