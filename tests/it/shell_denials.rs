@@ -266,3 +266,48 @@ fn privileged_a_dash_denial_reaches_the_mcp_error() {
         "{texts:?}"
     );
 }
+
+/// A declared program runs by any of the absolute paths a host may keep it at (`/usr/bin`,
+/// `/bin`, `/usr/sbin`, `/usr/local/bin`), judged as the same call: so the rule a shell-message
+/// denial of `/usr/sbin/x` names (`x *`) makes that call run. Before, `/usr/sbin` and
+/// `/usr/local/bin` were empty in the sandbox.
+#[test]
+fn privileged_a_declared_program_runs_by_every_program_directory_path() {
+    if skip("privileged_a_declared_program_runs_by_every_program_directory_path") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    skill(
+        t.path(),
+        "#!/bin/sh\n\
+         for d in /usr/bin /bin /usr/sbin /usr/local/bin /sbin; do\n\
+           echo \"$d=$(\"$d/uname\" -s)\" >&2\n\
+         done\n\
+         echo '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
+    );
+    let band_md = t.path().join("demo/BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    fs_err::write(&band_md, text.replace("\"cat *\"", "\"uname -s\"")).expect("write");
+    let (code, stdout, stderr) = band(
+        &["run", "--json", "--skills", ".", "demo/hello", "--name=x"],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        v["stderr"],
+        json!("/usr/bin=Linux\n/bin=Linux\n/usr/sbin=Linux\n/usr/local/bin=Linux\n/sbin=Linux\n"),
+        "{v}"
+    );
+    assert_eq!(v["denied"], json!([]), "{v}");
+    // Each is the call `uname -s`, judged and on record.
+    let (_, _, trace) = band(
+        &["run", "--trace", "--skills", ".", "demo/hello", "--name=x"],
+        t.path(),
+    );
+    let unames = trace
+        .lines()
+        .filter(|l| l.starts_with("  allowed  uname -s ") && l.ends_with("allow.cli \"uname -s\""))
+        .count();
+    assert_eq!(unames, 5, "{trace}");
+}

@@ -247,7 +247,21 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             "/sbin",
         ],
     );
-    push(&mut a, &["--dir", "/usr/sbin", "--dir", "/usr/local/bin"]);
+    // The other program directories are the same wrappers: a declared program called by the
+    // absolute path it has on some host (`/usr/sbin/x`, `/usr/local/bin/x`) is the same call.
+    push(
+        &mut a,
+        &[
+            "--symlink",
+            "bin",
+            "/usr/sbin",
+            "--dir",
+            "/usr/local",
+            "--symlink",
+            "../bin",
+            "/usr/local/bin",
+        ],
+    );
     for (copy, name) in &plan.self_links {
         a.push("--symlink".into());
         a.push(format!("{SANDBOX_PATH}/{name}").into());
@@ -406,9 +420,13 @@ mod tests {
             "--symlink",
             "usr/sbin",
             "/sbin",
-            "--dir",
+            "--symlink",
+            "bin",
             "/usr/sbin",
             "--dir",
+            "/usr/local",
+            "--symlink",
+            "../bin",
             "/usr/local/bin",
             "--ro-bind",
             &format!("{r}/bin"),
