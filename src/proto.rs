@@ -387,11 +387,12 @@ impl CliCall {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallSource {
-    /// Read from a shell's own "not found" message on the script's stderr (dash, busybox ash,
-    /// zsh, mksh, posh; bash's for an absolute path): only the command is known, not its
-    /// arguments, so the rule that would allow it is `<command> *`. A script can print such a
-    /// line itself: that adds a report line, never a permission.
-    ShellMessage,
+    /// Read from a "not found" message on the script's stderr: a shell's own (dash, busybox ash,
+    /// zsh, mksh, posh; bash's for an absolute path), Python's `FileNotFoundError` from
+    /// `subprocess`, Node's `spawn … ENOENT`. Only the command is known, not its arguments, so
+    /// the rule that would allow it is `<command> *`. A script can print such a line itself:
+    /// that adds a report line, never a permission.
+    NotFoundMessage,
     /// The command line of `find -exec`/`-execdir`/`-ok` or `xargs -I {}`: each word with `{}` in
     /// it is filled in per file, so it is `*` in the rule.
     Filled,
@@ -404,8 +405,8 @@ impl CallSource {
     /// What the report says about where the call was seen.
     pub fn says(self) -> &'static str {
         match self {
-            CallSource::ShellMessage => {
-                "read from the shell's \"not found\" message: its arguments are unknown"
+            CallSource::NotFoundMessage => {
+                "read from a \"not found\" message on its stderr: its arguments are unknown"
             }
             CallSource::Filled => "the command line find -exec or xargs -I fills in",
             CallSource::Appended => "the command line xargs appends its input to",
@@ -416,7 +417,7 @@ impl CallSource {
     pub fn cli_rule(source: Option<CallSource>, argv: &[String]) -> Option<String> {
         match source {
             None => crate::learn::exact_cli_rule(argv),
-            Some(CallSource::ShellMessage) => {
+            Some(CallSource::NotFoundMessage) => {
                 crate::learn::template_cli_rule(&argv[..1.min(argv.len())], true)
             }
             Some(CallSource::Filled) => crate::learn::template_cli_rule(argv, false),

@@ -52,8 +52,8 @@ fn run_json(dir: &Path) -> Value {
 
 fn shell_denials() -> Value {
     json!([
-        {"kind": "cli", "argv": ["uname"], "rule": null, "source": "shell_message"},
-        {"kind": "cli", "argv": ["/usr/bin/id"], "rule": null, "source": "shell_message"},
+        {"kind": "cli", "argv": ["uname"], "rule": null, "source": "not_found_message"},
+        {"kind": "cli", "argv": ["/usr/bin/id"], "rule": null, "source": "not_found_message"},
     ])
 }
 
@@ -92,7 +92,7 @@ fn privileged_dash_script_undeclared_commands_are_denials_read_from_its_message(
     assert!(
         shown.contains(
             "command `uname` (cli layer: no allow.cli rule matches; to allow it: allow.cli \
-             \"uname *\" (read from the shell's \"not found\" message: its arguments are unknown))"
+             \"uname *\" (read from a \"not found\" message on its stderr: its arguments are unknown))"
         ),
         "{shown}"
     );
@@ -110,7 +110,7 @@ fn privileged_dash_script_undeclared_commands_are_denials_read_from_its_message(
     });
     assert!(shown.contains(
         "band: denied: command `/usr/bin/id` (cli layer: no allow.cli rule matches; to allow it: \
-         allow.cli \"id *\" (read from the shell's \"not found\" message: its arguments are \
+         allow.cli \"id *\" (read from a \"not found\" message on its stderr: its arguments are \
          unknown))\n"
     ));
 }
@@ -261,7 +261,7 @@ fn privileged_a_dash_denial_reaches_the_mcp_error() {
     assert!(
         texts[0].contains(
             "denied: command uname (cli layer: no allow.cli rule matches; to allow it: \
-             allow.cli \"uname *\" (read from the shell's \"not found\" message"
+             allow.cli \"uname *\" (read from a \"not found\" message on its stderr"
         ),
         "{texts:?}"
     );

@@ -4,10 +4,11 @@
 //! (bash's `command_not_found_handle`, see `workdir::BASH_ENV_FILE`, is the only one): dash,
 //! busybox ash, zsh, mksh and posh search `PATH`, find nothing, and print their message. So does
 //! every shell, bash included, for an absolute path the sandbox lacks (`/usr/bin/uname`: no
-//! `PATH` search, no hook). band-server reads the script's stderr anyway; [`StderrWatch`] passes
+//! `PATH` search, no hook), and so do Python's `subprocess` and Node's `child_process` when the
+//! error reaches the script's stderr (an uncaught exception). band-server reads the script's stderr anyway; [`StderrWatch`] passes
 //! it on unchanged and recognises those messages ([`not_found`], pure), and a name the host has
 //! as a program that the band does not allow is a denial on record with
-//! [`CallSource::ShellMessage`]: only the command is known, so the rule that would allow it is
+//! [`CallSource::NotFoundMessage`]: only the command is known, so the rule that would allow it is
 //! `<command> *`.
 //!
 //! The script writes its stderr, so it can print such a line itself: that adds a report line,
@@ -42,6 +43,8 @@ const SHELLS: &[&str] = &[
 /// ./t.sh:3: no such file or directory: /x/jq    zsh, an absolute path
 /// ./t.sh: line 2: jq: command not found         bash without its hook
 /// ./t.sh: line 3: /x/jq: No such file or directory   bash, an absolute path
+/// FileNotFoundError: [Errno 2] No such file or directory: 'jq'   Python's subprocess
+/// Error: spawn jq ENOENT                        Node's child_process (`spawnSync` too)
 /// ```
 ///
 /// The part before the command must be a shell's: a script name and line number, or a shell's
@@ -50,6 +53,19 @@ const SHELLS: &[&str] = &[
 /// white space or `:` in it. Pure.
 pub fn not_found(line: &str) -> Option<&str> {
     let line = line.trim_end_matches(['\r', '\n']);
+    // Python's subprocess (the last line of its traceback) and Node's child_process.
+    if let Some(name) = line
+        .strip_prefix("FileNotFoundError: [Errno 2] No such file or directory: '")
+        .and_then(|rest| rest.strip_suffix('\''))
+        .or_else(|| {
+            let rest = line.trim_start();
+            rest.strip_prefix("Error: spawn ")
+                .or_else(|| rest.strip_prefix("Error: spawnSync "))
+                .and_then(|rest| rest.strip_suffix(" ENOENT"))
+        })
+    {
+        return command_word(name, false).then_some(name);
+    }
     // zsh: the message comes before the command.
     for zsh in [": command not found: ", ": no such file or directory: "] {
         if let Some((prefix, name)) = line.split_once(zsh) {
@@ -184,7 +200,7 @@ impl Judge {
         }
         let mut call = shim::undeclared_call(&self.rules, &[name], on_host)?;
         call.argv = vec![word.to_string()];
-        call.source = Some(CallSource::ShellMessage);
+        call.source = Some(CallSource::NotFoundMessage);
         Some(call)
     }
 
@@ -322,7 +338,7 @@ mod tests {
     }
 
     #[test]
-    fn other_lines_are_not_shell_messages() {
+    fn other_lines_are_not_not_found_messages() {
         for line in [
             "",
             "not found",
@@ -338,6 +354,10 @@ mod tests {
             "xargs: uname: No such file or directory",
             "./t.sh:2: command not found: two words",
             "./t.sh: x: jq: not found",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'data/in.csv'",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'a b'",
+            "OSError: [Errno 2] No such file or directory: 'jq'",
+            "Error: spawn jq EACCES",
         ] {
             assert_eq!(not_found(line), None, "{line:?}");
         }
@@ -376,7 +396,7 @@ mod tests {
                 argv: vec![argv.to_string()],
                 allowed: false,
                 rule: rule.map(String::from),
-                source: Some(CallSource::ShellMessage),
+                source: Some(CallSource::NotFoundMessage),
             })
         };
         assert_eq!(call("uname"), shell("uname", None));
@@ -435,7 +455,7 @@ mod tests {
                 Report::Forged(f) => panic!("{f}"),
             })
             .collect();
-        let uname = (vec!["uname".to_string()], Some(CallSource::ShellMessage));
+        let uname = (vec!["uname".to_string()], Some(CallSource::NotFoundMessage));
         assert_eq!(argvs, vec![uname.clone(), uname]);
     }
 }
