@@ -254,6 +254,9 @@ pub enum Denial {
     Cli {
         argv: Vec<String>,
         rule: Option<String>,
+        /// How band learned of the call, when not from band-shim's own request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<CallSource>,
     },
     Net {
         host: String,
@@ -295,8 +298,8 @@ impl Denial {
     /// decided still wins over it: see [`Denial::deciding_rule`].)
     pub fn smallest_rule(&self) -> Option<(&'static str, String)> {
         match self {
-            Denial::Cli { argv, .. } => {
-                crate::learn::exact_cli_rule(argv).map(|r| ("allow.cli", r))
+            Denial::Cli { argv, source, .. } => {
+                CallSource::cli_rule(*source, argv).map(|r| ("allow.cli", r))
             }
             Denial::Net { host, port, .. } => {
                 let host = host.trim_end_matches('.').to_ascii_lowercase();
@@ -337,12 +340,20 @@ impl Denial {
             Denial::Net { .. } | Denial::Dns { .. } => "net",
             Denial::Write { .. } => "write",
         };
+        let said = match self {
+            Denial::Cli {
+                source: Some(s), ..
+            } => format!(" ({})", s.says()),
+            _ => String::new(),
+        };
         if let Some(rule) = self.deciding_rule() {
-            return format!("deny.{key} {rule:?} decided (a deny wins over any allow)");
+            return format!("deny.{key} {rule:?} decided (a deny wins over any allow){said}");
         }
         match self.smallest_rule() {
-            Some((k, r)) => format!("no allow.{key} rule matches; to allow it: {k} {r:?}"),
-            None => format!("no allow.{key} rule matches"),
+            Some((k, r)) => {
+                format!("no allow.{key} rule matches; to allow it: {k} {r:?}{said}")
+            }
+            None => format!("no allow.{key} rule matches{said}"),
         }
     }
 }
@@ -354,6 +365,65 @@ pub struct CliCall {
     pub allowed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// How band learned of the call, when not from band-shim's own request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CallSource>,
+}
+
+impl CliCall {
+    /// The denial this refused call is on record as.
+    pub fn denial(&self) -> Denial {
+        Denial::Cli {
+            argv: self.argv.clone(),
+            rule: self.rule.clone(),
+            source: self.source,
+        }
+    }
+}
+
+/// How band-server learned of a call that never reached band-shim (a command the sandbox does
+/// not have), when its argv is not the whole call. Absent: band-shim's request (or bash's
+/// not-found hook, or a launcher's command line read whole), the call exactly as tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSource {
+    /// Read from a "not found" message on the script's stderr: a shell's own (dash, busybox ash,
+    /// zsh, mksh, posh; bash's for an absolute path), Python's `FileNotFoundError` from
+    /// `subprocess`, Node's `spawn … ENOENT`. Only the command is known, not its arguments, so
+    /// the rule that would allow it is `<command> *`. A script can print such a line itself:
+    /// that adds a report line, never a permission.
+    NotFoundMessage,
+    /// The command line of `find -exec`/`-execdir`/`-ok` or `xargs -I {}`: each word with `{}` in
+    /// it is filled in per file, so it is `*` in the rule.
+    Filled,
+    /// The command line of `xargs`, which appends words from its input (and fills `{}` words):
+    /// the rule ends in `*`.
+    Appended,
+}
+
+impl CallSource {
+    /// What the report says about where the call was seen.
+    pub fn says(self) -> &'static str {
+        match self {
+            CallSource::NotFoundMessage => {
+                "read from a \"not found\" message on its stderr: its arguments are unknown"
+            }
+            CallSource::Filled => "the command line find -exec or xargs -I fills in",
+            CallSource::Appended => "the command line xargs appends its input to",
+        }
+    }
+
+    /// The smallest `allow.cli` rule that allows a call reported as `argv` from `source`.
+    pub fn cli_rule(source: Option<CallSource>, argv: &[String]) -> Option<String> {
+        match source {
+            None => crate::learn::exact_cli_rule(argv),
+            Some(CallSource::NotFoundMessage) => {
+                crate::learn::template_cli_rule(&argv[..1.min(argv.len())], true)
+            }
+            Some(CallSource::Filled) => crate::learn::template_cli_rule(argv, false),
+            Some(CallSource::Appended) => crate::learn::template_cli_rule(argv, true),
+        }
+    }
 }
 
 /// Streamed while the run is under way.

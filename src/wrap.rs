@@ -139,14 +139,14 @@ pub fn description(text: &str) -> Option<String> {
 /// first word of a literal list handed to `subprocess` (`run`, `call`, `check_call`,
 /// `check_output`, `Popen`), `shutil.which("x")`, `os.system("x …")`, node's
 /// `execFileSync("x"`/`spawn("x"`. Sorted, without duplicates.
+///
+/// The list may start on the next line (`run(\n    ["x", …]`), and may be a variable the call is
+/// given, assigned a literal list in the same file (`cmd = ["timeout", str(t), *cmd]` … `run(cmd`):
+/// each such assignment's first word counts.
 pub fn calls(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let openers = [
-        "run([",
-        "call([",
-        "check_call([",
-        "check_output([",
-        "Popen([",
+    let lists = ["run(", "call(", "check_call(", "check_output(", "Popen("];
+    let strings = [
         "which(",
         "system(",
         "spawn(",
@@ -154,30 +154,64 @@ pub fn calls(text: &str) -> Vec<String> {
         "execFile(",
         "execFileSync(",
     ];
-    for opener in openers {
+    let mut variables = Vec::new();
+    for opener in lists.iter().chain(&strings) {
         let mut rest = text;
         while let Some(at) = rest.find(opener) {
             rest = &rest[at + opener.len()..];
-            let arg = rest.trim_start();
-            let Some(q) = arg.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+            let mut arg = rest.trim_start();
+            if lists.contains(opener) {
+                match arg.strip_prefix('[') {
+                    Some(list) => arg = list.trim_start(),
+                    None => {
+                        let ident: String = arg
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        if !ident.is_empty() && !ident.starts_with(|c: char| c.is_ascii_digit()) {
+                            variables.push(ident);
+                        }
+                        continue;
+                    }
+                }
+            }
+            out.extend(first_word(arg));
+        }
+    }
+    variables.sort();
+    variables.dedup();
+    for var in variables {
+        for line in text.lines() {
+            let Some(value) = line
+                .trim_start()
+                .strip_prefix(var.as_str())
+                .map(str::trim_start)
+                .and_then(|l| l.strip_prefix('='))
+                .filter(|l| !l.starts_with('='))
+                .and_then(|l| l.trim_start().strip_prefix('['))
+            else {
                 continue;
             };
-            let lit = &arg[1..];
-            let Some(end) = lit.find(q) else { continue };
-            let word = lit[..end].split_whitespace().next().unwrap_or("");
-            let name = word.rsplit('/').next().unwrap_or(word);
-            if !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
-            {
-                out.push(name.to_string());
-            }
+            out.extend(first_word(value.trim_start()));
         }
     }
     out.sort();
     out.dedup();
     out
+}
+
+/// The command name in a string literal at the start of `arg` (its first word, path stripped).
+fn first_word(arg: &str) -> Option<String> {
+    let q = arg.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let lit = &arg[1..];
+    let end = lit.find(q)?;
+    let word = lit[..end].split_whitespace().next().unwrap_or("");
+    let name = word.rsplit('/').next().unwrap_or(word);
+    (!name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c)))
+    .then(|| name.to_string())
 }
 
 /// A YAML double-quoted scalar.
@@ -400,6 +434,10 @@ mod tests {
         let py = "subprocess.run([\"soffice\", \"--headless\"])\nshutil.which('pdftotext')\nsubprocess.check_output([\"/usr/bin/qpdf\", x])\nsubprocess.run([cmd])\nos.system(\"convert a b\")\n";
         assert_eq!(calls(py), ["convert", "pdftotext", "qpdf", "soffice"]);
         assert!(calls("print('run([')").is_empty());
+        // A list on the next line, and lists assigned to the variable the call is given (both
+        // in Anthropic's xlsx recalc.py); a comparison is no assignment.
+        let py = "subprocess.run(\n    [\"soffice\", \"--headless\"],\n)\ncmd = [\"soffice\", x]\nif p == 'Linux':\n    cmd = [\"timeout\", str(t)] + cmd\nif cmd == [\"rm\"]:\n    pass\nsubprocess.run(cmd, env=e)\nother = [\"jq\"]\n";
+        assert_eq!(calls(py), ["soffice", "timeout"]);
     }
 
     #[test]

@@ -129,8 +129,17 @@ pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
             l.name
         );
     }
+    let mut hinted = std::collections::BTreeSet::new();
     for c in calls.iter().filter(|c| !c.allowed && c.rule.is_none()) {
-        if let Some(rule) = suggest_rule(&c.argv) {
+        // A call known only in part (a shell's message, a launcher's template): its rule says
+        // what is unknown with `*`.
+        let rule = match c.source {
+            None => suggest_rule(&c.argv),
+            Some(_) => band::proto::CallSource::cli_rule(c.source, &c.argv),
+        };
+        if let Some(rule) = rule
+            && hinted.insert(rule.clone())
+        {
             let _ = writeln!(
                 out,
                 "hint: to allow `{}`, add to allow.cli: '{rule}' (or a pattern with globs)",
@@ -160,11 +169,15 @@ fn verdict(allowed: bool) -> &'static str {
 
 /// The rule behind a decision, as the band spells it.
 fn why(c: &CliCall) -> String {
-    match (c.allowed, &c.rule) {
+    let why = match (c.allowed, &c.rule) {
         (true, Some(rule)) => format!("allow.cli {}", quoted(rule)),
         (true, None) => "essential command (not declared, not pattern-checked)".into(),
         (false, Some(rule)) => format!("deny.cli {}", quoted(rule)),
         (false, None) => "no allow.cli rule matches".into(),
+    };
+    match c.source {
+        Some(s) => format!("{why} ({})", s.says()),
+        None => why,
     }
 }
 
@@ -243,6 +256,7 @@ mod tests {
             argv: argv(words),
             allowed,
             rule: rule.map(String::from),
+            source: None,
         }
     }
 
@@ -265,6 +279,7 @@ mod tests {
             Denial::Cli {
                 argv: argv(&["curl", "https://example.com/a b"]),
                 rule: None,
+                source: None,
             },
             Denial::Net {
                 host: "example.com".into(),

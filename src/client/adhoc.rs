@@ -182,6 +182,7 @@ pub fn cli_refusal(policy: &Policy, run_id: &str, argv: &[String]) -> Option<Run
     r.denied = vec![Denial::Cli {
         argv: argv.to_vec(),
         rule,
+        source: None,
     }];
     Some(r)
 }
@@ -485,6 +486,7 @@ mod tests {
             vec![Denial::Cli {
                 argv: strings(&["echo", "secret", "x"]),
                 rule: Some("echo secret *".into()),
+                source: None,
             }]
         );
         let error = r.error.expect("error");

@@ -785,6 +785,7 @@ mod tests {
                 argv: vec!["printf".into(), "%s".into(), TOKEN.into()],
                 allowed: true,
                 rule: Some("printf *".into()),
+                source: None,
             }),
         ] {
             seen.extend(e.event(&ev));
@@ -823,6 +824,7 @@ mod tests {
             argv: vec!["echo".into(), TOKEN.into()],
             allowed: true,
             rule: None,
+            source: None,
         }];
         r.denied = vec![Denial::Dns {
             name: format!("{}.example.test", STANDARD_NO_PAD.encode(TOKEN)),

@@ -221,6 +221,26 @@ pub fn exact_cli_rule(argv: &[String]) -> Option<String> {
         .map(|_| rule)
 }
 
+/// The `allow.cli` rule for a command line a launcher completes (`find -exec`, `xargs`): each word
+/// with `{}` in it becomes `*`, and with `tail` (words are appended) the rule ends in `*`.
+/// `None` when the pattern language cannot spell it.
+pub fn template_cli_rule(argv: &[String], tail: bool) -> Option<String> {
+    let (first, rest) = argv.split_first()?;
+    let mut tokens = vec![command_of(first)];
+    for a in rest {
+        tokens.push(if a.contains("{}") {
+            "*".to_string()
+        } else {
+            token_for(a)?
+        });
+    }
+    if tail && tokens.last().map(String::as_str) != Some("*") {
+        tokens.push("*".into());
+    }
+    let rule = tokens.join(" ");
+    CliPattern::parse(&rule).ok().map(|_| rule)
+}
+
 fn draft_cli(execs: &[Vec<String>], d: &mut Draft) {
     // (command, subcommand words) → distinct argv (normalised argv[0]), first seen first.
     let mut groups: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();

@@ -250,7 +250,9 @@ pub fn tried_commands(seen: &[PathSeen], denied: &[Denial]) -> Vec<String> {
         .filter(|p| p.access == Access::Exec && !p.in_sandbox)
         .map(|p| p.path.as_str());
     let calls = denied.iter().filter_map(|d| match d {
-        Denial::Cli { argv, rule: None } => argv.first().map(String::as_str),
+        Denial::Cli {
+            argv, rule: None, ..
+        } => argv.first().map(String::as_str),
         _ => None,
     });
     for path in execs.chain(calls) {
@@ -402,16 +404,19 @@ mod tests {
                 argv: s(&["gh", "issue", "list"]),
                 allowed: true,
                 rule: Some("gh *".into()),
+                source: None,
             },
             CliCall {
                 argv: s(&["cat", "x"]),
                 allowed: true,
                 rule: None,
+                source: None,
             },
             CliCall {
                 argv: s(&["rm", "-rf", "/"]),
                 allowed: false,
                 rule: Some("rm -rf *".into()),
+                source: None,
             },
         ];
         r.observed = Some(Observed {
@@ -534,11 +539,13 @@ mod tests {
             Denial::Cli {
                 argv: s(&["uname", "-s"]),
                 rule: None,
+                source: None,
             },
             // Refused by a deny rule: the band decided, nothing to add.
             Denial::Cli {
                 argv: s(&["curl", "x"]),
                 rule: Some("curl *".into()),
+                source: None,
             },
         ];
         assert_eq!(

@@ -375,6 +375,7 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
             vec![Denial::Cli {
                 argv: vec!["curl".into(), "example.com".into()],
                 rule: None,
+                source: None,
             }]
         } else {
             Vec::new()

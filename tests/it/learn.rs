@@ -1179,12 +1179,18 @@ fn learn_recorded_skill(src: &Path, skill: &str, secrets: &[&str]) -> Vec<String
         );
         assert_ne!(code, 0, "{target} without curl: {out}\n{err}");
         let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
-        // No rule names curl: it is not even on the sandbox's PATH.
-        assert_eq!(v["status"], "script_failed", "{out}\n{err}");
+        // No rule names curl: it is not even on the sandbox's PATH, and the shell's "not found"
+        // is a denial with the rule that would allow it (`curl *`).
+        assert_eq!(v["status"], "denied", "{out}\n{err}");
         assert!(
             v["stderr"]
                 .as_str()
                 .is_some_and(|e| e.contains("curl: not found")),
+            "{out}\n{err}"
+        );
+        assert_eq!(
+            v["denied"],
+            json!([{"kind": "cli", "argv": ["curl"], "rule": null, "source": "not_found_message"}]),
             "{out}\n{err}"
         );
     }

@@ -29,6 +29,7 @@ mod learn;
 mod mcp;
 mod run;
 mod secrets;
+mod shell_denials;
 mod skill_set;
 mod skills;
 mod targets;

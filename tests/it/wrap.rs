@@ -140,14 +140,26 @@ fn wrap_never_replaces_a_band_without_force() {
     );
 }
 
-/// The programs a script calls by name, read from its code, are allowed and said so.
+/// The programs a script calls by name, read from its code, are allowed and said so: recalc.py's
+/// `timeout` is in a list assigned to the variable it hands `subprocess.run`, its `soffice` in a
+/// list on the line after `run(`.
 #[test]
 fn wrap_allows_the_programs_the_code_calls() {
     let ws = workspace(&["xlsx"]);
     let (code, out, _) = band(&["wrap", "xlsx", "--json"], ws.path());
     assert_eq!(code, 0);
     let plan: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(plan["scripts"][0]["calls"], json!(["soffice"]));
+    let calls = |name: &str| {
+        plan["scripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {plan}"))["calls"]
+            .clone()
+    };
+    assert_eq!(calls("recalc"), json!(["soffice", "timeout"]));
+    assert_eq!(calls("office-soffice"), json!(["soffice"]));
     assert_eq!(plan["written"], json!(false));
     let band_md = plan["files"]
         .as_array()
@@ -159,7 +171,8 @@ fn wrap_allows_the_programs_the_code_calls() {
         .unwrap()
         .to_string();
     assert!(band_md.contains("    - \"soffice *\"\n"), "{band_md}");
-    assert!(band_md.contains("`soffice`: called by scripts/recalc.py (read from its code)"));
+    assert!(band_md.contains("    - \"timeout *\"\n"), "{band_md}");
+    assert!(band_md.contains("`timeout`: called by scripts/recalc.py (read from its code)"));
 }
 
 /// The wrapped pdf and skill-creator scripts run from the command line, their words as their
@@ -444,3 +457,105 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("_rels/.rels", '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>')
     z.writestr("word/document.xml", f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W}"><w:body><w:p><w:r><w:t>Quarterly report from band</w:t></w:r></w:p></w:body></w:document>')
 "#;
+
+/// Anthropic's xlsx skill (the corpus reconstruction of `recalc.py`: a StarBasic macro it puts in
+/// LibreOffice's user profile, `timeout N soffice --headless … <macro URL> <file>`, openpyxl)
+/// runs unchanged through `band wrap`: `timeout` (in a list assigned to a variable) and `soffice`
+/// are read from its code and allowed, `/usr/bin/python3` imports Debian's openpyxl, the profile
+/// goes in the run's own HOME, and the report is the one the same script gives on the host, where
+/// LibreOffice 7.4 (Debian 12) aborts after running the macro (`Unspecified Application
+/// Error`): what the sandbox adds is only the `uname: not found` of soffice's launcher script.
+/// Before, wrap read neither call, and the run stopped at a Python `FileNotFoundError` for
+/// `timeout` with no denial on record; that message is a denial with its rule now
+/// (`timeout *`), shown here by taking the rule out again.
+#[test]
+fn privileged_wrapped_xlsx_recalc_runs_as_on_the_host() {
+    let test = "privileged_wrapped_xlsx_recalc_runs_as_on_the_host";
+    if skip(test) || !soffice_installed(test) {
+        return;
+    }
+    let calc = Path::new("/usr/lib/libreoffice/program/libsclo.so").exists();
+    let openpyxl = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import openpyxl"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !(calc && openpyxl) {
+        assert!(
+            std::env::var_os("BAND_TEST_MUST_RUN").is_none(),
+            "{test}: needs libreoffice-calc-nogui and python3-openpyxl (.ci/run installs them)"
+        );
+        eprintln!("{test}: skipped: needs libreoffice-calc-nogui and python3-openpyxl");
+        return;
+    }
+    let ws = workspace(&["xlsx"]);
+    let host = tempfile::tempdir().unwrap();
+    for dir in [ws.path(), host.path()] {
+        let made = std::process::Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(
+                "import sys\nfrom openpyxl import Workbook\nwb = Workbook(); ws = wb.active; ws.title = 'Model'\n\
+                 ws['A1'] = 6; ws['A2'] = 0; ws['A3'] = '=A1/A2'; ws['A4'] = '=A1*7'\nwb.save(sys.argv[1])\n",
+            )
+            .arg(dir.join("book.xlsx"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let (code, out, err) = band(
+        &[
+            "wrap",
+            "xlsx",
+            "--write",
+            "--allow-write",
+            "book.xlsx",
+            "--allow-write",
+            ".~lock.book.xlsx#",
+        ],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let band_md = fs_err::read_to_string(ws.path().join("xlsx/BAND.md")).unwrap();
+    assert!(band_md.contains("    - \"timeout *\"\n"), "{band_md}");
+
+    // The script on the host, as its SKILL.md says to run it (a HOME of its own).
+    let on_host = std::process::Command::new("/usr/bin/python3")
+        .arg(ws.path().join("xlsx/scripts/recalc.py"))
+        .arg("book.xlsx")
+        .current_dir(host.path())
+        .env("HOME", host.path().join("home"))
+        .output()
+        .unwrap();
+    let on_host: Value = serde_json::from_slice(&on_host.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&on_host.stderr)));
+
+    let (code, json, err) = run_argv(ws.path(), "xlsx/recalc", &["book.xlsx"]);
+    assert_eq!(code, 0, "{json}\n{err}");
+    let cli_denied: Vec<&Value> = json["denied"]
+        .as_array()
+        .map(|d| d.iter().filter(|d| d["kind"] == "cli").collect())
+        .unwrap_or_default();
+    assert!(cli_denied.is_empty(), "{json}");
+    // A report with an error is compared without the crash's stack addresses and the sandbox's
+    // `uname: not found`.
+    let norm = |v: &Value| match v["error"].as_str() {
+        Some(e) => json!({"error": e
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('/') && *l != "Stack:" && !l.ends_with(": not found"))
+            .collect::<Vec<_>>()}),
+        None => v.clone(),
+    };
+    assert_eq!(norm(&json["output"]), norm(&on_host), "{json}");
+
+    // Without `timeout *`: Python's FileNotFoundError is a denial with the rule.
+    let without = band_md.replace("    - \"timeout *\"\n", "");
+    fs_err::write(ws.path().join("xlsx/BAND.md"), without).unwrap();
+    let (code, _, err) = band(&["lock", "xlsx"], ws.path());
+    assert_eq!(code, 0, "{err}");
+    let (code, json, err) = run_argv(ws.path(), "xlsx/recalc", &["book.xlsx"]);
+    assert_eq!(code, 5, "{json}\n{err}");
+    assert_eq!(
+        json["denied"],
+        json!([{"kind": "cli", "argv": ["timeout"], "rule": null, "source": "not_found_message"}]),
+        "{json}"
+    );
+}

@@ -390,10 +390,7 @@ impl LoopState {
                 if !call.allowed {
                     self.denial_count += 1;
                     if self.denied.len() < MAX_CALLS_KEPT {
-                        let d = Denial::Cli {
-                            argv: call.argv.clone(),
-                            rule: call.rule.clone(),
-                        };
+                        let d = call.denial();
                         sink.event(Event::Cli(call.clone()));
                         sink.event(Event::Denied(d.clone()));
                         self.denied.push(d);

@@ -185,6 +185,9 @@ fn execute_inner(
             let _ = tx.send(Msg::Report(r));
         }
     });
+    // The shells' own "not found" messages on the script's stderr are CLI reports too
+    // (`layers::cli::heard`).
+    let heard = crate::layers::cli::heard::Judge::for_run(&plan, on_report.clone())?;
     let mut applied = Applied::new(on_lookup, on_report);
     let inputs = Inputs {
         plan: &plan,
@@ -229,7 +232,7 @@ fn execute_inner(
         spawn_reader(s, tx.clone(), true)?;
     }
     if let Some(s) = stderr {
-        spawn_reader(s, tx.clone(), false)?;
+        spawn_reader(heard.watch(s), tx.clone(), false)?;
     }
     drop(tx);
     sink.event(Event::Started {

@@ -141,6 +141,7 @@ fn privileged_bundled_programs_run_through_the_gate_with_a_rule() {
         o.result.denied.contains(&Denial::Cli {
             argv: strs(&["./bin/elf", "--bad", "/tmp/elf_bad"]),
             rule: Some("./bin/elf --bad *".into()),
+            source: None,
         }),
         "{:?}",
         o.result.denied
@@ -161,6 +162,7 @@ fn privileged_bundled_programs_run_through_the_gate_with_a_rule() {
                 argv: strs(&[&format!("./bin/{path}"), &format!("/tmp/{prog}_{way}")]),
                 allowed: true,
                 rule: Some(rule.into()),
+                source: None,
             };
             assert!(
                 o.result.cli_calls.contains(&call),
@@ -177,6 +179,7 @@ fn privileged_bundled_programs_run_through_the_gate_with_a_rule() {
         argv: strs(&["./bin/elf", "--bad", "/tmp/elf_bad"]),
         allowed: false,
         rule: Some("./bin/elf --bad *".into()),
+        source: None,
     }));
     // The bundled bin/ls is a program of the run (`./bin/ls --only-this`), and a call of it is
     // judged as ./bin/ls, by its own patterns: `ls *` does not allow it.
@@ -193,6 +196,7 @@ fn privileged_bundled_programs_run_through_the_gate_with_a_rule() {
             argv: strs(&["./bin/ls", arg]),
             allowed: false,
             rule: None,
+            source: None,
         }));
     }
     assert!(

@@ -486,6 +486,7 @@ cat /etc/hosts >/dev/null; echo "cat=$?"
     let denied = |argv: &[&str]| band::proto::Denial::Cli {
         argv: strs(argv),
         rule: None,
+        source: None,
     };
     assert_eq!(
         o.result.denied,
@@ -605,13 +606,18 @@ env no-such-tool-band-probe 2>/dev/null; echo "missing=$?"
     assert_eq!(get("xargs"), "127", "{o:#?}");
     assert_eq!(get("missing"), "127", "{o:#?}");
     assert!(!o.result.stdout.contains("Linux"), "uname ran: {o:#?}");
-    let denied = |argv: &[&str]| band::proto::Denial::Cli {
+    let denied = |argv: &[&str], source| band::proto::Denial::Cli {
         argv: strs(argv),
         rule: None,
+        source,
     };
+    // xargs appends its input to `id -u`: the rule that allows it ends in `*`.
     assert_eq!(
         o.result.denied,
-        vec![denied(&["uname", "-s"]), denied(&["id", "-u"])],
+        vec![
+            denied(&["uname", "-s"], None),
+            denied(&["id", "-u"], Some(band::proto::CallSource::Appended))
+        ],
         "{o:#?}"
     );
 }

@@ -227,18 +227,21 @@ exit 3
         vec![
             Denial::Cli {
                 argv: strs(&["jq", ".a", "/tmp/in.json"]),
-                rule: None
+                rule: None,
+                source: None,
             },
             Denial::Cli {
                 argv: strs(&["rm", "-rf", "/tmp/nothing"]),
-                rule: Some("rm -rf *".into())
+                rule: Some("rm -rf *".into()),
+                source: None,
             },
         ]
     );
     assert!(o.result.cli_calls.contains(&CliCall {
         argv: strs(&["jq", "-r", ".a", "/tmp/in.json"]),
         allowed: true,
-        rule: Some("jq -r *".into())
+        rule: Some("jq -r *".into()),
+        source: None,
     }));
     assert!(
         o.events

@@ -547,3 +547,100 @@ cat {rg} >/dev/null 2>&1; echo "rg_read=$?"
         "{o:#?}"
     );
 }
+
+/// Issue 14, item 6 (tree helpers): a program inside a declared program's tree reached through a
+/// symlink the script made, or by a relative path from inside the tree, is judged as the file the
+/// kernel ran (band-shim's `/proc/<pid>/exe`: it is bound over each helper), not by the name it
+/// was called by. Before: `/tmp/rg-link` was the unknown command `rg-link` (127), `./x64-linux/rg`
+/// the unknown `rg` (127), and the tree's `./cat` the host's essential `cat`, which ran.
+#[test]
+fn privileged_a_tree_helper_reached_by_a_link_or_a_relative_path_is_judged_as_itself() {
+    privileged!();
+    let node = "/usr/bin/node";
+    if !Path::new(node).exists() {
+        eprintln!("skipped: needs {node}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!(
+        "/var/tmp/band-helper-link-{}",
+        run_id()
+    )));
+    let r = &root.0;
+    let echo = fs_err::read("/usr/bin/echo").unwrap_or_else(|e| panic!("{e}"));
+    let pkg = r.join("lib/node_modules/fakecli");
+    write(&pkg.join("package.json"), br#"{"name": "fakecli"}"#, 0o644);
+    write(
+        &pkg.join("cli.js"),
+        b"#!/usr/bin/env node\nconsole.log('fakecli=ok');\n",
+        0o755,
+    );
+    write(&pkg.join("vendor/ripgrep/x64-linux/rg"), &echo, 0o755);
+    write(&pkg.join("vendor/cat"), &echo, 0o755);
+    fs_err::create_dir_all(r.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("../lib/node_modules/fakecli/cli.js", r.join("bin/fakecli"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config = r.join("server.toml");
+    write(
+        &config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            r.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let script = format!(
+        r#"#!/bin/sh
+fakecli
+ln -s {rg} /tmp/rg-link
+/tmp/rg-link link=yes; echo "link_code=$?"
+cd {pkg}/vendor/ripgrep && ./x64-linux/rg rel=yes; echo "rel_code=$?"
+cd {pkg}/vendor && ./cat catrel=yes 2>/dev/null; echo "cat_code=$?"
+"#,
+        pkg = pkg.display(),
+        rg = pkg.join("vendor/ripgrep/x64-linux/rg").display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["fakecli", "ln -s *", "rg link=*", "rg rel=*"]);
+    let mut req = request(&script, p);
+    req.trace = true;
+    let o = finish(spawn_with_config(&req, &config));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("fakecli"), "ok", "{o:#?}");
+    assert_eq!(
+        (get("link"), get("link_code")),
+        ("yes".into(), "0".into()),
+        "{o:#?}"
+    );
+    assert_eq!(
+        (get("rel"), get("rel_code")),
+        ("yes".into(), "0".into()),
+        "{o:#?}"
+    );
+    // The tree's `cat` needs a rule of its own: denied, and nothing ran (the helper would print
+    // `catrel=yes`, the host's cat would fail on a file of that name).
+    assert_eq!(get("catrel"), "<missing catrel>", "{o:#?}");
+    assert_eq!(get("cat_code"), "126", "{o:#?}");
+    let calls: Vec<(Vec<String>, bool)> = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| matches!(c.argv[0].as_str(), "rg" | "cat" | "rg-link"))
+        .map(|c| (c.argv.clone(), c.allowed))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (strs(&["rg", "link=yes"]), true),
+            (strs(&["rg", "rel=yes"]), true),
+            (strs(&["cat", "catrel=yes"]), false),
+        ],
+        "{o:#?}"
+    );
+}

@@ -400,6 +400,7 @@ mod tests {
             argv: vec!["jq".into(), "a b".into()],
             allowed: true,
             rule: None,
+            source: None,
         };
         assert_eq!(
             progress_message(&Event::Cli(call)).as_deref(),

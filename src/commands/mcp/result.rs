@@ -213,6 +213,7 @@ mod tests {
         denied.denied = vec![Denial::Cli {
             argv: vec!["curl".into(), "x".into()],
             rule: None,
+            source: None,
         }];
         denied.stderr = format!("{}band: denied: curl x\n", "é".repeat(5000));
         denied

@@ -8,6 +8,8 @@
 //! sandbox does not have it and the host does, as it does for bash's `command_not_found_handle`.
 //! The launcher still runs and fails as before (exit 127). Pure.
 
+use band::proto::CallSource;
+
 /// The command line `argv` (a call judged as `argv[0]`, the launcher's bare name) starts, if the
 /// launcher is one band knows and its command can be read from its arguments. xargs' command gets
 /// more arguments from its input: only those on its command line are here.
@@ -47,6 +49,181 @@ pub fn launched(argv: &[String]) -> Option<&[String]> {
     };
     let rest = args.get(at..)?;
     (!rest.is_empty() && !rest[0].is_empty()).then_some(rest)
+}
+
+/// Every command line `argv` (a call judged as `argv[0]`) starts through a launcher, and what the
+/// record can know of its arguments: [`launched`]'s one command (xargs' is
+/// [`CallSource::Appended`], or [`CallSource::Filled`] with `-I {}`/`-i`), the command of
+/// `env -S 'STRING'` (split as env splits it), and each `-exec`/`-execdir`/`-ok`/`-okdir` command
+/// of `find` ([`CallSource::Filled`] when a word holds `{}`). Pure.
+pub fn started(argv: &[String]) -> Vec<(Vec<String>, Option<CallSource>)> {
+    let name = argv.first().map(String::as_str).unwrap_or("");
+    let args = argv.get(1..).unwrap_or_default();
+    match name {
+        "find" => find_commands(args),
+        "env" => {
+            if let Some(cmd) = launched(argv) {
+                return vec![(cmd.to_vec(), None)];
+            }
+            env_split_command(args)
+                .map(|c| vec![(c, None)])
+                .unwrap_or_default()
+        }
+        "xargs" => {
+            let Some(cmd) = launched(argv) else {
+                return Vec::new();
+            };
+            let opts = &args[..args.len() - cmd.len()];
+            let replaces = opts.iter().any(|o| {
+                o == "-i" || o == "-I" || o == "-I{}" || o == "--replace" || o == "--replace={}"
+            });
+            let source = if replaces {
+                CallSource::Filled
+            } else {
+                CallSource::Appended
+            };
+            vec![(cmd.to_vec(), Some(source))]
+        }
+        _ => launched(argv)
+            .map(|c| vec![(c.to_vec(), None)])
+            .unwrap_or_default(),
+    }
+}
+
+/// find's `-exec`, `-execdir`, `-ok` and `-okdir` commands: the words up to `;` or `+`.
+fn find_commands(args: &[String]) -> Vec<(Vec<String>, Option<CallSource>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if matches!(args[i].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let start = i + 1;
+            let mut end = start;
+            while end < args.len()
+                && !(args[end] == ";" || (args[end] == "+" && end > start && args[end - 1] == "{}"))
+            {
+                end += 1;
+            }
+            let cmd = args[start..end].to_vec();
+            if !cmd.is_empty() && !cmd[0].is_empty() {
+                let filled = cmd.iter().any(|w| w.contains("{}"));
+                out.push((cmd, filled.then_some(CallSource::Filled)));
+            }
+            i = end + 1;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The command of `env … -S STRING [args]` (also `-SSTRING`, `--split-string[=]STRING`, and a
+/// `#!/usr/bin/env -S cmd …` line's one word `-S cmd …`): STRING split as env splits it, the
+/// arguments after it appended, then read like any env command line. `None` when it holds what
+/// only env knows at run time (`${VAR}`) or does not split.
+fn env_split_command(args: &[String]) -> Option<Vec<String>> {
+    let mut i = 0;
+    let mut pre: Vec<String> = Vec::new();
+    while let Some(a) = args.get(i) {
+        let s = a.as_str();
+        let string = if s == "-S" || s == "--split-string" {
+            i += 1;
+            args.get(i)?.clone()
+        } else if let Some(rest) = s.strip_prefix("--split-string=") {
+            rest.to_string()
+        } else if let Some(rest) = s.strip_prefix("-S") {
+            rest.to_string()
+        } else if s.starts_with('-') && !s.starts_with("--") && s.contains('S') {
+            // Flags before it in one word (`-iS…`) are not read.
+            return None;
+        } else {
+            pre.push(a.clone());
+            i += 1;
+            continue;
+        };
+        let mut words = pre;
+        words.extend(split_string(&string)?);
+        words.extend_from_slice(args.get(i + 1..).unwrap_or_default());
+        let at = env_command(&words)?;
+        let cmd = words.get(at..)?.to_vec();
+        return (!cmd.is_empty() && !cmd[0].is_empty()).then_some(cmd);
+    }
+    None
+}
+
+/// GNU env's `-S` splitting: white space separates words; `'…'` is literal (but `\\` and `\'`);
+/// `"…"` and bare text take the escapes `\\ \" \' \_ (a space) \t \n \r \f \v \# \$`; `\c` ends
+/// the string; a word starting with `#` starts a comment. `None` for `${VAR}` (expanded by env
+/// at run time) or a quote left open.
+fn split_string(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars().peekable();
+    #[derive(PartialEq)]
+    enum Q {
+        None,
+        Single,
+        Double,
+    }
+    let mut q = Q::None;
+    while let Some(c) = chars.next() {
+        match (&q, c) {
+            (Q::None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (Q::None, '#') if !in_word => break,
+            (Q::None, '\'') => {
+                q = Q::Single;
+                in_word = true;
+            }
+            (Q::None, '"') => {
+                q = Q::Double;
+                in_word = true;
+            }
+            (Q::Single, '\'') | (Q::Double, '"') => q = Q::None,
+            (_, '$') if q != Q::Single => return None,
+            (Q::Single, '\\') => match chars.peek() {
+                Some('\\') | Some('\'') => cur.extend(chars.next()),
+                _ => cur.push('\\'),
+            },
+            (_, '\\') => {
+                let e = chars.next()?;
+                match e {
+                    'c' => break,
+                    '_' if q == Q::None => {
+                        if in_word {
+                            words.push(std::mem::take(&mut cur));
+                            in_word = false;
+                        }
+                        continue;
+                    }
+                    '_' => cur.push(' '),
+                    't' => cur.push('\t'),
+                    'n' => cur.push('\n'),
+                    'r' => cur.push('\r'),
+                    'f' => cur.push('\x0c'),
+                    'v' => cur.push('\x0b'),
+                    '\\' | '"' | '\'' | '#' | '$' | ' ' => cur.push(e),
+                    _ => return None,
+                }
+                in_word = true;
+            }
+            (_, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if q != Q::None {
+        return None;
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Some(words)
 }
 
 /// Index in `args` of `env`'s command: after its options (`-i`, `-u NAME`, `-C DIR`, `--`) and
@@ -98,6 +275,76 @@ mod tests {
 
     fn cmd(words: &[&str]) -> Option<Vec<String>> {
         launched(&v(words)).map(<[String]>::to_vec)
+    }
+
+    fn all(words: &[&str]) -> Vec<(Vec<String>, Option<CallSource>)> {
+        started(&v(words))
+    }
+
+    #[test]
+    fn find_exec_env_split_string_and_xargs_say_what_they_start() {
+        use CallSource::{Appended, Filled};
+        assert_eq!(
+            all(&["find", ".", "-name", "*.c", "-exec", "uname", "-a", ";"]),
+            vec![(v(&["uname", "-a"]), None)]
+        );
+        assert_eq!(
+            all(&[
+                "find", ".", "-execdir", "wc", "-l", "{}", "+", "-o", "-ok", "rm", "x{}y", ";",
+                "-exec", "stat", "{}", "+"
+            ]),
+            vec![
+                (v(&["wc", "-l", "{}"]), Some(Filled)),
+                (v(&["rm", "x{}y"]), Some(Filled)),
+                (v(&["stat", "{}"]), Some(Filled)),
+            ]
+        );
+        // `+` ends a clause only after `{}`.
+        assert_eq!(
+            all(&["find", "-exec", "expr", "1", "+", "2", ";"]),
+            vec![(v(&["expr", "1", "+", "2"]), None)]
+        );
+        assert_eq!(all(&["find", ".", "-exec"]), vec![]);
+        assert_eq!(all(&["find", ".", "-exec", ";"]), vec![]);
+        assert_eq!(
+            all(&["env", "-S", "uname -a", "x"]),
+            vec![(v(&["uname", "-a", "x"]), None)]
+        );
+        assert_eq!(
+            all(&["env", "-S python3 -u", "/skill/s.py"]),
+            vec![(v(&["python3", "-u", "/skill/s.py"]), None)]
+        );
+        assert_eq!(
+            all(&[
+                "env",
+                "-i",
+                "--split-string=A=1 -u B 'my tool' \\_x\\tz # c",
+                "y"
+            ]),
+            vec![(v(&["my tool", "x\tz", "y"]), None)]
+        );
+        assert_eq!(
+            all(&["env", "-S", "\"a b\"\\_c 'd\\'e'"]),
+            vec![(v(&["a b", "c", "d'e"]), None)]
+        );
+        assert_eq!(all(&["env", "-S", "${TOOL} -a"]), vec![]);
+        assert_eq!(all(&["env", "-S", "'open"]), vec![]);
+        assert_eq!(all(&["env", "-S", "A=1"]), vec![]);
+        assert_eq!(all(&["env", "jq", "."]), vec![(v(&["jq", "."]), None)]);
+        assert_eq!(
+            all(&["xargs", "-0", "uname"]),
+            vec![(v(&["uname"]), Some(Appended))]
+        );
+        assert_eq!(
+            all(&["xargs", "-I{}", "cp", "{}", "/tmp"]),
+            vec![(v(&["cp", "{}", "/tmp"]), Some(Filled))]
+        );
+        assert_eq!(
+            all(&["xargs", "-I", "{}", "cp", "{}", "/tmp"]),
+            vec![(v(&["cp", "{}", "/tmp"]), Some(Filled))]
+        );
+        assert_eq!(all(&["nice", "uname"]), vec![(v(&["uname"]), None)]);
+        assert_eq!(all(&["cat", "uname"]), vec![]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod bundled;
 pub mod execcache;
+pub mod heard;
 pub mod launch;
 pub mod programs;
 pub mod reports;

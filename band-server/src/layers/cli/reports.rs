@@ -209,8 +209,14 @@ fn starttime(pid: i32) -> Result<u64, PeerError> {
 
 /// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
 /// name is [`shim::COMM`]). Returns its start time, checked before and after, so every look at
-/// `/proc` was at this one process.
-pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, PeerError> {
+/// `/proc` was at this one process, and the path it was executed from in the sandbox (its
+/// `/proc/<pid>/exe`: band-shim is bound over each program of a runtime tree and of the skill, so
+/// this names the one the kernel ran, however the script reached it: a symlink, a relative path).
+pub fn verify_peer(
+    pid: i32,
+    uid: u32,
+    check: &PeerCheck,
+) -> Result<(u64, Option<PathBuf>), PeerError> {
     if uid != check.uid {
         return Err(PeerError::Uid {
             uid,
@@ -226,6 +232,7 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, PeerErr
     if (exe.dev(), exe.ino()) != check.shim {
         return Err(PeerError::NotShim(pid));
     }
+    let executed = fs_err::read_link(format!("/proc/{pid}/exe")).ok();
     let comm = proc_text(pid, "comm")?;
     if comm.trim_end_matches('\n') != shim::COMM {
         return Err(PeerError::NotStarted {
@@ -239,7 +246,7 @@ pub fn verify_peer(pid: i32, uid: u32, check: &PeerCheck) -> Result<u64, PeerErr
     if starttime(pid)? != start {
         return Err(PeerError::Replaced(pid));
     }
-    Ok(start)
+    Ok((start, executed))
 }
 
 /// The nonces of one run's socket: 128 bits each, the first half of SHA-256 over a 256-bit key
@@ -342,14 +349,19 @@ pub fn judge(
             on_report(Report::Call(call.clone()));
             // A launcher (`env jq`, `xargs jq`) that will not find its command: that command's
             // denial is on record too (`launch`); the launcher runs and fails as it would.
-            if call.allowed
-                && let Some(inner) = super::launch::launched(&r.judged)
-                && shim::resolve_call(table, inner).is_err()
-            {
-                let on_host =
-                    |name: &str| crate::facts::resolve_binary(name, rules.host_search()).is_some();
-                if let Some(denied) = shim::undeclared_call(rules, inner, &on_host) {
-                    on_report(Report::Call(denied));
+            // `find -exec`, `env -S` too; for xargs and `{}`, what the record knows is a
+            // template (`CallSource`).
+            if call.allowed {
+                for (inner, source) in super::launch::started(&r.judged) {
+                    if shim::resolve_call(table, &inner).is_err() {
+                        let on_host = |name: &str| {
+                            crate::facts::resolve_binary(name, rules.host_search()).is_some()
+                        };
+                        if let Some(mut denied) = shim::undeclared_call(rules, &inner, &on_host) {
+                            denied.source = source;
+                            on_report(Report::Call(denied));
+                        }
+                    }
                 }
             }
             if call.allowed {
@@ -378,8 +390,8 @@ fn handle(
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     conn.set_write_timeout(Some(Duration::from_secs(5)))?;
     let cred = sys::peer_cred(&conn).map_err(PeerError::PeerCred)?;
-    let start = match verify_peer(cred.pid, cred.uid, check) {
-        Ok(start) => start,
+    let (start, executed) = match verify_peer(cred.pid, cred.uid, check) {
+        Ok(v) => v,
         Err(e) => {
             let _ = (&conn).write_all(b"refused\n");
             return Err(e);
@@ -399,7 +411,11 @@ fn handle(
     if starttime(cred.pid)? != start {
         return Err(PeerError::ReplacedBeforeRead(cred.pid));
     }
-    let (verdict, program) = judge(rules, &programs.table, &req.argv, on_report);
+    // A tree's or the skill's program is judged as the file the kernel ran, not by the name of
+    // the link or relative path it was called by.
+    let argv =
+        shim::executed_argv(&programs.table, &req.argv, executed.as_deref()).unwrap_or(req.argv);
+    let (verdict, program) = judge(rules, &programs.table, &argv, on_report);
     let mut out = serde_json::to_vec(&verdict).map_err(PeerError::Encode)?;
     out.push(b'\n');
     let Some(program) = program else {
@@ -746,7 +762,8 @@ mod tests {
             Report::Call(band::proto::CliCall {
                 argv: v(&["perl", "-e", "1"]),
                 allowed: false,
-                rule: None
+                rule: None,
+                source: None,
             })
         );
         assert_eq!(
@@ -754,7 +771,8 @@ mod tests {
             Report::Call(band::proto::CliCall {
                 argv: v(&["jq", "-r", "."]),
                 allowed: true,
-                rule: Some("jq -r *".into())
+                rule: Some("jq -r *".into()),
+                source: None,
             })
         );
     }

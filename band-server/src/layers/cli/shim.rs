@@ -135,6 +135,33 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
     })
 }
 
+/// The call as judged by what the kernel executed: when `exe` (the shim's `/proc/<pid>/exe`, a
+/// path in the sandbox) is a program of a runtime tree or of the skill (band-shim is bound over
+/// each), `argv` with that path as `argv[0]`, whatever the caller named it (a symlink to it, a
+/// relative path, `exec -a`). `None` when `exe` is none of them (band-shim reached through the
+/// `/band/bin` wrappers: judged by `argv[0]`, the command's name), or `argv[0]` is already it.
+/// Only the judgement changes: the program still gets the caller's `argv[0]`. Pure.
+pub fn executed_argv(
+    table: &ExecTable,
+    argv: &[String],
+    exe: Option<&std::path::Path>,
+) -> Option<Vec<String>> {
+    let path = exe?.to_str()?;
+    let helper = table.contains_key(&crate::layers::cli::runtime::helper_table_name(exe?));
+    let skill = path
+        .strip_prefix("/skill/")
+        .is_some_and(|rel| table.contains_key(&bundled::table_name(rel)));
+    if !(helper || skill) || argv.first().map(String::as_str) == Some(path) {
+        return None;
+    }
+    let mut out = argv.to_vec();
+    match out.first_mut() {
+        Some(first) => *first = path.to_string(),
+        None => out.push(path.to_string()),
+    }
+    Some(out)
+}
+
 /// The command line `argv` (a call of the table's `key`, named `name` in judgement) is judged
 /// as: a declared script's own call when it is its interpreter in the kernel's shape, otherwise
 /// `name` with the call's arguments.
@@ -305,6 +332,7 @@ pub fn decide_with(rules: &CliRules, argv: &[String], needs_rule: bool) -> CliCa
         argv: argv.to_vec(),
         allowed,
         rule,
+        source: None,
     }
 }
 
@@ -418,7 +446,8 @@ mod tests {
             Some(CliCall {
                 argv: v(&["id", "-u"]),
                 allowed: false,
-                rule: None
+                rule: None,
+                source: None,
             })
         );
         // A deny rule that matches is the deciding rule.
@@ -496,6 +525,60 @@ mod tests {
         let cat = resolve_call(&t, &v(&["/opt/x/vendor/cat", "f"])).unwrap();
         assert!(decide(&rules, &cat.judged).allowed, "an essential by name");
         assert!(!decide_with(&rules, &cat.judged, cat.needs_rule).allowed);
+    }
+
+    /// Through a symlink or a relative path, a tree's or the skill's program is judged as the file
+    /// the kernel ran (the shim's exe), not as the link's name: `./cat` in the tree is the helper
+    /// `cat` (a rule needed), not the essential `cat`; `/tmp/my-rg` is the helper `rg`.
+    #[test]
+    fn a_program_reached_by_a_link_or_a_relative_path_is_judged_as_what_ran() {
+        let t = table();
+        let exe = |p: &str| Some(std::path::PathBuf::from(p));
+        let judged = |argv: &[&str], at: &str| {
+            let argv = executed_argv(&t, &v(argv), exe(at).as_deref()).unwrap_or_else(|| v(argv));
+            resolve_call(&t, &argv).map(|r| (r.judged, r.program, r.needs_rule))
+        };
+        assert_eq!(
+            judged(&["./cat", "f"], "/opt/x/vendor/cat"),
+            Ok((v(&["cat", "f"]), "tree:/opt/x/vendor/cat".into(), true))
+        );
+        assert_eq!(
+            judged(&["/tmp/my-rg", "-n"], "/opt/x/vendor/rg"),
+            Ok((v(&["rg", "-n"]), "tree:/opt/x/vendor/rg".into(), true))
+        );
+        assert_eq!(
+            judged(&["../tmp/ls", "-l"], "/skill/bin/ls"),
+            Ok((v(&["./bin/ls", "-l"]), "skill:bin:ls".into(), false))
+        );
+        // The wrappers: judged by the name called, as before.
+        assert_eq!(
+            executed_argv(&t, &v(&["jq", "."]), exe("/band/shim").as_deref()),
+            None
+        );
+        assert_eq!(executed_argv(&t, &v(&["jq"]), None), None);
+        assert_eq!(
+            executed_argv(
+                &t,
+                &v(&["/opt/x/vendor/rg"]),
+                exe("/opt/x/vendor/rg").as_deref()
+            ),
+            None,
+            "already its path"
+        );
+        assert_eq!(
+            executed_argv(&t, &v(&["x"]), exe("/skill/bin/other").as_deref()),
+            None,
+            "not a program of the skill's"
+        );
+        // Without the exe: judged by the link's name (`cat`, here not in the table; in a run the
+        // host's essential `cat`), `my-rg` unknown.
+        assert_eq!(
+            resolve_call(&t, &v(&["./cat", "f"]))
+                .map(|r| r.program)
+                .ok(),
+            None
+        );
+        assert!(resolve_call(&t, &v(&["/tmp/my-rg"])).is_err());
     }
 
     fn table() -> ExecTable {
@@ -711,7 +794,8 @@ mod tests {
             CliCall {
                 argv: v(&["cat", "x"]),
                 allowed: true,
-                rule: None
+                rule: None,
+                source: None,
             }
         );
         assert_eq!(
@@ -719,7 +803,8 @@ mod tests {
             CliCall {
                 argv: v(&["curl", "x"]),
                 allowed: false,
-                rule: None
+                rule: None,
+                source: None,
             }
         );
     }
@@ -730,6 +815,7 @@ mod tests {
             argv: v(&["jq", "-r", ". | x", ""]),
             allowed: false,
             rule: None,
+            source: None,
         };
         assert_eq!(
             denied_message(&call),
@@ -739,6 +825,7 @@ mod tests {
             argv: v(&["rm", "-rf", "/"]),
             allowed: false,
             rule: Some("rm -rf *".into()),
+            source: None,
         };
         assert_eq!(
             denied_message(&call),

@@ -15,7 +15,7 @@
 //!     lib/ lib64/ libexec/ share/   the host's trees the host has, each a read-only mount:
 //!                   an overlay with the run's masks (`execmask`), else a bind of the host's
 //!     bin/          symlinks <name> → /band/shim                   → /band/bin and /usr/bin
-//!     sbin/ local/bin/  empty (and mount points for binds under /usr outside the trees above)
+//!     sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!   lib/            where a mask layer is built when the shared cache cannot hold it
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //! ```
@@ -245,8 +245,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     // the host has is a read-only, nosuid, nodev mount here, made in the initial user namespace
     // (so locked for bubblewrap's copy): an overlay with the masks on top when the tree has
     // masked files (one mount per tree, so the cost does not grow with the number of masks),
-    // else a bind of the host's tree. `bin/` holds the run's wrappers; `sbin/` and `local/bin/`
-    // are empty.
+    // else a bind of the host's tree. `bin/` holds the run's wrappers.
     let usr = root.join("usr");
     p.mkdir(usr.clone(), 0o755, None);
     if !spec.masked.is_empty() {
@@ -283,8 +282,15 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             lib_binds.push((lib.to_string(), target));
         }
     }
-    for d in ["sbin", "local", "local/bin"] {
-        p.mkdir(usr.join(d), 0o755, None);
+    // `sbin/` and `local/bin/` are the same wrappers as `bin/`: a declared program called by the
+    // absolute path it has on some host (`/usr/sbin/x`, `/usr/local/bin/x`) is the same call.
+    p.mkdir(usr.join("local"), 0o755, None);
+    for (link, target) in [("sbin", "bin"), ("local/bin", "../bin")] {
+        p.ops.push(FsOp::Symlink {
+            target: PathBuf::from(target),
+            link: usr.join(link),
+            name: format!("/usr/{link}"),
+        });
     }
 
     // skill/: root-owned, read-only and noexec (executable bits kept, but nothing of the bundle
@@ -1099,13 +1105,18 @@ mod tests {
                 _ => None,
             })
             .collect();
-        for d in [
-            "usr/bin",
-            "usr/sbin",
-            "usr/local/bin",
-            "usr/local/lib/python3/dist-packages",
-        ] {
+        for d in ["usr/bin", "usr/local/lib/python3/dist-packages"] {
             assert!(dirs.contains(&d.to_string()), "{d} in {dirs:?}");
+        }
+        for (link, target) in [("usr/sbin", "bin"), ("usr/local/bin", "../bin")] {
+            assert!(
+                plan.ops.contains(&FsOp::Symlink {
+                    target: PathBuf::from(target),
+                    link: root.join(link),
+                    name: format!("/{link}"),
+                }),
+                "{link} is not a link to the wrappers"
+            );
         }
         // Nothing is made inside a mounted library tree (it is the host's, read-only).
         assert!(!dirs.iter().any(|d| d.starts_with("usr/lib/")), "{dirs:?}");
