@@ -77,6 +77,8 @@ fn clean_dead(
         return report;
     }
     let _ = file.set_len(0);
+    // Free again: the next run's search may start here (as after a run's own release).
+    uidpool::lower_hint(host.state, slot);
     report.dead_leases.push(slot);
     report
 }
@@ -235,6 +237,7 @@ mod tests {
         let lease = uidpool::lease_path(state.path(), 7);
         // Its owner is dead: nobody holds the file's lock.
         fs::write(&lease, "999999 0123456789abcdef\n").unwrap();
+        fs::write(uidpool::hint_path(state.path()), "20\n").unwrap();
         let nft = Path::new("/nonexistent/nft");
 
         let report = run_with(&[&Stuck], state.path(), nft, false);
@@ -254,5 +257,10 @@ mod tests {
         assert_eq!(report.dead_leases, [7], "{report:?}");
         assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
         assert_eq!(fs::read_to_string(&lease).unwrap(), "");
+        assert_eq!(
+            uidpool::read_hint(state.path()),
+            7,
+            "a crashed run's slot is free again but the next search starts above it"
+        );
     }
 }

@@ -153,7 +153,7 @@ fn write_hint(state: &Path, slot: u32) {
 
 /// After a release of `slot`: the hint goes down to it if it is above (the lowest slot that may
 /// be free is where the next run should look first).
-fn lower_hint(state: &Path, slot: u32) {
+pub fn lower_hint(state: &Path, slot: u32) {
     if slot < read_hint(state) {
         write_hint(state, slot);
     }
