@@ -9,7 +9,8 @@
 //! 2. For each lease file whose lock can be taken (its owner is dead) and that still names a run:
 //!    kill every process of that slot's uid (only when the uid's host-wide lock is free too:
 //!    otherwise a server of another state directory runs as it now), let every layer remove what
-//!    the run left, clear the file. With `janitor`, a free slot whose uid has processes gets them
+//!    the run left, clear the file (unless something could not be removed: then the file keeps
+//!    naming the run and no run takes the slot until a later pass succeeds). With `janitor`, a free slot whose uid has processes gets them
 //!    killed, under the same condition. Only these read every process's `/proc/<pid>/status`:
 //!    the pass before a run costs the same however many processes the host has.
 //! 3. Each layer, in reverse order, removes the leftovers of step 1 that no live lease names.
