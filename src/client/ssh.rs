@@ -49,9 +49,12 @@ impl Transport for SshTransport {
     ) -> Result<RunResult> {
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
         let paths = vm_paths()?;
-        let dir = install::local_dir()?;
-        let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
-        let expected = install::manifest_digest(&local);
+        // What this band expects there: the binaries beside it, or a build of its own source.
+        let local = install::Expected::of(
+            install::read_way(&self.endpoint),
+            Some(&paths.root.join("local-manifest.json")),
+        )?;
+        let expected = install::manifest_digest(local.manifest());
         let cancelled = || cancel.is_cancelled();
         // The warm channel (the system `ssh` client's master connection).
         let channel = mux::channel(&self.endpoint)?.ok_or_else(ssh::missing_ssh)?;
@@ -86,7 +89,7 @@ impl Transport for SshTransport {
                     self.target
                 );
                 let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-                install::install(&sess, &self.endpoint, &dir, &local)?;
+                local.install(&sess, &self.endpoint, &mut crate::vm::driver::Silent)?;
                 drop(sess);
                 send(on_event)?
             }
