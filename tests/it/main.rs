@@ -32,6 +32,7 @@ mod secrets;
 mod skill_set;
 mod skills;
 mod targets;
+mod vm_build;
 mod vm_cli;
 mod vm_e2e;
 mod vm_rootless;
