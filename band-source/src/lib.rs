@@ -81,6 +81,26 @@ mod tests {
                 "vm-templates/server.toml",
             ]
         );
+        // What the build script watches: the same files and folders, where they exist.
+        let watched: Vec<String> = archive::watched(t.path())
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(t.path()).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            watched,
+            [
+                "Cargo.toml",
+                "Cargo.lock",
+                "vm-templates",
+                "Cargo.toml",
+                "src",
+                "benches",
+                "server/Cargo.toml",
+                "server/build.rs",
+                "server/src",
+            ]
+        );
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //!
 //! The target is this machine through the `ssh://` driver, against an sshd the test starts
 //! itself (`127.0.0.1:<free port>`, its own host key, band's key in its own authorized_keys),
-//! inside a private mount namespace where `/usr/local/lib/band`, `/etc/band`, `/var/cache/band`,
-//! `/var/log` and `/run/band-serve` are the test's own temp dirs (overlays of their parents, so
-//! nothing of the host's install is touched or even created). band-server there uses the
+//! inside a private mount namespace where `/usr/local/lib/band`, `/etc/band`, `/var/cache/band`
+//! are the test's own temp dirs (bound over overlays of their parents, so nothing of the host's
+//! install is touched or even created), `/var/log` an overlay whose upper layer is the test's,
+//! and `/run/band-serve` a tmpfs. band-server there uses the
 //! privileged tests' shared state dir (`/run/band-test`: its uid pool is shared with the other
 //! privileged tests running beside this one).
 //!
@@ -167,9 +168,7 @@ fn start_target(t: &Path, cache: &Path, port: u16) -> Target {
             band_test::STATE_DIR
         ),
     );
-    for d in ["lib", "log", "serve"] {
-        fs_err::create_dir_all(t.join(d)).expect("mkdir");
-    }
+    fs_err::create_dir_all(t.join("lib")).expect("mkdir");
     fs_err::create_dir_all(band_test::STATE_DIR).expect("state dir");
     let script = r#"set -eu
 T=$1; CACHE=$2
@@ -185,7 +184,9 @@ fresh() { # fresh PARENT NAME SOURCE: SOURCE bound on PARENT/NAME, over an overl
 fresh /usr/local/lib band "$T/lib"
 fresh /etc band "$T/etc-band"
 fresh /var/cache band "$CACHE"
-fresh /var log "$T/log"
+# band-server's log (/var/log/band-server.log) goes to an overlay's upper layer in T.
+mkdir -p "$T/ov/_var_log/up" "$T/ov/_var_log/work"
+mount -t overlay overlay -o "lowerdir=/var/log,upperdir=$T/ov/_var_log/up,workdir=$T/ov/_var_log/work" /var/log
 mkdir -p /run/sshd /run/band-serve
 mount -t tmpfs -o mode=0755 tmpfs /run/band-serve
 exec /usr/sbin/sshd -D -e -f "$T/sshd/sshd_config"
@@ -388,7 +389,7 @@ fn privileged_build_server_in_the_target_over_ssh() {
             );
         }
     }
-    let log = fs_err::read_to_string(cache.join("build.log")).expect("the build log is kept");
+    let log = fs_err::read_to_string(cache.join("build/build.log")).expect("the build log is kept");
     assert!(
         log.contains(&format!("from source {}", source.sha256)),
         "{log}"
@@ -487,7 +488,7 @@ fn privileged_build_server_in_the_target_over_ssh() {
     // The run was served by the band-server built in the target (its log is the test's).
     let run_id = v["run_id"].as_str().expect("run_id").to_string();
     let server_log =
-        fs_err::read_to_string(t.path().join("log/band-server.log")).unwrap_or_default();
+        fs_err::read_to_string(t.path().join("ov/_var_log/up/band-server.log")).unwrap_or_default();
     assert!(
         server_log.contains(&run_id),
         "run {run_id} not in the target's log:\n{server_log}"
