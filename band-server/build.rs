@@ -43,11 +43,8 @@ fn main() {
         Ok(()) => {
             println!("cargo:rustc-link-arg-bin=band-shim=-static-pie");
             println!("cargo:rustc-link-arg-bin=band-shim=-L{}", out.display());
-            // libc.a's own helpers (a static link's -lgcc), after -lc; and the unwinder's C
-            // personality, which newer glibc's libc.a refers to (2.42: `__gcc_personality_v0`
-            // from pthread_once.o), as gcc's own static link has `-lgcc -lgcc_eh -lc` grouped.
+            // libc.a's own helpers (a static link's -lgcc), after -lc.
             println!("cargo:rustc-link-arg-bin=band-shim=-lgcc");
-            println!("cargo:rustc-link-arg-bin=band-shim=-lgcc_eh");
         }
         Err(why) => println!("cargo:warning=band-shim is linked dynamically: {why}"),
     }

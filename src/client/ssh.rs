@@ -85,8 +85,13 @@ impl Transport for SshTransport {
             // A stale band-server is upgraded, never used: install, then run once more.
             Err(crate::vm::VmError::StaleServer) => {
                 eprintln!(
-                    "band: band-server on {} is another build; installing this one",
-                    self.target
+                    "band: band-server on {} is another build; {}",
+                    self.target,
+                    match local {
+                        install::Expected::Upload { .. } => "installing this one",
+                        install::Expected::Build { .. } =>
+                            "building this one there from this band's source (minutes)",
+                    }
                 );
                 let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
                 local.install(&sess, &self.endpoint, &mut crate::vm::driver::Silent)?;

@@ -2,14 +2,16 @@
 //!
 //! A Mac has no Linux band-server beside band, and needs no cross toolchain: band carries its
 //! own source ([`band_source`]: a reproducible tar of the workspace, gzipped, and the SHA-256 of
-//! the tar) and the target builds it with Debian's Rust toolchain.
+//! the tar) and the target builds it with Debian's Rust toolchain, in a Debian 12 root (the
+//! guest's own release, so the binaries link against the glibc they run with).
 //!
 //! ```text
 //! host                                   target (as root)
 //! upload source.tar.gz ─────────────────▶ /var/cache/band/build/source.tar.gz
 //! the build script (stdin of `sh -s`) ──▶ 1. gzip -dc | sha256sum == the carried SHA-256, else stop
-//!                                         2. build root: mmdebstrap --variant=apt testing with
-//!                                            rustc, cargo, gcc, libc6-dev (made once, kept)
+//!                                         2. build root: mmdebstrap --variant=apt bookworm with
+//!                                            rustc-web, cargo-web 1.96 (bookworm-security), gcc,
+//!                                            libc6-dev (made once, kept)
 //!                                         3. unpack into src/ (mtimes now: cargo sees the change)
 //!                                         4. bwrap into the root: cargo build --release --locked
 //!                                            -p band-server (crates.io, Cargo.lock's checksums)
@@ -28,14 +30,27 @@ use super::ssh::SERVER_DIR;
 pub const BUILD_DIR: &str = "/var/cache/band/build";
 /// The log of the last build on the target.
 pub const BUILD_LOG: &str = "/var/cache/band/build/build.log";
-/// Debian's suite for the build root: the first with a Rust new enough for the workspace
-/// (`rust-version` 1.89; Debian 12 has 1.63, Debian 13 1.85, testing 1.97).
-pub const SUITE: &str = "testing";
-/// The mirror the build root comes from.
-pub const MIRROR: &str = "http://deb.debian.org/debian";
-/// The build root's packages (on top of `--variant=apt`). libc6-dev holds the static archives
-/// band-server's build.rs links band-shim with (static-pie).
-pub const PACKAGES: [&str; 5] = ["rustc", "cargo", "gcc", "libc6-dev", "ca-certificates"];
+/// Debian's suite for the build root: Debian 12, as the guest. The binaries link against the
+/// build root's glibc, so they run on a system with that glibc or a newer one: a build in Debian
+/// testing (glibc 2.42) does not run on the Debian 12 guest (2.36).
+pub const SUITE: &str = "bookworm";
+/// The build root's apt sources: Debian 12 and its security updates, which carry `rustc-web`
+/// and `cargo-web` 1.96 (for Firefox ESR; the workspace needs Rust 1.89, and Debian 12's own
+/// `rustc` is 1.63).
+pub const SOURCES: [&str; 2] = [
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+];
+/// The build root's packages (on top of `--variant=apt`). `rustc-web` and `cargo-web` install
+/// `/usr/bin/rustc` and `/usr/bin/cargo`; libc6-dev holds the static archives band-server's
+/// build.rs links band-shim with (static-pie).
+pub const PACKAGES: [&str; 5] = [
+    "rustc-web",
+    "cargo-web",
+    "gcc",
+    "libc6-dev",
+    "ca-certificates",
+];
 /// The exit status of the build script when the uploaded source is not the carried one.
 pub const SOURCE_MISMATCH: i32 = 65;
 /// The exit status when the target lacks a tool the build needs.
@@ -59,27 +74,17 @@ pub fn carried() -> Option<Source> {
     })
 }
 
-/// A name for the build root's recipe (suite, packages, mirror, apt options): a changed recipe
-/// makes a new root.
+/// A name for the build root's recipe (suite, packages, sources): a changed recipe makes a new
+/// root.
 pub fn root_recipe_id() -> String {
     use sha2::{Digest, Sha256};
-    let text = format!(
-        "{SUITE}\n{}\n{MIRROR}\n{}\n",
-        PACKAGES.join(","),
-        APT_OPTIONS.join("\n")
-    );
+    let text = format!("{SUITE}\n{}\n{}\n", PACKAGES.join(","), SOURCES.join("\n"));
     Sha256::digest(text.as_bytes())
         .iter()
         .take(8)
         .map(|b| format!("{b:02x}"))
         .collect()
 }
-
-/// apt options of the build root. Debian signs `InRelease` and apt checks that signature; the
-/// `Valid-Until` date (a week ahead, for testing) is not checked, because mirrors that serve a
-/// snapshot (a cache, an offline copy) serve it past that date. A replayed older testing could
-/// only offer older, genuine Debian packages, and a Rust older than 1.89 fails the build.
-pub const APT_OPTIONS: [&str; 1] = ["Acquire::Check-Valid-Until \"false\""];
 
 /// The bwrap argv that runs cargo in the build root: the root as `/`, the source, cargo's home
 /// and the target dir bound in, the target's DNS config and CA certificates read-only (a TLS
@@ -157,13 +162,10 @@ pub fn cargo_argv() -> Vec<String> {
 /// The mmdebstrap argv that makes the build root in `<BUILD_DIR>/root.new`.
 pub fn mmdebstrap_argv() -> Vec<String> {
     let mut a = vec!["mmdebstrap".to_string(), "--variant=apt".to_string()];
-    for o in APT_OPTIONS {
-        a.push(format!("--aptopt={o}"));
-    }
     a.push(format!("--include={}", PACKAGES.join(",")));
     a.push(SUITE.to_string());
     a.push(format!("{BUILD_DIR}/root.new"));
-    a.push(MIRROR.to_string());
+    a.extend(SOURCES.iter().map(|s| s.to_string()));
     a
 }
 

@@ -272,6 +272,15 @@ printf '{"allowed":"%s","secret":"%s","shadow":"%s","net":"%s","uid":%s}\n' \
     s
 }
 
+/// The sorted names in `dir`, `None` when it does not exist.
+fn listing(dir: &str) -> Option<Vec<std::ffi::OsString>> {
+    fs_err::read_dir(dir).ok().map(|r| {
+        let mut names: Vec<_> = r.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        names
+    })
+}
+
 fn sha256_file(path: &Path) -> String {
     use sha2::Digest;
     let data = fs_err::read(path).expect("read");
@@ -316,6 +325,9 @@ fn privileged_build_server_in_the_target_over_ssh() {
         None => t.path().join("cache"),
     };
     fs_err::create_dir_all(&cache).expect("cache dir");
+    // The host's own install folders, as they were (the test must leave them so).
+    let host_dirs = ["/usr/local/lib/band", "/etc/band", "/var/cache/band/build"];
+    let host_before: Vec<_> = host_dirs.iter().copied().map(listing).collect();
     let port = free_port();
     let mut target = start_target(t.path(), &cache, port);
 
@@ -529,6 +541,8 @@ fn privileged_build_server_in_the_target_over_ssh() {
     assert!(left.is_empty(), "left running in the target: {left:?}");
     let left = procs_mentioning(&needle);
     assert!(left.is_empty(), "left running on the host: {left:?}");
+    let host_after: Vec<_> = host_dirs.iter().copied().map(listing).collect();
+    assert_eq!(host_after, host_before, "the host's {host_dirs:?} changed");
     eprintln!(
         "build in the target: setup {setup_secs:.0} s, whole test {:.0} s",
         started.elapsed().as_secs_f64()
