@@ -3,8 +3,8 @@
 //! SHA-256 of the tar, which is the source's identity.
 //!
 //! `band setup --build-server-in-guest` (and by default on macOS with Lima) uploads it to the
-//! target, checks the hash there, and builds band-server, band-jail and band-shim in a Debian
-//! testing root with Debian's Rust toolchain: no cross toolchain on the host (docs/vm.md).
+//! target, checks the hash there, and builds band-server, band-jail and band-shim in a Debian 12
+//! root with Debian's Rust toolchain (rustc-web): no cross toolchain on the host (docs/vm.md).
 //!
 //! Only band's `cli` feature depends on this crate: a server edit re-runs this build script and
 //! so recompiles band's CLI library and binary, never band-server's own build.

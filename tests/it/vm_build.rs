@@ -27,7 +27,35 @@ use std::time::Instant;
 use band_test::{Band, is_root};
 
 use crate::common::band_exe;
-use crate::vm_e2e::{enabled, on_path, one_vm, skip_or_fail, write};
+use crate::vm_e2e::{ONE_VM, enabled, on_path, skip_or_fail, write};
+
+/// Held while the test runs: [`ONE_VM`] within this process (in CI the VM tests and this one
+/// share the cores of one test binary, so they take turns), and across processes a lock of its
+/// own, `/run/band-test/vm-build.lock` (two checkouts never build at once; a VM test of another
+/// checkout does not hold this one up: they share no state).
+struct BuildTestLock {
+    _in_process: std::sync::MutexGuard<'static, ()>,
+    _across: Option<fs_err::File>,
+}
+
+fn one_build() -> BuildTestLock {
+    let guard = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Path::new(band_test::STATE_DIR);
+    let across = fs_err::create_dir_all(dir)
+        .and_then(|()| {
+            fs_err::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join("vm-build.lock"))
+        })
+        .ok()
+        .filter(|f| rustix::fs::flock(f.file(), rustix::fs::FlockOperation::LockExclusive).is_ok());
+    BuildTestLock {
+        _in_process: guard,
+        _across: across,
+    }
+}
 
 /// sshd in its own mount namespace, and everything the test made: killed and checked on drop.
 struct Target {
@@ -292,7 +320,7 @@ fn sha256_file(path: &Path) -> String {
 
 #[test]
 fn privileged_build_server_in_the_target_over_ssh() {
-    let _one = one_vm();
+    let _one = one_build();
     if !enabled() {
         eprintln!(
             "skipped: set BAND_TEST_VM=1 to build band-server in a target from source (minutes)"
