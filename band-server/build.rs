@@ -51,8 +51,13 @@ fn main() {
         Ok(()) => {
             println!("cargo:rustc-link-arg-bin=band-shim=-static-pie");
             println!("cargo:rustc-link-arg-bin=band-shim=-L{}", out.display());
-            // libc.a's own helpers (a static link's -lgcc), after -lc.
+            // libc.a's own helpers (a static link's -lgcc), after -lc; and the unwinder's C
+            // personality, which libc.a refers to (`__gcc_personality_v0`, in libgcc_eh.a), as
+            // gcc's own static link has `-lgcc -lgcc_eh -lc`. rustup's std happens to pull it in
+            // earlier; with Debian's rustc (the in-target build, docs/vm.md) the link fails
+            // without it.
             println!("cargo:rustc-link-arg-bin=band-shim=-lgcc");
+            println!("cargo:rustc-link-arg-bin=band-shim=-lgcc_eh");
         }
         Err(why) => println!("cargo:warning=band-shim is linked dynamically: {why}"),
     }

@@ -60,6 +60,12 @@ pub(crate) struct SetupArgs {
     /// qemu: the Debian mirror to build from (a local mirror makes the build work offline).
     #[arg(long, value_name = "URL")]
     pub(crate) mirror: Option<String>,
+    /// Build band-server, band-jail and band-shim in the target from this band's own source
+    /// (checked by SHA-256 there), with Debian's Rust toolchain in a build root, instead of
+    /// uploading the binaries beside band. The default for lima when those binaries cannot run
+    /// in the VM (macOS). The first build takes minutes.
+    #[arg(long)]
+    pub(crate) build_server_in_guest: bool,
     /// Print a JSON summary (with step timings) on stdout.
     #[arg(long)]
     pub(crate) json: bool,

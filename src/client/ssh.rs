@@ -49,9 +49,12 @@ impl Transport for SshTransport {
     ) -> Result<RunResult> {
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
         let paths = vm_paths()?;
-        let dir = install::local_dir()?;
-        let local = install::local_manifest_cached(&dir, &paths.root.join("local-manifest.json"))?;
-        let expected = install::manifest_digest(&local);
+        // What this band expects there: the binaries beside it, or a build of its own source.
+        let local = install::Expected::of(
+            install::read_way(&self.endpoint),
+            Some(&paths.root.join("local-manifest.json")),
+        )?;
+        let expected = install::manifest_digest(local.manifest());
         let cancelled = || cancel.is_cancelled();
         // The warm channel (the system `ssh` client's master connection).
         let channel = mux::channel(&self.endpoint)?.ok_or_else(ssh::missing_ssh)?;
@@ -82,11 +85,16 @@ impl Transport for SshTransport {
             // A stale band-server is upgraded, never used: install, then run once more.
             Err(crate::vm::VmError::StaleServer) => {
                 eprintln!(
-                    "band: band-server on {} is another build; installing this one",
-                    self.target
+                    "band: band-server on {} is another build; {}",
+                    self.target,
+                    match local {
+                        install::Expected::Upload { .. } => "installing this one",
+                        install::Expected::Build { .. } =>
+                            "building this one there from this band's source (minutes)",
+                    }
                 );
                 let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-                install::install(&sess, &self.endpoint, &dir, &local)?;
+                local.install(&sess, &self.endpoint, &mut crate::vm::driver::Silent)?;
                 drop(sess);
                 send(on_event)?
             }

@@ -64,6 +64,7 @@ pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
         mirror: args.mirror.clone(),
         host: args.host.clone(),
         identity: args.identity.clone(),
+        build_server_in_guest: args.build_server_in_guest,
     };
     let mut summary = driver::select::for_kind(driver, &paths).setup(&opts, &mut steps)?;
     steps.finish();

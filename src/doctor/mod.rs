@@ -6,7 +6,7 @@
 //! mod.rs   Check, Level, Host, and CHECKS: the one list, in the order they are shown
 //! host.rs  the platform, the host target (root or sudo -n), tools on PATH, the rootless image
 //!          build (newuidmap, subordinate ids), the accelerator (KVM), free disk
-//! vm.rs    the client's SSH key, the qemu image, the qemu VM (ssh, band-server, sandbox tools)
+//! vm.rs    where VM targets' server binaries come from, the client's SSH key, the qemu image, the qemu VM (ssh, band-server, sandbox tools)
 //! ```
 //!
 //! Adding a check: a function `fn(&Host) -> Vec<Check>` in `host.rs` or `vm.rs` (or a new file)
@@ -147,6 +147,7 @@ pub const CHECKS: &[CheckFn] = &[
     host::accelerator,
     host::lima,
     host::ssh_tools,
+    vm::server_binaries,
     vm::client_key,
     host::free_disk,
     vm::image,
@@ -218,6 +219,7 @@ mod tests {
                 "limactl",
                 "ssh-keygen",
                 "ssh (VM targets)",
+                "server binaries",
                 "ssh key",
                 "free disk",
                 "qemu image",

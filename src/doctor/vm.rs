@@ -24,6 +24,50 @@ pub(super) fn client_key(host: &Host) -> Vec<Check> {
     }]
 }
 
+/// Where a VM's or ssh host's band-server binaries come from: uploaded from beside band when
+/// they are Linux executables, else built in the target from the source this band carries
+/// (`band setup --build-server-in-guest` forces the build).
+pub(super) fn server_binaries(host: &Host) -> Vec<Check> {
+    let dir = host.band_server.parent();
+    let local = install::inspect_local(dir);
+    let source = crate::vm::build::carried().map(|s| s.sha256[..12].to_string());
+    let arch = |m: u16| match m {
+        62 => "x86_64",
+        183 => "aarch64",
+        _ => "another architecture",
+    };
+    let check = match (&local, &source) {
+        (install::LocalBinaries::Present(Some(m)), src) if host.linux => Check::new(
+            "server binaries",
+            Level::Ok,
+            format!(
+                "uploaded to VM targets from {} (Linux {}){}",
+                dir.map(|d| d.display().to_string()).unwrap_or_default(),
+                arch(*m),
+                src.as_ref()
+                    .map(|s| format!(
+                        "; --build-server-in-guest builds them there from this band's source {s}"
+                    ))
+                    .unwrap_or_default()
+            ),
+        ),
+        (_, Some(s)) => Check::new(
+            "server binaries",
+            Level::Ok,
+            format!(
+                "built in the target from this band's source {s} (no Linux band-server for upload beside band; the first build takes minutes)"
+            ),
+        ),
+        (_, None) => Check::new(
+            "server binaries",
+            Level::Warn,
+            "no Linux band-server beside band, and this band carries no source to build one",
+        )
+        .fix("point $BAND_SERVER at Linux band-server, band-jail and band-shim"),
+    };
+    vec![check]
+}
+
 /// The qemu driver's image, if built.
 pub(super) fn image(host: &Host) -> Vec<Check> {
     vec![match image::cached(&host.vm) {
@@ -80,16 +124,17 @@ pub(super) fn qemu_vm(host: &Host) -> Vec<Check> {
         format!("host key pinned in {}", ep.known_host.display()),
     ));
     out.push(
-        match install::local_dir()
-            .and_then(|d| install::local_manifest(&d))
-            .and_then(|m| install::handshake(&sess, &m))
+        match install::Expected::of(install::read_way(&ep), None)
+            .and_then(|m| install::handshake(&sess, m.manifest()))
         {
             Ok(Handshake::Current(v)) => Check::new(
                 "VM band-server",
                 Level::Ok,
                 format!(
-                    "{} (protocol {}), same build as this band",
-                    v.version, v.protocol
+                    "{} (protocol {}), same build as this band, {}",
+                    v.version,
+                    v.protocol,
+                    install::read_way(&ep).describe()
                 ),
             ),
             Ok(Handshake::Missing) => Check::new("VM band-server", Level::Fail, "not installed")

@@ -14,6 +14,7 @@
 //! separate from the thin layers that run them, so tests cover them without a VM.
 //! Everything here belongs to the host CLI (the `cli` feature); band-server never links it.
 
+pub mod build;
 pub mod cmd;
 pub mod driver;
 pub mod image;

@@ -33,6 +33,7 @@ mod shell_denials;
 mod skill_set;
 mod skills;
 mod targets;
+mod vm_build;
 mod vm_cli;
 mod vm_e2e;
 mod vm_rootless;

@@ -167,6 +167,8 @@ fn doctor_whole_output() {
     let platform = format!("{} {}", std::env::consts::OS, std::env::consts::ARCH);
     let mut settings = band_test::settings(&[(&platform, "[OS] [ARCH]")]);
     settings.add_filter(r"qemu-system-(x86_64|aarch64)", "qemu-system-[ARCH]");
+    // The source band carries changes with every edit of the workspace.
+    settings.add_filter(r"source [0-9a-f]{12}", "source [SOURCE]");
     // What depends on this host, not on the test's PATH: /dev/kvm, the kernel's Landlock and
     // AppArmor, nft in /usr/sbin. Their line (and fix) in the human form, their object in the JSON.
     for (shown, tag) in [

@@ -160,9 +160,16 @@ impl Driver for Lima {
             cmd::run_argv(&lima::stop_argv())?;
             ep = start(paths, steps)?;
         }
-        let version = super::server::ensure_server(&ep, steps)?;
+        let version = super::server::ensure_server(
+            &ep,
+            steps,
+            super::server::WayPlan::Choose {
+                forced: opts.build_server_in_guest,
+                auto: true,
+            },
+        )?;
         Ok(
-            serde_json::json!({ "target": "lima", "ssh": ep.addr(), "start_secs": round_secs(t.elapsed().as_secs_f64()), "band_server": version.version, "protocol": version.protocol }),
+            serde_json::json!({ "target": "lima", "ssh": ep.addr(), "start_secs": round_secs(t.elapsed().as_secs_f64()), "band_server": version.version, "protocol": version.protocol, "server_way": crate::vm::install::read_way(&ep) }),
         )
     }
 

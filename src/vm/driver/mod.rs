@@ -110,6 +110,10 @@ pub struct SetupOptions {
     pub host: Option<String>,
     /// ssh: the private key to log in with.
     pub identity: Option<PathBuf>,
+    /// Build band-server in the target from this band's source instead of uploading the
+    /// binaries beside band (`--build-server-in-guest`; Lima does so by itself when those
+    /// binaries cannot run there).
+    pub build_server_in_guest: bool,
 }
 
 /// A machine after [`Driver::up`].

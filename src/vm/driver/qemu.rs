@@ -208,7 +208,14 @@ impl Driver for Qemu {
             }
         };
         let up = up(paths, &img, &opts.resources, opts.accel, steps)?;
-        let version = super::server::ensure_server(&up.endpoint, steps)?;
+        let version = super::server::ensure_server(
+            &up.endpoint,
+            steps,
+            super::server::WayPlan::Choose {
+                forced: opts.build_server_in_guest,
+                auto: false,
+            },
+        )?;
         let accel = up.accel.as_ref();
         Ok(serde_json::json!({
             "target": "qemu",
@@ -220,6 +227,7 @@ impl Driver for Qemu {
             "ssh": format!("127.0.0.1:{}", up.endpoint.port),
             "band_server": version.version,
             "protocol": version.protocol,
+            "server_way": crate::vm::install::read_way(&up.endpoint),
         }))
     }
 
@@ -236,7 +244,7 @@ impl Driver for Qemu {
             .map(|s| s.resources)
             .unwrap_or_default();
         let up = up(paths, &img, &res, accel, steps)?;
-        super::server::ensure_server(&up.endpoint, steps)?;
+        super::server::ensure_server(&up.endpoint, steps, super::server::WayPlan::Recorded)?;
         Ok(up)
     }
 

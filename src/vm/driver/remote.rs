@@ -144,14 +144,21 @@ impl Driver for Remote {
             }
             ep.sudo = true;
         }
-        let version = super::server::ensure_server(&ep, steps)?;
+        let version = super::server::ensure_server(
+            &ep,
+            steps,
+            super::server::WayPlan::Choose {
+                forced: opts.build_server_in_guest,
+                auto: false,
+            },
+        )?;
         let target = if port == 22 {
             format!("ssh://{user}@{host}")
         } else {
             format!("ssh://{user}@{host}:{port}")
         };
         Ok(
-            serde_json::json!({ "target": target, "ssh": ep.addr(), "band_server": version.version, "protocol": version.protocol }),
+            serde_json::json!({ "target": target, "ssh": ep.addr(), "band_server": version.version, "protocol": version.protocol, "server_way": crate::vm::install::read_way(&ep) }),
         )
     }
 

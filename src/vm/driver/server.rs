@@ -23,13 +23,48 @@ pub(super) fn server_log(endpoint: Result<Endpoint>, lines: usize) -> ServerLog 
     }
 }
 
+/// How [`ensure_server`] decides the way band-server's binaries come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WayPlan {
+    /// The way `band setup` recorded for the target (`band vm start`).
+    Recorded,
+    /// Choose now and record it (`band setup`): `forced` is `--build-server-in-guest`, `auto`
+    /// lets the driver build when uploading cannot work (Lima).
+    Choose { forced: bool, auto: bool },
+}
+
 /// Install or upgrade band-server on a connected target, and check what it needs.
-pub fn ensure_server(ep: &Endpoint, progress: &mut dyn Progress) -> Result<install::ServerVersion> {
+pub fn ensure_server(
+    ep: &Endpoint,
+    progress: &mut dyn Progress,
+    plan: WayPlan,
+) -> Result<install::ServerVersion> {
     progress.start("check band-server on the target (version handshake)".into());
     let sess = ssh::connect(ep, Duration::from_secs(30))?;
-    let dir = install::local_dir()?;
-    let local = install::local_manifest(&dir)?;
-    let version = match install::handshake(&sess, &local)? {
+    let way = match plan {
+        WayPlan::Recorded => install::read_way(ep),
+        WayPlan::Choose { forced, auto } => {
+            let dir = install::local_dir().ok();
+            let local = install::inspect_local(dir.as_deref());
+            let arch = if forced || !auto {
+                None
+            } else {
+                Some(ssh::exec_ok(&sess, "uname -m", b"")?.stdout_text())
+            };
+            let (way, why) = install::choose(
+                forced,
+                auto,
+                cfg!(target_os = "linux"),
+                &local,
+                arch.as_deref().map(str::trim),
+            );
+            progress.note(format!("band-server: {} ({why})", way.describe()));
+            install::write_way(ep, way)?;
+            way
+        }
+    };
+    let expected = install::Expected::of(way, None)?;
+    let version = match install::handshake(&sess, expected.manifest())? {
         Handshake::Current(v) => {
             progress.note(format!(
                 "band-server {} (protocol {}) is current",
@@ -45,8 +80,13 @@ pub fn ensure_server(ep: &Endpoint, progress: &mut dyn Progress) -> Result<insta
                 } => format!("stale (answers {} protocol {})", v.version, v.protocol),
                 _ => "stale".to_string(),
             };
-            progress.start(format!("install band-server ({why})"));
-            install::install(&sess, ep, &dir, &local)?
+            match way {
+                install::Way::Upload => progress.start(format!("install band-server ({why})")),
+                install::Way::Build => progress.start(format!(
+                    "build band-server in the target ({why}; first time: a few minutes)"
+                )),
+            }
+            expected.install(&sess, ep, progress)?
         }
     };
     let missing = install::missing_prerequisites(&sess, ep)?;
@@ -65,11 +105,12 @@ pub fn server_status(ep: &Endpoint) -> serde_json::Value {
         Ok(s) => s,
         Err(e) => return serde_json::json!({ "error": e.to_string() }),
     };
-    let local = match install::local_dir().and_then(|d| install::local_manifest(&d)) {
+    let way = install::read_way(ep);
+    let expected = match install::Expected::of(way, None) {
         Ok(m) => m,
         Err(e) => return serde_json::json!({ "error": e.to_string() }),
     };
-    match install::handshake(&sess, &local) {
+    match install::handshake(&sess, expected.manifest()) {
         Ok(Handshake::Current(v)) => {
             serde_json::json!({ "version": v.version, "protocol": v.protocol, "current": true })
         }
