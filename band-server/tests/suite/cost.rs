@@ -322,8 +322,8 @@ const ROOT_PROBE: &str = "#!/bin/bash\n\
     done\n";
 
 /// The sandbox's root is one read-only bind of a tree band-server prepared in the run directory
-/// (`usr/`, `etc/`, `skill/`, the links, the mount points): bubblewrap binds only what it must
-/// (`/proc`, `/dev`, the writable folders, `/band`). Seen from inside: `/usr` and `/etc` are no
+/// (`usr/`, `etc/`, `skill/`, `/band`, the links, the mount points): bubblewrap binds only what
+/// it must (`/proc`, `/dev`, the writable folders). Seen from inside: `/usr` and `/etc` are no
 /// longer mounts of their own (they were binds before), every mount keeps the flags it had
 /// (read-only, nosuid, nodev except the three writable noexec folders and bubblewrap's `/proc`
 /// and `/dev`), nothing can be written or made outside them, and the root holds exactly the

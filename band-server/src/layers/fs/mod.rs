@@ -58,6 +58,7 @@ pub fn plan_run_dir<'a>(
         resolv_conf,
         other_binds: &other_binds,
         links: &links,
+        exec_dir: &exec.root,
     })
 }
 

@@ -14,7 +14,8 @@
 //!       bin/        symlinks <name> → /band/shim                   → /band/bin and /usr/bin
 //!       sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!     bin lib lib64 sbin   links into usr/
-//!     band/ dev/ proc/ tmp/ workspace/   mount points of bubblewrap's own binds, and one for
+//!     band/         a read-only bind of the run's exec folder (below)                 → /band
+//!     dev/ proc/ tmp/ workspace/   mount points of bubblewrap's own binds, and one for
 //!                   each absolute host path or program tree bound elsewhere; the links at the
 //!                   programs' cache paths (`SandboxPlan::self_links`) with their folders
 //!   workspace/      request workspace files (see below), remounted noexec    → /workspace
@@ -26,7 +27,7 @@
 //! ```
 //!
 //! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
-//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind
+//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind at `root/band`
 //! (`x/` the `#!` scripts, `shim`, `jail`, `sock` the gate's socket (root:<run gid> 0660), `bin`
 //! a link to `/usr/bin`, `io/` the mount point of `io/` above), see `execcache`.
 //!
@@ -106,10 +107,14 @@ pub struct RunDirSpec<'a, 'd> {
     /// (link, target): symlinks at absolute sandbox paths (`SandboxPlan::self_links` and
     /// `SandboxPlan::links`), made in the sandbox's root here since it is read-only once bound.
     pub links: &'a [(PathBuf, PathBuf)],
+    /// The run's exec folder (`execcache::ExecDir`: `#!` scripts, shim, jail, socket, the `bin`
+    /// link, `io/` as a mount point), bound read-only at `root/band` (→ `/band`).
+    pub exec_dir: &'a Path,
 }
 
-/// The folders of the sandbox's root that bubblewrap mounts on (`/proc`, `/dev`, the writable
-/// `/workspace` and `/tmp`, `/band`): made in `root/` since it is read-only once bound.
+/// The folders of the sandbox's root that are mount points (`/proc`, `/dev`, the writable
+/// `/workspace` and `/tmp` bound by bubblewrap, `/band` by band-server): made in `root/` since it
+/// is read-only once bound.
 pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
 
 /// The compatibility links at the sandbox's root: (link, target).
@@ -276,6 +281,15 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             name: format!("/{link}"),
         });
     }
+    // /band: the run's exec folder, read-only (its programs run from there: not noexec); only
+    // `io/` on it is bound writable, by bubblewrap.
+    p.bind(
+        spec.exec_dir,
+        &sroot.join("band"),
+        true,
+        false,
+        format!("failed to bind {} at /band", spec.exec_dir.display()),
+    );
 
     // usr/: the sandbox's whole `/usr`, bound by bubblewrap in one read-only bind (each bind
     // costs it a mount, a read-only remount and a re-read of its mount table). Each library tree
@@ -992,6 +1006,7 @@ mod tests {
         let plan = plan(&RunDirSpec {
             other_binds: &[],
             links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -1066,6 +1081,7 @@ mod tests {
         let plan = plan(&RunDirSpec {
             other_binds: &other,
             links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -1134,6 +1150,7 @@ mod tests {
         let plan = plan(&RunDirSpec {
             other_binds: &other,
             links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -1235,6 +1252,7 @@ mod tests {
         let plan = plan(&RunDirSpec {
             other_binds: &other,
             links: &links,
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -1315,6 +1333,14 @@ mod tests {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
         assert_eq!(symlinks, want);
+        // /band: the run's exec folder, read-only, bound here (its programs run: not noexec).
+        assert!(plan.ops.contains(&FsOp::Bind {
+            source: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
+            target: root.join("band"),
+            read_only: true,
+            no_exec: false,
+            what: "failed to bind /run/band/exec/runs/0123456789abcdef at /band".into(),
+        }));
         // The writable folders stay outside the root (bubblewrap binds them on its mount points).
         for d in ["workspace", "tmp", "io"] {
             assert!(plan.ops.iter().any(|op| matches!(op,

@@ -11,13 +11,13 @@
 //!    call, see `execcache`), the synthetic `/etc` (passwd/group/hosts/nsswitch.conf, a copy of
 //!    the host's `ld.so.cache`, resolv.conf with network, the host's CA certificates and
 //!    fontconfig folder bound in it), `/skill` (read-only, noexec), the links `/lib`, `/lib64`,
-//!    `/bin`, `/sbin`, the links at the programs' cache paths, and a mount point for each bind
-//!    below. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
+//!    `/bin`, `/sbin`, the links at the programs' cache paths, `/band` (the run's exec folder),
+//!    and a mount point for each bind below. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
 //!    be made by band-server is.
 //! 2. `/proc`, `/dev` (then remounted read-only: no writable, executable `/dev/shm`).
 //! 3. band-shim over each declared program of the skill, the writable `/workspace` and `/tmp`,
-//!    `/band` (one read-only bind of the run's exec folder: `#!` scripts, shim, jail, socket,
-//!    the `bin` link to `/usr/bin`) with `io` on it, then host mounts for absolute `allow.read`
+//!    `/band/io` (on `/band`, which is the run's exec folder bound in the root by band-server:
+//!    `#!` scripts, shim, jail, socket, the `bin` link to `/usr/bin`), then host mounts for absolute `allow.read`
 //!    / `allow.write` patterns and declared programs' trees.
 //!
 //! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
@@ -115,8 +115,9 @@ pub struct SandboxPlan {
     pub run_dir: PathBuf,
     /// band-shim's execute-only copy.
     pub shim: PathBuf,
-    /// The run's exec folder (`execcache::ExecDir`), bound whole at `/band`: `#!` scripts in
-    /// `x/`, links to band-shim and band-jail, the gate socket, `bin`, and `io/` as a mount point.
+    /// The run's exec folder (`execcache::ExecDir`), at `/band` (bound in the sandbox's root by
+    /// the run directory's plan): `#!` scripts in `x/`, links to band-shim and band-jail, the
+    /// gate socket, `bin`, and `io/` as a mount point.
     pub exec_dir: PathBuf,
     /// (program cache path, wrapped name): a symlink at the path a running program reports as
     /// its own (`/proc/self/exe`, which names the copy in the host's cache) to
@@ -207,7 +208,7 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     // compatibility links, the links at the programs' cache paths and a mount point for each
     // bind below, all prepared by band-server in the run directory (`workdir::plan`), its
     // mounts' flags set there and locked for bubblewrap's copy. bubblewrap makes only what it
-    // must: `/proc` and `/dev` in its namespaces, the writable binds, `/band`, host paths.
+    // must: `/proc` and `/dev` in its namespaces, the writable binds, host paths.
     bind(
         &mut a,
         "--ro-bind",
@@ -227,15 +228,8 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     }
     bind(&mut a, "--bind", run("workspace"), "/workspace".into());
     bind(&mut a, "--bind", run("tmp"), "/tmp".into());
-    // /band in one read-only bind of the run's exec folder: `x/` (the `#!` scripts), `shim` and
-    // `jail` (links to their execute-only copies), `sock` (the gate), `bin` (a link to
-    // /usr/bin, the same wrappers) and `io/`, the mount point of the one writable bind under it.
-    bind(
-        &mut a,
-        "--ro-bind",
-        plan.exec_dir.clone().into_os_string(),
-        "/band".into(),
-    );
+    // /band is the run's exec folder, bound read-only in the root by band-server; `io/` on it
+    // is the mount point of the one writable bind under it.
     bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
     for e in &plan.extra {
         let kind = if e.writable { "--bind" } else { "--ro-bind" };
@@ -337,9 +331,6 @@ mod tests {
             "--bind",
             &format!("{r}/tmp"),
             "/tmp",
-            "--ro-bind",
-            "/run/band/exec/runs/0123456789abcdef",
-            "/band",
             "--bind",
             &format!("{r}/io"),
             "/band/io",
