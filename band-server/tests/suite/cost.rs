@@ -6,13 +6,13 @@ use pretty_assertions::assert_eq;
 
 use super::helpers::*;
 
-/// `/usr` and `/etc` are each one bind of a tree band-server prepared in the run directory
-/// (bubblewrap re-reads its mount table for each bind it makes): the library trees and the
-/// host's `/etc` folders are mounts inside them, made read-only, nosuid and nodev by
-/// band-server itself. Seen from inside: the same trees as before, every mount there read-only,
-/// nosuid and nodev, and nothing writable.
+/// `/usr` and `/etc` are folders of the sandbox's root, which band-server prepared in the run
+/// directory and bubblewrap binds once (it re-reads its mount table for each bind it makes): the
+/// library trees and the host's `/etc` folders are mounts inside them, made read-only, nosuid and
+/// nodev by band-server itself. Seen from inside: the same trees as before, every mount there
+/// read-only, nosuid and nodev, and nothing writable.
 #[test]
-fn privileged_usr_and_etc_are_one_bind_each_and_read_only_throughout() {
+fn privileged_usr_and_etc_are_prepared_by_band_server_and_read_only_throughout() {
     privileged!();
     let script = "#!/bin/bash\n\
         while read -r _id _parent _dev _root mp opts _rest; do\n\
@@ -37,7 +37,7 @@ fn privileged_usr_and_etc_are_one_bind_each_and_read_only_throughout() {
         }
     }
     let at: Vec<&str> = mounts.iter().map(|(m, _)| *m).collect();
-    let mut want: Vec<String> = vec!["/usr".into(), "/etc".into()];
+    let mut want: Vec<String> = Vec::new();
     want.extend(
         band_server::layers::fs::execmask::LIB_ROOTS
             .iter()
@@ -295,4 +295,179 @@ fn uid_leased_again(uid: u32) -> bool {
             ))
             .is_ok_and(|t| !t.trim().is_empty())
     })
+}
+
+/// The probe of [`privileged_the_root_is_one_bind_prepared_by_band_server`]: every mount with
+/// its flags (`mount <at>=<opts>`), and every path of the sandbox's tree that is not under a
+/// mount other than `/` (`path <at>=dir|file|link|mount`), walked with bash's builtins only.
+const ROOT_PROBE: &str = "#!/bin/bash\n\
+    shopt -s dotglob nullglob\n\
+    mps=' '\n\
+    while read -r _id _parent _dev _root mp opts _rest; do\n\
+      mps=\"$mps$mp \"; echo \"mount $mp=$opts\"\n\
+    done < /proc/self/mountinfo\n\
+    walk() {\n\
+      local f\n\
+      for f in \"$1\"/*; do\n\
+        if [[ -L $f ]]; then echo \"path $f=link\"\n\
+        elif [[ $mps == *\" $f \"* ]]; then echo \"path $f=mount\"\n\
+        elif [[ -d $f ]]; then echo \"path $f=dir\"; walk \"$f\"\n\
+        else echo \"path $f=file\"; fi\n\
+      done\n\
+    }\n\
+    walk ''\n\
+    for d in / /usr /etc /skill /band /proc /dev /opt /run; do\n\
+      if (echo x > \"$d/band-probe\") 2>/dev/null; then echo \"write $d=written\"; else echo \"write $d=refused\"; fi\n\
+      if mkdir \"$d/band-probe-dir\" 2>/dev/null; then echo \"mkdir $d=made\"; else echo \"mkdir $d=refused\"; fi\n\
+    done\n";
+
+/// The sandbox's root is one read-only bind of a tree band-server prepared in the run directory
+/// (`usr/`, `etc/`, `skill/`, `/band`, the links, the mount points): bubblewrap binds only what
+/// it must (`/proc`, `/dev`, the writable folders). Seen from inside: `/usr` and `/etc` are no
+/// longer mounts of their own (they were binds before), every mount keeps the flags it had
+/// (read-only, nosuid, nodev except the three writable noexec folders and bubblewrap's `/proc`
+/// and `/dev`), nothing can be written or made outside them, and the root holds exactly the
+/// paths it held before: the same folders, files and links (compared with the build before this
+/// change: the same listing, except that `/usr` and `/etc` were mounts).
+#[test]
+fn privileged_the_root_is_one_bind_prepared_by_band_server() {
+    privileged!();
+    let o = run(&request(ROOT_PROBE, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let mounts: std::collections::BTreeMap<&str, Vec<&str>> = kv
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("mount ")?, v.split(',').collect())))
+        .collect();
+    let host_has = |p: &str| fs_err::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let lib_roots: Vec<&str> = band_server::layers::fs::execmask::LIB_ROOTS
+        .iter()
+        .copied()
+        .filter(|r| host_has(r))
+        .collect();
+    let etc_host: Vec<String> = band_server::layers::fs::workdir::ETC_HOST_DIRS
+        .iter()
+        .map(|d| format!("/etc/{d}"))
+        .filter(|d| host_has(d))
+        .collect();
+    // The mounts: the root, the host's trees in it, bubblewrap's own, nothing else.
+    let mut want: Vec<String> = [
+        "/",
+        "/skill",
+        "/proc",
+        "/dev",
+        "/workspace",
+        "/tmp",
+        "/band",
+        "/band/io",
+    ]
+    .map(String::from)
+    .to_vec();
+    want.extend(lib_roots.iter().map(|r| r.to_string()));
+    want.extend(etc_host.iter().cloned());
+    want.sort();
+    let mut got: Vec<String> = mounts
+        .keys()
+        .filter(|m| !m.starts_with("/dev/"))
+        .map(|m| m.to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "{o:#?}");
+    for (at, opts) in &mounts {
+        let (must, must_not): (&[&str], &[&str]) = match *at {
+            "/workspace" | "/tmp" | "/band/io" => (&["rw", "nosuid", "nodev", "noexec"], &[]),
+            "/proc" => (&["nosuid", "nodev", "noexec"], &[]),
+            "/skill" => (&["ro", "nosuid", "nodev", "noexec"], &[]),
+            d if d.starts_with("/dev/") => (&["nosuid"], &[]),
+            _ => (&["ro", "nosuid", "nodev"], &["rw"]),
+        };
+        for f in must {
+            assert!(opts.contains(f), "{at} is not {f}: {opts:?}");
+        }
+        for f in must_not {
+            assert!(!opts.contains(f), "{at} is {f}: {opts:?}");
+        }
+    }
+    // Nothing is written or made anywhere but in the writable folders.
+    for (k, v) in kv
+        .iter()
+        .filter(|(k, _)| k.starts_with("write ") || k.starts_with("mkdir "))
+    {
+        assert_eq!(v, "refused", "{k}: {o:#?}");
+    }
+    // The tree of the root (not descending into other mounts): exactly these paths.
+    let state_top = state_dir()
+        .components()
+        .nth(1)
+        .map(|c| format!("/{}", c.as_os_str().to_string_lossy()))
+        .unwrap_or_default();
+    let state = state_dir().display().to_string();
+    let mut top = vec![
+        ("/band", "mount"),
+        ("/bin", "link"),
+        ("/dev", "mount"),
+        ("/etc", "dir"),
+        ("/lib", "link"),
+        ("/lib64", "link"),
+        ("/proc", "mount"),
+        ("/sbin", "link"),
+        ("/skill", "mount"),
+        ("/tmp", "mount"),
+        ("/usr", "dir"),
+        ("/workspace", "mount"),
+    ];
+    // The links at the programs' cache paths (the essential commands' copies).
+    top.push((state_top.as_str(), "dir"));
+    let etc_files = [
+        "band-bash-env",
+        "group",
+        "hosts",
+        "ld.so.cache",
+        "nsswitch.conf",
+        "passwd",
+    ];
+    let mut wrappers = 0;
+    for (k, kind) in kv
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("path ")?, v)))
+    {
+        let kind = kind.as_str();
+        let ok = if !k[1..].contains('/') {
+            top.contains(&(k, kind))
+        } else if let Some(rel) = k.strip_prefix("/etc/") {
+            (etc_files.contains(&rel) && kind == "file")
+                || (rel == "ssl" && kind == "dir")
+                || (etc_host.iter().any(|d| d == k) && kind == "mount")
+        } else if let Some(rel) = k.strip_prefix("/usr/") {
+            match (rel, kind) {
+                ("bin" | "local", "dir") | ("sbin" | "local/bin", "link") => true,
+                (r, "link") if r.starts_with("bin/") && !r[4..].contains('/') => {
+                    wrappers += 1;
+                    true
+                }
+                (_, "mount") => lib_roots.contains(&k),
+                _ => false,
+            }
+        } else if format!("{state}/exec/cache").starts_with(k) {
+            kind == "dir"
+        } else if let Some(rel) = k.strip_prefix(&format!("{state}/exec/cache/")) {
+            // <hash>/ and <hash>/<name>, a link to the wrapper.
+            match rel.split('/').count() {
+                1 => kind == "dir",
+                2 => kind == "link",
+                _ => false,
+            }
+        } else {
+            false
+        };
+        assert!(ok, "unexpected {k} ({kind}) in the sandbox's root: {o:#?}");
+    }
+    for (at, kind) in &top {
+        assert_eq!(
+            kv.get(&format!("path {at}")).map(String::as_str),
+            Some(*kind),
+            "{at}: {o:#?}"
+        );
+    }
+    assert!(wrappers > 0, "no wrappers in /usr/bin: {o:#?}");
 }

@@ -17,7 +17,8 @@ use crate::request::Checked;
 
 /// The run directory part of [`crate::plan::RunPlan`]: its operations, owners and modes
 /// included, and the library trees it masks. `resolv_conf`: the sandbox's `/etc/resolv.conf`
-/// when the run has network. Pure.
+/// when the run has network; `exec`: the programs (their trees are bound, their links are made
+/// in the sandbox's root). Pure.
 pub fn plan_run_dir<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
@@ -25,13 +26,14 @@ pub fn plan_run_dir<'a>(
     identity: &Identity,
     pre: &Preflight,
     resolv_conf: Option<&str>,
-    runtime_roots: &[std::path::PathBuf],
+    exec: &crate::layers::cli::ExecPlan,
 ) -> RunDirPlan<'a> {
+    let links = root_links(exec);
     let other_binds: Vec<(std::path::PathBuf, bool)> = pre
         .host_mounts
         .iter()
         .map(|m| (m.sandbox.clone(), m.is_dir))
-        .chain(runtime_roots.iter().map(|r| (r.clone(), true)))
+        .chain(exec.runtime.iter().map(|t| (t.root.clone(), true)))
         .collect();
     let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
     let compiled = &checked.compiled;
@@ -55,7 +57,27 @@ pub fn plan_run_dir<'a>(
         lib_roots: &facts.lib_roots,
         resolv_conf,
         other_binds: &other_binds,
+        links: &links,
+        exec_dir: &exec.root,
     })
+}
+
+/// The symlinks bubblewrap's root holds (link, target): at each program copy's path a link to
+/// its wrapper (`SandboxPlan::self_links`), and the installation links around it.
+pub fn root_links(
+    exec: &crate::layers::cli::ExecPlan,
+) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    let bin = crate::layers::process::bwrap::SANDBOX_PATH;
+    exec.self_links
+        .iter()
+        .map(|(copy, name)| {
+            (
+                copy.clone(),
+                std::path::PathBuf::from(format!("{bin}/{name}")),
+            )
+        })
+        .chain(exec.links.iter().cloned())
+        .collect()
 }
 
 /// The filesystem layer: run directories, and whiteout layers being built.
@@ -76,8 +98,6 @@ impl RunLayer for Fs {
         let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
         let exec: &crate::layers::cli::ExecPlan =
             plan.parts.need(band::proto::Layer::Filesystem)?;
-        let runtime_roots: Vec<std::path::PathBuf> =
-            exec.runtime.iter().map(|t| t.root.clone()).collect();
         let part = plan_run_dir(
             inp.checked,
             inp.cfg,
@@ -85,7 +105,7 @@ impl RunLayer for Fs {
             &plan.identity,
             &plan.pre,
             resolv_conf,
-            &runtime_roots,
+            exec,
         );
         plan.run_dir = Some(part);
         Ok(())

@@ -3,25 +3,31 @@
 //!
 //! ```text
 //! <run>/            tmpfs, root:<run gid> 0710 (the run's uid may traverse it, nobody may list it)
-//!   skill/          the bundle, root-owned, bind-remounted read-only, noexec → /skill
+//!   root/           the sandbox's root, bound whole and read-only by bubblewrap        → /
+//!     skill/        the bundle, root-owned, bind-remounted read-only, noexec          → /skill
+//!     etc/          synthetic passwd, group, hosts, nsswitch.conf (root 0444)         → /etc
+//!                   (with resolv.conf when networked), a copy of the host's ld.so.cache, and
+//!                   the host's ssl/certs, ca-certificates and fonts bound read-only in it
+//!     usr/          the sandbox's /usr                                                → /usr
+//!       lib/ lib64/ libexec/ share/   the host's trees the host has, each a read-only mount:
+//!                   an overlay with the run's masks (`execmask`), else a bind of the host's
+//!       bin/        symlinks <name> → /band/shim                   → /band/bin and /usr/bin
+//!       sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
+//!     bin lib lib64 sbin   links into usr/
+//!     band/         a read-only bind of the run's exec folder (below)                 → /band
+//!     dev/ proc/ tmp/ workspace/   mount points of bubblewrap's own binds, and one for
+//!                   each absolute host path or program tree bound elsewhere; the links at the
+//!                   programs' cache paths (`SandboxPlan::self_links`) with their folders
 //!   workspace/      request workspace files (see below), remounted noexec    → /workspace
 //!   io/             root:<run gid> 1770 (sticky), remounted noexec           → /band/io
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
 //!   tmp/            run uid 0700, remounted noexec                           → /tmp
-//!   etc/            synthetic passwd, group, hosts, nsswitch.conf (root 0444) → /etc
-//!                   (with resolv.conf when networked), a copy of the host's ld.so.cache, and
-//!                   the host's ssl/certs, ca-certificates and fonts bound read-only in it
-//!   usr/            the sandbox's /usr, bound whole                                → /usr
-//!     lib/ lib64/ libexec/ share/   the host's trees the host has, each a read-only mount:
-//!                   an overlay with the run's masks (`execmask`), else a bind of the host's
-//!     bin/          symlinks <name> → /band/shim                   → /band/bin and /usr/bin
-//!     sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!   lib/            where a mask layer is built when the shared cache cannot hold it
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //! ```
 //!
 //! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
-//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind
+//! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind at `root/band`
 //! (`x/` the `#!` scripts, `shim`, `jail`, `sock` the gate's socket (root:<run gid> 0660), `bin`
 //! a link to `/usr/bin`, `io/` the mount point of `io/` above), see `execcache`.
 //!
@@ -98,7 +104,26 @@ pub struct RunDirSpec<'a, 'd> {
     /// it is a directory: the synthetic `/etc` is read-only once bound, so their mount points
     /// are made here.
     pub other_binds: &'a [(PathBuf, bool)],
+    /// (link, target): symlinks at absolute sandbox paths (`SandboxPlan::self_links` and
+    /// `SandboxPlan::links`), made in the sandbox's root here since it is read-only once bound.
+    pub links: &'a [(PathBuf, PathBuf)],
+    /// The run's exec folder (`execcache::ExecDir`: `#!` scripts, shim, jail, socket, the `bin`
+    /// link, `io/` as a mount point), bound read-only at `root/band` (→ `/band`).
+    pub exec_dir: &'a Path,
 }
+
+/// The folders of the sandbox's root that are mount points (`/proc`, `/dev`, the writable
+/// `/workspace` and `/tmp` bound by bubblewrap, `/band` by band-server): made in `root/` since it
+/// is read-only once bound.
+pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
+
+/// The compatibility links at the sandbox's root: (link, target).
+pub const ROOT_LINKS: &[(&str, &str)] = &[
+    ("bin", "usr/bin"),
+    ("lib", "usr/lib"),
+    ("lib64", "usr/lib64"),
+    ("sbin", "usr/sbin"),
+];
 
 /// One step of populating the run directory (a fresh tmpfs). Owners are `(uid, gid)`; `None` is
 /// root.
@@ -240,13 +265,39 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let mut p: Planned<'d> = Planned::default();
     let mut lib_binds = Vec::new();
 
+    // root/: the sandbox's whole root, bound by bubblewrap in one read-only bind at `/` (each
+    // bind costs it a mount, a read-only remount and a re-read of its mount table): `usr/`,
+    // `etc/`, `skill/` and the compatibility links, and a mount point for each bind bubblewrap
+    // still makes itself (the writable ones, `/proc`, `/dev`, `/band`, absolute host paths).
+    let sroot = root.join("root");
+    p.mkdir(sroot.clone(), 0o755, None);
+    for d in ROOT_MOUNT_POINTS {
+        p.mkdir(sroot.join(d), 0o755, None);
+    }
+    for (link, target) in ROOT_LINKS {
+        p.ops.push(FsOp::Symlink {
+            target: PathBuf::from(target),
+            link: sroot.join(link),
+            name: format!("/{link}"),
+        });
+    }
+    // /band: the run's exec folder, read-only (its programs run from there: not noexec); only
+    // `io/` on it is bound writable, by bubblewrap.
+    p.bind(
+        spec.exec_dir,
+        &sroot.join("band"),
+        true,
+        false,
+        format!("failed to bind {} at /band", spec.exec_dir.display()),
+    );
+
     // usr/: the sandbox's whole `/usr`, bound by bubblewrap in one read-only bind (each bind
     // costs it a mount, a read-only remount and a re-read of its mount table). Each library tree
     // the host has is a read-only, nosuid, nodev mount here, made in the initial user namespace
     // (so locked for bubblewrap's copy): an overlay with the masks on top when the tree has
     // masked files (one mount per tree, so the cost does not grow with the number of masks),
     // else a bind of the host's tree. `bin/` holds the run's wrappers.
-    let usr = root.join("usr");
+    let usr = sroot.join("usr");
     p.mkdir(usr.clone(), 0o755, None);
     if !spec.masked.is_empty() {
         // Where a mask layer is built when the shared cache cannot hold it.
@@ -295,7 +346,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
 
     // skill/: root-owned, read-only and noexec (executable bits kept, but nothing of the bundle
     // runs by its path: the skill's programs run through band-shim, `layers::cli::bundled`).
-    let skill = root.join("skill");
+    let skill = sroot.join("skill");
     p.mkdir(skill.clone(), 0o755, None);
     for f in spec.bundle {
         p.mkdir_parents(&skill, &f.path, 0o755);
@@ -379,7 +430,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
 
-    let etc = root.join("etc");
+    let etc = sroot.join("etc");
     p.mkdir(etc.clone(), 0o755, None);
     let text = |s: String| Cow::Owned(s.into_bytes());
     p.write(
@@ -450,12 +501,19 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             {
                 (usr.clone(), rel)
             }
+            (Err(_), Err(_)) => match path.strip_prefix("/") {
+                Ok(rel) => (sroot.clone(), rel),
+                Err(_) => continue,
+            },
             _ => continue,
         };
         let parts: Vec<_> = rel.components().collect();
         let mut at = base;
         for (i, c) in parts.iter().enumerate() {
             at = at.join(c);
+            if p.dirs.contains(&at) || p.files.contains(&at) {
+                continue;
+            }
             if i + 1 < parts.len() || *is_dir {
                 p.mkdir(at.clone(), 0o755, None);
             } else {
@@ -471,6 +529,30 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             target: PathBuf::from("/band/shim"),
             link: bin.join(name),
             name: name.clone(),
+        });
+    }
+
+    // Symlinks at absolute sandbox paths (a program's cache path → its wrapper, its installation
+    // around it), with their parent folders.
+    for (link, target) in spec.links {
+        let Ok(rel) = link.strip_prefix("/") else {
+            continue;
+        };
+        let parts: Vec<_> = rel.components().collect();
+        let mut at = sroot.clone();
+        for c in &parts[..parts.len().saturating_sub(1)] {
+            at = at.join(c);
+            if !p.dirs.contains(&at) {
+                p.mkdir(at.clone(), 0o755, None);
+            }
+        }
+        if !p.files.insert(sroot.join(rel)) {
+            continue;
+        }
+        p.ops.push(FsOp::Symlink {
+            target: target.clone(),
+            link: sroot.join(rel),
+            name: link.display().to_string(),
         });
     }
 
@@ -923,6 +1005,8 @@ mod tests {
         let never = |_: &str| false;
         let plan = plan(&RunDirSpec {
             other_binds: &[],
+            links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -968,7 +1052,7 @@ mod tests {
         assert_eq!(
             remounts,
             vec![
-                s("skill", true),
+                s("root/skill", true),
                 s("workspace", false),
                 s("io", false),
                 s("tmp", false)
@@ -976,7 +1060,7 @@ mod tests {
         );
         // The file keeps its mode (band-shim stands in for it when a `./` rule names it).
         assert!(plan.ops.contains(&FsOp::Write {
-            path: root.join("skill/bin/tool"),
+            path: root.join("root/skill/bin/tool"),
             data: Cow::Borrowed(b"\x7fELF"),
             mode: 0o555,
             owner: None,
@@ -996,6 +1080,8 @@ mod tests {
         ];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -1014,7 +1100,7 @@ mod tests {
             lib_roots: &[],
             resolv_conf: None,
         });
-        let etc = Path::new("/run/band/runs/0123456789abcdef/etc");
+        let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");
         let dirs: Vec<&Path> = plan
             .ops
             .iter()
@@ -1032,8 +1118,18 @@ mod tests {
             mode: 0o444,
             owner: None,
         }));
-        // Nothing outside /etc is made in it.
+        // Nothing outside /etc is made in it; the bind elsewhere gets its mount point in the
+        // sandbox's root (read-only once bound, too).
         assert!(!dirs.iter().any(|d| d.starts_with("opt")), "{dirs:?}");
+        let root = Path::new("/run/band/runs/0123456789abcdef/root");
+        for d in ["opt", "opt/tool"] {
+            assert!(
+                plan.ops
+                    .iter()
+                    .any(|op| matches!(op, FsOp::Mkdir { path, .. } if path == &root.join(d))),
+                "no mount point {d}"
+            );
+        }
     }
 
     /// The sandbox's `/usr` and the host folders of its `/etc` are prepared here, read-only, so
@@ -1053,6 +1149,8 @@ mod tests {
             .to_vec();
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
             run_id: "0123456789abcdef",
             disk_bytes: 1 << 20,
@@ -1071,7 +1169,7 @@ mod tests {
             lib_roots: &lib_roots,
             resolv_conf: None,
         });
-        let root = Path::new("/run/band/runs/0123456789abcdef");
+        let root = Path::new("/run/band/runs/0123456789abcdef/root");
         let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
         let mounts: Vec<String> = plan
             .ops
@@ -1125,6 +1223,130 @@ mod tests {
             link: root.join("usr/bin/git"),
             name: "git".into(),
         }));
+    }
+
+    /// The sandbox's root is bound read-only by bubblewrap: every path bubblewrap used to make
+    /// in its own root (the mount points of its binds, the compatibility links, the links at the
+    /// programs' cache paths with their folders) is made here instead, once each.
+    #[test]
+    fn the_sandbox_root_holds_the_links_and_every_mount_point_bubblewrap_needs() {
+        let never = |_: &str| false;
+        let other = [
+            (PathBuf::from("/opt/data"), true),
+            (PathBuf::from("/srv/a.txt"), false),
+        ];
+        let links = [
+            (
+                PathBuf::from("/run/band/exec/cache/ab12/node"),
+                PathBuf::from("/band/bin/node"),
+            ),
+            (
+                PathBuf::from("/run/band/exec/cache/ab12/lib"),
+                PathBuf::from("/usr/lib/node"),
+            ),
+            (
+                PathBuf::from("/run/band/exec/cache/ab12/node"),
+                PathBuf::from("/band/bin/node"),
+            ),
+        ];
+        let plan = plan(&RunDirSpec {
+            other_binds: &other,
+            links: &links,
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
+            state: Path::new("/run/band"),
+            run_id: "0123456789abcdef",
+            disk_bytes: 1 << 20,
+            uid: 900,
+            gid: 900,
+            user: "band-run-0",
+            bundle: &[],
+            workspace: &[],
+            write_allowed: &never,
+            write_dirs: &[],
+            input_json: b"{}",
+            config_json: None,
+            wrappers: &[],
+            host_mounts: &[],
+            masked: &[],
+            lib_roots: &[],
+            resolv_conf: None,
+        });
+        let root = Path::new("/run/band/runs/0123456789abcdef/root");
+        let rel = |p: &Path| p.strip_prefix(root).ok().map(|r| r.display().to_string());
+        let mut dirs: Vec<String> = Vec::new();
+        let mut files: Vec<String> = Vec::new();
+        let mut symlinks: Vec<(String, String)> = Vec::new();
+        for op in &plan.ops {
+            match op {
+                FsOp::Mkdir { path, mode, owner } => {
+                    if let Some(r) = rel(path) {
+                        // Root's, readable by all, as bubblewrap's were.
+                        assert_eq!((*mode, *owner), (0o755, None), "{path:?}");
+                        dirs.push(r);
+                    }
+                }
+                FsOp::Write { path, .. } => files.extend(rel(path)),
+                FsOp::Symlink { target, link, .. } => {
+                    if let Some(l) = rel(link) {
+                        symlinks.push((l, target.display().to_string()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for d in [
+            "band",
+            "dev",
+            "proc",
+            "tmp",
+            "workspace",
+            "usr",
+            "etc",
+            "skill",
+            "opt",
+            "opt/data",
+            "srv",
+            "run",
+            "run/band",
+            "run/band/exec",
+            "run/band/exec/cache",
+            "run/band/exec/cache/ab12",
+        ] {
+            assert_eq!(
+                dirs.iter().filter(|x| *x == d).count(),
+                1,
+                "{d} in {dirs:?}"
+            );
+        }
+        assert!(files.contains(&"srv/a.txt".to_string()), "{files:?}");
+        let want: Vec<(String, String)> = [
+            ("bin", "usr/bin"),
+            ("lib", "usr/lib"),
+            ("lib64", "usr/lib64"),
+            ("sbin", "usr/sbin"),
+            ("usr/sbin", "bin"),
+            ("usr/local/bin", "../bin"),
+            ("run/band/exec/cache/ab12/node", "/band/bin/node"),
+            ("run/band/exec/cache/ab12/lib", "/usr/lib/node"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(symlinks, want);
+        // /band: the run's exec folder, read-only, bound here (its programs run: not noexec).
+        assert!(plan.ops.contains(&FsOp::Bind {
+            source: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
+            target: root.join("band"),
+            read_only: true,
+            no_exec: false,
+            what: "failed to bind /run/band/exec/runs/0123456789abcdef at /band".into(),
+        }));
+        // The writable folders stay outside the root (bubblewrap binds them on its mount points).
+        for d in ["workspace", "tmp", "io"] {
+            assert!(plan.ops.iter().any(|op| matches!(op,
+                FsOp::Bind { target, no_exec: true, read_only: false, .. }
+                    if target == &root.parent().unwrap_or(root).join(d))));
+        }
     }
 
     #[test]

@@ -3,25 +3,22 @@
 //! bubblewrap is started as the run's uid (never root) and builds an unprivileged user namespace
 //! of its own, plus pid, ipc, uts, cgroup and network namespaces. The mount order matters:
 //!
-//! 1. `/proc`, `/dev` (then remounted read-only: no writable, executable `/dev/shm`).
-//! 2. Read-only system trees: `/usr/lib`, `/usr/lib64`, `/usr/share`, `/usr/libexec`, and the
-//!    compatibility symlinks `/lib`, `/lib64`, `/bin`, `/sbin`.
-//! 3. `/usr/bin` is the run's wrapper directory (the same as `/band/bin`): a link to band-shim
-//!    for each essential and declared command, and nothing else. The real programs are not in
-//!    the sandbox: band-server hands band-shim a descriptor for each allowed call (see
-//!    `execcache`); `/band/x` holds only the declared `#!` scripts, for their interpreters to
-//!    read. Everything else in the host's `/usr/bin` simply does not exist inside.
-//!    Library trees with executables come from the run directory: overlays that hide them
-//!    (`execmask`).
-//! 4. `/etc`: the run's synthetic one (passwd/group/hosts/nsswitch.conf, a copy of the host's
-//!    `ld.so.cache`, resolv.conf with network) in one bind, with the host's CA certificates and
-//!    fontconfig folder bound on its mount points. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
-//!    share one does; `/band/bin` is a symlink to `/usr/bin` (the same wrappers).
-//! 5. The run's own directories (skill, workspace, tmp), `/band` (one read-only bind of the run's
-//!    exec folder: `#!` scripts, shim, jail, socket, the `bin` link) with `io` on it, then host
-//!    mounts for absolute `allow.read` / `allow.write` patterns.
-//! 6. `--remount-ro /`: the sandbox's root tmpfs (where bubblewrap created the mount points) is
-//!    read-only, so the only writable places are the run's noexec directories.
+//! 1. `/`: one read-only bind of the root band-server prepared in the run directory
+//!    (`workdir::plan`): `/usr` (the library trees, masked overlays or binds of the host's, made
+//!    read-only, nosuid and nodev by band-server; `/usr/bin` the run's wrapper directory, a
+//!    link to band-shim for each essential and declared command and nothing else: the real
+//!    programs are not in the sandbox, band-server hands band-shim a descriptor for each allowed
+//!    call, see `execcache`), the synthetic `/etc` (passwd/group/hosts/nsswitch.conf, a copy of
+//!    the host's `ld.so.cache`, resolv.conf with network, the host's CA certificates and
+//!    fontconfig folder bound in it), `/skill` (read-only, noexec), the links `/lib`, `/lib64`,
+//!    `/bin`, `/sbin`, the links at the programs' cache paths, `/band` (the run's exec folder),
+//!    and a mount point for each bind below. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
+//!    be made by band-server is.
+//! 2. `/proc`, `/dev` (then remounted read-only: no writable, executable `/dev/shm`).
+//! 3. band-shim over each declared program of the skill, the writable `/workspace` and `/tmp`,
+//!    `/band/io` (on `/band`, which is the run's exec folder bound in the root by band-server:
+//!    `#!` scripts, shim, jail, socket, the `bin` link to `/usr/bin`), then host mounts for absolute `allow.read`
+//!    / `allow.write` patterns and declared programs' trees.
 //!
 //! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
 //! appear on any command line.
@@ -118,16 +115,18 @@ pub struct SandboxPlan {
     pub run_dir: PathBuf,
     /// band-shim's execute-only copy.
     pub shim: PathBuf,
-    /// The run's exec folder (`execcache::ExecDir`), bound whole at `/band`: `#!` scripts in
-    /// `x/`, links to band-shim and band-jail, the gate socket, `bin`, and `io/` as a mount point.
+    /// The run's exec folder (`execcache::ExecDir`), at `/band` (bound in the sandbox's root by
+    /// the run directory's plan): `#!` scripts in `x/`, links to band-shim and band-jail, the
+    /// gate socket, `bin`, and `io/` as a mount point.
     pub exec_dir: PathBuf,
     /// (program cache path, wrapped name): a symlink at the path a running program reports as
     /// its own (`/proc/self/exe`, which names the copy in the host's cache) to
     /// `/band/bin/<name>`, so a program that re-executes itself by that path (node's
     /// `process.execPath`, Go's `os.Executable`) goes through band-shim like any call. Symlinks
-    /// in the root tmpfs, not mounts: `/proc/self/mountinfo` does not show them.
+    /// in the sandbox's root (made there by the run directory's plan, `layers::fs::root_links`),
+    /// not mounts: `/proc/self/mountinfo` does not show them.
     pub self_links: Vec<(PathBuf, String)>,
-    /// (link, target): more symlinks in the root tmpfs (`ExecPlan::links`: a program's
+    /// (link, target): more symlinks in the sandbox's root (`ExecPlan::links`: a program's
     /// installation around its copy's path).
     pub links: Vec<(PathBuf, PathBuf)>,
     pub extra: Vec<ExtraBind>,
@@ -203,54 +202,21 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         ],
     );
     push(&mut a, &["--hostname", "band"]);
-    push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
-    // The run's `/usr` in one bind: its library trees (masked overlays or binds of the host's),
-    // the wrappers in `bin/`, empty `sbin/` and `local/bin/`, all prepared read-only in the run
-    // directory (`workdir::plan`).
+    // The sandbox's root in one read-only bind: `usr/` (its library trees: masked overlays or
+    // binds of the host's; the wrappers in `bin/`), the synthetic `etc/` (with the host folders of
+    // `workdir::ETC_HOST_DIRS` bound read-only in it), `skill/` (read-only, noexec), the
+    // compatibility links, the links at the programs' cache paths and a mount point for each
+    // bind below, all prepared by band-server in the run directory (`workdir::plan`), its
+    // mounts' flags set there and locked for bubblewrap's copy. bubblewrap makes only what it
+    // must: `/proc` and `/dev` in its namespaces, the writable binds, host paths.
     bind(
         &mut a,
         "--ro-bind",
-        plan.run_dir.join("usr").into_os_string(),
-        "/usr".into(),
+        plan.run_dir.join("root").into_os_string(),
+        "/".into(),
     );
-    push(
-        &mut a,
-        &[
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--symlink",
-            "usr/lib64",
-            "/lib64",
-        ],
-    );
-    push(
-        &mut a,
-        &[
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/sbin",
-            "/sbin",
-        ],
-    );
-    for (copy, name) in &plan.self_links {
-        a.push("--symlink".into());
-        a.push(format!("{SANDBOX_PATH}/{name}").into());
-        a.push(copy.clone().into_os_string());
-    }
-    for (link, target) in &plan.links {
-        a.push("--symlink".into());
-        a.push(target.clone().into_os_string());
-        a.push(link.clone().into_os_string());
-    }
+    push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
-    // The run's synthetic /etc in one bind (passwd, group, hosts, nsswitch.conf, a copy of the
-    // host's ld.so.cache, resolv.conf with network, and the host folders of
-    // `workdir::ETC_HOST_DIRS` already bound read-only in it).
-    bind(&mut a, "--ro-bind", run("etc"), "/etc".into());
-    bind(&mut a, "--ro-bind", run("skill"), "/skill".into());
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
         bind(
@@ -262,15 +228,8 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     }
     bind(&mut a, "--bind", run("workspace"), "/workspace".into());
     bind(&mut a, "--bind", run("tmp"), "/tmp".into());
-    // /band in one read-only bind of the run's exec folder: `x/` (the `#!` scripts), `shim` and
-    // `jail` (links to their execute-only copies), `sock` (the gate), `bin` (a link to
-    // /usr/bin, the same wrappers) and `io/`, the mount point of the one writable bind under it.
-    bind(
-        &mut a,
-        "--ro-bind",
-        plan.exec_dir.clone().into_os_string(),
-        "/band".into(),
-    );
+    // /band is the run's exec folder, bound read-only in the root by band-server; `io/` on it
+    // is the mount point of the one writable bind under it.
     bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
     for e in &plan.extra {
         let kind = if e.writable { "--bind" } else { "--ro-bind" };
@@ -281,7 +240,7 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             e.dest.clone().into_os_string(),
         );
     }
-    push(&mut a, &["--remount-ro", "/dev", "--remount-ro", "/"]);
+    push(&mut a, &["--remount-ro", "/dev"]);
     for (k, v) in sandbox_env(plan.has_config) {
         push(&mut a, &["--setenv", k, v]);
     }
@@ -356,31 +315,13 @@ mod tests {
             "ALL",
             "--hostname",
             "band",
+            "--ro-bind",
+            &format!("{r}/root"),
+            "/",
             "--proc",
             "/proc",
             "--dev",
             "/dev",
-            "--ro-bind",
-            &format!("{r}/usr"),
-            "/usr",
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--symlink",
-            "usr/lib64",
-            "/lib64",
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/sbin",
-            "/sbin",
-            "--ro-bind",
-            &format!("{r}/etc"),
-            "/etc",
-            "--ro-bind",
-            &format!("{r}/skill"),
-            "/skill",
             "--ro-bind",
             "/run/band/exec/cache/band-shim-0123",
             "/skill/bin/tool",
@@ -390,9 +331,6 @@ mod tests {
             "--bind",
             &format!("{r}/tmp"),
             "/tmp",
-            "--ro-bind",
-            "/run/band/exec/runs/0123456789abcdef",
-            "/band",
             "--bind",
             &format!("{r}/io"),
             "/band/io",
@@ -401,8 +339,6 @@ mod tests {
             "/data",
             "--remount-ro",
             "/dev",
-            "--remount-ro",
-            "/",
             "--setenv",
             "PATH",
             "/band/bin",
@@ -462,13 +398,9 @@ mod tests {
             .collect();
         assert!(!args.iter().any(|a| a == "--unshare-net"));
         assert!(!args.iter().any(|a| a == "--share-net"));
-        // The stub's resolv.conf is in the run's /etc (written by the run directory's plan), which
-        // is bound whole: no mount of its own.
-        let i = args.iter().position(|a| a == "/etc").unwrap();
-        assert_eq!(
-            args[i - 2..i],
-            ["--ro-bind", "/run/band/runs/0123456789abcdef/etc"]
-        );
+        // The stub's resolv.conf is in the run's /etc (written by the run directory's plan), in
+        // the root bound whole: no mount of its own.
+        assert!(!args.iter().any(|a| a == "/etc"));
         assert!(!args.iter().any(|a| a.ends_with("resolv.conf")));
         assert!(args.iter().any(|a| a == "--unshare-user"));
         assert!(args.iter().any(|a| a == "--disable-userns"));
