@@ -97,14 +97,49 @@ pub(crate) fn say(text: &str) {
     let _ = std::io::stderr().write_all(for_terminal(text).as_bytes());
 }
 
-pub(crate) fn show_event(ev: &proto::Event) {
-    match ev {
-        proto::Event::Stderr { data } => say(data),
-        proto::Event::Denied(d) => say(&format!("band: denied: {}\n", describe_denial(d))),
-        proto::Event::Limit { limit, detail } => {
-            say(&format!("band: limit `{limit}` reached: {detail}\n"))
+/// What a person sees of a run's events (`band run`, `band exec`, `band learn`): the script's
+/// stderr and limits as they come; its denials once the run is over ([`Live::end`]), in the order
+/// band-server recorded them. A denial reaches band-server on another channel than the script's
+/// stderr (the shim's report socket), so its place among the stderr lines would vary from run to
+/// run; the shim says on that stderr itself when it refuses a command.
+#[derive(Default)]
+pub(crate) struct Live {
+    denied: Vec<proto::Denial>,
+}
+
+impl Live {
+    /// Show `ev` now, or keep it for [`Live::end`].
+    pub(crate) fn event(&mut self, ev: &proto::Event) {
+        if let Some(text) = self.take(ev) {
+            say(&text);
         }
-        _ => {}
+    }
+
+    /// The text to show now for `ev`, if any.
+    fn take(&mut self, ev: &proto::Event) -> Option<String> {
+        match ev {
+            proto::Event::Stderr { data } => Some(data.clone()),
+            proto::Event::Denied(d) => {
+                self.denied.push(d.clone());
+                None
+            }
+            proto::Event::Limit { limit, detail } => {
+                Some(format!("band: limit `{limit}` reached: {detail}\n"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Once the run is over: its denials, one line each.
+    pub(crate) fn end(&self) {
+        say(&self.end_text());
+    }
+
+    fn end_text(&self) -> String {
+        self.denied
+            .iter()
+            .map(|d| format!("band: denied: {}\n", describe_denial(d)))
+            .collect()
     }
 }
 
@@ -204,6 +239,48 @@ pub(crate) fn print_failure(result: &proto::RunResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a person sees of `events`: what is shown as they come, then the end.
+    fn seen(events: &[proto::Event]) -> String {
+        let mut live = Live::default();
+        let mut out: String = events.iter().filter_map(|e| live.take(e)).collect();
+        out.push_str(&live.end_text());
+        out
+    }
+
+    /// A denial and the script's stderr lines come on two channels, in either order: what a
+    /// person sees is the same (before, the denial line went out wherever it arrived).
+    #[test]
+    fn denials_show_in_one_place_however_they_interleave_with_stderr() {
+        let denied = |w: &str| {
+            proto::Event::Denied(proto::Denial::Cli {
+                argv: vec![w.to_string(), "-s".to_string()],
+                rule: None,
+                source: None,
+            })
+        };
+        let err = |t: &str| proto::Event::Stderr {
+            data: t.to_string(),
+        };
+        let one = [
+            denied("uname"),
+            err("band: uname: command not available in this sandbox\n"),
+            denied("id"),
+            err("band: id: command not available in this sandbox\n"),
+        ];
+        let other = [
+            err("band: uname: command not available in this sandbox\n"),
+            err("band: id: command not available in this sandbox\n"),
+            denied("uname"),
+            denied("id"),
+        ];
+        let want = "band: uname: command not available in this sandbox\n\
+                    band: id: command not available in this sandbox\n\
+                    band: denied: command `uname -s` (cli layer: no allow.cli rule matches; to allow it: allow.cli \"uname -s\")\n\
+                    band: denied: command `id -s` (cli layer: no allow.cli rule matches; to allow it: allow.cli \"id -s\")\n";
+        assert_eq!(seen(&one), want);
+        assert_eq!(seen(&other), want);
+    }
 
     #[test]
     fn escapes_are_made_inert_for_a_terminal() {

@@ -28,12 +28,14 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         args.json,
         format!("running {} under {}", args.command[0], args.band.display()),
     );
+    let mut live = render::Live::default();
     let outcome = adhoc.run(&mut |ev| {
         if human {
-            spinner.suspend(|| show_event(ev))
+            spinner.suspend(|| show_event(&mut live, ev))
         }
     });
     spinner.finish();
+    live.end();
     let outcome = outcome?;
     let result = &outcome.result;
     if args.json {
@@ -59,10 +61,10 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
     Ok(result.status.exit_code())
 }
 
-fn show_event(ev: &proto::Event) {
+fn show_event(live: &mut render::Live, ev: &proto::Event) {
     match ev {
         // The command's own output, as it comes.
         proto::Event::Stdout { data } => render::stream_stdout(data),
-        other => render::show_event(other),
+        other => live.event(other),
     }
 }

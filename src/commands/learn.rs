@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use super::skills::{find_script, split_target};
 use crate::cli::learn::LearnArgs;
 use crate::cli::progress::{Spinner, cancel_on_signals};
-use crate::cli::render::{say, show_event};
+use crate::cli::render::{Live, say};
 use crate::cli::user_error;
 use band::client::adhoc::{AdHoc, AdHocSpec};
 use band::client::pipeline::{self, Outcome, RunSpec};
@@ -139,16 +139,18 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             record_io: false,
         };
         let spinner = Spinner::start(args.json, format!("observing {target}"));
+        let mut live = Live::default();
         let outcome = pipeline::run_observed(
             &spec,
             &mut |ev| {
                 if human {
-                    spinner.suspend(|| show_event(ev))
+                    spinner.suspend(|| live.event(ev))
                 }
             },
             &|_| None,
         );
         spinner.finish();
+        live.end();
         Ok((outcome?, policy))
     };
     let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
@@ -295,11 +297,14 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
             record_io: false,
             trace: true,
         })?;
+        let mut live = Live::default();
         let outcome = adhoc.run_observed(&mut |ev| {
             if human {
-                show_event(ev)
+                live.event(ev)
             }
-        })?;
+        });
+        live.end();
+        let outcome = outcome?;
         Ok((outcome, policy))
     };
     let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;

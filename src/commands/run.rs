@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 
 use crate::cli::progress::{Spinner, cancel_on_signals};
 use crate::cli::render::{
-    for_terminal, json_text, print_failure, result_json, say, show_event, write_stdout,
+    Live, for_terminal, json_text, print_failure, result_json, say, write_stdout,
 };
 use crate::cli::run::{RunArgs, Shortcut};
 use crate::cli::trace;
@@ -54,12 +54,14 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
     let human = !args.json;
     cancel_on_signals();
     let spinner = Spinner::start(args.json, format!("running {}", args.target));
+    let mut live = Live::default();
     let outcome = pipeline::run(&spec, &mut |ev| {
         if human {
-            spinner.suspend(|| show_event(ev))
+            spinner.suspend(|| live.event(ev))
         }
     });
     spinner.finish();
+    live.end();
     let mut outcome = outcome?;
     let by_arguments = args.input.is_none() && args.input_file.is_none();
     if outcome.result.status == Status::InputInvalid && by_arguments {

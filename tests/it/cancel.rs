@@ -115,8 +115,10 @@ fn records(b: &Band, dir: &Path) -> Vec<Value> {
 }
 
 /// What is left of a run: its live processes (by cgroup, or of its uid naming it), its cgroups,
-/// its run folder.
-fn leftovers(run_id: Option<&str>, uid: u32) -> Vec<String> {
+/// its run folder. Without its run id, its processes are the sandboxed ones of its uid started
+/// within `window` (from a [`marker`] taken before the run started to one taken while it held the
+/// uid: any band-server may lease the uid for another run as soon as a run's has freed it).
+fn leftovers(run_id: Option<&str>, uid: u32, window: std::ops::Range<u64>) -> Vec<String> {
     let mut left = Vec::new();
     for e in fs_err::read_dir("/proc").unwrap().flatten() {
         let p = e.path();
@@ -142,7 +144,12 @@ fn leftovers(run_id: Option<&str>, uid: u32) -> Vec<String> {
         let sandboxed = cmdline.contains("/band/jail")
             || cmdline.contains("/skill/scripts/")
             || cgroup.contains("/band/");
-        if names_run || (run_id.is_none() && of_uid && sandboxed) {
+        let in_window = || {
+            let pid = e.file_name().to_str().and_then(|n| n.parse().ok());
+            pid.and_then(start_time)
+                .is_some_and(|t| window.contains(&t))
+        };
+        if names_run || (run_id.is_none() && of_uid && sandboxed && in_window()) {
             left.push(format!("process {}: {cmdline}", p.display()));
         }
     }
@@ -173,13 +180,31 @@ fn leftovers(run_id: Option<&str>, uid: u32) -> Vec<String> {
     left
 }
 
+/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat`, field 22).
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// The start time of a process started now: every process with an earlier [`start_time`]
+/// started before this call.
+fn marker() -> u64 {
+    let mut m = Command::new("sleep").arg("1000").spawn().unwrap();
+    let t = start_time(m.id() as i32).unwrap();
+    let _ = m.kill();
+    let _ = m.wait();
+    t
+}
+
 /// Wait (up to [`GONE_WITHIN`] from `t0`) for a `cancelled` record and nothing left of the run.
 fn assert_cancelled_and_gone(b: &Band, dir: &Path, uid: u32, t0: Instant) -> Value {
     let mut last = (Vec::new(), Vec::new());
     while t0.elapsed() < GONE_WITHIN {
         let recs = records(b, dir);
         if let Some(r) = recs.last() {
-            let left = leftovers(r["run_id"].as_str(), uid);
+            let left = leftovers(r["run_id"].as_str(), uid, 0..u64::MAX);
             if r["status"] == "cancelled" && left.is_empty() {
                 return r.clone();
             }
@@ -291,15 +316,18 @@ fn privileged_a_killed_band_does_not_leave_its_run_behind() {
     if skip("privileged_a_killed_band_does_not_leave_its_run_behind") {
         return;
     }
+    let from = marker();
     let (_t, _b, mut child, uid) = start_sleepy_run(Stdio::null());
+    // The run is ticking, so it holds the uid: its processes started from `from` to this.
+    let window = from..marker();
     // SIGKILL: band cannot record anything, but its pipe to band-server closes.
     let t0 = Instant::now();
     signal(child.id(), "-KILL");
     let _ = child.wait();
-    let mut left = leftovers(None, uid);
+    let mut left = leftovers(None, uid, window.clone());
     while !left.is_empty() && t0.elapsed() < GONE_WITHIN {
         std::thread::sleep(Duration::from_millis(100));
-        left = leftovers(None, uid);
+        left = leftovers(None, uid, window.clone());
     }
     assert!(left.is_empty(), "left over: {left:#?}");
 }

@@ -185,8 +185,9 @@ fn privileged_the_lease_starts_at_the_hint_and_never_shares_a_slot() {
 }
 
 /// Whatever of run `run_id` is still on the host: its run and exec folders, mounts, cgroup
-/// folders (v1 or v2), a lease naming it, processes of `uid`.
-fn leftovers_of(run_id: &str, uid: u32) -> Vec<String> {
+/// folders (v1 or v2), a lease naming it, its processes (see [`processes_of_run`]: `window`
+/// runs from before its server started to a moment while that server still held `uid`).
+fn leftovers_of(run_id: &str, uid: u32, window: std::ops::Range<u64>) -> Vec<String> {
     let mut left = Vec::new();
     let state = state_dir();
     for dir in [
@@ -222,7 +223,11 @@ fn leftovers_of(run_id: &str, uid: u32) -> Vec<String> {
             }
         }
     }
-    left.extend(pids_of_uid(uid).iter().map(|p| format!("process {p}")));
+    left.extend(
+        processes_of_run(uid, run_id, window)
+            .iter()
+            .map(|p| format!("process {p:?}")),
+    );
     left
 }
 
@@ -237,6 +242,7 @@ fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_ja
     let script = format!("#!/bin/bash\n{WHO}\nsleep 0.2 &\necho done\n");
     let req = request(&script, policy());
     let run_id = req.run_id.clone();
+    let from = marker();
     let mut child = spawn(&req);
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let lines = std::io::BufReader::new(stdout).lines();
@@ -250,6 +256,9 @@ fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_ja
             break;
         }
     }
+    // band-server is alive, so it still holds the run's uid: processes of that uid started
+    // before this marker are the run's, later ones another run's.
+    let mark = marker();
     // At once: the removal may be under way.
     let _ = child.kill();
     let _ = child.wait();
@@ -276,26 +285,11 @@ fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_ja
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The uid's processes: another run may hold the same uid by now only once this one's lease
-    // is free, so look only at this run's own traces and, for processes, while none is found.
-    let left: Vec<String> = leftovers_of(&run_id, uid)
-        .into_iter()
-        .filter(|l| !l.starts_with("process") || !uid_leased_again(uid))
-        .collect();
+    wait_until_no_lease_names(&run_id);
+    let left = leftovers_of(&run_id, uid, from..mark);
     assert!(left.is_empty(), "left of {run_id}: {left:#?}");
 }
 
-/// Whether a lease of the suite's state directory holds `uid` now (another run took it).
-fn uid_leased_again(uid: u32) -> bool {
-    (0..band_server::layers::identity::uidpool::POOL_SIZE).any(|slot| {
-        uid_of(&band_server::layers::identity::uidpool::user_name(slot)) == Some(uid)
-            && fs_err::read_to_string(band_server::layers::identity::uidpool::lease_path(
-                &state_dir(),
-                slot,
-            ))
-            .is_ok_and(|t| !t.trim().is_empty())
-    })
-}
 
 /// The probe of [`privileged_the_root_is_one_bind_prepared_by_band_server`]: every mount with
 /// its flags (`mount <at>=<opts>`), and every path of the sandbox's tree that is not under a

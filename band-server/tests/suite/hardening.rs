@@ -222,7 +222,8 @@ fn privileged_a_janitor_of_another_state_dir_leaves_a_live_run_alone() {
     let mut child = spawn(&req);
     let user = read_user(&mut child);
     let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
-    assert!(!pids_of_uid(uid).is_empty());
+    // The run's own processes (in its cgroup): another run's of the uid would not do.
+    assert!(!processes_of_run(uid, &run_id, 0..0).is_empty());
 
     // Another server's state directory, where the run's slot (so its uid) is free. (Only that
     // slot: other tests' runs, and other servers' on this host, are none of this test's business.)
@@ -252,7 +253,7 @@ fn privileged_a_janitor_of_another_state_dir_leaves_a_live_run_alone() {
         "the other janitor removed the live run's cgroup: {report:?}"
     );
     assert!(
-        !pids_of_uid(uid).is_empty(),
+        !processes_of_run(uid, &run_id, 0..0).is_empty(),
         "the other janitor killed the live run's processes: {report:?}"
     );
     let status = child.wait().unwrap_or_else(|e| panic!("{e}"));

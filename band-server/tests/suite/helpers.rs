@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -236,7 +237,58 @@ pub(crate) fn spawn_line_in(line: &str, config: &Path, state_dir: &Path) -> Chil
 
 pub(crate) fn finish(child: Child) -> Outcome {
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    let text = String::from_utf8_lossy(&out.stdout);
+    outcome(&out.stdout, &out.stderr, out.status)
+}
+
+/// Like [`finish`] of a run spawned after the marker `from` (see [`marker`]), and also the
+/// window of start times `from..to` where `to` is a marker taken once band-server's output has
+/// ended and before it exits: band-server stops every process of the run before it sends the
+/// result and ends its output, and frees the run's uid only after (as it exits). So every process
+/// of the run started in that window, while the run held the uid, and no later run's did.
+pub(crate) fn finish_marked(mut child: Child, from: u64) -> (Outcome, Range<u64>) {
+    use std::io::Read as _;
+    let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let errs = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("no stdout"))
+        .read_to_end(&mut stdout)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mark = marker();
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = errs
+        .join()
+        .unwrap_or_else(|_| panic!("stderr reader panicked"));
+    (outcome(&stdout, &stderr, status), from..mark)
+}
+
+/// [`run`] with [`finish_marked`]'s window.
+pub(crate) fn run_marked(req: &RunRequest) -> (Outcome, Range<u64>) {
+    let from = marker();
+    finish_marked(spawn(req), from)
+}
+
+/// When a process started now starts, in clock ticks since boot: any process with an earlier
+/// start time ([`start_time`]) started before this call.
+pub(crate) fn marker() -> u64 {
+    let mut m = Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start a marker process: {e}"));
+    let t = start_time(m.id() as i32).unwrap_or_else(|| panic!("no start time of the marker"));
+    let _ = m.kill();
+    let _ = m.wait();
+    t
+}
+
+fn outcome(stdout: &[u8], stderr: &[u8], status: std::process::ExitStatus) -> Outcome {
+    let text = String::from_utf8_lossy(stdout);
     let mut events = Vec::new();
     let mut result = None;
     for line in text.lines() {
@@ -249,19 +301,80 @@ pub(crate) fn finish(child: Child) -> Outcome {
             Err(e) => panic!("bad line from band-server: {e}: {line}"),
         }
     }
-    let server_stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let server_stderr = String::from_utf8_lossy(stderr).into_owned();
     let result = result
         .unwrap_or_else(|| panic!("no result line; stderr:\n{server_stderr}\nstdout:\n{text}"));
     Outcome {
         events,
         result,
         server_stderr,
-        exit: out.status.code(),
+        exit: status.code(),
     }
 }
 
 pub(crate) fn run(req: &RunRequest) -> Outcome {
     finish(spawn(req))
+}
+
+/// `(pid, comm)` of every live (non-zombie) process that is the run `run_id`'s: in a cgroup named
+/// after it, or of its `uid` and started within `window` (start times, see [`marker`]: from
+/// before its server started to a moment while that server still held the uid, so any process
+/// of the uid started then is the run's). Processes of runs that held the uid before or after it
+/// are not listed: every band-server start may lease the uid as soon as a run's server frees it.
+pub(crate) fn processes_of_run(uid: u32, run_id: &str, window: Range<u64>) -> Vec<(i32, String)> {
+    use band_server::layers::identity::procs::{status_is_zombie, status_uids};
+    let mut found = Vec::new();
+    for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let dir = e.path();
+        let Ok(status) = fs_err::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        if status_is_zombie(&status) {
+            continue;
+        }
+        let in_cgroup =
+            fs_err::read_to_string(dir.join("cgroup")).is_ok_and(|c| c.contains(run_id));
+        let of_uid = status_uids(&status).is_some_and(|u| u.contains(&uid));
+        if in_cgroup || (of_uid && start_time(pid).is_some_and(|t| window.contains(&t))) {
+            let comm = fs_err::read_to_string(dir.join("comm")).unwrap_or_default();
+            found.push((pid, comm.trim().to_string()));
+        }
+    }
+    found
+}
+
+/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat`, field 22).
+pub(crate) fn start_time(pid: i32) -> Option<u64> {
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Does a lease of the shared state directory name `run_id`?
+pub(crate) fn a_lease_names(run_id: &str) -> bool {
+    fs_err::read_dir(band_server::layers::identity::uidpool::leases_dir(
+        &state_dir(),
+    ))
+    .into_iter()
+    .flatten()
+    .flatten()
+    .any(|e| fs_err::read_to_string(e.path()).is_ok_and(|t| t.contains(run_id)))
+}
+
+/// Wait (bounded) until no lease names `run_id`. A run's dead lease is cleaned by whichever
+/// band-server of the state directory finds it first: every server's start cleans the dead leases
+/// it finds, so another test's server may be the one removing the run's leftovers, and a
+/// `band-server janitor` run meanwhile sees the slot locked and leaves it. The lease is cleared
+/// once everything of the run is removed.
+pub(crate) fn wait_until_no_lease_names(run_id: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while a_lease_names(run_id) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Pids whose real/effective/saved uid is `uid`.

@@ -2,6 +2,7 @@
 //! inside the sandbox and print `key=value` lines.
 
 use std::io::{BufRead, BufReader};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use band::proto::{CliCall, Denial, Event, Layer, Message, Status};
@@ -112,9 +113,13 @@ fn setup_layer(o: &Outcome) -> Option<Layer> {
     o.result.error.as_ref().map(|e| e.layer)
 }
 
-fn no_process_of_user_left(user: &str) {
-    let uid = uid_of(user).unwrap_or_else(|| panic!("no user {user}"));
-    let left = pids_of_uid(uid);
+/// No process of the run `o` is left: none in its cgroup, none of its user started within
+/// `window` ([`run_marked`]'s). Processes of that user started before or after are other runs':
+/// every band-server start may lease the uid as soon as a run's server has freed it.
+fn no_process_of_run_left(o: &Outcome, window: Range<u64>) {
+    let user = run_user(o);
+    let uid = uid_of(&user).unwrap_or_else(|| panic!("no user {user}"));
+    let left = processes_of_run(uid, &o.result.run_id, window);
     assert!(left.is_empty(), "processes of {user} left: {left:?}");
 }
 
@@ -372,7 +377,7 @@ fn privileged_timeout_kills_every_process_of_the_run() {
     p.limits.max_runtime_ms = Some(2_000);
     let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
     let started = Instant::now();
-    let o = run(&request(&script, p));
+    let (o, window) = run_marked(&request(&script, p));
     assert_eq!(o.result.status, Status::Timeout, "{o:#?}");
     assert!(
         started.elapsed() < Duration::from_secs(8),
@@ -384,7 +389,7 @@ fn privileged_timeout_kills_every_process_of_the_run() {
             .iter()
             .any(|e| matches!(e, Event::Limit { limit, .. } if limit == "runtime"))
     );
-    no_process_of_user_left(&run_user(&o));
+    no_process_of_run_left(&o, window);
 }
 
 #[test]
@@ -393,9 +398,9 @@ fn privileged_daemonised_children_die_with_the_run() {
     let script = format!(
         "#!/bin/bash\n{WHO}\n( ( exec -a daemon sleep 1000 </dev/null >/dev/null 2>&1 & ) & )\nnohup sleep 1000 >/dev/null 2>&1 &\ndisown\necho started\n"
     );
-    let o = run(&request(&script, policy()));
+    let (o, window) = run_marked(&request(&script, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
-    no_process_of_user_left(&run_user(&o));
+    no_process_of_run_left(&o, window);
 }
 
 #[test]
@@ -407,13 +412,13 @@ fn privileged_a_setsid_double_forked_stray_dies_at_teardown() {
     let script = format!(
         "#!/bin/bash\n{WHO}\nsetsid bash -c 'sleep 1000 </dev/null >/dev/null 2>&1 & echo stray=$!' \nsleep 0.2\necho started\n"
     );
-    let o = run(&request(&script, with_cli(&["setsid *"], &[])));
+    let (o, window) = run_marked(&request(&script, with_cli(&["setsid *"], &[])));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     assert!(
         o.kv().contains_key("stray"),
         "the stray never started: {o:#?}"
     );
-    no_process_of_user_left(&run_user(&o));
+    no_process_of_run_left(&o, window);
 }
 
 #[test]
@@ -964,54 +969,6 @@ fn privileged_unexecutable_interpreter_is_setup_failed_process() {
     assert_eq!(setup_layer(&o), Some(Layer::Process));
 }
 
-/// `(pid, comm)` of every live (non-zombie) process that is the run `run_id`'s: in a cgroup named
-/// after it, or of its `uid` and started before `marker` (a process the test started meanwhile;
-/// while the run's server lived it held the uid's lease, so any process of the uid older than the
-/// marker is the run's). The processes of a run that leased the uid after it are not listed.
-fn processes_of_run(uid: u32, run_id: &str, marker: u64) -> Vec<(i32, String)> {
-    use band_server::layers::identity::procs::{status_is_zombie, status_uids};
-    let mut found = Vec::new();
-    for e in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let dir = e.path();
-        let Ok(status) = fs_err::read_to_string(dir.join("status")) else {
-            continue;
-        };
-        if status_is_zombie(&status) {
-            continue;
-        }
-        let in_cgroup =
-            fs_err::read_to_string(dir.join("cgroup")).is_ok_and(|c| c.contains(run_id));
-        let of_uid = status_uids(&status).is_some_and(|u| u.contains(&uid));
-        if in_cgroup || (of_uid && start_time(pid).is_some_and(|t| t < marker)) {
-            let comm = fs_err::read_to_string(dir.join("comm")).unwrap_or_default();
-            found.push((pid, comm.trim().to_string()));
-        }
-    }
-    found
-}
-
-/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat`, field 22).
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is field 3.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-/// Does a lease of the shared state directory name `run_id`?
-fn a_lease_names(run_id: &str) -> bool {
-    fs_err::read_dir(band_server::layers::identity::uidpool::leases_dir(
-        &state_dir(),
-    ))
-    .into_iter()
-    .flatten()
-    .flatten()
-    .any(|e| fs_err::read_to_string(e.path()).is_ok_and(|t| t.contains(run_id)))
-}
-
 fn band_tables() -> Vec<String> {
     let out = std::process::Command::new("nft")
         .args(["-j", "list", "tables"])
@@ -1034,6 +991,7 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
     let req = request(&script, p);
     let run_id = req.run_id.clone();
+    let from = marker();
     let mut child = spawn_with_config(&req, &cfg);
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = BufReader::new(stdout).lines();
@@ -1052,7 +1010,7 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
     // The run is complete once both its sleeps run.
     let sleeps = || {
-        processes_of_run(uid, &run_id, u64::MAX)
+        processes_of_run(uid, &run_id, from..u64::MAX)
             .iter()
             .filter(|(_, c)| c == "sleep")
             .count()
@@ -1072,7 +1030,7 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     let _ = marker.kill();
     let _ = marker.wait();
     // Every leftover checked below exists now, so each check can fail.
-    let before = processes_of_run(uid, &run_id, mark);
+    let before = processes_of_run(uid, &run_id, from..mark);
     assert_eq!(
         before.iter().filter(|(_, c)| c == "sleep").count(),
         2,
@@ -1117,7 +1075,7 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     // That server may then run as the same uid: only the run's own processes count.
-    let left = processes_of_run(uid, &run_id, mark);
+    let left = processes_of_run(uid, &run_id, from..mark);
     assert!(left.is_empty(), "processes left: {left:?}");
     assert!(!run_dir.exists(), "run dir left");
     let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
@@ -1319,6 +1277,7 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
     );
     let (uid, gid) = band_server::layers::identity::uidpool::ensure_user(&user)
         .unwrap_or_else(|e| panic!("{e}"));
+    let from = marker();
     let mut stray = std::process::Command::new("setpriv")
         .args([
             format!("--reuid={uid}"),
@@ -1328,6 +1287,9 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         .args(["sleep", "1000"])
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
+    // Processes of the uid started from `from` to `mark` are this test's (a run that leases the
+    // slot after the janitor's pass may start its own).
+    let mark = marker();
     let lease = band_server::layers::identity::uidpool::lease_path(
         &state_dir(),
         band_server::layers::identity::uidpool::POOL_SIZE - 1,
@@ -1352,5 +1314,9 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         !status.success(),
         "the stray process should have been killed"
     );
-    assert!(pids_of_uid(uid).is_empty());
+    let left: Vec<i32> = pids_of_uid(uid)
+        .into_iter()
+        .filter(|&p| start_time(p).is_some_and(|t| (from..mark).contains(&t)))
+        .collect();
+    assert!(left.is_empty(), "processes of {user} left: {left:?}");
 }
