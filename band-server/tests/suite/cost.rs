@@ -290,7 +290,6 @@ fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_ja
     assert!(left.is_empty(), "left of {run_id}: {left:#?}");
 }
 
-
 /// The probe of [`privileged_the_root_is_one_bind_prepared_by_band_server`]: every mount with
 /// its flags (`mount <at>=<opts>`), and every path of the sandbox's tree that is not under a
 /// mount other than `/` (`path <at>=dir|file|link|mount`), walked with bash's builtins only.
