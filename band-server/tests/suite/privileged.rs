@@ -395,11 +395,25 @@ fn privileged_timeout_kills_every_process_of_the_run() {
 #[test]
 fn privileged_daemonised_children_die_with_the_run() {
     privileged!();
+    // Both daemons are declared programs (the gate lets them start), so the test can fail: a
+    // daemon refused at the gate would leave nothing to find.
     let script = format!(
-        "#!/bin/bash\n{WHO}\n( ( exec -a daemon sleep 1000 </dev/null >/dev/null 2>&1 & ) & )\nnohup sleep 1000 >/dev/null 2>&1 &\ndisown\necho started\n"
+        "#!/bin/bash\n{WHO}\n( ( sleep 1000 </dev/null >/dev/null 2>&1 & echo daemon=$! ) & )\nnohup sleep 1000 >/dev/null 2>&1 &\necho nohup=$!\ndisown\nsleep 0.2\necho started\n"
     );
-    let (o, window) = run_marked(&request(&script, policy()));
+    let (o, window) = run_marked(&request(&script, with_cli(&["sleep *", "nohup *"], &[])));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert!(
+        kv.contains_key("daemon") && kv.contains_key("nohup"),
+        "a daemon never started: {o:#?}"
+    );
+    assert!(o.result.denied.is_empty(), "{o:#?}");
+    let started = o
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Cli(c) if c.allowed && c.argv.join(" ") == "sleep 1000"))
+        .count();
+    assert_eq!(started, 2, "both daemons went through the gate: {o:#?}");
     no_process_of_run_left(&o, window);
 }
 
