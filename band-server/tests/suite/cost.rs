@@ -271,20 +271,9 @@ fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_ja
         .unwrap_or_else(|| panic!("no user in {result:#?}"))
         .to_string();
     let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
-    let out = std::process::Command::new(server())
-        .arg("janitor")
-        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .env(
-            band_server::config::CONFIG_ENV,
-            "/nonexistent/band-test/server.toml",
-        )
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_janitor(Some(std::path::Path::new(
+        "/nonexistent/band-test/server.toml",
+    )));
     wait_until_no_lease_names(&run_id);
     let left = leftovers_of(&run_id, uid, from..mark);
     assert!(left.is_empty(), "left of {run_id}: {left:#?}");

@@ -391,3 +391,21 @@ pub(crate) fn uid_of(user: &str) -> Option<u32> {
 pub(crate) fn state_dir() -> PathBuf {
     PathBuf::from(STATE_DIR)
 }
+
+/// `band-server janitor` over the suite's state directory, with `config` as its server config
+/// (none: the server's default path); it must succeed.
+pub(crate) fn run_janitor(config: Option<&Path>) -> std::process::Output {
+    let mut cmd = Command::new(server());
+    cmd.arg("janitor")
+        .env(band_server::config::STATE_DIR_ENV, STATE_DIR);
+    if let Some(config) = config {
+        cmd.env(band_server::config::CONFIG_ENV, config);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

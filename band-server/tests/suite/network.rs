@@ -636,17 +636,7 @@ fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     // `band-server janitor` also sweeps tables no lease names at all.
     let orphan = "band_0000deadbeef0000";
     sh(&["nft", "add", "table", "inet", orphan]);
-    let out = Command::new(server())
-        .arg("janitor")
-        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .env(band_server::config::CONFIG_ENV, &lab.config)
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_janitor(Some(lab.config.as_ref()));
     assert!(
         !band_tables().contains(orphan),
         "janitor left {orphan}: {}",

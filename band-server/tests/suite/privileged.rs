@@ -1060,29 +1060,15 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     assert!(band_server::layers::cgroup::RunCgroup::list_stale(&h).contains(&run_id));
     child.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = child.wait();
-    let out = std::process::Command::new(server())
-        .arg("janitor")
-        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .env(
-            band_server::config::CONFIG_ENV,
-            "/nonexistent/band-test/server.toml",
-        )
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_janitor(Some(std::path::Path::new(
+        "/nonexistent/band-test/server.toml",
+    )));
     // Tests of other processes share the state directory, and every run's start cleans the dead
     // leases it finds, then takes that slot for its own run: the server of another test may have
     // found this dead lease first. This janitor then saw the slot locked and left it; that server
     // clears the lease once it has removed everything of the run. Wait for the lease to be
     // cleared, whoever cleans (bounded: a janitor that never cleans fails here).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while a_lease_names(&run_id) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_no_lease_names(&run_id);
     assert!(
         !a_lease_names(&run_id),
         "the lease still names the run: {}",
@@ -1317,12 +1303,7 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
     // (Any band-server that starts meanwhile, e.g. for a concurrent test, runs the same pass and
     // may kill it first.)
     std::thread::sleep(Duration::from_millis(50));
-    let out = std::process::Command::new(server())
-        .arg("janitor")
-        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success());
+    run_janitor(None);
     let status = stray.wait().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         !status.success(),

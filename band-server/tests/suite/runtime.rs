@@ -454,21 +454,18 @@ fn privileged_the_invoking_users_pip_user_site_comes_along_read_only() {
     );
 }
 
-/// Issue 14, item 4: a program inside a declared program's tree, started by its path (claude-code's
-/// `vendor/ripgrep/x64-linux/rg`), goes through the gate: judged as its file name with its
-/// arguments, it runs only when an `allow.cli` rule allows that (before: hidden under /dev/null,
-/// "Permission denied" for every call, with no denial on record); otherwise it is denied (126) and
-/// the denial is recorded, like any command's. A helper named like an essential (`cat`) is no
-/// exception: it needs a rule too. Its file stays unreadable.
-#[test]
-fn privileged_a_helper_in_a_declared_programs_tree_runs_only_by_a_rule() {
-    privileged!();
+/// An npm-style tree under `/var/tmp/<name>-<run id>` (removed when the guard drops): the node
+/// CLI `fakecli` (`bin/fakecli` → `lib/node_modules/fakecli/cli.js`, printing `fakecli=ok`) with
+/// two helpers in its tree, `vendor/ripgrep/x64-linux/rg` and `vendor/cat` (copies of `echo`),
+/// and a server config whose `bin_path` starts with the tree's `bin/`. Gives the guard, the
+/// package folder and the config; `None` (skipped, with a message) where node is missing.
+fn fakecli_tree(name: &str) -> Option<(Root, PathBuf, PathBuf)> {
     let node = "/usr/bin/node";
     if !Path::new(node).exists() {
         eprintln!("skipped: needs {node}");
-        return;
+        return None;
     }
-    let root = Root(PathBuf::from(format!("/var/tmp/band-helper-{}", run_id())));
+    let root = Root(PathBuf::from(format!("/var/tmp/{name}-{}", run_id())));
     let r = &root.0;
     let echo = fs_err::read("/usr/bin/echo").unwrap_or_else(|e| panic!("{e}"));
     let pkg = r.join("lib/node_modules/fakecli");
@@ -493,6 +490,21 @@ fn privileged_a_helper_in_a_declared_programs_tree_runs_only_by_a_rule() {
         .as_bytes(),
         0o644,
     );
+    Some((root, pkg, config))
+}
+
+/// Issue 14, item 4: a program inside a declared program's tree, started by its path (claude-code's
+/// `vendor/ripgrep/x64-linux/rg`), goes through the gate: judged as its file name with its
+/// arguments, it runs only when an `allow.cli` rule allows that (before: hidden under /dev/null,
+/// "Permission denied" for every call, with no denial on record); otherwise it is denied (126) and
+/// the denial is recorded, like any command's. A helper named like an essential (`cat`) is no
+/// exception: it needs a rule too. Its file stays unreadable.
+#[test]
+fn privileged_a_helper_in_a_declared_programs_tree_runs_only_by_a_rule() {
+    privileged!();
+    let Some((_root, pkg, config)) = fakecli_tree("band-helper") else {
+        return;
+    };
     let script = format!(
         r#"#!/bin/bash
 fakecli
@@ -556,39 +568,9 @@ cat {rg} >/dev/null 2>&1; echo "rg_read=$?"
 #[test]
 fn privileged_a_tree_helper_reached_by_a_link_or_a_relative_path_is_judged_as_itself() {
     privileged!();
-    let node = "/usr/bin/node";
-    if !Path::new(node).exists() {
-        eprintln!("skipped: needs {node}");
+    let Some((_root, pkg, config)) = fakecli_tree("band-helper-link") else {
         return;
-    }
-    let root = Root(PathBuf::from(format!(
-        "/var/tmp/band-helper-link-{}",
-        run_id()
-    )));
-    let r = &root.0;
-    let echo = fs_err::read("/usr/bin/echo").unwrap_or_else(|e| panic!("{e}"));
-    let pkg = r.join("lib/node_modules/fakecli");
-    write(&pkg.join("package.json"), br#"{"name": "fakecli"}"#, 0o644);
-    write(
-        &pkg.join("cli.js"),
-        b"#!/usr/bin/env node\nconsole.log('fakecli=ok');\n",
-        0o755,
-    );
-    write(&pkg.join("vendor/ripgrep/x64-linux/rg"), &echo, 0o755);
-    write(&pkg.join("vendor/cat"), &echo, 0o755);
-    fs_err::create_dir_all(r.join("bin")).unwrap_or_else(|e| panic!("{e}"));
-    symlink("../lib/node_modules/fakecli/cli.js", r.join("bin/fakecli"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let config = r.join("server.toml");
-    write(
-        &config,
-        format!(
-            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
-            r.join("bin").display()
-        )
-        .as_bytes(),
-        0o644,
-    );
+    };
     let script = format!(
         r#"#!/bin/sh
 fakecli
