@@ -88,27 +88,16 @@ impl OwnState {
     }
 
     fn spawn(&self, script: &str) -> std::process::Child {
-        use std::io::Write as _;
-        let req = request(script, policy());
-        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req)))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut child = std::process::Command::new(server())
-            .arg("run")
-            .env(band_server::config::STATE_DIR_ENV, &self.0)
-            .env(
-                band_server::config::CONFIG_ENV,
-                "/nonexistent/band-test/server.toml",
-            )
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start band-server: {e}"));
-        let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .unwrap_or_else(|e| panic!("{e}"));
-        child
+        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(request(
+            script,
+            policy(),
+        ))))
+        .unwrap_or_else(|e| panic!("{e}"));
+        spawn_line_in(
+            &line,
+            std::path::Path::new("/nonexistent/band-test/server.toml"),
+            &self.0,
+        )
     }
 }
 
