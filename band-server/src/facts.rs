@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use band::proto::Layer;
 use fs_err as fs;
@@ -101,6 +103,59 @@ pub struct HostFacts {
     pub argv0: BTreeMap<String, String>,
 }
 
+/// What every run looks up on the host, whatever its request: where the essential commands are
+/// ([`shim::ESSENTIALS`] on the config's `bin_path`), band-server's helpers and the cgroup
+/// hierarchy. `band-server run` looks them up while it waits for its request (band starts it
+/// before the request is ready, so the two overlap: issue 17), and [`HostFacts::gather`] takes
+/// them from here when they are at most [`PREFETCH_FRESH`] old and for the same `bin_path`;
+/// else it looks again.
+#[derive(Debug)]
+pub struct Prefetched {
+    at: Instant,
+    bin_path: Vec<PathBuf>,
+    essentials: BTreeMap<&'static str, Option<(PathBuf, PathBuf)>>,
+    helpers: SetupResult<Helpers>,
+    /// Detected (an error is looked for again, to report).
+    hierarchy: Option<Hierarchy>,
+}
+
+/// How old prefetched facts may be when the request comes (a client that prepared its request
+/// for longer, or a person at an approval prompt, gets fresh ones).
+pub const PREFETCH_FRESH: Duration = Duration::from_millis(500);
+
+static PREFETCHED: OnceLock<Prefetched> = OnceLock::new();
+
+impl Prefetched {
+    /// Look them up now.
+    pub fn look(cfg: &ServerConfig) -> Prefetched {
+        Prefetched {
+            at: Instant::now(),
+            bin_path: cfg.bin_path.clone(),
+            essentials: shim::ESSENTIALS
+                .iter()
+                .map(|&name| (name, find_binary(name, &cfg.bin_path)))
+                .collect(),
+            helpers: Helpers::locate(),
+            hierarchy: Hierarchy::detect_system().ok(),
+        }
+    }
+
+    /// Keep them for this process's run ([`HostFacts::gather`]); the first call wins.
+    pub fn keep(self) {
+        let _ = PREFETCHED.set(self);
+    }
+
+    /// The kept ones, if they may serve `cfg`'s run now.
+    fn fresh_for(cfg: &ServerConfig) -> Option<&'static Prefetched> {
+        PREFETCHED.get().filter(|p| p.serves(cfg, Instant::now()))
+    }
+
+    /// At most [`PREFETCH_FRESH`] old at `now`, and looked up on `cfg`'s `bin_path`.
+    fn serves(&self, cfg: &ServerConfig, now: Instant) -> bool {
+        now.saturating_duration_since(self.at) <= PREFETCH_FRESH && self.bin_path == cfg.bin_path
+    }
+}
+
 /// Find `name` in `search` (the config's `bin_path`, by default [`BIN_SEARCH`]) and resolve it
 /// to its final file.
 pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
@@ -162,6 +217,16 @@ impl HostFacts {
     /// Look at the host for the run `checked`. Prepares the state directory and refreshes the
     /// cached list of library executables (as the run would need anyway); creates nothing else.
     pub fn gather(cfg: &ServerConfig, checked: &Checked<'_>) -> HostFacts {
+        let pre = Prefetched::fresh_for(cfg);
+        HostFacts::gather_with(cfg, checked, pre)
+    }
+
+    /// [`HostFacts::gather`], taking what `pre` looked up already.
+    fn gather_with(
+        cfg: &ServerConfig,
+        checked: &Checked<'_>,
+        pre: Option<&Prefetched>,
+    ) -> HostFacts {
         let policy = &checked.req.policy;
         let mut declared = checked.compiled.cli.commands();
         // The skill's own programs (`./bin/tool`) come from the bundle, not the host; their `#!`
@@ -171,8 +236,12 @@ impl HostFacts {
         let mut heads = BTreeMap::new();
         let mut found = BTreeMap::new();
         let mut resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
+            let looked = pre.and_then(|p| p.essentials.get(name));
             if !binaries.contains_key(name)
-                && let Some((at, p)) = find_binary(name, &cfg.bin_path)
+                && let Some((at, p)) = match looked {
+                    Some(found) => found.clone(),
+                    None => find_binary(name, &cfg.bin_path),
+                }
             {
                 found.insert(name.to_string(), at);
                 binaries.insert(name.to_string(), p);
@@ -274,9 +343,12 @@ impl HostFacts {
             state_dir,
             masked,
             lib_roots,
-            helpers: Helpers::locate(),
+            helpers: pre.map_or_else(Helpers::locate, |p| p.helpers.clone()),
             bwrap_present: cfg.bwrap.is_file(),
-            hierarchy: Hierarchy::detect_system(),
+            hierarchy: match pre.and_then(|p| p.hierarchy.clone()) {
+                Some(h) => Ok(h),
+                None => Hierarchy::detect_system(),
+            },
             upstream: Vec::new(),
             own_addrs: Vec::new(),
             shim_copy: Err(std::io::Error::other("band-shim not found")),
@@ -417,5 +489,88 @@ impl HostFacts {
             });
         }
         facts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use band::proto::RunRequest;
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::request::Check;
+
+    /// A no-op request (`#!/bin/sh`, no `allow`).
+    fn noop_request() -> RunRequest {
+        let script = b"#!/bin/sh\nexit 0\n".to_vec();
+        let files = vec![("scripts/noop.sh".to_string(), 0o755, script.clone())];
+        serde_json::from_value(serde_json::json!({
+            "protocol": band::proto::PROTOCOL_VERSION,
+            "run_id": "0123456789abcdef",
+            "skill": "noop",
+            "script": "noop",
+            "entry": "scripts/noop.sh",
+            "bundle": [{"path": "scripts/noop.sh", "mode": 0o755,
+                        "data": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &script)}],
+            "bundle_sha256": band::proto::bundle_digest(&files),
+            "policy": {"allow": {}, "deny": {}, "insist": {}, "limits": {}, "secrets": [], "required_secrets": []},
+            "input": {},
+            "secrets": {},
+            "workspace": [],
+            "trace": false
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// What was looked up before the request serves the run while fresh (even if the host
+    /// changed since: the lookup is one moment earlier), and is looked up again otherwise.
+    #[test]
+    fn a_run_takes_the_prefetched_lookups_while_they_are_fresh() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let bin = tmp.path().join("bin");
+        fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
+        let cat = bin.join("cat");
+        fs::write(&cat, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+        fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cfg = ServerConfig {
+            bin_path: vec![bin.clone()],
+            state_dir: tmp.path().join("state"),
+            mask_lib_executables: false,
+            ..ServerConfig::default()
+        };
+        let pre = Prefetched::look(&cfg);
+        let real = cat.canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            pre.essentials.get("cat"),
+            Some(&Some((cat.clone(), real.clone())))
+        );
+        assert_eq!(pre.essentials.get("sed"), Some(&None));
+
+        let req = noop_request();
+        let checked = match request::check(&req, &cfg, true) {
+            Ok(Check::Run(c)) => c,
+            Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
+            Err(e) => panic!("{e}"),
+        };
+        // `cat` goes away after the lookup: the run takes the lookup's answer ...
+        fs::remove_file(&cat).unwrap_or_else(|e| panic!("{e}"));
+        let facts = HostFacts::gather_with(&cfg, &checked, Some(&pre));
+        assert_eq!(facts.binaries.get("cat"), Some(&real));
+        // ... and without it, looks and finds none.
+        let facts = HostFacts::gather_with(&cfg, &checked, None);
+        assert_eq!(facts.binaries.get("cat"), None);
+
+        // Fresh for PREFETCH_FRESH, for the same bin_path only.
+        let now = pre.at;
+        assert!(pre.serves(&cfg, now + PREFETCH_FRESH));
+        assert!(!pre.serves(&cfg, now + PREFETCH_FRESH + Duration::from_millis(1)));
+        let other = ServerConfig {
+            bin_path: vec![tmp.path().to_path_buf()],
+            ..cfg.clone()
+        };
+        assert!(!pre.serves(&other, now));
     }
 }

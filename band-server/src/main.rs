@@ -69,6 +69,8 @@ fn cmd_run() -> i32 {
             }
         };
         janitor_pass(&cfg, false);
+        // While band still prepares the request (it starts band-server first).
+        band_server::facts::Prefetched::look(&cfg).keep();
         run::serve(
             Box::new(std::io::BufReader::new(std::io::stdin())),
             &cfg,
