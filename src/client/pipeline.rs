@@ -91,7 +91,19 @@ fn run_inner(
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
     let ledger = super::record::ledger()?;
-    let prepared = match prepare(spec, started_at_ms)? {
+    // On the host, band-server starts as soon as the target is known, and gets ready while the
+    // request is made (`Transport::prestart`); a run refused before it starts drops it. (A VM's
+    // transport connects when it runs, as before.)
+    let mut early: Option<Box<dyn Transport>> = None;
+    let mut on_target = |target: &Target| {
+        if *target == Target::Host {
+            early = transport_for(target).ok().map(|mut t| {
+                t.prestart();
+                t
+            });
+        }
+    };
+    let prepared = match prepare(spec, started_at_ms, &mut on_target)? {
         Preparation::Ready(mut p) => {
             p.request.observe = observe;
             p
@@ -108,7 +120,10 @@ fn run_inner(
     }
     // A run that could not be recorded must not start.
     ledger.prepare().map_err(ClientError::LedgerUnwritable)?;
-    let mut transport = transport_for(&prepared.target)?;
+    let mut transport = match early {
+        Some(t) => t,
+        None => transport_for(&prepared.target)?,
+    };
     let mut events = Vec::new();
     // Events are masked before anyone sees them (super::redact).
     let masker = Masker::new(&prepared.request.secrets);
@@ -285,7 +300,13 @@ fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
 }
 
 /// Resolve, choose the target, check the input and secrets, read the bundle and workspace.
-pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
+/// `on_target` is called once, with the target, as soon as it is settled (before the input is
+/// checked and the bundle and workspace read).
+pub fn prepare(
+    spec: &RunSpec,
+    started_at_ms: u64,
+    on_target: &mut dyn FnMut(&Target),
+) -> Result<Preparation> {
     let root = &spec.skill_root;
     let script = spec.script.as_str();
     let run_id = super::workspace::random_hex();
@@ -329,6 +350,7 @@ pub fn prepare(spec: &RunSpec, started_at_ms: u64) -> Result<Preparation> {
     )?;
     say_once(&choice.note);
     let target = choice.target;
+    on_target(&target);
     let band_sha256 = {
         let mut h = Sha256::new();
         for src in &resolved.sources {

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -27,11 +27,37 @@ pub trait Transport {
         on_event: &mut dyn FnMut(&proto::Event),
         cancel: &Cancel,
     ) -> Result<RunResult>;
+    /// Start what [`Transport::run`] will talk to now, while band still prepares the request:
+    /// the two overlap (on the host, band-server's start, its config and its janitor pass take
+    /// about as long as compiling the input's schema). A start that fails is forgotten here;
+    /// `run` starts again and reports it. Nothing by default.
+    fn prestart(&mut self) {}
 }
 
 /// Runs band-server on this machine: as root directly, else through `sudo -n`.
 pub struct HostTransport {
     server: PathBuf,
+    /// A band-server started by [`Transport::prestart`], waiting for its request.
+    early: Option<Started>,
+}
+
+/// A band-server process and the pipes to it.
+struct Started {
+    child: Child,
+    root: bool,
+}
+
+impl Drop for HostTransport {
+    /// A band-server started early whose run never came (the input was refused, the gate said
+    /// no): its stdin closes, it answers "no request" and exits, and is reaped here.
+    fn drop(&mut self) {
+        if let Some(mut s) = self.early.take() {
+            drop(s.child.stdin.take());
+            drop(s.child.stdout.take());
+            drop(s.child.stderr.take());
+            let _ = s.child.wait();
+        }
+    }
 }
 
 impl HostTransport {
@@ -44,21 +70,12 @@ impl HostTransport {
         }
         Ok(HostTransport {
             server: server_path(),
+            early: None,
         })
     }
-}
 
-impl Transport for HostTransport {
-    fn name(&self) -> String {
-        "host".into()
-    }
-
-    fn run(
-        &mut self,
-        req: &RunRequest,
-        on_event: &mut dyn FnMut(&proto::Event),
-        cancel: &Cancel,
-    ) -> Result<RunResult> {
+    /// Start band-server (as root, or through `sudo -n`), its stdin, stdout and stderr piped.
+    fn start(&self) -> Result<Started> {
         let server = &self.server;
         let root = is_root();
         if !root {
@@ -83,7 +100,7 @@ impl Transport for HostTransport {
             // Its own process group: Ctrl-C at the terminal reaches band only, which then
             // cancels the run through the request channel and records it.
             .process_group(0);
-        let mut child = cmd.spawn().map_err(|e| {
+        let child = cmd.spawn().map_err(|e| {
             if root {
                 ClientError::user(
                     format!("cannot start band-server ({}): {e}", server.display()),
@@ -96,6 +113,31 @@ impl Transport for HostTransport {
                 )
             }
         })?;
+        Ok(Started { child, root })
+    }
+}
+
+impl Transport for HostTransport {
+    fn name(&self) -> String {
+        "host".into()
+    }
+
+    fn prestart(&mut self) {
+        if self.early.is_none() {
+            self.early = self.start().ok();
+        }
+    }
+
+    fn run(
+        &mut self,
+        req: &RunRequest,
+        on_event: &mut dyn FnMut(&proto::Event),
+        cancel: &Cancel,
+    ) -> Result<RunResult> {
+        let Started { mut child, root } = match self.early.take() {
+            Some(s) => s,
+            None => self.start()?,
+        };
         let relay = child
             .stderr
             .take()

@@ -495,6 +495,11 @@ impl Raw {
 
     /// [`Raw::start`] with more `band mcp` arguments.
     fn start_with(skills: &[&Path], ws: &Path, args: &[&str]) -> (Raw, Value) {
+        Raw::start_in(skills, ws, args, bin())
+    }
+
+    /// [`Raw::start_with`] in the environment of `env`.
+    fn start_in(skills: &[&Path], ws: &Path, args: &[&str], env: band_test::Band) -> (Raw, Value) {
         let mut cmd = Command::new(band_exe());
         cmd.arg("mcp").args(args);
         for s in skills {
@@ -506,7 +511,7 @@ impl Raw {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        bin().env("BAND_DATA_DIR", DATA_DIR).apply(&mut cmd);
+        env.env("BAND_DATA_DIR", DATA_DIR).apply(&mut cmd);
         let mut child = cmd.spawn().expect("band mcp");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
@@ -730,4 +735,99 @@ fn privileged_undeclared_host_command_is_a_denial_in_the_mcp_error() {
         ),
         "{texts:?}"
     );
+}
+
+/// band starts band-server on the host as soon as a call's target is known, while it still
+/// checks the input and reads the bundle and workspace (issue 17). That early band-server serves
+/// the run; a call refused before it runs (its input is invalid) ends it and reaps it: a
+/// long-lived `band mcp` keeps no band-server, running or a zombie, after either call.
+#[test]
+fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
+    if skip("privileged_the_band_server_started_early_serves_the_call_or_is_reaped") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    let ws = t.path().join("ws");
+    fs_err::create_dir(&ws).expect("mkdir");
+    // band-server, through a script that notes each start.
+    let starts = t.path().join("starts");
+    let real = bin().bin_dir().join("band-server");
+    let wrapper = t.path().join("band-server");
+    fs_err::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho $$ >> '{}'\nexec '{}' \"$@\"\n",
+            starts.display(),
+            real.display()
+        ),
+    )
+    .expect("write");
+    fs_err::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let started = || -> Vec<u32> {
+        fs_err::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.parse().expect("a pid"))
+            .collect()
+    };
+    let skills = repo().join("skills");
+    let (mut raw, _) = Raw::start_in(
+        &[skills.as_path()],
+        &ws,
+        &[],
+        bin().env(band::proto::env::SERVER, &wrapper),
+    );
+    let band_pid = raw.child.id();
+    // What `band mcp` has as children now (running or zombie).
+    let children = || -> Vec<String> {
+        let mut all = Vec::new();
+        for task in fs_err::read_dir(format!("/proc/{band_pid}/task")).expect("tasks") {
+            let path = task.expect("task").path().join("children");
+            let listed = fs_err::read_to_string(&path).unwrap_or_default();
+            all.extend(listed.split_whitespace().map(str::to_string));
+        }
+        all
+    };
+    let gone_within = |pid: u32| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        !Path::new(&format!("/proc/{pid}")).exists()
+    };
+
+    // Refused before it runs: the early band-server was started, and is gone and reaped.
+    let refused = raw.request(
+        "tools/call",
+        json!({"name": "text__count", "arguments": {"text": 5}}),
+    );
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert!(refused.to_string().contains("input_invalid"), "{refused}");
+    let first = started();
+    assert_eq!(first.len(), 1, "one band-server started early: {first:?}");
+    assert!(
+        gone_within(first[0]),
+        "the early band-server {} is still there",
+        first[0]
+    );
+    assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
+
+    // A run: served by the band-server started early (no second start), then reaped.
+    let ok = raw.request(
+        "tools/call",
+        json!({"name": "text__count", "arguments": {"text": "hello big world"}}),
+    );
+    assert_eq!(ok["isError"], json!(false), "{ok}");
+    let both = started();
+    assert_eq!(both.len(), 2, "one more band-server for the run: {both:?}");
+    assert!(
+        gone_within(both[1]),
+        "band-server {} is still there",
+        both[1]
+    );
+    assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
 }
