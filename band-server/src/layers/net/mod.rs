@@ -435,7 +435,16 @@ impl NetLayer {
         self.installed = false;
     }
 
-    /// Stop the relay: the run's namespace has no way out any more.
+    /// Kill the relay: the run's namespace has no way out any more (its exit, slow, is reaped
+    /// by [`NetLayer::stop_relay`]).
+    pub fn kill_relay(&mut self) -> std::io::Result<()> {
+        match self.netns.as_mut() {
+            Some(ns) => ns.kill(),
+            None => Ok(()),
+        }
+    }
+
+    /// Kill the relay and reap it.
     pub fn stop_relay(&mut self) -> std::io::Result<()> {
         match self.netns.as_mut() {
             Some(ns) => ns.stop(),
@@ -577,15 +586,23 @@ impl crate::layer::RunLayer for Net {
 
 impl crate::layer::Built for NetLayer {
     fn stop(&mut self, t: &mut crate::layer::Teardown) {
-        // The relay runs as the run's uid outside the run's cgroup: stopped (and reaped) here.
-        // If that fails the identity layer sweeps the uid.
-        if let Err(e) = self.stop_relay() {
+        // The relay runs as the run's uid outside the run's cgroup: killed here, before the
+        // result; reaped in the removal after it (its exit waits for the kernel to unregister
+        // its tap, about 25 ms that the result no longer waits for). If the kill fails the
+        // identity layer sweeps the uid.
+        if let Err(e) = self.kill_relay() {
             t.errors.push(format!("network: the relay: {e}"));
             t.processes_dead = false;
         }
     }
 
     fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {
+        // Reaped before the lease goes (the identity layer's removal comes after this one):
+        // a relay that cannot be reaped keeps the lease, and the janitor finishes.
+        if let Err(e) = self.stop_relay() {
+            t.errors.push(format!("network: the relay: {e}"));
+            t.processes_dead = false;
+        }
         if t.processes_dead {
             if let Err(e) = NetLayer::teardown(&mut self) {
                 t.errors.push(format!("network: {e}"));

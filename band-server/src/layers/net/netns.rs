@@ -278,8 +278,20 @@ impl RunNetns {
         self.relay.as_ref().map(Child::id)
     }
 
-    /// Kill the relay and reap it: the run's namespace has no way out any more.
-    /// Kill and reap the relay. An error means it may still be alive.
+    /// Kill the relay (SIGKILL, and its exit pipe closed) without waiting for it: a killed
+    /// process never runs its own code again, so the run's namespace has no way out from here.
+    /// Its exit takes a while (about 25 ms: the kernel unregisters its tap first), so a run
+    /// kills it before its result and reaps it ([`RunNetns::stop`]) after. An error means it
+    /// may still be alive.
+    pub fn kill(&mut self) -> std::io::Result<()> {
+        self.exit_w = None;
+        match self.relay.as_mut() {
+            Some(c) => c.kill(),
+            None => Ok(()),
+        }
+    }
+
+    /// Kill the relay and reap it. An error means it may still be alive.
     pub fn stop(&mut self) -> std::io::Result<()> {
         self.exit_w = None;
         if let Some(mut c) = self.relay.take() {
@@ -324,6 +336,53 @@ mod tests {
         );
         // No port forwarding of any kind exists in slirp4netns without its API socket.
         assert!(!a.iter().any(|x| x.starts_with("--api-socket")));
+    }
+
+    /// `kill` kills the relay without reaping it (the run's result need not wait for its slow
+    /// exit); `stop` reaps it; the process is gone after.
+    #[test]
+    fn kill_stops_the_relay_at_once_and_stop_reaps_it() {
+        let fd = || -> OwnedFd {
+            fs_err::File::open("/dev/null")
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_parts()
+                .0
+                .into()
+        };
+        let relay = Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap_or_else(|e| panic!("sleep: {e}"));
+        let (_exit_r, exit_w) = sys::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let mut ns = RunNetns {
+            _userns: fd(),
+            netns: fd(),
+            relay: Some(relay),
+            exit_w: Some(exit_w),
+            bin: PathBuf::from("sleep"),
+            stderr: Arc::default(),
+        };
+        let pid = ns.relay_pid().unwrap_or_else(|| panic!("no relay"));
+        let state = || {
+            fs_err::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().to_string()))
+                .and_then(|r| r.chars().next())
+        };
+        assert!(matches!(state(), Some(c) if c != 'Z'), "{:?}", state());
+        ns.kill().unwrap_or_else(|e| panic!("{e}"));
+        assert!(ns.exit_w.is_none(), "the exit pipe is closed");
+        // Dead (a zombie: killed, not reaped) ...
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state() != Some('Z') && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(state(), Some('Z'));
+        assert!(ns.relay.is_some());
+        // ... then reaped.
+        ns.stop().unwrap_or_else(|e| panic!("{e}"));
+        assert!(ns.relay.is_none());
+        assert_eq!(state(), None);
     }
 
     #[test]
