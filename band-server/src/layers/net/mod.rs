@@ -318,12 +318,20 @@ impl NetLayer {
             installed: false,
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
-        // `add table` of an existing table would merge: refuse instead.
-        nft.apply(&plan.ruleset).map_err(NetError::Table)?;
-        layer.installed = true;
-        let ns = layer
-            .netns
-            .insert(RunNetns::start(relay, plan.table.uid, plan.gid)?);
+        // `add table` of an existing table would merge: refuse instead. The table (an `nft`
+        // process) and the namespace with its relay are made at the same time: nothing of the
+        // run runs before both are there, and the stub starts after both.
+        let (table, netns) = std::thread::scope(|scope| {
+            let table = scope.spawn(|| nft.apply(&plan.ruleset));
+            let netns = RunNetns::start(relay, plan.table.uid, plan.gid);
+            (table.join(), netns)
+        });
+        match table {
+            Ok(Ok(())) => layer.installed = true,
+            Ok(Err(e)) => return Err(NetError::Table(e)),
+            Err(_) => return Err(NetError::Table(NftError::Panicked)),
+        }
+        let ns = layer.netns.insert(netns?);
         let sockets = ns.in_netns(|| Stub::bind(stub_addr))??;
         let learn_nft = nft.clone();
         let table = plan.table.table.clone();

@@ -270,6 +270,8 @@ pub enum NftError {
         args: String,
         stderr: String,
     },
+    #[error("internal: the thread applying the table panicked")]
+    Panicked,
 }
 
 #[derive(Deserialize)]
