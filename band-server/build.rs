@@ -2,6 +2,8 @@
 //! stripped (the kernel maps ~1 MB instead of 100 MB of debug sections) and, on glibc Linux,
 //! static: no `ld.so`, no shared libraries to map and relocate. A static-pie of the same Rust
 //! code starts in about 0.4 ms of CPU against 0.7 ms dynamically linked (`perf stat -r 300`).
+//! band-jail, started once per run in front of the script, is linked the same way (it uses
+//! band-server's own modules, whose dependencies are pure Rust too: no C library reaches it).
 //!
 //! Cargo has no per-binary `-C target-feature=+crt-static` (and setting it for the whole build
 //! breaks proc macros), so the shim alone gets `-static-pie` as a link argument. rustc still names
@@ -49,15 +51,17 @@ fn main() {
     let out = PathBuf::from(env("OUT_DIR")).join("static-shim");
     match link_archives(&out) {
         Ok(()) => {
-            println!("cargo:rustc-link-arg-bin=band-shim=-static-pie");
-            println!("cargo:rustc-link-arg-bin=band-shim=-L{}", out.display());
-            // libc.a's own helpers (a static link's -lgcc), after -lc; and the unwinder's C
-            // personality, which libc.a refers to (`__gcc_personality_v0`, in libgcc_eh.a), as
-            // gcc's own static link has `-lgcc -lgcc_eh -lc`. rustup's std happens to pull it in
-            // earlier; with Debian's rustc (the in-target build, docs/vm.md) the link fails
-            // without it.
-            println!("cargo:rustc-link-arg-bin=band-shim=-lgcc");
-            println!("cargo:rustc-link-arg-bin=band-shim=-lgcc_eh");
+            for bin in ["band-shim", "band-jail"] {
+                println!("cargo:rustc-link-arg-bin={bin}=-static-pie");
+                println!("cargo:rustc-link-arg-bin={bin}=-L{}", out.display());
+                // libc.a's own helpers (a static link's -lgcc), after -lc; and the unwinder's C
+                // personality, which libc.a refers to (`__gcc_personality_v0`, in
+                // libgcc_eh.a), as gcc's own static link has `-lgcc -lgcc_eh -lc`. rustup's std
+                // happens to pull it in earlier; with Debian's rustc (the in-target build,
+                // docs/vm.md) the link fails without it.
+                println!("cargo:rustc-link-arg-bin={bin}=-lgcc");
+                println!("cargo:rustc-link-arg-bin={bin}=-lgcc_eh");
+            }
         }
         Err(why) => println!("cargo:warning=band-shim is linked dynamically: {why}"),
     }
