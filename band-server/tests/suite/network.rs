@@ -1029,3 +1029,76 @@ fn privileged_net_nothing_of_the_run_network_is_left_after_it() {
     assert_eq!(netns_referenced(&ns), Vec::<String>::new());
     assert_no_table(&o, &req.run_id);
 }
+
+/// band-server speaks to nftables in process, through libnftables, when the configured nft is
+/// the system's: the same text, the same transactions and the same JSON as the `nft` program
+/// (which is that library's front end). Seen from the `nft` program: a run's whole ruleset
+/// applied through the library is there, rule for rule; a stub's batch added through it is in
+/// the sets the report reads, listed alike by both; a batch the kernel refuses fails, with
+/// nftables' message, and changes nothing; a deletion through it is gone.
+#[test]
+fn privileged_net_libnftables_and_the_nft_program_agree() {
+    privileged!();
+    use band_server::layers::net::nft::{self, Dest, NetPlan, Nft};
+    let system = Path::new(band_server::config::DEFAULT_NFT);
+    let lib = Nft::new(system);
+    assert!(
+        lib.in_process(),
+        "libnftables.so.1 does not open (apt-get install libnftables1)"
+    );
+    let program = Nft::program(system);
+    assert!(!program.in_process());
+    let table = nft::table_name(&format!("{:x}libtest", std::process::id()));
+    let plan = NetPlan {
+        table: table.clone(),
+        uid: 61999,
+        stub: "127.77.9.1".parse().expect("ip"),
+        deny: vec![Dest::addr("203.0.113.9".parse().expect("ip"), None)],
+        allow: vec![Dest::addr("198.51.100.7".parse().expect("ip"), Some(443))],
+        any_public: Vec::new(),
+        never: Vec::new(),
+    };
+    lib.apply(&nft::ruleset(&plan))
+        .expect("the ruleset, in process");
+    let shown = program.list_table(&table).expect("nft list table");
+    assert!(
+        shown.contains("203.0.113.9") && shown.contains("198.51.100.7"),
+        "{shown}"
+    );
+    assert_eq!(
+        lib.list_table(&table).expect("listed in process"),
+        shown,
+        "the library prints the table as the program does"
+    );
+
+    let learned = nft::learn_batch(
+        &table,
+        &[Dest::addr("198.51.100.20".parse().expect("ip"), Some(80))],
+        &[],
+    );
+    lib.apply(&learned).expect("the stub's batch, in process");
+    let sets = program.list_sets(&table).expect("sets, by the program");
+    assert_eq!(lib.list_sets(&table).expect("sets, in process"), sets);
+    assert!(
+        program
+            .list_table(&table)
+            .expect("listed")
+            .contains("198.51.100.20"),
+        "the learned address is in the table"
+    );
+
+    // Refused by the kernel (no such set): an error naming it, and nothing changed.
+    let before = program.list_table(&table).expect("listed");
+    let bad = format!("add element inet {table} nosuchset {{ 192.0.2.1 }}\n");
+    let err = lib.apply(&bad).expect_err("a batch the kernel refuses");
+    assert!(
+        err.to_string().contains("nosuchset") || err.to_string().contains("No such file"),
+        "{err}"
+    );
+    assert_eq!(program.list_table(&table).expect("listed"), before);
+
+    assert!(lib.list_tables().expect("tables").contains(&table));
+    lib.delete_table(&table).expect("deleted in process");
+    assert!(!program.list_tables().expect("tables").contains(&table));
+    assert!(!band_tables().contains(&table));
+}

@@ -1,5 +1,6 @@
 //! The run's nftables table, as text: a pure function of a [`NetPlan`], and the small batches the
-//! DNS stub adds to it. [`Nft`] is the thin layer that hands the text to `nft -f -`.
+//! DNS stub adds to it. [`Nft`] is the thin layer that hands the text to libnftables (in process)
+//! or to `nft -f -`.
 //!
 //! Why nftables and not iptables + ip6tables: one `inet` table covers IPv4 and IPv6 with the same
 //! rules in one atomic batch; named sets let the DNS stub add an answered address with one small
@@ -35,8 +36,11 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 
 use serde::Deserialize;
+
+use crate::sys;
 
 /// A destination: address, optional port (`None` = every port).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -272,6 +276,8 @@ pub enum NftError {
     },
     #[error("internal: the thread applying the table panicked")]
     Panicked,
+    #[error("libnftables: {commands}: {stderr}")]
+    Library { commands: String, stderr: String },
 }
 
 #[derive(Deserialize)]
@@ -351,21 +357,66 @@ pub fn parse_tables_json(text: &str) -> Result<Vec<String>, NftError> {
         .collect())
 }
 
-/// The `nft` binary, applied through stdin batches.
+/// nftables, either in process through libnftables ([`sys::NftLibrary`]: no process per
+/// command) or through the `nft` program (`nft -f -` batches, `nft …` commands). The library is
+/// used when `bin` is the system's nft ([`crate::config::DEFAULT_NFT`], present) and
+/// `libnftables.so.1` opens: it is what that program runs, so the text, the transactions and
+/// the JSON are the same; a configured other program (a wrapper) is always run.
 #[derive(Debug, Clone)]
 pub struct Nft {
     pub bin: PathBuf,
+    lib: Option<&'static Mutex<sys::NftLibrary>>,
+}
+
+/// The process's one libnftables context, opened on first use (`None`: no library here).
+fn library() -> Option<&'static Mutex<sys::NftLibrary>> {
+    static LIB: OnceLock<Option<Mutex<sys::NftLibrary>>> = OnceLock::new();
+    LIB.get_or_init(|| sys::NftLibrary::open().ok().map(Mutex::new))
+        .as_ref()
 }
 
 impl Nft {
+    /// `bin`, in process when it is the system's nft and its library opens.
     pub fn new(bin: &Path) -> Nft {
+        let system = bin == Path::new(crate::config::DEFAULT_NFT) && bin.is_file();
         Nft {
             bin: bin.to_path_buf(),
+            lib: if system { library() } else { None },
         }
+    }
+
+    /// `bin` as a program, never the library.
+    pub fn program(bin: &Path) -> Nft {
+        Nft {
+            bin: bin.to_path_buf(),
+            lib: None,
+        }
+    }
+
+    /// Whether commands go through libnftables in this process.
+    pub fn in_process(&self) -> bool {
+        self.lib.is_some()
+    }
+
+    /// `commands` through the library (the caller knows it has one).
+    fn library_run(
+        &self,
+        lib: &Mutex<sys::NftLibrary>,
+        commands: &str,
+        json: bool,
+    ) -> Result<String, NftError> {
+        let mut lib = lib.lock().map_err(|_| NftError::Panicked)?;
+        lib.run(commands, json).map_err(|stderr| NftError::Library {
+            commands: commands.lines().next().unwrap_or_default().to_string(),
+            stderr,
+        })
     }
 
     /// Apply a batch atomically (`nft -f -`).
     pub fn apply(&self, batch: &str) -> Result<(), NftError> {
+        if let Some(lib) = self.lib {
+            return self.library_run(lib, batch, false).map(|_| ());
+        }
         let bin = || self.bin.clone();
         let mut child = Command::new(&self.bin)
             .args(["-f", "-"])
@@ -393,8 +444,13 @@ impl Nft {
         }
     }
 
-    fn run(&self, args: &[&str]) -> Result<String, NftError> {
+    /// One command, `-j` for JSON: its output.
+    fn run(&self, json: bool, args: &[&str]) -> Result<String, NftError> {
+        if let Some(lib) = self.lib {
+            return self.library_run(lib, &args.join(" "), json);
+        }
         let out = Command::new(&self.bin)
+            .args(json.then_some("-j"))
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -413,22 +469,23 @@ impl Nft {
         }
     }
 
-    /// The destinations recorded in every set of the table, by set name: one `nft` process.
+    /// The destinations recorded in every set of the table, by set name: one listing.
     pub fn list_sets(&self, table: &str) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
-        parse_sets_json(&self.run(&["-j", "list", "table", "inet", table])?)
+        parse_sets_json(&self.run(true, &["list", "table", "inet", table])?)
     }
 
     pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
-        self.run(&["delete", "table", "inet", table]).map(|_| ())
+        self.run(false, &["delete", "table", "inet", table])
+            .map(|_| ())
     }
 
     pub fn list_tables(&self) -> Result<Vec<String>, NftError> {
-        parse_tables_json(&self.run(&["-j", "list", "tables"])?)
+        parse_tables_json(&self.run(true, &["list", "tables"])?)
     }
 
     /// The table's rules as nft prints them (for tests and `--trace`).
     pub fn list_table(&self, table: &str) -> Result<String, NftError> {
-        self.run(&["list", "table", "inet", table])
+        self.run(false, &["list", "table", "inet", table])
     }
 }
 
