@@ -1134,38 +1134,38 @@ impl NftLibrary {
         // SAFETY: loading libnftables runs its initialisers, which only set up its own state.
         let lib = unsafe { libloading::Library::new("libnftables.so.1") }
             .map_err(|e| format!("libnftables.so.1: {e}"))?;
-        // SAFETY: each symbol is looked up with the C signature libnftables.h gives it.
+        /// The function `name` of `lib`, as the C signature `F` (a copy of the pointer).
+        ///
+        /// # Safety
+        /// `F` must be the signature libnftables.h gives `name`.
+        unsafe fn sym<F: Copy>(lib: &libloading::Library, name: &str) -> Result<F, String> {
+            // SAFETY: the caller's; the pointer stays valid while `lib` is loaded, which
+            // NftLibrary keeps.
+            unsafe { lib.get::<F>(name.as_bytes()) }
+                .map(|f| *f)
+                .map_err(|e| format!("libnftables.so.1: {name}: {e}"))
+        }
+        type Ctx = *mut libc::c_void;
+        // SAFETY: each signature is the one libnftables.h gives the function.
         let (new, buffer_output, buffer_error, run, output, error, set_flags, free) = unsafe {
-            let f = |name: &[u8]| format!("libnftables.so.1: {}", String::from_utf8_lossy(name));
             (
-                *lib.get::<unsafe extern "C" fn(u32) -> *mut libc::c_void>(b"nft_ctx_new")
-                    .map_err(|e| format!("{}: {e}", f(b"nft_ctx_new")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void) -> libc::c_int>(
-                    b"nft_ctx_buffer_output",
-                )
-                .map_err(|e| format!("{}: {e}", f(b"nft_ctx_buffer_output")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void) -> libc::c_int>(
-                    b"nft_ctx_buffer_error",
-                )
-                .map_err(|e| format!("{}: {e}", f(b"nft_ctx_buffer_error")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void, *const libc::c_char) -> libc::c_int>(
-                    b"nft_run_cmd_from_buffer",
-                )
-                .map_err(|e| format!("{}: {e}", f(b"nft_run_cmd_from_buffer")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void) -> *const libc::c_char>(
-                    b"nft_ctx_get_output_buffer",
-                )
-                .map_err(|e| format!("{}: {e}", f(b"nft_ctx_get_output_buffer")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void) -> *const libc::c_char>(
-                    b"nft_ctx_get_error_buffer",
-                )
-                .map_err(|e| format!("{}: {e}", f(b"nft_ctx_get_error_buffer")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void, libc::c_uint)>(
-                    b"nft_ctx_output_set_flags",
-                )
-                .map_err(|e| format!("{}: {e}", f(b"nft_ctx_output_set_flags")))?,
-                *lib.get::<unsafe extern "C" fn(*mut libc::c_void)>(b"nft_ctx_free")
-                    .map_err(|e| format!("{}: {e}", f(b"nft_ctx_free")))?,
+                sym::<unsafe extern "C" fn(u32) -> Ctx>(&lib, "nft_ctx_new")?,
+                sym::<unsafe extern "C" fn(Ctx) -> libc::c_int>(&lib, "nft_ctx_buffer_output")?,
+                sym::<unsafe extern "C" fn(Ctx) -> libc::c_int>(&lib, "nft_ctx_buffer_error")?,
+                sym::<unsafe extern "C" fn(Ctx, *const libc::c_char) -> libc::c_int>(
+                    &lib,
+                    "nft_run_cmd_from_buffer",
+                )?,
+                sym::<unsafe extern "C" fn(Ctx) -> *const libc::c_char>(
+                    &lib,
+                    "nft_ctx_get_output_buffer",
+                )?,
+                sym::<unsafe extern "C" fn(Ctx) -> *const libc::c_char>(
+                    &lib,
+                    "nft_ctx_get_error_buffer",
+                )?,
+                sym::<unsafe extern "C" fn(Ctx, libc::c_uint)>(&lib, "nft_ctx_output_set_flags")?,
+                sym::<unsafe extern "C" fn(Ctx)>(&lib, "nft_ctx_free")?,
             )
         };
         // SAFETY: nft_ctx_new(NFT_CTX_DEFAULT) returns a new context or NULL.
