@@ -864,7 +864,7 @@ mod tests {
         let make = |exe: &Path, comm: &str, mapped: &Path| {
             let _ = fs_err::remove_dir_all(&proc);
             fs_err::create_dir_all(proc.join("77")).unwrap();
-            std::os::unix::fs::symlink(exe, proc.join("77/exe")).unwrap();
+            fs_err::os::unix::fs::symlink(exe, proc.join("77/exe")).unwrap();
             fs_err::write(proc.join("77/stat"), stat(comm)).unwrap();
             fs_err::write(proc.join("77/maps"), maps(mapped)).unwrap();
         };
