@@ -39,6 +39,7 @@ fn main() {
     // run: stripped, that copy is a few MB instead of 55 MB of debug sections.
     println!("cargo:rustc-link-arg-bin=band-jail=-Wl,--strip-all");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo::rustc-check-cfg=cfg(band_shim_bare)");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     let static_ok = env("CARGO_CFG_TARGET_OS") == "linux"
         && env("CARGO_CFG_TARGET_ENV") == "gnu"
@@ -50,6 +51,12 @@ fn main() {
     match link_archives(&out) {
         Ok(()) => {
             println!("cargo:rustc-link-arg-bin=band-shim=-static-pie");
+            // No C runtime start either (issue 17, round 6): `_start` is band-shim's own
+            // (`src/bin/band-shim.rs`, `band_shim::sys::bare`), on x86-64.
+            if env("CARGO_CFG_TARGET_ARCH") == "x86_64" {
+                println!("cargo:rustc-link-arg-bin=band-shim=-nostartfiles");
+                println!("cargo:rustc-cfg=band_shim_bare");
+            }
             println!("cargo:rustc-link-arg-bin=band-shim=-L{}", out.display());
             // libc.a's own helpers (a static link's -lgcc), after -lc; and the unwinder's C
             // personality, which libc.a refers to (`__gcc_personality_v0`, in libgcc_eh.a), as

@@ -21,6 +21,8 @@
 //! sides use ([`sys`]) and [`main`]. It depends on nothing of band-server's, so the static shim
 //! links only what it needs; band-server's `band-shim` executable is one call to [`main`].
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod bare;
 pub mod proto;
 pub mod sys;
 

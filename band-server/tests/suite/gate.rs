@@ -356,6 +356,31 @@ jq -r . /dev/null 0<&- 2>&-; echo "allowed_jq=$?"
     }
 }
 
+/// band-shim without glibc's start (issue 17, round 6) takes argv and the environment from its
+/// initial stack and passes them on itself: a command gets them byte for byte, a long argument,
+/// `=` in a value, an empty value, and a UTF-8 one included.
+#[test]
+fn privileged_commands_get_their_arguments_and_environment_intact() {
+    privileged!();
+    let script = r#"#!/bin/bash
+export EQ='a=b=c' EMPTY='' UTF='été ✓'
+big=$(head -c 100000 /dev/zero | tr '\0' x)
+echo "big=$(/usr/bin/printf '%s' "$big" | wc -c)"
+echo "eq=$(/usr/bin/env | grep -c '^EQ=a=b=c$')"
+echo "empty=$(/usr/bin/env | grep -c '^EMPTY=$')"
+echo "utf=$(/usr/bin/env | grep '^UTF=' | cut -d= -f2)"
+echo "args=$(/usr/bin/printf '[%s]' '' ' ' 'it'"'"'s' '$HOME' 'é')"
+"#;
+    let o = run(&request(script, policy()));
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
+    assert_eq!(get("big"), "100000", "{o:#?}");
+    assert_eq!(get("eq"), "1", "{o:#?}");
+    assert_eq!(get("empty"), "1", "{o:#?}");
+    assert_eq!(get("utf"), "été ✓", "{o:#?}");
+    assert_eq!(get("args"), "[][ ][it's][$HOME][é]", "{o:#?}");
+}
+
 #[test]
 fn privileged_a_missing_alternative_is_absent_and_a_missing_insisted_command_fails() {
     privileged!();
