@@ -51,10 +51,12 @@ fn main() {
     match link_archives(&out) {
         Ok(()) => {
             println!("cargo:rustc-link-arg-bin=band-shim=-static-pie");
-            // No C runtime start either (issue 17, round 6): `_start` is band-shim's own
-            // (`src/bin/band-shim.rs`, `band_shim::sys::bare`), on x86-64.
+            // No C runtime start either (issue 17, round 6): the entry is band-shim's own
+            // (`band_shim_start` in `src/bin/band-shim.rs`, then `band_shim::sys::bare`), on
+            // x86-64. The C runtime's start files stay linked, unused (a test build's entry
+            // jumps to their `_start`: `cargo test --all-targets` builds the binary as a test).
             if env("CARGO_CFG_TARGET_ARCH") == "x86_64" {
-                println!("cargo:rustc-link-arg-bin=band-shim=-nostartfiles");
+                println!("cargo:rustc-link-arg-bin=band-shim=-Wl,-e,band_shim_start");
                 println!("cargo:rustc-cfg=band_shim_bare");
             }
             println!("cargo:rustc-link-arg-bin=band-shim=-L{}", out.display());

@@ -4,8 +4,8 @@
 //! (`build.rs`). Use nothing else here.
 //!
 //! It starts once per command, so it skips the starts it does not need (issue 17, round 6):
-//! - Where `build.rs` links it static on x86-64 Linux (`band_shim_bare`), it has no C runtime
-//!   start at all (`-nostartfiles`): `_start` below hands the initial stack to
+//! - Where `build.rs` links it static on x86-64 Linux (`band_shim_bare`), it skips the C
+//!   runtime's start (its entry is `band_shim_start`, not `_start`), which hands the initial stack to
 //!   `band_shim::sys::bare::start`, which relocates the image and runs `band_shim::bare::run`
 //!   over raw system calls. glibc's start spent most of a command's start in `cpuid` (an exit
 //!   to the hypervisor on a VM): 0.33 ms of CPU a start against 0.08 ms without it.
@@ -15,24 +15,28 @@
 //!   stack guard (a read of `/proc/self/maps`, an alternate signal stack, two handlers).
 //!   `std::env::args` still works: on glibc, std takes `argv` from `.init_array`.
 // Built as a test (`cargo test --all-targets` gives every binary a harness), it keeps the
-// harness's `main` and start.
+// harness's `main` and the C runtime's start.
 #![cfg_attr(not(test), no_main)]
 
-// The process's entry: the initial stack pointer to `start` (16-byte aligned for the call). Global
-// assembly counts as unsafe code: `start` is the only code it runs.
-#[cfg(all(not(test), band_shim_bare))]
+// The process's entry (`-e band_shim_start`, build.rs): the initial stack pointer to `start`
+// (16-byte aligned for the call). Global assembly counts as unsafe code: `start` is the only code
+// it runs. A test build keeps the C runtime's start: its entry jumps to `_start`.
+#[cfg(band_shim_bare)]
 #[allow(unsafe_code)]
 mod entry {
+    #[cfg(not(test))]
     core::arch::global_asm!(
-    ".globl _start",
-    "_start:",
-    "xor ebp, ebp",
-    "mov rdi, rsp",
-    "and rsp, -16",
-    "call {entry}",
-    "ud2",
-    entry = sym band_shim::sys::bare::start,
+        ".globl band_shim_start",
+        "band_shim_start:",
+        "xor ebp, ebp",
+        "mov rdi, rsp",
+        "and rsp, -16",
+        "call {entry}",
+        "ud2",
+        entry = sym band_shim::sys::bare::start,
     );
+    #[cfg(test)]
+    core::arch::global_asm!(".globl band_shim_start", "band_shim_start:", "jmp _start");
 }
 
 /// Memory from `mmap` (glibc's `malloc` needs the start this build skips).
@@ -88,10 +92,11 @@ mod mem {
     }
 }
 
-/// The process's entry, called by the C runtime's start (`__libc_start_main`).
+/// The process's entry, called by the C runtime's start (`__libc_start_main`), where that start
+/// runs (not in a `band_shim_bare` build, whose start files reference it all the same).
 // `no_mangle` is an unsafe attribute (a symbol named `main` must be the only one): band-shim's
 // executable defines no other, and band-shim's crate (a library) none at all.
-#[cfg(all(not(test), not(band_shim_bare)))]
+#[cfg(not(test))]
 #[allow(unsafe_code)]
 #[unsafe(no_mangle)]
 extern "C" fn main() -> std::ffi::c_int {
