@@ -496,3 +496,59 @@ pub unsafe fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
     }
     0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::alloc::{GlobalAlloc, Layout};
+
+    /// The memory functions band-shim's code runs on: overlapping moves both ways, fills,
+    /// comparisons by sign.
+    #[test]
+    fn the_memory_functions_do_what_cs_do() {
+        let mut b: [u8; 16] = core::array::from_fn(|i| i as u8);
+        // SAFETY: every range lies inside `b`.
+        unsafe {
+            memmove(b.as_mut_ptr().add(2), b.as_ptr(), 10);
+            assert_eq!(&b[..12], &[0, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+            memmove(b.as_mut_ptr(), b.as_ptr().add(3), 8);
+            assert_eq!(&b[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+            memset(b.as_mut_ptr().add(1), 0xab, 3);
+            assert_eq!(&b[..5], &[1, 0xab, 0xab, 0xab, 5]);
+            let src = [9u8; 4];
+            memcpy(b.as_mut_ptr(), src.as_ptr(), 4);
+            assert_eq!(&b[..5], &[9, 9, 9, 9, 5]);
+            assert_eq!(memcmp(b"abc".as_ptr(), b"abc".as_ptr(), 3), 0);
+            assert!(memcmp(b"abc".as_ptr(), b"abd".as_ptr(), 3) < 0);
+            assert!(memcmp(b"abd".as_ptr(), b"abc".as_ptr(), 3) > 0);
+            assert_eq!(memmove(b.as_mut_ptr(), b.as_ptr(), 0), b.as_mut_ptr());
+        }
+    }
+
+    /// Every allocation is aligned, writable and apart from the others, small or large.
+    #[test]
+    fn the_allocator_hands_out_aligned_disjoint_memory() {
+        let mut got: Vec<(usize, usize)> = Vec::new();
+        for (size, align) in [
+            (1, 1),
+            (24, 8),
+            (3, 64),
+            (4096, 4096),
+            (300_000, 16),
+            (7, 2),
+        ] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            // SAFETY: a non-zero size; the memory is written within its size only.
+            let p = unsafe { Alloc.alloc(layout) };
+            assert!(!p.is_null());
+            assert_eq!(p as usize % align, 0, "{size} {align}");
+            // SAFETY: `size` bytes at `p` were just allocated.
+            unsafe { memset(p, 0x5a, size) };
+            got.push((p as usize, size));
+        }
+        got.sort_unstable();
+        for w in got.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "{got:?}");
+        }
+    }
+}
