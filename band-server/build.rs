@@ -41,6 +41,7 @@ fn main() {
     // run: stripped, that copy is a few MB instead of 55 MB of debug sections.
     println!("cargo:rustc-link-arg-bin=band-jail=-Wl,--strip-all");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo::rustc-check-cfg=cfg(band_shim_bare)");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     let static_ok = env("CARGO_CFG_TARGET_OS") == "linux"
         && env("CARGO_CFG_TARGET_ENV") == "gnu"
@@ -61,6 +62,14 @@ fn main() {
                 // docs/vm.md) the link fails without it.
                 println!("cargo:rustc-link-arg-bin={bin}=-lgcc");
                 println!("cargo:rustc-link-arg-bin={bin}=-lgcc_eh");
+            }
+            // No C runtime start for band-shim either (issue 17, round 6): the entry is its own
+            // (`band_shim_start` in `src/bin/band-shim.rs`, then `band_shim::sys::bare`), on
+            // x86-64. The C runtime's start files stay linked, unused (a test build's entry
+            // jumps to their `_start`: `cargo test --all-targets` builds the binary as a test).
+            if env("CARGO_CFG_TARGET_ARCH") == "x86_64" {
+                println!("cargo:rustc-link-arg-bin=band-shim=-Wl,-e,band_shim_start");
+                println!("cargo:rustc-cfg=band_shim_bare");
             }
         }
         Err(why) => println!("cargo:warning=band-shim is linked dynamically: {why}"),

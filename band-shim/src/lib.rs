@@ -21,12 +21,14 @@
 //! sides use ([`sys`]) and [`main`]. It depends on nothing of band-server's, so the static shim
 //! links only what it needs; band-server's `band-shim` executable is one call to [`main`].
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod bare;
 pub mod proto;
 pub mod sys;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
@@ -48,6 +50,16 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 /// Ask band-server about the call: its verdict, and the program's descriptor that came with it.
 fn ask(argv: &[String]) -> anyhow::Result<(Verdict, Option<OwnedFd>)> {
     let conn = UnixStream::connect(SOCK).map_err(|e| anyhow!("connect {SOCK}: {e}"))?;
+    // Started with a standard descriptor closed (`cmd 2>&-`), the socket took its number: move it
+    // above 2 (`try_clone` duplicates to 3 or more), so the refusal is not written to band-server
+    // and the command starts with the descriptors its caller gave, closed ones closed. (Without
+    // Rust's runtime start, nothing reopens them on /dev/null: see `bin/band-shim.rs`.)
+    let conn = if conn.as_raw_fd() <= 2 {
+        conn.try_clone()
+            .map_err(|e| anyhow!("move the connection above the standard descriptors: {e}"))?
+    } else {
+        conn
+    };
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(&conn);
     let mut nonce = String::new();

@@ -9,6 +9,9 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod bare;
+
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
         Err(io::Error::last_os_error())

@@ -323,6 +323,64 @@ echo "cmd=$(grep -E '^Sig(Ign|Blk):' /proc/self/status | tr -s '\t ' '=' | tr '\
     assert_eq!(cmd_ign & (1 << 12), 0, "{o:#?}");
 }
 
+/// band-shim starts without Rust's runtime start (issue 17, round 6), which reopened a closed
+/// standard descriptor on /dev/null: a command now gets the descriptors its caller gave, closed
+/// ones closed, as without the shim; band-shim's own connection, which takes the lowest free
+/// number, never stays on one of them (a refusal with stderr closed is still 126, not a
+/// SIGPIPE from writing the message to band-server's closed end).
+#[test]
+fn privileged_commands_get_the_standard_descriptors_their_caller_gave() {
+    privileged!();
+    let script = r#"#!/bin/bash
+/usr/bin/test -e /proc/self/fd/0 0<&-; echo "in_closed=$?"
+/usr/bin/test -e /proc/self/fd/2 2>&-; echo "err_closed=$?"
+/usr/bin/test -e /proc/self/fd/0; echo "in_open=$?"
+/usr/bin/true 0<&- 1>&- 2>&-; echo "all_closed=$?"
+jq . /dev/null 2>&-; echo "denied_err_closed=$?"
+jq . /dev/null 0<&- 1>&- 2>&-; echo "denied_all_closed=$?"
+jq -r . /dev/null 0<&- 2>&-; echo "allowed_jq=$?"
+"#;
+    let o = run(&request(script, with_cli(&["jq -r *"], &[])));
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
+    for (k, want) in [
+        ("in_closed", "1"),
+        ("err_closed", "1"),
+        ("in_open", "0"),
+        ("all_closed", "0"),
+        ("denied_err_closed", "126"),
+        ("denied_all_closed", "126"),
+        ("allowed_jq", "0"),
+    ] {
+        assert_eq!(get(k), want, "{k}: {o:#?}");
+    }
+}
+
+/// band-shim without glibc's start (issue 17, round 6) takes argv and the environment from its
+/// initial stack and passes them on itself: a command gets them byte for byte, a long argument,
+/// `=` in a value, an empty value, and a UTF-8 one included.
+#[test]
+fn privileged_commands_get_their_arguments_and_environment_intact() {
+    privileged!();
+    let script = r#"#!/bin/bash
+export EQ='a=b=c' EMPTY='' UTF='été ✓'
+big=$(head -c 100000 /dev/zero | tr '\0' x)
+echo "big=$(/usr/bin/printf '%s' "$big" | wc -c)"
+echo "eq=$(/usr/bin/env | grep -c '^EQ=a=b=c$')"
+echo "empty=$(/usr/bin/env | grep -c '^EMPTY=$')"
+echo "utf=$(/usr/bin/env | grep '^UTF=' | cut -d= -f2)"
+echo "args=$(/usr/bin/printf '[%s]' '' ' ' 'it'"'"'s' '$HOME' 'é')"
+"#;
+    let o = run(&request(script, policy()));
+    let kv = o.kv();
+    let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("<missing>");
+    assert_eq!(get("big"), "100000", "{o:#?}");
+    assert_eq!(get("eq"), "1", "{o:#?}");
+    assert_eq!(get("empty"), "1", "{o:#?}");
+    assert_eq!(get("utf"), "été ✓", "{o:#?}");
+    assert_eq!(get("args"), "[][ ][it's][$HOME][é]", "{o:#?}");
+}
+
 #[test]
 fn privileged_a_missing_alternative_is_absent_and_a_missing_insisted_command_fails() {
     privileged!();

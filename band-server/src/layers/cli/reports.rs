@@ -3,6 +3,7 @@
 //! the protocol and why the checks below are enough.
 
 use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -189,64 +190,173 @@ pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), Foreign
 /// Field 22 of a `/proc/<pid>/stat` text: the start time in clock ticks since boot. A pid and its
 /// start time name one process for good (a pid is reused only by a process that starts later).
 pub fn parse_starttime(stat: &str) -> Option<u64> {
-    // The name (field 2) may hold spaces and parentheses; the fields after its last ')' start at 3.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    parse_stat(stat).map(|(_, start)| start)
 }
 
-/// `/proc/<pid>/<what>` (its errors name the pid and the file).
-fn proc_text(pid: i32, what: &'static str) -> Result<String, PeerError> {
-    fs_err::read_to_string(format!("/proc/{pid}/{what}")).map_err(|source| PeerError::Proc {
-        pid,
-        what,
-        source,
-    })
+/// Fields 2 and 22 of a `/proc/<pid>/stat` text: the process's name (`comm`, what
+/// `/proc/<pid>/comm` holds) and its start time. The name may hold spaces and parentheses: it is
+/// what lies between the first `(` and the last `)`; the fields after that `)` start at 3.
+pub fn parse_stat(stat: &str) -> Option<(&str, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?;
+    let start = stat[close + 1..].split_whitespace().nth(19)?.parse().ok()?;
+    Some((comm, start))
 }
 
-fn starttime(pid: i32) -> Result<u64, PeerError> {
-    parse_starttime(&proc_text(pid, "stat")?).ok_or(PeerError::Stat(pid))
+/// `/proc/<pid>`, open: every file read through it is one process's. A pid that ends and is
+/// reused names another process, whose files this descriptor does not reach: reads through it
+/// fail (`ESRCH`) once the process it was opened for is gone (reaped), whatever its pid names
+/// then. So the checks of [`verify_peer`] all look at one process, and the start time they read
+/// at the end and again at the request is that process's, read with one `openat` and one `read`
+/// instead of a path walk and a growing read (issue 17, round 6).
+pub struct ProcDir {
+    pid: i32,
+    dir: std::os::fd::OwnedFd,
 }
+
+/// The most bytes read of a `/proc/<pid>/stat` (about 300 in practice: 52 numbers and a name of
+/// at most 15 bytes).
+const STAT_MAX: usize = 4096;
+
+impl ProcDir {
+    /// Open `<proc>/<pid>` (`proc`: `/proc`, a parameter for tests).
+    pub fn open(proc: &Path, pid: i32) -> Result<ProcDir, PeerError> {
+        use rustix::fs::{Mode, OFlags};
+        let dir = rustix::fs::open(
+            proc.join(pid.to_string()),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| PeerError::Proc {
+            pid,
+            what: "(its /proc directory)",
+            source: e.into(),
+        })?;
+        Ok(ProcDir { pid, dir })
+    }
+
+    fn err(&self, what: &'static str) -> impl FnOnce(rustix::io::Errno) -> PeerError {
+        let pid = self.pid;
+        move |e| PeerError::Proc {
+            pid,
+            what,
+            source: e.into(),
+        }
+    }
+
+    /// The whole of the process's file `what`, at most `max` bytes (more is an error: a read
+    /// never stops short of the end and passes what it did not see).
+    pub fn read(&self, what: &'static str, max: usize) -> Result<Vec<u8>, PeerError> {
+        use rustix::fs::{Mode, OFlags};
+        let file = rustix::fs::openat(
+            &self.dir,
+            what,
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(self.err(what))?;
+        let mut out = vec![0u8; 4096.min(max)];
+        let mut len = 0;
+        loop {
+            if len == out.len() {
+                if len >= max {
+                    return Err(PeerError::Proc {
+                        pid: self.pid,
+                        what,
+                        source: std::io::Error::other(format!("longer than {max} bytes")),
+                    });
+                }
+                out.resize((len * 2).min(max), 0);
+            }
+            let n = rustix::io::read(&file, &mut out[len..]).map_err(self.err(what))?;
+            if n == 0 {
+                out.truncate(len);
+                return Ok(out);
+            }
+            len += n;
+        }
+    }
+
+    /// The process's name and start time (`stat`).
+    pub fn stat(&self) -> Result<(String, u64), PeerError> {
+        let text = self.read("stat", STAT_MAX)?;
+        let text = String::from_utf8_lossy(&text);
+        parse_stat(&text)
+            .map(|(comm, start)| (comm.to_string(), start))
+            .ok_or(PeerError::Stat(self.pid))
+    }
+
+    /// The process's start time, or an error if it is no longer this process (gone, or another
+    /// one's start time: never, through the open directory, but checked all the same).
+    pub fn still(&self, start: u64) -> Result<(), PeerError> {
+        match self.stat()? {
+            (_, now) if now == start => Ok(()),
+            _ => Err(PeerError::ReplacedBeforeRead(self.pid)),
+        }
+    }
+}
+
+/// The most bytes read of a `/proc/<pid>/maps` (band-shim, static, maps about ten files' worth
+/// of lines; a process that maps more is not band-shim).
+const MAPS_MAX: usize = 1 << 20;
 
 /// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
-/// name is [`shim::COMM`]). Returns its start time, checked before and after, so every look at
-/// `/proc` was at this one process, and the path it was executed from in the sandbox (its
-/// `/proc/<pid>/exe`: band-shim is bound over each program of a runtime tree and of the skill, so
-/// this names the one the kernel ran, however the script reached it: a symlink, a relative path).
+/// name is [`shim::COMM`]). Returns its `/proc` directory and start time, checked before and after,
+/// so every look at `/proc` was at this one process, and the path it was executed from in the
+/// sandbox (its `/proc/<pid>/exe`: band-shim is bound over each program of a runtime tree and of
+/// the skill, so this names the one the kernel ran, however the script reached it: a symlink, a
+/// relative path).
+///
+/// The name is read from `stat` (field 2 is `/proc/<pid>/comm`), at the start and again at the
+/// end, around the checks of the executable and the mappings: an `exec` between them would have
+/// reset the name, and only band-shim's code sets this one.
 pub fn verify_peer(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(u64, Option<PathBuf>), PeerError> {
+) -> Result<(ProcDir, u64, Option<PathBuf>), PeerError> {
+    verify_peer_in(Path::new("/proc"), pid, uid, check)
+}
+
+/// [`verify_peer`] with the `/proc` to look in as a parameter.
+pub fn verify_peer_in(
+    proc: &Path,
+    pid: i32,
+    uid: u32,
+    check: &PeerCheck,
+) -> Result<(ProcDir, u64, Option<PathBuf>), PeerError> {
     if uid != check.uid {
         return Err(PeerError::Uid {
             uid,
             run: check.uid,
         });
     }
-    let start = starttime(pid)?;
-    let exe = fs_err::metadata(format!("/proc/{pid}/exe")).map_err(|source| PeerError::Proc {
-        pid,
-        what: "exe",
-        source,
-    })?;
-    if (exe.dev(), exe.ino()) != check.shim {
+    let dir = ProcDir::open(proc, pid)?;
+    let (comm, start) = dir.stat()?;
+    let exe = rustix::fs::statat(&dir.dir, "exe", rustix::fs::AtFlags::empty())
+        .map_err(dir.err("exe"))?;
+    if (exe.st_dev, exe.st_ino) != check.shim {
         return Err(PeerError::NotShim(pid));
     }
-    let executed = fs_err::read_link(format!("/proc/{pid}/exe")).ok();
-    let comm = proc_text(pid, "comm")?;
-    if comm.trim_end_matches('\n') != shim::COMM {
-        return Err(PeerError::NotStarted {
-            pid,
-            comm: comm.trim_end().to_string(),
-        });
+    let executed = rustix::fs::readlinkat(&dir.dir, "exe", Vec::new())
+        .ok()
+        .map(|link| PathBuf::from(std::ffi::OsString::from_vec(link.into_bytes())));
+    let not_started = |comm: String| PeerError::NotStarted { pid, comm };
+    if comm != shim::COMM {
+        return Err(not_started(comm));
     }
-    let maps = proc_text(pid, "maps")?;
-    check_mappings(&parse_maps(&maps)?, check)
+    let maps = dir.read("maps", MAPS_MAX)?;
+    check_mappings(&parse_maps(&String::from_utf8_lossy(&maps))?, check)
         .map_err(|source| PeerError::Mapping { pid, source })?;
-    if starttime(pid)? != start {
+    let (comm, now) = dir.stat()?;
+    if now != start {
         return Err(PeerError::Replaced(pid));
     }
-    Ok((start, executed))
+    if comm != shim::COMM {
+        return Err(not_started(comm));
+    }
+    Ok((dir, start, executed))
 }
 
 /// The nonces of one run's socket: 128 bits each, the first half of SHA-256 over a 256-bit key
@@ -390,7 +500,7 @@ fn handle(
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     conn.set_write_timeout(Some(Duration::from_secs(5)))?;
     let cred = sys::peer_cred(&conn).map_err(PeerError::PeerCred)?;
-    let (start, executed) = match verify_peer(cred.pid, cred.uid, check) {
+    let (proc, start, executed) = match verify_peer(cred.pid, cred.uid, check) {
         Ok(v) => v,
         Err(e) => {
             let _ = (&conn).write_all(b"refused\n");
@@ -408,9 +518,7 @@ fn handle(
     if req.argv.is_empty() {
         return Err(PeerError::EmptyArgv);
     }
-    if starttime(cred.pid)? != start {
-        return Err(PeerError::ReplacedBeforeRead(cred.pid));
-    }
+    proc.still(start)?;
     // A tree's or the skill's program is judged as the file the kernel ran, not by the name of
     // the link or relative path it was called by.
     let argv =
@@ -681,6 +789,105 @@ mod tests {
         assert_eq!(parse_starttime("4242 (x) S 1"), None);
         assert_eq!(parse_starttime("garbage"), None);
     }
+
+    #[test]
+    fn the_name_and_start_time_come_from_one_stat_line() {
+        let stat =
+            "4242 (band/shim) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000";
+        assert_eq!(parse_stat(stat), Some(("band/shim", 987654)));
+        let odd = "7 (a) b (c)) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 1000";
+        assert_eq!(parse_stat(odd), Some(("a) b (c)", 55)));
+        assert_eq!(parse_stat("7 (x S 1"), None);
+        assert_eq!(parse_stat(")x( 1 2"), None);
+    }
+
+    /// A `/proc/<pid>` descriptor is one process's: once that process is gone (reaped), a read
+    /// through it fails, whatever the pid names by then. The request's last check
+    /// ([`ProcDir::still`]) therefore fails closed for a peer that ended after its check.
+    #[test]
+    fn a_proc_directory_reads_its_own_process_and_nothing_after_it_ends() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let dir = ProcDir::open(Path::new("/proc"), pid).unwrap();
+        let (comm, start) = dir.stat().unwrap();
+        assert_eq!(comm, "sleep");
+        assert_eq!(dir.still(start).map_err(|e| e.to_string()), Ok(()));
+        assert!(
+            matches!(dir.still(start + 1), Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
+            "another start time is another process"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let gone = dir.still(start).map_err(|e| e.to_string());
+        assert!(
+            matches!(&gone, Err(m) if m.starts_with(&format!("pid {pid}: stat: "))),
+            "{gone:?}"
+        );
+        assert!(dir.read("maps", 1 << 20).is_err());
+        // A file longer than the limit is an error, not its first bytes.
+        let me = ProcDir::open(Path::new("/proc"), std::process::id() as i32).unwrap();
+        assert!(me.read("maps", 16).is_err());
+        assert!(!me.read("maps", MAPS_MAX).unwrap().is_empty());
+    }
+
+    /// The peer check on a made-up `/proc/<pid>`: the executable by its file identity, the name,
+    /// every mapping, the uid; each wrong one refuses the peer.
+    #[test]
+    fn the_peer_check_refuses_each_wrong_part() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let shim = tmp.path().join("shim");
+        let other = tmp.path().join("other");
+        fs_err::write(&shim, b"").unwrap();
+        fs_err::write(&other, b"").unwrap();
+        let m = fs_err::metadata(&shim).unwrap();
+        let check = PeerCheck {
+            shim: (m.dev(), m.ino()),
+            lib_devs: vec![],
+            uid: 1000,
+        };
+        let stat =
+            |comm: &str| format!("77 ({comm}) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 1000\n");
+        let maps = |path: &Path| {
+            let ino = fs_err::metadata(path).unwrap().ino();
+            let dev = fs_err::metadata(path).unwrap().dev();
+            format!(
+                "5555-5556 r-xp 00000000 {:x}:{:x} {ino} /band/shim\n7ffd-7ffe rw-p 00000000 00:00 0 [stack]\n",
+                libc::major(dev),
+                libc::minor(dev)
+            )
+        };
+        let proc = tmp.path().join("proc");
+        let make = |exe: &Path, comm: &str, mapped: &Path| {
+            let _ = fs_err::remove_dir_all(&proc);
+            fs_err::create_dir_all(proc.join("77")).unwrap();
+            fs_err::os::unix::fs::symlink(exe, proc.join("77/exe")).unwrap();
+            fs_err::write(proc.join("77/stat"), stat(comm)).unwrap();
+            fs_err::write(proc.join("77/maps"), maps(mapped)).unwrap();
+        };
+        let verdict = |uid: u32| verify_peer_in(&proc, 77, uid, &check).map(|(_, s, e)| (s, e));
+        make(&shim, COMM_NAME, &shim);
+        assert_eq!(
+            verdict(1000).map_err(|e| e.to_string()),
+            Ok((4242, Some(shim.clone())))
+        );
+        assert!(matches!(verdict(1001), Err(PeerError::Uid { .. })));
+        make(&other, COMM_NAME, &shim);
+        assert!(matches!(verdict(1000), Err(PeerError::NotShim(77))));
+        make(&shim, "jq", &shim);
+        assert!(matches!(verdict(1000), Err(PeerError::NotStarted { .. })));
+        make(&shim, COMM_NAME, &other);
+        assert!(matches!(verdict(1000), Err(PeerError::Mapping { .. })));
+        assert!(matches!(
+            verify_peer_in(&proc, 78, 1000, &check),
+            Err(PeerError::Proc { pid: 78, .. })
+        ));
+    }
+
+    const COMM_NAME: &str = shim::COMM;
 
     #[test]
     fn judge_records_then_answers() {
