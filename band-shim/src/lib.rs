@@ -143,29 +143,11 @@ pub fn main() -> ! {
         );
     }
     let args: Vec<String> = std::env::args().collect();
-    let name = proto::command_name(args.first().map(String::as_str).unwrap_or("")).to_string();
-    if name.is_empty() || name == "shim" || name == "band-shim" {
-        die(
-            proto::EXIT_DENIED,
-            "band-shim: run a command through its name in /band/bin, not the shim itself",
-        );
-    }
-    match ask(&args) {
-        Err(e) => die(
-            proto::EXIT_DENIED,
-            &format!(
-                "band: {name}: cannot ask band-server about the call ({e}); refusing to run it"
-            ),
-        ),
-        Ok((Verdict::Denied { message, code }, _)) => die(code, &message),
-        Ok((Verdict::Exec { .. }, None)) => die(
-            proto::EXIT_DENIED,
-            &format!(
-                "band: {name}: band-server allowed the call but sent no program; refusing to run it"
-            ),
-        ),
-        Ok((Verdict::Exec { argv }, Some(program))) => {
-            let err = exec(&program, argv.as_deref().unwrap_or(&args));
+    let name = proto::called_as(&args).unwrap_or_else(|r| die(r.code, &r.message));
+    match proto::next(&name, &args, ask(&args)) {
+        proto::Next::Refuse(r) => die(r.code, &r.message),
+        proto::Next::Run { program, argv } => {
+            let err = exec(&program, &argv);
             die(
                 proto::EXIT_UNKNOWN,
                 &format!("band: {name}: cannot execute it: {err}"),

@@ -41,3 +41,141 @@ pub enum Verdict {
 pub fn command_name(arg0: &str) -> &str {
     arg0.rsplit('/').next().unwrap_or(arg0)
 }
+
+/// Why band-shim runs nothing: the exit code and the message on stderr.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: i32,
+    pub message: String,
+}
+
+/// What band-shim does next, decided once for both of its starts (`crate::main` and the bare
+/// start, `crate::bare`): run `program` with `argv`, or refuse.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<P> {
+    Run { program: P, argv: Vec<String> },
+    Refuse(Refusal),
+}
+
+/// The command band-shim was called as (`argv[0]`'s last component), or why it refuses to run:
+/// the shim called by its own name.
+pub fn called_as(args: &[String]) -> Result<String, Refusal> {
+    let name = command_name(args.first().map(String::as_str).unwrap_or("")).to_string();
+    if name.is_empty() || name == "shim" || name == "band-shim" {
+        return Err(Refusal {
+            code: EXIT_DENIED,
+            message: "band-shim: run a command through its name in /band/bin, not the shim itself"
+                .into(),
+        });
+    }
+    Ok(name)
+}
+
+/// What band-server's answer to the call of `name` with `args` means: the program it sent and
+/// the argv to run it with, or the refusal to exit with. No answer, or an allowed call without
+/// a program, is a refusal (fail closed).
+pub fn next<P, E: core::fmt::Display>(
+    name: &str,
+    args: &[String],
+    answer: Result<(Verdict, Option<P>), E>,
+) -> Next<P> {
+    match answer {
+        Err(e) => Next::Refuse(Refusal {
+            code: EXIT_DENIED,
+            message: format!(
+                "band: {name}: cannot ask band-server about the call ({e}); refusing to run it"
+            ),
+        }),
+        Ok((Verdict::Denied { message, code }, _)) => Next::Refuse(Refusal { code, message }),
+        Ok((Verdict::Exec { .. }, None)) => Next::Refuse(Refusal {
+            code: EXIT_DENIED,
+            message: format!(
+                "band: {name}: band-server allowed the call but sent no program; refusing to run it"
+            ),
+        }),
+        Ok((Verdict::Exec { argv }, Some(program))) => Next::Run {
+            program,
+            argv: argv.unwrap_or_else(|| args.to_vec()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_shim_by_its_own_name_runs_nothing() {
+        for a0 in ["", "/band/bin/shim", "band-shim", "/x/band-shim"] {
+            assert!(
+                matches!(
+                    called_as(&args(&[a0, "x"])),
+                    Err(Refusal {
+                        code: EXIT_DENIED,
+                        ..
+                    })
+                ),
+                "{a0:?}"
+            );
+        }
+        assert_eq!(
+            called_as(&args(&["/band/bin/jq", "."])),
+            Ok("jq".to_string())
+        );
+    }
+
+    #[test]
+    fn each_answer_means_one_thing() {
+        let a = args(&["jq", "."]);
+        let run = |argv| Ok::<_, String>((Verdict::Exec { argv }, Some(7)));
+        assert_eq!(
+            next("jq", &a, run(None)),
+            Next::Run {
+                program: 7,
+                argv: a.clone()
+            }
+        );
+        assert_eq!(
+            next("jq", &a, run(Some(args(&["/usr/bin/python3", "s"])))),
+            Next::Run {
+                program: 7,
+                argv: args(&["/usr/bin/python3", "s"])
+            }
+        );
+        let denied = Ok::<_, String>((
+            Verdict::Denied {
+                message: "no".into(),
+                code: 127,
+            },
+            None::<i32>,
+        ));
+        assert_eq!(
+            next("jq", &a, denied),
+            Next::Refuse(Refusal {
+                code: 127,
+                message: "no".into()
+            })
+        );
+        // Allowed but no program, or no answer at all: refused.
+        let empty = Ok::<_, String>((Verdict::Exec { argv: None }, None::<i32>));
+        assert!(matches!(
+            next("jq", &a, empty),
+            Next::Refuse(Refusal {
+                code: EXIT_DENIED,
+                ..
+            })
+        ));
+        let gone = Err::<(Verdict, Option<i32>), _>("closed");
+        assert!(matches!(
+            next("jq", &a, gone),
+            Next::Refuse(Refusal {
+                code: EXIT_DENIED,
+                ..
+            })
+        ));
+    }
+}
