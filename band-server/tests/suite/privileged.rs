@@ -1036,13 +1036,7 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     // The marker: a process started after every process of the run and before the server dies
     // (a clock tick later: start times count 10 ms ticks).
     std::thread::sleep(Duration::from_millis(30));
-    let mut marker = std::process::Command::new("sleep")
-        .arg("1000")
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mark = start_time(marker.id() as i32).unwrap_or_else(|| panic!("no start time"));
-    let _ = marker.kill();
-    let _ = marker.wait();
+    let mark = marker();
     // Every leftover checked below exists now, so each check can fail.
     let before = processes_of_run(uid, &run_id, from..mark);
     assert_eq!(
