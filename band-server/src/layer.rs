@@ -151,7 +151,8 @@ impl Applied {
 
 /// When an apply step runs, in this order: what a step needs from another decides its phase.
 /// The cgroup comes first, so everything later is guarded by its kill; the jail's input needs
-/// the run's programs; the report socket lives in the run directory; the spawn needs everything.
+/// the run's programs; the report socket lives in the run directory; the spawn needs everything
+/// before it; the waits come after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     /// The run's cgroup: everything after it is inside its kill.
@@ -166,8 +167,12 @@ pub enum Phase {
     RunDir,
     /// What lives in the run directory (the report socket).
     Services,
-    /// bubblewrap: last, it needs every other step.
+    /// bubblewrap: it needs every step before.
     Spawn,
+    /// After the spawn, before the jail's input is written (the script cannot start before it):
+    /// waits for what was started earlier and may finish while bubblewrap builds the sandbox
+    /// (the network's relay).
+    Ready,
 }
 
 /// When a layer is planned, in this order: what a plan needs from another decides its stage

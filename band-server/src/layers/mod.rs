@@ -86,12 +86,13 @@ mod tests {
             order,
             [
                 "Cgroup: the run's cgroup with its limits, and its join files",
-                "Net: the nftables table and DNS stub (with allow.net)",
+                "Net: the nftables table, and the network namespace with its relay started (with allow.net)",
                 "Cli: the run's programs and band-shim's copy",
                 "Process: the memfd guard and the jail's input",
                 "Fs: the run directory",
                 "Cli: the report socket",
                 "Process: bubblewrap, spawned in the cgroup as the run's uid",
+                "Net: the relay waited for, and the DNS stub (with allow.net)",
             ]
         );
         // Every layer but the identity (leased before the plan) has a step.

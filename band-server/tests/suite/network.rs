@@ -596,6 +596,50 @@ fn privileged_net_no_relay_fails_closed() {
     assert_no_table(&o, &req.run_id);
 }
 
+/// The relay starts while bubblewrap builds the sandbox, and is waited for before the jail's
+/// input is written: a relay that starts and then fails (here one that exits at once, without
+/// its ready byte) fails the run after bubblewrap started, and still the script never runs and
+/// nothing of the run is left.
+#[test]
+fn privileged_net_a_relay_that_never_gets_ready_fails_closed_after_bubblewrap_started() {
+    privileged!();
+    let lab = internet();
+    let cfg = lab.dir().join("false-relay.toml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "slirp4netns = \"/bin/false\"\ndns_upstream = [\"{}:53\"]\n",
+            lab.v4(2)
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let req = request(
+        "#!/bin/bash\necho ran\necho ran > /workspace/ran\n",
+        net_policy(&["api.example.test"], &[]),
+    );
+    let o = finish(spawn_with_config(&req, &cfg));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
+    assert_eq!(e.layer, Layer::Network);
+    assert!(
+        e.message
+            .contains("/bin/false did not set up the run's network"),
+        "{}",
+        e.message
+    );
+    assert!(!o.result.stdout.contains("ran"), "{}", o.result.stdout);
+    assert!(o.result.written.is_empty(), "{o:#?}");
+    assert_no_table(&o, &req.run_id);
+    for dir in [
+        state_dir().join("runs").join(&req.run_id),
+        state_dir().join("exec/runs").join(&req.run_id),
+    ] {
+        assert!(!dir.exists(), "{} survived the run", dir.display());
+    }
+    let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    assert!(!mounts.contains(&req.run_id), "a mount of the run survived");
+}
+
 #[test]
 fn privileged_net_kill9_mid_run_then_the_janitor_removes_the_table() {
     privileged!();

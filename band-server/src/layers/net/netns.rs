@@ -120,6 +120,8 @@ pub struct RunNetns {
     relay: Option<Child>,
     /// Closing it tells the relay to exit (`--exit-fd`), also when band-server dies.
     exit_w: Option<OwnedFd>,
+    /// Until [`RunNetns::wait_ready`]: whether the relay said it is ready (false: it exited).
+    ready: Option<std::sync::mpsc::Receiver<bool>>,
     bin: PathBuf,
     stderr: Arc<Mutex<Vec<u8>>>,
 }
@@ -129,6 +131,16 @@ impl RunNetns {
     /// returns once the namespace has its interface, routes and loopback. Any failure: nothing
     /// is left (the namespaces go with the descriptors, the relay is killed).
     pub fn start(bin: &Path, uid: u32, gid: u32) -> Result<RunNetns, NetnsError> {
+        let mut ns = RunNetns::begin(bin, uid, gid)?;
+        ns.wait_ready()?;
+        Ok(ns)
+    }
+
+    /// The first half of [`RunNetns::start`]: the namespaces, and the relay started in them,
+    /// without waiting for it to configure the namespace ([`RunNetns::wait_ready`]). A run joins
+    /// the namespace with bubblewrap meanwhile; nothing of the run uses the network before the
+    /// wait (the jail's input, without which the script never starts, is written after it).
+    pub fn begin(bin: &Path, uid: u32, gid: u32) -> Result<RunNetns, NetnsError> {
         if !Path::new("/dev/net/tun").exists() {
             return Err(NetnsError::NoTun);
         }
@@ -138,6 +150,7 @@ impl RunNetns {
             netns,
             relay: None,
             exit_w: None,
+            ready: None,
             bin: bin.to_path_buf(),
             stderr: Arc::default(),
         };
@@ -149,8 +162,31 @@ impl RunNetns {
             }
         })?;
         ns.spawn_relay(uid, gid)?;
-        ns.wait_ipv6()?;
         Ok(ns)
+    }
+
+    /// The second half of [`RunNetns::start`]: wait for the relay to configure the namespace
+    /// (its ready byte) and for its IPv6 router advertisement. A relay that exits or times out
+    /// is stopped, and the error carries what it printed.
+    pub fn wait_ready(&mut self) -> Result<(), NetnsError> {
+        let Some(ready) = self.ready.take() else {
+            return Ok(());
+        };
+        if !ready.recv_timeout(READY_TIMEOUT).unwrap_or(false) {
+            let _ = self.stop();
+            std::thread::sleep(Duration::from_millis(20));
+            let stderr = self
+                .stderr
+                .lock()
+                .map(|v| String::from_utf8_lossy(&v).trim().to_string())
+                .unwrap_or_default();
+            return Err(NetnsError::NotReady {
+                bin: self.bin.clone(),
+                stderr,
+            });
+        }
+        self.wait_ipv6()?;
+        Ok(())
     }
 
     fn spawn_relay(&mut self, uid: u32, gid: u32) -> Result<(), NetnsError> {
@@ -212,20 +248,8 @@ impl RunNetns {
                 let _ = tx.send(matches!(f.read(&mut b), Ok(1)));
             })
             .map_err(|e| NetnsError::Thread(e.to_string()))?;
-        if rx.recv_timeout(READY_TIMEOUT).unwrap_or(false) {
-            return Ok(());
-        }
-        let _ = self.stop();
-        std::thread::sleep(Duration::from_millis(20));
-        let stderr = self
-            .stderr
-            .lock()
-            .map(|v| String::from_utf8_lossy(&v).trim().to_string())
-            .unwrap_or_default();
-        Err(NetnsError::NotReady {
-            bin: self.bin.clone(),
-            stderr,
-        })
+        self.ready = Some(rx);
+        Ok(())
     }
 
     /// Wait for the relay's router advertisement (a default IPv6 route), unless the kernel has
@@ -239,7 +263,8 @@ impl RunNetns {
                     Err(_) => return true, // no IPv6 in this kernel
                     Ok(t) if has_default_ipv6_route(&t) => return true,
                     Ok(_) if Instant::now() >= deadline => return false,
-                    Ok(_) => std::thread::sleep(Duration::from_millis(2)),
+                    // The advertisement follows the relay's ready byte by about 0.1 to 2 ms.
+                    Ok(_) => std::thread::sleep(Duration::from_micros(250)),
                 }
             }
         })?;
@@ -359,6 +384,7 @@ mod tests {
             netns: fd(),
             relay: Some(relay),
             exit_w: Some(exit_w),
+            ready: None,
             bin: PathBuf::from("sleep"),
             stderr: Arc::default(),
         };

@@ -1,6 +1,6 @@
 //! Apply the process layer's plan, in two steps: the jail's input (with the memfd guard it
-//! depends on), then the spawn of bubblewrap, last of all steps: it needs what every other step
-//! left.
+//! depends on), then the spawn of bubblewrap, the last step that builds: it needs what every
+//! step before left (only waits come after it, [`crate::layer::Phase::Ready`]).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
