@@ -448,6 +448,9 @@ pub fn serve(
         ),
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
             Ok(Message::Request(req)) => {
+                if !req.policy.allow.net.is_empty() {
+                    crate::layers::net::nft::open_early(&cfg.nft);
+                }
                 let gone = input.take().map(watch_client).unwrap_or_default();
                 let (result, rest) = execute_until_result(&req, cfg, sink, &gone);
                 removal = Some(rest);

@@ -375,13 +375,31 @@ fn library() -> Option<&'static Mutex<sys::NftLibrary>> {
         .as_ref()
 }
 
+/// Whether `bin` is the system's nft (present), whose library runs in process.
+fn is_system(bin: &Path) -> bool {
+    bin == Path::new(crate::config::DEFAULT_NFT) && bin.is_file()
+}
+
+/// Open the process's libnftables context now, on a thread of its own, when `bin` is the
+/// system's nft. A run with `allow.net` calls this as soon as its request is read: loading the
+/// library and making its context (about 0.7 ms) then overlaps the run's checks, lease, plan and
+/// cgroup instead of delaying its network, whose first use of the library waits for this one.
+pub fn open_early(bin: &Path) {
+    if is_system(bin) {
+        let _ = std::thread::Builder::new()
+            .name("band-nft-open".into())
+            .spawn(|| {
+                library();
+            });
+    }
+}
+
 impl Nft {
     /// `bin`, in process when it is the system's nft and its library opens.
     pub fn new(bin: &Path) -> Nft {
-        let system = bin == Path::new(crate::config::DEFAULT_NFT) && bin.is_file();
         Nft {
             bin: bin.to_path_buf(),
-            lib: if system { library() } else { None },
+            lib: if is_system(bin) { library() } else { None },
         }
     }
 
