@@ -1121,8 +1121,19 @@ fn privileged_net_libnftables_and_the_nft_program_agree() {
         &[],
     );
     lib.apply(&learned).expect("the stub's batch, in process");
-    let sets = program.list_sets(&table).expect("sets, by the program");
-    assert_eq!(lib.list_sets(&table).expect("sets, in process"), sets);
+    let names = ["dns4", "seen4", "denied6"];
+    let sets = program
+        .list_sets(&table, &names)
+        .expect("sets, by the program");
+    assert_eq!(
+        sets.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["denied6", "dns4", "seen4"],
+        "the sets asked for, and only those"
+    );
+    assert_eq!(
+        lib.list_sets(&table, &names).expect("sets, in process"),
+        sets
+    );
     assert!(
         program
             .list_table(&table)

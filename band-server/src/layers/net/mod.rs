@@ -421,11 +421,13 @@ impl NetLayer {
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
     pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
-        // One listing of the whole table for all four sets (one `nft` process, not four).
-        let mut sets = self.nft.list_sets(&self.table).unwrap_or_else(|e| {
-            crate::say!("band-server: net: {e}");
-            Default::default()
-        });
+        let mut sets = self
+            .nft
+            .list_sets(&self.table, &["seen4", "seen6", "denied4", "denied6"])
+            .unwrap_or_else(|e| {
+                crate::say!("band-server: net: {e}");
+                Default::default()
+            });
         let mut read = |set: &str| sets.remove(set).unwrap_or_default();
         let mut seen = read("seen4");
         seen.extend(read("seen6"));

@@ -487,9 +487,28 @@ impl Nft {
         }
     }
 
-    /// The destinations recorded in every set of the table, by set name: one listing.
-    pub fn list_sets(&self, table: &str) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
-        parse_sets_json(&self.run(true, &["list", "table", "inet", table])?)
+    /// The destinations recorded in the sets `names` of the table, by set name. In process, one
+    /// listing per set (0.07 ms each, against 0.6 ms for the whole table with its rules and
+    /// address ranges); through the program, one listing of the table (one process, not one per
+    /// set).
+    pub fn list_sets(
+        &self,
+        table: &str,
+        names: &[&str],
+    ) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
+        let mut sets = if self.in_process() {
+            let mut all = BTreeMap::new();
+            for name in names {
+                all.extend(parse_sets_json(
+                    &self.run(true, &["list", "set", "inet", table, name])?,
+                )?);
+            }
+            all
+        } else {
+            parse_sets_json(&self.run(true, &["list", "table", "inet", table])?)?
+        };
+        sets.retain(|name, _| names.contains(&name.as_str()));
+        Ok(sets)
     }
 
     pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
