@@ -565,33 +565,37 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
     assert!(!o.result.stdout.contains("ran"));
 }
 
-#[test]
-fn privileged_net_no_relay_fails_closed() {
-    privileged!();
+/// A run whose relay is `relay` (as `slirp4netns` in the server's config): it must fail closed,
+/// in the network layer, with an error that contains `says`, before its script printed anything.
+fn run_with_failing_relay(relay: &str, says: &str, script: &str) -> (RunRequest, Outcome) {
     let lab = internet();
-    let cfg = lab.dir().join("no-relay.toml");
+    let cfg = lab.dir().join("relay.toml");
     fs_err::write(
         &cfg,
         format!(
-            "slirp4netns = \"/nonexistent/slirp4netns\"\ndns_upstream = [\"{}:53\"]\n",
+            "slirp4netns = \"{relay}\"\ndns_upstream = [\"{}:53\"]\n",
             lab.v4(2)
         ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let req = request(
-        "#!/bin/bash\necho ran\n",
-        net_policy(&["api.example.test"], &[]),
-    );
+    let req = request(script, net_policy(&["api.example.test"], &[]));
     let o = finish(spawn_with_config(&req, &cfg));
     assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
     let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
     assert_eq!(e.layer, Layer::Network);
-    assert!(
-        e.message.contains("/nonexistent/slirp4netns"),
-        "{}",
-        e.message
+    assert!(e.message.contains(says), "{}", e.message);
+    assert!(!o.result.stdout.contains("ran"), "{}", o.result.stdout);
+    (req, o)
+}
+
+#[test]
+fn privileged_net_no_relay_fails_closed() {
+    privileged!();
+    let (req, o) = run_with_failing_relay(
+        "/nonexistent/slirp4netns",
+        "/nonexistent/slirp4netns",
+        "#!/bin/bash\necho ran\n",
     );
-    assert!(!o.result.stdout.contains("ran"));
     // The table built before the relay failed is gone.
     assert_no_table(&o, &req.run_id);
 }
@@ -603,31 +607,11 @@ fn privileged_net_no_relay_fails_closed() {
 #[test]
 fn privileged_net_a_relay_that_never_gets_ready_fails_closed_after_bubblewrap_started() {
     privileged!();
-    let lab = internet();
-    let cfg = lab.dir().join("false-relay.toml");
-    fs_err::write(
-        &cfg,
-        format!(
-            "slirp4netns = \"/bin/false\"\ndns_upstream = [\"{}:53\"]\n",
-            lab.v4(2)
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let req = request(
+    let (req, o) = run_with_failing_relay(
+        "/bin/false",
+        "/bin/false did not set up the run's network",
         "#!/bin/bash\necho ran\necho ran > /workspace/ran\n",
-        net_policy(&["api.example.test"], &[]),
     );
-    let o = finish(spawn_with_config(&req, &cfg));
-    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
-    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
-    assert_eq!(e.layer, Layer::Network);
-    assert!(
-        e.message
-            .contains("/bin/false did not set up the run's network"),
-        "{}",
-        e.message
-    );
-    assert!(!o.result.stdout.contains("ran"), "{}", o.result.stdout);
     assert!(o.result.written.is_empty(), "{o:#?}");
     assert_no_table(&o, &req.run_id);
     for dir in [
