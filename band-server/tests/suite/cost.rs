@@ -149,7 +149,17 @@ fn privileged_the_lease_starts_at_the_hint_and_never_shares_a_slot() {
     let held = slot_of(&mut first);
     // The hint at the held slot: every run started now must go past it, each to its own slot.
     state.set_hint(held);
-    let mut others: Vec<std::process::Child> = (0..3).map(|_| state.spawn(&holding)).collect();
+    // Each ends at its own time (0.4 s apart): the hint is read and lowered without a lock, so
+    // releases at the same moment may leave it at any of their slots (by design: it is only
+    // where a search starts), and the check below wants them one after the other.
+    let mut others: Vec<std::process::Child> = (0..3)
+        .map(|i| {
+            state.spawn(&format!(
+                "#!/bin/bash\n{WHO}\nsleep {}\n",
+                2.0 + 0.4 * f64::from(i)
+            ))
+        })
+        .collect();
     let mut slots: Vec<u32> = others.iter_mut().map(slot_of).collect();
     slots.push(held);
     // Every run ends before any assertion (the state directory is removed on drop).
