@@ -171,7 +171,7 @@ pub enum Phase {
     Spawn,
     /// After the spawn, before the jail's input is written (the script cannot start before it):
     /// waits for what was started earlier and may finish while bubblewrap builds the sandbox
-    /// (the network's relay).
+    /// (the network's relay), and makes what only the script needs (the wrappers in `/usr/bin`).
     Ready,
 }
 

@@ -93,6 +93,7 @@ mod tests {
                 "Cli: the report socket",
                 "Process: bubblewrap, spawned in the cgroup as the run's uid",
                 "Net: the relay waited for, and the DNS stub (with allow.net)",
+                "Fs: the wrappers in /usr/bin",
             ]
         );
         // Every layer but the identity (leased before the plan) has a step.

@@ -138,6 +138,7 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
             "Cli: the report socket",
             "Process: bubblewrap, spawned in the cgroup as the run's uid",
             "Net: the relay waited for, and the DNS stub (with allow.net)",
+            "Fs: the wrappers in /usr/bin",
         ]
     );
 

@@ -156,6 +156,8 @@ struct View {
     shim_policy: String,
     run_dir_tmpfs: String,
     run_dir: Vec<String>,
+    /// Made after bubblewrap's spawn, before the jail's input.
+    run_dir_late: Vec<String>,
     seccomp: Vec<String>,
 }
 
@@ -271,6 +273,7 @@ fn view(plan: &RunPlan<'_>) -> View {
         shim_policy: format!("{:?}", plan.pre.cli.policy),
         run_dir_tmpfs: run_dir.tmpfs.clone(),
         run_dir: run_dir.ops.iter().map(describe).collect(),
+        run_dir_late: run_dir.late.iter().map(describe).collect(),
         seccomp: process
             .seccomp
             .iter()

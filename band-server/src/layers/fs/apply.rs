@@ -9,6 +9,16 @@ use crate::run::RunGuard;
 /// run directory → collect: its root on the host.
 pub struct RunDirRoot(pub std::path::PathBuf);
 
+/// The late step ([`crate::layer::Phase::Ready`]): the wrappers in `/usr/bin`, made while
+/// bubblewrap builds the sandbox, before the jail's input is written.
+pub(crate) fn wrappers(
+    inp: &Inputs<'_>,
+    _out: &mut Applied,
+    _guard: &mut RunGuard,
+) -> SetupResult<()> {
+    RunDir::finish(inp.plan.run_dir(band::proto::Layer::Filesystem)?)
+}
+
 /// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn run_dir(
     inp: &Inputs<'_>,

@@ -111,11 +111,18 @@ impl RunLayer for Fs {
         Ok(())
     }
     fn steps(&self) -> &'static [crate::layer::Step] {
-        &[crate::layer::Step {
-            phase: crate::layer::Phase::RunDir,
-            what: "the run directory",
-            apply: apply::run_dir,
-        }]
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::RunDir,
+                what: "the run directory",
+                apply: apply::run_dir,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Ready,
+                what: "the wrappers in /usr/bin",
+                apply: apply::wrappers,
+            },
+        ]
     }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         // Run directories are listed before leases are read: a server writes its lease before it

@@ -196,6 +196,11 @@ pub struct RunDirPlan<'a> {
     /// The tmpfs mount options.
     pub tmpfs: String,
     pub ops: Vec<FsOp<'a>>,
+    /// What only the script needs, not bubblewrap: the wrappers in `usr/bin` (links to band-shim,
+    /// one per command). Made by [`RunDir::finish`] after bubblewrap's spawn, while it builds the
+    /// sandbox, and before the jail's input is written (so before the script starts): they are
+    /// never mount points, and bubblewrap's read-only bind of the root shows them as they come.
+    pub late: Vec<FsOp<'a>>,
     /// (sandbox path, source) for library trees prepared with masks.
     pub lib_binds: Vec<(String, PathBuf)>,
 }
@@ -524,8 +529,9 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
 
     let bin = usr.join("bin");
     p.mkdir(bin.clone(), 0o755, None);
+    let mut late = Vec::new();
     for name in spec.wrappers {
-        p.ops.push(FsOp::Symlink {
+        late.push(FsOp::Symlink {
             target: PathBuf::from("/band/shim"),
             link: bin.join(name),
             name: name.clone(),
@@ -590,6 +596,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         root,
         tmpfs,
         ops: p.ops,
+        late,
         lib_binds,
     }
 }
@@ -658,6 +665,11 @@ impl RunDir {
                 }
             })?;
         Ok(dir)
+    }
+
+    /// Apply the plan's late steps ([`RunDirPlan::late`]) to the run directory `create` made.
+    pub fn finish(plan: &RunDirPlan<'_>) -> SetupResult<()> {
+        plan.late.iter().try_for_each(|op| apply_op(op, plan))
     }
 
     /// Unmount (lazily, with everything below) and remove. Idempotent.
@@ -1218,11 +1230,21 @@ mod tests {
         }
         // Nothing is made inside a mounted library tree (it is the host's, read-only).
         assert!(!dirs.iter().any(|d| d.starts_with("usr/lib/")), "{dirs:?}");
-        assert!(plan.ops.contains(&FsOp::Symlink {
+        // The wrappers are made late (after bubblewrap's spawn), never before.
+        let git = FsOp::Symlink {
             target: PathBuf::from("/band/shim"),
             link: root.join("usr/bin/git"),
             name: "git".into(),
-        }));
+        };
+        assert!(plan.late.contains(&git) && !plan.ops.contains(&git));
+        assert!(
+            plan.late.iter().all(|op| matches!(
+                op,
+                FsOp::Symlink { link, .. } if link.parent() == Some(&root.join("usr/bin"))
+            )),
+            "only links in usr/bin are late: {:?}",
+            plan.late
+        );
     }
 
     /// The sandbox's root is bound read-only by bubblewrap: every path bubblewrap used to make
