@@ -409,3 +409,32 @@ pub(crate) fn run_janitor(config: Option<&Path>) -> std::process::Output {
     );
     out
 }
+
+/// A state directory of a test's own under `/run`, removed on drop with everything in it: the
+/// program cache band-server mounts in it (a tmpfs) is unmounted first, or the directory would
+/// stay behind, mounted.
+pub(crate) struct OwnStateDir(tempfile::TempDir);
+
+impl OwnStateDir {
+    pub(crate) fn new(prefix: &str) -> OwnStateDir {
+        OwnStateDir(
+            tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir_in("/run")
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for OwnStateDir {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path().join("exec"))
+            .status();
+    }
+}

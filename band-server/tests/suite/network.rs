@@ -551,10 +551,7 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
     // directory, and one without nft would clear a dead run's lease but leave its table (the
     // kill -9 tests' runs, in the shared one, then keep theirs). Uids stay apart across state
     // directories (each is locked host-wide while leased).
-    let state = tempfile::Builder::new()
-        .prefix("band-test-no-nft-")
-        .tempdir_in("/run")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let state = OwnStateDir::new("band-test-no-nft-");
     let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
         .unwrap_or_else(|e| panic!("{e}"));
     let o = finish(spawn_line_in(&line, &cfg, state.path()));
