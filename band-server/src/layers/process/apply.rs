@@ -1,6 +1,7 @@
 //! Apply the process layer's plan, in two steps: the jail's input (with the memfd guard it
-//! depends on), then the spawn of bubblewrap, the last step that builds: it needs what every
-//! step before left (only waits come after it, [`crate::layer::Phase::Ready`]).
+//! depends on), then the spawn of bubblewrap: it needs what every step before left (after it
+//! come only the steps of [`crate::layer::Phase::Ready`], which wait for what was started
+//! earlier or make what only the script needs).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
