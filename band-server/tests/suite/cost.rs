@@ -70,18 +70,18 @@ const WHO: &str = r#"echo "user=$(awk -F: -v u="$(awk '/^Uid:/{print $2}' /proc/
 
 /// A state directory of the test's own (uids are locked host-wide, so it is safe next to the
 /// suite's `/run/band-test`): other runs cannot move its lease hint under the test.
-struct OwnState(std::path::PathBuf);
+struct OwnState(OwnStateDir);
 
 impl OwnState {
     fn new(tag: &str) -> OwnState {
-        let dir = std::path::PathBuf::from(format!("/run/band-test-{tag}-{}", std::process::id()));
-        fs_err::create_dir_all(dir.join("leases")).unwrap_or_else(|e| panic!("{e}"));
+        let dir = OwnStateDir::new(&format!("band-test-{tag}-"));
+        fs_err::create_dir_all(dir.path().join("leases")).unwrap_or_else(|e| panic!("{e}"));
         OwnState(dir)
     }
 
     fn set_hint(&self, slot: u32) {
         fs_err::write(
-            band_server::layers::identity::uidpool::hint_path(&self.0),
+            band_server::layers::identity::uidpool::hint_path(self.0.path()),
             slot.to_string(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
@@ -96,19 +96,8 @@ impl OwnState {
         spawn_line_in(
             &line,
             std::path::Path::new("/nonexistent/band-test/server.toml"),
-            &self.0,
+            self.0.path(),
         )
-    }
-}
-
-impl Drop for OwnState {
-    fn drop(&mut self) {
-        // The program cache is a tmpfs of its own.
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.0.join("exec"))
-            .status();
-        let _ = fs_err::remove_dir_all(&self.0);
     }
 }
 
@@ -176,7 +165,7 @@ fn privileged_the_lease_starts_at_the_hint_and_never_shares_a_slot() {
     distinct.dedup();
     assert_eq!(distinct.len(), slots.len(), "a slot was shared: {slots:?}");
     // Released slots lower the hint again: the lowest of them is where the next run looks.
-    let hint = band_server::layers::identity::uidpool::read_hint(&state.0);
+    let hint = band_server::layers::identity::uidpool::read_hint(state.0.path());
     assert!(
         hint <= *slots.iter().min().unwrap_or(&0),
         "hint {hint} after releasing {slots:?}"
