@@ -142,6 +142,56 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
     check(rc).map(|_| ())
 }
 
+/// `mount --bind src target` of a device node (not recursive), then remount it `nosuid` only:
+/// the device stays usable (no `nodev`) and writable, as bubblewrap's `--dev` binds them. Made in
+/// the initial user namespace, its flags are locked for bubblewrap's copy.
+pub fn bind_device(src: &Path, target: &Path) -> io::Result<()> {
+    let src = cstring(src)?;
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
+    // MS_BIND.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    check(rc)?;
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID,
+            std::ptr::null(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Mount a new devpts instance at `target` (`nosuid,noexec`), as bubblewrap's `--dev` does:
+/// the run's own pseudo-terminals, none of the host's or another run's. `/dev/ptmx` is a link to
+/// its `ptmx`, mode 0666; a terminal's slave is owned by whoever opened it, mode 0620.
+pub fn mount_devpts(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    let data = c"newinstance,ptmxmode=0666,mode=620";
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"devpts".as_ptr(),
+            target.as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            data.as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
 /// Mount a read-only overlay of `lowers` (first = topmost) at `target`, `nosuid,nodev`.
 pub fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
     let mut data = String::from("lowerdir=");

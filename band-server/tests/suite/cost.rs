@@ -441,3 +441,106 @@ fn privileged_the_root_is_one_bind_prepared_by_band_server() {
     }
     assert!(wrappers > 0, "no wrappers in /usr/bin: {o:#?}");
 }
+
+/// The probe of [`privileged_dev_is_one_bind_prepared_by_band_server`]: what `/dev` holds, and
+/// whether its devices work, with bash's builtins only.
+const DEV_PROBE: &str = "#!/bin/bash\n\
+    shopt -s dotglob nullglob\n\
+    for f in /dev/*; do\n\
+      if [[ -L $f ]]; then echo \"path $f=link\"\n\
+      elif [[ -c $f ]]; then echo \"path $f=char\"\n\
+      elif [[ -d $f ]]; then echo \"path $f=dir\"\n\
+      else echo \"path $f=other\"; fi\n\
+    done\n\
+    [[ /dev/ptmx -ef /dev/pts/ptmx ]] && echo ptmx_link=pts\n\
+    [[ /dev/fd -ef /proc/self/fd ]] && echo fd_link=proc\n\
+    if echo x > /dev/null; then echo null=written; else echo null=refused; fi\n\
+    if read -r -n 1 -d '' z < /dev/zero; then echo zero=read; else echo zero=refused; fi\n\
+    if read -r -n 8 u < /dev/urandom; then echo urandom=read; else echo urandom=refused; fi\n\
+    if (echo x > /dev/full) 2>/dev/null; then echo full=written; else echo full=refused; fi\n\
+    if exec 7<>/dev/ptmx; then echo ptmx=opened; else echo ptmx=refused; fi\n\
+    pts=''; for f in /dev/pts/*; do pts=\"$pts ${f#/dev/pts/}\"; done; echo \"pts=${pts# }\"\n\
+    for d in /dev /dev/shm /dev/pts; do\n\
+      if (echo x > \"$d/band-probe\") 2>/dev/null; then echo \"write $d=written\"; else echo \"write $d=refused\"; fi\n\
+    done\n\
+    while read -r _id _parent _dev _root mp opts _rest; do\n\
+      [[ $mp == /dev || $mp == /dev/* ]] && echo \"mount $mp=$opts\"\n\
+    done < /proc/self/mountinfo\n\
+    true\n";
+
+/// `/dev` is one bind (`--dev-bind`) of a folder band-server prepared in the run directory, not
+/// bubblewrap's `--dev` (six binds and a read-only remount of its own). Seen from inside it is
+/// what `--dev` made: the same entries, usable devices (`/dev/full` refuses writes as a device
+/// does), a pseudo-terminal from the run's own devpts instance (only the run's terminal is in
+/// `/dev/pts`), nothing writable in `/dev` or `/dev/shm`, every device mount nosuid.
+#[test]
+fn privileged_dev_is_one_bind_prepared_by_band_server() {
+    privileged!();
+    let o = run(&request(DEV_PROBE, policy()));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let mut paths: Vec<(&str, &str)> = kv
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("path ")?, v.as_str())))
+        .collect();
+    paths.sort();
+    let mut want = vec![
+        ("/dev/core", "link"),
+        ("/dev/fd", "link"),
+        ("/dev/full", "char"),
+        ("/dev/null", "char"),
+        ("/dev/ptmx", "link"),
+        ("/dev/pts", "dir"),
+        ("/dev/random", "char"),
+        ("/dev/shm", "dir"),
+        ("/dev/stderr", "link"),
+        ("/dev/stdin", "link"),
+        ("/dev/stdout", "link"),
+        ("/dev/tty", "char"),
+        ("/dev/urandom", "char"),
+        ("/dev/zero", "char"),
+    ];
+    want.sort();
+    assert_eq!(paths, want, "{o:#?}");
+    for (k, v) in [
+        ("null", "written"),
+        ("zero", "read"),
+        ("urandom", "read"),
+        ("full", "refused"),
+        ("ptmx", "opened"),
+        ("ptmx_link", "pts"),
+        ("fd_link", "proc"),
+        ("pts", "0 ptmx"),
+        ("write /dev", "refused"),
+        ("write /dev/shm", "refused"),
+        ("write /dev/pts", "refused"),
+    ] {
+        assert_eq!(kv.get(k).map(String::as_str), Some(v), "{k}: {o:#?}");
+    }
+    let mounts: std::collections::BTreeMap<&str, Vec<&str>> = kv
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("mount ")?, v.split(',').collect())))
+        .collect();
+    let mut at: Vec<&str> = mounts.keys().copied().collect();
+    at.sort();
+    let mut want_at = vec![
+        "/dev",
+        "/dev/full",
+        "/dev/null",
+        "/dev/pts",
+        "/dev/random",
+        "/dev/tty",
+        "/dev/urandom",
+        "/dev/zero",
+    ];
+    want_at.sort();
+    assert_eq!(at, want_at, "{o:#?}");
+    for (m, opts) in &mounts {
+        assert!(opts.contains(&"nosuid"), "{m} is not nosuid: {opts:?}");
+        if *m == "/dev" {
+            for f in ["ro", "nodev", "noexec"] {
+                assert!(opts.contains(&f), "/dev is not {f}: {opts:?}");
+            }
+        }
+    }
+}

@@ -217,6 +217,14 @@ fn describe(op: &FsOp<'_>) -> String {
                 target.display()
             )
         }
+        FsOp::BindDevice { source, target } => {
+            format!(
+                "bind device {} -> {} nosuid",
+                source.display(),
+                target.display()
+            )
+        }
+        FsOp::Devpts { target } => format!("devpts at {}", target.display()),
         FsOp::MaskLibrary {
             root, rels, target, ..
         } => format!(

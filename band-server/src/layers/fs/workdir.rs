@@ -117,6 +117,19 @@ pub struct RunDirSpec<'a, 'd> {
 /// is read-only once bound.
 pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
 
+/// The host's device nodes bound in the sandbox's `/dev` (bubblewrap's `--dev` set).
+pub const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// The links in the sandbox's `/dev`: (link, target), bubblewrap's `--dev` set.
+pub const DEV_LINKS: &[(&str, &str)] = &[
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+    ("fd", "/proc/self/fd"),
+    ("core", "/proc/kcore"),
+    ("ptmx", "pts/ptmx"),
+];
+
 /// The compatibility links at the sandbox's root: (link, target).
 pub const ROOT_LINKS: &[(&str, &str)] = &[
     ("bin", "usr/bin"),
@@ -175,6 +188,16 @@ pub enum FsOp<'a> {
     /// only when the host has `source` (bubblewrap's `--ro-bind-try`).
     BindHost {
         source: PathBuf,
+        target: PathBuf,
+    },
+    /// A bind of the host's device node `source` at `target` (a file), `nosuid` only
+    /// ([`sys::bind_device`]).
+    BindDevice {
+        source: PathBuf,
+        target: PathBuf,
+    },
+    /// A new devpts instance at `target` ([`sys::mount_devpts`]).
+    Devpts {
         target: PathBuf,
     },
     /// A read-only overlay at `target`: a layer of whiteouts (one per file of `rels`, shared
@@ -434,6 +457,42 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
 
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
+
+    // dev/: the sandbox's `/dev`, bound by bubblewrap (`--dev-bind`, one bind; its `--dev` made
+    // six binds, each with a read-only remount and a re-read of its mount table, then
+    // `--remount-ro` read it once more). Read-only and noexec; the host's device nodes each a
+    // nosuid bind (usable, writable), a devpts instance of the run's own, the usual links.
+    let dev = root.join("dev");
+    p.mkdir(dev.clone(), 0o755, None);
+    for d in ["shm", "pts"] {
+        p.mkdir(dev.join(d), 0o755, None);
+    }
+    for n in DEV_NODES {
+        p.write(dev.join(n), Cow::Borrowed(b""), 0o444, None);
+    }
+    for (link, target) in DEV_LINKS {
+        p.ops.push(FsOp::Symlink {
+            target: PathBuf::from(target),
+            link: dev.join(link),
+            name: format!("/dev/{link}"),
+        });
+    }
+    p.bind(
+        &dev,
+        &dev,
+        true,
+        true,
+        "failed to make dev/ read-only and noexec".into(),
+    );
+    for n in DEV_NODES {
+        p.ops.push(FsOp::BindDevice {
+            source: Path::new("/dev").join(n),
+            target: dev.join(n),
+        });
+    }
+    p.ops.push(FsOp::Devpts {
+        target: dev.join("pts"),
+    });
 
     let etc = sroot.join("etc");
     p.mkdir(etc.clone(), 0o755, None);
@@ -753,6 +812,12 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             )
             .layer(fsl, format!("failed to bind {}", source.display()))
         }
+        FsOp::BindDevice { source, target } => sys::bind_device(source, target)
+            .layer(fsl, format!("failed to bind {} at /dev", source.display())),
+        FsOp::Devpts { target } => sys::mount_devpts(target).layer(
+            fsl,
+            format!("failed to mount a devpts instance on {}", target.display()),
+        ),
         FsOp::MaskLibrary {
             index,
             root,
@@ -1008,7 +1073,7 @@ mod tests {
     }
 
     #[test]
-    fn skill_and_every_writable_directory_are_noexec() {
+    fn skill_dev_and_every_writable_directory_are_noexec() {
         let bundle = [DecodedFile {
             path: "bin/tool".into(),
             mode: 0o755,
@@ -1065,6 +1130,7 @@ mod tests {
             remounts,
             vec![
                 s("root/skill", true),
+                s("dev", true),
                 s("workspace", false),
                 s("io", false),
                 s("tmp", false)

@@ -14,7 +14,11 @@
 //!    `/bin`, `/sbin`, the links at the programs' cache paths, `/band` (the run's exec folder),
 //!    and a mount point for each bind below. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
 //!    be made by band-server is.
-//! 2. `/proc`, `/dev` (then remounted read-only: no writable, executable `/dev/shm`).
+//! 2. `/proc`, and `/dev` in one bind of the folder band-server prepared in the run directory
+//!    (`workdir::plan`): read-only and noexec (no writable, executable `/dev/shm`), the host's
+//!    `null`, `zero`, `full`, `random`, `urandom` and `tty` each a nosuid bind, a devpts
+//!    instance of the run's own, the links bubblewrap's `--dev` makes. bubblewrap's `--dev`
+//!    made the same with six binds of its own.
 //! 3. band-shim over each declared program of the skill, the writable `/workspace` and `/tmp`,
 //!    `/band/io` (on `/band`, which is the run's exec folder bound in the root by band-server:
 //!    `#!` scripts, shim, jail, socket, the `bin` link to `/usr/bin`), then host mounts for absolute `allow.read`
@@ -215,8 +219,10 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         plan.run_dir.join("root").into_os_string(),
         "/".into(),
     );
-    push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
+    push(&mut a, &["--proc", "/proc"]);
     let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
+    // `/dev`, prepared by band-server (`workdir::plan`): read-only, its device nodes usable.
+    bind(&mut a, "--dev-bind", run("dev"), "/dev".into());
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
         bind(
@@ -240,7 +246,6 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             e.dest.clone().into_os_string(),
         );
     }
-    push(&mut a, &["--remount-ro", "/dev"]);
     for (k, v) in sandbox_env(plan.has_config) {
         push(&mut a, &["--setenv", k, v]);
     }
@@ -320,7 +325,8 @@ mod tests {
             "/",
             "--proc",
             "/proc",
-            "--dev",
+            "--dev-bind",
+            &format!("{r}/dev"),
             "/dev",
             "--ro-bind",
             "/run/band/exec/cache/band-shim-0123",
@@ -337,8 +343,6 @@ mod tests {
             "--ro-bind",
             &format!("{r}/host/0"),
             "/data",
-            "--remount-ro",
-            "/dev",
             "--setenv",
             "PATH",
             "/band/bin",
