@@ -108,44 +108,25 @@ pub struct BindFlags {
 /// (in the initial user namespace) keeps these flags locked inside the sandbox's user namespace,
 /// so bubblewrap's copy of it cannot lift `ro` or `noexec`.
 pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()> {
-    let src = cstring(src)?;
-    let target = cstring(target)?;
-    // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
-    // MS_BIND.
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
-        )
-    };
-    check(rc)?;
-    let mut f = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    let mut f = libc::MS_NOSUID | libc::MS_NODEV;
     if flags.read_only {
         f |= libc::MS_RDONLY;
     }
     if flags.no_exec {
         f |= libc::MS_NOEXEC;
     }
-    // SAFETY: as above.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            target.as_ptr(),
-            std::ptr::null(),
-            f,
-            std::ptr::null(),
-        )
-    };
-    check(rc).map(|_| ())
+    bind_then_remount(src, target, f)
 }
 
 /// `mount --bind src target` of a device node (not recursive), then remount it `nosuid` only:
 /// the device stays usable (no `nodev`) and writable, as bubblewrap's `--dev` binds them. Made in
 /// the initial user namespace, its flags are locked for bubblewrap's copy.
 pub fn bind_device(src: &Path, target: &Path) -> io::Result<()> {
+    bind_then_remount(src, target, libc::MS_NOSUID)
+}
+
+/// A non-recursive bind of `src` at `target`, then a remount of it with `flags`.
+fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
     let src = cstring(src)?;
     let target = cstring(target)?;
     // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
@@ -166,7 +147,7 @@ pub fn bind_device(src: &Path, target: &Path) -> io::Result<()> {
             std::ptr::null(),
             target.as_ptr(),
             std::ptr::null(),
-            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID,
+            libc::MS_BIND | libc::MS_REMOUNT | flags,
             std::ptr::null(),
         )
     };

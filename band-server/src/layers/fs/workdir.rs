@@ -271,6 +271,17 @@ impl<'a> Planned<'a> {
         });
     }
 
+    /// Symlinks `(link, target)` in `dir`, which the sandbox sees at `at` (for error messages).
+    fn links(&mut self, dir: &Path, at: &str, links: &[(&str, &str)]) {
+        for (link, target) in links {
+            self.ops.push(FsOp::Symlink {
+                target: PathBuf::from(target),
+                link: dir.join(link),
+                name: format!("{at}/{link}"),
+            });
+        }
+    }
+
     fn bind(&mut self, source: &Path, target: &Path, read_only: bool, no_exec: bool, what: String) {
         self.ops.push(FsOp::Bind {
             source: source.to_path_buf(),
@@ -302,13 +313,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     for d in ROOT_MOUNT_POINTS {
         p.mkdir(sroot.join(d), 0o755, None);
     }
-    for (link, target) in ROOT_LINKS {
-        p.ops.push(FsOp::Symlink {
-            target: PathBuf::from(target),
-            link: sroot.join(link),
-            name: format!("/{link}"),
-        });
-    }
+    p.links(&sroot, "", ROOT_LINKS);
     // /band: the run's exec folder, read-only (its programs run from there: not noexec); only
     // `io/` on it is bound writable, by bubblewrap.
     p.bind(
@@ -470,13 +475,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     for n in DEV_NODES {
         p.write(dev.join(n), Cow::Borrowed(b""), 0o444, None);
     }
-    for (link, target) in DEV_LINKS {
-        p.ops.push(FsOp::Symlink {
-            target: PathBuf::from(target),
-            link: dev.join(link),
-            name: format!("/dev/{link}"),
-        });
-    }
+    p.links(&dev, "/dev", DEV_LINKS);
     p.bind(
         &dev,
         &dev,
