@@ -267,6 +267,15 @@ fn privileged_killed_right_after_its_result_band_server_leaves_nothing_to_the_ja
     assert!(left.is_empty(), "left of {run_id}: {left:#?}");
 }
 
+/// The probes' `mount <at>=<opts>` lines: each mount point with its options, in order.
+fn mount_options(
+    kv: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<&str, Vec<&str>> {
+    kv.iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("mount ")?, v.split(',').collect())))
+        .collect()
+}
+
 /// The probe of [`privileged_the_root_is_one_bind_prepared_by_band_server`]: every mount with
 /// its flags (`mount <at>=<opts>`), and every path of the sandbox's tree that is not under a
 /// mount other than `/` (`path <at>=dir|file|link|mount`), walked with bash's builtins only.
@@ -295,8 +304,8 @@ const ROOT_PROBE: &str = "#!/bin/bash\n\
 /// (`usr/`, `etc/`, `skill/`, `/band`, the links, the mount points): bubblewrap binds only what
 /// it must (`/proc`, `/dev`, the writable folders). Seen from inside: `/usr` and `/etc` are no
 /// longer mounts of their own (they were binds before), every mount keeps the flags it had
-/// (read-only, nosuid, nodev except the three writable noexec folders and bubblewrap's `/proc`
-/// and `/dev`), nothing can be written or made outside them, and the root holds exactly the
+/// (read-only, nosuid, nodev except the three writable noexec folders, bubblewrap's `/proc` and
+/// the device mounts under `/dev`), nothing can be written or made outside them, and the root holds exactly the
 /// paths it held before: the same folders, files and links (compared with the build before this
 /// change: the same listing, except that `/usr` and `/etc` were mounts).
 #[test]
@@ -305,10 +314,7 @@ fn privileged_the_root_is_one_bind_prepared_by_band_server() {
     let o = run(&request(ROOT_PROBE, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let mounts: std::collections::BTreeMap<&str, Vec<&str>> = kv
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("mount ")?, v.split(',').collect())))
-        .collect();
+    let mounts = mount_options(&kv);
     let host_has = |p: &str| fs_err::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     let lib_roots: Vec<&str> = band_server::layers::fs::execmask::LIB_ROOTS
         .iter()
@@ -517,13 +523,9 @@ fn privileged_dev_is_one_bind_prepared_by_band_server() {
     ] {
         assert_eq!(kv.get(k).map(String::as_str), Some(v), "{k}: {o:#?}");
     }
-    let mounts: std::collections::BTreeMap<&str, Vec<&str>> = kv
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("mount ")?, v.split(',').collect())))
-        .collect();
-    let mut at: Vec<&str> = mounts.keys().copied().collect();
-    at.sort();
-    let mut want_at = vec![
+    let mounts = mount_options(&kv);
+    let at: Vec<&str> = mounts.keys().copied().collect();
+    let want_at = [
         "/dev",
         "/dev/full",
         "/dev/null",
@@ -533,7 +535,6 @@ fn privileged_dev_is_one_bind_prepared_by_band_server() {
         "/dev/urandom",
         "/dev/zero",
     ];
-    want_at.sort();
     assert_eq!(at, want_at, "{o:#?}");
     for (m, opts) in &mounts {
         assert!(opts.contains(&"nosuid"), "{m} is not nosuid: {opts:?}");
