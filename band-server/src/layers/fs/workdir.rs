@@ -220,9 +220,11 @@ pub struct RunDirPlan<'a> {
     pub tmpfs: String,
     pub ops: Vec<FsOp<'a>>,
     /// What only the script needs, not bubblewrap: the wrappers in `usr/bin` (links to band-shim,
-    /// one per command). Made by [`RunDir::finish`] after bubblewrap's spawn, while it builds the
-    /// sandbox, and before the jail's input is written (so before the script starts): they are
-    /// never mount points, and bubblewrap's read-only bind of the root shows them as they come.
+    /// one per command), and the links at the programs' cache paths with their folders
+    /// ([`RunDirSpec::links`]). Made by [`RunDir::finish`] after bubblewrap's spawn, while it
+    /// builds the sandbox, and before the jail's input is written (so before the script starts):
+    /// they are never mount points, and bubblewrap's read-only bind of the root shows them as
+    /// they come.
     pub late: Vec<FsOp<'a>>,
     /// (sandbox path, source) for library trees prepared with masks.
     pub lib_binds: Vec<(String, PathBuf)>,
@@ -597,7 +599,9 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     }
 
     // Symlinks at absolute sandbox paths (a program's cache path → its wrapper, its installation
-    // around it), with their parent folders.
+    // around it), with their parent folders: late too (34 folders and 34 links for the essential
+    // commands alone), since only the script's programs follow them, never bubblewrap.
+    let early = p.ops.len();
     for (link, target) in spec.links {
         let Ok(rel) = link.strip_prefix("/") else {
             continue;
@@ -619,6 +623,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             name: link.display().to_string(),
         });
     }
+    late.extend(p.ops.split_off(early));
 
     if !spec.host_mounts.is_empty() {
         p.mkdir(root.join("host"), 0o755, None);
@@ -1306,8 +1311,12 @@ mod tests {
             plan.late.iter().all(|op| matches!(
                 op,
                 FsOp::Symlink { link, .. } if link.parent() == Some(&root.join("usr/bin"))
+                    || link.starts_with(root.join("run/band/exec/cache"))
+            ) || matches!(
+                op,
+                FsOp::Mkdir { path, .. } if path.starts_with(root.join("run"))
             )),
-            "only links in usr/bin are late: {:?}",
+            "only the wrappers in usr/bin and the cache paths' links are late: {:?}",
             plan.late
         );
     }
@@ -1363,7 +1372,7 @@ mod tests {
         let mut dirs: Vec<String> = Vec::new();
         let mut files: Vec<String> = Vec::new();
         let mut symlinks: Vec<(String, String)> = Vec::new();
-        for op in &plan.ops {
+        for op in plan.ops.iter().chain(&plan.late) {
             match op {
                 FsOp::Mkdir { path, mode, owner } => {
                     if let Some(r) = rel(path) {
