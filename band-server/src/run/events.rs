@@ -209,6 +209,8 @@ pub(super) enum Msg {
     JailEof,
     Report(Report),
     Dns(Lookup),
+    /// bubblewrap has exited (not yet reaped): the loop looks at once ([`spawn_exit_watch`]).
+    Exited,
 }
 
 pub(super) fn spawn_reader(
@@ -418,11 +420,39 @@ impl LoopState {
                     self.forged_why.push(why);
                 }
             }
+            // The run loop reaps it when it looks again, which this message makes happen now.
+            Msg::Exited => {}
         }
     }
 }
 
-/// How often the run loop checks whether bubblewrap exited, while messages are quiet …
+/// Tell the run loop the moment bubblewrap exits, instead of at its next look ([`EXITING_POLL`]
+/// after the output pipes closed, up to a millisecond later; [`POLL`] otherwise): a thread waits
+/// on the child's pidfd with `waitid(P_PIDFD, WEXITED | WNOWAIT)`, which leaves the exit status
+/// for the loop's `try_wait` to reap. The pidfd is opened here, before anything can reap the
+/// child, so it names bubblewrap and nothing else. Whether a watcher runs: without pidfds (Linux
+/// before 5.4) or a thread, the loop's polling alone notices the exit, as before.
+pub(super) fn spawn_exit_watch(child: &std::process::Child, tx: Sender<Msg>) -> bool {
+    use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid};
+    let Ok(pidfd) = pidfd_open(Pid::from_child(child), PidfdFlags::empty()) else {
+        return false;
+    };
+    std::thread::Builder::new()
+        .name("exit".into())
+        .spawn(move || {
+            use std::os::fd::AsFd;
+            // Exited, or already reaped (a kill path's `wait`): either way, look.
+            while let Err(rustix::io::Errno::INTR) = waitid(
+                WaitId::PidFd(pidfd.as_fd()),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {}
+            let _ = tx.send(Msg::Exited);
+        })
+        .is_ok()
+}
+
+/// Without an exit watcher ([`spawn_exit_watch`]), how often the run loop checks whether
+/// bubblewrap exited, while messages are quiet …
 const POLL: Duration = Duration::from_millis(20);
 /// … and once its stdout and stderr are closed (it is exiting): a run's end is noticed within a
 /// millisecond, not up to a whole [`POLL`] later …
@@ -535,6 +565,31 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    /// The watcher says when the child exits, and leaves its status to be reaped by `try_wait`.
+    #[test]
+    fn the_exit_watch_wakes_the_loop_and_leaves_the_status_to_reap() {
+        let (tx, rx) = mpsc::channel();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read _; exit 3"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert!(spawn_exit_watch(&child, tx), "pidfds are Linux 5.4's");
+        // Alive: nothing yet.
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_millis(100)),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        drop(child.stdin.take());
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(Msg::Exited)
+        ));
+        // Not reaped by the watcher: the exit status is still there for the loop.
+        let status = child.try_wait().unwrap().expect("exited");
+        assert_eq!(status.code(), Some(3));
+    }
 
     #[test]
     fn jail_status_lines() {

@@ -228,6 +228,9 @@ fn execute_inner(
     };
     write_secrets(spawned.secrets_w, spawned.jail_json)?;
     spawn_status_reader(spawned.status_r, tx.clone())?;
+    if let Some(child) = guard.child.as_ref() {
+        events::spawn_exit_watch(child, tx.clone());
+    }
     if let Some(s) = stdout {
         spawn_reader(s, tx.clone(), true)?;
     }
