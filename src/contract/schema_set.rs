@@ -982,6 +982,24 @@ mod tests {
         assert_eq!(error.code(), Code::SchemaInvalid);
     }
 
+    /// A schema the draft's meta-schema refuses does not compile, whatever the input: it is
+    /// checked against the meta-schema first (jsonschema's validators generated at build time,
+    /// the `macros` feature).
+    #[test]
+    fn a_schema_the_meta_schema_refuses_does_not_compile() {
+        let set = set(&[(
+            "schemas/input/fetch.json",
+            json!({"type": "object", "properties": {"repo": {"minLength": "three"}}}),
+        )]);
+        let error = set.compile("schemas/input/fetch.json").unwrap_err();
+        assert_eq!(error.code(), Code::SchemaInvalid);
+        assert_eq!(
+            error.to_string(),
+            "schemas/input/fetch.json: schema does not compile at /properties/repo/minLength: \
+             \"three\" is not of type \"integer\""
+        );
+    }
+
     #[test]
     fn unresolvable_ref_in_a_def_is_blamed_on_the_def_once() {
         let set = set(&[
