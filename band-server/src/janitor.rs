@@ -77,7 +77,7 @@ fn clean_dead(
         ));
         return report;
     }
-    let _ = file.set_len(0);
+    let _ = uidpool::clear_lease(file);
     // Free again: the next run's search may start here (as after a run's own release).
     uidpool::lower_hint(host.state, slot);
     report.dead_leases.push(slot);

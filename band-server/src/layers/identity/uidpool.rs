@@ -15,10 +15,10 @@
 //! /usr/sbin/nologin`, after the slot's lock is held, so no two servers create the same user.
 
 use fs_err::{self as fs, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 
-use fs_err::os::unix::fs::OpenOptionsExt;
+use fs_err::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -96,7 +96,7 @@ impl Lease {
     /// Clear the lock file and drop the lock. Call only once nothing of the run is alive. The
     /// slot becomes the pool's hint when it is below it (the next run starts its search there).
     pub fn release(self) {
-        let _ = self.file.set_len(0);
+        let _ = clear_lease(&self.file);
         if let Some(state) = self.path.parent().and_then(Path::parent) {
             lower_hint(state, self.slot);
         }
@@ -147,8 +147,52 @@ pub fn read_hint(state: &Path) -> u32 {
         .unwrap_or(0)
 }
 
+/// Written in place, one width for every slot, never truncated: on a state directory on ext4
+/// with `discard` and no journal (`/run` on a disk, as on a VM without systemd) each truncation
+/// of the old number freed its block with a synchronous discard, 0.12 ms against 4 µs.
 fn write_hint(state: &Path, slot: u32) {
-    let _ = fs::write(hint_path(state), format!("{slot}\n"));
+    let _ = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(hint_path(state))
+        .and_then(|f| f.write_all_at(format!("{slot:>HINT_WIDTH$}\n").as_bytes(), 0));
+}
+
+/// The hint's width: any `u32`.
+const HINT_WIDTH: usize = 10;
+
+/// The width of a lease record (`<pid> <run id>`, padded with spaces, then a newline): a pid and
+/// a run id (16 characters) fit with room to spare.
+const LEASE_WIDTH: usize = 47;
+
+/// Write `<pid> <run_id>` over the lease in place ([`LEASE_WIDTH`]), as [`write_hint`] does and
+/// for the same reason: a file of one block is never freed and allocated again.
+fn write_lease(file: &File, pid: u32, run_id: &str) -> std::io::Result<()> {
+    let record = format!("{pid} {run_id}");
+    let padded = format!("{record:<LEASE_WIDTH$}\n");
+    file.write_all_at(padded.as_bytes(), 0)?;
+    // Longer before (an older band-server's record): only what was just written counts.
+    if file.metadata()?.len() > padded.len() as u64 {
+        file.set_len(padded.len() as u64)?;
+    }
+    Ok(())
+}
+
+/// Clear a lease (free slot) in place: blanks over the record, which [`parse_lease`] reads as no
+/// lease, instead of truncating it to nothing (see [`write_hint`] for why).
+pub fn clear_lease(file: &File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut blank = vec![b' '; usize::try_from(len).unwrap_or(LEASE_WIDTH + 1)];
+    if let Some(last) = blank.last_mut() {
+        *last = b'\n';
+    }
+    file.write_all_at(&blank, 0)
 }
 
 /// After a release of `slot`: the hint goes down to it if it is above (the lowest slot that may
@@ -245,15 +289,7 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
                 continue;
             }
         }
-        file.set_len(0).layer(
-            Layer::Identity,
-            format!("failed to truncate {}", path.display()),
-        )?;
-        file.seek(SeekFrom::Start(0)).layer(
-            Layer::Identity,
-            format!("failed to seek {}", path.display()),
-        )?;
-        writeln!(file, "{} {run_id}", std::process::id()).layer(
+        write_lease(&file, std::process::id(), run_id).layer(
             Layer::Identity,
             format!("failed to write {}", path.display()),
         )?;
@@ -391,6 +427,51 @@ mod tests {
         assert_eq!(read_hint(state), 17, "a release above the hint leaves it");
         lower_hint(state, 3);
         assert_eq!(read_hint(state), 3);
+    }
+
+    /// The hint and the lease are rewritten in place, at one width: the file never shrinks (a
+    /// truncation frees its block, a synchronous discard on ext4 mounted `discard` without a
+    /// journal), and what is read back is always the last thing written.
+    #[test]
+    fn the_hint_and_the_lease_are_rewritten_in_place_never_truncated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path();
+        fs::create_dir_all(leases_dir(state)).unwrap();
+        let len = |p: &Path| fs::metadata(p).unwrap().len();
+        write_hint(state, 63);
+        let hint_len = len(&hint_path(state));
+        for slot in [0, 7, 63, 5] {
+            write_hint(state, slot);
+            assert_eq!(read_hint(state), slot);
+            assert_eq!(len(&hint_path(state)), hint_len);
+        }
+
+        let path = lease_path(state, 3);
+        // An older band-server's record, longer than a record now: cut to the new one.
+        fs::write(&path, format!("{:<80}\n", "1 ffffffffffffffff")).unwrap();
+        let mut file = open_lock(state, 3).unwrap();
+        write_lease(&file, 4_194_304, "0123456789abcdef").unwrap();
+        assert_eq!(
+            read_lease(&mut file),
+            Some((4_194_304, "0123456789abcdef".into()))
+        );
+        let lease_len = len(&path);
+        assert_eq!(lease_len, LEASE_WIDTH as u64 + 1);
+        clear_lease(&file).unwrap();
+        assert_eq!(read_lease(&mut file), None, "a cleared lease is free");
+        assert_eq!(len(&path), lease_len);
+        assert!(
+            !fs::read_to_string(&path)
+                .unwrap()
+                .contains("0123456789abcdef")
+        );
+        write_lease(&file, 12, "00000000000000aa").unwrap();
+        assert_eq!(read_lease(&mut file), Some((12, "00000000000000aa".into())));
+        assert_eq!(len(&path), lease_len);
+        // An empty (new) lease stays empty when cleared.
+        let empty = open_lock(state, 4).unwrap();
+        clear_lease(&empty).unwrap();
+        assert_eq!(len(&lease_path(state, 4)), 0);
     }
 
     #[test]
