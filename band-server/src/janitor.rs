@@ -257,7 +257,12 @@ mod tests {
         let report = run_with(&[&Stuck], state.path(), nft, false);
         assert_eq!(report.dead_leases, [7], "{report:?}");
         assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
-        assert_eq!(fs::read_to_string(&lease).unwrap(), "");
+        // Cleared in place (blanks, no truncation): free to the next search.
+        assert_eq!(
+            uidpool::read_lease(&mut fs_err::File::open(&lease).unwrap()),
+            None
+        );
+        assert_eq!(fs::read_to_string(&lease).unwrap().trim(), "");
         assert_eq!(
             uidpool::read_hint(state.path()),
             7,
