@@ -1099,6 +1099,31 @@ fn privileged_insist_read_sees_paths_passed_to_commands() {
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
 }
 
+/// A host file allowed at the path of one of the synthetic `/etc`'s files is bound over it: that
+/// file is the bind's mount point, so it is made before bubblewrap starts, while the synthetic
+/// `/etc`'s other files are made after (`RunDirPlan::late`). The script reads the host's.
+#[test]
+fn privileged_a_host_file_allowed_over_a_synthetic_etc_file_is_the_hosts() {
+    privileged!();
+    let host = fs_err::read_to_string("/etc/hosts").unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !host.contains("\tband\n"),
+        "this host's /etc/hosts looks like band's own: the test could not tell them apart"
+    );
+    let mut p = policy();
+    p.allow.read = strs(&["/etc/hosts"]);
+    let o = run(&request(&format!("#!/bin/sh\ncat /etc/hosts\n{WHO}\n"), p));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let (shown, rest) = o
+        .result
+        .stdout
+        .split_once("user=")
+        .unwrap_or_else(|| panic!("{o:#?}"));
+    assert_eq!(shown, host);
+    // The late files are there too: the run's user is named from the synthetic passwd.
+    assert!(rest.starts_with("band-run-"), "{o:#?}");
+}
+
 #[test]
 fn privileged_absolute_allow_patterns_bind_host_paths() {
     privileged!();

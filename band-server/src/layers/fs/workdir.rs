@@ -220,8 +220,8 @@ pub struct RunDirPlan<'a> {
     pub tmpfs: String,
     pub ops: Vec<FsOp<'a>>,
     /// What only the script needs, not bubblewrap: the wrappers in `usr/bin` (links to band-shim,
-    /// one per command), and the links at the programs' cache paths with their folders
-    /// ([`RunDirSpec::links`]). Made by [`RunDir::finish`] after bubblewrap's spawn, while it
+    /// one per command), the files of the synthetic `/etc` (but one a bind lands on), and the
+    /// links at the programs' cache paths with their folders ([`RunDirSpec::links`]). Made by [`RunDir::finish`] after bubblewrap's spawn, while it
     /// builds the sandbox, and before the jail's input is written (so before the script starts):
     /// they are never mount points, and bubblewrap's read-only bind of the root shows them as
     /// they come.
@@ -497,6 +497,9 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
 
     let etc = sroot.join("etc");
     p.mkdir(etc.clone(), 0o755, None);
+    // The files of `/etc` are for the script's programs, never bubblewrap or band-jail (static):
+    // made late ([`RunDirPlan::late`]), but for one that is also a bind's mount point (below).
+    let etc_first = p.ops.len();
     let text = |s: String| Cow::Owned(s.into_bytes());
     p.write(
         etc.join("passwd"),
@@ -543,6 +546,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         path: cache,
         mode: 0o444,
     });
+    let etc_files = p.ops.split_off(etc_first);
     // Mount points for what bubblewrap binds from the host over this folder (bound whole as
     // `/etc`: one mount, not one per file): the CA certificates and fontconfig's folder.
     p.mkdir(etc.join("ssl"), 0o755, None);
@@ -590,6 +594,21 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let bin = usr.join("bin");
     p.mkdir(bin.clone(), 0o755, None);
     let mut late = Vec::new();
+    // A file of `/etc` that a bind lands on (`allow.read: [/etc/hosts]`) is its mount point: it
+    // must be there when bubblewrap binds.
+    let mount_points: std::collections::BTreeSet<PathBuf> = spec
+        .other_binds
+        .iter()
+        .filter_map(|(path, _)| path.strip_prefix("/").ok().map(|rel| sroot.join(rel)))
+        .collect();
+    for op in etc_files {
+        match &op {
+            FsOp::Write { path, .. } | FsOp::Copy { path, .. } if !mount_points.contains(path) => {
+                late.push(op);
+            }
+            _ => p.ops.push(op),
+        }
+    }
     for name in spec.wrappers {
         late.push(FsOp::Symlink {
             target: PathBuf::from("/band/shim"),
@@ -1152,6 +1171,68 @@ mod tests {
     /// The synthetic /etc is bound read-only before the other binds: a bind under /etc (a
     /// declared program's tree, an absolute allow.read) needs its mount point made here, or
     /// bubblewrap fails ("Can't mkdir parents … Read-only file system").
+    /// The files of the synthetic `/etc` are written after bubblewrap's spawn (only the script's
+    /// programs read them), but for one a bind lands on: that one is a mount point, there before.
+    #[test]
+    fn etc_files_are_late_but_a_mount_point_is_not() {
+        let never = |_: &str| false;
+        let other = [(PathBuf::from("/etc/hosts"), false)];
+        let plan = plan(&RunDirSpec {
+            other_binds: &other,
+            links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
+            state: Path::new("/run/band"),
+            run_id: "0123456789abcdef",
+            disk_bytes: 1 << 20,
+            uid: 900,
+            gid: 900,
+            user: "band-run-0",
+            bundle: &[],
+            workspace: &[],
+            write_allowed: &never,
+            write_dirs: &[],
+            input_json: b"{}",
+            config_json: None,
+            wrappers: &[],
+            host_mounts: &[],
+            masked: &[],
+            lib_roots: &[],
+            resolv_conf: Some("nameserver 127.77.0.4\n"),
+        });
+        let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");
+        let written = |ops: &[FsOp<'_>]| -> Vec<String> {
+            ops.iter()
+                .filter_map(|op| match op {
+                    FsOp::Write { path, .. } | FsOp::Copy { path, .. } => {
+                        path.strip_prefix(etc).ok().map(|r| r.display().to_string())
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(written(&plan.ops), ["hosts"]);
+        assert_eq!(
+            written(&plan.late),
+            [
+                "passwd",
+                "group",
+                BASH_ENV_FILE,
+                "resolv.conf",
+                "nsswitch.conf",
+                "ld.so.cache"
+            ]
+        );
+        // The folder itself, and the mount points in it, come before.
+        assert!(plan.ops.contains(&FsOp::Mkdir {
+            path: etc.to_path_buf(),
+            mode: 0o755,
+            owner: None
+        }));
+        assert!(plan.ops.iter().any(
+            |op| matches!(op, FsOp::BindHost { target, .. } if target == &etc.join("ssl/certs"))
+        ));
+    }
+
     #[test]
     fn binds_under_etc_get_their_mount_points_in_the_synthetic_etc() {
         let never = |_: &str| false;
@@ -1315,8 +1396,12 @@ mod tests {
             ) || matches!(
                 op,
                 FsOp::Mkdir { path, .. } if path.starts_with(root.join("run"))
+            ) || matches!(
+                op,
+                FsOp::Write { path, .. } | FsOp::Copy { path, .. }
+                    if path.parent() == Some(&root.join("etc"))
             )),
-            "only the wrappers in usr/bin and the cache paths' links are late: {:?}",
+            "only the wrappers in usr/bin, the cache paths' links and the files of etc are late: {:?}",
             plan.late
         );
     }
