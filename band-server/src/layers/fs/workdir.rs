@@ -1088,6 +1088,33 @@ mod tests {
 
     use super::*;
 
+    /// What every spec here shares: nothing in the run but its identity and an empty input.
+    /// Each test sets the fields it is about (`RunDirSpec { …, ..bare(&never) }`).
+    fn bare<'a>(write_allowed: &'a dyn Fn(&str) -> bool) -> RunDirSpec<'a, 'a> {
+        RunDirSpec {
+            other_binds: &[],
+            links: &[],
+            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
+            state: Path::new("/run/band"),
+            run_id: "0123456789abcdef",
+            disk_bytes: 1 << 20,
+            uid: 900,
+            gid: 900,
+            user: "band-run-0",
+            bundle: &[],
+            workspace: &[],
+            write_allowed,
+            write_dirs: &[],
+            input_json: b"{}",
+            config_json: None,
+            wrappers: &[],
+            host_mounts: &[],
+            masked: &[],
+            lib_roots: &[],
+            resolv_conf: None,
+        }
+    }
+
     #[test]
     fn bash_env_is_the_file_bash_reads() {
         let sandbox = crate::layers::process::bwrap::SANDBOX_BASH_ENV;
@@ -1104,26 +1131,8 @@ mod tests {
         }];
         let never = |_: &str| false;
         let plan = plan(&RunDirSpec {
-            other_binds: &[],
-            links: &[],
-            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
-            state: Path::new("/run/band"),
-            run_id: "0123456789abcdef",
-            disk_bytes: 1 << 20,
-            uid: 900,
-            gid: 900,
-            user: "band-run-0",
             bundle: &bundle,
-            workspace: &[],
-            write_allowed: &never,
-            write_dirs: &[],
-            input_json: b"{}",
-            config_json: None,
-            wrappers: &[],
-            host_mounts: &[],
-            masked: &[],
-            lib_roots: &[],
-            resolv_conf: None,
+            ..bare(&never)
         });
         let root = Path::new("/run/band/runs/0123456789abcdef");
         let remounts: Vec<(String, bool, bool)> = plan
@@ -1179,25 +1188,8 @@ mod tests {
         let other = [(PathBuf::from("/etc/hosts"), false)];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
-            links: &[],
-            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
-            state: Path::new("/run/band"),
-            run_id: "0123456789abcdef",
-            disk_bytes: 1 << 20,
-            uid: 900,
-            gid: 900,
-            user: "band-run-0",
-            bundle: &[],
-            workspace: &[],
-            write_allowed: &never,
-            write_dirs: &[],
-            input_json: b"{}",
-            config_json: None,
-            wrappers: &[],
-            host_mounts: &[],
-            masked: &[],
-            lib_roots: &[],
             resolv_conf: Some("nameserver 127.77.0.4\n"),
+            ..bare(&never)
         });
         let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");
         let written = |ops: &[FsOp<'_>]| -> Vec<String> {
@@ -1243,25 +1235,7 @@ mod tests {
         ];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
-            links: &[],
-            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
-            state: Path::new("/run/band"),
-            run_id: "0123456789abcdef",
-            disk_bytes: 1 << 20,
-            uid: 900,
-            gid: 900,
-            user: "band-run-0",
-            bundle: &[],
-            workspace: &[],
-            write_allowed: &never,
-            write_dirs: &[],
-            input_json: b"{}",
-            config_json: None,
-            wrappers: &[],
-            host_mounts: &[],
-            masked: &[],
-            lib_roots: &[],
-            resolv_conf: None,
+            ..bare(&never)
         });
         let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");
         let dirs: Vec<&Path> = plan
@@ -1312,25 +1286,10 @@ mod tests {
             .to_vec();
         let plan = plan(&RunDirSpec {
             other_binds: &other,
-            links: &[],
-            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
-            state: Path::new("/run/band"),
-            run_id: "0123456789abcdef",
-            disk_bytes: 1 << 20,
-            uid: 900,
-            gid: 900,
-            user: "band-run-0",
-            bundle: &[],
-            workspace: &[],
-            write_allowed: &never,
-            write_dirs: &[],
-            input_json: b"{}",
-            config_json: None,
             wrappers: &["git".to_string()],
-            host_mounts: &[],
             masked: &[PathBuf::from("/usr/lib/x/helper")],
             lib_roots: &lib_roots,
-            resolv_conf: None,
+            ..bare(&never)
         });
         let root = Path::new("/run/band/runs/0123456789abcdef/root");
         let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
@@ -1433,24 +1392,7 @@ mod tests {
         let plan = plan(&RunDirSpec {
             other_binds: &other,
             links: &links,
-            exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
-            state: Path::new("/run/band"),
-            run_id: "0123456789abcdef",
-            disk_bytes: 1 << 20,
-            uid: 900,
-            gid: 900,
-            user: "band-run-0",
-            bundle: &[],
-            workspace: &[],
-            write_allowed: &never,
-            write_dirs: &[],
-            input_json: b"{}",
-            config_json: None,
-            wrappers: &[],
-            host_mounts: &[],
-            masked: &[],
-            lib_roots: &[],
-            resolv_conf: None,
+            ..bare(&never)
         });
         let root = Path::new("/run/band/runs/0123456789abcdef/root");
         let rel = |p: &Path| p.strip_prefix(root).ok().map(|r| r.display().to_string());
