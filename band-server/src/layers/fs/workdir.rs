@@ -220,11 +220,11 @@ pub struct RunDirPlan<'a> {
     pub tmpfs: String,
     pub ops: Vec<FsOp<'a>>,
     /// What only the script needs, not bubblewrap: the wrappers in `usr/bin` (links to band-shim,
-    /// one per command), the files of the synthetic `/etc` (but one a bind lands on), and the
-    /// links at the programs' cache paths with their folders ([`RunDirSpec::links`]). Made by [`RunDir::finish`] after bubblewrap's spawn, while it
-    /// builds the sandbox, and before the jail's input is written (so before the script starts):
-    /// they are never mount points, and bubblewrap's read-only bind of the root shows them as
-    /// they come.
+    /// one per command), the files of the synthetic `/etc`, and the links at the programs' cache
+    /// paths with their folders ([`RunDirSpec::links`]). Made by [`RunDir::finish`] after
+    /// bubblewrap's spawn, while it builds the sandbox, and before the jail's input is written
+    /// (so before the script starts): none is a mount point (a file of `/etc` a bind lands on
+    /// stays in `ops`), and bubblewrap's read-only bind of the root shows them as they come.
     pub late: Vec<FsOp<'a>>,
     /// (sandbox path, source) for library trees prepared with masks.
     pub lib_binds: Vec<(String, PathBuf)>,
@@ -1360,7 +1360,7 @@ mod tests {
                 FsOp::Write { path, .. } | FsOp::Copy { path, .. }
                     if path.parent() == Some(&root.join("etc"))
             )),
-            "only the wrappers in usr/bin, the cache paths' links and the files of etc are late: {:?}",
+            "late holds only the wrappers, the cache paths' links and the files of etc: {:?}",
             plan.late
         );
     }
