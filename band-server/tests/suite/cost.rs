@@ -276,6 +276,13 @@ fn mount_options(
         .collect()
 }
 
+/// The probes' `path <at>=<kind>` lines, in the order of their paths.
+fn probe_paths(kv: &std::collections::BTreeMap<String, String>) -> Vec<(&str, &str)> {
+    kv.iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("path ")?, v.as_str())))
+        .collect()
+}
+
 /// The probe of [`privileged_the_root_is_one_bind_prepared_by_band_server`]: every mount with
 /// its flags (`mount <at>=<opts>`), and every path of the sandbox's tree that is not under a
 /// mount other than `/` (`path <at>=dir|file|link|mount`), walked with bash's builtins only.
@@ -305,8 +312,8 @@ const ROOT_PROBE: &str = "#!/bin/bash\n\
 /// it must (`/proc`, `/dev`, the writable folders). Seen from inside: `/usr` and `/etc` are no
 /// longer mounts of their own (they were binds before), every mount keeps the flags it had
 /// (read-only, nosuid, nodev except the three writable noexec folders, bubblewrap's `/proc` and
-/// the device mounts under `/dev`), nothing can be written or made outside them, and the root holds exactly the
-/// paths it held before: the same folders, files and links (compared with the build before this
+/// the device mounts under `/dev`), nothing can be written or made outside them, and the root
+/// holds exactly the paths it held before: the same folders, files and links (compared with the build before this
 /// change: the same listing, except that `/usr` and `/etc` were mounts).
 #[test]
 fn privileged_the_root_is_one_bind_prepared_by_band_server() {
@@ -403,11 +410,7 @@ fn privileged_the_root_is_one_bind_prepared_by_band_server() {
         "passwd",
     ];
     let mut wrappers = 0;
-    for (k, kind) in kv
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("path ")?, v)))
-    {
-        let kind = kind.as_str();
+    for (k, kind) in probe_paths(&kv) {
         let ok = if !k[1..].contains('/') {
             top.contains(&(k, kind))
         } else if let Some(rel) = k.strip_prefix("/etc/") {
@@ -485,11 +488,7 @@ fn privileged_dev_is_one_bind_prepared_by_band_server() {
     let o = run(&request(DEV_PROBE, policy()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let mut paths: Vec<(&str, &str)> = kv
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("path ")?, v.as_str())))
-        .collect();
-    paths.sort();
+    let paths = probe_paths(&kv);
     let mut want = vec![
         ("/dev/core", "link"),
         ("/dev/fd", "link"),
