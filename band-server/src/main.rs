@@ -11,6 +11,7 @@
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use band::proto::{self, Layer, Message, RunResult};
 use band_server::config::{self, ServerConfig};
@@ -68,14 +69,37 @@ fn cmd_run() -> i32 {
                 return;
             }
         };
-        janitor_pass(&cfg, false);
-        // While band still prepares the request (it starts band-server first).
-        band_server::facts::Prefetched::look(&cfg).keep();
-        run::serve(
-            Box::new(std::io::BufReader::new(std::io::stdin())),
-            &cfg,
-            &sink,
-        );
+        // The janitor's pass runs beside the host's facts, the request's read and its checks
+        // (all on this thread); the run waits for it before it leases a uid (the pass frees the
+        // leases of dead runs, once their processes are killed), and band-server for it before
+        // it exits.
+        std::thread::scope(|s| {
+            let janitor = Mutex::new(Some(
+                std::thread::Builder::new()
+                    .name("janitor".into())
+                    .spawn_scoped(s, || janitor_pass(&cfg, false)),
+            ));
+            let wait = || {
+                let pending = janitor.lock().map(|mut j| j.take()).unwrap_or_default();
+                match pending {
+                    Some(Ok(handle)) => {
+                        let _ = handle.join();
+                    }
+                    // No thread: the pass runs here.
+                    Some(Err(_)) => janitor_pass(&cfg, false),
+                    None => {}
+                }
+            };
+            // While band still prepares the request (it starts band-server first).
+            band_server::facts::Prefetched::look(&cfg).keep();
+            run::serve(
+                Box::new(std::io::BufReader::new(std::io::stdin())),
+                &cfg,
+                &sink,
+                &wait,
+            );
+            wait();
+        });
     }));
     if let Err(panic) = outcome {
         let msg = panic

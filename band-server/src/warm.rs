@@ -309,7 +309,7 @@ fn serve_one(mut conn: UnixStream, cfg: &ServerConfig) -> i32 {
         }
     };
     let sink = EventSink::new(Box::new(writer));
-    let result = run::serve(Box::new(BufReader::new(reader)), cfg, &sink);
+    let result = run::serve(Box::new(BufReader::new(reader)), cfg, &sink, &|| ());
     sink.finish();
     crate::say!(
         "band-server serve: run {} served by the warm server (pid {}, parent {})",

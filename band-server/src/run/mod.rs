@@ -97,7 +97,7 @@ pub fn execute_watched(
     sink: &EventSink,
     gone: &ClientGone,
 ) -> RunResult {
-    let (result, rest) = execute_until_result(req, cfg, sink, gone);
+    let (result, rest) = execute_until_result(req, cfg, sink, gone, &|| ());
     rest.finish();
     result
 }
@@ -122,16 +122,19 @@ impl Removal {
 
 /// The run up to its result: built, run, collected, and stopped (every process of it killed and
 /// reaped; `teardown_ms` is that stop). The removal of what was built is left to the caller, so
-/// that the result can go out first ([`serve`]).
+/// that the result can go out first ([`serve`]). `before_lease` returns once what must precede
+/// the run's uid lease is done (`band-server run`'s janitor pass, started beside the request's
+/// read: it frees the leases of dead runs once their processes are killed).
 pub fn execute_until_result(
     req: &RunRequest,
     cfg: &ServerConfig,
     sink: &EventSink,
     gone: &ClientGone,
+    before_lease: &dyn Fn(),
 ) -> (RunResult, Removal) {
     let t0 = Instant::now();
     let mut guard = RunGuard::default();
-    let mut result = match execute_inner(req, cfg, sink, &mut guard, t0, gone) {
+    let mut result = match execute_inner(req, cfg, sink, &mut guard, t0, gone, before_lease) {
         Ok(r) => r,
         Err(e) => {
             let mut r = RunResult::setup_failed(&req.run_id, e.layer, e.message, e.hint);
@@ -153,6 +156,7 @@ fn execute_inner(
     guard: &mut RunGuard,
     t0: Instant,
     gone: &ClientGone,
+    before_lease: &dyn Fn(),
 ) -> SetupResult<RunResult> {
     // 1. Pure checks, then the host's facts, then what the host must offer: nothing created yet
     // (but the state directory).
@@ -164,6 +168,7 @@ fn execute_inner(
     plan::preflight(&checked, cfg, &facts)?;
 
     // 2. Identity: lease a pool uid (the plan needs it).
+    before_lease();
     let identity = identity::apply::lease(cfg, &req.run_id, guard)?;
 
     // 3. The whole plan, before anything else exists.
@@ -424,11 +429,12 @@ pub fn apply(
 
 /// Serve one request from `input`, writing events and the result to `sink`. What the client
 /// sends after the request is watched ([`watch_client`]): a `cancel`, or the end of input after
-/// `hold`, kills the run.
+/// `hold`, kills the run. `before_lease` as in [`execute_until_result`].
 pub fn serve(
     mut input: Box<dyn BufRead + Send>,
     cfg: &ServerConfig,
     sink: &EventSink,
+    before_lease: &dyn Fn(),
 ) -> RunResult {
     let mut line = String::new();
     let max = max_request_bytes(cfg);
@@ -455,7 +461,7 @@ pub fn serve(
                     crate::layers::net::nft::open_early(&cfg.nft);
                 }
                 let gone = input.take().map(watch_client).unwrap_or_default();
-                let (result, rest) = execute_until_result(&req, cfg, sink, &gone);
+                let (result, rest) = execute_until_result(&req, cfg, sink, &gone, before_lease);
                 removal = Some(rest);
                 result
             }
