@@ -118,6 +118,39 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
     bind_then_remount(src, target, f)
 }
 
+/// `mount --rbind src target` (with every mount below `src`), then remount the new top mount
+/// `ro,nosuid,nodev`; the mounts below keep their own flags. Made in the initial user namespace,
+/// the top's flags are locked for bubblewrap's copy, which it binds with `--bind` (a read-only
+/// bind would remount every mount below read-only too, the writable ones included).
+pub fn rbind_read_only(src: &Path, target: &Path) -> io::Result<()> {
+    let src = cstring(src)?;
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
+    // MS_BIND.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    };
+    check(rc)?;
+    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REMOUNT | flags,
+            std::ptr::null(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
 /// `mount --bind src target` of a device node (not recursive), then remount it `nosuid` only:
 /// the device stays usable (no `nodev`) and writable, as bubblewrap's `--dev` binds them. Made in
 /// the initial user namespace, its flags are locked for bubblewrap's copy.

@@ -307,9 +307,9 @@ const ROOT_PROBE: &str = "#!/bin/bash\n\
       if mkdir \"$d/band-probe-dir\" 2>/dev/null; then echo \"mkdir $d=made\"; else echo \"mkdir $d=refused\"; fi\n\
     done\n";
 
-/// The sandbox's root is one read-only bind of a tree band-server prepared in the run directory
-/// (`usr/`, `etc/`, `skill/`, `/band`, the links, the mount points): bubblewrap binds only what
-/// it must (`/proc`, `/dev`, the writable folders). Seen from inside: `/usr` and `/etc` are no
+/// The sandbox's root is one bind of a tree band-server prepared in the run directory (`usr/`,
+/// `etc/`, `skill/`, `/band`, the links, the mount points, and the writable folders bound on it),
+/// read-only on top: bubblewrap binds only what it must (`/proc`, `/dev`). Seen from inside: `/usr` and `/etc` are no
 /// longer mounts of their own (they were binds before), every mount keeps the flags it had
 /// (read-only, nosuid, nodev except the three writable noexec folders, bubblewrap's `/proc` and
 /// the device mounts under `/dev`), nothing can be written or made outside them, and the root

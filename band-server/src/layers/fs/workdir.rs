@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <run>/            tmpfs, root:<run gid> 0710 (the run's uid may traverse it, nobody may list it)
-//!   root/           the sandbox's root, bound whole and read-only by bubblewrap        → /
+//!   root/           the sandbox's root, as band-server builds it (late files land here too)
 //!     skill/        the bundle, root-owned, bind-remounted read-only, noexec          → /skill
 //!     etc/          synthetic passwd, group, hosts, nsswitch.conf (root 0444)         → /etc
 //!                   (with resolv.conf when networked), a copy of the host's ld.so.cache, and
@@ -15,13 +15,16 @@
 //!       sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!     bin lib lib64 sbin   links into usr/
 //!     band/         a read-only bind of the run's exec folder (below)                 → /band
-//!     dev/ proc/ tmp/ workspace/   mount points of bubblewrap's own binds, and one for
-//!                   each absolute host path or program tree bound elsewhere; the links at the
-//!                   programs' cache paths (`SandboxPlan::self_links`) with their folders
-//!   workspace/      request workspace files (see below), remounted noexec    → /workspace
-//!   io/             root:<run gid> 1770 (sticky), remounted noexec           → /band/io
+//!     dev/ proc/ tmp/ workspace/   mount points (of bubblewrap's `/proc` and `/dev`, of the
+//!                   writable binds below), and one for each absolute host path or program tree
+//!                   bubblewrap binds; the links at the programs' cache paths
+//!                   (`SandboxPlan::self_links`) with their folders
+//!   view/           `root/` bound again with every mount in it, read-only on top, and the
+//!                   three folders below bound writable on it: bubblewrap's one bind   → /
+//!   workspace/      request workspace files (see below), bound noexec at view/workspace → /workspace
+//!   io/             root:<run gid> 1770 (sticky), bound noexec at view/band/io → /band/io
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
-//!   tmp/            run uid 0700, remounted noexec                           → /tmp
+//!   tmp/            run uid 0700, bound noexec at view/tmp                   → /tmp
 //!   lib/            where a mask layer is built when the shared cache cannot hold it
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //! ```
@@ -112,9 +115,12 @@ pub struct RunDirSpec<'a, 'd> {
     pub exec_dir: &'a Path,
 }
 
-/// The folders of the sandbox's root that are mount points (`/proc`, `/dev`, the writable
-/// `/workspace` and `/tmp` bound by bubblewrap, `/band` by band-server): made in `root/` since it
-/// is read-only once bound.
+/// The folder of the run directory that bubblewrap binds at `/` ([`FsOp::View`]).
+pub const VIEW: &str = "view";
+
+/// The folders of the sandbox's root that are mount points (`/proc` and `/dev`, made by
+/// bubblewrap; the writable `/workspace` and `/tmp`, and `/band`, bound by band-server): made in
+/// `root/` since it is read-only once bound.
 pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
 
 /// The host's device nodes bound in the sandbox's `/dev` (bubblewrap's `--dev` set).
@@ -183,6 +189,13 @@ pub enum FsOp<'a> {
         no_exec: bool,
         /// What failed, for the error message.
         what: String,
+    },
+    /// A recursive bind of `source` at `target`, its top mount then read-only
+    /// ([`sys::rbind_read_only`]): the sandbox's root as bubblewrap binds it, with the writable
+    /// binds on it.
+    View {
+        source: PathBuf,
+        target: PathBuf,
     },
     /// A read-only, nosuid, nodev bind of the host's `source` at `target` (not recursive), made
     /// only when the host has `source` (bubblewrap's `--ro-bind-try`).
@@ -306,10 +319,10 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let mut p: Planned<'d> = Planned::default();
     let mut lib_binds = Vec::new();
 
-    // root/: the sandbox's whole root, bound by bubblewrap in one read-only bind at `/` (each
-    // bind costs it a mount, a read-only remount and a re-read of its mount table): `usr/`,
-    // `etc/`, `skill/` and the compatibility links, and a mount point for each bind bubblewrap
-    // still makes itself (the writable ones, `/proc`, `/dev`, `/band`, absolute host paths).
+    // root/: the sandbox's whole root, bound by bubblewrap in one bind at `/` through `view/`
+    // (below; each bind costs it a mount, a remount and a re-read of its mount table): `usr/`,
+    // `etc/`, `skill/` and the compatibility links, and a mount point for each bind (the
+    // writable ones, `/proc`, `/dev`, `/band`, absolute host paths).
     let sroot = root.join("root");
     p.mkdir(sroot.clone(), 0o755, None);
     for d in ROOT_MOUNT_POINTS {
@@ -317,7 +330,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     }
     p.links(&sroot, "", ROOT_LINKS);
     // /band: the run's exec folder, read-only (its programs run from there: not noexec); only
-    // `io/` on it is bound writable, by bubblewrap.
+    // `io/` on it is bound writable (on `view/`, below).
     p.bind(
         spec.exec_dir,
         &sroot.join("band"),
@@ -326,8 +339,8 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         format!("failed to bind {} at /band", spec.exec_dir.display()),
     );
 
-    // usr/: the sandbox's whole `/usr`, bound by bubblewrap in one read-only bind (each bind
-    // costs it a mount, a read-only remount and a re-read of its mount table). Each library tree
+    // usr/: the sandbox's whole `/usr`, in the root's one bind (each bind costs bubblewrap a
+    // mount, a remount and a re-read of its mount table). Each library tree
     // the host has is a read-only, nosuid, nodev mount here, made in the initial user namespace
     // (so locked for bubblewrap's copy): an overlay with the masks on top when the tree has
     // masked files (one mount per tree, so the cost does not grow with the number of masks),
@@ -663,13 +676,24 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         );
     }
 
-    for d in [ws, io, tmp] {
+    // view/: the sandbox's root as bubblewrap binds it, whole, at `/` (one bind where it made
+    // four: each a mount, a remount and a re-read of its mount table): `root/` with every mount
+    // in it, read-only on top, and the writable folders bound on it, noexec. Made once every
+    // mount in `root/` is (a later one would not show here); the late steps' files and links,
+    // written in `root/` (the same tmpfs), show as they come.
+    let view = root.join(VIEW);
+    p.mkdir(view.clone(), 0o755, None);
+    p.ops.push(FsOp::View {
+        source: sroot,
+        target: view.clone(),
+    });
+    for (d, at) in [(ws, "workspace"), (tmp, "tmp"), (io, "band/io")] {
         p.bind(
             &d,
-            &d,
+            &view.join(at),
             false,
             true,
-            format!("failed to remount {} noexec", d.display()),
+            format!("failed to bind {} at /{at}", d.display()),
         );
     }
     RunDirPlan {
@@ -835,6 +859,14 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             )
             .layer(fsl, format!("failed to bind {}", source.display()))
         }
+        FsOp::View { source, target } => sys::rbind_read_only(source, target).layer(
+            fsl,
+            format!(
+                "failed to bind {} at {}",
+                source.display(),
+                target.display()
+            ),
+        ),
         FsOp::BindDevice { source, target } => sys::bind_device(source, target)
             .layer(fsl, format!("failed to bind {} at /dev", source.display())),
         FsOp::Devpts { target } => sys::mount_devpts(target).layer(
@@ -1135,7 +1167,8 @@ mod tests {
             ..bare(&never)
         });
         let root = Path::new("/run/band/runs/0123456789abcdef");
-        let remounts: Vec<(String, bool, bool)> = plan
+        let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+        let noexec: Vec<(String, String, bool)> = plan
             .ops
             .iter()
             .filter_map(|op| match op {
@@ -1143,29 +1176,21 @@ mod tests {
                     source,
                     target,
                     read_only,
-                    no_exec,
+                    no_exec: true,
                     ..
-                } if source == target => Some((
-                    target
-                        .strip_prefix(root)
-                        .unwrap_or(target)
-                        .display()
-                        .to_string(),
-                    *read_only,
-                    *no_exec,
-                )),
+                } => Some((rel(source), rel(target), *read_only)),
                 _ => None,
             })
             .collect();
-        let s = |x: &str, ro: bool| (x.to_string(), ro, true);
+        let s = |from: &str, to: &str, ro: bool| (from.to_string(), to.to_string(), ro);
         assert_eq!(
-            remounts,
+            noexec,
             vec![
-                s("root/skill", true),
-                s("dev", true),
-                s("workspace", false),
-                s("io", false),
-                s("tmp", false)
+                s("root/skill", "root/skill", true),
+                s("dev", "dev", true),
+                s("workspace", "view/workspace", false),
+                s("tmp", "view/tmp", false),
+                s("io", "view/band/io", false),
             ]
         );
         // The file keeps its mode (band-shim stands in for it when a `./` rule names it).
@@ -1365,7 +1390,7 @@ mod tests {
         );
     }
 
-    /// The sandbox's root is bound read-only by bubblewrap: every path bubblewrap used to make
+    /// The sandbox's root is bound whole by bubblewrap, read-only: every path bubblewrap used to make
     /// in its own root (the mount points of its binds, the compatibility links, the links at the
     /// programs' cache paths with their folders) is made here instead, once each.
     #[test]
@@ -1464,12 +1489,80 @@ mod tests {
             no_exec: false,
             what: "failed to bind /run/band/exec/runs/0123456789abcdef at /band".into(),
         }));
-        // The writable folders stay outside the root (bubblewrap binds them on its mount points).
-        for d in ["workspace", "tmp", "io"] {
+        // The writable folders stay outside the root, bound on its view (below).
+        let run = root.parent().unwrap_or(root);
+        for (d, at) in [
+            ("workspace", "workspace"),
+            ("tmp", "tmp"),
+            ("io", "band/io"),
+        ] {
             assert!(plan.ops.iter().any(|op| matches!(op,
-                FsOp::Bind { target, no_exec: true, read_only: false, .. }
-                    if target == &root.parent().unwrap_or(root).join(d))));
+                FsOp::Bind { source, target, no_exec: true, read_only: false, .. }
+                    if source == &run.join(d) && target == &run.join(VIEW).join(at))));
         }
+    }
+
+    /// bubblewrap binds `view/` at `/`: `root/` bound again with the mounts it has at that
+    /// moment. So every mount in `root/` comes before the view, and every mount on the view
+    /// after it; the late steps make no mount.
+    #[test]
+    fn every_mount_in_the_root_comes_before_its_view() {
+        let never = |_: &str| false;
+        let other = [
+            (PathBuf::from("/opt/data"), true),
+            (PathBuf::from("/etc/hosts"), false),
+        ];
+        let masked = [PathBuf::from("/usr/lib/x/secret.so")];
+        let lib_roots = ["/usr/lib".to_string(), "/usr/share".to_string()];
+        let plan = plan(&RunDirSpec {
+            other_binds: &other,
+            masked: &masked,
+            lib_roots: &lib_roots,
+            ..bare(&never)
+        });
+        let run = Path::new("/run/band/runs/0123456789abcdef");
+        let (sroot, view) = (run.join("root"), run.join(VIEW));
+        let mount_target = |op: &FsOp<'_>| match op {
+            FsOp::Bind { target, .. }
+            | FsOp::BindHost { target, .. }
+            | FsOp::BindDevice { target, .. }
+            | FsOp::Devpts { target }
+            | FsOp::MaskLibrary { target, .. }
+            | FsOp::View { target, .. } => Some(target.clone()),
+            _ => None,
+        };
+        let at = plan
+            .ops
+            .iter()
+            .position(|op| {
+                *op == FsOp::View {
+                    source: sroot.clone(),
+                    target: view.clone(),
+                }
+            })
+            .expect("the plan binds root/ at view/");
+        let (before, after) = plan.ops.split_at(at);
+        let in_root: Vec<PathBuf> = before
+            .iter()
+            .filter_map(mount_target)
+            .filter(|t| t.starts_with(&sroot))
+            .collect();
+        assert!(in_root.len() >= 5, "{in_root:?}");
+        assert!(
+            after[1..]
+                .iter()
+                .filter_map(mount_target)
+                .all(|t| t.starts_with(&view)),
+            "after the view, mounts only on it: {:?}",
+            &after[1..]
+        );
+        assert!(
+            before
+                .iter()
+                .filter_map(mount_target)
+                .all(|t| !t.starts_with(&view))
+        );
+        assert!(plan.late.iter().all(|op| mount_target(op).is_none()));
     }
 
     #[test]

@@ -38,12 +38,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::layers::fs::workdir::VIEW;
+
 /// Inside the sandbox.
 pub const SANDBOX_PATH: &str = "/band/bin";
 pub const SANDBOX_SHIM: &str = "/band/shim";
 pub const SANDBOX_JAIL: &str = "/band/jail";
 pub const SANDBOX_SOCK: &str = "/band/sock";
-pub const SANDBOX_IO: &str = "/band/io";
 /// `BASH_ENV`: the run's `/etc` file [`crate::layers::fs::workdir::BASH_ENV`].
 pub const SANDBOX_BASH_ENV: &str = "/etc/band-bash-env";
 pub const SECRETS_FD: i32 = 3;
@@ -206,17 +207,20 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         ],
     );
     push(&mut a, &["--hostname", "band"]);
-    // The sandbox's root in one read-only bind: `usr/` (its library trees: masked overlays or
-    // binds of the host's; the wrappers in `bin/`), the synthetic `etc/` (with the host folders of
-    // `workdir::ETC_HOST_DIRS` bound read-only in it), `skill/` (read-only, noexec), the
-    // compatibility links, the links at the programs' cache paths and a mount point for each
-    // bind below, all prepared by band-server in the run directory (`workdir::plan`), its
-    // mounts' flags set there and locked for bubblewrap's copy. bubblewrap makes only what it
-    // must: `/proc` and `/dev` in its namespaces, the writable binds, host paths.
+    // The sandbox's root in one bind, with every mount in it: `usr/` (its library trees: masked
+    // overlays or binds of the host's; the wrappers in `bin/`), the synthetic `etc/` (with the
+    // host folders of `workdir::ETC_HOST_DIRS` bound read-only in it), `skill/` (read-only,
+    // noexec), `/band` (read-only) with `io/` on it, `/workspace` and `/tmp` (writable, noexec),
+    // the compatibility links, the links at the programs' cache paths and a mount point for each
+    // bind below, all prepared by band-server in the run directory (`workdir::plan`, its
+    // `view/`), every mount's flags set there (the root's own read-only) and locked for
+    // bubblewrap's copy. Not `--ro-bind`: that would remount every mount in it read-only, the
+    // writable ones too. bubblewrap makes only what it must: `/proc` and `/dev` in its
+    // namespaces, host paths.
     bind(
         &mut a,
-        "--ro-bind",
-        plan.run_dir.join("root").into_os_string(),
+        "--bind",
+        plan.run_dir.join(VIEW).into_os_string(),
         "/".into(),
     );
     push(&mut a, &["--proc", "/proc"]);
@@ -232,11 +236,6 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             format!("/skill/{rel}").into(),
         );
     }
-    bind(&mut a, "--bind", run("workspace"), "/workspace".into());
-    bind(&mut a, "--bind", run("tmp"), "/tmp".into());
-    // /band is the run's exec folder, bound read-only in the root by band-server; `io/` on it
-    // is the mount point of the one writable bind under it.
-    bind(&mut a, "--bind", run("io"), SANDBOX_IO.into());
     for e in &plan.extra {
         let kind = if e.writable { "--bind" } else { "--ro-bind" };
         bind(
@@ -320,8 +319,8 @@ mod tests {
             "ALL",
             "--hostname",
             "band",
-            "--ro-bind",
-            &format!("{r}/root"),
+            "--bind",
+            &format!("{r}/view"),
             "/",
             "--proc",
             "/proc",
@@ -331,15 +330,6 @@ mod tests {
             "--ro-bind",
             "/run/band/exec/cache/band-shim-0123",
             "/skill/bin/tool",
-            "--bind",
-            &format!("{r}/workspace"),
-            "/workspace",
-            "--bind",
-            &format!("{r}/tmp"),
-            "/tmp",
-            "--bind",
-            &format!("{r}/io"),
-            "/band/io",
             "--ro-bind",
             &format!("{r}/host/0"),
             "/data",
