@@ -8,9 +8,10 @@ mod cli;
 mod commands;
 
 fn main() -> ExitCode {
-    let argv = cli::argv::normalize(std::env::args_os().collect());
+    let command = cli::Cli::command();
+    let argv = cli::argv::normalize(&command, std::env::args_os().collect());
     let json = cli::argv::wants_json(&argv);
-    let command = cli::Cli::command().color(cli::color::from_argv(&argv));
+    let command = command.color(cli::color::from_argv(&argv));
     let args = match command
         .try_get_matches_from(&argv)
         .and_then(|m| cli::Cli::from_arg_matches(&m))

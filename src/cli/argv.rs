@@ -9,19 +9,17 @@
 
 use std::ffi::{OsStr, OsString};
 
-use clap::CommandFactory;
-
 /// The command line, rewritten so that clap reads band's flags wherever they were given (see the
-/// module's documentation). `argv[0]` is the program.
-pub(crate) fn normalize(argv: Vec<OsString>) -> Vec<OsString> {
-    let cli = super::Cli::command();
+/// module's documentation), by `cli` (band's, [`super::Cli`]'s: built once per process, about a
+/// tenth of a millisecond). `argv[0]` is the program.
+pub(crate) fn normalize(cli: &clap::Command, argv: Vec<OsString>) -> Vec<OsString> {
     let Some(run) = cli.find_subcommand("run") else {
         return argv;
     };
     let Some(help) = cli.find_subcommand("help") else {
         return argv;
     };
-    let globals = Flags::of(&cli);
+    let globals = Flags::of(cli);
     // Global flags (`--color`) are band's too, wherever they are.
     let run_flags = Flags::of(run).and(&globals);
 
@@ -190,6 +188,8 @@ pub(crate) fn wants_json(argv: &[OsString]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
 
     fn norm(args: &[&str]) -> Vec<String> {
@@ -197,7 +197,7 @@ mod tests {
             .chain(args.iter().copied())
             .map(OsString::from)
             .collect();
-        normalize(argv)
+        normalize(&super::super::Cli::command(), argv)
             .into_iter()
             .skip(1)
             .map(|a| a.into_string().unwrap())
