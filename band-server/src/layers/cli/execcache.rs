@@ -665,8 +665,9 @@ impl ExecDir {
         self.programs.fds = Arc::new(std::sync::Mutex::new(fds));
         self.programs.pending = Arc::new(pending);
         self.programs.cache = self.cache.clone();
-        // The mount point of the run's `io/` (bubblewrap binds it writable over this read-only
-        // folder), and `/band/bin`: the same wrappers as `/usr/bin`.
+        // The mount point of the run's `io/` (band-server binds it writable over this read-only
+        // folder, on the run directory's `view/`), and `/band/bin`: the same wrappers as
+        // `/usr/bin`.
         fs::create_dir(self.root.join("io"))?;
         fs_err::os::unix::fs::symlink("/usr/bin", self.root.join("bin"))?;
         fs::set_permissions(self.root.join("x"), std::fs::Permissions::from_mode(0o555))?;

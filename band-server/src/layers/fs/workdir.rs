@@ -560,7 +560,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         mode: 0o444,
     });
     let etc_files = p.ops.split_off(etc_first);
-    // Mount points for what bubblewrap binds from the host over this folder (bound whole as
+    // Mount points for the host's folders bound read-only over this folder (bound whole as
     // `/etc`: one mount, not one per file): the CA certificates and fontconfig's folder.
     p.mkdir(etc.join("ssl"), 0o755, None);
     for d in ETC_HOST_DIRS {
