@@ -155,7 +155,8 @@ impl Applied {
 /// before it; the waits come after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
-    /// The run's cgroup: everything after it is inside its kill.
+    /// The run's cgroup, started (made on a thread of its own beside the steps up to
+    /// [`Phase::Joins`]).
     Limits,
     /// The network (table, namespace, DNS stub).
     Network,
@@ -167,6 +168,9 @@ pub enum Phase {
     RunDir,
     /// What lives in the run directory (the report socket).
     Services,
+    /// What was started beside the steps before, waited for: the run's cgroup (bubblewrap's
+    /// spawn needs its join files).
+    Joins,
     /// bubblewrap: it needs every step before.
     Spawn,
     /// After the spawn, before the jail's input is written (the script cannot start before it):

@@ -562,6 +562,48 @@ fn privileged_net_no_resolver_or_no_nft_fails_closed() {
     assert!(!o.result.stdout.contains("ran"));
 }
 
+/// The run's cgroup is made on a thread of its own, beside the programs and the run directory,
+/// and waited for just before the spawn. A run that fails in between (here in the network
+/// layer: no nft) still leaves nothing of it: no directory in any hierarchy, no mark, and the
+/// error is the network's.
+#[test]
+fn privileged_a_run_that_fails_while_its_cgroup_is_made_leaves_no_cgroup() {
+    privileged!();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = dir.path().join("server.toml");
+    fs_err::write(
+        &cfg,
+        "nft = \"/nonexistent/nft\"\ndns_upstream = [\"127.0.0.1:9\"]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let h = band_server::layers::cgroup::Hierarchy::detect_system()
+        .unwrap_or_else(|e| panic!("no cgroup hierarchy: {e}"));
+    let state = OwnStateDir::new("band-test-cgroup-thread-");
+    for _ in 0..5 {
+        let req = request(
+            "#!/bin/bash\necho ran\n",
+            net_policy(&["api.example.test"], &[]),
+        );
+        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let o = finish(spawn_line_in(&line, &cfg, state.path()));
+        assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+        let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
+        assert_eq!(e.layer, Layer::Network, "{e:?}");
+        let dirs = band_server::layers::cgroup::RunCgroup::open(&h, &req.run_id)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dirs();
+        assert!(!dirs.is_empty());
+        for d in dirs {
+            assert!(!d.exists(), "{} is left", d.display());
+        }
+        assert_eq!(
+            band_server::layers::cgroup::list_marks(state.path()),
+            Vec::<String>::new()
+        );
+    }
+}
+
 /// A run whose relay is `relay` (as `slirp4netns` in the server's config): it must fail closed,
 /// in the network layer, with an error that contains `says`, before its script printed anything.
 fn run_with_failing_relay(relay: &str, says: &str, script: &str) -> (RunRequest, Outcome) {

@@ -1,26 +1,75 @@
-//! Apply the cgroup's plan: create the run's cgroup with the effective limits, then open the
-//! files that put bubblewrap in it (for the spawn).
+//! Apply the cgroup's plan in two steps: start making the run's cgroup (with the effective
+//! limits, and the files that put bubblewrap in it) on a thread of its own, beside the steps
+//! that make the programs and the run directory; then wait for it, just before the spawn.
+//!
+//! A v1 host has a directory to make and limits to write in each hierarchy (memory, pids, cpu,
+//! freezer): about 0.6 ms, which the run no longer waits for in sequence. A run that fails
+//! between the two steps drops [`PendingCgroup`], which waits for the thread and removes what
+//! it made: nothing is left behind.
+
+use std::fs::File;
+use std::path::Path;
+use std::thread::JoinHandle;
 
 use band::proto::Layer;
 use fs_err::OpenOptions;
 
-use super::RunCgroup;
+use super::{CgroupPlan, RunCgroup};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::{Applied, Inputs};
+use crate::layer::{Applied, Built, Inputs, Teardown};
 use crate::run::RunGuard;
 
 /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-pub struct JoinFiles(pub Vec<std::fs::File>);
+pub struct JoinFiles(pub Vec<File>);
 
-/// The cgroup step of layer's steps ([`crate::layer::RunLayer::steps`]).
-pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let part: &super::CgroupPlan = inp.plan.parts.need(Layer::Cgroup)?;
-    let cg = RunCgroup::apply_owned(part, &inp.cfg.state_dir)
+/// The run's cgroup, with its join files.
+type Made = (RunCgroup, Vec<File>);
+
+/// The run's cgroup and its join files, being made ([`start`] → [`join`]).
+pub struct PendingCgroup(Option<JoinHandle<SetupResult<Made>>>);
+
+impl PendingCgroup {
+    fn wait(mut self) -> SetupResult<Made> {
+        match self.0.take().map(JoinHandle::join) {
+            Some(Ok(made)) => made,
+            Some(Err(_)) | None => Err(crate::error::SetupError::new(
+                Layer::Cgroup,
+                "the cgroup's thread panicked",
+            )),
+        }
+    }
+}
+
+impl Drop for PendingCgroup {
+    /// A run that fails before [`join`]: the cgroup the thread made is removed here.
+    fn drop(&mut self) {
+        if let Some(Ok(Ok((cg, _files)))) = self.0.take().map(JoinHandle::join) {
+            remove(cg);
+        }
+    }
+}
+
+/// Remove a cgroup no process was put in, saying what could not be removed (the janitor removes
+/// it then: its mark names it).
+fn remove(cg: RunCgroup) {
+    let mut t = Teardown {
+        processes_dead: true,
+        clean: true,
+        errors: Vec::new(),
+    };
+    Box::new(cg).teardown(&mut t);
+    for e in t.errors {
+        crate::say!("band-server: teardown: {e}");
+    }
+}
+
+/// Make the run's cgroup from `plan` (marked as `state`'s) and open its join files. On failure,
+/// nothing of it is left.
+fn make(plan: &CgroupPlan, state: &Path) -> SetupResult<Made> {
+    let cg = RunCgroup::apply_owned(plan, state)
         .layer(Layer::Cgroup, "failed to create the run's cgroup")?;
-    let join_files = cg.join_files();
-    // Guarded before anything else can fail, so a failure below still removes it.
-    guard.push(cg);
-    let files = join_files
+    let opened = cg
+        .join_files()
         .iter()
         .map(|p| {
             OpenOptions::new()
@@ -29,7 +78,36 @@ pub(crate) fn cgroup(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) 
                 .map(fs_err::File::into_file)
                 .layer(Layer::Cgroup, format!("failed to open {}", p.display()))
         })
-        .collect::<SetupResult<Vec<std::fs::File>>>()?;
+        .collect::<SetupResult<Vec<File>>>();
+    match opened {
+        Ok(files) => Ok((cg, files)),
+        Err(e) => {
+            remove(cg);
+            Err(e)
+        }
+    }
+}
+
+/// The cgroup's first step ([`crate::layer::Phase::Limits`]): start making it.
+pub(crate) fn start(inp: &Inputs<'_>, out: &mut Applied, _guard: &mut RunGuard) -> SetupResult<()> {
+    let plan: CgroupPlan = inp.plan.parts.need::<CgroupPlan>(Layer::Cgroup)?.clone();
+    let state = inp.cfg.state_dir.clone();
+    let thread = std::thread::Builder::new()
+        .name("cgroup".into())
+        .spawn(move || make(&plan, &state))
+        .layer(
+            Layer::Cgroup,
+            "failed to start the thread that makes the run's cgroup",
+        )?;
+    out.parts.insert(PendingCgroup(Some(thread)));
+    Ok(())
+}
+
+/// The cgroup's second step ([`crate::layer::Phase::Joins`]): wait for it; guarded from here on.
+pub(crate) fn join(_inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+    let pending: PendingCgroup = out.parts.take(Layer::Cgroup)?;
+    let (cg, files) = pending.wait()?;
+    guard.push(cg);
     out.parts.insert(JoinFiles(files));
     Ok(())
 }

@@ -73,11 +73,18 @@ impl crate::layer::RunLayer for Cgroup {
         Ok(())
     }
     fn steps(&self) -> &'static [crate::layer::Step] {
-        &[crate::layer::Step {
-            phase: crate::layer::Phase::Limits,
-            what: "the run's cgroup with its limits, and its join files",
-            apply: apply::cgroup,
-        }]
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::Limits,
+                what: "the run's cgroup with its limits and join files, on a thread of its own",
+                apply: apply::start,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Joins,
+                what: "the run's cgroup waited for",
+                apply: apply::join,
+            },
+        ]
     }
     /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
     /// directory's server is never listed, so never removed.
