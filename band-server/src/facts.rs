@@ -128,12 +128,13 @@ static PREFETCHED: OnceLock<Prefetched> = OnceLock::new();
 impl Prefetched {
     /// Look them up now.
     pub fn look(cfg: &ServerConfig) -> Prefetched {
+        let search = BinSearch::new(&cfg.bin_path);
         Prefetched {
             at: Instant::now(),
             bin_path: cfg.bin_path.clone(),
             essentials: shim::ESSENTIALS
                 .iter()
-                .map(|&name| (name, find_binary(name, &cfg.bin_path)))
+                .map(|&name| (name, search.find(name)))
                 .collect(),
             helpers: Helpers::locate(),
             hierarchy: Hierarchy::detect_system().ok(),
@@ -165,22 +166,65 @@ pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
 /// [`resolve_binary`], with the path where it was found (not resolved: a venv's `bin/python`
 /// link), then the canonical file.
 pub fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
-    for d in search {
-        let p = d.join(name);
-        let Ok(m) = fs::metadata(&p) else {
-            continue;
-        };
-        if !m.is_file() || m.mode() & 0o111 == 0 {
-            continue;
+    BinSearch::new(search).find(name)
+}
+
+/// The folders [`find_binary`] looks in, each resolved to its canonical path once, when first
+/// needed: for a batch of names (band-server's essential commands, each run), a command found
+/// as a file of its own (no link) costs one `lstat` per folder looked in, where resolving its
+/// whole path again cost a `readlink` for each of its components.
+pub struct BinSearch<'a> {
+    dirs: &'a [PathBuf],
+    canonical: Vec<std::cell::OnceCell<Option<PathBuf>>>,
+}
+
+impl<'a> BinSearch<'a> {
+    pub fn new(dirs: &'a [PathBuf]) -> BinSearch<'a> {
+        BinSearch {
+            dirs,
+            canonical: dirs.iter().map(|_| std::cell::OnceCell::new()).collect(),
         }
-        let real = p.canonicalize().ok()?;
-        let base = real.file_name()?.to_str()?;
-        if request::FORBIDDEN_COMMANDS.contains(&base) {
-            return None;
-        }
-        return Some((p, real));
     }
-    None
+
+    /// `name` in the first folder that has it as an executable file (a link is followed), with
+    /// its canonical path; `None` when no folder has it, or when it is one of
+    /// [`request::FORBIDDEN_COMMANDS`].
+    pub fn find(&self, name: &str) -> Option<(PathBuf, PathBuf)> {
+        // A plain name of a file that is no link: its canonical path is its folder's, joined.
+        let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+        for (i, d) in self.dirs.iter().enumerate() {
+            let p = d.join(name);
+            let Ok(lm) = fs::symlink_metadata(&p) else {
+                continue;
+            };
+            let direct = plain && !lm.file_type().is_symlink();
+            let m = if direct {
+                lm
+            } else {
+                let Ok(m) = fs::metadata(&p) else {
+                    continue;
+                };
+                m
+            };
+            if !m.is_file() || m.mode() & 0o111 == 0 {
+                continue;
+            }
+            let real = if direct {
+                self.canonical[i]
+                    .get_or_init(|| d.canonicalize().ok())
+                    .as_ref()?
+                    .join(name)
+            } else {
+                p.canonicalize().ok()?
+            };
+            let base = real.file_name()?.to_str()?;
+            if request::FORBIDDEN_COMMANDS.contains(&base) {
+                return None;
+            }
+            return Some((p, real));
+        }
+        None
+    }
 }
 
 /// The canonical host path of `p` and whether it is a directory, if it exists.
@@ -235,12 +279,13 @@ impl HostFacts {
         let mut binaries = BTreeMap::new();
         let mut heads = BTreeMap::new();
         let mut found = BTreeMap::new();
+        let search = BinSearch::new(&cfg.bin_path);
         let mut resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
             let looked = pre.and_then(|p| p.essentials.get(name));
             if !binaries.contains_key(name)
                 && let Some((at, p)) = match looked {
                     Some(found) => found.clone(),
-                    None => find_binary(name, &cfg.bin_path),
+                    None => search.find(name),
                 }
             {
                 found.insert(name.to_string(), at);
@@ -501,6 +546,98 @@ mod tests {
 
     use super::*;
     use crate::request::Check;
+
+    /// What [`find_binary`] did before [`BinSearch`]: the same answers, by the longer way (every
+    /// candidate followed, every path resolved whole).
+    fn find_by_resolving_each(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
+        for d in search {
+            let p = d.join(name);
+            let Ok(m) = fs::metadata(&p) else {
+                continue;
+            };
+            if !m.is_file() || m.mode() & 0o111 == 0 {
+                continue;
+            }
+            let real = p.canonicalize().ok()?;
+            let base = real.file_name()?.to_str()?;
+            if request::FORBIDDEN_COMMANDS.contains(&base) {
+                return None;
+            }
+            return Some((p, real));
+        }
+        None
+    }
+
+    /// A folder of commands of every kind (files, links to files and folders, dangling links,
+    /// files that do not execute, a forbidden command under another name), searched through a
+    /// folder that is itself a link, a missing one and a second one: [`BinSearch`] answers as
+    /// resolving each path whole does, with one resolution per folder.
+    #[test]
+    fn the_search_finds_what_resolving_each_path_finds() {
+        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = t.path();
+        let mk = |rel: &str, mode: u32| {
+            let p = root.join(rel);
+            fs_err::create_dir_all(p.parent().unwrap_or(root)).unwrap_or_else(|e| panic!("{e}"));
+            fs_err::write(&p, b"#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        let link = |target: &str, rel: &str| {
+            fs_err::os::unix::fs::symlink(target, root.join(rel)).unwrap_or_else(|e| panic!("{e}"));
+        };
+        mk("real/bin/tool", 0o755);
+        mk("real/bin/data", 0o644);
+        mk("real/alt/mawk", 0o755);
+        mk("real/alt/sudo", 0o755);
+        mk("second/only-here", 0o755);
+        mk("second/tool", 0o755);
+        fs_err::create_dir_all(root.join("real/bin/folder")).unwrap_or_else(|e| panic!("{e}"));
+        link("../alt/mawk", "real/bin/awk");
+        link("../alt/sudo", "real/bin/elevate");
+        link("../alt/none", "real/bin/dangling");
+        link("folder", "real/bin/to-folder");
+        link("real/bin", "bin");
+        let search = [root.join("missing"), root.join("bin"), root.join("second")];
+        let names = [
+            "tool",
+            "data",
+            "awk",
+            "elevate",
+            "sudo",
+            "dangling",
+            "folder",
+            "to-folder",
+            "only-here",
+            "absent",
+            ".",
+            "..",
+            "",
+        ];
+        let batch = BinSearch::new(&search);
+        for name in names {
+            assert_eq!(
+                batch.find(name),
+                find_by_resolving_each(name, &search),
+                "{name}"
+            );
+        }
+        // Resolved through the folder's link, and followed through the command's.
+        let real = root.canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            find_binary("tool", &search),
+            Some((root.join("bin/tool"), real.join("real/bin/tool")))
+        );
+        assert_eq!(
+            find_binary("awk", &search).map(|(_, r)| r),
+            Some(real.join("real/alt/mawk"))
+        );
+        assert_eq!(find_binary("elevate", &search), None);
+        assert_eq!(
+            find_binary("only-here", &search).map(|(_, r)| r),
+            Some(real.join("second/only-here"))
+        );
+    }
 
     /// A no-op request (`#!/bin/sh`, no `allow`).
     fn noop_request() -> RunRequest {
