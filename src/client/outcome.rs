@@ -45,6 +45,9 @@ pub struct Prepared {
     /// SHA-256 of the effective policy as JSON.
     pub policy_sha256: String,
     pub lock: LockMark,
+    /// The skill's schemas as `prepare` loaded them (the input checked against them): the
+    /// output is checked against the same set, not loaded again after the run.
+    pub schemas: crate::contract::SchemaSet,
 }
 
 /// A finished (or refused) run, with the fingerprints the ledger records.

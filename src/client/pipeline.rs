@@ -511,6 +511,7 @@ pub fn prepare(
         band_sha256,
         policy_sha256,
         lock: lock_mark,
+        schemas,
     })))
 }
 
@@ -526,7 +527,7 @@ fn read_secrets(names: &[String]) -> BTreeMap<String, String> {
 pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> Result<Outcome> {
     let script = prepared.request.script.clone();
     if result.status == Status::Ok {
-        check_output(&prepared.skill_root, &script, &mut result)?;
+        check_output(&prepared.schemas, &script, &mut result)?;
     }
     super::workspace::write_back(&prepared.workspace, &result.written)?;
     // What the run shows is masked; its output and written files are not, but are warned about.
@@ -566,8 +567,11 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
 }
 
 /// The output contract is checked here, on the host, strictly.
-fn check_output(root: &Path, script: &str, result: &mut RunResult) -> Result<()> {
-    let schemas = crate::contract::SchemaSet::load_dir(root).0;
+fn check_output(
+    schemas: &crate::contract::SchemaSet,
+    script: &str,
+    result: &mut RunResult,
+) -> Result<()> {
     let Some(rel) = schemas.output_rel(script) else {
         return Ok(());
     };

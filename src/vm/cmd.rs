@@ -97,14 +97,7 @@ pub fn user_name() -> Option<String> {
 /// True when this process runs as root (the host target starts band-server itself; the image
 /// build uses mmdebstrap's root mode).
 pub fn is_root() -> bool {
-    fs_err::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
+    rustix::process::geteuid().is_root()
 }
 
 #[cfg(test)]

@@ -124,3 +124,32 @@ fn privileged_run_denied_command() {
     let json = ["run", "--json", "--skills", ".", "demo/hello", "--name=x"];
     band_snapshot!(output(&json, t.path()), "run_denied_json");
 }
+
+/// The output is checked against the script's output schema once the run is over: a document
+/// that does not match is `output_invalid` (band's exit code 4), naming the schema and what is
+/// wrong; the same script writing a matching one is `ok`.
+#[test]
+fn privileged_run_output_that_breaks_its_schema() {
+    if skip("privileged_run_output_that_breaks_its_schema") {
+        return;
+    }
+    let t = tempfile::tempdir().expect("tmp");
+    assert_eq!(output(&["init", "demo"], t.path()).code, 0);
+    let script = t.path().join("demo/scripts/hello.sh");
+    fs_err::write(
+        &script,
+        "#!/bin/sh\nprintf '{\"greeting\":42}\\n' > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    let args = ["run", "--skills", ".", "demo/hello", "--name=x"];
+    band_snapshot!(output(&args, t.path()), "run_output_invalid");
+    let json = ["run", "--json", "--skills", ".", "demo/hello", "--name=x"];
+    band_snapshot!(output(&json, t.path()), "run_output_invalid_json");
+    fs_err::write(
+        &script,
+        "#!/bin/sh\nprintf '{\"greeting\":\"hi\"}\\n' > \"$OUTPUT_PATH\"\n",
+    )
+    .expect("write");
+    let ok = output(&args, t.path());
+    assert_eq!(ok.code, 0, "{ok:?}");
+}
