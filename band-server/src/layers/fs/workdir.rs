@@ -478,12 +478,13 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
 
-    // dev/: the sandbox's `/dev`, bound by bubblewrap (`--dev-bind`, one bind; its `--dev` made
-    // six binds, each with a read-only remount and a re-read of its mount table, then
-    // `--remount-ro` read it once more). Read-only and noexec; the host's device nodes each a
-    // nosuid bind (usable, writable), a devpts instance of the run's own, the usual links.
-    let dev = root.join("dev");
-    p.mkdir(dev.clone(), 0o755, None);
+    // root/dev/: the sandbox's `/dev`, in the root's one bind (bubblewrap's `--dev` made six
+    // binds, each with a read-only remount and a re-read of its mount table, then `--remount-ro`
+    // read it once more; until round 11 this folder was a bind of its own). Read-only and noexec;
+    // the host's device nodes each a nosuid bind (usable, writable: the only mounts of the tree
+    // without nodev, which is why bubblewrap binds the root with `--dev-bind`), a devpts
+    // instance of the run's own, the usual links.
+    let dev = sroot.join("dev");
     for d in ["shm", "pts"] {
         p.mkdir(dev.join(d), 0o755, None);
     }
@@ -1187,7 +1188,7 @@ mod tests {
             noexec,
             vec![
                 s("root/skill", "root/skill", true),
-                s("dev", "dev", true),
+                s("root/dev", "root/dev", true),
                 s("workspace", "view/workspace", false),
                 s("tmp", "view/tmp", false),
                 s("io", "view/band/io", false),
@@ -1474,11 +1475,23 @@ mod tests {
             ("sbin", "usr/sbin"),
             ("usr/sbin", "bin"),
             ("usr/local/bin", "../bin"),
-            ("run/band/exec/cache/ab12/node", "/band/bin/node"),
-            ("run/band/exec/cache/ab12/lib", "/usr/lib/node"),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
+        // `/dev`'s links (its folder is in the root since round 11).
+        .chain(
+            DEV_LINKS
+                .iter()
+                .map(|(l, t)| (format!("dev/{l}"), t.to_string())),
+        )
+        .chain(
+            [
+                ("run/band/exec/cache/ab12/node", "/band/bin/node"),
+                ("run/band/exec/cache/ab12/lib", "/usr/lib/node"),
+            ]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string())),
+        )
         .collect();
         assert_eq!(symlinks, want);
         // /band: the run's exec folder, read-only, bound here (its programs run: not noexec).

@@ -211,22 +211,20 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     // overlays or binds of the host's; the wrappers in `bin/`), the synthetic `etc/` (with the
     // host folders of `workdir::ETC_HOST_DIRS` bound read-only in it), `skill/` (read-only,
     // noexec), `/band` (read-only) with `io/` on it, `/workspace` and `/tmp` (writable, noexec),
-    // the compatibility links, the links at the programs' cache paths and a mount point for each
-    // bind below, all prepared by band-server in the run directory (`workdir::plan`, its
-    // `view/`), every mount's flags set there (the root's own read-only) and locked for
-    // bubblewrap's copy. Not `--ro-bind`: that would remount every mount in it read-only, the
-    // writable ones too. bubblewrap makes only what it must: `/proc` and `/dev` in its
-    // namespaces, host paths.
+    // `/dev` (read-only, noexec, the host's device nodes bound in it), the compatibility links,
+    // the links at the programs' cache paths and a mount point for each bind below, all prepared
+    // by band-server in the run directory (`workdir::plan`, its `view/`), every mount's flags
+    // set there (the root's own read-only; nodev on every mount but the device nodes') and
+    // locked for bubblewrap's copy. Not `--ro-bind`: that would remount every mount in it
+    // read-only, the writable ones too; not `--bind`: that would add nodev to the device nodes.
+    // bubblewrap makes only what it must: `/proc` in its namespaces, host paths.
     bind(
         &mut a,
-        "--bind",
+        "--dev-bind",
         plan.run_dir.join(VIEW).into_os_string(),
         "/".into(),
     );
     push(&mut a, &["--proc", "/proc"]);
-    let run = |rel: &str| plan.run_dir.join(rel).into_os_string();
-    // `/dev`, prepared by band-server (`workdir::plan`): read-only, its device nodes usable.
-    bind(&mut a, "--dev-bind", run("dev"), "/dev".into());
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
         bind(
@@ -319,14 +317,11 @@ mod tests {
             "ALL",
             "--hostname",
             "band",
-            "--bind",
+            "--dev-bind",
             &format!("{r}/view"),
             "/",
             "--proc",
             "/proc",
-            "--dev-bind",
-            &format!("{r}/dev"),
-            "/dev",
             "--ro-bind",
             "/run/band/exec/cache/band-shim-0123",
             "/skill/bin/tool",
