@@ -15,12 +15,15 @@
 //!       sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!     bin lib lib64 sbin   links into usr/
 //!     band/         a read-only bind of the run's exec folder (below)                 → /band
-//!     dev/ proc/ tmp/ workspace/   mount points (of bubblewrap's `/proc` and `/dev`, of the
-//!                   writable binds below), and one for each absolute host path or program tree
-//!                   bubblewrap binds; the links at the programs' cache paths
-//!                   (`SandboxPlan::self_links`) with their folders
+//!     dev/          bind-remounted read-only, noexec: the host's null, zero, full, random,
+//!                   urandom and tty each a nosuid bind, a devpts of the run's own, links → /dev
+//!     proc/ tmp/ workspace/   mount points (of bubblewrap's `/proc`, of the writable binds
+//!                   below), and one for each absolute host path or program tree bubblewrap
+//!                   binds; the links at the programs' cache paths (`SandboxPlan::self_links`)
+//!                   with their folders
 //!   view/           `root/` bound again with every mount in it, read-only on top, and the
-//!                   three folders below bound writable on it: bubblewrap's one bind   → /
+//!                   three folders below bound writable on it: bubblewrap's one bind
+//!                   (`--dev-bind`: it adds nosuid, not nodev, to the mounts in it)       → /
 //!   workspace/      request workspace files (see below), bound noexec at view/workspace → /workspace
 //!   io/             root:<run gid> 1770 (sticky), bound noexec at view/band/io → /band/io
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
