@@ -25,7 +25,7 @@ pub struct JoinFiles(pub Vec<File>);
 /// The run's cgroup, with its join files.
 type Made = (RunCgroup, Vec<File>);
 
-/// The run's cgroup and its join files, being made ([`start`] → [`join`]).
+/// The run's cgroup and its join files, being made (`start` → `join`).
 pub struct PendingCgroup(Option<JoinHandle<SetupResult<Made>>>);
 
 impl PendingCgroup {

@@ -168,7 +168,7 @@ const HINT_WIDTH: usize = 10;
 /// a run id (16 characters) fit with room to spare.
 const LEASE_WIDTH: usize = 47;
 
-/// Write `<pid> <run_id>` over the lease in place ([`LEASE_WIDTH`]), as [`write_hint`] does and
+/// Write `<pid> <run_id>` over the lease in place ([`LEASE_WIDTH`]), as `write_hint` does and
 /// for the same reason: a file of one block is never freed and allocated again.
 fn write_lease(file: &File, pid: u32, run_id: &str) -> std::io::Result<()> {
     let record = format!("{pid} {run_id}");
@@ -182,7 +182,7 @@ fn write_lease(file: &File, pid: u32, run_id: &str) -> std::io::Result<()> {
 }
 
 /// Clear a lease (free slot) in place: blanks over the record, which [`parse_lease`] reads as no
-/// lease, instead of truncating it to nothing (see [`write_hint`] for why).
+/// lease, instead of truncating it to nothing (see `write_hint` for why).
 pub fn clear_lease(file: &File) -> std::io::Result<()> {
     let len = file.metadata()?.len();
     if len == 0 {
