@@ -41,7 +41,7 @@ impl PendingCgroup {
 }
 
 impl Drop for PendingCgroup {
-    /// A run that fails before [`join`]: the cgroup the thread made is removed here.
+    /// A run that fails before `join`: the cgroup the thread made is removed here.
     fn drop(&mut self) {
         if let Some(Ok(Ok((cg, _files)))) = self.0.take().map(JoinHandle::join) {
             remove(cg);

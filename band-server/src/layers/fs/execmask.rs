@@ -125,7 +125,7 @@ pub const HOST_CACHE: &str = "/var/cache/band/exec-mask.json";
 /// What [`load`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Loaded {
-    /// A list for this key, younger than [`MAX_AGE`].
+    /// A list for this key, younger than `MAX_AGE`.
     Fresh(Vec<PathBuf>),
     /// A list for another key (packages changed since) or an old one: used while a new one is
     /// made in the background ([`refresh_in_background`]).

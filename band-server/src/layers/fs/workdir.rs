@@ -34,7 +34,7 @@
 //!
 //! The run's programs live outside this tmpfs (they are hardlinks into a cache on the state
 //! directory's filesystem): `<state>/exec/runs/<run_id>` → `/band`, in one read-only bind at `root/band`
-//! (`x/` the `#!` scripts, `shim`, `jail`, `sock` the gate's socket (root:<run gid> 0660), `bin`
+//! (`x/` the `#!` scripts, `shim`, `jail`, `sock` the gate's socket (`root:<run gid> 0660`), `bin`
 //! a link to `/usr/bin`, `io/` the mount point of `io/` above), see `execcache`.
 //!
 //! Workspace files matching `allow.write` (and no `deny.write`) belong to the run's uid; all other

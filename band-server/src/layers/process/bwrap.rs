@@ -27,7 +27,7 @@
 //! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
 //! appear on any command line.
 //!
-//! bubblewrap itself is started as `bwrap --args 5` ([`ARGS_FD`], [`encode_args`]): the argv
+//! bubblewrap itself is started as `bwrap --args 5` ([`ARGS_FD`], [`split_args`]): the argv
 //! above, full of host paths (the state directory, the run id, band's install path), is read
 //! from a pipe, so it never appears in `/proc/<pid>/cmdline` of bubblewrap, which is pid 1 of
 //! the sandbox and visible to the script.
