@@ -115,33 +115,18 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
     if flags.no_exec {
         f |= libc::MS_NOEXEC;
     }
-    bind_then_remount(src, target, 0, f)
-}
-
-/// `mount --rbind src target` (with every mount below `src`), then remount the new top mount
-/// `ro,nosuid,nodev`; the mounts below keep their own flags. Made in the initial user namespace,
-/// the top's flags are locked for bubblewrap's copy, which it binds with `--bind` (a read-only
-/// bind would remount every mount below read-only too, the writable ones included).
-pub fn rbind_read_only(src: &Path, target: &Path) -> io::Result<()> {
-    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
-    bind_then_remount(src, target, libc::MS_REC, flags)
+    bind_then_remount(src, target, f)
 }
 
 /// `mount --bind src target` of a device node (not recursive), then remount it `nosuid` only:
 /// the device stays usable (no `nodev`) and writable, as bubblewrap's `--dev` binds them. Made in
 /// the initial user namespace, its flags are locked for bubblewrap's copy.
 pub fn bind_device(src: &Path, target: &Path) -> io::Result<()> {
-    bind_then_remount(src, target, 0, libc::MS_NOSUID)
+    bind_then_remount(src, target, libc::MS_NOSUID)
 }
 
-/// A bind of `src` at `target` (recursive with `rec` = `MS_REC`, else 0), then a remount of its
-/// top mount with `flags`.
-fn bind_then_remount(
-    src: &Path,
-    target: &Path,
-    rec: libc::c_ulong,
-    flags: libc::c_ulong,
-) -> io::Result<()> {
+/// A non-recursive bind of `src` at `target`, then a remount of it with `flags`.
+fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
     let src = cstring(src)?;
     let target = cstring(target)?;
     // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
@@ -151,7 +136,7 @@ fn bind_then_remount(
             src.as_ptr(),
             target.as_ptr(),
             std::ptr::null(),
-            libc::MS_BIND | rec,
+            libc::MS_BIND,
             std::ptr::null(),
         )
     };

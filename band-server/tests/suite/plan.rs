@@ -210,11 +210,6 @@ fn describe(op: &FsOp<'_>) -> String {
             if *read_only { " ro" } else { "" },
             if *no_exec { " noexec" } else { "" }
         ),
-        FsOp::View { source, target } => format!(
-            "bind {} -> {} with its mounts, ro on top",
-            source.display(),
-            target.display()
-        ),
         FsOp::BindHost { source, target } => {
             format!(
                 "bind {} -> {} ro, if the host has it",

@@ -3,27 +3,30 @@
 //!
 //! ```text
 //! <run>/            tmpfs, root:<run gid> 0710 (the run's uid may traverse it, nobody may list it)
-//!   root/           the sandbox's root, as band-server builds it (late files land here too)
-//!     skill/        the bundle, root-owned, bind-remounted read-only, noexec          → /skill
+//!   root/           the sandbox's tree as band-server makes it: folders, files, links and
+//!                   mount points, no mount (late files land here too); seen through view/
+//!     skill/        the bundle, root-owned; bound read-only, noexec on the view        → /skill
 //!     etc/          synthetic passwd, group, hosts, nsswitch.conf (root 0444)         → /etc
 //!                   (with resolv.conf when networked), a copy of the host's ld.so.cache, and
-//!                   the host's ssl/certs, ca-certificates and fonts bound read-only in it
+//!                   mount points for the host's ssl/certs, ca-certificates and fonts
 //!     usr/          the sandbox's /usr                                                → /usr
-//!       lib/ lib64/ libexec/ share/   the host's trees the host has, each a read-only mount:
-//!                   an overlay with the run's masks (`execmask`), else a bind of the host's
+//!       lib/ lib64/ libexec/ share/   mount points of the host's trees the host has, each a
+//!                   read-only mount on the view: an overlay with the run's masks (`execmask`),
+//!                   else a bind of the host's
 //!       bin/        symlinks <name> → /band/shim                   → /band/bin and /usr/bin
 //!       sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!     bin lib lib64 sbin   links into usr/
-//!     band/         a read-only bind of the run's exec folder (below)                 → /band
-//!     dev/          bind-remounted read-only, noexec: the host's null, zero, full, random,
+//!     band/         mount point of a read-only bind of the run's exec folder (below)  → /band
+//!     dev/          bound read-only, noexec on the view: the host's null, zero, full, random,
 //!                   urandom and tty each a nosuid bind, a devpts of the run's own, links → /dev
 //!     proc/ tmp/ workspace/   mount points (of bubblewrap's `/proc`, of the writable binds
 //!                   below), and one for each absolute host path or program tree bubblewrap
 //!                   binds; the links at the programs' cache paths (`SandboxPlan::self_links`)
 //!                   with their folders
-//!   view/           `root/` bound again with every mount in it, read-only on top, and the
-//!                   three folders below bound writable on it: bubblewrap's one bind
-//!                   (`--dev-bind`: it adds nosuid, not nodev, to the mounts in it)       → /
+//!   view/           `root/` bound again, read-only, and every mount of the tree on it (the
+//!                   library trees, /etc's host folders, /skill, /band, /dev, the three
+//!                   folders below, writable): bubblewrap's one bind (`--dev-bind`: it adds
+//!                   nosuid, not nodev, to the mounts in it)                               → /
 //!   workspace/      request workspace files (see below), bound noexec at view/workspace → /workspace
 //!   io/             root:<run gid> 1770 (sticky), bound noexec at view/band/io → /band/io
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
@@ -118,7 +121,8 @@ pub struct RunDirSpec<'a, 'd> {
     pub exec_dir: &'a Path,
 }
 
-/// The folder of the run directory that bubblewrap binds at `/` ([`FsOp::View`]).
+/// The folder of the run directory that bubblewrap binds at `/`: `root/`, read-only, with every
+/// mount of the sandbox's tree on it.
 pub const VIEW: &str = "view";
 
 /// The folders of the sandbox's root that are mount points (`/proc` and `/dev`, made by
@@ -192,13 +196,6 @@ pub enum FsOp<'a> {
         no_exec: bool,
         /// What failed, for the error message.
         what: String,
-    },
-    /// A recursive bind of `source` at `target`, its top mount then read-only
-    /// ([`sys::rbind_read_only`]): the sandbox's root as bubblewrap binds it, with the writable
-    /// binds on it.
-    View {
-        source: PathBuf,
-        target: PathBuf,
     },
     /// A read-only, nosuid, nodev bind of the host's `source` at `target` (not recursive), made
     /// only when the host has `source` (bubblewrap's `--ro-bind-try`).
@@ -332,11 +329,25 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         p.mkdir(sroot.join(d), 0o755, None);
     }
     p.links(&sroot, "", ROOT_LINKS);
+    // view/: the sandbox's root as bubblewrap binds it, whole, at `/` (one bind where it made
+    // five: each a mount, a remount and a re-read of its mount table): `root/` bound again,
+    // read-only, with every mount of the tree made on it (below), none in `root/` itself, so
+    // that the tree's mounts exist once. Files, folders and links are made in `root/` (the same
+    // tmpfs, writable there), the late steps' too, and show through it as they come.
+    let view = root.join(VIEW);
+    p.mkdir(view.clone(), 0o755, None);
+    p.bind(
+        &sroot,
+        &view,
+        true,
+        false,
+        "failed to bind root/ read-only at view/".into(),
+    );
     // /band: the run's exec folder, read-only (its programs run from there: not noexec); only
-    // `io/` on it is bound writable (on `view/`, below).
+    // `io/` on it is bound writable (below).
     p.bind(
         spec.exec_dir,
-        &sroot.join("band"),
+        &view.join("band"),
         true,
         false,
         format!("failed to bind {} at /band", spec.exec_dir.display()),
@@ -361,7 +372,8 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         let Some(name) = lib.strip_prefix("/usr/") else {
             continue;
         };
-        let target = usr.join(name);
+        p.mkdir(usr.join(name), 0o755, None);
+        let target = view.join("usr").join(name);
         let rels: Vec<PathBuf> = spec
             .masked
             .iter()
@@ -369,7 +381,6 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             .map(Path::to_path_buf)
             .collect();
         if rels.is_empty() {
-            p.mkdir(target.clone(), 0o755, None);
             p.ops.push(FsOp::BindHost {
                 source: PathBuf::from(lib),
                 target,
@@ -406,10 +417,10 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     }
     p.bind(
         &skill,
-        &skill,
+        &view.join("skill"),
         true,
         true,
-        "failed to make skill/ read-only and noexec".into(),
+        "failed to bind skill/ read-only and noexec".into(),
     );
 
     // workspace/
@@ -495,21 +506,22 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         p.write(dev.join(n), Cow::Borrowed(b""), 0o444, None);
     }
     p.links(&dev, "/dev", DEV_LINKS);
+    let view_dev = view.join("dev");
     p.bind(
         &dev,
-        &dev,
+        &view_dev,
         true,
         true,
-        "failed to make dev/ read-only and noexec".into(),
+        "failed to bind dev/ read-only and noexec".into(),
     );
     for n in DEV_NODES {
         p.ops.push(FsOp::BindDevice {
             source: Path::new("/dev").join(n),
-            target: dev.join(n),
+            target: view_dev.join(n),
         });
     }
     p.ops.push(FsOp::Devpts {
-        target: dev.join("pts"),
+        target: view_dev.join("pts"),
     });
 
     let etc = sroot.join("etc");
@@ -568,11 +580,10 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     // `/etc`: one mount, not one per file): the CA certificates and fontconfig's folder.
     p.mkdir(etc.join("ssl"), 0o755, None);
     for d in ETC_HOST_DIRS {
-        let target = etc.join(d);
-        p.mkdir(target.clone(), 0o755, None);
+        p.mkdir(etc.join(d), 0o755, None);
         p.ops.push(FsOp::BindHost {
             source: Path::new("/etc").join(d),
-            target,
+            target: view.join("etc").join(d),
         });
     }
     for (path, is_dir) in spec.other_binds {
@@ -680,17 +691,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         );
     }
 
-    // view/: the sandbox's root as bubblewrap binds it, whole, at `/` (one bind where it made
-    // four: each a mount, a remount and a re-read of its mount table): `root/` with every mount
-    // in it, read-only on top, and the writable folders bound on it, noexec. Made once every
-    // mount in `root/` is (a later one would not show here); the late steps' files and links,
-    // written in `root/` (the same tmpfs), show as they come.
-    let view = root.join(VIEW);
-    p.mkdir(view.clone(), 0o755, None);
-    p.ops.push(FsOp::View {
-        source: sroot,
-        target: view.clone(),
-    });
+    // The writable folders, bound noexec on the view.
     for (d, at) in [(ws, "workspace"), (tmp, "tmp"), (io, "band/io")] {
         p.bind(
             &d,
@@ -863,14 +864,6 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             )
             .layer(fsl, format!("failed to bind {}", source.display()))
         }
-        FsOp::View { source, target } => sys::rbind_read_only(source, target).layer(
-            fsl,
-            format!(
-                "failed to bind {} at {}",
-                source.display(),
-                target.display()
-            ),
-        ),
         FsOp::BindDevice { source, target } => sys::bind_device(source, target)
             .layer(fsl, format!("failed to bind {} at /dev", source.display())),
         FsOp::Devpts { target } => sys::mount_devpts(target).layer(
@@ -901,7 +894,6 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
                     private
                 }
             };
-            mkdir(target, 0o755, None)?;
             sys::mount_overlay_ro(target, &[&layer, Path::new(root)])
                 .layer(fsl, format!("failed to mount the masked overlay of {root}"))
         }
@@ -1190,8 +1182,8 @@ mod tests {
         assert_eq!(
             noexec,
             vec![
-                s("root/skill", "root/skill", true),
-                s("root/dev", "root/dev", true),
+                s("root/skill", "view/skill", true),
+                s("root/dev", "view/dev", true),
                 s("workspace", "view/workspace", false),
                 s("tmp", "view/tmp", false),
                 s("io", "view/band/io", false),
@@ -1249,8 +1241,9 @@ mod tests {
             mode: 0o755,
             owner: None
         }));
+        let view_etc = Path::new("/run/band/runs/0123456789abcdef/view/etc");
         assert!(plan.ops.iter().any(
-            |op| matches!(op, FsOp::BindHost { target, .. } if target == &etc.join("ssl/certs"))
+            |op| matches!(op, FsOp::BindHost { target, .. } if target == &view_etc.join("ssl/certs"))
         ));
     }
 
@@ -1321,7 +1314,9 @@ mod tests {
             ..bare(&never)
         });
         let root = Path::new("/run/band/runs/0123456789abcdef/root");
-        let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+        // Mounted on the view (`root/` bound again), their mount points made in `root/`.
+        let view = Path::new("/run/band/runs/0123456789abcdef/view");
+        let rel = |p: &Path| p.strip_prefix(view).unwrap_or(p).display().to_string();
         let mounts: Vec<String> = plan
             .ops
             .iter()
@@ -1350,7 +1345,12 @@ mod tests {
             .ops
             .iter()
             .filter_map(|op| match op {
-                FsOp::Mkdir { path, .. } => Some(rel(path)),
+                FsOp::Mkdir { path, .. } => Some(
+                    path.strip_prefix(root)
+                        .unwrap_or(path)
+                        .display()
+                        .to_string(),
+                ),
                 _ => None,
             })
             .collect();
@@ -1497,10 +1497,11 @@ mod tests {
         )
         .collect();
         assert_eq!(symlinks, want);
-        // /band: the run's exec folder, read-only, bound here (its programs run: not noexec).
+        // /band: the run's exec folder, read-only, bound on the view (its programs run: not
+        // noexec).
         assert!(plan.ops.contains(&FsOp::Bind {
             source: PathBuf::from("/run/band/exec/runs/0123456789abcdef"),
-            target: root.join("band"),
+            target: root.parent().unwrap_or(root).join(VIEW).join("band"),
             read_only: true,
             no_exec: false,
             what: "failed to bind /run/band/exec/runs/0123456789abcdef at /band".into(),
@@ -1518,11 +1519,11 @@ mod tests {
         }
     }
 
-    /// bubblewrap binds `view/` at `/`: `root/` bound again with the mounts it has at that
-    /// moment. So every mount in `root/` comes before the view, and every mount on the view
-    /// after it; the late steps make no mount.
+    /// bubblewrap binds `view/` at `/`: `root/` bound again, read-only, first, then every mount
+    /// of the tree on it. None lands in `root/` (it would exist twice, and bubblewrap's copy of
+    /// band-server's mounts would hold both), and the late steps mount nothing.
     #[test]
-    fn every_mount_in_the_root_comes_before_its_view() {
+    fn every_mount_of_the_tree_is_on_the_view_after_its_bind() {
         let never = |_: &str| false;
         let other = [
             (PathBuf::from("/opt/data"), true),
@@ -1543,41 +1544,63 @@ mod tests {
             | FsOp::BindHost { target, .. }
             | FsOp::BindDevice { target, .. }
             | FsOp::Devpts { target }
-            | FsOp::MaskLibrary { target, .. }
-            | FsOp::View { target, .. } => Some(target.clone()),
+            | FsOp::MaskLibrary { target, .. } => Some(target.clone()),
             _ => None,
         };
         let at = plan
             .ops
             .iter()
             .position(|op| {
-                *op == FsOp::View {
-                    source: sroot.clone(),
-                    target: view.clone(),
-                }
+                matches!(op, FsOp::Bind { source, target, read_only: true, no_exec: false, .. }
+                    if *source == sroot && *target == view)
             })
-            .expect("the plan binds root/ at view/");
+            .expect("the plan binds root/ read-only at view/");
         let (before, after) = plan.ops.split_at(at);
-        let in_root: Vec<PathBuf> = before
+        assert!(
+            before.iter().filter_map(mount_target).next().is_none(),
+            "{before:?}"
+        );
+        let on_view: Vec<PathBuf> = after[1..].iter().filter_map(mount_target).collect();
+        assert!(on_view.iter().all(|t| t.starts_with(&view)), "{on_view:?}");
+        // /band, the two library trees (one masked), /skill, /dev with its six nodes and
+        // devpts, the host's /etc folders, and the three writable folders.
+        assert!(
+            on_view.len() >= 3 + 2 + 1 + 8 + ETC_HOST_DIRS.len(),
+            "{on_view:?}"
+        );
+        for t in [
+            "band",
+            "usr/lib",
+            "usr/share",
+            "skill",
+            "dev",
+            "dev/pts",
+            "workspace",
+            "tmp",
+            "band/io",
+        ] {
+            assert!(on_view.contains(&view.join(t)), "{t} in {on_view:?}");
+        }
+        // Each mount point is made in root/ (the view shows it): none is made on the view.
+        for op in &plan.ops {
+            if let FsOp::Mkdir { path, .. } | FsOp::Write { path, .. } = op {
+                assert!(!path.starts_with(&view) || *path == view, "{path:?}");
+            }
+        }
+        // (The exec folder, bound at /band, holds its own mount point, `io/`.)
+        for t in on_view
             .iter()
-            .filter_map(mount_target)
-            .filter(|t| t.starts_with(&sroot))
-            .collect();
-        assert!(in_root.len() >= 5, "{in_root:?}");
-        assert!(
-            after[1..]
-                .iter()
-                .filter_map(mount_target)
-                .all(|t| t.starts_with(&view)),
-            "after the view, mounts only on it: {:?}",
-            &after[1..]
-        );
-        assert!(
-            before
-                .iter()
-                .filter_map(mount_target)
-                .all(|t| !t.starts_with(&view))
-        );
+            .filter(|t| !t.starts_with(view.join("band/")))
+        {
+            let rel = t.strip_prefix(&view).unwrap_or(t);
+            let in_root = sroot.join(rel);
+            assert!(
+                plan.ops.iter().any(|op| matches!(op,
+                    FsOp::Mkdir { path, .. } | FsOp::Write { path, .. } if *path == in_root))
+                    || ROOT_MOUNT_POINTS.contains(&rel.to_str().unwrap_or("")),
+                "no mount point for {t:?}"
+            );
+        }
         assert!(plan.late.iter().all(|op| mount_target(op).is_none()));
     }
 
