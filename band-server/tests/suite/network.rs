@@ -532,64 +532,61 @@ fn privileged_net_table_removed_mid_run_kills_the_run() {
     assert!(!o.result.stdout.contains("survived"));
 }
 
-#[test]
-fn privileged_net_no_resolver_or_no_nft_fails_closed() {
-    privileged!();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let cfg = dir.path().join("server.toml");
-    // The resolver: a dead loopback port (nothing is asked: the run fails before).
+/// A server config in `dir` whose nft is missing; its resolver a dead loopback port (nothing is
+/// asked: a networked run fails before).
+fn config_without_nft(dir: &Path) -> std::path::PathBuf {
+    let cfg = dir.join("server.toml");
     fs_err::write(
         &cfg,
         "nft = \"/nonexistent/nft\"\ndns_upstream = [\"127.0.0.1:9\"]\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    cfg
+}
+
+/// A networked run under `cfg` (from [`config_without_nft`]) in the state directory `state`: it
+/// fails closed in the network layer, naming the missing nft, before its script printed.
+fn run_without_nft(cfg: &Path, state: &Path) -> RunRequest {
     let req = request(
         "#!/bin/bash\necho ran\n",
         net_policy(&["api.example.test"], &[]),
     );
+    let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = finish(spawn_line_in(&line, cfg, state));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
+    assert_eq!(e.layer, Layer::Network, "{e:?}");
+    assert!(e.message.contains("/nonexistent/nft"), "{}", e.message);
+    assert!(!o.result.stdout.contains("ran"));
+    req
+}
+
+#[test]
+fn privileged_net_no_resolver_or_no_nft_fails_closed() {
+    privileged!();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // A state directory of its own: every server's start cleans the dead leases of its state
     // directory, and one without nft would clear a dead run's lease but leave its table (the
     // kill -9 tests' runs, in the shared one, then keep theirs). Uids stay apart across state
     // directories (each is locked host-wide while leased).
     let state = OwnStateDir::new("band-test-no-nft-");
-    let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let o = finish(spawn_line_in(&line, &cfg, state.path()));
-    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
-    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
-    assert_eq!(e.layer, Layer::Network);
-    assert!(e.message.contains("/nonexistent/nft"), "{}", e.message);
-    assert!(!o.result.stdout.contains("ran"));
+    run_without_nft(&config_without_nft(dir.path()), state.path());
 }
 
 /// The run's cgroup is made on a thread of its own, beside the programs and the run directory,
 /// and waited for just before the spawn. A run that fails in between (here in the network
-/// layer: no nft) still leaves nothing of it: no directory in any hierarchy, no mark, and the
-/// error is the network's.
+/// layer: no nft) still leaves nothing of it: no directory in any hierarchy, no mark.
 #[test]
 fn privileged_a_run_that_fails_while_its_cgroup_is_made_leaves_no_cgroup() {
     privileged!();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let cfg = dir.path().join("server.toml");
-    fs_err::write(
-        &cfg,
-        "nft = \"/nonexistent/nft\"\ndns_upstream = [\"127.0.0.1:9\"]\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let cfg = config_without_nft(dir.path());
     let h = band_server::layers::cgroup::Hierarchy::detect_system()
         .unwrap_or_else(|e| panic!("no cgroup hierarchy: {e}"));
     let state = OwnStateDir::new("band-test-cgroup-thread-");
     for _ in 0..5 {
-        let req = request(
-            "#!/bin/bash\necho ran\n",
-            net_policy(&["api.example.test"], &[]),
-        );
-        let line = serde_json::to_string(&band::proto::Message::Request(Box::new(req.clone())))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let o = finish(spawn_line_in(&line, &cfg, state.path()));
-        assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
-        let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
-        assert_eq!(e.layer, Layer::Network, "{e:?}");
+        let req = run_without_nft(&cfg, state.path());
         let dirs = band_server::layers::cgroup::RunCgroup::open(&h, &req.run_id)
             .unwrap_or_else(|e| panic!("{e}"))
             .dirs();
