@@ -125,9 +125,9 @@ pub struct RunDirSpec<'a, 'd> {
 /// mount of the sandbox's tree on it.
 pub const VIEW: &str = "view";
 
-/// The folders of the sandbox's root that are mount points (`/proc` and `/dev`, made by
-/// bubblewrap; the writable `/workspace` and `/tmp`, and `/band`, bound by band-server): made in
-/// `root/` since it is read-only once bound.
+/// The folders of the sandbox's root that are mount points (`/proc`, made by bubblewrap; `/dev`,
+/// the writable `/workspace` and `/tmp`, and `/band`, bound on the view by band-server): made in
+/// `root/` since the view is read-only.
 pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
 
 /// The host's device nodes bound in the sandbox's `/dev` (bubblewrap's `--dev` set).
@@ -237,7 +237,7 @@ pub struct RunDirPlan<'a> {
     /// paths with their folders ([`RunDirSpec::links`]). Made by [`RunDir::finish`] after
     /// bubblewrap's spawn, while it builds the sandbox, and before the jail's input is written
     /// (so before the script starts): none is a mount point (a file of `/etc` a bind lands on
-    /// stays in `ops`), and bubblewrap's read-only bind of the root shows them as they come.
+    /// stays in `ops`), and the view (`root/` bound read-only) shows them as they come.
     pub late: Vec<FsOp<'a>>,
     /// (sandbox path, source) for library trees prepared with masks.
     pub lib_binds: Vec<(String, PathBuf)>,
@@ -492,12 +492,12 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
 
-    // root/dev/: the sandbox's `/dev`, in the root's one bind (bubblewrap's `--dev` made six
-    // binds, each with a read-only remount and a re-read of its mount table, then `--remount-ro`
-    // read it once more; until round 11 this folder was a bind of its own). Read-only and noexec;
-    // the host's device nodes each a nosuid bind (usable, writable: the only mounts of the tree
-    // without nodev, which is why bubblewrap binds the root with `--dev-bind`), a devpts
-    // instance of the run's own, the usual links.
+    // root/dev/: the sandbox's `/dev`, bound on the view, so in bubblewrap's one bind of the root
+    // (bubblewrap's `--dev` would make six binds, each with a read-only remount and a re-read of
+    // its mount table, then `--remount-ro` read it once more). Read-only and noexec;
+    // the host's device nodes each a nosuid bind (usable, writable), a devpts instance of the
+    // run's own (those seven are the only mounts of the tree without nodev, which is why
+    // bubblewrap binds the root with `--dev-bind`), the usual links.
     let dev = sroot.join("dev");
     for d in ["shm", "pts"] {
         p.mkdir(dev.join(d), 0o755, None);

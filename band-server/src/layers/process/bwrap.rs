@@ -3,26 +3,25 @@
 //! bubblewrap is started as the run's uid (never root) and builds an unprivileged user namespace
 //! of its own, plus pid, ipc, uts, cgroup and network namespaces. The mount order matters:
 //!
-//! 1. `/`: one read-only bind of the root band-server prepared in the run directory
-//!    (`workdir::plan`): `/usr` (the library trees, masked overlays or binds of the host's, made
-//!    read-only, nosuid and nodev by band-server; `/usr/bin` the run's wrapper directory, a
-//!    link to band-shim for each essential and declared command and nothing else: the real
-//!    programs are not in the sandbox, band-server hands band-shim a descriptor for each allowed
-//!    call, see `execcache`), the synthetic `/etc` (passwd/group/hosts/nsswitch.conf, a copy of
-//!    the host's `ld.so.cache`, resolv.conf with network, the host's CA certificates and
-//!    fontconfig folder bound in it), `/skill` (read-only, noexec), the links `/lib`, `/lib64`,
-//!    `/bin`, `/sbin`, the links at the programs' cache paths, `/band` (the run's exec folder),
-//!    and a mount point for each bind below. Every bind costs bubblewrap a mount and a re-read of its mount table, so what can
-//!    be made by band-server is.
-//! 2. `/proc`, and `/dev` in one bind of the folder band-server prepared in the run directory
-//!    (`workdir::plan`): read-only and noexec (no writable, executable `/dev/shm`), the host's
-//!    `null`, `zero`, `full`, `random`, `urandom` and `tty` each a nosuid bind, a devpts
-//!    instance of the run's own, the links bubblewrap's `--dev` makes. bubblewrap's `--dev`
-//!    made the same with six binds of its own.
-//! 3. band-shim over each declared program of the skill, the writable `/workspace` and `/tmp`,
-//!    `/band/io` (on `/band`, which is the run's exec folder bound in the root by band-server:
-//!    `#!` scripts, shim, jail, socket, the `bin` link to `/usr/bin`), then host mounts for absolute `allow.read`
-//!    / `allow.write` patterns and declared programs' trees.
+//! 1. `/`: one bind (`--dev-bind`) of the run directory's `view/`, the tree band-server
+//!    prepared (`workdir::plan`) with every mount of it made there, read-only on top: `/usr`
+//!    (the library trees, masked overlays or binds of the host's, read-only, nosuid and nodev;
+//!    `/usr/bin` the run's wrapper directory, a link to band-shim for each essential and declared
+//!    command and nothing else: the real programs are not in the sandbox, band-server hands
+//!    band-shim a descriptor for each allowed call, see `execcache`), the synthetic `/etc`
+//!    (passwd/group/hosts/nsswitch.conf, a copy of the host's `ld.so.cache`, resolv.conf with
+//!    network, the host's CA certificates and fontconfig folder bound in it), `/skill`
+//!    (read-only, noexec), `/band` (the run's exec folder: `#!` scripts, shim, jail, socket, the
+//!    `bin` link to `/usr/bin`) with the writable `/band/io` on it, the writable `/workspace`
+//!    and `/tmp` (noexec), `/dev` (read-only and noexec, so no writable, executable `/dev/shm`;
+//!    the host's `null`, `zero`, `full`, `random`, `urandom` and `tty` each a nosuid bind, a
+//!    devpts instance of the run's own, the links bubblewrap's `--dev` makes), the links `/lib`,
+//!    `/lib64`, `/bin`, `/sbin`, the links at the programs' cache paths, and a mount point for
+//!    each bind below. Every bind costs bubblewrap a mount, a remount and a re-read of its mount
+//!    table, so what can be made by band-server is.
+//! 2. `/proc`, in bubblewrap's pid namespace.
+//! 3. band-shim over each declared program of the skill, then host mounts for absolute
+//!    `allow.read` / `allow.write` patterns and declared programs' trees.
 //!
 //! The command is `/band/jail --secrets-fd 3 --status-fd 4 -- /skill/<entry>`; secrets never
 //! appear on any command line.
@@ -214,7 +213,7 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     // `/dev` (read-only, noexec, the host's device nodes bound in it), the compatibility links,
     // the links at the programs' cache paths and a mount point for each bind below, all prepared
     // by band-server in the run directory (`workdir::plan`, its `view/`), every mount's flags
-    // set there (the root's own read-only; nodev on every mount but the device nodes') and
+    // set there (the root's own read-only; nodev on every mount but `/dev`'s nodes and devpts) and
     // locked for bubblewrap's copy. Not `--ro-bind`: that would remount every mount in it
     // read-only, the writable ones too; not `--bind`: that would add nodev to the device nodes.
     // bubblewrap makes only what it must: `/proc` in its namespaces, host paths.
