@@ -52,13 +52,74 @@ pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Ou
     run_gated(spec, on_event, &|_| None)
 }
 
+/// [`run`], with a band-server that may have been started before the skill was read
+/// ([`Early::guess`]): the run uses it if its target is the host, and drops it unused if not.
+pub fn run_early(
+    spec: &RunSpec,
+    early: Early,
+    on_event: &mut dyn FnMut(&proto::Event),
+) -> Result<Outcome> {
+    run_inner(spec, on_event, &|_| None, Cancel::global(), false, early)
+}
+
+/// A band-server started before the run's target is known, on the guess that the target is the
+/// host. Its own start (exec, config, janitor pass, the host's facts that every run needs) then
+/// overlaps band's reading of the skill too, not only the input's check and the bundle. A run
+/// whose target is not the host (a band naming a VM) drops it: its stdin closes before any
+/// request, it answers "no request", exits, and is reaped.
+pub struct Early(Option<Box<dyn Transport>>);
+
+impl Early {
+    /// No guess: band-server starts when the target is known (`band mcp`, `band exec`).
+    pub fn none() -> Early {
+        Early(None)
+    }
+
+    /// Start band-server now when [`guess_host`] says so for this process, `--target` (`flag`)
+    /// and the user config's `force_target`. A start that fails is forgotten (the run starts
+    /// band-server again when the target is known, and reports the failure then).
+    pub fn guess(flag: Option<&str>) -> Early {
+        let Ok(config) = UserConfig::load() else {
+            return Early(None);
+        };
+        let linux = cfg!(target_os = "linux");
+        let root = crate::vm::cmd::is_root();
+        if !guess_host(linux, root, flag, config.force_target.as_ref()) {
+            return Early(None);
+        }
+        Early(HostTransport::new().ok().map(|mut t| {
+            t.prestart();
+            Box::new(t) as Box<dyn Transport>
+        }))
+    }
+}
+
+/// Whether to start band-server before the band is read: on Linux, as root only (without root
+/// the start goes through `sudo -n`, and one that may go unused would be a privileged command,
+/// and a line in the system's log, for nothing), and only when the first of `--target` (`flag`)
+/// and the config's `force_target` that is set, if any, names the host ([`resolve_target`]'s
+/// precedence). The band's `execution.target` is not known yet.
+pub fn guess_host(
+    linux: bool,
+    root: bool,
+    flag: Option<&str>,
+    force_target: Option<&Target>,
+) -> bool {
+    let host = |t: &Target| *t == Target::Host;
+    let named = match flag {
+        Some(f) => Target::parse(f).is_ok_and(|t| host(&t)),
+        None => force_target.is_none_or(host),
+    };
+    linux && root && named
+}
+
 /// [`run`], stopped by `cancel` instead of the process-wide token (`band mcp`: one per call).
 pub fn run_cancellable(
     spec: &RunSpec,
     on_event: &mut dyn FnMut(&proto::Event),
     cancel: &Cancel,
 ) -> Result<Outcome> {
-    run_inner(spec, on_event, &|_| None, cancel, false)
+    run_inner(spec, on_event, &|_| None, cancel, false, Early::none())
 }
 
 /// [`run`], with a last check on the prepared request: `gate` may refuse the run (returning the
@@ -69,7 +130,7 @@ pub fn run_gated(
     on_event: &mut dyn FnMut(&proto::Event),
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
 ) -> Result<Outcome> {
-    run_inner(spec, on_event, gate, Cancel::global(), false)
+    run_inner(spec, on_event, gate, Cancel::global(), false, Early::none())
 }
 
 /// [`run_gated`], asking band-server to observe which workspace files the run reads and writes
@@ -79,7 +140,7 @@ pub fn run_observed(
     on_event: &mut dyn FnMut(&proto::Event),
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
 ) -> Result<Outcome> {
-    run_inner(spec, on_event, gate, Cancel::global(), true)
+    run_inner(spec, on_event, gate, Cancel::global(), true, Early::none())
 }
 
 fn run_inner(
@@ -88,15 +149,19 @@ fn run_inner(
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
     cancel: &Cancel,
     observe: bool,
+    early: Early,
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
     let ledger = super::record::ledger()?;
-    // On the host, band-server starts as soon as the target is known, and gets ready while the
-    // request is made (`Transport::prestart`); a run refused before it starts drops it. (A VM's
-    // transport connects when it runs, as before.)
-    let mut early: Option<Box<dyn Transport>> = None;
+    // On the host, band-server starts as soon as the target is known (unless it was started on a
+    // guess before: `Early`), and gets ready while the request is made (`Transport::prestart`); a
+    // run refused before it starts drops it. (A VM's transport connects when it runs, as before.)
+    let Early(mut early) = early;
     let mut on_target = |target: &Target| {
-        if *target == Target::Host {
+        if *target != Target::Host {
+            // Started on a guess, and not this run's: closed and reaped now.
+            early = None;
+        } else if early.is_none() {
             early = transport_for(target).ok().map(|mut t| {
                 t.prestart();
                 t
@@ -800,6 +865,24 @@ mod tests {
             sudo_works,
             vm,
         }
+    }
+
+    #[test]
+    fn band_server_starts_on_a_guess_only_as_root_on_linux_when_nothing_names_another_target() {
+        let qemu = Target::Qemu;
+        assert!(guess_host(true, true, None, None));
+        assert!(guess_host(true, true, Some("host"), None));
+        assert!(guess_host(true, true, None, Some(&Target::Host)));
+        assert!(!guess_host(true, true, Some("qemu"), None));
+        assert!(!guess_host(true, true, None, Some(&qemu)));
+        // --target wins over force_target, as in the precedence.
+        assert!(guess_host(true, true, Some("host"), Some(&qemu)));
+        assert!(!guess_host(true, true, Some("qemu"), Some(&Target::Host)));
+        // A bad --target: no guess (the run's own check reports it).
+        assert!(!guess_host(true, true, Some("cloudflare"), None));
+        // Not root (sudo), or not Linux: never on a guess.
+        assert!(!guess_host(true, false, None, None));
+        assert!(!guess_host(false, true, None, None));
     }
 
     #[test]

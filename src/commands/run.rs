@@ -24,6 +24,8 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
             "use `band run <skill>/<script>`; `band list` shows them"
         ));
     };
+    // As root on Linux, band-server starts now, while band reads the skill (issue 17).
+    let early = pipeline::Early::guess(args.exec_target.as_deref());
     let skill = find_script(skill_name, script, &args.skills)?;
     // An argv-style script (`band wrap`): the words after `--` are its `args`, as they are.
     let by_words = args.input.is_none()
@@ -55,7 +57,7 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
     cancel_on_signals();
     let spinner = Spinner::start(args.json, format!("running {}", args.target));
     let mut live = Live::default();
-    let outcome = pipeline::run(&spec, &mut |ev| {
+    let outcome = pipeline::run_early(&spec, early, &mut |ev| {
         if human {
             spinner.suspend(|| live.event(ev))
         }

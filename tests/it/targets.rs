@@ -6,7 +6,7 @@ use std::path::Path;
 use band_test::{Band, band_snapshot};
 use serde_json::{Value, json};
 
-use crate::common::{bin, repo};
+use crate::common::{bin, repo, skip};
 
 /// skills/text copied into a temporary folder with `execution.target: <target>` (no lock: the
 /// band changed), and `band` reading `config` as its config file.
@@ -128,4 +128,75 @@ fn mcp_refuses_a_bad_target_before_serving() {
         bin().output(&["mcp", "--target", "cloudflare"], t.path()),
         "target_mcp_unsupported"
     );
+}
+
+/// As root, `band run` starts band-server before it reads the skill, on the guess that the target
+/// is the host (issue 17). A band that names a VM drops it: it gets no request and is gone when
+/// band exits. `--target host` uses it (one start, one request); `--target qemu` starts none.
+#[test]
+fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm() {
+    if skip("privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm")
+    {
+        return;
+    }
+    let (t, band) = upstream_text("qemu", "");
+    // band-server, behind a script that notes each start and keeps what it was sent.
+    let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
+    let wrapper = t.path().join("band-server");
+    fs_err::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho $$ >> '{}'\ntee -a '{}' | '{}' \"$@\"\n",
+            starts.display(),
+            sent.display(),
+            band.bin_dir().join("band-server").display()
+        ),
+    )
+    .expect("write");
+    fs_err::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let band = band
+        .env("BAND_SERVER", &wrapper)
+        .env("BAND_DATA_DIR", t.path().join("data"));
+    let started = || -> Vec<u32> {
+        fs_err::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.parse().expect("a pid"))
+            .collect()
+    };
+    let sent_bytes = || fs_err::read(&sent).map(|b| b.len()).unwrap_or(0);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--skills", "skills", "text/count", "--text=a b"];
+        args.extend_from_slice(extra);
+        band.run(&args, t.path())
+    };
+
+    // The band names qemu, which is not set up here: the run fails, and the band-server started
+    // on the guess got nothing and is gone (band waited for it).
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the qemu VM is not running"), "{err}");
+    let first = started();
+    assert_eq!(first.len(), 1, "one band-server started on the guess: {first:?}");
+    assert_eq!(sent_bytes(), 0, "the guessed band-server was sent a request");
+    assert!(
+        !Path::new(&format!("/proc/{}", first[0])).exists(),
+        "the guessed band-server {} outlived band",
+        first[0]
+    );
+
+    // `--target qemu`: no guess, no start.
+    let (code, _, err) = run(&["--target", "qemu"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(started().len(), 1, "a band-server started for a VM run");
+
+    // `--target host`: the band-server started early serves the run; no second start.
+    let (code, out, err) = run(&["--target", "host", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(started().len(), 2, "one start for the host run");
+    assert!(sent_bytes() > 0, "the host run's request never reached band-server");
 }
