@@ -147,6 +147,11 @@ impl Applied {
             parts: Handed::default(),
         }
     }
+
+    /// The two callbacks, for steps that run with hand-overs of their own (`run::apply`).
+    pub fn callbacks(&self) -> (Arc<OnLookup>, OnReport) {
+        (self.on_lookup.clone(), self.on_report.clone())
+    }
 }
 
 /// When an apply step runs, in this order: what a step needs from another decides its phase.
@@ -164,7 +169,8 @@ pub enum Phase {
     Programs,
     /// The jail's input (needs the programs).
     JailInput,
-    /// The run directory.
+    /// The run directory: on a thread of its own ([`Phase::beside`]), beside the report socket,
+    /// the cgroup's wait and the spawn, whose exec of bubblewrap waits for it ([`Gate`]).
     RunDir,
     /// What lives in the run directory (the report socket).
     Services,
@@ -178,6 +184,20 @@ pub enum Phase {
     /// (the network's relay), and makes what only the script needs (the wrappers in `/usr/bin`).
     Ready,
 }
+
+impl Phase {
+    /// Whether this phase's steps run on a thread of their own, beside the steps of the later
+    /// phases up to [`Phase::Spawn`] (see `run::apply`): bubblewrap's exec waits for them.
+    pub fn beside(self) -> bool {
+        matches!(self, Phase::RunDir)
+    }
+}
+
+/// The read end of the pipe bubblewrap's exec waits on (see [`Phase::beside`]): the spawn's
+/// sandbox init reads one byte from it after its own setup and before bubblewrap's exec, and
+/// exits instead when the pipe closes without it. The byte is written once every step beside the
+/// others has succeeded.
+pub struct Gate(pub std::os::fd::OwnedFd);
 
 /// When a layer is planned, in this order: what a plan needs from another decides its stage
 /// (the process layer's bubblewrap argv needs every other part).
@@ -248,11 +268,15 @@ impl std::fmt::Debug for Parts {
 /// run before it).
 #[derive(Default)]
 pub struct Handed {
-    map: HashMap<TypeId, Box<dyn Any>>,
+    map: HashMap<TypeId, Box<dyn Any + Send>>,
 }
 
 impl Handed {
-    pub fn insert<T: Any>(&mut self, value: T) {
+    /// Add what another set of steps handed over (`run::apply`'s steps beside the others).
+    pub fn absorb(&mut self, other: Handed) {
+        self.map.extend(other.map);
+    }
+    pub fn insert<T: Any + Send>(&mut self, value: T) {
         self.map.insert(TypeId::of::<T>(), Box::new(value));
     }
     pub fn get<T: Any>(&self) -> Option<&T> {

@@ -404,7 +404,10 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 ///    to the writer's pid namespace, the run's, and every pid namespace created below it
 ///    (bubblewrap's) inherits at least that, so no memfd of the run can ever be executed;
 /// 6. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
-/// 7. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper.
+/// 7. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper;
+/// 8. with a `gate`, it reads one byte from it (what the run builds beside the spawn is ready:
+///    `run::apply`) and closes it; when the gate closes without that byte it exits, and
+///    bubblewrap never starts.
 ///
 /// A networked run also joins its own network namespace (`netns`) between steps 2 and 3.
 ///
@@ -424,6 +427,8 @@ pub struct PreExec {
     /// with `setns` right after step 2, while still root, so bubblewrap starts inside it.
     /// `None`: bubblewrap makes one with only loopback (`--unshare-net`).
     pub netns: Option<RawFd>,
+    /// The read end of the gate of step 8 (`layer::Gate`); owned by the caller until after spawn.
+    pub gate: Option<RawFd>,
 }
 
 /// The reaper's exit code for the sandbox init's wait status: its exit code, or `128 + signal`.
@@ -481,6 +486,13 @@ impl PreExec {
                 *slot = check(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 64) })?;
             }
             let netns = match self.netns {
+                // SAFETY: fcntl on an fd number owned by the caller until after spawn.
+                Some(fd) => Some(check(unsafe {
+                    libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64)
+                })?),
+                None => None,
+            };
+            let gate = match self.gate {
                 // SAFETY: fcntl on an fd number owned by the caller until after spawn.
                 Some(fd) => Some(check(unsafe {
                     libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64)
@@ -551,6 +563,22 @@ impl PreExec {
             // Tied to the reaper, which dies with band-server. (getppid is 0 here: the reaper is
             // outside this pid namespace, so there is nothing to compare.)
             drop_to_and_die_with_parent(self.uid, self.gid)?;
+            if let Some(fd) = gate {
+                let mut byte = 0u8;
+                let n = loop {
+                    // SAFETY: reads at most 1 byte into a stack variable from an fd copied above.
+                    let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+                    // SAFETY: reads the thread's errno, a plain function with no arguments.
+                    if n >= 0 || unsafe { *libc::__errno_location() } != libc::EINTR {
+                        break n;
+                    }
+                };
+                // SAFETY: closes the copy made above; nothing else owns that number here.
+                unsafe { libc::close(fd) };
+                if n != 1 {
+                    return Err(io::Error::from_raw_os_error(libc::ECANCELED));
+                }
+            }
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the

@@ -135,8 +135,7 @@ fn mcp_refuses_a_bad_target_before_serving() {
 /// band exits. `--target host` uses it (one start, one request); `--target qemu` starts none.
 #[test]
 fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm() {
-    if skip("privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm")
-    {
+    if skip("privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm") {
         return;
     }
     let (t, band) = upstream_text("qemu", "");
@@ -181,8 +180,16 @@ fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_i
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("the qemu VM is not running"), "{err}");
     let first = started();
-    assert_eq!(first.len(), 1, "one band-server started on the guess: {first:?}");
-    assert_eq!(sent_bytes(), 0, "the guessed band-server was sent a request");
+    assert_eq!(
+        first.len(),
+        1,
+        "one band-server started on the guess: {first:?}"
+    );
+    assert_eq!(
+        sent_bytes(),
+        0,
+        "the guessed band-server was sent a request"
+    );
     assert!(
         !Path::new(&format!("/proc/{}", first[0])).exists(),
         "the guessed band-server {} outlived band",
@@ -198,5 +205,8 @@ fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_i
     let (code, out, err) = run(&["--target", "host", "--json"]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(started().len(), 2, "one start for the host run");
-    assert!(sent_bytes() > 0, "the host run's request never reached band-server");
+    assert!(
+        sent_bytes() > 0,
+        "the host run's request never reached band-server"
+    );
 }

@@ -24,6 +24,12 @@ impl RunGuard {
         self.built.push(Box::new(layer));
     }
 
+    /// Keep what another guard kept (`run::apply`'s steps beside the others), as if pushed now.
+    pub fn absorb(&mut self, mut other: RunGuard) {
+        self.built.append(&mut other.built);
+        debug_assert!(other.child.is_none() && other.stopped.is_none());
+    }
+
     /// The built layer of type `T`, if any.
     pub fn get<T: 'static>(&self) -> Option<&T> {
         self.built.iter().find_map(|b| b.as_any().downcast_ref())

@@ -35,9 +35,10 @@ use band::proto::{self, Denial, Event, Layer, Message, Metrics, RunRequest, RunR
 
 use crate::collect::{self, Facts, Output};
 use crate::config::ServerConfig;
+use crate::error::LayerExt;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layer::{Applied, Inputs};
+use crate::layer::{Applied, Gate, Inputs, Phase};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::reports::{OnReport, ReportListener};
 use crate::layers::fs::apply::RunDirRoot;
@@ -415,16 +416,122 @@ fn execute_inner(
 /// Apply a run's plan: the steps of every layer of `layers` ([`crate::layers::LAYERS`] for a
 /// run), in the order of [`crate::layers::apply_order`]. The first failure stops it (the guard
 /// tears down what was built).
+///
+/// The steps of a phase run on a thread of its own ([`Phase::beside`]) start, in their order, once
+/// the steps of earlier phases are done, and run beside the later ones up to the spawn: that
+/// thread opens the [`Gate`] when they have all succeeded, and bubblewrap's exec waits for it (the
+/// spawn's fork and the sandbox init's setup overlap them; nothing of the run can start before
+/// they are done). They are joined after the spawn, before the steps after it: what they built
+/// goes into `guard` whether they succeeded or not, and the first error is theirs when they
+/// failed (a spawn that found its gate closed failed because of them).
 pub fn apply(
     layers: &[&'static dyn crate::layer::RunLayer],
     inputs: &Inputs<'_>,
     applied: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    for (_, step) in layers::apply_order(layers) {
-        (step.apply)(inputs, applied, guard)?;
+    let (beside, here): (Vec<_>, Vec<_>) = layers::apply_order(layers)
+        .into_iter()
+        .map(|(_, step)| step)
+        .partition(|step| step.phase.beside());
+    let Some(start) = beside.first().map(|step| step.phase) else {
+        for step in here {
+            (step.apply)(inputs, applied, guard)?;
+        }
+        return Ok(());
+    };
+    let (gate_r, gate_w) =
+        sys::pipe().layer(Layer::Process, "failed to create the spawn's gate")?;
+    applied.parts.insert(Gate(gate_r));
+    let mut gate_w = Some(gate_w);
+    std::thread::scope(|s| {
+        let mut pending = None;
+        let mut result = Ok(());
+        for step in &here {
+            // The gate's write end goes to their thread, once.
+            if step.phase > start
+                && let Some(gate) = gate_w.take()
+            {
+                let (steps, callbacks) = (&beside, applied.callbacks());
+                pending = Some(
+                    std::thread::Builder::new()
+                        .name("beside".into())
+                        .spawn_scoped(s, move || run_beside(steps, inputs, callbacks, gate)),
+                );
+            }
+            if step.phase > Phase::Spawn
+                && let Some(p) = pending.take()
+            {
+                result = join_beside(p, applied, guard);
+                if result.is_err() {
+                    break;
+                }
+            }
+            if let Err(e) = (step.apply)(inputs, applied, guard) {
+                result = Err(e);
+                break;
+            }
+        }
+        // Not started because every step here came before them: they run now.
+        if result.is_ok()
+            && let Some(gate) = gate_w.take()
+        {
+            let (r, parts, built) = run_beside(&beside, inputs, applied.callbacks(), gate);
+            applied.parts.absorb(parts);
+            guard.absorb(built);
+            result = r;
+        }
+        match pending.map(|p| join_beside(p, applied, guard)) {
+            Some(Err(e)) => Err(e),
+            _ => result,
+        }
+    })
+}
+
+/// The steps of [`apply`] that run beside the others, on their thread: with a [`RunGuard`] and
+/// hand-overs of their own (merged into the run's when joined); the gate opens when all succeed.
+fn run_beside(
+    steps: &[&'static crate::layer::Step],
+    inputs: &Inputs<'_>,
+    (on_lookup, on_report): (Arc<OnLookup>, OnReport),
+    gate: std::os::fd::OwnedFd,
+) -> (SetupResult<()>, crate::layer::Handed, RunGuard) {
+    let mut applied = Applied::new(on_lookup, on_report);
+    let mut guard = RunGuard::default();
+    let mut result = Ok(());
+    for step in steps {
+        result = (step.apply)(inputs, &mut applied, &mut guard);
+        if result.is_err() {
+            break;
+        }
     }
-    Ok(())
+    if result.is_ok() {
+        // A write that fails finds no reader: the spawn is gone, and with it whatever could have
+        // started; nothing to open.
+        let _ = std::io::Write::write_all(&mut std::fs::File::from(gate), b"1");
+    }
+    (result, applied.parts, guard)
+}
+
+type Beside<'scope> = std::io::Result<
+    std::thread::ScopedJoinHandle<'scope, (SetupResult<()>, crate::layer::Handed, RunGuard)>,
+>;
+
+/// Wait for the steps beside ([`apply`]); what they built and handed over becomes the run's.
+fn join_beside(
+    pending: Beside<'_>,
+    applied: &mut Applied,
+    guard: &mut RunGuard,
+) -> SetupResult<()> {
+    let handle = pending.layer(Layer::Process, "failed to start a thread")?;
+    match handle.join() {
+        Ok((result, parts, built)) => {
+            applied.parts.absorb(parts);
+            guard.absorb(built);
+            result
+        }
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// Serve one request from `input`, writing events and the result to `sink`. What the client

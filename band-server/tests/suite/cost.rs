@@ -219,6 +219,48 @@ fn leftovers_of(run_id: &str, uid: u32, window: std::ops::Range<u64>) -> Vec<Str
     left
 }
 
+/// The run directory is made on a thread beside the spawn, whose sandbox init (in the run's
+/// cgroup, as the run's uid) waits at a gate before bubblewrap's exec. A run directory that fails
+/// half made (its tmpfs is full: the skill is larger than `maxDiskBytes`) closes that gate: the
+/// run fails in the filesystem layer with the run directory's own error, its script never ran,
+/// and nothing of it is left (folders, mounts, cgroup, lease, a process in its cgroup).
+#[test]
+fn privileged_a_run_directory_that_fails_half_made_starts_nothing_and_leaves_nothing() {
+    privileged!();
+    let mut p = policy();
+    p.limits.max_disk_bytes = Some(1 << 20);
+    let big = "x".repeat(2 << 20);
+    let req = request_with(
+        &[
+            ("run.sh", 0o755, "#!/bin/bash\necho ran\n"),
+            ("data/big.txt", 0o644, &big),
+        ],
+        "run.sh",
+        p,
+    );
+    let (o, window) = run_marked(&req);
+    assert_eq!(
+        o.result.status,
+        Status::SetupFailed,
+        "{:#?}",
+        o.result.error
+    );
+    let e = o.result.error.clone().unwrap_or_else(|| panic!("no error"));
+    assert_eq!(e.layer, band::proto::Layer::Filesystem, "{e:?}");
+    assert!(
+        e.message.contains("No space left on device"),
+        "{}",
+        e.message
+    );
+    assert!(!o.result.stdout.contains("ran"), "{}", o.result.stdout);
+    wait_until_no_lease_names(&req.run_id);
+    // No uid to look for (the run never said which it had): its processes are found by cgroup.
+    assert_eq!(
+        leftovers_of(&req.run_id, u32::MAX - 1, window),
+        Vec::<String>::new()
+    );
+}
+
 /// The result goes out before the run's mounts, folders, cgroups and lease are removed, and
 /// standard output closes with it (band's client goes on without waiting for band-server to
 /// exit). Killed right after its result, band-server leaves what it had not removed yet to

@@ -1,3 +1,4 @@
+mod beside;
 mod bundled;
 mod cost;
 mod gate;

@@ -162,6 +162,8 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     let memfd: MemfdGuard = out.parts.take(Layer::Process)?;
     let program = out.parts.remove::<JailProgram>().map(|p| p.0);
     let JoinFiles(cgroup_join) = out.parts.take(Layer::Cgroup)?;
+    // What the run builds beside the spawn (the run directory), which bubblewrap's exec waits for.
+    let gate = out.parts.remove::<crate::layer::Gate>().map(|g| g.0);
     let mut fds = vec![
         (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
         (status_w.as_raw_fd(), bwrap::STATUS_FD),
@@ -201,6 +203,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         netns: guard
             .get::<crate::layers::net::NetLayer>()
             .and_then(crate::layers::net::NetLayer::netns_fd),
+        gate: gate.as_ref().map(|g| g.as_raw_fd()),
     }
     .install(&mut cmd);
     let run_start = Instant::now();
@@ -212,6 +215,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     drop(status_w);
     drop(args_r);
     drop(program);
+    drop(gate);
     let observe = observe.map(|(ours, _jail_end)| ours);
     guard.child = Some(child);
     out.parts.insert(Spawned {
