@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -118,11 +119,56 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
     bind_then_remount(src, target, f)
 }
 
-/// `mount --bind src target` of a device node (not recursive), then remount it `nosuid` only:
-/// the device stays usable (no `nodev`) and writable, as bubblewrap's `--dev` binds them. Made in
-/// the initial user namespace, its flags are locked for bubblewrap's copy.
-pub fn bind_device(src: &Path, target: &Path) -> io::Result<()> {
-    bind_then_remount(src, target, libc::MS_NOSUID)
+/// The sandbox's `/dev` at `target`: a small tmpfs of its own, `nosuid,noexec` but not `nodev`
+/// (it holds the device nodes [`mknod_char`] makes), mode 0755. Made in the initial user
+/// namespace; [`remount_read_only`] locks it read-only once populated.
+pub fn mount_dev_tmpfs(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"band-dev".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"mode=0755,size=64k,nr_inodes=64".as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// A character device node `major:minor` at `path`, mode 0666 (set after `mknod`: the process's
+/// umask would take bits off), owned by root.
+pub fn mknod_char(path: &Path, major: u32, minor: u32) -> io::Result<()> {
+    let c = cstring(path)?;
+    // SAFETY: a valid NUL-terminated path outliving the call; the other arguments are integers.
+    let rc = unsafe {
+        libc::mknod(
+            c.as_ptr(),
+            libc::S_IFCHR | 0o666,
+            libc::makedev(major, minor),
+        )
+    };
+    check(rc)?;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+}
+
+/// Remount the mount at `target` read-only, `nosuid` and `noexec`, keeping device nodes usable
+/// (no `nodev`): a bind remount, so the flags are the mount's own, locked for bubblewrap's copy.
+pub fn remount_read_only(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: a valid NUL-terminated string outliving the call; null source, fstype and data are
+    // allowed for a remount.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    };
+    check(rc).map(|_| ())
 }
 
 /// A non-recursive bind of `src` at `target`, then a remount of it with `flags`.

@@ -217,14 +217,20 @@ fn describe(op: &FsOp<'_>) -> String {
                 target.display()
             )
         }
-        FsOp::BindDevice { source, target } => {
-            format!(
-                "bind device {} -> {} nosuid",
-                source.display(),
-                target.display()
-            )
-        }
-        FsOp::Devpts { target } => format!("devpts at {}", target.display()),
+        FsOp::Dev { target } => format!(
+            "dev at {}: tmpfs nosuid noexec; {}; links {}; read-only; devpts at pts",
+            target.display(),
+            band_server::layers::fs::workdir::DEV_NODES
+                .iter()
+                .map(|(n, major, minor)| format!("{n} {major}:{minor}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            band_server::layers::fs::workdir::DEV_LINKS
+                .iter()
+                .map(|(l, t)| format!("{l} -> {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         FsOp::MaskLibrary {
             root, rels, target, ..
         } => format!(

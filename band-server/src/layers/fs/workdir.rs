@@ -17,8 +17,9 @@
 //!       sbin/ local/bin/  links to bin/ (and mount points for binds under /usr outside the trees above)
 //!     bin lib lib64 sbin   links into usr/
 //!     band/         mount point of a read-only bind of the run's exec folder (below)  → /band
-//!     dev/          bound read-only, noexec on the view: the host's null, zero, full, random,
-//!                   urandom and tty each a nosuid bind, a devpts of the run's own, links → /dev
+//!     dev/          mount point of the sandbox's /dev, a tmpfs of its own on the view (read-only,
+//!                   nosuid, noexec): null, zero, full, random, urandom and tty made with
+//!                   mknod, a devpts of the run's own, links                               → /dev
 //!     proc/ tmp/ workspace/   mount points (of bubblewrap's `/proc`, of the writable binds
 //!                   below), and one for each absolute host path or program tree bubblewrap
 //!                   binds; the links at the programs' cache paths (`SandboxPlan::self_links`)
@@ -130,8 +131,16 @@ pub const VIEW: &str = "view";
 /// `root/` since the view is read-only.
 pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
 
-/// The host's device nodes bound in the sandbox's `/dev` (bubblewrap's `--dev` set).
-pub const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// The device nodes of the sandbox's `/dev` (bubblewrap's `--dev` set): name, major, minor (the
+/// kernel's fixed numbers, `Documentation/admin-guide/devices.txt`).
+pub const DEV_NODES: &[(&str, u32, u32)] = &[
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
 
 /// The links in the sandbox's `/dev`: (link, target), bubblewrap's `--dev` set.
 pub const DEV_LINKS: &[(&str, &str)] = &[
@@ -203,14 +212,11 @@ pub enum FsOp<'a> {
         source: PathBuf,
         target: PathBuf,
     },
-    /// A bind of the host's device node `source` at `target` (a file), `nosuid` only
-    /// ([`sys::bind_device`]).
-    BindDevice {
-        source: PathBuf,
-        target: PathBuf,
-    },
-    /// A new devpts instance at `target` ([`sys::mount_devpts`]).
-    Devpts {
+    /// The sandbox's `/dev` at `target` (`make_dev`): a tmpfs of its own (nosuid, noexec, not
+    /// nodev), `shm/` and `pts/`, the [`DEV_NODES`] made with `mknod`, the [`DEV_LINKS`], then
+    /// read-only, and a devpts instance of the run's own on `pts/`. Three mounts, where binding
+    /// the host's six nodes took a bind and a remount each.
+    Dev {
         target: PathBuf,
     },
     /// A read-only overlay at `target`: a layer of whiteouts (one per file of `rels`, shared
@@ -492,36 +498,14 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
 
-    // root/dev/: the sandbox's `/dev`, bound on the view, so in bubblewrap's one bind of the root
-    // (bubblewrap's `--dev` would make six binds, each with a read-only remount and a re-read of
-    // its mount table, then `--remount-ro` read it once more). Read-only and noexec;
-    // the host's device nodes each a nosuid bind (usable, writable), a devpts instance of the
-    // run's own (those seven are the only mounts of the tree without nodev, which is why
-    // bubblewrap binds the root with `--dev-bind`), the usual links.
-    let dev = sroot.join("dev");
-    for d in ["shm", "pts"] {
-        p.mkdir(dev.join(d), 0o755, None);
-    }
-    for n in DEV_NODES {
-        p.write(dev.join(n), Cow::Borrowed(b""), 0o444, None);
-    }
-    p.links(&dev, "/dev", DEV_LINKS);
-    let view_dev = view.join("dev");
-    p.bind(
-        &dev,
-        &view_dev,
-        true,
-        true,
-        "failed to bind dev/ read-only and noexec".into(),
-    );
-    for n in DEV_NODES {
-        p.ops.push(FsOp::BindDevice {
-            source: Path::new("/dev").join(n),
-            target: view_dev.join(n),
-        });
-    }
-    p.ops.push(FsOp::Devpts {
-        target: view_dev.join("pts"),
+    // /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one
+    // bind of the root (its `--dev` would make six binds, each with a read-only remount and a
+    // re-read of its mount table). Its nodes are made with `mknod` (band-server is root in the
+    // initial namespace), where a bind of the host's node and its remount cost two mount calls
+    // each. Read-only, nosuid and noexec, and with the run's devpts the only mounts of the tree
+    // without nodev (which is why bubblewrap binds the root with `--dev-bind`).
+    p.ops.push(FsOp::Dev {
+        target: view.join("dev"),
     });
 
     let etc = sroot.join("etc");
@@ -864,12 +848,7 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             )
             .layer(fsl, format!("failed to bind {}", source.display()))
         }
-        FsOp::BindDevice { source, target } => sys::bind_device(source, target)
-            .layer(fsl, format!("failed to bind {} at /dev", source.display())),
-        FsOp::Devpts { target } => sys::mount_devpts(target).layer(
-            fsl,
-            format!("failed to mount a devpts instance on {}", target.display()),
-        ),
+        FsOp::Dev { target } => make_dev(target).layer(fsl, "failed to make /dev"),
         FsOp::MaskLibrary {
             index,
             root,
@@ -921,6 +900,29 @@ fn chown(p: &Path, uid: u32, gid: u32) -> SetupResult<()> {
         Layer::Filesystem,
         format!("failed to chown {}", p.display()),
     )
+}
+
+/// [`FsOp::Dev`]: the sandbox's `/dev` at `target`. Every error names its path.
+fn make_dev(target: &Path) -> std::io::Result<()> {
+    let at = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+    };
+    sys::mount_dev_tmpfs(target).map_err(at(target))?;
+    for d in ["shm", "pts"] {
+        fs::create_dir(target.join(d))?;
+        fs::set_permissions(target.join(d), std::fs::Permissions::from_mode(0o755))?;
+    }
+    for (name, major, minor) in DEV_NODES {
+        let node = target.join(name);
+        sys::mknod_char(&node, *major, *minor).map_err(at(&node))?;
+    }
+    for (link, to) in DEV_LINKS {
+        fs::os::unix::fs::symlink(to, target.join(link))?;
+    }
+    sys::remount_read_only(target).map_err(at(target))?;
+    let pts = target.join("pts");
+    sys::mount_devpts(&pts).map_err(at(&pts))
 }
 
 fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
@@ -1183,7 +1185,6 @@ mod tests {
             noexec,
             vec![
                 s("root/skill", "view/skill", true),
-                s("root/dev", "view/dev", true),
                 s("workspace", "view/workspace", false),
                 s("tmp", "view/tmp", false),
                 s("io", "view/band/io", false),
@@ -1481,12 +1482,6 @@ mod tests {
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
-        // `/dev`'s links (its folder is in the root since round 11).
-        .chain(
-            DEV_LINKS
-                .iter()
-                .map(|(l, t)| (format!("dev/{l}"), t.to_string())),
-        )
         .chain(
             [
                 ("run/band/exec/cache/ab12/node", "/band/bin/node"),
@@ -1542,8 +1537,7 @@ mod tests {
         let mount_target = |op: &FsOp<'_>| match op {
             FsOp::Bind { target, .. }
             | FsOp::BindHost { target, .. }
-            | FsOp::BindDevice { target, .. }
-            | FsOp::Devpts { target }
+            | FsOp::Dev { target }
             | FsOp::MaskLibrary { target, .. } => Some(target.clone()),
             _ => None,
         };
@@ -1562,10 +1556,10 @@ mod tests {
         );
         let on_view: Vec<PathBuf> = after[1..].iter().filter_map(mount_target).collect();
         assert!(on_view.iter().all(|t| t.starts_with(&view)), "{on_view:?}");
-        // /band, the two library trees (one masked), /skill, /dev with its six nodes and
-        // devpts, the host's /etc folders, and the three writable folders.
+        // /band, the two library trees (one masked), /skill, /dev, the host's /etc folders, and
+        // the three writable folders.
         assert!(
-            on_view.len() >= 3 + 2 + 1 + 8 + ETC_HOST_DIRS.len(),
+            on_view.len() >= 3 + 2 + 1 + 1 + ETC_HOST_DIRS.len(),
             "{on_view:?}"
         );
         for t in [
@@ -1574,7 +1568,6 @@ mod tests {
             "usr/share",
             "skill",
             "dev",
-            "dev/pts",
             "workspace",
             "tmp",
             "band/io",
