@@ -296,25 +296,27 @@ fn hold_open(
         .ok()
 }
 
-/// Read protocol lines until the stream ends: events go to `on_event`, the last result is returned.
+/// Read protocol lines up to the result, band-server's last line: events go to `on_event`, the
+/// result is returned (`None` when the stream ends without one). Nothing after the result is
+/// read: band goes on even while another process still holds band-server's output open (`sudo`,
+/// which waits for band-server through its teardown, or a wrapper script).
 pub fn read_messages(
     reader: impl BufRead,
     on_event: &mut dyn FnMut(&proto::Event),
 ) -> Result<Option<RunResult>> {
-    let mut result = None;
     for line in reader.lines() {
         let line = line.map_err(|source| ClientError::Server {
             what: "reading from band-server",
             source,
         })?;
         match serde_json::from_str::<Message>(&line) {
-            Ok(Message::Result(r)) => result = Some(*r),
+            Ok(Message::Result(r)) => return Ok(Some(*r)),
             Ok(Message::Event(ev)) => on_event(&ev),
             Ok(_) => {}
             Err(e) => eprintln!("band: ignoring a malformed line from band-server: {e}"),
         }
     }
-    Ok(result)
+    Ok(None)
 }
 
 /// The band-server binary: $BAND_SERVER, next to this executable, or on PATH.
@@ -372,6 +374,52 @@ mod tests {
         assert_eq!(shown.lines().count(), 3, "{shown}");
         assert!(shown.contains("second line, no secret\n"), "{shown}");
         assert!(shown.contains("API_TOKEN"), "{shown}");
+    }
+
+    /// Lines, then a read that never ends (a process that still holds the stream open): here an
+    /// error, which a read past the lines would return.
+    struct HeldOpen(std::io::Cursor<Vec<u8>>);
+
+    impl std::io::Read for HeldOpen {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.read(buf)? {
+                0 => Err(std::io::Error::other("read past the result")),
+                n => Ok(n),
+            }
+        }
+    }
+
+    #[test]
+    fn the_result_ends_the_read_even_while_the_stream_stays_open() {
+        let event = Message::Event(proto::Event::Stdout {
+            data: "hello\n".into(),
+        });
+        let result = Message::Result(Box::new(RunResult::setup_failed(
+            "0123456789abcdef",
+            proto::Layer::Process,
+            "the last line",
+            None,
+        )));
+        let text = format!(
+            "{}\n{}\n",
+            serde_json::to_string(&event).unwrap(),
+            serde_json::to_string(&result).unwrap()
+        );
+        let mut events = Vec::new();
+        let got = read_messages(
+            BufReader::new(HeldOpen(std::io::Cursor::new(text.into_bytes()))),
+            &mut |ev| events.push(ev.clone()),
+        )
+        .unwrap()
+        .expect("a result");
+        assert_eq!(got.run_id, "0123456789abcdef");
+        assert_eq!(events.len(), 1);
+        // Without a result, the end of the stream is the answer.
+        let none = read_messages(
+            BufReader::new(std::io::Cursor::new(Vec::new())),
+            &mut |_| {},
+        );
+        assert!(matches!(none, Ok(None)));
     }
 
     #[test]

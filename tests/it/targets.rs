@@ -139,16 +139,20 @@ fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_i
         return;
     }
     let (t, band) = upstream_text("qemu", "");
-    // band-server, behind a script that notes each start and keeps what it was sent.
+    // band-server, behind a script that notes each start and keeps what it was sent: a copy of
+    // its input goes through a fifo, and the script becomes band-server (so nothing else holds
+    // band's end of its output, whose end band waits for).
     let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
     let wrapper = t.path().join("band-server");
     fs_err::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho $$ >> '{}'\ntee -a '{}' | '{}' \"$@\"\n",
-            starts.display(),
-            sent.display(),
-            band.bin_dir().join("band-server").display()
+            "#!/bin/sh\necho $$ >> '{starts}'\nf='{dir}/fifo.'$$\nmkfifo \"$f\"\n\
+             exec 3<&0\ntee -a '{sent}' <&3 > \"$f\" &\nexec '{real}' \"$@\" < \"$f\" 3<&-\n",
+            starts = starts.display(),
+            dir = t.path().display(),
+            sent = sent.display(),
+            real = band.bin_dir().join("band-server").display()
         ),
     )
     .expect("write");
