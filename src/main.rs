@@ -8,20 +8,29 @@ mod cli;
 mod commands;
 
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A run: band-server may start now, before clap reads the command line (issue 17).
+    if let Some(target) = cli::argv::run_target(&argv) {
+        commands::run::start_early(target.as_deref());
+    }
     let command = cli::Cli::command();
-    let argv = cli::argv::normalize(&command, std::env::args_os().collect());
+    let argv = cli::argv::normalize(&command, argv);
     let json = cli::argv::wants_json(&argv);
     let command = command.color(cli::color::from_argv(&argv));
-    let args = match command
+    let code = match command
         .try_get_matches_from(&argv)
         .and_then(|m| cli::Cli::from_arg_matches(&m))
     {
-        Ok(args) => args,
-        Err(e) => return ExitCode::from(cli::error::report_usage(&e, json)),
+        Ok(args) => {
+            cli::color::init(args.color);
+            match commands::dispatch(args) {
+                Ok(code) => code,
+                Err(err) => cli::error::report(&err, json),
+            }
+        }
+        Err(e) => cli::error::report_usage(&e, json),
     };
-    cli::color::init(args.color);
-    match commands::dispatch(args) {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => ExitCode::from(cli::error::report(&err, json)),
-    }
+    // A band-server started early for a run that never took it.
+    commands::run::forget_early();
+    ExitCode::from(code)
 }

@@ -17,7 +17,7 @@ mod lint;
 mod list;
 mod lock;
 mod mcp;
-mod run;
+pub(crate) mod run;
 mod scaffold;
 mod setup;
 mod setup_host;

@@ -17,15 +17,34 @@ use crate::cli::{SkillsArgs, user_error};
 use band::client::pipeline::{self, Outcome, RunSpec};
 use band::proto::{self, Status};
 
+thread_local! {
+    /// What [`start_early`] guessed, for this process's run.
+    static EARLY: std::cell::RefCell<Option<pipeline::Early>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Start band-server on a guess ([`pipeline::Early::guess`]) before the command line is parsed,
+/// for the run [`cmd_run`] is about to make (`main`, when `cli::argv::run_target` sees one).
+pub(crate) fn start_early(target: Option<&str>) {
+    EARLY.with(|e| *e.borrow_mut() = Some(pipeline::Early::guess(target)));
+}
+
+/// Close and reap a band-server [`start_early`] started for a run that did not happen (a usage
+/// error, a target naming no script): it gets no request, answers "no request" and exits.
+pub(crate) fn forget_early() {
+    drop(EARLY.with(|e| e.borrow_mut().take()));
+}
+
 pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
+    let early = EARLY.with(|e| e.borrow_mut().take());
     let (skill_name, Some(script)) = split_target(&args.target) else {
         bail!(user_error(
             format!("`{}` names no script", args.target),
             "use `band run <skill>/<script>`; `band list` shows them"
         ));
     };
-    // As root on Linux, band-server starts now, while band reads the skill (issue 17).
-    let early = pipeline::Early::guess(args.exec_target.as_deref());
+    // As root on Linux, band-server starts now (if `main` did not already), while band reads the
+    // skill (issue 17).
+    let early = early.unwrap_or_else(|| pipeline::Early::guess(args.exec_target.as_deref()));
     let skill = find_script(skill_name, script, &args.skills)?;
     // An argv-style script (`band wrap`): the words after `--` are its `args`, as they are.
     let by_words = args.input.is_none()
