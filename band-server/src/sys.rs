@@ -156,15 +156,23 @@ pub fn mknod_char(path: &Path, major: u32, minor: u32) -> io::Result<()> {
 /// Remount the mount at `target` read-only, `nosuid` and `noexec`, keeping device nodes usable
 /// (no `nodev`): a bind remount, so the flags are the mount's own, locked for bubblewrap's copy.
 pub fn remount_read_only(target: &Path) -> io::Result<()> {
-    let target = cstring(target)?;
+    mount_flags(
+        &cstring(target)?,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+    )
+}
+
+/// `mount(NULL, target, NULL, flags, NULL)`: a change of an existing mount (a remount, its
+/// propagation), which names no source, type or data.
+fn mount_flags(target: &CStr, flags: libc::c_ulong) -> io::Result<()> {
     // SAFETY: a valid NUL-terminated string outliving the call; null source, fstype and data are
-    // allowed for a remount.
+    // allowed for a remount or a propagation change.
     let rc = unsafe {
         libc::mount(
             std::ptr::null(),
             target.as_ptr(),
             std::ptr::null(),
-            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+            flags,
             std::ptr::null(),
         )
     };
@@ -187,17 +195,7 @@ fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Res
         )
     };
     check(rc)?;
-    // SAFETY: as above.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REMOUNT | flags,
-            std::ptr::null(),
-        )
-    };
-    check(rc).map(|_| ())
+    mount_flags(&target, libc::MS_BIND | libc::MS_REMOUNT | flags)
 }
 
 /// Mount a new devpts instance at `target` (`nosuid,noexec`), as bubblewrap's `--dev` does:
@@ -261,19 +259,7 @@ pub fn mknod_whiteout(path: &Path) -> io::Result<()> {
 /// `mount --make-private target`: mounts made below it no longer propagate to other mount
 /// namespaces (the per-run mounts stay band-server's business).
 pub fn make_private(target: &Path) -> io::Result<()> {
-    let target = cstring(target)?;
-    // SAFETY: valid NUL-terminated string outliving the call; null source/fstype/data are allowed
-    // for a propagation change.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    check(rc).map(|_| ())
+    mount_flags(&cstring(target)?, libc::MS_PRIVATE)
 }
 
 /// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.

@@ -23,6 +23,22 @@ pub(crate) fn bin() -> Band {
     Band::new(band_exe(), DATA_DIR)
 }
 
+/// Write an executable script (mode 0755) at `path`: a stand-in, in the test's own folder.
+pub(crate) fn write_script(path: &Path, text: &str) {
+    fs_err::write(path, text).expect("write");
+    fs_err::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+}
+
+/// The pids a wrapper script noted in `file`, one per line (none while it is missing).
+pub(crate) fn noted_pids(file: &Path) -> Vec<u32> {
+    fs_err::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.parse().expect("a pid"))
+        .collect()
+}
+
 /// Skip (true) or, with `BAND_TEST_MUST_RUN=1`, fail: the real sandbox needs root, bubblewrap
 /// and a built band-server.
 pub(crate) fn skip(test: &str) -> bool {

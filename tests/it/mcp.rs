@@ -20,7 +20,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{DATA_DIR, band, band_exe, bin, repo, skip};
+use crate::common::{DATA_DIR, band, band_exe, bin, noted_pids, repo, skip, write_script};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -753,27 +753,15 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
     let starts = t.path().join("starts");
     let real = bin().bin_dir().join("band-server");
     let wrapper = t.path().join("band-server");
-    fs_err::write(
+    write_script(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\necho $$ >> '{}'\nexec '{}' \"$@\"\n",
             starts.display(),
             real.display()
         ),
-    )
-    .expect("write");
-    fs_err::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    let started = || -> Vec<u32> {
-        fs_err::read_to_string(&starts)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| l.parse().expect("a pid"))
-            .collect()
-    };
+    );
+    let started = || noted_pids(&starts);
     let skills = repo().join("skills");
     let (mut raw, _) = Raw::start_in(
         &[skills.as_path()],

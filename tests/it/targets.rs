@@ -6,7 +6,7 @@ use std::path::Path;
 use band_test::{Band, band_snapshot};
 use serde_json::{Value, json};
 
-use crate::common::{bin, repo, skip};
+use crate::common::{bin, noted_pids, repo, skip, write_script};
 
 /// skills/text copied into a temporary folder with `execution.target: <target>` (no lock: the
 /// band changed), and `band` reading `config` as its config file.
@@ -144,9 +144,9 @@ fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_i
     // band's end of its output, whose end band waits for).
     let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
     let wrapper = t.path().join("band-server");
-    fs_err::write(
+    write_script(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\necho $$ >> '{starts}'\nf='{dir}/fifo.'$$\nmkfifo \"$f\"\n\
              exec 3<&0\ntee -a '{sent}' <&3 > \"$f\" &\nexec '{real}' \"$@\" < \"$f\" 3<&-\n",
             starts = starts.display(),
@@ -154,23 +154,11 @@ fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_i
             sent = sent.display(),
             real = band.bin_dir().join("band-server").display()
         ),
-    )
-    .expect("write");
-    fs_err::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    );
     let band = band
         .env("BAND_SERVER", &wrapper)
         .env("BAND_DATA_DIR", t.path().join("data"));
-    let started = || -> Vec<u32> {
-        fs_err::read_to_string(&starts)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| l.parse().expect("a pid"))
-            .collect()
-    };
+    let started = || noted_pids(&starts);
     let sent_bytes = || fs_err::read(&sent).map(|b| b.len()).unwrap_or(0);
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "--skills", "skills", "text/count", "--text=a b"];

@@ -12,14 +12,13 @@ use std::time::{Duration, Instant};
 use band::proto::Layer;
 use band_server::config::ServerConfig;
 use band_server::error::{SetupError, SetupResult};
-use band_server::layer::{
-    Applied, Built, Gate, Inputs, Phase, PlanInputs, RunLayer, Step, Teardown,
-};
-use band_server::plan::{self, Identity, RunPlan};
-use band_server::request::{self, Check};
+use band_server::layer::{Applied, Gate, Inputs, Phase, PlanInputs, RunLayer, Step};
+use band_server::plan::{self, RunPlan};
+
 use band_server::run::{self, RunGuard};
 
-use super::plan::{facts, request};
+use super::new_layer::ToyBuilt;
+use super::plan::{checked, facts, identity, request};
 
 /// Where the toys keep their files: the state folder of the test's config.
 struct Dir(PathBuf);
@@ -32,28 +31,11 @@ fn err(layer: Layer, what: impl std::fmt::Display) -> SetupError {
     SetupError::new(layer, what.to_string())
 }
 
-/// A file the guard removes.
-struct Made(PathBuf);
-
-impl Built for Made {
-    fn teardown(self: Box<Self>, t: &mut Teardown) {
-        if let Err(e) = fs_err::remove_file(&self.0) {
-            t.errors.push(e.to_string());
-        }
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-}
-
 /// Make `name` in the toys' folder, kept by `guard`.
 fn make(inp: &Inputs<'_>, guard: &mut RunGuard, name: &str) -> SetupResult<PathBuf> {
     let path = dir(inp)?.join(name);
     fs_err::write(&path, name).map_err(|e| err(Layer::Filesystem, e))?;
-    guard.push(Made(path.clone()));
+    guard.push(ToyBuilt(path.clone()));
     Ok(path)
 }
 
@@ -70,16 +52,19 @@ fn wait_for(inp: &Inputs<'_>, name: &str) -> SetupResult<()> {
     Ok(())
 }
 
-/// The run directory's stand-in: it waits until the spawn's stand-in has started (so the two
-/// run at the same time, or this test times out), makes `dir`, and fails after it when `FAIL`.
-struct SlowDir<const FAIL: bool>;
+/// The run directory's stand-in: with `WAIT`, it waits until the spawn's stand-in has started (so
+/// the two run at the same time, or this test times out); it makes `dir`, and fails after it
+/// with `FAIL`.
+struct ToyDir<const WAIT: bool, const FAIL: bool>;
 
-fn slow_dir<const FAIL: bool>(
+fn toy_dir<const WAIT: bool, const FAIL: bool>(
     inp: &Inputs<'_>,
     _out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    wait_for(inp, "spawning")?;
+    if WAIT {
+        wait_for(inp, "spawning")?;
+    }
     make(inp, guard, "dir")?;
     if FAIL {
         return Err(err(Layer::Filesystem, "the toy run directory failed"));
@@ -87,34 +72,12 @@ fn slow_dir<const FAIL: bool>(
     Ok(())
 }
 
-impl<const FAIL: bool> RunLayer for SlowDir<FAIL> {
+impl<const WAIT: bool, const FAIL: bool> RunLayer for ToyDir<WAIT, FAIL> {
     fn steps(&self) -> &'static [Step] {
         &[Step {
             phase: Phase::RunDir,
             what: "the toy run directory",
-            apply: slow_dir::<FAIL>,
-        }]
-    }
-    fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
-        plan.parts.insert(Dir(inp.cfg.state_dir.clone()));
-        Ok(())
-    }
-}
-
-/// A run directory's stand-in that waits for nothing.
-struct QuickDir;
-
-fn quick_dir(inp: &Inputs<'_>, _out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    make(inp, guard, "dir")?;
-    Ok(())
-}
-
-impl RunLayer for QuickDir {
-    fn steps(&self) -> &'static [Step] {
-        &[Step {
-            phase: Phase::RunDir,
-            what: "the toy run directory",
-            apply: quick_dir,
+            apply: toy_dir::<WAIT, FAIL>,
         }]
     }
     fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
@@ -210,17 +173,8 @@ fn apply(
         ..ServerConfig::default()
     };
     let req = request();
-    let checked = match request::check(&req, &cfg, true) {
-        Ok(Check::Run(c)) => c,
-        Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
-        Err(e) => panic!("{e}"),
-    };
-    let identity = Identity {
-        slot: 3,
-        uid: 990,
-        gid: 985,
-        user: "band-run-3".into(),
-    };
+    let checked = checked(&req, &cfg);
+    let identity = identity();
     let plan = plan::plan_run_with(layers, &checked, &cfg, &facts(), &identity)
         .unwrap_or_else(|e| panic!("{e}"));
     let inputs = Inputs {
@@ -250,7 +204,7 @@ fn files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn the_run_directory_is_made_beside_the_spawn_which_waits_for_it() {
-    let (result, applied, mut guard, state) = apply(&[&SlowDir::<false>, &Spawner, &Late]);
+    let (result, applied, mut guard, state) = apply(&[&ToyDir::<true, false>, &Spawner, &Late]);
     result.unwrap_or_else(|e| panic!("{e}"));
     // The spawn started before the run directory was made, and its gate opened after it.
     assert_eq!(
@@ -268,7 +222,7 @@ fn the_run_directory_is_made_beside_the_spawn_which_waits_for_it() {
 
 #[test]
 fn a_run_directory_that_fails_closes_the_gate_and_its_error_is_the_runs() {
-    let (result, applied, mut guard, state) = apply(&[&SlowDir::<true>, &Spawner, &Late]);
+    let (result, applied, mut guard, state) = apply(&[&ToyDir::<true, true>, &Spawner, &Late]);
     let e = match result {
         Ok(()) => panic!("the run started without its run directory"),
         Err(e) => e,
@@ -294,7 +248,8 @@ fn a_run_directory_that_fails_closes_the_gate_and_its_error_is_the_runs() {
 fn a_step_that_fails_beside_the_run_directory_still_leaves_it_to_the_guard() {
     // The report socket's stand-in fails while the run directory's thread works: that error is
     // the run's, the thread is joined, and what it made is the guard's to remove.
-    let (result, _, mut guard, state) = apply(&[&QuickDir, &FailingServices, &Spawner]);
+    let (result, _, mut guard, state) =
+        apply(&[&ToyDir::<false, false>, &FailingServices, &Spawner]);
     let e = match result {
         Ok(()) => panic!("the run started"),
         Err(e) => e,

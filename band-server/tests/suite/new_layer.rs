@@ -16,11 +16,11 @@ use band_server::layer::{
     Applied, Built, Host, Inputs, Phase, PlanInputs, Report, RunLayer, Stale, Step, Teardown,
 };
 use band_server::layers::{self, LAYERS};
-use band_server::plan::{self, Identity, RunPlan};
-use band_server::request::{self, Check};
+use band_server::plan::{self, RunPlan};
+
 use band_server::run::{self, RunGuard};
 
-use super::plan::{facts, request};
+use super::plan::{checked, facts, identity, request};
 
 /// The toy layer: one marker file per run under `<state>/toy/`.
 struct Toy;
@@ -35,8 +35,8 @@ struct ToyPlan {
 /// What its step hands on.
 struct ToyBuiltAt(PathBuf);
 
-/// What the guard tears down.
-struct ToyBuilt(PathBuf);
+/// What the guard tears down: a file (the toys of `beside` use it too).
+pub(super) struct ToyBuilt(pub(super) PathBuf);
 
 fn toy_dir(state: &Path) -> PathBuf {
     state.join("toy")
@@ -151,17 +151,8 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
         ..ServerConfig::default()
     };
     let req = request();
-    let checked = match request::check(&req, &cfg, true) {
-        Ok(Check::Run(c)) => c,
-        Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
-        Err(e) => panic!("{e}"),
-    };
-    let identity = Identity {
-        slot: 3,
-        uid: 990,
-        gid: 985,
-        user: "band-run-3".into(),
-    };
+    let checked = checked(&req, &cfg);
+    let identity = identity();
     let facts = facts();
     let plan = plan::plan_run_with(&with_toy, &checked, &cfg, &facts, &identity)
         .unwrap_or_else(|e| panic!("{e}"));
@@ -216,17 +207,8 @@ fn a_layer_whose_part_is_missing_does_not_start() {
         ..ServerConfig::default()
     };
     let req = request();
-    let checked = match request::check(&req, &cfg, true) {
-        Ok(Check::Run(c)) => c,
-        Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
-        Err(e) => panic!("{e}"),
-    };
-    let identity = Identity {
-        slot: 3,
-        uid: 990,
-        gid: 985,
-        user: "band-run-3".into(),
-    };
+    let checked = checked(&req, &cfg);
+    let identity = identity();
     let plan =
         plan::plan_run(&checked, &cfg, &facts(), &identity).unwrap_or_else(|e| panic!("{e}"));
     let inputs = Inputs {

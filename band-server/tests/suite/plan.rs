@@ -296,21 +296,31 @@ fn view(plan: &RunPlan<'_>) -> View {
     }
 }
 
-#[test]
-fn a_request_gives_this_whole_plan() {
-    let req = request();
-    let cfg = ServerConfig::default();
-    let checked = match request::check(&req, &cfg, true) {
+/// `req` checked under `cfg` (as root), or the test fails.
+pub(super) fn checked<'r>(req: &'r RunRequest, cfg: &ServerConfig) -> Box<request::Checked<'r>> {
+    match request::check(req, cfg, true) {
         Ok(Check::Run(c)) => c,
         Ok(Check::Refused(r)) => panic!("refused: {r:?}"),
         Err(e) => panic!("{e}"),
-    };
-    let identity = Identity {
+    }
+}
+
+/// The pool identity the plan tests lease.
+pub(super) fn identity() -> Identity {
+    Identity {
         slot: 3,
         uid: 990,
         gid: 985,
         user: "band-run-3".into(),
-    };
+    }
+}
+
+#[test]
+fn a_request_gives_this_whole_plan() {
+    let req = request();
+    let cfg = ServerConfig::default();
+    let checked = checked(&req, &cfg);
+    let identity = identity();
     let plan =
         plan::plan_run(&checked, &cfg, &facts(), &identity).unwrap_or_else(|e| panic!("{e}"));
     insta::assert_yaml_snapshot!(view(&plan));
