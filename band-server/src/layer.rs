@@ -156,8 +156,9 @@ impl Applied {
 
 /// When an apply step runs, in this order: what a step needs from another decides its phase.
 /// The cgroup comes first, so everything later is guarded by its kill; the jail's input needs
-/// the run's programs; the report socket lives in the run directory; the spawn needs everything
-/// before it; the waits come after it.
+/// the run's programs, and so does the run directory (it binds their folder at `/band`); the
+/// spawn needs everything before it (the run directory through its gate); the waits come after
+/// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     /// The run's cgroup, started (made on a thread of its own beside the steps up to
@@ -172,7 +173,8 @@ pub enum Phase {
     /// The run directory: on a thread of its own ([`Phase::beside`]), beside the report socket,
     /// the cgroup's wait and the spawn, whose exec of bubblewrap waits for it ([`Gate`]).
     RunDir,
-    /// What lives in the run directory (the report socket).
+    /// The report socket (in the run's exec folder, which the programs' step made; not in the
+    /// run directory, which is still being made beside it).
     Services,
     /// What was started beside the steps before, waited for: the run's cgroup (bubblewrap's
     /// spawn needs its join files).

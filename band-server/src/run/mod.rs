@@ -417,12 +417,12 @@ fn execute_inner(
 /// run), in the order of [`crate::layers::apply_order`]. The first failure stops it (the guard
 /// tears down what was built).
 ///
-/// The steps of a phase run on a thread of its own ([`Phase::beside`]) start, in their order, once
-/// the steps of earlier phases are done, and run beside the later ones up to the spawn: that
-/// thread opens the [`Gate`] when they have all succeeded, and bubblewrap's exec waits for it (the
-/// spawn's fork and the sandbox init's setup overlap them; nothing of the run can start before
-/// they are done). They are joined after the spawn, before the steps after it: what they built
-/// goes into `guard` whether they succeeded or not, and the first error is theirs when they
+/// The steps of a phase that runs on a thread of its own ([`Phase::beside`]) start there, in
+/// their order, once the steps of earlier phases are done, beside the later ones up to the spawn.
+/// That thread opens the [`Gate`] when they have all succeeded, and bubblewrap's exec waits for
+/// it (the spawn's fork and the sandbox init's setup overlap them; nothing of the run can start
+/// before they are done). They are joined after the spawn, before the steps after it: what they
+/// built goes into `guard` whether they succeeded or not, and the first error is theirs when they
 /// failed (a spawn that found its gate closed failed because of them).
 pub fn apply(
     layers: &[&'static dyn crate::layer::RunLayer],
