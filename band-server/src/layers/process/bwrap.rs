@@ -13,9 +13,10 @@
 //!    network, the host's CA certificates and fontconfig folder bound in it), `/skill`
 //!    (read-only, noexec), `/band` (the run's exec folder: `#!` scripts, shim, jail, socket, the
 //!    `bin` link to `/usr/bin`) with the writable `/band/io` on it, the writable `/workspace`
-//!    and `/tmp` (noexec), `/dev` (read-only and noexec, so no writable, executable `/dev/shm`;
-//!    the host's `null`, `zero`, `full`, `random`, `urandom` and `tty` each a nosuid bind, a
-//!    devpts instance of the run's own, the links bubblewrap's `--dev` makes), the links `/lib`,
+//!    and `/tmp` (noexec), `/dev` (a tmpfs of its own, read-only and noexec, so no writable,
+//!    executable `/dev/shm`; `null`, `zero`, `full`, `random`, `urandom` and `tty` made with
+//!    `mknod`, a devpts instance of the run's own, the links bubblewrap's `--dev` makes), the
+//!    links `/lib`,
 //!    `/lib64`, `/bin`, `/sbin`, the links at the programs' cache paths, and a mount point for
 //!    each bind below. Every bind costs bubblewrap a mount, a remount and a re-read of its mount
 //!    table, so what can be made by band-server is.
@@ -210,12 +211,12 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     // overlays or binds of the host's; the wrappers in `bin/`), the synthetic `etc/` (with the
     // host folders of `workdir::ETC_HOST_DIRS` bound read-only in it), `skill/` (read-only,
     // noexec), `/band` (read-only) with `io/` on it, `/workspace` and `/tmp` (writable, noexec),
-    // `/dev` (read-only, noexec, the host's device nodes bound in it), the compatibility links,
-    // the links at the programs' cache paths and a mount point for each bind below, all prepared
-    // by band-server in the run directory (`workdir::plan`, its `view/`), every mount's flags
-    // set there (the root's own read-only; nodev on every mount but `/dev`'s nodes and devpts) and
+    // `/dev` (a read-only, noexec tmpfs holding the device nodes), the compatibility links, the
+    // links at the programs' cache paths and a mount point for each bind below, all prepared by
+    // band-server in the run directory (`workdir::plan`, its `view/`), every mount's flags set
+    // there (the root's own read-only; nodev on every mount but `/dev` and its devpts) and
     // locked for bubblewrap's copy. Not `--ro-bind`: that would remount every mount in it
-    // read-only, the writable ones too; not `--bind`: that would add nodev to the device nodes.
+    // read-only, the writable ones too; not `--bind`: that would add nodev to `/dev`.
     // bubblewrap makes only what it must: `/proc` in its namespaces, host paths.
     bind(
         &mut a,
