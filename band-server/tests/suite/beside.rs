@@ -14,7 +14,6 @@ use band_server::config::ServerConfig;
 use band_server::error::{SetupError, SetupResult};
 use band_server::layer::{Applied, Gate, Inputs, Phase, PlanInputs, RunLayer, Step};
 use band_server::plan::{self, RunPlan};
-
 use band_server::run::{self, RunGuard};
 
 use super::new_layer::ToyBuilt;
