@@ -80,18 +80,21 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
 
 /// Mount a tmpfs at `target` with the given data string (`size=…,mode=…`), `nosuid,nodev`.
 pub fn mount_tmpfs(target: &Path, data: &str) -> io::Result<()> {
-    let src = c"band-run";
-    let fstype = c"tmpfs";
-    let target = cstring(target)?;
     let data = CString::new(data)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount data contains NUL"))?;
+    tmpfs(c"band-run", target, libc::MS_NOSUID | libc::MS_NODEV, &data)
+}
+
+/// A tmpfs named `source` at `target`, with mount `flags` and `data`.
+fn tmpfs(source: &CStr, target: &Path, flags: libc::c_ulong, data: &CStr) -> io::Result<()> {
+    let target = cstring(target)?;
     // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
     let rc = unsafe {
         libc::mount(
-            src.as_ptr(),
+            source.as_ptr(),
             target.as_ptr(),
-            fstype.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
+            c"tmpfs".as_ptr(),
+            flags,
             data.as_ptr().cast(),
         )
     };
@@ -123,18 +126,12 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
 /// (it holds the device nodes [`mknod_char`] makes), mode 0755. Made in the initial user
 /// namespace; [`remount_read_only`] locks it read-only once populated.
 pub fn mount_dev_tmpfs(target: &Path) -> io::Result<()> {
-    let target = cstring(target)?;
-    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
-    let rc = unsafe {
-        libc::mount(
-            c"band-dev".as_ptr(),
-            target.as_ptr(),
-            c"tmpfs".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NOEXEC,
-            c"mode=0755,size=64k,nr_inodes=64".as_ptr().cast(),
-        )
-    };
-    check(rc).map(|_| ())
+    tmpfs(
+        c"band-dev",
+        target,
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        c"mode=0755,size=64k,nr_inodes=64",
+    )
 }
 
 /// A character device node `major:minor` at `path`, mode 0666 (set after `mknod`: the process's

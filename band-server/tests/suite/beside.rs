@@ -10,14 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use band::proto::Layer;
-use band_server::config::ServerConfig;
 use band_server::error::{SetupError, SetupResult};
 use band_server::layer::{Applied, Gate, Inputs, Phase, PlanInputs, RunLayer, Step};
 use band_server::plan::{self, RunPlan};
 use band_server::run::{self, RunGuard};
 
 use super::new_layer::ToyBuilt;
-use super::plan::{checked, facts, identity, request};
+use super::plan::{checked, facts, identity, request, state_config};
 
 /// Where the toys keep their files: the state folder of the test's config.
 struct Dir(PathBuf);
@@ -166,11 +165,7 @@ impl RunLayer for FailingServices {
 fn apply(
     layers: &[&'static dyn RunLayer],
 ) -> (SetupResult<()>, Applied, RunGuard, tempfile::TempDir) {
-    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let cfg = ServerConfig {
-        state_dir: state.path().to_path_buf(),
-        ..ServerConfig::default()
-    };
+    let (state, cfg) = state_config();
     let req = request();
     let checked = checked(&req, &cfg);
     let identity = identity();

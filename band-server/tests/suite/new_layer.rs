@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use band::proto::Layer;
-use band_server::config::ServerConfig;
 use band_server::error::SetupResult;
 use band_server::janitor;
 use band_server::layer::{
@@ -20,7 +19,7 @@ use band_server::plan::{self, RunPlan};
 
 use band_server::run::{self, RunGuard};
 
-use super::plan::{checked, facts, identity, request};
+use super::plan::{checked, facts, identity, request, state_config};
 
 /// The toy layer: one marker file per run under `<state>/toy/`.
 struct Toy;
@@ -145,11 +144,7 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
 
     // Planned: its part is in the plan, by type, next to every built-in part; without it in the
     // list, it is not.
-    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let cfg = ServerConfig {
-        state_dir: state.path().to_path_buf(),
-        ..ServerConfig::default()
-    };
+    let (state, cfg) = state_config();
     let req = request();
     let checked = checked(&req, &cfg);
     let identity = identity();
@@ -201,11 +196,7 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
 fn a_layer_whose_part_is_missing_does_not_start() {
     // The toy's step without its plan (a plan made for a list that does not name it): the run
     // does not start, and the error names the part.
-    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let cfg = ServerConfig {
-        state_dir: state.path().to_path_buf(),
-        ..ServerConfig::default()
-    };
+    let (state, cfg) = state_config();
     let req = request();
     let checked = checked(&req, &cfg);
     let identity = identity();

@@ -296,6 +296,16 @@ fn view(plan: &RunPlan<'_>) -> View {
     }
 }
 
+/// A fresh state folder, and the default config with its state there.
+pub(super) fn state_config() -> (tempfile::TempDir, ServerConfig) {
+    let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = ServerConfig {
+        state_dir: state.path().to_path_buf(),
+        ..ServerConfig::default()
+    };
+    (state, cfg)
+}
+
 /// `req` checked under `cfg` (as root), or the test fails.
 pub(super) fn checked<'r>(req: &'r RunRequest, cfg: &ServerConfig) -> Box<request::Checked<'r>> {
     match request::check(req, cfg, true) {
