@@ -155,10 +155,10 @@ impl Applied {
 }
 
 /// When an apply step runs, in this order: what a step needs from another decides its phase.
-/// The cgroup comes first, so everything later is guarded by its kill; the jail's input needs
-/// the run's programs, and so does the run directory (it binds their folder at `/band`); the
-/// spawn needs everything before it (the run directory through its gate); the waits come after
-/// it.
+/// The cgroup comes first, so everything later is guarded by its kill; the run directory needs
+/// the run's exec folder (it binds it at `/band`), not the programs that go in it; the jail's
+/// input needs the programs; the spawn needs everything before it (the run directory through its
+/// gate); the waits come after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     /// The run's cgroup, started (made on a thread of its own beside the steps up to
@@ -166,15 +166,18 @@ pub enum Phase {
     Limits,
     /// The network (table, namespace, DNS stub).
     Network,
-    /// The run's programs (execute-only copies, band-shim's copy).
+    /// The run's exec folder, empty: the run directory binds it at `/band`.
+    ExecFolder,
+    /// The run directory: on a thread of its own ([`Phase::beside`]), beside the programs, the
+    /// jail's input, the report socket, the cgroup's wait and the spawn, whose exec of
+    /// bubblewrap waits for it ([`Gate`]).
+    RunDir,
+    /// The run's programs (execute-only copies, band-shim's copy), into the exec folder.
     Programs,
     /// The jail's input (needs the programs).
     JailInput,
-    /// The run directory: on a thread of its own ([`Phase::beside`]), beside the report socket,
-    /// the cgroup's wait and the spawn, whose exec of bubblewrap waits for it ([`Gate`]).
-    RunDir,
-    /// The report socket (in the run's exec folder, which the programs' step made; not in the
-    /// run directory, which is still being made beside it).
+    /// The report socket (in the run's exec folder; not in the run directory, which is still
+    /// being made beside it).
     Services,
     /// What was started beside the steps before, waited for: the run's cgroup (bubblewrap's
     /// spawn needs its join files).

@@ -87,9 +87,10 @@ mod tests {
             [
                 "Cgroup: the run's cgroup with its limits and join files, on a thread of its own",
                 "Net: the nftables table, and the network namespace with its relay started (with allow.net)",
+                "Cli: the run's exec folder",
+                "Fs: the run directory",
                 "Cli: the run's programs and band-shim's copy",
                 "Process: the memfd guard and the jail's input",
-                "Fs: the run directory",
                 "Cli: the report socket",
                 "Cgroup: the run's cgroup waited for",
                 "Process: bubblewrap, spawned in the cgroup as the run's uid",

@@ -120,7 +120,8 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
         .chain([&Toy as &dyn RunLayer])
         .collect();
 
-    // Applied in its phase: right after the run directory, before the report socket.
+    // Applied in its phase: right after the run directory (beside the programs and the steps
+    // after them), before the programs.
     let order: Vec<String> = layers::apply_order(&with_toy)
         .iter()
         .map(|(l, s)| format!("{}: {}", short(*l), s.what))
@@ -130,10 +131,11 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
         [
             "Cgroup: the run's cgroup with its limits and join files, on a thread of its own",
             "Net: the nftables table, and the network namespace with its relay started (with allow.net)",
-            "Cli: the run's programs and band-shim's copy",
-            "Process: the memfd guard and the jail's input",
+            "Cli: the run's exec folder",
             "Fs: the run directory",
             "Toy: the toy's marker",
+            "Cli: the run's programs and band-shim's copy",
+            "Process: the memfd guard and the jail's input",
             "Cli: the report socket",
             "Cgroup: the run's cgroup waited for",
             "Process: bubblewrap, spawned in the cgroup as the run's uid",

@@ -1,5 +1,6 @@
-//! Apply the CLI gate's plan, in two steps: the run's programs (before the jail's input, which
-//! names them), then the report socket (in the run's `/band` folder beside band-shim).
+//! Apply the CLI gate's plan, in three steps: the run's exec folder (before the run directory,
+//! which binds it at `/band`), the run's programs in it (before the jail's input, which names
+//! them), then the report socket (in that folder beside band-shim).
 
 use std::path::PathBuf;
 
@@ -16,6 +17,23 @@ use crate::run::RunGuard;
 /// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)
 pub struct ShimCopy(pub PathBuf);
 
+/// The exec folder step of layer's steps ([`crate::layer::RunLayer::steps`]): the program cache's
+/// tmpfs (once per boot) and the run's folder in it, empty ([`ExecDir::make`]), so that the run
+/// directory, made beside the programs' step, can bind it at `/band` while the programs go in.
+pub(crate) fn exec_folder(
+    inp: &Inputs<'_>,
+    _out: &mut Applied,
+    guard: &mut RunGuard,
+) -> SetupResult<()> {
+    let exec_plan: &ExecPlan = inp.plan.parts.need(Layer::Cli)?;
+    execcache::mount_cache(&inp.cfg.state_dir)
+        .layer(Layer::Cli, "failed to prepare the program cache")?;
+    let exec = ExecDir::make(&exec_plan.state, &inp.plan.run_id)
+        .layer(Layer::Cli, "failed to make the run's exec folder")?;
+    guard.push(exec);
+    Ok(())
+}
+
 /// The programs step of layer's steps ([`crate::layer::RunLayer::steps`]): the execute-only copies, opened as descriptors
 /// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
 /// `/band/x`, and band-shim's own copy.
@@ -26,8 +44,6 @@ pub(crate) fn programs(
 ) -> SetupResult<()> {
     let plan = inp.plan;
     let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
-    execcache::mount_cache(&inp.cfg.state_dir)
-        .layer(Layer::Cli, "failed to prepare the program cache")?;
     super::bundled::stage(&exec_plan.state, &plan.pre.cli.bundled, &inp.checked.bundle)
         .layer(Layer::Cli, "failed to stage the skill's programs")?;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
@@ -42,28 +58,26 @@ pub(crate) fn programs(
                 .map(PathBuf::from),
         )
         .collect();
-    let exec = ExecDir::create(
-        &exec_plan.state,
-        &plan.run_id,
-        &exec_plan.programs,
-        &trees,
-        &exec_plan.layouts,
-    )
-    .layer(Layer::Cli, "failed to lay out the run's programs")?;
+    let exec = guard.get_mut::<ExecDir>().ok_or_else(|| {
+        SetupError::new(
+            Layer::Cli,
+            "internal error: the run's exec folder was not made before its programs",
+        )
+    })?;
+    exec.populate(&exec_plan.programs, &trees, &exec_plan.layouts)
+        .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let mut programs = exec.programs.clone();
     for (name, argv0) in &exec_plan.argv0 {
         if let Some(p) = programs.table.get_mut(name) {
             p.argv0 = Some(argv0.clone());
         }
     }
-    let mut exec = exec;
     let shim_copy = exec
         .cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim)
         .and_then(|c| {
             exec.link_helpers(&c.path, &plan.pre.helpers.jail)
                 .map(|()| c)
         });
-    guard.push(exec);
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
     if shim_copy.path != exec_plan.shim {
         return Err(SetupError::new(

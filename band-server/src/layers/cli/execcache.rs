@@ -557,17 +557,41 @@ pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
 pub struct ExecDir {
     pub root: PathBuf,
     pub programs: RunPrograms,
-    /// `<state>/exec/cache`, made by [`ExecDir::create`].
+    /// `<state>/exec/cache`, made by [`ExecDir::make`].
     cache: PathBuf,
     /// The links made, for a teardown that does not have to list anything.
     made: Vec<PathBuf>,
 }
 
 impl ExecDir {
-    /// Lay out the run's programs: `programs` are (wrapped name, host file) pairs. A `#!` script
-    /// inside one of the run's runtime `trees` (bound at their host paths, see
-    /// [`super::runtime`]) is given to its interpreter at its host path, so it finds its siblings
-    /// (node's `require('./lib/x')`); others at `/band/x/<name>`.
+    /// The run's folder, before its programs: `x/`, `io/` (the mount point of the run's `io/`,
+    /// which band-server binds writable over this read-only folder on the run directory's
+    /// `view/`) and `bin` (a link to `/usr/bin`: `/band/bin` is the same wrappers). The run
+    /// directory binds it at `/band` while [`ExecDir::populate`] fills it (a bind shows what is
+    /// added to the folder later).
+    pub fn make(state: &Path, run_id: &str) -> io::Result<ExecDir> {
+        ensure_dirs(state)?;
+        evict_idle_now_and_then(state, std::time::SystemTime::now())?;
+        let root = runs_root(state).join(run_id);
+        fs::create_dir(&root)?;
+        let dir = ExecDir {
+            root,
+            programs: RunPrograms::default(),
+            cache: cache_dir(state),
+            made: Vec::new(),
+        };
+        let made = fs::create_dir(dir.root.join("x"))
+            .and_then(|()| fs::create_dir(dir.root.join("io")))
+            .and_then(|()| fs_err::os::unix::fs::symlink("/usr/bin", dir.root.join("bin")));
+        if let Err(e) = made {
+            let _ = dir.remove();
+            return Err(e);
+        }
+        Ok(dir)
+    }
+
+    /// [`ExecDir::make`], then [`ExecDir::populate`]; removed again when either fails.
+    #[cfg(test)]
     pub fn create(
         state: &Path,
         run_id: &str,
@@ -575,17 +599,7 @@ impl ExecDir {
         trees: &[PathBuf],
         layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<ExecDir> {
-        ensure_dirs(state)?;
-        evict_idle_now_and_then(state, std::time::SystemTime::now())?;
-        let root = runs_root(state).join(run_id);
-        fs::create_dir(&root)?;
-        fs::create_dir(root.join("x"))?;
-        let mut dir = ExecDir {
-            root,
-            programs: RunPrograms::default(),
-            cache: cache_dir(state),
-            made: Vec::new(),
-        };
+        let mut dir = ExecDir::make(state, run_id)?;
         if let Err(e) = dir.populate(programs, trees, layouts) {
             let _ = dir.remove();
             return Err(e);
@@ -599,7 +613,12 @@ impl ExecDir {
         copy_into_cache(&self.cache, Path::new(name), host)
     }
 
-    fn populate(
+    /// Lay out the run's programs in the folder [`ExecDir::make`] made: `programs` are (wrapped
+    /// name, host file) pairs. A `#!` script inside one of the run's runtime `trees` (bound at
+    /// their host paths, see [`super::runtime`]) is given to its interpreter at its host path, so
+    /// it finds its siblings (node's `require('./lib/x')`); others at `/band/x/<name>`. Then `x/`
+    /// and the folder are made read-only.
+    pub fn populate(
         &mut self,
         programs: &[(String, PathBuf)],
         trees: &[PathBuf],
@@ -665,11 +684,6 @@ impl ExecDir {
         self.programs.fds = Arc::new(std::sync::Mutex::new(fds));
         self.programs.pending = Arc::new(pending);
         self.programs.cache = self.cache.clone();
-        // The mount point of the run's `io/` (band-server binds it writable over this read-only
-        // folder, on the run directory's `view/`), and `/band/bin`: the same wrappers as
-        // `/usr/bin`.
-        fs::create_dir(self.root.join("io"))?;
-        fs_err::os::unix::fs::symlink("/usr/bin", self.root.join("bin"))?;
         fs::set_permissions(self.root.join("x"), std::fs::Permissions::from_mode(0o555))?;
         fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o555))
     }

@@ -24,7 +24,7 @@ use crate::layer::{Built, Host, Phase, Report, RunLayer, Stale, Step, Teardown, 
 
 /// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and
 /// `<state>/exec/runs/<run>` → `/band/x` with the `#!` scripts, laid out by
-/// [`execcache::ExecDir::create`].
+/// [`execcache::ExecDir::make`] and [`execcache::ExecDir::populate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecPlan {
     pub state: PathBuf,
@@ -153,6 +153,11 @@ impl RunLayer for Cli {
     }
     fn steps(&self) -> &'static [Step] {
         &[
+            Step {
+                phase: Phase::ExecFolder,
+                what: "the run's exec folder",
+                apply: apply::exec_folder,
+            },
             Step {
                 phase: Phase::Programs,
                 what: "the run's programs and band-shim's copy",
