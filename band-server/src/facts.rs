@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use band::proto::Layer;
@@ -105,10 +105,11 @@ pub struct HostFacts {
 
 /// What every run looks up on the host, whatever its request: where the essential commands are
 /// ([`shim::ESSENTIALS`] on the config's `bin_path`), band-server's helpers and the cgroup
-/// hierarchy. `band-server run` looks them up while it waits for its request (band starts it
-/// before the request is ready, so the two overlap: issue 17), and [`HostFacts::gather`] takes
-/// them from here when they are at most [`PREFETCH_FRESH`] old and for the same `bin_path`;
-/// else it looks again.
+/// hierarchy. `band-server run` looks them up on a thread of their own ([`Prefetched::start`])
+/// while it waits for its request and reads and checks it (band starts it before the request is
+/// ready, so the two overlap: issue 17), and [`HostFacts::gather`] waits for them and takes them
+/// when they are at most [`PREFETCH_FRESH`] old and for the same `bin_path`; else it looks
+/// again.
 #[derive(Debug)]
 pub struct Prefetched {
     at: Instant,
@@ -124,6 +125,9 @@ pub struct Prefetched {
 pub const PREFETCH_FRESH: Duration = Duration::from_millis(500);
 
 static PREFETCHED: OnceLock<Prefetched> = OnceLock::new();
+
+/// The thread [`Prefetched::start`] started, until [`HostFacts::gather`] waits for it.
+static PREFETCHING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 
 impl Prefetched {
     /// Look them up now.
@@ -141,13 +145,37 @@ impl Prefetched {
         }
     }
 
+    /// Look them up on a thread of their own and keep them ([`Prefetched::keep`]), beside what
+    /// this process does next (reading its request); [`HostFacts::gather`] waits for that
+    /// thread. Without a thread, now.
+    pub fn start(cfg: &ServerConfig) {
+        let mine = cfg.clone();
+        match std::thread::Builder::new()
+            .name("prefetch".into())
+            .spawn(move || Prefetched::look(&mine).keep())
+        {
+            Ok(handle) => {
+                if let Ok(mut pending) = PREFETCHING.lock() {
+                    *pending = Some(handle);
+                }
+            }
+            Err(_) => Prefetched::look(cfg).keep(),
+        }
+    }
+
     /// Keep them for this process's run ([`HostFacts::gather`]); the first call wins.
     pub fn keep(self) {
         let _ = PREFETCHED.set(self);
     }
 
-    /// The kept ones, if they may serve `cfg`'s run now.
+    /// The kept ones (once [`Prefetched::start`]'s thread is done), if they may serve `cfg`'s
+    /// run now.
     fn fresh_for(cfg: &ServerConfig) -> Option<&'static Prefetched> {
+        let pending = PREFETCHING.lock().ok().and_then(|mut p| p.take());
+        if let Some(handle) = pending {
+            // A lookup that panicked kept nothing: the run looks again.
+            let _ = handle.join();
+        }
         PREFETCHED.get().filter(|p| p.serves(cfg, Instant::now()))
     }
 
@@ -663,6 +691,38 @@ mod tests {
 
     /// What was looked up before the request serves the run while fresh (even if the host
     /// changed since: the lookup is one moment earlier), and is looked up again otherwise.
+    #[test]
+    fn a_lookup_started_on_its_thread_is_waited_for_and_served() {
+        // The only test that starts the process's lookup (the one `band-server run` starts), on a
+        // `bin_path` of its own, which no other test's run has.
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let bin = tmp.path().join("started-bin");
+        fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
+        let cat = bin.join("cat");
+        fs::write(&cat, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+        fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cfg = ServerConfig {
+            bin_path: vec![bin.clone()],
+            state_dir: tmp.path().join("state"),
+            mask_lib_executables: false,
+            ..ServerConfig::default()
+        };
+        Prefetched::start(&cfg);
+        // Asked at once, while the thread may still be looking: the answer waits for it.
+        let pre = Prefetched::fresh_for(&cfg).unwrap_or_else(|| panic!("nothing prefetched"));
+        let real = cat.canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(pre.essentials.get("cat"), Some(&Some((cat, real))));
+        // The thread is waited for once; later runs of this process take the same lookup.
+        assert!(
+            PREFETCHING
+                .lock()
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
+        );
+        assert!(Prefetched::fresh_for(&cfg).is_some_and(|p| std::ptr::eq(p, pre)));
+    }
+
     #[test]
     fn a_run_takes_the_prefetched_lookups_while_they_are_fresh() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

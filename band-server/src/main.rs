@@ -90,8 +90,9 @@ fn cmd_run() -> i32 {
                     None => {}
                 }
             };
-            // While band still prepares the request (it starts band-server first).
-            band_server::facts::Prefetched::look(&cfg).keep();
+            // While band still prepares the request (it starts band-server first), and while the
+            // request is read and checked.
+            band_server::facts::Prefetched::start(&cfg);
             run::serve(
                 Box::new(std::io::BufReader::new(std::io::stdin())),
                 &cfg,
