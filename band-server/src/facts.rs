@@ -689,8 +689,6 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// What was looked up before the request serves the run while fresh (even if the host
-    /// changed since: the lookup is one moment earlier), and is looked up again otherwise.
     #[test]
     fn a_lookup_started_on_its_thread_is_waited_for_and_served() {
         // The only test that starts the process's lookup (the one `band-server run` starts), on a
@@ -723,6 +721,8 @@ mod tests {
         assert!(Prefetched::fresh_for(&cfg).is_some_and(|p| std::ptr::eq(p, pre)));
     }
 
+    /// What was looked up before the request serves the run while fresh (even if the host
+    /// changed since: the lookup is one moment earlier), and is looked up again otherwise.
     #[test]
     fn a_run_takes_the_prefetched_lookups_while_they_are_fresh() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
