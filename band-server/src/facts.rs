@@ -689,23 +689,30 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    #[test]
-    fn a_lookup_started_on_its_thread_is_waited_for_and_served() {
-        // The only test that starts the process's lookup (the one `band-server run` starts), on a
-        // `bin_path` of its own, which no other test's run has.
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let bin = tmp.path().join("started-bin");
+    /// A `cat` (a `#!` script) alone in `<tmp>/<dir>`, and a config whose `bin_path` is that
+    /// folder (its state directory in `tmp`, no library masks).
+    fn cat_on_bin_path(tmp: &Path, dir: &str) -> (PathBuf, ServerConfig) {
+        let bin = tmp.join(dir);
         fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
         let cat = bin.join("cat");
         fs::write(&cat, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
         fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o755))
             .unwrap_or_else(|e| panic!("{e}"));
         let cfg = ServerConfig {
-            bin_path: vec![bin.clone()],
-            state_dir: tmp.path().join("state"),
+            bin_path: vec![bin],
+            state_dir: tmp.join("state"),
             mask_lib_executables: false,
             ..ServerConfig::default()
         };
+        (cat, cfg)
+    }
+
+    #[test]
+    fn a_lookup_started_on_its_thread_is_waited_for_and_served() {
+        // The only test that starts the process's lookup (the one `band-server run` starts), on a
+        // `bin_path` of its own, which no other test's run has.
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (cat, cfg) = cat_on_bin_path(tmp.path(), "started-bin");
         Prefetched::start(&cfg);
         // Asked at once, while the thread may still be looking: the answer waits for it.
         let pre = Prefetched::fresh_for(&cfg).unwrap_or_else(|| panic!("nothing prefetched"));
@@ -726,18 +733,7 @@ mod tests {
     #[test]
     fn a_run_takes_the_prefetched_lookups_while_they_are_fresh() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let bin = tmp.path().join("bin");
-        fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
-        let cat = bin.join("cat");
-        fs::write(&cat, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
-        fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let cfg = ServerConfig {
-            bin_path: vec![bin.clone()],
-            state_dir: tmp.path().join("state"),
-            mask_lib_executables: false,
-            ..ServerConfig::default()
-        };
+        let (cat, cfg) = cat_on_bin_path(tmp.path(), "bin");
         let pre = Prefetched::look(&cfg);
         let real = cat.canonicalize().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
