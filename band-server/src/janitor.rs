@@ -196,6 +196,7 @@ pub fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layer::Stale;
     use crate::layers::identity::procs::sweeps;
 
     #[test]
@@ -268,5 +269,40 @@ mod tests {
             7,
             "a crashed run's slot is free again but the next search starts above it"
         );
+    }
+
+    /// A layer that lists nothing and, when the janitor lists, removes [`ENDED`]'s run directory:
+    /// that run ended (and released its lease) between the janitor's listing and its reading of
+    /// the leases.
+    struct EndsARun;
+
+    const ENDED: &str = "0123456789abcdef";
+
+    impl RunLayer for EndsARun {
+        fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
+            fs::remove_dir(crate::layers::fs::workdir::runs_dir(host.state).join(ENDED)).unwrap();
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_run_directory_its_own_run_removed_after_the_listing_is_not_reported() {
+        let state = tempfile::tempdir().unwrap();
+        let runs = crate::layers::fs::workdir::runs_dir(state.path());
+        fs::create_dir_all(runs.join(ENDED)).unwrap();
+        fs::create_dir_all(runs.join("fedcba9876543210")).unwrap();
+        let nft = Path::new("/nonexistent/nft");
+
+        let report = run_with(
+            &[&crate::layers::fs::Fs, &EndsARun],
+            state.path(),
+            nft,
+            false,
+        );
+        // A real leftover (no lease names it) is removed and reported; the directory of the run
+        // that ended meanwhile was never the janitor's to remove.
+        assert_eq!(report.removed_dirs, ["fedcba9876543210"], "{report:?}");
+        assert!(report.errors.is_empty(), "{report:?}");
+        assert!(!runs.join("fedcba9876543210").exists());
     }
 }

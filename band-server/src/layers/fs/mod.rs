@@ -149,7 +149,8 @@ impl RunLayer for Fs {
         let dir = workdir::runs_dir(host.state).join(run);
         if dir.exists() {
             match workdir::remove_stale(&dir) {
-                Ok(()) => report.removed_dirs.push(run.to_string()),
+                Ok(true) => report.removed_dirs.push(run.to_string()),
+                Ok(false) => {}
                 Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
             }
         }
@@ -164,9 +165,11 @@ impl RunLayer for Fs {
     ) {
         match &item.path {
             // Whiteout layers a dead run was building (a live run's build is its own business).
+            // Gone since the listing: that run ended and moved or removed it itself.
             Some(path) => {
                 if !live.contains(&item.run)
                     && let Err(e) = fs_err::remove_dir_all(path)
+                    && e.kind() != std::io::ErrorKind::NotFound
                 {
                     report.errors.push(e.to_string());
                 }
@@ -177,8 +180,11 @@ impl RunLayer for Fs {
                     return;
                 }
                 let p = workdir::runs_dir(host.state).join(d);
+                // Listed before the leases were read: a run that ended in between removed its
+                // directory itself, and is not reported as a leftover.
                 match workdir::remove_stale(&p) {
-                    Ok(()) => report.removed_dirs.push(d.clone()),
+                    Ok(true) => report.removed_dirs.push(d.clone()),
+                    Ok(false) => {}
                     Err(e) => report.errors.push(format!("{}: {e}", p.display())),
                 }
             }

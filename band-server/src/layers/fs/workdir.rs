@@ -879,19 +879,23 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
     }
 }
 
-/// Unmount and remove a run directory left behind by a dead server (janitor).
-pub fn remove_stale(path: &Path) -> std::io::Result<()> {
+/// Unmount and remove a run directory left behind by a dead server (janitor). `Ok(false)`: there
+/// was nothing at `path` (its run removed it itself since the janitor listed it), so nothing was
+/// removed and nothing is to be reported.
+pub fn remove_stale(path: &Path) -> std::io::Result<bool> {
     // Unmount until nothing is mounted there any more (a tmpfs, possibly stacked).
+    let mut unmounted = false;
     for _ in 0..8 {
         if sys::umount_detach(path).is_err() {
             break;
         }
+        unmounted = true;
     }
     match fs::remove_dir(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(unmounted),
         // Not a mount point and not empty: never on a tmpfs we made; clean it anyway.
-        Err(_) => fs::remove_dir_all(path),
+        Err(_) => fs::remove_dir_all(path).map(|()| true),
     }
 }
 
