@@ -533,6 +533,9 @@ pub fn remove_stale_tables(
         }
         match nft.delete_table(t) {
             Ok(()) => removed.push(t.clone()),
+            // Listed before the leases were read: a run that ended in between removed its table
+            // itself. Gone is not an error, and not the janitor's removal.
+            Err(_) if nft.list_table(t).is_err() => {}
             Err(e) => errors.push(e.to_string()),
         }
     }
@@ -676,6 +679,53 @@ mod tests {
     fn m(allow: &[&str], deny: &[&str]) -> NetMatcher {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         NetMatcher::new(&s(allow), &s(deny)).unwrap()
+    }
+
+    /// An `nft` program that knows only the tables named in `tables` (a file, one per line):
+    /// lists them, deletes them (removing the line), and fails for any other.
+    fn fake_nft(dir: &std::path::Path, tables: &[&str]) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let list = dir.join("tables");
+        fs_err::write(
+            &list,
+            tables.iter().map(|t| format!("{t}\n")).collect::<String>(),
+        )
+        .unwrap();
+        let bin = dir.join("nft");
+        let script = format!(
+            "#!/bin/sh\nt=\"$4\"\ngrep -qx \"$t\" {l} || {{ echo \"Error: No such file or directory\" >&2; exit 1; }}\n\
+             case \"$1\" in delete) grep -vx \"$t\" {l} > {l}.new; mv {l}.new {l};; esac\n",
+            l = list.display()
+        );
+        fs_err::write(&bin, script).unwrap();
+        fs_err::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        bin
+    }
+
+    #[test]
+    fn a_table_its_own_run_removed_after_the_listing_is_neither_removed_nor_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        // The janitor listed both; the run of the first ended and removed its table since.
+        let nft = Nft::program(&fake_nft(t.path(), &["band_fedcba9876543210"]));
+        let listed = [
+            "band_0123456789abcdef".to_string(),
+            "band_fedcba9876543210".to_string(),
+        ];
+        let (removed, errors) = remove_stale_tables(&nft, &listed, &BTreeSet::new());
+        assert_eq!(removed, ["band_fedcba9876543210"]);
+        assert!(errors.is_empty(), "{errors:?}");
+        // A live run's table stays.
+        let nft = Nft::program(&fake_nft(t.path(), &["band_0123456789abcdef"]));
+        let live = BTreeSet::from(["0123456789abcdef".to_string()]);
+        let (removed, errors) = remove_stale_tables(&nft, &listed[..1], &live);
+        assert!(
+            removed.is_empty() && errors.is_empty(),
+            "{removed:?} {errors:?}"
+        );
+        assert_eq!(
+            nft.list_table("band_0123456789abcdef").map(|_| ()).ok(),
+            Some(())
+        );
     }
 
     #[test]
