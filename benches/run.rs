@@ -13,7 +13,8 @@
 //! - **no-op** (`exit 0`) [band ≤ 2.0× bwrap]: bare, bwrap, the peers, band-server alone, `band
 //!   run`, `band exec`;
 //! - **python job** (`sum(range(10**6))`) [≤ 1.2×];
-//! - **50 processes** (`for i in $(seq 50); do /bin/true; done`) [≤ 1.3×];
+//! - **50 processes** (`seq 50` and 50 `/bin/true`, counted: the job fails unless all ran)
+//!   [≤ 1.3×];
 //! - **networked fetch** of one page from one allowed host [≤ 1.5× bwrap with network]: the host
 //!   is a network namespace the bench makes (band-test's lab: a veth, and `netlab.py` serving DNS
 //!   and HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
@@ -64,7 +65,10 @@ const CONFIG_ENV: &str = "BAND_SERVER_CONFIG";
 const TEST_STATE_DIR: &str = "/run/band-test";
 
 const PY: &str = "sum(range(10**6))";
-const LOOP: &str = "for i in $(seq 50); do /bin/true; done";
+/// The 50 processes, failing unless all 51 ran: a `seq` that fails (a broken gate, a sandbox
+/// that refuses it) would otherwise leave an empty loop that succeeds, and look fast.
+const LOOP: &str =
+    "n=0; for i in $(seq 50); do /bin/true || exit 1; n=$((n+1)); done; [ \"$n\" -eq 50 ]";
 
 /// One job: a skill of one script, and the same work as a command for bwrap and the peers.
 struct Job {
