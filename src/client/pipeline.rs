@@ -152,7 +152,10 @@ fn run_inner(
     early: Early,
 ) -> Result<Outcome> {
     let started_at_ms = now_ms();
-    let ledger = super::record::ledger()?;
+    // One reading of the user's config for the whole run: its ledger, its lock requirement, its
+    // target.
+    let config = UserConfig::load()?;
+    let ledger = super::record::ledger_of(&config);
     // On the host, band-server starts as soon as the target is known (unless it was started on a
     // guess before: `Early`), and gets ready while the request is made (`Transport::prestart`); a
     // run refused before it starts drops it. (A VM's transport connects when it runs, as before.)
@@ -168,7 +171,7 @@ fn run_inner(
             });
         }
     };
-    let prepared = match prepare(spec, started_at_ms, &mut on_target)? {
+    let prepared = match prepare(spec, &config, started_at_ms, &mut on_target)? {
         Preparation::Ready(mut p) => {
             p.request.observe = observe;
             p
@@ -237,13 +240,14 @@ const MAX_LISTED_DIFFERENCES: usize = 20;
 /// Read the skill once and hold it against its `band.lock`. `Err(outcome)` refuses the run.
 fn check_lock(
     spec: &RunSpec,
+    config: &UserConfig,
     run_id: &str,
     started_at_ms: u64,
 ) -> Result<std::result::Result<(Tree, LockMark), Box<Outcome>>> {
     let root = &spec.skill_root;
     let tree = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
     let state = lock::check(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
-    let require = spec.require_lock || UserConfig::load()?.require_lock;
+    let require = spec.require_lock || config.require_lock;
     let refusal = match state {
         LockState::Matches => return Ok(Ok((tree, LockMark::Matches))),
         LockState::Unlocked if !require => return Ok(Ok((tree, LockMark::Unlocked))),
@@ -263,7 +267,7 @@ fn check_lock(
             &diffs,
         ),
     };
-    integrity_refusal(spec, run_id, started_at_ms, &tree, refusal).map(Err)
+    integrity_refusal(spec, config, run_id, started_at_ms, &tree, refusal).map(Err)
 }
 
 /// Why a run is refused with integrity_failed.
@@ -306,6 +310,7 @@ impl Refusal {
 /// changed file), so the target is the flag's, the config's or the default.
 fn integrity_refusal(
     spec: &RunSpec,
+    config: &UserConfig,
     run_id: &str,
     started_at_ms: u64,
     tree: &Tree,
@@ -324,7 +329,7 @@ fn integrity_refusal(
         result,
         skill: crate::skill::load_skill(&spec.skill_root).0.name,
         script: spec.script.clone(),
-        target: choose_target(spec.target.as_deref(), None, &UserConfig::load()?)
+        target: choose_target(spec.target.as_deref(), None, config)
             .map(|c| c.target)
             .unwrap_or(Target::Host),
         bundle_sha256: tree.bundle_sha256(),
@@ -365,17 +370,18 @@ fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
 }
 
 /// Resolve, choose the target, check the input and secrets, read the bundle and workspace.
-/// `on_target` is called once, with the target, as soon as it is settled (before the input is
+/// `config` is the user's, read once for the run. `on_target` is called once, with the target, as soon as it is settled (before the input is
 /// checked and the bundle and workspace read).
 pub fn prepare(
     spec: &RunSpec,
+    config: &UserConfig,
     started_at_ms: u64,
     on_target: &mut dyn FnMut(&Target),
 ) -> Result<Preparation> {
     let root = &spec.skill_root;
     let script = spec.script.as_str();
     let run_id = super::workspace::random_hex();
-    let (tree, lock_mark) = match check_lock(spec, &run_id, started_at_ms)? {
+    let (tree, lock_mark) = match check_lock(spec, config, &run_id, started_at_ms)? {
         Ok(t) => t,
         Err(refused) => return Ok(Preparation::Refused(refused)),
     };
@@ -408,11 +414,7 @@ pub fn prepare(
     let policy = resolved.policy.clone();
     let compiled = CompiledPolicy::compile(&policy)
         .map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
-    let choice = choose_target(
-        spec.target.as_deref(),
-        resolved.target.as_ref(),
-        &UserConfig::load()?,
-    )?;
+    let choice = choose_target(spec.target.as_deref(), resolved.target.as_ref(), config)?;
     say_once(&choice.note);
     let target = choice.target;
     on_target(&target);
@@ -538,6 +540,7 @@ pub fn prepare(
                 Refusal::differs(root, "changed while band was preparing the run", &moved);
             return Ok(Preparation::Refused(integrity_refusal(
                 spec,
+                config,
                 &run_id,
                 started_at_ms,
                 &again,

@@ -8,7 +8,12 @@ use crate::proto::Event;
 
 /// The ledger in the data folder: `$BAND_DATA_DIR`, `data_dir` in the config, `~/.local/share/band`.
 pub fn ledger() -> Result<Ledger> {
-    Ok(Ledger::new(UserConfig::load()?.data_dir()))
+    Ok(ledger_of(&UserConfig::load()?))
+}
+
+/// [`ledger`] of an already-read config (a run reads it once).
+pub fn ledger_of(config: &UserConfig) -> Ledger {
+    Ledger::new(config.data_dir())
 }
 
 /// Append the record of one run (refused or not). `events` are what the run streamed; only the
