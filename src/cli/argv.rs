@@ -10,14 +10,15 @@
 use std::ffi::{OsStr, OsString};
 
 /// A plain look at the command line before clap reads it (building clap's whole `Command` and
-/// parsing take about 0.3 ms): for `band run …` or the shortcut `band <skill>/<script> …`, the
-/// value of `--target` if given (anywhere before `--`, as [`normalize`] allows), so band-server can
-/// start on a guess that early (`pipeline::Early`). `None` when this look cannot tell it is a run
-/// (a global flag before the command) or it is not one to start anything for (`--help`): the run,
-/// if it is one, then guesses after clap.
+/// parsing take about 0.3 ms): for `band run …`, the shortcut `band <skill>/<script> …` and
+/// `band exec …`, the value of `--target` if given (anywhere before `--`, as [`normalize`]
+/// allows; after it, the script's or the command's own), so band-server can start on a guess that
+/// early (`pipeline::Early`). `None` when this look cannot tell it is a run (a global flag before
+/// the command) or it is not one to start anything for (`--help`): the run, if it is one, then
+/// guesses after clap.
 pub(crate) fn run_target(argv: &[OsString]) -> Option<Option<String>> {
     let word = argv.get(1)?.to_str()?;
-    if word != "run" && (word.starts_with('-') || !word.contains('/')) {
+    if word != "run" && word != "exec" && (word.starts_with('-') || !word.contains('/')) {
         return None;
     }
     let mut target = None;
@@ -242,6 +243,16 @@ mod tests {
         );
         // After `--`, the script's own `--target`.
         assert_eq!(look(&["text/count", "--", "--target=qemu"]), Some(None));
+        // `band exec`: band's flags before `--`, the command's after.
+        assert_eq!(
+            look(&["exec", "--band", "BAND.md", "--", "curl", "--target", "x"]),
+            Some(None)
+        );
+        assert_eq!(
+            look(&["exec", "--target=qemu", "--band", "BAND.md", "--", "ls"]),
+            some("qemu")
+        );
+        assert_eq!(look(&["exec", "--help"]), None);
         // Not a run, or nothing to start for.
         assert_eq!(look(&["lint", "skills/text"]), None);
         assert_eq!(look(&["--color", "never", "run", "text/count"]), None);

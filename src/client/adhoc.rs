@@ -89,12 +89,18 @@ impl AdHoc {
         &self.spec
     }
 
-    /// Run it ([`pipeline::run_gated`], the argv checked by [`cli_refusal`] first); the skill's
-    /// temporary folder is removed afterwards.
-    pub fn run(self, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
+    /// Run it ([`pipeline::run_gated`], the argv checked by [`cli_refusal`] first), with a
+    /// band-server that may have been started on a guess (`early`, see [`pipeline::Early`]); the
+    /// skill's temporary folder is removed afterwards.
+    pub fn run(
+        self,
+        early: pipeline::Early,
+        on_event: &mut dyn FnMut(&proto::Event),
+    ) -> Result<Outcome> {
         let argv = &self.argv;
-        let outcome =
-            pipeline::run_gated(&self.spec, on_event, &|prepared| cli_gate(prepared, argv));
+        let outcome = pipeline::run_gated(&self.spec, early, on_event, &|prepared| {
+            cli_gate(prepared, argv)
+        });
         drop(self.skill);
         outcome
     }

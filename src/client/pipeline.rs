@@ -49,7 +49,7 @@ pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
 /// Run a script end to end, and record it in the ledger. See the module docs. The process-wide
 /// [`Cancel::global`] stops it (the CLI's signal handler sets it).
 pub fn run(spec: &RunSpec, on_event: &mut dyn FnMut(&proto::Event)) -> Result<Outcome> {
-    run_gated(spec, on_event, &|_| None)
+    run_gated(spec, Early::none(), on_event, &|_| None)
 }
 
 /// [`run`], with a band-server that may have been started before the skill was read
@@ -123,14 +123,15 @@ pub fn run_cancellable(
 }
 
 /// [`run`], with a last check on the prepared request: `gate` may refuse the run (returning the
-/// result to record, e.g. `denied`) before any transport starts. `band exec` checks the agent's
-/// command against `allow.cli` here.
+/// result to record, e.g. `denied`) before it is sent anywhere. `band exec` checks the agent's
+/// command against `allow.cli` here. A band-server started `early` for it is then closed unused.
 pub fn run_gated(
     spec: &RunSpec,
+    early: Early,
     on_event: &mut dyn FnMut(&proto::Event),
     gate: &dyn Fn(&Prepared) -> Option<RunResult>,
 ) -> Result<Outcome> {
-    run_inner(spec, on_event, gate, Cancel::global(), false, Early::none())
+    run_inner(spec, on_event, gate, Cancel::global(), false, early)
 }
 
 /// [`run_gated`], asking band-server to observe which workspace files the run reads and writes

@@ -10,9 +10,15 @@ use crate::cli::progress::Spinner;
 use crate::cli::render;
 use crate::cli::trace;
 use band::client::adhoc::{AdHoc, AdHocSpec};
+use band::client::pipeline;
 use band::proto::{self, Status};
 
 pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
+    // As root on Linux, band-server starts now (if `main` did not already), while band checks the
+    // band file and prepares the run, as for `band run` (issue 17). A command the band refuses
+    // closes it unused.
+    let early = super::run::take_early()
+        .unwrap_or_else(|| pipeline::Early::guess(args.exec_target.as_deref()));
     let adhoc = AdHoc::new(&AdHocSpec {
         band_file: args.band.clone(),
         argv: args.command.clone(),
@@ -29,7 +35,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         format!("running {} under {}", args.command[0], args.band.display()),
     );
     let mut live = render::Live::default();
-    let outcome = adhoc.run(&mut |ev| {
+    let outcome = adhoc.run(early, &mut |ev| {
         if human {
             spinner.suspend(|| show_event(&mut live, ev))
         }

@@ -28,6 +28,11 @@ pub(crate) fn start_early(target: Option<&str>) {
     EARLY.with(|e| *e.borrow_mut() = Some(pipeline::Early::guess(target)));
 }
 
+/// What [`start_early`] started, for the run (or `band exec`) that takes it.
+pub(crate) fn take_early() -> Option<pipeline::Early> {
+    EARLY.with(|e| e.borrow_mut().take())
+}
+
 /// Close and reap a band-server [`start_early`] started for a run that did not happen (a usage
 /// error, a target naming no script): it gets no request, answers "no request" and exits.
 pub(crate) fn forget_early() {
@@ -35,7 +40,7 @@ pub(crate) fn forget_early() {
 }
 
 pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
-    let early = EARLY.with(|e| e.borrow_mut().take());
+    let early = take_early();
     let (skill_name, Some(script)) = split_target(&args.target) else {
         bail!(user_error(
             format!("`{}` names no script", args.target),

@@ -30,6 +30,24 @@ pub(crate) fn write_script(path: &Path, text: &str) {
         .expect("chmod");
 }
 
+/// band-server behind a script in `dir` that notes each start in `dir/starts` and keeps what it
+/// was sent in `dir/sent`: a copy of its input goes through a fifo, and the script becomes
+/// band-server (so nothing else holds band's end of its output, whose end band waits for).
+/// Returns the script, for `BAND_SERVER`.
+pub(crate) fn noting_server(dir: &Path, band: &Band) -> std::path::PathBuf {
+    let wrapper = dir.join("band-server");
+    write_script(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\necho $$ >> '{dir}/starts'\nf='{dir}/fifo.'$$\nmkfifo \"$f\"\n\
+             exec 3<&0\ntee -a '{dir}/sent' <&3 > \"$f\" &\nexec '{real}' \"$@\" < \"$f\" 3<&-\n",
+            dir = dir.display(),
+            real = band.bin_dir().join("band-server").display()
+        ),
+    );
+    wrapper
+}
+
 /// The pids a wrapper script noted in `file`, one per line (none while it is missing).
 pub(crate) fn noted_pids(file: &Path) -> Vec<u32> {
     fs_err::read_to_string(file)

@@ -1,12 +1,12 @@
 //! `band exec --band FILE -- CMD ARGS…`: an ad-hoc command under a band file's policy, and the
 //! spinner of `band run` / `band exec`. `privileged_*` tests run the real sandbox and skip
-//! without root unless `BAND_TEST_MUST_RUN=1`; the refusals need no sandbox (nothing starts).
+//! without root unless `BAND_TEST_MUST_RUN=1`; the refusals need no sandbox (nothing runs).
 
 use std::path::Path;
 
 use band_test::{Output, band_snapshot};
 
-use crate::common::{band, output, skip};
+use crate::common::{band, bin, noted_pids, noting_server, output, skip};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
@@ -86,7 +86,7 @@ fn exec_with_a_broken_band_file_runs_nothing() {
 }
 
 #[test]
-fn exec_denies_what_the_band_does_not_allow_before_anything_starts() {
+fn exec_denies_what_the_band_does_not_allow_before_anything_runs() {
     let dir = workspace();
     // No allow rule: exit 5, status denied, the argv and no rule.
     let denied = exec_output(dir.path(), true, &["cat", "data/words.txt"]);
@@ -116,6 +116,71 @@ fn exec_denies_what_the_band_does_not_allow_before_anything_starts() {
     band_snapshot!(
         exec_output(dir.path(), false, &["/usr/bin/echo", "x"]),
         "exec_denied_path"
+    );
+}
+
+/// As root, `band exec` starts band-server before it reads the band file, on the guess that the
+/// target is the host, as `band run` does (issue 17): a broken band file (nothing to run) closes
+/// it unused, as does a command the band refuses; either way it got no request and is gone when
+/// band exits. An allowed command is served by it, with no second start.
+#[test]
+fn privileged_exec_starts_band_server_on_a_guess_and_a_refusal_closes_it() {
+    if skip("privileged_exec_starts_band_server_on_a_guess_and_a_refusal_closes_it") {
+        return;
+    }
+    let dir = workspace();
+    let t = tempfile::tempdir().expect("tempdir");
+    let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
+    let band = bin();
+    let band = band
+        .clone()
+        .env("BAND_SERVER", noting_server(t.path(), &band));
+    let sent_bytes = || fs_err::read(&sent).map(|b| b.len()).unwrap_or(0);
+    let gone = |pid: u32| !Path::new(&format!("/proc/{pid}")).exists();
+    let exec = |file: &str, command: &[&str]| {
+        let mut args = vec!["exec", "--band", file, "--"];
+        args.extend(command);
+        band.run(&args, dir.path())
+    };
+
+    // Started before the band file was read: a broken one still met a band-server.
+    fs_err::write(dir.path().join("broken.band.md"), "---\nband: [\n---\n").expect("write");
+    let (code, out, err) = exec("broken.band.md", &["echo", "x"]);
+    assert_eq!(code, 2, "{out}{err}");
+    let first = noted_pids(&starts);
+    assert_eq!(
+        first.len(),
+        1,
+        "one band-server started on the guess: {first:?}"
+    );
+    assert!(
+        gone(first[0]),
+        "the guessed band-server {} outlived band",
+        first[0]
+    );
+
+    // A refused command: that one start, closed unused.
+    let (code, out, err) = exec("agent.band.md", &["cat", "data/words.txt"]);
+    assert_eq!(code, 5, "{out}{err}");
+    let second = noted_pids(&starts);
+    assert_eq!(
+        second.len(),
+        2,
+        "one start for the refused command: {second:?}"
+    );
+    assert!(
+        gone(second[1]),
+        "the guessed band-server {} outlived band",
+        second[1]
+    );
+    assert_eq!(sent_bytes(), 0, "a request reached band-server");
+
+    let (code, out, err) = exec("agent.band.md", &["echo", "hi"]);
+    assert_eq!((code, out.as_str()), (0, "hi\n"), "{err}");
+    assert_eq!(noted_pids(&starts).len(), 3, "one start per exec");
+    assert!(
+        sent_bytes() > 0,
+        "the allowed command's request never reached band-server"
     );
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use band_test::{Band, band_snapshot};
 use serde_json::{Value, json};
 
-use crate::common::{bin, noted_pids, repo, skip, write_script};
+use crate::common::{bin, noted_pids, noting_server, repo, skip};
 
 /// skills/text copied into a temporary folder with `execution.target: <target>` (no lock: the
 /// band changed), and `band` reading `config` as its config file.
@@ -139,22 +139,8 @@ fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_i
         return;
     }
     let (t, band) = upstream_text("qemu", "");
-    // band-server, behind a script that notes each start and keeps what it was sent: a copy of
-    // its input goes through a fifo, and the script becomes band-server (so nothing else holds
-    // band's end of its output, whose end band waits for).
     let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
-    let wrapper = t.path().join("band-server");
-    write_script(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\necho $$ >> '{starts}'\nf='{dir}/fifo.'$$\nmkfifo \"$f\"\n\
-             exec 3<&0\ntee -a '{sent}' <&3 > \"$f\" &\nexec '{real}' \"$@\" < \"$f\" 3<&-\n",
-            starts = starts.display(),
-            dir = t.path().display(),
-            sent = sent.display(),
-            real = band.bin_dir().join("band-server").display()
-        ),
-    );
+    let wrapper = noting_server(t.path(), &band);
     let band = band
         .env("BAND_SERVER", &wrapper)
         .env("BAND_DATA_DIR", t.path().join("data"));
