@@ -813,8 +813,7 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             owner,
         } => write_new(path, data, *mode, *owner),
         FsOp::Copy { source, path, mode } => {
-            let data =
-                fs::read(source).layer(fsl, format!("failed to read {}", source.display()))?;
+            let data = named(fs::read(source))?;
             write_new(path, &data, *mode, None)
         }
         FsOp::Symlink { target, link, name } => fs_err::os::unix::fs::symlink(target, link)
@@ -929,52 +928,44 @@ fn make_dev(target: &Path) -> std::io::Result<()> {
     sys::mount_devpts(&pts).map_err(at(&pts))
 }
 
+/// An `fs_err` error already says what failed, on which path and why: that is the message (a
+/// prefix naming the path again said it twice).
+fn named<T>(r: std::io::Result<T>) -> SetupResult<T> {
+    r.map_err(|e| SetupError::new(Layer::Filesystem, e.to_string()))
+}
+
 fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
     match fs::create_dir(p) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
-        Err(e) => {
-            return Err(SetupError::new(
-                Layer::Filesystem,
-                format!("failed to create {}: {e}", p.display()),
-            ));
-        }
+        Err(e) => return named(Err(e)),
     }
     if let Some((u, g)) = owner {
         chown(p, u, g)?;
     }
-    fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).layer(
-        Layer::Filesystem,
-        format!("failed to chmod {}", p.display()),
-    )
+    named(fs::set_permissions(
+        p,
+        std::fs::Permissions::from_mode(mode),
+    ))
 }
 
 fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-        .layer(
-            Layer::Filesystem,
-            format!("failed to create {}", p.display()),
-        )?;
-    f.write_all(data).layer(
-        Layer::Filesystem,
-        format!("failed to write {}", p.display()),
+    let mut f = named(
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(p),
     )?;
+    named(f.write_all(data))?;
     if let Some((u, g)) = owner {
         std::os::unix::fs::fchown(&f, Some(u), Some(g)).layer(
             Layer::Filesystem,
             format!("failed to chown {}", p.display()),
         )?;
     }
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
-        .layer(
-            Layer::Filesystem,
-            format!("failed to chmod {}", p.display()),
-        )
+    named(f.set_permissions(std::fs::Permissions::from_mode(mode)))
 }
 
 /// The host's dynamic linker cache, copied into the synthetic `/etc` ([`FsOp::Copy`]).
@@ -1706,6 +1697,31 @@ mod tests {
         }
         assert!(
             check_host_mount_path(Path::new("/srv/state"), Path::new("/srv/state/band")).is_err()
+        );
+    }
+
+    #[test]
+    fn a_run_directory_error_names_its_path_once_with_the_cause() {
+        let t = tempfile::tempdir().unwrap();
+        let once = |e: SetupError, p: &Path, cause: &str| {
+            let m = e.to_string();
+            assert_eq!(m.matches(&*p.display().to_string()).count(), 1, "{m}");
+            assert!(m.contains(cause), "{m}");
+        };
+        // A file that is there already (write_new never overwrites).
+        let file = t.path().join("passwd");
+        fs::write(&file, "x").unwrap();
+        once(
+            write_new(&file, b"y", 0o644, None).unwrap_err(),
+            &file,
+            "exists",
+        );
+        // A directory under a file.
+        let under = file.join("dir");
+        once(
+            mkdir(&under, 0o755, None).unwrap_err(),
+            &under,
+            "Not a directory",
         );
     }
 }
