@@ -330,7 +330,7 @@ pub fn nested_name(below_scripts: &Path) -> Option<String> {
 }
 
 /// Every file in a subfolder of `scripts/` that could be a nested script: (its name, its path
-/// relative to the skill root), sorted. Hidden and `_`-prefixed files and folders, [`NOT_NESTED`]
+/// relative to the skill root), sorted. Hidden and `_`-prefixed files and folders, `NOT_NESTED`
 /// folders and symlinks are left out.
 pub fn nested_candidates(root: &Path) -> Vec<(String, PathBuf)> {
     fn walk(root: &Path, rel: &Path, depth: usize, out: &mut Vec<(String, PathBuf)>) {

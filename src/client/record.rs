@@ -11,7 +11,7 @@ pub fn ledger() -> Result<Ledger> {
     Ok(ledger_of(&UserConfig::load()?))
 }
 
-/// [`ledger`] of an already-read config (a run reads it once).
+/// [`ledger()`] of an already-read config (a run reads it once).
 pub fn ledger_of(config: &UserConfig) -> Ledger {
     Ledger::new(config.data_dir())
 }

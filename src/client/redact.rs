@@ -20,7 +20,7 @@
 //!   with `+` for a space as in form encoding).
 //!
 //! The output data is left alone: the script's output document and the files it writes back are
-//! what the caller asked for. [`Masker::found_in_output`] names (never shows) the secrets they
+//! what the caller asked for. [`Masker::names_in`] names (never shows) the secrets they
 //! contain, so band can warn.
 //!
 //! **Short values.** A value shorter than [`MIN_SECRET_BYTES`] is not masked: masking every `1`

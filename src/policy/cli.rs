@@ -156,7 +156,7 @@ pub const BUNDLED_PATH_MAX: usize = 200;
 
 /// The file of the skill bundle a command word names, relative to the skill root: `./bin/tool` →
 /// `bin/tool`. `None` for a host command (`jq`) or anything that is not a valid `./` form (see
-/// [`check_bundled`]). Inside the sandbox that file is `/skill/bin/tool`; it runs only through
+/// `check_bundled`). Inside the sandbox that file is `/skill/bin/tool`; it runs only through
 /// band-shim, judged against the patterns that name it this way.
 pub fn bundled_path(cmd: &str) -> Option<&str> {
     let rel = cmd.strip_prefix("./")?;

@@ -273,7 +273,7 @@ pub fn close_all(dir: &Path) {
 }
 
 /// Send one request line through the warm channel and read the answer, as
-/// [`super::ssh::run_request`] does over its own connection: the same framing caps, the same
+/// the ssh transport (`client::ssh`) does over its own connection: the same framing caps, the same
 /// [`VmError::StaleServer`] on [`STALE_EXIT`], `cancel` sent when `cancelled` says so.
 pub fn run_request(
     ep: &Endpoint,
