@@ -371,8 +371,8 @@ fn bundle_of(root: &Path, tree: &Tree) -> Result<Vec<FileEntry>> {
 }
 
 /// Resolve, choose the target, check the input and secrets, read the bundle and workspace.
-/// `config` is the user's, read once for the run. `on_target` is called once, with the target, as soon as it is settled (before the input is
-/// checked and the bundle and workspace read).
+/// `config` is the user's, read once for the run. `on_target` is called once, with the target,
+/// as soon as it is settled (before the input is checked and the bundle and workspace read).
 pub fn prepare(
     spec: &RunSpec,
     config: &UserConfig,
