@@ -143,36 +143,26 @@ fn privileged_exec_starts_band_server_on_a_guess_and_a_refusal_closes_it() {
         band.run(&args, dir.path())
     };
 
+    // An exec that runs nothing: the band-server started on the guess for it is closed unused,
+    // the `n`th start in all, and gone when band exits.
+    let closed_unused = |file: &str, command: &[&str], code: i32, n: usize| {
+        let (got, out, err) = exec(file, command);
+        assert_eq!(got, code, "{out}{err}");
+        let pids = noted_pids(&starts);
+        assert_eq!(
+            pids.len(),
+            n,
+            "one band-server per exec, on the guess: {pids:?}"
+        );
+        let last = pids[n - 1];
+        assert!(gone(last), "the guessed band-server {last} outlived band");
+    };
+
     // Started before the band file was read: a broken one still met a band-server.
     fs_err::write(dir.path().join("broken.band.md"), "---\nband: [\n---\n").expect("write");
-    let (code, out, err) = exec("broken.band.md", &["echo", "x"]);
-    assert_eq!(code, 2, "{out}{err}");
-    let first = noted_pids(&starts);
-    assert_eq!(
-        first.len(),
-        1,
-        "one band-server started on the guess: {first:?}"
-    );
-    assert!(
-        gone(first[0]),
-        "the guessed band-server {} outlived band",
-        first[0]
-    );
-
+    closed_unused("broken.band.md", &["echo", "x"], 2, 1);
     // A refused command: that one start, closed unused.
-    let (code, out, err) = exec("agent.band.md", &["cat", "data/words.txt"]);
-    assert_eq!(code, 5, "{out}{err}");
-    let second = noted_pids(&starts);
-    assert_eq!(
-        second.len(),
-        2,
-        "one start for the refused command: {second:?}"
-    );
-    assert!(
-        gone(second[1]),
-        "the guessed band-server {} outlived band",
-        second[1]
-    );
+    closed_unused("agent.band.md", &["cat", "data/words.txt"], 5, 2);
     assert_eq!(sent_bytes(), 0, "a request reached band-server");
 
     let (code, out, err) = exec("agent.band.md", &["echo", "hi"]);
