@@ -10,6 +10,7 @@
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
 //! - [`suggest`]: the nearest known name to a mistyped one ("did you mean").
+//! - [`warm`]: the host target's warm band-server: the digest of what it serves, its socket.
 //! - [`diag`]: diagnostics (file, line, column, code, hint) shared by everything that reports on input.
 //!
 //! Everything here is pure or does plain file I/O (the ledger also takes a file lock); nothing
@@ -26,6 +27,7 @@ pub mod proto;
 pub mod skill;
 pub mod suggest;
 pub mod units;
+pub mod warm;
 
 #[cfg(feature = "cli")]
 pub mod client;

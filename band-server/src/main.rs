@@ -137,14 +137,30 @@ fn cmd_serve(args: &[String]) -> i32 {
     // As `run`: secrets pass through this process's children.
     let _ = sys::disable_core_dumps();
     let _ = sys::set_not_dumpable();
-    // Detached from the SSH session that started it.
+    // Detached from the SSH session (or the band) that started it.
     let _ = rustix::process::setsid();
-    band_server::warm::serve(
-        std::path::Path::new(band_server::warm::DIR),
-        &opts,
-        &cfg,
-        &|| janitor_pass(&cfg, false),
-    )
+    if opts.host {
+        // What it says goes to its log: band started it and does not read its stderr.
+        if let Err(e) = log_to(opts.dir()) {
+            band_server::say!("band-server serve: {e}");
+            return 1;
+        }
+    }
+    band_server::warm::serve(opts.dir(), &opts, &cfg, &|| janitor_pass(&cfg, false))
+}
+
+/// Standard error to `dir`'s [`warm::LOG_FILE`](band_server::warm::LOG_FILE) (0600, appended).
+fn log_to(dir: &std::path::Path) -> Result<(), String> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let path = dir.join(band_server::warm::LOG_FILE);
+    let log = fs_err::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| e.to_string())?;
+    rustix::stdio::dup2_stderr(log.file()).map_err(|e| format!("{}: dup2: {e}", path.display()))
 }
 
 fn main() {

@@ -45,18 +45,33 @@ pub const JANITOR_SECS: u64 = 60;
 /// What `band-server serve` was asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// The build digest (SHA-256 of installed.json, hex).
+    /// The build digest: in a VM or on a remote host the SHA-256 of installed.json; on the host
+    /// target ([`Options::host`]) [`band::warm::digest`].
     pub digest: String,
     /// The uid that may connect besides root.
     pub owner: u32,
     /// Where the build marker and `installed.json` are ([`SERVER_DIR`]).
     pub server_dir: PathBuf,
+    /// `--host`: the host target's warm server ([`band::warm`]), which serves while
+    /// [`band::warm::digest`] of this program and its settings is [`Options::digest`].
+    pub host: bool,
+    /// Exit after this long without a run (`--idle SECS`; the host's server: 600 s by default).
+    pub idle: Option<Duration>,
 }
 
-/// Parse `serve <digest> [--owner UID]` (the arguments after `serve`).
+impl Options {
+    /// The folder of the socket, lock, pid file (and the host's log).
+    pub fn dir(&self) -> &'static Path {
+        Path::new(if self.host { band::warm::DIR } else { DIR })
+    }
+}
+
+/// Parse `serve <digest> [--owner UID] [--host] [--idle SECS]` (the arguments after `serve`).
 pub fn parse_args(args: &[String]) -> Result<Options, String> {
     let mut digest = None;
     let mut owner = 0;
+    let mut host = false;
+    let mut idle = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -66,15 +81,42 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                     .and_then(|s| s.parse::<u32>().ok())
                     .ok_or("--owner needs a uid")?;
             }
+            "--host" => host = true,
+            "--idle" => {
+                idle = Some(
+                    it.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .filter(|s| *s > 0)
+                        .map(Duration::from_secs)
+                        .ok_or("--idle needs a number of seconds")?,
+                );
+            }
             d if digest.is_none() && is_digest(d) => digest = Some(d.to_string()),
             other => return Err(format!("unexpected argument `{other}`")),
         }
+    }
+    if host && owner != 0 {
+        return Err("--host serves root only (no --owner)".into());
     }
     Ok(Options {
         digest: digest.ok_or("serve needs the build digest (64 hex digits)")?,
         owner,
         server_dir: PathBuf::from(SERVER_DIR),
+        host,
+        idle: idle.or(host.then(|| Duration::from_secs(band::warm::IDLE_SECS))),
     })
+}
+
+/// Is this server still the one its clients expect? In a VM: its build is still installed
+/// ([`current`]). On the host: this program at `exe` (the path it started from) and its settings
+/// still give its digest: a rebuilt band-server, a changed config file or other environment is
+/// another server's to serve.
+pub fn still_current(opts: &Options, exe: &Path) -> bool {
+    if opts.host {
+        band::warm::digest_here(exe).as_deref() == Some(opts.digest.as_str())
+    } else {
+        current(&opts.server_dir, &opts.digest)
+    }
 }
 
 /// 64 lowercase hex digits.
@@ -117,11 +159,31 @@ pub fn peer_allowed(peer_uid: u32, owner: u32) -> bool {
 /// Run the warm server until its socket is removed or replaced, or it is told to stop.
 /// Returns the exit code. `cfg` is loaded once; `janitor` is the per-run janitor pass.
 pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn()) -> i32 {
+    // The path this program started from: a band-server installed over it since is another.
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            crate::say!("band-server serve: cannot find its own path: {e}");
+            return 1;
+        }
+    };
+    if !still_current(opts, &exe) {
+        crate::say!(
+            "band-server serve: {} is not this build's digest{}; not serving",
+            opts.digest,
+            if opts.host {
+                " (band::warm::digest of this band-server, its config file and settings)"
+            } else {
+                ""
+            }
+        );
+        return 1;
+    }
     match listen(dir, opts) {
         Ok(None) => 0,
         Ok(Some((listener, lock))) => {
             janitor();
-            accept_loop(dir, opts, cfg, listener, lock, janitor)
+            accept_loop(dir, opts, cfg, &exe, listener, lock, janitor)
         }
         Err(e) => {
             crate::say!("band-server serve: {e}");
@@ -185,9 +247,10 @@ fn listen(dir: &Path, opts: &Options) -> Result<Option<Listening>, String> {
         .map_err(|e| e.to_string())?;
     rustix::fs::chown(&tmp, Some(rustix::fs::Uid::from_raw(opts.owner)), None)
         .map_err(|e| format!("{}: chown: {e}", tmp.display()))?;
-    fs_err::rename(&tmp, &path).map_err(|e| e.to_string())?;
+    // The pid file first: whoever finds the socket finds its server's pid.
     let mut pidf = fs_err::File::create(dir.join(PID_FILE)).map_err(|e| e.to_string())?;
     writeln!(pidf, "{} {}", sys::pid(), opts.digest).map_err(|e| e.to_string())?;
+    fs_err::rename(&tmp, &path).map_err(|e| e.to_string())?;
     crate::say!(
         "band-server serve: pid {} listening on {} (owner uid {})",
         sys::pid(),
@@ -206,6 +269,7 @@ fn accept_loop(
     dir: &Path,
     opts: &Options,
     cfg: &ServerConfig,
+    exe: &Path,
     listener: UnixListener,
     lock: fs_err::File,
     janitor: &dyn Fn(),
@@ -213,14 +277,24 @@ fn accept_loop(
     let path = socket_path(dir, &opts.digest);
     let ours = inode(&path);
     let mut last_janitor = Instant::now();
+    let mut last_run = Instant::now();
     loop {
         while let Ok(Some(_)) = sys::reap_any() {}
         if ours.is_none() || inode(&path) != ours {
             crate::say!("band-server serve: {} is gone; exiting", path.display());
             return 0;
         }
-        if !current(&opts.server_dir, &opts.digest) {
+        if !still_current(opts, exe) {
             return stale_exit(&path);
+        }
+        if opts.idle.is_some_and(|idle| last_run.elapsed() >= idle) {
+            let _ = fs_err::remove_file(&path);
+            crate::say!(
+                "band-server serve: no run for {} s; removed {} and exiting",
+                last_run.elapsed().as_secs(),
+                path.display()
+            );
+            return 0;
         }
         if last_janitor.elapsed() >= Duration::from_secs(JANITOR_SECS) {
             last_janitor = Instant::now();
@@ -251,7 +325,7 @@ fn accept_loop(
         };
         // Another install since the last look: this connection gets no byte (the client then
         // takes the per-run path, whose stale check installs its build).
-        if !current(&opts.server_dir, &opts.digest) {
+        if !still_current(opts, exe) {
             drop(conn);
             return stale_exit(&path);
         }
@@ -270,16 +344,37 @@ fn accept_loop(
                 continue;
             }
         }
+        last_run = Instant::now();
+        if opts.host {
+            trim_log(&dir.join(LOG_FILE));
+        }
         match sys::fork_single_threaded() {
             Ok(None) => {
                 drop(lock);
                 drop(listener);
-                let code = serve_one(conn, cfg);
+                let code = serve_one(conn, cfg, opts.host);
                 std::process::exit(code);
             }
             Ok(Some(_)) => drop(conn),
             Err(e) => crate::say!("band-server serve: fork: {e}"),
         }
+    }
+}
+
+/// The host's warm server writes what it says to [`LOG_FILE`] in its folder (its stderr). The
+/// log starts again past [`LOG_MAX_BYTES`], so that a server that is never idle does not fill
+/// `/run`.
+pub const LOG_FILE: &str = "serve.log";
+/// See [`LOG_FILE`].
+pub const LOG_MAX_BYTES: u64 = 1 << 20;
+
+fn trim_log(path: &Path) {
+    if fs_err::metadata(path).is_ok_and(|m| m.len() > LOG_MAX_BYTES) {
+        // Opened with O_APPEND by everyone who writes it: the next line starts the file.
+        let _ = fs_err::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(0));
     }
 }
 
@@ -297,7 +392,11 @@ fn stale_exit(path: &Path) -> i32 {
 /// A blank line goes out first, before the request is read (the framing skips blank lines): a
 /// client that receives no byte at all knows that no band-server read its request, and may send
 /// it elsewhere without running it twice.
-fn serve_one(mut conn: UnixStream, cfg: &ServerConfig) -> i32 {
+fn serve_one(mut conn: UnixStream, cfg: &ServerConfig, host: bool) -> i32 {
+    if host {
+        // The host's facts, looked up while the request is read, as `band-server run` does.
+        crate::facts::Prefetched::start(cfg);
+    }
     if conn.write_all(b"\n").is_err() {
         return 1;
     }
@@ -335,6 +434,8 @@ mod tests {
                 digest: D.into(),
                 owner: 0,
                 server_dir: PathBuf::from(SERVER_DIR),
+                host: false,
+                idle: None,
             })
         );
         assert_eq!(a(&[D, "--owner", "1000"]).map(|o| o.owner), Ok(1000));
@@ -344,6 +445,44 @@ mod tests {
         assert!(a(&[D, "--owner"]).is_err());
         assert!(a(&[D, "--owner", "-1"]).is_err());
         assert!(a(&[D, D]).is_err());
+    }
+
+    #[test]
+    fn the_host_server_serves_root_only_and_exits_when_idle() {
+        let a = |v: &[&str]| parse_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let host = a(&[D, "--host"]).unwrap();
+        assert!(host.host);
+        assert_eq!(host.idle, Some(Duration::from_secs(band::warm::IDLE_SECS)));
+        assert_eq!(host.dir(), Path::new("/run/band-serve/host"));
+        assert_eq!(a(&[D]).unwrap().dir(), Path::new(DIR));
+        assert_eq!(
+            a(&["--idle", "5", "--host", D]).map(|o| o.idle),
+            Ok(Some(Duration::from_secs(5)))
+        );
+        assert!(a(&[D, "--host", "--owner", "1000"]).is_err());
+        assert!(a(&[D, "--idle", "0"]).is_err());
+        assert!(a(&[D, "--idle"]).is_err());
+    }
+
+    #[test]
+    fn the_host_server_is_current_while_its_program_and_settings_give_its_digest() {
+        let t = tempfile::tempdir().unwrap();
+        let exe = t.path().join("band-server");
+        fs_err::write(&exe, b"build one").unwrap();
+        let digest = band::warm::digest_here(&exe).unwrap();
+        let opts = Options {
+            digest,
+            owner: 0,
+            server_dir: t.path().to_path_buf(),
+            host: true,
+            idle: None,
+        };
+        assert!(still_current(&opts, &exe));
+        // Another build installed over it.
+        let next = t.path().join("next");
+        fs_err::write(&next, b"build two").unwrap();
+        fs_err::rename(&next, &exe).unwrap();
+        assert!(!still_current(&opts, &exe));
     }
 
     #[test]
