@@ -8,6 +8,7 @@
 //! lima = "host"            # (`local-lima` and `lima` are one key; so are `local-dangerously` and `host`)
 //! skills_path = ["~/skills"]
 //! data_dir = "~/.local/share/band"
+//! warm = true              # as root on the host target: keep a band-server warm between runs
 //! ```
 //!
 //! A missing file is an empty config; a broken one is an error naming the file and line.
@@ -39,6 +40,9 @@ pub struct UserConfig {
     pub skills_path: Vec<PathBuf>,
     /// Where band keeps its ledger, VM images and keys (default `~/.local/share/band`).
     pub data_dir: Option<PathBuf>,
+    /// As root on the host target, run on a warm band-server (`band-server serve --host`), and
+    /// start one after a run that had none ([`crate::warm`]). Off by default.
+    pub warm: bool,
 }
 
 /// The file as written; target names are checked (and located) when it becomes a [`UserConfig`].
@@ -57,6 +61,8 @@ struct RawConfig {
     skills_path: Vec<PathBuf>,
     #[serde(default)]
     data_dir: Option<PathBuf>,
+    #[serde(default)]
+    warm: bool,
 }
 
 impl UserConfig {
@@ -94,8 +100,8 @@ impl UserConfig {
             let hint = if e.target {
                 format!("band's targets are {TARGET_CHOICES}")
             } else {
-                "the keys are target, force_target, [targets], require_lock, skills_path and \
-                 data_dir (README, \"Configuration\")"
+                "the keys are target, force_target, [targets], require_lock, skills_path, \
+                 data_dir and warm (README, \"Configuration\")"
                     .to_string()
             };
             ClientError::user(format!("{}:{e}", path.display()), hint)
@@ -160,6 +166,7 @@ impl UserConfig {
             require_lock: raw.require_lock,
             skills_path: raw.skills_path.iter().map(|p| expand_home(p)).collect(),
             data_dir: raw.data_dir.as_deref().map(expand_home),
+            warm: raw.warm,
         })
     }
 
@@ -222,11 +229,12 @@ mod tests {
     #[test]
     fn reads_every_key() {
         let c = UserConfig::parse(
-            "target = \"lima\"\nrequire_lock = true\nskills_path = [\"/s\"]\ndata_dir = \"/d\"\n",
+            "target = \"lima\"\nrequire_lock = true\nskills_path = [\"/s\"]\ndata_dir = \"/d\"\nwarm = true\n",
         )
         .unwrap();
         assert_eq!(c.target.as_deref(), Some("lima"));
         assert!(c.require_lock);
+        assert!(c.warm);
         assert_eq!(c.skills_path, vec![PathBuf::from("/s")]);
         assert_eq!(c.data_dir, Some(PathBuf::from("/d")));
     }

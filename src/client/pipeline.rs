@@ -37,9 +37,9 @@ fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientErro
 }
 
 /// The transport for a target.
-pub fn transport_for(target: &Target) -> Result<Box<dyn Transport>> {
+pub fn transport_for(target: &Target, config: &UserConfig) -> Result<Box<dyn Transport>> {
     match target {
-        Target::Host => Ok(Box::new(HostTransport::new()?)),
+        Target::Host => Ok(Box::new(HostTransport::new(config.warm)?)),
         Target::Qemu | Target::Lima | Target::Ssh { .. } => {
             Ok(Box::new(super::ssh::SshTransport::new(target)?))
         }
@@ -87,7 +87,7 @@ impl Early {
         if !guess_host(linux, root, flag, config.force_target.as_ref()) {
             return Early(None);
         }
-        Early(HostTransport::new().ok().map(|mut t| {
+        Early(HostTransport::new(config.warm).ok().map(|mut t| {
             t.prestart();
             Box::new(t) as Box<dyn Transport>
         }))
@@ -166,7 +166,7 @@ fn run_inner(
             // Started on a guess, and not this run's: closed and reaped now.
             early = None;
         } else if early.is_none() {
-            early = transport_for(target).ok().map(|mut t| {
+            early = transport_for(target, &config).ok().map(|mut t| {
                 t.prestart();
                 t
             });
@@ -191,7 +191,7 @@ fn run_inner(
     ledger.prepare().map_err(ClientError::LedgerUnwritable)?;
     let mut transport = match early {
         Some(t) => t,
-        None => transport_for(&prepared.target)?,
+        None => transport_for(&prepared.target, &config)?,
     };
     let mut events = Vec::new();
     // Events are masked before anyone sees them (super::redact).

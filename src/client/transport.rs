@@ -2,9 +2,10 @@
 //! directly or through `sudo -n`.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -34,11 +35,15 @@ pub trait Transport {
     fn prestart(&mut self) {}
 }
 
-/// Runs band-server on this machine: as root directly, else through `sudo -n`.
+/// Runs band-server on this machine: as root directly, else through `sudo -n`; or, as root with
+/// the user config's `warm = true`, on the warm band-server that band keeps ([`crate::warm`]).
 pub struct HostTransport {
     server: PathBuf,
-    /// A band-server started by [`Transport::prestart`], waiting for its request.
-    early: Option<Started>,
+    /// Use (and keep) a warm band-server: the user config's `warm`, for root only.
+    warm: bool,
+    /// A band-server started (or a warm one connected to) by [`Transport::prestart`], waiting
+    /// for its request.
+    early: Option<Ready>,
 }
 
 /// A band-server process and the pipes to it.
@@ -47,11 +52,20 @@ struct Started {
     root: bool,
 }
 
+/// What a run's request goes to.
+enum Ready {
+    /// A band-server of the run's own.
+    Started(Started),
+    /// A connection to the warm band-server, whose forked child serves this run.
+    Warm(UnixStream),
+}
+
 impl Drop for HostTransport {
     /// A band-server started early whose run never came (the input was refused, the gate said
-    /// no): its stdin closes, it answers "no request" and exits, and is reaped here.
+    /// no): its stdin closes, it answers "no request" and exits, and is reaped here. A warm
+    /// server's child sees its connection close before a request, and exits.
     fn drop(&mut self) {
-        if let Some(mut s) = self.early.take() {
+        if let Some(Ready::Started(mut s)) = self.early.take() {
             drop(s.child.stdin.take());
             drop(s.child.stdout.take());
             drop(s.child.stderr.take());
@@ -61,7 +75,8 @@ impl Drop for HostTransport {
 }
 
 impl HostTransport {
-    pub fn new() -> Result<Self> {
+    /// `warm`: the user config's `warm` (used only as root).
+    pub fn new(warm: bool) -> Result<Self> {
         if !cfg!(target_os = "linux") {
             return Err(ClientError::user(
                 "the host target needs Linux",
@@ -70,8 +85,45 @@ impl HostTransport {
         }
         Ok(HostTransport {
             server: server_path(),
+            warm: warm && is_root(),
             early: None,
         })
+    }
+
+    /// The warm band-server of this band-server and its settings, if one listens.
+    fn connect_warm(&self) -> Option<UnixStream> {
+        if !self.warm {
+            return None;
+        }
+        let digest = crate::warm::digest_here(&self.server)?;
+        UnixStream::connect(crate::warm::socket(Path::new(crate::warm::DIR), &digest)).ok()
+    }
+
+    /// A warm band-server, else one of the run's own.
+    fn ready(&self) -> Result<Ready> {
+        match self.connect_warm() {
+            Some(c) => Ok(Ready::Warm(c)),
+            None => self.start().map(Ready::Started),
+        }
+    }
+
+    /// Start the warm band-server (`band-server serve <digest> --host`) for the next runs: in the
+    /// background, detached, never waited for. It listens once it has run its janitor pass, and
+    /// exits after [`crate::warm::IDLE_SECS`] without a run, or as soon as this band-server or its
+    /// settings change. Failing to start it costs nothing but the next run's speed.
+    fn keep_warm(&self) {
+        let Some(digest) = crate::warm::digest_here(&self.server) else {
+            return;
+        };
+        let _ = Command::new(&self.server)
+            .arg("serve")
+            .arg(&digest)
+            .arg("--host")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
     }
 
     /// Start band-server (as root, or through `sudo -n`), its stdin, stdout and stderr piped.
@@ -124,7 +176,7 @@ impl Transport for HostTransport {
 
     fn prestart(&mut self) {
         if self.early.is_none() {
-            self.early = self.start().ok();
+            self.early = self.ready().ok();
         }
     }
 
@@ -134,76 +186,158 @@ impl Transport for HostTransport {
         on_event: &mut dyn FnMut(&proto::Event),
         cancel: &Cancel,
     ) -> Result<RunResult> {
-        let Started { mut child, root } = match self.early.take() {
-            Some(s) => s,
-            None => self.start()?,
+        let started = match self.early.take() {
+            Some(r) => r,
+            None => self.ready()?,
         };
-        let relay = child
-            .stderr
-            .take()
-            .and_then(|e| relay_masked(e, Masker::new(&req.secrets), std::io::stderr()));
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| ClientError::Protocol("band-server stdin".into()))?;
-        let mut line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
-        line.push('\n');
-        line.push_str(&serde_json::to_string(&Message::Hold)?);
-        line.push('\n');
-        stdin
-            .write_all(line.as_bytes())
-            .map_err(|source| ClientError::Server {
-                what: "cannot send the request to band-server",
-                source,
-            })?;
-        // Held open until the result is in: if band dies, the pipe closes and band-server
-        // cancels the run; on `cancel`, band-server is told so at once.
-        let done = Arc::new(AtomicBool::new(false));
-        hold_open(stdin, cancel.clone(), done.clone());
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| ClientError::Protocol("band-server stdout".into()))?;
-        let result = read_messages(BufReader::new(stdout), on_event);
-        done.store(true, Ordering::SeqCst);
-        // The holder ends now, not at its next poll (up to 50 ms on every run before). It is not
-        // waited for: with `done` set it only closes band-server's input, which no longer
-        // matters, and waiting cost every run the holder's wake-up (about 0.15 ms).
-        cancel.wake();
-        if let Ok(Some(r)) = result {
-            // band-server closes its output with the result and only then removes what it
-            // built for the run (mounts, folders, cgroups, lease; the janitor does it if it
-            // dies): the run is over, so band goes on. A thread reaps it and relays what it
-            // still says on stderr while band lives.
-            let _ = std::thread::Builder::new()
-                .name("band-server-exit".into())
-                .spawn(move || {
-                    let _ = child.wait();
-                    if let Some(r) = relay {
-                        let _ = r.join();
-                    }
-                });
-            return Ok(r);
+        let started = match started {
+            Ready::Started(s) => s,
+            Ready::Warm(conn) => match run_warm(conn, req, on_event, cancel)? {
+                Some(r) => return Ok(r),
+                // No byte came back: no band-server read the request (the warm server exited,
+                // or no longer serves these settings). One of the run's own serves it.
+                None => self.start()?,
+            },
+        };
+        let result = run_started(started, req, on_event, cancel);
+        if self.warm && matches!(result, Ok(ref r) if !r.run_id.is_empty()) {
+            self.keep_warm();
         }
-        let status = child.wait();
-        if let Some(r) = relay {
-            let _ = r.join();
-        }
-        let result = result?;
-        let status = status.map_err(|source| ClientError::Server {
-            what: "waiting for band-server",
+        result
+    }
+}
+
+/// One run on a band-server of its own.
+fn run_started(
+    started: Started,
+    req: &RunRequest,
+    on_event: &mut dyn FnMut(&proto::Event),
+    cancel: &Cancel,
+) -> Result<RunResult> {
+    let Started { mut child, root } = started;
+    let relay = child
+        .stderr
+        .take()
+        .and_then(|e| relay_masked(e, Masker::new(&req.secrets), std::io::stderr()));
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| ClientError::Protocol("band-server stdin".into()))?;
+    stdin
+        .write_all(request_lines(req)?.as_bytes())
+        .map_err(|source| ClientError::Server {
+            what: "cannot send the request to band-server",
             source,
         })?;
-        match result {
-            Some(r) => Ok(r),
-            None if !status.success() && !root => Err(ClientError::user(
-                format!("band-server exited ({status}) without a result"),
-                HOW_TO_CHOOSE,
-            )),
-            None => Err(ClientError::Protocol(format!(
-                "band-server exited ({status}) without a result"
-            ))),
-        }
+    // Held open until the result is in: if band dies, the pipe closes and band-server
+    // cancels the run; on `cancel`, band-server is told so at once.
+    let done = Arc::new(AtomicBool::new(false));
+    hold_open(stdin, cancel.clone(), done.clone());
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| ClientError::Protocol("band-server stdout".into()))?;
+    let result = read_messages(BufReader::new(stdout), on_event);
+    done.store(true, Ordering::SeqCst);
+    // The holder ends now, not at its next poll (up to 50 ms on every run before). It is not
+    // waited for: with `done` set it only closes band-server's input, which no longer
+    // matters, and waiting cost every run the holder's wake-up (about 0.15 ms).
+    cancel.wake();
+    if let Ok(Some(r)) = result {
+        // band-server closes its output with the result and only then removes what it
+        // built for the run (mounts, folders, cgroups, lease; the janitor does it if it
+        // dies): the run is over, so band goes on. A thread reaps it and relays what it
+        // still says on stderr while band lives.
+        let _ = std::thread::Builder::new()
+            .name("band-server-exit".into())
+            .spawn(move || {
+                let _ = child.wait();
+                if let Some(r) = relay {
+                    let _ = r.join();
+                }
+            });
+        return Ok(r);
+    }
+    let status = child.wait();
+    if let Some(r) = relay {
+        let _ = r.join();
+    }
+    let result = result?;
+    let status = status.map_err(|source| ClientError::Server {
+        what: "waiting for band-server",
+        source,
+    })?;
+    match result {
+        Some(r) => Ok(r),
+        None if !status.success() && !root => Err(ClientError::user(
+            format!("band-server exited ({status}) without a result"),
+            HOW_TO_CHOOSE,
+        )),
+        None => Err(ClientError::Protocol(format!(
+            "band-server exited ({status}) without a result"
+        ))),
+    }
+}
+
+/// The request, then `hold` (band-server holds the run's end for band's result).
+fn request_lines(req: &RunRequest) -> Result<String> {
+    let mut line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
+    line.push('\n');
+    line.push_str(&serde_json::to_string(&Message::Hold)?);
+    line.push('\n');
+    Ok(line)
+}
+
+/// One run on the warm band-server, whose forked child serves it as `band-server run` would
+/// (same framing, hold and cancel: the connection is its input and its output). `Ok(None)` when
+/// no byte came back, so that a band-server of the run's own may serve it without running it
+/// twice: the warm server writes a blank line before it reads a request, and closes a
+/// connection unread when it no longer serves these settings.
+fn run_warm(
+    conn: UnixStream,
+    req: &RunRequest,
+    on_event: &mut dyn FnMut(&proto::Event),
+    cancel: &Cancel,
+) -> Result<Option<RunResult>> {
+    let mut writer = conn.try_clone().map_err(|source| ClientError::Server {
+        what: "cannot use the connection to the warm band-server",
+        source,
+    })?;
+    // A server that closed the connection unread fails this write: judged by what is read.
+    let _ = writer.write_all(request_lines(req)?.as_bytes());
+    let done = Arc::new(AtomicBool::new(false));
+    hold_open(writer, cancel.clone(), done.clone());
+    let mut got = false;
+    let result = read_messages(
+        BufReader::new(Counted {
+            inner: conn,
+            got: &mut got,
+        }),
+        on_event,
+    );
+    done.store(true, Ordering::SeqCst);
+    cancel.wake();
+    match result {
+        Ok(Some(r)) => Ok(Some(r)),
+        _ if !got => Ok(None),
+        Ok(None) => Err(ClientError::Protocol(
+            "the warm band-server closed the connection without a result".into(),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// A reader that notes whether any byte came through.
+struct Counted<'a, R> {
+    inner: R,
+    got: &'a mut bool,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        *self.got |= n > 0;
+        Ok(n)
     }
 }
 
@@ -274,8 +408,9 @@ fn relay_masked(
 /// run wakes it first).
 const HOLD_POLL: Duration = Duration::from_millis(50);
 
-/// Hold band-server's stdin open on a thread until `done`; on `cancel`, send `cancel` and close it.
-fn hold_open(mut stdin: ChildStdin, cancel: Cancel, done: Arc<AtomicBool>) {
+/// Hold band-server's input open on a thread until `done`; on `cancel`, send `cancel` and close
+/// it.
+fn hold_open(mut stdin: impl Write + Send + 'static, cancel: Cancel, done: Arc<AtomicBool>) {
     // Not joined (see `run`). Without a thread, the input closes at once, and band-server
     // cancels the run: as when band dies.
     let _ = std::thread::Builder::new()
@@ -305,6 +440,10 @@ pub fn read_messages(
             what: "reading from band-server",
             source,
         })?;
+        if line.trim().is_empty() {
+            // The framing skips blank lines (a warm server's first byte is one).
+            continue;
+        }
         match serde_json::from_str::<Message>(&line) {
             Ok(Message::Result(r)) => return Ok(Some(*r)),
             Ok(Message::Event(ev)) => on_event(&ev),

@@ -37,5 +37,6 @@ mod vm_build;
 mod vm_cli;
 mod vm_e2e;
 mod vm_rootless;
+mod warm;
 mod workspace;
 mod wrap;
