@@ -278,8 +278,14 @@ fn accept_loop(
     let ours = inode(&path);
     let mut last_janitor = Instant::now();
     let mut last_run = Instant::now();
+    // Forked children not yet reaped: while there are some, the loop looks every
+    // [`REAP_POLL_MS`], so that a run's child is reaped (and its CPU time accounted to this
+    // process) soon after it ends, not at the next connection.
+    let mut children = 0usize;
     loop {
-        while let Ok(Some(_)) = sys::reap_any() {}
+        while let Ok(Some(_)) = sys::reap_any() {
+            children = children.saturating_sub(1);
+        }
         if ours.is_none() || inode(&path) != ours {
             crate::say!("band-server serve: {} is gone; exiting", path.display());
             return 0;
@@ -304,11 +310,12 @@ fn accept_loop(
                     janitor();
                     std::process::exit(0);
                 }
-                Ok(Some(_)) => {}
+                Ok(Some(_)) => children += 1,
                 Err(e) => crate::say!("band-server serve: janitor: fork: {e}"),
             }
         }
-        match sys::poll_readable(listener.as_fd(), 1000) {
+        let wait_ms = if children > 0 { REAP_POLL_MS } else { 1000 };
+        match sys::poll_readable(listener.as_fd(), wait_ms) {
             Ok(false) => continue,
             Ok(true) => {}
             Err(e) => {
@@ -355,11 +362,17 @@ fn accept_loop(
                 let code = serve_one(conn, cfg, opts.host);
                 std::process::exit(code);
             }
-            Ok(Some(_)) => drop(conn),
+            Ok(Some(_)) => {
+                children += 1;
+                drop(conn);
+            }
             Err(e) => crate::say!("band-server serve: fork: {e}"),
         }
     }
 }
+
+/// How often (ms) the accept loop looks for ended children while it has some.
+const REAP_POLL_MS: i32 = 10;
 
 /// The host's warm server writes what it says to [`LOG_FILE`] in its folder (its stderr). The
 /// log starts again past [`LOG_MAX_BYTES`], so that a server that is never idle does not fill

@@ -98,17 +98,44 @@ pub(crate) fn interleaved(iters: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<St
 /// User + system time so far of this process (all threads) and of its waited-for children (and
 /// theirs), from `/proc/self/stat` (in clock ticks of 10 ms, so only means over many iterations
 /// are meaningful).
+///
+/// Plus the host's warm band-server's, when one runs (`band run` with `warm = true`): its forked
+/// child serves the run and is not the bench's. Its time reaches the server once the server has
+/// reaped it (it looks every 10 ms while it has a child), so this waits, at most 200 ms, until
+/// the server has no child left.
 pub(crate) fn cpu_time() -> Duration {
-    let stat = fs_err::read_to_string("/proc/self/stat").unwrap_or_default();
+    Duration::from_millis((ticks_of("self") + warm_server_ticks()) * 10)
+}
+
+/// utime + stime + cutime + cstime of `/proc/<pid>/stat`, in clock ticks.
+fn ticks_of(pid: &str) -> u64 {
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the `(comm)`: state is the 3rd field; utime, stime, cutime, cstime the 14th-17th.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let ticks: u64 = after
+    after
         .split_whitespace()
         .skip(11)
         .take(4)
         .filter_map(|f| f.parse::<u64>().ok())
-        .sum();
-    Duration::from_millis(ticks * 10)
+        .sum()
+}
+
+fn warm_server_ticks() -> u64 {
+    let pid_file = std::path::Path::new(band::warm::DIR).join("serve.pid");
+    let Some(pid) = fs_err::read_to_string(pid_file)
+        .ok()
+        .and_then(|t| t.split_whitespace().next().map(str::to_string))
+    else {
+        return 0;
+    };
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while fs_err::read_to_string(&children).is_ok_and(|c| !c.trim().is_empty())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    ticks_of(&pid)
 }
 
 pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
