@@ -15,6 +15,10 @@
 //!    the pass before a run costs the same however many processes the host has.
 //! 3. Each layer, in reverse order, removes the leftovers of step 1 that no live lease names.
 //!
+//! What a pass did goes to `<state>/janitor.log` ([`log`]) when it ran before a run or in a warm
+//! server: it cleans up after other runs, which is nothing to put in the next run's output.
+//! `band-server janitor` prints it.
+//!
 //! A live run's lease is held, so nothing here can touch it; a live run of another state
 //! directory holds its uid's host-wide lock, and its cgroup carries no mark of this state
 //! directory (`cgroup::marks_dir`), so nothing here touches it either.
@@ -24,6 +28,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
 
 pub use crate::layer::Report;
 use crate::layer::{Host, RunLayer};
@@ -31,6 +36,37 @@ use crate::layers::LAYERS;
 use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
 use crate::layers::identity::uidpool::{self, POOL_SIZE};
 use crate::sys;
+
+/// The log of the passes before each run, in the state directory: they clean up after other
+/// runs (dead ones, possibly another user's or another test's), which is nothing to put in this
+/// run's output. `band-server janitor` prints its report instead.
+pub const LOG_FILE: &str = "janitor.log";
+/// The log starts again past this size.
+pub const LOG_MAX_BYTES: u64 = 1 << 20;
+
+/// Append `report`'s lines ([`Report::lines`]), each after the time in seconds since the epoch,
+/// to [`LOG_FILE`] in `state` (0600). Nothing when the pass found nothing.
+pub fn log(state: &Path, report: &Report) -> std::io::Result<()> {
+    use std::io::Write;
+    let lines = report.lines();
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let path = state.join(LOG_FILE);
+    if fs::metadata(&path).is_ok_and(|m| m.len() > LOG_MAX_BYTES) {
+        fs::remove_file(&path)?;
+    }
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let text: String = lines.iter().map(|l| format!("{now} {l}\n")).collect();
+    f.write_all(text.as_bytes())
+}
 
 /// Clean up what the dead owner of `slot` left behind. `file` is the slot's lock file, locked by
 /// the caller.
@@ -198,6 +234,47 @@ mod tests {
     use super::*;
     use crate::layer::Stale;
     use crate::layers::identity::procs::sweeps;
+
+    #[test]
+    fn a_pass_is_logged_in_the_state_directory_and_only_when_it_did_something() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join(LOG_FILE);
+        log(state.path(), &Report::default()).unwrap();
+        assert!(!path.exists(), "an empty pass was logged");
+
+        let report = Report {
+            dead_leases: vec![3],
+            killed: 2,
+            removed_dirs: vec!["0123456789abcdef".into()],
+            errors: vec!["cannot remove cgroup x: busy".into()],
+            ..Report::default()
+        };
+        log(state.path(), &report).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let (time, line) = lines[0].split_once(' ').unwrap();
+        assert!(
+            time.parse::<u64>().is_ok_and(|t| t > 1_700_000_000),
+            "{text}"
+        );
+        assert_eq!(
+            line,
+            "band-server: janitor: dead leases [3], killed 2 process(es), removed run dirs \
+             [\"0123456789abcdef\"], cgroups [], nftables tables []"
+        );
+        assert!(lines[1].ends_with(" band-server: janitor: cannot remove cgroup x: busy"));
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+
+        // Appended; past its size it starts again.
+        log(state.path(), &report).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap().lines().count(), 4);
+        fs::write(&path, vec![b'x'; LOG_MAX_BYTES as usize + 1]).unwrap();
+        log(state.path(), &report).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap().lines().count(), 2);
+    }
 
     #[test]
     fn the_pass_before_a_run_does_not_sweep_proc_without_a_dead_lease() {

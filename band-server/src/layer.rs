@@ -40,6 +40,32 @@ pub struct Report {
 }
 
 impl Report {
+    /// What the pass did and what it could not do, one line each (none when it found nothing).
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.dead_leases.is_empty()
+            || !self.removed_dirs.is_empty()
+            || !self.removed_cgroups.is_empty()
+            || !self.removed_tables.is_empty()
+            || self.killed > 0
+        {
+            out.push(format!(
+                "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
+                self.dead_leases,
+                self.killed,
+                self.removed_dirs,
+                self.removed_cgroups,
+                self.removed_tables
+            ));
+        }
+        out.extend(
+            self.errors
+                .iter()
+                .map(|e| format!("band-server: janitor: {e}")),
+        );
+        out
+    }
+
     /// Add what another pass did.
     pub fn extend(&mut self, r: Report) {
         self.dead_leases.extend(r.dead_leases);

@@ -29,27 +29,20 @@ fn load() -> Result<ServerConfig, band_server::error::SetupError> {
 }
 
 /// `scan_tables`: also look for leftover nftables tables (the `janitor` command, not every run).
-fn janitor_pass(cfg: &ServerConfig, scan_tables: bool) {
+/// `print`: the report goes to stderr (the `janitor` command); else to the state directory's
+/// [`janitor::LOG_FILE`] (the pass before a run, or a warm server's: what it cleans is other
+/// runs', not the output of the run that happens to come next).
+fn janitor_pass(cfg: &ServerConfig, scan_tables: bool, print: bool) {
     if sys::euid() != 0 {
         return;
     }
     let r = janitor::run(&cfg.state_dir, &cfg.nft, scan_tables);
-    if !r.dead_leases.is_empty()
-        || !r.removed_dirs.is_empty()
-        || !r.removed_cgroups.is_empty()
-        || !r.removed_tables.is_empty()
-        || r.killed > 0
-    {
-        band_server::say!(
-            "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
-            r.dead_leases,
-            r.killed,
-            r.removed_dirs,
-            r.removed_cgroups,
-            r.removed_tables
-        );
-    }
-    for e in &r.errors {
+    if print {
+        for line in r.lines() {
+            band_server::say!("{line}");
+        }
+    } else if let Err(e) = janitor::log(&cfg.state_dir, &r) {
+        // The error names the log's path.
         band_server::say!("band-server: janitor: {e}");
     }
 }
@@ -77,7 +70,7 @@ fn cmd_run() -> i32 {
             let janitor = Mutex::new(Some(
                 std::thread::Builder::new()
                     .name("janitor".into())
-                    .spawn_scoped(s, || janitor_pass(&cfg, false)),
+                    .spawn_scoped(s, || janitor_pass(&cfg, false, false)),
             ));
             let wait = || {
                 let pending = janitor.lock().map(|mut j| j.take()).unwrap_or_default();
@@ -86,7 +79,7 @@ fn cmd_run() -> i32 {
                         let _ = handle.join();
                     }
                     // No thread: the pass runs here.
-                    Some(Err(_)) => janitor_pass(&cfg, false),
+                    Some(Err(_)) => janitor_pass(&cfg, false, false),
                     None => {}
                 }
             };
@@ -146,7 +139,9 @@ fn cmd_serve(args: &[String]) -> i32 {
             return 1;
         }
     }
-    band_server::warm::serve(opts.dir(), &opts, &cfg, &|| janitor_pass(&cfg, false))
+    band_server::warm::serve(opts.dir(), &opts, &cfg, &|| {
+        janitor_pass(&cfg, false, false)
+    })
 }
 
 /// Standard error to `dir`'s [`warm::LOG_FILE`](band_server::warm::LOG_FILE) (0600, appended).
@@ -174,7 +169,7 @@ fn main() {
                     band_server::say!("band-server: janitor: must run as root");
                     1
                 } else {
-                    janitor_pass(&cfg, true);
+                    janitor_pass(&cfg, true, true);
                     // The library trees' list of programs, so that no run waits for its scan.
                     band_server::layers::fs::execmask::prepare(
                         &cfg.state_dir,

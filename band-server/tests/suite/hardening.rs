@@ -338,3 +338,39 @@ fn privileged_no_zombie_is_left_after_a_run() {
         );
     }
 }
+
+/// The janitor pass before a run cleans up after other runs (dead ones: possibly another user's,
+/// or another test's). What it did goes to the state directory's log, not into this run's
+/// output, where it read as if it were about this run.
+#[test]
+fn privileged_the_pass_before_a_run_logs_what_it_cleaned_instead_of_saying_it() {
+    privileged!();
+    let state = OwnStateDir::new("band-test-janitor-log-");
+    let config = std::path::Path::new("/nonexistent/band-test/server.toml");
+    let run = || {
+        let req = request("#!/bin/sh\necho ran\n", policy());
+        let line = serde_json::to_string(&Message::Request(Box::new(req)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        finish(spawn_line_in(&line, config, state.path()))
+    };
+    let o = run();
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    // A dead run's directory: no lease names it.
+    let dead = "00dead00dead00de";
+    let dir = state.path().join("runs").join(dead);
+    fs_err::create_dir_all(dir.join("io")).unwrap_or_else(|e| panic!("{e}"));
+    let o = run();
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert!(!dir.exists(), "the dead run's directory is left");
+    assert!(
+        !o.server_stderr.contains("janitor"),
+        "the pass spoke in the run's output: {}",
+        o.server_stderr
+    );
+    let log = fs_err::read_to_string(state.path().join(band_server::janitor::LOG_FILE))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        log.contains(&format!("removed run dirs [\"{dead}\"]")),
+        "{log}"
+    );
+}
