@@ -131,7 +131,15 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         let id = v["run_id"].as_str().expect("run_id").to_string();
         (id, v["output"].clone())
     };
+    // A warm child logs its run once the run is removed, after band has its result: the log is
+    // read once the warm server (if any) has no child left.
     let served_warm = |id: &str| {
+        if let Some(pid) = server_pid().filter(|p| alive(*p)) {
+            let children = format!("/proc/{pid}/task/{pid}/children");
+            wait_for("the warm server's children to end", || {
+                fs_err::read_to_string(&children).map_or(true, |c| c.trim().is_empty())
+            });
+        }
         fs_err::read_to_string(&log)
             .unwrap_or_default()
             .contains(&format!("run {id} served by the warm server"))
