@@ -67,6 +67,7 @@ impl AdHoc {
             trace: spec.trace,
             require_lock: false,
             record_io: spec.record_io,
+            schemas: None,
         };
         Ok(AdHoc {
             skill,

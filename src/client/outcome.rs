@@ -30,6 +30,10 @@ pub struct RunSpec {
     pub require_lock: bool,
     /// Keep the input and output documents, stdout and stderr in the ledger (`--record-io`).
     pub record_io: bool,
+    /// The skill's schemas, when the caller has loaded them from `skill_root` already (`band run`
+    /// does, to tell an argv-style script): the run takes them instead of loading them again,
+    /// unless the skill is locked (its schemas are then read between the lock's two readings).
+    pub schemas: Option<crate::contract::SchemaSet>,
 }
 
 /// Everything about a run that is settled before it starts.

@@ -429,7 +429,13 @@ pub fn prepare(
     let policy_sha256 = sha256_hex(&serde_json::to_vec(&policy)?);
 
     // Input: validated against the contract, coerced from CLI strings.
-    let schemas = crate::contract::SchemaSet::load_dir(root).0;
+    // The caller's, if it loaded them; a locked skill's are read here, between its two readings
+    // (above, and the check before the request), so that what checks the input is what the
+    // lock names.
+    let schemas = match &spec.schemas {
+        Some(s) if lock_mark != LockMark::Matches => s.clone(),
+        _ => crate::contract::SchemaSet::load_dir(root).0,
+    };
     // No input schema: the script takes no input (an empty object), as upstream's did.
     let contract = schemas.input_contract(script).map_err(|e| {
         user_error(

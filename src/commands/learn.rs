@@ -137,6 +137,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             trace: true,
             require_lock: false,
             record_io: false,
+            schemas: None,
         };
         let spinner = Spinner::start(args.json, format!("observing {target}"));
         let mut live = Live::default();

@@ -52,11 +52,10 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
     let early = early.unwrap_or_else(|| pipeline::Early::guess(args.exec_target.as_deref()));
     let skill = find_script(skill_name, script, &args.skills)?;
     // An argv-style script (`band wrap`): the words after `--` are its `args`, as they are.
-    let by_words = args.input.is_none()
-        && args.input_file.is_none()
-        && band::contract::SchemaSet::load_dir(&skill.root)
-            .0
-            .takes_argv(script);
+    // The schemas loaded to tell are the run's (`RunSpec::schemas`).
+    let schemas = (args.input.is_none() && args.input_file.is_none())
+        .then(|| band::contract::SchemaSet::load_dir(&skill.root).0);
+    let by_words = schemas.as_ref().is_some_and(|s| s.takes_argv(script));
     let raw_input = if by_words {
         let words = match args.args.split_first() {
             Some((first, rest)) if first == "--" => rest,
@@ -76,6 +75,7 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         trace: args.trace,
         require_lock: args.require_lock,
         record_io: args.record_io,
+        schemas,
     };
     let human = !args.json;
     cancel_on_signals();

@@ -307,6 +307,7 @@ impl ServerHandler for BandServer {
             // `require_lock` in the user config applies; the ledger keeps hashes, not contents.
             require_lock: false,
             record_io: false,
+            schemas: None,
         };
         let token = request
             .meta
