@@ -5,9 +5,11 @@
 //!
 //! Every table runs its entries interleaved (`BAND_BENCH_ITERS` rounds, default 30, after one
 //! warm-up round; each round starts at another entry), so a slow phase of a shared machine falls
-//! on all of them. The CPU column counts the sandboxed children too: the bench is the child
-//! subreaper and reaps what each run leaves (bubblewrap's outer process never reaps its pid
-//! namespace's init, so without this the CPU inside bubblewrap was lost).
+//! on all of them. The CPU column is the machine's busy time from a run's start until every
+//! process it started has ended (`/proc/stat`, all CPUs): it counts the sandboxed processes and
+//! the kernel's work for the run. The children's CPU time of the bench (it is the child
+//! subreaper) did not: a sandbox's pid-namespace init, killed as bubblewrap's outer process
+//! exits, takes the script's time with it, and the python job's own 20 ms were missing.
 //!
 //! Tables (the goals of issue 17 in brackets):
 //! - **no-op** (`exit 0`) [band ≤ 2.0× bwrap]: bare, bwrap, the peers, band-server alone, `band

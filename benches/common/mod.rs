@@ -63,26 +63,74 @@ pub(crate) fn reap_orphans() {
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
 }
 
+/// The children of this process (of every thread of it), zombies too.
+fn children() -> std::collections::BTreeSet<i32> {
+    let mut out = std::collections::BTreeSet::new();
+    let Ok(tasks) = fs_err::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(text) = fs_err::read_to_string(t.path().join("children")) {
+            out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    out
+}
+
+/// The host's warm band-server, if its pid file names one (`band run` with `warm = true`).
+fn warm_server_pid() -> Option<i32> {
+    fs_err::read_to_string(std::path::Path::new(band::warm::DIR).join("serve.pid"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Reap what a job left until no child is left that was not there before it (`before`), or is
+/// the warm band-server (which outlives the runs it serves): a sandbox's processes reach this
+/// process (the subreaper) a moment after the job's own process ended, bubblewrap's
+/// pid-namespace init last. Waited for here, their CPU time falls in this job's window, not the
+/// next one's. At most 500 ms.
+pub(crate) fn settle(before: &std::collections::BTreeSet<i32>) {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        reap_orphans();
+        let warm = warm_server_pid();
+        let left = children()
+            .into_iter()
+            .any(|p| !before.contains(&p) && Some(p) != warm);
+        if !left || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
 /// `iters` rounds (after one warm-up round) of every entry of `jobs`, interleaved: each round
 /// runs each job once, starting at a different job each round, so a slow phase of the machine
-/// falls on all of them. Wall time per run, and CPU per run counted with the orphans reaped.
+/// falls on all of them. Wall time per run, and CPU per run: the machine's busy time
+/// ([`busy_time`]) from the job's start until everything it started has ended and been reaped
+/// ([`settle`]).
 pub(crate) fn interleaved(iters: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<Stats> {
     let n = jobs.len();
     for j in jobs.iter_mut() {
+        let before = children();
         j();
-        reap_orphans();
+        settle(&before);
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); n];
     let mut cpu: Vec<Duration> = vec![Duration::ZERO; n];
     for round in 0..iters {
         for k in 0..n {
             let i = (round + k) % n;
-            let c0 = cpu_time();
+            let before = children();
+            let c0 = busy_time();
             let t = Instant::now();
             jobs[i]();
             times[i].push(t.elapsed());
-            reap_orphans();
-            cpu[i] += cpu_time().saturating_sub(c0);
+            settle(&before);
+            cpu[i] += busy_time().saturating_sub(c0);
         }
     }
     times
@@ -98,44 +146,39 @@ pub(crate) fn interleaved(iters: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<St
 /// User + system time so far of this process (all threads) and of its waited-for children (and
 /// theirs), from `/proc/self/stat` (in clock ticks of 10 ms, so only means over many iterations
 /// are meaningful).
-///
-/// Plus the host's warm band-server's, when one runs (`band run` with `warm = true`): its forked
-/// child serves the run and is not the bench's. Its time reaches the server once the server has
-/// reaped it (it looks every 10 ms while it has a child), so this waits, at most 200 ms, until
-/// the server has no child left.
 pub(crate) fn cpu_time() -> Duration {
-    Duration::from_millis((ticks_of("self") + warm_server_ticks()) * 10)
-}
-
-/// utime + stime + cutime + cstime of `/proc/<pid>/stat`, in clock ticks.
-fn ticks_of(pid: &str) -> u64 {
-    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let stat = fs_err::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the `(comm)`: state is the 3rd field; utime, stime, cutime, cstime the 14th-17th.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    after
+    let ticks: u64 = after
         .split_whitespace()
         .skip(11)
         .take(4)
         .filter_map(|f| f.parse::<u64>().ok())
-        .sum()
+        .sum();
+    Duration::from_millis(ticks * 10)
 }
 
-fn warm_server_ticks() -> u64 {
-    let pid_file = std::path::Path::new(band::warm::DIR).join("serve.pid");
-    let Some(pid) = fs_err::read_to_string(pid_file)
-        .ok()
-        .and_then(|t| t.split_whitespace().next().map(str::to_string))
-    else {
-        return 0;
-    };
-    let children = format!("/proc/{pid}/task/{pid}/children");
-    let deadline = Instant::now() + Duration::from_millis(200);
-    while fs_err::read_to_string(&children).is_ok_and(|c| !c.trim().is_empty())
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    ticks_of(&pid)
+/// The machine's busy time so far, all CPUs: every field of `/proc/stat`'s `cpu` line but idle
+/// and iowait (clock ticks of 10 ms). A run's processes do not all reach a `wait` of the bench:
+/// a sandbox's pid-namespace init, killed when bubblewrap's outer process exits, took its
+/// children's time (the script's) with it, so the children's CPU time of the bench (and of
+/// band-server) missed the python job's own 20 ms. The machine's busy time counts it, with the
+/// kernel's own work for the run (its network namespace and cgroup, freed by kernel threads).
+/// Other work on the machine counts too, the same for every entry of an interleaved table.
+pub(crate) fn busy_time() -> Duration {
+    let stat = fs_err::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .collect();
+    let all: u64 = fields.iter().sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    Duration::from_millis(all.saturating_sub(idle) * 10)
 }
 
 pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
