@@ -71,7 +71,10 @@ fn children() -> std::collections::BTreeSet<i32> {
     };
     for t in tasks.flatten() {
         if let Ok(text) = fs_err::read_to_string(t.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     out

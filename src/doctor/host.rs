@@ -140,6 +140,39 @@ pub(super) fn band_server(host: &Host) -> Vec<Check> {
     }]
 }
 
+/// The host's warm band-server (root on Linux only; `warm = true` in the user config): off, or
+/// whether one serves this band-server and its settings now.
+pub(super) fn warm_server(host: &Host) -> Vec<Check> {
+    if !host.linux || !host.root {
+        return Vec::new();
+    }
+    if !host.warm {
+        return vec![Check::new(
+            "warm server",
+            Level::Ok,
+            "off: each run starts band-server (`warm = true` in the config keeps one warm between runs)",
+        )];
+    }
+    let socket = crate::warm::digest_here(&host.band_server)
+        .map(|d| crate::warm::socket(&host.warm_dir, &d));
+    let pid = fs_err::read_to_string(host.warm_dir.join("serve.pid"))
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|p| Path::new(&format!("/proc/{p}")).exists());
+    vec![match (socket.filter(|s| s.exists()), pid) {
+        (Some(_), Some(pid)) => Check::new(
+            "warm server",
+            Level::Ok,
+            format!("on: pid {pid} serves runs of this band-server and its settings"),
+        ),
+        _ => Check::new(
+            "warm server",
+            Level::Ok,
+            "on: none serves this band-server and its settings yet; the next run starts one",
+        ),
+    }]
+}
+
 /// Whether the sandbox can be made here, tried for real: bubblewrap runs (`bwrap --ro-bind / /
 /// true`), the kernel's Landlock ABI, and whether AppArmor keeps user namespaces from
 /// unconfined programs (Ubuntu 23.10+), which stops bwrap without root.
@@ -634,6 +667,52 @@ mod tests {
         assert_eq!(by_name(&host)[2].1, Level::Ok);
         host.linux = false;
         assert!(sandbox(&host).is_empty());
+    }
+
+    #[test]
+    fn the_warm_server_is_off_unless_the_config_says_on_and_then_serves_or_not_yet() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let detail = |host: &Host| {
+            let checks = warm_server(host);
+            assert!(checks.iter().all(|c| c.level == Level::Ok));
+            checks.into_iter().map(|c| c.detail).collect::<Vec<_>>()
+        };
+        // Not root, or not Linux: no warm server at all.
+        assert!(detail(&bare(dir.path())).is_empty());
+        let root = Host {
+            root: true,
+            ..bare(dir.path())
+        };
+        assert!(
+            detail(&Host {
+                linux: false,
+                ..root.clone()
+            })
+            .is_empty()
+        );
+        assert!(detail(&root)[0].starts_with("off: "));
+
+        let on = Host { warm: true, ..root };
+        write(&on.band_server, "server", 0o755);
+        assert!(detail(&on)[0].contains("the next run starts one"));
+        // A socket of this band-server and its settings, and a live pid.
+        let digest = crate::warm::digest_here(&on.band_server).expect("digest");
+        write(&crate::warm::socket(&on.warm_dir, &digest), "", 0o600);
+        write(
+            &on.warm_dir.join("serve.pid"),
+            &format!("{} {digest}\n", std::process::id()),
+            0o644,
+        );
+        assert_eq!(
+            detail(&on),
+            [format!(
+                "on: pid {} serves runs of this band-server and its settings",
+                std::process::id()
+            )]
+        );
+        // Another build of band-server: its socket is not this one's.
+        write(&on.band_server, "another build", 0o755);
+        assert!(detail(&on)[0].contains("the next run starts one"));
     }
 
     #[test]

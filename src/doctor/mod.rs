@@ -98,6 +98,10 @@ pub struct Host {
     /// `bwrap --ro-bind / / true`, tried by [`Host::this`] when bwrap is there: `Ok`, or what
     /// went wrong (its stderr). `None`: not tried.
     pub bwrap_tried: Option<Result<(), String>>,
+    /// The user config's `warm` (the host's warm band-server, [`crate::warm`]).
+    pub warm: bool,
+    /// The warm band-server's folder ([`crate::warm::DIR`]).
+    pub warm_dir: PathBuf,
 }
 
 impl Host {
@@ -124,6 +128,9 @@ impl Host {
             ),
             landlock_abi: if linux { probe::landlock_abi() } else { None },
             bwrap_tried: bwrap.filter(|_| linux).map(|b| probe::bwrap(&b)),
+            // A broken config is `band run`'s error to report, with its line.
+            warm: crate::client::config::UserConfig::load().is_ok_and(|c| c.warm),
+            warm_dir: PathBuf::from(crate::warm::DIR),
         }
     }
 }
@@ -141,6 +148,7 @@ pub const CHECKS: &[CheckFn] = &[
     host::platform,
     host::host_target,
     host::band_server,
+    host::warm_server,
     host::linux_tools,
     host::sandbox,
     host::rootless_build,
@@ -187,6 +195,8 @@ mod tests {
             apparmor_userns: dir.join("apparmor_restrict_unprivileged_userns"),
             landlock_abi: None,
             bwrap_tried: None,
+            warm: false,
+            warm_dir: dir.join("band-serve"),
         }
     }
 
