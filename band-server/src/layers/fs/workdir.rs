@@ -260,8 +260,9 @@ impl RunDirPlan<'_> {
 #[derive(Default)]
 struct Planned<'a> {
     ops: Vec<FsOp<'a>>,
-    dirs: std::collections::BTreeSet<PathBuf>,
-    files: std::collections::BTreeSet<PathBuf>,
+    // Membership only (hashing a path is cheaper than ordering it component by component).
+    dirs: std::collections::HashSet<PathBuf>,
+    files: std::collections::HashSet<PathBuf>,
 }
 
 impl<'a> Planned<'a> {
@@ -315,6 +316,23 @@ impl<'a> Planned<'a> {
 }
 
 /// Plan the run directory: pure.
+/// The paths of `paths` under the folder `root` (an absolute path without a trailing `/`),
+/// relative to it: `Path::strip_prefix`'s answer for canonical paths, from one byte comparison
+/// per path (the masked programs are a few hundred paths, matched against each library root on
+/// every run).
+fn under_root(paths: &[PathBuf], root: &str) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let root = root.as_bytes();
+    paths
+        .iter()
+        .filter_map(|p| {
+            let b = p.as_os_str().as_bytes();
+            let rest = b.strip_prefix(root)?.strip_prefix(b"/")?;
+            (!rest.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(rest)))
+        })
+        .collect()
+}
+
 pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let root = runs_dir(spec.state).join(spec.run_id);
     let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
@@ -380,12 +398,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         };
         p.mkdir(usr.join(name), 0o755, None);
         let target = view.join("usr").join(name);
-        let rels: Vec<PathBuf> = spec
-            .masked
-            .iter()
-            .filter_map(|m| m.strip_prefix(lib).ok())
-            .map(Path::to_path_buf)
-            .collect();
+        let rels = under_root(spec.masked, lib);
         if rels.is_empty() {
             p.ops.push(FsOp::BindHost {
                 source: PathBuf::from(lib),
@@ -1112,6 +1125,38 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn paths_under_a_library_root_are_what_strip_prefix_says_of_canonical_paths() {
+        let paths: Vec<PathBuf> = [
+            "/usr/lib/apt/apt-helper",
+            "/usr/lib64/ld-linux-x86-64.so.2",
+            "/usr/libexec/at-spi-bus-launcher",
+            "/usr/lib/x86_64-linux-gnu/a b/ü",
+            "/usr/lib",
+            "/usr/library/x",
+            "/usr/share/doc/x",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        for root in crate::layers::fs::execmask::LIB_ROOTS {
+            let by_components: Vec<PathBuf> = paths
+                .iter()
+                .filter_map(|p| p.strip_prefix(root).ok())
+                .filter(|r| !r.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .collect();
+            assert_eq!(under_root(&paths, root), by_components, "{root}");
+        }
+        assert_eq!(
+            under_root(&paths, "/usr/lib"),
+            [
+                PathBuf::from("apt/apt-helper"),
+                PathBuf::from("x86_64-linux-gnu/a b/ü")
+            ]
+        );
+    }
 
     /// What every spec here shares: nothing in the run but its identity and an empty input.
     /// Each test sets the fields it is about (`RunDirSpec { …, ..bare(&never) }`).
