@@ -278,6 +278,8 @@ fn accept_loop(
     let ours = inode(&path);
     let mut last_janitor = Instant::now();
     let mut last_run = Instant::now();
+    // The build's (or, on the host, the digest's) check: once a second, and before each run.
+    let mut last_check = Instant::now();
     // Forked children not yet reaped: while there are some, the loop looks every
     // [`REAP_POLL_MS`], so that a run's child is reaped (and its CPU time accounted to this
     // process) soon after it ends, not at the next connection.
@@ -290,8 +292,11 @@ fn accept_loop(
             crate::say!("band-server serve: {} is gone; exiting", path.display());
             return 0;
         }
-        if !still_current(opts, exe) {
-            return stale_exit(&path);
+        if last_check.elapsed() >= Duration::from_secs(1) {
+            last_check = Instant::now();
+            if !still_current(opts, exe) {
+                return stale_exit(&path, opts.host);
+            }
         }
         if opts.idle.is_some_and(|idle| last_run.elapsed() >= idle) {
             let _ = fs_err::remove_file(&path);
@@ -334,7 +339,7 @@ fn accept_loop(
         // takes the per-run path, whose stale check installs its build).
         if !still_current(opts, exe) {
             drop(conn);
-            return stale_exit(&path);
+            return stale_exit(&path, opts.host);
         }
         match sys::peer_cred(&conn) {
             Ok(p) if peer_allowed(p.uid, opts.owner) => {}
@@ -391,10 +396,15 @@ fn trim_log(path: &Path) {
     }
 }
 
-fn stale_exit(path: &Path) -> i32 {
+fn stale_exit(path: &Path, host: bool) -> i32 {
     let _ = fs_err::remove_file(path);
     crate::say!(
-        "band-server serve: this build is no longer installed; removed {} and exiting",
+        "band-server serve: {}; removed {} and exiting",
+        if host {
+            "this band-server, its config file or its settings changed"
+        } else {
+            "this build is no longer installed"
+        },
         path.display()
     );
     0
@@ -423,12 +433,22 @@ fn serve_one(mut conn: UnixStream, cfg: &ServerConfig, host: bool) -> i32 {
     let sink = EventSink::new(Box::new(writer));
     let result = run::serve(Box::new(BufReader::new(reader)), cfg, &sink, &|| ());
     sink.finish();
-    crate::say!(
-        "band-server serve: run {} served by the warm server (pid {}, parent {})",
-        result.run_id,
-        sys::pid(),
-        rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
-    );
+    let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+    if result.run_id.is_empty() {
+        // A client that connected and sent no request (band dropped a connection it made on a
+        // guess, or a refused run's).
+        crate::say!(
+            "band-server serve: a connection without a request (pid {}, parent {parent}): {}",
+            sys::pid(),
+            result.error.as_ref().map_or("", |e| e.message.as_str())
+        );
+    } else {
+        crate::say!(
+            "band-server serve: run {} served by the warm server (pid {}, parent {parent})",
+            result.run_id,
+            sys::pid(),
+        );
+    }
     0
 }
 
