@@ -153,16 +153,25 @@ pub fn run_with(
         .map(|layer| layer.list_stale(&host, &mut report))
         .collect();
 
-    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let pool_uid =
-        |slot: u32| uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)).map(|(u, _)| u);
     // `band-server janitor` only: pool uids that have processes right now (one /proc sweep). A
     // free slot whose uid is among them has leftovers: it stays locked until they are killed, so
     // no run starts on it meanwhile. Other free slots are released at once. The pass before every
-    // run does not sweep: a run releases its slot only once its cgroup and relay are confirmed
-    // empty (`identity::stop_uid`), so a free slot has no processes unless something outside
-    // band made them; a dead lease's uid is swept in `clean_dead`.
-    let pool_uids: BTreeSet<u32> = (0..POOL_SIZE).filter_map(pool_uid).collect();
+    // run does not sweep, nor read the pool's users: a run releases its slot only once its
+    // cgroup and relay are confirmed empty (`identity::stop_uid`), so a free slot has no
+    // processes unless something outside band made them; a dead lease's uid is swept in
+    // `clean_dead`.
+    let passwd = if scan_tables {
+        fs::read_to_string("/etc/passwd").unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let pool_uid =
+        |slot: u32| uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)).map(|(u, _)| u);
+    let pool_uids: BTreeSet<u32> = if scan_tables {
+        (0..POOL_SIZE).filter_map(pool_uid).collect()
+    } else {
+        BTreeSet::new()
+    };
     let swept = if scan_tables {
         pids_of_uids(&pool_uids)
     } else {
@@ -181,10 +190,9 @@ pub fn run_with(
     let mut live: BTreeSet<String> = BTreeSet::new();
     let mut free_uids = BTreeSet::new();
     let mut held = Vec::new();
-    for slot in 0..POOL_SIZE {
-        if !uidpool::lease_path(state, slot).exists() {
-            continue;
-        }
+    // The lease files there are, from one listing (read after the layers' listings, as the
+    // files were looked at one by one before: a run's lease file exists before anything of it).
+    for slot in uidpool::lease_slots(state) {
         let Ok(mut file) = uidpool::open_lock(state, slot) else {
             continue;
         };
@@ -202,7 +210,8 @@ pub fn run_with(
                 let ours = uid_lock.is_some();
                 if uidpool::read_lease(&mut file).is_some() {
                     report.extend(clean_dead(layers, &host, slot, &mut file, ours));
-                } else if let Some(uid) = pool_uid(slot)
+                } else if !busy.is_empty()
+                    && let Some(uid) = pool_uid(slot)
                     && busy.contains(&uid)
                     && let Some(l) = uid_lock
                 {

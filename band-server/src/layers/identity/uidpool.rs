@@ -116,6 +116,25 @@ pub fn lease_path(state: &Path, slot: u32) -> PathBuf {
     leases_dir(state).join(format!("{slot}.lock"))
 }
 
+/// The slots whose lease file ([`lease_path`]) exists in `state`, in order, from one listing of
+/// [`leases_dir`] (none when it cannot be read, as when it does not exist yet). Names that are not
+/// a pool slot's lease file (the hint, anything else) are not slots.
+pub fn lease_slots(state: &Path) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir(leases_dir(state)) else {
+        return Vec::new();
+    };
+    let mut slots: Vec<u32> = entries
+        .filter_map(|e| {
+            let name = e.ok()?.file_name();
+            let name = name.to_str()?;
+            let slot: u32 = name.strip_suffix(".lock")?.parse().ok()?;
+            (slot < POOL_SIZE && name == format!("{slot}.lock")).then_some(slot)
+        })
+        .collect();
+    slots.sort_unstable();
+    slots
+}
+
 /// Open (creating it if needed) the lock file of `slot`, root-only.
 pub fn open_lock(state: &Path, slot: u32) -> std::io::Result<File> {
     OpenOptions::new()
@@ -376,6 +395,34 @@ mod tests {
             parse_passwd_entry("band-run-2:x:bad:1::/:/x", "band-run-2"),
             None
         );
+    }
+
+    #[test]
+    fn the_lease_slots_are_the_pools_lease_files_from_one_listing_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No leases folder yet: no slots, and no error.
+        assert_eq!(lease_slots(tmp.path()), Vec::<u32>::new());
+        let dir = leases_dir(tmp.path());
+        fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "12.lock",
+            "0.lock",
+            "3.lock",
+            "hint",
+            "07.lock",
+            "64.lock",
+            "x.lock",
+            "5.lock.tmp",
+        ] {
+            fs::write(dir.join(name), "").unwrap();
+        }
+        // The same files as a look at each slot's lease_path: not the hint, not a name that is
+        // no slot's (a leading zero, past the pool, not a number).
+        assert_eq!(lease_slots(tmp.path()), vec![0, 3, 12]);
+        let looked: Vec<u32> = (0..POOL_SIZE)
+            .filter(|s| lease_path(tmp.path(), *s).exists())
+            .collect();
+        assert_eq!(lease_slots(tmp.path()), looked);
     }
 
     #[test]
