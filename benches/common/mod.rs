@@ -13,6 +13,10 @@ pub(crate) struct Stats {
     /// User + system time of this process and the children it waited for, per iteration. Far
     /// less sensitive than wall time to other work on the machine.
     pub(crate) cpu: Option<Duration>,
+    /// [`interleaved`] only: the share of the machine's CPU time that its hypervisor gave to
+    /// others while the table ran (`/proc/stat`'s steal), the same for every row of a table. A
+    /// table measured while the host was busy with other guests shows it here.
+    pub(crate) steal: Option<f64>,
 }
 
 impl Stats {
@@ -23,6 +27,7 @@ impl Stats {
             p50: percentile(&times, 50),
             p95: percentile(&times, 95),
             cpu: None,
+            steal: None,
         }
     }
 
@@ -124,6 +129,7 @@ pub(crate) fn interleaved(iters: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<St
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); n];
     let mut cpu: Vec<Duration> = vec![Duration::ZERO; n];
+    let start = CpuTicks::now();
     for round in 0..iters {
         for k in 0..n {
             let i = (round + k) % n;
@@ -136,11 +142,13 @@ pub(crate) fn interleaved(iters: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<St
             cpu[i] += busy_time().saturating_sub(c0);
         }
     }
+    let steal = CpuTicks::now().steal_share_since(&start);
     times
         .into_iter()
         .zip(cpu)
         .map(|(t, c)| Stats {
             cpu: Some(c / iters as u32),
+            steal,
             ..Stats::of(t)
         })
         .collect()
@@ -162,26 +170,59 @@ pub(crate) fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// The machine's busy time so far, all CPUs: every field of `/proc/stat`'s `cpu` line but idle
-/// and iowait (clock ticks of 10 ms). A run's processes do not all reach a `wait` of the bench:
-/// a sandbox's pid-namespace init, killed when bubblewrap's outer process exits, took its
-/// children's time (the script's) with it, so the children's CPU time of the bench (and of
-/// band-server) missed the python job's own 20 ms. The machine's busy time counts it, with the
-/// kernel's own work for the run (its network namespace and cgroup, freed by kernel threads).
-/// Other work on the machine counts too, the same for every entry of an interleaved table.
+/// The machine's busy time so far, all CPUs ([`CpuTicks::busy`], in clock ticks of 10 ms). A
+/// run's processes do not all reach a `wait` of the bench: a sandbox's pid-namespace init, killed
+/// when bubblewrap's outer process exits, took its children's time (the script's) with it, so the
+/// children's CPU time of the bench (and of band-server) missed the python job's own 20 ms. The
+/// machine's busy time counts it, with the kernel's own work for the run (its network namespace
+/// and cgroup, freed by kernel threads). Other work on the machine counts too, the same for every
+/// entry of an interleaved table.
 pub(crate) fn busy_time() -> Duration {
-    let stat = fs_err::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .collect();
-    let all: u64 = fields.iter().sum();
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    Duration::from_millis(all.saturating_sub(idle) * 10)
+    Duration::from_millis(CpuTicks::now().busy * 10)
+}
+
+/// The `cpu` line of `/proc/stat` (all CPUs, clock ticks) as the bench reads it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CpuTicks {
+    /// What this machine's CPUs did: user, nice, system, irq and softirq. Not idle or iowait;
+    /// not steal, the time a hypervisor ran something else while this machine wanted to run
+    /// (until round 16 it was counted, so a busy host inflated every CPU figure); not guest and
+    /// guest_nice, which user and nice already hold.
+    pub(crate) busy: u64,
+    pub(crate) steal: u64,
+    /// Every field but guest and guest_nice (counted in user and nice).
+    pub(crate) total: u64,
+}
+
+impl CpuTicks {
+    pub(crate) fn now() -> CpuTicks {
+        CpuTicks::parse(&fs_err::read_to_string("/proc/stat").unwrap_or_default())
+    }
+
+    /// From a `/proc/stat` text: its first line, `cpu  user nice system idle iowait irq softirq
+    /// steal guest guest_nice` (older kernels stop after fewer fields; those are 0).
+    pub(crate) fn parse(stat: &str) -> CpuTicks {
+        let f: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse::<u64>().ok())
+            .collect();
+        let at = |i: usize| f.get(i).copied().unwrap_or(0);
+        CpuTicks {
+            busy: at(0) + at(1) + at(2) + at(5) + at(6),
+            steal: at(7),
+            total: (0..8).map(at).sum(),
+        }
+    }
+
+    /// The share of all CPU time since `before` that was stolen; `None` when no time passed.
+    pub(crate) fn steal_share_since(&self, before: &CpuTicks) -> Option<f64> {
+        let total = self.total.saturating_sub(before.total);
+        (total > 0).then(|| self.steal.saturating_sub(before.steal) as f64 / total as f64)
+    }
 }
 
 pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
