@@ -567,8 +567,7 @@ fn print_table(title: &str, rows: &[(&str, Stats)], bwrap: Stats) {
     // The table's rows share one reading; a table the hypervisor disturbed says so.
     if let Some(steal) = bwrap.steal.filter(|s| *s >= 0.005) {
         println!(
-            "
-(hypervisor steal during this table: {:.0} % of the CPUs' time; its wall times are slower, its CPU column leaves steal out)",
+            "\n(hypervisor steal during this table: {:.0} % of the CPUs' time; its wall times are slower, its CPU column leaves steal out)",
             steal * 100.0
         );
     }

@@ -167,11 +167,7 @@ pub fn run_with(
     };
     let pool_uid =
         |slot: u32| uidpool::parse_passwd_entry(&passwd, &uidpool::user_name(slot)).map(|(u, _)| u);
-    let pool_uids: BTreeSet<u32> = if scan_tables {
-        (0..POOL_SIZE).filter_map(pool_uid).collect()
-    } else {
-        BTreeSet::new()
-    };
+    let pool_uids: BTreeSet<u32> = (0..POOL_SIZE).filter_map(pool_uid).collect();
     let swept = if scan_tables {
         pids_of_uids(&pool_uids)
     } else {
@@ -210,8 +206,7 @@ pub fn run_with(
                 let ours = uid_lock.is_some();
                 if uidpool::read_lease(&mut file).is_some() {
                     report.extend(clean_dead(layers, &host, slot, &mut file, ours));
-                } else if !busy.is_empty()
-                    && let Some(uid) = pool_uid(slot)
+                } else if let Some(uid) = pool_uid(slot)
                     && busy.contains(&uid)
                     && let Some(l) = uid_lock
                 {
