@@ -10,8 +10,10 @@ pub(crate) mod peers;
 pub(crate) struct Stats {
     pub(crate) p50: Duration,
     pub(crate) p95: Duration,
-    /// User + system time of this process and the children it waited for, per iteration. Far
-    /// less sensitive than wall time to other work on the machine.
+    /// CPU time per iteration: from [`measure`], the user + system time of this process and the
+    /// children it waited for; from [`interleaved`], the machine's busy time ([`busy_time`]) until
+    /// everything the run started has ended. Far less sensitive than wall time to other work on
+    /// the machine.
     pub(crate) cpu: Option<Duration>,
     /// [`interleaved`] only: the share of the machine's CPU time that its hypervisor gave to
     /// others while the table ran (`/proc/stat`'s steal), the same for every row of a table. A
