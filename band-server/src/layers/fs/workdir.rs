@@ -245,6 +245,11 @@ pub struct RunDirPlan<'a> {
     /// (so before the script starts): none is a mount point (a file of `/etc` a bind lands on
     /// stays in `ops`), and the view (`root/` bound read-only) shows them as they come.
     pub late: Vec<FsOp<'a>>,
+    /// What is the request's own, not its band's: the workspace's files (with the folders they
+    /// need) and `io/input.json`, made by [`RunDir::create`] after [`RunDirPlan::ops`]. A warm
+    /// server's spare sandbox (`run::spare`) is built without them, and makes those of the
+    /// request it serves when it comes ([`RunDir::write_request`]).
+    pub request: Vec<FsOp<'a>>,
     /// (sandbox path, source) for library trees prepared with masks.
     pub lib_binds: Vec<(String, PathBuf)>,
 }
@@ -462,6 +467,16 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
             .iter()
             .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
     };
+    // io/: sticky and group-writable, so the script can create output.json but cannot remove or
+    // replace input.json.
+    let io = root.join("io");
+    p.mkdir(io.clone(), 0o1770, Some((0, spec.gid)));
+    if let Some(cfg) = spec.config_json {
+        p.write(io.join("config.json"), Cow::Borrowed(cfg), 0o444, None);
+    }
+    // What is the request's own and not its band's ([`RunDirPlan::request`]): the workspace's
+    // files, with the folders they need, and the input.
+    let request_first = p.ops.len();
     for f in spec.workspace {
         // Directories created for a file are the run's when they lie in a writable prefix.
         let mut cur = String::new();
@@ -494,19 +509,13 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         }
     }
 
-    // io/: sticky and group-writable, so the script can create output.json but cannot remove or
-    // replace input.json.
-    let io = root.join("io");
-    p.mkdir(io.clone(), 0o1770, Some((0, spec.gid)));
     p.write(
         io.join("input.json"),
         Cow::Borrowed(spec.input_json),
         0o444,
         None,
     );
-    if let Some(cfg) = spec.config_json {
-        p.write(io.join("config.json"), Cow::Borrowed(cfg), 0o444, None);
-    }
+    let request = p.ops.split_off(request_first);
 
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
@@ -705,7 +714,17 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
         tmpfs,
         ops: p.ops,
         late,
+        request,
         lib_binds,
+    }
+}
+
+/// A full tmpfs, said in the band's words.
+fn no_space_hint(e: SetupError) -> SetupError {
+    if e.message.contains("No space left") {
+        e.with_hint("the skill and workspace do not fit in maxDiskBytes; raise it in the band")
+    } else {
+        e
     }
 }
 
@@ -762,17 +781,20 @@ impl RunDir {
         )?;
         plan.ops
             .iter()
+            .chain(&plan.request)
             .try_for_each(|op| apply_op(op, plan))
-            .map_err(|e| {
-                if e.message.contains("No space left") {
-                    e.with_hint(
-                        "the skill and workspace do not fit in maxDiskBytes; raise it in the band",
-                    )
-                } else {
-                    e
-                }
-            })?;
+            .map_err(no_space_hint)?;
         Ok(dir)
+    }
+
+    /// Make the request's own files ([`RunDirPlan::request`]) in a run directory made without
+    /// them: a spare sandbox's, when the request it serves comes. `plan` is that request's plan
+    /// (the same run directory: the spare's run id).
+    pub fn write_request(plan: &RunDirPlan<'_>) -> SetupResult<()> {
+        plan.request
+            .iter()
+            .try_for_each(|op| apply_op(op, plan))
+            .map_err(no_space_hint)
     }
 
     /// Apply the plan's late steps ([`RunDirPlan::late`]) to the run directory `create` made.
@@ -1235,6 +1257,69 @@ mod tests {
             path: root.join("root/skill/bin/tool"),
             data: Cow::Borrowed(b"\x7fELF"),
             mode: 0o555,
+            owner: None,
+        }));
+    }
+
+    /// The request's own files (the workspace's, with the folders they need, and the input) are
+    /// apart from everything its band decides (`request`), so that a spare sandbox can be built
+    /// without them and make them when a request comes; the writable folders a band's
+    /// `allow.write` opens are the band's, made with the rest.
+    #[test]
+    fn the_requests_own_files_are_apart_from_the_bands() {
+        let ws = [
+            DecodedFile {
+                path: "docs/a.md".into(),
+                mode: 0o644,
+                data: b"a".to_vec(),
+            },
+            DecodedFile {
+                path: "out/old.txt".into(),
+                mode: 0o644,
+                data: b"o".to_vec(),
+            },
+        ];
+        let writes = |p: &str| p.starts_with("out/");
+        let dirs = ["out".to_string()];
+        let plan = plan(&RunDirSpec {
+            workspace: &ws,
+            write_dirs: &dirs,
+            input_json: b"{\"n\":1}",
+            ..bare(&writes)
+        });
+        let root = Path::new("/run/band/runs/0123456789abcdef");
+        let paths = |ops: &[FsOp<'_>]| -> Vec<String> {
+            ops.iter()
+                .filter_map(|op| match op {
+                    FsOp::Mkdir { path, .. } | FsOp::Write { path, .. } => Some(path),
+                    _ => None,
+                })
+                .filter_map(|p| p.strip_prefix(root).ok())
+                .filter(|p| p.starts_with("workspace") || p.starts_with("io"))
+                .map(|p| p.display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            paths(&plan.request),
+            [
+                "workspace/docs",
+                "workspace/docs/a.md",
+                "workspace/out/old.txt",
+                "io/input.json"
+            ]
+        );
+        assert_eq!(paths(&plan.ops), ["workspace", "workspace/out", "io"]);
+        // The file under a writable folder is the run's, the other root's.
+        assert!(plan.request.contains(&FsOp::Write {
+            path: root.join("workspace/out/old.txt"),
+            data: Cow::Borrowed(b"o"),
+            mode: 0o644 | 0o600,
+            owner: Some((900, 900)),
+        }));
+        assert!(plan.request.contains(&FsOp::Write {
+            path: root.join("workspace/docs/a.md"),
+            data: Cow::Borrowed(b"a"),
+            mode: 0o444,
             owner: None,
         }));
     }
