@@ -20,7 +20,7 @@
 //! The client reaches the socket through its OpenSSH master as a streamlocal channel
 //! (`ssh -W <socket>`): no shell and no exec in the guest per run.
 
-use std::io::{BufReader, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -28,7 +28,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::ServerConfig;
-use crate::run::{self, EventSink};
+use band::proto::RunResult;
+
+use crate::run::{self, EventSink, spare};
 use crate::sys;
 
 /// The folder of the warm server's socket, lock and pid file.
@@ -265,6 +267,72 @@ fn inode(path: &Path) -> Option<u64> {
     fs_err::symlink_metadata(path).ok().map(|m| m.ino())
 }
 
+/// A run's child of the accept loop, with the loop's end of its control socket: the child
+/// writes [`SPARE_READY`] on it when it has a spare sandbox built (`run::spare`), and the loop
+/// hands it the next connection on it (`SCM_RIGHTS`). The socket's end is the child's end.
+struct RunChild {
+    pid: i32,
+    ctl: UnixStream,
+    /// It said [`SPARE_READY`] and has not been handed a connection since.
+    spare: bool,
+}
+
+/// What a child with a spare built writes on its control socket.
+const SPARE_READY: u8 = b'R';
+/// What comes with a connection handed to a spare.
+const HANDED: &[u8] = b"C";
+
+/// Hand `conn` to the child with a spare, if one waits. Its connection is then the child's;
+/// `Err` gives it back when no spare took it.
+fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream) -> Result<i32, UnixStream> {
+    let Some(i) = kids.iter().position(|k| k.spare) else {
+        return Err(conn);
+    };
+    match sys::send_with_fd(&kids[i].ctl, HANDED, conn.as_fd()) {
+        Ok(_) => {
+            kids[i].spare = false;
+            Ok(kids[i].pid)
+        }
+        Err(e) => {
+            // Gone (its end closed): no spare.
+            crate::say!(
+                "band-server serve: the spare of pid {} took no connection: {e}",
+                kids[i].pid
+            );
+            kids.remove(i);
+            Err(conn)
+        }
+    }
+}
+
+/// Read what the run child `kids[i]` wrote on its control socket: the one with a spare now is
+/// the only one (another spare is sent away: its socket closes, and it removes its sandbox and
+/// exits). Returns the pids of the children forgotten: this one when its end is closed (it
+/// ended), or the spare sent away.
+fn heard_from(kids: &mut Vec<RunChild>, i: usize) -> Vec<i32> {
+    let mut buf = [0u8; 16];
+    match std::io::Read::read(&mut kids[i].ctl, &mut buf) {
+        Ok(0) | Err(_) => vec![kids.remove(i).pid],
+        Ok(n) => {
+            let mut gone = Vec::new();
+            if buf[..n].contains(&SPARE_READY) {
+                let pid = kids[i].pid;
+                kids.retain(|k| {
+                    let away = k.spare && k.pid != pid;
+                    if away {
+                        gone.push(k.pid);
+                    }
+                    !away
+                });
+                if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
+                    k.spare = true;
+                }
+            }
+            gone
+        }
+    }
+}
+
 fn accept_loop(
     dir: &Path,
     opts: &Options,
@@ -274,19 +342,22 @@ fn accept_loop(
     lock: fs_err::File,
     janitor: &dyn Fn(),
 ) -> i32 {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let path = socket_path(dir, &opts.digest);
     let ours = inode(&path);
     let mut last_janitor = Instant::now();
     let mut last_run = Instant::now();
     // The build's (or, on the host, the digest's) check: once a second, and before each run.
     let mut last_check = Instant::now();
-    // Forked children not yet reaped: while there are some, the loop looks every
-    // [`REAP_POLL_MS`], so that a run's child is reaped (and its CPU time accounted to this
-    // process) soon after it ends, not at the next connection.
-    let mut children = 0usize;
+    // Children that end or are ending, not yet reaped: the janitor's, and run children whose
+    // control socket closed or that were sent away. While there are some, the loop looks every
+    // [`REAP_POLL_MS`], so that they are reaped (and their CPU time accounted to this process)
+    // soon after they end.
+    let mut ending: Vec<i32> = Vec::new();
+    let mut kids: Vec<RunChild> = Vec::new();
     loop {
-        while let Ok(Some(_)) = sys::reap_any() {
-            children = children.saturating_sub(1);
+        while let Ok(Some(pid)) = sys::reap_any() {
+            ending.retain(|j| *j != pid);
         }
         if ours.is_none() || inode(&path) != ours {
             crate::say!("band-server serve: {} is gone; exiting", path.display());
@@ -312,21 +383,52 @@ fn accept_loop(
             // In a child: the parent stays single-threaded and never blocks on it.
             match sys::fork_single_threaded() {
                 Ok(None) => {
+                    drop(kids);
                     janitor();
                     std::process::exit(0);
                 }
-                Ok(Some(_)) => children += 1,
+                Ok(Some(pid)) => ending.push(pid),
                 Err(e) => crate::say!("band-server serve: janitor: fork: {e}"),
             }
         }
-        let wait_ms = if children > 0 { REAP_POLL_MS } else { 1000 };
-        match sys::poll_readable(listener.as_fd(), wait_ms) {
-            Ok(false) => continue,
-            Ok(true) => {}
-            Err(e) => {
-                crate::say!("band-server serve: poll: {e}");
-                return 1;
+        let wait_ms = if ending.is_empty() {
+            1000
+        } else {
+            REAP_POLL_MS
+        };
+        let (listening, heard) = {
+            let mut fds = Vec::with_capacity(1 + kids.len());
+            fds.push(PollFd::new(&listener, PollFlags::IN));
+            for k in &kids {
+                fds.push(PollFd::new(&k.ctl, PollFlags::IN));
             }
+            let timeout = Timespec {
+                tv_sec: i64::from(wait_ms / 1000),
+                tv_nsec: i64::from(wait_ms % 1000) * 1_000_000,
+            };
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    crate::say!("band-server serve: poll: {e}");
+                    return 1;
+                }
+            }
+            let heard: Vec<i32> = fds[1..]
+                .iter()
+                .zip(&kids)
+                .filter(|(f, _)| !f.revents().is_empty())
+                .map(|(_, k)| k.pid)
+                .collect();
+            (!fds[0].revents().is_empty(), heard)
+        };
+        for pid in heard {
+            if let Some(i) = kids.iter().position(|k| k.pid == pid) {
+                ending.extend(heard_from(&mut kids, i));
+            }
+        }
+        if !listening {
+            continue;
         }
         let conn = match listener.accept() {
             Ok((c, _)) => c,
@@ -360,16 +462,36 @@ fn accept_loop(
         if opts.host {
             trim_log(&dir.join(LOG_FILE));
         }
+        let conn = match hand_to_spare(&mut kids, conn) {
+            Ok(_) => continue,
+            Err(conn) => conn,
+        };
+        let (ctl, theirs) = match UnixStream::pair() {
+            Ok(p) => p,
+            Err(e) => {
+                crate::say!("band-server serve: control socket: {e}");
+                continue;
+            }
+        };
         match sys::fork_single_threaded() {
             Ok(None) => {
                 drop(lock);
                 drop(listener);
-                let code = serve_one(conn, cfg, opts.host);
+                // The other children's control sockets are the loop's, not this child's: held
+                // here, a child would never see its socket close when the server exits.
+                drop(kids);
+                drop(ctl);
+                let code = serve_one(conn, cfg, opts.host, theirs);
                 std::process::exit(code);
             }
-            Ok(Some(_)) => {
-                children += 1;
+            Ok(Some(pid)) => {
                 drop(conn);
+                drop(theirs);
+                kids.push(RunChild {
+                    pid,
+                    ctl,
+                    spare: false,
+                });
             }
             Err(e) => crate::say!("band-server serve: fork: {e}"),
         }
@@ -410,29 +532,75 @@ fn stale_exit(path: &Path, host: bool) -> i32 {
     0
 }
 
-/// One run on `conn`, as `band-server run` serves stdin/stdout.
+/// One run on `conn`, as `band-server run` serves stdin/stdout; then, on the host, spares of
+/// the shape of the last request served (`run::spare`), each announced on `ctl`, until the
+/// server sends this child away or ends.
 ///
 /// A blank line goes out first, before the request is read (the framing skips blank lines): a
 /// client that receives no byte at all knows that no band-server read its request, and may send
 /// it elsewhere without running it twice.
-fn serve_one(mut conn: UnixStream, cfg: &ServerConfig, host: bool) -> i32 {
+fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) -> i32 {
     if host {
         // The host's facts, looked up while the request is read, as `band-server run` does.
         crate::facts::Prefetched::start(cfg);
     }
-    if conn.write_all(b"\n").is_err() {
+    let Some((input, sink)) = connection(conn) else {
         return 1;
+    };
+    let said = |r: &RunResult| log_result(r, spare::Served::Own);
+    let (_, mut served) = run::serve_with(input, cfg, &sink, &said, |req, gone| {
+        let (result, removal) = run::execute_until_result(&req, cfg, &sink, &gone, &|| ());
+        (result, removal, req)
+    });
+    sink.finish();
+    if !host {
+        return 0;
     }
-    let (reader, writer) = match conn.try_clone() {
-        Ok(w) => (conn, w),
+    // Spares, one after another, while they are wanted and the server is there.
+    let mut n = 0u32;
+    while let Some(req) = served.take().filter(spare::wanted) {
+        n += 1;
+        let id = spare::run_id(sys::pid(), n);
+        let ready_id = id.clone();
+        let mut ready = || {
+            crate::say!(
+                "band-server serve: spare {ready_id} ready for {}/{} (pid {})",
+                req.skill,
+                req.script,
+                sys::pid()
+            );
+            let _ = (&ctl).write_all(&[SPARE_READY]);
+        };
+        let mut next = || wait_for_handover(&ctl);
+        served = match spare::keep(&req, id, cfg, &mut ready, &mut next) {
+            spare::Kept::Served(_, next_req, _) => next_req.map(|b| *b),
+            spare::Kept::Rebuild => Some(req),
+            spare::Kept::Stop | spare::Kept::Failed => None,
+        };
+    }
+    0
+}
+
+/// The client's ends of a connection: the blank line written, then its input and a sink.
+fn connection(mut conn: UnixStream) -> Option<(Box<dyn BufRead + Send>, EventSink)> {
+    if conn.write_all(b"\n").is_err() {
+        return None;
+    }
+    match conn.try_clone() {
+        Ok(writer) => Some((
+            Box::new(BufReader::new(conn)),
+            EventSink::new(Box::new(writer)),
+        )),
         Err(e) => {
             crate::say!("band-server serve: {e}");
-            return 1;
+            None
         }
-    };
-    let sink = EventSink::new(Box::new(writer));
-    let result = run::serve(Box::new(BufReader::new(reader)), cfg, &sink, &|| ());
-    sink.finish();
+    }
+}
+
+/// The log line of a warm child's run, written before its result goes out (so it is there once
+/// the client has the result).
+fn log_result(result: &RunResult, how: spare::Served) {
     let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
     if result.run_id.is_empty() {
         // A client that connected and sent no request (band dropped a connection it made on a
@@ -444,12 +612,38 @@ fn serve_one(mut conn: UnixStream, cfg: &ServerConfig, host: bool) -> i32 {
         );
     } else {
         crate::say!(
-            "band-server serve: run {} served by the warm server (pid {}, parent {parent})",
+            "band-server serve: run {} served by the warm server ({}; pid {}, parent {parent})",
             result.run_id,
+            how.as_str(),
             sys::pid(),
         );
     }
-    0
+}
+
+/// A spare's wait: for a connection handed over on `ctl`, for at most [`spare::FRESH`].
+fn wait_for_handover(ctl: &UnixStream) -> spare::Next {
+    let fresh = i32::try_from(spare::FRESH.as_millis()).unwrap_or(i32::MAX);
+    match sys::poll_readable(ctl.as_fd(), fresh) {
+        Ok(false) => return spare::Next::Rebuild,
+        Ok(true) => {}
+        Err(e) => {
+            crate::say!("band-server serve: spare: poll: {e}");
+            return spare::Next::Stop;
+        }
+    }
+    let mut buf = [0u8; 16];
+    match band_shim::sys::recv_with_fd(ctl, &mut buf) {
+        Ok((n, Some(fd))) if n > 0 => match connection(UnixStream::from(fd)) {
+            Some((input, sink)) => spare::Next::Serve {
+                input,
+                sink,
+                before_result: Box::new(log_result),
+            },
+            None => spare::Next::Stop,
+        },
+        // The server ended, or sent this spare away.
+        _ => spare::Next::Stop,
+    }
 }
 
 #[cfg(test)]

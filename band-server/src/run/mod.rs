@@ -52,6 +52,7 @@ use crate::sys;
 
 mod events;
 mod guard;
+pub mod spare;
 
 pub use self::events::{
     ClientGone, ClientSays, ClosingStdout, EventSink, client_verdict, parse_jail_status,
@@ -108,14 +109,30 @@ pub fn execute_watched(
 /// is still there. [`Removal::finish`] removes it; dropped unfinished, the guard's drop does.
 /// If band-server dies before, the lease still names the run and the janitor removes it all.
 pub struct Removal {
-    guard: RunGuard,
+    guards: Vec<RunGuard>,
 }
 
 impl Removal {
+    /// What `guard` built, once the result is out.
+    pub fn of(guard: RunGuard) -> Removal {
+        Removal {
+            guards: vec![guard],
+        }
+    }
+
+    /// Also remove what `guard` built (stopped first if it was not), after the rest: a spare
+    /// sandbox that did not fit the request it was handed (`spare`).
+    pub fn and(mut self, guard: RunGuard) -> Removal {
+        self.guards.push(guard);
+        self
+    }
+
     /// Remove what was built for the run, in reverse order of building.
-    pub fn finish(mut self) {
-        for e in self.guard.remove() {
-            crate::say!("band-server: teardown: {e}");
+    pub fn finish(self) {
+        for mut guard in self.guards {
+            for e in guard.remove() {
+                crate::say!("band-server: teardown: {e}");
+            }
         }
         reap_orphans();
     }
@@ -134,11 +151,24 @@ pub fn execute_until_result(
     before_lease: &dyn Fn(),
 ) -> (RunResult, Removal) {
     let t0 = Instant::now();
-    let mut guard = RunGuard::default();
-    let mut result = match execute_inner(req, cfg, sink, &mut guard, t0, gone, before_lease) {
+    conclude(&req.run_id, t0, RunGuard::default(), |guard| {
+        execute_inner(req, cfg, sink, guard, t0, gone, before_lease)
+    })
+}
+
+/// The end of every run's path to its result: `run` (a failure becomes a `setup_failed` result
+/// of run `run_id` naming its layer), then everything of the run stopped. What was built is left
+/// to the [`Removal`].
+fn conclude(
+    run_id: &str,
+    t0: Instant,
+    mut guard: RunGuard,
+    run: impl FnOnce(&mut RunGuard) -> SetupResult<RunResult>,
+) -> (RunResult, Removal) {
+    let mut result = match run(&mut guard) {
         Ok(r) => r,
         Err(e) => {
-            let mut r = RunResult::setup_failed(&req.run_id, e.layer, e.message, e.hint);
+            let mut r = RunResult::setup_failed(run_id, e.layer, e.message, e.hint);
             r.metrics.setup_ms = t0.elapsed().as_millis() as u64;
             r
         }
@@ -147,7 +177,7 @@ pub fn execute_until_result(
     guard.stop();
     reap_orphans();
     result.metrics.teardown_ms = td.elapsed().as_millis() as u64;
-    (result, Removal { guard })
+    (result, Removal::of(guard))
 }
 
 fn execute_inner(
@@ -159,22 +189,64 @@ fn execute_inner(
     gone: &ClientGone,
     before_lease: &dyn Fn(),
 ) -> SetupResult<RunResult> {
-    // 1. Pure checks, then the host's facts, then what the host must offer: nothing created yet
-    // (but the state directory).
+    // 1. Pure checks: nothing created yet (but the state directory).
     let checked = match request::check(req, cfg, sys::euid() == 0)? {
         Check::Run(c) => c,
         Check::Refused(r) => return Ok(*r),
     };
-    let facts = HostFacts::gather(cfg, &checked);
-    plan::preflight(&checked, cfg, &facts)?;
+    let prepared = prepare(&checked, cfg, guard, before_lease, Made::Whole)?;
+    run_prepared(&req.run_id, req, &checked, prepared, sink, guard, t0, gone)
+}
+
+/// What [`prepare`] makes of the run directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Made {
+    /// Everything: a run's own.
+    Whole,
+    /// All but the request's own files (`RunDirPlan::request`): a spare sandbox, which makes
+    /// those of the request it serves when it comes ([`spare`]).
+    Spare,
+}
+
+/// A run built up to its start: every layer made, bubblewrap spawned, and band-jail waiting on
+/// the secrets pipe for its input (before Landlock and seccomp: nothing of the script runs).
+/// `'p`: the plan borrows the checked request's files.
+pub(crate) struct Prepared<'p> {
+    pub(crate) facts: HostFacts,
+    pub(crate) identity: plan::Identity,
+    pub(crate) plan: plan::RunPlan<'p>,
+    tx: mpsc::Sender<Msg>,
+    rx: mpsc::Receiver<Msg>,
+    heard: crate::layers::cli::heard::RunJudge,
+    run_dir: std::path::PathBuf,
+    pub(crate) spawned: Spawned,
+}
+
+/// Steps 1 to 4 of a run (after the pure checks): the host's facts and what it must offer, the
+/// uid lease, the plan, and every layer applied, bubblewrap spawned last.
+pub(crate) fn prepare<'p>(
+    checked: &'p request::Checked<'_>,
+    cfg: &ServerConfig,
+    guard: &mut RunGuard,
+    before_lease: &dyn Fn(),
+    made: Made,
+) -> SetupResult<Prepared<'p>> {
+    // The host's facts, then what the host must offer: nothing created yet (but the state
+    // directory).
+    let facts = HostFacts::gather(cfg, checked);
+    plan::preflight(checked, cfg, &facts)?;
 
     // 2. Identity: lease a pool uid (the plan needs it).
     before_lease();
-    let identity = identity::apply::lease(cfg, &req.run_id, guard)?;
+    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard)?;
 
     // 3. The whole plan, before anything else exists.
-    let plan = plan::plan_run(&checked, cfg, &facts, &identity)?;
-    let limits = plan.limits;
+    let mut plan = plan::plan_run(checked, cfg, &facts, &identity)?;
+    if made == Made::Spare
+        && let Some(dir) = plan.run_dir.as_mut()
+    {
+        dir.request.clear();
+    }
 
     // 4. Apply it: every layer's steps, sorted by phase, the last of which spawns
     // bubblewrap. What the DNS stub and the report socket see goes to the run loop.
@@ -197,7 +269,7 @@ fn execute_inner(
     let mut applied = Applied::new(on_lookup, on_report);
     let inputs = Inputs {
         plan: &plan,
-        checked: &checked,
+        checked,
         cfg,
     };
     apply(layers::LAYERS, &inputs, &mut applied, guard)?;
@@ -205,6 +277,42 @@ fn execute_inner(
     let spawned: Spawned = applied.parts.take(Layer::Process)?;
     // The callbacks not kept by a layer go: the channel ends with the run's senders.
     drop(applied);
+    Ok(Prepared {
+        facts,
+        identity,
+        plan,
+        tx,
+        rx,
+        heard,
+        run_dir,
+        spawned,
+    })
+}
+
+/// Steps 5 and 6 of a run built by [`prepare`]: its input written, the script run, what it
+/// produced collected. `run_id` and `req` are the client's (its result's id, insist, trace,
+/// observe); `checked` is the request whose workspace and input the run directory holds.
+#[allow(clippy::too_many_arguments)]
+fn run_prepared(
+    run_id: &str,
+    req: &RunRequest,
+    checked: &request::Checked<'_>,
+    prepared: Prepared<'_>,
+    sink: &EventSink,
+    guard: &mut RunGuard,
+    t0: Instant,
+    gone: &ClientGone,
+) -> SetupResult<RunResult> {
+    let Prepared {
+        plan,
+        tx,
+        rx,
+        heard,
+        run_dir,
+        spawned,
+        ..
+    } = prepared;
+    let limits = plan.limits;
     let setup_ms = spawned.run_start.saturating_duration_since(t0).as_millis() as u64;
     let run_start = spawned.run_start;
 
@@ -245,7 +353,7 @@ fn execute_inner(
     }
     drop(tx);
     sink.event(Event::Started {
-        run_id: req.run_id.clone(),
+        run_id: run_id.to_string(),
         setup_ms,
     });
 
@@ -271,7 +379,7 @@ fn execute_inner(
     if st.forged > 0 {
         crate::say!(
             "band-server: run {}: dropped {} forged CLI report(s): {}",
-            req.run_id,
+            run_id,
             st.forged,
             st.forged_why.join("; ")
         );
@@ -350,7 +458,7 @@ fn execute_inner(
             (None, n, true)
         }
         Output::Unreadable(m) => {
-            crate::say!("band-server: run {}: {m}", req.run_id);
+            crate::say!("band-server: run {}: {m}", run_id);
             (None, 0, false)
         }
         Output::None => (None, 0, false),
@@ -382,7 +490,7 @@ fn execute_inner(
         });
     }
     Ok(RunResult {
-        run_id: req.run_id.clone(),
+        run_id: run_id.to_string(),
         status,
         exit_code: facts.exit_code,
         output,
@@ -538,16 +646,38 @@ fn join_beside(
 /// sends after the request is watched ([`watch_client`]): a `cancel`, or the end of input after
 /// `hold`, kills the run. `before_lease` as in [`execute_until_result`].
 pub fn serve(
-    mut input: Box<dyn BufRead + Send>,
+    input: Box<dyn BufRead + Send>,
     cfg: &ServerConfig,
     sink: &EventSink,
     before_lease: &dyn Fn(),
 ) -> RunResult {
+    serve_with(input, cfg, sink, &|_| (), |req, gone| {
+        let (result, removal) = execute_until_result(&req, cfg, sink, &gone, before_lease);
+        (result, removal, req)
+    })
+    .0
+}
+
+/// [`serve`] with the run left to `run`, which gets the request and the client's watch, and
+/// gives back the result, what to remove once it is out, and the request. `before_result` sees
+/// the result just before it goes out. Returns the result and the request served, if one was
+/// (a warm server builds its next spare sandbox for it, `spare`).
+pub fn serve_with<F>(
+    mut input: Box<dyn BufRead + Send>,
+    cfg: &ServerConfig,
+    sink: &EventSink,
+    before_result: &dyn Fn(&RunResult),
+    run: F,
+) -> (RunResult, Option<RunRequest>)
+where
+    F: FnOnce(RunRequest, ClientGone) -> (RunResult, Removal, RunRequest),
+{
     let mut line = String::new();
     let max = max_request_bytes(cfg);
     let read = input.by_ref().take(max + 1).read_line(&mut line);
     let mut input = Some(input);
     let mut removal = None;
+    let mut served = None;
     let result = match read {
         Ok(n) if n as u64 > max => RunResult::setup_failed(
             "",
@@ -564,12 +694,14 @@ pub fn serve(
         ),
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
             Ok(Message::Request(req)) => {
+                drop(line);
                 if !req.policy.allow.net.is_empty() {
                     crate::layers::net::nft::open_early(&cfg.nft);
                 }
                 let gone = input.take().map(watch_client).unwrap_or_default();
-                let (result, rest) = execute_until_result(&req, cfg, sink, &gone, before_lease);
+                let (result, rest, req) = run(*req, gone);
                 removal = Some(rest);
+                served = Some(req);
                 result
             }
             Ok(_) => RunResult::setup_failed(
@@ -595,8 +727,9 @@ pub fn serve(
             }
         },
     };
+    before_result(&result);
     deliver(&result, removal, sink);
-    result
+    (result, served)
 }
 
 /// How long the removal of a run waits for its result to be written out: a client that does
@@ -681,7 +814,7 @@ mod tests {
         guard.stop();
         let sink = EventSink::new(Box::new(Client(log.clone())));
         let result = RunResult::setup_failed("0123456789abcdef", proto::Layer::Process, "x", None);
-        deliver(&result, Some(Removal { guard }), &sink);
+        deliver(&result, Some(Removal::of(guard)), &sink);
         let got = log.lock().map(|l| l.clone()).unwrap_or_default();
         assert_eq!(got, ["stopped", "result", "output closed", "removed"]);
     }
@@ -707,7 +840,7 @@ mod tests {
         let (unblock, blocked) = std::sync::mpsc::channel();
         let sink = EventSink::new(Box::new(Stalled(blocked)));
         let result = RunResult::setup_failed("0123456789abcdef", proto::Layer::Process, "x", None);
-        deliver(&result, Some(Removal { guard }), &sink);
+        deliver(&result, Some(Removal::of(guard)), &sink);
         let got = log.lock().map(|l| l.clone()).unwrap_or_default();
         assert_eq!(got, ["stopped", "removed"]);
         drop(unblock);

@@ -1,0 +1,376 @@
+//! A spare sandbox: a run built ahead by the host's warm server (`warm`), up to band-jail waiting
+//! for its input, for the next request of the same shape (issue 17).
+//!
+//! A run's cost before its script starts is mostly the building of its layers: the uid lease,
+//! the cgroup, the run directory and its mounts, bubblewrap's namespaces, and the starts of
+//! bubblewrap and band-jail. None of it depends on the request's own data, only on its shape:
+//! the skill, script, entry, bundle, policy and config ([`same_shape`]). After a warm child has
+//! served a request, it builds a spare of that shape ([`keep`]) with a run id of its own
+//! ([`spare_request`]): every layer applied, bubblewrap spawned, band-jail blocked on the
+//! secrets pipe, before it sets `no_new_privs`, Landlock or seccomp, and before anything of the
+//! skill runs. The workspace is empty and there is no input (`RunDirPlan::request` is left out).
+//!
+//! When a request comes (the warm server hands the spare child its connection):
+//! - **Same shape:** its own files (the workspace, with the folders they need, and the input)
+//!   are made in the spare's run directory, its secrets and arguments go into the jail's input,
+//!   and the run goes on from there as any other: its clock starts now (`setup_ms` is the
+//!   hand-over), its stdout, stderr, status and limits are watched from now on, and what it
+//!   wrote is collected against its own workspace. Its result has its own run id.
+//! - **Another shape, or the spare is gone** (its bubblewrap ended): the request is run as a
+//!   warm child runs any other, and the spare is removed after its result.
+//!
+//! What a spare is not built for: `band learn` (the observer watches the run from its start),
+//! runs with `allow.net` (the DNS stub and nftables table answer for the run's whole life) and
+//! runs that bind host paths (`allow.read` / `allow.write` outside the workspace: the spare would
+//! hold the folders as they were when it was built). Those run as before.
+//!
+//! A spare is at most [`FRESH`] old when it serves: the host's facts it was built from (where
+//! the declared commands are, the library masks) are looked up again by its successor. It never
+//! outlives the warm server that made it (its control socket closes with the server, which exits
+//! when band-server, its config or its settings change: `warm::still_current`). While it waits
+//! it holds a pool uid, a cgroup and a run directory, and runs nothing but the waiting
+//! band-jail, bubblewrap's init and its reaper.
+
+use std::time::{Duration, Instant};
+
+use band::proto::{Layer, RunRequest, RunResult};
+
+use super::{
+    ClientGone, EventSink, Made, Prepared, Removal, RunGuard, conclude, execute_until_result,
+    prepare, run_prepared, serve_with,
+};
+use crate::config::ServerConfig;
+use crate::error::{LayerExt, SetupResult};
+use crate::layers::fs::mounts::allow_and_insist;
+use crate::layers::fs::workdir::RunDir;
+use crate::layers::process::bwrap;
+use crate::request::{self, Check};
+use crate::sys;
+
+/// How long a spare waits for a request before it is built again.
+pub const FRESH: Duration = Duration::from_secs(60);
+
+/// May a spare be built for requests like `req`? Not for `band learn`, `allow.net`, or patterns
+/// (allowed or insisted on) that bind a host path (see the module's documentation).
+pub fn wanted(req: &RunRequest) -> bool {
+    use band::policy::Category;
+    use band::policy::place::{Place, place};
+    let p = &req.policy;
+    let binds_host = [(Category::Read, false), (Category::Write, true)]
+        .into_iter()
+        .any(|(cat, writable)| {
+            allow_and_insist(p, cat)
+                .iter()
+                .any(|pattern| matches!(place(pattern, writable), Some(Place::Host(_))))
+        });
+    !req.observe && p.allow.net.is_empty() && !binds_host
+}
+
+/// Could a spare built for `spare` serve `req`: the same protocol, skill, script, entry, bundle
+/// (its digest, which the check recomputes from the files), policy and config. Everything else
+/// of a request (run id, input, workspace, secrets, arguments, trace) is the hand-over's.
+pub fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
+    spare.protocol == req.protocol
+        && spare.skill == req.skill
+        && spare.script == req.script
+        && spare.entry == req.entry
+        && spare.bundle_sha256 == req.bundle_sha256
+        && spare.policy == req.policy
+        && spare.config == req.config
+        && spare.observe == req.observe
+}
+
+/// The request a spare is built from: `served`'s shape, with `run_id`, and nothing of its own
+/// (no workspace, input, secrets, arguments or trace).
+pub fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
+    RunRequest {
+        protocol: served.protocol,
+        run_id,
+        skill: served.skill.clone(),
+        script: served.script.clone(),
+        entry: served.entry.clone(),
+        bundle: served.bundle.clone(),
+        bundle_sha256: served.bundle_sha256.clone(),
+        policy: served.policy.clone(),
+        input: serde_json::Value::Null,
+        config: served.config.clone(),
+        secrets: Default::default(),
+        workspace: Vec::new(),
+        trace: false,
+        observe: served.observe,
+        args: Vec::new(),
+    }
+}
+
+/// A spare's run id: this process's pid and a count (16 hex digits, as a client's).
+pub fn run_id(pid: i32, n: u32) -> String {
+    format!("{:08x}{:08x}", pid as u32, n)
+}
+
+/// What sees a served result just before it goes out, and how it was served.
+pub type BeforeResult = dyn Fn(&RunResult, Served);
+
+/// What the spare's keeper says once it is built ([`keep`]).
+pub enum Next {
+    /// A connection came: serve the request on it.
+    Serve {
+        input: Box<dyn std::io::BufRead + Send>,
+        sink: EventSink,
+        /// Sees the result, and how it was served, just before it goes out (the warm server's
+        /// log line).
+        before_result: Box<BeforeResult>,
+    },
+    /// [`FRESH`] has passed: remove it and build another.
+    Rebuild,
+    /// The warm server is gone, or made another spare: remove it and stop.
+    Stop,
+}
+
+/// How [`keep`] ended.
+pub enum Kept {
+    /// It served a connection: the result, and the request served (the next spare's shape), if
+    /// one came on it.
+    Served(Box<RunResult>, Option<Box<RunRequest>>, Served),
+    Rebuild,
+    Stop,
+    /// It could not be built (said on stderr): no spare.
+    Failed,
+}
+
+/// How the request was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// By the spare.
+    Spare,
+    /// By a run of its own: another shape, or the spare was gone (or no spare was asked).
+    Own,
+}
+
+impl Served {
+    /// As the warm server's log says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Served::Spare => "a spare",
+            Served::Own => "built for it",
+        }
+    }
+}
+
+/// Build a spare for `served`'s shape with run id `id`, say so (`ready`), wait for what comes
+/// (`next`), and serve it.
+pub fn keep(
+    served: &RunRequest,
+    id: String,
+    cfg: &ServerConfig,
+    ready: &mut dyn FnMut(),
+    next: &mut dyn FnMut() -> Next,
+) -> Kept {
+    let spare = spare_request(served, id);
+    let mut guard = RunGuard::default();
+    let checked = match request::check(&spare, cfg, sys::euid() == 0) {
+        Ok(Check::Run(c)) => c,
+        Ok(Check::Refused(r)) => {
+            crate::say!(
+                "band-server serve: no spare for {}/{}: {}",
+                spare.skill,
+                spare.script,
+                r.error.as_ref().map_or("refused", |e| e.message.as_str())
+            );
+            return Kept::Failed;
+        }
+        Err(e) => {
+            crate::say!(
+                "band-server serve: no spare for {}/{}: {}",
+                spare.skill,
+                spare.script,
+                e.message
+            );
+            return Kept::Failed;
+        }
+    };
+    let prepared = match prepare(&checked, cfg, &mut guard, &|| (), Made::Spare) {
+        Ok(p) => p,
+        Err(e) => {
+            crate::say!(
+                "band-server serve: no spare for {}/{}: {}: {}",
+                spare.skill,
+                spare.script,
+                e.layer.as_str(),
+                e.message
+            );
+            Removal::of(guard).finish();
+            return Kept::Failed;
+        }
+    };
+    ready();
+    match next() {
+        Next::Rebuild => {
+            drop(prepared);
+            Removal::of(guard).finish();
+            Kept::Rebuild
+        }
+        Next::Stop => {
+            drop(prepared);
+            Removal::of(guard).finish();
+            Kept::Stop
+        }
+        Next::Serve {
+            input,
+            sink,
+            before_result,
+        } => {
+            let how = std::cell::Cell::new(Served::Own);
+            let said = |r: &RunResult| before_result(r, how.get());
+            let (result, req) = serve_with(input, cfg, &sink, &said, |req, gone| {
+                if !same_shape(&spare, &req) || !bubblewrap_waits(&mut guard) {
+                    // Run as any warm child does; the spare goes after the result.
+                    let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
+                    drop(prepared);
+                    return (result, removal.and(guard), req);
+                }
+                how.set(Served::Spare);
+                let t0 = Instant::now();
+                let (result, removal) = conclude(&req.run_id, t0, guard, |guard| {
+                    hand_over(&spare.run_id, &req, prepared, cfg, &sink, guard, t0, &gone)
+                });
+                (result, removal, req)
+            });
+            sink.finish();
+            Kept::Served(Box::new(result), req.map(Box::new), how.get())
+        }
+    }
+}
+
+/// Is the spare's bubblewrap still there (nothing killed it while it waited)?
+fn bubblewrap_waits(guard: &mut RunGuard) -> bool {
+    guard
+        .child
+        .as_mut()
+        .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+}
+
+/// Serve `req` with the spare `prepared` (run id `spare_id`): make the request's own files in
+/// its run directory, put its secrets and arguments in the jail's input, start its clock, and run
+/// it as any other.
+#[allow(clippy::too_many_arguments)]
+fn hand_over(
+    spare_id: &str,
+    req: &RunRequest,
+    mut prepared: Prepared<'_>,
+    cfg: &ServerConfig,
+    sink: &EventSink,
+    guard: &mut RunGuard,
+    t0: Instant,
+    gone: &ClientGone,
+) -> SetupResult<RunResult> {
+    // The request checked and planned as the spare's run (its run directory, uid and cgroup),
+    // for the files that are its own.
+    let mut own = req.clone();
+    own.run_id = spare_id.to_string();
+    let checked = match request::check(&own, cfg, true)? {
+        Check::Run(c) => c,
+        Check::Refused(r) => {
+            let mut r = *r;
+            r.run_id = req.run_id.clone();
+            return Ok(r);
+        }
+    };
+    let plan = crate::plan::plan_run(&checked, cfg, &prepared.facts, &prepared.identity)?;
+    RunDir::write_request(plan.run_dir(Layer::Filesystem)?)?;
+    let mut jail: bwrap::JailInput = serde_json::from_slice(&prepared.spawned.jail_json)
+        .layer(Layer::Secrets, "cannot read back the spare's jail input")?;
+    jail.secrets = req.secrets.clone();
+    jail.args = req.args.clone();
+    prepared.spawned.jail_json =
+        serde_json::to_vec(&jail).layer(Layer::Secrets, "failed to encode the jail's input")?;
+    prepared.spawned.run_start = Instant::now();
+    run_prepared(&req.run_id, req, &checked, prepared, sink, guard, t0, gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> RunRequest {
+        serde_json::from_value(serde_json::json!({
+            "protocol": band::proto::PROTOCOL_VERSION,
+            "run_id": "0123456789abcdef",
+            "skill": "s",
+            "script": "run",
+            "entry": "scripts/run.sh",
+            "bundle": [],
+            "bundle_sha256": "00",
+            "policy": {},
+            "input": {"n": 1},
+            "secrets": {"TOKEN": "t"},
+            "workspace": [{"path": "a.txt", "mode": 420, "data": "YQ=="}],
+            "trace": true,
+            "args": ["x"]
+        }))
+        .expect("a request")
+    }
+
+    #[test]
+    fn a_spare_has_the_shape_of_the_request_served_and_nothing_of_its_own() {
+        let served = request();
+        let spare = spare_request(&served, run_id(42, 7));
+        assert_eq!(spare.run_id, "0000002a00000007");
+        assert!(request::validate_run_id(&spare.run_id).is_ok());
+        assert!(same_shape(&spare, &served));
+        assert!(spare.workspace.is_empty() && spare.secrets.is_empty() && spare.args.is_empty());
+        assert_eq!(spare.input, serde_json::Value::Null);
+        assert!(!spare.trace);
+    }
+
+    #[test]
+    fn only_a_request_of_the_same_shape_is_served_by_a_spare() {
+        let spare = spare_request(&request(), run_id(1, 1));
+        // What the hand-over brings: not the shape.
+        let mut other = request();
+        other.run_id = "fedcba9876543210".into();
+        other.input = serde_json::json!({"n": 2});
+        other.workspace.clear();
+        other.secrets.clear();
+        other.args = vec!["y".into()];
+        other.trace = false;
+        assert!(same_shape(&spare, &other));
+        // The shape.
+        let changed: [fn(&mut RunRequest); 8] = [
+            |r| r.protocol += 1,
+            |r| r.skill = "t".into(),
+            |r| r.script = "other".into(),
+            |r| r.entry = "scripts/other.sh".into(),
+            |r| r.bundle_sha256 = "01".into(),
+            |r| r.policy.allow.read.push("*.md".into()),
+            |r| r.config = Some(serde_json::json!({"k": 1})),
+            |r| r.observe = true,
+        ];
+        for (i, change) in changed.iter().enumerate() {
+            let mut r = request();
+            change(&mut r);
+            assert!(!same_shape(&spare, &r), "change {i} kept the shape");
+        }
+    }
+
+    #[test]
+    fn no_spare_for_learn_the_network_or_host_paths() {
+        let mut r = request();
+        assert!(wanted(&r));
+        r.policy.allow.read.push("docs/**".into());
+        r.policy.allow.write.push("out/*".into());
+        // The run's own /tmp is no host path.
+        r.policy.allow.write.push("/tmp/**".into());
+        assert!(wanted(&r));
+        for change in [
+            (|r: &mut RunRequest| r.observe = true) as fn(&mut RunRequest),
+            |r| r.policy.allow.net.push("example.org".into()),
+            |r| r.policy.allow.read.push("/data/**".into()),
+            |r| r.policy.allow.write.push("/srv/out/*".into()),
+            |r| r.policy.insist.read.push("/data/input.csv".into()),
+        ] {
+            let mut r = request();
+            change(&mut r);
+            assert!(!wanted(&r));
+        }
+    }
+}
