@@ -630,6 +630,9 @@ pub mod env {
     pub const SERVER: &str = "BAND_SERVER";
     /// Data directory (ledger, VM images), instead of `~/.local/share/band`.
     pub const DATA_DIR: &str = "BAND_DATA_DIR";
+    /// `0` or `1`: whether runs on the host target use the warm band-server, whatever the user
+    /// config's `warm` says (the tests set `0`).
+    pub const WARM: &str = "BAND_WARM";
     /// Tests: fail instead of skipping when privileged tests cannot run.
     pub const TEST_MUST_RUN: &str = "BAND_TEST_MUST_RUN";
     /// Names reserved for the runtime; a secret may not use them.

@@ -119,7 +119,8 @@ impl Output {
 
 /// The `band` binary in the test environment: no colour, the run ledger in `data_dir` (out of
 /// `$HOME`), the shared band-server state directory, a config file of the test's choosing (none
-/// by default), and no skills path or GitHub token from the caller's environment.
+/// by default), no warm band-server (`BAND_WARM=0`), and no skills path or GitHub token from the
+/// caller's environment.
 #[derive(Debug, Clone)]
 pub struct Band {
     exe: PathBuf,
@@ -137,6 +138,9 @@ impl Band {
         .env("BAND_DATA_DIR", data_dir.as_ref())
         .env("BAND_SERVER_STATE_DIR", STATE_DIR)
         .env("BAND_CONFIG", NO_CONFIG)
+        // No warm band-server (on by default as root): each run's band-server is its own, and
+        // nothing of a run waits after it (tests/it/warm.rs asks for one).
+        .env("BAND_WARM", "0")
         .env_remove("BAND_SKILLS_PATH")
         .env_remove("GITHUB_TOKEN")
     }

@@ -8,7 +8,7 @@
 //! lima = "host"            # (`local-lima` and `lima` are one key; so are `local-dangerously` and `host`)
 //! skills_path = ["~/skills"]
 //! data_dir = "~/.local/share/band"
-//! warm = true              # as root on the host target: keep a band-server warm between runs
+//! warm = true              # as root on the host target: keep a band-server warm between runs (the default)
 //! ```
 //!
 //! A missing file is an empty config; a broken one is an error naming the file and line.
@@ -40,9 +40,10 @@ pub struct UserConfig {
     pub skills_path: Vec<PathBuf>,
     /// Where band keeps its ledger, VM images and keys (default `~/.local/share/band`).
     pub data_dir: Option<PathBuf>,
-    /// As root on the host target, run on a warm band-server (`band-server serve --host`), and
-    /// start one after a run that had none ([`crate::warm`]). Off by default.
-    pub warm: bool,
+    /// `warm` as written: as root on the host target, run on a warm band-server (`band-server
+    /// serve --host`, with its spare sandboxes), and start one after a run that had none
+    /// ([`crate::warm`]). Unset: on. What a run uses is [`UserConfig::warm`].
+    pub warm: Option<bool>,
 }
 
 /// The file as written; target names are checked (and located) when it becomes a [`UserConfig`].
@@ -62,7 +63,7 @@ struct RawConfig {
     #[serde(default)]
     data_dir: Option<PathBuf>,
     #[serde(default)]
-    warm: bool,
+    warm: Option<bool>,
 }
 
 impl UserConfig {
@@ -71,6 +72,16 @@ impl UserConfig {
         match std::env::var_os(CONFIG_ENV) {
             Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
             _ => dirs::config_dir().map(|d| d.join("band/config.toml")),
+        }
+    }
+
+    /// Does a run on the host target use the warm band-server: `$BAND_WARM` (`0` or `1`) when
+    /// set, else the config's `warm`, else yes.
+    pub fn warm(&self) -> bool {
+        match std::env::var(crate::proto::env::WARM).as_deref() {
+            Ok("0") => false,
+            Ok("1") => true,
+            _ => self.warm.unwrap_or(true),
         }
     }
 
@@ -234,7 +245,12 @@ mod tests {
         .unwrap();
         assert_eq!(c.target.as_deref(), Some("lima"));
         assert!(c.require_lock);
-        assert!(c.warm);
+        assert_eq!(c.warm, Some(true));
+        assert_eq!(
+            UserConfig::parse("warm = false\n").map(|c| c.warm),
+            Ok(Some(false))
+        );
+        assert_eq!(UserConfig::parse("").map(|c| c.warm), Ok(None));
         assert_eq!(c.skills_path, vec![PathBuf::from("/s")]);
         assert_eq!(c.data_dir, Some(PathBuf::from("/d")));
     }

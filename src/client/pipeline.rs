@@ -39,7 +39,7 @@ fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientErro
 /// The transport for a target.
 pub fn transport_for(target: &Target, config: &UserConfig) -> Result<Box<dyn Transport>> {
     match target {
-        Target::Host => Ok(Box::new(HostTransport::new(config.warm)?)),
+        Target::Host => Ok(Box::new(HostTransport::new(config.warm())?)),
         Target::Qemu | Target::Lima | Target::Ssh { .. } => {
             Ok(Box::new(super::ssh::SshTransport::new(target)?))
         }
@@ -87,7 +87,7 @@ impl Early {
         if !guess_host(linux, root, flag, config.force_target.as_ref()) {
             return Early(None);
         }
-        Early(HostTransport::new(config.warm).ok().map(|mut t| {
+        Early(HostTransport::new(config.warm()).ok().map(|mut t| {
             t.prestart();
             Box::new(t) as Box<dyn Transport>
         }))

@@ -140,8 +140,8 @@ pub(super) fn band_server(host: &Host) -> Vec<Check> {
     }]
 }
 
-/// The host's warm band-server (root on Linux only; `warm = true` in the user config): off, or
-/// whether one serves this band-server and its settings now.
+/// The host's warm band-server (root on Linux only; on unless `warm = false` in the user config
+/// or `BAND_WARM=0`): off, or whether one serves this band-server and its settings now.
 pub(super) fn warm_server(host: &Host) -> Vec<Check> {
     if !host.linux || !host.root {
         return Vec::new();
@@ -150,7 +150,7 @@ pub(super) fn warm_server(host: &Host) -> Vec<Check> {
         return vec![Check::new(
             "warm server",
             Level::Ok,
-            "off: each run starts band-server (`warm = true` in the config keeps one warm between runs)",
+            "off: each run starts band-server (`warm = false` in the config, or BAND_WARM=0)",
         )];
     }
     let socket = crate::warm::digest_here(&host.band_server)
@@ -163,7 +163,9 @@ pub(super) fn warm_server(host: &Host) -> Vec<Check> {
         (Some(_), Some(pid)) => Check::new(
             "warm server",
             Level::Ok,
-            format!("on: pid {pid} serves runs of this band-server and its settings"),
+            format!(
+                "on: pid {pid} serves runs of this band-server and its settings, with a spare sandbox of the last script run"
+            ),
         ),
         _ => Check::new(
             "warm server",
@@ -706,7 +708,7 @@ mod tests {
         assert_eq!(
             detail(&on),
             [format!(
-                "on: pid {} serves runs of this band-server and its settings",
+                "on: pid {} serves runs of this band-server and its settings, with a spare sandbox of the last script run",
                 std::process::id()
             )]
         );

@@ -129,7 +129,7 @@ impl Host {
             landlock_abi: if linux { probe::landlock_abi() } else { None },
             bwrap_tried: bwrap.filter(|_| linux).map(|b| probe::bwrap(&b)),
             // A broken config is `band run`'s error to report, with its line.
-            warm: crate::client::config::UserConfig::load().is_ok_and(|c| c.warm),
+            warm: crate::client::config::UserConfig::load().is_ok_and(|c| c.warm()),
             warm_dir: PathBuf::from(crate::warm::DIR),
         }
     }

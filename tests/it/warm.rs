@@ -1,6 +1,7 @@
 //! The host target's warm band-server (user config `warm = true`, issue 17): runs after the
 //! first are served by a forked child of `band-server serve --host`, which stands aside for
-//! another build of band-server.
+//! another build of band-server; once it has served a request, by a spare sandbox of that
+//! request's shape, built ahead (`band-server`'s `run::spare`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -11,10 +12,13 @@ use crate::common::{bin, skip, write_script};
 
 const HOST_DIR: &str = "/run/band-serve/host";
 
-/// A skill whose script reports, from inside the sandbox, who it runs as and what it may do.
+/// A skill whose script reports, from inside the sandbox, who it runs as and what it may do
+/// (`sandbox`), and what of the run is its own (`own`): its input, a workspace file, a secret,
+/// and whether an earlier run's files are there.
 fn probe_skill(root: &Path) -> PathBuf {
     let s = root.join("warmprobe");
     fs_err::create_dir_all(s.join("scripts")).expect("mkdir");
+    fs_err::create_dir_all(s.join("schemas/input")).expect("mkdir");
     fs_err::write(
         s.join("SKILL.md"),
         "---\nname: warmprobe\ndescription: Probes the sandbox.\n---\n\nUsed by the warm server test.\n",
@@ -22,20 +26,31 @@ fn probe_skill(root: &Path) -> PathBuf {
     .expect("write");
     fs_err::write(
         s.join("BAND.md"),
-        "---\nband: warmprobe\ndescription: Reads nothing, writes nothing, runs nothing.\n---\n",
+        "---\nband: warmprobe\ndescription: Reads in.txt, writes out/, uses a secret.\nallow:\n  read: [in.txt]\n  write: [\"out/**\"]\nenv:\n  secrets: [WARM_TOKEN]\n---\n",
     )
     .expect("write");
-    write_script(
-        &s.join("scripts/probe.sh"),
-        r#"#!/bin/bash
+    for script in ["probe", "other"] {
+        fs_err::write(
+            s.join(format!("schemas/input/{script}.json")),
+            r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#,
+        )
+        .expect("write");
+        write_script(
+            &s.join(format!("scripts/{script}.sh")),
+            r#"#!/bin/bash
 field() { while read -r k v; do [ "$k" = "$1:" ] && { echo "${v%%[[:space:]]*}"; return; }; done < /proc/self/status; }
 if cat /etc/shadow >/dev/null 2>&1; then shadow=readable; else shadow=denied; fi
 if (exec 3<>/dev/tcp/127.0.0.1/9) 2>/dev/null; then net=open; else net=closed; fi
 if echo x > /usr/bin/warm-probe 2>/dev/null; then usr=writable; else usr=read-only; fi
-printf '{"uid":%s,"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":"%s","usr":"%s"}\n' \
-  "$(field Uid)" "$(field NoNewPrivs)" "$(field Seccomp)" "$(field CapEff)" "$shadow" "$net" "$usr" > "$OUTPUT_PATH"
+tmp=fresh; [ -e /tmp/mark ] && tmp=used; echo x > /tmp/mark
+out=fresh; [ -e /workspace/out/r.txt ] && out=used; mkdir -p /workspace/out; echo x > /workspace/out/r.txt
+read -r in < /workspace/in.txt
+printf '{"sandbox":{"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":"%s","usr":"%s","tmp":"%s","out":"%s"},"uid":%s,"own":{"in":"%s","token":"%s","input":%s}}\n' \
+  "$(field NoNewPrivs)" "$(field Seccomp)" "$(field CapEff)" "$shadow" "$net" "$usr" "$tmp" "$out" "$(field Uid)" \
+  "$in" "$WARM_TOKEN" "$(cat "$INPUT_PATH")" > "$OUTPUT_PATH"
 "#,
-    );
+        );
+    }
     s
 }
 
@@ -116,33 +131,71 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     let server = bins.join("band-server");
     let config = t.path().join("config.toml");
     fs_err::write(&config, "warm = true\n").expect("write");
-    let band = band.env("BAND_SERVER", &server).env("BAND_CONFIG", &config);
+    // The config decides (the tests' environment says BAND_WARM=0).
+    let band = band
+        .env("BAND_SERVER", &server)
+        .env("BAND_CONFIG", &config)
+        .env_remove("BAND_WARM");
     let skill = probe_skill(t.path());
     let work = t.path().join("work");
     fs_err::create_dir_all(&work).expect("mkdir");
     let log = Path::new(HOST_DIR).join("serve.log");
-    let run = || {
-        let (code, out, err) = band.run(
-            &["run", "--json", &format!("{}/probe", skill.display())],
+    let runs = std::cell::Cell::new(0u32);
+    // A run of `script` with its own input, workspace file and secret; the sandbox it saw, its
+    // uid, and its run id. What was its own is checked here.
+    let run_script = |band: &band_test::Band, script: &str| {
+        let n = runs.get() + 1;
+        runs.set(n);
+        let _ = fs_err::remove_dir_all(work.join("out"));
+        fs_err::write(work.join("in.txt"), format!("file {n}\n")).expect("write");
+        let (code, out, err) = band.clone().env("WARM_TOKEN", format!("token {n}")).run(
+            &[
+                "run",
+                "--json",
+                &format!("{}/{script}", skill.display()),
+                "--input",
+                &format!("{{\"n\":{n}}}"),
+            ],
             &work,
         );
         assert_eq!(code, 0, "{out}{err}");
         let v: Value = serde_json::from_str(&out).expect("json");
         let id = v["run_id"].as_str().expect("run_id").to_string();
-        (id, v["output"].clone())
+        let output = &v["output"];
+        assert_eq!(
+            output["own"],
+            serde_json::json!({"in": format!("file {n}"), "token": format!("token {n}"), "input": {"n": n}}),
+            "run {id} did not see its own input, file and secret"
+        );
+        assert_eq!(
+            fs_err::read_to_string(work.join("out/r.txt"))
+                .ok()
+                .as_deref(),
+            Some("x\n"),
+            "run {id}'s file did not come back"
+        );
+        let uid = output["uid"].as_u64().expect("uid");
+        assert!(uid > 0, "{output}");
+        (id, output["sandbox"].clone())
     };
-    // A warm child logs its run once the run is removed, after band has its result: the log is
-    // read once the warm server (if any) has no child left.
-    let served_warm = |id: &str| {
-        if let Some(pid) = server_pid().filter(|p| alive(*p)) {
-            let children = format!("/proc/{pid}/task/{pid}/children");
-            wait_for("the warm server's children to end", || {
-                fs_err::read_to_string(&children).map_or(true, |c| c.trim().is_empty())
-            });
-        }
-        fs_err::read_to_string(&log)
-            .unwrap_or_default()
-            .contains(&format!("run {id} served by the warm server"))
+    let run = || run_script(&band, "probe");
+    // How the warm server served run `id` ("built for it", "a spare"), if it did: its child logs
+    // that before the result goes out.
+    let served = |id: &str| -> Option<String> {
+        let text = fs_err::read_to_string(&log).unwrap_or_default();
+        let needle = format!("run {id} served by the warm server (");
+        let line = text.lines().find(|l| l.contains(&needle))?;
+        let rest = &line[line.find(&needle)? + needle.len()..];
+        Some(rest.split(';').next()?.to_string())
+    };
+    let served_warm = |id: &str| served(id).is_some();
+    // Has a spare been announced since run `id` was served (the spare built after it)?
+    let spare_after = |id: &str| {
+        let text = fs_err::read_to_string(&log).unwrap_or_default();
+        let needle = format!("run {id} served by the warm server (");
+        text.lines()
+            .skip_while(|l| !l.contains(&needle))
+            .any(|l| l.contains(" ready for warmprobe/"))
     };
     let before = sockets();
 
@@ -157,16 +210,22 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     });
     let pid = server_pid().expect("the warm server's pid file");
 
-    // The next runs go to it, and the sandbox is the same one seen from inside.
-    for _ in 0..2 {
-        let (id, warm) = run();
-        assert!(served_warm(&id), "run {id} was not served warm");
-        assert_eq!(warm, cold, "the sandbox differs when served warm");
+    // The next run goes to it, built for it; then a spare of its shape serves each next one.
+    // The sandbox is the same one seen from inside, and each run saw only its own.
+    let (id, warm) = run();
+    assert_eq!(served(&id).as_deref(), Some("built for it"));
+    assert_eq!(warm, cold, "the sandbox differs when served warm");
+    let mut last = id;
+    for _ in 0..3 {
+        wait_for("a spare", || spare_after(&last));
+        let (id, spare) = run();
+        assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
+        assert_eq!(spare, cold, "the sandbox differs when served by a spare");
+        last = id;
     }
     assert_eq!(cold["nnp"], "1", "{cold}");
     assert_eq!(cold["seccomp"], "2", "{cold}");
     assert_eq!(cold["capeff"], "0000000000000000", "{cold}");
-    assert_ne!(cold["uid"], 0, "{cold}");
     assert_eq!(
         (&cold["shadow"], &cold["net"], &cold["usr"]),
         (
@@ -175,6 +234,40 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
             &Value::from("read-only")
         )
     );
+    assert_eq!(
+        (&cold["tmp"], &cold["out"]),
+        (&Value::from("fresh"), &Value::from("fresh"))
+    );
+
+    // Another script (another shape) handed to the spare: run as its own, and the spare of
+    // the probe goes; the next spare is the other script's.
+    wait_for("a spare", || spare_after(&last));
+    let (id, other) = run_script(&band, "other");
+    assert_eq!(served(&id).as_deref(), Some("built for it"), "run {id}");
+    assert_eq!(other, cold);
+    wait_for("a spare", || spare_after(&id));
+    let (id, _) = run_script(&band, "other");
+    assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
+    // The spare sandbox waits in the run's state: its run directory is there, and goes with
+    // the server (below).
+    wait_for("a spare", || spare_after(&id));
+    let spare_dir = {
+        let text = fs_err::read_to_string(&log).unwrap_or_default();
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.contains(" ready for warmprobe/"))
+            .expect("a spare's line")
+            .to_string();
+        let id = line
+            .split_whitespace()
+            .skip_while(|w| *w != "spare")
+            .nth(1)
+            .expect("the spare's run id")
+            .to_string();
+        Path::new(band_test::STATE_DIR).join("runs").join(id)
+    };
+    assert!(spare_dir.is_dir(), "{} is not there", spare_dir.display());
 
     // Another build installed over band-server: the warm server notices and exits by itself
     // (its socket goes with it), the next run is served by a band-server of its own, and a
@@ -188,6 +281,9 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     fs_err::rename(&next, &server).expect("install");
     wait_for("the old warm server to exit", || !alive(pid));
     assert!(!old_socket.exists(), "the old build's socket is left");
+    wait_for("the old server's spare to be removed", || {
+        !spare_dir.exists()
+    });
     let (id, out) = run();
     assert!(!served_warm(&id), "the old build served run {id}");
     assert_eq!(out, cold);
@@ -200,16 +296,23 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         "the new build's server did not serve run {id}"
     );
 
-    // Without `warm = true`, a running warm server is not used.
-    let cold_band = band.clone().env("BAND_CONFIG", t.path().join("none.toml"));
-    let (code, out, err) = cold_band.run(
-        &["run", "--json", &format!("{}/probe", skill.display())],
-        &work,
+    // Warm is the default: a config without `warm` is served warm. With `warm = false`, or
+    // BAND_WARM=0 whatever the config says, a running warm server is not used.
+    let default_band = band.clone().env("BAND_CONFIG", t.path().join("none.toml"));
+    let (id, _) = run_script(&default_band, "probe");
+    assert!(
+        served_warm(&id),
+        "a run with the default config was not served warm"
     );
-    assert_eq!(code, 0, "{out}{err}");
-    let v: Value = serde_json::from_str(&out).expect("json");
-    let id = v["run_id"].as_str().expect("run_id");
-    assert!(!served_warm(id), "a run without `warm` was served warm");
+    let cold_config = t.path().join("cold.toml");
+    fs_err::write(&cold_config, "warm = false\n").expect("write");
+    let (id, _) = run_script(&band.clone().env("BAND_CONFIG", &cold_config), "probe");
+    assert!(
+        !served_warm(&id),
+        "a run with `warm = false` was served warm"
+    );
+    let (id, _) = run_script(&band.clone().env("BAND_WARM", "0"), "probe");
+    assert!(!served_warm(&id), "a run with BAND_WARM=0 was served warm");
 
     // A warm server without runs exits after its idle time, and its socket goes with it.
     let running = server_pid().expect("the warm server's pid");
