@@ -13,9 +13,10 @@
 //!
 //! Tables (the goals of issue 17 in brackets):
 //! - **no-op** (`exit 0`) [band ≤ 2.0× bwrap]: bare, bwrap, the peers, band-server alone, `band
-//!   run`, `band run` on the host's warm band-server (`warm = true` in its user config: the
-//!   warm-up round starts the server, the measured rounds use it; stopped at the end), `band
-//!   exec`;
+//!   run` with `warm = false` (a band-server of its own per run), `band run` as by default, on
+//!   the host's warm band-server (the warm-up round starts the server and its first spare
+//!   sandbox, the measured rounds use them; stopped at the end), `band exec` with `warm = false`.
+//!   The goals are the default's rows; `warm = false`'s are printed beside them;
 //! - **python job** (`sum(range(10**6))`) [≤ 1.2×];
 //! - **50 processes** (`seq 50` and 50 `/bin/true`, counted: the job fails unless all ran)
 //!   [≤ 1.3×];
@@ -23,7 +24,7 @@
 //!   is a network namespace the bench makes (band-test's lab: a veth, and `netlab.py` serving DNS
 //!   and HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
 //!   band's `dns_upstream` is the lab's DNS. No packet leaves the machine (checked by route);
-//! - **no-op with 1,000 idle host processes** [≤ 2.0×];
+//! - **no-op with 1,000 idle host processes** [≤ 2.0×], by default and with `warm = false`;
 //! - **first run of a fresh state directory** [≤ 150 ms]: band-server alone, a new state
 //!   directory each time (safe next to other servers: uids are locked host-wide, cgroups are
 //!   marked per state directory);
@@ -155,7 +156,7 @@ struct Env {
 
 impl Env {
     fn band(&self, args: &[&str], workspace: &Path, config: Option<&Path>) -> Command {
-        self.band_with(args, workspace, config, &self.tmp.join("no-config.toml"))
+        self.band_with(args, workspace, config, &self.tmp.join("cold.toml"))
     }
 
     /// [`Env::band`] with the user config `user_config` (`BAND_CONFIG`).
@@ -174,19 +175,22 @@ impl Env {
             // The bench's runs go to a throwaway ledger, not the user's.
             .env(proto::env::DATA_DIR, self.tmp.join("data"))
             .env("BAND_CONFIG", user_config)
+            // The config files above decide.
+            .env_remove(proto::env::WARM)
             .envs(self.state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
             .envs(config.map(|c| (CONFIG_ENV, c)))
             .stdin(Stdio::null());
         c
     }
 
-    /// `band run <job>/<job> --json`, asserting it succeeded.
+    /// `band run <job>/<job> --json` with `warm = false` (a band-server of its own per run),
+    /// asserting it succeeded.
     fn band_run(&self, job: &str, workspace: &Path, config: Option<&Path>) {
-        self.band_run_as(job, workspace, config, &self.tmp.join("no-config.toml"));
+        self.band_run_as(job, workspace, config, &self.tmp.join("cold.toml"));
     }
 
-    /// `band run` on the warm band-server (the user config's `warm = true`): the first run
-    /// starts it, the next ones are served by it.
+    /// `band run` as by default, on the warm band-server (`warm = true`): the first run starts
+    /// it, the next ones are served by it, by a spare sandbox of the job once it has served one.
     fn band_run_warm(&self, job: &str, workspace: &Path) {
         self.band_run_as(job, workspace, None, &self.tmp.join("warm.toml"));
     }
@@ -252,6 +256,7 @@ fn main() {
     };
     fs_err::create_dir(&env.empty).expect("mkdir workspace");
     fs_err::write(env.tmp.join("warm.toml"), "warm = true\n").expect("write warm.toml");
+    fs_err::write(env.tmp.join("cold.toml"), "warm = false\n").expect("write cold.toml");
     // A lab for the networked job (full runs only): its address names the fetch URL.
     let lab = if full && wanted("fetch") {
         Lab::new()
@@ -300,15 +305,15 @@ fn main() {
             "py" => 1.2,
             _ => 1.3,
         };
-        goals.push(goal_row(job_title(job.name), band_ratio, goal));
+        goals.push(goal_row(job_title(job.name), warm_ratio, goal));
         goals.push(goal_row(
-            format!("{}, on a warm server (`warm = true`)", job_title(job.name)),
-            warm_ratio,
+            format!("{}, `warm = false`", job_title(job.name)),
+            band_ratio,
             goal,
         ));
     }
-    stop_warm_server();
     if !full {
+        stop_warm_server();
         return;
     }
 
@@ -341,15 +346,25 @@ fn main() {
         let noop = &jobs[0];
         let mut bw = || run_ok(&mut bwrap_cmd(&noop.argv, None), "bwrap");
         let mut br = || env.band_run("noop", &env.empty, None);
-        let s = common::interleaved(iters, &mut [&mut bw, &mut br]);
+        let mut warm = || env.band_run_warm("noop", &env.empty);
+        let s = common::interleaved(iters, &mut [&mut bw, &mut warm, &mut br]);
         print_table(
             "no-op with 1,000 idle processes on the host",
-            &[("bare bwrap", s[0]), ("band run", s[1])],
+            &[
+                ("bare bwrap", s[0]),
+                ("band run (the default: warm server)", s[1]),
+                ("band run, `warm = false`", s[2]),
+            ],
             s[0],
         );
         goals.push(goal_row(
             "no-op, 1,000 idle host processes".into(),
             ratio(s[1].p50, s[0].p50),
+            2.0,
+        ));
+        goals.push(goal_row(
+            "no-op, 1,000 idle host processes, `warm = false`".into(),
+            ratio(s[2].p50, s[0].p50),
             2.0,
         ));
         for mut c in idle {
@@ -428,6 +443,8 @@ fn main() {
         let _ = fs_err::remove_dir_all(&big);
     }
 
+    stop_warm_server();
+
     println!("\n### goals (issue 17)\n");
     println!("| row | measured | goal |");
     println!("|---|---:|---|");
@@ -469,8 +486,9 @@ fn run_ok(cmd: &mut Command, what: &str) {
     );
 }
 
-/// One table: bare, bwrap, the peers, band-server alone (no-op only), band run, band run on a
-/// warm server, band exec. Returns band run's ratio to bwrap, and on a warm server.
+/// One table: bare, bwrap, the peers, band-server alone (no-op only), band run with `warm =
+/// false`, band run as by default (on the warm server), band exec with `warm = false`. Returns
+/// the ratios to bwrap of band run with `warm = false` and on the warm server.
 fn job_table(env: &Env, job: &Job, peers: &[Peer], iters: usize, band_file: &Path) -> (f64, f64) {
     let mut names: Vec<String> = Vec::new();
     let mut fns: Vec<Box<dyn FnMut() + '_>> = Vec::new();
@@ -497,12 +515,12 @@ fn job_table(env: &Env, job: &Job, peers: &[Peer], iters: usize, band_file: &Pat
             assert_eq!(r.status, Status::Ok, "band-server run failed: {r:?}");
         }));
     }
-    names.push("band run".into());
+    names.push("band run, `warm = false`".into());
     let band_run_at = names.len() - 1;
     fns.push(Box::new(|| env.band_run(job.name, &env.empty, None)));
-    names.push("band run, warm server".into());
+    names.push("band run (the default: warm server)".into());
     fns.push(Box::new(|| env.band_run_warm(job.name, &env.empty)));
-    names.push("band exec".into());
+    names.push("band exec, `warm = false`".into());
     fns.push(Box::new(move || {
         let mut args: Vec<String> = vec![
             "exec".into(),
