@@ -239,6 +239,35 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         (&Value::from("fresh"), &Value::from("fresh"))
     );
 
+    // A connection that brings no request (band drops one it made on a guess when the run is
+    // refused before its request) leaves the spare waiting for the next.
+    wait_for("a spare", || spare_after(&last));
+    {
+        let socket = sockets()
+            .into_iter()
+            .find(|s| !before.contains(s))
+            .expect("the warm server's socket");
+        let mut conn = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+        let mut blank = [0u8; 1];
+        std::io::Read::read_exact(&mut conn, &mut blank).expect("the blank line");
+        assert_eq!(&blank, b"\n");
+    }
+    wait_for(
+        "the spare to wait again after a connection without a request",
+        || {
+            fs_err::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .skip_while(|l| !l.contains(&format!("run {last} served")))
+                .skip_while(|l| !l.contains("a connection without a request"))
+                .any(|l| l.contains(" ready for warmprobe/"))
+        },
+    );
+    let (id, spare) = run();
+    assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
+    assert_eq!(spare, cold);
+    last = id;
+
     // Another script (another shape) handed to the spare: run as its own, and the spare of
     // the probe goes; the next spare is the other script's.
     wait_for("a spare", || spare_after(&last));

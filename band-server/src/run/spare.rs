@@ -202,41 +202,53 @@ pub fn keep(
             return Kept::Failed;
         }
     };
-    ready();
-    match next() {
-        Next::Rebuild => {
-            drop(prepared);
-            Removal::of(guard).finish();
-            Kept::Rebuild
-        }
-        Next::Stop => {
-            drop(prepared);
-            Removal::of(guard).finish();
-            Kept::Stop
-        }
-        Next::Serve {
-            input,
-            sink,
-            before_result,
-        } => {
-            let how = std::cell::Cell::new(Served::Own);
-            let said = |r: &RunResult| before_result(r, how.get());
-            let (result, req) = serve_with(input, cfg, &sink, &said, |req, gone| {
-                if !same_shape(&spare, &req) || !bubblewrap_waits(&mut guard) {
-                    // Run as any warm child does; the spare goes after the result.
-                    let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
+    // The spare, until a request takes it. A connection that brings no request (band drops
+    // one it made on a guess when its run is refused before the request) leaves it waiting.
+    let mut spare_run = Some((prepared, guard));
+    loop {
+        ready();
+        let (input, sink, before_result) = match next() {
+            Next::Serve {
+                input,
+                sink,
+                before_result,
+            } => (input, sink, before_result),
+            end => {
+                if let Some((prepared, guard)) = spare_run.take() {
                     drop(prepared);
-                    return (result, removal.and(guard), req);
+                    Removal::of(guard).finish();
                 }
-                how.set(Served::Spare);
-                let t0 = Instant::now();
-                let (result, removal) = conclude(&req.run_id, t0, guard, |guard| {
-                    hand_over(&spare.run_id, &req, prepared, cfg, &sink, guard, t0, &gone)
-                });
-                (result, removal, req)
+                return if matches!(end, Next::Rebuild) {
+                    Kept::Rebuild
+                } else {
+                    Kept::Stop
+                };
+            }
+        };
+        let how = std::cell::Cell::new(Served::Own);
+        let said = |r: &RunResult| before_result(r, how.get());
+        let (result, req) = serve_with(input, cfg, &sink, &said, |req, gone| {
+            let Some((prepared, mut guard)) = spare_run.take() else {
+                // Never: a spare serves one request. Run it as any warm child does.
+                let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
+                return (result, removal, req);
+            };
+            if !same_shape(&spare, &req) || !bubblewrap_waits(&mut guard) {
+                // Run as any warm child does; the spare goes after the result.
+                let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
+                drop(prepared);
+                return (result, removal.and(guard), req);
+            }
+            how.set(Served::Spare);
+            let t0 = Instant::now();
+            let (result, removal) = conclude(&req.run_id, t0, guard, |guard| {
+                hand_over(&spare.run_id, &req, prepared, cfg, &sink, guard, t0, &gone)
             });
-            sink.finish();
-            Kept::Served(Box::new(result), req.map(Box::new), how.get())
+            (result, removal, req)
+        });
+        sink.finish();
+        if req.is_some() || spare_run.is_none() {
+            return Kept::Served(Box::new(result), req.map(Box::new), how.get());
         }
     }
 }
