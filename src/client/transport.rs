@@ -35,11 +35,12 @@ pub trait Transport {
     fn prestart(&mut self) {}
 }
 
-/// Runs band-server on this machine: as root directly, else through `sudo -n`; or, as root with
-/// the user config's `warm = true`, on the warm band-server that band keeps ([`crate::warm`]).
+/// Runs band-server on this machine: as root directly, else through `sudo -n`; or, as root (unless
+/// the user config says `warm = false` or `BAND_WARM=0`), on the warm band-server that band keeps
+/// ([`crate::warm`]).
 pub struct HostTransport {
     server: PathBuf,
-    /// Use (and keep) a warm band-server: the user config's `warm`, for root only.
+    /// Use (and keep) a warm band-server: [`UserConfig::warm`](super::config::UserConfig::warm), for root only.
     warm: bool,
     /// A band-server started (or a warm one connected to) by [`Transport::prestart`], waiting
     /// for its request.
@@ -75,7 +76,7 @@ impl Drop for HostTransport {
 }
 
 impl HostTransport {
-    /// `warm`: the user config's `warm` (used only as root).
+    /// `warm`: [`UserConfig::warm`](super::config::UserConfig::warm) (used only as root).
     pub fn new(warm: bool) -> Result<Self> {
         if !cfg!(target_os = "linux") {
             return Err(ClientError::user(

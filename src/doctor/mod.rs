@@ -98,7 +98,8 @@ pub struct Host {
     /// `bwrap --ro-bind / / true`, tried by [`Host::this`] when bwrap is there: `Ok`, or what
     /// went wrong (its stderr). `None`: not tried.
     pub bwrap_tried: Option<Result<(), String>>,
-    /// The user config's `warm` (the host's warm band-server, [`crate::warm`]).
+    /// Whether runs use the host's warm band-server ([`crate::warm`]): the user config's `warm`,
+    /// on by default, or `BAND_WARM`.
     pub warm: bool,
     /// The warm band-server's folder ([`crate::warm::DIR`]).
     pub warm_dir: PathBuf,
