@@ -569,7 +569,12 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
                 req.script,
                 sys::pid()
             );
-            let _ = (&ctl).write_all(&[SPARE_READY]);
+            // A connection handed over while this spare was being built (after its rebuild,
+            // the loop still took it for a spare): served next, unannounced, so that the loop
+            // does not hand it another one meanwhile.
+            if !sys::poll_readable(ctl.as_fd(), 0).unwrap_or(false) {
+                let _ = (&ctl).write_all(&[SPARE_READY]);
+            }
         };
         let mut next = || wait_for_handover(&ctl);
         served = match spare::keep(&req, id, cfg, &mut ready, &mut next) {

@@ -20,6 +20,10 @@
 //!    left); the result goes out ([`serve`]), and only then is what was built removed, in reverse
 //!    order ([`Removal`]): the client need not wait for the unmounts and rmdirs.
 //!
+//! Steps 2 to 4 are `prepare`, 5 and 6 `run_prepared`. A warm server's spare sandbox
+//! ([`spare`]) is `prepare` done ahead of its request, without the request's own files, which the
+//! hand-over makes before `run_prepared`.
+//!
 //! Any failure before the script starts is a `setup_failed` result naming the layer; the
 //! [`RunGuard`] tears down whatever was built, on every path including panics. If band-server
 //! dies between the result and the end of the removal, the lease still names the run and the
