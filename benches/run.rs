@@ -300,6 +300,9 @@ fn main() {
             continue;
         }
         let (band_ratio, warm_ratio) = job_table(&env, job, &peers, iters, &band_file);
+        if full && job.name == "noop" {
+            block_cpu(&env, job, iters);
+        }
         let goal = match job.name {
             "noop" => 2.0,
             "py" => 1.2,
@@ -552,7 +555,52 @@ fn job_table(env: &Env, job: &Job, peers: &[Peer], iters: usize, band_file: &Pat
     )
 }
 
-/// Stop the host's warm band-server the bench's `warm = true` runs started.
+/// The no-op's CPU per run in blocks of ten runs, each block followed by 0.2 s in which the warm
+/// server builds the spare of its last run, the machine's idle busy time over as long taken
+/// off: the table's CPU column ends when the processes a run started have ended, and a spare is
+/// built after that, by the warm server. `iters` blocks of each, interleaved.
+fn block_cpu(env: &Env, job: &Job, iters: usize) {
+    const BLOCK: u32 = 10;
+    const AFTER: Duration = Duration::from_millis(200);
+    let mut bw = || run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap");
+    let mut cold = || env.band_run(job.name, &env.empty, None);
+    let mut warm = || env.band_run_warm(job.name, &env.empty);
+    let entries: [(&str, &mut dyn FnMut()); 3] = [
+        ("bare bwrap", &mut bw),
+        ("band run, `warm = false`", &mut cold),
+        ("band run (the default: warm server)", &mut warm),
+    ];
+    let mut busy = [Duration::ZERO; 3];
+    let mut idle = Duration::ZERO;
+    for round in 0..iters {
+        for k in 0..entries.len() {
+            let i = (round + k) % entries.len();
+            let c0 = common::busy_time();
+            for _ in 0..BLOCK {
+                (entries[i].1)();
+            }
+            std::thread::sleep(AFTER);
+            common::reap_orphans();
+            busy[i] += common::busy_time().saturating_sub(c0);
+        }
+        let c0 = common::busy_time();
+        std::thread::sleep(AFTER);
+        idle += common::busy_time().saturating_sub(c0);
+    }
+    println!(
+        "\nCPU per no-op run in blocks of {BLOCK}, the warm server's spare building included ({iters} blocks each, idle time taken off):\n"
+    );
+    println!("| tool | CPU per run |");
+    println!("|---|---:|");
+    for (i, (name, _)) in entries.iter().enumerate() {
+        let per = busy[i].saturating_sub(idle) / (BLOCK * iters as u32);
+        println!("| {name} | {} |", ms(per));
+    }
+}
+
+/// Stop the host's warm band-server the bench's `warm = true` runs started, and wait for its
+/// spare sandbox to be removed (its child, handed to the bench, the subreaper, as the server
+/// exits).
 fn stop_warm_server() {
     let pid_file = Path::new(band::warm::DIR).join("serve.pid");
     if let Some(pid) = fs_err::read_to_string(&pid_file)
@@ -561,8 +609,10 @@ fn stop_warm_server() {
     {
         let _ = Command::new("kill").arg(&pid).status();
         // Reaped here: the bench is the subreaper of what band started.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let server_left =
+            || Path::new(&format!("/proc/{pid}")).exists() || common::child_named("band-server");
+        while server_left() && Instant::now() < deadline {
             common::reap_orphans();
             std::thread::sleep(Duration::from_millis(10));
         }

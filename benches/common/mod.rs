@@ -70,6 +70,19 @@ pub(crate) fn reap_orphans() {
     while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
 }
 
+/// Is a child of this process (not a zombie) the program `name` (its `comm`)?
+pub(crate) fn child_named(name: &str) -> bool {
+    children().into_iter().any(|p| {
+        fs_err::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+            // `pid (comm) state …`: comm may hold spaces and parentheses; the state follows the
+            // last `)`.
+            stat.split_once('(')
+                .and_then(|(_, rest)| rest.rsplit_once(')'))
+                .is_some_and(|(comm, rest)| comm == name && !rest.trim_start().starts_with('Z'))
+        })
+    })
+}
+
 /// The children of this process (of every thread of it), zombies too.
 fn children() -> std::collections::BTreeSet<i32> {
     let mut out = std::collections::BTreeSet::new();
