@@ -158,6 +158,9 @@ struct View {
     run_dir: Vec<String>,
     /// Made after bubblewrap's spawn, before the jail's input.
     run_dir_late: Vec<String>,
+    /// The request's own files, made after `run_dir` (a spare sandbox makes them at the
+    /// hand-over).
+    run_dir_request: Vec<String>,
     seccomp: Vec<String>,
 }
 
@@ -288,6 +291,7 @@ fn view(plan: &RunPlan<'_>) -> View {
         run_dir_tmpfs: run_dir.tmpfs.clone(),
         run_dir: run_dir.ops.iter().map(describe).collect(),
         run_dir_late: run_dir.late.iter().map(describe).collect(),
+        run_dir_request: run_dir.request.iter().map(describe).collect(),
         seccomp: process
             .seccomp
             .iter()
