@@ -12,8 +12,11 @@
 //!   the sudo user of a non-root target), in a root-owned 0755 folder; the peer's uid is checked
 //!   again on every connection (`SO_PEERCRED`);
 //! - each connection is one run: the server forks, and the child serves the request exactly as
-//!   `band-server run` does on stdin/stdout (same framing, caps, hold, cancel, events), then
-//!   exits. The parent stays single-threaded, so the fork is safe;
+//!   `band-server run` does on stdin/stdout (same framing, caps, hold, cancel, events). The
+//!   parent stays single-threaded, so the fork is safe. On the host (`--host`), the child then
+//!   keeps a spare sandbox of the request's shape (`run::spare`) and says so on its control
+//!   socket; the parent hands it the next connection instead of forking, until another child's
+//!   spare replaces it or the server ends. In a VM the child exits after its run;
 //! - one warm server per machine: it holds a lock file, and a server of another build replaces it
 //!   (SIGTERM to the pid in [`PID_FILE`]); it exits when its socket is gone or replaced.
 //!
@@ -269,7 +272,8 @@ fn inode(path: &Path) -> Option<u64> {
 
 /// A run's child of the accept loop, with the loop's end of its control socket: the child
 /// writes [`SPARE_READY`] on it when it has a spare sandbox built (`run::spare`), and the loop
-/// hands it the next connection on it (`SCM_RIGHTS`). The socket's end is the child's end.
+/// hands it the next connection on it (`SCM_RIGHTS`). The socket's other end is the child's: it
+/// closes when the child ends, and the child sees this end close when the server ends.
 struct RunChild {
     pid: i32,
     ctl: UnixStream,
