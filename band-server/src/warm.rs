@@ -287,15 +287,15 @@ const SPARE_READY: u8 = b'R';
 const HANDED: &[u8] = b"C";
 
 /// Hand `conn` to the child with a spare, if one waits. Its connection is then the child's;
-/// `Err` gives it back when no spare took it.
-fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream) -> Result<i32, UnixStream> {
+/// `Some` gives it back when no spare took it.
+fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream) -> Option<UnixStream> {
     let Some(i) = kids.iter().position(|k| k.spare) else {
-        return Err(conn);
+        return Some(conn);
     };
     match sys::send_with_fd(&kids[i].ctl, HANDED, conn.as_fd()) {
         Ok(_) => {
             kids[i].spare = false;
-            Ok(kids[i].pid)
+            None
         }
         Err(e) => {
             // Gone (its end closed): no spare.
@@ -304,7 +304,7 @@ fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream) -> Result<i32, Unix
                 kids[i].pid
             );
             kids.remove(i);
-            Err(conn)
+            Some(conn)
         }
     }
 }
@@ -466,9 +466,8 @@ fn accept_loop(
         if opts.host {
             trim_log(&dir.join(LOG_FILE));
         }
-        let conn = match hand_to_spare(&mut kids, conn) {
-            Ok(_) => continue,
-            Err(conn) => conn,
+        let Some(conn) = hand_to_spare(&mut kids, conn) else {
+            continue;
         };
         let (ctl, theirs) = match UnixStream::pair() {
             Ok(p) => p,
@@ -582,7 +581,7 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
         };
         let mut next = || wait_for_handover(&ctl);
         served = match spare::keep(&req, id, cfg, &mut ready, &mut next) {
-            spare::Kept::Served(_, next_req, _) => next_req.map(|b| *b),
+            spare::Kept::Served(next_req) => next_req.map(|b| *b),
             spare::Kept::Rebuild => Some(req),
             spare::Kept::Stop | spare::Kept::Failed => None,
         };

@@ -128,9 +128,8 @@ pub enum Next {
 
 /// How [`keep`] ended.
 pub enum Kept {
-    /// It served a connection: the result, and the request served (the next spare's shape), if
-    /// one came on it.
-    Served(Box<RunResult>, Option<Box<RunRequest>>, Served),
+    /// It served a connection: the request served (the next spare's shape), if one came on it.
+    Served(Option<Box<RunRequest>>),
     Rebuild,
     Stop,
     /// It could not be built (said on stderr): no spare.
@@ -166,40 +165,27 @@ pub fn keep(
     next: &mut dyn FnMut() -> Next,
 ) -> Kept {
     let spare = spare_request(served, id);
+    let no_spare = |why: &str| {
+        crate::say!(
+            "band-server serve: no spare for {}/{}: {why}",
+            spare.skill,
+            spare.script
+        );
+        Kept::Failed
+    };
     let mut guard = RunGuard::default();
     let checked = match request::check(&spare, cfg, sys::euid() == 0) {
         Ok(Check::Run(c)) => c,
         Ok(Check::Refused(r)) => {
-            crate::say!(
-                "band-server serve: no spare for {}/{}: {}",
-                spare.skill,
-                spare.script,
-                r.error.as_ref().map_or("refused", |e| e.message.as_str())
-            );
-            return Kept::Failed;
+            return no_spare(r.error.as_ref().map_or("refused", |e| e.message.as_str()));
         }
-        Err(e) => {
-            crate::say!(
-                "band-server serve: no spare for {}/{}: {}",
-                spare.skill,
-                spare.script,
-                e.message
-            );
-            return Kept::Failed;
-        }
+        Err(e) => return no_spare(&e.message),
     };
     let prepared = match prepare(&checked, cfg, &mut guard, &|| (), Made::Spare) {
         Ok(p) => p,
         Err(e) => {
-            crate::say!(
-                "band-server serve: no spare for {}/{}: {}: {}",
-                spare.skill,
-                spare.script,
-                e.layer.as_str(),
-                e.message
-            );
             Removal::of(guard).finish();
-            return Kept::Failed;
+            return no_spare(&format!("{}: {}", e.layer.as_str(), e.message));
         }
     };
     // The spare, until a request takes it. A connection that brings no request (band drops
@@ -227,7 +213,7 @@ pub fn keep(
         };
         let how = std::cell::Cell::new(Served::Own);
         let said = |r: &RunResult| before_result(r, how.get());
-        let (result, req) = serve_with(input, cfg, &sink, &said, |req, gone| {
+        let (_, req) = serve_with(input, cfg, &sink, &said, |req, gone| {
             let Some((prepared, mut guard)) = spare_run.take() else {
                 // Never: a spare serves one request. Run it as any warm child does.
                 let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
@@ -248,7 +234,7 @@ pub fn keep(
         });
         sink.finish();
         if req.is_some() || spare_run.is_none() {
-            return Kept::Served(Box::new(result), req.map(Box::new), how.get());
+            return Kept::Served(req.map(Box::new));
         }
     }
 }
@@ -279,7 +265,7 @@ fn hand_over(
     // for the files that are its own.
     let mut own = req.clone();
     own.run_id = spare_id.to_string();
-    let checked = match request::check(&own, cfg, true)? {
+    let checked = match request::check(&own, cfg, sys::euid() == 0)? {
         Check::Run(c) => c,
         Check::Refused(r) => {
             let mut r = *r;
