@@ -556,44 +556,35 @@ fn job_table(env: &Env, job: &Job, peers: &[Peer], iters: usize, band_file: &Pat
 }
 
 /// The no-op's CPU per run in blocks of ten runs, each block followed by 0.2 s in which the warm
-/// server builds the spare of its last run, the machine's idle busy time over as long taken
-/// off: the table's CPU column ends when the processes a run started have ended, and a spare is
-/// built after that, by the warm server. `iters` blocks of each, interleaved.
+/// server builds the spare of its last run, interleaved with a block of 0.2 s alone (the idle
+/// machine's busy time, taken off): the table's CPU column ends when the processes a run started
+/// have ended, and a spare is built after that, by the warm server. `iters` blocks of each.
 fn block_cpu(env: &Env, job: &Job, iters: usize) {
     const BLOCK: u32 = 10;
     const AFTER: Duration = Duration::from_millis(200);
-    let mut bw = || run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap");
-    let mut cold = || env.band_run(job.name, &env.empty, None);
-    let mut warm = || env.band_run_warm(job.name, &env.empty);
-    let entries: [(&str, &mut dyn FnMut()); 3] = [
-        ("bare bwrap", &mut bw),
-        ("band run, `warm = false`", &mut cold),
-        ("band run (the default: warm server)", &mut warm),
-    ];
-    let mut busy = [Duration::ZERO; 3];
-    let mut idle = Duration::ZERO;
-    for round in 0..iters {
-        for k in 0..entries.len() {
-            let i = (round + k) % entries.len();
-            let c0 = common::busy_time();
-            for _ in 0..BLOCK {
-                (entries[i].1)();
-            }
-            std::thread::sleep(AFTER);
-            common::reap_orphans();
-            busy[i] += common::busy_time().saturating_sub(c0);
+    let block = |run: &dyn Fn()| {
+        for _ in 0..BLOCK {
+            run();
         }
-        let c0 = common::busy_time();
         std::thread::sleep(AFTER);
-        idle += common::busy_time().saturating_sub(c0);
-    }
+    };
+    let mut idle = || std::thread::sleep(AFTER);
+    let mut bw = || block(&|| run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap"));
+    let mut cold = || block(&|| env.band_run(job.name, &env.empty, None));
+    let mut warm = || block(&|| env.band_run_warm(job.name, &env.empty));
+    let s = common::interleaved(iters, &mut [&mut idle, &mut bw, &mut cold, &mut warm]);
+    let idle_cpu = s[0].cpu.unwrap_or_default();
     println!(
         "\nCPU per no-op run in blocks of {BLOCK}, the warm server's spare building included ({iters} blocks each, idle time taken off):\n"
     );
     println!("| tool | CPU per run |");
     println!("|---|---:|");
-    for (i, (name, _)) in entries.iter().enumerate() {
-        let per = busy[i].saturating_sub(idle) / (BLOCK * iters as u32);
+    for (name, st) in [
+        ("bare bwrap", s[1]),
+        ("band run, `warm = false`", s[2]),
+        ("band run (the default: warm server)", s[3]),
+    ] {
+        let per = st.cpu.unwrap_or_default().saturating_sub(idle_cpu) / BLOCK;
         println!("| {name} | {} |", ms(per));
     }
 }
