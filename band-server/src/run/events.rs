@@ -41,8 +41,12 @@ impl EventSink {
         let writer = std::thread::Builder::new()
             .name("events".into())
             .spawn(move || {
-                for line in rx {
-                    let _ = out.write_all(&line);
+                // What is queued by the time the writer wakes goes out in one write.
+                while let Ok(mut lines) = rx.recv() {
+                    while let Ok(more) = rx.try_recv() {
+                        lines.extend_from_slice(&more);
+                    }
+                    let _ = out.write_all(&lines);
                     let _ = out.flush();
                 }
                 drop(out);
@@ -211,6 +215,100 @@ pub(super) enum Msg {
     Dns(Lookup),
     /// bubblewrap has exited (not yet reaped): the loop looks at once ([`spawn_exit_watch`]).
     Exited,
+    /// [`REPORTS_WAKE`] CLI reports are queued ([`ReportQueue`]): the loop takes them now.
+    Reports,
+}
+
+/// The CLI reports on their way to the run loop. A report worker queues a call's record before it
+/// answers band-shim, so the call is on record before its command can run, but it does not wake
+/// the loop: a wake per command had the loop, the event writer and the client run between
+/// band-shim's answer and the command, on the same CPU of a small machine (issue 17, round 18).
+/// The loop takes what is queued each time it wakes ([`Inbox`]): at least every [`POLL`], at once
+/// when [`REPORTS_WAKE`] are queued, and at the end, after the report socket has stopped.
+pub(super) struct ReportQueue {
+    queued: Mutex<Vec<Report>>,
+    wake: Mutex<Sender<Msg>>,
+}
+
+/// How many queued reports wake the run loop (which streams them to the client as events): the
+/// queue stays small however fast a script starts commands.
+pub(super) const REPORTS_WAKE: usize = 256;
+
+impl ReportQueue {
+    pub(super) fn new(wake: Sender<Msg>) -> ReportQueue {
+        ReportQueue {
+            queued: Mutex::new(Vec::new()),
+            wake: Mutex::new(wake),
+        }
+    }
+
+    pub(super) fn push(&self, report: Report) {
+        let queued = match self.queued.lock() {
+            Ok(mut q) => {
+                q.push(report);
+                q.len()
+            }
+            Err(_) => return,
+        };
+        if queued == REPORTS_WAKE
+            && let Ok(tx) = self.wake.lock()
+        {
+            let _ = tx.send(Msg::Reports);
+        }
+    }
+
+    fn take(&self) -> Vec<Report> {
+        self.queued
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
+    }
+}
+
+/// What the run loop reads: the channel's messages and the queued reports ([`ReportQueue`]). A
+/// report queued before a message arrived is read before it: a call is recorded before its
+/// command runs, so before anything the command then writes.
+pub(super) struct Inbox {
+    rx: Receiver<Msg>,
+    reports: Arc<ReportQueue>,
+    next: std::cell::RefCell<std::collections::VecDeque<Msg>>,
+}
+
+impl Inbox {
+    pub(super) fn new(rx: Receiver<Msg>, reports: Arc<ReportQueue>) -> Inbox {
+        Inbox {
+            rx,
+            reports,
+            next: Default::default(),
+        }
+    }
+
+    /// The queued reports, then `msg` (when there is one), to be read in that order.
+    fn line_up(&self, msg: Option<Msg>) -> Option<Msg> {
+        let mut next = self.next.borrow_mut();
+        next.extend(self.reports.take().into_iter().map(Msg::Report));
+        next.extend(msg);
+        next.pop_front()
+    }
+
+    fn lined_up(&self) -> Option<Msg> {
+        self.next.borrow_mut().pop_front()
+    }
+
+    /// The next message, waiting up to `wait` for one.
+    pub(super) fn recv_timeout(&self, wait: Duration) -> Result<Msg, RecvTimeoutError> {
+        if let Some(msg) = self.lined_up().or_else(|| self.line_up(None)) {
+            return Ok(msg);
+        }
+        let msg = self.rx.recv_timeout(wait)?;
+        Ok(self.line_up(Some(msg)).unwrap_or(Msg::Reports))
+    }
+
+    /// The next message, if one is there.
+    pub(super) fn try_recv(&self) -> Option<Msg> {
+        self.lined_up()
+            .or_else(|| self.line_up(self.rx.try_recv().ok()))
+    }
 }
 
 pub(super) fn spawn_reader(
@@ -422,6 +520,8 @@ impl LoopState {
             }
             // The run loop reaps it when it looks again, which this message makes happen now.
             Msg::Exited => {}
+            // Read before this message (`Inbox`).
+            Msg::Reports => {}
         }
     }
 }
@@ -463,7 +563,7 @@ const EXITING_WINDOW: Duration = Duration::from_millis(100);
 /// Until bubblewrap exits or the deadline passes (then the cgroup is killed: `timeout`), or the
 /// client is gone (then it is killed too: `cancelled`).
 pub(super) fn run_loop(
-    rx: &Receiver<Msg>,
+    rx: &Inbox,
     guard: &mut RunGuard,
     sink: &EventSink,
     st: &mut LoopState,
@@ -543,7 +643,7 @@ pub(super) fn run_loop(
 /// `max` passes), then whatever else is already queued. Waiting for the status pipe too matters:
 /// a short script can exit before the status reader has passed on the jail's `ok`, and without
 /// it the run would count as a sandbox that never started.
-pub(super) fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, max: Duration) {
+pub(super) fn drain(rx: &Inbox, sink: &EventSink, st: &mut LoopState, max: Duration) {
     let end = Instant::now() + max;
     while !(st.stdout_eof && st.stderr_eof && st.jail_eof) {
         let now = Instant::now();
@@ -555,7 +655,7 @@ pub(super) fn drain(rx: &Receiver<Msg>, sink: &EventSink, st: &mut LoopState, ma
             Err(_) => break,
         }
     }
-    while let Ok(msg) = rx.try_recv() {
+    while let Some(msg) = rx.try_recv() {
         st.handle(msg, sink);
     }
 }
@@ -589,6 +689,70 @@ mod tests {
         // Not reaped by the watcher: the exit status is still there for the loop.
         let status = child.try_wait().unwrap().expect("exited");
         assert_eq!(status.code(), Some(3));
+    }
+
+    fn forged(n: usize) -> Report {
+        Report::Forged(n.to_string())
+    }
+
+    fn name(msg: &Msg) -> String {
+        match msg {
+            Msg::Report(Report::Forged(n)) => format!("report {n}"),
+            Msg::Stderr(b) => format!("stderr {}", String::from_utf8_lossy(b)),
+            Msg::Reports => "wake".into(),
+            _ => "other".into(),
+        }
+    }
+
+    /// Queued reports wake nobody; the loop reads them before the message it wakes for, and
+    /// at its next look when nothing comes.
+    #[test]
+    fn queued_reports_come_before_the_next_message_without_a_wake() {
+        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(ReportQueue::new(tx.clone()));
+        let inbox = Inbox::new(rx, Arc::clone(&queue));
+        queue.push(forged(1));
+        queue.push(forged(2));
+        tx.send(Msg::Stderr(b"x".to_vec())).unwrap();
+        queue.push(forged(3));
+        let mut got = Vec::new();
+        while let Ok(m) = inbox.recv_timeout(Duration::from_millis(10)) {
+            got.push(name(&m));
+        }
+        assert_eq!(got, ["report 1", "report 2", "report 3", "stderr x"]);
+        // Nothing on the channel: the queue alone, no wait.
+        queue.push(forged(4));
+        let t = Instant::now();
+        assert_eq!(
+            inbox
+                .recv_timeout(Duration::from_secs(10))
+                .map(|m| name(&m)),
+            Ok("report 4".to_string())
+        );
+        assert!(t.elapsed() < Duration::from_secs(5));
+        queue.push(forged(5));
+        tx.send(Msg::Stderr(b"y".to_vec())).unwrap();
+        let drained: Vec<String> = std::iter::from_fn(|| inbox.try_recv())
+            .map(|m| name(&m))
+            .collect();
+        assert_eq!(drained, ["report 5", "stderr y"]);
+    }
+
+    /// [`REPORTS_WAKE`] queued reports send one wake, which the loop reads after them.
+    #[test]
+    fn a_full_queue_wakes_the_loop_once() {
+        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(ReportQueue::new(tx));
+        let inbox = Inbox::new(rx, Arc::clone(&queue));
+        for n in 0..REPORTS_WAKE + 3 {
+            queue.push(forged(n));
+        }
+        let got: Vec<String> = std::iter::from_fn(|| inbox.try_recv())
+            .map(|m| name(&m))
+            .collect();
+        assert_eq!(got.len(), REPORTS_WAKE + 4, "{got:?}");
+        assert_eq!(got.iter().filter(|m| *m == "wake").count(), 1);
+        assert_eq!(got.last().map(String::as_str), Some("wake"));
     }
 
     #[test]

@@ -63,8 +63,8 @@ pub use self::events::{
     watch_client,
 };
 use self::events::{
-    LoopState, MAX_CALLS_KEPT, Msg, drain, run_loop, spawn_reader, spawn_status_reader,
-    write_secrets,
+    Inbox, LoopState, MAX_CALLS_KEPT, Msg, ReportQueue, drain, run_loop, spawn_reader,
+    spawn_status_reader, write_secrets,
 };
 pub use self::guard::RunGuard;
 
@@ -220,7 +220,7 @@ pub(crate) struct Prepared<'p> {
     pub(crate) identity: plan::Identity,
     pub(crate) plan: plan::RunPlan<'p>,
     tx: mpsc::Sender<Msg>,
-    rx: mpsc::Receiver<Msg>,
+    rx: Inbox,
     heard: crate::layers::cli::heard::RunJudge,
     run_dir: std::path::PathBuf,
     pub(crate) spawned: Spawned,
@@ -261,12 +261,9 @@ pub(crate) fn prepare<'p>(
             let _ = tx.send(Msg::Dns(l.clone()));
         }
     });
-    let report_tx = Mutex::new(tx.clone());
-    let on_report: OnReport = Arc::new(move |r| {
-        if let Ok(tx) = report_tx.lock() {
-            let _ = tx.send(Msg::Report(r));
-        }
-    });
+    let reports = Arc::new(ReportQueue::new(tx.clone()));
+    let queue = Arc::clone(&reports);
+    let on_report: OnReport = Arc::new(move |r| queue.push(r));
     // The shells' own "not found" messages on the script's stderr are CLI reports too
     // (`layers::cli::heard`).
     let heard = crate::layers::cli::heard::Judge::for_run(&plan, on_report.clone())?;
@@ -286,7 +283,7 @@ pub(crate) fn prepare<'p>(
         identity,
         plan,
         tx,
-        rx,
+        rx: Inbox::new(rx, reports),
         heard,
         run_dir,
         spawned,
