@@ -61,6 +61,9 @@ impl Helpers {
     }
 }
 
+/// The sysctl that says whether the kernel randomizes program addresses.
+const RANDOMIZE_VA_SPACE: &str = "/proc/sys/kernel/randomize_va_space";
+
 /// The host, as far as one run's plan is concerned.
 #[derive(Debug)]
 pub struct HostFacts {
@@ -82,6 +85,9 @@ pub struct HostFacts {
     pub helpers: SetupResult<Helpers>,
     /// The configured bubblewrap is a file.
     pub bwrap_present: bool,
+    /// The kernel randomizes where it maps programs, or why not: the CLI gate needs it
+    /// ([`crate::layers::cli::reports::randomization`]).
+    pub randomization: Result<(), String>,
     pub hierarchy: Result<Hierarchy, CgroupError>,
     /// Upstream resolvers for the DNS stub (server config, else `/etc/resolv.conf`).
     pub upstream: Vec<SocketAddr>,
@@ -418,6 +424,9 @@ impl HostFacts {
             lib_roots,
             helpers: pre.map_or_else(Helpers::locate, |p| p.helpers.clone()),
             bwrap_present: cfg.bwrap.is_file(),
+            randomization: crate::layers::cli::reports::randomization(Path::new(
+                RANDOMIZE_VA_SPACE,
+            )),
             hierarchy: match pre.and_then(|p| p.hierarchy.clone()) {
                 Some(h) => Ok(h),
                 None => Hierarchy::detect_system(),

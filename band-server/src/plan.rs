@@ -68,6 +68,13 @@ pub fn preflight(
         )
         .with_hint("apt-get install bubblewrap, or set `bwrap` in the server config"));
     }
+    if let Err(why) = &facts.randomization {
+        return Err(SetupError::new(
+            Layer::Cli,
+            format!("address space randomization is off: {why}"),
+        )
+        .with_hint("sysctl -w kernel.randomize_va_space=2 (the kernel's default)"));
+    }
     let rules = CliRules::from_policy(&cli.policy)
         .map_err(|e| SetupError::new(Layer::Cli, e.to_string()))?
         .with_host_search(cfg.bin_path.clone());

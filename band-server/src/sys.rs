@@ -826,6 +826,22 @@ pub fn set_no_new_privs() -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(|_| ())
 }
 
+/// Take `ADDR_NO_RANDOMIZE` out of this process's persona, which its programs inherit through
+/// `exec`: each of them is then mapped at addresses the kernel randomizes (where
+/// `kernel.randomize_va_space` is not 0). Whether the flag was set.
+pub fn clear_addr_no_randomize() -> io::Result<bool> {
+    const QUERY: libc::c_ulong = 0xffff_ffff;
+    // SAFETY: personality takes an integer and touches no memory; QUERY only reads the persona.
+    let persona = check(unsafe { libc::personality(QUERY) })? as libc::c_ulong;
+    let flag = libc::ADDR_NO_RANDOMIZE as libc::c_ulong;
+    if persona & flag == 0 {
+        return Ok(false);
+    }
+    // SAFETY: as above; this sets the persona without the flag.
+    check(unsafe { libc::personality(persona & !flag) })?;
+    Ok(true)
+}
+
 /// Close every descriptor above 2 except `keep` (which is marked close-on-exec instead).
 pub fn close_fds_above_stderr(keep: Option<RawFd>) -> io::Result<()> {
     let close = |first: u32, last: u32| -> io::Result<()> {

@@ -5,7 +5,8 @@
 //! 1. read band-server's input from fd N until EOF, close it: the secrets, and how to start the
 //!    entry (`bwrap::JailInput`: a `#!` entry starts its interpreter's program directly, from the
 //!    descriptor band-server passed, since no path inside the sandbox leads to it);
-//! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`, a Landlock domain scoping abstract unix sockets
+//! 2. `RLIMIT_CORE = 0`, `PR_SET_NO_NEW_PRIVS`, no `ADDR_NO_RANDOMIZE` in the persona (so every
+//!    program is mapped at random addresses), a Landlock domain scoping abstract unix sockets
 //!    and signals to the sandbox (`--ipc-scope required` fails when the kernel cannot; every run
 //!    has a network namespace of its own, so the host's abstract sockets are out of reach
 //!    either way and `best-effort` is the default);
@@ -192,6 +193,17 @@ fn main() {
             st,
             Layer::Seccomp,
             &format!("failed to set no_new_privs: {e}"),
+        );
+    }
+
+    // Programs mapped at random addresses, whatever persona band-server was started with: the
+    // CLI gate tells one program of a shim's process from the next by them
+    // (`reports::Image`), and seccomp keeps the script from turning it off.
+    if let Err(e) = sys::clear_addr_no_randomize() {
+        fail(
+            st,
+            Layer::Process,
+            &format!("cannot clear ADDR_NO_RANDOMIZE from the persona: {e}"),
         );
     }
 

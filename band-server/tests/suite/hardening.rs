@@ -155,6 +155,39 @@ for label, proto in [("netlink_route", 0), ("netlink_diag", 4), ("netlink_uevent
     }
 }
 
+/// The sandbox's programs are mapped at random addresses even when band-server was started
+/// without (`setarch -R`: `ADDR_NO_RANDOMIZE` in its persona, which its children inherit):
+/// band-jail clears the flag, and the CLI gate tells one program of a process from the next by
+/// those addresses. Seen from inside: the persona, and where two runs of one program put their
+/// stack.
+#[test]
+fn privileged_programs_are_mapped_at_random_addresses_under_setarch_r() {
+    privileged!();
+    let probe = r#"import ctypes, subprocess
+print("persona=%08x" % ctypes.CDLL(None).personality(0xffffffff))
+stacks = {subprocess.run(["cat", "/proc/self/stat"], capture_output=True, text=True).stdout.split()[27] for _ in range(3)}
+print("stacks=%d" % len(stacks))
+"#;
+    let mut p = with_python();
+    p.allow.cli = strs(&["python3 *", "cat *"]);
+    let line = serde_json::to_string(&Message::Request(Box::new(python_request(probe, p))))
+        .unwrap_or_default();
+    let o = finish(spawn_line_under(
+        &["setarch", "-R"],
+        &line,
+        std::path::Path::new("/nonexistent/band-test/server.toml"),
+        std::path::Path::new(STATE_DIR),
+    ));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    assert_eq!(
+        kv.get("persona").map(String::as_str),
+        Some("00000000"),
+        "{o:#?}"
+    );
+    assert_eq!(kv.get("stacks").map(String::as_str), Some("3"), "{o:#?}");
+}
+
 #[test]
 fn privileged_command_lines_inside_name_no_host_path() {
     privileged!();

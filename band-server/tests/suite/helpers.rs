@@ -217,7 +217,22 @@ pub(crate) fn spawn_line_with_config(line: &str, config: &Path) -> Child {
 
 /// Run band-server with a config file and a state directory of the test's own.
 pub(crate) fn spawn_line_in(line: &str, config: &Path, state_dir: &Path) -> Child {
-    let mut child = Command::new(server())
+    spawn_line_under(&[], line, config, state_dir)
+}
+
+/// [`spawn_line_in`], band-server started by `launcher` (a program and its arguments, before
+/// band-server's path: `setarch -R`), or directly when it is empty.
+pub(crate) fn spawn_line_under(
+    launcher: &[&str],
+    line: &str,
+    config: &Path,
+    state_dir: &Path,
+) -> Child {
+    let server = server();
+    let mut argv: Vec<&std::ffi::OsStr> = launcher.iter().map(std::ffi::OsStr::new).collect();
+    argv.push(std::ffi::OsStr::new(server));
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
         .arg("run")
         .env(band_server::config::STATE_DIR_ENV, state_dir)
         .env(band_server::config::CONFIG_ENV, config)

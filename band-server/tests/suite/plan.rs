@@ -118,6 +118,7 @@ pub(super) fn facts() -> HostFacts {
             shim: PathBuf::from("/opt/band/band-shim"),
         }),
         bwrap_present: true,
+        randomization: Ok(()),
         hierarchy: Ok(Hierarchy::V2 {
             root: PathBuf::from("/sys/fs/cgroup"),
         }),

@@ -39,6 +39,13 @@ pub struct PeerCheck {
     /// Devices that hold the system libraries (`/usr/lib`, `/usr/lib64`).
     pub lib_devs: Vec<u64>,
     pub uid: u32,
+    /// Whether each peer's mappings are checked ([`check_mappings`]): when band-shim's file names
+    /// a program interpreter (a dynamic build), `ld.so` starts it and maps what it is told to
+    /// (`LD_PRELOAD`), before band-shim's code runs. A static band-shim (the build's default on
+    /// glibc Linux: `build.rs`) has the kernel map its file and nothing else, and only its own
+    /// code could map more, which it never does: reading and checking its `maps` on every call
+    /// would find nothing (issue 17, round 18).
+    pub maps: bool,
 }
 
 impl PeerCheck {
@@ -55,12 +62,54 @@ impl PeerCheck {
                 lib_devs.push(m.dev());
             }
         }
+        // Unreadable, or not an ELF file this reads: the mappings are checked.
+        let maps = read_head(shim, ELF_HEAD_BYTES)
+            .ok()
+            .and_then(|head| elf_interpreter(&head))
+            .unwrap_or(true);
         Ok(PeerCheck {
             shim: (m.dev(), m.ino()),
             lib_devs,
             uid,
+            maps,
         })
     }
+}
+
+/// How much of band-shim's file [`PeerCheck::for_shim`] reads: its ELF header and program
+/// headers, which follow it in every linker's output (about 700 bytes).
+const ELF_HEAD_BYTES: u64 = 4096;
+
+/// The first `max` bytes of `path` (fewer if it is shorter).
+fn read_head(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    fs_err::File::open(path)?.take(max).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Whether the ELF file that starts with `head` names a program interpreter (a `PT_INTERP`
+/// program header: a dynamically linked program, started by `ld.so`); `None` when `head` does
+/// not hold a whole 64-bit little-endian ELF header and program header table. Pure.
+pub fn elf_interpreter(head: &[u8]) -> Option<bool> {
+    if head.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let u16_at = |at: usize| Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?));
+    // e_phoff, e_phentsize and e_phnum (the ELF-64 header's layout).
+    let table = usize::try_from(u64_at(32)?).ok()?;
+    let (size, count) = (usize::from(u16_at(54)?), usize::from(u16_at(56)?));
+    if size < 4 {
+        return None;
+    }
+    let mut interp = false;
+    for i in 0..count {
+        let at = table.checked_add(i.checked_mul(size)?)?;
+        interp |= u32_at(at)? == libc::PT_INTERP;
+    }
+    Some(interp)
 }
 
 /// One line of `/proc/<pid>/maps` that is backed by a file: (dev, inode, path).
@@ -106,6 +155,8 @@ pub enum PeerError {
     MapsLine(#[from] BadMapsLine),
     #[error("pid {pid} {source}")]
     Mapping { pid: i32, source: ForeignMapping },
+    #[error("pid {0}: its addresses are hidden from band-server (/proc/<pid>/stat shows zeros)")]
+    Hidden(i32),
     #[error("pid {0} was replaced while it was checked")]
     Replaced(i32),
     #[error("pid {0} was replaced before its request was read")]
@@ -187,32 +238,77 @@ pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), Foreign
     Ok(())
 }
 
-/// Field 22 of a `/proc/<pid>/stat` text: the start time in clock ticks since boot. A pid and its
-/// start time name one process for good (a pid is reused only by a process that starts later).
-pub fn parse_starttime(stat: &str) -> Option<u64> {
-    parse_stat(stat).map(|(_, start)| start)
+/// One program image of a process, as `/proc/<pid>/stat` shows it: where the kernel put its
+/// code and its stack (fields 26 to 28). An `exec` keeps the pid and the start time, but maps a
+/// new image at addresses the kernel randomizes, so two images of one process differ here, even
+/// two of the same program. The sandbox cannot turn the randomization off: seccomp allows
+/// `personality` only its query and `PER_LINUX`, band-jail clears `ADDR_NO_RANDOMIZE` from the
+/// persona it inherits, and a run does not start where `kernel.randomize_va_space` is 0
+/// ([`randomization`]). All zero when the reader may not see them (not band-server, which is
+/// root).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Image {
+    pub start_code: u64,
+    pub end_code: u64,
+    pub start_stack: u64,
 }
 
-/// Fields 2 and 22 of a `/proc/<pid>/stat` text: the process's name (`comm`, what
-/// `/proc/<pid>/comm` holds) and its start time. The name may hold spaces and parentheses: it is
-/// what lies between the first `(` and the last `)`; the fields after that `)` start at 3.
-pub fn parse_stat(stat: &str) -> Option<(&str, u64)> {
+/// What [`verify_peer`] saw of its peer, and looks for again when the request comes: the start
+/// time (field 22: a pid and its start time name one process for good, a pid being reused only
+/// by a process that starts later) and the program image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub start: u64,
+    pub image: Image,
+}
+
+/// Fields 2, 22 and 26 to 28 of a `/proc/<pid>/stat` text: the process's name (`comm`, what
+/// `/proc/<pid>/comm` holds), its start time and its program image. The name may hold spaces and
+/// parentheses: it is what lies between the first `(` and the last `)`; the fields after that `)`
+/// start at 3.
+pub fn parse_stat(stat: &str) -> Option<(&str, Seen)> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?;
-    let start = stat[close + 1..].split_whitespace().nth(19)?.parse().ok()?;
-    Some((comm, start))
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let seen = Seen {
+        start: field(22)?,
+        image: Image {
+            start_code: field(26)?,
+            end_code: field(27)?,
+            start_stack: field(28)?,
+        },
+    };
+    Some((comm, seen))
 }
 
-/// `/proc/<pid>`, open: every file read through it is one process's. A pid that ends and is
-/// reused names another process, whose files this descriptor does not reach: reads through it
-/// fail (`ESRCH`) once the process it was opened for is gone (reaped), whatever its pid names
-/// then. So the checks of [`verify_peer`] all look at one process, and the start time they read
-/// at the end and again at the request is that process's, read with one `openat` and one `read`
-/// instead of a path walk and a growing read (issue 17, round 6).
+/// Whether the kernel randomizes where it maps programs (`kernel.randomize_va_space`, read from
+/// `sysctl`: `/proc/sys/kernel/randomize_va_space`, a parameter for tests): the CLI gate tells one
+/// program image of a shim's process from the next by its addresses ([`Image`]), so a run does
+/// not start without it.
+pub fn randomization(sysctl: &Path) -> Result<(), String> {
+    match fs_err::read_to_string(sysctl) {
+        Ok(v) if v.trim() != "0" => Ok(()),
+        Ok(_) => Err(format!(
+            "{} is 0: the kernel maps every program at the same addresses, and band-server \
+             tells one program a shim's process runs from the next by them",
+            sysctl.display()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `/proc/<pid>`, open, with its `stat`: every file read through it is one process's. A pid that
+/// ends and is reused names another process, whose files these descriptors do not reach: reads
+/// through them fail (`ESRCH`) once the process they were opened for is gone (reaped), whatever
+/// its pid names then. So the checks of [`verify_peer`] all look at one process. Its `stat` is
+/// read again at its start (`pread`, one system call: a `/proc` file starts over at offset 0)
+/// instead of opened again (issue 17, rounds 6 and 18).
 pub struct ProcDir {
     pid: i32,
     dir: std::os::fd::OwnedFd,
+    stat: std::os::fd::OwnedFd,
 }
 
 /// The most bytes read of a `/proc/<pid>/stat` (about 300 in practice: 52 numbers and a name of
@@ -220,7 +316,7 @@ pub struct ProcDir {
 const STAT_MAX: usize = 4096;
 
 impl ProcDir {
-    /// Open `<proc>/<pid>` (`proc`: `/proc`, a parameter for tests).
+    /// Open `<proc>/<pid>` and its `stat` (`proc`: `/proc`, a parameter for tests).
     pub fn open(proc: &Path, pid: i32) -> Result<ProcDir, PeerError> {
         use rustix::fs::{Mode, OFlags};
         let dir = rustix::fs::open(
@@ -233,7 +329,18 @@ impl ProcDir {
             what: "(its /proc directory)",
             source: e.into(),
         })?;
-        Ok(ProcDir { pid, dir })
+        let stat = rustix::fs::openat(
+            &dir,
+            "stat",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| PeerError::Proc {
+            pid,
+            what: "stat",
+            source: e.into(),
+        })?;
+        Ok(ProcDir { pid, dir, stat })
     }
 
     fn err(&self, what: &'static str) -> impl FnOnce(rustix::io::Errno) -> PeerError {
@@ -261,11 +368,7 @@ impl ProcDir {
         loop {
             if len == out.len() {
                 if len >= max {
-                    return Err(PeerError::Proc {
-                        pid: self.pid,
-                        what,
-                        source: std::io::Error::other(format!("longer than {max} bytes")),
-                    });
+                    return Err(self.too_long(what, max));
                 }
                 out.resize((len * 2).min(max), 0);
             }
@@ -278,20 +381,33 @@ impl ProcDir {
         }
     }
 
-    /// The process's name and start time (`stat`).
-    pub fn stat(&self) -> Result<(String, u64), PeerError> {
-        let text = self.read("stat", STAT_MAX)?;
-        let text = String::from_utf8_lossy(&text);
+    fn too_long(&self, what: &'static str, max: usize) -> PeerError {
+        PeerError::Proc {
+            pid: self.pid,
+            what,
+            source: std::io::Error::other(format!("longer than {max} bytes")),
+        }
+    }
+
+    /// The process's name, start time and program image (`stat`). The kernel makes the whole
+    /// line on a read at offset 0, so one read that leaves room in the buffer has all of it.
+    pub fn stat(&self) -> Result<(String, Seen), PeerError> {
+        let mut buf = [0u8; STAT_MAX];
+        let n = rustix::io::pread(&self.stat, &mut buf[..], 0).map_err(self.err("stat"))?;
+        if n == buf.len() {
+            return Err(self.too_long("stat", STAT_MAX - 1));
+        }
+        let text = String::from_utf8_lossy(&buf[..n]);
         parse_stat(&text)
-            .map(|(comm, start)| (comm.to_string(), start))
+            .map(|(comm, seen)| (comm.to_string(), seen))
             .ok_or(PeerError::Stat(self.pid))
     }
 
-    /// The process's start time, or an error if it is no longer this process (gone, or another
-    /// one's start time: never, through the open directory, but checked all the same).
-    pub fn still(&self, start: u64) -> Result<(), PeerError> {
+    /// An error unless the process is still the one `seen` describes: the same start time (the
+    /// same process), and the same program image (no `exec` since). Gone, it is an error too.
+    pub fn still(&self, seen: &Seen) -> Result<(), PeerError> {
         match self.stat()? {
-            (_, now) if now == start => Ok(()),
+            (_, now) if now == *seen => Ok(()),
             _ => Err(PeerError::ReplacedBeforeRead(self.pid)),
         }
     }
@@ -302,20 +418,26 @@ impl ProcDir {
 const MAPS_MAX: usize = 1 << 20;
 
 /// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
-/// name is [`shim::COMM`]). Returns its `/proc` directory and start time, checked before and after,
-/// so every look at `/proc` was at this one process, and the path it was executed from in the
-/// sandbox (its `/proc/<pid>/exe`: band-shim is bound over each program of a runtime tree and of
-/// the skill, so this names the one the kernel ran, however the script reached it: a symlink, a
-/// relative path).
+/// name is [`shim::COMM`]). Returns its `/proc` directory and what it saw of it ([`Seen`]),
+/// checked before and after, so every look at `/proc` was at this one process and one program
+/// image, and the path it was executed from in the sandbox (its `/proc/<pid>/exe`: band-shim is
+/// bound over each program of a runtime tree and of the skill, so this names the one the kernel
+/// ran, however the script reached it: a symlink, a relative path).
 ///
 /// The name is read from `stat` (field 2 is `/proc/<pid>/comm`), at the start and again at the
 /// end, around the checks of the executable and the mappings: an `exec` between them would have
-/// reset the name, and only band-shim's code sets this one.
+/// reset the name and moved the image, and only band-shim's code sets this name.
+///
+/// The image matters again when the request comes ([`ProcDir::still`]): a process verified while
+/// it ran band-shim may `exec` another program once band-shim has its answer, and that program
+/// writes with the same pid. A connection the script made before it started band-shim, and kept
+/// open through both `exec`s, would otherwise carry a request the program wrote, under a nonce
+/// sent while band-shim ran.
 pub fn verify_peer(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(ProcDir, u64, Option<PathBuf>), PeerError> {
+) -> Result<(ProcDir, Seen, Option<PathBuf>), PeerError> {
     verify_peer_in(Path::new("/proc"), pid, uid, check)
 }
 
@@ -325,7 +447,7 @@ pub fn verify_peer_in(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(ProcDir, u64, Option<PathBuf>), PeerError> {
+) -> Result<(ProcDir, Seen, Option<PathBuf>), PeerError> {
     if uid != check.uid {
         return Err(PeerError::Uid {
             uid,
@@ -333,7 +455,10 @@ pub fn verify_peer_in(
         });
     }
     let dir = ProcDir::open(proc, pid)?;
-    let (comm, start) = dir.stat()?;
+    let (comm, seen) = dir.stat()?;
+    if seen.image == Image::default() {
+        return Err(PeerError::Hidden(pid));
+    }
     let exe = rustix::fs::statat(&dir.dir, "exe", rustix::fs::AtFlags::empty())
         .map_err(dir.err("exe"))?;
     if (exe.st_dev, exe.st_ino) != check.shim {
@@ -346,17 +471,19 @@ pub fn verify_peer_in(
     if comm != shim::COMM {
         return Err(not_started(comm));
     }
-    let maps = dir.read("maps", MAPS_MAX)?;
-    check_mappings(&parse_maps(&String::from_utf8_lossy(&maps))?, check)
-        .map_err(|source| PeerError::Mapping { pid, source })?;
+    if check.maps {
+        let maps = dir.read("maps", MAPS_MAX)?;
+        check_mappings(&parse_maps(&String::from_utf8_lossy(&maps))?, check)
+            .map_err(|source| PeerError::Mapping { pid, source })?;
+    }
     let (comm, now) = dir.stat()?;
-    if now != start {
+    if now != seen {
         return Err(PeerError::Replaced(pid));
     }
     if comm != shim::COMM {
         return Err(not_started(comm));
     }
-    Ok((dir, start, executed))
+    Ok((dir, seen, executed))
 }
 
 /// The nonces of one run's socket: 128 bits each, the first half of SHA-256 over a 256-bit key
@@ -500,7 +627,7 @@ fn handle(
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     conn.set_write_timeout(Some(Duration::from_secs(5)))?;
     let cred = sys::peer_cred(&conn).map_err(PeerError::PeerCred)?;
-    let (proc, start, executed) = match verify_peer(cred.pid, cred.uid, check) {
+    let (proc, seen, executed) = match verify_peer(cred.pid, cred.uid, check) {
         Ok(v) => v,
         Err(e) => {
             let _ = (&conn).write_all(b"refused\n");
@@ -518,7 +645,7 @@ fn handle(
     if req.argv.is_empty() {
         return Err(PeerError::EmptyArgv);
     }
-    proc.still(start)?;
+    proc.still(&seen)?;
     // A tree's or the skill's program is judged as the file the kernel ran, not by the name of
     // the link or relative path it was called by.
     let argv =
@@ -698,6 +825,7 @@ mod tests {
             shim: (libc::makedev(0xfd, 1), 1234),
             lib_devs: vec![libc::makedev(0xfd, 1)],
             uid: 1000,
+            maps: true,
         }
     }
 
@@ -782,23 +910,136 @@ mod tests {
         assert_eq!((n, none.is_none()), (2, true));
     }
 
-    #[test]
-    fn start_time_is_field_22_even_when_the_name_has_parentheses() {
-        let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200 18446744073709551615";
-        assert_eq!(parse_starttime(stat), Some(987654));
-        assert_eq!(parse_starttime("4242 (x) S 1"), None);
-        assert_eq!(parse_starttime("garbage"), None);
+    /// Fields 3 to 28 of a stat line, the start time (22) and the image (26 to 28) as given.
+    fn stat_line(pid: u32, comm: &str, start: u64, image: [u64; 3]) -> String {
+        let [code, end, stack] = image;
+        format!(
+            "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {start} 1000 200 18446744073709551615 {code} {end} {stack} 0 0\n"
+        )
     }
 
     #[test]
-    fn the_name_and_start_time_come_from_one_stat_line() {
-        let stat =
-            "4242 (band/shim) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000";
-        assert_eq!(parse_stat(stat), Some(("band/shim", 987654)));
-        let odd = "7 (a) b (c)) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 1000";
-        assert_eq!(parse_stat(odd), Some(("a) b (c)", 55)));
+    fn the_name_start_time_and_image_come_from_one_stat_line() {
+        let seen = |start, [c, e, s]: [u64; 3]| Seen {
+            start,
+            image: Image {
+                start_code: c,
+                end_code: e,
+                start_stack: s,
+            },
+        };
+        let line = stat_line(4242, "band/shim", 987654, [4096, 8192, 140000]);
+        assert_eq!(
+            parse_stat(&line),
+            Some(("band/shim", seen(987654, [4096, 8192, 140000])))
+        );
+        // The name may hold spaces and parentheses: the fields count from the last `)`.
+        let odd = stat_line(7, "a) b (c)", 55, [1, 2, 3]);
+        assert_eq!(parse_stat(&odd), Some(("a) b (c)", seen(55, [1, 2, 3]))));
+        // Cut short before the image: not a stat line.
+        let short = "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 987654 1000";
+        assert_eq!(parse_stat(short), None);
         assert_eq!(parse_stat("7 (x S 1"), None);
         assert_eq!(parse_stat(")x( 1 2"), None);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    /// A process that `exec`s keeps its pid and start time, but not its image: `still` refuses
+    /// it, even when it runs the same program again (the kernel randomizes where it maps it).
+    #[test]
+    fn an_exec_is_another_image_even_of_the_same_program() {
+        use std::io::BufRead;
+        // `sh` waits for a line, then becomes `sh` again, which says so and waits.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read _; exec sh -c 'echo again; read _'"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let dir = ProcDir::open(Path::new("/proc"), pid).unwrap();
+        let (_, seen) = dir.stat().unwrap();
+        assert_ne!(
+            seen.image,
+            Image::default(),
+            "our own child's addresses are visible"
+        );
+        assert_eq!(dir.still(&seen).map_err(|e| e.to_string()), Ok(()));
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"\n").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "again\n");
+        let (_, now) = dir.stat().unwrap();
+        assert_eq!(now.start, seen.start, "the same process");
+        assert!(
+            matches!(dir.still(&seen), Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
+            "another image: {seen:?} then {now:?}"
+        );
+        drop(stdin);
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn randomization_is_the_sysctl_not_being_zero() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sysctl = tmp.path().join("randomize_va_space");
+        for (value, ok) in [("2\n", true), ("1\n", true), ("0\n", false)] {
+            fs_err::write(&sysctl, value).unwrap();
+            assert_eq!(randomization(&sysctl).is_ok(), ok, "{value:?}");
+        }
+        let off = randomization(&sysctl).unwrap_err();
+        assert!(off.contains("randomize_va_space is 0"), "{off}");
+        let missing = randomization(&tmp.path().join("none")).unwrap_err();
+        assert!(missing.contains("none"), "names the file: {missing}");
+    }
+
+    /// Only a band-shim that names an interpreter (`ld.so`, which maps what it is told to) has
+    /// its mappings checked; a file this cannot read as ELF is checked too.
+    #[test]
+    fn the_mappings_are_checked_for_a_dynamic_shim_only() {
+        // An ELF-64 header with `count` program headers of 56 bytes at offset 64.
+        let elf = |types: &[u32]| {
+            let mut f = vec![0u8; 64 + 56 * types.len()];
+            f[..6].copy_from_slice(b"\x7fELF\x02\x01");
+            f[32..40].copy_from_slice(&64u64.to_le_bytes());
+            f[54..56].copy_from_slice(&56u16.to_le_bytes());
+            f[56..58].copy_from_slice(&(types.len() as u16).to_le_bytes());
+            for (i, t) in types.iter().enumerate() {
+                f[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
+            }
+            f
+        };
+        let (load, interp, dynamic) = (libc::PT_LOAD, libc::PT_INTERP, libc::PT_DYNAMIC);
+        assert_eq!(elf_interpreter(&elf(&[6, interp, load, load])), Some(true));
+        assert_eq!(
+            elf_interpreter(&elf(&[6, load, load, dynamic])),
+            Some(false)
+        );
+        assert_eq!(elf_interpreter(&elf(&[])), Some(false));
+        let cut = elf(&[load, interp]);
+        assert_eq!(
+            elf_interpreter(&cut[..cut.len() - 60]),
+            None,
+            "table cut short"
+        );
+        assert_eq!(elf_interpreter(b"#!/bin/sh\n"), None);
+        assert_eq!(elf_interpreter(b"\x7fELF\x01\x01"), None, "32-bit");
+        // The files themselves: this test's own executable is dynamic (cargo's test harness);
+        // anything else is checked.
+        let tmp = tempfile::tempdir().unwrap();
+        let check = |bytes: &[u8]| {
+            let f = tmp.path().join("shim");
+            fs_err::write(&f, bytes).unwrap();
+            PeerCheck::for_shim(&f, 1000, &[]).unwrap().maps
+        };
+        assert!(!check(&elf(&[load, load])));
+        assert!(check(&elf(&[interp, load])));
+        assert!(check(b"not elf"));
+        let me = std::env::current_exe().unwrap();
+        assert!(PeerCheck::for_shim(&me, 1000, &[]).unwrap().maps);
     }
 
     /// A `/proc/<pid>` descriptor is one process's: once that process is gone (reaped), a read
@@ -812,16 +1053,20 @@ mod tests {
             .unwrap();
         let pid = child.id() as i32;
         let dir = ProcDir::open(Path::new("/proc"), pid).unwrap();
-        let (comm, start) = dir.stat().unwrap();
+        let (comm, seen) = dir.stat().unwrap();
         assert_eq!(comm, "sleep");
-        assert_eq!(dir.still(start).map_err(|e| e.to_string()), Ok(()));
+        assert_eq!(dir.still(&seen).map_err(|e| e.to_string()), Ok(()));
+        let later = Seen {
+            start: seen.start + 1,
+            ..seen
+        };
         assert!(
-            matches!(dir.still(start + 1), Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
+            matches!(dir.still(&later), Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
             "another start time is another process"
         );
         child.kill().unwrap();
         child.wait().unwrap();
-        let gone = dir.still(start).map_err(|e| e.to_string());
+        let gone = dir.still(&seen).map_err(|e| e.to_string());
         assert!(
             matches!(&gone, Err(m) if m.starts_with(&format!("pid {pid}: stat: "))),
             "{gone:?}"
@@ -834,7 +1079,8 @@ mod tests {
     }
 
     /// The peer check on a made-up `/proc/<pid>`: the executable by its file identity, the name,
-    /// every mapping, the uid; each wrong one refuses the peer.
+    /// every mapping (of a dynamic shim), the uid, visible addresses; each wrong one refuses the
+    /// peer.
     #[test]
     fn the_peer_check_refuses_each_wrong_part() {
         use std::os::unix::fs::MetadataExt;
@@ -844,13 +1090,13 @@ mod tests {
         fs_err::write(&shim, b"").unwrap();
         fs_err::write(&other, b"").unwrap();
         let m = fs_err::metadata(&shim).unwrap();
-        let check = PeerCheck {
+        let mut check = PeerCheck {
             shim: (m.dev(), m.ino()),
             lib_devs: vec![],
             uid: 1000,
+            maps: true,
         };
-        let stat =
-            |comm: &str| format!("77 ({comm}) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 1000\n");
+        let image = [0x5555_0000, 0x5556_0000, 0x7ffd_1000];
         let maps = |path: &Path| {
             let ino = fs_err::metadata(path).unwrap().ino();
             let dev = fs_err::metadata(path).unwrap().dev();
@@ -861,26 +1107,42 @@ mod tests {
             )
         };
         let proc = tmp.path().join("proc");
-        let make = |exe: &Path, comm: &str, mapped: &Path| {
+        let make = |exe: &Path, comm: &str, mapped: &Path, image: [u64; 3]| {
             let _ = fs_err::remove_dir_all(&proc);
             fs_err::create_dir_all(proc.join("77")).unwrap();
             fs_err::os::unix::fs::symlink(exe, proc.join("77/exe")).unwrap();
-            fs_err::write(proc.join("77/stat"), stat(comm)).unwrap();
+            fs_err::write(proc.join("77/stat"), stat_line(77, comm, 4242, image)).unwrap();
             fs_err::write(proc.join("77/maps"), maps(mapped)).unwrap();
         };
-        let verdict = |uid: u32| verify_peer_in(&proc, 77, uid, &check).map(|(_, s, e)| (s, e));
-        make(&shim, COMM_NAME, &shim);
+        let verdict = |uid: u32, check: &PeerCheck| {
+            verify_peer_in(&proc, 77, uid, check).map(|(_, s, e)| (s.start, e))
+        };
+        make(&shim, COMM_NAME, &shim, image);
         assert_eq!(
-            verdict(1000).map_err(|e| e.to_string()),
+            verdict(1000, &check).map_err(|e| e.to_string()),
             Ok((4242, Some(shim.clone())))
         );
-        assert!(matches!(verdict(1001), Err(PeerError::Uid { .. })));
-        make(&other, COMM_NAME, &shim);
-        assert!(matches!(verdict(1000), Err(PeerError::NotShim(77))));
-        make(&shim, "jq", &shim);
-        assert!(matches!(verdict(1000), Err(PeerError::NotStarted { .. })));
-        make(&shim, COMM_NAME, &other);
-        assert!(matches!(verdict(1000), Err(PeerError::Mapping { .. })));
+        assert!(matches!(verdict(1001, &check), Err(PeerError::Uid { .. })));
+        make(&other, COMM_NAME, &shim, image);
+        assert!(matches!(verdict(1000, &check), Err(PeerError::NotShim(77))));
+        make(&shim, "jq", &shim, image);
+        assert!(matches!(
+            verdict(1000, &check),
+            Err(PeerError::NotStarted { .. })
+        ));
+        make(&shim, COMM_NAME, &shim, [0, 0, 0]);
+        assert!(matches!(verdict(1000, &check), Err(PeerError::Hidden(77))));
+        make(&shim, COMM_NAME, &other, image);
+        assert!(matches!(
+            verdict(1000, &check),
+            Err(PeerError::Mapping { .. })
+        ));
+        // A static shim's mappings are not read: the kernel mapped its file alone.
+        check.maps = false;
+        assert_eq!(
+            verdict(1000, &check).map_err(|e| e.to_string()),
+            Ok((4242, Some(shim.clone())))
+        );
         assert!(matches!(
             verify_peer_in(&proc, 78, 1000, &check),
             Err(PeerError::Proc { pid: 78, .. })
@@ -888,6 +1150,81 @@ mod tests {
     }
 
     const COMM_NAME: &str = shim::COMM;
+
+    /// The attack the program image stops. A process connects, is verified while it runs
+    /// "band-shim" (here `python3`, whose file the check is given, and which names itself
+    /// `band/shim`), gets the nonce, then `exec`s: the program it becomes writes the request
+    /// with the nonce, on the connection it kept open, under the same pid and start time. That
+    /// request is refused; the same request written before any `exec` is judged.
+    #[test]
+    fn a_request_written_by_the_next_program_of_a_verified_process_is_refused() {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let python = fs_err::canonicalize("/usr/bin/python3").expect("python3");
+        let m = fs_err::metadata(&python).unwrap();
+        let check = PeerCheck {
+            shim: (m.dev(), m.ino()),
+            lib_devs: vec![],
+            uid: sys::euid(),
+            maps: false,
+        };
+        // The request, written on the descriptor of argv[1] with the nonce argv[2].
+        let write = "import json, socket, sys\n\
+             s = socket.socket(fileno=int(sys.argv[1]))\n\
+             s.sendall(json.dumps({'nonce': sys.argv[2], 'argv': ['jq', '.']}).encode() + b'\\n')\n\
+             print(s.recv(4096).decode().strip())\n";
+        // Named band/shim before it connects; then the nonce, then the request: in this process
+        // (`same`), or in the program it `exec`s.
+        let connect = "import ctypes, os, socket, sys\n\
+             ctypes.CDLL(None).prctl(15, b'band/shim', 0, 0, 0)\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             s.connect(sys.argv[1])\n\
+             s.set_inheritable(True)\n\
+             nonce = b''\n\
+             while not nonce.endswith(b'\\n'):\n    nonce += s.recv(64)\n\
+             argv = [sys.executable, '-c', sys.argv[3], str(s.fileno()), nonce.decode().strip()]\n\
+             if sys.argv[2] == 'same':\n    sys.argv = argv[2:]\n    exec(argv[2], {})\n\
+             else:\n    os.execv(sys.executable, argv)\n";
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let nonces = Nonces::new().unwrap();
+        let rules = CliRules::new(&[], &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+        let programs = RunPrograms::default();
+        let on: OnReport = Arc::new(|_| {});
+        let serve = |how: &str| {
+            let mut child = std::process::Command::new(&python)
+                .args(["-c", connect])
+                .arg(&path)
+                .args([how, write])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let (conn, _) = listener.accept().unwrap();
+            let served = handle(conn, &nonces, &check, &rules, &programs, &on);
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            child.wait().unwrap();
+            (served, out, child.id() as i32)
+        };
+        let (served, out, _) = serve("same");
+        assert_eq!(served.map_err(|e| e.to_string()), Ok(()));
+        assert!(
+            out.contains("not available in this sandbox"),
+            "judged: {out:?}"
+        );
+        let (served, out, pid) = serve("exec");
+        assert!(
+            matches!(served, Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
+            "{served:?}"
+        );
+        assert_eq!(out.trim(), "", "no answer");
+    }
 
     #[test]
     fn judge_records_then_answers() {

@@ -25,13 +25,16 @@
 //! band-server checks the peer twice (see [`crate::layers::cli::reports`]). When it connects (`SO_PEERCRED`):
 //! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim` (a name with
 //! a `/`, which no `exec` can give: the process set it itself, so it is running band-shim's code),
-//! and every file it maps band-shim or a system library; only then is the nonce sent. For the
-//! request (`SCM_CREDENTIALS`): every byte was written by that same process, whose start time has
-//! not changed. So a request is answered only if band-shim's own code wrote it after the nonce,
-//! and band-shim writes only on the connection it made itself, which no other process holds. A
-//! connection the script opened before exec'ing band-shim, and kept a copy of in another process,
-//! gets nothing: its nonce may arrive, but what the other process writes carries that process's
-//! pid. The descriptor therefore only ever reaches the shim that asked: it is sent on the
+//! and, for a dynamic build, every file it maps band-shim or a system library; only then is the
+//! nonce sent. For the request (`SCM_CREDENTIALS`): every byte was written by that same process,
+//! whose start time and program image (where the kernel mapped its code and stack, randomized on
+//! each `exec`) have not changed. So a request is answered only if band-shim's own code wrote it
+//! after the nonce, and band-shim writes only on the connection it made itself, which no other
+//! process holds. A connection the script opened before exec'ing band-shim, and kept a copy of in
+//! another process, gets nothing: its nonce may arrive, but what the other process writes carries
+//! that process's pid. Kept open in the process itself, through band-shim and into the program
+//! band-shim then starts, it gets nothing either: that program writes with the same pid, but
+//! from another image. The descriptor therefore only ever reaches the shim that asked: it is sent on the
 //! verified connection, after the decision, and band-shim is not dumpable from its first
 //! instruction (its file is execute-only), so nothing else can read its memory or take its
 //! descriptors (seccomp denies `pidfd_getfd` besides); it receives the descriptor close-on-exec,
