@@ -303,10 +303,12 @@ pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
 }
 
 /// `setsockopt(SO_PASSCRED, 1)`: from now on every message received on `sock` carries its
-/// sender's credentials (see [`recv_with_creds`]).
-pub fn set_passcred(sock: &UnixStream) -> io::Result<()> {
+/// sender's credentials (see [`recv_with_creds`]). Set on a listening unix socket, every
+/// connection it accepts has it from the start (the kernel copies it at `accept`), and bytes a
+/// peer sends before the `accept` carry their sender too.
+pub fn set_passcred(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     let one: libc::c_int = 1;
-    // SAFETY: `one` is a valid c_int for the duration of the call; the fd is owned by `sock`.
+    // SAFETY: `one` is a valid c_int for the duration of the call; the fd is borrowed, open.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),

@@ -9,7 +9,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::proto::{self, ShimRequest, Verdict};
+use crate::proto::{self, ImageAddresses, ShimRequest, Verdict};
 use crate::sys::bare as sys;
 
 extern crate alloc;
@@ -17,8 +17,6 @@ extern crate alloc;
 const SOCK: &[u8] = b"/band/sock";
 /// Longest answer line read (as [`crate::main`]'s).
 const MAX_ANSWER_BYTES: usize = 4 << 20;
-/// Longest nonce line read.
-const MAX_NONCE_BYTES: usize = 8192;
 
 fn die(code: i32, msg: &str) -> ! {
     let mut line = Vec::with_capacity(msg.len() + 1);
@@ -39,34 +37,11 @@ fn os(what: &str, errno: i32) -> String {
 }
 
 /// Ask band-server about the call: its verdict, and the program's descriptor that came with it.
-fn ask(argv: &[String]) -> Result<(Verdict, Option<i32>), String> {
+fn ask(argv: &[String], image: ImageAddresses) -> Result<(Verdict, Option<i32>), String> {
     let fd = sys::connect_unix(SOCK).map_err(|e| os("connect /band/sock", e))? as i32;
     sys::set_read_timeout(fd, 10).map_err(|e| os("SO_RCVTIMEO", e))?;
-    let mut nonce = Vec::new();
-    let mut buf = [0u8; 512];
-    loop {
-        let n = sys::recv(fd, &mut buf).map_err(|e| os("no nonce", e))?;
-        if n == 0 {
-            break;
-        }
-        nonce.extend_from_slice(&buf[..n]);
-        if let Some(end) = nonce.iter().position(|b| *b == b'\n') {
-            if end + 1 != nonce.len() {
-                return Err("band-server sent more than a nonce".into());
-            }
-            break;
-        }
-        if nonce.len() > MAX_NONCE_BYTES {
-            return Err("band-server's nonce is too long".into());
-        }
-    }
-    let nonce = String::from_utf8(nonce).map_err(|_| String::from("the nonce is not UTF-8"))?;
-    let nonce = nonce.trim_end().to_string();
-    if nonce.is_empty() || nonce == "refused" {
-        return Err(format!("band-server refused the connection ({nonce:?})"));
-    }
     let mut line = serde_json::to_vec(&ShimRequest {
-        nonce,
+        image,
         argv: argv.to_vec(),
     })
     .map_err(|e| format!("{e}"))?;
@@ -119,7 +94,7 @@ fn environment(envp: &[&[u8]]) -> Vec<Vec<u8>> {
 
 /// band-shim's `main` without glibc: ask band-server, then run the program it sent or exit with
 /// its refusal.
-pub fn run(argv: Vec<&'static [u8]>, envp: Vec<&'static [u8]>) -> ! {
+pub fn run(argv: Vec<&'static [u8]>, envp: Vec<&'static [u8]>, image: Option<ImageAddresses>) -> ! {
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
     let comm = b"band/shim\0";
     debug_assert_eq!(&comm[..comm.len() - 1], proto::COMM.as_bytes());
@@ -140,7 +115,11 @@ pub fn run(argv: Vec<&'static [u8]>, envp: Vec<&'static [u8]>) -> ! {
         );
     };
     let name = proto::called_as(&args).unwrap_or_else(|r| die(r.code, &r.message));
-    match proto::next(&name, &args, ask(&args)) {
+    let asked = match image {
+        Some(image) => ask(&args, image),
+        None => Err("no AT_PHDR or AT_RANDOM in the auxiliary vector".into()),
+    };
+    match proto::next(&name, &args, asked) {
         proto::Next::Refuse(r) => die(r.code, &r.message),
         proto::Next::Run {
             program,

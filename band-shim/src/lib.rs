@@ -4,8 +4,9 @@
 //! 1. Take the name `band/shim`: band-server only talks to a shim past that point (see
 //!    `band_server::layers::cli::shim` for why). Inherited descriptors stay open: the command gets
 //!    them, as it would without the shim (`diff <(…) <(…)` passes `/dev/fd/63`).
-//! 2. Send argv over `/band/sock` (after band-server's nonce) and wait for the verdict. If there
-//!    is none, refuse to run anything (fail closed).
+//! 2. Send argv over `/band/sock`, with this program image's addresses (which tell band-server
+//!    the line is band-shim's own), and wait for the verdict. If there is none, refuse to run
+//!    anything (fail closed).
 //! 3. Denied: the message on stderr, exit 126 (127 for a name this sandbox does not have).
 //!    Allowed: the answer carries the program as a descriptor (`SCM_RIGHTS`, received
 //!    close-on-exec); run it with `execveat(fd, "", …, AT_EMPTY_PATH)`, with the same arguments
@@ -27,7 +28,7 @@ pub mod proto;
 pub mod sys;
 
 use std::ffi::CString;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
@@ -61,21 +62,10 @@ fn ask(argv: &[String]) -> anyhow::Result<(Verdict, Option<OwnedFd>)> {
         conn
     };
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(&conn);
-    let mut nonce = String::new();
-    reader
-        .read_line(&mut nonce)
-        .map_err(|e| anyhow!("no nonce: {e}"))?;
-    if !reader.buffer().is_empty() {
-        bail!("band-server sent more than a nonce");
-    }
-    drop(reader);
-    let nonce = nonce.trim_end().to_string();
-    if nonce.is_empty() || nonce == "refused" {
-        bail!("band-server refused the connection ({nonce:?})");
-    }
+    let image = sys::image_addresses()
+        .ok_or_else(|| anyhow!("no AT_PHDR or AT_RANDOM in the auxiliary vector"))?;
     let mut line = serde_json::to_vec(&ShimRequest {
-        nonce,
+        image,
         argv: argv.to_vec(),
     })?;
     line.push(b'\n');

@@ -13,13 +13,49 @@ pub const EXIT_UNKNOWN: i32 = 127;
 /// a process, so a process with this name is running band-shim's code.
 pub const COMM: &str = "band/shim";
 
-/// shim → server, after the nonce.
+/// shim → server, the one line band-shim writes, as soon as it is connected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShimRequest {
-    pub nonce: String,
+    /// Where the kernel put the program image that writes this line (band-shim's own).
+    pub image: ImageAddresses,
     pub argv: Vec<String>,
 }
+
+/// Two addresses of a program image from its auxiliary vector (what the kernel hands a program
+/// at its start, and `/proc/<pid>/auxv` shows root): its program headers (`AT_PHDR`: where the
+/// kernel loaded it) and its 16 random bytes (`AT_RANDOM`, on its stack). The kernel randomizes
+/// both on every `exec`, so they name one image of one process: nothing that ran before it in the
+/// process could know them, and no other process can read them (band-shim is not dumpable).
+/// band-server takes a request only if these are the verified peer's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageAddresses {
+    pub phdr: u64,
+    pub random: u64,
+}
+
+/// `AT_PHDR` and `AT_RANDOM` of an auxiliary vector (pairs of native-endian words, type then
+/// value, ended by `AT_NULL`), `None` when either is missing. Pure.
+pub fn image_addresses(auxv: impl IntoIterator<Item = (u64, u64)>) -> Option<ImageAddresses> {
+    let (mut phdr, mut random) = (None, None);
+    for (key, value) in auxv {
+        match key {
+            0 => break,
+            AT_PHDR => phdr = Some(value),
+            AT_RANDOM => random = Some(value),
+            _ => {}
+        }
+    }
+    Some(ImageAddresses {
+        phdr: phdr?,
+        random: random?,
+    })
+}
+
+/// The auxiliary vector's keys read here (`elf.h`; the same on every Linux architecture).
+const AT_PHDR: u64 = 3;
+const AT_RANDOM: u64 = 25;
 
 /// server → shim: run the program whose descriptor comes with this line, or refuse with this
 /// message and exit code.
@@ -106,6 +142,31 @@ mod tests {
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_image_is_two_entries_of_the_auxiliary_vector() {
+        let auxv = [
+            (33, 0x7ffd_0000),
+            (3, 0x5555_0040),
+            (6, 4096),
+            (25, 0x7ffd_1234),
+            (0, 0),
+        ];
+        assert_eq!(
+            image_addresses(auxv),
+            Some(ImageAddresses {
+                phdr: 0x5555_0040,
+                random: 0x7ffd_1234
+            })
+        );
+        // Past AT_NULL, nothing counts; a missing entry is no image.
+        assert_eq!(image_addresses([(3, 1), (0, 0), (25, 2)]), None);
+        assert_eq!(image_addresses([(25, 2)]), None);
+        // `c_ulong`: the comparison is the C library's, whatever its width.
+        #[allow(clippy::unnecessary_cast)]
+        let (phdr, random) = (libc::AT_PHDR as u64, libc::AT_RANDOM as u64);
+        assert_eq!((AT_PHDR, AT_RANDOM), (phdr, random));
     }
 
     #[test]

@@ -63,6 +63,24 @@ pub fn recvmsg_cmsgs(
     Ok(n)
 }
 
+/// This program image's addresses from its auxiliary vector (`getauxval`), or `None` when the C
+/// library has no value for one of them.
+// `c_ulong` is `u32` on 32-bit targets: the casts are no-ops only on 64-bit ones.
+#[allow(clippy::unnecessary_cast)]
+pub fn image_addresses() -> Option<crate::proto::ImageAddresses> {
+    // SAFETY: getauxval reads the process's saved auxiliary vector; it takes and returns integers.
+    let (phdr, random) = unsafe {
+        (
+            libc::getauxval(libc::AT_PHDR),
+            libc::getauxval(libc::AT_RANDOM),
+        )
+    };
+    (phdr != 0 && random != 0).then_some(crate::proto::ImageAddresses {
+        phdr: phdr as u64,
+        random: random as u64,
+    })
+}
+
 /// `prctl(PR_SET_NAME, name)`: the calling thread's name (`/proc/<pid>/comm`, at most 15 bytes).
 pub fn set_comm(name: &CStr) -> io::Result<()> {
     // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.

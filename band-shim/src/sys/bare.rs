@@ -83,7 +83,8 @@ unsafe fn relocate() {
 }
 
 /// The process's entry, from `_start` (band-server's `bin/band-shim.rs`) with the initial stack
-/// pointer: `argc`, the `argv` pointers, NULL, the `envp` pointers, NULL.
+/// pointer: `argc`, the `argv` pointers, NULL, the `envp` pointers, NULL, then the auxiliary
+/// vector's pairs, ended by `AT_NULL`.
 ///
 /// # Safety
 /// `sp` is the stack pointer the kernel started the process with, and this runs before anything
@@ -92,8 +93,9 @@ pub unsafe extern "C" fn start(sp: *const usize) -> ! {
     // SAFETY: first thing, as `relocate` requires.
     unsafe { relocate() };
     // SAFETY: the kernel's initial stack: argc, then argc pointers to NUL-terminated strings and
-    // a NULL, then the environment's pointers and a NULL; all live for the whole process.
-    let (argv, envp) = unsafe {
+    // a NULL, then the environment's pointers and a NULL, then the auxiliary vector (pairs of
+    // words up to a pair whose key is AT_NULL, 0); all live for the whole process.
+    let (argv, envp, image) = unsafe {
         let argc = *sp;
         let argv = sp.add(1) as *const *const u8;
         let mut args = alloc::vec::Vec::with_capacity(argc);
@@ -106,9 +108,16 @@ pub unsafe extern "C" fn start(sp: *const usize) -> ! {
             env.push(c_bytes(*e));
             e = e.add(1);
         }
-        (args, env)
+        let mut aux = e.add(1) as *const usize;
+        let pairs = core::iter::from_fn(|| {
+            let pair = (*aux as u64, *aux.add(1) as u64);
+            aux = aux.add(2);
+            Some(pair)
+        });
+        let image = crate::proto::image_addresses(pairs.take_while(|&(key, _)| key != 0));
+        (args, env, image)
     };
-    crate::bare::run(argv, envp)
+    crate::bare::run(argv, envp, image)
 }
 
 extern crate alloc;
@@ -193,11 +202,6 @@ pub fn send(fd: i32, bytes: &[u8]) -> Sys {
             ],
         )
     })
-}
-
-pub fn recv(fd: i32, buf: &mut [u8]) -> Sys {
-    let (p, n) = (buf.as_mut_ptr() as usize, buf.len());
-    again(|| syscall(libc::SYS_recvfrom, [fd as usize, p, n, 0, 0, 0]))
 }
 
 pub fn close(fd: i32) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use band::proto::CliCall;
 
 use crate::layers::cli::execcache::{ExecTable, RunPrograms};
-use crate::layers::cli::shim::{self, CliRules, ShimRequest, Verdict};
+use crate::layers::cli::shim::{self, CliRules, ImageAddresses, ShimRequest, Verdict};
 use crate::sys;
 
 /// Longest report line accepted (argv can be long, but not unbounded).
@@ -147,6 +147,8 @@ pub enum PeerError {
     },
     #[error("pid {0}: unreadable stat")]
     Stat(i32),
+    #[error("pid {0}: no AT_PHDR or AT_RANDOM in its auxv")]
+    Auxv(i32),
     #[error("pid {0} is not the shim")]
     NotShim(i32),
     #[error("pid {pid} is the shim, but not past its start ({comm:?})")]
@@ -159,8 +161,8 @@ pub enum PeerError {
     Hidden(i32),
     #[error("pid {0} was replaced while it was checked")]
     Replaced(i32),
-    #[error("pid {0} was replaced before its request was read")]
-    ReplacedBeforeRead(i32),
+    #[error("pid {0}: the request names another program image than the one verified")]
+    AnotherImage(i32),
     #[error("connection closed before the request")]
     Closed,
     #[error("request bytes from pid {sender:?}, not the shim (pid {pid})")]
@@ -175,8 +177,6 @@ pub enum PeerError {
     PassCred(std::io::Error),
     #[error("bad request: {0}")]
     BadRequest(serde_json::Error),
-    #[error("wrong nonce")]
-    WrongNonce,
     #[error("empty argv")]
     EmptyArgv,
     #[error(transparent)]
@@ -403,41 +403,51 @@ impl ProcDir {
             .ok_or(PeerError::Stat(self.pid))
     }
 
-    /// An error unless the process is still the one `seen` describes: the same start time (the
-    /// same process), and the same program image (no `exec` since). Gone, it is an error too.
-    pub fn still(&self, seen: &Seen) -> Result<(), PeerError> {
-        match self.stat()? {
-            (_, now) if now == *seen => Ok(()),
-            _ => Err(PeerError::ReplacedBeforeRead(self.pid)),
+    /// The program image's addresses, from the process's auxiliary vector (`auxv`, made whole
+    /// on one read).
+    pub fn image_addresses(&self) -> Result<ImageAddresses, PeerError> {
+        use rustix::fs::{Mode, OFlags};
+        let file = rustix::fs::openat(
+            &self.dir,
+            "auxv",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(self.err("auxv"))?;
+        let mut buf = [0u8; AUXV_MAX];
+        let n = rustix::io::read(&file, &mut buf[..]).map_err(self.err("auxv"))?;
+        if n == buf.len() {
+            return Err(self.too_long("auxv", AUXV_MAX - 1));
         }
+        let word = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap_or_default());
+        let pairs = (0..n / 16).map(|i| (word(16 * i), word(16 * i + 8)));
+        band_shim::proto::image_addresses(pairs).ok_or(PeerError::Auxv(self.pid))
     }
 }
+
+/// The most bytes read of a `/proc/<pid>/auxv` (a few dozen pairs of words).
+const AUXV_MAX: usize = 4096;
 
 /// The most bytes read of a `/proc/<pid>/maps` (band-shim, static, maps about ten files' worth
 /// of lines; a process that maps more is not band-shim).
 const MAPS_MAX: usize = 1 << 20;
 
 /// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
-/// name is [`shim::COMM`]). Returns its `/proc` directory and what it saw of it ([`Seen`]),
-/// checked before and after, so every look at `/proc` was at this one process and one program
-/// image, and the path it was executed from in the sandbox (its `/proc/<pid>/exe`: band-shim is
-/// bound over each program of a runtime tree and of the skill, so this names the one the kernel
-/// ran, however the script reached it: a symlink, a relative path).
+/// name is [`shim::COMM`]). Returns its `/proc` directory, its program image's addresses (from its
+/// auxiliary vector: the request must name them, see [`handle`]), and the path it was executed
+/// from in the sandbox (its `/proc/<pid>/exe`: band-shim is bound over each program of a runtime
+/// tree and of the skill, so this names the one the kernel ran, however the script reached it: a
+/// symlink, a relative path).
 ///
-/// The name is read from `stat` (field 2 is `/proc/<pid>/comm`), at the start and again at the
-/// end, around the checks of the executable and the mappings: an `exec` between them would have
-/// reset the name and moved the image, and only band-shim's code sets this name.
-///
-/// The image matters again when the request comes ([`ProcDir::still`]): a process verified while
-/// it ran band-shim may `exec` another program once band-shim has its answer, and that program
-/// writes with the same pid. A connection the script made before it started band-shim, and kept
-/// open through both `exec`s, would otherwise carry a request the program wrote, under a nonce
-/// sent while band-shim ran.
+/// The name, start time and image are read from `stat` at the start and again at the end,
+/// around the checks of the executable, the mappings and the auxiliary vector: an `exec`
+/// between them would have moved the image (and reset the name, which only band-shim's code
+/// sets to this one), so every look was at one process running one program image.
 pub fn verify_peer(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(ProcDir, Seen, Option<PathBuf>), PeerError> {
+) -> Result<(ProcDir, ImageAddresses, Option<PathBuf>), PeerError> {
     verify_peer_in(Path::new("/proc"), pid, uid, check)
 }
 
@@ -447,7 +457,7 @@ pub fn verify_peer_in(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(ProcDir, Seen, Option<PathBuf>), PeerError> {
+) -> Result<(ProcDir, ImageAddresses, Option<PathBuf>), PeerError> {
     if uid != check.uid {
         return Err(PeerError::Uid {
             uid,
@@ -476,6 +486,7 @@ pub fn verify_peer_in(
         check_mappings(&parse_maps(&String::from_utf8_lossy(&maps))?, check)
             .map_err(|source| PeerError::Mapping { pid, source })?;
     }
+    let image = dir.image_addresses()?;
     let (comm, now) = dir.stat()?;
     if now != seen {
         return Err(PeerError::Replaced(pid));
@@ -483,48 +494,7 @@ pub fn verify_peer_in(
     if comm != shim::COMM {
         return Err(not_started(comm));
     }
-    Ok((dir, seen, executed))
-}
-
-/// The nonces of one run's socket: 128 bits each, the first half of SHA-256 over a 256-bit key
-/// read once from `/dev/urandom` when the socket opens and a call counter. Unpredictable to the
-/// sandbox as long as the key is (it never leaves band-server; every input hashed has the same
-/// length, so no length extension reaches another counter's value), never repeated within the
-/// run, and no system call per call.
-struct Nonces {
-    key: [u8; 32],
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl Nonces {
-    fn new() -> std::io::Result<Nonces> {
-        let hex = crate::layers::cli::execcache::random_hex(2)?.concat();
-        let mut key = [0u8; 32];
-        for (k, pair) in key.iter_mut().zip(hex.as_bytes().chunks(2)) {
-            let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
-            *k = digit(pair[0]) << 4 | digit(pair[1]);
-        }
-        Ok(Nonces {
-            key,
-            next: std::sync::atomic::AtomicU64::new(0),
-        })
-    }
-
-    fn next(&self) -> String {
-        nonce_from(&self.key, self.next.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
-/// The `n`th nonce of `key`: 32 hex characters. Pure.
-fn nonce_from(key: &[u8; 32], n: u64) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(key);
-    h.update(n.to_le_bytes());
-    h.finalize()[..16]
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    Ok((dir, image, executed))
 }
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded
@@ -616,40 +586,71 @@ pub fn judge(
     }
 }
 
+/// Serve one connection: verify its peer ([`verify_peer`]), read its request, judge it, answer.
+///
+/// The request is taken only if every byte of it was written by the verified process
+/// (`SCM_CREDENTIALS`) and it names that process's program image ([`ImageAddresses`]), which the
+/// kernel randomized when it started band-shim there: whatever wrote it before band-shim started
+/// could not know them, nor could a program the process ran after band-shim (its own are
+/// others), and no other process can read them. So the request is band-shim's own, written on
+/// the connection it made itself, which no other process holds, and the program's descriptor
+/// goes back on that connection, after the decision and its record.
 fn handle(
     conn: UnixStream,
-    nonces: &Nonces,
     check: &PeerCheck,
     rules: &CliRules,
     programs: &RunPrograms,
     on_report: &OnReport,
 ) -> Result<(), PeerError> {
+    let peer = verify_conn(&conn, check)?;
+    answer(conn, peer, rules, programs, on_report)
+}
+
+/// A verified peer: its pid, its program image's addresses, and the path it was executed from.
+struct Peer {
+    pid: i32,
+    image: ImageAddresses,
+    executed: Option<PathBuf>,
+}
+
+/// The first half of [`handle`]: the verified peer, or (after writing `refused`) why not.
+fn verify_conn(conn: &UnixStream, check: &PeerCheck) -> Result<Peer, PeerError> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     conn.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let cred = sys::peer_cred(&conn).map_err(PeerError::PeerCred)?;
-    let (proc, seen, executed) = match verify_peer(cred.pid, cred.uid, check) {
-        Ok(v) => v,
+    let cred = sys::peer_cred(conn).map_err(PeerError::PeerCred)?;
+    match verify_peer(cred.pid, cred.uid, check) {
+        Ok((_, image, executed)) => Ok(Peer {
+            pid: cred.pid,
+            image,
+            executed,
+        }),
         Err(e) => {
-            let _ = (&conn).write_all(b"refused\n");
-            return Err(e);
+            let _ = (&*conn).write_all(b"refused\n");
+            Err(e)
         }
-    };
-    sys::set_passcred(&conn).map_err(PeerError::PassCred)?;
-    let n = nonces.next();
-    (&conn).write_all(format!("{n}\n").as_bytes())?;
-    let line = read_line_from(&conn, cred.pid)?;
+    }
+}
+
+/// The second half of [`handle`]: read the verified peer's request, and answer it.
+fn answer(
+    conn: UnixStream,
+    peer: Peer,
+    rules: &CliRules,
+    programs: &RunPrograms,
+    on_report: &OnReport,
+) -> Result<(), PeerError> {
+    let line = read_line_from(&conn, peer.pid)?;
     let req: ShimRequest = serde_json::from_str(&line).map_err(PeerError::BadRequest)?;
-    if req.nonce != n {
-        return Err(PeerError::WrongNonce);
+    if req.image != peer.image {
+        return Err(PeerError::AnotherImage(peer.pid));
     }
     if req.argv.is_empty() {
         return Err(PeerError::EmptyArgv);
     }
-    proc.still(&seen)?;
     // A tree's or the skill's program is judged as the file the kernel ran, not by the name of
     // the link or relative path it was called by.
-    let argv =
-        shim::executed_argv(&programs.table, &req.argv, executed.as_deref()).unwrap_or(req.argv);
+    let argv = shim::executed_argv(&programs.table, &req.argv, peer.executed.as_deref())
+        .unwrap_or(req.argv);
     let (verdict, program) = judge(rules, &programs.table, &argv, on_report);
     let mut out = serde_json::to_vec(&verdict).map_err(PeerError::Encode)?;
     out.push(b'\n');
@@ -700,10 +701,12 @@ impl ReportListener {
         on_report: OnReport,
     ) -> std::io::Result<ReportListener> {
         let listener = Arc::new(UnixListener::bind(path)?);
+        // Every connection's bytes carry their sender, from the first: a shim writes its request
+        // as soon as it is connected, maybe before the `accept`.
+        sys::set_passcred(std::os::fd::AsFd::as_fd(&*listener))?;
         std::os::unix::fs::lchown(path, Some(0), Some(gid))?;
         fs_err::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let nonces = Arc::new(Nonces::new()?);
         let check = Arc::new(check);
         let rules = Arc::new(rules);
         let programs = Arc::new(programs);
@@ -720,12 +723,11 @@ impl ReportListener {
         let worker = {
             let (pool, stop, spawn) = (Arc::clone(&pool), Arc::clone(&stop), Arc::clone(&spawn));
             move || -> std::io::Result<()> {
-                let (pool, stop, spawn, listener, nonces, check, rules, programs, on_report) = (
+                let (pool, stop, spawn, listener, check, rules, programs, on_report) = (
                     Arc::clone(&pool),
                     Arc::clone(&stop),
                     Arc::clone(&spawn),
                     Arc::clone(&listener),
-                    Arc::clone(&nonces),
                     Arc::clone(&check),
                     Arc::clone(&rules),
                     Arc::clone(&programs),
@@ -753,7 +755,7 @@ impl ReportListener {
                             {
                                 more();
                             }
-                            let r = handle(conn, &nonces, &check, &rules, &programs, &on_report);
+                            let r = handle(conn, &check, &rules, &programs, &on_report);
                             if let Err(e) = r {
                                 on_report(Report::Forged(e.to_string()));
                             }
@@ -829,25 +831,14 @@ mod tests {
         }
     }
 
+    /// A process's own auxiliary vector, as band-server reads it, gives what band-shim reads
+    /// from its initial stack (here: what the C library kept of it).
     #[test]
-    fn nonces_differ_per_call_and_per_key_and_look_like_the_protocol_says() {
-        let key = [7u8; 32];
-        let a = nonce_from(&key, 0);
-        assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()), "{a}");
-        assert_ne!(a, nonce_from(&key, 1));
-        assert_eq!(a, nonce_from(&key, 0), "a function of key and counter");
-        assert_ne!(
-            a,
-            nonce_from(&[8u8; 32], 0),
-            "another run's key, other nonces"
-        );
-        let n = Nonces::new().unwrap();
-        let (x, y) = (n.next(), n.next());
-        assert_ne!(x, y);
-        assert_ne!(n.key, [0u8; 32], "the key is read, not left zero");
-        let m = Nonces::new().unwrap();
-        assert_ne!(m.key, n.key);
+    fn the_image_addresses_are_the_processes_own() {
+        let me = ProcDir::open(Path::new("/proc"), std::process::id() as i32).unwrap();
+        let seen = me.image_addresses().unwrap();
+        assert_eq!(Some(seen), band_shim::sys::image_addresses());
+        assert_ne!(seen, ImageAddresses::default());
     }
 
     #[test]
@@ -944,19 +935,25 @@ mod tests {
         assert_eq!(parse_stat("garbage"), None);
     }
 
-    /// A process that `exec`s keeps its pid and start time, but not its image: `still` refuses
-    /// it, even when it runs the same program again (the kernel randomizes where it maps it).
+    /// A process that `exec`s keeps its pid and start time, but not its image, even when it runs
+    /// the same program again (the kernel randomizes where it maps it): neither its `stat` nor
+    /// its auxiliary vector says the same.
     #[test]
     fn an_exec_is_another_image_even_of_the_same_program() {
         use std::io::BufRead;
         // `sh` waits for a line, then becomes `sh` again, which says so and waits.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "read _; exec sh -c 'echo again; read _'"])
+            .args(["-c", "echo ready; read _; exec sh -c 'echo again; read _'"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        // Running: the kernel has placed the image.
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
         let dir = ProcDir::open(Path::new("/proc"), pid).unwrap();
         let (_, seen) = dir.stat().unwrap();
         assert_ne!(
@@ -964,20 +961,19 @@ mod tests {
             Image::default(),
             "our own child's addresses are visible"
         );
-        assert_eq!(dir.still(&seen).map_err(|e| e.to_string()), Ok(()));
+        let before = dir.image_addresses().unwrap();
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(b"\n").unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
         assert_eq!(line, "again\n");
         let (_, now) = dir.stat().unwrap();
         assert_eq!(now.start, seen.start, "the same process");
-        assert!(
-            matches!(dir.still(&seen), Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
-            "another image: {seen:?} then {now:?}"
-        );
+        assert_ne!(now.image, seen.image);
+        let after = dir.image_addresses().unwrap();
+        assert_ne!(after.phdr, before.phdr);
+        assert_ne!(after.random, before.random);
+        assert_eq!(pid, child.id() as i32);
         drop(stdin);
         child.wait().unwrap();
     }
@@ -1055,18 +1051,14 @@ mod tests {
         let dir = ProcDir::open(Path::new("/proc"), pid).unwrap();
         let (comm, seen) = dir.stat().unwrap();
         assert_eq!(comm, "sleep");
-        assert_eq!(dir.still(&seen).map_err(|e| e.to_string()), Ok(()));
-        let later = Seen {
-            start: seen.start + 1,
-            ..seen
-        };
-        assert!(
-            matches!(dir.still(&later), Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
-            "another start time is another process"
+        assert_eq!(
+            dir.stat().map(|(_, s)| s).ok(),
+            Some(seen),
+            "read again, the same"
         );
         child.kill().unwrap();
         child.wait().unwrap();
-        let gone = dir.still(&seen).map_err(|e| e.to_string());
+        let gone = dir.stat().map_err(|e| e.to_string());
         assert!(
             matches!(&gone, Err(m) if m.starts_with(&format!("pid {pid}: stat: "))),
             "{gone:?}"
@@ -1113,14 +1105,23 @@ mod tests {
             fs_err::os::unix::fs::symlink(exe, proc.join("77/exe")).unwrap();
             fs_err::write(proc.join("77/stat"), stat_line(77, comm, 4242, image)).unwrap();
             fs_err::write(proc.join("77/maps"), maps(mapped)).unwrap();
+            let auxv: Vec<u8> = [6u64, 4096, 3, 0x5555_0040, 25, 0x7ffd_1234, 0, 0]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect();
+            fs_err::write(proc.join("77/auxv"), auxv).unwrap();
         };
         let verdict = |uid: u32, check: &PeerCheck| {
-            verify_peer_in(&proc, 77, uid, check).map(|(_, s, e)| (s.start, e))
+            verify_peer_in(&proc, 77, uid, check).map(|(_, i, e)| (i, e))
+        };
+        let addresses = ImageAddresses {
+            phdr: 0x5555_0040,
+            random: 0x7ffd_1234,
         };
         make(&shim, COMM_NAME, &shim, image);
         assert_eq!(
             verdict(1000, &check).map_err(|e| e.to_string()),
-            Ok((4242, Some(shim.clone())))
+            Ok((addresses, Some(shim.clone())))
         );
         assert!(matches!(verdict(1001, &check), Err(PeerError::Uid { .. })));
         make(&other, COMM_NAME, &shim, image);
@@ -1141,8 +1142,11 @@ mod tests {
         check.maps = false;
         assert_eq!(
             verdict(1000, &check).map_err(|e| e.to_string()),
-            Ok((4242, Some(shim.clone())))
+            Ok((addresses, Some(shim.clone())))
         );
+        // No auxiliary vector to name the image by: refused.
+        fs_err::write(proc.join("77/auxv"), [0u8; 16]).unwrap();
+        assert!(matches!(verdict(1000, &check), Err(PeerError::Auxv(77))));
         assert!(matches!(
             verify_peer_in(&proc, 78, 1000, &check),
             Err(PeerError::Proc { pid: 78, .. })
@@ -1151,14 +1155,13 @@ mod tests {
 
     const COMM_NAME: &str = shim::COMM;
 
-    /// The attack the program image stops. A process connects, is verified while it runs
-    /// "band-shim" (here `python3`, whose file the check is given, and which names itself
-    /// `band/shim`), gets the nonce, then `exec`s: the program it becomes writes the request
-    /// with the nonce, on the connection it kept open, under the same pid and start time. That
-    /// request is refused; the same request written before any `exec` is judged.
+    /// Requests from a process verified while it ran "band-shim" (here `python3`, whose file the
+    /// check is given, and which names itself `band/shim`): taken when they name its program
+    /// image; refused when written by the program it `exec`s next (on the connection it kept
+    /// open, under the same pid and start time), and refused when they name another image.
     #[test]
-    fn a_request_written_by_the_next_program_of_a_verified_process_is_refused() {
-        use std::io::Read;
+    fn only_a_request_that_names_the_verified_image_is_taken() {
+        use std::io::{BufRead, Read};
         use std::os::unix::fs::MetadataExt;
         let python = fs_err::canonicalize("/usr/bin/python3").expect("python3");
         let m = fs_err::metadata(&python).unwrap();
@@ -1168,27 +1171,33 @@ mod tests {
             uid: sys::euid(),
             maps: false,
         };
-        // The request, written on the descriptor of argv[1] with the nonce argv[2].
-        let write = "import json, socket, sys\n\
+        // The request on descriptor argv[1], naming this image's addresses (its own auxv), or
+        // (argv[2] = "guess") made-up ones; then the answer.
+        let write = "import json, socket, struct, sys\n\
+             words = open('/proc/self/auxv', 'rb').read()\n\
+             aux = dict(struct.iter_unpack('QQ', words))\n\
+             image = {'phdr': aux[3], 'random': aux[25]}\n\
+             if sys.argv[2] == 'guess':\n    image = {'phdr': aux[3] + 4096, 'random': aux[25]}\n\
              s = socket.socket(fileno=int(sys.argv[1]))\n\
-             s.sendall(json.dumps({'nonce': sys.argv[2], 'argv': ['jq', '.']}).encode() + b'\\n')\n\
+             s.sendall(json.dumps({'image': image, 'argv': ['jq', '.']}).encode() + b'\\n')\n\
              print(s.recv(4096).decode().strip())\n";
-        // Named band/shim before it connects; then the nonce, then the request: in this process
-        // (`same`), or in the program it `exec`s.
+        // Named band/shim, then connected; told (a line on stdin) once it is verified, it writes
+        // the request itself, or `exec`s python3 again, which does.
         let connect = "import ctypes, os, socket, sys\n\
              ctypes.CDLL(None).prctl(15, b'band/shim', 0, 0, 0)\n\
              s = socket.socket(socket.AF_UNIX)\n\
              s.connect(sys.argv[1])\n\
              s.set_inheritable(True)\n\
-             nonce = b''\n\
-             while not nonce.endswith(b'\\n'):\n    nonce += s.recv(64)\n\
-             argv = [sys.executable, '-c', sys.argv[3], str(s.fileno()), nonce.decode().strip()]\n\
-             if sys.argv[2] == 'same':\n    sys.argv = argv[2:]\n    exec(argv[2], {})\n\
-             else:\n    os.execv(sys.executable, argv)\n";
+             print('connected', flush=True)\n\
+             sys.stdin.readline()\n\
+             argv = [sys.executable, '-c', sys.argv[3], str(s.fileno()), sys.argv[2]]\n\
+             if sys.argv[2] == 'exec':\n    os.execv(sys.executable, argv)\n\
+             sys.argv = argv[2:]\n\
+             exec(argv[2], {})\n";
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("sock");
         let listener = UnixListener::bind(&path).unwrap();
-        let nonces = Nonces::new().unwrap();
+        sys::set_passcred(std::os::fd::AsFd::as_fd(&listener)).unwrap();
         let rules = CliRules::new(&[], &[], &[]).unwrap_or_else(|e| panic!("{e}"));
         let programs = RunPrograms::default();
         let on: OnReport = Arc::new(|_| {});
@@ -1197,33 +1206,38 @@ mod tests {
                 .args(["-c", connect])
                 .arg(&path)
                 .args([how, write])
+                .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
+            let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line, "connected\n");
             let (conn, _) = listener.accept().unwrap();
-            let served = handle(conn, &nonces, &check, &rules, &programs, &on);
-            let mut out = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
+            let peer = verify_conn(&conn, &check).unwrap();
+            assert_eq!(peer.pid, child.id() as i32);
+            child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+            let served = answer(conn, peer, &rules, &programs, &on);
+            let mut rest = String::new();
+            out.read_to_string(&mut rest).unwrap();
             child.wait().unwrap();
-            (served, out, child.id() as i32)
+            (served.map_err(|e| e.to_string()), rest)
         };
-        let (served, out, _) = serve("same");
-        assert_eq!(served.map_err(|e| e.to_string()), Ok(()));
+        let (served, out) = serve("same");
+        assert_eq!(served, Ok(()));
         assert!(
             out.contains("not available in this sandbox"),
             "judged: {out:?}"
         );
-        let (served, out, pid) = serve("exec");
-        assert!(
-            matches!(served, Err(PeerError::ReplacedBeforeRead(p)) if p == pid),
-            "{served:?}"
-        );
-        assert_eq!(out.trim(), "", "no answer");
+        for how in ["exec", "guess"] {
+            let (served, out) = serve(how);
+            assert!(
+                matches!(&served, Err(e) if e.contains("names another program image")),
+                "{how}: {served:?}"
+            );
+            assert_eq!(out.trim(), "", "{how}: no answer");
+        }
     }
 
     #[test]

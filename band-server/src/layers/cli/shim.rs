@@ -7,14 +7,14 @@
 //! [`crate::layers::cli::execcache`]): band-server hands a verified shim its program as a
 //! descriptor, and only when the call is allowed.
 //!
-//! Protocol (one connection per call, lines of UTF-8):
+//! Protocol (one connection per call, lines of UTF-8, one round trip):
 //!
 //! ```text
 //! shim   (names itself "band/shim", connects to /band/sock)
-//! server <nonce>\n                                    32 hex characters
-//! shim   {"nonce":…,"argv":[…]}\n
+//! shim   {"image":{"phdr":…,"random":…},"argv":[…]}\n   its own AT_PHDR and AT_RANDOM
 //! server {"exec":{}}\n + SCM_RIGHTS(program)         or {"exec":{"argv":[…]}}\n + SCM_RIGHTS,
-//!                                                     or {"denied":{"message":…,"code":126}}\n
+//!                                                     or {"denied":{"message":…,"code":126}}\n,
+//!                                                     or refused\n (not a verified shim)
 //! ```
 //!
 //! An allowed call's answer carries one `O_PATH` descriptor of the program's copy
@@ -22,23 +22,28 @@
 //! own argv, or the `argv` of the answer when band-server started a `#!` script the way the
 //! kernel would (see [`resolve_call`]).
 //!
-//! band-server checks the peer twice (see [`crate::layers::cli::reports`]). When it connects (`SO_PEERCRED`):
-//! its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name `band/shim` (a name with
-//! a `/`, which no `exec` can give: the process set it itself, so it is running band-shim's code),
-//! and, for a dynamic build, every file it maps band-shim or a system library; only then is the
-//! nonce sent. For the request (`SCM_CREDENTIALS`): every byte was written by that same process,
-//! whose start time and program image (where the kernel mapped its code and stack, randomized on
-//! each `exec`) have not changed. So a request is answered only if band-shim's own code wrote it
-//! after the nonce, and band-shim writes only on the connection it made itself, which no other
-//! process holds. A connection the script opened before exec'ing band-shim, and kept a copy of in
-//! another process, gets nothing: its nonce may arrive, but what the other process writes carries
-//! that process's pid. Kept open in the process itself, through band-shim and into the program
-//! band-shim then starts, it gets nothing either: that program writes with the same pid, but
-//! from another image. The descriptor therefore only ever reaches the shim that asked: it is sent on the
-//! verified connection, after the decision, and band-shim is not dumpable from its first
-//! instruction (its file is execute-only), so nothing else can read its memory or take its
-//! descriptors (seccomp denies `pidfd_getfd` besides); it receives the descriptor close-on-exec,
-//! so the program it runs does not inherit it.
+//! band-server checks the peer, then its request (see [`crate::layers::cli::reports`]). The peer
+//! (`SO_PEERCRED`): its `/proc/<pid>/exe` must be band-shim's execute-only copy, its name
+//! `band/shim` (a name with a `/`, which no `exec` can give: the process set it itself, so it is
+//! running band-shim's code), and, for a dynamic build, every file it maps band-shim or a system
+//! library; all of it one program image, whose addresses band-server reads from its auxiliary
+//! vector. The request: every byte was written by that same process (`SCM_CREDENTIALS`), and it
+//! names those addresses. The kernel randomized them when it started band-shim in that process,
+//! so nothing the process ran before could know them, a program it runs after band-shim has its
+//! own, and no other process can read them (band-shim is not dumpable). So a request is answered
+//! only if band-shim's own code wrote it, and band-shim writes only on the connection it made
+//! itself, which no other process holds. A connection the script opened before exec'ing
+//! band-shim gets nothing, whoever keeps it: what another process writes carries that process's
+//! pid, and what the process itself writes before band-shim, or after it in the program
+//! band-shim starts, names another image. The descriptor therefore only ever reaches the shim
+//! that asked: it is sent on the verified connection, after the decision, and band-shim is not
+//! dumpable from its first instruction (its file is execute-only), so nothing else can read its
+//! memory or take its descriptors (seccomp denies `pidfd_getfd` besides); it receives the
+//! descriptor close-on-exec, so the program it runs does not inherit it.
+//!
+//! Until issue 17's round 18, band-server sent a nonce first and took a request that carried it:
+//! a round trip more per command, and it checked the request's writer by pid and start time only,
+//! which an `exec` keeps (`docs/security.md`).
 //!
 //! The decision is band-server's alone ([`resolve_call`] then [`decide`]); the shim only carries
 //! it out.
@@ -62,7 +67,9 @@ pub const ESSENTIALS: &[&str] = &[
 ];
 
 // The protocol's messages, exit codes and names: band-shim's crate holds them, for both sides.
-pub use band_shim::proto::{COMM, EXIT_DENIED, EXIT_UNKNOWN, ShimRequest, Verdict, command_name};
+pub use band_shim::proto::{
+    COMM, EXIT_DENIED, EXIT_UNKNOWN, ImageAddresses, ShimRequest, Verdict, command_name,
+};
 
 /// What a wrapper call amounts to: the command line the policy judges, and what runs if it is
 /// allowed: the program (its name in the table) and, when not the call's own, the argv.
@@ -477,11 +484,17 @@ mod tests {
     #[test]
     fn protocol_lines() {
         let req = ShimRequest {
-            nonce: "ab".into(),
+            image: ImageAddresses {
+                phdr: 4096,
+                random: 8192,
+            },
             argv: v(&["jq", "-r"]),
         };
         let text = serde_json::to_string(&req).unwrap_or_default();
-        assert_eq!(text, r#"{"nonce":"ab","argv":["jq","-r"]}"#);
+        assert_eq!(
+            text,
+            r#"{"image":{"phdr":4096,"random":8192},"argv":["jq","-r"]}"#
+        );
         assert!(
             serde_json::from_str::<ShimRequest>(&text.replace('}', r#","allowed":true}"#)).is_err()
         );
