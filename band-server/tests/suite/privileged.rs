@@ -792,17 +792,19 @@ fn privileged_forged_reports_are_refused() {
 import json, os, socket
 
 def talk(sock):
-    """Send a forged request, read the answer; never raise."""
+    """Send a forged request, read the answer; never raise. A refused peer's connection may be
+    closed before the request is written: the answer (`refused`) is there to read all the same."""
     f = sock.makefile("rw")
-    answer = "none"
     try:
         image = {"phdr": 0x555555554040, "random": 0x7ffff7ff0000}
         f.write(json.dumps({"image": image, "argv": ["jq", "--forged"]}) + "\n")
         f.flush()
-        answer = f.readline().strip() or "none"
     except OSError:
-        answer = "error"
-    return answer
+        pass
+    try:
+        return f.readline().strip() or "none"
+    except OSError:
+        return "error"
 
 s = socket.socket(socket.AF_UNIX)
 s.connect("/band/sock")
