@@ -23,7 +23,9 @@
 //! - **networked fetch** of one page from one allowed host [≤ 1.5× bwrap with network]: the host
 //!   is a network namespace the bench makes (band-test's lab: a veth, and `netlab.py` serving DNS
 //!   and HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
-//!   band's `dns_upstream` is the lab's DNS. No packet leaves the machine (checked by route);
+//!   band's `dns_upstream` is the lab's DNS. No packet leaves the machine (checked by route).
+//!   By default (the warm server of the lab's config, which keeps no spare for `allow.net`) and
+//!   with `warm = false`;
 //! - **no-op with 1,000 idle host processes** [≤ 2.0×], by default and with `warm = false`;
 //! - **first run of a fresh state directory** [≤ 150 ms]: band-server alone, a new state
 //!   directory each time (safe next to other servers: uids are locked host-wide, cgroups are
@@ -192,7 +194,12 @@ impl Env {
     /// `band run` as by default, on the warm band-server (`warm = true`): the first run starts
     /// it, the next ones are served by it, by a spare sandbox of the job once it has served one.
     fn band_run_warm(&self, job: &str, workspace: &Path) {
-        self.band_run_as(job, workspace, None, &self.tmp.join("warm.toml"));
+        self.band_run_warm_with(job, workspace, None);
+    }
+
+    /// [`Env::band_run_warm`] with a server config (the warm server is the one of that config).
+    fn band_run_warm_with(&self, job: &str, workspace: &Path, config: Option<&Path>) {
+        self.band_run_as(job, workspace, config, &self.tmp.join("warm.toml"));
     }
 
     fn band_run_as(&self, job: &str, workspace: &Path, config: Option<&Path>, user_config: &Path) {
@@ -325,10 +332,15 @@ fn main() {
         _ if !wanted("fetch") => {}
         Some(lab) => {
             let job = jobs.iter().find(|j| j.name == "fetch").expect("fetch job");
-            let r = fetch_table(&env, job, lab, iters);
+            let (cold, warm) = fetch_table(&env, job, lab, iters);
             goals.push(goal_row(
                 "networked fetch (vs bwrap with network)".into(),
-                r,
+                warm,
+                1.5,
+            ));
+            goals.push(goal_row(
+                "networked fetch, `warm = false`".into(),
+                cold,
                 1.5,
             ));
         }
@@ -632,8 +644,10 @@ fn print_table(title: &str, rows: &[(&str, Stats)], bwrap: Stats) {
     }
 }
 
-/// The networked fetch: bwrap with the host network, and band with `allow.net`.
-fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> f64 {
+/// The networked fetch: bwrap with the host network, and band with `allow.net`, as by default (on
+/// the warm server of the lab's config, which keeps no spare for a networked run) and with
+/// `warm = false`. The ratios: `warm = false`'s, the default's.
+fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> (f64, f64) {
     let mut bw = || {
         run_ok(
             &mut bwrap_cmd(&job.argv, Some(&lab.resolv)),
@@ -641,16 +655,18 @@ fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> f64 {
         )
     };
     let mut br = || env.band_run("fetch", &env.empty, Some(&lab.config));
-    let s = common::interleaved(iters, &mut [&mut bw, &mut br]);
+    let mut warm = || env.band_run_warm_with("fetch", &env.empty, Some(&lab.config));
+    let s = common::interleaved(iters, &mut [&mut bw, &mut warm, &mut br]);
     print_table(
         "networked fetch from one allowed host (bwrap with network)",
         &[
             ("bare bwrap, host network", s[0]),
-            ("band run, allow.net", s[1]),
+            ("band run, allow.net (the default: warm server)", s[1]),
+            ("band run, allow.net, `warm = false`", s[2]),
         ],
         s[0],
     );
-    ratio(s[1].p50, s[0].p50)
+    (ratio(s[2].p50, s[0].p50), ratio(s[1].p50, s[0].p50))
 }
 
 /// bubblewrap around `argv`: `/usr` read-only, private `/proc`, `/dev`, `/tmp`, every namespace;

@@ -12,6 +12,43 @@ use crate::common::{bin, skip, write_script};
 
 const HOST_DIR: &str = "/run/band-serve/host";
 
+/// The host has one warm server: the tests that start one take turns.
+static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Kill the host's warm server, if one runs, and wait for it to go.
+fn no_warm_server() {
+    if let Some(pid) = server_pid().filter(|p| alive(*p)) {
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+        wait_for("the earlier warm server to exit", || !alive(pid));
+    }
+}
+
+/// How the warm server served run `id` ("built for it", "a spare"), if it did: its child logs
+/// that before the result goes out.
+fn served(id: &str) -> Option<String> {
+    let text = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).unwrap_or_default();
+    let needle = format!("run {id} served by the warm server (");
+    let line = text.lines().find(|l| l.contains(&needle))?;
+    let rest = &line[line.find(&needle)? + needle.len()..];
+    Some(rest.split(';').next()?.to_string())
+}
+
+/// The run id of the spare announced for `skill` after run `id` was served, once there is one.
+fn spare_after(id: &str, skill: &str) -> Option<String> {
+    let text = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).unwrap_or_default();
+    let needle = format!("run {id} served by the warm server (");
+    let line = text
+        .lines()
+        .skip_while(|l| !l.contains(&needle))
+        .find(|l| l.contains(&format!(" ready for {skill}/")))?;
+    line.split_whitespace()
+        .skip_while(|w| *w != "spare")
+        .nth(1)
+        .map(String::from)
+}
+
 /// A skill whose script reports, from inside the sandbox, who it runs as and what it may do
 /// (`sandbox`), and what of the run is its own (`own`): its input, a workspace file, a secret,
 /// and whether an earlier run's files are there.
@@ -112,14 +149,10 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     if skip("privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_build") {
         return;
     }
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let _stop = StopServer;
     // No warm server of an earlier run of this test.
-    if let Some(pid) = server_pid().filter(|p| alive(*p)) {
-        let _ = std::process::Command::new("kill")
-            .arg(pid.to_string())
-            .status();
-        wait_for("the earlier warm server to exit", || !alive(pid));
-    }
+    no_warm_server();
     let t = tempfile::tempdir().expect("tempdir");
     let band = bin();
     // band-server and its helpers copied: the test installs another build over it later.
@@ -179,24 +212,9 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         (id, output["sandbox"].clone())
     };
     let run = || run_script(&band, "probe");
-    // How the warm server served run `id` ("built for it", "a spare"), if it did: its child logs
-    // that before the result goes out.
-    let served = |id: &str| -> Option<String> {
-        let text = fs_err::read_to_string(&log).unwrap_or_default();
-        let needle = format!("run {id} served by the warm server (");
-        let line = text.lines().find(|l| l.contains(&needle))?;
-        let rest = &line[line.find(&needle)? + needle.len()..];
-        Some(rest.split(';').next()?.to_string())
-    };
     let served_warm = |id: &str| served(id).is_some();
     // Has a spare been announced since run `id` was served (the spare built after it)?
-    let spare_after = |id: &str| {
-        let text = fs_err::read_to_string(&log).unwrap_or_default();
-        let needle = format!("run {id} served by the warm server (");
-        text.lines()
-            .skip_while(|l| !l.contains(&needle))
-            .any(|l| l.contains(" ready for warmprobe/"))
-    };
+    let spare_after = |id: &str| spare_after(id, "warmprobe").is_some();
     let before = sockets();
 
     // The first run has no warm server: band-server of its own, then one is started.
@@ -361,4 +379,120 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     assert!(status.success(), "{status}");
     assert!(started.elapsed() >= Duration::from_millis(500));
     assert!(!socket.exists(), "the idle server left its socket");
+}
+
+/// A skill whose script fetches `/warm/<n>` from the lab's host, which its band allows, and
+/// tries another name, which it does not.
+fn net_skill(root: &Path) -> PathBuf {
+    let s = root.join("warmnet");
+    fs_err::create_dir_all(s.join("scripts")).expect("mkdir");
+    fs_err::create_dir_all(s.join("schemas/input")).expect("mkdir");
+    fs_err::write(
+        s.join("SKILL.md"),
+        "---\nname: warmnet\ndescription: Fetches from one host.\n---\n\nUsed by the warm server test.\n",
+    )
+    .expect("write");
+    fs_err::write(
+        s.join("BAND.md"),
+        "---\nband: warmnet\ndescription: Fetches from one allowed host.\nallow:\n  net: [\"api.warm.test:8080\"]\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        s.join("schemas/input/fetch.json"),
+        r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#,
+    )
+    .expect("write");
+    write_script(
+        &s.join("scripts/fetch.sh"),
+        r#"#!/bin/bash
+n=$(sed -n 's/.*"n": *\([0-9]*\).*/\1/p' "$INPUT_PATH")
+reached=no
+if exec 3<>/dev/tcp/api.warm.test/8080; then
+  printf 'GET /warm/%s HTTP/1.0\r\nHost: api.warm.test\r\n\r\n' "$n" >&3
+  case "$(cat <&3)" in *"hello "*) reached=yes ;; esac
+fi
+if (exec 4<>/dev/tcp/other.warm.test/8080) 2>/dev/null; then other=reached; else other=refused; fi
+printf '{"reached":"%s","other":"%s"}\n' "$reached" "$other" > "$OUTPUT_PATH"
+"#,
+    );
+    s
+}
+
+/// A run with `allow.net` is served by a spare built with its table, relay and DNS stub: it
+/// reaches its host and nothing else. A spare whose table is gone (a firewall's reload) serves
+/// nothing: the next run is built for itself, with a table of its own.
+#[test]
+fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
+    if skip("privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone") {
+        return;
+    }
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let _stop = StopServer;
+    no_warm_server();
+    let lab = band_test::netlab::Lab::new(&["api.warm.test"]);
+    let t = tempfile::tempdir().expect("tempdir");
+    let skill = net_skill(t.path());
+    let config = t.path().join("config.toml");
+    fs_err::write(&config, "warm = true\n").expect("write");
+    let band = bin()
+        .env("BAND_CONFIG", &config)
+        .env("BAND_SERVER_CONFIG", &lab.config)
+        .env_remove("BAND_WARM");
+    let run = |n: u32| -> String {
+        let (code, out, err) = band.run(
+            &[
+                "run",
+                "--json",
+                &format!("{}/fetch", skill.display()),
+                "--input",
+                &format!("{{\"n\":{n}}}"),
+            ],
+            t.path(),
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).expect("json");
+        let id = v["run_id"].as_str().expect("run_id").to_string();
+        assert_eq!(
+            v["output"],
+            serde_json::json!({"reached": "yes", "other": "refused"}),
+            "run {n} ({id})"
+        );
+        assert!(
+            lab.log("http.log").contains(&format!("/warm/{n}")),
+            "run {n} ({id}) did not reach the lab: {}",
+            lab.log("http.log")
+        );
+        id
+    };
+    run(1);
+    wait_for("the warm server's pid file", || {
+        server_pid().is_some_and(alive)
+    });
+    let second = run(2);
+    assert_eq!(served(&second).as_deref(), Some("built for it"));
+    wait_for("a spare", || spare_after(&second, "warmnet").is_some());
+    let third = run(3);
+    assert_eq!(served(&third).as_deref(), Some("a spare"), "run {third}");
+
+    // The next spare's table deleted while it waits: it serves nothing.
+    wait_for("a spare", || spare_after(&third, "warmnet").is_some());
+    let spare = spare_after(&third, "warmnet").expect("the spare's run id");
+    let table = format!("band_{spare}");
+    wait_for("the spare's table", || {
+        std::process::Command::new("nft")
+            .args(["list", "table", "inet", &table])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let deleted = std::process::Command::new("nft")
+        .args(["delete", "table", "inet", &table])
+        .status()
+        .expect("nft");
+    assert!(deleted.success());
+    let fourth = run(4);
+    assert_eq!(
+        served(&fourth).as_deref(),
+        Some("built for it"),
+        "run {fourth} was served by a spare without its table"
+    );
 }

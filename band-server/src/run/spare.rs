@@ -19,10 +19,15 @@
 //! - **Another shape, or the spare is gone** (its bubblewrap ended): the request is run as a
 //!   warm child runs any other, and the spare is removed after its result.
 //!
-//! What a spare is not built for: `band learn` (the observer watches the run from its start),
-//! runs with `allow.net` (the DNS stub and nftables table answer for the run's whole life) and
+//! What a spare is not built for: `band learn` (the observer watches the run from its start) and
 //! runs that bind host paths (`allow.read` / `allow.write` outside the workspace: the spare would
-//! hold the folders as they were when it was built). Those run as before.
+//! hold the folders as they were when it was built). Those run as before. A spare of a run with
+//! `allow.net` has its nftables table, its namespace with the relay, and its DNS stub from the
+//! start, as a cold run has them before its script; nothing of the sandbox runs while it waits,
+//! so nothing is resolved or sent. Before it takes a request it checks that the table and the
+//! relay are still there (`NetLayer::intact`: a firewall's reload flushes the ruleset, and
+//! without the table the run's uid would reach every host); if not, the request runs as any
+//! other and the spare is removed.
 //!
 //! A spare is at most [`FRESH`] old when it serves: the host's facts it was built from (where
 //! the declared commands are, the library masks) are looked up again by its successor. It never
@@ -50,8 +55,8 @@ use crate::sys;
 /// How long a spare waits for a request before it is built again.
 pub const FRESH: Duration = Duration::from_secs(60);
 
-/// May a spare be built for requests like `req`? Not for `band learn`, `allow.net`, or patterns
-/// (allowed or insisted on) that bind a host path (see the module's documentation).
+/// May a spare be built for requests like `req`? Not for `band learn`, or patterns (allowed or
+/// insisted on) that bind a host path (see the module's documentation).
 pub fn wanted(req: &RunRequest) -> bool {
     use band::policy::Category;
     use band::policy::place::{Place, place};
@@ -63,7 +68,7 @@ pub fn wanted(req: &RunRequest) -> bool {
                 .iter()
                 .any(|pattern| matches!(place(pattern, writable), Some(Place::Host(_))))
         });
-    !req.observe && p.allow.net.is_empty() && !binds_host
+    !req.observe && !binds_host
 }
 
 /// Could a spare built for `spare` serve `req`: the same protocol, skill, script, entry, bundle
@@ -219,7 +224,7 @@ pub fn keep(
                 let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
                 return (result, removal, req);
             };
-            if !same_shape(&spare, &req) || !bubblewrap_waits(&mut guard) {
+            if !same_shape(&spare, &req) || !still_waits(&mut guard) {
                 // Run as any warm child does; the spare goes after the result.
                 let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
                 drop(prepared);
@@ -239,12 +244,16 @@ pub fn keep(
     }
 }
 
-/// Is the spare's bubblewrap still there (nothing killed it while it waited)?
-fn bubblewrap_waits(guard: &mut RunGuard) -> bool {
+/// Is the spare still whole: its bubblewrap there (nothing killed it while it waited), and, for a
+/// run with `allow.net`, its nftables table and relay?
+fn still_waits(guard: &mut RunGuard) -> bool {
     guard
         .child
         .as_mut()
         .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        && guard
+            .get_mut::<crate::layers::net::NetLayer>()
+            .is_none_or(|n| n.intact())
 }
 
 /// Serve `req` with the spare `prepared` (run id `spare_id`): make the request's own files in
@@ -351,17 +360,18 @@ mod tests {
     }
 
     #[test]
-    fn no_spare_for_learn_the_network_or_host_paths() {
+    fn no_spare_for_learn_or_host_paths() {
         let mut r = request();
         assert!(wanted(&r));
         r.policy.allow.read.push("docs/**".into());
         r.policy.allow.write.push("out/*".into());
         // The run's own /tmp is no host path.
         r.policy.allow.write.push("/tmp/**".into());
+        // A network of its own: a spare has its table, relay and stub from the start.
+        r.policy.allow.net.push("example.org".into());
         assert!(wanted(&r));
         for change in [
             (|r: &mut RunRequest| r.observe = true) as fn(&mut RunRequest),
-            |r| r.policy.allow.net.push("example.org".into()),
             |r| r.policy.allow.read.push("/data/**".into()),
             |r| r.policy.allow.write.push("/srv/out/*".into()),
             |r| r.policy.insist.read.push("/data/input.csv".into()),

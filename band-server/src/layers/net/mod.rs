@@ -418,6 +418,13 @@ impl NetLayer {
             .is_ok_and(|t| t.contains(&self.table))
     }
 
+    /// Whether what the run's network needs is all still there: its table (a firewall's reload
+    /// flushes the ruleset) and its relay. A spare sandbox asks before it takes a request
+    /// (`run::spare`): without its table the run's uid would reach every host.
+    pub fn intact(&mut self) -> bool {
+        self.table_present() && self.netns.as_mut().is_some_and(RunNetns::relay_runs)
+    }
+
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
     pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();

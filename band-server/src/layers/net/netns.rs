@@ -303,6 +303,13 @@ impl RunNetns {
         self.relay.as_ref().map(Child::id)
     }
 
+    /// Whether the relay is still running (not exited, not killed).
+    pub fn relay_runs(&mut self) -> bool {
+        self.relay
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Kill the relay (SIGKILL, and its exit pipe closed) without waiting for it: a killed
     /// process never runs its own code again, so the run's namespace has no way out from here.
     /// Its exit takes a while (about 25 ms: the kernel unregisters its tap first), so a run
