@@ -434,8 +434,13 @@ pub fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
 
 /// The first 256 bytes of a file (enough for its `#!` line).
 pub fn read_head(path: &Path) -> io::Result<Vec<u8>> {
-    let mut head = Vec::with_capacity(256);
-    File::open(path).and_then(|f| f.take(256).read_to_end(&mut head))?;
+    read_first(path, 256)
+}
+
+/// The first `max` bytes of a file (fewer if it is shorter).
+pub fn read_first(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    File::open(path).and_then(|f| f.take(max).read_to_end(&mut head))?;
     Ok(head)
 }
 

@@ -63,7 +63,7 @@ impl PeerCheck {
             }
         }
         // Unreadable, or not an ELF file this reads: the mappings are checked.
-        let maps = read_head(shim, ELF_HEAD_BYTES)
+        let maps = crate::layers::cli::execcache::read_first(shim, ELF_HEAD_BYTES)
             .ok()
             .and_then(|head| elf_interpreter(&head))
             .unwrap_or(true);
@@ -79,14 +79,6 @@ impl PeerCheck {
 /// How much of band-shim's file [`PeerCheck::for_shim`] reads: its ELF header and program
 /// headers, which follow it in every linker's output (about 700 bytes).
 const ELF_HEAD_BYTES: u64 = 4096;
-
-/// The first `max` bytes of `path` (fewer if it is shorter).
-fn read_head(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    fs_err::File::open(path)?.take(max).read_to_end(&mut head)?;
-    Ok(head)
-}
 
 /// Whether the ELF file that starts with `head` names a program interpreter (a `PT_INTERP`
 /// program header: a dynamically linked program, started by `ld.so`); `None` when `head` does
@@ -173,8 +165,6 @@ pub enum PeerError {
     NotUtf8,
     #[error("SO_PEERCRED: {0}")]
     PeerCred(std::io::Error),
-    #[error("SO_PASSCRED: {0}")]
-    PassCred(std::io::Error),
     #[error("bad request: {0}")]
     BadRequest(serde_json::Error),
     #[error("empty argv")]
@@ -253,9 +243,9 @@ pub struct Image {
     pub start_stack: u64,
 }
 
-/// What [`verify_peer`] saw of its peer, and looks for again when the request comes: the start
-/// time (field 22: a pid and its start time name one process for good, a pid being reused only
-/// by a process that starts later) and the program image.
+/// What [`verify_peer`] sees of its peer before its checks and again after them: the start time
+/// (field 22: a pid and its start time name one process for good, a pid being reused only by a
+/// process that starts later) and the program image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seen {
     pub start: u64,
@@ -312,8 +302,8 @@ pub struct ProcDir {
 }
 
 /// The most bytes read of a `/proc/<pid>/stat` (about 300 in practice: 52 numbers and a name of
-/// at most 15 bytes).
-const STAT_MAX: usize = 4096;
+/// at most 15 bytes) or `auxv` (a few dozen pairs of words).
+const SMALL_MAX: usize = 4096;
 
 impl ProcDir {
     /// Open `<proc>/<pid>` and its `stat` (`proc`: `/proc`, a parameter for tests).
@@ -389,22 +379,32 @@ impl ProcDir {
         }
     }
 
-    /// The process's name, start time and program image (`stat`). The kernel makes the whole
-    /// line on a read at offset 0, so one read that leaves room in the buffer has all of it.
-    pub fn stat(&self) -> Result<(String, Seen), PeerError> {
-        let mut buf = [0u8; STAT_MAX];
-        let n = rustix::io::pread(&self.stat, &mut buf[..], 0).map_err(self.err("stat"))?;
+    /// All of a small `/proc` file (`what`, open as `file`) in one `pread` at offset 0: the
+    /// kernel makes the whole of `stat` or `auxv` there, so a read that leaves room in the buffer
+    /// has all of it. Longer than [`SMALL_MAX`] is an error.
+    fn read_small(
+        &self,
+        file: impl std::os::fd::AsFd,
+        what: &'static str,
+    ) -> Result<([u8; SMALL_MAX], usize), PeerError> {
+        let mut buf = [0u8; SMALL_MAX];
+        let n = rustix::io::pread(file, &mut buf[..], 0).map_err(self.err(what))?;
         if n == buf.len() {
-            return Err(self.too_long("stat", STAT_MAX - 1));
+            return Err(self.too_long(what, SMALL_MAX - 1));
         }
+        Ok((buf, n))
+    }
+
+    /// The process's name, start time and program image (`stat`).
+    pub fn stat(&self) -> Result<(String, Seen), PeerError> {
+        let (buf, n) = self.read_small(&self.stat, "stat")?;
         let text = String::from_utf8_lossy(&buf[..n]);
         parse_stat(&text)
             .map(|(comm, seen)| (comm.to_string(), seen))
             .ok_or(PeerError::Stat(self.pid))
     }
 
-    /// The program image's addresses, from the process's auxiliary vector (`auxv`, made whole
-    /// on one read).
+    /// The program image's addresses, from the process's auxiliary vector (`auxv`).
     pub fn image_addresses(&self) -> Result<ImageAddresses, PeerError> {
         use rustix::fs::{Mode, OFlags};
         let file = rustix::fs::openat(
@@ -414,27 +414,20 @@ impl ProcDir {
             Mode::empty(),
         )
         .map_err(self.err("auxv"))?;
-        let mut buf = [0u8; AUXV_MAX];
-        let n = rustix::io::read(&file, &mut buf[..]).map_err(self.err("auxv"))?;
-        if n == buf.len() {
-            return Err(self.too_long("auxv", AUXV_MAX - 1));
-        }
+        let (buf, n) = self.read_small(&file, "auxv")?;
         let word = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap_or_default());
         let pairs = (0..n / 16).map(|i| (word(16 * i), word(16 * i + 8)));
         band_shim::proto::image_addresses(pairs).ok_or(PeerError::Auxv(self.pid))
     }
 }
 
-/// The most bytes read of a `/proc/<pid>/auxv` (a few dozen pairs of words).
-const AUXV_MAX: usize = 4096;
-
 /// The most bytes read of a `/proc/<pid>/maps` (band-shim, static, maps about ten files' worth
 /// of lines; a process that maps more is not band-shim).
 const MAPS_MAX: usize = 1 << 20;
 
 /// Verify that `pid` is a genuine band-shim process of the run's uid, running its own code (its
-/// name is [`shim::COMM`]). Returns its `/proc` directory, its program image's addresses (from its
-/// auxiliary vector: the request must name them, see [`handle`]), and the path it was executed
+/// name is [`shim::COMM`]). Returns its program image's addresses (from its auxiliary vector:
+/// the request must name them, see [`handle`]), and the path it was executed
 /// from in the sandbox (its `/proc/<pid>/exe`: band-shim is bound over each program of a runtime
 /// tree and of the skill, so this names the one the kernel ran, however the script reached it: a
 /// symlink, a relative path).
@@ -447,7 +440,7 @@ pub fn verify_peer(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(ProcDir, ImageAddresses, Option<PathBuf>), PeerError> {
+) -> Result<(ImageAddresses, Option<PathBuf>), PeerError> {
     verify_peer_in(Path::new("/proc"), pid, uid, check)
 }
 
@@ -457,7 +450,7 @@ pub fn verify_peer_in(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
-) -> Result<(ProcDir, ImageAddresses, Option<PathBuf>), PeerError> {
+) -> Result<(ImageAddresses, Option<PathBuf>), PeerError> {
     if uid != check.uid {
         return Err(PeerError::Uid {
             uid,
@@ -494,7 +487,7 @@ pub fn verify_peer_in(
     if comm != shim::COMM {
         return Err(not_started(comm));
     }
-    Ok((dir, image, executed))
+    Ok((image, executed))
 }
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded
@@ -619,7 +612,7 @@ fn verify_conn(conn: &UnixStream, check: &PeerCheck) -> Result<Peer, PeerError> 
     conn.set_write_timeout(Some(Duration::from_secs(5)))?;
     let cred = sys::peer_cred(conn).map_err(PeerError::PeerCred)?;
     match verify_peer(cred.pid, cred.uid, check) {
-        Ok((_, image, executed)) => Ok(Peer {
+        Ok((image, executed)) => Ok(Peer {
             pid: cred.pid,
             image,
             executed,
@@ -1111,9 +1104,7 @@ mod tests {
                 .collect();
             fs_err::write(proc.join("77/auxv"), auxv).unwrap();
         };
-        let verdict = |uid: u32, check: &PeerCheck| {
-            verify_peer_in(&proc, 77, uid, check).map(|(_, i, e)| (i, e))
-        };
+        let verdict = |uid: u32, check: &PeerCheck| verify_peer_in(&proc, 77, uid, check);
         let addresses = ImageAddresses {
             phdr: 0x5555_0040,
             random: 0x7ffd_1234,
