@@ -283,7 +283,8 @@ impl Inbox {
         }
     }
 
-    /// The queued reports, then `msg` (when there is one), to be read in that order.
+    /// The next message lined up: what was lined up before, then the reports queued now, then
+    /// `msg` (when there is one).
     fn line_up(&self, msg: Option<Msg>) -> Option<Msg> {
         let mut next = self.next.borrow_mut();
         next.extend(self.reports.take().into_iter().map(Msg::Report));
@@ -291,13 +292,9 @@ impl Inbox {
         next.pop_front()
     }
 
-    fn lined_up(&self) -> Option<Msg> {
-        self.next.borrow_mut().pop_front()
-    }
-
     /// The next message, waiting up to `wait` for one.
     pub(super) fn recv_timeout(&self, wait: Duration) -> Result<Msg, RecvTimeoutError> {
-        if let Some(msg) = self.lined_up().or_else(|| self.line_up(None)) {
+        if let Some(msg) = self.line_up(None) {
             return Ok(msg);
         }
         let msg = self.rx.recv_timeout(wait)?;
@@ -306,7 +303,7 @@ impl Inbox {
 
     /// The next message, if one is there.
     pub(super) fn try_recv(&self) -> Option<Msg> {
-        self.lined_up()
+        self.line_up(None)
             .or_else(|| self.line_up(self.rx.try_recv().ok()))
     }
 }
