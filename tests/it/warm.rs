@@ -214,7 +214,7 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     let run = || run_script(&band, "probe");
     let served_warm = |id: &str| served(id).is_some();
     // Has a spare been announced since run `id` was served (the spare built after it)?
-    let spare_after = |id: &str| spare_after(id, "warmprobe").is_some();
+    let spare_ready = |id: &str| spare_after(id, "warmprobe").is_some();
     let before = sockets();
 
     // The first run has no warm server: band-server of its own, then one is started.
@@ -235,7 +235,7 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     assert_eq!(warm, cold, "the sandbox differs when served warm");
     let mut last = id;
     for _ in 0..3 {
-        wait_for("a spare", || spare_after(&last));
+        wait_for("a spare", || spare_ready(&last));
         let (id, spare) = run();
         assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
         assert_eq!(spare, cold, "the sandbox differs when served by a spare");
@@ -259,7 +259,7 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
 
     // A connection that brings no request (band drops one it made on a guess when the run is
     // refused before its request) leaves the spare waiting for the next.
-    wait_for("a spare", || spare_after(&last));
+    wait_for("a spare", || spare_ready(&last));
     {
         let socket = sockets()
             .into_iter()
@@ -288,32 +288,19 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
 
     // Another script (another shape) handed to the spare: run as its own, and the spare of
     // the probe goes; the next spare is the other script's.
-    wait_for("a spare", || spare_after(&last));
+    wait_for("a spare", || spare_ready(&last));
     let (id, other) = run_script(&band, "other");
     assert_eq!(served(&id).as_deref(), Some("built for it"), "run {id}");
     assert_eq!(other, cold);
-    wait_for("a spare", || spare_after(&id));
+    wait_for("a spare", || spare_ready(&id));
     let (id, _) = run_script(&band, "other");
     assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
     // The spare sandbox waits in the run's state: its run directory is there, and goes with
     // the server (below).
-    wait_for("a spare", || spare_after(&id));
-    let spare_dir = {
-        let text = fs_err::read_to_string(&log).unwrap_or_default();
-        let line = text
-            .lines()
-            .rev()
-            .find(|l| l.contains(" ready for warmprobe/"))
-            .expect("a spare's line")
-            .to_string();
-        let id = line
-            .split_whitespace()
-            .skip_while(|w| *w != "spare")
-            .nth(1)
-            .expect("the spare's run id")
-            .to_string();
-        Path::new(band_test::STATE_DIR).join("runs").join(id)
-    };
+    wait_for("a spare", || spare_ready(&id));
+    let spare_dir = Path::new(band_test::STATE_DIR)
+        .join("runs")
+        .join(spare_after(&id, "warmprobe").expect("the spare's run id"));
     assert!(spare_dir.is_dir(), "{} is not there", spare_dir.display());
 
     // Another build installed over band-server: the warm server notices and exits by itself
