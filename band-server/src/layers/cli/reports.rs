@@ -1032,8 +1032,8 @@ mod tests {
     }
 
     /// A `/proc/<pid>` descriptor is one process's: once that process is gone (reaped), a read
-    /// through it fails, whatever the pid names by then. The request's last check
-    /// ([`ProcDir::still`]) therefore fails closed for a peer that ended after its check.
+    /// through it fails, whatever the pid names by then. The peer check's second read of `stat`
+    /// therefore fails closed for a peer that ended during its checks.
     #[test]
     fn a_proc_directory_reads_its_own_process_and_nothing_after_it_ends() {
         let mut child = std::process::Command::new("sleep")
