@@ -225,10 +225,44 @@ impl Phase {
 }
 
 /// The read end of the pipe bubblewrap's exec waits on (see [`Phase::beside`]): the spawn's
-/// sandbox init reads one byte from it after its own setup and before bubblewrap's exec, and
-/// exits instead when the pipe closes without it. The byte is written once every step beside the
-/// others has succeeded.
+/// sandbox init reads one byte from it after its own setup and before bubblewrap's exec, and goes
+/// on only when that byte is [`crate::sys::GATE_OPEN`]. Its writer is a [`GateWriter`].
 pub struct Gate(pub std::os::fd::OwnedFd);
+
+/// The write end of a [`Gate`]: [`GateWriter::open`] writes [`crate::sys::GATE_OPEN`] once every
+/// step beside the others has succeeded; dropped without it (a step failed, or panicked) it
+/// writes [`crate::sys::GATE_SHUT`].
+///
+/// The end of the pipe cannot say "shut": the spawn's fork copies every descriptor of
+/// band-server, this one included when its thread still holds it, and the sandbox init keeps
+/// that copy until its exec, so the pipe has a writer for as long as the sandbox init reads it
+/// and would never close. Only a byte tells the sandbox init to stop.
+pub struct GateWriter(Option<std::os::fd::OwnedFd>);
+
+impl GateWriter {
+    pub fn new(fd: std::os::fd::OwnedFd) -> GateWriter {
+        GateWriter(Some(fd))
+    }
+
+    /// Let bubblewrap start.
+    pub fn open(mut self) {
+        self.send(crate::sys::GATE_OPEN);
+    }
+
+    /// A write that fails finds no reader: the spawn is gone, and with it whatever could have
+    /// started; nothing to tell.
+    fn send(&mut self, byte: u8) {
+        if let Some(fd) = self.0.take() {
+            let _ = std::io::Write::write_all(&mut std::fs::File::from(fd), &[byte]);
+        }
+    }
+}
+
+impl Drop for GateWriter {
+    fn drop(&mut self) {
+        self.send(crate::sys::GATE_SHUT);
+    }
+}
 
 /// When a layer is planned, in this order: what a plan needs from another decides its stage
 /// (the process layer's bubblewrap argv needs every other part).

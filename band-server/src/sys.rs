@@ -436,9 +436,11 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 ///    (bubblewrap's) inherits at least that, so no memfd of the run can ever be executed;
 /// 6. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
 /// 7. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper;
-/// 8. with a `gate`, it reads one byte from it (what the run builds beside the spawn is ready:
-///    `run::apply`) and closes it; when the gate closes without that byte it exits, and
-///    bubblewrap never starts.
+/// 8. with a `gate`, it reads one byte from it and closes it: [`GATE_OPEN`] when what the run
+///    builds beside the spawn is ready (`run::apply`); anything else ([`GATE_SHUT`], or the end
+///    of the pipe) and it exits, and bubblewrap never starts. (The end of the pipe alone cannot
+///    say so: this process holds a copy of the write end from its fork when the thread that
+///    writes it had it open then; see `layer::GateWriter`.)
 ///
 /// A networked run also joins its own network namespace (`netns`) between steps 2 and 3.
 ///
@@ -461,6 +463,11 @@ pub struct PreExec {
     /// The read end of the gate of step 8 (`layer::Gate`); owned by the caller until after spawn.
     pub gate: Option<RawFd>,
 }
+
+/// The byte of a gate (step 8 of [`PreExec`]) that lets bubblewrap start.
+pub const GATE_OPEN: u8 = b'1';
+/// The byte of a gate that stops the spawn: what the run builds beside it failed.
+pub const GATE_SHUT: u8 = b'0';
 
 /// The reaper's exit code for the sandbox init's wait status: its exit code, or `128 + signal`.
 fn reaper_code(status: libc::c_int) -> libc::c_int {
@@ -606,7 +613,7 @@ impl PreExec {
                 };
                 // SAFETY: closes the copy made above; nothing else owns that number here.
                 unsafe { libc::close(fd) };
-                if n != 1 {
+                if n != 1 || byte != GATE_OPEN {
                     return Err(io::Error::from_raw_os_error(libc::ECANCELED));
                 }
             }

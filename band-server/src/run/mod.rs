@@ -42,7 +42,7 @@ use crate::config::ServerConfig;
 use crate::error::LayerExt;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layer::{Applied, Gate, Inputs, Phase};
+use crate::layer::{Applied, Gate, GateWriter, Inputs, Phase};
 use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::reports::{OnReport, ReportListener};
 use crate::layers::fs::apply::RunDirRoot;
@@ -532,7 +532,7 @@ fn run_prepared(
 /// it (the spawn's fork and the sandbox init's setup overlap them; nothing of the run can start
 /// before they are done). They are joined after the spawn, before the steps after it: what they
 /// built goes into `guard` whether they succeeded or not, and the first error is theirs when they
-/// failed (a spawn that found its gate closed failed because of them).
+/// failed (a spawn that found its gate shut failed because of them).
 pub fn apply(
     layers: &[&'static dyn crate::layer::RunLayer],
     inputs: &Inputs<'_>,
@@ -552,7 +552,7 @@ pub fn apply(
     let (gate_r, gate_w) =
         sys::pipe().layer(Layer::Process, "failed to create the spawn's gate")?;
     applied.parts.insert(Gate(gate_r));
-    let mut gate_w = Some(gate_w);
+    let mut gate_w = Some(GateWriter::new(gate_w));
     std::thread::scope(|s| {
         let mut pending = None;
         let mut result = Ok(());
@@ -603,7 +603,7 @@ fn run_beside(
     steps: &[&'static crate::layer::Step],
     inputs: &Inputs<'_>,
     (on_lookup, on_report): (Arc<OnLookup>, OnReport),
-    gate: std::os::fd::OwnedFd,
+    gate: GateWriter,
 ) -> (SetupResult<()>, crate::layer::Handed, RunGuard) {
     let mut applied = Applied::new(on_lookup, on_report);
     let mut guard = RunGuard::default();
@@ -614,10 +614,9 @@ fn run_beside(
             break;
         }
     }
+    // Shut when dropped unopened (here, or by a panic).
     if result.is_ok() {
-        // A write that fails finds no reader: the spawn is gone, and with it whatever could have
-        // started; nothing to open.
-        let _ = std::io::Write::write_all(&mut std::fs::File::from(gate), b"1");
+        gate.open();
     }
     (result, applied.parts, guard)
 }

@@ -2,9 +2,11 @@
 //! run on a thread of their own while the later steps up to the spawn run, the spawn's gate opens
 //! only when they have all succeeded, they are joined before the steps after the spawn, and
 //! what they built is torn down with the run whatever failed. No root: toy layers build files in
-//! a temp directory, and a toy spawn step reads the gate as the real sandbox init does.
+//! a temp directory, and a toy spawn step reads the gate as the real sandbox init does; one test
+//! (root) forks the real sandbox init (`sys::PreExec`) to read it.
 
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +16,9 @@ use band_server::error::{SetupError, SetupResult};
 use band_server::layer::{Applied, Gate, Inputs, Phase, PlanInputs, RunLayer, Step};
 use band_server::plan::{self, RunPlan};
 use band_server::run::{self, RunGuard};
+use band_server::sys::{self, GATE_OPEN};
 
+use super::helpers::privileged;
 use super::new_layer::ToyBuilt;
 use super::plan::{checked, facts, identity, request, state_config};
 
@@ -51,17 +55,18 @@ fn wait_for(inp: &Inputs<'_>, name: &str) -> SetupResult<()> {
 }
 
 /// The run directory's stand-in: with `WAIT`, it waits until the spawn's stand-in has started (so
-/// the two run at the same time, or this test times out); it makes `dir`, and fails after it
-/// with `FAIL`.
-struct ToyDir<const WAIT: bool, const FAIL: bool>;
+/// the two run at the same time, or this test times out), and `WAIT_MS` more; it makes `dir`,
+/// and fails after it with `FAIL`.
+struct ToyDir<const WAIT: bool, const FAIL: bool, const WAIT_MS: u64 = 0>;
 
-fn toy_dir<const WAIT: bool, const FAIL: bool>(
+fn toy_dir<const WAIT: bool, const FAIL: bool, const WAIT_MS: u64>(
     inp: &Inputs<'_>,
     _out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     if WAIT {
         wait_for(inp, "spawning")?;
+        std::thread::sleep(Duration::from_millis(WAIT_MS));
     }
     make(inp, guard, "dir")?;
     if FAIL {
@@ -70,12 +75,14 @@ fn toy_dir<const WAIT: bool, const FAIL: bool>(
     Ok(())
 }
 
-impl<const WAIT: bool, const FAIL: bool> RunLayer for ToyDir<WAIT, FAIL> {
+impl<const WAIT: bool, const FAIL: bool, const WAIT_MS: u64> RunLayer
+    for ToyDir<WAIT, FAIL, WAIT_MS>
+{
     fn steps(&self) -> &'static [Step] {
         &[Step {
             phase: Phase::RunDir,
             what: "the toy run directory",
-            apply: toy_dir::<WAIT, FAIL>,
+            apply: toy_dir::<WAIT, FAIL, WAIT_MS>,
         }]
     }
     fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
@@ -84,16 +91,16 @@ impl<const WAIT: bool, const FAIL: bool> RunLayer for ToyDir<WAIT, FAIL> {
     }
 }
 
-/// What the spawn's stand-in saw: whether the run directory was there when it started, and what
-/// it read from the gate (`None`: the gate closed without a byte).
+/// What the spawn's stand-in saw: whether the run directory was there when it started, and
+/// whether the gate opened.
 #[derive(Debug, PartialEq, Eq)]
 struct GateSaw {
     dir_before: bool,
-    byte: Option<u8>,
+    opened: bool,
 }
 
 /// The spawn's stand-in: says it started, then reads the gate as the sandbox init does, and
-/// fails as the spawn does when the gate closes without its byte.
+/// fails as the spawn does when the gate does not open.
 struct Spawner;
 
 fn spawner(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
@@ -104,12 +111,77 @@ fn spawner(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupRe
     let n = std::fs::File::from(gate)
         .read(&mut byte)
         .map_err(|e| err(Layer::Process, e))?;
-    let byte = (n == 1).then_some(byte[0]);
-    out.parts.insert(GateSaw { dir_before, byte });
-    match byte {
-        Some(_) => Ok(()),
-        None => Err(err(Layer::Process, "the gate closed: Operation canceled")),
+    let opened = n == 1 && byte[0] == GATE_OPEN;
+    out.parts.insert(GateSaw { dir_before, opened });
+    if opened {
+        Ok(())
+    } else {
+        Err(err(Layer::Process, "the gate shut: Operation canceled"))
     }
+}
+
+/// The spawn's stand-in with the real sandbox init: `sys::PreExec` forks it (it holds a copy of
+/// every descriptor band-server had at the fork, the gate's write end among them while the run
+/// directory's thread holds it), and it reads the gate, as nobody, before its exec of
+/// `/bin/true`. Root only.
+struct ForkingSpawner;
+
+fn forking_spawner(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+    let dir_before = dir(inp)?.join("dir").exists();
+    let Gate(gate) = out.parts.take(Layer::Process)?;
+    let mut cmd = std::process::Command::new("/bin/true");
+    sys::PreExec {
+        cgroup_join: Vec::new(),
+        fds: Vec::new(),
+        uid: 65534,
+        gid: 65534,
+        memfd_noexec: None,
+        netns: None,
+        gate: Some(gate.as_raw_fd()),
+    }
+    .install(&mut cmd);
+    make(inp, guard, "spawning")?;
+    let spawned = cmd.spawn();
+    drop(gate);
+    let opened = match spawned {
+        Ok(mut child) => child.wait().map_err(|e| err(Layer::Process, e))?.success(),
+        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => false,
+        Err(e) => return Err(err(Layer::Process, e)),
+    };
+    out.parts.insert(GateSaw { dir_before, opened });
+    if opened {
+        Ok(())
+    } else {
+        Err(err(Layer::Process, "the gate shut: Operation canceled"))
+    }
+}
+
+impl RunLayer for ForkingSpawner {
+    fn steps(&self) -> &'static [Step] {
+        &[Step {
+            phase: Phase::Spawn,
+            what: "the toy spawn that forks",
+            apply: forking_spawner,
+        }]
+    }
+}
+
+/// `f()`, or the whole test binary aborts after `secs` seconds with `what`: a hang is a failure
+/// that names itself, not a CI run that never ends.
+fn within<T>(secs: u64, what: &str, f: impl FnOnce() -> T) -> T {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let what = what.to_string();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            wait.recv_timeout(Duration::from_secs(secs))
+        {
+            eprintln!("{what}: did not finish within {secs} s");
+            std::process::abort();
+        }
+    });
+    let t = f();
+    let _ = done.send(());
+    t
 }
 
 /// After the spawn: the run directory must be there (joined before).
@@ -205,7 +277,7 @@ fn the_run_directory_is_made_beside_the_spawn_which_waits_for_it() {
         applied.parts.get::<GateSaw>(),
         Some(&GateSaw {
             dir_before: false,
-            byte: Some(b'1'),
+            opened: true,
         })
     );
     assert_eq!(files(state.path()), ["dir", "late", "spawning"]);
@@ -224,12 +296,12 @@ fn a_run_directory_that_fails_closes_the_gate_and_its_error_is_the_runs() {
     // Its own error, not the spawn's that followed from it.
     assert_eq!(e.layer, Layer::Filesystem);
     assert_eq!(e.message, "the toy run directory failed");
-    // The gate closed without its byte: bubblewrap would never have started.
+    // The gate shut: bubblewrap would never have started.
     assert_eq!(
         applied.parts.get::<GateSaw>(),
         Some(&GateSaw {
             dir_before: false,
-            byte: None,
+            opened: false,
         })
     );
     // Nothing after the spawn ran, and what the failed step built before failing is removed.
@@ -253,4 +325,51 @@ fn a_step_that_fails_beside_the_run_directory_still_leaves_it_to_the_guard() {
     assert_eq!(files(state.path()), ["dir"]);
     assert_eq!(guard.teardown(), Vec::<String>::new());
     assert_eq!(files(state.path()), Vec::<String>::new());
+}
+
+/// The run directory fails after the real sandbox init has forked (holding a copy of the gate's
+/// write end, so the pipe cannot close while it reads): the gate still shuts, the spawn fails
+/// with the sandbox init's "Operation canceled", and the run's error is the run directory's. Its
+/// way before: the sandbox init waited for ever on a pipe it held open itself, and its spawn with
+/// it (a CI run that never ended).
+#[test]
+fn privileged_a_run_directory_that_fails_after_the_fork_still_shuts_the_gate() {
+    privileged!();
+    let (result, applied, mut guard, state) = within(60, "a gate that never shut", || {
+        apply(&[&ToyDir::<true, true, 300>, &ForkingSpawner, &Late])
+    });
+    let e = match result {
+        Ok(()) => panic!("the run started without its run directory"),
+        Err(e) => e,
+    };
+    assert_eq!(e.layer, Layer::Filesystem, "{}", e.message);
+    assert_eq!(e.message, "the toy run directory failed");
+    assert_eq!(
+        applied.parts.get::<GateSaw>(),
+        Some(&GateSaw {
+            dir_before: false,
+            opened: false,
+        })
+    );
+    assert_eq!(files(state.path()), ["dir", "spawning"]);
+    assert_eq!(guard.teardown(), Vec::<String>::new());
+}
+
+/// The same spawn, its gate opened: the sandbox init goes on to its exec.
+#[test]
+fn privileged_a_run_directory_made_after_the_fork_opens_the_gate() {
+    privileged!();
+    let (result, applied, mut guard, state) = within(60, "a gate that never opened", || {
+        apply(&[&ToyDir::<true, false, 300>, &ForkingSpawner, &Late])
+    });
+    result.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        applied.parts.get::<GateSaw>(),
+        Some(&GateSaw {
+            dir_before: false,
+            opened: true,
+        })
+    );
+    assert_eq!(files(state.path()), ["dir", "late", "spawning"]);
+    assert_eq!(guard.teardown(), Vec::<String>::new());
 }

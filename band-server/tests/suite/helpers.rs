@@ -250,7 +250,33 @@ pub(crate) fn spawn_line_under(
     child
 }
 
+/// How long a test's band-server may take: far above any run of the suite (the longest wait for
+/// its own timeouts is seconds), so that a band-server that hangs fails its test, named, instead
+/// of stalling the whole suite until CI gives up.
+const SERVER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Kills band-server `child` (SIGKILL: the run's processes die with it) unless it has exited
+/// within [`SERVER_DEADLINE`]; the returned sender, dropped once it has, calls that off.
+fn deadline(child: &Child) -> std::sync::mpsc::Sender<()> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let pid = rustix::process::Pid::from_raw(child.id() as i32);
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(SERVER_DEADLINE)
+            && let Some(pid) = pid
+        {
+            eprintln!(
+                "band-server (pid {}) did not finish within {} s: killed",
+                pid.as_raw_nonzero(),
+                SERVER_DEADLINE.as_secs()
+            );
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    });
+    done
+}
+
 pub(crate) fn finish(child: Child) -> Outcome {
+    let _deadline = deadline(&child);
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     outcome(&out.stdout, &out.stderr, out.status)
 }
@@ -262,6 +288,7 @@ pub(crate) fn finish(child: Child) -> Outcome {
 /// of the run started in that window, while the run held the uid, and no later run's did.
 pub(crate) fn finish_marked(mut child: Child, from: u64) -> (Outcome, Range<u64>) {
     use std::io::Read as _;
+    let _deadline = deadline(&child);
     let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let errs = std::thread::spawn(move || {
         let mut v = Vec::new();
