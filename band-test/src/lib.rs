@@ -88,11 +88,21 @@ pub struct Output {
 }
 
 impl Output {
-    /// Run `cmd` to the end.
+    /// Run `cmd` to the end (its stdin empty, as `Command::output` does), killed if it has
+    /// not ended within [`COMMAND_DEADLINE`]: a command that hangs fails its test, named, instead
+    /// of stalling the whole suite until CI gives up.
     pub fn of(cmd: &mut Command) -> Output {
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("run {:?}: {e}", cmd.get_program()));
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("run {program}: {e}"));
+        let _deadline = kill_after(&child, COMMAND_DEADLINE, &program);
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("run {program}: {e}"));
         Output {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -115,6 +125,35 @@ impl Output {
             self.stderr
         )
     }
+}
+
+/// How long a command of a test may take ([`Output::of`], [`kill_after`]): far above any of the
+/// suite's (an image build under TCG takes minutes).
+pub const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// Kill `child` (SIGKILL) unless it has ended within `limit`, saying so on stderr with `what`;
+/// the returned sender, dropped once it has ended, calls that off.
+pub fn kill_after(
+    child: &std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::sync::mpsc::Sender<()> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let pid = rustix::process::Pid::from_raw(child.id() as i32);
+    let what = what.to_string();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit)
+            && let Some(pid) = pid
+        {
+            eprintln!(
+                "{what} (pid {}) did not end within {} s: killed",
+                pid.as_raw_nonzero(),
+                limit.as_secs()
+            );
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    });
+    done
 }
 
 /// The `band` binary in the test environment: no colour, the run ledger in `data_dir` (out of

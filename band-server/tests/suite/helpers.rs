@@ -255,24 +255,8 @@ pub(crate) fn spawn_line_under(
 /// of stalling the whole suite until CI gives up.
 const SERVER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Kills band-server `child` (SIGKILL: the run's processes die with it) unless it has exited
-/// within [`SERVER_DEADLINE`]; the returned sender, dropped once it has, calls that off.
 fn deadline(child: &Child) -> std::sync::mpsc::Sender<()> {
-    let (done, wait) = std::sync::mpsc::channel::<()>();
-    let pid = rustix::process::Pid::from_raw(child.id() as i32);
-    std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(SERVER_DEADLINE)
-            && let Some(pid) = pid
-        {
-            eprintln!(
-                "band-server (pid {}) did not finish within {} s: killed",
-                pid.as_raw_nonzero(),
-                SERVER_DEADLINE.as_secs()
-            );
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-    });
-    done
+    band_test::kill_after(child, SERVER_DEADLINE, "band-server")
 }
 
 pub(crate) fn finish(child: Child) -> Outcome {
