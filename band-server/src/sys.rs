@@ -630,10 +630,15 @@ impl PreExec {
 // The network namespace of a networked run (`layers::net::netns`)
 // ---------------------------------------------------------------------------------------------
 
-/// The child of [`user_and_net_namespaces`]: become `uid`/`gid`, unshare a user and a network
-/// namespace, report `[step, errno as 4 bytes]` (step 0 = done) on `report`, then wait for EOF on
-/// `release` and exit. Only async-signal-safe syscalls; never returns.
-fn ns_holder(uid: u32, gid: u32, report: RawFd, release: RawFd, close: [RawFd; 2]) -> ! {
+/// The child of [`user_and_net_namespaces`]: close every descriptor but `report` and `release`,
+/// become `uid`/`gid`, unshare a user and a network namespace, report `[step, errno as 4 bytes]`
+/// (step 0 = done) on `report`, then wait for EOF on `release` and exit. Only async-signal-safe
+/// syscalls; never returns.
+///
+/// The fork copied every descriptor band-server had open, those of other threads' pipes among
+/// them (a spare sandbox's gate, a run's secrets); this child never execs, so without the close
+/// it would hold their write ends, and their readers would wait for it, until it exits.
+fn ns_holder(uid: u32, gid: u32, report: RawFd, release: RawFd) -> ! {
     let fail = |step: u8| -> ! {
         // SAFETY: reads the thread's errno, a plain function with no arguments.
         let errno = unsafe { *libc::__errno_location() }.to_ne_bytes();
@@ -644,9 +649,20 @@ fn ns_holder(uid: u32, gid: u32, report: RawFd, release: RawFd, close: [RawFd; 2
             libc::_exit(1)
         }
     };
-    for fd in close {
-        // SAFETY: closes this process's copies of the parent's pipe ends (nothing here owns them).
-        unsafe { libc::close(fd) };
+    let (low, high) = (
+        report.min(release) as libc::c_uint,
+        report.max(release) as libc::c_uint,
+    );
+    // SAFETY: closes this process's copies of the parent's descriptors, all but the two it uses
+    // (nothing here owns them); `high` is at most `c_uint::MAX - 1` (a descriptor number).
+    unsafe {
+        if low > 0 {
+            libc::close_range(0, low - 1, 0);
+        }
+        if high > low + 1 {
+            libc::close_range(low + 1, high - 1, 0);
+        }
+        libc::close_range(high + 1, libc::c_uint::MAX, 0);
     }
     // SAFETY: setgroups with a zero-length list and a null pointer is valid.
     if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
@@ -681,12 +697,11 @@ pub fn user_and_net_namespaces(uid: u32, gid: u32) -> io::Result<(OwnedFd, Owned
     let (report_r, report_w) = pipe()?;
     let (release_r, release_w) = pipe()?;
     let (rw, rr) = (report_w.as_raw_fd(), release_r.as_raw_fd());
-    let close = [report_r.as_raw_fd(), release_w.as_raw_fd()];
     // SAFETY: the child only makes async-signal-safe syscalls on integers and stack buffers
     // (`ns_holder`) and `_exit`s; it never returns into Rust code of this process.
     let pid = check(unsafe { libc::fork() })?;
     if pid == 0 {
-        ns_holder(uid, gid, rw, rr, close);
+        ns_holder(uid, gid, rw, rr);
     }
     drop(report_w);
     drop(release_r);
