@@ -99,6 +99,16 @@ struct GateSaw {
     opened: bool,
 }
 
+/// Keep what a spawn's stand-in saw; fail as the spawn does when the gate did not open.
+fn gate_saw(out: &mut Applied, dir_before: bool, opened: bool) -> SetupResult<()> {
+    out.parts.insert(GateSaw { dir_before, opened });
+    if opened {
+        Ok(())
+    } else {
+        Err(err(Layer::Process, "the gate shut: Operation canceled"))
+    }
+}
+
 /// The spawn's stand-in: says it started, then reads the gate as the sandbox init does, and
 /// fails as the spawn does when the gate does not open.
 struct Spawner;
@@ -112,12 +122,7 @@ fn spawner(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupRe
         .read(&mut byte)
         .map_err(|e| err(Layer::Process, e))?;
     let opened = n == 1 && byte[0] == GATE_OPEN;
-    out.parts.insert(GateSaw { dir_before, opened });
-    if opened {
-        Ok(())
-    } else {
-        Err(err(Layer::Process, "the gate shut: Operation canceled"))
-    }
+    gate_saw(out, dir_before, opened)
 }
 
 /// The spawn's stand-in with the real sandbox init: `sys::PreExec` forks it (it holds a copy of
@@ -148,12 +153,7 @@ fn forking_spawner(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) ->
         Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => false,
         Err(e) => return Err(err(Layer::Process, e)),
     };
-    out.parts.insert(GateSaw { dir_before, opened });
-    if opened {
-        Ok(())
-    } else {
-        Err(err(Layer::Process, "the gate shut: Operation canceled"))
-    }
+    gate_saw(out, dir_before, opened)
 }
 
 impl RunLayer for ForkingSpawner {
@@ -232,11 +232,12 @@ impl RunLayer for FailingServices {
     }
 }
 
+/// What [`apply`] gives back.
+type Applied4 = (SetupResult<()>, Applied, RunGuard, tempfile::TempDir);
+
 /// Plan and apply `layers` on a fresh state folder: apply's result, the hand-overs, the guard,
 /// and the folder.
-fn apply(
-    layers: &[&'static dyn RunLayer],
-) -> (SetupResult<()>, Applied, RunGuard, tempfile::TempDir) {
+fn apply(layers: &[&'static dyn RunLayer]) -> Applied4 {
     let (state, cfg) = state_config();
     let req = request();
     let checked = checked(&req, &cfg);
@@ -268,11 +269,10 @@ fn files(dir: &Path) -> Vec<String> {
     names
 }
 
-#[test]
-fn the_run_directory_is_made_beside_the_spawn_which_waits_for_it() {
-    let (result, applied, mut guard, state) = apply(&[&ToyDir::<true, false>, &Spawner, &Late]);
+/// The run directory was made and the gate opened after the spawn had started: every step ran,
+/// and what they built (the run directory's thread's too) is the run's, which the guard removes.
+fn assert_opened((result, applied, mut guard, state): Applied4) {
     result.unwrap_or_else(|e| panic!("{e}"));
-    // The spawn started before the run directory was made, and its gate opened after it.
     assert_eq!(
         applied.parts.get::<GateSaw>(),
         Some(&GateSaw {
@@ -281,22 +281,20 @@ fn the_run_directory_is_made_beside_the_spawn_which_waits_for_it() {
         })
     );
     assert_eq!(files(state.path()), ["dir", "late", "spawning"]);
-    // What the run directory's thread built is the run's: the guard removes it.
     assert_eq!(guard.teardown(), Vec::<String>::new());
     assert_eq!(files(state.path()), Vec::<String>::new());
 }
 
-#[test]
-fn a_run_directory_that_fails_closes_the_gate_and_its_error_is_the_runs() {
-    let (result, applied, mut guard, state) = apply(&[&ToyDir::<true, true>, &Spawner, &Late]);
+/// The run directory failed after the spawn had started: the run's error is its own, not the
+/// spawn's that followed from it; the gate shut (bubblewrap would never have started); nothing
+/// after the spawn ran, and what the failed step built before failing is removed.
+fn assert_shut((result, applied, mut guard, state): Applied4) {
     let e = match result {
         Ok(()) => panic!("the run started without its run directory"),
         Err(e) => e,
     };
-    // Its own error, not the spawn's that followed from it.
-    assert_eq!(e.layer, Layer::Filesystem);
+    assert_eq!(e.layer, Layer::Filesystem, "{}", e.message);
     assert_eq!(e.message, "the toy run directory failed");
-    // The gate shut: bubblewrap would never have started.
     assert_eq!(
         applied.parts.get::<GateSaw>(),
         Some(&GateSaw {
@@ -304,10 +302,19 @@ fn a_run_directory_that_fails_closes_the_gate_and_its_error_is_the_runs() {
             opened: false,
         })
     );
-    // Nothing after the spawn ran, and what the failed step built before failing is removed.
     assert_eq!(files(state.path()), ["dir", "spawning"]);
     assert_eq!(guard.teardown(), Vec::<String>::new());
     assert_eq!(files(state.path()), Vec::<String>::new());
+}
+
+#[test]
+fn the_run_directory_is_made_beside_the_spawn_which_waits_for_it() {
+    assert_opened(apply(&[&ToyDir::<true, false>, &Spawner, &Late]));
+}
+
+#[test]
+fn a_run_directory_that_fails_closes_the_gate_and_its_error_is_the_runs() {
+    assert_shut(apply(&[&ToyDir::<true, true>, &Spawner, &Late]));
 }
 
 #[test]
@@ -335,41 +342,16 @@ fn a_step_that_fails_beside_the_run_directory_still_leaves_it_to_the_guard() {
 #[test]
 fn privileged_a_run_directory_that_fails_after_the_fork_still_shuts_the_gate() {
     privileged!();
-    let (result, applied, mut guard, state) = within(60, "a gate that never shut", || {
+    assert_shut(within(60, "a gate that never shut", || {
         apply(&[&ToyDir::<true, true, 300>, &ForkingSpawner, &Late])
-    });
-    let e = match result {
-        Ok(()) => panic!("the run started without its run directory"),
-        Err(e) => e,
-    };
-    assert_eq!(e.layer, Layer::Filesystem, "{}", e.message);
-    assert_eq!(e.message, "the toy run directory failed");
-    assert_eq!(
-        applied.parts.get::<GateSaw>(),
-        Some(&GateSaw {
-            dir_before: false,
-            opened: false,
-        })
-    );
-    assert_eq!(files(state.path()), ["dir", "spawning"]);
-    assert_eq!(guard.teardown(), Vec::<String>::new());
+    }));
 }
 
 /// The same spawn, its gate opened: the sandbox init goes on to its exec.
 #[test]
 fn privileged_a_run_directory_made_after_the_fork_opens_the_gate() {
     privileged!();
-    let (result, applied, mut guard, state) = within(60, "a gate that never opened", || {
+    assert_opened(within(60, "a gate that never opened", || {
         apply(&[&ToyDir::<true, false, 300>, &ForkingSpawner, &Late])
-    });
-    result.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        applied.parts.get::<GateSaw>(),
-        Some(&GateSaw {
-            dir_before: false,
-            opened: true,
-        })
-    );
-    assert_eq!(files(state.path()), ["dir", "late", "spawning"]);
-    assert_eq!(guard.teardown(), Vec::<String>::new());
+    }));
 }
