@@ -131,20 +131,32 @@ impl Output {
 /// suite's (an image build under TCG takes minutes).
 pub const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(900);
 
+/// Run `on_time_out` on a thread of its own unless the returned sender is dropped (or sent to)
+/// within `limit`: a test's guard against a wait that never ends.
+pub fn watchdog(
+    limit: std::time::Duration,
+    on_time_out: impl FnOnce() + Send + 'static,
+) -> std::sync::mpsc::Sender<()> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+            on_time_out();
+        }
+    });
+    done
+}
+
 /// Kill `child` (SIGKILL) unless it has ended within `limit`, saying so on stderr with `what`;
-/// the returned sender, dropped once it has ended, calls that off.
+/// the returned sender, dropped once it has ended, calls that off ([`watchdog`]).
 pub fn kill_after(
     child: &std::process::Child,
     limit: std::time::Duration,
     what: &str,
 ) -> std::sync::mpsc::Sender<()> {
-    let (done, wait) = std::sync::mpsc::channel::<()>();
     let pid = rustix::process::Pid::from_raw(child.id() as i32);
     let what = what.to_string();
-    std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit)
-            && let Some(pid) = pid
-        {
+    watchdog(limit, move || {
+        if let Some(pid) = pid {
             eprintln!(
                 "{what} (pid {}) did not end within {} s: killed",
                 pid.as_raw_nonzero(),
@@ -152,8 +164,7 @@ pub fn kill_after(
             );
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
-    });
-    done
+    })
 }
 
 /// The `band` binary in the test environment: no colour, the run ledger in `data_dir` (out of

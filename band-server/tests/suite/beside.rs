@@ -168,20 +168,12 @@ impl RunLayer for ForkingSpawner {
 
 /// `f()`, or the whole test binary aborts after `secs` seconds with `what`: a hang is a failure
 /// that names itself, not a CI run that never ends.
-fn within<T>(secs: u64, what: &str, f: impl FnOnce() -> T) -> T {
-    let (done, wait) = std::sync::mpsc::channel::<()>();
-    let what = what.to_string();
-    std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-            wait.recv_timeout(Duration::from_secs(secs))
-        {
-            eprintln!("{what}: did not finish within {secs} s");
-            std::process::abort();
-        }
+fn within<T>(secs: u64, what: &'static str, f: impl FnOnce() -> T) -> T {
+    let _watch = band_test::watchdog(Duration::from_secs(secs), move || {
+        eprintln!("{what}: did not finish within {secs} s");
+        std::process::abort();
     });
-    let t = f();
-    let _ = done.send(());
-    t
+    f()
 }
 
 /// After the spawn: the run directory must be there (joined before).
