@@ -731,6 +731,10 @@ impl ReportListener {
                 let spawned = std::thread::Builder::new()
                     .name("report".into())
                     .spawn(move || {
+                        // Not preempting band-shim at its `connect`: it writes its request
+                        // before the worker looks (`sys::set_batch_scheduling`). Only a hint: a
+                        // worker the kernel keeps as it was serves calls the same.
+                        let _ = sys::set_batch_scheduling();
                         while !stop.load(Ordering::SeqCst) {
                             pool.idle.fetch_add(1, Ordering::SeqCst);
                             let conn = listener.accept();
@@ -1228,6 +1232,75 @@ mod tests {
                 "{how}: {served:?}"
             );
             assert_eq!(out.trim(), "", "{how}: no answer");
+        }
+    }
+
+    /// The workers serving band-shim are `SCHED_BATCH` (they do not preempt band-shim at its
+    /// `connect`; `sys::set_batch_scheduling`), read from the kernel's view of each thread.
+    #[test]
+    fn the_workers_wait_for_the_shims_request_instead_of_preempting_it() {
+        if sys::euid() != 0 {
+            assert!(
+                std::env::var_os("BAND_TEST_MUST_RUN").is_none_or(|v| v != "1"),
+                "BAND_TEST_MUST_RUN=1 but this test needs root (the socket is owned by root)"
+            );
+            eprintln!("skipped: needs root (the socket is owned by root)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let check = PeerCheck {
+            shim: (0, 0),
+            lib_devs: Vec::new(),
+            uid: 0,
+            maps: false,
+        };
+        let rules = CliRules::new(&[], &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+        let on: OnReport = Arc::new(|_| {});
+        let mut listener = ReportListener::start(
+            &tmp.path().join("sock"),
+            0,
+            check,
+            rules,
+            RunPrograms::default(),
+            on,
+        )
+        .unwrap();
+        // Policy of every thread named `report` (this test's two, and any another test runs).
+        let workers = || -> Vec<(String, i32)> {
+            let mut out = Vec::new();
+            for task in fs_err::read_dir("/proc/thread-self/..").unwrap().flatten() {
+                let dir = task.path();
+                // A thread that ended since the listing (another test's) is skipped.
+                let (Ok(comm), Ok(stat)) = (
+                    fs_err::read_to_string(dir.join("comm")),
+                    fs_err::read_to_string(dir.join("stat")),
+                ) else {
+                    continue;
+                };
+                if comm.trim_end() != "report" {
+                    continue;
+                }
+                // Field 41 (`policy`), counted after the `)` that ends `comm` (field 2).
+                let after = &stat[stat.rfind(')').unwrap() + 2..];
+                let policy = after.split(' ').nth(41 - 3).unwrap().parse().unwrap();
+                out.push((dir.display().to_string(), policy));
+            }
+            out
+        };
+        let start = std::time::Instant::now();
+        let seen = loop {
+            let seen = workers();
+            let waiting = listener.pool.idle.load(Ordering::SeqCst);
+            let batch = seen.iter().all(|(_, p)| *p == libc::SCHED_BATCH);
+            if (waiting >= 2 && batch) || start.elapsed() > std::time::Duration::from_secs(5) {
+                break seen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        listener.stop();
+        assert!(seen.len() >= 2, "two workers: {seen:?}");
+        for (task, policy) in &seen {
+            assert_eq!(*policy, libc::SCHED_BATCH, "{task}");
         }
     }
 
