@@ -96,9 +96,15 @@ unsafe fn populate(mut r: *const Rela, end: *const Rela, base: usize) {
     // SAFETY: as the caller's: entries of the image, read only.
     unsafe {
         while r < end {
-            let at = base + (*r).offset as usize;
-            low = low.min(at);
-            high = high.max(at + 8);
+            // Comparisons, not `min`/`max`: a debug build calls those through the image's
+            // not yet relocated pointers.
+            let at = base.wrapping_add((*r).offset as usize);
+            if at < low {
+                low = at;
+            }
+            if at.wrapping_add(8) > high {
+                high = at.wrapping_add(8);
+            }
             r = r.add(1);
         }
     }
