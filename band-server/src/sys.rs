@@ -326,7 +326,8 @@ pub fn set_passcred(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
 /// round 20): a worker woken by band-shim's `connect` used to preempt band-shim before its
 /// request was written, only to block on the read and switch back; now band-shim writes its
 /// request and blocks on the answer first, and the worker finds the request there (two context
-/// switches fewer a command, about 0.05 ms on a 2-CPU VM). Otherwise scheduled as any thread.
+/// switches fewer a command). Otherwise scheduled as any thread: it gets its share of the CPU,
+/// but on a CPU busy with other work it can wait for the running task's slice.
 pub fn set_batch_scheduling() -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the calling
