@@ -1306,7 +1306,7 @@ mod tests {
             on,
         )
         .unwrap();
-        // Policy of every thread named `report` (this test's two, and any another test runs).
+        // Policy of every thread named `report` (this test's two, and any other test's).
         let workers = || -> Vec<(String, i32)> {
             let mut out = Vec::new();
             for task in fs_err::read_dir("/proc/thread-self/..").unwrap().flatten() {
