@@ -863,11 +863,7 @@ mod tests {
     /// from its initial stack (here: what the C library kept of it).
     #[test]
     fn the_image_addresses_are_the_processes_own() {
-        let me = ProcDir::open(
-            &ProcRoot::open(Path::new("/proc")).unwrap(),
-            std::process::id() as i32,
-        )
-        .unwrap();
+        let me = ProcDir::open(ProcRoot::host().unwrap(), std::process::id() as i32).unwrap();
         let seen = me.image_addresses().unwrap();
         assert_eq!(Some(seen), band_shim::sys::image_addresses());
         assert_ne!(seen, ImageAddresses::default());
@@ -986,7 +982,7 @@ mod tests {
         // Running: the kernel has placed the image.
         out.read_line(&mut line).unwrap();
         assert_eq!(line, "ready\n");
-        let dir = ProcDir::open(&ProcRoot::open(Path::new("/proc")).unwrap(), pid).unwrap();
+        let dir = ProcDir::open(ProcRoot::host().unwrap(), pid).unwrap();
         let (_, seen) = dir.stat().unwrap();
         assert_ne!(
             seen.image,
@@ -1080,7 +1076,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let dir = ProcDir::open(&ProcRoot::open(Path::new("/proc")).unwrap(), pid).unwrap();
+        let dir = ProcDir::open(ProcRoot::host().unwrap(), pid).unwrap();
         let (comm, seen) = dir.stat().unwrap();
         assert_eq!(comm, "sleep");
         assert_eq!(
@@ -1097,11 +1093,7 @@ mod tests {
         );
         assert!(dir.read("maps", 1 << 20).is_err());
         // A file longer than the limit is an error, not its first bytes.
-        let me = ProcDir::open(
-            &ProcRoot::open(Path::new("/proc")).unwrap(),
-            std::process::id() as i32,
-        )
-        .unwrap();
+        let me = ProcDir::open(ProcRoot::host().unwrap(), std::process::id() as i32).unwrap();
         assert!(me.read("maps", 16).is_err());
         assert!(!me.read("maps", MAPS_MAX).unwrap().is_empty());
     }
