@@ -26,6 +26,7 @@ mod format;
 mod help;
 mod hostile_input;
 mod learn;
+mod redteam;
 mod mcp;
 mod run;
 mod secrets;

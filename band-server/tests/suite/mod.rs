@@ -9,5 +9,7 @@ mod new_layer;
 mod observe;
 mod plan;
 mod privileged;
+mod proc_view;
+mod program_cache;
 mod protocol;
 mod runtime;

@@ -1,0 +1,1 @@
+//! Red-team round 3 (issue 36): links.
