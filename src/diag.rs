@@ -4,6 +4,7 @@
 //! [`Diagnostic`]. The codes are stable: they are listed in `docs/lint.md` and in SARIF output, and
 //! a published code never changes meaning.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -254,6 +255,53 @@ fn levenshtein(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// The diagnostic for a file of a skill that band refuses to read ([`crate::skillfs`]): a link
+/// out of the skill is S009, worded as lint's own check of every link (so the two coincide), and
+/// so is a FIFO, socket or device where a file should be.
+pub fn refused_file(path: &Path, e: &crate::skillfs::SkillFileError) -> Diagnostic {
+    match e {
+        crate::skillfs::SkillFileError::Outside { .. } => Diagnostic::new(
+            Code::UnsafeLink,
+            path,
+            Loc::FILE,
+            "symlink points outside the skill (or nowhere)",
+        )
+        .with_hint("copy the file into the skill instead of linking to it"),
+        e => Diagnostic::new(Code::UnsafeLink, path, Loc::FILE, e.to_string())
+            .with_hint("make it a regular file of the skill"),
+    }
+}
+
+/// `s` made inert for a terminal: what a skill folder or a script controls (file names, messages
+/// quoting them, output) never drives the terminal it is shown on. every C0 control but `\n` and `\t` in caret notation (ESC is
+/// `^[`, BEL `^G`, CR `^M` except in CRLF, which becomes LF), DEL as `^?`, C1 controls
+/// (U+0080–U+009F, 8-bit CSI/OSC) and the bidirectional overrides and isolates as `\u{…}`. The
+/// rest is unchanged, so an escape sequence shows as its text (`^[]52;c;…^G`) and does nothing.
+pub fn inert(s: &str) -> Cow<'_, str> {
+    let inert = |c: char| {
+        matches!(c, '\n' | '\t')
+            || !(c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+    };
+    if s.chars().all(inert) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if inert(c) => out.push(c),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\u{7f}' => out.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]

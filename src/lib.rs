@@ -6,6 +6,7 @@
 //! - [`policy`]: allow/deny/insist rules, their matchers, and composition into one effective policy.
 //! - [`contract`]: JSON Schema contracts per script, resolved offline.
 //! - [`skill`]: the skill folder layout and per-script band discovery.
+//! - [`skillfs`]: reading a skill's own files as the run does (never through a link out of it).
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit-code table.
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
@@ -25,6 +26,7 @@ pub mod manifest;
 pub mod policy;
 pub mod proto;
 pub mod skill;
+pub mod skillfs;
 pub mod suggest;
 pub mod units;
 pub mod warm;

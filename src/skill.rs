@@ -164,13 +164,21 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| root.display().to_string());
     let skill_md_path = root.join("SKILL.md");
-    let skill_md = match fs_err::read_to_string(&skill_md_path) {
+    let skill_md = match crate::skillfs::read_to_string(
+        root,
+        Path::new("SKILL.md"),
+        crate::skillfs::MAX_SKILL_MD_BYTES,
+    ) {
         Ok(text) => {
             let (md, d) = parse_skill_md(&skill_md_path, &text, &name);
             diags.extend(d);
             Some(md)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.is_refused() => {
+            diags.push(crate::diag::refused_file(&skill_md_path, &e));
+            None
+        }
+        Err(e) if e.is_not_found() => {
             diags.push(
                 Diagnostic::new(Code::SkillMdMissing, root, Loc::FILE, "the skill has no SKILL.md")
                     .with_hint("add SKILL.md with `name` and `description` frontmatter and instructions for the agent"),
@@ -217,7 +225,7 @@ fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
         {
             continue;
         }
-        if p.is_file() && !is_upstream_wrapper(p) {
+        if p.is_file() && !is_upstream_wrapper(root, p) {
             let stem = fname.split('.').next().unwrap_or(fname).to_string();
             let rel = PathBuf::from("scripts").join(fname);
             if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
@@ -384,11 +392,8 @@ const WRAPPER_MAX_BYTES: u64 = 4096;
 /// True when `file` (in `scripts/`) is an upstream wrapper: a small shell script that hands a
 /// `resources/<name>` folder to upstream's runtime, `band exec <dir>` as documented or
 /// `bun …/cli.ts exec "$DIR/resources/<name>"` as shipped.
-pub fn is_upstream_wrapper(file: &Path) -> bool {
-    if fs_err::metadata(file).map_or(true, |m| m.len() > WRAPPER_MAX_BYTES) {
-        return false;
-    }
-    let Ok(text) = fs_err::read_to_string(file) else {
+pub fn is_upstream_wrapper(root: &Path, file: &Path) -> bool {
+    let Ok(text) = crate::skillfs::read_to_string(root, file, WRAPPER_MAX_BYTES) else {
         return false;
     };
     text.starts_with("#!")
@@ -713,8 +718,8 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         let names: Vec<&str> = skill.scripts.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["list", "own"]);
-        assert!(is_upstream_wrapper(&root.join("scripts/gone")));
-        assert!(!is_upstream_wrapper(&root.join("scripts/own.sh")));
+        assert!(is_upstream_wrapper(&root, &root.join("scripts/gone")));
+        assert!(!is_upstream_wrapper(&root, &root.join("scripts/own.sh")));
         assert!(runs_with_bash(Path::new("scripts/resources/list/run.sh")));
         for not in [
             "scripts/list",

@@ -314,7 +314,7 @@ pub fn band_md(
 pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
     let (skill, _) = crate::skill::load_skill(root);
     let read = |entry: &Path| {
-        let text = fs_err::read(root.join(entry))
+        let text = crate::skillfs::read(root, entry, crate::skillfs::MAX_TEXT_BYTES)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         let file_name = entry

@@ -16,33 +16,9 @@ use band::client::cancel::Cancel;
 use band::client::outcome::Outcome;
 use band::proto;
 
-/// `s` made inert for a terminal: every C0 control but `\n` and `\t` in caret notation (ESC is
-/// `^[`, BEL `^G`, CR `^M` except in CRLF, which becomes LF), DEL as `^?`, C1 controls
-/// (U+0080–U+009F, 8-bit CSI/OSC) and the bidirectional overrides and isolates as `\u{…}`. The
-/// rest is unchanged, so an escape sequence shows as its text (`^[]52;c;…^G`) and does nothing.
+/// `s` made inert for a terminal ([`band::diag::inert`]).
 pub(crate) fn for_terminal(s: &str) -> Cow<'_, str> {
-    let inert = |c: char| {
-        matches!(c, '\n' | '\t')
-            || !(c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
-    };
-    if s.chars().all(inert) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            c if inert(c) => out.push(c),
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\u{7f}' => out.push_str("^?"),
-            c if (c as u32) < 0x20 => {
-                out.push('^');
-                out.push(char::from(b'@' + c as u8));
-            }
-            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-        }
-    }
-    Cow::Owned(out)
+    band::diag::inert(s)
 }
 
 /// JSON text as printed: serde_json escapes C0 controls (ESC is `\u001b`) but not C1 controls

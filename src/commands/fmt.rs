@@ -28,7 +28,12 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     let mut json_files: Vec<serde_json::Value> = Vec::new();
     let mut out = std::io::stdout().lock();
     for f in files {
-        let src = fs_err::read_to_string(&f)?;
+        // Read and written as the run reads a skill: never through a link out of the skill (or,
+        // for a band outside any skill, out of its folder): `band fmt` must not rewrite the
+        // `~/.bashrc` a hostile BAND.md links to.
+        let (scope, file) = band::manifest::band_scope(&f);
+        let src =
+            band::skillfs::read_to_string(&scope, &file, band::manifest::MAX_BAND_FILE_BYTES)?;
         let formatted = format_band(&src).map_err(|e| {
             user_error(
                 format!("{}: {e}", f.display()),
@@ -48,7 +53,7 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
                 .header(&shown, &format!("{shown} (formatted)"))
                 .to_string();
             if !args.check {
-                fs_err::write(&f, &formatted)?;
+                band::skillfs::replace(&scope, &file, formatted.as_bytes())?;
             }
             json_files.push(serde_json::json!({
                 "file": shown,
@@ -67,7 +72,7 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
                     .header(&shown, &format!("{shown} (formatted)"))
             )?;
         } else {
-            fs_err::write(&f, &formatted)?;
+            band::skillfs::replace(&scope, &file, formatted.as_bytes())?;
             writeln!(out, "reformatted {}", f.display())?;
         }
         if let Some(root) = locked {

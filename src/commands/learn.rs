@@ -90,7 +90,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let mut candidates = observe::candidate_commands(&text_refs, &is_host_program);
     if let Some(entry) = skill.script(script).map(|s| skill.root.join(&s.entry))
-        && let Ok(text) = fs_err::read_to_string(&entry)
+        && let Ok(text) = band::skillfs::read_to_string(&skill.root, &entry, MAX_SCAN_BYTES)
         && let Some(interp) = observe::shebang_command(&text)
         && !ESSENTIALS.contains(&interp.as_str())
         && !candidates.contains(&interp)
@@ -442,7 +442,10 @@ fn finish(
 
 /// Write the draft's lists into `file`, keeping everything else (comments included).
 fn write_draft(file: &Path, draft: &learn::Draft) -> Result<()> {
-    let mut text = fs_err::read_to_string(file)?;
+    // Never through a link out of the skill (issue 36): the draft goes into the skill's band.
+    let (scope, abs) = band::manifest::band_scope(file);
+    let mut text =
+        band::skillfs::read_to_string(&scope, &abs, band::manifest::MAX_BAND_FILE_BYTES)?;
     let allow = draft.allow();
     for cat in band::policy::Category::ALL {
         text = learn::edit::set_list(&text, "allow", cat.as_str(), allow.get(cat))
@@ -470,7 +473,7 @@ fn write_draft(file: &Path, draft: &learn::Draft) -> Result<()> {
             "apply the diff by hand"
         ));
     }
-    fs_err::write(file, text)?;
+    band::skillfs::replace(&scope, &abs, text.as_bytes())?;
     Ok(())
 }
 
@@ -546,8 +549,7 @@ fn skill_texts(root: &Path) -> Vec<String> {
             if ft.is_dir() {
                 stack.push(e.path());
             } else if ft.is_file()
-                && e.metadata().is_ok_and(|m| m.len() <= MAX_SCAN_BYTES)
-                && let Ok(t) = fs_err::read_to_string(e.path())
+                && let Ok(t) = band::skillfs::read_to_string(root, &e.path(), MAX_SCAN_BYTES)
             {
                 out.push(t);
             }

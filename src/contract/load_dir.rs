@@ -71,9 +71,9 @@ fn collect_colocated(
             let rel = Path::new(COLOCATED_DIR).join(&name).join(file);
             let full = skill_root.join(&rel);
             match fs_err::symlink_metadata(&full) {
-                Ok(m) if m.is_file() => match fs_err::read_to_string(&full) {
+                Ok(m) if m.is_file() => match read_schema(skill_root, &rel) {
                     Ok(text) => files.push(SchemaFile { path: rel, text }),
-                    Err(source) => errors.push(ContractError::Io { path: rel, source }),
+                    Err(e) => errors.push(e),
                 },
                 Ok(_) => errors.push(ContractError::compile(
                     &rel,
@@ -135,11 +135,27 @@ fn collect_json_files(
                 }
             }
         }
-        match fs_err::read_to_string(&full) {
+        match read_schema(skill_root, &rel) {
             Ok(text) => files.push(SchemaFile { path: rel, text }),
-            Err(source) => errors.push(ContractError::Io { path: rel, source }),
+            Err(e) => errors.push(e),
         }
     }
+}
+
+/// A schema file of the skill, read as the run reads the skill ([`crate::skillfs`]): never
+/// through a link (or a linked `schemas/` folder) that leaves it, never a FIFO, at most
+/// [`crate::skillfs::MAX_TEXT_BYTES`].
+fn read_schema(skill_root: &Path, rel: &Path) -> Result<String, ContractError> {
+    use crate::skillfs::SkillFileError;
+    crate::skillfs::read_to_string(skill_root, rel, crate::skillfs::MAX_TEXT_BYTES).map_err(|e| {
+        match e {
+            SkillFileError::Io(source) => ContractError::Io {
+                path: rel.to_path_buf(),
+                source,
+            },
+            e => ContractError::compile(rel, format!("{e}")),
+        }
+    })
 }
 
 #[cfg(test)]

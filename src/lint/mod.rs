@@ -331,7 +331,7 @@ fn check_bundled_programs(
         }
         if named.contains(&node.path)
             || !looks_executable(node.mode, head)
-            || crate::skill::is_upstream_wrapper(&root.join(&node.path))
+            || crate::skill::is_upstream_wrapper(root, Path::new(&node.path))
         {
             continue;
         }
@@ -415,37 +415,13 @@ fn collect_band_files(dir: &Path, depth: usize, out: &mut BTreeSet<PathBuf>) {
 
 /// Symlinks inside a skill must stay inside it.
 fn check_links(root: &Path) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    let Ok(canon_root) = root.canonicalize() else {
-        return out;
+    let outside = crate::skillfs::SkillFileError::Outside {
+        path: root.to_path_buf(),
     };
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = fs_err::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_symlink() {
-                let inside = p.canonicalize().is_ok_and(|t| t.starts_with(&canon_root));
-                if !inside {
-                    out.push(
-                        Diagnostic::new(
-                            Code::UnsafeLink,
-                            &p,
-                            Loc::FILE,
-                            "symlink points outside the skill (or nowhere)",
-                        )
-                        .with_hint("copy the file into the skill instead of linking to it"),
-                    );
-                }
-            } else if ft.is_dir() {
-                stack.push(p);
-            }
-        }
-    }
-    out
+    crate::skillfs::links_leaving(root)
+        .into_iter()
+        .map(|p| crate::diag::refused_file(&p, &outside))
+        .collect()
 }
 
 #[cfg(unix)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::Report;
-use crate::diag::{Code, Diagnostic, Severity};
+use crate::diag::{Code, Diagnostic, Severity, inert};
 
 /// rustc/ruff-style text: headline, location, source snippet with a caret, hint; then a summary.
 pub fn human(report: &Report, color: bool) -> String {
@@ -25,21 +25,26 @@ pub fn human(report: &Report, color: bool) -> String {
             Severity::Error => paint(&format!("error[{}]", d.code), "1;31"),
             Severity::Warning => paint(&format!("warning[{}]", d.code), "1;33"),
         };
-        let _ = writeln!(out, "{sev}: {}", d.message);
+        // A skill's file names and the text quoting them are the skill author's: inert here.
+        let _ = writeln!(out, "{sev}: {}", inert(&d.message));
         let _ = writeln!(
             out,
             "  {} {}",
             paint("-->", "1;34"),
-            crate::diag::location_prefix(&d.path, d.loc)
+            inert(&crate::diag::location_prefix(&d.path, d.loc))
         );
         if d.loc.line > 0 {
             let src = sources
                 .entry(d.path.clone())
-                .or_insert_with(|| fs_err::read_to_string(&d.path).ok());
+                // Never through a link: what a diagnostic quotes must be the file lint parsed, not
+                // `/proc/self/environ` behind a symlinked BAND.md (issue 36).
+                .or_insert_with(|| {
+                    crate::skillfs::read_quotable(&d.path, crate::skillfs::MAX_SKILL_MD_BYTES)
+                });
             if let Some(line) = src.as_deref().and_then(|s| s.lines().nth(d.loc.line - 1)) {
                 let no = d.loc.line.to_string();
                 let pad = " ".repeat(no.len());
-                let line = line.trim_end_matches('\r');
+                let line = inert(line.trim_end_matches('\r'));
                 let _ = writeln!(out, "{pad} {}", paint("|", "1;34"));
                 let _ = writeln!(out, "{} {} {line}", paint(&no, "1;34"), paint("|", "1;34"));
                 if d.loc.col > 0 {
@@ -58,7 +63,7 @@ pub fn human(report: &Report, color: bool) -> String {
             }
         }
         if let Some(h) = &d.hint {
-            let _ = writeln!(out, "  {} {h}", paint("= hint:", "1;36"));
+            let _ = writeln!(out, "  {} {}", paint("= hint:", "1;36"), inert(h));
         }
         out.push('\n');
     }

@@ -406,26 +406,53 @@ const LIMIT_FIELDS: &[(&str, LimitKind)] = &[
     ("maxCostDollars", LimitKind::Dollars),
 ];
 
-/// Read and parse a band file. I/O problems become an F012 diagnostic naming the path.
+/// Read and parse a band file. I/O problems become an F012 diagnostic naming the path; a band
+/// file that is a link out of its skill (or, outside a skill, out of its own folder), or no
+/// regular file, is refused with S009 and never read ([`crate::skillfs`]).
 pub fn load_band(path: &Path) -> Parsed {
-    let fail = |msg: String| Parsed {
+    let fail = |code: Code, msg: String| Parsed {
         band: None,
-        diagnostics: vec![Diagnostic::new(Code::FileUnreadable, path, Loc::FILE, msg)],
+        diagnostics: vec![Diagnostic::new(code, path, Loc::FILE, msg)],
     };
-    match fs_err::metadata(path) {
-        Ok(m) if m.len() > MAX_BAND_FILE_BYTES => {
-            return fail(format!(
-                "band file is {} bytes; the limit is {MAX_BAND_FILE_BYTES}",
-                m.len()
-            ));
-        }
-        Ok(_) => {}
-        Err(e) => return fail(e.to_string()),
-    }
-    match fs_err::read_to_string(path) {
+    let (scope, file) = band_scope(path);
+    match crate::skillfs::read_to_string(&scope, &file, MAX_BAND_FILE_BYTES) {
         Ok(src) => parse_band(path, &src),
-        Err(e) => fail(e.to_string()),
+        Err(crate::skillfs::SkillFileError::TooLarge { size, .. }) => fail(
+            Code::FileUnreadable,
+            format!("band file is {size} bytes; the limit is {MAX_BAND_FILE_BYTES}"),
+        ),
+        Err(e) if e.is_refused() => Parsed {
+            band: None,
+            diagnostics: vec![crate::diag::refused_file(path, &e)],
+        },
+        Err(e) => fail(Code::FileUnreadable, e.to_string()),
     }
+}
+
+/// The folder a band file may be read from: its skill (the nearest folder above it that holds a
+/// SKILL.md), or, for a band file outside any skill (a shared band an `extends:` names, a loose
+/// band), its own folder. A link may lead anywhere inside that folder, never out of it.
+/// Returns that folder and `path` made absolute, as [`crate::skillfs`] takes them.
+pub fn band_scope(path: &Path) -> (PathBuf, PathBuf) {
+    let file = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    (band_folder(&file), file)
+}
+
+fn band_folder(path: &Path) -> PathBuf {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // The folder as the kernel finds it (`exec/../../x.band.md` is the reference of `band exec`'s
+    // temporary skill to the user's band file).
+    let parent = fs_err::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+    parent
+        .ancestors()
+        .take(8)
+        .filter(|d| !d.as_os_str().is_empty())
+        .find(|d| fs_err::symlink_metadata(d.join("SKILL.md")).is_ok())
+        .unwrap_or(&parent)
+        .to_path_buf()
 }
 
 /// Parse band file text. `path` is used for diagnostics only.

@@ -499,7 +499,12 @@ impl Raw {
     }
 
     /// [`Raw::start_with`] in the environment of `env`.
-    fn start_in(skills: &[&Path], ws: &Path, args: &[&str], env: band_test::Band) -> (Raw, Value) {
+    pub(crate) fn start_in(
+        skills: &[&Path],
+        ws: &Path,
+        args: &[&str],
+        env: band_test::Band,
+    ) -> (Raw, Value) {
         let mut cmd = Command::new(band_exe());
         cmd.arg("mcp").args(args);
         for s in skills {

@@ -28,7 +28,8 @@ pub(crate) struct Entry {
 #[derive(Debug, Clone)]
 pub(crate) struct SkillDoc {
     pub resource: Resource,
-    pub path: PathBuf,
+    /// The skill's folder; its SKILL.md is read beneath it ([`band::skillfs`]).
+    pub root: PathBuf,
 }
 
 /// A script that is not a tool, and why.
@@ -105,6 +106,21 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
     }
     let mut out = Catalog::default();
     for skill in skills.values() {
+        // A skill with a link out of it does not run (its bundle cannot hold the link), so none
+        // of it is offered: not its SKILL.md, not its scripts (issue 36).
+        if let Some(link) = band::skillfs::links_leaving(&skill.root).first() {
+            out.skipped
+                .extend(skill.scripts.iter().map(|script| Skipped {
+                    skill: skill.name.clone(),
+                    script: script.name.clone(),
+                    why: format!(
+                        "{} is a symlink that leads outside the skill",
+                        link.strip_prefix(&skill.root).unwrap_or(link).display()
+                    ),
+                    root: skill.root.clone(),
+                }));
+            continue;
+        }
         if let Some(md) = &skill.skill_md {
             out.skills.push(SkillDoc {
                 resource: Resource::new(
@@ -114,7 +130,7 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
                 .with_title(format!("The {} skill", skill.name))
                 .with_description(md.description.clone())
                 .with_mime_type("text/markdown"),
-                path: skill.root.join("SKILL.md"),
+                root: skill.root.clone(),
             });
         }
         // Once per skill: its schemas, and each band file's policy (many scripts share one band;
@@ -310,7 +326,7 @@ mod tests {
             .expect("the github skill's resource");
         let skill_description = github.resource.description.clone().unwrap_or_default();
         assert!(skill_description.starts_with("Work with GitHub"));
-        assert!(github.path.ends_with("github/SKILL.md"));
+        assert!(github.root.ends_with("github"));
         let mut descriptions = std::collections::BTreeSet::new();
         for e in &c.tools {
             let d = e.tool.description.as_deref().unwrap_or("");

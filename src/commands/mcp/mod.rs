@@ -28,7 +28,7 @@
 mod catalog;
 mod result;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context as TaskContext, Poll};
@@ -269,8 +269,14 @@ impl ServerHandler for BandServer {
                 None,
             ));
         };
-        let text = fs_err::read_to_string(&doc.path)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        // As the run reads a skill: never through a link out of it (issue 36: a SKILL.md linked
+        // to /proc/self/environ served band mcp's whole environment).
+        let text = band::skillfs::read_to_string(
+            &doc.root,
+            Path::new("SKILL.md"),
+            band::skillfs::MAX_SKILL_MD_BYTES,
+        )
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, uri).with_mime_type("text/markdown"),
         ])

@@ -1,0 +1,485 @@
+//! Reading and rewriting a skill's own files the way the run treats them: never through a link
+//! that leaves the skill, never a device, FIFO or socket, never more than a bound.
+//!
+//! A skill folder may come from a hostile author. The run packs it with [`crate::lock::Tree`],
+//! which refuses a symlink that leaves the skill (S009). Every other command that reads a skill
+//! folder before any sandbox exists (`band mcp`'s resources, `lint`, `fmt`, `explain`, `lock`,
+//! `learn`, `wrap`, `list`, `help`, `show`) reads its files through this module, so that a
+//! `SKILL.md` linked to `/proc/self/environ` or `/etc/shadow` is refused, not quoted.
+//!
+//! On Linux a file is opened relative to the skill's root descriptor with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: links that stay inside the skill are
+//! followed (as the bundle keeps them), anything that resolves outside it fails in the kernel,
+//! so a concurrent swap cannot redirect the read. Where the kernel has no `openat2` (and on
+//! macOS) the path is canonicalized, checked to lie inside the canonical root and opened with
+//! `O_NOFOLLOW`. Either way the file is opened `O_NONBLOCK` (a FIFO cannot stall the caller),
+//! `fstat` must say it is a regular file, and no more than the caller's bound is read.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Why a skill file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillFileError {
+    /// The path, or a link on it, leads outside the skill.
+    #[error("{}: a link that leads outside the skill (or nowhere); not read", path.display())]
+    Outside { path: PathBuf },
+    /// Not a regular file (a directory, FIFO, socket or device).
+    #[error("{}: not a regular file ({kind}); not read", path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
+    /// Larger than the caller reads.
+    #[error("{}: {size} bytes; the most band reads of it is {limit}", path.display())]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+    /// Not UTF-8 text where text was asked for.
+    #[error("{}: not UTF-8 text", path.display())]
+    NotText { path: PathBuf },
+    /// Any other failure to open or read (the error names the path).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl SkillFileError {
+    /// True when the file is simply absent.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, SkillFileError::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+
+    /// True when the file exists but band refuses it for where it leads or what it is.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            SkillFileError::Outside { .. } | SkillFileError::NotRegular { .. }
+        )
+    }
+}
+
+/// The most of a SKILL.md band reads (its frontmatter alone is bounded by the pre-scan).
+pub const MAX_SKILL_MD_BYTES: u64 = MAX_TEXT_BYTES;
+
+/// The most of any other text file of a skill (a schema, a script read for its commands) band
+/// reads outside the run.
+pub const MAX_TEXT_BYTES: u64 = 4 << 20;
+
+/// `path` as given (absolute, or relative to the working directory and spelled below `root`), or
+/// `root.join(path)` for a path relative to the skill.
+fn spelled(root: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() || path.starts_with(root) {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    }
+}
+
+/// The symlinks in the skill at `root` that lead outside it (or nowhere), sorted. The run refuses
+/// such a skill (its bundle cannot hold the link), lint reports each (S009), and `band mcp`
+/// offers none of its scripts.
+pub fn links_leaving(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(canon_root) = root.canonicalize() else {
+        return out;
+    };
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = fs_err::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_symlink() {
+                if !p.canonicalize().is_ok_and(|t| t.starts_with(&canon_root)) {
+                    out.push(p);
+                }
+            } else if ft.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`, for std's `custom_flags`.
+fn no_follow_flags() -> i32 {
+    use rustix::fs::OFlags;
+    (OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32
+}
+
+fn kind_of(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "a device"
+    } else if ft.is_symlink() {
+        "a symlink"
+    } else {
+        "not a file"
+    }
+}
+
+/// Open `path`, a file of the skill at `root`, for reading: a regular file inside the skill,
+/// reached only through links that stay inside it. `path` is relative to `root` or spelled
+/// below it.
+pub fn open(root: &Path, path: &Path) -> Result<(fs_err::File, std::fs::Metadata), SkillFileError> {
+    let shown = spelled(root, path);
+    let (canon_root, rel) = resolve_inside(root, &shown)?;
+    let file = open_resolved(&canon_root, &rel, &shown)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(SkillFileError::NotRegular {
+            path: shown,
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    Ok((file, meta))
+}
+
+/// The canonical root, and where `shown` leads below it (no link left on that relative path).
+/// A link that leads out of the root, or nowhere, is [`SkillFileError::Outside`]; a plain
+/// absence is `NotFound`.
+fn resolve_inside(root: &Path, shown: &Path) -> Result<(PathBuf, PathBuf), SkillFileError> {
+    let outside = || SkillFileError::Outside {
+        path: shown.to_path_buf(),
+    };
+    let canon_root = fs_err::canonicalize(root)?;
+    let canon = match fs_err::canonicalize(shown) {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match fs_err::symlink_metadata(shown) {
+                Ok(_) => Err(outside()),
+                Err(e) => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rel = canon.strip_prefix(&canon_root).map_err(|_| outside())?;
+    if rel.as_os_str().is_empty() {
+        return Err(SkillFileError::NotRegular {
+            path: shown.to_path_buf(),
+            kind: "a directory",
+        });
+    }
+    Ok((canon_root.clone(), rel.to_path_buf()))
+}
+
+/// The bytes of a file of the skill (see [`open`]), at most `limit` of them.
+pub fn read(root: &Path, path: &Path, limit: u64) -> Result<Vec<u8>, SkillFileError> {
+    let (file, meta) = open(root, path)?;
+    read_bounded(file, meta.len(), limit, path)
+}
+
+/// The text of a file of the skill (see [`open`]), at most `limit` bytes of it.
+pub fn read_to_string(root: &Path, path: &Path, limit: u64) -> Result<String, SkillFileError> {
+    let bytes = read(root, path, limit)?;
+    String::from_utf8(bytes).map_err(|_| SkillFileError::NotText {
+        path: path.to_path_buf(),
+    })
+}
+
+fn read_bounded(
+    file: fs_err::File,
+    len: u64,
+    limit: u64,
+    path: &Path,
+) -> Result<Vec<u8>, SkillFileError> {
+    let too_large = |size| SkillFileError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+    };
+    if len > limit {
+        return Err(too_large(len));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    // One byte over the bound tells a file that grew while it was read.
+    file.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(too_large(buf.len() as u64));
+    }
+    Ok(buf)
+}
+
+/// The text of `path` for quoting in a message (a diagnostic's source line): only a regular file
+/// that is not itself a link, at most `limit` bytes. Anything else is not quoted (`None`).
+/// What band quotes in a message must never be a file the message's reader should not see: a
+/// `BAND.md` linked to `/proc/self/environ` is refused by the loaders, and is not read here either.
+pub fn read_quotable(path: &Path, limit: u64) -> Option<String> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    let file = fs_err::OpenOptions::new()
+        .read(true)
+        .custom_flags(no_follow_flags())
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    let bytes = read_bounded(file, meta.len(), limit, path).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Where a rewrite of `path` (a band file of the skill at `root`) goes: the file itself, or the
+/// file a link inside the skill names. Refused like a read when it leads outside the skill or is
+/// not a regular file, so `band fmt` or `band learn --write` never write through a link to
+/// `~/.bashrc`.
+pub fn write_target(root: &Path, path: &Path) -> Result<PathBuf, SkillFileError> {
+    open(root, path)?;
+    let shown = if path.is_absolute() || path.starts_with(root) {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    };
+    let canon = fs_err::canonicalize(&shown)?;
+    let canon_root = fs_err::canonicalize(root)?;
+    if !canon.starts_with(&canon_root) {
+        return Err(SkillFileError::Outside { path: shown });
+    }
+    Ok(canon)
+}
+
+/// Replace the contents of `path` (a file of the skill at `root`, see [`write_target`]) with
+/// `contents`: written to a fresh file beside it, then renamed over it, keeping its mode.
+pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFileError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt;
+    let target = write_target(root, path)?;
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mode = fs_err::symlink_metadata(&target)?.permissions().mode() & 0o7777;
+    let tmp = dir.join(format!(".{name}.band-{}.tmp", std::process::id()));
+    let result = (|| -> Result<(), SkillFileError> {
+        use fs_err::os::unix::fs::OpenOptionsExt;
+        let mut f = fs_err::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        fs_err::rename(&tmp, &target)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs_err::remove_file(&tmp);
+    }
+    result
+}
+
+/// Open `rel` (a path with no link on it, as [`resolve_inside`] found it) beneath `canon_root`.
+/// On Linux, `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` from the
+/// root's descriptor: a component swapped for a link since it was resolved makes the open fail
+/// in the kernel (refused as a link out), so the file read is the file checked.
+#[cfg(target_os = "linux")]
+fn open_resolved(
+    canon_root: &Path,
+    rel: &Path,
+    shown: &Path,
+) -> Result<fs_err::File, SkillFileError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let dir = fs_err::File::open(canon_root)?;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    match rustix::fs::openat2(
+        &dir,
+        rel,
+        flags,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(fs_err::File::from_parts(std::fs::File::from(fd), shown)),
+        Err(Errno::XDEV | Errno::LOOP) => Err(SkillFileError::Outside {
+            path: shown.to_path_buf(),
+        }),
+        // No openat2 (an old kernel, or a seccomp filter that hides it): the portable way.
+        Err(Errno::NOSYS | Errno::PERM) => open_nofollow(canon_root, rel, shown),
+        Err(e) => Err(SkillFileError::Io(std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("{}: {e}", shown.display()),
+        ))),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_resolved(
+    canon_root: &Path,
+    rel: &Path,
+    shown: &Path,
+) -> Result<fs_err::File, SkillFileError> {
+    open_nofollow(canon_root, rel, shown)
+}
+
+/// The portable open of a resolved path: no link on it but, at the last component, one swapped
+/// in since (refused by `O_NOFOLLOW`); a directory swapped meanwhile is not caught here.
+fn open_nofollow(
+    canon_root: &Path,
+    rel: &Path,
+    shown: &Path,
+) -> Result<fs_err::File, SkillFileError> {
+    use rustix::fs::{Mode, OFlags};
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    match rustix::fs::open(canon_root.join(rel), flags, Mode::empty()) {
+        Ok(fd) => Ok(fs_err::File::from_parts(std::fs::File::from(fd), shown)),
+        Err(rustix::io::Errno::LOOP) => Err(SkillFileError::Outside {
+            path: shown.to_path_buf(),
+        }),
+        Err(e) => Err(SkillFileError::Io(std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("{}: {e}", shown.display()),
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fs_err::os::unix::fs::symlink;
+
+    fn skill() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("s");
+        fs_err::create_dir_all(root.join("scripts")).unwrap();
+        fs_err::write(root.join("SKILL.md"), "---\nname: s\n---\n").unwrap();
+        (t, root)
+    }
+
+    #[test]
+    fn reads_a_plain_file_and_a_link_that_stays_inside() {
+        let (_t, root) = skill();
+        symlink("../SKILL.md", root.join("scripts/doc.md")).unwrap();
+        assert_eq!(
+            read_to_string(&root, Path::new("SKILL.md"), 1024).unwrap(),
+            "---\nname: s\n---\n"
+        );
+        assert!(read_to_string(&root, &root.join("scripts/doc.md"), 1024).is_ok());
+        assert!(read_to_string(&root, Path::new("scripts/../SKILL.md"), 1024).is_ok());
+    }
+
+    #[test]
+    fn refuses_links_that_leave_the_skill_whatever_their_form() {
+        let (t, root) = skill();
+        let secret = t.path().join("secret");
+        fs_err::write(&secret, "TOKEN=hunter2").unwrap();
+        symlink(&secret, root.join("abs.md")).unwrap();
+        symlink("../secret", root.join("rel.md")).unwrap();
+        symlink("/proc/self/environ", root.join("environ.md")).unwrap();
+        symlink("/nowhere/at/all", root.join("dangling.md")).unwrap();
+        symlink(t.path(), root.join("up")).unwrap();
+        for p in ["abs.md", "rel.md", "environ.md", "dangling.md", "up/secret"] {
+            let e = read_to_string(&root, Path::new(p), 1024).unwrap_err();
+            assert!(matches!(e, SkillFileError::Outside { .. }), "{p}: {e:?}");
+            assert!(!e.to_string().contains("hunter2"));
+        }
+        for p in ["../secret", "/etc/passwd"] {
+            assert!(matches!(
+                read(&root, Path::new(p), 1024),
+                Err(SkillFileError::Outside { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn an_absolute_link_that_stays_inside_is_followed() {
+        let (_t, root) = skill();
+        symlink(root.join("SKILL.md"), root.join("scripts/abs.md")).unwrap();
+        assert!(read(&root, Path::new("scripts/abs.md"), 1024).is_ok());
+    }
+
+    #[test]
+    fn a_path_resolved_then_swapped_for_a_link_is_refused() {
+        let (t, root) = skill();
+        fs_err::create_dir(t.path().join("elsewhere")).unwrap();
+        fs_err::write(t.path().join("elsewhere/x.md"), "secret").unwrap();
+        fs_err::write(root.join("scripts/x.md"), "fine").unwrap();
+        let shown = root.join("scripts/x.md");
+        let (canon_root, rel) = resolve_inside(&root, &shown).unwrap();
+        // The folder is swapped for a link after it was resolved.
+        fs_err::rename(root.join("scripts"), root.join("old")).unwrap();
+        symlink(t.path().join("elsewhere"), root.join("scripts")).unwrap();
+        for e in [
+            open_resolved(&canon_root, &rel, &shown).unwrap_err(),
+            open_nofollow(&canon_root, Path::new("scripts"), &shown).unwrap_err(),
+        ] {
+            assert!(matches!(e, SkillFileError::Outside { .. }), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_regular_file_without_blocking() {
+        let (_t, root) = skill();
+        let fifo = root.join("fifo.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, c.as_c_str(), rustix::fs::Mode::RUSR).unwrap();
+        let e = read(&root, Path::new("fifo.md"), 1024).unwrap_err();
+        assert!(
+            matches!(e, SkillFileError::NotRegular { kind: "a FIFO", .. }),
+            "{e:?}"
+        );
+        let e = read(&root, Path::new("scripts"), 1024).unwrap_err();
+        assert!(matches!(e, SkillFileError::NotRegular { .. }), "{e:?}");
+        assert_eq!(read_quotable(&fifo, 1024), None);
+    }
+
+    #[test]
+    fn reads_no_more_than_the_bound() {
+        let (_t, root) = skill();
+        fs_err::write(root.join("big.md"), vec![b'a'; 2048]).unwrap();
+        let e = read(&root, Path::new("big.md"), 1024).unwrap_err();
+        assert!(matches!(
+            e,
+            SkillFileError::TooLarge {
+                size: 2048,
+                limit: 1024,
+                ..
+            }
+        ));
+        assert!(read(&root, Path::new("big.md"), 2048).is_ok());
+    }
+
+    #[test]
+    fn quotes_only_a_plain_file() {
+        let (_t, root) = skill();
+        symlink("/proc/self/environ", root.join("BAND.md")).unwrap();
+        assert_eq!(read_quotable(&root.join("BAND.md"), 1 << 20), None);
+        assert!(read_quotable(&root.join("SKILL.md"), 1 << 20).is_some());
+    }
+
+    #[test]
+    fn a_rewrite_never_goes_through_a_link_out_of_the_skill() {
+        let (t, root) = skill();
+        let victim = t.path().join("bashrc");
+        fs_err::write(&victim, "original").unwrap();
+        symlink(&victim, root.join("BAND.md")).unwrap();
+        assert!(matches!(
+            replace(&root, Path::new("BAND.md"), b"---\n---\n"),
+            Err(SkillFileError::Outside { .. })
+        ));
+        assert_eq!(fs_err::read_to_string(&victim).unwrap(), "original");
+        // A link inside the skill: its target is rewritten, the link stays a link.
+        fs_err::write(root.join("scripts/base.band.md"), "old").unwrap();
+        symlink("scripts/base.band.md", root.join("x.band.md")).unwrap();
+        replace(&root, Path::new("x.band.md"), b"new").unwrap();
+        assert_eq!(
+            fs_err::read_to_string(root.join("scripts/base.band.md")).unwrap(),
+            "new"
+        );
+        assert!(
+            fs_err::symlink_metadata(root.join("x.band.md"))
+                .unwrap()
+                .is_symlink()
+        );
+    }
+}
