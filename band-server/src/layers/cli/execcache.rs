@@ -38,6 +38,22 @@
 //! removes one directory and one link per `#!` script, which costs about 1 ms there and ten
 //! times that on a disk filesystem. The copies take memory: the essentials are about 7 MB.
 //!
+//! **Quotas (issue 36, item 5).** The cache is shared by every user of the state directory, so no
+//! one skill may fill it. A skill's own programs ([`super::bundled`]) are copied before the
+//! sandbox starts ([`ExecDir::admit_bundled`]), keyed by the requesting user's uid, the skill and
+//! the content ([`charged_key`]: two users of one program each have a copy, so nothing one user
+//! runs keeps another's quota in use), and charged to that user and skill within
+//! [`CacheBounds`] (`[program_cache]` of the server config: `per_skill`, `per_owner`; all
+//! charged entries together at most 768 MiB, the rest stays for host programs). A new entry that
+//! would not fit first removes unused entries, least recently used first ([`make_room`]); an
+//! entry a live run holds (its key in `<state>/exec/holds/<run>`, written under
+//! `<state>/exec/cache.lock` before the run uses it, removed with the run's folder) never goes.
+//! When nothing can go, the run that asked fails before its sandbox starts, with the program,
+//! the bound and a hint ([`AdmitError`]). Host programs (`/usr/bin/jq`, band-shim) are the host's:
+//! one entry each for every run, charged to nobody (charging the first user to stage one would
+//! let that user's quota be held by everyone else's runs, and the host's programs are bounded by
+//! what root installed); only the total bounds them.
+//!
 //! What is left: a running program can still run its own file again through `/proc/self/exe`
 //! (the kernel lets a process open its own: not being dumpable guards it from others, not from
 //! itself), with arguments of its choosing, unseen by the gate. Only a program that can exec an
