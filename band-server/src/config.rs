@@ -22,6 +22,10 @@
 //! memory = "4g"
 //! pids = 4096
 //! cpus = 2
+//!
+//! [program_cache]      # the skills' own programs in the shared program cache (execcache)
+//! per_skill = "128m"   # one user's one skill
+//! per_owner = "256m"   # one user's skills together (at most 768m)
 //! ```
 //!
 //! Sizes accept a number of bytes or `k`/`m`/`g` suffixes, durations a number of milliseconds or
@@ -34,6 +38,7 @@ use band::proto::Layer;
 use serde::Deserialize;
 
 use crate::error::{SetupError, SetupResult};
+use crate::layers::cli::execcache::CacheBounds;
 
 /// Where the config is read from unless `BAND_SERVER_CONFIG` names another file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/band/server.toml";
@@ -112,6 +117,8 @@ pub struct ServerConfig {
     pub bin_path: Vec<PathBuf>,
     pub defaults: LimitValues,
     pub caps: LimitValues,
+    /// The bounds of the program cache's bytes: per user and skill, per user (`[program_cache]`).
+    pub program_cache: CacheBounds,
 }
 
 impl Default for ServerConfig {
@@ -127,6 +134,7 @@ impl Default for ServerConfig {
             bin_path: crate::facts::BIN_SEARCH.iter().map(PathBuf::from).collect(),
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
+            program_cache: CacheBounds::default(),
         }
     }
 }
@@ -168,6 +176,15 @@ struct RawConfig {
     defaults: RawLimits,
     #[serde(default)]
     caps: RawLimits,
+    #[serde(default)]
+    program_cache: RawProgramCache,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProgramCache {
+    per_skill: Option<Num>,
+    per_owner: Option<Num>,
 }
 
 /// A server config that cannot be used.
@@ -191,6 +208,33 @@ pub enum ConfigError {
     },
     #[error("`dns_upstream`: `{0}` is not an address like 192.0.2.53 or [2001:db8::53]:53")]
     Resolver(String),
+    #[error(
+        "`program_cache`: per_skill ({per_skill}) must be at least 1 byte and at most per_owner ({per_owner}), which must be at most {most}"
+    )]
+    CacheBounds {
+        per_skill: u64,
+        per_owner: u64,
+        most: u64,
+    },
+}
+
+/// `[program_cache]` over the defaults: `0 < per_skill <= per_owner <= charged`.
+fn cache_bounds(raw: &RawProgramCache, base: CacheBounds) -> Result<CacheBounds, ConfigError> {
+    let mut out = base;
+    if let Some(v) = &raw.per_skill {
+        out.per_skill = size("program_cache.per_skill", v)?;
+    }
+    if let Some(v) = &raw.per_owner {
+        out.per_owner = size("program_cache.per_owner", v)?;
+    }
+    if out.per_skill == 0 || out.per_skill > out.per_owner || out.per_owner > out.charged {
+        return Err(ConfigError::CacheBounds {
+            per_skill: out.per_skill,
+            per_owner: out.per_owner,
+            most: out.charged,
+        });
+    }
+    Ok(out)
 }
 
 fn size(key: &str, v: &Num) -> Result<u64, ConfigError> {
@@ -288,6 +332,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
             .collect::<Result<_, _>>()?,
         defaults,
         caps,
+        program_cache: cache_bounds(&raw.program_cache, d.program_cache)?,
     })
 }
 
@@ -533,6 +578,30 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(resolve_limits(&band, &cfg).map(|l| l.memory_bytes), Ok(GIB));
+    }
+
+    #[test]
+    fn program_cache_bounds_are_read_and_checked() {
+        let cfg = parse_config("[program_cache]\nper_skill = \"8m\"\nper_owner = \"12m\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.program_cache.per_skill, 8 << 20);
+        assert_eq!(cfg.program_cache.per_owner, 12 << 20);
+        assert_eq!(
+            ServerConfig::default().program_cache.per_owner,
+            256 << 20,
+            "the default"
+        );
+        for bad in [
+            "per_skill = 0",
+            "per_skill = \"300m\"",
+            "per_owner = \"2g\"",
+            "per_user = \"1m\"",
+        ] {
+            assert!(
+                parse_config(&format!("[program_cache]\n{bad}\n")).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

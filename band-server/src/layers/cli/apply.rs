@@ -28,7 +28,7 @@ pub(crate) fn exec_folder(
     let exec_plan: &ExecPlan = inp.plan.parts.need(Layer::Cli)?;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
-    let exec = ExecDir::make(&exec_plan.state, &inp.plan.run_id)
+    let exec = ExecDir::make(&exec_plan.state, &inp.plan.run_id, inp.cfg.program_cache)
         .layer(Layer::Cli, "failed to make the run's exec folder")?;
     guard.push(exec);
     Ok(())
@@ -44,8 +44,6 @@ pub(crate) fn programs(
 ) -> SetupResult<()> {
     let plan = inp.plan;
     let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
-    super::bundled::stage(&exec_plan.state, &plan.pre.cli.bundled, &inp.checked.bundle)
-        .layer(Layer::Cli, "failed to stage the skill's programs")?;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
     // there, read-only): `soffice` finds `oosplash` beside it.
     let trees: Vec<PathBuf> = exec_plan
@@ -64,6 +62,56 @@ pub(crate) fn programs(
             "internal error: the run's exec folder was not made before its programs",
         )
     })?;
+    // The skill's own programs first, charged to the user and the skill, before any sandbox
+    // exists: a run that asks for more than its share fails here, alone.
+    let owner = execcache::Owner {
+        uid: requesting_uid(),
+        skill: inp.checked.req.skill.clone(),
+    };
+    let bundled = plan
+        .pre
+        .cli
+        .bundled
+        .iter()
+        .map(|b| {
+            let data = inp
+                .checked
+                .bundle
+                .iter()
+                .find(|f| f.path == b.path)
+                .map(|f| f.data.as_slice())
+                .ok_or_else(|| {
+                    SetupError::new(
+                        Layer::Cli,
+                        format!(
+                            "allow.cli names `./{}`, which is not a file of the skill",
+                            b.path
+                        ),
+                    )
+                })?;
+            Ok((b, format!("./{}", b.path), data))
+        })
+        .collect::<SetupResult<Vec<_>>>()?;
+    let copies: Vec<execcache::BundledCopy<'_>> = bundled
+        .iter()
+        .map(|(b, shown, data)| execcache::BundledCopy {
+            name: &b.name,
+            shown,
+            sha256: &b.sha256,
+            data,
+        })
+        .collect();
+    exec.admit_bundled(&owner, &copies).map_err(|e| {
+        let hint = e.hint();
+        let e = SetupError::new(
+            Layer::Cli,
+            format!("failed to cache the skill's programs: {e}"),
+        );
+        match hint {
+            Some(h) => e.with_hint(h),
+            None => e,
+        }
+    })?;
     exec.populate(&exec_plan.programs, &trees, &exec_plan.layouts)
         .layer(Layer::Cli, "failed to lay out the run's programs")?;
     let mut programs = exec.programs.clone();
@@ -74,9 +122,11 @@ pub(crate) fn programs(
     }
     let shim_copy = exec
         .cached_copy(execcache::SHIM_NAME, &plan.pre.helpers.shim)
+        .map_err(|e| e.to_string())
         .and_then(|c| {
             exec.link_helpers(&c.path, &plan.pre.helpers.jail)
                 .map(|()| c)
+                .map_err(|e| e.to_string())
         });
     let shim_copy = shim_copy.layer(Layer::Cli, "failed to cache band-shim")?;
     if shim_copy.path != exec_plan.shim {
@@ -121,4 +171,19 @@ pub(crate) fn report_socket(
         .layer(Layer::Cli, "failed to open the report socket")?,
     );
     Ok(())
+}
+
+/// The user a run is for, whom its skill's programs in the cache are charged to: `SUDO_UID`
+/// when band-server runs as root through sudo (set by sudo, which band uses to start it; a warm
+/// server is started with the same environment and keeps it, see `band::warm::ENV_INPUTS`),
+/// else band-server's own user (root started it).
+pub(crate) fn requesting_uid() -> u32 {
+    let euid = crate::sys::euid();
+    if euid != 0 {
+        return euid;
+    }
+    std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(euid)
 }

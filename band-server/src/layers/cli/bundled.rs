@@ -12,24 +12,22 @@
 //! - **Table name.** The program table is keyed by file names, so a bundled program's entry is
 //!   [`table_name`] (`bin/tool` → `skill:bin:tool`): no command name has a `:`, and bundled paths
 //!   have none either, so the mapping is one-to-one and can never be reached by a bare name.
-//! - **Host file.** The program cache copies from a host path, before the run directory exists:
-//!   the file is staged once, content-addressed, at `<state>/exec/bundled/<sha256>` ([`stage`]),
-//!   so every run of the same skill reuses one cached copy (execute-only for an ELF, `0555` for a
-//!   `#!` script, whose interpreter joins the table as for a declared `#!` command).
+//! - **Its copy.** The program goes from the bundle straight into the program cache before the
+//!   sandbox exists, keyed by its content, the user and the skill, and charged to them within the
+//!   cache's bounds ([`execcache::ExecDir::admit_bundled`]), so every run of the same skill by the
+//!   same user reuses one cached copy (execute-only for an ELF, `0555` for a `#!` script, whose
+//!   interpreter joins the table as for a declared `#!` command).
 //!
 //! What is left: a relative argv\[0\] is taken from `/skill` (the gate does not know the
 //! caller's working directory): `cd /skill/bin && ./tool` is judged as `tool`, a host command.
 //! The bundled program's own `$0` is its hidden path, not `/skill/bin/tool`.
 
 use std::borrow::Cow;
-use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use band::policy::cli::missing_bundled;
 use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
-use fs_err::{self as fs, os::unix::fs::OpenOptionsExt};
 use sha2::{Digest, Sha256};
 
 use crate::error::{SetupError, SetupResult};
@@ -176,55 +174,12 @@ pub fn check(policy: &Policy, bundle: &[DecodedFile], entry: &str) -> SetupResul
     Ok(())
 }
 
-/// Where a bundled program's content is staged on the host (see the module documentation).
+/// The source path a bundled program has in the run's plan (`ExecPlan::programs`, which names
+/// every program of the run). Nothing is written there: the program goes from the bundle straight
+/// into the program cache, charged to the user and the skill
+/// ([`execcache::ExecDir::admit_bundled`]), before the rest of the run's programs.
 pub fn staging_path(state: &Path, sha256: &str) -> PathBuf {
     state.join("exec").join("bundled").join(sha256)
-}
-
-/// Write each bundled program's content to its [`staging_path`] unless it is there already
-/// (a file of that name has that content: it was written whole, then linked into place).
-pub fn stage(state: &Path, programs: &[BundledProgram], bundle: &[DecodedFile]) -> io::Result<()> {
-    if programs.is_empty() {
-        return Ok(());
-    }
-    let dir = state.join("exec").join("bundled");
-    match fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-    for p in programs {
-        let target = staging_path(state, &p.sha256);
-        if fs::symlink_metadata(&target).is_ok_and(|m| m.is_file()) {
-            continue;
-        }
-        let Some(f) = bundle.iter().find(|f| f.path == p.path) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} is not in the bundle", p.path),
-            ));
-        };
-        let tmp = dir.join(format!(".tmp-{}-{}", p.sha256, std::process::id()));
-        let written = (|| {
-            let mut out = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o500)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&tmp)?;
-            out.write_all(&f.data)?;
-            out.flush()?;
-            match fs::hard_link(&tmp, &target) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                Err(e) => Err(e),
-            }
-        })();
-        let _ = fs::remove_file(&tmp);
-        written?;
-    }
-    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -315,43 +270,5 @@ mod tests {
                 .is_some_and(|e| e.layer == Layer::Process && e.message.contains("native")),
             "{e:?}"
         );
-    }
-
-    #[test]
-    fn staging_is_content_addressed_and_written_once() {
-        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        fs::create_dir(t.path().join("exec")).unwrap_or_else(|e| panic!("{e}"));
-        let bundle = [file("bin/tool", b"#!/bin/sh\necho hi\n")];
-        let mut p = Policy::default();
-        p.allow.cli = vec!["./bin/tool".into()];
-        let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{e}"));
-        let programs = plan(&compiled, &bundle).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            programs[0].script,
-            Some(Shebang {
-                path: "/bin/sh".into(),
-                interp: "sh".into(),
-                arg: None
-            })
-        );
-        stage(t.path(), &programs, &bundle).unwrap_or_else(|e| panic!("{e}"));
-        let staged = staging_path(t.path(), &programs[0].sha256);
-        let ino = |p: &Path| {
-            use std::os::unix::fs::MetadataExt;
-            fs::metadata(p).map(|m| m.ino()).unwrap_or_default()
-        };
-        let first = ino(&staged);
-        stage(t.path(), &programs, &bundle).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ino(&staged), first, "the same file, so the cache key holds");
-        assert_eq!(
-            fs::read(&staged).unwrap_or_default(),
-            b"#!/bin/sh\necho hi\n"
-        );
-        let names: Vec<_> = fs::read_dir(t.path().join("exec/bundled"))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name())
-            .collect();
-        assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
     }
 }

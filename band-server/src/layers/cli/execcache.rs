@@ -38,6 +38,22 @@
 //! removes one directory and one link per `#!` script, which costs about 1 ms there and ten
 //! times that on a disk filesystem. The copies take memory: the essentials are about 7 MB.
 //!
+//! **Quotas (issue 36, item 5).** The cache is shared by every user of the state directory, so no
+//! one skill may fill it. A skill's own programs ([`super::bundled`]) are copied before the
+//! sandbox starts ([`ExecDir::admit_bundled`]), keyed by the requesting user's uid, the skill and
+//! the content ([`charged_key`]: two users of one program each have a copy, so nothing one user
+//! runs keeps another's quota in use), and charged to that user and skill within
+//! [`CacheBounds`] (`[program_cache]` of the server config: `per_skill`, `per_owner`; all
+//! charged entries together at most 768 MiB, the rest stays for host programs). A new entry that
+//! would not fit first removes unused entries, least recently used first ([`make_room`]); an
+//! entry a live run holds (its key in `<state>/exec/holds/<run>`, written under
+//! `<state>/exec/cache.lock` before the run uses it, removed with the run's folder) never goes.
+//! When nothing can go, the run that asked fails before its sandbox starts, with the program,
+//! the bound and a hint ([`AdmitError`]). Host programs (`/usr/bin/jq`, band-shim) are the host's:
+//! one entry each for every run, charged to nobody (charging the first user to stage one would
+//! let that user's quota be held by everyone else's runs, and the host's programs are bounded by
+//! what root installed); only the total bounds them.
+//!
 //! What is left: a running program can still run its own file again through `/proc/self/exe`
 //! (the kernel lets a process open its own: not being dumpable guards it from others, not from
 //! itself), with arguments of its choosing, unseen by the gate. Only a program that can exec an
@@ -162,7 +178,7 @@ pub struct RunPrograms {
     fds: Arc<std::sync::Mutex<BTreeMap<String, Arc<OwnedFd>>>>,
     /// Not copied yet: name → (path in the cache entry, host file).
     pending: Arc<BTreeMap<String, (PathBuf, PathBuf)>>,
-    cache: PathBuf,
+    store: Store,
 }
 
 impl RunPrograms {
@@ -181,7 +197,10 @@ impl RunPrograms {
                 format!("`{name}` is not a program of this run"),
             ));
         };
-        let cached = copy_into_cache(&self.cache, rel, host)?;
+        let cached = copy_into_cache(&self.store, rel, host).map_err(|e| match e {
+            AdmitError::Io(e) => e,
+            refused => io::Error::other(refused.to_string()),
+        })?;
         let fd = Arc::new(open_program(&cached.path)?);
         fds.insert(name.to_string(), Arc::clone(&fd));
         Ok(fd)
@@ -232,6 +251,8 @@ pub struct CacheEntry {
     pub path: PathBuf,
     pub bytes: u64,
     pub used: std::time::SystemTime,
+    /// Whose entry it is, from its name ([`charge_of`]); `None`: a host program's.
+    pub charge: Option<Charge>,
 }
 
 /// Which entries to remove: none while the cache holds at most `above` bytes; otherwise every
@@ -255,27 +276,40 @@ pub fn entries_to_evict(
         .collect()
 }
 
-/// The cache's entries as they are on disk.
+/// The cache's entries as they are on disk (an entry that goes while it is looked at is left
+/// out).
 fn cache_entries(cache: &Path) -> io::Result<Vec<CacheEntry>> {
     let mut out = Vec::new();
     for e in fs::read_dir(cache)? {
         let e = e?;
-        let m = fs::symlink_metadata(e.path())?;
-        let bytes = if m.is_dir() {
-            fs::read_dir(e.path())?
-                .filter_map(|f| f.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        } else {
-            m.len()
+        let Ok(m) = fs::symlink_metadata(e.path()) else {
+            continue;
         };
         out.push(CacheEntry {
             path: e.path(),
-            bytes,
+            bytes: tree_bytes(&e.path(), &m),
             used: m.modified()?,
+            charge: e.file_name().to_str().and_then(charge_of),
         });
     }
     Ok(out)
+}
+
+/// The bytes of the files at and under `path` (their length: a sparse file counts whole).
+fn tree_bytes(path: &Path, m: &std::fs::Metadata) -> u64 {
+    if !m.is_dir() {
+        return m.len();
+    }
+    fs::read_dir(path)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let m = fs::symlink_metadata(e.path()).ok()?;
+                    Some(tree_bytes(&e.path(), &m))
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// How often a run looks over the whole cache for idle entries ([`evict_idle_now_and_then`]).
@@ -335,17 +369,11 @@ pub fn evict_idle_now_and_then(
 
 /// Remove the cache entries [`entries_to_evict`] picks. Returns what it removed.
 pub fn evict_idle(cache: &Path, now: std::time::SystemTime) -> io::Result<Vec<PathBuf>> {
-    let gone = entries_to_evict(&cache_entries(cache)?, now, CACHE_IDLE, CACHE_EVICT_ABOVE);
+    let held = held_entries(&cache.with_file_name("holds"), cache)?;
+    let mut gone = entries_to_evict(&cache_entries(cache)?, now, CACHE_IDLE, CACHE_EVICT_ABOVE);
+    gone.retain(|p| !held.contains(p));
     for p in &gone {
-        let r = if p.is_dir() {
-            fs::remove_dir_all(p)
-        } else {
-            fs::remove_file(p)
-        };
-        match r {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+        remove_entry(p)?;
     }
     Ok(gone)
 }
@@ -354,6 +382,424 @@ pub fn evict_idle(cache: &Path, now: std::time::SystemTime) -> io::Result<Vec<Pa
 /// and is never opened for writing).
 fn touch(dir: &Path) -> io::Result<()> {
     File::open(dir)?.set_modified(std::time::SystemTime::now())
+}
+
+/// Who a cache entry is charged to: the user who asked for the run (its uid; `SUDO_UID` of the
+/// band-server started through sudo) and the skill. Only a skill's own programs are charged
+/// ([`ExecDir::admit_bundled`]); a host program is the host's, shared by every run, and charged
+/// to nobody (see "Quotas" in the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub skill: String,
+}
+
+impl Owner {
+    /// What the entries of this owner's skill are named by: [`Charge`].
+    pub fn charge(&self) -> Charge {
+        let tag: String = Sha256::digest(self.skill.as_bytes())[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Charge {
+            uid: self.uid,
+            skill: tag,
+        }
+    }
+}
+
+/// The charge a cache entry's name carries: `o<uid>-<skill tag>-<content>` ([`charged_key`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Charge {
+    pub uid: u32,
+    /// 12 hex digits of the SHA-256 of the skill's name.
+    pub skill: String,
+}
+
+/// The key of a charged entry: the owner, the skill and the content (its SHA-256, hex), so that an
+/// entry is one owner's and one skill's alone. Two owners of the same program each have their
+/// own copy: nothing one user does keeps another's quota in use.
+pub fn charged_key(charge: &Charge, sha256: &str) -> String {
+    let content = sha256.get(..24).unwrap_or(sha256);
+    format!("o{}-{}-{content}", charge.uid, charge.skill)
+}
+
+/// The charge of an entry, from its name (`None`: a host program's entry, shared). Pure.
+pub fn charge_of(name: &str) -> Option<Charge> {
+    let mut parts = name.strip_prefix('o')?.splitn(3, '-');
+    let uid = parts.next()?.parse().ok()?;
+    let skill = parts.next()?;
+    parts.next()?;
+    (skill.len() == 12 && skill.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Charge {
+        uid,
+        skill: skill.to_string(),
+    })
+}
+
+/// The bounds of the program cache's bytes (server config `[program_cache]`, see
+/// [`crate::config`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBounds {
+    /// One owner's one skill (`per_skill`).
+    pub per_skill: u64,
+    /// One owner, all skills (`per_owner`).
+    pub per_owner: u64,
+    /// All charged entries together: the rest ([`CacheBounds::total`] minus this) stays for the
+    /// host's programs, which are charged to nobody.
+    pub charged: u64,
+    /// Every entry: a little under the tmpfs ([`CACHE_TMPFS_SIZE`]; the run folders and the
+    /// directories take some).
+    pub total: u64,
+}
+
+impl Default for CacheBounds {
+    fn default() -> Self {
+        CacheBounds {
+            per_skill: 128 << 20,
+            per_owner: 256 << 20,
+            charged: 768 << 20,
+            total: 1000 << 20,
+        }
+    }
+}
+
+/// Why a new entry does not fit, once every entry that could go has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The skill's entries that live runs hold, with the new one, would be over `per_skill`.
+    Skill { held: u64, bound: u64 },
+    /// The owner's entries that live runs hold, with the new one, would be over `per_owner`.
+    Owner { held: u64, bound: u64 },
+    /// The cache is full of entries live runs hold (`charged` or `total`).
+    Full { held: u64, bound: u64 },
+}
+
+/// Which entries to remove so that an entry of `bytes` charged to `charge` (`None`: a host
+/// program) fits: for a charged one, within its skill's bound (taking the skill's own unused
+/// entries first), its owner's (then the owner's other skills'), and all charged entries'
+/// (then anyone's); then within the total (then host programs' too). Each time least recently
+/// used first, and never an entry in `held` (a live run holds it: removing it would free
+/// nothing, the run's descriptor keeps the file). Pure.
+pub fn make_room(
+    entries: &[CacheEntry],
+    held: &std::collections::BTreeSet<PathBuf>,
+    charge: Option<&Charge>,
+    bytes: u64,
+    b: &CacheBounds,
+) -> Result<Vec<PathBuf>, Refusal> {
+    let mut order: Vec<&CacheEntry> = entries.iter().filter(|e| !held.contains(&e.path)).collect();
+    order.sort_by(|a, b| a.used.cmp(&b.used).then_with(|| a.path.cmp(&b.path)));
+    let mut gone: Vec<PathBuf> = Vec::new();
+    let mut fit = |of: &dyn Fn(&CacheEntry) -> bool, bound: u64| -> Result<(), u64> {
+        let mut used: u64 = entries
+            .iter()
+            .filter(|e| of(e) && !gone.contains(&e.path))
+            .map(|e| e.bytes)
+            .sum();
+        for e in &order {
+            if used.saturating_add(bytes) <= bound {
+                break;
+            }
+            if of(e) && !gone.contains(&e.path) {
+                used -= e.bytes;
+                gone.push(e.path.clone());
+            }
+        }
+        if used.saturating_add(bytes) <= bound {
+            Ok(())
+        } else {
+            Err(used)
+        }
+    };
+    if let Some(c) = charge {
+        fit(&|e| e.charge.as_ref() == Some(c), b.per_skill).map_err(|held| Refusal::Skill {
+            held,
+            bound: b.per_skill,
+        })?;
+        fit(
+            &|e| e.charge.as_ref().is_some_and(|x| x.uid == c.uid),
+            b.per_owner,
+        )
+        .map_err(|held| Refusal::Owner {
+            held,
+            bound: b.per_owner,
+        })?;
+        fit(&|e| e.charge.is_some(), b.charged).map_err(|held| Refusal::Full {
+            held,
+            bound: b.charged,
+        })?;
+    }
+    fit(&|_| true, b.total).map_err(|held| Refusal::Full {
+        held,
+        bound: b.total,
+    })?;
+    Ok(gone)
+}
+
+/// A program that did not go into the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("{}", refusal_text(.program, *.bytes, .owner, .refusal))]
+    Refused {
+        /// As the band names it (`./bin/tool`, or a command's name).
+        program: String,
+        bytes: u64,
+        owner: Option<Owner>,
+        refusal: Refusal,
+    },
+}
+
+impl AdmitError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        let AdmitError::Refused { refusal, .. } = self else {
+            return None;
+        };
+        Some(match refusal {
+            Refusal::Skill { .. } => "ship smaller programs in the skill, or have the host's administrator raise `per_skill` under [program_cache] in /etc/band/server.toml".into(),
+            Refusal::Owner { .. } => "wait for your other runs to end, or have the host's administrator raise `per_owner` under [program_cache] in /etc/band/server.toml".into(),
+            Refusal::Full { .. } => "try again once other runs have ended; the host's administrator can lower `per_owner` under [program_cache] in /etc/band/server.toml so that more users fit".into(),
+        })
+    }
+}
+
+fn refusal_text(program: &str, bytes: u64, owner: &Option<Owner>, r: &Refusal) -> String {
+    use band::units::format_bytes as b;
+    let head = format!(
+        "program `{program}` ({}) does not fit in the program cache",
+        b(bytes)
+    );
+    match (r, owner) {
+        (Refusal::Skill { held, bound }, Some(o)) => format!(
+            "{head}: skill `{}` of uid {} would keep {} there, over the per-skill bound of {} (program_cache.per_skill)",
+            o.skill,
+            o.uid,
+            b(held + bytes),
+            b(*bound)
+        ),
+        (Refusal::Owner { held, bound }, Some(o)) => format!(
+            "{head}: uid {}'s running skills hold {} there, and with it would be over the per-owner bound of {} (program_cache.per_owner)",
+            o.uid,
+            b(*held),
+            b(*bound)
+        ),
+        (Refusal::Full { held, bound }, _)
+        | (Refusal::Skill { held, bound }, None)
+        | (Refusal::Owner { held, bound }, None) => format!(
+            "{head}: running runs hold {} of its {}",
+            b(*held),
+            b(*bound)
+        ),
+    }
+}
+
+/// `<state>/exec/holds/<run>`: the entries a live run holds, one key a line, written under the
+/// cache's lock before the run uses the entry, removed with the run's folder.
+pub fn holds_dir(state: &Path) -> PathBuf {
+    state.join("exec").join("holds")
+}
+
+/// The keys every live run holds, as entry paths in `cache`.
+fn held_entries(holds: &Path, cache: &Path) -> io::Result<std::collections::BTreeSet<PathBuf>> {
+    let mut out = std::collections::BTreeSet::new();
+    let rd = match fs::read_dir(holds) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for e in rd {
+        let e = e?;
+        let text = match fs::read_to_string(e.path()) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        out.extend(
+            text.lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| cache.join(l)),
+        );
+    }
+    Ok(out)
+}
+
+/// The cache's side of one run: where its entries are, its hold file, the bounds. Every change
+/// to the cache's entries goes through [`Store::admit`], under `<state>/exec/cache.lock`.
+#[derive(Debug, Clone, Default)]
+pub struct Store {
+    cache: PathBuf,
+    /// This run's hold file.
+    hold: PathBuf,
+    bounds: CacheBounds,
+}
+
+impl Store {
+    fn new(state: &Path, run_id: &str, bounds: CacheBounds) -> Store {
+        Store {
+            cache: cache_dir(state),
+            hold: holds_dir(state).join(run_id),
+            bounds,
+        }
+    }
+
+    fn lock(&self) -> io::Result<File> {
+        let path = self
+            .cache
+            .parent()
+            .unwrap_or(&self.cache)
+            .join("cache.lock");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(path)?;
+        f.lock()?;
+        Ok(f)
+    }
+
+    fn hold(&self, key: &str) -> io::Result<()> {
+        if let Some(dir) = self.hold.parent() {
+            ensure_dir(dir, 0o700)?;
+        }
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&self.hold)?;
+        f.write_all(format!("{key}\n").as_bytes())
+    }
+
+    /// Put the entry `<cache>/<key>/<rel>` in place, from `source` (`write` makes the file at the
+    /// path it is given), within the bounds, and mark it held by this run; an entry already there
+    /// is only marked. `program` names it in a refusal.
+    fn admit(
+        &self,
+        key: &str,
+        rel: &Path,
+        bytes: u64,
+        owner: Option<&Owner>,
+        program: &str,
+        write: &dyn Fn(&Path) -> io::Result<Option<Shebang>>,
+    ) -> Result<Cached, AdmitError> {
+        let _lock = self.lock()?;
+        let key_dir = self.cache.join(key);
+        let entry = key_dir.join(rel);
+        if let Ok(m) = fs::symlink_metadata(&entry)
+            && m.is_file()
+        {
+            self.hold(key)?;
+            touch(&key_dir)?;
+            let script = if m.mode() & 0o444 != 0 {
+                parse_shebang(&read_head(&entry)?)
+            } else {
+                None
+            };
+            return Ok(Cached {
+                path: entry,
+                script,
+            });
+        }
+        let held = held_entries(self.hold.parent().unwrap_or(&self.hold), &self.cache)?;
+        let charge = owner.map(Owner::charge);
+        let gone = make_room(
+            &cache_entries(&self.cache)?,
+            &held,
+            charge.as_ref(),
+            bytes,
+            &self.bounds,
+        )
+        .map_err(|refusal| AdmitError::Refused {
+            program: program.to_string(),
+            bytes,
+            owner: owner.cloned(),
+            refusal,
+        })?;
+        for p in &gone {
+            remove_entry(p)?;
+        }
+        self.hold(key)?;
+        ensure_dir(&key_dir, 0o711)?;
+        touch(&key_dir)?;
+        let mut d = key_dir.clone();
+        for c in rel.parent().into_iter().flat_map(Path::components) {
+            d.push(c);
+            ensure_dir(&d, 0o711)?;
+        }
+        let script = write(&entry)?;
+        Ok(Cached {
+            path: entry,
+            script,
+        })
+    }
+}
+
+fn remove_entry(p: &Path) -> io::Result<()> {
+    let r = if fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+        fs::remove_dir_all(p)
+    } else {
+        fs::remove_file(p)
+    };
+    match r {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Write `data` as the cache file at `entry`: through a temporary file beside its key directory,
+/// execute-only (`0555` for a `#!` script), linked into place unless another was first.
+fn write_entry(entry: &Path, data: &mut dyn Read) -> io::Result<Option<Shebang>> {
+    let dir = entry
+        .parent()
+        .ok_or_else(|| io::Error::other(format!("{} has no folder", entry.display())))?;
+    let name = entry
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("program");
+    let tmp = dir.join(format!(
+        ".tmp-{name}-{}-{}",
+        std::process::id(),
+        random_hex(1)?[0]
+    ));
+    let result = (|| {
+        let mut dst = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let mut head = Vec::new();
+        (&mut *data).take(256).read_to_end(&mut head)?;
+        dst.write_all(&head)?;
+        io::copy(data, &mut dst)?;
+        dst.flush()?;
+        // Closed before it can be run: a file still open for writing cannot be exec'd (ETXTBSY).
+        drop(dst);
+        let script = parse_shebang(&head);
+        let mode = if script.is_some() { 0o555 } else { 0o111 };
+        fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+        // The first copy in place stays: another server may already have opened or bound it
+        // (its peer check holds that inode), so a later copy is never renamed over it.
+        match fs::hard_link(&tmp, entry) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(script),
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
+    result
+}
+
+/// A program of the skill for [`ExecDir::admit_bundled`].
+#[derive(Debug, Clone, Copy)]
+pub struct BundledCopy<'a> {
+    /// Its table name (`skill:bin:tool`).
+    pub name: &'a str,
+    /// As the band names it (`./bin/tool`).
+    pub shown: &'a str,
+    /// SHA-256 of `data`, hex.
+    pub sha256: &'a str,
+    pub data: &'a [u8],
 }
 
 /// Why the program cache could not be mounted. File system errors name their path (fs-err).
@@ -466,9 +912,11 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 /// use. Concurrent servers may copy the same file at once: each writes its own temporary file and
 /// links it into place unless another was first, so the entry is always whole and never changes
 /// once made.
+#[cfg(test)]
 pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
-    copy_into_cache(&cache_dir(state), Path::new(name), host)
+    let store = Store::new(state, "test", CacheBounds::default());
+    copy_into_cache(&store, Path::new(name), host).map_err(|e| io::Error::other(e.to_string()))
 }
 
 /// Where the copy of `name` with cache key `key` is: `<cache>/<key>/<name>`. The file keeps the
@@ -483,67 +931,20 @@ pub fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
 /// with an installation of its own its path there (`bin/java`, see
 /// [`super::runtime::install_layout`]), so that the path it reports for itself has its
 /// installation around it in the sandbox (`ExecPlan::links`).
-fn copy_into_cache(dir: &Path, rel: &Path, host: &Path) -> io::Result<Cached> {
+fn copy_into_cache(store: &Store, rel: &Path, host: &Path) -> Result<Cached, AdmitError> {
     let meta = fs::metadata(host)?;
-    let key_dir = dir.join(cache_key(host, &meta));
-    let entry = key_dir.join(rel);
-    ensure_dir(&key_dir, 0o711)?;
-    touch(&key_dir)?;
-    let mut d = key_dir.clone();
-    for c in rel.parent().into_iter().flat_map(Path::components) {
-        d.push(c);
-        ensure_dir(&d, 0o711)?;
-    }
     let name = rel
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("program");
-    if let Ok(m) = fs::symlink_metadata(&entry)
-        && m.is_file()
-    {
-        let script = if m.mode() & 0o444 != 0 {
-            parse_shebang(&read_head(&entry)?)
-        } else {
-            None
-        };
-        return Ok(Cached {
-            path: entry,
-            script,
-        });
-    }
-    let head = read_head(host)?;
-    let script = parse_shebang(&head);
-    let mode = if script.is_some() { 0o555 } else { 0o111 };
-    let tmp = dir.join(format!(
-        ".tmp-{name}-{}-{}",
-        std::process::id(),
-        random_hex(1)?[0]
-    ));
-    let result = (|| {
-        let mut src = File::open(host)?;
-        let mut dst = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        io::copy(&mut src, &mut dst)?;
-        dst.flush()?;
-        // Closed before it can be run: a file still open for writing cannot be exec'd (ETXTBSY).
-        drop(dst);
-        fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-        // The first copy in place stays: another server may already have opened or bound it
-        // (its peer check holds that inode), so a later copy is never renamed over it.
-        match fs::hard_link(&tmp, &entry) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
-            _ => Ok(()),
-        }
-    })();
-    let _ = fs::remove_file(&tmp);
-    result?;
-    Ok(Cached {
-        path: entry,
-        script,
-    })
+    store.admit(
+        &cache_key(host, &meta),
+        rel,
+        meta.len(),
+        None,
+        name,
+        &|entry| write_entry(entry, &mut File::open(host)?),
+    )
 }
 
 /// `n` names of 128 random bits each, as 32 hex characters (one read for all of them).
@@ -562,8 +963,8 @@ pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
 pub struct ExecDir {
     pub root: PathBuf,
     pub programs: RunPrograms,
-    /// `<state>/exec/cache`, made by [`ExecDir::make`].
-    cache: PathBuf,
+    /// `<state>/exec/cache`, made by [`ExecDir::make`], and this run's hold on its entries.
+    store: Store,
     /// The links made, for a teardown that does not have to list anything.
     made: Vec<PathBuf>,
 }
@@ -574,7 +975,7 @@ impl ExecDir {
     /// `view/`) and `bin` (a link to `/usr/bin`: `/band/bin` is the same wrappers). The run
     /// directory binds it at `/band` while [`ExecDir::populate`] fills it (a bind shows what is
     /// added to the folder later).
-    pub fn make(state: &Path, run_id: &str) -> io::Result<ExecDir> {
+    pub fn make(state: &Path, run_id: &str, bounds: CacheBounds) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         evict_idle_now_and_then(state, std::time::SystemTime::now())?;
         let root = runs_root(state).join(run_id);
@@ -582,7 +983,7 @@ impl ExecDir {
         let dir = ExecDir {
             root,
             programs: RunPrograms::default(),
-            cache: cache_dir(state),
+            store: Store::new(state, run_id, bounds),
             made: Vec::new(),
         };
         let made = fs::create_dir(dir.root.join("x"))
@@ -604,7 +1005,7 @@ impl ExecDir {
         trees: &[PathBuf],
         layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<ExecDir> {
-        let mut dir = ExecDir::make(state, run_id)?;
+        let mut dir = ExecDir::make(state, run_id, CacheBounds::default())?;
         if let Err(e) = dir.populate(programs, trees, layouts) {
             let _ = dir.remove();
             return Err(e);
@@ -614,8 +1015,77 @@ impl ExecDir {
 
     /// [`cached_copy`] for a program outside the table (band-shim), in the cache this run's
     /// directory was made beside.
-    pub fn cached_copy(&self, name: &str, host: &Path) -> io::Result<Cached> {
-        copy_into_cache(&self.cache, Path::new(name), host)
+    pub fn cached_copy(&self, name: &str, host: &Path) -> Result<Cached, AdmitError> {
+        copy_into_cache(&self.store, Path::new(name), host)
+    }
+
+    /// Put the skill's programs in the cache now, before the sandbox exists, each charged to
+    /// `owner` ([`Owner`]: the requesting user and the skill) and keyed by its content: within
+    /// the bounds (making room by removing unused entries, [`make_room`]), or refused, naming
+    /// the program and the bound. They join the run's programs like declared commands (a `#!`
+    /// one is linked at `/band/x/<name>`).
+    pub fn admit_bundled(
+        &mut self,
+        owner: &Owner,
+        programs: &[BundledCopy<'_>],
+    ) -> Result<(), AdmitError> {
+        let charge = owner.charge();
+        for p in programs {
+            let cached = self.store.admit(
+                &charged_key(&charge, p.sha256),
+                Path::new(p.name),
+                p.data.len() as u64,
+                Some(owner),
+                p.shown,
+                &|entry| write_entry(entry, &mut { p.data }),
+            )?;
+            self.add(p.name, cached, None)?;
+        }
+        Ok(())
+    }
+
+    /// Add the cached program `name` to the run's: its descriptor, and for a `#!` script its link
+    /// in `x/` (unless `in_tree`: it runs at its host path, `host`).
+    fn add(&mut self, name: &str, cached: Cached, in_tree: Option<&Path>) -> io::Result<()> {
+        let fd = Arc::new(open_program(&cached.path)?);
+        self.programs
+            .fds
+            .lock()
+            .map_err(|_| io::Error::other("the program table's lock is poisoned"))?
+            .insert(name.to_string(), fd);
+        let script = match (cached.script, in_tree) {
+            (None, _) => None,
+            (Some(line), Some(host)) => Some(Script {
+                line,
+                path: host.to_string_lossy().into_owned(),
+            }),
+            (Some(line), None) => {
+                let target = self.root.join("x").join(name);
+                if let Err(e) = fs::hard_link(&cached.path, &target) {
+                    // A state directory spread over two filesystems: copy instead (slower,
+                    // same result). (By kind: an fs-err error carries no raw errno.)
+                    if e.kind() != io::ErrorKind::CrossesDevices {
+                        return Err(e);
+                    }
+                    fs::copy(&cached.path, &target)?;
+                    fs::set_permissions(&target, std::fs::Permissions::from_mode(0o555))?;
+                }
+                self.made.push(target);
+                Some(Script {
+                    line,
+                    path: format!("{SANDBOX_EXEC}/{name}"),
+                })
+            }
+        };
+        self.programs.table.insert(
+            name.to_string(),
+            Program {
+                file: cached.path,
+                script,
+                argv0: None,
+            },
+        );
+        Ok(())
     }
 
     /// Lay out the run's programs in the folder [`ExecDir::make`] made: `programs` are (wrapped
@@ -629,9 +1099,12 @@ impl ExecDir {
         trees: &[PathBuf],
         layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<()> {
-        let mut fds = BTreeMap::new();
         let mut pending = BTreeMap::new();
         for (name, host) in programs {
+            if self.programs.table.contains_key(name) {
+                // Admitted already (the skill's own programs, [`ExecDir::admit_bundled`]).
+                continue;
+            }
             let rel = layouts
                 .get(name)
                 .cloned()
@@ -643,7 +1116,7 @@ impl ExecDir {
                 self.programs.table.insert(
                     name.clone(),
                     Program {
-                        file: self.cache.join(key).join(&rel),
+                        file: self.store.cache.join(key).join(&rel),
                         script: None,
                         argv0: None,
                     },
@@ -651,44 +1124,15 @@ impl ExecDir {
                 pending.insert(name.clone(), (rel, host.clone()));
                 continue;
             }
-            let cached = copy_into_cache(&self.cache, &rel, host)?;
-            fds.insert(name.clone(), Arc::new(open_program(&cached.path)?));
-            let script = match cached.script {
-                None => None,
-                Some(line) if trees.iter().any(|t| host.starts_with(t)) => Some(Script {
-                    line,
-                    path: host.to_string_lossy().into_owned(),
-                }),
-                Some(line) => {
-                    let target = self.root.join("x").join(name);
-                    if let Err(e) = fs::hard_link(&cached.path, &target) {
-                        // A state directory spread over two filesystems: copy instead (slower,
-                        // same result). (By kind: an fs-err error carries no raw errno.)
-                        if e.kind() != io::ErrorKind::CrossesDevices {
-                            return Err(e);
-                        }
-                        fs::copy(&cached.path, &target)?;
-                        fs::set_permissions(&target, std::fs::Permissions::from_mode(0o555))?;
-                    }
-                    self.made.push(target);
-                    Some(Script {
-                        line,
-                        path: format!("{SANDBOX_EXEC}/{name}"),
-                    })
-                }
-            };
-            self.programs.table.insert(
-                name.clone(),
-                Program {
-                    file: cached.path,
-                    script,
-                    argv0: None,
-                },
-            );
+            let cached = copy_into_cache(&self.store, &rel, host).map_err(|e| match e {
+                AdmitError::Io(e) => e,
+                refused => io::Error::other(refused.to_string()),
+            })?;
+            let in_tree = trees.iter().any(|t| host.starts_with(t));
+            self.add(name, cached, in_tree.then_some(host.as_path()))?;
         }
-        self.programs.fds = Arc::new(std::sync::Mutex::new(fds));
         self.programs.pending = Arc::new(pending);
-        self.programs.cache = self.cache.clone();
+        self.programs.store = self.store.clone();
         fs::set_permissions(self.root.join("x"), std::fs::Permissions::from_mode(0o555))?;
         fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o555))
     }
@@ -698,7 +1142,8 @@ impl ExecDir {
     /// per file. (The cache and this folder share the `<state>/exec` tmpfs, so a link is
     /// always possible; the gate knows band-shim by its inode, so a copy would not do.)
     pub fn link_helpers(&mut self, shim: &Path, jail: &Path) -> io::Result<()> {
-        let jail = copy_into_cache(&self.cache, Path::new(JAIL_NAME), jail)?;
+        let jail = copy_into_cache(&self.store, Path::new(JAIL_NAME), jail)
+            .map_err(|e| io::Error::other(e.to_string()))?;
         for (from, name) in [(shim, "shim"), (jail.path.as_path(), "jail")] {
             let to = self.root.join(name);
             fs::hard_link(from, &to)?;
@@ -713,6 +1158,8 @@ impl ExecDir {
         for file in &self.made {
             let _ = fs::remove_file(file);
         }
+        // The run no longer holds its entries: they may go when room is needed.
+        let _ = fs::remove_file(&self.store.hold);
         for file in ["bin", "sock"] {
             let _ = fs::remove_file(self.root.join(file));
         }
@@ -748,6 +1195,10 @@ pub fn run_dirs(state: &Path) -> Vec<String> {
 
 /// Remove a dead run's directory (the janitor; `run` comes from [`run_dirs`]).
 pub fn remove_stale(state: &Path, run: &str) -> io::Result<()> {
+    match fs::remove_file(holds_dir(state).join(run)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     remove_run_dir(&runs_root(state).join(run))
 }
 
@@ -765,6 +1216,7 @@ mod tests {
             path: PathBuf::from(name),
             bytes,
             used: now - Duration::from_secs(age_s),
+            charge: None,
         };
         let idle = Duration::from_secs(3600);
         let entries = [
@@ -1082,5 +1534,253 @@ mod tests {
         assert_eq!(entries(), 1);
         assert!(dir.programs.fd("nope").is_err());
         assert_eq!(dir.programs.opened(), ["prog7"]);
+    }
+
+    fn owner(uid: u32, skill: &str) -> Owner {
+        Owner {
+            uid,
+            skill: skill.into(),
+        }
+    }
+
+    #[test]
+    fn charged_entries_are_named_by_user_skill_and_content() {
+        let a = owner(1000, "hog").charge();
+        let key = charged_key(&a, &"ab".repeat(32));
+        assert_eq!(charge_of(&key), Some(a.clone()));
+        assert!(key.starts_with("o1000-"), "{key}");
+        assert_ne!(
+            charged_key(&owner(1001, "hog").charge(), &"ab".repeat(32)),
+            key
+        );
+        assert_ne!(
+            charged_key(&owner(1000, "other").charge(), &"ab".repeat(32)),
+            key
+        );
+        // A host program's key (24 hex digits) and the older `<name>-<key>` files are nobody's.
+        assert_eq!(charge_of("0123456789abcdef01234567"), None);
+        assert_eq!(charge_of("jq-0123456789abcdef01234567"), None);
+        assert_eq!(charge_of("o12-zz-x"), None);
+    }
+
+    #[test]
+    fn room_is_made_least_recently_used_first_and_never_from_a_live_run() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let (a, a2, b) = (
+            owner(1000, "hog").charge(),
+            owner(1000, "other").charge(),
+            owner(2000, "x").charge(),
+        );
+        let e = |name: &str, c: Option<&Charge>, bytes: u64, age: u64| CacheEntry {
+            path: PathBuf::from(name),
+            bytes,
+            used: now - Duration::from_secs(age),
+            charge: c.cloned(),
+        };
+        let bounds = CacheBounds {
+            per_skill: 100,
+            per_owner: 150,
+            charged: 300,
+            total: 400,
+        };
+        let entries = [
+            e("a-old", Some(&a), 40, 50),
+            e("a-new", Some(&a), 40, 10),
+            e("a2", Some(&a2), 60, 30),
+            e("b", Some(&b), 100, 40),
+            e("jq", None, 30, 60),
+        ];
+        let none = std::collections::BTreeSet::new();
+        let held = |names: &[&str]| names.iter().map(PathBuf::from).collect();
+        let p = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
+        // Within every bound: nothing goes.
+        assert_eq!(
+            make_room(&entries, &none, Some(&a), 10, &bounds),
+            Ok(vec![])
+        );
+        // Over the skill's bound: the skill's own least recently used entry goes, nobody else's.
+        assert_eq!(
+            make_room(&entries, &none, Some(&a), 30, &bounds),
+            Ok(p(&["a-old"]))
+        );
+        // Over it with both held by live runs: refused, only this skill.
+        assert_eq!(
+            make_room(&entries, &held(&["a-old", "a-new"]), Some(&a), 30, &bounds),
+            Err(Refusal::Skill {
+                held: 80,
+                bound: 100
+            })
+        );
+        // More than the bound itself: refused whatever could go.
+        assert_eq!(
+            make_room(&entries, &none, Some(&a), 101, &bounds),
+            Err(Refusal::Skill {
+                held: 0,
+                bound: 100
+            })
+        );
+        // Over the owner's bound: the skill's, then the owner's other skills' entries go.
+        assert_eq!(
+            make_room(&entries, &held(&["a-new"]), Some(&a2), 80, &bounds),
+            Ok(p(&["a2", "a-old"]))
+        );
+        assert_eq!(
+            make_room(&entries, &held(&["a-new", "a-old"]), Some(&a2), 80, &bounds),
+            Err(Refusal::Owner {
+                held: 80,
+                bound: 150
+            })
+        );
+        // Another user is never refused for what `a` holds: `b` is within its own bounds, and
+        // room in the pool comes from unused entries, `a`'s or anyone's.
+        let all_a = held(&["a-old", "a-new", "a2"]);
+        assert_eq!(
+            make_room(&entries, &all_a, Some(&b), 90, &bounds),
+            Ok(p(&["b"]))
+        );
+        // A host program is charged to nobody: only the total bounds it, and it makes room.
+        assert_eq!(make_room(&entries, &all_a, None, 100, &bounds), Ok(vec![]));
+        assert_eq!(
+            make_room(&entries, &all_a, None, 200, &bounds),
+            Ok(p(&["jq", "b"]))
+        );
+        assert_eq!(
+            make_room(
+                &entries,
+                &held(&["a-old", "a-new", "a2", "b", "jq"]),
+                None,
+                200,
+                &bounds
+            ),
+            Err(Refusal::Full {
+                held: 270,
+                bound: 400
+            })
+        );
+    }
+
+    #[test]
+    fn a_skill_over_its_share_fails_alone_and_another_user_still_gets_in() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path();
+        let bounds = CacheBounds {
+            per_skill: 4000,
+            per_owner: 5000,
+            charged: 10000,
+            total: 12000,
+        };
+        let data: Vec<Vec<u8>> = (0..4u8)
+            .map(|i| {
+                let mut d = b"\x7fELF".to_vec();
+                d.resize(2000, i);
+                d
+            })
+            .collect();
+        let sha = |d: &[u8]| {
+            Sha256::digest(d)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        let shas: Vec<String> = data.iter().map(|d| sha(d)).collect();
+        let copy = |i: usize, name: &'static str| BundledCopy {
+            name,
+            shown: name,
+            sha256: &shas[i],
+            data: &data[i],
+        };
+        let (a, b) = (owner(1000, "hog"), owner(2000, "tool"));
+        // A's first run holds 2000 bytes of its skill.
+        let mut run1 = ExecDir::make(state, "run1", bounds).unwrap();
+        run1.admit_bundled(&a, &[copy(0, "skill:big0")]).unwrap();
+        let fd = run1.programs.fd("skill:big0").unwrap();
+        assert_eq!(
+            fs::metadata(&run1.programs.table["skill:big0"].file)
+                .unwrap()
+                .mode()
+                & 0o7777,
+            0o111
+        );
+        // Its second run asks for two more programs of another skill: over A's 5000.
+        let mut run2 = ExecDir::make(state, "run2", bounds).unwrap();
+        let e = run2
+            .admit_bundled(
+                &owner(1000, "hog2"),
+                &[copy(1, "skill:big1"), copy(2, "skill:big2")],
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                AdmitError::Refused {
+                    refusal: Refusal::Owner {
+                        held: 4000,
+                        bound: 5000
+                    },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("`skill:big2`") && text.contains("per_owner"),
+            "{text}"
+        );
+        assert!(e.hint().unwrap().contains("[program_cache]"));
+        // B's run, meanwhile, gets the same content as A's and its own: its own copies.
+        let mut run3 = ExecDir::make(state, "run3", bounds).unwrap();
+        run3.admit_bundled(&b, &[copy(0, "skill:big0"), copy(3, "skill:big3")])
+            .unwrap();
+        assert_ne!(
+            run3.programs.table["skill:big0"].file,
+            run1.programs.table["skill:big0"].file
+        );
+        run3.remove().unwrap();
+        // Live runs' entries stayed; once A's first run ends, its entry is the one to go.
+        assert!(run1.programs.table["skill:big0"].file.is_file());
+        drop(fd);
+        run1.remove().unwrap();
+        run2.remove().unwrap();
+        let mut run4 = ExecDir::make(state, "run4", bounds).unwrap();
+        run4.admit_bundled(
+            &owner(1000, "hog2"),
+            &[copy(1, "skill:big1"), copy(2, "skill:big2")],
+        )
+        .unwrap();
+        assert!(!run1.programs.table["skill:big0"].file.exists(), "evicted");
+        let a_entries = cache_entries(&cache_dir(state))
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.charge.as_ref().is_some_and(|c| c.uid == 1000))
+            .map(|e| e.bytes)
+            .sum::<u64>();
+        assert_eq!(a_entries, 4000, "A keeps what it holds, no more");
+        // A skill that alone asks for more than a skill's share fails before anything is copied.
+        let mut run5 = ExecDir::make(state, "run5", bounds).unwrap();
+        let mut big = b"#!/bin/sh\n".to_vec();
+        big.resize(4001, b'#');
+        let big_sha = sha(&big);
+        let e = run5
+            .admit_bundled(
+                &owner(1000, "hog3"),
+                &[BundledCopy {
+                    name: "skill:s",
+                    shown: "./s",
+                    sha256: &big_sha,
+                    data: &big,
+                }],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("per_skill"), "{e}");
+        assert!(run5.programs.table.is_empty());
+        run4.remove().unwrap();
+        run5.remove().unwrap();
+        assert_eq!(
+            fs::read_dir(holds_dir(state)).unwrap().count(),
+            0,
+            "a run's holds go with it"
+        );
     }
 }
