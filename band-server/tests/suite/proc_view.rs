@@ -173,3 +173,129 @@ fn privileged_the_host_kernel_facts_are_not_in_the_run_proc() {
         "{o:#?}"
     );
 }
+
+/// The dynamic loader run as a command (`/lib64/ld-linux-x86-64.so.2 <file>`) needs only to read
+/// and map its file. What it could start, and what it gets, from inside a real run:
+/// `<name>=ran` (the program ran), `=refused <why>`.
+const LOADER_PROBE: &str = r#"import os, subprocess, sys
+LD = "/lib64/ld-linux-x86-64.so.2"
+ELF = open("/skill/prog.elf", "rb").read()
+open("/tmp/prog", "wb").write(ELF)
+os.chmod("/tmp/prog", 0o755)
+targets = {
+    "declared": "/usr/bin/python3",
+    "shim": "/band/shim",
+    "jail": "/band/jail",
+    "tmp": "/tmp/prog",
+    "skill": "/skill/prog.elf",
+    "library": sys.argv[1],
+}
+for name, path in targets.items():
+    r = subprocess.run([LD, path, "-u"], capture_output=True, text=True)
+    if r.returncode == 0 and r.stdout.strip().isdigit():
+        print("%s=ran" % name)
+    else:
+        why = r.stderr.strip().split(": ")[-1] if r.stderr.strip() else "exit %d" % r.returncode
+        print("%s=refused %s" % (name, why))
+r = subprocess.run([LD, "/lib/x86_64-linux-gnu/libc.so.6"], capture_output=True, text=True)
+print("libc=%d %s" % (r.returncode, r.stdout.splitlines()[0] if r.stdout else r.stderr.strip()))
+print("python=" + sys.version.split()[0])
+"#;
+
+/// A file the test puts in the host's `/usr/lib` for one run, removed when dropped.
+struct HostFixture(std::path::PathBuf);
+
+impl Drop for HostFixture {
+    fn drop(&mut self) {
+        let _ = fs_err::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn privileged_the_loader_starts_nothing_the_gate_has_not_judged() {
+    privileged!();
+    if !cfg!(target_arch = "x86_64")
+        || !std::path::Path::new("/lib64/ld-linux-x86-64.so.2").exists()
+    {
+        eprintln!("skipped: the probe names x86_64 glibc's loader");
+        return;
+    }
+    // An ELF program without an execute bit in a library tree (a copy of `id`, mode 0644): the
+    // kernel would not run it, the loader would. The list of hidden programs is made again now
+    // that it is there (a scan under way elsewhere holds the host's lock: try again).
+    let id = fs_err::read("/usr/bin/id").unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::path::PathBuf::from(format!("/usr/lib/band-test-loader-{}", run_id()));
+    let fixture = HostFixture(dir.clone());
+    fs_err::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let prog = dir.join("id-copy");
+    fs_err::write(&prog, &id).unwrap_or_else(|e| panic!("{e}"));
+    let listed = || {
+        fs_err::read_to_string(std::path::Path::new(STATE_DIR).join("exec-mask.json"))
+            .is_ok_and(|t| t.contains(&*prog.to_string_lossy()))
+    };
+    for _ in 0..120 {
+        let st = std::process::Command::new(server())
+            .arg("rescan-mask")
+            .arg(STATE_DIR)
+            .status()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(st.success(), "band-server rescan-mask: {st}");
+        if listed() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert!(listed(), "{} never made it into the list", prog.display());
+
+    let mut p = policy();
+    p.allow.cli = strs(&["python3 *"]);
+    let req = request_with(
+        &[
+            (
+                "run.sh",
+                0o755,
+                &format!(
+                    "#!/bin/bash\nexec python3 /skill/probe.py {}\n",
+                    prog.display()
+                ),
+            ),
+            ("probe.py", 0o644, LOADER_PROBE),
+        ],
+        "run.sh",
+        p,
+    );
+    let mut req = req;
+    req.bundle.push(file("prog.elf", 0o755, &id));
+    req.bundle_sha256 = bundle_hash(&req.bundle);
+    let o = run(&req);
+    drop(fixture);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    // The gate's programs and helpers are execute-only: the loader cannot read them.
+    for k in ["declared", "shim", "jail"] {
+        assert_eq!(get(k), "refused Permission denied", "{k}: {o:#?}");
+    }
+    // What the run wrote or brought is on a noexec mount: the loader cannot map it.
+    for k in ["tmp", "skill"] {
+        assert_eq!(
+            get(k),
+            "refused failed to map segment from shared object",
+            "{k}: {o:#?}"
+        );
+    }
+    // A program in the library trees is hidden whatever its mode bits.
+    assert_eq!(
+        get("library"),
+        "refused No such file or directory",
+        "{o:#?}"
+    );
+    // The loader itself still serves the gate's programs (python runs), and libc run as a
+    // program prints its version and exits.
+    assert!(get("python").starts_with('3'), "{o:#?}");
+    assert!(get("libc").starts_with("0 GNU C Library"), "{o:#?}");
+}
