@@ -184,9 +184,9 @@ mod tests {
         ] {
             fs::write(p.join(f), "x").unwrap();
         }
-        std::os::unix::fs::symlink("42", p.join("self")).unwrap();
-        std::os::unix::fs::symlink("self/mounts", p.join("mounts")).unwrap();
-        std::os::unix::fs::symlink("elsewhere", p.join("odd-link")).unwrap();
+        fs::os::unix::fs::symlink("42", p.join("self")).unwrap();
+        fs::os::unix::fs::symlink("self/mounts", p.join("mounts")).unwrap();
+        fs::os::unix::fs::symlink("elsewhere", p.join("odd-link")).unwrap();
         assert_eq!(
             plan(p).unwrap(),
             vec![
