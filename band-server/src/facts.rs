@@ -19,7 +19,7 @@ use crate::layers::cgroup::{CgroupError, Hierarchy};
 use crate::layers::cli::programs;
 use crate::layers::cli::{execcache, runtime, shim};
 use crate::layers::fs::mounts;
-use crate::layers::fs::{execmask, workdir};
+use crate::layers::fs::{execmask, procmask, workdir};
 use crate::layers::net;
 use crate::request::{self, Checked};
 
@@ -82,6 +82,9 @@ pub struct HostFacts {
     pub masked: Vec<PathBuf>,
     /// The library trees that are directories here.
     pub lib_roots: Vec<String>,
+    /// What of the run's `/proc` is covered ([`procmask::plan`] of the host's), or why the host's
+    /// `/proc` could not be listed.
+    pub proc_masks: SetupResult<Vec<procmask::ProcMask>>,
     pub helpers: SetupResult<Helpers>,
     /// The configured bubblewrap is a file.
     pub bwrap_present: bool,
@@ -422,6 +425,7 @@ impl HostFacts {
             state_dir,
             masked,
             lib_roots,
+            proc_masks: procmask::plan(Path::new(procmask::HOST_PROC)),
             helpers: pre.map_or_else(Helpers::locate, |p| p.helpers.clone()),
             bwrap_present: cfg.bwrap.is_file(),
             randomization: crate::layers::cli::reports::randomization(Path::new(

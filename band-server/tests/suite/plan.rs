@@ -113,6 +113,10 @@ pub(super) fn facts() -> HostFacts {
             PathBuf::from("/usr/libexec/fwupd/fwupd"),
         ],
         lib_roots: strs(&["/usr/lib", "/usr/libexec", "/usr/share"]),
+        proc_masks: Ok(vec![band_server::layers::fs::procmask::ProcMask {
+            path: "cmdline".into(),
+            dir: false,
+        }]),
         helpers: Ok(Helpers {
             jail: PathBuf::from("/opt/band/band-jail"),
             shim: PathBuf::from("/opt/band/band-shim"),

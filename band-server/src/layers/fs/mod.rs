@@ -4,6 +4,7 @@ pub mod apply;
 pub mod execmask;
 pub mod maskcache;
 pub mod mounts;
+pub mod procmask;
 pub mod workdir;
 
 use std::collections::BTreeSet;

@@ -33,6 +33,8 @@
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
 //!   tmp/            run uid 0700, bound noexec at view/tmp                   → /tmp
 //!   lib/            where a mask layer is built when the shared cache cannot hold it
+//!   empty empty.d   root 0444 and 0555: what bubblewrap binds over the host's entries of the
+//!                   run's /proc (`procmask`)
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //! ```
 //!
@@ -125,6 +127,11 @@ pub struct RunDirSpec<'a, 'd> {
 /// The folder of the run directory that bubblewrap binds at `/`: `root/`, read-only, with every
 /// mount of the sandbox's tree on it.
 pub const VIEW: &str = "view";
+
+/// An empty file and an empty folder of the run directory (root-owned, read-only), bound over the
+/// host's entries of the run's `/proc` (`procmask`, `bwrap::build_bwrap_args`).
+pub const PROC_COVER_FILE: &str = "empty";
+pub const PROC_COVER_DIR: &str = "empty.d";
 
 /// The folders of the sandbox's root that are mount points (`/proc`, made by bubblewrap; `/dev`,
 /// the writable `/workspace` and `/tmp`, and `/band`, bound on the view by band-server): made in
@@ -519,6 +526,14 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
 
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
+    // What bubblewrap binds over the host's entries of the run's `/proc` (`procmask`).
+    p.write(
+        root.join(PROC_COVER_FILE),
+        Cow::Borrowed(b""),
+        0o444,
+        None,
+    );
+    p.mkdir(root.join(PROC_COVER_DIR), 0o555, None);
 
     // /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one
     // bind of the root (its `--dev` would make six binds, each with a read-only remount and a

@@ -20,7 +20,9 @@
 //!    `/lib64`, `/bin`, `/sbin`, the links at the programs' cache paths, and a mount point for
 //!    each bind below. Every bind costs bubblewrap a mount, a remount and a re-read of its mount
 //!    table, so what can be made by band-server is.
-//! 2. `/proc`, in bubblewrap's pid namespace.
+//! 2. `/proc`, in bubblewrap's pid namespace, and over each of its entries that tells of the host
+//!    (`procmask`: `cmdline`, `config.gz`, `kallsyms`, `sys/kernel/random/boot_id`, …) the run
+//!    directory's empty file or empty folder, read-only.
 //! 3. band-shim over each declared program of the skill, then host mounts for absolute
 //!    `allow.read` / `allow.write` patterns and declared programs' trees.
 //!
@@ -38,7 +40,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::layers::fs::workdir::VIEW;
+use crate::layers::fs::procmask::ProcMask;
+use crate::layers::fs::workdir::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// Inside the sandbox.
 pub const SANDBOX_PATH: &str = "/band/bin";
@@ -147,6 +150,8 @@ pub struct SandboxPlan {
     /// Refuse to start unless Landlock can scope abstract unix sockets (set for `share_net` runs
     /// unless the server config opts out).
     pub ipc_scope_required: bool,
+    /// The entries of `/proc` covered by an empty file or folder (`procmask::plan`).
+    pub proc_masks: Vec<ProcMask>,
 }
 
 /// The environment of the script. Secrets are not here: the jail adds them from the pipe.
@@ -225,6 +230,22 @@ pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         "/".into(),
     );
     push(&mut a, &["--proc", "/proc"]);
+    // The host's kernel facts (`procmask`): each covered, read-only, by the run directory's empty
+    // file or folder. bubblewrap fails (and the run with it, before the script) on one it
+    // cannot cover.
+    for m in &plan.proc_masks {
+        let cover = if m.dir {
+            PROC_COVER_DIR
+        } else {
+            PROC_COVER_FILE
+        };
+        bind(
+            &mut a,
+            "--ro-bind",
+            plan.run_dir.join(cover).into_os_string(),
+            m.sandbox_path().into_os_string(),
+        );
+    }
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
         bind(
@@ -292,6 +313,16 @@ mod tests {
             has_config: true,
             share_net: false,
             ipc_scope_required: false,
+            proc_masks: vec![
+                ProcMask {
+                    path: "cmdline".into(),
+                    dir: false,
+                },
+                ProcMask {
+                    path: "acpi".into(),
+                    dir: true,
+                },
+            ],
         }
     }
 
@@ -322,6 +353,12 @@ mod tests {
             "/",
             "--proc",
             "/proc",
+            "--ro-bind",
+            &format!("{r}/empty"),
+            "/proc/cmdline",
+            "--ro-bind",
+            &format!("{r}/empty.d"),
+            "/proc/acpi",
             "--ro-bind",
             "/run/band/exec/cache/band-shim-0123",
             "/skill/bin/tool",

@@ -40,6 +40,7 @@ pub fn plan_sandbox(
     exec: &ExecPlan,
     run_dir: &RunDirPlan<'_>,
     share_net: bool,
+    proc_masks: &[crate::layers::fs::procmask::ProcMask],
 ) -> SandboxPlan {
     SandboxPlan {
         run_dir: run_dir.root.clone(),
@@ -84,6 +85,7 @@ pub fn plan_sandbox(
         has_config: checked.config_json.is_some(),
         share_net,
         ipc_scope_required: share_net && cfg.require_ipc_scope,
+        proc_masks: proc_masks.to_vec(),
     }
 }
 
@@ -156,6 +158,7 @@ impl RunLayer for Process {
             exec,
             plan.run_dir(Layer::Process)?,
             net.is_some(),
+            inp.facts.proc_masks.as_ref().map_err(Clone::clone)?,
         );
         let part = ProcessPlan {
             argv: bwrap::build_bwrap_args(&sandbox),

@@ -1,0 +1,280 @@
+//! What of `/proc` a run sees: its own processes and what ordinary programs need, never the
+//! host kernel's facts (issue 36, item 7).
+//!
+//! bubblewrap mounts a fresh procfs in the run's pid namespace. Its `<pid>` folders are the run's
+//! processes, and `net`, `mounts`, `sysvipc` are the run's own namespaces; the rest describes
+//! the host: its kernel command line (secrets on some hosts), build configuration, boot id,
+//! disks, devices, interrupts, memory layout, keys, locks of other users' processes. Container
+//! runtimes hide a list of these (runc, youki and podman mask `acpi`, `asound`, `interrupts`,
+//! `kcore`, `keys`, `latency_stats`, `timer_list`, `timer_stats`, `sched_debug`, `scsi`, and make
+//! `bus`, `fs`, `irq`, `sys`, `sysrq-trigger` read-only). band goes further, the other way
+//! round: at the top of `/proc`, every entry that is neither a process nor in [`KEPT`] is
+//! covered, read-only, by an empty file or an empty folder, whatever the kernel calls it (so an
+//! entry a newer kernel or a module adds is covered too); below it, the entries of [`MASKED`].
+//!
+//! The list is made per run from the host's own `/proc` ([`plan`]), which shows the kernel's
+//! entries: bubblewrap makes each cover after mounting the run's `/proc`, and an entry it
+//! cannot cover fails the run before the script starts ("the sandbox did not start", the
+//! filesystem layer). The sandbox has no `/sys`.
+
+use std::path::{Path, PathBuf};
+
+use band::proto::Layer;
+use fs_err as fs;
+
+use crate::error::{SetupError, SetupResult};
+
+/// The top-level entries of `/proc` a run keeps (besides its processes' folders), and why.
+pub const KEPT: &[(&str, &str)] = &[
+    ("self", "the reading process itself"),
+    ("thread-self", "the reading thread itself"),
+    (
+        "mounts",
+        "a link to self/mounts: the run's own mount namespace",
+    ),
+    ("net", "a link to self/net: the run's own network namespace"),
+    ("sysvipc", "the run's own IPC namespace"),
+    (
+        "sys",
+        "sysctls, read-only for the run; glibc, Go, node and python read some (ngroups_max, \
+         overcommit_memory, somaxconn, random/uuid); the host's entries below are in MASKED",
+    ),
+    (
+        "cpuinfo",
+        "CPU count and features: node's os.cpus(), multiprocessing, BLAS, the JVM",
+    ),
+    (
+        "meminfo",
+        "memory totals: free, psutil, node's os.totalmem(), the JVM's heap sizing",
+    ),
+    ("stat", "boot time and CPU ticks: ps, top, psutil"),
+    ("loadavg", "os.getloadavg(), uptime"),
+    ("uptime", "ps's start times, uptime"),
+    ("vmstat", "VM counters: psutil's swap_memory(), vmstat"),
+    (
+        "version",
+        "the kernel's release and build, which uname(2) tells any process anyway",
+    ),
+    (
+        "filesystems",
+        "libselinux (in ls, ps and most of coreutils) and mount tools look for selinuxfs there",
+    ),
+    (
+        "cgroups",
+        "the cgroup controllers of this kernel build: the JVM reads it to size itself",
+    ),
+];
+
+/// Entries below the top of `/proc` covered like the others (relative to `/proc`), and why.
+pub const MASKED: &[(&str, &str)] = &[
+    (
+        "sys/kernel/random/boot_id",
+        "names the host's boot: ties runs to one machine",
+    ),
+    (
+        "sys/kernel/core_pattern",
+        "the host's crash handler and its paths",
+    ),
+    ("sys/kernel/modprobe", "the host's module loader path"),
+    (
+        "sys/dev",
+        "the host's devices: cdrom, raid, hpet, scsi, parport, i915",
+    ),
+];
+
+/// One cover: a path of `/proc` and whether the host has a folder there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcMask {
+    /// Relative to `/proc`: `cmdline`, `sys/kernel/random/boot_id`.
+    pub path: String,
+    pub dir: bool,
+}
+
+impl ProcMask {
+    /// Where the run sees it.
+    pub fn sandbox_path(&self) -> PathBuf {
+        Path::new("/proc").join(&self.path)
+    }
+}
+
+/// Is this top-level name kept: a process's folder or one of [`KEPT`]?
+pub fn is_kept(name: &str) -> bool {
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
+        || KEPT.iter().any(|(k, _)| *k == name)
+}
+
+/// The covers for a kernel whose `/proc` is at `proc` (the host's, [`HOST_PROC`], for a run):
+/// every top-level entry [`is_kept`] does not keep (but symlinks, which lead back into `/proc`),
+/// then the entries of [`MASKED`] the kernel has, in that order. Fails (the filesystem layer)
+/// when `proc` cannot be listed: the run would not know what to hide.
+pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
+    let err = |e: std::io::Error| {
+        SetupError::new(
+            Layer::Filesystem,
+            format!(
+                "cannot list {} to hide the host's kernel facts from the run: {e}",
+                proc.display()
+            ),
+        )
+    };
+    let mut top: Vec<ProcMask> = Vec::new();
+    for entry in fs::read_dir(proc).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_kept(&name) {
+            continue;
+        }
+        // A process may end between the listing and the look; it is kept anyway (numeric).
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            continue;
+        }
+        top.push(ProcMask {
+            path: name,
+            dir: kind.is_dir(),
+        });
+    }
+    top.sort_by(|a, b| a.path.cmp(&b.path));
+    for (rel, _) in MASKED {
+        if let Ok(m) = fs::symlink_metadata(proc.join(rel))
+            && !m.file_type().is_symlink()
+        {
+            top.push(ProcMask {
+                path: rel.to_string(),
+                dir: m.is_dir(),
+            });
+        }
+    }
+    Ok(top)
+}
+
+/// The host's `/proc`.
+pub const HOST_PROC: &str = "/proc";
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn mask(path: &str, dir: bool) -> ProcMask {
+        ProcMask {
+            path: path.into(),
+            dir,
+        }
+    }
+
+    #[test]
+    fn everything_at_the_top_but_processes_and_the_kept_list_is_covered() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        for d in ["1", "42", "acpi", "sys/kernel/random", "sys/dev", "net-x"] {
+            fs::create_dir_all(p.join(d)).unwrap();
+        }
+        for f in [
+            "cmdline",
+            "cpuinfo",
+            "meminfo",
+            "config.gz",
+            "a-new-kernel-entry",
+            "sys/kernel/random/boot_id",
+            "sys/kernel/random/uuid",
+        ] {
+            fs::write(p.join(f), "x").unwrap();
+        }
+        fs::os::unix::fs::symlink("42", p.join("self")).unwrap();
+        fs::os::unix::fs::symlink("self/mounts", p.join("mounts")).unwrap();
+        fs::os::unix::fs::symlink("elsewhere", p.join("odd-link")).unwrap();
+        assert_eq!(
+            plan(p).unwrap(),
+            vec![
+                mask("a-new-kernel-entry", false),
+                mask("acpi", true),
+                mask("cmdline", false),
+                mask("config.gz", false),
+                mask("net-x", true),
+                mask("sys/kernel/random/boot_id", false),
+                mask("sys/dev", true),
+            ]
+        );
+        assert_eq!(
+            mask("sys/dev", true).sandbox_path(),
+            PathBuf::from("/proc/sys/dev")
+        );
+    }
+
+    #[test]
+    fn a_proc_that_cannot_be_listed_fails_the_run_in_the_filesystem_layer() {
+        let e = plan(Path::new("/nonexistent/proc")).unwrap_err();
+        assert_eq!(e.layer, Layer::Filesystem);
+        assert!(e.message.contains("/nonexistent/proc"), "{e:?}");
+    }
+
+    #[test]
+    fn processes_and_the_kept_entries_are_kept() {
+        for k in [
+            "1",
+            "4194304",
+            "self",
+            "thread-self",
+            "meminfo",
+            "sys",
+            "net",
+        ] {
+            assert!(is_kept(k), "{k}");
+        }
+        for m in ["", "cmdline", "kcore", "1a", "sysrq-trigger", "keys", "-1"] {
+            assert!(!is_kept(m), "{m}");
+        }
+    }
+
+    /// Every entry of this host's `/proc` that the issue names is covered, and what programs
+    /// need is not.
+    #[test]
+    fn on_this_host_the_kernel_facts_are_covered() {
+        let masks = plan(Path::new(HOST_PROC)).unwrap();
+        let covered = |p: &str| masks.iter().any(|m| m.path == p);
+        for p in [
+            "cmdline",
+            "config.gz",
+            "sys/kernel/random/boot_id",
+            "diskstats",
+            "partitions",
+            "kallsyms",
+            "modules",
+            "iomem",
+            "ioports",
+            "keys",
+            "key-users",
+            "sched_debug",
+            "timer_list",
+            "vmallocinfo",
+            "slabinfo",
+            "buddyinfo",
+            "pagetypeinfo",
+            "zoneinfo",
+            "swaps",
+            "mdstat",
+            "devices",
+            "interrupts",
+            "softirqs",
+            "driver",
+            "sysrq-trigger",
+            "acpi",
+            "scsi",
+            "tty",
+            "fs",
+            "bootconfig",
+            "kcore",
+        ] {
+            if Path::new(HOST_PROC).join(p).exists() {
+                assert!(covered(p), "{p} is not covered");
+            }
+        }
+        for p in ["cpuinfo", "meminfo", "stat", "self", "sys", "uptime"] {
+            assert!(!covered(p), "{p} is covered");
+        }
+    }
+}
