@@ -274,7 +274,12 @@ impl TempSkill {
         let files: [(&str, String, u32); 4] = [
             (
                 "BAND.md",
-                format!("---\npath: {}\n---\n", relative_reference(&root, band_file)),
+                // A JSON string (YAML reads it): the band file's name is the caller's text, and a
+                // newline or `#` in it must not become YAML of its own (issue 36).
+                format!(
+                    "---\npath: {}\n---\n",
+                    serde_json::Value::from(relative_reference(&root, band_file))
+                ),
                 0o644,
             ),
             (
@@ -437,6 +442,20 @@ mod tests {
         fs_err::write(&good, BAND).expect("write");
         let canonical = check_band_file(&good).expect("good");
         assert_eq!(canonical, good.canonicalize().expect("canonical"));
+    }
+
+    #[test]
+    fn a_band_file_name_with_yaml_in_it_stays_one_reference() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let band = dir.path().join("x\ninsist:\n  net: ['*'] # .band.md");
+        fs_err::write(&band, BAND).expect("write");
+        let band = band.canonicalize().expect("canonical");
+        let skill = TempSkill::create_in(dir.path(), &band, &strings(&["echo"])).expect("create");
+        let (skill_md, _) = crate::skill::load_skill(skill.root());
+        let (resolved, diags) = crate::skill::resolve_script(&skill_md, NAME);
+        let resolved = resolved.unwrap_or_else(|| panic!("{diags:?}"));
+        assert_eq!(resolved.policy.allow.cli, ["echo *"]);
+        assert!(resolved.policy.insist.net.is_empty());
     }
 
     #[test]

@@ -527,12 +527,7 @@ pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let tmp = root.join("tmp");
     p.mkdir(tmp.clone(), 0o700, run_owner);
     // What bubblewrap binds over the host's entries of the run's `/proc` (`procmask`).
-    p.write(
-        root.join(PROC_COVER_FILE),
-        Cow::Borrowed(b""),
-        0o444,
-        None,
-    );
+    p.write(root.join(PROC_COVER_FILE), Cow::Borrowed(b""), 0o444, None);
     p.mkdir(root.join(PROC_COVER_DIR), 0o555, None);
 
     // /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one
