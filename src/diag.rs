@@ -205,11 +205,13 @@ impl Diagnostic {
     }
 }
 
+/// As people read it: inert for a terminal ([`inert`]), since the path and the message quote a
+/// skill author's text. Machines read the fields (lint's JSON and SARIF).
 impl std::fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.headline())?;
+        f.write_str(&inert(&self.headline()))?;
         if let Some(hint) = &self.hint {
-            write!(f, "\n  hint: {hint}")?;
+            write!(f, "\n  hint: {}", inert(hint))?;
         }
         Ok(())
     }

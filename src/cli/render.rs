@@ -21,6 +21,41 @@ pub(crate) fn for_terminal(s: &str) -> Cow<'_, str> {
     band::diag::inert(s)
 }
 
+/// Standard output for a command's text: what is written goes through [`for_terminal`] (people)
+/// or [`json_text`] (`--json`), whole `write_str` pieces at a time, as `write!` hands them over.
+/// For commands that print what a skill folder holds (names, descriptions, rules, paths): a
+/// skill author must not drive the reader's terminal (issue 36).
+pub(crate) struct Shown {
+    out: std::io::StdoutLock<'static>,
+    json: bool,
+}
+
+impl Shown {
+    pub(crate) fn stdout(json: bool) -> Shown {
+        Shown {
+            out: std::io::stdout().lock(),
+            json,
+        }
+    }
+}
+
+impl Write for Shown {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let shown = if self.json {
+            json_text(&text)
+        } else {
+            for_terminal(&text)
+        };
+        self.out.write_all(shown.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 /// JSON text as printed: serde_json escapes C0 controls (ESC is `\u001b`) but not C1 controls
 /// (U+0080–U+009F, which some terminals read as CSI/OSC); escape those too. Still valid JSON, and
 /// the same value: outside strings JSON has only ASCII.

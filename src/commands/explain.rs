@@ -32,7 +32,7 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
         None => skill.scripts.iter().map(|s| s.name.clone()).collect(),
     };
     let config = UserConfig::load()?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::render::Shown::stdout(args.json);
     let mut json = Vec::new();
     for name in scripts {
         let (resolved, diags) = band::skill::resolve_script(&skill, &name);
@@ -123,7 +123,7 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
         note: None,
     })?;
     let run_target = (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::render::Shown::stdout(json);
     if json {
         let v = serde_json::json!({
             "band_file": r.file,

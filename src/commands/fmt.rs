@@ -26,7 +26,7 @@ pub(crate) fn cmd_fmt(args: FmtArgs) -> Result<u8> {
     let mut relock: Vec<PathBuf> = Vec::new();
     // Under --json: each file that changes (or would), with its diff; then the skills to re-lock.
     let mut json_files: Vec<serde_json::Value> = Vec::new();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::render::Shown::stdout(args.json);
     for f in files {
         // Read and written as the run reads a skill: never through a link out of the skill (or,
         // for a band outside any skill, out of its folder): `band fmt` must not rewrite the

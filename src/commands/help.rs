@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use serde_json::Value;
 
 use super::skills::{find_script, split_target};
-use crate::cli::render::write_stdout;
+use crate::cli::render::{for_terminal, json_text, write_stdout};
 use crate::cli::{HelpArgs, user_error};
 use band::contract::{ArgDoc, SchemaSet, describe_args};
 use band::proto::exit;
@@ -49,7 +49,7 @@ pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
     };
     if args.json {
         let text = serde_json::to_string_pretty(&page.json())?;
-        write_stdout(&format!("{text}\n"))?;
+        write_stdout(&json_text(&format!("{text}\n")))?;
     } else if schemas.takes_argv(script) {
         // An argv-style script (`band wrap`): its arguments are its own command line.
         let mut out = format!("Usage: band {} [band's flags] -- ARGS…\n", page.target);
@@ -62,9 +62,10 @@ pub(crate) fn cmd_help(args: HelpArgs) -> Result<u8> {
              gives the same.\n",
         );
         out.push_str(&format!("\nExample:\n  band {} -- ARGS…\n", page.target));
-        write_stdout(&out)?;
+        // The schema's descriptions are the skill author's text: inert at a terminal.
+        write_stdout(&for_terminal(&out))?;
     } else {
-        write_stdout(&page.render())?;
+        write_stdout(&for_terminal(&page.render()))?;
     }
     Ok(exit::OK)
 }

@@ -16,7 +16,7 @@ pub(crate) fn cmd_list(args: ListArgs) -> Result<u8> {
             seen.entry(skill.name.clone()).or_insert(skill);
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::render::Shown::stdout(args.json);
     if args.json {
         let v: Vec<_> = seen
             .values()

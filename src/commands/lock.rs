@@ -27,7 +27,7 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
             .map(|s| find_skill(s.trim_end_matches('/'), &args.dirs))
             .collect::<Result<_>>()?
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::render::Shown::stdout(args.json);
     let mut failed = false;
     let mut docs = Vec::new();
     for root in roots {

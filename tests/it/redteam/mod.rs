@@ -6,3 +6,4 @@ mod drafts;
 mod ledger;
 mod links;
 mod masking;
+mod terminal;
