@@ -33,6 +33,10 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         ));
     }
     if args.write {
+        // The skill must be lockable before anything is written (a file name band refuses to
+        // lock would leave an unlocked band behind).
+        band::lock::Tree::read(root)
+            .map_err(|e| user_error(for_terminal(&e.to_string()).into_owned(), e.hint()))?;
         for f in &plan.files {
             let path = root.join(&f.path);
             if let Some(dir) = path.parent() {
