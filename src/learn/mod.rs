@@ -11,11 +11,13 @@
 //!   share followed by `*` (`gh issue list *`), never a bare `*`: at least the command and its
 //!   subcommand words or first option stay. A name `mktemp` made up (`/tmp/tmp.XXXXXXXXXX`) becomes
 //!   `/tmp/tmp.*`, so the next run, with another name, matches.
-//! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/etc/hosts`); two
+//! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/srv/in.csv`); two
 //!   or more files in the same directory below the workspace root become `dir/**`. A file read
-//!   and written needs only the write rule.
+//!   and written needs only the write rule. Never drafted, each a note (issue 36): a name with a
+//!   glob character, a write outside the workspace, a read under [`NEVER_DRAFTED`] or a home.
 //! - **Hosts.** `host:port` for each destination reached (the name the stub resolved to it, else
-//!   the address); a name looked up but never contacted is drafted by name alone.
+//!   the address); a name looked up but never contacted is drafted by name alone. Only a
+//!   literal host or address ([`literal_net_rule`]): `*` or `*.com` asked for is a note.
 //! - **Secrets.** The names the caller reports as read.
 
 pub mod edit;
