@@ -301,22 +301,13 @@ impl Denial {
             Denial::Cli { argv, source, .. } => {
                 CallSource::cli_rule(*source, argv).map(|r| ("allow.cli", r))
             }
+            // Only the one host or address refused, never a pattern built from what the run
+            // asked for (a lookup of `*` suggests no `allow.net "*"`).
             Denial::Net { host, port, .. } => {
-                let host = host.trim_end_matches('.').to_ascii_lowercase();
-                let rule = match port {
-                    Some(p) if host.contains(':') => format!("[{host}]:{p}"),
-                    Some(p) => format!("{host}:{p}"),
-                    None => host,
-                };
-                crate::policy::net::NetPattern::parse(&rule)
-                    .ok()
-                    .map(|_| ("allow.net", rule))
+                crate::learn::literal_net_rule(host, *port).map(|r| ("allow.net", r))
             }
             Denial::Dns { name } => {
-                let rule = name.trim_end_matches('.').to_ascii_lowercase();
-                crate::policy::net::NetPattern::parse(&rule)
-                    .ok()
-                    .map(|_| ("allow.net", rule))
+                crate::learn::literal_net_rule(name, None).map(|r| ("allow.net", r))
             }
             Denial::Write { path, .. } => {
                 let rule = if path.starts_with('/') || path.contains('/') {
@@ -324,6 +315,10 @@ impl Denial {
                 } else {
                     format!("./{path}")
                 };
+                // A name with glob characters would be a pattern matching more than it.
+                if path.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+                    return None;
+                }
                 crate::policy::fs::FsPattern::parse(&rule)
                     .ok()
                     .filter(|p| p.matches(path))

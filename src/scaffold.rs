@@ -56,7 +56,7 @@ pub struct NewFile {
 /// Why nothing was scaffolded. [`ScaffoldError::hint`] says what to do instead.
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
-    #[error("{what} name `{name}` is not kebab-case")]
+    #[error("{what} name `{}` is not kebab-case", .name.escape_debug())]
     NotKebab { what: &'static str, name: String },
     #[error("{} exists and is not empty", .0.display())]
     NotEmpty(PathBuf),
@@ -132,6 +132,9 @@ pub struct NewScript {
 pub fn new_script(root: &Path, name: &str, lang: Lang) -> Result<NewScript> {
     check_name("script", name)?;
     let (skill, _) = load_skill(root);
+    // The skill's folder name goes into the script's comments and its band (`band:`): a name
+    // with a newline would write code and keys of its own.
+    check_name("skill", &skill.name)?;
     if skill.script(name).is_some() {
         return Err(ScaffoldError::ScriptExists {
             skill: skill.name,
@@ -437,5 +440,21 @@ mod tests {
         let two = new_script(&root, "two", Lang::Python).unwrap();
         assert!(two.own_band);
         assert!(!new_script(&root, "three", Lang::Sh).unwrap().own_band);
+    }
+
+    #[test]
+    fn new_script_refuses_a_skill_folder_whose_name_is_not_a_band_name() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("x\nallow:\n  net: [\"*\"]");
+        fs_err::create_dir_all(root.join("scripts")).unwrap();
+        let e = new_script(&root, "stats", Lang::Python).unwrap_err();
+        assert!(
+            matches!(e, ScaffoldError::NotKebab { what: "skill", .. }),
+            "{e:?}"
+        );
+        // Shown escaped: the newline is `\n`, not a line of its own.
+        assert!(!e.to_string().contains('\n'), "{e}");
+        assert!(!root.join("scripts/stats.py").exists());
+        assert!(!root.join("scripts/stats.band.md").exists());
     }
 }

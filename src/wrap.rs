@@ -44,6 +44,9 @@ pub struct WrapPlan {
     /// Files in subfolders of `scripts/` that are not wrapped as scripts (a helper module, data),
     /// said so the user knows.
     pub skipped: Vec<String>,
+    /// Programs not wrapped because their name or path cannot be written into a band literally
+    /// ([`is_plain_name`]): each as its path, escaped ([`shown`]).
+    pub refused: Vec<String>,
 }
 
 /// Workspace access the user grants at wrap time (`--allow-read`, `--allow-write`).
@@ -57,14 +60,49 @@ pub struct Access {
 pub enum WrapError {
     #[error("{}: no script in scripts/{}", .0.display(), nested(.1))]
     NoScripts(PathBuf, Vec<String>),
+    /// The folder's name is the band's name and the skill's: it must be kebab-case.
+    #[error("the skill's folder name {0} is not kebab-case; band wrap names the band after it")]
+    Name(String),
+    /// The BAND.md drafted does not read back as exactly the band intended, or lint flags it
+    /// (fail closed: nothing is written).
+    #[error("the drafted BAND.md is not the band intended: {0}")]
+    Draft(String),
+}
+
+impl WrapError {
+    pub fn hint(&self) -> String {
+        match self {
+            WrapError::NoScripts(..) => "band wrap wraps the programs in scripts/ and its subfolders (python, shell, node: a `#!` line, or a main guard below scripts/)".into(),
+            WrapError::Name(_) => "rename the folder: lowercase letters, digits and single hyphens (Agent Skills name their folder so)".into(),
+            WrapError::Draft(_) => "nothing was written; write the band by hand (`band init` makes one)".into(),
+        }
+    }
+}
+
+/// `s` quoted for an error message or a line of output: control characters, quotes and
+/// backslashes escaped (a name with a newline or an escape sequence shows as its text).
+pub fn shown(s: &str) -> String {
+    format!("`{}`", s.escape_debug())
+}
+
+/// A script name or path component band writes into a band, a pattern and a file name as it is:
+/// ASCII letters, digits, `.`, `_`, `+`, `-`, not starting with `-` or `.` (no whitespace, no
+/// control character, no quote, no glob character).
+pub fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(['-', '.'])
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
 }
 
 fn nested(files: &[String]) -> String {
     if files.is_empty() {
         String::new()
     } else {
+        let files: Vec<String> = files.iter().map(|f| f.escape_debug().to_string()).collect();
         format!(
-            " (below it: {}, none of them a program: no `#!` line or main guard)",
+            " (below it: {}, none of them a program band can wrap: no `#!` line or main guard, or a name band cannot write literally)",
             files.join(", ")
         )
     }
@@ -207,16 +245,29 @@ fn first_word(arg: &str) -> Option<String> {
     let end = lit.find(q)?;
     let word = lit[..end].split_whitespace().next().unwrap_or("");
     let name = word.rsplit('/').next().unwrap_or(word);
-    (!name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c)))
-    .then(|| name.to_string())
+    is_plain_name(name).then(|| name.to_string())
 }
 
-/// A YAML double-quoted scalar.
-fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+/// `s` as a YAML double-quoted scalar that reads back as exactly `s`: `"` and `\` escaped, and
+/// every character YAML does not print as itself (C0 and C1 controls, DEL, the line and
+/// paragraph separators, the byte-order mark, non-characters) as a `\u`/`\U` escape. No raw line
+/// break, so nothing after it can become a key.
+pub fn yaml_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        let printable = matches!(c, ' '..='~' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+            && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if printable => out.push(c),
+            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The input schema of a wrapped script: its argv.
@@ -249,19 +300,15 @@ pub fn output_schema(script: &WrappedScript) -> serde_json::Value {
     })
 }
 
-/// The BAND.md for the wrapped scripts (see the module's documentation).
-pub fn band_md(
-    skill: &str,
-    description: &str,
-    scripts: &[WrappedScript],
-    access: &Access,
-) -> String {
+/// The `allow.cli` rules of the wrapped scripts: each script as band starts it, then each program
+/// its code calls; and why each called program is there.
+fn cli_rules(scripts: &[WrappedScript]) -> (Vec<String>, Vec<String>) {
     let mut cli = Vec::new();
     let mut why = Vec::new();
     for s in scripts {
         match &s.interpreter {
             Some(i) => cli.push(format!("{i} /skill/{} *", s.entry)),
-            None => cli.push(format!("/skill/{} *", s.entry)),
+            None => cli.push(format!("./{} *", s.entry)),
         }
         for c in &s.calls {
             let rule = format!("{c} *");
@@ -271,20 +318,57 @@ pub fn band_md(
             }
         }
     }
+    (cli, why)
+}
+
+/// The frontmatter [`band_md`] means to write, as data: what the written file must read back as,
+/// exactly ([`check_band_md`]).
+pub fn intended_frontmatter(
+    skill: &str,
+    description: &str,
+    scripts: &[WrappedScript],
+    access: &Access,
+) -> serde_json::Value {
+    let (cli, _) = cli_rules(scripts);
+    let mut allow = serde_json::Map::new();
+    allow.insert("cli".into(), json!(cli));
+    if !access.read.is_empty() {
+        allow.insert("read".into(), json!(access.read));
+    }
+    if !access.write.is_empty() {
+        allow.insert("write".into(), json!(access.write));
+    }
+    json!({
+        "band": skill,
+        "description": description,
+        "version": 1,
+        "allow": allow,
+    })
+}
+
+/// The BAND.md for the wrapped scripts (see the module's documentation). Every value from the
+/// skill (its name, description, paths) is a YAML double-quoted scalar ([`yaml_quoted`]).
+pub fn band_md(
+    skill: &str,
+    description: &str,
+    scripts: &[WrappedScript],
+    access: &Access,
+) -> String {
+    let (cli, why) = cli_rules(scripts);
     let mut t = String::new();
     t.push_str("---\n");
-    t.push_str(&format!("band: {skill}\n"));
-    t.push_str(&format!("description: {}\n", quoted(description)));
+    t.push_str(&format!("band: {}\n", yaml_quoted(skill)));
+    t.push_str(&format!("description: {}\n", yaml_quoted(description)));
     t.push_str("version: 1\n");
     t.push_str("allow:\n  cli:\n");
     for r in &cli {
-        t.push_str(&format!("    - {}\n", quoted(r)));
+        t.push_str(&format!("    - {}\n", yaml_quoted(r)));
     }
     for (key, list) in [("read", &access.read), ("write", &access.write)] {
         if !list.is_empty() {
             t.push_str(&format!("  {key}:\n"));
             for p in list {
-                t.push_str(&format!("    - {}\n", quoted(p)));
+                t.push_str(&format!("    - {}\n", yaml_quoted(p)));
             }
         }
     }
@@ -310,9 +394,44 @@ pub fn band_md(
     t
 }
 
+/// The frontmatter of a band file's text as data (`None` without one, or when it is no YAML).
+pub fn frontmatter_value(text: &str) -> Option<serde_json::Value> {
+    let (yaml, _, _) = crate::manifest::split_frontmatter(text).ok()?;
+    yaml_serde::from_str(yaml).ok()
+}
+
+/// The structural check of a drafted band: `text` reads back as exactly `intended` (no other
+/// key, no other rule, no value changed), and band's own parser and lint's path checks find
+/// nothing in it (no error, no warning). `Err` says what differs.
+pub fn check_band_md(text: &str, intended: &serde_json::Value) -> Result<(), String> {
+    let Some(got) = frontmatter_value(text) else {
+        return Err("its frontmatter does not parse".into());
+    };
+    if &got != intended {
+        return Err(format!("it reads back as {got}, not {intended}"));
+    }
+    let parsed = crate::manifest::parse_band(Path::new("BAND.md"), text);
+    let mut diags = parsed.diagnostics;
+    diags.extend(
+        parsed
+            .band
+            .iter()
+            .flat_map(crate::lint::paths::check_absolute_paths),
+    );
+    match diags.first() {
+        Some(d) => Err(format!("band lint flags it: {d}")),
+        None => Ok(()),
+    }
+}
+
 /// What `band wrap` writes for the Agent Skill at `root`: schemas for each script and a BAND.md.
 pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
     let (skill, _) = crate::skill::load_skill(root);
+    // The folder's name goes into the band (`band:`), the schemas and every command line shown:
+    // it must be a band name, whatever bytes a folder name may hold.
+    if !crate::manifest::is_kebab(&skill.name) {
+        return Err(WrapError::Name(shown(&skill.name)));
+    }
     let read = |entry: &Path| {
         let text = crate::skillfs::read(root, entry, crate::skillfs::MAX_TEXT_BYTES)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -324,11 +443,23 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
         (file_name, text)
     };
     let mut scripts = Vec::new();
+    let mut refused = Vec::new();
+    // A program whose name, path or interpreter band cannot write literally (a space, a quote, a
+    // glob character, a control character) is not wrapped: the rule would not say what it means.
     let mut add = |name: &str, entry: &Path, text: &str, file_name: &str| {
+        let interpreter = interpreter(file_name, text);
+        let plain_entry = entry.iter().all(|c| c.to_str().is_some_and(is_plain_name));
+        if !is_plain_name(name)
+            || !plain_entry
+            || interpreter.as_deref().is_some_and(|i| !is_plain_name(i))
+        {
+            refused.push(entry.to_string_lossy().into_owned());
+            return;
+        }
         scripts.push(WrappedScript {
             name: name.to_string(),
             entry: entry.to_string_lossy().into_owned(),
-            interpreter: interpreter(file_name, text),
+            interpreter,
             description: description(text),
             calls: calls(text),
         });
@@ -355,6 +486,7 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
     scripts.sort_by(|a, b| a.name.cmp(&b.name));
     scripts.dedup_by(|a, b| a.name == b.name);
     if scripts.is_empty() {
+        skipped.extend(refused);
         return Err(WrapError::NoScripts(root.to_path_buf(), skipped));
     }
     let description = skill
@@ -378,15 +510,19 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
             });
         }
     }
+    let text = band_md(&skill.name, &description, &scripts, access);
+    let intended = intended_frontmatter(&skill.name, &description, &scripts, access);
+    check_band_md(&text, &intended).map_err(WrapError::Draft)?;
     files.push(WrapFile {
         path: "BAND.md".into(),
-        text: band_md(&skill.name, &description, &scripts, access),
+        text,
     });
     Ok(WrapPlan {
         skill: skill.name,
         scripts,
         files,
         skipped,
+        refused,
     })
 }
 
@@ -462,5 +598,144 @@ mod tests {
             calls: vec![],
         };
         assert!(crate::contract::is_argv_schema(&input_schema("k", &s)));
+    }
+
+    fn script(name: &str, entry: &str) -> WrappedScript {
+        WrappedScript {
+            name: name.into(),
+            entry: entry.into(),
+            interpreter: Some("python3".into()),
+            description: None,
+            calls: vec![],
+        }
+    }
+
+    #[test]
+    fn yaml_quoted_reads_back_as_itself_whatever_it_holds() {
+        for s in [
+            "plain",
+            "x\ninsist:\n  net: [\"*\"]\nenv:\n  secrets: [GH_TOKEN]",
+            "a \"quote\" and \\ back\\slash",
+            "nel\u{85}ls\u{2028}ps\u{2029}bom\u{feff}esc\u{1b}[2Jdel\u{7f}",
+            "\u{202e}bidi and 😀 and é",
+            "- [x]: {y} # z & *a !tag |",
+            "",
+        ] {
+            let yaml = format!("k: {}\n", yaml_quoted(s));
+            assert!(!yaml.trim_end().contains('\n'), "{yaml}");
+            let v: serde_json::Value = yaml_serde::from_str(&yaml).unwrap();
+            assert_eq!(v, json!({ "k": s }), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn a_hostile_description_stays_a_description() {
+        let desc = "ok\ninsist:\n  net: [\"*\"]\nenv:\n  secrets: [GH_TOKEN]\n---\nbody";
+        let scripts = [script("x", "scripts/x.py")];
+        let access = Access::default();
+        let text = band_md("demo", desc, &scripts, &access);
+        let intended = intended_frontmatter("demo", desc, &scripts, &access);
+        assert_eq!(check_band_md(&text, &intended), Ok(()));
+        let v = frontmatter_value(&text).unwrap();
+        assert_eq!(v["description"], desc);
+        assert_eq!(
+            v["allow"],
+            json!({ "cli": ["python3 /skill/scripts/x.py *"] })
+        );
+        assert!(v.get("insist").is_none() && v.get("env").is_none(), "{v}");
+    }
+
+    #[test]
+    fn the_structural_check_refuses_any_key_or_rule_not_intended() {
+        let scripts = [script("x", "scripts/x.py")];
+        let access = Access::default();
+        let intended = intended_frontmatter("demo", "d", &scripts, &access);
+        let good = band_md("demo", "d", &scripts, &access);
+        assert_eq!(check_band_md(&good, &intended), Ok(()));
+        // The band a name spliced into the text unquoted gave (issue 36).
+        let injected = good.replacen(
+            "band: \"demo\"\n",
+            "band: demo\ninsist:\n  net: [\"*\"]\nenv:\n  secrets: [GH_TOKEN]\n",
+            1,
+        );
+        let e = check_band_md(&injected, &intended).unwrap_err();
+        assert!(e.contains("reads back as"), "{e}");
+        // One more rule, or a rule changed, is refused the same.
+        let more = good.replacen("  cli:\n", "  cli:\n    - \"curl *\"\n", 1);
+        assert!(check_band_md(&more, &intended).is_err());
+        // What reads back as intended but lint flags (a cli rule no command can match) is
+        // refused too.
+        let bad = [WrappedScript {
+            interpreter: None,
+            ..script("x", "scripts/../x")
+        }];
+        let text = band_md("demo", "d", &bad, &access);
+        let e =
+            check_band_md(&text, &intended_frontmatter("demo", "d", &bad, &access)).unwrap_err();
+        assert!(e.contains("band lint flags it"), "{e}");
+    }
+
+    #[test]
+    fn plain_names_have_nothing_a_rule_or_yaml_would_read() {
+        for ok in [
+            "recalc",
+            "fill_fields",
+            "office-soffice",
+            "x.py",
+            "python3",
+            "c++",
+        ] {
+            assert!(is_plain_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "*",
+            "a?b",
+            "[x]",
+            "{a,b}",
+            "x\ny",
+            "-x",
+            ".hidden",
+            "a\"b",
+            "a'b",
+            "a/b",
+            "\u{1b}[2J",
+            "é",
+        ] {
+            assert!(!is_plain_name(bad), "{bad:?}");
+        }
+        assert!(calls("subprocess.run([\"-rf\", x])\nshutil.which(\".x\")\n").is_empty());
+    }
+
+    #[test]
+    fn a_folder_not_named_as_a_band_is_refused_and_odd_script_names_are_not_wrapped() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("x\ninsist:\n  net: [\"*\"]");
+        fs_err::create_dir_all(root.join("scripts")).unwrap();
+        fs_err::write(root.join("scripts/a.py"), "#!/usr/bin/env python3\n").unwrap();
+        match plan(&root, &Access::default()) {
+            Err(WrapError::Name(n)) => assert!(n.contains("\\n"), "{n}"),
+            other => panic!("{other:?}"),
+        }
+        let root = t.path().join("demo");
+        fs_err::create_dir_all(root.join("scripts/sub")).unwrap();
+        fs_err::write(root.join("scripts/a.py"), "#!/usr/bin/env python3\n").unwrap();
+        fs_err::write(root.join("scripts/*.py"), "#!/usr/bin/env python3\n").unwrap();
+        fs_err::write(root.join("scripts/sub/b c.py"), "#!/usr/bin/env python3\n").unwrap();
+        fs_err::write(root.join("scripts/sub/d.py"), "#!/usr/bin/env py*\n").unwrap();
+        let p = plan(&root, &Access::default()).unwrap();
+        let names: Vec<&str> = p.scripts.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a"]);
+        assert_eq!(
+            p.refused,
+            ["scripts/*.py", "scripts/sub/b c.py", "scripts/sub/d.py"]
+        );
+        let band = &p.files.last().unwrap().text;
+        let v = frontmatter_value(band).unwrap();
+        assert_eq!(
+            v["allow"],
+            json!({ "cli": ["python3 /skill/scripts/a.py *"] })
+        );
     }
 }

@@ -353,7 +353,8 @@ fn finish(
     }
     fs_err::write(&saved, serde_json::to_string_pretty(&obs)?)?;
 
-    let draft = learn::draft(&obs);
+    let mut draft = learn::draft(&obs);
+    learn::vet(&mut draft);
     let lines = learn::diff(&current.allow, &current.secrets, &draft);
     let mut notes = draft.notes.clone();
     if result.observed.as_ref().is_some_and(|o| !o.complete) {
@@ -396,7 +397,10 @@ fn finish(
             "written": result.written.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
             "observed": result.observed,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        crate::cli::render::write_stdout(&format!(
+            "{}\n",
+            crate::cli::render::json_text(&serde_json::to_string_pretty(&doc)?)
+        ))?;
     } else {
         say(&format!(
             "band learn: observed run {} ({} command call{}, {} file{} read, {} written, {} name{} looked up)\n",
@@ -409,9 +413,9 @@ fn finish(
             obs.lookups.len(),
             if obs.lookups.len() == 1 { "" } else { "s" },
         ));
-        print!("{}", learn::render_diff(&lines));
+        crate::cli::render::write_stdout(&learn::render_diff(&lines))?;
         for n in &notes {
-            say(&format!("band learn: note: {n}\n"));
+            say(&format!("band learn: note: {}\n", learn::one_line(n)));
         }
     }
     if args.write {
@@ -440,12 +444,15 @@ fn finish(
     Ok(exit::OK)
 }
 
-/// Write the draft's lists into `file`, keeping everything else (comments included).
+/// Write the draft's lists into `file`, keeping everything else (comments included). Fail closed:
+/// the new text must read back as the old frontmatter with exactly the drafted lists in place
+/// ([`expected_frontmatter`]), and parse without an error.
 fn write_draft(file: &Path, draft: &learn::Draft) -> Result<()> {
     // Never through a link out of the skill (issue 36): the draft goes into the skill's band.
     let (scope, abs) = band::manifest::band_scope(file);
-    let mut text =
+    let original =
         band::skillfs::read_to_string(&scope, &abs, band::manifest::MAX_BAND_FILE_BYTES)?;
+    let mut text = original.clone();
     let allow = draft.allow();
     for cat in band::policy::Category::ALL {
         text = learn::edit::set_list(&text, "allow", cat.as_str(), allow.get(cat))
@@ -463,6 +470,17 @@ fn write_draft(file: &Path, draft: &learn::Draft) -> Result<()> {
             .collect();
         (errors.is_empty(), errors)
     };
+    let expected = band::wrap::frontmatter_value(&original).map(|v| expected_frontmatter(v, draft));
+    let got = band::wrap::frontmatter_value(&text).map(normalized);
+    if expected.is_none() || expected != got {
+        bail!(user_error(
+            format!(
+                "the drafted band does not read back as the current band with the drafted rules; {} was not changed",
+                file.display()
+            ),
+            "apply the diff by hand"
+        ));
+    }
     if !parsed_ok {
         bail!(user_error(
             format!(
@@ -475,6 +493,47 @@ fn write_draft(file: &Path, draft: &learn::Draft) -> Result<()> {
     }
     band::skillfs::replace(&scope, &abs, text.as_bytes())?;
     Ok(())
+}
+
+/// What `--write` must turn the frontmatter `current` into: the same, with `allow.<category>` and
+/// `env.secrets` the draft's lists (a list left empty, and a section left empty, removed).
+fn expected_frontmatter(mut current: serde_json::Value, draft: &learn::Draft) -> serde_json::Value {
+    let allow = draft.allow();
+    let lists = band::policy::Category::ALL
+        .iter()
+        .map(|c| ("allow", c.as_str(), allow.get(*c).to_vec()))
+        .chain([("env", "secrets", draft.secret_names())]);
+    for (top, key, values) in lists {
+        if let Some(doc) = current.as_object_mut() {
+            let section = doc.entry(top).or_insert_with(|| serde_json::json!({}));
+            if !section.is_object() {
+                *section = serde_json::json!({});
+            }
+            if let Some(map) = section.as_object_mut() {
+                if values.is_empty() {
+                    map.remove(key);
+                } else {
+                    map.insert(key.into(), serde_json::json!(values));
+                }
+            }
+        }
+    }
+    normalized(current)
+}
+
+/// A frontmatter with its empty `allow:` and `env:` sections (null or `{}`) removed.
+fn normalized(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(doc) = v.as_object_mut() {
+        for top in ["allow", "env"] {
+            if doc
+                .get(top)
+                .is_some_and(|s| s.is_null() || s.as_object().is_some_and(|m| m.is_empty()))
+            {
+                doc.remove(top);
+            }
+        }
+    }
+    v
 }
 
 /// The observing band's text: JSON frontmatter (YAML reads it) with the learning policy.

@@ -2,10 +2,11 @@
 
 use anyhow::{Result, bail};
 
+use crate::cli::render::{for_terminal, json_text, write_stdout};
 use crate::cli::user_error;
 use crate::cli::wrap::WrapArgs;
 use band::proto::exit;
-use band::wrap::{Access, plan};
+use band::wrap::{Access, plan, shown};
 
 pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
     let root = &args.dir;
@@ -13,12 +14,7 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         read: args.allow_read.clone(),
         write: args.allow_write.clone(),
     };
-    let plan = plan(root, &access).map_err(|e| {
-        user_error(
-            e.to_string(),
-            "band wrap wraps the programs in scripts/ and its subfolders (python, shell, node: a `#!` line, or a main guard below scripts/)",
-        )
-    })?;
+    let plan = plan(root, &access).map_err(|e| user_error(e.to_string(), e.hint()))?;
     let existing: Vec<&str> = plan
         .files
         .iter()
@@ -37,6 +33,10 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         ));
     }
     if args.write {
+        // The skill must be lockable before anything is written (a file name band refuses to
+        // lock would leave an unlocked band behind).
+        band::lock::Tree::read(root)
+            .map_err(|e| user_error(for_terminal(&e.to_string()).into_owned(), e.hint()))?;
         for f in &plan.files {
             let path = root.join(&f.path);
             if let Some(dir) = path.parent() {
@@ -50,46 +50,67 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
     if args.json {
         let mut doc = serde_json::to_value(&plan)?;
         doc["written"] = serde_json::json!(args.write);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        write_stdout(&format!(
+            "{}\n",
+            json_text(&serde_json::to_string_pretty(&doc)?)
+        ))?;
         return Ok(exit::OK);
     }
+    // What the skill's files control (its description, paths, names) is made inert for a
+    // terminal; names and paths on one line are escaped ([`shown`]).
+    let mut o = String::new();
     let verb = if args.write { "Wrote" } else { "Would write" };
-    println!("{verb} for `{}` ({}):", plan.skill, root.display());
+    o.push_str(&format!(
+        "{verb} for `{}` ({}):\n",
+        plan.skill,
+        root.display()
+    ));
     for f in &plan.files {
         let mark = if existing.contains(&f.path.as_str()) {
             " (replacing)"
         } else {
             ""
         };
-        println!("\n--- {}{mark}", f.path);
-        print!("{}", f.text);
+        o.push_str(&format!("\n--- {}{mark}\n{}", f.path, f.text));
     }
     if args.write {
-        println!("\n--- band.lock (locked)");
+        o.push_str("\n--- band.lock (locked)\n");
     }
-    println!("\nScripts:");
+    o.push_str("\nScripts:\n");
     for s in &plan.scripts {
         let by = s.interpreter.as_deref().unwrap_or("itself");
-        println!(
-            "  {}/{} -- ARGS…   ({}, run by {by})",
+        o.push_str(&format!(
+            "  {}/{} -- ARGS…   ({}, run by {by})\n",
             plan.skill, s.name, s.entry
-        );
+        ));
         for c in &s.calls {
-            println!("    calls `{c}` (read from its code: allowed as `{c} *`)");
+            o.push_str(&format!(
+                "    calls `{c}` (read from its code: allowed as `{c} *`)\n"
+            ));
         }
     }
     for f in &plan.skipped {
-        println!("  not a script: {f} (a module or data: no `#!` line or main guard)");
+        o.push_str(&format!(
+            "  not a script: {} (a module or data: no `#!` line or main guard)\n",
+            f.escape_debug()
+        ));
+    }
+    for f in &plan.refused {
+        o.push_str(&format!(
+            "  not wrapped: {} (its name, path or interpreter has a character band cannot write into a rule literally: rename it)\n",
+            shown(f)
+        ));
     }
     if access.read.is_empty() && access.write.is_empty() {
-        println!(
+        o.push_str(&format!(
             "\nNo workspace file is readable or writable. Name the files the arguments take with \
-             --allow-read/--allow-write, or draft them from a run: band learn {}/<script> -- ARGS…",
+             --allow-read/--allow-write, or draft them from a run: band learn {}/<script> -- ARGS…\n",
             plan.skill
-        );
+        ));
     }
     if !args.write {
-        println!("\nNothing written: pass --write to write these files and lock the skill.");
+        o.push_str("\nNothing written: pass --write to write these files and lock the skill.\n");
     }
+    write_stdout(&for_terminal(&o))?;
     Ok(exit::OK)
 }

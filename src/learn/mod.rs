@@ -11,11 +11,13 @@
 //!   share followed by `*` (`gh issue list *`), never a bare `*`: at least the command and its
 //!   subcommand words or first option stay. A name `mktemp` made up (`/tmp/tmp.XXXXXXXXXX`) becomes
 //!   `/tmp/tmp.*`, so the next run, with another name, matches.
-//! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/etc/hosts`); two
+//! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/srv/in.csv`); two
 //!   or more files in the same directory below the workspace root become `dir/**`. A file read
-//!   and written needs only the write rule.
+//!   and written needs only the write rule. Never drafted, each a note (issue 36): a name with a
+//!   glob character, a write outside the workspace, a read under [`NEVER_DRAFTED`] or a home.
 //! - **Hosts.** `host:port` for each destination reached (the name the stub resolved to it, else
-//!   the address); a name looked up but never contacted is drafted by name alone.
+//!   the address); a name looked up but never contacted is drafted by name alone. Only a
+//!   literal host or address ([`literal_net_rule`]): `*` or `*.com` asked for is a note.
 //! - **Secrets.** The names the caller reports as read.
 
 pub mod edit;
@@ -27,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::cli::CliPattern;
 use crate::policy::fs::FsPattern;
-use crate::policy::net::NetPattern;
+use crate::policy::net::{HostPattern, NetPattern};
 use crate::policy::{Category, RuleSet};
 
 /// Most subcommand words kept in a command pattern (`gh pr review list`).
@@ -134,11 +136,17 @@ impl Draft {
     }
 }
 
-/// Draft the narrowest band for `obs` (see the module documentation).
+/// Draft the narrowest band for `obs` (see the module documentation), with this host's home
+/// folders ([`host_homes`]) never drafted.
 pub fn draft(obs: &Observations) -> Draft {
+    draft_with(obs, &host_homes())
+}
+
+/// [`draft`], with `homes` the home folders of the host's users (no path below one is drafted).
+pub fn draft_with(obs: &Observations, homes: &[String]) -> Draft {
     let mut d = Draft::default();
     draft_cli(&obs.execs, &mut d);
-    draft_paths(obs, &mut d);
+    draft_paths(obs, homes, &mut d);
     for n in &obs.notes {
         if !d.notes.contains(n) {
             d.notes.push(n.clone());
@@ -374,12 +382,65 @@ fn has_glob_meta(s: &str) -> bool {
     s.contains(['*', '?', '[', ']', '{', '}', '\\'])
 }
 
+/// Host trees no draft names, read or written: system configuration (`/etc`), users' homes
+/// (`/home`, `/root`, and every home folder of the host's users, [`host_homes`]), service state
+/// and spools (`/var`), and what the sandbox manages (`/run`, `/boot`). A script that needs one
+/// gets a note; the author writes the rule by hand, knowing what it opens.
+pub const NEVER_DRAFTED: &[&str] = &["/etc", "/home", "/root", "/var", "/run", "/boot"];
+
+/// The home folders of this host's users (from `/etc/passwd`), except `/` and the folders of
+/// [`NEVER_DRAFTED`] that hold them anyway. Empty when the file cannot be read.
+pub fn host_homes() -> Vec<String> {
+    let text = fs_err::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut out: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.split(':').nth(5))
+        .filter_map(clean_path)
+        .filter(|h| h.starts_with('/'))
+        .filter(|h| {
+            !NEVER_DRAFTED
+                .iter()
+                .any(|r| std::path::Path::new(h).starts_with(r))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Why an absolute `path` the run read (`write: false`) or wrote is not drafted: a write outside
+/// the workspace, or a read in a tree of [`NEVER_DRAFTED`] or below a home folder in `homes`.
+/// `None`: it may be drafted (a read of `/srv/data/x.csv`, `/opt/tool/share/x`).
+pub fn outside_problem(path: &str, write: bool, homes: &[String]) -> Option<String> {
+    let p = std::path::Path::new(path);
+    if write {
+        return Some(
+            "band learn drafts writes only in the workspace; a write outside it is yours to allow by hand"
+                .into(),
+        );
+    }
+    if let Some(r) = NEVER_DRAFTED.iter().find(|r| p.starts_with(r)) {
+        return Some(format!(
+            "band learn never drafts a rule under {r} (system configuration, homes, service state)"
+        ));
+    }
+    if let Some(h) = homes.iter().find(|h| p.starts_with(h.as_str())) {
+        return Some(format!(
+            "{h} is a user's home folder; band learn never drafts a rule there"
+        ));
+    }
+    None
+}
+
 /// Exact path patterns for `paths` (cleaned, distinct), with two or more files of one directory
-/// below the workspace root (or two deep in an absolute tree) collapsed into `dir/**`.
+/// below the workspace root collapsed into `dir/**`. A path outside the workspace is drafted
+/// exactly or not at all ([`outside_problem`]); a path with a glob character in its name is never
+/// drafted (a pattern would match more than it): both are notes.
 fn path_rules(
     paths: &BTreeSet<String>,
     verb: &str,
     hidden: &BTreeSet<String>,
+    homes: &[String],
 ) -> (Vec<Rule>, Vec<String>) {
     let why = |f: &str| {
         if hidden.contains(f) {
@@ -388,45 +449,43 @@ fn path_rules(
             ""
         }
     };
+    let write = verb == "wrote";
     let mut notes = Vec::new();
     let mut by_dir: BTreeMap<String, Vec<&String>> = BTreeMap::new();
     for p in paths {
+        if has_glob_meta(p) {
+            notes.push(format!(
+                "{verb} {}: its name has glob characters, which a rule would read as a pattern matching more than it; write a rule by hand",
+                one_line(p)
+            ));
+            continue;
+        }
+        if p.starts_with('/')
+            && let Some(why_not) = outside_problem(p, write, homes)
+        {
+            notes.push(format!("{verb} {} (not drafted: {why_not})", one_line(p)));
+            continue;
+        }
         let dir = p.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
         by_dir.entry(dir.to_string()).or_default().push(p);
     }
     let mut rules: Vec<Rule> = Vec::new();
     for (dir, files) in by_dir {
-        let depth = dir.split('/').filter(|c| !c.is_empty()).count();
-        let collapsible = !dir.is_empty() && (!dir.starts_with('/') || depth >= 2);
-        let meta = files.iter().any(|f| has_glob_meta(f));
-        if (files.len() >= 2 || meta) && collapsible && !has_glob_meta(&dir) {
+        let collapsible = !dir.is_empty() && !dir.starts_with('/');
+        if files.len() >= 2 && collapsible {
             let shown: Vec<&str> = files.iter().take(3).map(|s| s.as_str()).collect();
             let more = if files.len() > 3 {
                 format!(" and {} more", files.len() - 3)
             } else {
                 String::new()
             };
-            let hid = if files.iter().any(|f| hidden.contains(*f)) {
-                why(files
-                    .iter()
-                    .find(|f| hidden.contains(**f))
-                    .map_or("", |f| f.as_str()))
-            } else {
-                ""
-            };
             rules.push(Rule {
                 rule: format!("{dir}/**"),
-                evidence: format!("{verb} {}{more}{hid}", shown.join(", ")),
+                evidence: format!("{verb} {}{more}", shown.join(", ")),
             });
             continue;
         }
         for f in files {
-            if has_glob_meta(f) {
-                notes.push(format!(
-                    "{verb} `{f}`: its name has glob characters; write a rule by hand"
-                ));
-                continue;
-            }
             let rule = if f.starts_with('/') || f.contains('/') {
                 f.clone()
             } else {
@@ -443,10 +502,10 @@ fn path_rules(
     (rules, notes)
 }
 
-fn draft_paths(obs: &Observations, d: &mut Draft) {
+fn draft_paths(obs: &Observations, homes: &[String], d: &mut Draft) {
     let writes: BTreeSet<String> = obs.writes.iter().filter_map(|p| clean_path(p)).collect();
     let hidden: BTreeSet<String> = obs.hidden.iter().filter_map(|p| clean_path(p)).collect();
-    let (write, notes) = path_rules(&writes, "wrote", &hidden);
+    let (write, notes) = path_rules(&writes, "wrote", &hidden, homes);
     d.notes.extend(notes);
     let covered = |p: &str| {
         write
@@ -459,33 +518,67 @@ fn draft_paths(obs: &Observations, d: &mut Draft) {
         .filter_map(|p| clean_path(p))
         .filter(|p| !covered(p))
         .collect();
-    let (read, notes) = path_rules(&reads, "read", &hidden);
+    let (read, notes) = path_rules(&reads, "read", &hidden, homes);
     d.notes.extend(notes);
     d.read = read;
     d.write = write;
 }
 
-/// `host:port` as a net pattern (IPv6 addresses bracketed).
-fn net_rule(host: &str, port: Option<u16>) -> String {
+/// `s` on one line, inert: control characters (a newline included), the bidirectional overrides
+/// and isolates escaped as Rust writes them (`\n`, `\u{1b}`). For what a run controls (argv,
+/// paths, names) in evidence, notes and the diff.
+pub fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The `allow.net` rule that names exactly `host` (a name, lower-cased, without its trailing
+/// dot, or an address; IPv6 bracketed with a port), at `port` or any: `None` when `host` is not a
+/// literal host name or address. A name the run looked up or reached is never drafted (nor
+/// suggested by a denial) as a pattern: `*` and `*.example.com` are refused, as is anything
+/// [`NetPattern`] reads as a network (`10.0.0.0/8`).
+pub fn literal_net_rule(host: &str, port: Option<u16>) -> Option<String> {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
-    match port {
+    // The host alone must name one host: a name or an address, no port, no pattern, no network.
+    let alone = NetPattern::parse(&host).ok()?;
+    if alone.port().is_some() || !matches!(alone.host(), HostPattern::Exact(_) | HostPattern::Ip(_))
+    {
+        return None;
+    }
+    let rule = match port {
         Some(p) if host.contains(':') => format!("[{host}]:{p}"),
         Some(p) => format!("{host}:{p}"),
         None => host,
-    }
+    };
+    NetPattern::parse(&rule).ok().map(|_| rule)
 }
 
 fn draft_net(obs: &Observations, d: &mut Draft) {
     let connects: BTreeSet<&Connect> = obs.connects.iter().collect();
     let mut named: BTreeSet<String> = BTreeSet::new();
     for c in connects {
-        let rule = net_rule(&c.host, Some(c.port));
         named.insert(c.host.trim_end_matches('.').to_ascii_lowercase());
-        if NetPattern::parse(&rule).is_ok() && !d.net.iter().any(|r| r.rule == rule) {
-            d.net.push(Rule {
-                rule,
-                evidence: format!("connected to {}:{}", c.host, c.port),
-            });
+        match literal_net_rule(&c.host, Some(c.port)) {
+            Some(rule) => {
+                if !d.net.iter().any(|r| r.rule == rule) {
+                    d.net.push(Rule {
+                        rule,
+                        evidence: format!("connected to {}:{}", c.host, c.port),
+                    });
+                }
+            }
+            None => d.notes.push(format!(
+                "connected to {}:{}, which is not a literal host name or address: not drafted",
+                one_line(&c.host),
+                c.port
+            )),
         }
     }
     let lookups: BTreeSet<String> = obs
@@ -497,17 +590,67 @@ fn draft_net(obs: &Observations, d: &mut Draft) {
         if named.contains(&name) {
             continue;
         }
-        let rule = net_rule(&name, None);
-        if NetPattern::parse(&rule).is_ok() {
-            d.net.push(Rule {
+        match literal_net_rule(&name, None) {
+            Some(rule) => d.net.push(Rule {
                 rule,
                 evidence: format!("looked up {name}, never contacted (so no port to narrow it to)"),
-            });
-        } else {
-            d.notes
-                .push(format!("looked up `{name}`, which is not a host name"));
+            }),
+            None => d.notes.push(format!(
+                "looked up {}, which is not a literal host name: not drafted (a rule names one host, never a pattern)",
+                one_line(&format!("`{name}`"))
+            )),
         }
     }
+}
+
+/// What band lint says of one rule written as `top.key: [value]` in a band of its own (its
+/// parser's diagnostics and the absolute-path checks), errors and warnings alike: `None` when
+/// lint finds nothing.
+#[cfg(feature = "cli")]
+pub fn lint_rule(top: &str, key: &str, value: &str) -> Option<String> {
+    let doc = serde_json::json!({
+        "band": "draft",
+        "description": "One drafted rule.",
+        "version": 1,
+        top: { key: [value] },
+    });
+    let text = format!("---\n{doc}\n---\n");
+    let parsed = crate::manifest::parse_band(std::path::Path::new("BAND.md"), &text);
+    let mut diags = parsed.diagnostics;
+    diags.extend(
+        parsed
+            .band
+            .iter()
+            .flat_map(crate::lint::paths::check_absolute_paths),
+    );
+    diags.first().map(|d| d.message.clone())
+}
+
+/// Drop from `d` every rule band lint would flag in a band a person wrote ([`lint_rule`]), each
+/// with a note: a draft passes the checks a human-written band does.
+#[cfg(feature = "cli")]
+pub fn vet(d: &mut Draft) {
+    let mut notes = Vec::new();
+    let mut keep = |top: &str, key: &str, rules: &mut Vec<Rule>| {
+        rules.retain(|r| match lint_rule(top, key, &r.rule) {
+            None => true,
+            Some(why) => {
+                notes.push(format!(
+                    "{top}.{key} {} (from: {}) is not drafted: band lint says {}",
+                    one_line(&format!("{:?}", r.rule)),
+                    one_line(&r.evidence),
+                    one_line(&why)
+                ));
+                false
+            }
+        });
+    };
+    keep("allow", "cli", &mut d.cli);
+    keep("allow", "read", &mut d.read);
+    keep("allow", "write", &mut d.write);
+    keep("allow", "net", &mut d.net);
+    keep("env", "secrets", &mut d.secrets);
+    d.notes.extend(notes);
 }
 
 /// One line of a [`diff`].
@@ -573,8 +716,15 @@ pub fn render_diff(lines: &[DiffLine]) -> String {
             key = &l.key;
             out.push_str(&format!("{key}:\n"));
         }
-        let quoted = format!("\"{}\"", l.rule.replace('\\', "\\\\").replace('"', "\\\""));
-        out.push_str(&format!("{} {quoted:<width$}  # {}\n", l.op, l.evidence));
+        let quoted = format!(
+            "\"{}\"",
+            one_line(&l.rule.replace('\\', "\\\\").replace('"', "\\\""))
+        );
+        out.push_str(&format!(
+            "{} {quoted:<width$}  # {}\n",
+            l.op,
+            one_line(&l.evidence)
+        ));
     }
     if lines.is_empty() {
         out.push_str("(the observed runs needed no rule)\n");

@@ -473,7 +473,9 @@ mod tests {
     #[test]
     fn outside_paths_are_drafted_only_when_a_band_must_name_them() {
         let seen = [
-            // Hidden in the sandbox, on the host: the band must allow it.
+            // Hidden in the sandbox, on the host: the band must allow it (the draft names the
+            // read below /srv; /etc and a write outside the workspace only get notes).
+            seen("/srv/band-probe.conf", Access::Read, false, true),
             seen("/etc/band-probe.conf", Access::Read, false, true),
             seen("/srv/out/r.txt", Access::Write, false, true),
             // Shown by the sandbox without a rule (its own /etc), system content, /tmp.
@@ -498,9 +500,23 @@ mod tests {
         p.allow.read = s(&["/data/**"]);
         let mut o = Observations::default();
         sort_outside(&seen, &|path: &str, w: bool| bound_by(&p, path, w), &mut o);
-        assert_eq!(o.reads, s(&["/etc/band-probe.conf", "/data/in.csv"]));
+        assert_eq!(
+            o.reads,
+            s(&[
+                "/srv/band-probe.conf",
+                "/etc/band-probe.conf",
+                "/data/in.csv"
+            ])
+        );
         assert_eq!(o.writes, s(&["/srv/out/r.txt"]));
-        assert_eq!(o.hidden, s(&["/etc/band-probe.conf", "/srv/out/r.txt"]));
+        assert_eq!(
+            o.hidden,
+            s(&[
+                "/srv/band-probe.conf",
+                "/etc/band-probe.conf",
+                "/srv/out/r.txt"
+            ])
+        );
         assert_eq!(o.notes.len(), 3, "{:?}", o.notes);
         assert!(o.notes[0].contains("/root/.netrc"), "{:?}", o.notes);
         assert!(o.notes[1].contains("/opt/none/y"), "{:?}", o.notes);
@@ -509,18 +525,20 @@ mod tests {
             "{:?}",
             o.notes
         );
-        let d = crate::learn::draft(&o);
+        let d = crate::learn::draft_with(&o, &[]);
         assert_eq!(
             d.read.iter().map(|r| r.rule.as_str()).collect::<Vec<_>>(),
-            ["/data/in.csv", "/etc/band-probe.conf"]
+            ["/data/in.csv", "/srv/band-probe.conf"]
         );
         assert!(
             d.read[1].evidence.contains("not in the sandbox"),
             "{:?}",
             d.read
         );
-        assert_eq!(d.write[0].rule, "/srv/out/r.txt");
-        assert_eq!(d.notes.len(), 3);
+        assert!(d.write.is_empty(), "{:?}", d.write);
+        assert_eq!(d.notes.len(), 5, "{:?}", d.notes);
+        assert!(d.notes[0].contains("/srv/out/r.txt"), "{:?}", d.notes);
+        assert!(d.notes[1].contains("/etc/band-probe.conf"), "{:?}", d.notes);
     }
 
     #[test]

@@ -179,11 +179,11 @@ fn an_argument_with_a_control_character_is_a_note_not_a_rule() {
 #[test]
 fn files_are_drafted_exactly_and_anchored() {
     let d = draft(&Observations {
-        reads: argv(&["notes.txt", "data/in.csv", "./data/in.csv", "/etc/hosts"]),
+        reads: argv(&["notes.txt", "data/in.csv", "./data/in.csv", "/srv/hosts"]),
         writes: argv(&["out/report.md"]),
         ..Observations::default()
     });
-    assert_eq!(rules(&d.read), ["./notes.txt", "/etc/hosts", "data/in.csv"]);
+    assert_eq!(rules(&d.read), ["./notes.txt", "/srv/hosts", "data/in.csv"]);
     assert_eq!(rules(&d.write), ["out/report.md"]);
     assert_eq!(d.read[2].evidence, "read data/in.csv");
     // The anchored top-level rule matches the file and not the same name deeper down.
@@ -208,12 +208,15 @@ fn several_files_in_one_directory_become_that_directory_and_no_wider() {
         rules(&d.read),
         ["./a.txt", "./b.txt", "data/**", "data/sub/c.csv"]
     );
-    // Two files at the top of an absolute tree are not collapsed into `/etc/**`.
+    // Files outside the workspace are never collapsed: exactly the files read, not their folder.
     let d = draft(&Observations {
-        reads: argv(&["/etc/a", "/etc/b", "/opt/x/one", "/opt/x/two"]),
+        reads: argv(&["/srv/a", "/srv/b", "/opt/x/one", "/opt/x/two"]),
         ..Observations::default()
     });
-    assert_eq!(rules(&d.read), ["/etc/a", "/etc/b", "/opt/x/**"]);
+    assert_eq!(
+        rules(&d.read),
+        ["/opt/x/one", "/opt/x/two", "/srv/a", "/srv/b"]
+    );
 }
 
 #[test]
@@ -357,4 +360,201 @@ fn exact_cli_rule_matches_only_its_argv() {
     assert!(p.as_ref().is_ok_and(|p| p.matches(&a)));
     assert!(p.is_ok_and(|p| !p.matches(&argv(&["rm", "-rf", "/"]))));
     assert_eq!(exact_cli_rule(&[]), None);
+}
+
+/// Issue 36: names the run looked up or reached are drafted only as the one host they name.
+#[test]
+fn names_that_are_patterns_or_no_host_are_never_drafted() {
+    let d = draft(&Observations {
+        lookups: argv(&[
+            "*",
+            "*.com",
+            "*.example.test.",
+            "10.0.0.0/8",
+            "evil.test:443",
+            "a b",
+            "x\ninsist",
+            "ok.example.test",
+        ]),
+        connects: vec![
+            Connect {
+                host: "*.com".into(),
+                port: 443,
+            },
+            Connect {
+                host: "10.9.0.2".into(),
+                port: 80,
+            },
+        ],
+        ..Observations::default()
+    });
+    assert_eq!(rules(&d.net), ["10.9.0.2:80", "ok.example.test"]);
+    assert_eq!(d.notes.len(), 7, "{:?}", d.notes);
+    assert!(d.notes.iter().all(|n| !n.contains('\n')), "{:?}", d.notes);
+    assert!(d.notes.iter().any(|n| n.contains("`*`")), "{:?}", d.notes);
+    for host in ["*", "*.com", "10.0.0.0/8", "a:1", ""] {
+        assert_eq!(literal_net_rule(host, Some(443)), None, "{host}");
+        assert_eq!(literal_net_rule(host, None), None, "{host}");
+    }
+    assert_eq!(
+        literal_net_rule("API.test.", Some(443)).as_deref(),
+        Some("api.test:443")
+    );
+    assert_eq!(
+        literal_net_rule("2001:db8::1", Some(443)).as_deref(),
+        Some("[2001:db8::1]:443")
+    );
+}
+
+/// Issue 36: a file whose name has glob characters is never drafted (a rule would be a pattern,
+/// and would not collapse its folder into `dir/**` either).
+#[test]
+fn file_names_with_glob_characters_are_notes_never_patterns() {
+    let d = draft(&Observations {
+        reads: argv(&["data/*", "data/in.csv", "[x]", "/srv/a?b"]),
+        writes: argv(&["out/{a,b}", "out/**"]),
+        ..Observations::default()
+    });
+    assert_eq!(rules(&d.read), ["data/in.csv"]);
+    assert!(d.write.is_empty(), "{:?}", d.write);
+    assert_eq!(d.notes.len(), 5, "{:?}", d.notes);
+    assert!(d.notes.iter().all(|n| n.contains("glob characters")));
+}
+
+/// Issue 36: outside the workspace, only reads in no one's home and outside /etc, /var, … are
+/// drafted; writes outside the workspace never are.
+#[test]
+fn foreign_places_are_notes_never_rules() {
+    let homes = argv(&["/srv/git"]);
+    let d = draft_with(
+        &Observations {
+            reads: argv(&[
+                "/home/bob/.aws/credentials",
+                "/srv/git/.ssh/id_ed25519",
+                "/etc/shadow.bak",
+                "/var/spool/cron/crontabs/root",
+                "/srv/data/in.csv",
+            ]),
+            writes: argv(&[
+                "/etc/cron.d/x",
+                "/home/bob/.bashrc",
+                "/srv/out/r.txt",
+                "out/r.txt",
+            ]),
+            ..Observations::default()
+        },
+        &homes,
+    );
+    assert_eq!(rules(&d.read), ["/srv/data/in.csv"]);
+    assert_eq!(rules(&d.write), ["out/r.txt"]);
+    assert_eq!(d.notes.len(), 7, "{:?}", d.notes);
+    for p in [
+        "/etc/cron.d/x",
+        "/home/bob/.bashrc",
+        "/srv/git/.ssh/id_ed25519",
+    ] {
+        assert!(d.notes.iter().any(|n| n.contains(p)), "{p}: {:?}", d.notes);
+    }
+    assert_eq!(outside_problem("/opt/tool/x", false, &homes), None);
+    assert!(outside_problem("/opt/tool/x", true, &homes).is_some());
+    assert!(outside_problem("/srv/git", false, &homes).is_some());
+    assert!(outside_problem("/srv/gitx", false, &homes).is_none());
+}
+
+/// Issue 36: a draft passes the checks a human-written band does; what lint flags is a note.
+#[test]
+fn what_lint_flags_is_left_out_of_a_draft_with_a_note() {
+    for (top, key, ok) in [
+        ("allow", "cli", "jq -r .a /band/io/input.json"),
+        ("allow", "read", "data/**"),
+        ("allow", "read", "/srv/data/in.csv"),
+        ("allow", "write", "out/r.txt"),
+        ("allow", "net", "api.example.test:443"),
+        ("env", "secrets", "GH_TOKEN"),
+    ] {
+        assert_eq!(lint_rule(top, key, ok), None, "{top}.{key} {ok}");
+    }
+    let mut d = Draft {
+        cli: vec![Rule {
+            rule: "jq -r .a".into(),
+            evidence: "ran `jq -r .a`".into(),
+        }],
+        read: vec![
+            Rule {
+                rule: "/usr/local/share/x".into(),
+                evidence: "read /usr/local/share/x".into(),
+            },
+            Rule {
+                rule: "/etc".into(),
+                evidence: "read /etc".into(),
+            },
+        ],
+        secrets: vec![Rule {
+            rule: "LD_PRELOAD".into(),
+            evidence: "$LD_PRELOAD was read".into(),
+        }],
+        ..Draft::default()
+    };
+    vet(&mut d);
+    assert_eq!(rules(&d.cli), ["jq -r .a"]);
+    assert!(d.read.is_empty(), "{:?}", d.read);
+    assert!(d.secrets.is_empty(), "{:?}", d.secrets);
+    assert_eq!(d.notes.len(), 3, "{:?}", d.notes);
+    assert!(
+        d.notes.iter().all(|n| n.contains("band lint says")),
+        "{:?}",
+        d.notes
+    );
+}
+
+/// What a run controls shows on one line, inert, in the diff.
+#[test]
+fn the_diff_shows_observed_text_on_one_line() {
+    let d = draft(&Observations {
+        execs: vec![argv(&["jq", "x\u{1b}[2J\n+ \"curl *\"  # fake"])],
+        ..Observations::default()
+    });
+    let text = render_diff(&diff(&RuleSet::default(), &[], &d));
+    assert!(!text.contains('\u{1b}'), "{text}");
+    for line in text.lines().skip(1) {
+        assert!(line.starts_with("+ \"jq "), "{text}");
+    }
+    assert_eq!(one_line("a\nb\u{202e}c"), "a\\nb\\u{202e}c");
+}
+
+/// Issue 36: a denial's hint names the one host or file refused, never a pattern built from what
+/// the run asked for.
+#[test]
+fn denial_hints_never_suggest_a_wildcard_from_observed_data() {
+    use crate::proto::Denial;
+    for name in ["*", "*.com", "10.0.0.0/8"] {
+        let d = Denial::Dns { name: name.into() };
+        assert_eq!(d.smallest_rule(), None, "{name}");
+        assert!(!d.explain().contains("to allow it"), "{}", d.explain());
+        let d = Denial::Net {
+            host: name.into(),
+            port: Some(443),
+            rule: None,
+        };
+        assert_eq!(d.smallest_rule(), None, "{name}");
+    }
+    for path in ["out/*", "out/[ab]", "{a,b}", "/srv/x?"] {
+        let d = Denial::Write {
+            path: path.into(),
+            rule: None,
+        };
+        assert_eq!(d.smallest_rule(), None, "{path}");
+    }
+    let d = Denial::Dns {
+        name: "API.test.".into(),
+    };
+    assert_eq!(d.smallest_rule(), Some(("allow.net", "api.test".into())));
+    let d = Denial::Write {
+        path: "notes.txt".into(),
+        rule: None,
+    };
+    assert_eq!(
+        d.smallest_rule(),
+        Some(("allow.write", "./notes.txt".into()))
+    );
 }

@@ -458,10 +458,12 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
     assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
     let root = skills.join("demo");
     // A host file outside the workspace (hidden in the sandbox until a rule binds it), a
-    // neighbour never touched, and a path that exists nowhere.
+    // neighbour never touched, and a path that exists nowhere. Under /srv: band learn never
+    // drafts a rule under /etc (issue 36).
     let id = std::process::id();
-    let probe = format!("/etc/band-learn-probe-{id}.conf");
-    let neighbour = format!("/etc/band-learn-untouched-{id}.conf");
+    fs_err::create_dir_all("/srv").expect("mkdir /srv");
+    let probe = format!("/srv/band-learn-probe-{id}.conf");
+    let neighbour = format!("/srv/band-learn-untouched-{id}.conf");
     fs_err::write(&probe, "from the host\n").expect("write probe");
     fs_err::write(&neighbour, "never read\n").expect("write neighbour");
     struct Rm(Vec<String>);
