@@ -38,16 +38,28 @@ pub const SKIPPED_DIRS: &[&str] = &[".git", "target"];
 
 const HEADER: &str = "# band.lock: the fingerprint of this skill. Written by `band lock`; checked before every run.\n# Format: docs/lock-and-ledger.md. Do not edit; run `band lock` again after changing the skill.\n";
 
+/// A path for a message: its control characters made inert ([`crate::diag::inert`]).
+fn shown(path: &Path) -> String {
+    crate::diag::inert(&path.to_string_lossy()).into_owned()
+}
+
 #[derive(Debug, Error)]
 pub enum LockError {
     /// A file operation failed; the error (from fs_err) names the path.
     #[error(transparent)]
     Fs(std::io::Error),
-    #[error("{path} is a symlink that points outside the skill (or nowhere)")]
+    // A path of the skill is the skill author's text: inert wherever the message is shown.
+    #[error(
+        "{} is a symlink that points outside the skill (or nowhere)",
+        shown(path)
+    )]
     LinkOutside { path: PathBuf },
-    #[error("{path} is neither a file, a folder nor a symlink")]
+    #[error("{} is neither a file, a folder nor a symlink", shown(path))]
     Special { path: PathBuf },
-    #[error("{path}: the name is not valid UTF-8 or holds a control character")]
+    #[error(
+        "{}: the name is not valid UTF-8 or holds a control character",
+        shown(path)
+    )]
     BadName { path: PathBuf },
     #[error("the skill at {root} is larger than {max} bytes")]
     TooLarge { root: PathBuf, max: u64 },
@@ -695,6 +707,16 @@ mod tests {
             LockState::Differs(d) => d,
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_hostile_file_name_is_inert_in_the_error() {
+        let t = tempfile::tempdir().expect("tmp");
+        fs_err::write(t.path().join("x\u{1b}]52;c;eA==\u{7}"), "x").expect("write");
+        let e = Tree::read(t.path()).expect_err("a control character in a name");
+        let shown = e.to_string();
+        assert!(!shown.contains(['\u{1b}', '\u{7}']), "{shown:?}");
+        assert!(shown.contains("x^[]52;c;eA==^G"), "{shown}");
     }
 
     #[test]
