@@ -543,9 +543,17 @@ impl HostFacts {
                 }
             }
         }
+        // The same key the run's copy will have (`ExecDir::populate`): a program another user can
+        // change is charged to the run's user and skill, and its key says so.
+        let requester = execcache::Owner {
+            uid: execcache::requesting_uid(),
+            skill: checked.req.skill.clone(),
+        };
+        let mut dirs = BTreeMap::new();
         for (name, host) in &facts.binaries {
             if let Ok(m) = fs::metadata(host) {
-                let key = execcache::cache_key(host, &m);
+                let owner = execcache::host_owner(host, &m, &requester, &mut dirs);
+                let key = execcache::host_key(host, &m, owner.as_ref());
                 let rel = facts
                     .layouts
                     .get(name)

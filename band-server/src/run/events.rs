@@ -396,6 +396,8 @@ pub(super) struct LoopState {
     pub(super) denial_count: u64,
     pub(super) forged: usize,
     pub(super) forged_why: Vec<String>,
+    /// The programs the program cache refused ([`Report::CacheRefused`]), each told once.
+    pub(super) cache_refused: std::collections::BTreeSet<String>,
     pub(super) jail: Option<Result<(), SetupError>>,
     pub(super) timed_out: bool,
     /// The run's nftables table vanished mid-run; the run was killed.
@@ -418,6 +420,7 @@ impl LoopState {
             denial_count: 0,
             forged: 0,
             forged_why: Vec::new(),
+            cache_refused: std::collections::BTreeSet::new(),
             jail: None,
             timed_out: false,
             net_lost: false,
@@ -507,6 +510,16 @@ impl LoopState {
                         sink.event(Event::Denied(d.clone()));
                         self.denied.push(d);
                     }
+                }
+            }
+            // Once per program (a loop calling it again is told the same by band-shim each time):
+            // at most one event per program of the run's table.
+            Msg::Report(Report::CacheRefused { program, detail }) => {
+                if self.cache_refused.insert(program) {
+                    sink.event(Event::Limit {
+                        limit: "program_cache".into(),
+                        detail,
+                    });
                 }
             }
             Msg::Report(Report::Forged(why)) => {

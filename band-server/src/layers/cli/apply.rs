@@ -28,8 +28,13 @@ pub(crate) fn exec_folder(
     let exec_plan: &ExecPlan = inp.plan.parts.need(Layer::Cli)?;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
-    let exec = ExecDir::make(&exec_plan.state, &inp.plan.run_id, inp.cfg.program_cache)
-        .layer(Layer::Cli, "failed to make the run's exec folder")?;
+    let exec = ExecDir::make(
+        &exec_plan.state,
+        &inp.plan.run_id,
+        inp.cfg.program_cache,
+        run_owner(inp),
+    )
+    .layer(Layer::Cli, "failed to make the run's exec folder")?;
     guard.push(exec);
     Ok(())
 }
@@ -64,10 +69,7 @@ pub(crate) fn programs(
     })?;
     // The skill's own programs first, charged to the user and the skill, before any sandbox
     // exists: a run that asks for more than its share fails here, alone.
-    let owner = execcache::Owner {
-        uid: requesting_uid(),
-        skill: inp.checked.req.skill.clone(),
-    };
+    let owner = run_owner(inp);
     let bundled = plan
         .pre
         .cli
@@ -101,19 +103,10 @@ pub(crate) fn programs(
             data,
         })
         .collect();
-    exec.admit_bundled(&owner, &copies).map_err(|e| {
-        let hint = e.hint();
-        let e = SetupError::new(
-            Layer::Cli,
-            format!("failed to cache the skill's programs: {e}"),
-        );
-        match hint {
-            Some(h) => e.with_hint(h),
-            None => e,
-        }
-    })?;
+    exec.admit_bundled(&owner, &copies)
+        .map_err(|e| admit_error("failed to cache the skill's programs", &e))?;
     exec.populate(&exec_plan.programs, &trees, &exec_plan.layouts)
-        .layer(Layer::Cli, "failed to lay out the run's programs")?;
+        .map_err(|e| admit_error("failed to lay out the run's programs", &e))?;
     let mut programs = exec.programs.clone();
     for (name, argv0) in &exec_plan.argv0 {
         if let Some(p) = programs.table.get_mut(name) {
@@ -173,17 +166,21 @@ pub(crate) fn report_socket(
     Ok(())
 }
 
-/// The user a run is for, whom its skill's programs in the cache are charged to: `SUDO_UID`
-/// when band-server runs as root through sudo (set by sudo, which band uses to start it; a warm
-/// server is started with the same environment and keeps it, see `band::warm::ENV_INPUTS`),
-/// else band-server's own user (root started it).
-pub(crate) fn requesting_uid() -> u32 {
-    let euid = crate::sys::euid();
-    if euid != 0 {
-        return euid;
+/// The user and skill a run is for, whom its charged entries in the program cache are charged
+/// to ([`execcache::requesting_uid`]).
+fn run_owner(inp: &Inputs<'_>) -> execcache::Owner {
+    execcache::Owner {
+        uid: execcache::requesting_uid(),
+        skill: inp.checked.req.skill.clone(),
     }
-    std::env::var("SUDO_UID")
-        .ok()
-        .and_then(|u| u.parse().ok())
-        .unwrap_or(euid)
+}
+
+/// A program the cache did not take, as the run's CLI-layer error: what failed, why, and for a
+/// refusal the hint.
+fn admit_error(what: &str, e: &execcache::AdmitError) -> SetupError {
+    let err = SetupError::new(Layer::Cli, format!("{what}: {e}"));
+    match e.hint() {
+        Some(h) => err.with_hint(h),
+        None => err,
+    }
 }

@@ -49,10 +49,18 @@
 //! entry a live run holds (its key in `<state>/exec/holds/<run>`, written under
 //! `<state>/exec/cache.lock` before the run uses it, removed with the run's folder) never goes.
 //! When nothing can go, the run that asked fails before its sandbox starts, with the program,
-//! the bound and a hint ([`AdmitError`]). Host programs (`/usr/bin/jq`, band-shim) are the host's:
-//! one entry each for every run, charged to nobody (charging the first user to stage one would
-//! let that user's quota be held by everyone else's runs, and the host's programs are bounded by
-//! what root installed); only the total bounds them.
+//! the bound and a hint ([`AdmitError`]). Host programs only root can change (`/usr/bin/jq`,
+//! band-shim: the file and every directory above it root's and writable by no other user) are
+//! the host's: one entry each for every run, charged to nobody (charging the first user to stage
+//! one would let that user's quota be held by everyone else's runs, and the host's programs are
+//! bounded by what root installed); only the total bounds them. A host program another user can
+//! change or multiply (a venv's or a user's nvm or pyenv interpreter, a runtime tree's program
+//! under a home, any file not root's, or in a folder a user may write) is charged like the
+//! skill's own ([`host_owner`]): keyed by the requesting user, the skill and the file
+//! ([`host_key`]), within the same bounds, with the same eviction. Such a program is copied on
+//! its first call, inside the run: a refusal then is the command's (band-shim prints it, with
+//! the hint, on the command's stderr) and the run's (a `program_cache` limit event), see
+//! [`super::reports`].
 //!
 //! What is left: a running program can still run its own file again through `/proc/self/exe`
 //! (the kernel lets a process open its own: not being dumpable guards it from others, not from
@@ -182,8 +190,10 @@ pub struct RunPrograms {
 }
 
 impl RunPrograms {
-    /// The descriptor of `name`'s copy, copying it into the cache on its first use.
-    pub fn fd(&self, name: &str) -> io::Result<Arc<OwnedFd>> {
+    /// The descriptor of `name`'s copy, copying it into the cache on its first use: within the
+    /// cache's bounds when it is charged to the run's user and skill ([`host_owner`]), else
+    /// refused ([`AdmitError::Refused`], which the gate tells the command and the run's record).
+    pub fn fd(&self, name: &str) -> Result<Arc<OwnedFd>, AdmitError> {
         let mut fds = self
             .fds
             .lock()
@@ -195,12 +205,14 @@ impl RunPrograms {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("`{name}` is not a program of this run"),
-            ));
+            )
+            .into());
         };
-        let cached = copy_into_cache(&self.store, rel, host).map_err(|e| match e {
-            AdmitError::Io(e) => e,
-            refused => io::Error::other(refused.to_string()),
-        })?;
+        let owner = self.store.requester.as_ref().and_then(|r| {
+            let m = fs::metadata(host).ok()?;
+            host_owner(host, &m, r, &mut BTreeMap::new())
+        });
+        let cached = copy_into_cache(&self.store, rel, host, owner.as_ref())?;
         let fd = Arc::new(open_program(&cached.path)?);
         fds.insert(name.to_string(), Arc::clone(&fd));
         Ok(fd)
@@ -385,9 +397,11 @@ fn touch(dir: &Path) -> io::Result<()> {
 }
 
 /// Who a cache entry is charged to: the user who asked for the run (its uid; `SUDO_UID` of the
-/// band-server started through sudo) and the skill. Only a skill's own programs are charged
-/// ([`ExecDir::admit_bundled`]); a host program is the host's, shared by every run, and charged
-/// to nobody (see "Quotas" in the module documentation).
+/// band-server started through sudo, [`requesting_uid`]) and the skill. A skill's own programs
+/// are charged ([`ExecDir::admit_bundled`]), and so is a host program that a user other than root
+/// can change ([`host_owner`]: a venv's, a user's nvm or pyenv interpreter); a host program only
+/// root can change is the host's, shared by every run, and charged to nobody (see "Quotas" in
+/// the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
     pub uid: u32,
@@ -408,6 +422,79 @@ impl Owner {
     }
 }
 
+/// The user a run is for, whom its charged cache entries are charged to: `SUDO_UID` when
+/// band-server runs as root through sudo (set by sudo, which band uses to start it; a warm server
+/// is started with the same environment and keeps it, see `band::warm::ENV_INPUTS`), else
+/// band-server's own user (root started it).
+pub fn requesting_uid() -> u32 {
+    let euid = crate::sys::euid();
+    if euid != 0 {
+        return euid;
+    }
+    std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(euid)
+}
+
+/// Whether root alone can change a file or directory of this owner, group and mode: it is root's,
+/// and no other user may write it (no write bit for others; a group's only for group 0). A
+/// directory another user may write (`/tmp`, sticky or not, or a home) lets that user put new
+/// names in it, each a new cache entry. Pure.
+pub fn only_root_writes(uid: u32, gid: u32, mode: u32) -> bool {
+    uid == 0 && mode & 0o002 == 0 && (mode & 0o020 == 0 || gid == 0)
+}
+
+/// Who a host program's cache entry is charged to, from the `(uid, gid, mode)` of its file and of
+/// each directory above it: nobody (`None`, one entry shared by every run) when root alone can
+/// change each of them ([`only_root_writes`]: what root installed, bounded by what root
+/// installed); else `requester`, the run's user and skill, as for the skill's own programs. A
+/// user's programs (a venv's, `~/.nvm`'s node, a tree under their home, a file they own anywhere)
+/// are theirs to multiply, so they count against their share, never the host's. Pure.
+pub fn charge_for(
+    file: (u32, u32, u32),
+    dirs: impl IntoIterator<Item = (u32, u32, u32)>,
+    requester: &Owner,
+) -> Option<Owner> {
+    let root_only = |(uid, gid, mode): (u32, u32, u32)| only_root_writes(uid, gid, mode);
+    (!(root_only(file) && dirs.into_iter().all(root_only))).then(|| requester.clone())
+}
+
+/// [`charge_for`] of the host file `host` (its metadata `m`), looking at the directories above it
+/// (their verdicts kept in `dirs`, shared by the calls of one run: its programs are mostly in the
+/// same few folders). A directory that cannot be looked at counts as another user's (charged:
+/// bounded, fail closed).
+pub fn host_owner(
+    host: &Path,
+    m: &std::fs::Metadata,
+    requester: &Owner,
+    dirs: &mut BTreeMap<PathBuf, bool>,
+) -> Option<Owner> {
+    let mut verdicts = Vec::new();
+    for dir in host
+        .ancestors()
+        .skip(1)
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        let root_only = *dirs.entry(dir.to_path_buf()).or_insert_with(|| {
+            fs::metadata(dir).is_ok_and(|d| only_root_writes(d.uid(), d.gid(), d.mode()))
+        });
+        verdicts.push(if root_only { (0, 0, 0) } else { (1, 1, 0) });
+    }
+    charge_for((m.uid(), m.gid(), m.mode()), verdicts, requester)
+}
+
+/// The cache key of a host program's entry: [`cache_key`], and for an entry charged to `owner`
+/// ([`host_owner`]) that key under the owner's charge ([`charged_key`]), so that two users, or
+/// two skills, never share a charged entry.
+pub fn host_key(host: &Path, m: &std::fs::Metadata, owner: Option<&Owner>) -> String {
+    let key = cache_key(host, m);
+    match owner {
+        Some(o) => charged_key(&o.charge(), &key),
+        None => key,
+    }
+}
+
 /// The charge a cache entry's name carries: `o<uid>-<skill tag>-<content>` ([`charged_key`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Charge {
@@ -416,8 +503,8 @@ pub struct Charge {
     pub skill: String,
 }
 
-/// The key of a charged entry: the owner, the skill and the content (its SHA-256, hex), so that an
-/// entry is one owner's and one skill's alone. Two owners of the same program each have their
+/// The key of a charged entry: the owner, the skill and the content (its SHA-256, hex; for a host
+/// program, its [`cache_key`]), so that an entry is one owner's and one skill's alone. Two owners of the same program each have their
 /// own copy: nothing one user does keeps another's quota in use.
 pub fn charged_key(charge: &Charge, sha256: &str) -> String {
     let content = sha256.get(..24).unwrap_or(sha256);
@@ -558,7 +645,7 @@ impl AdmitError {
             return None;
         };
         Some(match refusal {
-            Refusal::Skill { .. } => "ship smaller programs in the skill, or have the host's administrator raise `per_skill` under [program_cache] in /etc/band/server.toml".into(),
+            Refusal::Skill { .. } => "use smaller programs (the skill's own, and the programs you own on the host that it runs, count against its share), or have the host's administrator raise `per_skill` under [program_cache] in /etc/band/server.toml".into(),
             Refusal::Owner { .. } => "wait for your other runs to end, or have the host's administrator raise `per_owner` under [program_cache] in /etc/band/server.toml".into(),
             Refusal::Full { .. } => "try again once other runs have ended; the host's administrator can lower `per_owner` under [program_cache] in /etc/band/server.toml so that more users fit".into(),
         })
@@ -633,14 +720,18 @@ pub struct Store {
     /// This run's hold file.
     hold: PathBuf,
     bounds: CacheBounds,
+    /// The run's user and skill, whom a host program another user can change is charged to
+    /// ([`host_owner`]); `None`: nothing is charged (band-shim and band-jail, tests).
+    requester: Option<Owner>,
 }
 
 impl Store {
-    fn new(state: &Path, run_id: &str, bounds: CacheBounds) -> Store {
+    fn new(state: &Path, run_id: &str, bounds: CacheBounds, requester: Option<Owner>) -> Store {
         Store {
             cache: cache_dir(state),
             hold: holds_dir(state).join(run_id),
             bounds,
+            requester,
         }
     }
 
@@ -915,8 +1006,9 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 #[cfg(test)]
 pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
-    let store = Store::new(state, "test", CacheBounds::default());
-    copy_into_cache(&store, Path::new(name), host).map_err(|e| io::Error::other(e.to_string()))
+    let store = Store::new(state, "test", CacheBounds::default(), None);
+    copy_into_cache(&store, Path::new(name), host, None)
+        .map_err(|e| io::Error::other(e.to_string()))
 }
 
 /// Where the copy of `name` with cache key `key` is: `<cache>/<key>/<name>`. The file keeps the
@@ -930,19 +1022,21 @@ pub fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
 /// The copy of `host` at `<cache>/<key>/<rel>`: `rel` is the command's name, or for a program
 /// with an installation of its own its path there (`bin/java`, see
 /// [`super::runtime::install_layout`]), so that the path it reports for itself has its
-/// installation around it in the sandbox (`ExecPlan::links`).
-fn copy_into_cache(store: &Store, rel: &Path, host: &Path) -> Result<Cached, AdmitError> {
+/// installation around it in the sandbox (`ExecPlan::links`). Charged to `owner` when it is
+/// someone's ([`host_owner`]: keyed by [`host_key`], within the bounds), else shared.
+fn copy_into_cache(
+    store: &Store,
+    rel: &Path,
+    host: &Path,
+    owner: Option<&Owner>,
+) -> Result<Cached, AdmitError> {
     let meta = fs::metadata(host)?;
-    let name = rel
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("program");
     store.admit(
-        &cache_key(host, &meta),
+        &host_key(host, &meta, owner),
         rel,
         meta.len(),
-        None,
-        name,
+        owner,
+        &host.to_string_lossy(),
         &|entry| write_entry(entry, &mut File::open(host)?),
     )
 }
@@ -975,7 +1069,15 @@ impl ExecDir {
     /// `view/`) and `bin` (a link to `/usr/bin`: `/band/bin` is the same wrappers). The run
     /// directory binds it at `/band` while [`ExecDir::populate`] fills it (a bind shows what is
     /// added to the folder later).
-    pub fn make(state: &Path, run_id: &str, bounds: CacheBounds) -> io::Result<ExecDir> {
+    ///
+    /// `requester` is the run's user and skill ([`Owner`]), whom the host programs another user
+    /// can change are charged to ([`host_owner`]).
+    pub fn make(
+        state: &Path,
+        run_id: &str,
+        bounds: CacheBounds,
+        requester: Owner,
+    ) -> io::Result<ExecDir> {
         ensure_dirs(state)?;
         evict_idle_now_and_then(state, std::time::SystemTime::now())?;
         let root = runs_root(state).join(run_id);
@@ -983,7 +1085,7 @@ impl ExecDir {
         let dir = ExecDir {
             root,
             programs: RunPrograms::default(),
-            store: Store::new(state, run_id, bounds),
+            store: Store::new(state, run_id, bounds, Some(requester)),
             made: Vec::new(),
         };
         let made = fs::create_dir(dir.root.join("x"))
@@ -1005,18 +1107,23 @@ impl ExecDir {
         trees: &[PathBuf],
         layouts: &BTreeMap<String, PathBuf>,
     ) -> io::Result<ExecDir> {
-        let mut dir = ExecDir::make(state, run_id, CacheBounds::default())?;
+        let requester = Owner {
+            uid: 0,
+            skill: "test".into(),
+        };
+        let mut dir = ExecDir::make(state, run_id, CacheBounds::default(), requester)?;
         if let Err(e) = dir.populate(programs, trees, layouts) {
             let _ = dir.remove();
-            return Err(e);
+            return Err(io::Error::other(e.to_string()));
         }
         Ok(dir)
     }
 
     /// [`cached_copy`] for a program outside the table (band-shim), in the cache this run's
     /// directory was made beside.
+    /// band-server's own helpers are charged to nobody.
     pub fn cached_copy(&self, name: &str, host: &Path) -> Result<Cached, AdmitError> {
-        copy_into_cache(&self.store, Path::new(name), host)
+        copy_into_cache(&self.store, Path::new(name), host, None)
     }
 
     /// Put the skill's programs in the cache now, before the sandbox exists, each charged to
@@ -1092,14 +1199,16 @@ impl ExecDir {
     /// name, host file) pairs. A `#!` script inside one of the run's runtime `trees` (bound at
     /// their host paths, see [`super::runtime`]) is given to its interpreter at its host path, so
     /// it finds its siblings (node's `require('./lib/x')`); others at `/band/x/<name>`. Then `x/`
-    /// and the folder are made read-only.
+    /// and the folder are made read-only. A program another user can change is charged to the
+    /// run's user and skill ([`host_owner`]): a `#!` one over their share is refused here.
     pub fn populate(
         &mut self,
         programs: &[(String, PathBuf)],
         trees: &[PathBuf],
         layouts: &BTreeMap<String, PathBuf>,
-    ) -> io::Result<()> {
+    ) -> Result<(), AdmitError> {
         let mut pending = BTreeMap::new();
+        let mut dirs = BTreeMap::new();
         for (name, host) in programs {
             if self.programs.table.contains_key(name) {
                 // Admitted already (the skill's own programs, [`ExecDir::admit_bundled`]).
@@ -1110,9 +1219,15 @@ impl ExecDir {
                 .cloned()
                 .unwrap_or_else(|| PathBuf::from(name));
             let head = read_head(host)?;
+            let meta = fs::metadata(host)?;
+            let owner = self
+                .store
+                .requester
+                .as_ref()
+                .and_then(|r| host_owner(host, &meta, r, &mut dirs));
             if parse_shebang(&head).is_none() {
                 // Copied on first use (`RunPrograms::fd`); its entry is where it will be.
-                let key = cache_key(host, &fs::metadata(host)?);
+                let key = host_key(host, &meta, owner.as_ref());
                 self.programs.table.insert(
                     name.clone(),
                     Program {
@@ -1124,17 +1239,17 @@ impl ExecDir {
                 pending.insert(name.clone(), (rel, host.clone()));
                 continue;
             }
-            let cached = copy_into_cache(&self.store, &rel, host).map_err(|e| match e {
-                AdmitError::Io(e) => e,
-                refused => io::Error::other(refused.to_string()),
-            })?;
+            let cached = copy_into_cache(&self.store, &rel, host, owner.as_ref())?;
             let in_tree = trees.iter().any(|t| host.starts_with(t));
             self.add(name, cached, in_tree.then_some(host.as_path()))?;
         }
         self.programs.pending = Arc::new(pending);
         self.programs.store = self.store.clone();
         fs::set_permissions(self.root.join("x"), std::fs::Permissions::from_mode(0o555))?;
-        fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o555))
+        Ok(fs::set_permissions(
+            &self.root,
+            std::fs::Permissions::from_mode(0o555),
+        )?)
     }
 
     /// Hard links to band-shim's and band-jail's execute-only copies in the cache, at `shim` and
@@ -1142,7 +1257,7 @@ impl ExecDir {
     /// per file. (The cache and this folder share the `<state>/exec` tmpfs, so a link is
     /// always possible; the gate knows band-shim by its inode, so a copy would not do.)
     pub fn link_helpers(&mut self, shim: &Path, jail: &Path) -> io::Result<()> {
-        let jail = copy_into_cache(&self.store, Path::new(JAIL_NAME), jail)
+        let jail = copy_into_cache(&self.store, Path::new(JAIL_NAME), jail, None)
             .map_err(|e| io::Error::other(e.to_string()))?;
         for (from, name) in [(shim, "shim"), (jail.path.as_path(), "jail")] {
             let to = self.root.join(name);
@@ -1544,6 +1659,164 @@ mod tests {
     }
 
     #[test]
+    fn a_host_program_only_root_can_change_is_shared_and_any_other_is_the_requesters() {
+        let req = owner(1000, "tool");
+        let root_dir = (0, 0, 0o40755);
+        let root_file = (0, 0, 0o100755);
+        // What root installed, in folders only root writes: nobody's, one entry for every run.
+        assert_eq!(charge_for(root_file, [root_dir, root_dir], &req), None);
+        assert_eq!(
+            charge_for((0, 0, 0o100775), [(0, 0, 0o40775)], &req),
+            None,
+            "group root may write"
+        );
+        // A user's file (a venv's, ~/.nvm's node): the requester's, under their bounds.
+        assert_eq!(
+            charge_for((1000, 1000, 0o100755), [root_dir], &req),
+            Some(req.clone())
+        );
+        // Someone else's file is still charged to the run's user, never shared.
+        assert_eq!(
+            charge_for((2000, 2000, 0o100555), [root_dir], &req),
+            Some(req.clone())
+        );
+        // Root's file that another user may write, or in a folder another user may write (and
+        // so name it again and again: a new entry each time).
+        for (file, dir) in [
+            ((0, 0, 0o100757), root_dir),
+            ((0, 50, 0o100775), root_dir),
+            (root_file, (1000, 1000, 0o40755)),
+            (root_file, (0, 0, 0o41777)),
+            (root_file, (0, 50, 0o42775)),
+        ] {
+            assert_eq!(
+                charge_for(file, [root_dir, dir], &req),
+                Some(req.clone()),
+                "{file:?} in {dir:?}"
+            );
+        }
+        // The key says whose: two users (or two skills) of one file never share its entry.
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("python3");
+        fs::write(&f, b"\x7fELF py").unwrap();
+        let m = fs::metadata(&f).unwrap();
+        let shared = host_key(&f, &m, None);
+        assert_eq!(shared, cache_key(&f, &m));
+        let mine = host_key(&f, &m, Some(&req));
+        assert_eq!(charge_of(&mine), Some(req.charge()));
+        assert_ne!(host_key(&f, &m, Some(&owner(2000, "tool"))), mine);
+        assert_ne!(host_key(&f, &m, Some(&owner(1000, "other"))), mine);
+    }
+
+    #[test]
+    fn a_file_a_user_owns_or_can_rename_is_charged_to_the_requester() {
+        let req = owner(1000, "tool");
+        let mut dirs = BTreeMap::new();
+        // Made here: the test's user's (in a folder of the test's user, under a /tmp everyone
+        // writes); as root, handed to a user.
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("node");
+        fs::write(&f, b"\x7fELF node").unwrap();
+        if crate::sys::euid() == 0 {
+            fs_err::os::unix::fs::chown(&f, Some(4_136_010), None).unwrap();
+        }
+        let m = fs::metadata(&f).unwrap();
+        assert_eq!(host_owner(&f, &m, &req, &mut dirs), Some(req.clone()));
+        assert!(dirs.contains_key(t.path()), "{dirs:?}");
+        // A program root installed where only root writes (as on any Linux host, else there is
+        // nothing to look at): shared.
+        let env = Path::new("/usr/bin/env");
+        if let Ok(m) = fs::metadata(env)
+            && only_root_writes(m.uid(), m.gid(), m.mode())
+            && env.ancestors().skip(1).all(|d| {
+                fs::metadata(d).is_ok_and(|d| only_root_writes(d.uid(), d.gid(), d.mode()))
+            })
+        {
+            assert_eq!(host_owner(env, &m, &req, &mut dirs), None);
+        }
+    }
+
+    #[test]
+    fn a_users_program_in_a_run_is_charged_to_them_copied_when_called_and_refused_past_their_share()
+    {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let bounds = CacheBounds {
+            per_skill: 4000,
+            per_owner: 4000,
+            charged: 10000,
+            total: 12000,
+        };
+        // A venv's own programs: files of the user (here under a folder everyone writes, so
+        // charged whoever the test runs as).
+        let venv = tmp.path().join("venv/bin");
+        fs::create_dir_all(&venv).unwrap();
+        let small = venv.join("small");
+        fs::write(&small, [b"\x7fELF".as_slice(), &[1; 1996]].concat()).unwrap();
+        let big = venv.join("big");
+        fs::write(&big, [b"\x7fELF".as_slice(), &[2; 4997]].concat()).unwrap();
+        let programs = vec![("small".to_string(), small), ("big".to_string(), big)];
+        let a = owner(1000, "hog");
+        let mut run1 = ExecDir::make(&state, "run1", bounds, a.clone()).unwrap();
+        run1.populate(&programs, &[], &BTreeMap::new()).unwrap();
+        let t = &run1.programs.table;
+        let entry = |p: &Program| {
+            p.file
+                .strip_prefix(cache_dir(&state))
+                .unwrap()
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy()
+                .into_owned()
+        };
+        assert_eq!(charge_of(&entry(&t["small"])), Some(a.charge()));
+        assert!(!t["small"].file.exists(), "copied on its first call");
+        run1.programs.fd("small").unwrap();
+        assert!(t["small"].file.is_file());
+        // Over the skill's share: refused, naming the program, the bound and what to do.
+        let e = run1.programs.fd("big").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                AdmitError::Refused {
+                    refusal: Refusal::Skill {
+                        held: 2000,
+                        bound: 4000
+                    },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("venv/bin/big") && text.contains("per_skill"),
+            "{text}"
+        );
+        assert!(e.hint().unwrap().contains("per_skill"));
+        // Another user's run of the same file: an entry of its own, never this one.
+        let mut run2 = ExecDir::make(&state, "run2", bounds, owner(2000, "tool")).unwrap();
+        run2.populate(&programs, &[], &BTreeMap::new()).unwrap();
+        assert_ne!(run2.programs.table["small"].file, t["small"].file);
+        run2.programs.fd("small").unwrap();
+        let charged: Vec<Option<Charge>> = cache_entries(&cache_dir(&state))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.charge)
+            .collect();
+        assert_eq!(charged.len(), 2, "{charged:?}");
+        assert!(
+            charged.iter().all(Option::is_some),
+            "nothing shared: {charged:?}"
+        );
+        run1.remove().unwrap();
+        run2.remove().unwrap();
+    }
+
+    #[test]
     fn charged_entries_are_named_by_user_skill_and_content() {
         let a = owner(1000, "hog").charge();
         let key = charged_key(&a, &"ab".repeat(32));
@@ -1692,7 +1965,7 @@ mod tests {
         };
         let (a, b) = (owner(1000, "hog"), owner(2000, "tool"));
         // A's first run holds 2000 bytes of its skill.
-        let mut run1 = ExecDir::make(state, "run1", bounds).unwrap();
+        let mut run1 = ExecDir::make(state, "run1", bounds, a.clone()).unwrap();
         run1.admit_bundled(&a, &[copy(0, "skill:big0")]).unwrap();
         let fd = run1.programs.fd("skill:big0").unwrap();
         assert_eq!(
@@ -1703,7 +1976,7 @@ mod tests {
             0o111
         );
         // Its second run asks for two more programs of another skill: over A's 5000.
-        let mut run2 = ExecDir::make(state, "run2", bounds).unwrap();
+        let mut run2 = ExecDir::make(state, "run2", bounds, owner(1000, "hog2")).unwrap();
         let e = run2
             .admit_bundled(
                 &owner(1000, "hog2"),
@@ -1730,7 +2003,7 @@ mod tests {
         );
         assert!(e.hint().unwrap().contains("[program_cache]"));
         // B's run, meanwhile, gets the same content as A's and its own: its own copies.
-        let mut run3 = ExecDir::make(state, "run3", bounds).unwrap();
+        let mut run3 = ExecDir::make(state, "run3", bounds, b.clone()).unwrap();
         run3.admit_bundled(&b, &[copy(0, "skill:big0"), copy(3, "skill:big3")])
             .unwrap();
         assert_ne!(
@@ -1743,7 +2016,7 @@ mod tests {
         drop(fd);
         run1.remove().unwrap();
         run2.remove().unwrap();
-        let mut run4 = ExecDir::make(state, "run4", bounds).unwrap();
+        let mut run4 = ExecDir::make(state, "run4", bounds, owner(1000, "hog2")).unwrap();
         run4.admit_bundled(
             &owner(1000, "hog2"),
             &[copy(1, "skill:big1"), copy(2, "skill:big2")],
@@ -1758,7 +2031,7 @@ mod tests {
             .sum::<u64>();
         assert_eq!(a_entries, 4000, "A keeps what it holds, no more");
         // A skill that alone asks for more than a skill's share fails before anything is copied.
-        let mut run5 = ExecDir::make(state, "run5", bounds).unwrap();
+        let mut run5 = ExecDir::make(state, "run5", bounds, owner(1000, "hog3")).unwrap();
         let mut big = b"#!/bin/sh\n".to_vec();
         big.resize(4001, b'#');
         let big_sha = sha(&big);

@@ -452,7 +452,7 @@ mod tests {
             .iter()
             .map(|r| match r {
                 Report::Call(c) => (c.argv.clone(), c.source),
-                Report::Forged(f) => panic!("{f}"),
+                other => panic!("{other:?}"),
             })
             .collect();
         let uname = (vec!["uname".to_string()], Some(CallSource::NotFoundMessage));

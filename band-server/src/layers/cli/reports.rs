@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use band::proto::CliCall;
 
-use crate::layers::cli::execcache::{ExecTable, RunPrograms};
+use crate::layers::cli::execcache::{AdmitError, ExecTable, RunPrograms};
 use crate::layers::cli::shim::{self, CliRules, ImageAddresses, ShimRequest, Verdict};
 use crate::sys;
 
@@ -27,6 +27,13 @@ const MAX_HANDLERS: usize = 32;
 pub enum Report {
     Call(CliCall),
     Forged(String),
+    /// An allowed call's program did not fit in the program cache (its first call copies it:
+    /// [`RunPrograms::fd`]): `program` as the run's table names it, and the refusal with its hint.
+    /// The run's record gets it as a `program_cache` limit event, once per program.
+    CacheRefused {
+        program: String,
+        detail: String,
+    },
 }
 
 /// `(st_dev, st_ino)` of a file.
@@ -683,18 +690,53 @@ fn answer(
     };
     // The program goes only on this connection, whose request the verified shim wrote, and only
     // now that the call is allowed and recorded.
-    let Ok(fd) = programs.fd(&program) else {
-        let denied = Verdict::Denied {
-            message: format!("band: {program}: cannot hand the program over"),
-            code: shim::EXIT_UNKNOWN,
-        };
-        let mut out = serde_json::to_vec(&denied).map_err(PeerError::Encode)?;
-        out.push(b'\n');
-        (&conn).write_all(&out)?;
-        return Err(PeerError::NoDescriptor(program));
+    let fd = match programs.fd(&program) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let name = shim::command_name(argv.first().map(String::as_str).unwrap_or(""));
+            let (denied, report) = not_handed_over(name, &program, &e);
+            if let Some(r) = report {
+                on_report(r);
+            }
+            let mut out = serde_json::to_vec(&denied).map_err(PeerError::Encode)?;
+            out.push(b'\n');
+            (&conn).write_all(&out)?;
+            return Err(PeerError::NoDescriptor(program));
+        }
     };
     let sent = sys::send_with_fd(&conn, &out, std::os::fd::AsFd::as_fd(&*fd))?;
     Ok((&conn).write_all(&out[sent..])?)
+}
+
+/// The answer to an allowed call of `name` whose program (`program` in the run's table) could not
+/// be handed over, and what goes on the run's record. A refusal of the program cache (the
+/// program is charged to the run's user and skill, and over their share) is said whole where the
+/// user looks: on the command's stderr (band-shim prints the message), with the program, the
+/// bound and the hint, and on the run's record ([`Report::CacheRefused`]); the command exits 126,
+/// as for a program it may not run. Anything else is an internal failure, told as before. Pure.
+pub fn not_handed_over(name: &str, program: &str, e: &AdmitError) -> (Verdict, Option<Report>) {
+    match e {
+        AdmitError::Refused { .. } => {
+            let hint = e.hint().unwrap_or_default();
+            (
+                Verdict::Denied {
+                    message: format!("band: {name}: {e}\nhint: {hint}"),
+                    code: shim::EXIT_DENIED,
+                },
+                Some(Report::CacheRefused {
+                    program: program.to_string(),
+                    detail: format!("{e}; hint: {hint}"),
+                }),
+            )
+        }
+        AdmitError::Io(_) => (
+            Verdict::Denied {
+                message: format!("band: {program}: cannot hand the program over"),
+                code: shim::EXIT_UNKNOWN,
+            },
+            None,
+        ),
+    }
 }
 
 /// The report workers: how many there are and how many wait in `accept`.
@@ -1335,6 +1377,57 @@ mod tests {
         for (task, policy) in &seen {
             assert_eq!(*policy, libc::SCHED_BATCH, "{task}");
         }
+    }
+
+    #[test]
+    fn a_program_the_cache_refuses_is_told_to_the_command_and_the_record() {
+        use crate::layers::cli::execcache::{Owner, Refusal};
+        let e = AdmitError::Refused {
+            program: "/home/u/venv/bin/tool".into(),
+            bytes: 2 << 20,
+            owner: Some(Owner {
+                uid: 1000,
+                skill: "s".into(),
+            }),
+            refusal: Refusal::Owner {
+                held: 0,
+                bound: 1 << 20,
+            },
+        };
+        let (verdict, report) = not_handed_over("tool", "tree:/home/u/venv/bin/tool", &e);
+        let Verdict::Denied { message, code } = verdict else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(code, shim::EXIT_DENIED);
+        let hint = e.hint().unwrap_or_default();
+        assert_eq!(message, format!("band: tool: {e}\nhint: {hint}"));
+        assert!(
+            message.contains("/home/u/venv/bin/tool")
+                && message.contains("per-owner bound of 1 MiB")
+                && message.contains("[program_cache]"),
+            "{message}"
+        );
+        assert_eq!(
+            report,
+            Some(Report::CacheRefused {
+                program: "tree:/home/u/venv/bin/tool".into(),
+                detail: format!("{e}; hint: {hint}"),
+            })
+        );
+        // Anything else stays an internal failure, with nothing on the record.
+        let (verdict, report) = not_handed_over(
+            "tool",
+            "tool",
+            &AdmitError::Io(std::io::Error::other("gone")),
+        );
+        assert_eq!(
+            verdict,
+            Verdict::Denied {
+                message: "band: tool: cannot hand the program over".into(),
+                code: shim::EXIT_UNKNOWN,
+            }
+        );
+        assert_eq!(report, None);
     }
 
     #[test]
