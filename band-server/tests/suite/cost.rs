@@ -393,15 +393,31 @@ fn privileged_the_root_is_one_bind_prepared_by_band_server() {
     want.sort();
     let mut got: Vec<String> = mounts
         .keys()
-        .filter(|m| !m.starts_with("/dev/"))
+        .filter(|m| !m.starts_with("/dev/") && !m.starts_with("/proc/"))
         .map(|m| m.to_string())
         .collect();
     got.sort();
     assert_eq!(got, want, "{o:#?}");
+    // Below /proc: exactly the covers of the host's kernel facts (issue 36), each read-only.
+    let mut covers: Vec<String> =
+        band_server::layers::fs::procmask::plan(std::path::Path::new("/proc"))
+            .expect("the host's /proc")
+            .iter()
+            .map(|m| m.sandbox_path().display().to_string())
+            .collect();
+    covers.sort();
+    let mut under_proc: Vec<String> = mounts
+        .keys()
+        .filter(|m| m.starts_with("/proc/"))
+        .map(|m| m.to_string())
+        .collect();
+    under_proc.sort();
+    assert_eq!(under_proc, covers, "{o:#?}");
     for (at, opts) in &mounts {
         let (must, must_not): (&[&str], &[&str]) = match *at {
             "/workspace" | "/tmp" | "/band/io" => (&["rw", "nosuid", "nodev", "noexec"], &[]),
             "/proc" => (&["nosuid", "nodev", "noexec"], &[]),
+            d if d.starts_with("/proc/") => (&["ro", "nosuid", "nodev"], &["rw"]),
             "/skill" => (&["ro", "nosuid", "nodev", "noexec"], &[]),
             // Its own tmpfs, whose device nodes must work: read-only, not nodev.
             "/dev" => (&["ro", "nosuid", "noexec"], &["rw"]),
