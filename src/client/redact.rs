@@ -512,6 +512,7 @@ fn embedded_base64(engine: &impl base64::Engine, value: &[u8], offset: usize) ->
 
 /// `value` percent-encoded: RFC 3986 unreserved characters as they are, every other byte `%XX`
 /// (`upper` or lower-case hex).
+#[cfg(test)]
 fn percent_encode(value: &[u8], upper: bool) -> String {
     let mut out = String::with_capacity(value.len() * 3);
     for &b in value {
