@@ -1316,7 +1316,7 @@ mod tests {
 
     #[test]
     fn ledger_files_behind_links_fifos_or_hard_links_are_refused() {
-        use std::os::unix::fs::symlink;
+        use fs_err::os::unix::fs::symlink;
         let t = tempfile::tempdir().expect("tmp");
         let target = t.path().join("target");
         fs_err::write(&target, "precious\n").expect("write");

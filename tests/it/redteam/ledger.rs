@@ -30,6 +30,9 @@ fn text_skill(dir: &Path) {
     fs_err::remove_file(dir.join("skills/text/band.lock")).ok();
 }
 
+/// How a test plants a file at a path.
+type Plant<'a> = dyn Fn(&Path) + 'a;
+
 #[test]
 fn a_planted_link_or_fifo_for_the_ledger_is_refused_and_its_target_untouched() {
     let t = tempfile::tempdir().unwrap();
@@ -42,7 +45,7 @@ fn a_planted_link_or_fifo_for_the_ledger_is_refused_and_its_target_untouched() {
         how(&data.join(band::ledger::LEDGER_FILE));
         data
     };
-    let cases: [(&str, &dyn Fn(&Path), &str); 3] = [
+    let cases: [(&str, &Plant<'_>, &str); 3] = [
         (
             "symlink",
             &|p| symlink(&target, p).unwrap(),
