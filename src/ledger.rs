@@ -3,6 +3,7 @@
 //! ```text
 //! $BAND_DATA_DIR/ledger.jsonl     the records
 //! $BAND_DATA_DIR/ledger.lock      held (flock) by every writer: appends and prunes
+//! $BAND_DATA_DIR/ledger.jsonl.torn  the fragments of writes cut short, set aside
 //! ```
 //!
 //! A line is `{"v":1,"seq":N,"prev":"<hash of record N-1>","kind":"run",…,"hash":"<hex>"}`, where
@@ -11,6 +12,22 @@
 //! editor recomputed it, the next record's `prev`); deleting or reordering records breaks `seq`
 //! and `prev`. `band history prune` drops the oldest records and appends a `checkpoint` record
 //! naming the first record kept, so the shortened ledger still verifies.
+//!
+//! A run that starts in a sandbox has two records: a `start` record, written and synced before
+//! anything runs (if it cannot be written, the run does not start: a full disk, a read-only
+//! folder), and its `run` record when it ends. A `start` without its `run` is a run band did not
+//! live to record, or whose record did not fit.
+//!
+//! A write cut short (a full disk, a crash) leaves a last line without its newline and its hash.
+//! It is not a record: `verify` reports it as torn, not as a break, and the next append moves it
+//! into `ledger.jsonl.torn` (kept, for whoever wants to look) and truncates the ledger to its last
+//! whole record, so the chain goes on from there. A failed append truncates its own fragment at
+//! once when it can. A last line with its hash suffix (only its newline cut) is checked as a record,
+//! so an edit of the last record is still a break. Cutting the last record's end off is the same
+//! as deleting it, which the chain cannot detect anyway (see the limits below).
+//!
+//! The files are opened with `O_NOFOLLOW` and must be regular files owned by the user band runs
+//! as, with one link: band (as root) never writes through a link a local user planted.
 //!
 //! Limits (documented in `docs/lock-and-ledger.md`): the chain is not keyed, so whoever can write
 //! the file can rewrite it whole, or drop its newest records; keep the head hash that
@@ -29,6 +46,8 @@ use crate::proto::{Denial, ErrorInfo, Event, Metrics, Status};
 pub const LEDGER_FILE: &str = "ledger.jsonl";
 /// The writers' lock file, next to it.
 pub const LOCK_FILE: &str = "ledger.lock";
+/// Where a cut write's fragment is set aside, next to it.
+pub const TORN_FILE: &str = "ledger.jsonl.torn";
 /// The record format version (`v`).
 pub const FORMAT_VERSION: u32 = 1;
 /// The `prev` of the first record ever written.
@@ -62,6 +81,8 @@ pub enum LedgerError {
         line: usize,
         reason: String,
     },
+    #[error("{path}: refusing to use it as a ledger file: {reason}")]
+    Unsafe { path: PathBuf, reason: String },
     #[error("cannot encode a ledger record: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -168,9 +189,23 @@ pub struct Checkpoint {
     pub first_prev: String,
 }
 
+/// Written and synced before a run starts in its sandbox, so no run happens unrecorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStart {
+    pub run_id: String,
+    pub started_at_ms: u64,
+    pub skill: String,
+    pub script: String,
+    pub target: String,
+    pub band_sha256: String,
+    pub bundle_sha256: String,
+    pub policy_sha256: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Entry {
+    Start(RunStart),
     Run(Box<RunRecord>),
     Checkpoint(Checkpoint),
 }
@@ -179,6 +214,7 @@ impl Entry {
     /// When the record was made: the end of a run, the time of a checkpoint.
     pub fn time_ms(&self) -> u64 {
         match self {
+            Entry::Start(s) => s.started_at_ms,
             Entry::Run(r) => r.ended_at_ms,
             Entry::Checkpoint(c) => c.time_ms,
         }
@@ -201,7 +237,7 @@ impl Stored {
     pub fn run(&self) -> Option<&RunRecord> {
         match &self.entry {
             Entry::Run(r) => Some(r),
-            Entry::Checkpoint(_) => None,
+            Entry::Start(_) | Entry::Checkpoint(_) => None,
         }
     }
 }
@@ -235,6 +271,13 @@ fn hashes(line: &str) -> Option<(&str, String)> {
     let claimed = suffix.strip_prefix(",\"hash\":\"")?.strip_suffix("\"}")?;
     let body = format!("{}}}", &line[..cut]);
     Some((claimed, sha256_hex(body.as_bytes())))
+}
+
+/// Is `line` (the last, without its newline) what a write cut short left: no hash suffix? A
+/// write ends with its hash suffix and newline, so a cut loses the suffix, unless it cut the
+/// newline alone (a whole record, checked as one: an edit of it is still a break).
+fn cut_short(line: &str) -> bool {
+    hashes(line).is_none()
 }
 
 /// Keep the events worth auditing: everything but stdout/stderr chunks (those are contents,
@@ -289,13 +332,14 @@ impl Ledger {
                 source,
             })?;
         let p = self.dir.join(LOCK_FILE);
-        fs_err::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .private()
-            .open(&p)
-            .map_err(LedgerError::Fs)
+        open_checked(
+            &p,
+            fs_err::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .private(),
+        )
     }
 
     /// Held while writing; released when dropped.
@@ -308,25 +352,26 @@ impl Ledger {
     /// Held while reading, so a reader never sees half a prune.
     fn lock_shared(&self) -> Result<Option<fs_err::File>, LedgerError> {
         let p = self.dir.join(LOCK_FILE);
-        match fs_err::OpenOptions::new().read(true).open(&p) {
+        match open_checked(&p, fs_err::OpenOptions::new().read(true)) {
             Ok(f) => {
                 f.lock_shared().map_err(LedgerError::Fs)?;
                 Ok(Some(f))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(LedgerError::Fs(e)),
+            Err(LedgerError::Fs(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
     fn open_append(&self) -> Result<fs_err::File, LedgerError> {
         let p = self.path();
-        fs_err::OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .private()
-            .open(&p)
-            .map_err(LedgerError::Fs)
+        open_checked(
+            &p,
+            fs_err::OpenOptions::new()
+                .create(true)
+                .read(true)
+                .append(true)
+                .private(),
+        )
     }
 
     /// Append one record under the writers' lock, in one write, and sync it. Returns it as stored.
@@ -334,7 +379,11 @@ impl Ledger {
         let _guard = self.lock_exclusive()?;
         let path = self.path();
         let mut file = self.open_append()?;
-        let tail = last_line(&mut file).map_err(LedgerError::Fs)?;
+        let mut tail = last_line(&mut file).map_err(LedgerError::Fs)?;
+        if let Some(t) = tail.as_ref().filter(|t| !t.complete && cut_short(&t.text)) {
+            self.set_aside(&mut file, t)?;
+            tail = last_line(&mut file).map_err(LedgerError::Fs)?;
+        }
         let (prev, seq, needs_newline) = match &tail {
             None => (GENESIS.to_string(), 1, false),
             Some(t) => {
@@ -348,11 +397,21 @@ impl Ledger {
         };
         let (mut line, hash) = encode(seq, &prev, &entry)?;
         if needs_newline {
-            // A write was cut short before: keep that fragment as its own (broken) line.
+            // A whole record whose newline was cut off: end its line.
             line.insert(0, '\n');
         }
-        file.write_all(line.as_bytes()).map_err(LedgerError::Fs)?;
-        file.sync_data().map_err(LedgerError::Fs)?;
+        let before = file.metadata().map_err(LedgerError::Fs)?.len();
+        if let Err(e) = file
+            .write_all(line.as_bytes())
+            .and_then(|()| file.sync_data())
+        {
+            // Cut short (a full disk): take the fragment back, so the ledger still ends in a whole
+            // record. If that fails too, the next append sets it aside.
+            if file.set_len(before).is_ok() {
+                let _ = file.sync_data();
+            }
+            return Err(LedgerError::Fs(e));
+        }
         Ok(Stored {
             v: FORMAT_VERSION,
             seq,
@@ -362,13 +421,36 @@ impl Ledger {
         })
     }
 
+    /// Move a cut write's fragment (the last line, without its newline) to [`TORN_FILE`] and
+    /// truncate the ledger to the whole records before it.
+    fn set_aside(&self, file: &mut fs_err::File, tail: &Tail) -> Result<(), LedgerError> {
+        let torn = self.dir.join(TORN_FILE);
+        let mut aside = open_checked(
+            &torn,
+            fs_err::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .private(),
+        )?;
+        let mut fragment = tail.raw.clone();
+        fragment.push(b'\n');
+        aside.write_all(&fragment).map_err(LedgerError::Fs)?;
+        aside.sync_data().map_err(LedgerError::Fs)?;
+        let len = file.metadata().map_err(LedgerError::Fs)?.len();
+        file.set_len(len.saturating_sub(tail.raw.len() as u64))
+            .map_err(LedgerError::Fs)?;
+        file.sync_data().map_err(LedgerError::Fs)
+    }
+
     /// The raw lines (without newlines); `complete` is false when the file does not end in one.
     fn read_lines(&self) -> Result<(Vec<String>, bool), LedgerError> {
         let p = self.path();
-        let text = match fs_err::read(&p) {
+        let text = match read_checked(&p) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), true)),
-            Err(e) => return Err(LedgerError::Fs(e)),
+            Err(LedgerError::Fs(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), true));
+            }
+            Err(e) => return Err(e),
         };
         let complete = text.is_empty() || text.ends_with(b"\n");
         let text = String::from_utf8_lossy(&text);
@@ -378,7 +460,11 @@ impl Ledger {
     /// Every record, oldest first. A line that is not a record is an error naming it.
     pub fn records(&self) -> Result<Vec<Stored>, LedgerError> {
         let _guard = self.lock_shared()?;
-        let (lines, _) = self.read_lines()?;
+        let (mut lines, complete) = self.read_lines()?;
+        // A cut write is not a record (see the module docs).
+        if !complete && lines.last().is_some_and(|l| cut_short(l)) {
+            lines.pop();
+        }
         let path = self.path();
         lines
             .iter()
@@ -469,11 +555,12 @@ impl Ledger {
         }
         text.push_str(&cp_line);
         let tmp = self.dir.join(format!(".{LEDGER_FILE}.tmp"));
+        // A stale one (a prune that died): removed, never written through (a new file only).
+        let _ = fs_err::remove_file(&tmp);
         let written = (|| {
             let mut f = fs_err::OpenOptions::new()
-                .create(true)
+                .create_new(true)
                 .write(true)
-                .truncate(true)
                 .private()
                 .open(&tmp)?;
             f.write_all(text.as_bytes())?;
@@ -520,6 +607,17 @@ pub struct Verification {
     pub head: Option<String>,
     pub last_seq: Option<u64>,
     pub broken: Option<Broken>,
+    /// The last line, a write cut short (not a record, not a break; see the module docs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torn: Option<Torn>,
+}
+
+/// A last line that a write left cut short.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Torn {
+    /// 1-based line number in `ledger.jsonl`.
+    pub line: usize,
+    pub bytes: usize,
 }
 
 /// The first record that does not fit the chain.
@@ -542,6 +640,7 @@ pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
         head: None,
         last_seq: None,
         broken: None,
+        torn: None,
     };
     let mut expect: Option<(String, u64)> = None; // (prev, seq) the next record must carry
     for (i, line) in lines.iter().enumerate() {
@@ -553,13 +652,14 @@ pub fn verify_lines(lines: &[String], complete: bool) -> Verification {
             run_id: rec.and_then(run_id_of),
             reason,
         };
-        out.records += 1;
-        if !complete && n == lines.len() {
-            out.broken = Some(brk(
-                "the last line is incomplete (a write was cut short)".into()
-            ));
+        if !complete && n == lines.len() && cut_short(line) {
+            out.torn = Some(Torn {
+                line: n,
+                bytes: line.len(),
+            });
             return out;
         }
+        out.records += 1;
         let Some((claimed, actual)) = hashes(line) else {
             out.broken = Some(brk(
                 "the line has no record hash (not written by band, or cut)".into(),
@@ -658,13 +758,15 @@ fn run_id_of(r: &Stored) -> Option<String> {
 fn last_checkpoint(parsed: &[Option<Stored>]) -> Option<&Checkpoint> {
     parsed.iter().rev().flatten().find_map(|r| match &r.entry {
         Entry::Checkpoint(c) => Some(c),
-        Entry::Run(_) => None,
+        Entry::Start(_) | Entry::Run(_) => None,
     })
 }
 
 /// The last line of a file and whether it ended with a newline.
 struct Tail {
     text: String,
+    /// Its bytes, without the newline.
+    raw: Vec<u8>,
     complete: bool,
 }
 
@@ -694,6 +796,7 @@ fn last_line(f: &mut fs_err::File) -> std::io::Result<Option<Tail>> {
             let complete = buf.ends_with(b"\n");
             return Ok(Some(Tail {
                 text: String::from_utf8_lossy(&body[i + 1..]).into_owned(),
+                raw: body[i + 1..].to_vec(),
                 complete,
             }));
         }
@@ -701,6 +804,7 @@ fn last_line(f: &mut fs_err::File) -> std::io::Result<Option<Tail>> {
             let complete = buf.ends_with(b"\n");
             return Ok(Some(Tail {
                 text: String::from_utf8_lossy(body).into_owned(),
+                raw: body.to_vec(),
                 complete,
             }));
         }
@@ -724,8 +828,66 @@ fn link_of(line: &str) -> (String, Option<u64>) {
 }
 
 fn count_lines(path: &Path) -> Result<u64, LedgerError> {
-    let b = fs_err::read(path).map_err(LedgerError::Fs)?;
+    let b = read_checked(path)?;
     Ok(b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).count() as u64)
+}
+
+/// Open a ledger file without following a link (`O_NOFOLLOW`, and `O_NONBLOCK` so a FIFO does not
+/// hang the open), and refuse what is not a regular file of this user's with one link.
+fn open_checked(path: &Path, opts: &mut fs_err::OpenOptions) -> Result<fs_err::File, LedgerError> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    use rustix::fs::OFlags;
+    let flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match opts.custom_flags(flags.bits() as i32).open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            if fs_err::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(unsafe_file(path, "it is a symbolic link".into()));
+            }
+            return Err(LedgerError::Fs(e));
+        }
+    };
+    let meta = file.metadata().map_err(LedgerError::Fs)?;
+    if let Some(reason) = unsafe_reason(&meta, rustix::process::geteuid().as_raw()) {
+        return Err(unsafe_file(path, reason));
+    }
+    Ok(file)
+}
+
+/// Why a ledger file with this metadata is not band's to use (`None`: it is).
+fn unsafe_reason(meta: &std::fs::Metadata, euid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if !meta.file_type().is_file() {
+        return Some("it is not a regular file".into());
+    }
+    if meta.uid() != euid {
+        return Some(format!(
+            "it belongs to uid {}, not to uid {euid} that band runs as",
+            meta.uid()
+        ));
+    }
+    if meta.nlink() != 1 {
+        return Some(format!(
+            "it has {} hard links (another name of it may be any file)",
+            meta.nlink()
+        ));
+    }
+    None
+}
+
+fn unsafe_file(path: &Path, reason: String) -> LedgerError {
+    LedgerError::Unsafe {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// A ledger file's bytes, opened as [`open_checked`] does.
+fn read_checked(path: &Path) -> Result<Vec<u8>, LedgerError> {
+    let mut f = open_checked(path, fs_err::OpenOptions::new().read(true))?;
+    let mut out = Vec::new();
+    f.read_to_end(&mut out).map_err(LedgerError::Fs)?;
+    Ok(out)
 }
 
 /// Files and folders of the ledger are private to their owner.
@@ -992,7 +1154,8 @@ mod tests {
                 records: 3,
                 head: Some(recs[2].hash.clone()),
                 last_seq: Some(3),
-                broken: None
+                broken: None,
+                torn: None
             }
         );
         // Each line's hash covers the line.
@@ -1012,7 +1175,8 @@ mod tests {
                 records: 0,
                 head: None,
                 last_seq: None,
-                broken: None
+                broken: None,
+                torn: None
             }
         );
         assert!(l.records().expect("records").is_empty());
@@ -1101,29 +1265,107 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_write_is_reported_and_appending_continues() {
+    fn a_cut_write_is_torn_not_broken_and_set_aside_by_the_next_append() {
         let (_t, l) = ledger_with(2);
-        let mut text = fs_err::read_to_string(l.path()).expect("read");
-        text.push_str("{\"v\":1,\"seq\":3,\"pre");
-        fs_err::write(l.path(), &text).expect("write");
-        let b = broken(&l);
-        assert_eq!(b.line, 3);
-        assert!(b.reason.contains("incomplete"), "{}", b.reason);
-        assert!(matches!(
-            l.records(),
-            Err(LedgerError::Corrupt { line: 3, .. })
-        ));
-        let (good, bad) = l.records_lenient().expect("records");
-        assert_eq!((good.len(), bad), (2, vec![3]));
+        let whole = fs_err::read_to_string(l.path()).expect("read");
+        let fragment = "{\"v\":1,\"seq\":3,\"pre";
+        fs_err::write(l.path(), format!("{whole}{fragment}")).expect("write");
+        let v = l.verify().expect("verify");
+        assert_eq!(v.broken, None);
+        assert_eq!(
+            v.torn,
+            Some(Torn {
+                line: 3,
+                bytes: fragment.len()
+            })
+        );
+        assert_eq!(v.records, 2);
+        assert_eq!(l.records().expect("records").len(), 2);
         l.append(run("00000000000000ff", "text", "count", Status::Ok, 9))
             .expect("append after a cut");
         let ls = lines(&l);
-        assert_eq!(ls.len(), 4, "the fragment stays on its own line");
+        assert_eq!(ls.len(), 3, "the fragment is gone from the ledger");
+        let v = l.verify().expect("verify");
+        assert_eq!((v.broken, v.torn, v.records), (None, None, 3));
         assert_eq!(
-            broken(&l).line,
-            3,
-            "the fragment is still the first broken record"
+            fs_err::read_to_string(l.dir.join(TORN_FILE)).expect("set aside"),
+            format!("{fragment}\n")
         );
+    }
+
+    #[test]
+    fn a_whole_last_record_without_its_newline_is_checked_as_a_record() {
+        let (_t, l) = ledger_with(2);
+        let whole = fs_err::read_to_string(l.path()).expect("read");
+        let cut = whole.trim_end_matches('\n');
+        // Its newline cut off: a record still, and the next append ends its line.
+        fs_err::write(l.path(), cut).expect("write");
+        let v = l.verify().expect("verify");
+        assert_eq!((v.broken, v.torn, v.records), (None, None, 2));
+        l.append(run("00000000000000ff", "text", "count", Status::Ok, 9))
+            .expect("append");
+        assert_eq!(l.verify().expect("verify").records, 3);
+        // Edited and without its newline: an edit, not a cut write.
+        let (first, last) = cut.rsplit_once('\n').expect("two lines");
+        let edited = format!("{first}\n{}", last.replace("\"count\"", "\"other\""));
+        fs_err::write(l.path(), &edited).expect("write");
+        let b = broken(&l);
+        assert_eq!(b.line, 2);
+        assert!(b.reason.contains("edited"), "{}", b.reason);
+    }
+
+    #[test]
+    fn ledger_files_behind_links_fifos_or_hard_links_are_refused() {
+        use fs_err::os::unix::fs::symlink;
+        let t = tempfile::tempdir().expect("tmp");
+        let target = t.path().join("target");
+        fs_err::write(&target, "precious\n").expect("write");
+        let entry = || run("00000000000000aa", "text", "count", Status::Ok, 1);
+        for planted in [LEDGER_FILE, LOCK_FILE] {
+            let dir = t.path().join(format!("data-{planted}"));
+            fs_err::create_dir_all(&dir).expect("dir");
+            symlink(&target, dir.join(planted)).expect("symlink");
+            let l = Ledger::new(&dir);
+            let e = l.append(entry()).expect_err("a symlink is refused");
+            assert!(
+                e.to_string().ends_with(&format!(
+                    "{planted}: refusing to use it as a ledger file: it is a symbolic link"
+                )),
+                "{e}"
+            );
+            assert!(matches!(l.verify(), Err(LedgerError::Unsafe { .. })));
+        }
+        // A hard link to another file.
+        let dir = t.path().join("data-hard");
+        fs_err::create_dir_all(&dir).expect("dir");
+        fs_err::hard_link(&target, dir.join(LEDGER_FILE)).expect("link");
+        let e = Ledger::new(&dir).append(entry()).expect_err("refused");
+        assert!(e.to_string().contains("it has 2 hard links"), "{e}");
+        // A FIFO: refused at once, not waited on.
+        let dir = t.path().join("data-fifo");
+        fs_err::create_dir_all(&dir).expect("dir");
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join(LEDGER_FILE))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let e = Ledger::new(&dir).append(entry()).expect_err("refused");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert_eq!(fs_err::read_to_string(&target).expect("read"), "precious\n");
+        // Another user's file (the check itself: the tests may not run as root).
+        let mine = t.path().join("mine");
+        fs_err::write(&mine, "").expect("write");
+        let meta = fs_err::metadata(&mine).expect("meta");
+        use std::os::unix::fs::MetadataExt;
+        let other = meta.uid() + 1;
+        assert_eq!(
+            unsafe_reason(&meta, other),
+            Some(format!(
+                "it belongs to uid {}, not to uid {other} that band runs as",
+                meta.uid()
+            ))
+        );
+        assert_eq!(unsafe_reason(&meta, meta.uid()), None);
     }
 
     #[test]

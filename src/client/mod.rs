@@ -51,8 +51,12 @@ pub enum ClientError {
     Fs(std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error("cannot write the run ledger; nothing ran")]
-    LedgerUnwritable(#[source] LedgerError),
+    #[error("cannot write the run ledger {}; nothing ran", path.display())]
+    LedgerUnwritable {
+        path: std::path::PathBuf,
+        #[source]
+        source: LedgerError,
+    },
     #[error("the run {run_id} finished but could not be recorded in the ledger")]
     NotRecorded {
         run_id: String,

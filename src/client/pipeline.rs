@@ -187,8 +187,9 @@ fn run_inner(
         super::record::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
         return Ok(outcome);
     }
-    // A run that could not be recorded must not start.
-    ledger.prepare().map_err(ClientError::LedgerUnwritable)?;
+    // A run that could not be recorded must not start: its `start` record is written and synced
+    // first (a full disk or an unsafe ledger file stops it here).
+    super::record::record_start(&ledger, &prepared, started_at_ms)?;
     let mut transport = match early {
         Some(t) => t,
         None => transport_for(&prepared.target, &config)?,

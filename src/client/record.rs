@@ -3,7 +3,8 @@
 use super::config::UserConfig;
 use super::outcome::Outcome;
 use super::{ClientError, Result};
-use crate::ledger::{self, Entry, IoDigest, Ledger, RunRecord};
+use super::outcome::Prepared;
+use crate::ledger::{self, Entry, IoDigest, Ledger, RunRecord, RunStart};
 use crate::proto::Event;
 
 /// The ledger in the data folder: `$BAND_DATA_DIR`, `data_dir` in the config, `~/.local/share/band`.
@@ -14,6 +15,28 @@ pub fn ledger() -> Result<Ledger> {
 /// [`ledger()`] of an already-read config (a run reads it once).
 pub fn ledger_of(config: &UserConfig) -> Ledger {
     Ledger::new(config.data_dir())
+}
+
+/// Append the `start` record of a run about to start in its sandbox, synced: if it cannot be
+/// written, the run must not start (the error names the ledger).
+pub fn record_start(ledger: &Ledger, p: &Prepared, started_at_ms: u64) -> Result<()> {
+    let start = RunStart {
+        run_id: p.request.run_id.clone(),
+        started_at_ms,
+        skill: p.request.skill.clone(),
+        script: p.request.script.clone(),
+        target: p.target.to_string(),
+        band_sha256: p.band_sha256.clone(),
+        bundle_sha256: p.request.bundle_sha256.clone(),
+        policy_sha256: p.policy_sha256.clone(),
+    };
+    ledger
+        .append(Entry::Start(start))
+        .map_err(|source| ClientError::LedgerUnwritable {
+            path: ledger.path(),
+            source,
+        })?;
+    Ok(())
 }
 
 /// Append the record of one run (refused or not). `events` are what the run streamed; only the

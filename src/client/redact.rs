@@ -10,14 +10,24 @@
 //! result and its progress messages, and the hash-chained ledger (which can never be redacted
 //! afterwards) never hold a declared secret.
 //!
-//! The forms masked, for a value `v`:
-//! - `v` itself, and each line of a multi-line value (a PEM key printed line by line);
-//! - `v` in base64, standard and URL-safe alphabets, padded and unpadded, and the characters of
-//!   `v`'s encoding at each of the three byte offsets it can take inside a longer encoded blob
-//!   (only the characters that depend on `v`'s bytes alone: a secret inside `base64(a + v + b)`
-//!   is caught whatever `a` and `b` are);
-//! - `v` percent-encoded (RFC 3986 unreserved characters kept, upper- and lower-case hex, and
-//!   with `+` for a space as in form encoding).
+//! The forms masked, for a value `v`, are two tables, so the next form is one line in one of them:
+//! - [`ENCODINGS`], the ways `v` is written out whole: as it is (and each line of a multi-line
+//!   value: a PEM key printed line by line); base64, standard and URL-safe alphabets, padded and
+//!   unpadded; the characters of `v`'s base64 at each of the three byte offsets it can take inside
+//!   a longer blob (only the characters that depend on `v`'s bytes alone: a secret inside
+//!   `base64(a + v + b)`, such as `user:secret` in a Basic header, is caught whatever `a` and `b`
+//!   are); hex, lower and upper case;
+//! - [`ESCAPES`], the ways any one character of such a text may be escaped on top: percent-encoded
+//!   (upper- or lower-case hex, and once more: `%252F`, a URL quoted twice), `+` for a space (form
+//!   encoding), JSON's `\uXXXX` (either case) and short escapes (`\/`, `\"`, `\\`, `\n`…).
+//!
+//! A match is a text where each character of a form appears as itself or as any of its escapes,
+//! each character independently. So every library's choice of what to leave unescaped is covered
+//! at once (Python's `quote` with its default `safe='/'` and `quote_plus`, JavaScript's
+//! `encodeURIComponent` and `encodeURI`, Go's `url.QueryEscape` and `url.PathEscape`, curl's
+//! `--data-urlencode`, `jq @uri`), and so are the combinations (base64 then percent-encoded, a
+//! JSON-escaped URL), while a text that does not decode to the value (a near miss: one character
+//! different, a different escape) is left alone.
 //!
 //! The output data is left alone: the script's output document and the files it writes back are
 //! what the caller asked for. [`Masker::names_in`] names (never shows) the secrets they
@@ -29,7 +39,7 @@
 //! [`MIN_SECRET_BYTES`] are not masked either.
 //!
 //! **Streams.** Stdout and stderr arrive in chunks, and a value may be split across two. A
-//! [`StreamMasker`] holds back the last `longest form − 1` bytes of what it has seen until the
+//! [`StreamMasker`] holds back the last `longest match − 1` bytes of what it has seen until the
 //! next chunk (or the end of the run) shows whether they start a secret, so a split value is
 //! masked exactly as a whole one; at most that many bytes are delayed, and none after a line
 //! break when no value spans lines (so line-by-line output is shown line by line). A stream that
@@ -50,13 +60,13 @@ pub const MIN_SECRET_BYTES: usize = 4;
 #[derive(Clone, Default)]
 pub struct Masker {
     /// Every form to mask, with the index of its secret's name in `names`.
-    patterns: Vec<(String, usize)>,
+    patterns: Vec<(Form, usize)>,
     names: Vec<String>,
     /// Secrets too short to mask.
     short: Vec<String>,
-    /// The longest pattern, in bytes.
+    /// The longest text a form matches, in bytes.
     longest: usize,
-    /// Does a pattern contain a line break?
+    /// Can a match contain a line break?
     multi_line: bool,
 }
 
@@ -92,10 +102,12 @@ impl Masker {
             }
             let idx = m.names.len();
             m.names.push(name.clone());
-            for form in forms(value) {
-                if form.len() >= MIN_SECRET_BYTES && !m.patterns.iter().any(|(p, _)| *p == form) {
-                    m.longest = m.longest.max(form.len());
-                    m.multi_line |= form.contains('\n');
+            for text in forms(value) {
+                if text.len() >= MIN_SECRET_BYTES && !m.patterns.iter().any(|(p, _)| p.text == text)
+                {
+                    let form = Form::new(&text);
+                    m.longest = m.longest.max(form.longest);
+                    m.multi_line |= text.contains('\n');
                     m.patterns.push((form, idx));
                 }
             }
@@ -113,27 +125,37 @@ impl Masker {
         &self.short
     }
 
-    /// Every occurrence of every form in `text`, merged where they overlap or touch, in order.
-    /// With `at_end`, `text` is the end of a stream, and an end that is the start of a form (a
-    /// stream cut short by a limit in the middle of a secret) is masked too.
-    fn spans(&self, text: &str, at_end: bool) -> Vec<Span> {
+    /// Every occurrence of every form in `text`, unmerged. With `at_end`, `text` is the end of
+    /// a stream, and an end (at least [`MIN_SECRET_BYTES`] long) that is the start of a match (a
+    /// stream cut short by a limit in the middle of a secret) is an occurrence too.
+    fn occurrences(&self, text: &str, at_end: bool) -> Vec<Span> {
+        let bytes = text.as_bytes();
         let mut found = Vec::new();
-        if at_end && let Some(tail) = self.tail(text) {
-            found.push(tail);
-        }
-        for (p, secret) in &self.patterns {
-            let mut from = 0;
-            while let Some(i) = text[from..].find(p.as_str()) {
-                let start = from + i;
+        for (form, secret) in &self.patterns {
+            // Overlapping occurrences too (`abab` twice in `ababab`). A match starts with a whole
+            // character, so never inside one.
+            for start in 0..bytes.len() {
+                if !form.first[usize::from(bytes[start])] {
+                    continue;
+                }
+                let end = match form.reach(bytes, start) {
+                    Reach::Whole(end) => end,
+                    Reach::Cut if at_end && bytes.len() - start >= MIN_SECRET_BYTES => bytes.len(),
+                    _ => continue,
+                };
                 found.push(Span {
                     start,
-                    end: start + p.len(),
+                    end,
                     secret: *secret,
                 });
-                // Overlapping occurrences too (`abab` twice in `ababab`).
-                from = start + text[start..].chars().next().map_or(1, char::len_utf8);
             }
         }
+        found
+    }
+
+    /// [`Masker::occurrences`], merged where they overlap or touch, in order.
+    fn spans(&self, text: &str, at_end: bool) -> Vec<Span> {
+        let mut found = self.occurrences(text, at_end);
         found.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
         let mut merged: Vec<Span> = Vec::new();
         for s in found {
@@ -143,28 +165,6 @@ impl Masker {
             }
         }
         merged
-    }
-
-    /// The longest end of `text` (at least [`MIN_SECRET_BYTES`]) that is the start of a form.
-    fn tail(&self, text: &str) -> Option<Span> {
-        let mut best: Option<Span> = None;
-        for (p, secret) in &self.patterns {
-            let longest = (p.len() - 1).min(text.len());
-            for k in (MIN_SECRET_BYTES..=longest).rev() {
-                if best.is_some_and(|b| text.len() - b.start >= k) {
-                    break;
-                }
-                if p.is_char_boundary(k) && text.ends_with(&p[..k]) {
-                    best = Some(Span {
-                        start: text.len() - k,
-                        end: text.len(),
-                        secret: *secret,
-                    });
-                    break;
-                }
-            }
-        }
-        best
     }
 
     fn marker(&self, secret: usize) -> String {
@@ -207,10 +207,8 @@ impl Masker {
     /// The names of the secrets found in `text`, in declaration order.
     pub fn names_in(&self, text: &str) -> Vec<&str> {
         let mut hit = vec![false; self.names.len()];
-        for (p, secret) in &self.patterns {
-            if !hit[*secret] && text.contains(p.as_str()) {
-                hit[*secret] = true;
-            }
+        for s in self.occurrences(text, false) {
+            hit[s.secret] = true;
         }
         self.names
             .iter()
@@ -385,33 +383,119 @@ impl Masker {
     }
 }
 
-/// The forms of one value to mask (before the length filter).
+/// One way a value is written out whole: what it is, and the texts of a value in it (one per
+/// variant).
+type Encoding = fn(&[u8]) -> Vec<String>;
+
+/// The ways a value is written out whole. Each text is then matched with any of its characters
+/// escaped ([`ESCAPES`]): base64 then percent-encoded is the base64 row with the percent escape.
+pub const ENCODINGS: &[(&str, Encoding)] = &[
+    ("as it is, and each line of a multi-line value", plain),
+    ("base64, standard and URL-safe, padded or not", base64_whole),
+    (
+        "base64 inside a longer blob, at each byte offset",
+        base64_inside,
+    ),
+    ("hex, lower and upper case", hex),
+];
+
+/// One way a character of a form may be escaped: the texts it may appear as instead.
+type Escape = fn(char) -> Vec<String>;
+
+/// The ways any one character of a form may be escaped, each independently of the others. An
+/// escape with a `%` in it may be percent-encoded once more (`%252F`: a URL quoted twice).
+pub const ESCAPES: &[(&str, Escape)] = &[
+    (
+        "percent-encoded UTF-8 bytes, upper or lower-case hex",
+        percent_char,
+    ),
+    ("`+` for a space (form encoding)", plus_for_space),
+    ("JSON `\\uXXXX`, upper or lower-case hex", json_unicode),
+    (
+        "JSON's short escapes (`\\/`, `\\\"`, `\\\\`, `\\n`…)",
+        json_short,
+    ),
+];
+
+/// The texts of one value to mask (before the length filter).
 fn forms(value: &str) -> Vec<String> {
-    let mut out = vec![value.to_string()];
-    if value.contains('\n') {
+    ENCODINGS
+        .iter()
+        .flat_map(|(_, encode)| encode(value.as_bytes()))
+        .collect()
+}
+
+fn plain(value: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(value);
+    let mut out = vec![text.to_string()];
+    if text.contains('\n') {
         out.extend(
-            value
-                .lines()
+            text.lines()
                 .map(|l| l.trim_end_matches('\r').trim())
                 .filter(|l| !l.is_empty())
                 .map(String::from),
         );
     }
-    let bytes = value.as_bytes();
-    for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
-        out.push(engine.encode(bytes));
-    }
+    out
+}
+
+fn base64_whole(value: &[u8]) -> Vec<String> {
+    [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD]
+        .iter()
+        .map(|e| e.encode(value))
+        .collect()
+}
+
+fn base64_inside(value: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
     for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
         for offset in 0..3 {
-            out.push(embedded_base64(engine, bytes, offset));
-        }
-    }
-    for upper in [true, false] {
-        for plus in [false, true] {
-            out.push(percent_encode(bytes, upper, plus));
+            out.push(embedded_base64(engine, value, offset));
         }
     }
     out
+}
+
+fn hex(value: &[u8]) -> Vec<String> {
+    let lower: String = value.iter().map(|b| format!("{b:02x}")).collect();
+    vec![lower.to_uppercase(), lower]
+}
+
+fn percent_char(c: char) -> Vec<String> {
+    let mut buf = [0u8; 4];
+    let bytes = c.encode_utf8(&mut buf).as_bytes();
+    vec![percent_bytes(bytes, true), percent_bytes(bytes, false)]
+}
+
+fn plus_for_space(c: char) -> Vec<String> {
+    if c == ' ' {
+        vec!["+".into()]
+    } else {
+        Vec::new()
+    }
+}
+
+fn json_unicode(c: char) -> Vec<String> {
+    let mut units = [0u16; 2];
+    let units = c.encode_utf16(&mut units);
+    let lower = units.iter().map(|u| format!("\\u{u:04x}")).collect();
+    let upper = units.iter().map(|u| format!("\\u{u:04X}")).collect();
+    vec![lower, upper]
+}
+
+fn json_short(c: char) -> Vec<String> {
+    let e = match c {
+        '/' => "\\/",
+        '"' => "\\\"",
+        '\\' => "\\\\",
+        '\u{8}' => "\\b",
+        '\u{c}' => "\\f",
+        '\n' => "\\n",
+        '\r' => "\\r",
+        '\t' => "\\t",
+        _ => return Vec::new(),
+    };
+    vec![e.into()]
 }
 
 /// The base64 characters of `value` placed `offset` bytes into a 3-byte group of a longer
@@ -427,20 +511,121 @@ fn embedded_base64(engine: &impl base64::Engine, value: &[u8], offset: usize) ->
 }
 
 /// `value` percent-encoded: RFC 3986 unreserved characters as they are, every other byte `%XX`
-/// (`upper` or lower-case hex); with `plus`, a space is `+` (form encoding).
-fn percent_encode(value: &[u8], upper: bool, plus: bool) -> String {
+/// (`upper` or lower-case hex).
+#[cfg(test)]
+fn percent_encode(value: &[u8], upper: bool) -> String {
     let mut out = String::with_capacity(value.len() * 3);
     for &b in value {
         match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
                 out.push(char::from(b))
             }
-            b' ' if plus => out.push('+'),
-            _ if upper => out.push_str(&format!("%{b:02X}")),
-            _ => out.push_str(&format!("%{b:02x}")),
+            _ => out.push_str(&percent_bytes(&[b], upper)),
         }
     }
     out
+}
+
+/// Every byte `%XX`.
+fn percent_bytes(bytes: &[u8], upper: bool) -> String {
+    bytes
+        .iter()
+        .map(|b| {
+            if upper {
+                format!("%{b:02X}")
+            } else {
+                format!("%{b:02x}")
+            }
+        })
+        .collect()
+}
+
+/// One text to mask, and what it matches: each character as itself or any of its escapes.
+#[derive(Clone)]
+struct Form {
+    text: String,
+    /// Per character of `text`: the texts it may appear as (itself first).
+    units: Vec<Vec<String>>,
+    /// The longest text it matches, in bytes.
+    longest: usize,
+    /// The bytes a match can start with.
+    first: [bool; 256],
+}
+
+/// How far a form matches from a position.
+enum Reach {
+    /// A whole match, ending here (the longest one).
+    Whole(usize),
+    /// The text ended inside a possible match.
+    Cut,
+    No,
+}
+
+impl Form {
+    fn new(text: &str) -> Form {
+        let units: Vec<Vec<String>> = text
+            .chars()
+            .map(|c| {
+                let mut alts = vec![c.to_string()];
+                for (_, escape) in ESCAPES {
+                    for a in escape(c) {
+                        let twice = a.replace('%', "%25");
+                        for a in [a, twice] {
+                            if !alts.contains(&a) {
+                                alts.push(a);
+                            }
+                        }
+                    }
+                }
+                alts
+            })
+            .collect();
+        let longest = units
+            .iter()
+            .map(|u| u.iter().map(String::len).max().unwrap_or(0))
+            .sum();
+        let mut first = [false; 256];
+        for a in units.first().into_iter().flatten() {
+            if let Some(&b) = a.as_bytes().first() {
+                first[usize::from(b)] = true;
+            }
+        }
+        Form {
+            text: text.to_string(),
+            units,
+            longest,
+            first,
+        }
+    }
+
+    /// Match from `start`: every way of reading the units is followed at once (the positions
+    /// reached after each unit), so an ambiguous text (`%25` is `%` then `25`, or an escaped `%`)
+    /// costs no backtracking.
+    fn reach(&self, text: &[u8], start: usize) -> Reach {
+        let mut at = vec![start];
+        let mut cut = false;
+        for unit in &self.units {
+            let mut next: Vec<usize> = Vec::new();
+            for &p in &at {
+                let rest = &text[p..];
+                for alt in unit {
+                    let a = alt.as_bytes();
+                    if rest.starts_with(a) {
+                        if !next.contains(&(p + a.len())) {
+                            next.push(p + a.len());
+                        }
+                    } else if a.starts_with(rest) {
+                        cut = true;
+                    }
+                }
+            }
+            if next.is_empty() {
+                return if cut { Reach::Cut } else { Reach::No };
+            }
+            at = next;
+        }
+        Reach::Whole(at.into_iter().max().unwrap_or(start))
+    }
 }
 
 /// Masks one stream that arrives in chunks; see the module docs. Text is emitted only once it is
@@ -589,9 +774,9 @@ mod tests {
             STANDARD_NO_PAD.encode(b),
             URL_SAFE.encode(b),
             URL_SAFE_NO_PAD.encode(b),
-            percent_encode(b, true, false),
-            percent_encode(b, false, false),
-            percent_encode(b, true, true),
+            percent_encode(b, true),
+            percent_encode(b, false),
+            percent_encode(b, true).replace("%20", "+"),
         ]
     }
 
@@ -873,5 +1058,262 @@ mod tests {
             m.mask_json(&v),
             serde_json::json!({ "argv": ["printf", "[secret TOKEN]"], "[secret TOKEN]": 1 })
         );
+    }
+
+    const AWS: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    const PASSWORD: &str = "pa ss/wörd+\"x\"&y=1";
+
+    /// What real encoders print (python3 3.11, node 20, curl 7.88; Go's net/url rules applied
+    /// by hand), and what band shows of it.
+    const AWS_PRINTED: &[(&str, &str, &str)] = &[
+        (
+            "python quote (safe='/')",
+            "wJalrXUtnFEMI/K7MDENG%2BbPxRfiCYEXAMPLEKEY",
+            "{}",
+        ),
+        (
+            "python quote(safe='')",
+            "wJalrXUtnFEMI%2FK7MDENG%2BbPxRfiCYEXAMPLEKEY",
+            "{}",
+        ),
+        (
+            "python urlencode (quote_plus)",
+            "k=wJalrXUtnFEMI%2FK7MDENG%2BbPxRfiCYEXAMPLEKEY",
+            "k={}",
+        ),
+        (
+            "python quote, twice",
+            "wJalrXUtnFEMI/K7MDENG%252BbPxRfiCYEXAMPLEKEY",
+            "{}",
+        ),
+        (
+            "python b64encode",
+            "d0phbHJYVXRuRkVNSS9LN01ERU5HK2JQeFJmaUNZRVhBTVBMRUtFWQ==",
+            "{}",
+        ),
+        (
+            "python urlsafe_b64encode, unpadded",
+            "d0phbHJYVXRuRkVNSS9LN01ERU5HK2JQeFJmaUNZRVhBTVBMRUtFWQ",
+            "{}",
+        ),
+        (
+            "python b64encode of user:secret (Basic)",
+            "Basic dXNlcjp3SmFsclhVdG5GRU1JL0s3TURFTkcrYlB4UmZpQ1lFWEFNUExFS0VZ",
+            "Basic dXNlcjp{}",
+        ),
+        (
+            "python b64encode of a:secret!",
+            "YTp3SmFsclhVdG5GRU1JL0s3TURFTkcrYlB4UmZpQ1lFWEFNUExFS0VZIQ==",
+            "YTp{}IQ==",
+        ),
+        (
+            "python b64encode of ab:secret!?",
+            "YWI6d0phbHJYVXRuRkVNSS9LN01ERU5HK2JQeFJmaUNZRVhBTVBMRUtFWSE/",
+            "YWI6{}SE/",
+        ),
+        (
+            "python quote of b64encode",
+            "d0phbHJYVXRuRkVNSS9LN01ERU5HK2JQeFJmaUNZRVhBTVBMRUtFWQ%3D%3D",
+            "{}",
+        ),
+        (
+            "python quote(safe='') of a Basic header",
+            "Basic%20dXNlcjp3SmFsclhVdG5GRU1JL0s3TURFTkcrYlB4UmZpQ1lFWEFNUExFS0VZ",
+            "Basic%20dXNlcjp{}",
+        ),
+        (
+            "python bytes.hex",
+            "774a616c725855746e46454d492f4b374d44454e472b62507852666943594558414d504c454b4559",
+            "{}",
+        ),
+        (
+            "python bytes.hex().upper()",
+            "774A616C725855746E46454D492F4B374D44454E472B62507852666943594558414D504C454B4559",
+            "{}",
+        ),
+        (
+            "python json.dumps of a quoted URL",
+            "\"https://h.test/?t=wJalrXUtnFEMI/K7MDENG%2BbPxRfiCYEXAMPLEKEY\"",
+            "\"https://h.test/?t={}\"",
+        ),
+        (
+            "JSON with \\/ (PHP json_encode)",
+            "\"wJalrXUtnFEMI\\/K7MDENG+bPxRfiCYEXAMPLEKEY\"",
+            "\"{}\"",
+        ),
+        (
+            "JSON with \\u escapes",
+            "\"wJalrXUtnFEMI\\u002fK7MDENG\\u002bbPxRfiCYEXAMPLEKEY\"",
+            "\"{}\"",
+        ),
+        (
+            "node encodeURIComponent",
+            "wJalrXUtnFEMI%2FK7MDENG%2BbPxRfiCYEXAMPLEKEY",
+            "{}",
+        ),
+        (
+            "node encodeURI",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            "{}",
+        ),
+        (
+            "node Buffer base64url",
+            "d0phbHJYVXRuRkVNSS9LN01ERU5HK2JQeFJmaUNZRVhBTVBMRUtFWQ",
+            "{}",
+        ),
+        (
+            "curl -G --data-urlencode (lower-case hex)",
+            "https://h.test/?x=wJalrXUtnFEMI%2fK7MDENG%2bbPxRfiCYEXAMPLEKEY",
+            "https://h.test/?x={}",
+        ),
+        (
+            "Go url.PathEscape's rules (+ kept)",
+            "wJalrXUtnFEMI%2FK7MDENG+bPxRfiCYEXAMPLEKEY",
+            "{}",
+        ),
+    ];
+
+    /// What real encoders print (python3 3.11, node 20, curl 7.88; Go's net/url rules applied
+    /// by hand), and what band shows of it.
+    const PASSWORD_PRINTED: &[(&str, &str, &str)] = &[
+        (
+            "python quote (safe='/')",
+            "pa%20ss/w%C3%B6rd%2B%22x%22%26y%3D1",
+            "{}",
+        ),
+        (
+            "python quote_plus",
+            "pa+ss%2Fw%C3%B6rd%2B%22x%22%26y%3D1",
+            "{}",
+        ),
+        (
+            "python quote, twice",
+            "pa%2520ss/w%25C3%25B6rd%252B%2522x%2522%2526y%253D1",
+            "{}",
+        ),
+        (
+            "python b64encode of user:secret (Basic)",
+            "Basic dXNlcjpwYSBzcy93w7ZyZCsieCImeT0x",
+            "Basic dXNlcjp{}",
+        ),
+        (
+            "python b64encode of ab:secret!?",
+            "YWI6cGEgc3Mvd8O2cmQrIngiJnk9MSE/",
+            "YWI6{}SE/",
+        ),
+        (
+            "python bytes.hex().upper()",
+            "70612073732F77C3B672642B22782226793D31",
+            "{}",
+        ),
+        (
+            "python json.dumps (ensure_ascii)",
+            "\"pa ss/w\\u00f6rd+\\\"x\\\"&y=1\"",
+            "\"{}\"",
+        ),
+        (
+            "JSON with \\/ and \\u escapes",
+            "\"pa\\u0020ss\\/w\\u00F6rd\\u002b\\u0022x\\u0022\\u0026y\\u003d1\"",
+            "\"{}\"",
+        ),
+        (
+            "node encodeURIComponent",
+            "pa%20ss%2Fw%C3%B6rd%2B%22x%22%26y%3D1",
+            "{}",
+        ),
+        ("node encodeURI", "pa%20ss/w%C3%B6rd+%22x%22&y=1", "{}"),
+        (
+            "node JSON.stringify",
+            "\"pa ss/wörd+\\\"x\\\"&y=1\"",
+            "\"{}\"",
+        ),
+        (
+            "curl -G --data-urlencode (lower-case hex)",
+            "pa+ss%2fw%c3%b6rd%2b%22x%22%26y%3d1",
+            "{}",
+        ),
+        (
+            "Go url.QueryEscape's rules",
+            "pa+ss%2Fw%C3%B6rd%2B%22x%22%26y%3D1",
+            "{}",
+        ),
+        (
+            "Go url.PathEscape's rules",
+            "pa%20ss%2Fw%C3%B6rd+%22x%22&y=1",
+            "{}",
+        ),
+    ];
+
+    #[test]
+    fn what_real_encoders_print_is_masked() {
+        let m = masker(&[("AWS", AWS), ("PW", PASSWORD)]);
+        for (name, table) in [("AWS", AWS_PRINTED), ("PW", PASSWORD_PRINTED)] {
+            for (encoder, printed, masked) in table {
+                let shown = m.mask(&format!("curl 'https://h.test/{printed}' >x"));
+                let want = format!(
+                    "curl 'https://h.test/{}' >x",
+                    masked.replace("{}", &format!("[secret {name}]"))
+                );
+                assert_eq!(shown, want, "{encoder}: {printed}");
+            }
+        }
+    }
+
+    /// Each row of the tables is masked, alone and combined: every text of every encoding, with
+    /// every character escaped by each escape in turn (where it changes it), and with the
+    /// escapes alternating (a library that keeps some characters and escapes others).
+    #[test]
+    fn every_encoding_with_every_escape_is_masked() {
+        let m = masker(&[("PW", PASSWORD)]);
+        for (what, encode) in ENCODINGS {
+            for text in encode(PASSWORD.as_bytes()) {
+                for (how, escape) in ESCAPES {
+                    for variant in 0..2 {
+                        let escaped: String = text
+                            .chars()
+                            .enumerate()
+                            .map(|(i, c)| match escape(c).get(variant) {
+                                Some(e) if i % 2 == 0 || variant == 0 => e.clone(),
+                                _ => c.to_string(),
+                            })
+                            .collect();
+                        assert_eq!(
+                            m.mask(&format!("<{escaped}>")),
+                            "<[secret PW]>",
+                            "{what}, {how}: {escaped}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is not the secret stays: a near miss in each encoding, a different escape, a cut
+    /// value in the middle of a text, and ordinary URLs and JSON.
+    #[test]
+    fn a_near_miss_is_not_masked() {
+        let m = masker(&[("AWS", AWS)]);
+        // One character different, in the middle (a base64 blob that shares most of its bytes
+        // with the secret shows most of it, and is masked).
+        let near = "wJalrXUtnFEMI/K7MDENH+bPxRfiCYEXAMPLEKEY";
+        for text in [
+            near.to_string(),
+            near.replace('/', "%2F").replace('+', "%2B"),
+            near.replace('/', "\\u002f"),
+            STANDARD.encode(near),
+            near.as_bytes().iter().map(|b| format!("{b:02x}")).collect(),
+            // `,` escaped where the secret has `+`.
+            AWS.replace('+', "%2C"),
+            // `+` is a space only where the secret has a space.
+            AWS.replace('/', "+"),
+            // A `%` escape with a third hex digit is `%2F` then `0`.
+            format!("{}0", &AWS.replace('/', "%2F")[..16]),
+            // The secret without its last character, followed by more text.
+            format!("{} and more", &AWS[..AWS.len() - 1]),
+            "https://h.test/a%2Fb?q=1+2&r=%20x".into(),
+            r#"{"a":"b\/c","d":"\u002b"}"#.into(),
+        ] {
+            assert_eq!(m.mask(&text), text);
+        }
     }
 }

@@ -29,6 +29,16 @@ fn verify(json: bool) -> Result<u8> {
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
     } else {
+        if let Some(t) = &v.torn {
+            writeln!(
+                out,
+                "{}:{}: a write cut short ({} bytes), not a record: the next run sets it aside in {}",
+                path.display(),
+                t.line,
+                t.bytes,
+                band::ledger::TORN_FILE
+            )?;
+        }
         match &v.broken {
             None if v.records == 0 => writeln!(out, "{}: no records yet", path.display())?,
             None => {
