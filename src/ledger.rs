@@ -158,6 +158,9 @@ pub struct RunRecord {
     /// Insisted items that never happened.
     #[serde(default)]
     pub insist_missing: Vec<String>,
+    /// Requests to the CLI gate that came from no genuine band-shim, refused (issue 36).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forged: Option<crate::proto::Forged>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
     /// What the run streamed, except its stdout/stderr (see [`audit_events`]).
@@ -1089,6 +1092,7 @@ mod tests {
             metrics: Metrics::default(),
             denied: Vec::new(),
             insist_missing: Vec::new(),
+            forged: None,
             error: None,
             events: Vec::new(),
             events_dropped: 0,

@@ -494,6 +494,25 @@ pub struct RunResult {
     /// as the kernel saw them. `None` from a band-server that does not observe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<Observed>,
+    /// Requests on the CLI gate's report socket that came from no genuine band-shim (a forged
+    /// report: another program of the run, or one that inherited the socket), each refused.
+    /// `None` when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forged: Option<Forged>,
+}
+
+/// The forged requests the CLI gate refused in one run: how many, and why the first few were
+/// not a genuine band-shim's (band-server's words about the peer, at most [`Forged::MAX_REASONS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forged {
+    pub count: u64,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+impl Forged {
+    /// The most reasons a record keeps (the count is always whole).
+    pub const MAX_REASONS: usize = 5;
 }
 
 /// The workspace files an observed run opened (`band learn`), workspace-relative.
@@ -598,6 +617,7 @@ impl RunResult {
             }),
             network: None,
             observed: None,
+            forged: None,
         }
     }
 }

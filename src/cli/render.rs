@@ -167,6 +167,29 @@ fn describe_denial(d: &proto::Denial) -> String {
     format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }
 
+/// `3 requests to the CLI gate came from no band-shim and were refused: <reasons>`.
+pub(crate) fn describe_forged(f: &proto::Forged) -> String {
+    let n = f.count;
+    let (s, verb) = if n == 1 { ("", "was") } else { ("s", "were") };
+    let more = (n as usize)
+        .checked_sub(f.reasons.len())
+        .filter(|m| *m > 0)
+        .map(|m| format!("; {m} more"))
+        .unwrap_or_default();
+    format!(
+        "{n} request{s} to the CLI gate came from no band-shim and {verb} refused: {}{more}",
+        f.reasons.join("; ")
+    )
+}
+
+/// Once a run is over, for a person: the forged requests to the CLI gate, if any (a script, or
+/// something it ran, tried to speak for band-shim; each was refused).
+pub(crate) fn warn_forged(result: &proto::RunResult) {
+    if let Some(f) = &result.forged {
+        say(&format!("band: warning: {}\n", describe_forged(f)));
+    }
+}
+
 /// The `--json` document of a run: the result, with the run's names and fingerprints.
 pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
     let result = &outcome.result;

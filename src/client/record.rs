@@ -2,8 +2,8 @@
 
 use super::config::UserConfig;
 use super::outcome::Outcome;
-use super::{ClientError, Result};
 use super::outcome::Prepared;
+use super::{ClientError, Result};
 use crate::ledger::{self, Entry, IoDigest, Ledger, RunRecord, RunStart};
 use crate::proto::Event;
 
@@ -78,6 +78,7 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         metrics: r.metrics.clone(),
         denied: r.denied.clone(),
         insist_missing: r.insist_missing.clone(),
+        forged: r.forged.clone(),
         error: r.error.clone(),
         events,
         events_dropped,

@@ -304,6 +304,9 @@ impl Masker {
         r.insist_missing
             .iter_mut()
             .for_each(|s| self.mask_in_place(s));
+        if let Some(f) = &mut r.forged {
+            f.reasons.iter_mut().for_each(|s| self.mask_in_place(s));
+        }
         if let Some(e) = &mut r.error {
             self.mask_in_place(&mut e.message);
             if let Some(h) = &mut e.hint {

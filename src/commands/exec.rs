@@ -60,6 +60,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         for w in &outcome.secret_warnings {
             eprintln!("band: warning: {w}");
         }
+        render::warn_forged(result);
         if result.status != Status::Ok {
             render::print_failure(result);
         }

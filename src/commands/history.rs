@@ -241,6 +241,9 @@ fn show_text(s: &Stored, r: &RunRecord) -> String {
     if !r.insist_missing.is_empty() {
         line("never did", r.insist_missing.join(", "));
     }
+    if let Some(f) = &r.forged {
+        line("forged", crate::cli::render::describe_forged(f));
+    }
     let dropped = if r.events_dropped > 0 {
         format!(" (+{} not kept)", r.events_dropped)
     } else {

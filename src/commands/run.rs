@@ -270,6 +270,7 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         for w in &outcome.secret_warnings {
             eprintln!("band: warning: {w}");
         }
+        crate::cli::render::warn_forged(result);
         let m = &result.metrics;
         match result.status {
             Status::Ok => say(&format!(

@@ -381,6 +381,7 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
             Vec::new()
         },
         insist_missing: Vec::new(),
+        forged: None,
         error: None,
         events: vec![Event::Started {
             run_id: id.into(),

@@ -524,7 +524,7 @@ impl LoopState {
             }
             Msg::Report(Report::Forged(why)) => {
                 self.forged += 1;
-                if self.forged_why.len() < 5 {
+                if self.forged_why.len() < band::proto::Forged::MAX_REASONS {
                     self.forged_why.push(why);
                 }
             }

@@ -519,6 +519,11 @@ fn run_prepared(
         error: None,
         network,
         observed,
+        // On the run's record (its result, the ledger, `band show`), not only in the log.
+        forged: (st.forged > 0).then(|| band::proto::Forged {
+            count: st.forged as u64,
+            reasons: st.forged_why.clone(),
+        }),
     })
 }
 

@@ -861,6 +861,17 @@ for attempt in range(20):
     );
     assert_eq!(o.result.status, Status::InsistUnsatisfied, "{o:#?}");
     assert!(o.server_stderr.contains("forged"), "{}", o.server_stderr);
+    // On the run's record too (issue 36): at least the direct request, with why.
+    let forged = o
+        .result
+        .forged
+        .as_ref()
+        .expect("forged requests on the record");
+    assert!(forged.count >= 1, "{forged:?}");
+    assert!(
+        !forged.reasons.is_empty() && forged.reasons.len() <= band::proto::Forged::MAX_REASONS,
+        "{forged:?}"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! hostile folder or input itself and asserts what the tool shows, writes or refuses.
 
 mod drafts;
+mod gate_record;
 mod ledger;
 mod links;
 mod masking;
