@@ -1,29 +1,36 @@
 //! band-server: builds and tears down the sandbox for one run.
 //!
-//! Runs as root, one request per process: reads a `RunRequest` line on stdin, streams events and
-//! one result on stdout (see `band::proto`). Kernel-facing setup is synchronous; nothing here uses
-//! an async runtime.
+//! Runs as root. `band-server run` serves one request per process: it reads a `RunRequest` line
+//! on stdin and streams events and one result on stdout (see `band::proto`); `band-server serve`
+//! ([`warm`]) serves one per connection, the same way. Kernel-facing setup is synchronous;
+//! nothing here uses an async runtime. The design is in `docs/architecture.md`.
 //!
 //! Modules (one folder per sandbox layer under [`layers`]):
 //!
 //! - [`request`]: pure checks on a request (paths, bundle hash, secrets, limits, policy).
 //! - [`facts`]: what the plan needs from the host, gathered before planning.
 //! - [`plan`]: `plan_run`, the pure plan of a whole run (argv, cgroup ops, nft text, run dir ops).
-//! - [`run`]: applies the plan, runs the script ([`run`]'s `events`), collects, tears down.
+//! - [`run`]: applies the plan, runs the script ([`run`]'s `events`), collects, tears down; a
+//!   warm server's spare sandbox ([`run::spare`]).
 //! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale).
 //! - [`layers`]: the layers and their one list:
 //!   - [`layers::identity`]: per-run users `band-run-N`, leased with `flock`; their processes.
 //!   - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
-//!   - [`layers::fs`]: the run directory (tmpfs), host mounts, hidden library executables.
+//!   - [`layers::fs`]: the run directory (tmpfs), host mounts, hidden library executables, the
+//!     run's view of `/proc`.
 //!   - [`layers::cli`]: the CLI gate (programs, shim decision, report socket, program cache).
 //!   - [`layers::net`]: the per-run nftables table, network namespace and relay, DNS stub and
 //!     network report.
 //!   - [`layers::process`]: the bubblewrap argv and the seccomp filter.
 //! - [`collect`]: output, written files, insist and status, read after the run.
+//! - [`observe`]: `band learn`'s observer of a run (fanotify, seccomp user notification).
 //! - [`janitor`]: cleanup after servers that died mid-run, over the layers' list.
+//! - [`warm`]: `band-server serve`, the warm server in a VM, on a remote host or on the host.
 //! - [`config`]: `/etc/band/server.toml` and the effective limits (`min(band, cap)`).
 //! - [`error`]: the setup error naming the layer that failed.
-//! - [`sys`]: the only `unsafe` code of band-server.
+//! - [`sys`]: the system calls std lacks; the only `unsafe` code of this library. (The
+//!   `band-shim` executable, `src/bin/band-shim.rs`, has the rest of band-server's: its entry
+//!   and memory functions without glibc's start.)
 //!
 //! # What a run can and cannot do
 //!
