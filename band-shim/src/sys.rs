@@ -1,7 +1,8 @@
 //! The system calls band-shim makes, and band-server too (band-server's `sys` re-exports them:
-//! one definition). With band-server's `sys`, the only `unsafe` code of the workspace: thin
-//! wrappers that return `io::Result` built from `errno`, take only owned or borrowed Rust values,
-//! and say what makes each `unsafe` block sound.
+//! one definition). Thin wrappers that return `io::Result` built from `errno`, take only owned
+//! or borrowed Rust values, and say what makes each `unsafe` block sound. The workspace's other
+//! `unsafe` code is band-server's `sys`, band-shim's libc-free start (`sys/bare.rs`) and its
+//! entry (`band-server/src/bin/band-shim.rs`), as CONTRIBUTING lists.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
