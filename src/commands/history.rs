@@ -41,7 +41,12 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
         )?;
         return Ok(exit::OK);
     }
-    if selected.is_empty() {
+    let unfinished = if args.status.is_none() {
+        unfinished(&records, &filter)
+    } else {
+        Vec::new()
+    };
+    if selected.is_empty() && unfinished.is_empty() {
         let what = if records.is_empty() {
             "No runs recorded yet"
         } else {
@@ -75,8 +80,50 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
             lock_word(r).to_string(),
         ]);
     }
-    writeln!(out, "{}", for_terminal(&t.to_string()))?;
+    if !selected.is_empty() {
+        writeln!(out, "{}", for_terminal(&t.to_string()))?;
+    }
+    // A run whose start is recorded but whose result is not (band was killed, the machine went
+    // down, the ledger's disk was full): said below the table, so that no run goes unseen.
+    for s in unfinished {
+        writeln!(
+            out,
+            "{}",
+            for_terminal(&format!(
+                "{}  started {}  {}/{}: no result recorded (band stopped, or the ledger could not be written)",
+                s.run_id,
+                lg::rfc3339(s.started_at_ms)[..19].replace('T', " "),
+                s.skill,
+                s.script
+            ))
+        )?;
+    }
     Ok(exit::OK)
+}
+
+/// The runs of `records` whose start record has no run record, that `filter`'s skill and age
+/// admit, oldest first.
+fn unfinished<'a>(records: &'a [Stored], filter: &Filter) -> Vec<&'a lg::RunStart> {
+    let ended: std::collections::BTreeSet<&str> = records
+        .iter()
+        .filter_map(|s| s.run())
+        .map(|r| r.run_id.as_str())
+        .collect();
+    records
+        .iter()
+        .filter_map(|s| match &s.entry {
+            lg::Entry::Start(start) => Some(start),
+            _ => None,
+        })
+        .filter(|s| !ended.contains(s.run_id.as_str()))
+        .filter(|s| filter.since_ms.is_none_or(|t| s.started_at_ms >= t))
+        .filter(|s| {
+            filter
+                .skill
+                .as_deref()
+                .is_none_or(|k| k == s.skill || k == format!("{}/{}", s.skill, s.script))
+        })
+        .collect()
 }
 
 fn lock_word(r: &RunRecord) -> &'static str {

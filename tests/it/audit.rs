@@ -687,3 +687,31 @@ fn the_repository_skills_match_their_locks() {
     }
     assert!(locked >= 1, "skills/text is locked");
 }
+
+/// A run whose start is on record but whose result is not (band was killed, or the ledger's
+/// disk filled up after the start, issue 36) is not hidden: `band history` names it below the
+/// table.
+#[test]
+fn history_names_a_run_that_started_and_recorded_no_result() {
+    let env = Env::new();
+    fixture(&env);
+    env.ledger()
+        .append(band::ledger::Entry::Start(band::ledger::RunStart {
+            run_id: "00000000000000b1".into(),
+            started_at_ms: 1_740_830_400_000 + 14_400_000,
+            skill: "text".into(),
+            script: "count".into(),
+            target: "host".into(),
+            band_sha256: "1".repeat(64),
+            bundle_sha256: "2".repeat(64),
+            policy_sha256: "3".repeat(64),
+        }))
+        .expect("append");
+    let (code, out, err) = env.band(&["history", "--skill", "text"]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("history_unfinished", out);
+    // A status filter asks for results: a run without one is not among them.
+    let (code, out, err) = env.band(&["history", "--status", "ok"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("00000000000000b1"), "{out}");
+}
