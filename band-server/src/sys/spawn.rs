@@ -10,6 +10,45 @@ use std::process::Command;
 
 use super::check;
 
+/// The lowest number [`dup_out_of_the_way`] copies a descriptor to: above every fixed target of
+/// [`move_fds`] (3, 4, … for bubblewrap and the relay), so no `dup2` there lands on a copy.
+const OUT_OF_THE_WAY: RawFd = 64;
+
+/// A close-on-exec copy of `fd` at the lowest free number from [`OUT_OF_THE_WAY`] up
+/// (`F_DUPFD_CLOEXEC`). Async-signal-safe: one `fcntl`, and an error built from `errno` alone.
+fn dup_out_of_the_way(fd: RawFd) -> io::Result<RawFd> {
+    // SAFETY: fcntl on an fd number takes no pointers; failure is reported through errno.
+    check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, OUT_OF_THE_WAY) })
+}
+
+/// In a child between `fork` and `exec`: put each `(source, target)` descriptor of `fds` at its
+/// target number, close-on-exec cleared there, so the program exec'd finds it (e.g. the secrets
+/// pipe at fd 3). At most 8 pairs (`EINVAL` beyond).
+///
+/// Every source is first copied out of the way ([`dup_out_of_the_way`]), then each copy is
+/// `dup2`'d to its target: a source that happens to equal another pair's target is not clobbered
+/// by that pair's `dup2`. The sources and the copies stay open, close-on-exec: `exec` closes
+/// them.
+///
+/// Async-signal-safe, as the child of a multi-threaded fork must be: it calls only `fcntl` and
+/// `dup2` (both on POSIX's list of async-signal-safe functions), keeps the copies in a fixed
+/// array on its stack, never allocates or takes a lock, and builds an error only from `errno`
+/// (`io::Error::last_os_error` and `from_raw_os_error` hold the number; nothing is allocated).
+fn move_fds(fds: &[(RawFd, RawFd)]) -> io::Result<()> {
+    let mut moved = [0 as RawFd; 8];
+    if fds.len() > moved.len() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    for (slot, (src, _)) in moved.iter_mut().zip(fds) {
+        *slot = dup_out_of_the_way(*src)?;
+    }
+    for (copy, (_, dst)) in moved.iter().zip(fds) {
+        // SAFETY: dup2 on fd numbers; the new descriptor has close-on-exec cleared.
+        check(unsafe { libc::dup2(*copy, *dst) })?;
+    }
+    Ok(())
+}
+
 /// In a `pre_exec` child: drop every supplementary group, then to `gid` and `uid`, and die
 /// (SIGKILL) with the parent. Raw syscalls only: no allocation, no lock.
 fn drop_to_and_die_with_parent(uid: u32, gid: u32) -> io::Result<()> {
@@ -126,7 +165,7 @@ impl PreExec {
         let parent = unsafe { libc::getpid() };
         let hook = move || -> io::Result<()> {
             // The descriptors written after the fork (cgroup join files, then the sysctl) are
-            // copied out of the way first (to fds >= 64): the dup2 below may land on them.
+            // copied out of the way first (to fds >= 64): `move_fds`'s dup2 may land on them.
             let mut later = [-1 as RawFd; 16];
             let sysctl = self.memfd_noexec.iter();
             let written = self.cgroup_join.iter().chain(sysctl);
@@ -134,42 +173,18 @@ impl PreExec {
                 let slot = later
                     .get_mut(i)
                     .ok_or(io::Error::from_raw_os_error(libc::EINVAL))?;
-                // SAFETY: fcntl on an fd number owned by `f`; failure is reported through errno.
-                *slot = check(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 64) })?;
+                // `f` owns the number until the closure (and so this child) is gone.
+                *slot = dup_out_of_the_way(f.as_raw_fd())?;
             }
-            let netns = match self.netns {
-                // SAFETY: fcntl on an fd number owned by the caller until after spawn.
-                Some(fd) => Some(check(unsafe {
-                    libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64)
-                })?),
-                None => None,
-            };
-            let gate = match self.gate {
-                // SAFETY: fcntl on an fd number owned by the caller until after spawn.
-                Some(fd) => Some(check(unsafe {
-                    libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64)
-                })?),
-                None => None,
-            };
+            // Both numbers are owned by the caller until after spawn.
+            let netns = self.netns.map(dup_out_of_the_way).transpose()?;
+            let gate = self.gate.map(dup_out_of_the_way).transpose()?;
             let joins = &later[..self.cgroup_join.len()];
             let sysctl = self
                 .memfd_noexec
                 .as_ref()
                 .map(|_| later[self.cgroup_join.len()]);
-            // Move every source out of the way too, so that a source which happens to equal
-            // another pair's target is not clobbered by the dup2 below.
-            let mut moved = [0 as RawFd; 8];
-            if self.fds.len() > moved.len() {
-                return Err(io::Error::from_raw_os_error(libc::EINVAL));
-            }
-            for (i, (src, _)) in self.fds.iter().enumerate() {
-                // SAFETY: fcntl on an fd number; failure is reported through errno.
-                moved[i] = check(unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 64) })?;
-            }
-            for (i, (_, dst)) in self.fds.iter().enumerate() {
-                // SAFETY: dup2 on fd numbers; the new descriptor has close-on-exec cleared.
-                check(unsafe { libc::dup2(moved[i], *dst) })?;
-            }
+            move_fds(&self.fds)?;
             // The reaper dies with band-server (it stays root, so this is never cleared).
             // SAFETY: prctl with integer arguments.
             check(unsafe {
@@ -234,8 +249,8 @@ impl PreExec {
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
-        // `moved` buffer is on the stack; `cgroup_join`, `memfd_noexec` and `fds` were built
-        // before the fork).
+        // `later` buffer and `move_fds`'s are on the stack; `cgroup_join`, `memfd_noexec` and
+        // `fds` were built before the fork).
         unsafe { cmd.pre_exec(hook) };
     }
 }
@@ -262,18 +277,7 @@ impl RelayExec {
         // SAFETY: getpid is a plain syscall that cannot fail.
         let parent = unsafe { libc::getpid() };
         let hook = move || -> io::Result<()> {
-            let mut moved = [0 as RawFd; 8];
-            if self.fds.len() > moved.len() {
-                return Err(io::Error::from_raw_os_error(libc::EINVAL));
-            }
-            for (i, (src, _)) in self.fds.iter().enumerate() {
-                // SAFETY: fcntl on an fd number; failure is reported through errno.
-                moved[i] = check(unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 64) })?;
-            }
-            for (i, (_, dst)) in self.fds.iter().enumerate() {
-                // SAFETY: dup2 on fd numbers; the new descriptor has close-on-exec cleared.
-                check(unsafe { libc::dup2(moved[i], *dst) })?;
-            }
+            move_fds(&self.fds)?;
             // SAFETY: plain syscall with an integer flag; this process has one thread.
             check(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
             // SAFETY: static NUL-terminated strings; null fstype/data are allowed for a
@@ -317,5 +321,36 @@ impl RelayExec {
         // SAFETY: the hook only makes async-signal-safe syscalls on integers, stack buffers and
         // static strings; `fds` was built before the fork.
         unsafe { cmd.pre_exec(hook) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    /// Two write ends swap numbers: each source is the other pair's target, which a plain `dup2`
+    /// of the first pair would clobber before the second pair reads it.
+    #[test]
+    fn move_fds_swaps_descriptors_that_are_each_others_targets() {
+        let (mut read_a, write_a) = std::io::pipe().unwrap();
+        let (mut read_b, write_b) = std::io::pipe().unwrap();
+        let (a, b) = (write_a.as_raw_fd(), write_b.as_raw_fd());
+        let pairs = [(a, b), (b, a)];
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c").arg(format!(
+            "printf A >/proc/self/fd/{b}; printf B >/proc/self/fd/{a}"
+        ));
+        // SAFETY: the hook only runs `move_fds` (async-signal-safe) on an array built before the
+        // fork.
+        unsafe { cmd.pre_exec(move || move_fds(&pairs)) };
+        let status = cmd.status().unwrap();
+        drop((write_a, write_b));
+        let (mut got_a, mut got_b) = (String::new(), String::new());
+        read_a.read_to_string(&mut got_a).unwrap();
+        read_b.read_to_string(&mut got_b).unwrap();
+        assert!(status.success(), "{status}");
+        assert_eq!((got_a.as_str(), got_b.as_str()), ("A", "B"));
     }
 }
