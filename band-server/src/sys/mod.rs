@@ -52,7 +52,7 @@ pub use mount::{
     mount_overlay_ro, mount_tmpfs, remount_read_only, umount_detach,
 };
 pub use netns::{setns_net, user_and_net_namespaces};
-pub use nft::NftLibrary;
+pub use nft::{NftLibrary, NftLibraryError};
 pub use process::{
     euid, fork_single_threaded, kill, pid, reap_any, scheduling_policy, set_batch_scheduling,
     set_child_subreaper,
