@@ -1,6 +1,6 @@
 //! What a child of band-server does between `fork` and `exec`: of bubblewrap ([`PreExec`]) and
-//! of the network relay ([`RelayExec`]). Everything here runs in the forked child of a
-//! multi-threaded process, so it calls only async-signal-safe functions and never allocates.
+//! of the network relay ([`RelayExec`]). Their hooks run in the child of a fork of a
+//! multi-threaded process, so they call only async-signal-safe functions and never allocate.
 
 use std::fs::File;
 use std::io;
