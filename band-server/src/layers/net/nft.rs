@@ -424,9 +424,9 @@ impl Nft {
         json: bool,
     ) -> Result<String, NftError> {
         let mut lib = lib.lock().map_err(|_| NftError::Panicked)?;
-        lib.run(commands, json).map_err(|stderr| NftError::Library {
+        lib.run(commands, json).map_err(|e| NftError::Library {
             commands: commands.lines().next().unwrap_or_default().to_string(),
-            stderr,
+            stderr: e.to_string(),
         })
     }
 

@@ -1,0 +1,85 @@
+//! The only module of band-server with `unsafe` code: thin wrappers over the syscalls that std
+//! does not expose (or exposes only on nightly).
+//!
+//! Every wrapper returns `io::Result` built from `errno`, takes only owned or borrowed Rust values,
+//! and documents what makes its `unsafe` block sound. Nothing here decides policy; callers do.
+//!
+//! The functions used between `fork` and `exec` ([`PreExec`]) call only async-signal-safe
+//! functions (`write`, `fcntl`, `dup2`, `setgroups`, `setgid`, `setuid`, `prctl`, `getppid`,
+//! `unshare`, `setns`, `mount`, `mknod`, `chown`, `fork`, `waitpid`, `close_range`, `_exit`) and
+//! never allocate: everything they need is prepared before the fork.
+//!
+//! One file per concern; everything is re-exported here, so callers name `sys::X`:
+//!
+//! - `mount`: tmpfs, bind, overlay, devpts and remount calls, device nodes and whiteouts.
+//! - `spawn`: what a child does between `fork` and `exec` of bubblewrap ([`PreExec`]) and of the
+//!   network relay ([`RelayExec`]).
+//! - `netns`: the user and network namespaces of a networked run, and joining them.
+//! - `process`: signals, reaping, a single-threaded `fork`, ids and scheduling.
+//! - `fd`: pipes, `flock`, `poll`, and the descriptors band-jail inherits, keeps or closes.
+//! - `socket`: a unix socket's peer credentials and the descriptors passed over it.
+//! - `exec`: a process that holds secrets or is about to exec (band-server, band-jail): no core
+//!   dumps, `no_new_privs`, randomized addresses, `execve`.
+//! - `fanotify`: the filesystem events of a run's directory (`band learn`).
+//! - `seccomp_notify`: seccomp user notification (`band learn`'s observer of paths and execs).
+//! - `nft`: libnftables, opened at run time ([`NftLibrary`]).
+#![allow(unsafe_code)]
+
+mod exec;
+mod fanotify;
+mod fd;
+mod mount;
+mod netns;
+mod nft;
+mod process;
+mod seccomp_notify;
+mod socket;
+mod spawn;
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub use exec::{clear_addr_no_randomize, disable_core_dumps, execve, os_cstring, set_no_new_privs};
+pub use fanotify::{FanEvent, fanotify_filesystem, fanotify_read};
+pub use fd::{
+    close_fds_above_stderr, close_fds_except, pipe, poll_readable, take_inherited_fd,
+    try_lock_exclusive, write_fd,
+};
+pub use mount::{
+    BindFlags, bind_mount, make_private, mknod_char, mknod_whiteout, mount_dev_tmpfs, mount_devpts,
+    mount_overlay_ro, mount_tmpfs, remount_read_only, umount_detach,
+};
+pub use netns::{setns_net, user_and_net_namespaces};
+pub use nft::{NftLibrary, NftLibraryError};
+pub use process::{
+    euid, fork_single_threaded, kill, pid, reap_any, scheduling_policy, set_batch_scheduling,
+    set_child_subreaper,
+};
+pub use seccomp_notify::{
+    SeccompNotif, seccomp_listener, seccomp_notif_continue, seccomp_notif_id_valid,
+    seccomp_notif_recv,
+};
+pub use socket::{PeerCred, peer_cred, recv_with_creds, send_with_fd, set_passcred};
+pub use spawn::{GATE_OPEN, GATE_SHUT, PreExec, RelayExec};
+
+// The calls band-shim makes too, defined once in its crate (band-shim links nothing else of ours).
+pub use band_shim::sys::{
+    execveat_fd, recv_with_fd, reset_signals_for_exec, set_comm, set_not_dumpable,
+};
+
+/// `rc`, or the error `errno` names when `rc` is negative (the C convention of most syscalls).
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// `p` as a C string, for a syscall's path argument.
+fn cstring(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+}

@@ -1,0 +1,198 @@
+//! Mounts: the run directory's tmpfs, bind mounts with locked flags, the sandbox's `/dev`
+//! (tmpfs, device nodes, devpts), read-only overlays and their whiteouts, and unmounting.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::{check, cstring};
+
+/// Mount a tmpfs at `target` with the given data string (`size=…,mode=…`), `nosuid,nodev`.
+pub fn mount_tmpfs(target: &Path, data: &str) -> io::Result<()> {
+    let data = CString::new(data)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount data contains NUL"))?;
+    tmpfs(c"band-run", target, libc::MS_NOSUID | libc::MS_NODEV, &data)
+}
+
+/// A tmpfs named `source` at `target`, with mount `flags` and `data`.
+fn tmpfs(source: &CStr, target: &Path, flags: libc::c_ulong, data: &CStr) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Mount flags for [`bind_mount`]'s remount step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindFlags {
+    pub read_only: bool,
+    pub no_exec: bool,
+}
+
+/// `mount --bind src target` (not recursive: submounts of `src` stay hidden) then remount it `nosuid,nodev` plus `flags`. A bind mount made here
+/// (in the initial user namespace) keeps these flags locked inside the sandbox's user namespace,
+/// so bubblewrap's copy of it cannot lift `ro` or `noexec`.
+pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()> {
+    let mut f = libc::MS_NOSUID | libc::MS_NODEV;
+    if flags.read_only {
+        f |= libc::MS_RDONLY;
+    }
+    if flags.no_exec {
+        f |= libc::MS_NOEXEC;
+    }
+    bind_then_remount(src, target, f)
+}
+
+/// The sandbox's `/dev` at `target`: a small tmpfs of its own, `nosuid,noexec` but not `nodev`
+/// (it holds the device nodes [`mknod_char`] makes), mode 0755. Made in the initial user
+/// namespace; [`remount_read_only`] locks it read-only once populated.
+pub fn mount_dev_tmpfs(target: &Path) -> io::Result<()> {
+    tmpfs(
+        c"band-dev",
+        target,
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        c"mode=0755,size=64k,nr_inodes=64",
+    )
+}
+
+/// A character device node `major:minor` at `path`, mode 0666 (set after `mknod`: the process's
+/// umask would take bits off), owned by root.
+pub fn mknod_char(path: &Path, major: u32, minor: u32) -> io::Result<()> {
+    let c = cstring(path)?;
+    // SAFETY: a valid NUL-terminated path outliving the call; the other arguments are integers.
+    let rc = unsafe {
+        libc::mknod(
+            c.as_ptr(),
+            libc::S_IFCHR | 0o666,
+            libc::makedev(major, minor),
+        )
+    };
+    check(rc)?;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+}
+
+/// Remount the mount at `target` read-only, `nosuid` and `noexec`, keeping device nodes usable
+/// (no `nodev`): a bind remount, so the flags are the mount's own, locked for bubblewrap's copy.
+pub fn remount_read_only(target: &Path) -> io::Result<()> {
+    mount_flags(
+        &cstring(target)?,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+    )
+}
+
+/// `mount(NULL, target, NULL, flags, NULL)`: a change of an existing mount (a remount, its
+/// propagation), which names no source, type or data.
+fn mount_flags(target: &CStr, flags: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: a valid NUL-terminated string outliving the call; null source, fstype and data are
+    // allowed for a remount or a propagation change.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// A non-recursive bind of `src` at `target`, then a remount of it with `flags`.
+fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
+    let src = cstring(src)?;
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
+    // MS_BIND.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    check(rc)?;
+    mount_flags(&target, libc::MS_BIND | libc::MS_REMOUNT | flags)
+}
+
+/// Mount a new devpts instance at `target` (`nosuid,noexec`), as bubblewrap's `--dev` does:
+/// the run's own pseudo-terminals, none of the host's or another run's. `/dev/ptmx` is a link to
+/// its `ptmx`, mode 0666; a terminal's slave is owned by whoever opened it, mode 0620.
+pub fn mount_devpts(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    let data = c"newinstance,ptmxmode=0666,mode=620";
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"devpts".as_ptr(),
+            target.as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            data.as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Mount a read-only overlay of `lowers` (first = topmost) at `target`, `nosuid,nodev`.
+pub fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
+    let mut data = String::from("lowerdir=");
+    for (i, l) in lowers.iter().enumerate() {
+        let s = l
+            .to_str()
+            .filter(|s| !s.contains([':', ',', '\\']))
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "overlay path with : , or \\")
+            })?;
+        if i > 0 {
+            data.push(':');
+        }
+        data.push_str(s);
+    }
+    let target = cstring(target)?;
+    let data = CString::new(data)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in overlay data"))?;
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"band-lib".as_ptr(),
+            target.as_ptr(),
+            c"overlay".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Create an overlayfs whiteout (a 0:0 character device) at `path`: in an overlay, it hides the
+/// file of the same name in the layers below.
+pub fn mknod_whiteout(path: &Path) -> io::Result<()> {
+    let p = cstring(path)?;
+    // SAFETY: valid NUL-terminated string outliving the call; integer mode and device.
+    check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) }).map(|_| ())
+}
+
+/// `mount --make-private target`: mounts made below it no longer propagate to other mount
+/// namespaces (the per-run mounts stay band-server's business).
+pub fn make_private(target: &Path) -> io::Result<()> {
+    mount_flags(&cstring(target)?, libc::MS_PRIVATE)
+}
+
+/// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.
+pub fn umount_detach(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: valid NUL-terminated string outliving the call.
+    let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    check(rc).map(|_| ())
+}

@@ -1,0 +1,117 @@
+//! Processes: signals, reaping orphans, a single-threaded `fork`, ids, and the scheduling
+//! policy of a thread.
+
+use std::io;
+
+use super::check;
+
+/// Make the calling thread `SCHED_BATCH`: woken, it does not preempt the task running on its
+/// CPU, but waits for that task to block or use up its slice. For band-shim's gate (issue 17,
+/// round 20): a worker woken by band-shim's `connect` used to preempt band-shim before its
+/// request was written, only to block on the read and switch back; now band-shim writes its
+/// request and blocks on the answer first, and the worker finds the request there (two context
+/// switches fewer a command). Otherwise scheduled as any thread: it gets its share of the CPU,
+/// but on a CPU busy with other work it can wait for the running task's slice.
+pub fn set_batch_scheduling() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the calling
+    // thread.
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) }).map(|_| ())
+}
+
+/// The calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_BATCH`, …).
+pub fn scheduling_policy() -> io::Result<i32> {
+    // SAFETY: plain syscall on an integer; pid 0 is the calling thread.
+    check(unsafe { libc::sched_getscheduler(0) })
+}
+
+/// `kill(pid, sig)`; ESRCH (already gone) is success.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to signal a process group",
+        ));
+    }
+    // SAFETY: plain syscall on integers.
+    let rc = unsafe { libc::kill(pid, sig) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphans below this process are handed to it, not to the
+/// host's init (band-server reaps them at the end of the run: [`reap_any`]).
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
+}
+
+/// `waitpid(-1, WNOHANG)`: reap one child of ours that has exited. `Ok(Some(pid))` when one
+/// was reaped, `Ok(None)` when none has exited (or there is no child at all).
+pub fn reap_any() -> io::Result<Option<i32>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
+    let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if rc > 0 {
+        return Ok(Some(rc));
+    }
+    let err = io::Error::last_os_error();
+    match rc {
+        0 => Ok(None),
+        _ if err.raw_os_error() == Some(libc::ECHILD) => Ok(None),
+        _ => Err(err),
+    }
+}
+
+/// `fork()` for a process with one thread (`band-server serve`'s accept loop): `Ok(None)` in the
+/// child, `Ok(Some(pid))` in the parent. Refused when `/proc/self/task` lists more than one
+/// thread, since the child of a multi-threaded fork may find locks held by threads it lacks.
+pub fn fork_single_threaded() -> io::Result<Option<i32>> {
+    let threads = fs_err::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "refusing to fork a process with {threads} threads"
+        )));
+    }
+    // SAFETY: this process has one thread (checked above; only this thread could start another),
+    // so the child gets a consistent copy of memory and of every lock; it then runs ordinary Rust.
+    let pid = check(unsafe { libc::fork() })?;
+    Ok((pid != 0).then_some(pid))
+}
+
+/// `getpid()`.
+pub fn pid() -> i32 {
+    // SAFETY: getpid cannot fail and takes no arguments.
+    unsafe { libc::getpid() }
+}
+
+/// `geteuid()`.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and takes no arguments.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_made_batch_is_batch_and_others_are_not() {
+        let (before, after) = std::thread::spawn(|| {
+            let before = scheduling_policy().unwrap();
+            set_batch_scheduling().unwrap();
+            (before, scheduling_policy().unwrap())
+        })
+        .join()
+        .unwrap();
+        assert_eq!((before, after), (libc::SCHED_OTHER, libc::SCHED_BATCH));
+        assert_eq!(scheduling_policy().unwrap(), libc::SCHED_OTHER);
+    }
+}
