@@ -131,6 +131,25 @@ impl Output {
 /// suite's (an image build under TCG takes minutes).
 pub const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(900);
 
+/// How long [`wait_until`] waits before it calls a wait hung: far above any wait of the suite,
+/// so that it never decides a test on a slow machine. It is no claim about how fast anything is.
+pub const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Poll `done` (every 50 ms) until it holds; panic saying `what` never happened if it still does
+/// not after [`WAIT_LIMIT`]. What a test asserts is that `done` comes to hold at all, not how
+/// soon: a wait that never ends fails its test, named, instead of stalling the suite.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < WAIT_LIMIT,
+            "never happened (waited {} s): {what}",
+            WAIT_LIMIT.as_secs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Run `on_time_out` on a thread of its own unless the returned sender is dropped (or sent to)
 /// within `limit`: a test's guard against a wait that never ends.
 pub fn watchdog(

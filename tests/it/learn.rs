@@ -772,15 +772,15 @@ srv.serve_forever()
             .arg(lab.host())
             .spawn()
             .expect("https server");
-        let server = HttpsServer(child);
-        let start = std::time::Instant::now();
-        while !dir.join("https.ready").exists() {
+        let mut server = HttpsServer(child);
+        band_test::wait_until("the lab's HTTPS server starts", || {
+            let exited = server.0.try_wait().ok().flatten();
             assert!(
-                start.elapsed() < std::time::Duration::from_secs(20),
-                "the lab's HTTPS server did not start"
+                exited.is_none(),
+                "the lab's HTTPS server exited: {exited:?}"
             );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+            dir.join("https.ready").exists()
+        });
         server
     }
 }

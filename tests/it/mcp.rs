@@ -785,12 +785,10 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
         }
         all
     };
-    let gone_within = |pid: u32| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        !Path::new(&format!("/proc/{pid}")).exists()
+    let gone = |pid: u32, what: &str| {
+        band_test::wait_until(&format!("{what} {pid} is gone"), || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        });
     };
 
     // Refused before it runs: the early band-server was started, and is gone and reaped.
@@ -802,11 +800,7 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
     assert!(refused.to_string().contains("input_invalid"), "{refused}");
     let first = started();
     assert_eq!(first.len(), 1, "one band-server started early: {first:?}");
-    assert!(
-        gone_within(first[0]),
-        "the early band-server {} is still there",
-        first[0]
-    );
+    gone(first[0], "the early band-server");
     assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
 
     // A run: served by the band-server started early (no second start), then reaped.
@@ -817,10 +811,6 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
     assert_eq!(ok["isError"], json!(false), "{ok}");
     let both = started();
     assert_eq!(both.len(), 2, "one more band-server for the run: {both:?}");
-    assert!(
-        gone_within(both[1]),
-        "band-server {} is still there",
-        both[1]
-    );
+    gone(both[1], "band-server");
     assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
 }

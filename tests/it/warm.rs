@@ -4,7 +4,6 @@
 //! request's shape, built ahead (`band-server`'s `run::spare`).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -105,13 +104,9 @@ fn alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Wait until `ok`, or fail with `what` after 20 s.
+/// Wait until `ok` ([`band_test::wait_until`]).
 fn wait_for(what: &str, ok: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    band_test::wait_until(what, ok);
 }
 
 /// The sockets the host's warm servers listen on.
@@ -356,15 +351,28 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     wait_for("the warm server to stop", || !alive(running));
     let digest = band::warm::digest_here(&server).expect("digest");
     let socket = band::warm::socket(Path::new(HOST_DIR), &digest);
+    // What the host's server says goes to its log (`band_server::warm::LOG_FILE`): this one's
+    // is what the log gains.
+    let log = Path::new(HOST_DIR).join("serve.log");
+    let logged = || fs_err::read(&log).unwrap_or_default();
+    let before = logged().len();
     let mut idle = std::process::Command::new(&server)
         .args(["serve", &digest, "--host", "--idle", "1"])
         .spawn()
         .expect("band-server serve");
     wait_for("the idle server's socket", || socket.exists());
-    let started = Instant::now();
     let status = idle.wait().expect("wait");
     assert!(status.success(), "{status}");
-    assert!(started.elapsed() >= Duration::from_millis(500));
+    // It ended because it was idle, and said so (not for a change of build, nor a lost socket).
+    let said = logged();
+    // (The log starts again past a size: then all of it is new.)
+    let said = String::from_utf8_lossy(said.get(before..).unwrap_or(&said));
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("band-server serve: no run for ")
+                && l.ends_with(&format!("; removed {} and exiting", socket.display()))),
+        "{said}"
+    );
     assert!(!socket.exists(), "the idle server left its socket");
 }
 
