@@ -608,13 +608,26 @@ fn privileged_secrets_reach_their_run_only() {
     p.secrets = strs(&["API_TOKEN"]);
     let secret = format!("s3cr3t-{}", run_id());
     let script_a = format!(
-        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\nprintf '%s' \"$API_TOKEN\" > /tmp/pat\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pat)\"\nsleep 3\n"
+        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\nprintf '%s' \"$API_TOKEN\" > /tmp/pat\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pat)\"\nsleep 8\n"
     );
     let mut req_a = request(&script_a, p);
     req_a.secrets.insert("API_TOKEN".into(), secret.clone());
-    let a = spawn(&req_a);
-    std::thread::sleep(Duration::from_millis(700));
+    let from = marker();
+    let a = spawn_watching(&req_a, "in_cmdline=");
+    // Run A is running, with its secret: it has printed what it saw, and sleeps.
+    let printed = a.printed();
+    let user_a = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("user="))
+        .unwrap_or_else(|| panic!("run A printed no user=: {printed}"));
+    let uid_a = uid_of(user_a).unwrap_or_else(|| panic!("no user {user_a}"));
+    let of_a = || processes_of_run(uid_a, &req_a.run_id, from..u64::MAX);
     // From the host: the secret is on no command line and in no file under the state dir.
+    let during_scan = of_a();
+    assert!(
+        !during_scan.is_empty(),
+        "the scan ran while no process of run A was alive"
+    );
     let mut on_cmdline = Vec::new();
     for e in fs_err::read_dir("/proc")
         .unwrap_or_else(|e| panic!("{e}"))
@@ -630,7 +643,13 @@ fn privileged_secrets_reach_their_run_only() {
         "#!/bin/bash\n{WHO}\necho \"seen=$(cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {secret})\"\necho \"state_files=$(ls -A /run/band-test/runs /run/band-test/leases /run/band-test/cgroups /run/band-test/exec/runs 2>/dev/null | wc -l)\"\n"
     );
     let b = run(&request(&script_b, policy()));
-    let a = finish(a);
+    // Run B looked at every process it could see while run A was alive.
+    let after_b = of_a();
+    assert!(
+        !after_b.is_empty(),
+        "run A was over before run B ended: B's look proved nothing"
+    );
+    let a = a.finish();
     assert!(
         on_cmdline.is_empty(),
         "secret on a command line: {on_cmdline:?}"
