@@ -320,6 +320,15 @@ pub fn filters(extra: &[(&str, &str)]) -> Vec<(String, String)> {
     out
 }
 
+/// The `p`-th percentile (0 < `p` <= 100) of `sorted` (ascending, not empty), by nearest rank:
+/// the smallest value with at least `p` % of the values at or below it. What the benches report
+/// as p50 and p95.
+pub fn percentile(sorted: &[std::time::Duration], p: usize) -> std::time::Duration {
+    assert!((1..=100).contains(&p), "percentile {p} is not in 1..=100");
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
 /// `text` as a regex that matches it literally.
 pub fn regex_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -407,6 +416,26 @@ mod tests {
             ----- stderr -----
             ");
         });
+    }
+
+    #[test]
+    fn the_percentile_is_the_nearest_rank() {
+        let ms = |v: &[u64]| -> Vec<std::time::Duration> {
+            v.iter()
+                .map(|&m| std::time::Duration::from_millis(m))
+                .collect()
+        };
+        let one_to_ten = ms(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        let at = |p| percentile(&one_to_ten, p).as_millis();
+        // Rank ceil(p * n / 100): the 5th of 10 for p50, the 10th for p95 (a rounded index into
+        // 0..n-1 would give the 6th of 10 for p50).
+        assert_eq!(
+            [at(1), at(10), at(50), at(51), at(95), at(100)],
+            [1, 1, 5, 6, 10, 10]
+        );
+        let one = ms(&[7]);
+        assert_eq!(percentile(&one, 50), one[0]);
+        assert_eq!(percentile(&ms(&[1, 2, 3]), 50).as_millis(), 2);
     }
 
     #[test]
