@@ -1,5 +1,5 @@
 //! What band's integration tests and benches share: running `band` in the test environment
-//! ([`Band`]), copying fixtures ([`copy_dir`]), the gate of privileged tests ([`skip`],
+//! ([`Band`]), copying fixtures ([`copy_dir`]), the gate of privileged tests ([`privileged!`],
 //! [`sandbox_missing`]) and whole-output snapshots with stable filters ([`band_snapshot!`]).
 //!
 //! A test helper fails by panicking with a message that says what broke.
@@ -51,7 +51,36 @@ pub fn sandbox_missing() -> Option<String> {
     None
 }
 
-/// The gate of a privileged test: `false` when `missing` is `None` (run); otherwise print
+/// The path of the function it is written in, as [`std::any::type_name`] spells it
+/// (`it::cancel::privileged_ctrl_c_cancels_the_run_and_records_it`): a test's own name, which no
+/// one has to copy into a string literal.
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        fn f() {}
+        let name = ::std::any::type_name_of_val(&f);
+        name.strip_suffix("::f").unwrap_or(name)
+    }};
+}
+
+/// The gate of a privileged test, first in its body: returns from the test (it passes) when the
+/// sandbox cannot run here, saying `skipped: <test>: <why>` ([`skip`], with [`test_name!`]), or,
+/// with `BAND_TEST_MUST_RUN=1`, fails it. `privileged!()` asks [`sandbox_missing`];
+/// `privileged!(missing)` takes the reason (an `Option<String>`) from the test, such as
+/// [`Band::sandbox_missing`] or `(!band_test::is_root()).then(|| "not root".into())`.
+#[macro_export]
+macro_rules! privileged {
+    () => {
+        $crate::privileged!($crate::sandbox_missing())
+    };
+    ($missing:expr) => {
+        if $crate::skip($crate::test_name!(), $missing) {
+            return;
+        }
+    };
+}
+
+/// What [`privileged!`] does: `false` when `missing` is `None` (run); otherwise print
 /// `skipped: <test>: <why>` and return `true`, or, with `BAND_TEST_MUST_RUN=1`, panic.
 pub fn skip(test: &str, missing: Option<String>) -> bool {
     match missing {
@@ -441,5 +470,23 @@ mod tests {
     #[test]
     fn skip_runs_when_nothing_is_missing() {
         assert!(!skip("t", None));
+    }
+
+    #[test]
+    fn a_test_knows_its_own_name() {
+        assert_eq!(
+            crate::test_name!(),
+            "band_test::tests::a_test_knows_its_own_name"
+        );
+    }
+
+    #[test]
+    fn the_gate_lets_the_test_run_when_nothing_is_missing() {
+        let mut ran = false;
+        (|| {
+            crate::privileged!(None);
+            ran = true;
+        })();
+        assert!(ran);
     }
 }

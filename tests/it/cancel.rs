@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use band_test::Band;
 use serde_json::Value;
 
-use crate::common::{band_exe, skip};
+use crate::common::{band_exe, sandbox_missing};
 use crate::mcp::{has_mcp_sdk, python};
 
 /// The skill `probe/sleepy` in `dir`: a tick every 100 ms, until it is stopped (its band allows
@@ -214,9 +214,7 @@ fn assert_cancelled_and_gone(b: &Band, dir: &Path, uid: u32) -> Value {
 
 #[test]
 fn privileged_ctrl_c_cancels_the_run_and_records_it() {
-    if skip("privileged_ctrl_c_cancels_the_run_and_records_it") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let (t, b, mut child, uid) = start_sleepy_run(Stdio::null());
     signal(child.id(), "-INT");
     let rec = assert_cancelled_and_gone(&b, t.path(), uid);
@@ -255,9 +253,7 @@ sys.stdout.write(after.decode("utf-8", "replace"))
 
 #[test]
 fn privileged_ctrl_c_at_a_terminal_prints_one_line_and_records() {
-    if skip("privileged_ctrl_c_at_a_terminal_prints_one_line_and_records") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     let b = band_for(t.path());
     sleepy_skill(t.path(), &b);
@@ -292,9 +288,7 @@ fn privileged_ctrl_c_at_a_terminal_prints_one_line_and_records() {
 
 #[test]
 fn privileged_sigterm_cancels_the_run_and_records_it() {
-    if skip("privileged_sigterm_cancels_the_run_and_records_it") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let (t, b, child, uid) = start_sleepy_run(Stdio::piped());
     signal(child.id(), "-TERM");
     assert_cancelled_and_gone(&b, t.path(), uid);
@@ -305,9 +299,7 @@ fn privileged_sigterm_cancels_the_run_and_records_it() {
 
 #[test]
 fn privileged_a_killed_band_does_not_leave_its_run_behind() {
-    if skip("privileged_a_killed_band_does_not_leave_its_run_behind") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let from = marker();
     let (_t, _b, mut child, uid) = start_sleepy_run(Stdio::null());
     // The run is ticking, so it holds the uid: its processes started from `from` to this.
@@ -325,9 +317,7 @@ fn privileged_a_killed_band_does_not_leave_its_run_behind() {
 
 #[test]
 fn privileged_a_closed_stdout_is_quiet() {
-    if skip("privileged_a_closed_stdout_is_quiet") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     let b = band_for(t.path());
     assert_eq!(b.run(&["init", "probe", "--script", "hi"], t.path()).0, 0);
@@ -383,10 +373,8 @@ fn mcp_client(t: &Path, mode: &str) -> (Child, u32) {
     (child, uid)
 }
 
-fn mcp_ready(test: &str) -> bool {
-    if skip(test) {
-        return false;
-    }
+/// Is the MCP Python SDK there? Else say so, and fail under `BAND_TEST_MUST_RUN=1`.
+fn mcp_ready() -> bool {
     if !has_mcp_sdk() {
         assert_ne!(
             std::env::var(band::proto::env::TEST_MUST_RUN).as_deref(),
@@ -402,7 +390,8 @@ fn mcp_ready(test: &str) -> bool {
 
 #[test]
 fn privileged_mcp_cancelled_call_stops_the_run() {
-    if !mcp_ready("privileged_mcp_cancelled_call_stops_the_run") {
+    band_test::privileged!(sandbox_missing());
+    if !mcp_ready() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -417,7 +406,8 @@ fn privileged_mcp_cancelled_call_stops_the_run() {
 
 #[test]
 fn privileged_mcp_client_that_disconnects_stops_the_run() {
-    if !mcp_ready("privileged_mcp_client_that_disconnects_stops_the_run") {
+    band_test::privileged!(sandbox_missing());
+    if !mcp_ready() {
         return;
     }
     let t = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{bin, skip, write_script};
+use crate::common::{bin, sandbox_missing, write_script};
 
 const HOST_DIR: &str = "/run/band-serve/host";
 
@@ -141,9 +141,7 @@ impl Drop for StopServer {
 
 #[test]
 fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_build() {
-    if skip("privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_build") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let _stop = StopServer;
     // No warm server of an earlier run of this test.
@@ -418,9 +416,7 @@ printf '{"reached":"%s","other":"%s"}\n' "$reached" "$other" > "$OUTPUT_PATH"
 /// nothing: the next run is built for itself, with a table of its own.
 #[test]
 fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
-    if skip("privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let _stop = StopServer;
     no_warm_server();

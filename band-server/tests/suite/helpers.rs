@@ -21,26 +21,8 @@ pub(crate) fn server() -> &'static str {
     env!("CARGO_BIN_EXE_band-server")
 }
 
-/// `Some(reason)` when privileged tests cannot run here (not root, no bubblewrap).
-pub(crate) fn unprivileged_reason() -> Option<String> {
-    band_test::sandbox_missing()
-}
-
-/// Skip (return true) or, with `BAND_TEST_MUST_RUN=1`, panic.
-pub(crate) fn skip(test: &str) -> bool {
-    band_test::skip(test, unprivileged_reason())
-}
-
-macro_rules! privileged {
-    () => {{
-        fn f() {}
-        let name = std::any::type_name_of_val(&f).trim_end_matches("::f");
-        if $crate::suite::helpers::skip(name) {
-            return;
-        }
-    }};
-}
-pub(crate) use privileged;
+/// The gate of privileged tests (not root, no bubblewrap): `privileged!()` first in a test.
+pub(crate) use band_test::privileged;
 
 /// A random run id (16 lowercase hex).
 pub(crate) fn run_id() -> String {
