@@ -231,8 +231,7 @@ fn read_user(child: &mut std::process::Child) -> String {
     let mut lines = BufReader::new(stdout).lines();
     // A server that hangs before it prints is killed, which ends its output.
     let _hung = band_test::kill_after(child, band_test::WAIT_LIMIT, "band-server");
-    loop {
-        let Some(Ok(line)) = lines.next() else { break };
+    while let Some(Ok(line)) = lines.next() {
         if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line)
             && let Some(u) = data.lines().find_map(|l| l.strip_prefix("user="))
         {
