@@ -107,6 +107,109 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A skill folder for a test, written by [`SkillBuilder::write`]: `SKILL.md` (its name,
+/// description and text), `BAND.md` (the frontmatter after `band: <name>`), scripts with their
+/// modes, and the contracts in `schemas/`.
+///
+/// ```text
+/// let skill = SkillBuilder::new("probe")
+///     .description("Probes the sandbox.")
+///     .band("allow:\n  read: [in.txt]\n")
+///     .script("probe.sh", "#!/bin/sh\n…")
+///     .input_schema("probe", r#"{"type":"object"}"#)
+///     .write(root); // root/probe
+/// ```
+#[derive(Debug, Clone)]
+pub struct SkillBuilder {
+    name: String,
+    description: String,
+    body: String,
+    band: Option<String>,
+    files: Vec<(String, u32, String)>,
+}
+
+impl SkillBuilder {
+    /// The skill `name`, described as "A skill of a test.", with no text, no `BAND.md` and no
+    /// files yet.
+    pub fn new(name: &str) -> SkillBuilder {
+        SkillBuilder {
+            name: name.into(),
+            description: "A skill of a test.".into(),
+            body: String::new(),
+            band: None,
+            files: Vec::new(),
+        }
+    }
+
+    /// `SKILL.md`'s `description:`.
+    pub fn description(mut self, text: &str) -> SkillBuilder {
+        self.description = text.into();
+        self
+    }
+
+    /// `SKILL.md`'s text after its frontmatter (and a blank line).
+    pub fn body(mut self, text: &str) -> SkillBuilder {
+        self.body = text.into();
+        self
+    }
+
+    /// `BAND.md`, whose frontmatter is `band: <name>` and then `frontmatter` (whole lines, each
+    /// ending in a newline).
+    pub fn band(mut self, frontmatter: &str) -> SkillBuilder {
+        self.band = Some(frontmatter.into());
+        self
+    }
+
+    /// `scripts/<file>`, executable (0755).
+    pub fn script(self, file: &str, text: &str) -> SkillBuilder {
+        self.file(&format!("scripts/{file}"), 0o755, text)
+    }
+
+    /// `schemas/input/<script>.json`.
+    pub fn input_schema(self, script: &str, json: &str) -> SkillBuilder {
+        self.file(&format!("schemas/input/{script}.json"), 0o644, json)
+    }
+
+    /// `schemas/output/<script>.json`.
+    pub fn output_schema(self, script: &str, json: &str) -> SkillBuilder {
+        self.file(&format!("schemas/output/{script}.json"), 0o644, json)
+    }
+
+    /// Any file of the skill, at `path` inside it, with `mode`.
+    pub fn file(mut self, path: &str, mode: u32, text: &str) -> SkillBuilder {
+        self.files.push((path.into(), mode, text.into()));
+        self
+    }
+
+    /// Write the skill into `root/<name>` (made if missing); that folder.
+    pub fn write(&self, root: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = root.join(&self.name);
+        let put = |path: &str, mode: u32, text: &str| {
+            let p = dir.join(path);
+            fs_err::create_dir_all(p.parent().expect("a file of the skill has a folder")).unwrap();
+            fs_err::write(&p, text).unwrap();
+            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let skill_md = format!(
+            "---\nname: {}\ndescription: {}\n---\n\n{}",
+            self.name, self.description, self.body
+        );
+        put("SKILL.md", 0o644, &skill_md);
+        if let Some(band) = &self.band {
+            put(
+                "BAND.md",
+                0o644,
+                &format!("---\nband: {}\n{band}---\n", self.name),
+            );
+        }
+        for (path, mode, text) in &self.files {
+            put(path, *mode, text);
+        }
+        dir
+    }
+}
+
 /// What a finished command did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output {
@@ -470,6 +573,35 @@ mod tests {
     #[test]
     fn skip_runs_when_nothing_is_missing() {
         assert!(!skip("t", None));
+    }
+
+    #[test]
+    fn the_skill_builder_writes_the_folder_it_describes() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = SkillBuilder::new("probe")
+            .description("Probes.")
+            .body("Used by a test.\n")
+            .band("allow:\n  read: [in.txt]\n")
+            .script("probe.sh", "#!/bin/sh\n")
+            .input_schema("probe", "{}")
+            .write(t.path());
+        assert_eq!(dir, t.path().join("probe"));
+        let read = |p: &str| fs_err::read_to_string(dir.join(p)).unwrap();
+        assert_eq!(
+            read("SKILL.md"),
+            "---\nname: probe\ndescription: Probes.\n---\n\nUsed by a test.\n"
+        );
+        assert_eq!(
+            read("BAND.md"),
+            "---\nband: probe\nallow:\n  read: [in.txt]\n---\n"
+        );
+        assert_eq!(read("schemas/input/probe.json"), "{}");
+        let mode = |p: &str| fs_err::metadata(dir.join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            (mode("scripts/probe.sh"), mode("schemas/input/probe.json")),
+            (0o755, 0o644)
+        );
     }
 
     #[test]
