@@ -20,17 +20,13 @@ use band_server::layers::net::dns::{Resolver, Stub, UdpUpstream};
 use band_server::layers::net::netns::RunNetns;
 use band_server::layers::net::nft::Nft;
 use band_server::layers::net::{self, NetLayer};
+use band_test::percentile;
 
 const ITERATIONS: usize = 40;
 /// A stub slot outside the uid pool (0..64), so a live run never holds its address.
 const BENCH_SLOT: u32 = 249;
 /// The uid and gid the relay runs as (no such user is needed).
 const BENCH_UID: u32 = 65_000;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
 
 fn measure(mut f: impl FnMut()) -> (Duration, Duration) {
     f(); // warm-up
@@ -42,7 +38,7 @@ fn measure(mut f: impl FnMut()) -> (Duration, Duration) {
         })
         .collect();
     v.sort();
-    (percentile(&v, 0.5), percentile(&v, 0.95))
+    (percentile(&v, 50), percentile(&v, 95))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -148,7 +144,7 @@ fn main() {
         ("namespace + slirp4netns: teardown alone", down),
     ] {
         v.sort();
-        rows.push((what.into(), percentile(&v, 0.5), percentile(&v, 0.95)));
+        rows.push((what.into(), percentile(&v, 50), percentile(&v, 95)));
     }
     for (what, p50, p95) in rows {
         println!(

@@ -447,9 +447,19 @@ mod tests {
             mode: 0o644,
             data: "eA==".into(),
         };
-        assert!(decode_files("bundle", &[e("a"), e("a")]).is_err());
-        assert!(decode_files("bundle", &[e("a"), e("a/b")]).is_err());
-        assert!(
+        let io = |m: &str| Err(SetupError::new(Layer::Io, m));
+        assert_eq!(
+            decode_files("bundle", &[e("a"), e("a")]),
+            io(r#"bundle: duplicate path "a""#)
+        );
+        assert_eq!(
+            decode_files("bundle", &[e("a"), e("a/b")]),
+            io(r#"bundle: "a" is both a file and a directory"#)
+        );
+        let not_base64 = base64::engine::general_purpose::STANDARD
+            .decode("!!")
+            .expect_err("`!!` is not base64");
+        assert_eq!(
             decode_files(
                 "bundle",
                 &[FileEntry {
@@ -457,8 +467,8 @@ mod tests {
                     mode: 0,
                     data: "!!".into()
                 }]
-            )
-            .is_err()
+            ),
+            io(&format!(r#"bundle: "a" is not valid base64: {not_base64}"#))
         );
         let got = decode_files(
             "bundle",
@@ -560,8 +570,18 @@ mod tests {
             mode: 0o644,
             data: vec![],
         };
-        assert!(check_workspace(&[f("data/a.csv"), f("out/b.txt")], &compiled).is_ok());
-        assert!(check_workspace(&[f("data/secret.txt")], &compiled).is_err());
-        assert!(check_workspace(&[f("other.txt")], &compiled).is_err());
+        let fs = |m: &str| Err(SetupError::new(Layer::Filesystem, m));
+        assert_eq!(
+            check_workspace(&[f("data/a.csv"), f("out/b.txt")], &compiled),
+            Ok(())
+        );
+        assert_eq!(
+            check_workspace(&[f("data/secret.txt")], &compiled),
+            fs("workspace file data/secret.txt is denied by deny.read `data/secret.txt`")
+        );
+        assert_eq!(
+            check_workspace(&[f("other.txt")], &compiled),
+            fs("workspace file other.txt is not covered by allow.read or allow.write")
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! What band's integration tests and benches share: running `band` in the test environment
-//! ([`Band`]), copying fixtures ([`copy_dir`]), the gate of privileged tests ([`skip`],
+//! ([`Band`]), copying fixtures ([`copy_dir`]), the gate of privileged tests ([`privileged!`],
 //! [`sandbox_missing`]) and whole-output snapshots with stable filters ([`band_snapshot!`]).
 //!
 //! A test helper fails by panicking with a message that says what broke.
@@ -51,7 +51,36 @@ pub fn sandbox_missing() -> Option<String> {
     None
 }
 
-/// The gate of a privileged test: `false` when `missing` is `None` (run); otherwise print
+/// The path of the function it is written in, as [`std::any::type_name`] spells it
+/// (`it::cancel::privileged_ctrl_c_cancels_the_run_and_records_it`): a test's own name, which no
+/// one has to copy into a string literal.
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        fn f() {}
+        let name = ::std::any::type_name_of_val(&f);
+        name.strip_suffix("::f").unwrap_or(name)
+    }};
+}
+
+/// The gate of a privileged test, first in its body: returns from the test (it passes) when the
+/// sandbox cannot run here, saying `skipped: <test>: <why>` ([`skip`], with [`test_name!`]), or,
+/// with `BAND_TEST_MUST_RUN=1`, fails it. `privileged!()` asks [`sandbox_missing`];
+/// `privileged!(missing)` takes the reason (an `Option<String>`) from the test, such as
+/// [`Band::sandbox_missing`] or `(!band_test::is_root()).then(|| "not root".into())`.
+#[macro_export]
+macro_rules! privileged {
+    () => {
+        $crate::privileged!($crate::sandbox_missing())
+    };
+    ($missing:expr) => {
+        if $crate::skip($crate::test_name!(), $missing) {
+            return;
+        }
+    };
+}
+
+/// What [`privileged!`] does: `false` when `missing` is `None` (run); otherwise print
 /// `skipped: <test>: <why>` and return `true`, or, with `BAND_TEST_MUST_RUN=1`, panic.
 pub fn skip(test: &str, missing: Option<String>) -> bool {
     match missing {
@@ -75,6 +104,109 @@ pub fn copy_dir(from: &Path, to: &Path) {
             // fs::copy copies the permission bits too.
             fs_err::copy(&src, &dst).unwrap();
         }
+    }
+}
+
+/// A skill folder for a test, written by [`SkillBuilder::write`]: `SKILL.md` (its name,
+/// description and text), `BAND.md` (the frontmatter after `band: <name>`), scripts with their
+/// modes, and the contracts in `schemas/`.
+///
+/// ```text
+/// let skill = SkillBuilder::new("probe")
+///     .description("Probes the sandbox.")
+///     .band("allow:\n  read: [in.txt]\n")
+///     .script("probe.sh", "#!/bin/sh\n…")
+///     .input_schema("probe", r#"{"type":"object"}"#)
+///     .write(root); // root/probe
+/// ```
+#[derive(Debug, Clone)]
+pub struct SkillBuilder {
+    name: String,
+    description: String,
+    body: String,
+    band: Option<String>,
+    files: Vec<(String, u32, String)>,
+}
+
+impl SkillBuilder {
+    /// The skill `name`, described as "A skill of a test.", with no text, no `BAND.md` and no
+    /// files yet.
+    pub fn new(name: &str) -> SkillBuilder {
+        SkillBuilder {
+            name: name.into(),
+            description: "A skill of a test.".into(),
+            body: String::new(),
+            band: None,
+            files: Vec::new(),
+        }
+    }
+
+    /// `SKILL.md`'s `description:`.
+    pub fn description(mut self, text: &str) -> SkillBuilder {
+        self.description = text.into();
+        self
+    }
+
+    /// `SKILL.md`'s text after its frontmatter (and a blank line).
+    pub fn body(mut self, text: &str) -> SkillBuilder {
+        self.body = text.into();
+        self
+    }
+
+    /// `BAND.md`, whose frontmatter is `band: <name>` and then `frontmatter` (whole lines, each
+    /// ending in a newline).
+    pub fn band(mut self, frontmatter: &str) -> SkillBuilder {
+        self.band = Some(frontmatter.into());
+        self
+    }
+
+    /// `scripts/<file>`, executable (0755).
+    pub fn script(self, file: &str, text: &str) -> SkillBuilder {
+        self.file(&format!("scripts/{file}"), 0o755, text)
+    }
+
+    /// `schemas/input/<script>.json`.
+    pub fn input_schema(self, script: &str, json: &str) -> SkillBuilder {
+        self.file(&format!("schemas/input/{script}.json"), 0o644, json)
+    }
+
+    /// `schemas/output/<script>.json`.
+    pub fn output_schema(self, script: &str, json: &str) -> SkillBuilder {
+        self.file(&format!("schemas/output/{script}.json"), 0o644, json)
+    }
+
+    /// Any file of the skill, at `path` inside it, with `mode`.
+    pub fn file(mut self, path: &str, mode: u32, text: &str) -> SkillBuilder {
+        self.files.push((path.into(), mode, text.into()));
+        self
+    }
+
+    /// Write the skill into `root/<name>` (made if missing); that folder.
+    pub fn write(&self, root: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = root.join(&self.name);
+        let put = |path: &str, mode: u32, text: &str| {
+            let p = dir.join(path);
+            fs_err::create_dir_all(p.parent().expect("a file of the skill has a folder")).unwrap();
+            fs_err::write(&p, text).unwrap();
+            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let skill_md = format!(
+            "---\nname: {}\ndescription: {}\n---\n\n{}",
+            self.name, self.description, self.body
+        );
+        put("SKILL.md", 0o644, &skill_md);
+        if let Some(band) = &self.band {
+            put(
+                "BAND.md",
+                0o644,
+                &format!("---\nband: {}\n{band}---\n", self.name),
+            );
+        }
+        for (path, mode, text) in &self.files {
+            put(path, *mode, text);
+        }
+        dir
     }
 }
 
@@ -130,6 +262,25 @@ impl Output {
 /// How long a command of a test may take ([`Output::of`], [`kill_after`]): far above any of the
 /// suite's (an image build under TCG takes minutes).
 pub const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// How long [`wait_until`] waits before it calls a wait hung: far above any wait of the suite,
+/// so that it never decides a test on a slow machine. It is no claim about how fast anything is.
+pub const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Poll `done` (every 50 ms) until it holds; panic saying `what` never happened if it still does
+/// not after [`WAIT_LIMIT`]. What a test asserts is that `done` comes to hold at all, not how
+/// soon: a wait that never ends fails its test, named, instead of stalling the suite.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < WAIT_LIMIT,
+            "never happened (waited {} s): {what}",
+            WAIT_LIMIT.as_secs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
 
 /// Run `on_time_out` on a thread of its own unless the returned sender is dropped (or sent to)
 /// within `limit`: a test's guard against a wait that never ends.
@@ -301,6 +452,15 @@ pub fn filters(extra: &[(&str, &str)]) -> Vec<(String, String)> {
     out
 }
 
+/// The `p`-th percentile (0 < `p` <= 100) of `sorted` (ascending, not empty), by nearest rank:
+/// the smallest value with at least `p` % of the values at or below it. What the benches report
+/// as p50 and p95.
+pub fn percentile(sorted: &[std::time::Duration], p: usize) -> std::time::Duration {
+    assert!((1..=100).contains(&p), "percentile {p} is not in 1..=100");
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
 /// `text` as a regex that matches it literally.
 pub fn regex_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -391,7 +551,74 @@ mod tests {
     }
 
     #[test]
+    fn the_percentile_is_the_nearest_rank() {
+        let ms = |v: &[u64]| -> Vec<std::time::Duration> {
+            v.iter()
+                .map(|&m| std::time::Duration::from_millis(m))
+                .collect()
+        };
+        let one_to_ten = ms(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        let at = |p| percentile(&one_to_ten, p).as_millis();
+        // Rank ceil(p * n / 100): the 5th of 10 for p50, the 10th for p95 (a rounded index into
+        // 0..n-1 would give the 6th of 10 for p50).
+        assert_eq!(
+            [at(1), at(10), at(50), at(51), at(95), at(100)],
+            [1, 1, 5, 6, 10, 10]
+        );
+        let one = ms(&[7]);
+        assert_eq!(percentile(&one, 50), one[0]);
+        assert_eq!(percentile(&ms(&[1, 2, 3]), 50).as_millis(), 2);
+    }
+
+    #[test]
     fn skip_runs_when_nothing_is_missing() {
         assert!(!skip("t", None));
+    }
+
+    #[test]
+    fn the_skill_builder_writes_the_folder_it_describes() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = SkillBuilder::new("probe")
+            .description("Probes.")
+            .body("Used by a test.\n")
+            .band("allow:\n  read: [in.txt]\n")
+            .script("probe.sh", "#!/bin/sh\n")
+            .input_schema("probe", "{}")
+            .write(t.path());
+        assert_eq!(dir, t.path().join("probe"));
+        let read = |p: &str| fs_err::read_to_string(dir.join(p)).unwrap();
+        assert_eq!(
+            read("SKILL.md"),
+            "---\nname: probe\ndescription: Probes.\n---\n\nUsed by a test.\n"
+        );
+        assert_eq!(
+            read("BAND.md"),
+            "---\nband: probe\nallow:\n  read: [in.txt]\n---\n"
+        );
+        assert_eq!(read("schemas/input/probe.json"), "{}");
+        let mode = |p: &str| fs_err::metadata(dir.join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            (mode("scripts/probe.sh"), mode("schemas/input/probe.json")),
+            (0o755, 0o644)
+        );
+    }
+
+    #[test]
+    fn a_test_knows_its_own_name() {
+        assert_eq!(
+            crate::test_name!(),
+            "band_test::tests::a_test_knows_its_own_name"
+        );
+    }
+
+    #[test]
+    fn the_gate_lets_the_test_run_when_nothing_is_missing() {
+        let mut ran = false;
+        (|| {
+            crate::privileged!(None);
+            ran = true;
+        })();
+        assert!(ran);
     }
 }

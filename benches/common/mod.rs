@@ -1,7 +1,10 @@
-//! Timing helpers shared by the benches (`mod common;`). Percentiles by nearest rank.
+//! Timing helpers shared by the benches (`mod common;`). Percentiles by nearest rank
+//! ([`band_test::percentile`]).
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
+
+use band_test::percentile;
 
 pub(crate) mod peers;
 
@@ -238,11 +241,6 @@ impl CpuTicks {
         let total = self.total.saturating_sub(before.total);
         (total > 0).then(|| self.steal.saturating_sub(before.steal) as f64 / total as f64)
     }
-}
-
-pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    sorted[rank - 1]
 }
 
 pub(crate) fn ms(d: Duration) -> String {

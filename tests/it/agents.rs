@@ -2,7 +2,7 @@
 
 use band_test::band_snapshot;
 
-use crate::common::{band, output, repo, skip};
+use crate::common::{band, output, repo, sandbox_missing};
 use pretty_assertions::assert_eq;
 
 #[test]
@@ -29,9 +29,7 @@ fn shortcut_checks_input_like_band_run() {
 
 #[test]
 fn privileged_shortcut_runs_like_band_run() {
-    if skip("privileged_shortcut_runs_like_band_run") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let short = band(&["text/count", "--text=one two three"], repo());
     let long = band(&["run", "text/count", "--text=one two three"], repo());
     assert_eq!(short.0, 0, "{}", short.2);

@@ -586,9 +586,7 @@ fn server() -> PathBuf {
 
 #[test]
 fn privileged_runs_record_events_and_io_only_on_request() {
-    if crate::common::skip("privileged_runs_record_events_and_io_only_on_request") {
-        return;
-    }
+    band_test::privileged!(crate::common::sandbox_missing());
     let env = Env::new();
     assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
     let run = |extra: &[&str]| {

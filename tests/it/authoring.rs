@@ -5,7 +5,7 @@ use std::path::Path;
 
 use band_test::band_snapshot;
 
-use crate::common::{band, output, skip};
+use crate::common::{band, output, sandbox_missing};
 use pretty_assertions::assert_eq;
 
 /// `band lint --deny-warnings <what>` in `dir` passes; its output is the snapshot `name`.
@@ -77,9 +77,7 @@ fn init_and_new_script_refuse_bad_names_and_existing_files() {
 
 #[test]
 fn privileged_scaffolded_scripts_run_in_the_sandbox() {
-    if skip("privileged_scaffolded_scripts_run_in_the_sandbox") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     assert_eq!(band(&["init", "demo", "--lang", "python"], t.path()).0, 0);
     assert_eq!(band(&["new-script", "demo", "shell"], t.path()).0, 0);
@@ -113,9 +111,7 @@ fn privileged_scaffolded_scripts_run_in_the_sandbox() {
 
 #[test]
 fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
-    if skip("privileged_trace_shows_commands_rules_writes_and_unused_rules") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     assert_eq!(band(&["init", "demo"], t.path()).0, 0);
     let root = t.path().join("demo");
@@ -184,9 +180,7 @@ pub(crate) fn undeclared_skill(dir: &Path) {
 /// Before, these were a bare "command not found" with no denial anywhere.
 #[test]
 fn privileged_undeclared_host_commands_are_denials_with_the_rule() {
-    if skip("privileged_undeclared_host_commands_are_denials_with_the_rule") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     undeclared_skill(t.path());
     let args = ["run", "--skills", ".", "demo/hello", "--name=x"];

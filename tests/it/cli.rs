@@ -2,7 +2,7 @@
 
 use band_test::band_snapshot;
 
-use crate::common::{band, bin, output, repo, skip};
+use crate::common::{band, bin, output, repo, sandbox_missing};
 
 fn broken_skill() -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
@@ -202,9 +202,7 @@ fn input_file_dash_reads_stdin() {
 
 #[test]
 fn privileged_input_file_dash_runs_with_stdin() {
-    if skip("privileged_input_file_dash_runs_with_stdin") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let out = output_with_stdin(
         &["text/count", "--input-file", "-"],
         r#"{"text": "one two three"}"#,

@@ -57,10 +57,15 @@ pub(crate) fn noted_pids(file: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Skip (true) or, with `BAND_TEST_MUST_RUN=1`, fail: the real sandbox needs root, bubblewrap
-/// and a built band-server.
+/// Why the real sandbox cannot run here (it needs root, bubblewrap and a built band-server), for
+/// the gate of privileged tests: `band_test::privileged!(sandbox_missing())`.
+pub(crate) fn sandbox_missing() -> Option<String> {
+    bin().sandbox_missing()
+}
+
+/// `band_test::skip(test, sandbox_missing())`: the gate as `tests/it/redteam` spells it.
 pub(crate) fn skip(test: &str) -> bool {
-    band_test::skip(test, bin().sandbox_missing())
+    band_test::skip(test, sandbox_missing())
 }
 
 pub(crate) struct Run {

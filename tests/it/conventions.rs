@@ -5,7 +5,7 @@
 use band_test::{Band, band_snapshot};
 use serde_json::Value;
 
-use crate::common::{band, bin, output, repo, skip};
+use crate::common::{band, bin, output, repo, sandbox_missing};
 use pretty_assertions::assert_eq;
 
 fn json_of(out: &band_test::Output) -> Value {
@@ -163,9 +163,7 @@ fn color_follows_the_flag_then_no_color_then_force_color() {
 /// `band run --json` (flags after the input), `band history --json` and `band show --json`.
 #[test]
 fn privileged_exit_codes_have_one_name_each_everywhere() {
-    if skip("privileged_exit_codes_have_one_name_each_everywhere") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     let b = Band::new(crate::common::band_exe(), t.path().join("data"));
     assert_eq!(b.output(&["init", "demo"], t.path()).code, 0);
@@ -308,12 +306,7 @@ fn fake_debian(dir: &std::path::Path) -> Band {
 
 #[test]
 fn privileged_setup_host_installs_what_is_missing_and_says_what() {
-    if band_test::skip(
-        "privileged_setup_host_installs_what_is_missing_and_says_what",
-        (!band_test::is_root()).then(|| "not root".to_string()),
-    ) {
-        return;
-    }
+    band_test::privileged!((!band_test::is_root()).then(|| "not root".to_string()));
     let t = tempfile::tempdir().unwrap();
     let b = fake_debian(t.path());
     let out = b.output(&["setup", "--driver", "host"], t.path());
@@ -347,12 +340,9 @@ fn privileged_setup_host_installs_what_is_missing_and_says_what() {
 /// As an ordinary user, the host target's error names sudo (not "No such file or directory").
 #[test]
 fn privileged_the_host_target_without_root_names_sudo() {
-    if band_test::skip(
-        "privileged_the_host_target_without_root_names_sudo",
-        (!band_test::is_root()).then(|| "not root (to make the ordinary user)".to_string()),
-    ) {
-        return;
-    }
+    band_test::privileged!(
+        (!band_test::is_root()).then(|| "not root (to make the ordinary user)".to_string())
+    );
     let t = tempfile::tempdir().unwrap();
     // A `sudo` that allows nothing, alone on PATH: the same answer whether or not this machine
     // has sudo.

@@ -12,7 +12,7 @@ use band_test::band_snapshot;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::common::{Run, band, bin, output, repo, skip};
+use crate::common::{Run, band, bin, output, repo, sandbox_missing};
 
 fn corpus() -> PathBuf {
     repo().join("tests/corpus")
@@ -44,9 +44,7 @@ fn absolute_paths_lint_as_they_run() {
 /// and reads /tmp/x, and a host file under /tmp it did not create is not there.
 #[test]
 fn privileged_corpus_tmp_is_the_runs_own() {
-    if skip("privileged_corpus_tmp_is_the_runs_own") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let host = tempfile::Builder::new()
         .prefix("band-corpus-")
         .tempdir_in("/tmp")
@@ -68,9 +66,7 @@ fn privileged_corpus_tmp_is_the_runs_own() {
 /// A rule lint calls refused is refused by the run, with the same words (band exec: no skill).
 #[test]
 fn privileged_corpus_refused_paths_refuse_the_run() {
-    if skip("privileged_corpus_refused_paths_refuse_the_run") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     for (rule, words) in [
         (
@@ -123,9 +119,7 @@ fn privileged_corpus_refused_paths_refuse_the_run() {
 /// the present one runs, and a command none of them allows is still refused.
 #[test]
 fn privileged_corpus_packaged_bands_with_absent_alternatives_run() {
-    if skip("privileged_corpus_packaged_bands_with_absent_alternatives_run") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let exec = |band_name: &str, cmd: &[&str]| {
         let file = corpus().join("bands").join(band_name).join("BAND.md");
         let file = file.to_string_lossy().into_owned();
@@ -294,9 +288,7 @@ const CASES: &[(&str, &[&str], i32, &str)] = &[
 
 #[test]
 fn privileged_corpus_runs_unchanged_with_recorded_standins() {
-    if skip("privileged_corpus_runs_unchanged_with_recorded_standins") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = standins();
     for (target, args, code, want) in CASES {
         let r = run_with_standins(dir.path(), target, args);
@@ -324,9 +316,7 @@ fn privileged_corpus_runs_unchanged_with_recorded_standins() {
 /// skill has errors (the Agent Skills: no band until `band wrap`).
 #[test]
 fn privileged_corpus_lint_and_run_agree() {
-    if skip("privileged_corpus_lint_and_run_agree") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = standins();
     for root in band::skill::find_skills(&corpus()) {
         let (diags, _) = band::lint::lint_skill(&root);
@@ -385,9 +375,7 @@ fn list_shows_upstream_scripts_once() {
 /// give their output; a host path they are handed is not there.
 #[test]
 fn privileged_corpus_agent_skills_run_under_a_band_file() {
-    if skip("privileged_corpus_agent_skills_run_under_a_band_file") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let ws = tempfile::tempdir().unwrap();
     for skill in ["pdf", "skill-creator"] {
         band_test::copy_dir(&corpus().join("agent").join(skill), &ws.path().join(skill));

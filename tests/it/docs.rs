@@ -21,7 +21,7 @@ use std::process::Command;
 use band_test::{Output, copy_dir};
 use snapbox::{Assert, IntoData};
 
-use crate::common::{bin, repo, skip};
+use crate::common::{bin, repo, sandbox_missing};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Step {
@@ -115,9 +115,7 @@ fn the_parser_and_matchers_follow_the_rules() {
 
 #[test]
 fn privileged_console_examples_in_the_docs_are_true() {
-    if skip("privileged_console_examples_in_the_docs_are_true") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let band = bin();
     let path = format!(
         "{}:{}",

@@ -10,7 +10,7 @@ use std::process::Command;
 use band_test::Band;
 use serde_json::Value;
 
-use crate::common::{band_exe, skip};
+use crate::common::{band_exe, sandbox_missing};
 
 /// `probe/loud` in `dir`.
 fn loud_skill(dir: &Path, b: &Band) {
@@ -46,9 +46,7 @@ const FROM_THE_SCRIPT: [&str; 6] = [
 
 #[test]
 fn privileged_script_escapes_do_not_reach_the_terminal() {
-    if skip("privileged_script_escapes_do_not_reach_the_terminal") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     let b = Band::new(band_exe(), t.path().join("data"));
     loud_skill(t.path(), &b);
@@ -82,9 +80,7 @@ fn privileged_script_escapes_do_not_reach_the_terminal() {
 
 #[test]
 fn privileged_json_keeps_script_escapes_escaped() {
-    if skip("privileged_json_keeps_script_escapes_escaped") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     let b = Band::new(band_exe(), t.path().join("data"));
     loud_skill(t.path(), &b);
@@ -115,9 +111,7 @@ fn privileged_json_keeps_script_escapes_escaped() {
 
 #[test]
 fn privileged_history_and_show_do_not_replay_script_escapes() {
-    if skip("privileged_history_and_show_do_not_replay_script_escapes") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     let b = Band::new(band_exe(), t.path().join("data"));
     loud_skill(t.path(), &b);

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use band_test::{Output, band_snapshot};
 
-use crate::common::{band, bin, noted_pids, noting_server, output, skip};
+use crate::common::{band, bin, noted_pids, noting_server, output, sandbox_missing};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
@@ -125,9 +125,7 @@ fn exec_denies_what_the_band_does_not_allow_before_anything_runs() {
 /// band exits. An allowed command is served by it, with no second start.
 #[test]
 fn privileged_exec_starts_band_server_on_a_guess_and_a_refusal_closes_it() {
-    if skip("privileged_exec_starts_band_server_on_a_guess_and_a_refusal_closes_it") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = workspace();
     let t = tempfile::tempdir().expect("tempdir");
     let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
@@ -176,9 +174,7 @@ fn privileged_exec_starts_band_server_on_a_guess_and_a_refusal_closes_it() {
 
 #[test]
 fn privileged_exec_runs_an_allowed_command_in_the_sandbox() {
-    if skip("privileged_exec_runs_an_allowed_command_in_the_sandbox") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = workspace();
     // Arguments arrive exactly as given (no shell expansion on the way).
     let (code, out, err) = exec(dir.path(), false, &["echo", "it's", "$HOME", "`id`"]);
@@ -227,9 +223,7 @@ fn on_a_terminal(dir: &Path, args: &str) -> String {
 
 #[test]
 fn privileged_spinner_only_on_a_terminal_and_never_with_json() {
-    if skip("privileged_spinner_only_on_a_terminal_and_never_with_json") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = workspace();
     let tty = on_a_terminal(dir.path(), "exec --band agent.band.md -- sleep 0.6");
     assert!(tty.contains("running sleep under agent.band.md"), "{tty:?}");

@@ -466,11 +466,7 @@ fn lint_says_when_a_cli_rule_names_a_shell_builtin() {
 /// program (`env echo`, `/usr/bin/echo`) and never by the builtin (`echo`, `command echo`).
 #[test]
 fn privileged_the_echo_program_satisfies_an_insist_and_the_builtin_does_not() {
-    if crate::common::skip(
-        "privileged_the_echo_program_satisfies_an_insist_and_the_builtin_does_not",
-    ) {
-        return;
-    }
+    band_test::privileged!(crate::common::sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let root = t.path().join("audit");
     fs_err::create_dir_all(root.join("scripts")).expect("mkdir");

@@ -237,9 +237,7 @@ fn real_bands_are_within_the_limits() {
 /// the option models, `rm -Rf` and `rm --recursive --force` passed.)
 #[test]
 fn privileged_deny_cli_catches_every_spelling_of_rm_rf() {
-    if crate::common::skip("privileged_deny_cli_catches_every_spelling_of_rm_rf") {
-        return;
-    }
+    band_test::privileged!(crate::common::sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     fs_err::write(
         t.path().join("rm.band.md"),

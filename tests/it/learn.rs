@@ -11,7 +11,7 @@ use band::policy::net::NetPattern;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{bin, repo, skip};
+use crate::common::{bin, repo, sandbox_missing};
 
 /// A copy of `skills/<skill>` under `dir/skills`, with every allow list and env.secrets of the
 /// band that governs `script` emptied. Returns that band file.
@@ -240,17 +240,13 @@ fn learn_and_rerun_from(
 
 #[test]
 fn privileged_learn_text_count_from_an_empty_band() {
-    if skip("privileged_learn_text_count_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     learn_and_rerun("text", "count", &["--text=one two three"], None);
 }
 
 #[test]
 fn privileged_learn_text_summary_from_an_empty_band() {
-    if skip("privileged_learn_text_summary_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     learn_and_rerun(
         "text",
         "summary",
@@ -264,9 +260,7 @@ fn privileged_learn_text_summary_from_an_empty_band() {
 
 #[test]
 fn privileged_learn_csv_stats_describe_from_an_empty_band() {
-    if skip("privileged_learn_csv_stats_describe_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let ws = tempfile::tempdir().expect("tmp");
     fs_err::create_dir_all(ws.path().join("data")).expect("mkdir");
     fs_err::copy(
@@ -285,9 +279,7 @@ fn privileged_learn_csv_stats_describe_from_an_empty_band() {
 
 #[test]
 fn privileged_learn_csv_stats_report_from_an_empty_band() {
-    if skip("privileged_learn_csv_stats_report_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     // Reads data/, writes out/ (its band insists on the report).
     let ws = tempfile::tempdir().expect("tmp");
     fs_err::create_dir_all(ws.path().join("data")).expect("mkdir");
@@ -306,9 +298,7 @@ fn privileged_learn_csv_stats_report_from_an_empty_band() {
 
 #[test]
 fn privileged_learn_json_transform_apply_from_an_empty_band() {
-    if skip("privileged_learn_json_transform_apply_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     learn_and_rerun(
         "json-transform",
         "apply",
@@ -322,9 +312,7 @@ fn privileged_learn_json_transform_apply_from_an_empty_band() {
 
 #[test]
 fn privileged_learn_http_fetch_extract_from_an_empty_band() {
-    if skip("privileged_learn_http_fetch_extract_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let html = "<html><head><title>T</title></head><body><p>Hello</p></body></html>";
     let input = json!({ "html": html }).to_string();
     learn_and_rerun("http-fetch", "extract", &["--input", &input], None);
@@ -332,9 +320,7 @@ fn privileged_learn_http_fetch_extract_from_an_empty_band() {
 
 #[test]
 fn privileged_learn_drafts_exactly_what_a_script_did() {
-    if skip("privileged_learn_drafts_exactly_what_a_script_did") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let skills = t.path().join("skills");
     fs_err::create_dir_all(&skills).expect("mkdir");
@@ -410,9 +396,7 @@ fn privileged_learn_drafts_exactly_what_a_script_did() {
 
 #[test]
 fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
-    if skip("privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let band_md = t.path().join("BAND.md");
     fs_err::write(
@@ -449,9 +433,7 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
 
 #[test]
 fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched() {
-    if skip("privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let skills = t.path().join("skills");
     fs_err::create_dir_all(&skills).expect("mkdir");
@@ -568,9 +550,7 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
 
 #[test]
 fn privileged_learn_finds_a_command_named_through_a_variable() {
-    if skip("privileged_learn_finds_a_command_named_through_a_variable") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let skills = t.path().join("skills");
     fs_err::create_dir_all(&skills).expect("mkdir");
@@ -668,9 +648,7 @@ fn draft_rules(doc: &Value, key: &str) -> Vec<String> {
 
 #[test]
 fn privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted() {
-    if skip("privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
     let t = tempfile::tempdir().expect("tmp");
     net_skill(t.path());
@@ -709,9 +687,7 @@ fn privileged_learn_with_net_drafts_the_host_and_port_a_script_contacted() {
 
 #[test]
 fn privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tried() {
-    if skip("privileged_learn_without_net_records_the_name_and_says_the_contact_was_not_tried") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
     let t = tempfile::tempdir().expect("tmp");
     net_skill(t.path());
@@ -772,15 +748,15 @@ srv.serve_forever()
             .arg(lab.host())
             .spawn()
             .expect("https server");
-        let server = HttpsServer(child);
-        let start = std::time::Instant::now();
-        while !dir.join("https.ready").exists() {
+        let mut server = HttpsServer(child);
+        band_test::wait_until("the lab's HTTPS server starts", || {
+            let exited = server.0.try_wait().ok().flatten();
             assert!(
-                start.elapsed() < std::time::Duration::from_secs(20),
-                "the lab's HTTPS server did not start"
+                exited.is_none(),
+                "the lab's HTTPS server exited: {exited:?}"
             );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+            dir.join("https.ready").exists()
+        });
         server
     }
 }
@@ -881,9 +857,7 @@ fn make_ca_and_cert(dir: &Path, name: &str) {
 /// touched, and a run outside that namespace would not trust the lab.
 #[test]
 fn privileged_learn_http_fetch_fetch_from_an_empty_band() {
-    if skip("privileged_learn_http_fetch_fetch_from_an_empty_band") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     use std::os::unix::fs::PermissionsExt;
     let lab = band_test::netlab::Lab::new(&["docs.rs"]);
     let pki = tempfile::tempdir().expect("tmp");
@@ -1011,9 +985,7 @@ fn run_with_standins(standins: &Path, args: &[&str], cwd: &Path) -> (i32, String
 
 #[test]
 fn privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh() {
-    if skip("privileged_learn_github_scripts_from_an_empty_band_with_a_stand_in_gh") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     use std::os::unix::fs::PermissionsExt;
     let inputs = crate::skills::github_inputs();
     let scripts = crate::skills::scripts_of("github");
@@ -1201,9 +1173,7 @@ fn learn_recorded_skill(src: &Path, skill: &str, secrets: &[&str]) -> Vec<String
 
 #[test]
 fn privileged_learn_slack_scripts_from_an_empty_band_with_a_recorded_curl() {
-    if skip("privileged_learn_slack_scripts_from_an_empty_band_with_a_recorded_curl") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     // The shipped channel allow-list is empty (every channel refused): learned from the copy a
     // user deploys, with the recorded channel listed.
     let (dir, _) = crate::skill_set::slack_copy();
@@ -1217,18 +1187,14 @@ fn privileged_learn_slack_scripts_from_an_empty_band_with_a_recorded_curl() {
 
 #[test]
 fn privileged_learn_elevenlabs_scripts_from_an_empty_band_with_a_recorded_curl() {
-    if skip("privileged_learn_elevenlabs_scripts_from_an_empty_band_with_a_recorded_curl") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let learned = learn_recorded_skill(repo(), "elevenlabs", &["ELEVENLABS_API_KEY"]);
     assert_eq!(learned.len(), 6, "{learned:?}");
 }
 
 #[test]
 fn privileged_learn_summarize_scripts_from_an_empty_band_with_a_recorded_curl() {
-    if skip("privileged_learn_summarize_scripts_from_an_empty_band_with_a_recorded_curl") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let learned = learn_recorded_skill(repo(), "summarize", &["ANTHROPIC_API_KEY"]);
     assert_eq!(learned.len(), 2, "{learned:?}");
 }

@@ -20,7 +20,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{DATA_DIR, band, band_exe, bin, noted_pids, repo, skip, write_script};
+use crate::common::{
+    DATA_DIR, band, band_exe, bin, noted_pids, repo, sandbox_missing, write_script,
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -134,9 +136,7 @@ fn assert_four_results(results: &[(bool, Value, Vec<Value>)]) {
 
 #[test]
 fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
-    if skip("privileged_python_sdk_lists_calls_and_gets_typed_errors") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     if !has_mcp_sdk() {
         assert_ne!(
             std::env::var(band::proto::env::TEST_MUST_RUN).as_deref(),
@@ -463,9 +463,7 @@ fn inspector_reads_band_errors_as_tool_errors() {
 /// The four calls through the Inspector, the two that run the sandbox included.
 #[test]
 fn privileged_inspector_calls_and_gets_typed_errors() {
-    if skip("privileged_inspector_calls_and_gets_typed_errors") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let Some(inspector) = Inspector::find("privileged_inspector_calls_and_gets_typed_errors")
     else {
         return;
@@ -704,9 +702,7 @@ fn mcp_reports_scripts_left_out() {
 /// result: the typed object lists it, and the headline says which rule would allow it.
 #[test]
 fn privileged_undeclared_host_command_is_a_denial_in_the_mcp_error() {
-    if skip("privileged_undeclared_host_command_is_a_denial_in_the_mcp_error") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     crate::authoring::undeclared_skill(t.path());
     let ws = t.path().join("ws");
@@ -748,9 +744,7 @@ fn privileged_undeclared_host_command_is_a_denial_in_the_mcp_error() {
 /// long-lived `band mcp` keeps no band-server, running or a zombie, after either call.
 #[test]
 fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
-    if skip("privileged_the_band_server_started_early_serves_the_call_or_is_reaped") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let ws = t.path().join("ws");
     fs_err::create_dir(&ws).expect("mkdir");
@@ -785,12 +779,10 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
         }
         all
     };
-    let gone_within = |pid: u32| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        !Path::new(&format!("/proc/{pid}")).exists()
+    let gone = |pid: u32, what: &str| {
+        band_test::wait_until(&format!("{what} {pid} is gone"), || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        });
     };
 
     // Refused before it runs: the early band-server was started, and is gone and reaped.
@@ -802,11 +794,7 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
     assert!(refused.to_string().contains("input_invalid"), "{refused}");
     let first = started();
     assert_eq!(first.len(), 1, "one band-server started early: {first:?}");
-    assert!(
-        gone_within(first[0]),
-        "the early band-server {} is still there",
-        first[0]
-    );
+    gone(first[0], "the early band-server");
     assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
 
     // A run: served by the band-server started early (no second start), then reaped.
@@ -817,10 +805,6 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
     assert_eq!(ok["isError"], json!(false), "{ok}");
     let both = started();
     assert_eq!(both.len(), 2, "one more band-server for the run: {both:?}");
-    assert!(
-        gone_within(both[1]),
-        "band-server {} is still there",
-        both[1]
-    );
+    gone(both[1], "band-server");
     assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
 }

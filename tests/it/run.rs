@@ -4,7 +4,7 @@
 
 use band_test::band_snapshot;
 
-use crate::common::{bin, output, repo, skip};
+use crate::common::{bin, output, repo, sandbox_missing};
 
 #[test]
 fn run_of_an_unknown_skill_is_a_user_error() {
@@ -50,12 +50,7 @@ fn run_without_a_required_secret_is_refused() {
 #[test]
 fn privileged_run_without_band_server_is_a_user_error() {
     let not_root = (!band_test::is_root()).then(|| "not root".to_string());
-    if band_test::skip(
-        "privileged_run_without_band_server_is_a_user_error",
-        not_root,
-    ) {
-        return;
-    }
+    band_test::privileged!(not_root);
     let out = bin()
         .env("BAND_SERVER", "/nonexistent/band-server")
         .output(&["run", "text/count", "--text=a b"], repo());
@@ -64,9 +59,7 @@ fn privileged_run_without_band_server_is_a_user_error() {
 
 #[test]
 fn privileged_run_human_output() {
-    if skip("privileged_run_human_output") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     band_snapshot!(
         output(&["run", "text/count", "--text=one two three"], repo()),
         "run_human"
@@ -75,9 +68,7 @@ fn privileged_run_human_output() {
 
 #[test]
 fn privileged_run_json_output() {
-    if skip("privileged_run_json_output") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     band_snapshot!(
         output(
             &["run", "--json", "text/count", "--text=one two three"],
@@ -89,9 +80,7 @@ fn privileged_run_json_output() {
 
 #[test]
 fn privileged_run_trace_output() {
-    if skip("privileged_run_trace_output") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     band_snapshot!(
         output(
             &[
@@ -109,9 +98,7 @@ fn privileged_run_trace_output() {
 
 #[test]
 fn privileged_run_denied_command() {
-    if skip("privileged_run_denied_command") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     assert_eq!(output(&["init", "demo"], t.path()).code, 0);
     fs_err::write(
@@ -130,9 +117,7 @@ fn privileged_run_denied_command() {
 /// wrong; the same script writing a matching one is `ok`.
 #[test]
 fn privileged_run_output_that_breaks_its_schema() {
-    if skip("privileged_run_output_that_breaks_its_schema") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     assert_eq!(output(&["init", "demo"], t.path()).code, 0);
     let script = t.path().join("demo/scripts/hello.sh");

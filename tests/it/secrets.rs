@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
-use crate::common::{band_exe, repo, skip};
+use crate::common::{band_exe, repo, sandbox_missing};
 
 /// A fake secret with characters that base64 and URL encoding change.
 const TOKEN: &str = "fake-Secret/val+ue?x=42 &more~>>";
@@ -135,9 +135,7 @@ fn all_files(dir: &Path) -> String {
 
 #[test]
 fn privileged_secrets_are_masked_in_what_band_shows_and_keeps() {
-    if skip("privileged_secrets_are_masked_in_what_band_shows_and_keeps") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     leak_skill(t.path());
     let ws = t.path().join("ws");
@@ -229,9 +227,7 @@ fn python() -> String {
 
 #[test]
 fn privileged_mcp_results_and_progress_mask_secrets() {
-    if skip("privileged_mcp_results_and_progress_mask_secrets") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let has_sdk = Command::new(python())
         .args(["-c", "import mcp"])
         .output()
@@ -309,9 +305,7 @@ fn privileged_mcp_results_and_progress_mask_secrets() {
 /// `--record-io`, the CLI call) are masked.
 #[test]
 fn privileged_exec_masks_a_secret_in_the_agents_command() {
-    if skip("privileged_exec_masks_a_secret_in_the_agents_command") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     leak_skill(t.path());
     let data = t.path().join("data");

@@ -9,7 +9,7 @@ use std::path::Path;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{band, output, skip};
+use crate::common::{band, output, sandbox_missing};
 
 /// A skill `demo` whose band allows `cat *`, `find *` and `busybox sh *`, with `script` as
 /// `scripts/hello.sh`.
@@ -64,9 +64,7 @@ fn shell_denials() -> Value {
 /// empty.
 #[test]
 fn privileged_dash_script_undeclared_commands_are_denials_read_from_its_message() {
-    if skip("privileged_dash_script_undeclared_commands_are_denials_read_from_its_message") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     skill(t.path(), &undeclared_script("#!/bin/sh"));
     let v = run_json(t.path());
@@ -119,10 +117,8 @@ fn privileged_dash_script_undeclared_commands_are_denials_read_from_its_message(
 /// has busybox (CI installs it).
 #[test]
 fn privileged_busybox_script_undeclared_commands_are_denials_read_from_its_message() {
-    let test = "privileged_busybox_script_undeclared_commands_are_denials_read_from_its_message";
-    if skip(test) {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
+    let test = band_test::test_name!();
     if !Path::new("/bin/busybox").exists() {
         assert!(
             !band_test::must_run(),
@@ -149,9 +145,7 @@ fn privileged_busybox_script_undeclared_commands_are_denials_read_from_its_messa
 /// though the host has the tool.
 #[test]
 fn privileged_a_command_v_probe_falls_back_and_reports_nothing() {
-    if skip("privileged_a_command_v_probe_falls_back_and_reports_nothing") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     skill(
         t.path(),
@@ -177,9 +171,7 @@ fn privileged_a_command_v_probe_falls_back_and_reports_nothing() {
 /// which does not allow what xargs runs (`uname x`).
 #[test]
 fn privileged_commands_find_exec_env_s_and_xargs_start_are_denials_with_their_rules() {
-    if skip("privileged_commands_find_exec_env_s_and_xargs_start_are_denials_with_their_rules") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     skill(
         t.path(),
@@ -231,9 +223,7 @@ fn privileged_commands_find_exec_env_s_and_xargs_start_are_denials_with_their_ru
 /// and the headline with the rule.
 #[test]
 fn privileged_a_dash_denial_reaches_the_mcp_error() {
-    if skip("privileged_a_dash_denial_reaches_the_mcp_error") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     skill(t.path(), &undeclared_script("#!/bin/sh"));
     let ws = t.path().join("ws");
@@ -273,9 +263,7 @@ fn privileged_a_dash_denial_reaches_the_mcp_error() {
 /// `/usr/local/bin` were empty in the sandbox.
 #[test]
 fn privileged_a_declared_program_runs_by_every_program_directory_path() {
-    if skip("privileged_a_declared_program_runs_by_every_program_directory_path") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     skill(
         t.path(),

@@ -23,7 +23,7 @@ use band::policy::CompiledPolicy;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{Run, bin, repo, skip};
+use crate::common::{Run, bin, repo, sandbox_missing};
 use crate::skills::{fixture, github_inputs, run_on_host, scripts_of, skill_root};
 
 /// The test secrets; the stand-ins check that the token reaches them (as a header file).
@@ -443,9 +443,7 @@ fn slack_refuses_a_channel_outside_its_allow_list_before_any_call() {
 
 #[test]
 fn privileged_slack_scripts_run_in_the_sandbox_against_their_recordings() {
-    if skip("privileged_slack_scripts_run_in_the_sandbox_against_their_recordings") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let (dir, root) = slack_copy();
     let host = host_runs_match_their_recordings("slack", &root);
     sandbox_runs_match("slack", dir.path(), &host);
@@ -477,9 +475,7 @@ fn privileged_slack_scripts_run_in_the_sandbox_against_their_recordings() {
 
 #[test]
 fn privileged_github_scripts_run_in_the_sandbox_against_their_recordings() {
-    if skip("privileged_github_scripts_run_in_the_sandbox_against_their_recordings") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = tempfile::tempdir().expect("tmp");
     band_test::copy_dir(&skill_root("github"), &dir.path().join("skills/github"));
     for (script, input) in github_inputs() {
@@ -522,9 +518,7 @@ fn privileged_github_scripts_run_in_the_sandbox_against_their_recordings() {
 
 #[test]
 fn privileged_github_gate_refuses_what_no_band_of_the_skill_allows() {
-    if skip("privileged_github_gate_refuses_what_no_band_of_the_skill_allows") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     // A probe script under the skill's own, unchanged BAND.md tries calls no script makes. The
     // stand-in gh would answer them all: only the gate can stop them.
     let dir = tempfile::tempdir().expect("tmp");
@@ -637,9 +631,7 @@ fn elevenlabs_api_error_writes_no_audio() {
 
 #[test]
 fn privileged_elevenlabs_scripts_run_in_the_sandbox_and_write_only_out() {
-    if skip("privileged_elevenlabs_scripts_run_in_the_sandbox_and_write_only_out") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = tempfile::tempdir().expect("tmp");
     band_test::copy_dir(
         &skill_root("elevenlabs"),
@@ -761,9 +753,7 @@ fn summarize_scripts_answer_their_recordings_within_the_band() {
 
 #[test]
 fn privileged_summarize_scripts_run_in_the_sandbox_and_read_only_text_files() {
-    if skip("privileged_summarize_scripts_run_in_the_sandbox_and_read_only_text_files") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let dir = tempfile::tempdir().expect("tmp");
     band_test::copy_dir(
         &skill_root("summarize"),

@@ -16,7 +16,7 @@ use band::policy::{CompiledPolicy, Decision};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{band_run, repo, skip};
+use crate::common::{band_run, repo, sandbox_missing};
 
 pub(crate) fn skill_root(skill: &str) -> PathBuf {
     repo().join("skills").join(skill)
@@ -535,9 +535,7 @@ fn workspace_with_cities() -> tempfile::TempDir {
 
 #[test]
 fn privileged_text_count_counts_exactly() {
-    if skip("privileged_text_count_counts_exactly") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let r = band_run(
         &[
             "text/count",
@@ -556,9 +554,7 @@ fn privileged_text_count_counts_exactly() {
 
 #[test]
 fn privileged_text_summary_keeps_the_best_sentences_in_order() {
-    if skip("privileged_text_summary_keeps_the_best_sentences_in_order") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let text = "The cat sat on the mat. Dogs bark at cats loudly! A cat is a small animal. Cats and dogs are pets.";
     let r = band_run(
         &["text/summary", &format!("--text={text}"), "--sentences=2"],
@@ -594,9 +590,7 @@ fn privileged_text_summary_keeps_the_best_sentences_in_order() {
 
 #[test]
 fn privileged_csv_stats_describe_reads_data_and_nothing_denied() {
-    if skip("privileged_csv_stats_describe_reads_data_and_nothing_denied") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let ws = workspace_with_cities();
     let r = band_run(
         &["csv-stats/describe", "--path=data/cities.csv"],
@@ -659,9 +653,7 @@ fn privileged_csv_stats_describe_reads_data_and_nothing_denied() {
 
 #[test]
 fn privileged_csv_stats_report_writes_back_only_to_out() {
-    if skip("privileged_csv_stats_report_writes_back_only_to_out") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let ws = workspace_with_cities();
     let r = band_run(
         &["csv-stats/report", "--path=data/cities.csv"],
@@ -707,9 +699,7 @@ fn privileged_csv_stats_report_writes_back_only_to_out() {
 
 #[test]
 fn privileged_json_transform_applies_filters_to_input_and_workspace_files() {
-    if skip("privileged_json_transform_applies_filters_to_input_and_workspace_files") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let r = band_run(
         &[
             "json-transform/apply",
@@ -758,9 +748,7 @@ fn privileged_json_transform_applies_filters_to_input_and_workspace_files() {
 
 #[test]
 fn privileged_http_fetch_extract_reads_html_from_the_input() {
-    if skip("privileged_http_fetch_extract_reads_html_from_the_input") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let html = fs_err::read_to_string(fixture("http-fetch/page.html")).expect("fixture");
     let input = json!({"html": html}).to_string();
     let r = band_run(&["http-fetch/extract", "--input", &input], None);
@@ -778,9 +766,7 @@ fn privileged_http_fetch_extract_reads_html_from_the_input() {
 
 #[test]
 fn privileged_trace_lists_every_command_of_a_run() {
-    if skip("privileged_trace_lists_every_command_of_a_run") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let r = band_run(
         &[
             "--trace",

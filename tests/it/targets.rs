@@ -6,7 +6,7 @@ use std::path::Path;
 use band_test::{Band, band_snapshot};
 use serde_json::{Value, json};
 
-use crate::common::{bin, noted_pids, noting_server, repo, skip};
+use crate::common::{bin, noted_pids, noting_server, repo, sandbox_missing};
 
 /// skills/text copied into a temporary folder with `execution.target: <target>` (no lock: the
 /// band changed), and `band` reading `config` as its config file.
@@ -135,9 +135,7 @@ fn mcp_refuses_a_bad_target_before_serving() {
 /// band exits. `--target host` uses it (one start, one request); `--target qemu` starts none.
 #[test]
 fn privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm() {
-    if skip("privileged_a_band_server_started_on_a_guess_gets_no_request_when_the_target_is_a_vm") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let (t, band) = upstream_text("qemu", "");
     let (starts, sent) = (t.path().join("starts"), t.path().join("sent"));
     let wrapper = noting_server(t.path(), &band);

@@ -219,7 +219,7 @@ mkdir -p /run/sshd /run/band-serve
 mount -t tmpfs -o mode=0755 tmpfs /run/band-serve
 exec /usr/sbin/sshd -D -e -f "$T/sshd/sshd_config"
 "#;
-    let sshd = Command::new("unshare")
+    let mut sshd = Command::new("unshare")
         .args([
             "--mount",
             "--propagation",
@@ -237,17 +237,11 @@ exec /usr/sbin/sshd -D -e -f "$T/sshd/sshd_config"
         .expect("unshare sshd");
     let pid = sshd.id();
     // Wait until sshd listens (it execs in the namespace first).
-    let started = Instant::now();
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(
-            started.elapsed().as_secs() < 30,
-            "sshd did not listen on 127.0.0.1:{port}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    band_test::wait_until(&format!("sshd listens on 127.0.0.1:{port}"), || {
+        let exited = sshd.try_wait().ok().flatten();
+        assert!(exited.is_none(), "sshd exited: {exited:?}");
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     let ns = mnt_ns(pid).expect("sshd's mount namespace");
     assert_ne!(
         Some(ns.as_str()),

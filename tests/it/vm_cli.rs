@@ -135,12 +135,9 @@ fn doctor_reports_every_check_as_json() {
 #[test]
 fn doctor_whole_output() {
     use std::os::unix::fs::PermissionsExt;
-    if band_test::skip(
-        "doctor_whole_output",
-        (!band_test::is_root()).then(|| "the snapshot is of root's doctor".to_string()),
-    ) {
-        return;
-    }
+    band_test::privileged!(
+        (!band_test::is_root()).then(|| "the snapshot is of root's doctor".to_string())
+    );
     let t = tempfile::tempdir().expect("tmp");
     let bin = t.path().join("bin");
     fs_err::create_dir(&bin).expect("mkdir");

@@ -4,11 +4,10 @@
 //! request's shape, built ahead (`band-server`'s `run::spare`).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{bin, skip, write_script};
+use crate::common::{bin, sandbox_missing};
 
 const HOST_DIR: &str = "/run/band-serve/host";
 
@@ -53,28 +52,9 @@ fn spare_after(id: &str, skill: &str) -> Option<String> {
 /// (`sandbox`), and what of the run is its own (`own`): its input, a workspace file, a secret,
 /// and whether an earlier run's files are there.
 fn probe_skill(root: &Path) -> PathBuf {
-    let s = root.join("warmprobe");
-    fs_err::create_dir_all(s.join("scripts")).expect("mkdir");
-    fs_err::create_dir_all(s.join("schemas/input")).expect("mkdir");
-    fs_err::write(
-        s.join("SKILL.md"),
-        "---\nname: warmprobe\ndescription: Probes the sandbox.\n---\n\nUsed by the warm server test.\n",
-    )
-    .expect("write");
-    fs_err::write(
-        s.join("BAND.md"),
-        "---\nband: warmprobe\ndescription: Reads in.txt, writes out/, uses a secret.\nallow:\n  read: [in.txt]\n  write: [\"out/**\"]\nenv:\n  secrets: [WARM_TOKEN]\n---\n",
-    )
-    .expect("write");
-    for script in ["probe", "other"] {
-        fs_err::write(
-            s.join(format!("schemas/input/{script}.json")),
-            r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#,
-        )
-        .expect("write");
-        write_script(
-            &s.join(format!("scripts/{script}.sh")),
-            r#"#!/bin/bash
+    let input =
+        r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#;
+    let script = r#"#!/bin/bash
 field() { while read -r k v; do [ "$k" = "$1:" ] && { echo "${v%%[[:space:]]*}"; return; }; done < /proc/self/status; }
 if cat /etc/shadow >/dev/null 2>&1; then shadow=readable; else shadow=denied; fi
 if (exec 3<>/dev/tcp/127.0.0.1/9) 2>/dev/null; then net=open; else net=closed; fi
@@ -85,10 +65,16 @@ read -r in < /workspace/in.txt
 printf '{"sandbox":{"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":"%s","usr":"%s","tmp":"%s","out":"%s"},"uid":%s,"own":{"in":"%s","token":"%s","input":%s}}\n' \
   "$(field NoNewPrivs)" "$(field Seccomp)" "$(field CapEff)" "$shadow" "$net" "$usr" "$tmp" "$out" "$(field Uid)" \
   "$in" "$WARM_TOKEN" "$(cat "$INPUT_PATH")" > "$OUTPUT_PATH"
-"#,
-        );
-    }
-    s
+"#;
+    band_test::SkillBuilder::new("warmprobe")
+        .description("Probes the sandbox.")
+        .body("Used by the warm server test.\n")
+        .band("description: Reads in.txt, writes out/, uses a secret.\nallow:\n  read: [in.txt]\n  write: [\"out/**\"]\nenv:\n  secrets: [WARM_TOKEN]\n")
+        .input_schema("probe", input)
+        .script("probe.sh", script)
+        .input_schema("other", input)
+        .script("other.sh", script)
+        .write(root)
 }
 
 /// The warm server's pid, from its pid file.
@@ -105,13 +91,9 @@ fn alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Wait until `ok`, or fail with `what` after 20 s.
+/// Wait until `ok` ([`band_test::wait_until`]).
 fn wait_for(what: &str, ok: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    band_test::wait_until(what, ok);
 }
 
 /// The sockets the host's warm servers listen on.
@@ -146,9 +128,7 @@ impl Drop for StopServer {
 
 #[test]
 fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_build() {
-    if skip("privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_build") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let _stop = StopServer;
     // No warm server of an earlier run of this test.
@@ -356,42 +336,45 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     wait_for("the warm server to stop", || !alive(running));
     let digest = band::warm::digest_here(&server).expect("digest");
     let socket = band::warm::socket(Path::new(HOST_DIR), &digest);
+    // What the host's server says goes to its log (`band_server::warm::LOG_FILE`): this one's
+    // is what the log gains.
+    let log = Path::new(HOST_DIR).join("serve.log");
+    let logged = || fs_err::read(&log).unwrap_or_default();
+    let before = logged().len();
     let mut idle = std::process::Command::new(&server)
         .args(["serve", &digest, "--host", "--idle", "1"])
         .spawn()
         .expect("band-server serve");
     wait_for("the idle server's socket", || socket.exists());
-    let started = Instant::now();
     let status = idle.wait().expect("wait");
     assert!(status.success(), "{status}");
-    assert!(started.elapsed() >= Duration::from_millis(500));
+    // It ended because it was idle, and said so (not for a change of build, nor a lost socket).
+    let said = logged();
+    // (The log starts again past a size: then all of it is new.)
+    let said = String::from_utf8_lossy(said.get(before..).unwrap_or(&said));
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("band-server serve: no run for ")
+                && l.ends_with(&format!("; removed {} and exiting", socket.display()))),
+        "{said}"
+    );
     assert!(!socket.exists(), "the idle server left its socket");
 }
 
 /// A skill whose script fetches `/warm/<n>` from the lab's host, which its band allows, and
 /// tries another name, which it does not.
 fn net_skill(root: &Path) -> PathBuf {
-    let s = root.join("warmnet");
-    fs_err::create_dir_all(s.join("scripts")).expect("mkdir");
-    fs_err::create_dir_all(s.join("schemas/input")).expect("mkdir");
-    fs_err::write(
-        s.join("SKILL.md"),
-        "---\nname: warmnet\ndescription: Fetches from one host.\n---\n\nUsed by the warm server test.\n",
-    )
-    .expect("write");
-    fs_err::write(
-        s.join("BAND.md"),
-        "---\nband: warmnet\ndescription: Fetches from one allowed host.\nallow:\n  net: [\"api.warm.test:8080\"]\n---\n",
-    )
-    .expect("write");
-    fs_err::write(
-        s.join("schemas/input/fetch.json"),
-        r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#,
-    )
-    .expect("write");
-    write_script(
-        &s.join("scripts/fetch.sh"),
-        r#"#!/bin/bash
+    band_test::SkillBuilder::new("warmnet")
+        .description("Fetches from one host.")
+        .body("Used by the warm server test.\n")
+        .band("description: Fetches from one allowed host.\nallow:\n  net: [\"api.warm.test:8080\"]\n")
+        .input_schema(
+            "fetch",
+            r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#,
+        )
+        .script(
+            "fetch.sh",
+            r#"#!/bin/bash
 n=$(sed -n 's/.*"n": *\([0-9]*\).*/\1/p' "$INPUT_PATH")
 reached=no
 if exec 3<>/dev/tcp/api.warm.test/8080; then
@@ -401,8 +384,8 @@ fi
 if (exec 4<>/dev/tcp/other.warm.test/8080) 2>/dev/null; then other=reached; else other=refused; fi
 printf '{"reached":"%s","other":"%s"}\n' "$reached" "$other" > "$OUTPUT_PATH"
 "#,
-    );
-    s
+        )
+        .write(root)
 }
 
 /// A run with `allow.net` is served by a spare built with its table, relay and DNS stub: it
@@ -410,9 +393,7 @@ printf '{"reached":"%s","other":"%s"}\n' "$reached" "$other" > "$OUTPUT_PATH"
 /// nothing: the next run is built for itself, with a table of its own.
 #[test]
 fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
-    if skip("privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let _stop = StopServer;
     no_warm_server();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use band_test::band_snapshot;
 
-use crate::common::{bin, output, repo, skip};
+use crate::common::{bin, output, repo, sandbox_missing};
 
 /// `band run text/count` (a skill that reads no workspace file) with the repository's skills,
 /// from `cwd`, with `extra` arguments before the target.
@@ -75,18 +75,14 @@ fn a_run_started_in_a_system_folder_is_refused() {
 
 #[test]
 fn privileged_allow_system_workspace_overrides_the_refusal() {
-    if skip("privileged_allow_system_workspace_overrides_the_refusal") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let out = count_in(repo(), &["--workspace", "/etc", "--allow-system-workspace"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 #[test]
 fn privileged_under_sudo_a_folder_you_do_not_own_is_refused() {
-    if skip("privileged_under_sudo_a_folder_you_do_not_own_is_refused") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     // band runs as root here; SUDO_UID says another user started it. The folder is root's.
     let ws = tempfile::tempdir().expect("tempdir");
     let run = |extra: &[&str]| {
@@ -173,9 +169,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn privileged_workspace_races_never_read_or_write_outside_it() {
-    if skip("privileged_workspace_races_never_read_or_write_outside_it") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let tmp = tempfile::tempdir().expect("tempdir");
     let skills = tmp.path().join("skills");
     race_skill(&skills, "race-read", "read", READ_SCRIPT);

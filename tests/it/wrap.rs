@@ -7,7 +7,7 @@ use band_test::band_snapshot;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{band, output, repo, skip};
+use crate::common::{band, output, repo, sandbox_missing};
 
 fn agent(skill: &str) -> PathBuf {
     repo().join("tests/corpus/agent").join(skill)
@@ -179,9 +179,7 @@ fn wrap_allows_the_programs_the_code_calls() {
 /// argv, on workspace files the wrap allowed: the output is the script's stdout as text.
 #[test]
 fn privileged_wrapped_agent_skills_run_with_argv() {
-    if skip("privileged_wrapped_agent_skills_run_with_argv") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let ws = workspace(&["pdf", "skill-creator"]);
     fs_err::write(
         ws.path().join("fields.json"),
@@ -262,9 +260,7 @@ fn privileged_wrapped_agent_skills_run_with_argv() {
 /// the workspace or the host, whatever paths its arguments name.
 #[test]
 fn privileged_wrapped_skill_reads_only_what_its_band_allows() {
-    if skip("privileged_wrapped_skill_reads_only_what_its_band_allows") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     use std::os::unix::fs::PermissionsExt;
     let ws = tempfile::tempdir().unwrap();
     let probe = ws.path().join("probe");
@@ -321,10 +317,8 @@ fn privileged_wrapped_skill_reads_only_what_its_band_allows() {
 /// without it, the test says so and passes unless BAND_TEST_MUST_RUN=1.
 #[test]
 fn privileged_wrapped_office_skill_runs_libreoffice() {
-    if skip("privileged_wrapped_office_skill_runs_libreoffice") {
-        return;
-    }
-    if !soffice_installed("privileged_wrapped_office_skill_runs_libreoffice") {
+    band_test::privileged!(sandbox_missing());
+    if !soffice_installed(band_test::test_name!()) {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -389,10 +383,8 @@ fn soffice_installed(test: &str) -> bool {
 /// to PDF.
 #[test]
 fn privileged_wrapped_docx_skill_converts_a_document() {
-    if skip("privileged_wrapped_docx_skill_converts_a_document") {
-        return;
-    }
-    if !soffice_installed("privileged_wrapped_docx_skill_converts_a_document") {
+    band_test::privileged!(sandbox_missing());
+    if !soffice_installed(band_test::test_name!()) {
         return;
     }
     let ws = workspace(&["docx"]);
@@ -470,8 +462,9 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
 /// (`timeout *`), shown here by taking the rule out again.
 #[test]
 fn privileged_wrapped_xlsx_recalc_runs_as_on_the_host() {
-    let test = "privileged_wrapped_xlsx_recalc_runs_as_on_the_host";
-    if skip(test) || !soffice_installed(test) {
+    band_test::privileged!(sandbox_missing());
+    let test = band_test::test_name!();
+    if !soffice_installed(test) {
         return;
     }
     let calc = Path::new("/usr/lib/libreoffice/program/libsclo.so").exists();

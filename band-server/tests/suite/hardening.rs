@@ -2,7 +2,6 @@
 //! additions, host paths on command lines, cleanup scoped to one state directory, zombies.
 
 use std::io::{BufRead, BufReader};
-use std::time::{Duration, Instant};
 
 use band::proto::{Event, Message, Status};
 use pretty_assertions::assert_eq;
@@ -230,9 +229,9 @@ done
 fn read_user(child: &mut std::process::Child) -> String {
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = BufReader::new(stdout).lines();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let Some(Ok(line)) = lines.next() else { break };
+    // A server that hangs before it prints is killed, which ends its output.
+    let _hung = band_test::kill_after(child, band_test::WAIT_LIMIT, "band-server");
+    while let Some(Ok(line)) = lines.next() {
         if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line)
             && let Some(u) = data.lines().find_map(|l| l.strip_prefix("user="))
         {

@@ -21,26 +21,8 @@ pub(crate) fn server() -> &'static str {
     env!("CARGO_BIN_EXE_band-server")
 }
 
-/// `Some(reason)` when privileged tests cannot run here (not root, no bubblewrap).
-pub(crate) fn unprivileged_reason() -> Option<String> {
-    band_test::sandbox_missing()
-}
-
-/// Skip (return true) or, with `BAND_TEST_MUST_RUN=1`, panic.
-pub(crate) fn skip(test: &str) -> bool {
-    band_test::skip(test, unprivileged_reason())
-}
-
-macro_rules! privileged {
-    () => {{
-        fn f() {}
-        let name = std::any::type_name_of_val(&f).trim_end_matches("::f");
-        if $crate::suite::helpers::skip(name) {
-            return;
-        }
-    }};
-}
-pub(crate) use privileged;
+/// The gate of privileged tests (not root, no bubblewrap): `privileged!()` first in a test.
+pub(crate) use band_test::privileged;
 
 /// A random run id (16 lowercase hex).
 pub(crate) fn run_id() -> String {
@@ -298,6 +280,76 @@ pub(crate) fn finish_marked(mut child: Child, from: u64) -> (Outcome, Range<u64>
 pub(crate) fn run_marked(req: &RunRequest) -> (Outcome, Range<u64>) {
     let from = marker();
     finish_marked(spawn(req), from)
+}
+
+/// A band-server run whose stdout a thread reads as it comes, so that the test can wait for a
+/// line the run prints (a positive sign that it is running) and still get the whole outcome.
+pub(crate) struct Watched {
+    child: Child,
+    /// The run's stdout up to and with the first `Stdout` event that holds the needle.
+    seen: std::sync::mpsc::Receiver<String>,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+}
+
+/// [`spawn`] `req`, watching its stdout events for `needle`.
+pub(crate) fn spawn_watching(req: &RunRequest, needle: &str) -> Watched {
+    use std::io::BufRead as _;
+    let mut child = spawn(req);
+    let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let (tell, seen) = std::sync::mpsc::channel();
+    let needle = needle.to_string();
+    let stdout = std::thread::spawn(move || {
+        let (mut all, mut printed, mut tell) = (Vec::new(), String::new(), Some(tell));
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str(&line) {
+                printed.push_str(&data);
+                if printed.contains(&needle)
+                    && let Some(tell) = tell.take()
+                {
+                    let _ = tell.send(printed.clone());
+                }
+            }
+            all.extend_from_slice(line.as_bytes());
+            all.push(b'\n');
+        }
+        all
+    });
+    Watched {
+        child,
+        seen,
+        stdout,
+    }
+}
+
+impl Watched {
+    /// Wait until the run has printed the needle; what it printed so far. Panics if its output
+    /// ends first.
+    pub(crate) fn printed(&self) -> String {
+        let _deadline = deadline(&self.child);
+        self.seen
+            .recv()
+            .unwrap_or_else(|_| panic!("the run's output ended before it printed the needle"))
+    }
+
+    /// Like [`finish`].
+    pub(crate) fn finish(mut self) -> Outcome {
+        use std::io::Read as _;
+        let _deadline = deadline(&self.child);
+        let mut stderr = Vec::new();
+        let _ = self
+            .child
+            .stderr
+            .take()
+            .unwrap_or_else(|| panic!("no stderr"))
+            .read_to_end(&mut stderr);
+        let stdout = self
+            .stdout
+            .join()
+            .unwrap_or_else(|_| panic!("stdout reader panicked"));
+        let status = self.child.wait().unwrap_or_else(|e| panic!("{e}"));
+        outcome(&stdout, &stderr, status)
+    }
 }
 
 /// When a process started now starts, in clock ticks since boot: any process with an earlier

@@ -317,11 +317,10 @@ fn privileged_fork_bomb_hits_pids_limit() {
     let mut p = policy();
     p.limits.max_pids = Some(32);
     p.limits.max_runtime_ms = Some(10_000);
-    let started = Instant::now();
-    let o = run(&request(
+    let (o, window) = run_marked(&request(
         // The script stays alive while the bomb grows (a bare `wait` returns as soon as the
         // first pipeline has forked, and the run could end before the limit is reached).
-        "#!/bin/bash\nbomb() { bomb | bomb & }; bomb\nsleep 3\n",
+        &format!("#!/bin/bash\n{WHO}\nbomb() {{ bomb | bomb & }}; bomb\nsleep 3\n"),
         p,
     ));
     assert_eq!(
@@ -331,12 +330,13 @@ fn privileged_fork_bomb_hits_pids_limit() {
         o.result.status,
         o.result.stderr
     );
-    assert!(started.elapsed() < Duration::from_secs(20));
     assert!(
         o.events
             .iter()
             .any(|e| matches!(e, Event::Limit { limit, .. } if limit == "pids"))
     );
+    // The run ended, and the bomb with it: not one of its processes is left.
+    no_process_of_run_left(&o, window);
     // The machine is fine: a normal run right after works.
     assert_eq!(
         run(&request("#!/bin/sh\necho ok\n", policy()))
@@ -375,15 +375,10 @@ fn privileged_timeout_kills_every_process_of_the_run() {
     privileged!();
     let mut p = policy();
     p.limits.max_runtime_ms = Some(2_000);
-    let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
-    let started = Instant::now();
+    // Nothing of the run ends on its own: that it ended at all is the limit's doing.
+    let script = format!("#!/bin/bash\n{WHO}\nsleep infinity &\nsleep infinity\n");
     let (o, window) = run_marked(&request(&script, p));
     assert_eq!(o.result.status, Status::Timeout, "{o:#?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "{:?}",
-        started.elapsed()
-    );
     assert!(
         o.events
             .iter()
@@ -613,13 +608,26 @@ fn privileged_secrets_reach_their_run_only() {
     p.secrets = strs(&["API_TOKEN"]);
     let secret = format!("s3cr3t-{}", run_id());
     let script_a = format!(
-        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\nprintf '%s' \"$API_TOKEN\" > /tmp/pat\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pat)\"\nsleep 3\n"
+        "#!/bin/bash\n{WHO}\necho \"has_secret=$([ \"$API_TOKEN\" = \"{secret}\" ] && echo yes || echo no)\"\nprintf '%s' \"$API_TOKEN\" > /tmp/pat\necho \"in_cmdline=$(cat /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pat)\"\nsleep 8\n"
     );
     let mut req_a = request(&script_a, p);
     req_a.secrets.insert("API_TOKEN".into(), secret.clone());
-    let a = spawn(&req_a);
-    std::thread::sleep(Duration::from_millis(700));
+    let from = marker();
+    let a = spawn_watching(&req_a, "in_cmdline=");
+    // Run A is running, with its secret: it has printed what it saw, and sleeps.
+    let printed = a.printed();
+    let user_a = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("user="))
+        .unwrap_or_else(|| panic!("run A printed no user=: {printed}"));
+    let uid_a = uid_of(user_a).unwrap_or_else(|| panic!("no user {user_a}"));
+    let of_a = || processes_of_run(uid_a, &req_a.run_id, from..u64::MAX);
     // From the host: the secret is on no command line and in no file under the state dir.
+    let during_scan = of_a();
+    assert!(
+        !during_scan.is_empty(),
+        "the scan ran while no process of run A was alive"
+    );
     let mut on_cmdline = Vec::new();
     for e in fs_err::read_dir("/proc")
         .unwrap_or_else(|e| panic!("{e}"))
@@ -635,7 +643,13 @@ fn privileged_secrets_reach_their_run_only() {
         "#!/bin/bash\n{WHO}\necho \"seen=$(cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {secret})\"\necho \"state_files=$(ls -A /run/band-test/runs /run/band-test/leases /run/band-test/cgroups /run/band-test/exec/runs 2>/dev/null | wc -l)\"\n"
     );
     let b = run(&request(&script_b, policy()));
-    let a = finish(a);
+    // Run B looked at every process it could see while run A was alive.
+    let after_b = of_a();
+    assert!(
+        !after_b.is_empty(),
+        "run A was over before run B ended: B's look proved nothing"
+    );
+    let a = a.finish();
     assert!(
         on_cmdline.is_empty(),
         "secret on a command line: {on_cmdline:?}"
@@ -1014,8 +1028,9 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = BufReader::new(stdout).lines();
     let mut user = None;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while user.is_none() && Instant::now() < deadline {
+    // A server that hangs before it prints is killed, which ends its output.
+    let hung = band_test::kill_after(&child, band_test::WAIT_LIMIT, "band-server");
+    while user.is_none() {
         let Some(Ok(line)) = lines.next() else { break };
         if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line) {
             user = data
@@ -1033,10 +1048,8 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
             .filter(|(_, c)| c == "sleep")
             .count()
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sleeps() < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    drop(hung);
+    band_test::wait_until("both sleeps of the run run", || sleeps() >= 2);
     // The marker: a process started after every process of the run and before the server dies
     // (a clock tick later: start times count 10 ms ticks).
     std::thread::sleep(Duration::from_millis(30));
@@ -1203,22 +1216,18 @@ fn privileged_a_client_that_does_not_read_cannot_stall_the_run() {
     privileged!();
     let mut p = policy();
     p.limits.max_runtime_ms = Some(1_500);
+    // The script never ends on its own: only the runtime limit can end the run.
     let req = request(
-        "#!/bin/bash\nhead -c 3000000 /dev/zero | tr '\\0' x\nsleep 1000\n",
+        "#!/bin/bash\nhead -c 3000000 /dev/zero | tr '\\0' x\nsleep infinity\n",
         p,
     );
     let run_dir = state_dir().join("runs").join(&req.run_id);
     let child = spawn(&req);
-    // Read nothing for a while: the server must still enforce the wall clock and tear down.
-    let deadline = Instant::now() + Duration::from_secs(8);
-    std::thread::sleep(Duration::from_millis(500));
-    while run_dir.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(
-        !run_dir.exists(),
-        "the run was not torn down while the client was not reading"
-    );
+    // Read nothing until the run is torn down: the server must still enforce the wall clock and
+    // tear down while its client does not read.
+    band_test::wait_until("the run torn down while the client was not reading", || {
+        !run_dir.exists()
+    });
     let o = finish(child);
     assert_eq!(o.result.status, Status::Timeout, "{:?}", o.result.status);
 }
