@@ -63,11 +63,6 @@ pub(crate) fn sandbox_missing() -> Option<String> {
     bin().sandbox_missing()
 }
 
-/// `band_test::skip(test, sandbox_missing())`: the gate as `tests/it/redteam` spells it.
-pub(crate) fn skip(test: &str) -> bool {
-    band_test::skip(test, sandbox_missing())
-}
-
 pub(crate) struct Run {
     pub(crate) code: i32,
     /// `band run --json` output.

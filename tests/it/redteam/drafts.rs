@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{band, bin, skip};
+use crate::common::{band, bin, sandbox_missing};
 
 /// What a folder name spliced into YAML unquoted turned into rules of its own (issue 36).
 const INJECTED: &str = "x\ninsist:\n  net: [\"*\"]\nenv:\n  secrets: [GH_TOKEN]\nz";
@@ -136,9 +136,7 @@ fn wrap_writes_only_the_band_intended_from_a_hostile_skill() {
 /// wildcard.
 #[test]
 fn privileged_learn_drafts_no_wildcard_and_no_foreign_place() {
-    if skip("privileged_learn_drafts_no_wildcard_and_no_foreign_place") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
     let skills = t.path().join("skills");
     fs_err::create_dir_all(&skills).expect("mkdir");

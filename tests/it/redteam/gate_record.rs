@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{band_exe, skip, write_script};
+use crate::common::{band_exe, sandbox_missing, write_script};
 
 const SCRIPT: &str = r#"#!/usr/bin/env python3
 import json, os, socket
@@ -48,9 +48,7 @@ fn forger_skill(dir: &Path) {
 
 #[test]
 fn privileged_forged_gate_requests_are_on_the_runs_record() {
-    if skip("privileged_forged_gate_requests_are_on_the_runs_record") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     forger_skill(t.path());
     let data = t.path().join("data");

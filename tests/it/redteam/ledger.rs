@@ -14,7 +14,7 @@ use band_test::{Band, copy_dir};
 use fs_err::os::unix::fs::symlink;
 use serde_json::Value;
 
-use crate::common::{band_exe, repo, skip, write_script};
+use crate::common::{band_exe, repo, sandbox_missing, write_script};
 
 /// A run refused before any sandbox (its input is invalid): recorded all the same, so it is the
 /// ledger's first write, with no root needed.
@@ -169,9 +169,7 @@ fn lines(ledger: &Path) -> Vec<Value> {
 
 #[test]
 fn privileged_a_full_disk_stops_the_run_or_leaves_a_ledger_that_verifies() {
-    if skip("privileged_a_full_disk_stops_the_run_or_leaves_a_ledger_that_verifies") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     chatty_skill(t.path());
     let _mount = Tmpfs::mount(&t.path().join("disk"), "256k");

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{band_exe, skip, write_script};
+use crate::common::{band_exe, sandbox_missing, write_script};
 
 /// An AWS-style secret (`/` and `+`), as in the report.
 const AWS: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
@@ -138,9 +138,7 @@ fn assert_clean(what: &str, text: &str) {
 
 #[test]
 fn privileged_encoded_secrets_are_masked_in_the_trace_the_result_and_the_ledger() {
-    if skip("privileged_encoded_secrets_are_masked_in_the_trace_the_result_and_the_ledger") {
-        return;
-    }
+    band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
     quote_skill(t.path());
     let data = t.path().join("data");
