@@ -20,7 +20,7 @@ use band::client::adhoc::{AdHoc, AdHocSpec};
 use band::client::pipeline::{self, Outcome, RunSpec};
 use band::learn::observe::{self, ESSENTIALS};
 use band::learn::{self as learn, Observations};
-use band::policy::Policy;
+use band::policy::{Policy, spell};
 use band::proto::{Status, exit};
 
 /// The most a workspace copy may hold (as `band run` sends at most).
@@ -276,7 +276,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
     let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
         let mut policy = observe::learning_policy(&current, candidates, args.net, &offered);
         // The command itself, exactly as given (band exec checks it before anything starts).
-        if let Some(rule) = learn::exact_cli_rule(&command)
+        if let Some(rule) = spell::exact_cli_rule(&command)
             && !policy.allow.cli.contains(&rule)
         {
             policy.allow.cli.push(rule);
