@@ -148,3 +148,34 @@ fn policy_names_nothing_above_it() {
         assert_eq!(above, Vec::<String>::new(), "{file}");
     }
 }
+
+/// Inside `vm`, the warm channel sits below the transport, and the install below the drivers:
+/// what both need (the endpoint, the framing, [`crate::vm::Progress`]) sits below them.
+#[test]
+fn vm_modules_point_one_way() {
+    for (file, module, forbidden) in [
+        (
+            "vm/endpoint.rs",
+            &["vm", "endpoint"][..],
+            &["vm::mux", "vm::ssh", "vm::driver"][..],
+        ),
+        (
+            "vm/framing.rs",
+            &["vm", "framing"],
+            &["vm::mux", "vm::ssh", "vm::driver"],
+        ),
+        (
+            "vm/mux.rs",
+            &["vm", "mux"],
+            &["vm::ssh", "vm::driver", "vm::install"],
+        ),
+        ("vm/ssh.rs", &["vm", "ssh"], &["vm::driver", "vm::install"]),
+        ("vm/install.rs", &["vm", "install"], &["vm::driver"]),
+    ] {
+        assert_eq!(
+            back_edges(file, module, forbidden),
+            Vec::<String>::new(),
+            "{file}"
+        );
+    }
+}

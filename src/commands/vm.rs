@@ -11,7 +11,7 @@ use crate::cli::vm::{DriverArg, VmArgs, VmCommand};
 use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::driver::{self, Driver as VmDriver, DriverKind, ServerLog};
-use band::vm::ssh::Auth;
+use band::vm::endpoint::Auth;
 
 /// The driver a `band vm` command acts on.
 fn pick_driver(arg: &DriverArg, paths: &band::vm::paths::VmPaths) -> Box<dyn VmDriver> {
@@ -150,7 +150,11 @@ fn logs(driver: &dyn VmDriver, lines: usize) -> Result<u8> {
     }
     match logs.server {
         ServerLog::Text(text) => {
-            writeln!(out, "== band-server ({}) ==", band::vm::ssh::SERVER_LOG)?;
+            writeln!(
+                out,
+                "== band-server ({}) ==",
+                band::vm::endpoint::SERVER_LOG
+            )?;
             out.write_all(&text)?;
         }
         ServerLog::Unreachable(e) => writeln!(out, "== band-server: not reachable ({e}) ==")?,

@@ -7,8 +7,8 @@
 //! Dependency order (each uses only those before it):
 //!
 //! ```text
-//! vm::{cmd, paths, keys, recipe, image, qemu, lima, ssh, stage, install}
-//! driver                        the Driver trait, its option and answer types, Progress
+//! vm::{cmd, paths, keys, recipe, image, qemu, lima, endpoint, framing, mux, ssh, stage, install}
+//! driver                        the Driver trait, its option and answer types
 //! driver::server                band-server on a machine: install/upgrade, version, log
 //! driver::{qemu, lima, remote}  the three implementations
 //! driver::select                the driver for a --driver kind or a --target
@@ -24,24 +24,10 @@ pub mod server;
 
 use std::path::PathBuf;
 
+use super::endpoint::Endpoint;
 use super::paths::VmPaths;
 use super::qemu::{AccelChoice, InstanceDir, Resources};
-use super::ssh::Endpoint;
-use super::{Result, VmError};
-
-/// Progress of a long operation, for people: a new step, or a note on the current one.
-pub trait Progress {
-    fn start(&mut self, what: String);
-    fn note(&mut self, what: String);
-}
-
-/// Progress that shows nothing.
-pub struct Silent;
-
-impl Progress for Silent {
-    fn start(&mut self, _what: String) {}
-    fn note(&mut self, _what: String) {}
-}
+use super::{Progress, Result, VmError};
 
 /// The kinds of machine (`--driver`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
