@@ -15,7 +15,7 @@ use band::vm::endpoint::Auth;
 
 /// The driver a `band vm` command acts on.
 fn pick_driver(arg: &DriverArg, paths: &band::vm::paths::VmPaths) -> Box<dyn VmDriver> {
-    driver::select::for_kind(DriverKind::pick(arg.driver.map(Into::into), paths), paths)
+    driver::select::for_kind(DriverKind::pick(arg.driver, paths), paths)
 }
 
 /// How a driver's machine is named in messages: `the qemu VM`, `the Lima VM`.
@@ -33,7 +33,7 @@ pub(crate) fn cmd_vm(args: VmArgs) -> Result<u8> {
         VmCommand::Start { driver, accel } => {
             let d = pick_driver(&driver, &paths);
             let mut steps = Steps::new("band vm start", false);
-            let up = d.up(accel.into(), &mut steps)?;
+            let up = d.up(accel, &mut steps)?;
             if let Some(accel) = &up.accel {
                 steps.finish();
                 eprintln!(

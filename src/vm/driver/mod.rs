@@ -29,8 +29,8 @@ use super::paths::VmPaths;
 use super::qemu::{AccelChoice, InstanceDir, Resources};
 use super::{Progress, Result, VmError};
 
-/// The kinds of machine (`--driver`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The kinds of machine (`--driver`: clap reads the value as it is spelled in [`Self::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DriverKind {
     Qemu,
     Lima,
@@ -75,9 +75,9 @@ impl DriverKind {
 }
 
 /// Which accelerator the QEMU VM uses (`--accel`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AccelPref {
-    /// KVM when it works (probed), else TCG.
+    // KVM when it works (probed), else TCG. (Not a doc comment: clap would show it in --help.)
     Auto,
     Kvm,
     Tcg,
