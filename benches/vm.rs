@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use band::vm::endpoint::{self, Auth, Endpoint};
 use band::vm::paths::VmPaths;
 use band::vm::qemu::InstanceDir;
-use band::vm::ssh::{self, Auth, Endpoint};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -128,7 +128,7 @@ fn main() {
             warm_true.extend(time("true"));
             warm_server.extend(time(&format!(
                 "exec {}/band-server version",
-                ssh::SERVER_DIR
+                endpoint::SERVER_DIR
             )));
         }
     }

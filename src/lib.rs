@@ -51,6 +51,9 @@ pub mod suggest;
 pub mod units;
 pub mod warm;
 
+#[cfg(test)]
+mod layering;
+
 #[cfg(feature = "cli")]
 pub mod client;
 #[cfg(feature = "cli")]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::Policy;
+use crate::policy::{Policy, spell};
 
 /// Bumped on any incompatible change to the types below.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -304,26 +304,10 @@ impl Denial {
             // Only the one host or address refused, never a pattern built from what the run
             // asked for (a lookup of `*` suggests no `allow.net "*"`).
             Denial::Net { host, port, .. } => {
-                crate::learn::literal_net_rule(host, *port).map(|r| ("allow.net", r))
+                spell::literal_net_rule(host, *port).map(|r| ("allow.net", r))
             }
-            Denial::Dns { name } => {
-                crate::learn::literal_net_rule(name, None).map(|r| ("allow.net", r))
-            }
-            Denial::Write { path, .. } => {
-                let rule = if path.starts_with('/') || path.contains('/') {
-                    path.clone()
-                } else {
-                    format!("./{path}")
-                };
-                // A name with glob characters would be a pattern matching more than it.
-                if path.contains(['*', '?', '[', ']', '{', '}', '\\']) {
-                    return None;
-                }
-                crate::policy::fs::FsPattern::parse(&rule)
-                    .ok()
-                    .filter(|p| p.matches(path))
-                    .map(|_| ("allow.write", rule))
-            }
+            Denial::Dns { name } => spell::literal_net_rule(name, None).map(|r| ("allow.net", r)),
+            Denial::Write { path, .. } => spell::exact_write_rule(path).map(|r| ("allow.write", r)),
         }
     }
 
@@ -411,12 +395,12 @@ impl CallSource {
     /// The smallest `allow.cli` rule that allows a call reported as `argv` from `source`.
     pub fn cli_rule(source: Option<CallSource>, argv: &[String]) -> Option<String> {
         match source {
-            None => crate::learn::exact_cli_rule(argv),
+            None => spell::exact_cli_rule(argv),
             Some(CallSource::NotFoundMessage) => {
-                crate::learn::template_cli_rule(&argv[..1.min(argv.len())], true)
+                spell::template_cli_rule(&argv[..1.min(argv.len())], true)
             }
-            Some(CallSource::Filled) => crate::learn::template_cli_rule(argv, false),
-            Some(CallSource::Appended) => crate::learn::template_cli_rule(argv, true),
+            Some(CallSource::Filled) => spell::template_cli_rule(argv, false),
+            Some(CallSource::Appended) => spell::template_cli_rule(argv, true),
         }
     }
 }

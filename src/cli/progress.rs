@@ -154,7 +154,7 @@ impl Drop for Spinner {
     }
 }
 
-impl band::vm::driver::Progress for Steps {
+impl band::vm::Progress for Steps {
     fn start(&mut self, what: String) {
         Steps::start(self, what);
     }

@@ -18,6 +18,23 @@ pub(crate) struct RunArgs {
     /// Input as one JSON document read from FILE, or from stdin when FILE is `-` (64 MiB at most).
     #[arg(long, value_name = "FILE")]
     pub(crate) input_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) common: RunCommon,
+    /// Refuse the skill if it has no band.lock (also `require_lock = true` in the config).
+    #[arg(long)]
+    pub(crate) require_lock: bool,
+    /// Keep the input and output documents, stdout and stderr in the run ledger (default:
+    /// only their sizes and SHA-256).
+    #[arg(long)]
+    pub(crate) record_io: bool,
+    #[command(flatten)]
+    pub(crate) skills: SkillsArgs,
+}
+
+/// The flags `band run` and `band exec` share: where the run happens and what it shows. The help
+/// text is `band run`'s; `band exec` words three of them for a command ([`super::exec`]).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunCommon {
     /// The workspace the script sees at /workspace (only files its band allows). Default: `.`.
     #[arg(long, value_name = "DIR")]
     pub(crate) workspace: Option<PathBuf>,
@@ -39,15 +56,13 @@ pub(crate) struct RunArgs {
     /// refused, each with the rule that decided.
     #[arg(long)]
     pub(crate) trace: bool,
-    /// Refuse the skill if it has no band.lock (also `require_lock = true` in the config).
-    #[arg(long)]
-    pub(crate) require_lock: bool,
-    /// Keep the input and output documents, stdout and stderr in the run ledger (default:
-    /// only their sizes and SHA-256).
-    #[arg(long)]
-    pub(crate) record_io: bool,
-    #[command(flatten)]
-    pub(crate) skills: SkillsArgs,
+}
+
+impl RunCommon {
+    /// The workspace, `.` by default.
+    pub(crate) fn workspace(&self) -> PathBuf {
+        self.workspace.clone().unwrap_or_else(|| PathBuf::from("."))
+    }
 }
 
 /// `band run`'s arguments on their own, for the shortcut.

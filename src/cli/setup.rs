@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 
-use super::vm::{AccelArg, Driver};
+use band::vm::driver::{AccelPref, DriverKind};
 
 /// Where `band setup` makes band-server ready: this machine, or a VM or SSH host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -19,12 +19,12 @@ pub(crate) enum SetupDriver {
 
 impl SetupDriver {
     /// The VM driver, or `None` for the host.
-    pub(crate) fn vm(self) -> Option<Driver> {
+    pub(crate) fn vm(self) -> Option<DriverKind> {
         match self {
             SetupDriver::Host => None,
-            SetupDriver::Qemu => Some(Driver::Qemu),
-            SetupDriver::Lima => Some(Driver::Lima),
-            SetupDriver::Ssh => Some(Driver::Ssh),
+            SetupDriver::Qemu => Some(DriverKind::Qemu),
+            SetupDriver::Lima => Some(DriverKind::Lima),
+            SetupDriver::Ssh => Some(DriverKind::Ssh),
         }
     }
 }
@@ -55,8 +55,8 @@ pub(crate) struct SetupArgs {
     #[arg(long)]
     pub(crate) force: bool,
     /// qemu: KVM when it works (probed), else TCG; or force one.
-    #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
-    pub(crate) accel: AccelArg,
+    #[arg(long, value_enum, default_value_t = AccelPref::Auto)]
+    pub(crate) accel: AccelPref,
     /// qemu: the Debian mirror to build from (a local mirror makes the build work offline).
     #[arg(long, value_name = "URL")]
     pub(crate) mirror: Option<String>,

@@ -1,42 +1,8 @@
 //! `band vm` arguments, and the `--driver` and `--accel` values.
 
-use clap::{Subcommand, ValueEnum};
+use clap::Subcommand;
 
 use band::vm::driver::{AccelPref, DriverKind};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Driver {
-    Qemu,
-    Lima,
-    Ssh,
-}
-
-impl From<Driver> for DriverKind {
-    fn from(d: Driver) -> DriverKind {
-        match d {
-            Driver::Qemu => DriverKind::Qemu,
-            Driver::Lima => DriverKind::Lima,
-            Driver::Ssh => DriverKind::Ssh,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum AccelArg {
-    Auto,
-    Kvm,
-    Tcg,
-}
-
-impl From<AccelArg> for AccelPref {
-    fn from(a: AccelArg) -> AccelPref {
-        match a {
-            AccelArg::Auto => AccelPref::Auto,
-            AccelArg::Kvm => AccelPref::Kvm,
-            AccelArg::Tcg => AccelPref::Tcg,
-        }
-    }
-}
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct VmArgs {
@@ -48,7 +14,7 @@ pub(crate) struct VmArgs {
 pub(crate) struct DriverArg {
     /// Which VM: qemu or lima. Default: the one that exists (lima when limactl is on PATH).
     #[arg(long, value_enum)]
-    pub(crate) driver: Option<Driver>,
+    pub(crate) driver: Option<DriverKind>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,8 +31,8 @@ pub(crate) enum VmCommand {
         #[command(flatten)]
         driver: DriverArg,
         /// KVM when it works (probed), else TCG; or force one.
-        #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
-        accel: AccelArg,
+        #[arg(long, value_enum, default_value_t = AccelPref::Auto)]
+        accel: AccelPref,
     },
     /// Power the VM off.
     Stop {

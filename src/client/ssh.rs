@@ -9,7 +9,8 @@ use super::{ClientError, Result};
 use crate::manifest::Target;
 use crate::policy::CompiledPolicy;
 use crate::proto::{self, Message, RunRequest, RunResult};
-use crate::vm::ssh::{self, Endpoint};
+use crate::vm::endpoint::Endpoint;
+use crate::vm::ssh;
 use crate::vm::stage;
 use crate::vm::{install, mux};
 
@@ -94,7 +95,7 @@ impl Transport for SshTransport {
                     }
                 );
                 let sess = ssh::connect(&self.endpoint, Duration::from_secs(30))?;
-                local.install(&sess, &self.endpoint, &mut crate::vm::driver::Silent)?;
+                local.install(&sess, &self.endpoint, &mut crate::vm::Silent)?;
                 drop(sess);
                 send(on_event)?
             }

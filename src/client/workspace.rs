@@ -37,7 +37,7 @@ fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientErro
 }
 
 /// The most workspace data sent to a run.
-const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
+pub const MAX_WORKSPACE_BYTES: u64 = 256 << 20;
 
 /// The flag that lets a run use a system tree, or another user's folder under sudo, as its
 /// workspace.
@@ -543,6 +543,82 @@ fn read_admitted(root: &WorkspaceRoot, cap: u64, scope: &Scope<'_>) -> Result<Ve
     Ok(out)
 }
 
+/// The most a copy ([`copy_out`]) takes: regular files, their sizes summed, and their number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyLimits {
+    pub bytes: u64,
+    pub files: usize,
+}
+
+/// How a copy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    All,
+    /// The files exceed the [`CopyLimits`]: the copy stopped (part of it is in place).
+    TooLarge,
+}
+
+/// Copy the regular files below `root` into the folder `to` (made if missing), each with its
+/// mode, through the walk a run's read takes: every entry is opened through its parent's
+/// descriptor, and symlinks (never followed), devices, FIFOs, sockets, names that are not UTF-8
+/// and the folders `.git` and `target` are left out, as a run never sees them. `skip` names
+/// workspace-relative paths to leave out as well (a folder with everything below it). Only the
+/// folders that hold a copied file are made. An entry that cannot be read is an error.
+pub fn copy_out(
+    root: &WorkspaceRoot,
+    to: &Path,
+    skip: &dyn Fn(&str) -> bool,
+    limits: Option<CopyLimits>,
+) -> Result<Copied> {
+    fs_err::create_dir_all(to).map_err(ClientError::Fs)?;
+    let admit = |rel: &str| !skip(rel);
+    let scope = Scope {
+        starts: vec![String::new()],
+        admit: &admit,
+        prune: skip,
+    };
+    let (mut bytes, mut files) = (0u64, 0usize);
+    let mut over = false;
+    let walked = walk_scope(root, &scope, &mut |found| {
+        let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
+        bytes = bytes.saturating_add(size);
+        files += 1;
+        if let Some(l) = limits
+            && (bytes > l.bytes || files > l.files)
+        {
+            over = true;
+            // Stops the walk; the caller sees `TooLarge`, not this.
+            return Err(user_error("the copy exceeds its limits", ""));
+        }
+        let dest = to.join(&found.rel);
+        if let Some(parent) = dest.parent() {
+            fs_err::create_dir_all(parent).map_err(ClientError::Fs)?;
+        }
+        // st_mode is u16 on some platforms.
+        #[allow(clippy::unnecessary_cast)]
+        let mode = (found.stat.st_mode & 0o7777) as u32;
+        let copy = || -> std::io::Result<()> {
+            use fs_err::os::unix::fs::OpenOptionsExt;
+            use std::os::unix::fs::PermissionsExt;
+            let mut out = fs_err::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&dest)?;
+            // The file may grow after the fstat: copy no more than it said.
+            std::io::copy(&mut (&found.file).take(size), &mut out)?;
+            // The mode as it was, whatever the umask.
+            out.set_permissions(std::fs::Permissions::from_mode(mode))
+        };
+        copy().map_err(|e| io_error("copy", &root.path.join(&found.rel), e))
+    });
+    match walked {
+        Err(_) if over => Ok(Copied::TooLarge),
+        Err(e) => Err(e),
+        Ok(()) => Ok(Copied::All),
+    }
+}
+
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
 pub(super) fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
     for f in files {
@@ -835,6 +911,80 @@ mod tests {
         assert_eq!(only.len(), 1);
         let err = read_admitted(&root_of(&w), 3, &everything(&|_| true)).expect_err("over the cap");
         assert!(err.to_string().contains("exceed 3 bytes"), "{err}");
+    }
+
+    /// Every file below `dir`, with its mode and contents, and every folder (symlinks listed as
+    /// such).
+    fn tree_of(dir: &Path) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            for e in fs_err::read_dir(dir.join(&rel)).expect("read_dir") {
+                let e = e.expect("entry");
+                let r = rel.join(e.file_name());
+                let ft = e.file_type().expect("type");
+                let shown = r.display().to_string();
+                if ft.is_dir() {
+                    out.push((format!("{shown}/"), String::new()));
+                    stack.push(r);
+                } else if ft.is_symlink() {
+                    out.push((shown, "link".into()));
+                } else {
+                    let mode = e.metadata().expect("meta").permissions().mode() & 0o7777;
+                    let data = fs_err::read_to_string(e.path()).expect("read");
+                    out.push((shown, format!("{mode:o} {data}")));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_copy_takes_what_a_run_would_read_with_modes_and_leaves_links_out() {
+        let (t, w, outside) = setup();
+        symlink(&outside, w.join("link-dir")).expect("symlink");
+        symlink(outside.join("secret"), w.join("a/secret")).expect("symlink");
+        fs_err::create_dir_all(w.join("a/.git")).expect("mkdir");
+        fs_err::write(w.join("a/.git/config"), "x").expect("write");
+        fs_err::create_dir_all(w.join("target")).expect("mkdir");
+        fs_err::write(w.join("target/x"), "x").expect("write");
+        fs_err::create_dir_all(w.join("skipped/deeper")).expect("mkdir");
+        fs_err::write(w.join("skipped/deeper/f"), "x").expect("write");
+        fs_err::write(w.join("a/skipped"), "x").expect("write");
+        fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o750))
+            .expect("chmod");
+        let to = t.path().join("copy");
+        let skip = |rel: &str| rel.rsplit('/').next() == Some("skipped");
+        assert_eq!(
+            copy_out(&root_of(&w), &to, &skip, None).expect("copy"),
+            Copied::All
+        );
+        assert_eq!(
+            tree_of(&to),
+            vec![
+                ("a/".to_string(), String::new()),
+                ("a/b/".to_string(), String::new()),
+                ("a/b/deep.txt".to_string(), "644 deep".to_string()),
+                ("top.txt".to_string(), "750 top".to_string()),
+            ]
+        );
+        // Over either limit: the copy stops and says so.
+        for (bytes, files) in [(6, 10), (100, 1)] {
+            let to = t.path().join(format!("small-{bytes}-{files}"));
+            let limits = Some(CopyLimits { bytes, files });
+            assert_eq!(
+                copy_out(&root_of(&w), &to, &skip, limits).expect("copy"),
+                Copied::TooLarge,
+                "{bytes} {files}"
+            );
+        }
+        let to = t.path().join("exact");
+        let limits = Some(CopyLimits { bytes: 7, files: 2 });
+        assert_eq!(
+            copy_out(&root_of(&w), &to, &skip, limits).expect("copy"),
+            Copied::All
+        );
     }
 
     fn entry(path: &str, data: &str) -> FileEntry {

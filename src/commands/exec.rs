@@ -1,8 +1,6 @@
 //! `band exec --band FILE -- CMD ARGS…`: run an ad-hoc command (code an agent wrote) under a band
 //! file's policy ([`band::client::adhoc`]), and print the result like `band run`.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 
 use crate::cli::exec::ExecArgs;
@@ -18,20 +16,20 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
     // band file and prepares the run, as for `band run` (issue 17). A command the band refuses
     // closes it unused.
     let early = super::run::take_early()
-        .unwrap_or_else(|| pipeline::Early::guess(args.exec_target.as_deref()));
+        .unwrap_or_else(|| pipeline::Early::guess(args.common.exec_target.as_deref()));
     let adhoc = AdHoc::new(&AdHocSpec {
         band_file: args.band.clone(),
         argv: args.command.clone(),
-        workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
-        allow_system_workspace: args.allow_system_workspace,
-        target: args.exec_target.clone(),
+        workspace: args.common.workspace(),
+        allow_system_workspace: args.common.allow_system_workspace,
+        target: args.common.exec_target.clone(),
         record_io: args.record_io,
-        trace: args.trace,
+        trace: args.common.trace,
     })?;
-    let human = !args.json;
+    let human = !args.common.json;
     crate::cli::progress::cancel_on_signals();
     let spinner = Spinner::start(
-        args.json,
+        args.common.json,
         format!("running {} under {}", args.command[0], args.band.display()),
     );
     let mut live = render::Live::default();
@@ -44,13 +42,13 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
     live.end();
     let outcome = outcome?;
     let result = &outcome.result;
-    if args.json {
+    if args.common.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&render::result_json(&outcome)?)?
         );
     } else {
-        if args.trace {
+        if args.common.trace {
             let allow_cli = band::skill::resolve_band_file(&args.band)
                 .0
                 .map(|r| r.policy.allow.cli)

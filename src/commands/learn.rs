@@ -18,13 +18,13 @@ use crate::cli::render::{Live, say};
 use crate::cli::user_error;
 use band::client::adhoc::{AdHoc, AdHocSpec};
 use band::client::pipeline::{self, Outcome, RunSpec};
+use band::client::workspace::{self, Copied, CopyLimits, WorkspaceRoot};
 use band::learn::observe::{self, ESSENTIALS};
 use band::learn::{self as learn, Observations};
-use band::policy::Policy;
+use band::policy::{Policy, spell};
 use band::proto::{Status, exit};
 
-/// The most a workspace copy may hold (as `band run` sends at most).
-const MAX_WORKSPACE_BYTES: u64 = 256 * 1024 * 1024;
+/// The most files a workspace copy may hold (and at most what `band run` sends, in bytes).
 const MAX_WORKSPACE_FILES: usize = 20_000;
 /// Files of the skill larger than this are not scanned for command names.
 const MAX_SCAN_BYTES: u64 = 1024 * 1024;
@@ -117,16 +117,20 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             .and_then(|p| p.file_name().map(|n| n.to_owned()))
             .unwrap_or_else(|| skill.name.clone().into());
         let copy = tmp.path().join("skills").join(folder);
-        copy_tree(&skill.root, &copy, &|rel| {
-            rel == Path::new(band::lock::LOCK_FILE)
-        })?;
+        copy_skill(&skill.root, &copy, &|rel| rel == band::lock::LOCK_FILE)?;
         let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
+        // (The copy makes only folders that hold a file.)
+        fs_err::create_dir_all(copy.join("scripts"))?;
         fs_err::write(
             copy.join("scripts").join(format!("{script}.band.md")),
             band_text,
         )?;
         let ws = tmp.path().join("workspace");
-        copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
+        copy_workspace(
+            args.workspace.as_deref().unwrap_or(Path::new(".")),
+            args.workspace.is_some(),
+            &ws,
+        )?;
         let spec = RunSpec {
             skill_root: copy,
             script: script.to_string(),
@@ -276,7 +280,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
     let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
         let mut policy = observe::learning_policy(&current, candidates, args.net, &offered);
         // The command itself, exactly as given (band exec checks it before anything starts).
-        if let Some(rule) = learn::exact_cli_rule(&command)
+        if let Some(rule) = spell::exact_cli_rule(&command)
             && !policy.allow.cli.contains(&rule)
         {
             policy.allow.cli.push(rule);
@@ -288,7 +292,11 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
         let learn_band = tmp.path().join("learn.band.md");
         fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
         let ws = tmp.path().join("workspace");
-        copy_workspace(args.workspace.as_deref().unwrap_or(Path::new(".")), &ws)?;
+        copy_workspace(
+            args.workspace.as_deref().unwrap_or(Path::new(".")),
+            args.workspace.is_some(),
+            &ws,
+        )?;
         let adhoc = AdHoc::new(&AdHocSpec {
             band_file: learn_band,
             argv: command.clone(),
@@ -617,69 +625,34 @@ fn skill_texts(root: &Path) -> Vec<String> {
     out
 }
 
-/// Copy the regular files and folders of `from` into `to` (modes kept, symlinks left out),
-/// skipping the relative paths `skip` names.
-fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let dir = from.join(&rel);
-        fs_err::create_dir_all(to.join(&rel))?;
-        for e in fs_err::read_dir(&dir)? {
-            let e = e?;
-            let r = rel.join(e.file_name());
-            if skip(&r) {
-                continue;
-            }
-            let ft = e.file_type()?;
-            if ft.is_dir() {
-                stack.push(r);
-            } else if ft.is_file() {
-                fs_err::copy(e.path(), to.join(&r))?;
-            }
-        }
-    }
+/// Copy the skill at `from` into `to` (regular files with their modes; symlinks left out, as
+/// are `.git` and `target`, which no bundle holds), without the paths `skip` names.
+fn copy_skill(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result<()> {
+    let root = WorkspaceRoot::open(from, true, true)?;
+    workspace::copy_out(&root, to, skip, None)?;
     Ok(())
 }
 
-/// The workspace copy the observed run gets (regular files only, `.git` left out).
-fn copy_workspace(from: &Path, to: &Path) -> Result<()> {
-    let mut total = 0u64;
-    let mut count = 0usize;
-    let mut stack = vec![PathBuf::new()];
-    let mut seen = BTreeSet::new();
-    fs_err::create_dir_all(to)?;
-    while let Some(rel) = stack.pop() {
-        let dir = from.join(&rel);
-        if !seen.insert(dir.clone()) {
-            continue;
-        }
-        fs_err::create_dir_all(to.join(&rel))?;
-        for e in fs_err::read_dir(&dir)? {
-            let e = e?;
-            if e.file_name() == ".git" {
-                continue;
-            }
-            let r = rel.join(e.file_name());
-            let ft = e.file_type()?;
-            if ft.is_dir() {
-                stack.push(r);
-            } else if ft.is_file() {
-                total += e.metadata()?.len();
-                count += 1;
-                if total > MAX_WORKSPACE_BYTES || count > MAX_WORKSPACE_FILES {
-                    bail!(user_error(
-                        format!(
-                            "the workspace {} is too large to copy for band learn",
-                            from.display()
-                        ),
-                        "pass --workspace DIR with only the files the script needs"
-                    ));
-                }
-                fs_err::copy(e.path(), to.join(&r))?;
-            }
-        }
+/// The workspace copy the observed run gets: what a run would read of it (regular files;
+/// symlinks, `.git` and `target` left out), and no file named `.git`.
+fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<()> {
+    // Read only, never written back: a system folder is no risk here (as before).
+    let root = WorkspaceRoot::open(from, given, true)?;
+    let is_git = |rel: &str| rel.rsplit('/').next() == Some(".git");
+    let limits = CopyLimits {
+        bytes: workspace::MAX_WORKSPACE_BYTES,
+        files: MAX_WORKSPACE_FILES,
+    };
+    match workspace::copy_out(&root, to, &is_git, Some(limits))? {
+        Copied::All => Ok(()),
+        Copied::TooLarge => bail!(user_error(
+            format!(
+                "the workspace {} is too large to copy for band learn",
+                from.display()
+            ),
+            "pass --workspace DIR with only the files the script needs"
+        )),
     }
-    Ok(())
 }
 
 /// Where the observations of earlier runs of `key` are kept (for --merge).

@@ -1,7 +1,5 @@
 //! `band run`: parse the command line, run the pipeline, print the result.
 
-use std::path::PathBuf;
-
 use anyhow::{Context, Result, bail};
 
 use super::skills::{find_script, split_target};
@@ -49,7 +47,7 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
     };
     // As root on Linux, band-server starts now (if `main` did not already), while band reads the
     // skill (issue 17).
-    let early = early.unwrap_or_else(|| pipeline::Early::guess(args.exec_target.as_deref()));
+    let early = early.unwrap_or_else(|| pipeline::Early::guess(args.common.exec_target.as_deref()));
     let skill = find_script(skill_name, script, &args.skills)?;
     // An argv-style script (`band wrap`): the words after `--` are its `args`, as they are.
     // The schemas loaded to tell are the run's (`RunSpec::schemas`).
@@ -69,17 +67,17 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         skill_root: skill.root,
         script: script.to_string(),
         raw_input,
-        workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
-        allow_system_workspace: args.allow_system_workspace,
-        target: args.exec_target.clone(),
-        trace: args.trace,
+        workspace: args.common.workspace(),
+        allow_system_workspace: args.common.allow_system_workspace,
+        target: args.common.exec_target.clone(),
+        trace: args.common.trace,
         require_lock: args.require_lock,
         record_io: args.record_io,
         schemas,
     };
-    let human = !args.json;
+    let human = !args.common.json;
     cancel_on_signals();
-    let spinner = Spinner::start(args.json, format!("running {}", args.target));
+    let spinner = Spinner::start(args.common.json, format!("running {}", args.target));
     let mut live = Live::default();
     let outcome = pipeline::run_early(&spec, early, &mut |ev| {
         if human {
@@ -245,7 +243,7 @@ fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
 
 fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
     let result = &outcome.result;
-    if args.json {
+    if args.common.json {
         let text = serde_json::to_string_pretty(&result_json(outcome)?)?;
         write_stdout(&format!("{}\n", json_text(&text)))?;
     } else {
@@ -261,7 +259,7 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
             ))?,
             None => {}
         }
-        if args.trace {
+        if args.common.trace {
             say(&trace::render(
                 result,
                 &allow_cli(&spec.skill_root, &spec.script),

@@ -48,7 +48,7 @@ pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
     let driver = args
         .driver
         .and_then(|d| d.vm())
-        .map_or_else(DriverKind::default_for_host, DriverKind::from);
+        .unwrap_or_else(DriverKind::default_for_host);
     if args.host.is_some() && driver != DriverKind::Ssh {
         bail!(user_error(
             "--host is for --driver ssh",
@@ -60,7 +60,7 @@ pub(crate) fn cmd_setup(args: SetupArgs) -> Result<u8> {
     let opts = SetupOptions {
         resources: res,
         force: args.force,
-        accel: args.accel.into(),
+        accel: args.accel,
         mirror: args.mirror.clone(),
         host: args.host.clone(),
         identity: args.identity.clone(),

@@ -11,11 +11,11 @@ use crate::cli::vm::{DriverArg, VmArgs, VmCommand};
 use band::client::config::vm_paths;
 use band::proto::exit;
 use band::vm::driver::{self, Driver as VmDriver, DriverKind, ServerLog};
-use band::vm::ssh::Auth;
+use band::vm::endpoint::Auth;
 
 /// The driver a `band vm` command acts on.
 fn pick_driver(arg: &DriverArg, paths: &band::vm::paths::VmPaths) -> Box<dyn VmDriver> {
-    driver::select::for_kind(DriverKind::pick(arg.driver.map(Into::into), paths), paths)
+    driver::select::for_kind(DriverKind::pick(arg.driver, paths), paths)
 }
 
 /// How a driver's machine is named in messages: `the qemu VM`, `the Lima VM`.
@@ -33,7 +33,7 @@ pub(crate) fn cmd_vm(args: VmArgs) -> Result<u8> {
         VmCommand::Start { driver, accel } => {
             let d = pick_driver(&driver, &paths);
             let mut steps = Steps::new("band vm start", false);
-            let up = d.up(accel.into(), &mut steps)?;
+            let up = d.up(accel, &mut steps)?;
             if let Some(accel) = &up.accel {
                 steps.finish();
                 eprintln!(
@@ -150,7 +150,11 @@ fn logs(driver: &dyn VmDriver, lines: usize) -> Result<u8> {
     }
     match logs.server {
         ServerLog::Text(text) => {
-            writeln!(out, "== band-server ({}) ==", band::vm::ssh::SERVER_LOG)?;
+            writeln!(
+                out,
+                "== band-server ({}) ==",
+                band::vm::endpoint::SERVER_LOG
+            )?;
             out.write_all(&text)?;
         }
         ServerLog::Unreachable(e) => writeln!(out, "== band-server: not reachable ({e}) ==")?,

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::cli::CliPattern;
 use crate::policy::fs::FsPattern;
-use crate::policy::net::{HostPattern, NetPattern};
+use crate::policy::spell::{command_of, exact_cli_rule, literal_net_rule, token_for};
 use crate::policy::{Category, RuleSet};
 
 /// Most subcommand words kept in a command pattern (`gh pr review list`).
@@ -164,89 +164,11 @@ pub fn draft_with(obs: &Observations, homes: &[String]) -> Draft {
     d
 }
 
-/// The command name a pattern uses for argv\[0\]: `./rel` for a program of the skill, else the
-/// file name.
-fn command_of(arg0: &str) -> String {
-    if let Some(rel) = arg0.strip_prefix("/skill/") {
-        return format!("./{rel}");
-    }
-    if arg0.starts_with("./") {
-        return arg0.to_string();
-    }
-    arg0.rsplit('/').next().unwrap_or(arg0).to_string()
-}
-
 fn is_subcommand_word(w: &str) -> bool {
     w.len() <= 32
         && w.starts_with(|c: char| c.is_ascii_lowercase())
         && w.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
-}
-
-/// One argument as a pattern token matching exactly it (or, for a name `mktemp` made up,
-/// `/tmp/tmp.XXXXXXXXXX`, any such name).
-/// Glob characters are escaped; a token with whitespace, a `"` (written `\"`), a leading `'`
-/// or nothing is quoted.
-fn token_for(arg: &str) -> Option<String> {
-    if let Some(rest) = arg.strip_prefix("/tmp/tmp.")
-        && rest.len() == 10
-        && rest.chars().all(|c| c.is_ascii_alphanumeric())
-    {
-        return Some("/tmp/tmp.*".into());
-    }
-    let mut t = String::new();
-    for c in arg.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '"') {
-            t.push('\\');
-        }
-        t.push(c);
-    }
-    if t.is_empty()
-        || t.chars().any(char::is_whitespace)
-        || t.starts_with('\'')
-        || arg.contains('"')
-    {
-        t = format!("\"{t}\"");
-    }
-    Some(t)
-}
-
-/// The `allow.cli` rule that matches exactly `argv` (`mktemp` names as `/tmp/tmp.*`), or
-/// `None` when the pattern language cannot spell it. Used for drafts and for the smallest rule
-/// a denial names.
-pub fn exact_cli_rule(argv: &[String]) -> Option<String> {
-    let (first, rest) = argv.split_first()?;
-    let mut tokens = vec![command_of(first)];
-    for a in rest {
-        tokens.push(token_for(a)?);
-    }
-    let rule = tokens.join(" ");
-    let mut norm = argv.to_vec();
-    norm[0] = command_of(first);
-    CliPattern::parse(&rule)
-        .ok()
-        .filter(|p| p.matches(&norm))
-        .map(|_| rule)
-}
-
-/// The `allow.cli` rule for a command line a launcher completes (`find -exec`, `xargs`): each word
-/// with `{}` in it becomes `*`, and with `tail` (words are appended) the rule ends in `*`.
-/// `None` when the pattern language cannot spell it.
-pub fn template_cli_rule(argv: &[String], tail: bool) -> Option<String> {
-    let (first, rest) = argv.split_first()?;
-    let mut tokens = vec![command_of(first)];
-    for a in rest {
-        tokens.push(if a.contains("{}") {
-            "*".to_string()
-        } else {
-            token_for(a)?
-        });
-    }
-    if tail && tokens.last().map(String::as_str) != Some("*") {
-        tokens.push("*".into());
-    }
-    let rule = tokens.join(" ");
-    CliPattern::parse(&rule).ok().map(|_| rule)
 }
 
 fn draft_cli(execs: &[Vec<String>], d: &mut Draft) {
@@ -537,27 +459,6 @@ pub fn one_line(s: &str) -> String {
             }
         })
         .collect()
-}
-
-/// The `allow.net` rule that names exactly `host` (a name, lower-cased, without its trailing
-/// dot, or an address; IPv6 bracketed with a port), at `port` or any: `None` when `host` is not a
-/// literal host name or address. A name the run looked up or reached is never drafted (nor
-/// suggested by a denial) as a pattern: `*` and `*.example.com` are refused, as is anything
-/// [`NetPattern`] reads as a network (`10.0.0.0/8`).
-pub fn literal_net_rule(host: &str, port: Option<u16>) -> Option<String> {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    // The host alone must name one host: a name or an address, no port, no pattern, no network.
-    let alone = NetPattern::parse(&host).ok()?;
-    if alone.port().is_some() || !matches!(alone.host(), HostPattern::Exact(_) | HostPattern::Ip(_))
-    {
-        return None;
-    }
-    let rule = match port {
-        Some(p) if host.contains(':') => format!("[{host}]:{p}"),
-        Some(p) => format!("{host}:{p}"),
-        None => host,
-    };
-    NetPattern::parse(&rule).ok().map(|_| rule)
 }
 
 fn draft_net(obs: &Observations, d: &mut Draft) {

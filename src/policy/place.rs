@@ -62,25 +62,45 @@ pub const SECRET: &[&str] = &[
     "/etc/sudoers",
     "/etc/sudoers.d",
 ];
-/// Paths a bind may not be at or above (band-server checks a mount's canonical host path against
-/// the same list).
-pub const NOT_COVERED: &[&str] = &[
-    "/band",
-    "/skill",
-    "/workspace",
-    "/tmp",
-    "/proc",
-    "/dev",
-    "/sys",
-    "/run",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib64",
-    "/etc",
-    "/var/run",
-    "/boot",
+/// A path the sandbox provides itself: a bind may not be at or above it and, unless
+/// `bind_inside`, not inside it either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxTree {
+    pub path: &'static str,
+    /// A host folder may be bound inside it (`/etc/ssl/certs` under `/etc`).
+    pub bind_inside: bool,
+}
+
+const fn tree(path: &'static str) -> SandboxTree {
+    SandboxTree {
+        path,
+        bind_inside: false,
+    }
+}
+
+/// The paths the sandbox provides itself. Lint refuses a pattern at or above any of them
+/// ([`place`]); band-server checks a mount's canonical host path against the same list: not at
+/// or above any, and not inside one unless it is `bind_inside`.
+pub const SANDBOX_TREES: &[SandboxTree] = &[
+    tree("/band"),
+    tree("/skill"),
+    tree("/workspace"),
+    tree("/tmp"),
+    tree("/proc"),
+    tree("/dev"),
+    tree("/sys"),
+    tree("/run"),
+    tree("/usr"),
+    tree("/bin"),
+    tree("/sbin"),
+    tree("/lib"),
+    tree("/lib64"),
+    SandboxTree {
+        path: "/etc",
+        bind_inside: true,
+    },
+    tree("/var/run"),
+    tree("/boot"),
 ];
 
 fn under(p: &Path, roots: &[&'static str]) -> Option<&'static str> {
@@ -160,8 +180,9 @@ pub fn place(pattern: &str, write: bool) -> Option<Place> {
             "write to the workspace (a relative pattern) or to /tmp (the run's own)",
         ));
     }
-    if let Some(r) = NOT_COVERED
+    if let Some(r) = SANDBOX_TREES
         .iter()
+        .map(|t| t.path)
         .find(|r| Path::new(r).starts_with(&prefix))
     {
         return Some(refused(
@@ -244,5 +265,15 @@ mod tests {
         assert_eq!(place("/data/input.csv", false), host("/data/input.csv"));
         assert_eq!(place("data/**", false), None);
         assert_eq!(place("~/x", false), None);
+    }
+
+    #[test]
+    fn etc_is_the_one_tree_a_host_folder_may_be_bound_inside() {
+        let inside: Vec<&str> = SANDBOX_TREES
+            .iter()
+            .filter(|t| t.bind_inside)
+            .map(|t| t.path)
+            .collect();
+        assert_eq!(inside, ["/etc"]);
     }
 }

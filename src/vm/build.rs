@@ -23,8 +23,8 @@
 //! upgrade; the log of the last build is `build.log` there. [`script`] is pure: the snapshot
 //! test shows it whole.
 
+use super::endpoint::SERVER_DIR;
 use super::image::sh_quote;
-use super::ssh::SERVER_DIR;
 
 /// Where the build happens on the target.
 pub const BUILD_DIR: &str = "/var/cache/band/build";

@@ -21,9 +21,9 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::driver::Progress;
-use super::ssh::{self, Endpoint, SERVER_DIR, Session};
-use super::{Result, VmError, io_at};
+use super::endpoint::{self, Endpoint, SERVER_DIR};
+use super::ssh::{self, Session};
+use super::{Progress, Result, VmError, io_at};
 use super::{build, cmd};
 use crate::proto;
 
@@ -281,7 +281,7 @@ pub fn install(
         sess,
         &ep.as_root(&format!(
             "mkdir -p {SERVER_DIR} /etc/band && chmod 0755 {SERVER_DIR} && rm -f {}/server-*.sock",
-            ssh::WARM_DIR
+            endpoint::WARM_DIR
         )),
         b"",
     )?;
@@ -324,7 +324,7 @@ fn finish(
     let manifest = serde_json::to_vec_pretty(installed).unwrap_or_default();
     // The build marker lets a run check the build with a shell test, no program started (see
     // `Endpoint::server_command`); written last, after the binaries and installed.json.
-    let marker = ssh::build_marker(&manifest_digest(expected));
+    let marker = endpoint::build_marker(&manifest_digest(expected));
     ssh::exec_ok(
         sess,
         &ep.as_root(&format!(
@@ -349,7 +349,7 @@ pub fn build_in_target(
         sess,
         &ep.as_root(&format!(
             "mkdir -p {SERVER_DIR} /etc/band {dir} && chmod 0755 {SERVER_DIR} && rm -f {}/server-*.sock && cat > {dir}/.source.tar.gz.new && mv -f {dir}/.source.tar.gz.new {dir}/source.tar.gz",
-            ssh::WARM_DIR,
+            endpoint::WARM_DIR,
             dir = build::BUILD_DIR,
         )),
         source.archive,
@@ -795,7 +795,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 22,
             user: "root".into(),
-            auth: ssh::Auth::KeyFile(t.path().join("id")),
+            auth: endpoint::Auth::KeyFile(t.path().join("id")),
             known_host: t.path().join("known_host"),
             sudo: false,
             ssh_config: None,

@@ -17,6 +17,8 @@
 pub mod build;
 pub mod cmd;
 pub mod driver;
+pub mod endpoint;
+pub mod framing;
 pub mod image;
 pub mod install;
 pub mod keys;
@@ -29,6 +31,20 @@ pub mod ssh;
 pub mod stage;
 
 use std::path::{Path, PathBuf};
+
+/// Progress of a long operation, for people: a new step, or a note on the current one.
+pub trait Progress {
+    fn start(&mut self, what: String);
+    fn note(&mut self, what: String);
+}
+
+/// Progress that shows nothing.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn start(&mut self, _what: String) {}
+    fn note(&mut self, _what: String) {}
+}
 
 /// What can go wrong while managing a VM. Every I/O error names its path.
 #[derive(Debug, thiserror::Error)]

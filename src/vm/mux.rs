@@ -29,8 +29,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::endpoint::{Auth, Endpoint, STALE_EXIT, warm_socket};
+use super::framing::{MAX_LINE_BYTES, MAX_STDERR_BYTES, read_stream};
 use super::keys;
-use super::ssh::{Endpoint, MAX_LINE_BYTES, MAX_STDERR_BYTES, STALE_EXIT, read_stream};
 
 /// How often a run's holder looks whether the run was cancelled (the end of the run wakes it at
 /// once).
@@ -170,12 +171,12 @@ pub fn argv_timeout(ep: &Endpoint, ch: &Channel, remote: &str, timeout_secs: u64
                 None => o("ControlPath=none".into()),
             }
             match &ep.auth {
-                super::ssh::Auth::KeyFile(k) => {
+                Auth::KeyFile(k) => {
                     o("IdentitiesOnly=yes".into());
                     o(format!("IdentityFile={}", k.display()));
                     o("IdentityAgent=none".into());
                 }
-                super::ssh::Auth::AgentThenKey(k) => {
+                Auth::AgentThenKey(k) => {
                     o(format!("IdentityFile={}", k.display()));
                 }
             }
@@ -451,7 +452,7 @@ pub fn run_warm(
             // No forward on this master yet, or the master that had it is gone and left its
             // socket (the master binds, and would refuse an existing file).
             let _ = fs_err::remove_file(&local);
-            let remote = super::ssh::warm_socket(digest);
+            let remote = warm_socket(digest);
             let out = super::cmd::command(&forward_argv(ep, ch, &local, &remote))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -543,7 +544,6 @@ fn ssh_failure(stderr: &str, known_hosts: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vm::ssh::Auth;
 
     const KEY: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfTx4JDz2kRt5ltvDrBVnGmIzLHp3rRuu4gm8HCMPHu";
@@ -679,7 +679,7 @@ mod tests {
             ..ch.clone()
         };
         assert_eq!(warm_local(&e, &none, &digest), None);
-        let remote = crate::vm::ssh::warm_socket(&digest);
+        let remote = warm_socket(&digest);
         assert_eq!(remote, format!("/run/band-serve/server-{digest}.sock"));
         let a = strings(&forward_argv(&e, &ch, &local, &remote));
         assert!(

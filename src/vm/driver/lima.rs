@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{AccelPref, Driver, DriverKind, Logs, Progress, SetupOptions, Up, round_secs};
+use super::{AccelPref, Driver, DriverKind, Logs, SetupOptions, Up, round_secs};
+use crate::vm::Progress;
+use crate::vm::endpoint::{Auth, Endpoint};
 use crate::vm::paths::{VmPaths, private_dir, write_atomic};
-use crate::vm::ssh::{self, Auth, Endpoint};
+use crate::vm::ssh;
 use crate::vm::{Result, VmError, cmd, keys, lima};
 
 /// `vm/lima/state.json`: where Lima keeps the instance.

@@ -7,8 +7,8 @@
 //! Dependency order (each uses only those before it):
 //!
 //! ```text
-//! vm::{cmd, paths, keys, recipe, image, qemu, lima, ssh, stage, install}
-//! driver                        the Driver trait, its option and answer types, Progress
+//! vm::{cmd, paths, keys, recipe, image, qemu, lima, endpoint, framing, mux, ssh, stage, install}
+//! driver                        the Driver trait, its option and answer types
 //! driver::server                band-server on a machine: install/upgrade, version, log
 //! driver::{qemu, lima, remote}  the three implementations
 //! driver::select                the driver for a --driver kind or a --target
@@ -24,27 +24,13 @@ pub mod server;
 
 use std::path::PathBuf;
 
+use super::endpoint::Endpoint;
 use super::paths::VmPaths;
 use super::qemu::{AccelChoice, InstanceDir, Resources};
-use super::ssh::Endpoint;
-use super::{Result, VmError};
+use super::{Progress, Result, VmError};
 
-/// Progress of a long operation, for people: a new step, or a note on the current one.
-pub trait Progress {
-    fn start(&mut self, what: String);
-    fn note(&mut self, what: String);
-}
-
-/// Progress that shows nothing.
-pub struct Silent;
-
-impl Progress for Silent {
-    fn start(&mut self, _what: String) {}
-    fn note(&mut self, _what: String) {}
-}
-
-/// The kinds of machine (`--driver`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The kinds of machine (`--driver`: clap reads the value as it is spelled in [`Self::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DriverKind {
     Qemu,
     Lima,
@@ -89,9 +75,9 @@ impl DriverKind {
 }
 
 /// Which accelerator the QEMU VM uses (`--accel`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AccelPref {
-    /// KVM when it works (probed), else TCG.
+    // KVM when it works (probed), else TCG. (Not a doc comment: clap would show it in --help.)
     Auto,
     Kvm,
     Tcg,

@@ -2,11 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::{AccelPref, Driver, DriverKind, Logs, Progress, SetupOptions, Up, round_secs};
+use super::{AccelPref, Driver, DriverKind, Logs, SetupOptions, Up, round_secs};
+use crate::vm::Progress;
+use crate::vm::endpoint::{Auth, Endpoint};
 use crate::vm::image::{self, Image};
 use crate::vm::paths::VmPaths;
 use crate::vm::qemu::{self, Accel, AccelChoice, InstanceDir, Resources};
-use crate::vm::ssh::{self, Auth, Endpoint};
+use crate::vm::ssh;
 use crate::vm::{Result, VmError, cmd, keys};
 
 /// How long a VM may take from QEMU start to SSH (TCG on a busy 2-core machine is slow).

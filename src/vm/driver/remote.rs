@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AccelPref, Driver, DriverKind, Logs, Progress, SetupOptions, Up};
+use super::{AccelPref, Driver, DriverKind, Logs, SetupOptions, Up};
+use crate::vm::Progress;
+use crate::vm::endpoint::{Auth, Endpoint};
 use crate::vm::paths::{VmPaths, private_dir, write_atomic};
-use crate::vm::ssh::{self, Auth, Endpoint};
+use crate::vm::ssh;
 use crate::vm::{Result, VmError, keys};
 
 /// `vm/ssh/<user@host_port>/target.json`.

@@ -3,9 +3,9 @@
 
 use super::{Driver, DriverKind, lima, qemu, remote};
 use crate::manifest::Target;
+use crate::vm::endpoint::Endpoint;
 use crate::vm::paths::VmPaths;
 use crate::vm::qemu::InstanceDir;
-use crate::vm::ssh::Endpoint;
 use crate::vm::{Result, VmError};
 
 /// The driver of a kind, over the state in `paths`.

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use super::{Progress, ServerLog};
+use super::ServerLog;
+use crate::vm::Progress;
+use crate::vm::endpoint::{Endpoint, SERVER_LOG};
 use crate::vm::install::{self, Handshake};
-use crate::vm::ssh::{self, Endpoint};
+use crate::vm::ssh;
 use crate::vm::{Result, VmError};
 
 /// The tail of band-server's log on the machine at `endpoint`.
@@ -13,7 +15,7 @@ pub(super) fn server_log(endpoint: Result<Endpoint>, lines: usize) -> ServerLog 
     match endpoint.and_then(|ep| ssh::connect(&ep, Duration::from_secs(15))) {
         Ok(sess) => match ssh::exec(
             &sess,
-            &format!("tail -n {lines} {} 2>/dev/null", ssh::SERVER_LOG),
+            &format!("tail -n {lines} {} 2>/dev/null", SERVER_LOG),
             b"",
         ) {
             Ok(o) => ServerLog::Text(o.stdout),

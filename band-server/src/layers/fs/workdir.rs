@@ -1083,25 +1083,6 @@ pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
     p.is_absolute().then(|| PathBuf::from(p.static_prefix()))
 }
 
-/// Paths a host mount may not be inside of.
-pub const RESERVED_SANDBOX_TREES: &[&str] = &[
-    "/band",
-    "/skill",
-    "/workspace",
-    "/tmp",
-    "/proc",
-    "/dev",
-    "/sys",
-    "/run",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib64",
-    "/var/run",
-    "/boot",
-];
-
 /// Why a host path cannot be bound into the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostMountError {
@@ -1124,8 +1105,9 @@ pub enum HostMountError {
 /// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
 /// server's state directory.
 pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountError> {
-    // `/` and the paths lint refuses a pattern above ([`band::policy::place::NOT_COVERED`]).
-    for r in std::iter::once("/").chain(band::policy::place::NOT_COVERED.iter().copied()) {
+    use band::policy::place::SANDBOX_TREES;
+    // `/` and the paths lint refuses a pattern above.
+    for r in std::iter::once("/").chain(SANDBOX_TREES.iter().map(|t| t.path)) {
         if Path::new(r).starts_with(p) {
             return Err(HostMountError::Covers {
                 path: p.to_path_buf(),
@@ -1133,7 +1115,11 @@ pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountErro
             });
         }
     }
-    for r in RESERVED_SANDBOX_TREES {
+    for r in SANDBOX_TREES
+        .iter()
+        .filter(|t| !t.bind_inside)
+        .map(|t| t.path)
+    {
         if p.starts_with(r) {
             return Err(HostMountError::Inside {
                 path: p.to_path_buf(),
