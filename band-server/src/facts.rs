@@ -16,16 +16,13 @@ use fs_err as fs;
 use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layers::cgroup::{CgroupError, Hierarchy};
+use crate::layers::cli::bins::BinSearch;
 use crate::layers::cli::programs;
 use crate::layers::cli::{execcache, runtime, shim};
 use crate::layers::fs::mounts;
 use crate::layers::fs::{execmask, procmask, workdir};
 use crate::layers::net;
-use crate::request::{self, Checked};
-
-/// Where host binaries are looked up, in order, unless the server config's `bin_path` says
-/// otherwise.
-pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+use crate::request::Checked;
 
 /// The helper binaries band-server puts in every sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,76 +188,6 @@ impl Prefetched {
     /// At most [`PREFETCH_FRESH`] old at `now`, and looked up on `cfg`'s `bin_path`.
     fn serves(&self, cfg: &ServerConfig, now: Instant) -> bool {
         now.saturating_duration_since(self.at) <= PREFETCH_FRESH && self.bin_path == cfg.bin_path
-    }
-}
-
-/// Find `name` in `search` (the config's `bin_path`, by default [`BIN_SEARCH`]) and resolve it
-/// to its final file.
-pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
-    find_binary(name, search).map(|(_, real)| real)
-}
-
-/// [`resolve_binary`], with the path where it was found (not resolved: a venv's `bin/python`
-/// link), then the canonical file.
-pub fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
-    BinSearch::new(search).find(name)
-}
-
-/// The folders [`find_binary`] looks in, each resolved to its canonical path once, when first
-/// needed: for a batch of names (band-server's essential commands, each run), a command found
-/// as a file of its own (no link) costs one `lstat` per folder looked in, where resolving its
-/// whole path again cost a `readlink` for each of its components.
-pub struct BinSearch<'a> {
-    dirs: &'a [PathBuf],
-    canonical: Vec<std::cell::OnceCell<Option<PathBuf>>>,
-}
-
-impl<'a> BinSearch<'a> {
-    pub fn new(dirs: &'a [PathBuf]) -> BinSearch<'a> {
-        BinSearch {
-            dirs,
-            canonical: dirs.iter().map(|_| std::cell::OnceCell::new()).collect(),
-        }
-    }
-
-    /// `name` in the first folder that has it as an executable file (a link is followed), with
-    /// its canonical path; `None` when no folder has it, or when it is one of
-    /// [`request::FORBIDDEN_COMMANDS`].
-    pub fn find(&self, name: &str) -> Option<(PathBuf, PathBuf)> {
-        // A plain name of a file that is no link: its canonical path is its folder's, joined.
-        let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
-        for (i, d) in self.dirs.iter().enumerate() {
-            let p = d.join(name);
-            let Ok(lm) = fs::symlink_metadata(&p) else {
-                continue;
-            };
-            let direct = plain && !lm.file_type().is_symlink();
-            let m = if direct {
-                lm
-            } else {
-                let Ok(m) = fs::metadata(&p) else {
-                    continue;
-                };
-                m
-            };
-            if !m.is_file() || m.mode() & 0o111 == 0 {
-                continue;
-            }
-            let real = if direct {
-                self.canonical[i]
-                    .get_or_init(|| d.canonicalize().ok())
-                    .as_ref()?
-                    .join(name)
-            } else {
-                p.canonicalize().ok()?
-            };
-            let base = real.file_name()?.to_str()?;
-            if request::FORBIDDEN_COMMANDS.contains(&base) {
-                return None;
-            }
-            return Some((p, real));
-        }
-        None
     }
 }
 
@@ -586,7 +513,8 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::request::Check;
+    use crate::layers::cli::bins::find_binary;
+    use crate::request::{self, Check};
 
     /// What [`find_binary`] did before [`BinSearch`]: the same answers, by the longer way (every
     /// candidate followed, every path resolved whole).

@@ -27,14 +27,7 @@ use crate::layers::fs::workdir::{HostMount, RunDirPlan};
 pub use crate::layers::process::ProcessPlan;
 use crate::request::{Checked, DecodedFile};
 
-/// The run's identity, leased before [`plan_run`] (the only thing that exists before the plan).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub slot: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub user: String,
-}
+pub use crate::layer::handover::Identity;
 
 /// What can be planned before a uid is leased, and what the host must offer.
 #[derive(Debug, Clone)]

@@ -55,7 +55,6 @@ use crate::request::{self, Check};
 use crate::sys;
 
 mod events;
-mod guard;
 pub mod spare;
 
 pub use self::events::{
@@ -66,7 +65,7 @@ use self::events::{
     Inbox, LoopState, MAX_CALLS_KEPT, Msg, ReportQueue, drain, run_loop, spawn_reader,
     spawn_status_reader, write_secrets,
 };
-pub use self::guard::RunGuard;
+pub use crate::layer::RunGuard;
 
 fn exit_code(status: ExitStatus) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
@@ -242,7 +241,20 @@ pub(crate) fn prepare<'p>(
 
     // 2. Identity: lease a pool uid (the plan needs it).
     before_lease();
-    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard)?;
+    // A lease whose owner died mid-run is cleaned first. (The janitor pass before every run
+    // already did this with the configured nft; a lease that died since is cleaned here with the
+    // default one.)
+    let on_dead = |slot: u32, file: &mut fs_err::File| {
+        let nft = std::path::Path::new(crate::config::DEFAULT_NFT);
+        let report = crate::janitor::clean_dead_lease(
+            &cfg.state_dir,
+            slot,
+            file,
+            nft.is_file().then_some(nft),
+        );
+        report.errors.is_empty()
+    };
+    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard, &on_dead)?;
 
     // 3. The whole plan, before anything else exists.
     let mut plan = plan::plan_run(checked, cfg, &facts, &identity)?;

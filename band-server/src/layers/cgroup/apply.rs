@@ -16,8 +16,8 @@ use fs_err::OpenOptions;
 
 use super::{CgroupPlan, RunCgroup};
 use crate::error::{LayerExt, SetupResult};
+use crate::layer::RunGuard;
 use crate::layer::{Applied, Built, Inputs, Teardown};
-use crate::run::RunGuard;
 
 /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
 pub struct JoinFiles(pub Vec<File>);

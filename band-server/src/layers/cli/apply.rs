@@ -10,8 +10,8 @@ use super::ExecPlan;
 use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
 use crate::error::{LayerExt, SetupError, SetupResult};
+use crate::layer::RunGuard;
 use crate::layer::{Applied, Inputs};
-use crate::run::RunGuard;
 
 /// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
 /// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)

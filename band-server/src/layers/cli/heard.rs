@@ -207,7 +207,7 @@ impl Judge {
     /// [`Judge::call`] with the host's own lookups.
     fn on_host(&self, word: &str) -> Option<CliCall> {
         let host =
-            |name: &str| crate::facts::resolve_binary(name, self.rules.host_search()).is_some();
+            |name: &str| super::bins::resolve_binary(name, self.rules.host_search()).is_some();
         let is_program = |p: &Path| {
             use std::os::unix::fs::PermissionsExt;
             fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -1,6 +1,7 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
 pub mod apply;
+pub mod bins;
 pub mod bundled;
 pub mod execcache;
 pub mod heard;

@@ -3,8 +3,8 @@
 
 use super::workdir::RunDir;
 use crate::error::SetupResult;
+use crate::layer::RunGuard;
 use crate::layer::{Applied, Inputs};
-use crate::run::RunGuard;
 
 /// run directory → collect: its root on the host.
 pub struct RunDirRoot(pub std::path::PathBuf);

@@ -12,9 +12,9 @@ use band::proto::Layer;
 use super::NetLayer;
 use super::nft::Nft;
 use crate::error::{SetupError, SetupResult};
+use crate::layer::RunGuard;
 use crate::layer::{Applied, Inputs};
 use crate::layers::process::apply::Spawned;
-use crate::run::RunGuard;
 
 /// The network step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn table_and_stub(

@@ -57,14 +57,6 @@ pub fn stub_addr(slot: u32) -> Ipv4Addr {
     Ipv4Addr::new(127, 77, (slot / 250) as u8, (slot % 250 + 1) as u8)
 }
 
-/// One resolver address as written in the server config: `ip` or `ip:port` / `[ip6]:port`.
-pub fn parse_resolver(s: &str) -> Option<SocketAddr> {
-    let s = s.trim();
-    s.parse::<SocketAddr>()
-        .ok()
-        .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
-}
-
 /// The `nameserver` lines of a resolv.conf (IPv6 zone ids are dropped with their line).
 pub fn parse_resolv_conf(text: &str) -> Vec<SocketAddr> {
     text.lines()
@@ -262,7 +254,7 @@ pub fn plan_run(
 /// network namespace with only loopback), else [`plan_run`] with the host's facts. Pure.
 pub fn plan_network(
     run_id: &str,
-    identity: &crate::plan::Identity,
+    identity: &crate::layer::handover::Identity,
     matcher: &NetMatcher,
     facts: &crate::facts::HostFacts,
 ) -> crate::error::SetupResult<Option<NetRunPlan>> {
@@ -681,6 +673,7 @@ impl crate::layer::Built for NetLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_resolver;
     use pretty_assertions::assert_eq;
 
     fn m(allow: &[&str], deny: &[&str]) -> NetMatcher {

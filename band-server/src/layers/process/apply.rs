@@ -15,10 +15,10 @@ use band::proto::Layer;
 use super::memfd::{self, MemfdGuard};
 use super::{ProcessPlan, bwrap, seccomp};
 use crate::error::{LayerExt, SetupResult};
+use crate::layer::RunGuard;
 use crate::layer::{Applied, Inputs};
 use crate::layers::cgroup::apply::JoinFiles;
 use crate::layers::cli::execcache::RunPrograms;
-use crate::run::RunGuard;
 use crate::sys::{self, PreExec};
 
 /// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the

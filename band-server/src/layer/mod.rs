@@ -22,11 +22,15 @@ use band::proto::Layer;
 use crate::config::ServerConfig;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layers::cli::reports::OnReport;
-use crate::layers::net::dns::OnLookup;
 use crate::plan::RunPlan;
 use crate::request::Checked;
-use crate::run::RunGuard;
+
+mod guard;
+pub mod handover;
+
+pub(crate) use self::guard::built_any;
+pub use self::guard::{Built, RunGuard, Teardown};
+use self::handover::{OnLookup, OnReport};
 
 /// What the janitor did, for the log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -386,38 +390,3 @@ pub struct Step {
     pub what: &'static str,
     pub apply: ApplyFn,
 }
-
-/// What a run's teardown knows as it goes.
-#[derive(Debug)]
-pub struct Teardown {
-    /// Nothing of the run is alive any more (decided by the stop phase).
-    pub processes_dead: bool,
-    /// Everything removed so far is gone; otherwise the lease keeps naming the run, and the
-    /// janitor finishes the job.
-    pub clean: bool,
-    pub errors: Vec<String>,
-}
-
-/// One layer built for a live run, kept by the run's guard.
-pub trait Built: Send {
-    /// First phase, in reverse order of building: kill what runs.
-    fn stop(&mut self, _t: &mut Teardown) {}
-    /// Second phase, in reverse order of building: remove what was built. Called once.
-    fn teardown(self: Box<Self>, t: &mut Teardown);
-    /// For the run loop, which needs some layers by type.
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-}
-
-/// `as_any` / `as_any_mut` for a [`Built`] implementation.
-macro_rules! built_any {
-    () => {
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
-        }
-        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-            self
-        }
-    };
-}
-pub(crate) use built_any;

@@ -1,0 +1,44 @@
+//! What layers hand each other and the run, defined below all of them: a layer reads another
+//! layer's output only through a type of this module (or of [`crate::layer`]), never by naming
+//! that layer.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use band::proto::CliCall;
+
+/// The run's identity, leased before the plan (the only thing that exists before it): made by
+/// the identity layer, read by the plan and every layer that names the run's user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub slot: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+}
+
+/// What the CLI gate's report thread tells the run loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    Call(CliCall),
+    Forged(String),
+}
+
+/// Where verified calls go. Called before the shim is answered, so a call is always recorded
+/// before the command it reports can run (or the run can end).
+pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
+
+/// One question the run asked the network's DNS stub, for the result and `insist.net`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    pub name: String,
+    pub qtype: String,
+    pub allowed: bool,
+    /// Addresses handed to the script (and added to the run's sets).
+    pub addrs: Vec<IpAddr>,
+    /// Addresses upstream answered that the stub withheld (private, this host, denied).
+    pub withheld: Vec<IpAddr>,
+}
+
+/// Called for every question the DNS stub answers, as it is answered.
+pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
