@@ -74,6 +74,8 @@ pub mod error;
 pub mod facts;
 pub mod janitor;
 pub mod layer;
+#[cfg(test)]
+mod layering;
 pub mod layers;
 pub mod observe;
 pub mod plan;

@@ -1,0 +1,276 @@
+//! Which module may use which: band-server's modules in ranks, each using only lower ranks, and
+//! a test that fails on an edge that points up, or sideways between two layers.
+//!
+//! From the bottom: [`crate::error`] and [`crate::sys`]; the server's config; the request's
+//! checks; [`crate::layer`] (the layer trait, the run's guard, and what layers hand each other,
+//! [`crate::layer::handover`]); the layers, `layers/<layer>/`, each of which may use only what
+//! is below it, never another layer; the list of layers ([`crate::layers`]); the host's facts
+//! (gathered through the layers); the plan; then the collection, the observer and the janitor;
+//! the run; the warm server. Read from the code: every `crate::…` path outside comments and
+//! `#[cfg(test)]` items (tests may reach anywhere).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The layers, `layers/<name>/`: one rank, and none may use another.
+const LAYERS: &[&str] = &["cgroup", "cli", "fs", "identity", "net", "process"];
+
+/// Each module's rank: a module may use only modules of a lower rank (and itself).
+const RANKS: &[(&str, u32)] = &[
+    ("error", 0),
+    ("sys", 0),
+    ("config", 1),
+    ("request", 2),
+    ("layer", 3),
+    ("layers::*", 4),
+    ("layers", 5),
+    ("facts", 6),
+    ("plan", 7),
+    ("collect", 8),
+    ("observe", 8),
+    ("janitor", 8),
+    ("run", 9),
+    ("warm", 10),
+    ("lib", 11),
+];
+
+/// Edges that still point the wrong way, each with why: the test fails when one is gone (remove
+/// it here) as when a new one appears.
+const KNOWN: &[(&str, &str, &str)] = &[
+    ("layer", "facts", "RunLayer::plan's inputs"),
+    ("layer", "plan", "Inputs::plan and RunLayer::plan"),
+    ("layers::cgroup", "facts", "its planner reads HostFacts"),
+    ("layers::cgroup", "plan", "RunLayer::plan"),
+    ("layers::cli", "facts", "its planner reads HostFacts"),
+    (
+        "layers::cli",
+        "plan",
+        "RunLayer::plan; heard::Judge::for_run",
+    ),
+    ("layers::cli", "layers::fs", "execmask::LIB_ROOTS, runtime"),
+    ("layers::fs", "facts", "its planner reads HostFacts"),
+    ("layers::fs", "plan", "RunLayer::plan"),
+    ("layers::fs", "layers::cli", "its planner reads ExecPlan"),
+    (
+        "layers::fs",
+        "layers::net",
+        "its planner reads NetRunPlan's resolv.conf",
+    ),
+    ("layers::fs", "layers::process", "bwrap::SANDBOX_PATH"),
+    ("layers::net", "facts", "its planner reads HostFacts"),
+    ("layers::net", "plan", "RunLayer::plan"),
+    ("layers::net", "layers::process", "apply::Spawned"),
+    ("layers::process", "plan", "RunLayer::plan, Preflight"),
+    ("layers::process", "layers::cgroup", "apply::JoinFiles"),
+    (
+        "layers::process",
+        "layers::cli",
+        "ExecPlan, RunPrograms, shim's judge",
+    ),
+    ("layers::process", "layers::fs", "RunDirPlan, procmask"),
+    (
+        "layers::process",
+        "layers::net",
+        "NetRunPlan, NetLayer's namespace",
+    ),
+];
+
+fn rank(unit: &str) -> Option<u32> {
+    let key = if unit.starts_with("layers::") {
+        "layers::*"
+    } else {
+        unit
+    };
+    RANKS.iter().find(|(n, _)| *n == key).map(|(_, r)| *r)
+}
+
+/// The module a file of `src/` belongs to.
+fn unit_of_file(rel: &Path) -> String {
+    let parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    match parts.as_slice() {
+        [layers, layer, ..] if layers == "layers" && LAYERS.contains(&layer.as_str()) => {
+            format!("layers::{layer}")
+        }
+        [first, ..] => first.clone(),
+        [] => String::new(),
+    }
+}
+
+/// The module a path `crate::<a>::<b>…` names.
+fn unit_of_path(a: &str, b: Option<&str>) -> String {
+    match b {
+        Some(b) if a == "layers" && LAYERS.contains(&b) => format!("layers::{b}"),
+        _ => a.to_string(),
+    }
+}
+
+/// A file's code without its comments and `#[cfg(test)]` items, line by line (numbers kept).
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut skip_depth: Option<i64> = None;
+    let mut skip_next = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        };
+        let trimmed = code.trim();
+        let opens = code.matches('{').count() as i64 - code.matches('}').count() as i64;
+        if let Some(depth) = skip_depth.as_mut() {
+            *depth += opens;
+            if *depth <= 0 && (code.contains('}') || code.contains(';')) {
+                skip_depth = None;
+            }
+            continue;
+        }
+        if trimmed == "#[cfg(test)]" {
+            skip_next = true;
+            continue;
+        }
+        if skip_next {
+            if trimmed.starts_with("#[") {
+                continue;
+            }
+            skip_next = false;
+            // The item: to its `;`, or to the end of its braces.
+            if !(opens <= 0 && (trimmed.ends_with(';') || trimmed.ends_with('}'))) {
+                skip_depth = Some(opens);
+            }
+            continue;
+        }
+        out.push((i + 1, code.to_string()));
+    }
+    out
+}
+
+/// The modules `code` names with `crate::<a>[::<b>]` paths.
+fn uses(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        let ident = |s: &str| -> String {
+            s.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        };
+        let a = ident(rest);
+        let after = &rest[a.len()..];
+        if a.is_empty() || after.starts_with('!') {
+            // `crate::say!`: a macro of the crate's root, for everyone.
+            continue;
+        }
+        let b = after.strip_prefix("::").map(ident);
+        out.push(unit_of_path(&a, b.as_deref()));
+    }
+    out
+}
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs_err::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every edge of `src/` that points up or sideways: `(from, to, "file:line")`.
+fn back_edges(src: &Path) -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    rs_files(src, &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        // The binaries use the library from outside (`band_server::…`); this file is a test.
+        if rel.starts_with("bin") || rel == Path::new("main.rs") || rel == Path::new("layering.rs")
+        {
+            continue;
+        }
+        let from = unit_of_file(rel);
+        let text = fs_err::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+        for (line, code) in code_lines(&text) {
+            for to in uses(&code) {
+                if to == from {
+                    continue;
+                }
+                let (Some(rf), Some(rt)) = (rank(&from), rank(&to)) else {
+                    panic!(
+                        "{}:{line}: `{from}` or `{to}` has no rank in RANKS",
+                        rel.display()
+                    );
+                };
+                if rt >= rf {
+                    out.push((from.clone(), to, format!("{}:{line}", rel.display())));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_uses_only_modules_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = back_edges(&src);
+    let known = |from: &str, to: &str| KNOWN.iter().any(|(f, t, _)| *f == from && *t == to);
+    let bad: Vec<String> = edges
+        .iter()
+        .filter(|(f, t, _)| !known(f, t))
+        .map(|(f, t, at)| format!("{at}: {f} uses {t}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "edges that point up or sideways (see RANKS in {}):\n{}",
+        file!(),
+        bad.join("\n")
+    );
+    let found: BTreeSet<(&str, &str)> = edges
+        .iter()
+        .map(|(f, t, _)| (f.as_str(), t.as_str()))
+        .collect();
+    let gone: Vec<String> = KNOWN
+        .iter()
+        .filter(|(f, t, _)| !found.contains(&(*f, *t)))
+        .map(|(f, t, _)| format!("{f} → {t}"))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "known back-edges that are gone (remove them from KNOWN): {gone:?}"
+    );
+}
+
+#[test]
+fn the_checker_reads_paths_and_skips_tests_and_comments() {
+    let text = "use crate::plan::RunPlan; // crate::run\n/// [`crate::janitor`]\nfn f() { crate::say!(\"x\"); crate::layers::net::x(); }\n#[cfg(test)]\nmod tests {\n    use crate::run;\n}\n#[cfg(test)]\nuse crate::warm;\nfn g() {}\n";
+    let got: Vec<(usize, Vec<String>)> = code_lines(text)
+        .into_iter()
+        .map(|(n, l)| (n, uses(&l)))
+        .filter(|(_, u)| !u.is_empty())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, vec!["plan".to_string()]),
+            (3, vec!["layers::net".to_string()]),
+        ]
+    );
+    assert_eq!(unit_of_file(Path::new("layers/net/dns.rs")), "layers::net");
+    assert_eq!(unit_of_file(Path::new("layers/mod.rs")), "layers");
+    assert_eq!(unit_of_file(Path::new("layer/guard.rs")), "layer");
+    assert_eq!(unit_of_file(Path::new("run/mod.rs")), "run");
+    assert_eq!(unit_of_path("layers", Some("LAYERS")), "layers");
+}
