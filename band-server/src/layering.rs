@@ -37,30 +37,20 @@ const RANKS: &[(&str, u32)] = &[
 /// Edges that still point the wrong way, each with why: the test fails when one is gone (remove
 /// it here) as when a new one appears.
 const KNOWN: &[(&str, &str, &str)] = &[
-    ("layer", "facts", "RunLayer::plan's inputs"),
-    ("layer", "plan", "Inputs::plan and RunLayer::plan"),
-    ("layers::cgroup", "facts", "its planner reads HostFacts"),
-    ("layers::cgroup", "plan", "RunLayer::plan"),
-    ("layers::cli", "facts", "its planner reads HostFacts"),
     (
-        "layers::cli",
+        "layer",
         "plan",
-        "RunLayer::plan; heard::Judge::for_run",
+        "Inputs::plan: the apply steps read the typed plan",
     ),
+    ("layers::cli", "facts", "its planner reads HostFacts"),
+    ("layers::cli", "plan", "heard::Judge::for_run"),
     ("layers::cli", "layers::fs", "execmask::LIB_ROOTS, runtime"),
     ("layers::fs", "facts", "its planner reads HostFacts"),
-    ("layers::fs", "plan", "RunLayer::plan"),
+    ("layers::fs", "plan", "its planner reads Preflight"),
     ("layers::fs", "layers::cli", "its planner reads ExecPlan"),
-    (
-        "layers::fs",
-        "layers::net",
-        "its planner reads NetRunPlan's resolv.conf",
-    ),
     ("layers::fs", "layers::process", "bwrap::SANDBOX_PATH"),
-    ("layers::net", "facts", "its planner reads HostFacts"),
-    ("layers::net", "plan", "RunLayer::plan"),
     ("layers::net", "layers::process", "apply::Spawned"),
-    ("layers::process", "plan", "RunLayer::plan, Preflight"),
+    ("layers::process", "plan", "its planner reads Preflight"),
     ("layers::process", "layers::cgroup", "apply::JoinFiles"),
     (
         "layers::process",

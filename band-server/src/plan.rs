@@ -7,10 +7,11 @@
 //! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it
 //! ([`crate::run::apply`]).
 //!
-//! Each layer's part is planned by a pure function of its folder, which its
-//! [`RunLayer::plan`] calls; [`plan_run`] calls those in the order of their
-//! [`crate::layer::PlanStage`]: cgroup, network, CLI gate, run directory, process (its argv needs
-//! the others' parts).
+//! Each layer's part is planned by a pure function of its folder; [`plan_run`] calls those in
+//! order, each with exactly the earlier parts it reads as arguments: cgroup, network, CLI gate,
+//! run directory (it reads the network's resolv.conf and the programs), process (its argv reads
+//! every other part). The plan is a typed struct, one field per layer's part: a part a layer
+//! needs that is not planned before it does not compile.
 
 use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
@@ -18,12 +19,13 @@ use band::proto::Layer;
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
-use crate::layer::{Parts, PlanInputs, RunLayer};
+use crate::layers::cgroup::{CgroupPlan, plan_run_cgroup};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
 use crate::layers::cli::shim::CliRules;
 use crate::layers::fs::mounts;
 use crate::layers::fs::workdir::{HostMount, RunDirPlan};
+use crate::layers::net::{NetRunPlan, plan_network};
 pub use crate::layers::process::ProcessPlan;
 use crate::request::{Checked, DecodedFile};
 
@@ -80,9 +82,7 @@ pub fn preflight(
     })
 }
 
-/// One run, planned: the common, cross-layer fields typed, each layer's part by type in
-/// [`RunPlan::parts`] (cgroup: `CgroupPlan`; network: `Option<NetRunPlan>`, `None` without
-/// `allow.net`; CLI gate: [`ExecPlan`]; process: [`ProcessPlan`]), and the run directory's.
+/// One run, planned: the common, cross-layer fields, and each layer's part.
 #[derive(Debug, Clone)]
 pub struct RunPlan<'a> {
     pub run_id: String,
@@ -91,64 +91,68 @@ pub struct RunPlan<'a> {
     /// What was planned before the lease: the commands, host mounts, write dirs, helpers and
     /// CLI rules, which several layers read.
     pub pre: Preflight,
-    /// The filesystem layer's part: the run directory's operations. Not in [`RunPlan::parts`]
-    /// because it borrows the request's file bytes (owning them would copy every bundle and
-    /// workspace file once more); `None` until that layer is planned.
-    pub run_dir: Option<RunDirPlan<'a>>,
-    /// Each layer's part, by type.
-    pub parts: Parts,
+    /// The cgroup's operations.
+    pub cgroup: CgroupPlan,
+    /// The network: `None` without `allow.net`.
+    pub net: Option<NetRunPlan>,
+    /// The CLI gate: the run's programs and exec folder.
+    pub exec: ExecPlan,
+    /// The filesystem: the run directory's operations. It borrows the request's file bytes
+    /// (owning them would copy every bundle and workspace file once more).
+    pub run_dir: RunDirPlan<'a>,
+    /// The process: bubblewrap's argv and the seccomp list.
+    pub process: ProcessPlan,
 }
 
-impl<'a> RunPlan<'a> {
-    /// The run directory's plan, which `layer` needs; absent, the run does not start.
-    pub fn run_dir(&self, layer: Layer) -> SetupResult<&RunDirPlan<'a>> {
-        self.run_dir.as_ref().ok_or_else(|| {
-            SetupError::new(
-                layer,
-                "internal: the run directory is not planned (is the filesystem layer listed?)",
-            )
-        })
-    }
-}
-
-/// Plan the whole run for [`crate::layers::LAYERS`]. Pure: nothing is looked at but the
-/// arguments. Each layer's part is a function of its folder.
+/// Plan the whole run. Pure: nothing is looked at but the arguments. Each layer's part is a
+/// function of its folder, called with the earlier parts it reads.
 pub fn plan_run<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
     facts: &HostFacts,
     identity: &Identity,
 ) -> SetupResult<RunPlan<'a>> {
-    plan_run_with(crate::layers::LAYERS, checked, cfg, facts, identity)
-}
-
-/// [`plan_run`] for the layers of `layers`: the common fields, then each layer's
-/// [`RunLayer::plan`], sorted by [`RunLayer::plan_stage`] (stable).
-pub fn plan_run_with<'a>(
-    layers: &[&'static dyn RunLayer],
-    checked: &'a Checked<'_>,
-    cfg: &ServerConfig,
-    facts: &HostFacts,
-    identity: &Identity,
-) -> SetupResult<RunPlan<'a>> {
     let pre = preflight(checked, cfg, facts)?;
-    let mut plan = RunPlan {
-        run_id: checked.req.run_id.clone(),
-        identity: identity.clone(),
-        limits: checked.limits,
-        pre,
-        run_dir: None,
-        parts: Parts::default(),
-    };
-    let inp = PlanInputs {
+    let run_id = checked.req.run_id.clone();
+    let limits = checked.limits;
+    let cgroup = plan_run_cgroup(&run_id, &limits, &facts.hierarchy)?;
+    let net = plan_network(
+        &run_id,
+        identity,
+        &checked.compiled.net,
+        &facts.own_addrs,
+        &facts.upstream,
+    )?;
+    let exec = crate::layers::cli::plan_exec(&cfg.state_dir, &run_id, &pre.cli, facts)?;
+    let run_dir = crate::layers::fs::plan_run_dir(
         checked,
         cfg,
         facts,
-    };
-    for layer in crate::layers::plan_order(layers) {
-        layer.plan(&inp, &mut plan)?;
-    }
-    Ok(plan)
+        identity,
+        &pre,
+        net.as_ref().map(|n| n.resolv_conf.as_str()),
+        &exec,
+    );
+    let process = crate::layers::process::plan_process(
+        checked,
+        cfg,
+        &pre,
+        &exec,
+        &run_dir,
+        net.is_some(),
+        facts.proc_masks.as_ref().map_err(Clone::clone)?,
+    );
+    Ok(RunPlan {
+        run_id,
+        identity: identity.clone(),
+        limits,
+        pre,
+        cgroup,
+        net,
+        exec,
+        run_dir,
+        process,
+    })
 }
 
 /// [`programs::plan_cli`] with the binaries and heads of `facts`.

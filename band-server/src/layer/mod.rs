@@ -1,8 +1,8 @@
 //! The shape every sandbox layer has (see [`crate::layers`] for the layers and their lists):
 //!
-//! 1. a pure plan (a function of the layer's folder, which its [`RunLayer::plan`] calls to put its
-//!    part, by type, into [`crate::plan::RunPlan::parts`]; [`crate::plan::plan_run`] calls every
-//!    layer's in the order of their [`PlanStage`]);
+//! 1. a pure plan (a function of the layer's folder, whose result is the layer's field of
+//!    [`crate::plan::RunPlan`]; [`crate::plan::plan_run`] calls every layer's in order, each with
+//!    the earlier parts it reads);
 //! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, declared by
 //!    [`RunLayer::steps`], each in a [`Phase`] (the run sorts all steps by phase); each builds
 //!    what its part of the [`crate::plan::RunPlan`] says, pushes a [`Built`] handle into the
@@ -21,7 +21,6 @@ use band::proto::Layer;
 
 use crate::config::ServerConfig;
 use crate::error::{SetupError, SetupResult};
-use crate::facts::HostFacts;
 use crate::plan::RunPlan;
 use crate::request::Checked;
 
@@ -119,17 +118,6 @@ pub trait RunLayer: Sync {
     /// listed layer's steps sorted by phase (stable: same phase, list order).
     fn steps(&self) -> &'static [Step] {
         &[]
-    }
-    /// When the layer is planned: [`crate::plan::plan_run_with`] calls every listed layer's
-    /// [`RunLayer::plan`] sorted by stage (stable: same stage, list order).
-    fn plan_stage(&self) -> PlanStage {
-        PlanStage::After
-    }
-    /// The layer's part of the plan: a pure function that reads the request, the config, the
-    /// facts and the plan so far (the common fields, and earlier layers' parts by type), and puts
-    /// its own types into [`crate::plan::RunPlan::parts`].
-    fn plan<'a>(&self, _inp: &PlanInputs<'a, '_>, _plan: &mut RunPlan<'a>) -> SetupResult<()> {
-        Ok(())
     }
     /// Leftovers of this layer on the host, listed *before* the leases are read (a run holds its
     /// lease before it builds anything, so a run that starts meanwhile is never touched).
@@ -265,70 +253,6 @@ impl GateWriter {
 impl Drop for GateWriter {
     fn drop(&mut self) {
         self.send(crate::sys::GATE_SHUT);
-    }
-}
-
-/// When a layer is planned, in this order: what a plan needs from another decides its stage
-/// (the process layer's bubblewrap argv needs every other part).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PlanStage {
-    /// The cgroup's operations.
-    Limits,
-    /// The network (its resolv.conf goes into the run directory).
-    Network,
-    /// The run's programs.
-    Programs,
-    /// The run directory (needs the network's resolv.conf).
-    Files,
-    /// bubblewrap's argv and the seccomp list (need every part above).
-    Sandbox,
-    /// A layer that needs the whole plan; the default.
-    After,
-}
-
-/// What a layer's [`RunLayer::plan`] reads.
-pub struct PlanInputs<'a, 'b> {
-    pub checked: &'a Checked<'a>,
-    pub cfg: &'b ServerConfig,
-    pub facts: &'b HostFacts,
-}
-
-/// Each layer's parts, keyed by type: a layer puts its own types in and reads others' by type.
-/// Values are shared (`Arc`), so a [`RunPlan`] stays cheap to clone. A small std-only container
-/// (a `TypeId` map, as `anymap` does) rather than a crate: a dozen lines, no `unsafe`.
-#[derive(Clone, Default)]
-pub struct Parts {
-    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-}
-
-impl Parts {
-    /// Put `value` in, replacing any earlier value of its type.
-    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
-        self.map.insert(TypeId::of::<T>(), Arc::new(value));
-    }
-    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.map.get(&TypeId::of::<T>())?.downcast_ref()
-    }
-    /// The part of type `T`, which `layer` needs: absent (the layer that makes it is not listed,
-    /// or runs later), the run does not start.
-    pub fn need<T: Any + Send + Sync>(&self, layer: Layer) -> SetupResult<&T> {
-        self.get().ok_or_else(|| {
-            SetupError::new(
-                layer,
-                format!(
-                    "internal: {} is missing (is the layer that makes it listed, and earlier?)",
-                    std::any::type_name::<T>()
-                ),
-            )
-        })
-    }
-}
-
-impl std::fmt::Debug for Parts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parts")
-            .field("len", &self.map.len())
-            .finish()
     }
 }
 

@@ -258,10 +258,8 @@ pub(crate) fn prepare<'p>(
 
     // 3. The whole plan, before anything else exists.
     let mut plan = plan::plan_run(checked, cfg, &facts, &identity)?;
-    if made == Made::Spare
-        && let Some(dir) = plan.run_dir.as_mut()
-    {
-        dir.request.clear();
+    if made == Made::Spare {
+        plan.run_dir.request.clear();
     }
 
     // 4. Apply it: every layer's steps, sorted by phase, the last of which spawns

@@ -90,7 +90,7 @@ fn make(plan: &CgroupPlan, state: &Path) -> SetupResult<Made> {
 
 /// The cgroup's first step ([`crate::layer::Phase::Limits`]): start making it.
 pub(crate) fn start(inp: &Inputs<'_>, out: &mut Applied, _guard: &mut RunGuard) -> SetupResult<()> {
-    let plan: CgroupPlan = inp.plan.parts.need::<CgroupPlan>(Layer::Cgroup)?.clone();
+    let plan: CgroupPlan = inp.plan.cgroup.clone();
     let state = inp.cfg.state_dir.clone();
     let thread = std::thread::Builder::new()
         .name("cgroup".into())

@@ -60,18 +60,6 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
 pub struct Cgroup;
 
 impl crate::layer::RunLayer for Cgroup {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Limits
-    }
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let part = plan_run_cgroup(&plan.run_id, &plan.limits, inp.facts)?;
-        plan.parts.insert(part);
-        Ok(())
-    }
     fn steps(&self) -> &'static [crate::layer::Step] {
         &[
             crate::layer::Step {

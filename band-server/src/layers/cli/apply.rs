@@ -25,7 +25,7 @@ pub(crate) fn exec_folder(
     _out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let exec_plan: &ExecPlan = inp.plan.parts.need(Layer::Cli)?;
+    let exec_plan: &ExecPlan = &inp.plan.exec;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
     let exec = ExecDir::make(&exec_plan.state, &inp.plan.run_id, inp.cfg.program_cache)
@@ -43,7 +43,7 @@ pub(crate) fn programs(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
-    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
+    let exec_plan: &ExecPlan = &plan.exec;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
     // there, read-only): `soffice` finds `oosplash` beside it.
     let trees: Vec<PathBuf> = exec_plan
@@ -152,9 +152,13 @@ pub(crate) fn report_socket(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
-    let run_dir = plan.run_dir(Layer::Cli)?;
-    let lib_trees: Vec<PathBuf> = run_dir.lib_binds.iter().map(|(_, p)| p.clone()).collect();
-    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
+    let lib_trees: Vec<PathBuf> = plan
+        .run_dir
+        .lib_binds
+        .iter()
+        .map(|(_, p)| p.clone())
+        .collect();
+    let exec_plan: &ExecPlan = &plan.exec;
     let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;

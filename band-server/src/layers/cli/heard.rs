@@ -163,7 +163,7 @@ impl Judge {
         plan: &crate::plan::RunPlan<'_>,
         on_report: OnReport,
     ) -> crate::error::SetupResult<RunJudge> {
-        let exec: &super::ExecPlan = plan.parts.need(band::proto::Layer::Cli)?;
+        let exec: &super::ExecPlan = &plan.exec;
         Ok(RunJudge {
             judge: Judge {
                 rules: plan.pre.rules.clone(),

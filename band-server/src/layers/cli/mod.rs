@@ -140,18 +140,6 @@ pub fn plan_exec(
 pub struct Cli;
 
 impl RunLayer for Cli {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Programs
-    }
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> SetupResult<()> {
-        let part = plan_exec(&inp.cfg.state_dir, &plan.run_id, &plan.pre.cli, inp.facts)?;
-        plan.parts.insert(part);
-        Ok(())
-    }
     fn steps(&self) -> &'static [Step] {
         &[
             Step {

@@ -16,7 +16,7 @@ pub(crate) fn wrappers(
     _out: &mut Applied,
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    RunDir::finish(inp.plan.run_dir(band::proto::Layer::Filesystem)?)
+    RunDir::finish(&inp.plan.run_dir)
 }
 
 /// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
@@ -25,7 +25,7 @@ pub(crate) fn run_dir(
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let dir = RunDir::create(inp.plan.run_dir(band::proto::Layer::Filesystem)?)?;
+    let dir = RunDir::create(&inp.plan.run_dir)?;
     out.parts.insert(RunDirRoot(dir.root.clone()));
     guard.push(dir);
     Ok(())

@@ -85,32 +85,6 @@ pub fn root_links(
 pub struct Fs;
 
 impl RunLayer for Fs {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Files
-    }
-    /// Its part: [`crate::plan::RunPlan::run_dir`] (it borrows the request's bytes).
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let net: &Option<crate::layers::net::NetRunPlan> =
-            plan.parts.need(band::proto::Layer::Filesystem)?;
-        let resolv_conf = net.as_ref().map(|n| n.resolv_conf.as_str());
-        let exec: &crate::layers::cli::ExecPlan =
-            plan.parts.need(band::proto::Layer::Filesystem)?;
-        let part = plan_run_dir(
-            inp.checked,
-            inp.cfg,
-            inp.facts,
-            &plan.identity,
-            &plan.pre,
-            resolv_conf,
-            exec,
-        );
-        plan.run_dir = Some(part);
-        Ok(())
-    }
     fn steps(&self) -> &'static [crate::layer::Step] {
         &[
             crate::layer::Step {

@@ -22,8 +22,7 @@ pub(crate) fn table_and_stub(
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let part: &Option<super::NetRunPlan> = inp.plan.parts.need(Layer::Network)?;
-    let Some(net_plan) = part else {
+    let Some(net_plan) = &inp.plan.net else {
         return Ok(());
     };
     let layer = NetLayer::start(

@@ -256,7 +256,8 @@ pub fn plan_network(
     run_id: &str,
     identity: &crate::layer::handover::Identity,
     matcher: &NetMatcher,
-    facts: &crate::facts::HostFacts,
+    own_addrs: &[IpAddr],
+    upstream: &[SocketAddr],
 ) -> crate::error::SetupResult<Option<NetRunPlan>> {
     if matcher.is_empty() {
         return Ok(None);
@@ -267,8 +268,8 @@ pub fn plan_network(
         identity.gid,
         identity.slot,
         matcher,
-        &facts.own_addrs,
-        &facts.upstream,
+        own_addrs,
+        upstream,
     )
     .map(Some)
     .map_err(|e| {
@@ -545,24 +546,6 @@ pub fn remove_stale_tables(
 pub struct Net;
 
 impl crate::layer::RunLayer for Net {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Network
-    }
-    /// Its part: `Option<NetRunPlan>` (`None` without `allow.net`).
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let part = plan_network(
-            &plan.run_id,
-            &plan.identity,
-            &inp.checked.compiled.net,
-            inp.facts,
-        )?;
-        plan.parts.insert(part);
-        Ok(())
-    }
     fn steps(&self) -> &'static [crate::layer::Step] {
         &[
             crate::layer::Step {

@@ -49,7 +49,7 @@ pub(crate) fn jail_input(
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let req = inp.checked.req;
-    let part: &ProcessPlan = inp.plan.parts.need(Layer::Process)?;
+    let part: &ProcessPlan = &inp.plan.process;
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
     let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
     let with_bash = entry_file.is_some_and(|f| f.mode & 0o111 == 0)
@@ -140,7 +140,7 @@ pub(crate) fn jail_input(
 /// the host's init, and is reaped at the end of `run::execute`.
 pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
     let plan = inp.plan;
-    let part: &ProcessPlan = plan.parts.need(Layer::Process)?;
+    let part: &ProcessPlan = &plan.process;
     sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;

@@ -8,7 +8,6 @@ pub mod seccomp;
 use self::bwrap::{ExtraBind, JailExec, SandboxPlan};
 use self::seccomp::DeniedSyscall;
 use crate::config::ServerConfig;
-use band::proto::Layer;
 
 use crate::layer::RunLayer;
 use crate::layers::cli::ExecPlan;
@@ -89,6 +88,26 @@ pub fn plan_sandbox(
     }
 }
 
+/// The process layer's part of [`crate::plan::RunPlan`]: [`plan_sandbox`], bubblewrap's argv
+/// from it, and the seccomp list. Pure.
+pub fn plan_process(
+    checked: &Checked<'_>,
+    cfg: &ServerConfig,
+    pre: &Preflight,
+    exec: &ExecPlan,
+    run_dir: &RunDirPlan<'_>,
+    share_net: bool,
+    proc_masks: &[crate::layers::fs::procmask::ProcMask],
+) -> ProcessPlan {
+    let sandbox = plan_sandbox(checked, cfg, pre, exec, run_dir, share_net, proc_masks);
+    ProcessPlan {
+        argv: bwrap::build_bwrap_args(&sandbox),
+        seccomp: plan_seccomp(&sandbox),
+        sandbox,
+        bwrap: cfg.bwrap.clone(),
+    }
+}
+
 /// The deny list band-jail installs (it builds the filter from the same function), part of
 /// [`crate::plan::RunPlan`]. Pure.
 pub fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
@@ -141,34 +160,6 @@ pub fn entry_exec(
 pub struct Process;
 
 impl RunLayer for Process {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Sandbox
-    }
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let exec: &ExecPlan = plan.parts.need(Layer::Process)?;
-        let net: &Option<crate::layers::net::NetRunPlan> = plan.parts.need(Layer::Process)?;
-        let sandbox = plan_sandbox(
-            inp.checked,
-            inp.cfg,
-            &plan.pre,
-            exec,
-            plan.run_dir(Layer::Process)?,
-            net.is_some(),
-            inp.facts.proc_masks.as_ref().map_err(Clone::clone)?,
-        );
-        let part = ProcessPlan {
-            argv: bwrap::build_bwrap_args(&sandbox),
-            seccomp: plan_seccomp(&sandbox),
-            sandbox,
-            bwrap: inp.cfg.bwrap.clone(),
-        };
-        plan.parts.insert(part);
-        Ok(())
-    }
     fn steps(&self) -> &'static [crate::layer::Step] {
         &[
             crate::layer::Step {
