@@ -434,8 +434,8 @@ impl HostFacts {
                         }),
                 )
                 .collect();
-            facts.runtime =
-                runtime::scan_trees(&runtime::normalize(roots)).map_err(|e| e.to_string());
+            facts.runtime = runtime::scan_trees(&runtime::normalize(roots), &execmask::scan)
+                .map_err(|e| e.to_string());
             // pip's user site of the user who invoked band (`SUDO_UID`, which sudo sets, when
             // band started band-server through sudo; else band-server's own user), read-only
             // where the run's Python looks for it (`runtime::user_site`).
@@ -460,7 +460,8 @@ impl HostFacts {
             if let (Ok(trees), Some(home)) = (&mut facts.runtime, home) {
                 for v in &versions {
                     if let Some(site) = runtime::user_site(&home, v)
-                        && let Ok(mut t) = runtime::scan_trees(std::slice::from_ref(&site))
+                        && let Ok(mut t) =
+                            runtime::scan_trees(std::slice::from_ref(&site), &execmask::scan)
                     {
                         for tree in &mut t {
                             tree.at = runtime::user_site_at(v);

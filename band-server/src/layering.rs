@@ -44,25 +44,16 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ),
     ("layers::cli", "facts", "its planner reads HostFacts"),
     ("layers::cli", "plan", "heard::Judge::for_run"),
-    ("layers::cli", "layers::fs", "execmask::LIB_ROOTS, runtime"),
     ("layers::fs", "facts", "its planner reads HostFacts"),
     ("layers::fs", "plan", "its planner reads Preflight"),
     ("layers::fs", "layers::cli", "its planner reads ExecPlan"),
-    ("layers::fs", "layers::process", "bwrap::SANDBOX_PATH"),
-    ("layers::net", "layers::process", "apply::Spawned"),
     ("layers::process", "plan", "its planner reads Preflight"),
-    ("layers::process", "layers::cgroup", "apply::JoinFiles"),
     (
         "layers::process",
         "layers::cli",
         "ExecPlan, RunPrograms, shim's judge",
     ),
     ("layers::process", "layers::fs", "RunDirPlan, procmask"),
-    (
-        "layers::process",
-        "layers::net",
-        "NetRunPlan, NetLayer's namespace",
-    ),
 ];
 
 fn rank(unit: &str) -> Option<u32> {

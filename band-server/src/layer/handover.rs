@@ -2,8 +2,12 @@
 //! layer's output only through a type of this module (or of [`crate::layer`]), never by naming
 //! that layer.
 
+use std::fs::File;
 use std::net::IpAddr;
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use std::time::Instant;
 
 use band::proto::CliCall;
 
@@ -42,3 +46,24 @@ pub struct Lookup {
 
 /// Called for every question the DNS stub answers, as it is answered.
 pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
+
+/// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
+pub struct JoinFiles(pub Vec<File>);
+
+/// network → spawn: the run's own network namespace, for bubblewrap's parent to join (with
+/// `allow.net`). The descriptor stays open in the network layer's handle, in the run's guard,
+/// until after the spawn.
+pub struct NetNamespace(pub RawFd);
+
+/// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the
+/// secrets pipe and the jail's input to write into it, the read end of the jail's status pipe,
+/// and when the script's clock started (the network's wait step sets it again after its wait).
+pub struct Spawned {
+    pub secrets_w: OwnedFd,
+    pub jail_json: Vec<u8>,
+    pub status_r: OwnedFd,
+    pub run_start: Instant,
+    /// `band learn`: band-server's end of the socket the jail sends its observing filter's
+    /// listener on (the process layer's `bwrap::OBSERVE_FD`).
+    pub observe: Option<UnixStream>,
+}

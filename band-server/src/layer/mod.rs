@@ -26,6 +26,7 @@ use crate::request::Checked;
 
 mod guard;
 pub mod handover;
+pub mod paths;
 
 pub(crate) use self::guard::built_any;
 pub use self::guard::{Built, RunGuard, Teardown};

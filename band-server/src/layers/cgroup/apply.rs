@@ -19,8 +19,7 @@ use crate::error::{LayerExt, SetupResult};
 use crate::layer::RunGuard;
 use crate::layer::{Applied, Built, Inputs, Teardown};
 
-/// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-pub struct JoinFiles(pub Vec<File>);
+pub use crate::layer::handover::JoinFiles;
 
 /// The run's cgroup, with its join files.
 type Made = (RunCgroup, Vec<File>);

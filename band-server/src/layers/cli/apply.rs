@@ -50,11 +50,7 @@ pub(crate) fn programs(
         .runtime
         .iter()
         .map(|t| t.root.clone())
-        .chain(
-            crate::layers::fs::execmask::LIB_ROOTS
-                .iter()
-                .map(PathBuf::from),
-        )
+        .chain(crate::layer::paths::LIB_ROOTS.iter().map(PathBuf::from))
         .collect();
     let exec = guard.get_mut::<ExecDir>().ok_or_else(|| {
         SetupError::new(

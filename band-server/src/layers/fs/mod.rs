@@ -68,7 +68,7 @@ pub fn plan_run_dir<'a>(
 pub fn root_links(
     exec: &crate::layers::cli::ExecPlan,
 ) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
-    let bin = crate::layers::process::bwrap::SANDBOX_PATH;
+    let bin = crate::layer::paths::SANDBOX_PATH;
     exec.self_links
         .iter()
         .map(|(copy, name)| {

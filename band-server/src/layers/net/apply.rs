@@ -13,8 +13,8 @@ use super::NetLayer;
 use super::nft::Nft;
 use crate::error::{SetupError, SetupResult};
 use crate::layer::RunGuard;
+use crate::layer::handover::{NetNamespace, Spawned};
 use crate::layer::{Applied, Inputs};
-use crate::layers::process::apply::Spawned;
 
 /// The network step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn table_and_stub(
@@ -32,6 +32,9 @@ pub(crate) fn table_and_stub(
         out.on_lookup.clone(),
     )
     .map_err(failed)?;
+    if let Some(fd) = layer.netns_fd() {
+        out.parts.insert(NetNamespace(fd));
+    }
     guard.push(layer);
     Ok(())
 }

@@ -16,23 +16,12 @@ use super::memfd::{self, MemfdGuard};
 use super::{ProcessPlan, bwrap, seccomp};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::RunGuard;
+use crate::layer::handover::{JoinFiles, NetNamespace};
 use crate::layer::{Applied, Inputs};
-use crate::layers::cgroup::apply::JoinFiles;
 use crate::layers::cli::execcache::RunPrograms;
 use crate::sys::{self, PreExec};
 
-/// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the
-/// secrets pipe and the jail's input to write into it, the read end of the jail's status pipe,
-/// and when the script's clock started.
-pub struct Spawned {
-    pub secrets_w: OwnedFd,
-    pub jail_json: Vec<u8>,
-    pub status_r: OwnedFd,
-    pub run_start: Instant,
-    /// `band learn`: band-server's end of the socket the jail sends its observing filter's
-    /// listener on ([`bwrap::OBSERVE_FD`]).
-    pub observe: Option<UnixStream>,
-}
+pub use crate::layer::handover::Spawned;
 
 /// jail input → spawn: the jail's input (secrets included), encoded.
 pub struct JailJson(pub Vec<u8>);
@@ -162,6 +151,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     let memfd: MemfdGuard = out.parts.take(Layer::Process)?;
     let program = out.parts.remove::<JailProgram>().map(|p| p.0);
     let JoinFiles(cgroup_join) = out.parts.take(Layer::Cgroup)?;
+    let netns = out.parts.remove::<NetNamespace>().map(|n| n.0);
     // What the run builds beside the spawn (the run directory), which bubblewrap's exec waits for.
     let gate = out.parts.remove::<crate::layer::Gate>().map(|g| g.0);
     let mut fds = vec![
@@ -200,9 +190,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         },
         // A networked run's own namespace (made by the network step); the descriptor stays open
         // in the guard's NetLayer until after the spawn.
-        netns: guard
-            .get::<crate::layers::net::NetLayer>()
-            .and_then(crate::layers::net::NetLayer::netns_fd),
+        netns,
         gate: gate.as_ref().map(|g| g.as_raw_fd()),
     }
     .install(&mut cmd);

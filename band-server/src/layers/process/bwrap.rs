@@ -44,7 +44,7 @@ use crate::layers::fs::procmask::ProcMask;
 use crate::layers::fs::workdir::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// Inside the sandbox.
-pub const SANDBOX_PATH: &str = "/band/bin";
+pub use crate::layer::paths::SANDBOX_PATH;
 pub const SANDBOX_SHIM: &str = "/band/shim";
 pub const SANDBOX_JAIL: &str = "/band/jail";
 pub const SANDBOX_SOCK: &str = "/band/sock";
