@@ -81,7 +81,7 @@ pub struct HostFacts {
     pub lib_roots: Vec<String>,
     /// What of the run's `/proc` is covered ([`procmask::plan`] of the host's), or why the host's
     /// `/proc` could not be listed.
-    pub proc_masks: SetupResult<Vec<procmask::ProcMask>>,
+    pub proc_masks: SetupResult<Vec<crate::layer::handover::ProcMask>>,
     pub helpers: SetupResult<Helpers>,
     /// The configured bubblewrap is a file.
     pub bwrap_present: bool,
@@ -219,6 +219,19 @@ pub fn prepare_state_dir(state: &Path) -> SetupResult<()> {
         Layer::Filesystem,
         format!("failed to chmod {}", state.display()),
     )
+}
+
+impl HostFacts {
+    /// What the CLI gate's plan reads of these facts.
+    pub fn programs(&self) -> crate::layers::cli::ProgramFacts<'_> {
+        crate::layers::cli::ProgramFacts {
+            shim_copy: &self.shim_copy,
+            copies: &self.copies,
+            runtime: &self.runtime,
+            layouts: &self.layouts,
+            argv0: &self.argv0,
+        }
+    }
 }
 
 impl HostFacts {

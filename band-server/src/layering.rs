@@ -42,18 +42,11 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "plan",
         "Inputs::plan: the apply steps read the typed plan",
     ),
-    ("layers::cli", "facts", "its planner reads HostFacts"),
-    ("layers::cli", "plan", "heard::Judge::for_run"),
-    ("layers::fs", "facts", "its planner reads HostFacts"),
-    ("layers::fs", "plan", "its planner reads Preflight"),
-    ("layers::fs", "layers::cli", "its planner reads ExecPlan"),
-    ("layers::process", "plan", "its planner reads Preflight"),
     (
         "layers::process",
         "layers::cli",
-        "ExecPlan, RunPrograms, shim's judge",
+        "the jail's input: RunPrograms, and the gate's judge of band exec's command",
     ),
-    ("layers::process", "layers::fs", "RunDirPlan, procmask"),
 ];
 
 fn rank(unit: &str) -> Option<u32> {

@@ -13,20 +13,25 @@
 //! every other part). The plan is a typed struct, one field per layer's part: a part a layer
 //! needs that is not planned before it does not compile.
 
+use std::path::PathBuf;
+
 use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
 
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
+use crate::layer::handover::{ExecView, ProcMask};
 use crate::layers::cgroup::{CgroupPlan, plan_run_cgroup};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
 use crate::layers::cli::shim::CliRules;
+use crate::layers::fs::RunDirInputs;
 use crate::layers::fs::mounts;
 use crate::layers::fs::workdir::{HostMount, RunDirPlan};
 use crate::layers::net::{NetRunPlan, plan_network};
 pub use crate::layers::process::ProcessPlan;
+use crate::layers::process::bwrap::{ExtraBind, SandboxPlan};
 use crate::request::{Checked, DecodedFile};
 
 pub use crate::layer::handover::Identity;
@@ -123,24 +128,39 @@ pub fn plan_run<'a>(
         &facts.own_addrs,
         &facts.upstream,
     )?;
-    let exec = crate::layers::cli::plan_exec(&cfg.state_dir, &run_id, &pre.cli, facts)?;
+    let exec = crate::layers::cli::plan_exec(&cfg.state_dir, &run_id, &pre.cli, &facts.programs())?;
+    let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
+    let tree_roots: Vec<PathBuf> = exec.runtime.iter().map(|t| t.root.clone()).collect();
     let run_dir = crate::layers::fs::plan_run_dir(
         checked,
         cfg,
-        facts,
         identity,
-        &pre,
-        net.as_ref().map(|n| n.resolv_conf.as_str()),
-        &exec,
+        &RunDirInputs {
+            host_mounts: &pre.host_mounts,
+            write_dirs: &pre.write_dirs,
+            wrappers: &wrappers,
+            masked: &facts.masked,
+            lib_roots: &facts.lib_roots,
+            resolv_conf: net.as_ref().map(|n| n.resolv_conf.as_str()),
+            exec: ExecView {
+                root: &exec.root,
+                self_links: &exec.self_links,
+                links: &exec.links,
+                tree_roots: &tree_roots,
+            },
+        },
     );
     let process = crate::layers::process::plan_process(
-        checked,
+        plan_sandbox(
+            checked,
+            cfg,
+            &pre,
+            &exec,
+            &run_dir,
+            net.is_some(),
+            facts.proc_masks.as_ref().map_err(Clone::clone)?,
+        ),
         cfg,
-        &pre,
-        &exec,
-        &run_dir,
-        net.is_some(),
-        facts.proc_masks.as_ref().map_err(Clone::clone)?,
     );
     Ok(RunPlan {
         run_id,
@@ -153,6 +173,66 @@ pub fn plan_run<'a>(
         run_dir,
         process,
     })
+}
+
+/// What bubblewrap gets, the process layer's input (its argv is
+/// [`crate::layers::process::bwrap::build_bwrap_args`] of this), made of the other layers' parts: the run directory, the programs, band-shim and
+/// band-jail, the host mounts and the masked library trees. `share_net`: the run has `allow.net`.
+/// Pure.
+fn plan_sandbox(
+    checked: &Checked<'_>,
+    cfg: &ServerConfig,
+    pre: &Preflight,
+    exec: &ExecPlan,
+    run_dir: &RunDirPlan<'_>,
+    share_net: bool,
+    proc_masks: &[ProcMask],
+) -> SandboxPlan {
+    SandboxPlan {
+        run_dir: run_dir.root.clone(),
+        shim: exec.shim.clone(),
+        exec_dir: exec.root.clone(),
+        self_links: exec.self_links.clone(),
+        links: exec.links.clone(),
+        extra: pre
+            .host_mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ExtraBind {
+                source: run_dir.host_mount(i),
+                dest: m.sandbox.clone(),
+                writable: m.writable,
+            })
+            .chain(exec.runtime.iter().flat_map(|t| {
+                // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
+                // over each of its programs (judged by the gate, run only by a rule naming it).
+                std::iter::once(ExtraBind {
+                    source: t.root.clone(),
+                    dest: t.at.clone(),
+                    writable: false,
+                })
+                .chain(t.helpers().into_iter().map(|(at, _)| ExtraBind {
+                    source: exec.shim.clone(),
+                    dest: at,
+                    writable: false,
+                }))
+            }))
+            .collect(),
+        entry: checked.req.entry.clone(),
+        // The entry is read by its interpreter: band-shim is never bound over it (a `./` rule
+        // naming it leaves it noexec at its path).
+        bundled: pre
+            .cli
+            .bundled
+            .iter()
+            .filter(|b| b.path != checked.req.entry)
+            .map(|b| b.path.clone())
+            .collect(),
+        has_config: checked.config_json.is_some(),
+        share_net,
+        ipc_scope_required: share_net && cfg.require_ipc_scope,
+        proc_masks: proc_masks.to_vec(),
+    }
 }
 
 /// [`programs::plan_cli`] with the binaries and heads of `facts`.

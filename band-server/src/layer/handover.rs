@@ -6,6 +6,7 @@ use std::fs::File;
 use std::net::IpAddr;
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -66,4 +67,34 @@ pub struct Spawned {
     /// `band learn`: band-server's end of the socket the jail sends its observing filter's
     /// listener on (the process layer's `bwrap::OBSERVE_FD`).
     pub observe: Option<UnixStream>,
+}
+
+/// The CLI gate's plan as the run directory sees it (made by the plan from the gate's part):
+/// the run's exec folder, bound at `/band`; the links the sandbox's root holds for the programs;
+/// and the programs' trees, bound at their host paths.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecView<'a> {
+    pub root: &'a Path,
+    /// (cache path, wrapped name) of each declared host program (the gate's `self_links`).
+    pub self_links: &'a [(PathBuf, String)],
+    /// (link, target): the installations around the programs' copies.
+    pub links: &'a [(PathBuf, PathBuf)],
+    /// The roots of the programs' trees.
+    pub tree_roots: &'a [PathBuf],
+}
+
+/// One cover of the run's `/proc` (the filesystem layer plans them, the process layer binds
+/// them): a path of `/proc` and whether the host has a folder there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcMask {
+    /// Relative to `/proc`: `cmdline`, `sys/kernel/random/boot_id`.
+    pub path: String,
+    pub dir: bool,
+}
+
+impl ProcMask {
+    /// Where the run sees it.
+    pub fn sandbox_path(&self) -> PathBuf {
+        Path::new("/proc").join(&self.path)
+    }
 }

@@ -276,7 +276,8 @@ pub(crate) fn prepare<'p>(
     let on_report: OnReport = Arc::new(move |r| queue.push(r));
     // The shells' own "not found" messages on the script's stderr are CLI reports too
     // (`layers::cli::heard`).
-    let heard = crate::layers::cli::heard::Judge::for_run(&plan, on_report.clone())?;
+    let heard =
+        crate::layers::cli::heard::Judge::for_run(&plan.pre.rules, &plan.exec, on_report.clone())?;
     let mut applied = Applied::new(on_lookup, on_report);
     let inputs = Inputs {
         plan: &plan,

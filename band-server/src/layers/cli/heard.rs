@@ -160,13 +160,13 @@ impl RunJudge {
 impl Judge {
     /// The run's rules and programs, as the plan has them.
     pub fn for_run(
-        plan: &crate::plan::RunPlan<'_>,
+        rules: &CliRules,
+        exec: &super::ExecPlan,
         on_report: OnReport,
     ) -> crate::error::SetupResult<RunJudge> {
-        let exec: &super::ExecPlan = &plan.exec;
         Ok(RunJudge {
             judge: Judge {
-                rules: plan.pre.rules.clone(),
+                rules: rules.clone(),
                 names: exec.programs.iter().map(|(n, _)| n.clone()).collect(),
             },
             on_report,

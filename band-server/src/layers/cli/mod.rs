@@ -20,7 +20,6 @@ use self::execcache::ExecDir;
 use self::programs::CliPlan;
 use self::reports::ReportListener;
 use crate::error::{SetupError, SetupResult};
-use crate::facts::HostFacts;
 use crate::layer::{Built, Host, Phase, Report, RunLayer, Stale, Step, Teardown, built_any};
 
 /// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and
@@ -53,14 +52,29 @@ pub struct ExecPlan {
     pub argv0: std::collections::BTreeMap<String, String>,
 }
 
+/// What the CLI gate's plan reads of the host (gathered with the host's facts, `HostFacts`).
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramFacts<'a> {
+    /// Where band-shim's execute-only copy is in the program cache, or why it cannot be.
+    pub shim_copy: &'a Result<PathBuf, std::io::Error>,
+    /// Where each binary's execute-only copy is in the program cache, by command name.
+    pub copies: &'a std::collections::BTreeMap<String, PathBuf>,
+    /// The trees the run's programs need around them, or why they cannot be bound.
+    pub runtime: &'a Result<Vec<runtime::RuntimeTree>, String>,
+    /// Command name → its installation's layout and the links that rebuild it.
+    pub layouts: &'a std::collections::BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>,
+    /// Command name → the `argv[0]` its program runs with, when not its own.
+    pub argv0: &'a std::collections::BTreeMap<String, String>,
+}
+
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
 /// program's: its staged copy, [`bundled::staging_path`]), and
-/// band-shim's copy as [`HostFacts`] found it. Pure.
+/// band-shim's copy as the host's facts found it. Pure.
 pub fn plan_exec(
     state: &Path,
     run_id: &str,
     cli: &CliPlan,
-    facts: &HostFacts,
+    facts: &ProgramFacts<'_>,
 ) -> SetupResult<ExecPlan> {
     let programs: Vec<(String, PathBuf)> = cli
         .binaries
@@ -100,7 +114,7 @@ pub fn plan_exec(
             programs.push((name, host));
         }
     }
-    for (name, (layout, tree_links)) in &facts.layouts {
+    for (name, (layout, tree_links)) in facts.layouts {
         let Some(copy) = facts.copies.get(name) else {
             continue;
         };

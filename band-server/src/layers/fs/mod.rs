@@ -9,34 +9,45 @@ pub mod workdir;
 
 use std::collections::BTreeSet;
 
-use self::workdir::{RunDir, RunDirPlan, RunDirSpec};
+use self::workdir::{HostMount, RunDir, RunDirPlan, RunDirSpec};
 use crate::config::ServerConfig;
-use crate::facts::HostFacts;
+use crate::layer::handover::{ExecView, Identity};
 use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
-use crate::plan::{Identity, Preflight};
 use crate::request::Checked;
 
+/// What the run directory's plan reads besides the request, the config and the identity: the
+/// host mounts, write dirs and wrapped command names planned before the lease, the host's
+/// library executables to hide and library trees, the network's resolv.conf and the CLI gate's
+/// programs.
+pub struct RunDirInputs<'p> {
+    pub host_mounts: &'p [HostMount],
+    pub write_dirs: &'p [String],
+    /// The names band-shim is bound under in `/usr/bin`.
+    pub wrappers: &'p [String],
+    pub masked: &'p [std::path::PathBuf],
+    pub lib_roots: &'p [String],
+    /// The sandbox's `/etc/resolv.conf` when the run has network.
+    pub resolv_conf: Option<&'p str>,
+    pub exec: ExecView<'p>,
+}
+
 /// The run directory part of [`crate::plan::RunPlan`]: its operations, owners and modes
-/// included, and the library trees it masks. `resolv_conf`: the sandbox's `/etc/resolv.conf`
-/// when the run has network; `exec`: the programs (their trees are bound, their links are made
-/// in the sandbox's root). Pure.
+/// included, and the library trees it masks. `inp.exec`: the programs (their trees are bound,
+/// their links are made in the sandbox's root). Pure.
 pub fn plan_run_dir<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
-    facts: &HostFacts,
     identity: &Identity,
-    pre: &Preflight,
-    resolv_conf: Option<&str>,
-    exec: &crate::layers::cli::ExecPlan,
+    inp: &RunDirInputs<'_>,
 ) -> RunDirPlan<'a> {
+    let exec = &inp.exec;
     let links = root_links(exec);
-    let other_binds: Vec<(std::path::PathBuf, bool)> = pre
+    let other_binds: Vec<(std::path::PathBuf, bool)> = inp
         .host_mounts
         .iter()
         .map(|m| (m.sandbox.clone(), m.is_dir))
-        .chain(exec.runtime.iter().map(|t| (t.root.clone(), true)))
+        .chain(exec.tree_roots.iter().map(|r| (r.clone(), true)))
         .collect();
-    let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
     let compiled = &checked.compiled;
     let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
     workdir::plan(&RunDirSpec {
@@ -49,25 +60,23 @@ pub fn plan_run_dir<'a>(
         bundle: &checked.bundle,
         workspace: &checked.workspace,
         write_allowed: &write_allowed,
-        write_dirs: &pre.write_dirs,
+        write_dirs: inp.write_dirs,
         input_json: &checked.input_json,
         config_json: checked.config_json.as_deref(),
-        wrappers: &wrappers,
-        host_mounts: &pre.host_mounts,
-        masked: &facts.masked,
-        lib_roots: &facts.lib_roots,
-        resolv_conf,
+        wrappers: inp.wrappers,
+        host_mounts: inp.host_mounts,
+        masked: inp.masked,
+        lib_roots: inp.lib_roots,
+        resolv_conf: inp.resolv_conf,
         other_binds: &other_binds,
         links: &links,
-        exec_dir: &exec.root,
+        exec_dir: exec.root,
     })
 }
 
 /// The symlinks bubblewrap's root holds (link, target): at each program copy's path a link to
 /// its wrapper (`SandboxPlan::self_links`), and the installation links around it.
-pub fn root_links(
-    exec: &crate::layers::cli::ExecPlan,
-) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+pub fn root_links(exec: &ExecView<'_>) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
     let bin = crate::layer::paths::SANDBOX_PATH;
     exec.self_links
         .iter()

@@ -40,8 +40,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::layers::fs::procmask::ProcMask;
-use crate::layers::fs::workdir::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
+use crate::layer::handover::ProcMask;
+use crate::layer::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// Inside the sandbox.
 pub use crate::layer::paths::SANDBOX_PATH;

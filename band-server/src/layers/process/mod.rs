@@ -5,16 +5,12 @@ pub mod bwrap;
 pub mod memfd;
 pub mod seccomp;
 
-use self::bwrap::{ExtraBind, JailExec, SandboxPlan};
+use self::bwrap::{JailExec, SandboxPlan};
 use self::seccomp::DeniedSyscall;
 use crate::config::ServerConfig;
 
 use crate::layer::RunLayer;
-use crate::layers::cli::ExecPlan;
 use crate::layers::cli::execcache::{self, ExecTable};
-use crate::layers::fs::workdir::RunDirPlan;
-use crate::plan::Preflight;
-use crate::request::Checked;
 use bwrap::PROGRAM_FD;
 
 /// The process layer's part of [`crate::plan::RunPlan`].
@@ -28,78 +24,9 @@ pub struct ProcessPlan {
     pub seccomp: Vec<DeniedSyscall>,
 }
 
-/// What bubblewrap gets, part of [`crate::plan::RunPlan`] (its argv is
-/// [`bwrap::build_bwrap_args`] of this): the run directory, the programs, band-shim and
-/// band-jail, the host mounts and the masked library trees. `share_net`: the run has `allow.net`.
-/// Pure.
-pub fn plan_sandbox(
-    checked: &Checked<'_>,
-    cfg: &ServerConfig,
-    pre: &Preflight,
-    exec: &ExecPlan,
-    run_dir: &RunDirPlan<'_>,
-    share_net: bool,
-    proc_masks: &[crate::layers::fs::procmask::ProcMask],
-) -> SandboxPlan {
-    SandboxPlan {
-        run_dir: run_dir.root.clone(),
-        shim: exec.shim.clone(),
-        exec_dir: exec.root.clone(),
-        self_links: exec.self_links.clone(),
-        links: exec.links.clone(),
-        extra: pre
-            .host_mounts
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ExtraBind {
-                source: run_dir.host_mount(i),
-                dest: m.sandbox.clone(),
-                writable: m.writable,
-            })
-            .chain(exec.runtime.iter().flat_map(|t| {
-                // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
-                // over each of its programs (judged by the gate, run only by a rule naming it).
-                std::iter::once(ExtraBind {
-                    source: t.root.clone(),
-                    dest: t.at.clone(),
-                    writable: false,
-                })
-                .chain(t.helpers().into_iter().map(|(at, _)| ExtraBind {
-                    source: exec.shim.clone(),
-                    dest: at,
-                    writable: false,
-                }))
-            }))
-            .collect(),
-        entry: checked.req.entry.clone(),
-        // The entry is read by its interpreter: band-shim is never bound over it (a `./` rule
-        // naming it leaves it noexec at its path).
-        bundled: pre
-            .cli
-            .bundled
-            .iter()
-            .filter(|b| b.path != checked.req.entry)
-            .map(|b| b.path.clone())
-            .collect(),
-        has_config: checked.config_json.is_some(),
-        share_net,
-        ipc_scope_required: share_net && cfg.require_ipc_scope,
-        proc_masks: proc_masks.to_vec(),
-    }
-}
-
-/// The process layer's part of [`crate::plan::RunPlan`]: [`plan_sandbox`], bubblewrap's argv
-/// from it, and the seccomp list. Pure.
-pub fn plan_process(
-    checked: &Checked<'_>,
-    cfg: &ServerConfig,
-    pre: &Preflight,
-    exec: &ExecPlan,
-    run_dir: &RunDirPlan<'_>,
-    share_net: bool,
-    proc_masks: &[crate::layers::fs::procmask::ProcMask],
-) -> ProcessPlan {
-    let sandbox = plan_sandbox(checked, cfg, pre, exec, run_dir, share_net, proc_masks);
+/// The process layer's part of [`crate::plan::RunPlan`]: what bubblewrap gets (`sandbox`, which
+/// the plan makes of the other layers' parts), its argv, and the seccomp list. Pure.
+pub fn plan_process(sandbox: SandboxPlan, cfg: &ServerConfig) -> ProcessPlan {
     ProcessPlan {
         argv: bwrap::build_bwrap_args(&sandbox),
         seccomp: plan_seccomp(&sandbox),
