@@ -250,7 +250,10 @@ mod tests {
         let report = Report {
             dead_leases: vec![3],
             killed: 2,
-            removed_dirs: vec!["0123456789abcdef".into()],
+            removed: vec![(
+                crate::layer::REMOVED_RUN_DIRS,
+                vec!["0123456789abcdef".into()],
+            )],
             errors: vec!["cannot remove cgroup x: busy".into()],
             ..Report::default()
         };
@@ -308,7 +311,7 @@ mod tests {
             if STUCK.load(std::sync::atomic::Ordering::SeqCst) {
                 report.errors.push(format!("{run}: cannot remove"));
             } else {
-                report.removed_dirs.push(run.to_string());
+                report.note_removed(crate::layer::REMOVED_RUN_DIRS, run.to_string());
             }
         }
     }
@@ -338,7 +341,10 @@ mod tests {
         STUCK.store(false, std::sync::atomic::Ordering::SeqCst);
         let report = run_with(&[&Stuck], state.path(), nft, false);
         assert_eq!(report.dead_leases, [7], "{report:?}");
-        assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
+        assert_eq!(
+            report.removed(crate::layer::REMOVED_RUN_DIRS),
+            ["0123456789abcdef"]
+        );
         // Cleared in place (blanks, no truncation): free to the next search.
         assert_eq!(
             uidpool::read_lease(&mut fs_err::File::open(&lease).unwrap()),
@@ -382,7 +388,11 @@ mod tests {
         );
         // A real leftover (no lease names it) is removed and reported; the directory of the run
         // that ended meanwhile was never the janitor's to remove.
-        assert_eq!(report.removed_dirs, ["fedcba9876543210"], "{report:?}");
+        assert_eq!(
+            report.removed(crate::layer::REMOVED_RUN_DIRS),
+            ["fedcba9876543210"],
+            "{report:?}"
+        );
         assert!(report.errors.is_empty(), "{report:?}");
         assert!(!runs.join("fedcba9876543210").exists());
     }

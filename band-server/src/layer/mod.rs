@@ -37,30 +37,58 @@ use self::handover::{OnLookup, OnReport};
 pub struct Report {
     pub dead_leases: Vec<u32>,
     pub killed: usize,
-    pub removed_dirs: Vec<String>,
-    pub removed_cgroups: Vec<String>,
-    pub removed_tables: Vec<String>,
+    /// What each layer removed, under the name the log line gives it ([`REMOVED_RUN_DIRS`],
+    /// [`REMOVED_CGROUPS`], [`REMOVED_TABLES`], or a new layer's own), in the order of the
+    /// first removal of each.
+    pub removed: Vec<(&'static str, Vec<String>)>,
     pub errors: Vec<String>,
 }
 
+/// What the filesystem layer removes, in the janitor's log line.
+pub const REMOVED_RUN_DIRS: &str = "run dirs";
+/// What the cgroup layer removes, in the janitor's log line.
+pub const REMOVED_CGROUPS: &str = "cgroups";
+/// What the network layer removes, in the janitor's log line.
+pub const REMOVED_TABLES: &str = "nftables tables";
+/// The kinds the log line always names, in this order (others follow, when there are any).
+const LOGGED: [&str; 3] = [REMOVED_RUN_DIRS, REMOVED_CGROUPS, REMOVED_TABLES];
+
 impl Report {
+    /// What was removed under `what`.
+    pub fn removed(&self, what: &str) -> &[String] {
+        self.removed
+            .iter()
+            .find(|(w, _)| *w == what)
+            .map(|(_, items)| items.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// Note `item`, removed, under `what`.
+    pub fn note_removed(&mut self, what: &'static str, item: String) {
+        match self.removed.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, items)) => items.push(item),
+            None => self.removed.push((what, vec![item])),
+        }
+    }
+
     /// What the pass did and what it could not do, one line each (none when it found nothing).
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         if !self.dead_leases.is_empty()
-            || !self.removed_dirs.is_empty()
-            || !self.removed_cgroups.is_empty()
-            || !self.removed_tables.is_empty()
+            || self.removed.iter().any(|(_, items)| !items.is_empty())
             || self.killed > 0
         {
-            out.push(format!(
+            let [dirs, cgroups, tables] = LOGGED.map(|w| self.removed(w));
+            let mut line = format!(
                 "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
-                self.dead_leases,
-                self.killed,
-                self.removed_dirs,
-                self.removed_cgroups,
-                self.removed_tables
-            ));
+                self.dead_leases, self.killed, dirs, cgroups, tables
+            );
+            for (what, items) in &self.removed {
+                if !LOGGED.contains(what) {
+                    line.push_str(&format!(", {what} {items:?}"));
+                }
+            }
+            out.push(line);
         }
         out.extend(
             self.errors
@@ -74,9 +102,11 @@ impl Report {
     pub fn extend(&mut self, r: Report) {
         self.dead_leases.extend(r.dead_leases);
         self.killed += r.killed;
-        self.removed_dirs.extend(r.removed_dirs);
-        self.removed_cgroups.extend(r.removed_cgroups);
-        self.removed_tables.extend(r.removed_tables);
+        for (what, items) in r.removed {
+            for item in items {
+                self.note_removed(what, item);
+            }
+        }
         self.errors.extend(r.errors);
     }
 }

@@ -5,12 +5,25 @@
 //! The run applies every listed layer's steps sorted by phase ([`apply_order`]), the run's guard
 //! tears down what was built in reverse order, and the janitor walks [`LAYERS`].
 //!
-//! Adding a layer: a folder here with its `RunLayer` impl and its own types, one line in
-//! [`LAYERS`], and, when it plans anything, its field in [`crate::plan::RunPlan`] with one call
-//! of its pure planner in [`crate::plan::plan_run`] (typed: a part it needs that is not planned
-//! before it does not compile). Its hand-overs go in [`crate::layer::Applied::parts`], by type
-//! (one it needs that is absent fails closed naming the layer). `run::execute`, the guard and the
-//! janitor walk the list (`band-server/tests/suite/new_layer.rs` does it with a toy layer).
+//! Adding a layer takes:
+//!
+//! - a folder here with its `RunLayer` impl (its steps, each in an existing
+//!   [`crate::layer::Phase`] or a new one where it must run, and its janitor passes) and its own
+//!   types; it uses only what is below the layers ([`crate::layer`], [`crate::layer::handover`]
+//!   for what it reads of another layer or hands one, the config, the request), never another
+//!   layer (`layering.rs` checks it);
+//! - one line in [`LAYERS`];
+//! - when it plans anything: its field in [`crate::plan::RunPlan`] and one call of its pure
+//!   planner in [`crate::plan::plan_run`], with the earlier parts it reads as arguments (typed: a
+//!   part that is not planned before it does not compile);
+//! - what its janitor passes remove goes in the janitor's report under a name of its own
+//!   ([`crate::layer::Report::note_removed`]);
+//! - its errors name a layer of the protocol (`band::proto::Layer`), which the client shows: a
+//!   layer the protocol does not name yet takes a variant there.
+//!
+//! Its hand-overs to later steps go in [`crate::layer::Applied::parts`], by type (one a step needs
+//! that is absent fails closed naming the layer). `run::execute`, the guard and the janitor walk
+//! the list (`band-server/tests/suite/new_layer.rs` does it with a toy layer).
 
 use crate::layer::{RunLayer, Step};
 

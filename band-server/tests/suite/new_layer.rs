@@ -27,6 +27,9 @@ use super::plan::{checked, facts, identity, request, state_config};
 /// The toy layer: one marker file per run under `<state>/toy/`.
 struct Toy;
 
+/// What the janitor's log line calls what the toy removes.
+const TOY_MARKERS: &str = "toy markers";
+
 /// Its part of the plan.
 #[derive(Debug)]
 struct ToyPlan {
@@ -82,7 +85,7 @@ impl RunLayer for Toy {
         if !live.contains(&item.run)
             && fs_err::remove_file(toy_dir(host.state).join(&item.run)).is_ok()
         {
-            report.removed_dirs.push(item.run.clone());
+            report.note_removed(TOY_MARKERS, item.run.clone());
         }
     }
 }
@@ -185,7 +188,12 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
     // Swept by the janitor: a dead run's marker goes.
     fs_err::write(&marker, "990").unwrap_or_else(|e| panic!("{e}"));
     let report = janitor::run_with(&[&Toy], state.path(), Path::new("/nonexistent/nft"), false);
-    assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
+    assert_eq!(report.removed(TOY_MARKERS), ["0123456789abcdef"]);
+    assert!(
+        report.lines()[0].ends_with(", toy markers [\"0123456789abcdef\"]"),
+        "{:?}",
+        report.lines()
+    );
     assert!(
         !marker.exists(),
         "the janitor did not sweep the toy's leftover"

@@ -105,7 +105,7 @@ impl crate::layer::RunLayer for Cgroup {
         report: &mut crate::layer::Report,
     ) {
         let name = &item.run;
-        if live.contains(name) || report.removed_cgroups.contains(name) {
+        if live.contains(name) || report.removed(crate::layer::REMOVED_CGROUPS).contains(name) {
             return;
         }
         remove_owned(host.state, name, report);

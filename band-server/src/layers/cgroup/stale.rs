@@ -104,7 +104,7 @@ pub(super) fn remove_owned(state: &Path, name: &str, report: &mut crate::layer::
         }
         match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
             Ok(()) => {
-                report.removed_cgroups.push(name.to_string());
+                report.note_removed(crate::layer::REMOVED_CGROUPS, name.to_string());
                 if let Err(e) = remove_mark(state, name) {
                     report.errors.push(format!("cgroup {name}: {e}"));
                 }

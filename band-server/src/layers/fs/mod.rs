@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use self::workdir::{HostMount, RunDir, RunDirPlan, RunDirSpec};
 use crate::config::ServerConfig;
 use crate::layer::handover::{ExecView, Identity};
-use crate::layer::{Built, Host, Report, RunLayer, Stale, Teardown, built_any};
+use crate::layer::{Built, Host, REMOVED_RUN_DIRS, Report, RunLayer, Stale, Teardown, built_any};
 use crate::request::Checked;
 
 /// What the run directory's plan reads besides the request, the config and the identity: the
@@ -133,7 +133,7 @@ impl RunLayer for Fs {
         let dir = workdir::runs_dir(host.state).join(run);
         if dir.exists() {
             match workdir::remove_stale(&dir) {
-                Ok(true) => report.removed_dirs.push(run.to_string()),
+                Ok(true) => report.note_removed(REMOVED_RUN_DIRS, run.to_string()),
                 Ok(false) => {}
                 Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
             }
@@ -160,14 +160,14 @@ impl RunLayer for Fs {
             }
             None => {
                 let d = &item.run;
-                if live.contains(d) || report.removed_dirs.contains(d) {
+                if live.contains(d) || report.removed(REMOVED_RUN_DIRS).contains(d) {
                     return;
                 }
                 let p = workdir::runs_dir(host.state).join(d);
                 // Listed before the leases were read: a run that ended in between removed its
                 // directory itself, and is not reported as a leftover.
                 match workdir::remove_stale(&p) {
-                    Ok(true) => report.removed_dirs.push(d.clone()),
+                    Ok(true) => report.note_removed(REMOVED_RUN_DIRS, d.clone()),
                     Ok(false) => {}
                     Err(e) => report.errors.push(format!("{}: {e}", p.display())),
                 }

@@ -588,7 +588,7 @@ impl crate::layer::RunLayer for Net {
             let table = nft::table_name(run);
             if nft.list_table(&table).is_ok() {
                 match nft.delete_table(&table) {
-                    Ok(()) => report.removed_tables.push(table),
+                    Ok(()) => report.note_removed(crate::layer::REMOVED_TABLES, table),
                     Err(e) => report.errors.push(e.to_string()),
                 }
             }
@@ -606,16 +606,18 @@ impl crate::layer::RunLayer for Net {
             return;
         };
         // Listed before the leases were read: a dead lease's table is gone by now.
-        if report.removed_tables.contains(&item.run) {
+        if report
+            .removed(crate::layer::REMOVED_TABLES)
+            .contains(&item.run)
+        {
             return;
         }
         let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
-        report.removed_tables.extend(
-            removed
-                .into_iter()
-                .filter(|t| !report.removed_tables.contains(t))
-                .collect::<Vec<_>>(),
-        );
+        for t in removed {
+            if !report.removed(crate::layer::REMOVED_TABLES).contains(&t) {
+                report.note_removed(crate::layer::REMOVED_TABLES, t);
+            }
+        }
         report.errors.extend(errors);
     }
 }
