@@ -81,7 +81,7 @@ pub struct HostFacts {
     pub lib_roots: Vec<String>,
     /// What of the run's `/proc` is covered ([`procmask::plan`] of the host's), or why the host's
     /// `/proc` could not be listed.
-    pub proc_masks: SetupResult<Vec<crate::layer::handover::ProcMask>>,
+    pub proc_masks: SetupResult<Vec<crate::common::handover::ProcMask>>,
     pub helpers: SetupResult<Helpers>,
     /// The configured bubblewrap is a file.
     pub bwrap_present: bool,

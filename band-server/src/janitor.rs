@@ -30,8 +30,9 @@ use std::path::Path;
 use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
 
-pub use crate::layer::Report;
-use crate::layer::{Host, RunLayer};
+use crate::common::Host;
+pub use crate::common::Report;
+use crate::layer::RunLayer;
 use crate::layers::LAYERS;
 use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
 use crate::layers::identity::uidpool::{self, POOL_SIZE};
@@ -236,7 +237,7 @@ pub fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::Stale;
+    use crate::common::Stale;
     use crate::layers::identity::procs::sweeps;
 
     #[test]
@@ -251,7 +252,7 @@ mod tests {
             dead_leases: vec![3],
             killed: 2,
             removed: vec![(
-                crate::layer::REMOVED_RUN_DIRS,
+                crate::common::REMOVED_RUN_DIRS,
                 vec!["0123456789abcdef".into()],
             )],
             errors: vec!["cannot remove cgroup x: busy".into()],
@@ -311,7 +312,7 @@ mod tests {
             if STUCK.load(std::sync::atomic::Ordering::SeqCst) {
                 report.errors.push(format!("{run}: cannot remove"));
             } else {
-                report.note_removed(crate::layer::REMOVED_RUN_DIRS, run.to_string());
+                report.note_removed(crate::common::REMOVED_RUN_DIRS, run.to_string());
             }
         }
     }
@@ -342,7 +343,7 @@ mod tests {
         let report = run_with(&[&Stuck], state.path(), nft, false);
         assert_eq!(report.dead_leases, [7], "{report:?}");
         assert_eq!(
-            report.removed(crate::layer::REMOVED_RUN_DIRS),
+            report.removed(crate::common::REMOVED_RUN_DIRS),
             ["0123456789abcdef"]
         );
         // Cleared in place (blanks, no truncation): free to the next search.
@@ -389,7 +390,7 @@ mod tests {
         // A real leftover (no lease names it) is removed and reported; the directory of the run
         // that ended meanwhile was never the janitor's to remove.
         assert_eq!(
-            report.removed(crate::layer::REMOVED_RUN_DIRS),
+            report.removed(crate::common::REMOVED_RUN_DIRS),
             ["fedcba9876543210"],
             "{report:?}"
         );

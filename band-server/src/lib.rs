@@ -10,7 +10,10 @@
 //! - [`facts`]: what the plan needs from the host, gathered before planning.
 //! - [`plan`]: `plan_run`, the pure plan of a whole run (argv, cgroup ops, nft text, run dir ops).
 //! - [`run`]: applies the plan, runs the script ([`run`]'s `events`), collects, tears down.
-//! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale).
+//! - [`common`]: what the layers share, below all of them: the run's guard, what one layer
+//!   hands another, shared paths, the janitor's report.
+//! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale), above the plan
+//!   (its steps read it).
 //! - [`layers`]: the layers and their one list:
 //!   - [`layers::identity`]: per-run users `band-run-N`, leased with `flock`; their processes.
 //!   - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
@@ -69,6 +72,7 @@ macro_rules! say {
 }
 
 pub mod collect;
+pub mod common;
 pub mod config;
 pub mod error;
 pub mod facts;

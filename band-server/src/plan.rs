@@ -18,10 +18,10 @@ use std::path::PathBuf;
 use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
 
+use crate::common::handover::{ExecView, ProcMask};
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
-use crate::layer::handover::{ExecView, ProcMask};
 use crate::layers::cgroup::{CgroupPlan, plan_run_cgroup};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
@@ -34,7 +34,7 @@ pub use crate::layers::process::ProcessPlan;
 use crate::layers::process::bwrap::{ExtraBind, SandboxPlan};
 use crate::request::{Checked, DecodedFile};
 
-pub use crate::layer::handover::Identity;
+pub use crate::common::handover::Identity;
 
 /// What can be planned before a uid is leased, and what the host must offer.
 #[derive(Debug, Clone)]

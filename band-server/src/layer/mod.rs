@@ -4,17 +4,20 @@
 //!    [`crate::plan::RunPlan`]; [`crate::plan::plan_run`] calls every layer's in order, each with
 //!    the earlier parts it reads);
 //! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, declared by
-//!    [`RunLayer::steps`], each in a [`Phase`] (the run sorts all steps by phase); each builds
-//!    what its part of the [`crate::plan::RunPlan`] says, pushes a [`Built`] handle into the
-//!    run's guard, and leaves in [`Applied::parts`], by type, what a later step needs;
-//! 3. the teardown of that handle ([`Built::stop`], [`Built::teardown`]), by the guard, in
-//!    reverse order of building;
+//!    [`RunLayer::steps`] (its impl is there too), each in a [`Phase`] (the run sorts all steps
+//!    by phase); each builds what its part of the [`crate::plan::RunPlan`] says, pushes a
+//!    [`crate::common::Built`] handle into the run's guard, and leaves in [`Applied::parts`], by
+//!    type, what a later step needs;
+//! 3. the teardown of that handle ([`crate::common::Built::stop`],
+//!    [`crate::common::Built::teardown`]), by the guard, in reverse order of building;
 //! 4. the janitor's removal of what a dead run left ([`RunLayer::list_stale`],
 //!    [`RunLayer::remove_dead_run`], [`RunLayer::remove_stale`]), over [`crate::layers::LAYERS`].
+//!
+//! This module sits above the plan (the steps read it) and below the layers' apply halves; what
+//! the layers share below their plan halves is in [`crate::common`].
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use band::proto::Layer;
@@ -24,120 +27,10 @@ use crate::error::{SetupError, SetupResult};
 use crate::plan::RunPlan;
 use crate::request::Checked;
 
-mod guard;
-pub mod handover;
-pub mod paths;
+use crate::common::handover::{OnLookup, OnReport};
+use crate::common::{Host, Report, RunGuard, Stale};
 
-pub(crate) use self::guard::built_any;
-pub use self::guard::{Built, RunGuard, Teardown};
-use self::handover::{OnLookup, OnReport};
-
-/// What the janitor did, for the log line.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Report {
-    pub dead_leases: Vec<u32>,
-    pub killed: usize,
-    /// What each layer removed, under the name the log line gives it ([`REMOVED_RUN_DIRS`],
-    /// [`REMOVED_CGROUPS`], [`REMOVED_TABLES`], or a new layer's own), in the order of the
-    /// first removal of each.
-    pub removed: Vec<(&'static str, Vec<String>)>,
-    pub errors: Vec<String>,
-}
-
-/// What the filesystem layer removes, in the janitor's log line.
-pub const REMOVED_RUN_DIRS: &str = "run dirs";
-/// What the cgroup layer removes, in the janitor's log line.
-pub const REMOVED_CGROUPS: &str = "cgroups";
-/// What the network layer removes, in the janitor's log line.
-pub const REMOVED_TABLES: &str = "nftables tables";
-/// The kinds the log line always names, in this order (others follow, when there are any).
-const LOGGED: [&str; 3] = [REMOVED_RUN_DIRS, REMOVED_CGROUPS, REMOVED_TABLES];
-
-impl Report {
-    /// What was removed under `what`.
-    pub fn removed(&self, what: &str) -> &[String] {
-        self.removed
-            .iter()
-            .find(|(w, _)| *w == what)
-            .map(|(_, items)| items.as_slice())
-            .unwrap_or_default()
-    }
-
-    /// Note `item`, removed, under `what`.
-    pub fn note_removed(&mut self, what: &'static str, item: String) {
-        match self.removed.iter_mut().find(|(w, _)| *w == what) {
-            Some((_, items)) => items.push(item),
-            None => self.removed.push((what, vec![item])),
-        }
-    }
-
-    /// What the pass did and what it could not do, one line each (none when it found nothing).
-    pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if !self.dead_leases.is_empty()
-            || self.removed.iter().any(|(_, items)| !items.is_empty())
-            || self.killed > 0
-        {
-            let [dirs, cgroups, tables] = LOGGED.map(|w| self.removed(w));
-            let mut line = format!(
-                "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
-                self.dead_leases, self.killed, dirs, cgroups, tables
-            );
-            for (what, items) in &self.removed {
-                if !LOGGED.contains(what) {
-                    line.push_str(&format!(", {what} {items:?}"));
-                }
-            }
-            out.push(line);
-        }
-        out.extend(
-            self.errors
-                .iter()
-                .map(|e| format!("band-server: janitor: {e}")),
-        );
-        out
-    }
-
-    /// Add what another pass did.
-    pub fn extend(&mut self, r: Report) {
-        self.dead_leases.extend(r.dead_leases);
-        self.killed += r.killed;
-        for (what, items) in r.removed {
-            for item in items {
-                self.note_removed(what, item);
-            }
-        }
-        self.errors.extend(r.errors);
-    }
-}
-
-/// The host as the janitor sees it.
-pub struct Host<'a> {
-    pub state: &'a Path,
-    /// The `nft` binary, when installed.
-    pub nft: Option<&'a Path>,
-    /// Also look for leftover nftables tables (the `janitor` command, not every run).
-    pub scan_tables: bool,
-}
-
-/// Something a run left on the host: the run it belongs to, and where it is when that is not
-/// derived from the run id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stale {
-    pub run: String,
-    pub path: Option<PathBuf>,
-}
-
-impl Stale {
-    pub fn run(run: impl Into<String>) -> Stale {
-        Stale {
-            run: run.into(),
-            path: None,
-        }
-    }
-}
-
-/// One layer: its apply steps and plan hook (for the run) and its leftovers (for the janitor).
+/// One layer: its apply steps (for the run) and its leftovers (for the janitor).
 /// Everything a layer is, declared in its folder; the run and the janitor only walk a list of
 /// layers ([`crate::layers::LAYERS`]).
 pub trait RunLayer: Sync {
@@ -177,8 +70,9 @@ pub struct Inputs<'a> {
 }
 
 /// What an apply step leaves for a later one (or for the run loop): the run loop's two callbacks,
-/// typed (every run has them), and each layer's hand-overs, by type (a layer defines its own in
-/// its folder: `cgroup::apply::JoinFiles`, `RunPrograms`, `process::apply::Spawned`, ...).
+/// typed (every run has them), and each layer's hand-overs, by type (one for another layer or
+/// the run is defined in [`crate::common::handover`]: `JoinFiles`, `Spawned`, ...; one within
+/// a layer in its folder: `cgroup::apply::PendingCgroup`, `RunPrograms`, ...).
 pub struct Applied {
     /// Into the run loop: each question the DNS stub answers (set by the run before any step).
     pub on_lookup: Arc<OnLookup>,

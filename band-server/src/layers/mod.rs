@@ -1,23 +1,28 @@
 //! The sandbox's layers, one folder each, and the one list of them, [`LAYERS`]. Each has the
-//! shape of [`crate::layer`], declared by its [`RunLayer`] impl in its folder: its apply steps
-//! (`apply.rs`), each tagged with a [`crate::layer::Phase`]; its janitor passes. Its pure planner
-//! gives its field of [`crate::plan::RunPlan`].
+//! shape of [`crate::layer`], in two halves:
+//!
+//! - its plan half, the folder but `apply.rs`: its types and its pure planner, whose result is
+//!   its field of [`crate::plan::RunPlan`];
+//! - its apply half, `apply.rs`: its [`RunLayer`] impl (its apply steps, each tagged with a
+//!   [`crate::layer::Phase`], and its janitor passes) and the steps themselves, which read the
+//!   plan.
+//!
 //! The run applies every listed layer's steps sorted by phase ([`apply_order`]), the run's guard
 //! tears down what was built in reverse order, and the janitor walks [`LAYERS`].
 //!
 //! Adding a layer takes:
 //!
-//! - a folder here with its `RunLayer` impl (its steps, each in an existing
-//!   [`crate::layer::Phase`] or a new one where it must run, and its janitor passes) and its own
-//!   types; it uses only what is below the layers ([`crate::layer`], [`crate::layer::handover`]
-//!   for what it reads of another layer or hands one, the config, the request), never another
-//!   layer (`layering.rs` checks it);
+//! - a folder here with its two halves. Its plan half uses only what is below the layers
+//!   ([`crate::common`], with [`crate::common::handover`] for what it reads of another layer or
+//!   hands one; the config; the request); its apply half also the plan and [`crate::layer`].
+//!   Neither uses another layer (`layering.rs` checks it);
 //! - one line in [`LAYERS`];
 //! - when it plans anything: its field in [`crate::plan::RunPlan`] and one call of its pure
 //!   planner in [`crate::plan::plan_run`], with the earlier parts it reads as arguments (typed: a
 //!   part that is not planned before it does not compile);
+//! - its steps' phases: existing [`crate::layer::Phase`]s, or a new one where it must run;
 //! - what its janitor passes remove goes in the janitor's report under a name of its own
-//!   ([`crate::layer::Report::note_removed`]);
+//!   ([`crate::common::Report::note_removed`]);
 //! - its errors name a layer of the protocol (`band::proto::Layer`), which the client shows: a
 //!   layer the protocol does not name yet takes a variant there.
 //!

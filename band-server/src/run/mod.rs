@@ -65,7 +65,7 @@ use self::events::{
     Inbox, LoopState, MAX_CALLS_KEPT, Msg, ReportQueue, drain, run_loop, spawn_reader,
     spawn_status_reader, write_secrets,
 };
-pub use crate::layer::RunGuard;
+pub use crate::common::RunGuard;
 
 fn exit_code(status: ExitStatus) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
@@ -773,7 +773,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::layer::{Built, Teardown, built_any};
+    use crate::common::{Built, Teardown, built_any};
 
     type Log = Arc<Mutex<Vec<String>>>;
 

@@ -11,12 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use band::proto::Layer;
+use band_server::common::{Built, Host, Report, Stale, Teardown};
 use band_server::config::ServerConfig;
 use band_server::error::SetupResult;
 use band_server::janitor;
-use band_server::layer::{
-    Applied, Built, Host, Inputs, Phase, Report, RunLayer, Stale, Step, Teardown,
-};
+use band_server::layer::{Applied, Inputs, Phase, RunLayer, Step};
 use band_server::layers::{self, LAYERS};
 use band_server::plan::{self, RunPlan};
 

@@ -14,12 +14,15 @@ use std::thread::JoinHandle;
 use band::proto::Layer;
 use fs_err::OpenOptions;
 
+use super::*;
 use super::{CgroupPlan, RunCgroup};
+use crate::common::RunGuard;
+use crate::common::{Built, Teardown};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::RunGuard;
-use crate::layer::{Applied, Built, Inputs, Teardown};
+use crate::layer::RunLayer;
+use crate::layer::{Applied, Inputs};
 
-pub use crate::layer::handover::JoinFiles;
+pub use crate::common::handover::JoinFiles;
 
 /// The run's cgroup, with its join files.
 type Made = (RunCgroup, Vec<File>);
@@ -109,4 +112,61 @@ pub(crate) fn join(_inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     guard.push(cg);
     out.parts.insert(JoinFiles(files));
     Ok(())
+}
+
+impl RunLayer for Cgroup {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::Limits,
+                what: "the run's cgroup with its limits and join files, on a thread of its own",
+                apply: apply::start,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Joins,
+                what: "the run's cgroup waited for",
+                apply: apply::join,
+            },
+        ]
+    }
+    /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
+    /// directory's server is never listed, so never removed.
+    fn list_stale(
+        &self,
+        host: &crate::common::Host<'_>,
+        report: &mut crate::common::Report,
+    ) -> Vec<crate::common::Stale> {
+        let _ = report;
+        list_marks(host.state)
+            .into_iter()
+            .map(crate::common::Stale::run)
+            .collect()
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::common::Host<'_>,
+        run: &str,
+        report: &mut crate::common::Report,
+    ) {
+        remove_owned(host.state, run, report);
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::common::Host<'_>,
+        item: &crate::common::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::common::Report,
+    ) {
+        let name = &item.run;
+        if live.contains(name)
+            || report
+                .removed(crate::common::REMOVED_CGROUPS)
+                .contains(name)
+        {
+            return;
+        }
+        remove_owned(host.state, name, report);
+    }
 }

@@ -59,68 +59,15 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
 /// The cgroup layer.
 pub struct Cgroup;
 
-impl crate::layer::RunLayer for Cgroup {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::Limits,
-                what: "the run's cgroup with its limits and join files, on a thread of its own",
-                apply: apply::start,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Joins,
-                what: "the run's cgroup waited for",
-                apply: apply::join,
-            },
-        ]
-    }
-    /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
-    /// directory's server is never listed, so never removed.
-    fn list_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        report: &mut crate::layer::Report,
-    ) -> Vec<crate::layer::Stale> {
-        let _ = report;
-        list_marks(host.state)
-            .into_iter()
-            .map(crate::layer::Stale::run)
-            .collect()
-    }
-
-    fn remove_dead_run(
-        &self,
-        host: &crate::layer::Host<'_>,
-        run: &str,
-        report: &mut crate::layer::Report,
-    ) {
-        remove_owned(host.state, run, report);
-    }
-
-    fn remove_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        item: &crate::layer::Stale,
-        live: &BTreeSet<String>,
-        report: &mut crate::layer::Report,
-    ) {
-        let name = &item.run;
-        if live.contains(name) || report.removed(crate::layer::REMOVED_CGROUPS).contains(name) {
-            return;
-        }
-        remove_owned(host.state, name, report);
-    }
-}
-
-impl crate::layer::Built for RunCgroup {
-    fn stop(&mut self, t: &mut crate::layer::Teardown) {
+impl crate::common::Built for RunCgroup {
+    fn stop(&mut self, t: &mut crate::common::Teardown) {
         if let Err(e) = self.kill_all(KILL_DEADLINE) {
             t.errors.push(format!("cgroup: {e}"));
             t.processes_dead = false;
         }
     }
 
-    fn teardown(self: Box<Self>, t: &mut crate::layer::Teardown) {
+    fn teardown(self: Box<Self>, t: &mut crate::common::Teardown) {
         if let Err(e) = self.remove() {
             t.errors.push(format!("cgroup: {e}"));
             return;
@@ -133,5 +80,5 @@ impl crate::layer::Built for RunCgroup {
         }
     }
 
-    crate::layer::built_any!();
+    crate::common::built_any!();
 }

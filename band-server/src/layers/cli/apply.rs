@@ -9,9 +9,11 @@ use band::proto::Layer;
 use super::ExecPlan;
 use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
+use super::*;
+use crate::common::RunGuard;
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layer::RunGuard;
 use crate::layer::{Applied, Inputs};
+use crate::layer::{Phase, RunLayer, Step};
 
 /// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
 /// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)
@@ -50,7 +52,7 @@ pub(crate) fn programs(
         .runtime
         .iter()
         .map(|t| t.root.clone())
-        .chain(crate::layer::paths::LIB_ROOTS.iter().map(PathBuf::from))
+        .chain(crate::common::paths::LIB_ROOTS.iter().map(PathBuf::from))
         .collect();
     let exec = guard.get_mut::<ExecDir>().ok_or_else(|| {
         SetupError::new(
@@ -186,4 +188,46 @@ pub(crate) fn requesting_uid() -> u32 {
         .ok()
         .and_then(|u| u.parse().ok())
         .unwrap_or(euid)
+}
+
+impl RunLayer for Cli {
+    fn steps(&self) -> &'static [Step] {
+        &[
+            Step {
+                phase: Phase::ExecFolder,
+                what: "the run's exec folder",
+                apply: apply::exec_folder,
+            },
+            Step {
+                phase: Phase::Programs,
+                what: "the run's programs and band-shim's copy",
+                apply: apply::programs,
+            },
+            Step {
+                phase: Phase::Services,
+                what: "the report socket",
+                apply: apply::report_socket,
+            },
+        ]
+    }
+    fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
+        execcache::run_dirs(host.state)
+            .into_iter()
+            .map(Stale::run)
+            .collect()
+    }
+
+    fn remove_stale(
+        &self,
+        host: &Host<'_>,
+        item: &Stale,
+        live: &BTreeSet<String>,
+        report: &mut Report,
+    ) {
+        if !live.contains(&item.run)
+            && let Err(e) = execcache::remove_stale(host.state, &item.run)
+        {
+            report.errors.push(e.to_string());
+        }
+    }
 }

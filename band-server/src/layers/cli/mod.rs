@@ -19,8 +19,8 @@ use band::proto::Layer;
 use self::execcache::ExecDir;
 use self::programs::CliPlan;
 use self::reports::ReportListener;
+use crate::common::{Built, Host, Report, Stale, Teardown, built_any};
 use crate::error::{SetupError, SetupResult};
-use crate::layer::{Built, Host, Phase, Report, RunLayer, Stale, Step, Teardown, built_any};
 
 /// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and
 /// `<state>/exec/runs/<run>` → `/band/x` with the `#!` scripts, laid out by
@@ -152,48 +152,6 @@ pub fn plan_exec(
 
 /// The CLI gate: the run's programs (`/band/x` for its `#!` scripts) and its report socket.
 pub struct Cli;
-
-impl RunLayer for Cli {
-    fn steps(&self) -> &'static [Step] {
-        &[
-            Step {
-                phase: Phase::ExecFolder,
-                what: "the run's exec folder",
-                apply: apply::exec_folder,
-            },
-            Step {
-                phase: Phase::Programs,
-                what: "the run's programs and band-shim's copy",
-                apply: apply::programs,
-            },
-            Step {
-                phase: Phase::Services,
-                what: "the report socket",
-                apply: apply::report_socket,
-            },
-        ]
-    }
-    fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
-        execcache::run_dirs(host.state)
-            .into_iter()
-            .map(Stale::run)
-            .collect()
-    }
-
-    fn remove_stale(
-        &self,
-        host: &Host<'_>,
-        item: &Stale,
-        live: &BTreeSet<String>,
-        report: &mut Report,
-    ) {
-        if !live.contains(&item.run)
-            && let Err(e) = execcache::remove_stale(host.state, &item.run)
-        {
-            report.errors.push(e.to_string());
-        }
-    }
-}
 
 impl Built for ExecDir {
     fn teardown(self: Box<Self>, t: &mut Teardown) {

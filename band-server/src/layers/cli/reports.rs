@@ -20,7 +20,7 @@ pub const MAX_REPORT_BYTES: u64 = 1 << 20;
 /// Report workers at most (concurrent calls handled at once); more wait in the backlog.
 const MAX_HANDLERS: usize = 32;
 
-pub use crate::layer::handover::{OnReport, Report};
+pub use crate::common::handover::{OnReport, Report};
 
 /// `(st_dev, st_ino)` of a file.
 pub type FileId = (u64, u64);

@@ -41,7 +41,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::layer::paths::LIB_ROOTS;
+pub use crate::common::paths::LIB_ROOTS;
 /// Files whose change invalidates the cache (any package install touches the first).
 const KEY_FILES: &[&str] = &[
     "/var/lib/dpkg/status",

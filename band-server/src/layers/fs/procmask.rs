@@ -82,7 +82,7 @@ pub const MASKED: &[(&str, &str)] = &[
     ),
 ];
 
-pub use crate::layer::handover::ProcMask;
+pub use crate::common::handover::ProcMask;
 
 /// Is this top-level name kept: a process's folder or one of [`KEPT`]?
 pub fn is_kept(name: &str) -> bool {

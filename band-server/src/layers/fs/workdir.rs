@@ -124,7 +124,7 @@ pub struct RunDirSpec<'a, 'd> {
     pub exec_dir: &'a Path,
 }
 
-pub use crate::layer::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
+pub use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// The folders of the sandbox's root that are mount points (`/proc`, made by bubblewrap; `/dev`,
 /// the writable `/workspace` and `/tmp`, and `/band`, bound on the view by band-server): made in

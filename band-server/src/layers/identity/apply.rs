@@ -3,10 +3,11 @@
 //! between the preflight and `plan_run`.
 
 use super::uidpool::{self, OnDeadLease};
+use crate::common::RunGuard;
+use crate::common::handover::Identity;
 use crate::config::ServerConfig;
 use crate::error::SetupResult;
-use crate::layer::RunGuard;
-use crate::layer::handover::Identity;
+use crate::layer::RunLayer;
 
 /// Lease a pool uid for `run_id` and keep the lease in the guard. A lease whose owner died
 /// mid-run is cleaned first by `on_dead` (the runner passes the janitor's cleanup of a dead
@@ -27,3 +28,5 @@ pub fn lease(
     guard.push(lease);
     Ok(identity)
 }
+
+impl RunLayer for super::Identity {}

@@ -79,7 +79,7 @@ pub fn address_admitted(m: &NetMatcher, own: &[IpAddr], ip: IpAddr) -> bool {
     explicit || (is_public_ip(ip) && !own.contains(&ip))
 }
 
-pub use crate::layer::handover::{Lookup, OnLookup};
+pub use crate::common::handover::{Lookup, OnLookup};
 
 /// Asks the real resolvers.
 pub trait Upstream: Send + Sync {

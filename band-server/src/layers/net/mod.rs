@@ -254,7 +254,7 @@ pub fn plan_run(
 /// network namespace with only loopback), else [`plan_run`] with the host's facts. Pure.
 pub fn plan_network(
     run_id: &str,
-    identity: &crate::layer::handover::Identity,
+    identity: &crate::common::handover::Identity,
     matcher: &NetMatcher,
     own_addrs: &[IpAddr],
     upstream: &[SocketAddr],
@@ -545,85 +545,8 @@ pub fn remove_stale_tables(
 /// The network layer.
 pub struct Net;
 
-impl crate::layer::RunLayer for Net {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::Network,
-                what: "the nftables table, and the network namespace with its relay started (with allow.net)",
-                apply: apply::table_and_stub,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Ready,
-                what: "the relay waited for, and the DNS stub (with allow.net)",
-                apply: apply::ready,
-            },
-        ]
-    }
-    fn list_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        report: &mut crate::layer::Report,
-    ) -> Vec<crate::layer::Stale> {
-        // Listed only by the `janitor` command.
-        let nft = host.nft.filter(|_| host.scan_tables).map(Nft::new);
-        match nft.as_ref().map(Nft::list_tables) {
-            Some(Ok(tables)) => tables.into_iter().map(crate::layer::Stale::run).collect(),
-            Some(Err(e)) => {
-                report.errors.push(format!("nft: {e}"));
-                Vec::new()
-            }
-            None => Vec::new(),
-        }
-    }
-
-    fn remove_dead_run(
-        &self,
-        host: &crate::layer::Host<'_>,
-        run: &str,
-        report: &mut crate::layer::Report,
-    ) {
-        // Its processes are dead: the run's table (if it had network) can go.
-        if let Some(nft) = host.nft.map(Nft::new) {
-            let table = nft::table_name(run);
-            if nft.list_table(&table).is_ok() {
-                match nft.delete_table(&table) {
-                    Ok(()) => report.note_removed(crate::layer::REMOVED_TABLES, table),
-                    Err(e) => report.errors.push(e.to_string()),
-                }
-            }
-        }
-    }
-
-    fn remove_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        item: &crate::layer::Stale,
-        live: &BTreeSet<String>,
-        report: &mut crate::layer::Report,
-    ) {
-        let Some(nft) = host.nft.filter(|_| host.scan_tables).map(Nft::new) else {
-            return;
-        };
-        // Listed before the leases were read: a dead lease's table is gone by now.
-        if report
-            .removed(crate::layer::REMOVED_TABLES)
-            .contains(&item.run)
-        {
-            return;
-        }
-        let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
-        for t in removed {
-            if !report.removed(crate::layer::REMOVED_TABLES).contains(&t) {
-                report.note_removed(crate::layer::REMOVED_TABLES, t);
-            }
-        }
-        report.errors.extend(errors);
-    }
-}
-
-impl crate::layer::Built for NetLayer {
-    fn stop(&mut self, t: &mut crate::layer::Teardown) {
+impl crate::common::Built for NetLayer {
+    fn stop(&mut self, t: &mut crate::common::Teardown) {
         // The relay runs as the run's uid outside the run's cgroup: killed here, before the
         // result; reaped in the removal after it (its exit waits for the kernel to unregister
         // its tap, about 25 ms that the result no longer waits for). If the kill fails the
@@ -634,7 +557,7 @@ impl crate::layer::Built for NetLayer {
         }
     }
 
-    fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {
+    fn teardown(mut self: Box<Self>, t: &mut crate::common::Teardown) {
         // Reaped before the lease goes (the identity layer's removal comes after this one):
         // a relay that cannot be reaped keeps the lease, and the janitor finishes.
         if let Err(e) = self.stop_relay() {
@@ -652,7 +575,7 @@ impl crate::layer::Built for NetLayer {
         }
     }
 
-    crate::layer::built_any!();
+    crate::common::built_any!();
 }
 
 #[cfg(test)]

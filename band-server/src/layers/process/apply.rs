@@ -13,15 +13,17 @@ use std::time::Instant;
 use band::proto::Layer;
 
 use super::memfd::{self, MemfdGuard};
+use super::*;
 use super::{ProcessPlan, bwrap, seccomp};
+use crate::common::RunGuard;
+use crate::common::handover::{JoinFiles, NetNamespace};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::RunGuard;
-use crate::layer::handover::{JoinFiles, NetNamespace};
+use crate::layer::RunLayer;
 use crate::layer::{Applied, Inputs};
 use crate::layers::cli::execcache::RunPrograms;
 use crate::sys::{self, PreExec};
 
-pub use crate::layer::handover::Spawned;
+pub use crate::common::handover::Spawned;
 
 /// jail input → spawn: the jail's input (secrets included), encoded.
 pub struct JailJson(pub Vec<u8>);
@@ -214,4 +216,21 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         observe,
     });
     Ok(())
+}
+
+impl RunLayer for Process {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::JailInput,
+                what: "the memfd guard and the jail's input",
+                apply: apply::jail_input,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Spawn,
+                what: "bubblewrap, spawned in the cgroup as the run's uid",
+                apply: apply::spawn,
+            },
+        ]
+    }
 }

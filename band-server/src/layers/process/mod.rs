@@ -9,7 +9,6 @@ use self::bwrap::{JailExec, SandboxPlan};
 use self::seccomp::DeniedSyscall;
 use crate::config::ServerConfig;
 
-use crate::layer::RunLayer;
 use crate::layers::cli::execcache::{self, ExecTable};
 use bwrap::PROGRAM_FD;
 
@@ -85,23 +84,6 @@ pub fn entry_exec(
 /// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
 /// remove (their processes die with the cgroup and the uid).
 pub struct Process;
-
-impl RunLayer for Process {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::JailInput,
-                what: "the memfd guard and the jail's input",
-                apply: apply::jail_input,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Spawn,
-                what: "bubblewrap, spawned in the cgroup as the run's uid",
-                apply: apply::spawn,
-            },
-        ]
-    }
-}
 
 #[cfg(test)]
 mod tests {
