@@ -97,6 +97,37 @@ impl Applied {
     }
 }
 
+/// CLI gate → the process layer's jail input: how the entry starts, decided by the gate, which
+/// knows the run's programs and rules. The gate's programs step hands it over as
+/// [`EntryPrograms`].
+pub trait EntryStart: Send {
+    /// `band exec`'s one command (`entry` is its script), when the gate allows it: the call is
+    /// judged, and reported to `on_report`, as band-shim's would be. The program's name in the
+    /// run's table, and its argv.
+    fn band_exec(
+        &self,
+        inp: &Inputs<'_>,
+        entry: &[u8],
+        on_report: &OnReport,
+    ) -> Option<(String, Vec<String>)>;
+    /// A `#!` entry (at `entry_path` in the sandbox) whose interpreter is a program of the run
+    /// (not itself a script), started as the kernel would: the program's name and its argv.
+    /// `with_bash`: the entry is upstream's `run.sh` without an execute bit, started with bash.
+    fn interpreter(
+        &self,
+        entry: &[u8],
+        entry_path: &str,
+        with_bash: bool,
+    ) -> Option<(String, Vec<String>)>;
+    /// The descriptor of program `name`'s copy.
+    fn fd(&self, name: &str) -> std::io::Result<Arc<std::os::fd::OwnedFd>>;
+    /// What it is, for the layer that made it.
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+/// The CLI gate's programs as the jail's input reads them (see [`EntryStart`]).
+pub struct EntryPrograms(pub Box<dyn EntryStart>);
+
 /// When an apply step runs, in this order: what a step needs from another decides its phase.
 /// The cgroup comes first, so everything later is guarded by its kill; the run directory needs
 /// the run's exec folder (it binds it at `/band`), not the programs that go in it; the jail's

@@ -11,12 +11,14 @@ use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
 use super::*;
 use crate::common::RunGuard;
+use crate::common::handover::OnReport;
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layer::{Applied, Inputs};
+use crate::layer::{Applied, EntryPrograms, EntryStart, Inputs};
 use crate::layer::{Phase, RunLayer, Step};
 
 /// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
-/// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)
+/// as [`RunPrograms`], handed over as [`EntryPrograms`]: every wrapped name → its program, and
+/// each program's descriptor; the jail's input reads them too.)
 pub struct ShimCopy(pub PathBuf);
 
 /// The exec folder step of layer's steps ([`crate::layer::RunLayer::steps`]): the program cache's
@@ -137,7 +139,7 @@ pub(crate) fn programs(
             ),
         ));
     }
-    out.parts.insert(programs);
+    out.parts.insert(EntryPrograms(Box::new(programs)));
     out.parts.insert(ShimCopy(shim_copy.path));
     Ok(())
 }
@@ -160,7 +162,13 @@ pub(crate) fn report_socket(
     let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
-    let programs: RunPrograms = out.parts.take(Layer::Cli)?;
+    let EntryPrograms(programs) = out.parts.take(Layer::Cli)?;
+    let programs: RunPrograms = programs.into_any().downcast().map(|p| *p).map_err(|_| {
+        SetupError::new(
+            Layer::Cli,
+            "internal: the run's programs are not the gate's",
+        )
+    })?;
     guard.push(
         ReportListener::start(
             &exec_plan.root.join("sock"),
@@ -173,6 +181,42 @@ pub(crate) fn report_socket(
         .layer(Layer::Cli, "failed to open the report socket")?,
     );
     Ok(())
+}
+
+/// How the jail starts the entry, as the gate decides it from the run's programs and rules.
+impl EntryStart for RunPrograms {
+    fn band_exec(
+        &self,
+        inp: &Inputs<'_>,
+        entry: &[u8],
+        on_report: &OnReport,
+    ) -> Option<(String, Vec<String>)> {
+        let argv = super::shim::band_exec_argv(entry)?;
+        let r = super::shim::resolve_call(&self.table, &argv).ok()?;
+        let call = super::shim::decide_with(&inp.plan.pre.rules, &r.judged, r.needs_rule);
+        if !call.allowed {
+            return None;
+        }
+        on_report(super::reports::Report::Call(call));
+        Some((r.program, r.argv.unwrap_or(argv)))
+    }
+
+    fn interpreter(
+        &self,
+        entry: &[u8],
+        entry_path: &str,
+        with_bash: bool,
+    ) -> Option<(String, Vec<String>)> {
+        super::entry_exec(entry, entry_path, &self.table, with_bash)
+    }
+
+    fn fd(&self, name: &str) -> std::io::Result<std::sync::Arc<std::os::fd::OwnedFd>> {
+        RunPrograms::fd(self, name)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
 }
 
 /// The user a run is for, whom its skill's programs in the cache are charged to: `SUDO_UID`

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use band::proto::Layer;
 
-use self::execcache::ExecDir;
+use self::execcache::{ExecDir, ExecTable};
 use self::programs::CliPlan;
 use self::reports::ReportListener;
 use crate::common::{Built, Host, Report, Stale, Teardown, built_any};
@@ -170,4 +170,62 @@ impl Built for ReportListener {
     }
 
     built_any!();
+}
+/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
+/// (not itself a script) starts that program directly (what the kernel would do, minus a trip
+/// through band-shim, which would only judge the skill's own entry point), from the descriptor
+/// band-server passes (the process layer's `bwrap::PROGRAM_FD`); anything else is exec'd as it is. Returns the program's
+/// name in the table, and how the jail runs it. `with_bash`: the entry is upstream's `run.sh`
+/// without an execute bit, which upstream starts as `bash run.sh` (see
+/// `band::skill::runs_with_bash`), whatever its first line says.
+pub fn entry_exec(
+    entry: &[u8],
+    entry_path: &str,
+    table: &ExecTable,
+    with_bash: bool,
+) -> Option<(String, Vec<String>)> {
+    let sb = if with_bash {
+        execcache::Shebang {
+            path: "bash".into(),
+            interp: "bash".into(),
+            arg: None,
+        }
+    } else {
+        execcache::parse_shebang(entry)?
+    };
+    let program = table.get(&sb.interp)?;
+    if program.script.is_some() {
+        return None;
+    }
+    let mut argv = vec![sb.interp.clone()];
+    argv.extend(sb.arg.clone());
+    argv.push(entry_path.to_string());
+    Some((sb.interp, argv))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::execcache::Program;
+    use super::*;
+
+    #[test]
+    fn upstream_run_sh_starts_with_bash_whatever_its_first_line() {
+        let table = ExecTable::from([(
+            "bash".to_string(),
+            Program {
+                file: "/state/exec/cache/k/bash".into(),
+                script: None,
+                argv0: None,
+            },
+        )]);
+        let path = "/skill/scripts/resources/go/run.sh";
+        let (name, argv) = entry_exec(b"echo no shebang\n", path, &table, true).unwrap();
+        assert_eq!(name, "bash");
+        assert_eq!(argv, ["bash", path]);
+        // Without the flag, a file with no `#!` is exec'd as it is; with it but no bash, none.
+        assert!(entry_exec(b"echo no shebang\n", path, &table, false).is_none());
+        assert!(entry_exec(b"", path, &ExecTable::new(), true).is_none());
+        let (_, argv) = entry_exec(b"#!/bin/bash -e\n", path, &table, false).unwrap();
+        assert_eq!(argv, ["bash", "-e", path]);
+    }
 }

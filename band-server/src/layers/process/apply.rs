@@ -19,8 +19,7 @@ use crate::common::RunGuard;
 use crate::common::handover::{JoinFiles, NetNamespace};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::RunLayer;
-use crate::layer::{Applied, Inputs};
-use crate::layers::cli::execcache::RunPrograms;
+use crate::layer::{Applied, EntryPrograms, Inputs};
 use crate::sys::{self, PreExec};
 
 pub use crate::common::handover::Spawned;
@@ -49,33 +48,26 @@ pub(crate) fn jail_input(
         Layer::Process,
         "cannot make the run's memfds non-executable",
     )?;
-    let programs: &RunPrograms = out.parts.need(Layer::Cli)?;
+    let EntryPrograms(programs) = out.parts.need(Layer::Cli)?;
     // `band exec`'s one command, allowed: the jail starts it directly (judged and recorded here,
     // as band-shim's call would be), not `sh` and then band-shim (issue 17, item 4). Refused or
     // unknown, the script runs as written and band-shim refuses it as before.
-    let direct = crate::layers::cli::shim::band_exec_argv(entry_data).and_then(|argv| {
-        let r = crate::layers::cli::shim::resolve_call(&programs.table, &argv).ok()?;
-        let call =
-            crate::layers::cli::shim::decide_with(&inp.plan.pre.rules, &r.judged, r.needs_rule);
-        if !call.allowed {
-            return None;
-        }
-        (out.on_report)(crate::layers::cli::reports::Report::Call(call));
-        Some((
-            r.program,
+    let jail_exec = |(name, argv)| {
+        (
+            name,
             bwrap::JailExec {
                 fd: bwrap::PROGRAM_FD,
-                argv: r.argv.unwrap_or(argv),
+                argv,
             },
-        ))
-    });
-    let exec = direct.or_else(|| {
-        super::entry_exec(
-            entry_data,
-            &format!("/skill/{}", req.entry),
-            &programs.table,
-            with_bash,
         )
+    };
+    let direct = programs
+        .band_exec(inp, entry_data, &out.on_report)
+        .map(jail_exec);
+    let exec = direct.or_else(|| {
+        programs
+            .interpreter(entry_data, &format!("/skill/{}", req.entry), with_bash)
+            .map(jail_exec)
     });
     if with_bash && exec.is_none() {
         return Err(crate::error::SetupError::new(
