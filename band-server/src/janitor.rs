@@ -256,7 +256,6 @@ mod tests {
                 vec!["0123456789abcdef".into()],
             )],
             errors: vec!["cannot remove cgroup x: busy".into()],
-            ..Report::default()
         };
         log(state.path(), &report).unwrap();
         let text = fs::read_to_string(&path).unwrap();

@@ -52,6 +52,11 @@ pub struct ExecPlan {
     pub argv0: std::collections::BTreeMap<String, String>,
 }
 
+/// Command name → where its program sits in an installation of its own, and the links (link,
+/// target) that rebuild that installation around its copy ([`runtime::install_layout`]).
+pub type InstallLayouts =
+    std::collections::BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>;
+
 /// What the CLI gate's plan reads of the host (gathered with the host's facts, `HostFacts`).
 #[derive(Debug, Clone, Copy)]
 pub struct ProgramFacts<'a> {
@@ -62,7 +67,7 @@ pub struct ProgramFacts<'a> {
     /// The trees the run's programs need around them, or why they cannot be bound.
     pub runtime: &'a Result<Vec<runtime::RuntimeTree>, String>,
     /// Command name → its installation's layout and the links that rebuild it.
-    pub layouts: &'a std::collections::BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>,
+    pub layouts: &'a InstallLayouts,
     /// Command name → the `argv[0]` its program runs with, when not its own.
     pub argv0: &'a std::collections::BTreeMap<String, String>,
 }
