@@ -71,7 +71,7 @@ macro_rules! say {
     }};
 }
 
-pub mod collect;
+pub(crate) mod collect;
 pub mod common;
 pub mod config;
 pub mod error;
