@@ -7,6 +7,10 @@
 //! between the two steps drops [`PendingCgroup`], which waits for the thread and removes what
 //! it made: nothing is left behind.
 
+use std::collections::BTreeSet;
+
+use super::stale::remove_owned;
+use super::{Cgroup, list_marks};
 use std::fs::File;
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -14,7 +18,6 @@ use std::thread::JoinHandle;
 use band::proto::Layer;
 use fs_err::OpenOptions;
 
-use super::*;
 use super::{CgroupPlan, RunCgroup};
 use crate::common::RunGuard;
 use crate::common::{Built, Teardown};
@@ -120,12 +123,12 @@ impl RunLayer for Cgroup {
             crate::layer::Step {
                 phase: crate::layer::Phase::Limits,
                 what: "the run's cgroup with its limits and join files, on a thread of its own",
-                apply: apply::start,
+                apply: start,
             },
             crate::layer::Step {
                 phase: crate::layer::Phase::Joins,
                 what: "the run's cgroup waited for",
-                apply: apply::join,
+                apply: join,
             },
         ]
     }

@@ -29,7 +29,6 @@
 //! - here: the layer, [`Cgroup`] (its janitor passes) and the teardown of a [`RunCgroup`].
 
 use fs_err as fs;
-use std::collections::BTreeSet;
 use std::io;
 use std::time::Duration;
 
@@ -50,7 +49,6 @@ pub use error::CgroupError;
 pub use hierarchy::Hierarchy;
 pub use plan::{CgroupLimits, CgroupPlan, Need, Op, plan, plan_run_cgroup};
 pub use run::{CgroupStats, RunCgroup};
-use stale::remove_owned;
 pub use stale::{list_marks, mark_path, marks_dir, remove_mark};
 
 /// How long a run's teardown waits for everything in its cgroup to die.

@@ -2,6 +2,10 @@
 //! which binds it at `/band`), the run's programs in it (before the jail's input, which names
 //! them), then the report socket (in that folder beside band-shim).
 
+use std::collections::BTreeSet;
+
+use super::Cli;
+use crate::common::{Host, Report, Stale};
 use std::path::PathBuf;
 
 use band::proto::Layer;
@@ -9,7 +13,6 @@ use band::proto::Layer;
 use super::ExecPlan;
 use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
-use super::*;
 use crate::common::RunGuard;
 use crate::common::handover::OnReport;
 use crate::error::{LayerExt, SetupError, SetupResult};
@@ -240,17 +243,17 @@ impl RunLayer for Cli {
             Step {
                 phase: Phase::ExecFolder,
                 what: "the run's exec folder",
-                apply: apply::exec_folder,
+                apply: exec_folder,
             },
             Step {
                 phase: Phase::Programs,
                 what: "the run's programs and band-shim's copy",
-                apply: apply::programs,
+                apply: programs,
             },
             Step {
                 phase: Phase::Services,
                 what: "the report socket",
-                apply: apply::report_socket,
+                apply: report_socket,
             },
         ]
     }

@@ -11,7 +11,6 @@ pub mod reports;
 pub mod runtime;
 pub mod shim;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use band::proto::Layer;
@@ -19,7 +18,7 @@ use band::proto::Layer;
 use self::execcache::{ExecDir, ExecTable};
 use self::programs::CliPlan;
 use self::reports::ReportListener;
-use crate::common::{Built, Host, Report, Stale, Teardown, built_any};
+use crate::common::{Built, Teardown, built_any};
 use crate::error::{SetupError, SetupResult};
 
 /// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and

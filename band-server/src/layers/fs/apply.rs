@@ -1,9 +1,12 @@
 //! Apply the filesystem's plan: create the run directory (a size-limited tmpfs) from its
 //! operations.
 
+use std::collections::BTreeSet;
+
 use super::workdir::RunDir;
-use super::*;
+use super::{Fs, maskcache, workdir};
 use crate::common::RunGuard;
+use crate::common::{Host, REMOVED_RUN_DIRS, Report, Stale};
 use crate::error::SetupResult;
 use crate::layer::RunLayer;
 use crate::layer::{Applied, Inputs};
@@ -39,12 +42,12 @@ impl RunLayer for Fs {
             crate::layer::Step {
                 phase: crate::layer::Phase::RunDir,
                 what: "the run directory",
-                apply: apply::run_dir,
+                apply: run_dir,
             },
             crate::layer::Step {
                 phase: crate::layer::Phase::Ready,
                 what: "the wrappers in /usr/bin",
-                apply: apply::wrappers,
+                apply: wrappers,
             },
         ]
     }

@@ -7,11 +7,9 @@ pub mod mounts;
 pub mod procmask;
 pub mod workdir;
 
-use std::collections::BTreeSet;
-
 use self::workdir::{HostMount, RunDir, RunDirPlan, RunDirSpec};
 use crate::common::handover::{ExecView, Identity};
-use crate::common::{Built, Host, REMOVED_RUN_DIRS, Report, Stale, Teardown, built_any};
+use crate::common::{Built, Teardown, built_any};
 use crate::config::ServerConfig;
 use crate::request::Checked;
 

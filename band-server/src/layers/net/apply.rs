@@ -5,13 +5,15 @@
 //! wait for the relay and the stub's start, after bubblewrap's spawn and before the jail's input
 //! is written (so before the script).
 
+use std::collections::BTreeSet;
+
+use super::{Net, nft, remove_stale_tables};
 use std::time::Instant;
 
 use band::proto::Layer;
 
 use super::NetLayer;
 use super::nft::Nft;
-use super::*;
 use crate::common::RunGuard;
 use crate::common::handover::{NetNamespace, Spawned};
 use crate::error::{SetupError, SetupResult};
@@ -66,12 +68,12 @@ impl RunLayer for Net {
             crate::layer::Step {
                 phase: crate::layer::Phase::Network,
                 what: "the nftables table, and the network namespace with its relay started (with allow.net)",
-                apply: apply::table_and_stub,
+                apply: table_and_stub,
             },
             crate::layer::Step {
                 phase: crate::layer::Phase::Ready,
                 what: "the relay waited for, and the DNS stub (with allow.net)",
-                apply: apply::ready,
+                apply: ready,
             },
         ]
     }

@@ -3,6 +3,7 @@
 //! come only the steps of [`crate::layer::Phase::Ready`], which wait for what was started
 //! earlier or make what only the script needs).
 
+use super::Process;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -13,7 +14,6 @@ use std::time::Instant;
 use band::proto::Layer;
 
 use super::memfd::{self, MemfdGuard};
-use super::*;
 use super::{ProcessPlan, bwrap, seccomp};
 use crate::common::RunGuard;
 use crate::common::handover::{JoinFiles, NetNamespace};
@@ -216,12 +216,12 @@ impl RunLayer for Process {
             crate::layer::Step {
                 phase: crate::layer::Phase::JailInput,
                 what: "the memfd guard and the jail's input",
-                apply: apply::jail_input,
+                apply: jail_input,
             },
             crate::layer::Step {
                 phase: crate::layer::Phase::Spawn,
                 what: "bubblewrap, spawned in the cgroup as the run's uid",
-                apply: apply::spawn,
+                apply: spawn,
             },
         ]
     }
