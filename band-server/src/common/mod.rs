@@ -1,7 +1,8 @@
 //! What the layers share, below all of them: the run's guard and what it tears down
-//! ([`RunGuard`], [`Built`]), what one layer hands another or the run ([`handover`]), the paths several layers
-//! name ([`paths`]), and the janitor's view of the host and its report. A layer uses another
-//! layer's output only through a type of this module.
+//! ([`RunGuard`], [`Built`]), what one layer hands another or the run ([`handover`]), the paths
+//! several layers name ([`paths`]), and the janitor's view of the host and its report. A layer
+//! uses another layer's output only through a type of this module (or, for its apply steps, of
+//! [`crate::layer`]).
 
 use std::path::{Path, PathBuf};
 
