@@ -18,7 +18,7 @@ use crate::request::DecodedFile;
 
 /// One captured stream (stdout or stderr): kept up to `cap` bytes, the rest counted and dropped.
 #[derive(Debug, Clone, Default)]
-pub struct Capture {
+pub(crate) struct Capture {
     pub kept: Vec<u8>,
     pub dropped: u64,
     cap: u64,
@@ -27,7 +27,7 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn new(cap: u64) -> Capture {
+    pub(crate) fn new(cap: u64) -> Capture {
         Capture {
             cap,
             ..Capture::default()
@@ -36,7 +36,7 @@ impl Capture {
 
     /// Keep what fits; return the text to stream now (complete UTF-8 characters only, invalid
     /// bytes replaced) and whether this chunk is the one that crossed the cap.
-    pub fn push(&mut self, chunk: &[u8]) -> (String, bool) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> (String, bool) {
         let room = self.cap.saturating_sub(self.kept.len() as u64) as usize;
         let take = room.min(chunk.len());
         let crossed = take < chunk.len() && self.dropped == 0;
@@ -54,15 +54,15 @@ impl Capture {
     }
 
     /// Whatever is still held back, at end of stream.
-    pub fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         String::from_utf8_lossy(&std::mem::take(&mut self.carry)).into_owned()
     }
 
-    pub fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         self.dropped > 0
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.kept).into_owned()
     }
 }
@@ -91,7 +91,7 @@ fn utf8_complete_prefix(b: &[u8]) -> usize {
 
 /// The output document.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Output {
+pub(crate) enum Output {
     None,
     Json(serde_json::Value, u64),
     TooLarge(u64),
@@ -100,7 +100,7 @@ pub enum Output {
 
 /// Read `output.json` safely: `O_NOFOLLOW`, must be a regular file, size checked with `fstat`
 /// before reading. `Ok(None)` when absent.
-pub fn read_output_file(path: &Path, max: u64) -> Output {
+pub(crate) fn read_output_file(path: &Path, max: u64) -> Output {
     let f = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -139,7 +139,7 @@ pub fn read_output_file(path: &Path, max: u64) -> Output {
 
 /// Stdout as the output when there is no output.json: JSON if it parses, else the string; nothing
 /// if empty.
-pub fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
+pub(crate) fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
     let total = stdout.kept.len() as u64 + stdout.dropped;
     if total > max || stdout.truncated() {
         return Output::TooLarge(total);
@@ -156,7 +156,7 @@ pub fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
 
 /// A regular file found in the workspace after the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoundFile {
+pub(crate) struct FoundFile {
     pub path: String,
     pub mode: u32,
     pub data: Vec<u8>,
@@ -173,7 +173,7 @@ pub struct FoundFile {
 /// symlink meanwhile cannot make band-server (root) read a file outside the workspace copy.
 /// A file is read only if `fstat` on the opened descriptor says it is the regular file `lstat`
 /// listed.
-pub fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
+pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     use std::sync::Arc;
     let mut out = Vec::new();
@@ -288,7 +288,10 @@ fn open_beneath(
 }
 
 /// Files that are new or changed compared with the request's workspace.
-pub fn changed_files<'a>(found: &'a [FoundFile], original: &[DecodedFile]) -> Vec<&'a FoundFile> {
+pub(crate) fn changed_files<'a>(
+    found: &'a [FoundFile],
+    original: &[DecodedFile],
+) -> Vec<&'a FoundFile> {
     let before: BTreeMap<&str, &[u8]> = original
         .iter()
         .map(|f| (f.path.as_str(), f.data.as_slice()))
@@ -300,7 +303,7 @@ pub fn changed_files<'a>(found: &'a [FoundFile], original: &[DecodedFile]) -> Ve
 }
 
 /// `result.written`: changed files allowed by `allow.write` and not denied.
-pub fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEntry> {
+pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEntry> {
     changed
         .iter()
         .filter(|f| write.check(&f.path).is_allowed())
@@ -314,7 +317,7 @@ pub fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEnt
 
 /// The refused writes: changed files that `allow.write` does not admit (or a `deny.write` rule
 /// covers). They are not copied back, and each is reported, so a write never vanishes silently.
-pub fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
+pub(crate) fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
     changed
         .iter()
         .filter_map(|f| match write.check(&f.path) {
@@ -334,7 +337,7 @@ pub fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
 /// Workspace-relative form of a CLI argument that names a path, if it does.
 /// `/workspace/a/b` → `a/b`; `a/b` → `a/b` (the script's cwd is `/workspace`); `./a` → `a`;
 /// absolute paths outside the workspace stay absolute; flags and URLs are not paths.
-pub fn arg_as_path(arg: &str) -> Option<String> {
+pub(crate) fn arg_as_path(arg: &str) -> Option<String> {
     if arg.is_empty() || arg.starts_with('-') || arg.contains("://") {
         return None;
     }
@@ -351,7 +354,11 @@ pub fn arg_as_path(arg: &str) -> Option<String> {
 ///   builtins and redirections (`< file`) are not seen: they never go through the shim.
 /// - `write`: some workspace file matching the pattern was created or changed.
 /// - `net`: refused at setup, never reaches here.
-pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]) -> Vec<String> {
+pub(crate) fn insist_missing(
+    policy: &Policy,
+    calls: &[CliCall],
+    changed: &[&FoundFile],
+) -> Vec<String> {
     let mut missing = Vec::new();
     for p in &policy.insist.cli {
         let ok = CliPattern::parse(p)
@@ -391,7 +398,7 @@ pub fn insist_missing(policy: &Policy, calls: &[CliCall], changed: &[&FoundFile]
 
 /// Everything the status depends on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Facts {
+pub(crate) struct Facts {
     pub exit_code: Option<i32>,
     pub timed_out: bool,
     pub oom_kills: u64,
@@ -404,7 +411,7 @@ pub struct Facts {
 /// The status of a run that started. Order: resource kills first (a fork bomb usually also times
 /// out; the pids limit is the cause), then output size, then the script's own verdict, then
 /// insist.
-pub fn status(f: &Facts) -> Status {
+pub(crate) fn status(f: &Facts) -> Status {
     if f.pids_max_hits > 0 {
         Status::PidsLimit
     } else if f.oom_kills > 0 {

@@ -38,7 +38,6 @@ use band::proto::Layer;
 use serde::Deserialize;
 
 use crate::error::{SetupError, SetupResult};
-use crate::layers::cli::execcache::CacheBounds;
 
 /// Where the config is read from unless `BAND_SERVER_CONFIG` names another file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/band/server.toml";
@@ -47,6 +46,9 @@ pub const CONFIG_ENV: &str = "BAND_SERVER_CONFIG";
 /// Environment variable overriding the state directory (tests).
 pub const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
 pub const DEFAULT_STATE_DIR: &str = "/run/band";
+/// Where host binaries are looked up, in order, unless the server config's `bin_path` says
+/// otherwise.
+pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
 pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
 pub const DEFAULT_NFT: &str = "/usr/sbin/nft";
 /// The relay between a networked run's namespace and the host (`layers::net::netns`).
@@ -113,7 +115,7 @@ pub struct ServerConfig {
     /// abstract socket names of its own (`layers::net::netns`); the scope, when the kernel has
     /// it, is applied anyway, as for every run.
     pub require_ipc_scope: bool,
-    /// Where declared commands are looked up, in order (default [`crate::facts::BIN_SEARCH`]).
+    /// Where declared commands are looked up, in order (default [`BIN_SEARCH`]).
     pub bin_path: Vec<PathBuf>,
     pub defaults: LimitValues,
     pub caps: LimitValues,
@@ -131,7 +133,7 @@ impl Default for ServerConfig {
             slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
             require_ipc_scope: false,
-            bin_path: crate::facts::BIN_SEARCH.iter().map(PathBuf::from).collect(),
+            bin_path: BIN_SEARCH.iter().map(PathBuf::from).collect(),
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
             program_cache: CacheBounds::default(),
@@ -325,10 +327,7 @@ pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         dns_upstream: raw
             .dns_upstream
             .iter()
-            .map(|s| {
-                crate::layers::net::parse_resolver(s)
-                    .ok_or_else(|| ConfigError::Resolver(s.clone()))
-            })
+            .map(|s| parse_resolver(s).ok_or_else(|| ConfigError::Resolver(s.clone())))
             .collect::<Result<_, _>>()?,
         defaults,
         caps,
@@ -436,6 +435,43 @@ pub fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<Effectiv
             d.input_bytes,
             c.input_bytes,
         )?,
+    })
+}
+
+/// The bounds of the program cache's bytes (server config `[program_cache]`), read by
+/// [`crate::layers::cli::execcache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBounds {
+    /// One owner's one skill (`per_skill`).
+    pub per_skill: u64,
+    /// One owner, all skills (`per_owner`).
+    pub per_owner: u64,
+    /// All charged entries together: the rest ([`CacheBounds::total`] minus this) stays for the
+    /// host's programs, which are charged to nobody.
+    pub charged: u64,
+    /// Every entry: a little under the tmpfs ([`crate::layers::cli::execcache::CACHE_TMPFS_SIZE`]; the run folders and the
+    /// directories take some).
+    pub total: u64,
+}
+
+impl Default for CacheBounds {
+    fn default() -> Self {
+        CacheBounds {
+            per_skill: 128 << 20,
+            per_owner: 256 << 20,
+            charged: 768 << 20,
+            total: 1000 << 20,
+        }
+    }
+}
+
+/// One resolver address as written in the server config: `ip` or `ip:port` / `[ip6]:port`.
+pub fn parse_resolver(s: &str) -> Option<std::net::SocketAddr> {
+    let s = s.trim();
+    s.parse::<std::net::SocketAddr>().ok().or_else(|| {
+        s.parse::<std::net::IpAddr>()
+            .ok()
+            .map(|ip| std::net::SocketAddr::new(ip, 53))
     })
 }
 

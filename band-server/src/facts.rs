@@ -16,16 +16,13 @@ use fs_err as fs;
 use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::layers::cgroup::{CgroupError, Hierarchy};
+use crate::layers::cli::bins::BinSearch;
 use crate::layers::cli::programs;
 use crate::layers::cli::{execcache, runtime, shim};
 use crate::layers::fs::mounts;
 use crate::layers::fs::{execmask, procmask, workdir};
 use crate::layers::net;
-use crate::request::{self, Checked};
-
-/// Where host binaries are looked up, in order, unless the server config's `bin_path` says
-/// otherwise.
-pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+use crate::request::Checked;
 
 /// The helper binaries band-server puts in every sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +81,7 @@ pub struct HostFacts {
     pub lib_roots: Vec<String>,
     /// What of the run's `/proc` is covered ([`procmask::plan`] of the host's), or why the host's
     /// `/proc` could not be listed.
-    pub proc_masks: SetupResult<Vec<procmask::ProcMask>>,
+    pub proc_masks: SetupResult<Vec<crate::common::handover::ProcMask>>,
     pub helpers: SetupResult<Helpers>,
     /// The configured bubblewrap is a file.
     pub bwrap_present: bool,
@@ -194,76 +191,6 @@ impl Prefetched {
     }
 }
 
-/// Find `name` in `search` (the config's `bin_path`, by default [`BIN_SEARCH`]) and resolve it
-/// to its final file.
-pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
-    find_binary(name, search).map(|(_, real)| real)
-}
-
-/// [`resolve_binary`], with the path where it was found (not resolved: a venv's `bin/python`
-/// link), then the canonical file.
-pub fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
-    BinSearch::new(search).find(name)
-}
-
-/// The folders [`find_binary`] looks in, each resolved to its canonical path once, when first
-/// needed: for a batch of names (band-server's essential commands, each run), a command found
-/// as a file of its own (no link) costs one `lstat` per folder looked in, where resolving its
-/// whole path again cost a `readlink` for each of its components.
-pub struct BinSearch<'a> {
-    dirs: &'a [PathBuf],
-    canonical: Vec<std::cell::OnceCell<Option<PathBuf>>>,
-}
-
-impl<'a> BinSearch<'a> {
-    pub fn new(dirs: &'a [PathBuf]) -> BinSearch<'a> {
-        BinSearch {
-            dirs,
-            canonical: dirs.iter().map(|_| std::cell::OnceCell::new()).collect(),
-        }
-    }
-
-    /// `name` in the first folder that has it as an executable file (a link is followed), with
-    /// its canonical path; `None` when no folder has it, or when it is one of
-    /// [`request::FORBIDDEN_COMMANDS`].
-    pub fn find(&self, name: &str) -> Option<(PathBuf, PathBuf)> {
-        // A plain name of a file that is no link: its canonical path is its folder's, joined.
-        let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
-        for (i, d) in self.dirs.iter().enumerate() {
-            let p = d.join(name);
-            let Ok(lm) = fs::symlink_metadata(&p) else {
-                continue;
-            };
-            let direct = plain && !lm.file_type().is_symlink();
-            let m = if direct {
-                lm
-            } else {
-                let Ok(m) = fs::metadata(&p) else {
-                    continue;
-                };
-                m
-            };
-            if !m.is_file() || m.mode() & 0o111 == 0 {
-                continue;
-            }
-            let real = if direct {
-                self.canonical[i]
-                    .get_or_init(|| d.canonicalize().ok())
-                    .as_ref()?
-                    .join(name)
-            } else {
-                p.canonicalize().ok()?
-            };
-            let base = real.file_name()?.to_str()?;
-            if request::FORBIDDEN_COMMANDS.contains(&base) {
-                return None;
-            }
-            return Some((p, real));
-        }
-        None
-    }
-}
-
 /// The canonical host path of `p` and whether it is a directory, if it exists.
 pub fn host_path(p: &Path) -> Option<(PathBuf, bool)> {
     let host = p.canonicalize().ok()?;
@@ -292,6 +219,19 @@ pub fn prepare_state_dir(state: &Path) -> SetupResult<()> {
         Layer::Filesystem,
         format!("failed to chmod {}", state.display()),
     )
+}
+
+impl HostFacts {
+    /// What the CLI gate's plan reads of these facts.
+    pub fn programs(&self) -> crate::layers::cli::ProgramFacts<'_> {
+        crate::layers::cli::ProgramFacts {
+            shim_copy: &self.shim_copy,
+            copies: &self.copies,
+            runtime: &self.runtime,
+            layouts: &self.layouts,
+            argv0: &self.argv0,
+        }
+    }
 }
 
 impl HostFacts {
@@ -507,8 +447,8 @@ impl HostFacts {
                         }),
                 )
                 .collect();
-            facts.runtime =
-                runtime::scan_trees(&runtime::normalize(roots)).map_err(|e| e.to_string());
+            facts.runtime = runtime::scan_trees(&runtime::normalize(roots), &execmask::scan)
+                .map_err(|e| e.to_string());
             // pip's user site of the user who invoked band (`SUDO_UID`, which sudo sets, when
             // band started band-server through sudo; else band-server's own user), read-only
             // where the run's Python looks for it (`runtime::user_site`).
@@ -533,7 +473,8 @@ impl HostFacts {
             if let (Ok(trees), Some(home)) = (&mut facts.runtime, home) {
                 for v in &versions {
                     if let Some(site) = runtime::user_site(&home, v)
-                        && let Ok(mut t) = runtime::scan_trees(std::slice::from_ref(&site))
+                        && let Ok(mut t) =
+                            runtime::scan_trees(std::slice::from_ref(&site), &execmask::scan)
                     {
                         for tree in &mut t {
                             tree.at = runtime::user_site_at(v);
@@ -594,7 +535,8 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::request::Check;
+    use crate::layers::cli::bins::find_binary;
+    use crate::request::{self, Check};
 
     /// What [`find_binary`] did before [`BinSearch`]: the same answers, by the longer way (every
     /// candidate followed, every path resolved whole).

@@ -30,8 +30,9 @@ use std::path::Path;
 use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
 
-pub use crate::layer::Report;
-use crate::layer::{Host, RunLayer};
+use crate::common::Host;
+pub use crate::common::Report;
+use crate::layer::RunLayer;
 use crate::layers::LAYERS;
 use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
 use crate::layers::identity::uidpool::{self, POOL_SIZE};
@@ -236,7 +237,7 @@ pub fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::Stale;
+    use crate::common::Stale;
     use crate::layers::identity::procs::sweeps;
 
     #[test]
@@ -250,9 +251,11 @@ mod tests {
         let report = Report {
             dead_leases: vec![3],
             killed: 2,
-            removed_dirs: vec!["0123456789abcdef".into()],
+            removed: vec![(
+                crate::common::REMOVED_RUN_DIRS,
+                vec!["0123456789abcdef".into()],
+            )],
             errors: vec!["cannot remove cgroup x: busy".into()],
-            ..Report::default()
         };
         log(state.path(), &report).unwrap();
         let text = fs::read_to_string(&path).unwrap();
@@ -308,7 +311,7 @@ mod tests {
             if STUCK.load(std::sync::atomic::Ordering::SeqCst) {
                 report.errors.push(format!("{run}: cannot remove"));
             } else {
-                report.removed_dirs.push(run.to_string());
+                report.note_removed(crate::common::REMOVED_RUN_DIRS, run.to_string());
             }
         }
     }
@@ -338,7 +341,10 @@ mod tests {
         STUCK.store(false, std::sync::atomic::Ordering::SeqCst);
         let report = run_with(&[&Stuck], state.path(), nft, false);
         assert_eq!(report.dead_leases, [7], "{report:?}");
-        assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
+        assert_eq!(
+            report.removed(crate::common::REMOVED_RUN_DIRS),
+            ["0123456789abcdef"]
+        );
         // Cleared in place (blanks, no truncation): free to the next search.
         assert_eq!(
             uidpool::read_lease(&mut fs_err::File::open(&lease).unwrap()),
@@ -382,7 +388,11 @@ mod tests {
         );
         // A real leftover (no lease names it) is removed and reported; the directory of the run
         // that ended meanwhile was never the janitor's to remove.
-        assert_eq!(report.removed_dirs, ["fedcba9876543210"], "{report:?}");
+        assert_eq!(
+            report.removed(crate::common::REMOVED_RUN_DIRS),
+            ["fedcba9876543210"],
+            "{report:?}"
+        );
         assert!(report.errors.is_empty(), "{report:?}");
         assert!(!runs.join("fedcba9876543210").exists());
     }

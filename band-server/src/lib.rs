@@ -12,7 +12,10 @@
 //! - [`plan`]: `plan_run`, the pure plan of a whole run (argv, cgroup ops, nft text, run dir ops).
 //! - [`run`]: applies the plan, runs the script ([`run`]'s `events`), collects, tears down; a
 //!   warm server's spare sandbox ([`run::spare`]).
-//! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale).
+//! - [`common`]: what the layers share, below all of them: the run's guard, what one layer
+//!   hands another, shared paths, the janitor's report.
+//! - [`layer`]: the shape every layer has (plan, apply, teardown, remove-stale), above the plan
+//!   (its steps read it).
 //! - [`layers`]: the layers and their one list:
 //!   - [`layers::identity`]: per-run users `band-run-N`, leased with `flock`; their processes.
 //!   - [`layers::cgroup`]: the run's cgroup (v1 or v2): limits, kill, stats.
@@ -75,12 +78,15 @@ macro_rules! say {
     }};
 }
 
-pub mod collect;
+pub(crate) mod collect;
+pub mod common;
 pub mod config;
 pub mod error;
 pub mod facts;
 pub mod janitor;
 pub mod layer;
+#[cfg(test)]
+mod layering;
 pub mod layers;
 pub mod observe;
 pub mod plan;

@@ -7,34 +7,34 @@
 //! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it
 //! ([`crate::run::apply`]).
 //!
-//! Each layer's part is planned by a pure function of its folder, which its
-//! [`RunLayer::plan`] calls; [`plan_run`] calls those in the order of their
-//! [`crate::layer::PlanStage`]: cgroup, network, CLI gate, run directory, process (its argv needs
-//! the others' parts).
+//! Each layer's part is planned by a pure function of its folder; [`plan_run`] calls those in
+//! order, each with exactly the earlier parts it reads as arguments: cgroup, network, CLI gate,
+//! run directory (it reads the network's resolv.conf and the programs), process (its argv reads
+//! every other part). The plan is a typed struct, one field per layer's part: a part a layer
+//! needs that is not planned before it does not compile.
+
+use std::path::PathBuf;
 
 use band::policy::{CompiledPolicy, Policy};
 use band::proto::Layer;
 
+use crate::common::handover::{ExecView, ProcMask};
 use crate::config::{EffectiveLimits, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::facts::{Helpers, HostFacts};
-use crate::layer::{Parts, PlanInputs, RunLayer};
+use crate::layers::cgroup::{CgroupPlan, plan_run_cgroup};
 pub use crate::layers::cli::ExecPlan;
 use crate::layers::cli::programs::{self, CliPlan};
 use crate::layers::cli::shim::CliRules;
+use crate::layers::fs::RunDirInputs;
 use crate::layers::fs::mounts;
 use crate::layers::fs::workdir::{HostMount, RunDirPlan};
+use crate::layers::net::{NetRunPlan, plan_network};
 pub use crate::layers::process::ProcessPlan;
+use crate::layers::process::bwrap::{ExtraBind, SandboxPlan};
 use crate::request::{Checked, DecodedFile};
 
-/// The run's identity, leased before [`plan_run`] (the only thing that exists before the plan).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub slot: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub user: String,
-}
+pub use crate::common::handover::Identity;
 
 /// What can be planned before a uid is leased, and what the host must offer.
 #[derive(Debug, Clone)]
@@ -87,9 +87,7 @@ pub fn preflight(
     })
 }
 
-/// One run, planned: the common, cross-layer fields typed, each layer's part by type in
-/// [`RunPlan::parts`] (cgroup: `CgroupPlan`; network: `Option<NetRunPlan>`, `None` without
-/// `allow.net`; CLI gate: [`ExecPlan`]; process: [`ProcessPlan`]), and the run directory's.
+/// One run, planned: the common, cross-layer fields, and each layer's part.
 #[derive(Debug, Clone)]
 pub struct RunPlan<'a> {
     pub run_id: String,
@@ -98,64 +96,143 @@ pub struct RunPlan<'a> {
     /// What was planned before the lease: the commands, host mounts, write dirs, helpers and
     /// CLI rules, which several layers read.
     pub pre: Preflight,
-    /// The filesystem layer's part: the run directory's operations. Not in [`RunPlan::parts`]
-    /// because it borrows the request's file bytes (owning them would copy every bundle and
-    /// workspace file once more); `None` until that layer is planned.
-    pub run_dir: Option<RunDirPlan<'a>>,
-    /// Each layer's part, by type.
-    pub parts: Parts,
+    /// The cgroup's operations.
+    pub cgroup: CgroupPlan,
+    /// The network: `None` without `allow.net`.
+    pub net: Option<NetRunPlan>,
+    /// The CLI gate: the run's programs and exec folder.
+    pub exec: ExecPlan,
+    /// The filesystem: the run directory's operations. It borrows the request's file bytes
+    /// (owning them would copy every bundle and workspace file once more).
+    pub run_dir: RunDirPlan<'a>,
+    /// The process: bubblewrap's argv and the seccomp list.
+    pub process: ProcessPlan,
 }
 
-impl<'a> RunPlan<'a> {
-    /// The run directory's plan, which `layer` needs; absent, the run does not start.
-    pub fn run_dir(&self, layer: Layer) -> SetupResult<&RunDirPlan<'a>> {
-        self.run_dir.as_ref().ok_or_else(|| {
-            SetupError::new(
-                layer,
-                "internal: the run directory is not planned (is the filesystem layer listed?)",
-            )
-        })
-    }
-}
-
-/// Plan the whole run for [`crate::layers::LAYERS`]. Pure: nothing is looked at but the
-/// arguments. Each layer's part is a function of its folder.
+/// Plan the whole run. Pure: nothing is looked at but the arguments. Each layer's part is a
+/// function of its folder, called with the earlier parts it reads.
 pub fn plan_run<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
     facts: &HostFacts,
     identity: &Identity,
 ) -> SetupResult<RunPlan<'a>> {
-    plan_run_with(crate::layers::LAYERS, checked, cfg, facts, identity)
-}
-
-/// [`plan_run`] for the layers of `layers`: the common fields, then each layer's
-/// [`RunLayer::plan`], sorted by [`RunLayer::plan_stage`] (stable).
-pub fn plan_run_with<'a>(
-    layers: &[&'static dyn RunLayer],
-    checked: &'a Checked<'_>,
-    cfg: &ServerConfig,
-    facts: &HostFacts,
-    identity: &Identity,
-) -> SetupResult<RunPlan<'a>> {
     let pre = preflight(checked, cfg, facts)?;
-    let mut plan = RunPlan {
-        run_id: checked.req.run_id.clone(),
-        identity: identity.clone(),
-        limits: checked.limits,
-        pre,
-        run_dir: None,
-        parts: Parts::default(),
-    };
-    let inp = PlanInputs {
+    let run_id = checked.req.run_id.clone();
+    let limits = checked.limits;
+    let cgroup = plan_run_cgroup(&run_id, &limits, &facts.hierarchy)?;
+    let net = plan_network(
+        &run_id,
+        identity,
+        &checked.compiled.net,
+        &facts.own_addrs,
+        &facts.upstream,
+    )?;
+    let exec = crate::layers::cli::plan_exec(&cfg.state_dir, &run_id, &pre.cli, &facts.programs())?;
+    let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
+    let tree_roots: Vec<PathBuf> = exec.runtime.iter().map(|t| t.root.clone()).collect();
+    let run_dir = crate::layers::fs::plan_run_dir(
         checked,
         cfg,
-        facts,
-    };
-    for layer in crate::layers::plan_order(layers) {
-        layer.plan(&inp, &mut plan)?;
+        identity,
+        &RunDirInputs {
+            host_mounts: &pre.host_mounts,
+            write_dirs: &pre.write_dirs,
+            wrappers: &wrappers,
+            masked: &facts.masked,
+            lib_roots: &facts.lib_roots,
+            resolv_conf: net.as_ref().map(|n| n.resolv_conf.as_str()),
+            exec: ExecView {
+                root: &exec.root,
+                self_links: &exec.self_links,
+                links: &exec.links,
+                tree_roots: &tree_roots,
+            },
+        },
+    );
+    let process = crate::layers::process::plan_process(
+        plan_sandbox(
+            checked,
+            cfg,
+            &pre,
+            &exec,
+            &run_dir,
+            net.is_some(),
+            facts.proc_masks.as_ref().map_err(Clone::clone)?,
+        ),
+        cfg,
+    );
+    Ok(RunPlan {
+        run_id,
+        identity: identity.clone(),
+        limits,
+        pre,
+        cgroup,
+        net,
+        exec,
+        run_dir,
+        process,
+    })
+}
+
+/// What bubblewrap gets, the process layer's input (its argv is
+/// [`crate::layers::process::bwrap::build_bwrap_args`] of this), made of the other layers' parts: the run directory, the programs, band-shim and
+/// band-jail, the host mounts and the masked library trees. `share_net`: the run has `allow.net`.
+/// Pure.
+fn plan_sandbox(
+    checked: &Checked<'_>,
+    cfg: &ServerConfig,
+    pre: &Preflight,
+    exec: &ExecPlan,
+    run_dir: &RunDirPlan<'_>,
+    share_net: bool,
+    proc_masks: &[ProcMask],
+) -> SandboxPlan {
+    SandboxPlan {
+        run_dir: run_dir.root.clone(),
+        shim: exec.shim.clone(),
+        exec_dir: exec.root.clone(),
+        self_links: exec.self_links.clone(),
+        links: exec.links.clone(),
+        extra: pre
+            .host_mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ExtraBind {
+                source: run_dir.host_mount(i),
+                dest: m.sandbox.clone(),
+                writable: m.writable,
+            })
+            .chain(exec.runtime.iter().flat_map(|t| {
+                // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
+                // over each of its programs (judged by the gate, run only by a rule naming it).
+                std::iter::once(ExtraBind {
+                    source: t.root.clone(),
+                    dest: t.at.clone(),
+                    writable: false,
+                })
+                .chain(t.helpers().into_iter().map(|(at, _)| ExtraBind {
+                    source: exec.shim.clone(),
+                    dest: at,
+                    writable: false,
+                }))
+            }))
+            .collect(),
+        entry: checked.req.entry.clone(),
+        // The entry is read by its interpreter: band-shim is never bound over it (a `./` rule
+        // naming it leaves it noexec at its path).
+        bundled: pre
+            .cli
+            .bundled
+            .iter()
+            .filter(|b| b.path != checked.req.entry)
+            .map(|b| b.path.clone())
+            .collect(),
+        has_config: checked.config_json.is_some(),
+        share_net,
+        ipc_scope_required: share_net && cfg.require_ipc_scope,
+        proc_masks: proc_masks.to_vec(),
     }
-    Ok(plan)
 }
 
 /// [`programs::plan_cli`] with the binaries and heads of `facts`.

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use band::policy::{Category, CompiledPolicy, Decision};
+use band::policy::cli::missing_bundled;
+use band::policy::{Category, CompiledPolicy, Decision, Policy};
 use band::proto::{self, FileEntry, Layer, RunRequest, RunResult, Status};
 use base64::Engine;
 
@@ -314,7 +315,7 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
         None => None,
     };
     let compiled = compile(&req.policy)?;
-    crate::layers::cli::bundled::check(&req.policy, &bundle, &req.entry)?;
+    check_bundled(&req.policy, &bundle, &req.entry)?;
     check_workspace(&workspace, &compiled)?;
     Ok(Check::Run(Box::new(Checked {
         req,
@@ -362,6 +363,37 @@ pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> Setu
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The pure checks of a request's bundled programs (`./` commands, see
+/// [`crate::layers::cli::bundled`]), shared in meaning with `band lint`: every
+/// `./` pattern names a file of the bundle ([`missing_bundled`], lint's S010), and the entry is
+/// not a native executable (lint's S012: `/skill` is `noexec`, and an entry is started by its
+/// interpreter reading it).
+pub fn check_bundled(policy: &Policy, bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
+    let is_file = |p: &str| bundle.iter().any(|f| f.path == p);
+    if let Some(r) = missing_bundled(policy, &is_file).first() {
+        return Err(SetupError::new(
+            Layer::Cli,
+            format!(
+                "{}.cli rule `{}` names `./{}`, which is not a file of the skill",
+                r.column, r.pattern, r.path
+            ),
+        )
+        .with_hint("ship the file in the skill, or remove the rule (band lint: S010)"));
+    }
+    if let Some(f) = bundle.iter().find(|f| f.path == entry)
+        && band::policy::cli::is_native_executable(&f.data)
+    {
+        return Err(SetupError::new(
+            Layer::Process,
+            format!("entry {entry:?} is a native executable, which cannot start from /skill (noexec)"),
+        )
+        .with_hint(
+            "make the entry a script (`#!/bin/sh`) that runs the program as `./bin/<name>`, and allow it: allow.cli: [\"./bin/<name> *\"] (band lint: S012)",
+        ));
     }
     Ok(())
 }
@@ -582,6 +614,32 @@ mod tests {
         assert_eq!(
             check_workspace(&[f("other.txt")], &compiled),
             fs("workspace file other.txt is not covered by allow.read or allow.write")
+        );
+    }
+
+    /// `./` rules name files of the bundle, and the entry is no native executable.
+    #[test]
+    fn bundled_programs_are_files_of_the_skill_and_the_entry_is_no_executable() {
+        let mut p = Policy::default();
+        p.allow.cli = vec!["./bin/tool *".into(), "./bin/s.sh x".into(), "jq *".into()];
+        p.deny.cli = vec!["./bin/s.sh *".into()];
+        let bundle = [
+            f("bin/tool", 0o755, b"\x7fELF...."),
+            f("bin/s.sh", 0o755, b"#!/bin/sh\necho\n"),
+        ];
+        assert!(check_bundled(&p, &bundle, "run.sh").is_ok());
+        let only_tool = [f("bin/tool", 0o755, b"x")];
+        let e = check_bundled(&p, &only_tool, "run.sh").err();
+        assert!(
+            e.as_ref()
+                .is_some_and(|e| e.layer == Layer::Cli && e.message.contains("`./bin/s.sh`")),
+            "{e:?}"
+        );
+        let e = check_bundled(&Policy::default(), &bundle, "bin/tool").err();
+        assert!(
+            e.as_ref()
+                .is_some_and(|e| e.layer == Layer::Process && e.message.contains("native")),
+            "{e:?}"
         );
     }
 }

@@ -1,15 +1,34 @@
 //! The sandbox's layers, one folder each, and the one list of them, [`LAYERS`]. Each has the
-//! shape of [`crate::layer`], declared by its [`RunLayer`] impl in its folder: its apply steps
-//! (`apply.rs`), each tagged with a [`crate::layer::Phase`]; its plan hook; its janitor passes.
+//! shape of [`crate::layer`], in two halves:
+//!
+//! - its plan half, the folder but `apply.rs`: its types and its pure planner, whose result is
+//!   its field of [`crate::plan::RunPlan`];
+//! - its apply half, `apply.rs`: its [`RunLayer`] impl (its apply steps, each tagged with a
+//!   [`crate::layer::Phase`], and its janitor passes) and the steps themselves, which read the
+//!   plan.
+//!
 //! The run applies every listed layer's steps sorted by phase ([`apply_order`]), the run's guard
 //! tears down what was built in reverse order, and the janitor walks [`LAYERS`].
 //!
-//! Adding a layer: a folder here with its `RunLayer` impl and its own types (its plan part in
-//! [`crate::plan::RunPlan::parts`] through [`RunLayer::plan`], its hand-overs in
-//! [`crate::layer::Applied::parts`], both by type; a part it needs that is absent fails closed
-//! naming the layer), and one line in [`LAYERS`]. Nothing else changes: `run::execute`, the
-//! guard and the janitor walk the list (`band-server/tests/suite/new_layer.rs` does it with a
-//! toy layer).
+//! Adding a layer takes:
+//!
+//! - a folder here with its two halves. Its plan half uses only what is below the layers
+//!   ([`crate::common`], with [`crate::common::handover`] for what it reads of another layer or
+//!   hands one; the config; the request); its apply half also the plan and [`crate::layer`].
+//!   Neither uses another layer (`layering.rs` checks it);
+//! - one line in [`LAYERS`];
+//! - when it plans anything: its field in [`crate::plan::RunPlan`] and one call of its pure
+//!   planner in [`crate::plan::plan_run`], with the earlier parts it reads as arguments (typed: a
+//!   part that is not planned before it does not compile);
+//! - its steps' phases: existing [`crate::layer::Phase`]s, or a new one where it must run;
+//! - what its janitor passes remove goes in the janitor's report under a name of its own
+//!   ([`crate::common::Report::note_removed`]);
+//! - its errors name a layer of the protocol (`band::proto::Layer`), which the client shows: a
+//!   layer the protocol does not name yet takes a variant there.
+//!
+//! Its hand-overs to later steps go in [`crate::layer::Applied::parts`], by type (one a step needs
+//! that is absent fails closed naming the layer). `run::execute`, the guard and the janitor walk
+//! the list (`band-server/tests/suite/new_layer.rs` does it with a toy layer).
 
 use crate::layer::{RunLayer, Step};
 
@@ -31,14 +50,6 @@ pub const LAYERS: &[&dyn RunLayer] = &[
     &cli::Cli,
     &process::Process,
 ];
-
-/// How a run is planned: the layers of `layers` sorted by their
-/// [`crate::layer::PlanStage`] (stable), each adding its part ([`RunLayer::plan`]).
-pub fn plan_order(layers: &[&'static dyn RunLayer]) -> Vec<&'static dyn RunLayer> {
-    let mut order = layers.to_vec();
-    order.sort_by_key(|l| l.plan_stage());
-    order
-}
 
 /// How a run applies its plan: every step of every layer of `layers`, sorted by its [`crate::layer::Phase`]
 /// (stable: steps of one phase keep the order of `layers`). Not the order of [`LAYERS`], which
@@ -66,14 +77,6 @@ mod tests {
     fn short(l: &dyn RunLayer) -> &'static str {
         let name = l.name();
         name.rsplit("::").next().unwrap_or(name)
-    }
-
-    #[test]
-    fn the_run_plans_every_layer_in_this_order() {
-        // The process layer's bubblewrap argv needs every other part; the run directory needs
-        // the network's resolv.conf. The identity plans nothing (its uid is leased before).
-        let order: Vec<&str> = plan_order(LAYERS).iter().map(|l| short(*l)).collect();
-        assert_eq!(order, ["Cgroup", "Net", "Cli", "Fs", "Process", "Identity"]);
     }
 
     #[test]

@@ -55,7 +55,6 @@ use crate::request::{self, Check};
 use crate::sys;
 
 mod events;
-mod guard;
 pub mod spare;
 
 pub use self::events::{
@@ -66,7 +65,7 @@ use self::events::{
     Inbox, LoopState, MAX_CALLS_KEPT, Msg, ReportQueue, drain, run_loop, spawn_reader,
     spawn_status_reader, write_secrets,
 };
-pub use self::guard::RunGuard;
+pub use crate::common::RunGuard;
 
 fn exit_code(status: ExitStatus) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
@@ -242,14 +241,25 @@ pub(crate) fn prepare<'p>(
 
     // 2. Identity: lease a pool uid (the plan needs it).
     before_lease();
-    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard)?;
+    // A lease whose owner died mid-run is cleaned first. (The janitor pass before every run
+    // already did this with the configured nft; a lease that died since is cleaned here with the
+    // default one.)
+    let on_dead = |slot: u32, file: &mut fs_err::File| {
+        let nft = std::path::Path::new(crate::config::DEFAULT_NFT);
+        let report = crate::janitor::clean_dead_lease(
+            &cfg.state_dir,
+            slot,
+            file,
+            nft.is_file().then_some(nft),
+        );
+        report.errors.is_empty()
+    };
+    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard, &on_dead)?;
 
     // 3. The whole plan, before anything else exists.
     let mut plan = plan::plan_run(checked, cfg, &facts, &identity)?;
-    if made == Made::Spare
-        && let Some(dir) = plan.run_dir.as_mut()
-    {
-        dir.request.clear();
+    if made == Made::Spare {
+        plan.run_dir.request.clear();
     }
 
     // 4. Apply it: every layer's steps, sorted by phase, the last of which spawns
@@ -266,7 +276,8 @@ pub(crate) fn prepare<'p>(
     let on_report: OnReport = Arc::new(move |r| queue.push(r));
     // The shells' own "not found" messages on the script's stderr are CLI reports too
     // (`layers::cli::heard`).
-    let heard = crate::layers::cli::heard::Judge::for_run(&plan, on_report.clone())?;
+    let heard =
+        crate::layers::cli::heard::Judge::for_run(&plan.pre.rules, &plan.exec, on_report.clone())?;
     let mut applied = Applied::new(on_lookup, on_report);
     let inputs = Inputs {
         plan: &plan,
@@ -767,7 +778,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::layer::{Built, Teardown, built_any};
+    use crate::common::{Built, Teardown, built_any};
 
     type Log = Arc<Mutex<Vec<String>>>;
 

@@ -283,7 +283,7 @@ fn hand_over(
         }
     };
     let plan = crate::plan::plan_run(&checked, cfg, &prepared.facts, &prepared.identity)?;
-    RunDir::write_request(plan.run_dir(Layer::Filesystem)?)?;
+    RunDir::write_request(&plan.run_dir)?;
     let mut jail: bwrap::JailInput = serde_json::from_slice(&prepared.spawned.jail_json)
         .layer(Layer::Secrets, "cannot read back the spare's jail input")?;
     jail.secrets = req.secrets.clone();

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use band::proto::Layer;
 use band_server::error::{SetupError, SetupResult};
-use band_server::layer::{Applied, Gate, Inputs, Phase, PlanInputs, RunLayer, Step};
-use band_server::plan::{self, RunPlan};
+use band_server::layer::{Applied, Gate, Inputs, Phase, RunLayer, Step};
+use band_server::plan;
 use band_server::run::{self, RunGuard};
 use band_server::sys::{self, GATE_OPEN};
 
@@ -23,10 +23,8 @@ use super::new_layer::ToyBuilt;
 use super::plan::{checked, facts, identity, request, state_config};
 
 /// Where the toys keep their files: the state folder of the test's config.
-struct Dir(PathBuf);
-
 fn dir<'a>(inp: &'a Inputs<'_>) -> SetupResult<&'a Path> {
-    Ok(&inp.plan.parts.need::<Dir>(Layer::Filesystem)?.0)
+    Ok(&inp.cfg.state_dir)
 }
 
 fn err(layer: Layer, what: impl std::fmt::Display) -> SetupError {
@@ -84,10 +82,6 @@ impl<const WAIT: bool, const FAIL: bool, const WAIT_MS: u64> RunLayer
             what: "the toy run directory",
             apply: toy_dir::<WAIT, FAIL, WAIT_MS>,
         }]
-    }
-    fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
-        plan.parts.insert(Dir(inp.cfg.state_dir.clone()));
-        Ok(())
     }
 }
 
@@ -234,8 +228,8 @@ fn apply(layers: &[&'static dyn RunLayer]) -> Applied4 {
     let req = request();
     let checked = checked(&req, &cfg);
     let identity = identity();
-    let plan = plan::plan_run_with(layers, &checked, &cfg, &facts(), &identity)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let plan =
+        plan::plan_run(&checked, &cfg, &facts(), &identity).unwrap_or_else(|e| panic!("{e}"));
     let inputs = Inputs {
         plan: &plan,
         checked: &checked,

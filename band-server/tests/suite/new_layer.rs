@@ -1,19 +1,21 @@
-//! The measure of the layout: a layer is its folder plus one line in a layer list. A toy layer,
-//! defined only here, is planned (its part of the plan, by type), applied in its phase (its step
-//! sorted among the real layers' steps), torn down by the run's guard and swept by the janitor,
-//! with nothing but its own code and a list that names it. No root: the toy builds a file in a
-//! temp directory.
+//! The measure of the layout: a layer is its folder plus one line in a layer list (and, when it
+//! plans anything, its field of the typed `RunPlan` and one call of its planner in `plan_run`,
+//! which a toy defined outside the crate cannot add: this toy plans from the plan's common
+//! fields in its step, with a pure planner of its own). A toy layer, defined only here, is
+//! applied in its phase (its step sorted among the real layers' steps), torn down by the run's
+//! guard and swept by the janitor, with nothing but its own code and a list that names it. No
+//! root: the toy builds a file in a temp directory.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use band::proto::Layer;
+use band_server::common::{Built, Host, Report, Stale, Teardown};
+use band_server::config::ServerConfig;
 use band_server::error::SetupResult;
 use band_server::janitor;
-use band_server::layer::{
-    Applied, Built, Host, Inputs, Phase, PlanInputs, Report, RunLayer, Stale, Step, Teardown,
-};
+use band_server::layer::{Applied, Inputs, Phase, RunLayer, Step};
 use band_server::layers::{self, LAYERS};
 use band_server::plan::{self, RunPlan};
 
@@ -24,12 +26,26 @@ use super::plan::{checked, facts, identity, request, state_config};
 /// The toy layer: one marker file per run under `<state>/toy/`.
 struct Toy;
 
+/// What the janitor's log line calls what the toy removes.
+const TOY_MARKERS: &str = "toy markers";
+
 /// Its part of the plan.
 #[derive(Debug)]
 struct ToyPlan {
     marker: PathBuf,
     uid: u32,
 }
+
+/// Its pure planner: a function of the config and the plan's common fields.
+fn toy_plan(cfg: &ServerConfig, plan: &RunPlan<'_>) -> ToyPlan {
+    ToyPlan {
+        marker: toy_dir(&cfg.state_dir).join(&plan.run_id),
+        uid: plan.identity.uid,
+    }
+}
+
+/// A hand-over no layer makes (for the step that needs it).
+struct Unmade;
 
 /// What its step hands on.
 struct ToyBuiltAt(PathBuf);
@@ -48,14 +64,6 @@ impl RunLayer for Toy {
             what: "the toy's marker",
             apply: toy_apply,
         }]
-    }
-    fn plan<'a>(&self, inp: &PlanInputs<'a, '_>, plan: &mut RunPlan<'a>) -> SetupResult<()> {
-        let part = ToyPlan {
-            marker: toy_dir(&inp.cfg.state_dir).join(&plan.run_id),
-            uid: plan.identity.uid,
-        };
-        plan.parts.insert(part);
-        Ok(())
     }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         fs_err::read_dir(toy_dir(host.state))
@@ -76,13 +84,13 @@ impl RunLayer for Toy {
         if !live.contains(&item.run)
             && fs_err::remove_file(toy_dir(host.state).join(&item.run)).is_ok()
         {
-            report.removed_dirs.push(item.run.clone());
+            report.note_removed(TOY_MARKERS, item.run.clone());
         }
     }
 }
 
 fn toy_apply(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let part: &ToyPlan = inp.plan.parts.need(Layer::Filesystem)?;
+    let part = &toy_plan(inp.cfg, inp.plan);
     let err =
         |e: std::io::Error| band_server::error::SetupError::new(Layer::Filesystem, e.to_string());
     fs_err::create_dir_all(toy_dir(&inp.cfg.state_dir)).map_err(err)?;
@@ -144,25 +152,17 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
         ]
     );
 
-    // Planned: its part is in the plan, by type, next to every built-in part; without it in the
-    // list, it is not.
+    // Planned: its planner reads the plan's common fields.
     let (state, cfg) = state_config();
     let req = request();
     let checked = checked(&req, &cfg);
     let identity = identity();
     let facts = facts();
-    let plan = plan::plan_run_with(&with_toy, &checked, &cfg, &facts, &identity)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let part = plan
-        .parts
-        .get::<ToyPlan>()
-        .unwrap_or_else(|| panic!("the toy's part is not in the plan"));
+    let plan = plan::plan_run(&checked, &cfg, &facts, &identity).unwrap_or_else(|e| panic!("{e}"));
+    let part = toy_plan(&cfg, &plan);
     let marker = state.path().join("toy/0123456789abcdef");
     assert_eq!(part.marker, marker);
     assert_eq!(part.uid, 990);
-    let without =
-        plan::plan_run(&checked, &cfg, &facts, &identity).unwrap_or_else(|e| panic!("{e}"));
-    assert!(without.parts.get::<ToyPlan>().is_none());
 
     // Applied (only the toy: the real layers' steps need root) and torn down by the guard.
     let inputs = Inputs {
@@ -187,17 +187,40 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
     // Swept by the janitor: a dead run's marker goes.
     fs_err::write(&marker, "990").unwrap_or_else(|e| panic!("{e}"));
     let report = janitor::run_with(&[&Toy], state.path(), Path::new("/nonexistent/nft"), false);
-    assert_eq!(report.removed_dirs, ["0123456789abcdef"]);
+    assert_eq!(report.removed(TOY_MARKERS), ["0123456789abcdef"]);
+    assert!(
+        report.lines()[0].ends_with(", toy markers [\"0123456789abcdef\"]"),
+        "{:?}",
+        report.lines()
+    );
     assert!(
         !marker.exists(),
         "the janitor did not sweep the toy's leftover"
     );
 }
 
+/// A toy whose step needs a hand-over that no listed layer makes.
+struct NeedsUnmade;
+
+impl RunLayer for NeedsUnmade {
+    fn steps(&self) -> &'static [Step] {
+        &[Step {
+            phase: Phase::RunDir,
+            what: "the toy's marker, from a hand-over",
+            apply: needs_unmade,
+        }]
+    }
+}
+
+fn needs_unmade(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+    let Unmade = out.parts.take(Layer::Filesystem)?;
+    toy_apply(inp, out, guard)
+}
+
 #[test]
-fn a_layer_whose_part_is_missing_does_not_start() {
-    // The toy's step without its plan (a plan made for a list that does not name it): the run
-    // does not start, and the error names the part.
+fn a_layer_whose_hand_over_is_missing_does_not_start() {
+    // The toy's step without the hand-over it needs (no listed layer makes it): the run does not
+    // start, and the error names it. (A part of the plan cannot be missing: the plan is typed.)
     let (state, cfg) = state_config();
     let req = request();
     let checked = checked(&req, &cfg);
@@ -211,13 +234,14 @@ fn a_layer_whose_part_is_missing_does_not_start() {
     };
     let mut applied = Applied::new(Arc::new(|_: &_| {}), Arc::new(|_| {}));
     let mut guard = RunGuard::default();
-    let err = match run::apply(&[&Toy], &inputs, &mut applied, &mut guard) {
-        Ok(()) => panic!("the toy applied without its plan"),
+    let err = match run::apply(&[&NeedsUnmade], &inputs, &mut applied, &mut guard) {
+        Ok(()) => panic!("the toy applied without its hand-over"),
         Err(e) => e,
     };
     assert_eq!(err.layer, Layer::Filesystem);
     assert!(
-        err.message.contains("ToyPlan is missing"),
+        err.message
+            .contains("Unmade was not set up before this step"),
         "{}",
         err.message
     );

@@ -253,19 +253,11 @@ fn describe(op: &FsOp<'_>) -> String {
 }
 
 fn view(plan: &RunPlan<'_>) -> View {
-    fn part<'p, T: std::any::Any + Send + Sync>(plan: &'p RunPlan<'_>) -> &'p T {
-        plan.parts
-            .get::<T>()
-            .unwrap_or_else(|| panic!("no {} in the plan", std::any::type_name::<T>()))
-    }
-    let process: &ProcessPlan = part(plan);
-    let cgroup: &CgroupPlan = part(plan);
-    let net: &Option<NetRunPlan> = part(plan);
-    let exec: &ExecPlan = part(plan);
-    let run_dir = plan
-        .run_dir
-        .as_ref()
-        .unwrap_or_else(|| panic!("no run directory in the plan"));
+    let process: &ProcessPlan = &plan.process;
+    let cgroup: &CgroupPlan = &plan.cgroup;
+    let net: &Option<NetRunPlan> = &plan.net;
+    let exec: &ExecPlan = &plan.exec;
+    let run_dir = &plan.run_dir;
     View {
         run_id: plan.run_id.clone(),
         identity: format!("{:?}", plan.identity),

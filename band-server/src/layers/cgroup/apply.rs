@@ -7,6 +7,10 @@
 //! between the two steps drops [`PendingCgroup`], which waits for the thread and removes what
 //! it made: nothing is left behind.
 
+use std::collections::BTreeSet;
+
+use super::stale::remove_owned;
+use super::{Cgroup, list_marks};
 use std::fs::File;
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -15,12 +19,13 @@ use band::proto::Layer;
 use fs_err::OpenOptions;
 
 use super::{CgroupPlan, RunCgroup};
+use crate::common::RunGuard;
+use crate::common::{Built, Teardown};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::{Applied, Built, Inputs, Teardown};
-use crate::run::RunGuard;
+use crate::layer::RunLayer;
+use crate::layer::{Applied, Inputs};
 
-/// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-pub struct JoinFiles(pub Vec<File>);
+pub use crate::common::handover::JoinFiles;
 
 /// The run's cgroup, with its join files.
 type Made = (RunCgroup, Vec<File>);
@@ -90,7 +95,7 @@ fn make(plan: &CgroupPlan, state: &Path) -> SetupResult<Made> {
 
 /// The cgroup's first step ([`crate::layer::Phase::Limits`]): start making it.
 pub(crate) fn start(inp: &Inputs<'_>, out: &mut Applied, _guard: &mut RunGuard) -> SetupResult<()> {
-    let plan: CgroupPlan = inp.plan.parts.need::<CgroupPlan>(Layer::Cgroup)?.clone();
+    let plan: CgroupPlan = inp.plan.cgroup.clone();
     let state = inp.cfg.state_dir.clone();
     let thread = std::thread::Builder::new()
         .name("cgroup".into())
@@ -110,4 +115,61 @@ pub(crate) fn join(_inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     guard.push(cg);
     out.parts.insert(JoinFiles(files));
     Ok(())
+}
+
+impl RunLayer for Cgroup {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::Limits,
+                what: "the run's cgroup with its limits and join files, on a thread of its own",
+                apply: start,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Joins,
+                what: "the run's cgroup waited for",
+                apply: join,
+            },
+        ]
+    }
+    /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
+    /// directory's server is never listed, so never removed.
+    fn list_stale(
+        &self,
+        host: &crate::common::Host<'_>,
+        report: &mut crate::common::Report,
+    ) -> Vec<crate::common::Stale> {
+        let _ = report;
+        list_marks(host.state)
+            .into_iter()
+            .map(crate::common::Stale::run)
+            .collect()
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::common::Host<'_>,
+        run: &str,
+        report: &mut crate::common::Report,
+    ) {
+        remove_owned(host.state, run, report);
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::common::Host<'_>,
+        item: &crate::common::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::common::Report,
+    ) {
+        let name = &item.run;
+        if live.contains(name)
+            || report
+                .removed(crate::common::REMOVED_CGROUPS)
+                .contains(name)
+        {
+            return;
+        }
+        remove_owned(host.state, name, report);
+    }
 }

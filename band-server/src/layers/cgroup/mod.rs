@@ -29,7 +29,6 @@
 //! - here: the layer, [`Cgroup`] (its janitor passes) and the teardown of a [`RunCgroup`].
 
 use fs_err as fs;
-use std::collections::BTreeSet;
 use std::io;
 use std::time::Duration;
 
@@ -50,7 +49,6 @@ pub use error::CgroupError;
 pub use hierarchy::Hierarchy;
 pub use plan::{CgroupLimits, CgroupPlan, Need, Op, plan, plan_run_cgroup};
 pub use run::{CgroupStats, RunCgroup};
-use stale::remove_owned;
 pub use stale::{list_marks, mark_path, marks_dir, remove_mark};
 
 /// How long a run's teardown waits for everything in its cgroup to die.
@@ -59,80 +57,15 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
 /// The cgroup layer.
 pub struct Cgroup;
 
-impl crate::layer::RunLayer for Cgroup {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Limits
-    }
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let part = plan_run_cgroup(&plan.run_id, &plan.limits, inp.facts)?;
-        plan.parts.insert(part);
-        Ok(())
-    }
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::Limits,
-                what: "the run's cgroup with its limits and join files, on a thread of its own",
-                apply: apply::start,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Joins,
-                what: "the run's cgroup waited for",
-                apply: apply::join,
-            },
-        ]
-    }
-    /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
-    /// directory's server is never listed, so never removed.
-    fn list_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        report: &mut crate::layer::Report,
-    ) -> Vec<crate::layer::Stale> {
-        let _ = report;
-        list_marks(host.state)
-            .into_iter()
-            .map(crate::layer::Stale::run)
-            .collect()
-    }
-
-    fn remove_dead_run(
-        &self,
-        host: &crate::layer::Host<'_>,
-        run: &str,
-        report: &mut crate::layer::Report,
-    ) {
-        remove_owned(host.state, run, report);
-    }
-
-    fn remove_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        item: &crate::layer::Stale,
-        live: &BTreeSet<String>,
-        report: &mut crate::layer::Report,
-    ) {
-        let name = &item.run;
-        if live.contains(name) || report.removed_cgroups.contains(name) {
-            return;
-        }
-        remove_owned(host.state, name, report);
-    }
-}
-
-impl crate::layer::Built for RunCgroup {
-    fn stop(&mut self, t: &mut crate::layer::Teardown) {
+impl crate::common::Built for RunCgroup {
+    fn stop(&mut self, t: &mut crate::common::Teardown) {
         if let Err(e) = self.kill_all(KILL_DEADLINE) {
             t.errors.push(format!("cgroup: {e}"));
             t.processes_dead = false;
         }
     }
 
-    fn teardown(self: Box<Self>, t: &mut crate::layer::Teardown) {
+    fn teardown(self: Box<Self>, t: &mut crate::common::Teardown) {
         if let Err(e) = self.remove() {
             t.errors.push(format!("cgroup: {e}"));
             return;
@@ -145,5 +78,5 @@ impl crate::layer::Built for RunCgroup {
         }
     }
 
-    crate::layer::built_any!();
+    crate::common::built_any!();
 }

@@ -103,10 +103,10 @@ pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPl
 pub fn plan_run_cgroup(
     run_id: &str,
     limits: &crate::config::EffectiveLimits,
-    facts: &crate::facts::HostFacts,
+    hierarchy: &Result<Hierarchy, super::CgroupError>,
 ) -> crate::error::SetupResult<CgroupPlan> {
     use crate::error::LayerExt;
-    let hierarchy = facts.hierarchy.as_ref().map_err(|e| {
+    let hierarchy = hierarchy.as_ref().map_err(|e| {
         crate::error::SetupError::new(
             band::proto::Layer::Cgroup,
             format!("no usable cgroup hierarchy: {e}"),

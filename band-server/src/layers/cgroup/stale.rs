@@ -91,7 +91,7 @@ impl RunCgroup {
 
 /// Remove the cgroup `name` of a dead run of `state`, then its mark. A mark whose cgroup is
 /// already gone (removed by a server without marks) just goes, unreported.
-pub(super) fn remove_owned(state: &Path, name: &str, report: &mut crate::layer::Report) {
+pub(super) fn remove_owned(state: &Path, name: &str, report: &mut crate::common::Report) {
     if let Ok(h) = Hierarchy::detect_system() {
         let gone = RunCgroup::open(&h, name)
             .map(|cg| cg.dirs().iter().all(|d| !d.exists()))
@@ -104,7 +104,7 @@ pub(super) fn remove_owned(state: &Path, name: &str, report: &mut crate::layer::
         }
         match RunCgroup::open(&h, name).and_then(|cg| cg.remove()) {
             Ok(()) => {
-                report.removed_cgroups.push(name.to_string());
+                report.note_removed(crate::common::REMOVED_CGROUPS, name.to_string());
                 if let Err(e) = remove_mark(state, name) {
                     report.errors.push(format!("cgroup {name}: {e}"));
                 }

@@ -2,6 +2,10 @@
 //! which binds it at `/band`), the run's programs in it (before the jail's input, which names
 //! them), then the report socket (in that folder beside band-shim).
 
+use std::collections::BTreeSet;
+
+use super::Cli;
+use crate::common::{Host, Report, Stale};
 use std::path::PathBuf;
 
 use band::proto::Layer;
@@ -9,12 +13,15 @@ use band::proto::Layer;
 use super::ExecPlan;
 use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
+use crate::common::RunGuard;
+use crate::common::handover::OnReport;
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layer::{Applied, Inputs};
-use crate::run::RunGuard;
+use crate::layer::{Applied, EntryPrograms, EntryStart, Inputs};
+use crate::layer::{Phase, RunLayer, Step};
 
 /// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
-/// as [`RunPrograms`]: every wrapped name → its program, and each program's descriptor.)
+/// as [`RunPrograms`], handed over as [`EntryPrograms`]: every wrapped name → its program, and
+/// each program's descriptor; the jail's input reads them too.)
 pub struct ShimCopy(pub PathBuf);
 
 /// The exec folder step of layer's steps ([`crate::layer::RunLayer::steps`]): the program cache's
@@ -25,7 +32,7 @@ pub(crate) fn exec_folder(
     _out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let exec_plan: &ExecPlan = inp.plan.parts.need(Layer::Cli)?;
+    let exec_plan: &ExecPlan = &inp.plan.exec;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
     let exec = ExecDir::make(
@@ -48,18 +55,14 @@ pub(crate) fn programs(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
-    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
+    let exec_plan: &ExecPlan = &plan.exec;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
     // there, read-only): `soffice` finds `oosplash` beside it.
     let trees: Vec<PathBuf> = exec_plan
         .runtime
         .iter()
         .map(|t| t.root.clone())
-        .chain(
-            crate::layers::fs::execmask::LIB_ROOTS
-                .iter()
-                .map(PathBuf::from),
-        )
+        .chain(crate::common::paths::LIB_ROOTS.iter().map(PathBuf::from))
         .collect();
     let exec = guard.get_mut::<ExecDir>().ok_or_else(|| {
         SetupError::new(
@@ -132,7 +135,7 @@ pub(crate) fn programs(
             ),
         ));
     }
-    out.parts.insert(programs);
+    out.parts.insert(EntryPrograms(Box::new(programs)));
     out.parts.insert(ShimCopy(shim_copy.path));
     Ok(())
 }
@@ -145,13 +148,23 @@ pub(crate) fn report_socket(
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let plan = inp.plan;
-    let run_dir = plan.run_dir(Layer::Cli)?;
-    let lib_trees: Vec<PathBuf> = run_dir.lib_binds.iter().map(|(_, p)| p.clone()).collect();
-    let exec_plan: &ExecPlan = plan.parts.need(Layer::Cli)?;
+    let lib_trees: Vec<PathBuf> = plan
+        .run_dir
+        .lib_binds
+        .iter()
+        .map(|(_, p)| p.clone())
+        .collect();
+    let exec_plan: &ExecPlan = &plan.exec;
     let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
     let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
-    let programs: RunPrograms = out.parts.take(Layer::Cli)?;
+    let EntryPrograms(programs) = out.parts.take(Layer::Cli)?;
+    let programs: RunPrograms = programs.into_any().downcast().map(|p| *p).map_err(|_| {
+        SetupError::new(
+            Layer::Cli,
+            "internal: the run's programs are not the gate's",
+        )
+    })?;
     guard.push(
         ReportListener::start(
             &exec_plan.root.join("sock"),
@@ -182,5 +195,84 @@ fn admit_error(what: &str, e: &execcache::AdmitError) -> SetupError {
     match e.hint() {
         Some(h) => err.with_hint(h),
         None => err,
+    }
+}
+
+/// How the jail starts the entry, as the gate decides it from the run's programs and rules.
+impl EntryStart for RunPrograms {
+    fn band_exec(
+        &self,
+        inp: &Inputs<'_>,
+        entry: &[u8],
+        on_report: &OnReport,
+    ) -> Option<(String, Vec<String>)> {
+        let argv = super::shim::band_exec_argv(entry)?;
+        let r = super::shim::resolve_call(&self.table, &argv).ok()?;
+        let call = super::shim::decide_with(&inp.plan.pre.rules, &r.judged, r.needs_rule);
+        if !call.allowed {
+            return None;
+        }
+        on_report(super::reports::Report::Call(call));
+        Some((r.program, r.argv.unwrap_or(argv)))
+    }
+
+    fn interpreter(
+        &self,
+        entry: &[u8],
+        entry_path: &str,
+        with_bash: bool,
+    ) -> Option<(String, Vec<String>)> {
+        super::entry_exec(entry, entry_path, &self.table, with_bash)
+    }
+
+    fn fd(&self, name: &str) -> std::io::Result<std::sync::Arc<std::os::fd::OwnedFd>> {
+        // A refusal of the program cache reads as it did (its text names the program and bound).
+        RunPrograms::fd(self, name).map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+}
+
+impl RunLayer for Cli {
+    fn steps(&self) -> &'static [Step] {
+        &[
+            Step {
+                phase: Phase::ExecFolder,
+                what: "the run's exec folder",
+                apply: exec_folder,
+            },
+            Step {
+                phase: Phase::Programs,
+                what: "the run's programs and band-shim's copy",
+                apply: programs,
+            },
+            Step {
+                phase: Phase::Services,
+                what: "the report socket",
+                apply: report_socket,
+            },
+        ]
+    }
+    fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
+        execcache::run_dirs(host.state)
+            .into_iter()
+            .map(Stale::run)
+            .collect()
+    }
+
+    fn remove_stale(
+        &self,
+        host: &Host<'_>,
+        item: &Stale,
+        live: &BTreeSet<String>,
+        report: &mut Report,
+    ) {
+        if !live.contains(&item.run)
+            && let Err(e) = execcache::remove_stale(host.state, &item.run)
+        {
+            report.errors.push(e.to_string());
+        }
     }
 }

@@ -25,8 +25,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use band::policy::cli::missing_bundled;
-use band::policy::{CompiledPolicy, Policy};
+use band::policy::CompiledPolicy;
 use band::proto::Layer;
 use sha2::{Digest, Sha256};
 
@@ -121,7 +120,7 @@ pub struct BundledProgram {
 
 /// The bundled programs the policy declares (`./` commands of `allow.cli`/`insist.cli`), from the
 /// bundle. A declared one that is not a file of the bundle fails closed (also refused earlier
-/// by [`check`]).
+/// by [`crate::request::check_bundled`]).
 pub fn plan(compiled: &CompiledPolicy, bundle: &[DecodedFile]) -> SetupResult<Vec<BundledProgram>> {
     compiled
         .cli
@@ -144,36 +143,6 @@ pub fn plan(compiled: &CompiledPolicy, bundle: &[DecodedFile]) -> SetupResult<Ve
         .collect()
 }
 
-/// The pure checks of a request's bundled programs, shared in meaning with `band lint`: every
-/// `./` pattern names a file of the bundle ([`missing_bundled`], lint's S010), and the entry is
-/// not a native executable (lint's S012: `/skill` is `noexec`, and an entry is started by its
-/// interpreter reading it).
-pub fn check(policy: &Policy, bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
-    let is_file = |p: &str| bundle.iter().any(|f| f.path == p);
-    if let Some(r) = missing_bundled(policy, &is_file).first() {
-        return Err(SetupError::new(
-            Layer::Cli,
-            format!(
-                "{}.cli rule `{}` names `./{}`, which is not a file of the skill",
-                r.column, r.pattern, r.path
-            ),
-        )
-        .with_hint("ship the file in the skill, or remove the rule (band lint: S010)"));
-    }
-    if let Some(f) = bundle.iter().find(|f| f.path == entry)
-        && band::policy::cli::is_native_executable(&f.data)
-    {
-        return Err(SetupError::new(
-            Layer::Process,
-            format!("entry {entry:?} is a native executable, which cannot start from /skill (noexec)"),
-        )
-        .with_hint(
-            "make the entry a script (`#!/bin/sh`) that runs the program as `./bin/<name>`, and allow it: allow.cli: [\"./bin/<name> *\"] (band lint: S012)",
-        ));
-    }
-    Ok(())
-}
-
 /// The source path a bundled program has in the run's plan (`ExecPlan::programs`, which names
 /// every program of the run). Nothing is written there: the program goes from the bundle straight
 /// into the program cache, charged to the user and the skill
@@ -191,6 +160,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+    use band::policy::Policy;
 
     #[test]
     fn table_names_are_one_to_one_and_never_commands() {
@@ -255,20 +225,6 @@ mod tests {
                 script: None,
             }],
             "a program denied outright (`./bin/s.sh *`) is not laid out"
-        );
-        assert!(check(&p, &bundle, "run.sh").is_ok());
-        let only_tool = [file("bin/tool", b"x")];
-        let e = check(&p, &only_tool, "run.sh").err();
-        assert!(
-            e.as_ref()
-                .is_some_and(|e| e.layer == Layer::Cli && e.message.contains("`./bin/s.sh`")),
-            "{e:?}"
-        );
-        let e = check(&Policy::default(), &bundle, "bin/tool").err();
-        assert!(
-            e.as_ref()
-                .is_some_and(|e| e.layer == Layer::Process && e.message.contains("native")),
-            "{e:?}"
         );
     }
 }

@@ -523,32 +523,7 @@ pub fn charge_of(name: &str) -> Option<Charge> {
     })
 }
 
-/// The bounds of the program cache's bytes (server config `[program_cache]`, see
-/// [`crate::config`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheBounds {
-    /// One owner's one skill (`per_skill`).
-    pub per_skill: u64,
-    /// One owner, all skills (`per_owner`).
-    pub per_owner: u64,
-    /// All charged entries together: the rest ([`CacheBounds::total`] minus this) stays for the
-    /// host's programs, which are charged to nobody.
-    pub charged: u64,
-    /// Every entry: a little under the tmpfs ([`CACHE_TMPFS_SIZE`]; the run folders and the
-    /// directories take some).
-    pub total: u64,
-}
-
-impl Default for CacheBounds {
-    fn default() -> Self {
-        CacheBounds {
-            per_skill: 128 << 20,
-            per_owner: 256 << 20,
-            charged: 768 << 20,
-            total: 1000 << 20,
-        }
-    }
-}
+pub use crate::config::CacheBounds;
 
 /// Why a new entry does not fit, once every entry that could go has gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

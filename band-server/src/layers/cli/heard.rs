@@ -160,13 +160,13 @@ impl RunJudge {
 impl Judge {
     /// The run's rules and programs, as the plan has them.
     pub fn for_run(
-        plan: &crate::plan::RunPlan<'_>,
+        rules: &CliRules,
+        exec: &super::ExecPlan,
         on_report: OnReport,
     ) -> crate::error::SetupResult<RunJudge> {
-        let exec: &super::ExecPlan = plan.parts.need(band::proto::Layer::Cli)?;
         Ok(RunJudge {
             judge: Judge {
-                rules: plan.pre.rules.clone(),
+                rules: rules.clone(),
                 names: exec.programs.iter().map(|(n, _)| n.clone()).collect(),
             },
             on_report,
@@ -207,7 +207,7 @@ impl Judge {
     /// [`Judge::call`] with the host's own lookups.
     fn on_host(&self, word: &str) -> Option<CliCall> {
         let host =
-            |name: &str| crate::facts::resolve_binary(name, self.rules.host_search()).is_some();
+            |name: &str| super::bins::resolve_binary(name, self.rules.host_search()).is_some();
         let is_program = |p: &Path| {
             use std::os::unix::fs::PermissionsExt;
             fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

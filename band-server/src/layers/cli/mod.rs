@@ -1,6 +1,7 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
 pub mod apply;
+pub mod bins;
 pub mod bundled;
 pub mod execcache;
 pub mod heard;
@@ -10,17 +11,15 @@ pub mod reports;
 pub mod runtime;
 pub mod shim;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use band::proto::Layer;
 
-use self::execcache::ExecDir;
+use self::execcache::{ExecDir, ExecTable};
 use self::programs::CliPlan;
 use self::reports::ReportListener;
+use crate::common::{Built, Teardown, built_any};
 use crate::error::{SetupError, SetupResult};
-use crate::facts::HostFacts;
-use crate::layer::{Built, Host, Phase, Report, RunLayer, Stale, Step, Teardown, built_any};
 
 /// The run's programs: copies in `<state>/exec/cache`, handed over as descriptors, and
 /// `<state>/exec/runs/<run>` → `/band/x` with the `#!` scripts, laid out by
@@ -52,14 +51,34 @@ pub struct ExecPlan {
     pub argv0: std::collections::BTreeMap<String, String>,
 }
 
+/// Command name → where its program sits in an installation of its own, and the links (link,
+/// target) that rebuild that installation around its copy ([`runtime::install_layout`]).
+pub type InstallLayouts =
+    std::collections::BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>;
+
+/// What the CLI gate's plan reads of the host (gathered with the host's facts, `HostFacts`).
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramFacts<'a> {
+    /// Where band-shim's execute-only copy is in the program cache, or why it cannot be.
+    pub shim_copy: &'a Result<PathBuf, std::io::Error>,
+    /// Where each binary's execute-only copy is in the program cache, by command name.
+    pub copies: &'a std::collections::BTreeMap<String, PathBuf>,
+    /// The trees the run's programs need around them, or why they cannot be bound.
+    pub runtime: &'a Result<Vec<runtime::RuntimeTree>, String>,
+    /// Command name → its installation's layout and the links that rebuild it.
+    pub layouts: &'a InstallLayouts,
+    /// Command name → the `argv[0]` its program runs with, when not its own.
+    pub argv0: &'a std::collections::BTreeMap<String, String>,
+}
+
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
 /// program's: its staged copy, [`bundled::staging_path`]), and
-/// band-shim's copy as [`HostFacts`] found it. Pure.
+/// band-shim's copy as the host's facts found it. Pure.
 pub fn plan_exec(
     state: &Path,
     run_id: &str,
     cli: &CliPlan,
-    facts: &HostFacts,
+    facts: &ProgramFacts<'_>,
 ) -> SetupResult<ExecPlan> {
     let programs: Vec<(String, PathBuf)> = cli
         .binaries
@@ -99,7 +118,7 @@ pub fn plan_exec(
             programs.push((name, host));
         }
     }
-    for (name, (layout, tree_links)) in &facts.layouts {
+    for (name, (layout, tree_links)) in facts.layouts {
         let Some(copy) = facts.copies.get(name) else {
             continue;
         };
@@ -138,60 +157,6 @@ pub fn plan_exec(
 /// The CLI gate: the run's programs (`/band/x` for its `#!` scripts) and its report socket.
 pub struct Cli;
 
-impl RunLayer for Cli {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Programs
-    }
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> SetupResult<()> {
-        let part = plan_exec(&inp.cfg.state_dir, &plan.run_id, &plan.pre.cli, inp.facts)?;
-        plan.parts.insert(part);
-        Ok(())
-    }
-    fn steps(&self) -> &'static [Step] {
-        &[
-            Step {
-                phase: Phase::ExecFolder,
-                what: "the run's exec folder",
-                apply: apply::exec_folder,
-            },
-            Step {
-                phase: Phase::Programs,
-                what: "the run's programs and band-shim's copy",
-                apply: apply::programs,
-            },
-            Step {
-                phase: Phase::Services,
-                what: "the report socket",
-                apply: apply::report_socket,
-            },
-        ]
-    }
-    fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
-        execcache::run_dirs(host.state)
-            .into_iter()
-            .map(Stale::run)
-            .collect()
-    }
-
-    fn remove_stale(
-        &self,
-        host: &Host<'_>,
-        item: &Stale,
-        live: &BTreeSet<String>,
-        report: &mut Report,
-    ) {
-        if !live.contains(&item.run)
-            && let Err(e) = execcache::remove_stale(host.state, &item.run)
-        {
-            report.errors.push(e.to_string());
-        }
-    }
-}
-
 impl Built for ExecDir {
     fn teardown(self: Box<Self>, t: &mut Teardown) {
         if let Err(e) = self.remove() {
@@ -209,4 +174,62 @@ impl Built for ReportListener {
     }
 
     built_any!();
+}
+/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
+/// (not itself a script) starts that program directly (what the kernel would do, minus a trip
+/// through band-shim, which would only judge the skill's own entry point), from the descriptor
+/// band-server passes (the process layer's `bwrap::PROGRAM_FD`); anything else is exec'd as it is. Returns the program's
+/// name in the table, and how the jail runs it. `with_bash`: the entry is upstream's `run.sh`
+/// without an execute bit, which upstream starts as `bash run.sh` (see
+/// `band::skill::runs_with_bash`), whatever its first line says.
+pub fn entry_exec(
+    entry: &[u8],
+    entry_path: &str,
+    table: &ExecTable,
+    with_bash: bool,
+) -> Option<(String, Vec<String>)> {
+    let sb = if with_bash {
+        execcache::Shebang {
+            path: "bash".into(),
+            interp: "bash".into(),
+            arg: None,
+        }
+    } else {
+        execcache::parse_shebang(entry)?
+    };
+    let program = table.get(&sb.interp)?;
+    if program.script.is_some() {
+        return None;
+    }
+    let mut argv = vec![sb.interp.clone()];
+    argv.extend(sb.arg.clone());
+    argv.push(entry_path.to_string());
+    Some((sb.interp, argv))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::execcache::Program;
+    use super::*;
+
+    #[test]
+    fn upstream_run_sh_starts_with_bash_whatever_its_first_line() {
+        let table = ExecTable::from([(
+            "bash".to_string(),
+            Program {
+                file: "/state/exec/cache/k/bash".into(),
+                script: None,
+                argv0: None,
+            },
+        )]);
+        let path = "/skill/scripts/resources/go/run.sh";
+        let (name, argv) = entry_exec(b"echo no shebang\n", path, &table, true).unwrap();
+        assert_eq!(name, "bash");
+        assert_eq!(argv, ["bash", path]);
+        // Without the flag, a file with no `#!` is exec'd as it is; with it but no bash, none.
+        assert!(entry_exec(b"echo no shebang\n", path, &table, false).is_none());
+        assert!(entry_exec(b"", path, &ExecTable::new(), true).is_none());
+        let (_, argv) = entry_exec(b"#!/bin/bash -e\n", path, &table, false).unwrap();
+        assert_eq!(argv, ["bash", "-e", path]);
+    }
 }

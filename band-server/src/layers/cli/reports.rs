@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use band::proto::CliCall;
-
 use crate::layers::cli::execcache::{AdmitError, ExecTable, RunPrograms};
 use crate::layers::cli::shim::{self, CliRules, ImageAddresses, ShimRequest, Verdict};
 use crate::sys;
@@ -22,19 +20,7 @@ pub const MAX_REPORT_BYTES: u64 = 1 << 20;
 /// Report workers at most (concurrent calls handled at once); more wait in the backlog.
 const MAX_HANDLERS: usize = 32;
 
-/// What the report thread tells the run loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Report {
-    Call(CliCall),
-    Forged(String),
-    /// An allowed call's program did not fit in the program cache (its first call copies it:
-    /// [`RunPrograms::fd`]): `program` as the run's table names it, and the refusal with its hint.
-    /// The run's record gets it as a `program_cache` limit event, once per program.
-    CacheRefused {
-        program: String,
-        detail: String,
-    },
-}
+pub use crate::common::handover::{OnReport, Report};
 
 /// `(st_dev, st_ino)` of a file.
 pub type FileId = (u64, u64);
@@ -528,10 +514,6 @@ pub fn verify_peer_in(
     Ok((image, executed))
 }
 
-/// Where verified calls go. Called before the shim is answered, so a call is always recorded
-/// before the command it reports can run (or the run can end).
-pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
-
 /// Read one line from `conn`, every byte of which was written by process `pid`.
 fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, PeerError> {
     let mut line = Vec::new();
@@ -570,7 +552,7 @@ pub fn judge(
             // see `workdir::BASH_ENV_FILE`) is a denial on record; the script sees the same
             // "not available" either way, so it learns nothing about the host's programs.
             let on_host =
-                |name: &str| crate::facts::resolve_binary(name, rules.host_search()).is_some();
+                |name: &str| super::bins::resolve_binary(name, rules.host_search()).is_some();
             if let Some(call) = shim::undeclared_call(rules, argv, &on_host) {
                 on_report(Report::Call(call));
             }
@@ -593,7 +575,7 @@ pub fn judge(
                 for (inner, source) in super::launch::started(&r.judged) {
                     if shim::resolve_call(table, &inner).is_err() {
                         let on_host = |name: &str| {
-                            crate::facts::resolve_binary(name, rules.host_search()).is_some()
+                            super::bins::resolve_binary(name, rules.host_search()).is_some()
                         };
                         if let Some(mut denied) = shim::undeclared_call(rules, &inner, &on_host) {
                             denied.source = source;

@@ -275,14 +275,17 @@ pub enum TreeError {
     TooMany { root: PathBuf, count: usize },
 }
 
-/// Each tree with its ELF executables ([`crate::layers::fs::execmask::scan`]: not following
-/// symlinks, not crossing into another file system).
-pub fn scan_trees(roots: &[PathBuf]) -> Result<Vec<RuntimeTree>, TreeError> {
+/// Each tree with its ELF executables, as `scan` finds them (the filesystem layer's
+/// `execmask::scan`: not following symlinks, not crossing into another file system).
+pub fn scan_trees(
+    roots: &[PathBuf],
+    scan: &dyn Fn(&[&str]) -> Vec<PathBuf>,
+) -> Result<Vec<RuntimeTree>, TreeError> {
     roots
         .iter()
         .map(|root| {
             let r = root.to_string_lossy();
-            let masked = crate::layers::fs::execmask::scan(&[r.as_ref()]);
+            let masked = scan(&[r.as_ref()]);
             if masked.len() > MAX_MASKED {
                 return Err(TreeError::TooMany {
                     root: root.clone(),
@@ -541,7 +544,11 @@ mod tests {
         );
         write(&root.join("bin/script"), b"#!/bin/sh\n", 0o755);
         write(&root.join("data.bin"), b"\x7fELF", 0o644);
-        let got = scan_trees(std::slice::from_ref(&root)).unwrap();
+        let got = scan_trees(
+            std::slice::from_ref(&root),
+            &crate::layers::fs::execmask::scan,
+        )
+        .unwrap();
         assert_eq!(
             got,
             [RuntimeTree {

@@ -1,10 +1,15 @@
 //! Apply the filesystem's plan: create the run directory (a size-limited tmpfs) from its
 //! operations.
 
+use std::collections::BTreeSet;
+
 use super::workdir::RunDir;
+use super::{Fs, maskcache, workdir};
+use crate::common::RunGuard;
+use crate::common::{Host, REMOVED_RUN_DIRS, Report, Stale};
 use crate::error::SetupResult;
+use crate::layer::RunLayer;
 use crate::layer::{Applied, Inputs};
-use crate::run::RunGuard;
 
 /// run directory → collect: its root on the host.
 pub struct RunDirRoot(pub std::path::PathBuf);
@@ -16,7 +21,7 @@ pub(crate) fn wrappers(
     _out: &mut Applied,
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    RunDir::finish(inp.plan.run_dir(band::proto::Layer::Filesystem)?)
+    RunDir::finish(&inp.plan.run_dir)
 }
 
 /// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
@@ -25,8 +30,91 @@ pub(crate) fn run_dir(
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let dir = RunDir::create(inp.plan.run_dir(band::proto::Layer::Filesystem)?)?;
+    let dir = RunDir::create(&inp.plan.run_dir)?;
     out.parts.insert(RunDirRoot(dir.root.clone()));
     guard.push(dir);
     Ok(())
+}
+
+impl RunLayer for Fs {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::RunDir,
+                what: "the run directory",
+                apply: run_dir,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Ready,
+                what: "the wrappers in /usr/bin",
+                apply: wrappers,
+            },
+        ]
+    }
+    fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
+        // Run directories are listed before leases are read: a server writes its lease before it
+        // creates its directory, so any directory seen here has its lease content by the time
+        // the janitor reads it.
+        let dirs = fs_err::read_dir(workdir::runs_dir(host.state))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .map(Stale::run)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let builds = maskcache::builds(host.state)
+            .into_iter()
+            .map(|(path, run)| Stale {
+                run,
+                path: Some(path),
+            });
+        dirs.into_iter().chain(builds).collect()
+    }
+
+    fn remove_dead_run(&self, host: &Host<'_>, run: &str, report: &mut Report) {
+        let dir = workdir::runs_dir(host.state).join(run);
+        if dir.exists() {
+            match workdir::remove_stale(&dir) {
+                Ok(true) => report.note_removed(REMOVED_RUN_DIRS, run.to_string()),
+                Ok(false) => {}
+                Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
+            }
+        }
+    }
+
+    fn remove_stale(
+        &self,
+        host: &Host<'_>,
+        item: &Stale,
+        live: &BTreeSet<String>,
+        report: &mut Report,
+    ) {
+        match &item.path {
+            // Whiteout layers a dead run was building (a live run's build is its own business).
+            // Gone since the listing: that run ended and moved or removed it itself.
+            Some(path) => {
+                if !live.contains(&item.run)
+                    && let Err(e) = fs_err::remove_dir_all(path)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    report.errors.push(e.to_string());
+                }
+            }
+            None => {
+                let d = &item.run;
+                if live.contains(d) || report.removed(REMOVED_RUN_DIRS).contains(d) {
+                    return;
+                }
+                let p = workdir::runs_dir(host.state).join(d);
+                // Listed before the leases were read: a run that ended in between removed its
+                // directory itself, and is not reported as a leftover.
+                match workdir::remove_stale(&p) {
+                    Ok(true) => report.note_removed(REMOVED_RUN_DIRS, d.clone()),
+                    Ok(false) => {}
+                    Err(e) => report.errors.push(format!("{}: {e}", p.display())),
+                }
+            }
+        }
+    }
 }

@@ -41,8 +41,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-/// The read-only system trees that are bound into every sandbox.
-pub const LIB_ROOTS: &[&str] = &["/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share"];
+pub use crate::common::paths::LIB_ROOTS;
 /// Files whose change invalidates the cache (any package install touches the first).
 const KEY_FILES: &[&str] = &[
     "/var/lib/dpkg/status",

@@ -17,7 +17,7 @@
 //! cannot cover fails the run before the script starts ("the sandbox did not start", the
 //! filesystem layer). The sandbox has no `/sys`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use band::proto::Layer;
 use fs_err as fs;
@@ -82,20 +82,7 @@ pub const MASKED: &[(&str, &str)] = &[
     ),
 ];
 
-/// One cover: a path of `/proc` and whether the host has a folder there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcMask {
-    /// Relative to `/proc`: `cmdline`, `sys/kernel/random/boot_id`.
-    pub path: String,
-    pub dir: bool,
-}
-
-impl ProcMask {
-    /// Where the run sees it.
-    pub fn sandbox_path(&self) -> PathBuf {
-        Path::new("/proc").join(&self.path)
-    }
-}
+pub use crate::common::handover::ProcMask;
 
 /// Is this top-level name kept: a process's folder or one of [`KEPT`]?
 pub fn is_kept(name: &str) -> bool {
@@ -155,6 +142,8 @@ pub const HOST_PROC: &str = "/proc";
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use pretty_assertions::assert_eq;
 
     use super::*;

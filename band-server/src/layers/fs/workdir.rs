@@ -124,14 +124,7 @@ pub struct RunDirSpec<'a, 'd> {
     pub exec_dir: &'a Path,
 }
 
-/// The folder of the run directory that bubblewrap binds at `/`: `root/`, read-only, with every
-/// mount of the sandbox's tree on it.
-pub const VIEW: &str = "view";
-
-/// An empty file and an empty folder of the run directory (root-owned, read-only), bound over the
-/// host's entries of the run's `/proc` (`procmask`, `bwrap::build_bwrap_args`).
-pub const PROC_COVER_FILE: &str = "empty";
-pub const PROC_COVER_DIR: &str = "empty.d";
+pub use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// The folders of the sandbox's root that are mount points (`/proc`, made by bubblewrap; `/dev`,
 /// the writable `/workspace` and `/tmp`, and `/band`, bound on the view by band-server): made in

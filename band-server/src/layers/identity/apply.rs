@@ -2,29 +2,23 @@
 //! plan (which needs the uid), so it has no [`crate::layer::Step`]; `run::execute` calls it
 //! between the preflight and `plan_run`.
 
-use std::path::Path;
-
-use super::uidpool;
+use super::uidpool::{self, OnDeadLease};
+use crate::common::RunGuard;
+use crate::common::handover::Identity;
 use crate::config::ServerConfig;
 use crate::error::SetupResult;
-use crate::plan::Identity;
-use crate::run::RunGuard;
+use crate::layer::RunLayer;
 
 /// Lease a pool uid for `run_id` and keep the lease in the guard. A lease whose owner died
-/// mid-run is cleaned first. (The janitor pass before every run already did this with the
-/// configured nft; a lease that died since is cleaned here with the default one.)
-pub fn lease(cfg: &ServerConfig, run_id: &str, guard: &mut RunGuard) -> SetupResult<Identity> {
-    let on_dead = |slot: u32, file: &mut fs_err::File| {
-        let nft = Path::new(crate::config::DEFAULT_NFT);
-        let report = crate::janitor::clean_dead_lease(
-            &cfg.state_dir,
-            slot,
-            file,
-            nft.is_file().then_some(nft),
-        );
-        report.errors.is_empty()
-    };
-    let lease = uidpool::acquire(&cfg.state_dir, run_id, &on_dead)?;
+/// mid-run is cleaned first by `on_dead` (the runner passes the janitor's cleanup of a dead
+/// lease: the janitor sits above the layers), which says whether it left nothing behind.
+pub fn lease(
+    cfg: &ServerConfig,
+    run_id: &str,
+    guard: &mut RunGuard,
+    on_dead: OnDeadLease<'_>,
+) -> SetupResult<Identity> {
+    let lease = uidpool::acquire(&cfg.state_dir, run_id, on_dead)?;
     let identity = Identity {
         slot: lease.slot,
         uid: lease.uid,
@@ -34,3 +28,5 @@ pub fn lease(cfg: &ServerConfig, run_id: &str, guard: &mut RunGuard) -> SetupRes
     guard.push(lease);
     Ok(identity)
 }
+
+impl RunLayer for super::Identity {}

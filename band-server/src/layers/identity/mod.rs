@@ -8,13 +8,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use self::uidpool::Lease;
-use crate::layer::{Built, RunLayer, Teardown, built_any};
+use crate::common::{Built, Teardown, built_any};
 
 /// The identity layer. Its leftovers are the leases of dead servers, which the janitor reads to
 /// decide what is live; it walks the other layers from there.
 pub struct Identity;
-
-impl RunLayer for Identity {}
 
 impl Built for Lease {
     fn stop(&mut self, t: &mut Teardown) {

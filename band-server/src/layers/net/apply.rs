@@ -5,16 +5,20 @@
 //! wait for the relay and the stub's start, after bubblewrap's spawn and before the jail's input
 //! is written (so before the script).
 
+use std::collections::BTreeSet;
+
+use super::{Net, nft, remove_stale_tables};
 use std::time::Instant;
 
 use band::proto::Layer;
 
 use super::NetLayer;
 use super::nft::Nft;
+use crate::common::RunGuard;
+use crate::common::handover::{NetNamespace, Spawned};
 use crate::error::{SetupError, SetupResult};
+use crate::layer::RunLayer;
 use crate::layer::{Applied, Inputs};
-use crate::layers::process::apply::Spawned;
-use crate::run::RunGuard;
 
 /// The network step of layer's steps ([`crate::layer::RunLayer::steps`]).
 pub(crate) fn table_and_stub(
@@ -22,8 +26,7 @@ pub(crate) fn table_and_stub(
     out: &mut Applied,
     guard: &mut RunGuard,
 ) -> SetupResult<()> {
-    let part: &Option<super::NetRunPlan> = inp.plan.parts.need(Layer::Network)?;
-    let Some(net_plan) = part else {
+    let Some(net_plan) = &inp.plan.net else {
         return Ok(());
     };
     let layer = NetLayer::start(
@@ -33,6 +36,9 @@ pub(crate) fn table_and_stub(
         out.on_lookup.clone(),
     )
     .map_err(failed)?;
+    if let Some(fd) = layer.netns_fd() {
+        out.parts.insert(NetNamespace(fd));
+    }
     guard.push(layer);
     Ok(())
 }
@@ -54,4 +60,81 @@ pub(crate) fn ready(_inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) 
 fn failed(e: super::NetError) -> SetupError {
     SetupError::new(Layer::Network, e.to_string())
         .with_hint("the network layer needs nftables and slirp4netns (apt-get install nftables slirp4netns), user namespaces, and a resolver in /etc/resolv.conf or dns_upstream in the server config")
+}
+
+impl RunLayer for Net {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::Network,
+                what: "the nftables table, and the network namespace with its relay started (with allow.net)",
+                apply: table_and_stub,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Ready,
+                what: "the relay waited for, and the DNS stub (with allow.net)",
+                apply: ready,
+            },
+        ]
+    }
+    fn list_stale(
+        &self,
+        host: &crate::common::Host<'_>,
+        report: &mut crate::common::Report,
+    ) -> Vec<crate::common::Stale> {
+        // Listed only by the `janitor` command.
+        let nft = host.nft.filter(|_| host.scan_tables).map(Nft::new);
+        match nft.as_ref().map(Nft::list_tables) {
+            Some(Ok(tables)) => tables.into_iter().map(crate::common::Stale::run).collect(),
+            Some(Err(e)) => {
+                report.errors.push(format!("nft: {e}"));
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn remove_dead_run(
+        &self,
+        host: &crate::common::Host<'_>,
+        run: &str,
+        report: &mut crate::common::Report,
+    ) {
+        // Its processes are dead: the run's table (if it had network) can go.
+        if let Some(nft) = host.nft.map(Nft::new) {
+            let table = nft::table_name(run);
+            if nft.list_table(&table).is_ok() {
+                match nft.delete_table(&table) {
+                    Ok(()) => report.note_removed(crate::common::REMOVED_TABLES, table),
+                    Err(e) => report.errors.push(e.to_string()),
+                }
+            }
+        }
+    }
+
+    fn remove_stale(
+        &self,
+        host: &crate::common::Host<'_>,
+        item: &crate::common::Stale,
+        live: &BTreeSet<String>,
+        report: &mut crate::common::Report,
+    ) {
+        let Some(nft) = host.nft.filter(|_| host.scan_tables).map(Nft::new) else {
+            return;
+        };
+        // Listed before the leases were read: a dead lease's table is gone by now.
+        if report
+            .removed(crate::common::REMOVED_TABLES)
+            .contains(&item.run)
+        {
+            return;
+        }
+        let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
+        for t in removed {
+            if !report.removed(crate::common::REMOVED_TABLES).contains(&t) {
+                report.note_removed(crate::common::REMOVED_TABLES, t);
+            }
+        }
+        report.errors.extend(errors);
+    }
 }

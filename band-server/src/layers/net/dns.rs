@@ -79,17 +79,7 @@ pub fn address_admitted(m: &NetMatcher, own: &[IpAddr], ip: IpAddr) -> bool {
     explicit || (is_public_ip(ip) && !own.contains(&ip))
 }
 
-/// One question the run asked, for the result and `insist.net`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lookup {
-    pub name: String,
-    pub qtype: String,
-    pub allowed: bool,
-    /// Addresses handed to the script (and added to the run's sets).
-    pub addrs: Vec<IpAddr>,
-    /// Addresses upstream answered that the stub withheld (private, this host, denied).
-    pub withheld: Vec<IpAddr>,
-}
+pub use crate::common::handover::{Lookup, OnLookup};
 
 /// Asks the real resolvers.
 pub trait Upstream: Send + Sync {
@@ -346,9 +336,6 @@ fn read_framed(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
     s.read_exact(&mut buf)?;
     Ok(buf)
 }
-
-/// Called for every question, as it is answered.
-pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
 
 /// The stub's sockets and threads. Dropping it stops them.
 pub struct Stub {

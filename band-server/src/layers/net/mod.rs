@@ -57,14 +57,6 @@ pub fn stub_addr(slot: u32) -> Ipv4Addr {
     Ipv4Addr::new(127, 77, (slot / 250) as u8, (slot % 250 + 1) as u8)
 }
 
-/// One resolver address as written in the server config: `ip` or `ip:port` / `[ip6]:port`.
-pub fn parse_resolver(s: &str) -> Option<SocketAddr> {
-    let s = s.trim();
-    s.parse::<SocketAddr>()
-        .ok()
-        .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
-}
-
 /// The `nameserver` lines of a resolv.conf (IPv6 zone ids are dropped with their line).
 pub fn parse_resolv_conf(text: &str) -> Vec<SocketAddr> {
     text.lines()
@@ -262,9 +254,10 @@ pub fn plan_run(
 /// network namespace with only loopback), else [`plan_run`] with the host's facts. Pure.
 pub fn plan_network(
     run_id: &str,
-    identity: &crate::plan::Identity,
+    identity: &crate::common::handover::Identity,
     matcher: &NetMatcher,
-    facts: &crate::facts::HostFacts,
+    own_addrs: &[IpAddr],
+    upstream: &[SocketAddr],
 ) -> crate::error::SetupResult<Option<NetRunPlan>> {
     if matcher.is_empty() {
         return Ok(None);
@@ -275,8 +268,8 @@ pub fn plan_network(
         identity.gid,
         identity.slot,
         matcher,
-        &facts.own_addrs,
-        &facts.upstream,
+        own_addrs,
+        upstream,
     )
     .map(Some)
     .map_err(|e| {
@@ -552,101 +545,8 @@ pub fn remove_stale_tables(
 /// The network layer.
 pub struct Net;
 
-impl crate::layer::RunLayer for Net {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Network
-    }
-    /// Its part: `Option<NetRunPlan>` (`None` without `allow.net`).
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let part = plan_network(
-            &plan.run_id,
-            &plan.identity,
-            &inp.checked.compiled.net,
-            inp.facts,
-        )?;
-        plan.parts.insert(part);
-        Ok(())
-    }
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::Network,
-                what: "the nftables table, and the network namespace with its relay started (with allow.net)",
-                apply: apply::table_and_stub,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Ready,
-                what: "the relay waited for, and the DNS stub (with allow.net)",
-                apply: apply::ready,
-            },
-        ]
-    }
-    fn list_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        report: &mut crate::layer::Report,
-    ) -> Vec<crate::layer::Stale> {
-        // Listed only by the `janitor` command.
-        let nft = host.nft.filter(|_| host.scan_tables).map(Nft::new);
-        match nft.as_ref().map(Nft::list_tables) {
-            Some(Ok(tables)) => tables.into_iter().map(crate::layer::Stale::run).collect(),
-            Some(Err(e)) => {
-                report.errors.push(format!("nft: {e}"));
-                Vec::new()
-            }
-            None => Vec::new(),
-        }
-    }
-
-    fn remove_dead_run(
-        &self,
-        host: &crate::layer::Host<'_>,
-        run: &str,
-        report: &mut crate::layer::Report,
-    ) {
-        // Its processes are dead: the run's table (if it had network) can go.
-        if let Some(nft) = host.nft.map(Nft::new) {
-            let table = nft::table_name(run);
-            if nft.list_table(&table).is_ok() {
-                match nft.delete_table(&table) {
-                    Ok(()) => report.removed_tables.push(table),
-                    Err(e) => report.errors.push(e.to_string()),
-                }
-            }
-        }
-    }
-
-    fn remove_stale(
-        &self,
-        host: &crate::layer::Host<'_>,
-        item: &crate::layer::Stale,
-        live: &BTreeSet<String>,
-        report: &mut crate::layer::Report,
-    ) {
-        let Some(nft) = host.nft.filter(|_| host.scan_tables).map(Nft::new) else {
-            return;
-        };
-        // Listed before the leases were read: a dead lease's table is gone by now.
-        if report.removed_tables.contains(&item.run) {
-            return;
-        }
-        let (removed, errors) = remove_stale_tables(&nft, std::slice::from_ref(&item.run), live);
-        report.removed_tables.extend(
-            removed
-                .into_iter()
-                .filter(|t| !report.removed_tables.contains(t))
-                .collect::<Vec<_>>(),
-        );
-        report.errors.extend(errors);
-    }
-}
-
-impl crate::layer::Built for NetLayer {
-    fn stop(&mut self, t: &mut crate::layer::Teardown) {
+impl crate::common::Built for NetLayer {
+    fn stop(&mut self, t: &mut crate::common::Teardown) {
         // The relay runs as the run's uid outside the run's cgroup: killed here, before the
         // result; reaped in the removal after it (its exit waits for the kernel to unregister
         // its tap, about 25 ms that the result no longer waits for). If the kill fails the
@@ -657,7 +557,7 @@ impl crate::layer::Built for NetLayer {
         }
     }
 
-    fn teardown(mut self: Box<Self>, t: &mut crate::layer::Teardown) {
+    fn teardown(mut self: Box<Self>, t: &mut crate::common::Teardown) {
         // Reaped before the lease goes (the identity layer's removal comes after this one):
         // a relay that cannot be reaped keeps the lease, and the janitor finishes.
         if let Err(e) = self.stop_relay() {
@@ -675,12 +575,13 @@ impl crate::layer::Built for NetLayer {
         }
     }
 
-    crate::layer::built_any!();
+    crate::common::built_any!();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_resolver;
     use pretty_assertions::assert_eq;
 
     fn m(allow: &[&str], deny: &[&str]) -> NetMatcher {

@@ -3,6 +3,7 @@
 //! come only the steps of [`crate::layer::Phase::Ready`], which wait for what was started
 //! earlier or make what only the script needs).
 
+use super::Process;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -14,25 +15,14 @@ use band::proto::Layer;
 
 use super::memfd::{self, MemfdGuard};
 use super::{ProcessPlan, bwrap, seccomp};
+use crate::common::RunGuard;
+use crate::common::handover::{JoinFiles, NetNamespace};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::{Applied, Inputs};
-use crate::layers::cgroup::apply::JoinFiles;
-use crate::layers::cli::execcache::RunPrograms;
-use crate::run::RunGuard;
+use crate::layer::RunLayer;
+use crate::layer::{Applied, EntryPrograms, Inputs};
 use crate::sys::{self, PreExec};
 
-/// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the
-/// secrets pipe and the jail's input to write into it, the read end of the jail's status pipe,
-/// and when the script's clock started.
-pub struct Spawned {
-    pub secrets_w: OwnedFd,
-    pub jail_json: Vec<u8>,
-    pub status_r: OwnedFd,
-    pub run_start: Instant,
-    /// `band learn`: band-server's end of the socket the jail sends its observing filter's
-    /// listener on ([`bwrap::OBSERVE_FD`]).
-    pub observe: Option<UnixStream>,
-}
+pub use crate::common::handover::Spawned;
 
 /// jail input → spawn: the jail's input (secrets included), encoded.
 pub struct JailJson(pub Vec<u8>);
@@ -49,7 +39,7 @@ pub(crate) fn jail_input(
     _guard: &mut RunGuard,
 ) -> SetupResult<()> {
     let req = inp.checked.req;
-    let part: &ProcessPlan = inp.plan.parts.need(Layer::Process)?;
+    let part: &ProcessPlan = &inp.plan.process;
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
     let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
     let with_bash = entry_file.is_some_and(|f| f.mode & 0o111 == 0)
@@ -58,33 +48,26 @@ pub(crate) fn jail_input(
         Layer::Process,
         "cannot make the run's memfds non-executable",
     )?;
-    let programs: &RunPrograms = out.parts.need(Layer::Cli)?;
+    let EntryPrograms(programs) = out.parts.need(Layer::Cli)?;
     // `band exec`'s one command, allowed: the jail starts it directly (judged and recorded here,
     // as band-shim's call would be), not `sh` and then band-shim (issue 17, item 4). Refused or
     // unknown, the script runs as written and band-shim refuses it as before.
-    let direct = crate::layers::cli::shim::band_exec_argv(entry_data).and_then(|argv| {
-        let r = crate::layers::cli::shim::resolve_call(&programs.table, &argv).ok()?;
-        let call =
-            crate::layers::cli::shim::decide_with(&inp.plan.pre.rules, &r.judged, r.needs_rule);
-        if !call.allowed {
-            return None;
-        }
-        (out.on_report)(crate::layers::cli::reports::Report::Call(call));
-        Some((
-            r.program,
+    let jail_exec = |(name, argv)| {
+        (
+            name,
             bwrap::JailExec {
                 fd: bwrap::PROGRAM_FD,
-                argv: r.argv.unwrap_or(argv),
+                argv,
             },
-        ))
-    });
-    let exec = direct.or_else(|| {
-        super::entry_exec(
-            entry_data,
-            &format!("/skill/{}", req.entry),
-            &programs.table,
-            with_bash,
         )
+    };
+    let direct = programs
+        .band_exec(inp, entry_data, &out.on_report)
+        .map(jail_exec);
+    let exec = direct.or_else(|| {
+        programs
+            .interpreter(entry_data, &format!("/skill/{}", req.entry), with_bash)
+            .map(jail_exec)
     });
     if with_bash && exec.is_none() {
         return Err(crate::error::SetupError::new(
@@ -140,7 +123,7 @@ pub(crate) fn jail_input(
 /// the host's init, and is reaped at the end of `run::execute`.
 pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
     let plan = inp.plan;
-    let part: &ProcessPlan = plan.parts.need(Layer::Process)?;
+    let part: &ProcessPlan = &plan.process;
     sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
     let (secrets_r, secrets_w) =
         sys::pipe().layer(Layer::Secrets, "failed to create the secrets pipe")?;
@@ -162,6 +145,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     let memfd: MemfdGuard = out.parts.take(Layer::Process)?;
     let program = out.parts.remove::<JailProgram>().map(|p| p.0);
     let JoinFiles(cgroup_join) = out.parts.take(Layer::Cgroup)?;
+    let netns = out.parts.remove::<NetNamespace>().map(|n| n.0);
     // What the run builds beside the spawn (the run directory), which bubblewrap's exec waits for.
     let gate = out.parts.remove::<crate::layer::Gate>().map(|g| g.0);
     let mut fds = vec![
@@ -200,9 +184,7 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         },
         // A networked run's own namespace (made by the network step); the descriptor stays open
         // in the guard's NetLayer until after the spawn.
-        netns: guard
-            .get::<crate::layers::net::NetLayer>()
-            .and_then(crate::layers::net::NetLayer::netns_fd),
+        netns,
         gate: gate.as_ref().map(|g| g.as_raw_fd()),
     }
     .install(&mut cmd);
@@ -226,4 +208,21 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
         observe,
     });
     Ok(())
+}
+
+impl RunLayer for Process {
+    fn steps(&self) -> &'static [crate::layer::Step] {
+        &[
+            crate::layer::Step {
+                phase: crate::layer::Phase::JailInput,
+                what: "the memfd guard and the jail's input",
+                apply: jail_input,
+            },
+            crate::layer::Step {
+                phase: crate::layer::Phase::Spawn,
+                what: "bubblewrap, spawned in the cgroup as the run's uid",
+                apply: spawn,
+            },
+        ]
+    }
 }

@@ -40,11 +40,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::layers::fs::procmask::ProcMask;
-use crate::layers::fs::workdir::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
+use crate::common::handover::ProcMask;
+use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// Inside the sandbox.
-pub const SANDBOX_PATH: &str = "/band/bin";
+pub use crate::common::paths::SANDBOX_PATH;
 pub const SANDBOX_SHIM: &str = "/band/shim";
 pub const SANDBOX_JAIL: &str = "/band/jail";
 pub const SANDBOX_SOCK: &str = "/band/sock";

@@ -5,18 +5,9 @@ pub mod bwrap;
 pub mod memfd;
 pub mod seccomp;
 
-use self::bwrap::{ExtraBind, JailExec, SandboxPlan};
+use self::bwrap::SandboxPlan;
 use self::seccomp::DeniedSyscall;
 use crate::config::ServerConfig;
-use band::proto::Layer;
-
-use crate::layer::RunLayer;
-use crate::layers::cli::ExecPlan;
-use crate::layers::cli::execcache::{self, ExecTable};
-use crate::layers::fs::workdir::RunDirPlan;
-use crate::plan::Preflight;
-use crate::request::Checked;
-use bwrap::PROGRAM_FD;
 
 /// The process layer's part of [`crate::plan::RunPlan`].
 #[derive(Debug, Clone)]
@@ -29,63 +20,14 @@ pub struct ProcessPlan {
     pub seccomp: Vec<DeniedSyscall>,
 }
 
-/// What bubblewrap gets, part of [`crate::plan::RunPlan`] (its argv is
-/// [`bwrap::build_bwrap_args`] of this): the run directory, the programs, band-shim and
-/// band-jail, the host mounts and the masked library trees. `share_net`: the run has `allow.net`.
-/// Pure.
-pub fn plan_sandbox(
-    checked: &Checked<'_>,
-    cfg: &ServerConfig,
-    pre: &Preflight,
-    exec: &ExecPlan,
-    run_dir: &RunDirPlan<'_>,
-    share_net: bool,
-    proc_masks: &[crate::layers::fs::procmask::ProcMask],
-) -> SandboxPlan {
-    SandboxPlan {
-        run_dir: run_dir.root.clone(),
-        shim: exec.shim.clone(),
-        exec_dir: exec.root.clone(),
-        self_links: exec.self_links.clone(),
-        links: exec.links.clone(),
-        extra: pre
-            .host_mounts
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ExtraBind {
-                source: run_dir.host_mount(i),
-                dest: m.sandbox.clone(),
-                writable: m.writable,
-            })
-            .chain(exec.runtime.iter().flat_map(|t| {
-                // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
-                // over each of its programs (judged by the gate, run only by a rule naming it).
-                std::iter::once(ExtraBind {
-                    source: t.root.clone(),
-                    dest: t.at.clone(),
-                    writable: false,
-                })
-                .chain(t.helpers().into_iter().map(|(at, _)| ExtraBind {
-                    source: exec.shim.clone(),
-                    dest: at,
-                    writable: false,
-                }))
-            }))
-            .collect(),
-        entry: checked.req.entry.clone(),
-        // The entry is read by its interpreter: band-shim is never bound over it (a `./` rule
-        // naming it leaves it noexec at its path).
-        bundled: pre
-            .cli
-            .bundled
-            .iter()
-            .filter(|b| b.path != checked.req.entry)
-            .map(|b| b.path.clone())
-            .collect(),
-        has_config: checked.config_json.is_some(),
-        share_net,
-        ipc_scope_required: share_net && cfg.require_ipc_scope,
-        proc_masks: proc_masks.to_vec(),
+/// The process layer's part of [`crate::plan::RunPlan`]: what bubblewrap gets (`sandbox`, which
+/// the plan makes of the other layers' parts), its argv, and the seccomp list. Pure.
+pub fn plan_process(sandbox: SandboxPlan, cfg: &ServerConfig) -> ProcessPlan {
+    ProcessPlan {
+        argv: bwrap::build_bwrap_args(&sandbox),
+        seccomp: plan_seccomp(&sandbox),
+        sandbox,
+        bwrap: cfg.bwrap.clone(),
     }
 }
 
@@ -98,116 +40,6 @@ pub fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
     })
 }
 
-/// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
-/// (not itself a script) starts that program directly (what the kernel would do, minus a trip
-/// through band-shim, which would only judge the skill's own entry point), from the descriptor
-/// band-server passes as [`PROGRAM_FD`]; anything else is exec'd as it is. Returns the program's
-/// name in the table, and how the jail runs it. `with_bash`: the entry is upstream's `run.sh`
-/// without an execute bit, which upstream starts as `bash run.sh` (see
-/// `band::skill::runs_with_bash`), whatever its first line says.
-pub fn entry_exec(
-    entry: &[u8],
-    entry_path: &str,
-    table: &ExecTable,
-    with_bash: bool,
-) -> Option<(String, JailExec)> {
-    let sb = if with_bash {
-        execcache::Shebang {
-            path: "bash".into(),
-            interp: "bash".into(),
-            arg: None,
-        }
-    } else {
-        execcache::parse_shebang(entry)?
-    };
-    let program = table.get(&sb.interp)?;
-    if program.script.is_some() {
-        return None;
-    }
-    let mut argv = vec![sb.interp.clone()];
-    argv.extend(sb.arg.clone());
-    argv.push(entry_path.to_string());
-    Some((
-        sb.interp,
-        JailExec {
-            fd: PROGRAM_FD,
-            argv,
-        },
-    ))
-}
-
 /// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
 /// remove (their processes die with the cgroup and the uid).
 pub struct Process;
-
-impl RunLayer for Process {
-    fn plan_stage(&self) -> crate::layer::PlanStage {
-        crate::layer::PlanStage::Sandbox
-    }
-    fn plan<'a>(
-        &self,
-        inp: &crate::layer::PlanInputs<'a, '_>,
-        plan: &mut crate::plan::RunPlan<'a>,
-    ) -> crate::error::SetupResult<()> {
-        let exec: &ExecPlan = plan.parts.need(Layer::Process)?;
-        let net: &Option<crate::layers::net::NetRunPlan> = plan.parts.need(Layer::Process)?;
-        let sandbox = plan_sandbox(
-            inp.checked,
-            inp.cfg,
-            &plan.pre,
-            exec,
-            plan.run_dir(Layer::Process)?,
-            net.is_some(),
-            inp.facts.proc_masks.as_ref().map_err(Clone::clone)?,
-        );
-        let part = ProcessPlan {
-            argv: bwrap::build_bwrap_args(&sandbox),
-            seccomp: plan_seccomp(&sandbox),
-            sandbox,
-            bwrap: inp.cfg.bwrap.clone(),
-        };
-        plan.parts.insert(part);
-        Ok(())
-    }
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::JailInput,
-                what: "the memfd guard and the jail's input",
-                apply: apply::jail_input,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Spawn,
-                what: "bubblewrap, spawned in the cgroup as the run's uid",
-                apply: apply::spawn,
-            },
-        ]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::layers::cli::execcache::Program;
-
-    #[test]
-    fn upstream_run_sh_starts_with_bash_whatever_its_first_line() {
-        let table = ExecTable::from([(
-            "bash".to_string(),
-            Program {
-                file: "/state/exec/cache/k/bash".into(),
-                script: None,
-                argv0: None,
-            },
-        )]);
-        let path = "/skill/scripts/resources/go/run.sh";
-        let (name, exec) = entry_exec(b"echo no shebang\n", path, &table, true).unwrap();
-        assert_eq!(name, "bash");
-        assert_eq!(exec.argv, ["bash", path]);
-        // Without the flag, a file with no `#!` is exec'd as it is; with it but no bash, none.
-        assert!(entry_exec(b"echo no shebang\n", path, &table, false).is_none());
-        assert!(entry_exec(b"", path, &ExecTable::new(), true).is_none());
-        let (_, exec) = entry_exec(b"#!/bin/bash -e\n", path, &table, false).unwrap();
-        assert_eq!(exec.argv, ["bash", "-e", path]);
-    }
-}

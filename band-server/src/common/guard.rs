@@ -1,8 +1,8 @@
-//! The teardown guard of a run: the built layers, torn down in reverse order exactly once.
+//! The teardown guard of a run: the built layers ([`Built`]), torn down in reverse order exactly
+//! once.
 
+use std::any::Any;
 use std::process::Child;
-
-use crate::layer::{Built, Teardown};
 
 /// How long teardown lets bubblewrap's reaper exit on its own before it is killed.
 const REAPER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -97,3 +97,38 @@ impl Drop for RunGuard {
         }
     }
 }
+
+/// What a run's teardown knows as it goes.
+#[derive(Debug)]
+pub struct Teardown {
+    /// Nothing of the run is alive any more (decided by the stop phase).
+    pub processes_dead: bool,
+    /// Everything removed so far is gone; otherwise the lease keeps naming the run, and the
+    /// janitor finishes the job.
+    pub clean: bool,
+    pub errors: Vec<String>,
+}
+
+/// One layer built for a live run, kept by the run's guard.
+pub trait Built: Send {
+    /// First phase, in reverse order of building: kill what runs.
+    fn stop(&mut self, _t: &mut Teardown) {}
+    /// Second phase, in reverse order of building: remove what was built. Called once.
+    fn teardown(self: Box<Self>, t: &mut Teardown);
+    /// For the run loop, which needs some layers by type.
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// `as_any` / `as_any_mut` for a [`Built`] implementation.
+macro_rules! built_any {
+    () => {
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+            self
+        }
+    };
+}
+pub(crate) use built_any;

@@ -1,109 +1,36 @@
 //! The shape every sandbox layer has (see [`crate::layers`] for the layers and their lists):
 //!
-//! 1. a pure plan (a function of the layer's folder, which its [`RunLayer::plan`] calls to put its
-//!    part, by type, into [`crate::plan::RunPlan::parts`]; [`crate::plan::plan_run`] calls every
-//!    layer's in the order of their [`PlanStage`]);
+//! 1. a pure plan (a function of the layer's folder, whose result is the layer's field of
+//!    [`crate::plan::RunPlan`]; [`crate::plan::plan_run`] calls every layer's in order, each with
+//!    the earlier parts it reads);
 //! 2. apply: one or more [`Step`]s in `layers/<layer>/apply.rs`, declared by
-//!    [`RunLayer::steps`], each in a [`Phase`] (the run sorts all steps by phase); each builds
-//!    what its part of the [`crate::plan::RunPlan`] says, pushes a [`Built`] handle into the
-//!    run's guard, and leaves in [`Applied::parts`], by type, what a later step needs;
-//! 3. the teardown of that handle ([`Built::stop`], [`Built::teardown`]), by the guard, in
-//!    reverse order of building;
+//!    [`RunLayer::steps`] (its impl is there too), each in a [`Phase`] (the run sorts all steps
+//!    by phase); each builds what its part of the [`crate::plan::RunPlan`] says, pushes a
+//!    [`crate::common::Built`] handle into the run's guard, and leaves in [`Applied::parts`], by
+//!    type, what a later step needs;
+//! 3. the teardown of that handle ([`crate::common::Built::stop`],
+//!    [`crate::common::Built::teardown`]), by the guard, in reverse order of building;
 //! 4. the janitor's removal of what a dead run left ([`RunLayer::list_stale`],
 //!    [`RunLayer::remove_dead_run`], [`RunLayer::remove_stale`]), over [`crate::layers::LAYERS`].
+//!
+//! This module sits above the plan (the steps read it) and below the layers' apply halves; what
+//! the layers share below their plan halves is in [`crate::common`].
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use band::proto::Layer;
 
 use crate::config::ServerConfig;
 use crate::error::{SetupError, SetupResult};
-use crate::facts::HostFacts;
-use crate::layers::cli::reports::OnReport;
-use crate::layers::net::dns::OnLookup;
 use crate::plan::RunPlan;
 use crate::request::Checked;
-use crate::run::RunGuard;
 
-/// What the janitor did, for the log line.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Report {
-    pub dead_leases: Vec<u32>,
-    pub killed: usize,
-    pub removed_dirs: Vec<String>,
-    pub removed_cgroups: Vec<String>,
-    pub removed_tables: Vec<String>,
-    pub errors: Vec<String>,
-}
+use crate::common::handover::{OnLookup, OnReport};
+use crate::common::{Host, Report, RunGuard, Stale};
 
-impl Report {
-    /// What the pass did and what it could not do, one line each (none when it found nothing).
-    pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if !self.dead_leases.is_empty()
-            || !self.removed_dirs.is_empty()
-            || !self.removed_cgroups.is_empty()
-            || !self.removed_tables.is_empty()
-            || self.killed > 0
-        {
-            out.push(format!(
-                "band-server: janitor: dead leases {:?}, killed {} process(es), removed run dirs {:?}, cgroups {:?}, nftables tables {:?}",
-                self.dead_leases,
-                self.killed,
-                self.removed_dirs,
-                self.removed_cgroups,
-                self.removed_tables
-            ));
-        }
-        out.extend(
-            self.errors
-                .iter()
-                .map(|e| format!("band-server: janitor: {e}")),
-        );
-        out
-    }
-
-    /// Add what another pass did.
-    pub fn extend(&mut self, r: Report) {
-        self.dead_leases.extend(r.dead_leases);
-        self.killed += r.killed;
-        self.removed_dirs.extend(r.removed_dirs);
-        self.removed_cgroups.extend(r.removed_cgroups);
-        self.removed_tables.extend(r.removed_tables);
-        self.errors.extend(r.errors);
-    }
-}
-
-/// The host as the janitor sees it.
-pub struct Host<'a> {
-    pub state: &'a Path,
-    /// The `nft` binary, when installed.
-    pub nft: Option<&'a Path>,
-    /// Also look for leftover nftables tables (the `janitor` command, not every run).
-    pub scan_tables: bool,
-}
-
-/// Something a run left on the host: the run it belongs to, and where it is when that is not
-/// derived from the run id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stale {
-    pub run: String,
-    pub path: Option<PathBuf>,
-}
-
-impl Stale {
-    pub fn run(run: impl Into<String>) -> Stale {
-        Stale {
-            run: run.into(),
-            path: None,
-        }
-    }
-}
-
-/// One layer: its apply steps and plan hook (for the run) and its leftovers (for the janitor).
+/// One layer: its apply steps (for the run) and its leftovers (for the janitor).
 /// Everything a layer is, declared in its folder; the run and the janitor only walk a list of
 /// layers ([`crate::layers::LAYERS`]).
 pub trait RunLayer: Sync {
@@ -115,17 +42,6 @@ pub trait RunLayer: Sync {
     /// listed layer's steps sorted by phase (stable: same phase, list order).
     fn steps(&self) -> &'static [Step] {
         &[]
-    }
-    /// When the layer is planned: [`crate::plan::plan_run_with`] calls every listed layer's
-    /// [`RunLayer::plan`] sorted by stage (stable: same stage, list order).
-    fn plan_stage(&self) -> PlanStage {
-        PlanStage::After
-    }
-    /// The layer's part of the plan: a pure function that reads the request, the config, the
-    /// facts and the plan so far (the common fields, and earlier layers' parts by type), and puts
-    /// its own types into [`crate::plan::RunPlan::parts`].
-    fn plan<'a>(&self, _inp: &PlanInputs<'a, '_>, _plan: &mut RunPlan<'a>) -> SetupResult<()> {
-        Ok(())
     }
     /// Leftovers of this layer on the host, listed *before* the leases are read (a run holds its
     /// lease before it builds anything, so a run that starts meanwhile is never touched).
@@ -154,8 +70,9 @@ pub struct Inputs<'a> {
 }
 
 /// What an apply step leaves for a later one (or for the run loop): the run loop's two callbacks,
-/// typed (every run has them), and each layer's hand-overs, by type (a layer defines its own in
-/// its folder: `cgroup::apply::JoinFiles`, `RunPrograms`, `process::apply::Spawned`, ...).
+/// typed (every run has them), and each layer's hand-overs, by type (one for another layer or
+/// the run is defined in [`crate::common::handover`]: `JoinFiles`, `Spawned`, ...; one within
+/// a layer in its folder: `cgroup::apply::PendingCgroup`, `RunPrograms`, ...).
 pub struct Applied {
     /// Into the run loop: each question the DNS stub answers (set by the run before any step).
     pub on_lookup: Arc<OnLookup>,
@@ -179,6 +96,37 @@ impl Applied {
         (self.on_lookup.clone(), self.on_report.clone())
     }
 }
+
+/// CLI gate → the process layer's jail input: how the entry starts, decided by the gate, which
+/// knows the run's programs and rules. The gate's programs step hands it over as
+/// [`EntryPrograms`].
+pub trait EntryStart: Send {
+    /// `band exec`'s one command (`entry` is its script), when the gate allows it: the call is
+    /// judged, and reported to `on_report`, as band-shim's would be. The program's name in the
+    /// run's table, and its argv.
+    fn band_exec(
+        &self,
+        inp: &Inputs<'_>,
+        entry: &[u8],
+        on_report: &OnReport,
+    ) -> Option<(String, Vec<String>)>;
+    /// A `#!` entry (at `entry_path` in the sandbox) whose interpreter is a program of the run
+    /// (not itself a script), started as the kernel would: the program's name and its argv.
+    /// `with_bash`: the entry is upstream's `run.sh` without an execute bit, started with bash.
+    fn interpreter(
+        &self,
+        entry: &[u8],
+        entry_path: &str,
+        with_bash: bool,
+    ) -> Option<(String, Vec<String>)>;
+    /// The descriptor of program `name`'s copy.
+    fn fd(&self, name: &str) -> std::io::Result<Arc<std::os::fd::OwnedFd>>;
+    /// What it is, for the layer that made it.
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+/// The CLI gate's programs as the jail's input reads them (see [`EntryStart`]).
+pub struct EntryPrograms(pub Box<dyn EntryStart>);
 
 /// When an apply step runs, in this order: what a step needs from another decides its phase.
 /// The cgroup comes first, so everything later is guarded by its kill; the run directory needs
@@ -264,70 +212,6 @@ impl Drop for GateWriter {
     }
 }
 
-/// When a layer is planned, in this order: what a plan needs from another decides its stage
-/// (the process layer's bubblewrap argv needs every other part).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PlanStage {
-    /// The cgroup's operations.
-    Limits,
-    /// The network (its resolv.conf goes into the run directory).
-    Network,
-    /// The run's programs.
-    Programs,
-    /// The run directory (needs the network's resolv.conf).
-    Files,
-    /// bubblewrap's argv and the seccomp list (need every part above).
-    Sandbox,
-    /// A layer that needs the whole plan; the default.
-    After,
-}
-
-/// What a layer's [`RunLayer::plan`] reads.
-pub struct PlanInputs<'a, 'b> {
-    pub checked: &'a Checked<'a>,
-    pub cfg: &'b ServerConfig,
-    pub facts: &'b HostFacts,
-}
-
-/// Each layer's parts, keyed by type: a layer puts its own types in and reads others' by type.
-/// Values are shared (`Arc`), so a [`RunPlan`] stays cheap to clone. A small std-only container
-/// (a `TypeId` map, as `anymap` does) rather than a crate: a dozen lines, no `unsafe`.
-#[derive(Clone, Default)]
-pub struct Parts {
-    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-}
-
-impl Parts {
-    /// Put `value` in, replacing any earlier value of its type.
-    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
-        self.map.insert(TypeId::of::<T>(), Arc::new(value));
-    }
-    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.map.get(&TypeId::of::<T>())?.downcast_ref()
-    }
-    /// The part of type `T`, which `layer` needs: absent (the layer that makes it is not listed,
-    /// or runs later), the run does not start.
-    pub fn need<T: Any + Send + Sync>(&self, layer: Layer) -> SetupResult<&T> {
-        self.get().ok_or_else(|| {
-            SetupError::new(
-                layer,
-                format!(
-                    "internal: {} is missing (is the layer that makes it listed, and earlier?)",
-                    std::any::type_name::<T>()
-                ),
-            )
-        })
-    }
-}
-
-impl std::fmt::Debug for Parts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parts")
-            .field("len", &self.map.len())
-            .finish()
-    }
-}
-
 /// What apply steps hand each other, keyed by type: a step puts its own types in, a later one
 /// reads or takes them (failing closed, naming the layer, when the step that makes one did not
 /// run before it).
@@ -386,38 +270,3 @@ pub struct Step {
     pub what: &'static str,
     pub apply: ApplyFn,
 }
-
-/// What a run's teardown knows as it goes.
-#[derive(Debug)]
-pub struct Teardown {
-    /// Nothing of the run is alive any more (decided by the stop phase).
-    pub processes_dead: bool,
-    /// Everything removed so far is gone; otherwise the lease keeps naming the run, and the
-    /// janitor finishes the job.
-    pub clean: bool,
-    pub errors: Vec<String>,
-}
-
-/// One layer built for a live run, kept by the run's guard.
-pub trait Built: Send {
-    /// First phase, in reverse order of building: kill what runs.
-    fn stop(&mut self, _t: &mut Teardown) {}
-    /// Second phase, in reverse order of building: remove what was built. Called once.
-    fn teardown(self: Box<Self>, t: &mut Teardown);
-    /// For the run loop, which needs some layers by type.
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-}
-
-/// `as_any` / `as_any_mut` for a [`Built`] implementation.
-macro_rules! built_any {
-    () => {
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
-        }
-        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-            self
-        }
-    };
-}
-pub(crate) use built_any;

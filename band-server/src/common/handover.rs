@@ -1,0 +1,107 @@
+//! What layers hand each other and the run, defined below all of them: a layer reads another
+//! layer's output only through a type of this module (or of [`crate::layer`]), never by naming
+//! that layer.
+
+use std::fs::File;
+use std::net::IpAddr;
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use band::proto::CliCall;
+
+/// The run's identity, leased before the plan (the only thing that exists before it): made by
+/// the identity layer, read by the plan and every layer that names the run's user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub slot: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+}
+
+/// What the CLI gate's report thread tells the run loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    Call(CliCall),
+    Forged(String),
+    /// An allowed call's program did not fit in the program cache (its first call copies it):
+    /// `program` as the run's table names it, and the refusal with its hint. The run's record
+    /// gets it as a `program_cache` limit event, once per program.
+    CacheRefused {
+        program: String,
+        detail: String,
+    },
+}
+
+/// Where verified calls go. Called before the shim is answered, so a call is always recorded
+/// before the command it reports can run (or the run can end).
+pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
+
+/// One question the run asked the network's DNS stub, for the result and `insist.net`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    pub name: String,
+    pub qtype: String,
+    pub allowed: bool,
+    /// Addresses handed to the script (and added to the run's sets).
+    pub addrs: Vec<IpAddr>,
+    /// Addresses upstream answered that the stub withheld (private, this host, denied).
+    pub withheld: Vec<IpAddr>,
+}
+
+/// Called for every question the DNS stub answers, as it is answered.
+pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
+
+/// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
+pub struct JoinFiles(pub Vec<File>);
+
+/// network → spawn: the run's own network namespace, for bubblewrap's parent to join (with
+/// `allow.net`). The descriptor stays open in the network layer's handle, in the run's guard,
+/// until after the spawn.
+pub struct NetNamespace(pub RawFd);
+
+/// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the
+/// secrets pipe and the jail's input to write into it, the read end of the jail's status pipe,
+/// and when the script's clock started (the network's wait step sets it again after its wait).
+pub struct Spawned {
+    pub secrets_w: OwnedFd,
+    pub jail_json: Vec<u8>,
+    pub status_r: OwnedFd,
+    pub run_start: Instant,
+    /// `band learn`: band-server's end of the socket the jail sends its observing filter's
+    /// listener on (the process layer's `bwrap::OBSERVE_FD`).
+    pub observe: Option<UnixStream>,
+}
+
+/// The CLI gate's plan as the run directory sees it (made by the plan from the gate's part):
+/// the run's exec folder, bound at `/band`; the links the sandbox's root holds for the programs;
+/// and the programs' trees, bound at their host paths.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecView<'a> {
+    pub root: &'a Path,
+    /// (cache path, wrapped name) of each declared host program (the gate's `self_links`).
+    pub self_links: &'a [(PathBuf, String)],
+    /// (link, target): the installations around the programs' copies.
+    pub links: &'a [(PathBuf, PathBuf)],
+    /// The roots of the programs' trees.
+    pub tree_roots: &'a [PathBuf],
+}
+
+/// One cover of the run's `/proc` (the filesystem layer plans them, the process layer binds
+/// them): a path of `/proc` and whether the host has a folder there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcMask {
+    /// Relative to `/proc`: `cmdline`, `sys/kernel/random/boot_id`.
+    pub path: String,
+    pub dir: bool,
+}
+
+impl ProcMask {
+    /// Where the run sees it.
+    pub fn sandbox_path(&self) -> PathBuf {
+        Path::new("/proc").join(&self.path)
+    }
+}
