@@ -90,9 +90,18 @@ pub fn is_kept(name: &str) -> bool {
         || KEPT.iter().any(|(k, _)| *k == name)
 }
 
+/// Whether only root may open an entry of these owner, group and mode at all (`kmsg`,
+/// `kpageflags`, `slabinfo`, `timer_list`, `vmallocinfo` are 0400 root): a run's uid is never root
+/// and holds no capability, so the kernel's own permission check refuses it, and a cover (a bind
+/// bubblewrap makes, each one a mount and a re-read of the mount table) would add nothing.
+pub fn only_root_opens(uid: u32, gid: u32, mode: u32) -> bool {
+    uid == 0 && mode & 0o007 == 0 && (gid == 0 || mode & 0o070 == 0)
+}
+
 /// The covers for a kernel whose `/proc` is at `proc` (the host's, [`HOST_PROC`], for a run):
-/// every top-level entry [`is_kept`] does not keep (but symlinks, which lead back into `/proc`),
-/// then the entries of [`MASKED`] the kernel has, in that order. Fails (the filesystem layer)
+/// every top-level entry [`is_kept`] does not keep (but symlinks, which lead back into `/proc`,
+/// and entries [`only_root_opens`]), then the entries of [`MASKED`] the kernel has, in that
+/// order. Fails (the filesystem layer)
 /// when `proc` cannot be listed: the run would not know what to hide.
 pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
     let err = |e: std::io::Error| {
@@ -117,6 +126,12 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
         };
         if kind.is_symlink() {
             continue;
+        }
+        if let Ok(m) = entry.metadata() {
+            use std::os::unix::fs::MetadataExt;
+            if only_root_opens(m.uid(), m.gid(), m.mode()) {
+                continue;
+            }
         }
         top.push(ProcMask {
             path: name,
@@ -153,6 +168,22 @@ mod tests {
             path: path.into(),
             dir,
         }
+    }
+
+    #[test]
+    fn an_entry_only_root_opens_is_left_to_the_kernels_check() {
+        // kmsg, kpageflags, slabinfo: 0400 root.
+        assert!(only_root_opens(0, 0, 0o100400));
+        assert!(only_root_opens(0, 0, 0o100600));
+        // Readable by the group root only: the run's uid is in no such group.
+        assert!(only_root_opens(0, 0, 0o100440));
+        // cmdline, diskstats: 0444 root. A group other than root could hold the run.
+        assert!(!only_root_opens(0, 0, 0o100444));
+        assert!(!only_root_opens(0, 5, 0o100440));
+        // An entry someone else owns: covered.
+        assert!(!only_root_opens(1000, 1000, 0o100400));
+        // A folder anyone may enter: covered.
+        assert!(!only_root_opens(0, 0, 0o040555));
     }
 
     #[test]
@@ -258,7 +289,12 @@ mod tests {
             "bootconfig",
             "kcore",
         ] {
-            if Path::new(HOST_PROC).join(p).exists() {
+            let path = Path::new(HOST_PROC).join(p);
+            let root_only = fs::symlink_metadata(&path).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                only_root_opens(m.uid(), m.gid(), m.mode())
+            });
+            if path.exists() && !root_only {
                 assert!(covered(p), "{p} is not covered");
             }
         }
