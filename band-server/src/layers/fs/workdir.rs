@@ -320,7 +320,6 @@ impl<'a> Planned<'a> {
     }
 }
 
-/// Plan the run directory: pure.
 /// The paths of `paths` under the folder `root` (an absolute path without a trailing `/`),
 /// relative to it: `Path::strip_prefix`'s answer for canonical paths, from one byte comparison
 /// per path (the masked programs are a few hundred paths, matched against each library root on
@@ -338,388 +337,506 @@ fn under_root(paths: &[PathBuf], root: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Plan the run directory: pure. Each step plans one tree of it, in the order they are made (a
+/// folder before what it holds, a mount point before its bind); what the plan sets apart (the
+/// request's own files, what is made late) is split off the steps as they come.
 pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
-    let root = runs_dir(spec.state).join(spec.run_id);
-    let inodes = (spec.disk_bytes / 1024).clamp(4096, 1 << 20);
-    let tmpfs = format!(
-        "size={},nr_inodes={inodes},mode=0710,uid=0,gid={}",
-        spec.disk_bytes, spec.gid
-    );
+    let tree = Tree::new(runs_dir(spec.state).join(spec.run_id));
+    let run_owner = (spec.uid, spec.gid);
     let mut p: Planned<'d> = Planned::default();
-    let mut lib_binds = Vec::new();
-
-    // root/: the sandbox's whole root, bound by bubblewrap in one bind at `/` through `view/`
-    // (below; each bind costs it a mount, a remount and a re-read of its mount table): `usr/`,
-    // `etc/`, `skill/` and the compatibility links, and a mount point for each bind (the
-    // writable ones, `/proc`, `/dev`, `/band`, absolute host paths).
-    let sroot = root.join("root");
-    p.mkdir(sroot.clone(), 0o755, None);
-    for d in ROOT_MOUNT_POINTS {
-        p.mkdir(sroot.join(d), 0o755, None);
-    }
-    p.links(&sroot, "", ROOT_LINKS);
-    // view/: the sandbox's root as bubblewrap binds it, whole, at `/` (one bind where it made
-    // five: each a mount, a remount and a re-read of its mount table): `root/` bound again,
-    // read-only, with every mount of the tree made on it (below), none in `root/` itself, so
-    // that the tree's mounts exist once. Files, folders and links are made in `root/` (the same
-    // tmpfs, writable there), the late steps' too, and show through it as they come.
-    let view = root.join(VIEW);
-    p.mkdir(view.clone(), 0o755, None);
-    p.bind(
-        &sroot,
-        &view,
-        true,
-        false,
-        "failed to bind root/ read-only at view/".into(),
-    );
-    // /band: the run's exec folder, read-only (its programs run from there: not noexec); only
-    // `io/` on it is bound writable (below).
-    p.bind(
-        spec.exec_dir,
-        &view.join("band"),
-        true,
-        false,
-        format!("failed to bind {} at /band", spec.exec_dir.display()),
-    );
-
-    // usr/: the sandbox's whole `/usr`, in the root's one bind (each bind costs bubblewrap a
-    // mount, a remount and a re-read of its mount table). Each library tree
-    // the host has is a read-only, nosuid, nodev mount here, made in the initial user namespace
-    // (so locked for bubblewrap's copy): an overlay with the masks on top when the tree has
-    // masked files (one mount per tree, so the cost does not grow with the number of masks),
-    // else a bind of the host's tree. `bin/` holds the run's wrappers.
-    let usr = sroot.join("usr");
-    p.mkdir(usr.clone(), 0o755, None);
-    if !spec.masked.is_empty() {
-        // Where a mask layer is built when the shared cache cannot hold it.
-        p.mkdir(root.join("lib"), 0o755, None);
-    }
-    for (i, lib) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
-        if !spec.lib_roots.iter().any(|r| r == lib) {
-            continue;
-        }
-        let Some(name) = lib.strip_prefix("/usr/") else {
-            continue;
-        };
-        p.mkdir(usr.join(name), 0o755, None);
-        let target = view.join("usr").join(name);
-        let rels = under_root(spec.masked, lib);
-        if rels.is_empty() {
-            p.ops.push(FsOp::BindHost {
-                source: PathBuf::from(lib),
-                target,
-            });
-        } else {
-            p.ops.push(FsOp::MaskLibrary {
-                index: i,
-                root: lib.to_string(),
-                rels,
-                target: target.clone(),
-            });
-            lib_binds.push((lib.to_string(), target));
-        }
-    }
-    // `sbin/` and `local/bin/` are the same wrappers as `bin/`: a declared program called by the
-    // absolute path it has on some host (`/usr/sbin/x`, `/usr/local/bin/x`) is the same call.
-    p.mkdir(usr.join("local"), 0o755, None);
-    for (link, target) in [("sbin", "bin"), ("local/bin", "../bin")] {
-        p.ops.push(FsOp::Symlink {
-            target: PathBuf::from(target),
-            link: usr.join(link),
-            name: format!("/usr/{link}"),
-        });
-    }
-
-    // skill/: root-owned, read-only and noexec (executable bits kept, but nothing of the bundle
-    // runs by its path: the skill's programs run through band-shim, `layers::cli::bundled`).
-    let skill = sroot.join("skill");
-    p.mkdir(skill.clone(), 0o755, None);
-    for f in spec.bundle {
-        p.mkdir_parents(&skill, &f.path, 0o755);
-        let mode = (f.mode & 0o555) | 0o444;
-        p.write(skill.join(&f.path), Cow::Borrowed(&f.data), mode, None);
-    }
-    p.bind(
-        &skill,
-        &view.join("skill"),
-        true,
-        true,
-        "failed to bind skill/ read-only and noexec".into(),
-    );
-
-    // workspace/
-    let ws = root.join("workspace");
-    let run_owner = Some((spec.uid, spec.gid));
-    p.mkdir(ws.clone(), 0o755, None);
-    let mut owned_dirs: Vec<String> = Vec::new();
-    for d in spec.write_dirs {
-        let (path, uid, gid) = if d.is_empty() {
-            (ws.clone(), spec.uid, spec.gid)
-        } else {
-            p.mkdir_parents(&ws, &format!("{d}/x"), 0o755);
-            (ws.join(d), spec.uid, spec.gid)
-        };
-        p.ops.push(FsOp::Chown { path, uid, gid });
-        owned_dirs.push(d.clone());
-    }
-    let under_owned = |rel: &str| {
-        owned_dirs
-            .iter()
-            .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
-    };
-    // io/: sticky and group-writable, so the script can create output.json but cannot remove or
-    // replace input.json.
-    let io = root.join("io");
-    p.mkdir(io.clone(), 0o1770, Some((0, spec.gid)));
-    if let Some(cfg) = spec.config_json {
-        p.write(io.join("config.json"), Cow::Borrowed(cfg), 0o444, None);
-    }
-    // What is the request's own and not its band's ([`RunDirPlan::request`]): the workspace's
-    // files, with the folders they need, and the input.
-    let request_first = p.ops.len();
-    for f in spec.workspace {
-        // Directories created for a file are the run's when they lie in a writable prefix.
-        let mut cur = String::new();
-        let comps: Vec<&str> = f.path.split('/').collect();
-        for c in &comps[..comps.len() - 1] {
-            if !cur.is_empty() {
-                cur.push('/');
-            }
-            cur.push_str(c);
-            let path = ws.join(&cur);
-            if !p.dirs.contains(&path) && !p.files.contains(&path) {
-                p.mkdir(
-                    path,
-                    0o755,
-                    if under_owned(&cur) { run_owner } else { None },
-                );
-            }
-        }
-        let path = ws.join(&f.path);
-        if (spec.write_allowed)(&f.path) {
-            p.write(
-                path,
-                Cow::Borrowed(&f.data),
-                (f.mode & 0o777) | 0o600,
-                run_owner,
-            );
-        } else {
-            let mode = if f.mode & 0o111 != 0 { 0o555 } else { 0o444 };
-            p.write(path, Cow::Borrowed(&f.data), mode, None);
-        }
-    }
-
-    p.write(
-        io.join("input.json"),
-        Cow::Borrowed(spec.input_json),
-        0o444,
-        None,
-    );
-    let request = p.ops.split_off(request_first);
-
-    let tmp = root.join("tmp");
-    p.mkdir(tmp.clone(), 0o700, run_owner);
-    // What bubblewrap binds over the host's entries of the run's `/proc` (`procmask`).
-    p.write(root.join(PROC_COVER_FILE), Cow::Borrowed(b""), 0o444, None);
-    p.mkdir(root.join(PROC_COVER_DIR), 0o555, None);
-
-    // /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one
-    // bind of the root (its `--dev` would make six binds, each with a read-only remount and a
-    // re-read of its mount table). Its nodes are made with `mknod` (band-server is root in the
-    // initial namespace), where a bind of the host's node and its remount cost two mount calls
-    // each. Read-only, nosuid and noexec, and with the run's devpts the only mounts of the tree
-    // without nodev (which is why bubblewrap binds the root with `--dev-bind`).
-    p.ops.push(FsOp::Dev {
-        target: view.join("dev"),
-    });
-
-    let etc = sroot.join("etc");
-    p.mkdir(etc.clone(), 0o755, None);
-    // The files of `/etc` are for the script's programs, never bubblewrap or band-jail (static):
-    // made late ([`RunDirPlan::late`]), but for one that is also a bind's mount point (below).
-    let etc_first = p.ops.len();
-    let text = |s: String| Cow::Owned(s.into_bytes());
-    p.write(
-        etc.join("passwd"),
-        text(synth_passwd(spec.user, spec.uid, spec.gid)),
-        0o444,
-        None,
-    );
-    p.write(
-        etc.join("group"),
-        text(synth_group(spec.user, spec.gid)),
-        0o444,
-        None,
-    );
-    p.write(etc.join("hosts"), text(HOSTS.to_string()), 0o444, None);
-    p.write(
-        etc.join(BASH_ENV_FILE),
-        Cow::Borrowed(BASH_ENV.as_bytes()),
-        0o444,
-        None,
-    );
-    match spec.resolv_conf {
-        Some(resolv) => {
-            p.write(
-                etc.join("resolv.conf"),
-                text(resolv.to_string()),
-                0o444,
-                None,
-            );
-            let nss = NSSWITCH.replace("hosts: files\n", "hosts: files dns\n");
-            p.write(etc.join("nsswitch.conf"), text(nss), 0o444, None);
-        }
-        None => p.write(
-            etc.join("nsswitch.conf"),
-            text(NSSWITCH.to_string()),
-            0o444,
-            None,
-        ),
-    }
-    // The dynamic linker's cache: a copy (44 KB here, rewritten only by `ldconfig`), not a bind.
-    let cache = etc.join("ld.so.cache");
-    p.files.insert(cache.clone());
-    p.ops.push(FsOp::Copy {
-        source: PathBuf::from(LD_SO_CACHE),
-        path: cache,
-        mode: 0o444,
-    });
-    let etc_files = p.ops.split_off(etc_first);
-    // Mount points for the host's folders bound read-only over this folder (bound whole as
-    // `/etc`: one mount, not one per file): the CA certificates and fontconfig's folder.
-    p.mkdir(etc.join("ssl"), 0o755, None);
-    for d in ETC_HOST_DIRS {
-        p.mkdir(etc.join(d), 0o755, None);
-        p.ops.push(FsOp::BindHost {
-            source: Path::new("/etc").join(d),
-            target: view.join("etc").join(d),
-        });
-    }
-    for (path, is_dir) in spec.other_binds {
-        // Under `/usr`, outside the library trees mounted there (which show the host's paths).
-        let (base, rel) = match (path.strip_prefix("/etc"), path.strip_prefix("/usr")) {
-            (Ok(rel), _) => (etc.clone(), rel),
-            (_, Ok(rel))
-                if !spec
-                    .lib_roots
-                    .iter()
-                    .any(|r| path.starts_with(r) || Path::new(r).starts_with(path)) =>
-            {
-                (usr.clone(), rel)
-            }
-            (Err(_), Err(_)) => match path.strip_prefix("/") {
-                Ok(rel) => (sroot.clone(), rel),
-                Err(_) => continue,
-            },
-            _ => continue,
-        };
-        let parts: Vec<_> = rel.components().collect();
-        let mut at = base;
-        for (i, c) in parts.iter().enumerate() {
-            at = at.join(c);
-            if p.dirs.contains(&at) || p.files.contains(&at) {
-                continue;
-            }
-            if i + 1 < parts.len() || *is_dir {
-                p.mkdir(at.clone(), 0o755, None);
-            } else {
-                p.write(at.clone(), Cow::Borrowed(b""), 0o444, None);
-            }
-        }
-    }
-
-    let bin = usr.join("bin");
-    p.mkdir(bin.clone(), 0o755, None);
-    let mut late = Vec::new();
-    // A file of `/etc` that a bind lands on (`allow.read: [/etc/hosts]`) is its mount point: it
-    // must be there when bubblewrap binds.
-    let mount_points: std::collections::BTreeSet<PathBuf> = spec
-        .other_binds
-        .iter()
-        .filter_map(|(path, _)| path.strip_prefix("/").ok().map(|rel| sroot.join(rel)))
-        .collect();
-    for op in etc_files {
-        match &op {
-            FsOp::Write { path, .. } | FsOp::Copy { path, .. } if !mount_points.contains(path) => {
-                late.push(op);
-            }
-            _ => p.ops.push(op),
-        }
-    }
-    for name in spec.wrappers {
-        late.push(FsOp::Symlink {
-            target: PathBuf::from("/band/shim"),
-            link: bin.join(name),
-            name: name.clone(),
-        });
-    }
-
-    // Symlinks at absolute sandbox paths (a program's cache path → its wrapper, its installation
-    // around it), with their parent folders: late too (34 folders and 34 links for the essential
-    // commands alone), since only the script's programs follow them, never bubblewrap.
-    let early = p.ops.len();
-    for (link, target) in spec.links {
-        let Ok(rel) = link.strip_prefix("/") else {
-            continue;
-        };
-        let parts: Vec<_> = rel.components().collect();
-        let mut at = sroot.clone();
-        for c in &parts[..parts.len().saturating_sub(1)] {
-            at = at.join(c);
-            if !p.dirs.contains(&at) {
-                p.mkdir(at.clone(), 0o755, None);
-            }
-        }
-        if !p.files.insert(sroot.join(rel)) {
-            continue;
-        }
-        p.ops.push(FsOp::Symlink {
-            target: target.clone(),
-            link: sroot.join(rel),
-            name: link.display().to_string(),
-        });
-    }
-    late.extend(p.ops.split_off(early));
-
-    if !spec.host_mounts.is_empty() {
-        p.mkdir(root.join("host"), 0o755, None);
-    }
-    for (i, m) in spec.host_mounts.iter().enumerate() {
-        let target = root.join("host").join(i.to_string());
-        if m.is_dir {
-            p.mkdir(target.clone(), 0o755, None);
-        } else {
-            p.write(target.clone(), Cow::Borrowed(b""), 0o444, None);
-        }
-        p.bind(
-            &m.host,
-            &target,
-            !m.writable,
-            true,
-            format!("failed to bind {}", m.host.display()),
-        );
-    }
-
-    // The writable folders, bound noexec on the view.
-    for (d, at) in [(ws, "workspace"), (tmp, "tmp"), (io, "band/io")] {
-        p.bind(
-            &d,
-            &view.join(at),
-            false,
-            true,
-            format!("failed to bind {} at /{at}", d.display()),
-        );
-    }
+    p.root(&tree, spec.exec_dir);
+    let lib_binds = p.usr(&tree, spec.masked, spec.lib_roots);
+    p.skill(&tree, spec.bundle);
+    p.workspace(&tree, spec.write_dirs, run_owner);
+    p.io(&tree, spec.gid, spec.config_json);
+    let request = p.split_off(|p| p.request(&tree, spec));
+    p.tmp(&tree, run_owner);
+    p.proc_covers(&tree);
+    p.dev(&tree);
+    let etc_files = p.etc(&tree, spec);
+    p.bind_mount_points(&tree, spec.other_binds, spec.lib_roots);
+    // usr/bin/: its wrappers are made late.
+    p.mkdir(tree.usr.join("bin"), 0o755, None);
+    let mut late = p.etc_late(&tree, etc_files, spec.other_binds);
+    late.extend(wrappers(&tree, spec.wrappers));
+    late.extend(p.split_off(|p| p.absolute_links(&tree, spec.links)));
+    p.host_mounts(&tree, spec.host_mounts);
+    p.writable_binds(&tree);
     RunDirPlan {
         state: spec.state.to_path_buf(),
         run_id: spec.run_id.to_string(),
-        root,
-        tmpfs,
+        tmpfs: tmpfs_options(spec.disk_bytes, spec.gid),
+        root: tree.run,
         ops: p.ops,
         late,
         request,
         lib_binds,
     }
+}
+
+/// The run directory's tmpfs mount options: `disk_bytes` of space, and an inode a KiB of it.
+fn tmpfs_options(disk_bytes: u64, gid: u32) -> String {
+    let inodes = (disk_bytes / 1024).clamp(4096, 1 << 20);
+    format!("size={disk_bytes},nr_inodes={inodes},mode=0710,uid=0,gid={gid}")
+}
+
+/// The folders of a run directory that [`plan`]'s steps fill.
+struct Tree {
+    /// `<state>/runs/<run_id>`: the tmpfs.
+    run: PathBuf,
+    /// `root/`: the sandbox's tree as band-server makes it.
+    root: PathBuf,
+    /// `view/`: `root/` bound again, read-only, with every mount of the tree on it.
+    view: PathBuf,
+    /// `root/usr`, `root/etc`, `root/skill`.
+    usr: PathBuf,
+    etc: PathBuf,
+    skill: PathBuf,
+    /// The writable folders: `workspace/`, `io/`, `tmp/`.
+    workspace: PathBuf,
+    io: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Tree {
+    fn new(run: PathBuf) -> Tree {
+        let root = run.join("root");
+        Tree {
+            view: run.join(VIEW),
+            usr: root.join("usr"),
+            etc: root.join("etc"),
+            skill: root.join("skill"),
+            workspace: run.join("workspace"),
+            io: run.join("io"),
+            tmp: run.join("tmp"),
+            root,
+            run,
+        }
+    }
+}
+
+/// The steps of [`plan`], one tree each.
+impl<'a> Planned<'a> {
+    /// The steps `f` plans, taken out of [`Planned::ops`] (their paths stay known).
+    fn split_off(&mut self, f: impl FnOnce(&mut Self)) -> Vec<FsOp<'a>> {
+        let first = self.ops.len();
+        f(self);
+        self.ops.split_off(first)
+    }
+
+    /// root/: the sandbox's whole root, bound by bubblewrap in one bind at `/` through `view/`
+    /// (each bind costs it a mount, a remount and a re-read of its mount table): `usr/`, `etc/`,
+    /// `skill/` and the compatibility links, and a mount point for each bind (the writable ones,
+    /// `/proc`, `/dev`, `/band`, absolute host paths).
+    ///
+    /// view/: the sandbox's root as bubblewrap binds it, whole, at `/` (one bind where it made
+    /// five): `root/` bound again, read-only, with every mount of the tree made on it (by the
+    /// steps that follow), none in `root/` itself, so that the tree's mounts exist once. Files,
+    /// folders and links are made in `root/` (the same tmpfs, writable there), the late steps'
+    /// too, and show through it as they come.
+    fn root(&mut self, t: &Tree, exec_dir: &Path) {
+        self.mkdir(t.root.clone(), 0o755, None);
+        for d in ROOT_MOUNT_POINTS {
+            self.mkdir(t.root.join(d), 0o755, None);
+        }
+        self.links(&t.root, "", ROOT_LINKS);
+        self.mkdir(t.view.clone(), 0o755, None);
+        self.bind(
+            &t.root,
+            &t.view,
+            true,
+            false,
+            "failed to bind root/ read-only at view/".into(),
+        );
+        // /band: the run's exec folder, read-only (its programs run from there: not noexec);
+        // only `io/` on it is bound writable (`writable_binds`).
+        self.bind(
+            exec_dir,
+            &t.view.join("band"),
+            true,
+            false,
+            format!("failed to bind {} at /band", exec_dir.display()),
+        );
+    }
+
+    /// usr/: the sandbox's whole `/usr`, in the root's one bind. Each library tree the host has
+    /// is a read-only, nosuid, nodev mount here, made in the initial user namespace (so locked
+    /// for bubblewrap's copy): an overlay with the masks on top when the tree has masked files
+    /// (one mount per tree, so the cost does not grow with the number of masks), else a bind of
+    /// the host's tree. `bin/` holds the run's wrappers (made late). Returns the trees prepared
+    /// with masks ([`RunDirPlan::lib_binds`]).
+    fn usr(
+        &mut self,
+        t: &Tree,
+        masked: &[PathBuf],
+        lib_roots: &[String],
+    ) -> Vec<(String, PathBuf)> {
+        self.mkdir(t.usr.clone(), 0o755, None);
+        if !masked.is_empty() {
+            // Where a mask layer is built when the shared cache cannot hold it.
+            self.mkdir(t.run.join("lib"), 0o755, None);
+        }
+        let mut lib_binds = Vec::new();
+        for (i, lib) in crate::layers::fs::execmask::LIB_ROOTS.iter().enumerate() {
+            if !lib_roots.iter().any(|r| r == lib) {
+                continue;
+            }
+            let Some(name) = lib.strip_prefix("/usr/") else {
+                continue;
+            };
+            self.mkdir(t.usr.join(name), 0o755, None);
+            let target = t.view.join("usr").join(name);
+            let rels = under_root(masked, lib);
+            if rels.is_empty() {
+                self.ops.push(FsOp::BindHost {
+                    source: PathBuf::from(lib),
+                    target,
+                });
+            } else {
+                self.ops.push(FsOp::MaskLibrary {
+                    index: i,
+                    root: lib.to_string(),
+                    rels,
+                    target: target.clone(),
+                });
+                lib_binds.push((lib.to_string(), target));
+            }
+        }
+        // `sbin/` and `local/bin/` are the same wrappers as `bin/`: a declared program called by
+        // the absolute path it has on some host (`/usr/sbin/x`, `/usr/local/bin/x`) is the same
+        // call.
+        self.mkdir(t.usr.join("local"), 0o755, None);
+        self.links(&t.usr, "/usr", &[("sbin", "bin"), ("local/bin", "../bin")]);
+        lib_binds
+    }
+
+    /// skill/: root-owned, read-only and noexec (executable bits kept, but nothing of the bundle
+    /// runs by its path: the skill's programs run through band-shim, `layers::cli::bundled`).
+    fn skill(&mut self, t: &Tree, bundle: &'a [DecodedFile]) {
+        self.mkdir(t.skill.clone(), 0o755, None);
+        for f in bundle {
+            self.mkdir_parents(&t.skill, &f.path, 0o755);
+            let mode = (f.mode & 0o555) | 0o444;
+            self.write(t.skill.join(&f.path), Cow::Borrowed(&f.data), mode, None);
+        }
+        self.bind(
+            &t.skill,
+            &t.view.join("skill"),
+            true,
+            true,
+            "failed to bind skill/ read-only and noexec".into(),
+        );
+    }
+
+    /// workspace/, with the folders the band's `allow.write` opens owned by the run (its files
+    /// are the request's, [`Planned::request`]).
+    fn workspace(&mut self, t: &Tree, write_dirs: &[String], (uid, gid): (u32, u32)) {
+        let ws = &t.workspace;
+        self.mkdir(ws.clone(), 0o755, None);
+        for d in write_dirs {
+            let path = if d.is_empty() {
+                ws.clone()
+            } else {
+                self.mkdir_parents(ws, &format!("{d}/x"), 0o755);
+                ws.join(d)
+            };
+            self.ops.push(FsOp::Chown { path, uid, gid });
+        }
+    }
+
+    /// io/: sticky and group-writable, so the script can create output.json but cannot remove
+    /// or replace input.json (the request's, [`Planned::request`]); and the config.
+    fn io(&mut self, t: &Tree, gid: u32, config_json: Option<&'a [u8]>) {
+        self.mkdir(t.io.clone(), 0o1770, Some((0, gid)));
+        if let Some(cfg) = config_json {
+            self.write(t.io.join("config.json"), Cow::Borrowed(cfg), 0o444, None);
+        }
+    }
+
+    /// What is the request's own and not its band's ([`RunDirPlan::request`]): the workspace's
+    /// files, with the folders they need, and the input.
+    fn request(&mut self, t: &Tree, spec: &RunDirSpec<'_, 'a>) {
+        let ws = &t.workspace;
+        let run_owner = Some((spec.uid, spec.gid));
+        let under_owned = |rel: &str| {
+            spec.write_dirs
+                .iter()
+                .any(|d| d.is_empty() || rel == d || rel.starts_with(&format!("{d}/")))
+        };
+        for f in spec.workspace {
+            // Directories created for a file are the run's when they lie in a writable prefix.
+            let mut cur = String::new();
+            let comps: Vec<&str> = f.path.split('/').collect();
+            for c in &comps[..comps.len() - 1] {
+                if !cur.is_empty() {
+                    cur.push('/');
+                }
+                cur.push_str(c);
+                let path = ws.join(&cur);
+                if !self.dirs.contains(&path) && !self.files.contains(&path) {
+                    self.mkdir(
+                        path,
+                        0o755,
+                        if under_owned(&cur) { run_owner } else { None },
+                    );
+                }
+            }
+            let path = ws.join(&f.path);
+            if (spec.write_allowed)(&f.path) {
+                self.write(
+                    path,
+                    Cow::Borrowed(&f.data),
+                    (f.mode & 0o777) | 0o600,
+                    run_owner,
+                );
+            } else {
+                let mode = if f.mode & 0o111 != 0 { 0o555 } else { 0o444 };
+                self.write(path, Cow::Borrowed(&f.data), mode, None);
+            }
+        }
+        self.write(
+            t.io.join("input.json"),
+            Cow::Borrowed(spec.input_json),
+            0o444,
+            None,
+        );
+    }
+
+    /// tmp/: the run's.
+    fn tmp(&mut self, t: &Tree, run_owner: (u32, u32)) {
+        self.mkdir(t.tmp.clone(), 0o700, Some(run_owner));
+    }
+
+    /// What bubblewrap binds over the host's entries of the run's `/proc` (`procmask`).
+    fn proc_covers(&mut self, t: &Tree) {
+        self.write(t.run.join(PROC_COVER_FILE), Cow::Borrowed(b""), 0o444, None);
+        self.mkdir(t.run.join(PROC_COVER_DIR), 0o555, None);
+    }
+
+    /// /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one
+    /// bind of the root (its `--dev` would make six binds, each with a read-only remount and a
+    /// re-read of its mount table). Its nodes are made with `mknod` (band-server is root in the
+    /// initial namespace), where a bind of the host's node and its remount cost two mount calls
+    /// each. Read-only, nosuid and noexec, and with the run's devpts the only mounts of the tree
+    /// without nodev (which is why bubblewrap binds the root with `--dev-bind`).
+    fn dev(&mut self, t: &Tree) {
+        self.ops.push(FsOp::Dev {
+            target: t.view.join("dev"),
+        });
+    }
+
+    /// etc/: the synthetic `/etc`, and the mount points of the host's folders bound read-only
+    /// over it (bound whole as `/etc`: one mount, not one per file): the CA certificates and
+    /// fontconfig's folder. Returns its files, made late but for those a bind lands on
+    /// ([`Planned::etc_late`]).
+    fn etc(&mut self, t: &Tree, spec: &RunDirSpec<'_, 'a>) -> Vec<FsOp<'a>> {
+        self.mkdir(t.etc.clone(), 0o755, None);
+        let files = self.split_off(|p| p.etc_files(&t.etc, spec));
+        self.mkdir(t.etc.join("ssl"), 0o755, None);
+        for d in ETC_HOST_DIRS {
+            self.mkdir(t.etc.join(d), 0o755, None);
+            self.ops.push(FsOp::BindHost {
+                source: Path::new("/etc").join(d),
+                target: t.view.join("etc").join(d),
+            });
+        }
+        files
+    }
+
+    /// The files of `/etc`: for the script's programs, never bubblewrap or band-jail (static).
+    fn etc_files(&mut self, etc: &Path, spec: &RunDirSpec<'_, 'a>) {
+        let text = |s: String| Cow::Owned(s.into_bytes());
+        self.write(
+            etc.join("passwd"),
+            text(synth_passwd(spec.user, spec.uid, spec.gid)),
+            0o444,
+            None,
+        );
+        self.write(
+            etc.join("group"),
+            text(synth_group(spec.user, spec.gid)),
+            0o444,
+            None,
+        );
+        self.write(etc.join("hosts"), text(HOSTS.to_string()), 0o444, None);
+        self.write(
+            etc.join(BASH_ENV_FILE),
+            Cow::Borrowed(BASH_ENV.as_bytes()),
+            0o444,
+            None,
+        );
+        match spec.resolv_conf {
+            Some(resolv) => {
+                self.write(
+                    etc.join("resolv.conf"),
+                    text(resolv.to_string()),
+                    0o444,
+                    None,
+                );
+                let nss = NSSWITCH.replace("hosts: files\n", "hosts: files dns\n");
+                self.write(etc.join("nsswitch.conf"), text(nss), 0o444, None);
+            }
+            None => self.write(
+                etc.join("nsswitch.conf"),
+                text(NSSWITCH.to_string()),
+                0o444,
+                None,
+            ),
+        }
+        // The dynamic linker's cache: a copy (44 KB here, rewritten only by `ldconfig`), not a
+        // bind.
+        let cache = etc.join("ld.so.cache");
+        self.files.insert(cache.clone());
+        self.ops.push(FsOp::Copy {
+            source: PathBuf::from(LD_SO_CACHE),
+            path: cache,
+            mode: 0o444,
+        });
+    }
+
+    /// The mount points of the other binds ([`RunDirSpec::other_binds`]) in the tree, which is
+    /// read-only once bound: under `/etc`, under `/usr` outside the library trees mounted there
+    /// (which show the host's paths), and elsewhere under the root. A path the tree has already
+    /// is its own mount point.
+    fn bind_mount_points(
+        &mut self,
+        t: &Tree,
+        other_binds: &[(PathBuf, bool)],
+        lib_roots: &[String],
+    ) {
+        for (path, is_dir) in other_binds {
+            let (base, rel) = match (path.strip_prefix("/etc"), path.strip_prefix("/usr")) {
+                (Ok(rel), _) => (t.etc.clone(), rel),
+                (_, Ok(rel))
+                    if !lib_roots
+                        .iter()
+                        .any(|r| path.starts_with(r) || Path::new(r).starts_with(path)) =>
+                {
+                    (t.usr.clone(), rel)
+                }
+                (Err(_), Err(_)) => match path.strip_prefix("/") {
+                    Ok(rel) => (t.root.clone(), rel),
+                    Err(_) => continue,
+                },
+                _ => continue,
+            };
+            let parts: Vec<_> = rel.components().collect();
+            let mut at = base;
+            for (i, c) in parts.iter().enumerate() {
+                at = at.join(c);
+                if self.dirs.contains(&at) || self.files.contains(&at) {
+                    continue;
+                }
+                if i + 1 < parts.len() || *is_dir {
+                    self.mkdir(at.clone(), 0o755, None);
+                } else {
+                    self.write(at.clone(), Cow::Borrowed(b""), 0o444, None);
+                }
+            }
+        }
+    }
+
+    /// Of the files of `/etc` ([`Planned::etc`]), those made late ([`RunDirPlan::late`]); one a
+    /// bind lands on (`allow.read: [/etc/hosts]`) is its mount point, so a step of its own: it
+    /// must be there when bubblewrap binds.
+    fn etc_late(
+        &mut self,
+        t: &Tree,
+        files: Vec<FsOp<'a>>,
+        other_binds: &[(PathBuf, bool)],
+    ) -> Vec<FsOp<'a>> {
+        let mount_points: std::collections::BTreeSet<PathBuf> = other_binds
+            .iter()
+            .filter_map(|(path, _)| path.strip_prefix("/").ok().map(|rel| t.root.join(rel)))
+            .collect();
+        let (late, now): (Vec<_>, Vec<_>) = files.into_iter().partition(|op| {
+            matches!(op, FsOp::Write { path, .. } | FsOp::Copy { path, .. }
+                if !mount_points.contains(path))
+        });
+        self.ops.extend(now);
+        late
+    }
+
+    /// Symlinks at absolute sandbox paths (a program's cache path → its wrapper, its
+    /// installation around it), with their parent folders: late too (34 folders and 34 links for
+    /// the essential commands alone), since only the script's programs follow them, never
+    /// bubblewrap.
+    fn absolute_links(&mut self, t: &Tree, links: &[(PathBuf, PathBuf)]) {
+        for (link, target) in links {
+            let Ok(rel) = link.strip_prefix("/") else {
+                continue;
+            };
+            let parts: Vec<_> = rel.components().collect();
+            let mut at = t.root.clone();
+            for c in &parts[..parts.len().saturating_sub(1)] {
+                at = at.join(c);
+                if !self.dirs.contains(&at) {
+                    self.mkdir(at.clone(), 0o755, None);
+                }
+            }
+            if !self.files.insert(t.root.join(rel)) {
+                continue;
+            }
+            self.ops.push(FsOp::Symlink {
+                target: target.clone(),
+                link: t.root.join(rel),
+                name: link.display().to_string(),
+            });
+        }
+    }
+
+    /// host/<n>: the mount points of the absolute `allow.read` / `allow.write` prefixes, each
+    /// with its bind (noexec).
+    fn host_mounts(&mut self, t: &Tree, host_mounts: &[HostMount]) {
+        if !host_mounts.is_empty() {
+            self.mkdir(t.run.join("host"), 0o755, None);
+        }
+        for (i, m) in host_mounts.iter().enumerate() {
+            let target = t.run.join("host").join(i.to_string());
+            if m.is_dir {
+                self.mkdir(target.clone(), 0o755, None);
+            } else {
+                self.write(target.clone(), Cow::Borrowed(b""), 0o444, None);
+            }
+            self.bind(
+                &m.host,
+                &target,
+                !m.writable,
+                true,
+                format!("failed to bind {}", m.host.display()),
+            );
+        }
+    }
+
+    /// The writable folders, bound noexec on the view.
+    fn writable_binds(&mut self, t: &Tree) {
+        for (d, at) in [
+            (&t.workspace, "workspace"),
+            (&t.tmp, "tmp"),
+            (&t.io, "band/io"),
+        ] {
+            self.bind(
+                d,
+                &t.view.join(at),
+                false,
+                true,
+                format!("failed to bind {} at /{at}", d.display()),
+            );
+        }
+    }
+}
+
+/// The run's wrappers: `usr/bin/<name>` → band-shim, one per command (made late).
+fn wrappers<'a>(t: &Tree, names: &[String]) -> Vec<FsOp<'a>> {
+    let bin = t.usr.join("bin");
+    names
+        .iter()
+        .map(|name| FsOp::Symlink {
+            target: PathBuf::from("/band/shim"),
+            link: bin.join(name),
+            name: name.clone(),
+        })
+        .collect()
 }
 
 /// A full tmpfs, said in the band's words.
