@@ -43,7 +43,7 @@ use crate::error::LayerExt;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
 use crate::layer::{Applied, Gate, GateWriter, Inputs, Phase};
-use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
+use crate::layers::cgroup::{CgroupStats, KILL_DEADLINE, RunCgroup};
 use crate::layers::cli::reports::{OnReport, ReportListener};
 use crate::layers::fs::apply::RunDirRoot;
 use crate::layers::net::dns::{Lookup, OnLookup};
@@ -198,7 +198,13 @@ fn execute_inner(
         Check::Refused(r) => return Ok(*r),
     };
     let prepared = prepare(&checked, cfg, guard, before_lease, Made::Whole)?;
-    run_prepared(&req.run_id, req, &checked, prepared, sink, guard, t0, gone)
+    let client = Client {
+        req,
+        sink,
+        gone,
+        t0,
+    };
+    run_prepared(&client, &checked, prepared, guard)
 }
 
 /// What [`prepare`] makes of the run directory.
@@ -301,19 +307,24 @@ pub(crate) fn prepare<'p>(
     })
 }
 
+/// The client's side of a run: its request (the result's id, insist, trace, observe), where the
+/// run's events go, whether the client went, and when the run began for it (`setup_ms` counts
+/// from there).
+struct Client<'a> {
+    req: &'a RunRequest,
+    sink: &'a EventSink,
+    gone: &'a ClientGone,
+    t0: Instant,
+}
+
 /// Steps 5 and 6 of a run built by [`prepare`]: its input written, the script run, what it
-/// produced collected. `run_id` and `req` are the client's (its result's id, insist, trace,
-/// observe); `checked` is the request whose workspace and input the run directory holds.
-#[allow(clippy::too_many_arguments)]
+/// produced collected. `checked` is the request whose workspace and input the run directory
+/// holds.
 fn run_prepared(
-    run_id: &str,
-    req: &RunRequest,
+    client: &Client<'_>,
     checked: &request::Checked<'_>,
     prepared: Prepared<'_>,
-    sink: &EventSink,
     guard: &mut RunGuard,
-    t0: Instant,
-    gone: &ClientGone,
 ) -> SetupResult<RunResult> {
     let Prepared {
         plan,
@@ -324,21 +335,55 @@ fn run_prepared(
         spawned,
         ..
     } = prepared;
-    let limits = plan.limits;
-    let setup_ms = spawned.run_start.saturating_duration_since(t0).as_millis() as u64;
+    let setup_ms = spawned
+        .run_start
+        .saturating_duration_since(client.t0)
+        .as_millis() as u64;
     let run_start = spawned.run_start;
 
     // 5. Feed the sandbox (secrets), read it (status, stdout, stderr), and run.
+    let observer = start(client.req.observe, &run_dir, spawned, heard, tx, guard)?;
+    client.sink.event(Event::Started {
+        run_id: client.req.run_id.clone(),
+        setup_ms,
+    });
+    let mut ran = run(client, &plan, &rx, guard, run_start);
+    ran.reached_the_script()?;
+
+    // 6. Collect (the observer stops first: the collection's own reads are not the run's).
+    let observed = observer.map(crate::observe::Observer::finish);
+    let collected = collect(client, checked, &plan.limits, &run_dir, guard, &mut ran.st);
+    Ok(result(
+        client,
+        checked,
+        &plan.limits,
+        ran,
+        collected,
+        observed,
+        setup_ms,
+    ))
+}
+
+/// The start of step 5: `band learn`'s observer (from now on: the script cannot start before
+/// its secrets are written), the secrets, and a thread on each of the sandbox's pipes (the
+/// jail's status, bubblewrap's exit, stdout, stderr through `heard`) sending to the run loop.
+fn start(
+    observe: bool,
+    run_dir: &std::path::Path,
+    spawned: Spawned,
+    heard: crate::layers::cli::heard::RunJudge,
+    tx: mpsc::Sender<Msg>,
+    guard: &mut RunGuard,
+) -> SetupResult<Option<crate::observe::Observer>> {
     let (stdout, stderr) = guard
         .child
         .as_mut()
         .map(|c| (c.stdout.take(), c.stderr.take()))
         .unwrap_or_default();
-    // `band learn`: watch the workspace copy, and answer the jail's observing filter, from now
-    // on; the script cannot start before its secrets are written, just below.
-    let observer = if req.observe {
+    // `band learn`: watch the workspace copy, and answer the jail's observing filter.
+    let observer = if observe {
         Some(
-            crate::observe::Observer::start(&run_dir, spawned.observe).map_err(|e| {
+            crate::observe::Observer::start(run_dir, spawned.observe).map_err(|e| {
                 SetupError::new(
                     Layer::Filesystem,
                     format!(
@@ -363,69 +408,117 @@ fn run_prepared(
     if let Some(s) = stderr {
         spawn_reader(heard.watch(s), tx.clone(), false)?;
     }
-    drop(tx);
-    sink.event(Event::Started {
-        run_id: run_id.to_string(),
-        setup_ms,
-    });
+    Ok(observer)
+}
 
-    let mut st = LoopState::new(&limits);
+/// What the run loop saw of a run, and its cgroup's counters.
+struct Ran {
+    st: LoopState,
+    exit: Option<ExitStatus>,
+    run_ms: u64,
+    stats: CgroupStats,
+}
+
+/// The run of step 5: the run loop until bubblewrap exits or the wall clock runs out (or the
+/// client goes, or the run's table vanishes); then everything left in the cgroup killed, and
+/// what is still on the way read.
+fn run(
+    client: &Client<'_>,
+    plan: &plan::RunPlan<'_>,
+    rx: &Inbox,
+    guard: &mut RunGuard,
+    run_start: Instant,
+) -> Ran {
+    let sink = client.sink;
+    let mut st = LoopState::new(&plan.limits);
     // Allowed commands this host does not have (alternatives such as `python *`): the run starts
     // without them and says so first on its stderr.
     for m in &plan.pre.cli.missing {
         st.handle(Msg::Stderr(m.warning().into_bytes()), sink);
     }
-    let deadline = run_start + Duration::from_millis(limits.runtime_ms);
-    let exit = run_loop(&rx, guard, sink, &mut st, deadline, gone);
+    let deadline = run_start + Duration::from_millis(plan.limits.runtime_ms);
+    let exit = run_loop(rx, guard, sink, &mut st, deadline, client.gone);
     let run_ms = run_start.elapsed().as_millis() as u64;
     // Anything still alive (daemonised children) dies now, then the pipes reach EOF.
     let stats = guard.get::<RunCgroup>().map(|cg| {
         let _ = cg.kill_all(KILL_DEADLINE);
         cg.stats()
     });
-    drain(&rx, sink, &mut st, Duration::from_secs(2));
+    drain(rx, sink, &mut st, Duration::from_secs(2));
     if let Some(l) = guard.get_mut::<ReportListener>() {
         l.stop();
     }
-    drain(&rx, sink, &mut st, Duration::ZERO);
+    drain(rx, sink, &mut st, Duration::ZERO);
     if st.forged > 0 {
         crate::say!(
             "band-server: run {}: dropped {} forged CLI report(s): {}",
-            run_id,
+            client.req.run_id,
             st.forged,
             st.forged_why.join("; ")
         );
     }
+    Ran {
+        st,
+        exit,
+        run_ms,
+        stats: stats.unwrap_or_default(),
+    }
+}
 
-    // The sandbox never got to the script: bubblewrap or the jail failed.
-    match &st.jail {
-        Some(Err(e)) => return Err(e.clone()),
-        None if !st.timed_out && !st.cancelled => {
-            let msg = st.stderr.text();
-            let msg = msg
-                .lines()
-                .rev()
-                .find(|l| l.starts_with("bwrap:"))
-                .unwrap_or(msg.trim())
-                .to_string();
+impl Ran {
+    /// The error of a run whose script never ran (bubblewrap or the jail failed), or whose
+    /// nftables table vanished (the run was killed).
+    fn reached_the_script(&self) -> SetupResult<()> {
+        let st = &self.st;
+        match &st.jail {
+            Some(Err(e)) => return Err(e.clone()),
+            None if !st.timed_out && !st.cancelled => {
+                let msg = st.stderr.text();
+                let msg = msg
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("bwrap:"))
+                    .unwrap_or(msg.trim())
+                    .to_string();
+                return Err(SetupError::new(
+                    Layer::Filesystem,
+                    format!("the sandbox did not start: {msg}"),
+                ));
+            }
+            _ => {}
+        }
+        if st.net_lost {
             return Err(SetupError::new(
-                Layer::Filesystem,
-                format!("the sandbox did not start: {msg}"),
+                Layer::Network,
+                "the run's nftables table disappeared while it ran (was the ruleset flushed?); the run was killed",
             ));
         }
-        _ => {}
+        Ok(())
     }
+}
 
-    if st.net_lost {
-        return Err(SetupError::new(
-            Layer::Network,
-            "the run's nftables table disappeared while it ran (was the ruleset flushed?); the run was killed",
-        ));
-    }
+/// What a run produced, collected from outside the sandbox.
+struct Collected {
+    output: Option<serde_json::Value>,
+    output_bytes: u64,
+    output_too_large: bool,
+    written: Vec<proto::FileEntry>,
+    insist_missing: Vec<String>,
+    network: Option<proto::NetworkReport>,
+}
 
-    // 6. Collect (the observer stops first: the collection's own reads are not the run's).
-    let observed = observer.map(crate::observe::Observer::finish);
-    let stats = stats.unwrap_or_default();
+/// Step 6: the output (`io/output.json`, else stdout), the workspace's changed files (those
+/// `allow.write` refuses are denials), the network report (its refused flows are denials), and
+/// the `insist` rules nothing met.
+fn collect(
+    client: &Client<'_>,
+    checked: &request::Checked<'_>,
+    limits: &crate::config::EffectiveLimits,
+    run_dir: &std::path::Path,
+    guard: &mut RunGuard,
+    st: &mut LoopState,
+) -> Collected {
+    let (req, sink) = (client.req, client.sink);
     let output =
         match collect::read_output_file(&run_dir.join("io/output.json"), limits.output_bytes) {
             Output::None => collect::output_from_stdout(&st.stdout, limits.output_bytes),
@@ -435,32 +528,24 @@ fn run_prepared(
     let changed = collect::changed_files(&found, &checked.workspace);
     let written = collect::written_entries(&changed, &checked.compiled.write);
     for d in collect::write_denials(&changed, &checked.compiled.write) {
-        st.denial_count += 1;
-        sink.event(Event::Denied(d.clone()));
-        if st.denied.len() < MAX_CALLS_KEPT {
-            st.denied.push(d);
-        }
+        deny(st, d, sink);
     }
     let mut insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
     let network = guard.get::<NetLayer>().map(|n| {
         let (report, lookups, seen) = n.report();
         insist_missing.extend(net::insist_missing(&req.policy.insist.net, &lookups, &seen));
         for f in &report.denied {
-            st.denial_count += 1;
             let host = f.names.first().cloned().unwrap_or_else(|| f.addr.clone());
             let d = Denial::Net {
                 host,
                 port: Some(f.port),
                 rule: None,
             };
-            sink.event(Event::Denied(d.clone()));
-            if st.denied.len() < MAX_CALLS_KEPT {
-                st.denied.push(d);
-            }
+            deny(st, d, sink);
         }
         report
     });
-    let (output, output_bytes, too_large) = match output {
+    let (output, output_bytes, output_too_large) = match output {
         Output::Json(v, n) => (Some(v), n, false),
         Output::TooLarge(n) => {
             sink.event(Event::Limit {
@@ -470,19 +555,55 @@ fn run_prepared(
             (None, n, true)
         }
         Output::Unreadable(m) => {
-            crate::say!("band-server: run {}: {m}", run_id);
+            crate::say!("band-server: run {}: {m}", req.run_id);
             (None, 0, false)
         }
         Output::None => (None, 0, false),
     };
+    Collected {
+        output,
+        output_bytes,
+        output_too_large,
+        written,
+        insist_missing,
+        network,
+    }
+}
+
+/// A denial found after the run: counted, streamed, and kept (up to `MAX_CALLS_KEPT`).
+fn deny(st: &mut LoopState, d: Denial, sink: &EventSink) {
+    st.denial_count += 1;
+    sink.event(Event::Denied(d.clone()));
+    if st.denied.len() < MAX_CALLS_KEPT {
+        st.denied.push(d);
+    }
+}
+
+/// The run's result: its status from what it did, the limits it reached said as events.
+fn result(
+    client: &Client<'_>,
+    checked: &request::Checked<'_>,
+    limits: &crate::config::EffectiveLimits,
+    ran: Ran,
+    collected: Collected,
+    observed: Option<proto::Observed>,
+    setup_ms: u64,
+) -> RunResult {
+    let Ran {
+        st,
+        exit,
+        run_ms,
+        stats,
+    } = ran;
+    let sink = client.sink;
     let facts = Facts {
         exit_code: exit.and_then(exit_code),
         timed_out: st.timed_out,
         oom_kills: stats.oom_kills,
         pids_max_hits: stats.pids_max_hits,
-        output_too_large: too_large,
+        output_too_large: collected.output_too_large,
         denials: st.denial_count as usize,
-        insist_missing: insist_missing.len(),
+        insist_missing: collected.insist_missing.len(),
     };
     let status = if st.cancelled {
         Status::Cancelled
@@ -501,41 +622,45 @@ fn run_prepared(
             detail: format!("maxPids {} reached", limits.pids),
         });
     }
-    Ok(RunResult {
-        run_id: run_id.to_string(),
+    RunResult {
+        run_id: client.req.run_id.clone(),
         status,
         exit_code: facts.exit_code,
-        output,
+        output: collected.output,
         stdout: st.stdout.text(),
         stderr: st.stderr.text(),
         stdout_truncated: st.stdout.truncated(),
         stderr_truncated: st.stderr.truncated(),
         // A cancelled run's half-written files are not copied back.
-        written: if st.cancelled { Vec::new() } else { written },
+        written: if st.cancelled {
+            Vec::new()
+        } else {
+            collected.written
+        },
         denied: st.denied.clone(),
-        cli_calls: if req.trace {
+        cli_calls: if client.req.trace {
             st.calls.clone()
         } else {
             Vec::new()
         },
-        insist_missing,
+        insist_missing: collected.insist_missing,
         metrics: Metrics {
             setup_ms,
             run_ms,
             teardown_ms: 0,
             peak_memory_bytes: stats.peak_memory_bytes,
             input_bytes: checked.input_json.len() as u64,
-            output_bytes,
+            output_bytes: collected.output_bytes,
         },
         error: None,
-        network,
+        network: collected.network,
         observed,
         // On the run's record (its result, the ledger, `band show`), not only in the log.
         forged: (st.forged > 0).then(|| band::proto::Forged {
             count: st.forged as u64,
             reasons: st.forged_why.clone(),
         }),
-    })
+    }
 }
 
 /// Apply a run's plan: the steps of every layer of `layers` ([`crate::layers::LAYERS`] for a

@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use band::proto::{Layer, RunRequest, RunResult};
 
 use super::{
-    ClientGone, EventSink, Made, Prepared, Removal, RunGuard, conclude, execute_until_result,
-    prepare, run_prepared, serve_with,
+    Client, ClientGone, EventSink, Made, Prepared, Removal, RunGuard, conclude,
+    execute_until_result, prepare, run_prepared, serve_with,
 };
 use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupResult};
@@ -291,7 +291,13 @@ fn hand_over(
     prepared.spawned.jail_json =
         serde_json::to_vec(&jail).layer(Layer::Secrets, "failed to encode the jail's input")?;
     prepared.spawned.run_start = Instant::now();
-    run_prepared(&req.run_id, req, &checked, prepared, sink, guard, t0, gone)
+    let client = Client {
+        req,
+        sink,
+        gone,
+        t0,
+    };
+    run_prepared(&client, &checked, prepared, guard)
 }
 
 #[cfg(test)]
