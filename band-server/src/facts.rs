@@ -3,7 +3,7 @@
 //! resolvers and the host's own addresses. The only I/O before the plan (`plan::plan_run`);
 //! everything it reads is a field, so a test can plan a run with made-up facts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -249,69 +249,8 @@ impl HostFacts {
         pre: Option<&Prefetched>,
     ) -> HostFacts {
         let policy = &checked.req.policy;
-        let mut declared = checked.compiled.cli.commands();
-        // The skill's own programs (`./bin/tool`) come from the bundle, not the host; their `#!`
-        // interpreters do.
-        declared.retain(|n| band::policy::cli::bundled_path(n).is_none());
-        let mut binaries = BTreeMap::new();
-        let mut heads = BTreeMap::new();
-        let mut found = BTreeMap::new();
-        let search = BinSearch::new(&cfg.bin_path);
-        let mut resolve = |name: &str, binaries: &mut BTreeMap<String, PathBuf>| {
-            let looked = pre.and_then(|p| p.essentials.get(name));
-            if !binaries.contains_key(name)
-                && let Some((at, p)) = match looked {
-                    Some(found) => found.clone(),
-                    None => search.find(name),
-                }
-            {
-                found.insert(name.to_string(), at);
-                binaries.insert(name.to_string(), p);
-            }
-        };
-        for name in declared
-            .iter()
-            .map(String::as_str)
-            .chain(shim::ESSENTIALS.iter().copied())
-        {
-            resolve(name, &mut binaries);
-        }
-        // The interpreters' paths as `#!` lines name them (a venv's python): see `runtime`.
-        let mut interp_paths: Vec<PathBuf> = Vec::new();
-        for name in &declared {
-            let Some(host) = binaries.get(name).cloned() else {
-                continue;
-            };
-            let head = execcache::read_head(&host).unwrap_or_default();
-            if let Some(sb) = execcache::parse_shebang(&head) {
-                resolve(&sb.interp, &mut binaries);
-                resolve(sb.effective_interpreter(), &mut binaries);
-                interp_paths.push(PathBuf::from(&sb.path));
-            }
-            heads.insert(host, head);
-        }
-        for f in &checked.bundle {
-            let declared = checked.compiled.cli.bundled().contains(&f.path);
-            if (declared || f.path == checked.req.entry)
-                && let Some(sb) = execcache::parse_shebang(&f.data)
-            {
-                if declared {
-                    resolve(&sb.interp, &mut binaries);
-                    resolve(sb.effective_interpreter(), &mut binaries);
-                }
-                interp_paths.push(PathBuf::from(&sb.path));
-            }
-        }
-        let mut host_paths = BTreeMap::new();
-        for cat in [band::policy::Category::Read, band::policy::Category::Write] {
-            for p in mounts::allow_and_insist(policy, cat) {
-                if let Some(prefix) = workdir::absolute_prefix(&p)
-                    && let Some(found) = host_path(&prefix)
-                {
-                    host_paths.insert(prefix, found);
-                }
-            }
-        }
+        let commands = Commands::find(cfg, checked, pre);
+        let host_paths = host_paths(policy);
         // The commands and host mounts are planned from what was just read; only a run that
         // gets past them prepares the state directory and scans the library trees (as before the
         // plan existed: a refused request leaves no trace).
@@ -319,52 +258,31 @@ impl HostFacts {
             policy,
             &checked.compiled,
             &checked.bundle,
-            &|name| binaries.get(name).cloned(),
-            &|path| heads.get(path).cloned().unwrap_or_default(),
+            &|name| commands.binaries.get(name).cloned(),
+            &|path| commands.heads.get(path).cloned().unwrap_or_default(),
         );
         let mounts_ok =
             mounts::plan_host_mounts(policy, &cfg.state_dir, &|p| host_paths.get(p).cloned())
                 .is_ok();
-        let gets_far = cli.is_ok() && mounts_ok;
-        let state_dir = if gets_far {
-            prepare_state_dir(&cfg.state_dir)
-        } else {
-            Ok(())
+        // The commands' plan, for a run that gets that far.
+        let far = cli.as_ref().ok().filter(|_| mounts_ok);
+        let state_dir = match far {
+            Some(_) => prepare_state_dir(&cfg.state_dir),
+            None => Ok(()),
         };
-        let mut masked = Vec::new();
-        if cfg.mask_lib_executables
-            && state_dir.is_ok()
-            && let Ok(cli) = &cli
-            && mounts_ok
-        {
-            let programs: Vec<(String, PathBuf)> = cli
-                .binaries
-                .iter()
-                .filter(|b| declared.contains(&b.name))
-                .map(|b| (b.name.clone(), b.host.clone()))
-                .collect();
-            let exempt: Vec<PathBuf> = programs
-                .iter()
-                .flat_map(|(name, host)| execmask::exempt_roots(name, host))
-                .collect();
-            masked = execmask::apply_exemptions(
-                &execmask::load_or_scan(&cfg.state_dir),
-                &exempt,
-                &programs,
-            );
-        }
-        let lib_roots: Vec<String> = execmask::LIB_ROOTS
-            .iter()
-            .filter(|r| fs::symlink_metadata(r).is_ok_and(|m| m.is_dir()))
-            .map(|r| r.to_string())
-            .collect();
+        let masked = match far {
+            Some(cli) if cfg.mask_lib_executables && state_dir.is_ok() => {
+                masked(cfg, cli, &commands.declared)
+            }
+            _ => Vec::new(),
+        };
         let mut facts = HostFacts {
-            binaries,
-            heads,
+            binaries: commands.binaries,
+            heads: commands.heads,
             host_paths,
             state_dir,
             masked,
-            lib_roots,
+            lib_roots: lib_roots(),
             proc_masks: procmask::plan(Path::new(procmask::HOST_PROC)),
             helpers: pre.map_or_else(Helpers::locate, |p| p.helpers.clone()),
             bwrap_present: cfg.bwrap.is_file(),
@@ -383,148 +301,345 @@ impl HostFacts {
             layouts: BTreeMap::new(),
             argv0: BTreeMap::new(),
         };
-        for (name, at) in &found {
-            if let Some(real) = facts.binaries.get(name)
-                && let Some(a) = runtime::venv_argv0(at, real)
-            {
-                facts.argv0.insert(name.clone(), a);
-            }
+        facts.argv0 = venv_argv0s(&commands.at, &facts.binaries);
+        facts.layouts = layouts(&facts.binaries, &facts.heads);
+        if let Some(cli) = far {
+            facts.runtime = runtime_trees(cfg, cli, &commands.at, &commands.interp_paths);
         }
-        let lib_roots: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
-        for (name, host) in &facts.binaries {
-            if shim::ESSENTIALS.contains(&name.as_str()) {
-                continue;
-            }
-            let head = match facts.heads.get(host) {
-                Some(h) => h.clone(),
-                None => execcache::read_head(host).unwrap_or_default(),
-            };
-            if execcache::parse_shebang(&head).is_some() {
-                continue;
-            }
-            if let Some(layout) = runtime::install_layout(host, &lib_roots) {
-                let links = runtime::layout_links(&layout);
-                facts.layouts.insert(name.clone(), (layout, links));
-            }
-        }
-        if gets_far && let Ok(cli) = &cli {
-            let lib_trees: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
-            let bound: Vec<PathBuf> = execmask::LIB_ROOTS
-                .iter()
-                .chain(&["/tmp", "/proc", "/sys", "/dev"])
-                .map(PathBuf::from)
-                .chain([cfg.state_dir.clone()])
-                .collect();
-            let places = runtime::Places {
-                local: Path::new("/usr/local"),
-                bound: &bound,
-            };
-            let roots: Vec<PathBuf> = cli
-                .binaries
-                .iter()
-                .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
-                .flat_map(|b| {
-                    // What the program's installation links to comes with it (LibreOffice's
-                    // registry in /etc).
-                    let linked = runtime::install_layout(&b.host, &lib_trees)
-                        .map(|l| runtime::linked_dirs(&l.tree, 3))
-                        .unwrap_or_default();
-                    let at = found.get(&b.name).unwrap_or(&b.host);
-                    runtime::discover(at, &b.host, &places).into_iter().chain(
-                        linked.into_iter().filter(|d| {
-                            !bound.iter().any(|b| d.starts_with(b) || b.starts_with(d))
-                        }),
-                    )
-                })
-                .chain(
-                    interp_paths
-                        .iter()
-                        .filter(|p| p.is_absolute())
-                        .flat_map(|p| {
-                            runtime::real(p)
-                                .map(|r| runtime::discover(p, &r, &places))
-                                .unwrap_or_default()
-                        }),
-                )
-                .collect();
-            facts.runtime = runtime::scan_trees(&runtime::normalize(roots), &execmask::scan)
-                .map_err(|e| e.to_string());
-            // pip's user site of the user who invoked band (`SUDO_UID`, which sudo sets, when
-            // band started band-server through sudo; else band-server's own user), read-only
-            // where the run's Python looks for it (`runtime::user_site`).
-            let versions = runtime::python_versions(
-                cli.binaries
-                    .iter()
-                    .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
-                    .map(|b| b.host.as_path()),
-            );
-            let uid = std::env::var("SUDO_UID")
-                .ok()
-                .and_then(|u| u.parse::<u32>().ok())
-                .or_else(|| {
-                    use std::os::unix::fs::MetadataExt;
-                    fs::metadata("/proc/self").ok().map(|m| m.uid())
-                });
-            let home = uid.and_then(|uid| {
-                fs::read_to_string("/etc/passwd")
-                    .ok()
-                    .and_then(|p| runtime::home_of(&p, uid))
-            });
-            if let (Ok(trees), Some(home)) = (&mut facts.runtime, home) {
-                for v in &versions {
-                    if let Some(site) = runtime::user_site(&home, v)
-                        && let Ok(mut t) =
-                            runtime::scan_trees(std::slice::from_ref(&site), &execmask::scan)
-                    {
-                        for tree in &mut t {
-                            tree.at = runtime::user_site_at(v);
-                        }
-                        trees.extend(t);
-                    }
-                }
-            }
-        }
-        // The same key the run's copy will have (`ExecDir::populate`): a program another user can
-        // change is charged to the run's user and skill, and its key says so.
-        let requester = execcache::Owner {
-            uid: execcache::requesting_uid(),
-            skill: checked.req.skill.clone(),
-        };
-        let mut dirs = BTreeMap::new();
-        for (name, host) in &facts.binaries {
-            if let Ok(m) = fs::metadata(host) {
-                let owner = execcache::host_owner(host, &m, &requester, &mut dirs);
-                let key = execcache::host_key(host, &m, owner.as_ref());
-                let rel = facts
-                    .layouts
-                    .get(name)
-                    .map(|(l, _)| l.rel.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| name.clone());
-                facts.copies.insert(
-                    name.clone(),
-                    execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), &rel, &key),
-                );
-            }
-        }
+        facts.copies = copies(cfg, checked, &facts.binaries, &facts.layouts);
         if !checked.compiled.net.is_empty() {
-            facts.upstream = if cfg.dns_upstream.is_empty() {
-                net::parse_resolv_conf(&fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
-            } else {
-                cfg.dns_upstream.clone()
-            };
+            facts.upstream = upstream(cfg);
             facts.own_addrs = net::own_addresses(Path::new("/proc"));
         }
         if let Ok(h) = &facts.helpers {
-            facts.shim_copy = fs::metadata(&h.shim).map(|m| {
-                execcache::cache_entry(
-                    &execcache::cache_dir(&cfg.state_dir),
-                    execcache::SHIM_NAME,
-                    &execcache::cache_key(&h.shim, &m),
-                )
-            });
+            facts.shim_copy = shim_copy(cfg, h);
         }
         facts
     }
+}
+
+/// The host programs a run names, as the config's `bin_path` has them: its declared commands,
+/// the essentials, and the `#!` interpreters of the declared commands and of the bundle's
+/// declared scripts.
+#[derive(Default)]
+struct Commands {
+    /// The declared commands that are host programs (not the skill's own).
+    declared: BTreeSet<String>,
+    /// Command name → its canonical host file.
+    binaries: BTreeMap<String, PathBuf>,
+    /// The first bytes (the `#!` line) of the declared commands' host files.
+    heads: BTreeMap<PathBuf, Vec<u8>>,
+    /// Command name → where the search found it (a venv's `bin/python`, not what it links to).
+    at: BTreeMap<String, PathBuf>,
+    /// The interpreters' paths as `#!` lines name them (a venv's python): see `runtime`.
+    interp_paths: Vec<PathBuf>,
+}
+
+impl Commands {
+    fn find(cfg: &ServerConfig, checked: &Checked<'_>, pre: Option<&Prefetched>) -> Commands {
+        let search = BinSearch::new(&cfg.bin_path);
+        let lookup = |name: &str| match pre.and_then(|p| p.essentials.get(name)) {
+            Some(found) => found.clone(),
+            None => search.find(name),
+        };
+        let mut declared = checked.compiled.cli.commands();
+        // The skill's own programs (`./bin/tool`) come from the bundle, not the host; their `#!`
+        // interpreters do.
+        declared.retain(|n| band::policy::cli::bundled_path(n).is_none());
+        let mut c = Commands::default();
+        for name in declared
+            .iter()
+            .map(String::as_str)
+            .chain(shim::ESSENTIALS.iter().copied())
+        {
+            c.add(name, &lookup);
+        }
+        for name in &declared {
+            let Some(host) = c.binaries.get(name).cloned() else {
+                continue;
+            };
+            let head = execcache::read_head(&host).unwrap_or_default();
+            if let Some(sb) = execcache::parse_shebang(&head) {
+                c.add(&sb.interp, &lookup);
+                c.add(sb.effective_interpreter(), &lookup);
+                c.interp_paths.push(PathBuf::from(&sb.path));
+            }
+            c.heads.insert(host, head);
+        }
+        for f in &checked.bundle {
+            let declared = checked.compiled.cli.bundled().contains(&f.path);
+            if (declared || f.path == checked.req.entry)
+                && let Some(sb) = execcache::parse_shebang(&f.data)
+            {
+                if declared {
+                    c.add(&sb.interp, &lookup);
+                    c.add(sb.effective_interpreter(), &lookup);
+                }
+                c.interp_paths.push(PathBuf::from(&sb.path));
+            }
+        }
+        c.declared = declared;
+        c
+    }
+
+    /// `name` as `lookup` finds it (where, and its canonical file), unless it is known already.
+    fn add(&mut self, name: &str, lookup: &dyn Fn(&str) -> Option<(PathBuf, PathBuf)>) {
+        if !self.binaries.contains_key(name)
+            && let Some((at, p)) = lookup(name)
+        {
+            self.at.insert(name.to_string(), at);
+            self.binaries.insert(name.to_string(), p);
+        }
+    }
+}
+
+/// The static prefix of each absolute `allow.read` / `allow.write` pattern (and `insist`'s) →
+/// its canonical host path and whether it is a directory, for the prefixes that exist.
+fn host_paths(policy: &band::policy::Policy) -> BTreeMap<PathBuf, (PathBuf, bool)> {
+    let mut host_paths = BTreeMap::new();
+    for cat in [band::policy::Category::Read, band::policy::Category::Write] {
+        for p in mounts::allow_and_insist(policy, cat) {
+            if let Some(prefix) = workdir::absolute_prefix(&p)
+                && let Some(found) = host_path(&prefix)
+            {
+                host_paths.insert(prefix, found);
+            }
+        }
+    }
+    host_paths
+}
+
+/// The library executables to hide (`execmask`), but for the trees of the run's declared
+/// programs.
+fn masked(
+    cfg: &ServerConfig,
+    cli: &programs::CliPlan,
+    declared: &BTreeSet<String>,
+) -> Vec<PathBuf> {
+    let programs: Vec<(String, PathBuf)> = cli
+        .binaries
+        .iter()
+        .filter(|b| declared.contains(&b.name))
+        .map(|b| (b.name.clone(), b.host.clone()))
+        .collect();
+    let exempt: Vec<PathBuf> = programs
+        .iter()
+        .flat_map(|(name, host)| execmask::exempt_roots(name, host))
+        .collect();
+    execmask::apply_exemptions(&execmask::load_or_scan(&cfg.state_dir), &exempt, &programs)
+}
+
+/// The library trees that are directories here.
+fn lib_roots() -> Vec<String> {
+    execmask::LIB_ROOTS
+        .iter()
+        .filter(|r| fs::symlink_metadata(r).is_ok_and(|m| m.is_dir()))
+        .map(|r| r.to_string())
+        .collect()
+}
+
+/// Command name → the `argv[0]` of a program found as a venv's `bin/python`
+/// ([`runtime::venv_argv0`]), from where each was found (`at`) and what it is (`binaries`).
+fn venv_argv0s(
+    at: &BTreeMap<String, PathBuf>,
+    binaries: &BTreeMap<String, PathBuf>,
+) -> BTreeMap<String, String> {
+    let mut argv0 = BTreeMap::new();
+    for (name, at) in at {
+        if let Some(real) = binaries.get(name)
+            && let Some(a) = runtime::venv_argv0(at, real)
+        {
+            argv0.insert(name.clone(), a);
+        }
+    }
+    argv0
+}
+
+/// [`HostFacts::layouts`].
+type Layouts = BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>;
+
+/// Command name → the installation of its own its program sits in, and the links that rebuild
+/// it around the copy ([`runtime::install_layout`]): for the programs that are not essentials
+/// nor `#!` scripts.
+fn layouts(binaries: &BTreeMap<String, PathBuf>, heads: &BTreeMap<PathBuf, Vec<u8>>) -> Layouts {
+    let lib_roots: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
+    let mut layouts = BTreeMap::new();
+    for (name, host) in binaries {
+        if shim::ESSENTIALS.contains(&name.as_str()) {
+            continue;
+        }
+        let head = match heads.get(host) {
+            Some(h) => h.clone(),
+            None => execcache::read_head(host).unwrap_or_default(),
+        };
+        if execcache::parse_shebang(&head).is_some() {
+            continue;
+        }
+        if let Some(layout) = runtime::install_layout(host, &lib_roots) {
+            let links = runtime::layout_links(&layout);
+            layouts.insert(name.clone(), (layout, links));
+        }
+    }
+    layouts
+}
+
+/// The trees the run's programs need around them ([`runtime`]), with their executables to
+/// hide: those of the programs (`at`: where each was found) and of the `#!` interpreters, and
+/// the user site of each Python among them.
+fn runtime_trees(
+    cfg: &ServerConfig,
+    cli: &programs::CliPlan,
+    at: &BTreeMap<String, PathBuf>,
+    interp_paths: &[PathBuf],
+) -> Result<Vec<runtime::RuntimeTree>, String> {
+    let mut trees = program_trees(cfg, cli, at, interp_paths);
+    // pip's user site of the user who invoked band (`SUDO_UID`, which sudo sets, when band
+    // started band-server through sudo; else band-server's own user), read-only where the run's
+    // Python looks for it (`runtime::user_site`).
+    let versions = runtime::python_versions(
+        cli.binaries
+            .iter()
+            .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
+            .map(|b| b.host.as_path()),
+    );
+    let home = invoking_home();
+    if let (Ok(trees), Some(home)) = (&mut trees, home) {
+        trees.extend(user_sites(&home, &versions));
+    }
+    trees
+}
+
+/// The trees around the run's programs and its `#!` interpreters, scanned.
+fn program_trees(
+    cfg: &ServerConfig,
+    cli: &programs::CliPlan,
+    at: &BTreeMap<String, PathBuf>,
+    interp_paths: &[PathBuf],
+) -> Result<Vec<runtime::RuntimeTree>, String> {
+    let lib_trees: Vec<PathBuf> = execmask::LIB_ROOTS.iter().map(PathBuf::from).collect();
+    let bound: Vec<PathBuf> = execmask::LIB_ROOTS
+        .iter()
+        .chain(&["/tmp", "/proc", "/sys", "/dev"])
+        .map(PathBuf::from)
+        .chain([cfg.state_dir.clone()])
+        .collect();
+    let places = runtime::Places {
+        local: Path::new("/usr/local"),
+        bound: &bound,
+    };
+    let roots: Vec<PathBuf> = cli
+        .binaries
+        .iter()
+        .filter(|b| !shim::ESSENTIALS.contains(&b.name.as_str()))
+        .flat_map(|b| {
+            // What the program's installation links to comes with it (LibreOffice's registry in
+            // /etc).
+            let linked = runtime::install_layout(&b.host, &lib_trees)
+                .map(|l| runtime::linked_dirs(&l.tree, 3))
+                .unwrap_or_default();
+            let at = at.get(&b.name).unwrap_or(&b.host);
+            runtime::discover(at, &b.host, &places).into_iter().chain(
+                linked
+                    .into_iter()
+                    .filter(|d| !bound.iter().any(|b| d.starts_with(b) || b.starts_with(d))),
+            )
+        })
+        .chain(
+            interp_paths
+                .iter()
+                .filter(|p| p.is_absolute())
+                .flat_map(|p| {
+                    runtime::real(p)
+                        .map(|r| runtime::discover(p, &r, &places))
+                        .unwrap_or_default()
+                }),
+        )
+        .collect();
+    runtime::scan_trees(&runtime::normalize(roots), &execmask::scan).map_err(|e| e.to_string())
+}
+
+/// The home of the user who invoked band: `SUDO_UID`'s, else band-server's own user's.
+fn invoking_home() -> Option<PathBuf> {
+    let uid = std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|u| u.parse::<u32>().ok())
+        .or_else(|| fs::metadata("/proc/self").ok().map(|m| m.uid()));
+    uid.and_then(|uid| {
+        fs::read_to_string("/etc/passwd")
+            .ok()
+            .and_then(|p| runtime::home_of(&p, uid))
+    })
+}
+
+/// The user sites under `home` of the Python `versions`, scanned, each where the run's Python
+/// looks for it.
+fn user_sites(home: &Path, versions: &[String]) -> Vec<runtime::RuntimeTree> {
+    let mut trees = Vec::new();
+    for v in versions {
+        if let Some(site) = runtime::user_site(home, v)
+            && let Ok(mut t) = runtime::scan_trees(std::slice::from_ref(&site), &execmask::scan)
+        {
+            for tree in &mut t {
+                tree.at = runtime::user_site_at(v);
+            }
+            trees.extend(t);
+        }
+    }
+    trees
+}
+
+/// Command name → where the execute-only copy of its program is (or will be) in the program
+/// cache: the same key the run's copy will have (`ExecDir::populate`), under its layout's
+/// path when it has one.
+fn copies(
+    cfg: &ServerConfig,
+    checked: &Checked<'_>,
+    binaries: &BTreeMap<String, PathBuf>,
+    layouts: &Layouts,
+) -> BTreeMap<String, PathBuf> {
+    // A program another user can change is charged to the run's user and skill, and its key
+    // says so.
+    let requester = execcache::Owner {
+        uid: execcache::requesting_uid(),
+        skill: checked.req.skill.clone(),
+    };
+    let mut dirs = BTreeMap::new();
+    let mut copies = BTreeMap::new();
+    for (name, host) in binaries {
+        if let Ok(m) = fs::metadata(host) {
+            let owner = execcache::host_owner(host, &m, &requester, &mut dirs);
+            let key = execcache::host_key(host, &m, owner.as_ref());
+            let rel = layouts
+                .get(name)
+                .map(|(l, _)| l.rel.to_string_lossy().into_owned())
+                .unwrap_or_else(|| name.clone());
+            copies.insert(
+                name.clone(),
+                execcache::cache_entry(&execcache::cache_dir(&cfg.state_dir), &rel, &key),
+            );
+        }
+    }
+    copies
+}
+
+/// The upstream resolvers of the DNS stub: the config's, else `/etc/resolv.conf`'s.
+fn upstream(cfg: &ServerConfig) -> Vec<SocketAddr> {
+    if cfg.dns_upstream.is_empty() {
+        net::parse_resolv_conf(&fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
+    } else {
+        cfg.dns_upstream.clone()
+    }
+}
+
+/// Where band-shim's execute-only copy is in the program cache.
+fn shim_copy(cfg: &ServerConfig, h: &Helpers) -> Result<PathBuf, std::io::Error> {
+    fs::metadata(&h.shim).map(|m| {
+        execcache::cache_entry(
+            &execcache::cache_dir(&cfg.state_dir),
+            execcache::SHIM_NAME,
+            &execcache::cache_key(&h.shim, &m),
+        )
+    })
 }
 
 #[cfg(test)]
