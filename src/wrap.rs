@@ -410,15 +410,7 @@ pub fn check_band_md(text: &str, intended: &serde_json::Value) -> Result<(), Str
     if &got != intended {
         return Err(format!("it reads back as {got}, not {intended}"));
     }
-    let parsed = crate::manifest::parse_band(Path::new("BAND.md"), text);
-    let mut diags = parsed.diagnostics;
-    diags.extend(
-        parsed
-            .band
-            .iter()
-            .flat_map(crate::lint::paths::check_absolute_paths),
-    );
-    match diags.first() {
+    match crate::lint::band_text_findings(text).first() {
         Some(d) => Err(format!("band lint flags it: {d}")),
         None => Ok(()),
     }

@@ -516,15 +516,9 @@ pub fn lint_rule(top: &str, key: &str, value: &str) -> Option<String> {
         top: { key: [value] },
     });
     let text = format!("---\n{doc}\n---\n");
-    let parsed = crate::manifest::parse_band(std::path::Path::new("BAND.md"), &text);
-    let mut diags = parsed.diagnostics;
-    diags.extend(
-        parsed
-            .band
-            .iter()
-            .flat_map(crate::lint::paths::check_absolute_paths),
-    );
-    diags.first().map(|d| d.message.clone())
+    crate::lint::band_text_findings(&text)
+        .first()
+        .map(|d| d.message.clone())
 }
 
 /// Drop from `d` every rule band lint would flag in a band a person wrote ([`lint_rule`]), each

@@ -34,6 +34,16 @@ impl Report {
     }
 }
 
+/// What lint finds in the text of one band file of its own (`BAND.md`): its parser's
+/// diagnostics and the absolute-path checks, errors and warnings alike. The check a draft of
+/// `band wrap` or `band learn` must pass, as a band a person wrote does.
+pub fn band_text_findings(text: &str) -> Vec<Diagnostic> {
+    let parsed = crate::manifest::parse_band(Path::new("BAND.md"), text);
+    let mut diags = parsed.diagnostics;
+    diags.extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
+    diags
+}
+
 /// Lint every skill and loose band file at or below each path.
 pub fn lint_paths(paths: &[PathBuf]) -> Report {
     let mut report = Report::default();

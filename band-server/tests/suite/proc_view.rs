@@ -9,39 +9,7 @@ use super::helpers::*;
 
 /// The list, checked by name whatever the host has (a name the host lacks is absent
 /// inside too).
-const NAMED: &[&str] = &[
-    "cmdline",
-    "config.gz",
-    "sys/kernel/random/boot_id",
-    "diskstats",
-    "partitions",
-    "kallsyms",
-    "modules",
-    "iomem",
-    "ioports",
-    "keys",
-    "key-users",
-    "sched_debug",
-    "timer_list",
-    "vmallocinfo",
-    "slabinfo",
-    "buddyinfo",
-    "pagetypeinfo",
-    "zoneinfo",
-    "swaps",
-    "mdstat",
-    "devices",
-    "interrupts",
-    "softirqs",
-    "driver",
-    "sysrq-trigger",
-    "acpi",
-    "scsi",
-    "tty",
-    "fs",
-    "bootconfig",
-    "kcore",
-];
+const NAMED: &[&str] = band_server::layers::fs::procmask::KNOWN_HOST_FACTS;
 
 /// For each path: `<path>=empty` (a file that reads nothing, a folder with nothing in it),
 /// `<path>=refused <errno>`, `<path>=absent`, or `<path>=LEAK <n>` with what it read. Every
