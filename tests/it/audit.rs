@@ -712,4 +712,13 @@ fn history_names_a_run_that_started_and_recorded_no_result() {
     let (code, out, err) = env.band(&["history", "--status", "ok"]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("00000000000000b1"), "{out}");
+    // band show finds it by a prefix of its id, and says what is known.
+    let (code, out, err) = env.band(&["show", "00000000000000b"]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("show_unfinished", out);
+    let (code, out, err) = env.band(&["show", "--json", "00000000000000b1"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["run_id"], "00000000000000b1", "{out}");
+    assert_eq!(v["skill"], "text", "{out}");
 }
