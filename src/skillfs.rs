@@ -247,18 +247,25 @@ pub fn write_target(root: &Path, path: &Path) -> Result<PathBuf, SkillFileError>
 }
 
 /// Replace the contents of `path` (a file of the skill at `root`, see [`write_target`]) with
-/// `contents`: written to a fresh file beside it, then renamed over it, keeping its mode.
+/// `contents`: written to a fresh file beside it, then renamed over it, keeping its mode and,
+/// where band may (as root), its owner: root running `band fmt` on a user's skill must not take
+/// the user's band file over.
 pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFileError> {
     use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let target = write_target(root, path)?;
     let dir = target.parent().unwrap_or(Path::new("."));
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mode = fs_err::symlink_metadata(&target)?.permissions().mode() & 0o7777;
-    let tmp = dir.join(format!(".{name}.band-{}.tmp", std::process::id()));
+    let meta = fs_err::symlink_metadata(&target)?;
+    let mode = meta.permissions().mode() & 0o7777;
+    // Unique per process and moment: a stale temporary file of a crashed rewrite is no obstacle.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".{name}.band-{}-{stamp}.tmp", std::process::id()));
     let result = (|| -> Result<(), SkillFileError> {
         use fs_err::os::unix::fs::OpenOptionsExt;
         let mut f = fs_err::OpenOptions::new()
@@ -267,6 +274,21 @@ pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFil
             .mode(mode)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&tmp)?;
+        if (meta.uid(), meta.gid())
+            != (
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            )
+        {
+            // Permitted as root; otherwise the file stays the caller's, as any write makes it.
+            let _ = rustix::fs::fchown(
+                &f,
+                Some(rustix::fs::Uid::from_raw(meta.uid())),
+                Some(rustix::fs::Gid::from_raw(meta.gid())),
+            );
+            // chown clears set-id bits: the mode again.
+            let _ = f.set_permissions(std::fs::Permissions::from_mode(mode));
+        }
         f.write_all(contents)?;
         f.sync_all()?;
         fs_err::rename(&tmp, &target)?;
@@ -481,5 +503,37 @@ mod tests {
                 .unwrap()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn a_rewrite_keeps_the_files_mode_and_as_root_its_owner() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let (_t, root) = skill();
+        let band = root.join("BAND.md");
+        fs_err::write(&band, "old").unwrap();
+        fs_err::set_permissions(&band, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let as_root = rustix::process::geteuid().is_root();
+        if as_root {
+            rustix::fs::chown(
+                &band,
+                Some(rustix::fs::Uid::from_raw(4242)),
+                Some(rustix::fs::Gid::from_raw(4343)),
+            )
+            .unwrap();
+        }
+        replace(&root, Path::new("BAND.md"), b"new").unwrap();
+        let m = fs_err::metadata(&band).unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, 0o640);
+        if as_root {
+            assert_eq!((m.uid(), m.gid()), (4242, 4343));
+        }
+        assert_eq!(fs_err::read_to_string(&band).unwrap(), "new");
+        // No temporary file is left beside it.
+        let left: Vec<_> = fs_err::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }
