@@ -7,13 +7,14 @@
 //! `learn`, `wrap`, `list`, `help`, `show`) reads its files through this module, so that a
 //! `SKILL.md` linked to `/proc/self/environ` or `/etc/shadow` is refused, not quoted.
 //!
-//! On Linux a file is opened relative to the skill's root descriptor with
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: links that stay inside the skill are
-//! followed (as the bundle keeps them), anything that resolves outside it fails in the kernel,
-//! so a concurrent swap cannot redirect the read. Where the kernel has no `openat2` (and on
-//! macOS) the path is canonicalized, checked to lie inside the canonical root and opened with
-//! `O_NOFOLLOW`. Either way the file is opened `O_NONBLOCK` (a FIFO cannot stall the caller),
-//! `fstat` must say it is a regular file, and no more than the caller's bound is read.
+//! A path is resolved first (links that stay inside the skill are followed, as the bundle keeps
+//! them; one that leads out, or nowhere, is refused), then the resolved path is opened from the
+//! skill root's descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS)` on Linux, so a component swapped for a link in between fails in the
+//! kernel. Where the kernel has no `openat2` (and on macOS) it is opened with `O_NOFOLLOW`, which
+//! catches a swapped last component only. Either way the file is opened `O_NONBLOCK` (a FIFO
+//! cannot stall the caller), `fstat` must say it is a regular file, and no more than the caller's
+//! bound is read.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -130,6 +131,15 @@ fn kind_of(ft: std::fs::FileType) -> &'static str {
 /// reached only through links that stay inside it. `path` is relative to `root` or spelled
 /// below it.
 pub fn open(root: &Path, path: &Path) -> Result<(fs_err::File, std::fs::Metadata), SkillFileError> {
+    let (file, meta, _) = open_where(root, path)?;
+    Ok((file, meta))
+}
+
+/// [`open`], and the resolved path of the file it opened.
+fn open_where(
+    root: &Path,
+    path: &Path,
+) -> Result<(fs_err::File, std::fs::Metadata, PathBuf), SkillFileError> {
     let shown = spelled(root, path);
     let (canon_root, rel) = resolve_inside(root, &shown)?;
     let file = open_resolved(&canon_root, &rel, &shown)?;
@@ -140,7 +150,7 @@ pub fn open(root: &Path, path: &Path) -> Result<(fs_err::File, std::fs::Metadata
             kind: kind_of(meta.file_type()),
         });
     }
-    Ok((file, meta))
+    Ok((file, meta, canon_root.join(rel)))
 }
 
 /// The canonical root, and where `shown` leads below it (no link left on that relative path).
@@ -227,39 +237,21 @@ pub fn read_quotable(path: &Path, limit: u64) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// Where a rewrite of `path` (a band file of the skill at `root`) goes: the file itself, or the
-/// file a link inside the skill names. Refused like a read when it leads outside the skill or is
-/// not a regular file, so `band fmt` or `band learn --write` never write through a link to
-/// `~/.bashrc`.
-pub fn write_target(root: &Path, path: &Path) -> Result<PathBuf, SkillFileError> {
-    open(root, path)?;
-    let shown = if path.is_absolute() || path.starts_with(root) {
-        path.to_path_buf()
-    } else {
-        root.join(path)
-    };
-    let canon = fs_err::canonicalize(&shown)?;
-    let canon_root = fs_err::canonicalize(root)?;
-    if !canon.starts_with(&canon_root) {
-        return Err(SkillFileError::Outside { path: shown });
-    }
-    Ok(canon)
-}
-
-/// Replace the contents of `path` (a file of the skill at `root`, see [`write_target`]) with
-/// `contents`: written to a fresh file beside it, then renamed over it, keeping its mode and,
+/// Replace the contents of `path` (a band file of the skill at `root`: the file itself, or the file
+/// a link inside the skill names; refused like a read when it leads outside the skill or is not a
+/// regular file, so `band fmt` or `band learn --write` never write through a link to
+/// `~/.bashrc`) with `contents`: written to a fresh file beside it, then renamed over it, keeping its mode and,
 /// where band may (as root), its owner: root running `band fmt` on a user's skill must not take
 /// the user's band file over.
 pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFileError> {
     use std::io::Write as _;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let target = write_target(root, path)?;
+    let (_, meta, target) = open_where(root, path)?;
     let dir = target.parent().unwrap_or(Path::new("."));
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let meta = fs_err::symlink_metadata(&target)?;
     let mode = meta.permissions().mode() & 0o7777;
     // Unique per process and moment: a stale temporary file of a crashed rewrite is no obstacle.
     let stamp = std::time::SystemTime::now()
