@@ -191,36 +191,23 @@ fn prune(older_than: u64, json: bool) -> Result<u8> {
 pub(crate) fn cmd_show(args: ShowArgs) -> Result<u8> {
     let ledger = ledger()?;
     let records = read(&ledger)?;
+    let found = lg::find_run(&records, &args.run_id);
     // A run that started and recorded no result (band stopped, the ledger's disk full): its start.
-    if matches!(
-        lg::find_run(&records, &args.run_id),
-        Err(FindError::NotFound(_))
-    ) && let [start] = unfinished(&records, &Filter::default())
-        .into_iter()
-        .filter(|s| !args.run_id.is_empty() && s.run_id.starts_with(&args.run_id))
-        .collect::<Vec<_>>()[..]
+    if let Err(FindError::NotFound(_)) = &found
+        && let [start] = unfinished(&records, &Filter::default())
+            .into_iter()
+            .filter(|s| !args.run_id.is_empty() && s.run_id.starts_with(&args.run_id))
+            .collect::<Vec<_>>()[..]
     {
         let mut out = std::io::stdout().lock();
         if args.json {
             writeln!(out, "{}", json_text(&serde_json::to_string_pretty(start)?))?;
         } else {
-            let text = format!(
-                "{:<13}{}  {}/{}\n{:<13}no result recorded (band stopped, or the ledger could not be written)\n{:<13}{}\n{:<13}{}\n",
-                "run",
-                start.run_id,
-                start.skill,
-                start.script,
-                "status",
-                "started",
-                lg::rfc3339(start.started_at_ms),
-                "target",
-                start.target
-            );
-            out.write_all(for_terminal(&text).as_bytes())?;
+            out.write_all(for_terminal(&start_text(start)).as_bytes())?;
         }
         return Ok(exit::OK);
     }
-    let stored = lg::find_run(&records, &args.run_id).map_err(|e| match e {
+    let stored = found.map_err(|e| match e {
         FindError::NotFound(_) => user_error(
             format!("{e} ({})", ledger.path().display()),
             "`band history` lists the recorded runs",
@@ -235,6 +222,22 @@ pub(crate) fn cmd_show(args: ShowArgs) -> Result<u8> {
         out.write_all(for_terminal(&show_text(stored, run)).as_bytes())?;
     }
     Ok(exit::OK)
+}
+
+/// A run that started and recorded no result, for people: what its start record knows.
+fn start_text(s: &lg::RunStart) -> String {
+    format!(
+        "{:<13}{}  {}/{}\n{:<13}no result recorded (band stopped, or the ledger could not be written)\n{:<13}{}\n{:<13}{}\n",
+        "run",
+        s.run_id,
+        s.skill,
+        s.script,
+        "status",
+        "started",
+        lg::rfc3339(s.started_at_ms),
+        "target",
+        s.target
+    )
 }
 
 /// One run in full, for people.
