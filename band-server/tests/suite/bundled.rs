@@ -2,9 +2,7 @@
 //! runs only as a `./` command of `allow.cli`, through band-shim and band-server's judgement.
 //! Probe scripts try every way to start the files and print `key=value` lines.
 
-use std::collections::BTreeMap;
-
-use band::proto::{self, CliCall, Denial, FileEntry, RunRequest, Status};
+use band::proto::{CliCall, Denial, FileEntry, RunRequest, Status};
 use pretty_assertions::assert_eq;
 
 use super::helpers::*;
@@ -23,23 +21,7 @@ fn request(script: &str, allow: &[&str], deny: &[&str]) -> RunRequest {
     let mut policy = policy();
     policy.allow.cli = strs(allow);
     policy.deny.cli = strs(deny);
-    RunRequest {
-        protocol: proto::PROTOCOL_VERSION,
-        run_id: run_id(),
-        skill: "test".into(),
-        script: "run".into(),
-        entry: "run.sh".into(),
-        bundle_sha256: bundle_hash(&bundle),
-        bundle,
-        policy,
-        input: serde_json::json!({}),
-        config: None,
-        secrets: BTreeMap::new(),
-        workspace: Vec::new(),
-        trace: true,
-        observe: false,
-        args: Vec::new(),
-    }
+    bundle_request("test", bundle, policy)
 }
 
 /// Every way to start `bin/<prog>` (with one argument: the file it should create), each made

@@ -142,6 +142,28 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
     }
 }
 
+/// A traced request of the skill `skill` whose files are `bundle` (binary ones too), entry
+/// `run.sh` (script `run`), with `policy` and an empty input.
+pub(crate) fn bundle_request(skill: &str, bundle: Vec<FileEntry>, policy: Policy) -> RunRequest {
+    RunRequest {
+        protocol: proto::PROTOCOL_VERSION,
+        run_id: run_id(),
+        skill: skill.into(),
+        script: "run".into(),
+        entry: "run.sh".into(),
+        bundle_sha256: bundle_hash(&bundle),
+        bundle,
+        policy,
+        input: serde_json::json!({}),
+        config: None,
+        secrets: BTreeMap::new(),
+        workspace: Vec::new(),
+        trace: true,
+        observe: false,
+        args: Vec::new(),
+    }
+}
+
 pub(crate) fn policy() -> Policy {
     Policy::default()
 }

@@ -6,7 +6,6 @@
 //! more than its share fails before its sandbox starts, with an error of the CLI layer that names
 //! the program and the bound; another user's run afterwards runs its commands as before.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -40,23 +39,7 @@ fn request(skill: &str, programs: &[(&str, Vec<u8>)], script: &str, host: &[&str
         .map(|(name, _)| format!("./bin/{name} *"))
         .chain(host.iter().map(|h| h.to_string()))
         .collect();
-    RunRequest {
-        protocol: proto::PROTOCOL_VERSION,
-        run_id: run_id(),
-        skill: skill.into(),
-        script: "run".into(),
-        entry: "run.sh".into(),
-        bundle_sha256: bundle_hash(&bundle),
-        bundle,
-        policy,
-        input: serde_json::json!({}),
-        config: None,
-        secrets: BTreeMap::new(),
-        workspace: Vec::new(),
-        trace: true,
-        observe: false,
-        args: Vec::new(),
-    }
+    bundle_request(skill, bundle, policy)
 }
 
 /// band-server started for user `uid` (as sudo would start it), with `config`.
