@@ -201,40 +201,85 @@ pub mod exit {
     pub const CANCELLED: u8 = 130;
 }
 
-/// A sandbox layer, named in `setup_failed` errors so the user knows which one broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layer {
-    Protocol,
-    Integrity,
-    Identity,
-    Filesystem,
-    Cli,
-    Network,
-    Seccomp,
-    Cgroup,
-    Limits,
-    Secrets,
-    Io,
-    Process,
+/// Where a run failed, named in `setup_failed` errors so the user knows which layer broke: one of
+/// the names below, or a layer's own (band-server's layers name themselves; a client shows a name
+/// it does not know as it is). On the wire, its name: lowercase letters, digits and `_`, at most
+/// [`Layer::MAX_LEN`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Layer(std::borrow::Cow<'static, str>);
+
+/// The layers every band knows, under the names they have always had in code.
+#[allow(non_upper_case_globals)]
+impl Layer {
+    pub const Protocol: Layer = Layer::new("protocol");
+    pub const Integrity: Layer = Layer::new("integrity");
+    pub const Identity: Layer = Layer::new("identity");
+    pub const Filesystem: Layer = Layer::new("filesystem");
+    pub const Cli: Layer = Layer::new("cli");
+    pub const Network: Layer = Layer::new("network");
+    pub const Seccomp: Layer = Layer::new("seccomp");
+    pub const Cgroup: Layer = Layer::new("cgroup");
+    pub const Limits: Layer = Layer::new("limits");
+    pub const Secrets: Layer = Layer::new("secrets");
+    pub const Io: Layer = Layer::new("io");
+    pub const Process: Layer = Layer::new("process");
 }
 
 impl Layer {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::Protocol => "protocol",
-            Layer::Integrity => "integrity",
-            Layer::Identity => "identity",
-            Layer::Filesystem => "filesystem",
-            Layer::Cli => "cli",
-            Layer::Network => "network",
-            Layer::Seccomp => "seccomp",
-            Layer::Cgroup => "cgroup",
-            Layer::Limits => "limits",
-            Layer::Secrets => "secrets",
-            Layer::Io => "io",
-            Layer::Process => "process",
+    /// The longest name a layer has on the wire.
+    pub const MAX_LEN: usize = 32;
+
+    /// A layer named `name` (a layer of band-server's own; see [`Layer::is_name`], which a
+    /// name read from the wire must pass).
+    pub const fn new(name: &'static str) -> Layer {
+        Layer(std::borrow::Cow::Borrowed(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Every layer the names above give.
+    pub const KNOWN: [Layer; 12] = [
+        Layer::Protocol,
+        Layer::Integrity,
+        Layer::Identity,
+        Layer::Filesystem,
+        Layer::Cli,
+        Layer::Network,
+        Layer::Seccomp,
+        Layer::Cgroup,
+        Layer::Limits,
+        Layer::Secrets,
+        Layer::Io,
+        Layer::Process,
+    ];
+
+    /// The layer of [`Layer::KNOWN`] named `name`, if any.
+    pub fn known(name: &str) -> Option<Layer> {
+        Layer::KNOWN.into_iter().find(|l| l.as_str() == name)
+    }
+
+    /// Whether `name` can name a layer: 1 to [`Layer::MAX_LEN`] bytes of `a-z`, `0-9`, `_`.
+    pub fn is_name(name: &str) -> bool {
+        (1..=Layer::MAX_LEN).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    }
+}
+
+impl<'de> Deserialize<'de> for Layer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Layer, D::Error> {
+        let name = String::deserialize(d)?;
+        if !Layer::is_name(&name) {
+            return Err(serde::de::Error::custom(format!(
+                "a layer is named by 1 to {} of a-z, 0-9 and _",
+                Layer::MAX_LEN
+            )));
         }
+        Ok(Layer(std::borrow::Cow::Owned(name)))
     }
 }
 

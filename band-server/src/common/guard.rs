@@ -2,6 +2,7 @@
 //! once.
 
 use std::any::Any;
+use std::marker::PhantomData;
 use std::process::Child;
 
 /// How long teardown lets bubblewrap's reaper exit on its own before it is killed.
@@ -10,35 +11,75 @@ const REAPER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
 /// during a panic): first every layer stops what runs (the cgroup is killed, then the uid's
 /// processes), then bubblewrap is reaped, then every layer removes what it built.
-#[derive(Default)]
 pub struct RunGuard {
+    /// Which guard this is, for its [`Held`] handles.
+    id: u64,
     pub child: Option<Child>,
     built: Vec<Box<dyn Built>>,
     /// Set by [`RunGuard::stop`]: what the stop phase found, for [`RunGuard::remove`].
     stopped: Option<Teardown>,
 }
 
+/// A typed handle on what one [`RunGuard::push`] kept: the step that built it hands it to whoever
+/// needs that layer later (the run loop reads the run's cgroup through one), so what is asked for
+/// is always what was built. It reads nothing once the guard has torn that layer down.
+pub struct Held<T> {
+    guard: u64,
+    index: usize,
+    kind: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for Held<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Held<{}>({})", std::any::type_name::<T>(), self.index)
+    }
+}
+
+impl Default for RunGuard {
+    fn default() -> RunGuard {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        RunGuard {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            child: None,
+            built: Vec::new(),
+            stopped: None,
+        }
+    }
+}
+
 impl RunGuard {
-    /// Keep a built layer, to be torn down before everything kept earlier.
-    pub fn push<T: Built + 'static>(&mut self, layer: T) {
+    /// Keep a built layer, to be torn down before everything kept earlier; the handle reads it
+    /// back.
+    pub fn push<T: Built + 'static>(&mut self, layer: T) -> Held<T> {
         self.built.push(Box::new(layer));
+        Held {
+            guard: self.id,
+            index: self.built.len() - 1,
+            kind: PhantomData,
+        }
     }
 
-    /// Keep what another guard kept (`run::apply`'s steps beside the others), as if pushed now.
+    /// Keep what another guard kept (the run directory, made beside the other steps), as if
+    /// pushed now. (The other guard's handles read nothing of this one.)
     pub fn absorb(&mut self, mut other: RunGuard) {
         self.built.append(&mut other.built);
         debug_assert!(other.child.is_none() && other.stopped.is_none());
     }
 
-    /// The built layer of type `T`, if any.
-    pub fn get<T: 'static>(&self) -> Option<&T> {
-        self.built.iter().find_map(|b| b.as_any().downcast_ref())
+    /// What `held` names, while the guard keeps it (none once torn down).
+    pub fn get<T: 'static>(&self, held: &Held<T>) -> Option<&T> {
+        if held.guard != self.id {
+            return None;
+        }
+        self.built.get(held.index)?.as_any().downcast_ref()
     }
 
-    pub fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
-        self.built
-            .iter_mut()
-            .find_map(|b| b.as_any_mut().downcast_mut())
+    /// [`RunGuard::get`], to change it.
+    pub fn get_mut<T: 'static>(&mut self, held: &Held<T>) -> Option<&mut T> {
+        if held.guard != self.id {
+            return None;
+        }
+        self.built.get_mut(held.index)?.as_any_mut().downcast_mut()
     }
 
     /// Kill and remove everything. Returns the problems met (logged by the caller).
@@ -115,7 +156,7 @@ pub trait Built: Send {
     fn stop(&mut self, _t: &mut Teardown) {}
     /// Second phase, in reverse order of building: remove what was built. Called once.
     fn teardown(self: Box<Self>, t: &mut Teardown);
-    /// For the run loop, which needs some layers by type.
+    /// For [`RunGuard::get`], which reads it back through its [`Held`] handle.
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }

@@ -11,7 +11,7 @@ pub mod handover;
 pub mod paths;
 
 pub(crate) use self::guard::built_any;
-pub use self::guard::{Built, RunGuard, Teardown};
+pub use self::guard::{Built, Held, RunGuard, Teardown};
 
 /// What the janitor did, for the log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -16,9 +16,9 @@ use super::RunGuard;
 use crate::collect::Capture;
 use crate::config::EffectiveLimits;
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layers::cgroup::{KILL_DEADLINE, RunCgroup};
+use crate::layers::cgroup::KILL_DEADLINE;
 use crate::layers::cli::reports::Report;
-use crate::layers::net::{self, NetLayer, dns::Lookup};
+use crate::layers::net::{self, dns::Lookup};
 
 /// CLI calls kept for `result.cli_calls` / insist checks; later ones are still streamed.
 pub(super) const MAX_CALLS_KEPT: usize = 10_000;
@@ -352,8 +352,8 @@ pub fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
     }
     let rest = line.strip_prefix("err ")?;
     let (layer, msg) = rest.split_once(' ').unwrap_or((rest, ""));
-    let layer: Layer = serde_json::from_value(serde_json::Value::String(layer.to_string()))
-        .unwrap_or(Layer::Process);
+    // The jail names one of the layers every band knows; anything else is the process's.
+    let layer = Layer::known(layer).unwrap_or(Layer::Process);
     Some(Err(SetupError::new(layer, format!("band-jail: {msg}"))))
 }
 
@@ -575,6 +575,7 @@ const EXITING_WINDOW: Duration = Duration::from_millis(100);
 pub(super) fn run_loop(
     rx: &Inbox,
     guard: &mut RunGuard,
+    held: &super::Handles,
     sink: &EventSink,
     st: &mut LoopState,
     deadline: Instant,
@@ -590,14 +591,14 @@ pub(super) fn run_loop(
             return Some(status);
         }
         let now = Instant::now();
-        if let Some(n) = guard.get::<NetLayer>()
+        if let Some(n) = held.net.as_ref().and_then(|n| guard.get(n))
             && now >= next_watch
         {
             next_watch = now + net::WATCH_INTERVAL;
             if !n.table_present() {
                 // Fail closed: without its table the run's uid would reach everything.
                 st.net_lost = true;
-                if let Some(cg) = guard.get::<RunCgroup>() {
+                if let Some(cg) = guard.get(&held.cgroup) {
                     let _ = cg.kill_all(KILL_DEADLINE);
                 }
                 return guard.child.take().and_then(|mut c| {
@@ -608,7 +609,7 @@ pub(super) fn run_loop(
         }
         if gone.is_set() {
             st.cancelled = true;
-            if let Some(cg) = guard.get::<RunCgroup>() {
+            if let Some(cg) = guard.get(&held.cgroup) {
                 let _ = cg.kill_all(KILL_DEADLINE);
             }
             return guard.child.take().and_then(|mut c| {
@@ -622,7 +623,7 @@ pub(super) fn run_loop(
                 limit: "runtime".into(),
                 detail: "maxRuntimeMs reached; the run was killed".into(),
             });
-            if let Some(cg) = guard.get::<RunCgroup>() {
+            if let Some(cg) = guard.get(&held.cgroup) {
                 let _ = cg.kill_all(KILL_DEADLINE);
             }
             let status = guard.child.take().and_then(|mut c| {

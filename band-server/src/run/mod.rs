@@ -7,11 +7,12 @@
 //!    host must offer ([`crate::plan::preflight`]): nothing created yet but the state directory.
 //! 2. Identity: lease a pool uid ([`crate::layers::identity::apply::lease`]).
 //! 3. The whole plan ([`crate::plan::plan_run`]), before anything else exists.
-//! 4. Apply it ([`apply`]): every listed layer's steps, sorted by phase, each in its layer's
-//!    `apply.rs` (cgroup, network when `allow.net` is not empty, the run's programs, the jail's
-//!    input, the run directory, the report socket), the last of which spawns bubblewrap as the
-//!    run's uid, inside the cgroup, with the secrets pipe on fd 3 and the jail's status pipe on
-//!    fd 4. What a step needs from an earlier one goes through [`crate::layer::Applied`].
+//! 4. Apply it ([`apply`]): every layer's apply steps, each in its layer's `apply.rs` (cgroup,
+//!    network when `allow.net` is not empty, the run's programs, the jail's input, the run
+//!    directory, the report socket), in the order what each needs from another decides, up to
+//!    bubblewrap's spawn as the run's uid, inside the cgroup, with the secrets pipe on fd 3 and
+//!    the jail's status pipe on fd 4. What a step needs from an earlier one is a typed value
+//!    that step returned.
 //! 5. Run: write the secrets, stream stdout/stderr and CLI reports until bubblewrap exits or the
 //!    wall clock runs out (or the client goes, or the run's table vanishes); then kill everything
 //!    left in the cgroup (`events`).
@@ -39,23 +40,24 @@ use band::proto::{self, Denial, Event, Layer, Message, Metrics, RunRequest, RunR
 
 use crate::collect::{self, Facts, Output};
 use crate::config::ServerConfig;
-use crate::error::LayerExt;
 use crate::error::{SetupError, SetupResult};
 use crate::facts::HostFacts;
-use crate::layer::{Applied, Gate, GateWriter, Inputs, Phase};
-use crate::layers::cgroup::{CgroupStats, KILL_DEADLINE, RunCgroup};
-use crate::layers::cli::reports::{OnReport, ReportListener};
-use crate::layers::fs::apply::RunDirRoot;
+use crate::layer::Inputs;
+use crate::layers::cgroup::{CgroupStats, KILL_DEADLINE};
+use crate::layers::cli::reports::OnReport;
+use crate::layers::identity;
+use crate::layers::net;
 use crate::layers::net::dns::{Lookup, OnLookup};
-use crate::layers::net::{self, NetLayer};
 use crate::layers::process::apply::Spawned;
-use crate::layers::{self, identity};
 use crate::plan;
 use crate::request::{self, Check};
 use crate::sys;
 
+pub mod apply;
 mod events;
 pub mod spare;
+
+pub use self::apply::{Started, apply, beside};
 
 pub use self::events::{
     ClientGone, ClientSays, ClosingStdout, EventSink, client_verdict, parse_jail_status,
@@ -227,8 +229,8 @@ pub(crate) struct Prepared<'p> {
     tx: mpsc::Sender<Msg>,
     rx: Inbox,
     heard: crate::layers::cli::heard::RunJudge,
-    run_dir: std::path::PathBuf,
-    pub(crate) spawned: Spawned,
+    /// What applying the plan built, for the run.
+    pub(crate) started: Started,
 }
 
 /// Steps 1 to 4 of a run (after the pure checks): the host's facts and what it must offer, the
@@ -284,17 +286,13 @@ pub(crate) fn prepare<'p>(
     // (`layers::cli::heard`).
     let heard =
         crate::layers::cli::heard::Judge::for_run(&plan.pre.rules, &plan.exec, on_report.clone())?;
-    let mut applied = Applied::new(on_lookup, on_report);
     let inputs = Inputs {
         plan: &plan,
         checked,
         cfg,
     };
-    apply(layers::LAYERS, &inputs, &mut applied, guard)?;
-    let RunDirRoot(run_dir) = applied.parts.take(Layer::Filesystem)?;
-    let spawned: Spawned = applied.parts.take(Layer::Process)?;
-    // The callbacks not kept by a layer go: the channel ends with the run's senders.
-    drop(applied);
+    // The callbacks not kept by a layer go with it: the channel ends with the run's senders.
+    let started = apply(&inputs, on_lookup, on_report, guard)?;
     Ok(Prepared {
         facts,
         identity,
@@ -302,8 +300,7 @@ pub(crate) fn prepare<'p>(
         tx,
         rx: Inbox::new(rx, reports),
         heard,
-        run_dir,
-        spawned,
+        started,
     })
 }
 
@@ -331,10 +328,21 @@ fn run_prepared(
         tx,
         rx,
         heard,
-        run_dir,
-        spawned,
+        started:
+            Started {
+                spawned,
+                run_dir,
+                cgroup,
+                net,
+                reports,
+            },
         ..
     } = prepared;
+    let held = Handles {
+        cgroup,
+        net,
+        reports,
+    };
     let setup_ms = spawned
         .run_start
         .saturating_duration_since(client.t0)
@@ -347,12 +355,19 @@ fn run_prepared(
         run_id: client.req.run_id.clone(),
         setup_ms,
     });
-    let mut ran = run(client, &plan, &rx, guard, run_start);
+    let mut ran = run(client, &plan, &rx, guard, &held, run_start);
     ran.reached_the_script()?;
 
     // 6. Collect (the observer stops first: the collection's own reads are not the run's).
     let observed = observer.map(crate::observe::Observer::finish);
-    let collected = collect(client, checked, &plan.limits, &run_dir, guard, &mut ran.st);
+    let collected = collect(
+        client,
+        checked,
+        &plan.limits,
+        &run_dir,
+        held.net.as_ref().and_then(|n| guard.get(n)),
+        &mut ran.st,
+    );
     Ok(result(
         client,
         checked,
@@ -411,6 +426,13 @@ fn start(
     Ok(observer)
 }
 
+/// The layers the run reads while it runs ([`Started`]'s handles).
+pub(crate) struct Handles {
+    pub(crate) cgroup: crate::common::Held<crate::layers::cgroup::RunCgroup>,
+    pub(crate) net: Option<crate::common::Held<net::NetLayer>>,
+    pub(crate) reports: crate::common::Held<crate::layers::cli::reports::ReportListener>,
+}
+
 /// What the run loop saw of a run, and its cgroup's counters.
 struct Ran {
     st: LoopState,
@@ -427,6 +449,7 @@ fn run(
     plan: &plan::RunPlan<'_>,
     rx: &Inbox,
     guard: &mut RunGuard,
+    held: &Handles,
     run_start: Instant,
 ) -> Ran {
     let sink = client.sink;
@@ -437,15 +460,15 @@ fn run(
         st.handle(Msg::Stderr(m.warning().into_bytes()), sink);
     }
     let deadline = run_start + Duration::from_millis(plan.limits.runtime_ms);
-    let exit = run_loop(rx, guard, sink, &mut st, deadline, client.gone);
+    let exit = run_loop(rx, guard, held, sink, &mut st, deadline, client.gone);
     let run_ms = run_start.elapsed().as_millis() as u64;
     // Anything still alive (daemonised children) dies now, then the pipes reach EOF.
-    let stats = guard.get::<RunCgroup>().map(|cg| {
+    let stats = guard.get(&held.cgroup).map(|cg| {
         let _ = cg.kill_all(KILL_DEADLINE);
         cg.stats()
     });
     drain(rx, sink, &mut st, Duration::from_secs(2));
-    if let Some(l) = guard.get_mut::<ReportListener>() {
+    if let Some(l) = guard.get_mut(&held.reports) {
         l.stop();
     }
     drain(rx, sink, &mut st, Duration::ZERO);
@@ -515,7 +538,7 @@ fn collect(
     checked: &request::Checked<'_>,
     limits: &crate::config::EffectiveLimits,
     run_dir: &std::path::Path,
-    guard: &mut RunGuard,
+    net: Option<&net::NetLayer>,
     st: &mut LoopState,
 ) -> Collected {
     let (req, sink) = (client.req, client.sink);
@@ -531,7 +554,7 @@ fn collect(
         deny(st, d, sink);
     }
     let mut insist_missing = collect::insist_missing(&req.policy, &st.calls, &changed);
-    let network = guard.get::<NetLayer>().map(|n| {
+    let network = net.map(|n| {
         let (report, lookups, seen) = n.report();
         insist_missing.extend(net::insist_missing(&req.policy.insist.net, &lookups, &seen));
         for f in &report.denied {
@@ -660,126 +683,6 @@ fn result(
             count: st.forged as u64,
             reasons: st.forged_why.clone(),
         }),
-    }
-}
-
-/// Apply a run's plan: the steps of every layer of `layers` ([`crate::layers::LAYERS`] for a
-/// run), in the order of [`crate::layers::apply_order`]. The first failure stops it (the guard
-/// tears down what was built).
-///
-/// The steps of a phase that runs on a thread of its own ([`Phase::beside`]) start there, in
-/// their order, once the steps of earlier phases are done, beside the later ones up to the spawn.
-/// That thread opens the [`Gate`] when they have all succeeded, and bubblewrap's exec waits for
-/// it (the spawn's fork and the sandbox init's setup overlap them; nothing of the run can start
-/// before they are done). They are joined after the spawn, before the steps after it: what they
-/// built goes into `guard` whether they succeeded or not, and the first error is theirs when they
-/// failed (a spawn that found its gate shut failed because of them).
-pub fn apply(
-    layers: &[&'static dyn crate::layer::RunLayer],
-    inputs: &Inputs<'_>,
-    applied: &mut Applied,
-    guard: &mut RunGuard,
-) -> SetupResult<()> {
-    let (beside, here): (Vec<_>, Vec<_>) = layers::apply_order(layers)
-        .into_iter()
-        .map(|(_, step)| step)
-        .partition(|step| step.phase.beside());
-    let Some(start) = beside.first().map(|step| step.phase) else {
-        for step in here {
-            (step.apply)(inputs, applied, guard)?;
-        }
-        return Ok(());
-    };
-    let (gate_r, gate_w) =
-        sys::pipe().layer(Layer::Process, "failed to create the spawn's gate")?;
-    applied.parts.insert(Gate(gate_r));
-    let mut gate_w = Some(GateWriter::new(gate_w));
-    std::thread::scope(|s| {
-        let mut pending = None;
-        let mut result = Ok(());
-        for step in &here {
-            // The gate's write end goes to their thread, once.
-            if step.phase > start
-                && let Some(gate) = gate_w.take()
-            {
-                let (steps, callbacks) = (&beside, applied.callbacks());
-                pending = Some(
-                    std::thread::Builder::new()
-                        .name("beside".into())
-                        .spawn_scoped(s, move || run_beside(steps, inputs, callbacks, gate)),
-                );
-            }
-            if step.phase > Phase::Spawn
-                && let Some(p) = pending.take()
-            {
-                result = join_beside(p, applied, guard);
-                if result.is_err() {
-                    break;
-                }
-            }
-            if let Err(e) = (step.apply)(inputs, applied, guard) {
-                result = Err(e);
-                break;
-            }
-        }
-        // Not started because every step here came before them: they run now.
-        if result.is_ok()
-            && let Some(gate) = gate_w.take()
-        {
-            let (r, parts, built) = run_beside(&beside, inputs, applied.callbacks(), gate);
-            applied.parts.absorb(parts);
-            guard.absorb(built);
-            result = r;
-        }
-        match pending.map(|p| join_beside(p, applied, guard)) {
-            Some(Err(e)) => Err(e),
-            _ => result,
-        }
-    })
-}
-
-/// The steps of [`apply`] that run beside the others, on their thread: with a [`RunGuard`] and
-/// hand-overs of their own (merged into the run's when joined); the gate opens when all succeed.
-fn run_beside(
-    steps: &[&'static crate::layer::Step],
-    inputs: &Inputs<'_>,
-    (on_lookup, on_report): (Arc<OnLookup>, OnReport),
-    gate: GateWriter,
-) -> (SetupResult<()>, crate::layer::Handed, RunGuard) {
-    let mut applied = Applied::new(on_lookup, on_report);
-    let mut guard = RunGuard::default();
-    let mut result = Ok(());
-    for step in steps {
-        result = (step.apply)(inputs, &mut applied, &mut guard);
-        if result.is_err() {
-            break;
-        }
-    }
-    // Shut when dropped unopened (here, or by a panic).
-    if result.is_ok() {
-        gate.open();
-    }
-    (result, applied.parts, guard)
-}
-
-type Beside<'scope> = std::io::Result<
-    std::thread::ScopedJoinHandle<'scope, (SetupResult<()>, crate::layer::Handed, RunGuard)>,
->;
-
-/// Wait for the steps beside ([`apply`]); what they built and handed over becomes the run's.
-fn join_beside(
-    pending: Beside<'_>,
-    applied: &mut Applied,
-    guard: &mut RunGuard,
-) -> SetupResult<()> {
-    let handle = pending.layer(Layer::Process, "failed to start a thread")?;
-    match handle.join() {
-        Ok((result, parts, built)) => {
-            applied.parts.absorb(parts);
-            guard.absorb(built);
-            result
-        }
-        Err(panic) => std::panic::resume_unwind(panic),
     }
 }
 

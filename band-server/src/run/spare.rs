@@ -44,10 +44,12 @@ use super::{
     Client, ClientGone, EventSink, Made, Prepared, Removal, RunGuard, conclude,
     execute_until_result, prepare, run_prepared, serve_with,
 };
+use crate::common::Held;
 use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupResult};
 use crate::layers::fs::mounts::allow_and_insist;
 use crate::layers::fs::workdir::RunDir;
+use crate::layers::net::NetLayer;
 use crate::layers::process::bwrap;
 use crate::request::{self, Check};
 use crate::sys;
@@ -224,7 +226,8 @@ pub fn keep(
                 let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
                 return (result, removal, req);
             };
-            if !same_shape(&spare, &req) || !still_waits(&mut guard) {
+            if !same_shape(&spare, &req) || !still_waits(&mut guard, prepared.started.net.as_ref())
+            {
                 // Run as any warm child does; the spare goes after the result.
                 let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
                 drop(prepared);
@@ -246,14 +249,12 @@ pub fn keep(
 
 /// Is the spare still whole: its bubblewrap there (nothing killed it while it waited), and, for a
 /// run with `allow.net`, its nftables table and relay?
-fn still_waits(guard: &mut RunGuard) -> bool {
+fn still_waits(guard: &mut RunGuard, net: Option<&Held<NetLayer>>) -> bool {
     guard
         .child
         .as_mut()
         .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-        && guard
-            .get_mut::<crate::layers::net::NetLayer>()
-            .is_none_or(|n| n.intact())
+        && net.is_none_or(|n| guard.get_mut(n).is_some_and(|n| n.intact()))
 }
 
 /// Serve `req` with the spare `prepared` (run id `spare_id`): make the request's own files in
@@ -284,13 +285,13 @@ fn hand_over(
     };
     let plan = crate::plan::plan_run(&checked, cfg, &prepared.facts, &prepared.identity)?;
     RunDir::write_request(&plan.run_dir)?;
-    let mut jail: bwrap::JailInput = serde_json::from_slice(&prepared.spawned.jail_json)
+    let mut jail: bwrap::JailInput = serde_json::from_slice(&prepared.started.spawned.jail_json)
         .layer(Layer::Secrets, "cannot read back the spare's jail input")?;
     jail.secrets = req.secrets.clone();
     jail.args = req.args.clone();
-    prepared.spawned.jail_json =
+    prepared.started.spawned.jail_json =
         serde_json::to_vec(&jail).layer(Layer::Secrets, "failed to encode the jail's input")?;
-    prepared.spawned.run_start = Instant::now();
+    prepared.started.spawned.run_start = Instant::now();
     let client = Client {
         req,
         sink,

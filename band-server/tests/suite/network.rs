@@ -519,7 +519,7 @@ fn privileged_net_table_removed_mid_run_kills_the_run() {
     let o = finish(child);
     assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
     assert_eq!(
-        o.result.error.as_ref().map(|e| e.layer),
+        o.result.error.as_ref().map(|e| e.layer.clone()),
         Some(Layer::Network)
     );
     assert!(!o.result.stdout.contains("survived"));

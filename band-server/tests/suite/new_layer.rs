@@ -1,25 +1,25 @@
-//! The measure of the layout: a layer is its folder plus one line in a layer list (and, when it
-//! plans anything, its field of the typed `RunPlan` and one call of its planner in `plan_run`,
-//! which a toy defined outside the crate cannot add: this toy plans from the plan's common
-//! fields in its step, with a pure planner of its own). A toy layer, defined only here, is
-//! applied in its phase (its step sorted among the real layers' steps), torn down by the run's
-//! guard and swept by the janitor, with nothing but its own code and a list that names it. No
-//! root: the toy builds a file in a temp directory.
+//! The measure of the layout: a layer is its folder (its plan, its typed apply steps, its
+//! janitor passes, its own error name) plus one line in the layer list, one call of each step in
+//! `run::apply`, and, when it plans anything, its field of the typed `RunPlan` and one call of its
+//! planner in `plan_run` (which a toy defined outside the crate cannot add: this toy plans from
+//! the plan's common fields, with a pure planner of its own). A toy layer, defined only here, is
+//! planned, applied (its step returns a typed handle on what it built), torn down by the run's
+//! guard, swept by the janitor, and names itself in errors the client reads, with nothing but its
+//! own code and a list that names it. No root: the toy builds a file in a temp directory.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use band::proto::Layer;
-use band_server::common::{Built, Host, Report, Stale, Teardown};
+use band::proto::{Layer, RunResult};
+use band_server::common::{Built, Held, Host, Report, Stale, Teardown};
 use band_server::config::ServerConfig;
-use band_server::error::SetupResult;
+use band_server::error::{SetupError, SetupResult};
 use band_server::janitor;
-use band_server::layer::{Applied, Inputs, Phase, RunLayer, Step};
-use band_server::layers::{self, LAYERS};
+use band_server::layer::{Inputs, RunLayer};
+use band_server::layers::LAYERS;
 use band_server::plan::{self, RunPlan};
 
-use band_server::run::{self, RunGuard};
+use band_server::run::RunGuard;
 
 use super::plan::{checked, facts, identity, request, state_config};
 
@@ -44,11 +44,8 @@ fn toy_plan(cfg: &ServerConfig, plan: &RunPlan<'_>) -> ToyPlan {
     }
 }
 
-/// A hand-over no layer makes (for the step that needs it).
-struct Unmade;
-
-/// What its step hands on.
-struct ToyBuiltAt(PathBuf);
+/// How the toy's errors name it: a layer of its own, which the protocol need not list.
+const TOY: Layer = Layer::new("toy");
 
 /// What the guard tears down: a file (the toys of `beside` use it too).
 pub(super) struct ToyBuilt(pub(super) PathBuf);
@@ -58,13 +55,6 @@ fn toy_dir(state: &Path) -> PathBuf {
 }
 
 impl RunLayer for Toy {
-    fn steps(&self) -> &'static [Step] {
-        &[Step {
-            phase: Phase::RunDir,
-            what: "the toy's marker",
-            apply: toy_apply,
-        }]
-    }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         fs_err::read_dir(toy_dir(host.state))
             .map(|d| {
@@ -89,15 +79,14 @@ impl RunLayer for Toy {
     }
 }
 
-fn toy_apply(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+/// Its apply step: a function of the inputs, keeping what it built in the guard and returning
+/// the handle that reads it back (what a later step or the run would take as an argument).
+fn toy_apply(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<Held<ToyBuilt>> {
     let part = &toy_plan(inp.cfg, inp.plan);
-    let err =
-        |e: std::io::Error| band_server::error::SetupError::new(Layer::Filesystem, e.to_string());
+    let err = |e: std::io::Error| SetupError::new(TOY, e.to_string());
     fs_err::create_dir_all(toy_dir(&inp.cfg.state_dir)).map_err(err)?;
     fs_err::write(&part.marker, part.uid.to_string()).map_err(err)?;
-    guard.push(ToyBuilt(part.marker.clone()));
-    out.parts.insert(ToyBuiltAt(part.marker.clone()));
-    Ok(())
+    Ok(guard.push(ToyBuilt(part.marker.clone())))
 }
 
 impl Built for ToyBuilt {
@@ -114,11 +103,6 @@ impl Built for ToyBuilt {
     }
 }
 
-fn short(l: &dyn RunLayer) -> &'static str {
-    let name = l.name();
-    name.rsplit("::").next().unwrap_or(name)
-}
-
 #[test]
 fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
     // The one line: the toy, added to the list.
@@ -127,30 +111,6 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
         .copied()
         .chain([&Toy as &dyn RunLayer])
         .collect();
-
-    // Applied in its phase: right after the run directory (beside the programs and the steps
-    // after them), before the programs.
-    let order: Vec<String> = layers::apply_order(&with_toy)
-        .iter()
-        .map(|(l, s)| format!("{}: {}", short(*l), s.what))
-        .collect();
-    assert_eq!(
-        order,
-        [
-            "Cgroup: the run's cgroup with its limits and join files, on a thread of its own",
-            "Net: the nftables table, and the network namespace with its relay started (with allow.net)",
-            "Cli: the run's exec folder",
-            "Fs: the run directory",
-            "Toy: the toy's marker",
-            "Cli: the run's programs and band-shim's copy",
-            "Process: the memfd guard and the jail's input",
-            "Cli: the report socket",
-            "Cgroup: the run's cgroup waited for",
-            "Process: bubblewrap, spawned in the cgroup as the run's uid",
-            "Net: the relay waited for, and the DNS stub (with allow.net)",
-            "Fs: the wrappers in /usr/bin",
-        ]
-    );
 
     // Planned: its planner reads the plan's common fields.
     let (state, cfg) = state_config();
@@ -164,29 +124,37 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
     assert_eq!(part.marker, marker);
     assert_eq!(part.uid, 990);
 
-    // Applied (only the toy: the real layers' steps need root) and torn down by the guard.
+    // Applied (only the toy: the real layers' steps need root), read back through its handle,
+    // and torn down by the guard.
     let inputs = Inputs {
         plan: &plan,
         checked: &checked,
         cfg: &cfg,
     };
-    let mut applied = Applied::new(Arc::new(|_: &_| {}), Arc::new(|_| {}));
     let mut guard = RunGuard::default();
-    run::apply(&[&Toy], &inputs, &mut applied, &mut guard).unwrap_or_else(|e| panic!("{e}"));
+    let held = toy_apply(&inputs, &mut guard).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         fs_err::read_to_string(&marker).unwrap_or_else(|e| panic!("{e}")),
         "990"
     );
-    assert_eq!(
-        applied.parts.get::<ToyBuiltAt>().map(|b| b.0.clone()),
-        Some(marker.clone())
-    );
+    assert_eq!(guard.get(&held).map(|b| b.0.clone()), Some(marker.clone()));
+    // A handle reads only its own guard.
+    assert!(RunGuard::default().get(&held).is_none());
     assert_eq!(guard.teardown(), Vec::<String>::new());
     assert!(!marker.exists(), "the guard did not tear the toy down");
+    assert!(
+        guard.get(&held).is_none(),
+        "a handle read a torn-down layer"
+    );
 
-    // Swept by the janitor: a dead run's marker goes.
+    // Swept by the janitor, walking the list: a dead run's marker goes.
     fs_err::write(&marker, "990").unwrap_or_else(|e| panic!("{e}"));
-    let report = janitor::run_with(&[&Toy], state.path(), Path::new("/nonexistent/nft"), false);
+    let report = janitor::run_with(
+        &with_toy,
+        state.path(),
+        Path::new("/nonexistent/nft"),
+        false,
+    );
     assert_eq!(report.removed(TOY_MARKERS), ["0123456789abcdef"]);
     assert!(
         report.lines()[0].ends_with(", toy markers [\"0123456789abcdef\"]"),
@@ -199,51 +167,38 @@ fn a_new_layer_is_one_folder_and_one_line_of_the_list() {
     );
 }
 
-/// A toy whose step needs a hand-over that no listed layer makes.
-struct NeedsUnmade;
-
-impl RunLayer for NeedsUnmade {
-    fn steps(&self) -> &'static [Step] {
-        &[Step {
-            phase: Phase::RunDir,
-            what: "the toy's marker, from a hand-over",
-            apply: needs_unmade,
-        }]
-    }
-}
-
-fn needs_unmade(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let Unmade = out.parts.take(Layer::Filesystem)?;
-    toy_apply(inp, out, guard)
-}
-
 #[test]
-fn a_layer_whose_hand_over_is_missing_does_not_start() {
-    // The toy's step without the hand-over it needs (no listed layer makes it): the run does not
-    // start, and the error names it. (A part of the plan cannot be missing: the plan is typed.)
-    let (state, cfg) = state_config();
-    let req = request();
-    let checked = checked(&req, &cfg);
-    let identity = identity();
-    let plan =
-        plan::plan_run(&checked, &cfg, &facts(), &identity).unwrap_or_else(|e| panic!("{e}"));
-    let inputs = Inputs {
-        plan: &plan,
-        checked: &checked,
-        cfg: &cfg,
-    };
-    let mut applied = Applied::new(Arc::new(|_: &_| {}), Arc::new(|_| {}));
-    let mut guard = RunGuard::default();
-    let err = match run::apply(&[&NeedsUnmade], &inputs, &mut applied, &mut guard) {
-        Ok(()) => panic!("the toy applied without its hand-over"),
-        Err(e) => e,
-    };
-    assert_eq!(err.layer, Layer::Filesystem);
-    assert!(
-        err.message
-            .contains("Unmade was not set up before this step"),
-        "{}",
-        err.message
+fn a_new_layers_error_names_it_on_the_wire_without_a_protocol_change() {
+    // A run the toy failed: the client reads the toy's own name back, and shows it.
+    let failed = SetupError::new(TOY, "the toy's marker failed").with_hint("make room for it");
+    let result = RunResult::setup_failed(
+        "0123456789abcdef",
+        failed.layer.clone(),
+        &failed.message,
+        failed.hint.clone(),
     );
-    assert!(!toy_dir(state.path()).exists());
+    let wire = serde_json::to_string(&result).unwrap_or_else(|e| panic!("{e}"));
+    assert!(wire.contains(r#""layer":"toy""#), "{wire}");
+    let read: RunResult = serde_json::from_str(&wire).unwrap_or_else(|e| panic!("{e}"));
+    let error = read.error.unwrap_or_else(|| panic!("no error in {wire}"));
+    assert_eq!(error.layer, TOY);
+    assert_eq!(error.layer.as_str(), "toy");
+
+    // A name that is not a layer's (a forged result) is refused, not shown.
+    for forged in [
+        "",
+        "Toy",
+        "to y",
+        "toy\u{1b}[2J",
+        &"t".repeat(Layer::MAX_LEN + 1),
+    ] {
+        let json = wire.replace(
+            r#""layer":"toy""#,
+            &format!(r#""layer":{}"#, serde_json::json!(forged)),
+        );
+        assert!(
+            serde_json::from_str::<RunResult>(&json).is_err(),
+            "a layer named {forged:?} was read"
+        );
+    }
 }

@@ -110,7 +110,7 @@ fn with_cli(allow: &[&str], deny: &[&str]) -> band::policy::Policy {
 
 fn setup_layer(o: &Outcome) -> Option<Layer> {
     assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
-    o.result.error.as_ref().map(|e| e.layer)
+    o.result.error.as_ref().map(|e| e.layer.clone())
 }
 
 /// No process of the run `o` is left: none in its cgroup, none of its user started within

@@ -29,7 +29,7 @@ fn protocol_mismatch_is_setup_failed_protocol() {
     assert_eq!(o.exit, Some(0));
     assert_eq!(o.result.status, Status::SetupFailed);
     assert_eq!(
-        o.result.error.as_ref().map(|e| e.layer),
+        o.result.error.as_ref().map(|e| e.layer.clone()),
         Some(Layer::Protocol)
     );
     assert!(o.events.is_empty(), "{:?}", o.events);

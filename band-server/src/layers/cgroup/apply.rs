@@ -19,11 +19,9 @@ use band::proto::Layer;
 use fs_err::OpenOptions;
 
 use super::{CgroupPlan, RunCgroup};
-use crate::common::RunGuard;
-use crate::common::{Built, Teardown};
+use crate::common::{Built, Held, RunGuard, Teardown};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::RunLayer;
-use crate::layer::{Applied, Inputs};
+use crate::layer::{Inputs, RunLayer};
 
 pub use crate::common::handover::JoinFiles;
 
@@ -93,8 +91,9 @@ fn make(plan: &CgroupPlan, state: &Path) -> SetupResult<Made> {
     }
 }
 
-/// The cgroup's first step ([`crate::layer::Phase::Limits`]): start making it.
-pub(crate) fn start(inp: &Inputs<'_>, out: &mut Applied, _guard: &mut RunGuard) -> SetupResult<()> {
+/// The cgroup's first step, before everything else of the run: start making it, on a thread of
+/// its own, while the steps up to the spawn run.
+pub fn start(inp: &Inputs<'_>) -> SetupResult<PendingCgroup> {
     let plan: CgroupPlan = inp.plan.cgroup.clone();
     let state = inp.cfg.state_dir.clone();
     let thread = std::thread::Builder::new()
@@ -104,34 +103,21 @@ pub(crate) fn start(inp: &Inputs<'_>, out: &mut Applied, _guard: &mut RunGuard) 
             Layer::Cgroup,
             "failed to start the thread that makes the run's cgroup",
         )?;
-    out.parts.insert(PendingCgroup(Some(thread)));
-    Ok(())
+    Ok(PendingCgroup(Some(thread)))
 }
 
-/// The cgroup's second step ([`crate::layer::Phase::Joins`]): wait for it; guarded from here on.
-pub(crate) fn join(_inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let pending: PendingCgroup = out.parts.take(Layer::Cgroup)?;
+/// The cgroup's second step, just before the spawn: wait for it; guarded from here on. The run
+/// keeps the handle (it kills the cgroup and reads its statistics); the join files go to the
+/// spawn.
+pub fn join(
+    pending: PendingCgroup,
+    guard: &mut RunGuard,
+) -> SetupResult<(Held<RunCgroup>, JoinFiles)> {
     let (cg, files) = pending.wait()?;
-    guard.push(cg);
-    out.parts.insert(JoinFiles(files));
-    Ok(())
+    Ok((guard.push(cg), JoinFiles(files)))
 }
 
 impl RunLayer for Cgroup {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::Limits,
-                what: "the run's cgroup with its limits and join files, on a thread of its own",
-                apply: start,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Joins,
-                what: "the run's cgroup waited for",
-                apply: join,
-            },
-        ]
-    }
     /// The cgroups this state directory marked (see [`marks_dir`]); a cgroup of another state
     /// directory's server is never listed, so never removed.
     fn list_stale(

@@ -13,25 +13,24 @@ use band::proto::Layer;
 use super::ExecPlan;
 use super::execcache::{self, ExecDir, RunPrograms};
 use super::reports::{PeerCheck, ReportListener};
-use crate::common::RunGuard;
 use crate::common::handover::OnReport;
+use crate::common::{Held, RunGuard};
 use crate::error::{LayerExt, SetupError, SetupResult};
-use crate::layer::{Applied, EntryPrograms, EntryStart, Inputs};
-use crate::layer::{Phase, RunLayer, Step};
+use crate::layer::{EntryStart, Inputs, RunLayer};
 
-/// CLI programs → report socket: band-shim's execute-only copy. (The programs themselves go on
-/// as [`RunPrograms`], handed over as [`EntryPrograms`]: every wrapped name → its program, and
-/// each program's descriptor; the jail's input reads them too.)
-pub struct ShimCopy(pub PathBuf);
+/// What the programs step returns: the run's programs (every wrapped name → its program, and each
+/// program's descriptor; the jail's input reads them as [`EntryStart`], the report socket judges
+/// calls against them) and band-shim's execute-only copy (the report socket checks its peers
+/// against it).
+pub struct Programs {
+    pub table: RunPrograms,
+    pub shim: PathBuf,
+}
 
-/// The exec folder step of layer's steps ([`crate::layer::RunLayer::steps`]): the program cache's
-/// tmpfs (once per boot) and the run's folder in it, empty ([`ExecDir::make`]), so that the run
-/// directory, made beside the programs' step, can bind it at `/band` while the programs go in.
-pub(crate) fn exec_folder(
-    inp: &Inputs<'_>,
-    _out: &mut Applied,
-    guard: &mut RunGuard,
-) -> SetupResult<()> {
+/// The exec folder step: the program cache's tmpfs (once per boot) and the run's folder in it,
+/// empty ([`ExecDir::make`]), so that the run directory, made beside the programs' step, can bind
+/// it at `/band` while the programs go in.
+pub fn exec_folder(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<Held<ExecDir>> {
     let exec_plan: &ExecPlan = &inp.plan.exec;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
@@ -42,18 +41,17 @@ pub(crate) fn exec_folder(
         run_owner(inp),
     )
     .layer(Layer::Cli, "failed to make the run's exec folder")?;
-    guard.push(exec);
-    Ok(())
+    Ok(guard.push(exec))
 }
 
-/// The programs step of layer's steps ([`crate::layer::RunLayer::steps`]): the execute-only copies, opened as descriptors
+/// The programs step, into the exec folder: the execute-only copies, opened as descriptors
 /// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
 /// `/band/x`, and band-shim's own copy.
-pub(crate) fn programs(
+pub fn programs(
     inp: &Inputs<'_>,
-    out: &mut Applied,
+    exec: &Held<ExecDir>,
     guard: &mut RunGuard,
-) -> SetupResult<()> {
+) -> SetupResult<Programs> {
     let plan = inp.plan;
     let exec_plan: &ExecPlan = &plan.exec;
     // `#!` commands in the library trees or a runtime tree run at their host paths (they are
@@ -64,10 +62,10 @@ pub(crate) fn programs(
         .map(|t| t.root.clone())
         .chain(crate::common::paths::LIB_ROOTS.iter().map(PathBuf::from))
         .collect();
-    let exec = guard.get_mut::<ExecDir>().ok_or_else(|| {
+    let exec = guard.get_mut(exec).ok_or_else(|| {
         SetupError::new(
             Layer::Cli,
-            "internal error: the run's exec folder was not made before its programs",
+            "internal: the run's exec folder was torn down before its programs",
         )
     })?;
     // The skill's own programs first, charged to the user and the skill, before any sandbox
@@ -135,18 +133,21 @@ pub(crate) fn programs(
             ),
         ));
     }
-    out.parts.insert(EntryPrograms(Box::new(programs)));
-    out.parts.insert(ShimCopy(shim_copy.path));
-    Ok(())
+    Ok(Programs {
+        table: programs,
+        shim: shim_copy.path,
+    })
 }
 
-/// The report socket step of layer's steps ([`crate::layer::RunLayer::steps`]): band-shim's calls, from verified peers
-/// only, judged against the run's rules.
-pub(crate) fn report_socket(
+/// The report socket step (in the run's exec folder, beside band-shim): band-shim's calls, from
+/// verified peers only, judged against the run's rules. The run keeps the handle (it stops the
+/// listener when the run ends).
+pub fn report_socket(
     inp: &Inputs<'_>,
-    out: &mut Applied,
+    programs: Programs,
+    on_report: OnReport,
     guard: &mut RunGuard,
-) -> SetupResult<()> {
+) -> SetupResult<Held<ReportListener>> {
     let plan = inp.plan;
     let lib_trees: Vec<PathBuf> = plan
         .run_dir
@@ -155,28 +156,18 @@ pub(crate) fn report_socket(
         .map(|(_, p)| p.clone())
         .collect();
     let exec_plan: &ExecPlan = &plan.exec;
-    let ShimCopy(shim) = out.parts.need(Layer::Cli)?;
-    let check = PeerCheck::for_shim(shim, plan.identity.uid, &lib_trees)
+    let check = PeerCheck::for_shim(&programs.shim, plan.identity.uid, &lib_trees)
         .layer(Layer::Cli, "cannot stat band-shim")?;
-    let EntryPrograms(programs) = out.parts.take(Layer::Cli)?;
-    let programs: RunPrograms = programs.into_any().downcast().map(|p| *p).map_err(|_| {
-        SetupError::new(
-            Layer::Cli,
-            "internal: the run's programs are not the gate's",
-        )
-    })?;
-    guard.push(
-        ReportListener::start(
-            &exec_plan.root.join("sock"),
-            plan.identity.gid,
-            check,
-            plan.pre.rules.clone(),
-            programs,
-            out.on_report.clone(),
-        )
-        .layer(Layer::Cli, "failed to open the report socket")?,
-    );
-    Ok(())
+    let listener = ReportListener::start(
+        &exec_plan.root.join("sock"),
+        plan.identity.gid,
+        check,
+        plan.pre.rules.clone(),
+        programs.table,
+        on_report,
+    )
+    .layer(Layer::Cli, "failed to open the report socket")?;
+    Ok(guard.push(listener))
 }
 
 /// The user and skill a run is for, whom its charged entries in the program cache are charged
@@ -229,32 +220,9 @@ impl EntryStart for RunPrograms {
         // A refusal of the program cache reads as it did (its text names the program and bound).
         RunPrograms::fd(self, name).map_err(|e| std::io::Error::other(e.to_string()))
     }
-
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
-        self
-    }
 }
 
 impl RunLayer for Cli {
-    fn steps(&self) -> &'static [Step] {
-        &[
-            Step {
-                phase: Phase::ExecFolder,
-                what: "the run's exec folder",
-                apply: exec_folder,
-            },
-            Step {
-                phase: Phase::Programs,
-                what: "the run's programs and band-shim's copy",
-                apply: programs,
-            },
-            Step {
-                phase: Phase::Services,
-                what: "the report socket",
-                apply: report_socket,
-            },
-        ]
-    }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         execcache::run_dirs(host.state)
             .into_iter()

@@ -5,52 +5,26 @@ use std::collections::BTreeSet;
 
 use super::workdir::RunDir;
 use super::{Fs, maskcache, workdir};
-use crate::common::RunGuard;
-use crate::common::{Host, REMOVED_RUN_DIRS, Report, Stale};
+use crate::common::{Host, REMOVED_RUN_DIRS, Report, RunGuard, Stale};
 use crate::error::SetupResult;
-use crate::layer::RunLayer;
-use crate::layer::{Applied, Inputs};
+use crate::layer::{Inputs, RunLayer};
 
-/// run directory → collect: its root on the host.
-pub struct RunDirRoot(pub std::path::PathBuf);
+/// The run directory (made beside the programs and the spawn, whose bubblewrap waits for it):
+/// its root on the host, which the run collects from.
+pub fn run_dir(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<std::path::PathBuf> {
+    let dir = RunDir::create(&inp.plan.run_dir)?;
+    let root = dir.root.clone();
+    guard.push(dir);
+    Ok(root)
+}
 
-/// The late step ([`crate::layer::Phase::Ready`]): the wrappers in `/usr/bin`, made while
-/// bubblewrap builds the sandbox, before the jail's input is written.
-pub(crate) fn wrappers(
-    inp: &Inputs<'_>,
-    _out: &mut Applied,
-    _guard: &mut RunGuard,
-) -> SetupResult<()> {
+/// The late step, after the spawn: the wrappers in `/usr/bin`, made while bubblewrap builds the
+/// sandbox, before the jail's input is written.
+pub fn wrappers(inp: &Inputs<'_>) -> SetupResult<()> {
     RunDir::finish(&inp.plan.run_dir)
 }
 
-/// The run directory step of layer's steps ([`crate::layer::RunLayer::steps`]).
-pub(crate) fn run_dir(
-    inp: &Inputs<'_>,
-    out: &mut Applied,
-    guard: &mut RunGuard,
-) -> SetupResult<()> {
-    let dir = RunDir::create(&inp.plan.run_dir)?;
-    out.parts.insert(RunDirRoot(dir.root.clone()));
-    guard.push(dir);
-    Ok(())
-}
-
 impl RunLayer for Fs {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::RunDir,
-                what: "the run directory",
-                apply: run_dir,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Ready,
-                what: "the wrappers in /usr/bin",
-                apply: wrappers,
-            },
-        ]
-    }
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         // Run directories are listed before leases are read: a server writes its lease before it
         // creates its directory, so any directory seen here has its lease content by the time

@@ -58,15 +58,15 @@ pub fn key(root: &str, rels: &[&Path]) -> String {
 
 /// Write one whiteout per path of `rels` under `dir` (which exists), with directories between.
 pub fn build_layer(dir: &Path, rels: &[&Path]) -> SetupResult<()> {
-    let fsl = Layer::Filesystem;
+    const FSL: Layer = Layer::Filesystem;
     for rel in rels {
         let file = dir.join(rel);
         if let Some(parent) = file.parent() {
             fs::create_dir_all(parent)
-                .layer(fsl, format!("failed to create {}", parent.display()))?;
+                .layer(FSL, format!("failed to create {}", parent.display()))?;
         }
         sys::mknod_whiteout(&file).layer(
-            fsl,
+            FSL,
             format!("failed to create a whiteout for {}", rel.display()),
         )?;
     }
@@ -82,23 +82,23 @@ pub fn shared_layer(
     root: &str,
     rels: &[&Path],
 ) -> SetupResult<Option<PathBuf>> {
-    let fsl = Layer::Filesystem;
+    const FSL: Layer = Layer::Filesystem;
     let cache = cache_dir(state);
     match std::fs::DirBuilder::new().mode(0o700).create(&cache) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => {
             return Err(SetupError::new(
-                fsl,
+                FSL,
                 format!("failed to create {}: {e}", cache.display()),
             ));
         }
     }
     let meta =
-        fs::symlink_metadata(&cache).layer(fsl, format!("failed to stat {}", cache.display()))?;
+        fs::symlink_metadata(&cache).layer(FSL, format!("failed to stat {}", cache.display()))?;
     if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
         return Err(SetupError::new(
-            fsl,
+            FSL,
             format!(
                 "{} must be a root-owned directory writable by root only",
                 cache.display()
@@ -110,14 +110,14 @@ pub fn shared_layer(
         Ok(m) if m.is_dir() => return Ok(Some(layer)),
         Ok(_) => {
             return Err(SetupError::new(
-                fsl,
+                FSL,
                 format!("{} is not a directory", layer.display()),
             ));
         }
         Err(_) => {}
     }
     let kept = fs::read_dir(&cache)
-        .layer(fsl, format!("failed to read {}", cache.display()))?
+        .layer(FSL, format!("failed to read {}", cache.display()))?
         .filter_map(|e| e.ok())
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .count();
@@ -129,7 +129,7 @@ pub fn shared_layer(
     std::fs::DirBuilder::new()
         .mode(0o755)
         .create(&build)
-        .layer(fsl, format!("failed to create {}", build.display()))?;
+        .layer(FSL, format!("failed to create {}", build.display()))?;
     let built = build_layer(&build, rels).and_then(|()| match fs::rename(&build, &layer) {
         Ok(()) => Ok(()),
         // Another run published the same layer first: use theirs.
@@ -138,7 +138,7 @@ pub fn shared_layer(
             Ok(())
         }
         Err(e) => Err(SetupError::new(
-            fsl,
+            FSL,
             format!("failed to publish {}: {e}", layer.display()),
         )),
     });

@@ -6,55 +6,59 @@
 //! is written (so before the script).
 
 use std::collections::BTreeSet;
-
-use super::{Net, nft, remove_stale_tables};
-use std::time::Instant;
+use std::sync::Arc;
 
 use band::proto::Layer;
 
 use super::NetLayer;
 use super::nft::Nft;
-use crate::common::RunGuard;
-use crate::common::handover::{NetNamespace, Spawned};
+use super::{Net, nft, remove_stale_tables};
+use crate::common::handover::{NetNamespace, OnLookup};
+use crate::common::{Held, RunGuard};
 use crate::error::{SetupError, SetupResult};
-use crate::layer::RunLayer;
-use crate::layer::{Applied, Inputs};
+use crate::layer::{Inputs, RunLayer};
 
-/// The network step of layer's steps ([`crate::layer::RunLayer::steps`]).
-pub(crate) fn table_and_stub(
+/// The run's network, started ([`table_and_relay`]): its handle, for the wait and the run loop
+/// (which watches its table and reads what it saw), and its namespace, for the spawn.
+pub struct NetStarted {
+    pub layer: Held<NetLayer>,
+    pub netns: Option<NetNamespace>,
+}
+
+/// The network's first step, before the spawn (bubblewrap joins the namespace): the nftables
+/// table, and the network namespace with its relay started. Nothing without `allow.net`.
+pub fn table_and_relay(
     inp: &Inputs<'_>,
-    out: &mut Applied,
+    on_lookup: Arc<OnLookup>,
     guard: &mut RunGuard,
-) -> SetupResult<()> {
+) -> SetupResult<Option<NetStarted>> {
     let Some(net_plan) = &inp.plan.net else {
-        return Ok(());
+        return Ok(None);
     };
     let layer = NetLayer::start(
         net_plan,
         &Nft::new(&inp.cfg.nft),
         &inp.cfg.slirp4netns,
-        out.on_lookup.clone(),
+        on_lookup,
     )
     .map_err(failed)?;
-    if let Some(fd) = layer.netns_fd() {
-        out.parts.insert(NetNamespace(fd));
-    }
-    guard.push(layer);
-    Ok(())
+    let netns = layer.netns_fd().map(NetNamespace);
+    Ok(Some(NetStarted {
+        layer: guard.push(layer),
+        netns,
+    }))
 }
 
-/// The network's wait step ([`crate::layer::Phase::Ready`]): the relay up and the stub serving,
-/// before the jail's input is written. The script's clock starts after the wait.
-pub(crate) fn ready(_inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
-    let Some(layer) = guard.get_mut::<NetLayer>() else {
-        return Ok(());
-    };
-    layer.wait_ready().map_err(failed)?;
-    if let Some(mut spawned) = out.parts.remove::<Spawned>() {
-        spawned.run_start = Instant::now();
-        out.parts.insert(spawned);
-    }
-    Ok(())
+/// The network's wait step, after the spawn: the relay up and the stub serving, before the
+/// jail's input is written (the run starts the script's clock after it).
+pub fn ready(net: &Held<NetLayer>, guard: &mut RunGuard) -> SetupResult<()> {
+    let layer = guard.get_mut(net).ok_or_else(|| {
+        SetupError::new(
+            Layer::Network,
+            "internal: the network was torn down before its wait",
+        )
+    })?;
+    layer.wait_ready().map_err(failed)
 }
 
 fn failed(e: super::NetError) -> SetupError {
@@ -63,20 +67,6 @@ fn failed(e: super::NetError) -> SetupError {
 }
 
 impl RunLayer for Net {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::Network,
-                what: "the nftables table, and the network namespace with its relay started (with allow.net)",
-                apply: table_and_stub,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Ready,
-                what: "the relay waited for, and the DNS stub (with allow.net)",
-                apply: ready,
-            },
-        ]
-    }
     fn list_stale(
         &self,
         host: &crate::common::Host<'_>,

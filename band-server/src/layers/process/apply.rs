@@ -1,7 +1,7 @@
 //! Apply the process layer's plan, in two steps: the jail's input (with the memfd guard it
-//! depends on), then the spawn of bubblewrap: it needs what every step before left (after it
-//! come only the steps of [`crate::layer::Phase::Ready`], which wait for what was started
-//! earlier or make what only the script needs).
+//! depends on), then the spawn of bubblewrap: it needs what every step before returned (after
+//! it come only the steps that wait for what was started earlier or make what only the script
+//! needs).
 
 use super::Process;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -16,28 +16,44 @@ use band::proto::Layer;
 use super::memfd::{self, MemfdGuard};
 use super::{ProcessPlan, bwrap, seccomp};
 use crate::common::RunGuard;
-use crate::common::handover::{JoinFiles, NetNamespace};
+use crate::common::handover::{JoinFiles, NetNamespace, OnReport};
 use crate::error::{LayerExt, SetupResult};
-use crate::layer::RunLayer;
-use crate::layer::{Applied, EntryPrograms, Inputs};
+use crate::layer::{EntryStart, Gate, Inputs, RunLayer};
 use crate::sys::{self, PreExec};
 
 pub use crate::common::handover::Spawned;
 
-/// jail input → spawn: the jail's input (secrets included), encoded.
-pub struct JailJson(pub Vec<u8>);
+/// jail input → spawn: what [`jail_input`] made.
+pub struct JailReady {
+    /// The jail's input (secrets included), encoded.
+    json: Vec<u8>,
+    /// How the run's memfds are kept from executing.
+    memfd: MemfdGuard,
+    /// The entry's interpreter, as a descriptor for the jail to run (none when the jail runs the
+    /// entry itself).
+    program: Option<OwnedFd>,
+}
 
-/// jail input → spawn: the entry's interpreter, as a descriptor for the jail to run (none when
-/// the jail runs the entry itself).
-pub struct JailProgram(pub OwnedFd);
+/// What the spawn needs from the other layers, each from the step that made it.
+pub struct SpawnInputs {
+    pub jail: JailReady,
+    /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
+    pub cgroup_join: JoinFiles,
+    /// network → spawn: the run's own network namespace (with `allow.net`).
+    pub netns: Option<NetNamespace>,
+    /// What the run builds beside the spawn (the run directory), which bubblewrap's exec waits
+    /// for.
+    pub gate: Option<Gate>,
+}
 
-/// The jail input step of layer's steps ([`crate::layer::RunLayer::steps`]). memfd execution: the run's pid namespace
+/// The jail input step: how the entry starts (`programs`: the CLI gate's programs, which decide
+/// it), the memfd guard, and the jail's input encoded. memfd execution: the run's pid namespace
 /// gets `vm.memfd_noexec = 2`, or, on kernels without it, seccomp denies memfd_create.
-pub(crate) fn jail_input(
+pub fn jail_input(
     inp: &Inputs<'_>,
-    out: &mut Applied,
-    _guard: &mut RunGuard,
-) -> SetupResult<()> {
+    programs: &dyn EntryStart,
+    on_report: &OnReport,
+) -> SetupResult<JailReady> {
     let req = inp.checked.req;
     let part: &ProcessPlan = &inp.plan.process;
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
@@ -48,7 +64,6 @@ pub(crate) fn jail_input(
         Layer::Process,
         "cannot make the run's memfds non-executable",
     )?;
-    let EntryPrograms(programs) = out.parts.need(Layer::Cli)?;
     // `band exec`'s one command, allowed: the jail starts it directly (judged and recorded here,
     // as band-shim's call would be), not `sh` and then band-shim (issue 17, item 4). Refused or
     // unknown, the script runs as written and band-shim refuses it as before.
@@ -62,7 +77,7 @@ pub(crate) fn jail_input(
         )
     };
     let direct = programs
-        .band_exec(inp, entry_data, &out.on_report)
+        .band_exec(inp, entry_data, on_report)
         .map(jail_exec);
     let exec = direct.or_else(|| {
         programs
@@ -94,7 +109,7 @@ pub(crate) fn jail_input(
                 Layer::Process,
                 "cannot pass the entry's interpreter to the jail",
             )?;
-        jail_program = Some(JailProgram(fd));
+        jail_program = Some(fd);
     }
     let jail_input = bwrap::JailInput {
         secrets: req.secrets.clone(),
@@ -109,19 +124,18 @@ pub(crate) fn jail_input(
     let jail_json = serde_json::to_vec(&jail_input)
         .layer(Layer::Secrets, "failed to encode the jail's input")?;
     drop(jail_input);
-    if let Some(p) = jail_program {
-        out.parts.insert(p);
-    }
-    out.parts.insert(memfd);
-    out.parts.insert(JailJson(jail_json));
-    Ok(())
+    Ok(JailReady {
+        json: jail_json,
+        memfd,
+        program: jail_program,
+    })
 }
 
-/// The spawn step of layer's steps ([`crate::layer::RunLayer::steps`]). bubblewrap runs under a reaper
-/// ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed first (the timeout
-/// path kills band-server's child after the cgroup), that pid 1 is handed to band-server, not to
-/// the host's init, and is reaped at the end of `run::execute`.
-pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -> SetupResult<()> {
+/// The spawn step: bubblewrap, in the run's cgroup as the run's uid (kept in `guard`). It runs
+/// under a reaper ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed
+/// first (the timeout path kills band-server's child after the cgroup), that pid 1 is handed to
+/// band-server, not to the host's init, and is reaped at the end of `run::execute`.
+pub fn spawn(inp: &Inputs<'_>, with: SpawnInputs, guard: &mut RunGuard) -> SetupResult<Spawned> {
     let plan = inp.plan;
     let part: &ProcessPlan = &plan.process;
     sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;
@@ -141,13 +155,19 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
             let _ = std::io::Write::write_all(&mut f, &args_data);
         })
         .layer(Layer::Process, "failed to start a thread")?;
-    let JailJson(jail_json) = out.parts.take(Layer::Process)?;
-    let memfd: MemfdGuard = out.parts.take(Layer::Process)?;
-    let program = out.parts.remove::<JailProgram>().map(|p| p.0);
-    let JoinFiles(cgroup_join) = out.parts.take(Layer::Cgroup)?;
-    let netns = out.parts.remove::<NetNamespace>().map(|n| n.0);
-    // What the run builds beside the spawn (the run directory), which bubblewrap's exec waits for.
-    let gate = out.parts.remove::<crate::layer::Gate>().map(|g| g.0);
+    let SpawnInputs {
+        jail:
+            JailReady {
+                json: jail_json,
+                memfd,
+                program,
+            },
+        cgroup_join: JoinFiles(cgroup_join),
+        netns,
+        gate,
+    } = with;
+    let netns = netns.map(|n| n.0);
+    let gate = gate.map(|g| g.0);
     let mut fds = vec![
         (secrets_r.as_raw_fd(), bwrap::SECRETS_FD),
         (status_w.as_raw_fd(), bwrap::STATUS_FD),
@@ -200,29 +220,13 @@ pub(crate) fn spawn(inp: &Inputs<'_>, out: &mut Applied, guard: &mut RunGuard) -
     drop(gate);
     let observe = observe.map(|(ours, _jail_end)| ours);
     guard.child = Some(child);
-    out.parts.insert(Spawned {
+    Ok(Spawned {
         secrets_w,
         jail_json,
         status_r,
         run_start,
         observe,
-    });
-    Ok(())
+    })
 }
 
-impl RunLayer for Process {
-    fn steps(&self) -> &'static [crate::layer::Step] {
-        &[
-            crate::layer::Step {
-                phase: crate::layer::Phase::JailInput,
-                what: "the memfd guard and the jail's input",
-                apply: jail_input,
-            },
-            crate::layer::Step {
-                phase: crate::layer::Phase::Spawn,
-                what: "bubblewrap, spawned in the cgroup as the run's uid",
-                apply: spawn,
-            },
-        ]
-    }
-}
+impl RunLayer for Process {}
