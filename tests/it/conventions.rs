@@ -373,13 +373,12 @@ fn privileged_the_host_target_without_root_names_sudo() {
         &["text/count", "--text=a", "--target", "host"],
         t.path(),
     );
+    // The error names `sudo -n`, and no "No such file or directory".
     band_snapshot!(
         out,
         "host_target_not_root",
         &[(t.path().to_str().unwrap(), "[DIR]")]
     );
-    assert!(out.stderr.contains("sudo"), "{}", out.stderr);
-    assert!(!out.stderr.contains("No such file"), "{}", out.stderr);
 }
 
 /// The README's pre-commit examples name a hook the repository has, with its `files`, and pin no

@@ -68,14 +68,16 @@ fn privileged_corpus_tmp_is_the_runs_own() {
 fn privileged_corpus_refused_paths_refuse_the_run() {
     band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().unwrap();
-    for (rule, words) in [
+    for (rule, words, name) in [
         (
             "read: [\"/root/.config/**\"]",
             "/root is never exposed to a run",
+            "lint_refused_read_root",
         ),
         (
             "write: [\"/usr/local/**\"]",
             "/usr is read-only in the sandbox",
+            "lint_refused_write_usr",
         ),
     ] {
         let file = t.path().join("x.band.md");
@@ -84,9 +86,8 @@ fn privileged_corpus_refused_paths_refuse_the_run() {
             format!("---\nband: x\ndescription: d\nallow:\n  cli: [\"cat *\"]\n  {rule}\n---\n"),
         )
         .unwrap();
-        let (lint_code, lint_out, _) = band(&["lint", "x.band.md"], t.path());
-        assert_eq!(lint_code, 1, "{lint_out}");
-        assert!(lint_out.contains(words), "{lint_out}");
+        // Lint says `words`; the run's refusal says them too.
+        band_snapshot!(output(&["lint", "x.band.md"], t.path()), name);
         let (code, out, err) = band(
             &[
                 "exec",
@@ -349,15 +350,14 @@ fn privileged_corpus_lint_and_run_agree() {
 /// `band help` reads co-located contracts, and says a script without one takes no arguments.
 #[test]
 fn help_reads_upstream_contracts() {
-    let (code, out, err) = band(&["help", "upstream/github/issue-list"], &corpus());
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("Required:\n  --repo <string>\n      Repository in owner/name format\n"),
-        "{out}"
+    band_snapshot!(
+        output(&["help", "upstream/github/issue-list"], &corpus()),
+        "help_upstream_contract"
     );
-    let (code, out, err) = band(&["help", "upstream/elevenlabs/user-info"], &corpus());
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("\nArguments: none\n"), "{out}");
+    band_snapshot!(
+        output(&["help", "upstream/elevenlabs/user-info"], &corpus()),
+        "help_upstream_no_contract"
+    );
 }
 
 /// `band list` shows the resources' scripts, not upstream's wrappers twice or as scripts.

@@ -50,16 +50,17 @@ fn wrapped_agent_skills_lint_clean() {
     let ws = workspace(&["pdf", "skill-creator", "xlsx", "docx"]);
     for skill in ["pdf", "skill-creator", "xlsx", "docx"] {
         // Before: S006 (no band); docx's S007 (no scripts: its programs are in a subfolder).
-        let (_, out, _) = band(&["lint", skill], ws.path());
-        assert!(
-            !out.contains("no problems"),
-            "{skill} is not clean before band wrap: {out}"
+        band_snapshot!(
+            output(&["lint", skill], ws.path()),
+            format!("lint_{skill}_before_wrap")
         );
         let (code, out, err) = band(&["wrap", skill, "--write"], ws.path());
         assert_eq!(code, 0, "{skill}: {out}{err}");
-        let (code, out, err) = band(&["lint", skill], ws.path());
-        assert_eq!(code, 0, "{skill}: {out}{err}");
-        assert!(out.contains("no problems"), "{skill}: {out}");
+        // After: no problems.
+        band_snapshot!(
+            output(&["lint", skill], ws.path()),
+            format!("lint_{skill}_wrapped")
+        );
         let (code, out, _) = band(&["lock", "--check", skill], ws.path());
         assert_eq!(code, 0, "{skill}: {out}");
         let (skill_dir, _) = band::skill::load_skill(&ws.path().join(skill));
@@ -69,14 +70,12 @@ fn wrapped_agent_skills_lint_clean() {
         }
     }
     // `band help` shows an argv-style script's usage as its command line.
-    let (code, out, _) = band(
-        &["help", "--skills", ".", "pdf/check_bounding_boxes"],
-        ws.path(),
-    );
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.starts_with("Usage: band pdf/check_bounding_boxes [band's flags] -- ARGS…\n"),
-        "{out}"
+    band_snapshot!(
+        output(
+            &["help", "--skills", ".", "pdf/check_bounding_boxes"],
+            ws.path()
+        ),
+        "help_wrapped_argv_script"
     );
     let (docx, _) = band::skill::load_skill(&ws.path().join("docx"));
     let scripts: Vec<(&str, String)> = docx
@@ -91,11 +90,9 @@ fn wrapped_agent_skills_lint_clean() {
             ("office-unpack", "scripts/office/unpack.py".to_string())
         ]
     );
-    let (code, out, _) = band(&["list", "--skills", "."], ws.path());
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("docx/office-soffice  docx/office-unpack\n"),
-        "{out}"
+    band_snapshot!(
+        output(&["list", "--skills", "."], ws.path()),
+        "list_wrapped_with_subfolder_scripts"
     );
 }
 
@@ -112,9 +109,10 @@ fn wrap_refuses_a_skill_with_only_modules() {
     )
     .unwrap();
     fs_err::write(skill.join("scripts/lib/util.py"), "def f():\n    pass\n").unwrap();
-    let (code, out, err) = band(&["wrap", "lib-only", "--write"], ws.path());
-    assert_eq!(code, 2, "{out}");
-    assert!(err.contains("scripts/lib/util.py"), "{err}");
+    band_snapshot!(
+        output(&["wrap", "lib-only", "--write"], ws.path()),
+        "wrap_only_modules_refused"
+    );
     assert!(!skill.join("BAND.md").exists());
 }
 
@@ -123,9 +121,10 @@ fn wrap_refuses_a_skill_with_only_modules() {
 fn wrap_never_replaces_a_band_without_force() {
     let ws = workspace(&["pdf"]);
     fs_err::write(ws.path().join("pdf/BAND.md"), "---\nband: mine\n---\n").unwrap();
-    let (code, _, err) = band(&["wrap", "pdf", "--write"], ws.path());
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("BAND.md already exist"), "{err}");
+    band_snapshot!(
+        output(&["wrap", "pdf", "--write"], ws.path()),
+        "wrap_band_already_there"
+    );
     assert_eq!(
         fs_err::read_to_string(ws.path().join("pdf/BAND.md")).unwrap(),
         "---\nband: mine\n---\n"
@@ -253,7 +252,7 @@ fn privileged_wrapped_agent_skills_run_with_argv() {
         json!({"name": "skill-creator__quick_validate", "arguments": {"args": ["pdf"]}}),
     );
     assert_eq!(r["isError"], json!(false), "{r}");
-    assert!(r.to_string().contains("Skill is valid!"), "{r}");
+    assert_eq!(r["content"][0]["text"], json!("Skill is valid!\n"), "{r}");
 }
 
 /// From inside: a wrapped skill reads the workspace files its band allows and nothing else of
