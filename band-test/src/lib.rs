@@ -109,7 +109,9 @@ pub fn copy_dir(from: &Path, to: &Path) {
 
 /// A skill folder for a test, written by [`SkillBuilder::write`]: `SKILL.md` (its name,
 /// description and text), `BAND.md` (the frontmatter after `band: <name>`), scripts with their
-/// modes, and the contracts in `schemas/`.
+/// modes, the contracts in `schemas/`, and any other file with the mode it is given. A tree
+/// that is malformed on purpose (a symlink, a hostile name, a folder named unlike its skill) is
+/// a test's own to write, where the reader sees it.
 ///
 /// ```text
 /// let skill = SkillBuilder::new("probe")
@@ -129,6 +131,15 @@ pub struct SkillBuilder {
 }
 
 impl SkillBuilder {
+    /// The contract of a script that takes no input: an object with no properties (JSON Schema
+    /// 2020-12), as [`SkillBuilder::input_schema`] text.
+    pub const NO_INPUT: &str = r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false
+}
+"#;
+
     /// The skill `name`, described as "A skill of a test.", with no text, no `BAND.md` and no
     /// files yet.
     pub fn new(name: &str) -> SkillBuilder {
@@ -147,7 +158,8 @@ impl SkillBuilder {
         self
     }
 
-    /// `SKILL.md`'s text after its frontmatter (and a blank line).
+    /// `SKILL.md`'s text after its frontmatter (and a blank line). Without one, `SKILL.md` ends
+    /// at its frontmatter's closing `---` line.
     pub fn body(mut self, text: &str) -> SkillBuilder {
         self.body = text.into();
         self
@@ -191,10 +203,14 @@ impl SkillBuilder {
             fs_err::write(&p, text).unwrap();
             fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
         };
-        let skill_md = format!(
-            "---\nname: {}\ndescription: {}\n---\n\n{}",
-            self.name, self.description, self.body
+        let mut skill_md = format!(
+            "---\nname: {}\ndescription: {}\n---\n",
+            self.name, self.description
         );
+        if !self.body.is_empty() {
+            skill_md.push('\n');
+            skill_md.push_str(&self.body);
+        }
         put("SKILL.md", 0o644, &skill_md);
         if let Some(band) = &self.band {
             put(
@@ -602,6 +618,35 @@ mod tests {
             (mode("scripts/probe.sh"), mode("schemas/input/probe.json")),
             (0o755, 0o644)
         );
+    }
+
+    #[test]
+    fn a_skill_without_text_ends_at_its_frontmatter_and_files_keep_their_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = SkillBuilder::new("bare")
+            .input_schema("go", SkillBuilder::NO_INPUT)
+            .file("lib/notes.sh", 0o644, "#!/bin/sh\n")
+            .file("bin/tool", 0o700, "echo tool\n")
+            .write(t.path());
+        let read = |p: &str| fs_err::read_to_string(dir.join(p)).unwrap();
+        assert_eq!(
+            read("SKILL.md"),
+            "---\nname: bare\ndescription: A skill of a test.\n---\n"
+        );
+        assert!(!dir.join("BAND.md").exists());
+        let contract: serde_json::Value =
+            serde_json::from_str(&read("schemas/input/go.json")).unwrap();
+        assert_eq!(
+            contract,
+            serde_json::json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "additionalProperties": false
+            })
+        );
+        let mode = |p: &str| fs_err::metadata(dir.join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!((mode("lib/notes.sh"), mode("bin/tool")), (0o644, 0o700));
     }
 
     #[test]

@@ -1,67 +1,40 @@
 //! Programs shipped in a skill (issue 13, item 3): lint's S010/S011/S012 and the `./` pattern
 //! errors, `band explain`'s list of the skill's programs.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
-use band_test::band_snapshot;
+use band_test::{SkillBuilder, band_snapshot};
 
 use crate::common::output;
-
-fn write(root: &Path, rel: &str, data: &[u8], mode: u32) {
-    let p = root.join(rel);
-    fs_err::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    fs_err::write(&p, data).expect("write");
-    fs_err::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
 
 /// A skill `tools` with two scripts and files of every kind: `bin/tool` (named by a rule),
 /// `bin/helper` (executable, not named), `bin/native` (an ELF header, not named), `lib/notes.sh`
 /// (a `#!` line without the execute bit, not named), `lib/x.py` (a `#!` line, passed to
-/// python3 by a rule), `lib/data.txt` (plain), and `scripts/native` (an ELF entry).
-fn skill(bands: &str) -> tempfile::TempDir {
+/// python3 by a rule), `lib/data.txt` (plain), and `scripts/native` (an ELF entry). `band` is
+/// its band's frontmatter after `band: tools`.
+fn skill(band: &str) -> tempfile::TempDir {
     let t = tempfile::tempdir().expect("tmp");
-    let root = t.path().join("tools");
-    write(
-        &root,
-        "SKILL.md",
-        b"---\nname: tools\ndescription: d\n---\n",
-        0o644,
-    );
-    write(&root, "BAND.md", bands.as_bytes(), 0o644);
+    let mut tools = SkillBuilder::new("tools").description("d").band(band);
     for s in ["go", "native"] {
-        write(
-            &root,
-            &format!("schemas/input/{s}.json"),
-            br#"{"type": "object"}"#,
-            0o644,
-        );
-        write(
-            &root,
-            &format!("schemas/output/{s}.json"),
-            br#"{"type": "object"}"#,
-            0o644,
-        );
+        tools = tools
+            .input_schema(s, r#"{"type": "object"}"#)
+            .output_schema(s, r#"{"type": "object"}"#);
     }
-    write(
-        &root,
-        "scripts/go.sh",
-        b"#!/bin/sh\n/skill/bin/tool\n",
-        0o755,
-    );
-    write(&root, "scripts/native", b"\x7fELF\x02\x01\x01", 0o755);
-    write(&root, "bin/tool", b"#!/bin/sh\necho tool\n", 0o755);
-    write(&root, "bin/helper", b"echo helper\n", 0o755);
-    write(&root, "bin/native", b"\x7fELF\x02\x01\x01", 0o644);
-    write(&root, "lib/notes.sh", b"#!/bin/sh\n", 0o644);
-    write(&root, "lib/x.py", b"#!/usr/bin/env python3\n", 0o755);
-    write(&root, "lib/data.txt", b"data\n", 0o644);
+    tools
+        .script("go.sh", "#!/bin/sh\n/skill/bin/tool\n")
+        .script("native", ELF)
+        .file("bin/tool", 0o755, "#!/bin/sh\necho tool\n")
+        .file("bin/helper", 0o755, "echo helper\n")
+        .file("bin/native", 0o644, ELF)
+        .file("lib/notes.sh", 0o644, "#!/bin/sh\n")
+        .file("lib/x.py", 0o755, "#!/usr/bin/env python3\n")
+        .file("lib/data.txt", 0o644, "data\n")
+        .write(t.path());
     t
 }
 
-const BAND: &str = r#"---
-band: tools
-description: d
+/// The start of an ELF file's header.
+const ELF: &str = "\x7fELF\x02\x01\x01";
+
+const BAND: &str = r#"description: d
 allow:
   cli:
     - "./bin/tool *"
@@ -72,7 +45,6 @@ allow:
     - "bin/tool *"
 deny:
   cli: ["./bin/missing *"]
----
 "#;
 
 #[test]
@@ -93,7 +65,7 @@ fn lint_json_reports_the_skills_programs() {
 #[test]
 fn explain_lists_the_skills_programs() {
     let t = skill(
-        "---\nband: tools\ndescription: d\nallow:\n  cli: [\"./bin/tool *\", \"jq *\"]\ndeny:\n  cli: [\"./bin/tool --bad *\"]\n---\n",
+        "description: d\nallow:\n  cli: [\"./bin/tool *\", \"jq *\"]\ndeny:\n  cli: [\"./bin/tool --bad *\"]\n",
     );
     band_snapshot!(
         output(&["explain", "--skills", ".", "tools/go"], t.path()),

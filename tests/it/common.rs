@@ -1,7 +1,7 @@
 //! Shared by the modules: the built `band` in the test environment, and the privileged-test gate
 //! (the helpers themselves are in the `band-test` crate).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use band_test::{Band, Output};
 use serde_json::Value;
@@ -30,11 +30,32 @@ pub(crate) fn write_script(path: &Path, text: &str) {
         .expect("chmod");
 }
 
+/// The skill `demo` as `band init` writes it in `skills` (made if missing), with `script` as its
+/// `scripts/hello.sh`, each `(path, text)` of `files` written into it, and its band's
+/// `allow.cli` empty: a skill for `band learn` to draft a band for. Returns the skill's folder.
+pub(crate) fn unbanded_demo(skills: &Path, script: &str, files: &[(&str, &str)]) -> PathBuf {
+    fs_err::create_dir_all(skills).expect("mkdir");
+    assert_eq!(bin().run(&["init", "demo"], skills).0, 0);
+    let root = skills.join("demo");
+    fs_err::write(root.join("scripts/hello.sh"), script).expect("write");
+    for (path, text) in files {
+        let file = root.join(path);
+        fs_err::create_dir_all(file.parent().expect("a file of the skill has a folder"))
+            .expect("mkdir");
+        fs_err::write(file, text).expect("write");
+    }
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    root
+}
+
 /// band-server behind a script in `dir` that notes each start in `dir/starts` and keeps what it
 /// was sent in `dir/sent`: a copy of its input goes through a fifo, and the script becomes
 /// band-server (so nothing else holds band's end of its output, whose end band waits for).
 /// Returns the script, for `BAND_SERVER`.
-pub(crate) fn noting_server(dir: &Path, band: &Band) -> std::path::PathBuf {
+pub(crate) fn noting_server(dir: &Path, band: &Band) -> PathBuf {
     let wrapper = dir.join("band-server");
     write_script(
         &wrapper,

@@ -11,7 +11,7 @@ use band::policy::net::NetPattern;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{bin, repo, sandbox_missing};
+use crate::common::{bin, repo, sandbox_missing, unbanded_demo};
 
 /// A copy of `skills/<skill>` under `dir/skills`, with every allow list and env.secrets of the
 /// band that governs `script` emptied. Returns that band file.
@@ -322,27 +322,16 @@ fn privileged_learn_http_fetch_extract_from_an_empty_band() {
 fn privileged_learn_drafts_exactly_what_a_script_did() {
     band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
-    let skills = t.path().join("skills");
-    fs_err::create_dir_all(&skills).expect("mkdir");
-    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
-    let root = skills.join("demo");
     // One file read, one written, two commands (jq, python3), one name looked up; a second
     // workspace file never touched.
-    fs_err::write(
-        root.join("scripts/hello.sh"),
+    unbanded_demo(
+        &t.path().join("skills"),
         "#!/bin/sh\nset -e\njq -r .name \"$INPUT_PATH\" > /dev/null\npython3 /skill/lib/resolve.py\nread line < data/in.txt\nmkdir -p out\necho \"$line\" > out/result.txt\necho '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
-    )
-    .expect("write");
-    fs_err::create_dir_all(root.join("lib")).expect("mkdir");
-    fs_err::write(
-        root.join("lib/resolve.py"),
-        "import socket\ntry:\n    socket.getaddrinfo('probe.learn.test', 80)\nexcept OSError:\n    pass\n",
-    )
-    .expect("write");
-    let band_md = root.join("BAND.md");
-    let text = fs_err::read_to_string(&band_md).expect("read");
-    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
-    fs_err::write(&band_md, text).expect("write");
+        &[(
+            "lib/resolve.py",
+            "import socket\ntry:\n    socket.getaddrinfo('probe.learn.test', 80)\nexcept OSError:\n    pass\n",
+        )],
+    );
     let ws = t.path().join("ws");
     fs_err::create_dir_all(ws.join("data")).expect("mkdir");
     fs_err::write(ws.join("data/in.txt"), "hello\n").expect("write");
@@ -435,10 +424,6 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
 fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched() {
     band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
-    let skills = t.path().join("skills");
-    fs_err::create_dir_all(&skills).expect("mkdir");
-    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
-    let root = skills.join("demo");
     // A host file outside the workspace (hidden in the sandbox until a rule binds it), a
     // neighbour never touched, and a path that exists nowhere. Under /srv: band learn never
     // drafts a rule under /etc (issue 36).
@@ -457,17 +442,13 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
         }
     }
     let _rm = Rm(vec![probe.clone(), neighbour.clone()]);
-    fs_err::write(
-        root.join("scripts/hello.sh"),
-        format!(
+    unbanded_demo(
+        &t.path().join("skills"),
+        &format!(
             "#!/bin/sh\nline=$(cat {probe} 2>/dev/null || echo missing)\ncat /opt/band-learn-nowhere-{id}/y 2>/dev/null || true\nprintf '{{\"greeting\":\"%s\"}}' \"$line\" > \"$OUTPUT_PATH\"\n"
         ),
-    )
-    .expect("write");
-    let band_md = root.join("BAND.md");
-    let text = fs_err::read_to_string(&band_md).expect("read");
-    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
-    fs_err::write(&band_md, text).expect("write");
+        &[],
+    );
     let ws = t.path().join("ws");
     fs_err::create_dir_all(&ws).expect("mkdir");
 
@@ -552,21 +533,13 @@ fn privileged_learn_records_a_path_outside_the_workspace_and_nothing_untouched()
 fn privileged_learn_finds_a_command_named_through_a_variable() {
     band_test::privileged!(sandbox_missing());
     let t = tempfile::tempdir().expect("tmp");
-    let skills = t.path().join("skills");
-    fs_err::create_dir_all(&skills).expect("mkdir");
-    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
-    let root = skills.join("demo");
     // No file of the skill names `uname`: the script builds the name. It also tries a program
     // this host does not have.
-    fs_err::write(
-        root.join("scripts/hello.sh"),
+    unbanded_demo(
+        &t.path().join("skills"),
         "#!/bin/sh\nTOOL=$(printf 'un%se' am)\nos=$($TOOL -s)\nband-learn-no-such-tool 2>/dev/null || true\nprintf '{\"greeting\":\"%s\"}' \"$os\" > \"$OUTPUT_PATH\"\n",
-    )
-    .expect("write");
-    let band_md = root.join("BAND.md");
-    let text = fs_err::read_to_string(&band_md).expect("read");
-    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
-    fs_err::write(&band_md, text).expect("write");
+        &[],
+    );
     let args = |extra: &[&'static str]| {
         let mut a = vec!["--skills", "skills", "demo/hello", "--name=x"];
         a.extend(extra);
@@ -599,25 +572,14 @@ fn privileged_learn_finds_a_command_named_through_a_variable() {
 /// A skill `demo/hello` in `dir/skills` whose script resolves `api.learn.test` and fetches
 /// `http://api.learn.test:8080/learn` (Python's socket module), with an empty allow list.
 fn net_skill(dir: &Path) {
-    let skills = dir.join("skills");
-    fs_err::create_dir_all(&skills).expect("mkdir");
-    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
-    let root = skills.join("demo");
-    fs_err::write(
-        root.join("scripts/hello.sh"),
+    unbanded_demo(
+        &dir.join("skills"),
         "#!/bin/sh\npython3 /skill/lib/get.py > \"$OUTPUT_PATH\"\n",
-    )
-    .expect("write");
-    fs_err::create_dir_all(root.join("lib")).expect("mkdir");
-    fs_err::write(
-        root.join("lib/get.py"),
-        "import json, socket\ntry:\n    s = socket.create_connection(('api.learn.test', 8080), timeout=5)\n    s.sendall(b'GET /learn HTTP/1.0\\r\\nHost: api.learn.test\\r\\n\\r\\n')\n    body = s.makefile('rb').read().decode().split('\\r\\n\\r\\n', 1)[-1]\n    print(json.dumps({'greeting': body.split()[0]}))\nexcept OSError as e:\n    print(json.dumps({'greeting': 'unreachable'}))\n",
-    )
-    .expect("write");
-    let band_md = root.join("BAND.md");
-    let text = fs_err::read_to_string(&band_md).expect("read");
-    let text = band::learn::edit::set_list(&text, "allow", "cli", &[]).expect("edit");
-    fs_err::write(&band_md, text).expect("write");
+        &[(
+            "lib/get.py",
+            "import json, socket\ntry:\n    s = socket.create_connection(('api.learn.test', 8080), timeout=5)\n    s.sendall(b'GET /learn HTTP/1.0\\r\\nHost: api.learn.test\\r\\n\\r\\n')\n    body = s.makefile('rb').read().decode().split('\\r\\n\\r\\n', 1)[-1]\n    print(json.dumps({'greeting': body.split()[0]}))\nexcept OSError as e:\n    print(json.dumps({'greeting': 'unreachable'}))\n",
+        )],
+    );
 }
 
 fn learn_json(dir: &Path, config: &Path, extra: &[&str]) -> Value {

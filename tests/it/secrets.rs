@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use band_test::SkillBuilder;
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
@@ -17,9 +18,8 @@ use crate::common::{band_exe, repo, sandbox_missing};
 /// A fake secret with characters that base64 and URL encoding change.
 const TOKEN: &str = "fake-Secret/val+ue?x=42 &more~>>";
 
-const BAND: &str = r#"---
-band: leak
-description: Shows its secret every way a careless or hostile script could.
+/// The band's frontmatter after `band: leak`.
+const BAND: &str = r#"description: Shows its secret every way a careless or hostile script could.
 version: 1
 allow:
   cli: ["printf *", "base64 *", "jq *"]
@@ -28,7 +28,6 @@ env:
   secrets: [TOKEN]
 limit:
   maxRuntimeMs: 20s
----
 "#;
 
 const SCRIPT: &str = r#"#!/bin/sh
@@ -61,23 +60,12 @@ const INPUT: &str = r#"{
 
 /// The skill `leak` in `dir`.
 fn leak_skill(dir: &Path) {
-    let root = dir.join("leak");
-    fs_err::create_dir_all(root.join("scripts")).unwrap();
-    fs_err::create_dir_all(root.join("schemas/input")).unwrap();
-    fs_err::write(
-        root.join("SKILL.md"),
-        "---\nname: leak\ndescription: Prints its secret.\n---\n",
-    )
-    .unwrap();
-    fs_err::write(root.join("BAND.md"), BAND).unwrap();
-    fs_err::write(root.join("scripts/leak.sh"), SCRIPT).unwrap();
-    fs_err::write(root.join("schemas/input/leak.json"), INPUT).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs_err::set_permissions(
-        root.join("scripts/leak.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    SkillBuilder::new("leak")
+        .description("Prints its secret.")
+        .band(BAND)
+        .script("leak.sh", SCRIPT)
+        .input_schema("leak", INPUT)
+        .write(dir);
 }
 
 /// Every form the script prints the secret in.

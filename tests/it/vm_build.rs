@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use band_test::{Band, is_root};
+use band_test::{Band, SkillBuilder, is_root};
 
 use crate::common::band_exe;
 use crate::vm_e2e::{ONE_VM, enabled, on_path, skip_or_fail, write};
@@ -255,21 +255,26 @@ exec /usr/sbin/sshd -D -e -f "$T/sshd/sshd_config"
 /// connect to a loopback port of the host (refused: the run has its own network namespace),
 /// and, in a second script, a command it did not declare.
 fn probe_skill(root: &Path) -> PathBuf {
-    let s = root.join("buildprobe");
-    write(
-        &s.join("SKILL.md"),
-        "---\nname: buildprobe\ndescription: Probes the sandbox of a band-server built in the target.\n---\n\nUsed by tests/it/vm_build.rs.\n",
-    );
-    write(
-        &s.join("BAND.md"),
-        "---\nband: buildprobe\ndescription: Reads data/, writes out/, may run cat and mkdir; nothing else.\nallow:\n  cli: [\"cat *\", \"mkdir *\"]\n  read: [\"data/**\"]\n  write: [\"out/\"]\ndeny:\n  read: [\"data/secret*\"]\nlimit:\n  maxRuntimeMs: 120s\n---\n",
-    );
-    let input = "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n";
-    write(&s.join("schemas/input/probe.json"), input);
-    write(&s.join("schemas/input/undeclared.json"), input);
-    write(
-        &s.join("scripts/probe.sh"),
-        r#"#!/bin/bash
+    SkillBuilder::new("buildprobe")
+        .description("Probes the sandbox of a band-server built in the target.")
+        .body("Used by tests/it/vm_build.rs.\n")
+        .band(
+            r#"description: Reads data/, writes out/, may run cat and mkdir; nothing else.
+allow:
+  cli: ["cat *", "mkdir *"]
+  read: ["data/**"]
+  write: ["out/"]
+deny:
+  read: ["data/secret*"]
+limit:
+  maxRuntimeMs: 120s
+"#,
+        )
+        .input_schema("probe", SkillBuilder::NO_INPUT)
+        .input_schema("undeclared", SkillBuilder::NO_INPUT)
+        .script(
+            "probe.sh",
+            r#"#!/bin/bash
 allowed=$(cat /workspace/data/allowed.txt)
 if cat /workspace/data/secret.txt >/dev/null 2>&1; then secret=readable; else secret=denied; fi
 if cat /etc/shadow >/dev/null 2>&1; then shadow=readable; else shadow=denied; fi
@@ -282,16 +287,12 @@ uid=$(while read -r k v _; do [ "$k" = Uid: ] && echo "$v"; done < /proc/self/st
 printf '{"allowed":"%s","secret":"%s","shadow":"%s","net":"%s","uid":%s}\n' \
   "$allowed" "$secret" "$shadow" "$net" "$uid" > "$OUTPUT_PATH"
 "#,
-    );
-    write(
-        &s.join("scripts/undeclared.sh"),
-        "#!/bin/bash\nset -e\nuname -r\necho '{}' > \"$OUTPUT_PATH\"\n",
-    );
-    for f in ["scripts/probe.sh", "scripts/undeclared.sh"] {
-        use std::os::unix::fs::PermissionsExt;
-        fs_err::set_permissions(s.join(f), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-    s
+        )
+        .script(
+            "undeclared.sh",
+            "#!/bin/bash\nset -e\nuname -r\necho '{}' > \"$OUTPUT_PATH\"\n",
+        )
+        .write(root)
 }
 
 /// The sorted names in `dir`, `None` when it does not exist.

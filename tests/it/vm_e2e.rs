@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use band_test::{Band, copy_dir, is_root, must_run};
+use band_test::{Band, SkillBuilder, copy_dir, is_root, must_run};
 
 use crate::common::band_exe;
 
@@ -272,21 +272,24 @@ pub(crate) fn write(path: &Path, text: &str) {
 
 /// A skill whose scripts probe the sandbox from inside the VM.
 pub(crate) fn probe_skill(root: &Path) -> PathBuf {
-    let s = root.join("vmprobe");
-    write(
-        &s.join("SKILL.md"),
-        "---\nname: vmprobe\ndescription: Probes the sandbox from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n",
-    );
-    write(
-        &s.join("BAND.md"),
-        "---\nband: vmprobe\ndescription: Reads data/, writes out/, may run cat, ls and mkdir; nothing else.\nallow:\n  cli: [\"cat *\", \"ls *\", \"mkdir *\"]\n  read: [\"data/**\"]\n  write: [\"out/\"]\ndeny:\n  read: [\"data/secret*\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n",
-    );
-    let input = "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n";
-    write(&s.join("schemas/input/probe.json"), input);
-    write(&s.join("schemas/input/curl.json"), input);
-    write(
-        &s.join("scripts/probe.sh"),
-        r#"#!/bin/bash
+    SkillBuilder::new("vmprobe")
+        .description("Probes the sandbox from inside the band VM.")
+        .body("Used by the VM end-to-end test.\n")
+        .band(r#"description: Reads data/, writes out/, may run cat, ls and mkdir; nothing else.
+allow:
+  cli: ["cat *", "ls *", "mkdir *"]
+  read: ["data/**"]
+  write: ["out/"]
+deny:
+  read: ["data/secret*"]
+limit:
+  maxRuntimeMs: 300s
+"#)
+        .input_schema("probe", SkillBuilder::NO_INPUT)
+        .input_schema("curl", SkillBuilder::NO_INPUT)
+        .script(
+            "probe.sh",
+            r#"#!/bin/bash
 # Report what the sandbox lets this script see and do.
 allowed=$(cat /workspace/data/allowed.txt)
 if cat /workspace/data/secret.txt >/dev/null 2>&1; then secret=readable; else secret=absent; fi
@@ -302,16 +305,12 @@ kernel=$(cat /proc/sys/kernel/osrelease)
 printf '{"allowed":"%s","secret":"%s","notes":"%s","link":"%s","shadow":"%s","ifaces":"%s","net":"%s","kernel":"%s","uid":%d}\n' \
   "$allowed" "$secret" "$notes" "$link" "$shadow" "$ifaces" "$net" "$kernel" "$EUID" > "$OUTPUT_PATH"
 "#,
-    );
-    write(
-        &s.join("scripts/curl.sh"),
-        "#!/bin/bash\nset -e\ncurl --version\necho '{}' > \"$OUTPUT_PATH\"\n",
-    );
-    for f in ["scripts/probe.sh", "scripts/curl.sh"] {
-        use std::os::unix::fs::PermissionsExt;
-        fs_err::set_permissions(s.join(f), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-    s
+        )
+        .script(
+            "curl.sh",
+            "#!/bin/bash\nset -e\ncurl --version\necho '{}' > \"$OUTPUT_PATH\"\n",
+        )
+        .write(root)
 }
 
 /// An HTTP server on the host's loopback that answers every request with `body` and counts
@@ -342,34 +341,26 @@ pub(crate) fn http_listener(
 
 /// A skill allowed to reach one host port (by IP: private addresses need an explicit allow).
 pub(crate) fn net_skill(root: &Path, open: u16, closed: u16) -> PathBuf {
-    let s = root.join("vmnet");
-    write(
-        &s.join("SKILL.md"),
-        "---\nname: vmnet\ndescription: Reaches one allowed address from inside the band VM.\n---\n\nUsed by the VM end-to-end test.\n",
-    );
-    write(
-        &s.join("BAND.md"),
-        &format!(
-            "---\nband: vmnet\ndescription: May fetch from 10.0.2.2:{open} with curl; nothing else.\nallow:\n  cli: [\"curl *\"]\n  net: [\"10.0.2.2:{open}\"]\nlimit:\n  maxRuntimeMs: 300s\n---\n"
-        ),
-    );
-    write(
-        &s.join("schemas/input/fetch.json"),
-        "{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n  \"type\": \"object\",\n  \"additionalProperties\": false\n}\n",
-    );
-    write(
-        &s.join("scripts/fetch.sh"),
-        &format!(
-            "#!/bin/bash\na=$(curl -s --max-time 60 http://10.0.2.2:{open}/ || echo failed)\nif curl -s --max-time 20 http://10.0.2.2:{closed}/ >/dev/null 2>&1; then d=reached; else d=refused; fi\nprintf '{{\"allowed\":\"%s\",\"denied\":\"%s\"}}\\n' \"$a\" \"$d\" > \"$OUTPUT_PATH\"\n"
-        ),
-    );
-    use std::os::unix::fs::PermissionsExt;
-    fs_err::set_permissions(
-        s.join("scripts/fetch.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .expect("chmod");
-    s
+    SkillBuilder::new("vmnet")
+        .description("Reaches one allowed address from inside the band VM.")
+        .body("Used by the VM end-to-end test.\n")
+        .band(&format!(
+            r#"description: May fetch from 10.0.2.2:{open} with curl; nothing else.
+allow:
+  cli: ["curl *"]
+  net: ["10.0.2.2:{open}"]
+limit:
+  maxRuntimeMs: 300s
+"#
+        ))
+        .input_schema("fetch", SkillBuilder::NO_INPUT)
+        .script(
+            "fetch.sh",
+            &format!(
+                "#!/bin/bash\na=$(curl -s --max-time 60 http://10.0.2.2:{open}/ || echo failed)\nif curl -s --max-time 20 http://10.0.2.2:{closed}/ >/dev/null 2>&1; then d=reached; else d=refused; fi\nprintf '{{\"allowed\":\"%s\",\"denied\":\"%s\"}}\\n' \"$a\" \"$d\" > \"$OUTPUT_PATH\"\n"
+            ),
+        )
+        .write(root)
 }
 
 pub(crate) fn workspace(root: &Path) -> PathBuf {

@@ -5,9 +5,10 @@
 
 use std::path::Path;
 
+use band_test::SkillBuilder;
 use serde_json::Value;
 
-use crate::common::{band_exe, sandbox_missing, write_script};
+use crate::common::{band_exe, sandbox_missing};
 
 const SCRIPT: &str = r#"#!/usr/bin/env python3
 import json, os, socket
@@ -25,25 +26,23 @@ with open(os.environ["OUTPUT_PATH"], "w") as out:
 "#;
 
 fn forger_skill(dir: &Path) {
-    let root = dir.join("forger");
-    fs_err::create_dir_all(root.join("scripts")).unwrap();
-    fs_err::create_dir_all(root.join("schemas/input")).unwrap();
-    fs_err::write(
-        root.join("SKILL.md"),
-        "---\nname: forger\ndescription: Speaks to the CLI gate itself.\n---\n",
-    )
-    .unwrap();
-    fs_err::write(
-        root.join("BAND.md"),
-        "---\nband: forger\ndescription: Forges gate requests.\nversion: 1\nallow:\n  cli: [\"python3 /skill/scripts/forge.py\"]\nlimit:\n  maxRuntimeMs: 30s\n---\n",
-    )
-    .unwrap();
-    write_script(&root.join("scripts/forge.py"), SCRIPT);
-    fs_err::write(
-        root.join("schemas/input/forge.json"),
-        r#"{"type": "object", "additionalProperties": false}"#,
-    )
-    .unwrap();
+    SkillBuilder::new("forger")
+        .description("Speaks to the CLI gate itself.")
+        .band(
+            r#"description: Forges gate requests.
+version: 1
+allow:
+  cli: ["python3 /skill/scripts/forge.py"]
+limit:
+  maxRuntimeMs: 30s
+"#,
+        )
+        .script("forge.py", SCRIPT)
+        .input_schema(
+            "forge",
+            r#"{"type": "object", "additionalProperties": false}"#,
+        )
+        .write(dir);
 }
 
 #[test]

@@ -10,11 +10,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use band_test::{Band, copy_dir};
+use band_test::{Band, SkillBuilder, copy_dir};
 use fs_err::os::unix::fs::symlink;
 use serde_json::Value;
 
-use crate::common::{band_exe, repo, sandbox_missing, write_script};
+use crate::common::{band_exe, repo, sandbox_missing};
 
 /// A run refused before any sandbox (its input is invalid): recorded all the same, so it is the
 /// ledger's first write, with no root needed.
@@ -134,29 +134,23 @@ fn fill(file: &Path) {
     f.sync_all().ok();
 }
 
-const BAND: &str = r#"---
-band: chatty
-description: Prints a lot, so its record is long.
+/// The band's frontmatter after `band: chatty`.
+const BAND: &str = r#"description: Prints a lot, so its record is long.
 version: 1
 limit:
   maxRuntimeMs: 20s
----
 "#;
 
 /// A skill whose run record (with `--record-io`) is tens of kilobytes.
 fn chatty_skill(dir: &Path) {
-    let root = dir.join("chatty");
-    fs_err::create_dir_all(root.join("scripts")).unwrap();
-    fs_err::write(
-        root.join("SKILL.md"),
-        "---\nname: chatty\ndescription: Prints a lot.\n---\n",
-    )
-    .unwrap();
-    fs_err::write(root.join("BAND.md"), BAND).unwrap();
-    write_script(
-        &root.join("scripts/chatty.sh"),
-        "#!/bin/sh\ni=0\nwhile [ $i -lt 600 ]; do\n  echo \"line $i of what this script says, long enough to fill a page\"\n  i=$((i+1))\ndone\necho '{}' > \"$OUTPUT_PATH\"\n",
-    );
+    SkillBuilder::new("chatty")
+        .description("Prints a lot.")
+        .band(BAND)
+        .script(
+            "chatty.sh",
+            "#!/bin/sh\ni=0\nwhile [ $i -lt 600 ]; do\n  echo \"line $i of what this script says, long enough to fill a page\"\n  i=$((i+1))\ndone\necho '{}' > \"$OUTPUT_PATH\"\n",
+        )
+        .write(dir);
 }
 
 fn lines(ledger: &Path) -> Vec<Value> {

@@ -9,9 +9,10 @@
 use std::path::Path;
 use std::process::Command;
 
+use band_test::SkillBuilder;
 use serde_json::Value;
 
-use crate::common::{band_exe, sandbox_missing, write_script};
+use crate::common::{band_exe, sandbox_missing};
 
 /// An AWS-style secret (`/` and `+`), as in the report.
 const AWS: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
@@ -71,9 +72,8 @@ with open(os.environ['OUTPUT_PATH'], 'w') as out:
     out.write('{}')
 "#;
 
-const BAND: &str = r#"---
-band: quote
-description: Prints its secrets encoded every way a script's libraries encode them.
+/// The band's frontmatter after `band: quote`.
+const BAND: &str = r#"description: Prints its secrets encoded every way a script's libraries encode them.
 version: 1
 allow:
   cli: ["python3 /skill/scripts/quote.py", "curl *", "printf *"]
@@ -81,28 +81,21 @@ env:
   secrets: [AWS_SECRET, PASSWORD]
 limit:
   maxRuntimeMs: 30s
----
 "#;
 
 fn quote_skill(dir: &Path) {
-    let root = dir.join("quote");
-    fs_err::create_dir_all(root.join("scripts")).unwrap();
-    fs_err::create_dir_all(root.join("schemas/input")).unwrap();
-    fs_err::write(
-        root.join("SKILL.md"),
-        "---\nname: quote\ndescription: Prints its secrets, encoded.\n---\n",
-    )
-    .unwrap();
-    fs_err::write(root.join("BAND.md"), BAND).unwrap();
-    write_script(
-        &root.join("scripts/quote.py"),
-        &format!("#!/usr/bin/env python3{ENCODINGS_PY}{SCRIPT_MAIN}"),
-    );
-    fs_err::write(
-        root.join("schemas/input/quote.json"),
-        r#"{"type": "object", "additionalProperties": false}"#,
-    )
-    .unwrap();
+    SkillBuilder::new("quote")
+        .description("Prints its secrets, encoded.")
+        .band(BAND)
+        .script(
+            "quote.py",
+            &format!("#!/usr/bin/env python3{ENCODINGS_PY}{SCRIPT_MAIN}"),
+        )
+        .input_schema(
+            "quote",
+            r#"{"type": "object", "additionalProperties": false}"#,
+        )
+        .write(dir);
 }
 
 /// python3's encodings of `s` (run on the host: the same code as the script's).
