@@ -66,7 +66,23 @@ pub enum WrapError {
     /// The BAND.md drafted does not read back as exactly the band intended, or lint flags it
     /// (fail closed: nothing is written).
     #[error("the drafted BAND.md is not the band intended: {0}")]
-    Draft(String),
+    Draft(#[from] DraftError),
+}
+
+/// How a drafted BAND.md differs from the band intended ([`check_band_md`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DraftError {
+    #[error("its frontmatter does not parse")]
+    Unparsed,
+    /// It reads back as other data than intended (`got`).
+    #[error("it reads back as {got}, not {intended}")]
+    Differs {
+        got: serde_json::Value,
+        intended: serde_json::Value,
+    },
+    /// band's parser or lint's path checks find something in it (the first finding).
+    #[error("band lint flags it: {0}")]
+    Flagged(crate::diag::Diagnostic),
 }
 
 impl WrapError {
@@ -403,15 +419,18 @@ pub fn frontmatter_value(text: &str) -> Option<serde_json::Value> {
 /// The structural check of a drafted band: `text` reads back as exactly `intended` (no other
 /// key, no other rule, no value changed), and band's own parser and lint's path checks find
 /// nothing in it (no error, no warning). `Err` says what differs.
-pub fn check_band_md(text: &str, intended: &serde_json::Value) -> Result<(), String> {
+pub fn check_band_md(text: &str, intended: &serde_json::Value) -> Result<(), DraftError> {
     let Some(got) = frontmatter_value(text) else {
-        return Err("its frontmatter does not parse".into());
+        return Err(DraftError::Unparsed);
     };
     if &got != intended {
-        return Err(format!("it reads back as {got}, not {intended}"));
+        return Err(DraftError::Differs {
+            got,
+            intended: intended.clone(),
+        });
     }
-    match crate::lint::band_text_findings(text).first() {
-        Some(d) => Err(format!("band lint flags it: {d}")),
+    match crate::lint::band_text_findings(text).into_iter().next() {
+        Some(d) => Err(DraftError::Flagged(d)),
         None => Ok(()),
     }
 }
@@ -504,7 +523,7 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
     }
     let text = band_md(&skill.name, &description, &scripts, access);
     let intended = intended_frontmatter(&skill.name, &description, &scripts, access);
-    check_band_md(&text, &intended).map_err(WrapError::Draft)?;
+    check_band_md(&text, &intended)?;
     files.push(WrapFile {
         path: "BAND.md".into(),
         text,
@@ -650,7 +669,7 @@ mod tests {
             "band: demo\ninsist:\n  net: [\"*\"]\nenv:\n  secrets: [GH_TOKEN]\n",
             1,
         );
-        let e = check_band_md(&injected, &intended).unwrap_err();
+        let e = check_band_md(&injected, &intended).unwrap_err().to_string();
         assert!(e.contains("reads back as"), "{e}");
         // One more rule, or a rule changed, is refused the same.
         let more = good.replacen("  cli:\n", "  cli:\n    - \"curl *\"\n", 1);
@@ -662,8 +681,9 @@ mod tests {
             ..script("x", "scripts/../x")
         }];
         let text = band_md("demo", "d", &bad, &access);
-        let e =
-            check_band_md(&text, &intended_frontmatter("demo", "d", &bad, &access)).unwrap_err();
+        let e = check_band_md(&text, &intended_frontmatter("demo", "d", &bad, &access))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("band lint flags it"), "{e}");
     }
 

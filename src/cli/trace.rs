@@ -10,12 +10,23 @@
 use std::fmt::Write as _;
 
 use band::policy::cli::CliPattern;
-use band::proto::{CliCall, Denial, RunResult};
+use band::proto::{CliCall, Denial, NetworkReport, RunResult};
 
 /// The trace of one run. `allow_cli` is the band's `allow.cli`, to name the rules no call used.
 pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
     let mut out = String::new();
-    let calls = &result.cli_calls;
+    commands(&mut out, &result.cli_calls);
+    files_and_refusals(&mut out, result);
+    if let Some(net) = &result.network {
+        network(&mut out, net);
+    }
+    unused_rules(&mut out, &result.cli_calls, allow_cli);
+    hints(&mut out, result);
+    out
+}
+
+/// Every command call, with its verdict and the rule (or reason) that decided.
+fn commands(out: &mut String, calls: &[CliCall]) {
     let _ = writeln!(out, "trace: {} command{}", calls.len(), plural(calls.len()));
     let width = calls
         .iter()
@@ -27,7 +38,11 @@ pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
         let argv = display_argv(&c.argv);
         let _ = writeln!(out, "  {}  {argv:<width$}  {}", verdict(c.allowed), why(c));
     }
+}
 
+/// The files written back, and the refusals the command lines above do not show.
+fn files_and_refusals(out: &mut String, result: &RunResult) {
+    let calls = &result.cli_calls;
     let refused: Vec<&Denial> = result
         .denied
         .iter()
@@ -48,56 +63,61 @@ pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
             let _ = writeln!(out, "  denied   {}", describe(d));
         }
     }
+}
 
-    if let Some(net) = &result.network {
+/// A run with `allow.net`: every DNS question (and its answer), every destination reached or
+/// refused.
+fn network(out: &mut String, net: &NetworkReport) {
+    let _ = writeln!(
+        out,
+        "trace: network: {} lookup{}, {} destination{} reached, {} refused",
+        net.lookups.len(),
+        plural(net.lookups.len()),
+        net.contacted.len(),
+        plural(net.contacted.len()),
+        net.denied.len()
+    );
+    for l in &net.lookups {
+        let answer = if l.addrs.is_empty() {
+            String::new()
+        } else {
+            format!(" → {}", l.addrs.join(", "))
+        };
+        let withheld = if l.withheld.is_empty() {
+            String::new()
+        } else {
+            format!(" (withheld: {})", l.withheld.join(", "))
+        };
         let _ = writeln!(
             out,
-            "trace: network: {} lookup{}, {} destination{} reached, {} refused",
-            net.lookups.len(),
-            plural(net.lookups.len()),
-            net.contacted.len(),
-            plural(net.contacted.len()),
-            net.denied.len()
+            "  {}  lookup {} {}{answer}{withheld}",
+            verdict(l.allowed),
+            l.name,
+            l.qtype
         );
-        for l in &net.lookups {
-            let answer = if l.addrs.is_empty() {
+    }
+    for (allowed, flows) in [(true, &net.contacted), (false, &net.denied)] {
+        for f in flows {
+            let names = if f.names.is_empty() {
                 String::new()
             } else {
-                format!(" → {}", l.addrs.join(", "))
-            };
-            let withheld = if l.withheld.is_empty() {
-                String::new()
-            } else {
-                format!(" (withheld: {})", l.withheld.join(", "))
+                format!(" ({})", f.names.join(", "))
             };
             let _ = writeln!(
                 out,
-                "  {}  lookup {} {}{answer}{withheld}",
-                verdict(l.allowed),
-                l.name,
-                l.qtype
+                "  {}  {} {}:{}/{}{names}",
+                verdict(allowed),
+                if allowed { "reached" } else { "refused" },
+                f.addr,
+                f.port,
+                f.proto
             );
         }
-        for (allowed, flows) in [(true, &net.contacted), (false, &net.denied)] {
-            for f in flows {
-                let names = if f.names.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", f.names.join(", "))
-                };
-                let _ = writeln!(
-                    out,
-                    "  {}  {} {}:{}/{}{names}",
-                    verdict(allowed),
-                    if allowed { "reached" } else { "refused" },
-                    f.addr,
-                    f.port,
-                    f.proto
-                );
-            }
-        }
     }
+}
 
+/// The `allow.cli` rules no allowed call used (when any command ran): candidates to remove.
+fn unused_rules(out: &mut String, calls: &[CliCall], allow_cli: &[String]) {
     let unused: Vec<&String> = allow_cli
         .iter()
         .filter(|r| {
@@ -117,6 +137,11 @@ pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
             "trace: allow.cli rules no call used (candidates to remove): {list}"
         );
     }
+}
+
+/// A hint per refused lookup (add it to allow.net) and per refused call no rule decided (the
+/// exact rule that would allow it, once each).
+fn hints(out: &mut String, result: &RunResult) {
     for l in result
         .network
         .iter()
@@ -130,7 +155,11 @@ pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
         );
     }
     let mut hinted = std::collections::BTreeSet::new();
-    for c in calls.iter().filter(|c| !c.allowed && c.rule.is_none()) {
+    for c in result
+        .cli_calls
+        .iter()
+        .filter(|c| !c.allowed && c.rule.is_none())
+    {
         // A call known only in part (a shell's message, a launcher's template): its rule says
         // what is unknown with `*`.
         let rule = match c.source {
@@ -147,7 +176,6 @@ pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
             );
         }
     }
-    out
 }
 
 /// A rule as it would be written in YAML: in double quotes, or single quotes if it has any.

@@ -12,7 +12,7 @@
 //! are `Err`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -28,8 +28,9 @@ use super::{ClientError, Result};
 use crate::ledger::LockMark;
 use crate::lock::{self, LockState, Tree};
 use crate::manifest::Target;
-use crate::policy::CompiledPolicy;
+use crate::policy::{CompiledPolicy, Policy};
 use crate::proto::{self, ErrorInfo, FileEntry, Layer, RunRequest, RunResult, Status};
+use crate::skill::Resolved;
 
 /// A user error (the message, and a hint on how to fix it).
 fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientError {
@@ -381,140 +382,282 @@ pub fn prepare(
     on_target: &mut dyn FnMut(&Target),
 ) -> Result<Preparation> {
     let root = &spec.skill_root;
-    let script = spec.script.as_str();
     let run_id = super::workspace::random_hex();
-    let (tree, lock_mark) = match check_lock(spec, config, &run_id, started_at_ms)? {
+    let (tree, lock) = match check_lock(spec, config, &run_id, started_at_ms)? {
         Ok(t) => t,
         Err(refused) => return Ok(Preparation::Refused(refused)),
     };
-    let (skill, _) = crate::skill::load_skill(root);
-    // The same check (and did-you-mean) as `band run`'s, for a caller that reaches here without
-    // it (MCP, whose catalog may be older than the skill).
-    super::skills::check_script(&skill, script)?;
-    let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
-        return Err(user_error(
-            format!("skill `{}` has no script `{script}`", skill.name),
-            "`band list` shows the scripts",
-        ));
-    };
-    let (resolved, diags) = crate::skill::resolve_script(&skill, script);
-    let Some(resolved) = resolved else {
-        let errors: Vec<String> = diags
-            .iter()
-            .filter(|d| d.is_error())
-            .map(|d| d.to_string())
-            .collect();
-        return Err(user_error(
-            format!(
-                "the band for `{}/{script}` has errors; nothing ran\n{}",
-                skill.name,
-                errors.join("\n")
-            ),
-            format!("run `band lint {}`", root.display()),
-        ));
-    };
-    let policy = resolved.policy.clone();
-    let compiled = CompiledPolicy::compile(&policy)
-        .map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
-    let choice = choose_target(spec.target.as_deref(), resolved.target.as_ref(), config)?;
+    let band = ScriptBand::resolve(root, &spec.script)?;
+    let choice = choose_target(
+        spec.target.as_deref(),
+        band.resolved.target.as_ref(),
+        config,
+    )?;
     say_once(&choice.note);
-    let target = choice.target;
-    on_target(&target);
-    let band_sha256 = {
+    on_target(&choice.target);
+    let settled = Settled {
+        band_sha256: band.sha256()?,
+        policy_sha256: sha256_hex(&serde_json::to_vec(&band.resolved.policy)?),
+        run_id,
+        target: choice.target,
+        bundle_sha256: tree.bundle_sha256(),
+        started_at_ms,
+        lock,
+    };
+    let schemas = schemas_for(spec, lock);
+    let CheckedInput { input, args } = match check_input(spec, &schemas, &band, &settled)? {
+        Ok(checked) => checked,
+        Err(refused) => return Ok(Preparation::Refused(refused)),
+    };
+    let secrets = secrets_of(&band.resolved.policy)?;
+    let bundle = bundle_of(root, &tree)?;
+    if lock == LockMark::Matches
+        && let Some(refused) = moved_since_check(spec, config, &settled, &tree)?
+    {
+        return Ok(Preparation::Refused(refused));
+    }
+    let ws_root = super::workspace::WorkspaceRoot::open(
+        &spec.workspace,
+        spec.workspace != Path::new("."),
+        spec.allow_system_workspace,
+    )?;
+    let workspace = super::workspace::read_workspace(&ws_root, &band.compiled)?;
+    let request = RunRequest {
+        protocol: proto::PROTOCOL_VERSION,
+        run_id: settled.run_id,
+        skill: band.skill,
+        script: spec.script.clone(),
+        entry: band.entry.to_string_lossy().into_owned(),
+        bundle,
+        bundle_sha256: settled.bundle_sha256,
+        policy: band.resolved.policy,
+        input,
+        config: band.resolved.config,
+        secrets,
+        workspace,
+        trace: spec.trace,
+        observe: false,
+        args,
+    };
+    Ok(Preparation::Ready(Box::new(Prepared {
+        request,
+        target: settled.target,
+        skill_root: root.clone(),
+        workspace: ws_root,
+        band_sha256: settled.band_sha256,
+        policy_sha256: settled.policy_sha256,
+        lock,
+        schemas,
+    })))
+}
+
+/// The band that governs a script: resolved, and compiled.
+struct ScriptBand {
+    /// The skill's name.
+    skill: String,
+    /// The script's entry file, relative to the skill.
+    entry: PathBuf,
+    resolved: Resolved,
+    compiled: CompiledPolicy,
+}
+
+impl ScriptBand {
+    /// Read the skill, find the script, and resolve and compile its band; a band with errors is
+    /// a user error (nothing runs).
+    fn resolve(root: &Path, script: &str) -> Result<ScriptBand> {
+        let (skill, _) = crate::skill::load_skill(root);
+        // The same check (and did-you-mean) as `band run`'s, for a caller that reaches here
+        // without it (MCP, whose catalog may be older than the skill).
+        super::skills::check_script(&skill, script)?;
+        let Some(entry) = skill.script(script).map(|s| s.entry.clone()) else {
+            return Err(user_error(
+                format!("skill `{}` has no script `{script}`", skill.name),
+                "`band list` shows the scripts",
+            ));
+        };
+        let (resolved, diags) = crate::skill::resolve_script(&skill, script);
+        let Some(resolved) = resolved else {
+            let errors: Vec<String> = diags
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| d.to_string())
+                .collect();
+            return Err(user_error(
+                format!(
+                    "the band for `{}/{script}` has errors; nothing ran\n{}",
+                    skill.name,
+                    errors.join("\n")
+                ),
+                format!("run `band lint {}`", root.display()),
+            ));
+        };
+        let compiled = CompiledPolicy::compile(&resolved.policy)
+            .map_err(|e| user_error(e.to_string(), "run `band lint`"))?;
+        Ok(ScriptBand {
+            skill: skill.name,
+            entry,
+            resolved,
+            compiled,
+        })
+    }
+
+    /// SHA-256 over the band files that made the policy, in resolution order.
+    fn sha256(&self) -> Result<String> {
         let mut h = Sha256::new();
-        for src in &resolved.sources {
+        for src in &self.resolved.sources {
             h.update(fs_err::read(src).map_err(ClientError::Fs)?);
         }
-        hex(&h.finalize())
-    };
-    let policy_sha256 = sha256_hex(&serde_json::to_vec(&policy)?);
+        Ok(hex(&h.finalize()))
+    }
+}
 
-    // Input: validated against the contract, coerced from CLI strings.
-    // The caller's, if it loaded them; a locked skill's are read here, between its two readings
-    // (above, and the check before the request), so that what checks the input is what the
-    // lock names.
-    let schemas = match &spec.schemas {
-        Some(s) if lock_mark != LockMark::Matches => s.clone(),
-        _ => crate::contract::SchemaSet::load_dir(root).0,
-    };
+/// What is settled of a run once its band and target are: what a run refused for its input
+/// records, and what its request and [`Prepared`] carry.
+struct Settled {
+    run_id: String,
+    target: Target,
+    bundle_sha256: String,
+    band_sha256: String,
+    policy_sha256: String,
+    started_at_ms: u64,
+    lock: LockMark,
+}
+
+impl Settled {
+    /// The outcome of a run refused for its input (input_invalid). `input_json` is `input` as
+    /// sent; the message is masked of the band's declared `secrets`.
+    fn refuse_input(
+        &self,
+        spec: &RunSpec,
+        band: &ScriptBand,
+        message: String,
+        input: serde_json::Value,
+        input_json: &[u8],
+    ) -> Box<Outcome> {
+        let mut result = RunResult::setup_failed(
+            &self.run_id,
+            Layer::Io,
+            message,
+            Some(format!(
+                "`band help {}/{}` lists the arguments",
+                band.skill, spec.script
+            )),
+        );
+        result.status = Status::InputInvalid;
+        // The schema's messages quote the input, which may hold a declared secret.
+        let redact = Masker::new(&read_secrets(&band.resolved.policy.secrets));
+        redact.mask_result(&mut result);
+        Box::new(Outcome {
+            result,
+            skill: band.skill.clone(),
+            script: spec.script.clone(),
+            target: self.target.clone(),
+            bundle_sha256: self.bundle_sha256.clone(),
+            band_sha256: self.band_sha256.clone(),
+            policy_sha256: self.policy_sha256.clone(),
+            input_bytes: input_json.len() as u64,
+            input_sha256: sha256_hex(input_json),
+            output_bytes: 0,
+            output_sha256: String::new(),
+            started_at_ms: self.started_at_ms,
+            lock: self.lock,
+            integrity: Vec::new(),
+            input,
+            redact,
+            secret_warnings: Vec::new(),
+        })
+    }
+}
+
+/// The schemas the input is checked against: the caller's, if it loaded them; a locked skill's
+/// are read here, between its two readings (the lock check, and the check before the request),
+/// so that what checks the input is what the lock names.
+fn schemas_for(spec: &RunSpec, lock: LockMark) -> crate::contract::SchemaSet {
+    match &spec.schemas {
+        Some(s) if lock != LockMark::Matches => s.clone(),
+        _ => crate::contract::SchemaSet::load_dir(&spec.skill_root).0,
+    }
+}
+
+/// The input, validated against the script's contract (coerced from CLI strings) and held to
+/// the band's maxInputBytes, and the command-line args it gives an argv-style script.
+/// `Err(outcome)` refuses the run (input_invalid).
+fn check_input(
+    spec: &RunSpec,
+    schemas: &crate::contract::SchemaSet,
+    band: &ScriptBand,
+    settled: &Settled,
+) -> Result<std::result::Result<CheckedInput, Box<Outcome>>> {
+    let script = spec.script.as_str();
     // No input schema: the script takes no input (an empty object), as upstream's did.
     let contract = schemas.input_contract(script).map_err(|e| {
         user_error(
             format!("input schema: {e}"),
-            format!("run `band lint {}`", root.display()),
+            format!("run `band lint {}`", spec.skill_root.display()),
         )
     })?;
-    let refuse =
-        |message: String, input: serde_json::Value, input_bytes: u64, input_sha256: String| {
-            let mut result = RunResult::setup_failed(
-                &run_id,
-                Layer::Io,
-                message,
-                Some(format!(
-                    "`band help {}/{script}` lists the arguments",
-                    skill.name
-                )),
-            );
-            result.status = Status::InputInvalid;
-            // The schema's messages quote the input, which may hold a declared secret.
-            let redact = Masker::new(&read_secrets(&policy.secrets));
-            redact.mask_result(&mut result);
-            Preparation::Refused(Box::new(Outcome {
-                result,
-                skill: skill.name.clone(),
-                script: script.to_string(),
-                target: target.clone(),
-                bundle_sha256: tree.bundle_sha256(),
-                band_sha256: band_sha256.clone(),
-                policy_sha256: policy_sha256.clone(),
-                input_bytes,
-                input_sha256,
-                output_bytes: 0,
-                output_sha256: String::new(),
-                started_at_ms,
-                lock: lock_mark,
-                integrity: Vec::new(),
-                input,
-                redact,
-                secret_warnings: Vec::new(),
-            }))
-        };
     let raw_bytes = serde_json::to_vec(&spec.raw_input)?;
     let input = match contract.coerce_and_validate(spec.raw_input.clone()) {
         Ok(v) => v,
         Err(violations) => {
             let msg = describe_violations("input", &violations);
-            return Ok(refuse(
+            return Ok(Err(settled.refuse_input(
+                spec,
+                band,
                 msg,
                 spec.raw_input.clone(),
-                raw_bytes.len() as u64,
-                sha256_hex(&raw_bytes),
-            ));
+                &raw_bytes,
+            )));
         }
     };
-    // An argv-style script (`band wrap`) gets its `args` on its command line too.
-    let args: Vec<String> = if schemas.takes_argv(script) {
-        input["args"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.as_str().map(str::to_string))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let args = argv_args(schemas, script, &input);
     let input_json = serde_json::to_vec(&input)?;
     let input_bytes = input_json.len() as u64;
-    if let Some(max) = policy.limits.max_input_bytes.filter(|m| input_bytes > *m) {
-        return Ok(refuse(
+    if let Some(max) = band
+        .resolved
+        .policy
+        .limits
+        .max_input_bytes
+        .filter(|m| input_bytes > *m)
+    {
+        return Ok(Err(settled.refuse_input(
+            spec,
+            band,
             format!("input is {input_bytes} bytes; the band allows {max} (maxInputBytes)"),
-            input.clone(),
-            input_bytes,
-            sha256_hex(&input_json),
-        ));
+            input,
+            &input_json,
+        )));
     }
+    Ok(Ok(CheckedInput { input, args }))
+}
 
-    // Secrets: required ones must exist before anything starts.
+/// The input of a run as checked, and the args it gives an argv-style script.
+struct CheckedInput {
+    input: serde_json::Value,
+    args: Vec<String>,
+}
+
+/// An argv-style script's (`band wrap`) `args`, which it gets on its command line too; none for
+/// any other script.
+fn argv_args(
+    schemas: &crate::contract::SchemaSet,
+    script: &str,
+    input: &serde_json::Value,
+) -> Vec<String> {
+    if !schemas.takes_argv(script) {
+        return Vec::new();
+    }
+    input["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The run's secrets from the environment; a required one that is missing is a user error
+/// (before anything starts).
+fn secrets_of(policy: &Policy) -> Result<BTreeMap<String, String>> {
     let missing: Vec<&str> = policy
         .required_secrets
         .iter()
@@ -535,60 +678,33 @@ pub fn prepare(
             ),
         ));
     }
-    let secrets = read_secrets(&policy.secrets);
+    Ok(read_secrets(&policy.secrets))
+}
 
-    let bundle = bundle_of(root, &tree)?;
-    let digest = tree.bundle_sha256();
-    if lock_mark == LockMark::Matches {
-        // The band and schemas were read after the check: refuse if the skill moved meanwhile.
-        let again = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
-        let moved = tree.lock().diff(&again.lock());
-        if !moved.is_empty() {
-            let refusal =
-                Refusal::differs(root, "changed while band was preparing the run", &moved);
-            return Ok(Preparation::Refused(integrity_refusal(
-                spec,
-                config,
-                &run_id,
-                started_at_ms,
-                &again,
-                refusal,
-            )?));
-        }
+/// A locked skill read again, since its band and schemas were read after the check: the
+/// refusal (integrity_failed) if it moved meanwhile.
+fn moved_since_check(
+    spec: &RunSpec,
+    config: &UserConfig,
+    settled: &Settled,
+    tree: &Tree,
+) -> Result<Option<Box<Outcome>>> {
+    let root = &spec.skill_root;
+    let again = Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    let moved = tree.lock().diff(&again.lock());
+    if moved.is_empty() {
+        return Ok(None);
     }
-    let ws_root = super::workspace::WorkspaceRoot::open(
-        &spec.workspace,
-        spec.workspace != Path::new("."),
-        spec.allow_system_workspace,
-    )?;
-    let workspace = super::workspace::read_workspace(&ws_root, &compiled)?;
-    let request = RunRequest {
-        protocol: proto::PROTOCOL_VERSION,
-        run_id,
-        skill: skill.name.clone(),
-        script: script.to_string(),
-        entry: entry.to_string_lossy().into_owned(),
-        bundle,
-        bundle_sha256: digest,
-        policy,
-        input,
-        config: resolved.config.clone(),
-        secrets,
-        workspace,
-        trace: spec.trace,
-        observe: false,
-        args,
-    };
-    Ok(Preparation::Ready(Box::new(Prepared {
-        request,
-        target,
-        skill_root: root.clone(),
-        workspace: ws_root,
-        band_sha256,
-        policy_sha256,
-        lock: lock_mark,
-        schemas,
-    })))
+    let refusal = Refusal::differs(root, "changed while band was preparing the run", &moved);
+    integrity_refusal(
+        spec,
+        config,
+        &settled.run_id,
+        settled.started_at_ms,
+        &again,
+        refusal,
+    )
+    .map(Some)
 }
 
 /// The values of the named secrets that the environment has.

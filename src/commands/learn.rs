@@ -32,25 +32,7 @@ const MAX_SCAN_BYTES: u64 = 1024 * 1024;
 const HOST_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
 
 pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
-    // band learn's own switches also count after the script's `--key=value` arguments.
-    if args.band.is_none() {
-        let mut rest = Vec::new();
-        let mut it = std::mem::take(&mut args.args).into_iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--write" => args.write = true,
-                "--merge" => args.merge = true,
-                "--net" => args.net = true,
-                "--json" => args.json = true,
-                "--workspace" => args.workspace = it.next().map(PathBuf::from),
-                _ => match a.strip_prefix("--workspace=") {
-                    Some(dir) => args.workspace = Some(PathBuf::from(dir)),
-                    None => rest.push(a),
-                },
-            }
-        }
-        args.args = rest;
-    }
+    take_late_switches(&mut args);
     if args.band.is_some() {
         return learn_adhoc(&args);
     }
@@ -67,20 +49,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         ));
     };
     let skill = find_script(skill_name, script, &args.skills)?;
-    // An argv-style script (`band wrap`): the words after `--` are its `args`.
-    let raw_input = if args.input.is_none()
-        && band::contract::SchemaSet::load_dir(&skill.root)
-            .0
-            .takes_argv(script)
-    {
-        let words = match args.args.split_first() {
-            Some((first, rest)) if first == "--" => rest,
-            _ => &args.args[..],
-        };
-        serde_json::json!({ "args": words })
-    } else {
-        read_input(&args)?
-    };
+    let raw_input = script_input(&args, &skill, script)?;
     let resolved = band::skill::resolve_script(&skill, script).0;
     let current = resolved
         .as_ref()
@@ -88,77 +57,24 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         .unwrap_or_default();
     let texts = skill_texts(&skill.root);
     let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let mut candidates = observe::candidate_commands(&text_refs, &is_host_program);
-    if let Some(entry) = skill.script(script).map(|s| skill.root.join(&s.entry))
-        && let Ok(text) = band::skillfs::read_to_string(&skill.root, &entry, MAX_SCAN_BYTES)
-        && let Some(interp) = observe::shebang_command(&text)
-        && !ESSENTIALS.contains(&interp.as_str())
-        && !candidates.contains(&interp)
-    {
-        candidates.push(interp);
-    }
+    let mut candidates = candidate_commands(&skill, script, &text_refs);
     let offered = offered_secrets(&current, &args.secrets);
     if !args.json && args.net {
         say("band learn: --net: the observed script can reach any public host during this run\n");
     }
     cancel_on_signals();
-    let human = !args.json;
-    // One observed run with `candidates` on PATH (a fresh copy of the skill and workspace).
-    let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
-        let policy = observe::learning_policy(&current, candidates, args.net, &offered);
-        let tmp = tempfile::Builder::new()
-            .prefix("band-learn-")
-            .tempdir()
-            .context("cannot create a temporary folder for band learn")?;
-        let folder = skill
-            .root
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_owned()))
-            .unwrap_or_else(|| skill.name.clone().into());
-        let copy = tmp.path().join("skills").join(folder);
-        copy_skill(&skill.root, &copy, &|rel| rel == band::lock::LOCK_FILE)?;
-        let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
-        // (The copy makes only folders that hold a file.)
-        fs_err::create_dir_all(copy.join("scripts"))?;
-        fs_err::write(
-            copy.join("scripts").join(format!("{script}.band.md")),
-            band_text,
-        )?;
-        let ws = tmp.path().join("workspace");
-        copy_workspace(
-            args.workspace.as_deref().unwrap_or(Path::new(".")),
-            args.workspace.is_some(),
-            &ws,
-        )?;
-        let spec = RunSpec {
-            skill_root: copy,
-            script: script.to_string(),
-            raw_input: raw_input.clone(),
-            workspace: ws,
-            allow_system_workspace: false,
-            target: args.exec_target.clone(),
-            trace: true,
-            require_lock: false,
-            record_io: false,
-            schemas: None,
-        };
-        let spinner = Spinner::start(args.json, format!("observing {target}"));
-        let mut live = Live::default();
-        let outcome = pipeline::run_observed(
-            &spec,
-            &mut |ev| {
-                if human {
-                    spinner.suspend(|| live.event(ev))
-                }
-            },
-            &|_| None,
-        );
-        spinner.finish();
-        live.end();
-        Ok((outcome?, policy))
+    let observer = Observer {
+        args: &args,
+        skill: &skill,
+        script,
+        target,
+        raw_input,
+        resolved: resolved.as_ref(),
+        current: &current,
+        offered: &offered,
     };
-    let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let (outcome, policy, passes) =
+        observe_passes(&mut candidates, !args.json, &|c| observer.observe(c))?;
     let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
     obs.notes.extend(passes);
     let key = format!("{}-{script}", skill.name);
@@ -172,6 +88,149 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         band_file.as_deref(),
         Some(&skill.root),
     )
+}
+
+/// band learn's own switches also count after the script's `--key=value` arguments: they are
+/// taken out of `args.args` (not for `--band`, whose command's words are its own).
+fn take_late_switches(args: &mut LearnArgs) {
+    if args.band.is_some() {
+        return;
+    }
+    let mut rest = Vec::new();
+    let mut it = std::mem::take(&mut args.args).into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--write" => args.write = true,
+            "--merge" => args.merge = true,
+            "--net" => args.net = true,
+            "--json" => args.json = true,
+            "--workspace" => args.workspace = it.next().map(PathBuf::from),
+            _ => match a.strip_prefix("--workspace=") {
+                Some(dir) => args.workspace = Some(PathBuf::from(dir)),
+                None => rest.push(a),
+            },
+        }
+    }
+    args.args = rest;
+}
+
+/// The observed run's input: for an argv-style script (`band wrap`) the words after `--` as its
+/// `args`, else the input the arguments give ([`read_input`]).
+fn script_input(
+    args: &LearnArgs,
+    skill: &band::skill::Skill,
+    script: &str,
+) -> Result<serde_json::Value> {
+    if args.input.is_none()
+        && band::contract::SchemaSet::load_dir(&skill.root)
+            .0
+            .takes_argv(script)
+    {
+        let words = match args.args.split_first() {
+            Some((first, rest)) if first == "--" => rest,
+            _ => &args.args[..],
+        };
+        return Ok(serde_json::json!({ "args": words }));
+    }
+    read_input(args)
+}
+
+/// The host programs the first observed run has on PATH: those the skill's files name, and the
+/// script's own `#!` interpreter.
+fn candidate_commands(skill: &band::skill::Skill, script: &str, texts: &[&str]) -> Vec<String> {
+    let mut candidates = observe::candidate_commands(texts, &is_host_program);
+    if let Some(entry) = skill.script(script).map(|s| skill.root.join(&s.entry))
+        && let Ok(text) = band::skillfs::read_to_string(&skill.root, &entry, MAX_SCAN_BYTES)
+        && let Some(interp) = observe::shebang_command(&text)
+        && !ESSENTIALS.contains(&interp.as_str())
+        && !candidates.contains(&interp)
+    {
+        candidates.push(interp);
+    }
+    candidates
+}
+
+/// What every observed run of one `band learn <skill>/<script>` shares.
+struct Observer<'a> {
+    args: &'a LearnArgs,
+    skill: &'a band::skill::Skill,
+    script: &'a str,
+    /// `<skill>/<script>` as given (for the spinner).
+    target: &'a str,
+    raw_input: serde_json::Value,
+    resolved: Option<&'a band::skill::Resolved>,
+    /// The script's current policy (the learning band starts from it).
+    current: &'a Policy,
+    offered: &'a [String],
+}
+
+impl Observer<'_> {
+    /// One observed run with `candidates` on PATH, on a fresh copy of the skill and workspace:
+    /// its outcome and learning policy.
+    fn observe(&self, candidates: &[String]) -> Result<(Outcome, Policy)> {
+        let policy =
+            observe::learning_policy(self.current, candidates, self.args.net, self.offered);
+        let tmp = tempfile::Builder::new()
+            .prefix("band-learn-")
+            .tempdir()
+            .context("cannot create a temporary folder for band learn")?;
+        let spec = self.copies(tmp.path(), &policy)?;
+        let human = !self.args.json;
+        let spinner = Spinner::start(self.args.json, format!("observing {}", self.target));
+        let mut live = Live::default();
+        let outcome = pipeline::run_observed(
+            &spec,
+            &mut |ev| {
+                if human {
+                    spinner.suspend(|| live.event(ev))
+                }
+            },
+            &|_| None,
+        );
+        spinner.finish();
+        live.end();
+        Ok((outcome?, policy))
+    }
+
+    /// The run of the copies under `tmp`: the skill (its band for the script the learning band
+    /// of `policy`, no `band.lock`) and the workspace.
+    fn copies(&self, tmp: &Path, policy: &Policy) -> Result<RunSpec> {
+        let skill = self.skill;
+        let folder = skill
+            .root
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_owned()))
+            .unwrap_or_else(|| skill.name.clone().into());
+        let copy = tmp.join("skills").join(folder);
+        copy_skill(&skill.root, &copy, &|rel| rel == band::lock::LOCK_FILE)?;
+        let band_text = learning_band(&skill.name, policy, self.resolved)?;
+        // (The copy makes only folders that hold a file.)
+        fs_err::create_dir_all(copy.join("scripts"))?;
+        fs_err::write(
+            copy.join("scripts")
+                .join(format!("{}.band.md", self.script)),
+            band_text,
+        )?;
+        let ws = tmp.join("workspace");
+        copy_workspace(
+            self.args.workspace.as_deref().unwrap_or(Path::new(".")),
+            self.args.workspace.is_some(),
+            &ws,
+        )?;
+        Ok(RunSpec {
+            skill_root: copy,
+            script: self.script.to_string(),
+            raw_input: self.raw_input.clone(),
+            workspace: ws,
+            allow_system_workspace: false,
+            target: self.args.exec_target.clone(),
+            trace: true,
+            require_lock: false,
+            record_io: false,
+            schemas: None,
+        })
+    }
 }
 
 /// One observed run with the given commands on PATH: its outcome and learning policy.

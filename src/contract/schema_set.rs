@@ -70,162 +70,12 @@ impl SchemaSet {
         let mut index = Index::default();
         let mut dirs: BTreeSet<String> = BTreeSet::new();
         dirs.insert(SCHEMAS_DIR.to_string());
-
         for file in files {
-            let rel = match relative_schema_path(&file.path) {
-                Ok(rel) => rel,
-                Err(error) => {
-                    errors.push(error);
-                    continue;
-                }
-            };
-            let Some(uri) = path_uri(&rel) else {
-                errors.push(ContractError::compile(
-                    &file.path,
-                    "the file name cannot be made into a uri",
-                ));
-                continue;
-            };
-            if index.by_rel.contains_key(&rel) || index.broken.contains_key(&uri) {
-                errors.push(ContractError::compile(
-                    &file.path,
-                    "schema file given twice",
-                ));
-                continue;
-            }
-            if let Some((dir, _)) = rel.rsplit_once('/') {
-                dirs.insert(dir.to_string());
-            }
-            match serde_json::from_str::<Value>(&file.text) {
-                Ok(value) => {
-                    let at = index.files.len();
-                    index.by_rel.insert(rel.clone(), at);
-                    index.by_uri.insert(uri.clone(), (at, String::new()));
-                    index.files.push(Loaded {
-                        path: file.path,
-                        rel,
-                        uri,
-                        served: Value::Null,
-                        value,
-                    });
-                }
-                Err(error) => {
-                    index.broken.insert(uri, rel);
-                    errors.push(json_error(file.path, &error));
-                }
-            }
+            index.add_file(file, &mut dirs, &mut errors);
         }
-
-        // Aliases by `$id`. A real file path always wins over an alias.
-        let mut aliases: BTreeMap<String, usize> = BTreeMap::new();
-        for (at, file) in index.files.iter().enumerate() {
-            let Some(id) = root_id(&file.value) else {
-                continue;
-            };
-            let is_def = file.rel.starts_with("schemas/defs/");
-            let mut targets = Vec::new();
-            match resolve(&file.uri, id) {
-                Some(resolved) => targets.push(resolved),
-                None => {
-                    errors.push(ContractError::compile(
-                        &file.path,
-                        format!("$id \"{id}\" is not a valid uri reference"),
-                    ));
-                    continue;
-                }
-            }
-            if is_def && !has_scheme(id) {
-                for dir in &dirs {
-                    if let Some(resolved) = resolve(&format!("{ROOT_URI}{dir}/"), id) {
-                        targets.push(resolved);
-                    }
-                }
-            }
-            targets.sort();
-            targets.dedup();
-            let mut clash: Option<String> = None;
-            for target in targets {
-                let target = strip_fragment(&target).to_string();
-                if let Some(&(owner, _)) = index.by_uri.get(&target) {
-                    // A real file path wins over an alias. Only an absolute `$id` naming another
-                    // file is worth reporting: a relative one seen from a sibling folder is not.
-                    if owner != at && has_scheme(id) {
-                        clash = Some(format!(
-                            "$id \"{id}\" is already the uri of {}",
-                            index.files[owner].rel
-                        ));
-                    }
-                    continue;
-                }
-                match aliases.get(&target) {
-                    Some(&other) if other != at => {
-                        clash = Some(format!(
-                            "$id \"{id}\" is also the $id of {}",
-                            index.files[other].rel
-                        ));
-                    }
-                    Some(_) => {}
-                    None => {
-                        aliases.insert(target, at);
-                    }
-                }
-            }
-            if let Some(message) = clash {
-                errors.push(ContractError::compile(&file.path, message));
-            }
-        }
-        index.by_uri.extend(
-            aliases
-                .into_iter()
-                .map(|(uri, at)| (uri, (at, String::new()))),
-        );
-
-        // Embedded resources (a subschema with its own `$id`), where nothing else has the URI.
-        let mut embedded = Vec::new();
-        for (at, file) in index.files.iter().enumerate() {
-            walk_schemas(
-                &file.value,
-                &file.uri,
-                &mut String::new(),
-                &mut |node, base, pointer| {
-                    if !pointer.is_empty() && root_id(node).is_some() {
-                        embedded.push((base.to_string(), (at, pointer.to_string())));
-                    }
-                },
-            );
-        }
-        for (uri, target) in embedded {
-            index.by_uri.entry(uri).or_insert(target);
-        }
-
-        // What jsonschema gets: every `$ref` absolute.
-        let mut served = Vec::with_capacity(index.files.len());
-        for file in &index.files {
-            let mut edits = Vec::new();
-            walk_schemas(
-                &file.value,
-                &file.uri,
-                &mut String::new(),
-                &mut |node, base, pointer| {
-                    if let Some(literal) = node.get("$ref").and_then(Value::as_str)
-                        && let Some(absolute) = index.absolute_ref(base, literal)
-                    {
-                        edits.push((pointer.to_string(), absolute));
-                    }
-                },
-            );
-            let mut value = file.value.clone();
-            for (pointer, absolute) in edits {
-                if let Some(object) = value.pointer_mut(&pointer).and_then(Value::as_object_mut) {
-                    object.insert("$ref".to_string(), Value::String(absolute));
-                }
-            }
-            served.push(value);
-        }
-        for (file, value) in index.files.iter_mut().zip(served) {
-            file.served = value;
-        }
-
+        index.alias_ids(&dirs, &mut errors);
+        index.index_embedded();
+        index.serve_absolute_refs();
         (
             SchemaSet {
                 index: Arc::new(index),
@@ -457,6 +307,196 @@ impl SchemaSet {
                 |file| (&file.served, file.uri.clone()),
             )
     }
+}
+
+/// The steps of [`SchemaSet::load`], in order.
+impl Index {
+    /// One schema file, parsed and indexed by its path (its folder added to `dirs`); a file
+    /// whose path is refused, given twice, or that is no JSON is reported in `errors` (no JSON:
+    /// kept in [`Index::broken`]).
+    fn add_file(
+        &mut self,
+        file: SchemaFile,
+        dirs: &mut BTreeSet<String>,
+        errors: &mut Vec<ContractError>,
+    ) {
+        let rel = match relative_schema_path(&file.path) {
+            Ok(rel) => rel,
+            Err(error) => {
+                errors.push(error);
+                return;
+            }
+        };
+        let Some(uri) = path_uri(&rel) else {
+            errors.push(ContractError::compile(
+                &file.path,
+                "the file name cannot be made into a uri",
+            ));
+            return;
+        };
+        if self.by_rel.contains_key(&rel) || self.broken.contains_key(&uri) {
+            errors.push(ContractError::compile(
+                &file.path,
+                "schema file given twice",
+            ));
+            return;
+        }
+        if let Some((dir, _)) = rel.rsplit_once('/') {
+            dirs.insert(dir.to_string());
+        }
+        match serde_json::from_str::<Value>(&file.text) {
+            Ok(value) => {
+                let at = self.files.len();
+                self.by_rel.insert(rel.clone(), at);
+                self.by_uri.insert(uri.clone(), (at, String::new()));
+                self.files.push(Loaded {
+                    path: file.path,
+                    rel,
+                    uri,
+                    served: Value::Null,
+                    value,
+                });
+            }
+            Err(error) => {
+                self.broken.insert(uri, rel);
+                errors.push(json_error(file.path, &error));
+            }
+        }
+    }
+
+    /// Aliases by `$id` (a defs file's relative `$id` also seen from each schema folder). A real
+    /// file path always wins over an alias; an `$id` that is no URI reference, or that another
+    /// file claims, is reported in `errors`.
+    fn alias_ids(&mut self, dirs: &BTreeSet<String>, errors: &mut Vec<ContractError>) {
+        let mut aliases: BTreeMap<String, usize> = BTreeMap::new();
+        for (at, file) in self.files.iter().enumerate() {
+            let Some(id) = root_id(&file.value) else {
+                continue;
+            };
+            let Some(targets) = id_targets(file, id, dirs) else {
+                errors.push(ContractError::compile(
+                    &file.path,
+                    format!("$id \"{id}\" is not a valid uri reference"),
+                ));
+                continue;
+            };
+            if let Some(message) = self.claim(at, id, targets, &mut aliases) {
+                errors.push(ContractError::compile(&file.path, message));
+            }
+        }
+        self.by_uri.extend(
+            aliases
+                .into_iter()
+                .map(|(uri, at)| (uri, (at, String::new()))),
+        );
+    }
+
+    /// The `targets` of file `at`'s `$id` taken as its aliases where no file path or other alias
+    /// has them; the last clash found, as a message (if any).
+    fn claim(
+        &self,
+        at: usize,
+        id: &str,
+        targets: Vec<String>,
+        aliases: &mut BTreeMap<String, usize>,
+    ) -> Option<String> {
+        let mut clash: Option<String> = None;
+        for target in targets {
+            let target = strip_fragment(&target).to_string();
+            if let Some(&(owner, _)) = self.by_uri.get(&target) {
+                // A real file path wins over an alias. Only an absolute `$id` naming another
+                // file is worth reporting: a relative one seen from a sibling folder is not.
+                if owner != at && has_scheme(id) {
+                    clash = Some(format!(
+                        "$id \"{id}\" is already the uri of {}",
+                        self.files[owner].rel
+                    ));
+                }
+                continue;
+            }
+            match aliases.get(&target) {
+                Some(&other) if other != at => {
+                    clash = Some(format!(
+                        "$id \"{id}\" is also the $id of {}",
+                        self.files[other].rel
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    aliases.insert(target, at);
+                }
+            }
+        }
+        clash
+    }
+
+    /// Embedded resources (a subschema with its own `$id`), indexed where nothing else has the
+    /// URI.
+    fn index_embedded(&mut self) {
+        let mut embedded = Vec::new();
+        for (at, file) in self.files.iter().enumerate() {
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, pointer| {
+                    if !pointer.is_empty() && root_id(node).is_some() {
+                        embedded.push((base.to_string(), (at, pointer.to_string())));
+                    }
+                },
+            );
+        }
+        for (uri, target) in embedded {
+            self.by_uri.entry(uri).or_insert(target);
+        }
+    }
+
+    /// What jsonschema gets ([`Loaded::served`]): each file with every `$ref` absolute.
+    fn serve_absolute_refs(&mut self) {
+        let mut served = Vec::with_capacity(self.files.len());
+        for file in &self.files {
+            let mut edits = Vec::new();
+            walk_schemas(
+                &file.value,
+                &file.uri,
+                &mut String::new(),
+                &mut |node, base, pointer| {
+                    if let Some(literal) = node.get("$ref").and_then(Value::as_str)
+                        && let Some(absolute) = self.absolute_ref(base, literal)
+                    {
+                        edits.push((pointer.to_string(), absolute));
+                    }
+                },
+            );
+            let mut value = file.value.clone();
+            for (pointer, absolute) in edits {
+                if let Some(object) = value.pointer_mut(&pointer).and_then(Value::as_object_mut) {
+                    object.insert("$ref".to_string(), Value::String(absolute));
+                }
+            }
+            served.push(value);
+        }
+        for (file, value) in self.files.iter_mut().zip(served) {
+            file.served = value;
+        }
+    }
+}
+
+/// The URIs a file's `$id` names, sorted and deduplicated: the `$id` resolved against the
+/// file's URI, and for a defs file's relative `$id`, against each schema folder too. `None` if
+/// it is not a valid URI reference.
+fn id_targets(file: &Loaded, id: &str, dirs: &BTreeSet<String>) -> Option<Vec<String>> {
+    let mut targets = vec![resolve(&file.uri, id)?];
+    if file.rel.starts_with("schemas/defs/") && !has_scheme(id) {
+        for dir in dirs {
+            if let Some(resolved) = resolve(&format!("{ROOT_URI}{dir}/"), id) {
+                targets.push(resolved);
+            }
+        }
+    }
+    targets.sort();
+    targets.dedup();
+    Some(targets)
 }
 
 impl Index {

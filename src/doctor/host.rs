@@ -635,7 +635,9 @@ mod tests {
         assert_eq!(all[1].1, Level::Warn, "no landlock: {all:?}");
         assert_eq!(all[2].1, Level::Ok, "no AppArmor file: {all:?}");
 
-        host.bwrap_tried = Some(Err("bwrap: setting up uid map: Permission denied".into()));
+        host.bwrap_tried = Some(Err(crate::doctor::BwrapError::Said(
+            "bwrap: setting up uid map: Permission denied".into(),
+        )));
         host.landlock_abi = Some(3);
         fs_err::write(&host.apparmor_userns, "1\n").expect("write");
         let all = by_name(&host);

@@ -97,7 +97,7 @@ pub struct Host {
     pub landlock_abi: Option<u8>,
     /// `bwrap --ro-bind / / true`, tried by [`Host::this`] when bwrap is there: `Ok`, or what
     /// went wrong (its stderr). `None`: not tried.
-    pub bwrap_tried: Option<Result<(), String>>,
+    pub bwrap_tried: Option<Result<(), BwrapError>>,
     /// Whether runs use the host's warm band-server ([`crate::warm`]): the user config's `warm`,
     /// on by default, or `BAND_WARM`.
     pub warm: bool,
@@ -174,6 +174,7 @@ pub fn failed(checks: &[Check]) -> bool {
 }
 
 pub use host::parse_df_available;
+pub use probe::BwrapError;
 
 #[cfg(test)]
 mod tests {

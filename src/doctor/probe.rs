@@ -1,7 +1,8 @@
 //! What `band doctor` tries for real on this machine (the checks themselves stay pure: they read
 //! the answers from [`super::Host`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The kernel's Landlock ABI, as far as it matters to band (1 to 6; 6 means 6 or later: the
 /// ABI that scopes abstract unix sockets and signals): the highest whose every access right a
@@ -44,17 +45,39 @@ pub(super) fn landlock_abi() -> Option<u8> {
     None
 }
 
-/// Run `bwrap --ro-bind / / true`: `Ok`, or what went wrong (its stderr's last line).
-pub(super) fn bwrap(bwrap: &Path) -> Result<(), String> {
+/// Why `bwrap --ro-bind / / true` did not succeed (`band doctor` shows it after "failed: ").
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BwrapError {
+    /// It could not be started.
+    #[error("cannot run {}: {source}", path.display())]
+    Spawn {
+        path: PathBuf,
+        source: Arc<std::io::Error>,
+    },
+    /// It failed, and said why: its stderr's last line that is not blank.
+    #[error("{0}")]
+    Said(String),
+    /// It failed, and said nothing.
+    #[error("it exited with {0}")]
+    Exited(std::process::ExitStatus),
+}
+
+/// Run `bwrap --ro-bind / / true`: `Ok`, or what went wrong.
+pub(super) fn bwrap(bwrap: &Path) -> Result<(), BwrapError> {
     let out = std::process::Command::new(bwrap)
         .args(["--ro-bind", "/", "/", "true"])
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+        .map_err(|e| BwrapError::Spawn {
+            path: bwrap.to_path_buf(),
+            source: Arc::new(e),
+        })?;
     if out.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-    Err(last.map_or_else(|| format!("it exited with {}", out.status), str::to_string))
+    Err(last.map_or(BwrapError::Exited(out.status), |l| {
+        BwrapError::Said(l.to_string())
+    }))
 }

@@ -463,81 +463,118 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
         first: 2,
         diags: Vec::new(),
     };
-    let (yaml, first, body) = match split_frontmatter(source) {
-        Ok(x) => x,
-        Err(e) => {
-            p.diags
-                .push(Diagnostic::new(e.code(), path, e.loc(), e.to_string()).with_hint(e.hint()));
-            return Parsed {
-                band: None,
-                diagnostics: p.diags,
-            };
-        }
-    };
-    p.yaml = yaml;
-    p.first = first;
-    let root: Yaml = match yaml_serde::from_str(yaml) {
-        Ok(v) => v,
-        Err(e) => {
-            let loc = yaml_error_loc(yaml, first, &e);
-            let msg = e.to_string();
-            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-            p.diags.push(
-                Diagnostic::new(Code::YamlSyntax, path, loc, format!("invalid YAML: {msg}"))
-                    .with_hint("quote values that start with `*`, `&`, `!`, `{`, `[` or contain `: `, e.g. \"*.github.com\""),
-            );
-            return Parsed {
-                band: None,
-                diagnostics: p.diags,
-            };
-        }
-    };
-    let map = match root {
-        Yaml::Mapping(m) => m,
-        Yaml::Null => yaml_serde::Mapping::new(),
-        _ => {
-            p.diags.push(
-                Diagnostic::new(
-                    Code::NotAMapping,
-                    path,
-                    Loc::new(first, 1),
-                    "the frontmatter must be a mapping of keys to values",
-                )
-                .with_hint("start with `band: my-skill` and `description: ...`"),
-            );
-            return Parsed {
-                band: None,
-                diagnostics: p.diags,
-            };
-        }
+    let Some((map, body)) = p.frontmatter(source) else {
+        return Parsed {
+            band: None,
+            diagnostics: p.diags,
+        };
     };
     let mut band = Band {
         path: path.to_path_buf(),
-        yaml: yaml.to_string(),
-        yaml_first_line: first,
+        yaml: p.yaml.to_string(),
+        yaml_first_line: p.first,
         body: Some(body.trim())
             .filter(|b| !b.is_empty())
             .map(str::to_string),
         ..Band::default()
     };
+    p.fields(&map, &mut band);
+    if band.reference.is_none() {
+        p.required_fields(&map, &band);
+    } else {
+        p.ignored_in_reference(&map);
+    }
+    p.semantic_checks(&band);
+    Parsed {
+        band: Some(band),
+        diagnostics: p.diags,
+    }
+}
 
-    // The band's own name decides which key holds its config, so read it first.
-    let name_key = map.get("band").and_then(Yaml::as_str).map(str::to_string);
-    for (k, v) in &map {
-        let Some(key) = k.as_str() else {
-            p.err(
-                Code::WrongType,
-                &[],
-                format!("keys must be strings, found {}", kind(k)),
-                None,
-            );
-            continue;
+/// Reads a band's frontmatter field by field, collecting located diagnostics.
+struct FieldParser<'a> {
+    path: &'a Path,
+    yaml: &'a str,
+    first: usize,
+    diags: Vec<Diagnostic>,
+}
+
+/// The steps of [`parse_band`], in order.
+impl<'a> FieldParser<'a> {
+    /// The frontmatter as a mapping (empty for an empty one) and the body after it; `None`, with
+    /// its diagnostic, when there is no frontmatter, it is no YAML, or it is no mapping.
+    fn frontmatter(&mut self, source: &'a str) -> Option<(yaml_serde::Mapping, &'a str)> {
+        let (yaml, first, body) = match split_frontmatter(source) {
+            Ok(x) => x,
+            Err(e) => {
+                self.diags.push(
+                    Diagnostic::new(e.code(), self.path, e.loc(), e.to_string())
+                        .with_hint(e.hint()),
+                );
+                return None;
+            }
         };
+        self.yaml = yaml;
+        self.first = first;
+        let root: Yaml = match yaml_serde::from_str(yaml) {
+            Ok(v) => v,
+            Err(e) => {
+                let loc = yaml_error_loc(yaml, first, &e);
+                let msg = e.to_string();
+                let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+                self.diags.push(
+                    Diagnostic::new(Code::YamlSyntax, self.path, loc, format!("invalid YAML: {msg}"))
+                        .with_hint("quote values that start with `*`, `&`, `!`, `{`, `[` or contain `: `, e.g. \"*.github.com\""),
+                );
+                return None;
+            }
+        };
+        match root {
+            Yaml::Mapping(m) => Some((m, body)),
+            Yaml::Null => Some((yaml_serde::Mapping::new(), body)),
+            _ => {
+                self.diags.push(
+                    Diagnostic::new(
+                        Code::NotAMapping,
+                        self.path,
+                        Loc::new(first, 1),
+                        "the frontmatter must be a mapping of keys to values",
+                    )
+                    .with_hint("start with `band: my-skill` and `description: ...`"),
+                );
+                None
+            }
+        }
+    }
+}
+
+impl FieldParser<'_> {
+    /// Every top-level key into its field of `band` ([`Self::field`]). The band's own name
+    /// decides which key holds its config, so it is read first.
+    fn fields(&mut self, map: &yaml_serde::Mapping, band: &mut Band) {
+        let name_key = map.get("band").and_then(Yaml::as_str).map(str::to_string);
+        for (k, v) in map {
+            let Some(key) = k.as_str() else {
+                self.err(
+                    Code::WrongType,
+                    &[],
+                    format!("keys must be strings, found {}", kind(k)),
+                    None,
+                );
+                continue;
+            };
+            self.field(key, v, name_key.as_deref(), band);
+        }
+    }
+
+    /// One top-level key: its value, type-checked, into `band`, or a diagnostic. `name_key` is
+    /// the band's name (the key of its config).
+    fn field(&mut self, key: &str, v: &Yaml, name_key: Option<&str>, band: &mut Band) {
         let at = [Step::Key(key)];
         match key {
             "band" => match v.as_str() {
                 Some(s) if is_kebab(s) => band.name = s.to_string(),
-                Some(s) => p.err(
+                Some(s) => self.err(
                     Code::InvalidName,
                     &at,
                     format!("band name `{s}` is not kebab-case"),
@@ -546,49 +583,49 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
                         to_kebab(s)
                     )),
                 ),
-                None => p.type_err(&at, "a string", v),
+                None => self.type_err(&at, "a string", v),
             },
             "description" => match v.as_str() {
                 Some(s) => band.description = s.trim().to_string(),
-                None => p.type_err(&at, "a string", v),
+                None => self.type_err(&at, "a string", v),
             },
             "icon" => match v.as_str() {
                 Some(s) => band.icon = Some(s.to_string()),
-                None => p.type_err(&at, "a string", v),
+                None => self.type_err(&at, "a string", v),
             },
             "version" => match v.as_u64() {
                 Some(n) if n >= 1 => band.version = Some(n),
-                _ => p.err(
+                _ => self.err(
                     Code::InvalidVersion,
                     &at,
                     format!("`version` must be a positive integer, found {}", show(v)),
                     None,
                 ),
             },
-            "allow" => band.allow = p.rules("allow", v),
-            "deny" => band.deny = p.rules("deny", v),
-            "insist" => band.insist = p.rules("insist", v),
-            "env" => p.env(v, &mut band),
-            "requires" => p.requires(v, &mut band),
-            "limit" => band.limits = p.limits(v),
-            "execution" => p.execution(v, &mut band),
+            "allow" => band.allow = self.rules("allow", v),
+            "deny" => band.deny = self.rules("deny", v),
+            "insist" => band.insist = self.rules("insist", v),
+            "env" => self.env(v, band),
+            "requires" => self.requires(v, band),
+            "limit" => band.limits = self.limits(v),
+            "execution" => self.execution(v, band),
             "path" => match v.as_str() {
                 Some(s) if !s.trim().is_empty() => band.reference = Some(s.to_string()),
-                _ => p.type_err(&at, "a relative path to another band file", v),
+                _ => self.type_err(&at, "a relative path to another band file", v),
             },
-            "extends" => band.extends = p.string_list(&at, v),
-            "includes" => band.includes = p.string_list(&at, v),
-            "provides" => p.check_keys(&at, v),
+            "extends" => band.extends = self.string_list(&at, v),
+            "includes" => band.includes = self.string_list(&at, v),
+            "provides" => self.check_keys(&at, v),
             "contract" => {
-                p.warn(
+                self.warn(
                     Code::Ignored,
                     &at,
                     "`contract` is ignored: band reads contracts from schemas/input and schemas/output".into(),
                     Some("move the schemas to schemas/input/<script>.json and schemas/output/<script>.json".into()),
                 );
-                p.check_keys(&at, v);
+                self.check_keys(&at, v);
             }
-            "url" => p.err(
+            "url" => self.err(
                 Code::BadReference,
                 &at,
                 "remote band references (`url:`) are not supported: band never fetches policy"
@@ -597,28 +634,29 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
                     "vendor the band file into the repository and reference it with `path:`".into(),
                 ),
             ),
-            k if Some(k) == name_key.as_deref() => match serde_json::to_value(v) {
+            k if Some(k) == name_key => match serde_json::to_value(v) {
                 Ok(j @ serde_json::Value::Object(_)) => band.config = Some(j),
-                _ => p.type_err(&at, "a mapping (the skill's config)", v),
+                _ => self.type_err(&at, "a mapping (the skill's config)", v),
             },
             other => {
                 let mut known: Vec<&str> = TOP_KEYS.to_vec();
-                known.extend(name_key.as_deref());
-                p.unknown_key(&at, other, &known);
+                known.extend(name_key);
+                self.unknown_key(&at, other, &known);
             }
         }
     }
 
-    if band.reference.is_none() {
+    /// F004 for `band` and `description`, when a band that is no `path:` reference lacks one.
+    fn required_fields(&mut self, map: &yaml_serde::Mapping, band: &Band) {
         for (field, value) in [("band", &band.name), ("description", &band.description)] {
             let present = map.get(field).is_some_and(|v| {
                 !matches!(v, Yaml::Null) && v.as_str().is_none_or(|s| !s.trim().is_empty())
             });
             if value.is_empty() && !present {
-                p.diags.push(
+                self.diags.push(
                     Diagnostic::new(
                         Code::MissingField,
-                        path,
+                        self.path,
                         Loc::new(1, 1),
                         format!("required field `{field}` is missing"),
                     )
@@ -629,12 +667,16 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
                 );
             }
         }
-    } else {
+    }
+
+    /// A warning for each rule key of a band that is a `path:` reference (the referenced file's
+    /// rules are the ones read).
+    fn ignored_in_reference(&mut self, map: &yaml_serde::Mapping) {
         for key in [
             "allow", "deny", "insist", "limit", "env", "extends", "includes",
         ] {
             if map.contains_key(key) {
-                p.warn(
+                self.warn(
                     Code::Ignored,
                     &[Step::Key(key)],
                     format!("`{key}` is ignored in a band file that is a `path:` reference"),
@@ -643,21 +685,7 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
             }
         }
     }
-    p.semantic_checks(&band);
-    Parsed {
-        band: Some(band),
-        diagnostics: p.diags,
-    }
-}
 
-struct FieldParser<'a> {
-    path: &'a Path,
-    yaml: &'a str,
-    first: usize,
-    diags: Vec<Diagnostic>,
-}
-
-impl FieldParser<'_> {
     fn loc(&self, at: &[Step<'_>]) -> Loc {
         locate(self.yaml, self.first, at)
     }

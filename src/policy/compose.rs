@@ -185,88 +185,161 @@ pub fn compose(
     ancestors: &[BandPolicy],
     includes: &[BandPolicy],
 ) -> (Policy, Vec<Conflict>) {
-    let mut conflicts = Vec::new();
+    let mut c = Composer::new(own, ancestors, includes);
     let mut policy = Policy::default();
-    let chain: Vec<&BandPolicy> = ancestors.iter().chain(std::iter::once(own)).collect();
-    // Output order for unions: own first, then ancestors (root-first), then includes.
-    let all: Vec<&BandPolicy> = std::iter::once(own)
-        .chain(ancestors)
-        .chain(includes)
-        .collect();
-
     for cat in Category::ALL {
-        // 1. The extends chain, root first: inherit or narrow.
-        let mut levels: Vec<Level> = Vec::with_capacity(chain.len());
-        for band in &chain {
-            let exceeded = |levels: &[Level], item: &str| -> Option<usize> {
-                levels.iter().rposition(|l| !l.ceiling.covers(item))
-            };
-            let declared = band.allow.get(cat);
-            let allow = if declared.is_empty() {
-                levels.last().map(|l| l.allow.clone()).unwrap_or_default()
-            } else {
-                let mut out = Vec::new();
-                for item in declared {
-                    if let Some(k) = exceeded(&levels, item) {
-                        conflicts.push(conflict(
-                            ConflictKind::CeilingExceeded,
-                            cat,
-                            item,
-                            band,
-                            format!(
-                                "\"{item}\" allowed by band \"{}\" exceeds the ceiling of \"{}\", which it extends",
-                                band.name, chain[k].name
-                            ),
-                        ));
-                    } else {
-                        push_unique(&mut out, item);
-                    }
-                }
-                out
-            };
-            let mut insist = levels.last().map(|l| l.insist.clone()).unwrap_or_default();
-            for item in band.insist.get(cat) {
-                if let Some(k) = exceeded(&levels, item) {
-                    conflicts.push(conflict(
-                        ConflictKind::InsistNotAllowed,
-                        cat,
-                        item,
-                        band,
-                        format!(
-                            "\"{item}\" insisted by band \"{}\" exceeds the ceiling of \"{}\", which it extends",
-                            band.name, chain[k].name
-                        ),
-                    ));
-                } else {
-                    push_unique(&mut insist, item);
-                }
-            }
-            let ceiling = Rules::new(cat, allow.iter().chain(&insist));
-            levels.push(Level {
-                allow,
-                insist,
-                ceiling,
-            });
-        }
-        let Some(top) = levels.pop() else { continue };
+        let Some(top) = c.top_level(cat) else {
+            continue;
+        };
+        let deny = c.deny(cat);
+        let allow = c.allow(cat, &top);
+        let insist = c.insist(cat, &top, &Rules::new(cat, &deny));
+        *policy.allow.get_mut(cat) = allow;
+        *policy.deny.get_mut(cat) = deny;
+        *policy.insist.get_mut(cat) = insist;
+    }
+    c.unsatisfied_egress(&policy.deny.net);
+    policy.limits = c.limits();
+    policy.secrets = c.secrets();
+    policy.required_secrets = c.required_secrets();
+    (policy, c.conflicts)
+}
 
-        // 2. Deny: the union of every band.
+/// The bands of one composition, and the conflicts found so far (in the order found).
+struct Composer<'a> {
+    own: &'a BandPolicy,
+    ancestors: &'a [BandPolicy],
+    includes: &'a [BandPolicy],
+    /// The extends chain: the ancestors root-first, then `own`.
+    chain: Vec<&'a BandPolicy>,
+    /// Every band, in the output order of unions: own first, then the ancestors (root-first),
+    /// then the includes.
+    all: Vec<&'a BandPolicy>,
+    conflicts: Vec<Conflict>,
+}
+
+/// The steps of [`compose`]: per category the chain's levels, the deny, the allow and the
+/// insist; then the egress the deny refuses, the limits and the secrets.
+impl<'a> Composer<'a> {
+    fn new(
+        own: &'a BandPolicy,
+        ancestors: &'a [BandPolicy],
+        includes: &'a [BandPolicy],
+    ) -> Composer<'a> {
+        Composer {
+            own,
+            ancestors,
+            includes,
+            chain: ancestors.iter().chain(std::iter::once(own)).collect(),
+            all: std::iter::once(own)
+                .chain(ancestors)
+                .chain(includes)
+                .collect(),
+            conflicts: Vec::new(),
+        }
+    }
+
+    /// 1. The extends chain, root first, each band inheriting or narrowing the levels above it:
+    ///    the own band's level.
+    fn top_level(&mut self, cat: Category) -> Option<Level> {
+        let mut levels: Vec<Level> = Vec::with_capacity(self.chain.len());
+        for i in 0..self.chain.len() {
+            let level = self.level(cat, self.chain[i], &levels);
+            levels.push(level);
+        }
+        levels.pop()
+    }
+
+    /// One band's level under the levels `above` it: its allow (its nearest ancestor's when it
+    /// declares none) and its insist (added to its nearest ancestor's), each item within every
+    /// ceiling above.
+    fn level(&mut self, cat: Category, band: &BandPolicy, above: &[Level]) -> Level {
+        let declared = band.allow.get(cat);
+        let allow = if declared.is_empty() {
+            above.last().map(|l| l.allow.clone()).unwrap_or_default()
+        } else {
+            let kept = Vec::new();
+            self.within_chain(
+                cat,
+                band,
+                declared,
+                above,
+                ConflictKind::CeilingExceeded,
+                kept,
+            )
+        };
+        let inherited = above.last().map(|l| l.insist.clone()).unwrap_or_default();
+        let insist = self.within_chain(
+            cat,
+            band,
+            band.insist.get(cat),
+            above,
+            ConflictKind::InsistNotAllowed,
+            inherited,
+        );
+        let ceiling = Rules::new(cat, allow.iter().chain(&insist));
+        Level {
+            allow,
+            insist,
+            ceiling,
+        }
+    }
+
+    /// `items` of `band` added to `kept` when every ceiling `above` covers them; the others are
+    /// conflicts of `kind` (allow items: [`ConflictKind::CeilingExceeded`], insist items:
+    /// [`ConflictKind::InsistNotAllowed`]) naming the nearest ancestor they exceed.
+    fn within_chain(
+        &mut self,
+        cat: Category,
+        band: &BandPolicy,
+        items: &[String],
+        above: &[Level],
+        kind: ConflictKind,
+        mut kept: Vec<String>,
+    ) -> Vec<String> {
+        let verb = match kind {
+            ConflictKind::InsistNotAllowed => "insisted",
+            _ => "allowed",
+        };
+        for item in items {
+            match above.iter().rposition(|l| !l.ceiling.covers(item)) {
+                Some(k) => self.conflicts.push(conflict(
+                    kind,
+                    cat,
+                    item,
+                    band,
+                    format!(
+                        "\"{item}\" {verb} by band \"{}\" exceeds the ceiling of \"{}\", which it extends",
+                        band.name, self.chain[k].name
+                    ),
+                )),
+                None => push_unique(&mut kept, item),
+            }
+        }
+        kept
+    }
+
+    /// 2. The deny: the union of every band's.
+    fn deny(&self, cat: Category) -> Vec<String> {
         let mut deny = Vec::new();
-        for band in &all {
+        for band in &self.all {
             for item in band.deny.get(cat) {
                 push_unique(&mut deny, item);
             }
         }
-        let deny_rules = Rules::new(cat, &deny);
+        deny
+    }
 
-        // 3. Includes: allow items within the ceiling are kept, the rest dropped.
+    /// 3. The allow: the chain's, and the includes' items within its ceiling (the others are
+    ///    dropped, as conflicts).
+    fn allow(&mut self, cat: Category, top: &Level) -> Vec<String> {
         let mut allow = top.allow.clone();
-        for band in includes {
+        for band in self.includes {
             for item in band.allow.get(cat) {
                 if top.ceiling.covers(item) {
                     push_unique(&mut allow, item);
                 } else {
-                    conflicts.push(conflict(
+                    self.conflicts.push(conflict(
                         ConflictKind::CeilingExceeded,
                         cat,
                         item,
@@ -279,36 +352,15 @@ pub fn compose(
                 }
             }
         }
+        allow
+    }
 
-        // 4. Insist: the chain's accepted items and the includes' items within the ceiling,
-        //    minus anything denied.
-        let mut candidates: Vec<(&BandPolicy, &String)> = Vec::new();
-        for band in std::iter::once(own).chain(ancestors) {
-            for item in band.insist.get(cat) {
-                if top.insist.contains(item) {
-                    candidates.push((band, item));
-                }
-            }
-        }
-        for band in includes {
-            for item in band.insist.get(cat) {
-                if top.ceiling.covers(item) {
-                    candidates.push((band, item));
-                } else {
-                    conflicts.push(conflict(
-                        ConflictKind::InsistNotAllowed,
-                        cat,
-                        item,
-                        band,
-                        format!("\"{item}\" insisted by included band \"{}\" is not allowed by the ceiling", band.name),
-                    ));
-                }
-            }
-        }
+    /// 4. The insist: the candidates ([`Self::insist_candidates`]) minus anything `deny` covers.
+    fn insist(&mut self, cat: Category, top: &Level, deny: &Rules) -> Vec<String> {
         let mut insist = Vec::new();
-        for (band, item) in candidates {
-            if let Some(rule) = deny_rules.denying_rule(item) {
-                conflicts.push(conflict(
+        for (band, item) in self.insist_candidates(cat, top) {
+            if let Some(rule) = deny.denying_rule(item) {
+                self.conflicts.push(conflict(
                     ConflictKind::DenyInsist,
                     cat,
                     item,
@@ -319,53 +371,96 @@ pub fn compose(
                 push_unique(&mut insist, item);
             }
         }
-
-        *policy.allow.get_mut(cat) = allow;
-        *policy.deny.get_mut(cat) = deny;
-        *policy.insist.get_mut(cat) = insist;
+        insist
     }
 
-    // 5. Egress a band requires but the effective policy denies.
-    let deny_net = Rules::new(Category::Net, &policy.deny.net);
-    for band in &all {
-        for item in &band.requires_egress {
-            if let Some(rule) = deny_net.denying_rule(item) {
-                conflicts.push(conflict(
-                    ConflictKind::RequiresUnsatisfied,
-                    Category::Net,
-                    item,
-                    band,
-                    format!(
-                        "\"{item}\" required by band \"{}\" is denied by \"{rule}\"",
-                        band.name
-                    ),
-                ));
+    /// The insist items that may stand, with their bands: the chain's accepted items, and the
+    /// includes' items within the ceiling (the others are conflicts).
+    fn insist_candidates(
+        &mut self,
+        cat: Category,
+        top: &Level,
+    ) -> Vec<(&'a BandPolicy, &'a String)> {
+        let mut candidates = Vec::new();
+        for band in std::iter::once(self.own).chain(self.ancestors) {
+            for item in band.insist.get(cat) {
+                if top.insist.contains(item) {
+                    candidates.push((band, item));
+                }
+            }
+        }
+        for band in self.includes {
+            for item in band.insist.get(cat) {
+                if top.ceiling.covers(item) {
+                    candidates.push((band, item));
+                } else {
+                    self.conflicts.push(conflict(
+                        ConflictKind::InsistNotAllowed,
+                        cat,
+                        item,
+                        band,
+                        format!("\"{item}\" insisted by included band \"{}\" is not allowed by the ceiling", band.name),
+                    ));
+                }
+            }
+        }
+        candidates
+    }
+
+    /// 5. Egress a band requires but the effective `deny.net` denies (conflicts only).
+    fn unsatisfied_egress(&mut self, deny_net: &[String]) {
+        let deny_net = Rules::new(Category::Net, deny_net);
+        for band in &self.all {
+            for item in &band.requires_egress {
+                if let Some(rule) = deny_net.denying_rule(item) {
+                    self.conflicts.push(conflict(
+                        ConflictKind::RequiresUnsatisfied,
+                        Category::Net,
+                        item,
+                        band,
+                        format!(
+                            "\"{item}\" required by band \"{}\" is denied by \"{rule}\"",
+                            band.name
+                        ),
+                    ));
+                }
             }
         }
     }
 
-    // 6. Limits, secrets.
-    policy.limits = all
-        .iter()
-        .fold(Limits::default(), |acc, b| acc.narrow(&b.limits));
-    policy.secrets = std::iter::once(own)
-        .chain(ancestors.iter().rev())
-        .map(|b| &b.secrets)
-        .find(|s| !s.is_empty())
-        .map(|s| {
-            let mut out = Vec::new();
-            for x in s {
-                push_unique(&mut out, x);
-            }
-            out
-        })
-        .unwrap_or_default();
-    for band in &all {
-        for s in &band.required_secrets {
-            push_unique(&mut policy.required_secrets, s);
-        }
+    /// 6. The limits: every band's, narrowed field by field.
+    fn limits(&self) -> Limits {
+        self.all
+            .iter()
+            .fold(Limits::default(), |acc, b| acc.narrow(&b.limits))
     }
-    (policy, conflicts)
+
+    /// The secrets: the own band's, else the nearest ancestor's that declares any.
+    fn secrets(&self) -> Vec<String> {
+        std::iter::once(self.own)
+            .chain(self.ancestors.iter().rev())
+            .map(|b| &b.secrets)
+            .find(|s| !s.is_empty())
+            .map(|s| {
+                let mut out = Vec::new();
+                for x in s {
+                    push_unique(&mut out, x);
+                }
+                out
+            })
+            .unwrap_or_default()
+    }
+
+    /// The required secrets: the union of every band's.
+    fn required_secrets(&self) -> Vec<String> {
+        let mut required = Vec::new();
+        for band in &self.all {
+            for s in &band.required_secrets {
+                push_unique(&mut required, s);
+            }
+        }
+        required
+    }
 }
 
 #[cfg(test)]
