@@ -653,7 +653,7 @@ pub struct CliMatcher {
 }
 
 impl CliMatcher {
-    /// Parse both lists. On error: (is the pattern a deny pattern, its index, the error).
+    /// Parse both lists. On error: the list of the first bad pattern, its index, what is wrong.
     pub fn new(allow: &[String], deny: &[String]) -> Result<Self, super::RuleListError> {
         let (allow, deny) = super::parse_rule_lists(allow, deny, CliPattern::parse)?;
         Ok(CliMatcher { allow, deny })
@@ -1248,10 +1248,10 @@ mod tests {
     #[test]
     fn matcher_reports_index() {
         let a = vec!["ls".to_string(), "/bin/ls".to_string()];
-        assert_eq!(CliMatcher::new(&a, &[]).unwrap_err().1, 1);
+        assert_eq!(CliMatcher::new(&a, &[]).unwrap_err().index, 1);
         let d = vec!["".to_string()];
         let e = CliMatcher::new(&[], &d).unwrap_err();
-        assert_eq!((e.0, e.1), (true, 0));
+        assert_eq!((e.list, e.index), (crate::policy::RuleList::Deny, 0));
     }
 
     #[test]

@@ -272,7 +272,7 @@ pub struct FsMatcher {
 }
 
 impl FsMatcher {
-    /// Parse both lists. On error: (is the pattern a deny pattern, its index, the error).
+    /// Parse both lists. On error: the list of the first bad pattern, its index, what is wrong.
     pub fn new(allow: &[String], deny: &[String]) -> Result<Self, super::RuleListError> {
         let (allow, deny) = super::parse_rule_lists(allow, deny, FsPattern::parse)?;
         Ok(FsMatcher { allow, deny })
@@ -573,9 +573,9 @@ mod tests {
         assert!(n.allow_patterns()[1].is_absolute());
         assert_eq!(n.deny_patterns()[0].as_str(), "c");
         let a = vec!["ok".to_string(), "../bad".to_string()];
-        assert_eq!(FsMatcher::new(&a, &[]).unwrap_err().1, 1);
+        assert_eq!(FsMatcher::new(&a, &[]).unwrap_err().index, 1);
         let e = FsMatcher::new(&[], &a).unwrap_err();
-        assert_eq!((e.0, e.1), (true, 1));
+        assert_eq!((e.list, e.index), (crate::policy::RuleList::Deny, 1));
     }
 
     #[test]

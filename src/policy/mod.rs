@@ -199,8 +199,37 @@ pub fn validate_pattern(cat: Category, text: &str) -> Result<(), PatternError> {
     }
 }
 
-/// A malformed pattern in a rule list: (is the deny list, index in that list, what is wrong).
-pub type RuleListError = (bool, usize, PatternError);
+/// The list of a matcher's two a pattern is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleList {
+    Allow,
+    Deny,
+}
+
+impl RuleList {
+    /// The list's column in a band (`allow`, `deny`).
+    pub fn column(self) -> &'static str {
+        match self {
+            RuleList::Allow => "allow",
+            RuleList::Deny => "deny",
+        }
+    }
+}
+
+impl std::fmt::Display for RuleList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.column())
+    }
+}
+
+/// A malformed pattern in a matcher's rule lists: which list, its index there, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{list}[{index}]: {error}")]
+pub struct RuleListError {
+    pub list: RuleList,
+    pub index: usize,
+    pub error: PatternError,
+}
 
 /// Parse an allow and a deny list with one category's parser.
 pub(crate) fn parse_rule_lists<P>(
@@ -208,27 +237,35 @@ pub(crate) fn parse_rule_lists<P>(
     deny: &[String],
     parse: impl Fn(&str) -> Result<P, PatternError>,
 ) -> Result<(Vec<P>, Vec<P>), RuleListError> {
-    let list = |items: &[String], is_deny: bool| {
+    let parse_list = |items: &[String], list: RuleList| {
         items
             .iter()
             .enumerate()
-            .map(|(i, s)| parse(s).map_err(|e| (is_deny, i, e)))
+            .map(|(index, s)| parse(s).map_err(|error| RuleListError { list, index, error }))
             .collect::<Result<Vec<P>, _>>()
     };
-    Ok((list(allow, false)?, list(deny, true)?))
+    Ok((
+        parse_list(allow, RuleList::Allow)?,
+        parse_list(deny, RuleList::Deny)?,
+    ))
 }
 
-/// Turn a matcher's (is_deny, index, error) into an error naming the column and the pattern.
+/// Turn a matcher's [`RuleListError`] into an error naming the column, the category and the
+/// pattern.
 fn located_error<'a>(
     category: Category,
     allow: &'a [String],
     deny: &'a [String],
 ) -> impl FnOnce(RuleListError) -> CompileError + 'a {
-    move |(is_deny, index, error)| CompileError {
-        column: if is_deny { "deny" } else { "allow" },
+    move |RuleListError { list, index, error }| CompileError {
+        column: list.column(),
         category,
         index,
-        pattern: if is_deny { &deny[index] } else { &allow[index] }.clone(),
+        pattern: match list {
+            RuleList::Allow => &allow[index],
+            RuleList::Deny => &deny[index],
+        }
+        .clone(),
         error,
     }
 }

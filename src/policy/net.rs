@@ -598,7 +598,7 @@ pub struct NetMatcher {
 }
 
 impl NetMatcher {
-    /// Parse both lists. On error: (is the pattern a deny pattern, its index, the error).
+    /// Parse both lists. On error: the list of the first bad pattern, its index, what is wrong.
     pub fn new(allow: &[String], deny: &[String]) -> Result<Self, super::RuleListError> {
         let (allow, deny) = super::parse_rule_lists(allow, deny, NetPattern::parse)?;
         Ok(NetMatcher { allow, deny })
@@ -1192,10 +1192,10 @@ mod tests {
     fn matcher_reports_index() {
         let a = vec!["ok.test".to_string(), "https://bad".to_string()];
         let err = NetMatcher::new(&a, &[]).unwrap_err();
-        assert_eq!((err.0, err.1), (false, 1));
+        assert_eq!((err.list, err.index), (crate::policy::RuleList::Allow, 1));
         let d = vec!["x.*".to_string()];
         let err = NetMatcher::new(&[], &d).unwrap_err();
-        assert_eq!((err.0, err.1), (true, 0));
+        assert_eq!((err.list, err.index), (crate::policy::RuleList::Deny, 0));
     }
 
     #[test]

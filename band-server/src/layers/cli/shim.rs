@@ -251,12 +251,8 @@ pub struct NotAvailable(pub String);
 
 /// A CLI pattern of the policy that does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}.cli[{index}]: {error}", if *.is_deny { "deny" } else { "allow" })]
-pub struct RuleError {
-    pub is_deny: bool,
-    pub index: usize,
-    pub error: band::policy::PatternError,
-}
+#[error("{}.cli[{}]: {}", .0.list, .0.index, .0.error)]
+pub struct RuleError(#[from] pub band::policy::RuleListError);
 
 /// The CLI policy of a run, as band-server judges wrapper calls by it (in band-server only:
 /// nothing inside the sandbox reads it).
@@ -287,12 +283,7 @@ impl CliRules {
         deny: &[String],
         essentials: &[String],
     ) -> Result<CliRules, RuleError> {
-        let matcher =
-            CliMatcher::new(allow, deny).map_err(|(is_deny, index, error)| RuleError {
-                is_deny,
-                index,
-                error,
-            })?;
+        let matcher = CliMatcher::new(allow, deny)?;
         let declared = matcher.commands();
         Ok(CliRules {
             matcher,
