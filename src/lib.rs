@@ -11,6 +11,7 @@
 //! - [`contract`]: JSON Schema contracts per script, resolved offline.
 //! - [`skill`]: the skill folder layout and per-script band discovery.
 //! - [`skillfs`]: reading a skill's own files as the run does (never through a link out of it).
+//! - [`launch`]: how an entry point starts (its `#!` line, or an interpreter by its extension).
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit codes.
@@ -39,6 +40,7 @@
 
 pub mod contract;
 pub mod diag;
+pub mod launch;
 pub mod learn;
 pub mod ledger;
 pub mod lock;

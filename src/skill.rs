@@ -378,13 +378,7 @@ pub fn nested_candidates(root: &Path) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// True for upstream's entry point `scripts/resources/<script>/run.sh` (a path relative to the
-/// skill root): upstream runs it as `bash run.sh`, so band starts it with bash too, execute bit
-/// or not. band-server decides the same from the same function.
-pub fn runs_with_bash(entry: &Path) -> bool {
-    let parts: Vec<&str> = entry.iter().filter_map(|c| c.to_str()).collect();
-    matches!(parts.as_slice(), ["scripts", "resources", name, "run.sh"] if !name.starts_with('.'))
-}
+pub use crate::launch::runs_with_bash;
 
 /// The most of a file [`is_upstream_wrapper`] reads: upstream's wrappers are a few lines.
 const WRAPPER_MAX_BYTES: u64 = 4096;

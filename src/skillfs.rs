@@ -187,6 +187,19 @@ pub fn read(root: &Path, path: &Path, limit: u64) -> Result<Vec<u8>, SkillFileEr
     read_bounded(file, meta.len(), limit, path)
 }
 
+/// The first `n` bytes of a file of the skill (see [`open`]), however long it is, and its mode:
+/// what says how it starts (`crate::launch`).
+pub fn read_head(root: &Path, path: &Path, n: u64) -> Result<(Vec<u8>, u32), SkillFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let (file, meta) = open(root, path)?;
+    let mut head = Vec::new();
+    file.take(n)
+        .read_to_end(&mut head)
+        .map_err(SkillFileError::from)?;
+    Ok((head, meta.permissions().mode()))
+}
+
 /// The text of a file of the skill (see [`open`]), at most `limit` bytes of it.
 pub fn read_to_string(root: &Path, path: &Path, limit: u64) -> Result<String, SkillFileError> {
     let bytes = read(root, path, limit)?;

@@ -169,7 +169,8 @@ pub fn check_integrity(bundle: &[DecodedFile], claimed: &str) -> SetupResult<()>
     Ok(())
 }
 
-/// The entry must be a bundle file with an execute bit.
+/// The entry must be a bundle file band can start (`band::launch`): executable, or started by an
+/// interpreter its `#!` line or extension names.
 pub fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
     validate_rel_path(entry).map_err(|m| SetupError::new(Layer::Io, format!("entry: {m}")))?;
     match bundle.iter().find(|f| f.path == entry) {
@@ -177,15 +178,21 @@ pub fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
             Layer::Io,
             format!("entry {entry:?} is not in the skill bundle"),
         )),
-        // Upstream's run.sh is started by bash (see `band::skill::runs_with_bash`).
         Some(f)
-            if f.mode & 0o111 == 0 && !band::skill::runs_with_bash(std::path::Path::new(entry)) =>
+            if band::launch::launch(std::path::Path::new(entry), f.mode, &f.data)
+                == band::launch::Launch::Unknown =>
         {
             Err(SetupError::new(
                 Layer::Process,
-                format!("entry {entry:?} is not executable (mode {:o})", f.mode),
+                format!(
+                    "entry {entry:?} is not executable (mode {:o}), and nothing says what runs it",
+                    f.mode
+                ),
             )
-            .with_hint("chmod +x the script; it runs through its #! line"))
+            .with_hint(format!(
+                "give it a #! line or a known extension ({}), or chmod +x it if it is a program",
+                band::launch::KNOWN_EXTENSIONS
+            )))
         }
         Some(_) => Ok(()),
     }

@@ -53,9 +53,13 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
         })?;
         let run_target =
             (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
+        let starts = skill
+            .script(&name)
+            .map(|s| starts_line(&root, &s.entry))
+            .unwrap_or_default();
         if args.json {
             json.push(serde_json::json!({
-                "skill": skill.name, "script": name, "band_file": r.file,
+                "skill": skill.name, "script": name, "band_file": r.file, "starts": starts,
                 "target": r.target.as_ref().map(|t| t.to_string()),
                 "run_target": {"target": run_target, "reason": choice.reason},
                 "policy": r.policy, "sources": r.sources,
@@ -68,6 +72,7 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             skill.name,
             r.file.display()
         )?;
+        writeln!(out, "starts: {starts}")?;
         writeln!(out, "{}", policy_table(&r.policy))?;
         if let Some(line) = programs_line(&r.policy) {
             writeln!(out, "{line}")?;
@@ -85,6 +90,32 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
     }
     Ok(exit::OK)
+}
+
+/// How band-server starts the script at `entry` (`band::launch`), as `explain` says it:
+/// `python3 /skill/scripts/x.py (by its extension)`.
+fn starts_line(root: &Path, entry: &Path) -> String {
+    use band::launch::Launch;
+    let in_sandbox = Path::new("/skill").join(entry);
+    match band::lint::entry_launch(root, entry) {
+        Launch::AsIs => format!(
+            "{} (as it is: its #! line, or a program)",
+            in_sandbox.display()
+        ),
+        Launch::With(i) => {
+            let arg = i.arg.map(|a| format!(" {a}")).unwrap_or_default();
+            format!(
+                "{}{arg} {} ({})",
+                i.name,
+                in_sandbox.display(),
+                i.by.as_str()
+            )
+        }
+        Launch::Unknown => format!(
+            "nothing: {} has no #! line, no extension band knows and no execute bit",
+            entry.display()
+        ),
+    }
 }
 
 /// `band explain --band FILE`: the policy `band exec --band FILE` runs under (the file with its

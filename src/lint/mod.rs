@@ -165,16 +165,23 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
             }
         }
         let entry = root.join(&script.entry);
-        // Upstream's `run.sh` is started by bash, like upstream does: it needs no execute bit.
-        if !crate::skill::runs_with_bash(&script.entry) && !is_executable(&entry) {
+        // A script starts as band-server starts it (`crate::launch`): by its `#!` line or its
+        // extension it needs no execute bit; only one nothing explains cannot start.
+        if entry_launch(root, &script.entry) == crate::launch::Launch::Unknown {
             diags.push(
                 Diagnostic::new(
                     Code::NotExecutable,
                     &entry,
                     Loc::FILE,
-                    format!("script `{}` is not executable", script.name),
+                    format!(
+                        "script `{}` is not executable, and band cannot tell what runs it",
+                        script.name
+                    ),
                 )
-                .with_hint(format!("chmod +x {}", entry.display())),
+                .with_hint(format!(
+                    "give it a #! line or a known extension ({}), or chmod +x it if it is a program",
+                    crate::launch::KNOWN_EXTENSIONS
+                )),
             );
         }
         diags.extend(crate::lint::layout::check_contract_files(
@@ -434,15 +441,13 @@ fn check_links(root: &Path) -> Vec<Diagnostic> {
         .collect()
 }
 
-#[cfg(unix)]
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-#[cfg(not(unix))]
-fn is_executable(p: &Path) -> bool {
-    p.is_file()
+/// How band-server will start the script at `entry` (relative to `root`), read as the run reads
+/// it (a file it cannot read is left to the loader's own finding: it starts as it is).
+pub fn entry_launch(root: &Path, entry: &Path) -> crate::launch::Launch {
+    match crate::skillfs::read_head(root, entry, 256) {
+        Ok((head, mode)) => crate::launch::launch(entry, mode, &head),
+        Err(_) => crate::launch::Launch::AsIs,
+    }
 }
 
 /// A contract error as a diagnostic on the schema file.

@@ -18,7 +18,8 @@ fn broken_skill() -> tempfile::TempDir {
         "---\nband: broken\ndescription: d\nallow:\n  net: [\"https://api.github.com\"]\n  cli: [\"/usr/bin/curl *\"]\nlimits:\n  maxRuntimeMs: 5s\n---\n",
     )
     .expect("write");
-    fs_err::write(root.join("scripts/go.sh"), "#!/bin/sh\n").expect("write");
+    // No `#!` line, no extension band knows, no execute bit: nothing says what runs it (S003).
+    fs_err::write(root.join("scripts/go"), "go\n").expect("write");
     t
 }
 

@@ -73,14 +73,15 @@ pub trait EntryStart: Sync {
         entry: &[u8],
         on_report: &OnReport,
     ) -> Option<(String, Vec<String>)>;
-    /// A `#!` entry (at `entry_path` in the sandbox) whose interpreter is a program of the run
-    /// (not itself a script), started as the kernel would: the program's name and its argv.
-    /// `with_bash`: the entry is upstream's `run.sh` without an execute bit, started with bash.
+    /// An entry (at `entry_path` in the sandbox) whose interpreter is a program of the run (not
+    /// itself a script): a `#!` entry started as the kernel would, or one `launch` says an
+    /// interpreter starts (its `#!` line without an execute bit, its extension, upstream's
+    /// `run.sh`). The program's name and its argv.
     fn interpreter(
         &self,
         entry: &[u8],
         entry_path: &str,
-        with_bash: bool,
+        launch: &band::launch::Launch,
     ) -> Option<(String, Vec<String>)>;
     /// The descriptor of program `name`'s copy.
     fn fd(&self, name: &str) -> std::io::Result<Arc<std::os::fd::OwnedFd>>;

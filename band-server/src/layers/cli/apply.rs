@@ -211,9 +211,9 @@ impl EntryStart for RunPrograms {
         &self,
         entry: &[u8],
         entry_path: &str,
-        with_bash: bool,
+        launch: &band::launch::Launch,
     ) -> Option<(String, Vec<String>)> {
-        super::entry_exec(entry, entry_path, &self.table, with_bash)
+        super::entry_exec(entry, entry_path, &self.table, launch)
     }
 
     fn fd(&self, name: &str) -> std::io::Result<std::sync::Arc<std::os::fd::OwnedFd>> {

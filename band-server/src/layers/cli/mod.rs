@@ -178,24 +178,24 @@ impl Built for ReportListener {
 /// How the jail starts the entry: a `#!` script whose interpreter is one of the run's programs
 /// (not itself a script) starts that program directly (what the kernel would do, minus a trip
 /// through band-shim, which would only judge the skill's own entry point), from the descriptor
-/// band-server passes (the process layer's `bwrap::PROGRAM_FD`); anything else is exec'd as it is. Returns the program's
-/// name in the table, and how the jail runs it. `with_bash`: the entry is upstream's `run.sh`
-/// without an execute bit, which upstream starts as `bash run.sh` (see
-/// `band::skill::runs_with_bash`), whatever its first line says.
+/// band-server passes (the process layer's `bwrap::PROGRAM_FD`); so does an entry `launch` says an
+/// interpreter starts (`band::launch`: its `#!` line without an execute bit, its extension,
+/// upstream's `run.sh`), whatever its mode; anything else is exec'd as it is. Returns the
+/// program's name in the table, and how the jail runs it.
 pub fn entry_exec(
     entry: &[u8],
     entry_path: &str,
     table: &ExecTable,
-    with_bash: bool,
+    launch: &band::launch::Launch,
 ) -> Option<(String, Vec<String>)> {
-    let sb = if with_bash {
-        execcache::Shebang {
-            path: "bash".into(),
-            interp: "bash".into(),
-            arg: None,
-        }
-    } else {
-        execcache::parse_shebang(entry)?
+    let sb = match launch {
+        band::launch::Launch::With(i) => execcache::Shebang {
+            path: i.name.clone(),
+            interp: i.name.clone(),
+            arg: i.arg.clone(),
+        },
+        band::launch::Launch::AsIs => execcache::parse_shebang(entry)?,
+        band::launch::Launch::Unknown => return None,
     };
     let program = table.get(&sb.interp)?;
     if program.script.is_some() {
@@ -213,23 +213,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn upstream_run_sh_starts_with_bash_whatever_its_first_line() {
-        let table = ExecTable::from([(
-            "bash".to_string(),
-            Program {
-                file: "/state/exec/cache/k/bash".into(),
-                script: None,
-                argv0: None,
-            },
-        )]);
+    fn an_entry_starts_with_the_interpreter_its_launch_names() {
+        use band::launch::{By, Interpreter, Launch};
+        let program = |name: &str| {
+            (
+                name.to_string(),
+                Program {
+                    file: format!("/state/exec/cache/k/{name}").into(),
+                    script: None,
+                    argv0: None,
+                },
+            )
+        };
+        let table = ExecTable::from([program("bash"), program("python3")]);
+        let with = |name: &str, by| {
+            Launch::With(Interpreter {
+                name: name.into(),
+                arg: None,
+                by,
+            })
+        };
         let path = "/skill/scripts/resources/go/run.sh";
-        let (name, argv) = entry_exec(b"echo no shebang\n", path, &table, true).unwrap();
+        let (name, argv) = entry_exec(
+            b"echo no shebang\n",
+            path,
+            &table,
+            &with("bash", By::UpstreamRunSh),
+        )
+        .unwrap();
         assert_eq!(name, "bash");
         assert_eq!(argv, ["bash", path]);
-        // Without the flag, a file with no `#!` is exec'd as it is; with it but no bash, none.
-        assert!(entry_exec(b"echo no shebang\n", path, &table, false).is_none());
-        assert!(entry_exec(b"", path, &ExecTable::new(), true).is_none());
-        let (_, argv) = entry_exec(b"#!/bin/bash -e\n", path, &table, false).unwrap();
+        // Exec'd as it is: a file with no `#!` runs as it is; no interpreter, none.
+        assert!(entry_exec(b"echo no shebang\n", path, &table, &Launch::AsIs).is_none());
+        assert!(
+            entry_exec(
+                b"",
+                path,
+                &ExecTable::new(),
+                &with("bash", By::UpstreamRunSh)
+            )
+            .is_none()
+        );
+        let (_, argv) = entry_exec(b"#!/bin/bash -e\n", path, &table, &Launch::AsIs).unwrap();
         assert_eq!(argv, ["bash", "-e", path]);
+        // A mode-644 Python script, by its extension or its `#!` line.
+        let py = "/skill/scripts/draw_cards.py";
+        let (name, argv) =
+            entry_exec(b"import sys\n", py, &table, &with("python3", By::Extension)).unwrap();
+        assert_eq!(
+            (name.as_str(), argv),
+            ("python3", vec!["python3".to_string(), py.into()])
+        );
+        // Nothing explains it: not started.
+        assert!(entry_exec(b"x", py, &table, &Launch::Unknown).is_none());
+        // An interpreter the run does not have: none (the jail's input says why).
+        assert!(entry_exec(b"x", py, &table, &with("node", By::Extension)).is_none());
     }
 }

@@ -58,8 +58,10 @@ pub fn jail_input(
     let part: &ProcessPlan = &inp.plan.process;
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
     let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
-    let with_bash = entry_file.is_some_and(|f| f.mode & 0o111 == 0)
-        && band::skill::runs_with_bash(Path::new(&req.entry));
+    // How the entry starts: its `#!` line, or an interpreter its skill says (`band::launch`).
+    let launch = entry_file.map_or(band::launch::Launch::AsIs, |f| {
+        band::launch::launch(Path::new(&req.entry), f.mode, entry_data)
+    });
     let memfd = memfd::open(Path::new(memfd::MEMFD_NOEXEC)).layer(
         Layer::Process,
         "cannot make the run's memfds non-executable",
@@ -81,18 +83,11 @@ pub fn jail_input(
         .map(jail_exec);
     let exec = direct.or_else(|| {
         programs
-            .interpreter(entry_data, &format!("/skill/{}", req.entry), with_bash)
+            .interpreter(entry_data, &format!("/skill/{}", req.entry), &launch)
             .map(jail_exec)
     });
-    if with_bash && exec.is_none() {
-        return Err(crate::error::SetupError::new(
-            Layer::Process,
-            format!(
-                "{} is started with bash (as upstream does), and bash is not installed on this host",
-                req.entry
-            ),
-        )
-        .with_hint("install bash where band-server runs, or make the script executable with a #! line"));
+    if let (band::launch::Launch::With(i), None) = (&launch, &exec) {
+        return Err(no_interpreter(&req.entry, i));
     }
     let mut jail_program = None;
     if let Some((name, _)) = &exec {
@@ -129,6 +124,31 @@ pub fn jail_input(
         memfd,
         program: jail_program,
     })
+}
+
+/// The error of an entry started with an interpreter (`band::launch`) that is not a program of
+/// the run: what starts it and why, and the rule that allows it.
+fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::SetupError {
+    use band::launch::By;
+    let name = &i.name;
+    if i.by == By::UpstreamRunSh {
+        return crate::error::SetupError::new(
+            Layer::Process,
+            format!("{entry} is started with bash (as upstream does), and bash is not installed on this host"),
+        )
+        .with_hint("install bash where band-server runs, or make the script executable with a #! line");
+    }
+    let why = match i.by {
+        By::Shebang => "by its #! line: it has no execute bit",
+        _ => "by its extension: it has no #! line",
+    };
+    crate::error::SetupError::new(
+        Layer::Cli,
+        format!("{entry} is started with {name} ({why}), and {name} is not a program this run may start"),
+    )
+    .with_hint(format!(
+        "allow it in the band's allow.cli (`{name} /skill/{entry} *`, as band wrap writes it), with {name} installed where band-server runs"
+    ))
 }
 
 /// The spawn step: bubblewrap, in the run's cgroup as the run's uid (kept in `guard`). It runs

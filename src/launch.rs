@@ -1,0 +1,251 @@
+//! How band starts a skill's entry point: the one answer `band wrap`, `band lint`, `band explain`
+//! and band-server give (pure: a function of the entry's path, mode and first bytes).
+//!
+//! Agent Skills tell the agent to run `python scripts/x.py` or `node scripts/x.mjs`: many scripts
+//! have no execute bit, no `#!` line, or both. band starts such an entry as its skill says it
+//! runs, with an interpreter that is a program of the run (allowed by the band like any other, so
+//! the CLI gate's rules hold):
+//!
+//! 1. upstream Bands' `scripts/resources/<name>/run.sh` without an execute bit: `bash`, as
+//!    upstream starts it;
+//! 2. a `#!` line: an executable entry runs through it as the kernel would; one without an
+//!    execute bit is started with the interpreter its `#!` line names (`/usr/bin/env python3` →
+//!    `python3`);
+//! 3. no `#!` line: by its extension (`.py` python3, `.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs`
+//!    node), execute bit or not (the kernel cannot run a script without a `#!` line);
+//! 4. otherwise an executable file runs as it is (a compiled program), and one that is not
+//!    executable cannot be started: band says so, and what would fix it.
+
+use std::path::Path;
+
+/// How an entry point starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// exec'd as it is: an executable program, or a script whose `#!` line the kernel follows.
+    AsIs,
+    /// Started by a program of the run: `interpreter [arg] <entry> ARGS…`.
+    With(Interpreter),
+    /// Not executable, and nothing says what runs it.
+    Unknown,
+}
+
+/// The interpreter an entry is started with, and what told band.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interpreter {
+    /// Its name, as the band's `allow.cli` names it (`python3`).
+    pub name: String,
+    /// The one argument of its `#!` line, if any (`-e` of `#!/bin/bash -e`).
+    pub arg: Option<String>,
+    pub by: By,
+}
+
+/// What told band which interpreter starts an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// Its `#!` line (the file has no execute bit).
+    Shebang,
+    /// Its extension (the file has no `#!` line).
+    Extension,
+    /// Upstream Bands' `run.sh`, which upstream starts with bash.
+    UpstreamRunSh,
+}
+
+impl By {
+    /// How a message says it: "by its #! line".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Shebang => "by its #! line",
+            By::Extension => "by its extension",
+            By::UpstreamRunSh => "as upstream starts run.sh",
+        }
+    }
+}
+
+/// The extensions band knows an interpreter for, as a hint says them.
+pub const KNOWN_EXTENSIONS: &str = ".py, .sh, .bash, .js, .mjs, .cjs";
+
+/// How band starts the entry at `entry` (relative to the skill root) with file mode `mode`, whose
+/// file begins with `head` (its first line is enough).
+pub fn launch(entry: &Path, mode: u32, head: &[u8]) -> Launch {
+    let executable = mode & 0o111 != 0;
+    if !executable && runs_with_bash(entry) {
+        return Launch::With(Interpreter {
+            name: "bash".into(),
+            arg: None,
+            by: By::UpstreamRunSh,
+        });
+    }
+    if let Some((name, arg)) = shebang(head) {
+        if executable {
+            return Launch::AsIs;
+        }
+        return Launch::With(Interpreter {
+            name,
+            arg,
+            by: By::Shebang,
+        });
+    }
+    if let Some(name) = entry
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(by_extension)
+    {
+        return Launch::With(Interpreter {
+            name: name.into(),
+            arg: None,
+            by: By::Extension,
+        });
+    }
+    if executable {
+        Launch::AsIs
+    } else {
+        Launch::Unknown
+    }
+}
+
+/// The interpreter a file name's extension says: `x.py` → `python3`.
+pub fn by_extension(file_name: &str) -> Option<&'static str> {
+    match file_name.rsplit_once('.')?.1 {
+        "py" => Some("python3"),
+        "sh" | "bash" => Some("bash"),
+        "js" | "mjs" | "cjs" => Some("node"),
+        _ => None,
+    }
+}
+
+/// The interpreter a `#!` line names, and its argument: `#!/usr/bin/env python3` → `python3`,
+/// `#!/bin/bash -e` → `bash` with `-e`, `#!/usr/bin/env -S node --x` → `node` with `--x`.
+/// None without a `#!` line, or with one that names nothing band can write as a program name.
+pub fn shebang(head: &[u8]) -> Option<(String, Option<String>)> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?.trim();
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    let (name, rest): (&str, Vec<&str>) = if first.ends_with("/env") {
+        let mut rest: Vec<&str> = words.collect();
+        // `env -S`, `env -i`…: the flags are env's.
+        while rest.first().is_some_and(|w| w.starts_with('-')) {
+            rest.remove(0);
+        }
+        let name = *rest.first()?;
+        (name, rest[1..].to_vec())
+    } else {
+        (first, words.collect())
+    };
+    let name = name.rsplit('/').next()?;
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
+    if !plain {
+        return None;
+    }
+    let arg = (!rest.is_empty()).then(|| rest.join(" "));
+    Some((name.to_string(), arg))
+}
+
+/// True for upstream's entry point `scripts/resources/<script>/run.sh` (a path relative to the
+/// skill root): upstream runs it as `bash run.sh`, so band starts it with bash too, execute bit
+/// or not.
+pub fn runs_with_bash(entry: &Path) -> bool {
+    let parts: Vec<&str> = entry.iter().filter_map(|c| c.to_str()).collect();
+    matches!(parts.as_slice(), ["scripts", "resources", name, "run.sh"] if !name.starts_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(name: &str, arg: Option<&str>, by: By) -> Launch {
+        Launch::With(Interpreter {
+            name: name.into(),
+            arg: arg.map(str::to_string),
+            by,
+        })
+    }
+
+    #[test]
+    fn an_entry_starts_as_its_skill_says_it_runs() {
+        let l = |path: &str, mode: u32, head: &str| launch(Path::new(path), mode, head.as_bytes());
+        // Executable with a `#!` line: the kernel's way.
+        assert_eq!(
+            l("scripts/x.py", 0o755, "#!/usr/bin/env python3\n"),
+            Launch::AsIs
+        );
+        // Mode 644 with a `#!` line: its interpreter.
+        assert_eq!(
+            l("scripts/x.py", 0o644, "#!/usr/bin/env python3\nprint(1)\n"),
+            with("python3", None, By::Shebang)
+        );
+        assert_eq!(
+            l("scripts/x", 0o664, "#!/bin/bash -e\n"),
+            with("bash", Some("-e"), By::Shebang)
+        );
+        assert_eq!(
+            l(
+                "scripts/x.mjs",
+                0o644,
+                "#!/usr/bin/env -S node --no-warnings\n"
+            ),
+            with("node", Some("--no-warnings"), By::Shebang)
+        );
+        // No `#!` line: the extension, execute bit or not (the kernel cannot run it).
+        for mode in [0o644, 0o755] {
+            assert_eq!(
+                l("scripts/draw_cards.py", mode, "import sys\n"),
+                with("python3", None, By::Extension)
+            );
+        }
+        assert_eq!(
+            l("scripts/x.mjs", 0o644, "console.log(1)\n"),
+            with("node", None, By::Extension)
+        );
+        assert_eq!(
+            l("scripts/x.sh", 0o644, "echo hi\n"),
+            with("bash", None, By::Extension)
+        );
+        // PEP 723: a comment block, no `#!` line: python3 by its extension.
+        assert_eq!(
+            l(
+                "scripts/x.py",
+                0o644,
+                "# /// script\n# dependencies = []\n# ///\n"
+            ),
+            with("python3", None, By::Extension)
+        );
+        // Upstream's run.sh without an execute bit: bash, whatever its first line.
+        assert_eq!(
+            l("scripts/resources/go/run.sh", 0o644, "#!/bin/sh\n"),
+            with("bash", None, By::UpstreamRunSh)
+        );
+        assert_eq!(
+            l("scripts/resources/go/run.sh", 0o755, "#!/bin/sh\n"),
+            Launch::AsIs
+        );
+        // A compiled program runs as it is; a file nothing explains does not run.
+        assert_eq!(l("scripts/tool", 0o755, "\x7fELF"), Launch::AsIs);
+        assert_eq!(l("scripts/tool", 0o644, "\x7fELF"), Launch::Unknown);
+        assert_eq!(l("scripts/x.rb", 0o644, "puts 1\n"), Launch::Unknown);
+    }
+
+    #[test]
+    fn a_shebang_names_a_program_band_can_write() {
+        assert_eq!(
+            shebang(b"#!/usr/bin/python3\n"),
+            Some(("python3".into(), None))
+        );
+        assert_eq!(
+            shebang(b"#! /usr/bin/env  python3 \r\n"),
+            Some(("python3".into(), None))
+        );
+        assert_eq!(
+            shebang(b"#!/usr/bin/env -S uv run --script\n"),
+            Some(("uv".into(), Some("run --script".into())))
+        );
+        assert_eq!(shebang(b"#!/usr/bin/env\n"), None);
+        assert_eq!(shebang(b"#!\n"), None);
+        assert_eq!(shebang(b"#!/bin/we\"ird\n"), None);
+        assert_eq!(shebang(b"print(1)\n"), None);
+    }
+}
