@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use band::proto::{ErrorInfo, Layer};
+use band::proto::Layer;
 
 /// A layer that could not be set up (or a request that was refused before anything was set up).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,14 +26,6 @@ impl SetupError {
         self.hint = Some(hint.into());
         self
     }
-
-    pub fn into_info(self) -> ErrorInfo {
-        ErrorInfo {
-            layer: self.layer,
-            message: self.message,
-            hint: self.hint,
-        }
-    }
 }
 
 impl fmt::Display for SetupError {
@@ -48,7 +40,7 @@ pub type SetupResult<T> = Result<T, SetupError>;
 
 /// Attach a layer and a description of the step to any error: `fs::write(p).layer(Layer::Io,
 /// format!("failed to write {}", p.display()))?` reads as "io: failed to write …: `<err>`".
-pub trait LayerExt<T> {
+pub(crate) trait LayerExt<T> {
     fn layer(self, layer: Layer, what: impl fmt::Display) -> SetupResult<T>;
 }
 

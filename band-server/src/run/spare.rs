@@ -55,11 +55,11 @@ use crate::request::{self, Check};
 use crate::sys;
 
 /// How long a spare waits for a request before it is built again.
-pub const FRESH: Duration = Duration::from_secs(60);
+pub(crate) const FRESH: Duration = Duration::from_secs(60);
 
 /// May a spare be built for requests like `req`? Not for `band learn`, or patterns (allowed or
 /// insisted on) that bind a host path (see the module's documentation).
-pub fn wanted(req: &RunRequest) -> bool {
+pub(crate) fn wanted(req: &RunRequest) -> bool {
     use band::policy::Category;
     use band::policy::place::{Place, place};
     let p = &req.policy;
@@ -76,7 +76,7 @@ pub fn wanted(req: &RunRequest) -> bool {
 /// Could a spare built for `spare` serve `req`: the same protocol, skill, script, entry, bundle
 /// (its digest, which the check recomputes from the files), policy and config. Everything else
 /// of a request (run id, input, workspace, secrets, arguments, trace) is the hand-over's.
-pub fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
+pub(crate) fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
     spare.protocol == req.protocol
         && spare.skill == req.skill
         && spare.script == req.script
@@ -89,7 +89,7 @@ pub fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
 
 /// The request a spare is built from: `served`'s shape, with `run_id`, and nothing of its own
 /// (no workspace, input, secrets, arguments or trace).
-pub fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
+pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
     RunRequest {
         protocol: served.protocol,
         run_id,
@@ -110,15 +110,15 @@ pub fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
 }
 
 /// A spare's run id: this process's pid and a count (16 hex digits, as a client's).
-pub fn run_id(pid: i32, n: u32) -> String {
+pub(crate) fn run_id(pid: i32, n: u32) -> String {
     format!("{:08x}{:08x}", pid as u32, n)
 }
 
 /// What sees a served result just before it goes out, and how it was served.
-pub type BeforeResult = dyn Fn(&RunResult, Served);
+pub(crate) type BeforeResult = dyn Fn(&RunResult, Served);
 
 /// What the spare's keeper says once it is built ([`keep`]).
-pub enum Next {
+pub(crate) enum Next {
     /// A connection came: serve the request on it.
     Serve {
         input: Box<dyn std::io::BufRead + Send>,
@@ -134,7 +134,7 @@ pub enum Next {
 }
 
 /// How [`keep`] ended.
-pub enum Kept {
+pub(crate) enum Kept {
     /// It served a connection: the request served (the next spare's shape), if one came on it.
     Served(Option<Box<RunRequest>>),
     Rebuild,
@@ -145,7 +145,7 @@ pub enum Kept {
 
 /// How the request was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Served {
+pub(crate) enum Served {
     /// By the spare.
     Spare,
     /// By a run of its own: another shape, or the spare was gone (or no spare was asked).
@@ -154,7 +154,7 @@ pub enum Served {
 
 impl Served {
     /// As the warm server's log says it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Served::Spare => "a spare",
             Served::Own => "built for it",
@@ -164,7 +164,7 @@ impl Served {
 
 /// Build a spare for `served`'s shape with run id `id`, say so (`ready`), wait for what comes
 /// (`next`), and serve it.
-pub fn keep(
+pub(crate) fn keep(
     served: &RunRequest,
     id: String,
     cfg: &ServerConfig,
