@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use band::proto::{Layer, RunRequest, RunResult};
 
 use super::{
-    Client, ClientGone, EventSink, Made, Prepared, Removal, RunGuard, conclude,
-    execute_until_result, prepare, run_prepared, serve_with,
+    Client, EventSink, Made, Prepared, Removal, RunGuard, conclude, execute_until_result, prepare,
+    run_prepared, serve_with,
 };
 use crate::common::Held;
 use crate::config::ServerConfig;
@@ -235,8 +235,14 @@ pub(crate) fn keep(
             }
             how.set(Served::Spare);
             let t0 = Instant::now();
+            let client = Client {
+                req: &req,
+                sink: &sink,
+                gone: &gone,
+                t0,
+            };
             let (result, removal) = conclude(&req.run_id, t0, guard, |guard| {
-                hand_over(&spare.run_id, &req, prepared, cfg, &sink, guard, t0, &gone)
+                hand_over(&spare.run_id, &client, prepared, cfg, guard)
             });
             (result, removal, req)
         });
@@ -259,18 +265,15 @@ fn still_waits(guard: &mut RunGuard, net: Option<&Held<NetLayer>>) -> bool {
 
 /// Serve `req` with the spare `prepared` (run id `spare_id`): make the request's own files in
 /// its run directory, put its secrets and arguments in the jail's input, start its clock, and run
-/// it as any other.
-#[allow(clippy::too_many_arguments)]
+/// it as any other, for `client`.
 fn hand_over(
     spare_id: &str,
-    req: &RunRequest,
+    client: &Client<'_>,
     mut prepared: Prepared<'_>,
     cfg: &ServerConfig,
-    sink: &EventSink,
     guard: &mut RunGuard,
-    t0: Instant,
-    gone: &ClientGone,
 ) -> SetupResult<RunResult> {
+    let req = client.req;
     // The request checked and planned as the spare's run (its run directory, uid and cgroup),
     // for the files that are its own.
     let mut own = req.clone();
@@ -292,13 +295,7 @@ fn hand_over(
     prepared.started.spawned.jail_json =
         serde_json::to_vec(&jail).layer(Layer::Secrets, "failed to encode the jail's input")?;
     prepared.started.spawned.run_start = Instant::now();
-    let client = Client {
-        req,
-        sink,
-        gone,
-        t0,
-    };
-    run_prepared(&client, &checked, prepared, guard)
+    run_prepared(client, &checked, prepared, guard)
 }
 
 #[cfg(test)]
