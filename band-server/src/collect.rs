@@ -19,8 +19,8 @@ use crate::request::DecodedFile;
 /// One captured stream (stdout or stderr): kept up to `cap` bytes, the rest counted and dropped.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Capture {
-    pub kept: Vec<u8>,
-    pub dropped: u64,
+    pub(crate) kept: Vec<u8>,
+    pub(crate) dropped: u64,
     cap: u64,
     /// Bytes of an incomplete UTF-8 sequence held back from the last streamed chunk.
     carry: Vec<u8>,
@@ -157,9 +157,9 @@ pub(crate) fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
 /// A regular file found in the workspace after the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FoundFile {
-    pub path: String,
-    pub mode: u32,
-    pub data: Vec<u8>,
+    pub(crate) path: String,
+    pub(crate) mode: u32,
+    pub(crate) data: Vec<u8>,
 }
 
 /// Walk `root`, returning regular files only, with at most `max_total` bytes read in all. Files
@@ -399,13 +399,13 @@ pub(crate) fn insist_missing(
 /// Everything the status depends on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
-    pub exit_code: Option<i32>,
-    pub timed_out: bool,
-    pub oom_kills: u64,
-    pub pids_max_hits: u64,
-    pub output_too_large: bool,
-    pub denials: usize,
-    pub insist_missing: usize,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) timed_out: bool,
+    pub(crate) oom_kills: u64,
+    pub(crate) pids_max_hits: u64,
+    pub(crate) output_too_large: bool,
+    pub(crate) denials: usize,
+    pub(crate) insist_missing: usize,
 }
 
 /// The status of a run that started. Order: resource kills first (a fork bomb usually also times

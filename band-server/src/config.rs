@@ -45,17 +45,18 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/band/server.toml";
 pub const CONFIG_ENV: &str = "BAND_SERVER_CONFIG";
 /// Environment variable overriding the state directory (tests).
 pub const STATE_DIR_ENV: &str = "BAND_SERVER_STATE_DIR";
-pub const DEFAULT_STATE_DIR: &str = "/run/band";
+pub(crate) const DEFAULT_STATE_DIR: &str = "/run/band";
 /// Where host binaries are looked up, in order, unless the server config's `bin_path` says
 /// otherwise.
-pub const BIN_SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
-pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
+pub(crate) const BIN_SEARCH: &[&str] =
+    &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+pub(crate) const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
 pub const DEFAULT_NFT: &str = "/usr/sbin/nft";
 /// The relay between a networked run's namespace and the host (`layers::net::netns`).
 pub const DEFAULT_SLIRP4NETNS: &str = "/usr/bin/slirp4netns";
 
 /// The cgroup CPU period; `maxCpus` becomes a quota of `cpus × period`.
-pub const CPU_PERIOD_US: u64 = 100_000;
+pub(crate) const CPU_PERIOD_US: u64 = 100_000;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -63,18 +64,18 @@ const GIB: u64 = 1 << 30;
 /// One value per limit, all present (after defaults are filled in).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LimitValues {
-    pub memory_bytes: u64,
-    pub pids: u64,
-    pub cpus: f64,
-    pub runtime_ms: u64,
-    pub disk_bytes: u64,
-    pub log_bytes: u64,
-    pub output_bytes: u64,
-    pub input_bytes: u64,
+    pub(crate) memory_bytes: u64,
+    pub(crate) pids: u64,
+    pub(crate) cpus: f64,
+    pub(crate) runtime_ms: u64,
+    pub(crate) disk_bytes: u64,
+    pub(crate) log_bytes: u64,
+    pub(crate) output_bytes: u64,
+    pub(crate) input_bytes: u64,
 }
 
 impl LimitValues {
-    pub const PLATFORM_DEFAULTS: LimitValues = LimitValues {
+    pub(crate) const PLATFORM_DEFAULTS: LimitValues = LimitValues {
         memory_bytes: 512 * MIB,
         pids: 128,
         cpus: 1.0,
@@ -85,7 +86,7 @@ impl LimitValues {
         input_bytes: 10 * MIB,
     };
 
-    pub const PLATFORM_CAPS: LimitValues = LimitValues {
+    pub(crate) const PLATFORM_CAPS: LimitValues = LimitValues {
         memory_bytes: 4 * GIB,
         pids: 4096,
         cpus: 2.0,
@@ -191,7 +192,7 @@ struct RawProgramCache {
 
 /// A server config that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     /// Not TOML, or an unknown key (the parser's message).
     #[error("{0}")]
     Toml(String),
@@ -311,7 +312,7 @@ fn apply(raw: &RawLimits, base: LimitValues, table: &str) -> Result<LimitValues,
 
 /// Parse the text of a config file. Unknown keys are errors (a typo must not silently keep a
 /// default).
-pub fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
+pub(crate) fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
     let d = ServerConfig::default();
     let caps = apply(&raw.caps, d.caps, "caps")?;
@@ -363,20 +364,20 @@ pub fn load_config(path: &Path, state_dir_override: Option<PathBuf>) -> SetupRes
 /// The limits one run gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EffectiveLimits {
-    pub memory_bytes: u64,
-    pub pids: u64,
-    pub cpu_quota_us: u64,
-    pub cpu_period_us: u64,
-    pub runtime_ms: u64,
-    pub disk_bytes: u64,
-    pub log_bytes: u64,
-    pub output_bytes: u64,
-    pub input_bytes: u64,
+    pub(crate) memory_bytes: u64,
+    pub(crate) pids: u64,
+    pub(crate) cpu_quota_us: u64,
+    pub(crate) cpu_period_us: u64,
+    pub(crate) runtime_ms: u64,
+    pub(crate) disk_bytes: u64,
+    pub(crate) log_bytes: u64,
+    pub(crate) output_bytes: u64,
+    pub(crate) input_bytes: u64,
 }
 
 /// `min(band value or default, cap)` for every limit. A zero, negative or non-finite band value
 /// is refused (it cannot mean "no limit", and rounding it up would be a silent change).
-pub fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<EffectiveLimits> {
+pub(crate) fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<EffectiveLimits> {
     fn pick(name: &str, band: Option<u64>, default: u64, cap: u64) -> SetupResult<u64> {
         if band == Some(0) {
             return Err(SetupError::new(
@@ -443,15 +444,15 @@ pub fn resolve_limits(band: &Limits, cfg: &ServerConfig) -> SetupResult<Effectiv
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBounds {
     /// One owner's one skill (`per_skill`).
-    pub per_skill: u64,
+    pub(crate) per_skill: u64,
     /// One owner, all skills (`per_owner`).
-    pub per_owner: u64,
+    pub(crate) per_owner: u64,
     /// All charged entries together: the rest ([`CacheBounds::total`] minus this) stays for the
     /// host's programs, which are charged to nobody.
-    pub charged: u64,
+    pub(crate) charged: u64,
     /// Every entry: a little under the tmpfs ([`crate::layers::cli::execcache::CACHE_TMPFS_SIZE`]; the run folders and the
     /// directories take some).
-    pub total: u64,
+    pub(crate) total: u64,
 }
 
 impl Default for CacheBounds {
@@ -466,7 +467,7 @@ impl Default for CacheBounds {
 }
 
 /// One resolver address as written in the server config: `ip` or `ip:port` / `[ip6]:port`.
-pub fn parse_resolver(s: &str) -> Option<std::net::SocketAddr> {
+pub(crate) fn parse_resolver(s: &str) -> Option<std::net::SocketAddr> {
     let s = s.trim();
     s.parse::<std::net::SocketAddr>().ok().or_else(|| {
         s.parse::<std::net::IpAddr>()

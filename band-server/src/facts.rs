@@ -34,7 +34,7 @@ pub struct Helpers {
 impl Helpers {
     /// `band-jail` and `band-shim` next to the running band-server, unless `BAND_JAIL` /
     /// `BAND_SHIM` name them.
-    pub fn locate() -> SetupResult<Helpers> {
+    pub(crate) fn locate() -> SetupResult<Helpers> {
         let here = std::env::current_exe()
             .layer(Layer::Filesystem, "cannot find band-server's own path")?;
         let dir = here.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -128,7 +128,7 @@ pub struct Prefetched {
 
 /// How old prefetched facts may be when the request comes (a client that prepared its request
 /// for longer, or a person at an approval prompt, gets fresh ones).
-pub const PREFETCH_FRESH: Duration = Duration::from_millis(500);
+pub(crate) const PREFETCH_FRESH: Duration = Duration::from_millis(500);
 
 static PREFETCHED: OnceLock<Prefetched> = OnceLock::new();
 
@@ -137,7 +137,7 @@ static PREFETCHING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None
 
 impl Prefetched {
     /// Look them up now.
-    pub fn look(cfg: &ServerConfig) -> Prefetched {
+    pub(crate) fn look(cfg: &ServerConfig) -> Prefetched {
         let search = BinSearch::new(&cfg.bin_path);
         Prefetched {
             at: Instant::now(),
@@ -170,7 +170,7 @@ impl Prefetched {
     }
 
     /// Keep them for this process's run ([`HostFacts::gather`]); the first call wins.
-    pub fn keep(self) {
+    pub(crate) fn keep(self) {
         let _ = PREFETCHED.set(self);
     }
 
@@ -192,7 +192,7 @@ impl Prefetched {
 }
 
 /// The canonical host path of `p` and whether it is a directory, if it exists.
-pub fn host_path(p: &Path) -> Option<(PathBuf, bool)> {
+pub(crate) fn host_path(p: &Path) -> Option<(PathBuf, bool)> {
     let host = p.canonicalize().ok()?;
     let is_dir = host.is_dir();
     Some((host, is_dir))
@@ -200,7 +200,7 @@ pub fn host_path(p: &Path) -> Option<(PathBuf, bool)> {
 
 /// The state directory: root-owned, not a symlink, not writable by others, traversable (the
 /// run's uid must reach its run directory through it).
-pub fn prepare_state_dir(state: &Path) -> SetupResult<()> {
+pub(crate) fn prepare_state_dir(state: &Path) -> SetupResult<()> {
     fs::create_dir_all(state).layer(
         Layer::Filesystem,
         format!("failed to create {}", state.display()),
@@ -223,7 +223,7 @@ pub fn prepare_state_dir(state: &Path) -> SetupResult<()> {
 
 impl HostFacts {
     /// What the CLI gate's plan reads of these facts.
-    pub fn programs(&self) -> crate::layers::cli::ProgramFacts<'_> {
+    pub(crate) fn programs(&self) -> crate::layers::cli::ProgramFacts<'_> {
         crate::layers::cli::ProgramFacts {
             shim_copy: &self.shim_copy,
             copies: &self.copies,
@@ -237,7 +237,7 @@ impl HostFacts {
 impl HostFacts {
     /// Look at the host for the run `checked`. Prepares the state directory and refreshes the
     /// cached list of library executables (as the run would need anyway); creates nothing else.
-    pub fn gather(cfg: &ServerConfig, checked: &Checked<'_>) -> HostFacts {
+    pub(crate) fn gather(cfg: &ServerConfig, checked: &Checked<'_>) -> HostFacts {
         let pre = Prefetched::fresh_for(cfg);
         HostFacts::gather_with(cfg, checked, pre)
     }

@@ -31,7 +31,7 @@ use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
 
 use crate::common::Host;
-pub use crate::common::Report;
+pub(crate) use crate::common::Report;
 use crate::layer::RunLayer;
 use crate::layers::LAYERS;
 use crate::layers::identity::procs::{kill_uids, pids_of_uids, status_uids};
@@ -43,7 +43,7 @@ use crate::sys;
 /// run's output. `band-server janitor` prints its report instead.
 pub const LOG_FILE: &str = "janitor.log";
 /// The log starts again past this size.
-pub const LOG_MAX_BYTES: u64 = 1 << 20;
+pub(crate) const LOG_MAX_BYTES: u64 = 1 << 20;
 
 /// Append `report`'s lines ([`Report::lines`]), each after the time in seconds since the epoch,
 /// to [`LOG_FILE`] in `state` (0600). Nothing when the pass found nothing.
@@ -72,7 +72,12 @@ pub fn log(state: &Path, report: &Report) -> std::io::Result<()> {
 /// Clean up what the dead owner of `slot` left behind. `file` is the slot's lock file, locked by
 /// the caller.
 /// `nft` is the nft binary, when installed.
-pub fn clean_dead_lease(state: &Path, slot: u32, file: &mut File, nft: Option<&Path>) -> Report {
+pub(crate) fn clean_dead_lease(
+    state: &Path,
+    slot: u32,
+    file: &mut File,
+    nft: Option<&Path>,
+) -> Report {
     let host = Host {
         state,
         nft,

@@ -88,7 +88,7 @@ pub mod layer;
 #[cfg(test)]
 mod layering;
 pub mod layers;
-pub mod observe;
+pub(crate) mod observe;
 pub mod plan;
 pub mod request;
 pub mod run;

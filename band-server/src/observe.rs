@@ -33,17 +33,18 @@ use band::proto::{Access, Observed, PathSeen};
 use crate::sys::{self, FanEvent};
 
 /// The events asked for: opened, read, written, closed after writing.
-pub const MASK: u64 = libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
+pub(crate) const MASK: u64 =
+    libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
 const WRITE: u64 = libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
 
 /// The workspace as the sandbox sees it.
-pub const SANDBOX_WORKSPACE: &str = "/workspace";
+pub(crate) const SANDBOX_WORKSPACE: &str = "/workspace";
 
 /// The workspace-relative paths an event's file may have. The kernel names the file by the
 /// sandbox's mount: `/workspace/data/in.csv` while the sandbox lives, `/data/in.csv` (relative to
 /// the mount's root) once its mounts are gone; so both readings are candidates, and
 /// [`fold`] keeps the one whose file in the run's workspace is the event's file.
-pub fn candidates(path: &Path) -> Vec<String> {
+pub(crate) fn candidates(path: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut push = |rel: &Path| {
         if let Some(s) = rel.to_str() {
@@ -64,7 +65,7 @@ pub fn candidates(path: &Path) -> Vec<String> {
 
 /// Fold events into the files read and written (a file written is not also listed as read).
 /// `identify` gives the (device, inode) of a workspace-relative path in the run's workspace.
-pub fn fold(
+pub(crate) fn fold(
     own_pid: i32,
     events: &[FanEvent],
     identify: &dyn Fn(&str) -> Option<(u64, u64)>,
@@ -93,14 +94,14 @@ pub fn fold(
 
 /// What the observer has seen so far.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Seen {
-    pub reads: BTreeSet<String>,
-    pub writes: BTreeSet<String>,
-    pub overflowed: bool,
+pub(crate) struct Seen {
+    pub(crate) reads: BTreeSet<String>,
+    pub(crate) writes: BTreeSet<String>,
+    pub(crate) overflowed: bool,
 }
 
 impl Seen {
-    pub fn into_observed(self) -> Observed {
+    pub(crate) fn into_observed(self) -> Observed {
         let reads = self
             .reads
             .into_iter()
@@ -117,7 +118,7 @@ impl Seen {
 
 /// A running observer: a thread reading the fanotify queue, and one answering the observing
 /// seccomp filter (when the jail was given its socket), until [`Observer::finish`].
-pub struct Observer {
+pub(crate) struct Observer {
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Seen>>,
     thread: Option<JoinHandle<()>>,
@@ -127,7 +128,7 @@ pub struct Observer {
 impl Observer {
     /// Mark the filesystem of `run_dir` and start reading its events; with `sock` (band-server's
     /// end of [`crate::layers::process::bwrap::OBSERVE_FD`]), start the [`Supervisor`] too.
-    pub fn start(run_dir: &Path, sock: Option<UnixStream>) -> std::io::Result<Observer> {
+    pub(crate) fn start(run_dir: &Path, sock: Option<UnixStream>) -> std::io::Result<Observer> {
         let supervisor = sock.map(Supervisor::start).transpose()?;
         let fd = sys::fanotify_filesystem(run_dir, MASK)?;
         let workspace = run_dir.join("workspace");
@@ -146,7 +147,7 @@ impl Observer {
     }
 
     /// Read what is queued, stop, and return what was seen.
-    pub fn finish(mut self) -> Observed {
+    pub(crate) fn finish(mut self) -> Observed {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -213,7 +214,7 @@ fn read_loop(fd: OwnedFd, workspace: &Path, stop: &AtomicBool, seen: &Mutex<Seen
 }
 
 /// Most distinct (path, access) pairs kept; past it the record says it is incomplete.
-pub const MAX_OUTSIDE: usize = 16_384;
+pub(crate) const MAX_OUTSIDE: usize = 16_384;
 /// Longest path read from a caller's memory (`PATH_MAX`).
 const PATH_MAX: usize = 4096;
 /// `AT_FDCWD` as the low 32 bits of a syscall argument.
@@ -221,18 +222,18 @@ const AT_FDCWD: i32 = libc::AT_FDCWD;
 
 /// What one observed syscall asks for, from its number and arguments (pure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call {
+pub(crate) struct Call {
     /// Address of the path in the caller's memory.
-    pub path_addr: u64,
+    pub(crate) path_addr: u64,
     /// The directory a relative path is resolved against (`AT_FDCWD`: the working directory).
-    pub dirfd: i32,
-    pub how: How,
+    pub(crate) dirfd: i32,
+    pub(crate) how: How,
 }
 
 /// How a call uses its path: known from its number, or from open flags (given, or in an
 /// `openat2` `struct open_how` at an address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum How {
+pub(crate) enum How {
     Exec,
     /// A lookup (stat, access): kept only as a program folder's missing name.
     Lookup,
@@ -242,7 +243,7 @@ pub enum How {
 }
 
 /// The call a notification is, or `None` for a syscall the observing filter does not send.
-pub fn call_of(nr: i64, args: &[u64; 6]) -> Option<Call> {
+pub(crate) fn call_of(nr: i64, args: &[u64; 6]) -> Option<Call> {
     let dirfd = args[0] as i32;
     let at = |how| Call {
         path_addr: args[1],
@@ -273,7 +274,7 @@ pub fn call_of(nr: i64, args: &[u64; 6]) -> Option<Call> {
 }
 
 /// Read or write, from open flags: writing when opened for writing, created or truncated.
-pub fn access_of_flags(flags: u64) -> Access {
+pub(crate) fn access_of_flags(flags: u64) -> Access {
     let f = flags as i32;
     if f & libc::O_ACCMODE != libc::O_RDONLY || f & (libc::O_CREAT | libc::O_TRUNC) != 0 {
         Access::Write
@@ -285,7 +286,7 @@ pub fn access_of_flags(flags: u64) -> Access {
 /// `path` made absolute against `base` (the caller's working directory or directory
 /// descriptor, as the sandbox names it), `.` and `..` folded lexically; `None` for an empty path
 /// (`execveat` of a descriptor: no path is named).
-pub fn absolute(path: &str, base: Option<&str>) -> Option<String> {
+pub(crate) fn absolute(path: &str, base: Option<&str>) -> Option<String> {
     if path.is_empty() {
         return None;
     }
@@ -317,14 +318,14 @@ struct Outside {
 
 /// A running supervisor of the observing seccomp filter: receives the listener from the jail,
 /// then answers every notification (always `CONTINUE`) until [`Supervisor::finish`].
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Outside>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Supervisor {
-    pub fn start(sock: UnixStream) -> std::io::Result<Supervisor> {
+    pub(crate) fn start(sock: UnixStream) -> std::io::Result<Supervisor> {
         let stop = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(Mutex::new(Outside {
             complete: true,
@@ -343,7 +344,7 @@ impl Supervisor {
 
     /// Stop (every process of the run is gone by now) and return what was seen, and whether
     /// it is complete.
-    pub fn finish(mut self) -> (Vec<PathSeen>, bool) {
+    pub(crate) fn finish(mut self) -> (Vec<PathSeen>, bool) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -427,7 +428,7 @@ fn record(s: &mut Outside, p: PathSeen) {
 }
 
 /// Folders a shell looks commands up in (the sandbox's PATH and the usual host ones).
-pub const PROGRAM_DIRS: &[&str] = &[
+pub(crate) const PROGRAM_DIRS: &[&str] = &[
     "/band/bin",
     "/usr/local/bin",
     "/usr/bin",
@@ -438,7 +439,7 @@ pub const PROGRAM_DIRS: &[&str] = &[
 ];
 
 /// Whether `path` names a file directly in a program folder.
-pub fn in_program_dir(path: &str) -> bool {
+pub(crate) fn in_program_dir(path: &str) -> bool {
     Path::new(path)
         .parent()
         .and_then(|d| d.to_str())

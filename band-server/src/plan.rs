@@ -40,15 +40,15 @@ pub use crate::common::handover::Identity;
 #[derive(Debug, Clone)]
 pub struct Preflight {
     pub cli: CliPlan,
-    pub host_mounts: Vec<HostMount>,
-    pub write_dirs: Vec<String>,
-    pub helpers: Helpers,
-    pub rules: CliRules,
+    pub(crate) host_mounts: Vec<HostMount>,
+    pub(crate) write_dirs: Vec<String>,
+    pub(crate) helpers: Helpers,
+    pub(crate) rules: CliRules,
 }
 
 /// Everything that can fail before a uid is leased: commands, host mounts, the state directory,
 /// the helpers, bubblewrap, the CLI rules.
-pub fn preflight(
+pub(crate) fn preflight(
     checked: &Checked<'_>,
     cfg: &ServerConfig,
     facts: &HostFacts,
@@ -236,7 +236,7 @@ fn plan_sandbox(
 }
 
 /// [`programs::plan_cli`] with the binaries and heads of `facts`.
-pub fn plan_cli_from(
+pub(crate) fn plan_cli_from(
     policy: &Policy,
     compiled: &CompiledPolicy,
     bundle: &[DecodedFile],

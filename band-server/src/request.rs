@@ -13,10 +13,11 @@ use crate::config::{EffectiveLimits, ServerConfig, resolve_limits};
 use crate::error::{LayerExt, SetupError, SetupResult};
 
 /// Longest accepted relative path, in bytes (Linux `PATH_MAX`).
-pub const MAX_PATH_BYTES: usize = 4096;
+pub(crate) const MAX_PATH_BYTES: usize = 4096;
 
 /// Commands that are never made available, declared or not.
-pub const FORBIDDEN_COMMANDS: &[&str] = &["sudo", "su", "doas", "pkexec", "bwrap", "band-server"];
+pub(crate) const FORBIDDEN_COMMANDS: &[&str] =
+    &["sudo", "su", "doas", "pkexec", "bwrap", "band-server"];
 
 /// A checked file: path validated, data decoded, mode reduced to permission bits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +41,7 @@ pub fn bundle_sha256(files: &[DecodedFile]) -> String {
 
 /// A relative path of the request that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PathError {
+pub(crate) enum PathError {
     #[error("empty path")]
     Empty,
     #[error("path longer than {MAX_PATH_BYTES} bytes")]
@@ -55,7 +56,7 @@ pub enum PathError {
 
 /// Check one relative path: not empty, no leading `/`, no NUL, no empty, `.` or `..`
 /// components, at most [`MAX_PATH_BYTES`].
-pub fn validate_rel_path(path: &str) -> Result<(), PathError> {
+pub(crate) fn validate_rel_path(path: &str) -> Result<(), PathError> {
     if path.is_empty() {
         return Err(PathError::Empty);
     }
@@ -85,7 +86,7 @@ pub fn validate_rel_path(path: &str) -> Result<(), PathError> {
 
 /// Validate and decode a list of file entries (`what` names the list in errors). Duplicate paths,
 /// and a path that is both a file and a directory prefix of another (`a` and `a/b`), are refused.
-pub fn decode_files(what: &str, entries: &[FileEntry]) -> SetupResult<Vec<DecodedFile>> {
+pub(crate) fn decode_files(what: &str, entries: &[FileEntry]) -> SetupResult<Vec<DecodedFile>> {
     let mut out = Vec::with_capacity(entries.len());
     let mut seen = std::collections::BTreeSet::new();
     for e in entries {
@@ -127,7 +128,7 @@ pub fn decode_files(what: &str, entries: &[FileEntry]) -> SetupResult<Vec<Decode
 }
 
 /// Run ids become path components and cgroup names: exactly 16 lowercase hex characters.
-pub fn validate_run_id(id: &str) -> SetupResult<()> {
+pub(crate) fn validate_run_id(id: &str) -> SetupResult<()> {
     if id.len() == 16
         && id
             .bytes()
@@ -142,7 +143,7 @@ pub fn validate_run_id(id: &str) -> SetupResult<()> {
     }
 }
 
-pub fn check_protocol(req: &RunRequest) -> SetupResult<()> {
+pub(crate) fn check_protocol(req: &RunRequest) -> SetupResult<()> {
     if req.protocol != proto::PROTOCOL_VERSION {
         return Err(SetupError::new(
             Layer::Protocol,
@@ -158,7 +159,7 @@ pub fn check_protocol(req: &RunRequest) -> SetupResult<()> {
 }
 
 /// Recompute the bundle hash and compare it with the client's.
-pub fn check_integrity(bundle: &[DecodedFile], claimed: &str) -> SetupResult<()> {
+pub(crate) fn check_integrity(bundle: &[DecodedFile], claimed: &str) -> SetupResult<()> {
     let actual = bundle_sha256(bundle);
     if !actual.eq_ignore_ascii_case(claimed) {
         return Err(SetupError::new(
@@ -171,7 +172,7 @@ pub fn check_integrity(bundle: &[DecodedFile], claimed: &str) -> SetupResult<()>
 
 /// The entry must be a bundle file band can start (`band::launch`): executable, or started by an
 /// interpreter its `#!` line or extension names.
-pub fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
+pub(crate) fn check_entry(bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
     validate_rel_path(entry).map_err(|m| SetupError::new(Layer::Io, format!("entry: {m}")))?;
     match bundle.iter().find(|f| f.path == entry) {
         None => Err(SetupError::new(
@@ -206,7 +207,10 @@ fn valid_env_name(name: &str) -> bool {
 
 /// Secrets: only names the policy lists, valid environment names, not reserved by the runtime,
 /// no NUL in values.
-pub fn check_secrets(secrets: &BTreeMap<String, String>, declared: &[String]) -> SetupResult<()> {
+pub(crate) fn check_secrets(
+    secrets: &BTreeMap<String, String>,
+    declared: &[String],
+) -> SetupResult<()> {
     for (name, value) in secrets {
         if !declared.iter().any(|d| d == name) {
             return Err(SetupError::new(
@@ -241,7 +245,7 @@ pub fn check_secrets(secrets: &BTreeMap<String, String>, declared: &[String]) ->
 }
 
 /// A command name from `allow.cli` becomes a file name under `/usr/bin` and `/band/bin`.
-pub fn check_command_name(name: &str) -> SetupResult<()> {
+pub(crate) fn check_command_name(name: &str) -> SetupResult<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
@@ -266,13 +270,13 @@ pub fn check_command_name(name: &str) -> SetupResult<()> {
 /// A request that passed the pure checks, decoded.
 #[derive(Debug)]
 pub struct Checked<'r> {
-    pub req: &'r RunRequest,
-    pub bundle: Vec<DecodedFile>,
-    pub workspace: Vec<DecodedFile>,
-    pub limits: EffectiveLimits,
-    pub input_json: Vec<u8>,
-    pub config_json: Option<Vec<u8>>,
-    pub compiled: CompiledPolicy,
+    pub(crate) req: &'r RunRequest,
+    pub(crate) bundle: Vec<DecodedFile>,
+    pub(crate) workspace: Vec<DecodedFile>,
+    pub(crate) limits: EffectiveLimits,
+    pub(crate) input_json: Vec<u8>,
+    pub(crate) config_json: Option<Vec<u8>>,
+    pub(crate) compiled: CompiledPolicy,
 }
 
 /// What [`check`] decided.
@@ -335,7 +339,7 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
     })))
 }
 
-pub fn compile(policy: &band::policy::Policy) -> SetupResult<CompiledPolicy> {
+pub(crate) fn compile(policy: &band::policy::Policy) -> SetupResult<CompiledPolicy> {
     CompiledPolicy::compile(policy).map_err(|e| {
         let layer = match e.category {
             Category::Cli => Layer::Cli,
@@ -352,7 +356,7 @@ pub fn compile(policy: &band::policy::Policy) -> SetupResult<CompiledPolicy> {
 
 /// The workspace the client sent must be what the policy lets the run see: each file matches
 /// `allow.read` or `allow.write`, and none is denied for reading.
-pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> SetupResult<()> {
+pub(crate) fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> SetupResult<()> {
     for f in files {
         let read = compiled.read.check(&f.path);
         if let Decision::Deny { rule } = &read {
@@ -379,7 +383,11 @@ pub fn check_workspace(files: &[DecodedFile], compiled: &CompiledPolicy) -> Setu
 /// `./` pattern names a file of the bundle ([`missing_bundled`], lint's S010), and the entry is
 /// not a native executable (lint's S012: `/skill` is `noexec`, and an entry is started by its
 /// interpreter reading it).
-pub fn check_bundled(policy: &Policy, bundle: &[DecodedFile], entry: &str) -> SetupResult<()> {
+pub(crate) fn check_bundled(
+    policy: &Policy,
+    bundle: &[DecodedFile],
+    entry: &str,
+) -> SetupResult<()> {
     let is_file = |p: &str| bundle.iter().any(|f| f.path == p);
     if let Some(r) = missing_bundled(policy, &is_file).first() {
         return Err(SetupError::new(

@@ -37,31 +37,31 @@ use crate::run::{self, EventSink, spare};
 use crate::sys;
 
 /// The folder of the warm server's socket, lock and pid file.
-pub const DIR: &str = "/run/band-serve";
+pub(crate) const DIR: &str = "/run/band-serve";
 /// The lock a warm server holds while it lives.
-pub const LOCK_FILE: &str = "serve.lock";
+pub(crate) const LOCK_FILE: &str = "serve.lock";
 /// `<pid> <digest>` of the warm server.
-pub const PID_FILE: &str = "serve.pid";
+pub(crate) const PID_FILE: &str = "serve.pid";
 /// Where band-server and its helpers are installed on a target (band's `SERVER_DIR`).
-pub const SERVER_DIR: &str = "/usr/local/lib/band";
+pub(crate) const SERVER_DIR: &str = "/usr/local/lib/band";
 /// How often the background janitor pass runs (seconds).
-pub const JANITOR_SECS: u64 = 60;
+pub(crate) const JANITOR_SECS: u64 = 60;
 
 /// What `band-server serve` was asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The build digest: in a VM or on a remote host the SHA-256 of installed.json; on the host
     /// target ([`Options::host`]) [`band::warm::digest`].
-    pub digest: String,
+    pub(crate) digest: String,
     /// The uid that may connect besides root.
-    pub owner: u32,
+    pub(crate) owner: u32,
     /// Where the build marker and `installed.json` are ([`SERVER_DIR`]).
-    pub server_dir: PathBuf,
+    pub(crate) server_dir: PathBuf,
     /// `--host`: the host target's warm server ([`band::warm`]), which serves while
     /// [`band::warm::digest`] of this program and its settings is [`Options::digest`].
     pub host: bool,
     /// Exit after this long without a run (`--idle SECS`; the host's server: 600 s by default).
-    pub idle: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
 }
 
 impl Options {
@@ -116,7 +116,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
 /// ([`current`]). On the host: this program at `exe` (the path it started from) and its settings
 /// still give its digest: a rebuilt band-server, a changed config file or other environment is
 /// another server's to serve.
-pub fn still_current(opts: &Options, exe: &Path) -> bool {
+pub(crate) fn still_current(opts: &Options, exe: &Path) -> bool {
     if opts.host {
         band::warm::digest_here(exe).as_deref() == Some(opts.digest.as_str())
     } else {
@@ -125,17 +125,17 @@ pub fn still_current(opts: &Options, exe: &Path) -> bool {
 }
 
 /// 64 lowercase hex digits.
-pub fn is_digest(s: &str) -> bool {
+pub(crate) fn is_digest(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The socket of the warm server of build `digest` under `dir`.
-pub fn socket_path(dir: &Path, digest: &str) -> PathBuf {
+pub(crate) fn socket_path(dir: &Path, digest: &str) -> PathBuf {
     dir.join(format!("server-{digest}.sock"))
 }
 
 /// `(pid, digest)` from the pid file's text.
-pub fn parse_pid_file(text: &str) -> Option<(i32, String)> {
+pub(crate) fn parse_pid_file(text: &str) -> Option<(i32, String)> {
     let mut w = text.split_whitespace();
     let pid = w.next()?.parse::<i32>().ok().filter(|p| *p > 0)?;
     let digest = w.next().filter(|d| is_digest(d))?.to_string();
@@ -145,7 +145,7 @@ pub fn parse_pid_file(text: &str) -> Option<(i32, String)> {
 /// Is build `digest` still the installed one? The per-run path's shell test, in-process: the
 /// marker `.build-<digest>` exists and `installed.json` is not newer (any install rewrites
 /// `installed.json` and removes other builds' markers).
-pub fn current(server_dir: &Path, digest: &str) -> bool {
+pub(crate) fn current(server_dir: &Path, digest: &str) -> bool {
     let mtime = |p: PathBuf| fs_err::metadata(p).ok().and_then(|m| m.modified().ok());
     match (
         mtime(server_dir.join(format!(".build-{digest}"))),
@@ -157,7 +157,7 @@ pub fn current(server_dir: &Path, digest: &str) -> bool {
 }
 
 /// May this peer use the server?
-pub fn peer_allowed(peer_uid: u32, owner: u32) -> bool {
+pub(crate) fn peer_allowed(peer_uid: u32, owner: u32) -> bool {
     peer_uid == 0 || peer_uid == owner
 }
 
@@ -509,7 +509,7 @@ const REAP_POLL_MS: i32 = 10;
 /// `/run`.
 pub const LOG_FILE: &str = "serve.log";
 /// See [`LOG_FILE`].
-pub const LOG_MAX_BYTES: u64 = 1 << 20;
+pub(crate) const LOG_MAX_BYTES: u64 = 1 << 20;
 
 fn trim_log(path: &Path) {
     if fs_err::metadata(path).is_ok_and(|m| m.len() > LOG_MAX_BYTES) {

@@ -14,7 +14,7 @@ const REAPER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct RunGuard {
     /// Which guard this is, for its [`Held`] handles.
     id: u64,
-    pub child: Option<Child>,
+    pub(crate) child: Option<Child>,
     built: Vec<Box<dyn Built>>,
     /// Set by [`RunGuard::stop`]: what the stop phase found, for [`RunGuard::remove`].
     stopped: Option<Teardown>,
@@ -61,7 +61,7 @@ impl RunGuard {
 
     /// Keep what another guard kept (the run directory, made beside the other steps), as if
     /// pushed now. (The other guard's handles read nothing of this one.)
-    pub fn absorb(&mut self, mut other: RunGuard) {
+    pub(crate) fn absorb(&mut self, mut other: RunGuard) {
         self.built.append(&mut other.built);
         debug_assert!(other.child.is_none() && other.stopped.is_none());
     }
@@ -75,7 +75,7 @@ impl RunGuard {
     }
 
     /// [`RunGuard::get`], to change it.
-    pub fn get_mut<T: 'static>(&mut self, held: &Held<T>) -> Option<&mut T> {
+    pub(crate) fn get_mut<T: 'static>(&mut self, held: &Held<T>) -> Option<&mut T> {
         if held.guard != self.id {
             return None;
         }
@@ -90,7 +90,7 @@ impl RunGuard {
     /// The first half of [`RunGuard::teardown`]: every layer stops what runs (in reverse order
     /// of building), then bubblewrap is reaped. Nothing of the run runs after it; what was built
     /// is still there, for [`RunGuard::remove`]. Runs once (later calls do nothing).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if self.stopped.is_some() {
             return;
         }
@@ -119,7 +119,7 @@ impl RunGuard {
     /// The second half of [`RunGuard::teardown`] (after [`RunGuard::stop`], which it runs first
     /// if it has not run): every layer removes what it built, in reverse order, with what the
     /// stop phase found. Returns the problems met.
-    pub fn remove(&mut self) -> Vec<String> {
+    pub(crate) fn remove(&mut self) -> Vec<String> {
         self.stop();
         let Some(mut t) = self.stopped.take() else {
             return Vec::new();
@@ -143,10 +143,10 @@ impl Drop for RunGuard {
 #[derive(Debug)]
 pub struct Teardown {
     /// Nothing of the run is alive any more (decided by the stop phase).
-    pub processes_dead: bool,
+    pub(crate) processes_dead: bool,
     /// Everything removed so far is gone; otherwise the lease keeps naming the run, and the
     /// janitor finishes the job.
-    pub clean: bool,
+    pub(crate) clean: bool,
     pub errors: Vec<String>,
 }
 

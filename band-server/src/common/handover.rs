@@ -24,7 +24,7 @@ pub struct Identity {
 
 /// What the CLI gate's report thread tells the run loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Report {
+pub(crate) enum Report {
     Call(CliCall),
     Forged(String),
     /// An allowed call's program did not fit in the program cache (its first call copies it):
@@ -38,56 +38,56 @@ pub enum Report {
 
 /// Where verified calls go. Called before the shim is answered, so a call is always recorded
 /// before the command it reports can run (or the run can end).
-pub type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
+pub(crate) type OnReport = Arc<dyn Fn(Report) + Send + Sync>;
 
 /// One question the run asked the network's DNS stub, for the result and `insist.net`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lookup {
-    pub name: String,
-    pub qtype: String,
-    pub allowed: bool,
+    pub(crate) name: String,
+    pub(crate) qtype: String,
+    pub(crate) allowed: bool,
     /// Addresses handed to the script (and added to the run's sets).
-    pub addrs: Vec<IpAddr>,
+    pub(crate) addrs: Vec<IpAddr>,
     /// Addresses upstream answered that the stub withheld (private, this host, denied).
-    pub withheld: Vec<IpAddr>,
+    pub(crate) withheld: Vec<IpAddr>,
 }
 
 /// Called for every question the DNS stub answers, as it is answered.
-pub type OnLookup = dyn Fn(&Lookup) + Send + Sync;
+pub(crate) type OnLookup = dyn Fn(&Lookup) + Send + Sync;
 
 /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-pub struct JoinFiles(pub Vec<File>);
+pub(crate) struct JoinFiles(pub(crate) Vec<File>);
 
 /// network → spawn: the run's own network namespace, for bubblewrap's parent to join (with
 /// `allow.net`). The descriptor stays open in the network layer's handle, in the run's guard,
 /// until after the spawn.
-pub struct NetNamespace(pub RawFd);
+pub(crate) struct NetNamespace(pub(crate) RawFd);
 
 /// What the spawn leaves to the run (bubblewrap itself is in the guard): the write end of the
 /// secrets pipe and the jail's input to write into it, the read end of the jail's status pipe,
 /// and when the script's clock started (the network's wait step sets it again after its wait).
-pub struct Spawned {
-    pub secrets_w: OwnedFd,
-    pub jail_json: Vec<u8>,
-    pub status_r: OwnedFd,
-    pub run_start: Instant,
+pub(crate) struct Spawned {
+    pub(crate) secrets_w: OwnedFd,
+    pub(crate) jail_json: Vec<u8>,
+    pub(crate) status_r: OwnedFd,
+    pub(crate) run_start: Instant,
     /// `band learn`: band-server's end of the socket the jail sends its observing filter's
     /// listener on (the process layer's `bwrap::OBSERVE_FD`).
-    pub observe: Option<UnixStream>,
+    pub(crate) observe: Option<UnixStream>,
 }
 
 /// The CLI gate's plan as the run directory sees it (made by the plan from the gate's part):
 /// the run's exec folder, bound at `/band`; the links the sandbox's root holds for the programs;
 /// and the programs' trees, bound at their host paths.
 #[derive(Debug, Clone, Copy)]
-pub struct ExecView<'a> {
-    pub root: &'a Path,
+pub(crate) struct ExecView<'a> {
+    pub(crate) root: &'a Path,
     /// (cache path, wrapped name) of each declared host program (the gate's `self_links`).
-    pub self_links: &'a [(PathBuf, String)],
+    pub(crate) self_links: &'a [(PathBuf, String)],
     /// (link, target): the installations around the programs' copies.
-    pub links: &'a [(PathBuf, PathBuf)],
+    pub(crate) links: &'a [(PathBuf, PathBuf)],
     /// The roots of the programs' trees.
-    pub tree_roots: &'a [PathBuf],
+    pub(crate) tree_roots: &'a [PathBuf],
 }
 
 /// One cover of the run's `/proc` (the filesystem layer plans them, the process layer binds

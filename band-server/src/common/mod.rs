@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 mod guard;
-pub mod handover;
-pub mod paths;
+pub(crate) mod handover;
+pub(crate) mod paths;
 
 pub(crate) use self::guard::built_any;
 pub use self::guard::{Built, Held, RunGuard, Teardown};
@@ -16,21 +16,21 @@ pub use self::guard::{Built, Held, RunGuard, Teardown};
 /// What the janitor did, for the log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
-    pub dead_leases: Vec<u32>,
-    pub killed: usize,
+    pub(crate) dead_leases: Vec<u32>,
+    pub(crate) killed: usize,
     /// What each layer removed, under the name the log line gives it ([`REMOVED_RUN_DIRS`],
     /// [`REMOVED_CGROUPS`], [`REMOVED_TABLES`], or a new layer's own), in the order of the
     /// first removal of each.
-    pub removed: Vec<(&'static str, Vec<String>)>,
-    pub errors: Vec<String>,
+    pub(crate) removed: Vec<(&'static str, Vec<String>)>,
+    pub(crate) errors: Vec<String>,
 }
 
 /// What the filesystem layer removes, in the janitor's log line.
-pub const REMOVED_RUN_DIRS: &str = "run dirs";
+pub(crate) const REMOVED_RUN_DIRS: &str = "run dirs";
 /// What the cgroup layer removes, in the janitor's log line.
-pub const REMOVED_CGROUPS: &str = "cgroups";
+pub(crate) const REMOVED_CGROUPS: &str = "cgroups";
 /// What the network layer removes, in the janitor's log line.
-pub const REMOVED_TABLES: &str = "nftables tables";
+pub(crate) const REMOVED_TABLES: &str = "nftables tables";
 /// The kinds the log line always names, in this order (others follow, when there are any).
 const LOGGED: [&str; 3] = [REMOVED_RUN_DIRS, REMOVED_CGROUPS, REMOVED_TABLES];
 
@@ -80,7 +80,7 @@ impl Report {
     }
 
     /// Add what another pass did.
-    pub fn extend(&mut self, r: Report) {
+    pub(crate) fn extend(&mut self, r: Report) {
         self.dead_leases.extend(r.dead_leases);
         self.killed += r.killed;
         for (what, items) in r.removed {
@@ -96,9 +96,9 @@ impl Report {
 pub struct Host<'a> {
     pub state: &'a Path,
     /// The `nft` binary, when installed.
-    pub nft: Option<&'a Path>,
+    pub(crate) nft: Option<&'a Path>,
     /// Also look for leftover nftables tables (the `janitor` command, not every run).
-    pub scan_tables: bool,
+    pub(crate) scan_tables: bool,
 }
 
 /// Something a run left on the host: the run it belongs to, and where it is when that is not
@@ -106,7 +106,7 @@ pub struct Host<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stale {
     pub run: String,
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
 }
 
 impl Stale {

@@ -6,14 +6,14 @@ pub const LIB_ROOTS: &[&str] = &["/usr/lib", "/usr/lib64", "/usr/libexec", "/usr
 
 /// Where the run's commands are, inside the sandbox (the process layer binds them; the run
 /// directory's root links to them).
-pub const SANDBOX_PATH: &str = "/band/bin";
+pub(crate) const SANDBOX_PATH: &str = "/band/bin";
 
 /// The folder of the run directory that bubblewrap binds at `/`: `root/`, read-only, with every
 /// mount of the sandbox's tree on it (made by the filesystem layer, bound by the process layer).
-pub const VIEW: &str = "view";
+pub(crate) const VIEW: &str = "view";
 
 /// An empty file and an empty folder of the run directory (root-owned, read-only), bound over the
 /// host's entries of the run's `/proc` (the filesystem layer's `procmask`, the process layer's
 /// `bwrap::build_bwrap_args`).
-pub const PROC_COVER_FILE: &str = "empty";
-pub const PROC_COVER_DIR: &str = "empty.d";
+pub(crate) const PROC_COVER_FILE: &str = "empty";
+pub(crate) const PROC_COVER_DIR: &str = "empty.d";

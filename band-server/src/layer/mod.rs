@@ -63,7 +63,7 @@ pub struct Inputs<'a> {
 /// CLI gate → the process layer's jail input: how the entry starts, decided by the gate, which
 /// knows the run's programs and rules. The gate's programs step returns them; `run::apply` hands
 /// them to the jail's input as this trait (the process layer does not name the gate).
-pub trait EntryStart: Sync {
+pub(crate) trait EntryStart: Sync {
     /// `band exec`'s one command (`entry` is its script), when the gate allows it: the call is
     /// judged, and reported to `on_report`, as band-shim's would be. The program's name in the
     /// run's table, and its argv.
@@ -100,15 +100,15 @@ pub struct Gate(pub std::os::fd::OwnedFd);
 /// band-server, this one included when its thread still holds it, and the sandbox init keeps
 /// that copy until its exec, so the pipe has a writer for as long as the sandbox init reads it
 /// and would never close. Only a byte tells the sandbox init to stop.
-pub struct GateWriter(Option<std::os::fd::OwnedFd>);
+pub(crate) struct GateWriter(Option<std::os::fd::OwnedFd>);
 
 impl GateWriter {
-    pub fn new(fd: std::os::fd::OwnedFd) -> GateWriter {
+    pub(crate) fn new(fd: std::os::fd::OwnedFd) -> GateWriter {
         GateWriter(Some(fd))
     }
 
     /// Let bubblewrap start.
-    pub fn open(mut self) {
+    pub(crate) fn open(mut self) {
         self.send(crate::sys::GATE_OPEN);
     }
 

@@ -36,22 +36,22 @@ use crate::sys;
 
 /// What applying a run's plan leaves to the run: what the spawn made, where the run directory
 /// is, and handles on the layers the run loop and the collection read.
-pub struct Started {
-    pub spawned: Spawned,
+pub(crate) struct Started {
+    pub(crate) spawned: Spawned,
     /// The run directory's root on the host.
-    pub run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
     /// The run's cgroup (killed at the end, its counters read).
-    pub cgroup: Held<RunCgroup>,
+    pub(crate) cgroup: Held<RunCgroup>,
     /// The run's network, with `allow.net` (its table watched, what it saw read).
-    pub net: Option<Held<NetLayer>>,
+    pub(crate) net: Option<Held<NetLayer>>,
     /// The report socket (stopped when the run ends).
-    pub reports: Held<ReportListener>,
+    pub(crate) reports: Held<ReportListener>,
 }
 
 /// Apply `inp`'s plan (the steps of the module's doc). The first failure stops it; `guard`
 /// tears down what was built. `on_lookup` hears every question the DNS stub answers,
 /// `on_report` every call the report socket judges.
-pub fn apply(
+pub(crate) fn apply(
     inp: &Inputs<'_>,
     on_lookup: Arc<OnLookup>,
     on_report: OnReport,

@@ -64,7 +64,7 @@ impl EventSink {
     /// and drop its output (closing standard output, [`ClosingStdout`]). Whether it did: a
     /// client that does not read cannot hold the caller longer than `max`. [`EventSink::finish`]
     /// still joins the writer.
-    pub fn close_within(&self, max: Duration) -> bool {
+    pub(crate) fn close_within(&self, max: Duration) -> bool {
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();
         }
@@ -86,7 +86,7 @@ impl EventSink {
         }
     }
 
-    pub fn event(&self, ev: Event) {
+    pub(crate) fn event(&self, ev: Event) {
         self.send(&Message::Event(ev));
     }
 
@@ -130,28 +130,21 @@ impl Drop for ClosingStdout {
 /// Whether the run's client is gone or asked to stop. Set by [`watch_client`]'s thread, read by
 /// the run loop, which then kills the run (status `cancelled`).
 #[derive(Debug, Clone, Default)]
-pub struct ClientGone(Arc<AtomicBool>);
+pub(crate) struct ClientGone(Arc<AtomicBool>);
 
 impl ClientGone {
-    /// A client that never goes away (no watcher).
-    pub fn never() -> ClientGone {
-        ClientGone::default()
-    }
-
-    pub fn set(&self) {
+    pub(crate) fn set(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
 
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }
 
 /// What the client said after its request, line by line (see `band::proto`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientSays {
-    /// `hold`: the client keeps its end open; EOF from now on means it is gone.
-    Hold,
+pub(crate) enum ClientSays {
     /// `cancel`, or EOF after `hold`: cancel the run.
     Cancel,
     /// EOF without `hold` (a client that closes its end after the request), or nothing to act on.
@@ -160,7 +153,7 @@ pub enum ClientSays {
 
 /// Read what follows the request until it says to cancel or ends. Pure over its input, so the
 /// protocol is tested without a run.
-pub fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
+pub(crate) fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
     let mut held = false;
     let mut line = String::new();
     loop {
@@ -186,7 +179,7 @@ pub fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
 /// Watch the client's channel (band-server's stdin, after the request) on a thread: a `cancel`
 /// line, or the end of input after `hold` (the client died, its pipe or ssh channel closed),
 /// sets the returned flag.
-pub fn watch_client(mut input: Box<dyn BufRead + Send>) -> ClientGone {
+pub(crate) fn watch_client(mut input: Box<dyn BufRead + Send>) -> ClientGone {
     let gone = ClientGone::default();
     let flag = gone.clone();
     let spawned = std::thread::Builder::new()
@@ -345,7 +338,7 @@ pub(super) fn spawn_reader(
 }
 
 /// Parse a jail status line: `ok`, or `err <layer> <message>`.
-pub fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
+pub(crate) fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
     let line = line.trim_end();
     if line == "ok" {
         return Some(Ok(()));

@@ -53,16 +53,15 @@ use crate::plan;
 use crate::request::{self, Check};
 use crate::sys;
 
-pub mod apply;
+pub(crate) mod apply;
 mod events;
-pub mod spare;
+pub(crate) mod spare;
 
-pub use self::apply::{Started, apply, beside};
+pub use self::apply::beside;
+pub(crate) use self::apply::{Started, apply};
 
-pub use self::events::{
-    ClientGone, ClientSays, ClosingStdout, EventSink, client_verdict, parse_jail_status,
-    watch_client,
-};
+pub(crate) use self::events::{ClientGone, watch_client};
+pub use self::events::{ClosingStdout, EventSink};
 use self::events::{
     Inbox, LoopState, MAX_CALLS_KEPT, Msg, ReportQueue, drain, run_loop, spawn_reader,
     spawn_status_reader, write_secrets,
@@ -92,34 +91,17 @@ fn reap_orphans() {
     }
 }
 
-/// The whole run. Always returns a result; never leaves anything behind.
-pub fn execute(req: &RunRequest, cfg: &ServerConfig, sink: &EventSink) -> RunResult {
-    execute_watched(req, cfg, sink, &ClientGone::never())
-}
-
-/// [`execute`], killing the run (status `cancelled`) as soon as `gone` is set.
-pub fn execute_watched(
-    req: &RunRequest,
-    cfg: &ServerConfig,
-    sink: &EventSink,
-    gone: &ClientGone,
-) -> RunResult {
-    let (result, rest) = execute_until_result(req, cfg, sink, gone, &|| ());
-    rest.finish();
-    result
-}
-
 /// What is left of a run once its result is known: everything of it has stopped (no process of
 /// it runs), and what was built for it (run directory, mounts, cgroups, nftables table, lease)
 /// is still there. [`Removal::finish`] removes it; dropped unfinished, the guard's drop does.
 /// If band-server dies before, the lease still names the run and the janitor removes it all.
-pub struct Removal {
+pub(crate) struct Removal {
     guards: Vec<RunGuard>,
 }
 
 impl Removal {
     /// What `guard` built, once the result is out.
-    pub fn of(guard: RunGuard) -> Removal {
+    pub(crate) fn of(guard: RunGuard) -> Removal {
         Removal {
             guards: vec![guard],
         }
@@ -127,13 +109,13 @@ impl Removal {
 
     /// Also remove what `guard` built (stopped first if it was not), after the rest: a spare
     /// sandbox that did not fit the request it was handed (`spare`).
-    pub fn and(mut self, guard: RunGuard) -> Removal {
+    pub(crate) fn and(mut self, guard: RunGuard) -> Removal {
         self.guards.push(guard);
         self
     }
 
     /// Remove what was built for the run, in reverse order of building.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         for mut guard in self.guards {
             for e in guard.remove() {
                 crate::say!("band-server: teardown: {e}");
@@ -148,7 +130,7 @@ impl Removal {
 /// that the result can go out first ([`serve`]). `before_lease` returns once what must precede
 /// the run's uid lease is done (`band-server run`'s janitor pass, started beside the request's
 /// read: it frees the leases of dead runs once their processes are killed).
-pub fn execute_until_result(
+pub(crate) fn execute_until_result(
     req: &RunRequest,
     cfg: &ServerConfig,
     sink: &EventSink,
@@ -706,7 +688,7 @@ pub fn serve(
 /// gives back the result, what to remove once it is out, and the request. `before_result` sees
 /// the result just before it goes out. Returns the result and the request served, if one was
 /// (a warm server builds its next spare sandbox for it, `spare`).
-pub fn serve_with<F>(
+pub(crate) fn serve_with<F>(
     mut input: Box<dyn BufRead + Send>,
     cfg: &ServerConfig,
     sink: &EventSink,
@@ -794,7 +776,7 @@ fn deliver(result: &RunResult, removal: Option<Removal>, sink: &EventSink) {
 
 /// The largest request line read: the bundle and workspace (base64, so 4/3 of their size) must
 /// fit in the disk cap, plus the input and some room for the policy and framing.
-pub fn max_request_bytes(cfg: &ServerConfig) -> u64 {
+pub(crate) fn max_request_bytes(cfg: &ServerConfig) -> u64 {
     cfg.caps.disk_bytes.saturating_mul(4) / 3 + cfg.caps.input_bytes + (16 << 20)
 }
 

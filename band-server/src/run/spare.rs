@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use band::proto::{Layer, RunRequest, RunResult};
 
 use super::{
-    Client, ClientGone, EventSink, Made, Prepared, Removal, RunGuard, conclude,
-    execute_until_result, prepare, run_prepared, serve_with,
+    Client, EventSink, Made, Prepared, Removal, RunGuard, conclude, execute_until_result, prepare,
+    run_prepared, serve_with,
 };
 use crate::common::Held;
 use crate::config::ServerConfig;
@@ -55,11 +55,11 @@ use crate::request::{self, Check};
 use crate::sys;
 
 /// How long a spare waits for a request before it is built again.
-pub const FRESH: Duration = Duration::from_secs(60);
+pub(crate) const FRESH: Duration = Duration::from_secs(60);
 
 /// May a spare be built for requests like `req`? Not for `band learn`, or patterns (allowed or
 /// insisted on) that bind a host path (see the module's documentation).
-pub fn wanted(req: &RunRequest) -> bool {
+pub(crate) fn wanted(req: &RunRequest) -> bool {
     use band::policy::Category;
     use band::policy::place::{Place, place};
     let p = &req.policy;
@@ -76,7 +76,7 @@ pub fn wanted(req: &RunRequest) -> bool {
 /// Could a spare built for `spare` serve `req`: the same protocol, skill, script, entry, bundle
 /// (its digest, which the check recomputes from the files), policy and config. Everything else
 /// of a request (run id, input, workspace, secrets, arguments, trace) is the hand-over's.
-pub fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
+pub(crate) fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
     spare.protocol == req.protocol
         && spare.skill == req.skill
         && spare.script == req.script
@@ -89,7 +89,7 @@ pub fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
 
 /// The request a spare is built from: `served`'s shape, with `run_id`, and nothing of its own
 /// (no workspace, input, secrets, arguments or trace).
-pub fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
+pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
     RunRequest {
         protocol: served.protocol,
         run_id,
@@ -110,15 +110,15 @@ pub fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
 }
 
 /// A spare's run id: this process's pid and a count (16 hex digits, as a client's).
-pub fn run_id(pid: i32, n: u32) -> String {
+pub(crate) fn run_id(pid: i32, n: u32) -> String {
     format!("{:08x}{:08x}", pid as u32, n)
 }
 
 /// What sees a served result just before it goes out, and how it was served.
-pub type BeforeResult = dyn Fn(&RunResult, Served);
+pub(crate) type BeforeResult = dyn Fn(&RunResult, Served);
 
 /// What the spare's keeper says once it is built ([`keep`]).
-pub enum Next {
+pub(crate) enum Next {
     /// A connection came: serve the request on it.
     Serve {
         input: Box<dyn std::io::BufRead + Send>,
@@ -134,7 +134,7 @@ pub enum Next {
 }
 
 /// How [`keep`] ended.
-pub enum Kept {
+pub(crate) enum Kept {
     /// It served a connection: the request served (the next spare's shape), if one came on it.
     Served(Option<Box<RunRequest>>),
     Rebuild,
@@ -145,7 +145,7 @@ pub enum Kept {
 
 /// How the request was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Served {
+pub(crate) enum Served {
     /// By the spare.
     Spare,
     /// By a run of its own: another shape, or the spare was gone (or no spare was asked).
@@ -154,7 +154,7 @@ pub enum Served {
 
 impl Served {
     /// As the warm server's log says it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Served::Spare => "a spare",
             Served::Own => "built for it",
@@ -164,7 +164,7 @@ impl Served {
 
 /// Build a spare for `served`'s shape with run id `id`, say so (`ready`), wait for what comes
 /// (`next`), and serve it.
-pub fn keep(
+pub(crate) fn keep(
     served: &RunRequest,
     id: String,
     cfg: &ServerConfig,
@@ -235,8 +235,14 @@ pub fn keep(
             }
             how.set(Served::Spare);
             let t0 = Instant::now();
+            let client = Client {
+                req: &req,
+                sink: &sink,
+                gone: &gone,
+                t0,
+            };
             let (result, removal) = conclude(&req.run_id, t0, guard, |guard| {
-                hand_over(&spare.run_id, &req, prepared, cfg, &sink, guard, t0, &gone)
+                hand_over(&spare.run_id, &client, prepared, cfg, guard)
             });
             (result, removal, req)
         });
@@ -259,18 +265,15 @@ fn still_waits(guard: &mut RunGuard, net: Option<&Held<NetLayer>>) -> bool {
 
 /// Serve `req` with the spare `prepared` (run id `spare_id`): make the request's own files in
 /// its run directory, put its secrets and arguments in the jail's input, start its clock, and run
-/// it as any other.
-#[allow(clippy::too_many_arguments)]
+/// it as any other, for `client`.
 fn hand_over(
     spare_id: &str,
-    req: &RunRequest,
+    client: &Client<'_>,
     mut prepared: Prepared<'_>,
     cfg: &ServerConfig,
-    sink: &EventSink,
     guard: &mut RunGuard,
-    t0: Instant,
-    gone: &ClientGone,
 ) -> SetupResult<RunResult> {
+    let req = client.req;
     // The request checked and planned as the spare's run (its run directory, uid and cgroup),
     // for the files that are its own.
     let mut own = req.clone();
@@ -292,13 +295,7 @@ fn hand_over(
     prepared.started.spawned.jail_json =
         serde_json::to_vec(&jail).layer(Layer::Secrets, "failed to encode the jail's input")?;
     prepared.started.spawned.run_start = Instant::now();
-    let client = Client {
-        req,
-        sink,
-        gone,
-        t0,
-    };
-    run_prepared(&client, &checked, prepared, guard)
+    run_prepared(client, &checked, prepared, guard)
 }
 
 #[cfg(test)]

@@ -1,9 +1,8 @@
 //! A process that holds secrets or is about to exec (band-server, band-jail; single-threaded
 //! when it execs): no core dumps, `no_new_privs`, randomized addresses, and `execve`.
 
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 
 use super::check;
 
@@ -50,10 +49,4 @@ pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
     // the call returns (it only returns on failure).
     unsafe { libc::execve(path.as_ptr(), a.as_ptr(), e.as_ptr()) };
     io::Error::last_os_error()
-}
-
-/// Build a `CString` from an `OsStr` (fails on interior NUL).
-pub fn os_cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
 }

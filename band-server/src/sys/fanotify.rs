@@ -10,20 +10,20 @@ use super::{check, cstring};
 /// What one fanotify event says: its mask, the process, and the file (as `/proc/self/fd` names
 /// it, `None` if it could not be read).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FanEvent {
-    pub mask: u64,
-    pub pid: i32,
-    pub path: Option<std::path::PathBuf>,
+pub(crate) struct FanEvent {
+    pub(crate) mask: u64,
+    pub(crate) pid: i32,
+    pub(crate) path: Option<std::path::PathBuf>,
     /// The file's (device, inode): the path alone is relative to the mount's root once the
     /// sandbox's mounts are gone (`/out/r.md` for `/workspace/out/r.md`).
-    pub file: Option<(u64, u64)>,
+    pub(crate) file: Option<(u64, u64)>,
 }
 
 /// `fanotify_init(FAN_CLASS_NOTIF)` (non-blocking, close-on-exec) with one mark on the whole
 /// filesystem that holds `path` (`FAN_MARK_FILESYSTEM`, Linux 4.20): every `mask` event of every
 /// process on that filesystem, however the file was reached (bind mounts included). Needs
 /// `CAP_SYS_ADMIN`. Notification only: nothing waits for band-server's answer.
-pub fn fanotify_filesystem(path: &Path, mask: u64) -> io::Result<OwnedFd> {
+pub(crate) fn fanotify_filesystem(path: &Path, mask: u64) -> io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
     let p = cstring(path)?;
     // SAFETY: plain flags; the result is checked before use.
@@ -50,7 +50,7 @@ pub fn fanotify_filesystem(path: &Path, mask: u64) -> io::Result<OwnedFd> {
 
 /// Read the queued events of a [`fanotify_filesystem`] descriptor (none when it would block).
 /// Each event's file descriptor is named through `/proc/self/fd` and closed here.
-pub fn fanotify_read(fd: BorrowedFd<'_>) -> io::Result<Vec<FanEvent>> {
+pub(crate) fn fanotify_read(fd: BorrowedFd<'_>) -> io::Result<Vec<FanEvent>> {
     use std::os::fd::FromRawFd;
     let mut buf = vec![0u8; 64 * 1024];
     // SAFETY: the pointer and length describe the live `buf`.

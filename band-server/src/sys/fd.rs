@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use super::check;
 
 /// `flock(fd, LOCK_EX | LOCK_NB)`. `Ok(false)` when another open file description holds it.
-pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<bool> {
     // SAFETY: `file` owns a valid open descriptor for the duration of the call; flock takes no
     // pointers.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -23,13 +23,13 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
 }
 
 /// `pipe2(O_CLOEXEC)`: (read end, write end).
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let (r, w) = std::io::pipe()?;
     Ok((r.into(), w.into()))
 }
 
 /// Wait up to `timeout_ms` for `fd` to be readable. `Ok(false)` on timeout.
-pub fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
@@ -46,27 +46,6 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
             return Err(e);
         }
         return Ok(rc > 0);
-    }
-}
-
-/// Close every descriptor above 2 except `keep` (which is marked close-on-exec instead).
-pub fn close_fds_above_stderr(keep: Option<RawFd>) -> io::Result<()> {
-    let close = |first: u32, last: u32| -> io::Result<()> {
-        if first > last {
-            return Ok(());
-        }
-        // SAFETY: close_range on fd numbers only; no Rust object owns fds above 2 in the callers
-        // (band-jail and band-shim hold no File/OwnedFd across this call).
-        check(unsafe { libc::close_range(first, last, 0) }).map(|_| ())
-    };
-    match keep {
-        Some(k) if k > 2 => {
-            close(3, (k - 1) as u32)?;
-            close(k as u32 + 1, u32::MAX)?;
-            // SAFETY: fcntl on an fd number.
-            check(unsafe { libc::fcntl(k, libc::F_SETFD, libc::FD_CLOEXEC) }).map(|_| ())
-        }
-        _ => close(3, u32::MAX),
     }
 }
 

@@ -41,33 +41,33 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-pub use exec::{clear_addr_no_randomize, disable_core_dumps, execve, os_cstring, set_no_new_privs};
-pub use fanotify::{FanEvent, fanotify_filesystem, fanotify_read};
-pub use fd::{
-    close_fds_above_stderr, close_fds_except, pipe, poll_readable, take_inherited_fd,
-    try_lock_exclusive, write_fd,
-};
-pub use mount::{
+pub use exec::{clear_addr_no_randomize, disable_core_dumps, execve, set_no_new_privs};
+pub(crate) use fanotify::{FanEvent, fanotify_filesystem, fanotify_read};
+pub use fd::{close_fds_except, take_inherited_fd, write_fd};
+pub(crate) use fd::{pipe, poll_readable, try_lock_exclusive};
+pub(crate) use mount::{
     BindFlags, bind_mount, make_private, mknod_char, mknod_whiteout, mount_dev_tmpfs, mount_devpts,
     mount_overlay_ro, mount_tmpfs, remount_read_only, umount_detach,
 };
-pub use netns::{setns_net, user_and_net_namespaces};
-pub use nft::{NftLibrary, NftLibraryError};
-pub use process::{
-    euid, fork_single_threaded, kill, pid, reap_any, scheduling_policy, set_batch_scheduling,
-    set_child_subreaper,
+pub(crate) use netns::{setns_net, user_and_net_namespaces};
+pub(crate) use nft::NftLibrary;
+pub use process::euid;
+pub(crate) use process::{
+    fork_single_threaded, kill, pid, reap_any, set_batch_scheduling, set_child_subreaper,
 };
-pub use seccomp_notify::{
-    SeccompNotif, seccomp_listener, seccomp_notif_continue, seccomp_notif_id_valid,
-    seccomp_notif_recv,
+pub use seccomp_notify::seccomp_listener;
+pub(crate) use seccomp_notify::{
+    SeccompNotif, seccomp_notif_continue, seccomp_notif_id_valid, seccomp_notif_recv,
 };
-pub use socket::{PeerCred, peer_cred, recv_with_creds, send_with_fd, set_passcred};
-pub use spawn::{GATE_OPEN, GATE_SHUT, PreExec, RelayExec};
+pub use socket::send_with_fd;
+pub(crate) use socket::{peer_cred, recv_with_creds, set_passcred};
+pub use spawn::{GATE_OPEN, PreExec};
+pub(crate) use spawn::{GATE_SHUT, RelayExec};
 
 // The calls band-shim makes too, defined once in its crate (band-shim links nothing else of ours).
-pub use band_shim::sys::{
-    execveat_fd, recv_with_fd, reset_signals_for_exec, set_comm, set_not_dumpable,
-};
+pub use band_shim::sys::execveat_fd;
+pub(crate) use band_shim::sys::recv_with_fd;
+pub use band_shim::sys::{reset_signals_for_exec, set_not_dumpable};
 
 /// `rc`, or the error `errno` names when `rc` is negative (the C convention of most syscalls).
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::{check, cstring};
 
 /// Mount a tmpfs at `target` with the given data string (`size=…,mode=…`), `nosuid,nodev`.
-pub fn mount_tmpfs(target: &Path, data: &str) -> io::Result<()> {
+pub(crate) fn mount_tmpfs(target: &Path, data: &str) -> io::Result<()> {
     let data = CString::new(data)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount data contains NUL"))?;
     tmpfs(c"band-run", target, libc::MS_NOSUID | libc::MS_NODEV, &data)
@@ -33,15 +33,15 @@ fn tmpfs(source: &CStr, target: &Path, flags: libc::c_ulong, data: &CStr) -> io:
 
 /// Mount flags for [`bind_mount`]'s remount step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BindFlags {
-    pub read_only: bool,
-    pub no_exec: bool,
+pub(crate) struct BindFlags {
+    pub(crate) read_only: bool,
+    pub(crate) no_exec: bool,
 }
 
 /// `mount --bind src target` (not recursive: submounts of `src` stay hidden) then remount it `nosuid,nodev` plus `flags`. A bind mount made here
 /// (in the initial user namespace) keeps these flags locked inside the sandbox's user namespace,
 /// so bubblewrap's copy of it cannot lift `ro` or `noexec`.
-pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()> {
+pub(crate) fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()> {
     let mut f = libc::MS_NOSUID | libc::MS_NODEV;
     if flags.read_only {
         f |= libc::MS_RDONLY;
@@ -55,7 +55,7 @@ pub fn bind_mount(src: &Path, target: &Path, flags: BindFlags) -> io::Result<()>
 /// The sandbox's `/dev` at `target`: a small tmpfs of its own, `nosuid,noexec` but not `nodev`
 /// (it holds the device nodes [`mknod_char`] makes), mode 0755. Made in the initial user
 /// namespace; [`remount_read_only`] locks it read-only once populated.
-pub fn mount_dev_tmpfs(target: &Path) -> io::Result<()> {
+pub(crate) fn mount_dev_tmpfs(target: &Path) -> io::Result<()> {
     tmpfs(
         c"band-dev",
         target,
@@ -66,7 +66,7 @@ pub fn mount_dev_tmpfs(target: &Path) -> io::Result<()> {
 
 /// A character device node `major:minor` at `path`, mode 0666 (set after `mknod`: the process's
 /// umask would take bits off), owned by root.
-pub fn mknod_char(path: &Path, major: u32, minor: u32) -> io::Result<()> {
+pub(crate) fn mknod_char(path: &Path, major: u32, minor: u32) -> io::Result<()> {
     let c = cstring(path)?;
     // SAFETY: a valid NUL-terminated path outliving the call; the other arguments are integers.
     let rc = unsafe {
@@ -82,7 +82,7 @@ pub fn mknod_char(path: &Path, major: u32, minor: u32) -> io::Result<()> {
 
 /// Remount the mount at `target` read-only, `nosuid` and `noexec`, keeping device nodes usable
 /// (no `nodev`): a bind remount, so the flags are the mount's own, locked for bubblewrap's copy.
-pub fn remount_read_only(target: &Path) -> io::Result<()> {
+pub(crate) fn remount_read_only(target: &Path) -> io::Result<()> {
     mount_flags(
         &cstring(target)?,
         libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
@@ -128,7 +128,7 @@ fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Res
 /// Mount a new devpts instance at `target` (`nosuid,noexec`), as bubblewrap's `--dev` does:
 /// the run's own pseudo-terminals, none of the host's or another run's. `/dev/ptmx` is a link to
 /// its `ptmx`, mode 0666; a terminal's slave is owned by whoever opened it, mode 0620.
-pub fn mount_devpts(target: &Path) -> io::Result<()> {
+pub(crate) fn mount_devpts(target: &Path) -> io::Result<()> {
     let target = cstring(target)?;
     let data = c"newinstance,ptmxmode=0666,mode=620";
     // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
@@ -145,7 +145,7 @@ pub fn mount_devpts(target: &Path) -> io::Result<()> {
 }
 
 /// Mount a read-only overlay of `lowers` (first = topmost) at `target`, `nosuid,nodev`.
-pub fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
+pub(crate) fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
     let mut data = String::from("lowerdir=");
     for (i, l) in lowers.iter().enumerate() {
         let s = l
@@ -177,7 +177,7 @@ pub fn mount_overlay_ro(target: &Path, lowers: &[&Path]) -> io::Result<()> {
 
 /// Create an overlayfs whiteout (a 0:0 character device) at `path`: in an overlay, it hides the
 /// file of the same name in the layers below.
-pub fn mknod_whiteout(path: &Path) -> io::Result<()> {
+pub(crate) fn mknod_whiteout(path: &Path) -> io::Result<()> {
     let p = cstring(path)?;
     // SAFETY: valid NUL-terminated string outliving the call; integer mode and device.
     check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) }).map(|_| ())
@@ -185,12 +185,12 @@ pub fn mknod_whiteout(path: &Path) -> io::Result<()> {
 
 /// `mount --make-private target`: mounts made below it no longer propagate to other mount
 /// namespaces (the per-run mounts stay band-server's business).
-pub fn make_private(target: &Path) -> io::Result<()> {
+pub(crate) fn make_private(target: &Path) -> io::Result<()> {
     mount_flags(&cstring(target)?, libc::MS_PRIVATE)
 }
 
 /// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.
-pub fn umount_detach(target: &Path) -> io::Result<()> {
+pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
     let target = cstring(target)?;
     // SAFETY: valid NUL-terminated string outliving the call.
     let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };

@@ -72,7 +72,7 @@ fn ns_holder(uid: u32, gid: u32, report: RawFd, release: RawFd) -> ! {
 /// from `/proc/<child>/ns`, writes the maps and lets the child exit. Nothing names the
 /// namespaces afterwards but these descriptors (and whatever joins them): when the last goes,
 /// so do the namespaces and every interface inside.
-pub fn user_and_net_namespaces(uid: u32, gid: u32) -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn user_and_net_namespaces(uid: u32, gid: u32) -> io::Result<(OwnedFd, OwnedFd)> {
     let (report_r, report_w) = pipe()?;
     let (release_r, release_w) = pipe()?;
     let (rw, rr) = (report_w.as_raw_fd(), release_r.as_raw_fd());
@@ -124,7 +124,7 @@ pub fn user_and_net_namespaces(uid: u32, gid: u32) -> io::Result<(OwnedFd, Owned
 
 /// `setns(fd, CLONE_NEWNET)`: the calling *thread* moves to the network namespace `fd` (sockets
 /// it creates from now on belong there). Call it on a thread of its own.
-pub fn setns_net(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn setns_net(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: setns on a borrowed, open descriptor; it only changes this thread's namespace.
     check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
 }

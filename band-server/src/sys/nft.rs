@@ -6,7 +6,7 @@ use std::ffi::{CStr, CString};
 /// Why libnftables could not be opened, or a command of it failed. A failed command's error is
 /// libnftables' own message, as `nft` prints it.
 #[derive(Debug, thiserror::Error)]
-pub enum NftLibraryError {
+pub(crate) enum NftLibraryError {
     #[error("libnftables.so.1: {source}")]
     Open { source: libloading::Error },
     #[error("libnftables.so.1: {name}: {source}")]
@@ -28,7 +28,7 @@ pub enum NftLibraryError {
 /// libnftables (`libnftables.so.1`), opened at run time: the library the `nft` program is a
 /// front end to. One context; the caller holds it behind a lock (a context is not for two
 /// threads at once). Output and errors are buffered and returned per command.
-pub struct NftLibrary {
+pub(crate) struct NftLibrary {
     /// Keeps the library mapped while the functions below are used.
     _lib: libloading::Library,
     ctx: std::ptr::NonNull<libc::c_void>,
@@ -48,7 +48,7 @@ const NFT_CTX_OUTPUT_JSON: libc::c_uint = 1 << 4;
 
 impl NftLibrary {
     /// Open `libnftables.so.1` and make a context with buffered output and errors.
-    pub fn open() -> Result<NftLibrary, NftLibraryError> {
+    pub(crate) fn open() -> Result<NftLibrary, NftLibraryError> {
         // SAFETY: loading libnftables runs its initialisers, which only set up its own state.
         let lib = unsafe { libloading::Library::new("libnftables.so.1") }
             .map_err(|source| NftLibraryError::Open { source })?;
@@ -112,7 +112,7 @@ impl NftLibrary {
 
     /// Run `commands` (one or more lines, applied as one transaction, as `nft -f`), listings in
     /// JSON when `json`. What it printed, or its error messages.
-    pub fn run(&mut self, commands: &str, json: bool) -> Result<String, NftLibraryError> {
+    pub(crate) fn run(&mut self, commands: &str, json: bool) -> Result<String, NftLibraryError> {
         let text = CString::new(commands).map_err(|_| NftLibraryError::Nul)?;
         let flags = if json { NFT_CTX_OUTPUT_JSON } else { 0 };
         let ctx = self.ctx.as_ptr();

@@ -12,21 +12,22 @@ use super::check;
 /// request and blocks on the answer first, and the worker finds the request there (two context
 /// switches fewer a command). Otherwise scheduled as any thread: it gets its share of the CPU,
 /// but on a CPU busy with other work it can wait for the running task's slice.
-pub fn set_batch_scheduling() -> io::Result<()> {
+pub(crate) fn set_batch_scheduling() -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the calling
     // thread.
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) }).map(|_| ())
 }
 
+#[cfg(test)]
 /// The calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_BATCH`, …).
-pub fn scheduling_policy() -> io::Result<i32> {
+pub(crate) fn scheduling_policy() -> io::Result<i32> {
     // SAFETY: plain syscall on an integer; pid 0 is the calling thread.
     check(unsafe { libc::sched_getscheduler(0) })
 }
 
 /// `kill(pid, sig)`; ESRCH (already gone) is success.
-pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
     if pid <= 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -48,14 +49,14 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
 
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphans below this process are handed to it, not to the
 /// host's init (band-server reaps them at the end of the run: [`reap_any`]).
-pub fn set_child_subreaper() -> io::Result<()> {
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments.
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
 }
 
 /// `waitpid(-1, WNOHANG)`: reap one child of ours that has exited. `Ok(Some(pid))` when one
 /// was reaped, `Ok(None)` when none has exited (or there is no child at all).
-pub fn reap_any() -> io::Result<Option<i32>> {
+pub(crate) fn reap_any() -> io::Result<Option<i32>> {
     let mut status: libc::c_int = 0;
     // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
     let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
@@ -73,7 +74,7 @@ pub fn reap_any() -> io::Result<Option<i32>> {
 /// `fork()` for a process with one thread (`band-server serve`'s accept loop): `Ok(None)` in the
 /// child, `Ok(Some(pid))` in the parent. Refused when `/proc/self/task` lists more than one
 /// thread, since the child of a multi-threaded fork may find locks held by threads it lacks.
-pub fn fork_single_threaded() -> io::Result<Option<i32>> {
+pub(crate) fn fork_single_threaded() -> io::Result<Option<i32>> {
     let threads = fs_err::read_dir("/proc/self/task")?.count();
     if threads != 1 {
         return Err(io::Error::other(format!(
@@ -87,7 +88,7 @@ pub fn fork_single_threaded() -> io::Result<Option<i32>> {
 }
 
 /// `getpid()`.
-pub fn pid() -> i32 {
+pub(crate) fn pid() -> i32 {
     // SAFETY: getpid cannot fail and takes no arguments.
     unsafe { libc::getpid() }
 }

@@ -38,15 +38,15 @@ pub fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
 /// One syscall waiting for the supervisor (`struct seccomp_notif`): its id, the process (in the
 /// listener's pid namespace), the syscall number and its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeccompNotif {
-    pub id: u64,
-    pub pid: u32,
-    pub nr: i32,
-    pub args: [u64; 6],
+pub(crate) struct SeccompNotif {
+    pub(crate) id: u64,
+    pub(crate) pid: u32,
+    pub(crate) nr: i32,
+    pub(crate) args: [u64; 6],
 }
 
 /// `SECCOMP_IOCTL_NOTIF_RECV`: wait for the next notification on a listener.
-pub fn seccomp_notif_recv(listener: BorrowedFd<'_>) -> io::Result<SeccompNotif> {
+pub(crate) fn seccomp_notif_recv(listener: BorrowedFd<'_>) -> io::Result<SeccompNotif> {
     // SAFETY: an all-zero seccomp_notif is what the kernel requires on input.
     let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
     // SAFETY: the ioctl writes one seccomp_notif into `n`, which lives for the call.
@@ -68,7 +68,7 @@ pub fn seccomp_notif_recv(listener: BorrowedFd<'_>) -> io::Result<SeccompNotif> 
 /// `SECCOMP_IOCTL_NOTIF_ID_VALID`: whether notification `id` is still pending (its process still
 /// waits in that syscall). Checked after reading the process's memory: the documented guard
 /// against the pid having been reused meanwhile.
-pub fn seccomp_notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+pub(crate) fn seccomp_notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
     // SAFETY: the ioctl reads one u64 from `&id`, which lives for the call.
     let rc = unsafe {
         libc::ioctl(
@@ -83,7 +83,7 @@ pub fn seccomp_notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
 /// Answer notification `id` with `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the kernel runs the syscall
 /// as if no filter had asked (observation only; the sandbox's mounts and the other filters still
 /// decide).
-pub fn seccomp_notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+pub(crate) fn seccomp_notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
     let mut r = libc::seccomp_notif_resp {
         id,
         val: 0,

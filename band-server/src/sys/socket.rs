@@ -12,14 +12,14 @@ use super::check;
 /// The credentials of the process at the other end of a connected unix socket, as the kernel
 /// recorded them at `connect()` time, translated into our pid namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerCred {
-    pub pid: i32,
-    pub uid: u32,
-    pub gid: u32,
+pub(crate) struct PeerCred {
+    pub(crate) pid: i32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 /// `getsockopt(SO_PEERCRED)`.
-pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
+pub(crate) fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -48,7 +48,7 @@ pub fn peer_cred(sock: &UnixStream) -> io::Result<PeerCred> {
 /// sender's credentials (see [`recv_with_creds`]). Set on a listening unix socket, every
 /// connection it accepts has it from the start (the kernel copies it at `accept`), and bytes a
 /// peer sends before the `accept` carry their sender too.
-pub fn set_passcred(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn set_passcred(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     let one: libc::c_int = 1;
     // SAFETY: `one` is a valid c_int for the duration of the call; the fd is borrowed, open.
     let rc = unsafe {
@@ -66,7 +66,10 @@ pub fn set_passcred(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
 /// `recvmsg` into `buf`, returning the byte count and the sender's pid from `SCM_CREDENTIALS`
 /// (`None` if the message carried none). With `SO_PASSCRED` set, the kernel never joins bytes of
 /// two different senders into one read, so the pid is that of every byte returned.
-pub fn recv_with_creds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<i32>)> {
+pub(crate) fn recv_with_creds(
+    sock: &UnixStream,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<i32>)> {
     let mut pid = None;
     let n = recvmsg_cmsgs(sock, buf, &mut |c| {
         // SAFETY: `c` is a header of the filled control buffer (`recvmsg_cmsgs`); CMSG_DATA of an

@@ -120,7 +120,7 @@ pub struct PreExec {
 /// The byte of a gate (step 8 of [`PreExec`]) that lets bubblewrap start.
 pub const GATE_OPEN: u8 = b'1';
 /// The byte of a gate that stops the spawn: what the run builds beside it failed.
-pub const GATE_SHUT: u8 = b'0';
+pub(crate) const GATE_SHUT: u8 = b'0';
 
 /// The reaper's exit code for the sandbox init's wait status: its exit code, or `128 + signal`.
 fn reaper_code(status: libc::c_int) -> libc::c_int {
@@ -266,14 +266,14 @@ impl PreExec {
 /// 3. `setgroups([])`, `setgid`, `setuid`; `PR_SET_PDEATHSIG(SIGKILL)`: the relay dies with
 ///    band-server (it also exits when its `--exit-fd` pipe closes).
 #[derive(Debug)]
-pub struct RelayExec {
-    pub fds: Vec<(RawFd, RawFd)>,
-    pub uid: u32,
-    pub gid: u32,
+pub(crate) struct RelayExec {
+    pub(crate) fds: Vec<(RawFd, RawFd)>,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 impl RelayExec {
-    pub fn install(self, cmd: &mut Command) {
+    pub(crate) fn install(self, cmd: &mut Command) {
         // SAFETY: getpid is a plain syscall that cannot fail.
         let parent = unsafe { libc::getpid() };
         let hook = move || -> io::Result<()> {

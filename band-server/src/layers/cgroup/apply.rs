@@ -23,13 +23,13 @@ use crate::common::{Built, Held, RunGuard, Teardown};
 use crate::error::{LayerExt, SetupResult};
 use crate::layer::{Inputs, RunLayer};
 
-pub use crate::common::handover::JoinFiles;
+pub(crate) use crate::common::handover::JoinFiles;
 
 /// The run's cgroup, with its join files.
 type Made = (RunCgroup, Vec<File>);
 
 /// The run's cgroup and its join files, being made (`start` → `join`).
-pub struct PendingCgroup(Option<JoinHandle<SetupResult<Made>>>);
+pub(crate) struct PendingCgroup(Option<JoinHandle<SetupResult<Made>>>);
 
 impl PendingCgroup {
     fn wait(mut self) -> SetupResult<Made> {
@@ -93,7 +93,7 @@ fn make(plan: &CgroupPlan, state: &Path) -> SetupResult<Made> {
 
 /// The cgroup's first step, before everything else of the run: start making it, on a thread of
 /// its own, while the steps up to the spawn run.
-pub fn start(inp: &Inputs<'_>) -> SetupResult<PendingCgroup> {
+pub(crate) fn start(inp: &Inputs<'_>) -> SetupResult<PendingCgroup> {
     let plan: CgroupPlan = inp.plan.cgroup.clone();
     let state = inp.cfg.state_dir.clone();
     let thread = std::thread::Builder::new()
@@ -109,7 +109,7 @@ pub fn start(inp: &Inputs<'_>) -> SetupResult<PendingCgroup> {
 /// The cgroup's second step, just before the spawn: wait for it; guarded from here on. The run
 /// keeps the handle (it kills the cgroup and reads its statistics); the join files go to the
 /// spawn.
-pub fn join(
+pub(crate) fn join(
     pending: PendingCgroup,
     guard: &mut RunGuard,
 ) -> SetupResult<(Held<RunCgroup>, JoinFiles)> {

@@ -29,7 +29,7 @@ impl Hierarchy {
     /// contents of its `cgroup.controllers` (or `None` if unreadable). A cgroup2 mount whose
     /// controllers include memory and pids wins; otherwise v1 memory and pids hierarchies are
     /// used. A hybrid host (cgroup2 at `/sys/fs/cgroup/unified` without controllers) is v1.
-    pub fn detect(
+    pub(crate) fn detect(
         mountinfo: &str,
         read_controllers: impl Fn(&Path) -> Option<String>,
     ) -> Result<Hierarchy, CgroupError> {

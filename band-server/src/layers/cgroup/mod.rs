@@ -32,7 +32,7 @@ use fs_err as fs;
 use std::io;
 use std::time::Duration;
 
-pub mod apply;
+pub(crate) mod apply;
 mod cgroupfs;
 mod error;
 #[cfg(test)]
@@ -45,17 +45,19 @@ mod v1;
 mod v2;
 mod version;
 
-pub use error::CgroupError;
+pub(crate) use error::CgroupError;
 pub use hierarchy::Hierarchy;
-pub use plan::{CgroupLimits, CgroupPlan, Need, Op, plan, plan_run_cgroup};
-pub use run::{CgroupStats, RunCgroup};
-pub use stale::{list_marks, mark_path, marks_dir, remove_mark};
+pub use plan::CgroupPlan;
+pub(crate) use plan::plan_run_cgroup;
+pub(crate) use run::CgroupStats;
+pub use run::RunCgroup;
+pub use stale::list_marks;
 
 /// How long a run's teardown waits for everything in its cgroup to die.
-pub const KILL_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The cgroup layer.
-pub struct Cgroup;
+pub(crate) struct Cgroup;
 
 impl crate::common::Built for RunCgroup {
     fn stop(&mut self, t: &mut crate::common::Teardown) {

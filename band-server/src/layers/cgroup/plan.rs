@@ -11,15 +11,15 @@ pub(super) const PARENT: &str = "band";
 
 /// The limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CgroupLimits {
+pub(crate) struct CgroupLimits {
     /// Memory limit; swap is limited to zero where the kernel allows.
-    pub memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
     /// Maximum number of tasks (processes and threads).
-    pub pids: u64,
+    pub(crate) pids: u64,
     /// CPU time per period, in microseconds. `0` means no CPU limit.
-    pub cpu_quota_us: u64,
+    pub(crate) cpu_quota_us: u64,
     /// The CPU accounting period, in microseconds.
-    pub cpu_period_us: u64,
+    pub(crate) cpu_period_us: u64,
 }
 
 /// What the applier does with a write that fails.
@@ -83,13 +83,17 @@ pub(super) fn validate_name(name: &str) -> Result<(), CgroupError> {
 /// How a run's cgroup is created: a pure function of the hierarchy, the name and the limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupPlan {
-    pub hierarchy: Hierarchy,
-    pub name: String,
+    pub(crate) hierarchy: Hierarchy,
+    pub(crate) name: String,
     pub ops: Vec<Op>,
 }
 
 /// Plan the run's cgroup `name` with `limits` in `h`. Pure.
-pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPlan, CgroupError> {
+pub(crate) fn plan(
+    h: &Hierarchy,
+    name: &str,
+    limits: &CgroupLimits,
+) -> Result<CgroupPlan, CgroupError> {
     validate_name(name)?;
     Ok(CgroupPlan {
         hierarchy: h.clone(),
@@ -100,7 +104,7 @@ pub fn plan(h: &Hierarchy, name: &str, limits: &CgroupLimits) -> Result<CgroupPl
 
 /// The run's part of [`crate::plan::plan_run`]: the cgroup's steps for the effective limits, on
 /// the hierarchy the host's facts found. Pure.
-pub fn plan_run_cgroup(
+pub(crate) fn plan_run_cgroup(
     run_id: &str,
     limits: &crate::config::EffectiveLimits,
     hierarchy: &Result<Hierarchy, super::CgroupError>,

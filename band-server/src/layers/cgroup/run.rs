@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::cgroupfs::{Dirs, Kernel, apply, write_file, write_raw};
-use super::plan::{CgroupLimits, CgroupPlan, PARENT, plan, validate_name};
+#[cfg(test)]
+use super::plan::{CgroupLimits, plan};
+use super::plan::{CgroupPlan, PARENT, validate_name};
 use super::stale::{remove_mark, write_mark};
 use super::{CgroupError, Hierarchy};
 
@@ -24,13 +26,13 @@ const FIRST_POLL: Duration = Duration::from_millis(1);
 
 /// Counters read back after a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CgroupStats {
+pub(crate) struct CgroupStats {
     /// Peak memory use; `None` where the kernel does not record it (v2 before 5.19).
-    pub peak_memory_bytes: Option<u64>,
+    pub(crate) peak_memory_bytes: Option<u64>,
     /// Processes the OOM killer killed in this cgroup.
-    pub oom_kills: u64,
+    pub(crate) oom_kills: u64,
     /// Forks that failed because `pids.max` was reached.
-    pub pids_max_hits: u64,
+    pub(crate) pids_max_hits: u64,
 }
 
 /// One run's cgroup: `<root>/band/<name>` in every hierarchy it uses.
@@ -45,7 +47,7 @@ pub struct RunCgroup {
 
 impl RunCgroup {
     /// Applies a plan: see [`RunCgroup::create`].
-    pub fn apply(plan: &CgroupPlan) -> Result<RunCgroup, CgroupError> {
+    pub(crate) fn apply(plan: &CgroupPlan) -> Result<RunCgroup, CgroupError> {
         apply(&plan.ops, &Kernel)?;
         Ok(RunCgroup {
             hierarchy: plan.hierarchy.clone(),
@@ -56,7 +58,7 @@ impl RunCgroup {
 
     /// [`RunCgroup::apply`], marked as created by the servers of `state` first (see
     /// [`super::marks_dir`]); the mark goes with the cgroup.
-    pub fn apply_owned(plan: &CgroupPlan, state: &Path) -> Result<RunCgroup, CgroupError> {
+    pub(crate) fn apply_owned(plan: &CgroupPlan, state: &Path) -> Result<RunCgroup, CgroupError> {
         let mark = write_mark(state, &plan.name)?;
         match Self::apply(plan) {
             Ok(cg) => Ok(RunCgroup {
@@ -70,10 +72,11 @@ impl RunCgroup {
         }
     }
 
+    #[cfg(test)]
     /// Creates the run's cgroup in every hierarchy and applies `limits`. The `band` parent is
     /// created if needed; the run's own directory must not exist yet. On failure, directories
     /// created for the run are removed again.
-    pub fn create(
+    pub(crate) fn create(
         h: &Hierarchy,
         name: &str,
         limits: &CgroupLimits,
@@ -81,6 +84,7 @@ impl RunCgroup {
         Self::create_with(h, name, limits, &Kernel)
     }
 
+    #[cfg(test)]
     pub(super) fn create_with(
         h: &Hierarchy,
         name: &str,
@@ -107,8 +111,9 @@ impl RunCgroup {
         })
     }
 
+    #[cfg(test)]
     /// The run's name (`<name>` in `band/<name>`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -127,13 +132,13 @@ impl RunCgroup {
     ///
     /// v1 `tasks` (one thread moves, without the global threadgroup lock: see `v1.rs` for why),
     /// v2 `cgroup.procs`.
-    pub fn join_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn join_files(&self) -> Vec<PathBuf> {
         let file = self.hierarchy.version().join_file();
         self.dirs().into_iter().map(|d| d.join(file)).collect()
     }
 
     /// `cgroup.procs` in every hierarchy: the processes in the run's cgroup.
-    pub fn procs_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs()
             .into_iter()
             .map(|d| d.join("cgroup.procs"))
@@ -142,7 +147,7 @@ impl RunCgroup {
 
     /// Every pid in the cgroup (the union over hierarchies), sorted. A cgroup that no longer
     /// exists has none.
-    pub fn pids(&self) -> Result<Vec<i32>, CgroupError> {
+    pub(crate) fn pids(&self) -> Result<Vec<i32>, CgroupError> {
         let mut pids = BTreeSet::new();
         for path in self.procs_files() {
             let text = match fs::read_to_string(&path) {
@@ -163,7 +168,7 @@ impl RunCgroup {
 
     /// Peak memory, OOM kills and pids-limit hits. Best effort: an unreadable counter reads as
     /// absent or zero. Read it before [`RunCgroup::remove`].
-    pub fn stats(&self) -> CgroupStats {
+    pub(crate) fn stats(&self) -> CgroupStats {
         self.hierarchy.version().stats(&self.name)
     }
 
@@ -175,7 +180,7 @@ impl RunCgroup {
     /// or exits while the pids are signalled, SIGKILLs each pid, and thaws it again (v1 frozen
     /// tasks die only once thawed). Without a freezer a pid can be reused between reading and
     /// signalling it; that is the v1-without-freezer limitation.
-    pub fn kill_all(&self, deadline: Duration) -> Result<(), CgroupError> {
+    pub(crate) fn kill_all(&self, deadline: Duration) -> Result<(), CgroupError> {
         let start = Instant::now();
         let mut pause = FIRST_POLL;
         loop {
@@ -198,7 +203,7 @@ impl RunCgroup {
 
     /// Kills every process, then removes the run's directory in every hierarchy. A directory
     /// that is already gone is fine, so this is safe to repeat.
-    pub fn remove(&self) -> Result<(), CgroupError> {
+    pub(crate) fn remove(&self) -> Result<(), CgroupError> {
         self.remove_with(&Kernel)
     }
 

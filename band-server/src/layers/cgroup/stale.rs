@@ -13,12 +13,12 @@ use super::{CgroupError, Hierarchy, RunCgroup};
 /// and have not removed yet. Cgroups live in one host-wide `band/` directory, whichever state
 /// directory a server uses; the janitor's stale pass removes only the ones marked here, never a
 /// cgroup of a server with another state directory (issue 13, item 11).
-pub fn marks_dir(state: &Path) -> PathBuf {
+pub(crate) fn marks_dir(state: &Path) -> PathBuf {
     state.join("cgroups")
 }
 
 /// The ownership mark of cgroup `name` in `state`.
-pub fn mark_path(state: &Path, name: &str) -> PathBuf {
+pub(crate) fn mark_path(state: &Path, name: &str) -> PathBuf {
     marks_dir(state).join(name)
 }
 
@@ -37,7 +37,7 @@ pub fn list_marks(state: &Path) -> Vec<String> {
 }
 
 /// Remove the mark of `name` in `state`; a missing mark is fine.
-pub fn remove_mark(state: &Path, name: &str) -> io::Result<()> {
+pub(crate) fn remove_mark(state: &Path, name: &str) -> io::Result<()> {
     match fs::remove_file(mark_path(state, name)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),

@@ -22,15 +22,15 @@ use crate::layer::{EntryStart, Inputs, RunLayer};
 /// program's descriptor; the jail's input reads them as [`EntryStart`], the report socket judges
 /// calls against them) and band-shim's execute-only copy (the report socket checks its peers
 /// against it).
-pub struct Programs {
-    pub table: RunPrograms,
-    pub shim: PathBuf,
+pub(crate) struct Programs {
+    pub(crate) table: RunPrograms,
+    pub(crate) shim: PathBuf,
 }
 
 /// The exec folder step: the program cache's tmpfs (once per boot) and the run's folder in it,
 /// empty ([`ExecDir::make`]), so that the run directory, made beside the programs' step, can bind
 /// it at `/band` while the programs go in.
-pub fn exec_folder(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<Held<ExecDir>> {
+pub(crate) fn exec_folder(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<Held<ExecDir>> {
     let exec_plan: &ExecPlan = &inp.plan.exec;
     execcache::mount_cache(&inp.cfg.state_dir)
         .layer(Layer::Cli, "failed to prepare the program cache")?;
@@ -47,7 +47,7 @@ pub fn exec_folder(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<Held<E
 /// The programs step, into the exec folder: the execute-only copies, opened as descriptors
 /// band-server hands over for allowed calls only (see [`execcache`]), the `#!` scripts' links in
 /// `/band/x`, and band-shim's own copy.
-pub fn programs(
+pub(crate) fn programs(
     inp: &Inputs<'_>,
     exec: &Held<ExecDir>,
     guard: &mut RunGuard,
@@ -142,7 +142,7 @@ pub fn programs(
 /// The report socket step (in the run's exec folder, beside band-shim): band-shim's calls, from
 /// verified peers only, judged against the run's rules. The run keeps the handle (it stops the
 /// listener when the run ends).
-pub fn report_socket(
+pub(crate) fn report_socket(
     inp: &Inputs<'_>,
     programs: Programs,
     on_report: OnReport,

@@ -9,13 +9,13 @@ use fs_err as fs;
 
 /// Find `name` in `search` (the config's `bin_path`, by default [`crate::config::BIN_SEARCH`]) and resolve it
 /// to its final file.
-pub fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
+pub(crate) fn resolve_binary(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
     find_binary(name, search).map(|(_, real)| real)
 }
 
 /// [`resolve_binary`], with the path where it was found (not resolved: a venv's `bin/python`
 /// link), then the canonical file.
-pub fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
     BinSearch::new(search).find(name)
 }
 
@@ -23,13 +23,13 @@ pub fn find_binary(name: &str, search: &[PathBuf]) -> Option<(PathBuf, PathBuf)>
 /// needed: for a batch of names (band-server's essential commands, each run), a command found
 /// as a file of its own (no link) costs one `lstat` per folder looked in, where resolving its
 /// whole path again cost a `readlink` for each of its components.
-pub struct BinSearch<'a> {
+pub(crate) struct BinSearch<'a> {
     dirs: &'a [PathBuf],
     canonical: Vec<std::cell::OnceCell<Option<PathBuf>>>,
 }
 
 impl<'a> BinSearch<'a> {
-    pub fn new(dirs: &'a [PathBuf]) -> BinSearch<'a> {
+    pub(crate) fn new(dirs: &'a [PathBuf]) -> BinSearch<'a> {
         BinSearch {
             dirs,
             canonical: dirs.iter().map(|_| std::cell::OnceCell::new()).collect(),
@@ -39,7 +39,7 @@ impl<'a> BinSearch<'a> {
     /// `name` in the first folder that has it as an executable file (a link is followed), with
     /// its canonical path; `None` when no folder has it, or when it is one of
     /// [`crate::request::FORBIDDEN_COMMANDS`].
-    pub fn find(&self, name: &str) -> Option<(PathBuf, PathBuf)> {
+    pub(crate) fn find(&self, name: &str) -> Option<(PathBuf, PathBuf)> {
         // A plain name of a file that is no link: its canonical path is its folder's, joined.
         let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
         for (i, d) in self.dirs.iter().enumerate() {

@@ -33,26 +33,23 @@ use crate::error::{SetupError, SetupResult};
 use crate::layers::cli::execcache::{self, Shebang};
 use crate::request::DecodedFile;
 
-/// Where the skill is inside the sandbox.
-pub const SANDBOX_SKILL: &str = "/skill";
-
 const TABLE_PREFIX: &str = "skill:";
 
 /// The program table's name of the bundled program at `rel` (`bin/tool` → `skill:bin:tool`).
-pub fn table_name(rel: &str) -> String {
+pub(crate) fn table_name(rel: &str) -> String {
     format!("{TABLE_PREFIX}{}", rel.replace('/', ":"))
 }
 
 /// The name calls of a bundled program are judged by, from its table name
 /// (`skill:bin:tool` → `./bin/tool`); `None` for any other name.
-pub fn judged_name(table: &str) -> Option<String> {
+pub(crate) fn judged_name(table: &str) -> Option<String> {
     table
         .strip_prefix(TABLE_PREFIX)
         .map(|rest| format!("./{}", rest.replace(':', "/")))
 }
 
 /// Whether `name` is a table name of a bundled program (never a command a script can name).
-pub fn is_table_name(name: &str) -> bool {
+pub(crate) fn is_table_name(name: &str) -> bool {
     name.starts_with(TABLE_PREFIX)
 }
 
@@ -65,7 +62,7 @@ pub fn is_table_name(name: &str) -> bool {
 /// - any other path is its last component (`/usr/bin/jq` → `jq`), as before.
 ///
 /// What runs is always the program of the name judged, whatever `argv[0]` claims.
-pub fn call_name<'a>(arg0: &'a str, is_bundled: &dyn Fn(&str) -> bool) -> Cow<'a, str> {
+pub(crate) fn call_name<'a>(arg0: &'a str, is_bundled: &dyn Fn(&str) -> bool) -> Cow<'a, str> {
     if !arg0.contains('/') {
         return Cow::Borrowed(arg0);
     }
@@ -107,21 +104,24 @@ fn normalise(path: &str, absolute: bool) -> Option<Vec<&str>> {
 
 /// A bundled program of the run, planned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundledProgram {
+pub(crate) struct BundledProgram {
     /// Relative to the skill root (`bin/tool`).
-    pub path: String,
+    pub(crate) path: String,
     /// Its name in the program table ([`table_name`]).
-    pub name: String,
+    pub(crate) name: String,
     /// SHA-256 of its content, hex: the name of its staged copy.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// Its `#!` line, if it is a script.
-    pub script: Option<Shebang>,
+    pub(crate) script: Option<Shebang>,
 }
 
 /// The bundled programs the policy declares (`./` commands of `allow.cli`/`insist.cli`), from the
 /// bundle. A declared one that is not a file of the bundle fails closed (also refused earlier
 /// by [`crate::request::check_bundled`]).
-pub fn plan(compiled: &CompiledPolicy, bundle: &[DecodedFile]) -> SetupResult<Vec<BundledProgram>> {
+pub(crate) fn plan(
+    compiled: &CompiledPolicy,
+    bundle: &[DecodedFile],
+) -> SetupResult<Vec<BundledProgram>> {
     compiled
         .cli
         .bundled()
@@ -147,7 +147,7 @@ pub fn plan(compiled: &CompiledPolicy, bundle: &[DecodedFile]) -> SetupResult<Ve
 /// every program of the run). Nothing is written there: the program goes from the bundle straight
 /// into the program cache, charged to the user and the skill
 /// ([`execcache::ExecDir::admit_bundled`]), before the rest of the run's programs.
-pub fn staging_path(state: &Path, sha256: &str) -> PathBuf {
+pub(crate) fn staging_path(state: &Path, sha256: &str) -> PathBuf {
     state.join("exec").join("bundled").join(sha256)
 }
 

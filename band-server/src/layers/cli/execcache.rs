@@ -94,28 +94,28 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Where the run's `#!` scripts are readable inside the sandbox (nothing else is there).
-pub const SANDBOX_EXEC: &str = "/band/x";
+pub(crate) const SANDBOX_EXEC: &str = "/band/x";
 
 /// The file name band-shim's execute-only copy is cached under.
-pub const SHIM_NAME: &str = "band-shim";
+pub(crate) const SHIM_NAME: &str = "band-shim";
 /// band-jail's name in the cache ([`ExecDir::link_helpers`]).
-pub const JAIL_NAME: &str = "band-jail";
+pub(crate) const JAIL_NAME: &str = "band-jail";
 
 /// How the kernel starts a `#!` script: the interpreter's path and command name (the last
 /// component of its path) and the single optional argument of the `#!` line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shebang {
+pub(crate) struct Shebang {
     /// The interpreter's path as the `#!` line writes it: the interpreter's `argv[0]`.
-    pub path: String,
-    pub interp: String,
+    pub(crate) path: String,
+    pub(crate) interp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arg: Option<String>,
+    pub(crate) arg: Option<String>,
 }
 
 impl Shebang {
     /// The command that really interprets the script: the interpreter, or for
     /// `#!/usr/bin/env NAME` the name `env` looks up.
-    pub fn effective_interpreter(&self) -> &str {
+    pub(crate) fn effective_interpreter(&self) -> &str {
         match (&*self.interp, &self.arg) {
             ("env", Some(arg)) => arg.split_whitespace().last().unwrap_or(""),
             (interp, _) => interp,
@@ -125,7 +125,7 @@ impl Shebang {
 
 /// Parse the `#!` line the way Linux does: up to the first newline, the interpreter path ends at
 /// the first space or tab, and the rest (trimmed) is one optional argument.
-pub fn parse_shebang(head: &[u8]) -> Option<Shebang> {
+pub(crate) fn parse_shebang(head: &[u8]) -> Option<Shebang> {
     let rest = head.strip_prefix(b"#!")?;
     let line = rest.split(|b| *b == b'\n').next()?;
     let line = std::str::from_utf8(line)
@@ -151,27 +151,27 @@ pub fn parse_shebang(head: &[u8]) -> Option<Shebang> {
 
 /// One program of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Program {
+pub(crate) struct Program {
     /// Its copy in the cache, on the host (never reachable inside the sandbox: band-server hands
     /// it over as a descriptor, see [`RunPrograms`]).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Set when the program is a `#!` script.
-    pub script: Option<Script>,
+    pub(crate) script: Option<Script>,
     /// The `argv[0]` it runs with, when not the call's own (a venv's python runs as
     /// `<venv>/bin/python`: `runtime::venv_argv0`).
-    pub argv0: Option<String>,
+    pub(crate) argv0: Option<String>,
 }
 
 /// A `#!` script of the run: its `#!` line, and where its interpreter reads it in the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Script {
-    pub line: Shebang,
+pub(crate) struct Script {
+    pub(crate) line: Shebang,
     /// `/band/x/<name>`.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// Every wrapped name → its program.
-pub type ExecTable = BTreeMap<String, Program>;
+pub(crate) type ExecTable = BTreeMap<String, Program>;
 
 /// The run's programs as band-server hands them over: the table, and one open `O_PATH`
 /// descriptor (close-on-exec) of each program's copy, by wrapped name ([`RunPrograms::fd`]).
@@ -181,8 +181,8 @@ pub type ExecTable = BTreeMap<String, Program>;
 /// when the run starts: a cold state directory copies what the run uses (the entry's interpreter
 /// and the commands it calls), not every essential (issue 17, item 2).
 #[derive(Debug, Clone, Default)]
-pub struct RunPrograms {
-    pub table: ExecTable,
+pub(crate) struct RunPrograms {
+    pub(crate) table: ExecTable,
     fds: Arc<std::sync::Mutex<BTreeMap<String, Arc<OwnedFd>>>>,
     /// Not copied yet: name → (path in the cache entry, host file).
     pending: Arc<BTreeMap<String, (PathBuf, PathBuf)>>,
@@ -193,7 +193,7 @@ impl RunPrograms {
     /// The descriptor of `name`'s copy, copying it into the cache on its first use: within the
     /// cache's bounds when it is charged to the run's user and skill ([`host_owner`]), else
     /// refused ([`AdmitError::Refused`], which the gate tells the command and the run's record).
-    pub fn fd(&self, name: &str) -> Result<Arc<OwnedFd>, AdmitError> {
+    pub(crate) fn fd(&self, name: &str) -> Result<Arc<OwnedFd>, AdmitError> {
         let mut fds = self
             .fds
             .lock()
@@ -218,8 +218,9 @@ impl RunPrograms {
         Ok(fd)
     }
 
+    #[cfg(test)]
     /// The names whose copies this run has made or opened so far.
-    pub fn opened(&self) -> Vec<String> {
+    pub(crate) fn opened(&self) -> Vec<String> {
         self.fds
             .lock()
             .map(|f| f.keys().cloned().collect())
@@ -229,7 +230,7 @@ impl RunPrograms {
 
 /// Open `path` with `O_PATH | O_CLOEXEC`: a descriptor that can be `execveat`ed (given execute
 /// permission) but not read, and that pins the file as it was opened.
-pub fn open_program(path: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_program(path: &Path) -> io::Result<OwnedFd> {
     let f = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
@@ -239,39 +240,39 @@ pub fn open_program(path: &Path) -> io::Result<OwnedFd> {
 
 /// A cached copy of a host program.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cached {
-    pub path: PathBuf,
-    pub script: Option<Shebang>,
+pub(crate) struct Cached {
+    pub(crate) path: PathBuf,
+    pub(crate) script: Option<Shebang>,
 }
 
 /// Upper bound of the `<state>/exec` tmpfs (it holds one copy of each program used lately).
-pub const CACHE_TMPFS_SIZE: &str = "1g";
+pub(crate) const CACHE_TMPFS_SIZE: &str = "1g";
 
 /// Above this many bytes of copies, a run first removes the entries nobody used for
 /// [`CACHE_IDLE`] ([`evict_idle`]): copies of programs since upgraded, of older band-shims, of
 /// commands no band declares any more. Half the tmpfs.
-pub const CACHE_EVICT_ABOVE: u64 = 512 << 20;
+pub(crate) const CACHE_EVICT_ABOVE: u64 = 512 << 20;
 
 /// An entry unused for this long is no run's: it outlives the longest run the server allows
 /// (one hour), and every run touches each entry it uses.
-pub const CACHE_IDLE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+pub(crate) const CACHE_IDLE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
 
 /// One top-level entry of the cache: a `<key>/` directory (or a file of the older
 /// `<name>-<key>` layout), its size and when a run last used it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheEntry {
-    pub path: PathBuf,
-    pub bytes: u64,
-    pub used: std::time::SystemTime,
+pub(crate) struct CacheEntry {
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: u64,
+    pub(crate) used: std::time::SystemTime,
     /// Whose entry it is, from its name ([`charge_of`]); `None`: a host program's.
-    pub charge: Option<Charge>,
+    pub(crate) charge: Option<Charge>,
 }
 
 /// Which entries to remove: none while the cache holds at most `above` bytes; otherwise every
 /// entry unused for longer than `idle`. A live run's entries are never among them (it touched
 /// them when it started, and no run lasts `idle`); removing one would not hurt such a run
 /// anyway: it holds its programs as descriptors and band-shim as a bind. Pure.
-pub fn entries_to_evict(
+pub(crate) fn entries_to_evict(
     entries: &[CacheEntry],
     now: std::time::SystemTime,
     idle: std::time::Duration,
@@ -328,12 +329,12 @@ fn tree_bytes(path: &Path, m: &std::fs::Metadata) -> u64 {
 /// Looking means a `stat` of every entry: per host and per interval, not per run (with a
 /// thousand entries it cost a run 10–30 ms). Far below [`CACHE_IDLE`], so an idle entry goes
 /// at most this much later; the tmpfs ([`CACHE_TMPFS_SIZE`]) is twice [`CACHE_EVICT_ABOVE`].
-pub const CACHE_EVICT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const CACHE_EVICT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether the last look over the cache (the time of the stamp file, `last`) is old enough for
 /// another one at `now`: no stamp, a stamp older than `every`, or one from the future (a clock
 /// set back). Pure.
-pub fn eviction_due(
+pub(crate) fn eviction_due(
     last: Option<std::time::SystemTime>,
     now: std::time::SystemTime,
     every: std::time::Duration,
@@ -349,14 +350,14 @@ pub fn eviction_due(
 
 /// The stamp of the last look over the cache: `<state>/exec/evicted`, beside the cache (not in
 /// it, so it is never an entry).
-pub fn eviction_stamp(state: &Path) -> PathBuf {
+pub(crate) fn eviction_stamp(state: &Path) -> PathBuf {
     state.join("exec").join("evicted")
 }
 
 /// [`evict_idle`], once per [`CACHE_EVICT_EVERY`] for all the servers of a state dir: the stamp
 /// is moved forward first, so concurrent runs do not all look at once (two may; eviction is
 /// idempotent). Returns what it removed (nothing when it did not look).
-pub fn evict_idle_now_and_then(
+pub(crate) fn evict_idle_now_and_then(
     state: &Path,
     now: std::time::SystemTime,
 ) -> io::Result<Vec<PathBuf>> {
@@ -380,7 +381,7 @@ pub fn evict_idle_now_and_then(
 }
 
 /// Remove the cache entries [`entries_to_evict`] picks. Returns what it removed.
-pub fn evict_idle(cache: &Path, now: std::time::SystemTime) -> io::Result<Vec<PathBuf>> {
+pub(crate) fn evict_idle(cache: &Path, now: std::time::SystemTime) -> io::Result<Vec<PathBuf>> {
     let held = held_entries(&cache.with_file_name("holds"), cache)?;
     let mut gone = entries_to_evict(&cache_entries(cache)?, now, CACHE_IDLE, CACHE_EVICT_ABOVE);
     gone.retain(|p| !held.contains(p));
@@ -403,14 +404,14 @@ fn touch(dir: &Path) -> io::Result<()> {
 /// root can change is the host's, shared by every run, and charged to nobody (see "Quotas" in
 /// the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub uid: u32,
-    pub skill: String,
+pub(crate) struct Owner {
+    pub(crate) uid: u32,
+    pub(crate) skill: String,
 }
 
 impl Owner {
     /// What the entries of this owner's skill are named by: [`Charge`].
-    pub fn charge(&self) -> Charge {
+    pub(crate) fn charge(&self) -> Charge {
         let tag: String = Sha256::digest(self.skill.as_bytes())[..6]
             .iter()
             .map(|b| format!("{b:02x}"))
@@ -426,7 +427,7 @@ impl Owner {
 /// band-server runs as root through sudo (set by sudo, which band uses to start it; a warm server
 /// is started with the same environment and keeps it, see `band::warm::ENV_INPUTS`), else
 /// band-server's own user (root started it).
-pub fn requesting_uid() -> u32 {
+pub(crate) fn requesting_uid() -> u32 {
     let euid = crate::sys::euid();
     if euid != 0 {
         return euid;
@@ -441,7 +442,7 @@ pub fn requesting_uid() -> u32 {
 /// and no other user may write it (no write bit for others; a group's only for group 0). A
 /// directory another user may write (`/tmp`, sticky or not, or a home) lets that user put new
 /// names in it, each a new cache entry. Pure.
-pub fn only_root_writes(uid: u32, gid: u32, mode: u32) -> bool {
+pub(crate) fn only_root_writes(uid: u32, gid: u32, mode: u32) -> bool {
     uid == 0 && mode & 0o002 == 0 && (mode & 0o020 == 0 || gid == 0)
 }
 
@@ -451,7 +452,7 @@ pub fn only_root_writes(uid: u32, gid: u32, mode: u32) -> bool {
 /// installed); else `requester`, the run's user and skill, as for the skill's own programs. A
 /// user's programs (a venv's, `~/.nvm`'s node, a tree under their home, a file they own anywhere)
 /// are theirs to multiply, so they count against their share, never the host's. Pure.
-pub fn charge_for(
+pub(crate) fn charge_for(
     file: (u32, u32, u32),
     dirs: impl IntoIterator<Item = (u32, u32, u32)>,
     requester: &Owner,
@@ -464,7 +465,7 @@ pub fn charge_for(
 /// (their verdicts kept in `dirs`, shared by the calls of one run: its programs are mostly in the
 /// same few folders). A directory that cannot be looked at counts as another user's (charged:
 /// bounded, fail closed).
-pub fn host_owner(
+pub(crate) fn host_owner(
     host: &Path,
     m: &std::fs::Metadata,
     requester: &Owner,
@@ -487,7 +488,7 @@ pub fn host_owner(
 /// The cache key of a host program's entry: [`cache_key`], and for an entry charged to `owner`
 /// ([`host_owner`]) that key under the owner's charge ([`charged_key`]), so that two users, or
 /// two skills, never share a charged entry.
-pub fn host_key(host: &Path, m: &std::fs::Metadata, owner: Option<&Owner>) -> String {
+pub(crate) fn host_key(host: &Path, m: &std::fs::Metadata, owner: Option<&Owner>) -> String {
     let key = cache_key(host, m);
     match owner {
         Some(o) => charged_key(&o.charge(), &key),
@@ -497,22 +498,22 @@ pub fn host_key(host: &Path, m: &std::fs::Metadata, owner: Option<&Owner>) -> St
 
 /// The charge a cache entry's name carries: `o<uid>-<skill tag>-<content>` ([`charged_key`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Charge {
-    pub uid: u32,
+pub(crate) struct Charge {
+    pub(crate) uid: u32,
     /// 12 hex digits of the SHA-256 of the skill's name.
-    pub skill: String,
+    pub(crate) skill: String,
 }
 
 /// The key of a charged entry: the owner, the skill and the content (its SHA-256, hex; for a host
 /// program, its [`cache_key`]), so that an entry is one owner's and one skill's alone. Two owners of the same program each have their
 /// own copy: nothing one user does keeps another's quota in use.
-pub fn charged_key(charge: &Charge, sha256: &str) -> String {
+pub(crate) fn charged_key(charge: &Charge, sha256: &str) -> String {
     let content = sha256.get(..24).unwrap_or(sha256);
     format!("o{}-{}-{content}", charge.uid, charge.skill)
 }
 
 /// The charge of an entry, from its name (`None`: a host program's entry, shared). Pure.
-pub fn charge_of(name: &str) -> Option<Charge> {
+pub(crate) fn charge_of(name: &str) -> Option<Charge> {
     let mut parts = name.strip_prefix('o')?.splitn(3, '-');
     let uid = parts.next()?.parse().ok()?;
     let skill = parts.next()?;
@@ -523,11 +524,11 @@ pub fn charge_of(name: &str) -> Option<Charge> {
     })
 }
 
-pub use crate::config::CacheBounds;
+pub(crate) use crate::config::CacheBounds;
 
 /// Why a new entry does not fit, once every entry that could go has gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The skill's entries that live runs hold, with the new one, would be over `per_skill`.
     Skill { held: u64, bound: u64 },
     /// The owner's entries that live runs hold, with the new one, would be over `per_owner`.
@@ -542,7 +543,7 @@ pub enum Refusal {
 /// (then anyone's); then within the total (then host programs' too). Each time least recently
 /// used first, and never an entry in `held` (a live run holds it: removing it would free
 /// nothing, the run's descriptor keeps the file). Pure.
-pub fn make_room(
+pub(crate) fn make_room(
     entries: &[CacheEntry],
     held: &std::collections::BTreeSet<PathBuf>,
     charge: Option<&Charge>,
@@ -600,7 +601,7 @@ pub fn make_room(
 
 /// A program that did not go into the cache.
 #[derive(Debug, thiserror::Error)]
-pub enum AdmitError {
+pub(crate) enum AdmitError {
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error("{}", refusal_text(.program, *.bytes, .owner, .refusal))]
@@ -615,7 +616,7 @@ pub enum AdmitError {
 
 impl AdmitError {
     /// What to do about it.
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         let AdmitError::Refused { refusal, .. } = self else {
             return None;
         };
@@ -659,7 +660,7 @@ fn refusal_text(program: &str, bytes: u64, owner: &Option<Owner>, r: &Refusal) -
 
 /// `<state>/exec/holds/<run>`: the entries a live run holds, one key a line, written under the
 /// cache's lock before the run uses the entry, removed with the run's folder.
-pub fn holds_dir(state: &Path) -> PathBuf {
+pub(crate) fn holds_dir(state: &Path) -> PathBuf {
     state.join("exec").join("holds")
 }
 
@@ -690,7 +691,7 @@ fn held_entries(holds: &Path, cache: &Path) -> io::Result<std::collections::BTre
 /// The cache's side of one run: where its entries are, its hold file, the bounds. Every change
 /// to the cache's entries goes through [`Store::admit`], under `<state>/exec/cache.lock`.
 #[derive(Debug, Clone, Default)]
-pub struct Store {
+pub(crate) struct Store {
     cache: PathBuf,
     /// This run's hold file.
     hold: PathBuf,
@@ -858,19 +859,19 @@ fn write_entry(entry: &Path, data: &mut dyn Read) -> io::Result<Option<Shebang>>
 
 /// A program of the skill for [`ExecDir::admit_bundled`].
 #[derive(Debug, Clone, Copy)]
-pub struct BundledCopy<'a> {
+pub(crate) struct BundledCopy<'a> {
     /// Its table name (`skill:bin:tool`).
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// As the band names it (`./bin/tool`).
-    pub shown: &'a str,
+    pub(crate) shown: &'a str,
     /// SHA-256 of `data`, hex.
-    pub sha256: &'a str,
-    pub data: &'a [u8],
+    pub(crate) sha256: &'a str,
+    pub(crate) data: &'a [u8],
 }
 
 /// Why the program cache could not be mounted. File system errors name their path (fs-err).
 #[derive(Debug, thiserror::Error)]
-pub enum CacheMountError {
+pub(crate) enum CacheMountError {
     #[error(transparent)]
     Fs(#[from] io::Error),
     #[error("failed to mount a tmpfs on {}: {source}", .path.display())]
@@ -881,7 +882,7 @@ pub enum CacheMountError {
 
 /// Mount a tmpfs on `<state>/exec` unless one is there already (a later server, or a server that
 /// raced this one and won the lock first, sees it and does nothing). Needs root.
-pub fn mount_cache(state: &Path) -> Result<(), CacheMountError> {
+pub(crate) fn mount_cache(state: &Path) -> Result<(), CacheMountError> {
     let exec = state.join("exec");
     let is_mount = |p: &Path| -> io::Result<bool> {
         let parent = fs::metadata(state)?;
@@ -914,17 +915,17 @@ pub fn mount_cache(state: &Path) -> Result<(), CacheMountError> {
         .map_err(|source| CacheMountError::Private { path: exec, source })
 }
 
-pub fn cache_dir(state: &Path) -> PathBuf {
+pub(crate) fn cache_dir(state: &Path) -> PathBuf {
     state.join("exec").join("cache")
 }
 
-pub fn runs_root(state: &Path) -> PathBuf {
+pub(crate) fn runs_root(state: &Path) -> PathBuf {
     state.join("exec").join("runs")
 }
 
 /// The cache key of a host file: its path and identity (device, inode, size, times). Any package
 /// upgrade changes at least one of them.
-pub fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
+pub(crate) fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
     let mut h = Sha256::new();
     h.update(host.as_os_str().as_encoded_bytes());
     for n in [
@@ -945,12 +946,12 @@ pub fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
 }
 
 /// The first 256 bytes of a file (enough for its `#!` line).
-pub fn read_head(path: &Path) -> io::Result<Vec<u8>> {
+pub(crate) fn read_head(path: &Path) -> io::Result<Vec<u8>> {
     read_first(path, 256)
 }
 
 /// The first `max` bytes of a file (fewer if it is shorter).
-pub fn read_first(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_first(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let mut head = Vec::new();
     File::open(path).and_then(|f| f.take(max).read_to_end(&mut head))?;
     Ok(head)
@@ -979,7 +980,7 @@ fn ensure_dirs(state: &Path) -> io::Result<()> {
 /// links it into place unless another was first, so the entry is always whole and never changes
 /// once made.
 #[cfg(test)]
-pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
+pub(crate) fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> {
     ensure_dirs(state)?;
     let store = Store::new(state, "test", CacheBounds::default(), None);
     copy_into_cache(&store, Path::new(name), host, None)
@@ -990,7 +991,7 @@ pub fn cached_copy(state: &Path, name: &str, host: &Path) -> io::Result<Cached> 
 /// command's own name, so a program that starts itself again by the path it reports
 /// (`/proc/self/exe`) calls band-shim under that name (see `SandboxPlan::self_links`). (Before,
 /// entries were files named `<name>-<key>`; a directory named by the bare key never meets one.)
-pub fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
+pub(crate) fn cache_entry(cache: &Path, name: &str, key: &str) -> PathBuf {
     cache.join(key).join(name)
 }
 
@@ -1017,7 +1018,7 @@ fn copy_into_cache(
 }
 
 /// `n` names of 128 random bits each, as 32 hex characters (one read for all of them).
-pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
+pub(crate) fn random_hex(n: usize) -> io::Result<Vec<String>> {
     let mut b = vec![0u8; 16 * n];
     File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b))?;
     Ok(b.chunks(16)
@@ -1029,9 +1030,9 @@ pub fn random_hex(n: usize) -> io::Result<Vec<String>> {
 /// and the run's programs ([`RunPrograms`]). Removed by [`ExecDir::remove`] (the run's teardown)
 /// or, after a crash, by the janitor.
 #[derive(Debug)]
-pub struct ExecDir {
-    pub root: PathBuf,
-    pub programs: RunPrograms,
+pub(crate) struct ExecDir {
+    pub(crate) root: PathBuf,
+    pub(crate) programs: RunPrograms,
     /// `<state>/exec/cache`, made by [`ExecDir::make`], and this run's hold on its entries.
     store: Store,
     /// The links made, for a teardown that does not have to list anything.
@@ -1047,7 +1048,7 @@ impl ExecDir {
     ///
     /// `requester` is the run's user and skill ([`Owner`]), whom the host programs another user
     /// can change are charged to ([`host_owner`]).
-    pub fn make(
+    pub(crate) fn make(
         state: &Path,
         run_id: &str,
         bounds: CacheBounds,
@@ -1075,7 +1076,7 @@ impl ExecDir {
 
     /// [`ExecDir::make`], then [`ExecDir::populate`]; removed again when either fails.
     #[cfg(test)]
-    pub fn create(
+    pub(crate) fn create(
         state: &Path,
         run_id: &str,
         programs: &[(String, PathBuf)],
@@ -1097,7 +1098,7 @@ impl ExecDir {
     /// [`cached_copy`] for a program outside the table (band-shim), in the cache this run's
     /// directory was made beside.
     /// band-server's own helpers are charged to nobody.
-    pub fn cached_copy(&self, name: &str, host: &Path) -> Result<Cached, AdmitError> {
+    pub(crate) fn cached_copy(&self, name: &str, host: &Path) -> Result<Cached, AdmitError> {
         copy_into_cache(&self.store, Path::new(name), host, None)
     }
 
@@ -1106,7 +1107,7 @@ impl ExecDir {
     /// the bounds (making room by removing unused entries, [`make_room`]), or refused, naming
     /// the program and the bound. They join the run's programs like declared commands (a `#!`
     /// one is linked at `/band/x/<name>`).
-    pub fn admit_bundled(
+    pub(crate) fn admit_bundled(
         &mut self,
         owner: &Owner,
         programs: &[BundledCopy<'_>],
@@ -1176,7 +1177,7 @@ impl ExecDir {
     /// it finds its siblings (node's `require('./lib/x')`); others at `/band/x/<name>`. Then `x/`
     /// and the folder are made read-only. A program another user can change is charged to the
     /// run's user and skill ([`host_owner`]): a `#!` one over their share is refused here.
-    pub fn populate(
+    pub(crate) fn populate(
         &mut self,
         programs: &[(String, PathBuf)],
         trees: &[PathBuf],
@@ -1231,7 +1232,7 @@ impl ExecDir {
     /// `jail` beside `x/`: the whole folder is the sandbox's `/band`, one bind instead of one
     /// per file. (The cache and this folder share the `<state>/exec` tmpfs, so a link is
     /// always possible; the gate knows band-shim by its inode, so a copy would not do.)
-    pub fn link_helpers(&mut self, shim: &Path, jail: &Path) -> io::Result<()> {
+    pub(crate) fn link_helpers(&mut self, shim: &Path, jail: &Path) -> io::Result<()> {
         let jail = copy_into_cache(&self.store, Path::new(JAIL_NAME), jail, None)
             .map_err(|e| io::Error::other(e.to_string()))?;
         for (from, name) in [(shim, "shim"), (jail.path.as_path(), "jail")] {
@@ -1244,7 +1245,7 @@ impl ExecDir {
 
     /// Remove the run's directory: what it made, by name, then anything else the slow way. Safe
     /// to repeat.
-    pub fn remove(&self) -> io::Result<()> {
+    pub(crate) fn remove(&self) -> io::Result<()> {
         for file in &self.made {
             let _ = fs::remove_file(file);
         }
@@ -1273,7 +1274,7 @@ fn remove_run_dir(path: &Path) -> io::Result<()> {
 }
 
 /// The run ids that have a directory under [`runs_root`] (for the janitor).
-pub fn run_dirs(state: &Path) -> Vec<String> {
+pub(crate) fn run_dirs(state: &Path) -> Vec<String> {
     fs::read_dir(runs_root(state))
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -1284,7 +1285,7 @@ pub fn run_dirs(state: &Path) -> Vec<String> {
 }
 
 /// Remove a dead run's directory (the janitor; `run` comes from [`run_dirs`]).
-pub fn remove_stale(state: &Path, run: &str) -> io::Result<()> {
+pub(crate) fn remove_stale(state: &Path, run: &str) -> io::Result<()> {
     match fs::remove_file(holds_dir(state).join(run)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}

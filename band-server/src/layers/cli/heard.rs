@@ -51,7 +51,7 @@ const SHELLS: &[&str] = &[
 /// name, so that a program's own message about a file (`cat: /usr/bin/jq: No such file or
 /// directory`) is not taken for one. The command is a bare name or an absolute path, with no
 /// white space or `:` in it. Pure.
-pub fn not_found(line: &str) -> Option<&str> {
+pub(crate) fn not_found(line: &str) -> Option<&str> {
     let line = line.trim_end_matches(['\r', '\n']);
     // Python's subprocess (the last line of its traceback) and Node's child_process.
     if let Some(name) = line
@@ -138,28 +138,28 @@ const BIN_DIRS: &[&str] = &[
 
 /// What a run's shell messages are judged against.
 #[derive(Clone)]
-pub struct Judge {
-    pub rules: CliRules,
+pub(crate) struct Judge {
+    pub(crate) rules: CliRules,
     /// The run's programs (wrapped names): a name the run has is not "undeclared".
-    pub names: std::collections::BTreeSet<String>,
+    pub(crate) names: std::collections::BTreeSet<String>,
 }
 
 /// A run's [`Judge`] and where its reports go.
-pub struct RunJudge {
+pub(crate) struct RunJudge {
     judge: Judge,
     on_report: OnReport,
 }
 
 impl RunJudge {
     /// The script's stderr, read through this run's judge.
-    pub fn watch<R: Read>(self, stderr: R) -> StderrWatch<R> {
+    pub(crate) fn watch<R: Read>(self, stderr: R) -> StderrWatch<R> {
         StderrWatch::new(stderr, self.judge, self.on_report)
     }
 }
 
 impl Judge {
     /// The run's rules and programs, as the plan has them.
-    pub fn for_run(
+    pub(crate) fn for_run(
         rules: &CliRules,
         exec: &super::ExecPlan,
         on_report: OnReport,
@@ -177,7 +177,7 @@ impl Judge {
     /// the host does (`on_host` for a bare name; for an absolute path, its own file, in a
     /// program directory, executable), and the band does not allow with any arguments. Pure but
     /// for `on_host` and `is_program`.
-    pub fn call(
+    pub(crate) fn call(
         &self,
         word: &str,
         on_host: &dyn Fn(&str) -> bool,
@@ -218,7 +218,7 @@ impl Judge {
 
 /// The script's stderr, read through: every byte passes unchanged; each complete line that is a
 /// shell's "not found" message for a command the band does not allow is reported.
-pub struct StderrWatch<R> {
+pub(crate) struct StderrWatch<R> {
     inner: R,
     judge: Judge,
     on_report: OnReport,
@@ -231,7 +231,7 @@ pub struct StderrWatch<R> {
 }
 
 impl<R: Read> StderrWatch<R> {
-    pub fn new(inner: R, judge: Judge, on_report: OnReport) -> StderrWatch<R> {
+    pub(crate) fn new(inner: R, judge: Judge, on_report: OnReport) -> StderrWatch<R> {
         StderrWatch {
             inner,
             judge,

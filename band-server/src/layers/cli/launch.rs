@@ -13,7 +13,7 @@ use band::proto::CallSource;
 /// The command line `argv` (a call judged as `argv[0]`, the launcher's bare name) starts, if the
 /// launcher is one band knows and its command can be read from its arguments. xargs' command gets
 /// more arguments from its input: only those on its command line are here.
-pub fn launched(argv: &[String]) -> Option<&[String]> {
+pub(crate) fn launched(argv: &[String]) -> Option<&[String]> {
     let name = argv.first()?.as_str();
     let args = &argv[1..];
     let at = match name {
@@ -56,7 +56,7 @@ pub fn launched(argv: &[String]) -> Option<&[String]> {
 /// [`CallSource::Appended`], or [`CallSource::Filled`] with `-I {}`/`-i`), the command of
 /// `env -S 'STRING'` (split as env splits it), and each `-exec`/`-execdir`/`-ok`/`-okdir` command
 /// of `find` ([`CallSource::Filled`] when a word holds `{}`). Pure.
-pub fn started(argv: &[String]) -> Vec<(Vec<String>, Option<CallSource>)> {
+pub(crate) fn started(argv: &[String]) -> Vec<(Vec<String>, Option<CallSource>)> {
     let name = argv.first().map(String::as_str).unwrap_or("");
     let args = argv.get(1..).unwrap_or_default();
     match name {

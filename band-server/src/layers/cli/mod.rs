@@ -1,15 +1,15 @@
 //! CLI gate: the shim's decision, the verified report socket, the execute-only program cache.
 
-pub mod apply;
-pub mod bins;
-pub mod bundled;
-pub mod execcache;
-pub mod heard;
-pub mod launch;
-pub mod programs;
-pub mod reports;
+pub(crate) mod apply;
+pub(crate) mod bins;
+pub(crate) mod bundled;
+pub(crate) mod execcache;
+pub(crate) mod heard;
+pub(crate) mod launch;
+pub(crate) mod programs;
+pub(crate) mod reports;
 pub mod runtime;
-pub mod shim;
+pub(crate) mod shim;
 
 use std::path::{Path, PathBuf};
 
@@ -26,55 +26,55 @@ use crate::error::{SetupError, SetupResult};
 /// [`execcache::ExecDir::make`] and [`execcache::ExecDir::populate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecPlan {
-    pub state: PathBuf,
-    pub root: PathBuf,
+    pub(crate) state: PathBuf,
+    pub(crate) root: PathBuf,
     /// (wrapped name, host file).
     pub programs: Vec<(String, PathBuf)>,
     /// band-shim's execute-only copy in the program cache.
-    pub shim: PathBuf,
+    pub(crate) shim: PathBuf,
     /// (cache path, wrapped name) of each declared host program: inside the sandbox the path a
     /// running copy reports as its own leads to band-shim under that name (see
     /// [`execcache`]'s "What is left").
-    pub self_links: Vec<(PathBuf, String)>,
+    pub(crate) self_links: Vec<(PathBuf, String)>,
     /// The trees the run's programs need, bound read-only at their host paths with their
     /// executables hidden ([`runtime`]).
-    pub runtime: Vec<runtime::RuntimeTree>,
+    pub(crate) runtime: Vec<runtime::RuntimeTree>,
     /// Wrapped name → the copy's path in its cache entry, for a program with an installation of
     /// its own ([`runtime::install_layout`]: `bin/java`); others are `<name>`.
-    pub layouts: std::collections::BTreeMap<String, PathBuf>,
+    pub(crate) layouts: std::collections::BTreeMap<String, PathBuf>,
     /// (link, target): symlinks in the sandbox that put each such program's installation around
     /// the path its copy reports for itself (`<cache>/<key>/lib` → `<jdk>/lib`, see
     /// [`runtime::layout_links`]).
-    pub links: Vec<(PathBuf, PathBuf)>,
+    pub(crate) links: Vec<(PathBuf, PathBuf)>,
     /// Wrapped name → the `argv[0]` its program runs with, when not the call's (a venv's python:
     /// [`runtime::venv_argv0`]).
-    pub argv0: std::collections::BTreeMap<String, String>,
+    pub(crate) argv0: std::collections::BTreeMap<String, String>,
 }
 
 /// Command name → where its program sits in an installation of its own, and the links (link,
 /// target) that rebuild that installation around its copy ([`runtime::install_layout`]).
-pub type InstallLayouts =
+pub(crate) type InstallLayouts =
     std::collections::BTreeMap<String, (runtime::Layout, Vec<(PathBuf, PathBuf)>)>;
 
 /// What the CLI gate's plan reads of the host (gathered with the host's facts, `HostFacts`).
 #[derive(Debug, Clone, Copy)]
-pub struct ProgramFacts<'a> {
+pub(crate) struct ProgramFacts<'a> {
     /// Where band-shim's execute-only copy is in the program cache, or why it cannot be.
-    pub shim_copy: &'a Result<PathBuf, std::io::Error>,
+    pub(crate) shim_copy: &'a Result<PathBuf, std::io::Error>,
     /// Where each binary's execute-only copy is in the program cache, by command name.
-    pub copies: &'a std::collections::BTreeMap<String, PathBuf>,
+    pub(crate) copies: &'a std::collections::BTreeMap<String, PathBuf>,
     /// The trees the run's programs need around them, or why they cannot be bound.
-    pub runtime: &'a Result<Vec<runtime::RuntimeTree>, String>,
+    pub(crate) runtime: &'a Result<Vec<runtime::RuntimeTree>, String>,
     /// Command name → its installation's layout and the links that rebuild it.
-    pub layouts: &'a InstallLayouts,
+    pub(crate) layouts: &'a InstallLayouts,
     /// Command name → the `argv[0]` its program runs with, when not its own.
-    pub argv0: &'a std::collections::BTreeMap<String, String>,
+    pub(crate) argv0: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// The programs part of [`crate::plan::RunPlan`]: the declared commands' host files (a bundled
 /// program's: its staged copy, [`bundled::staging_path`]), and
 /// band-shim's copy as the host's facts found it. Pure.
-pub fn plan_exec(
+pub(crate) fn plan_exec(
     state: &Path,
     run_id: &str,
     cli: &CliPlan,
@@ -155,7 +155,7 @@ pub fn plan_exec(
 }
 
 /// The CLI gate: the run's programs (`/band/x` for its `#!` scripts) and its report socket.
-pub struct Cli;
+pub(crate) struct Cli;
 
 impl Built for ExecDir {
     fn teardown(self: Box<Self>, t: &mut Teardown) {
@@ -182,7 +182,7 @@ impl Built for ReportListener {
 /// interpreter starts (`band::launch`: its `#!` line without an execute bit, its extension,
 /// upstream's `run.sh`), whatever its mode; anything else is exec'd as it is. Returns the
 /// program's name in the table, and how the jail runs it.
-pub fn entry_exec(
+pub(crate) fn entry_exec(
     entry: &[u8],
     entry_path: &str,
     table: &ExecTable,

@@ -14,36 +14,36 @@ use crate::request::{self, DecodedFile};
 
 /// A program of the CLI layer: a wrapped name and the host file behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinaryBind {
-    pub name: String,
+pub(crate) struct BinaryBind {
+    pub(crate) name: String,
     /// The canonical host file.
-    pub host: PathBuf,
+    pub(crate) host: PathBuf,
 }
 
 /// The pieces of the CLI layer: binaries to bind, wrapper names, and the shim's policy file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliPlan {
-    pub binaries: Vec<BinaryBind>,
+    pub(crate) binaries: Vec<BinaryBind>,
     /// The skill's programs the policy declares (`./bin/tool *`): band-shim is bound over each
     /// at `/skill/<path>`, and the file joins the program table (see [`bundled`]).
-    pub bundled: Vec<BundledProgram>,
+    pub(crate) bundled: Vec<BundledProgram>,
     pub policy: ShimPolicy,
     /// Declared (allowed, not insisted) commands that are not installed on this host: absent in
     /// the sandbox, and the run says so on its stderr ([`MissingCommand::warning`]).
-    pub missing: Vec<MissingCommand>,
+    pub(crate) missing: Vec<MissingCommand>,
 }
 
 /// An allowed command that is not on this host, and the rules that name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingCommand {
-    pub name: String,
+pub(crate) struct MissingCommand {
+    pub(crate) name: String,
     /// The `allow.cli` patterns whose command it is.
-    pub rules: Vec<String>,
+    pub(crate) rules: Vec<String>,
 }
 
 impl MissingCommand {
     /// The line the run's stderr starts with.
-    pub fn warning(&self) -> String {
+    pub(crate) fn warning(&self) -> String {
         let rules = self
             .rules
             .iter()
@@ -63,7 +63,7 @@ impl MissingCommand {
 /// alternatives: `python *`, `python3 *`) is left out of the sandbox and listed in
 /// [`CliPlan::missing`]; a missing essential is skipped.
 /// `bundle`: the skill's files, where `./` commands are found.
-pub fn plan_cli(
+pub(crate) fn plan_cli(
     policy: &Policy,
     compiled: &CompiledPolicy,
     bundle: &[DecodedFile],

@@ -16,35 +16,39 @@ use crate::layers::cli::shim::{self, CliRules, ImageAddresses, ShimRequest, Verd
 use crate::sys;
 
 /// Longest report line accepted (argv can be long, but not unbounded).
-pub const MAX_REPORT_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_REPORT_BYTES: u64 = 1 << 20;
 /// Report workers at most (concurrent calls handled at once); more wait in the backlog.
 const MAX_HANDLERS: usize = 32;
 
-pub use crate::common::handover::{OnReport, Report};
+pub(crate) use crate::common::handover::{OnReport, Report};
 
 /// `(st_dev, st_ino)` of a file.
-pub type FileId = (u64, u64);
+pub(crate) type FileId = (u64, u64);
 
 /// What a genuine shim process looks like from `/proc`.
 #[derive(Debug, Clone)]
-pub struct PeerCheck {
-    pub shim: FileId,
+pub(crate) struct PeerCheck {
+    pub(crate) shim: FileId,
     /// Devices that hold the system libraries (`/usr/lib`, `/usr/lib64`).
-    pub lib_devs: Vec<u64>,
-    pub uid: u32,
+    pub(crate) lib_devs: Vec<u64>,
+    pub(crate) uid: u32,
     /// Whether each peer's mappings are checked ([`check_mappings`]): when band-shim's file names
     /// a program interpreter (a dynamic build), `ld.so` starts it and maps what it is told to
     /// (`LD_PRELOAD`), before band-shim's code runs. A static band-shim (the build's default on
     /// glibc Linux: `build.rs`) has the kernel map its file and nothing else, and only its own
     /// code could map more, which it never does: reading and checking its `maps` on every call
     /// would find nothing (issue 17, round 18).
-    pub maps: bool,
+    pub(crate) maps: bool,
 }
 
 impl PeerCheck {
     /// `lib_trees`: the directories bound as `/usr/lib` etc. in the sandbox (the host trees, or
     /// the run's masked overlays of them, which have a device of their own).
-    pub fn for_shim(shim: &Path, uid: u32, lib_trees: &[PathBuf]) -> std::io::Result<PeerCheck> {
+    pub(crate) fn for_shim(
+        shim: &Path,
+        uid: u32,
+        lib_trees: &[PathBuf],
+    ) -> std::io::Result<PeerCheck> {
         let m = fs_err::metadata(shim)?;
         let mut lib_devs = Vec::new();
         let defaults = [PathBuf::from("/usr/lib"), PathBuf::from("/usr/lib64")];
@@ -76,7 +80,7 @@ const ELF_HEAD_BYTES: u64 = 4096;
 /// Whether the ELF file that starts with `head` names a program interpreter (a `PT_INTERP`
 /// program header: a dynamically linked program, started by `ld.so`); `None` when `head` does
 /// not hold a whole 64-bit little-endian ELF header and program header table. Pure.
-pub fn elf_interpreter(head: &[u8]) -> Option<bool> {
+pub(crate) fn elf_interpreter(head: &[u8]) -> Option<bool> {
     if head.get(..6)? != b"\x7fELF\x02\x01" {
         return None;
     }
@@ -99,29 +103,29 @@ pub fn elf_interpreter(head: &[u8]) -> Option<bool> {
 
 /// One line of `/proc/<pid>/maps` that is backed by a file: (dev, inode, path).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
-    pub dev: u64,
-    pub inode: u64,
-    pub path: String,
+pub(crate) struct Mapping {
+    pub(crate) dev: u64,
+    pub(crate) inode: u64,
+    pub(crate) path: String,
 }
 
 /// A line of `/proc/<pid>/maps` that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad maps line {0:?}")]
-pub struct BadMapsLine(pub String);
+pub(crate) struct BadMapsLine(pub(crate) String);
 
 /// A mapping that is neither the shim nor a system library.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("maps {path} (dev {dev}, inode {inode})")]
-pub struct ForeignMapping {
-    pub path: String,
-    pub dev: u64,
-    pub inode: u64,
+pub(crate) struct ForeignMapping {
+    pub(crate) path: String,
+    pub(crate) dev: u64,
+    pub(crate) inode: u64,
 }
 
 /// Why a connection to the report socket is not a genuine shim's request (a forged report).
 #[derive(Debug, thiserror::Error)]
-pub enum PeerError {
+pub(crate) enum PeerError {
     #[error("peer uid {uid} is not the run's uid {run}")]
     Uid { uid: u32, run: u32 },
     #[error("{0}")]
@@ -173,7 +177,7 @@ pub enum PeerError {
 }
 
 /// The file-backed mappings in a `/proc/<pid>/maps` text (inode ≠ 0).
-pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, BadMapsLine> {
+pub(crate) fn parse_maps(text: &str) -> Result<Vec<Mapping>, BadMapsLine> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut rest = line;
@@ -202,7 +206,7 @@ pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, BadMapsLine> {
 }
 
 /// Is every file-backed mapping the shim itself or a system library?
-pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), ForeignMapping> {
+pub(crate) fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), ForeignMapping> {
     for m in maps {
         if (m.dev, m.inode) == check.shim {
             continue;
@@ -232,26 +236,26 @@ pub fn check_mappings(maps: &[Mapping], check: &PeerCheck) -> Result<(), Foreign
 /// ([`randomization`]). All zero when the reader may not see them (not band-server, which is
 /// root).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Image {
-    pub start_code: u64,
-    pub end_code: u64,
-    pub start_stack: u64,
+pub(crate) struct Image {
+    pub(crate) start_code: u64,
+    pub(crate) end_code: u64,
+    pub(crate) start_stack: u64,
 }
 
 /// What [`verify_peer`] sees of its peer before its checks and again after them: the start time
 /// (field 22: a pid and its start time name one process for good, a pid being reused only by a
 /// process that starts later) and the program image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Seen {
-    pub start: u64,
-    pub image: Image,
+pub(crate) struct Seen {
+    pub(crate) start: u64,
+    pub(crate) image: Image,
 }
 
 /// Fields 2, 22 and 26 to 28 of a `/proc/<pid>/stat` text: the process's name (`comm`, what
 /// `/proc/<pid>/comm` holds), its start time and its program image. The name may hold spaces and
 /// parentheses: it is what lies between the first `(` and the last `)`; the fields after that `)`
 /// start at 3.
-pub fn parse_stat(stat: &str) -> Option<(&str, Seen)> {
+pub(crate) fn parse_stat(stat: &str) -> Option<(&str, Seen)> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?;
@@ -272,7 +276,7 @@ pub fn parse_stat(stat: &str) -> Option<(&str, Seen)> {
 /// `sysctl`: `/proc/sys/kernel/randomize_va_space`, a parameter for tests): the CLI gate tells one
 /// program image of a shim's process from the next by its addresses ([`Image`]), so a run does
 /// not start without it.
-pub fn randomization(sysctl: &Path) -> Result<(), String> {
+pub(crate) fn randomization(sysctl: &Path) -> Result<(), String> {
     match fs_err::read_to_string(sysctl) {
         Ok(v) if v.trim() != "0" => Ok(()),
         Ok(_) => Err(format!(
@@ -290,7 +294,7 @@ pub fn randomization(sysctl: &Path) -> Result<(), String> {
 /// its pid names then. So the checks of [`verify_peer`] all look at one process. Its `stat` is
 /// read again at its start (`pread`, one system call: a `/proc` file starts over at offset 0)
 /// instead of opened again (issue 17, rounds 6 and 18).
-pub struct ProcDir {
+pub(crate) struct ProcDir {
     pid: i32,
     dir: std::os::fd::OwnedFd,
     stat: std::os::fd::OwnedFd,
@@ -299,10 +303,10 @@ pub struct ProcDir {
 /// An open `/proc` (a test's stand-in: any directory). Each peer's directory is opened in it:
 /// on a VM, looking `/proc` up again from `/` for every call cost about 8 µs of the 20 µs its
 /// `open` took (issue 17, round 20).
-pub struct ProcRoot(std::os::fd::OwnedFd);
+pub(crate) struct ProcRoot(std::os::fd::OwnedFd);
 
 impl ProcRoot {
-    pub fn open(path: &Path) -> std::io::Result<ProcRoot> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<ProcRoot> {
         use rustix::fs::{Mode, OFlags};
         rustix::fs::open(
             path,
@@ -330,7 +334,7 @@ const SMALL_MAX: usize = 4096;
 
 impl ProcDir {
     /// Open `<proc>/<pid>` and its `stat` (`proc`: `/proc`, a parameter for tests).
-    pub fn open(proc: &ProcRoot, pid: i32) -> Result<ProcDir, PeerError> {
+    pub(crate) fn open(proc: &ProcRoot, pid: i32) -> Result<ProcDir, PeerError> {
         use rustix::fs::{Mode, OFlags};
         let dir = rustix::fs::openat(
             &proc.0,
@@ -368,7 +372,7 @@ impl ProcDir {
 
     /// The whole of the process's file `what`, at most `max` bytes (more is an error: a read
     /// never stops short of the end and passes what it did not see).
-    pub fn read(&self, what: &'static str, max: usize) -> Result<Vec<u8>, PeerError> {
+    pub(crate) fn read(&self, what: &'static str, max: usize) -> Result<Vec<u8>, PeerError> {
         use rustix::fs::{Mode, OFlags};
         let file = rustix::fs::openat(
             &self.dir,
@@ -420,7 +424,7 @@ impl ProcDir {
     }
 
     /// The process's name, start time and program image (`stat`).
-    pub fn stat(&self) -> Result<(String, Seen), PeerError> {
+    pub(crate) fn stat(&self) -> Result<(String, Seen), PeerError> {
         let (buf, n) = self.read_small(&self.stat, "stat")?;
         let text = String::from_utf8_lossy(&buf[..n]);
         parse_stat(&text)
@@ -429,7 +433,7 @@ impl ProcDir {
     }
 
     /// The program image's addresses, from the process's auxiliary vector (`auxv`).
-    pub fn image_addresses(&self) -> Result<ImageAddresses, PeerError> {
+    pub(crate) fn image_addresses(&self) -> Result<ImageAddresses, PeerError> {
         use rustix::fs::{Mode, OFlags};
         let file = rustix::fs::openat(
             &self.dir,
@@ -460,7 +464,7 @@ const MAPS_MAX: usize = 1 << 20;
 /// around the checks of the executable, the mappings and the auxiliary vector: an `exec`
 /// between them would have moved the image (and reset the name, which only band-shim's code
 /// sets to this one), so every look was at one process running one program image.
-pub fn verify_peer(
+pub(crate) fn verify_peer(
     pid: i32,
     uid: u32,
     check: &PeerCheck,
@@ -469,7 +473,7 @@ pub fn verify_peer(
 }
 
 /// [`verify_peer`] with the `/proc` to look in as a parameter.
-pub fn verify_peer_in(
+pub(crate) fn verify_peer_in(
     proc: &ProcRoot,
     pid: i32,
     uid: u32,
@@ -540,7 +544,7 @@ fn read_line_from(conn: &UnixStream, pid: i32) -> Result<String, PeerError> {
 
 /// The verdict for a verified request, and the program (its name in the table) whose descriptor
 /// goes with an `exec`. Allowed and denied calls are recorded first.
-pub fn judge(
+pub(crate) fn judge(
     rules: &CliRules,
     table: &ExecTable,
     argv: &[String],
@@ -696,7 +700,11 @@ fn answer(
 /// user looks: on the command's stderr (band-shim prints the message), with the program, the
 /// bound and the hint, and on the run's record ([`Report::CacheRefused`]); the command exits 126,
 /// as for a program it may not run. Anything else is an internal failure, told as before. Pure.
-pub fn not_handed_over(name: &str, program: &str, e: &AdmitError) -> (Verdict, Option<Report>) {
+pub(crate) fn not_handed_over(
+    name: &str,
+    program: &str,
+    e: &AdmitError,
+) -> (Verdict, Option<Report>) {
     match e {
         AdmitError::Refused { .. } => {
             let hint = e.hint().unwrap_or_default();
@@ -728,7 +736,7 @@ struct Pool {
 }
 
 /// The socket's workers, each accepting connections itself.
-pub struct ReportListener {
+pub(crate) struct ReportListener {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     pool: Arc<Pool>,
@@ -740,7 +748,7 @@ type Spawner = std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>;
 
 impl ReportListener {
     /// Bind `path` (owned root:`gid`, mode 0660) and start accepting.
-    pub fn start(
+    pub(crate) fn start(
         path: &Path,
         gid: u32,
         check: PeerCheck,
@@ -837,7 +845,7 @@ impl ReportListener {
 
     /// Stop serving: no connection accepted from now on is served (calls being served finish on
     /// their own). Every worker waiting in `accept` is woken by a connection of its own and ends.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if !self.stop.swap(true, Ordering::SeqCst) {
             // The spawner holds the workers' shares of the socket: gone, the socket closes with
             // the last worker.

@@ -25,7 +25,7 @@ use fs_err as fs;
 
 /// Directories never bound whole as a runtime tree: the roots of the file system's hierarchy
 /// (what they hold is not one program's), and home directories.
-pub const NEVER_WHOLE: &[&str] = &[
+pub(crate) const NEVER_WHOLE: &[&str] = &[
     "/",
     "/bin",
     "/boot",
@@ -51,7 +51,7 @@ pub const NEVER_WHOLE: &[&str] = &[
 ];
 
 /// Above this many ELF executables in one tree, the run does not start (each is a mount).
-pub const MAX_MASKED: usize = 512;
+pub(crate) const MAX_MASKED: usize = 512;
 
 /// A tree bound read-only at its host path, and the files hidden in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,13 +66,13 @@ pub struct RuntimeTree {
 
 /// Where discovery looks besides the program's own path.
 #[derive(Debug, Clone)]
-pub struct Places<'a> {
+pub(crate) struct Places<'a> {
     /// `/usr/local`: pip's site directories of the system's Python.
-    pub local: &'a Path,
+    pub(crate) local: &'a Path,
     /// Trees every sandbox has already (`execmask::LIB_ROOTS`), and places never bound (the
     /// sandbox's own `/tmp`, `/proc`, `/sys`, `/dev`, the state directory): no tree under or
     /// around one of them is added.
-    pub bound: &'a [PathBuf],
+    pub(crate) bound: &'a [PathBuf],
 }
 
 fn name_of(p: &Path) -> &str {
@@ -109,7 +109,7 @@ fn python_version(real: &Path) -> Option<&str> {
 ///
 /// Only existing directories, none under `places.bound`, none inside another. Reads the file
 /// system (existence only).
-pub fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
+pub(crate) fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     // node package.
     for a in real.ancestors().skip(1) {
@@ -169,20 +169,15 @@ pub fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
 /// The program table's name of a program inside a runtime tree, by its path in the sandbox
 /// (`tree:/usr/local/lib/node_modules/x/vendor/rg`). A bare command name has no `/`, so no call
 /// by name reaches it; a call by its path does ([`crate::layers::cli::shim::resolve_call`]).
-pub fn helper_table_name(at: &Path) -> String {
+pub(crate) fn helper_table_name(at: &Path) -> String {
     format!("{HELPER_PREFIX}{}", at.display())
 }
 
 const HELPER_PREFIX: &str = "tree:";
 
-/// Whether `name` is a table name of a program inside a runtime tree.
-pub fn is_helper_table_name(name: &str) -> bool {
-    name.starts_with(HELPER_PREFIX)
-}
-
 impl RuntimeTree {
     /// Each program in the tree: (its path in the sandbox, its host file).
-    pub fn helpers(&self) -> Vec<(PathBuf, PathBuf)> {
+    pub(crate) fn helpers(&self) -> Vec<(PathBuf, PathBuf)> {
         self.masked
             .iter()
             .map(|f| {
@@ -202,7 +197,7 @@ impl RuntimeTree {
 /// without it a venv's python is the base one and sees none of the venv's packages. The venv is
 /// a runtime tree of the program ([`discover`]), so the path exists in the sandbox; what it
 /// names is a link to the base interpreter, which leads back through the gate.
-pub fn venv_argv0(found: &Path, real: &Path) -> Option<String> {
+pub(crate) fn venv_argv0(found: &Path, real: &Path) -> Option<String> {
     python_version(real)?;
     let bin = found.parent().filter(|d| name_of(d) == "bin")?;
     let venv = bin.parent()?;
@@ -211,7 +206,7 @@ pub fn venv_argv0(found: &Path, real: &Path) -> Option<String> {
 }
 
 /// The home directory of `uid` in the text of a passwd file.
-pub fn home_of(passwd: &str, uid: u32) -> Option<PathBuf> {
+pub(crate) fn home_of(passwd: &str, uid: u32) -> Option<PathBuf> {
     passwd.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
         (f.len() >= 7 && f[2].parse::<u32>().ok() == Some(uid) && f[5].starts_with('/'))
@@ -224,7 +219,7 @@ pub fn home_of(passwd: &str, uid: u32) -> Option<PathBuf> {
 /// and every directory above it one every user may enter (the run's uid is no user of the host:
 /// a home of mode 0700 keeps its user site to itself, and the run goes on without it). Reads the
 /// file system (metadata only, not following a symlinked part).
-pub fn user_site(home: &Path, version: &str) -> Option<PathBuf> {
+pub(crate) fn user_site(home: &Path, version: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let site = home.join(format!(".local/lib/python{version}/site-packages"));
     let m = fs::symlink_metadata(&site).ok()?;
@@ -242,12 +237,12 @@ pub fn user_site(home: &Path, version: &str) -> Option<PathBuf> {
 
 /// Where a user site is seen in the sandbox: the place Python looks for its user site with the
 /// run's `HOME` (`/tmp`): `/tmp/.local/lib/pythonX.Y/site-packages`, read-only.
-pub fn user_site_at(version: &str) -> PathBuf {
+pub(crate) fn user_site_at(version: &str) -> PathBuf {
     PathBuf::from(format!("/tmp/.local/lib/python{version}/site-packages"))
 }
 
 /// The `pythonX.Y` versions of the programs `reals` (their real files).
-pub fn python_versions<'a>(reals: impl Iterator<Item = &'a Path>) -> Vec<String> {
+pub(crate) fn python_versions<'a>(reals: impl Iterator<Item = &'a Path>) -> Vec<String> {
     let mut v: Vec<String> = reals
         .filter_map(|r| python_version(r).map(str::to_string))
         .collect();
@@ -257,7 +252,7 @@ pub fn python_versions<'a>(reals: impl Iterator<Item = &'a Path>) -> Vec<String>
 }
 
 /// Sorted, without duplicates or trees inside another.
-pub fn normalize(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
+pub(crate) fn normalize(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
     trees.sort();
     trees.dedup();
     let all = trees.clone();
@@ -267,7 +262,7 @@ pub fn normalize(mut trees: Vec<PathBuf>) -> Vec<PathBuf> {
 
 /// Why a runtime tree cannot be bound.
 #[derive(Debug, thiserror::Error)]
-pub enum TreeError {
+pub(crate) enum TreeError {
     #[error(
         "{} holds {count} programs (at most {MAX_MASKED} can be hidden)",
         .root.display()
@@ -277,7 +272,7 @@ pub enum TreeError {
 
 /// Each tree with its ELF executables, as `scan` finds them (the filesystem layer's
 /// `execmask::scan`: not following symlinks, not crossing into another file system).
-pub fn scan_trees(
+pub(crate) fn scan_trees(
     roots: &[PathBuf],
     scan: &dyn Fn(&[&str]) -> Vec<PathBuf>,
 ) -> Result<Vec<RuntimeTree>, TreeError> {
@@ -304,8 +299,8 @@ pub fn scan_trees(
 /// Where a program's real file sits in its installation: the tree and its path inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
-    pub tree: PathBuf,
-    pub rel: PathBuf,
+    pub(crate) tree: PathBuf,
+    pub(crate) rel: PathBuf,
 }
 
 /// The installation a program finds from its own path (`/proc/self/exe`; a JDK's `java` loads
@@ -314,7 +309,7 @@ pub struct Layout {
 /// `/usr/lib/jvm/<jdk>`, `bin/java`); else the installation prefix of [`discover`]
 /// (`/opt/jdk/bin/java` → `/opt/jdk`, `bin/java`). `None` for a program with no tree of its own
 /// (`/usr/bin/jq`).
-pub fn install_layout(real: &Path, lib_roots: &[PathBuf]) -> Option<Layout> {
+pub(crate) fn install_layout(real: &Path, lib_roots: &[PathBuf]) -> Option<Layout> {
     for root in lib_roots {
         if let Ok(rest) = real.strip_prefix(root) {
             let comps: Vec<_> = rest.components().collect();
@@ -350,7 +345,7 @@ pub fn install_layout(real: &Path, lib_roots: &[PathBuf]) -> Option<Layout> {
 /// tree's entries there except the one on the way (`lib` → `<tree>/lib`, `bin/javac` →
 /// `<tree>/bin/javac`; the copy itself is `bin/java`). (path relative to the entry, target).
 /// Reads the tree's directories.
-pub fn layout_links(layout: &Layout) -> Vec<(PathBuf, PathBuf)> {
+pub(crate) fn layout_links(layout: &Layout) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     let comps: Vec<_> = layout.rel.components().collect();
     let mut rel = PathBuf::new();
@@ -376,7 +371,7 @@ pub fn layout_links(layout: &Layout) -> Vec<(PathBuf, PathBuf)> {
 /// `share/registry` → `/etc/libreoffice/registry`; a JDK's `conf/security` files under
 /// `/etc/java-17-openjdk`): part of the installation, so they come with it. Never a directory of
 /// [`NEVER_WHOLE`]; only directories (a linked file's directory is not taken). Reads the tree.
-pub fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
+pub(crate) fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut level = vec![tree.to_path_buf()];
     for _ in 0..depth {
@@ -403,7 +398,7 @@ pub fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
 }
 
 /// The canonical file of `p`, if it exists.
-pub fn real(p: &Path) -> Option<PathBuf> {
+pub(crate) fn real(p: &Path) -> Option<PathBuf> {
     fs::canonicalize(p).ok()
 }
 

@@ -60,31 +60,31 @@ use crate::layers::cli::execcache::ExecTable;
 /// Always available (when present on the host) so ordinary shell scripts work. Not
 /// pattern-checked unless declared in `allow.cli`; a `deny.cli` rule still applies; every call is
 /// reported. Never `sudo` or `su`.
-pub const ESSENTIALS: &[&str] = &[
+pub(crate) const ESSENTIALS: &[&str] = &[
     "sh", "bash", "env", "cat", "echo", "printf", "test", "true", "false", "head", "tail", "grep",
     "sed", "awk", "sort", "uniq", "wc", "tr", "cut", "mkdir", "rm", "cp", "mv", "touch", "date",
     "sleep", "mktemp", "basename", "dirname", "tee", "xargs", "ls",
 ];
 
 // The protocol's messages, exit codes and names: band-shim's crate holds them, for both sides.
-pub use band_shim::proto::{
+pub(crate) use band_shim::proto::{
     COMM, EXIT_DENIED, EXIT_UNKNOWN, ImageAddresses, ShimRequest, Verdict, command_name,
 };
 
 /// What a wrapper call amounts to: the command line the policy judges, and what runs if it is
 /// allowed: the program (its name in the table) and, when not the call's own, the argv.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    pub judged: Vec<String>,
-    pub program: String,
-    pub argv: Option<Vec<String>>,
+pub(crate) struct Resolved {
+    pub(crate) judged: Vec<String>,
+    pub(crate) program: String,
+    pub(crate) argv: Option<Vec<String>>,
     /// Only an `allow.cli` rule lets it run (a program inside a runtime tree, called by its path:
     /// never as an essential).
-    pub needs_rule: bool,
+    pub(crate) needs_rule: bool,
 }
 
 /// How many `#!` interpreters deep a command may start (Linux's own limit).
-pub const MAX_INTERPRETER_DEPTH: usize = 4;
+pub(crate) const MAX_INTERPRETER_DEPTH: usize = 4;
 
 /// Resolve one call of band-shim: `argv[0]`'s last path component names the command.
 ///
@@ -103,7 +103,7 @@ pub const MAX_INTERPRETER_DEPTH: usize = 4;
 /// A path to one of the skill's programs (band-shim is bound over each one the policy declares)
 /// names it by its `./` form: `/skill/bin/tool x` is judged as `./bin/tool x` and runs that file
 /// (see [`bundled::call_name`]), never a host command called `tool`.
-pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotAvailable> {
+pub(crate) fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotAvailable> {
     let arg0 = argv.first().map(String::as_str).unwrap_or("");
     // A program inside a declared program's runtime tree, called by its path (claude-code's
     // `vendor/ripgrep/x64-linux/rg`): band-shim is bound over it, and the call is judged as its
@@ -151,7 +151,7 @@ pub fn resolve_call(table: &ExecTable, argv: &[String]) -> Result<Resolved, NotA
 /// relative path, `exec -a`). `None` when `exe` is none of them (band-shim reached through the
 /// `/band/bin` wrappers: judged by `argv[0]`, the command's name), or `argv[0]` is already it.
 /// Only the judgement changes: the program still gets the caller's `argv[0]`. Pure.
-pub fn executed_argv(
+pub(crate) fn executed_argv(
     table: &ExecTable,
     argv: &[String],
     exe: Option<&std::path::Path>,
@@ -247,27 +247,27 @@ fn start(
 /// A call of a command the sandbox does not have (the message the script sees).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("band: {0}: command not available in this sandbox")]
-pub struct NotAvailable(pub String);
+pub(crate) struct NotAvailable(pub(crate) String);
 
 /// A CLI pattern of the policy that does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}.cli[{}]: {}", .0.list, .0.index, .0.error)]
-pub struct RuleError(#[from] pub band::policy::RuleListError);
+pub(crate) struct RuleError(#[from] pub(crate) band::policy::RuleListError);
 
 /// The CLI policy of a run, as band-server judges wrapper calls by it (in band-server only:
 /// nothing inside the sandbox reads it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimPolicy {
     /// `allow.cli` plus `insist.cli` (insist counts as allowed).
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
+    pub(crate) allow: Vec<String>,
+    pub(crate) deny: Vec<String>,
     /// Essentials present in this sandbox.
-    pub essentials: Vec<String>,
+    pub(crate) essentials: Vec<String>,
 }
 
 /// The compiled view of a [`ShimPolicy`].
 #[derive(Debug, Clone)]
-pub struct CliRules {
+pub(crate) struct CliRules {
     matcher: CliMatcher,
     essentials: BTreeSet<String>,
     declared: BTreeSet<String>,
@@ -278,7 +278,7 @@ pub struct CliRules {
 }
 
 impl CliRules {
-    pub fn new(
+    pub(crate) fn new(
         allow: &[String],
         deny: &[String],
         essentials: &[String],
@@ -294,16 +294,16 @@ impl CliRules {
     }
 
     /// These rules, recording calls of undeclared host programs found in `search`.
-    pub fn with_host_search(mut self, search: Vec<std::path::PathBuf>) -> CliRules {
+    pub(crate) fn with_host_search(mut self, search: Vec<std::path::PathBuf>) -> CliRules {
         self.host_search = search;
         self
     }
 
-    pub fn host_search(&self) -> &[std::path::PathBuf] {
+    pub(crate) fn host_search(&self) -> &[std::path::PathBuf] {
         &self.host_search
     }
 
-    pub fn from_policy(p: &ShimPolicy) -> Result<CliRules, RuleError> {
+    pub(crate) fn from_policy(p: &ShimPolicy) -> Result<CliRules, RuleError> {
         CliRules::new(&p.allow, &p.deny, &p.essentials)
     }
 }
@@ -313,13 +313,13 @@ impl CliRules {
 /// - a `deny.cli` match always denies;
 /// - a declared command (first word of an `allow.cli` pattern) needs an `allow.cli` match;
 /// - an essential that is not declared is allowed (reported, rule `None`).
-pub fn decide(rules: &CliRules, argv: &[String]) -> CliCall {
+pub(crate) fn decide(rules: &CliRules, argv: &[String]) -> CliCall {
     decide_with(rules, argv, false)
 }
 
 /// [`decide`] for a call that only an `allow.cli` rule lets run (`needs_rule`: a program inside
 /// a runtime tree): an essential's name is no exception for it.
-pub fn decide_with(rules: &CliRules, argv: &[String], needs_rule: bool) -> CliCall {
+pub(crate) fn decide_with(rules: &CliRules, argv: &[String], needs_rule: bool) -> CliCall {
     let name = argv.first().map(String::as_str).unwrap_or("");
     let (allowed, rule) = match rules.matcher.check(argv) {
         Decision::Deny { rule } => (false, Some(rule)),
@@ -343,7 +343,7 @@ pub fn decide_with(rules: &CliRules, argv: &[String], needs_rule: bool) -> CliCa
 /// (`on_host`, the thin layer's lookup in the config's `bin_path`). A name the host does not have
 /// either (a typo, an optional tool a script probes for) is not a denial: no rule would make it
 /// run. Pure but for `on_host`.
-pub fn undeclared_call(
+pub(crate) fn undeclared_call(
     rules: &CliRules,
     argv: &[String],
     on_host: &dyn Fn(&str) -> bool,
@@ -361,7 +361,7 @@ pub fn undeclared_call(
 }
 
 /// `band: denied: jq -r . (no allow.cli rule matches)` / `(denied by deny.cli rule "rm -rf *")`.
-pub fn denied_message(call: &CliCall) -> String {
+pub(crate) fn denied_message(call: &CliCall) -> String {
     let argv = display_argv(&call.argv);
     match &call.rule {
         Some(rule) => format!("band: denied: {argv} (denied by deny.cli rule \"{rule}\")"),
@@ -370,7 +370,7 @@ pub fn denied_message(call: &CliCall) -> String {
 }
 
 /// Words joined by spaces; a word with whitespace, quotes or nothing in it is single-quoted.
-pub fn display_argv(argv: &[String]) -> String {
+pub(crate) fn display_argv(argv: &[String]) -> String {
     argv.iter()
         .map(|w| {
             if w.is_empty()
@@ -389,7 +389,7 @@ pub fn display_argv(argv: &[String]) -> String {
 /// The command of a `band exec` entry script (`src/client/adhoc.rs`'s `script_for`): `#!/bin/sh`,
 /// comment lines, then one `exec 'word' 'it'\''s' …` line, each word single-quoted as
 /// `sh_quote` writes it. Anything else is `None` (the script runs as written). Pure.
-pub fn band_exec_argv(script: &[u8]) -> Option<Vec<String>> {
+pub(crate) fn band_exec_argv(script: &[u8]) -> Option<Vec<String>> {
     let text = std::str::from_utf8(script).ok()?;
     let mut lines = text.strip_prefix("#!/bin/sh\n")?.lines();
     let exec = lines.find(|l| !l.starts_with('#'))?;

@@ -11,7 +11,7 @@ use crate::layer::{Inputs, RunLayer};
 
 /// The run directory (made beside the programs and the spawn, whose bubblewrap waits for it):
 /// its root on the host, which the run collects from.
-pub fn run_dir(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<std::path::PathBuf> {
+pub(crate) fn run_dir(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<std::path::PathBuf> {
     let dir = RunDir::create(&inp.plan.run_dir)?;
     let root = dir.root.clone();
     guard.push(dir);
@@ -20,7 +20,7 @@ pub fn run_dir(inp: &Inputs<'_>, guard: &mut RunGuard) -> SetupResult<std::path:
 
 /// The late step, after the spawn: the wrappers in `/usr/bin`, made while bubblewrap builds the
 /// sandbox, before the jail's input is written.
-pub fn wrappers(inp: &Inputs<'_>) -> SetupResult<()> {
+pub(crate) fn wrappers(inp: &Inputs<'_>) -> SetupResult<()> {
     RunDir::finish(&inp.plan.run_dir)
 }
 

@@ -60,7 +60,7 @@ struct Cache {
 }
 
 /// Does this file name look like a shared object (`libc.so.6`, `x.so`, `ld-linux-x86-64.so.2`)?
-pub fn is_shared_object_name(name: &str) -> bool {
+pub(crate) fn is_shared_object_name(name: &str) -> bool {
     name.ends_with(".so") || name.contains(".so.")
 }
 
@@ -75,7 +75,7 @@ fn is_elf(path: &Path) -> bool {
 /// Is the file at `path` an ELF program the dynamic loader would start (`ld.so <path>`): type
 /// `ET_EXEC`, or `ET_DYN` with a `PT_INTERP` program header (a position-independent program; a
 /// shared library has none). Either class, either byte order; `false` for what cannot be read.
-pub fn is_elf_program(path: &Path) -> bool {
+pub(crate) fn is_elf_program(path: &Path) -> bool {
     let Ok(mut f) = fs::File::open(path) else {
         return false;
     };
@@ -149,7 +149,7 @@ const ELF_HEADER_MIN: u64 = 52;
 /// systems), sorted: with an execute bit, or an ELF program without one ([`is_elf_program`]).
 /// The second kind opens every file of the trees (about 100,000 here, most of them in
 /// `/usr/share`): about a second more per scan, which runs off the runs' path.
-pub fn scan(roots: &[&str]) -> Vec<PathBuf> {
+pub(crate) fn scan(roots: &[&str]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in roots {
         let Ok(meta) = fs::symlink_metadata(root) else {
@@ -208,7 +208,7 @@ pub const HOST_CACHE: &str = "/var/cache/band/exec-mask.json";
 
 /// What [`load`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loaded {
+pub(crate) enum Loaded {
     /// A list for this key, younger than `MAX_AGE`.
     Fresh(Vec<PathBuf>),
     /// A list for another key (packages changed since) or an old one: used while a new one is
@@ -237,7 +237,7 @@ fn read_cache(path: &Path, key: &str, now: SystemTime) -> Loaded {
 }
 
 /// The list from the first of `caches` that has a fresh one, else the first stale one.
-pub fn load(caches: &[&Path], key: &str, now: SystemTime) -> Loaded {
+pub(crate) fn load(caches: &[&Path], key: &str, now: SystemTime) -> Loaded {
     let mut stale = None;
     for c in caches {
         match read_cache(c, key, now) {
@@ -278,7 +278,12 @@ pub fn rescan(state: &Path, host: &Path) {
 
 /// [`rescan`] with its key and scan given; whether it scanned (`false`: another scan holds the
 /// lock, or no lock could be made).
-pub fn rescan_with(state: &Path, host: &Path, key: &str, scan: &dyn Fn() -> Vec<PathBuf>) -> bool {
+pub(crate) fn rescan_with(
+    state: &Path,
+    host: &Path,
+    key: &str,
+    scan: &dyn Fn() -> Vec<PathBuf>,
+) -> bool {
     let open = |p: PathBuf| {
         fs::OpenOptions::new()
             .create(true)
@@ -313,7 +318,7 @@ pub fn prepare(state: &Path, host: &Path) -> bool {
 }
 
 /// Start `band-server rescan-mask <state>` detached: it outlives this run's server.
-pub fn refresh_in_background(state: &Path) {
+pub(crate) fn refresh_in_background(state: &Path) {
     use std::os::unix::process::CommandExt;
     let Ok(me) = std::env::current_exe() else {
         return;
@@ -332,7 +337,7 @@ pub fn refresh_in_background(state: &Path) {
 /// (the state directory's, else the host's [`HOST_CACHE`]) is used as it is; a stale one too,
 /// while `refresh` makes a new one in the background. Only a host with no list at all scans
 /// now (`scan`), and stores the list in both places.
-pub fn load_or_scan_with(
+pub(crate) fn load_or_scan_with(
     state: &Path,
     host: &Path,
     key: &str,
@@ -373,7 +378,7 @@ pub fn load_or_scan(state: &Path) -> Vec<PathBuf> {
 ///   `valgrind` → `/usr/libexec/valgrind`);
 /// - when its real file lives in a library tree, that tree's top directory
 ///   (`/usr/lib/jvm/<jdk>/bin/java` → `/usr/lib/jvm/<jdk>`, `/usr/lib/foo/x` → `/usr/lib/foo`).
-pub fn exempt_roots(name: &str, real: &Path) -> Vec<PathBuf> {
+pub(crate) fn exempt_roots(name: &str, real: &Path) -> Vec<PathBuf> {
     let named = |entry: &str| {
         entry == name
             || entry.strip_prefix(name).is_some_and(|rest| {
@@ -432,7 +437,7 @@ pub fn apply_exemptions(
 /// Are these the same program: the same file, or files of one size whose first and last 64 KiB
 /// agree? (The library trees are read-only system files, so a look at both ends is enough; where
 /// it errs, it errs towards masking.)
-pub fn same_program(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_program(a: &Path, b: &Path) -> bool {
     let (Ok(ma), Ok(mb)) = (fs::metadata(a), fs::metadata(b)) else {
         return false;
     };

@@ -30,7 +30,7 @@ use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::sys;
 
 /// The most layers kept in the cache.
-pub const MAX_LAYERS: usize = 64;
+pub(crate) const MAX_LAYERS: usize = 64;
 /// Prefix of a layer being built.
 const BUILD_PREFIX: &str = ".build-";
 
@@ -57,7 +57,7 @@ pub fn key(root: &str, rels: &[&Path]) -> String {
 }
 
 /// Write one whiteout per path of `rels` under `dir` (which exists), with directories between.
-pub fn build_layer(dir: &Path, rels: &[&Path]) -> SetupResult<()> {
+pub(crate) fn build_layer(dir: &Path, rels: &[&Path]) -> SetupResult<()> {
     const FSL: Layer = Layer::Filesystem;
     for rel in rels {
         let file = dir.join(rel);
@@ -75,7 +75,7 @@ pub fn build_layer(dir: &Path, rels: &[&Path]) -> SetupResult<()> {
 
 /// The shared layer for (`root`, `rels`), built now by `run_id` if no run built it before.
 /// `None` when the cache is full (the caller builds a private layer).
-pub fn shared_layer(
+pub(crate) fn shared_layer(
     state: &Path,
     run_id: &str,
     n: usize,

@@ -1,9 +1,9 @@
 //! Filesystem: the run directory, the hidden library executables and their cached whiteouts.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod execmask;
 pub mod maskcache;
-pub mod mounts;
+pub(crate) mod mounts;
 pub mod procmask;
 pub mod workdir;
 
@@ -17,22 +17,22 @@ use crate::request::Checked;
 /// host mounts, write dirs and wrapped command names planned before the lease, the host's
 /// library executables to hide and library trees, the network's resolv.conf and the CLI gate's
 /// programs.
-pub struct RunDirInputs<'p> {
-    pub host_mounts: &'p [HostMount],
-    pub write_dirs: &'p [String],
+pub(crate) struct RunDirInputs<'p> {
+    pub(crate) host_mounts: &'p [HostMount],
+    pub(crate) write_dirs: &'p [String],
     /// The names band-shim is bound under in `/usr/bin`.
-    pub wrappers: &'p [String],
-    pub masked: &'p [std::path::PathBuf],
-    pub lib_roots: &'p [String],
+    pub(crate) wrappers: &'p [String],
+    pub(crate) masked: &'p [std::path::PathBuf],
+    pub(crate) lib_roots: &'p [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network.
-    pub resolv_conf: Option<&'p str>,
-    pub exec: ExecView<'p>,
+    pub(crate) resolv_conf: Option<&'p str>,
+    pub(crate) exec: ExecView<'p>,
 }
 
 /// The run directory part of [`crate::plan::RunPlan`]: its operations, owners and modes
 /// included, and the library trees it masks. `inp.exec`: the programs (their trees are bound,
 /// their links are made in the sandbox's root). Pure.
-pub fn plan_run_dir<'a>(
+pub(crate) fn plan_run_dir<'a>(
     checked: &'a Checked<'_>,
     cfg: &ServerConfig,
     identity: &Identity,
@@ -74,7 +74,7 @@ pub fn plan_run_dir<'a>(
 
 /// The symlinks bubblewrap's root holds (link, target): at each program copy's path a link to
 /// its wrapper (`SandboxPlan::self_links`), and the installation links around it.
-pub fn root_links(exec: &ExecView<'_>) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+pub(crate) fn root_links(exec: &ExecView<'_>) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
     let bin = crate::common::paths::SANDBOX_PATH;
     exec.self_links
         .iter()
@@ -89,7 +89,7 @@ pub fn root_links(exec: &ExecView<'_>) -> Vec<(std::path::PathBuf, std::path::Pa
 }
 
 /// The filesystem layer: run directories, and whiteout layers being built.
-pub struct Fs;
+pub(crate) struct Fs;
 
 impl Built for RunDir {
     fn teardown(mut self: Box<Self>, t: &mut Teardown) {

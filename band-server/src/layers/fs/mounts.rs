@@ -12,7 +12,7 @@ use crate::error::{SetupError, SetupResult};
 use crate::layers::fs::workdir::{self, HostMount};
 
 /// `allow.<cat>` plus the `insist.<cat>` patterns it lacks.
-pub fn allow_and_insist(policy: &Policy, cat: Category) -> Vec<String> {
+pub(crate) fn allow_and_insist(policy: &Policy, cat: Category) -> Vec<String> {
     let mut v = policy.allow.get(cat).clone();
     for p in policy.insist.get(cat) {
         if !v.contains(p) {
@@ -29,7 +29,7 @@ pub fn allow_and_insist(policy: &Policy, cat: Category) -> Vec<String> {
 /// shown, so neither is bound; a secret or managed path is refused. Refuses host paths that
 /// would cover the sandbox's own paths (also after symlinks), and absolute deny patterns that a
 /// whole-path bind could not enforce.
-pub fn plan_host_mounts(
+pub(crate) fn plan_host_mounts(
     policy: &Policy,
     state: &Path,
     host_path: &dyn Fn(&Path) -> Option<(PathBuf, bool)>,
@@ -97,7 +97,7 @@ pub fn plan_host_mounts(
 }
 
 /// Workspace directories the run may create files in (from relative write patterns).
-pub fn plan_write_dirs(policy: &Policy) -> Vec<String> {
+pub(crate) fn plan_write_dirs(policy: &Policy) -> Vec<String> {
     let mut dirs: BTreeSet<String> = BTreeSet::new();
     for p in allow_and_insist(policy, Category::Write) {
         if let Some(d) = workdir::write_dir(&p) {

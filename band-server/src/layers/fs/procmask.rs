@@ -122,7 +122,7 @@ pub const KNOWN_HOST_FACTS: &[&str] = &[
 ];
 
 /// Is this top-level name kept: a process's folder or one of [`KEPT`]?
-pub fn is_kept(name: &str) -> bool {
+pub(crate) fn is_kept(name: &str) -> bool {
     (!name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
         || KEPT.iter().any(|(k, _)| *k == name)
 }
@@ -131,7 +131,7 @@ pub fn is_kept(name: &str) -> bool {
 /// `kpageflags`, `slabinfo`, `timer_list`, `vmallocinfo` are 0400 root): a run's uid is never root
 /// and holds no capability, so the kernel's own permission check refuses it, and a cover (a bind
 /// bubblewrap makes, each one a mount and a re-read of the mount table) would add nothing.
-pub fn only_root_opens(uid: u32, gid: u32, mode: u32) -> bool {
+pub(crate) fn only_root_opens(uid: u32, gid: u32, mode: u32) -> bool {
     uid == 0 && mode & 0o007 == 0 && (gid == 0 || mode & 0o070 == 0)
 }
 
@@ -190,7 +190,7 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
 }
 
 /// The host's `/proc`.
-pub const HOST_PROC: &str = "/proc";
+pub(crate) const HOST_PROC: &str = "/proc";
 
 #[cfg(test)]
 mod tests {

@@ -68,68 +68,68 @@ use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::request::DecodedFile;
 use crate::sys::{self, BindFlags};
 
-pub fn runs_dir(state: &Path) -> PathBuf {
+pub(crate) fn runs_dir(state: &Path) -> PathBuf {
     state.join("runs")
 }
 
 /// A host path bound into the sandbox for an absolute `allow.read` / `allow.write` pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostMount {
+pub(crate) struct HostMount {
     /// Canonical host path (file or directory).
-    pub host: PathBuf,
+    pub(crate) host: PathBuf,
     /// Where the sandbox sees it (the pattern's static prefix as written).
-    pub sandbox: PathBuf,
-    pub writable: bool,
-    pub is_dir: bool,
+    pub(crate) sandbox: PathBuf,
+    pub(crate) writable: bool,
+    pub(crate) is_dir: bool,
 }
 
 /// Everything needed to plan a run directory.
 /// `'d`: the files' data, which the plan borrows.
-pub struct RunDirSpec<'a, 'd> {
-    pub state: &'a Path,
-    pub run_id: &'a str,
-    pub disk_bytes: u64,
-    pub uid: u32,
-    pub gid: u32,
-    pub user: &'a str,
-    pub bundle: &'d [DecodedFile],
-    pub workspace: &'d [DecodedFile],
+pub(crate) struct RunDirSpec<'a, 'd> {
+    pub(crate) state: &'a Path,
+    pub(crate) run_id: &'a str,
+    pub(crate) disk_bytes: u64,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) user: &'a str,
+    pub(crate) bundle: &'d [DecodedFile],
+    pub(crate) workspace: &'d [DecodedFile],
     /// Does this workspace-relative path match `allow.write` and no `deny.write`?
-    pub write_allowed: &'a dyn Fn(&str) -> bool,
+    pub(crate) write_allowed: &'a dyn Fn(&str) -> bool,
     /// Workspace-relative directories the run may create files in ("" = the workspace root).
-    pub write_dirs: &'a [String],
-    pub input_json: &'d [u8],
-    pub config_json: Option<&'d [u8]>,
+    pub(crate) write_dirs: &'a [String],
+    pub(crate) input_json: &'d [u8],
+    pub(crate) config_json: Option<&'d [u8]>,
     /// Names to link to the shim in `bin/`.
-    pub wrappers: &'a [String],
-    pub host_mounts: &'a [HostMount],
+    pub(crate) wrappers: &'a [String],
+    pub(crate) host_mounts: &'a [HostMount],
     /// Files in the library trees to hide (see `execmask`): a tree holding any is an overlay
     /// with the masks on top at `usr/<tree>`, the others are binds of the host's.
-    pub masked: &'a [PathBuf],
+    pub(crate) masked: &'a [PathBuf],
     /// The library trees ([`crate::layers::fs::execmask::LIB_ROOTS`]) that are directories on
     /// this host.
-    pub lib_roots: &'a [String],
+    pub(crate) lib_roots: &'a [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
-    pub resolv_conf: Option<&'a str>,
+    pub(crate) resolv_conf: Option<&'a str>,
     /// Other binds whose sandbox path may lie under `/etc` (a declared program's tree there, such
     /// as LibreOffice's `/etc/libreoffice/registry`; an absolute `allow.read`), each with whether
     /// it is a directory: the synthetic `/etc` is read-only once bound, so their mount points
     /// are made here.
-    pub other_binds: &'a [(PathBuf, bool)],
+    pub(crate) other_binds: &'a [(PathBuf, bool)],
     /// (link, target): symlinks at absolute sandbox paths (`SandboxPlan::self_links` and
     /// `SandboxPlan::links`), made in the sandbox's root here since it is read-only once bound.
-    pub links: &'a [(PathBuf, PathBuf)],
+    pub(crate) links: &'a [(PathBuf, PathBuf)],
     /// The run's exec folder (`execcache::ExecDir`: `#!` scripts, shim, jail, socket, the `bin`
     /// link, `io/` as a mount point), bound read-only at `root/band` (→ `/band`).
-    pub exec_dir: &'a Path,
+    pub(crate) exec_dir: &'a Path,
 }
 
-pub use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
+pub(crate) use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// The folders of the sandbox's root that are mount points (`/proc`, made by bubblewrap; `/dev`,
 /// the writable `/workspace` and `/tmp`, and `/band`, bound on the view by band-server): made in
 /// `root/` since the view is read-only.
-pub const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
+pub(crate) const ROOT_MOUNT_POINTS: &[&str] = &["band", "dev", "proc", "tmp", "workspace"];
 
 /// The device nodes of the sandbox's `/dev` (bubblewrap's `--dev` set): name, major, minor (the
 /// kernel's fixed numbers, `Documentation/admin-guide/devices.txt`).
@@ -153,7 +153,7 @@ pub const DEV_LINKS: &[(&str, &str)] = &[
 ];
 
 /// The compatibility links at the sandbox's root: (link, target).
-pub const ROOT_LINKS: &[(&str, &str)] = &[
+pub(crate) const ROOT_LINKS: &[(&str, &str)] = &[
     ("bin", "usr/bin"),
     ("lib", "usr/lib"),
     ("lib64", "usr/lib64"),
@@ -232,9 +232,9 @@ pub enum FsOp<'a> {
 /// The run directory, planned: where it goes, its tmpfs, and every step that populates it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDirPlan<'a> {
-    pub state: PathBuf,
-    pub run_id: String,
-    pub root: PathBuf,
+    pub(crate) state: PathBuf,
+    pub(crate) run_id: String,
+    pub(crate) root: PathBuf,
     /// The tmpfs mount options.
     pub tmpfs: String,
     pub ops: Vec<FsOp<'a>>,
@@ -251,11 +251,11 @@ pub struct RunDirPlan<'a> {
     /// request it serves when it comes ([`RunDir::write_request`]).
     pub request: Vec<FsOp<'a>>,
     /// (sandbox path, source) for library trees prepared with masks.
-    pub lib_binds: Vec<(String, PathBuf)>,
+    pub(crate) lib_binds: Vec<(String, PathBuf)>,
 }
 
 impl RunDirPlan<'_> {
-    pub fn host_mount(&self, i: usize) -> PathBuf {
+    pub(crate) fn host_mount(&self, i: usize) -> PathBuf {
         self.root.join("host").join(i.to_string())
     }
 }
@@ -340,7 +340,7 @@ fn under_root(paths: &[PathBuf], root: &str) -> Vec<PathBuf> {
 /// Plan the run directory: pure. Each step plans one tree of it, in the order they are made (a
 /// folder before what it holds, a mount point before its bind); what the plan sets apart (the
 /// request's own files, what is made late) is split off the steps as they come.
-pub fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
+pub(crate) fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     let tree = Tree::new(runs_dir(spec.state).join(spec.run_id));
     let run_owner = (spec.uid, spec.gid);
     let mut p: Planned<'d> = Planned::default();
@@ -850,15 +850,15 @@ fn no_space_hint(e: SetupError) -> SetupError {
 
 /// A created run directory. Unmounted and removed by [`RunDir::teardown`] or on drop.
 #[derive(Debug)]
-pub struct RunDir {
-    pub root: PathBuf,
+pub(crate) struct RunDir {
+    pub(crate) root: PathBuf,
     mounted: bool,
     exists: bool,
 }
 
 impl RunDir {
     /// Create and mount the run directory, then apply the plan's steps.
-    pub fn create(plan: &RunDirPlan<'_>) -> SetupResult<RunDir> {
+    pub(crate) fn create(plan: &RunDirPlan<'_>) -> SetupResult<RunDir> {
         let runs = runs_dir(&plan.state);
         fs::create_dir_all(&runs).layer(
             Layer::Filesystem,
@@ -910,7 +910,7 @@ impl RunDir {
     /// Make the request's own files ([`RunDirPlan::request`]) in a run directory made without
     /// them: a spare sandbox's, when the request it serves comes. `plan` is that request's plan
     /// (the same run directory: the spare's run id).
-    pub fn write_request(plan: &RunDirPlan<'_>) -> SetupResult<()> {
+    pub(crate) fn write_request(plan: &RunDirPlan<'_>) -> SetupResult<()> {
         plan.request
             .iter()
             .try_for_each(|op| apply_op(op, plan))
@@ -918,12 +918,12 @@ impl RunDir {
     }
 
     /// Apply the plan's late steps ([`RunDirPlan::late`]) to the run directory `create` made.
-    pub fn finish(plan: &RunDirPlan<'_>) -> SetupResult<()> {
+    pub(crate) fn finish(plan: &RunDirPlan<'_>) -> SetupResult<()> {
         plan.late.iter().try_for_each(|op| apply_op(op, plan))
     }
 
     /// Unmount (lazily, with everything below) and remove. Idempotent.
-    pub fn teardown(&mut self) -> SetupResult<()> {
+    pub(crate) fn teardown(&mut self) -> SetupResult<()> {
         if self.mounted {
             sys::umount_detach(&self.root).layer(
                 Layer::Filesystem,
@@ -1036,7 +1036,7 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
 /// Unmount and remove a run directory left behind by a dead server (janitor). `Ok(false)`: there
 /// was nothing at `path` (its run removed it itself since the janitor listed it), so nothing was
 /// removed and nothing is to be reported.
-pub fn remove_stale(path: &Path) -> std::io::Result<bool> {
+pub(crate) fn remove_stale(path: &Path) -> std::io::Result<bool> {
     // Unmount until nothing is mounted there any more (a tmpfs, possibly stacked).
     let mut unmounted = false;
     for _ in 0..8 {
@@ -1124,7 +1124,7 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
 }
 
 /// The host's dynamic linker cache, copied into the synthetic `/etc` ([`FsOp::Copy`]).
-pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
+pub(crate) const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 
 /// Host folders of `/etc` bound over the run's `etc/` (their mount points are made there), each
 /// only if the host has it: shared configuration of libraries any program may load, never a
@@ -1134,32 +1134,32 @@ pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 pub const ETC_HOST_DIRS: &[&str] = &["ssl/certs", "ca-certificates", "fonts"];
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
-pub fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {
+pub(crate) fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {
     format!(
         "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:band run:/tmp:/usr/sbin/nologin\n"
     )
 }
 
 /// `/etc/group` inside the sandbox: root and this run's group only.
-pub fn synth_group(user: &str, gid: u32) -> String {
+pub(crate) fn synth_group(user: &str, gid: u32) -> String {
     format!("root:x:0:\n{user}:x:{gid}:\n")
 }
 
-pub const HOSTS: &str =
+pub(crate) const HOSTS: &str =
     "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tband\n";
 /// The file in the run's `/etc` that `BASH_ENV` names (`bwrap::sandbox_env`), read by every
 /// non-interactive bash in the sandbox.
-pub const BASH_ENV_FILE: &str = "band-bash-env";
+pub(crate) const BASH_ENV_FILE: &str = "band-bash-env";
 
 /// Its text: bash calls `command_not_found_handle` when a name is not on `PATH`; it asks
 /// band-server about the call through band-shim, which records a denial when the name is a host
 /// program the band does not declare, and answers "not available" (127) either way. Only a
 /// report: the program is not in the sandbox, and nothing here can start it. `command -v` still
 /// finds nothing, so `command -v tool || fallback` keeps working.
-pub const BASH_ENV: &str = "# band: report a command this sandbox does not have (see docs/security.md)\n\
+pub(crate) const BASH_ENV: &str = "# band: report a command this sandbox does not have (see docs/security.md)\n\
 command_not_found_handle() { exec -a \"$1\" /band/shim \"${@:2}\"; }\n";
 
-pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
+pub(crate) const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
 
 /// The workspace directory a relative `allow.write` pattern lets the run create files in: the
 /// pattern's static prefix (`FsPattern::static_prefix`), or its parent when the pattern is
@@ -1167,7 +1167,7 @@ pub const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: f
 /// directory). `out/**` and `out/` → `out`, `reports/*.md` →
 /// `reports`, `a/b.txt` → `a`, `*.json` → `` (the workspace root). `None` for absolute or invalid
 /// patterns.
-pub fn write_dir(pattern: &str) -> Option<String> {
+pub(crate) fn write_dir(pattern: &str) -> Option<String> {
     let p = FsPattern::parse(pattern).ok()?;
     if p.is_absolute() {
         return None;
@@ -1188,14 +1188,14 @@ pub fn write_dir(pattern: &str) -> Option<String> {
 
 /// The host path an absolute pattern needs bound: its static prefix.
 /// `/data/**` → `/data`, `/srv/a/*.csv` → `/srv/a`, `/data/input.csv` → `/data/input.csv`.
-pub fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
+pub(crate) fn absolute_prefix(pattern: &str) -> Option<PathBuf> {
     let p = FsPattern::parse(pattern).ok()?;
     p.is_absolute().then(|| PathBuf::from(p.static_prefix()))
 }
 
 /// Why a host path cannot be bound into the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostMountError {
+pub(crate) enum HostMountError {
     #[error("{} would cover {reserved}", .path.display())]
     Covers {
         path: PathBuf,
@@ -1214,7 +1214,7 @@ pub enum HostMountError {
 
 /// Refuse a host mount at `p` if it would cover or sit inside a reserved path, or inside the
 /// server's state directory.
-pub fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountError> {
+pub(crate) fn check_host_mount_path(p: &Path, state: &Path) -> Result<(), HostMountError> {
     use band::policy::place::SANDBOX_TREES;
     // `/` and the paths lint refuses a pattern above.
     for r in std::iter::once("/").chain(SANDBOX_TREES.iter().map(|t| t.path)) {

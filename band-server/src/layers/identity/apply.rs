@@ -12,7 +12,7 @@ use crate::layer::RunLayer;
 /// Lease a pool uid for `run_id` and keep the lease in the guard. A lease whose owner died
 /// mid-run is cleaned first by `on_dead` (the runner passes the janitor's cleanup of a dead
 /// lease: the janitor sits above the layers), which says whether it left nothing behind.
-pub fn lease(
+pub(crate) fn lease(
     cfg: &ServerConfig,
     run_id: &str,
     guard: &mut RunGuard,

@@ -1,6 +1,6 @@
 //! Identity: the run's uid, leased from a pool of per-run users.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod procs;
 pub mod uidpool;
 
@@ -12,7 +12,7 @@ use crate::common::{Built, Teardown, built_any};
 
 /// The identity layer. Its leftovers are the leases of dead servers, which the janitor reads to
 /// decide what is live; it walks the other layers from there.
-pub struct Identity;
+pub(crate) struct Identity;
 
 impl Built for Lease {
     fn stop(&mut self, t: &mut Teardown) {
@@ -38,7 +38,7 @@ impl Built for Lease {
 /// network relay (which the network layer reaps): when those stops confirmed that everything
 /// died, there is nothing to look for, and the host's `/proc` is not read. Otherwise sweep the
 /// uid in the `/proc` at `proc_root` (kill, then look once more); a survivor keeps the lease.
-pub fn stop_uid(proc_root: &Path, uid: u32, t: &mut Teardown) {
+pub(crate) fn stop_uid(proc_root: &Path, uid: u32, t: &mut Teardown) {
     if t.processes_dead {
         return;
     }

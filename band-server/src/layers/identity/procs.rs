@@ -36,15 +36,16 @@ pub fn status_is_zombie(status: &str) -> bool {
 }
 
 /// The host's `/proc`.
-pub const PROC: &str = "/proc";
+pub(crate) const PROC: &str = "/proc";
 
 thread_local! {
     static SWEEPS: Cell<usize> = const { Cell::new(0) };
 }
 
+#[cfg(test)]
 /// How many `/proc` sweeps this thread has made (a test hook: the count is per thread, so tests
 /// running in parallel do not see each other's).
-pub fn sweeps() -> usize {
+pub(crate) fn sweeps() -> usize {
     SWEEPS.with(Cell::get)
 }
 
@@ -55,7 +56,7 @@ pub fn pids_of_uids(uids: &BTreeSet<u32>) -> Vec<i32> {
 }
 
 /// [`pids_of_uids`] in the `/proc` at `proc_root`: reads every process's `status`.
-pub fn pids_of_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> Vec<i32> {
+pub(crate) fn pids_of_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> Vec<i32> {
     SWEEPS.with(|n| n.set(n.get() + 1));
     let Ok(rd) = fs::read_dir(proc_root) else {
         return Vec::new();
@@ -74,12 +75,12 @@ pub fn pids_of_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> Vec<i32> {
 }
 
 /// SIGKILL every process of `uids` until none is left (bounded). Never uid 0.
-pub fn kill_uids(uids: &BTreeSet<u32>) -> usize {
+pub(crate) fn kill_uids(uids: &BTreeSet<u32>) -> usize {
     kill_uids_in(Path::new(PROC), uids)
 }
 
 /// [`kill_uids`] in the `/proc` at `proc_root`.
-pub fn kill_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> usize {
+pub(crate) fn kill_uids_in(proc_root: &Path, uids: &BTreeSet<u32>) -> usize {
     let uids: BTreeSet<u32> = uids.iter().copied().filter(|u| *u != 0).collect();
     if uids.is_empty() {
         return 0;

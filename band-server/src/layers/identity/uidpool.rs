@@ -30,16 +30,16 @@ use crate::sys;
 pub const POOL_SIZE: u32 = 64;
 
 /// The host-wide locks of the pool's uids (`<dir>/<slot>.lock`), shared by every state directory.
-pub const UID_LOCK_DIR: &str = "/run/band-uids";
+pub(crate) const UID_LOCK_DIR: &str = "/run/band-uids";
 
-pub fn uid_lock_path(dir: &Path, slot: u32) -> PathBuf {
+pub(crate) fn uid_lock_path(dir: &Path, slot: u32) -> PathBuf {
     dir.join(format!("{slot}.lock"))
 }
 
 /// Take the host-wide lock of `slot` in `dir` (normally [`UID_LOCK_DIR`]), creating the
 /// directory (root-only) and the file if needed. `Ok(None)`: a server, of whichever state
 /// directory, holds it, so a run of that uid may be alive.
-pub fn try_lock_uid(dir: &Path, slot: u32) -> std::io::Result<Option<File>> {
+pub(crate) fn try_lock_uid(dir: &Path, slot: u32) -> std::io::Result<Option<File>> {
     fs::create_dir_all(dir)?;
     let meta = fs::symlink_metadata(dir)?;
     if !meta.is_dir() {
@@ -81,11 +81,11 @@ pub fn parse_passwd_entry(passwd: &str, name: &str) -> Option<(u32, u32)> {
 /// A held slot. Dropping it releases the lock (and the file's content is cleared first by
 /// [`Lease::release`] on the normal path).
 #[derive(Debug)]
-pub struct Lease {
-    pub slot: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub user: String,
+pub(crate) struct Lease {
+    pub(crate) slot: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) user: String,
     file: File,
     path: PathBuf,
     /// The slot's host-wide lock ([`try_lock_uid`]), held as long as the lease.
@@ -95,16 +95,12 @@ pub struct Lease {
 impl Lease {
     /// Clear the lock file and drop the lock. Call only once nothing of the run is alive. The
     /// slot becomes the pool's hint when it is below it (the next run starts its search there).
-    pub fn release(self) {
+    pub(crate) fn release(self) {
         let _ = clear_lease(&self.file);
         if let Some(state) = self.path.parent().and_then(Path::parent) {
             lower_hint(state, self.slot);
         }
         drop(self);
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -119,7 +115,7 @@ pub fn lease_path(state: &Path, slot: u32) -> PathBuf {
 /// The slots whose lease file ([`lease_path`]) exists in `state`, in order, from one listing of
 /// [`leases_dir`] (none when it cannot be read, as when it does not exist yet). Names that are not
 /// a pool slot's lease file (the hint, anything else) are not slots.
-pub fn lease_slots(state: &Path) -> Vec<u32> {
+pub(crate) fn lease_slots(state: &Path) -> Vec<u32> {
     let Ok(entries) = fs::read_dir(leases_dir(state)) else {
         return Vec::new();
     };
@@ -136,7 +132,7 @@ pub fn lease_slots(state: &Path) -> Vec<u32> {
 }
 
 /// Open (creating it if needed) the lock file of `slot`, root-only.
-pub fn open_lock(state: &Path, slot: u32) -> std::io::Result<File> {
+pub(crate) fn open_lock(state: &Path, slot: u32) -> std::io::Result<File> {
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -202,7 +198,7 @@ fn write_lease(file: &File, pid: u32, run_id: &str) -> std::io::Result<()> {
 
 /// Clear a lease (free slot) in place: blanks over the record, which [`parse_lease`] reads as no
 /// lease, instead of truncating it to nothing (see `write_hint` for why).
-pub fn clear_lease(file: &File) -> std::io::Result<()> {
+pub(crate) fn clear_lease(file: &File) -> std::io::Result<()> {
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok(());
@@ -216,7 +212,7 @@ pub fn clear_lease(file: &File) -> std::io::Result<()> {
 
 /// After a release of `slot`: the hint goes down to it if it is above (the lowest slot that may
 /// be free is where the next run should look first).
-pub fn lower_hint(state: &Path, slot: u32) {
+pub(crate) fn lower_hint(state: &Path, slot: u32) {
     if slot < read_hint(state) {
         write_hint(state, slot);
     }
@@ -224,20 +220,20 @@ pub fn lower_hint(state: &Path, slot: u32) {
 
 /// The order in which slots are tried: from `hint` to the end of the pool, then from 0 (every
 /// slot once).
-pub fn search_order(hint: u32) -> impl Iterator<Item = u32> {
+pub(crate) fn search_order(hint: u32) -> impl Iterator<Item = u32> {
     let start = hint % POOL_SIZE;
     (start..POOL_SIZE).chain(0..start)
 }
 
 /// The `pid run_id` written in a lease file, if any.
-pub fn parse_lease(text: &str) -> Option<(i32, String)> {
+pub(crate) fn parse_lease(text: &str) -> Option<(i32, String)> {
     let mut it = text.split_whitespace();
     let pid = it.next()?.parse().ok()?;
     let run = it.next()?.to_string();
     Some((pid, run))
 }
 
-pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
+pub(crate) fn read_lease(file: &mut File) -> Option<(i32, String)> {
     let mut s = String::new();
     file.seek(SeekFrom::Start(0)).ok()?;
     file.read_to_string(&mut s).ok()?;
@@ -247,10 +243,10 @@ pub fn read_lease(file: &mut File) -> Option<(i32, String)> {
 /// What to do with a slot whose previous owner died mid-run (the lock was free, the file still
 /// names a run): the janitor's cleanup, passed in by the caller. It answers whether the slot is
 /// clean; a slot that is not stays leased to the dead run and is skipped.
-pub type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File) -> bool;
+pub(crate) type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File) -> bool;
 
 /// Lease the first free slot for `run_id`, creating its user if needed.
-pub fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
+pub(crate) fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
     let dir = leases_dir(state);
     fs::create_dir_all(&dir).layer(
         Layer::Identity,

@@ -20,14 +20,14 @@ use crate::layer::{Inputs, RunLayer};
 
 /// The run's network, started ([`table_and_relay`]): its handle, for the wait and the run loop
 /// (which watches its table and reads what it saw), and its namespace, for the spawn.
-pub struct NetStarted {
-    pub layer: Held<NetLayer>,
-    pub netns: Option<NetNamespace>,
+pub(crate) struct NetStarted {
+    pub(crate) layer: Held<NetLayer>,
+    pub(crate) netns: Option<NetNamespace>,
 }
 
 /// The network's first step, before the spawn (bubblewrap joins the namespace): the nftables
 /// table, and the network namespace with its relay started. Nothing without `allow.net`.
-pub fn table_and_relay(
+pub(crate) fn table_and_relay(
     inp: &Inputs<'_>,
     on_lookup: Arc<OnLookup>,
     guard: &mut RunGuard,
@@ -51,7 +51,7 @@ pub fn table_and_relay(
 
 /// The network's wait step, after the spawn: the relay up and the stub serving, before the
 /// jail's input is written (the run starts the script's clock after it).
-pub fn ready(net: &Held<NetLayer>, guard: &mut RunGuard) -> SetupResult<()> {
+pub(crate) fn ready(net: &Held<NetLayer>, guard: &mut RunGuard) -> SetupResult<()> {
     let layer = guard.get_mut(net).ok_or_else(|| {
         SetupError::new(
             Layer::Network,

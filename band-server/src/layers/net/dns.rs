@@ -31,7 +31,7 @@ use super::nft::{Dest, NftError};
 
 /// What the stub decided about one name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NameDecision {
+pub(crate) enum NameDecision {
     /// Not admitted: NXDOMAIN, nothing asked upstream.
     Refused,
     /// Admitted on these ports (`None` = every port); addresses are denied on `deny_ports`.
@@ -42,7 +42,7 @@ pub enum NameDecision {
 }
 
 /// Decide a name against the band's `net` rules.
-pub fn decide_name(m: &NetMatcher, name: &str) -> NameDecision {
+pub(crate) fn decide_name(m: &NetMatcher, name: &str) -> NameDecision {
     if matches!(m.check_host(name, None), Decision::Deny { .. }) {
         return NameDecision::Refused;
     }
@@ -71,7 +71,7 @@ pub fn decide_name(m: &NetMatcher, name: &str) -> NameDecision {
 }
 
 /// Whether an answered address may be handed to the script.
-pub fn address_admitted(m: &NetMatcher, own: &[IpAddr], ip: IpAddr) -> bool {
+pub(crate) fn address_admitted(m: &NetMatcher, own: &[IpAddr], ip: IpAddr) -> bool {
     if matches!(m.check_ip(ip, None), Decision::Deny { .. }) {
         return false;
     }
@@ -79,7 +79,7 @@ pub fn address_admitted(m: &NetMatcher, own: &[IpAddr], ip: IpAddr) -> bool {
     explicit || (is_public_ip(ip) && !own.contains(&ip))
 }
 
-pub use crate::common::handover::{Lookup, OnLookup};
+pub(crate) use crate::common::handover::{Lookup, OnLookup};
 
 /// Asks the real resolvers.
 pub trait Upstream: Send + Sync {
@@ -87,7 +87,7 @@ pub trait Upstream: Send + Sync {
 }
 
 /// Adds learned destinations to the run's sets; must finish before the reply is sent.
-pub type Learn = dyn Fn(&[Dest], &[Dest]) -> Result<(), NftError> + Send + Sync;
+pub(crate) type Learn = dyn Fn(&[Dest], &[Dest]) -> Result<(), NftError> + Send + Sync;
 
 /// What went wrong asking an upstream resolver or starting the stub.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +145,7 @@ const UDP_PLAIN: usize = 512;
 
 impl Resolver {
     /// The reply to one query (None: not a DNS query at all; drop it), and what was asked.
-    pub fn answer(&self, bytes: &[u8]) -> (Option<Vec<u8>>, Option<Lookup>) {
+    pub(crate) fn answer(&self, bytes: &[u8]) -> (Option<Vec<u8>>, Option<Lookup>) {
         let Ok(req) = Message::from_vec(bytes) else {
             return (None, None);
         };
@@ -344,7 +344,6 @@ pub struct Stub {
     /// The serving threads' sockets, shut down by [`Stub::stop`] to wake them at once (they
     /// block in `recv_from` and `accept` with no timeout: nothing polls).
     wake: Vec<OwnedFd>,
-    pub addr: Ipv4Addr,
 }
 
 impl Stub {
@@ -360,7 +359,7 @@ impl Stub {
 
     /// The stub's two sockets, UDP and TCP port 53 on `addr`, in the calling thread's network
     /// namespace (a networked run's own: see `netns::RunNetns::in_netns`).
-    pub fn bind(addr: Ipv4Addr) -> Result<(UdpSocket, TcpListener), DnsError> {
+    pub(crate) fn bind(addr: Ipv4Addr) -> Result<(UdpSocket, TcpListener), DnsError> {
         let sa = SocketAddrV4::new(addr, 53);
         let bind = |proto| {
             move |source| DnsError::Bind {
@@ -376,7 +375,7 @@ impl Stub {
 
     /// Serve on sockets made by [`Stub::bind`]. The serving threads (and the upstream sockets
     /// they make) stay in this process's network namespace.
-    pub fn serve(
+    pub(crate) fn serve(
         addr: Ipv4Addr,
         udp: UdpSocket,
         tcp: TcpListener,
@@ -421,7 +420,6 @@ impl Stub {
             stop,
             threads,
             wake,
-            addr,
         })
     }
 

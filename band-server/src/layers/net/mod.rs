@@ -19,7 +19,7 @@
 //! Pure parts: [`plan`], [`stub_addr`], [`parse_resolv_conf`], [`parse_fib_trie_local`],
 //! [`parse_if_inet6`], [`insist_missing`], [`netns::relay_args`]; [`NetLayer`] applies them.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod dns;
 pub mod netns;
 pub mod nft;
@@ -53,12 +53,12 @@ pub enum NetError {
 }
 
 /// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
-pub fn stub_addr(slot: u32) -> Ipv4Addr {
+pub(crate) fn stub_addr(slot: u32) -> Ipv4Addr {
     Ipv4Addr::new(127, 77, (slot / 250) as u8, (slot % 250 + 1) as u8)
 }
 
 /// The `nameserver` lines of a resolv.conf (IPv6 zone ids are dropped with their line).
-pub fn parse_resolv_conf(text: &str) -> Vec<SocketAddr> {
+pub(crate) fn parse_resolv_conf(text: &str) -> Vec<SocketAddr> {
     text.lines()
         .filter_map(|l| l.split('#').next()?.trim().strip_prefix("nameserver"))
         .filter_map(|rest| rest.trim().parse::<IpAddr>().ok())
@@ -67,7 +67,7 @@ pub fn parse_resolv_conf(text: &str) -> Vec<SocketAddr> {
 }
 
 /// This host's IPv4 addresses from `/proc/net/fib_trie` (the `/32 host LOCAL` entries).
-pub fn parse_fib_trie_local(text: &str) -> Vec<IpAddr> {
+pub(crate) fn parse_fib_trie_local(text: &str) -> Vec<IpAddr> {
     let mut out = BTreeSet::new();
     let mut last: Option<Ipv4Addr> = None;
     for line in text.lines() {
@@ -84,7 +84,7 @@ pub fn parse_fib_trie_local(text: &str) -> Vec<IpAddr> {
 }
 
 /// This host's IPv6 addresses from `/proc/net/if_inet6`.
-pub fn parse_if_inet6(text: &str) -> Vec<IpAddr> {
+pub(crate) fn parse_if_inet6(text: &str) -> Vec<IpAddr> {
     text.lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|h| h.len() == 32)
@@ -119,7 +119,13 @@ fn dest_of(p: &NetPattern) -> Option<Dest> {
 }
 
 /// The run's table, from its rules: a pure function.
-pub fn plan(run_id: &str, uid: u32, stub: Ipv4Addr, m: &NetMatcher, own: &[IpAddr]) -> NetPlan {
+pub(crate) fn plan(
+    run_id: &str,
+    uid: u32,
+    stub: Ipv4Addr,
+    m: &NetMatcher,
+    own: &[IpAddr],
+) -> NetPlan {
     let deny = m
         .deny_patterns()
         .iter()
@@ -172,7 +178,7 @@ fn dedup_ranges(mut v: Vec<(IpAddr, u8)>) -> Vec<(IpAddr, u8)> {
 /// Which `insist.net` items the run never did: a name counts when the stub resolved a name the
 /// pattern matches and the run reached one of the addresses it was given (on the pattern's port);
 /// an IP/CIDR counts when the run reached an address inside it.
-pub fn insist_missing(
+pub(crate) fn insist_missing(
     insist: &[String],
     lookups: &[Lookup],
     contacted: &[nft::Flow],
@@ -204,14 +210,14 @@ pub fn insist_missing(
 }
 
 /// How often the run loop checks that the run's table still exists.
-pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The run's network, planned: its table, its stub and the sandbox's `/etc/resolv.conf`.
 #[derive(Debug, Clone)]
 pub struct NetRunPlan {
     pub table: NetPlan,
     /// The run's gid (its uid is the table's): the owner of the run's namespace and relay.
-    pub gid: u32,
+    pub(crate) gid: u32,
     /// The table as one nft batch ([`nft::ruleset`]).
     pub ruleset: String,
     pub stub_addr: Ipv4Addr,
@@ -252,7 +258,7 @@ pub fn plan_run(
 
 /// The network part of [`crate::plan::RunPlan`]: `None` without `allow.net` (the run gets a
 /// network namespace with only loopback), else [`plan_run`] with the host's facts. Pure.
-pub fn plan_network(
+pub(crate) fn plan_network(
     run_id: &str,
     identity: &crate::common::handover::Identity,
     matcher: &NetMatcher,
@@ -281,8 +287,8 @@ pub fn plan_network(
 /// A run's table, namespace with its relay, and stub; [`NetLayer::teardown`] removes them (also
 /// on drop).
 pub struct NetLayer {
-    pub table: String,
-    pub stub_addr: Ipv4Addr,
+    pub(crate) table: String,
+    pub(crate) stub_addr: Ipv4Addr,
     nft: Nft,
     stub: Option<Stub>,
     netns: Option<RunNetns>,
@@ -314,7 +320,7 @@ impl NetLayer {
     /// waits for the relay and starts the stub: the relay's start (about 3 ms) overlaps
     /// bubblewrap building the sandbox, and the script, which cannot start before that input,
     /// never runs before the relay is up and the stub answers. Any failure: nothing is left.
-    pub fn start(
+    pub(crate) fn start(
         plan: &NetRunPlan,
         nft: &Nft,
         relay: &Path,
@@ -373,7 +379,7 @@ impl NetLayer {
 
     /// The second half of [`NetLayer::setup`]: the relay up, then the stub serving (its address
     /// is on the namespace's loopback, which the relay brings up).
-    pub fn wait_ready(&mut self) -> Result<(), NetError> {
+    pub(crate) fn wait_ready(&mut self) -> Result<(), NetError> {
         let Some(ns) = self.netns.as_mut() else {
             return Ok(());
         };
@@ -387,25 +393,12 @@ impl NetLayer {
     }
 
     /// The run's network namespace, for bubblewrap's parent to join.
-    pub fn netns_fd(&self) -> Option<std::os::fd::RawFd> {
+    pub(crate) fn netns_fd(&self) -> Option<std::os::fd::RawFd> {
         self.netns.as_ref().map(RunNetns::netns_fd)
     }
 
-    /// The relay's pid while it runs (for tests and `--trace`).
-    pub fn relay_pid(&self) -> Option<u32> {
-        self.netns.as_ref().and_then(RunNetns::relay_pid)
-    }
-
-    /// The `/etc/resolv.conf` of the sandbox.
-    pub fn resolv_conf(&self) -> String {
-        format!(
-            "nameserver {}\noptions timeout:3 attempts:2\n",
-            self.stub_addr
-        )
-    }
-
     /// Whether the table is still in the kernel (someone may have flushed the ruleset).
-    pub fn table_present(&self) -> bool {
+    pub(crate) fn table_present(&self) -> bool {
         self.nft
             .list_tables()
             .is_ok_and(|t| t.contains(&self.table))
@@ -414,12 +407,12 @@ impl NetLayer {
     /// Whether what the run's network needs is all still there: its table (a firewall's reload
     /// flushes the ruleset) and its relay. A spare sandbox asks before it takes a request
     /// (`run::spare`): without its table the run's uid would reach every host.
-    pub fn intact(&mut self) -> bool {
+    pub(crate) fn intact(&mut self) -> bool {
         self.table_present() && self.netns.as_mut().is_some_and(RunNetns::relay_runs)
     }
 
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
-    pub fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
+    pub(crate) fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
         let mut sets = self
             .nft
@@ -471,7 +464,7 @@ impl NetLayer {
     /// Stop the stub but keep the table: something of the run survived and must stay filtered.
     /// The janitor deletes the table once the run's uid has no process left.
     /// The relay is gone too (the survivor's namespace has no way out).
-    pub fn abandon(mut self) {
+    pub(crate) fn abandon(mut self) {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
@@ -481,7 +474,7 @@ impl NetLayer {
 
     /// Kill the relay: the run's namespace has no way out any more (its exit, slow, is reaped
     /// by [`NetLayer::stop_relay`]).
-    pub fn kill_relay(&mut self) -> std::io::Result<()> {
+    pub(crate) fn kill_relay(&mut self) -> std::io::Result<()> {
         match self.netns.as_mut() {
             Some(ns) => ns.kill(),
             None => Ok(()),
@@ -489,7 +482,7 @@ impl NetLayer {
     }
 
     /// Kill the relay and reap it.
-    pub fn stop_relay(&mut self) -> std::io::Result<()> {
+    pub(crate) fn stop_relay(&mut self) -> std::io::Result<()> {
         match self.netns.as_mut() {
             Some(ns) => ns.stop(),
             None => Ok(()),
@@ -520,7 +513,7 @@ impl Drop for NetLayer {
 
 /// Delete `band_*` tables of runs that are not live. `tables` must be listed *before* the live
 /// leases were read, so a run that started in between is never touched.
-pub fn remove_stale_tables(
+pub(crate) fn remove_stale_tables(
     nft: &Nft,
     tables: &[String],
     live: &BTreeSet<String>,
@@ -543,7 +536,7 @@ pub fn remove_stale_tables(
 }
 
 /// The network layer.
-pub struct Net;
+pub(crate) struct Net;
 
 impl crate::common::Built for NetLayer {
     fn stop(&mut self, t: &mut crate::common::Teardown) {

@@ -42,12 +42,12 @@ use std::time::{Duration, Instant};
 use crate::sys;
 
 /// The interface of the run's namespace.
-pub const TAP: &str = "tap0";
+pub(crate) const TAP: &str = "tap0";
 /// The relay's own IPv4 network inside the run's namespace (the tap, its gateway, its unused
 /// DNS address). Not slirp4netns's default `10.0.2.0/24`: that is QEMU's user network too, so in
 /// a band VM the host the band allows (`10.0.2.2`) would be the relay's own gateway. A
 /// benchmarking range (RFC 2544), never a destination a band needs.
-pub const RELAY_CIDR: &str = "198.19.249.0/24";
+pub(crate) const RELAY_CIDR: &str = "198.19.249.0/24";
 /// Descriptor numbers in the relay: user namespace, network namespace, ready pipe, exit pipe.
 const FD_USERNS: i32 = 3;
 const FD_NETNS: i32 = 4;
@@ -81,7 +81,7 @@ pub enum NetnsError {
 }
 
 /// The relay's command line after the program: pure.
-pub fn relay_args() -> Vec<String> {
+pub(crate) fn relay_args() -> Vec<String> {
     [
         "--configure",
         "--mtu=65520",
@@ -105,7 +105,7 @@ pub fn relay_args() -> Vec<String> {
 }
 
 /// Whether `/proc/net/ipv6_route` text has a default route.
-pub fn has_default_ipv6_route(text: &str) -> bool {
+pub(crate) fn has_default_ipv6_route(text: &str) -> bool {
     text.lines().any(|l| {
         let mut f = l.split_whitespace();
         f.next() == Some("00000000000000000000000000000000") && f.next() == Some("00")
@@ -140,7 +140,7 @@ impl RunNetns {
     /// without waiting for it to configure the namespace ([`RunNetns::wait_ready`]). A run joins
     /// the namespace with bubblewrap meanwhile; nothing of the run uses the network before the
     /// wait (the jail's input, without which the script never starts, is written after it).
-    pub fn begin(bin: &Path, uid: u32, gid: u32) -> Result<RunNetns, NetnsError> {
+    pub(crate) fn begin(bin: &Path, uid: u32, gid: u32) -> Result<RunNetns, NetnsError> {
         if !Path::new("/dev/net/tun").exists() {
             return Err(NetnsError::NoTun);
         }
@@ -168,7 +168,7 @@ impl RunNetns {
     /// The second half of [`RunNetns::start`]: wait for the relay to configure the namespace
     /// (its ready byte) and for its IPv6 router advertisement. A relay that exits or times out
     /// is stopped, and the error carries what it printed.
-    pub fn wait_ready(&mut self) -> Result<(), NetnsError> {
+    pub(crate) fn wait_ready(&mut self) -> Result<(), NetnsError> {
         let Some(ready) = self.ready.take() else {
             return Ok(());
         };
@@ -281,7 +281,7 @@ impl RunNetns {
 
     /// Run `f` on a thread of its own inside the run's network namespace (sockets it creates
     /// belong there); this thread stays where it is.
-    pub fn in_netns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
+    pub(crate) fn in_netns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
         let fd = self.netns.as_fd();
         std::thread::scope(|s| {
             s.spawn(move || {
@@ -294,17 +294,18 @@ impl RunNetns {
     }
 
     /// The namespace, for bubblewrap's parent to join.
-    pub fn netns_fd(&self) -> std::os::fd::RawFd {
+    pub(crate) fn netns_fd(&self) -> std::os::fd::RawFd {
         self.netns.as_raw_fd()
     }
 
+    #[cfg(test)]
     /// The relay's pid while it runs.
-    pub fn relay_pid(&self) -> Option<u32> {
+    pub(crate) fn relay_pid(&self) -> Option<u32> {
         self.relay.as_ref().map(Child::id)
     }
 
     /// Whether the relay is still running (not exited, not killed).
-    pub fn relay_runs(&mut self) -> bool {
+    pub(crate) fn relay_runs(&mut self) -> bool {
         self.relay
             .as_mut()
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
@@ -315,7 +316,7 @@ impl RunNetns {
     /// Its exit takes a while (about 25 ms: the kernel unregisters its tap first), so a run
     /// kills it before its result and reaps it ([`RunNetns::stop`]) after. An error means it
     /// may still be alive.
-    pub fn kill(&mut self) -> std::io::Result<()> {
+    pub(crate) fn kill(&mut self) -> std::io::Result<()> {
         self.exit_w = None;
         match self.relay.as_mut() {
             Some(c) => c.kill(),
@@ -324,7 +325,7 @@ impl RunNetns {
     }
 
     /// Kill the relay and reap it. An error means it may still be alive.
-    pub fn stop(&mut self) -> std::io::Result<()> {
+    pub(crate) fn stop(&mut self) -> std::io::Result<()> {
         self.exit_w = None;
         if let Some(mut c) = self.relay.take() {
             let _ = c.kill();

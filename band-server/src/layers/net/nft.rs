@@ -45,9 +45,9 @@ use crate::sys;
 /// A destination: address, optional port (`None` = every port).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Dest {
-    pub net: IpAddr,
-    pub prefix: u8,
-    pub port: Option<u16>,
+    pub(crate) net: IpAddr,
+    pub(crate) prefix: u8,
+    pub(crate) port: Option<u16>,
 }
 
 impl Dest {
@@ -60,7 +60,7 @@ impl Dest {
     }
 }
 
-pub fn full_prefix(ip: IpAddr) -> u8 {
+pub(crate) fn full_prefix(ip: IpAddr) -> u8 {
     if ip.is_ipv4() { 32 } else { 128 }
 }
 
@@ -88,7 +88,7 @@ pub fn table_name(run_id: &str) -> String {
 }
 
 /// Whether a table name is one of ours (for the janitor).
-pub fn is_band_table(name: &str) -> bool {
+pub(crate) fn is_band_table(name: &str) -> bool {
     name.strip_prefix("band_")
         .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
@@ -237,9 +237,9 @@ pub fn learn_batch(table: &str, allow: &[Dest], deny: &[Dest]) -> String {
 /// A destination recorded by the kernel in `seen*` or `denied*`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Flow {
-    pub ip: IpAddr,
-    pub proto: String,
-    pub port: u16,
+    pub(crate) ip: IpAddr,
+    pub(crate) proto: String,
+    pub(crate) port: u16,
 }
 
 /// What went wrong running `nft` or reading its output.
@@ -285,8 +285,9 @@ struct NftJson {
     nftables: Vec<serde_json::Value>,
 }
 
+#[cfg(test)]
 /// Parse `nft -j list set inet <table> <set>` (elements are concatenations `addr . proto . port`).
-pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, NftError> {
+pub(crate) fn parse_set_json(text: &str) -> Result<Vec<Flow>, NftError> {
     Ok(parse_sets_json(text)?
         .into_values()
         .flatten()
@@ -298,7 +299,7 @@ pub fn parse_set_json(text: &str) -> Result<Vec<Flow>, NftError> {
 /// Parse `nft -j list table inet <table>`: every set's elements that are concatenations
 /// `addr . proto . port`, by set name (each sorted, without duplicates). One listing serves the
 /// whole report.
-pub fn parse_sets_json(text: &str) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
+pub(crate) fn parse_sets_json(text: &str) -> Result<BTreeMap<String, Vec<Flow>>, NftError> {
     let doc: NftJson = serde_json::from_str(text)?;
     let mut sets: BTreeMap<String, BTreeSet<Flow>> = BTreeMap::new();
     for item in &doc.nftables {
@@ -364,7 +365,7 @@ pub fn parse_tables_json(text: &str) -> Result<Vec<String>, NftError> {
 /// the JSON are the same; a configured other program (a wrapper) is always run.
 #[derive(Debug, Clone)]
 pub struct Nft {
-    pub bin: PathBuf,
+    pub(crate) bin: PathBuf,
     lib: Option<&'static Mutex<sys::NftLibrary>>,
 }
 
@@ -384,7 +385,7 @@ fn is_system(bin: &Path) -> bool {
 /// system's nft. A run with `allow.net` calls this as soon as its request is read: loading the
 /// library and making its context (about 0.7 ms) then overlaps the run's checks, lease, plan and
 /// cgroup instead of delaying its network, whose first use of the library waits for this one.
-pub fn open_early(bin: &Path) {
+pub(crate) fn open_early(bin: &Path) {
     if is_system(bin) {
         let _ = std::thread::Builder::new()
             .name("band-nft-open".into())

@@ -21,10 +21,10 @@ use crate::error::{LayerExt, SetupResult};
 use crate::layer::{EntryStart, Gate, Inputs, RunLayer};
 use crate::sys::{self, PreExec};
 
-pub use crate::common::handover::Spawned;
+pub(crate) use crate::common::handover::Spawned;
 
 /// jail input → spawn: what [`jail_input`] made.
-pub struct JailReady {
+pub(crate) struct JailReady {
     /// The jail's input (secrets included), encoded.
     json: Vec<u8>,
     /// How the run's memfds are kept from executing.
@@ -35,21 +35,21 @@ pub struct JailReady {
 }
 
 /// What the spawn needs from the other layers, each from the step that made it.
-pub struct SpawnInputs {
-    pub jail: JailReady,
+pub(crate) struct SpawnInputs {
+    pub(crate) jail: JailReady,
     /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
-    pub cgroup_join: JoinFiles,
+    pub(crate) cgroup_join: JoinFiles,
     /// network → spawn: the run's own network namespace (with `allow.net`).
-    pub netns: Option<NetNamespace>,
+    pub(crate) netns: Option<NetNamespace>,
     /// What the run builds beside the spawn (the run directory), which bubblewrap's exec waits
     /// for.
-    pub gate: Option<Gate>,
+    pub(crate) gate: Option<Gate>,
 }
 
 /// The jail input step: how the entry starts (`programs`: the CLI gate's programs, which decide
 /// it), the memfd guard, and the jail's input encoded. memfd execution: the run's pid namespace
 /// gets `vm.memfd_noexec = 2`, or, on kernels without it, seccomp denies memfd_create.
-pub fn jail_input(
+pub(crate) fn jail_input(
     inp: &Inputs<'_>,
     programs: &dyn EntryStart,
     on_report: &OnReport,
@@ -155,7 +155,11 @@ fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::S
 /// under a reaper ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed
 /// first (the timeout path kills band-server's child after the cgroup), that pid 1 is handed to
 /// band-server, not to the host's init, and is reaped at the end of `run::execute`.
-pub fn spawn(inp: &Inputs<'_>, with: SpawnInputs, guard: &mut RunGuard) -> SetupResult<Spawned> {
+pub(crate) fn spawn(
+    inp: &Inputs<'_>,
+    with: SpawnInputs,
+    guard: &mut RunGuard,
+) -> SetupResult<Spawned> {
     let plan = inp.plan;
     let part: &ProcessPlan = &plan.process;
     sys::set_child_subreaper().layer(Layer::Process, "failed to become a child subreaper")?;

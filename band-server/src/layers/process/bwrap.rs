@@ -44,30 +44,30 @@ use crate::common::handover::ProcMask;
 use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
 
 /// Inside the sandbox.
-pub use crate::common::paths::SANDBOX_PATH;
-pub const SANDBOX_SHIM: &str = "/band/shim";
-pub const SANDBOX_JAIL: &str = "/band/jail";
-pub const SANDBOX_SOCK: &str = "/band/sock";
+pub(crate) use crate::common::paths::SANDBOX_PATH;
+#[cfg(test)]
+pub(crate) const SANDBOX_SHIM: &str = "/band/shim";
+pub(crate) const SANDBOX_JAIL: &str = "/band/jail";
 /// `BASH_ENV`: the run's `/etc` file [`crate::layers::fs::workdir::BASH_ENV`].
-pub const SANDBOX_BASH_ENV: &str = "/etc/band-bash-env";
-pub const SECRETS_FD: i32 = 3;
-pub const STATUS_FD: i32 = 4;
+pub(crate) const SANDBOX_BASH_ENV: &str = "/etc/band-bash-env";
+pub(crate) const SECRETS_FD: i32 = 3;
+pub(crate) const STATUS_FD: i32 = 4;
 /// bubblewrap reads its options from this descriptor (`--args`).
-pub const ARGS_FD: i32 = 5;
+pub(crate) const ARGS_FD: i32 = 5;
 /// The entry's interpreter, an `O_PATH` descriptor the jail runs ([`JailExec`]); passed only
 /// when the jail input says so.
 pub const PROGRAM_FD: i32 = 6;
 /// `band learn` only: a unix socket to band-server, on which the jail sends the listener of its
 /// observing seccomp filter ([`JailInput::observe_fd`]).
-pub const OBSERVE_FD: i32 = 7;
+pub(crate) const OBSERVE_FD: i32 = 7;
 /// The start of bubblewrap's command line (its `argv[0]` is set to this name, not its host
 /// path); [`split_args`] gives the rest.
-pub const BWRAP_ARGV: [&str; 3] = ["bwrap", "--args", "5"];
+pub(crate) const BWRAP_ARGV: [&str; 3] = ["bwrap", "--args", "5"];
 
 /// [`build_bwrap_args`] split in two: the options, for the `--args` descriptor (each followed
 /// by a NUL byte), and `--` with the command, which bubblewrap only takes from its real command
 /// line (it ignores what follows `--` in `--args` data). The command names sandbox paths only.
-pub fn split_args(args: &[OsString]) -> (Vec<u8>, Vec<OsString>) {
+pub(crate) fn split_args(args: &[OsString]) -> (Vec<u8>, Vec<OsString>) {
     use std::os::unix::ffi::OsStrExt;
     let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let mut options = Vec::new();
@@ -111,51 +111,51 @@ pub struct JailExec {
 
 /// A host path bound into the sandbox (source already prepared by band-server).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExtraBind {
-    pub source: PathBuf,
-    pub dest: PathBuf,
-    pub writable: bool,
+pub(crate) struct ExtraBind {
+    pub(crate) source: PathBuf,
+    pub(crate) dest: PathBuf,
+    pub(crate) writable: bool,
 }
 
 /// Everything [`build_bwrap_args`] needs; all host paths are absolute.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxPlan {
-    pub run_dir: PathBuf,
+pub(crate) struct SandboxPlan {
+    pub(crate) run_dir: PathBuf,
     /// band-shim's execute-only copy.
-    pub shim: PathBuf,
+    pub(crate) shim: PathBuf,
     /// The run's exec folder (`execcache::ExecDir`), at `/band` (bound in the sandbox's root by
     /// the run directory's plan): `#!` scripts in `x/`, links to band-shim and band-jail, the
     /// gate socket, `bin`, and `io/` as a mount point.
-    pub exec_dir: PathBuf,
+    pub(crate) exec_dir: PathBuf,
     /// (program cache path, wrapped name): a symlink at the path a running program reports as
     /// its own (`/proc/self/exe`, which names the copy in the host's cache) to
     /// `/band/bin/<name>`, so a program that re-executes itself by that path (node's
     /// `process.execPath`, Go's `os.Executable`) goes through band-shim like any call. Symlinks
     /// in the sandbox's root (made there by the run directory's plan, `layers::fs::root_links`),
     /// not mounts: `/proc/self/mountinfo` does not show them.
-    pub self_links: Vec<(PathBuf, String)>,
+    pub(crate) self_links: Vec<(PathBuf, String)>,
     /// (link, target): more symlinks in the sandbox's root (`ExecPlan::links`: a program's
     /// installation around its copy's path).
-    pub links: Vec<(PathBuf, PathBuf)>,
-    pub extra: Vec<ExtraBind>,
-    pub entry: String,
+    pub(crate) links: Vec<(PathBuf, PathBuf)>,
+    pub(crate) extra: Vec<ExtraBind>,
+    pub(crate) entry: String,
     /// The skill's programs the policy declares (paths relative to the skill root): band-shim is
     /// bound over each at `/skill/<path>` (`layers::cli::bundled`).
-    pub bundled: Vec<String>,
-    pub has_config: bool,
+    pub(crate) bundled: Vec<String>,
+    pub(crate) has_config: bool,
     /// The run has `allow.net`: bubblewrap starts inside the run's own network namespace, which
     /// the network layer made and bubblewrap's parent joined (`sys::PreExec`), so no
     /// `--unshare-net`; the run gets `/etc/resolv.conf` pointing at its DNS stub there.
-    pub share_net: bool,
+    pub(crate) share_net: bool,
     /// Refuse to start unless Landlock can scope abstract unix sockets (set for `share_net` runs
     /// unless the server config opts out).
-    pub ipc_scope_required: bool,
+    pub(crate) ipc_scope_required: bool,
     /// The entries of `/proc` covered by an empty file or folder (`procmask::plan`).
-    pub proc_masks: Vec<ProcMask>,
+    pub(crate) proc_masks: Vec<ProcMask>,
 }
 
 /// The environment of the script. Secrets are not here: the jail adds them from the pipe.
-pub fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)> {
+pub(crate) fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)> {
     let mut env = vec![
         ("PATH", SANDBOX_PATH),
         ("HOME", "/tmp"),
@@ -185,7 +185,7 @@ fn bind(a: &mut Vec<OsString>, kind: &str, src: OsString, dest: OsString) {
 }
 
 /// The full argv after the bwrap binary itself.
-pub fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
+pub(crate) fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     push(
         &mut a,

@@ -10,11 +10,11 @@ use std::io;
 use std::path::Path;
 
 /// The sysctl, as seen by band-server (its pid namespace's `/proc`).
-pub const MEMFD_NOEXEC: &str = "/proc/sys/vm/memfd_noexec";
+pub(crate) const MEMFD_NOEXEC: &str = "/proc/sys/vm/memfd_noexec";
 
 /// How the run is kept from executing memfds.
 #[derive(Debug)]
-pub enum MemfdGuard {
+pub(crate) enum MemfdGuard {
     /// The sysctl, opened for writing, for the run's pid namespace.
     Sysctl(std::fs::File),
     /// The kernel has no such sysctl: seccomp denies `memfd_create`.
@@ -23,7 +23,7 @@ pub enum MemfdGuard {
 
 /// Open `path` (normally [`MEMFD_NOEXEC`]) for writing; a missing file means an older kernel.
 /// Any other error is returned: the run must not start when the guard cannot be set up.
-pub fn open(path: &Path) -> io::Result<MemfdGuard> {
+pub(crate) fn open(path: &Path) -> io::Result<MemfdGuard> {
     match fs_err::OpenOptions::new().write(true).open(path) {
         Ok(f) => Ok(MemfdGuard::Sysctl(f.into_file())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(MemfdGuard::Seccomp),

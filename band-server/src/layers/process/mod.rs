@@ -1,8 +1,8 @@
 //! Process: the bubblewrap argv, the seccomp filter the jail installs, and the memfd guard.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod bwrap;
-pub mod memfd;
+pub(crate) mod memfd;
 pub mod seccomp;
 
 use self::bwrap::SandboxPlan;
@@ -12,7 +12,7 @@ use crate::config::ServerConfig;
 /// The process layer's part of [`crate::plan::RunPlan`].
 #[derive(Debug, Clone)]
 pub struct ProcessPlan {
-    pub sandbox: SandboxPlan,
+    pub(crate) sandbox: SandboxPlan,
     /// bubblewrap and its arguments.
     pub bwrap: std::path::PathBuf,
     pub argv: Vec<std::ffi::OsString>,
@@ -22,7 +22,7 @@ pub struct ProcessPlan {
 
 /// The process layer's part of [`crate::plan::RunPlan`]: what bubblewrap gets (`sandbox`, which
 /// the plan makes of the other layers' parts), its argv, and the seccomp list. Pure.
-pub fn plan_process(sandbox: SandboxPlan, cfg: &ServerConfig) -> ProcessPlan {
+pub(crate) fn plan_process(sandbox: SandboxPlan, cfg: &ServerConfig) -> ProcessPlan {
     ProcessPlan {
         argv: bwrap::build_bwrap_args(&sandbox),
         seccomp: plan_seccomp(&sandbox),
@@ -33,7 +33,7 @@ pub fn plan_process(sandbox: SandboxPlan, cfg: &ServerConfig) -> ProcessPlan {
 
 /// The deny list band-jail installs (it builds the filter from the same function), part of
 /// [`crate::plan::RunPlan`]. Pure.
-pub fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
+pub(crate) fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
     seccomp::denied_syscalls(seccomp::Profile {
         share_net: sandbox.share_net,
         ..Default::default()
@@ -42,4 +42,4 @@ pub fn plan_seccomp(sandbox: &SandboxPlan) -> Vec<DeniedSyscall> {
 
 /// The process layer: bubblewrap and the jail leave nothing behind that the other layers do not
 /// remove (their processes die with the cgroup and the uid).
-pub struct Process;
+pub(crate) struct Process;

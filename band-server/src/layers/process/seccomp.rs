@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 /// `Dword`): every argument this policy inspects is an `int` or is truncated to 32 bits by the
 /// kernel (`clone` flags, `personality`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgOp {
+pub(crate) enum ArgOp {
     /// `arg == value`
     Eq(u32),
     /// `arg != value`
@@ -36,8 +36,8 @@ pub enum ArgOp {
 /// One condition on argument `index` (0-based) of a syscall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgCond {
-    pub index: u8,
-    pub op: ArgOp,
+    pub(crate) index: u8,
+    pub(crate) op: ArgOp,
 }
 
 /// One entry of the deny list.
@@ -46,11 +46,11 @@ pub struct DeniedSyscall {
     /// The syscall's name without the `SYS_` prefix, e.g. `ptrace`.
     pub name: &'static str,
     /// The syscall number on the host architecture (`libc::SYS_*`).
-    pub nr: i64,
+    pub(crate) nr: i64,
     /// The errno the call fails with (`EPERM`, or `ENOSYS` to make libc fall back).
     pub errno: u32,
     /// One line, shown by `band explain`.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
     /// When the call is denied. Empty: always. Otherwise the call is denied when every condition
     /// of at least one inner list holds, and allowed when none does.
     pub when: Vec<Vec<ArgCond>>,
@@ -147,12 +147,12 @@ pub struct Profile {
     /// `getifaddrs` use them; they show only the run's own `lo` and `tap0`. Without it every
     /// netlink socket is denied.
     #[serde(default)]
-    pub share_net: bool,
+    pub(crate) share_net: bool,
     /// The kernel has no `vm.memfd_noexec` (before 6.3), so band-server could not make the run's
     /// memfds non-executable: `memfd_create` is denied outright (ENOSYS, so programs fall back
     /// to files), closing "exec what I just wrote into a memfd".
     #[serde(default)]
-    pub deny_memfd: bool,
+    pub(crate) deny_memfd: bool,
 }
 
 /// `AF_NETLINK` protocol `NETLINK_ROUTE` (linux/netlink.h).
@@ -161,7 +161,7 @@ const NETLINK_ROUTE: u32 = 0;
 const MFD_EXEC: u32 = 0x10;
 
 /// The deny list for the host architecture (x86_64 or aarch64).
-pub fn denied_syscalls(profile: Profile) -> Vec<DeniedSyscall> {
+pub(crate) fn denied_syscalls(profile: Profile) -> Vec<DeniedSyscall> {
     let raw_type = |domain: i32| {
         vec![
             arg(0, ArgOp::Eq(u(domain))),
@@ -443,7 +443,7 @@ pub fn install(program: &BpfProgram) -> Result<(), SeccompError> {
 /// lookups (the stat family, `access`) a shell makes before it runs a command by name (dash and
 /// bash look a name up in each PATH folder and exec only what they find), which band-server
 /// keeps only for a program folder's missing name.
-pub fn observed_syscalls() -> Vec<i64> {
+pub(crate) fn observed_syscalls() -> Vec<i64> {
     let mut v = vec![
         libc::SYS_openat,
         libc::SYS_openat2,
