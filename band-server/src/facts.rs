@@ -87,7 +87,7 @@ pub struct HostFacts {
     pub bwrap_present: bool,
     /// The kernel randomizes where it maps programs, or why not: the CLI gate needs it
     /// ([`crate::layers::cli::reports::randomization`]).
-    pub randomization: Result<(), String>,
+    pub randomization: Result<(), crate::layers::cli::reports::RandomizationOff>,
     pub hierarchy: Result<Hierarchy, CgroupError>,
     /// Upstream resolvers for the DNS stub (server config, else `/etc/resolv.conf`).
     pub upstream: Vec<SocketAddr>,

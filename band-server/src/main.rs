@@ -145,17 +145,17 @@ fn cmd_serve(args: &[String]) -> i32 {
 }
 
 /// Standard error to `dir`'s [`warm::LOG_FILE`](band_server::warm::LOG_FILE) (0600, appended).
-fn log_to(dir: &std::path::Path) -> Result<(), String> {
+fn log_to(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
     use fs_err::os::unix::fs::OpenOptionsExt;
-    fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
+    fs_err::create_dir_all(dir)?;
     let path = dir.join(band_server::warm::LOG_FILE);
     let log = fs_err::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(|e| e.to_string())?;
-    rustix::stdio::dup2_stderr(log.file()).map_err(|e| format!("{}: dup2: {e}", path.display()))
+        .open(&path)?;
+    rustix::stdio::dup2_stderr(log.file()).with_context(|| format!("{}: dup2", path.display()))
 }
 
 fn main() {

@@ -4,7 +4,7 @@
 //! [`crate::request::check`] refuses a bad request before anything is looked at; [`preflight`] refuses what
 //! the host cannot do before a uid is leased; [`plan_run`] returns the [`RunPlan`]: the bubblewrap
 //! argv, the cgroup's operations, the nftables text, the run directory's operations (owners and
-//! modes included), the programs to lay out and the seccomp list. `run::execute` only applies it
+//! modes included), the programs to lay out and the seccomp list. The run only applies it
 //! ([`crate::run::apply`]).
 //!
 //! Each layer's part is planned by a pure function of its folder; [`plan_run`] calls those in

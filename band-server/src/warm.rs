@@ -71,8 +71,13 @@ impl Options {
     }
 }
 
+/// What is wrong with `serve`'s arguments (a usage error: the message says which).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ServeArgsError(String);
+
 /// Parse `serve <digest> [--owner UID] [--host] [--idle SECS]` (the arguments after `serve`).
-pub fn parse_args(args: &[String]) -> Result<Options, String> {
+pub fn parse_args(args: &[String]) -> Result<Options, ServeArgsError> {
     let mut digest = None;
     let mut owner = 0;
     let mut host = false;
@@ -84,7 +89,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                 owner = it
                     .next()
                     .and_then(|s| s.parse::<u32>().ok())
-                    .ok_or("--owner needs a uid")?;
+                    .ok_or(ServeArgsError("--owner needs a uid".into()))?;
             }
             "--host" => host = true,
             "--idle" => {
@@ -93,18 +98,22 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                         .and_then(|s| s.parse::<u64>().ok())
                         .filter(|s| *s > 0)
                         .map(Duration::from_secs)
-                        .ok_or("--idle needs a number of seconds")?,
+                        .ok_or(ServeArgsError("--idle needs a number of seconds".into()))?,
                 );
             }
             d if digest.is_none() && is_digest(d) => digest = Some(d.to_string()),
-            other => return Err(format!("unexpected argument `{other}`")),
+            other => return Err(ServeArgsError(format!("unexpected argument `{other}`"))),
         }
     }
     if host && owner != 0 {
-        return Err("--host serves root only (no --owner)".into());
+        return Err(ServeArgsError(
+            "--host serves root only (no --owner)".into(),
+        ));
     }
     Ok(Options {
-        digest: digest.ok_or("serve needs the build digest (64 hex digits)")?,
+        digest: digest.ok_or(ServeArgsError(
+            "serve needs the build digest (64 hex digits)".into(),
+        ))?,
         owner,
         server_dir: PathBuf::from(SERVER_DIR),
         host,
@@ -674,12 +683,14 @@ mod tests {
             })
         );
         assert_eq!(a(&[D, "--owner", "1000"]).map(|o| o.owner), Ok(1000));
-        assert!(a(&[]).is_err());
-        assert!(a(&["../../etc/x"]).is_err());
-        assert!(a(&[&D.to_uppercase()]).is_err());
-        assert!(a(&[D, "--owner"]).is_err());
-        assert!(a(&[D, "--owner", "-1"]).is_err());
-        assert!(a(&[D, D]).is_err());
+        let err = |v: &[&str]| a(v).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(err(&[]), "serve needs the build digest (64 hex digits)");
+        assert_eq!(err(&["../../etc/x"]), "unexpected argument `../../etc/x`");
+        let upper = D.to_uppercase();
+        assert_eq!(err(&[&upper]), format!("unexpected argument `{upper}`"));
+        assert_eq!(err(&[D, "--owner"]), "--owner needs a uid");
+        assert_eq!(err(&[D, "--owner", "-1"]), "--owner needs a uid");
+        assert_eq!(err(&[D, D]), format!("unexpected argument `{D}`"));
     }
 
     #[test]

@@ -276,16 +276,25 @@ pub(crate) fn parse_stat(stat: &str) -> Option<(&str, Seen)> {
 /// `sysctl`: `/proc/sys/kernel/randomize_va_space`, a parameter for tests): the CLI gate tells one
 /// program image of a shim's process from the next by its addresses ([`Image`]), so a run does
 /// not start without it.
-pub(crate) fn randomization(sysctl: &Path) -> Result<(), String> {
+pub(crate) fn randomization(sysctl: &Path) -> Result<(), RandomizationOff> {
     match fs_err::read_to_string(sysctl) {
         Ok(v) if v.trim() != "0" => Ok(()),
-        Ok(_) => Err(format!(
-            "{} is 0: the kernel maps every program at the same addresses, and band-server \
-             tells one program a shim's process runs from the next by them",
-            sysctl.display()
-        )),
-        Err(e) => Err(e.to_string()),
+        Ok(_) => Err(RandomizationOff::Zero(sysctl.to_path_buf())),
+        Err(e) => Err(RandomizationOff::Unreadable(std::sync::Arc::new(e))),
     }
+}
+
+/// Why the kernel does not randomize where it maps programs ([`randomization`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RandomizationOff {
+    #[error(
+        "{} is 0: the kernel maps every program at the same addresses, and band-server tells one program a shim's process runs from the next by them",
+        .0.display()
+    )]
+    Zero(std::path::PathBuf),
+    /// The sysctl could not be read (the error names it).
+    #[error("{0}")]
+    Unreadable(std::sync::Arc<std::io::Error>),
 }
 
 /// `/proc/<pid>`, open, with its `stat`: every file read through it is one process's. A pid that
@@ -1046,9 +1055,11 @@ mod tests {
             fs_err::write(&sysctl, value).unwrap();
             assert_eq!(randomization(&sysctl).is_ok(), ok, "{value:?}");
         }
-        let off = randomization(&sysctl).unwrap_err();
+        let off = randomization(&sysctl).unwrap_err().to_string();
         assert!(off.contains("randomize_va_space is 0"), "{off}");
-        let missing = randomization(&tmp.path().join("none")).unwrap_err();
+        let missing = randomization(&tmp.path().join("none"))
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("none"), "names the file: {missing}");
     }
 

@@ -1,5 +1,5 @@
 //! Apply the identity: lease a pool uid. Unlike the other layers' steps this runs before the
-//! plan (which needs the uid), so it has no [`crate::layer::Step`]; `run::execute` calls it
+//! plan (which needs the uid), so `run::apply` does not call it: the run's `prepare` does,
 //! between the preflight and `plan_run`.
 
 use super::uidpool::{self, OnDeadLease};

@@ -154,7 +154,7 @@ fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::S
 /// The spawn step: bubblewrap, in the run's cgroup as the run's uid (kept in `guard`). It runs
 /// under a reaper ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed
 /// first (the timeout path kills band-server's child after the cgroup), that pid 1 is handed to
-/// band-server, not to the host's init, and is reaped at the end of `run::execute`.
+/// band-server, not to the host's init, and is reaped at the end of the run (`run::serve`).
 pub(crate) fn spawn(
     inp: &Inputs<'_>,
     with: SpawnInputs,
