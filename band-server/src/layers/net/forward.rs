@@ -276,12 +276,11 @@ fn connect_host(port: u16) -> Option<TcpStream> {
 /// One relayed connection: the host's end, then both directions copied until each ends (or
 /// [`Forward::stop`] shuts both sockets down).
 fn relay(id: u64, inside: TcpStream, port: u16, shared: &Shared) {
-    if shared.register(id, &inside) {
-        if let Some(outside) = connect_host(port)
-            && shared.register(id, &outside)
-        {
-            copy_both_ways(&inside, &outside);
-        }
+    if shared.register(id, &inside)
+        && let Some(outside) = connect_host(port)
+        && shared.register(id, &outside)
+    {
+        copy_both_ways(&inside, &outside);
     }
     shared.forget(id);
 }
