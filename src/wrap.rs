@@ -49,11 +49,13 @@ pub struct WrapPlan {
     pub refused: Vec<String>,
 }
 
-/// Workspace access the user grants at wrap time (`--allow-read`, `--allow-write`).
+/// Access the user grants at wrap time (`--allow-read`, `--allow-write`, `--allow-net`).
 #[derive(Debug, Clone, Default)]
 pub struct Access {
     pub read: Vec<String>,
     pub write: Vec<String>,
+    /// Hosts (`allow.net`), e.g. `api.example.com:443` or `localhost:8000`.
+    pub net: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -354,6 +356,9 @@ pub fn intended_frontmatter(
     if !access.write.is_empty() {
         allow.insert("write".into(), json!(access.write));
     }
+    if !access.net.is_empty() {
+        allow.insert("net".into(), json!(access.net));
+    }
     json!({
         "band": skill,
         "description": description,
@@ -380,7 +385,11 @@ pub fn band_md(
     for r in &cli {
         t.push_str(&format!("    - {}\n", yaml_quoted(r)));
     }
-    for (key, list) in [("read", &access.read), ("write", &access.write)] {
+    for (key, list) in [
+        ("read", &access.read),
+        ("write", &access.write),
+        ("net", &access.net),
+    ] {
         if !list.is_empty() {
             t.push_str(&format!("  {key}:\n"));
             for p in list {
@@ -391,9 +400,13 @@ pub fn band_md(
     t.push_str("---\n\n");
     t.push_str(
         "Written by `band wrap` from the skill's scripts. Each script runs as its interpreter \
-         starts it, with the words after `--` as its arguments (`band <skill>/<script> -- ARGS…`). \
-         No network.",
+         starts it, with the words after `--` as its arguments (`band <skill>/<script> -- ARGS…`).",
     );
+    t.push_str(if access.net.is_empty() {
+        " No network."
+    } else {
+        " Network: only the hosts under `allow.net`."
+    });
     if access.read.is_empty() && access.write.is_empty() {
         t.push_str(
             " No workspace file is readable or writable: add the files the arguments name under \

@@ -20,6 +20,10 @@ pub(crate) struct WrapArgs {
     /// Default: none.
     #[arg(long, value_name = "PATTERN")]
     pub(crate) allow_write: Vec<String>,
+    /// A host the scripts may connect to (allow.net), e.g. `api.example.com:443`, or
+    /// `localhost:8000` for that port of this machine's loopback; repeatable. Default: none.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub(crate) allow_net: Vec<String>,
     /// Print the plan (scripts, files, what they hold) as JSON.
     #[arg(long)]
     pub(crate) json: bool,

@@ -13,7 +13,23 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
     let access = Access {
         read: args.allow_read.clone(),
         write: args.allow_write.clone(),
+        net: args.allow_net.clone(),
     };
+    // Each host as lint reads it in a band of its own, so a refused one is named with its hint
+    // (the drafted band is checked whole again before anything is written).
+    for host in &access.net {
+        let doc = serde_json::json!({
+            "band": "draft", "description": "d", "version": 1, "allow": { "net": [host] },
+        });
+        if let Some(d) = band::lint::band_text_findings(&format!("---\n{doc}\n---\n")).first() {
+            bail!(user_error(
+                format!("--allow-net {}: {}", band::wrap::shown(host), d.message),
+                d.hint.as_deref().unwrap_or(
+                    "write a host as in allow.net: `api.example.com:443`, `localhost:8000`"
+                ),
+            ));
+        }
+    }
     let plan = plan(root, &access).map_err(|e| user_error(e.to_string(), e.hint()))?;
     let existing: Vec<&str> = plan
         .files

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::cli::CliPattern;
 use crate::policy::fs::FsPattern;
+use crate::policy::net::NetPattern;
 use crate::policy::spell::{command_of, exact_cli_rule, literal_net_rule, token_for};
 use crate::policy::{Category, RuleSet};
 
@@ -492,6 +493,10 @@ fn draft_net(obs: &Observations, d: &mut Draft) {
             continue;
         }
         match literal_net_rule(&name, None) {
+            // A loopback rule names its port, and a lookup has none.
+            Some(rule) if NetPattern::parse(&rule).is_ok_and(|p| p.is_loopback()) => d.notes.push(format!(
+                "looked up {name}, never connected: a rule for the host's loopback names its port (`{name}:PORT`): not drafted"
+            )),
             Some(rule) => d.net.push(Rule {
                 rule,
                 evidence: format!("looked up {name}, never contacted (so no port to narrow it to)"),

@@ -112,6 +112,21 @@ pub fn learning_policy(
     p.allow.read = vec!["**".into()];
     p.allow.write = vec!["**".into()];
     p.allow.net = vec![if net { "*".into() } else { NO_NET_HOST.into() }];
+    // `*` never opens a port of the host's loopback: with `--net`, the ports the band opens stay
+    // open, so the run uses them and the draft keeps them (`localhost:P`).
+    if net {
+        p.allow.net.extend(
+            current
+                .allow
+                .net
+                .iter()
+                .filter(|r| {
+                    crate::policy::net::NetPattern::parse(r)
+                        .is_ok_and(|n| n.loopback_port().is_some())
+                })
+                .cloned(),
+        );
+    }
     for s in secrets {
         if !p.secrets.contains(s) {
             p.secrets.push(s.clone());
@@ -392,6 +407,16 @@ mod tests {
         assert_eq!(p.limits.max_pids, Some(8));
         assert_eq!(p.secrets, s(&["GH_TOKEN"]));
         assert_eq!(learning_policy(&cur, &[], true, &[]).allow.net, s(&["*"]));
+        // The band's loopback ports stay open with --net (`*` opens none), and only those.
+        cur.allow.net = s(&["localhost:18000", "api.example.test", "[::1]:9000"]);
+        assert_eq!(
+            learning_policy(&cur, &[], true, &[]).allow.net,
+            s(&["*", "localhost:18000", "[::1]:9000"])
+        );
+        assert_eq!(
+            learning_policy(&cur, &[], false, &[]).allow.net,
+            s(&[NO_NET_HOST])
+        );
         assert!(crate::policy::net::NetPattern::parse(NO_NET_HOST).is_ok());
     }
 

@@ -260,6 +260,42 @@ fn hosts_with_ports_and_names_looked_up_only_by_name() {
     }
 }
 
+/// band-server reports a use of an opened loopback port as `127.0.0.1` or `::1` named
+/// `localhost` (`layers/net/forward.rs`): the draft is `localhost:P`, once, which lints clean; a
+/// loopback name only looked up is a note (a loopback rule names its port).
+#[test]
+fn a_host_loopback_port_used_is_drafted_as_localhost_with_its_port() {
+    use crate::proto::{NetFlow, NetworkReport, RunResult};
+    let mut r = RunResult::setup_failed("0123456789abcdef", crate::proto::Layer::Cli, "", None);
+    let flow = |addr: &str| NetFlow {
+        addr: addr.into(),
+        proto: "tcp".into(),
+        port: 18000,
+        names: vec!["localhost".into()],
+    };
+    r.network = Some(NetworkReport {
+        lookups: vec![],
+        contacted: vec![flow("127.0.0.1"), flow("::1")],
+        denied: vec![],
+    });
+    let mut o = super::observe::observations(&r, &[], &[], &crate::policy::Policy::default());
+    o.lookups = argv(&["localhost"]);
+    let d = draft(&o);
+    assert_eq!(rules(&d.net), ["localhost:18000"]);
+    assert_eq!(super::lint_rule("allow", "net", "localhost:18000"), None);
+    let d = draft(&Observations {
+        lookups: argv(&["localhost", "api.example.test"]),
+        ..Observations::default()
+    });
+    assert_eq!(rules(&d.net), ["api.example.test"]);
+    assert_eq!(
+        d.notes,
+        [
+            "looked up localhost, never connected: a rule for the host's loopback names its port (`localhost:PORT`): not drafted"
+        ]
+    );
+}
+
 #[test]
 fn secrets_read_become_env_secrets() {
     let d = draft(&Observations {

@@ -850,6 +850,18 @@ impl FieldParser<'_> {
                     );
                     continue;
                 }
+                if column != "deny"
+                    && cat == Category::Net
+                    && let Some(problem) = loopback_problem(item)
+                {
+                    self.push(
+                        Code::InvalidPattern,
+                        &item_at,
+                        problem,
+                        Some(crate::policy::net::LOOPBACK_HINT.into()),
+                    );
+                    continue;
+                }
                 if !seen.insert(item.as_str()) {
                     self.push(
                         Code::DuplicateRule,
@@ -1340,6 +1352,16 @@ fn denied_by(
         crate::policy::Decision::Deny { rule } => Some(rule),
         _ => None,
     }
+}
+
+/// Why an `allow.net` or `insist.net` item is not a rule for the host's loopback band can keep:
+/// `localhost`, `127.0.0.1` or `::1` without a port would open every service of the host, so a
+/// loopback rule names one port (a deny rule needs none: denying more is always fine).
+fn loopback_problem(item: &str) -> Option<String> {
+    let p = crate::policy::net::NetPattern::parse(item).ok()?;
+    (p.is_loopback() && p.port().is_none()).then(|| {
+        format!("`{item}` names the host's loopback without a port; band opens one loopback port at a time, never all of them")
+    })
 }
 
 /// Why a secret name is unacceptable, or None.

@@ -355,6 +355,32 @@ fn deny_insist_and_shadowed_allow_exact() {
 }
 
 #[test]
+fn a_loopback_rule_without_a_port_is_an_error_in_allow_and_insist_not_in_deny() {
+    let p = parse(
+        "---\nband: a\ndescription: d\nallow:\n  net: [localhost, \"127.0.0.1\", \"::1\", \"localhost:8000\", \"[::1]:8000\"]\ndeny:\n  net: [localhost]\ninsist:\n  net: [\"127.0.0.1\"]\n---\n",
+    );
+    assert_eq!(
+        summary(&p),
+        vec![
+            "5:9 P001 `localhost` names the host's loopback without a port; band opens one loopback port at a time, never all of them",
+            "5:20 P001 `127.0.0.1` names the host's loopback without a port; band opens one loopback port at a time, never all of them",
+            "5:33 P001 `::1` names the host's loopback without a port; band opens one loopback port at a time, never all of them",
+            "9:9 P001 `127.0.0.1` names the host's loopback without a port; band opens one loopback port at a time, never all of them",
+            // A port-less loopback deny is fine, and closes every loopback port.
+            "5:9 P004 `allow.net` rule `localhost:8000` can never take effect: `deny.net` rule `localhost` covers it",
+        ]
+    );
+    assert!(
+        p.diagnostics[..4]
+            .iter()
+            .all(|d| d.hint.as_deref() == Some(crate::policy::net::LOOPBACK_HINT))
+    );
+    let b = p.band.expect("band");
+    assert_eq!(b.allow.net, vec!["localhost:8000", "[::1]:8000"]);
+    assert_eq!(b.deny.net, vec!["localhost"]);
+}
+
+#[test]
 fn remote_and_reference_bands() {
     let p = parse("---\nurl: https://github.com/x/y\nband: a\ndescription: d\n---\n");
     assert_eq!(

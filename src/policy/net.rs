@@ -20,6 +20,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{Decision, PatternError};
 
+/// What a loopback rule must be, for hints: one port, named.
+pub const LOOPBACK_HINT: &str = "a rule for the host's loopback names one port: `localhost:PORT` (e.g. `localhost:8000`) reaches that port on the host's 127.0.0.1 and ::1, and nothing else of the host";
+
 /// The host part of a [`NetPattern`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostPattern {
@@ -239,13 +242,32 @@ impl NetPattern {
             ))
             .with_hint(format!("write the host only: `{}`", host_hint(text))));
         }
-        let (host_part, port) = Self::split_port(text)?;
+        let (host_part, port) =
+            Self::split_port(text).map_err(|e| Self::loopback_port_error(text, e))?;
         let host = Self::parse_host(host_part, text)?;
         Ok(NetPattern {
             text: text.to_string(),
             host,
             port,
         })
+    }
+
+    /// A loopback host with a port that is no number (`localhost:*`): a loopback rule names one
+    /// port, so the hint says that rather than "omit it".
+    fn loopback_port_error(text: &str, e: PatternError) -> PatternError {
+        let host = match text.strip_prefix('[') {
+            Some(rest) => rest.split_once(']').map_or(rest, |(h, _)| h),
+            None => text.split_once(':').map_or(text, |(h, _)| h),
+        };
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host.parse::<IpAddr>().is_ok_and(|ip| {
+                ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+            });
+        if loopback {
+            e.with_hint(LOOPBACK_HINT)
+        } else {
+            e
+        }
     }
 
     /// Split `host[:port]`, `[v6]:port`, bare IPv6 (several colons, no port).
@@ -377,6 +399,27 @@ impl NetPattern {
     /// for such patterns; only an explicit IP/CIDR pattern opens a private address.
     pub fn is_any(&self) -> bool {
         self.host == HostPattern::Any
+    }
+
+    /// A rule for the host's loopback: its host is `localhost`, `127.0.0.1` or `::1` (with or
+    /// without a port). Only such a rule with a port, in `allow.net`, reaches the host: see
+    /// [`NetPattern::loopback_port`].
+    pub fn is_loopback(&self) -> bool {
+        match &self.host {
+            HostPattern::Exact(name) => name == "localhost",
+            HostPattern::Ip(ip) => {
+                *ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || *ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+            }
+            _ => false,
+        }
+    }
+
+    /// The port of the host's loopback this rule opens: `Some(P)` for `localhost:P`,
+    /// `127.0.0.1:P` and `[::1]:P`, each of which reaches port P of the host's loopback (IPv4,
+    /// then IPv6) and nothing else. `None` for any other rule (a loopback rule without a port is
+    /// refused by lint, and opens nothing).
+    pub fn loopback_port(&self) -> Option<u16> {
+        self.port.filter(|_| self.is_loopback())
     }
 
     /// An IP or CIDR pattern.
@@ -629,6 +672,29 @@ impl NetMatcher {
     /// Every allowed IP/CIDR pattern.
     pub fn ip_patterns(&self) -> impl Iterator<Item = &NetPattern> {
         self.allow.iter().filter(|p| p.is_ip())
+    }
+
+    /// The ports of the host's loopback the run may reach: each allow rule's
+    /// [`NetPattern::loopback_port`], unless a deny rule covers `localhost`, `127.0.0.1` or `::1`
+    /// on that port (`deny.net: ["localhost:5432"]`, `["127.0.0.0/8"]`, `["*:5432"]`). Sorted,
+    /// each once. `*` never opens a loopback port: only a rule that names one does.
+    pub fn loopback_ports(&self) -> Vec<u16> {
+        let mut ports: Vec<u16> = self
+            .allow
+            .iter()
+            .filter_map(NetPattern::loopback_port)
+            .filter(|port| {
+                let port = Some(*port);
+                !self.deny.iter().any(|d| {
+                    d.matches_host("localhost", port)
+                        || d.matches_ip(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+                        || d.matches_ip(IpAddr::V6(Ipv6Addr::LOCALHOST), port)
+                })
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
     }
 
     /// Whether some allow pattern is `*`.
@@ -1226,6 +1292,63 @@ mod tests {
         assert!(!c("10.1.2.3", "10.1.2.0/24"));
         assert!(!c("example.com", "93.184.216.34"));
         assert!(!c("10.0.0.0/8", "example.com"));
+    }
+
+    #[test]
+    fn a_loopback_rule_with_a_port_opens_that_port_of_the_host_and_no_other() {
+        for (rule, port) in [
+            ("localhost:18000", Some(18000)),
+            ("LOCALHOST.:18000", Some(18000)),
+            ("127.0.0.1:18000", Some(18000)),
+            ("[::1]:18000", Some(18000)),
+            ("[::ffff:127.0.0.1]:18000", Some(18000)),
+            ("localhost", None),
+            ("127.0.0.1", None),
+            ("::1", None),
+            ("127.0.0.2:18000", None),
+            ("127.0.0.0/8", None),
+            ("*:18000", None),
+            ("*", None),
+            ("localhost.example.test:18000", None),
+            ("api.example.test:18000", None),
+        ] {
+            assert_eq!(p(rule).loopback_port(), port, "{rule}");
+        }
+        assert!(p("localhost").is_loopback());
+        assert!(!p("*.localhost").is_loopback());
+        let ports = m(
+            &[
+                "localhost:8000",
+                "127.0.0.1:8000",
+                "[::1]:9000",
+                "*",
+                "localhost",
+                "127.0.0.1:5432",
+                "localhost:25",
+                "localhost:6000",
+            ],
+            &["localhost:5432", "*:25", "127.0.0.0/8:6000"],
+        )
+        .loopback_ports();
+        assert_eq!(ports, vec![8000, 9000], "each once, a denied port never");
+        assert_eq!(m(&["*", "*:8000"], &[]).loopback_ports(), Vec::<u16>::new());
+        assert_eq!(
+            m(&["localhost:8000"], &["localhost"]).loopback_ports(),
+            Vec::<u16>::new()
+        );
+        assert_eq!(
+            m(&["localhost:8000"], &["*"]).loopback_ports(),
+            Vec::<u16>::new()
+        );
+    }
+
+    #[test]
+    fn a_loopback_rule_with_a_wildcard_port_says_a_loopback_rule_names_one_port() {
+        for rule in ["localhost:*", "127.0.0.1:*", "[::1]:*", "localhost:"] {
+            let e = rej(rule);
+            assert_eq!(e.hint.as_deref(), Some(LOOPBACK_HINT), "{rule}: {e:?}");
+        }
+        assert_ne!(rej("x.test:*").hint.as_deref(), Some(LOOPBACK_HINT));
     }
 
     #[test]

@@ -551,3 +551,53 @@ fn privileged_wrapped_xlsx_recalc_runs_as_on_the_host() {
         "{json}"
     );
 }
+
+/// `band wrap --allow-net` writes each host into the band's `allow.net`, in order, and the band
+/// lints clean; a loopback host without a port is refused before anything is written, with lint's
+/// hint; and lint says the same of such a rule written by hand.
+#[test]
+fn wrap_allow_net_writes_the_hosts_and_refuses_a_loopback_host_without_a_port() {
+    let ws = workspace(&["xlsx"]);
+    let refused = output(
+        &["wrap", "xlsx", "--write", "--allow-net", "localhost"],
+        ws.path(),
+    );
+    band_snapshot!(refused, "wrap_allow_net_loopback_without_port");
+    assert!(!ws.path().join("xlsx/BAND.md").exists());
+    let (code, _, err) = band(
+        &[
+            "wrap",
+            "xlsx",
+            "--write",
+            "--allow-net",
+            "localhost:18000",
+            "--allow-net",
+            "api.example.test:443",
+        ],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = fs_err::read_to_string(ws.path().join("xlsx/BAND.md")).unwrap();
+    let front = band::wrap::frontmatter_value(&text).unwrap();
+    assert_eq!(
+        front["allow"]["net"],
+        json!(["localhost:18000", "api.example.test:443"])
+    );
+    assert!(
+        text.contains("Network: only the hosts under `allow.net`."),
+        "{text}"
+    );
+    let (code, out, err) = band(&["lint", "--deny-warnings", "xlsx"], ws.path());
+    assert_eq!(code, 0, "{out}{err}");
+    // By hand: without a port, and with a wildcard port.
+    let by_hand = text.replace(
+        "    - \"localhost:18000\"\n",
+        "    - \"localhost\"\n    - \"127.0.0.1:*\"\n",
+    );
+    assert_ne!(by_hand, text);
+    fs_err::write(ws.path().join("xlsx/BAND.md"), by_hand).unwrap();
+    band_snapshot!(
+        output(&["lint", "xlsx"], ws.path()),
+        "lint_loopback_rule_without_port"
+    );
+}

@@ -1151,3 +1151,158 @@ fn privileged_net_libnftables_and_the_nft_program_agree() {
     assert!(!program.list_tables().expect("tables").contains(&table));
     assert!(!band_tables().contains(&table));
 }
+
+/// A host service on loopback for the loopback-port tests: answers each connection with
+/// `<tag>:<what it read>`, and counts them. Stops when dropped.
+struct HostService {
+    port: u16,
+    served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HostService {
+    /// On `ip` and `port` (0: any free port); `None` when `ip` cannot be bound (no IPv6).
+    fn start(ip: &str, port: u16, tag: &'static str) -> Option<HostService> {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind((ip, port)).ok()?;
+        l.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+        let port = l.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (n, s) = (served.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        n.fetch_add(1, Ordering::SeqCst);
+                        let _ = c.set_nonblocking(false);
+                        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                        let mut buf = Vec::new();
+                        let _ = c.read_to_end(&mut buf);
+                        let _ = c.write_all(
+                            format!("{tag}:{}", String::from_utf8_lossy(&buf).trim()).as_bytes(),
+                        );
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Some(HostService {
+            port,
+            served,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn served(&self) -> usize {
+        self.served.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for HostService {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A server config whose resolver is a dead loopback port (the loopback tests resolve no name
+/// through it: `localhost` is in the sandbox's /etc/hosts).
+fn config_dead_resolver(dir: &Path) -> std::path::PathBuf {
+    let cfg = dir.join("server.toml");
+    fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").unwrap_or_else(|e| panic!("{e}"));
+    cfg
+}
+
+/// `allow.net: ["localhost:P1", "localhost:P3"]` reaches ports P1 and P3 of the host's loopback
+/// from inside the run, by `127.0.0.1`, `[::1]` and `localhost` alike (P3 only on the host's
+/// `::1`: the relay tries `127.0.0.1`, then `::1`); port P2 of the host, not allowed, is out of
+/// reach. Each use is in the report, named `localhost`; after the run nothing of its network is
+/// left.
+#[test]
+fn privileged_net_an_allowed_loopback_port_reaches_the_host_and_no_other_port_does() {
+    privileged!();
+    let p1 = HostService::start("127.0.0.1", 0, "p1").unwrap_or_else(|| panic!("no 127.0.0.1"));
+    let p2 = HostService::start("127.0.0.1", 0, "p2").unwrap_or_else(|| panic!("no 127.0.0.1"));
+    let p3 = HostService::start("::1", 0, "p3");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cfg = config_dead_resolver(dir.path());
+    let mut allow = vec![format!("localhost:{}", p1.port)];
+    allow.extend(p3.iter().map(|s| format!("localhost:{}", s.port)));
+    let allow: Vec<&str> = allow.iter().map(String::as_str).collect();
+    let mut targets = vec![
+        ("v4", "127.0.0.1", p1.port),
+        ("v6", "::1", p1.port),
+        ("name", "localhost", p1.port),
+        ("p2", "127.0.0.1", p2.port),
+        ("p2v6", "::1", p2.port),
+    ];
+    if let Some(p3) = &p3 {
+        targets.push(("p3", "127.0.0.1", p3.port));
+    }
+    let asks: String = targets
+        .iter()
+        .map(|(k, h, p)| format!("print('{k}=' + ask('{h}', {p}))\n"))
+        .collect();
+    let script = format!(
+        "#!/bin/bash\npython3 - <<'PY'\nimport socket\n\
+         def ask(host, port):\n    try:\n        s = socket.create_connection((host, port), timeout=5)\n        \
+         s.sendall(b'ping'); s.shutdown(socket.SHUT_WR)\n        data = b''\n        while True:\n            \
+         b = s.recv(100)\n            if not b: break\n            data += b\n        return data.decode() or 'empty'\n    \
+         except OSError as e:\n        return 'error ' + type(e).__name__\n{asks}\
+         print('netns=' + __import__('os').readlink('/proc/self/ns/net'))\nPY\n"
+    );
+    let req = request(&script, net_policy(&allow, &[]));
+    let o = finish(spawn_with_config(&req, &cfg));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
+    // The host's service answered through the relay, whichever address the run used.
+    assert_eq!(get("v4"), "p1:ping");
+    assert_eq!(get("v6"), "p1:ping");
+    assert_eq!(get("name"), "p1:ping");
+    if p3.is_some() {
+        assert_eq!(get("p3"), "p3:ping");
+    }
+    // The port not allowed: the run's own loopback, where nothing listens.
+    assert_eq!(get("p2"), "error ConnectionRefusedError");
+    assert_eq!(get("p2v6"), "error ConnectionRefusedError");
+    assert_eq!(
+        p2.served(),
+        0,
+        "the run reached a host port it was not given"
+    );
+    assert_eq!(p1.served(), 3);
+    // The report names each use `localhost`, on the port used, and nothing on P2.
+    let net = o
+        .result
+        .network
+        .clone()
+        .unwrap_or_else(|| panic!("no network report in {o:#?}"));
+    let lo: BTreeSet<(String, u16, Vec<String>)> = net
+        .contacted
+        .iter()
+        .map(|f| (f.addr.clone(), f.port, f.names.clone()))
+        .collect();
+    let localhost = vec!["localhost".to_string()];
+    let mut want = BTreeSet::from([
+        ("127.0.0.1".to_string(), p1.port, localhost.clone()),
+        ("::1".to_string(), p1.port, localhost.clone()),
+    ]);
+    if let Some(p3) = &p3 {
+        want.insert(("127.0.0.1".to_string(), p3.port, localhost.clone()));
+    }
+    assert_eq!(lo, want);
+    // Nothing of the run's network is left: its namespace (which the relay's listeners were
+    // in) is held by nothing, and its table is gone.
+    assert_eq!(netns_referenced(&get("netns")), Vec::<String>::new());
+    assert_no_table(&o, &req.run_id);
+}

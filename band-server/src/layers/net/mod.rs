@@ -16,11 +16,16 @@
 //! netlink dumps), loopback services or abstract unix socket names, and the host cannot reach
 //! an abstract name the run binds (issue 13, item 2).
 //!
+//! A band's loopback rules (`localhost:P`) open port P of the host's loopback, and nothing else
+//! of the host: band-server listens on `127.0.0.1:P` and `[::1]:P` inside the run's namespace and
+//! relays to the host's ([`forward`]).
+//!
 //! Pure parts: [`plan`], [`stub_addr`], [`parse_resolv_conf`], [`parse_fib_trie_local`],
 //! [`parse_if_inet6`], [`insist_missing`], [`netns::relay_args`]; [`NetLayer`] applies them.
 
 pub(crate) mod apply;
 pub mod dns;
+pub mod forward;
 pub mod netns;
 pub mod nft;
 
@@ -50,6 +55,8 @@ pub enum NetError {
     Stub(#[from] DnsError),
     #[error(transparent)]
     Netns(#[from] NetnsError),
+    #[error(transparent)]
+    Forward(#[from] forward::ForwardError),
 }
 
 /// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
@@ -194,7 +201,12 @@ pub(crate) fn insist_missing(
                 .iter()
                 .any(|f| f.ip == ip && p.port().is_none_or(|port| port == f.port))
         };
-        let done = if p.is_ip() || p.is_any() {
+        let done = if let Some(port) = p.loopback_port() {
+            // A loopback rule counts when the run used the port it opens (on either address).
+            contacted
+                .iter()
+                .any(|f| f.ip.is_loopback() && f.port == port)
+        } else if p.is_ip() || p.is_any() {
             contacted.iter().any(|f| p.matches_ip(f.ip, Some(f.port)))
         } else {
             lookups
@@ -226,6 +238,9 @@ pub struct NetRunPlan {
     pub own: Vec<IpAddr>,
     pub matcher: NetMatcher,
     pub resolv_conf: String,
+    /// The ports of the host's loopback the run may reach ([`NetMatcher::loopback_ports`]),
+    /// relayed by [`forward`].
+    pub loopback_ports: Vec<u16>,
 }
 
 /// Plan the network of run `run_id` (uid `uid`, pool slot `slot`): pure. Fails when no upstream
@@ -253,6 +268,7 @@ pub fn plan_run(
         own: own.to_vec(),
         matcher: matcher.clone(),
         resolv_conf: format!("nameserver {stub_addr}\noptions timeout:3 attempts:2\n"),
+        loopback_ports: matcher.loopback_ports(),
     })
 }
 
@@ -296,6 +312,9 @@ pub struct NetLayer {
     installed: bool,
     /// The stub's resolver and lookup recorder, until [`NetLayer::wait_ready`] starts it.
     resolver: Option<(Resolver, Arc<dns::OnLookup>)>,
+    /// The host loopback ports to open, and their relay once [`NetLayer::wait_ready`] started it.
+    loopback_ports: Vec<u16>,
+    forward: Option<forward::Forward>,
 }
 
 impl NetLayer {
@@ -336,6 +355,8 @@ impl NetLayer {
             lookups: Arc::default(),
             installed: false,
             resolver: None,
+            loopback_ports: plan.loopback_ports.clone(),
+            forward: None,
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
         // `add table` of an existing table would merge: refuse instead. The table and the
@@ -389,6 +410,21 @@ impl NetLayer {
             let (udp, tcp) = ns.in_netns(|| Stub::bind(addr))??;
             self.stub = Some(Stub::serve(addr, udp, tcp, resolver, record)?);
         }
+        self.open_loopback_ports()
+    }
+
+    /// The host loopback ports of the band, listened on inside the run's namespace (by a thread
+    /// that joins it) and relayed from this process's: before the script starts.
+    fn open_loopback_ports(&mut self) -> Result<(), NetError> {
+        if self.loopback_ports.is_empty() || self.forward.is_some() {
+            return Ok(());
+        }
+        let Some(ns) = self.netns.as_ref() else {
+            return Ok(());
+        };
+        let ports = self.loopback_ports.clone();
+        let listeners = ns.in_netns(|| forward::bind(&ports))??;
+        self.forward = Some(forward::Forward::serve(listeners)?);
         Ok(())
     }
 
@@ -458,7 +494,33 @@ impl NetLayer {
             contacted: seen.iter().map(flow).collect(),
             denied: denied.iter().map(flow).collect(),
         };
+        let mut report = report;
+        self.add_loopback_flows(&mut report, &mut seen);
         (report, lookups, seen)
+    }
+
+    /// The connections the run made to its opened loopback ports, which the kernel's sets never
+    /// see (the host side is band-server's socket): named `localhost`, so `band learn` drafts
+    /// `localhost:P`.
+    fn add_loopback_flows(&self, report: &mut NetworkReport, seen: &mut Vec<nft::Flow>) {
+        for (ip, port) in self
+            .forward
+            .as_ref()
+            .map(forward::Forward::flows)
+            .unwrap_or_default()
+        {
+            report.contacted.push(NetFlow {
+                addr: ip.to_string(),
+                proto: "tcp".into(),
+                port,
+                names: vec!["localhost".into()],
+            });
+            seen.push(nft::Flow {
+                ip,
+                proto: "tcp".into(),
+                port,
+            });
+        }
     }
 
     /// Stop the stub but keep the table: something of the run survived and must stay filtered.
@@ -468,6 +530,7 @@ impl NetLayer {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
+        self.stop_loopback();
         self.netns = None;
         self.installed = false;
     }
@@ -475,9 +538,18 @@ impl NetLayer {
     /// Kill the relay: the run's namespace has no way out any more (its exit, slow, is reaped
     /// by [`NetLayer::stop_relay`]).
     pub(crate) fn kill_relay(&mut self) -> std::io::Result<()> {
+        self.stop_loopback();
         match self.netns.as_mut() {
             Some(ns) => ns.kill(),
             None => Ok(()),
+        }
+    }
+
+    /// Close the opened loopback ports: listeners, relayed connections and their threads (what
+    /// they recorded stays, for the report).
+    pub fn stop_loopback(&mut self) {
+        if let Some(f) = self.forward.as_mut() {
+            f.stop();
         }
     }
 
@@ -494,6 +566,7 @@ impl NetLayer {
         if let Some(mut s) = self.stub.take() {
             s.stop();
         }
+        self.stop_loopback();
         self.netns = None;
         if self.installed {
             self.installed = false;
@@ -713,6 +786,67 @@ mod tests {
         assert!(p.never.contains(&("169.254.0.0".parse().unwrap(), 16)));
         // 10.0.2.15 is inside 10.0.0.0/8 already: nft refuses overlapping intervals.
         assert!(!p.never.contains(&("10.0.2.15".parse().unwrap(), 32)));
+    }
+
+    #[test]
+    fn the_plan_opens_the_loopback_ports_named_with_a_port_and_not_denied() {
+        let up: Vec<SocketAddr> = vec!["127.0.0.1:9".parse().unwrap()];
+        let plan = |allow: &[&str], deny: &[&str]| {
+            plan_run("ab12", 61000, 61000, 0, &m(allow, deny), &[], &up)
+                .unwrap()
+                .loopback_ports
+        };
+        assert_eq!(
+            plan(
+                &[
+                    "localhost:18000",
+                    "[::1]:18000",
+                    "127.0.0.1:5432",
+                    "*",
+                    "localhost"
+                ],
+                &["*:5432"]
+            ),
+            vec![18000]
+        );
+        assert_eq!(
+            plan(&["*", "*:18000", "10.0.0.0/8:18000"], &[]),
+            Vec::<u16>::new()
+        );
+        // The table still never lets the run's uid reach loopback: the relay is band-server's.
+        let p = plan_run(
+            "ab12",
+            61000,
+            61000,
+            0,
+            &m(&["localhost:18000"], &[]),
+            &[],
+            &up,
+        )
+        .unwrap();
+        assert!(p.table.never.contains(&("127.0.0.0".parse().unwrap(), 8)));
+        assert!(p.table.allow.is_empty(), "{:?}", p.table.allow);
+    }
+
+    #[test]
+    fn a_loopback_insist_counts_when_the_run_used_its_port() {
+        let insist = vec!["localhost:18000".to_string(), "[::1]:18001".to_string()];
+        assert_eq!(
+            insist_missing(
+                &insist,
+                &[],
+                &[flow("::1", 18000), flow("93.184.216.34", 18001)]
+            ),
+            vec!["net: [::1]:18001".to_string()]
+        );
+        assert_eq!(
+            insist_missing(
+                &insist,
+                &[],
+                &[flow("127.0.0.1", 18000), flow("127.0.0.1", 18001)]
+            ),
+            Vec::<String>::new()
+        );
     }
 
     fn lookup(name: &str, addrs: &[&str]) -> Lookup {
