@@ -353,6 +353,32 @@ fn requirement_line(path: &str, line: usize, text: &str) -> Result<Option<Requir
     Ok(Some(Requirement { spec, hashes, line }))
 }
 
+/// The `requirements.txt` `band wrap --with PKG` writes for the packages only a skill's prose
+/// names ("pip install pandas"): one a line, each checked as a requirement file's line is.
+pub fn requirements_file(packages: &[String]) -> Result<String, DepsError> {
+    let mut out = String::from(
+        "# The Python packages this skill's scripts need (band wrap --with); band-server builds\n# their environment: docs/dependencies.md.\n",
+    );
+    for (i, p) in packages.iter().enumerate() {
+        let line = requirement_line(REQUIREMENTS, i + 1, p)?;
+        match line {
+            Some(r) if !p.contains('\n') && !p.contains('#') && r.hashes.is_empty() => {
+                out.push_str(&r.spec);
+                out.push('\n');
+            }
+            _ => {
+                return Err(DepsError {
+                    path: REQUIREMENTS.into(),
+                    line: i + 1,
+                    message: format!("`{p}` is not one package requirement"),
+                    hint: "pass one package a --with: `--with pandas --with 'requests>=2'`".into(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Declared {
     /// Every requirement an exact `name==version` pinned by at least one hash: the declaration
     /// is its own resolved lock, and nothing is resolved.
@@ -802,6 +828,23 @@ import pandas
             assert_eq!(version_matches(v, spec), Ok(ok), "{v} {spec}");
         }
         assert!(version_matches("3.11.2", "=>3").is_err());
+    }
+
+    #[test]
+    fn wrap_with_writes_a_requirements_file_band_reads_back() {
+        let text = requirements_file(&["pandas>=2".into(), "requests[socks]".into()]).unwrap();
+        let r = requirements(REQUIREMENTS, &text).unwrap();
+        let specs: Vec<&str> = r.iter().map(|r| r.spec.as_str()).collect();
+        assert_eq!(specs, ["pandas>=2", "requests[socks]"]);
+        for bad in [
+            "-r /etc/passwd",
+            "x\n--index-url=http://e",
+            "x # y",
+            "",
+            "x --hash=sha256:00",
+        ] {
+            assert!(requirements_file(&[bad.into()]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -186,3 +186,37 @@ fn privileged_a_declared_package_runs_from_a_read_only_env_built_once() {
     );
     assert_eq!(entries(&envs), listed);
 }
+
+/// `band wrap --with PKG` writes the packages only the skill's prose names into a
+/// `requirements.txt` at its root, which the lock records as a package set; an option is refused.
+#[test]
+fn wrap_with_records_the_packages_prose_names() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    band_test::copy_dir(
+        &crate::common::repo().join("tests/corpus/agent/pdf"),
+        &ws.path().join("pdf"),
+    );
+    let (code, out, err) = bin().run(
+        &[
+            "wrap",
+            "pdf",
+            "--write",
+            "--with",
+            "pypdf",
+            "--with",
+            "reportlab>=4",
+        ],
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let req = fs_err::read_to_string(ws.path().join("pdf/requirements.txt")).expect("read");
+    assert!(req.ends_with("\npypdf\nreportlab>=4\n"), "{req}");
+    let lock = fs_err::read_to_string(ws.path().join("pdf/band.lock")).expect("read");
+    assert!(
+        lock.lines()
+            .any(|l| l.starts_with("deps ") && l.ends_with(" \"requirements.txt\"")),
+        "{lock}"
+    );
+    let out = bin().output(&["wrap", "pdf", "--with=-r other.txt"], ws.path());
+    band_snapshot!(out, "wrap_with_an_option");
+}
