@@ -581,7 +581,7 @@ mod tests {
         fs::write(root.join("lib/pkg/__init__.py"), "X = 1\n").unwrap();
         fs::write(root.join("tool"), "#!/bin/sh\n").unwrap();
         fs::set_permissions(root.join("tool"), std::fs::Permissions::from_mode(0o775)).unwrap();
-        std::os::unix::fs::symlink("/usr/bin/python3", root.join("python3")).unwrap();
+        fs::os::unix::fs::symlink("/usr/bin/python3", root.join("python3")).unwrap();
         seal(&root).unwrap();
         let mode = |p: &str| fs::symlink_metadata(root.join(p)).unwrap().mode() & 0o7777;
         assert_eq!(mode(""), 0o555);
