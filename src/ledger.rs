@@ -161,6 +161,9 @@ pub struct RunRecord {
     /// Requests to the CLI gate that came from no genuine band-shim, refused (issue 36).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forged: Option<crate::proto::Forged>,
+    /// The resolved lock of the script's Python environment (`deps`), when it declares packages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
     /// What the run streamed, except its stdout/stderr (see [`audit_events`]).
@@ -1093,6 +1096,7 @@ mod tests {
             denied: Vec::new(),
             insist_missing: Vec::new(),
             forged: None,
+            deps_sha256: None,
             error: None,
             events: Vec::new(),
             events_dropped: 0,

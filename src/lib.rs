@@ -15,6 +15,8 @@
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit codes.
+//! - [`deps`]: the Python packages a script declares (PEP 723, requirements.txt), and the
+//!   resolved lock its environment is built from.
 //! - [`diag`]: diagnostics (file, line, column, code, hint) and the table of lint codes.
 //! - [`learn`]: `band learn`'s drafting: observations in, the narrowest band and its diff out.
 //! - [`warm`]: the host target's warm band-server: the digest of what it serves, its socket.
@@ -39,6 +41,7 @@
 //! `mmdebstrap`; and `band doctor` probes the host (bubblewrap, the Landlock ABI).
 
 pub mod contract;
+pub mod deps;
 pub mod diag;
 pub mod launch;
 pub mod learn;

@@ -171,8 +171,45 @@ impl Tree {
                         .then(|| String::from_utf8_lossy(&n.data).into_owned()),
                 })
                 .collect(),
+            deps: self.deps(),
         }
     }
+
+    /// The Python packages each file declares (`band::deps`): a script's PEP 723 block, a
+    /// `requirements.txt`, as the digest of the declared set, by path. A declaration band cannot
+    /// parse has no line (its run is refused, naming it; its bytes are locked by its `file`
+    /// line).
+    pub fn deps(&self) -> Vec<DepsEntry> {
+        self.files()
+            .filter_map(|n| {
+                let text = std::str::from_utf8(&n.data).ok()?;
+                let name = n.path.rsplit('/').next().unwrap_or(&n.path);
+                let declared = if name == crate::deps::REQUIREMENTS {
+                    crate::deps::Declared {
+                        source: crate::deps::Source::Requirements {
+                            path: n.path.clone(),
+                        },
+                        requires_python: None,
+                        requirements: crate::deps::requirements(&n.path, text).ok()?,
+                    }
+                } else {
+                    crate::deps::pep723(&n.path, text).ok()??
+                };
+                Some(DepsEntry {
+                    path: n.path.clone(),
+                    sha256: declared.digest(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A `deps` line of a lock: the digest of the Python packages a file declares
+/// (`band::deps::Declared::digest`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DepsEntry {
+    pub path: String,
+    pub sha256: String,
 }
 
 fn walk(
@@ -294,6 +331,8 @@ pub struct Lock {
     pub bundle_sha256: String,
     /// Sorted by path.
     pub entries: Vec<LockEntry>,
+    /// The declared package sets, sorted by path (`deps` lines, after the entries).
+    pub deps: Vec<DepsEntry>,
 }
 
 impl Lock {
@@ -317,6 +356,9 @@ impl Lock {
             }
             out.push('\n');
         }
+        for d in &self.deps {
+            out.push_str(&format!("deps {} {}\n", d.sha256, quote(&d.path)));
+        }
         out
     }
 
@@ -331,6 +373,7 @@ impl Lock {
         let mut version = None;
         let mut bundle = None;
         let mut entries: Vec<LockEntry> = Vec::new();
+        let mut deps: Vec<DepsEntry> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let n = i + 1;
             if line.is_empty() || line.starts_with('#') {
@@ -386,6 +429,27 @@ impl Lock {
                     }
                     entries.push(e);
                 }
+                "deps" => {
+                    let (hex, path) = rest
+                        .split_once(' ')
+                        .ok_or_else(|| err(n, "expected `deps <sha256> \"<path>\"`".into()))?;
+                    let sha256 = parse_hex(hex)
+                        .ok_or_else(|| err(n, format!("`{hex}` is not a SHA-256 in hex")))?;
+                    let (path, after) = unquote(path).map_err(|m| err(n, m.to_string()))?;
+                    if !after.is_empty() {
+                        return Err(err(n, format!("unexpected `{after}` after the path")));
+                    }
+                    if deps.last().is_some_and(|p| p.path >= path) {
+                        return Err(err(
+                            n,
+                            format!(
+                                "{} is out of order or repeated (deps lines are sorted by path)",
+                                quote(&path)
+                            ),
+                        ));
+                    }
+                    deps.push(DepsEntry { path, sha256 });
+                }
                 other => return Err(err(n, format!("unknown line kind `{other}`"))),
             }
         }
@@ -396,6 +460,7 @@ impl Lock {
         Ok(Lock {
             bundle_sha256,
             entries,
+            deps,
         })
     }
 
@@ -444,6 +509,27 @@ impl Lock {
                     }
                 }
                 (None, None) => {}
+            }
+        }
+        let locked: BTreeMap<&str, &str> = self
+            .deps
+            .iter()
+            .map(|d| (d.path.as_str(), d.sha256.as_str()))
+            .collect();
+        let now: BTreeMap<&str, &str> = actual
+            .deps
+            .iter()
+            .map(|d| (d.path.as_str(), d.sha256.as_str()))
+            .collect();
+        let mut paths: Vec<&str> = locked.keys().chain(now.keys()).copied().collect();
+        paths.sort_unstable();
+        paths.dedup();
+        for p in paths {
+            if locked.get(p) != now.get(p) {
+                out.push(Difference {
+                    path: p.to_string(),
+                    change: Change::Deps,
+                });
             }
         }
         if out.is_empty() && self.bundle_sha256 != actual.bundle_sha256 {
@@ -581,6 +667,8 @@ pub enum Change {
     Removed,
     /// Every line matches but the lock's `bundle` line does not (the lock was edited).
     BundleHash,
+    /// The Python packages the file declares are not the set `band.lock` records.
+    Deps,
 }
 
 impl fmt::Display for Difference {
@@ -602,6 +690,10 @@ impl fmt::Display for Difference {
             }
             Change::Added => write!(f, "{p}: added (not in band.lock)"),
             Change::Removed => write!(f, "{p}: removed (listed in band.lock)"),
+            Change::Deps => write!(
+                f,
+                "{p}: its declared Python packages are not the ones band.lock records"
+            ),
             Change::BundleHash => write!(
                 f,
                 "{p}: its bundle hash does not match the files it lists (the lock was edited)"
@@ -696,6 +788,56 @@ mod tests {
         let tree = Tree::read(t.path()).expect("read");
         write(t.path(), &tree).expect("lock");
         t
+    }
+
+    #[test]
+    fn declared_packages_are_locked_and_a_changed_set_is_refused() {
+        let t = skill();
+        let r = t.path();
+        let script = "#!/usr/bin/env python3\n# /// script\n# dependencies = [\"attrs==23.1.0\"]\n# ///\nimport attrs\n";
+        fs_err::write(r.join("scripts/a.py"), script).expect("write");
+        fs_err::write(r.join("requirements.txt"), "six\n").expect("write");
+        let lock = write(r, &Tree::read(r).expect("read")).expect("lock");
+        let paths: Vec<&str> = lock.deps.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["requirements.txt", "scripts/a.py"]);
+        let text = fs_err::read_to_string(r.join(LOCK_FILE)).expect("read");
+        let a = &lock.deps[1].sha256;
+        assert!(
+            text.ends_with(&format!("deps {a} \"scripts/a.py\"\n")),
+            "{text}"
+        );
+        assert_eq!(
+            Lock::parse(&text, Path::new(LOCK_FILE)).expect("parse"),
+            lock
+        );
+        assert_eq!(state(r), LockState::Matches);
+
+        // A lock whose recorded set is not the skill's (an older lock, or an edited one).
+        let edited = text.replace(a.as_str(), &"0".repeat(64));
+        fs_err::write(r.join(LOCK_FILE), edited).expect("write");
+        let d = differs(r);
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            d[0].to_string(),
+            "scripts/a.py: its declared Python packages are not the ones band.lock records"
+        );
+
+        // A changed set: the file and its packages both differ.
+        write(r, &Tree::read(r).expect("read")).expect("lock");
+        fs_err::write(r.join("scripts/a.py"), script.replace("23.1.0", "23.2.0")).expect("write");
+        let shown: Vec<String> = differs(r).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "scripts/a.py: content changed",
+                "scripts/a.py: its declared Python packages are not the ones band.lock records"
+            ]
+        );
+        let bad = format!(
+            "version 1\nbundle {}\ndeps {a} \"b\"\ndeps {a} \"a\"\n",
+            "0".repeat(64)
+        );
+        assert!(Lock::parse(&bad, Path::new(LOCK_FILE)).is_err());
     }
 
     fn state(root: &Path) -> LockState {

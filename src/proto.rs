@@ -528,6 +528,10 @@ pub struct RunResult {
     /// `None` when there were none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forged: Option<Forged>,
+    /// SHA-256 of the resolved lock the script's Python environment was built from, when its
+    /// files declare packages (`deps`; docs/dependencies.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps_sha256: Option<String>,
 }
 
 /// The forged requests the CLI gate refused in one run: how many, and why the first few were
@@ -647,6 +651,7 @@ impl RunResult {
             network: None,
             observed: None,
             forged: None,
+            deps_sha256: None,
         }
     }
 }

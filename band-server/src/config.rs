@@ -26,6 +26,12 @@
 //! [program_cache]      # the skills' own programs in the shared program cache (execcache)
 //! per_skill = "128m"   # one user's one skill
 //! per_owner = "256m"   # one user's skills together (at most 768m)
+//!
+//! [deps]               # the Python environments of scripts that declare packages (`deps`)
+//! dir = "/var/cache/band/envs"                  # where they are built and kept
+//! index_url = "https://pypi.org/simple"         # the package index pip resolves and installs from
+//! find_links = ["/srv/wheels"]                  # folders (or URLs) of wheels pip also looks in
+//! no_index = false                              # only find_links, no index
 //! ```
 //!
 //! Sizes accept a number of bytes or `k`/`m`/`g` suffixes, durations a number of milliseconds or
@@ -122,6 +128,37 @@ pub struct ServerConfig {
     pub caps: LimitValues,
     /// The bounds of the program cache's bytes: per user and skill, per user (`[program_cache]`).
     pub program_cache: CacheBounds,
+    /// Where scripts' Python environments are built, and the package index they come from
+    /// (`[deps]`).
+    pub deps: DepsConfig,
+}
+
+/// Where to find packages when building a script's environment, and where to keep it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DepsConfig {
+    /// The environments, one folder per resolved lock (outside `/tmp` and the state directory,
+    /// which runs never see).
+    pub dir: PathBuf,
+    /// pip's `--index-url`; `None`: pip's default (PyPI).
+    pub index_url: Option<String>,
+    /// pip's `--find-links`, each.
+    pub find_links: Vec<String>,
+    /// pip's `--no-index`: only `find_links`.
+    pub no_index: bool,
+}
+
+/// Where environments are kept unless `[deps] dir` says otherwise.
+pub const DEFAULT_DEPS_DIR: &str = "/var/cache/band/envs";
+
+impl Default for DepsConfig {
+    fn default() -> Self {
+        DepsConfig {
+            dir: PathBuf::from(DEFAULT_DEPS_DIR),
+            index_url: None,
+            find_links: Vec::new(),
+            no_index: false,
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -138,6 +175,7 @@ impl Default for ServerConfig {
             defaults: LimitValues::PLATFORM_DEFAULTS,
             caps: LimitValues::PLATFORM_CAPS,
             program_cache: CacheBounds::default(),
+            deps: DepsConfig::default(),
         }
     }
 }
@@ -181,6 +219,18 @@ struct RawConfig {
     caps: RawLimits,
     #[serde(default)]
     program_cache: RawProgramCache,
+    #[serde(default)]
+    deps: RawDeps,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeps {
+    dir: Option<PathBuf>,
+    index_url: Option<String>,
+    #[serde(default)]
+    find_links: Vec<String>,
+    no_index: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -333,6 +383,12 @@ pub(crate) fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         defaults,
         caps,
         program_cache: cache_bounds(&raw.program_cache, d.program_cache)?,
+        deps: DepsConfig {
+            dir: raw.deps.dir.unwrap_or(d.deps.dir),
+            index_url: raw.deps.index_url,
+            find_links: raw.deps.find_links,
+            no_index: raw.deps.no_index.unwrap_or(d.deps.no_index),
+        },
     })
 }
 
@@ -647,6 +703,25 @@ mod tests {
         assert!(parse_config("statedir = \"/x\"").is_err());
         assert!(parse_config("[caps]\nmemory = \"lots\"").is_err());
         assert_eq!(parse_config(""), Ok(ServerConfig::default()));
+    }
+
+    #[test]
+    fn deps_section_names_the_index_and_the_folder() {
+        let cfg = parse_config(
+            "[deps]\ndir = \"/srv/envs\"\nindex_url = \"http://127.0.0.1:8080/simple\"\nfind_links = [\"/srv/wheels\"]\nno_index = true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.deps,
+            DepsConfig {
+                dir: PathBuf::from("/srv/envs"),
+                index_url: Some("http://127.0.0.1:8080/simple".into()),
+                find_links: vec!["/srv/wheels".into()],
+                no_index: true,
+            }
+        );
+        assert_eq!(parse_config("").unwrap().deps, DepsConfig::default());
+        assert!(parse_config("[deps]\nindex = \"x\"\n").is_err());
     }
 
     #[test]

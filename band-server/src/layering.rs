@@ -48,6 +48,7 @@ const RANKS: &[(&str, u32)] = &[
     ("collect", 10),
     ("observe", 10),
     ("janitor", 10),
+    ("deps", 10),
     ("run", 11),
     ("warm", 12),
     ("lib", 13),

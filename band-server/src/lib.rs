@@ -81,6 +81,7 @@ macro_rules! say {
 pub(crate) mod collect;
 pub mod common;
 pub mod config;
+pub mod deps;
 pub mod error;
 pub mod facts;
 pub mod janitor;

@@ -24,6 +24,11 @@ pub(crate) struct WrapArgs {
     /// `localhost:8000` for that port of this machine's loopback; repeatable. Default: none.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub(crate) allow_net: Vec<String>,
+    /// A Python package the scripts need that only the skill's prose names ("pip install
+    /// pandas"), e.g. `pandas>=2`; repeatable. Written into a `requirements.txt` at the skill's
+    /// root, from which band-server builds the scripts' environment.
+    #[arg(long, value_name = "PKG")]
+    pub(crate) with: Vec<String>,
     /// Print the plan (scripts, files, what they hold) as JSON.
     #[arg(long)]
     pub(crate) json: bool,

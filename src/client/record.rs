@@ -79,6 +79,7 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         denied: r.denied.clone(),
         insist_missing: r.insist_missing.clone(),
         forged: r.forged.clone(),
+        deps_sha256: r.deps_sha256.clone(),
         error: r.error.clone(),
         events,
         events_dropped,

@@ -30,7 +30,15 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
             ));
         }
     }
-    let plan = plan(root, &access).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    let mut plan = plan(root, &access).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    if !args.with.is_empty() {
+        let text = band::deps::requirements_file(&args.with)
+            .map_err(|e| user_error(format!("--with: {}", e.message), e.hint))?;
+        plan.files.push(band::wrap::WrapFile {
+            path: band::deps::REQUIREMENTS.into(),
+            text,
+        });
+    }
     let existing: Vec<&str> = plan
         .files
         .iter()

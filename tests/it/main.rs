@@ -17,6 +17,7 @@ mod authoring;
 mod bundled;
 mod cancel;
 mod cli;
+mod deps;
 mod conventions;
 mod corpus;
 mod docs;

@@ -181,6 +181,11 @@ fn execute_inner(
         Check::Run(c) => c,
         Check::Refused(r) => return Ok(*r),
     };
+    // The script's Python environment, built before anything of the run exists (`deps`): its
+    // python3 is the run's.
+    let env = crate::deps::prepare(&checked, cfg)?;
+    let with_env = env.as_ref().map(|e| crate::deps::with_env(cfg, e));
+    let cfg = with_env.as_ref().unwrap_or(cfg);
     let prepared = prepare(&checked, cfg, guard, before_lease, Made::Whole)?;
     let client = Client {
         req,
@@ -188,7 +193,9 @@ fn execute_inner(
         gone,
         t0,
     };
-    run_prepared(&client, &checked, prepared, guard)
+    let mut result = run_prepared(&client, &checked, prepared, guard)?;
+    result.deps_sha256 = env.map(|e| e.lock_sha256);
+    Ok(result)
 }
 
 /// What [`prepare`] makes of the run directory.
@@ -665,6 +672,7 @@ fn result(
             count: st.forged as u64,
             reasons: st.forged_why.clone(),
         }),
+        deps_sha256: None,
     }
 }
 

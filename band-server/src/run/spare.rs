@@ -188,6 +188,12 @@ pub(crate) fn keep(
         }
         Err(e) => return no_spare(&e.message),
     };
+    // A script with packages runs with its environment's python3 (`deps`), which a spare's
+    // plain config does not have.
+    let file = |p: &str| checked.bundle.iter().find(|f| f.path == p).map(|f| f.data.clone());
+    if !matches!(crate::deps::declared_of(&spare.entry, &file), Ok(None)) {
+        return no_spare("its script declares packages");
+    }
     let prepared = match prepare(&checked, cfg, &mut guard, &|| (), Made::Spare) {
         Ok(p) => p,
         Err(e) => {

@@ -1,0 +1,856 @@
+//! The Python packages a script declares, and the resolved lock its environment is built from.
+//!
+//! Pure: text in, data out. band-server builds the environment ([`docs/dependencies.md`]); this
+//! module is what both sides read the same way:
+//!
+//! - [`declared`]: a script's dependencies, from its PEP 723 `# /// script` block
+//!   (`dependencies = [...]`, `requires-python`), else a `requirements.txt` beside it, else one at
+//!   the skill's root (with or without `--hash=` options);
+//! - [`Declared::digest`]: one number for the declared set (what `band.lock` records);
+//! - [`resolved_from_report`]: pip's installation report (`pip install --dry-run --report`) as
+//!   resolved entries; [`lock_text`]: the resolved lock (`name==version --hash=sha256:…` lines) an
+//!   environment is built from with `--require-hashes`, whose SHA-256 names it.
+//!
+//! [`docs/dependencies.md`]: https://github.com/band/band/blob/main/docs/dependencies.md
+
+use sha2::{Digest, Sha256};
+
+/// The name of the requirements file band reads, beside the script or at the skill's root.
+pub const REQUIREMENTS: &str = "requirements.txt";
+
+/// Where a declaration was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The script's own `# /// script` block.
+    Pep723 { script: String },
+    /// A requirements file (its path in the skill).
+    Requirements { path: String },
+}
+
+impl Source {
+    /// The skill path the declaration is in.
+    pub fn path(&self) -> &str {
+        match self {
+            Source::Pep723 { script } => script,
+            Source::Requirements { path } => path,
+        }
+    }
+}
+
+/// One declared requirement: a PEP 508 specifier (`pandas>=2`, `attrs==23.1.0`) and the
+/// `sha256` hashes a requirements file pins it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    pub spec: String,
+    pub hashes: Vec<String>,
+    /// 1-based line of the declaration.
+    pub line: usize,
+}
+
+impl Requirement {
+    /// The distribution's name as written (`Pandas` in `Pandas[excel]>=2`).
+    pub fn name(&self) -> &str {
+        package_name(&self.spec)
+    }
+
+    /// `name==version` with nothing else: an exact pin.
+    fn exact(&self) -> bool {
+        self.spec.split_once("==").is_some_and(|(n, v)| {
+            n.trim() == self.name()
+                && !v.trim().is_empty()
+                && v.trim()
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '!' | '-' | '_'))
+        })
+    }
+}
+
+/// A script's declared dependencies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    pub source: Source,
+    pub requires_python: Option<String>,
+    pub requirements: Vec<Requirement>,
+}
+
+/// A declaration band cannot use: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct DepsError {
+    pub path: String,
+    pub line: usize,
+    pub message: String,
+    pub hint: String,
+}
+
+/// The distribution name at the start of a PEP 508 specifier.
+pub fn package_name(spec: &str) -> &str {
+    let spec = spec.trim_start();
+    let end = spec
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+        .unwrap_or(spec.len());
+    &spec[..end]
+}
+
+/// The normalized name of a distribution (PEP 503: lowercase, runs of `-_.` as one `-`).
+pub fn normalize_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('-');
+            }
+            sep = false;
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+/// The dependencies the script at `entry` declares. `file` reads a skill file by its path
+/// (`None`: not in the skill). A script's own block wins over a requirements file; a
+/// requirements file beside the script over one at the root. `Ok(None)`: nothing declared.
+pub fn declared(
+    entry: &str,
+    file: &dyn Fn(&str) -> Option<Vec<u8>>,
+) -> Result<Option<Declared>, DepsError> {
+    if let Some(bytes) = file(entry)
+        && let Ok(text) = std::str::from_utf8(&bytes)
+        && let Some(d) = pep723(entry, text)?
+    {
+        return Ok(Some(d));
+    }
+    let beside = match entry.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/{REQUIREMENTS}"),
+        None => REQUIREMENTS.to_string(),
+    };
+    for path in [beside.as_str(), REQUIREMENTS] {
+        if let Some(bytes) = file(path) {
+            let text = std::str::from_utf8(&bytes).map_err(|_| DepsError {
+                path: path.to_string(),
+                line: 1,
+                message: "not UTF-8 text".into(),
+                hint: "a requirements file is text, one requirement a line".into(),
+            })?;
+            return Ok(Some(Declared {
+                source: Source::Requirements {
+                    path: path.to_string(),
+                },
+                requires_python: None,
+                requirements: requirements(path, text)?,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The `# /// script` block of a Python script (PEP 723), parsed; `Ok(None)` without one.
+pub fn pep723(path: &str, text: &str) -> Result<Option<Declared>, DepsError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(start) = lines.iter().position(|l| l.trim_end() == "# /// script") else {
+        return Ok(None);
+    };
+    let err = |line: usize, message: String, hint: &str| DepsError {
+        path: path.to_string(),
+        line,
+        message,
+        hint: hint.to_string(),
+    };
+    let mut body = String::new();
+    let mut end = None;
+    for (i, l) in lines.iter().enumerate().skip(start + 1) {
+        if l.trim_end() == "# ///" {
+            end = Some(i);
+            break;
+        }
+        let content = if *l == "#" {
+            ""
+        } else if let Some(c) = l.strip_prefix("# ") {
+            c
+        } else {
+            return Err(err(
+                i + 1,
+                "a line of the `# /// script` block does not start with `# `".into(),
+                "every line of the block is a comment: `# dependencies = [\"pandas\"]`, closed by `# ///`",
+            ));
+        };
+        body.push_str(content);
+        body.push('\n');
+    }
+    let Some(end) = end else {
+        return Err(err(
+            start + 1,
+            "the `# /// script` block is not closed".into(),
+            "end the block with a line `# ///`",
+        ));
+    };
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    struct Block {
+        #[serde(default)]
+        dependencies: Vec<String>,
+        requires_python: Option<String>,
+        #[serde(default)]
+        tool: Option<toml::Table>,
+    }
+    let block: Block = toml::from_str(&body).map_err(|e| {
+        err(
+            start + 1,
+            format!(
+                "the `# /// script` block is not valid TOML: {}",
+                e.message()
+            ),
+            "PEP 723: `# dependencies = [\"pandas>=2\"]` and `# requires-python = \">=3.11\"`",
+        )
+    })?;
+    let _ = block.tool;
+    let mut reqs = Vec::new();
+    for spec in block.dependencies {
+        // The line of the block that names it, for the messages.
+        let line = (start + 1..end)
+            .find(|&i| lines[i].contains(&format!("\"{spec}\"")))
+            .map_or(start + 1, |i| i + 1);
+        check_spec(path, line, &spec)?;
+        reqs.push(Requirement {
+            spec: spec.trim().to_string(),
+            hashes: Vec::new(),
+            line,
+        });
+    }
+    Ok(Some(Declared {
+        source: Source::Pep723 {
+            script: path.to_string(),
+        },
+        requires_python: block.requires_python.map(|s| s.trim().to_string()),
+        requirements: reqs,
+    }))
+}
+
+/// A requirement band can hand pip: a distribution by name with its version specifiers,
+/// extras and markers; not an option, a path or a URL (the package index is band-server's).
+fn check_spec(path: &str, line: usize, spec: &str) -> Result<(), DepsError> {
+    let s = spec.trim();
+    let err = |message: String, hint: &str| DepsError {
+        path: path.to_string(),
+        line,
+        message,
+        hint: hint.to_string(),
+    };
+    let name = package_name(s);
+    if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(err(
+            format!("`{s}` is not a package requirement"),
+            "name a package and its versions: `pandas>=2`, `requests==2.31.0`",
+        ));
+    }
+    let rest = s[name.len()..].split(';').next().unwrap_or("");
+    if rest.contains('@') || rest.contains("://") {
+        return Err(err(
+            format!("`{s}`: a direct reference (a URL or a path) is not supported"),
+            "name the package by version; band-server installs from its package index ([deps] in server.toml)",
+        ));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(err(
+            "a requirement holds a control character".into(),
+            "one requirement a line",
+        ));
+    }
+    Ok(())
+}
+
+/// The requirements of a requirements file: one a line, `\` continues a line, `#` starts a
+/// comment, `--hash=sha256:<hex>` pins a requirement to the files it may be installed from.
+/// Every other option is refused: the package index is band-server's, and band reads no other
+/// file.
+pub fn requirements(path: &str, text: &str) -> Result<Vec<Requirement>, DepsError> {
+    let mut out = Vec::new();
+    let mut logical = String::new();
+    let mut first = 0;
+    for (i, raw) in text.lines().enumerate() {
+        if logical.is_empty() {
+            first = i + 1;
+        }
+        let l = match raw.find(" #").or_else(|| raw.starts_with('#').then_some(0)) {
+            Some(at) => &raw[..at],
+            None => raw,
+        };
+        if let Some(cont) = l.trim_end().strip_suffix('\\') {
+            logical.push_str(cont);
+            logical.push(' ');
+            continue;
+        }
+        logical.push_str(l);
+        let whole = std::mem::take(&mut logical);
+        if let Some(r) = requirement_line(path, first, &whole)? {
+            out.push(r);
+        }
+    }
+    if !logical.trim().is_empty()
+        && let Some(r) = requirement_line(path, first, &logical)?
+    {
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn requirement_line(path: &str, line: usize, text: &str) -> Result<Option<Requirement>, DepsError> {
+    let err = |message: String, hint: &str| DepsError {
+        path: path.to_string(),
+        line,
+        message,
+        hint: hint.to_string(),
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let mut spec = String::new();
+    let mut hashes = Vec::new();
+    let mut words = text.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        if let Some(h) = w
+            .strip_prefix("--hash=")
+            .or_else(|| (w == "--hash").then(|| words.next()).flatten())
+        {
+            let Some(hex) = h.strip_prefix("sha256:") else {
+                return Err(err(
+                    format!("`--hash={h}`: only sha256 hashes are accepted"),
+                    "pin each file by `--hash=sha256:<64 hex digits>` (pip hash, pip-compile --generate-hashes)",
+                ));
+            };
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(err(
+                    format!("`--hash={h}` is not a SHA-256 (64 hex digits)"),
+                    "pin each file by `--hash=sha256:<64 hex digits>`",
+                ));
+            }
+            hashes.push(hex.to_ascii_lowercase());
+        } else if w.starts_with('-') {
+            return Err(err(
+                format!("the option `{w}` is not supported in a skill's requirements"),
+                "list packages only (with `--hash=sha256:…` if pinned); band-server's config names the package index ([deps] index_url, find_links)",
+            ));
+        } else {
+            if !spec.is_empty() {
+                spec.push(' ');
+            }
+            spec.push_str(w);
+        }
+    }
+    if spec.is_empty() {
+        return Err(err(
+            "`--hash` without a requirement".into(),
+            "write the requirement and its hashes on one line (or continue it with `\\`)",
+        ));
+    }
+    check_spec(path, line, &spec)?;
+    hashes.sort();
+    hashes.dedup();
+    Ok(Some(Requirement { spec, hashes, line }))
+}
+
+/// The `requirements.txt` `band wrap --with PKG` writes for the packages only a skill's prose
+/// names ("pip install pandas"): one a line, each checked as a requirement file's line is.
+pub fn requirements_file(packages: &[String]) -> Result<String, DepsError> {
+    let mut out = String::from(
+        "# The Python packages this skill's scripts need (band wrap --with); band-server builds\n# their environment: docs/dependencies.md.\n",
+    );
+    for (i, p) in packages.iter().enumerate() {
+        let line = requirement_line(REQUIREMENTS, i + 1, p)?;
+        match line {
+            Some(r) if !p.contains('\n') && !p.contains('#') && r.hashes.is_empty() => {
+                out.push_str(&r.spec);
+                out.push('\n');
+            }
+            _ => {
+                return Err(DepsError {
+                    path: REQUIREMENTS.into(),
+                    line: i + 1,
+                    message: format!("`{p}` is not one package requirement"),
+                    hint: "pass one package a --with: `--with pandas --with 'requests>=2'`".into(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Declared {
+    /// Every requirement an exact `name==version` pinned by at least one hash: the declaration
+    /// is its own resolved lock, and nothing is resolved.
+    pub fn fully_hashed(&self) -> bool {
+        !self.requirements.is_empty()
+            && self
+                .requirements
+                .iter()
+                .all(|r| r.exact() && !r.hashes.is_empty())
+    }
+
+    /// The declaration in a normal form, one requirement a line, sorted: what
+    /// [`Declared::digest`] hashes and what pip reads (`-r`).
+    pub fn normal_text(&self) -> String {
+        let mut lines: Vec<String> = self
+            .requirements
+            .iter()
+            .map(|r| {
+                let mut l = r.spec.clone();
+                for h in &r.hashes {
+                    l.push_str(" --hash=sha256:");
+                    l.push_str(h);
+                }
+                l
+            })
+            .collect();
+        lines.sort();
+        lines.dedup();
+        let mut out = String::new();
+        if let Some(p) = &self.requires_python {
+            out.push_str("# requires-python ");
+            out.push_str(p);
+            out.push('\n');
+        }
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// SHA-256 of [`Declared::normal_text`], hex: the declared set, whatever file it is in.
+    pub fn digest(&self) -> String {
+        sha256_hex(self.normal_text().as_bytes())
+    }
+
+    /// Whether the Python `version` (`3.11.2`) satisfies `requires-python`; `Err` names a
+    /// specifier band does not understand.
+    pub fn python_ok(&self, version: &str) -> Result<bool, String> {
+        match &self.requires_python {
+            None => Ok(true),
+            Some(spec) => version_matches(version, spec),
+        }
+    }
+}
+
+/// One package of a resolved set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub name: String,
+    pub version: String,
+    /// The SHA-256 of the file pip would install, when the report has it.
+    pub sha256: Option<String>,
+    /// Where pip found it.
+    pub url: String,
+}
+
+/// The packages of pip's installation report (`pip install --dry-run --report FILE`, format
+/// version 1), in its order.
+pub fn resolved_from_report(report: &[u8]) -> Result<Vec<Resolved>, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(report).map_err(|e| format!("pip's report is not JSON: {e}"))?;
+    let install = v
+        .get("install")
+        .and_then(|i| i.as_array())
+        .ok_or("pip's report has no `install` list")?;
+    let mut out = Vec::new();
+    for item in install {
+        let s = |ptr: &str| {
+            item.pointer(ptr)
+                .and_then(|x| x.as_str())
+                .map(str::to_string)
+        };
+        let name = s("/metadata/name").ok_or("a package of pip's report has no name")?;
+        let version = s("/metadata/version").ok_or("a package of pip's report has no version")?;
+        let url = s("/download_info/url").unwrap_or_default();
+        let sha256 = s("/download_info/archive_info/hashes/sha256").or_else(|| {
+            s("/download_info/archive_info/hash")
+                .and_then(|h| h.strip_prefix("sha256=").map(str::to_string))
+        });
+        let sha256 = match sha256 {
+            Some(h) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Some(h.to_ascii_lowercase())
+            }
+            Some(h) => return Err(format!("pip's report has a bad hash `{h}` for {name}")),
+            None => None,
+        };
+        out.push(Resolved {
+            name,
+            version,
+            sha256,
+            url,
+        });
+    }
+    Ok(out)
+}
+
+/// The resolved lock: one `name==version --hash=sha256:<hex>` line per package, sorted by
+/// normalized name. `Err` names a package without a hash.
+pub fn lock_text(resolved: &[Resolved]) -> Result<String, String> {
+    let mut lines = Vec::new();
+    for r in resolved {
+        let h = r
+            .sha256
+            .as_deref()
+            .ok_or_else(|| format!("{}=={} has no sha256 hash", r.name, r.version))?;
+        lines.push((
+            normalize_name(&r.name),
+            format!(
+                "{}=={} --hash=sha256:{h}",
+                normalize_name(&r.name),
+                r.version
+            ),
+        ));
+    }
+    lines.sort();
+    lines.dedup();
+    Ok(lines.into_iter().map(|(_, l)| l + "\n").collect())
+}
+
+/// The resolved lock of a [`Declared::fully_hashed`] declaration: itself, in the lock's form.
+pub fn lock_of_hashed(d: &Declared) -> String {
+    let mut lines: Vec<(String, String)> = d
+        .requirements
+        .iter()
+        .map(|r| {
+            let (name, version) = r.spec.split_once("==").unwrap_or((&r.spec, ""));
+            let n = normalize_name(name.trim());
+            let mut l = format!("{n}=={}", version.trim());
+            for h in &r.hashes {
+                l.push_str(" --hash=sha256:");
+                l.push_str(h);
+            }
+            (n, l)
+        })
+        .collect();
+    lines.sort();
+    lines.dedup();
+    lines.into_iter().map(|(_, l)| l + "\n").collect()
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether `version` satisfies a `requires-python` specifier set (`>=3.10,<4`, `==3.11.*`,
+/// `~=3.9`). Release numbers only.
+pub fn version_matches(version: &str, spec: &str) -> Result<bool, String> {
+    let parse = |v: &str| -> Result<Vec<u64>, String> {
+        v.trim()
+            .split('.')
+            .map(|p| {
+                p.parse::<u64>()
+                    .map_err(|_| format!("`{v}` is not a version"))
+            })
+            .collect()
+    };
+    let have = parse(version)?;
+    let cmp = |a: &[u64], b: &[u64]| {
+        let n = a.len().max(b.len());
+        (0..n)
+            .map(|i| {
+                a.get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .cmp(&b.get(i).copied().unwrap_or(0))
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    };
+    for clause in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let (op, v) = ["~=", "==", "!=", ">=", "<=", ">", "<"]
+            .iter()
+            .find_map(|op| clause.strip_prefix(op).map(|v| (*op, v.trim())))
+            .ok_or_else(|| format!("`{clause}` is not a version specifier"))?;
+        let ok = if let Some(prefix) = v.strip_suffix(".*") {
+            let p = parse(prefix)?;
+            let starts = have.len() >= p.len() && have[..p.len()] == p[..];
+            match op {
+                "==" => starts,
+                "!=" => !starts,
+                _ => return Err(format!("`{clause}`: `.*` goes with == or != only")),
+            }
+        } else {
+            let want = parse(v)?;
+            let o = cmp(&have, &want);
+            match op {
+                "==" => o.is_eq(),
+                "!=" => o.is_ne(),
+                ">=" => o.is_ge(),
+                "<=" => o.is_le(),
+                ">" => o.is_gt(),
+                "<" => o.is_lt(),
+                _ => {
+                    // ~=X.Y: >= X.Y and == X.*
+                    let prefix = &want[..want.len().saturating_sub(1).max(1)];
+                    o.is_ge() && have.len() >= prefix.len() && have[..prefix.len()] == *prefix
+                }
+            }
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H1: &str = "0f3d1bb1f2e6b2a5d7b4f1f9e0f7a2c93b8f1d6e5a4c3b2a1908f7e6d5c4b3a2";
+    const H2: &str = "1f3d1bb1f2e6b2a5d7b4f1f9e0f7a2c93b8f1d6e5a4c3b2a1908f7e6d5c4b3a2";
+
+    fn files<'a>(list: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<Vec<u8>> + 'a {
+        move |p| {
+            list.iter()
+                .find(|(n, _)| *n == p)
+                .map(|(_, t)| t.as_bytes().to_vec())
+        }
+    }
+
+    const SCRIPT: &str = r#"#!/usr/bin/env python3
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#   "pandas>=2,<3",
+#   "requests[socks]==2.31.0; python_version >= '3.8'",
+# ]
+#
+# [tool.band]
+# note = "ignored"
+# ///
+import pandas
+"#;
+
+    #[test]
+    fn pep723_block_is_read_with_its_lines() {
+        let d = pep723("scripts/a.py", SCRIPT).unwrap().unwrap();
+        assert_eq!(d.requires_python.as_deref(), Some(">=3.10"));
+        let specs: Vec<(&str, &str, usize)> = d
+            .requirements
+            .iter()
+            .map(|r| (r.spec.as_str(), r.name(), r.line))
+            .collect();
+        assert_eq!(
+            specs,
+            [
+                ("pandas>=2,<3", "pandas", 5),
+                (
+                    "requests[socks]==2.31.0; python_version >= '3.8'",
+                    "requests",
+                    6
+                )
+            ]
+        );
+        assert!(!d.fully_hashed());
+        assert_eq!(
+            d.source,
+            Source::Pep723 {
+                script: "scripts/a.py".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_script_without_a_block_declares_nothing() {
+        assert_eq!(
+            pep723("a.py", "import sys\n# /// other\n# ///\n").unwrap(),
+            None
+        );
+        let f = [("scripts/a.py", "print(1)\n")];
+        assert_eq!(declared("scripts/a.py", &files(&f)).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_blocks_are_errors_with_their_line() {
+        let open = "x = 1\n# /// script\n# dependencies = []\n";
+        let e = pep723("a.py", open).unwrap_err();
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (2, "the `# /// script` block is not closed")
+        );
+        let bad = "# /// script\n#dependencies = []\n# ///\n";
+        assert_eq!(pep723("a.py", bad).unwrap_err().line, 2);
+        let toml = "# /// script\n# dependencies = [pandas]\n# ///\n";
+        assert!(
+            pep723("a.py", toml)
+                .unwrap_err()
+                .message
+                .contains("not valid TOML")
+        );
+        let url = "# /// script\n# dependencies = [\"x @ https://example.com/x.whl\"]\n# ///\n";
+        let e = pep723("a.py", url).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("direct reference"), "{e}");
+    }
+
+    #[test]
+    fn the_script_block_wins_then_beside_then_root() {
+        let all = [
+            ("scripts/a.py", SCRIPT),
+            ("scripts/requirements.txt", "attrs\n"),
+            ("requirements.txt", "six\n"),
+        ];
+        let d = declared("scripts/a.py", &files(&all)).unwrap().unwrap();
+        assert!(matches!(d.source, Source::Pep723 { .. }));
+        let beside = [
+            ("scripts/b.py", "import attrs\n"),
+            ("scripts/requirements.txt", "attrs\n"),
+            ("requirements.txt", "six\n"),
+        ];
+        let d = declared("scripts/b.py", &files(&beside)).unwrap().unwrap();
+        assert_eq!(d.source.path(), "scripts/requirements.txt");
+        let root = [
+            ("scripts/b.sh", "python3 -c 1\n"),
+            ("requirements.txt", "six\n"),
+        ];
+        let d = declared("scripts/b.sh", &files(&root)).unwrap().unwrap();
+        assert_eq!(d.source.path(), "requirements.txt");
+        assert_eq!(d.requirements[0].spec, "six");
+    }
+
+    #[test]
+    fn requirements_with_hashes_continuations_and_comments() {
+        // As pip-compile --generate-hashes writes it.
+        let text = format!(
+            "#\n# This file is autogenerated by pip-compile\n#\nattrs==23.1.0 \\\n    --hash=sha256:{H2} \\\n    --hash=sha256:{H1}\n    # via -r requirements.in\nsix==1.16.0 --hash=sha256:{H1}  # a comment\n\n"
+        );
+        let r = requirements("requirements.txt", &text).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].spec, "attrs==23.1.0");
+        assert_eq!(r[0].hashes, [H1, H2]);
+        assert_eq!(r[0].line, 4);
+        assert_eq!(r[1].line, 8);
+        let d = Declared {
+            source: Source::Requirements {
+                path: "requirements.txt".into(),
+            },
+            requires_python: None,
+            requirements: r,
+        };
+        assert!(d.fully_hashed());
+        assert_eq!(
+            lock_of_hashed(&d),
+            format!(
+                "attrs==23.1.0 --hash=sha256:{H1} --hash=sha256:{H2}\nsix==1.16.0 --hash=sha256:{H1}\n"
+            )
+        );
+    }
+
+    #[test]
+    fn requirements_options_and_bad_hashes_are_refused() {
+        for (text, needle) in [
+            (
+                "--index-url https://evil.example/simple\nsix\n",
+                "`--index-url`",
+            ),
+            ("-r other.txt\n", "`-r`"),
+            ("-e .\n", "`-e`"),
+            ("six --hash=md5:abc\n", "only sha256"),
+            ("six --hash=sha256:abc\n", "not a SHA-256"),
+            ("./local/pkg\n", "not a package requirement"),
+        ] {
+            let e = requirements("requirements.txt", text).unwrap_err();
+            assert_eq!(e.line, 1, "{text}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+        }
+        let e = requirements("r.txt", "six\nnope @ file:///etc/passwd\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "r.txt:2: `nope @ file:///etc/passwd`: a direct reference (a URL or a path) is not supported"
+        );
+    }
+
+    #[test]
+    fn the_digest_is_of_the_set_not_the_file() {
+        let a = requirements("r", "b==1\na>=2  # x\n").unwrap();
+        let b = requirements("r", "a>=2\n\nb==1\n").unwrap();
+        let d = |r| Declared {
+            source: Source::Requirements { path: "r".into() },
+            requires_python: None,
+            requirements: r,
+        };
+        assert_eq!(d(a.clone()).digest(), d(b).digest());
+        let c = requirements("r", "a>=3\nb==1\n").unwrap();
+        assert_ne!(d(a).digest(), d(c).digest());
+    }
+
+    #[test]
+    fn pip_report_becomes_the_resolved_lock() {
+        // The shape of `pip install --dry-run --report` (pip 23).
+        let report = format!(
+            r#"{{"version":"1","pip_version":"23.0.1","install":[
+              {{"download_info":{{"url":"https://files.example/packages/Six-1.16.0-py2.py3-none-any.whl","archive_info":{{"hash":"sha256={H2}","hashes":{{"sha256":"{H2}"}}}}}},
+                "is_direct":false,"requested":true,"metadata":{{"name":"Six","version":"1.16.0"}}}},
+              {{"download_info":{{"url":"file:///wheels/attrs-23.1.0-py3-none-any.whl","archive_info":{{"hash":"sha256={H1}"}}}},
+                "metadata":{{"name":"attrs","version":"23.1.0"}}}},
+              {{"download_info":{{"url":"file:///wheels/zope.interface-6.0-py3-none-any.whl","archive_info":{{}}}},
+                "metadata":{{"name":"zope.interface","version":"6.0"}}}}
+            ]}}"#
+        );
+        let mut r = resolved_from_report(report.as_bytes()).unwrap();
+        assert_eq!(r[0].sha256.as_deref(), Some(H2));
+        assert_eq!(r[1].sha256.as_deref(), Some(H1));
+        assert_eq!(r[2].sha256, None);
+        assert_eq!(
+            lock_text(&r).unwrap_err(),
+            "zope.interface==6.0 has no sha256 hash"
+        );
+        r[2].sha256 = Some(H1.into());
+        assert_eq!(
+            lock_text(&r).unwrap(),
+            format!(
+                "attrs==23.1.0 --hash=sha256:{H1}\nsix==1.16.0 --hash=sha256:{H2}\nzope-interface==6.0 --hash=sha256:{H1}\n"
+            )
+        );
+        assert!(resolved_from_report(b"{}").is_err());
+    }
+
+    #[test]
+    fn requires_python_specifiers() {
+        for (v, spec, ok) in [
+            ("3.11.2", ">=3.10", true),
+            ("3.11.2", ">=3.12", false),
+            ("3.11.2", ">=3.8,<4", true),
+            ("3.11.2", "==3.11.*", true),
+            ("3.11.2", "!=3.11.*", false),
+            ("3.11.2", "~=3.9", true),
+            ("3.11.2", "~=3.11.3", false),
+            ("3.11.2", "<3.11", false),
+        ] {
+            assert_eq!(version_matches(v, spec), Ok(ok), "{v} {spec}");
+        }
+        assert!(version_matches("3.11.2", "=>3").is_err());
+    }
+
+    #[test]
+    fn wrap_with_writes_a_requirements_file_band_reads_back() {
+        let text = requirements_file(&["pandas>=2".into(), "requests[socks]".into()]).unwrap();
+        let r = requirements(REQUIREMENTS, &text).unwrap();
+        let specs: Vec<&str> = r.iter().map(|r| r.spec.as_str()).collect();
+        assert_eq!(specs, ["pandas>=2", "requests[socks]"]);
+        for bad in [
+            "-r /etc/passwd",
+            "x\n--index-url=http://e",
+            "x # y",
+            "",
+            "x --hash=sha256:00",
+        ] {
+            assert!(requirements_file(&[bad.into()]).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_normalize() {
+        assert_eq!(normalize_name("Zope.Interface"), "zope-interface");
+        assert_eq!(normalize_name("a__b-.c"), "a-b-c");
+        assert_eq!(package_name("Pandas[excel]>=2"), "Pandas");
+    }
+}
