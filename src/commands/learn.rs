@@ -104,8 +104,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     cancel_on_signals();
     let human = !args.json;
     // One observed run with `candidates` on PATH (a fresh copy of the skill and workspace).
-    let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
-        let policy = observe::learning_policy(&current, candidates, args.net, &offered);
+    let observe_once = |candidates: &[String]| -> Result<Observed> {
         let tmp = tempfile::Builder::new()
             .prefix("band-learn-")
             .tempdir()
@@ -118,18 +117,25 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             .unwrap_or_else(|| skill.name.clone().into());
         let copy = tmp.path().join("skills").join(folder);
         copy_skill(&skill.root, &copy, &|rel| rel == band::lock::LOCK_FILE)?;
+        let ws = tmp.path().join("workspace");
+        let listing = copy_workspace(
+            args.workspace.as_deref().unwrap_or(Path::new(".")),
+            args.workspace.is_some(),
+            &ws,
+        )?;
+        let policy = observe::learning_policy(
+            &current,
+            candidates,
+            args.net,
+            &offered,
+            &listing.empty_folders,
+        );
         let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
-        // (The copy makes only folders that hold a file.)
+        // (A skill may have no scripts/ folder.)
         fs_err::create_dir_all(copy.join("scripts"))?;
         fs_err::write(
             copy.join("scripts").join(format!("{script}.band.md")),
             band_text,
-        )?;
-        let ws = tmp.path().join("workspace");
-        copy_workspace(
-            args.workspace.as_deref().unwrap_or(Path::new(".")),
-            args.workspace.is_some(),
-            &ws,
         )?;
         let spec = RunSpec {
             skill_root: copy,
@@ -156,16 +162,22 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         );
         spinner.finish();
         live.end();
-        Ok((outcome?, policy))
+        Ok(Observed {
+            outcome: outcome?,
+            policy,
+            files: listing.files,
+        })
     };
-    let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
-    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
+    let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let (outcome, policy) = (&seen.outcome, &seen.policy);
+    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
+    obs.data = observe::data_in_calls(&obs.execs, &observe::data_values(&raw_input, &seen.files));
     obs.notes.extend(passes);
     let key = format!("{}-{script}", skill.name);
     let band_file = resolved.as_ref().map(written_band_file);
     finish(
         &args,
-        &outcome,
+        outcome,
         obs,
         &key,
         &current,
@@ -174,8 +186,16 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     )
 }
 
-/// One observed run with the given commands on PATH: its outcome and learning policy.
-type ObserveOnce<'a> = dyn Fn(&[String]) -> Result<(Outcome, Policy)> + 'a;
+/// One observed run: its outcome, its learning policy, and the files of its workspace copy
+/// (workspace-relative).
+struct Observed {
+    outcome: Outcome,
+    policy: Policy,
+    files: Vec<String>,
+}
+
+/// One observed run with the given commands on PATH.
+type ObserveOnce<'a> = dyn Fn(&[String]) -> Result<Observed> + 'a;
 
 /// Most observed runs of one `band learn`: the first, and up to two more for commands the run
 /// tried that were not on its PATH.
@@ -189,12 +209,13 @@ fn observe_passes(
     candidates: &mut Vec<String>,
     human: bool,
     once: &ObserveOnce<'_>,
-) -> Result<(Outcome, Policy, Vec<String>)> {
+) -> Result<(Observed, Vec<String>)> {
     let mut notes = Vec::new();
     let mut absent = BTreeSet::new();
     let mut pass = 1;
     loop {
-        let (outcome, policy) = once(candidates)?;
+        let seen = once(candidates)?;
+        let outcome = &seen.outcome;
         let outside = outcome
             .result
             .observed
@@ -225,7 +246,7 @@ fn observe_passes(
                     "the run tried to start `{name}`, which this host does not have: no rule can make it run"
                 ));
             }
-            return Ok((outcome, policy, notes));
+            return Ok((seen, notes));
         }
         let msg = format!(
             "the run tried {} (named nowhere in the skill's files); observed again with {} on PATH",
@@ -277,26 +298,32 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
     }
     cancel_on_signals();
     let human = !args.json;
-    let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
-        let mut policy = observe::learning_policy(&current, candidates, args.net, &offered);
+    let observe_once = |candidates: &[String]| -> Result<Observed> {
+        let tmp = tempfile::Builder::new()
+            .prefix("band-learn-")
+            .tempdir()
+            .context("cannot create a temporary folder for band learn")?;
+        let ws = tmp.path().join("workspace");
+        let listing = copy_workspace(
+            args.workspace.as_deref().unwrap_or(Path::new(".")),
+            args.workspace.is_some(),
+            &ws,
+        )?;
+        let mut policy = observe::learning_policy(
+            &current,
+            candidates,
+            args.net,
+            &offered,
+            &listing.empty_folders,
+        );
         // The command itself, exactly as given (band exec checks it before anything starts).
         if let Some(rule) = spell::exact_cli_rule(&command)
             && !policy.allow.cli.contains(&rule)
         {
             policy.allow.cli.push(rule);
         }
-        let tmp = tempfile::Builder::new()
-            .prefix("band-learn-")
-            .tempdir()
-            .context("cannot create a temporary folder for band learn")?;
         let learn_band = tmp.path().join("learn.band.md");
         fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
-        let ws = tmp.path().join("workspace");
-        copy_workspace(
-            args.workspace.as_deref().unwrap_or(Path::new(".")),
-            args.workspace.is_some(),
-            &ws,
-        )?;
         let adhoc = AdHoc::new(&AdHocSpec {
             band_file: learn_band,
             argv: command.clone(),
@@ -313,17 +340,26 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
             }
         });
         live.end();
-        let outcome = outcome?;
-        Ok((outcome, policy))
+        Ok(Observed {
+            outcome: outcome?,
+            policy,
+            files: listing.files,
+        })
     };
-    let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
-    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
+    let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let (outcome, policy) = (&seen.outcome, &seen.policy);
+    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
+    // The command is the author's, not data: only the workspace's paths are.
+    obs.data = observe::data_in_calls(
+        &obs.execs,
+        &observe::data_values(&serde_json::Value::Null, &seen.files),
+    );
     obs.notes.extend(passes);
     let key = format!(
         "exec-{}",
         band::lock::sha256_hex(checked.to_string_lossy().as_bytes())
     );
-    finish(args, &outcome, obs, &key, &current, Some(&checked), None)
+    finish(args, outcome, obs, &key, &current, Some(&checked), None)
 }
 
 /// Merge, save, draft, print, and with --write write the band and re-lock.
@@ -633,9 +669,51 @@ fn copy_skill(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result<()>
     Ok(())
 }
 
-/// The workspace copy the observed run gets: what a run would read of it (regular files;
-/// symlinks, `.git` and `target` left out), and no file named `.git`.
-fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<()> {
+/// What a workspace copy holds (workspace-relative paths).
+struct Listing {
+    files: Vec<String>,
+    /// Folders with nothing in them.
+    empty_folders: Vec<String>,
+}
+
+/// The files and empty folders below `root` (a copy band learn made: no links in it).
+fn list_copy(root: &Path) -> Result<Listing> {
+    let mut out = Listing {
+        files: Vec::new(),
+        empty_folders: Vec::new(),
+    };
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let mut empty = true;
+        for e in fs_err::read_dir(root.join(&rel))? {
+            let e = e?;
+            empty = false;
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            let path = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            if e.file_type()?.is_dir() {
+                stack.push(path);
+            } else {
+                out.files.push(path);
+            }
+        }
+        if empty && !rel.is_empty() {
+            out.empty_folders.push(rel);
+        }
+    }
+    out.files.sort();
+    out.empty_folders.sort();
+    Ok(out)
+}
+
+/// The workspace copy the observed run gets: what a run would read of it (regular files and
+/// folders, empty ones too; symlinks, `.git` and `target` left out), and no file named `.git`.
+fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<Listing> {
     // Read only, never written back: a system folder is no risk here (as before).
     let root = WorkspaceRoot::open(from, given, true)?;
     let is_git = |rel: &str| rel.rsplit('/').next() == Some(".git");
@@ -644,7 +722,7 @@ fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<()> {
         files: MAX_WORKSPACE_FILES,
     };
     match workspace::copy_out(&root, to, &is_git, Some(limits))? {
-        Copied::All => Ok(()),
+        Copied::All => list_copy(to),
         Copied::TooLarge => bail!(user_error(
             format!(
                 "the workspace {} is too large to copy for band learn",
