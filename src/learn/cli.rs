@@ -14,8 +14,12 @@
 //!
 //! The pattern is the narrowest the pattern language spells for the values seen: the prefix and
 //! suffix they share (cut at a separator: `data/*.csv`, `https://h.test/v1/*`), and between them
-//! `[0-9]*` when every value is digits there, `[!-]*` for a whole word no value of which starts
-//! with `-` (it cannot become a flag), else `*`; the value of a `--name=value` flag is `*`. Each
+//! `[0-9]*` when every value is digits there, `[A-Za-z0-9]*` for a whole word every value of
+//! which starts with a letter or digit, `[!-]*` for one no value of which starts with `-` (it
+//! cannot become a flag), else `*`; the value of a `--name=value` flag is `*`. A single value
+//! (from data) keeps only a URL's `scheme://`, `/workspace/` or a relative path's first folder
+//! (`repos/*`) as its prefix, and only the
+//! calls whose own word came from data are generalised. Each
 //! is one word (a `*` last is written `"*"`, which never matches more words). Everything else is
 //! exact: one rule per distinct call. Then, per command and subcommand words (or first flag),
 //! more than [`MAX_EXACT`] rules become the longest prefix their calls share and `*`
@@ -151,6 +155,33 @@ fn value_glob(values: &BTreeSet<&str>) -> String {
             suf = shortest.saturating_sub(pre);
         }
     }
+    if all.len() == 1 {
+        // One value (from data): keep what names its kind, a URL's scheme or the workspace.
+        pre = first
+            .find("://")
+            .filter(|&i| {
+                i > 0
+                    && first[..i]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
+            })
+            .map(|i| i + 3)
+            .or_else(|| {
+                first
+                    .starts_with("/workspace/")
+                    .then_some("/workspace/".len())
+            })
+            // A relative path (`repos/o/r/releases`): its first folder.
+            .or_else(|| {
+                first
+                    .find('/')
+                    .filter(|&i| {
+                        i > 0 && !first.contains("://") && !first.contains(char::is_whitespace)
+                    })
+                    .map(|i| i + 1)
+            })
+            .unwrap_or(0);
+    }
     let prefix = &first[..pre];
     let suffix = &first[first.len() - suf..];
     let middles: Vec<&str> = all.iter().map(|v| &v[pre..v.len() - suf]).collect();
@@ -159,6 +190,12 @@ fn value_glob(values: &BTreeSet<&str>) -> String {
         .all(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
     {
         "[0-9]*"
+    } else if pre == 0
+        && middles
+            .iter()
+            .all(|m| m.starts_with(|c: char| c.is_ascii_alphanumeric()))
+    {
+        "[A-Za-z0-9]*"
     } else if pre == 0 && middles.iter().all(|m| !m.is_empty() && !m.starts_with('-')) {
         "[!-]*"
     } else {
@@ -213,7 +250,9 @@ fn skeleton_rules(
         calls.iter().map(|c| slots(&c.argv[head.len()..])).collect();
     let runs: BTreeSet<u32> = calls.iter().map(|c| c.run).collect();
     // Per place: the pattern and why, when it is generalised.
-    let mut patterns: Vec<Option<(String, String)>> = Vec::with_capacity(skeleton.len());
+    // Per place: the glob, why, and (for data) the only values it stands for.
+    type Pattern = (String, String, Option<BTreeSet<String>>);
+    let mut patterns: Vec<Option<Pattern>> = Vec::with_capacity(skeleton.len());
     for (i, slot) in skeleton.iter().enumerate() {
         if matches!(slot, Slot::Flag(_)) {
             patterns.push(None);
@@ -232,9 +271,15 @@ fn skeleton_rules(
                 .collect()
         };
         let first_run = runs.iter().next().map(|r| per_run(*r)).unwrap_or_default();
+        let from_data: BTreeSet<&str> = distinct
+            .iter()
+            .copied()
+            .filter(|v| !v.is_empty() && data.contains(v))
+            .collect();
         let why = if runs.len() > 1 && runs.iter().any(|r| per_run(*r) != first_run) {
             Some(Why::Runs(runs.len()))
-        } else if distinct.iter().any(|v| !v.is_empty() && data.contains(v)) {
+        } else if !from_data.is_empty() {
+            // Only the calls whose value came from data: the others keep theirs.
             Some(Why::Data)
         } else if distinct.len() > MAX_EXACT {
             Some(Why::Many(distinct.len()))
@@ -244,6 +289,11 @@ fn skeleton_rules(
         let Some(why) = why else {
             patterns.push(None);
             continue;
+        };
+        let distinct = if why == Why::Data {
+            from_data
+        } else {
+            distinct
         };
         let glob = match slot {
             Slot::FlagValue(name) => format!("{}*", escaped(name)),
@@ -261,9 +311,12 @@ fn skeleton_rules(
             Slot::FlagValue(name) => format!("the value of {name}"),
             _ => "a value".into(),
         };
+        let only: Option<BTreeSet<String>> =
+            (why == Why::Data).then(|| distinct.iter().map(|v| v.to_string()).collect());
         patterns.push(Some((
             glob.clone(),
             format!("`{glob}` for {place} that {because}"),
+            only,
         )));
     }
     let last = skeleton.len().saturating_sub(1);
@@ -280,8 +333,11 @@ fn skeleton_rules(
         }
         let mut reasons = Vec::new();
         for (i, ((slot, value), pattern)) in words.iter().zip(&patterns).enumerate() {
+            let pattern = pattern
+                .as_ref()
+                .filter(|(_, _, only)| only.as_ref().is_none_or(|o| o.contains(value)));
             let token = match (slot, pattern) {
-                (_, Some((glob, why))) => {
+                (_, Some((glob, why, _))) => {
                     reasons.push(why.clone());
                     Some(as_token(glob.clone(), i == last))
                 }

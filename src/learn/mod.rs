@@ -4,20 +4,17 @@
 //!
 //! How far each kind of rule is generalised:
 //!
-//! - **Commands.** Calls are grouped by command and by their leading subcommand words (`gh issue
-//!   list`, at most three lower-case words; for a command without subcommands, its first option:
-//!   `jq -r`). A group of up to three distinct calls becomes one exact rule per call (the
-//!   narrowest band that runs the script again); a group of more becomes the longest prefix they
-//!   share followed by `*` (`gh issue list *`), never a bare `*`: at least the command and its
-//!   subcommand words or first option stay. A name `mktemp` made up (`/tmp/tmp.XXXXXXXXXX`) becomes
-//!   `/tmp/tmp.*`, so the next run, with another name, matches.
+//! - **Commands.** By literal skeleton (command, subcommand words, flags); a value that differed
+//!   across the observed runs, came from a run's data or took many values becomes a one-word
+//!   pattern, the rest stays exact, never a bare `*` nor a command alone with `*` (`cli`).
 //! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/srv/in.csv`); two
 //!   or more files in the same directory below the workspace root become `dir/**`. A file read
 //!   and written needs only the write rule. Never drafted, each a note (issue 36): a name with a
 //!   glob character, a write outside the workspace, a read under [`NEVER_DRAFTED`] or a home.
 //! - **Hosts.** `host:port` for each destination reached (the name the stub resolved to it, else
-//!   the address); a name looked up but never contacted is drafted by name alone. Only a
-//!   literal host or address ([`literal_net_rule`]): `*` or `*.com` asked for is a note.
+//!   the address); a name looked up but never contacted is drafted by name alone when no contact
+//!   could be tried (without `--net`), and is a note when one could ([`Observations::net_lookups`]).
+//!   Only a literal host or address ([`literal_net_rule`]): `*` or `*.com` asked for is a note.
 //! - **Secrets.** The names the caller reports as read.
 
 mod cli;

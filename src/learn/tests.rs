@@ -44,12 +44,12 @@ fn a_few_distinct_calls_stay_exact_and_many_generalise_only_the_places_that_vary
             "gh issue list --state open",
             "gh issue view 12",
             "jq -c .e w.json",
-            "jq -r .* [!-]*.json"
+            "jq -r .* [A-Za-z0-9]*.json"
         ]
     );
     assert_eq!(
         d.cli[4].evidence,
-        "ran `jq -r .a x.json` (and 3 other calls); `.*` for a value that took 4 values in one run: .a, .b, .c, …; `[!-]*.json` for a value that took 4 values in one run: w.json, x.json, y.json, …"
+        "ran `jq -r .a x.json` (and 3 other calls); `.*` for a value that took 4 values in one run: .a, .b, .c, …; `[A-Za-z0-9]*.json` for a value that took 4 values in one run: w.json, x.json, y.json, …"
     );
     let d = draft(&obs_execs(&[
         &["gh", "issue", "list", "-L", "1"],
@@ -654,8 +654,8 @@ fn values_from_the_runs_data_become_patterns_even_in_one_run() {
     assert_eq!(
         rules(&d.cli),
         [
-            "curl -s [!-]*",
-            "head -n [0-9]* [!-]*",
+            "curl -s https://*",
+            "head -n [0-9]* [A-Za-z0-9]*",
             "python3 /skill/x.py --path=* --fast"
         ]
     );
@@ -739,5 +739,28 @@ fn a_name_looked_up_with_the_network_open_and_never_contacted_is_a_note() {
         d.notes[0].contains("telemetry.example.test") && d.notes[0].contains("never contacted"),
         "{:?}",
         d.notes
+    );
+}
+
+/// A value from data makes a pattern of that call's word only: a call of the same shape with a
+/// word of the script's own keeps it.
+#[test]
+fn only_the_calls_whose_value_came_from_data_are_generalised() {
+    let d = draft(&runs_of(
+        &[&[
+            &["jq", "-c", ".data", "/band/io/input.json"],
+            &["jq", "-c", "map(.price) | add", "/tmp/data.json"],
+            &["jq", "-c", "-.x", "/tmp/data.json"],
+        ]],
+        &["map(.price) | add", "-.x"],
+    ));
+    assert_eq!(
+        rules(&d.cli),
+        [
+            "jq -c .data /band/io/input.json",
+            "jq -c [A-Za-z0-9]* /tmp/data.json",
+            // A word starting with `-` is a flag: literal, even from data.
+            "jq -c -.x /tmp/data.json"
+        ]
     );
 }
