@@ -274,7 +274,13 @@ struct Scope<'a> {
     admit: &'a dyn Fn(&str) -> bool,
     /// Whether nothing below a folder can be admitted (a deny covers it): it is not entered.
     prune: &'a dyn Fn(&str) -> bool,
+    /// Told of each folder below a start the walk enters (its workspace-relative path), before
+    /// its entries.
+    entered: Option<&'a Entered<'a>>,
 }
+
+/// What a walk tells of a folder it enters ([`Scope::entered`]).
+type Entered<'a> = dyn Fn(&str) -> Result<()> + 'a;
 
 /// The folders a walk must start from, given each admitting pattern's literal prefix: `None` for
 /// a pattern matched at any depth (`*.pem`), which needs the whole tree; `Some("data")` for
@@ -465,6 +471,9 @@ fn walk_fd(
                     Err(_) if !(scope.admit)(&rel) => continue,
                     Err(e) => return Err(io_error("open", &root.path.join(&rel), e)),
                 };
+                if let Some(entered) = scope.entered {
+                    entered(&rel)?;
+                }
                 walk_fd(root, &sub, &rel, scope, found)?;
             }
             FileType::RegularFile => open_file(root, dir, &name, rel, scope, found)?,
@@ -501,6 +510,7 @@ pub(super) fn read_workspace(
         starts: walk_starts(prefixes),
         admit: &admit,
         prune: &prune,
+        entered: None,
     };
     read_admitted(root, MAX_WORKSPACE_BYTES, &scope)
 }
@@ -562,8 +572,9 @@ pub enum Copied {
 /// mode, through the walk a run's read takes: every entry is opened through its parent's
 /// descriptor, and symlinks (never followed), devices, FIFOs, sockets, names that are not UTF-8
 /// and the folders `.git` and `target` are left out, as a run never sees them. `skip` names
-/// workspace-relative paths to leave out as well (a folder with everything below it). Only the
-/// folders that hold a copied file are made. An entry that cannot be read is an error.
+/// workspace-relative paths to leave out as well (a folder with everything below it). Every
+/// folder walked is made, empty ones too (a script may write into an empty `out/`); a folder
+/// counts as a file against the limits. An entry that cannot be read is an error.
 pub fn copy_out(
     root: &WorkspaceRoot,
     to: &Path,
@@ -572,21 +583,31 @@ pub fn copy_out(
 ) -> Result<Copied> {
     fs_err::create_dir_all(to).map_err(ClientError::Fs)?;
     let admit = |rel: &str| !skip(rel);
+    let (bytes, files) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0usize));
+    let over = std::cell::Cell::new(false);
+    let exceeded = || {
+        let out = limits.is_some_and(|l| bytes.get() > l.bytes || files.get() > l.files);
+        over.set(over.get() || out);
+        out
+    };
+    let entered = |rel: &str| -> Result<()> {
+        files.set(files.get() + 1);
+        if exceeded() {
+            return Err(user_error("the copy exceeds its limits", ""));
+        }
+        fs_err::create_dir_all(to.join(rel)).map_err(ClientError::Fs)
+    };
     let scope = Scope {
         starts: vec![String::new()],
         admit: &admit,
         prune: skip,
+        entered: Some(&entered),
     };
-    let (mut bytes, mut files) = (0u64, 0usize);
-    let mut over = false;
     let walked = walk_scope(root, &scope, &mut |found| {
         let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
-        bytes = bytes.saturating_add(size);
-        files += 1;
-        if let Some(l) = limits
-            && (bytes > l.bytes || files > l.files)
-        {
-            over = true;
+        bytes.set(bytes.get().saturating_add(size));
+        files.set(files.get() + 1);
+        if exceeded() {
             // Stops the walk; the caller sees `TooLarge`, not this.
             return Err(user_error("the copy exceeds its limits", ""));
         }
@@ -613,7 +634,7 @@ pub fn copy_out(
         copy().map_err(|e| io_error("copy", &root.path.join(&found.rel), e))
     });
     match walked {
-        Err(_) if over => Ok(Copied::TooLarge),
+        Err(_) if over.get() => Ok(Copied::TooLarge),
         Err(e) => Err(e),
         Ok(()) => Ok(Copied::All),
     }
@@ -837,6 +858,7 @@ mod tests {
             starts: vec![String::new()],
             admit,
             prune: &|_| false,
+            entered: None,
         }
     }
 
@@ -952,6 +974,8 @@ mod tests {
         fs_err::create_dir_all(w.join("skipped/deeper")).expect("mkdir");
         fs_err::write(w.join("skipped/deeper/f"), "x").expect("write");
         fs_err::write(w.join("a/skipped"), "x").expect("write");
+        // Empty folders are copied too (a script may write into an empty `out/`).
+        fs_err::create_dir_all(w.join("out/empty")).expect("mkdir");
         fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o750))
             .expect("chmod");
         let to = t.path().join("copy");
@@ -966,6 +990,8 @@ mod tests {
                 ("a/".to_string(), String::new()),
                 ("a/b/".to_string(), String::new()),
                 ("a/b/deep.txt".to_string(), "644 deep".to_string()),
+                ("out/".to_string(), String::new()),
+                ("out/empty/".to_string(), String::new()),
                 ("top.txt".to_string(), "750 top".to_string()),
             ]
         );
@@ -980,7 +1006,8 @@ mod tests {
             );
         }
         let to = t.path().join("exact");
-        let limits = Some(CopyLimits { bytes: 7, files: 2 });
+        // Two files and four folders: a folder counts as a file.
+        let limits = Some(CopyLimits { bytes: 7, files: 6 });
         assert_eq!(
             copy_out(&root_of(&w), &to, &skip, limits).expect("copy"),
             Copied::All

@@ -32,7 +32,25 @@ const MAX_SCAN_BYTES: u64 = 1024 * 1024;
 const HOST_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
 
 pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
-    take_late_switches(&mut args);
+    // band learn's own switches also count after the script's `--key=value` arguments.
+    if args.band.is_none() {
+        let mut rest = Vec::new();
+        let mut it = std::mem::take(&mut args.args).into_iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--write" => args.write = true,
+                "--merge" => args.merge = true,
+                "--net" => args.net = true,
+                "--json" => args.json = true,
+                "--workspace" => args.workspace = it.next().map(PathBuf::from),
+                _ => match a.strip_prefix("--workspace=") {
+                    Some(dir) => args.workspace = Some(PathBuf::from(dir)),
+                    None => rest.push(a),
+                },
+            }
+        }
+        args.args = rest;
+    }
     if args.band.is_some() {
         return learn_adhoc(&args);
     }
@@ -49,79 +67,8 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         ));
     };
     let skill = find_script(skill_name, script, &args.skills)?;
-    let raw_input = script_input(&args, &skill, script)?;
-    let resolved = band::skill::resolve_script(&skill, script).0;
-    let current = resolved
-        .as_ref()
-        .map(|r| r.policy.clone())
-        .unwrap_or_default();
-    let texts = skill_texts(&skill.root);
-    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let mut candidates = candidate_commands(&skill, script, &text_refs);
-    let offered = offered_secrets(&current, &args.secrets);
-    if !args.json && args.net {
-        say("band learn: --net: the observed script can reach any public host during this run\n");
-    }
-    cancel_on_signals();
-    let observer = Observer {
-        args: &args,
-        skill: &skill,
-        script,
-        target,
-        raw_input,
-        resolved: resolved.as_ref(),
-        current: &current,
-        offered: &offered,
-    };
-    let (outcome, policy, passes) =
-        observe_passes(&mut candidates, !args.json, &|c| observer.observe(c))?;
-    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
-    obs.notes.extend(passes);
-    let key = format!("{}-{script}", skill.name);
-    let band_file = resolved.as_ref().map(written_band_file);
-    finish(
-        &args,
-        &outcome,
-        obs,
-        &key,
-        &current,
-        band_file.as_deref(),
-        Some(&skill.root),
-    )
-}
-
-/// band learn's own switches also count after the script's `--key=value` arguments: they are
-/// taken out of `args.args` (not for `--band`, whose command's words are its own).
-fn take_late_switches(args: &mut LearnArgs) {
-    if args.band.is_some() {
-        return;
-    }
-    let mut rest = Vec::new();
-    let mut it = std::mem::take(&mut args.args).into_iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--write" => args.write = true,
-            "--merge" => args.merge = true,
-            "--net" => args.net = true,
-            "--json" => args.json = true,
-            "--workspace" => args.workspace = it.next().map(PathBuf::from),
-            _ => match a.strip_prefix("--workspace=") {
-                Some(dir) => args.workspace = Some(PathBuf::from(dir)),
-                None => rest.push(a),
-            },
-        }
-    }
-    args.args = rest;
-}
-
-/// The observed run's input: for an argv-style script (`band wrap`) the words after `--` as its
-/// `args`, else the input the arguments give ([`read_input`]).
-fn script_input(
-    args: &LearnArgs,
-    skill: &band::skill::Skill,
-    script: &str,
-) -> Result<serde_json::Value> {
-    if args.input.is_none()
+    // An argv-style script (`band wrap`): the words after `--` are its `args`.
+    let raw_input = if args.input.is_none()
         && band::contract::SchemaSet::load_dir(&skill.root)
             .0
             .takes_argv(script)
@@ -130,15 +77,18 @@ fn script_input(
             Some((first, rest)) if first == "--" => rest,
             _ => &args.args[..],
         };
-        return Ok(serde_json::json!({ "args": words }));
-    }
-    read_input(args)
-}
-
-/// The host programs the first observed run has on PATH: those the skill's files name, and the
-/// script's own `#!` interpreter.
-fn candidate_commands(skill: &band::skill::Skill, script: &str, texts: &[&str]) -> Vec<String> {
-    let mut candidates = observe::candidate_commands(texts, &is_host_program);
+        serde_json::json!({ "args": words })
+    } else {
+        read_input(&args)?
+    };
+    let resolved = band::skill::resolve_script(&skill, script).0;
+    let current = resolved
+        .as_ref()
+        .map(|r| r.policy.clone())
+        .unwrap_or_default();
+    let texts = skill_texts(&skill.root);
+    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut candidates = observe::candidate_commands(&text_refs, &is_host_program);
     if let Some(entry) = skill.script(script).map(|s| skill.root.join(&s.entry))
         && let Ok(text) = band::skillfs::read_to_string(&skill.root, &entry, MAX_SCAN_BYTES)
         && let Some(interp) = observe::shebang_command(&text)
@@ -147,36 +97,59 @@ fn candidate_commands(skill: &band::skill::Skill, script: &str, texts: &[&str]) 
     {
         candidates.push(interp);
     }
-    candidates
-}
-
-/// What every observed run of one `band learn <skill>/<script>` shares.
-struct Observer<'a> {
-    args: &'a LearnArgs,
-    skill: &'a band::skill::Skill,
-    script: &'a str,
-    /// `<skill>/<script>` as given (for the spinner).
-    target: &'a str,
-    raw_input: serde_json::Value,
-    resolved: Option<&'a band::skill::Resolved>,
-    /// The script's current policy (the learning band starts from it).
-    current: &'a Policy,
-    offered: &'a [String],
-}
-
-impl Observer<'_> {
-    /// One observed run with `candidates` on PATH, on a fresh copy of the skill and workspace:
-    /// its outcome and learning policy.
-    fn observe(&self, candidates: &[String]) -> Result<(Outcome, Policy)> {
-        let policy =
-            observe::learning_policy(self.current, candidates, self.args.net, self.offered);
+    let offered = offered_secrets(&current, &args.secrets);
+    if !args.json && args.net {
+        say("band learn: --net: the observed script can reach any public host during this run\n");
+    }
+    cancel_on_signals();
+    let human = !args.json;
+    // One observed run with `candidates` on PATH (a fresh copy of the skill and workspace).
+    let observe_once = |candidates: &[String]| -> Result<Observed> {
         let tmp = tempfile::Builder::new()
             .prefix("band-learn-")
             .tempdir()
             .context("cannot create a temporary folder for band learn")?;
-        let spec = self.copies(tmp.path(), &policy)?;
-        let human = !self.args.json;
-        let spinner = Spinner::start(self.args.json, format!("observing {}", self.target));
+        let folder = skill
+            .root
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_owned()))
+            .unwrap_or_else(|| skill.name.clone().into());
+        let copy = tmp.path().join("skills").join(folder);
+        copy_skill(&skill.root, &copy, &|rel| rel == band::lock::LOCK_FILE)?;
+        let ws = tmp.path().join("workspace");
+        let listing = copy_workspace(
+            args.workspace.as_deref().unwrap_or(Path::new(".")),
+            args.workspace.is_some(),
+            &ws,
+        )?;
+        let policy = observe::learning_policy(
+            &current,
+            candidates,
+            args.net,
+            &offered,
+            &listing.empty_folders,
+        );
+        let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
+        // (A skill may have no scripts/ folder.)
+        fs_err::create_dir_all(copy.join("scripts"))?;
+        fs_err::write(
+            copy.join("scripts").join(format!("{script}.band.md")),
+            band_text,
+        )?;
+        let spec = RunSpec {
+            skill_root: copy,
+            script: script.to_string(),
+            raw_input: raw_input.clone(),
+            workspace: ws,
+            allow_system_workspace: false,
+            target: args.exec_target.clone(),
+            trace: true,
+            require_lock: false,
+            record_io: false,
+            schemas: None,
+        };
+        let spinner = Spinner::start(args.json, format!("observing {target}"));
         let mut live = Live::default();
         let outcome = pipeline::run_observed(
             &spec,
@@ -189,52 +162,40 @@ impl Observer<'_> {
         );
         spinner.finish();
         live.end();
-        Ok((outcome?, policy))
-    }
-
-    /// The run of the copies under `tmp`: the skill (its band for the script the learning band
-    /// of `policy`, no `band.lock`) and the workspace.
-    fn copies(&self, tmp: &Path, policy: &Policy) -> Result<RunSpec> {
-        let skill = self.skill;
-        let folder = skill
-            .root
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_owned()))
-            .unwrap_or_else(|| skill.name.clone().into());
-        let copy = tmp.join("skills").join(folder);
-        copy_skill(&skill.root, &copy, &|rel| rel == band::lock::LOCK_FILE)?;
-        let band_text = learning_band(&skill.name, policy, self.resolved)?;
-        // (The copy makes only folders that hold a file.)
-        fs_err::create_dir_all(copy.join("scripts"))?;
-        fs_err::write(
-            copy.join("scripts")
-                .join(format!("{}.band.md", self.script)),
-            band_text,
-        )?;
-        let ws = tmp.join("workspace");
-        copy_workspace(
-            self.args.workspace.as_deref().unwrap_or(Path::new(".")),
-            self.args.workspace.is_some(),
-            &ws,
-        )?;
-        Ok(RunSpec {
-            skill_root: copy,
-            script: self.script.to_string(),
-            raw_input: self.raw_input.clone(),
-            workspace: ws,
-            allow_system_workspace: false,
-            target: self.args.exec_target.clone(),
-            trace: true,
-            require_lock: false,
-            record_io: false,
-            schemas: None,
+        Ok(Observed {
+            outcome: outcome?,
+            policy,
+            files: listing.files,
         })
-    }
+    };
+    let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let (outcome, policy) = (&seen.outcome, &seen.policy);
+    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
+    obs.data = observe::data_in_calls(&obs.execs, &observe::data_values(&raw_input, &seen.files));
+    obs.notes.extend(passes);
+    let key = format!("{}-{script}", skill.name);
+    let band_file = resolved.as_ref().map(written_band_file);
+    finish(
+        &args,
+        outcome,
+        obs,
+        &key,
+        &current,
+        band_file.as_deref(),
+        Some(&skill.root),
+    )
 }
 
-/// One observed run with the given commands on PATH: its outcome and learning policy.
-type ObserveOnce<'a> = dyn Fn(&[String]) -> Result<(Outcome, Policy)> + 'a;
+/// One observed run: its outcome, its learning policy, and the files of its workspace copy
+/// (workspace-relative).
+struct Observed {
+    outcome: Outcome,
+    policy: Policy,
+    files: Vec<String>,
+}
+
+/// One observed run with the given commands on PATH.
+type ObserveOnce<'a> = dyn Fn(&[String]) -> Result<Observed> + 'a;
 
 /// Most observed runs of one `band learn`: the first, and up to two more for commands the run
 /// tried that were not on its PATH.
@@ -248,12 +209,13 @@ fn observe_passes(
     candidates: &mut Vec<String>,
     human: bool,
     once: &ObserveOnce<'_>,
-) -> Result<(Outcome, Policy, Vec<String>)> {
+) -> Result<(Observed, Vec<String>)> {
     let mut notes = Vec::new();
     let mut absent = BTreeSet::new();
     let mut pass = 1;
     loop {
-        let (outcome, policy) = once(candidates)?;
+        let seen = once(candidates)?;
+        let outcome = &seen.outcome;
         let outside = outcome
             .result
             .observed
@@ -284,7 +246,7 @@ fn observe_passes(
                     "the run tried to start `{name}`, which this host does not have: no rule can make it run"
                 ));
             }
-            return Ok((outcome, policy, notes));
+            return Ok((seen, notes));
         }
         let msg = format!(
             "the run tried {} (named nowhere in the skill's files); observed again with {} on PATH",
@@ -336,26 +298,32 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
     }
     cancel_on_signals();
     let human = !args.json;
-    let observe_once = |candidates: &[String]| -> Result<(Outcome, Policy)> {
-        let mut policy = observe::learning_policy(&current, candidates, args.net, &offered);
+    let observe_once = |candidates: &[String]| -> Result<Observed> {
+        let tmp = tempfile::Builder::new()
+            .prefix("band-learn-")
+            .tempdir()
+            .context("cannot create a temporary folder for band learn")?;
+        let ws = tmp.path().join("workspace");
+        let listing = copy_workspace(
+            args.workspace.as_deref().unwrap_or(Path::new(".")),
+            args.workspace.is_some(),
+            &ws,
+        )?;
+        let mut policy = observe::learning_policy(
+            &current,
+            candidates,
+            args.net,
+            &offered,
+            &listing.empty_folders,
+        );
         // The command itself, exactly as given (band exec checks it before anything starts).
         if let Some(rule) = spell::exact_cli_rule(&command)
             && !policy.allow.cli.contains(&rule)
         {
             policy.allow.cli.push(rule);
         }
-        let tmp = tempfile::Builder::new()
-            .prefix("band-learn-")
-            .tempdir()
-            .context("cannot create a temporary folder for band learn")?;
         let learn_band = tmp.path().join("learn.band.md");
         fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
-        let ws = tmp.path().join("workspace");
-        copy_workspace(
-            args.workspace.as_deref().unwrap_or(Path::new(".")),
-            args.workspace.is_some(),
-            &ws,
-        )?;
         let adhoc = AdHoc::new(&AdHocSpec {
             band_file: learn_band,
             argv: command.clone(),
@@ -372,17 +340,26 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
             }
         });
         live.end();
-        let outcome = outcome?;
-        Ok((outcome, policy))
+        Ok(Observed {
+            outcome: outcome?,
+            policy,
+            files: listing.files,
+        })
     };
-    let (outcome, policy, passes) = observe_passes(&mut candidates, human, &observe_once)?;
-    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, &policy);
+    let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
+    let (outcome, policy) = (&seen.outcome, &seen.policy);
+    let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
+    // The command is the author's, not data: only the workspace's paths are.
+    obs.data = observe::data_in_calls(
+        &obs.execs,
+        &observe::data_values(&serde_json::Value::Null, &seen.files),
+    );
     obs.notes.extend(passes);
     let key = format!(
         "exec-{}",
         band::lock::sha256_hex(checked.to_string_lossy().as_bytes())
     );
-    finish(args, &outcome, obs, &key, &current, Some(&checked), None)
+    finish(args, outcome, obs, &key, &current, Some(&checked), None)
 }
 
 /// Merge, save, draft, print, and with --write write the band and re-lock.
@@ -692,9 +669,51 @@ fn copy_skill(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result<()>
     Ok(())
 }
 
-/// The workspace copy the observed run gets: what a run would read of it (regular files;
-/// symlinks, `.git` and `target` left out), and no file named `.git`.
-fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<()> {
+/// What a workspace copy holds (workspace-relative paths).
+struct Listing {
+    files: Vec<String>,
+    /// Folders with nothing in them.
+    empty_folders: Vec<String>,
+}
+
+/// The files and empty folders below `root` (a copy band learn made: no links in it).
+fn list_copy(root: &Path) -> Result<Listing> {
+    let mut out = Listing {
+        files: Vec::new(),
+        empty_folders: Vec::new(),
+    };
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let mut empty = true;
+        for e in fs_err::read_dir(root.join(&rel))? {
+            let e = e?;
+            empty = false;
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            let path = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            if e.file_type()?.is_dir() {
+                stack.push(path);
+            } else {
+                out.files.push(path);
+            }
+        }
+        if empty && !rel.is_empty() {
+            out.empty_folders.push(rel);
+        }
+    }
+    out.files.sort();
+    out.empty_folders.sort();
+    Ok(out)
+}
+
+/// The workspace copy the observed run gets: what a run would read of it (regular files and
+/// folders, empty ones too; symlinks, `.git` and `target` left out), and no file named `.git`.
+fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<Listing> {
     // Read only, never written back: a system folder is no risk here (as before).
     let root = WorkspaceRoot::open(from, given, true)?;
     let is_git = |rel: &str| rel.rsplit('/').next() == Some(".git");
@@ -703,7 +722,7 @@ fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<()> {
         files: MAX_WORKSPACE_FILES,
     };
     match workspace::copy_out(&root, to, &is_git, Some(limits))? {
-        Copied::All => Ok(()),
+        Copied::All => list_copy(to),
         Copied::TooLarge => bail!(user_error(
             format!(
                 "the workspace {} is too large to copy for band learn",

@@ -4,22 +4,20 @@
 //!
 //! How far each kind of rule is generalised:
 //!
-//! - **Commands.** Calls are grouped by command and by their leading subcommand words (`gh issue
-//!   list`, at most three lower-case words; for a command without subcommands, its first option:
-//!   `jq -r`). A group of up to three distinct calls becomes one exact rule per call (the
-//!   narrowest band that runs the script again); a group of more becomes the longest prefix they
-//!   share followed by `*` (`gh issue list *`), never a bare `*`: at least the command and its
-//!   subcommand words or first option stay. A name `mktemp` made up (`/tmp/tmp.XXXXXXXXXX`) becomes
-//!   `/tmp/tmp.*`, so the next run, with another name, matches.
+//! - **Commands.** By literal skeleton (command, subcommand words, flags); a value that differed
+//!   across the observed runs, came from a run's data or took many values becomes a one-word
+//!   pattern, the rest stays exact, never a bare `*` nor a command alone with `*` (`cli`).
 //! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/srv/in.csv`); two
 //!   or more files in the same directory below the workspace root become `dir/**`. A file read
 //!   and written needs only the write rule. Never drafted, each a note (issue 36): a name with a
 //!   glob character, a write outside the workspace, a read under [`NEVER_DRAFTED`] or a home.
 //! - **Hosts.** `host:port` for each destination reached (the name the stub resolved to it, else
-//!   the address); a name looked up but never contacted is drafted by name alone. Only a
-//!   literal host or address ([`literal_net_rule`]): `*` or `*.com` asked for is a note.
+//!   the address); a name looked up but never contacted is drafted by name alone when no contact
+//!   could be tried (without `--net`), and is a note when one could ([`Observations::net_lookups`]).
+//!   Only a literal host or address ([`literal_net_rule`]): `*` or `*.com` asked for is a note.
 //! - **Secrets.** The names the caller reports as read.
 
+mod cli;
 pub mod edit;
 pub mod observe;
 
@@ -27,17 +25,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::cli::CliPattern;
 use crate::policy::fs::FsPattern;
 use crate::policy::net::NetPattern;
-use crate::policy::spell::{command_of, exact_cli_rule, literal_net_rule, token_for};
+use crate::policy::spell::literal_net_rule;
 use crate::policy::{Category, RuleSet};
-
-/// Most subcommand words kept in a command pattern (`gh pr review list`).
-const MAX_SUBCOMMAND_WORDS: usize = 3;
-/// Up to this many distinct calls of one command and subcommand stay exact rules; more are
-/// generalised (the calls vary with the input, so exact rules would not run the script again).
-const MAX_EXACT: usize = 3;
+#[cfg(test)]
+use crate::policy::{
+    cli::CliPattern,
+    spell::{command_of, exact_cli_rule},
+};
 
 /// What one or more observed runs did. Order is kept for evidence; duplicates are fine.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +56,17 @@ pub struct Observations {
     pub hidden: Vec<String>,
     /// What the observations cannot become rules for, and why.
     pub notes: Vec<String>,
+    /// How many runs these are (`--merge` adds them up); 0 in a file of an older band: one.
+    pub runs: u32,
+    /// The run (from 0) of each call of `execs`, in order; a call without one is of run 0.
+    pub exec_runs: Vec<u32>,
+    /// Arguments of `execs` that came, whole, from a run's data: a value of its input document
+    /// or the path of a workspace file ([`observe::data_values`]). A call's argument found here
+    /// is drafted as a pattern.
+    pub data: Vec<String>,
+    /// Names looked up in a run that could contact any public host (`--net`): one of these
+    /// never contacted is not drafted.
+    pub net_lookups: Vec<String>,
 }
 
 /// A destination contacted: the host (a name the stub resolved to it, else the address) and port.
@@ -72,6 +79,23 @@ pub struct Connect {
 impl Observations {
     /// Add another run's observations (`band learn --merge`).
     pub fn merge(&mut self, other: Observations) {
+        // Nothing yet (`Observations::default()`): the other's runs are the first.
+        let base = if self.runs == 0 && self.is_empty() {
+            0
+        } else {
+            self.run_count()
+        };
+        self.exec_runs.resize(self.execs.len(), 0);
+        self.exec_runs.extend(
+            (0..other.execs.len()).map(|i| base + other.exec_runs.get(i).copied().unwrap_or(0)),
+        );
+        self.runs = base + other.run_count();
+        for v in other.data {
+            if !self.data.contains(&v) {
+                self.data.push(v);
+            }
+        }
+        self.net_lookups.extend(other.net_lookups);
         self.execs.extend(other.execs);
         self.reads.extend(other.reads);
         self.writes.extend(other.writes);
@@ -80,6 +104,11 @@ impl Observations {
         self.secrets.extend(other.secrets);
         self.hidden.extend(other.hidden);
         self.notes.extend(other.notes);
+    }
+
+    /// How many runs these are: at least one.
+    pub fn run_count(&self) -> u32 {
+        self.runs.max(1)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -146,7 +175,7 @@ pub fn draft(obs: &Observations) -> Draft {
 /// [`draft`], with `homes` the home folders of the host's users (no path below one is drafted).
 pub fn draft_with(obs: &Observations, homes: &[String]) -> Draft {
     let mut d = Draft::default();
-    draft_cli(&obs.execs, &mut d);
+    cli::draft_cli(&obs.execs, &obs.exec_runs, &obs.data, &mut d);
     draft_paths(obs, homes, &mut d);
     for n in &obs.notes {
         if !d.notes.contains(n) {
@@ -165,114 +194,7 @@ pub fn draft_with(obs: &Observations, homes: &[String]) -> Draft {
     d
 }
 
-fn is_subcommand_word(w: &str) -> bool {
-    w.len() <= 32
-        && w.starts_with(|c: char| c.is_ascii_lowercase())
-        && w.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
-}
-
-fn draft_cli(execs: &[Vec<String>], d: &mut Draft) {
-    // (command, subcommand words) → distinct argv (normalised argv[0]), first seen first.
-    let mut groups: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();
-    for argv in execs {
-        let Some(first) = argv.first() else { continue };
-        let mut norm = argv.clone();
-        norm[0] = command_of(first);
-        let words: Vec<String> = norm
-            .iter()
-            .skip(1)
-            .take_while(|w| is_subcommand_word(w))
-            .take(MAX_SUBCOMMAND_WORDS)
-            .cloned()
-            .collect();
-        let mut key = vec![norm[0].clone()];
-        // A command without subcommands is grouped by its first option too (`jq -r`, `jq -c`).
-        if words.is_empty()
-            && let Some(flag) = norm.get(1).filter(|a| a.starts_with('-') && a.len() > 1)
-        {
-            key.push(flag.clone());
-        }
-        key.extend(words);
-        let g = groups.entry(key).or_default();
-        if !g.contains(&norm) {
-            g.push(norm);
-        }
-    }
-    for (key, calls) in groups {
-        let shown = crate_display(&calls[0]);
-        let more = if calls.len() > 1 {
-            format!(
-                " (and {} other call{})",
-                calls.len() - 1,
-                plural(calls.len() - 1)
-            )
-        } else {
-            String::new()
-        };
-        if calls.len() <= MAX_EXACT {
-            for call in &calls {
-                let shown = crate_display(call);
-                push_cli(d, exact_cli_rule(call), format!("ran `{shown}`"), &shown);
-            }
-        } else {
-            push_cli(
-                d,
-                generalised(&key, &calls),
-                format!("ran `{shown}`{more}"),
-                &shown,
-            );
-        }
-    }
-}
-
-fn push_cli(d: &mut Draft, rule: Option<String>, evidence: String, shown: &str) {
-    match rule.filter(|r| CliPattern::parse(r).is_ok()) {
-        Some(rule) => {
-            if !d.cli.iter().any(|r| r.rule == rule) {
-                d.cli.push(Rule { rule, evidence });
-            }
-        }
-        None => d.notes.push(format!(
-            "`{shown}` cannot be written as an allow.cli pattern; write one by hand"
-        )),
-    }
-}
-
-/// The longest token prefix every call shares (at least the command and its subcommand words),
-/// then `*`. Calls that differ only in `mktemp` names become one exact-shaped rule.
-fn generalised(key: &[String], calls: &[Vec<String>]) -> Option<String> {
-    let exact: BTreeSet<Option<String>> = calls.iter().map(|c| exact_cli_rule(c)).collect();
-    if exact.len() == 1 {
-        return exact.into_iter().next().flatten();
-    }
-    let mut n = key.len();
-    let shortest = calls.iter().map(Vec::len).min().unwrap_or(n);
-    while n < shortest && calls.iter().all(|c| c[n] == calls[0][n]) {
-        n += 1;
-    }
-    let mut tokens = vec![key[0].clone()];
-    for a in &calls[0][1..n] {
-        tokens.push(token_for(a)?);
-    }
-    tokens.push("*".into());
-    Some(tokens.join(" "))
-}
-
-fn crate_display(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| {
-            if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c == '\'') {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            } else {
-                w.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
@@ -488,8 +410,22 @@ fn draft_net(obs: &Observations, d: &mut Draft) {
         .iter()
         .map(|n| n.trim_end_matches('.').to_ascii_lowercase())
         .collect();
+    let reachable: BTreeSet<String> = obs
+        .net_lookups
+        .iter()
+        .map(|n| n.trim_end_matches('.').to_ascii_lowercase())
+        .collect();
     for name in lookups {
         if named.contains(&name) {
+            continue;
+        }
+        if reachable.contains(&name) {
+            // The run could reach any public host and did not contact this one: telemetry, a
+            // probe, a fallback. The band needs no rule for it.
+            d.notes.push(format!(
+                "looked up {}, never contacted although the run could reach it (--net): not drafted; add it by hand if the script needs it",
+                one_line(&name)
+            ));
             continue;
         }
         match literal_net_rule(&name, None) {

@@ -94,11 +94,17 @@ pub fn candidate_commands(texts: &[&str], is_program: &dyn Fn(&str) -> bool) -> 
 /// readable and writable (it is a copy), and the network either open (`net`: `*`, band-server
 /// still refuses private and local addresses) or only [`NO_NET_HOST`]. `secrets`: the names
 /// offered to the run.
+///
+/// `folders`: the workspace's empty folders (workspace-relative), each allowed as `folder/`,
+/// so the sandbox makes it as the real workspace has it: a run sends files, not folders, and a
+/// script that writes into an existing empty `out/` must find it (under `band run` a band's
+/// write rule in `out/` makes it the same way).
 pub fn learning_policy(
     current: &Policy,
     candidates: &[String],
     net: bool,
     secrets: &[String],
+    folders: &[String],
 ) -> Policy {
     let mut p = current.clone();
     p.insist = Default::default();
@@ -111,6 +117,16 @@ pub fn learning_policy(
     }
     p.allow.read = vec!["**".into()];
     p.allow.write = vec!["**".into()];
+    for f in folders {
+        let rule = format!("{f}/");
+        // A name with glob characters would be a pattern: that folder is not made.
+        if !f.contains(['*', '?', '[', ']', '{', '}', '\\'])
+            && FsPattern::parse(&rule).is_ok()
+            && !p.allow.write.contains(&rule)
+        {
+            p.allow.write.push(rule);
+        }
+    }
     p.allow.net = vec![if net { "*".into() } else { NO_NET_HOST.into() }];
     // `*` never opens a port of the host's loopback: with `--net`, the ports the band opens stay
     // open, so the run uses them and the draft keeps them (`localhost:P`).
@@ -328,8 +344,14 @@ pub fn observations(
             &mut o,
         );
     }
+    o.runs = 1;
+    o.exec_runs = vec![0; o.execs.len()];
     if let Some(net) = &result.network {
         o.lookups.extend(net.lookups.iter().map(|l| l.name.clone()));
+        // With the network open (`*`), a name looked up could have been contacted.
+        if policy.allow.net.iter().any(|r| r == "*") {
+            o.net_lookups = o.lookups.clone();
+        }
         for f in net.contacted.iter().chain(&net.denied) {
             o.connects.push(Connect {
                 host: f.names.first().cloned().unwrap_or_else(|| f.addr.clone()),
@@ -343,6 +365,58 @@ pub fn observations(
         }
     }
     o
+}
+
+/// Most values of an input document [`data_values`] takes.
+const MAX_DATA_VALUES: usize = 10_000;
+
+/// The values a run got as data, each as a command line would carry it: every string and number
+/// of the input document `input` (its `args` included), and each workspace file of `files`
+/// (workspace-relative) as `path`, `./path` and `/workspace/path`. Booleans and null are left
+/// out (a `true` in a command line is rarely the input's).
+pub fn data_values(input: &serde_json::Value, files: &[String]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![input];
+    while let Some(v) = stack.pop() {
+        if out.len() >= MAX_DATA_VALUES {
+            break;
+        }
+        match v {
+            serde_json::Value::String(s) if !s.is_empty() => {
+                out.insert(s.clone());
+            }
+            serde_json::Value::Number(n) => {
+                out.insert(n.to_string());
+            }
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(m) => stack.extend(m.values()),
+            _ => {}
+        }
+    }
+    for f in files {
+        out.insert(f.clone());
+        out.insert(format!("./{f}"));
+        out.insert(format!("/workspace/{f}"));
+    }
+    out
+}
+
+/// The arguments of `execs` (after the command) found in `values`: what [`super::Observations::data`]
+/// keeps, so a saved file holds only the values that matter, not the whole input.
+pub fn data_in_calls(execs: &[Vec<String>], values: &BTreeSet<String>) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for argv in execs {
+        for a in argv.iter().skip(1) {
+            let value = match a.split_once('=') {
+                Some((name, v)) if name.starts_with("--") && !values.contains(a) => v,
+                _ => a.as_str(),
+            };
+            if values.contains(value) {
+                out.insert(value.to_string());
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -393,7 +467,7 @@ mod tests {
         cur.insist.cli = s(&["jq *"]);
         cur.limits.max_pids = Some(8);
         cur.required_secrets = s(&["T"]);
-        let p = learning_policy(&cur, &s(&["gh", "jq"]), false, &s(&["GH_TOKEN"]));
+        let p = learning_policy(&cur, &s(&["gh", "jq"]), false, &s(&["GH_TOKEN"]), &[]);
         assert_eq!(
             p.allow.cli,
             s(&["jq -r .a /band/io/input.json", "gh *", "jq *"])
@@ -406,15 +480,15 @@ mod tests {
         assert!(p.required_secrets.is_empty());
         assert_eq!(p.limits.max_pids, Some(8));
         assert_eq!(p.secrets, s(&["GH_TOKEN"]));
-        assert_eq!(learning_policy(&cur, &[], true, &[]).allow.net, s(&["*"]));
+        assert_eq!(learning_policy(&cur, &[], true, &[], &[]).allow.net, s(&["*"]));
         // The band's loopback ports stay open with --net (`*` opens none), and only those.
         cur.allow.net = s(&["localhost:18000", "api.example.test", "[::1]:9000"]);
         assert_eq!(
-            learning_policy(&cur, &[], true, &[]).allow.net,
+            learning_policy(&cur, &[], true, &[], &[]).allow.net,
             s(&["*", "localhost:18000", "[::1]:9000"])
         );
         assert_eq!(
-            learning_policy(&cur, &[], false, &[]).allow.net,
+            learning_policy(&cur, &[], false, &[], &[]).allow.net,
             s(&[NO_NET_HOST])
         );
         assert!(crate::policy::net::NetPattern::parse(NO_NET_HOST).is_ok());
@@ -564,6 +638,46 @@ mod tests {
         assert_eq!(d.notes.len(), 5, "{:?}", d.notes);
         assert!(d.notes[0].contains("/srv/out/r.txt"), "{:?}", d.notes);
         assert!(d.notes[1].contains("/etc/band-probe.conf"), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn data_is_the_inputs_strings_and_numbers_and_the_workspaces_paths_found_in_calls() {
+        let input =
+            serde_json::json!({"n": 4, "name": "ada", "on": true, "args": ["-x", ["deep"]]});
+        let values = data_values(&input, &s(&["data/in.csv"]));
+        for v in [
+            "4",
+            "ada",
+            "-x",
+            "deep",
+            "data/in.csv",
+            "./data/in.csv",
+            "/workspace/data/in.csv",
+        ] {
+            assert!(values.contains(v), "{v}: {values:?}");
+        }
+        assert!(!values.contains("true"), "{values:?}");
+        let calls = vec![
+            s(&["jq", "-n", "--argjson", "n", "4", "."]),
+            s(&["python3", "x.py", "--name=ada", "/workspace/data/in.csv"]),
+            s(&["4", "true"]),
+        ];
+        assert_eq!(
+            data_in_calls(&calls, &values),
+            s(&["/workspace/data/in.csv", "4", "ada"])
+        );
+    }
+
+    #[test]
+    fn the_learning_policy_makes_the_workspaces_empty_folders() {
+        let p = learning_policy(
+            &Policy::default(),
+            &[],
+            false,
+            &[],
+            &s(&["out", "a/b", "x*"]),
+        );
+        assert_eq!(p.allow.write, s(&["**", "out/", "a/b/"]));
     }
 
     #[test]

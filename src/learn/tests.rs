@@ -26,7 +26,7 @@ fn one_call_becomes_its_exact_argv() {
 }
 
 #[test]
-fn a_few_distinct_calls_stay_exact_and_many_generalise_only_past_what_they_share() {
+fn a_few_distinct_calls_stay_exact_and_many_generalise_only_the_places_that_vary() {
     let d = draft(&obs_execs(&[
         &["gh", "issue", "list", "--limit", "5"],
         &["gh", "issue", "list", "--state", "open"],
@@ -44,12 +44,12 @@ fn a_few_distinct_calls_stay_exact_and_many_generalise_only_past_what_they_share
             "gh issue list --state open",
             "gh issue view 12",
             "jq -c .e w.json",
-            "jq -r *"
+            "jq -r .* [A-Za-z0-9]*.json"
         ]
     );
     assert_eq!(
         d.cli[4].evidence,
-        "ran `jq -r .a x.json` (and 3 other calls)"
+        "ran `jq -r .a x.json` (and 3 other calls); `.*` for a value that took 4 values in one run: .a, .b, .c, …; `[A-Za-z0-9]*.json` for a value that took 4 values in one run: w.json, x.json, y.json, …"
     );
     let d = draft(&obs_execs(&[
         &["gh", "issue", "list", "-L", "1"],
@@ -72,7 +72,10 @@ fn never_a_bare_star_and_never_wider_than_the_command_and_its_subcommands() {
         &["curl", "-s", "https://h.test/c"],
         &["curl", "-s", "https://h.test/d"],
     ]));
-    assert_eq!(rules(&d.cli), ["curl -s *", "gh api *"]);
+    assert_eq!(
+        rules(&d.cli),
+        ["curl -s https://h.test/*", "gh api repos/*"]
+    );
     for r in &d.cli {
         assert_ne!(r.rule, "*");
         assert!(r.rule.split(' ').count() >= 2, "{}", r.rule);
@@ -376,8 +379,9 @@ fn the_diff_marks_new_kept_and_unneeded_rules_with_evidence() {
         text,
         "allow.cli:
 + \"gh issue list -L 1\"  # ran `gh issue list -L 1`
-  \"jq -r *\"             # ran `jq -r .a` (and 3 other calls)
++ \"jq -r .*\"            # ran `jq -r .a` (and 3 other calls); `.*` for a value that took 4 values in one run: .a, .b, .c, …
 - \"gh *\"                # not needed by the observed runs
+- \"jq -r *\"             # not needed by the observed runs
 allow.read:
 - \"data/**\"             # not needed by the observed runs
 allow.write:
@@ -593,5 +597,206 @@ fn denial_hints_never_suggest_a_wildcard_from_observed_data() {
     assert_eq!(
         d.smallest_rule(),
         Some(("allow.write", "./notes.txt".into()))
+    );
+}
+
+/// Observations of several runs, each a list of calls (as `band learn --merge` keeps them).
+fn runs_of(runs: &[&[&[&str]]], data: &[&str]) -> Observations {
+    let mut all = Observations::default();
+    for calls in runs {
+        let mut one = obs_execs(calls);
+        one.runs = 1;
+        one.data = argv(data);
+        all.merge(one);
+    }
+    all
+}
+
+fn cli_matches(rule: &str, call: &[&str]) -> bool {
+    CliPattern::parse(rule).is_ok_and(|p| p.matches(&argv(call)))
+}
+
+/// Issue 38: a band learned from two runs with different data admits a third; a call with
+/// another flag is still refused.
+#[test]
+fn a_value_that_differed_across_runs_becomes_a_pattern_and_flags_stay_literal() {
+    let filter = "{items: [range($n)]}";
+    let obs = runs_of(
+        &[
+            &[&["jq", "-n", "--argjson", "n", "3", filter]],
+            &[&["jq", "-n", "--argjson", "n", "4", filter]],
+        ],
+        &[],
+    );
+    assert_eq!(obs.exec_runs, [0, 1]);
+    assert_eq!(obs.run_count(), 2);
+    let d = draft(&obs);
+    assert_eq!(
+        rules(&d.cli),
+        [r#"jq -n --argjson n [0-9]* "\{items: \[range($n)\]\}""#]
+    );
+    assert!(
+        d.cli[0].evidence.contains("differed across 2 runs: 3, 4"),
+        "{}",
+        d.cli[0].evidence
+    );
+    let rule = &d.cli[0].rule;
+    assert!(cli_matches(
+        rule,
+        &["jq", "-n", "--argjson", "n", "5", filter]
+    ));
+    assert!(cli_matches(
+        rule,
+        &["jq", "-n", "--argjson", "n", "120", filter]
+    ));
+    assert!(!cli_matches(rule, &["jq", "-n", "--arg", "n", "5", filter]));
+    assert!(!cli_matches(
+        rule,
+        &["jq", "-n", "--argjson", "n", "--slurp", filter]
+    ));
+    assert!(!cli_matches(
+        rule,
+        &["jq", "-n", "--argjson", "n", "5", "."]
+    ));
+    assert!(!cli_matches(
+        rule,
+        &["jq", "-n", "--argjson", "n", "5", filter, "x"]
+    ));
+    // One run alone: exact, as before.
+    let one = runs_of(&[&[&["jq", "-n", "--argjson", "n", "3", filter]]], &[]);
+    assert_eq!(
+        rules(&draft(&one).cli),
+        [r#"jq -n --argjson n 3 "\{items: \[range($n)\]\}""#]
+    );
+}
+
+#[test]
+fn values_every_run_shares_stay_exact_even_when_a_run_has_several() {
+    let calls: &[&[&str]] = &[&["jq", ".a", "f.json"], &["jq", ".b", "f.json"]];
+    let d = draft(&runs_of(&[calls, calls], &[]));
+    assert_eq!(rules(&d.cli), ["jq .a f.json", "jq .b f.json"]);
+}
+
+#[test]
+fn values_from_the_runs_data_become_patterns_even_in_one_run() {
+    let d = draft(&runs_of(
+        &[&[
+            &["head", "-n", "5", "notes.txt"],
+            &["python3", "/skill/x.py", "--path=data/in.csv", "--fast"],
+            &["curl", "-s", "https://h.test/a b"],
+        ]],
+        &["5", "notes.txt", "data/in.csv", "https://h.test/a b"],
+    ));
+    assert_eq!(
+        rules(&d.cli),
+        [
+            "curl -s https://*",
+            "head -n [0-9]* [A-Za-z0-9]*",
+            "python3 /skill/x.py --path=* --fast"
+        ]
+    );
+    assert!(
+        d.cli[1]
+            .evidence
+            .contains("came from the run's input or workspace: 5"),
+        "{}",
+        d.cli[1].evidence
+    );
+}
+
+#[test]
+fn subcommands_and_commands_stay_literal_and_never_a_bare_command_with_star() {
+    // A data value in a subcommand's place is still a subcommand.
+    let d = draft(&runs_of(
+        &[
+            &[&["gh", "issue", "delete", "7"]],
+            &[&["gh", "issue", "close", "8"]],
+        ],
+        &["delete", "close", "7", "8"],
+    ));
+    assert_eq!(
+        rules(&d.cli),
+        ["gh issue close [0-9]*", "gh issue delete [0-9]*"]
+    );
+    // `*` is never a command; a lone `*` last is one word, quoted.
+    let d = draft(&runs_of(
+        &[
+            &[&["*", "x"], &["printf", "%s", ""]],
+            &[&["*", "y"], &["printf", "%s", "x"]],
+        ],
+        &[],
+    ));
+    assert_eq!(rules(&d.cli), [r#"printf %s "*""#]);
+    assert!(d.notes.iter().any(|n| n.contains("`* x`")), "{:?}", d.notes);
+    assert!(cli_matches(&d.cli[0].rule, &["printf", "%s", "y"]));
+    assert!(!cli_matches(&d.cli[0].rule, &["printf", "%s", "y", "z"]));
+    // Many forms of a program with nothing shared but its name stay exact rules.
+    let calls: &[&[&str]] = &[
+        &["curl", "https://a.test/"],
+        &["curl", "-s", "https://b.test/"],
+        &["curl", "-o", "x", "https://c.test/"],
+        &["curl", "--fail", "https://d.test/"],
+    ];
+    let d = draft(&obs_execs(calls));
+    assert_eq!(d.cli.len(), 4, "{:?}", d.cli);
+    for r in &d.cli {
+        assert!(!r.rule.ends_with(" *"), "{}", r.rule);
+    }
+}
+
+#[test]
+fn shared_prefixes_and_suffixes_are_cut_at_a_separator() {
+    let d = draft(&runs_of(
+        &[
+            &[&["wc", "-l", "out/report-13.csv"]],
+            &[&["wc", "-l", "out/report-3.csv"]],
+            &[&["wc", "-l", "out/report-x3.csv"]],
+        ],
+        &[],
+    ));
+    assert_eq!(rules(&d.cli), ["wc -l out/report-*.csv"]);
+}
+
+/// Issue 38: a name looked up while any host was reachable, and never contacted, is a note.
+#[test]
+fn a_name_looked_up_with_the_network_open_and_never_contacted_is_a_note() {
+    let d = draft(&Observations {
+        lookups: argv(&["telemetry.example.test", "api.example.test", "offline.test"]),
+        net_lookups: argv(&["telemetry.example.test", "api.example.test"]),
+        connects: vec![Connect {
+            host: "api.example.test".into(),
+            port: 443,
+        }],
+        ..Observations::default()
+    });
+    assert_eq!(rules(&d.net), ["api.example.test:443", "offline.test"]);
+    assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
+    assert!(
+        d.notes[0].contains("telemetry.example.test") && d.notes[0].contains("never contacted"),
+        "{:?}",
+        d.notes
+    );
+}
+
+/// A value from data makes a pattern of that call's word only: a call of the same shape with a
+/// word of the script's own keeps it.
+#[test]
+fn only_the_calls_whose_value_came_from_data_are_generalised() {
+    let d = draft(&runs_of(
+        &[&[
+            &["jq", "-c", ".data", "/band/io/input.json"],
+            &["jq", "-c", "map(.price) | add", "/tmp/data.json"],
+            &["jq", "-c", "-.x", "/tmp/data.json"],
+        ]],
+        &["map(.price) | add", "-.x"],
+    ));
+    assert_eq!(
+        rules(&d.cli),
+        [
+            "jq -c .data /band/io/input.json",
+            "jq -c [A-Za-z0-9]* /tmp/data.json",
+            // A word starting with `-` is a flag: literal, even from data.
+            "jq -c -.x /tmp/data.json"
+        ]
     );
 }

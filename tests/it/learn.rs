@@ -11,6 +11,8 @@ use band::policy::net::NetPattern;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+use band_test::SkillBuilder;
+
 use crate::common::{bin, repo, sandbox_missing, unbanded_demo};
 
 /// A copy of `skills/<skill>` under `dir/skills`, with every allow list and env.secrets of the
@@ -75,7 +77,7 @@ fn assert_no_wider(src: &Path, dir: &Path, skill: &str, script: &str) {
                 .allow
                 .cli
                 .iter()
-                .any(|s| CliPattern::parse(s).is_ok_and(|s| s.covers(&p))),
+                .any(|s| CliPattern::parse(s).is_ok_and(|s| s.covers(&p)) || class_covers(s, r)),
             "{skill}/{script}: learned `{r}` is wider than {:?}",
             shipped.allow.cli
         );
@@ -112,6 +114,96 @@ fn assert_no_wider(src: &Path, dir: &Path, skill: &str, script: &str) {
             "{skill}/{script}: learned secret {s} is not the shipped band's"
         );
     }
+}
+
+/// The one-word classes band learn drafts, narrowest first: each matches less than the next.
+const CLASSES: [&str; 4] = ["[0-9]*", "[A-Za-z0-9]*", "[!-]*", "*"];
+
+/// Whether the cli pattern `shipped` matches every argv `learned` does, word by word, where
+/// [`CliPattern::covers`] (conservative) cannot tell: a word of `learned` is the same, or a
+/// literal the shipped word matches, or a class of [`CLASSES`] no wider than the shipped one
+/// (after the same literal prefix). Patterns with quoted words are left to `covers`.
+fn class_covers(shipped: &str, learned: &str) -> bool {
+    if shipped.contains('"') || learned.contains('"') {
+        return false;
+    }
+    let (s, l): (Vec<&str>, Vec<&str>) = (
+        shipped.split_whitespace().collect(),
+        learned.split_whitespace().collect(),
+    );
+    let rest = s.len() > 1 && s.last() == Some(&"*");
+    let body = if rest { &s[..s.len() - 1] } else { &s[..] };
+    let shape = if rest {
+        l.len() >= body.len()
+    } else {
+        l.len() == body.len() && l.last() != Some(&"*")
+    };
+    let class = |t: &str| {
+        CLASSES
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| t.strip_suffix(c).map(|p| (p.to_string(), i)))
+            .find(|(p, _)| !p.contains(['*', '?', '[', ']', '{', '}', '\\']))
+    };
+    shape
+        && body.iter().zip(&l).enumerate().all(|(i, (s, l))| {
+            if s == l || *s == "*" {
+                return true;
+            }
+            if i > 0 && !l.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+                return CliPattern::parse(&format!("x {s}"))
+                    .is_ok_and(|p| p.matches(&["x".to_string(), l.to_string()]));
+            }
+            // `{a,b}*` covers a literal prefix that starts with `a` or `b`, then anything.
+            if let Some(alts) = s.strip_prefix('{').and_then(|x| x.strip_suffix("}*"))
+                && let Some((pl, _)) = class(l)
+                && !alts.contains(['*', '?', '[', ']', '{', '}', '\\'])
+            {
+                return alts.split(',').any(|a| pl.starts_with(a));
+            }
+            // A class alone constrains only the first character: it covers a literal prefix it
+            // matches, then anything.
+            if let (Some((ps, _)), Some((pl, _))) = (class(s), class(l))
+                && ps.is_empty()
+                && !pl.is_empty()
+            {
+                return CliPattern::parse(&format!("x {s}"))
+                    .is_ok_and(|p| p.matches(&["x".to_string(), pl]));
+            }
+            matches!((class(s), class(l)), (Some((ps, a)), Some((pl, b))) if ps == pl && b <= a)
+        })
+}
+
+#[test]
+fn the_class_ladder_covers_only_narrower_classes() {
+    assert!(class_covers("gh -- [A-Za-z0-9]*", "gh -- octo/*"));
+    assert!(!class_covers("gh -- [0-9]*", "gh -- octo/*"));
+    assert!(class_covers(
+        "jq -c [!-]* /tmp/d.json",
+        "jq -c [A-Za-z0-9]* /tmp/d.json"
+    ));
+    assert!(class_covers(
+        "gh api --x=* -- [0-9]*",
+        "gh api --x=* -- [0-9]*"
+    ));
+    assert!(class_covers(
+        "curl -- https://*",
+        "curl -- https://[A-Za-z0-9]*"
+    ));
+    assert!(!class_covers(
+        "jq -c [0-9]* /tmp/d.json",
+        "jq -c [!-]* /tmp/d.json"
+    ));
+    assert!(!class_covers(
+        "jq -c [!-]* /tmp/d.json",
+        "jq -c * /tmp/d.json"
+    ));
+    assert!(!class_covers("jq -c [!-]*", "jq -c [!-]* *"));
+    assert!(class_covers("gh api {repos,users}*", "gh api repos/*"));
+    assert!(!class_covers(
+        "gh api {repos,users}*",
+        "gh api [A-Za-z0-9]*"
+    ));
 }
 
 /// Learn `skill/script` from an emptied band, then run it with the draft: same output as the
@@ -403,7 +495,7 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
         assert_eq!(code, 0, "{out}\n{err}");
         serde_json::from_str::<Value>(&out).expect("json")
     };
-    // Each run adds its call; the fourth distinct call of `jq -n` generalises them.
+    // Each run adds its call; from the second, the value that differed is a pattern.
     let cli = |doc: &Value| -> Vec<String> {
         doc["draft"]["cli"]
             .as_array()
@@ -415,9 +507,15 @@ fn privileged_learn_merges_runs_and_an_adhoc_command_is_learned_too() {
             .unwrap_or_default()
     };
     assert_eq!(cli(&learn(&["jq", "-n", "1"])), ["jq -n 1"]);
-    assert_eq!(cli(&learn(&["jq", "-n", "2"])), ["jq -n 1", "jq -n 2"]);
-    let _ = learn(&["jq", "-n", "3"]);
-    assert_eq!(cli(&learn(&["jq", "-n", "4"])), ["jq -n *"]);
+    let doc = learn(&["jq", "-n", "2"]);
+    assert_eq!(cli(&doc), ["jq -n [0-9]*"]);
+    assert!(
+        doc["draft"]["cli"][0]["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("differed across 2 runs: 1, 2")),
+        "{doc}"
+    );
+    assert_eq!(cli(&learn(&["jq", "-n", "3"])), ["jq -n [0-9]*"]);
 }
 
 #[test]
@@ -877,11 +975,12 @@ fn privileged_learn_http_fetch_fetch_from_an_empty_band() {
     assert_eq!(draft_rules(&doc, "net"), ["docs.rs:443"], "{doc}");
     let evidence = doc["draft"]["net"][0]["evidence"].as_str().unwrap_or("");
     assert!(evidence.contains("docs.rs"), "{evidence}");
-    // The curl call exactly as the script made it (the shipped rule's `https://*`, narrowed).
-    let curl = format!(
+    // The curl call as the script made it, its URL (the input's) a pattern: the shipped rule.
+    assert!(url.starts_with("https://"), "{url}");
+    let curl =
         "curl -q --silent --show-error --fail --location --proto =https --proto-redir =https \
-         --max-redirs 3 --max-time 20 --max-filesize 2097152 --output /tmp/page.html -- {url}"
-    );
+         --max-redirs 3 --max-time 20 --max-filesize 2097152 --output /tmp/page.html -- https://*"
+            .to_string();
     assert!(
         draft_rules(&doc, "cli").contains(&curl),
         "{curl}\n{:?}",
@@ -1159,4 +1258,137 @@ fn privileged_learn_summarize_scripts_from_an_empty_band_with_a_recorded_curl() 
     band_test::privileged!(sandbox_missing());
     let learned = learn_recorded_skill(repo(), "summarize", &["ANTHROPIC_API_KEY"]);
     assert_eq!(learned.len(), 2, "{learned:?}");
+}
+
+/// A skill whose script counts the input's items and passes the count to `jq` as a flag's
+/// value (`--argjson`, or `--arg` when the input says `raw`): the count is neither a value of
+/// the input nor fixed.
+fn counting_skill(root: &Path) {
+    SkillBuilder::new("counter")
+        .description("Counts its items.")
+        .band("description: Counts its items.\nversion: 1\n")
+        .script(
+            "count.sh",
+            "#!/bin/sh\nset -e\nn=$(jq -r '.items | length' \"$INPUT_PATH\")\n\
+             flag=--argjson\nif [ \"$(jq -r '.raw // false' \"$INPUT_PATH\")\" = true ]; then flag=--arg; fi\n\
+             jq -n $flag n \"$n\" '{count: $n}' > \"$OUTPUT_PATH\"\n",
+        )
+        .input_schema(
+            "count",
+            r#"{"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}}, "raw": {"type": "boolean"}}, "required": ["items"], "additionalProperties": false}"#,
+        )
+        .output_schema("count", r#"{"type": "object"}"#)
+        .write(root);
+}
+
+/// Issue 38: a band learned from two runs with different data admits a third run with new data;
+/// a call with another flag is still refused.
+#[test]
+fn privileged_learn_a_band_from_two_runs_with_different_data_admits_a_third() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    counting_skill(&t.path().join("skills"));
+    let cfg = dead_dns();
+    let band = |args: &[&str]| {
+        let mut full = vec![args[0], "--skills", "skills"];
+        full.extend(&args[1..]);
+        bin()
+            .env("BAND_SERVER_CONFIG", cfg.path())
+            .run(&full, t.path())
+    };
+    let items = |n: usize| {
+        let all: Vec<String> = (0..n).map(|i| format!("item-{i}")).collect();
+        json!({ "items": all }).to_string()
+    };
+    // The first run starts the record afresh; the second is merged into it and written.
+    let (code, out, err) = band(&["learn", "--json", "counter/count", "--input", &items(3)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let one: Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        draft_rules(&one, "cli").contains(&r#"jq -n --argjson n 3 "\{count: $n\}""#.to_string()),
+        "{one}"
+    );
+    let (code, out, err) = band(&[
+        "learn",
+        "--json",
+        "--merge",
+        "--write",
+        "counter/count",
+        "--input",
+        &items(4),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let two: Value = serde_json::from_str(&out).expect("json");
+    let cli = draft_rules(&two, "cli");
+    assert!(
+        cli.contains(&r#"jq -n --argjson n [0-9]* "\{count: $n\}""#.to_string()),
+        "{two}"
+    );
+    assert!(cli.iter().all(|r| !r.ends_with(" *")), "{cli:?}");
+    // A third run, with five items, runs under the band written.
+    let (code, out, err) = band(&["run", "--json", "counter/count", "--input", &items(5)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(run["output"]["count"], 5, "{run}");
+    // Another flag is not a value: refused.
+    let raw = json!({ "items": ["a", "b"], "raw": true }).to_string();
+    let (code, out, err) = band(&["run", "counter/count", "--input", &raw]);
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("denied: command `jq -n --arg n 2"),
+        "{out}\n{err}"
+    );
+}
+
+/// Issue 38: an empty folder of the workspace is in the observing sandbox as it is in a run's:
+/// a script that writes into an empty `out/` without making it is observed doing so, and the
+/// band drafted runs it.
+#[test]
+fn privileged_learn_keeps_the_workspaces_empty_folders_as_a_run_does() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    unbanded_demo(
+        &t.path().join("skills"),
+        "#!/bin/sh\nset -e\necho done > out/result.txt\necho '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
+        &[],
+    );
+    let ws = t.path().join("ws");
+    fs_err::create_dir_all(ws.join("out")).expect("mkdir");
+    let cfg = dead_dns();
+    let band = |args: &[&str]| {
+        bin()
+            .env("BAND_SERVER_CONFIG", cfg.path())
+            .run(args, t.path())
+    };
+    let (code, out, err) = band(&[
+        "learn",
+        "--json",
+        "--write",
+        "--skills",
+        "skills",
+        "--workspace",
+        "ws",
+        "demo/hello",
+        "--name=x",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["status"], "ok", "{doc}");
+    assert_eq!(draft_rules(&doc, "write"), ["out/result.txt"], "{doc}");
+    // The copy was learn's: the real out/ is still empty.
+    assert_eq!(fs_err::read_dir(ws.join("out")).expect("ls").count(), 0);
+    let (code, out, err) = band(&[
+        "run",
+        "--skills",
+        "skills",
+        "--workspace",
+        "ws",
+        "demo/hello",
+        "--name=x",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        fs_err::read_to_string(ws.join("out/result.txt")).expect("written back"),
+        "done\n"
+    );
 }
