@@ -40,6 +40,7 @@
 
 pub mod contract;
 pub mod diag;
+pub mod entry;
 pub mod launch;
 pub mod learn;
 pub mod ledger;

@@ -195,7 +195,7 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
             None
         }
     };
-    let (scripts, d) = discover_scripts(root);
+    let (scripts, d) = discover_scripts(root, skill_md.as_ref().map(|m| m.body.as_str()));
     diags.extend(d);
     (
         Skill {
@@ -208,26 +208,59 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
     )
 }
 
-fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
-    let mut diags = Vec::new();
-    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+/// The files directly in `scripts/` that may be scripts (hidden and `_` files, band files,
+/// READMEs and upstream wrappers left out), relative to the skill root, sorted.
+pub fn top_level_candidates(root: &Path) -> Vec<PathBuf> {
     let dir = root.join("scripts");
     let mut entries: Vec<PathBuf> = fs_err::read_dir(&dir)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     entries.sort();
-    for p in &entries {
-        let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if fname.starts_with('.')
-            || fname.starts_with('_')
-            || is_band_file(p)
-            || fname.to_ascii_lowercase().starts_with("readme")
-        {
-            continue;
-        }
-        if p.is_file() && !is_upstream_wrapper(root, p) {
-            let stem = fname.split('.').next().unwrap_or(fname).to_string();
-            let rel = PathBuf::from("scripts").join(fname);
+    entries
+        .into_iter()
+        .filter(|p| {
+            let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !(fname.starts_with('.')
+                || fname.starts_with('_')
+                || is_band_file(p)
+                || fname.to_ascii_lowercase().starts_with("readme"))
+                && p.is_file()
+                && !is_upstream_wrapper(root, p)
+        })
+        .filter_map(|p| p.file_name().map(|n| PathBuf::from("scripts").join(n)))
+        .collect()
+}
+
+/// A file directly in `scripts/` is a script unless it is clearly not a program
+/// ([`crate::entry`]): with no input contract, a data file (no interpreter band knows starts
+/// it, and an extension), a test, or a module a sibling imports (no execute bit), or a file
+/// nothing says is a program (no execute bit, `#!` line or main guard, and SKILL.md does not run
+/// it). A file with an input contract is a script whatever it is.
+fn discover_scripts(root: &Path, skill_md: Option<&str>) -> (Vec<Script>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let dir = root.join("scripts");
+    let top = top_level_candidates(root);
+    let mut files: Vec<crate::entry::File> = top
+        .iter()
+        .map(|rel| crate::entry::File::read(root, rel))
+        .collect();
+    files.extend(
+        nested_candidates(root)
+            .into_iter()
+            .map(|(_, rel)| crate::entry::File::read(root, &rel)),
+    );
+    let verdicts = crate::entry::classify(&files, skill_md);
+    for (f, verdict) in files.iter().zip(verdicts).take(top.len()) {
+        let rel = f.rel.clone();
+        let fname = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let stem = fname.split('.').next().unwrap_or(fname).to_string();
+        let contract = root
+            .join("schemas/input")
+            .join(format!("{stem}.json"))
+            .is_file();
+        let script = contract || matches!(verdict, Ok(_) | Err(crate::entry::NotEntry::Unknown));
+        if script {
             if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
                 diags.push(
                     Diagnostic::new(
@@ -630,10 +663,10 @@ mod tests {
         }
         let names: Vec<String> = nested_candidates(r).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["office-helpers-merge", "office-soffice"]);
-        assert!(discover_scripts(r).0.is_empty());
+        assert!(discover_scripts(r, None).0.is_empty());
         fs_err::create_dir_all(r.join("schemas/input")).unwrap();
         fs_err::write(r.join("schemas/input/office-soffice.json"), "{}").unwrap();
-        let (scripts, _) = discover_scripts(r);
+        let (scripts, _) = discover_scripts(r, None);
         assert_eq!(
             scripts,
             [Script {
