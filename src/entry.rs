@@ -281,7 +281,12 @@ const RUNNERS: &[&str] = &[
 /// start, `python -m scripts.x`. A path only mentioned ("see scripts/x.py") is not a run command.
 pub fn named_by_skill_md(skill_md: &str, all: &BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
+    let mut fenced = false;
     for line in skill_md.lines() {
+        if line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
         // `python -m scripts.package_skill`
         let words: Vec<&str> = line.split_whitespace().collect();
         for w in words.windows(2) {
@@ -323,7 +328,20 @@ pub fn named_by_skill_md(skill_md: &str, all: &BTreeSet<PathBuf>) -> BTreeSet<Pa
             let lead = before[..token_start]
                 .trim_end_matches(['"', '\''])
                 .trim_end();
-            if is_run_context(lead) {
+            // After an opening backtick, a command has words after the path (`scripts/x ARG`);
+            // `scripts/x.py` alone in backticks is a mention.
+            let after = &line[at + path.len()..];
+            let inline_command = lead.ends_with('`') && after.starts_with(' ') && {
+                let rest = &after[1..];
+                rest.find('`').is_some_and(|e| !rest[..e].trim().is_empty())
+            };
+            let command_start = lead.is_empty() && fenced;
+            if inline_command
+                || command_start
+                || lead.ends_with('$')
+                || lead.ends_with("&&")
+                || is_run_context(lead)
+            {
                 out.insert(cand);
             }
         }
@@ -332,17 +350,15 @@ pub fn named_by_skill_md(skill_md: &str, all: &BTreeSet<PathBuf>) -> BTreeSet<Pa
 }
 
 /// True when the text before a path makes it a command: nothing (the line's start), an opening
-/// backtick, a shell prompt `$`, or a runner word (options after it skipped; `uv run`).
+/// backtick, a shell prompt `$`: the caller's), a runner word (options after it skipped;
+/// `uv run`).
 fn is_run_context(lead: &str) -> bool {
-    if lead.is_empty() || lead.ends_with('`') || lead.ends_with('$') || lead.ends_with("&&") {
-        return true;
-    }
     let mut words: Vec<&str> = lead.split_whitespace().collect();
     while words.last().is_some_and(|w| w.starts_with('-')) {
         words.pop();
     }
     let Some(last) = words.last() else {
-        return true;
+        return false;
     };
     let last = last.trim_start_matches(['`', '(']);
     let last = last.rsplit('/').next().unwrap_or(last);
@@ -519,11 +535,20 @@ mod tests {
             [PathBuf::from("scripts/package_skill.py")]
         );
         assert_eq!(n("`scripts/s PLAN`"), [PathBuf::from("scripts/s")]);
+        assert!(n("The model is in `scripts/x.py`; `scripts/s` too.").is_empty());
         assert_eq!(
             n("python \"<path-to-skill>/scripts/x.py\" --repo ."),
             [PathBuf::from("scripts/x.py")]
         );
-        assert!(n("(Available in `scripts/r.sh`) and see the scripts/x.py file").len() == 1);
+        assert!(n("(Available in `scripts/r.sh`) and see the scripts/x.py file").is_empty());
+        assert_eq!(
+            n("```bash\nscripts/s --x\n```\n"),
+            [PathBuf::from("scripts/s")]
+        );
+        assert_eq!(
+            n("$ scripts/r.sh a && bash scripts/x.py"),
+            [PathBuf::from("scripts/r.sh"), "scripts/x.py".into()]
+        );
         assert!(n("See scripts/x.py for details").is_empty());
     }
 }

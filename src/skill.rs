@@ -251,6 +251,19 @@ fn discover_scripts(root: &Path, skill_md: Option<&str>) -> (Vec<Script>, Vec<Di
             .map(|(_, rel)| crate::entry::File::read(root, &rel)),
     );
     let verdicts = crate::entry::classify(&files, skill_md);
+    let stem_of = |rel: &Path| {
+        let f = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        f.split('.').next().unwrap_or(f).to_string()
+    };
+    // Names an entry point claims: a contract of that name is its, not a test's or data's of the
+    // same stem (`x.mjs` and `x.test.mjs`).
+    let claimed: std::collections::BTreeSet<String> = files
+        .iter()
+        .zip(&verdicts)
+        .take(top.len())
+        .filter(|(_, v)| v.is_ok())
+        .map(|(f, _)| stem_of(&f.rel))
+        .collect();
     for (f, verdict) in files.iter().zip(verdicts).take(top.len()) {
         let rel = f.rel.clone();
         let fname = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -259,7 +272,11 @@ fn discover_scripts(root: &Path, skill_md: Option<&str>) -> (Vec<Script>, Vec<Di
             .join("schemas/input")
             .join(format!("{stem}.json"))
             .is_file();
-        let script = contract || matches!(verdict, Ok(_) | Err(crate::entry::NotEntry::Unknown));
+        let script = match verdict {
+            Ok(_) | Err(crate::entry::NotEntry::Unknown) => true,
+            Err(crate::entry::NotEntry::Data) => false,
+            Err(_) => contract && !claimed.contains(&stem),
+        };
         if script {
             if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
                 diags.push(

@@ -339,7 +339,14 @@ pub fn bash_calls(text: &str) -> Vec<String> {
     }
     let mut out = Vec::new();
     for l in logical {
-        let mut s = l.replace("$(", "\n").replace('`', "\n");
+        // A case pattern (`Darwin)`, `start|stop)`) is no command.
+        let l = match l.trim_start().split_once(')') {
+            Some((pat, rest)) if !pat.contains(['(', ' ', '$', '"', '=']) => rest.to_string(),
+            _ => l,
+        };
+        let mut s = without_expansions(&l)
+            .replace("$(", "\n")
+            .replace('`', "\n");
         for sep in ["&&", "||", ";", "|", "&", "(", ")"] {
             s = s.replace(sep, "\n");
         }
@@ -383,6 +390,7 @@ pub fn bash_calls(text: &str) -> Vec<String> {
                 continue;
             }
             if is_plain_name(name)
+                && name.starts_with(|c: char| c.is_ascii_alphabetic())
                 && !SHELL_WORDS.contains(&name)
                 && !functions.iter().any(|f| f == name)
             {
@@ -392,6 +400,31 @@ pub fn bash_calls(text: &str) -> Vec<String> {
     }
     out.sort();
     out.dedup();
+    out
+}
+
+/// A shell line without the insides of its `${…}` expansions (`${1:?usage: x NAME}`).
+fn without_expansions(line: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek() == Some(&'{') {
+            chars.next();
+            depth += 1;
+            out.push_str("$V");
+            continue;
+        }
+        if depth > 0 {
+            if c == '{' {
+                depth += 1;
+            } else if c == '}' {
+                depth -= 1;
+            }
+            continue;
+        }
+        out.push(c);
+    }
     out
 }
 
@@ -926,10 +959,10 @@ mod tests {
 
     #[test]
     fn bash_calls_are_the_first_words_of_its_commands() {
-        let sh = "#!/bin/bash\nset -e\nusage() { echo hi; }\nif ! command -v pdfinfo >/dev/null; then\n  echo no\nfi\nROOT=$(git rev-parse --show-toplevel)\nfor f in $(ls *.txt); do wc -l \"$f\" | sort -n; done\nnohup node server.cjs &\ncat <<EOF\nrm -rf /\nEOF\nX=1 od -An -N4 /dev/urandom # chmod 600 x\n./local-tool --x\n\"$DIR/other\"\nusage\nexit 0\n";
+        let sh = "#!/bin/bash\nset -e\nusage() { echo hi; }\nif ! command -v pdfinfo >/dev/null; then\n  echo no\nfi\nROOT=$(git rev-parse --show-toplevel)\nfor f in $(ls *.txt); do wc -l \"$f\" | sort -n; done\nnohup node server.cjs &\ncat <<EOF\nrm -rf /\nEOF\nX=1 od -An -N4 /dev/urandom # chmod 600 x\n./local-tool --x\n\"$DIR/other\"\nusage\nN=\"${1:?usage: tool NAME}\"\n[[ -f x ]] || { echo no >&2; exit 2; }\ncase \"$(uname -s)\" in\n  Darwin) OPEN=open ;;\nesac\nexit 0\n";
         assert_eq!(
             bash_calls(sh),
-            ["cat", "git", "ls", "node", "od", "sort", "wc"]
+            ["cat", "git", "ls", "node", "od", "sort", "uname", "wc"]
         );
     }
 
