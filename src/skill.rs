@@ -277,22 +277,20 @@ fn discover_scripts(root: &Path, skill_md: Option<&str>) -> (Vec<Script>, Vec<Di
             Err(crate::entry::NotEntry::Data) => false,
             Err(_) => contract && !claimed.contains(&stem),
         };
-        if script {
-            if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
-                diags.push(
-                    Diagnostic::new(
-                        Code::NotExecutable,
-                        root.join(&rel),
-                        Loc::FILE,
-                        format!(
-                            "two entry points for script `{stem}`: {} and {}",
-                            prev.display(),
-                            rel.display()
-                        ),
-                    )
-                    .with_hint("keep one file per script name in scripts/"),
-                );
-            }
+        if script && let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
+            diags.push(
+                Diagnostic::new(
+                    Code::NotExecutable,
+                    root.join(&rel),
+                    Loc::FILE,
+                    format!(
+                        "two entry points for script `{stem}`: {} and {}",
+                        prev.display(),
+                        rel.display()
+                    ),
+                )
+                .with_hint("keep one file per script name in scripts/"),
+            );
         }
     }
     // Nested scripts (Agent Skills: docx's `scripts/office/soffice.py`): a file below a subfolder
@@ -691,6 +689,46 @@ mod tests {
                 entry: "scripts/office/soffice.py".into()
             }]
         );
+    }
+
+    /// Directly in scripts/, a file is a script unless it is clearly not a program: data (an
+    /// extension no interpreter band knows), a test, a module a sibling imports, a file nothing
+    /// says is a program. An extensionless file nothing explains stays a script (lint's S003
+    /// says what to do); an input contract makes any of them but data a script.
+    #[test]
+    fn top_level_files_that_are_clearly_not_programs_are_not_scripts() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for (f, text, mode) in [
+            (
+                "scripts/run.py",
+                "import util\nif __name__ == '__main__':\n    pass\n",
+                0o644,
+            ),
+            ("scripts/util.py", "#!/usr/bin/env python3\n", 0o644),
+            ("scripts/tool.py", "import util\n", 0o755),
+            ("scripts/test_run.py", "#!/usr/bin/env python3\n", 0o755),
+            ("scripts/pyproject.toml", "[project]\n", 0o644),
+            ("scripts/notes.py", "x = 1\n", 0o644),
+            ("scripts/go", "go\n", 0o644),
+            ("scripts/named.js", "console.log(1)\n", 0o644),
+        ] {
+            write(r, f, text);
+            fs_err::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let md = "Run `node scripts/named.js x`.";
+        let names = |r: &Path| -> Vec<String> {
+            discover_scripts(r, Some(md))
+                .0
+                .into_iter()
+                .map(|s| s.name)
+                .collect()
+        };
+        assert_eq!(names(r), ["go", "named", "run", "tool"]);
+        write(r, "schemas/input/notes.json", "{}");
+        write(r, "schemas/input/pyproject.json", "{}");
+        assert_eq!(names(r), ["go", "named", "notes", "run", "tool"]);
     }
 
     fn write(root: &Path, rel: &str, text: &str) {

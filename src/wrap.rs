@@ -372,9 +372,8 @@ pub fn bash_calls(text: &str) -> Vec<String> {
                             | "env"
                             | "{"
                     )
+                    || w.starts_with('-')
                 {
-                    words.next();
-                } else if words.peek().is_some_and(|w| w.starts_with('-')) {
                     words.next();
                 } else {
                     break;
