@@ -90,11 +90,17 @@ impl File {
     /// Read `rel` of the skill at `root` the symlink-safe way the run reads it.
     pub fn read(root: &Path, rel: &Path) -> File {
         let (head, mode) = crate::skillfs::read_head(root, rel, 256).unwrap_or_default();
-        let text = crate::skillfs::read(root, rel, MAX_READ)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+        let launch = launch(rel, mode, &head);
+        // Data is not read further (a large asset costs its first bytes only).
+        let text = if launch == Launch::Unknown {
+            String::new()
+        } else {
+            crate::skillfs::read_head(root, rel, MAX_READ)
+                .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        };
         File {
-            launch: launch(rel, mode, &head),
+            launch,
             rel: rel.to_path_buf(),
             mode,
             text,

@@ -1,12 +1,14 @@
 //! `band wrap`: a band and argv-style contracts for an Agent Skill (SKILL.md and scripts, no band).
 //!
 //! Pure: [`plan`] reads the skill and returns the files to write, the rules and where each came
-//! from; the command prints or writes them. Each script in `scripts/` (python, shell, node: by its
-//! `#!` line or extension) gets an input schema whose only property is `args`, an array of
-//! strings ([`crate::contract::is_argv_schema`]: band appends them to the script's command line),
-//! and an output schema accepting any text. The band allows each script exactly as band starts it
-//! (`python3 /skill/scripts/x.py *`), the programs the code calls by name where that is visible
-//! statically, no network and no workspace files unless `--allow-read`/`--allow-write` name them.
+//! from; the command prints or writes them. Each entry point of `scripts/` ([`crate::entry`]: a
+//! file SKILL.md runs, or a program by its own say; never data, a test or an imported module)
+//! gets an input schema whose only property is `args`, an array of strings
+//! ([`crate::contract::is_argv_schema`]: band appends them to the script's command line), and an
+//! output schema accepting any text. The band allows each script exactly as band-server starts it
+//! ([`crate::launch`]: `python3 /skill/scripts/x.py *`), the programs the code it can reach calls
+//! by name where that is visible statically, no network and no workspace files unless
+//! `--allow-read`/`--allow-write` name them.
 
 use std::path::{Path, PathBuf};
 
