@@ -43,6 +43,7 @@
 pub mod contract;
 pub mod deps;
 pub mod diag;
+pub mod entry;
 pub mod launch;
 pub mod learn;
 pub mod ledger;

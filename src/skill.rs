@@ -195,7 +195,7 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
             None
         }
     };
-    let (scripts, d) = discover_scripts(root);
+    let (scripts, d) = discover_scripts(root, skill_md.as_ref().map(|m| m.body.as_str()));
     diags.extend(d);
     (
         Skill {
@@ -208,41 +208,89 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
     )
 }
 
-fn discover_scripts(root: &Path) -> (Vec<Script>, Vec<Diagnostic>) {
-    let mut diags = Vec::new();
-    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+/// The files directly in `scripts/` that may be scripts (hidden and `_` files, band files,
+/// READMEs and upstream wrappers left out), relative to the skill root, sorted.
+pub fn top_level_candidates(root: &Path) -> Vec<PathBuf> {
     let dir = root.join("scripts");
     let mut entries: Vec<PathBuf> = fs_err::read_dir(&dir)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     entries.sort();
-    for p in &entries {
-        let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if fname.starts_with('.')
-            || fname.starts_with('_')
-            || is_band_file(p)
-            || fname.to_ascii_lowercase().starts_with("readme")
-        {
-            continue;
-        }
-        if p.is_file() && !is_upstream_wrapper(root, p) {
-            let stem = fname.split('.').next().unwrap_or(fname).to_string();
-            let rel = PathBuf::from("scripts").join(fname);
-            if let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
-                diags.push(
-                    Diagnostic::new(
-                        Code::NotExecutable,
-                        root.join(&rel),
-                        Loc::FILE,
-                        format!(
-                            "two entry points for script `{stem}`: {} and {}",
-                            prev.display(),
-                            rel.display()
-                        ),
-                    )
-                    .with_hint("keep one file per script name in scripts/"),
-                );
-            }
+    entries
+        .into_iter()
+        .filter(|p| {
+            let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !(fname.starts_with('.')
+                || fname.starts_with('_')
+                || is_band_file(p)
+                || fname.to_ascii_lowercase().starts_with("readme"))
+                && p.is_file()
+                && !is_upstream_wrapper(root, p)
+        })
+        .filter_map(|p| p.file_name().map(|n| PathBuf::from("scripts").join(n)))
+        .collect()
+}
+
+/// A file directly in `scripts/` is a script unless it is clearly not a program
+/// ([`crate::entry`]): with no input contract, a data file (no interpreter band knows starts
+/// it, and an extension), a test, or a module a sibling imports (no execute bit), or a file
+/// nothing says is a program (no execute bit, `#!` line or main guard, and SKILL.md does not run
+/// it). A file with an input contract is a script whatever it is.
+fn discover_scripts(root: &Path, skill_md: Option<&str>) -> (Vec<Script>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let dir = root.join("scripts");
+    let top = top_level_candidates(root);
+    let mut files: Vec<crate::entry::File> = top
+        .iter()
+        .map(|rel| crate::entry::File::read(root, rel))
+        .collect();
+    files.extend(
+        nested_candidates(root)
+            .into_iter()
+            .map(|(_, rel)| crate::entry::File::read(root, &rel)),
+    );
+    let verdicts = crate::entry::classify(&files, skill_md);
+    let stem_of = |rel: &Path| {
+        let f = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        f.split('.').next().unwrap_or(f).to_string()
+    };
+    // Names an entry point claims: a contract of that name is its, not a test's or data's of the
+    // same stem (`x.mjs` and `x.test.mjs`).
+    let claimed: std::collections::BTreeSet<String> = files
+        .iter()
+        .zip(&verdicts)
+        .take(top.len())
+        .filter(|(_, v)| v.is_ok())
+        .map(|(f, _)| stem_of(&f.rel))
+        .collect();
+    for (f, verdict) in files.iter().zip(verdicts).take(top.len()) {
+        let rel = f.rel.clone();
+        let fname = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let stem = fname.split('.').next().unwrap_or(fname).to_string();
+        let contract = root
+            .join("schemas/input")
+            .join(format!("{stem}.json"))
+            .is_file();
+        let script = match verdict {
+            Ok(_) | Err(crate::entry::NotEntry::Unknown) => true,
+            Err(crate::entry::NotEntry::Data) => false,
+            Err(_) => contract && !claimed.contains(&stem),
+        };
+        if script && let Some(prev) = by_name.insert(stem.clone(), rel.clone()) {
+            diags.push(
+                Diagnostic::new(
+                    Code::NotExecutable,
+                    root.join(&rel),
+                    Loc::FILE,
+                    format!(
+                        "two entry points for script `{stem}`: {} and {}",
+                        prev.display(),
+                        rel.display()
+                    ),
+                )
+                .with_hint("keep one file per script name in scripts/"),
+            );
         }
     }
     // Nested scripts (Agent Skills: docx's `scripts/office/soffice.py`): a file below a subfolder
@@ -630,10 +678,10 @@ mod tests {
         }
         let names: Vec<String> = nested_candidates(r).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["office-helpers-merge", "office-soffice"]);
-        assert!(discover_scripts(r).0.is_empty());
+        assert!(discover_scripts(r, None).0.is_empty());
         fs_err::create_dir_all(r.join("schemas/input")).unwrap();
         fs_err::write(r.join("schemas/input/office-soffice.json"), "{}").unwrap();
-        let (scripts, _) = discover_scripts(r);
+        let (scripts, _) = discover_scripts(r, None);
         assert_eq!(
             scripts,
             [Script {
@@ -641,6 +689,46 @@ mod tests {
                 entry: "scripts/office/soffice.py".into()
             }]
         );
+    }
+
+    /// Directly in scripts/, a file is a script unless it is clearly not a program: data (an
+    /// extension no interpreter band knows), a test, a module a sibling imports, a file nothing
+    /// says is a program. An extensionless file nothing explains stays a script (lint's S003
+    /// says what to do); an input contract makes any of them but data a script.
+    #[test]
+    fn top_level_files_that_are_clearly_not_programs_are_not_scripts() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for (f, text, mode) in [
+            (
+                "scripts/run.py",
+                "import util\nif __name__ == '__main__':\n    pass\n",
+                0o644,
+            ),
+            ("scripts/util.py", "#!/usr/bin/env python3\n", 0o644),
+            ("scripts/tool.py", "import util\n", 0o755),
+            ("scripts/test_run.py", "#!/usr/bin/env python3\n", 0o755),
+            ("scripts/pyproject.toml", "[project]\n", 0o644),
+            ("scripts/notes.py", "x = 1\n", 0o644),
+            ("scripts/go", "go\n", 0o644),
+            ("scripts/named.js", "console.log(1)\n", 0o644),
+        ] {
+            write(r, f, text);
+            fs_err::set_permissions(r.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let md = "Run `node scripts/named.js x`.";
+        let names = |r: &Path| -> Vec<String> {
+            discover_scripts(r, Some(md))
+                .0
+                .into_iter()
+                .map(|s| s.name)
+                .collect()
+        };
+        assert_eq!(names(r), ["go", "named", "run", "tool"]);
+        write(r, "schemas/input/notes.json", "{}");
+        write(r, "schemas/input/pyproject.json", "{}");
+        assert_eq!(names(r), ["go", "named", "notes", "run", "tool"]);
     }
 
     fn write(root: &Path, rel: &str, text: &str) {

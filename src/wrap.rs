@@ -1,12 +1,14 @@
 //! `band wrap`: a band and argv-style contracts for an Agent Skill (SKILL.md and scripts, no band).
 //!
 //! Pure: [`plan`] reads the skill and returns the files to write, the rules and where each came
-//! from; the command prints or writes them. Each script in `scripts/` (python, shell, node: by its
-//! `#!` line or extension) gets an input schema whose only property is `args`, an array of
-//! strings ([`crate::contract::is_argv_schema`]: band appends them to the script's command line),
-//! and an output schema accepting any text. The band allows each script exactly as band starts it
-//! (`python3 /skill/scripts/x.py *`), the programs the code calls by name where that is visible
-//! statically, no network and no workspace files unless `--allow-read`/`--allow-write` name them.
+//! from; the command prints or writes them. Each entry point of `scripts/` ([`crate::entry`]: a
+//! file SKILL.md runs, or a program by its own say; never data, a test or an imported module)
+//! gets an input schema whose only property is `args`, an array of strings
+//! ([`crate::contract::is_argv_schema`]: band appends them to the script's command line), and an
+//! output schema accepting any text. The band allows each script exactly as band-server starts it
+//! ([`crate::launch`]: `python3 /skill/scripts/x.py *`), the programs the code it can reach calls
+//! by name where that is visible statically, no network and no workspace files unless
+//! `--allow-read`/`--allow-write` name them.
 
 use std::path::{Path, PathBuf};
 
@@ -19,12 +21,30 @@ pub struct WrappedScript {
     pub name: String,
     /// Relative to the skill root (`scripts/x.py`).
     pub entry: String,
-    /// The interpreter band starts it with (`python3`, `bash`, `node`), from `#!` or extension.
+    /// The interpreter band starts it with (`python3`, `bash`, `node`): [`crate::launch`]'s
+    /// answer, its `#!` line or extension.
     pub interpreter: Option<String>,
+    /// The interpreter's argument from the `#!` line (`-e` of `#!/bin/bash -e`), as band-server
+    /// passes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter_arg: Option<String>,
+    /// Why it is an entry point.
+    pub why: String,
     /// The first line of its docstring or leading comment, if any.
     pub description: Option<String>,
-    /// Programs its code calls by name (`subprocess.run(["soffice", …])`, `shutil.which("x")`).
+    /// Programs its code calls by name (`subprocess.run(["soffice", …])`, `shutil.which("x")`, a
+    /// bash script's commands), read from the entry and the modules it imports.
     pub calls: Vec<String>,
+    /// Commands its code runs that band cannot read without running it ([`unseen`]), each as
+    /// `file: line`.
+    pub unseen: Vec<String>,
+}
+
+/// A file below `scripts/` not wrapped, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub why: String,
 }
 
 /// A file `band wrap` writes.
@@ -41,9 +61,9 @@ pub struct WrapPlan {
     pub skill: String,
     pub scripts: Vec<WrappedScript>,
     pub files: Vec<WrapFile>,
-    /// Files in subfolders of `scripts/` that are not wrapped as scripts (a helper module, data),
-    /// said so the user knows.
-    pub skipped: Vec<String>,
+    /// Files below `scripts/` that are not entry points (data, tests, modules, files nothing says
+    /// are programs: [`crate::entry`]), and why, said so the user knows.
+    pub skipped: Vec<Skipped>,
     /// Programs not wrapped because their name or path cannot be written into a band literally
     /// ([`is_plain_name`]): each as its path, escaped ([`shown`]).
     pub refused: Vec<String>,
@@ -90,7 +110,7 @@ pub enum DraftError {
 impl WrapError {
     pub fn hint(&self) -> String {
         match self {
-            WrapError::NoScripts(..) => "band wrap wraps the programs in scripts/ and its subfolders (python, shell, node: a `#!` line, or a main guard below scripts/)".into(),
+            WrapError::NoScripts(..) => "band wrap wraps the entry points in scripts/ and its subfolders: a file SKILL.md runs (`python scripts/x.py`), or a program by its own say (an execute bit, a `#!` line, a main guard), not a test or a module another script imports".into(),
             WrapError::Name(_) => "rename the folder: lowercase letters, digits and single hyphens (Agent Skills name their folder so)".into(),
             WrapError::Draft(_) => "nothing was written; write the band by hand (`band init` makes one)".into(),
         }
@@ -120,61 +140,56 @@ fn nested(files: &[String]) -> String {
     } else {
         let files: Vec<String> = files.iter().map(|f| f.escape_debug().to_string()).collect();
         format!(
-            " (below it: {}, none of them a program band can wrap: no `#!` line or main guard, or a name band cannot write literally)",
+            " (below it: {}, none of them an entry point band can wrap: data, a test, a module, no `#!` line or main guard, or a name band cannot write literally)",
             files.join(", ")
         )
     }
 }
 
-/// True when a file in a subfolder of `scripts/` is a program rather than a module or data: it
-/// has an interpreter band knows and either a `#!` line, or (Python) an
-/// `if __name__ == "__main__"` guard, or (node) a `require.main === module` test.
-pub fn is_program(file_name: &str, text: &str) -> bool {
-    let Some(i) = interpreter(file_name, text) else {
-        return false;
-    };
-    text.starts_with("#!")
-        || (i.starts_with("python")
-            && text.lines().any(|l| {
-                let l = l.replace('\'', "\"");
-                l.starts_with("if __name__") && l.contains("\"__main__\"")
-            }))
-        || (i == "node" && text.contains("require.main === module"))
-}
-
-/// The interpreter of a script: its `#!` line (`/usr/bin/env python3` → `python3`), else its
-/// extension.
-pub fn interpreter(file_name: &str, text: &str) -> Option<String> {
-    if let Some(line) = text.lines().next().and_then(|l| l.strip_prefix("#!")) {
-        let mut words = line.split_whitespace();
-        let first = words.next()?;
-        let prog = if first.ends_with("/env") {
-            words.find(|w| !w.starts_with('-'))?
-        } else {
-            first
-        };
-        return prog.rsplit('/').next().map(str::to_string);
-    }
-    let ext = file_name.rsplit_once('.')?.1;
-    match ext {
-        "py" => Some("python3".into()),
-        "sh" | "bash" => Some("bash".into()),
-        "js" | "mjs" | "cjs" => Some("node".into()),
-        _ => None,
-    }
-}
-
 /// The first line of a script's description: a Python module docstring, else the first comment
-/// after the `#!` line.
+/// after the `#!` line. Skipped: a coding line, a PEP 723 block (`# /// script` … `# ///`), a
+/// shell option line (`set -e`, `set -euo pipefail`) and a comment just above one (`# Exit on
+/// error`), and a linter directive (`# shellcheck …`, `// @ts-check`, `"use strict"`).
 pub fn description(text: &str) -> Option<String> {
-    let body: Vec<&str> = text
-        .lines()
-        .skip_while(|l| l.starts_with("#!"))
-        .skip_while(|l| l.trim().is_empty() || l.starts_with("# -*-"))
-        .collect();
+    let lines: Vec<&str> = text.lines().skip_while(|l| l.starts_with("#!")).collect();
+    let is_set =
+        |l: &str| l.trim_start().starts_with("set -") || l.trim_start().starts_with("set -o");
+    let mut i = 0;
+    let mut body = Vec::new();
+    while i < lines.len() {
+        let l = lines[i].trim();
+        if l.starts_with("# /// ") {
+            // A PEP 723 block: to its closing `# ///`.
+            i += 1;
+            while i < lines.len() && lines[i].trim() != "# ///" {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        let directive = l.starts_with("# -*-")
+            || l.starts_with("# shellcheck")
+            || l.starts_with("// @ts-")
+            || l.starts_with("# type:")
+            || l.starts_with("# noqa")
+            || matches!(
+                l,
+                "\"use strict\";" | "'use strict';" | "\"use strict\"" | "'use strict'"
+            );
+        let above_set = l.starts_with('#') && lines.get(i + 1).is_some_and(|n| is_set(n));
+        if l.is_empty() || directive || is_set(l) || above_set {
+            i += 1;
+            continue;
+        }
+        body = lines[i..].to_vec();
+        break;
+    }
     let first = body.first()?.trim();
     for quote in ["\"\"\"", "'''"] {
-        if let Some(rest) = first.strip_prefix(quote) {
+        if let Some(rest) = first
+            .strip_prefix(quote)
+            .or_else(|| first.strip_prefix('r').and_then(|f| f.strip_prefix(quote)))
+        {
             let line = rest.split(quote).next().unwrap_or(rest).trim();
             let line = if line.is_empty() {
                 body.get(1).map_or("", |l| l.trim())
@@ -184,11 +199,300 @@ pub fn description(text: &str) -> Option<String> {
             return Some(line.to_string()).filter(|l| !l.is_empty());
         }
     }
-    ["#", "//"]
+    ["#", "//", "/**", "/*", "*"]
         .iter()
         .find_map(|c| first.strip_prefix(c))
-        .map(|l| l.trim().to_string())
+        .map(|l| l.trim().trim_end_matches("*/").trim().to_string())
         .filter(|l| !l.is_empty())
+}
+
+/// Shell builtins and keywords: the first word of a command that runs no program.
+const SHELL_WORDS: &[&str] = &[
+    "if",
+    "then",
+    "else",
+    "elif",
+    "fi",
+    "for",
+    "while",
+    "until",
+    "do",
+    "done",
+    "case",
+    "esac",
+    "in",
+    "function",
+    "select",
+    "time",
+    "!",
+    "{",
+    "}",
+    "[[",
+    "]]",
+    "[",
+    "]",
+    "coproc",
+    "echo",
+    "printf",
+    "cd",
+    "read",
+    "set",
+    "shift",
+    "exit",
+    "return",
+    "test",
+    "source",
+    ".",
+    "eval",
+    "trap",
+    "declare",
+    "typeset",
+    "local",
+    "export",
+    "unset",
+    "true",
+    "false",
+    "type",
+    "wait",
+    "kill",
+    "pwd",
+    "pushd",
+    "popd",
+    "alias",
+    "unalias",
+    "let",
+    "readonly",
+    "getopts",
+    "umask",
+    "ulimit",
+    "shopt",
+    "break",
+    "continue",
+    ":",
+    "mapfile",
+    "readarray",
+    "hash",
+    "jobs",
+    "fg",
+    "bg",
+    "disown",
+    "builtin",
+    "caller",
+    "compgen",
+    "complete",
+    "enable",
+    "help",
+    "logout",
+    "times",
+    "history",
+    "command",
+    "exec",
+    "nohup",
+    "env",
+    "sudo",
+];
+
+/// Programs a bash script runs: the first word of each simple command (after `;`, `&&`, `||`,
+/// `|`, `&`, `$(`, a backtick, `if`/`then`/`do`…; `exec`, `nohup`, `env X=1` skipped to the
+/// word they run), when it is a plain name, not a builtin or keyword, not a function the script
+/// defines, not `command -v x` (a test whether `x` exists). Heredoc bodies and comments are not
+/// read. Sorted, without duplicates.
+pub fn bash_calls(text: &str) -> Vec<String> {
+    let mut functions = Vec::new();
+    let mut logical = Vec::new();
+    let mut heredoc: Option<String> = None;
+    let mut pending = String::new();
+    for line in text.lines() {
+        if let Some(end) = &heredoc {
+            if line.trim() == end {
+                heredoc = None;
+            }
+            continue;
+        }
+        let code = strip_comment(line);
+        if let Some(at) = code.find("<<")
+            && !code[at..].starts_with("<<<")
+        {
+            let tag: String = code[at + 2..]
+                .trim_start_matches('-')
+                .trim_start()
+                .trim_start_matches(['\'', '"'])
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !tag.is_empty() {
+                heredoc = Some(tag);
+            }
+        }
+        if let Some(cont) = code.strip_suffix('\\') {
+            pending.push_str(cont);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(&code);
+        let l = std::mem::take(&mut pending);
+        let t = l.trim();
+        let def = t.strip_prefix("function ").unwrap_or(t);
+        if let Some(name) = def.split(['(', ' ', '{']).next()
+            && (t.starts_with("function ") || def.contains("()"))
+            && def.split('(').next().is_some_and(|n| !n.contains(' '))
+        {
+            functions.push(name.trim().to_string());
+        }
+        logical.push(l);
+    }
+    let mut out = Vec::new();
+    for l in logical {
+        // A case pattern (`Darwin)`, `start|stop)`) is no command.
+        let l = match l.trim_start().split_once(')') {
+            Some((pat, rest)) if !pat.contains(['(', ' ', '$', '"', '=']) => rest.to_string(),
+            _ => l,
+        };
+        let mut s = without_expansions(&l)
+            .replace("$(", "\n")
+            .replace('`', "\n");
+        for sep in ["&&", "||", ";", "|", "&", "(", ")"] {
+            s = s.replace(sep, "\n");
+        }
+        for seg in s.split('\n') {
+            let mut words = seg.split_whitespace().peekable();
+            while let Some(w) = words.peek() {
+                let assignment = w.split_once('=').is_some_and(|(k, _)| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if assignment
+                    || matches!(
+                        *w,
+                        "if" | "then"
+                            | "else"
+                            | "elif"
+                            | "do"
+                            | "while"
+                            | "until"
+                            | "!"
+                            | "time"
+                            | "exec"
+                            | "nohup"
+                            | "env"
+                            | "{"
+                    )
+                    || w.starts_with('-')
+                {
+                    words.next();
+                } else {
+                    break;
+                }
+            }
+            let Some(first) = words.next() else { continue };
+            if first == "command" || first == "type" || first == "which" || first == "hash" {
+                continue;
+            }
+            let name = first.rsplit('/').next().unwrap_or(first);
+            if first.contains('/') && !first.starts_with('/') {
+                // `./x`, `$DIR/x`: a file of the skill or the workspace, not a program by name.
+                continue;
+            }
+            if is_plain_name(name)
+                && name.starts_with(|c: char| c.is_ascii_alphabetic())
+                && !SHELL_WORDS.contains(&name)
+                && !functions.iter().any(|f| f == name)
+            {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A shell line without the insides of its `${…}` expansions (`${1:?usage: x NAME}`).
+fn without_expansions(line: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek() == Some(&'{') {
+            chars.next();
+            depth += 1;
+            out.push_str("$V");
+            continue;
+        }
+        if depth > 0 {
+            if c == '{' {
+                depth += 1;
+            } else if c == '}' {
+                depth -= 1;
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A shell line without its comment (a `#` at a word's start, outside quotes).
+fn strip_comment(line: &str) -> String {
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    let mut prev = ' ';
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' && prev.is_whitespace() => break,
+            None => {}
+        }
+        out.push(c);
+        prev = c;
+    }
+    out
+}
+
+/// What a script's code runs that band cannot see without running it: a `subprocess` call or
+/// `shell=True` whose command is neither a literal nor a variable assigned a literal in the file
+/// (`Popen(args.server, shell=True)`), one line each, as written (trimmed, at most 80 chars).
+pub fn unseen(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        let opener = [
+            "run(",
+            "call(",
+            "check_call(",
+            "check_output(",
+            "Popen(",
+            "system(",
+        ]
+        .into_iter()
+        .find(|o| l.contains(&format!("subprocess.{o}")) || l.contains(&format!("os.{o}")));
+        let Some(o) = opener else { continue };
+        let Some(at) = l.find(o) else { continue };
+        let arg = l[at + o.len()..].trim_start();
+        if arg.is_empty() || arg.starts_with(['[', '"', '\'']) {
+            continue;
+        }
+        let ident: String = arg
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let assigned = !ident.is_empty()
+            && arg[ident.len()..].trim_start().starts_with([',', ')'])
+            && text.lines().any(|x| {
+                x.trim_start()
+                    .strip_prefix(ident.as_str())
+                    .map(str::trim_start)
+                    .and_then(|x| x.strip_prefix('='))
+                    .is_some_and(|v| {
+                        !v.starts_with('=') && v.trim_start().starts_with(['[', '"', '\''])
+                    })
+            });
+        if !assigned {
+            out.push(l.chars().take(80).collect());
+        }
+    }
+    out
 }
 
 /// Programs a script's code names as a command, where that is visible without running it: the
@@ -209,6 +513,7 @@ pub fn calls(text: &str) -> Vec<String> {
         "spawnSync(",
         "execFile(",
         "execFileSync(",
+        "execSync(",
     ];
     let mut variables = Vec::new();
     for opener in lists.iter().chain(&strings) {
@@ -219,6 +524,8 @@ pub fn calls(text: &str) -> Vec<String> {
             if lists.contains(opener) {
                 match arg.strip_prefix('[') {
                     Some(list) => arg = list.trim_start(),
+                    // A command string (`run("x -y", shell=True)`): its first word.
+                    None if arg.starts_with(['"', '\'']) => {}
                     None => {
                         let ident: String = arg
                             .chars()
@@ -244,7 +551,11 @@ pub fn calls(text: &str) -> Vec<String> {
                 .map(str::trim_start)
                 .and_then(|l| l.strip_prefix('='))
                 .filter(|l| !l.starts_with('='))
-                .and_then(|l| l.trim_start().strip_prefix('['))
+                .map(str::trim_start)
+                .and_then(|l| {
+                    l.strip_prefix('[')
+                        .or(l.starts_with(['"', '\'']).then_some(l))
+                })
             else {
                 continue;
             };
@@ -318,16 +629,24 @@ pub fn output_schema(script: &WrappedScript) -> serde_json::Value {
     })
 }
 
+/// The `allow.cli` rule that starts a wrapped script as band-server starts it: `python3
+/// /skill/scripts/x.py *`, `bash -e /skill/scripts/x *` (its interpreter and `#!` argument), or
+/// `./scripts/x *` for a program exec'd as it is.
+pub fn entry_rule(s: &WrappedScript) -> String {
+    match (&s.interpreter, &s.interpreter_arg) {
+        (Some(i), Some(a)) => format!("{i} {a} /skill/{} *", s.entry),
+        (Some(i), None) => format!("{i} /skill/{} *", s.entry),
+        (None, _) => format!("./{} *", s.entry),
+    }
+}
+
 /// The `allow.cli` rules of the wrapped scripts: each script as band starts it, then each program
 /// its code calls; and why each called program is there.
 fn cli_rules(scripts: &[WrappedScript]) -> (Vec<String>, Vec<String>) {
     let mut cli = Vec::new();
     let mut why = Vec::new();
     for s in scripts {
-        match &s.interpreter {
-            Some(i) => cli.push(format!("{i} /skill/{} *", s.entry)),
-            None => cli.push(format!("./{} *", s.entry)),
-        }
+        cli.push(entry_rule(s));
         for c in &s.calls {
             let rule = format!("{c} *");
             if !cli.contains(&rule) {
@@ -448,70 +767,138 @@ pub fn check_band_md(text: &str, intended: &serde_json::Value) -> Result<(), Dra
     }
 }
 
-/// What `band wrap` writes for the Agent Skill at `root`: schemas for each script and a BAND.md.
+/// The words of a `#!` argument band can write into a rule as they are.
+fn plain_arg(a: &str) -> bool {
+    a.split(' ').all(|w| {
+        !w.is_empty()
+            && w.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-' | '=' | '/')
+            })
+    })
+}
+
+/// What `band wrap` writes for the Agent Skill at `root`: schemas for each entry point
+/// ([`crate::entry`]) and a BAND.md allowing each as band-server starts it and the programs the
+/// code it can reach calls.
 pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
+    use crate::entry::File;
+    use crate::launch::Launch;
     let (skill, _) = crate::skill::load_skill(root);
     // The folder's name goes into the band (`band:`), the schemas and every command line shown:
     // it must be a band name, whatever bytes a folder name may hold.
     if !crate::manifest::is_kebab(&skill.name) {
         return Err(WrapError::Name(shown(&skill.name)));
     }
-    let read = |entry: &Path| {
-        let text = crate::skillfs::read(root, entry, crate::skillfs::MAX_TEXT_BYTES)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        let file_name = entry
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        (file_name, text)
-    };
-    let mut scripts = Vec::new();
+    // Every file below scripts/: those directly in it (named by their stem), and those in
+    // subfolders (named by their path, `office-soffice`: [`crate::skill::nested_name`]).
+    let mut named: Vec<(String, File)> = crate::skill::top_level_candidates(root)
+        .into_iter()
+        .map(|rel| {
+            let f = rel
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (
+                f.split('.').next().unwrap_or(&f).to_string(),
+                File::read(root, &rel),
+            )
+        })
+        .collect();
+    named.extend(
+        crate::skill::nested_candidates(root)
+            .into_iter()
+            .map(|(name, rel)| (name, File::read(root, &rel))),
+    );
+    let files: Vec<File> = named.iter().map(|(_, f)| f.clone()).collect();
+    let verdicts = crate::entry::classify(&files, skill.skill_md.as_ref().map(|m| m.body.as_str()));
+    let mut scripts: Vec<WrappedScript> = Vec::new();
     let mut refused = Vec::new();
-    // A program whose name, path or interpreter band cannot write literally (a space, a quote, a
-    // glob character, a control character) is not wrapped: the rule would not say what it means.
-    let mut add = |name: &str, entry: &Path, text: &str, file_name: &str| {
-        let interpreter = interpreter(file_name, text);
-        let plain_entry = entry.iter().all(|c| c.to_str().is_some_and(is_plain_name));
+    let mut skipped = Vec::new();
+    for ((name, f), verdict) in named.iter().zip(verdicts) {
+        let entry = f.rel.to_string_lossy().into_owned();
+        let why = match verdict {
+            Ok(why) => why,
+            Err(not) => {
+                skipped.push(Skipped {
+                    path: entry,
+                    why: not.reason(),
+                });
+                continue;
+            }
+        };
+        // How band-server starts it ([`crate::launch`]): the rule names the same program.
+        let (interpreter, interpreter_arg) = match &f.launch {
+            Launch::With(i) => (Some(i.name.clone()), i.arg.clone()),
+            Launch::AsIs => match crate::launch::shebang(f.text.as_bytes()) {
+                Some((n, a)) => (Some(n), a),
+                None => (None, None),
+            },
+            Launch::Unknown => (None, None),
+        };
+        // A program whose name, path or interpreter band cannot write literally (a space, a
+        // quote, a glob character, a control character) is not wrapped: the rule would not say
+        // what it means.
+        let plain_entry = f.rel.iter().all(|c| c.to_str().is_some_and(is_plain_name));
         if !is_plain_name(name)
             || !plain_entry
             || interpreter.as_deref().is_some_and(|i| !is_plain_name(i))
+            || interpreter_arg.as_deref().is_some_and(|a| !plain_arg(a))
         {
-            refused.push(entry.to_string_lossy().into_owned());
-            return;
-        }
-        scripts.push(WrappedScript {
-            name: name.to_string(),
-            entry: entry.to_string_lossy().into_owned(),
-            interpreter,
-            description: description(text),
-            calls: calls(text),
-        });
-    };
-    for s in &skill.scripts {
-        let (file_name, text) = read(&s.entry);
-        add(&s.name, &s.entry, &text, &file_name);
-    }
-    // Programs in subfolders (docx's `scripts/office/soffice.py`), named by their path
-    // (`office-soffice`, [`crate::skill::nested_name`]); a nested script already wrapped is in
-    // `skill.scripts` (its contract makes it one). Modules and data are listed as skipped.
-    let mut skipped = Vec::new();
-    for (name, entry) in crate::skill::nested_candidates(root) {
-        if skill.scripts.iter().any(|s| s.entry == entry) {
+            refused.push(entry);
             continue;
         }
-        let (file_name, text) = read(&entry);
-        if is_program(&file_name, &text) && !skill.scripts.iter().any(|s| s.name == name) {
-            add(&name, &entry, &text, &file_name);
-        } else {
-            skipped.push(entry.to_string_lossy().into_owned());
+        // The code the entry can reach: itself and the modules it imports.
+        let mut calls_found = Vec::new();
+        let mut unseen_found = Vec::new();
+        for g in crate::entry::reach(f, &files) {
+            let c = if g.language() == Some("bash") {
+                bash_calls(&g.text)
+            } else {
+                calls(&g.text)
+            };
+            calls_found.extend(c);
+            unseen_found.extend(
+                unseen(&g.text)
+                    .into_iter()
+                    .map(|l| format!("{}: {l}", g.rel.display())),
+            );
         }
+        calls_found.sort();
+        calls_found.dedup();
+        scripts.push(WrappedScript {
+            name: name.clone(),
+            entry,
+            interpreter,
+            interpreter_arg,
+            why: match why {
+                crate::entry::Entry::Named => "SKILL.md runs it",
+                crate::entry::Entry::Executable => "an execute bit",
+                crate::entry::Entry::Shebang => "a #! line",
+                crate::entry::Entry::MainGuard => "a main guard",
+            }
+            .into(),
+            description: description(&f.text),
+            calls: calls_found,
+            unseen: unseen_found,
+        });
     }
     scripts.sort_by(|a, b| a.name.cmp(&b.name));
-    scripts.dedup_by(|a, b| a.name == b.name);
+    // Two entry points of one name (`x.py` and `x.sh`): the first is wrapped, the other said.
+    let mut seen = std::collections::BTreeSet::new();
+    scripts.retain(|s| {
+        let first = seen.insert(s.name.clone());
+        if !first {
+            skipped.push(Skipped {
+                path: s.entry.clone(),
+                why: format!("another entry point is named `{}`", s.name),
+            });
+        }
+        first
+    });
     if scripts.is_empty() {
-        skipped.extend(refused);
-        return Err(WrapError::NoScripts(root.to_path_buf(), skipped));
+        let mut below: Vec<String> = skipped.into_iter().map(|s| s.path).collect();
+        below.extend(refused);
+        return Err(WrapError::NoScripts(root.to_path_buf(), below));
     }
     let description = skill
         .skill_md
@@ -555,24 +942,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interpreter_from_shebang_or_extension() {
-        assert_eq!(
-            interpreter("x.py", "#!/usr/bin/env python3\n").as_deref(),
-            Some("python3")
-        );
-        assert_eq!(
-            interpreter("x", "#!/usr/bin/env -S node --x\n").as_deref(),
-            Some("node")
-        );
-        assert_eq!(
-            interpreter("x", "#!/bin/bash -e\n").as_deref(),
-            Some("bash")
-        );
-        assert_eq!(interpreter("x.sh", "echo\n").as_deref(), Some("bash"));
-        assert_eq!(interpreter("x", "echo\n"), None);
-    }
-
-    #[test]
     fn description_from_docstring_or_comment() {
         assert_eq!(
             description("#!/usr/bin/env python3\n\"\"\"Say hi.\"\"\"\n").as_deref(),
@@ -587,6 +956,35 @@ mod tests {
             Some("Count words.")
         );
         assert_eq!(description("import sys\n"), None);
+        // A PEP 723 block is no description (before: "/// script").
+        let pep723 = "#!/usr/bin/env -S uv run --script\n# /// script\n# requires-python = \">=3.11\"\n# dependencies = []\n# ///\n\"\"\"Draw cards.\"\"\"\n";
+        assert_eq!(description(pep723).as_deref(), Some("Draw cards."));
+        assert_eq!(description("# /// script\n# ///\nimport x\n"), None);
+        // `set -e` and the comment above it are no description (before: "Exit on error").
+        assert_eq!(
+            description("#!/bin/bash\n\n# Exit on error\nset -e\n\n# Make a project.\n").as_deref(),
+            Some("Make a project.")
+        );
+        assert_eq!(
+            description("#!/bin/bash\nset -euo pipefail  # strict\n# Count.\n").as_deref(),
+            Some("Count.")
+        );
+    }
+
+    #[test]
+    fn bash_calls_are_the_first_words_of_its_commands() {
+        let sh = "#!/bin/bash\nset -e\nusage() { echo hi; }\nif ! command -v pdfinfo >/dev/null; then\n  echo no\nfi\nROOT=$(git rev-parse --show-toplevel)\nfor f in $(ls *.txt); do wc -l \"$f\" | sort -n; done\nnohup node server.cjs &\ncat <<EOF\nrm -rf /\nEOF\nX=1 od -An -N4 /dev/urandom # chmod 600 x\n./local-tool --x\n\"$DIR/other\"\nusage\nN=\"${1:?usage: tool NAME}\"\n[[ -f x ]] || { echo no >&2; exit 2; }\ncase \"$(uname -s)\" in\n  Darwin) OPEN=open ;;\nesac\nexit 0\n";
+        assert_eq!(
+            bash_calls(sh),
+            ["cat", "git", "ls", "node", "od", "sort", "uname", "wc"]
+        );
+    }
+
+    #[test]
+    fn shell_strings_and_commands_built_at_run_time() {
+        let py = "subprocess.run(\"python3 -m http.server 8765\", shell=True)\ncmd = \"npm run dev\"\nsubprocess.Popen(cmd, shell=True)\nsubprocess.Popen(args.server, shell=True)\n";
+        assert_eq!(calls(py), ["npm", "python3"]);
+        assert_eq!(unseen(py), ["subprocess.Popen(args.server, shell=True)"]);
     }
 
     #[test]
@@ -601,25 +999,16 @@ mod tests {
     }
 
     #[test]
-    fn programs_below_scripts_have_a_shebang_or_a_main_guard() {
-        assert!(is_program("x.py", "#!/usr/bin/env python3\nimport sys\n"));
-        assert!(is_program(
-            "x.py",
-            "import sys\n\nif __name__ == '__main__':\n    main()\n"
-        ));
-        assert!(is_program("x.js", "if (require.main === module) main();\n"));
-        assert!(!is_program("x.py", "def f():\n    pass\n"));
-        assert!(!is_program("data.json", "{}\n"));
-    }
-
-    #[test]
     fn wrapped_input_schema_is_argv_style() {
         let s = WrappedScript {
             name: "x".into(),
             entry: "scripts/x.py".into(),
             interpreter: Some("python3".into()),
+            interpreter_arg: None,
+            why: "a #! line".into(),
             description: None,
             calls: vec![],
+            unseen: vec![],
         };
         assert!(crate::contract::is_argv_schema(&input_schema("k", &s)));
     }
@@ -629,8 +1018,11 @@ mod tests {
             name: name.into(),
             entry: entry.into(),
             interpreter: Some("python3".into()),
+            interpreter_arg: None,
+            why: "a #! line".into(),
             description: None,
             calls: vec![],
+            unseen: vec![],
         }
     }
 
@@ -748,7 +1140,13 @@ mod tests {
         fs_err::write(root.join("scripts/a.py"), "#!/usr/bin/env python3\n").unwrap();
         fs_err::write(root.join("scripts/*.py"), "#!/usr/bin/env python3\n").unwrap();
         fs_err::write(root.join("scripts/sub/b c.py"), "#!/usr/bin/env python3\n").unwrap();
-        fs_err::write(root.join("scripts/sub/d.py"), "#!/usr/bin/env py*\n").unwrap();
+        // An interpreter's argument with a glob character: refused. (`#!/usr/bin/env py*` names
+        // no program band can write, so band-server starts a `.py` by its extension: python3.)
+        fs_err::write(
+            root.join("scripts/sub/d.py"),
+            "#!/usr/bin/env python3 -X*\n",
+        )
+        .unwrap();
         let p = plan(&root, &Access::default()).unwrap();
         let names: Vec<&str> = p.scripts.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a"]);

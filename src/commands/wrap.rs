@@ -104,19 +104,26 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
     for s in &plan.scripts {
         let by = s.interpreter.as_deref().unwrap_or("itself");
         o.push_str(&format!(
-            "  {}/{} -- ARGS…   ({}, run by {by})\n",
-            plan.skill, s.name, s.entry
+            "  {}/{} -- ARGS…   ({}, run by {by}; an entry point: {})\n",
+            plan.skill, s.name, s.entry, s.why
         ));
         for c in &s.calls {
             o.push_str(&format!(
                 "    calls `{c}` (read from its code: allowed as `{c} *`)\n"
             ));
         }
+        for u in &s.unseen {
+            o.push_str(&format!(
+                "    runs a command band cannot read from its code (allow it by hand, or draft it with band learn): {}\n",
+                u.escape_debug()
+            ));
+        }
     }
     for f in &plan.skipped {
         o.push_str(&format!(
-            "  not a script: {} (a module or data: no `#!` line or main guard)\n",
-            f.escape_debug()
+            "  not a script: {} ({})\n",
+            f.path.escape_debug(),
+            f.why
         ));
     }
     for f in &plan.refused {

@@ -601,3 +601,117 @@ fn wrap_allow_net_writes_the_hosts_and_refuses_a_loopback_host_without_a_port() 
         "lint_loopback_rule_without_port"
     );
 }
+
+/// Every skill of the corpus without a band (`tests/corpus/wild-shapes/`: the shapes that broke
+/// `band wrap` on public skills, `tests/corpus/agent/`, and any other) is wrapped with --write,
+/// and lints with no error. What was wrapped, what was left out and why, and the `allow.cli`
+/// drafted are snapshotted per skill: only entry points (SKILL.md's run commands, a `#!` line,
+/// an execute bit, a main guard), never data (`pyproject.toml`, `uv.lock`, `requirements.txt`,
+/// an `.xml`, a `.tar.gz`, an `.html`), tests, `__init__.py` or imported modules; commands only
+/// from the code an entry reaches (not `gcc`/`sysctl` of a module nothing imports), a bash
+/// script's commands, a `shell=True` string's first word.
+#[test]
+fn wrap_every_corpus_skill_without_a_band_lints_clean() {
+    let corpus = repo().join("tests/corpus");
+    let skills: Vec<PathBuf> = band::skill::find_skills(&corpus)
+        .into_iter()
+        .filter(|s| {
+            !s.join("BAND.md").exists()
+                && !s.join("scripts/BAND.md").exists()
+                && !s.starts_with(corpus.join("wild"))
+        })
+        .collect();
+    assert!(skills.len() >= 14, "{skills:?}");
+    let mut report = String::new();
+    for skill in &skills {
+        let rel = skill.strip_prefix(&corpus).unwrap().display().to_string();
+        let ws = tempfile::tempdir().unwrap();
+        let name = skill.file_name().unwrap().to_str().unwrap();
+        band_test::copy_dir(skill, &ws.path().join(name));
+        let (code, out, err) = band(&["wrap", name, "--json"], ws.path());
+        assert_eq!(code, 0, "{rel}: {out}{err}");
+        let plan: Value = serde_json::from_str(&out).unwrap();
+        let (code, out, err) = band(&["wrap", name, "--write"], ws.path());
+        assert_eq!(code, 0, "{rel}: {out}{err}");
+        let (_, out, err) = band(&["lint", "--format", "json", name], ws.path());
+        let lint: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+        assert_eq!(lint["summary"]["errors"], json!(0), "{rel}: {lint:#}");
+        // The loader sees the scripts wrap wrapped, no more (no data file or module becomes a
+        // script the band does not allow).
+        let (loaded, _) = band::skill::load_skill(&ws.path().join(name));
+        let mut loaded: Vec<String> = loaded.scripts.iter().map(|s| s.name.clone()).collect();
+        loaded.sort();
+        let wrapped: Vec<String> = plan["scripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(loaded, wrapped, "{rel}");
+        report.push_str(&format!("## {rel}\n"));
+        for s in plan["scripts"].as_array().unwrap() {
+            report.push_str(&format!(
+                "script {} ({}; {})\n",
+                s["name"].as_str().unwrap(),
+                s["entry"].as_str().unwrap(),
+                s["why"].as_str().unwrap()
+            ));
+            for u in s["unseen"].as_array().unwrap() {
+                report.push_str(&format!("  unseen: {}\n", u.as_str().unwrap()));
+            }
+        }
+        for s in plan["skipped"].as_array().unwrap() {
+            report.push_str(&format!(
+                "skipped {} ({})\n",
+                s["path"].as_str().unwrap(),
+                s["why"].as_str().unwrap()
+            ));
+        }
+        let band_md = plan["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "BAND.md")
+            .unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let fm = band::wrap::frontmatter_value(&band_md).unwrap();
+        for r in fm["allow"]["cli"].as_array().unwrap() {
+            report.push_str(&format!("allow.cli {}\n", r.as_str().unwrap()));
+        }
+        report.push('\n');
+    }
+    insta::assert_snapshot!("wrap_corpus_entry_points", report);
+}
+
+/// A wrapped entry of mode 644 with no `#!` line (a PEP 723 block and a `__main__` guard, run by
+/// SKILL.md's `uv run …/scripts/draw_cards.py`) runs in band as on the host with python3: the
+/// same stdout.
+#[test]
+fn privileged_wrapped_mode_644_entry_runs_as_on_the_host() {
+    band_test::privileged!(sandbox_missing());
+    let ws = tempfile::tempdir().unwrap();
+    let skill = ws.path().join("card-draw");
+    band_test::copy_dir(&repo().join("tests/corpus/wild-shapes/card-draw"), &skill);
+    let entry = skill.join("scripts/draw_cards.py");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs_err::metadata(&entry).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    let (code, out, err) = band(&["wrap", "card-draw", "--write"], ws.path());
+    assert_eq!(code, 0, "{out}{err}");
+    let words = ["--seed", "7", "--count", "3"];
+    let host = std::process::Command::new("python3")
+        .arg(&entry)
+        .args(words)
+        .output()
+        .unwrap();
+    assert!(host.status.success(), "{host:?}");
+    let host = String::from_utf8(host.stdout).unwrap();
+    assert_eq!(host.lines().count(), 3, "{host}");
+    let (code, json, err) = run_argv(ws.path(), "card-draw/draw_cards", &words);
+    assert_eq!(code, 0, "{json}\n{err}");
+    assert_eq!(json["output"], json!(host), "{err}");
+}

@@ -1,0 +1,4 @@
+// Layers of an HTML page.
+export function layers(html) {
+  return [...html.matchAll(/data-layer="([^"]+)"/g)].map((m) => m[1]);
+}
