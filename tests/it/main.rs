@@ -39,5 +39,6 @@ mod vm_cli;
 mod vm_e2e;
 mod vm_rootless;
 mod warm;
+mod ux;
 mod workspace;
 mod wrap;
