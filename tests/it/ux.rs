@@ -120,3 +120,107 @@ fn privileged_an_invalid_server_config_fails_the_run_loudly() {
         .output(&["run", "--skills", s, "--workspace", w, "noop/n"], &skills);
     band_snapshot!(out, "invalid_server_config");
 }
+
+/// A 10 MB input that breaks its contract: the error quotes a little of it, wherever it goes
+/// (stderr, `--json`, the MCP error result) and the ledger keeps no contents.
+#[test]
+fn an_error_quotes_at_most_a_little_of_a_large_input() {
+    const KB: usize = 1024;
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws, data) = (
+        t.path().join("skills"),
+        t.path().join("ws"),
+        t.path().join("data"),
+    );
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("num")
+        .band("description: Takes a number.\nversion: 1\n")
+        .script("n.sh", "#!/bin/sh\necho hi\n")
+        .input_schema(
+            "n",
+            r#"{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}"#,
+        )
+        .write(&skills);
+    let big = "a".repeat(10 << 20);
+    let input = t.path().join("input.json");
+    fs_err::write(&input, serde_json::json!({ "n": big }).to_string()).expect("write");
+    let band = bin().env("BAND_DATA_DIR", &data);
+    let (s, w, i) = (
+        skills.to_str().expect("utf-8"),
+        ws.to_str().expect("utf-8"),
+        input.to_str().expect("utf-8"),
+    );
+    let plain = band.output(
+        &[
+            "run",
+            "--skills",
+            s,
+            "--workspace",
+            w,
+            "--input-file",
+            i,
+            "num/n",
+        ],
+        &skills,
+    );
+    assert_eq!(
+        plain.code,
+        3,
+        "{}",
+        &plain.stderr[..plain.stderr.len().min(2000)]
+    );
+    assert!(
+        plain.stderr.len() < 2 * KB,
+        "{} bytes on stderr",
+        plain.stderr.len()
+    );
+    assert!(
+        plain
+            .stderr
+            .contains("… (10485762 bytes) is not of type \"integer\""),
+        "{}",
+        plain.stderr
+    );
+    let json = band.output(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            s,
+            "--workspace",
+            w,
+            "--input-file",
+            i,
+            "num/n",
+        ],
+        &skills,
+    );
+    assert_eq!(json.code, 3);
+    assert!(
+        json.stdout.len() < 4 * KB,
+        "{} bytes of --json",
+        json.stdout.len()
+    );
+    let ledger = fs_err::read_to_string(data.join("ledger.jsonl")).expect("ledger");
+    assert_eq!(ledger.lines().count(), 2, "one record per run");
+    for record in ledger.lines() {
+        assert!(
+            record.len() < 4 * KB,
+            "a ledger record of {} bytes",
+            record.len()
+        );
+        assert!(!record.contains(&"a".repeat(201)), "{record}");
+    }
+    let (mut mcp, _) = crate::mcp::Raw::start_in(&[&skills], &ws, &[], bin());
+    let result = mcp.request(
+        "tools/call",
+        serde_json::json!({"name": "num__n", "arguments": {"n": big}}),
+    );
+    let text = result.to_string();
+    assert_eq!(result["isError"], true, "{}", &text[..text.len().min(2000)]);
+    assert!(
+        text.len() < 4 * KB,
+        "an MCP error result of {} bytes",
+        text.len()
+    );
+}
