@@ -224,3 +224,20 @@ fn an_error_quotes_at_most_a_little_of_a_large_input() {
         text.len()
     );
 }
+
+/// A rule that reaches `.git` or `target` only through a wildcard, and a write rule naming
+/// `.git`: each a warning that says what is never copied and how to name it.
+#[test]
+fn lint_warns_of_rules_reaching_folders_never_copied() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let skill = SkillBuilder::new("repo")
+        .band(
+            "description: Reads the repository.\nversion: 1\nallow:\n  \
+             read: [\".git/**\", \"**/.git/**\", \"*/target/**\"]\n  write: [\".git/**\"]\n",
+        )
+        .script("log.sh", "#!/bin/sh\necho hi\n")
+        .input_schema("log", SkillBuilder::NO_INPUT)
+        .write(t.path());
+    let out = bin().output(&["lint", skill.to_str().expect("utf-8")], t.path());
+    band_snapshot!(out, "lint_never_copied");
+}
