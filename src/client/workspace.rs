@@ -651,6 +651,25 @@ pub fn copy_out(
     }
 }
 
+/// What is at the workspace-relative `rel` (normal components only), looked up one component at
+/// a time beneath the root, never through a symlink: a regular file, a folder, or nothing
+/// (missing, a link, unreadable, anything else). Only its type is read, never its contents.
+pub(super) fn kind_of(root: &WorkspaceRoot, rel: &str) -> Option<FileType> {
+    let comps: Vec<&str> = rel.split('/').collect();
+    let (last, dirs) = comps.split_last()?;
+    let mut dir: Arc<OwnedFd> = Arc::clone(&root.fd);
+    for c in dirs {
+        let name = cname(OsStr::new(c))?;
+        dir = Arc::new(open_dir_beneath(&*dir, &name).ok()?);
+    }
+    let name = cname(OsStr::new(last))?;
+    let st = rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    match FileType::from_raw_mode(st.st_mode) {
+        k @ (FileType::RegularFile | FileType::Directory) => Some(k),
+        _ => None,
+    }
+}
+
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
 pub(super) fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
     for f in files {

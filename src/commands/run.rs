@@ -280,6 +280,13 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
             )),
             _ => print_failure(result),
         }
+        for n in &outcome.not_admitted {
+            say(&format!(
+                "hint: `{}` (named in the input or the script's errors) is in the workspace but was not copied in, as the band does not admit it; to let the script read it: allow.read {:?}\n",
+                for_terminal(&n.path),
+                n.rule
+            ));
+        }
     }
     Ok(result.status.exit_code())
 }
