@@ -241,3 +241,52 @@ fn lint_warns_of_rules_reaching_folders_never_copied() {
     let out = bin().output(&["lint", skill.to_str().expect("utf-8")], t.path());
     band_snapshot!(out, "lint_never_copied");
 }
+
+/// A failed run that looked for a workspace file the band does not admit names it, with the
+/// rule to add; the file's contents appear nowhere.
+#[test]
+fn privileged_a_failed_run_names_the_workspace_file_it_could_not_see() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(ws.join("notes")).expect("mkdir");
+    fs_err::write(ws.join("refs.bib"), "TOPSECRET-CONTENTS").expect("write");
+    fs_err::write(ws.join("notes/a.md"), "x").expect("write");
+    SkillBuilder::new("bib")
+        .band("description: Formats a bibliography.\nversion: 1\n")
+        .script(
+            "fmt.sh",
+            "#!/bin/sh\nf=$(cat \"$INPUT_PATH\")\n\
+             [ -f refs.bib ] || { echo \"Error reading file: [Errno 2] No such file or directory: 'refs.bib'\" >&2; exit 1; }\n",
+        )
+        .input_schema(
+            "fmt",
+            r#"{"type":"object","properties":{"dir":{"type":"string"}},"additionalProperties":false}"#,
+        )
+        .write(&skills);
+    let out = run_in(&skills, &ws, "bib/fmt", &["--dir=notes"]);
+    band_snapshot!(out, "not_admitted_hint");
+    let (s, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+    let json = bin().output(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            s,
+            "--workspace",
+            w,
+            "bib/fmt",
+            "--dir=notes",
+        ],
+        &skills,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(
+        v["not_admitted"],
+        serde_json::json!([
+            {"path": "notes", "rule": "notes/**"},
+            {"path": "refs.bib", "rule": "./refs.bib"},
+        ])
+    );
+    assert!(!json.stdout.contains("TOPSECRET") && !json.stderr.contains("TOPSECRET"));
+}
