@@ -158,7 +158,7 @@ mod tests {
         fs_err::write(w.join("data.csv"), "x").expect("write");
         fs_err::create_dir_all(w.join("d")).expect("mkdir");
         fs_err::write(w.join("d/admitted.txt"), "x").expect("write");
-        std::os::unix::fs::symlink("/etc/hosts", w.join("link")).expect("symlink");
+        fs_err::os::unix::fs::symlink("/etc/hosts", w.join("link")).expect("symlink");
         let root = WorkspaceRoot::open(w, true, true).expect("open");
         let mut p = crate::policy::Policy::default();
         p.allow.read = vec!["data.csv".into(), "d/**".into()];
