@@ -373,6 +373,11 @@ impl Denial {
         if let Some(rule) = self.deciding_rule() {
             return format!("deny.{key} {rule:?} decided (a deny wins over any allow){said}");
         }
+        if let Denial::Write { path, .. } = self
+            && let Some(why) = never_written_back(path)
+        {
+            return why.to_string();
+        }
         match self.smallest_rule() {
             Some((k, r)) => {
                 format!("no allow.{key} rule matches; to allow it: {k} {r:?}{said}")
@@ -380,6 +385,22 @@ impl Denial {
             None => format!("no allow.{key} rule matches{said}"),
         }
     }
+}
+
+/// Why a refused write at `path` can be allowed by no rule, if so: anything under a folder named
+/// `.git`, and a name that is not UTF-8 (band-server names it escaped, `\xff`).
+fn never_written_back(path: &str) -> Option<&'static str> {
+    if path.split('/').any(|c| c == ".git") {
+        return Some(
+            "nothing under `.git` is written back: a repository is read-only to the script",
+        );
+    }
+    let b = path.as_bytes();
+    let escaped = b.windows(4).any(|w| {
+        w[0] == b'\\' && w[1] == b'x' && w[2].is_ascii_hexdigit() && w[3].is_ascii_hexdigit()
+    });
+    escaped
+        .then_some("a file name that is not UTF-8 is never written back (shown escaped): rename it")
 }
 
 /// One CLI call seen by the wrapper shim (reported over a channel the script cannot forge).
@@ -700,6 +721,9 @@ pub mod env {
         "CONFIG_PATH",
         "WORKSPACE",
         "SKILL_DIR",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_KEY_0",
+        "GIT_CONFIG_VALUE_0",
     ];
     /// Prefixes reserved for the runtime or dangerous to set (`LD_PRELOAD`).
     pub const RESERVED_PREFIXES: &[&str] = &["BAND_", "LD_"];

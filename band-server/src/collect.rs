@@ -157,13 +157,17 @@ pub(crate) fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
 /// A regular file found in the workspace after the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FoundFile {
+    /// Workspace-relative; a name that is not UTF-8 is escaped (`\xff`), see `utf8`.
     pub(crate) path: String,
+    /// The path is the file's real name (every component UTF-8). A file whose name is not is
+    /// never written back: it is a refused write, named escaped, so it never vanishes silently.
+    pub(crate) utf8: bool,
     pub(crate) mode: u32,
     pub(crate) data: Vec<u8>,
 }
 
 /// Walk `root`, returning regular files only, with at most `max_total` bytes read in all. Files
-/// past the budget are skipped.
+/// past the budget are skipped. Names that are not UTF-8 are kept, escaped (`utf8: false`).
 ///
 /// The walk goes through directory descriptors, never through a path resolved again from
 /// `root`: `root` is opened once with `O_NOFOLLOW`, and every folder and file below it is opened
@@ -187,9 +191,14 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
     };
     // Folders still to walk: their parent's descriptor, their name there, their relative path.
     // (Opened when popped, so at most one descriptor per level of nesting is held.)
-    let mut stack: Vec<(Arc<rustix::fd::OwnedFd>, Option<std::ffi::CString>, String)> =
-        vec![(Arc::new(root_fd), None, String::new())];
-    while let Some((parent, name, rel)) = stack.pop() {
+    type Pending = (
+        Arc<rustix::fd::OwnedFd>,
+        Option<std::ffi::CString>,
+        String,
+        bool,
+    );
+    let mut stack: Vec<Pending> = vec![(Arc::new(root_fd), None, String::new(), true)];
+    while let Some((parent, name, rel, rel_utf8)) = stack.pop() {
         let dir = match name {
             None => parent,
             Some(name) => match open_beneath(&parent, &name, OFlags::RDONLY | OFlags::DIRECTORY) {
@@ -207,9 +216,12 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
             .collect();
         names.sort();
         for name in names {
-            let Ok(text) = name.to_str() else { continue };
+            let (text, utf8) = match name.to_str() {
+                Ok(t) => (t.to_string(), rel_utf8),
+                Err(_) => (name.to_bytes().escape_ascii().to_string(), false),
+            };
             let child = if rel.is_empty() {
-                text.to_string()
+                text
             } else {
                 format!("{rel}/{text}")
             };
@@ -218,7 +230,7 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
                 continue;
             };
             match FileType::from_raw_mode(meta.st_mode) {
-                FileType::Directory => stack.push((Arc::clone(&dir), Some(name), child)),
+                FileType::Directory => stack.push((Arc::clone(&dir), Some(name), child, utf8)),
                 FileType::RegularFile
                     if u64::try_from(meta.st_size).unwrap_or(u64::MAX) <= budget =>
                 {
@@ -246,6 +258,7 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
                     budget -= data.len() as u64;
                     out.push(FoundFile {
                         path: child,
+                        utf8,
                         // st_mode is u16 on some platforms.
                         #[allow(clippy::unnecessary_cast)]
                         mode: (m2.st_mode & 0o777) as u32,
@@ -298,15 +311,22 @@ pub(crate) fn changed_files<'a>(
         .collect();
     found
         .iter()
-        .filter(|f| before.get(f.path.as_str()) != Some(&f.data.as_slice()))
+        .filter(|f| !f.utf8 || before.get(f.path.as_str()) != Some(&f.data.as_slice()))
         .collect()
+}
+
+/// A changed file that is never written back, whatever the band says: a name that is not
+/// UTF-8 (no pattern can name it, and the protocol carries text), or anything under a folder
+/// named `.git` (a repository is read-only to the script).
+fn never_written_back(f: &FoundFile) -> bool {
+    !f.utf8 || f.path.split('/').any(|c| c == ".git")
 }
 
 /// `result.written`: changed files allowed by `allow.write` and not denied.
 pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEntry> {
     changed
         .iter()
-        .filter(|f| write.check(&f.path).is_allowed())
+        .filter(|f| !never_written_back(f) && write.check(&f.path).is_allowed())
         .map(|f| FileEntry {
             path: f.path.clone(),
             mode: f.mode,
@@ -316,11 +336,16 @@ pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<
 }
 
 /// The refused writes: changed files that `allow.write` does not admit (or a `deny.write` rule
-/// covers). They are not copied back, and each is reported, so a write never vanishes silently.
+/// covers), and those never written back at all. They are not copied back, and each is
+/// reported, so a write never vanishes silently.
 pub(crate) fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
     changed
         .iter()
         .filter_map(|f| match write.check(&f.path) {
+            _ if never_written_back(f) => Some(Denial::Write {
+                path: f.path.clone(),
+                rule: None,
+            }),
             Decision::Allow { .. } => None,
             Decision::Deny { rule } => Some(Denial::Write {
                 path: f.path.clone(),
@@ -444,6 +469,7 @@ mod tests {
     fn changed_files_outside_allow_write_are_refused_writes_naming_the_deciding_rule() {
         let file = |p: &str| FoundFile {
             path: p.into(),
+            utf8: true,
             mode: 0o644,
             data: b"x".to_vec(),
         };
@@ -488,6 +514,45 @@ mod tests {
         assert_eq!(
             got[2].smallest_rule(),
             Some(("allow.write", "./b".to_string()))
+        );
+    }
+
+    #[test]
+    fn git_and_names_that_are_not_utf8_are_never_written_back_and_always_reported() {
+        use std::os::unix::ffi::OsStrExt;
+        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = t.path();
+        fs::create_dir_all(r.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        fs::create_dir_all(r.join("out")).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(r.join(".git/config"), "x").unwrap_or_else(|e| panic!("{e}"));
+        fs::write(r.join("out/ok.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
+        let bad = std::ffi::OsStr::from_bytes(b"out/\xff.txt");
+        fs::write(r.join(bad), "x").unwrap_or_else(|e| panic!("{e}"));
+        let found = walk_workspace(r, 1 << 20);
+        let paths: Vec<(&str, bool)> = found.iter().map(|f| (f.path.as_str(), f.utf8)).collect();
+        assert_eq!(
+            paths,
+            [
+                (".git/config", true),
+                ("out/\\xff.txt", false),
+                ("out/ok.txt", true)
+            ]
+        );
+        let changed = changed_files(&found, &[]);
+        let write = FsMatcher::new(&["**".into()], &[]).unwrap_or_else(|e| panic!("{e:?}"));
+        let written: Vec<String> = written_entries(&changed, &write)
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(written, ["out/ok.txt"]);
+        let denied = write_denials(&changed, &write);
+        let said: Vec<String> = denied.iter().map(Denial::explain).collect();
+        assert_eq!(
+            said,
+            [
+                "nothing under `.git` is written back: a repository is read-only to the script",
+                "a file name that is not UTF-8 is never written back (shown escaped): rename it",
+            ]
         );
     }
 

@@ -213,6 +213,12 @@ pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
                     .collect::<Vec<_>>()
             ),
         );
+        if !outcome.not_admitted.is_empty() {
+            o.insert(
+                "not_admitted".into(),
+                serde_json::to_value(&outcome.not_admitted)?,
+            );
+        }
         o.insert("skill".into(), outcome.skill.clone().into());
         o.insert("script".into(), outcome.script.clone().into());
         o.insert("target".into(), outcome.target.to_string().into());

@@ -31,6 +31,7 @@ pub mod redact;
 pub mod skills;
 pub mod ssh;
 pub mod transport;
+pub mod unadmitted;
 pub mod workspace;
 
 use crate::ledger::LedgerError;

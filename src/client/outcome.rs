@@ -81,6 +81,9 @@ pub struct Outcome {
     /// Warnings about secrets, by name: found in the output or a written file (left as they
     /// are), or too short to mask.
     pub secret_warnings: Vec<String>,
+    /// A failed run's names of workspace files that exist but were not copied in (the band
+    /// does not admit them), each with the `allow.read` rule that would.
+    pub not_admitted: Vec<super::unadmitted::NotAdmitted>,
 }
 
 /// Either a request ready to send, or a result for a run refused before it started.

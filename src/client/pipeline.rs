@@ -348,6 +348,7 @@ fn integrity_refusal(
         input,
         redact: Masker::default(),
         secret_warnings: Vec::new(),
+        not_admitted: Vec::new(),
     }))
 }
 
@@ -565,6 +566,7 @@ impl Settled {
             input,
             redact,
             secret_warnings: Vec::new(),
+            not_admitted: Vec::new(),
         })
     }
 }
@@ -726,6 +728,17 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     let redact = Masker::new(&prepared.request.secrets);
     let secret_warnings = redact.warnings(&result);
     redact.mask_result(&mut result);
+    let failed = matches!(result.status, Status::ScriptFailed | Status::Denied)
+        && result.exit_code.is_some_and(|c| c != 0);
+    let not_admitted = match CompiledPolicy::compile(&prepared.request.policy) {
+        Ok(policy) if failed => super::unadmitted::not_admitted(
+            &prepared.workspace,
+            &policy,
+            &prepared.request.workspace,
+            &super::unadmitted::named_paths(&result.stderr, &prepared.request.input),
+        ),
+        _ => Vec::new(),
+    };
     let input_json = serde_json::to_vec(&prepared.request.input)?;
     let output_json = result
         .output
@@ -755,6 +768,7 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         result,
         redact,
         secret_warnings,
+        not_admitted,
     })
 }
 

@@ -224,12 +224,19 @@ fn run_started(
         .stdin
         .take()
         .ok_or_else(|| ClientError::Protocol("band-server stdin".into()))?;
-    stdin
-        .write_all(request_lines(req)?.as_bytes())
-        .map_err(|source| ClientError::Server {
-            what: "cannot send the request to band-server",
-            source,
-        })?;
+    match stdin.write_all(request_lines(req)?.as_bytes()) {
+        Ok(()) => {}
+        // band-server stopped reading: it refused before the request (its config, say) and
+        // its answer is on its stdout, read below. Reported as a closed pipe this was lost
+        // (band took it for `band … | head` and exited 0 without a word).
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(source) => {
+            return Err(ClientError::Server {
+                what: "cannot send the request to band-server",
+                source,
+            });
+        }
+    }
     // Held open until the result is in: if band dies, the pipe closes and band-server
     // cancels the run; on `cancel`, band-server is told so at once.
     let done = Arc::new(AtomicBool::new(false));

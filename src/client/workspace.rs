@@ -29,6 +29,7 @@ use rustix::io::Errno;
 
 use super::{ClientError, Result};
 use crate::policy::CompiledPolicy;
+use crate::policy::fs::FsPattern;
 use crate::proto::FileEntry;
 
 /// A user error (the message, and a hint on how to fix it).
@@ -277,6 +278,9 @@ struct Scope<'a> {
     /// Told of each folder below a start the walk enters (its workspace-relative path), before
     /// its entries.
     entered: Option<&'a Entered<'a>>,
+    /// Whether a folder skipped by name ([`skipped_dir`]) at this path is walked anyway: the
+    /// band names it (see [`names_skipped`]).
+    opens: &'a dyn Fn(&str) -> bool,
 }
 
 /// What a walk tells of a folder it enters ([`Scope::entered`]).
@@ -314,9 +318,28 @@ thread_local! {
     static LISTED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A folder not walked by design: `.git` and `target` (never workspace data).
-fn skipped_dir(name: &str) -> bool {
+/// A folder not walked by design: `.git` and `target` (never workspace data), at any depth,
+/// unless the band names it ([`names_skipped`]).
+pub(crate) fn skipped_dir(name: &str) -> bool {
     name == ".git" || name == "target"
+}
+
+/// Whether the folder `rel` (one [`skipped_dir`] names) is walked: an anchored pattern's literal
+/// prefix is `rel` or lies below it (`.git/**`, `.git/HEAD`, `sub/target/*.log`). A pattern
+/// matched at any depth or through a wildcard (`**`, `**/.git/**`, `*/target/**`) does not
+/// name it. `.git` is named by `allow.read` only (it is never written back); `target` by
+/// `allow.read` or `allow.write`.
+pub(crate) fn names_skipped(rel: &str, read: &[FsPattern], write: &[FsPattern]) -> bool {
+    let git = rel.rsplit('/').next() == Some(".git");
+    let names = |p: &FsPattern| {
+        !p.is_absolute()
+            && p.is_anchored()
+            && (p.static_prefix() == rel
+                || p.static_prefix()
+                    .strip_prefix(rel)
+                    .is_some_and(|rest| rest.starts_with('/')))
+    };
+    read.iter().any(names) || (!git && write.iter().any(names))
 }
 
 /// Every regular file the scope admits, each opened through its parent's descriptor: for each
@@ -337,7 +360,7 @@ fn walk_scope(
         for (i, c) in comps.iter().enumerate() {
             let rel = comps[..=i].join("/");
             let last = i + 1 == comps.len();
-            if skipped_dir(c) || (scope.prune)(&rel) {
+            if (skipped_dir(c) && !(scope.opens)(&rel)) || (scope.prune)(&rel) {
                 continue 'starts;
             }
             let Some(name) = cname(OsStr::new(c)) else {
@@ -460,7 +483,7 @@ fn walk_fd(
         };
         match kind {
             FileType::Directory => {
-                if skipped_dir(text) || (scope.prune)(&rel) {
+                if (skipped_dir(text) && !(scope.opens)(&rel)) || (scope.prune)(&rel) {
                     continue;
                 }
                 let sub = match open_dir_beneath(dir, &name) {
@@ -506,11 +529,19 @@ pub(super) fn read_workspace(
             || matches!(m.check(rel), crate::policy::Decision::Deny { .. })
     };
     let prune = |rel: &str| closed(&policy.read, rel) && closed(&policy.write, rel);
+    let opens = |rel: &str| {
+        names_skipped(
+            rel,
+            policy.read.allow_patterns(),
+            policy.write.allow_patterns(),
+        )
+    };
     let scope = Scope {
         starts: walk_starts(prefixes),
         admit: &admit,
         prune: &prune,
         entered: None,
+        opens: &opens,
     };
     read_admitted(root, MAX_WORKSPACE_BYTES, &scope)
 }
@@ -602,6 +633,7 @@ pub fn copy_out(
         admit: &admit,
         prune: skip,
         entered: Some(&entered),
+        opens: &|_| false,
     };
     let walked = walk_scope(root, &scope, &mut |found| {
         let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
@@ -640,11 +672,34 @@ pub fn copy_out(
     }
 }
 
+/// What is at the workspace-relative `rel` (normal components only), looked up one component at
+/// a time beneath the root, never through a symlink: a regular file, a folder, or nothing
+/// (missing, a link, unreadable, anything else). Only its type is read, never its contents.
+pub(super) fn kind_of(root: &WorkspaceRoot, rel: &str) -> Option<FileType> {
+    let comps: Vec<&str> = rel.split('/').collect();
+    let (last, dirs) = comps.split_last()?;
+    let mut dir: Arc<OwnedFd> = Arc::clone(&root.fd);
+    for c in dirs {
+        let name = cname(OsStr::new(c))?;
+        dir = Arc::new(open_dir_beneath(&*dir, &name).ok()?);
+    }
+    let name = cname(OsStr::new(last))?;
+    let st = rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    match FileType::from_raw_mode(st.st_mode) {
+        k @ (FileType::RegularFile | FileType::Directory) => Some(k),
+        _ => None,
+    }
+}
+
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
 pub(super) fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
     for f in files {
         let rel = Path::new(&f.path);
-        if f.path.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        // Nothing under `.git` is ever written back (band-server never sends it; checked here too).
+        if f.path.is_empty()
+            || rel.components().any(|c| !matches!(c, Component::Normal(_)))
+            || rel.components().any(|c| c.as_os_str() == ".git")
+        {
             return Err(ClientError::Protocol(format!(
                 "band-server returned an unsafe path `{}`; nothing more was written",
                 f.path
@@ -859,6 +914,7 @@ mod tests {
             admit,
             prune: &|_| false,
             entered: None,
+            opens: &|_| false,
         }
     }
 
@@ -1217,5 +1273,54 @@ mod tests {
         assert_eq!(got.expect("read"), vec!["data/a.csv"]);
         fs_err::set_permissions(w.join("locked"), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
+    }
+
+    #[test]
+    fn git_and_target_are_walked_only_when_a_pattern_names_them() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path();
+        for f in [
+            ".git/HEAD",
+            "sub/.git/HEAD",
+            "target/x",
+            "sub/target/y",
+            "a.txt",
+        ] {
+            fs_err::create_dir_all(w.join(f).parent().expect("parent")).expect("mkdir");
+            fs_err::write(w.join(f), "x").expect("write");
+        }
+        let read = |allow: &[&str]| {
+            read_listing(w, &policy_reading(allow, &[]))
+                .0
+                .expect("read")
+        };
+        // Admitted by `**`, but not named: never copied.
+        assert_eq!(read(&["**"]), vec!["a.txt"]);
+        assert_eq!(read(&["**/.git/**", "*/target/**"]), Vec::<String>::new());
+        // Named from the root: copied, and only the folder named.
+        assert_eq!(read(&["**", ".git/**"]), vec![".git/HEAD", "a.txt"]);
+        assert_eq!(read(&[".git/HEAD"]), vec![".git/HEAD"]);
+        assert_eq!(read(&["sub/target/**"]), vec!["sub/target/y"]);
+        assert_eq!(read(&["./target"]), vec!["target/x"]);
+        // A bare name is matched at any depth: it names no folder.
+        assert_eq!(read(&["target"]), Vec::<String>::new());
+        // allow.write names `target`, never `.git` (it is never written back).
+        let write = |allow: &[&str]| {
+            let p: Vec<FsPattern> = allow
+                .iter()
+                .map(|a| FsPattern::parse(a).expect("pattern"))
+                .collect();
+            (
+                names_skipped(".git", &[], &p),
+                names_skipped("target", &[], &p),
+            )
+        };
+        assert_eq!(write(&[".git/**", "target/**"]), (false, true));
+        assert!(!names_skipped(".git", &[], &[]));
+        assert!(!names_skipped(
+            ".gitx",
+            &[FsPattern::parse(".git/**").expect("p")],
+            &[]
+        ));
     }
 }

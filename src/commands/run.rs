@@ -272,13 +272,54 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         let m = &result.metrics;
         match result.status {
             Status::Ok => say(&format!(
-                "band: ok ({} ms: setup {} ms, run {} ms)\n",
+                "band: ok ({} ms: setup {} ms, run {} ms{})\n",
                 m.setup_ms + m.run_ms + m.teardown_ms,
                 m.setup_ms,
-                m.run_ms
+                m.run_ms,
+                refusals(&result.denied)
             )),
             _ => print_failure(result),
         }
+        for n in &outcome.not_admitted {
+            say(&format!(
+                "hint: `{}` (named in the input or the script's errors) is in the workspace but was not copied in, as the band does not admit it; to let the script read it: allow.read {:?}\n",
+                for_terminal(&n.path),
+                n.rule
+            ));
+        }
     }
     Ok(result.status.exit_code())
+}
+
+/// What a run that ended ok still refused, for its final line: `; 1 write refused: out/x.txt`,
+/// `; 4 writes refused: a, b, c and 1 more; 1 other refusal`. Empty when nothing was refused.
+/// (Each refusal has its own `band: denied:` line above, with the rule that would allow it.)
+pub(crate) fn refusals(denied: &[proto::Denial]) -> String {
+    const SHOWN: usize = 3;
+    let writes: Vec<&str> = denied
+        .iter()
+        .filter_map(|d| match d {
+            proto::Denial::Write { path, .. } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    let others = denied.len() - writes.len();
+    let mut out = String::new();
+    if !writes.is_empty() {
+        let s = if writes.len() == 1 { "" } else { "s" };
+        let mut names = writes[..writes.len().min(SHOWN)].join(", ");
+        if writes.len() > SHOWN {
+            names.push_str(&format!(" and {} more", writes.len() - SHOWN));
+        }
+        out.push_str(&format!(
+            "; {} write{s} refused: {}",
+            writes.len(),
+            for_terminal(&names)
+        ));
+    }
+    if others > 0 {
+        let s = if others == 1 { "" } else { "s" };
+        out.push_str(&format!("; {others} other refusal{s}"));
+    }
+    out
 }

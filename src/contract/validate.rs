@@ -118,6 +118,39 @@ impl Contract {
 /// An error's message; for a value no branch of a `oneOf` or `anyOf` accepts, followed by what
 /// is wrong in the branch that was most likely meant ([`meant_branch`]).
 fn describe(error: &jsonschema::ValidationError<'_>) -> String {
+    cap_quotes(&describe_whole(error), error.instance())
+}
+
+/// The most of a value an error message quotes: the input may be megabytes, and an error is
+/// printed, returned to an MCP client and recorded in the ledger ("contents stay out").
+const QUOTE_CAP: usize = 200;
+
+/// `message` with its quotes of `instance` cut to [`QUOTE_CAP`] bytes (`"abc…" (N bytes)`), and
+/// the whole held to a few quotes' length (a message quoting part of the value another way).
+fn cap_quotes(message: &str, instance: &serde_json::Value) -> String {
+    let whole = instance.to_string();
+    let message = if whole.len() > QUOTE_CAP {
+        message.replace(&whole, &cut(&whole, QUOTE_CAP))
+    } else {
+        message.to_string()
+    };
+    if message.len() > 4 * QUOTE_CAP {
+        cut(&message, 4 * QUOTE_CAP)
+    } else {
+        message
+    }
+}
+
+/// The first `max` bytes of `text` (at a character boundary), then `… (N bytes)`.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+fn describe_whole(error: &jsonschema::ValidationError<'_>) -> String {
     use jsonschema::error::ValidationErrorKind as Kind;
     let message = lowercase_first(&error.to_string());
     let (keyword, context) = match error.kind() {
@@ -191,6 +224,23 @@ mod tests {
         let errs = violations(&contract, &json!({"n": "5", "ok": "true"}));
         assert_eq!(paths(&errs), vec!["/n", "/ok"]);
         assert_eq!(errs[0].to_string(), "/n: \"5\" is not of type \"integer\"");
+    }
+
+    #[test]
+    fn a_long_value_is_quoted_cut_with_its_size() {
+        let contract = input_contract(json!({"properties": {"n": {"type": "integer"}}}));
+        let long = "a".repeat(1 << 20);
+        let errs = violations(&contract, &json!({"n": long}));
+        let want = format!(
+            "/n: \"{}… ({} bytes) is not of type \"integer\"",
+            "a".repeat(199),
+            (1 << 20) + 2
+        );
+        assert_eq!(errs[0].to_string(), want);
+        // A message that quotes the value some other way is held to 800 bytes.
+        let text = "b".repeat(5000);
+        let got = cap_quotes(&text, &json!(1));
+        assert!(got.len() < 900 && got.ends_with("… (5000 bytes)"), "{got}");
     }
 
     #[test]

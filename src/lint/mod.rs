@@ -41,6 +41,7 @@ pub fn band_text_findings(text: &str) -> Vec<Diagnostic> {
     let parsed = crate::manifest::parse_band(Path::new("BAND.md"), text);
     let mut diags = parsed.diagnostics;
     diags.extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
+    diags.extend(parsed.band.iter().flat_map(paths::check_never_copied));
     diags
 }
 
@@ -74,6 +75,9 @@ pub fn lint_paths(paths: &[PathBuf]) -> Report {
             report
                 .diagnostics
                 .extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
+            report
+                .diagnostics
+                .extend(parsed.band.iter().flat_map(paths::check_never_copied));
             report.diagnostics.extend(diags);
         }
     }
@@ -133,6 +137,7 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         let parsed = load_band(f);
         diags.extend(parsed.diagnostics);
         diags.extend(parsed.band.iter().flat_map(paths::check_absolute_paths));
+        diags.extend(parsed.band.iter().flat_map(paths::check_never_copied));
     }
     let schemas_dir = root.join("schemas");
     let (schemas, schema_errors) = SchemaSet::load_dir(root);

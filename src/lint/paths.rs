@@ -1,7 +1,8 @@
 //! Absolute `read`/`write` patterns, judged by [`crate::policy::place`] exactly as band-server
 //! judges them: a rule the run would refuse is an error here (P010), a read of a part of `/usr`
 //! the sandbox does not show a warning (P011), and an absolute deny inside a bound host path
-//! (which a whole-path bind cannot enforce) an error (P010).
+//! (which a whole-path bind cannot enforce) an error (P010). Relative rules that reach into a
+//! folder a run never gets (`.git`, `target`, unless named from the root) warn (P012).
 
 use crate::diag::{Code, Diagnostic};
 use crate::manifest::Band;
@@ -76,4 +77,111 @@ pub fn check_absolute_paths(band: &Band) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Folders the workspace copy leaves out unless a rule names them from the root
+/// (`client::workspace::skipped_dir`): a repository's history, a build's output.
+const NEVER_COPIED: [&str; 2] = [".git", "target"];
+
+/// Why the relative rule `p` gives nothing from `.git` or `target`, if it reaches there: the
+/// folder comes after a wildcard or is a bare name (only a pattern naming it from the root, its
+/// literal prefix, copies it), or `write` names `.git` (never written back).
+pub(crate) fn never_copied(p: &str, write: bool) -> Option<(String, String)> {
+    let pat = FsPattern::parse(p).ok().filter(|p| !p.is_absolute())?;
+    let comps: Vec<&str> = p
+        .trim_start_matches("./")
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .collect();
+    let literal = if pat.is_anchored() {
+        pat.static_prefix()
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .count()
+    } else {
+        0
+    };
+    let (i, dir) = comps
+        .iter()
+        .enumerate()
+        .find(|(_, c)| NEVER_COPIED.contains(c))?;
+    if i < literal {
+        return (write && *dir == ".git").then(|| {
+            (
+                "nothing under `.git` is written back (a repository is read-only to a script)"
+                    .into(),
+                "remove the rule: what a script writes into `.git` stays in its sandbox".into(),
+            )
+        });
+    }
+    Some((
+        format!(
+            "`{dir}` is copied into the workspace only when a rule names it from the root (`{dir}/**`, `sub/{dir}/**`); through a wildcard or a bare name this rule gives nothing from it"
+        ),
+        format!(
+            "`.git` and `target` are left out of every run's workspace (history and build output are rarely a script's data, and large); name the folder from the workspace root to copy it: allow.read \"{dir}/**\""
+        ),
+    ))
+}
+
+/// P012 for one band file's own relative read and write rules.
+pub fn check_never_copied(band: &Band) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (column, rules) in [("allow", &band.allow), ("insist", &band.insist)] {
+        for (cat, key, write) in [
+            (Category::Read, "read", false),
+            (Category::Write, "write", true),
+        ] {
+            for (i, p) in rules.get(cat).iter().enumerate() {
+                if let Some((why, hint)) = never_copied(p, write) {
+                    let loc = band.locate(&[Step::Key(column), Step::Key(key), Step::Index(i)]);
+                    out.push(
+                        Diagnostic::new(
+                            Code::NeverCopied,
+                            &band.path,
+                            loc,
+                            format!("{column}.{key} `{p}`: {why}"),
+                        )
+                        .with_hint(hint),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::never_copied;
+
+    #[test]
+    fn rules_that_reach_git_or_target_only_through_a_wildcard_give_nothing_from_them() {
+        for (p, write, warned) in [
+            (".git/**", false, false),
+            ("./.git/HEAD", false, false),
+            ("target/**", true, false),
+            ("sub/target/*.log", false, false),
+            ("**", false, false),
+            ("data/**", false, false),
+            (".gitignore", false, false),
+            ("**/.git/**", false, true),
+            ("*/target/**", false, true),
+            ("target", false, true),
+            (".git/**", true, true),
+            ("/etc/.git/x", false, false),
+        ] {
+            assert_eq!(
+                never_copied(p, write).is_some(),
+                warned,
+                "{p} (write: {write})"
+            );
+        }
+        assert_eq!(
+            never_copied("**/.git/**", false).map(|w| w.0).as_deref(),
+            Some(
+                "`.git` is copied into the workspace only when a rule names it from the root (`.git/**`, `sub/.git/**`); through a wildcard or a bare name this rule gives nothing from it"
+            )
+        );
+    }
 }

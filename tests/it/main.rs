@@ -35,6 +35,7 @@ mod shell_denials;
 mod skill_set;
 mod skills;
 mod targets;
+mod ux;
 mod vm_build;
 mod vm_cli;
 mod vm_e2e;

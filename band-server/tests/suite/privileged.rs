@@ -91,7 +91,7 @@ echo '{"probe": true}' > "$OUTPUT_PATH"
     // Only what band sets (plus what bash itself adds: PWD, SHLVL, _); nothing from the host.
     assert_eq!(
         get("env_names"),
-        "BASH_ENV,CONFIG_PATH,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,"
+        "BASH_ENV,CONFIG_PATH,GIT_CONFIG_COUNT,GIT_CONFIG_KEY_0,GIT_CONFIG_VALUE_0,HOME,INPUT_PATH,LANG,OUTPUT_PATH,PATH,PWD,SHLVL,SKILL_DIR,TMPDIR,WORKSPACE,_,"
     );
     assert_eq!(o.result.output, Some(serde_json::json!({"probe": true})));
     assert!(

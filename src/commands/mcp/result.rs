@@ -185,6 +185,7 @@ mod tests {
             input: serde_json::Value::Null,
             redact: Default::default(),
             secret_warnings: Vec::new(),
+            not_admitted: Vec::new(),
         }
     }
 

@@ -170,6 +170,11 @@ pub(crate) fn sandbox_env(has_config: bool) -> Vec<(&'static str, &'static str)>
     // bash reads it at startup: undeclared host commands are reported (`workdir::BASH_ENV`).
     env.push(("BASH_ENV", SANDBOX_BASH_ENV));
     env.push(("WORKSPACE", "/workspace"));
+    // A copied `.git` belongs to another uid than the script's: git refuses a repository it
+    // does not own unless `safe.directory` names it (config given by environment, git ≥ 2.31).
+    env.push(("GIT_CONFIG_COUNT", "1"));
+    env.push(("GIT_CONFIG_KEY_0", "safe.directory"));
+    env.push(("GIT_CONFIG_VALUE_0", "/workspace"));
     env.push(("SKILL_DIR", "/skill"));
     env
 }
@@ -391,6 +396,15 @@ mod tests {
             "/etc/band-bash-env",
             "--setenv",
             "WORKSPACE",
+            "/workspace",
+            "--setenv",
+            "GIT_CONFIG_COUNT",
+            "1",
+            "--setenv",
+            "GIT_CONFIG_KEY_0",
+            "safe.directory",
+            "--setenv",
+            "GIT_CONFIG_VALUE_0",
             "/workspace",
             "--setenv",
             "SKILL_DIR",

@@ -1,0 +1,192 @@
+//! A failed run that looked for a workspace file its band does not admit: which files, and the
+//! `allow.read` rule that would admit each (issue 38, item 7). Only names the script itself gave
+//! (its stderr, its input's strings) are looked up, and only their type is read: nothing of the
+//! workspace is listed, and no contents are read.
+
+use std::collections::BTreeSet;
+
+use rustix::fs::FileType;
+use serde::Serialize;
+
+use super::workspace::{WorkspaceRoot, kind_of};
+use crate::policy::CompiledPolicy;
+use crate::proto::FileEntry;
+
+/// At most this many names are looked up, and this many reported.
+const MAX_LOOKUPS: usize = 200;
+const MAX_SHOWN: usize = 3;
+
+/// A workspace file or folder the script named, which exists but was not in the run's copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotAdmitted {
+    /// Workspace-relative.
+    pub path: String,
+    /// The `allow.read` rule that admits exactly it (`./refs.bib`, `data/in.csv`, `proj/**`).
+    pub rule: String,
+}
+
+/// Workspace-relative form of a name a script gave: `refs.bib`, `./data/x.csv`,
+/// `/workspace/proj`. `None` for anything else: absolute paths outside the workspace, `..`,
+/// options, URLs, glob characters, empty names.
+fn as_workspace_path(word: &str) -> Option<String> {
+    let word = word.strip_prefix("/workspace/").unwrap_or(word);
+    let word = word
+        .strip_prefix("./")
+        .unwrap_or(word)
+        .trim_end_matches('/');
+    if word.is_empty()
+        || word.len() > 1024
+        || word.starts_with(['/', '-'])
+        || word.contains("://")
+        || word.contains(['*', '?', '[', ']', '{', '}', '\\'])
+        || word
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return None;
+    }
+    Some(word.to_string())
+}
+
+/// The names a failed script may have looked for: words of its stderr (split at whitespace and
+/// quotes, brackets, `:`, `,` and `;`, a final `.` dropped) and its input's strings. In order of
+/// appearance, each once, at most [`MAX_LOOKUPS`].
+pub(crate) fn named_paths(stderr: &str, input: &serde_json::Value) -> Vec<String> {
+    fn strings<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let mut words: Vec<&str> = Vec::new();
+    strings(input, &mut words);
+    words.extend(
+        stderr
+            .split(|c: char| c.is_whitespace() || "'\"`()<>[]{},;:".contains(c))
+            .map(|w| w.strip_suffix('.').unwrap_or(w)),
+    );
+    let mut seen = BTreeSet::new();
+    words
+        .into_iter()
+        .filter_map(as_workspace_path)
+        .filter(|p| seen.insert(p.clone()))
+        .take(MAX_LOOKUPS)
+        .collect()
+}
+
+/// The exact `allow.read` rule for `path`: itself (`./name` at the root, as a bare name would
+/// match at any depth), and `/**` after a folder.
+fn exact_read_rule(path: &str, folder: bool) -> String {
+    match (folder, path.contains('/')) {
+        (true, _) => format!("{path}/**"),
+        (false, true) => path.to_string(),
+        (false, false) => format!("./{path}"),
+    }
+}
+
+/// Of the names a failed script gave, those that exist in the workspace but were not copied in
+/// (the band does not admit them), each with the rule that would: at most [`MAX_SHOWN`].
+pub(crate) fn not_admitted(
+    root: &WorkspaceRoot,
+    policy: &CompiledPolicy,
+    copied: &[FileEntry],
+    names: &[String],
+) -> Vec<NotAdmitted> {
+    let copied: BTreeSet<&str> = copied.iter().map(|f| f.path.as_str()).collect();
+    let mut out = Vec::new();
+    for path in names {
+        if out.len() == MAX_SHOWN {
+            break;
+        }
+        if copied.contains(path.as_str()) || policy.read.check(path).is_allowed() {
+            continue;
+        }
+        let folder = match kind_of(root, path) {
+            Some(FileType::RegularFile) => false,
+            // A folder with some file admitted was (in part) copied: not this case.
+            Some(FileType::Directory)
+                if !copied.iter().any(|c| {
+                    c.strip_prefix(path.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                }) =>
+            {
+                true
+            }
+            _ => continue,
+        };
+        out.push(NotAdmitted {
+            rule: exact_read_rule(path, folder),
+            path: path.clone(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn names_come_from_stderr_words_and_input_strings() {
+        let stderr = "Error reading file: [Errno 2] No such file or directory: 'refs.bib'\n\
+                      Error: File not found: data/in.csv.\n\
+                      Error: /workspace/proj is missing; see https://x.test/a and /etc/hosts, ../up\n";
+        let input = serde_json::json!({"args": ["--out=x", "out.bib"], "n": 3, "f": "refs.bib"});
+        let got = named_paths(stderr, &input);
+        assert!(
+            got.starts_with(&["out.bib".to_string(), "refs.bib".to_string()]),
+            "{got:?}"
+        );
+        for want in ["data/in.csv", "proj", "Error", "File"] {
+            assert!(got.contains(&want.to_string()), "{want} in {got:?}");
+        }
+        for never in ["/etc/hosts", "../up", "https://x.test/a", "--out=x"] {
+            assert!(!got.iter().any(|g| g == never), "{never} in {got:?}");
+        }
+    }
+
+    #[test]
+    fn only_existing_names_the_band_did_not_admit_with_the_exact_rule() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path();
+        fs_err::create_dir_all(w.join("proj/src")).expect("mkdir");
+        fs_err::write(w.join("refs.bib"), "secret contents").expect("write");
+        fs_err::write(w.join("proj/src/a.rs"), "x").expect("write");
+        fs_err::write(w.join("data.csv"), "x").expect("write");
+        fs_err::create_dir_all(w.join("d")).expect("mkdir");
+        fs_err::write(w.join("d/admitted.txt"), "x").expect("write");
+        fs_err::os::unix::fs::symlink("/etc/hosts", w.join("link")).expect("symlink");
+        let root = WorkspaceRoot::open(w, true, true).expect("open");
+        let mut p = crate::policy::Policy::default();
+        p.allow.read = vec!["data.csv".into(), "d/**".into()];
+        let policy = CompiledPolicy::compile(&p).expect("policy");
+        let copied = [FileEntry {
+            path: "d/admitted.txt".into(),
+            mode: 0o644,
+            data: String::new(),
+        }];
+        let names: Vec<String> = [
+            "Error", "refs.bib", "link", "data.csv", "d", "proj", "missing",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let got = not_admitted(&root, &policy, &copied, &names);
+        assert_eq!(
+            got,
+            vec![
+                NotAdmitted {
+                    path: "refs.bib".into(),
+                    rule: "./refs.bib".into()
+                },
+                NotAdmitted {
+                    path: "proj".into(),
+                    rule: "proj/**".into()
+                },
+            ]
+        );
+    }
+}
