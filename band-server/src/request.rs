@@ -571,18 +571,34 @@ mod tests {
     }
 
     #[test]
-    fn upstream_run_sh_needs_no_execute_bit() {
+    fn an_entry_needs_an_execute_bit_only_when_nothing_says_what_runs_it() {
         let b = vec![
             f("scripts/resources/go/run.sh", 0o644, b"echo hi\n"),
             f("scripts/go.sh", 0o644, b""),
-            f("scripts/resources/go/other.sh", 0o644, b""),
+            f("scripts/x.py", 0o644, b"#!/usr/bin/env python3\n"),
+            f("scripts/go", 0o644, b"echo go\n"),
+            f("scripts/tool", 0o755, b"\x7fELF"),
         ];
-        assert!(check_entry(&b, "scripts/resources/go/run.sh").is_ok());
-        for not_upstream in ["scripts/go.sh", "scripts/resources/go/other.sh"] {
-            assert!(
-                matches!(check_entry(&b, not_upstream), Err(e) if e.layer == Layer::Process),
-                "{not_upstream}"
-            );
+        // Upstream's run.sh (bash), an extension, a `#!` line, a program: each starts.
+        for ok in [
+            "scripts/resources/go/run.sh",
+            "scripts/go.sh",
+            "scripts/x.py",
+            "scripts/tool",
+        ] {
+            assert!(check_entry(&b, ok).is_ok(), "{ok}");
+        }
+        // Nothing says what runs it: refused, naming the layer and what would fix it.
+        match check_entry(&b, "scripts/go") {
+            Err(e) => {
+                assert_eq!(e.layer, Layer::Process);
+                assert_eq!(
+                    e.message,
+                    "entry \"scripts/go\" is not executable (mode 644), and nothing says what runs it"
+                );
+                assert!(e.hint.is_some_and(|h| h.contains("#! line")));
+            }
+            Ok(()) => panic!("an entry nothing explains was accepted"),
         }
     }
 
