@@ -12,6 +12,7 @@
 //! - [`skill`]: the skill folder layout and per-script band discovery.
 //! - [`skillfs`]: reading a skill's own files as the run does (never through a link out of it).
 //! - [`launch`]: how an entry point starts (its `#!` line, or an interpreter by its extension).
+//! - [`entry`]: which files of `scripts/` are entry points (`band wrap` and the skill loader).
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit codes.
