@@ -26,6 +26,7 @@
 //! stdout carries the protocol and nothing else.
 
 mod catalog;
+mod http;
 mod result;
 
 use std::path::{Path, PathBuf};
@@ -323,10 +324,20 @@ impl ServerHandler for BandServer {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
         // `notifications/cancelled` for this call, or the client going away, cancels the run.
         let cancel = register(&self.runs);
+        // Over HTTP: the client of this request closing its connection (`http::Disconnect`).
+        let gone = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<http::Disconnect>())
+            .map(|d| d.0.clone())
+            .unwrap_or_default();
         let on_cancel = {
             let (ct, cancel) = (context.ct.clone(), cancel.clone());
             tokio::spawn(async move {
-                ct.cancelled().await;
+                tokio::select! {
+                    _ = ct.cancelled() => {}
+                    _ = gone.cancelled() => {}
+                }
                 cancel.cancel();
             })
         };
@@ -375,6 +386,31 @@ pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
         })?;
     }
     server.target = args.target;
+    if let Some(addr) = &args.http {
+        let addr = http::parse_addr(addr).map_err(|e| {
+            crate::cli::user_error(
+                format!("--http: {e}"),
+                "e.g. --http 8808 (loopback) or --http 127.0.0.1:8808",
+            )
+        })?;
+        let token = http::read_token(
+            args.token_file.as_deref(),
+            std::env::var(http::TOKEN_ENV).ok(),
+        )?;
+        http::check_exposure(&addr, token.as_deref())?;
+        let opts = http::HttpOptions {
+            addr,
+            token,
+            allow_hosts: args.allow_host,
+            allow_origins: args.allow_origin,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(http::serve(Arc::new(server), opts))?;
+        return Ok(exit::OK);
+    }
     let runs = server.runs.clone();
     let (stdin, stdout) = rmcp::transport::io::stdio();
     let stdin = EofWatch {
