@@ -19,6 +19,10 @@ pub(crate) struct McpArgs {
     /// execution.target and the config (docs/vm.md, "Choosing a target").
     #[arg(long, value_name = "TARGET")]
     pub(crate) target: Option<String>,
+    /// Name each tool by its script alone (`count`), not `<skill>__<script>`; a script name two
+    /// skills share is then left out, and said.
+    #[arg(long)]
+    pub(crate) script_tool_names: bool,
     /// Serve MCP over Streamable HTTP at ADDR (`PORT` or `HOST:PORT`; a bare port is on loopback)
     /// instead of stdio, at the path /mcp. Any address but loopback needs a bearer token.
     #[arg(long, value_name = "ADDR")]

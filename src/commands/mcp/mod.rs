@@ -146,17 +146,20 @@ pub(super) struct BandServer {
     pub(super) allow_system_workspace: bool,
     /// `--target`: every call's, at the top of the precedence.
     pub(super) target: Option<String>,
+    /// `--script-tool-names`: a tool is named by its script alone.
+    script_tool_names: bool,
     catalog: RwLock<Catalog>,
     runs: Runs,
 }
 
 impl BandServer {
-    pub(super) fn new(dirs: Vec<PathBuf>, workspace: PathBuf) -> Self {
+    pub(super) fn new(dirs: Vec<PathBuf>, workspace: PathBuf, script_tool_names: bool) -> Self {
         let server = BandServer {
             dirs,
             workspace,
             allow_system_workspace: false,
             target: None,
+            script_tool_names,
             catalog: RwLock::new(Catalog::default()),
             runs: Runs::default(),
         };
@@ -167,7 +170,10 @@ impl BandServer {
     /// Scan the skills path again. The scripts left out are said on stderr, at startup and
     /// whenever that list changes.
     fn refresh(&self) -> Catalog {
-        let fresh = catalog(&self.dirs);
+        let mut fresh = catalog(&self.dirs);
+        if self.script_tool_names {
+            catalog::name_by_script(&mut fresh);
+        }
         if let Ok(mut current) = self.catalog.write() {
             let first = current.tools.is_empty() && current.skills.is_empty();
             if first || current.skipped != fresh.skipped {
@@ -303,6 +309,7 @@ impl ServerHandler for BandServer {
                 None,
             ));
         };
+        let output_schema = entry.tool.output_schema.clone();
         let spec = RunSpec {
             skill_root: entry.skill_root,
             script: entry.script,
@@ -364,7 +371,7 @@ impl ServerHandler for BandServer {
         on_cancel.abort();
         unregister(&self.runs, &cancel);
         let result = match joined {
-            Ok(Ok(outcome)) => call_result(&outcome),
+            Ok(Ok(outcome)) => call_result(&outcome, output_schema.as_deref()),
             Ok(Err(err)) => error_result(&err.into()),
             Err(join) => error_result(&anyhow::anyhow!("the run panicked: {join}")),
         };
@@ -374,7 +381,7 @@ impl ServerHandler for BandServer {
 
 pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
-    let mut server = BandServer::new(skill_dirs(&args.skills), workspace);
+    let mut server = BandServer::new(skill_dirs(&args.skills), workspace, args.script_tool_names);
     server.allow_system_workspace = args.allow_system_workspace;
     // A bad --target fails now, not on every call.
     if let Some(t) = &args.target {
