@@ -36,10 +36,11 @@ use std::task::{Context as TaskContext, Poll};
 
 use anyhow::{Context, Result};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, Implementation, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -229,6 +230,24 @@ impl ServerHandler for BandServer {
         .with_instructions(instructions(&self.current()))
     }
 
+    // Not declared, so not answered: band has no prompts and completes nothing (the SDK's
+    // defaults answered both with empty results, which a client reads as a capability).
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Err(McpError::method_not_found::<ListPromptsRequestMethod>())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        Err(McpError::method_not_found::<CompleteRequestMethod>())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -273,7 +292,7 @@ impl ServerHandler for BandServer {
         let Some(doc) = c.skills.iter().find(|s| s.resource.uri == uri) else {
             return Err(McpError::resource_not_found(
                 format!("no resource `{uri}`; resources/list shows them"),
-                None,
+                Some(serde_json::json!({ "uri": uri })),
             ));
         };
         // As the run reads a skill: never through a link out of it (issue 36: a SKILL.md linked
