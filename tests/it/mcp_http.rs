@@ -41,7 +41,10 @@ impl Served {
         }
         env.apply(&mut cmd);
         let mut child = cmd.spawn().expect("band mcp --http");
-        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let stderr = child.stderr.take().expect("stderr");
+        // Dropped (killed and reaped) on any panic below.
+        let mut served = Served { child, port: 0 };
+        let mut err = BufReader::new(stderr);
         // The line that says where it serves (a debug build scans the skills first).
         let mut line = String::new();
         loop {
@@ -49,10 +52,10 @@ impl Served {
             let n = err.read_line(&mut line).expect("read stderr");
             assert!(n > 0, "band mcp --http exited before serving");
             if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-                let port = rest.split('/').next().expect("port").parse().expect("port");
+                served.port = rest.split('/').next().expect("port").parse().expect("port");
                 // Keep draining stderr so band never blocks on it.
                 std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-                return Served { child, port };
+                return served;
             }
         }
     }
