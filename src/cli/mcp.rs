@@ -19,6 +19,26 @@ pub(crate) struct McpArgs {
     /// execution.target and the config (docs/vm.md, "Choosing a target").
     #[arg(long, value_name = "TARGET")]
     pub(crate) target: Option<String>,
+    /// Name each tool by its script alone (`count`), not `<skill>__<script>`; a script name two
+    /// skills share is then left out, and said.
+    #[arg(long)]
+    pub(crate) script_tool_names: bool,
+    /// Serve MCP over Streamable HTTP at ADDR (`PORT` or `HOST:PORT`; a bare port is on loopback)
+    /// instead of stdio, at the path /mcp. Any address but loopback needs a bearer token.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<String>,
+    /// The file holding the bearer token HTTP clients must send (`Authorization: Bearer …`),
+    /// readable by its owner only. Else $BAND_MCP_TOKEN; never on the command line.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// A name HTTP clients may use in the Host header, besides localhost, 127.0.0.1, ::1 and the
+    /// address served (repeatable). Others are refused, against DNS rebinding.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub(crate) allow_host: Vec<String>,
+    /// A browser origin allowed to call (`https://app.example:443`, `http://localhost:*`;
+    /// repeatable). Loopback origins are allowed; a request from any other Origin is refused.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub(crate) allow_origin: Vec<String>,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

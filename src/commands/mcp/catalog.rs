@@ -86,6 +86,34 @@ impl Catalog {
     }
 }
 
+/// `--script-tool-names`: each tool is named by its script alone. A name two skills' scripts
+/// share is no tool: both are left out, each saying with which it collides.
+pub(crate) fn name_by_script(c: &mut Catalog) {
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for e in &c.tools {
+        *count.entry(e.script.clone()).or_default() += 1;
+    }
+    let tools = std::mem::take(&mut c.tools);
+    for mut e in tools {
+        let skill = e.tool.title.clone().unwrap_or_default();
+        let skill = skill.split('/').next().unwrap_or_default().to_string();
+        if count.get(&e.script).copied().unwrap_or(0) > 1 {
+            c.skipped.push(Skipped {
+                skill,
+                script: e.script.clone(),
+                why: format!(
+                    "another skill has a script `{}`, and --script-tool-names names tools by script alone",
+                    e.script
+                ),
+                root: e.skill_root.clone(),
+            });
+            continue;
+        }
+        e.tool.name = e.script.clone().into();
+        c.tools.push(e);
+    }
+}
+
 pub(crate) fn tool_name(skill: &str, script: &str) -> String {
     format!("{skill}{TOOL_SEPARATOR}{script}")
 }

@@ -26,6 +26,7 @@
 //! stdout carries the protocol and nothing else.
 
 mod catalog;
+mod http;
 mod result;
 
 use std::path::{Path, PathBuf};
@@ -35,10 +36,11 @@ use std::task::{Context as TaskContext, Poll};
 
 use anyhow::{Context, Result};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, Implementation, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -145,17 +147,20 @@ pub(super) struct BandServer {
     pub(super) allow_system_workspace: bool,
     /// `--target`: every call's, at the top of the precedence.
     pub(super) target: Option<String>,
+    /// `--script-tool-names`: a tool is named by its script alone.
+    script_tool_names: bool,
     catalog: RwLock<Catalog>,
     runs: Runs,
 }
 
 impl BandServer {
-    pub(super) fn new(dirs: Vec<PathBuf>, workspace: PathBuf) -> Self {
+    pub(super) fn new(dirs: Vec<PathBuf>, workspace: PathBuf, script_tool_names: bool) -> Self {
         let server = BandServer {
             dirs,
             workspace,
             allow_system_workspace: false,
             target: None,
+            script_tool_names,
             catalog: RwLock::new(Catalog::default()),
             runs: Runs::default(),
         };
@@ -166,7 +171,10 @@ impl BandServer {
     /// Scan the skills path again. The scripts left out are said on stderr, at startup and
     /// whenever that list changes.
     fn refresh(&self) -> Catalog {
-        let fresh = catalog(&self.dirs);
+        let mut fresh = catalog(&self.dirs);
+        if self.script_tool_names {
+            catalog::name_by_script(&mut fresh);
+        }
         if let Ok(mut current) = self.catalog.write() {
             let first = current.tools.is_empty() && current.skills.is_empty();
             if first || current.skipped != fresh.skipped {
@@ -222,6 +230,24 @@ impl ServerHandler for BandServer {
         .with_instructions(instructions(&self.current()))
     }
 
+    // Not declared, so not answered: band has no prompts and completes nothing (the SDK's
+    // defaults answered both with empty results, which a client reads as a capability).
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Err(McpError::method_not_found::<ListPromptsRequestMethod>())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        Err(McpError::method_not_found::<CompleteRequestMethod>())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -266,7 +292,7 @@ impl ServerHandler for BandServer {
         let Some(doc) = c.skills.iter().find(|s| s.resource.uri == uri) else {
             return Err(McpError::resource_not_found(
                 format!("no resource `{uri}`; resources/list shows them"),
-                None,
+                Some(serde_json::json!({ "uri": uri })),
             ));
         };
         // As the run reads a skill: never through a link out of it (issue 36: a SKILL.md linked
@@ -302,6 +328,7 @@ impl ServerHandler for BandServer {
                 None,
             ));
         };
+        let output_schema = entry.tool.output_schema.clone();
         let spec = RunSpec {
             skill_root: entry.skill_root,
             script: entry.script,
@@ -323,10 +350,20 @@ impl ServerHandler for BandServer {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
         // `notifications/cancelled` for this call, or the client going away, cancels the run.
         let cancel = register(&self.runs);
+        // Over HTTP: the client of this request closing its connection (`http::Disconnect`).
+        let gone = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<http::Disconnect>())
+            .map(|d| d.0.clone())
+            .unwrap_or_default();
         let on_cancel = {
             let (ct, cancel) = (context.ct.clone(), cancel.clone());
             tokio::spawn(async move {
-                ct.cancelled().await;
+                tokio::select! {
+                    _ = ct.cancelled() => {}
+                    _ = gone.cancelled() => {}
+                }
                 cancel.cancel();
             })
         };
@@ -353,7 +390,7 @@ impl ServerHandler for BandServer {
         on_cancel.abort();
         unregister(&self.runs, &cancel);
         let result = match joined {
-            Ok(Ok(outcome)) => call_result(&outcome),
+            Ok(Ok(outcome)) => call_result(&outcome, output_schema.as_deref()),
             Ok(Err(err)) => error_result(&err.into()),
             Err(join) => error_result(&anyhow::anyhow!("the run panicked: {join}")),
         };
@@ -363,7 +400,7 @@ impl ServerHandler for BandServer {
 
 pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
-    let mut server = BandServer::new(skill_dirs(&args.skills), workspace);
+    let mut server = BandServer::new(skill_dirs(&args.skills), workspace, args.script_tool_names);
     server.allow_system_workspace = args.allow_system_workspace;
     // A bad --target fails now, not on every call.
     if let Some(t) = &args.target {
@@ -375,6 +412,31 @@ pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
         })?;
     }
     server.target = args.target;
+    if let Some(addr) = &args.http {
+        let addr = http::parse_addr(addr).map_err(|e| {
+            crate::cli::user_error(
+                format!("--http: {e}"),
+                "e.g. --http 8808 (loopback) or --http 127.0.0.1:8808",
+            )
+        })?;
+        let token = http::read_token(
+            args.token_file.as_deref(),
+            std::env::var(http::TOKEN_ENV).ok(),
+        )?;
+        http::check_exposure(&addr, token.as_deref())?;
+        let opts = http::HttpOptions {
+            addr,
+            token,
+            allow_hosts: args.allow_host,
+            allow_origins: args.allow_origin,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(http::serve(Arc::new(server), opts))?;
+        return Ok(exit::OK);
+    }
     let runs = server.runs.clone();
     let (stdin, stdout) = rmcp::transport::io::stdio();
     let stdin = EofWatch {

@@ -9,11 +9,15 @@
 //!   result is two text blocks: a line for a person or a model (`denied: … (denied: command jq
 //!   …)`, then `hint: …`), and band's typed error object as JSON ([`failure`]).
 //!
+//! An output property whose schema names a `contentMediaType` is also a content block of its
+//! own ([`media_blocks`]), so a script can return an image, a sound or a document as MCP
+//! content.
+//!
 //! Field names, the same in `band run --json` and the ledger: `exit_code` is band's exit code
 //! (the table in `band::proto::exit`, as `band run` exits), `script_exit_code` the script's own,
 //! when it ran.
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ResourceContents};
 use serde_json::{Value, json};
 
 use crate::cli::{hint_of, trace};
@@ -26,12 +30,63 @@ pub(crate) const MAX_ERROR_STDERR: usize = 4096;
 /// The most of the script's last stderr line the headline quotes.
 const MAX_HEADLINE_STDERR: usize = 200;
 
-/// The tool result of a finished (or refused) run.
-pub(crate) fn call_result(outcome: &Outcome) -> CallToolResult {
+/// The content blocks of an output's media: each top-level property whose schema (in the
+/// tool's `outputSchema`, the output contract bundled) has a `contentMediaType`, in the order
+/// of the output. `image/*` and `audio/*` with `contentEncoding: base64` are image and audio
+/// blocks; any other type is an embedded resource, `band://runs/<run_id>/output/<property>`,
+/// as text, or as a blob when base64.
+pub(crate) fn media_blocks(
+    output: &Value,
+    schema: Option<&JsonObject>,
+    run_id: &str,
+) -> Vec<ContentBlock> {
+    let (Some(out), Some(props)) = (
+        output.as_object(),
+        schema
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object),
+    ) else {
+        return Vec::new();
+    };
+    let mut blocks = Vec::new();
+    for (key, value) in out {
+        let Some(text) = value.as_str() else { continue };
+        let Some(prop) = props.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        let Some(media) = prop.get("contentMediaType").and_then(Value::as_str) else {
+            continue;
+        };
+        let base64 = prop.get("contentEncoding").and_then(Value::as_str) == Some("base64");
+        let block = if base64 && media.starts_with("image/") {
+            ContentBlock::image(text, media)
+        } else if base64 && media.starts_with("audio/") {
+            ContentBlock::audio(text, media)
+        } else {
+            let uri = format!("band://runs/{run_id}/output/{key}");
+            let contents = if base64 {
+                ResourceContents::blob(text, uri)
+            } else {
+                ResourceContents::text(text, uri)
+            };
+            ContentBlock::resource(contents.with_mime_type(media))
+        };
+        blocks.push(block);
+    }
+    blocks
+}
+
+/// The tool result of a finished (or refused) run; `output_schema` is the tool's.
+pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>) -> CallToolResult {
     let r = &outcome.result;
     if r.status == Status::Ok {
         let mut result = match &r.output {
-            Some(v @ Value::Object(_)) => CallToolResult::structured(v.clone()),
+            Some(v @ Value::Object(_)) => {
+                let mut res = CallToolResult::structured(v.clone());
+                res.content
+                    .extend(media_blocks(v, output_schema, &r.run_id));
+                res
+            }
             Some(Value::String(s)) => CallToolResult::success(vec![ContentBlock::text(s.clone())]),
             Some(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
             None => CallToolResult::success(vec![ContentBlock::text(r.stdout.clone())]),
@@ -226,14 +281,47 @@ mod tests {
         ok.status = Status::Ok;
         ok.error = None;
         ok.output = Some(json!({"words": 2}));
-        let r = call_result(&outcome(ok));
+        let r = call_result(&outcome(ok), None);
         assert_eq!(r.is_error, Some(false));
         assert_eq!(r.structured_content, Some(json!({"words": 2})));
     }
 
     #[test]
+    fn output_media_are_content_blocks_of_their_kind() {
+        let schema = json!({"type": "object", "properties": {
+            "png": {"type": "string", "contentEncoding": "base64", "contentMediaType": "image/png"},
+            "wav": {"type": "string", "contentEncoding": "base64", "contentMediaType": "audio/wav"},
+            "doc": {"type": "string", "contentMediaType": "application/json"},
+            "plain": {"type": "string"}
+        }});
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!({"png": "iVBO", "wav": "UklG", "doc": "{}", "plain": "x"}));
+        let r = call_result(&outcome(ok), schema.as_object());
+        let blocks: Vec<Value> = r.content.iter().map(|c| json!(c)).collect();
+        assert_eq!(blocks.len(), 4, "{blocks:?}");
+        assert_eq!(blocks[0]["type"], "text");
+        let kinds: Vec<&str> = blocks[1..]
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["resource", "image", "audio"],
+            "in the output's order: {blocks:?}"
+        );
+        assert_eq!(blocks[2]["mimeType"], "image/png");
+        assert_eq!(blocks[2]["data"], "iVBO");
+        assert_eq!(
+            blocks[1]["resource"],
+            json!({"uri": "band://runs/0011223344556677/output/doc", "mimeType": "application/json", "text": "{}"})
+        );
+    }
+
+    #[test]
     fn errors_carry_the_typed_status_as_text_not_structured_content() {
-        let (headline, s) = typed(&call_result(&outcome(denied())));
+        let (headline, s) = typed(&call_result(&outcome(denied()), None));
         assert_eq!(
             headline,
             "denied: the script failed after the policy denied a command, host or path \
@@ -266,7 +354,7 @@ mod tests {
         failed.denied.clear();
         failed.exit_code = Some(3);
         failed.stderr = "one\nno such file: data/x.csv\n\n".into();
-        let (headline, s) = typed(&call_result(&outcome(failed)));
+        let (headline, s) = typed(&call_result(&outcome(failed), None));
         assert_eq!(
             headline,
             "script_failed: the script exited non-zero; its last line on stderr: no such file: \
@@ -284,7 +372,7 @@ mod tests {
             Some("see `band run text/count --help`".into()),
         );
         invalid.status = Status::InputInvalid;
-        let (headline, s) = typed(&call_result(&outcome(invalid)));
+        let (headline, s) = typed(&call_result(&outcome(invalid), None));
         assert_eq!(
             headline,
             "input_invalid: input: /text: 5 is not of type \"string\"\n\
@@ -302,7 +390,7 @@ mod tests {
             headline,
             "error: missing required secret: GITHUB_TOKEN\nhint: export it"
         );
-        let (_, denied) = typed(&call_result(&outcome(denied())));
+        let (_, denied) = typed(&call_result(&outcome(denied()), None));
         let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&s), keys(&denied));
         assert_eq!(
@@ -325,14 +413,14 @@ mod tests {
         ok.output = Some(json!({"t": "value"}));
         let mut o = outcome(ok);
         o.secret_warnings = vec![warning.into()];
-        let r = call_result(&o);
+        let r = call_result(&o, None);
         assert!(
             texts(&r).contains(&format!("band: warning: {warning}")),
             "{:?}",
             r.content
         );
         o.result.status = Status::ScriptFailed;
-        let (_, s) = typed(&call_result(&o));
+        let (_, s) = typed(&call_result(&o, None));
         assert_eq!(s["secret_warnings"], json!([warning]));
     }
 }
