@@ -302,11 +302,15 @@ pub fn bash_calls(text: &str) -> Vec<String> {
     let mut logical = Vec::new();
     let mut heredoc: Option<String> = None;
     let mut pending = String::new();
+    // Heredoc bodies out first (their text is no code, and an apostrophe in one is no quote),
+    // then what quotes hold (an `echo` text, a regex, `node -e` code: words, not commands).
+    let mut code_lines = Vec::new();
     for line in text.lines() {
         if let Some(end) = &heredoc {
             if line.trim() == end {
                 heredoc = None;
             }
+            code_lines.push("");
             continue;
         }
         let code = strip_comment(line);
@@ -324,6 +328,11 @@ pub fn bash_calls(text: &str) -> Vec<String> {
                 heredoc = Some(tag);
             }
         }
+        code_lines.push(line);
+    }
+    let unquoted = shell_code(&code_lines.join("\n"));
+    for line in unquoted.lines() {
+        let code = line.to_string();
         if let Some(cont) = code.strip_suffix('\\') {
             pending.push_str(cont);
             pending.push(' ');
@@ -403,6 +412,92 @@ pub fn bash_calls(text: &str) -> Vec<String> {
     }
     out.sort();
     out.dedup();
+    out
+}
+
+/// A shell script's code as the shell runs it, for finding its commands: comments gone, and what
+/// quotes hold blanked (spaces; line breaks kept), but for the command substitutions `$(…)` and
+/// backticks inside double quotes, which are code. A quote left open blanks to the end.
+fn shell_code(text: &str) -> String {
+    #[derive(Clone, Copy, PartialEq)]
+    enum In {
+        Code,
+        Single,
+        Double,
+    }
+    // What encloses the current position: `$(` inside double quotes pushes code.
+    let mut stack = vec![In::Code];
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut prev = '\n';
+    while let Some(c) = chars.next() {
+        let state = *stack.last().unwrap_or(&In::Code);
+        let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+        match state {
+            In::Code => match c {
+                '\\' => {
+                    out.push(' ');
+                    if let Some(n) = chars.next() {
+                        out.push(blank(n));
+                    }
+                }
+                '\'' => {
+                    stack.push(In::Single);
+                    out.push(' ');
+                }
+                '"' => {
+                    stack.push(In::Double);
+                    out.push(' ');
+                }
+                '#' if prev.is_whitespace() || prev == ';' => {
+                    for n in chars.by_ref() {
+                        if n == '\n' {
+                            out.push('\n');
+                            break;
+                        }
+                    }
+                    prev = '\n';
+                    continue;
+                }
+                ')' if stack.len() > 1 => {
+                    stack.pop();
+                    out.push(')');
+                }
+                '(' if prev == '$' && stack.len() > 1 => {
+                    stack.push(In::Code);
+                    out.push('(');
+                }
+                _ => out.push(c),
+            },
+            In::Single => {
+                if c == '\'' {
+                    stack.pop();
+                    out.push(' ');
+                } else {
+                    out.push(blank(c));
+                }
+            }
+            In::Double => match c {
+                '\\' => {
+                    out.push(' ');
+                    if let Some(n) = chars.next() {
+                        out.push(blank(n));
+                    }
+                }
+                '"' => {
+                    stack.pop();
+                    out.push(' ');
+                }
+                '$' if chars.peek() == Some(&'(') => {
+                    chars.next();
+                    out.push_str("$(");
+                    stack.push(In::Code);
+                }
+                _ => out.push(blank(c)),
+            },
+        }
+        prev = c;
+    }
     out
 }
 
@@ -977,6 +1072,22 @@ mod tests {
         assert_eq!(
             bash_calls(sh),
             ["cat", "git", "ls", "node", "od", "sort", "uname", "wc"]
+        );
+    }
+
+    /// What quotes hold is text, not commands: an `echo` message, a regex with `|`, `node -e`
+    /// and awk code over several lines, an apostrophe in a comment or a heredoc; a command
+    /// substitution inside double quotes is code.
+    #[test]
+    fn bash_calls_skip_what_quotes_hold() {
+        let sh = "#!/bin/bash\n# don't read me\necho \"go; rsa | no s Lorem\"\ngrep -E 'a|go|rsa' f.txt\nnode -e '\nconst fs = require(\"fs\");\nfs.writeFileSync(\"x\", 1)\n'\nawk '{ print $1 | \"sort\" }' f\ncat <<EOF\nit's here\nEOF\nV=\"$(date +%s) and $(id -u)\"\necho \"escaped \\\" quote; rm x\" && tr a b\n";
+        assert_eq!(
+            bash_calls(sh),
+            ["awk", "cat", "date", "echo", "grep", "id", "node", "tr"]
+                .iter()
+                .filter(|w| !SHELL_WORDS.contains(w))
+                .copied()
+                .collect::<Vec<_>>()
         );
     }
 

@@ -268,6 +268,12 @@ impl<'a> Builder<'a> {
         let made = self.install(work, &building, &lock);
         let made = made.and_then(|()| {
             seal(&building).map_err(|e| self.fail("making it read-only", e))?;
+            // Another declared set may resolve to the same lock: its environment, already
+            // there (complete: it was renamed into place whole), is this one's.
+            if dir.join("pyvenv.cfg").is_file() {
+                return unseal_and_remove(&building)
+                    .map_err(|e| self.fail("removing a duplicate build", e));
+            }
             fs::rename(&building, &dir).map_err(|e| self.fail("keeping it", e))
         });
         if let Err(e) = made {
@@ -449,6 +455,14 @@ impl<'a> Builder<'a> {
                 .fail(step, "band-server's python3 has no pip")
                 .with_hint("install python3-pip where band-server runs");
         }
+        // Every package is "not found" when the index cannot be reached: say that instead.
+        if let Some(why) = unreachable(&text) {
+            return self
+                .fail(step, format!("pip could not reach {}: {why}", self.index()))
+                .with_hint(
+                    "building an environment needs the package index (running never does): check band-server's network, or point [deps] index_url or find_links in server.toml at one it reaches",
+                );
+        }
         if let Some(pkg) = errors
             .iter()
             .find_map(|l| l.strip_prefix("No matching distribution found for "))
@@ -556,6 +570,22 @@ fn unseal_and_remove(root: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Why pip could not reach its index, from its output: the connection error it retried on.
+fn unreachable(pip_output: &str) -> Option<String> {
+    const SIGNS: [&str; 5] = [
+        "Failed to establish a new connection",
+        "Temporary failure in name resolution",
+        "Name or service not known",
+        "Network is unreachable",
+        "Connection refused",
+    ];
+    let line = pip_output
+        .lines()
+        .find(|l| SIGNS.iter().any(|s| l.contains(s)))?;
+    let sign = SIGNS.iter().find(|s| line.contains(*s))?;
+    Some(sign.to_lowercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,5 +658,17 @@ mod tests {
             )
         );
         assert_eq!(e.layer.as_str(), "deps");
+        // An index it cannot reach: that, not "could not find" each package.
+        let offline = b"WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object>: Failed to establish a new connection: [Errno 101] Network is unreachable')': /simple/pandas/\nERROR: Could not find a version that satisfies the requirement pandas==9.9 (from versions: none)\nERROR: No matching distribution found for pandas==9.9\n";
+        let e = b.pip_failed("resolving its packages", offline);
+        assert_eq!(
+            e.message,
+            "building the environment for scripts/x.py: resolving its packages: pip could not reach /srv/wheels: failed to establish a new connection"
+        );
+        assert!(
+            e.hint
+                .as_deref()
+                .is_some_and(|h| h.contains("needs the package index"))
+        );
     }
 }

@@ -329,7 +329,7 @@ pub(crate) fn skipped_dir(name: &str) -> bool {
 /// matched at any depth or through a wildcard (`**`, `**/.git/**`, `*/target/**`) does not
 /// name it. `.git` is named by `allow.read` only (it is never written back); `target` by
 /// `allow.read` or `allow.write`.
-pub(crate) fn names_skipped(rel: &str, read: &[FsPattern], write: &[FsPattern]) -> bool {
+pub fn names_skipped(rel: &str, read: &[FsPattern], write: &[FsPattern]) -> bool {
     let git = rel.rsplit('/').next() == Some(".git");
     let names = |p: &FsPattern| {
         !p.is_absolute()
@@ -610,6 +610,7 @@ pub fn copy_out(
     root: &WorkspaceRoot,
     to: &Path,
     skip: &dyn Fn(&str) -> bool,
+    opens: &dyn Fn(&str) -> bool,
     limits: Option<CopyLimits>,
 ) -> Result<Copied> {
     fs_err::create_dir_all(to).map_err(ClientError::Fs)?;
@@ -633,7 +634,7 @@ pub fn copy_out(
         admit: &admit,
         prune: skip,
         entered: Some(&entered),
-        opens: &|_| false,
+        opens,
     };
     let walked = walk_scope(root, &scope, &mut |found| {
         let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
@@ -1037,7 +1038,7 @@ mod tests {
         let to = t.path().join("copy");
         let skip = |rel: &str| rel.rsplit('/').next() == Some("skipped");
         assert_eq!(
-            copy_out(&root_of(&w), &to, &skip, None).expect("copy"),
+            copy_out(&root_of(&w), &to, &skip, &|_| false, None).expect("copy"),
             Copied::All
         );
         assert_eq!(
@@ -1056,7 +1057,7 @@ mod tests {
             let to = t.path().join(format!("small-{bytes}-{files}"));
             let limits = Some(CopyLimits { bytes, files });
             assert_eq!(
-                copy_out(&root_of(&w), &to, &skip, limits).expect("copy"),
+                copy_out(&root_of(&w), &to, &skip, &|_| false, limits).expect("copy"),
                 Copied::TooLarge,
                 "{bytes} {files}"
             );
@@ -1065,7 +1066,7 @@ mod tests {
         // Two files and four folders: a folder counts as a file.
         let limits = Some(CopyLimits { bytes: 7, files: 6 });
         assert_eq!(
-            copy_out(&root_of(&w), &to, &skip, limits).expect("copy"),
+            copy_out(&root_of(&w), &to, &skip, &|_| false, limits).expect("copy"),
             Copied::All
         );
     }

@@ -122,6 +122,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             args.workspace.as_deref().unwrap_or(Path::new(".")),
             args.workspace.is_some(),
             &ws,
+            &current.allow.read,
         )?;
         let policy = observe::learning_policy(
             &current,
@@ -308,6 +309,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
             args.workspace.as_deref().unwrap_or(Path::new(".")),
             args.workspace.is_some(),
             &ws,
+            &current.allow.read,
         )?;
         let mut policy = observe::learning_policy(
             &current,
@@ -665,7 +667,7 @@ fn skill_texts(root: &Path) -> Vec<String> {
 /// are `.git` and `target`, which no bundle holds), without the paths `skip` names.
 fn copy_skill(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result<()> {
     let root = WorkspaceRoot::open(from, true, true)?;
-    workspace::copy_out(&root, to, skip, None)?;
+    workspace::copy_out(&root, to, skip, &|_| false, None)?;
     Ok(())
 }
 
@@ -712,16 +714,22 @@ fn list_copy(root: &Path) -> Result<Listing> {
 }
 
 /// The workspace copy the observed run gets: what a run would read of it (regular files and
-/// folders, empty ones too; symlinks, `.git` and `target` left out), and no file named `.git`.
-fn copy_workspace(from: &Path, given: bool, to: &Path) -> Result<Listing> {
+/// folders, empty ones too; symlinks left out; `.git` and `target` left out unless the band's
+/// `allow.read` names them, as a run copies them: `read`).
+fn copy_workspace(from: &Path, given: bool, to: &Path, read: &[String]) -> Result<Listing> {
     // Read only, never written back: a system folder is no risk here (as before).
     let root = WorkspaceRoot::open(from, given, true)?;
-    let is_git = |rel: &str| rel.rsplit('/').next() == Some(".git");
+    let named: Vec<band::policy::fs::FsPattern> = read
+        .iter()
+        .filter_map(|r| band::policy::fs::FsPattern::parse(r).ok())
+        .collect();
+    let opens = |rel: &str| workspace::names_skipped(rel, &named, &[]);
+    let is_git = |rel: &str| rel.rsplit('/').next() == Some(".git") && !opens(rel);
     let limits = CopyLimits {
         bytes: workspace::MAX_WORKSPACE_BYTES,
         files: MAX_WORKSPACE_FILES,
     };
-    match workspace::copy_out(&root, to, &is_git, Some(limits))? {
+    match workspace::copy_out(&root, to, &is_git, &opens, Some(limits))? {
         Copied::All => list_copy(to),
         Copied::TooLarge => bail!(user_error(
             format!(

@@ -115,7 +115,30 @@ pub fn learning_policy(
             p.allow.cli.push(rule);
         }
     }
-    p.allow.read = vec!["**".into()];
+    // Everything, and the folders a run copies only when the band names them (`.git/**`,
+    // `target/**`): named by the band, they are in the observed run's workspace too.
+    let named_skipped: Vec<String> = current
+        .allow
+        .read
+        .iter()
+        .filter(|r| {
+            let Ok(pat) = FsPattern::parse(r) else {
+                return false;
+            };
+            // As the workspace copy decides (`client::workspace::names_skipped`, on the client
+            // side): an anchored pattern whose literal prefix is the folder or below it.
+            !pat.is_absolute()
+                && pat.is_anchored()
+                && pat
+                    .static_prefix()
+                    .split('/')
+                    .any(|c| c == ".git" || c == "target")
+        })
+        .cloned()
+        .collect();
+    p.allow.read = std::iter::once("**".to_string())
+        .chain(named_skipped)
+        .collect();
     p.allow.write = vec!["**".into()];
     for f in folders {
         let rule = format!("{f}/");
@@ -480,7 +503,10 @@ mod tests {
         assert!(p.required_secrets.is_empty());
         assert_eq!(p.limits.max_pids, Some(8));
         assert_eq!(p.secrets, s(&["GH_TOKEN"]));
-        assert_eq!(learning_policy(&cur, &[], true, &[], &[]).allow.net, s(&["*"]));
+        assert_eq!(
+            learning_policy(&cur, &[], true, &[], &[]).allow.net,
+            s(&["*"])
+        );
         // The band's loopback ports stay open with --net (`*` opens none), and only those.
         cur.allow.net = s(&["localhost:18000", "api.example.test", "[::1]:9000"]);
         assert_eq!(
@@ -492,6 +518,13 @@ mod tests {
             s(&[NO_NET_HOST])
         );
         assert!(crate::policy::net::NetPattern::parse(NO_NET_HOST).is_ok());
+        // A folder a run copies only when the band names it (`.git`, `target`): named, it is in
+        // the observed run's workspace too; `**` alone never names it.
+        cur.allow.read = s(&["**", ".git/**", "sub/.git/**", "target/*.log", "/etc/x"]);
+        assert_eq!(
+            learning_policy(&cur, &[], false, &[], &[]).allow.read,
+            s(&["**", ".git/**", "sub/.git/**", "target/*.log"])
+        );
     }
 
     #[test]

@@ -367,7 +367,16 @@ fn check_bundled_programs(
                     node.path
                 ),
             )
-            .with_hint(if crate::policy::cli::bundled_path(&format!("./{}", node.path)).is_some() {
+            .with_hint(if node.mode & 0o111 == 0 {
+                // Only its `#!` line makes it look like a program: no execute bit to clear.
+                let run_by = crate::launch::shebang(head_of(&node.data))
+                    .map_or_else(|| "its interpreter".to_string(), |(name, _)| format!("`{name}`"));
+                format!(
+                    "it has a #! line and no execute bit: if a script runs it with {run_by}, allow that call (allow.cli: [\"{} /skill/{} *\"]); if it is a module or data, this is nothing to fix (or drop its #! line)",
+                    crate::launch::shebang(head_of(&node.data)).map_or("python3".to_string(), |(n, _)| n),
+                    node.path
+                )
+            } else if crate::policy::cli::bundled_path(&format!("./{}", node.path)).is_some() {
                 format!(
                     "to run it as a command, allow it: allow.cli: [\"./{} *\"]; if it is only read, clear its execute bit",
                     node.path
@@ -378,6 +387,11 @@ fn check_bundled_programs(
         );
     }
     out
+}
+
+/// The first line of a file's bytes, where a `#!` line is.
+fn head_of(data: &[u8]) -> &[u8] {
+    &data[..data.len().min(256)]
 }
 
 /// The config schema, relative to the skill root.
