@@ -367,7 +367,7 @@ fn check_bundled_programs(
                     node.path
                 ),
             )
-            .with_hint(if node.mode & 0o111 == 0 {
+            .with_hint(if node.mode & 0o111 == 0 && node.data.starts_with(b"#!") {
                 // Only its `#!` line makes it look like a program: no execute bit to clear.
                 let run_by = crate::launch::shebang(head_of(&node.data))
                     .map_or_else(|| "its interpreter".to_string(), |(name, _)| format!("`{name}`"));
