@@ -650,8 +650,7 @@ pub fn node_lock(
         return Ok(None);
     }
     let regen = format!(
-        "run `npm install --package-lock-only` in the skill's {} to write it, and lock the skill again",
-        if dir.is_empty() { "root" } else { dir }
+        "run `npm install --package-lock-only` in the folder of {mpath} to write it, then `band lock`"
     );
     let Some(lock) = lock else {
         return Err(err(
@@ -726,9 +725,10 @@ pub fn node_lock(
             ));
         }
         let resolved = s("resolved");
-        if !resolved.is_empty()
-            && !(resolved.starts_with("https://") || resolved.starts_with("http://"))
-        {
+        let from_registry = ["https://", "http://"]
+            .iter()
+            .any(|s| resolved.starts_with(s));
+        if !resolved.is_empty() && !from_registry {
             return Err(err(
                 &lpath,
                 at,

@@ -130,7 +130,14 @@ pub fn plan_run<'a>(
     )?;
     let exec = crate::layers::cli::plan_exec(&cfg.state_dir, &run_id, &pre.cli, &facts.programs())?;
     let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
-    let tree_roots: Vec<PathBuf> = exec.runtime.iter().map(|t| t.root.clone()).collect();
+    // Each tree's mount point, where the sandbox has it (a user site's under the run's own
+    // /tmp is made by bubblewrap; a Node environment's is in /skill).
+    let tree_roots: Vec<PathBuf> = exec
+        .runtime
+        .iter()
+        .map(|t| t.at.clone())
+        .filter(|at| !at.starts_with("/tmp"))
+        .collect();
     let run_dir = crate::layers::fs::plan_run_dir(
         checked,
         cfg,
