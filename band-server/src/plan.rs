@@ -138,6 +138,12 @@ pub fn plan_run<'a>(
         .map(|t| t.at.clone())
         .filter(|at| !at.starts_with("/tmp"))
         .collect();
+    let hidden_trees: Vec<PathBuf> = exec
+        .runtime
+        .iter()
+        .filter(|t| t.hidden)
+        .map(|t| t.root.clone())
+        .collect();
     let run_dir = crate::layers::fs::plan_run_dir(
         checked,
         cfg,
@@ -154,6 +160,7 @@ pub fn plan_run<'a>(
                 self_links: &exec.self_links,
                 links: &exec.links,
                 tree_roots: &tree_roots,
+                hidden_trees: &hidden_trees,
             },
         },
     );
@@ -213,8 +220,22 @@ fn plan_sandbox(
             .chain(exec.runtime.iter().flat_map(|t| {
                 // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
                 // over each of its programs (judged by the gate, run only by a rule naming it).
+                // One the run's uid cannot reach on the host is bound from the run directory,
+                // where band-server bound it (`RunDirSpec::hidden_trees`).
+                let source = match t.hidden {
+                    true => {
+                        let i = exec
+                            .runtime
+                            .iter()
+                            .filter(|o| o.hidden)
+                            .take_while(|o| !std::ptr::eq(*o, t))
+                            .count();
+                        run_dir.hidden_tree(i)
+                    }
+                    false => t.root.clone(),
+                };
                 std::iter::once(ExtraBind {
-                    source: t.root.clone(),
+                    source,
                     dest: t.at.clone(),
                     writable: false,
                 })
