@@ -59,10 +59,11 @@ with zipfile.ZipFile(out, "w") as z:
 }
 
 /// The script: its PEP 723 block names `requirement`; it prints the package's value, whether a
-/// write into the package's folder worked, and its interpreter's prefix.
+/// write into the package's folder worked, and its interpreter's prefix. Its `#!` line is uv's
+/// (`uv init --script`): band starts it with the environment's python3, not uv.
 fn script(requirement: &str) -> String {
     format!(
-        r#"#!/usr/bin/env python3
+        r#"#!/usr/bin/env -S uv run --script
 # /// script
 # requires-python = ">=3.8"
 # dependencies = ["{requirement}"]
