@@ -538,6 +538,243 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// A Node package's manifest, beside a script or at the skill's root.
+pub const PACKAGE_JSON: &str = "package.json";
+/// npm's lock, beside its `package.json`: the resolved set, each package pinned by its
+/// `integrity` hash.
+pub const PACKAGE_LOCK: &str = "package-lock.json";
+
+/// The Node packages a script's `package.json` declares, as its `package-lock.json` pins them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDeclared {
+    /// The folder of the `package.json` in the skill (`""`: the root; `scripts`).
+    pub dir: String,
+    pub package_json: Vec<u8>,
+    pub lock: Vec<u8>,
+    /// The packages `npm ci --omit=dev` installs, in the lock's order.
+    pub packages: Vec<NodePackage>,
+}
+
+/// One package of a `package-lock.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePackage {
+    /// Its name (`left-pad`, `@scope/x`).
+    pub name: String,
+    pub version: String,
+    /// Its `integrity` (`sha512-<base64>`).
+    pub integrity: String,
+}
+
+impl NodeDeclared {
+    /// `<dir>/package-lock.json`.
+    pub fn lock_path(&self) -> String {
+        in_dir(&self.dir, PACKAGE_LOCK)
+    }
+
+    /// `<dir>/package.json`.
+    pub fn manifest_path(&self) -> String {
+        in_dir(&self.dir, PACKAGE_JSON)
+    }
+
+    /// SHA-256 of the lock's bytes, hex: what `band.lock` records and what names its
+    /// environment.
+    pub fn digest(&self) -> String {
+        sha256_hex(&self.lock)
+    }
+
+    /// Where its `node_modules` is in the sandbox: beside its `package.json` in `/skill`.
+    pub fn sandbox_node_modules(&self) -> String {
+        match self.dir.as_str() {
+            "" => "/skill/node_modules".into(),
+            d => format!("/skill/{d}/node_modules"),
+        }
+    }
+}
+
+fn in_dir(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The Node packages the script at `entry` has: the `package.json` beside it, else the one at
+/// the skill's root, with the `package-lock.json` beside that. `Ok(None)`: no `package.json`, or
+/// one that declares no `dependencies` (a `devDependencies` is never installed). A `package.json`
+/// with dependencies and no lock is refused: band installs a pinned set, never resolves one.
+pub fn node_declared(
+    entry: &str,
+    file: &dyn Fn(&str) -> Option<Vec<u8>>,
+) -> Result<Option<NodeDeclared>, DepsError> {
+    let beside = entry.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut dirs = vec![beside];
+    if !beside.is_empty() {
+        dirs.push("");
+    }
+    for dir in dirs {
+        if let Some(manifest) = file(&in_dir(dir, PACKAGE_JSON)) {
+            let lock = file(&in_dir(dir, PACKAGE_LOCK));
+            return node_lock(dir, &manifest, lock.as_deref());
+        }
+    }
+    Ok(None)
+}
+
+/// A `package.json` and its lock, checked: lockfileVersion 2 or 3, the lock's root the
+/// manifest's dependencies, every installed package pinned by a sha512 `integrity` and fetched
+/// from a registry (not a folder, a link or a git repository).
+pub fn node_lock(
+    dir: &str,
+    manifest: &[u8],
+    lock: Option<&[u8]>,
+) -> Result<Option<NodeDeclared>, DepsError> {
+    let mpath = in_dir(dir, PACKAGE_JSON);
+    let lpath = in_dir(dir, PACKAGE_LOCK);
+    let err = |path: &str, line: usize, message: String, hint: String| DepsError {
+        path: path.to_string(),
+        line,
+        message,
+        hint,
+    };
+    let m: serde_json::Value = serde_json::from_slice(manifest).map_err(|e| {
+        err(
+            &mpath,
+            e.line().max(1),
+            format!("not valid JSON: {e}"),
+            "package.json is npm's manifest: a JSON object".into(),
+        )
+    })?;
+    let wanted = node_dependencies(&m);
+    if wanted.is_empty() {
+        return Ok(None);
+    }
+    let regen = format!(
+        "run `npm install --package-lock-only` in the folder of {mpath} to write it, then `band lock`"
+    );
+    let Some(lock) = lock else {
+        return Err(err(
+            &mpath,
+            1,
+            format!("it declares dependencies and has no {PACKAGE_LOCK} beside it"),
+            format!(
+                "{regen} (band installs exactly a lock's packages, each by its integrity hash, and never resolves a version range)"
+            ),
+        ));
+    };
+    let text = String::from_utf8_lossy(lock);
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|l| l.contains(needle))
+            .map_or(1, |i| i + 1)
+    };
+    let l: serde_json::Value = serde_json::from_slice(lock).map_err(|e| {
+        err(
+            &lpath,
+            e.line().max(1),
+            format!("not valid JSON: {e}"),
+            regen.clone(),
+        )
+    })?;
+    let version = l.get("lockfileVersion").and_then(serde_json::Value::as_u64);
+    if !matches!(version, Some(2 | 3)) {
+        return Err(err(
+            &lpath,
+            line_of("lockfileVersion"),
+            format!(
+                "lockfileVersion {} is not supported (2 or 3: npm 7 and later)",
+                version.map_or("(none)".into(), |v| v.to_string())
+            ),
+            regen,
+        ));
+    }
+    let Some(packages) = l.get("packages").and_then(serde_json::Value::as_object) else {
+        return Err(err(&lpath, 1, "it has no `packages`".into(), regen));
+    };
+    let root = packages.get("").map(node_dependencies).unwrap_or_default();
+    if root != wanted {
+        return Err(err(
+            &lpath,
+            1,
+            format!("it does not match the dependencies of {mpath}"),
+            regen,
+        ));
+    }
+    let mut out = Vec::new();
+    for (key, p) in packages {
+        if key.is_empty() || p.get("dev").and_then(serde_json::Value::as_bool) == Some(true) {
+            continue;
+        }
+        let name = p
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                key.rsplit_once("node_modules/")
+                    .map_or(key.as_str(), |(_, n)| n)
+                    .to_string()
+            });
+        let at = line_of(&format!("\"{key}\""));
+        let s = |k: &str| p.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+        if !key.starts_with("node_modules/") || p.get("link").is_some() {
+            return Err(err(
+                &lpath,
+                at,
+                format!("`{key}` is a folder of the project, not a package from a registry"),
+                "band installs packages from band-server's npm registry only; publish it, or vendor its files in the skill".into(),
+            ));
+        }
+        let resolved = s("resolved");
+        let from_registry = ["https://", "http://"]
+            .iter()
+            .any(|s| resolved.starts_with(s));
+        if !resolved.is_empty() && !from_registry {
+            return Err(err(
+                &lpath,
+                at,
+                format!("{name} is resolved from `{resolved}`, not from a registry"),
+                "band installs packages from band-server's npm registry only ([deps] npm_registry in server.toml)".into(),
+            ));
+        }
+        let integrity = s("integrity");
+        if !integrity
+            .split_whitespace()
+            .any(|h| h.starts_with("sha512-"))
+        {
+            return Err(err(
+                &lpath,
+                at,
+                format!("{name}@{} has no sha512 integrity hash", s("version")),
+                format!("{regen} (npm 7 and later write one for every package)"),
+            ));
+        }
+        out.push(NodePackage {
+            name,
+            version: s("version").to_string(),
+            integrity: integrity.to_string(),
+        });
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(NodeDeclared {
+        dir: dir.to_string(),
+        package_json: manifest.to_vec(),
+        lock: lock.to_vec(),
+        packages: out,
+    }))
+}
+
+/// `dependencies` and `optionalDependencies` of a manifest (or of a lock's root), by name.
+fn node_dependencies(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    ["dependencies", "optionalDependencies"]
+        .iter()
+        .filter_map(|k| v.get(*k).and_then(serde_json::Value::as_object))
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
 /// Whether `version` satisfies a `requires-python` specifier set (`>=3.10,<4`, `==3.11.*`,
 /// `~=3.9`). Release numbers only.
 pub fn version_matches(version: &str, spec: &str) -> Result<bool, String> {
@@ -852,5 +1089,125 @@ import pandas
         assert_eq!(normalize_name("Zope.Interface"), "zope-interface");
         assert_eq!(normalize_name("a__b-.c"), "a-b-c");
         assert_eq!(package_name("Pandas[excel]>=2"), "Pandas");
+    }
+
+    const INTEGRITY: &str = "sha512-znQ76wyJ2hGrc4+XA3JnNaAUnSWBfog6s6PaeqLrbSXz+MpNr1fzI8WmE9vhPX162xJlciujvCqAhTCQusUIHw==";
+
+    fn node_lock_text(extra: &str) -> String {
+        format!(
+            r#"{{
+  "name": "app",
+  "lockfileVersion": 3,
+  "requires": true,
+  "packages": {{
+    "": {{ "name": "app", "dependencies": {{ "probe": "^1.0.0" }}, "devDependencies": {{ "lint": "1" }} }},
+    "node_modules/probe": {{
+      "version": "1.0.0",
+      "resolved": "https://registry.npmjs.org/probe/-/probe-1.0.0.tgz",
+      "integrity": "{INTEGRITY}"
+    }},
+    "node_modules/lint": {{ "version": "1.0.0", "dev": true }}{extra}
+  }}
+}}
+"#
+        )
+    }
+
+    const MANIFEST: &str =
+        r#"{"name":"app","dependencies":{"probe":"^1.0.0"},"devDependencies":{"lint":"1"}}"#;
+
+    #[test]
+    fn a_node_lock_beside_the_script_wins_over_the_root_and_dev_packages_are_left_out() {
+        let lock = node_lock_text("");
+        let f = [
+            ("scripts/a.mjs", "import p from 'probe'\n"),
+            ("scripts/package.json", MANIFEST),
+            ("scripts/package-lock.json", lock.as_str()),
+            ("package.json", r#"{"dependencies":{"x":"1"}}"#),
+        ];
+        let d = node_declared("scripts/a.mjs", &files(&f)).unwrap().unwrap();
+        assert_eq!(d.dir, "scripts");
+        assert_eq!(d.lock_path(), "scripts/package-lock.json");
+        assert_eq!(d.sandbox_node_modules(), "/skill/scripts/node_modules");
+        assert_eq!(
+            d.packages,
+            [NodePackage {
+                name: "probe".into(),
+                version: "1.0.0".into(),
+                integrity: INTEGRITY.into()
+            }]
+        );
+        assert_eq!(d.digest(), sha256_hex(lock.as_bytes()));
+        // At the root, for a script that has none beside it.
+        let f = [
+            ("scripts/b.js", ""),
+            ("package.json", MANIFEST),
+            ("package-lock.json", lock.as_str()),
+        ];
+        let d = node_declared("scripts/b.js", &files(&f)).unwrap().unwrap();
+        assert_eq!(
+            (d.dir.as_str(), d.sandbox_node_modules().as_str()),
+            ("", "/skill/node_modules")
+        );
+        // No dependencies (dev ones only, or none): nothing to build, no lock needed.
+        let f = [("package.json", r#"{"devDependencies":{"lint":"1"}}"#)];
+        assert_eq!(node_declared("scripts/b.js", &files(&f)).unwrap(), None);
+        assert_eq!(node_declared("scripts/b.js", &files(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn node_declarations_band_cannot_pin_are_refused_naming_the_package() {
+        let e = node_lock("scripts", MANIFEST.as_bytes(), None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "scripts/package.json:1: it declares dependencies and has no package-lock.json beside it"
+        );
+        assert!(
+            e.hint.contains("npm install --package-lock-only"),
+            "{}",
+            e.hint
+        );
+        let check =
+            |lock: &str| node_lock("", MANIFEST.as_bytes(), Some(lock.as_bytes())).unwrap_err();
+        let no_hash = node_lock_text(
+            r#",
+    "node_modules/bare": { "version": "2.0.0", "resolved": "https://registry.npmjs.org/bare/-/bare-2.0.0.tgz" }"#,
+        );
+        let e = check(&no_hash);
+        assert_eq!(
+            e.to_string(),
+            "package-lock.json:13: bare@2.0.0 has no sha512 integrity hash"
+        );
+        let git = node_lock_text(&format!(
+            r#",
+    "node_modules/g": {{ "version": "1.0.0", "resolved": "git+ssh://git@example.com/g.git#abc", "integrity": "{INTEGRITY}" }}"#
+        ));
+        assert!(
+            check(&git).message.contains("g is resolved from `git+ssh"),
+            "{}",
+            check(&git)
+        );
+        let link = node_lock_text(
+            r#",
+    "node_modules/l": { "resolved": "../l", "link": true }"#,
+        );
+        assert!(
+            check(&link)
+                .message
+                .contains("not a package from a registry")
+        );
+        let v1 = node_lock_text("").replace("\"lockfileVersion\": 3", "\"lockfileVersion\": 1");
+        assert_eq!(check(&v1).line, 3);
+        assert!(
+            check(&v1)
+                .message
+                .contains("lockfileVersion 1 is not supported")
+        );
+        let stale = node_lock_text("").replace("\"probe\": \"^1.0.0\"", "\"probe\": \"^0.9\"");
+        assert!(
+            check(&stale)
+                .message
+                .contains("does not match the dependencies of package.json")
+        );
     }
 }

@@ -8,12 +8,16 @@
 //!
 //! 1. upstream Bands' `scripts/resources/<name>/run.sh` without an execute bit: `bash`, as
 //!    upstream starts it;
-//! 2. a `#!` line: an executable entry runs through it as the kernel would; one without an
+//! 2. a `#!` line that starts it with `uv run` (`#!/usr/bin/env -S uv run --script`, as uv
+//!    writes a PEP 723 script's): `python3`, execute bit or not. uv would resolve and install the
+//!    script's packages when it runs, from the network; band-server has built them into the
+//!    script's environment before the run (`band::deps`), whose `python3` the run's is;
+//! 3. a `#!` line: an executable entry runs through it as the kernel would; one without an
 //!    execute bit is started with the interpreter its `#!` line names (`/usr/bin/env python3` →
 //!    `python3`);
-//! 3. no `#!` line: by its extension (`.py` python3, `.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs`
+//! 4. no `#!` line: by its extension (`.py` python3, `.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs`
 //!    node), execute bit or not (the kernel cannot run a script without a `#!` line);
-//! 4. otherwise an executable file runs as it is (a compiled program), and one that is not
+//! 5. otherwise an executable file runs as it is (a compiled program), and one that is not
 //!    executable cannot be started: band says so, and what would fix it.
 
 use std::path::Path;
@@ -48,6 +52,8 @@ pub enum By {
     Extension,
     /// Upstream Bands' `run.sh`, which upstream starts with bash.
     UpstreamRunSh,
+    /// A `#!` line that starts it with `uv run`: a Python script, started with `python3`.
+    UvRun,
 }
 
 impl By {
@@ -57,6 +63,7 @@ impl By {
             By::Shebang => "by its #! line",
             By::Extension => "by its extension",
             By::UpstreamRunSh => "as upstream starts run.sh",
+            By::UvRun => "by its #! line: `uv run` runs a Python script",
         }
     }
 }
@@ -76,6 +83,13 @@ pub fn launch(entry: &Path, mode: u32, head: &[u8]) -> Launch {
         });
     }
     if let Some((name, arg)) = shebang(head) {
+        if runs_with_uv(&name, arg.as_deref()) {
+            return Launch::With(Interpreter {
+                name: "python3".into(),
+                arg: None,
+                by: By::UvRun,
+            });
+        }
         if executable {
             return Launch::AsIs;
         }
@@ -101,6 +115,12 @@ pub fn launch(entry: &Path, mode: u32, head: &[u8]) -> Launch {
     } else {
         Launch::Unknown
     }
+}
+
+/// A `#!` line's `uv run …` (`#!/usr/bin/env -S uv run --script`): uv's way to run a Python
+/// script with the packages of its PEP 723 block.
+fn runs_with_uv(name: &str, arg: Option<&str>) -> bool {
+    name == "uv" && arg.is_some_and(|a| a.split_whitespace().next() == Some("run"))
 }
 
 /// The interpreter a file name's extension says: `x.py` → `python3`.
@@ -163,6 +183,34 @@ mod tests {
             arg: arg.map(str::to_string),
             by,
         })
+    }
+
+    #[test]
+    fn a_uv_run_script_starts_with_python3_execute_bit_or_not() {
+        let pep723 = "#!/usr/bin/env -S uv run --script\n# /// script\n# dependencies = [\"httpx\"]\n# ///\nimport httpx\n";
+        for mode in [0o644, 0o755] {
+            assert_eq!(
+                launch(Path::new("scripts/fetch.py"), mode, pep723.as_bytes()),
+                with("python3", None, By::UvRun)
+            );
+        }
+        assert_eq!(
+            launch(Path::new("scripts/x"), 0o755, b"#!/usr/bin/env -S uv run\n"),
+            with("python3", None, By::UvRun)
+        );
+        // uv's other commands, and a uv with no `run`, are uv's own.
+        assert_eq!(
+            launch(Path::new("scripts/x"), 0o755, b"#!/usr/bin/env uv\n"),
+            Launch::AsIs
+        );
+        assert_eq!(
+            launch(
+                Path::new("scripts/x"),
+                0o644,
+                b"#!/usr/bin/env -S uv tool run ruff\n"
+            ),
+            with("uv", Some("tool run ruff"), By::Shebang)
+        );
     }
 
     #[test]

@@ -175,8 +175,9 @@ impl Tree {
         }
     }
 
-    /// The Python packages each file declares (`band::deps`): a script's PEP 723 block, a
-    /// `requirements.txt`, as the digest of the declared set, by path. A declaration band cannot
+    /// The packages each file declares (`band::deps`): a script's PEP 723 block, a
+    /// `requirements.txt`, as the digest of the declared set, and a `package-lock.json`, as the
+    /// digest of its bytes, by path. A declaration band cannot
     /// parse has no line (its run is refused, naming it; its bytes are locked by its `file`
     /// line).
     pub fn deps(&self) -> Vec<DepsEntry> {
@@ -184,6 +185,13 @@ impl Tree {
             .filter_map(|n| {
                 let text = std::str::from_utf8(&n.data).ok()?;
                 let name = n.path.rsplit('/').next().unwrap_or(&n.path);
+                if name == crate::deps::PACKAGE_LOCK {
+                    // npm's lock is itself the resolved set: its digest is its bytes'.
+                    return Some(DepsEntry {
+                        path: n.path.clone(),
+                        sha256: crate::deps::sha256_hex(&n.data),
+                    });
+                }
                 let declared = if name == crate::deps::REQUIREMENTS {
                     crate::deps::Declared {
                         source: crate::deps::Source::Requirements {
@@ -204,7 +212,7 @@ impl Tree {
     }
 }
 
-/// A `deps` line of a lock: the digest of the Python packages a file declares
+/// A `deps` line of a lock: the digest of the packages a file declares
 /// (`band::deps::Declared::digest`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DepsEntry {
@@ -667,7 +675,7 @@ pub enum Change {
     Removed,
     /// Every line matches but the lock's `bundle` line does not (the lock was edited).
     BundleHash,
-    /// The Python packages the file declares are not the set `band.lock` records.
+    /// The packages the file declares are not the set `band.lock` records.
     Deps,
 }
 
@@ -692,7 +700,7 @@ impl fmt::Display for Difference {
             Change::Removed => write!(f, "{p}: removed (listed in band.lock)"),
             Change::Deps => write!(
                 f,
-                "{p}: its declared Python packages are not the ones band.lock records"
+                "{p}: its declared packages are not the ones band.lock records"
             ),
             Change::BundleHash => write!(
                 f,
@@ -791,6 +799,34 @@ mod tests {
     }
 
     #[test]
+    fn an_npm_lock_is_locked_by_its_bytes_on_a_deps_line() {
+        let t = skill();
+        let r = t.path();
+        let npm = "{\"lockfileVersion\": 3, \"packages\": {}}\n";
+        fs_err::write(r.join("scripts/package-lock.json"), npm).expect("write");
+        let lock = write(r, &Tree::read(r).expect("read")).expect("lock");
+        assert_eq!(
+            lock.deps,
+            [DepsEntry {
+                path: "scripts/package-lock.json".into(),
+                sha256: crate::deps::sha256_hex(npm.as_bytes()),
+            }]
+        );
+        let text = fs_err::read_to_string(r.join(LOCK_FILE)).expect("read");
+        // Its `file` line has the same digest: only the `deps` line is changed here.
+        let edited = text.replace(
+            &format!("deps {}", lock.deps[0].sha256),
+            &format!("deps {}", "0".repeat(64)),
+        );
+        fs_err::write(r.join(LOCK_FILE), edited).expect("write");
+        let d = differs(r);
+        assert_eq!(
+            d.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["scripts/package-lock.json: its declared packages are not the ones band.lock records"]
+        );
+    }
+
+    #[test]
     fn declared_packages_are_locked_and_a_changed_set_is_refused() {
         let t = skill();
         let r = t.path();
@@ -819,7 +855,7 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(
             d[0].to_string(),
-            "scripts/a.py: its declared Python packages are not the ones band.lock records"
+            "scripts/a.py: its declared packages are not the ones band.lock records"
         );
 
         // A changed set: the file and its packages both differ.
@@ -830,7 +866,7 @@ mod tests {
             shown,
             [
                 "scripts/a.py: content changed",
-                "scripts/a.py: its declared Python packages are not the ones band.lock records"
+                "scripts/a.py: its declared packages are not the ones band.lock records"
             ]
         );
         let bad = format!(

@@ -27,11 +27,12 @@
 //! per_skill = "128m"   # one user's one skill
 //! per_owner = "256m"   # one user's skills together (at most 768m)
 //!
-//! [deps]               # the Python environments of scripts that declare packages (`deps`)
+//! [deps]               # the Python and Node environments of scripts that declare packages (`deps`)
 //! dir = "/var/cache/band/envs"                  # where they are built and kept
 //! index_url = "https://pypi.org/simple"         # the package index pip resolves and installs from
 //! find_links = ["/srv/wheels"]                  # folders (or URLs) of wheels pip also looks in
 //! no_index = false                              # only find_links, no index
+//! npm_registry = "https://registry.npmjs.org/"  # where npm fetches every package of a lock
 //! ```
 //!
 //! Sizes accept a number of bytes or `k`/`m`/`g` suffixes, durations a number of milliseconds or
@@ -145,7 +146,24 @@ pub struct DepsConfig {
     pub find_links: Vec<String>,
     /// pip's `--no-index`: only `find_links`.
     pub no_index: bool,
+    /// npm's `--registry`: every package of a `package-lock.json` is fetched from it, whatever
+    /// host its `resolved` names (`--replace-registry-host=always`).
+    pub npm_registry: String,
+    /// Not of the config file: the run's Node environment, set for one run by
+    /// `deps::with_env` (`facts` binds it read-only as a runtime tree).
+    pub node_modules: Option<NodeModules>,
 }
+
+/// A run's `node_modules`: the environment's on the host, and where the sandbox has it (beside
+/// the script's `package.json` in `/skill`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeModules {
+    pub host: PathBuf,
+    pub at: PathBuf,
+}
+
+/// npm's registry unless `[deps] npm_registry` says otherwise.
+pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
 
 /// Where environments are kept unless `[deps] dir` says otherwise.
 pub const DEFAULT_DEPS_DIR: &str = "/var/cache/band/envs";
@@ -157,6 +175,8 @@ impl Default for DepsConfig {
             index_url: None,
             find_links: Vec::new(),
             no_index: false,
+            npm_registry: DEFAULT_NPM_REGISTRY.into(),
+            node_modules: None,
         }
     }
 }
@@ -231,6 +251,7 @@ struct RawDeps {
     #[serde(default)]
     find_links: Vec<String>,
     no_index: Option<bool>,
+    npm_registry: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -388,6 +409,8 @@ pub(crate) fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
             index_url: raw.deps.index_url,
             find_links: raw.deps.find_links,
             no_index: raw.deps.no_index.unwrap_or(d.deps.no_index),
+            npm_registry: raw.deps.npm_registry.unwrap_or(d.deps.npm_registry),
+            node_modules: None,
         },
     })
 }
@@ -708,7 +731,7 @@ mod tests {
     #[test]
     fn deps_section_names_the_index_and_the_folder() {
         let cfg = parse_config(
-            "[deps]\ndir = \"/srv/envs\"\nindex_url = \"http://127.0.0.1:8080/simple\"\nfind_links = [\"/srv/wheels\"]\nno_index = true\n",
+            "[deps]\ndir = \"/srv/envs\"\nindex_url = \"http://127.0.0.1:8080/simple\"\nfind_links = [\"/srv/wheels\"]\nno_index = true\nnpm_registry = \"http://127.0.0.1:4873/\"\n",
         )
         .unwrap();
         assert_eq!(
@@ -718,6 +741,8 @@ mod tests {
                 index_url: Some("http://127.0.0.1:8080/simple".into()),
                 find_links: vec!["/srv/wheels".into()],
                 no_index: true,
+                npm_registry: "http://127.0.0.1:4873/".into(),
+                node_modules: None,
             }
         );
         assert_eq!(parse_config("").unwrap().deps, DepsConfig::default());

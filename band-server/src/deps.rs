@@ -19,6 +19,12 @@
 //! environment's: its `bin` goes first on the run's `bin_path`, so the host's facts find
 //! `<env>/bin/python3`, which runs with that path as `argv[0]` (`runtime::venv_argv0`) and whose
 //! venv is bound read-only as a runtime tree (`runtime::discover`).
+//!
+//! A script's Node packages (a `package.json` and its `package-lock.json`) are built by `npm ci`
+//! into `<dir>/<sha256 of the lock>/node_modules` ([`node`]), bound read-only beside the
+//! script's `package.json` in `/skill`.
+
+pub mod node;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -51,9 +57,31 @@ pub struct Env {
     pub built: bool,
 }
 
-/// The environment of `checked`'s script, built if it is not there yet; `None` when the script
-/// declares no packages.
-pub fn prepare(checked: &Checked<'_>, cfg: &ServerConfig) -> SetupResult<Option<Env>> {
+/// A run's environments: its Python one, its Node one, either, both or none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Envs {
+    pub python: Option<Env>,
+    pub node: Option<node::NodeEnv>,
+}
+
+impl Envs {
+    /// Whether the run has none.
+    pub fn is_empty(&self) -> bool {
+        self.python.is_none() && self.node.is_none()
+    }
+
+    /// What the run's result records (`deps_sha256`): the Python environment's resolved lock,
+    /// else the Node one's `package-lock.json`.
+    pub fn lock_sha256(&self) -> Option<String> {
+        self.python
+            .as_ref()
+            .map(|e| e.lock_sha256.clone())
+            .or_else(|| self.node.as_ref().map(|e| e.lock_sha256.clone()))
+    }
+}
+
+/// The environments of `checked`'s script, built if they are not there yet.
+pub fn prepare(checked: &Checked<'_>, cfg: &ServerConfig) -> SetupResult<Envs> {
     let file = |p: &str| {
         checked
             .bundle
@@ -61,13 +89,32 @@ pub fn prepare(checked: &Checked<'_>, cfg: &ServerConfig) -> SetupResult<Option<
             .find(|f| f.path == p)
             .map(|f| f.data.clone())
     };
-    let declared = declared_of(&checked.req.entry, &file)?;
-    let Some(declared) = declared else {
-        return Ok(None);
-    };
-    Builder::new(cfg, &checked.req.entry, &declared)?
-        .env()
-        .map(Some)
+    let entry = &checked.req.entry;
+    let mut envs = Envs::default();
+    if let Some(declared) = declared_of(entry, &file)? {
+        envs.python = Some(Builder::new(cfg, entry, &declared)?.env()?);
+    }
+    if let Some(declared) = node_declared_of(entry, &file)? {
+        envs.node = Some(node::NodeBuilder::new(cfg, entry, &declared)?.env()?);
+    }
+    Ok(envs)
+}
+
+/// Whether the script at `entry` declares packages of either kind (or a declaration band
+/// refuses): its run needs [`prepare`].
+pub fn declares(entry: &str, file: &dyn Fn(&str) -> Option<Vec<u8>>) -> bool {
+    !matches!(declared_of(entry, file), Ok(None))
+        || !matches!(node_declared_of(entry, file), Ok(None))
+}
+
+/// [`band::deps::node_declared`], as a setup error naming the file and line.
+pub fn node_declared_of(
+    entry: &str,
+    file: &dyn Fn(&str) -> Option<Vec<u8>>,
+) -> SetupResult<Option<band::deps::NodeDeclared>> {
+    deps::node_declared(entry, file).map_err(|e| {
+        SetupError::new(LAYER, format!("the Node packages of {entry}: {e}")).with_hint(e.hint)
+    })
 }
 
 /// [`band::deps::declared`], as a setup error naming the file and line.
@@ -80,10 +127,19 @@ pub fn declared_of(
     })
 }
 
-/// `cfg` with `env`'s `bin` first on its `bin_path`: the run's `python3` is the environment's.
-pub fn with_env(cfg: &ServerConfig, env: &Env) -> ServerConfig {
+/// `cfg` with the Python environment's `bin` first on its `bin_path` (the run's `python3` is the
+/// environment's), and the Node one's `node_modules` to bind (`facts::runtime_trees`).
+pub fn with_env(cfg: &ServerConfig, envs: &Envs) -> ServerConfig {
     let mut out = cfg.clone();
-    out.bin_path.insert(0, env.dir.join("bin"));
+    if let Some(env) = &envs.python {
+        out.bin_path.insert(0, env.dir.join("bin"));
+    }
+    if let Some(env) = &envs.node {
+        out.deps.node_modules = Some(crate::config::NodeModules {
+            host: env.dir.join("node_modules"),
+            at: env.at.clone(),
+        });
+    }
     out
 }
 
@@ -504,7 +560,7 @@ impl<'a> Builder<'a> {
 }
 
 /// `dir`: created if missing, a root-owned directory not writable by others.
-fn prepare_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
     let m = fs::symlink_metadata(dir)?;
     if !m.is_dir() || (crate::sys::euid() == 0 && m.uid() != 0) || m.mode() & 0o022 != 0 {
@@ -517,7 +573,7 @@ fn prepare_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Hand `p` to the user pip runs as (as root), with `mode`.
-fn as_builder(p: &Path, mode: u32) -> std::io::Result<()> {
+pub(crate) fn as_builder(p: &Path, mode: u32) -> std::io::Result<()> {
     if crate::sys::euid() == 0 {
         std::os::unix::fs::lchown(p, Some(NOBODY), Some(NOBODY))
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
@@ -526,7 +582,7 @@ fn as_builder(p: &Path, mode: u32) -> std::io::Result<()> {
 }
 
 /// Run `c` as the builder's user (as root).
-fn as_builder_cmd(c: &mut Command) {
+pub(crate) fn as_builder_cmd(c: &mut Command) {
     if crate::sys::euid() == 0 {
         c.uid(NOBODY).gid(NOBODY);
     }
@@ -534,7 +590,7 @@ fn as_builder_cmd(c: &mut Command) {
 
 /// Every file under `root` owned by root and not writable (folders `0555`, files their mode
 /// without write bits); links untouched but for their owner.
-fn seal(root: &Path) -> std::io::Result<()> {
+pub(crate) fn seal(root: &Path) -> std::io::Result<()> {
     let m = fs::symlink_metadata(root)?;
     if crate::sys::euid() == 0 {
         std::os::unix::fs::lchown(root, Some(0), Some(0))?;
@@ -554,7 +610,7 @@ fn seal(root: &Path) -> std::io::Result<()> {
 }
 
 /// Remove a build that failed, whatever it got to.
-fn unseal_and_remove(root: &Path) -> std::io::Result<()> {
+pub(crate) fn unseal_and_remove(root: &Path) -> std::io::Result<()> {
     let Ok(m) = fs::symlink_metadata(root) else {
         return Ok(());
     };
@@ -598,7 +654,24 @@ mod tests {
             lock_sha256: "abc".into(),
             built: false,
         };
-        let got = with_env(&cfg, &env);
+        let envs = Envs {
+            python: Some(env),
+            node: Some(node::NodeEnv {
+                dir: PathBuf::from("/var/cache/band/envs/def"),
+                at: PathBuf::from("/skill/scripts/node_modules"),
+                lock_sha256: "def".into(),
+                built: false,
+            }),
+        };
+        let got = with_env(&cfg, &envs);
+        assert_eq!(
+            got.deps.node_modules,
+            Some(crate::config::NodeModules {
+                host: PathBuf::from("/var/cache/band/envs/def/node_modules"),
+                at: PathBuf::from("/skill/scripts/node_modules"),
+            })
+        );
+        assert_eq!(envs.lock_sha256().as_deref(), Some("abc"));
         assert_eq!(got.bin_path[0], Path::new("/var/cache/band/envs/abc/bin"));
         assert_eq!(&got.bin_path[1..], &cfg.bin_path[..]);
     }

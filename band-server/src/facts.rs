@@ -506,6 +506,16 @@ fn runtime_trees(
     if let (Ok(trees), Some(home)) = (&mut trees, home) {
         trees.extend(user_sites(&home, &versions));
     }
+    // The script's Node packages (`deps::node`), read-only beside its package.json in /skill.
+    if let (Ok(list), Some(nm)) = (&mut trees, &cfg.deps.node_modules) {
+        match runtime::scan_trees(std::slice::from_ref(&nm.host), &execmask::scan) {
+            Ok(scanned) => list.extend(scanned.into_iter().map(|mut t| {
+                t.at = nm.at.clone();
+                t
+            })),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
     trees
 }
 

@@ -130,7 +130,20 @@ pub fn plan_run<'a>(
     )?;
     let exec = crate::layers::cli::plan_exec(&cfg.state_dir, &run_id, &pre.cli, &facts.programs())?;
     let wrappers: Vec<String> = pre.cli.binaries.iter().map(|b| b.name.clone()).collect();
-    let tree_roots: Vec<PathBuf> = exec.runtime.iter().map(|t| t.root.clone()).collect();
+    // Each tree's mount point, where the sandbox has it (a user site's under the run's own
+    // /tmp is made by bubblewrap; a Node environment's is in /skill).
+    let tree_roots: Vec<PathBuf> = exec
+        .runtime
+        .iter()
+        .map(|t| t.at.clone())
+        .filter(|at| !at.starts_with("/tmp"))
+        .collect();
+    let hidden_trees: Vec<PathBuf> = exec
+        .runtime
+        .iter()
+        .filter(|t| t.hidden)
+        .map(|t| t.root.clone())
+        .collect();
     let run_dir = crate::layers::fs::plan_run_dir(
         checked,
         cfg,
@@ -147,6 +160,7 @@ pub fn plan_run<'a>(
                 self_links: &exec.self_links,
                 links: &exec.links,
                 tree_roots: &tree_roots,
+                hidden_trees: &hidden_trees,
             },
         },
     );
@@ -206,8 +220,22 @@ fn plan_sandbox(
             .chain(exec.runtime.iter().flat_map(|t| {
                 // A declared program's tree (`layers::cli::runtime`): read-only, band-shim bound
                 // over each of its programs (judged by the gate, run only by a rule naming it).
+                // One the run's uid cannot reach on the host is bound from the run directory,
+                // where band-server bound it (`RunDirSpec::hidden_trees`).
+                let source = match t.hidden {
+                    true => {
+                        let i = exec
+                            .runtime
+                            .iter()
+                            .filter(|o| o.hidden)
+                            .take_while(|o| !std::ptr::eq(*o, t))
+                            .count();
+                        run_dir.hidden_tree(i)
+                    }
+                    false => t.root.clone(),
+                };
                 std::iter::once(ExtraBind {
-                    source: t.root.clone(),
+                    source,
                     dest: t.at.clone(),
                     writable: false,
                 })

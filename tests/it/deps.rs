@@ -59,10 +59,11 @@ with zipfile.ZipFile(out, "w") as z:
 }
 
 /// The script: its PEP 723 block names `requirement`; it prints the package's value, whether a
-/// write into the package's folder worked, and its interpreter's prefix.
+/// write into the package's folder worked, and its interpreter's prefix. Its `#!` line is uv's
+/// (`uv init --script`): band starts it with the environment's python3, not uv.
 fn script(requirement: &str) -> String {
     format!(
-        r#"#!/usr/bin/env python3
+        r#"#!/usr/bin/env -S uv run --script
 # /// script
 # requires-python = ">=3.8"
 # dependencies = ["{requirement}"]
@@ -219,4 +220,245 @@ fn wrap_with_records_the_packages_prose_names() {
     );
     let out = bin().output(&["wrap", "pdf", "--with=-r other.txt"], ws.path());
     band_snapshot!(out, "wrap_with_an_option");
+}
+
+/// `bandprobe-1.0.0.tgz` made by `npm pack` of a package this writes (`VALUE` is `value`), in
+/// `<dir>/bandprobe/-/`, where a registry serves a package's tarballs; and its `integrity`.
+fn pack_node_package(t: &Path, value: &str) -> (PathBuf, String) {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let src = t.join("src/bandprobe");
+    fs_err::create_dir_all(&src).expect("mkdir");
+    fs_err::write(
+        src.join("package.json"),
+        r#"{"name":"bandprobe","version":"1.0.0","main":"index.js"}"#,
+    )
+    .expect("write");
+    fs_err::write(
+        src.join("index.js"),
+        format!("module.exports = {{ VALUE: {value:?} }};\n"),
+    )
+    .expect("write");
+    let out = t.join("registry/bandprobe/-");
+    fs_err::create_dir_all(&out).expect("mkdir");
+    let st = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(&out)
+        .arg("--cache")
+        .arg(t.join("npm-cache"))
+        .arg(&src)
+        .current_dir(t)
+        .status()
+        .expect("npm");
+    assert!(st.success(), "npm pack failed");
+    let tgz = out.join("bandprobe-1.0.0.tgz");
+    let bytes = fs_err::read(&tgz).expect("read");
+    let integrity = format!(
+        "sha512-{}",
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(&bytes))
+    );
+    (tgz, integrity)
+}
+
+/// A registry on loopback that serves `tgz` at `/bandprobe/-/bandprobe-1.0.0.tgz` (404 for the
+/// rest), and the paths asked of it.
+fn serve_registry(tgz: &Path) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let body = fs_err::read(tgz).expect("read");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).map_or(true, |n| n == 0) || h.trim().is_empty() {
+                    break;
+                }
+            }
+            log.lock().expect("lock").push(path.clone());
+            let (status, data): (&str, &[u8]) = if path == "/bandprobe/-/bandprobe-1.0.0.tgz" {
+                ("200 OK", &body)
+            } else {
+                ("404 Not Found", b"{}")
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                data.len()
+            );
+            let _ = conn.write_all(data);
+        }
+    });
+    (port, asked)
+}
+
+/// The skill `dm` whose script `probe` is `scripts/probe.js`, allowed to run with node, with a
+/// `package.json` beside it (and `lock`, its package-lock.json, if any).
+fn node_skill(skills: &Path, lock: Option<&str>) -> PathBuf {
+    let script = r#"const fs = require("fs");
+const path = require("path");
+const probe = require("bandprobe");
+const at = require.resolve("bandprobe");
+let wrote;
+try {
+  fs.writeFileSync(path.join(path.dirname(at), "planted.js"), "x");
+  wrote = "wrote";
+} catch (e) {
+  wrote = "refused";
+}
+import("bandprobe").then((m) => {
+  fs.writeFileSync(
+    process.env.OUTPUT_PATH,
+    JSON.stringify({ greeting: [probe.VALUE, m.default.VALUE, wrote, at].join(" ") })
+  );
+});
+"#;
+    let py = skill(skills, "");
+    let scripts = py.parent().expect("scripts").to_path_buf();
+    fs_err::remove_file(&py).expect("rm");
+    fs_err::write(scripts.join("probe.js"), script).expect("write");
+    let band = scripts.join("probe.band.md");
+    let text = fs_err::read_to_string(&band)
+        .expect("read")
+        .replace(
+            "python3 /skill/scripts/probe.py",
+            "node /skill/scripts/probe.js",
+        )
+        .replace("maxMemoryBytes: 128m", "maxMemoryBytes: 1g")
+        .replace("maxPids: 16", "maxPids: 64");
+    fs_err::write(&band, text).expect("write");
+    fs_err::write(
+        scripts.join("package.json"),
+        r#"{"name":"probe","version":"1.0.0","dependencies":{"bandprobe":"^1.0.0"}}"#,
+    )
+    .expect("write");
+    if let Some(lock) = lock {
+        fs_err::write(scripts.join("package-lock.json"), lock).expect("write");
+    }
+    scripts
+}
+
+/// The `package-lock.json` of the probe: `bandprobe` resolved from a port of loopback where no
+/// registry is (band-server's registry replaces its host), pinned by `integrity`.
+fn node_lock(integrity: &str) -> String {
+    format!(
+        r#"{{
+  "name": "probe",
+  "version": "1.0.0",
+  "lockfileVersion": 3,
+  "requires": true,
+  "packages": {{
+    "": {{ "name": "probe", "version": "1.0.0", "dependencies": {{ "bandprobe": "^1.0.0" }} }},
+    "node_modules/bandprobe": {{
+      "version": "1.0.0",
+      "resolved": "http://127.0.0.1:1/bandprobe/-/bandprobe-1.0.0.tgz",
+      "integrity": "{integrity}"
+    }}
+  }}
+}}
+"#
+    )
+}
+
+#[test]
+fn privileged_a_node_script_requires_its_locked_package_from_a_read_only_node_modules() {
+    band_test::privileged!(sandbox_missing());
+    let t = root();
+    let (tgz, integrity) = pack_node_package(t.path(), "node-42");
+    let (port, asked) = serve_registry(&tgz);
+    let envs = t.path().join("envs");
+    let cfg = t.path().join("server.toml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "[deps]\ndir = \"{}\"\nnpm_registry = \"http://127.0.0.1:{port}/\"\n",
+            envs.display()
+        ),
+    )
+    .expect("write");
+    let skills = t.path().join("skills");
+    let lock = node_lock(&integrity);
+    let scripts = node_skill(&skills, Some(&lock));
+    let band = bin().env("BAND_SERVER_CONFIG", &cfg);
+    let run = || {
+        band.run(
+            &["run", "--json", "--skills", ".", "dm/probe", "--name=x"],
+            &skills,
+        )
+    };
+
+    // First run: built from band-server's registry (not the host the lock names), and the
+    // script's require and import find it beside its package.json, read-only.
+    let (code, out, err) = run();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        json["output"]["greeting"],
+        "node-42 node-42 refused /skill/scripts/node_modules/bandprobe/index.js",
+        "{err}"
+    );
+    let digest = band::deps::sha256_hex(lock.as_bytes());
+    assert_eq!(json["deps_sha256"], digest.as_str());
+    assert!(err.contains("built the node_modules"), "{err}");
+    assert_eq!(
+        *asked.lock().expect("lock"),
+        ["/bandprobe/-/bandprobe-1.0.0.tgz"]
+    );
+    let env = envs.join(&digest);
+    let modules = env.join("node_modules/bandprobe");
+    assert!(modules.join("index.js").is_file());
+    assert!(!modules.join("planted.js").exists());
+    assert_eq!(
+        fs_err::metadata(&modules).expect("env").mode() & 0o7777,
+        0o555
+    );
+    assert_eq!(fs_err::metadata(&env).expect("env").uid(), 0);
+    let before = fs_err::metadata(&env).expect("env");
+
+    // Second run: the same node_modules, not built again, nothing fetched.
+    let (code, out, err) = run();
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!err.contains("built the node_modules"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(json["deps_sha256"], digest.as_str());
+    assert_eq!(asked.lock().expect("lock").len(), 1);
+    let after = fs_err::metadata(&env).expect("env");
+    assert_eq!(
+        (after.ino(), after.mtime(), after.mtime_nsec()),
+        (before.ino(), before.mtime(), before.mtime_nsec())
+    );
+
+    // A lock whose hash is not the file's: refused at the install step, naming the package,
+    // nothing half-built left behind.
+    let listed = entries(&envs);
+    let bad = integrity
+        .replacen("sha512-", "sha512-A", 1)
+        .replacen('=', "", 1);
+    fs_err::write(scripts.join("package-lock.json"), node_lock(&bad)).expect("write");
+    let out = band.output(&["run", "--skills", ".", "dm/probe", "--name=x"], &skills);
+    let host = format!("127.0.0.1:{port}");
+    band_snapshot!(
+        out,
+        "node_integrity_mismatch",
+        &[
+            (host.as_str(), "127.0.0.1:[PORT]"),
+            (bad.as_str(), "[LOCKED]"),
+            (integrity.as_str(), "[SERVED]"),
+        ]
+    );
+    assert_eq!(entries(&envs), listed);
+
+    // No lock: refused before anything is fetched, with how to make one.
+    let fetched = asked.lock().expect("lock").len();
+    fs_err::remove_file(scripts.join("package-lock.json")).expect("rm");
+    let out = band.output(&["run", "--skills", ".", "dm/probe", "--name=x"], &skills);
+    band_snapshot!(out, "node_without_a_lock");
+    assert_eq!(asked.lock().expect("lock").len(), fetched);
 }

@@ -88,6 +88,10 @@ pub(crate) struct ExecView<'a> {
     pub(crate) links: &'a [(PathBuf, PathBuf)],
     /// The roots of the programs' trees.
     pub(crate) tree_roots: &'a [PathBuf],
+    /// The host folders of the trees the run's uid cannot reach on the host (under a home of
+    /// mode 0700): band-server binds each into the run directory (`trees/<n>`), whence
+    /// bubblewrap binds it at its path.
+    pub(crate) hidden_trees: &'a [PathBuf],
 }
 
 /// One cover of the run's `/proc` (the filesystem layer plans them, the process layer binds

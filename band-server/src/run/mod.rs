@@ -183,8 +183,8 @@ fn execute_inner(
     };
     // The script's Python environment, built before anything of the run exists (`deps`): its
     // python3 is the run's.
-    let env = crate::deps::prepare(&checked, cfg)?;
-    let with_env = env.as_ref().map(|e| crate::deps::with_env(cfg, e));
+    let envs = crate::deps::prepare(&checked, cfg)?;
+    let with_env = (!envs.is_empty()).then(|| crate::deps::with_env(cfg, &envs));
     let cfg = with_env.as_ref().unwrap_or(cfg);
     let prepared = prepare(&checked, cfg, guard, before_lease, Made::Whole)?;
     let client = Client {
@@ -194,7 +194,7 @@ fn execute_inner(
         t0,
     };
     let mut result = run_prepared(&client, &checked, prepared, guard)?;
-    result.deps_sha256 = env.map(|e| e.lock_sha256);
+    result.deps_sha256 = envs.lock_sha256();
     Ok(result)
 }
 

@@ -190,8 +190,14 @@ pub(crate) fn keep(
     };
     // A script with packages runs with its environment's python3 (`deps`), which a spare's
     // plain config does not have.
-    let file = |p: &str| checked.bundle.iter().find(|f| f.path == p).map(|f| f.data.clone());
-    if !matches!(crate::deps::declared_of(&spare.entry, &file), Ok(None)) {
+    let file = |p: &str| {
+        checked
+            .bundle
+            .iter()
+            .find(|f| f.path == p)
+            .map(|f| f.data.clone())
+    };
+    if crate::deps::declares(&spare.entry, &file) {
         return no_spare("its script declares packages");
     }
     let prepared = match prepare(&checked, cfg, &mut guard, &|| (), Made::Spare) {

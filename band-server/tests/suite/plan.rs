@@ -141,6 +141,7 @@ pub(super) fn facts() -> HostFacts {
             masked: vec![PathBuf::from(
                 "/usr/local/lib/python3.11/dist-packages/pkg/bin/tool",
             )],
+            hidden: false,
         }]),
         layouts: BTreeMap::new(),
         argv0: BTreeMap::new(),

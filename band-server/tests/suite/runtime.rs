@@ -626,3 +626,143 @@ cd {pkg}/vendor && ./cat catrel=yes 2>/dev/null; echo "cat_code=$?"
         "{o:#?}"
     );
 }
+
+/// A venv of `python` at `venv` (`python -m venv --without-pip`, no network) whose site-packages
+/// has `bandownmod` (`WHERE = "own"`), and a run whose `bin_path` starts with its `bin`: what the
+/// run's `python3` imports and its `sys.prefix`, and whether it can write into the venv.
+fn run_in_own_venv(
+    python: &str,
+    venv: &Path,
+    config: &Path,
+) -> (Status, String, String, String, String) {
+    let st = Command::new(python)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(venv)
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(st.success(), "{python} -m venv failed");
+    let site = Command::new(venv.join("bin/python3"))
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('purelib'))",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let site = PathBuf::from(String::from_utf8_lossy(&site.stdout).trim());
+    write(&site.join("bandownmod.py"), b"WHERE = 'own'\n", 0o644);
+    write(
+        config,
+        format!(
+            "bin_path = [\"{}\", \"/usr/local/bin\", \"/usr/bin\", \"/bin\"]\n",
+            venv.join("bin").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let probe = "import os, sys\ntry:\n    import bandownmod\n    print('mod=' + bandownmod.WHERE)\nexcept ImportError as e:\n    print('mod=' + str(e))\nprint('prefix=' + sys.prefix)\ntry:\n    open(os.path.join(os.path.dirname(bandownmod.__file__), 'planted.py'), 'w')\n    print('write=wrote')\nexcept OSError:\n    print('write=refused')\nprint('home=' + ' '.join(sorted(os.listdir(os.path.dirname(os.path.dirname(sys.prefix))))))\n";
+    let script = format!("#!/bin/bash\npython3 -c \"$(cat <<'PY'\n{probe}PY\n)\"\n");
+    let mut p = policy();
+    p.allow.cli = strs(&["python3 *"]);
+    let o = finish(spawn_with_config(&request(&script, p), config));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>: {o:#?}"))
+    };
+    (
+        o.result.status,
+        get("mod"),
+        get("prefix"),
+        get("write"),
+        get("home"),
+    )
+}
+
+/// Issue 38, item 3: a user's own venv on band-server's `bin_path`, under a home the run's uid
+/// cannot enter (mode 0700, as `~` is): the run's python3 is the venv's, read-only (before:
+/// `bwrap: Can't find source path …: Permission denied`). Nothing else of the home comes along.
+#[test]
+fn privileged_a_venv_under_a_home_others_cannot_enter_is_the_runs_python() {
+    privileged!();
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        eprintln!("skipped: needs {python}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/var/tmp/band-home-{}", run_id())));
+    let home = &root.0;
+    fs_err::create_dir_all(home).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::set_permissions(home, std::fs::Permissions::from_mode(0o700))
+        .unwrap_or_else(|e| panic!("{e}"));
+    write(&home.join("secret.txt"), b"private\n", 0o600);
+    let venv = home.join("proj/.venv");
+    let (status, module, prefix, wrote, home_seen) =
+        run_in_own_venv(python, &venv, &home.join("server.toml"));
+    assert_eq!(status, Status::Ok, "{module}");
+    assert_eq!(module, "own");
+    assert_eq!(prefix, venv.display().to_string());
+    assert_eq!(wrote, "refused");
+    // In the sandbox, the home holds the venv's way and nothing else (not secret.txt).
+    assert_eq!(home_seen, "proj");
+}
+
+/// Issue 38, item 3: a user's own venv under the host's `/tmp` (which the sandbox does not see:
+/// it has a `/tmp` of its own) is bound read-only at its path there (before: not mounted, and the
+/// run's python3 was the base one).
+#[test]
+fn privileged_a_venv_under_tmp_is_the_runs_python() {
+    privileged!();
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        eprintln!("skipped: needs {python}");
+        return;
+    }
+    let root = Root(PathBuf::from(format!("/tmp/band-tmpvenv-{}", run_id())));
+    let venv = root.0.join("venv");
+    fs_err::create_dir_all(&root.0).unwrap_or_else(|e| panic!("{e}"));
+    let (status, module, prefix, wrote, home_seen) =
+        run_in_own_venv(python, &venv, &root.0.join("server.toml"));
+    assert_eq!(status, Status::Ok, "{module}");
+    assert_eq!(module, "own");
+    assert_eq!(prefix, venv.display().to_string());
+    assert_eq!(wrote, "refused");
+    // The sandbox's own /tmp holds the venv's way and nothing else of the host's.
+    assert_eq!(
+        home_seen,
+        root.0.file_name().unwrap_or_default().to_string_lossy()
+    );
+}
+
+/// Issue 38, item 3: a venv of a pyenv Python in root's home (mode 0700): both the venv and the
+/// pyenv installation it is made from are the run's, read-only (before: `bwrap: Can't find
+/// source path /root/.pyenv/versions/3.x: Permission denied`). Only where `python3` on this
+/// host's PATH is such a Python.
+#[test]
+fn privileged_a_venv_of_a_pyenv_python_in_a_private_home_is_the_runs_python() {
+    privileged!();
+    let Some(real) = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, os; print(os.path.realpath(sys.executable))",
+        ])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.to_string_lossy().contains("/.pyenv/versions/"))
+    else {
+        eprintln!("skipped: python3 here is not a pyenv Python");
+        return;
+    };
+    let root = Root(PathBuf::from(format!("/var/tmp/band-home-{}", run_id())));
+    fs_err::create_dir_all(&root.0).unwrap_or_else(|e| panic!("{e}"));
+    fs_err::set_permissions(&root.0, std::fs::Permissions::from_mode(0o700))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let venv = root.0.join(".venv");
+    let (status, module, prefix, wrote, _) =
+        run_in_own_venv(&real.to_string_lossy(), &venv, &root.0.join("server.toml"));
+    assert_eq!(status, Status::Ok, "{module}");
+    assert_eq!(module, "own");
+    assert_eq!(prefix, venv.display().to_string());
+    assert_eq!(wrote, "refused");
+}

@@ -201,7 +201,9 @@ pub(crate) fn entry_exec(
     if program.script.is_some() {
         return None;
     }
-    let mut argv = vec![sb.interp.clone()];
+    // A venv's python (a script's environment, `deps`) runs as `<venv>/bin/python3`, as the gate
+    // runs it when called by name: that is how it finds its venv.
+    let mut argv = vec![program.argv0.clone().unwrap_or_else(|| sb.interp.clone())];
     argv.extend(sb.arg.clone());
     argv.push(entry_path.to_string());
     Some((sb.interp, argv))

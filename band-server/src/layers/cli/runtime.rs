@@ -62,6 +62,10 @@ pub struct RuntimeTree {
     pub at: PathBuf,
     /// Every ELF executable in it (`layers::fs::execmask::scan`): band-shim in the sandbox.
     pub masked: Vec<PathBuf>,
+    /// The run's uid cannot reach `root` on the host (a folder above it others may not enter:
+    /// a home of mode 0700): band-server binds it into the run directory first
+    /// ([`reachable_by_others`]).
+    pub hidden: bool,
 }
 
 /// Where discovery looks besides the program's own path.
@@ -107,8 +111,8 @@ fn python_version(real: &Path) -> Option<&str> {
 ///   `/opt/libreoffice/program/soffice`): the tree above it, unless that is a directory of
 ///   [`NEVER_WHOLE`], a home directory, or the parent of one of them.
 ///
-/// Only existing directories, none under `places.bound`, none inside another. Reads the file
-/// system (existence only).
+/// Only existing directories, none under `places.bound` (but a venv under `/tmp`), none inside
+/// another. Reads the file system (existence only).
 pub(crate) fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     // node package.
@@ -156,12 +160,15 @@ pub(crate) fn discover(path: &Path, real: &Path, places: &Places<'_>) -> Vec<Pat
         out.push(prefix.to_path_buf());
     }
     out.retain(|d| {
+        // A venv under the host's /tmp (which the sandbox does not see: its /tmp is its own) is
+        // bound at its path there all the same: a user's venv is often made there.
+        let tmp_venv =
+            d.starts_with("/tmp") && d != Path::new("/tmp") && d.join("pyvenv.cfg").is_file();
         d.is_absolute()
             && d.is_dir()
-            && !places
-                .bound
-                .iter()
-                .any(|b| d.starts_with(b) || b.starts_with(d))
+            && !places.bound.iter().any(|b| {
+                (d.starts_with(b) && !(tmp_venv && b == Path::new("/tmp"))) || b.starts_with(d)
+            })
     });
     normalize(out)
 }
@@ -291,6 +298,7 @@ pub(crate) fn scan_trees(
                 root: root.clone(),
                 at: root.clone(),
                 masked,
+                hidden: !reachable_by_others(root),
             })
         })
         .collect()
@@ -395,6 +403,18 @@ pub(crate) fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
         level = next;
     }
     out
+}
+
+/// Whether a user who is not the owner (nor of the group) of `dir` and of the folders above it
+/// can reach it and list it: each folder above it has the others' execute bit, and it has the
+/// others' read and execute bits. Metadata only.
+pub(crate) fn reachable_by_others(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let own = fs::metadata(dir).is_ok_and(|m| m.mode() & 0o005 == 0o005);
+    own && dir
+        .ancestors()
+        .skip(1)
+        .all(|a| fs::metadata(a).is_ok_and(|m| m.mode() & 0o001 != 0))
 }
 
 /// The canonical file of `p`, if it exists.
@@ -550,6 +570,7 @@ mod tests {
                 root: root.clone(),
                 at: root.clone(),
                 masked: vec![root.join("bin/tool")],
+                hidden: false,
             }]
         );
     }

@@ -67,6 +67,7 @@ pub(crate) fn plan_run_dir<'a>(
         lib_roots: inp.lib_roots,
         resolv_conf: inp.resolv_conf,
         other_binds: &other_binds,
+        hidden_trees: exec.hidden_trees,
         links: &links,
         exec_dir: exec.root,
     })

@@ -116,6 +116,10 @@ pub(crate) struct RunDirSpec<'a, 'd> {
     /// it is a directory: the synthetic `/etc` is read-only once bound, so their mount points
     /// are made here.
     pub(crate) other_binds: &'a [(PathBuf, bool)],
+    /// Host folders of runtime trees the run's uid cannot reach (`ExecView::hidden_trees`):
+    /// each bound read-only (not noexec: their shared objects are mapped executable) at
+    /// `trees/<n>`, which bubblewrap binds at the tree's path.
+    pub(crate) hidden_trees: &'a [PathBuf],
     /// (link, target): symlinks at absolute sandbox paths (`SandboxPlan::self_links` and
     /// `SandboxPlan::links`), made in the sandbox's root here since it is read-only once bound.
     pub(crate) links: &'a [(PathBuf, PathBuf)],
@@ -258,6 +262,11 @@ impl RunDirPlan<'_> {
     pub(crate) fn host_mount(&self, i: usize) -> PathBuf {
         self.root.join("host").join(i.to_string())
     }
+
+    /// Where the `i`th hidden tree is bound in the run directory ([`RunDirSpec::hidden_trees`]).
+    pub(crate) fn hidden_tree(&self, i: usize) -> PathBuf {
+        self.root.join("trees").join(i.to_string())
+    }
 }
 
 /// The paths created so far by a plan: the tmpfs starts empty, so whether a directory exists is
@@ -361,6 +370,7 @@ pub(crate) fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     late.extend(wrappers(&tree, spec.wrappers));
     late.extend(p.split_off(|p| p.absolute_links(&tree, spec.links)));
     p.host_mounts(&tree, spec.host_mounts);
+    p.hidden_trees(&tree, spec.hidden_trees);
     p.writable_binds(&tree);
     RunDirPlan {
         state: spec.state.to_path_buf(),
@@ -804,6 +814,27 @@ impl<'a> Planned<'a> {
                 !m.writable,
                 true,
                 format!("failed to bind {}", m.host.display()),
+            );
+        }
+    }
+
+    /// trees/<n>: the runtime trees the run's uid cannot reach on the host, bound read-only by
+    /// band-server (root), so that bubblewrap (the run's uid) binds them from here. Only the
+    /// tree itself: nothing else of the home it is in.
+    fn hidden_trees(&mut self, t: &Tree, trees: &[PathBuf]) {
+        if trees.is_empty() {
+            return;
+        }
+        self.mkdir(t.run.join("trees"), 0o755, None);
+        for (i, host) in trees.iter().enumerate() {
+            let target = t.run.join("trees").join(i.to_string());
+            self.mkdir(target.clone(), 0o755, None);
+            self.bind(
+                host,
+                &target,
+                true,
+                false,
+                format!("failed to bind {}", host.display()),
             );
         }
     }
@@ -1291,6 +1322,7 @@ mod tests {
     fn bare<'a>(write_allowed: &'a dyn Fn(&str) -> bool) -> RunDirSpec<'a, 'a> {
         RunDirSpec {
             other_binds: &[],
+            hidden_trees: &[],
             links: &[],
             exec_dir: Path::new("/run/band/exec/runs/0123456789abcdef"),
             state: Path::new("/run/band"),
@@ -1441,6 +1473,7 @@ mod tests {
         let other = [(PathBuf::from("/etc/hosts"), false)];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            hidden_trees: &[],
             resolv_conf: Some("nameserver 127.77.0.4\n"),
             ..bare(&never)
         });
@@ -1489,6 +1522,7 @@ mod tests {
         ];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            hidden_trees: &[],
             ..bare(&never)
         });
         let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");
@@ -1540,6 +1574,7 @@ mod tests {
             .to_vec();
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            hidden_trees: &[],
             wrappers: &["git".to_string()],
             masked: &[PathBuf::from("/usr/lib/x/helper")],
             lib_roots: &lib_roots,
@@ -1652,6 +1687,7 @@ mod tests {
         ];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            hidden_trees: &[],
             links: &links,
             ..bare(&never)
         });
@@ -1759,6 +1795,7 @@ mod tests {
         let lib_roots = ["/usr/lib".to_string(), "/usr/share".to_string()];
         let plan = plan(&RunDirSpec {
             other_binds: &other,
+            hidden_trees: &[],
             masked: &masked,
             lib_roots: &lib_roots,
             ..bare(&never)

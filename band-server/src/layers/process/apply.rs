@@ -140,6 +140,9 @@ fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::S
     }
     let why = match i.by {
         By::Shebang => "by its #! line: it has no execute bit",
+        By::UvRun => {
+            "by its #! line: `uv run` runs a Python script, here with its environment's python3"
+        }
         _ => "by its extension: it has no #! line",
     };
     crate::error::SetupError::new(
