@@ -13,6 +13,7 @@
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
 //! require_ipc_scope = false      # refuse networked runs without Landlock abstract-socket scoping
 //! bin_path = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]  # where declared commands are found
+//! site_policy = "/etc/band/site.md"  # the site policy every request passes (docs/site-policy.md)
 //!
 //! [defaults]
 //! memory = "512m"
@@ -132,6 +133,10 @@ pub struct ServerConfig {
     /// Where scripts' Python environments are built, and the package index they come from
     /// (`[deps]`).
     pub deps: DepsConfig,
+    /// The site policy file (`site_policy`; default `/etc/band/site.md`).
+    pub site_policy: PathBuf,
+    /// The site policy read from it by [`load_config`]; `None`: no file there, nothing narrowed.
+    pub site: Option<band::policy::site::SitePolicy>,
 }
 
 /// Where to find packages when building a script's environment, and where to keep it.
@@ -196,6 +201,8 @@ impl Default for ServerConfig {
             caps: LimitValues::PLATFORM_CAPS,
             program_cache: CacheBounds::default(),
             deps: DepsConfig::default(),
+            site_policy: PathBuf::from(band::policy::site::DEFAULT_PATH),
+            site: None,
         }
     }
 }
@@ -241,6 +248,7 @@ struct RawConfig {
     program_cache: RawProgramCache,
     #[serde(default)]
     deps: RawDeps,
+    site_policy: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -412,6 +420,8 @@ pub(crate) fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
             npm_registry: raw.deps.npm_registry.unwrap_or(d.deps.npm_registry),
             node_modules: None,
         },
+        site_policy: raw.site_policy.unwrap_or(d.site_policy),
+        site: None,
     })
 }
 
@@ -437,6 +447,13 @@ pub fn load_config(path: &Path, state_dir_override: Option<PathBuf>) -> SetupRes
     if let Some(dir) = state_dir_override {
         cfg.state_dir = dir;
     }
+    cfg.site = band::policy::site::load_site(&cfg.site_policy).map_err(|e| {
+        let err = SetupError::new(Layer::new("site"), format!("invalid site policy: {e}"));
+        match e.hint {
+            Some(h) => err.with_hint(h),
+            None => err.with_hint("fix the site policy: until then band-server runs nothing"),
+        }
+    })?;
     Ok(cfg)
 }
 

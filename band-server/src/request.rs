@@ -299,6 +299,7 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
                 .with_hint("run it with sudo; it drops to a per-run uid before starting anything"),
         );
     }
+    site_policy(req, cfg.site.as_ref())?;
     let bundle = decode_files("bundle", &req.bundle)?;
     check_integrity(&bundle, &req.bundle_sha256)?;
     check_entry(&bundle, &req.entry)?;
@@ -337,6 +338,35 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
         config_json,
         compiled,
     })))
+}
+
+/// The site policy's layer of the check: `band ∩ site ∩ tier` for the request, or the refusal,
+/// naming the band rule, the site rule (file and line) and the tier, before anything is built.
+/// The tier of every request is the site's `unsigned` tier (signatures are not read yet). An
+/// ad-hoc command is a request for the skill and script `exec` (`band exec`).
+pub(crate) fn site_policy(
+    req: &RunRequest,
+    site: Option<&band::policy::site::SitePolicy>,
+) -> SetupResult<Policy> {
+    use band::policy::site;
+    let Some(site) = site else {
+        return Ok(req.policy.clone());
+    };
+    let kind = site::RunKind {
+        exec: req.skill == "exec" && req.script == "exec",
+    };
+    site::apply(&req.policy, kind, site, &site.unsigned)
+        .map(|i| i.policy)
+        .map_err(|r| {
+            SetupError::new(Layer::new("site"), format!("refused: {}", r.message)).with_hint(r.hint)
+        })
+}
+
+/// Narrow the request's policy to the site's (deny rules, insists and limits added), or refuse
+/// it: what band-server runs is never the band alone.
+pub fn narrow_to_site(req: &mut RunRequest, cfg: &ServerConfig) -> SetupResult<()> {
+    req.policy = site_policy(req, cfg.site.as_ref())?;
+    Ok(())
 }
 
 pub(crate) fn compile(policy: &band::policy::Policy) -> SetupResult<CompiledPolicy> {

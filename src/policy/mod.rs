@@ -17,6 +17,7 @@ pub mod fs;
 pub mod net;
 pub mod options;
 pub mod place;
+pub mod site;
 pub mod spell;
 
 use serde::{Deserialize, Serialize};

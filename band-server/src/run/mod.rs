@@ -727,8 +727,16 @@ where
             None,
         ),
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
-            Ok(Message::Request(req)) => {
+            Ok(Message::Request(mut req)) => {
                 drop(line);
+                // Every path of a run (its own, a spare's, a warm child's) starts from the
+                // request narrowed to the site policy; `request::check` refuses it again.
+                if let Err(e) = request::narrow_to_site(&mut req, cfg) {
+                    let r = RunResult::setup_failed(&req.run_id, e.layer, e.message, e.hint);
+                    before_result(&r);
+                    deliver(&r, None, sink);
+                    return (r, None);
+                }
                 if !req.policy.allow.net.is_empty() {
                     crate::layers::net::nft::open_early(&cfg.nft);
                 }

@@ -13,3 +13,4 @@ mod proc_view;
 mod program_cache;
 mod protocol;
 mod runtime;
+mod site;
