@@ -20,16 +20,18 @@ pub(crate) const NOT_OFFERED_URI: &str = "band://not-offered";
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub tool: Tool,
+    /// The `skill://…/SKILL.md` of the skill, when the Skills extension serves it.
+    pub skill_uri: Option<String>,
     pub skill_root: PathBuf,
     pub script: String,
 }
 
-/// A skill's SKILL.md, served as a resource.
+/// A skill served by the Skills extension: its SKILL.md as a resource, its files, its entry.
 #[derive(Debug, Clone)]
 pub(crate) struct SkillDoc {
+    /// The SKILL.md resource of `resources/list`.
     pub resource: Resource,
-    /// The skill's folder; its SKILL.md is read beneath it ([`band::skillfs`]).
-    pub root: PathBuf,
+    pub served: super::skills::Served,
 }
 
 /// A script that is not a tool, and why.
@@ -60,6 +62,8 @@ pub(crate) struct Catalog {
     pub tools: Vec<Entry>,
     pub skills: Vec<SkillDoc>,
     pub skipped: Vec<Skipped>,
+    /// The skills with a SKILL.md the Skills extension does not serve, with why.
+    pub not_served: Vec<String>,
 }
 
 impl Catalog {
@@ -120,7 +124,7 @@ pub(crate) fn tool_name(skill: &str, script: &str) -> String {
 
 /// The URI of a skill's SKILL.md resource.
 pub(crate) fn skill_md_uri(skill: &str) -> String {
-    format!("band://skills/{skill}/SKILL.md")
+    super::skills::skill_md_uri(skill)
 }
 
 /// The catalog of the skills found in `dirs` (the first skill of a name wins, as in `band list`).
@@ -149,26 +153,16 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
                 }));
             continue;
         }
-        if let Some(md) = &skill.skill_md {
-            out.skills.push(SkillDoc {
-                resource: Resource::new(
-                    skill_md_uri(&skill.name),
-                    format!("{}/SKILL.md", skill.name),
-                )
-                .with_title(format!("The {} skill", skill.name))
-                .with_description(md.description.clone())
-                .with_mime_type("text/markdown"),
-                root: skill.root.clone(),
-            });
-        }
         // Once per skill: its schemas, and each band file's policy (many scripts share one band;
         // resolving it compiles every pattern, the bulk of a catalog's cost).
         let (schemas, _) = band::contract::SchemaSet::load_dir(&skill.root);
         let mut policies = HashMap::new();
+        let offered = out.tools.len();
         for script in &skill.scripts {
             match tool_for(skill, &script.name, &schemas, &mut policies) {
                 Ok(tool) => out.tools.push(Entry {
                     tool,
+                    skill_uri: None,
                     skill_root: skill.root.clone(),
                     script: script.name.clone(),
                 }),
@@ -178,6 +172,38 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
                     why: why.to_string(),
                     root: skill.root.clone(),
                 }),
+            }
+        }
+        // The instruction half (the Skills extension), tied to the tools just made.
+        if skill.skill_md.is_some() {
+            let first = offered;
+            let tools: Vec<String> = out.tools[first..]
+                .iter()
+                .map(|e| e.tool.name.to_string())
+                .collect();
+            match super::skills::served(&skill.root, tools) {
+                Ok(served) => {
+                    let fm = &served.entry.frontmatter;
+                    let resource = Resource::new(served.entry.uri.clone(), fm.name.clone())
+                        .with_title(format!("The {} skill", skill.name))
+                        .with_description(fm.description.clone())
+                        .with_mime_type("text/markdown");
+                    for e in &mut out.tools[first..] {
+                        e.skill_uri = Some(served.entry.uri.clone());
+                        let mut meta = e.tool.meta.take().unwrap_or_default();
+                        meta.0.insert(
+                            super::skills::META_SKILL.into(),
+                            served.entry.uri.clone().into(),
+                        );
+                        e.tool.meta = Some(meta);
+                    }
+                    out.skills.push(SkillDoc { resource, served });
+                }
+                Err(why) => out.not_served.push(format!(
+                    "{}: {why}; run `band lint {}`",
+                    skill.name,
+                    skill.root.display()
+                )),
             }
         }
     }

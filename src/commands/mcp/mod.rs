@@ -28,6 +28,7 @@
 mod catalog;
 mod http;
 mod result;
+mod skills;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -37,8 +38,9 @@ use std::task::{Context as TaskContext, Poll};
 use anyhow::{Context, Result};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
-    CompleteResult, Implementation, ListPromptsRequestMethod, ListPromptsResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    CompleteResult, GetSkillRequestParams, GetSkillResult, Implementation,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
     ServerCapabilities, ServerConfig, Tool,
 };
@@ -182,6 +184,11 @@ impl BandServer {
                     eprintln!("band mcp: not offered: {s}");
                 }
             }
+            if first || current.not_served != fresh.not_served {
+                for s in &fresh.not_served {
+                    eprintln!("band mcp: not served as a skill: {s}");
+                }
+            }
             *current = fresh.clone();
         }
         fresh
@@ -224,6 +231,7 @@ impl ServerHandler for BandServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_skills()
                 .build(),
         )
         .with_server_info(Implementation::new("band", env!("CARGO_PKG_VERSION")))
@@ -289,24 +297,62 @@ impl ServerHandler for BandServer {
             )])
             .into());
         }
-        let Some(doc) = c.skills.iter().find(|s| s.resource.uri == uri) else {
+        let found = c
+            .skills
+            .iter()
+            .find_map(|s| s.served.files.get(&uri).map(|rel| (&s.served.root, rel)));
+        let Some((root, rel)) = found else {
             return Err(McpError::resource_not_found(
-                format!("no resource `{uri}`; resources/list shows them"),
+                format!("no resource `{uri}`; resources/list and skills/list show them"),
                 Some(serde_json::json!({ "uri": uri })),
             ));
         };
         // As the run reads a skill: never through a link out of it (issue 36: a SKILL.md linked
         // to /proc/self/environ served band mcp's whole environment).
-        let text = band::skillfs::read_to_string(
-            &doc.root,
-            Path::new("SKILL.md"),
-            band::skillfs::MAX_SKILL_MD_BYTES,
-        )
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, uri).with_mime_type("text/markdown"),
-        ])
-        .into())
+        let limit = if rel == "SKILL.md" {
+            band::skillfs::MAX_SKILL_MD_BYTES
+        } else {
+            band::lock::MAX_BUNDLE_BYTES
+        };
+        let bytes = band::skillfs::read(root, Path::new(rel), limit)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let contents = match String::from_utf8(bytes) {
+            Ok(text) => ResourceContents::text(text, uri),
+            Err(e) => {
+                use base64::Engine as _;
+                let b64 = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+                ResourceContents::blob(b64, uri)
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents.with_mime_type(skills::mime_type(rel))]).into())
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        let skills = self.refresh().skills.into_iter().map(|s| s.served.entry);
+        Ok(ListSkillsResult::with_all_items(skills.collect()))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        let found = self
+            .refresh()
+            .skills
+            .into_iter()
+            .find(|s| s.served.entry.uri == request.uri);
+        match found {
+            Some(s) => Ok(GetSkillResult::new(s.served.entry)),
+            None => Err(McpError::invalid_params(
+                format!("no skill `{}`; skills/list shows them", request.uri),
+                Some(serde_json::json!({ "uri": request.uri })),
+            )),
+        }
     }
 
     async fn call_tool(
@@ -330,8 +376,8 @@ impl ServerHandler for BandServer {
         };
         let output_schema = entry.tool.output_schema.clone();
         let spec = RunSpec {
-            skill_root: entry.skill_root,
-            script: entry.script,
+            skill_root: entry.skill_root.clone(),
+            script: entry.script.clone(),
             raw_input: Value::Object(request.arguments.unwrap_or_default()),
             workspace: self.workspace.clone(),
             allow_system_workspace: self.allow_system_workspace,
@@ -390,12 +436,35 @@ impl ServerHandler for BandServer {
         on_cancel.abort();
         unregister(&self.runs, &cancel);
         let result = match joined {
-            Ok(Ok(outcome)) => call_result(&outcome, output_schema.as_deref()),
+            Ok(Ok(outcome)) => {
+                let mut result = call_result(&outcome, output_schema.as_deref());
+                result.meta = Some(run_meta(&outcome, entry.skill_uri.as_deref()));
+                result
+            }
             Ok(Err(err)) => error_result(&err.into()),
             Err(join) => error_result(&anyhow::anyhow!("the run panicked: {join}")),
         };
         Ok(result.into())
     }
+}
+
+/// A tool result's `_meta`: which version of which skill ran. `bundle` is the skill's
+/// fingerprint as the run read it (its `band.lock`'s `bundle` line; the ledger's
+/// `bundle_sha256`), `lock` how it stood against its `band.lock`.
+fn run_meta(outcome: &band::client::outcome::Outcome, skill_uri: Option<&str>) -> MetaObject {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        skills::META_SKILL.into(),
+        serde_json::json!({
+            "name": outcome.skill,
+            "uri": skill_uri,
+            "script": outcome.script,
+            "bundle": format!("sha256:{}", outcome.bundle_sha256),
+            "lock": outcome.lock,
+            "run_id": outcome.result.run_id,
+        }),
+    );
+    MetaObject(meta)
 }
 
 pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
