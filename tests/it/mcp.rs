@@ -182,7 +182,7 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
         report["instructions"]
             .as_str()
             .unwrap_or("")
-            .contains("band://skills/<skill>/SKILL.md"),
+            .contains("skill://<skill>/SKILL.md"),
         "{}",
         report["instructions"]
     );
@@ -225,7 +225,7 @@ fn privileged_python_sdk_lists_calls_and_gets_typed_errors() {
     let resources = report["resources"].as_array().expect("resources");
     let text_md = resources
         .iter()
-        .find(|r| r["uri"] == "band://skills/text/SKILL.md")
+        .find(|r| r["uri"] == "skill://text/SKILL.md")
         .unwrap_or_else(|| panic!("no text skill resource: {resources:?}"));
     assert_eq!(
         text_md["text"].as_str().unwrap_or(""),
@@ -426,7 +426,7 @@ fn inspector_reads_band_errors_as_tool_errors() {
             "--method",
             "resources/read",
             "--uri",
-            "band://skills/github/SKILL.md",
+            "skill://github/SKILL.md",
         ],
     );
     assert_eq!(code, 0, "{stderr}");

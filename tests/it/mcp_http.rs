@@ -8,7 +8,8 @@
 //!   `tests/fixtures/mcp-conformance` (real skills, run in the sandbox: `privileged_*`). Its
 //!   failures must be exactly those in `tests/mcp/conformance/expected-failures-<revision>.yml`
 //!   (a new failure fails, and so does one listed that now passes). `$BAND_TEST_MCP_CONFORMANCE`
-//!   is the suite's `dist/index.js`, run by `$BAND_TEST_NODE`; `.ci/run` installs both.
+//!   is the suite's `dist/index.js`, run by `$BAND_TEST_NODE`; `.ci/run` installs both. The Skills
+//!   extension's three scenarios (`sep-2640-*`) run by name and must pass every check.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -212,5 +213,28 @@ fn privileged_mcp_http_passes_the_conformance_suite_but_its_listed_exceptions() 
                 "conformance {revision}: {scenario} did not pass:\n{stdout}"
             );
         }
+    }
+    // The Skills extension (SEP-2640): not on a revision's timeline, so run by name; every check
+    // passes, directoryRead's too (no expected failures, no warnings).
+    for scenario in [
+        "sep-2640-skills-enumeration",
+        "sep-2640-skills-manifest",
+        "sep-2640-skills-directory",
+    ] {
+        let out = Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url"])
+            .arg(format!("http://127.0.0.1:{}/mcp", server.port))
+            .args(["--scenario", scenario, "-o"])
+            .arg(t.path().join(scenario))
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run the conformance suite");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{scenario}: {}\n{stdout}", out.status);
+        assert!(
+            stdout.contains(", 0 failed, 0 warnings") && !stdout.contains("SKIPPED"),
+            "{scenario}:\n{stdout}"
+        );
     }
 }

@@ -181,7 +181,7 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
                 .iter()
                 .map(|e| e.tool.name.to_string())
                 .collect();
-            match super::skills::served(&skill.root, tools) {
+            match super::skills::served(&skill.root, &skill.name, tools) {
                 Ok(served) => {
                     let fm = &served.entry.frontmatter;
                     let resource = Resource::new(served.entry.uri.clone(), fm.name.clone())
@@ -376,7 +376,7 @@ mod tests {
         let github = c
             .skills
             .iter()
-            .find(|s| s.resource.uri == "band://skills/github/SKILL.md")
+            .find(|s| s.resource.uri == "skill://github/SKILL.md")
             .expect("the github skill's resource");
         let skill_description = github.resource.description.clone().unwrap_or_default();
         assert!(skill_description.starts_with("Work with GitHub"));

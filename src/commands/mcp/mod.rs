@@ -7,7 +7,8 @@
 //!   `inputSchema` / `outputSchema` are the script's contracts, bundled into self-contained
 //!   documents ([`band::contract::SchemaSet::bundle`]) because a client cannot read the skill's
 //!   other schema files; annotations come from the policy ([`catalog::annotations`]);
-//! - a resource per skill, `band://skills/<skill>/SKILL.md`: the skill's SKILL.md as written;
+//! - a resource per skill, `skill://<skill>/SKILL.md`: the skill's SKILL.md as written, and the
+//!   Skills extension ([`skills`]): each skill's files, `skills/list`, `skills/get`;
 //! - the scripts left out (a band with errors, an input schema that does not load or is not an
 //!   object) with why: on stderr, in the server's instructions, and as the resource
 //!   `band://not-offered`.
@@ -41,8 +42,9 @@ use rmcp::model::{
     CompleteResult, GetSkillRequestParams, GetSkillResult, Implementation,
     ListPromptsRequestMethod, ListPromptsResult, ListResourcesResult, ListSkillsResult,
     ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ServerCapabilities, ServerConfig, Tool,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -211,7 +213,7 @@ pub(crate) fn instructions(c: &Catalog) -> String {
          the run could not start), `exit_code` (band's), `script_exit_code` (the script's), `error` \
          (message, hint), `denied`, `insist_missing`, the end of the script's `stderr` and `run_id`. \
          Each skill's SKILL.md, which says what the skill is for and how to use its scripts, is the \
-         resource band://skills/<skill>/SKILL.md.",
+         resource skill://<skill>/SKILL.md (skills/list gives every file of each skill, with its digest).",
     );
     if !c.skipped.is_empty() {
         text.push_str(&format!(
@@ -231,7 +233,7 @@ impl ServerHandler for BandServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
-                .enable_skills()
+                .enable_skills_with_directory_read()
                 .build(),
         )
         .with_server_info(Implementation::new("band", env!("CARGO_PKG_VERSION")))
@@ -350,6 +352,25 @@ impl ServerHandler for BandServer {
             Some(s) => Ok(GetSkillResult::new(s.served.entry)),
             None => Err(McpError::invalid_params(
                 format!("no skill `{}`; skills/list shows them", request.uri),
+                Some(serde_json::json!({ "uri": request.uri })),
+            )),
+        }
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, McpError> {
+        let c = self.current();
+        let served: Vec<&skills::Served> = c.skills.iter().map(|s| &s.served).collect();
+        match skills::directory(&served, &request.uri) {
+            Some(children) => Ok(ReadResourceDirectoryResult::with_all_items(children)),
+            None => Err(McpError::invalid_params(
+                format!(
+                    "`{}` is not a folder of a served skill; skills/list shows them",
+                    request.uri
+                ),
                 Some(serde_json::json!({ "uri": request.uri })),
             )),
         }

@@ -15,7 +15,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rmcp::model::{MetaObject, Skill, SkillFrontmatter, SkillResource, SkillResources};
+use rmcp::model::{
+    DIRECTORY_MIME_TYPE, MetaObject, Resource, Skill, SkillFrontmatter, SkillResource,
+    SkillResources,
+};
 use serde_json::{Value, json};
 
 /// The `_meta` key of band's fields, on skills, tools and tool results.
@@ -66,6 +69,8 @@ pub(crate) enum NotServed {
         "its SKILL.md's name `{0}` is not a skill name (1-64 lowercase letters, digits and single hyphens)"
     )]
     Name(String),
+    #[error("its SKILL.md names it `{named}`, not `{skill}` as band does")]
+    OtherName { named: String, skill: String },
 }
 
 /// The Agent Skills naming rule the extension requires of the URI's last segment.
@@ -88,8 +93,9 @@ fn frontmatter(text: &str) -> Result<SkillFrontmatter, NotServed> {
     serde_json::from_value(value).map_err(|e| NotServed::Frontmatter(e.to_string()))
 }
 
-/// The extension's view of the skill at `root`, whose scripts are the tools `tools`.
-pub(crate) fn served(root: &Path, tools: Vec<String>) -> Result<Served, NotServed> {
+/// The extension's view of the skill `skill` at `root`, whose scripts are the tools `tools`. Its
+/// SKILL.md must name it as band does: the URI's last segment is that name, one skill per name.
+pub(crate) fn served(root: &Path, skill: &str, tools: Vec<String>) -> Result<Served, NotServed> {
     let tree = band::lock::Tree::read(root).map_err(|e| NotServed::Tree(e.to_string()))?;
     let lock = match band::lock::check(root, &tree) {
         Ok(state) => state.as_str().to_string(),
@@ -102,6 +108,12 @@ pub(crate) fn served(root: &Path, tools: Vec<String>) -> Result<Served, NotServe
     let fm = frontmatter(&String::from_utf8_lossy(&skill_md.data))?;
     if !valid_name(&fm.name) {
         return Err(NotServed::Name(fm.name));
+    }
+    if fm.name != skill {
+        return Err(NotServed::OtherName {
+            named: fm.name,
+            skill: skill.to_string(),
+        });
     }
     let name = fm.name.clone();
     let mut files = BTreeMap::new();
@@ -150,6 +162,30 @@ pub(crate) fn served(root: &Path, tools: Vec<String>) -> Result<Served, NotServe
     })
 }
 
+/// `resources/directory/read`: the direct children of a folder of a served skill (a skill's
+/// root is `skill://<name>`), folders as `inode/directory`; `None` when `uri` is no folder.
+pub(crate) fn directory(skills: &[&Served], uri: &str) -> Option<Vec<Resource>> {
+    let dir = uri.trim_end_matches('/');
+    let prefix = format!("{dir}/");
+    let mut children: BTreeMap<String, Resource> = BTreeMap::new();
+    for s in skills {
+        for (file, rel) in &s.files {
+            let Some(rest) = file.strip_prefix(&prefix) else {
+                continue;
+            };
+            let child = match rest.split_once('/') {
+                Some((sub, _)) => Resource::new(format!("{prefix}{sub}"), sub.to_string())
+                    .with_mime_type(DIRECTORY_MIME_TYPE),
+                None => {
+                    Resource::new(file.clone(), rest.to_string()).with_mime_type(mime_type(rel))
+                }
+            };
+            children.entry(child.uri.clone()).or_insert(child);
+        }
+    }
+    (!children.is_empty()).then(|| children.into_values().collect())
+}
+
 /// A MIME type for a skill file, by its name.
 pub(crate) fn mime_type(rel: &str) -> &'static str {
     let ext = rel.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
@@ -171,7 +207,7 @@ mod tests {
     #[test]
     fn a_served_skill_lists_every_file_with_its_digest_and_band_lock_fingerprint() {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("skills/text");
-        let s = served(&root, vec!["text__count".into()]).expect("served");
+        let s = served(&root, "text", vec!["text__count".into()]).expect("served");
         assert_eq!(s.entry.uri, "skill://text/SKILL.md");
         s.entry.validate().expect("a valid entry");
         let SkillResources::Files(files) = &s.entry.resources else {
@@ -195,6 +231,32 @@ mod tests {
             json!(format!("sha256:{}", tree.bundle_sha256()))
         );
         assert_eq!(meta.0[META_SKILL]["tools"], json!(["text__count"]));
+    }
+
+    #[test]
+    fn a_skill_folder_lists_its_direct_children() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("skills/text");
+        let s = served(&root, "text", vec![]).expect("served");
+        let top = directory(&[&s], "skill://text").expect("the skill's root is a folder");
+        let uris: Vec<(&str, Option<&str>)> = top
+            .iter()
+            .map(|r| (r.uri.as_str(), r.mime_type.as_deref()))
+            .collect();
+        assert!(
+            uris.contains(&("skill://text/SKILL.md", Some("text/markdown"))),
+            "{uris:?}"
+        );
+        assert!(
+            uris.contains(&("skill://text/schemas", Some(DIRECTORY_MIME_TYPE))),
+            "{uris:?}"
+        );
+        assert!(
+            !uris
+                .iter()
+                .any(|(u, _)| u.starts_with("skill://text/schemas/"))
+        );
+        assert!(directory(&[&s], "skill://text/SKILL.md").is_none());
+        assert!(directory(&[&s], "skill://nope").is_none());
     }
 
     #[test]

@@ -64,14 +64,17 @@ fn mcp_serves_nothing_of_a_skill_linked_out_of_itself() {
     symlink(canary_file(t.path()), other.join("scripts/data.txt")).expect("symlink");
     // And a clean one, offered as usual.
     band_test::copy_dir(&repo().join("skills/text"), &skills.join("clean"));
+    let md = fs_err::read_to_string(skills.join("clean/SKILL.md")).expect("read");
+    fs_err::write(
+        skills.join("clean/SKILL.md"),
+        md.replace("name: text", "name: clean"),
+    )
+    .expect("write");
     let env = bin().env("BAND_REDTEAM_CANARY", CANARY);
     let (mut raw, init) = Raw::start_in(&[&skills], t.path(), &[], env);
     let resources = raw.request("resources/list", json!({}));
     let tools = raw.request("tools/list", json!({}));
-    let read = raw.request(
-        "resources/read",
-        json!({"uri": "band://skills/evil/SKILL.md"}),
-    );
+    let read = raw.request("resources/read", json!({"uri": "skill://evil/SKILL.md"}));
     let left_out = raw.request("resources/read", json!({"uri": "band://not-offered"}));
     let everything = format!("{init}{resources}{tools}{read}{left_out}");
     assert!(!everything.contains(CANARY), "{everything}");
@@ -83,7 +86,7 @@ fn mcp_serves_nothing_of_a_skill_linked_out_of_itself() {
         .collect();
     assert_eq!(
         uris,
-        ["band://skills/clean/SKILL.md", "band://not-offered"],
+        ["skill://clean/SKILL.md", "band://not-offered"],
         "{resources}"
     );
     assert_eq!(
@@ -110,14 +113,11 @@ fn mcp_refuses_a_skill_md_swapped_for_a_link_after_listing() {
     band_test::copy_dir(&repo().join("skills/text"), &skills.join("text"));
     let (mut raw, _) = Raw::start(&[&skills], t.path());
     let listed = raw.request("resources/list", json!({}));
-    assert!(listed.to_string().contains("band://skills/text/SKILL.md"));
+    assert!(listed.to_string().contains("skill://text/SKILL.md"));
     let md = skills.join("text/SKILL.md");
     fs_err::remove_file(&md).expect("rm");
     symlink(canary_file(t.path()), &md).expect("symlink");
-    let read = raw.request(
-        "resources/read",
-        json!({"uri": "band://skills/text/SKILL.md"}),
-    );
+    let read = raw.request("resources/read", json!({"uri": "skill://text/SKILL.md"}));
     assert!(!read.to_string().contains(CANARY), "{read}");
     assert!(
         read["message"]
@@ -218,10 +218,7 @@ fn a_fifo_for_skill_md_is_refused_not_waited_on() {
         out.shown()
     );
     let (mut raw, _) = Raw::start(&[&skills], t.path());
-    let read = raw.request(
-        "resources/read",
-        json!({"uri": "band://skills/fifo/SKILL.md"}),
-    );
+    let read = raw.request("resources/read", json!({"uri": "skill://fifo/SKILL.md"}));
     assert!(read["code"].is_i64(), "{read}");
 }
 
