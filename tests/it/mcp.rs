@@ -801,3 +801,136 @@ fn privileged_the_band_server_started_early_serves_the_call_or_is_reaped() {
     gone(both[1], "band-server");
     assert_eq!(children(), Vec::<String>::new(), "band mcp keeps a child");
 }
+
+/// The Skills extension (SEP-2640) over stdio: each skill's files with their digests and sizes,
+/// each file readable as listed; the entry's `_meta` carries the skill's `band.lock` fingerprint,
+/// and a tool result says which version of which skill ran: the same fingerprint.
+#[test]
+fn mcp_skills_list_their_files_and_a_tool_result_names_the_version_that_ran() {
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = repo().join("skills");
+    let (mut raw, init) = Raw::start(&[&skills], t.path());
+    assert_eq!(
+        init["capabilities"]["extensions"]["io.modelcontextprotocol/skills"],
+        json!({"directoryRead": true}),
+        "{init}"
+    );
+    let listed = raw.request("skills/list", json!({}));
+    let got = raw.request("skills/get", json!({"uri": "skill://text/SKILL.md"}));
+    let text = &got["skill"];
+    assert!(
+        listed["skills"].as_array().expect("skills").contains(text),
+        "{listed}"
+    );
+    assert_eq!(text["frontmatter"]["name"], "text", "{text}");
+    for file in text["resources"].as_array().expect("resources") {
+        let uri = file["uri"].as_str().expect("uri");
+        let read = raw.request("resources/read", json!({"uri": uri}));
+        let body = read["contents"][0]["text"].as_str().expect("text");
+        assert_eq!(file["size"], body.len(), "{uri}");
+        assert_eq!(
+            file["digest"],
+            format!("sha256:{}", band::lock::sha256_hex(body.as_bytes())),
+            "{uri}"
+        );
+    }
+    let tree = band::lock::Tree::read(&skills.join("text")).expect("tree");
+    let fingerprint = format!("sha256:{}", tree.bundle_sha256());
+    assert_eq!(text["_meta"]["band/skill"]["bundle"], fingerprint, "{text}");
+    let unknown = raw.request("skills/get", json!({"uri": "skill://nope/SKILL.md"}));
+    assert_eq!(unknown["code"], -32602, "{unknown}");
+    // A call refused at the input contract still names the skill version it was checked against.
+    let bad = raw.request(
+        "tools/call",
+        json!({"name": "text__count", "arguments": {"text": 5}}),
+    );
+    assert_eq!(bad["_meta"]["band/skill"]["bundle"], fingerprint, "{bad}");
+    assert_eq!(
+        bad["_meta"]["band/skill"]["uri"], "skill://text/SKILL.md",
+        "{bad}"
+    );
+}
+
+/// The `_meta` a stateless (2026-07-28) request carries.
+fn modern_meta() -> Value {
+    json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "band-tests", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }})
+}
+
+/// `band mcp` on stdio without a handshake: the child, its stdin and its stdout.
+fn bare_mcp(
+    ws: &Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut cmd = Command::new(band_exe());
+    cmd.arg("mcp")
+        .arg("--skills")
+        .arg(repo().join("skills"))
+        .arg("--workspace")
+        .arg(ws)
+        .current_dir(ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    bin().env("BAND_DATA_DIR", DATA_DIR).apply(&mut cmd);
+    let mut child = cmd.spawn().expect("band mcp");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    (child, stdin, stdout)
+}
+
+fn rpc(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut BufReader<std::process::ChildStdout>,
+    id: u64,
+    method: &str,
+) -> Value {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": modern_meta()});
+    writeln!(stdin, "{msg}").expect("write");
+    stdin.flush().expect("flush");
+    let mut line = String::new();
+    assert!(
+        stdout.read_line(&mut line).expect("read") > 0,
+        "no answer to {method}"
+    );
+    serde_json::from_str(&line).expect("a JSON-RPC line")
+}
+
+/// The modern era on stdio (issue 41): after `server/discover`, `ping` is answered and
+/// `subscriptions/listen` (not offered) is "method not found".
+#[test]
+fn mcp_stdio_modern_era_answers_ping_and_refuses_subscriptions_listen() {
+    let t = tempfile::tempdir().expect("tmp");
+    let (mut child, mut stdin, mut stdout) = bare_mcp(t.path());
+    let discover = rpc(&mut stdin, &mut stdout, 1, "server/discover");
+    assert!(
+        discover["result"]["supportedVersions"].is_array(),
+        "{discover}"
+    );
+    let ping = rpc(&mut stdin, &mut stdout, 2, "ping");
+    assert_eq!(ping, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    let listen = rpc(&mut stdin, &mut stdout, 3, "subscriptions/listen");
+    assert_eq!(listen["error"]["code"], -32601, "{listen}");
+    drop(stdin);
+    let _ = child.wait();
+}
+
+/// A client that only discovers and leaves never started a session: band exits 2 and says so.
+#[test]
+fn mcp_stdio_discover_only_then_close_is_an_initialisation_failure() {
+    let t = tempfile::tempdir().expect("tmp");
+    let (child, mut stdin, mut stdout) = bare_mcp(t.path());
+    let discover = rpc(&mut stdin, &mut stdout, 1, "server/discover");
+    assert!(discover["result"].is_object(), "{discover}");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("MCP initialisation failed"), "{stderr}");
+}
