@@ -380,7 +380,7 @@ mod tests {
             .expect("the github skill's resource");
         let skill_description = github.resource.description.clone().unwrap_or_default();
         assert!(skill_description.starts_with("Work with GitHub"));
-        assert!(github.root.ends_with("github"));
+        assert!(github.served.root.ends_with("github"));
         let mut descriptions = std::collections::BTreeSet::new();
         for e in &c.tools {
             let d = e.tool.description.as_deref().unwrap_or("");
