@@ -4,8 +4,9 @@
 //! module is what both sides read the same way:
 //!
 //! - [`declared`]: a script's dependencies, from its PEP 723 `# /// script` block
-//!   (`dependencies = [...]`, `requires-python`), else a `requirements.txt` beside it, else one at
-//!   the skill's root (with or without `--hash=` options);
+//!   (`dependencies = [...]`, `requires-python`), else a `pyproject.toml` (with the [`uv_lock`]
+//!   beside it as its resolved set) or a `requirements.txt` beside it, else one at the skill's
+//!   root (with or without `--hash=` options);
 //! - [`Declared::digest`]: one number for the declared set (what `band.lock` records);
 //! - [`resolved_from_report`]: pip's installation report (`pip install --dry-run --report`) as
 //!   resolved entries; [`lock_text`]: the resolved lock (`name==version --hash=sha256:…` lines) an
@@ -41,6 +42,17 @@ impl Source {
             Source::Pep723 { script } => script,
             Source::Requirements { path } => path,
             Source::Pyproject { path, .. } => path,
+        }
+    }
+
+    /// The file that pins the packages (and whose lines a requirement's `line` counts): the
+    /// `uv.lock` of a pyproject.toml that has one, else [`Source::path`].
+    pub fn pins(&self) -> &str {
+        match self {
+            Source::Pyproject {
+                lock: Some(lock), ..
+            } => lock,
+            _ => self.path(),
         }
     }
 }
