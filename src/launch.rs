@@ -6,6 +6,9 @@
 //! runs, with an interpreter that is a program of the run (allowed by the band like any other, so
 //! the CLI gate's rules hold):
 //!
+//! 0. a Python file SKILL.md runs as a module (`python -m scripts.x`, [`launch_in_skill`]):
+//!    `python3 -m scripts.x`, with `PYTHONPATH=/skill` (the working directory stays
+//!    `/workspace`), so its `from scripts.y import …` works as it does from the skill's folder;
 //! 1. upstream Bands' `scripts/resources/<name>/run.sh` without an execute bit: `bash`, as
 //!    upstream starts it;
 //! 2. a `#!` line that starts it with `uv run` (`#!/usr/bin/env -S uv run --script`, as uv
