@@ -4,8 +4,9 @@
 //! module is what both sides read the same way:
 //!
 //! - [`declared`]: a script's dependencies, from its PEP 723 `# /// script` block
-//!   (`dependencies = [...]`, `requires-python`), else a `requirements.txt` beside it, else one at
-//!   the skill's root (with or without `--hash=` options);
+//!   (`dependencies = [...]`, `requires-python`), else a `pyproject.toml` (with the [`uv_lock`]
+//!   beside it as its resolved set) or a `requirements.txt` beside it, else one at the skill's
+//!   root (with or without `--hash=` options);
 //! - [`Declared::digest`]: one number for the declared set (what `band.lock` records);
 //! - [`resolved_from_report`]: pip's installation report (`pip install --dry-run --report`) as
 //!   resolved entries; [`lock_text`]: the resolved lock (`name==version --hash=sha256:…` lines) an
@@ -17,6 +18,10 @@ use sha2::{Digest, Sha256};
 
 /// The name of the requirements file band reads, beside the script or at the skill's root.
 pub const REQUIREMENTS: &str = "requirements.txt";
+/// A Python project's manifest: its `[project] dependencies`, beside the script or at the root.
+pub const PYPROJECT: &str = "pyproject.toml";
+/// uv's lock, beside its `pyproject.toml`: the resolved set, each wheel pinned by its hash.
+pub const UV_LOCK: &str = "uv.lock";
 
 /// Where a declaration was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +30,9 @@ pub enum Source {
     Pep723 { script: String },
     /// A requirements file (its path in the skill).
     Requirements { path: String },
+    /// A `pyproject.toml`'s `[project] dependencies`, as the `uv.lock` beside it pins them when
+    /// there is one (`lock`: its path).
+    Pyproject { path: String, lock: Option<String> },
 }
 
 impl Source {
@@ -33,6 +41,18 @@ impl Source {
         match self {
             Source::Pep723 { script } => script,
             Source::Requirements { path } => path,
+            Source::Pyproject { path, .. } => path,
+        }
+    }
+
+    /// The file that pins the packages (and whose lines a requirement's `line` counts): the
+    /// `uv.lock` of a pyproject.toml that has one, else [`Source::path`].
+    pub fn pins(&self) -> &str {
+        match self {
+            Source::Pyproject {
+                lock: Some(lock), ..
+            } => lock,
+            _ => self.path(),
         }
     }
 }
@@ -55,7 +75,8 @@ impl Requirement {
 
     /// `name==version` with nothing else: an exact pin.
     fn exact(&self) -> bool {
-        self.spec.split_once("==").is_some_and(|(n, v)| {
+        let pin = self.spec.split(';').next().unwrap_or("");
+        pin.split_once("==").is_some_and(|(n, v)| {
             n.trim() == self.name()
                 && !v.trim().is_empty()
                 && v.trim()
@@ -128,6 +149,19 @@ pub fn declared(
         None => REQUIREMENTS.to_string(),
     };
     for path in [beside.as_str(), REQUIREMENTS] {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        let manifest = in_dir(dir, PYPROJECT);
+        if let Some(bytes) = file(&manifest) {
+            let lock_path = in_dir(dir, UV_LOCK);
+            let lock = file(&lock_path);
+            if let Some(d) = pyproject(
+                &manifest,
+                &bytes,
+                lock.as_deref().map(|l| (lock_path.as_str(), l)),
+            )? {
+                return Ok(Some(d));
+            }
+        }
         if let Some(bytes) = file(path) {
             let text = std::str::from_utf8(&bytes).map_err(|_| DepsError {
                 path: path.to_string(),
@@ -379,6 +413,397 @@ pub fn requirements_file(packages: &[String]) -> Result<String, DepsError> {
     Ok(out)
 }
 
+/// A `pyproject.toml`'s declared packages: with the `uv.lock` beside it (`lock`: its path and
+/// bytes), the packages the lock installs for the project, each pinned to its wheels' hashes (no
+/// resolution); without one, its `[project] dependencies`, resolved as a requirements file's are.
+/// `Ok(None)`: no `[project]`, or one that needs no package.
+pub fn pyproject(
+    path: &str,
+    bytes: &[u8],
+    lock: Option<(&str, &[u8])>,
+) -> Result<Option<Declared>, DepsError> {
+    let err = |line: usize, message: String, hint: &str| DepsError {
+        path: path.to_string(),
+        line,
+        message,
+        hint: hint.to_string(),
+    };
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| err(1, "not UTF-8 text".into(), "pyproject.toml is TOML text"))?;
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        project: Option<Project>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    struct Project {
+        name: Option<String>,
+        #[serde(default)]
+        dependencies: Vec<String>,
+        requires_python: Option<String>,
+    }
+    let m: Manifest = toml::from_str(text).map_err(|e| {
+        err(
+            line_at(text, e.span().map_or(0, |s| s.start)),
+            format!("not valid TOML: {}", e.message()),
+            "pyproject.toml: `[project]` with `dependencies = [\"pandas>=2\"]`",
+        )
+    })?;
+    let Some(project) = m.project else {
+        return Ok(None);
+    };
+    let mut wanted = Vec::new();
+    for spec in &project.dependencies {
+        let line = text
+            .lines()
+            .position(|l| l.contains(&format!("\"{spec}\"")) || l.contains(&format!("'{spec}'")))
+            .map_or(1, |i| i + 1);
+        check_spec(path, line, spec)?;
+        wanted.push(Requirement {
+            spec: spec.trim().to_string(),
+            hashes: Vec::new(),
+            line,
+        });
+    }
+    let (requirements, requires_python, lock_path) = match lock {
+        Some((lock_path, lock)) => {
+            let l = uv_lock(lock_path, lock, project.name.as_deref(), &wanted)?;
+            (
+                l.requirements,
+                project.requires_python.or(l.requires_python),
+                Some(lock_path.to_string()),
+            )
+        }
+        None => (wanted, project.requires_python, None),
+    };
+    if requirements.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Declared {
+        source: Source::Pyproject {
+            path: path.to_string(),
+            lock: lock_path,
+        },
+        requires_python: requires_python.map(|s| s.trim().to_string()),
+        requirements,
+    }))
+}
+
+/// The 1-based line of byte `at` in `text`.
+fn line_at(text: &str, at: usize) -> usize {
+    text.get(..at).map_or(1, |t| t.matches('\n').count() + 1)
+}
+
+/// What a `uv.lock` installs for its project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UvLocked {
+    /// `name==version` (with `; marker` when only some platforms need it), pinned by the sha256
+    /// of each of its wheels.
+    pub requirements: Vec<Requirement>,
+    /// The lock's top-level `requires-python`.
+    pub requires_python: Option<String>,
+}
+
+/// The most states [`uv_lock`] walks (a package reached by a path with a marker is one): a lock
+/// that needs more is refused, not walked for ever.
+const MAX_UV_STATES: usize = 100_000;
+
+/// A `uv.lock` (format `version = 1`, as uv 0.5 and later write it) read for its project, the
+/// package whose `source` is `{ editable = "." }` or `{ virtual = "." }`: the packages reachable
+/// from the project's own `dependencies` (and the extras they name), never its dev ones, each an
+/// exact pin with its wheels' hashes (band installs wheels only). The project's `requires-dist`
+/// must name the packages of `wanted` (its pyproject.toml's dependencies): a stale lock is refused.
+/// Every package must come from a registry with at least one wheel.
+pub fn uv_lock(
+    path: &str,
+    bytes: &[u8],
+    project: Option<&str>,
+    wanted: &[Requirement],
+) -> Result<UvLocked, DepsError> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let relock = "run `uv lock` in its folder, then `band lock`";
+    let err = |line: usize, message: String, hint: &str| DepsError {
+        path: path.to_string(),
+        line,
+        message,
+        hint: hint.to_string(),
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| err(1, "not UTF-8 text".into(), relock))?;
+    let v: toml::Table = toml::from_str(text).map_err(|e| {
+        err(
+            line_at(text, e.span().map_or(0, |s| s.start)),
+            format!("not valid TOML: {}", e.message()),
+            relock,
+        )
+    })?;
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|l| l.trim() == needle)
+            .map_or(1, |i| i + 1)
+    };
+    if v.get("version").and_then(toml::Value::as_integer) != Some(1) {
+        return Err(err(
+            line_of(&format!(
+                "version = {}",
+                v.get("version")
+                    .and_then(toml::Value::as_integer)
+                    .map_or(String::new(), |x| x.to_string())
+            )),
+            "its `version` is not 1 (the format uv 0.5 and later write)".into(),
+            relock,
+        ));
+    }
+    let requires_python = v
+        .get("requires-python")
+        .and_then(toml::Value::as_str)
+        .map(str::to_string);
+    let empty = Vec::new();
+    let packages = v
+        .get("package")
+        .and_then(toml::Value::as_array)
+        .unwrap_or(&empty);
+    let s = |t: &toml::Value, k: &str| t.get(k).and_then(toml::Value::as_str).map(str::to_string);
+    let pkg_line = |name: &str, version: &str| {
+        let lines: Vec<&str> = text.lines().collect();
+        let want = format!("name = \"{name}\"");
+        let ver = format!("version = \"{version}\"");
+        (0..lines.len())
+            .find(|&i| lines[i].trim() == want && lines.get(i + 1).is_some_and(|l| l.trim() == ver))
+            .or_else(|| lines.iter().position(|l| l.trim() == want))
+            .map_or(1, |i| i + 1)
+    };
+    // The project: its own source is the folder of the lock.
+    let is_root = |p: &toml::Value| {
+        p.get("source").is_some_and(|src| {
+            ["editable", "virtual"]
+                .iter()
+                .any(|k| src.get(*k).and_then(toml::Value::as_str) == Some("."))
+        })
+    };
+    let roots: Vec<usize> = (0..packages.len())
+        .filter(|&i| is_root(&packages[i]))
+        .collect();
+    let root = match (roots.as_slice(), project) {
+        ([one], _) => *one,
+        (_, Some(name)) => *roots
+            .iter()
+            .find(|&&i| {
+                s(&packages[i], "name").map(|n| normalize_name(&n)) == Some(normalize_name(name))
+            })
+            .ok_or_else(|| {
+                err(
+                    1,
+                    format!(
+                        "it has no entry for the project {name} (`source = {{ editable = \".\" }}`)"
+                    ),
+                    relock,
+                )
+            })?,
+        _ => {
+            return Err(err(
+                1,
+                "it has no entry for its project (`source = { editable = \".\" }` or `{ virtual = \".\" }`)".into(),
+                relock,
+            ));
+        }
+    };
+    // The lock is the manifest's: the project's `requires-dist` names its dependencies.
+    if let Some(dist) = packages[root]
+        .get("metadata")
+        .and_then(|m| m.get("requires-dist"))
+        .and_then(toml::Value::as_array)
+    {
+        let locked: BTreeSet<String> = dist
+            .iter()
+            .filter(|d| {
+                d.get("marker")
+                    .and_then(toml::Value::as_str)
+                    .is_none_or(|m| !m.contains("extra =="))
+            })
+            .filter_map(|d| s(d, "name"))
+            .map(|n| normalize_name(&n))
+            .collect();
+        let manifest: BTreeSet<String> = wanted.iter().map(|r| normalize_name(r.name())).collect();
+        if locked != manifest {
+            return Err(err(
+                line_of("requires-dist = ["),
+                "it does not match the dependencies of the pyproject.toml beside it".into(),
+                relock,
+            ));
+        }
+    }
+    let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, p) in packages.iter().enumerate() {
+        if let Some(n) = s(p, "name") {
+            by_name.entry(normalize_name(&n)).or_default().push(i);
+        }
+    }
+    // A dependency's entry: by name, and by version when the lock has several of that name (a
+    // resolution forked by markers).
+    let target = |d: &toml::Value| -> Result<usize, DepsError> {
+        let name = s(d, "name").unwrap_or_default();
+        let all = by_name
+            .get(&normalize_name(&name))
+            .map_or(&[][..], Vec::as_slice);
+        let found = match s(d, "version") {
+            Some(ver) => all
+                .iter()
+                .find(|&&i| s(&packages[i], "version").as_deref() == Some(ver.as_str()))
+                .copied(),
+            None if all.len() == 1 => Some(all[0]),
+            None => None,
+        };
+        found.ok_or_else(|| {
+            err(
+                line_of(&format!("name = \"{name}\"")),
+                format!("a dependency on {name} names no single package of the lock"),
+                relock,
+            )
+        })
+    };
+    let and = |a: &Option<String>, b: Option<String>| match (a, b) {
+        (None, b) => b,
+        (Some(a), None) => Some(a.clone()),
+        (Some(a), Some(b)) if *a == b => Some(b),
+        (Some(a), Some(b)) => Some(format!("({a}) and ({b})")),
+    };
+    // Walk: (package, the marker of the path to it, the extras it is asked for).
+    type State = (usize, Option<String>, BTreeSet<String>);
+    let mut seen: BTreeSet<State> = BTreeSet::new();
+    let mut work: Vec<State> = vec![(root, None, BTreeSet::new())];
+    let mut markers: BTreeMap<usize, BTreeSet<Option<String>>> = BTreeMap::new();
+    while let Some((i, marker, extras)) = work.pop() {
+        if !seen.insert((i, marker.clone(), extras.clone())) {
+            continue;
+        }
+        if seen.len() > MAX_UV_STATES {
+            return Err(err(
+                1,
+                "its dependency graph is too large for band to read".into(),
+                relock,
+            ));
+        }
+        if i != root {
+            markers.entry(i).or_default().insert(marker.clone());
+        }
+        let p = &packages[i];
+        let mut edges: Vec<&toml::Value> = p
+            .get("dependencies")
+            .and_then(toml::Value::as_array)
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        for e in &extras {
+            if let Some(a) = p
+                .get("optional-dependencies")
+                .and_then(|o| o.get(e.as_str()))
+                .and_then(toml::Value::as_array)
+            {
+                edges.extend(a.iter());
+            }
+        }
+        for d in edges {
+            let child = target(d)?;
+            let mut m = and(&marker, s(d, "marker"));
+            // A marker past this length is dropped (the package is installed whenever its
+            // parent is): a cycle of markers ends.
+            if m.as_ref().is_some_and(|m| m.len() > 2048) {
+                m = marker.clone();
+            }
+            let ex: BTreeSet<String> = d
+                .get("extra")
+                .and_then(toml::Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            work.push((child, m, ex));
+        }
+    }
+    let mut requirements = Vec::new();
+    for (i, ms) in markers {
+        let p = &packages[i];
+        let name = s(p, "name").unwrap_or_default();
+        let version = s(p, "version").unwrap_or_default();
+        let line = pkg_line(&name, &version);
+        let at = |message: String, hint: &str| DepsError {
+            path: path.to_string(),
+            line,
+            message,
+            hint: hint.to_string(),
+        };
+        let registry = p
+            .get("source")
+            .is_some_and(|src| src.get("registry").is_some());
+        if !registry {
+            let src = p
+                .get("source")
+                .and_then(toml::Value::as_table)
+                .and_then(|t| t.iter().next())
+                .map_or("none".into(), |(k, v)| {
+                    format!("{k} = {:?}", v.as_str().unwrap_or("…"))
+                });
+            return Err(at(
+                format!("{name} {version} is not from a package index (its source is {src})"),
+                "band-server installs packages from its package index only ([deps] in server.toml); publish it, or vendor its code in the skill",
+            ));
+        }
+        let mut hashes = Vec::new();
+        for w in p
+            .get("wheels")
+            .and_then(toml::Value::as_array)
+            .unwrap_or(&empty)
+        {
+            let h = s(w, "hash").unwrap_or_default();
+            match h.strip_prefix("sha256:") {
+                Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    hashes.push(hex.to_ascii_lowercase());
+                }
+                _ => {
+                    return Err(at(
+                        format!("a wheel of {name} {version} has no sha256 hash (`{h}`)"),
+                        relock,
+                    ));
+                }
+            }
+        }
+        if hashes.is_empty() {
+            return Err(at(
+                format!("{name} {version} has no wheel in the lock (only a source distribution)"),
+                "band-server installs wheels only (no package's code runs while it is installed); pin a version published as a wheel",
+            ));
+        }
+        hashes.sort();
+        hashes.dedup();
+        let marker = if ms.contains(&None) {
+            None
+        } else {
+            let all: Vec<String> = ms.into_iter().flatten().collect();
+            match all.as_slice() {
+                [one] => Some(one.clone()),
+                _ => Some(
+                    all.iter()
+                        .map(|m| format!("({m})"))
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                ),
+            }
+        };
+        let mut spec = format!("{}=={version}", normalize_name(&name));
+        if let Some(m) = marker {
+            spec.push_str(" ; ");
+            spec.push_str(&m);
+        }
+        check_spec(path, line, &spec)?;
+        requirements.push(Requirement { spec, hashes, line });
+    }
+    Ok(UvLocked {
+        requirements,
+        requires_python,
+    })
+}
+
 impl Declared {
     /// Every requirement an exact `name==version` pinned by at least one hash: the declaration
     /// is its own resolved lock, and nothing is resolved.
@@ -515,9 +940,16 @@ pub fn lock_of_hashed(d: &Declared) -> String {
         .requirements
         .iter()
         .map(|r| {
-            let (name, version) = r.spec.split_once("==").unwrap_or((&r.spec, ""));
+            // `name==version ; marker` (a uv.lock's package needed on some platforms only):
+            // pip reads the marker and leaves out what this Python does not need.
+            let (pin, marker) = r.spec.split_once(';').unwrap_or((&r.spec, ""));
+            let (name, version) = pin.split_once("==").unwrap_or((pin, ""));
             let n = normalize_name(name.trim());
             let mut l = format!("{n}=={}", version.trim());
+            if !marker.trim().is_empty() {
+                l.push_str(" ; ");
+                l.push_str(marker.trim());
+            }
             for h in &r.hashes {
                 l.push_str(" --hash=sha256:");
                 l.push_str(h);
@@ -1089,6 +1521,259 @@ import pandas
         assert_eq!(normalize_name("Zope.Interface"), "zope-interface");
         assert_eq!(normalize_name("a__b-.c"), "a-b-c");
         assert_eq!(package_name("Pandas[excel]>=2"), "Pandas");
+    }
+
+    /// A uv.lock as uv 0.5+ writes it for a project `report-skill` needing `requests[socks]` and,
+    /// on Windows only, `colorama` (dev: `pytest`, never installed).
+    fn uv_lock_text() -> String {
+        let h = |c: char| c.to_string().repeat(64);
+        format!(
+            r#"version = 1
+revision = 2
+requires-python = ">=3.9"
+
+[[package]]
+name = "certifi"
+version = "2024.8.30"
+source = {{ registry = "https://pypi.org/simple" }}
+sdist = {{ url = "https://files.pythonhosted.org/packages/certifi-2024.8.30.tar.gz", hash = "sha256:{a}", size = 168507 }}
+wheels = [
+    {{ url = "https://files.pythonhosted.org/packages/certifi-2024.8.30-py3-none-any.whl", hash = "sha256:{b}", size = 167321 }},
+]
+
+[[package]]
+name = "colorama"
+version = "0.4.6"
+source = {{ registry = "https://pypi.org/simple" }}
+wheels = [
+    {{ url = "https://files.pythonhosted.org/packages/colorama-0.4.6-py2.py3-none-any.whl", hash = "sha256:{c}", size = 25335 }},
+]
+
+[[package]]
+name = "pysocks"
+version = "1.7.1"
+source = {{ registry = "https://pypi.org/simple" }}
+wheels = [
+    {{ url = "https://files.pythonhosted.org/packages/PySocks-1.7.1-py3-none-any.whl", hash = "sha256:{d}", size = 16725 }},
+]
+
+[[package]]
+name = "pytest"
+version = "8.3.3"
+source = {{ registry = "https://pypi.org/simple" }}
+wheels = [
+    {{ url = "https://files.pythonhosted.org/packages/pytest-8.3.3-py3-none-any.whl", hash = "sha256:{e}", size = 342341 }},
+]
+
+[[package]]
+name = "report-skill"
+version = "0.1.0"
+source = {{ virtual = "." }}
+dependencies = [
+    {{ name = "colorama", marker = "sys_platform == 'win32'" }},
+    {{ name = "requests", extra = ["socks"] }},
+]
+
+[package.dev-dependencies]
+dev = [
+    {{ name = "pytest" }},
+]
+
+[package.metadata]
+requires-dist = [
+    {{ name = "colorama", marker = "sys_platform == 'win32'" }},
+    {{ name = "requests", extras = ["socks"], specifier = ">=2.31" }},
+]
+
+[package.metadata.requires-dev]
+dev = [{{ name = "pytest", specifier = ">=8" }}]
+
+[[package]]
+name = "requests"
+version = "2.32.3"
+source = {{ registry = "https://pypi.org/simple" }}
+dependencies = [
+    {{ name = "certifi" }},
+]
+sdist = {{ url = "https://files.pythonhosted.org/packages/requests-2.32.3.tar.gz", hash = "sha256:{f}", size = 131218 }}
+wheels = [
+    {{ url = "https://files.pythonhosted.org/packages/requests-2.32.3-py3-none-any.whl", hash = "sha256:{g}", size = 64928 }},
+]
+
+[package.optional-dependencies]
+socks = [
+    {{ name = "pysocks" }},
+]
+"#,
+            a = h('a'),
+            b = h('b'),
+            c = h('c'),
+            d = h('d'),
+            e = h('e'),
+            f = h('f'),
+            g = h('1'),
+        )
+    }
+
+    const PYPROJECT_TEXT: &str = r#"[project]
+name = "report-skill"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = [
+    "requests[socks]>=2.31",
+    "colorama; sys_platform == 'win32'",
+]
+
+[dependency-groups]
+dev = ["pytest>=8"]
+"#;
+
+    #[test]
+    fn a_uv_lock_gives_the_projects_packages_pinned_by_their_wheels() {
+        let lock = uv_lock_text();
+        let f = [
+            ("scripts/report.py", "import requests\n"),
+            ("pyproject.toml", PYPROJECT_TEXT),
+            ("uv.lock", lock.as_str()),
+            ("requirements.txt", "six\n"),
+        ];
+        let d = declared("scripts/report.py", &files(&f)).unwrap().unwrap();
+        assert_eq!(
+            d.source,
+            Source::Pyproject {
+                path: "pyproject.toml".into(),
+                lock: Some("uv.lock".into())
+            }
+        );
+        assert_eq!(d.requires_python.as_deref(), Some(">=3.10"));
+        assert!(d.fully_hashed(), "{d:?}");
+        let h = |c: char| c.to_string().repeat(64);
+        // Reachable: requests, its dependency certifi, its `socks` extra's pysocks; colorama on
+        // Windows only. Not the project itself, not pytest (dev), wheels' hashes only.
+        assert_eq!(
+            lock_of_hashed(&d),
+            format!(
+                "certifi==2024.8.30 --hash=sha256:{}\ncolorama==0.4.6 ; sys_platform == 'win32' --hash=sha256:{}\npysocks==1.7.1 --hash=sha256:{}\nrequests==2.32.3 --hash=sha256:{}\n",
+                h('b'),
+                h('c'),
+                h('d'),
+                h('1')
+            )
+        );
+        let line = d
+            .requirements
+            .iter()
+            .find(|r| r.name() == "requests")
+            .unwrap()
+            .line;
+        assert_eq!(lock.lines().nth(line - 1), Some("name = \"requests\""));
+        // The digest follows the lock: another wheel is another set.
+        let other = lock.replace(&h('1'), &h('2'));
+        let f2 = [
+            ("pyproject.toml", PYPROJECT_TEXT),
+            ("uv.lock", other.as_str()),
+        ];
+        let d2 = declared("scripts/report.py", &files(&f2)).unwrap().unwrap();
+        assert_ne!(d.digest(), d2.digest());
+    }
+
+    #[test]
+    fn a_pyproject_without_a_lock_is_resolved_as_a_requirements_file() {
+        let f = [
+            ("scripts/a.py", "import requests\n"),
+            ("scripts/pyproject.toml", PYPROJECT_TEXT),
+            ("requirements.txt", "six\n"),
+        ];
+        let d = declared("scripts/a.py", &files(&f)).unwrap().unwrap();
+        assert_eq!(d.source.path(), "scripts/pyproject.toml");
+        assert!(!d.fully_hashed());
+        let specs: Vec<(&str, usize)> = d
+            .requirements
+            .iter()
+            .map(|r| (r.spec.as_str(), r.line))
+            .collect();
+        assert_eq!(
+            specs,
+            [
+                ("requests[socks]>=2.31", 6),
+                ("colorama; sys_platform == 'win32'", 7)
+            ]
+        );
+        // No `[project]` (a tools-only pyproject.toml), or no dependencies: the next declaration.
+        for manifest in [
+            "[tool.ruff]\nline-length = 100\n",
+            "[project]\nname = \"x\"\n",
+        ] {
+            let f = [
+                ("scripts/a.py", ""),
+                ("scripts/pyproject.toml", manifest),
+                ("requirements.txt", "six\n"),
+            ];
+            let d = declared("scripts/a.py", &files(&f)).unwrap().unwrap();
+            assert_eq!(d.source.path(), "requirements.txt", "{manifest}");
+        }
+        // A PEP 723 block wins over a pyproject.toml.
+        let f = [("scripts/a.py", SCRIPT), ("pyproject.toml", PYPROJECT_TEXT)];
+        let d = declared("scripts/a.py", &files(&f)).unwrap().unwrap();
+        assert!(matches!(d.source, Source::Pep723 { .. }));
+    }
+
+    #[test]
+    fn uv_locks_band_cannot_install_are_refused_naming_the_package() {
+        let lock = uv_lock_text();
+        let check = |lock: &str| {
+            pyproject(
+                "pyproject.toml",
+                PYPROJECT_TEXT.as_bytes(),
+                Some(("uv.lock", lock.as_bytes())),
+            )
+            .unwrap_err()
+        };
+        // A stale lock: the manifest gained a dependency.
+        let e = pyproject(
+            "pyproject.toml",
+            PYPROJECT_TEXT
+                .replace(
+                    "\"requests[socks]>=2.31\",",
+                    "\"requests[socks]>=2.31\", \"six\",",
+                )
+                .as_bytes(),
+            Some(("uv.lock", lock.as_bytes())),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "uv.lock");
+        assert!(e.message.contains("does not match"), "{e}");
+        assert!(e.hint.contains("uv lock"), "{}", e.hint);
+        // Only a source distribution.
+        let sdist_only = lock.replace(
+            "wheels = [\n    { url = \"https://files.pythonhosted.org/packages/certifi-2024.8.30-py3-none-any.whl\"",
+            "x = [\n    { url = \"\"",
+        );
+        let e = check(&sdist_only);
+        assert_eq!(
+            e.to_string(),
+            "uv.lock:6: certifi 2024.8.30 has no wheel in the lock (only a source distribution)"
+        );
+        // From git, not an index.
+        let git = lock.replace(
+            "name = \"pysocks\"\nversion = \"1.7.1\"\nsource = { registry = \"https://pypi.org/simple\" }",
+            "name = \"pysocks\"\nversion = \"1.7.1\"\nsource = { git = \"https://example.com/pysocks?rev=1#abc\" }",
+        );
+        let e = check(&git);
+        assert_eq!(e.line, 23);
+        assert!(
+            e.message
+                .contains("pysocks 1.7.1 is not from a package index"),
+            "{e}"
+        );
+        // Another format.
+        let e = check(&lock.replacen("version = 1\n", "version = 2\n", 1));
+        assert_eq!(
+            (e.line, e.message.contains("`version` is not 1")),
+            (1, true)
+        );
+        // Not TOML.
+        assert!(check("[[package]\n").message.contains("not valid TOML"));
     }
 
     const INTEGRITY: &str = "sha512-znQ76wyJ2hGrc4+XA3JnNaAUnSWBfog6s6PaeqLrbSXz+MpNr1fzI8WmE9vhPX162xJlciujvCqAhTCQusUIHw==";

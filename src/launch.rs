@@ -6,6 +6,9 @@
 //! runs, with an interpreter that is a program of the run (allowed by the band like any other, so
 //! the CLI gate's rules hold):
 //!
+//! 0. a Python file SKILL.md runs as a module (`python -m scripts.x`, [`launch_in_skill`]):
+//!    `python3 -m scripts.x`, with `PYTHONPATH=/skill` (the working directory stays
+//!    `/workspace`), so its `from scripts.y import …` works as it does from the skill's folder;
 //! 1. upstream Bands' `scripts/resources/<name>/run.sh` without an execute bit: `bash`, as
 //!    upstream starts it;
 //! 2. a `#!` line that starts it with `uv run` (`#!/usr/bin/env -S uv run --script`, as uv
@@ -54,6 +57,9 @@ pub enum By {
     UpstreamRunSh,
     /// A `#!` line that starts it with `uv run`: a Python script, started with `python3`.
     UvRun,
+    /// SKILL.md runs it as a module (`python -m scripts.x`, from the skill's root): started as
+    /// `python3 -m scripts.x` with the skill's root on Python's path ([`module_name`]).
+    Module,
 }
 
 impl By {
@@ -64,6 +70,7 @@ impl By {
             By::Extension => "by its extension",
             By::UpstreamRunSh => "as upstream starts run.sh",
             By::UvRun => "by its #! line: `uv run` runs a Python script",
+            By::Module => "as a module, as SKILL.md runs it (python3 -m)",
         }
     }
 }
@@ -115,6 +122,49 @@ pub fn launch(entry: &Path, mode: u32, head: &[u8]) -> Launch {
     } else {
         Launch::Unknown
     }
+}
+
+/// How band starts the entry at `entry` in a skill whose SKILL.md body is `skill_md`: as
+/// [`launch`] says, except a Python file SKILL.md runs as a module (`python -m scripts.x`, which
+/// its own `from scripts.y import …` needs): `python3 -m scripts.x`, whatever its mode or `#!`
+/// line ([`By::Module`]).
+pub fn launch_in_skill(entry: &Path, mode: u32, head: &[u8], skill_md: Option<&str>) -> Launch {
+    if skill_md.is_some_and(|md| runs_as_module(entry, md)) {
+        return Launch::With(Interpreter {
+            name: "python3".into(),
+            arg: None,
+            by: By::Module,
+        });
+    }
+    launch(entry, mode, head)
+}
+
+/// The module name of a Python file below the skill's root (`scripts/x.py` → `scripts.x`), when
+/// every part of its path is a Python identifier.
+pub fn module_name(entry: &Path) -> Option<String> {
+    let s = entry.to_str()?.strip_suffix(".py")?;
+    let ident = |p: &str| {
+        p.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    s.split('/').all(ident).then(|| s.replace('/', "."))
+}
+
+/// Whether SKILL.md's text runs `entry` as a module: a `-m <its module name>` in it.
+pub fn runs_as_module(entry: &Path, skill_md: &str) -> bool {
+    let Some(m) = module_name(entry) else {
+        return false;
+    };
+    skill_md.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words.windows(2).any(|w| {
+            w[0] == "-m"
+                && w[1].trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '.')
+                    == m
+        })
+    })
 }
 
 /// A `#!` line's `uv run …` (`#!/usr/bin/env -S uv run --script`): uv's way to run a Python
@@ -295,5 +345,37 @@ mod tests {
         assert_eq!(shebang(b"#!\n"), None);
         assert_eq!(shebang(b"#!/bin/we\"ird\n"), None);
         assert_eq!(shebang(b"print(1)\n"), None);
+    }
+
+    #[test]
+    fn an_entry_skill_md_runs_as_a_module_starts_as_one() {
+        let md =
+            "Run it from the skill root:\n\n```bash\npython -m scripts.package_skill <dir>\n```\n";
+        let p = Path::new("scripts/package_skill.py");
+        assert_eq!(module_name(p).as_deref(), Some("scripts.package_skill"));
+        assert_eq!(
+            launch_in_skill(p, 0o644, b"import sys\n", Some(md)),
+            Launch::With(Interpreter {
+                name: "python3".into(),
+                arg: None,
+                by: By::Module
+            })
+        );
+        // Another script of the skill, or no SKILL.md: as before.
+        let other = Path::new("scripts/quick_validate.py");
+        assert_eq!(
+            launch_in_skill(other, 0o755, b"#!/usr/bin/env python3\n", Some(md)),
+            Launch::AsIs
+        );
+        assert_eq!(
+            launch_in_skill(p, 0o755, b"#!/usr/bin/env python3\n", None),
+            Launch::AsIs
+        );
+        // A path that is no module name.
+        assert_eq!(module_name(Path::new("scripts/my-tool.py")), None);
+        assert!(!runs_as_module(
+            Path::new("scripts/x.py"),
+            "python -m scripts.xy"
+        ));
     }
 }

@@ -16,8 +16,8 @@
 //! - [`lock`]: `band.lock`, the fingerprint of a skill bundle, and the check against it.
 //! - [`ledger`]: the append-only, hash-chained run ledger.
 //! - [`proto`]: the versioned wire protocol between `band` and `band-server`, and the exit codes.
-//! - [`deps`]: the Python packages a script declares (PEP 723, requirements.txt), and the
-//!   resolved lock its environment is built from.
+//! - [`deps`]: the Python packages a script declares (PEP 723, requirements.txt, pyproject.toml
+//!   and uv.lock), and the resolved lock its environment is built from.
 //! - [`diag`]: diagnostics (file, line, column, code, hint) and the table of lint codes.
 //! - [`learn`]: `band learn`'s drafting: observations in, the narrowest band and its diff out.
 //! - [`warm`]: the host target's warm band-server: the digest of what it serves, its socket.

@@ -176,7 +176,8 @@ impl Tree {
     }
 
     /// The packages each file declares (`band::deps`): a script's PEP 723 block, a
-    /// `requirements.txt`, as the digest of the declared set, and a `package-lock.json`, as the
+    /// `requirements.txt`, a `pyproject.toml` (with the packages of the `uv.lock` beside it), as
+    /// the digest of the declared set, and a `package-lock.json`, as the
     /// digest of its bytes, by path. A declaration band cannot
     /// parse has no line (its run is refused, naming it; its bytes are locked by its `file`
     /// line).
@@ -192,7 +193,20 @@ impl Tree {
                         sha256: crate::deps::sha256_hex(&n.data),
                     });
                 }
-                let declared = if name == crate::deps::REQUIREMENTS {
+                let declared = if name == crate::deps::PYPROJECT {
+                    // With the uv.lock beside it, the set is the lock's packages and hashes.
+                    let lock_path = match n.path.rsplit_once('/') {
+                        Some((dir, _)) => format!("{dir}/{}", crate::deps::UV_LOCK),
+                        None => crate::deps::UV_LOCK.to_string(),
+                    };
+                    let lock = self.files().find(|f| f.path == lock_path);
+                    crate::deps::pyproject(
+                        &n.path,
+                        &n.data,
+                        lock.map(|l| (lock_path.as_str(), l.data.as_slice())),
+                    )
+                    .ok()??
+                } else if name == crate::deps::REQUIREMENTS {
                     crate::deps::Declared {
                         source: crate::deps::Source::Requirements {
                             path: n.path.clone(),
@@ -823,6 +837,34 @@ mod tests {
         assert_eq!(
             d.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["scripts/package-lock.json: its declared packages are not the ones band.lock records"]
+        );
+    }
+
+    #[test]
+    fn a_pyproject_and_its_uv_lock_are_locked_on_the_pyprojects_deps_line() {
+        let t = skill();
+        let r = t.path();
+        let pyproject = "[project]\nname = \"s\"\nversion = \"0\"\ndependencies = [\"six\"]\n";
+        let uv = |hash: char| {
+            format!(
+                "version = 1\nrequires-python = \">=3.8\"\n\n[[package]]\nname = \"s\"\nversion = \"0\"\nsource = {{ virtual = \".\" }}\ndependencies = [{{ name = \"six\" }}]\n\n[[package]]\nname = \"six\"\nversion = \"1.16.0\"\nsource = {{ registry = \"https://pypi.org/simple\" }}\nwheels = [{{ url = \"https://x/six-1.16.0-py2.py3-none-any.whl\", hash = \"sha256:{}\" }}]\n",
+                hash.to_string().repeat(64)
+            )
+        };
+        fs_err::write(r.join("pyproject.toml"), pyproject).expect("write");
+        fs_err::write(r.join("uv.lock"), uv('a')).expect("write");
+        let lock = write(r, &Tree::read(r).expect("read")).expect("lock");
+        let paths: Vec<&str> = lock.deps.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["pyproject.toml"]);
+        // Another wheel in the lock is another declared set.
+        fs_err::write(r.join("uv.lock"), uv('b')).expect("write");
+        let now = Tree::read(r).expect("read").lock();
+        assert_ne!(now.deps[0].sha256, lock.deps[0].sha256);
+        let d = differs(r);
+        assert!(
+            d.iter().any(|d| d.to_string()
+                == "pyproject.toml: its declared packages are not the ones band.lock records"),
+            "{d:?}"
         );
     }
 

@@ -28,6 +28,10 @@ pub struct WrappedScript {
     /// passes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interpreter_arg: Option<String>,
+    /// The module it starts as (`scripts.x`), when SKILL.md runs it with `python -m`
+    /// ([`crate::launch::By::Module`]): `python3 -m scripts.x`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
     /// Why it is an entry point.
     pub why: String,
     /// The first line of its docstring or leading comment, if any.
@@ -728,6 +732,9 @@ pub fn output_schema(script: &WrappedScript) -> serde_json::Value {
 /// /skill/scripts/x.py *`, `bash -e /skill/scripts/x *` (its interpreter and `#!` argument), or
 /// `./scripts/x *` for a program exec'd as it is.
 pub fn entry_rule(s: &WrappedScript) -> String {
+    if let (Some(i), Some(m)) = (&s.interpreter, &s.module) {
+        return format!("{i} -m {m} *");
+    }
     match (&s.interpreter, &s.interpreter_arg) {
         (Some(i), Some(a)) => format!("{i} {a} /skill/{} *", s.entry),
         (Some(i), None) => format!("{i} /skill/{} *", s.entry),
@@ -921,8 +928,17 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
                 continue;
             }
         };
-        // How band-server starts it ([`crate::launch`]): the rule names the same program.
-        let (interpreter, interpreter_arg) = match &f.launch {
+        // How band-server starts it ([`crate::launch`]): the rule names the same program. A
+        // module SKILL.md runs with `python -m` starts as `python3 -m scripts.x`.
+        let skill_md = skill.skill_md.as_ref().map(|m| m.body.as_str());
+        let launch = crate::launch::launch_in_skill(&f.rel, f.mode, f.text.as_bytes(), skill_md);
+        let module = match &launch {
+            Launch::With(i) if i.by == crate::launch::By::Module => {
+                crate::launch::module_name(&f.rel)
+            }
+            _ => None,
+        };
+        let (interpreter, interpreter_arg) = match &launch {
             Launch::With(i) => (Some(i.name.clone()), i.arg.clone()),
             Launch::AsIs => match crate::launch::shebang(f.text.as_bytes()) {
                 Some((n, a)) => (Some(n), a),
@@ -965,6 +981,7 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
             entry,
             interpreter,
             interpreter_arg,
+            module,
             why: match why {
                 crate::entry::Entry::Named => "SKILL.md runs it",
                 crate::entry::Entry::Executable => "an execute bit",
@@ -1116,6 +1133,7 @@ mod tests {
             entry: "scripts/x.py".into(),
             interpreter: Some("python3".into()),
             interpreter_arg: None,
+            module: None,
             why: "a #! line".into(),
             description: None,
             calls: vec![],
@@ -1130,6 +1148,7 @@ mod tests {
             entry: entry.into(),
             interpreter: Some("python3".into()),
             interpreter_arg: None,
+            module: None,
             why: "a #! line".into(),
             description: None,
             calls: vec![],

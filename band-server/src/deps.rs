@@ -505,7 +505,7 @@ impl<'a> Builder<'a> {
             .lines()
             .filter_map(|l| l.trim().strip_prefix("ERROR: "))
             .collect();
-        let source = self.declared.source.path();
+        let source = self.declared.source.pins();
         if text.contains("No module named pip") {
             return self
                 .fail(step, "band-server's python3 has no pip")
@@ -544,8 +544,16 @@ impl<'a> Builder<'a> {
             .iter()
             .find(|l| l.contains("HASHES") || l.contains("hash"))
         {
+            let fix = if matches!(
+                self.declared.source,
+                deps::Source::Pyproject { lock: Some(_), .. }
+            ) {
+                "check the index, or run `uv lock` again"
+            } else {
+                "check the hashes (pip hash), or drop them to let band-server resolve"
+            };
             return self.fail(step, format!("pip: {l}")).with_hint(format!(
-                "a file on the index does not match the hash {source} pins it to; check the hashes (pip hash), or drop them to let band-server resolve"
+                "a file on the index does not match the hash {source} pins it to; {fix}"
             ));
         }
         let last = errors.last().copied().unwrap_or_else(|| {

@@ -462,3 +462,113 @@ fn privileged_a_node_script_requires_its_locked_package_from_a_read_only_node_mo
     band_snapshot!(out, "node_without_a_lock");
     assert_eq!(asked.lock().expect("lock").len(), fetched);
 }
+
+/// A script with no block of its own, in a skill whose `pyproject.toml` names `bandprobe` and
+/// whose `uv.lock` (as uv 0.5+ writes it) pins it to the test's wheel by its real sha256: the
+/// lock is the resolved set (nothing is resolved: band-server keeps no resolved lock for it), and
+/// a wheel that is not the one the lock pins is refused at install.
+#[test]
+fn privileged_a_uv_lock_beside_a_pyproject_is_installed_as_it_pins() {
+    band_test::privileged!(sandbox_missing());
+    let t = root();
+    let wheels = t.path().join("wheels");
+    let wheel = write_wheel(&wheels, "uv-7");
+    let sha = band::deps::sha256_hex(&fs_err::read(&wheel).expect("wheel"));
+    let envs = t.path().join("envs");
+    let cfg = t.path().join("server.toml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "[deps]\ndir = \"{}\"\nno_index = true\nfind_links = [\"{}\"]\n",
+            envs.display(),
+            wheels.display()
+        ),
+    )
+    .expect("write");
+    let skills = t.path().join("skills");
+    // The script of the PEP 723 test without its block (its `#!` line a plain python3's).
+    let text = script("x")
+        .lines()
+        .filter(|l| !l.starts_with("# "))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace(
+            "#!/usr/bin/env -S uv run --script",
+            "#!/usr/bin/env python3",
+        );
+    skill(&skills, &(text + "\n"));
+    let dm = skills.join("dm");
+    fs_err::write(
+        dm.join("pyproject.toml"),
+        "[project]\nname = \"dm\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\ndependencies = [\"bandprobe>=1\"]\n",
+    )
+    .expect("write");
+    let uv_lock = |hash: &str| {
+        format!(
+            r#"version = 1
+requires-python = ">=3.8"
+
+[[package]]
+name = "bandprobe"
+version = "1.0"
+source = {{ registry = "https://pypi.org/simple" }}
+wheels = [
+    {{ url = "https://files.pythonhosted.org/packages/py3/b/bandprobe/bandprobe-1.0-py3-none-any.whl", hash = "sha256:{hash}", size = 700 }},
+]
+
+[[package]]
+name = "dm"
+version = "0.1.0"
+source = {{ virtual = "." }}
+dependencies = [
+    {{ name = "bandprobe" }},
+]
+
+[package.metadata]
+requires-dist = [{{ name = "bandprobe", specifier = ">=1" }}]
+"#
+        )
+    };
+    fs_err::write(dm.join("uv.lock"), uv_lock(&sha)).expect("write");
+    let band = bin().env("BAND_SERVER_CONFIG", &cfg);
+    let run = || {
+        band.run(
+            &["run", "--json", "--skills", ".", "dm/probe", "--name=x"],
+            &skills,
+        )
+    };
+    let (code, out, err) = run();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json");
+    // The environment is named by the lock band made of the uv.lock: the one wheel, its hash.
+    let lock = format!("bandprobe==1.0 --hash=sha256:{sha}\n");
+    let digest = band::deps::sha256_hex(lock.as_bytes());
+    assert_eq!(json["deps_sha256"], digest.as_str(), "{err}");
+    assert_eq!(
+        json["output"]["greeting"],
+        format!("uv-7 refused {}", envs.join(&digest).display()),
+        "{err}"
+    );
+    assert!(
+        !entries(&envs).contains(&"resolved".to_string()),
+        "{:?}",
+        entries(&envs)
+    );
+
+    // The lock pins another file: pip refuses the wheel it finds, and the run is refused before
+    // the sandbox, naming the package.
+    fs_err::write(dm.join("uv.lock"), uv_lock(&"0".repeat(64))).expect("write");
+    let (code, out, err) = run();
+    assert_ne!(code, 0, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(json["error"]["layer"], "deps", "{out}");
+    let message = json["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("building the environment for scripts/probe.py: installing its packages: pip: THESE PACKAGES DO NOT MATCH THE HASHES"),
+        "{message}"
+    );
+    assert_eq!(
+        json["error"]["hint"],
+        "a file on the index does not match the hash uv.lock pins it to; check the index, or run `uv lock` again"
+    );
+}

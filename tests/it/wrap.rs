@@ -715,3 +715,43 @@ fn privileged_wrapped_mode_644_entry_runs_as_on_the_host() {
     assert_eq!(code, 0, "{json}\n{err}");
     assert_eq!(json["output"], json!(host), "{err}");
 }
+
+/// `wild-shapes/module-entry`: SKILL.md runs `python -m scripts.package_skill` (from the skill's
+/// folder), and the script imports `from scripts.quick_validate import …`. Wrapped as `python3 -m
+/// scripts.package_skill *`, and run by band as a module with the skill's root on Python's path
+/// (before: run by its path, `ModuleNotFoundError: No module named 'scripts'`): the stdout of the
+/// host's `python3 -m scripts.package_skill` run in the skill's folder.
+#[test]
+fn privileged_a_module_entry_runs_as_its_skill_md_runs_it() {
+    band_test::privileged!(sandbox_missing());
+    let ws = tempfile::tempdir().unwrap();
+    let skill = ws.path().join("module-entry");
+    band_test::copy_dir(
+        &repo().join("tests/corpus/wild-shapes/module-entry"),
+        &skill,
+    );
+    let (code, out, err) = band(&["wrap", "module-entry", "--write"], ws.path());
+    assert_eq!(code, 0, "{out}{err}");
+    let band_md = fs_err::read_to_string(skill.join("BAND.md")).unwrap();
+    assert!(
+        band_md.contains("python3 -m scripts.package_skill *"),
+        "{band_md}"
+    );
+    let words = ["my-skill", "Other_Skill"];
+    let host = std::process::Command::new("python3")
+        .args(["-m", "scripts.package_skill"])
+        .args(words)
+        .current_dir(&skill)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    assert!(host.status.success(), "{host:?}");
+    let host = String::from_utf8(host.stdout).unwrap();
+    assert_eq!(
+        host,
+        "running as scripts.package_skill\nmy-skill: ok\nOther_Skill: bad\n"
+    );
+    let (code, json, err) = run_argv(ws.path(), "module-entry/package_skill", &words);
+    assert_eq!(code, 0, "{json}\n{err}");
+    assert_eq!(json["output"], json!(host), "{err}");
+}

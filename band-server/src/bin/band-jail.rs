@@ -164,6 +164,7 @@ fn main() {
             .unwrap_or_else(|e| fail(st, Layer::Secrets, &format!("malformed secrets: {e}")))
     };
     let secrets = input.secrets;
+    let entry_env = input.env;
     let (program_fd, mut command) = match input.exec {
         Some(x) => {
             let fd = sys::take_inherited_fd(x.fd).unwrap_or_else(|e| {
@@ -240,6 +241,9 @@ fn main() {
     let mut env: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect();
+    for (k, v) in &entry_env {
+        env.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    }
     for (k, v) in &secrets {
         if !env_name_ok(k) {
             fail(

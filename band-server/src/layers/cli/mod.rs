@@ -205,7 +205,18 @@ pub(crate) fn entry_exec(
     // runs it when called by name: that is how it finds its venv.
     let mut argv = vec![program.argv0.clone().unwrap_or_else(|| sb.interp.clone())];
     argv.extend(sb.arg.clone());
-    argv.push(entry_path.to_string());
+    // A module entry (SKILL.md runs `python -m scripts.x`): `python3 -m scripts.x`, its
+    // package found from the skill's root (the jail's `PYTHONPATH=/skill`).
+    let module = match launch {
+        band::launch::Launch::With(i) if i.by == band::launch::By::Module => entry_path
+            .strip_prefix("/skill/")
+            .and_then(|p| band::launch::module_name(std::path::Path::new(p))),
+        _ => None,
+    };
+    match module {
+        Some(m) => argv.extend(["-m".to_string(), m]),
+        None => argv.push(entry_path.to_string()),
+    }
     Some((sb.interp, argv))
 }
 
@@ -268,6 +279,14 @@ mod tests {
         );
         // Nothing explains it: not started.
         assert!(entry_exec(b"x", py, &table, &Launch::Unknown).is_none());
+        let (_, argv) = entry_exec(
+            b"from scripts.y import z\n",
+            "/skill/scripts/package_skill.py",
+            &table,
+            &with("python3", By::Module),
+        )
+        .unwrap();
+        assert_eq!(argv, ["python3", "-m", "scripts.package_skill"]);
         // An interpreter the run does not have: none (the jail's input says why).
         assert!(entry_exec(b"x", py, &table, &with("node", By::Extension)).is_none());
     }

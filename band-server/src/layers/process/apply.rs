@@ -59,8 +59,20 @@ pub(crate) fn jail_input(
     let entry_file = inp.checked.bundle.iter().find(|f| f.path == req.entry);
     let entry_data = entry_file.map(|f| f.data.as_slice()).unwrap_or_default();
     // How the entry starts: its `#!` line, or an interpreter its skill says (`band::launch`).
+    // SKILL.md may run it as a module (`python -m scripts.x`).
+    let skill_md = inp
+        .checked
+        .bundle
+        .iter()
+        .find(|f| f.path == "SKILL.md")
+        .map(|f| String::from_utf8_lossy(&f.data).into_owned());
     let launch = entry_file.map_or(band::launch::Launch::AsIs, |f| {
-        band::launch::launch(Path::new(&req.entry), f.mode, entry_data)
+        band::launch::launch_in_skill(
+            Path::new(&req.entry),
+            f.mode,
+            entry_data,
+            skill_md.as_deref(),
+        )
     });
     let memfd = memfd::open(Path::new(memfd::MEMFD_NOEXEC)).layer(
         Layer::Process,
@@ -106,7 +118,14 @@ pub(crate) fn jail_input(
             )?;
         jail_program = Some(fd);
     }
+    // A module entry finds its package (`scripts`) from the skill's root, as `python -m` run
+    // there would; the workspace stays its working directory.
+    let mut env = std::collections::BTreeMap::new();
+    if matches!(&launch, band::launch::Launch::With(i) if i.by == band::launch::By::Module) {
+        env.insert("PYTHONPATH".to_string(), "/skill".to_string());
+    }
     let jail_input = bwrap::JailInput {
+        env,
         secrets: req.secrets.clone(),
         exec: exec.map(|(_, x)| x),
         args: req.args.clone(),
@@ -143,6 +162,7 @@ fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::S
         By::UvRun => {
             "by its #! line: `uv run` runs a Python script, here with its environment's python3"
         }
+        By::Module => "as a module: SKILL.md runs it with `python -m`",
         _ => "by its extension: it has no #! line",
     };
     crate::error::SetupError::new(
@@ -150,7 +170,11 @@ fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::S
         format!("{entry} is started with {name} ({why}), and {name} is not a program this run may start"),
     )
     .with_hint(format!(
-        "allow it in the band's allow.cli (`{name} /skill/{entry} *`, as band wrap writes it), with {name} installed where band-server runs"
+        "allow it in the band's allow.cli (`{name} {} *`, as band wrap writes it), with {name} installed where band-server runs",
+        match (i.by, band::launch::module_name(std::path::Path::new(entry))) {
+            (By::Module, Some(m)) => format!("-m {m}"),
+            _ => format!("/skill/{entry}"),
+        }
     ))
 }
 

@@ -82,6 +82,10 @@ pub(crate) fn split_args(args: &[OsString]) -> (Vec<u8>, Vec<OsString>) {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JailInput {
+    /// Environment variables band-server sets for the entry (`PYTHONPATH=/skill` for a module
+    /// entry, `band::launch::By::Module`); the secrets come after.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
     /// Environment variables for the script (the declared secrets).
     pub secrets: BTreeMap<String, String>,
     /// How to start the entry, when not by exec'ing the command itself (see `layers::process::entry_exec`).
