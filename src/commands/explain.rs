@@ -216,7 +216,7 @@ enum SitePreview {
         site: Box<site::SitePolicy>,
         tier: String,
         why_tier: String,
-        effective: Result<Policy, Box<site::Refusal>>,
+        effective: Box<Result<Policy, Box<site::Refusal>>>,
     },
 }
 
@@ -228,7 +228,8 @@ fn site_preview(band: &Policy, root: Option<&Path>) -> Option<SitePreview> {
         Err(e) => return Some(SitePreview::Broken(e)),
     };
     let (tier, why_tier) = band::sign::preview_tier(&found, root);
-    let effective = site::apply(band, site::RunKind::default(), &found, &tier).map(|i| i.policy);
+    let effective =
+        Box::new(site::apply(band, site::RunKind::default(), &found, &tier).map(|i| i.policy));
     Some(SitePreview::Found {
         site: Box::new(found),
         tier,
@@ -290,7 +291,7 @@ impl SitePreview {
                 "  {tier_label}: not defined by the site (adds no rule)"
             )?,
         }
-        match effective {
+        match effective.as_ref() {
             Ok(p) => {
                 writeln!(out, "effective (band ∩ site ∩ tier {tier}):")?;
                 writeln!(out, "{}", policy_table(p))?;
@@ -319,7 +320,7 @@ impl SitePreview {
                 why_tier,
                 effective,
             } => {
-                let (policy, refused) = match effective {
+                let (policy, refused) = match effective.as_ref() {
                     Ok(p) => (Some(p), None),
                     Err(r) => (None, Some(r)),
                 };
