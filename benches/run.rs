@@ -813,6 +813,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         trace: false,
         observe: false,
         args: Vec::new(),
+        signed: None,
     }
 }
 

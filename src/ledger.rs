@@ -164,6 +164,9 @@ pub struct RunRecord {
     /// The resolved lock of the script's Python environment (`deps`), when it declares packages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deps_sha256: Option<String>,
+    /// The trust tier and signer band-server's site policy gave the run (issue 40).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::sign::Trust>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
     /// What the run streamed, except its stdout/stderr (see [`audit_events`]).
@@ -1097,6 +1100,7 @@ mod tests {
             insist_missing: Vec::new(),
             forged: None,
             deps_sha256: None,
+            trust: None,
             error: None,
             events: Vec::new(),
             events_dropped: 0,

@@ -52,6 +52,7 @@ pub mod lock;
 pub mod manifest;
 pub mod policy;
 pub mod proto;
+pub mod sign;
 pub mod skill;
 pub mod skillfs;
 pub mod suggest;

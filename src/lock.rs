@@ -15,7 +15,8 @@
 //! link 0777 0c3d… "scripts/lib.sh" -> "../lib/common.sh"
 //! ```
 //!
-//! Left out of the tree: `band.lock` at the skill root (it cannot hash itself) and folders named
+//! Left out of the tree: `band.lock` and `band.lock.sig` at the skill root (the lock cannot hash
+//! itself, nor its signature: [`crate::sign`]) and folders named
 //! `.git` or `target`. Symlinks must stay inside the skill; special files are refused.
 
 use std::collections::BTreeMap;
@@ -273,7 +274,7 @@ fn walk(
                 data: target.as_bytes().to_vec(),
             });
         } else if ft.is_file() {
-            if rel == LOCK_FILE {
+            if rel == LOCK_FILE || rel == crate::sign::SIG_FILE {
                 continue;
             }
             *total += meta.len();

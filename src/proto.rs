@@ -72,6 +72,11 @@ pub struct RunRequest {
     /// (`band wrap`'s contracts for Agent Skills, see `band::contract::is_argv_schema`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// The skill's `band.lock` and `band.lock.sig`, when it is signed: band-server verifies the
+    /// signature over the lock and the lock's bundle hash against the bundle, and takes the
+    /// run's trust tier from the site policy's `keys:` ([`crate::sign::trust`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<crate::sign::SignedLock>,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
@@ -553,6 +558,10 @@ pub struct RunResult {
     /// files declare packages (`deps`; docs/dependencies.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deps_sha256: Option<String>,
+    /// The run's trust tier and signer, as band-server's site policy decided them (absent when
+    /// band-server has no site policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::sign::Trust>,
 }
 
 /// The forged requests the CLI gate refused in one run: how many, and why the first few were
@@ -673,6 +682,7 @@ impl RunResult {
             observed: None,
             forged: None,
             deps_sha256: None,
+            trust: None,
         }
     }
 }

@@ -342,8 +342,10 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
 
 /// The site policy's layer of the check: `band ∩ site ∩ tier` for the request, or the refusal,
 /// naming the band rule, the site rule (file and line) and the tier, before anything is built.
-/// The tier of every request is the site's `unsigned` tier (signatures are not read yet). An
-/// ad-hoc command is a request for the skill and script `exec` (`band exec`).
+/// The tier is the signer's when the request carries a signed lock whose signer the site lists
+/// (the site's `unsigned` tier otherwise); a signature that does not verify over the lock, or a
+/// lock of another bundle, is a refusal ([`trust`]). An ad-hoc command is a request for the
+/// skill and script `exec` (`band exec`).
 pub(crate) fn site_policy(
     req: &RunRequest,
     site: Option<&band::policy::site::SitePolicy>,
@@ -352,14 +354,34 @@ pub(crate) fn site_policy(
     let Some(site) = site else {
         return Ok(req.policy.clone());
     };
+    let trust = trust(req, site)?;
     let kind = site::RunKind {
         exec: req.skill == "exec" && req.script == "exec",
     };
-    site::apply(&req.policy, kind, site, &site.unsigned)
+    site::apply(&req.policy, kind, site, &trust.tier)
         .map(|i| i.policy)
         .map_err(|r| {
             SetupError::new(Layer::new("site"), format!("refused: {}", r.message)).with_hint(r.hint)
         })
+}
+
+/// The run's trust under `site`: its tier and signer. The lock's bundle hash is held against
+/// the request's `bundle_sha256`, which [`check_integrity`] holds against the bundle's bytes
+/// before anything is built: a lock signed for one bundle never vouches for another.
+pub(crate) fn trust(
+    req: &RunRequest,
+    site: &band::policy::site::SitePolicy,
+) -> SetupResult<band::sign::Trust> {
+    band::sign::trust(site, req.signed.as_ref(), &req.bundle_sha256).map_err(|e| {
+        SetupError::new(Layer::new("site"), format!("refused: {e}")).with_hint(
+            "sign the skill again (`band lock`, then `band sign --key KEY`), or remove band.lock.sig to run it as unsigned",
+        )
+    })
+}
+
+/// The trust a run's result records: `None` without a site policy.
+pub fn result_trust(req: &RunRequest, cfg: &ServerConfig) -> Option<band::sign::Trust> {
+    trust(req, cfg.site.as_ref()?).ok()
 }
 
 /// Narrow the request's policy to the site's (deny rules, insists and limits added), or refuse

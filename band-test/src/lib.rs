@@ -334,6 +334,10 @@ pub fn kill_after(
     })
 }
 
+/// The site policy file `band explain`, `lint` and `doctor` read in a test that names none:
+/// never there.
+pub const NO_SITE_POLICY: &str = "/nonexistent/band-test/site.md";
+
 /// The `band` binary in the test environment: no colour, the run ledger in `data_dir` (out of
 /// `$HOME`), the shared band-server state directory, a config file of the test's choosing (none
 /// by default), no warm band-server (`BAND_WARM=0`), and no skills path or GitHub token from the
@@ -360,6 +364,9 @@ impl Band {
         .env("BAND_WARM", "0")
         .env_remove("BAND_SKILLS_PATH")
         .env_remove("GITHUB_TOKEN")
+        // No site policy of the machine's (`/etc/band/site.md`) in what a test sees: a test that
+        // wants one names its file.
+        .env("BAND_SITE_POLICY", NO_SITE_POLICY)
     }
 
     /// Set (or replace) one variable.

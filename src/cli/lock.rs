@@ -15,3 +15,15 @@ pub(crate) struct LockArgs {
     #[command(flatten)]
     pub(crate) dirs: SkillsArgs,
 }
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SignArgs {
+    /// The skill: a name on the skills path, or a skill folder. Default: the current folder.
+    pub(crate) skill: Option<String>,
+    /// The signer's OpenSSH ed25519 private key (unencrypted: for one with a passphrase,
+    /// `ssh-keygen -Y sign -n band -f KEY band.lock` writes the same band.lock.sig).
+    #[arg(long, value_name = "KEY")]
+    pub(crate) key: std::path::PathBuf,
+    #[command(flatten)]
+    pub(crate) dirs: SkillsArgs,
+}

@@ -88,6 +88,9 @@ pub(crate) enum Command {
     Learn(learn::LearnArgs),
     /// Write each skill's band.lock (its fingerprint), or check it with --check.
     Lock(lock::LockArgs),
+    /// Sign a skill's band.lock with an OpenSSH key into band.lock.sig: a site policy's `keys:`
+    /// give its signer a trust tier.
+    Sign(lock::SignArgs),
     /// Recent runs from the ledger, as a table or JSON; `prune` drops old records.
     History(history::HistoryArgs),
     /// One recorded run in full, with its events.

@@ -423,6 +423,13 @@ pub fn prepare(
         spec.allow_system_workspace,
     )?;
     let workspace = super::workspace::read_workspace(&ws_root, &band.compiled)?;
+    // A signed skill sends its lock and signature: band-server verifies both and takes the run's
+    // tier from its own site policy (a lock that does not match the skill never runs).
+    let signed = if lock == LockMark::Matches {
+        crate::sign::read_signed(root).map_err(ClientError::Fs)?
+    } else {
+        None
+    };
     let request = RunRequest {
         protocol: proto::PROTOCOL_VERSION,
         run_id: settled.run_id,
@@ -439,6 +446,7 @@ pub fn prepare(
         trace: spec.trace,
         observe: false,
         args,
+        signed,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

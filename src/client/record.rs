@@ -80,6 +80,7 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         insist_missing: r.insist_missing.clone(),
         forged: r.forged.clone(),
         deps_sha256: r.deps_sha256.clone(),
+        trust: r.trust.clone(),
         error: r.error.clone(),
         events,
         events_dropped,

@@ -146,6 +146,7 @@ mod tests {
             trace: false,
             observe: false,
             args: Vec::new(),
+            signed: None,
         }
     }
 

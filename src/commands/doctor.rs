@@ -13,7 +13,8 @@ use band::doctor::{self, Check, Host, Level};
 use band::proto::exit;
 
 pub(crate) fn cmd_doctor(args: DoctorArgs) -> Result<u8> {
-    let all = doctor::run(&Host::this(vm_paths()?));
+    let mut all = doctor::run(&Host::this(vm_paths()?));
+    all.push(doctor::site_check(&band::policy::site::local_path()));
     let failed = doctor::failed(&all);
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -11,7 +11,7 @@ use crate::cli::{ExplainArgs, user_error};
 use band::client::config::UserConfig;
 use band::client::pipeline::{TargetChoice, TargetReason, resolve_target};
 use band::manifest::{Target, is_band_file};
-use band::policy::{Category, Policy};
+use band::policy::{Category, Policy, site};
 use band::proto::exit;
 use band::units::{format_bytes, format_duration_ms};
 
@@ -57,13 +57,18 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             .script(&name)
             .map(|s| starts_line(&root, &s.entry))
             .unwrap_or_default();
+        let site = site_preview(&r.policy, Some(&root));
         if args.json {
-            json.push(serde_json::json!({
+            let mut v = serde_json::json!({
                 "skill": skill.name, "script": name, "band_file": r.file, "starts": starts,
                 "target": r.target.as_ref().map(|t| t.to_string()),
                 "run_target": {"target": run_target, "reason": choice.reason},
                 "policy": r.policy, "sources": r.sources,
-            }));
+            });
+            if let Some(s) = &site {
+                v["site"] = s.json();
+            }
+            json.push(v);
             continue;
         }
         writeln!(
@@ -78,6 +83,9 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             writeln!(out, "{line}")?;
         }
         writeln!(out, "{}", limits_line(&r.policy))?;
+        if let Some(s) = &site {
+            s.write(&mut out)?;
+        }
         match run_target {
             Some(t) => writeln!(out, "target: {t} ({})\n", choice.reason)?,
             None => writeln!(
@@ -155,14 +163,18 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
     })?;
     let run_target = (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
     let mut out = crate::cli::render::Shown::stdout(json);
+    let site = site_preview(&r.policy, None);
     if json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "band_file": r.file,
             "band": r.band.name,
             "target": r.target.as_ref().map(|t| t.to_string()),
             "run_target": {"target": run_target, "reason": choice.reason},
             "policy": r.policy, "sources": r.sources,
         });
+        if let Some(s) = &site {
+            v["site"] = s.json();
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(exit::OK);
     }
@@ -181,6 +193,9 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
         writeln!(out, "{line}")?;
     }
     writeln!(out, "{}", limits_line(&r.policy))?;
+    if let Some(s) = &site {
+        s.write(&mut out)?;
+    }
     match run_target {
         Some(t) => writeln!(out, "target: {t} ({})", choice.reason)?,
         None => writeln!(
@@ -189,6 +204,135 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
         )?,
     }
     Ok(exit::OK)
+}
+
+/// What the site policy of this machine (`band::policy::site::local_path`) would make of a
+/// run: its layers and `band ∩ site ∩ tier`. A preview: band-server applies the site policy of
+/// the machine it runs on, whatever the client shows.
+enum SitePreview {
+    /// The file is there but band-server could not use it: every run is refused.
+    Broken(site::SiteError),
+    Found {
+        site: Box<site::SitePolicy>,
+        tier: String,
+        why_tier: String,
+        effective: Box<Result<Policy, Box<site::Refusal>>>,
+    },
+}
+
+/// `None` when there is no site policy file (nothing is narrowed).
+fn site_preview(band: &Policy, root: Option<&Path>) -> Option<SitePreview> {
+    let path = site::local_path();
+    let found = match site::load_site(&path) {
+        Ok(found) => found?,
+        Err(e) => return Some(SitePreview::Broken(e)),
+    };
+    let (tier, why_tier) = band::sign::preview_tier(&found, root);
+    let effective =
+        Box::new(site::apply(band, site::RunKind::default(), &found, &tier).map(|i| i.policy));
+    Some(SitePreview::Found {
+        site: Box::new(found),
+        tier,
+        why_tier,
+        effective,
+    })
+}
+
+const PREVIEW_NOTE: &str = "a preview: band-server applies the site policy of the machine it runs on, whatever this client shows";
+
+impl SitePreview {
+    fn write(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let (site, tier, why_tier, effective) = match self {
+            SitePreview::Broken(e) => {
+                writeln!(out, "site policy: {e}")?;
+                writeln!(
+                    out,
+                    "  band-server refuses every run while its site policy cannot be used ({PREVIEW_NOTE})"
+                )?;
+                if let Some(h) = &e.hint {
+                    writeln!(out, "  hint: {h}")?;
+                }
+                return Ok(());
+            }
+            SitePreview::Found {
+                site,
+                tier,
+                why_tier,
+                effective,
+            } => (site, tier, why_tier, effective),
+        };
+        let name = site
+            .name
+            .as_ref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "site policy: {}{name}: {PREVIEW_NOTE}",
+            site.source.display()
+        )?;
+        writeln!(out, "  band: the table above")?;
+        let layer = |out: &mut dyn Write, label: &str, lines: Vec<String>| {
+            if lines.is_empty() {
+                return writeln!(out, "  {label}: nothing (adds no rule)");
+            }
+            writeln!(out, "  {label}:")?;
+            for l in lines {
+                writeln!(out, "    {l}")?;
+            }
+            Ok(())
+        };
+        layer(out, "site", site.rules.describe())?;
+        let tier_label = format!("tier {tier} ({why_tier})");
+        match site.tier_rules(tier) {
+            Some(rules) => layer(out, &tier_label, rules.describe())?,
+            None => writeln!(
+                out,
+                "  {tier_label}: not defined by the site (adds no rule)"
+            )?,
+        }
+        match effective.as_ref() {
+            Ok(p) => {
+                writeln!(out, "effective (band ∩ site ∩ tier {tier}):")?;
+                writeln!(out, "{}", policy_table(p))?;
+                writeln!(out, "{}", limits_line(p))?;
+            }
+            Err(r) => {
+                writeln!(
+                    out,
+                    "effective (band ∩ site ∩ tier {tier}): refused: {}",
+                    r.message
+                )?;
+                writeln!(out, "  hint: {}", r.hint)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        match self {
+            SitePreview::Broken(e) => serde_json::json!({
+                "path": e.file, "error": e.to_string(), "hint": e.hint, "preview": true,
+            }),
+            SitePreview::Found {
+                site,
+                tier,
+                why_tier,
+                effective,
+            } => {
+                let (policy, refused) = match effective.as_ref() {
+                    Ok(p) => (Some(p), None),
+                    Err(r) => (None, Some(r)),
+                };
+                serde_json::json!({
+                    "path": site.source, "name": site.name, "preview": true,
+                    "tier": tier, "tier_reason": why_tier,
+                    "site": site.rules, "tier_rules": site.tier_rules(tier),
+                    "effective": policy, "refused": refused,
+                })
+            }
+        }
+    }
 }
 
 /// One row per category: what is allowed, denied and insisted on. Empty allow = denied entirely.

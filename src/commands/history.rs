@@ -323,6 +323,13 @@ fn show_text(s: &Stored, r: &RunRecord) -> String {
     if let Some(f) = &r.forged {
         line("forged", crate::cli::render::describe_forged(f));
     }
+    if let Some(t) = &r.trust {
+        let signer = match &t.signer {
+            Some(s) => format!("signed by {s}"),
+            None => "unsigned".to_string(),
+        };
+        line("trust", format!("tier {} ({signer})", t.tier));
+    }
     let dropped = if r.events_dropped > 0 {
         format!(" (+{} not kept)", r.events_dropped)
     } else {

@@ -15,7 +15,14 @@ pub(crate) fn cmd_lint(args: LintArgs) -> Result<u8> {
     } else {
         args.paths
     };
-    let report = lint::lint_paths(&paths);
+    let mut report = lint::lint_paths(&paths);
+    // What this machine's site policy would refuse (a file band-server cannot use is
+    // `band doctor`'s to report: lint checks the skills).
+    if let Ok(Some(site)) = band::policy::site::load_site(&band::policy::site::local_path()) {
+        report
+            .diagnostics
+            .extend(lint::site::check_paths(&paths, &site));
+    }
     let mut out = std::io::stdout().lock();
     match args.format {
         Format::Human => {

@@ -102,3 +102,44 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
         exit::OK
     })
 }
+
+/// `band sign [SKILL] --key KEY`: sign the skill's band.lock into band.lock.sig. The lock must
+/// match the skill as it is: a signature vouches for what the lock describes.
+pub(crate) fn cmd_sign(args: crate::cli::lock::SignArgs) -> Result<u8> {
+    let root = match &args.skill {
+        Some(s) => find_skill(s.trim_end_matches('/'), &args.dirs)?,
+        None => PathBuf::from("."),
+    };
+    let tree = Tree::read(&root).map_err(|e| user_error(e.to_string(), e.hint()))?;
+    match lock::check(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))? {
+        LockState::Matches => {}
+        LockState::Unlocked => {
+            return Err(user_error(
+                format!("{} has no {}", root.display(), lock::LOCK_FILE),
+                format!("run `band lock {}` first, then sign", root.display()),
+            ));
+        }
+        LockState::Differs(d) => {
+            return Err(user_error(
+                format!(
+                    "{} differs from its {} ({} difference(s)): a signature vouches for the lock",
+                    root.display(),
+                    lock::LOCK_FILE,
+                    d.len()
+                ),
+                format!(
+                    "review the skill, run `band lock {}`, then sign",
+                    root.display()
+                ),
+            ));
+        }
+    }
+    let (written, fingerprint) = band::sign::sign_dir(&root, &args.key).map_err(|e| {
+        user_error(
+            e.to_string(),
+            "pass an OpenSSH ed25519 private key: `ssh-keygen -t ed25519` makes one",
+        )
+    })?;
+    println!("wrote {} (signer {fingerprint})", written.display());
+    Ok(exit::OK)
+}

@@ -41,6 +41,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Exec(a) => exec::cmd_exec(a),
         Command::Learn(a) => learn::cmd_learn(a),
         Command::Lock(a) => lock::cmd_lock(a),
+        Command::Sign(a) => lock::cmd_sign(a),
         Command::History(a) => history::cmd_history(a),
         Command::Show(a) => history::cmd_show(a),
         Command::Audit(a) => audit::cmd_audit(a),

@@ -168,6 +168,50 @@ pub fn run(host: &Host) -> Vec<Check> {
     CHECKS.iter().flat_map(|check| check(host)).collect()
 }
 
+/// The site policy in force at `path` (`band::policy::site::local_path`): its tiers and keys,
+/// `none`, or a file band-server cannot use (it then refuses every run: a failure).
+pub fn site_check(path: &std::path::Path) -> Check {
+    use crate::policy::site;
+    match site::load_site(path) {
+        Ok(None) => Check::new(
+            "site policy",
+            Level::Ok,
+            format!("none (no file at {}): nothing is narrowed", path.display()),
+        ),
+        Ok(Some(s)) => {
+            let mut tiers: Vec<String> = s.tiers.keys().cloned().collect();
+            if !tiers.contains(&s.unsigned) {
+                tiers.push(s.unsigned.clone());
+            }
+            let name = s
+                .name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            Check::new(
+                "site policy",
+                Level::Ok,
+                format!(
+                    "{}{name}: tiers {}; unsigned skills: {}; {} signer key(s); band-server applies the site policy of the machine it runs on",
+                    path.display(),
+                    tiers.join(", "),
+                    s.unsigned,
+                    s.keys.len()
+                ),
+            )
+        }
+        Err(e) => Check::new(
+            "site policy",
+            Level::Fail,
+            format!("{e}: band-server refuses every run"),
+        )
+        .fix(
+            e.hint
+                .unwrap_or_else(|| format!("fix or remove {}", path.display())),
+        ),
+    }
+}
+
 /// Did any check fail? (`band doctor` then exits 1.)
 pub fn failed(checks: &[Check]) -> bool {
     checks.iter().any(|c| c.level == Level::Fail)

@@ -7,6 +7,7 @@
 pub mod layout;
 pub mod paths;
 pub mod render;
+pub mod site;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

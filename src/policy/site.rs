@@ -39,6 +39,18 @@ use crate::units::{parse_bytes, parse_duration_ms};
 /// Where band looks for the site policy when nothing else names one.
 pub const DEFAULT_PATH: &str = "/etc/band/site.md";
 
+/// The variable that names the site policy `band explain`, `lint` and `doctor` preview (the
+/// client's copy of what band-server reads; band-server itself reads only its config's).
+pub const ENV_VAR: &str = "BAND_SITE_POLICY";
+
+/// The site policy file the client previews: `$BAND_SITE_POLICY`, else [`DEFAULT_PATH`].
+pub fn local_path() -> PathBuf {
+    match std::env::var_os(ENV_VAR) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(DEFAULT_PATH),
+    }
+}
+
 /// The tier of a skill nobody signed, when the site does not name one.
 pub const DEFAULT_UNSIGNED_TIER: &str = "local";
 
@@ -216,6 +228,10 @@ pub struct RunKind {
 pub struct Refusal {
     /// The band's rule (`allow.cli `curl *``), or what the band asks (`env.secrets`).
     pub band_rule: String,
+    /// Where the band's rule sits in a band file (`allow.cli`, `env.secrets`), when it is one.
+    pub band_key: Option<String>,
+    /// The item of `band_key` that collided (`curl *`).
+    pub band_item: Option<String>,
     /// The site's rule (`deny.cli `curl *``, `tiers.community.network: false`).
     pub site_rule: String,
     /// The site file and line of `site_rule`.
@@ -287,6 +303,70 @@ impl SitePolicy {
         } else {
             format!("{}:{}", self.source.display(), loc.line)
         }
+    }
+}
+
+impl SiteRules {
+    /// One line per thing the layer says (`deny.cli: `curl *``, `network: off`), or none when
+    /// it says nothing: what `band explain` and `band doctor` show of a layer.
+    pub fn describe(&self) -> Vec<String> {
+        let list = |items: &[String]| {
+            items
+                .iter()
+                .map(|i| format!("`{i}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut out = Vec::new();
+        for cat in Category::ALL {
+            if let Some(ceiling) = self.allow.get(cat) {
+                out.push(if ceiling.is_empty() {
+                    format!("allow.{cat}: nothing (an empty ceiling)")
+                } else {
+                    format!("allow.{cat} (ceiling): {}", list(ceiling))
+                });
+            }
+        }
+        for cat in Category::ALL {
+            if !self.deny.get(cat).is_empty() {
+                out.push(format!("deny.{cat}: {}", list(self.deny.get(cat))));
+            }
+        }
+        for cat in Category::ALL {
+            if !self.insist.get(cat).is_empty() {
+                out.push(format!("insist.{cat}: {}", list(self.insist.get(cat))));
+            }
+        }
+        let l = &self.limits;
+        let mut caps = Vec::new();
+        if let Some(v) = l.max_runtime_ms {
+            caps.push(format!("runtime {}", crate::units::format_duration_ms(v)));
+        }
+        for (name, v) in [
+            ("memory", l.max_memory_bytes),
+            ("disk", l.max_disk_bytes),
+            ("input", l.max_input_bytes),
+            ("output", l.max_output_bytes),
+            ("log", l.max_log_bytes),
+        ] {
+            if let Some(v) = v {
+                caps.push(format!("{name} {}", crate::units::format_bytes(v)));
+            }
+        }
+        if let Some(v) = l.max_pids {
+            caps.push(format!("pids {v}"));
+        }
+        if let Some(v) = l.max_cpus {
+            caps.push(format!("cpus {v}"));
+        }
+        if !caps.is_empty() {
+            out.push(format!("limit (caps): {}", caps.join(", ")));
+        }
+        let off = self.switches.refused();
+        if !off.is_empty() {
+            out.push(format!("switched off: {}", off.join(", ")));
+        }
+        out
     }
 }
 
@@ -680,6 +760,13 @@ pub fn parse_site(file: &Path, source: &str) -> Result<SitePolicy, SiteError> {
                         key: take("key")?,
                         tier: take("tier")?,
                     };
+                    if let Err(why) = crate::sign::check_site_key(&entry.key) {
+                        return Err(p.err(
+                            &format!("{at}.key"),
+                            format!("`{at}.key`: {why}"),
+                            Some("an OpenSSH public key line (`ssh-ed25519 AAAA…`, from the signer's .pub file) or its `SHA256:` fingerprint (`ssh-keygen -lf KEY.pub`)".into()),
+                        ));
+                    }
                     site.keys.push(entry);
                 }
             }
@@ -838,6 +925,14 @@ fn check_layer(
 ) -> Result<(), Box<Refusal>> {
     let prefix = layer.prefix.as_str();
     let refuse = |band_rule: String, key: String, shown: String, hint: String| {
+        // `allow.cli `curl *``: the key and the item a band file holds.
+        let (band_key, band_item) = match band_rule.split_once(" `") {
+            Some((k, rest)) if !k.contains(' ') => (
+                Some(k.to_string()),
+                rest.strip_suffix('`').map(str::to_string),
+            ),
+            _ => (None, None),
+        };
         let at = layer.site.at(&key);
         let in_tier = if layer.label == "site" {
             format!(" (tier {tier})")
@@ -850,6 +945,8 @@ fn check_layer(
                 layer.label
             ),
             band_rule,
+            band_key,
+            band_item,
             site_rule: shown,
             at,
             layer: layer.label.to_string(),

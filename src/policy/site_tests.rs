@@ -53,7 +53,7 @@ tiers:
   verified:
     limit: {maxPids: 64}
 keys:
-  - {signer: alice@example.com, key: \"ssh-ed25519 AAAAC3Nz\", tier: verified}
+  - {signer: alice@example.com, key: \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINGClUxSyFdBth5MX8fP6yp0ZocB2cZJzkO/fxIVi5yR\", tier: verified}
 ---
 
 # ACME's CI fleet
@@ -135,6 +135,14 @@ fn site_errors_name_the_line_and_a_hint() {
         e.to_string(),
         format!("/etc/band/site.md:3:5: {}", e.message)
     );
+
+    let e = site_err("---\nkeys:\n  - {signer: a, key: \"ssh-ed25519 AAAA\", tier: local}\n---\n");
+    assert!(
+        e.message
+            .starts_with("`keys[0].key`: not an OpenSSH public key line"),
+        "{e:?}"
+    );
+    assert_eq!(e.line, 3);
 }
 
 #[test]

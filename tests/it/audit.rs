@@ -383,6 +383,7 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
         insist_missing: Vec::new(),
         forged: None,
         deps_sha256: None,
+        trust: None,
         error: None,
         events: vec![Event::Started {
             run_id: id.into(),

@@ -33,6 +33,7 @@ mod redteam;
 mod run;
 mod secrets;
 mod shell_denials;
+mod site;
 mod skill_set;
 mod skills;
 mod targets;

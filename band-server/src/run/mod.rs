@@ -195,6 +195,7 @@ fn execute_inner(
     };
     let mut result = run_prepared(&client, &checked, prepared, guard)?;
     result.deps_sha256 = envs.lock_sha256();
+    result.trust = request::result_trust(req, cfg);
     Ok(result)
 }
 
@@ -673,6 +674,7 @@ fn result(
             reasons: st.forged_why.clone(),
         }),
         deps_sha256: None,
+        trust: None,
     }
 }
 

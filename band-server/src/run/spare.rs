@@ -106,6 +106,7 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         trace: false,
         observe: served.observe,
         args: Vec::new(),
+        signed: served.signed.clone(),
     }
 }
 

@@ -139,6 +139,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         trace: false,
         observe: false,
         args: Vec::new(),
+        signed: None,
     }
 }
 
@@ -161,6 +162,7 @@ pub(crate) fn bundle_request(skill: &str, bundle: Vec<FileEntry>, policy: Policy
         trace: true,
         observe: false,
         args: Vec::new(),
+        signed: None,
     }
 }
 

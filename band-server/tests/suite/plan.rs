@@ -82,6 +82,7 @@ pub(super) fn request() -> RunRequest {
         trace: false,
         observe: false,
         args: Vec::new(),
+        signed: None,
     }
 }
 
