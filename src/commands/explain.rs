@@ -110,6 +110,12 @@ fn starts_line(root: &Path, entry: &Path) -> String {
             "{} (as it is: its #! line, or a program)",
             in_sandbox.display()
         ),
+        Launch::With(i) if i.by == band::launch::By::Module => format!(
+            "{} -m {} ({})",
+            i.name,
+            band::launch::module_name(entry).unwrap_or_default(),
+            i.by.as_str()
+        ),
         Launch::With(i) => {
             let arg = i.arg.map(|a| format!(" {a}")).unwrap_or_default();
             format!(

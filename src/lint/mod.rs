@@ -464,8 +464,10 @@ fn check_links(root: &Path) -> Vec<Diagnostic> {
 /// How band-server will start the script at `entry` (relative to `root`), read as the run reads
 /// it (a file it cannot read is left to the loader's own finding: it starts as it is).
 pub fn entry_launch(root: &Path, entry: &Path) -> crate::launch::Launch {
+    // SKILL.md says whether it runs as a module (`python -m scripts.x`), as band-server reads it.
+    let skill_md = crate::skillfs::read_to_string(root, Path::new("SKILL.md"), 4 << 20).ok();
     match crate::skillfs::read_head(root, entry, 256) {
-        Ok((head, mode)) => crate::launch::launch(entry, mode, &head),
+        Ok((head, mode)) => crate::launch::launch_in_skill(entry, mode, &head, skill_md.as_deref()),
         Err(_) => crate::launch::Launch::AsIs,
     }
 }
