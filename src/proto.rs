@@ -74,9 +74,9 @@ pub struct RunRequest {
     pub args: Vec<String>,
     /// The skill's `band.lock` and `band.lock.sig`, when it is signed: band-server verifies the
     /// signature over the lock and the lock's bundle hash against the bundle, and takes the
-    /// run's trust tier from the site policy's `keys:` ([`crate::sign::trust`]).
+    /// run's trust tier from the site policy's `keys:` (`sign::trust`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signed: Option<crate::sign::SignedLock>,
+    pub signed: Option<SignedLock>,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
@@ -286,6 +286,24 @@ impl<'de> Deserialize<'de> for Layer {
         }
         Ok(Layer(std::borrow::Cow::Owned(name)))
     }
+}
+
+/// What a run request carries of a signed skill: `band.lock` and `band.lock.sig`, as text
+/// (`crate::sign` makes and checks them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedLock {
+    pub lock: String,
+    pub sig: String,
+}
+
+/// The trust of a run: its tier, and who signed the skill (if anyone did).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trust {
+    pub tier: String,
+    /// `alice@example.com (SHA256:…)` for a signer the site knows, the bare fingerprint for
+    /// one it does not; `None` when the skill is not signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
 }
 
 /// An error across the wire: which layer, what happened, and what to do about it.
@@ -561,7 +579,7 @@ pub struct RunResult {
     /// The run's trust tier and signer, as band-server's site policy decided them (absent when
     /// band-server has no site policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trust: Option<crate::sign::Trust>,
+    pub trust: Option<Trust>,
 }
 
 /// The forged requests the CLI gate refused in one run: how many, and why the first few were

@@ -13,7 +13,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
 use crate::lock::{LOCK_FILE, Lock};
@@ -26,22 +25,8 @@ pub const NAMESPACE: &str = "band";
 /// Largest `band.lock.sig` read, in bytes (an ed25519 signature is under 400).
 pub const MAX_SIG_BYTES: u64 = 64 << 10;
 
-/// What a run request carries of a signed skill: `band.lock` and `band.lock.sig`, as text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SignedLock {
-    pub lock: String,
-    pub sig: String,
-}
-
-/// The trust of a run: its tier, and who signed the skill (if anyone did).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trust {
-    pub tier: String,
-    /// `alice@example.com (SHA256:…)` for a signer the site knows, the bare fingerprint for
-    /// one it does not; `None` when the skill is not signed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signer: Option<String>,
-}
+/// The wire types of a signed run live in the protocol (a leaf: band-server compiles it).
+pub use crate::proto::{SignedLock, Trust};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
