@@ -373,24 +373,7 @@ impl<'a> Builder<'a> {
         for f in &self.deps.find_links {
             c.args(["--find-links", f]);
         }
-        c.env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", work)
-            .env("LANG", "C.UTF-8")
-            .current_dir(work);
-        for k in [
-            "http_proxy",
-            "https_proxy",
-            "no_proxy",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "NO_PROXY",
-        ] {
-            if let Some(v) = std::env::var_os(k) {
-                c.env(k, v);
-            }
-        }
-        as_builder_cmd(&mut c);
+        builder_env(&mut c, "/usr/bin:/bin".as_ref(), work, work);
         c
     }
 
@@ -590,6 +573,29 @@ pub(crate) fn as_builder(p: &Path, mode: u32) -> std::io::Result<()> {
 }
 
 /// Run `c` as the builder's user (as root).
+/// A build tool's environment: nothing of band-server's but the proxy settings, `PATH` as
+/// given, `HOME` the build's own folder, run in `cwd` as the builder ([`as_builder_cmd`]).
+pub(crate) fn builder_env(c: &mut Command, path: &std::ffi::OsStr, home: &Path, cwd: &Path) {
+    c.env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .current_dir(cwd);
+    for k in [
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+    ] {
+        if let Some(v) = std::env::var_os(k) {
+            c.env(k, v);
+        }
+    }
+    as_builder_cmd(c);
+}
+
 pub(crate) fn as_builder_cmd(c: &mut Command) {
     if crate::sys::euid() == 0 {
         c.uid(NOBODY).gid(NOBODY);

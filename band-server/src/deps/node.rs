@@ -19,7 +19,7 @@ use std::process::Command;
 use band::deps::NodeDeclared;
 use fs_err as fs;
 
-use super::{LAYER, as_builder, as_builder_cmd, prepare_dir, seal, unseal_and_remove};
+use super::{LAYER, as_builder, prepare_dir, seal, unseal_and_remove};
 use crate::config::{DepsConfig, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::layers::cli::bins::BinSearch;
@@ -184,24 +184,7 @@ impl<'a> NodeBuilder<'a> {
         .arg(&globalrc);
         let mut path = std::ffi::OsString::from(self.node_dir.as_os_str());
         path.push(":/usr/bin:/bin");
-        c.env_clear()
-            .env("PATH", path)
-            .env("HOME", work)
-            .env("LANG", "C.UTF-8")
-            .current_dir(building);
-        for k in [
-            "http_proxy",
-            "https_proxy",
-            "no_proxy",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "NO_PROXY",
-        ] {
-            if let Some(v) = std::env::var_os(k) {
-                c.env(k, v);
-            }
-        }
-        as_builder_cmd(&mut c);
+        super::builder_env(&mut c, &path, work, building);
         let out = c
             .output()
             .map_err(|e| self.fail(step, format!("cannot run npm: {e}")))?;
