@@ -256,15 +256,7 @@ impl<'a> Builder<'a> {
         if let Some(env) = self.existing(&resolved_at)? {
             return Ok(env);
         }
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(root.join(".lock"))
-            .map_err(|e| self.fail("locking", e))?;
-        lock.file()
-            .lock()
-            .map_err(|e| self.fail("locking", format!("{}: {e}", root.join(".lock").display())))?;
+        let _held = build_lock(root).map_err(|e| self.fail("locking", e))?;
         // Another run may have built it while this one waited.
         if let Some(env) = self.existing(&resolved_at)? {
             return Ok(env);
@@ -551,6 +543,21 @@ impl<'a> Builder<'a> {
 }
 
 /// `dir`: created if missing, a root-owned directory not writable by others.
+/// The environments' build lock (`<root>/.lock`), held (blocking) until the file is dropped: one
+/// build at a time, of every ecosystem. The error names the file.
+pub(crate) fn build_lock(root: &Path) -> std::io::Result<fs::File> {
+    let path = root.join(".lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    lock.file()
+        .lock()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    Ok(lock)
+}
+
 pub(crate) fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
     let m = fs::symlink_metadata(dir)?;

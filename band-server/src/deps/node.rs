@@ -19,7 +19,7 @@ use std::process::Command;
 use band::deps::NodeDeclared;
 use fs_err as fs;
 
-use super::{LAYER, as_builder, prepare_dir, seal, unseal_and_remove};
+use super::{LAYER, as_builder, build_lock, prepare_dir, seal, unseal_and_remove};
 use crate::config::{DepsConfig, ServerConfig};
 use crate::error::{SetupError, SetupResult};
 use crate::layers::cli::bins::BinSearch;
@@ -102,15 +102,7 @@ impl<'a> NodeBuilder<'a> {
         if dir.join("node_modules").is_dir() {
             return Ok(env(false));
         }
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(root.join(".lock"))
-            .map_err(|e| self.fail("locking", e))?;
-        lock.file()
-            .lock()
-            .map_err(|e| self.fail("locking", format!("{}: {e}", root.join(".lock").display())))?;
+        let _held = build_lock(root).map_err(|e| self.fail("locking", e))?;
         if dir.join("node_modules").is_dir() {
             return Ok(env(false));
         }
