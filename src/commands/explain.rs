@@ -13,7 +13,6 @@ use band::client::pipeline::{TargetChoice, TargetReason, resolve_target};
 use band::manifest::{Target, is_band_file};
 use band::policy::{Category, Policy, site};
 use band::proto::exit;
-use band::units::{format_bytes, format_duration_ms};
 
 pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
     if let Some(file) = &args.band {
@@ -384,28 +383,7 @@ fn programs_line(p: &Policy) -> Option<String> {
 }
 
 fn limits_line(p: &Policy) -> String {
-    let l = &p.limits;
-    let mut parts = Vec::new();
-    if let Some(v) = l.max_runtime_ms {
-        parts.push(format!("runtime {}", format_duration_ms(v)));
-    }
-    for (name, v) in [
-        ("memory", l.max_memory_bytes),
-        ("disk", l.max_disk_bytes),
-        ("input", l.max_input_bytes),
-        ("output", l.max_output_bytes),
-        ("log", l.max_log_bytes),
-    ] {
-        if let Some(v) = v {
-            parts.push(format!("{name} {}", format_bytes(v)));
-        }
-    }
-    if let Some(v) = l.max_pids {
-        parts.push(format!("pids {v}"));
-    }
-    if let Some(v) = l.max_cpus {
-        parts.push(format!("cpus {v}"));
-    }
+    let parts = p.limits.shown();
     let limits = if parts.is_empty() {
         "platform defaults".to_string()
     } else {

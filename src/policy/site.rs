@@ -337,28 +337,7 @@ impl SiteRules {
                 out.push(format!("insist.{cat}: {}", list(self.insist.get(cat))));
             }
         }
-        let l = &self.limits;
-        let mut caps = Vec::new();
-        if let Some(v) = l.max_runtime_ms {
-            caps.push(format!("runtime {}", crate::units::format_duration_ms(v)));
-        }
-        for (name, v) in [
-            ("memory", l.max_memory_bytes),
-            ("disk", l.max_disk_bytes),
-            ("input", l.max_input_bytes),
-            ("output", l.max_output_bytes),
-            ("log", l.max_log_bytes),
-        ] {
-            if let Some(v) = v {
-                caps.push(format!("{name} {}", crate::units::format_bytes(v)));
-            }
-        }
-        if let Some(v) = l.max_pids {
-            caps.push(format!("pids {v}"));
-        }
-        if let Some(v) = l.max_cpus {
-            caps.push(format!("cpus {v}"));
-        }
+        let caps = self.limits.shown();
         if !caps.is_empty() {
             out.push(format!("limit (caps): {}", caps.join(", ")));
         }
@@ -367,6 +346,37 @@ impl SiteRules {
             out.push(format!("switched off: {}", off.join(", ")));
         }
         out
+    }
+}
+
+// The site summary is where policy is rendered for people (with `crate::units`, which the
+// policy model itself does not name); `band explain` shows a band's limits with it too.
+impl Limits {
+    /// The limits set, as people read them (`runtime 10 s`, `memory 64 MiB`, …, `pids 16`,
+    /// `cpus 2`), in this order; none for an unset one.
+    pub fn shown(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if let Some(v) = self.max_runtime_ms {
+            parts.push(format!("runtime {}", crate::units::format_duration_ms(v)));
+        }
+        for (name, v) in [
+            ("memory", self.max_memory_bytes),
+            ("disk", self.max_disk_bytes),
+            ("input", self.max_input_bytes),
+            ("output", self.max_output_bytes),
+            ("log", self.max_log_bytes),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{name} {}", crate::units::format_bytes(v)));
+            }
+        }
+        if let Some(v) = self.max_pids {
+            parts.push(format!("pids {v}"));
+        }
+        if let Some(v) = self.max_cpus {
+            parts.push(format!("cpus {v}"));
+        }
+        parts
     }
 }
 
