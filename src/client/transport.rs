@@ -116,7 +116,9 @@ impl HostTransport {
         let Some(digest) = crate::warm::digest_here(&self.server) else {
             return;
         };
-        let _ = Command::new(&self.server)
+        let mut cmd = Command::new(&self.server);
+        server_env(&mut cmd);
+        let _ = cmd
             .arg("serve")
             .arg(&digest)
             .arg("--host")
@@ -144,6 +146,7 @@ impl HostTransport {
             c.arg("-n").arg(server);
             c
         };
+        server_env(&mut cmd);
         cmd.arg("run")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -370,6 +373,34 @@ pub fn without_root(server: &Path, sudo_installed: bool, sudo_allows: bool) -> O
         ),
         HOW_TO_CHOOSE,
     ))
+}
+
+/// The variables band-server is started with besides those it reads ([`crate::warm::ENV_INPUTS`]):
+/// where programs are, the locale, and the proxy settings its package builds go through.
+pub const SERVER_ENV_PASSED: [&str; 10] = [
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+];
+
+/// Start band-server (a run's own, or the warm one) with a clean environment: only what it reads
+/// and [`SERVER_ENV_PASSED`]. A declared secret reaches band-server in the request of its run and
+/// nowhere else, so neither the run's server nor a warm one (alive for minutes) holds one in
+/// `/proc/PID/environ`, and no other variable of the caller's (tokens band never declared) does.
+fn server_env(cmd: &mut Command) {
+    cmd.env_clear();
+    for name in crate::warm::ENV_INPUTS.iter().chain(&SERVER_ENV_PASSED) {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
 }
 
 /// May `sudo -n` run `server` (no password asked)? `sudo -n -l CMD` answers without running it.

@@ -464,3 +464,125 @@ fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
         "run {fourth} was served by a spare without its table"
     );
 }
+
+/// A declared secret reaches band-server in its run's request only: neither the run's own
+/// band-server nor the warm one (alive for minutes between runs) is started with the caller's
+/// environment, so no secret, declared or not, is in their `/proc/PID/environ`.
+#[test]
+fn privileged_band_server_and_the_warm_server_start_without_the_callers_secrets() {
+    band_test::privileged!(sandbox_missing());
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let _stop = StopServer;
+    no_warm_server();
+    let t = tempfile::tempdir().expect("tempdir");
+    let band = bin();
+    let bins = t.path().join("bin");
+    let dumps = t.path().join("env");
+    fs_err::create_dir_all(&bins).expect("mkdir");
+    fs_err::create_dir_all(&dumps).expect("mkdir");
+    for b in ["band-server", "band-jail", "band-shim"] {
+        fs_err::copy(band.bin_dir().join(b), bins.join(b)).expect("copy");
+    }
+    // A run's own band-server: started through a stand-in that writes down the environment it
+    // was given, then execs the real one (a warm server must be the real file: it serves only
+    // its own build's digest).
+    let stand_in = bins.join("band-server-env");
+    fs_err::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\ncat /proc/$$/environ > '{}/env.'$$\nexec '{}' \"$@\"\n",
+            dumps.display(),
+            bins.join("band-server").display()
+        ),
+    )
+    .expect("write");
+    fs_err::set_permissions(
+        &stand_in,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let config = t.path().join("config.toml");
+    fs_err::write(&config, "warm = true\n").expect("write");
+    let band = band
+        .env("BAND_CONFIG", &config)
+        .env_remove("BAND_WARM")
+        .env("UNDECLARED_TOKEN", "undeclared-value-7f3a");
+    let skill = probe_skill(t.path());
+    let work = t.path().join("work");
+    fs_err::create_dir_all(&work).expect("mkdir");
+    let run = |band: &band_test::Band, n: u32| {
+        fs_err::write(work.join("in.txt"), format!("file {n}\n")).expect("write");
+        let (code, out, err) = band
+            .clone()
+            .env("WARM_TOKEN", format!("declared-value-{n}"))
+            .run(
+                &[
+                    "run",
+                    "--json",
+                    &format!("{}/probe", skill.display()),
+                    "--input",
+                    &format!("{{\"n\":{n}}}"),
+                ],
+                &work,
+            );
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).expect("json");
+        // The run itself still sees its secret.
+        assert_eq!(
+            v["output"]["own"]["token"],
+            Value::from(format!("declared-value-{n}")),
+            "{out}"
+        );
+        v["run_id"].as_str().expect("run_id").to_string()
+    };
+    let mut seen = Vec::new();
+
+    // A run's own band-server, no warm one.
+    run(
+        &band
+            .clone()
+            .env("BAND_SERVER", &stand_in)
+            .env("BAND_WARM", "0"),
+        1,
+    );
+    for e in fs_err::read_dir(&dumps).expect("dumps").flatten() {
+        let env = fs_err::read(e.path()).expect("dump");
+        seen.push((e.path().display().to_string(), env));
+    }
+    assert_eq!(seen.len(), 1, "one band-server started");
+
+    // The warm server: started after the first run, serving the second.
+    let band = band.env("BAND_SERVER", bins.join("band-server"));
+    let before = sockets();
+    run(&band, 2);
+    wait_for("a warm server's socket", || {
+        sockets().iter().any(|s| !before.contains(s))
+    });
+    wait_for("the warm server's pid file", || {
+        server_pid().is_some_and(alive)
+    });
+    let second = run(&band, 3);
+    assert!(
+        served(&second).is_some(),
+        "run {second} was not served warm"
+    );
+    let pid = server_pid().expect("the warm server's pid");
+    let environ = fs_err::read(format!("/proc/{pid}/environ")).expect("the warm server's environ");
+    seen.push((format!("the warm server (pid {pid})"), environ));
+
+    for (what, env) in &seen {
+        let env = String::from_utf8_lossy(env);
+        let names: Vec<&str> = env
+            .split('\0')
+            .filter_map(|kv| kv.split('=').next())
+            .filter(|k| !k.is_empty())
+            .collect();
+        for secret in ["WARM_TOKEN", "UNDECLARED_TOKEN"] {
+            assert!(!names.contains(&secret), "{what} holds {secret}: {names:?}");
+        }
+        for value in ["declared-value", "undeclared-value-7f3a"] {
+            assert!(!env.contains(value), "{what} holds {value}");
+        }
+        assert!(names.contains(&"PATH"), "{what}: {names:?}");
+    }
+}
