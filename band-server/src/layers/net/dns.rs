@@ -26,6 +26,7 @@ use band::policy::Decision;
 use band::policy::net::{NetMatcher, is_public_ip};
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use rustix::net::RecvFlags;
 
 use super::nft::{Dest, NftError};
 
@@ -425,33 +426,44 @@ impl Stub {
 
     /// Stop serving: set the flag, then shut the sockets down for reading, which wakes a thread
     /// blocked in `recv_from` (it reads 0 bytes) or `accept` (it fails) at once; it sees the flag
-    /// and returns.
-    pub fn stop(&mut self) {
+    /// and returns. Returns how many serving threads panicked (none should).
+    pub fn stop(&mut self) -> usize {
         self.stop.store(true, Ordering::SeqCst);
         for fd in self.wake.drain(..) {
             let _ = rustix::net::shutdown(&fd, rustix::net::Shutdown::Read);
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        self.threads
+            .drain(..)
+            .map(JoinHandle::join)
+            .filter(Result::is_err)
+            .count()
     }
 }
 
 impl Drop for Stub {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
     }
 }
 
 fn serve_udp(sock: UdpSocket, r: &Resolver, on_lookup: &OnLookup, stop: &AtomicBool) {
     let mut buf = vec![0u8; 4096];
     while !stop.load(Ordering::SeqCst) {
-        let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+        // rustix's recvfrom, not std's `recv_from`: once `Stub::stop` shuts the socket down,
+        // recvfrom returns 0 bytes and no sender address, which std decodes as a sockaddr
+        // anyway (an assertion failure, `len >= size_of::<sockaddr_in>()`, was seen in server
+        // logs at teardown); rustix says "no address".
+        let Ok((n, _, peer)) = rustix::net::recvfrom(&sock, &mut buf[..], RecvFlags::empty())
+        else {
             continue;
         };
         if n == 0 && stop.load(Ordering::SeqCst) {
             break;
         }
+        // A datagram with no IP sender (none comes on a UDP/IP socket) has no one to answer.
+        let Some(peer) = peer.and_then(|a| SocketAddr::try_from(a).ok()) else {
+            continue;
+        };
         let (reply, lookup) = r.answer(&buf[..n]);
         if let Some(l) = lookup {
             on_lookup(&l);
@@ -758,7 +770,9 @@ mod tests {
         assert!(client.recv_from(&mut buf).unwrap().0 > 0);
         // stop() returns only once both threads have returned: with nothing polling, only the
         // shutdown of their sockets can wake them.
-        stub.stop();
+        // No thread panicked on its way out (a shut-down UDP socket reads 0 bytes from no
+        // address).
+        assert_eq!(stub.stop(), 0, "a serving thread panicked at stop");
         assert!(stub.threads.is_empty());
     }
 
@@ -814,7 +828,9 @@ mod tests {
             assert!(client.recv_from(&mut buf).unwrap().0 > 0);
         }
         assert_eq!(*both.together.lock().unwrap(), [true, true]);
-        stub.stop();
+        // No thread panicked on its way out (a shut-down UDP socket reads 0 bytes from no
+        // address).
+        assert_eq!(stub.stop(), 0, "a serving thread panicked at stop");
         assert!(stub.threads.is_empty());
     }
 }

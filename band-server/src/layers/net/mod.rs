@@ -528,7 +528,7 @@ impl NetLayer {
     /// The relay is gone too (the survivor's namespace has no way out).
     pub(crate) fn abandon(mut self) {
         if let Some(mut s) = self.stub.take() {
-            s.stop();
+            let _ = s.stop();
         }
         self.stop_loopback();
         self.netns = None;
@@ -564,7 +564,7 @@ impl NetLayer {
     /// Stop the stub and relay, delete the table. Call only once nothing of the run is alive.
     pub fn teardown(&mut self) -> Result<(), NftError> {
         if let Some(mut s) = self.stub.take() {
-            s.stop();
+            let _ = s.stop();
         }
         self.stop_loopback();
         self.netns = None;
