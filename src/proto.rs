@@ -77,6 +77,12 @@ pub struct RunRequest {
     /// run's trust tier from the site policy's `keys:` (`sign::trust`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed: Option<SignedLock>,
+    /// Layers narrower than the site policy that the run passes too, in order: the user's own
+    /// (`~/.config/band/site.md`), then the caller's for its session (`$BAND_NARROW`). Each is a
+    /// site policy file's text; band-server applies it as it applies its site's, and it can only
+    /// narrow (`band::policy::site::parse_narrowing`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub narrowing: Vec<Narrowing>,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
@@ -294,6 +300,22 @@ impl<'de> Deserialize<'de> for Layer {
 pub struct SignedLock {
     pub lock: String,
     pub sig: String,
+}
+
+/// A layer narrower than the site policy, as a run request carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Narrowing {
+    /// Whose layer: `user` or `session` ([`Narrowing::LABELS`]).
+    pub label: String,
+    /// Where it was read, for messages (`/home/alice/.config/band/site.md`).
+    pub source: String,
+    /// The file's text, in the site policy format.
+    pub text: String,
+}
+
+impl Narrowing {
+    /// The layers a request may carry, in the order they apply.
+    pub const LABELS: [&'static str; 2] = ["user", "session"];
 }
 
 /// The trust of a run: its tier, and who signed the skill (if anyone did).

@@ -340,29 +340,83 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
     })))
 }
 
-/// The site policy's layer of the check: `band ∩ site ∩ tier` for the request, or the refusal,
-/// naming the band rule, the site rule (file and line) and the tier, before anything is built.
-/// The tier is the signer's when the request carries a signed lock whose signer the site lists
-/// (the site's `unsigned` tier otherwise); a signature that does not verify over the lock, or a
-/// lock of another bundle, is a refusal ([`trust`]). An ad-hoc command is a request for the
-/// skill and script `exec` (`band exec`).
+/// The site policy's layer of the check: `band ∩ site ∩ tier ∩ narrowing` for the request, or
+/// the refusal, naming the band rule, the site rule (file and line) and the tier, before anything
+/// is built. The tier is the signer's when the request carries a signed lock whose signer the site
+/// lists (the site's `unsigned` tier otherwise); a signature that does not verify over the lock,
+/// or a lock of another bundle, is a refusal ([`trust`]). The request's narrower layers (the
+/// user's, the session's: [`narrowing`]) apply after the site's, and with no site file, alone. An
+/// ad-hoc command is a request for the skill and script `exec` (`band exec`).
 pub(crate) fn site_policy(
     req: &RunRequest,
     site: Option<&band::policy::site::SitePolicy>,
 ) -> SetupResult<Policy> {
     use band::policy::site;
-    let Some(site) = site else {
-        return Ok(req.policy.clone());
+    let narrower = narrowing(req)?;
+    let open;
+    let site = match site {
+        Some(s) => s,
+        None if narrower.is_empty() => return Ok(req.policy.clone()),
+        None => {
+            open = site::SitePolicy::open(site::DEFAULT_PATH);
+            &open
+        }
     };
     let trust = trust(req, site)?;
     let kind = site::RunKind {
         exec: req.skill == "exec" && req.script == "exec",
     };
-    site::apply(&req.policy, kind, site, &trust.tier)
+    site::apply_narrowed(&req.policy, kind, site, &trust.tier, &narrower)
         .map(|i| i.policy)
         .map_err(|r| {
             SetupError::new(Layer::new("site"), format!("refused: {}", r.message)).with_hint(r.hint)
         })
+}
+
+/// The request's narrower layers, parsed: at most [`band::policy::site::MAX_NARROWING`], each
+/// labelled `user` or `session` once, in that order, and a valid narrowing file (no `keys`, no
+/// `unsigned`). Anything else is a refusal: a layer band-server cannot read never runs as open.
+pub(crate) fn narrowing(
+    req: &RunRequest,
+) -> SetupResult<Vec<(String, band::policy::site::SitePolicy)>> {
+    use band::policy::site;
+    let refuse = |m: String| {
+        SetupError::new(Layer::new("site"), format!("refused: {m}")).with_hint(
+            "a narrowing is a site policy file that only takes away (docs/site-policy.md)",
+        )
+    };
+    if req.narrowing.len() > site::MAX_NARROWING {
+        return Err(refuse(format!(
+            "the request carries {} narrower layers (at most {})",
+            req.narrowing.len(),
+            site::MAX_NARROWING
+        )));
+    }
+    let mut last = None;
+    let mut out = Vec::new();
+    for n in &req.narrowing {
+        let rank = band::proto::Narrowing::LABELS
+            .iter()
+            .position(|l| *l == n.label)
+            .ok_or_else(|| {
+                refuse(format!(
+                    "unknown narrower layer {:?}",
+                    n.label.chars().take(32).collect::<String>()
+                ))
+            })?;
+        if last.is_some_and(|l| l >= rank) {
+            return Err(refuse(format!(
+                "narrower layer {:?} out of order or repeated",
+                n.label
+            )));
+        }
+        last = Some(rank);
+        let source: String = n.source.chars().take(256).collect();
+        let parsed = site::parse_narrowing(std::path::Path::new(&source), &n.text)
+            .map_err(|e| refuse(format!("the {} narrowing cannot be used: {e}", n.label)))?;
+        out.push((n.label.clone(), parsed));
+    }
+    Ok(out)
 }
 
 /// The run's trust under `site`: its tier and signer. The lock's bundle hash is held against

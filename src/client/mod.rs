@@ -24,6 +24,7 @@
 pub mod adhoc;
 pub mod cancel;
 pub mod config;
+pub mod narrow;
 pub mod outcome;
 pub mod pipeline;
 pub mod record;

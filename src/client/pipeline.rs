@@ -447,6 +447,7 @@ pub fn prepare(
         observe: false,
         args,
         signed,
+        narrowing: super::narrow::read()?.into_iter().map(|(n, _)| n).collect(),
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

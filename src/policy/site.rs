@@ -51,6 +51,25 @@ pub fn local_path() -> PathBuf {
     }
 }
 
+/// The variable naming the caller's narrowing for its session: a site policy file an agent host
+/// (or anyone) sets for the `band run`, `band exec` or `band mcp` it starts. It can only narrow.
+pub const NARROW_VAR: &str = "BAND_NARROW";
+
+/// The user's own narrowing file: `$XDG_CONFIG_HOME/band/site.md`, else `$HOME/.config/band/site.md`.
+pub fn user_path() -> Option<PathBuf> {
+    let nonempty = |v: &str| {
+        std::env::var_os(v)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    };
+    nonempty("XDG_CONFIG_HOME")
+        .or_else(|| nonempty("HOME").map(|h| h.join(".config")))
+        .map(|c| c.join("band").join("site.md"))
+}
+
+/// Most narrower layers a request carries (the user's and the session's).
+pub const MAX_NARROWING: usize = 2;
+
 /// The tier of a skill nobody signed, when the site does not name one.
 pub const DEFAULT_UNSIGNED_TIER: &str = "local";
 
@@ -813,6 +832,40 @@ pub fn parse_site(file: &Path, source: &str) -> Result<SitePolicy, SiteError> {
     Ok(site)
 }
 
+/// Parse a narrower layer's file (the user's own, a caller's for its session): a site policy that
+/// cannot speak of trust, so `keys:` and `unsigned:` are refused (a signer's tier is the site's
+/// to give); its `tiers:` narrow the run of that tier further.
+pub fn parse_narrowing(file: &Path, source: &str) -> Result<SitePolicy, SiteError> {
+    if source.len() as u64 > MAX_SITE_BYTES {
+        return Err(SiteError {
+            file: file.to_path_buf(),
+            line: 1,
+            col: 1,
+            message: format!("larger than {MAX_SITE_BYTES} bytes"),
+            hint: Some("a narrowing is a short site policy file".into()),
+        });
+    }
+    let site = parse_site(file, source)?;
+    for (key, set) in [
+        ("keys", !site.keys.is_empty()),
+        ("unsigned", site.unsigned != DEFAULT_UNSIGNED_TIER),
+    ] {
+        if set {
+            let loc = locate(&site.yaml, site.first_line, &key_steps(key));
+            return Err(SiteError {
+                file: file.to_path_buf(),
+                line: loc.line.max(1),
+                col: loc.col.max(1),
+                message: format!("`{key}` is the site policy's to set, not a narrowing's"),
+                hint: Some(format!(
+                    "remove `{key}`: a narrowing can only take away (deny, ceilings, insist, caps, switches)"
+                )),
+            });
+        }
+    }
+    Ok(site)
+}
+
 /// Read the site policy at `path`: `Ok(None)` when there is no file there.
 pub fn load_site(path: &Path) -> Result<Option<SitePolicy>, SiteError> {
     let io = |message: String| SiteError {
@@ -948,6 +1001,18 @@ fn check_layer(
             format!(" (tier {tier})")
         } else {
             String::new()
+        };
+        // A narrower layer is not the machine's: its refusals say whose they are.
+        let hint = if layer.label == "site" || layer.label.starts_with("tier ") {
+            hint
+        } else {
+            let whose = format!(
+                "the {} policy ({})",
+                layer.label,
+                layer.site.source.display()
+            );
+            hint.replace("this machine", &whose)
+                .replace("the site requires", &format!("{whose} requires"))
         };
         Box::new(Refusal {
             message: format!(
@@ -1099,6 +1164,72 @@ pub fn apply(
 ) -> Result<Intersection, Box<Refusal>> {
     let layers = site.layers(tier);
     intersect(band, kind, tier, &layers)
+}
+
+/// [`apply`], then each narrower layer (`(label, file)`, in order): its own rules and its tier's,
+/// named by its label in a refusal (`the user policy's deny.cli …`).
+pub fn apply_narrowed(
+    band: &Policy,
+    kind: RunKind,
+    site: &SitePolicy,
+    tier: &str,
+    narrowing: &[(String, SitePolicy)],
+) -> Result<Intersection, Box<Refusal>> {
+    let mut layers = site.layers(tier);
+    for (label, n) in narrowing {
+        for mut l in n.layers(tier) {
+            l.label = if l.label == "site" {
+                label.clone()
+            } else {
+                format!("{label} {}", l.label)
+            };
+            layers.push(l);
+        }
+    }
+    intersect(band, kind, tier, &layers)
+}
+
+/// The band made to fit the layers instead of refused: each allow or insist rule, and each
+/// secret, a layer would refuse is dropped (with the refusal that dropped it), until the rest
+/// passes. `band learn` offers its observing run what the site lets it have, and says what it
+/// took away. `Err` for what no dropping fixes (`run: false`, an ad-hoc command where `exec`
+/// is off, a site insist the band does not allow).
+pub fn fit(
+    band: &Policy,
+    kind: RunKind,
+    site: &SitePolicy,
+    tier: &str,
+    narrowing: &[(String, SitePolicy)],
+) -> Result<(Policy, Vec<Refusal>), Box<Refusal>> {
+    let mut fitted = band.clone();
+    let mut dropped = Vec::new();
+    loop {
+        let refusal = match apply_narrowed(&fitted, kind, site, tier, narrowing) {
+            Ok(_) => return Ok((fitted, dropped)),
+            Err(r) => r,
+        };
+        let list = match (refusal.band_key.as_deref(), refusal.band_item.as_deref()) {
+            (Some("env.secrets"), Some(_)) => Some(&mut fitted.secrets),
+            (Some(key), Some(_)) => key.split_once('.').and_then(|(col, cat)| {
+                let cat = Category::parse(cat)?;
+                match col {
+                    "allow" => Some(fitted.allow.get_mut(cat)),
+                    "insist" => Some(fitted.insist.get_mut(cat)),
+                    _ => None,
+                }
+            }),
+            _ => None,
+        };
+        let item = refusal.band_item.clone().unwrap_or_default();
+        let Some(list) = list.filter(|l| l.contains(&item)) else {
+            return Err(refusal);
+        };
+        list.retain(|i| *i != item);
+        if refusal.band_key.as_deref() == Some("env.secrets") {
+            fitted.required_secrets.retain(|i| *i != item);
+        }
+        dropped.push(*refusal);
+    }
 }
 
 #[cfg(test)]

@@ -524,3 +524,152 @@ fn a_further_layer_can_only_narrow() {
     let i = intersect(&b, RunKind::default(), "local", &layers).expect("inside both");
     assert_eq!(i.policy.deny.cli, strings(&["git push *"]));
 }
+
+/// The ceiling of `rules` as an allow list (a category without one allows everything).
+fn ceiling_of(rules: &SiteRules) -> Policy {
+    let mut ceiling = Policy::default();
+    for cat in Category::ALL {
+        *ceiling.allow.get_mut(cat) = match rules.allow.get(cat) {
+            Some(c) => c.clone(),
+            None => match cat {
+                Category::Cli => strings(&["curl *", "jq *", "git *", "ls *"]),
+                Category::Net => strings(&["*"]),
+                _ => strings(&["**"]),
+            },
+        };
+    }
+    ceiling
+}
+
+/// A layer's rules; a category has a ceiling once in `ceiling_odds`.
+fn random_site_rules(g: &mut Gen, ceiling_odds: usize) -> SiteRules {
+    let (site_allow, site_deny) = random_rules(g);
+    let mut rules = SiteRules {
+        deny: site_deny,
+        ..SiteRules::default()
+    };
+    for cat in Category::ALL {
+        if g.below(ceiling_odds) == 0 {
+            *rules.allow.get_mut(cat) = Some(site_allow.get(cat).clone());
+        }
+    }
+    rules
+}
+
+#[test]
+fn property_band_site_user_and_session_never_allow_what_any_of_them_refuses() {
+    let mut g = Gen(0x2545_F491_4F6C_DD1D);
+    let (mut ran, mut allowed_somewhere) = (0, 0);
+    for _ in 0..4000 {
+        let (allow, deny) = random_rules(&mut g);
+        let band = Policy {
+            allow,
+            deny,
+            ..Policy::default()
+        };
+        let mut layers = Vec::new();
+        for (name, odds) in [("site", 2), ("user", 5), ("session", 5)] {
+            let mut s = SitePolicy::open(format!("/gen/{name}.md"));
+            s.rules = random_site_rules(&mut g, odds);
+            // A narrower layer often says only a ceiling or only a deny.
+            if name != "site" && g.below(2) == 0 {
+                s.rules.deny = RuleSet::default();
+            }
+            layers.push(s);
+        }
+        let narrowing = vec![
+            ("user".to_string(), layers[1].clone()),
+            ("session".to_string(), layers[2].clone()),
+        ];
+        let Ok(i) = apply_narrowed(&band, RunKind::default(), &layers[0], "local", &narrowing)
+        else {
+            continue;
+        };
+        ran += 1;
+        let effective = decisions(&i.policy);
+        let by_band = decisions(&band);
+        let refusals: Vec<(Vec<Decision>, Vec<Decision>)> = layers
+            .iter()
+            .map(|l| {
+                (
+                    decisions(&Policy {
+                        deny: l.rules.deny.clone(),
+                        ..Policy::default()
+                    }),
+                    decisions(&ceiling_of(&l.rules)),
+                )
+            })
+            .collect();
+        for (k, d) in effective.iter().enumerate() {
+            if !d.is_allowed() {
+                continue;
+            }
+            allowed_somewhere += 1;
+            assert!(by_band[k].is_allowed(), "probe {k}: band {band:?}");
+            for (n, (deny, ceiling)) in refusals.iter().enumerate() {
+                assert!(
+                    !matches!(deny[k], Decision::Deny { .. }),
+                    "probe {k}: layer {n}'s deny ignored: band {band:?} layer {:?}",
+                    layers[n].rules
+                );
+                assert!(
+                    ceiling[k].is_allowed(),
+                    "probe {k}: above layer {n}'s ceiling: band {band:?} layer {:?}",
+                    layers[n].rules
+                );
+            }
+        }
+    }
+    assert!(ran > 100, "only {ran} generated bands ran");
+    assert!(
+        allowed_somewhere > 100,
+        "only {allowed_somewhere} probes allowed"
+    );
+}
+
+#[test]
+fn a_narrowing_file_cannot_speak_of_trust() {
+    let f = Path::new("/home/u/.config/band/site.md");
+    let e = parse_narrowing(
+        f,
+        "---\ndeny:\n  cli: [\"curl *\"]\nunsigned: verified\ntiers:\n  verified: {}\n---\n",
+    )
+    .expect_err("unsigned is the site's");
+    assert_eq!(
+        (e.line, e.message.as_str()),
+        (
+            4,
+            "`unsigned` is the site policy's to set, not a narrowing's"
+        )
+    );
+    let ok = parse_narrowing(f, "---\ndeny:\n  cli: [\"curl *\"]\n---\n").expect("a deny narrows");
+    assert_eq!(ok.rules.deny.cli, strings(&["curl *"]));
+    let huge = format!(
+        "---\ndeny:\n  cli: [\"{}\"]\n---\n",
+        "x".repeat(MAX_SITE_BYTES as usize)
+    );
+    assert!(parse_narrowing(f, &huge).is_err());
+}
+
+#[test]
+fn a_refusal_by_a_narrowing_names_its_layer_and_file() {
+    let s = SitePolicy::open("/etc/band/site.md");
+    let session = parse_narrowing(
+        Path::new("/agent/session.md"),
+        "---\ndeny:\n  net: [\"*.pastebin.com\"]\n---\n",
+    )
+    .expect("parse");
+    let r = apply_narrowed(
+        &band(Category::Net, &["x.pastebin.com"]),
+        RunKind::default(),
+        &s,
+        "local",
+        &[("session".into(), session)],
+    )
+    .expect_err("refused");
+    assert_eq!(
+        r.message,
+        "the band's allow.net `x.pastebin.com` is refused by the session policy's deny.net `*.pastebin.com` (/agent/session.md:3)"
+    );
+    assert_eq!(r.layer, "session");
+}

@@ -107,6 +107,7 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         observe: served.observe,
         args: Vec::new(),
         signed: served.signed.clone(),
+        narrowing: served.narrowing.clone(),
     }
 }
 
