@@ -134,3 +134,199 @@ fn privileged_an_invalid_site_policy_refuses_every_run_with_its_line() {
         "{err:?}"
     );
 }
+
+/// An ed25519 key made by ssh-keygen in `dir` as `name`: (private key path, public key line).
+fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
+    let key = dir.join(name);
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .unwrap_or_else(|e| panic!("ssh-keygen (openssh-client): {e}"));
+    assert!(out.status.success(), "{out:?}");
+    let public =
+        fs_err::read_to_string(dir.join(format!("{name}.pub"))).unwrap_or_else(|e| panic!("{e}"));
+    (key, public.trim().to_string())
+}
+
+/// `lock` signed by `key` with `ssh-keygen -Y sign -n band` (what `band sign` writes).
+fn signed(key: &Path, lock: &str) -> band::proto::SignedLock {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("band.lock");
+    fs_err::write(&file, lock).unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", "band", "-f"])
+        .arg(key)
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("ssh-keygen -Y sign: {e}"));
+    assert!(out.status.success(), "{out:?}");
+    let sig =
+        fs_err::read_to_string(dir.path().join("band.lock.sig")).unwrap_or_else(|e| panic!("{e}"));
+    band::proto::SignedLock {
+        lock: lock.to_string(),
+        sig,
+    }
+}
+
+/// A client that skips its own checks (a raw request to band-server) gets the tier its signature
+/// proves, and no more: unsigned, signed by a key the site does not list, a tampered signature,
+/// a lock of another bundle each end as the site says; alice's signature over the bundle sent
+/// gives her tier. The band asks for a secret, which the site's `community` tier switches off.
+#[test]
+fn privileged_a_raw_request_gets_the_tier_its_signature_proves_and_no_more() {
+    privileged!();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (alice, alice_pub) = keygen(dir.path(), "alice");
+    let (mallory, _) = keygen(dir.path(), "mallory");
+    let cfg = config_with_site(
+        dir.path(),
+        &format!(
+            "---\nunsigned: community\ntiers:\n  community:\n    secrets: false\n  reviewed: {{}}\nkeys:\n  - {{signer: alice, key: \"{alice_pub}\", tier: reviewed}}\n---\n"
+        ),
+    );
+    let mut p = policy();
+    p.secrets = strs(&["TOKEN"]);
+    let mut req = request("#!/bin/bash\necho \"ran=${TOKEN:+yes}\"\n", p);
+    req.secrets.insert("TOKEN".into(), "t0ken".into());
+    let lock = format!("version 1\nbundle {}\n", req.bundle_sha256);
+    let other = format!("version 1\nbundle {}\n", "0".repeat(64));
+    let refused = |r: &band::proto::RunRequest| {
+        let o = finish(spawn_with_config(r, &cfg));
+        assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+        assert!(!o.kv().contains_key("ran"), "it ran: {o:#?}");
+        let e = o
+            .result
+            .error
+            .clone()
+            .unwrap_or_else(|| panic!("no error: {o:#?}"));
+        assert_eq!(e.layer, Layer::new("site"), "{e:?}");
+        e.message
+    };
+    let community = format!(
+        "refused: the band's env.secrets `TOKEN` is refused by the tier community policy's \
+         `tiers.community.secrets: false` ({}:5)",
+        dir.path().join("site.md").display()
+    );
+
+    // Unsigned, and signed by a key the site does not list: the unsigned tier.
+    assert_eq!(refused(&req), community);
+    let mut by_mallory = req.clone();
+    by_mallory.signed = Some(signed(&mallory, &lock));
+    assert_eq!(refused(&by_mallory), community);
+
+    // alice's signature, one character of it changed: no tier at all.
+    let mut tampered = req.clone();
+    let mut s = signed(&alice, &lock);
+    let at = s.sig.find("\n").unwrap_or(0) + 10;
+    let c = if s.sig.as_bytes()[at] == b'A' {
+        "B"
+    } else {
+        "A"
+    };
+    s.sig.replace_range(at..at + 1, c);
+    tampered.signed = Some(s);
+    let m = refused(&tampered);
+    assert!(m.starts_with("refused: "), "{m}");
+    assert!(!m.contains("tier reviewed"), "{m}");
+    // alice's own signature over a lock of another bundle (the skill changed after signing).
+    let mut moved = req.clone();
+    moved.signed = Some(signed(&alice, &other));
+    let m = refused(&moved);
+    assert!(m.contains("is of another bundle"), "{m}");
+
+    // alice's signature over this bundle's lock: her tier, and the run has its secret.
+    let mut good = req.clone();
+    good.signed = Some(signed(&alice, &lock));
+    let o = finish(spawn_with_config(&good, &cfg));
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    assert_eq!(o.kv().get("ran").map(String::as_str), Some("yes"), "{o:#?}");
+    let trust = o
+        .result
+        .trust
+        .clone()
+        .unwrap_or_else(|| panic!("no trust: {o:#?}"));
+    assert_eq!(trust.tier, "reviewed");
+    assert!(
+        trust
+            .signer
+            .is_some_and(|s| s.starts_with("alice (SHA256:"))
+    );
+}
+
+/// A request's narrower layers (the user's, a caller's session) apply after the site's, in
+/// band-server, whatever the client checked: a band rule a session denies is refused naming the
+/// session's file and line; a layer that claims trust (`keys:`) or an unknown label is refused; a
+/// session deny that only overlaps the band holds inside the sandbox.
+#[test]
+fn privileged_a_raw_requests_narrowing_is_applied_by_band_server_and_never_widens() {
+    privileged!();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // No site file at all: the narrowing applies alone.
+    let cfg = dir.path().join("server.toml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "site_policy = \"{}\"\n",
+            dir.path().join("none.md").display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let session = |text: &str| band::proto::Narrowing {
+        label: "session".into(),
+        source: "/agent/session.md".into(),
+        text: text.into(),
+    };
+    let err_of = |req: &band::proto::RunRequest| {
+        let o = finish(spawn_with_config(req, &cfg));
+        assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+        assert!(!o.result.stdout.contains("ran"), "{o:#?}");
+        o.result.error.unwrap_or_else(|| panic!("no error")).message
+    };
+
+    let mut req = request("#!/bin/bash\necho ran\n", cli_policy(&["curl *"]));
+    req.narrowing = vec![session("---\ndeny:\n  cli: [\"curl *\"]\n---\n")];
+    assert_eq!(
+        err_of(&req),
+        "refused: the band's allow.cli `curl *` is refused by the session policy's deny.cli \
+         `curl *` (/agent/session.md:3)"
+    );
+
+    let (_, public) = keygen(dir.path(), "agent");
+    let mut claims = request("#!/bin/bash\necho ran\n", policy());
+    claims.narrowing = vec![session(&format!(
+        "---\nkeys:\n  - {{signer: x, key: \"{public}\", tier: god}}\ntiers:\n  god: {{}}\n---\n"
+    ))];
+    let m = err_of(&claims);
+    assert!(
+        m.contains("`keys` is the site policy's to set, not a narrowing's"),
+        "{m}"
+    );
+    let mut unknown = request("#!/bin/bash\necho ran\n", policy());
+    unknown.narrowing = vec![band::proto::Narrowing {
+        label: "root".into(),
+        ..session("---\n---\n")
+    }];
+    assert!(err_of(&unknown).contains("unknown narrower layer \"root\""));
+
+    // Overlapping: the band allows `sed *`, the session denies `sed -i *`; the run goes on and
+    // `sed -i` is refused inside the sandbox by the session's rule.
+    let script = "#!/bin/bash\necho hello > /tmp/f\nsed -i s/hello/owned/ /tmp/f >/dev/null 2>&1\necho \"content=$(cat /tmp/f)\"\n";
+    let mut req = request(script, cli_policy(&["sed *", "cat *"]));
+    req.trace = true;
+    req.narrowing = vec![session("---\ndeny:\n  cli: [\"sed -i *\"]\n---\n")];
+    let o = finish(spawn_with_config(&req, &cfg));
+    assert_eq!(
+        o.kv().get("content").map(String::as_str),
+        Some("hello"),
+        "{o:#?}"
+    );
+    let refused: Vec<_> = o
+        .result
+        .cli_calls
+        .iter()
+        .filter(|c| c.argv.first().map(String::as_str) == Some("sed") && !c.allowed)
+        .map(|c| c.rule.clone())
+        .collect();
+    assert_eq!(refused, vec![Some("sed -i *".to_string())], "{o:#?}");
+}
