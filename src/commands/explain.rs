@@ -211,32 +211,48 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// What the site policy of this machine (`band::policy::site::local_path`) would make of a
-/// run: its layers and `band ∩ site ∩ tier`. A preview: band-server applies the site policy of
-/// the machine it runs on, whatever the client shows.
+/// What the site policy of this machine (`band::policy::site::local_path`) and the narrower
+/// layers this client sends (the user's file, `$BAND_NARROW`) would make of a run: its layers and
+/// `band ∩ site ∩ tier ∩ narrowing`. A preview: band-server applies the site policy of the
+/// machine it runs on, whatever the client shows.
 enum SitePreview {
     /// The file is there but band-server could not use it: every run is refused.
     Broken(site::SiteError),
+    /// A narrowing file cannot be used: band refuses to send a run.
+    BrokenNarrowing(String),
     Found {
         site: Box<site::SitePolicy>,
+        /// There is no site file: only narrower layers.
+        no_site: bool,
+        narrowing: Vec<(String, site::SitePolicy)>,
         tier: String,
         why_tier: String,
         effective: Box<Result<Policy, Box<site::Refusal>>>,
     },
 }
 
-/// `None` when there is no site policy file (nothing is narrowed).
+/// `None` when there is no site policy file and no narrowing (nothing is narrowed).
 fn site_preview(band: &Policy, root: Option<&Path>) -> Option<SitePreview> {
     let path = site::local_path();
-    let found = match site::load_site(&path) {
-        Ok(found) => found?,
+    let narrowing: Vec<(String, site::SitePolicy)> = match band::client::narrow::read() {
+        Ok(n) => n.into_iter().map(|(n, p)| (n.label, p)).collect(),
+        Err(e) => return Some(SitePreview::BrokenNarrowing(e.to_string())),
+    };
+    let (found, no_site) = match site::load_site(&path) {
+        Ok(Some(found)) => (found, false),
+        Ok(None) if narrowing.is_empty() => return None,
+        Ok(None) => (site::SitePolicy::open(&path), true),
         Err(e) => return Some(SitePreview::Broken(e)),
     };
     let (tier, why_tier) = band::sign::preview_tier(&found, root);
-    let effective =
-        Box::new(site::apply(band, site::RunKind::default(), &found, &tier).map(|i| i.policy));
+    let effective = Box::new(
+        site::apply_narrowed(band, site::RunKind::default(), &found, &tier, &narrowing)
+            .map(|i| i.policy),
+    );
     Some(SitePreview::Found {
         site: Box::new(found),
+        no_site,
+        narrowing,
         tier,
         why_tier,
         effective,
@@ -247,7 +263,7 @@ const PREVIEW_NOTE: &str = "a preview: band-server applies the site policy of th
 
 impl SitePreview {
     fn write(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let (site, tier, why_tier, effective) = match self {
+        let (site, no_site, narrowing, tier, why_tier, effective) = match self {
             SitePreview::Broken(e) => {
                 writeln!(out, "site policy: {e}")?;
                 writeln!(
@@ -259,23 +275,38 @@ impl SitePreview {
                 }
                 return Ok(());
             }
+            SitePreview::BrokenNarrowing(e) => {
+                writeln!(out, "narrowing: {e}")?;
+                writeln!(out, "  band sends no run while it cannot read a narrowing")?;
+                return Ok(());
+            }
             SitePreview::Found {
                 site,
+                no_site,
+                narrowing,
                 tier,
                 why_tier,
                 effective,
-            } => (site, tier, why_tier, effective),
+            } => (site, *no_site, narrowing, tier, why_tier, effective),
         };
         let name = site
             .name
             .as_ref()
             .map(|n| format!(" ({n})"))
             .unwrap_or_default();
-        writeln!(
-            out,
-            "site policy: {}{name}: {PREVIEW_NOTE}",
-            site.source.display()
-        )?;
+        if no_site {
+            writeln!(
+                out,
+                "site policy: none at {}; narrower layers only: {PREVIEW_NOTE}",
+                site.source.display()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "site policy: {}{name}: {PREVIEW_NOTE}",
+                site.source.display()
+            )?;
+        }
         writeln!(out, "  band: the table above")?;
         let layer = |out: &mut dyn Write, label: &str, lines: Vec<String>| {
             if lines.is_empty() {
@@ -296,16 +327,27 @@ impl SitePreview {
                 "  {tier_label}: not defined by the site (adds no rule)"
             )?,
         }
+        for (label, n) in narrowing {
+            layer(
+                out,
+                &format!("{label} ({})", n.source.display()),
+                n.rules.describe(),
+            )?;
+            if let Some(rules) = n.tier_rules(tier) {
+                layer(out, &format!("{label}, tier {tier}"), rules.describe())?;
+            }
+        }
+        let of: String = narrowing.iter().map(|(l, _)| format!(" ∩ {l}")).collect();
         match effective.as_ref() {
             Ok(p) => {
-                writeln!(out, "effective (band ∩ site ∩ tier {tier}):")?;
+                writeln!(out, "effective (band ∩ site ∩ tier {tier}{of}):")?;
                 writeln!(out, "{}", policy_table(p))?;
                 writeln!(out, "{}", limits_line(p))?;
             }
             Err(r) => {
                 writeln!(
                     out,
-                    "effective (band ∩ site ∩ tier {tier}): refused: {}",
+                    "effective (band ∩ site ∩ tier {tier}{of}): refused: {}",
                     r.message
                 )?;
                 writeln!(out, "  hint: {}", r.hint)?;
@@ -319,8 +361,13 @@ impl SitePreview {
             SitePreview::Broken(e) => serde_json::json!({
                 "path": e.file, "error": e.to_string(), "hint": e.hint, "preview": true,
             }),
+            SitePreview::BrokenNarrowing(e) => serde_json::json!({
+                "narrowing_error": e, "preview": true,
+            }),
             SitePreview::Found {
                 site,
+                no_site,
+                narrowing,
                 tier,
                 why_tier,
                 effective,
@@ -330,7 +377,10 @@ impl SitePreview {
                     Err(r) => (None, Some(r)),
                 };
                 serde_json::json!({
-                    "path": site.source, "name": site.name, "preview": true,
+                    "path": site.source, "name": site.name, "preview": true, "no_site": no_site,
+                    "narrowing": narrowing.iter().map(|(l, n)| serde_json::json!({
+                        "layer": l, "path": n.source, "rules": n.rules, "tier_rules": n.tier_rules(tier),
+                    })).collect::<Vec<_>>(),
                     "tier": tier, "tier_reason": why_tier,
                     "site": site.rules, "tier_rules": site.tier_rules(tier),
                     "effective": policy, "refused": refused,

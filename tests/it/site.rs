@@ -156,3 +156,70 @@ fn privileged_a_signed_skill_gets_its_signers_tier_and_unsigned_it_is_refused_ne
     );
     assert!(!out.contains("changed\\n"), "{out}");
 }
+
+/// The narrower layers a client sends: the user's own file (`$XDG_CONFIG_HOME/band/site.md`)
+/// and the caller's for its session (`$BAND_NARROW`). `band explain` shows them; band-server
+/// applies them (no site file here): a session deny that covers a band rule refuses the run with
+/// the session's file and line; a user deny that only overlaps holds inside the sandbox; a
+/// `$BAND_NARROW` that names no file is an error before anything is sent.
+#[test]
+fn privileged_the_users_and_the_sessions_narrowing_are_previewed_and_enforced() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    SkillBuilder::new("lister")
+        .band("description: Lists and reads.\nallow:\n  cli: [\"ls *\", \"cat *\"]\n")
+        .script(
+            "go.sh",
+            "#!/bin/sh\nls / >/dev/null && echo listed\nls -a / >/dev/null 2>&1 || echo ls_a_refused\n",
+        )
+        .input_schema("go", SkillBuilder::NO_INPUT)
+        .write(&t.path().join("skills"));
+    let xdg = t.path().join("config");
+    fs_err::create_dir_all(xdg.join("band")).expect("mkdir");
+    fs_err::write(
+        xdg.join("band/site.md"),
+        "---\ndeny:\n  cli: [\"ls -a *\"]\n---\nMy own rules.\n",
+    )
+    .expect("write");
+    let session = t.path().join("session.md");
+    fs_err::write(&session, "---\ndeny:\n  cli: [\"cat *\"]\n---\n").expect("write");
+    let nosite = t.path().join("server.toml");
+    fs_err::write(
+        &nosite,
+        format!("site_policy = \"{}\"\n", t.path().join("none.md").display()),
+    )
+    .expect("write");
+    let band = bin()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env("BAND_SITE_POLICY", t.path().join("none.md"))
+        .env("BAND_SERVER_CONFIG", &nosite);
+    let settings = band_test::settings(&[(&t.path().display().to_string(), "[TMP]")]);
+    settings.bind(|| {
+        band_snapshot!(
+            band.clone()
+                .env("BAND_NARROW", &session)
+                .output(&["explain", "--skills", "skills", "lister/go"], t.path()),
+            "explain_narrowed"
+        );
+        band_snapshot!(
+            band.clone()
+                .env("BAND_NARROW", &session)
+                .output(&["run", "--skills", "skills", "lister/go"], t.path()),
+            "run_session_refused"
+        );
+        band_snapshot!(
+            band.clone()
+                .env("BAND_NARROW", t.path().join("gone.md"))
+                .output(&["run", "--skills", "skills", "lister/go"], t.path()),
+            "run_session_missing"
+        );
+    });
+    // The user's layer alone: the run goes on, `ls -a` refused inside by the user's rule.
+    let (code, out, err) = band.run(
+        &["run", "--json", "--skills", "skills", "lister/go"],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stdout"], "listed\nls_a_refused\n", "{v}");
+}
