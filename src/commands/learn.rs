@@ -131,6 +131,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             &offered,
             &listing.empty_folders,
         );
+        let (policy, site_notes) = fit_to_site(policy, false)?;
         let band_text = learning_band(&skill.name, &policy, resolved.as_ref())?;
         // (A skill may have no scripts/ folder.)
         fs_err::create_dir_all(copy.join("scripts"))?;
@@ -167,6 +168,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
             outcome: outcome?,
             policy,
             files: listing.files,
+            site_notes,
         })
     };
     let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
@@ -174,6 +176,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
     obs.data = observe::data_in_calls(&obs.execs, &observe::data_values(&raw_input, &seen.files));
     obs.notes.extend(passes);
+    obs.notes.extend(seen.site_notes.iter().cloned());
     let key = format!("{}-{script}", skill.name);
     let band_file = resolved.as_ref().map(written_band_file);
     finish(
@@ -193,6 +196,8 @@ struct Observed {
     outcome: Outcome,
     policy: Policy,
     files: Vec<String>,
+    /// What the site policy or a narrowing took from the learning policy, as notes.
+    site_notes: Vec<String>,
 }
 
 /// One observed run with the given commands on PATH.
@@ -324,6 +329,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
         {
             policy.allow.cli.push(rule);
         }
+        let (policy, site_notes) = fit_to_site(policy, true)?;
         let learn_band = tmp.path().join("learn.band.md");
         fs_err::write(&learn_band, learning_band("exec", &policy, None)?)?;
         let adhoc = AdHoc::new(&AdHocSpec {
@@ -346,6 +352,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
             outcome: outcome?,
             policy,
             files: listing.files,
+            site_notes,
         })
     };
     let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
@@ -357,6 +364,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
         &observe::data_values(&serde_json::Value::Null, &seen.files),
     );
     obs.notes.extend(passes);
+    obs.notes.extend(seen.site_notes.iter().cloned());
     let key = format!(
         "exec-{}",
         band::lock::sha256_hex(checked.to_string_lossy().as_bytes())
@@ -417,6 +425,9 @@ fn finish(
             "without --net the run could reach no host: {} was looked up (and refused), and a contact was not tried, so no port is known; run band learn with --net to observe it",
             names.join(", ")
         ));
+    }
+    if let Some(note) = site_refuses(current, &draft) {
+        notes.push(note);
     }
     if result.status != Status::Ok {
         notes.push(format!(
@@ -488,6 +499,76 @@ fn finish(
         }
     }
     Ok(exit::OK)
+}
+
+/// A site policy, its narrower layers (label, file) and the tier a run gets: what
+/// `band::policy::site::apply_narrowed` takes.
+type SiteLayers = (
+    band::policy::site::SitePolicy,
+    Vec<(String, band::policy::site::SitePolicy)>,
+    String,
+);
+
+/// The site policy this client previews, with the user's and session's narrowing, and the tier
+/// an unsigned copy gets (learn observes a copy); `None` when there is none of them.
+fn site_layers() -> Result<Option<SiteLayers>> {
+    use band::policy::site;
+    let narrowing: Vec<(String, site::SitePolicy)> = band::client::narrow::read()?
+        .into_iter()
+        .map(|(n, p)| (n.label, p))
+        .collect();
+    let path = site::local_path();
+    let found = match site::load_site(&path) {
+        Ok(Some(s)) => s,
+        Ok(None) if narrowing.is_empty() => return Ok(None),
+        Ok(None) => site::SitePolicy::open(&path),
+        Err(e) => anyhow::bail!("the site policy cannot be used: {e}"),
+    };
+    let (tier, _) = band::sign::preview_tier(&found, None);
+    Ok(Some((found, narrowing, tier)))
+}
+
+/// The learning policy fitted to the site's layers ([`band::policy::site::fit`]): what they
+/// would refuse is not offered to the observed run (band-server would refuse the whole run), and
+/// each rule taken away is a note.
+fn fit_to_site(policy: Policy, exec: bool) -> Result<(Policy, Vec<String>)> {
+    use band::policy::site;
+    let Some((found, narrowing, tier)) = site_layers()? else {
+        return Ok((policy, Vec::new()));
+    };
+    match site::fit(&policy, site::RunKind { exec }, &found, &tier, &narrowing) {
+        Ok((fitted, dropped)) => Ok((
+            fitted,
+            dropped
+                .iter()
+                .map(|r| format!("not offered to the observed run: {}", r.message))
+                .collect(),
+        )),
+        Err(r) => anyhow::bail!("{} (hint: {})", r.message, r.hint),
+    }
+}
+
+/// What the site policy this client previews (and the user's and session's narrowing) would
+/// say of the band with the draft applied: `Some(note)` when it would refuse it (a draft learn
+/// cannot make run here), `None` when it runs or there is no site policy.
+fn site_refuses(current: &Policy, draft: &learn::Draft) -> Option<String> {
+    use band::policy::site;
+    let (found, narrowing, tier) = match site_layers() {
+        Ok(l) => l?,
+        Err(e) => return Some(format!("{e}: no run starts here")),
+    };
+    let mut drafted = current.clone();
+    drafted.allow = draft.allow();
+    drafted.secrets = draft.secret_names();
+    site::apply_narrowed(
+        &drafted,
+        site::RunKind::default(),
+        &found,
+        &tier,
+        &narrowing,
+    )
+    .err()
+    .map(|r| format!("this draft would not run here: {} ({})", r.message, r.hint))
 }
 
 /// Write the draft's lists into `file`, keeping everything else (comments included). Fail closed:

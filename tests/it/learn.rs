@@ -1392,3 +1392,66 @@ fn privileged_learn_keeps_the_workspaces_empty_folders_as_a_run_does() {
         "done\n"
     );
 }
+
+/// learn offers its observing run only what the site's layers allow (band-server would refuse
+/// the whole run otherwise), says what it took away, and says when its draft would not run: the
+/// session here denies `jq`, which the script uses.
+#[test]
+fn privileged_learn_observes_inside_the_site_and_says_what_the_site_refuses() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    unbanded_demo(
+        &t.path().join("skills"),
+        "#!/bin/sh\njq -r .name \"$INPUT_PATH\" > /dev/null || echo jq_refused >&2\necho '{\"greeting\":\"hi\"}' > \"$OUTPUT_PATH\"\n",
+        &[],
+    );
+    let session = t.path().join("session.md");
+    fs_err::write(&session, "---\ndeny:\n  cli: [\"jq *\"]\n---\n").expect("write");
+    let cfg = t.path().join("server.toml");
+    fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").expect("write");
+    let (code, out, err) = bin()
+        .env("BAND_SERVER_CONFIG", &cfg)
+        .env("BAND_NARROW", &session)
+        .run(
+            &[
+                "learn",
+                "--json",
+                "--skills",
+                "skills",
+                "demo/hello",
+                "--name=x",
+            ],
+            t.path(),
+        );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let notes: Vec<String> = doc["notes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let rule = format!(
+        "is refused by the session policy's deny.cli `jq *` ({}:3)",
+        session.display()
+    );
+    assert!(
+        notes.iter().any(|n| n
+            .starts_with("not offered to the observed run: the band's allow.cli `jq")
+            && n.contains(&rule)),
+        "{notes:#?}"
+    );
+    // The script ran without jq: the observed run was admitted, jq refused inside.
+    assert!(doc["draft"].is_object(), "{doc}");
+    // A draft that still names jq says it would not run here.
+    if draft_rules(&doc, "cli").iter().any(|r| r.starts_with("jq")) {
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("this draft would not run here") && n.contains(&rule)),
+            "{notes:#?}"
+        );
+    }
+}
