@@ -44,9 +44,39 @@ fn bands_flags_after_the_scripts_arguments_are_bands() {
             "--text=a",
         ],
         &["text/count", "--json", "--text=a", "--target", "nowhere"],
+        // Before the command, as for every command (the README's `band --json text/count`).
+        &["--json", "text/count", "--text=a", "--target", "nowhere"],
+        &[
+            "--json",
+            "--target=nowhere",
+            "run",
+            "text/count",
+            "--text=a",
+        ],
     ] {
         assert_eq!(output(args, repo()).stdout, out.stdout, "{args:?}");
     }
+}
+
+#[test]
+fn a_commands_flags_go_before_or_after_it() {
+    for (before, after) in [
+        (&["--json", "list"][..], &["list", "--json"][..]),
+        (
+            &["--json", "help", "text/count"],
+            &["help", "text/count", "--json"],
+        ),
+        (&["--json", "vm", "status"], &["vm", "status", "--json"]),
+    ] {
+        let (b, a) = (output(before, repo()), output(after, repo()));
+        assert_eq!((b.code, &b.stdout), (a.code, &a.stdout), "{before:?}");
+        assert!(b.stdout.starts_with(['{', '[']), "{}", b.shown());
+    }
+    // A flag the command does not have is refused where it stands, as before.
+    band_snapshot!(
+        output(&["--trace", "list"], repo()),
+        "flag_not_the_commands"
+    );
 }
 
 #[test]
