@@ -10,7 +10,7 @@ use band::proto::exit;
 
 pub(crate) fn cmd_list(args: ListArgs) -> Result<u8> {
     let mut seen = std::collections::BTreeMap::new();
-    for d in skill_dirs(&args.skills) {
+    for d in skill_dirs(&args.skills)? {
         for root in band::skill::find_skills(&d) {
             let (skill, _) = band::skill::load_skill(&root);
             seen.entry(skill.name.clone()).or_insert(skill);

@@ -453,3 +453,26 @@ fn the_pre_commit_example_is_true() {
         );
     }
 }
+
+/// A config file band cannot read is one error, with its file, line and hint, for every command
+/// that reads it (before: a warning, then for a run the same text again as the error).
+#[test]
+fn a_config_error_is_said_once() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let file = t.path().join("config.toml");
+    fs_err::write(&file, "target = 3\n").expect("write");
+    let band = bin().env("BAND_CONFIG", &file);
+    for (args, name) in [
+        (&["run", "text/count", "--text=a"][..], "config_error_run"),
+        (&["list"], "config_error_list"),
+    ] {
+        let out = band.output(args, repo());
+        band_snapshot!(out, name);
+        assert_eq!(
+            out.stderr.matches("expected a string").count(),
+            1,
+            "{}",
+            out.shown()
+        );
+    }
+}
