@@ -367,6 +367,55 @@ fn privileged_setup_host_installs_what_is_missing_and_says_what() {
     assert!(!t.path().join("apt.log").exists());
 }
 
+/// With every package in place, an ordinary user with neither root nor `sudo -n` is told the
+/// host target is not ready (before: "ready"); with a `sudo -n` that may run band-server, it is.
+#[test]
+fn privileged_setup_host_is_not_ready_without_root_or_sudo() {
+    use std::os::unix::fs::PermissionsExt;
+    band_test::privileged!(
+        (!band_test::is_root()).then(|| "not root (to make the ordinary user)".to_string())
+    );
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    let b = fake_debian(t.path()).env("PATH", &bin);
+    let script = |name: &str, text: &str| {
+        let p = bin.join(name);
+        fs_err::write(&p, text).unwrap();
+        fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // Every package installed.
+    script(
+        "dpkg-query",
+        "#!/bin/sh
+printf 'install ok installed'
+",
+    );
+    let filters = [(t.path().to_str().unwrap(), "[DIR]")];
+    // No sudo on PATH.
+    let out = as_ordinary_user(&b, &["setup", "--driver", "host"], t.path());
+    band_snapshot!(out, "setup_host_user_no_sudo", &filters);
+    // A sudo that allows nothing.
+    script(
+        "sudo",
+        "#!/bin/sh
+echo 'sudo: a password is required' >&2
+exit 1
+",
+    );
+    let out = as_ordinary_user(&b, &["setup", "--driver", "host", "--json"], t.path());
+    band_snapshot!(out, "setup_host_user_sudo_refuses", &filters);
+    // A sudo that may run band-server (`sudo -n -l <band-server>` succeeds).
+    script(
+        "sudo",
+        "#!/bin/sh
+[ \"$1 $2\" = '-n -l' ] && exit 0
+exit 1
+",
+    );
+    let out = as_ordinary_user(&b, &["setup", "--driver", "host"], t.path());
+    band_snapshot!(out, "setup_host_user_sudo_allows", &filters);
+}
+
 /// As an ordinary user, the host target's error names sudo (not "No such file or directory").
 #[test]
 fn privileged_the_host_target_without_root_names_sudo() {
