@@ -297,10 +297,30 @@ impl Refusal {
                 all.len() - MAX_LISTED_DIFFERENCES
             ));
         }
+        // The hint says what changed (the paths), and that `band lint` checks it before a new
+        // lock vouches for it (`band lock` refuses a skill lint finds errors in).
+        let mut paths: Vec<&str> = Vec::new();
+        for d in diffs {
+            if !paths.contains(&d.path.as_str()) {
+                paths.push(&d.path);
+            }
+        }
+        let mut changed = paths
+            .iter()
+            .take(MAX_LISTED_DIFFERENCES)
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if paths.len() > MAX_LISTED_DIFFERENCES {
+            changed.push_str(&format!(
+                " and {} more",
+                paths.len() - MAX_LISTED_DIFFERENCES
+            ));
+        }
         Refusal {
             message: format!("{} {what}: {listed}", root.display()),
             hint: format!(
-                "if you changed the skill on purpose, review the change and run `band lock {}`",
+                "{changed} changed since the lock was written; if that was you, review the change, check it with `band lint {0}`, then run `band lock {0}`",
                 root.display()
             ),
             integrity: all,
