@@ -179,13 +179,13 @@ fn run_inner(
             p
         }
         Preparation::Refused(o) => {
-            super::record::record(&ledger, &o, Vec::new(), spec.record_io)?;
+            super::record::record(&ledger, &o, Vec::new(), spec.record_io, observe)?;
             return Ok(*o);
         }
     };
     if let Some(refused) = gate(&prepared) {
         let outcome = finish(*prepared, refused, started_at_ms)?;
-        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
+        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io, observe)?;
         return Ok(outcome);
     }
     // A run that could not be recorded must not start: its `start` record is written and synced
@@ -221,7 +221,7 @@ fn run_inner(
     };
     masked.finish().into_iter().for_each(&mut emit);
     let outcome = finish(*prepared, result, started_at_ms)?;
-    super::record::record(&ledger, &outcome, events, spec.record_io)?;
+    super::record::record(&ledger, &outcome, events, spec.record_io, observe)?;
     Ok(outcome)
 }
 

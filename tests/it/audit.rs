@@ -360,6 +360,7 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
         } else {
             LockMark::Matches
         },
+        learn: false,
         integrity: if status == Status::IntegrityFailed {
             vec!["scripts/count.sh: content changed".into()]
         } else {
