@@ -194,8 +194,11 @@ pub(crate) struct ExplainArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
-    #[arg(long)]
+    #[arg(long, conflicts_with = "names")]
     pub(crate) json: bool,
+    /// Print only the `<skill>/<script>` names, one a line (for scripts and shell completion).
+    #[arg(long)]
+    pub(crate) names: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

@@ -17,6 +17,14 @@ pub(crate) fn cmd_list(args: ListArgs) -> Result<u8> {
         }
     }
     let mut out = crate::cli::render::Shown::stdout(args.json);
+    if args.names {
+        for s in seen.values() {
+            for x in &s.scripts {
+                writeln!(out, "{}/{}", s.name, x.name)?;
+            }
+        }
+        return Ok(exit::OK);
+    }
     if args.json {
         let v: Vec<_> = seen
             .values()

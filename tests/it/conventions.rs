@@ -525,3 +525,76 @@ fn a_config_error_is_said_once() {
         );
     }
 }
+
+/// bash completion, as bash runs it: skill/script names where one goes (from the skills path the
+/// line's `--skills` gives), and the values of `--target` and `--status`.
+#[test]
+fn bash_completes_skill_names_and_target_and_status_values() {
+    let t = tempfile::tempdir().unwrap();
+    let script = t.path().join("band.bash");
+    fs_err::write(&script, output(&["completions", "bash"], repo()).stdout).unwrap();
+    // `band` on PATH is the band under test, as the user's would be.
+    let exe = std::path::Path::new(crate::common::band_exe());
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let complete = |line: &str| -> String {
+        // The words of `line`; a trailing space starts a new, empty word.
+        let mut words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        if line.ends_with(' ') {
+            words.push(String::new());
+        }
+        let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+        let program = format!(
+            "source {}\nCOMP_WORDS=({})\nCOMP_CWORD={}\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\n_band_values band '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\" | sort",
+            script.display(),
+            quoted.join(" "),
+            words.len() - 1,
+            words.last().unwrap(),
+            words
+                .get(words.len().wrapping_sub(2))
+                .map_or("", |w| w.as_str()),
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &program])
+            .env("PATH", &path)
+            .env("BAND_CONFIG", band_test::NO_CONFIG)
+            .env_remove("BAND_SKILLS_PATH")
+            .current_dir(t.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let skills = repo().join("skills");
+    let s = skills.display();
+    let lines = |text: String| -> Vec<String> { text.lines().map(str::to_string).collect() };
+    assert_eq!(
+        lines(complete(&format!("band --skills {s} text/"))),
+        ["text/count", "text/summary"]
+    );
+    assert_eq!(
+        lines(complete(&format!("band run --skills {s} --json text/c"))),
+        ["text/count"]
+    );
+    assert_eq!(
+        lines(complete(&format!("band help --skills {s} json"))),
+        ["json-transform/apply"]
+    );
+    // Not where a skill goes: after a skill, as a value of --workspace, or after lint.
+    assert!(!complete(&format!("band run --skills {s} text/count ")).contains("text/"));
+    assert!(!complete(&format!("band run --skills {s} --workspace ")).contains("text/"));
+    assert!(!complete(&format!("band lint --skills {s} ")).contains("text/"));
+    assert_eq!(
+        lines(complete("band run --target ")),
+        ["host", "lima", "qemu", "ssh://"]
+    );
+    assert_eq!(
+        lines(complete("band history --status in")),
+        ["input_invalid", "insist_unsatisfied", "integrity_failed"]
+    );
+    // The commands still complete.
+    assert!(lines(complete("band hist")).contains(&"history".to_string()));
+}
