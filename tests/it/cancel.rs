@@ -99,7 +99,7 @@ pub(crate) fn signal(pid: u32, sig: &str) {
 }
 
 /// The ledger's records of probe/sleepy (newest last).
-fn records(b: &Band, dir: &Path) -> Vec<Value> {
+pub(crate) fn records(b: &Band, dir: &Path) -> Vec<Value> {
     let (_, out, _) = b.run(&["history", "--json"], dir);
     let v: Value = serde_json::from_str(&out).unwrap_or(Value::Array(vec![]));
     v.as_array()
@@ -114,7 +114,11 @@ fn records(b: &Band, dir: &Path) -> Vec<Value> {
 /// its run folder. Without its run id, its processes are the sandboxed ones of its uid started
 /// within `window` (from a [`marker`] taken before the run started to one taken while it held the
 /// uid: any band-server may lease the uid for another run as soon as a run's has freed it).
-fn leftovers(run_id: Option<&str>, uid: u32, window: std::ops::Range<u64>) -> Vec<String> {
+pub(crate) fn leftovers(
+    run_id: Option<&str>,
+    uid: u32,
+    window: std::ops::Range<u64>,
+) -> Vec<String> {
     let mut left = Vec::new();
     for e in fs_err::read_dir("/proc").unwrap().flatten() {
         let p = e.path();
