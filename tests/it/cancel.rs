@@ -1,9 +1,9 @@
 //! A run does not outlive its client (issue 13, item 5). A script that never ends on its own,
 //! saying `tick uid=N` on stderr and writing a marker every 100 ms; then `band` is interrupted
 //! (SIGINT), killed outright (its pipe to band-server closes), its stdout is closed, or an MCP
-//! client (the Python SDK) cancels the call or disconnects, over stdio or over HTTP. Each time no process of the run is
-//! left, its cgroup and run folder are gone, and — when band lived to record it — the ledger says
-//! `cancelled`. Its band allows 30 minutes, far past [`band_test::WAIT_LIMIT`]: a run that is gone
+//! client (the Python SDK) cancels the call or disconnects, over stdio or over HTTP. Each time no
+//! process of the run is left, its cgroup and run folder are gone, and — when band lived to
+//! record it — the ledger says `cancelled`. Its band allows 30 minutes, far past [`band_test::WAIT_LIMIT`]: a run that is gone
 //! was stopped because its client went away, not by its limit.
 
 use std::io::{BufRead, BufReader};
