@@ -7,6 +7,9 @@
 //! while the client's session is still open: recorded `cancelled`, no process, cgroup or run
 //! folder left of it (so the cancel stopped it, not the end of the session).
 //!
+//! And 32 calls from four clients at once over HTTP, each run meeting two peers while it runs
+//! (`tests/mcp/many.py`): all answered, none run after another.
+//!
 //! `.ci/run` installs both SDKs (`$BAND_TEST_PYTHON`, `$BAND_TEST_NODE` beside the TypeScript SDK).
 //! Without one the test is skipped, unless `BAND_TEST_MUST_RUN=1`.
 
@@ -218,4 +221,125 @@ fn privileged_typescript_and_python_clients_over_stdio_and_http() {
     for (what, report) in &reports {
         assert_eq!(report, &expected, "{what}");
     }
+}
+
+/// Four clients (the Python SDK, each its own session over `band mcp --http`) send eight calls
+/// each at once: all 32 are answered, each with its output. That none waited behind another's
+/// run is what the runs themselves saw: each run writes its marker into a host folder the band
+/// lets every run write, then waits for the markers of two peers, one of its own client and one
+/// of the next (`tests/mcp/many.py`); a server that ran a client's calls, or the clients, one
+/// after another would leave them waiting until their limit, and they would come back `timeout`.
+#[test]
+fn privileged_thirty_two_concurrent_calls_from_four_clients_over_http() {
+    use std::os::unix::fs::PermissionsExt;
+    band_test::privileged!(sandbox_missing());
+    let test = "privileged_thirty_two_concurrent_calls_from_four_clients_over_http";
+    if clients_ready(test).is_none() {
+        return;
+    }
+    const CLIENTS: usize = 4;
+    const CALLS: usize = 8;
+    let t = tempfile::tempdir().expect("tmp");
+    let b = Band::new(band_exe(), t.path().join("data"));
+    // Not under /tmp: a band's /tmp is the run's own.
+    let meet = tempfile::Builder::new()
+        .prefix("band-meet-")
+        .tempdir_in("/var/tmp")
+        .expect("tmp");
+    fs_err::set_permissions(meet.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let skills = t.path().join("skills");
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    assert_eq!(b.run(&["init", "meet", "--script", "meet"], &skills).0, 0);
+    let band_md = skills.join("meet/BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text = text
+        .replace(
+            r#"cli: ["jq -r .name /band/io/input.json"]"#,
+            &format!(
+                "cli: [\"jq -r .name /band/io/input.json\", \"sleep 0.1\"]\n  write: [\"{}\"]",
+                meet.path().display()
+            ),
+        )
+        .replace("maxRuntimeMs: 10s", "maxRuntimeMs: 10m");
+    assert!(text.contains("sleep 0.1") && text.contains("10m"), "{text}");
+    fs_err::write(&band_md, text).expect("write");
+    fs_err::write(
+        skills.join("meet/scripts/meet.sh"),
+        format!(
+            r#"#!/bin/sh
+set -e
+set -- $(jq -r .name "$INPUT_PATH")
+me=$1; shift
+: > {dir}/$me
+for peer in "$@"; do
+  while [ ! -e {dir}/$peer ]; do sleep 0.1; done
+done
+echo '{{"greeting":"met"}}' > "$OUTPUT_PATH"
+"#,
+            dir = meet.path().display()
+        ),
+    )
+    .expect("write");
+    let served = Served::start_with(&b, &skills, t.path(), &[]);
+    let url = format!("http://127.0.0.1:{}/mcp", served.port);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let mut cmd = Command::new(python());
+            cmd.arg(repo().join("tests/mcp/many.py"))
+                .args([
+                    &url,
+                    &c.to_string(),
+                    &CLIENTS.to_string(),
+                    &CALLS.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            b.apply(&mut cmd);
+            let child = cmd.spawn().expect("client");
+            let watch = band_test::kill_after(
+                &child,
+                std::time::Duration::from_secs(900),
+                &format!("client {c}"),
+            );
+            (child, watch)
+        })
+        .collect();
+    let mut names = Vec::new();
+    for (c, (child, _watch)) in clients.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("wait");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "client {c}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let results: Value = serde_json::from_str(stdout.trim()).expect("json");
+        for r in results.as_array().expect("results") {
+            assert_eq!(
+                (&r["is_error"], &r["structured"]),
+                (&json!(false), &json!({"greeting": "met"})),
+                "client {c}: {r}"
+            );
+            names.push(r["name"].as_str().expect("name").to_string());
+        }
+    }
+    names.sort();
+    let mut expected: Vec<String> = (0..CLIENTS)
+        .flat_map(|c| (0..CALLS).map(move |k| format!("{c}-{k}")))
+        .collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    // Every run left its marker, and the ledger has 32 runs, all ok.
+    let markers = fs_err::read_dir(meet.path()).expect("markers").count();
+    assert_eq!(markers, CLIENTS * CALLS);
+    let (_, out, _) = b.run(&["history", "--json", "--limit", "100"], t.path());
+    let records: Value = serde_json::from_str(&out).expect("json");
+    let ok = records
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["skill"] == "meet" && r["status"] == "ok")
+        .count();
+    assert_eq!(ok, CLIENTS * CALLS, "{out}");
 }
