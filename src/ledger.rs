@@ -131,6 +131,10 @@ pub struct RunRecord {
     /// The bundle fingerprint (`band.lock`'s `bundle` line; the request's `bundle_sha256`).
     pub bundle_sha256: String,
     pub lock: LockMark,
+    /// An observing run of `band learn`: the script ran under learn's draft band in a copy of
+    /// the skill and the workspace, not as the skill's band allows it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learn: bool,
     /// The files that differed from `band.lock` (an `integrity_failed` run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub integrity: Vec<String>,
@@ -1088,6 +1092,7 @@ mod tests {
             band_sha256: "b".repeat(64),
             bundle_sha256: "c".repeat(64),
             lock: LockMark::Unlocked,
+            learn: false,
             integrity: Vec::new(),
             policy_sha256: "d".repeat(64),
             input: IoDigest::of(&serde_json::json!({"text": "hi"}), false),

@@ -167,7 +167,8 @@ limit:
 ---
 
 The narrowest start: no network, no workspace files, and one command in one exact shape. Run
-`band run --trace {skill}/{script}` to see every command a script tries, then allow exactly those.
+`band run --trace {skill}/{script} --name=World` to see every command a script tries, then allow
+exactly those.
 ",
         rule = lang.cli_rule(script)
     );

@@ -1,4 +1,7 @@
-//! The command line before clap reads it: band's own flags anywhere around a script's arguments.
+//! The command line before clap reads it: band's own flags anywhere before `--`.
+//!
+//! One rule for every command: a command's flags go before it or after it (`band --json list` is
+//! `band list --json`; [`hoist`] moves them after the command, where clap reads them).
 //!
 //! `band <skill>/<script> …` and `band run <skill>/<script> …` take band's flags (`--json`,
 //! `--trace`, `--target host`, `--help`, … — every flag `band run` declares) on either side of the
@@ -49,6 +52,7 @@ pub(crate) fn normalize(cli: &clap::Command, argv: Vec<OsString>) -> Vec<OsStrin
         return argv;
     };
     let globals = Flags::of(cli);
+    let argv = hoist(cli, &globals, argv);
     // Global flags (`--color`) are band's too, wherever they are.
     let run_flags = Flags::of(run).and(&globals);
 
@@ -162,6 +166,73 @@ pub(crate) fn normalize(cli: &clap::Command, argv: Vec<OsString>) -> Vec<OsStrin
         out.extend(script);
     }
     out
+}
+
+/// A command's flags given before the command (`band --json list`, `band --json text/count
+/// --text=a`, `band --json vm status`) moved after it (`band list --json`, `band run --json
+/// text/count …`): one rule for every command, band's flags go anywhere before `--`. The flags
+/// must all be the command's (or global); otherwise the line is left as it is and clap says
+/// what is wrong with it.
+fn hoist(cli: &clap::Command, globals: &Flags, argv: Vec<OsString>) -> Vec<OsString> {
+    let text = |i: usize| argv.get(i).and_then(|a| a.to_str());
+    let mut at = 1;
+    while let Some(arg) = text(at) {
+        match globals.band_flag(arg) {
+            Some(takes_value) => at += 1 + usize::from(takes_value),
+            None => break,
+        }
+    }
+    if !text(at).is_some_and(|a| a.starts_with("--") && a != "--") {
+        return argv;
+    }
+    // Each later word that names a command (or is a `<skill>/<script>`) is a candidate: the
+    // flags before it must read as that command's, each value in its place.
+    for word_at in at + 1..argv.len() {
+        let Some(word) = text(word_at) else { continue };
+        if word == "--" {
+            break;
+        }
+        if word.starts_with('-') {
+            continue;
+        }
+        let (name, command) = if word.contains('/') {
+            ("run", cli.find_subcommand("run"))
+        } else {
+            (word, cli.find_subcommand(word))
+        };
+        let Some(command) = command else { continue };
+        // A command of commands (`vm status`): the flags are its subcommand's.
+        let sub = text(word_at + 1).and_then(|w| command.find_subcommand(w));
+        let flags = Flags::of(sub.unwrap_or(command)).and(globals);
+        let mut i = at;
+        while i < word_at {
+            match text(i).and_then(|a| flags.band_flag(a)) {
+                Some(takes_value) => i += 1 + usize::from(takes_value),
+                None => break,
+            }
+        }
+        if i != word_at {
+            continue;
+        }
+        let mut out = argv[..at].to_vec();
+        if word.contains('/') {
+            out.push(name.into());
+        } else {
+            out.push(argv[word_at].clone());
+        }
+        let mut after = word_at + 1;
+        if sub.is_some() {
+            out.push(argv[word_at + 1].clone());
+            after += 1;
+        }
+        out.extend(argv[at..word_at].iter().cloned());
+        if word.contains('/') {
+            out.push(argv[word_at].clone());
+        }
+        out.extend(argv[after..].iter().cloned());
+        return out;
+    }
+    argv
 }
 
 /// The long flags a clap command declares, and whether each takes a value.
@@ -311,6 +382,47 @@ mod tests {
                 "--text=a"
             ]
         );
+    }
+
+    #[test]
+    fn band_flags_before_the_command_are_the_commands() {
+        assert_eq!(
+            norm(&["--json", "text/count", "--text=a"]),
+            ["run", "--json", "text/count", "--", "--text=a"]
+        );
+        assert_eq!(
+            norm(&["--target", "host", "--json", "text/count", "--text=a"]),
+            [
+                "run",
+                "--target",
+                "host",
+                "--json",
+                "text/count",
+                "--",
+                "--text=a"
+            ]
+        );
+        assert_eq!(
+            norm(&["--color", "never", "--json", "text/count"]),
+            ["--color", "never", "run", "--json", "text/count"]
+        );
+        assert_eq!(norm(&["--json", "list"]), ["list", "--json"]);
+        assert_eq!(
+            norm(&["--skills", "list", "--json", "list"]),
+            ["list", "--skills", "list", "--json"]
+        );
+        assert_eq!(
+            norm(&["--json", "vm", "status"]),
+            ["vm", "status", "--json"]
+        );
+        assert_eq!(
+            norm(&["--json", "run", "x/y", "--n=1"]),
+            ["run", "--json", "x/y", "--", "--n=1"]
+        );
+        // Not the command's flags: left for clap to refuse.
+        assert_eq!(norm(&["--trace", "list"]), ["--trace", "list"]);
+        assert_eq!(norm(&["--json"]), ["--json"]);
+        assert_eq!(norm(&["--json", "--", "list"]), ["--json", "--", "list"]);
     }
 
     #[test]

@@ -46,17 +46,34 @@ pub(crate) fn hint_of<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'
 /// Report an error that ended a command, once, the same way for every command: on stderr as
 /// `error: …` and `hint: …`, or, under `--json`, as one JSON object on stdout (`status`
 /// `error`, `message`, `hint`, `exit_code`: the fields of MCP error results). Returns the exit
-/// code. A closed pipe (`band list | head`) is not an error.
+/// code. A closed stdout (`band list | head`) is not an error; a closed pipe to band-server is.
 pub(crate) fn report(err: &anyhow::Error, json: bool) -> u8 {
-    if err.chain().any(|e| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    }) {
+    if closed_stdout(err) {
         return band::proto::exit::OK;
     }
     let message = format!("{err:#}");
     let hint = err.chain().find_map(hint_of);
     emit(&message, hint, json)
+}
+
+/// Whether `err` is band's own stdout closed by its reader (`band list | head`): a broken pipe
+/// that no step of a run raised. A pipe to band-server (or to sudo, ssh, a VM) that broke is a
+/// run that could not be sent or heard: an error with its cause, never a silent exit 0 that an
+/// agent would read as success.
+fn closed_stdout(err: &anyhow::Error) -> bool {
+    use band::client::ClientError;
+    use band::vm::VmError;
+    let broken = err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    let of_a_run = err.chain().any(|e| {
+        e.is::<ClientError>()
+            || e.is::<Box<ClientError>>()
+            || e.is::<VmError>()
+            || e.is::<Box<VmError>>()
+    });
+    broken && !of_a_run
 }
 
 /// Report a command line clap refused: clap's own text (help and version are not errors), or
@@ -106,4 +123,27 @@ fn emit(message: &str, hint: Option<&str>, json: bool) -> u8 {
         }
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closed_stdout;
+    use band::client::ClientError;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn a_closed_stdout_is_not_an_error_but_a_broken_pipe_to_band_server_is() {
+        let stdout = anyhow::Error::new(Error::from(ErrorKind::BrokenPipe));
+        assert!(closed_stdout(&stdout));
+        let server = anyhow::Error::new(ClientError::Server {
+            what: "cannot send the request to band-server",
+            source: Error::from(ErrorKind::BrokenPipe),
+        });
+        assert!(!closed_stdout(&server));
+        let wrapped = anyhow::Error::new(server.downcast::<ClientError>().expect("client"))
+            .context("band run");
+        assert!(!closed_stdout(&wrapped));
+        let other = anyhow::Error::new(Error::from(ErrorKind::NotFound));
+        assert!(!closed_stdout(&other));
+    }
 }

@@ -32,7 +32,19 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub(crate) use error::{hint_of, user_error};
 pub(crate) use skills::SkillsArgs;
 
-const EXIT_TABLE: &str = "\
+/// Where band's options go (`cli::argv`), for `band -h` and, before the exit codes, `--help`.
+macro_rules! options_rule {
+    () => {
+        "\
+A command's options go before or after it (`band --json list` is `band list --json`), a run's
+also among the script's arguments; after `--` every argument is the script's."
+    };
+}
+const OPTIONS_RULE: &str = options_rule!();
+
+macro_rules! exit_table {
+    () => {
+        "\
 Exit codes:
   0    ok
   1    band run / exec: exited non-zero · lint, fmt --check, audit verify, doctor: problems
@@ -47,7 +59,9 @@ Exit codes:
   10   memory_limit        the run hit maxMemoryBytes
   11   pids_limit          the run hit maxPids
   124  timeout             the run exceeded maxRuntimeMs
-  130  cancelled           the run was interrupted (Ctrl-C, SIGTERM) or its client went away";
+  130  cancelled           the run was interrupted (Ctrl-C, SIGTERM) or its client went away"
+    };
+}
 
 /// Run AI-agent skills in a sandbox that denies everything a skill has not declared.
 #[derive(Debug, Parser)]
@@ -55,8 +69,9 @@ Exit codes:
     name = "band",
     version,
     about,
-    override_usage = "band <COMMAND>\n       band <SKILL>/<SCRIPT> [--key=value …]   (the same as band run)",
-    after_long_help = EXIT_TABLE,
+    override_usage = "band [OPTIONS] <COMMAND> [OPTIONS]\n       band [OPTIONS] <SKILL>/<SCRIPT> [--key=value …] [OPTIONS]   (the same as band run)",
+    after_help = OPTIONS_RULE,
+    after_long_help = concat!(options_rule!(), "\n\n", exit_table!()),
     disable_help_subcommand = true
 )]
 pub(crate) struct Cli {
@@ -179,8 +194,11 @@ pub(crate) struct ExplainArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
-    #[arg(long)]
+    #[arg(long, conflicts_with = "names")]
     pub(crate) json: bool,
+    /// Print only the `<skill>/<script>` names, one a line (for scripts and shell completion).
+    #[arg(long)]
+    pub(crate) names: bool,
     #[command(flatten)]
     pub(crate) skills: SkillsArgs,
 }

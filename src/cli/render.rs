@@ -258,11 +258,13 @@ pub(crate) fn print_failure(result: &proto::RunResult) {
         .as_ref()
         .map(|e| format!(" [{}] {}", e.layer.as_str(), e.message))
         .unwrap_or_default();
-    // A cancelled run's script was killed: its exit code (137) says nothing more.
+    // The script's exit code, named so: band's own is the process's (124 for a timeout, 4 for
+    // output_invalid), and two bare numbers read as a contradiction. A cancelled run's script
+    // was killed (137 says nothing more); 0 adds nothing to a status.
     let code = result
         .exit_code
-        .filter(|_| s != proto::Status::Cancelled)
-        .map(|c| format!(" (exit {c})"))
+        .filter(|&c| s != proto::Status::Cancelled && c != 0)
+        .map(|c| format!(" (script exit {c})"))
         .unwrap_or_default();
     say(&format!("band: {s}{code}: {}{detail}\n", s.describe()));
     if !result.insist_missing.is_empty() {

@@ -179,13 +179,13 @@ fn run_inner(
             p
         }
         Preparation::Refused(o) => {
-            super::record::record(&ledger, &o, Vec::new(), spec.record_io)?;
+            super::record::record(&ledger, &o, Vec::new(), spec.record_io, observe)?;
             return Ok(*o);
         }
     };
     if let Some(refused) = gate(&prepared) {
         let outcome = finish(*prepared, refused, started_at_ms)?;
-        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io)?;
+        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io, observe)?;
         return Ok(outcome);
     }
     // A run that could not be recorded must not start: its `start` record is written and synced
@@ -221,7 +221,7 @@ fn run_inner(
     };
     masked.finish().into_iter().for_each(&mut emit);
     let outcome = finish(*prepared, result, started_at_ms)?;
-    super::record::record(&ledger, &outcome, events, spec.record_io)?;
+    super::record::record(&ledger, &outcome, events, spec.record_io, observe)?;
     Ok(outcome)
 }
 
@@ -297,10 +297,30 @@ impl Refusal {
                 all.len() - MAX_LISTED_DIFFERENCES
             ));
         }
+        // The hint says what changed (the paths), and that `band lint` checks it before a new
+        // lock vouches for it (`band lock` refuses a skill lint finds errors in).
+        let mut paths: Vec<&str> = Vec::new();
+        for d in diffs {
+            if !paths.contains(&d.path.as_str()) {
+                paths.push(&d.path);
+            }
+        }
+        let mut changed = paths
+            .iter()
+            .take(MAX_LISTED_DIFFERENCES)
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if paths.len() > MAX_LISTED_DIFFERENCES {
+            changed.push_str(&format!(
+                " and {} more",
+                paths.len() - MAX_LISTED_DIFFERENCES
+            ));
+        }
         Refusal {
             message: format!("{} {what}: {listed}", root.display()),
             hint: format!(
-                "if you changed the skill on purpose, review the change and run `band lock {}`",
+                "{changed} changed since the lock was written; if that was you, review the change, check it with `band lint {0}`, then run `band lock {0}`",
                 root.display()
             ),
             integrity: all,

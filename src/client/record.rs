@@ -43,7 +43,14 @@ pub fn record_start(ledger: &Ledger, p: &Prepared, started_at_ms: u64) -> Result
 /// non-content ones are kept ([`ledger::audit_events`]); `record_io` keeps the documents and streams.
 /// Nothing here holds a declared secret: the events and result come masked from the pipeline, and
 /// the documents are masked here ([`super::redact`]); the digests are of the real documents.
-pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool) -> Result<()> {
+/// `learn`: an observing run of `band learn` (marked so in the record).
+pub fn record(
+    ledger: &Ledger,
+    o: &Outcome,
+    events: Vec<Event>,
+    record_io: bool,
+    learn: bool,
+) -> Result<()> {
     let (events, events_dropped) = ledger::audit_events(events);
     let r = &o.result;
     let run = RunRecord {
@@ -56,6 +63,7 @@ pub fn record(ledger: &Ledger, o: &Outcome, events: Vec<Event>, record_io: bool)
         band_sha256: o.band_sha256.clone(),
         bundle_sha256: o.bundle_sha256.clone(),
         lock: o.lock,
+        learn,
         integrity: o.integrity.clone(),
         policy_sha256: o.policy_sha256.clone(),
         input: IoDigest {

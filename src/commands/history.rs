@@ -72,7 +72,13 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
         t.add_row(vec![
             r.run_id.clone(),
             lg::rfc3339(r.started_at_ms)[..19].replace('T', " "),
-            format!("{}/{}", r.skill, r.script),
+            // An observing run of `band learn` ran under learn's draft band, not the skill's.
+            format!(
+                "{}/{}{}",
+                r.skill,
+                r.script,
+                if r.learn { " (learn)" } else { "" }
+            ),
             r.status.to_string(),
             r.exit_code.to_string(),
             format_duration_ms(r.ended_at_ms.saturating_sub(r.started_at_ms)),
@@ -249,6 +255,12 @@ fn show_text(s: &Stored, r: &RunRecord) -> String {
         .map(|c| format!(", script exit {c}"))
         .unwrap_or_default();
     line("run", format!("{}  {}/{}", r.run_id, r.skill, r.script));
+    if r.learn {
+        line(
+            "observed by",
+            "band learn: the script ran under learn's draft band, in copies of the skill and the workspace".into(),
+        );
+    }
     line(
         "status",
         format!(

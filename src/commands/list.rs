@@ -10,13 +10,21 @@ use band::proto::exit;
 
 pub(crate) fn cmd_list(args: ListArgs) -> Result<u8> {
     let mut seen = std::collections::BTreeMap::new();
-    for d in skill_dirs(&args.skills) {
+    for d in skill_dirs(&args.skills)? {
         for root in band::skill::find_skills(&d) {
             let (skill, _) = band::skill::load_skill(&root);
             seen.entry(skill.name.clone()).or_insert(skill);
         }
     }
     let mut out = crate::cli::render::Shown::stdout(args.json);
+    if args.names {
+        for s in seen.values() {
+            for x in &s.scripts {
+                writeln!(out, "{}/{}", s.name, x.name)?;
+            }
+        }
+        return Ok(exit::OK);
+    }
     if args.json {
         let v: Vec<_> = seen
             .values()

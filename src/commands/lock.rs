@@ -34,6 +34,7 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
         let tree = Tree::read(&root).map_err(|e| user_error(e.to_string(), e.hint()))?;
         let shown = root.join(lock::LOCK_FILE);
         if !args.check {
+            refuse_lint_errors(&root)?;
             let written =
                 lock::write(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
             if args.json {
@@ -101,6 +102,45 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// A lock vouches for a skill as it is: one that `band lint` finds errors in (a band with YAML
+/// errors, a broken contract) is not locked, so that no run ever trusts a band that cannot
+/// resolve. Warnings do not stop it.
+fn refuse_lint_errors(root: &std::path::Path) -> Result<()> {
+    const SHOWN: usize = 3;
+    let (diagnostics, _) = band::lint::lint_skill(root);
+    let mut errors: Vec<String> = Vec::new();
+    for d in diagnostics
+        .iter()
+        .filter(|d| d.severity == band::diag::Severity::Error)
+    {
+        // A band file every script resolves is reported once per script: said once here.
+        let headline = d.headline();
+        if !errors.contains(&headline) {
+            errors.push(headline);
+        }
+    }
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let mut listed = errors[..errors.len().min(SHOWN)].join("\n  ");
+    if errors.len() > SHOWN {
+        listed.push_str(&format!("\n  and {} more", errors.len() - SHOWN));
+    }
+    Err(user_error(
+        format!(
+            "{} has {} lint error{}, so its {} was not written:\n  {listed}",
+            root.display(),
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" },
+            lock::LOCK_FILE
+        ),
+        format!(
+            "fix them (`band lint {0}` shows each with its hint), then `band lock {0}`",
+            root.display()
+        ),
+    ))
 }
 
 /// `band sign [SKILL] --key KEY`: sign the skill's band.lock into band.lock.sig. The lock must

@@ -248,7 +248,13 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         write_stdout(&format!("{}\n", json_text(&text)))?;
     } else {
         // A string output is the script's text: inert at a terminal, as is into a pipe or file.
-        match &result.output {
+        // Output that broke its contract is not the result: not on stdout, where a pipe would
+        // take it for one (the status line on stderr says what is wrong with it).
+        let shown = result
+            .output
+            .as_ref()
+            .filter(|_| result.status != Status::OutputInvalid);
+        match shown {
             Some(serde_json::Value::String(s)) if std::io::stdout().is_terminal() => {
                 write_stdout(&format!("{}\n", for_terminal(s)))?
             }

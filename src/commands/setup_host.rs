@@ -158,6 +158,27 @@ pub(crate) fn cmd_setup_host(args: &SetupArgs) -> Result<u8> {
             .stderr(std::process::Stdio::null())
             .status();
     }
+    // band-server runs as root: without root, only `sudo -n` starts it. Neither: the packages
+    // are in place, but the host target is not ready, and setup does not say it is.
+    let sudo = !root && band::vm::cmd::which("sudo").is_some();
+    let via_sudo = sudo && band::client::transport::sudo_allows(&server);
+    if !root && !via_sudo {
+        let why = if sudo {
+            "`sudo -n` may not run it"
+        } else {
+            "`sudo` is not installed"
+        };
+        bail!(user_error(
+            format!(
+                "the host target is not ready: its packages are installed, but band-server ({}) runs as root; you are not root and {why}",
+                server.display()
+            ),
+            format!(
+                "run band as root, or allow `sudo -n {}` (a sudoers rule); or run skills in a VM: `band setup` (no root needed)",
+                server.display()
+            )
+        ));
+    }
     if args.json {
         let doc = serde_json::json!({
             "driver": "host",
@@ -165,6 +186,7 @@ pub(crate) fn cmd_setup_host(args: &SetupArgs) -> Result<u8> {
             "installed": installed,
             "already_installed": already,
             "band_server": server_found.then(|| server.display().to_string()),
+            "band_server_as": if root { "root" } else { "sudo -n" },
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -184,7 +206,7 @@ pub(crate) fn cmd_setup_host(args: &SetupArgs) -> Result<u8> {
             if root {
                 ""
             } else {
-                " (band-server runs as root: run band as root or allow `sudo -n band-server`)"
+                " (band-server starts as root through `sudo -n`)"
             }
         );
     }

@@ -105,6 +105,23 @@ fn lock_round_trip_and_check() {
     );
 }
 
+/// `band lock` refuses what `band lint` refuses: a band with a YAML error is not locked (the
+/// integrity hint sends users to `band lock`, which before locked it as it was).
+#[test]
+fn lock_refuses_a_skill_lint_finds_errors_in() {
+    let env = Env::new();
+    let band_md = env.skill().join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    fs_err::write(&band_md, text.replacen("version: 1\n", "version: [1\n", 1)).expect("write");
+    assert_ne!(env.band(&["lint", "skills/text"]).0, 0);
+    let out = env.output(&["lock", "skills/text"]);
+    band_snapshot!(out, "lock_lint_errors");
+    assert!(!env.skill().join("band.lock").exists());
+    // Fixed, it locks.
+    fs_err::write(&band_md, text).expect("write");
+    assert_eq!(env.band(&["lock", "skills/text"]).0, 0);
+}
+
 #[test]
 fn lock_check_without_a_lock_fails() {
     let env = Env::new();
@@ -343,6 +360,7 @@ fn fixture_run(id: &str, skill: &str, script: &str, status: Status, started: u64
         } else {
             LockMark::Matches
         },
+        learn: false,
         integrity: if status == Status::IntegrityFailed {
             vec!["scripts/count.sh: content changed".into()]
         } else {

@@ -109,6 +109,28 @@ fn privileged_scaffolded_scripts_run_in_the_sandbox() {
     assert_eq!(code, 3);
 }
 
+/// Every `band run …` command the new skill's BAND.md and SKILL.md suggest works as written
+/// (before, BAND.md's `band run --trace demo/hello` failed: `name` is required).
+#[test]
+fn privileged_the_commands_a_new_skill_suggests_work() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    assert_eq!(band(&["init", "demo"], t.path()).0, 0);
+    let mut seen = 0;
+    for file in ["BAND.md", "SKILL.md"] {
+        let text = fs_err::read_to_string(t.path().join("demo").join(file)).expect("read");
+        for command in text.split('`').filter(|c| c.starts_with("band run ")) {
+            let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
+            // The skill is in the current folder, not on the skills path.
+            args.splice(1..1, ["--skills", "."]);
+            let (code, _, err) = band(&args, t.path());
+            assert_eq!(code, 0, "{file}: `{command}`: {err}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 2);
+}
+
 #[test]
 fn privileged_trace_shows_commands_rules_writes_and_unused_rules() {
     band_test::privileged!(sandbox_missing());

@@ -1,9 +1,9 @@
 //! A run does not outlive its client (issue 13, item 5). A script that never ends on its own,
 //! saying `tick uid=N` on stderr and writing a marker every 100 ms; then `band` is interrupted
 //! (SIGINT), killed outright (its pipe to band-server closes), its stdout is closed, or an MCP
-//! client (the Python SDK) cancels the call or disconnects. Each time no process of the run is
-//! left, its cgroup and run folder are gone, and — when band lived to record it — the ledger says
-//! `cancelled`. Its band allows 30 minutes, far past [`band_test::WAIT_LIMIT`]: a run that is gone
+//! client (the Python SDK) cancels the call or disconnects, over stdio or over HTTP. Each time no
+//! process of the run is left, its cgroup and run folder are gone, and — when band lived to
+//! record it — the ledger says `cancelled`. Its band allows 30 minutes, far past [`band_test::WAIT_LIMIT`]: a run that is gone
 //! was stopped because its client went away, not by its limit.
 
 use std::io::{BufRead, BufReader};
@@ -99,7 +99,7 @@ pub(crate) fn signal(pid: u32, sig: &str) {
 }
 
 /// The ledger's records of probe/sleepy (newest last).
-fn records(b: &Band, dir: &Path) -> Vec<Value> {
+pub(crate) fn records(b: &Band, dir: &Path) -> Vec<Value> {
     let (_, out, _) = b.run(&["history", "--json"], dir);
     let v: Value = serde_json::from_str(&out).unwrap_or(Value::Array(vec![]));
     v.as_array()
@@ -114,7 +114,11 @@ fn records(b: &Band, dir: &Path) -> Vec<Value> {
 /// its run folder. Without its run id, its processes are the sandboxed ones of its uid started
 /// within `window` (from a [`marker`] taken before the run started to one taken while it held the
 /// uid: any band-server may lease the uid for another run as soon as a run's has freed it).
-fn leftovers(run_id: Option<&str>, uid: u32, window: std::ops::Range<u64>) -> Vec<String> {
+pub(crate) fn leftovers(
+    run_id: Option<&str>,
+    uid: u32,
+    window: std::ops::Range<u64>,
+) -> Vec<String> {
     let mut left = Vec::new();
     for e in fs_err::read_dir("/proc").unwrap().flatten() {
         let p = e.path();
@@ -345,14 +349,20 @@ fn privileged_a_closed_stdout_is_quiet() {
 /// `band mcp` under the Python SDK client `tests/mcp/cancel.py` in `mode`: returns the client,
 /// still running (`cancel`) or gone (`disconnect`), and the run's uid.
 fn mcp_client(t: &Path, mode: &str) -> (Child, u32) {
-    let mut child = Command::new(python())
-        .arg(crate::common::repo().join("tests/mcp/cancel.py"))
+    let mut cmd = Command::new(python());
+    cmd.arg(crate::common::repo().join("tests/mcp/cancel.py"))
         .arg(band_exe())
         .args([mode, "probe__sleepy", r#"{"name": "x"}"#, "--"])
         .args(["mcp", "--skills"])
         .arg(t)
         .arg("--workspace")
-        .arg(t)
+        .arg(t);
+    started_client(cmd, t)
+}
+
+/// The client of [`mcp_client`], started; returns it with the run's uid once it said it.
+fn started_client(mut cmd: Command, t: &Path) -> (Child, u32) {
+    let mut child = cmd
         .env("BAND_SERVER_STATE_DIR", band_test::STATE_DIR)
         .env("BAND_CONFIG", band_test::NO_CONFIG)
         .env("BAND_DATA_DIR", t.join("data"))
@@ -416,4 +426,40 @@ fn privileged_mcp_client_that_disconnects_stops_the_run() {
     let (mut client, uid) = mcp_client(t.path(), "disconnect");
     let _ = client.wait();
     assert_cancelled_and_gone(&b, t.path(), uid);
+}
+
+/// Over HTTP (`band mcp --http`, which serves on): a client that disconnects (its process exits,
+/// closing its connection) stops its run, seen from outside: recorded `cancelled`, no process,
+/// cgroup or run folder left; the server still serves.
+#[test]
+fn privileged_mcp_http_client_that_disconnects_stops_the_run() {
+    band_test::privileged!(sandbox_missing());
+    if !mcp_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let b = band_for(t.path());
+    sleepy_skill(t.path(), &b);
+    let served = crate::mcp_http::Served::start_with(&b, t.path(), t.path(), &[]);
+    let url = format!("http://127.0.0.1:{}/mcp", served.port);
+    let mut cmd = Command::new(python());
+    cmd.arg(crate::common::repo().join("tests/mcp/cancel.py"))
+        .args(["-", "disconnect", "probe__sleepy", r#"{"name": "x"}"#, "--"])
+        .args(["--url", &url]);
+    let (mut client, uid) = started_client(cmd, t.path());
+    let _ = client.wait();
+    assert_cancelled_and_gone(&b, t.path(), uid);
+    // Another client is served, and its run too stops when it goes.
+    let mut cmd = Command::new(python());
+    cmd.arg(crate::common::repo().join("tests/mcp/cancel.py"))
+        .args(["-", "disconnect", "probe__sleepy", r#"{"name": "x"}"#, "--"])
+        .args(["--url", &url]);
+    let (mut client, uid) = started_client(cmd, t.path());
+    let _ = client.wait();
+    band_test::wait_until("the second run recorded cancelled and gone", || {
+        let recs = records(&b, t.path());
+        let Some(r) = recs.get(1) else { return false };
+        assert_eq!(r["status"], "cancelled", "{recs:#?}");
+        leftovers(r["run_id"].as_str(), uid, 0..u64::MAX).is_empty()
+    });
 }

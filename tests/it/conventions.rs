@@ -44,9 +44,39 @@ fn bands_flags_after_the_scripts_arguments_are_bands() {
             "--text=a",
         ],
         &["text/count", "--json", "--text=a", "--target", "nowhere"],
+        // Before the command, as for every command (the README's `band --json text/count`).
+        &["--json", "text/count", "--text=a", "--target", "nowhere"],
+        &[
+            "--json",
+            "--target=nowhere",
+            "run",
+            "text/count",
+            "--text=a",
+        ],
     ] {
         assert_eq!(output(args, repo()).stdout, out.stdout, "{args:?}");
     }
+}
+
+#[test]
+fn a_commands_flags_go_before_or_after_it() {
+    for (before, after) in [
+        (&["--json", "list"][..], &["list", "--json"][..]),
+        (
+            &["--json", "help", "text/count"],
+            &["help", "text/count", "--json"],
+        ),
+        (&["--json", "vm", "status"], &["vm", "status", "--json"]),
+    ] {
+        let (b, a) = (output(before, repo()), output(after, repo()));
+        assert_eq!((b.code, &b.stdout), (a.code, &a.stdout), "{before:?}");
+        assert!(b.stdout.starts_with(['{', '[']), "{}", b.shown());
+    }
+    // A flag the command does not have is refused where it stands, as before.
+    band_snapshot!(
+        output(&["--trace", "list"], repo()),
+        "flag_not_the_commands"
+    );
 }
 
 #[test]
@@ -337,6 +367,55 @@ fn privileged_setup_host_installs_what_is_missing_and_says_what() {
     assert!(!t.path().join("apt.log").exists());
 }
 
+/// With every package in place, an ordinary user with neither root nor `sudo -n` is told the
+/// host target is not ready (before: "ready"); with a `sudo -n` that may run band-server, it is.
+#[test]
+fn privileged_setup_host_is_not_ready_without_root_or_sudo() {
+    use std::os::unix::fs::PermissionsExt;
+    band_test::privileged!(
+        (!band_test::is_root()).then(|| "not root (to make the ordinary user)".to_string())
+    );
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    let b = fake_debian(t.path()).env("PATH", &bin);
+    let script = |name: &str, text: &str| {
+        let p = bin.join(name);
+        fs_err::write(&p, text).unwrap();
+        fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // Every package installed.
+    script(
+        "dpkg-query",
+        "#!/bin/sh
+printf 'install ok installed'
+",
+    );
+    let filters = [(t.path().to_str().unwrap(), "[DIR]")];
+    // No sudo on PATH.
+    let out = as_ordinary_user(&b, &["setup", "--driver", "host"], t.path());
+    band_snapshot!(out, "setup_host_user_no_sudo", &filters);
+    // A sudo that allows nothing.
+    script(
+        "sudo",
+        "#!/bin/sh
+echo 'sudo: a password is required' >&2
+exit 1
+",
+    );
+    let out = as_ordinary_user(&b, &["setup", "--driver", "host", "--json"], t.path());
+    band_snapshot!(out, "setup_host_user_sudo_refuses", &filters);
+    // A sudo that may run band-server (`sudo -n -l <band-server>` succeeds).
+    script(
+        "sudo",
+        "#!/bin/sh
+[ \"$1 $2\" = '-n -l' ] && exit 0
+exit 1
+",
+    );
+    let out = as_ordinary_user(&b, &["setup", "--driver", "host"], t.path());
+    band_snapshot!(out, "setup_host_user_sudo_allows", &filters);
+}
+
 /// As an ordinary user, the host target's error names sudo (not "No such file or directory").
 #[test]
 fn privileged_the_host_target_without_root_names_sudo() {
@@ -422,4 +501,100 @@ fn the_pre_commit_example_is_true() {
             "rev {rev} is neither a full commit hash nor a tag of this repository"
         );
     }
+}
+
+/// A config file band cannot read is one error, with its file, line and hint, for every command
+/// that reads it (before: a warning, then for a run the same text again as the error).
+#[test]
+fn a_config_error_is_said_once() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let file = t.path().join("config.toml");
+    fs_err::write(&file, "target = 3\n").expect("write");
+    let band = bin().env("BAND_CONFIG", &file);
+    for (args, name) in [
+        (&["run", "text/count", "--text=a"][..], "config_error_run"),
+        (&["list"], "config_error_list"),
+    ] {
+        let out = band.output(args, repo());
+        band_snapshot!(out, name);
+        assert_eq!(
+            out.stderr.matches("expected a string").count(),
+            1,
+            "{}",
+            out.shown()
+        );
+    }
+}
+
+/// bash completion, as bash runs it: skill/script names where one goes (from the skills path the
+/// line's `--skills` gives), and the values of `--target` and `--status`.
+#[test]
+fn bash_completes_skill_names_and_target_and_status_values() {
+    let t = tempfile::tempdir().unwrap();
+    let script = t.path().join("band.bash");
+    fs_err::write(&script, output(&["completions", "bash"], repo()).stdout).unwrap();
+    // `band` on PATH is the band under test, as the user's would be.
+    let exe = std::path::Path::new(crate::common::band_exe());
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let complete = |line: &str| -> String {
+        // The words of `line`; a trailing space starts a new, empty word.
+        let mut words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        if line.ends_with(' ') {
+            words.push(String::new());
+        }
+        let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+        let program = format!(
+            "source {}\nCOMP_WORDS=({})\nCOMP_CWORD={}\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\n_band_values band '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\" | sort",
+            script.display(),
+            quoted.join(" "),
+            words.len() - 1,
+            words.last().unwrap(),
+            words
+                .get(words.len().wrapping_sub(2))
+                .map_or("", |w| w.as_str()),
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &program])
+            .env("PATH", &path)
+            .env("BAND_CONFIG", band_test::NO_CONFIG)
+            .env_remove("BAND_SKILLS_PATH")
+            .current_dir(t.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let skills = repo().join("skills");
+    let s = skills.display();
+    let lines = |text: String| -> Vec<String> { text.lines().map(str::to_string).collect() };
+    assert_eq!(
+        lines(complete(&format!("band --skills {s} text/"))),
+        ["text/count", "text/summary"]
+    );
+    assert_eq!(
+        lines(complete(&format!("band run --skills {s} --json text/c"))),
+        ["text/count"]
+    );
+    assert_eq!(
+        lines(complete(&format!("band help --skills {s} json"))),
+        ["json-transform/apply"]
+    );
+    // Not where a skill goes: after a skill, as a value of --workspace, or after lint.
+    assert!(!complete(&format!("band run --skills {s} text/count ")).contains("text/"));
+    assert!(!complete(&format!("band run --skills {s} --workspace ")).contains("text/"));
+    assert!(!complete(&format!("band lint --skills {s} ")).contains("text/"));
+    assert_eq!(
+        lines(complete("band run --target ")),
+        ["host", "lima", "qemu", "ssh://"]
+    );
+    assert_eq!(
+        lines(complete("band history --status in")),
+        ["input_invalid", "insist_unsatisfied", "integrity_failed"]
+    );
+    // The commands still complete.
+    assert!(lines(complete("band hist")).contains(&"history".to_string()));
 }

@@ -1455,3 +1455,67 @@ fn privileged_learn_observes_inside_the_site_and_says_what_the_site_refuses() {
         );
     }
 }
+
+/// `band learn`'s observing run is marked in the ledger (`"learn": true`), in `band history`'s
+/// table and in `band show`; a real run of the same script is not.
+#[test]
+fn privileged_learn_s_observing_runs_are_marked_in_the_ledger() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    assert_eq!(bin().run(&["init", "demo"], t.path()).0, 0);
+    fs_err::create_dir_all(&skills).expect("mkdir");
+    fs_err::rename(t.path().join("demo"), skills.join("demo")).expect("mv");
+    let data = t.path().join("data");
+    let band = band_test::Band::new(crate::common::band_exe(), &data);
+    let args = ["--skills", "skills", "demo/hello", "--name=x"];
+    let learn: Vec<&str> = ["learn"].iter().chain(&args).copied().collect();
+    let (code, out, err) = band.run(&learn, t.path());
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: Vec<&str> = ["run"].iter().chain(&args).copied().collect();
+    let (code, out, err) = band.run(&run, t.path());
+    assert_eq!(code, 0, "{out}\n{err}");
+
+    let (code, out, _) = band.run(&["history", "--json"], t.path());
+    assert_eq!(code, 0);
+    let records: Value = serde_json::from_str(&out).expect("json");
+    let marks: Vec<(String, Value)> = records
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|r| {
+            (
+                r["run_id"].as_str().unwrap_or("").to_string(),
+                r["learn"].clone(),
+            )
+        })
+        .collect();
+    // Newest first: the real run, then learn's.
+    assert_eq!(marks.len(), 2, "{out}");
+    assert_eq!(
+        (&marks[0].1, &marks[1].1),
+        (&Value::Null, &Value::Bool(true)),
+        "{out}"
+    );
+    // (The table's columns are as wide as the durations: not a stable snapshot.)
+    let table = band.output(&["history"], t.path());
+    let rows: Vec<&str> = table
+        .stdout
+        .lines()
+        .filter(|l| l.contains("demo/hello"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", table.shown());
+    assert!(
+        !rows[0].contains("(learn)") && rows[1].contains("demo/hello (learn)"),
+        "{}",
+        table.shown()
+    );
+    let shown = band.output(&["show", &marks[1].0], t.path());
+    assert!(
+        shown.stdout.contains("observed by  band learn: "),
+        "{}",
+        shown.shown()
+    );
+    let real = band.output(&["show", &marks[0].0], t.path());
+    assert!(!real.stdout.contains("observed by"), "{}", real.shown());
+}

@@ -28,6 +28,7 @@ mod help;
 mod hostile_input;
 mod learn;
 mod mcp;
+mod mcp_agents;
 mod mcp_http;
 mod redteam;
 mod run;

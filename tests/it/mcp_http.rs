@@ -19,13 +19,27 @@ use std::process::{Child, Command, Stdio};
 use crate::common::{DATA_DIR, band_exe, bin, repo, sandbox_missing};
 
 /// A `band mcp --http 127.0.0.1:0` and the port it serves.
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Served {
     fn start(skills: &Path, ws: &Path, args: &[&str], token: Option<&str>) -> Served {
+        let mut env = bin().env("BAND_DATA_DIR", DATA_DIR);
+        if let Some(t) = token {
+            env = env.env("BAND_MCP_TOKEN", t);
+        }
+        Served::start_with(&env, skills, ws, args)
+    }
+
+    /// [`Served::start`] with `env`'s environment (its own data folder, say) and no token.
+    pub(crate) fn start_with(
+        env: &band_test::Band,
+        skills: &Path,
+        ws: &Path,
+        args: &[&str],
+    ) -> Served {
         let mut cmd = Command::new(band_exe());
         cmd.args(["mcp", "--http", "127.0.0.1:0", "--workspace"])
             .arg(ws)
@@ -36,10 +50,6 @@ impl Served {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut env = bin().env("BAND_DATA_DIR", DATA_DIR);
-        if let Some(t) = token {
-            env = env.env("BAND_MCP_TOKEN", t);
-        }
         env.apply(&mut cmd);
         let mut child = cmd.spawn().expect("band mcp --http");
         let stderr = child.stderr.take().expect("stderr");

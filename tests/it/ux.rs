@@ -119,6 +119,15 @@ fn privileged_an_invalid_server_config_fails_the_run_loudly() {
         .env("BAND_SERVER_CONFIG", &config)
         .output(&["run", "--skills", s, "--workspace", w, "noop/n"], &skills);
     band_snapshot!(out, "invalid_server_config");
+    // What an agent reads: the failure and its cause as the JSON result, never an empty stdout
+    // and exit 0 (band took the broken pipe to band-server for its own stdout closed).
+    for _ in 0..5 {
+        let out = bin().env("BAND_SERVER_CONFIG", &config).output(
+            &["run", "--json", "--skills", s, "--workspace", w, "noop/n"],
+            &skills,
+        );
+        band_snapshot!(out, "invalid_server_config_json");
+    }
 }
 
 /// A 10 MB input that breaks its contract: the error quotes a little of it, wherever it goes

@@ -1,6 +1,7 @@
 """Cancel or abandon a `band mcp` tool call with the official MCP Python SDK's stdio client.
 
 Usage: cancel.py BAND_EXE MODE TOOL ARGUMENTS_JSON -- SERVER_ARGS...
+       cancel.py - MODE TOOL ARGUMENTS_JSON -- --url URL   (a `band mcp --http` at URL)
 
 The tool's script must say `tick uid=N` on stderr while it runs (each stderr line becomes a
 progress message). Once it does:
@@ -8,22 +9,34 @@ progress message). Once it does:
   `cancelled uid=N` and keeps the session open for 20 s, so the server sees a cancel, not a
   disconnect;
 - MODE `disconnect`: prints `disconnecting uid=N` and exits at once, which closes band mcp's
-  stdin.
+  stdin (over HTTP: the connection).
 The assertions are in tests/it/cancel.rs.
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+@contextlib.asynccontextmanager
+async def connect(band, server_args):
+    if server_args[:1] == ["--url"]:
+        async with streamable_http_client(server_args[1]) as streams:
+            yield streams[0], streams[1]
+    else:
+        params = StdioServerParameters(command=band, args=server_args, env=dict(os.environ))
+        async with stdio_client(params) as (read, write):
+            yield read, write
 
 
 async def main(band, mode, tool, arguments, server_args):
-    params = StdioServerParameters(command=band, args=server_args, env=dict(os.environ))
-    async with stdio_client(params) as (read, write):
+    async with connect(band, server_args) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             ticked = asyncio.Event()

@@ -490,7 +490,7 @@ fn run_meta(outcome: &band::client::outcome::Outcome, skill_uri: Option<&str>) -
 
 pub(crate) fn cmd_mcp(args: McpArgs) -> Result<u8> {
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
-    let mut server = BandServer::new(skill_dirs(&args.skills), workspace, args.script_tool_names);
+    let mut server = BandServer::new(skill_dirs(&args.skills)?, workspace, args.script_tool_names);
     server.allow_system_workspace = args.allow_system_workspace;
     // A bad --target fails now, not on every call.
     if let Some(t) = &args.target {
