@@ -80,3 +80,62 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
     }
     Ok(text)
 }
+
+/// The layers a run from this client passes, as this client previews them (band-server applies
+/// those of the machine it runs on).
+pub struct Preview {
+    /// The site policy at [`site::local_path`], or an open one when there is no file.
+    pub site: SitePolicy,
+    /// There is no site policy file: only narrower layers.
+    pub no_site: bool,
+    /// The user's and the session's layers: `(label, file)`.
+    pub narrowing: Vec<(String, SitePolicy)>,
+}
+
+/// Why [`preview`] has no layers to show.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    /// The site policy file is there but cannot be used: band-server refuses every run.
+    #[error(transparent)]
+    Site(site::SiteError),
+    /// A narrowing file cannot be used: band sends no run.
+    #[error(transparent)]
+    Narrowing(Box<ClientError>),
+}
+
+impl Preview {
+    /// The tier a run of the skill at `root` gets (its signature previewed), and why.
+    pub fn tier(&self, root: Option<&Path>) -> (String, String) {
+        crate::sign::preview_tier(&self.site, root)
+    }
+
+    /// `band ∩ site ∩ tier ∩ narrowing` for `band` at `tier`.
+    pub fn apply(
+        &self,
+        band: &crate::policy::Policy,
+        kind: site::RunKind,
+        tier: &str,
+    ) -> std::result::Result<site::Intersection, Box<site::Refusal>> {
+        site::apply_narrowed(band, kind, &self.site, tier, &self.narrowing)
+    }
+}
+
+/// The site policy and narrowing this client previews; `Ok(None)` when there are none.
+pub fn preview() -> std::result::Result<Option<Preview>, PreviewError> {
+    let narrowing: Vec<(String, SitePolicy)> = read()
+        .map_err(|e| PreviewError::Narrowing(Box::new(e)))?
+        .into_iter()
+        .map(|(n, p)| (n.label, p))
+        .collect();
+    let path = site::local_path();
+    let (site, no_site) = match site::load_site(&path).map_err(PreviewError::Site)? {
+        Some(found) => (found, false),
+        None if narrowing.is_empty() => return Ok(None),
+        None => (SitePolicy::open(&path), true),
+    };
+    Ok(Some(Preview {
+        site,
+        no_site,
+        narrowing,
+    }))
+}

@@ -233,26 +233,23 @@ enum SitePreview {
 
 /// `None` when there is no site policy file and no narrowing (nothing is narrowed).
 fn site_preview(band: &Policy, root: Option<&Path>) -> Option<SitePreview> {
-    let path = site::local_path();
-    let narrowing: Vec<(String, site::SitePolicy)> = match band::client::narrow::read() {
-        Ok(n) => n.into_iter().map(|(n, p)| (n.label, p)).collect(),
-        Err(e) => return Some(SitePreview::BrokenNarrowing(e.to_string())),
+    use band::client::narrow::{PreviewError, preview};
+    let p = match preview() {
+        Ok(p) => p?,
+        Err(PreviewError::Site(e)) => return Some(SitePreview::Broken(e)),
+        Err(PreviewError::Narrowing(e)) => {
+            return Some(SitePreview::BrokenNarrowing(e.to_string()));
+        }
     };
-    let (found, no_site) = match site::load_site(&path) {
-        Ok(Some(found)) => (found, false),
-        Ok(None) if narrowing.is_empty() => return None,
-        Ok(None) => (site::SitePolicy::open(&path), true),
-        Err(e) => return Some(SitePreview::Broken(e)),
-    };
-    let (tier, why_tier) = band::sign::preview_tier(&found, root);
+    let (tier, why_tier) = p.tier(root);
     let effective = Box::new(
-        site::apply_narrowed(band, site::RunKind::default(), &found, &tier, &narrowing)
+        p.apply(band, site::RunKind::default(), &tier)
             .map(|i| i.policy),
     );
     Some(SitePreview::Found {
-        site: Box::new(found),
-        no_site,
-        narrowing,
+        site: Box::new(p.site),
+        no_site: p.no_site,
+        narrowing: p.narrowing,
         tier,
         why_tier,
         effective,

@@ -58,7 +58,12 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec![
+    // The trust tier a site policy gave a run (issue 40): a column once any run shown has one.
+    let tiers = selected
+        .iter()
+        .filter_map(|s| s.run())
+        .any(|r| r.trust.is_some());
+    let mut header = vec![
         "run",
         "started (UTC)",
         "skill/script",
@@ -67,9 +72,13 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
         "took",
         "target",
         "lock",
-    ]);
+    ];
+    if tiers {
+        header.push("tier");
+    }
+    t.set_header(header);
     for r in selected.iter().filter_map(|s| s.run()) {
-        t.add_row(vec![
+        let mut row = vec![
             r.run_id.clone(),
             lg::rfc3339(r.started_at_ms)[..19].replace('T', " "),
             // An observing run of `band learn` ran under learn's draft band, not the skill's.
@@ -84,7 +93,11 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<u8> {
             format_duration_ms(r.ended_at_ms.saturating_sub(r.started_at_ms)),
             r.target.clone(),
             lock_word(r).to_string(),
-        ]);
+        ];
+        if tiers {
+            row.push(r.trust.as_ref().map_or("-".into(), |t| t.tier.clone()));
+        }
+        t.add_row(row);
     }
     if !selected.is_empty() {
         writeln!(out, "{}", for_terminal(&t.to_string()))?;

@@ -501,31 +501,19 @@ fn finish(
     Ok(exit::OK)
 }
 
-/// A site policy, its narrower layers (label, file) and the tier a run gets: what
-/// `band::policy::site::apply_narrowed` takes.
-type SiteLayers = (
-    band::policy::site::SitePolicy,
-    Vec<(String, band::policy::site::SitePolicy)>,
-    String,
-);
-
-/// The site policy this client previews, with the user's and session's narrowing, and the tier
-/// an unsigned copy gets (learn observes a copy); `None` when there is none of them.
-fn site_layers() -> Result<Option<SiteLayers>> {
-    use band::policy::site;
-    let narrowing: Vec<(String, site::SitePolicy)> = band::client::narrow::read()?
-        .into_iter()
-        .map(|(n, p)| (n.label, p))
-        .collect();
-    let path = site::local_path();
-    let found = match site::load_site(&path) {
-        Ok(Some(s)) => s,
-        Ok(None) if narrowing.is_empty() => return Ok(None),
-        Ok(None) => site::SitePolicy::open(&path),
-        Err(e) => anyhow::bail!("the site policy cannot be used: {e}"),
-    };
-    let (tier, _) = band::sign::preview_tier(&found, None);
-    Ok(Some((found, narrowing, tier)))
+/// The site's layers this client previews and the tier an unsigned copy gets (learn observes a
+/// copy); `None` when there are none.
+fn site_layers() -> Result<Option<(band::client::narrow::Preview, String)>> {
+    use band::client::narrow::{PreviewError, preview};
+    match preview() {
+        Ok(None) => Ok(None),
+        Ok(Some(p)) => {
+            let (tier, _) = p.tier(None);
+            Ok(Some((p, tier)))
+        }
+        Err(PreviewError::Site(e)) => anyhow::bail!("the site policy cannot be used: {e}"),
+        Err(PreviewError::Narrowing(e)) => Err((*e).into()),
+    }
 }
 
 /// The learning policy fitted to the site's layers ([`band::policy::site::fit`]): what they
@@ -533,10 +521,16 @@ fn site_layers() -> Result<Option<SiteLayers>> {
 /// each rule taken away is a note.
 fn fit_to_site(policy: Policy, exec: bool) -> Result<(Policy, Vec<String>)> {
     use band::policy::site;
-    let Some((found, narrowing, tier)) = site_layers()? else {
+    let Some((p, tier)) = site_layers()? else {
         return Ok((policy, Vec::new()));
     };
-    match site::fit(&policy, site::RunKind { exec }, &found, &tier, &narrowing) {
+    match site::fit(
+        &policy,
+        site::RunKind { exec },
+        &p.site,
+        &tier,
+        &p.narrowing,
+    ) {
         Ok((fitted, dropped)) => Ok((
             fitted,
             dropped
@@ -553,22 +547,16 @@ fn fit_to_site(policy: Policy, exec: bool) -> Result<(Policy, Vec<String>)> {
 /// cannot make run here), `None` when it runs or there is no site policy.
 fn site_refuses(current: &Policy, draft: &learn::Draft) -> Option<String> {
     use band::policy::site;
-    let (found, narrowing, tier) = match site_layers() {
+    let (p, tier) = match site_layers() {
         Ok(l) => l?,
         Err(e) => return Some(format!("{e}: no run starts here")),
     };
     let mut drafted = current.clone();
     drafted.allow = draft.allow();
     drafted.secrets = draft.secret_names();
-    site::apply_narrowed(
-        &drafted,
-        site::RunKind::default(),
-        &found,
-        &tier,
-        &narrowing,
-    )
-    .err()
-    .map(|r| format!("this draft would not run here: {} ({})", r.message, r.hint))
+    p.apply(&drafted, site::RunKind::default(), &tier)
+        .err()
+        .map(|r| format!("this draft would not run here: {} ({})", r.message, r.hint))
 }
 
 /// Write the draft's lists into `file`, keeping everything else (comments included). Fail closed:

@@ -137,6 +137,19 @@ fn privileged_a_signed_skill_gets_its_signers_tier_and_unsigned_it_is_refused_ne
                 && l.contains("tier reviewed (signed by alice (SHA256:")),
             "{shown}"
         );
+        // `band history` has a tier column once a run has one.
+        let (code, history, err) = band.run(&["history"], t.path());
+        assert_eq!(code, 0, "{err}");
+        let header = history
+            .lines()
+            .find(|l| l.contains("skill/script"))
+            .unwrap_or_default();
+        assert!(header.contains("tier"), "{history}");
+        let row = history
+            .lines()
+            .find(|l| l.contains(&run_id[..12.min(run_id.len())]))
+            .unwrap_or_else(|| panic!("{history}"));
+        assert!(row.contains("reviewed"), "{history}");
     });
     // A signature kept over a lock that no longer describes the skill: the skill changed, was
     // re-locked, the old signature kept.
@@ -222,4 +235,45 @@ fn privileged_the_users_and_the_sessions_narrowing_are_previewed_and_enforced() 
     assert_eq!(code, 0, "{out}\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["stdout"], "listed\nls_a_refused\n", "{v}");
+}
+
+/// An agent host sees, in `tools/list`, the tier each tool would run in and whether the site's
+/// layers would refuse it (`_meta["band/trust"]`, a preview); `band history` shows the tier a
+/// run was given once a site policy gave one.
+#[test]
+fn the_mcp_tool_list_says_each_tools_tier_and_refusal() {
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    net_skill(&skills);
+    let site = site_file(
+        t.path(),
+        "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU",
+    );
+    let env = bin().env("BAND_SITE_POLICY", &site);
+    let (mut raw, _) = crate::mcp::Raw::start_in(&[&skills], t.path(), &[], env);
+    let list = raw.request("tools/list", serde_json::json!({}));
+    let tool = list["tools"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == "fetcher__go"))
+        .unwrap_or_else(|| panic!("{list}"));
+    let trust = &tool["_meta"]["band/trust"];
+    assert_eq!(trust["tier"], "community", "{tool}");
+    assert_eq!(trust["preview"], true, "{tool}");
+    assert_eq!(
+        trust["refused"],
+        format!(
+            "the band's allow.net `api.example.test` is refused by the tier community policy's `tiers.community.network: false` ({}:8)",
+            site.display()
+        ),
+        "{tool}"
+    );
+    // Without a site policy, no trust is claimed.
+    let (mut raw, _) = crate::mcp::Raw::start(&[&skills], t.path());
+    let list = raw.request("tools/list", serde_json::json!({}));
+    assert!(
+        list["tools"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|t| t["_meta"].get("band/trust").is_none())),
+        "{list}"
+    );
 }

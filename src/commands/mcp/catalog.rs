@@ -137,6 +137,9 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
         }
     }
     let mut out = Catalog::default();
+    // The site's layers this client previews: each tool says the tier it would run in, and
+    // whether they would refuse it (band-server decides; an agent host sees it before calling).
+    let site = band::client::narrow::preview().ok().flatten();
     for skill in skills.values() {
         // A skill with a link out of it does not run (its bundle cannot hold the link), so none
         // of it is offered: not its SKILL.md, not its scripts (issue 36).
@@ -160,12 +163,20 @@ pub(crate) fn catalog(dirs: &[PathBuf]) -> Catalog {
         let offered = out.tools.len();
         for script in &skill.scripts {
             match tool_for(skill, &script.name, &schemas, &mut policies) {
-                Ok(tool) => out.tools.push(Entry {
-                    tool,
-                    skill_uri: None,
-                    skill_root: skill.root.clone(),
-                    script: script.name.clone(),
-                }),
+                Ok(mut tool) => {
+                    if let Some(site) = &site {
+                        let policy = skill
+                            .band_file_for(&script.name)
+                            .and_then(|f| policies.get(&f).cloned().flatten());
+                        trust_meta(&mut tool, site, &skill.root, policy.as_ref());
+                    }
+                    out.tools.push(Entry {
+                        tool,
+                        skill_uri: None,
+                        skill_root: skill.root.clone(),
+                        script: script.name.clone(),
+                    })
+                }
                 Err(why) => out.skipped.push(Skipped {
                     skill: skill.name.clone(),
                     script: script.name.clone(),
@@ -258,6 +269,32 @@ fn tool_for(
         tool = tool.with_raw_output_schema(Arc::new(output));
     }
     Ok(tool)
+}
+
+/// The `_meta` key of the trust a tool would run with (issue 40).
+pub(crate) const META_TRUST: &str = "band/trust";
+
+/// Put in `tool`'s `_meta` the tier a run of the skill at `root` gets under this client's preview
+/// of the site's layers, why (signed by whom, or unsigned), and the refusal those layers would
+/// give `policy`, if any.
+fn trust_meta(
+    tool: &mut Tool,
+    site: &band::client::narrow::Preview,
+    root: &std::path::Path,
+    policy: Option<&Policy>,
+) {
+    let (tier, why) = site.tier(Some(root));
+    let refused = policy.and_then(|p| {
+        site.apply(p, band::policy::site::RunKind::default(), &tier)
+            .err()
+            .map(|r| r.message)
+    });
+    let mut meta = tool.meta.take().unwrap_or_default();
+    meta.0.insert(
+        META_TRUST.into(),
+        serde_json::json!({"tier": tier, "why": why, "refused": refused, "preview": true}),
+    );
+    tool.meta = Some(meta);
 }
 
 /// What the script does, in its own words: the input schema's `description`, else its `title`.
