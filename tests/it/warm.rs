@@ -586,3 +586,71 @@ fn privileged_band_server_and_the_warm_server_start_without_the_callers_secrets(
         assert!(names.contains(&"PATH"), "{what}: {names:?}");
     }
 }
+
+/// A run served by a spare says the tier the site policy gave it, as a run of its own does.
+#[test]
+fn privileged_a_run_served_by_a_spare_says_its_tier() {
+    band_test::privileged!(sandbox_missing());
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let _stop = StopServer;
+    no_warm_server();
+    let t = tempfile::tempdir().expect("tempdir");
+    let band = bin();
+    let bins = t.path().join("bin");
+    fs_err::create_dir_all(&bins).expect("mkdir");
+    for b in ["band-server", "band-jail", "band-shim"] {
+        fs_err::copy(band.bin_dir().join(b), bins.join(b)).expect("copy");
+    }
+    let site = t.path().join("site.md");
+    fs_err::write(
+        &site,
+        "---\nunsigned: community\ntiers:\n  community: {}\n---\n",
+    )
+    .expect("write");
+    let server_cfg = t.path().join("server.toml");
+    fs_err::write(
+        &server_cfg,
+        format!("site_policy = \"{}\"\n", site.display()),
+    )
+    .expect("write");
+    let config = t.path().join("config.toml");
+    fs_err::write(&config, "warm = true\n").expect("write");
+    let band = band
+        .env("BAND_SERVER", bins.join("band-server"))
+        .env("BAND_SERVER_CONFIG", &server_cfg)
+        .env("BAND_CONFIG", &config)
+        .env_remove("BAND_WARM");
+    let skill = probe_skill(t.path());
+    let work = t.path().join("work");
+    fs_err::create_dir_all(&work).expect("mkdir");
+    let run = |n: u32| {
+        fs_err::write(work.join("in.txt"), format!("file {n}\n")).expect("write");
+        let (code, out, err) = band.clone().env("WARM_TOKEN", "t").run(
+            &[
+                "run",
+                "--json",
+                &format!("{}/probe", skill.display()),
+                "--input",
+                &format!("{{\"n\":{n}}}"),
+            ],
+            &work,
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(v["trust"]["tier"], "community", "{out}");
+        v["run_id"].as_str().expect("run_id").to_string()
+    };
+    let before = sockets();
+    run(1);
+    wait_for("a warm server's socket", || {
+        sockets().iter().any(|s| !before.contains(s))
+    });
+    wait_for("the warm server's pid file", || {
+        server_pid().is_some_and(alive)
+    });
+    let second = run(2);
+    assert_eq!(served(&second).as_deref(), Some("built for it"));
+    wait_for("a spare", || spare_after(&second, "warmprobe").is_some());
+    let third = run(3);
+    assert_eq!(served(&third).as_deref(), Some("a spare"), "run {third}");
+}

@@ -309,7 +309,10 @@ fn hand_over(
     prepared.started.spawned.jail_json =
         serde_json::to_vec(&jail).layer(Layer::Secrets, "failed to encode the jail's input")?;
     prepared.started.spawned.run_start = Instant::now();
-    run_prepared(client, &checked, prepared, guard)
+    let mut result = run_prepared(client, &checked, prepared, guard)?;
+    // As a run of its own says it (`run::execute_inner`): the tier the site policy gave it.
+    result.trust = request::result_trust(req, cfg);
+    Ok(result)
 }
 
 #[cfg(test)]
