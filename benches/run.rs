@@ -33,8 +33,18 @@
 //! - **a no-op started in a folder of 100,000 files the band does not admit** [the same as in an
 //!   empty folder].
 //!
+//! - **a no-op under a site policy of 100 rules** [≤ 1.02× the same without]: both with
+//!   `warm = false`, so each run's band-server reads and parses the policy.
+//!
+//! - **many runs at once** (issue 42) [at 16 callers: no-op ≤ 1.5× bwrap's batch time, python
+//!   ≤ 1.3×; band's runs/s never falls as callers go from 1 to 16]: 48 runs of the no-op and of
+//!   the python job from 1, 4 and 16 concurrent callers, best of 3 batches, for bwrap, nsjail and
+//!   band run (the default: warm server); runs/s, CPU per run (the machine's busy time over the
+//!   batch / 48) and band-server's resident memory (the most, summed over its processes, sampled
+//!   during the batch) per concurrent run.
+//!
 //! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, fetch, idle,
-//! fresh, files), to re-measure what a change touched.
+//! fresh, files, site, load), to re-measure what a change touched.
 //!
 //! Peers (nsjail, firejail, srt, codex) come from `common::peers`: installed from their
 //! registries into `target/bench-peers` when missing (`BAND_BENCH_PEERS=0`: none), each skipped
@@ -125,7 +135,7 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
 }
 
 /// Whether the table `name` runs: `BAND_BENCH_ONLY` (comma-separated: noop, py, loop, fetch,
-/// idle, fresh, files) picks some, to re-measure what a change touched; unset, all run.
+/// idle, fresh, files, site, load) picks some, to re-measure what a change touched; unset, all run.
 fn wanted(name: &str) -> bool {
     std::env::var("BAND_BENCH_ONLY")
         .map(|only| only.split(',').any(|n| n.trim() == name))
@@ -458,6 +468,66 @@ fn main() {
         let _ = fs_err::remove_dir_all(&big);
     }
 
+    // 8: a no-op under a site policy of 100 rules (issue 40), against the same without one.
+    if wanted("site") {
+        let site = env.tmp.join("site.md");
+        let mut text = String::from("---\ndeny:\n");
+        for (cat, n) in [("cli", 40), ("net", 30), ("read", 15), ("write", 15)] {
+            text.push_str(&format!("  {cat}:\n"));
+            for i in 0..n {
+                let rule = match cat {
+                    "cli" => format!("bench-tool-{i} *"),
+                    "net" => format!("*.bench-denied-{i}.test"),
+                    _ => format!("bench-denied-{i}/**"),
+                };
+                text.push_str(&format!("    - \"{rule}\"\n"));
+            }
+        }
+        text.push_str("---\n");
+        fs_err::write(&site, text).expect("write");
+        let with_site = env.tmp.join("server-site.toml");
+        fs_err::write(
+            &with_site,
+            format!("site_policy = \"{}\"\n", site.display()),
+        )
+        .expect("write");
+        let without = env.tmp.join("server-nosite.toml");
+        fs_err::write(
+            &without,
+            format!("site_policy = \"{}\"\n", env.tmp.join("none.md").display()),
+        )
+        .expect("write");
+        let noop = &jobs[0];
+        let mut bw = || run_ok(&mut bwrap_cmd(&noop.argv, None), "bwrap");
+        // `warm = false`: each run's band-server reads and parses the site policy, the most a
+        // site policy can cost a run (a warm server parses it once).
+        let mut plain = || env.band_run("noop", &env.empty, Some(&without));
+        let mut sited = || env.band_run("noop", &env.empty, Some(&with_site));
+        let s = common::interleaved(iters, &mut [&mut bw, &mut plain, &mut sited]);
+        print_table(
+            "no-op without and with a site policy of 100 rules (`warm = false`: parsed per run)",
+            &[
+                ("bare bwrap", s[0]),
+                ("band run, `warm = false`, no site policy", s[1]),
+                ("band run, `warm = false`, site policy of 100 rules", s[2]),
+            ],
+            s[0],
+        );
+        let r = ratio(s[2].p50, s[1].p50);
+        goals.push((
+            "no-op under a 100-rule site policy / without".into(),
+            format!("{r:.3}×"),
+            format!("≤ 1.02×: {}", if r <= 1.02 { "met" } else { "MISSED" }),
+        ));
+    }
+
+    // 9: many runs at once (issue 42): 48 runs from 1, 4 and 16 concurrent callers.
+    if full && wanted("load") {
+        for job in jobs.iter().filter(|j| j.name == "noop" || j.name == "py") {
+            goals.extend(load_table(&env, job, &peers));
+        }
+    }
+
     stop_warm_server();
 
     println!("\n### goals (issue 17)\n");
@@ -667,6 +737,183 @@ fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> (f64, f64) {
         s[0],
     );
     (ratio(s[2].p50, s[0].p50), ratio(s[1].p50, s[0].p50))
+}
+
+/// Runs in one batch of the load table, and the callers it is issued from.
+const LOAD_RUNS: usize = 48;
+const LOAD_CALLERS: [usize; 3] = [1, 4, 16];
+
+/// One batch: `LOAD_RUNS` calls of `call` from `callers` threads (each takes the next run until
+/// none is left). Its wall time, the machine's busy time, and band-server's largest resident
+/// memory (all its processes, summed; sampled every 2 ms) during it.
+fn batch(callers: usize, call: &(dyn Fn() + Sync)) -> (Duration, Duration, u64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let peak = AtomicU64::new(0);
+    let c0 = common::busy_time();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(server_rss(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let workers: Vec<_> = (0..callers)
+            .map(|_| {
+                s.spawn(|| {
+                    while next.fetch_add(1, Ordering::Relaxed) < LOAD_RUNS {
+                        call();
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("a caller");
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let wall = t.elapsed();
+    common::reap_orphans();
+    (
+        wall,
+        common::busy_time().saturating_sub(c0),
+        peak.into_inner(),
+    )
+}
+
+/// The resident memory of every band-server process, summed (bytes).
+fn server_rss() -> u64 {
+    let Ok(dir) = fs_err::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| {
+            fs_err::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "band-server")
+        })
+        .filter_map(|e| {
+            let status = fs_err::read_to_string(e.path().join("status")).ok()?;
+            let kb: u64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            Some(kb * 1024)
+        })
+        .sum()
+}
+
+/// The load table of `job`: bwrap, nsjail (when the peers have it) and band run (the default,
+/// warm server), 48 runs from 1, 4 and 16 callers, best of 3 batches each. Its goal rows.
+fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, String)> {
+    let bw = || run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap");
+    // nsjail's command line, as owned parts (a peer is not shared between threads).
+    let nsjail = peers.iter().find(|p| p.name == "nsjail").map(|p| {
+        let c = p.command(&job.argv);
+        let envs: Vec<(OsString, Option<OsString>)> = c
+            .get_envs()
+            .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+            .collect();
+        (
+            c.get_program().to_owned(),
+            c.get_args()
+                .map(ToOwned::to_owned)
+                .collect::<Vec<OsString>>(),
+            envs,
+        )
+    });
+    let ns = || {
+        if let Some((program, args, envs)) = &nsjail {
+            let mut c = Command::new(program);
+            c.args(args);
+            for (k, v) in envs {
+                match v {
+                    Some(v) => c.env(k, v),
+                    None => c.env_remove(k),
+                };
+            }
+            run_ok(&mut c, "nsjail");
+        }
+    };
+    let band = || env.band_run_warm(job.name, &env.empty);
+    let mut tools: Vec<(&str, &(dyn Fn() + Sync))> = vec![("bare bwrap", &bw)];
+    if nsjail.is_some() {
+        tools.push(("nsjail", &ns));
+    }
+    tools.push(("band run (the default: warm server)", &band));
+    // Warm-up: the warm server and its spare.
+    for (_, call) in &tools {
+        call();
+    }
+    println!(
+        "\n### {}: {LOAD_RUNS} runs from N concurrent callers (best of 3 batches)\n",
+        job_title(job.name)
+    );
+    println!(
+        "| tool | callers | batch | runs/s | batch / bwrap's | CPU per run | band-server RSS per concurrent run |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut goals = Vec::new();
+    let mut band_rate = Vec::new();
+    for callers in LOAD_CALLERS {
+        let mut best: Vec<(Duration, Duration, u64)> = Vec::new();
+        for (_, call) in &tools {
+            let b = (0..3)
+                .map(|_| batch(callers, *call))
+                .min_by_key(|b| b.0)
+                .expect("three batches");
+            best.push(b);
+        }
+        let bwrap_wall = best[0].0;
+        for ((name, _), (wall, cpu, rss)) in tools.iter().zip(&best) {
+            let rss_text = if name.starts_with("band") {
+                format!("{:.1} MiB", *rss as f64 / callers as f64 / 1048576.0)
+            } else {
+                "-".into()
+            };
+            println!(
+                "| {name} | {callers} | {} | {:.0} | {:.2}× | {} | {rss_text} |",
+                ms(*wall),
+                LOAD_RUNS as f64 / wall.as_secs_f64(),
+                ratio(*wall, bwrap_wall),
+                ms(*cpu / LOAD_RUNS as u32),
+            );
+        }
+        let (band_wall, band_cpu, _) = best[best.len() - 1];
+        band_rate.push(LOAD_RUNS as f64 / band_wall.as_secs_f64());
+        if callers == 16 {
+            let goal = if job.name == "noop" { 1.5 } else { 1.3 };
+            goals.push(goal_row(
+                format!("{}, 48 runs from 16 callers (batch)", job_title(job.name)),
+                ratio(band_wall, bwrap_wall),
+                goal,
+            ));
+            if job.name == "noop" {
+                goals.push(goal_row(
+                    "no-op CPU per run at 16 callers / bwrap's".into(),
+                    ratio(band_cpu, best[0].1),
+                    1.5,
+                ));
+            }
+        }
+    }
+    let never_falls = band_rate.windows(2).all(|w| w[1] >= w[0] * 0.95);
+    goals.push((
+        format!("{}: band runs/s from 1 to 16 callers", job_title(job.name)),
+        band_rate
+            .iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join(" → "),
+        format!(
+            "never falls: {}",
+            if never_falls { "met" } else { "MISSED" }
+        ),
+    ));
+    goals
 }
 
 /// bubblewrap around `argv`: `/usr` read-only, private `/proc`, `/dev`, `/tmp`, every namespace;
