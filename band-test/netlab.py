@@ -67,6 +67,8 @@ class TCP(socketserver.BaseRequestHandler):
 
 class V4TCP(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
+    daemon_threads = True
+    request_queue_size = 256
 
 
 servers = [
@@ -91,7 +93,12 @@ def http_handler(tag):
     return H
 
 
-class V4HTTP(HTTPServer):
+class V4HTTP(socketserver.ThreadingMixIn, HTTPServer):
+    # Many runs at once (tests/it/load.rs): a thread per connection and a deep accept queue, so
+    # the lab is never what is slow.
+    daemon_threads = True
+    request_queue_size = 256
+
     def server_bind(self):
         # HTTPServer.server_bind looks up the host's name; the lab has no DNS for itself.
         socketserver.TCPServer.server_bind(self)
