@@ -12,5 +12,6 @@ mod privileged;
 mod proc_view;
 mod program_cache;
 mod protocol;
+mod proxy;
 mod runtime;
 mod site;

@@ -28,6 +28,7 @@ pub mod dns;
 pub mod forward;
 pub mod netns;
 pub mod nft;
+pub mod proxy;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
