@@ -284,15 +284,6 @@ pub(crate) fn check_bound_secrets(policy: &Policy) -> SetupResult<()> {
             }
         }
     }
-    // Fail closed: bound secrets and HTTP rules are enforced by an egress proxy; without it the
-    // run would get the secret's value, or the whole host, so it does not start.
-    if !policy.secret_hosts.is_empty() || net.has_http_rules() {
-        return Err(SetupError::new(
-            Layer::Network,
-            "bound secrets and HTTP rules in allow.net need band-server's egress proxy, which this band-server does not have",
-        )
-        .with_hint("run with a host-only allow.net and plain env.secrets, or update band-server"));
-    }
     Ok(())
 }
 
@@ -676,12 +667,7 @@ mod tests {
             message(&undeclared).as_deref(),
             Some("bound secret TOKEN is not declared in env.secrets")
         );
-        // Well formed, and refused while band-server has no egress proxy: never the value.
-        let e = check_bound_secrets(&policy(&["api.example.test"])).unwrap_err();
-        assert_eq!(e.layer, Layer::Network);
-        let mut l7 = Policy::default();
-        l7.allow.net = vec!["GET https://api.example.test/v1/**".to_string()];
-        assert_eq!(check_bound_secrets(&l7).unwrap_err().layer, Layer::Network);
+        assert!(check_bound_secrets(&policy(&["api.example.test"])).is_ok());
         let mut hosts_only = Policy::default();
         hosts_only.allow.net = vec!["api.example.test".to_string()];
         assert!(check_bound_secrets(&hosts_only).is_ok());

@@ -151,8 +151,11 @@ fn lab() -> Result<Lab, Error> {
         resolve: Arc::new(|_: &str| vec![IpAddr::V4(UPSTREAM)]),
         roots,
     };
-    let proxy = Proxy::start(
+    let ca = Arc::new(band_server::layers::net::proxy::ca::Ca::new(
         "0123456789abcdef",
+    )?);
+    let proxy = Proxy::start(
+        ca,
         net,
         bound,
         upstream,

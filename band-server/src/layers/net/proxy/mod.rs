@@ -138,15 +138,14 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Start serving `listeners` for run `run_id`.
+    /// Start serving `listeners` with the run's CA `ca`.
     pub fn start(
-        run_id: &str,
+        ca: Arc<Ca>,
         net: NetMatcher,
         bound: Bound,
         upstream: Upstream,
         listeners: Vec<Listener>,
     ) -> Result<Proxy, ProxyError> {
-        let ca = Arc::new(Ca::new(run_id)?);
         let ca_pem = ca.pem().to_string();
         let has_bound = !bound.is_empty();
         let serving = net.clone();
@@ -645,4 +644,113 @@ fn watch_leak(body: ProxyBody, leak: Arc<Mutex<Option<Leak>>>) -> ProxyBody {
         e
     })
     .boxed()
+}
+
+/// Where the run's CA bundle is in the sandbox: the host's system bundle and the run's CA.
+pub const CA_BUNDLE: &str = "/etc/band-ca.pem";
+
+/// The variables that point the run's TLS clients at [`CA_BUNDLE`] (OpenSSL and curl, Python's
+/// requests, Node).
+pub const CA_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// The host's system bundle, which the run's bundle starts with.
+pub const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// What a run that needs the proxy carries from its start: its bound secrets with their
+/// placeholders, its CA (made now, in memory) and the bundle the sandbox trusts.
+pub struct Egress {
+    pub bound: Bound,
+    pub ca: Arc<Ca>,
+    pub bundle: String,
+    /// The config's extra CA for upstream (PEM), if any.
+    pub extra_ca: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("bound", &self.bound)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Egress {
+    /// For a run with `policy` and the secret values `values`: `None` when it needs no proxy.
+    /// The placeholders are random (the crypto provider's generator); `system_bundle` is the
+    /// host's bundle's text.
+    pub fn new(
+        run_id: &str,
+        policy: &band::policy::Policy,
+        net: &NetMatcher,
+        values: &std::collections::BTreeMap<String, String>,
+        system_bundle: &str,
+        extra_ca: Option<Vec<u8>>,
+    ) -> Result<Option<Egress>, ProxyError> {
+        let mut secrets = Vec::new();
+        for (name, hosts) in &policy.secret_hosts {
+            let Some(value) = values.get(name) else {
+                continue;
+            };
+            let mut random = [0u8; 20];
+            rustls::crypto::ring::default_provider()
+                .secure_random
+                .fill(&mut random)
+                .map_err(|_| ProxyError::Roots("no random bytes for a placeholder".into()))?;
+            secrets.push(bound::Secret::new(
+                name,
+                bound::placeholder(&random),
+                value.clone(),
+                hosts,
+            ));
+        }
+        let bound = Bound::new(secrets);
+        if !needed(net, &bound) {
+            return Ok(None);
+        }
+        let ca = Arc::new(Ca::new(run_id)?);
+        let mut bundle = system_bundle.to_string();
+        if !bundle.is_empty() && !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(ca.pem());
+        Ok(Some(Egress {
+            bound,
+            ca,
+            bundle,
+            extra_ca,
+        }))
+    }
+
+    /// What the run sees of it ([`crate::common::handover::RunEgress`]): its secrets with
+    /// placeholders, its CA variables, its bundle.
+    pub fn handover(
+        &self,
+        values: &std::collections::BTreeMap<String, String>,
+    ) -> crate::common::handover::RunEgress {
+        crate::common::handover::RunEgress {
+            secrets: self.run_secrets(values),
+            env: CA_ENV
+                .iter()
+                .map(|v| ((*v).to_string(), CA_BUNDLE.to_string()))
+                .collect(),
+            ca_bundle: self.bundle.clone(),
+        }
+    }
+
+    /// The secrets as the run sees them: a bound one's placeholder in place of its value.
+    pub fn run_secrets(
+        &self,
+        values: &std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        let mut out = values.clone();
+        for s in self.bound.secrets() {
+            out.insert(s.name.clone(), s.placeholder.clone());
+        }
+        out
+    }
 }
