@@ -1,6 +1,7 @@
 mod beside;
 mod bundled;
 mod cost;
+mod egress;
 mod gate;
 mod hardening;
 pub(crate) mod helpers;
