@@ -34,21 +34,24 @@ fn https_lab() -> Https {
         .build();
     let mut ca_params = CertificateParams::default();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().expect("key");
-    let ca = ca_params.self_signed(&ca_key).expect("ca");
+    let ca_key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
+    let ca = ca_params
+        .self_signed(&ca_key)
+        .unwrap_or_else(|e| panic!("ca: {e}"));
     let issuer = Issuer::new(ca_params, ca_key);
-    let leaf_key = KeyPair::generate().expect("key");
+    let leaf_key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
     let leaf = CertificateParams::new(vec![
         "api.example.test".to_string(),
         "other.example.test".to_string(),
     ])
-    .expect("params")
+    .unwrap_or_else(|e| panic!("params: {e}"))
     .signed_by(&leaf_key, &issuer)
-    .expect("leaf");
+    .unwrap_or_else(|e| panic!("leaf: {e}"));
     let dir = lab.dir().to_path_buf();
-    fs_err::write(dir.join("ca.pem"), ca.pem()).expect("write");
-    fs_err::write(dir.join("cert.pem"), leaf.pem()).expect("write");
-    fs_err::write(dir.join("key.pem"), leaf_key.serialize_pem()).expect("write");
+    fs_err::write(dir.join("ca.pem"), ca.pem()).unwrap_or_else(|e| panic!("write: {e}"));
+    fs_err::write(dir.join("cert.pem"), leaf.pem()).unwrap_or_else(|e| panic!("write: {e}"));
+    fs_err::write(dir.join("key.pem"), leaf_key.serialize_pem())
+        .unwrap_or_else(|e| panic!("write: {e}"));
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/egress_https.py");
     let server = Command::new("ip")
@@ -61,7 +64,7 @@ fn https_lab() -> Https {
         .arg(format!("{}:443", lab.v4(3)))
         .stdout(std::process::Stdio::null())
         .spawn()
-        .expect("the lab's HTTPS server");
+        .unwrap_or_else(|e| panic!("the lab's HTTPS server: {e}"));
     let mut h = Https {
         lab,
         server,
@@ -79,7 +82,7 @@ fn https_lab() -> Https {
         std::thread::sleep(Duration::from_millis(20));
     }
     let config = dir.join("egress.toml");
-    let base = fs_err::read_to_string(&h.lab.config).expect("lab config");
+    let base = fs_err::read_to_string(&h.lab.config).unwrap_or_else(|e| panic!("lab config: {e}"));
     fs_err::write(
         &config,
         format!(
@@ -87,7 +90,7 @@ fn https_lab() -> Https {
             dir.join("ca.pem").display()
         ),
     )
-    .expect("write");
+    .unwrap_or_else(|e| panic!("write: {e}"));
     h.config = config;
     h
 }
@@ -211,7 +214,8 @@ echo "said=$(cat /tmp/body)"
         );
     }
     // Never the value, anywhere band-server said anything.
-    let said = serde_json::to_string(&o.result).expect("json") + &o.server_stderr;
+    let said =
+        serde_json::to_string(&o.result).unwrap_or_else(|e| panic!("json: {e}")) + &o.server_stderr;
     assert!(!said.contains(TOKEN), "the value left band-server: {said}");
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     // Nothing of the run is left: its table (the proxy and its CA lived in band-server's
@@ -220,7 +224,7 @@ echo "said=$(cat /tmp/body)"
         &Command::new("nft")
             .args(["list", "tables"])
             .output()
-            .expect("nft")
+            .unwrap_or_else(|e| panic!("nft: {e}"))
             .stdout,
     )
     .into_owned();
