@@ -411,9 +411,20 @@ impl Ctx {
             .filter(|(n, _)| !HOP_BY_HOP.contains(&n.as_str()))
             .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
             .collect();
-        let values = match self.bound.rewrite_headers(&host, &named) {
-            Ok(v) => v,
-            Err(l) => return self.leak(l, &host, port),
+        // A value goes only over TLS: over plain HTTP a placeholder anywhere is refused.
+        let values = if https {
+            match self.bound.rewrite_headers(&host, &named) {
+                Ok(v) => v,
+                Err(l) => return self.leak(l, &host, port),
+            }
+        } else {
+            if let Some(l) = named
+                .iter()
+                .find_map(|(n, v)| self.bound.find_in(v, &format!("header {n} (plain HTTP)")))
+            {
+                return self.leak(l, &host, port);
+            }
+            named.iter().map(|(_, v)| v.clone()).collect()
         };
         let body: ProxyBody = if self.bound.is_empty() {
             body.map_err(|e| Box::new(e) as BoxError).boxed()
