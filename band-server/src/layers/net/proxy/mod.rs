@@ -55,6 +55,9 @@ type ProxyBody = BoxBody<Bytes, BoxError>;
 /// The addresses of a host name the proxy may connect to.
 pub type Resolve = Arc<dyn Fn(&str) -> Vec<IpAddr> + Send + Sync>;
 
+/// Most connections a run holds open through the proxy at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// What went wrong starting the proxy.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -264,9 +267,22 @@ async fn accept_loop(
 ) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, or a connection reset before it was taken: back off a little
+            // rather than spin.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
         };
+        // Reap finished connections; a run holds at most MAX_CONNECTIONS at once (as the
+        // loopback relay does), more are closed as they come.
+        while conns.try_join_next().is_some() {}
+        if conns.len() >= MAX_CONNECTIONS {
+            drop(stream);
+            continue;
+        }
         let acceptor = acceptor.clone();
         let ctx = ctx.clone();
         conns.spawn(async move {
@@ -293,8 +309,6 @@ async fn accept_loop(
                 }
             }
         });
-        // Reap finished connections as new ones come.
-        while conns.try_join_next().is_some() {}
     }
 }
 
