@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
 use band::proto::{Denial, Status};
 use band_test::netlab::{At::*, Lab, Spec};
@@ -70,17 +69,12 @@ fn https_lab() -> Https {
         server,
         config: std::path::PathBuf::new(),
     };
-    let start = Instant::now();
-    while !dir.join("https.ready").exists() {
+    band_test::wait_until("the lab's HTTPS server starts", || {
         if let Ok(Some(status)) = h.server.try_wait() {
             panic!("the HTTPS server exited: {status}");
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the HTTPS server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        dir.join("https.ready").exists()
+    });
     let config = dir.join("egress.toml");
     let base = fs_err::read_to_string(&h.lab.config).unwrap_or_else(|e| panic!("lab config: {e}"));
     fs_err::write(
