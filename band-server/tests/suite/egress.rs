@@ -207,6 +207,22 @@ echo "said=$(cat /tmp/body)"
             o.result.denied
         );
     }
+    // The proxy's connections are in the run's report, under the host's name.
+    let net = o
+        .result
+        .network
+        .clone()
+        .unwrap_or_else(|| panic!("no network report"));
+    assert!(
+        net.contacted.iter().any(|f| f.addr == h.lab.v4(2)
+            && f.port == 443
+            && f.names == vec!["api.example.test".to_string()]),
+        "{net:#?}"
+    );
+    assert!(
+        !net.contacted.iter().any(|f| f.addr == h.lab.v4(3)),
+        "{net:#?}"
+    );
     // Never the value, anywhere band-server said anything.
     let said =
         serde_json::to_string(&o.result).unwrap_or_else(|e| panic!("json: {e}")) + &o.server_stderr;

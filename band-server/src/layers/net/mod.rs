@@ -578,6 +578,7 @@ impl NetLayer {
         };
         let mut report = report;
         self.add_loopback_flows(&mut report, &mut seen);
+        self.add_proxy_flows(&mut report, &mut seen);
         (report, lookups, seen)
     }
 
@@ -599,6 +600,28 @@ impl NetLayer {
             });
             seen.push(nft::Flow {
                 ip,
+                proto: "tcp".into(),
+                port,
+            });
+        }
+    }
+
+    /// The connections the egress proxy made for the run, which the kernel's sets never see (they
+    /// are band-server's): in the report under the host's name, and for `insist.net` as a
+    /// contact of the address the stub gave the run for it (the proxy's).
+    fn add_proxy_flows(&self, report: &mut NetworkReport, seen: &mut Vec<nft::Flow>) {
+        let Some(p) = &self.proxy else {
+            return;
+        };
+        for (host, ip, port) in p.contacted() {
+            report.contacted.push(NetFlow {
+                addr: ip.to_string(),
+                proto: "tcp".into(),
+                port,
+                names: vec![host],
+            });
+            seen.push(nft::Flow {
+                ip: IpAddr::V4(self.stub_addr),
                 proto: "tcp".into(),
                 port,
             });

@@ -123,6 +123,8 @@ pub struct Ctx {
     /// Upstream TLS: `[HTTP/1.1, HTTP/2]`.
     tls: [Arc<rustls::ClientConfig>; 2],
     denials: Mutex<Vec<Denial>>,
+    /// Where it connected for the run: (host, address, port).
+    contacted: Mutex<std::collections::BTreeSet<(String, IpAddr, u16)>>,
 }
 
 /// A listening socket of the proxy (made in the run's namespace) and whether it takes TLS.
@@ -181,6 +183,7 @@ impl Proxy {
             upstream,
             tls,
             denials: Mutex::new(Vec::new()),
+            contacted: Mutex::new(std::collections::BTreeSet::new()),
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -234,6 +237,15 @@ impl Proxy {
             .denials
             .lock()
             .map(|d| d.clone())
+            .unwrap_or_default()
+    }
+
+    /// Where it connected for the run: (host, address, port), for the run's network report.
+    pub fn contacted(&self) -> Vec<(String, IpAddr, u16)> {
+        self.ctx
+            .contacted
+            .lock()
+            .map(|c| c.iter().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -497,6 +509,9 @@ impl Ctx {
         for ip in addrs {
             match tokio::net::TcpStream::connect(SocketAddr::new(ip, port)).await {
                 Ok(s) => {
+                    if let Ok(mut c) = self.contacted.lock() {
+                        c.insert((host.to_string(), ip, port));
+                    }
                     tcp = Some(s);
                     break;
                 }
