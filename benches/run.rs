@@ -25,7 +25,8 @@
 //!   and HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
 //!   band's `dns_upstream` is the lab's DNS. No packet leaves the machine (checked by route).
 //!   By default (the warm server of the lab's config, which keeps no spare for `allow.net`) and
-//!   with `warm = false`;
+//!   with `warm = false`; and the same fetch through the run's egress proxy (an HTTP rule,
+//!   `GET http://api.bench.test/**`) [≤ 1.3× the direct fetch];
 //! - **no-op with 1,000 idle host processes** [≤ 2.0×], by default and with `warm = false`;
 //! - **first run of a fresh state directory** [≤ 150 ms]: band-server alone, a new state
 //!   directory each time (safe next to other servers: uids are locked host-wide, cgroups are
@@ -130,6 +131,15 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
                     "import urllib.request\nurllib.request.urlopen(\"{fetch_url}\", timeout=10).read()"
                 ),
             ],
+        },
+        // The same fetch through the run's egress proxy: an HTTP rule puts the host behind it.
+        Job {
+            name: "fetch-proxy",
+            policy: "allow:\n  cli: [\"python3 *\"]\n  net: [\"GET http://api.bench.test/**\"]\n",
+            script: format!(
+                "#!/usr/bin/python3\nimport urllib.request\nurllib.request.urlopen(\"{fetch_url}\", timeout=10).read()\n"
+            ),
+            argv: Vec::new(),
         },
     ]
 }
@@ -312,7 +322,7 @@ fn main() {
     let mut goals: Vec<(String, String, String)> = Vec::new();
 
     // 1–3: the no-network jobs, each with every peer.
-    for job in jobs.iter().filter(|j| j.name != "fetch") {
+    for job in jobs.iter().filter(|j| !j.name.starts_with("fetch")) {
         if (!full && job.name != "noop") || !wanted(job.name) {
             continue;
         }
@@ -342,11 +352,16 @@ fn main() {
         _ if !wanted("fetch") => {}
         Some(lab) => {
             let job = jobs.iter().find(|j| j.name == "fetch").expect("fetch job");
-            let (cold, warm) = fetch_table(&env, job, lab, iters);
+            let (cold, warm, proxied) = fetch_table(&env, job, lab, iters);
             goals.push(goal_row(
                 "networked fetch (vs bwrap with network)".into(),
                 warm,
                 1.5,
+            ));
+            goals.push(goal_row(
+                "fetch through the egress proxy (vs the direct fetch)".into(),
+                proxied,
+                1.3,
             ));
             goals.push(goal_row(
                 "networked fetch, `warm = false`".into(),
@@ -716,8 +731,9 @@ fn print_table(title: &str, rows: &[(&str, Stats)], bwrap: Stats) {
 
 /// The networked fetch: bwrap with the host network, and band with `allow.net`, as by default (on
 /// the warm server of the lab's config, which keeps no spare for a networked run) and with
-/// `warm = false`. The ratios: `warm = false`'s, the default's.
-fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> (f64, f64) {
+/// `warm = false`, and through the run's egress proxy (an HTTP rule; by default). The ratios:
+/// `warm = false`'s and the default's to bwrap, the proxied fetch's to the direct one.
+fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> (f64, f64, f64) {
     let mut bw = || {
         run_ok(
             &mut bwrap_cmd(&job.argv, Some(&lab.resolv)),
@@ -726,17 +742,23 @@ fn fetch_table(env: &Env, job: &Job, lab: &Lab, iters: usize) -> (f64, f64) {
     };
     let mut br = || env.band_run("fetch", &env.empty, Some(&lab.config));
     let mut warm = || env.band_run_warm_with("fetch", &env.empty, Some(&lab.config));
-    let s = common::interleaved(iters, &mut [&mut bw, &mut warm, &mut br]);
+    let mut proxied = || env.band_run_warm_with("fetch-proxy", &env.empty, Some(&lab.config));
+    let s = common::interleaved(iters, &mut [&mut bw, &mut warm, &mut br, &mut proxied]);
     print_table(
         "networked fetch from one allowed host (bwrap with network)",
         &[
             ("bare bwrap, host network", s[0]),
             ("band run, allow.net (the default: warm server)", s[1]),
             ("band run, allow.net, `warm = false`", s[2]),
+            ("band run, through the egress proxy (HTTP rule)", s[3]),
         ],
         s[0],
     );
-    (ratio(s[2].p50, s[0].p50), ratio(s[1].p50, s[0].p50))
+    (
+        ratio(s[2].p50, s[0].p50),
+        ratio(s[1].p50, s[0].p50),
+        ratio(s[3].p50, s[1].p50),
+    )
 }
 
 /// Runs in one batch of the load table, and the callers it is issued from.

@@ -111,6 +111,7 @@ codes! {
     // E: environment and secrets
     InvalidSecretName = "E001", "invalid-secret-name", Error, "A secret name is not an environment variable name, or is one band reserves.";
     RequiredSecretNotDeclared = "E002", "required-secret-not-declared", Error, "A secret in `requires.secrets` is not listed in `env.secrets`, so it would never reach the script.";
+    SecretHostNotAllowed = "E003", "secret-host-not-allowed", Error, "A bound secret (`env.secrets: [{name, hosts}]`) names a host the effective `allow.net` does not admit, so its value could never be sent there; band-server refuses the run.";
     // S: skill layout
     SkillMdMissing = "S001", "skill-md-missing", Error, "The skill has no SKILL.md.";
     SkillMdField = "S002", "skill-md-field", Error, "SKILL.md frontmatter lacks `name` or `description`, or `name` does not match the folder.";

@@ -360,6 +360,27 @@ pub enum Denial {
         path: String,
         rule: Option<String>,
     },
+    /// An HTTP request band-server's egress proxy refused (an HTTP 403 to the run): no
+    /// `allow.net` rule admits its method and path (`rule`: the deny rule of its host, if one
+    /// decided).
+    Http {
+        method: String,
+        host: String,
+        port: u16,
+        https: bool,
+        /// The request's path, without its query string.
+        path: String,
+        rule: Option<String>,
+    },
+    /// A bound secret's placeholder on its way where band does not put the value (another host,
+    /// a query string, a body, a DNS name): the request was refused. Never the value.
+    Secret {
+        name: String,
+        /// The destination: a host (`api.example.com:443`) or `DNS`.
+        to: String,
+        /// Where in the request: `header Authorization`, `query string`, `body`, `DNS name`.
+        place: String,
+    },
 }
 
 impl Denial {
@@ -367,18 +388,20 @@ impl Denial {
     pub fn layer(&self) -> Layer {
         match self {
             Denial::Cli { .. } => Layer::Cli,
-            Denial::Net { .. } | Denial::Dns { .. } => Layer::Network,
+            Denial::Net { .. } | Denial::Dns { .. } | Denial::Http { .. } => Layer::Network,
             Denial::Write { .. } => Layer::Filesystem,
+            Denial::Secret { .. } => Layer::Secrets,
         }
     }
 
     /// The deny rule that decided, if one did (else no allow rule matched).
     pub fn deciding_rule(&self) -> Option<&str> {
         match self {
-            Denial::Cli { rule, .. } | Denial::Net { rule, .. } | Denial::Write { rule, .. } => {
-                rule.as_deref()
-            }
-            Denial::Dns { .. } => None,
+            Denial::Cli { rule, .. }
+            | Denial::Net { rule, .. }
+            | Denial::Write { rule, .. }
+            | Denial::Http { rule, .. } => rule.as_deref(),
+            Denial::Dns { .. } | Denial::Secret { .. } => None,
         }
     }
 
@@ -398,6 +421,55 @@ impl Denial {
             }
             Denial::Dns { name } => spell::literal_net_rule(name, None).map(|r| ("allow.net", r)),
             Denial::Write { path, .. } => spell::exact_write_rule(path).map(|r| ("allow.write", r)),
+            Denial::Http {
+                method,
+                host,
+                port,
+                https,
+                path,
+                ..
+            } => Some((
+                "allow.net",
+                crate::policy::http::suggest(method, *https, host, Some(*port), path),
+            )),
+            // No rule sends a bound secret's value anywhere but in headers to its hosts.
+            Denial::Secret { .. } => None,
+        }
+    }
+
+    /// What was tried, in words, for the refusals the proxy reports: `request GET
+    /// https://api.example.com/gists`, `placeholder of API_TOKEN in the query string to
+    /// evil.example:443`.
+    pub fn what(&self) -> String {
+        match self {
+            Denial::Http {
+                method,
+                host,
+                port,
+                https,
+                path,
+                ..
+            } => {
+                let (scheme, default) = if *https { ("https", 443) } else { ("http", 80) };
+                let port = if *port == default {
+                    String::new()
+                } else {
+                    format!(":{port}")
+                };
+                format!("request {method} {scheme}://{host}{port}{path}")
+            }
+            Denial::Secret { name, to, place } => {
+                format!("placeholder of {name} in the {place} to {to}")
+            }
+            Denial::Cli { argv, .. } => format!("command {}", argv.join(" ")),
+            Denial::Net { host, port, .. } => {
+                format!(
+                    "host {host}{}",
+                    port.map(|p| format!(":{p}")).unwrap_or_default()
+                )
+            }
+            Denial::Dns { name } => format!("DNS name {name}"),
+            Denial::Write { path, .. } => format!("write to {path}"),
         }
     }
 
@@ -406,8 +478,13 @@ impl Denial {
     pub fn explain(&self) -> String {
         let key = match self {
             Denial::Cli { .. } => "cli",
-            Denial::Net { .. } | Denial::Dns { .. } => "net",
+            Denial::Net { .. } | Denial::Dns { .. } | Denial::Http { .. } => "net",
             Denial::Write { .. } => "write",
+            Denial::Secret { name, .. } => {
+                return format!(
+                    "band puts the value of {name} only into request headers to the hosts env.secrets binds it to; the placeholder goes nowhere else"
+                );
+            }
         };
         let said = match self {
             Denial::Cli {
@@ -801,6 +878,40 @@ pub fn bundle_digest(files: &[(String, u32, Vec<u8>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proxy_refusals_name_the_rule_that_would_allow_them() {
+        let d = Denial::Http {
+            method: "POST".into(),
+            host: "api.github.com".into(),
+            port: 443,
+            https: true,
+            path: "/gists".into(),
+            rule: None,
+        };
+        assert_eq!(d.layer(), Layer::Network);
+        assert_eq!(d.what(), "request POST https://api.github.com/gists");
+        assert_eq!(
+            d.explain(),
+            "no allow.net rule matches; to allow it: allow.net \"POST https://api.github.com/gists\""
+        );
+        let s = Denial::Secret {
+            name: "API_TOKEN".into(),
+            to: "evil.test:443".into(),
+            place: "query string".into(),
+        };
+        assert_eq!(s.layer(), Layer::Secrets);
+        assert_eq!(
+            s.what(),
+            "placeholder of API_TOKEN in the query string to evil.test:443"
+        );
+        assert_eq!(s.smallest_rule(), None);
+        let json = serde_json::to_string(&Event::Denied(s.clone())).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Event>(&json).unwrap(),
+            Event::Denied(s)
+        );
+    }
 
     #[test]
     fn exit_codes_are_distinct() {

@@ -578,6 +578,7 @@ fn effective_as_band(band: &Band, policy: &Policy) -> BandPolicy {
         limits: policy.limits.clone(),
         secrets: policy.secrets.clone(),
         required_secrets: policy.required_secrets.clone(),
+        secret_hosts: policy.secret_hosts.clone(),
         requires_egress: band.requires_egress.clone(),
     }
 }

@@ -112,6 +112,7 @@ fn main() {
                 servers: plan.upstream.clone(),
                 timeout: Duration::from_secs(3),
             }),
+            proxy: None,
             learn: Box::new(|_: &[_], _: &[_]| Ok(())),
         };
         let mut stub = Stub::start(plan.stub_addr, resolver, Arc::new(|_: &_| {}))

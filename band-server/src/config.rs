@@ -11,6 +11,7 @@
 //! nft = "/usr/sbin/nft"          # the network layer's nftables front end
 //! slirp4netns = "/usr/bin/slirp4netns"  # relays a networked run's own namespace to the host
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
+//! proxy_extra_ca = "/etc/band/upstream-ca.pem"  # the egress proxy trusts it too, upstream
 //! require_ipc_scope = false      # refuse networked runs without Landlock abstract-socket scoping
 //! bin_path = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]  # where declared commands are found
 //! site_policy = "/etc/band/site.md"  # the site policy every request passes (docs/site-policy.md)
@@ -119,6 +120,9 @@ pub struct ServerConfig {
     pub slirp4netns: PathBuf,
     /// Resolvers the per-run DNS stub asks; empty: the host's `/etc/resolv.conf`.
     pub dns_upstream: Vec<std::net::SocketAddr>,
+    /// A PEM file of certificates the egress proxy trusts upstream besides the host's trust
+    /// store (`layers::net::proxy`).
+    pub proxy_extra_ca: Option<PathBuf>,
     /// Refuse a run with `allow.net` when Landlock cannot scope abstract unix sockets (before
     /// Linux 6.12). Off by default: such a run has a network namespace of its own, hence
     /// abstract socket names of its own (`layers::net::netns`); the scope, when the kernel has
@@ -195,6 +199,7 @@ impl Default for ServerConfig {
             nft: PathBuf::from(DEFAULT_NFT),
             slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
+            proxy_extra_ca: None,
             require_ipc_scope: false,
             bin_path: BIN_SEARCH.iter().map(PathBuf::from).collect(),
             defaults: LimitValues::PLATFORM_DEFAULTS,
@@ -238,6 +243,7 @@ struct RawConfig {
     slirp4netns: Option<PathBuf>,
     #[serde(default)]
     dns_upstream: Vec<String>,
+    proxy_extra_ca: Option<PathBuf>,
     require_ipc_scope: Option<bool>,
     bin_path: Option<Vec<PathBuf>>,
     #[serde(default)]
@@ -403,6 +409,7 @@ pub(crate) fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         nft: raw.nft.unwrap_or(d.nft),
         slirp4netns: raw.slirp4netns.unwrap_or(d.slirp4netns),
         require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
+        proxy_extra_ca: raw.proxy_extra_ca,
         bin_path: raw.bin_path.unwrap_or(d.bin_path),
         dns_upstream: raw
             .dns_upstream

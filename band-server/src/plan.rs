@@ -107,6 +107,11 @@ pub struct RunPlan<'a> {
     pub run_dir: RunDirPlan<'a>,
     /// The process: bubblewrap's argv and the seccomp list.
     pub process: ProcessPlan,
+    /// The egress proxy's material (bound secrets, the run's CA), for the network layer: `None`
+    /// for a run without bound secrets or HTTP rules.
+    pub egress: Option<std::sync::Arc<crate::layers::net::proxy::Egress>>,
+    /// What the run sees of it, for the process layer (its secrets and CA variables).
+    pub run_egress: Option<crate::common::handover::RunEgress>,
 }
 
 /// Plan the whole run. Pure: nothing is looked at but the arguments. Each layer's part is a
@@ -117,6 +122,19 @@ pub fn plan_run<'a>(
     facts: &HostFacts,
     identity: &Identity,
 ) -> SetupResult<RunPlan<'a>> {
+    plan_run_with(checked, cfg, facts, identity, None)
+}
+
+/// [`plan_run`] for a run through the egress proxy: `egress` is its material
+/// (`layers::net::proxy::Egress`, made before the plan: random placeholders, the run's CA).
+pub fn plan_run_with<'a>(
+    checked: &'a Checked<'_>,
+    cfg: &ServerConfig,
+    facts: &HostFacts,
+    identity: &Identity,
+    egress: Option<std::sync::Arc<crate::layers::net::proxy::Egress>>,
+) -> SetupResult<RunPlan<'a>> {
+    let run_egress = egress.as_ref().map(|e| e.handover(&checked.req.secrets));
     let pre = preflight(checked, cfg, facts)?;
     let run_id = checked.req.run_id.clone();
     let limits = checked.limits;
@@ -155,6 +173,7 @@ pub fn plan_run<'a>(
             masked: &facts.masked,
             lib_roots: &facts.lib_roots,
             resolv_conf: net.as_ref().map(|n| n.resolv_conf.as_str()),
+            ca_bundle: run_egress.as_ref().map(|e| e.ca_bundle.as_str()),
             exec: ExecView {
                 root: &exec.root,
                 self_links: &exec.self_links,
@@ -186,6 +205,8 @@ pub fn plan_run<'a>(
         exec,
         run_dir,
         process,
+        egress,
+        run_egress,
     })
 }
 

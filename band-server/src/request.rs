@@ -244,6 +244,49 @@ pub(crate) fn check_secrets(
     Ok(())
 }
 
+/// Bound secrets (`env.secrets: [{name, hosts}]`): each is a declared secret, bound to host
+/// names only, each of which `allow.net` admits (else the value could never be sent, and the
+/// proxy would have nothing to hold it to).
+pub(crate) fn check_bound_secrets(policy: &Policy) -> SetupResult<()> {
+    let net = band::policy::net::NetMatcher::new(&policy.allow.net, &policy.deny.net)
+        .map_err(|e| SetupError::new(Layer::Network, format!("allow.net: {}", e.error)))?;
+    for (name, hosts) in &policy.secret_hosts {
+        if !policy.secrets.contains(name) {
+            return Err(SetupError::new(
+                Layer::Secrets,
+                format!("bound secret {name} is not declared in env.secrets"),
+            ));
+        }
+        if hosts.is_empty() {
+            return Err(SetupError::new(
+                Layer::Secrets,
+                format!("bound secret {name} names no host"),
+            ));
+        }
+        for host in hosts {
+            if let Some(e) = band::policy::net::secret_host_problem(host) {
+                return Err(SetupError::new(
+                    Layer::Secrets,
+                    format!("bound secret {name}: host {host:?}: {}", e.message),
+                ));
+            }
+            let probe = host
+                .strip_prefix("*.")
+                .map_or(host.clone(), |d| format!("x.{d}"));
+            if !net.check_host(&probe, None).is_allowed() {
+                return Err(SetupError::new(
+                    Layer::Secrets,
+                    format!("bound secret {name} names {host}, which allow.net does not admit"),
+                )
+                .with_hint(format!(
+                    "add `{host}` to allow.net, or drop it from the secret's hosts"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A command name from `allow.cli` becomes a file name under `/usr/bin` and `/band/bin`.
 pub(crate) fn check_command_name(name: &str) -> SetupResult<()> {
     let ok = !name.is_empty()
@@ -305,6 +348,7 @@ pub fn check<'r>(req: &'r RunRequest, cfg: &ServerConfig, is_root: bool) -> Setu
     check_entry(&bundle, &req.entry)?;
     let workspace = decode_files("workspace", &req.workspace)?;
     check_secrets(&req.secrets, &req.policy.secrets)?;
+    check_bound_secrets(&req.policy)?;
     let limits = resolve_limits(&req.policy.limits, cfg)?;
     let input_json =
         serde_json::to_vec(&req.input).layer(Layer::Io, "failed to encode the input")?;
@@ -646,6 +690,41 @@ mod tests {
         ] {
             assert!(validate_run_id(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn bound_secrets_need_declared_names_and_allowed_hosts() {
+        let policy = |hosts: &[&str]| {
+            let mut p = Policy::default();
+            p.allow.net = vec!["api.example.test".to_string()];
+            p.secrets = vec!["TOKEN".to_string()];
+            p.secret_hosts = BTreeMap::from([(
+                "TOKEN".to_string(),
+                hosts.iter().map(|h| h.to_string()).collect(),
+            )]);
+            p
+        };
+        let message = |p: &Policy| check_bound_secrets(p).err().map(|e| e.message);
+        assert_eq!(
+            message(&policy(&["other.test"])).as_deref(),
+            Some("bound secret TOKEN names other.test, which allow.net does not admit")
+        );
+        assert_eq!(
+            message(&policy(&["*"])).as_deref(),
+            Some(
+                "bound secret TOKEN: host \"*\": a secret is bound to host names (`api.example.com` or `*.example.com`), without a port or a path"
+            )
+        );
+        let mut undeclared = policy(&["api.example.test"]);
+        undeclared.secrets.clear();
+        assert_eq!(
+            message(&undeclared).as_deref(),
+            Some("bound secret TOKEN is not declared in env.secrets")
+        );
+        assert!(check_bound_secrets(&policy(&["api.example.test"])).is_ok());
+        let mut hosts_only = Policy::default();
+        hosts_only.allow.net = vec!["api.example.test".to_string()];
+        assert!(check_bound_secrets(&hosts_only).is_ok());
     }
 
     #[test]

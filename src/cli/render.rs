@@ -163,6 +163,7 @@ fn describe_denial(d: &proto::Denial) -> String {
         ),
         proto::Denial::Dns { name } => format!("DNS name {name}"),
         proto::Denial::Write { path, .. } => format!("write to {path}"),
+        proto::Denial::Http { .. } | proto::Denial::Secret { .. } => d.what(),
     };
     format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }

@@ -220,6 +220,7 @@ pub(crate) fn describe(d: &Denial) -> String {
         ),
         Denial::Dns { name } => format!("DNS lookup of {name}"),
         Denial::Write { path, .. } => format!("write to {path}"),
+        Denial::Http { .. } | Denial::Secret { .. } => d.what(),
     };
     format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }

@@ -285,6 +285,14 @@ impl Masker {
             Denial::Net { host, .. } => self.mask_in_place(host),
             Denial::Dns { name } => self.mask_in_place(name),
             Denial::Write { path, .. } => self.mask_in_place(path),
+            Denial::Http { host, path, .. } => {
+                self.mask_in_place(host);
+                self.mask_in_place(path);
+            }
+            Denial::Secret { to, place, .. } => {
+                self.mask_in_place(to);
+                self.mask_in_place(place);
+            }
         }
     }
 

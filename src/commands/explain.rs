@@ -439,7 +439,45 @@ fn limits_line(p: &Policy) -> String {
     let secrets = if p.secrets.is_empty() {
         "none".to_string()
     } else {
-        p.secrets.join(", ")
+        p.secrets
+            .iter()
+            .map(|name| match p.secret_hosts.get(name) {
+                Some(hosts) => format!(
+                    "{name} (bound: the run sees a placeholder; the value goes only into request headers to {})",
+                    hosts.join(", ")
+                ),
+                None => name.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    format!("limits: {limits}\nsecrets: {secrets}")
+    let mut text = format!("limits: {limits}\nsecrets: {secrets}");
+    if let Some(proxy) = proxy_line(p) {
+        text.push('\n');
+        text.push_str(&proxy);
+    }
+    text
+}
+
+/// Which connections go through band-server's egress proxy: every allowed host when the run
+/// carries a bound secret (a placeholder is caught wherever it goes), else the hosts of the
+/// HTTP rules (`"GET https://host/path/**"`), whose methods and paths it enforces.
+fn proxy_line(p: &Policy) -> Option<String> {
+    let http: Vec<&str> = p
+        .allow
+        .net
+        .iter()
+        .filter(|r| band::policy::net::NetPattern::parse(r).is_ok_and(|n| n.http().is_some()))
+        .map(String::as_str)
+        .collect();
+    if !p.secret_hosts.is_empty() {
+        Some("egress proxy: every allowed host (the run carries a bound secret); HTTP rules and placeholders are checked on each request".into())
+    } else if !http.is_empty() {
+        Some(format!(
+            "egress proxy: the hosts of the HTTP rules ({}); any other request to them is refused",
+            http.join(", ")
+        ))
+    } else {
+        None
+    }
 }

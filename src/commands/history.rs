@@ -404,6 +404,7 @@ fn describe_denial(d: &Denial) -> String {
         ),
         Denial::Dns { name } => format!("DNS name {name}"),
         Denial::Write { path, .. } => format!("write to {path}"),
+        Denial::Http { .. } | Denial::Secret { .. } => d.what(),
     };
     format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
 }

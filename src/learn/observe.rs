@@ -166,6 +166,21 @@ pub fn learning_policy(
                 .cloned(),
         );
     }
+    // A bound secret stays bound in the observing run too (its value never enters a sandbox):
+    // with `--net` its hosts are named beside `*`, so the egress proxy serves them; without
+    // network it could go nowhere, and the run does not get it.
+    if net {
+        for hosts in current.secret_hosts.values() {
+            for h in hosts {
+                if !p.allow.net.contains(h) {
+                    p.allow.net.push(h.clone());
+                }
+            }
+        }
+    } else {
+        p.secrets.retain(|s| !current.secret_hosts.contains_key(s));
+        p.secret_hosts.clear();
+    }
     for s in secrets {
         if !p.secrets.contains(s) {
             p.secrets.push(s.clone());
@@ -518,6 +533,20 @@ mod tests {
             s(&[NO_NET_HOST])
         );
         assert!(crate::policy::net::NetPattern::parse(NO_NET_HOST).is_ok());
+        // A bound secret stays bound: with --net its host is named, so the proxy serves it;
+        // without network the run does not get it at all.
+        let mut bound = cur.clone();
+        bound.secrets = s(&["PLAIN", "API_TOKEN"]);
+        bound.secret_hosts = [("API_TOKEN".to_string(), s(&["api.example.test"]))].into();
+        let with_net = learning_policy(&bound, &[], true, &[], &[]);
+        assert_eq!(
+            with_net.allow.net,
+            s(&["*", "localhost:18000", "[::1]:9000", "api.example.test"])
+        );
+        assert_eq!(with_net.secret_hosts, bound.secret_hosts);
+        let offline = learning_policy(&bound, &[], false, &[], &[]);
+        assert_eq!(offline.secrets, s(&["PLAIN"]));
+        assert!(offline.secret_hosts.is_empty());
         // A folder a run copies only when the band names it (`.git`, `target`): named, it is in
         // the observed run's workspace too; `**` alone never names it.
         cur.allow.read = s(&["**", ".git/**", "sub/.git/**", "target/*.log", "/etc/x"]);

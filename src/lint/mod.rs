@@ -166,6 +166,9 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         {
             let (resolved, d) = resolve_script(&skill, &script.name);
             diags.extend(d);
+            if let Some(r) = &resolved {
+                diags.extend(check_bound_hosts(r));
+            }
             if let (Some(r), Some(contract)) = (resolved, &config_contract) {
                 diags.extend(check_config(contract, &r));
             }
@@ -257,6 +260,53 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
     diags.extend(check_links(root));
     diags.extend(check_bundled_programs(root, &skill, &band_files));
     (diags, band_files.len())
+}
+
+/// E003: each host of a bound secret must be one the effective `allow.net` admits (a wildcard
+/// host: some name below it), or its value could never be sent there; band-server refuses such a
+/// run. Located at the host in the script's band file when the secret is declared there.
+fn check_bound_hosts(r: &crate::skill::Resolved) -> Vec<Diagnostic> {
+    use crate::manifest::locate::Step;
+    let Ok(net) = crate::policy::net::NetMatcher::new(&r.policy.allow.net, &r.policy.deny.net)
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, hosts) in &r.policy.secret_hosts {
+        for (j, host) in hosts.iter().enumerate() {
+            let probe = host
+                .strip_prefix("*.")
+                .map_or(host.clone(), |d| format!("x.{d}"));
+            if net.check_host(&probe, None).is_allowed() {
+                continue;
+            }
+            let index = r.band.secrets.iter().position(|s| s == name);
+            let loc = match index {
+                Some(i) if r.band.secret_hosts.contains_key(name) => r.band.locate(&[
+                    Step::Key("env"),
+                    Step::Key("secrets"),
+                    Step::Index(i),
+                    Step::Key("hosts"),
+                    Step::Index(j),
+                ]),
+                _ => Loc::FILE,
+            };
+            out.push(
+                Diagnostic::new(
+                    Code::SecretHostNotAllowed,
+                    &r.band.path,
+                    loc,
+                    format!(
+                        "`{name}` is bound to `{host}`, which `allow.net` does not admit, so its value could never be sent there"
+                    ),
+                )
+                .with_hint(format!(
+                    "add `{host}` (or the HTTP rules for it) to `allow.net`, or drop it from the secret's hosts"
+                )),
+            );
+        }
+    }
+    out
 }
 
 /// The skill's own programs (`/skill` is noexec; a file of the skill runs only as a `./` command
@@ -529,6 +579,36 @@ mod tests {
             );
         }
         write(root, "scripts/c.band.md", &band("own", "3"), 0o644);
+    }
+
+    #[test]
+    fn a_bound_secret_host_must_be_allowed() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("demo");
+        skill(&root, "demo");
+        write(
+            &root,
+            "BAND.md",
+            "---\nband: demo\ndescription: d\nallow:\n  net: [\"GET https://api.example.test/v1/**\"]\nenv:\n  secrets:\n    - name: TOKEN\n      hosts: [api.example.test, other.test]\n---\n",
+            0o644,
+        );
+        let report = lint_paths(&[t.path().to_path_buf()]);
+        let found: Vec<_> = report
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == Code::SecretHostNotAllowed)
+            .map(|d| (d.loc, d.message.as_str(), d.hint.as_deref()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![(
+                Loc::new(8, 7),
+                "`TOKEN` is bound to `other.test`, which `allow.net` does not admit, so its value could never be sent there",
+                Some(
+                    "add `other.test` (or the HTTP rules for it) to `allow.net`, or drop it from the secret's hosts"
+                )
+            )]
+        );
     }
 
     #[test]

@@ -174,6 +174,8 @@ pub struct Band {
     pub insist: RuleSet,
     pub secrets: Vec<String>,
     pub required_secrets: Vec<String>,
+    /// `env.secrets` entries of the form `{name, hosts}`: the hosts each bound secret may go to.
+    pub secret_hosts: std::collections::BTreeMap<String, Vec<String>>,
     pub requires_egress: Vec<String>,
     pub limits: Limits,
     pub target: Option<Target>,
@@ -206,6 +208,7 @@ impl Band {
             limits: self.limits.clone(),
             secrets: self.secrets.clone(),
             required_secrets: self.required_secrets.clone(),
+            secret_hosts: self.secret_hosts.clone(),
             requires_egress: self.requires_egress.clone(),
         }
     }
@@ -850,6 +853,22 @@ impl FieldParser<'_> {
                     );
                     continue;
                 }
+                if column != "allow"
+                    && cat == Category::Net
+                    && crate::policy::net::NetPattern::parse(item).is_ok_and(|p| p.http().is_some())
+                {
+                    self.push(
+                        Code::InvalidPattern,
+                        &item_at,
+                        format!("`{item}` is an HTTP rule; only `allow.net` takes methods and paths"),
+                        Some(if column == "deny" {
+                            "deny the host (`deny.net: [host]`), or narrow the paths `allow.net` admits".into()
+                        } else {
+                            "insist on the host; which requests may go there is `allow.net`'s to say".into()
+                        }),
+                    );
+                    continue;
+                }
                 if column != "deny"
                     && cat == Category::Net
                     && let Some(problem) = loopback_problem(item)
@@ -897,13 +916,158 @@ impl FieldParser<'_> {
         ok
     }
 
+    /// `env.secrets`: each entry a name (`- GITHUB_TOKEN`: the value is in the run's
+    /// environment) or a secret bound to hosts (`- {name: API_TOKEN, hosts: [api.example.com]}`:
+    /// the run sees a placeholder, the value goes only into requests to those hosts).
+    fn env_secrets(&mut self, v: &Yaml, band: &mut Band) {
+        let at = [Step::Key("env"), Step::Key("secrets")];
+        let Yaml::Sequence(items) = v else {
+            band.secrets = self.secret_names(&at, v);
+            return;
+        };
+        for (i, item) in items.iter().enumerate() {
+            let item_at = [Step::Key("env"), Step::Key("secrets"), Step::Index(i)];
+            let (name, hosts) = match item {
+                Yaml::String(s) => (s.clone(), None),
+                Yaml::Mapping(map) => match self.bound_secret(&item_at, map) {
+                    Some((name, hosts)) => (name, Some(hosts)),
+                    None => continue,
+                },
+                other => {
+                    self.type_err(
+                        &item_at,
+                        "a secret name or a mapping `{name, hosts}`",
+                        other,
+                    );
+                    continue;
+                }
+            };
+            if let Some(why) = secret_name_problem(&name) {
+                let mut name_at = item_at.to_vec();
+                if hosts.is_some() {
+                    name_at.push(Step::Key("name"));
+                }
+                self.push(
+                    Code::InvalidSecretName,
+                    &name_at,
+                    format!("secret name `{name}` {why}"),
+                    Some("use an environment variable name like `GITHUB_TOKEN`".into()),
+                );
+                continue;
+            }
+            if band.secrets.contains(&name) {
+                self.push(
+                    Code::DuplicateRule,
+                    &item_at,
+                    format!("`{name}` appears twice in `env.secrets`"),
+                    Some(
+                        "list each secret once; a bound secret's hosts go in its one entry".into(),
+                    ),
+                );
+                continue;
+            }
+            band.secrets.push(name.clone());
+            if let Some(hosts) = hosts {
+                band.secret_hosts.insert(name, hosts);
+            }
+        }
+    }
+
+    /// One `{name, hosts}` entry of `env.secrets`: its name and its hosts, each an exact host
+    /// name or `*.domain` (an address, `*` or a port would bind it to more than a named API).
+    fn bound_secret(
+        &mut self,
+        at: &[Step<'_>],
+        map: &yaml_serde::Mapping,
+    ) -> Option<(String, Vec<String>)> {
+        let mut name = None;
+        let mut hosts = None;
+        let mut ok = true;
+        for (k, val) in map {
+            let key = k.as_str();
+            let mut key_at = at.to_vec();
+            match key {
+                Some("name") => {
+                    key_at.push(Step::Key("name"));
+                    match val {
+                        Yaml::String(s) => name = Some(s.clone()),
+                        other => {
+                            self.type_err(&key_at, "a secret name", other);
+                            ok = false;
+                        }
+                    }
+                }
+                Some("hosts") => {
+                    key_at.push(Step::Key("hosts"));
+                    let list = self.string_list(&key_at, val);
+                    let mut good = Vec::new();
+                    for (j, host) in list.iter().enumerate() {
+                        let mut host_at = key_at.clone();
+                        host_at.push(Step::Index(j));
+                        match crate::policy::net::secret_host_problem(host) {
+                            Some(e) => {
+                                self.push(
+                                    Code::InvalidPattern,
+                                    &host_at,
+                                    format!(
+                                        "invalid host `{host}` for a bound secret: {}",
+                                        e.message
+                                    ),
+                                    e.hint,
+                                );
+                                ok = false;
+                            }
+                            None if good.contains(host) => {}
+                            None => good.push(host.clone()),
+                        }
+                    }
+                    hosts = Some(good);
+                }
+                Some(other) => {
+                    key_at.push(Step::Key(other));
+                    self.unknown_key(&key_at, other, &["name", "hosts"]);
+                    ok = false;
+                }
+                None => {
+                    self.type_err(at, "a mapping with string keys", k);
+                    ok = false;
+                }
+            }
+        }
+        let Some(name) = name else {
+            self.push(
+                Code::MissingField,
+                at,
+                "a bound secret needs a `name`".into(),
+                Some("write `- {name: API_TOKEN, hosts: [api.example.com]}`".into()),
+            );
+            return None;
+        };
+        let hosts = match hosts {
+            Some(h) if !h.is_empty() => h,
+            _ if !ok => return None,
+            _ => {
+                self.push(
+                    Code::MissingField,
+                    at,
+                    format!("bound secret `{name}` names no `hosts`"),
+                    Some(format!(
+                        "list the hosts `{name}` may be sent to (`hosts: [api.example.com]`), or write `- {name}` to pass it as a plain environment variable"
+                    )),
+                );
+                return None;
+            }
+        };
+        ok.then_some((name, hosts))
+    }
+
     fn env(&mut self, v: &Yaml, band: &mut Band) {
         let Some(map) = self.mapping(&[Step::Key("env")], v) else {
             return;
         };
         for (k, val) in map {
             match k.as_str() {
-                Some("secrets") => band.secrets = self.secret_names(&[Step::Key("env"), Step::Key("secrets")], val),
+                Some("secrets") => self.env_secrets(val, band),
                 Some("variables") => self.warn(
                     Code::Ignored,
                     &[Step::Key("env"), Step::Key("variables")],

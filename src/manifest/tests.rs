@@ -346,6 +346,60 @@ fn secrets_are_checked() {
 }
 
 #[test]
+fn a_secret_can_be_bound_to_hosts() {
+    let p = parse(
+        "---\nband: a\ndescription: d\nallow:\n  net: [api.example.com]\nenv:\n  secrets:\n    - PLAIN\n    - name: API_TOKEN\n      hosts: [api.example.com, \"*.example.com\"]\nrequires:\n  secrets: [API_TOKEN]\n---\n",
+    );
+    assert_eq!(summary(&p), Vec::<String>::new());
+    let b = p.band.unwrap();
+    assert_eq!(b.secrets, vec!["PLAIN", "API_TOKEN"]);
+    assert_eq!(
+        b.secret_hosts,
+        [(
+            "API_TOKEN".to_string(),
+            vec!["api.example.com".to_string(), "*.example.com".to_string()]
+        )]
+        .into_iter()
+        .collect()
+    );
+}
+
+#[test]
+fn bound_secrets_are_checked() {
+    let p = parse(
+        "---\nband: a\ndescription: d\nenv:\n  secrets:\n    - {name: A, hosts: []}\n    - {hosts: [a.test]}\n    - {name: B, hosts: [\"*\"]}\n    - {name: C, hosts: [a.test:443]}\n    - {name: PATH, hosts: [a.test]}\n    - {name: D, host: [a.test]}\n    - [E]\n    - {name: F, hosts: [a.test]}\n    - F\n---\n",
+    );
+    assert_eq!(
+        summary(&p),
+        vec![
+            "6:7 F004 bound secret `A` names no `hosts`",
+            "7:7 F004 a bound secret needs a `name`",
+            "8:25 P001 invalid host `*` for a bound secret: a secret is bound to host names (`api.example.com` or `*.example.com`), without a port or a path",
+            "9:25 P001 invalid host `a.test:443` for a bound secret: a secret is bound to host names (`api.example.com` or `*.example.com`), without a port or a path",
+            "10:8 E001 secret name `PATH` is reserved by band",
+            "11:17 F007 unknown key `env.secrets[5].host`",
+            "12:7 F005 `env.secrets[6]` must be a secret name or a mapping `{name, hosts}`, found a list",
+            "14:7 P005 `F` appears twice in `env.secrets`",
+        ]
+    );
+}
+
+#[test]
+fn http_rules_are_allow_net_only() {
+    let p = parse(
+        "---\nband: a\ndescription: d\nallow:\n  net: [\"GET,POST https://api.example.com/v1/**\", \"https://h.test/x/*\"]\ndeny:\n  net: [\"GET https://api.example.com/v1/admin/**\"]\ninsist:\n  net: [\"GET https://h.test/x/y\"]\n---\n",
+    );
+    assert_eq!(
+        summary(&p),
+        vec![
+            "7:9 P001 `GET https://api.example.com/v1/admin/**` is an HTTP rule; only `allow.net` takes methods and paths",
+            "9:9 P001 `GET https://h.test/x/y` is an HTTP rule; only `allow.net` takes methods and paths",
+        ]
+    );
+    assert_eq!(p.band.unwrap().allow.net.len(), 2);
+}
+
+#[test]
 fn deny_insist_and_shadowed_allow_exact() {
     let p = parse(
         "---\nband: a\ndescription: d\nallow:\n  cli: [\"jq *\"]\ndeny:\n  cli: [\"jq *\"]\ninsist:\n  cli: [\"jq *\"]\n---\n",

@@ -24,6 +24,7 @@
 //! covered. Every list keeps declaration order (own band first, then ancestors root-first, then
 //! includes) and is deduplicated.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -44,6 +45,8 @@ pub struct BandPolicy {
     pub limits: Limits,
     pub secrets: Vec<String>,
     pub required_secrets: Vec<String>,
+    /// The hosts of the bound ones among `secrets` (`{name, hosts}` entries).
+    pub secret_hosts: BTreeMap<String, Vec<String>>,
     pub requires_egress: Vec<String>,
 }
 
@@ -200,7 +203,7 @@ pub fn compose(
     }
     c.unsatisfied_egress(&policy.deny.net);
     policy.limits = c.limits();
-    policy.secrets = c.secrets();
+    (policy.secrets, policy.secret_hosts) = c.secrets();
     policy.required_secrets = c.required_secrets();
     (policy, c.conflicts)
 }
@@ -435,18 +438,24 @@ impl<'a> Composer<'a> {
             .fold(Limits::default(), |acc, b| acc.narrow(&b.limits))
     }
 
-    /// The secrets: the own band's, else the nearest ancestor's that declares any.
-    fn secrets(&self) -> Vec<String> {
+    /// The secrets and the hosts of the bound ones: the own band's, else the nearest
+    /// ancestor's that declares any (a secret and its hosts come from one band).
+    fn secrets(&self) -> (Vec<String>, BTreeMap<String, Vec<String>>) {
         std::iter::once(self.own)
             .chain(self.ancestors.iter().rev())
-            .map(|b| &b.secrets)
-            .find(|s| !s.is_empty())
-            .map(|s| {
+            .find(|b| !b.secrets.is_empty())
+            .map(|b| {
                 let mut out = Vec::new();
-                for x in s {
+                for x in &b.secrets {
                     push_unique(&mut out, x);
                 }
-                out
+                let hosts = b
+                    .secret_hosts
+                    .iter()
+                    .filter(|(name, _)| out.contains(name))
+                    .map(|(n, h)| (n.clone(), h.clone()))
+                    .collect();
+                (out, hosts)
             })
             .unwrap_or_default()
     }

@@ -14,11 +14,14 @@
 pub mod cli;
 pub mod compose;
 pub mod fs;
+pub mod http;
 pub mod net;
 pub mod options;
 pub mod place;
 pub mod site;
 pub mod spell;
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -167,6 +170,12 @@ pub struct Policy {
     pub secrets: Vec<String>,
     /// Names that must be present on the host, or the run does not start (`requires.secrets`).
     pub required_secrets: Vec<String>,
+    /// The secrets of `secrets` bound to hosts (`env.secrets: [{name, hosts}]`): the run sees a
+    /// per-run placeholder, and band-server's egress proxy puts the value into request headers
+    /// toward these hosts only. Empty for a band without bound secrets (and then not sent, so
+    /// the policy's fingerprint of such a band is what it was before bound secrets existed).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_hosts: BTreeMap<String, Vec<String>>,
 }
 
 /// A malformed pattern. `message` says what is wrong; `hint` how to write it instead.

@@ -44,6 +44,9 @@ pub struct NetPattern {
     text: String,
     host: HostPattern,
     port: Option<u16>,
+    /// An L7 rule's methods and path glob (`"GET https://api.example.com/v1/**"`); `None` for a
+    /// host-only rule, which admits every request to its host.
+    http: Option<super::http::HttpRule>,
 }
 
 fn err(message: impl Into<String>) -> PatternError {
@@ -229,6 +232,12 @@ impl NetPattern {
             return Err(err("empty net pattern")
                 .with_hint("write a host such as `api.example.com`, or `*` for any host"));
         }
+        let methods_then_url = text
+            .split_once(' ')
+            .is_some_and(|(m, url)| !m.is_empty() && url.contains("://"));
+        if methods_then_url || Self::is_http_url(text) {
+            return Self::parse_http(text);
+        }
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(err(format!(
                 "`{}` contains whitespace or a control character",
@@ -249,7 +258,47 @@ impl NetPattern {
             text: text.to_string(),
             host,
             port,
+            http: None,
         })
+    }
+
+    /// `http(s)://authority/…`: an L7 rule without methods (a URL without a path stays the
+    /// host-only rule's error, whose hint names the host).
+    fn is_http_url(text: &str) -> bool {
+        ["https://", "http://"].iter().any(|scheme| {
+            text.strip_prefix(scheme)
+                .is_some_and(|rest| rest.contains('/'))
+        })
+    }
+
+    /// An L7 rule: `[METHODS ]scheme://host[:port]/path-glob` ([`super::http`]).
+    fn parse_http(text: &str) -> Result<Self, PatternError> {
+        let parts = super::http::parse(text)?;
+        let (host_part, port) = Self::split_port(parts.authority)?;
+        let host = Self::parse_host(host_part, text)?;
+        if host == HostPattern::Any || matches!(host, HostPattern::Cidr { .. }) {
+            return Err(err(format!("`{text}`: an HTTP rule names one host or `*.domain`"))
+                .with_hint("write the host whose requests the rule admits, e.g. `GET https://api.example.com/**`"));
+        }
+        let https = parts.rule.is_https();
+        let pattern = NetPattern {
+            text: text.to_string(),
+            host,
+            port: Some(port.unwrap_or(if https { 443 } else { 80 })),
+            http: Some(parts.rule),
+        };
+        if pattern.is_loopback() {
+            return Err(err(format!(
+                "`{text}`: an HTTP rule cannot name the host's loopback"
+            ))
+            .with_hint(LOOPBACK_HINT));
+        }
+        Ok(pattern)
+    }
+
+    /// An L7 rule's methods and path glob; `None` for a host-only rule.
+    pub fn http(&self) -> Option<&super::http::HttpRule> {
+        self.http.as_ref()
     }
 
     /// A loopback host with a port that is no number (`localhost:*`): a loopback rule names one
@@ -479,6 +528,15 @@ impl NetPattern {
     /// Whether everything `other` matches is also matched by `self` (conservative: `false` when
     /// unsure). Used by composition to check that a band only narrows what it extends.
     pub fn covers(&self, other: &NetPattern) -> bool {
+        // A host-only rule admits every request to its host; an L7 rule only some of them.
+        let http_ok = match (&self.http, &other.http) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(b)) => a.covers(b),
+        };
+        if !http_ok {
+            return false;
+        }
         let port_ok = match (self.port, other.port) {
             (None, _) => true,
             (Some(a), Some(b)) => a == b,
@@ -512,6 +570,23 @@ impl NetPattern {
             _ => false,
         }
     }
+}
+
+/// Why `host` cannot be a host of a bound secret (`env.secrets: [{name, hosts}]`): it must be an
+/// exact host name or `*.domain`, without a port; `None` when it can.
+pub fn secret_host_problem(host: &str) -> Option<PatternError> {
+    let p = match NetPattern::parse(host) {
+        Ok(p) => p,
+        Err(e) => return Some(e),
+    };
+    let named = matches!(p.host, HostPattern::Exact(_) | HostPattern::Subdomains(_));
+    if !named || p.port.is_some() || p.http.is_some() || p.is_loopback() {
+        return Some(
+            err("a secret is bound to host names (`api.example.com` or `*.example.com`), without a port or a path")
+                .with_hint("name the API's host; which requests may go there is `allow.net`'s to say"),
+        );
+    }
+    None
 }
 
 /// `name` is strictly below `suffix` (at any depth).
@@ -731,6 +806,40 @@ impl NetMatcher {
         }
     }
 
+    /// Whether some allow rule is an L7 rule (methods and a path glob).
+    pub fn has_http_rules(&self) -> bool {
+        self.allow.iter().any(|p| p.http.is_some())
+    }
+
+    /// Decide one HTTP request the egress proxy sees: to `host` (a name) on `port`, over TLS or
+    /// not, `method` on `path`. A deny rule for the host denies it; a host-only allow rule for
+    /// the host allows every request; an L7 rule allows what its methods and path admit.
+    /// `Default` when nothing admits it (see [`super::http::suggest`] for the rule that would).
+    pub fn check_request(
+        &self,
+        host: &str,
+        port: u16,
+        https: bool,
+        method: &str,
+        path: &str,
+    ) -> Decision {
+        if let Decision::Deny { rule } = self.check_host(host, Some(port)) {
+            return Decision::Deny { rule };
+        }
+        let admits = |p: &&NetPattern| {
+            p.matches_host(host, Some(port))
+                && p.http
+                    .as_ref()
+                    .is_none_or(|h| h.is_https() == https && h.admits(method, path))
+        };
+        match self.allow.iter().find(admits) {
+            Some(a) => Decision::Allow {
+                rule: a.text.clone(),
+            },
+            None => Decision::Default,
+        }
+    }
+
     /// Decide a connection to address `ip` on `port`. Only IP/CIDR patterns and `*` apply.
     pub fn check_ip(&self, ip: IpAddr, port: Option<u16>) -> Decision {
         if let Some(d) = self
@@ -782,6 +891,49 @@ mod tests {
             let ip: IpAddr = s.parse().unwrap();
             assert_eq!(listed(ip), !is_public_ip(ip), "{s}");
         }
+    }
+
+    #[test]
+    fn http_rules_admit_their_requests_and_open_their_host_port() {
+        let allow = vec![
+            "GET,POST https://api.github.com/repos/acme/**".to_string(),
+            "uploads.github.com".to_string(),
+        ];
+        let m = NetMatcher::new(&allow, &["evil.github.com".to_string()]).unwrap();
+        assert!(m.has_http_rules());
+        let req =
+            |host: &str, method: &str, path: &str| m.check_request(host, 443, true, method, path);
+        assert_eq!(
+            req("api.github.com", "GET", "/repos/acme/x/issues?page=2"),
+            Decision::Allow {
+                rule: allow[0].clone()
+            }
+        );
+        assert_eq!(req("api.github.com", "POST", "/gists"), Decision::Default);
+        assert_eq!(
+            req("api.github.com", "DELETE", "/repos/acme/x"),
+            Decision::Default
+        );
+        assert_eq!(
+            m.check_request("api.github.com", 80, false, "GET", "/repos/acme/x"),
+            Decision::Default,
+            "http:// is not https://"
+        );
+        // A host-only rule admits every request to its host.
+        assert_eq!(
+            req("uploads.github.com", "PUT", "/anything"),
+            Decision::Allow {
+                rule: allow[1].clone()
+            }
+        );
+        // At the network layer, the HTTP rule opens its host on its port only.
+        assert!(m.check_host("api.github.com", Some(443)).is_allowed());
+        assert!(!m.check_host("api.github.com", Some(22)).is_allowed());
+        let narrow = p("GET https://api.github.com/repos/acme/**");
+        assert!(p("api.github.com").covers(&narrow));
+        assert!(p("*.github.com").covers(&narrow));
+        assert!(!narrow.covers(&p("api.github.com")));
+        assert!(!p("other.test").covers(&narrow));
     }
 
     fn p(s: &str) -> NetPattern {
@@ -1020,15 +1172,28 @@ mod tests {
                 "is a URL",
                 Some("write the host only: `api.github.com`"),
             ),
+            // A URL with a path is an HTTP rule (`policy::http`): its own refusals.
             (
                 "https://api.github.com/repos?x=1",
-                "is a URL",
-                Some("write the host only: `api.github.com`"),
+                "`?` in the path",
+                Some("the query string is not matched: end the path where it begins"),
             ),
             (
                 "http://user@x.test:8080/p",
-                "is a URL",
-                Some("write the host only: `x.test:8080`"),
+                "names a user",
+                Some("drop the `user@`"),
+            ),
+            (
+                "GET https://*/p",
+                "names one host",
+                Some(
+                    "write the host whose requests the rule admits, e.g. `GET https://api.example.com/**`",
+                ),
+            ),
+            (
+                "GET https://localhost:8000/p",
+                "loopback",
+                Some(LOOPBACK_HINT),
             ),
             (
                 "x.test/y",

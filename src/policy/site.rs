@@ -560,6 +560,19 @@ impl Parser<'_> {
                         e.hint,
                     ));
                 }
+                // An HTTP rule narrows what an allowed host admits: a ceiling, never a deny.
+                if cat == Category::Net
+                    && !path.starts_with("allow")
+                    && NetPattern::parse(item).is_ok_and(|p| p.http().is_some())
+                {
+                    return Err(self.err(
+                        &format!("{at}[{i}]"),
+                        format!(
+                            "`{at}[{i}]` `{item}`: an HTTP rule belongs in `allow.net` (a ceiling)"
+                        ),
+                        Some("deny the host, or allow only the requests a band may make".into()),
+                    ));
+                }
             }
             out.push((cat, items));
         }

@@ -101,10 +101,10 @@ fn site_errors_name_the_line_and_a_hint() {
         "{e:?}"
     );
 
-    let e = site_err("---\nallow:\n  net:\n    - a.test\n    - \"https://x.test/\"\n---\n");
+    let e = site_err("---\nallow:\n  net:\n    - a.test\n    - \"ftp://x.test/\"\n---\n");
     assert_eq!(e.line, 5, "{e:?}");
     assert!(
-        e.message.starts_with("`allow.net[1]` `https://x.test/`:"),
+        e.message.starts_with("`allow.net[1]` `ftp://x.test/`:"),
         "{e:?}"
     );
 
@@ -223,6 +223,41 @@ fn a_band_rule_outside_an_allow_ceiling_is_refused() {
     let s = site("---\nallow:\n  write: []\n---\n");
     let r = refusal(&band(Category::Write, &["out/"]), &s, "local");
     assert_eq!(r.site_rule, "allow.write: [] (nothing)");
+}
+
+#[test]
+fn an_http_rule_is_narrower_than_its_host_rule() {
+    // A host ceiling admits the band's HTTP rules for that host.
+    let hosts = site("---\nallow:\n  net: [api.github.com]\n---\n");
+    let l7 = band(
+        Category::Net,
+        &["GET,POST https://api.github.com/repos/acme/**"],
+    );
+    apply(&l7, RunKind::default(), &hosts, "local").expect("inside the host ceiling");
+    // An HTTP ceiling admits narrower HTTP rules, not the whole host.
+    let paths = site("---\nallow:\n  net: [\"GET,POST https://api.github.com/repos/**\"]\n---\n");
+    apply(&l7, RunKind::default(), &paths, "local").expect("inside the path ceiling");
+    let r = refusal(&band(Category::Net, &["api.github.com"]), &paths, "local");
+    assert_eq!(r.band_rule, "allow.net `api.github.com`");
+    let r = refusal(
+        &band(
+            Category::Net,
+            &["DELETE https://api.github.com/repos/acme/**"],
+        ),
+        &paths,
+        "local",
+    );
+    assert_eq!(
+        r.band_rule,
+        "allow.net `DELETE https://api.github.com/repos/acme/**`"
+    );
+    // A site deny of the host refuses the band's HTTP rules for it.
+    let deny = site("---\ndeny:\n  net: [api.github.com]\n---\n");
+    let r = refusal(&l7, &deny, "local");
+    assert_eq!(r.site_rule, "deny.net `api.github.com`");
+    // An HTTP rule is no deny.
+    let e = site_err("---\ndeny:\n  net: [\"GET https://h.test/**\"]\n---\n");
+    assert_eq!(e.line, 3, "{e:?}");
 }
 
 #[test]

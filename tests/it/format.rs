@@ -544,3 +544,29 @@ fn privileged_the_echo_program_satisfies_an_insist_and_the_builtin_does_not() {
         }
     }
 }
+
+/// A band with a secret bound to a host and HTTP rules in `allow.net`: lint accepts it, names a
+/// bound host `allow.net` does not admit (E003) and an HTTP rule outside `allow.net` (P001), and
+/// explain shows the bound secret and what goes through band-server's egress proxy.
+#[test]
+fn bound_secrets_and_http_rules_are_linted_and_explained() {
+    let t = tempfile::tempdir().expect("tmp");
+    fs_err::write(
+        t.path().join("api.band.md"),
+        "---\nband: api\ndescription: d\nallow:\n  net:\n    - \"GET,POST https://api.example.test/repos/acme/**\"\n    - uploads.example.test\nenv:\n  secrets:\n    - PLAIN\n    - name: API_TOKEN\n      hosts: [api.example.test]\n---\n",
+    )
+    .expect("write");
+    fs_err::write(
+        t.path().join("bad.band.md"),
+        "---\nband: bad\ndescription: d\nallow:\n  net: [\"get https://api.example.test/x\"]\ndeny:\n  net: [\"GET https://api.example.test/admin/**\"]\nenv:\n  secrets:\n    - {name: API_TOKEN, hosts: [\"*\"]}\n---\n",
+    )
+    .expect("write");
+    band_snapshot!(
+        output(&["explain", "--band", "api.band.md"], t.path()),
+        "explain_bound_secret_and_http_rules"
+    );
+    band_snapshot!(
+        output(&["lint", "api.band.md", "bad.band.md"], t.path()),
+        "lint_bound_secret_and_http_rules"
+    );
+}

@@ -1519,3 +1519,66 @@ fn privileged_learn_s_observing_runs_are_marked_in_the_ledger() {
     let real = band.output(&["show", &marks[0].0], t.path());
     assert!(!real.stdout.contains("observed by"), "{}", real.shown());
 }
+
+/// A request outside a band's HTTP rule is refused by band-server's egress proxy, and `--trace`
+/// names the rule that would allow it, as every layer's refusal does; the request the rule
+/// admits reaches the lab's HTTPS server (the test's own CA, the config's `proxy_extra_ca`).
+#[test]
+fn privileged_a_request_outside_an_http_rule_is_refused_and_traced_with_the_rule() {
+    band_test::privileged!(sandbox_missing());
+    let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
+    let certs = tempfile::tempdir().expect("tmp");
+    make_ca_and_cert(certs.path(), "api.learn.test");
+    let _server = HttpsServer::start(&lab, certs.path());
+    let cfg = certs.path().join("server.toml");
+    let base = fs_err::read_to_string(&lab.config).expect("lab config");
+    fs_err::write(
+        &cfg,
+        format!(
+            "{base}proxy_extra_ca = \"{}\"\n",
+            certs.path().join("ca.crt").display()
+        ),
+    )
+    .expect("write config");
+    let t = tempfile::tempdir().expect("tmp");
+    let root = unbanded_demo(
+        &t.path().join("skills"),
+        "#!/bin/sh\nok=$(curl -sS -o /dev/null -w '%{http_code}' https://api.learn.test/ok/page)\nno=$(curl -sS -o /dev/null -w '%{http_code}' -X POST https://api.learn.test/upload)\nprintf '{\"greeting\": \"%s %s\"}' \"$ok\" \"$no\" > \"$OUTPUT_PATH\"\n",
+        &[],
+    );
+    let band_md = root.join("BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    let text =
+        band::learn::edit::set_list(&text, "allow", "cli", &["curl *".to_string()]).expect("edit");
+    let text = band::learn::edit::set_list(
+        &text,
+        "allow",
+        "net",
+        &["GET https://api.learn.test/ok/**".to_string()],
+    )
+    .expect("edit");
+    fs_err::write(&band_md, text).expect("write");
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", &cfg).run(
+        &[
+            "run",
+            "--trace",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(run["greeting"], "200 403", "{out}\n{err}");
+    assert!(
+        err.contains("request POST https://api.learn.test/upload (network layer: no allow.net rule matches; to allow it: allow.net \"POST https://api.learn.test/upload\")"),
+        "{err}"
+    );
+    // Only the admitted request reached the server.
+    assert_eq!(
+        fs_err::read_to_string(certs.path().join("https.log")).unwrap_or_default(),
+        "api.learn.test /ok/page\n"
+    );
+}

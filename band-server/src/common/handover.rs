@@ -55,6 +55,24 @@ pub struct Lookup {
 /// Called for every question the DNS stub answers, as it is answered.
 pub(crate) type OnLookup = dyn Fn(&Lookup) + Send + Sync;
 
+/// net (the egress proxy) → process and fs: what a run through the proxy sees differently: its
+/// secrets (a bound one's placeholder in place of its value), the variables that point its TLS
+/// clients at its CA bundle, and the bundle (the host's, then the run's CA).
+#[derive(Clone, Default)]
+pub struct RunEgress {
+    pub(crate) secrets: std::collections::BTreeMap<String, String>,
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    pub(crate) ca_bundle: String,
+}
+
+impl std::fmt::Debug for RunEgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunEgress")
+            .field("env", &self.env)
+            .finish_non_exhaustive()
+    }
+}
+
 /// cgroup → spawn: the files that put bubblewrap in the run's cgroup.
 pub(crate) struct JoinFiles(pub(crate) Vec<File>);
 

@@ -199,6 +199,36 @@ fn execute_inner(
     Ok(result)
 }
 
+/// The egress proxy's material of a run that needs it (`layers::net::proxy::Egress`): the bound
+/// secrets' random placeholders, the run's CA (in memory) and the bundle the sandbox trusts (the
+/// host's, then the run's CA). The config's extra CA must be readable: fail closed.
+fn egress(
+    checked: &request::Checked<'_>,
+    cfg: &ServerConfig,
+) -> SetupResult<Option<std::sync::Arc<net::proxy::Egress>>> {
+    use band::proto::Layer;
+    let req = checked.req;
+    let system = fs_err::read_to_string(net::proxy::SYSTEM_BUNDLE).unwrap_or_default();
+    let extra = match &cfg.proxy_extra_ca {
+        Some(path) => Some(fs_err::read(path).map_err(|e| {
+            crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")).with_hint(
+                "proxy_extra_ca in the server config names a PEM file of CA certificates",
+            )
+        })?),
+        None => None,
+    };
+    net::proxy::Egress::new(
+        &req.run_id,
+        &req.policy,
+        &checked.compiled.net,
+        &req.secrets,
+        &system,
+        extra,
+    )
+    .map(|e| e.map(std::sync::Arc::new))
+    .map_err(|e| crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")))
+}
+
 /// What [`prepare`] makes of the run directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Made {
@@ -254,8 +284,13 @@ pub(crate) fn prepare<'p>(
     };
     let identity = identity::apply::lease(cfg, &checked.req.run_id, guard, &on_dead)?;
 
-    // 3. The whole plan, before anything else exists.
-    let mut plan = plan::plan_run(checked, cfg, &facts, &identity)?;
+    // 3. The whole plan, before anything else exists. A run with bound secrets or HTTP rules
+    // gets the egress proxy's material first (a spare never does: `spare::wanted`).
+    let egress = match made {
+        Made::Whole => egress(checked, cfg)?,
+        Made::Spare => None,
+    };
+    let mut plan = plan::plan_run_with(checked, cfg, &facts, &identity, egress)?;
     if made == Made::Spare {
         plan.run_dir.request.clear();
     }
@@ -554,6 +589,11 @@ fn collect(
                 port: Some(f.port),
                 rule: None,
             };
+            deny(st, d, sink);
+        }
+        // The egress proxy's refusals: requests outside the HTTP rules, bound secrets'
+        // placeholders on their way where their values are not put (named, never the value).
+        for d in n.proxy_denials() {
             deny(st, d, sink);
         }
         report

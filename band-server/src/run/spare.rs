@@ -70,7 +70,13 @@ pub(crate) fn wanted(req: &RunRequest) -> bool {
                 .iter()
                 .any(|pattern| matches!(place(pattern, writable), Some(Place::Host(_))))
         });
-    !req.observe && !binds_host
+    // A run through the egress proxy has its own CA and placeholders from its start: no spare.
+    let proxied = !p.secret_hosts.is_empty()
+        || p.allow
+            .net
+            .iter()
+            .any(|r| band::policy::net::NetPattern::parse(r).is_ok_and(|n| n.http().is_some()));
+    !req.observe && !binds_host && !proxied
 }
 
 /// Could a spare built for `spare` serve `req`: the same protocol, skill, script, entry, bundle

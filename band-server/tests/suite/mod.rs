@@ -1,6 +1,7 @@
 mod beside;
 mod bundled;
 mod cost;
+mod egress;
 mod gate;
 mod hardening;
 pub(crate) mod helpers;
@@ -12,5 +13,6 @@ mod privileged;
 mod proc_view;
 mod program_cache;
 mod protocol;
+mod proxy;
 mod runtime;
 mod site;

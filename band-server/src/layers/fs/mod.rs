@@ -26,6 +26,8 @@ pub(crate) struct RunDirInputs<'p> {
     pub(crate) lib_roots: &'p [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network.
     pub(crate) resolv_conf: Option<&'p str>,
+    /// The run's CA bundle (`/etc/band-ca.pem`) when its traffic goes through the egress proxy.
+    pub(crate) ca_bundle: Option<&'p str>,
     pub(crate) exec: ExecView<'p>,
 }
 
@@ -66,6 +68,7 @@ pub(crate) fn plan_run_dir<'a>(
         masked: inp.masked,
         lib_roots: inp.lib_roots,
         resolv_conf: inp.resolv_conf,
+        ca_bundle: inp.ca_bundle,
         other_binds: &other_binds,
         hidden_trees: exec.hidden_trees,
         links: &links,

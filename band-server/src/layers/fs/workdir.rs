@@ -111,6 +111,8 @@ pub(crate) struct RunDirSpec<'a, 'd> {
     pub(crate) lib_roots: &'a [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
     pub(crate) resolv_conf: Option<&'a str>,
+    /// The run's CA bundle, written as `/etc/band-ca.pem` (the egress proxy's runs).
+    pub(crate) ca_bundle: Option<&'a str>,
     /// Other binds whose sandbox path may lie under `/etc` (a declared program's tree there, such
     /// as LibreOffice's `/etc/libreoffice/registry`; an absolute `allow.read`), each with whether
     /// it is a directory: the synthetic `/etc` is read-only once bound, so their mount points
@@ -675,6 +677,14 @@ impl<'a> Planned<'a> {
             0o444,
             None,
         );
+        if let Some(bundle) = spec.ca_bundle {
+            self.write(
+                etc.join("band-ca.pem"),
+                text(bundle.to_string()),
+                0o444,
+                None,
+            );
+        }
         match spec.resolv_conf {
             Some(resolv) => {
                 self.write(
@@ -1342,6 +1352,7 @@ mod tests {
             masked: &[],
             lib_roots: &[],
             resolv_conf: None,
+            ca_bundle: None,
         }
     }
 
@@ -1475,6 +1486,7 @@ mod tests {
             other_binds: &other,
             hidden_trees: &[],
             resolv_conf: Some("nameserver 127.77.0.4\n"),
+            ca_bundle: None,
             ..bare(&never)
         });
         let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");

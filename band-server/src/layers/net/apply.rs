@@ -40,6 +40,7 @@ pub(crate) fn table_and_relay(
         &Nft::new(&inp.cfg.nft),
         &inp.cfg.slirp4netns,
         on_lookup,
+        inp.plan.egress.clone(),
     )
     .map_err(failed)?;
     let netns = layer.netns_fd().map(NetNamespace);

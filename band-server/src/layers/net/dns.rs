@@ -136,6 +136,19 @@ pub struct Resolver {
     pub own: Vec<IpAddr>,
     pub upstream: Box<dyn Upstream>,
     pub learn: Box<Learn>,
+    /// The egress proxy of a run that has one: the names it serves are answered with its
+    /// address (never asked upstream for the run), and a name holding a bound secret's
+    /// placeholder is refused and reported.
+    pub proxy: Option<ProxyDns>,
+}
+
+/// What the stub needs of the run's egress proxy.
+pub struct ProxyDns {
+    /// The proxy's address in the run's namespace (the stub's own).
+    pub addr: Ipv4Addr,
+    pub bound: super::proxy::bound::Bound,
+    /// Where a placeholder in a name is reported (the proxy's denials).
+    pub leaks: Arc<std::sync::Mutex<Vec<band::proto::Denial>>>,
 }
 
 /// How many threads answer the stub's UDP questions.
@@ -182,10 +195,38 @@ impl Resolver {
         if q.query_class() != DNSClass::IN {
             return (reply(ResponseCode::Refused, vec![]), Some(lookup));
         }
+        if let Some(proxy) = &self.proxy
+            && let Some(leak) = proxy.bound.find_in(name.as_bytes(), "DNS name")
+        {
+            // A bound secret's placeholder on its way out in a name: refused, nothing asked.
+            if let Ok(mut leaks) = proxy.leaks.lock() {
+                leaks.push(band::proto::Denial::Secret {
+                    name: leak.name,
+                    to: "DNS".into(),
+                    place: leak.place,
+                });
+            }
+            return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
+        }
         let NameDecision::Allowed { ports, deny_ports } = decide_name(&self.matcher, &name) else {
             return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
         };
         lookup.allowed = true;
+        if let Some(proxy) = &self.proxy
+            && super::proxy::serves(&self.matcher, !proxy.bound.is_empty(), &name)
+        {
+            // Served by the proxy: its address, and nothing of the name's own enters the table.
+            let mut answers = Vec::new();
+            if qtype == RecordType::A {
+                lookup.addrs.push(IpAddr::V4(proxy.addr));
+                answers.push(Record::from_rdata(
+                    q.name().clone(),
+                    60,
+                    RData::A(hickory_proto::rr::rdata::A(proxy.addr)),
+                ));
+            }
+            return (reply(ResponseCode::NoError, answers), Some(lookup));
+        }
         if qtype != RecordType::A && qtype != RecordType::AAAA {
             // An admitted name, but only addresses are ever asked upstream.
             return (reply(ResponseCode::NoError, vec![]), Some(lookup));
@@ -254,6 +295,39 @@ fn fit_udp(reply: Vec<u8>) -> Vec<u8> {
         Ok(m) => m.truncate().to_vec().unwrap_or(reply),
         Err(_) => reply,
     }
+}
+
+/// The addresses of `name` the run may reach, asked of `upstream` (A, then AAAA) and kept as
+/// the stub keeps them ([`address_admitted`]): for the egress proxy's own connections.
+pub(crate) fn resolve(
+    upstream: &dyn Upstream,
+    m: &NetMatcher,
+    own: &[IpAddr],
+    name: &str,
+) -> Vec<IpAddr> {
+    let Ok(qname) = hickory_proto::rr::Name::from_ascii(format!("{name}.")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for qtype in [RecordType::A, RecordType::AAAA] {
+        let mut q = Message::query();
+        q.metadata.recursion_desired = true;
+        q.add_query(Query::query(qname.clone(), qtype));
+        let Ok(resp) = upstream.ask(&q) else {
+            continue;
+        };
+        for rec in resp.answers {
+            let ip = match &rec.data {
+                RData::A(a) => IpAddr::V4(a.0),
+                RData::AAAA(a) => IpAddr::V6(a.0),
+                _ => continue,
+            };
+            if address_admitted(m, own, ip) && !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
 }
 
 /// Real resolvers over UDP (TCP when the answer is truncated).
@@ -601,6 +675,7 @@ mod tests {
             matcher: matcher(allow, &[]),
             own: vec![],
             upstream: Box::new(Shared(fake.clone())),
+            proxy: None,
             learn: Box::new(move |a: &[Dest], d: &[Dest]| {
                 l2.lock().unwrap().push((a.to_vec(), d.to_vec()));
                 Ok(())
@@ -809,6 +884,7 @@ mod tests {
             matcher: matcher(&["example.com"], &[]),
             own: vec![],
             upstream: Box::new(Held(both.clone())),
+            proxy: None,
             learn: Box::new(|_: &[Dest], _: &[Dest]| Ok(())),
         };
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -28,6 +28,7 @@ pub mod dns;
 pub mod forward;
 pub mod netns;
 pub mod nft;
+pub mod proxy;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -57,6 +58,13 @@ pub enum NetError {
     Netns(#[from] NetnsError),
     #[error(transparent)]
     Forward(#[from] forward::ForwardError),
+    #[error("the egress proxy: {0}")]
+    Proxy(#[from] proxy::ProxyError),
+    #[error("the egress proxy cannot listen on {addr} in the run's network namespace: {source}")]
+    ProxyBind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// The stub's loopback address for a pool slot: `127.77.<slot / 250>.<slot % 250 + 1>`.
@@ -315,6 +323,14 @@ pub struct NetLayer {
     /// The host loopback ports to open, and their relay once [`NetLayer::wait_ready`] started it.
     loopback_ports: Vec<u16>,
     forward: Option<forward::Forward>,
+    /// The egress proxy's material, and the proxy once [`NetLayer::wait_ready`] started it.
+    egress: Option<Arc<proxy::Egress>>,
+    proxy: Option<proxy::Proxy>,
+    /// What the stub refused for a placeholder in a name (with the proxy's, in the report).
+    leaks: Arc<Mutex<Vec<band::proto::Denial>>>,
+    matcher: NetMatcher,
+    own: Vec<IpAddr>,
+    upstream: Vec<SocketAddr>,
 }
 
 impl NetLayer {
@@ -328,7 +344,7 @@ impl NetLayer {
         relay: &Path,
         on_lookup: Arc<dns::OnLookup>,
     ) -> Result<NetLayer, NetError> {
-        let mut layer = NetLayer::start(plan, nft, relay, on_lookup)?;
+        let mut layer = NetLayer::start(plan, nft, relay, on_lookup, None)?;
         layer.wait_ready()?;
         Ok(layer)
     }
@@ -344,6 +360,7 @@ impl NetLayer {
         nft: &Nft,
         relay: &Path,
         on_lookup: Arc<dns::OnLookup>,
+        egress: Option<Arc<proxy::Egress>>,
     ) -> Result<NetLayer, NetError> {
         let stub_addr = plan.stub_addr;
         let mut layer = NetLayer {
@@ -357,6 +374,12 @@ impl NetLayer {
             resolver: None,
             loopback_ports: plan.loopback_ports.clone(),
             forward: None,
+            egress: egress.clone(),
+            proxy: None,
+            leaks: Arc::default(),
+            matcher: plan.matcher.clone(),
+            own: plan.own.clone(),
+            upstream: plan.upstream.clone(),
         };
         // A table left by a crashed run with the same id cannot exist (ids are random), but
         // `add table` of an existing table would merge: refuse instead. The table and the
@@ -382,6 +405,11 @@ impl NetLayer {
             upstream: Box::new(UdpUpstream {
                 servers: plan.upstream.clone(),
                 timeout: Duration::from_secs(3),
+            }),
+            proxy: egress.as_ref().map(|e| dns::ProxyDns {
+                addr: stub_addr,
+                bound: e.bound.clone(),
+                leaks: layer.leaks.clone(),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
                 learn_nft.apply(&nft::learn_batch(&table, allow, deny))
@@ -410,7 +438,61 @@ impl NetLayer {
             let (udp, tcp) = ns.in_netns(|| Stub::bind(addr))??;
             self.stub = Some(Stub::serve(addr, udp, tcp, resolver, record)?);
         }
-        self.open_loopback_ports()
+        self.open_loopback_ports()?;
+        self.start_proxy()
+    }
+
+    /// The egress proxy of a run with bound secrets or HTTP rules: listening on the stub's
+    /// address inside the run's namespace, on 443 (TLS) and 80, before the script starts.
+    fn start_proxy(&mut self) -> Result<(), NetError> {
+        let (Some(egress), None, Some(ns)) = (&self.egress, &self.proxy, self.netns.as_ref())
+        else {
+            return Ok(());
+        };
+        let addr = self.stub_addr;
+        let listeners = ns.in_netns(|| {
+            [(443, true), (80, false)]
+                .into_iter()
+                .map(|(port, tls)| {
+                    let at = SocketAddr::from((addr, port));
+                    std::net::TcpListener::bind(at)
+                        .map(|socket| proxy::Listener { socket, tls })
+                        .map_err(|source| NetError::ProxyBind { addr: at, source })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })??;
+        let roots = proxy::roots(egress.extra_ca.as_deref())?;
+        let upstream = UdpUpstream {
+            servers: self.upstream.clone(),
+            timeout: Duration::from_secs(3),
+        };
+        let (matcher, own) = (self.matcher.clone(), self.own.clone());
+        let resolve: proxy::Resolve =
+            Arc::new(move |name: &str| dns::resolve(&upstream, &matcher, &own, name));
+        self.proxy = Some(proxy::Proxy::start(
+            egress.ca.clone(),
+            self.matcher.clone(),
+            egress.bound.clone(),
+            proxy::Upstream { resolve, roots },
+            listeners,
+        )?);
+        Ok(())
+    }
+
+    /// What the egress proxy and the stub refused for a bound secret or an HTTP rule.
+    pub(crate) fn proxy_denials(&self) -> Vec<band::proto::Denial> {
+        let mut out = self.leaks.lock().map(|l| l.clone()).unwrap_or_default();
+        if let Some(p) = &self.proxy {
+            out.extend(p.denials());
+        }
+        out
+    }
+
+    /// Stop the egress proxy: its listeners, connections and thread; its CA goes with it.
+    fn stop_proxy(&mut self) {
+        if let Some(p) = self.proxy.as_mut() {
+            p.stop();
+        }
     }
 
     /// The host loopback ports of the band, listened on inside the run's namespace (by a thread
@@ -496,6 +578,7 @@ impl NetLayer {
         };
         let mut report = report;
         self.add_loopback_flows(&mut report, &mut seen);
+        self.add_proxy_flows(&mut report, &mut seen);
         (report, lookups, seen)
     }
 
@@ -523,6 +606,28 @@ impl NetLayer {
         }
     }
 
+    /// The connections the egress proxy made for the run, which the kernel's sets never see (they
+    /// are band-server's): in the report under the host's name, and for `insist.net` as a
+    /// contact of the address the stub gave the run for it (the proxy's).
+    fn add_proxy_flows(&self, report: &mut NetworkReport, seen: &mut Vec<nft::Flow>) {
+        let Some(p) = &self.proxy else {
+            return;
+        };
+        for (host, ip, port) in p.contacted() {
+            report.contacted.push(NetFlow {
+                addr: ip.to_string(),
+                proto: "tcp".into(),
+                port,
+                names: vec![host],
+            });
+            seen.push(nft::Flow {
+                ip: IpAddr::V4(self.stub_addr),
+                proto: "tcp".into(),
+                port,
+            });
+        }
+    }
+
     /// Stop the stub but keep the table: something of the run survived and must stay filtered.
     /// The janitor deletes the table once the run's uid has no process left.
     /// The relay is gone too (the survivor's namespace has no way out).
@@ -530,6 +635,7 @@ impl NetLayer {
         if let Some(mut s) = self.stub.take() {
             let _ = s.stop();
         }
+        self.stop_proxy();
         self.stop_loopback();
         self.netns = None;
         self.installed = false;
@@ -539,6 +645,7 @@ impl NetLayer {
     /// by [`NetLayer::stop_relay`]).
     pub(crate) fn kill_relay(&mut self) -> std::io::Result<()> {
         self.stop_loopback();
+        self.stop_proxy();
         match self.netns.as_mut() {
             Some(ns) => ns.kill(),
             None => Ok(()),
@@ -566,6 +673,9 @@ impl NetLayer {
         if let Some(mut s) = self.stub.take() {
             let _ = s.stop();
         }
+        self.stop_proxy();
+        self.proxy = None;
+        self.egress = None;
         self.stop_loopback();
         self.netns = None;
         if self.installed {

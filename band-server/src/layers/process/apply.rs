@@ -124,9 +124,18 @@ pub(crate) fn jail_input(
     if matches!(&launch, band::launch::Launch::With(i) if i.by == band::launch::By::Module) {
         env.insert("PYTHONPATH".to_string(), "/skill".to_string());
     }
+    // Through the egress proxy: the run's TLS clients trust its bundle (the host's and the run's
+    // CA), and a bound secret reaches the run as its placeholder, never its value.
+    let secrets = match &inp.plan.run_egress {
+        Some(egress) => {
+            env.extend(egress.env.clone());
+            egress.secrets.clone()
+        }
+        None => req.secrets.clone(),
+    };
     let jail_input = bwrap::JailInput {
         env,
-        secrets: req.secrets.clone(),
+        secrets,
         exec: exec.map(|(_, x)| x),
         args: req.args.clone(),
         observe_fd: req.observe.then_some(bwrap::OBSERVE_FD),

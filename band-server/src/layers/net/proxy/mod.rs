@@ -1,0 +1,796 @@
+//! The run's egress proxy: bound secrets and HTTP rules (issue 39).
+//!
+//! A run gets one when it carries a bound secret (`env.secrets: [{name, hosts}]`) or an HTTP rule
+//! in `allow.net` (`"GET https://api.example.com/v1/**"`). Which hosts it serves
+//! ([`serves`]): with a bound secret, every host name `allow.net` admits (so a placeholder is
+//! caught wherever it is sent); else the hosts of the HTTP rules. The run's DNS stub answers
+//! those names with the proxy's address inside the run's namespace, and never asks upstream for
+//! them on the run's behalf: their addresses never enter the run's nftables sets, so the run has
+//! no direct path to them, and a proxied host is reached on ports 443 (TLS) and 80 only.
+//!
+//! For each request ([`Ctx::handle`]), in order: the `Host` (the TLS name, for HTTPS) must be a
+//! served host; a placeholder in the path or query string is refused; the request must be
+//! admitted by `allow.net` (its method and path against the HTTP rules,
+//! [`band::policy::net::NetMatcher::check_request`]), else an HTTP 403 naming the rule that
+//! would allow it; the headers get the values of the secrets bound to the host and refuse a
+//! placeholder of any other ([`bound::Bound::rewrite_headers`]); the body is streamed on, and
+//! the request is cut off before a chunk holding a placeholder goes out ([`bound::Scanner`]).
+//! Each refusal is a [`Denial`] (the secret's name and the destination, never its value).
+//!
+//! Upstream, the proxy resolves the host through the run's DNS upstream, keeps only addresses
+//! the stub would hand the run (public, or named by an IP rule; never this host's), connects
+//! from band-server, and verifies the server's certificate against the host's trust store and
+//! the config's extra CA. A program that pins its own certificate fails its handshake with the
+//! proxy: it is refused, never let through.
+//!
+//! The TLS it terminates uses the run's CA ([`ca::Ca`]), made in memory when the proxy starts
+//! and dropped when it stops; the run trusts it through its CA bundle.
+
+pub mod bound;
+pub mod ca;
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+
+use band::policy::Decision;
+use band::policy::net::{HostPattern, NetMatcher};
+use band::proto::Denial;
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+use self::bound::{Bound, Leak, Scanner};
+use self::ca::Ca;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type ProxyBody = BoxBody<Bytes, BoxError>;
+/// The addresses of a host name the proxy may connect to.
+pub type Resolve = Arc<dyn Fn(&str) -> Vec<IpAddr> + Send + Sync>;
+
+/// Most connections a run holds open through the proxy at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// What went wrong starting the proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error(transparent)]
+    Ca(#[from] ca::CaError),
+    #[error("cannot start the egress proxy: {0}")]
+    Start(std::io::Error),
+    #[error("cannot read the trust store: {0}")]
+    Roots(String),
+}
+
+/// Whether the proxy serves `host`: with bound secrets, every name `allow.net` admits; else
+/// the names an HTTP rule matches.
+pub fn serves(m: &NetMatcher, bound: bool, host: &str) -> bool {
+    if matches!(m.check_host(host, None), Decision::Deny { .. }) {
+        return false;
+    }
+    m.allow_patterns().iter().any(|p| {
+        matches!(p.host(), HostPattern::Exact(_) | HostPattern::Subdomains(_))
+            && (bound || p.http().is_some())
+            && p.matches_host(host, None)
+    })
+}
+
+/// Whether a run needs the proxy at all.
+pub fn needed(m: &NetMatcher, bound: &Bound) -> bool {
+    !bound.is_empty() || m.has_http_rules()
+}
+
+/// How the proxy reaches upstream: the addresses of a name (through the run's DNS upstream,
+/// filtered as the stub filters them), and the roots it verifies servers against.
+pub struct Upstream {
+    pub resolve: Resolve,
+    pub roots: rustls::RootCertStore,
+}
+
+/// The trust store of the host (`rustls-native-certs`: the system's bundle), plus the PEM
+/// certificates of `extra` (the server config's `proxy_extra_ca`).
+pub fn roots(extra: Option<&[u8]>) -> Result<rustls::RootCertStore, ProxyError> {
+    let mut store = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for cert in native.certs {
+        // A certificate the store cannot parse is skipped, as every TLS client does.
+        let _ = store.add(cert);
+    }
+    if let Some(pem) = extra {
+        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem) {
+            let cert: rustls::pki_types::CertificateDer<'static> =
+                cert.map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
+            store
+                .add(cert)
+                .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
+        }
+    }
+    Ok(store)
+}
+
+/// Everything one request is decided with.
+pub struct Ctx {
+    net: NetMatcher,
+    bound: Bound,
+    upstream: Upstream,
+    /// Upstream TLS: `[HTTP/1.1, HTTP/2]`.
+    tls: [Arc<rustls::ClientConfig>; 2],
+    denials: Mutex<Vec<Denial>>,
+    /// Where it connected for the run: (host, address, port).
+    contacted: Mutex<std::collections::BTreeSet<(String, IpAddr, u16)>>,
+}
+
+/// A listening socket of the proxy (made in the run's namespace) and whether it takes TLS.
+pub struct Listener {
+    pub socket: std::net::TcpListener,
+    pub tls: bool,
+}
+
+/// The running proxy: one thread with a tokio runtime. [`Proxy::stop`] (or drop) ends every
+/// connection and task, and drops the CA.
+pub struct Proxy {
+    ctx: Arc<Ctx>,
+    ca_pem: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Start serving `listeners` with the run's CA `ca`.
+    pub fn start(
+        ca: Arc<Ca>,
+        net: NetMatcher,
+        bound: Bound,
+        upstream: Upstream,
+        listeners: Vec<Listener>,
+    ) -> Result<Proxy, ProxyError> {
+        let ca_pem = ca.pem().to_string();
+        let has_bound = !bound.is_empty();
+        let serving = net.clone();
+        let resolver = ca.resolver(Arc::new(move |h: &str| serves(&serving, has_bound, h)));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ProxyError::Roots(e.to_string()))?
+            .with_no_client_auth()
+            .with_cert_resolver(resolver);
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // Upstream, the request goes in the protocol the run spoke (a server may answer the two
+        // differently); `http/1.1` is offered too, for a server without HTTP/2.
+        let client = |alpn: Vec<Vec<u8>>| -> Result<Arc<rustls::ClientConfig>, ProxyError> {
+            let mut c = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| ProxyError::Roots(e.to_string()))?
+                .with_root_certificates(upstream.roots.clone())
+                .with_no_client_auth();
+            c.alpn_protocols = alpn;
+            Ok(Arc::new(c))
+        };
+        let tls = [
+            client(vec![b"http/1.1".to_vec()])?,
+            client(vec![b"h2".to_vec(), b"http/1.1".to_vec()])?,
+        ];
+        let ctx = Arc::new(Ctx {
+            net,
+            bound,
+            upstream,
+            tls,
+            denials: Mutex::new(Vec::new()),
+            contacted: Mutex::new(std::collections::BTreeSet::new()),
+        });
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(ProxyError::Start)?;
+        let mut sockets = Vec::new();
+        for l in listeners {
+            l.socket.set_nonblocking(true).map_err(ProxyError::Start)?;
+            let port = l.socket.local_addr().map_err(ProxyError::Start)?.port();
+            sockets.push((l.socket, l.tls, port));
+        }
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let run_ctx = ctx.clone();
+        let thread = std::thread::Builder::new()
+            .name("band-proxy".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let mut serving = tokio::task::JoinSet::new();
+                    for (socket, tls, port) in sockets {
+                        let Ok(listener) = tokio::net::TcpListener::from_std(socket) else {
+                            continue;
+                        };
+                        let acceptor = tls.then(|| acceptor.clone());
+                        serving.spawn(accept_loop(listener, acceptor, port, run_ctx.clone()));
+                    }
+                    let _ = stopped.await;
+                    serving.abort_all();
+                });
+                // Dropping the runtime drops every connection task still running.
+                drop(rt);
+            })
+            .map_err(ProxyError::Start)?;
+        Ok(Proxy {
+            ctx,
+            ca_pem,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The run's CA certificate (PEM), for the run's bundle.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// What the proxy refused so far.
+    pub fn denials(&self) -> Vec<Denial> {
+        self.ctx
+            .denials
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default()
+    }
+
+    /// Where it connected for the run: (host, address, port), for the run's network report.
+    pub fn contacted(&self) -> Vec<(String, IpAddr, u16)> {
+        self.ctx
+            .contacted
+            .lock()
+            .map(|c| c.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Stop: every listener and connection closed, the thread joined.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Whether the proxy's thread is gone (after [`Proxy::stop`]).
+    pub fn stopped(&self) -> bool {
+        self.thread.is_none()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    port: u16,
+    ctx: Arc<Ctx>,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, or a connection reset before it was taken: back off a little
+            // rather than spin.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Reap finished connections; a run holds at most MAX_CONNECTIONS at once (as the
+        // loopback relay does), more are closed as they come.
+        while conns.try_join_next().is_some() {}
+        if conns.len() >= MAX_CONNECTIONS {
+            drop(stream);
+            continue;
+        }
+        let acceptor = acceptor.clone();
+        let ctx = ctx.clone();
+        conns.spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            match acceptor {
+                Some(acceptor) => {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let sni = tls.get_ref().1.server_name().map(str::to_ascii_lowercase);
+                    let svc = hyper::service::service_fn(move |req| {
+                        let ctx = ctx.clone();
+                        let sni = sni.clone();
+                        async move { Ok::<_, Infallible>(ctx.handle(req, sni, port, true).await) }
+                    });
+                    let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
+                }
+                None => {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let ctx = ctx.clone();
+                        async move { Ok::<_, Infallible>(ctx.handle(req, None, port, false).await) }
+                    });
+                    let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+                }
+            }
+        });
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+/// Headers that belong to one connection, never forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "host",
+];
+
+impl Ctx {
+    fn deny(&self, d: Denial) -> Response<ProxyBody> {
+        let msg = format!("band: refused by the run's egress proxy: {}\n", d.what());
+        if let Ok(mut all) = self.denials.lock() {
+            all.push(d);
+        }
+        text(StatusCode::FORBIDDEN, msg)
+    }
+
+    fn leak(&self, leak: Leak, host: &str, port: u16) -> Response<ProxyBody> {
+        self.deny(Denial::Secret {
+            name: leak.name,
+            to: format!("{host}:{port}"),
+            place: leak.place,
+        })
+    }
+
+    /// One request of the run, answered.
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        sni: Option<String>,
+        port: u16,
+        https: bool,
+    ) -> Response<ProxyBody> {
+        let authority = req
+            .uri()
+            .authority()
+            .map(|a| a.host().to_string())
+            .or_else(|| {
+                req.headers()
+                    .get(hyper::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(|h| h.rsplit_once(':').map_or(h, |(h, _)| h).to_string())
+            })
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase());
+        let host = match (sni, authority) {
+            // A request must name the host its TLS connection was made to.
+            (Some(s), Some(a)) if s != a => {
+                return text(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    format!("band: the request names {a}, its connection {s}\n"),
+                );
+            }
+            (Some(s), _) => s,
+            (None, Some(a)) => a,
+            (None, None) => return text(StatusCode::BAD_REQUEST, "band: no Host\n".into()),
+        };
+        if !serves(&self.net, !self.bound.is_empty(), &host) {
+            return self.deny(Denial::Net {
+                host,
+                port: Some(port),
+                rule: None,
+            });
+        }
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or("").to_string();
+        if let Some(l) = self.bound.find_in(path.as_bytes(), "path") {
+            return self.leak(l, &host, port);
+        }
+        if let Some(l) = self.bound.find_in(query.as_bytes(), "query string") {
+            return self.leak(l, &host, port);
+        }
+        let method = req.method().as_str().to_string();
+        let h2 = req.version() == hyper::Version::HTTP_2;
+        match self.net.check_request(&host, port, https, &method, &path) {
+            Decision::Allow { .. } => {}
+            Decision::Deny { rule } => {
+                return self.deny(Denial::Http {
+                    method,
+                    host,
+                    port,
+                    https,
+                    path,
+                    rule: Some(rule),
+                });
+            }
+            Decision::Default => {
+                return self.deny(Denial::Http {
+                    method,
+                    host,
+                    port,
+                    https,
+                    path,
+                    rule: None,
+                });
+            }
+        }
+        let (parts, body) = req.into_parts();
+        let named: Vec<(String, Vec<u8>)> = parts
+            .headers
+            .iter()
+            .filter(|(n, _)| !HOP_BY_HOP.contains(&n.as_str()))
+            .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
+            .collect();
+        // A value goes only over TLS: over plain HTTP a placeholder anywhere is refused.
+        let values = if https {
+            match self.bound.rewrite_headers(&host, &named) {
+                Ok(v) => v,
+                Err(l) => return self.leak(l, &host, port),
+            }
+        } else {
+            if let Some(l) = named
+                .iter()
+                .find_map(|(n, v)| self.bound.find_in(v, &format!("header {n} (plain HTTP)")))
+            {
+                return self.leak(l, &host, port);
+            }
+            named.iter().map(|(_, v)| v.clone()).collect()
+        };
+        let body: ProxyBody = if self.bound.is_empty() {
+            body.map_err(|e| Box::new(e) as BoxError).boxed()
+        } else {
+            ScanBody {
+                inner: body,
+                scanner: Scanner::new(self.bound.clone()),
+                trailers: None,
+            }
+            .boxed()
+        };
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map_or("/".to_string(), |p| p.as_str().to_string());
+        let mut out = Request::builder().method(parts.method.clone());
+        for ((name, _), value) in named.iter().zip(values) {
+            out = out.header(name.as_str(), value);
+        }
+        match self.forward(&host, port, https, h2, &pq, out, body).await {
+            Ok(resp) => resp,
+            Err(Forwarded::Leak(l)) => self.leak(l, &host, port),
+            Err(Forwarded::Failed(e)) => text(
+                StatusCode::BAD_GATEWAY,
+                format!("band: the egress proxy could not reach {host}:{port}: {e}\n"),
+            ),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn forward(
+        &self,
+        host: &str,
+        port: u16,
+        https: bool,
+        h2: bool,
+        pq: &str,
+        builder: hyper::http::request::Builder,
+        body: ProxyBody,
+    ) -> Result<Response<ProxyBody>, Forwarded> {
+        let addrs = {
+            let name = host.to_string();
+            let resolve = self.upstream.resolve.clone();
+            // The resolver blocks (UDP to the upstream, with its timeout): on the blocking pool.
+            tokio::task::spawn_blocking(move || resolve(&name))
+                .await
+                .unwrap_or_default()
+        };
+        if addrs.is_empty() {
+            return Err(Forwarded::Failed(format!(
+                "{host} has no address the run may reach"
+            )));
+        }
+        let mut last = String::new();
+        let mut tcp = None;
+        for ip in addrs {
+            match tokio::net::TcpStream::connect(SocketAddr::new(ip, port)).await {
+                Ok(s) => {
+                    if let Ok(mut c) = self.contacted.lock() {
+                        c.insert((host.to_string(), ip, port));
+                    }
+                    tcp = Some(s);
+                    break;
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        let Some(tcp) = tcp else {
+            return Err(Forwarded::Failed(last));
+        };
+        let leak = Arc::new(Mutex::new(None::<Leak>));
+        let body = watch_leak(body, leak.clone());
+        let result = if https {
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| Forwarded::Failed(e.to_string()))?;
+            let tls = tokio_rustls::TlsConnector::from(self.tls[usize::from(h2)].clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| Forwarded::Failed(format!("TLS: {e}")))?;
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            send(TokioIo::new(tls), h2, host, port, https, pq, builder, body).await
+        } else {
+            send(
+                TokioIo::new(tcp),
+                false,
+                host,
+                port,
+                https,
+                pq,
+                builder,
+                body,
+            )
+            .await
+        };
+        if let Some(l) = leak.lock().ok().and_then(|mut g| g.take()) {
+            return Err(Forwarded::Leak(l));
+        }
+        result.map_err(Forwarded::Failed)
+    }
+}
+
+enum Forwarded {
+    Leak(Leak),
+    Failed(String),
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn send<T>(
+    io: TokioIo<T>,
+    h2: bool,
+    host: &str,
+    port: u16,
+    https: bool,
+    pq: &str,
+    builder: hyper::http::request::Builder,
+    body: ProxyBody,
+) -> Result<Response<ProxyBody>, String>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let scheme = if https { "https" } else { "http" };
+    let default = if https { 443 } else { 80 };
+    let authority = if port == default {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    };
+    let e = |e: hyper::Error| e.to_string();
+    let resp = if h2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .map_err(e)?;
+        tokio::spawn(conn);
+        let req = builder
+            .uri(format!("{scheme}://{authority}{pq}"))
+            .body(body)
+            .map_err(|e| e.to_string())?;
+        sender.send_request(req).await.map_err(e)?
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(e)?;
+        tokio::spawn(conn);
+        let req = builder
+            .uri(pq)
+            .header(hyper::header::HOST, authority)
+            .body(body)
+            .map_err(|e| e.to_string())?;
+        sender.send_request(req).await.map_err(e)?
+    };
+    let (mut parts, body) = resp.into_parts();
+    for h in HOP_BY_HOP {
+        parts.headers.remove(*h);
+    }
+    Ok(Response::from_parts(
+        parts,
+        body.map_err(|e| Box::new(e) as BoxError).boxed(),
+    ))
+}
+
+/// A request body passed on chunk by chunk, cut off before a chunk holding a placeholder.
+struct ScanBody {
+    inner: Incoming,
+    scanner: Scanner,
+    trailers: Option<Frame<Bytes>>,
+}
+
+/// The error that cuts a body off.
+#[derive(Debug)]
+struct LeakError(Leak);
+
+impl std::fmt::Display for LeakError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "placeholder of {} in the {}", self.0.name, self.0.place)
+    }
+}
+
+impl std::error::Error for LeakError {}
+
+impl Body for ScanBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(t) = self.trailers.take() {
+            return Poll::Ready(Some(Ok(t)));
+        }
+        loop {
+            let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(f) => f,
+            };
+            match frame {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => match self.scanner.push(&data) {
+                        Ok(out) if out.is_empty() => continue,
+                        Ok(out) => return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out))))),
+                        Err(leak) => return Poll::Ready(Some(Err(Box::new(LeakError(leak))))),
+                    },
+                    Err(trailers) => {
+                        let tail = self.scanner.finish();
+                        if tail.is_empty() {
+                            return Poll::Ready(Some(Ok(trailers)));
+                        }
+                        self.trailers = Some(trailers);
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(tail)))));
+                    }
+                },
+                Some(Err(e)) => return Poll::Ready(Some(Err(Box::new(e)))),
+                None => {
+                    let tail = self.scanner.finish();
+                    if tail.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(tail)))));
+                }
+            }
+        }
+    }
+}
+
+/// Pass `body` on, noting in `leak` the leak that cut it off (if one did).
+fn watch_leak(body: ProxyBody, leak: Arc<Mutex<Option<Leak>>>) -> ProxyBody {
+    body.map_err(move |e| {
+        if let Some(l) = e.downcast_ref::<LeakError>()
+            && let Ok(mut g) = leak.lock()
+        {
+            *g = Some(l.0.clone());
+        }
+        e
+    })
+    .boxed()
+}
+
+/// Where the run's CA bundle is in the sandbox: the host's system bundle and the run's CA.
+pub const CA_BUNDLE: &str = "/etc/band-ca.pem";
+
+/// The variables that point the run's TLS clients at [`CA_BUNDLE`] (OpenSSL and curl, Python's
+/// requests, Node).
+pub const CA_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// The host's system bundle, which the run's bundle starts with.
+pub const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// What a run that needs the proxy carries from its start: its bound secrets with their
+/// placeholders, its CA (made now, in memory) and the bundle the sandbox trusts.
+pub struct Egress {
+    pub bound: Bound,
+    pub ca: Arc<Ca>,
+    pub bundle: String,
+    /// The config's extra CA for upstream (PEM), if any.
+    pub extra_ca: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("bound", &self.bound)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Egress {
+    /// For a run with `policy` and the secret values `values`: `None` when it needs no proxy.
+    /// The placeholders are random (the crypto provider's generator); `system_bundle` is the
+    /// host's bundle's text.
+    pub fn new(
+        run_id: &str,
+        policy: &band::policy::Policy,
+        net: &NetMatcher,
+        values: &std::collections::BTreeMap<String, String>,
+        system_bundle: &str,
+        extra_ca: Option<Vec<u8>>,
+    ) -> Result<Option<Egress>, ProxyError> {
+        let mut secrets = Vec::new();
+        for (name, hosts) in &policy.secret_hosts {
+            let Some(value) = values.get(name) else {
+                continue;
+            };
+            let mut random = [0u8; 20];
+            rustls::crypto::ring::default_provider()
+                .secure_random
+                .fill(&mut random)
+                .map_err(|_| ProxyError::Roots("no random bytes for a placeholder".into()))?;
+            secrets.push(bound::Secret::new(
+                name,
+                bound::placeholder(&random),
+                value.clone(),
+                hosts,
+            ));
+        }
+        let bound = Bound::new(secrets);
+        if !needed(net, &bound) {
+            return Ok(None);
+        }
+        let ca = Arc::new(Ca::new(run_id)?);
+        let mut bundle = system_bundle.to_string();
+        if !bundle.is_empty() && !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(ca.pem());
+        Ok(Some(Egress {
+            bound,
+            ca,
+            bundle,
+            extra_ca,
+        }))
+    }
+
+    /// What the run sees of it ([`crate::common::handover::RunEgress`]): its secrets with
+    /// placeholders, its CA variables, its bundle.
+    pub fn handover(
+        &self,
+        values: &std::collections::BTreeMap<String, String>,
+    ) -> crate::common::handover::RunEgress {
+        crate::common::handover::RunEgress {
+            secrets: self.run_secrets(values),
+            env: CA_ENV
+                .iter()
+                .map(|v| ((*v).to_string(), CA_BUNDLE.to_string()))
+                .collect(),
+            ca_bundle: self.bundle.clone(),
+        }
+    }
+
+    /// The secrets as the run sees them: a bound one's placeholder in place of its value.
+    pub fn run_secrets(
+        &self,
+        values: &std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        let mut out = values.clone();
+        for s in self.bound.secrets() {
+            out.insert(s.name.clone(), s.placeholder.clone());
+        }
+        out
+    }
+}

@@ -1,0 +1,245 @@
+//! Bound secrets and HTTP rules through the run's egress proxy, seen from inside the sandbox,
+//! against a fake internet (band-test's lab: a network namespace the test makes, its resolver as
+//! `dns_upstream`) where an HTTPS server of the test's own (its own CA, from rcgen; the config's
+//! `proxy_extra_ca`) stands for the API. The script runs curl over HTTP/2 and HTTP/1.1.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command};
+
+use band::proto::{Denial, Status};
+use band_test::netlab::{At::*, Lab, Spec};
+
+use super::helpers::*;
+
+/// The lab and its HTTPS server (killed on drop).
+struct Https {
+    lab: Lab,
+    server: Child,
+    config: std::path::PathBuf,
+}
+
+impl Drop for Https {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn https_lab() -> Https {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let lab = Spec::new()
+        .name("api.example.test", [V4(2)])
+        .name("other.example.test", [V4(3)])
+        .build();
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
+    let ca = ca_params
+        .self_signed(&ca_key)
+        .unwrap_or_else(|e| panic!("ca: {e}"));
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
+    let leaf = CertificateParams::new(vec![
+        "api.example.test".to_string(),
+        "other.example.test".to_string(),
+    ])
+    .unwrap_or_else(|e| panic!("params: {e}"))
+    .signed_by(&leaf_key, &issuer)
+    .unwrap_or_else(|e| panic!("leaf: {e}"));
+    let dir = lab.dir().to_path_buf();
+    fs_err::write(dir.join("ca.pem"), ca.pem()).unwrap_or_else(|e| panic!("write: {e}"));
+    fs_err::write(dir.join("cert.pem"), leaf.pem()).unwrap_or_else(|e| panic!("write: {e}"));
+    fs_err::write(dir.join("key.pem"), leaf_key.serialize_pem())
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/egress_https.py");
+    let server = Command::new("ip")
+        .args(["netns", "exec", lab.netns(), "/usr/bin/python3"])
+        .arg(&script)
+        .arg(&dir)
+        .arg(dir.join("cert.pem"))
+        .arg(dir.join("key.pem"))
+        .arg(format!("{}:443", lab.v4(2)))
+        .arg(format!("{}:443", lab.v4(3)))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("the lab's HTTPS server: {e}"));
+    let mut h = Https {
+        lab,
+        server,
+        config: std::path::PathBuf::new(),
+    };
+    band_test::wait_until("the lab's HTTPS server starts", || {
+        if let Ok(Some(status)) = h.server.try_wait() {
+            panic!("the HTTPS server exited: {status}");
+        }
+        dir.join("https.ready").exists()
+    });
+    let config = dir.join("egress.toml");
+    let base = fs_err::read_to_string(&h.lab.config).unwrap_or_else(|e| panic!("lab config: {e}"));
+    fs_err::write(
+        &config,
+        format!(
+            "{base}proxy_extra_ca = \"{}\"\n",
+            dir.join("ca.pem").display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("write: {e}"));
+    h.config = config;
+    h
+}
+
+/// One request the test's server received.
+fn received(lab: &Lab) -> Vec<serde_json::Value> {
+    lab.log("https.log")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+const TOKEN: &str = "real-token-value-0123";
+
+#[test]
+fn privileged_egress_a_bound_secret_reaches_only_its_host_in_a_header() {
+    privileged!();
+    let h = https_lab();
+    let script = r#"#!/bin/bash
+code() { curl -sS -m 10 -o /tmp/body -w '%{http_code}' "$@" 2>/tmp/err || echo "rc$?"; }
+echo "env=$API_TOKEN"
+echo "in_environ=$(tr '\0' '\n' < /proc/self/environ | grep -c real-token-value)"
+echo "bundle=$SSL_CERT_FILE"
+echo "ok_h2=$(code --http2 -H "Authorization: Bearer $API_TOKEN" https://api.example.test/repos/acme/x/issues)"
+echo "ok_h1=$(code --http1.1 -u "me:$API_TOKEN" https://api.example.test/repos/acme/y)"
+echo "other=$(code --http2 -H "Authorization: Bearer $API_TOKEN" https://other.example.test/x)"
+echo "query=$(code --http1.1 "https://api.example.test/repos/acme/x?t=$API_TOKEN")"
+head -c 70000 /dev/zero | tr '\0' a > /tmp/big; printf '%s' "$API_TOKEN" >> /tmp/big
+echo "body=$(code --http2 -X POST --data-binary @/tmp/big https://api.example.test/repos/acme/x/comments)"
+echo "dns=$(code --http1.1 "https://$API_TOKEN.example.test/")"
+echo "rule=$(code --http2 -X DELETE https://api.example.test/repos/acme/x)"
+echo "said=$(cat /tmp/body)"
+"#;
+    let mut p = policy();
+    p.allow.net = strs(&[
+        "GET,POST https://api.example.test/repos/acme/**",
+        "other.example.test",
+    ]);
+    p.allow.cli = strs(&["curl *", "head *", "tr *", "grep *", "cat *"]);
+    p.secrets = strs(&["API_TOKEN"]);
+    p.secret_hosts = BTreeMap::from([("API_TOKEN".to_string(), strs(&["api.example.test"]))]);
+    let mut req = request(script, p);
+    req.secrets = BTreeMap::from([("API_TOKEN".to_string(), TOKEN.to_string())]);
+    let o = finish(spawn_with_config(&req, &h.config));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
+    // Inside: only the placeholder, never the value.
+    let ph = get("env");
+    assert!(ph.starts_with("bandph") && ph.len() == 46, "{ph}");
+    assert_eq!(get("in_environ"), "0");
+    assert_eq!(get("bundle"), "/etc/band-ca.pem");
+    // The bound host got the real value in its header, over HTTP/2 and HTTP/1.1 (Basic too).
+    assert_eq!(get("ok_h2"), "200", "{o:#?}");
+    assert_eq!(get("ok_h1"), "200", "{o:#?}");
+    let got = received(&h.lab);
+    let auths: Vec<&str> = got.iter().filter_map(|r| r["auth"].as_str()).collect();
+    assert!(
+        auths.contains(&format!("Bearer {TOKEN}").as_str()),
+        "{got:#?}"
+    );
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("me:{TOKEN}"));
+    assert!(
+        auths.contains(&format!("Basic {basic}").as_str()),
+        "{got:#?}"
+    );
+    // Each way out for the placeholder is refused: another allowed host, a query string, a
+    // body, a DNS name; and a method outside the HTTP rule, with the rule that would allow it.
+    assert_eq!(get("other"), "403");
+    assert_eq!(get("query"), "403");
+    assert_eq!(get("body"), "403");
+    assert!(get("dns").ends_with("rc6"), "not resolved: {}", get("dns"));
+    assert_eq!(get("rule"), "403");
+    assert_eq!(
+        get("said"),
+        "band: refused by the run's egress proxy: request DELETE https://api.example.test/repos/acme/x"
+    );
+    // The server saw two requests, never the placeholder, never other.example.test.
+    for r in &got {
+        let text = r.to_string();
+        assert!(
+            !text.contains(&ph),
+            "the placeholder reached the server: {text}"
+        );
+        assert!(!text.contains("other.example.test"), "{text}");
+    }
+    assert_eq!(
+        got.iter()
+            .filter(|r| r["body"].as_str().unwrap_or("").is_empty())
+            .count(),
+        2,
+        "{got:#?}"
+    );
+    let secret = |to: &str, place: &str| Denial::Secret {
+        name: "API_TOKEN".into(),
+        to: to.into(),
+        place: place.into(),
+    };
+    for d in [
+        secret("other.example.test:443", "header authorization"),
+        secret("api.example.test:443", "query string"),
+        secret("api.example.test:443", "body"),
+        secret("DNS", "DNS name"),
+        Denial::Http {
+            method: "DELETE".into(),
+            host: "api.example.test".into(),
+            port: 443,
+            https: true,
+            path: "/repos/acme/x".into(),
+            rule: None,
+        },
+    ] {
+        assert!(
+            o.result.denied.contains(&d),
+            "{d:?} not in {:#?}",
+            o.result.denied
+        );
+    }
+    // The proxy's connections are in the run's report, under the host's name.
+    let net = o
+        .result
+        .network
+        .clone()
+        .unwrap_or_else(|| panic!("no network report"));
+    assert!(
+        net.contacted.iter().any(|f| f.addr == h.lab.v4(2)
+            && f.port == 443
+            && f.names == vec!["api.example.test".to_string()]),
+        "{net:#?}"
+    );
+    assert!(
+        !net.contacted.iter().any(|f| f.addr == h.lab.v4(3)),
+        "{net:#?}"
+    );
+    // Never the value, anywhere band-server said anything.
+    let said =
+        serde_json::to_string(&o.result).unwrap_or_else(|e| panic!("json: {e}")) + &o.server_stderr;
+    assert!(!said.contains(TOKEN), "the value left band-server: {said}");
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    // Nothing of the run is left: its table (the proxy and its CA lived in band-server's
+    // process, which has exited).
+    let tables = String::from_utf8_lossy(
+        &Command::new("nft")
+            .args(["list", "tables"])
+            .output()
+            .unwrap_or_else(|e| panic!("nft: {e}"))
+            .stdout,
+    )
+    .into_owned();
+    assert!(
+        !tables.contains(&format!("band_{}", req.run_id)),
+        "{tables}"
+    );
+}
