@@ -814,6 +814,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         observe: false,
         args: Vec::new(),
         signed: None,
+        stdin: false,
     }
 }
 

@@ -77,6 +77,10 @@ pub struct RunRequest {
     /// run's trust tier from the site policy's `keys:` (`sign::trust`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed: Option<SignedLock>,
+    /// The script's standard input is a pipe fed by the client's [`Message::Stdin`] lines
+    /// (band-sandboxd's `WriteStdin`); without it, stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
@@ -718,6 +722,19 @@ pub enum Message {
     Hold,
     /// Client → server: cancel the run (status [`Status::Cancelled`]).
     Cancel,
+    /// Client → server, for a request with `stdin`: bytes for the script's standard input
+    /// (base64), or its end (`eof`).
+    Stdin {
+        #[serde(default)]
+        data: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        eof: bool,
+    },
+    /// Client → server: send this signal (2 SIGINT, 9 SIGKILL, 15 SIGTERM) to the script and
+    /// every process it started (the run's cgroup but bubblewrap). Other numbers are ignored.
+    Signal {
+        signal: i32,
+    },
 }
 
 /// Environment variable names band uses, in one place.

@@ -447,6 +447,7 @@ pub fn prepare(
         observe: false,
         args,
         signed,
+        stdin: false,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

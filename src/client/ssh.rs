@@ -147,6 +147,7 @@ mod tests {
             observe: false,
             args: Vec::new(),
             signed: None,
+            stdin: false,
         }
     }
 

@@ -107,6 +107,8 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         observe: served.observe,
         args: Vec::new(),
         signed: served.signed.clone(),
+        // A spare's bubblewrap is spawned before its request: its stdin is /dev/null.
+        stdin: false,
     }
 }
 

@@ -140,6 +140,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         observe: false,
         args: Vec::new(),
         signed: None,
+        stdin: false,
     }
 }
 
@@ -163,6 +164,7 @@ pub(crate) fn bundle_request(skill: &str, bundle: Vec<FileEntry>, policy: Policy
         observe: false,
         args: Vec::new(),
         signed: None,
+        stdin: false,
     }
 }
 

@@ -83,6 +83,7 @@ pub(super) fn request() -> RunRequest {
         observe: false,
         args: Vec::new(),
         signed: None,
+        stdin: false,
     }
 }
 
