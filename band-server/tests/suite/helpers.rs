@@ -399,7 +399,13 @@ fn outcome(stdout: &[u8], stderr: &[u8], status: std::process::ExitStatus) -> Ou
         match serde_json::from_str::<Message>(line) {
             Ok(Message::Event(e)) => events.push(e),
             Ok(Message::Result(r)) => result = Some(*r),
-            Ok(Message::Request(_) | Message::Hold | Message::Cancel) => {
+            Ok(
+                Message::Request(_)
+                | Message::Hold
+                | Message::Cancel
+                | Message::Stdin { .. }
+                | Message::Signal { .. },
+            ) => {
                 panic!("server sent a client message")
             }
             Err(e) => panic!("bad line from band-server: {e}: {line}"),

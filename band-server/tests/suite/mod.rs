@@ -13,4 +13,5 @@ mod proc_view;
 mod program_cache;
 mod protocol;
 mod runtime;
+mod sandboxd;
 mod site;
