@@ -35,26 +35,7 @@ const ARCHIVES: &[(&str, &str)] = &[
     ("libutil.a", "libutil.a"),
 ];
 
-/// sandboxd's protobuf (`proto/process/v1/process.proto`) to Rust, with protox (no system protoc).
-#[cfg(feature = "sandboxd")]
-fn sandboxd_proto() {
-    println!("cargo:rerun-if-changed=proto");
-    let fds = match protox::compile(["process/v1/process.proto"], ["proto"]) {
-        Ok(f) => f,
-        Err(e) => panic!("proto/process/v1/process.proto: {e}"),
-    };
-    if let Err(e) = tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
-        .compile_fds(fds)
-    {
-        panic!("sandboxd protobuf: {e}");
-    }
-}
-
 fn main() {
-    #[cfg(feature = "sandboxd")]
-    sandboxd_proto();
     println!("cargo:rustc-link-arg-bin=band-shim=-Wl,--strip-all");
     // band-jail is copied into each state dir's exec cache (execute-only) and started once per
     // run: stripped, that copy is a few MB instead of 55 MB of debug sections.

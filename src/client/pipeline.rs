@@ -44,6 +44,9 @@ pub fn transport_for(target: &Target, config: &UserConfig) -> Result<Box<dyn Tra
         Target::Qemu | Target::Lima | Target::Ssh { .. } => {
             Ok(Box::new(super::ssh::SshTransport::new(target)?))
         }
+        Target::Sandboxd { host, port } => Ok(Box::new(super::sandboxd::SandboxdTransport::new(
+            host, *port,
+        )?)),
     }
 }
 

@@ -31,6 +31,7 @@ mod mcp;
 mod mcp_http;
 mod redteam;
 mod run;
+mod sandboxd;
 mod secrets;
 mod shell_denials;
 mod site;

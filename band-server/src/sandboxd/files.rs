@@ -86,14 +86,14 @@ async fn metadata(State(pod): State<Arc<Pod>>) -> Response {
 }
 
 /// The workspace-relative path of a request, or the refusal.
-fn rel_of(raw: &str) -> Result<String, Response> {
+fn rel_of(raw: &str) -> Result<String, Box<Response>> {
     let rel = raw.strip_suffix('/').unwrap_or(raw);
     if rel.is_empty() || rel == "." {
         return Ok(String::new());
     }
     band::client::workspace::api_path(rel)
         .map(|p| p.to_string_lossy().into_owned())
-        .map_err(|m| error(StatusCode::BAD_REQUEST, "invalid_path", m))
+        .map_err(|m| Box::new(error(StatusCode::BAD_REQUEST, "invalid_path", m)))
 }
 
 fn not_admitted(rel: &str) -> Response {
@@ -172,7 +172,7 @@ async fn listing(pod: Arc<Pod>, rel: String) -> Response {
 async fn read(State(pod): State<Arc<Pod>>, Path(raw): Path<String>) -> Response {
     let rel = match rel_of(&raw) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let kind = {
         let pod = pod.clone();
@@ -222,7 +222,7 @@ async fn write(State(pod): State<Arc<Pod>>, Path(raw): Path<String>, body: Bytes
             );
         }
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if !pod.admits(&rel) {
         return not_admitted(&rel);
@@ -249,7 +249,7 @@ async fn remove(State(pod): State<Arc<Pod>>, Path(raw): Path<String>) -> Respons
             );
         }
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if !pod.admits(&rel) {
         return not_admitted(&rel);

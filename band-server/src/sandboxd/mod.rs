@@ -17,7 +17,6 @@
 //! axum); band-server, band-jail and band-shim link none of it.
 
 pub mod files;
-pub mod pb;
 pub mod process;
 pub mod run;
 pub mod token;
@@ -31,6 +30,9 @@ use band::client::workspace::WorkspaceRoot;
 use band::policy::CompiledPolicy;
 
 pub use self::token::Token;
+/// The protobuf of `process.v1`, band's (`proto/process/v1/process.proto`): the same code is the
+/// `sandboxd://` target's client.
+pub use band::client::sandboxd::pb;
 
 /// The default ports of the contract.
 pub const GRPC_PORT: u16 = 9090;

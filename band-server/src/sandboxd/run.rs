@@ -117,24 +117,7 @@ pub fn exit_code(r: &RunResult) -> i32 {
     }
 }
 
-/// What band says on the run's stderr about a result that is not the script's own end: the
-/// status, the error and its hint. Nothing for `ok` and `script_failed`.
-pub fn explain(r: &RunResult) -> Option<String> {
-    if matches!(r.status, Status::Ok | Status::ScriptFailed) {
-        return None;
-    }
-    let mut text = format!("band: {}", r.status.as_str());
-    if let Some(e) = &r.error {
-        text.push_str(&format!(": {}", e.message));
-        if let Some(h) = &e.hint {
-            text.push_str(&format!("\nhint: {h}"));
-        }
-    } else if let Some(d) = r.denied.first() {
-        text.push_str(&format!(": {}", d.explain()));
-    }
-    text.push('\n');
-    Some(text)
-}
+pub use band::client::sandboxd::explain;
 
 enum Made {
     Ready(Box<(AdHoc, Prepared)>),
@@ -175,14 +158,28 @@ fn now_ms() -> u64 {
 }
 
 /// Run `argv` under the pod's band until it ends; what it writes goes to `out` as it comes, what
-/// the client says comes from `control`. The exit code ([`exit_code`]). `stdin`: the script's
-/// stdin is fed by [`Control::Stdin`] (else it is `/dev/null`).
+/// the client says comes from `control`. The exit code ([`exit_code`]), and band's result when
+/// there is one. `stdin`: the script's stdin is fed by [`Control::Stdin`] (else it is
+/// `/dev/null`).
 pub async fn execute(
     pod: Arc<Pod>,
     argv: Vec<String>,
     stdin: bool,
     out: mpsc::Sender<Out>,
+    control: mpsc::UnboundedReceiver<Control>,
+) -> (i32, Option<RunResult>) {
+    let mut result = None;
+    let code = execute_into(pod, argv, stdin, out, control, &mut result).await;
+    (code, result)
+}
+
+async fn execute_into(
+    pod: Arc<Pod>,
+    argv: Vec<String>,
+    stdin: bool,
+    out: mpsc::Sender<Out>,
     mut control: mpsc::UnboundedReceiver<Control>,
+    kept: &mut Option<RunResult>,
 ) -> i32 {
     let said = |text: String| {
         let out = out.clone();
@@ -201,7 +198,9 @@ pub async fn execute(
             if let Some(text) = explain(&r) {
                 said(text).await;
             }
-            return exit_code(&r);
+            let code = exit_code(&r);
+            *kept = Some(*r);
+            return code;
         }
         Ok(Err(e)) => {
             said(format!("band: {e}\n")).await;
@@ -235,7 +234,9 @@ pub async fn execute(
             if let Some(text) = explain(&outcome.result) {
                 said(text).await;
             }
-            exit_code(&outcome.result)
+            let code = exit_code(&outcome.result);
+            *kept = Some(outcome.result);
+            code
         }
         Ok(Err(e)) => {
             said(format!("band: {e}\n")).await;

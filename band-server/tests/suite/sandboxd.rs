@@ -4,6 +4,7 @@
 //! network run's resolver a dead loopback port. The script checks the contract from the client's
 //! side and probes isolation from inside the runs; this test checks that nothing of the runs is
 //! left once they are done, and that band-sandboxd stops cleanly on SIGTERM.
+#![allow(clippy::unwrap_used)]
 
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
@@ -90,7 +91,7 @@ fn privileged_sandboxd_serves_the_sdk_runs_isolated_and_leaves_nothing() {
     fs_err::write(ws.join("data/in.txt"), "hello\n").unwrap();
     fs_err::write(ws.join("top.txt"), "not admitted\n").unwrap();
     fs_err::write(outside.join("outer.txt"), "outside\n").unwrap();
-    std::os::unix::fs::symlink(&outside, ws.join("data/link")).unwrap();
+    fs_err::os::unix::fs::symlink(&outside, ws.join("data/link")).unwrap();
     fs_err::write(root.join("BAND.md"), BAND).unwrap();
     let token = root.join("token");
     fs_err::write(&token, format!("{TOKEN}\n")).unwrap();
