@@ -126,3 +126,55 @@ fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     assert!(child.wait().unwrap().success());
 }
+
+fn python() -> String {
+    std::env::var("BAND_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// `deploy/kubernetes/` against Kubernetes' schemas (PyPI `kubernetes-validate`) and agent-sandbox's
+/// CRDs (`tests/sandboxd/crds/`), each check shown to refuse a broken copy; and the ConfigMap's
+/// BAND.md lints clean.
+#[test]
+fn the_manifests_match_kubernetes_and_the_agent_sandbox_crds() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let has = Command::new(python())
+        .args(["-c", "import kubernetes_validate, jsonschema, yaml"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if band_test::skip(
+        band_test::test_name!(),
+        (!has).then(|| {
+            format!(
+                "{} has no kubernetes-validate (pip install kubernetes-validate; set BAND_TEST_PYTHON)",
+                python()
+            )
+        }),
+    ) {
+        return;
+    }
+    let out = Command::new(python())
+        .arg(repo.join("tests/sandboxd/validate_manifests.py"))
+        .arg(repo.join("deploy/kubernetes"))
+        .arg(repo.join("tests/sandboxd/crds"))
+        .output()
+        .expect("python");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.ends_with("all ok\n"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The pod's band, as the ConfigMap carries it.
+    let cm: serde_json::Value = yaml_serde::from_str(
+        &fs_err::read_to_string(repo.join("deploy/kubernetes/band-configmap.yaml")).unwrap(),
+    )
+    .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    fs_err::write(
+        t.path().join("BAND.md"),
+        cm["data"]["BAND.md"].as_str().unwrap(),
+    )
+    .unwrap();
+    band_snapshot!(output(&["lint", "BAND.md"], t.path()), "pod_band_lints");
+}
