@@ -9,6 +9,9 @@
 //! band  ──► optional: {"type":"hold"}     the client keeps this channel open while it waits:
 //!                                          from now on EOF means it is gone (the run is cancelled)
 //! band  ──► optional: {"type":"cancel"}   stop the run now (status `cancelled`)
+//! band  ──► optional: {"type":"stdin","data":…} / {"type":"stdin","eof":true}
+//!                                          the script's stdin (a request with `stdin`)
+//! band  ──► optional: {"type":"signal","signal":15}   SIGINT, SIGKILL or SIGTERM to the run
 //! band  ◄── one line: {"type":"result", ...RunResult}             (last line, then exit)
 //! ```
 //!
