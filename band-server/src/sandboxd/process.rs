@@ -121,7 +121,7 @@ impl ProcessService for Process {
             })
         };
         tokio::spawn(async move {
-            let (code, _) = run::execute(pod.clone(), argv, true, out_tx, control).await;
+            let (code, _) = run::execute(pod.clone(), id, argv, true, out_tx, control).await;
             let _ = forward.await;
             pod.runs.forget(id).await;
             let _ = tx
@@ -154,7 +154,7 @@ impl ProcessService for Process {
         // A client that goes away drops this future, and with it the run's channel to its
         // band-server, which then cancels the run and tears it down; the id is forgotten.
         let _forget = ForgetOnDrop(pod.clone(), id);
-        let (exit_code, result) = run::execute(pod.clone(), argv, false, out_tx, control).await;
+        let (exit_code, result) = run::execute(pod.clone(), id, argv, false, out_tx, control).await;
         let (stdout, stderr) = gather
             .await
             .map_err(|e| Status::internal(format!("output: {e}")))?;

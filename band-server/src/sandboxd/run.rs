@@ -163,18 +163,28 @@ fn now_ms() -> u64 {
 /// `/dev/null`).
 pub async fn execute(
     pod: Arc<Pod>,
+    id: i32,
     argv: Vec<String>,
     stdin: bool,
     out: mpsc::Sender<Out>,
     control: mpsc::UnboundedReceiver<Control>,
 ) -> (i32, Option<RunResult>) {
     let mut result = None;
-    let code = execute_into(pod, argv, stdin, out, control, &mut result).await;
+    let code = execute_into(pod, id, argv, stdin, out, control, &mut result).await;
+    match &result {
+        Some(r) => eprintln!(
+            "band-sandboxd: process {id} (run {}) ended: {}, exit code {code}",
+            r.run_id,
+            r.status.as_str()
+        ),
+        None => eprintln!("band-sandboxd: process {id} ended: exit code {code}"),
+    }
     (code, result)
 }
 
 async fn execute_into(
     pod: Arc<Pod>,
+    id: i32,
     argv: Vec<String>,
     stdin: bool,
     out: mpsc::Sender<Out>,
@@ -213,6 +223,9 @@ async fn execute_into(
     };
     let started_at = now_ms();
     let mut request = prepared.request.clone();
+    // Which band run a process is, for the pod's log: band-server names the run's cgroup,
+    // nftables table and run directory after it.
+    eprintln!("band-sandboxd: process {id} is run {}", request.run_id);
     request.stdin = stdin;
     let result = match serve(&pod, request, &out, &mut control).await {
         Ok(r) => r,

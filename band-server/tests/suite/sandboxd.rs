@@ -119,84 +119,185 @@ fn sdk_test(grpc: &str, http: &str, p: &Pod, policy_sha256: &str) {
     assert!(out.status.success() && said.ends_with("all ok\n"), "{said}");
 }
 
+/// band-sandboxd serving `root/BAND.md` on loopback ports, its resolver a dead loopback port;
+/// its stderr kept ([`Daemon::log`]) and shown with the test's.
+struct Daemon {
+    child: std::process::Child,
+    grpc: String,
+    http: String,
+    policy_sha256: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _watch: std::sync::mpsc::Sender<()>,
+}
+
+impl Daemon {
+    fn start(root: &Path, ws: &Path, token: &Path) -> Daemon {
+        // No real resolver: a dead loopback port.
+        let cfg = root.join("server.toml");
+        fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").unwrap();
+        let args: Vec<String> = [
+            "--band",
+            &root.join("BAND.md").display().to_string(),
+            "--token-file",
+            &token.display().to_string(),
+            "--workspace",
+            &ws.display().to_string(),
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--server",
+            server(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let opts = band_server::sandboxd::Options::parse(&args, server().into()).unwrap();
+        let policy_sha256 = band_server::sandboxd::Pod::load(&opts)
+            .unwrap()
+            .policy_sha256;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_band-sandboxd"))
+            .args(&args)
+            .env(band_server::config::CONFIG_ENV, &cfg)
+            .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _watch =
+            band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        err.read_line(&mut first).unwrap();
+        // "band-sandboxd: serving … on grpc ADDR and http ADDR"
+        let words: Vec<&str> = first.split_whitespace().collect();
+        let after = |w: &str| {
+            let i = words
+                .iter()
+                .position(|x| *x == w)
+                .unwrap_or_else(|| panic!("{first}"));
+            words[i + 1].to_string()
+        };
+        let (grpc, http) = (after("grpc"), after("http"));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                eprintln!("band-sandboxd: {line}");
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Daemon {
+            child,
+            grpc,
+            http,
+            policy_sha256,
+            log,
+            _watch,
+        }
+    }
+
+    /// The band run of process `id`, from the log ("process ID is run RUN").
+    fn run_of(&self, id: &str) -> String {
+        let said = format!("band-sandboxd: process {id} is run ");
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .find_map(|l| l.strip_prefix(&said))
+            .unwrap_or_else(|| panic!("no run for process {id} in {log:?}"))
+            .to_string()
+    }
+
+    /// Wait until no run's band-server is left, then SIGTERM: the ports close, exit 0.
+    fn stop(mut self) {
+        band_test::wait_until("band-sandboxd's runs to end", || {
+            children(self.child.id()).is_empty()
+        });
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+        assert!(std::net::TcpStream::connect(&self.grpc).is_err());
+    }
+}
+
+fn band_tables() -> std::collections::BTreeSet<String> {
+    let out = Command::new("nft")
+        .args(["-j", "list", "tables"])
+        .output()
+        .unwrap();
+    band_server::layers::net::nft::parse_tables_json(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+/// Two concurrent Starts under a band with `allow.net`: each run has its own nftables table
+/// (named after its run) while it runs, and neither is left once they end.
+#[test]
+fn privileged_sandboxd_networked_runs_get_their_own_egress_tables() {
+    privileged!(band_test::sandbox_missing().or_else(sdk_missing));
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let p = pod(root);
+    let band = BAND.replace("  read:", "  net: [\"a.test:443\"]\n  read:");
+    fs_err::write(root.join("BAND.md"), band).unwrap();
+    let d = Daemon::start(root, &p.ws, &p.token);
+    let mut two = Command::new(python())
+        .arg(repo().join("tests/sandboxd/two_runs.py"))
+        .arg(&d.grpc)
+        .arg(&p.token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _watch = band_test::kill_after(&two, std::time::Duration::from_secs(300), "two_runs.py");
+    let mut said = std::io::BufReader::new(two.stdout.take().unwrap());
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    let ids: Vec<&str> = line
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .split_whitespace()
+        .collect();
+    let tables: Vec<String> = ids
+        .iter()
+        .map(|id| band_server::layers::net::nft::table_name(&d.run_of(id)))
+        .collect();
+    assert_ne!(tables[0], tables[1]);
+    let now = band_tables();
+    for t in &tables {
+        assert!(now.contains(t), "{t} not in {now:?}");
+    }
+    {
+        use std::io::Write;
+        writeln!(two.stdin.as_mut().unwrap()).unwrap();
+    }
+    line.clear();
+    said.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done 0 0");
+    assert!(two.wait().unwrap().success());
+    band_test::wait_until("the runs' tables to go", || {
+        let now = band_tables();
+        tables.iter().all(|t| !now.contains(t))
+    });
+    d.stop();
+}
+
 #[test]
 fn privileged_sandboxd_serves_the_sdk_runs_isolated_and_leaves_nothing() {
     privileged!(band_test::sandbox_missing().or_else(sdk_missing));
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
     let Pod { ws, outside, token } = pod(root);
-    // No real resolver: a dead loopback port.
-    let cfg = root.join("server.toml");
-    fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").unwrap();
-
-    let args: Vec<String> = [
-        "--band",
-        &root.join("BAND.md").display().to_string(),
-        "--token-file",
-        &token.display().to_string(),
-        "--workspace",
-        &ws.display().to_string(),
-        "--grpc",
-        "127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--server",
-        server(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let opts = band_server::sandboxd::Options::parse(&args, server().into()).unwrap();
-    let policy_sha256 = band_server::sandboxd::Pod::load(&opts)
-        .unwrap()
-        .policy_sha256;
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_band-sandboxd"))
-        .args(&args)
-        .env(band_server::config::CONFIG_ENV, &cfg)
-        .env(band_server::config::STATE_DIR_ENV, STATE_DIR)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _watch = band_test::kill_after(
-        &daemon,
-        std::time::Duration::from_secs(600),
-        "band-sandboxd",
-    );
-    let mut err = std::io::BufReader::new(daemon.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    // "band-sandboxd: serving … on grpc ADDR and http ADDR"
-    let words: Vec<&str> = first.split_whitespace().collect();
-    let after = |w: &str| {
-        let i = words
-            .iter()
-            .position(|x| *x == w)
-            .unwrap_or_else(|| panic!("{first}"));
-        words[i + 1].to_string()
-    };
-    let (grpc, http) = (after("grpc"), after("http"));
-    // The rest of its stderr (band-server's), shown with the test's.
-    std::thread::spawn(move || {
-        for line in err.lines().map_while(Result::ok) {
-            eprintln!("band-sandboxd: {line}");
-        }
-    });
-
+    let d = Daemon::start(root, &ws, &token);
+    let (grpc, http) = (d.grpc.clone(), d.http.clone());
+    let policy_sha256 = d.policy_sha256.clone();
     sdk_test(&grpc, &http, &Pod { ws, outside, token }, &policy_sha256);
 
     // Every run's band-server is gone (the killed client's too), and with it what it built.
-    band_test::wait_until("band-sandboxd's runs to end", || {
-        children(daemon.id()).is_empty()
-    });
-    // SIGTERM: the ports close and band-sandboxd exits 0.
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let status = daemon.wait().unwrap();
-    assert!(status.success(), "{status}");
-    assert!(std::net::TcpStream::connect(&grpc).is_err());
+    d.stop();
 }
 
 /// The image (`deploy/image/build.sh`, from Debian packages, with this build's binaries) under
