@@ -207,7 +207,7 @@ impl Daemon {
     }
 
     /// Wait until no run's band-server is left, then SIGTERM: the ports close, exit 0.
-    fn stop(mut self) {
+    fn stop(&mut self) {
         band_test::wait_until("band-sandboxd's runs to end", || {
             children(self.child.id()).is_empty()
         });
@@ -219,6 +219,17 @@ impl Daemon {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "{status}");
         assert!(std::net::TcpStream::connect(&self.grpc).is_err());
+    }
+}
+
+/// A test that fails before [`Daemon::stop`] leaves no band-sandboxd behind (its runs' band-servers
+/// then see their channel close and tear the runs down).
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -243,7 +254,7 @@ fn privileged_sandboxd_networked_runs_get_their_own_egress_tables() {
     let p = pod(root);
     let band = BAND.replace("  read:", "  net: [\"a.test:443\"]\n  read:");
     fs_err::write(root.join("BAND.md"), band).unwrap();
-    let d = Daemon::start(root, &p.ws, &p.token);
+    let mut d = Daemon::start(root, &p.ws, &p.token);
     let mut two = Command::new(python())
         .arg(repo().join("tests/sandboxd/two_runs.py"))
         .arg(&d.grpc)
@@ -291,7 +302,7 @@ fn privileged_sandboxd_serves_the_sdk_runs_isolated_and_leaves_nothing() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
     let Pod { ws, outside, token } = pod(root);
-    let d = Daemon::start(root, &ws, &token);
+    let mut d = Daemon::start(root, &ws, &token);
     let (grpc, http) = (d.grpc.clone(), d.http.clone());
     let policy_sha256 = d.policy_sha256.clone();
     sdk_test(&grpc, &http, &Pod { ws, outside, token }, &policy_sha256);
