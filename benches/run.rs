@@ -1084,6 +1084,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         args: Vec::new(),
         signed: None,
         narrowing: Vec::new(),
+        stdin: false,
     }
 }
 

@@ -9,6 +9,9 @@
 //! band  ──► optional: {"type":"hold"}     the client keeps this channel open while it waits:
 //!                                          from now on EOF means it is gone (the run is cancelled)
 //! band  ──► optional: {"type":"cancel"}   stop the run now (status `cancelled`)
+//! band  ──► optional: {"type":"stdin","data":…} / {"type":"stdin","eof":true}
+//!                                          the script's stdin (a request with `stdin`)
+//! band  ──► optional: {"type":"signal","signal":15}   SIGINT, SIGKILL or SIGTERM to the run
 //! band  ◄── one line: {"type":"result", ...RunResult}             (last line, then exit)
 //! ```
 //!
@@ -83,6 +86,10 @@ pub struct RunRequest {
     /// narrow (`band::policy::site::parse_narrowing`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub narrowing: Vec<Narrowing>,
+    /// The script's standard input is a pipe fed by the client's [`Message::Stdin`] lines
+    /// (band-sandboxd's `WriteStdin`); without it, stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
@@ -817,6 +824,19 @@ pub enum Message {
     Hold,
     /// Client → server: cancel the run (status [`Status::Cancelled`]).
     Cancel,
+    /// Client → server, for a request with `stdin`: bytes for the script's standard input
+    /// (base64), or its end (`eof`).
+    Stdin {
+        #[serde(default)]
+        data: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        eof: bool,
+    },
+    /// Client → server: send this signal (2 SIGINT, 9 SIGKILL, 15 SIGTERM) to the script and
+    /// every process it started (the run's cgroup but bubblewrap). Other numbers are ignored.
+    Signal {
+        signal: i32,
+    },
 }
 
 /// Environment variable names band uses, in one place.

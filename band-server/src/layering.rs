@@ -51,6 +51,7 @@ const RANKS: &[(&str, u32)] = &[
     ("deps", 10),
     ("run", 11),
     ("warm", 12),
+    ("sandboxd", 12),
     ("lib", 13),
 ];
 

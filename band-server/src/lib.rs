@@ -93,5 +93,7 @@ pub(crate) mod observe;
 pub mod plan;
 pub mod request;
 pub mod run;
+#[cfg(feature = "sandboxd")]
+pub mod sandboxd;
 pub mod sys;
 pub mod warm;

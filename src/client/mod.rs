@@ -29,6 +29,7 @@ pub mod outcome;
 pub mod pipeline;
 pub mod record;
 pub mod redact;
+pub mod sandboxd;
 pub mod skills;
 pub mod ssh;
 pub mod transport;

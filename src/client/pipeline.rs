@@ -44,6 +44,9 @@ pub fn transport_for(target: &Target, config: &UserConfig) -> Result<Box<dyn Tra
         Target::Qemu | Target::Lima | Target::Ssh { .. } => {
             Ok(Box::new(super::ssh::SshTransport::new(target)?))
         }
+        Target::Sandboxd { host, port } => Ok(Box::new(super::sandboxd::SandboxdTransport::new(
+            host, *port,
+        )?)),
     }
 }
 
@@ -468,6 +471,7 @@ pub fn prepare(
         args,
         signed,
         narrowing: super::narrow::read()?.into_iter().map(|(n, _)| n).collect(),
+        stdin: false,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

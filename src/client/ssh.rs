@@ -148,6 +148,7 @@ mod tests {
             args: Vec::new(),
             signed: None,
             narrowing: Vec::new(),
+            stdin: false,
         }
     }
 

@@ -836,6 +836,242 @@ pub(crate) fn random_hex() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// One entry of a workspace folder, as the files API lists it ([`WorkspaceRoot::list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    pub size: u64,
+    pub dir: bool,
+    /// Seconds since the epoch.
+    pub modified: i64,
+    pub mode: u32,
+}
+
+/// `rel` as a workspace-relative path the files API may name: normal components only (no `..`,
+/// no leading `/`, no `.`), not empty, nothing under `.git`, no NUL. The error says which.
+pub fn api_path(rel: &str) -> std::result::Result<&Path, String> {
+    let path = Path::new(rel);
+    if rel.is_empty() {
+        return Err("an empty path names no file".into());
+    }
+    if rel.contains('\0') {
+        return Err(format!("`{}`: a path with a NUL byte", rel.escape_debug()));
+    }
+    if path.is_absolute() {
+        return Err(format!(
+            "`{rel}` is absolute; paths are relative to the workspace"
+        ));
+    }
+    if path
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_)))
+        || rel.split('/').any(|c| c.is_empty() || c == ".")
+    {
+        return Err(format!(
+            "`{rel}` has a `..`, `.` or empty component; paths stay in the workspace"
+        ));
+    }
+    if path.components().any(|c| c.as_os_str() == ".git") {
+        return Err(format!(
+            "`{rel}` is under .git, which band never reads or writes"
+        ));
+    }
+    Ok(path)
+}
+
+impl WorkspaceRoot {
+    /// The folder at `rel` (normal components; empty: the root), opened one component at a time
+    /// beneath the root, never through a symlink.
+    fn dir_at(&self, rel: &Path) -> rustix::io::Result<Arc<OwnedFd>> {
+        let mut dir: Arc<OwnedFd> = Arc::clone(&self.fd);
+        for c in rel.components() {
+            let name = cname(c.as_os_str()).ok_or(Errno::INVAL)?;
+            dir = Arc::new(open_dir_beneath(&*dir, &name)?);
+        }
+        Ok(dir)
+    }
+
+    /// The refusal of a path that meets a symlink.
+    fn link_error(&self, rel: &Path) -> ClientError {
+        ClientError::user(
+            format!(
+                "{}: a symlink on the path; band never follows one in the workspace",
+                self.path.join(rel).display()
+            ),
+            "name the file itself, not a link to it",
+        )
+    }
+
+    /// Write `data` at `rel` ([`api_path`]), folders made as needed, never through a symlink
+    /// (the same write as a run's write-back).
+    pub fn write_file(&self, rel: &str, data: &[u8]) -> Result<()> {
+        let path =
+            api_path(rel).map_err(|m| ClientError::user(m, "name a file in the workspace"))?;
+        write_one(self, path, data)
+    }
+
+    /// What is at `rel`: a regular file, a folder, or nothing (missing, a symlink, anything else).
+    pub fn kind(&self, rel: &str) -> Option<FileType> {
+        if rel.is_empty() {
+            return Some(FileType::Directory);
+        }
+        kind_of(self, rel)
+    }
+
+    /// The contents of the regular file at `rel`, at most `limit` bytes; `None` when nothing is
+    /// there. A symlink on the way is refused.
+    pub fn read_file(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let path =
+            api_path(rel).map_err(|m| ClientError::user(m, "name a file in the workspace"))?;
+        let (parent, name) = (
+            path.parent().unwrap_or(Path::new("")),
+            path.file_name().unwrap_or_default(),
+        );
+        let dir = match self.dir_at(parent) {
+            Ok(d) => d,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) if is_link_refusal(e) => return Err(self.link_error(path)),
+            Err(e) => return Err(io_error("open", &self.path.join(parent), e)),
+        };
+        let name = cname(name).ok_or_else(|| self.link_error(path))?;
+        let fd = match open_beneath(
+            &*dir,
+            &name,
+            OFlags::RDONLY | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) if is_link_refusal(e) => return Err(self.link_error(path)),
+            Err(e) => return Err(io_error("open", &self.path.join(path), e)),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_error("stat", &self.path.join(path), e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Ok(None);
+        }
+        if u64::try_from(st.st_size).unwrap_or(u64::MAX) > limit {
+            return Err(ClientError::user(
+                format!(
+                    "{}: {} bytes; the most the files API reads is {limit}",
+                    self.path.join(path).display(),
+                    st.st_size
+                ),
+                "",
+            ));
+        }
+        let mut data = Vec::new();
+        std::fs::File::from(fd)
+            .take(limit)
+            .read_to_end(&mut data)
+            .map_err(|e| io_error("read", &self.path.join(path), e))?;
+        Ok(Some(data))
+    }
+
+    /// The entries of the folder at `rel` (empty: the root), sorted by name; symlinks, devices,
+    /// FIFOs and sockets are left out. `None` when no folder is there.
+    pub fn list(&self, rel: &str) -> Result<Option<Vec<Listed>>> {
+        let path = if rel.is_empty() {
+            Path::new("")
+        } else {
+            api_path(rel).map_err(|m| ClientError::user(m, "name a folder in the workspace"))?
+        };
+        let dir = match self.dir_at(path) {
+            Ok(d) => d,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(None),
+            Err(e) if is_link_refusal(e) => return Err(self.link_error(path)),
+            Err(e) => return Err(io_error("open", &self.path.join(path), e)),
+        };
+        let shown = self.path.join(path);
+        let entries = rustix::fs::Dir::read_from(&*dir)
+            .map_err(|e| io_error("read the folder", &shown, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("read the folder", &shown, e))?;
+            let name = entry.file_name();
+            if matches!(name.to_bytes(), b"." | b"..") {
+                continue;
+            }
+            let Ok(st) = rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let dir = match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => false,
+                FileType::Directory => true,
+                _ => continue,
+            };
+            let Ok(text) = name.to_str() else { continue };
+            out.push(Listed {
+                name: text.to_string(),
+                size: u64::try_from(st.st_size).unwrap_or(0),
+                dir,
+                modified: st.st_mtime,
+                mode: st.st_mode & 0o7777,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(out))
+    }
+
+    /// Remove the file or folder (with everything in it) at `rel`; `false` when nothing was
+    /// there. A symlink on the way is refused; a symlink inside a removed folder is removed, not
+    /// followed.
+    pub fn remove(&self, rel: &str) -> Result<bool> {
+        let path = api_path(rel)
+            .map_err(|m| ClientError::user(m, "name a file or folder in the workspace"))?;
+        let (parent, name) = (
+            path.parent().unwrap_or(Path::new("")),
+            path.file_name().unwrap_or_default(),
+        );
+        let dir = match self.dir_at(parent) {
+            Ok(d) => d,
+            Err(Errno::NOENT) => return Ok(false),
+            Err(e) if is_link_refusal(e) => return Err(self.link_error(path)),
+            Err(e) => return Err(io_error("open", &self.path.join(parent), e)),
+        };
+        let name = cname(name).ok_or_else(|| self.link_error(path))?;
+        let st = match rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(io_error("stat", &self.path.join(path), e)),
+        };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => Err(self.link_error(path)),
+            FileType::Directory => {
+                remove_tree(&dir, &name)
+                    .map_err(|e| io_error("remove", &self.path.join(path), e))?;
+                Ok(true)
+            }
+            _ => {
+                rustix::fs::unlinkat(&*dir, name.as_c_str(), AtFlags::empty())
+                    .map_err(|e| io_error("remove", &self.path.join(path), e))?;
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// Remove the folder `name` in `parent` and everything in it, through descriptors (never
+/// following a symlink: a link inside is removed as a link).
+fn remove_tree(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<()> {
+    let dir = open_dir_beneath(parent, name)?;
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dir)? {
+        let entry = entry?;
+        if !matches!(entry.file_name().to_bytes(), b"." | b"..") {
+            names.push(entry.file_name().to_owned());
+        }
+    }
+    for n in names {
+        let st = rustix::fs::statat(&dir, n.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            remove_tree(&dir, &n)?;
+        } else {
+            rustix::fs::unlinkat(&dir, n.as_c_str(), AtFlags::empty())?;
+        }
+    }
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

@@ -49,6 +49,9 @@ pub enum Target {
         host: String,
         port: u16,
     },
+    /// An agent-sandbox pod's sandboxd endpoint served by band-sandboxd (`sandboxd://host:port`,
+    /// the gRPC port): an ad-hoc command runs there under the pod's band.
+    Sandboxd { host: String, port: u16 },
 }
 
 /// Why a text is not a [`Target`]; each message quotes the text.
@@ -66,6 +69,8 @@ pub enum TargetError {
     OpenBracket(String),
     #[error("`{0}` is not ssh://user@host[:port]")]
     NotSsh(String),
+    #[error("`{0}` is not sandboxd://host:port")]
+    NotSandboxd(String),
 }
 
 /// Upstream's `local-dangerously` ("run on this machine, no sandbox"): band reads it as
@@ -76,7 +81,8 @@ pub const UPSTREAM_UNSANDBOXED: &str = "local-dangerously";
 pub const UPSTREAM_UNSUPPORTED: [&str; 2] = ["cloudflare", "local-docker"];
 
 /// The targets band runs on, for hints.
-pub const TARGET_CHOICES: &str = "host, qemu, lima (local-lima), ssh://user@host[:port]";
+pub const TARGET_CHOICES: &str =
+    "host, qemu, lima (local-lima), ssh://user@host[:port], sandboxd://host:port";
 
 impl Target {
     /// A target name as written in `execution.target`, `--target` or the user config: band's own
@@ -87,6 +93,7 @@ impl Target {
             "qemu" => Ok(Target::Qemu),
             "lima" | "local-lima" => Ok(Target::Lima),
             _ if UPSTREAM_UNSUPPORTED.contains(&s) => Err(TargetError::Unsupported(s.to_string())),
+            _ if s.starts_with("sandboxd://") => Target::parse_sandboxd(s),
             _ => {
                 let Some(rest) = s.strip_prefix("ssh://") else {
                     return Err(TargetError::Unknown(s.to_string()));
@@ -136,6 +143,35 @@ impl Target {
     }
 }
 
+impl Target {
+    /// `sandboxd://host:port` (an IPv6 host in brackets; the port is required: sandboxd's gRPC
+    /// port is 9090, but a port-forward's is anything).
+    fn parse_sandboxd(s: &str) -> Result<Target, TargetError> {
+        let bad = || TargetError::NotSandboxd(s.to_string());
+        let rest = s.strip_prefix("sandboxd://").ok_or_else(bad)?;
+        let (host, port) = match rest.strip_prefix('[') {
+            Some(r) => {
+                let (h, p) = r.split_once("]:").ok_or_else(bad)?;
+                (h, p)
+            }
+            None => rest.rsplit_once(':').ok_or_else(bad)?,
+        };
+        let port = port.parse::<u16>().map_err(|_| bad())?;
+        let ok = !host.is_empty()
+            && port != 0
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c));
+        if !ok || (host.contains(':') && !rest.starts_with('[')) {
+            return Err(bad());
+        }
+        Ok(Target::Sandboxd {
+            host: host.into(),
+            port,
+        })
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -157,6 +193,10 @@ impl std::fmt::Display for Target {
                 port: 22,
             } => write!(f, "ssh://{user}@{host}"),
             Target::Ssh { user, host, port } => write!(f, "ssh://{user}@{host}:{port}"),
+            Target::Sandboxd { host, port } if host.contains(':') => {
+                write!(f, "sandboxd://[{host}]:{port}")
+            }
+            Target::Sandboxd { host, port } => write!(f, "sandboxd://{host}:{port}"),
         }
     }
 }

@@ -580,3 +580,35 @@ fn limit_fields_and_key_sets_agree() {
     let limits: Vec<&str> = super::LIMIT_FIELDS.iter().map(|(n, _)| *n).collect();
     assert_eq!(super::known_keys("limit"), Some(&limits[..]));
 }
+
+#[test]
+fn sandboxd_targets_name_a_host_and_a_port() {
+    let t = |s: &str| Target::parse(s);
+    assert_eq!(
+        t("sandboxd://pod.ns.svc:9090"),
+        Ok(Target::Sandboxd {
+            host: "pod.ns.svc".into(),
+            port: 9090
+        })
+    );
+    assert_eq!(
+        t("sandboxd://[::1]:19090"),
+        Ok(Target::Sandboxd {
+            host: "::1".into(),
+            port: 19090
+        })
+    );
+    for bad in [
+        "sandboxd://host",
+        "sandboxd://:9090",
+        "sandboxd://h:0",
+        "sandboxd://h:x",
+        "sandboxd://::1:9090",
+        "sandboxd://a b:1",
+    ] {
+        assert_eq!(t(bad), Err(TargetError::NotSandboxd(bad.into())), "{bad}");
+    }
+    for s in ["sandboxd://pod:9090", "sandboxd://[::1]:19090"] {
+        assert_eq!(t(s).unwrap().to_string(), s);
+    }
+}

@@ -152,6 +152,8 @@ pub fn cargo_argv() -> Vec<String> {
             "--locked",
             "-p",
             "band-server",
+            // band-server alone: not band-sandboxd (feature `sandboxd`), which a VM does not run.
+            "--no-default-features",
         ]
         .iter()
         .map(|s| s.to_string()),

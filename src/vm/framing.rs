@@ -78,7 +78,11 @@ pub fn read_stream(
         match msg {
             Message::Event(ev) => on_event(&ev),
             Message::Result(r) => result = Some(*r),
-            Message::Request(_) | Message::Hold | Message::Cancel => {
+            Message::Request(_)
+            | Message::Hold
+            | Message::Cancel
+            | Message::Stdin { .. }
+            | Message::Signal { .. } => {
                 return Err(FrameError::UnexpectedRequest);
             }
         }

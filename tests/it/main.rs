@@ -32,6 +32,7 @@ mod mcp_agents;
 mod mcp_http;
 mod redteam;
 mod run;
+mod sandboxd;
 mod secrets;
 mod shell_denials;
 mod site;

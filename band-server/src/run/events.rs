@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -127,18 +127,102 @@ impl Drop for ClosingStdout {
     }
 }
 
-/// Whether the run's client is gone or asked to stop. Set by [`watch_client`]'s thread, read by
-/// the run loop, which then kills the run (status `cancelled`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ClientGone(Arc<AtomicBool>);
+/// Whether the run's client is gone or asked to stop, and what else it said while the run runs:
+/// bytes for the script's stdin, a signal. Set by [`watch_client`]'s thread, read by the run
+/// loop, which kills the run when the client is gone (status `cancelled`).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientGone(Arc<Said>);
+
+#[derive(Debug)]
+struct Said {
+    gone: AtomicBool,
+    /// The last signal asked for and not yet sent (0: none).
+    signal: AtomicI32,
+    /// The script's stdin: chunks, then `None` for its end. The sender is the watcher's, the
+    /// receiver the stdin writer's ([`ClientGone::take_stdin`]).
+    stdin_tx: Mutex<Sender<Option<Vec<u8>>>>,
+    stdin_rx: Mutex<Option<Receiver<Option<Vec<u8>>>>>,
+}
+
+impl Default for ClientGone {
+    fn default() -> ClientGone {
+        let (tx, rx) = mpsc::channel();
+        ClientGone(Arc::new(Said {
+            gone: AtomicBool::new(false),
+            signal: AtomicI32::new(0),
+            stdin_tx: Mutex::new(tx),
+            stdin_rx: Mutex::new(Some(rx)),
+        }))
+    }
+}
+
+/// The signals a client may send to a run: SIGINT, SIGKILL, SIGTERM (sandboxd's `Signal`).
+pub(crate) const CLIENT_SIGNALS: [i32; 3] = [2, 9, 15];
 
 impl ClientGone {
     pub(crate) fn set(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.gone.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.gone.load(Ordering::SeqCst)
+    }
+
+    /// What the client said besides `hold` and `cancel`.
+    fn heard(&self, msg: Message) {
+        use base64::Engine as _;
+        match msg {
+            Message::Signal { signal } if CLIENT_SIGNALS.contains(&signal) => {
+                self.0.signal.store(signal, Ordering::SeqCst);
+            }
+            Message::Stdin { data, eof } => {
+                let Ok(tx) = self.0.stdin_tx.lock() else {
+                    return;
+                };
+                if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data)
+                    && !bytes.is_empty()
+                {
+                    let _ = tx.send(Some(bytes));
+                }
+                if eof {
+                    let _ = tx.send(None);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The signal the client asked for since the last call, if any.
+    pub(crate) fn take_signal(&self) -> Option<i32> {
+        match self.0.signal.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+
+    /// The stdin chunks, for the one thread that writes them to the script.
+    pub(crate) fn take_stdin(&self) -> Option<Receiver<Option<Vec<u8>>>> {
+        self.0.stdin_rx.lock().ok().and_then(|mut r| r.take())
+    }
+}
+
+/// Write what the client sends for the script's stdin into its pipe, on a thread, until its end
+/// (the pipe closed: EOF for the script), the script closes its end, or the run is over.
+pub(super) fn spawn_stdin_writer(mut pipe: std::process::ChildStdin, gone: &ClientGone) {
+    let Some(rx) = gone.take_stdin() else {
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            while let Ok(Some(chunk)) = rx.recv() {
+                if pipe.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        crate::say!("band-server: cannot feed the script's stdin ({e})");
     }
 }
 
@@ -151,14 +235,19 @@ pub(crate) enum ClientSays {
     Nothing,
 }
 
-/// Read what follows the request until it says to cancel or ends. Pure over its input, so the
-/// protocol is tested without a run.
-pub(crate) fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
+/// Read what follows the request until it says to cancel or ends; every other message
+/// (`stdin`, `signal`) goes to `heard`. Pure over its input, so the protocol is tested without a
+/// run.
+pub(crate) fn client_verdict(
+    input: &mut dyn BufRead,
+    heard: &mut dyn FnMut(Message),
+) -> ClientSays {
     let mut held = false;
     let mut line = String::new();
     loop {
         line.clear();
-        // Lines are small; a client that sends a huge one is cut off at 4 KiB per read.
+        // Lines are small (band-sandboxd sends stdin in chunks that fit); a client that sends a
+        // huge one is cut off at 4 KiB per read.
         match (&mut *input).take(4096).read_line(&mut line) {
             Ok(0) | Err(_) => {
                 return if held {
@@ -170,7 +259,8 @@ pub(crate) fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
             Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
                 Ok(Message::Hold) => held = true,
                 Ok(Message::Cancel) => return ClientSays::Cancel,
-                _ => {}
+                Ok(other) => heard(other),
+                Err(_) => {}
             },
         }
     }
@@ -178,14 +268,20 @@ pub(crate) fn client_verdict(input: &mut dyn BufRead) -> ClientSays {
 
 /// Watch the client's channel (band-server's stdin, after the request) on a thread: a `cancel`
 /// line, or the end of input after `hold` (the client died, its pipe or ssh channel closed),
-/// sets the returned flag.
+/// sets the returned flag; stdin and signals are passed on.
 pub(crate) fn watch_client(mut input: Box<dyn BufRead + Send>) -> ClientGone {
     let gone = ClientGone::default();
     let flag = gone.clone();
     let spawned = std::thread::Builder::new()
         .name("client".into())
         .spawn(move || {
-            if client_verdict(&mut *input) == ClientSays::Cancel {
+            let said = flag.clone();
+            let verdict = client_verdict(&mut *input, &mut |m| said.heard(m));
+            // The client's channel is done: so is the script's stdin.
+            if let Ok(tx) = flag.0.stdin_tx.lock() {
+                let _ = tx.send(None);
+            }
+            if verdict == ClientSays::Cancel {
                 flag.set();
             }
         });
@@ -600,6 +696,13 @@ pub(super) fn run_loop(
                 });
             }
         }
+        if let Some(signal) = gone.take_signal()
+            && let Some(cg) = guard.get(&held.cgroup)
+        {
+            // The script and what it started; bubblewrap itself reports how its child ended.
+            let bwrap = guard.child.as_ref().map(|c| c.id() as i32);
+            let _ = cg.signal_all(signal, bwrap);
+        }
         if gone.is_set() {
             st.cancelled = true;
             if let Some(cg) = guard.get(&held.cgroup) {
@@ -777,8 +880,30 @@ mod tests {
     }
 
     #[test]
+    fn stdin_and_signals_from_the_client_are_passed_on() {
+        let gone = ClientGone::default();
+        let input = "{\"type\":\"stdin\",\"data\":\"aGk=\"}\n{\"type\":\"signal\",\"signal\":15}\n{\"type\":\"signal\",\"signal\":11}\n{\"type\":\"stdin\",\"eof\":true}\n";
+        let verdict = client_verdict(
+            &mut std::io::Cursor::new(input.as_bytes().to_vec()),
+            &mut |m| gone.heard(m),
+        );
+        assert_eq!(verdict, ClientSays::Nothing);
+        // SIGSEGV is not a signal a client may send.
+        assert_eq!(gone.take_signal(), Some(15));
+        assert_eq!(gone.take_signal(), None);
+        let rx = gone.take_stdin().unwrap();
+        assert_eq!(rx.try_recv().unwrap(), Some(b"hi".to_vec()));
+        assert_eq!(rx.try_recv().unwrap(), None);
+    }
+
+    #[test]
     fn the_client_cancels_by_message_or_by_going_away_after_hold() {
-        let v = |s: &str| client_verdict(&mut std::io::Cursor::new(s.as_bytes().to_vec()));
+        let v = |s: &str| {
+            client_verdict(
+                &mut std::io::Cursor::new(s.as_bytes().to_vec()),
+                &mut |_| {},
+            )
+        };
         // A client that closes its end right after the request (tests, `band-server run <
         // file`) does not cancel.
         assert_eq!(v(""), ClientSays::Nothing);

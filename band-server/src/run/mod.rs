@@ -376,6 +376,10 @@ fn run_prepared(
 
     // 5. Feed the sandbox (secrets), read it (status, stdout, stderr), and run.
     let observer = start(client.req.observe, &run_dir, spawned, heard, tx, guard)?;
+    // A request with `stdin`: the client's chunks go to the script's pipe.
+    if let Some(pipe) = guard.child.as_mut().and_then(|c| c.stdin.take()) {
+        events::spawn_stdin_writer(pipe, client.gone);
+    }
     client.sink.event(Event::Started {
         run_id: client.req.run_id.clone(),
         setup_ms,

@@ -114,6 +114,8 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         args: Vec::new(),
         signed: served.signed.clone(),
         narrowing: served.narrowing.clone(),
+        // A spare's bubblewrap is spawned before its request: its stdin is /dev/null.
+        stdin: false,
     }
 }
 

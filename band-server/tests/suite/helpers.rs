@@ -141,6 +141,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         args: Vec::new(),
         signed: None,
         narrowing: Vec::new(),
+        stdin: false,
     }
 }
 
@@ -165,6 +166,7 @@ pub(crate) fn bundle_request(skill: &str, bundle: Vec<FileEntry>, policy: Policy
         args: Vec::new(),
         signed: None,
         narrowing: Vec::new(),
+        stdin: false,
     }
 }
 
@@ -399,7 +401,13 @@ fn outcome(stdout: &[u8], stderr: &[u8], status: std::process::ExitStatus) -> Ou
         match serde_json::from_str::<Message>(line) {
             Ok(Message::Event(e)) => events.push(e),
             Ok(Message::Result(r)) => result = Some(*r),
-            Ok(Message::Request(_) | Message::Hold | Message::Cancel) => {
+            Ok(
+                Message::Request(_)
+                | Message::Hold
+                | Message::Cancel
+                | Message::Stdin { .. }
+                | Message::Signal { .. },
+            ) => {
                 panic!("server sent a client message")
             }
             Err(e) => panic!("bad line from band-server: {e}: {line}"),

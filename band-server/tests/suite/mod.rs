@@ -15,4 +15,5 @@ mod program_cache;
 mod protocol;
 mod proxy;
 mod runtime;
+mod sandboxd;
 mod site;

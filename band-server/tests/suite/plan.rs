@@ -84,6 +84,7 @@ pub(super) fn request() -> RunRequest {
         args: Vec::new(),
         signed: None,
         narrowing: Vec::new(),
+        stdin: false,
     }
 }
 

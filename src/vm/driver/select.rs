@@ -25,6 +25,11 @@ pub fn for_target(target: &Target, paths: &VmPaths) -> Result<Box<dyn Driver>> {
                 "the host target has no SSH endpoint".into(),
             ));
         }
+        Target::Sandboxd { .. } => {
+            return Err(VmError::Invalid(
+                "a sandboxd:// target is a pod's endpoint, not a machine band sets up".into(),
+            ));
+        }
         Target::Qemu => Box::new(qemu::Qemu::new(paths)),
         Target::Lima => Box::new(lima::Lima::new(paths)),
         Target::Ssh { user, host, port } => Box::new(remote::Remote::new(

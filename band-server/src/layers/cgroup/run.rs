@@ -201,6 +201,36 @@ impl RunCgroup {
         }
     }
 
+    /// Sends `signal` to every process in the cgroup but `except` (bubblewrap, which reports how
+    /// its child ended): a client's SIGINT, SIGTERM or SIGKILL to the script and what it started.
+    /// A process gone meanwhile is fine.
+    pub(crate) fn signal_all(&self, signal: i32, except: Option<i32>) -> Result<(), CgroupError> {
+        use rustix::process::{Pid, Signal, getpid, kill_process};
+        let Some(sig) = Signal::from_named_raw(signal) else {
+            return Ok(());
+        };
+        let own = getpid().as_raw_pid();
+        for pid in self.pids()? {
+            if pid == own || Some(pid) == except {
+                continue;
+            }
+            let Some(target) = Pid::from_raw(pid) else {
+                continue;
+            };
+            match kill_process(target, sig) {
+                Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+                Err(errno) => {
+                    return Err(CgroupError::Kill {
+                        pid,
+                        path: self.first_dir(),
+                        error: errno.into(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Kills every process, then removes the run's directory in every hierarchy. A directory
     /// that is already gone is fine, so this is safe to repeat.
     pub(crate) fn remove(&self) -> Result<(), CgroupError> {

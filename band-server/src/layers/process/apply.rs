@@ -250,7 +250,11 @@ pub(crate) fn spawn(
         .args(&command)
         .env_clear()
         .current_dir("/")
-        .stdin(Stdio::null())
+        .stdin(if inp.checked.req.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     PreExec {

@@ -1,0 +1,376 @@
+//! One process of the contract is one band run: the pod's band applied to the client's argv as
+//! `band exec` applies a band file to an agent's command (`band::client::adhoc`), the request
+//! made by band's own pipeline (the workspace files the band admits, its limits, its secrets),
+//! and served by a `band-server run` child of its own. What the client sends while it runs
+//! (stdin, a signal, going away) becomes protocol lines on that child's stdin; what the run
+//! writes comes back as events; the result's files written under `allow.write` are written back
+//! into the workspace by band's write-back, the same as `band exec`'s.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use band::client::adhoc::{AdHoc, AdHocSpec, cli_refusal};
+use band::client::config::UserConfig;
+use band::client::outcome::{Preparation, Prepared};
+use band::client::pipeline;
+use band::proto::{self, Event, Message, RunResult, Status};
+use base64::Engine as _;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{Mutex, mpsc};
+
+use super::Pod;
+
+/// What a client says to a run while it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    Stdin(Vec<u8>),
+    /// The end of the script's stdin.
+    Eof,
+    /// 2, 9 or 15.
+    Signal(i32),
+    /// The client is gone: the run is cancelled (status `cancelled`) and torn down.
+    Cancel,
+}
+
+/// What a run writes, as it writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+}
+
+/// The most stdin bytes in one protocol line: band-server reads a client's line 4 KiB at a time,
+/// and 2 KiB is under 2.8 KiB of base64.
+pub const STDIN_CHUNK: usize = 2048;
+
+/// The runs under way, by process id (a count from 1: never a pid of this host).
+#[derive(Debug, Default)]
+pub struct Runs {
+    next: AtomicI32,
+    live: Mutex<HashMap<i32, mpsc::UnboundedSender<Control>>>,
+}
+
+impl Runs {
+    /// A new process id, and the channel its run reads.
+    pub async fn register(&self) -> (i32, mpsc::UnboundedReceiver<Control>) {
+        let id = self.next.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.live.lock().await.insert(id, tx);
+        (id, rx)
+    }
+
+    pub async fn forget(&self, id: i32) {
+        self.live.lock().await.remove(&id);
+    }
+
+    /// Tell run `id`; `false` when no such run is under way.
+    pub async fn tell(&self, id: i32, what: Control) -> bool {
+        match self.live.lock().await.get(&id) {
+            Some(tx) => tx.send(what).is_ok(),
+            None => false,
+        }
+    }
+
+    pub async fn is_live(&self, id: i32) -> bool {
+        self.live.lock().await.contains_key(&id)
+    }
+
+    /// Cancel every run (the server stops).
+    pub async fn cancel_all(&self) {
+        for tx in self.live.lock().await.values() {
+            let _ = tx.send(Control::Cancel);
+        }
+    }
+}
+
+/// The argv a client sent, as a band run takes it: a standard location's absolute path for the
+/// command (`/bin/sh`, what the SDK sends) becomes its name, which the sandbox's PATH of checked
+/// wrappers resolves (inside, `/bin/sh` is that same wrapper). Any other path is left as it is,
+/// and refused by the CLI gate as `band exec` refuses it.
+pub fn normalize_argv(mut argv: Vec<String>) -> Vec<String> {
+    const STANDARD: &[&str] = &[
+        "/bin/",
+        "/usr/bin/",
+        "/usr/local/bin/",
+        "/sbin/",
+        "/usr/sbin/",
+    ];
+    if let Some(first) = argv.first_mut()
+        && let Some(name) = STANDARD.iter().find_map(|d| first.strip_prefix(d))
+        && !name.is_empty()
+        && !name.contains('/')
+    {
+        *first = name.to_string();
+    }
+    argv
+}
+
+/// The exit code a client sees: the script's own when it ran to an end of its own (ok,
+/// script_failed, denied with an exit status), else band's code for the status (`band --help`'s
+/// table: setup_failed, timeout, cancelled 130, ...).
+pub fn exit_code(r: &RunResult) -> i32 {
+    match (r.status, r.exit_code) {
+        (Status::Ok | Status::ScriptFailed | Status::Denied, Some(c)) => c,
+        (status, _) => i32::from(status.exit_code()),
+    }
+}
+
+pub use band::client::sandboxd::explain;
+
+enum Made {
+    Ready(Box<(AdHoc, Prepared)>),
+    Refused(Box<RunResult>),
+}
+
+/// The request, as `band exec --band <pod band> --workspace <pod workspace> -- argv` makes it
+/// (blocking: band's client reads files).
+fn make(pod: &Pod, argv: &[String]) -> Result<Made, String> {
+    let adhoc = AdHoc::new(&AdHocSpec {
+        band_file: pod.band.clone(),
+        argv: argv.to_vec(),
+        workspace: pod.workspace.path.clone(),
+        allow_system_workspace: true,
+        target: Some("host".into()),
+        record_io: false,
+        trace: false,
+    })
+    .map_err(|e| e.to_string())?;
+    let config = UserConfig::default();
+    let started = now_ms();
+    match pipeline::prepare(adhoc.spec(), &config, started, &mut |_| {}) {
+        Ok(Preparation::Ready(p)) => {
+            match cli_refusal(&p.request.policy, &p.request.run_id, argv) {
+                Some(refused) => Ok(Made::Refused(Box::new(refused))),
+                None => Ok(Made::Ready(Box::new((adhoc, *p)))),
+            }
+        }
+        Ok(Preparation::Refused(o)) => Ok(Made::Refused(Box::new(o.result))),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Run `argv` under the pod's band until it ends; what it writes goes to `out` as it comes, what
+/// the client says comes from `control`. The exit code ([`exit_code`]), and band's result when
+/// there is one. `stdin`: the script's stdin is fed by [`Control::Stdin`] (else it is
+/// `/dev/null`).
+pub async fn execute(
+    pod: Arc<Pod>,
+    id: i32,
+    argv: Vec<String>,
+    stdin: bool,
+    out: mpsc::Sender<Out>,
+    control: mpsc::UnboundedReceiver<Control>,
+) -> (i32, Option<RunResult>) {
+    let mut result = None;
+    let code = execute_into(pod, id, argv, stdin, out, control, &mut result).await;
+    match &result {
+        Some(r) => eprintln!(
+            "band-sandboxd: process {id} (run {}) ended: {}, exit code {code}",
+            r.run_id,
+            r.status.as_str()
+        ),
+        None => eprintln!("band-sandboxd: process {id} ended: exit code {code}"),
+    }
+    (code, result)
+}
+
+async fn execute_into(
+    pod: Arc<Pod>,
+    id: i32,
+    argv: Vec<String>,
+    stdin: bool,
+    out: mpsc::Sender<Out>,
+    mut control: mpsc::UnboundedReceiver<Control>,
+    kept: &mut Option<RunResult>,
+) -> i32 {
+    let said = |text: String| {
+        let out = out.clone();
+        async move {
+            let _ = out.send(Out::Stderr(text.into_bytes())).await;
+        }
+    };
+    let made = {
+        let pod = pod.clone();
+        let argv = argv.clone();
+        tokio::task::spawn_blocking(move || make(&pod, &argv)).await
+    };
+    let (adhoc, prepared) = match made {
+        Ok(Ok(Made::Ready(r))) => *r,
+        Ok(Ok(Made::Refused(r))) => {
+            if let Some(text) = explain(&r) {
+                said(text).await;
+            }
+            let code = exit_code(&r);
+            *kept = Some(*r);
+            return code;
+        }
+        Ok(Err(e)) => {
+            said(format!("band: {e}\n")).await;
+            return i32::from(proto::exit::USAGE);
+        }
+        Err(e) => {
+            said(format!("band: internal error: {e}\n")).await;
+            return i32::from(Status::SetupFailed.exit_code());
+        }
+    };
+    let started_at = now_ms();
+    let mut request = prepared.request.clone();
+    // Which band run a process is, for the pod's log: band-server names the run's cgroup,
+    // nftables table and run directory after it.
+    eprintln!("band-sandboxd: process {id} is run {}", request.run_id);
+    request.stdin = stdin;
+    let result = match serve(&pod, request, &out, &mut control).await {
+        Ok(r) => r,
+        Err(e) => {
+            said(format!(
+                "band: band-server ({}): {e}\n",
+                pod.server.display()
+            ))
+            .await;
+            return i32::from(Status::SetupFailed.exit_code());
+        }
+    };
+    // The write-back and the output's checks, as `band exec` does them.
+    let finished =
+        tokio::task::spawn_blocking(move || pipeline::finish(prepared, result, started_at)).await;
+    drop(adhoc);
+    match finished {
+        Ok(Ok(outcome)) => {
+            if let Some(text) = explain(&outcome.result) {
+                said(text).await;
+            }
+            let code = exit_code(&outcome.result);
+            *kept = Some(outcome.result);
+            code
+        }
+        Ok(Err(e)) => {
+            said(format!("band: {e}\n")).await;
+            i32::from(Status::SetupFailed.exit_code())
+        }
+        Err(e) => {
+            said(format!("band: internal error: {e}\n")).await;
+            i32::from(Status::SetupFailed.exit_code())
+        }
+    }
+}
+
+fn line(msg: &Message) -> Vec<u8> {
+    let mut l = serde_json::to_vec(msg).unwrap_or_default();
+    l.push(b'\n');
+    l
+}
+
+/// One request to a `band-server run` child: the request and `hold`, then what the client says,
+/// until the result. The child's channel closing makes it cancel the run.
+async fn serve(
+    pod: &Pod,
+    request: proto::RunRequest,
+    out: &mpsc::Sender<Out>,
+    control: &mut mpsc::UnboundedReceiver<Control>,
+) -> std::io::Result<RunResult> {
+    let mut child = tokio::process::Command::new(&pod.server)
+        .arg("run")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut to = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?;
+    let from = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
+    to.write_all(&line(&Message::Request(Box::new(request))))
+        .await?;
+    to.write_all(&line(&Message::Hold)).await?;
+    let mut to = Some(to);
+    let mut lines = BufReader::new(from).lines();
+    let mut listening = true;
+    let mut result = None;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    while result.is_none() {
+        tokio::select! {
+            next = lines.next_line() => match next? {
+                None => break,
+                Some(text) => match serde_json::from_str::<Message>(&text) {
+                    Ok(Message::Event(Event::Stdout { data })) => {
+                        let _ = out.send(Out::Stdout(data.into_bytes())).await;
+                    }
+                    Ok(Message::Event(Event::Stderr { data })) => {
+                        let _ = out.send(Out::Stderr(data.into_bytes())).await;
+                    }
+                    Ok(Message::Result(r)) => result = Some(*r),
+                    _ => {}
+                },
+            },
+            what = control.recv(), if listening => {
+                let msgs = match what {
+                    None => { listening = false; Vec::new() }
+                    Some(Control::Stdin(bytes)) => bytes
+                        .chunks(STDIN_CHUNK)
+                        .map(|c| Message::Stdin { data: b64.encode(c), eof: false })
+                        .collect(),
+                    Some(Control::Eof) => vec![Message::Stdin { data: String::new(), eof: true }],
+                    Some(Control::Signal(s)) => vec![Message::Signal { signal: s }],
+                    Some(Control::Cancel) => {
+                        // The channel closed after `hold`: band-server cancels and tears down.
+                        to = None;
+                        listening = false;
+                        Vec::new()
+                    }
+                };
+                if let Some(w) = to.as_mut() {
+                    for m in &msgs {
+                        if w.write_all(&line(m)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    drop(to);
+    child.wait().await?;
+    result.ok_or_else(|| std::io::Error::other("band-server ended without a result"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standard_path_of_the_command_becomes_its_name() {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            normalize_argv(v(&["/bin/sh", "-c", "/bin/x"])),
+            v(&["sh", "-c", "/bin/x"])
+        );
+        assert_eq!(normalize_argv(v(&["/usr/bin/env"])), v(&["env"]));
+        assert_eq!(normalize_argv(v(&["/opt/x/sh"])), v(&["/opt/x/sh"]));
+        assert_eq!(normalize_argv(v(&["/bin/a/b"])), v(&["/bin/a/b"]));
+        assert_eq!(normalize_argv(v(&["sh"])), v(&["sh"]));
+    }
+
+    #[test]
+    fn the_exit_code_is_the_scripts_own_or_bands_for_the_status() {
+        let mut r = RunResult::setup_failed("r", band::proto::Layer::Process, "x", None);
+        assert_eq!(exit_code(&r), i32::from(Status::SetupFailed.exit_code()));
+        assert!(explain(&r).unwrap().starts_with("band: setup_failed: x"));
+        r.status = Status::ScriptFailed;
+        r.exit_code = Some(3);
+        assert_eq!(exit_code(&r), 3);
+        assert_eq!(explain(&r), None);
+        r.status = Status::Cancelled;
+        assert_eq!(exit_code(&r), 130);
+    }
+}

@@ -1,0 +1,309 @@
+//! The `sandboxd://host:port` target: `band exec` on an agent-sandbox pod that band-sandboxd
+//! serves, through the pod's own contract (gRPC `process.v1.ProcessService`, `Execute`).
+//!
+//! The pod runs the command under its band (its ConfigMap's BAND.md), in its workspace; band
+//! here checked the command against the band file it was given first, as for every target, so
+//! with the pod's band file the command is judged the same way on both sides. The token is read
+//! from the file `$BAND_SANDBOXD_TOKEN_FILE` names (never from the command line). band-sandboxd
+//! answers `Execute` with the run's result in the response's `band-result-bin` metadata (band's
+//! `RunResult` as JSON, without its output, which is the body): status, exit code, denials and
+//! the pod's fingerprints come back as from any band-server. The files the run wrote stay in the
+//! pod's workspace (its files API serves them); none are copied here.
+//!
+//! The protobuf (`proto/process/v1/process.proto`) is compiled by `build.rs`: [`pb`] is both the
+//! client used here and the service band-sandboxd implements.
+
+use std::path::PathBuf;
+
+use super::cancel::Cancel;
+use super::transport::Transport;
+use super::{ClientError, Result};
+use crate::proto::{self, Event, RunRequest, RunResult, Status};
+
+/// The generated messages, client and service of `process.v1`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod pb {
+    tonic::include_proto!("process.v1");
+}
+
+/// The environment variable naming the file that holds the pod's token.
+pub const TOKEN_FILE_ENV: &str = "BAND_SANDBOXD_TOKEN_FILE";
+
+/// The `Execute` response's metadata that carries band's result (binary metadata: the `-bin`
+/// suffix makes gRPC carry it base64).
+pub const RESULT_METADATA: &str = "band-result-bin";
+
+/// The most of a result the metadata carries (its output is in the body).
+pub const MAX_RESULT_METADATA: usize = 8 << 10;
+
+/// band's result as band-sandboxd sends it in [`RESULT_METADATA`]: without stdout, stderr, the
+/// written files' contents and the CLI calls; `None` when even that is over
+/// [`MAX_RESULT_METADATA`].
+pub fn result_metadata(result: &RunResult) -> Option<Vec<u8>> {
+    let mut r = result.clone();
+    r.stdout.clear();
+    r.stderr.clear();
+    r.cli_calls.clear();
+    for w in &mut r.written {
+        w.data.clear();
+    }
+    let json = serde_json::to_vec(&r).ok()?;
+    (json.len() <= MAX_RESULT_METADATA).then_some(json)
+}
+
+/// What band-sandboxd says at the end of a run's stderr about a result that is not the script's
+/// own end: the status, the error and its hint (for the SDK's users, who see no band result).
+/// Nothing for `ok` and `script_failed`. `band exec --target sandboxd://` takes it off again: it
+/// renders the result itself.
+pub fn explain(r: &RunResult) -> Option<String> {
+    if matches!(r.status, Status::Ok | Status::ScriptFailed) {
+        return None;
+    }
+    let mut text = format!("band: {}", r.status.as_str());
+    if let Some(e) = &r.error {
+        text.push_str(&format!(": {}", e.message));
+        if let Some(h) = &e.hint {
+            text.push_str(&format!("\nhint: {h}"));
+        }
+    } else if let Some(d) = r.denied.first() {
+        text.push_str(&format!(": {}", d.explain()));
+    }
+    text.push('\n');
+    Some(text)
+}
+
+/// One pod's endpoint and token.
+pub struct SandboxdTransport {
+    host: String,
+    port: u16,
+    token: String,
+}
+
+impl SandboxdTransport {
+    pub fn new(host: &str, port: u16) -> Result<SandboxdTransport> {
+        let hint = format!(
+            "set {TOKEN_FILE_ENV} to the file that holds the pod's token (its Secret), readable only by you"
+        );
+        let path = std::env::var_os(TOKEN_FILE_ENV)
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                ClientError::user(format!("no token for sandboxd://{host}:{port}"), &hint)
+            })?;
+        let token = fs_err::read_to_string(&path)
+            .map_err(|e| ClientError::user(e.to_string(), &hint))?
+            .trim()
+            .to_string();
+        if token.is_empty() {
+            return Err(ClientError::user(
+                format!("{}: the token file is empty", path.display()),
+                hint,
+            ));
+        }
+        Ok(SandboxdTransport {
+            host: host.to_string(),
+            port,
+            token,
+        })
+    }
+
+    fn uri(&self) -> String {
+        if self.host.contains(':') {
+            format!("http://[{}]:{}", self.host, self.port)
+        } else {
+            format!("http://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// The argv of `band exec`'s request (its input `{"argv": [...]}`), or why the request is not one.
+fn exec_argv(req: &RunRequest) -> Result<Vec<String>> {
+    let refuse = || {
+        ClientError::user(
+            format!(
+                "a sandboxd:// target runs `band exec` commands under the pod's band; {}/{} is a skill's script",
+                req.skill, req.script
+            ),
+            "run it with `band exec --band <the pod's BAND.md> --target sandboxd://HOST:PORT -- CMD…`",
+        )
+    };
+    if req.skill != super::adhoc::NAME || req.script != super::adhoc::NAME {
+        return Err(refuse());
+    }
+    let argv: Vec<String> = req
+        .input
+        .get("argv")
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+        .ok_or_else(refuse)?;
+    if argv.is_empty() {
+        return Err(refuse());
+    }
+    Ok(argv)
+}
+
+impl Transport for SandboxdTransport {
+    fn name(&self) -> String {
+        format!("sandboxd ({})", self.uri())
+    }
+
+    fn run(
+        &mut self,
+        req: &RunRequest,
+        on_event: &mut dyn FnMut(&Event),
+        cancel: &Cancel,
+    ) -> Result<RunResult> {
+        let argv = exec_argv(req)?;
+        let unreachable = |e: String| {
+            ClientError::user(
+                format!("sandboxd at {}: {e}", self.uri()),
+                "is band-sandboxd listening there (a port-forward to the pod's gRPC port, 9090)?",
+            )
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::Protocol(format!("tokio: {e}")))?;
+        let bearer: tonic::metadata::MetadataValue<tonic::metadata::Ascii> =
+            format!("Bearer {}", self.token).parse().map_err(|_| {
+                ClientError::user(
+                    "the token is not ASCII",
+                    "write the token as it is in the pod's Secret",
+                )
+            })?;
+        let uri = self.uri();
+        let answered = rt.block_on(async move {
+            let channel = tonic::transport::Endpoint::from_shared(uri)
+                .map_err(|e| e.to_string())?
+                .connect()
+                .await
+                .map_err(|e| format!("{e}"))?;
+            let mut client = pb::process_service_client::ProcessServiceClient::with_interceptor(
+                channel,
+                move |mut r: tonic::Request<()>| {
+                    r.metadata_mut().insert("authorization", bearer.clone());
+                    Ok(r)
+                },
+            );
+            let call = client.execute(pb::ExecuteRequest {
+                config: Some(pb::ProcessConfig {
+                    command: argv,
+                    env_vars: Default::default(),
+                    cwd: None,
+                }),
+            });
+            tokio::pin!(call);
+            // Cancelled here (Ctrl-C): the call is dropped, the pod sees its client go and
+            // cancels the run.
+            loop {
+                tokio::select! {
+                    r = &mut call => return r.map_err(|s| format!("{}: {}", s.code(), s.message())),
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                        if cancel.is_cancelled() {
+                            return Err("cancelled".to_string());
+                        }
+                    }
+                }
+            }
+        });
+        let response = match answered {
+            Ok(r) => r,
+            Err(e) if e == "cancelled" => {
+                let mut r =
+                    RunResult::setup_failed(&req.run_id, proto::Layer::Protocol, "cancelled", None);
+                r.status = Status::Cancelled;
+                r.error = None;
+                return Ok(r);
+            }
+            Err(e) => return Err(unreachable(e)),
+        };
+        let from_pod = response
+            .metadata()
+            .get_bin(RESULT_METADATA)
+            .and_then(|v| v.to_bytes().ok())
+            .and_then(|b| serde_json::from_slice::<RunResult>(&b).ok());
+        let body = response.into_inner();
+        let stdout = String::from_utf8_lossy(&body.stdout).into_owned();
+        let mut stderr = String::from_utf8_lossy(&body.stderr).into_owned();
+        // band-sandboxd's words about the result: band renders the result itself.
+        if let Some(said) = from_pod.as_ref().and_then(explain)
+            && stderr.ends_with(&said)
+        {
+            stderr.truncate(stderr.len() - said.len());
+        }
+        if !stdout.is_empty() {
+            on_event(&Event::Stdout {
+                data: stdout.clone(),
+            });
+        }
+        if !stderr.is_empty() {
+            on_event(&Event::Stderr {
+                data: stderr.clone(),
+            });
+        }
+        for d in from_pod.iter().flat_map(|r| &r.denied) {
+            on_event(&Event::Denied(d.clone()));
+        }
+        let mut result = match from_pod {
+            Some(r) => r,
+            // Not band-sandboxd (another sandboxd), or a result too large to carry: what the
+            // exit code says.
+            None => {
+                let mut r = RunResult::setup_failed(&req.run_id, proto::Layer::Process, "", None);
+                r.error = None;
+                r.status = if body.exit_code == 0 {
+                    Status::Ok
+                } else {
+                    Status::ScriptFailed
+                };
+                r.exit_code = Some(body.exit_code);
+                r
+            }
+        };
+        result.run_id = req.run_id.clone();
+        result.stdout = stdout;
+        result.stderr = stderr;
+        // The pod wrote them into its own workspace.
+        result.written.clear();
+        if result.status == Status::Ok && result.output.is_none() {
+            result.output = serde_json::from_str(&result.stdout).ok();
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_band_exec_requests_go_to_a_pod() {
+        let mut req: RunRequest = serde_json::from_value(serde_json::json!({
+            "protocol": 1, "run_id": "0123456789abcdef", "skill": "exec", "script": "exec",
+            "entry": "scripts/exec.sh", "bundle": [], "bundle_sha256": "00", "policy": {},
+            "input": {"argv": ["echo", "hi"]}
+        }))
+        .unwrap();
+        assert_eq!(exec_argv(&req).unwrap(), vec!["echo", "hi"]);
+        req.skill = "text".into();
+        assert!(
+            exec_argv(&req)
+                .unwrap_err()
+                .to_string()
+                .contains("band exec")
+        );
+    }
+
+    #[test]
+    fn the_result_metadata_leaves_the_output_out() {
+        let mut r = RunResult::setup_failed("r", proto::Layer::Cli, "no", None);
+        r.stdout = "x".repeat(100);
+        let back: RunResult = serde_json::from_slice(&result_metadata(&r).unwrap()).unwrap();
+        assert!(back.stdout.is_empty());
+        assert_eq!(back.status, r.status);
+        r.error = Some(proto::ErrorInfo {
+            layer: proto::Layer::Cli,
+            message: "y".repeat(MAX_RESULT_METADATA),
+            hint: None,
+        });
+        assert_eq!(result_metadata(&r), None);
+    }
+}

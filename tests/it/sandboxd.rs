@@ -1,0 +1,182 @@
+//! `band exec --target sandboxd://HOST:PORT`: the same command, under the same band, gives the
+//! same exit code, stdout and stderr on a pod's band-sandboxd as on this host. The pod is a
+//! band-sandboxd on a loopback port (beside the built band-server: `cargo build --workspace`),
+//! its runs this host's; the token comes from the file `$BAND_SANDBOXD_TOKEN_FILE` names.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use band::client::sandboxd::TOKEN_FILE_ENV;
+use band_test::{band_snapshot, privileged};
+use pretty_assertions::assert_eq;
+
+use crate::common::{bin, output, sandbox_missing};
+
+const BAND: &str = "---
+band: pod
+description: What the pod's commands may do.
+allow:
+  cli: [\"wc *\", \"sh -c *\", \"echo *\"]
+  read: [\"data/**\"]
+---
+";
+
+/// A band-sandboxd serving `dir` (its `pod.band.md`, `token`, and itself as the workspace): the
+/// child and its gRPC address.
+fn pod(dir: &Path) -> (std::process::Child, String) {
+    let b = bin();
+    let server = b.bin_dir().join("band-server");
+    let mut cmd = Command::new(b.bin_dir().join("band-sandboxd"));
+    b.apply(&mut cmd);
+    cmd.arg("--band")
+        .arg(dir.join("pod.band.md"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .arg("--workspace")
+        .arg(dir)
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--server"])
+        .arg(server)
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("band-sandboxd");
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    err.read_line(&mut first).expect("its first line");
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "grpc")
+        .unwrap_or_else(|| panic!("{first}"));
+    let addr = words[at + 1].to_string();
+    std::thread::spawn(move || for _ in err.lines() {});
+    (child, addr)
+}
+
+#[test]
+fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
+    let sandboxd = bin().bin_dir().join("band-sandboxd");
+    privileged!(
+        sandbox_missing().or_else(|| (!sandboxd.exists()).then(|| format!(
+            "{} is missing (cargo build --workspace)",
+            sandboxd.display()
+        )))
+    );
+    let t = tempfile::tempdir().expect("tempdir");
+    let dir = t.path();
+    fs_err::write(dir.join("pod.band.md"), BAND).unwrap();
+    fs_err::create_dir(dir.join("data")).unwrap();
+    fs_err::write(dir.join("data/words.txt"), "one two three\n").unwrap();
+    fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
+    let (mut child, addr) = pod(dir);
+    let _watch =
+        band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+    let target = format!("sandboxd://{addr}");
+    let commands: [&[&str]; 4] = [
+        &["wc", "-w", "data/words.txt"],
+        &["sh", "-c", "echo out; echo err >&2; exit 3"],
+        // Refused inside: sh says 127, band says denied.
+        &["sh", "-c", "id -u"],
+        // Refused before anything runs.
+        &["id", "-u"],
+    ];
+    for command in commands {
+        let mut local = vec!["exec", "--band", "pod.band.md", "--"];
+        local.extend(command);
+        let mut remote = vec!["exec", "--band", "pod.band.md", "--target", &target, "--"];
+        remote.extend(command);
+        let here = output(&local, dir);
+        let there = bin()
+            .env(TOKEN_FILE_ENV, dir.join("token"))
+            .output(&remote, dir);
+        assert_eq!(here.parts(), there.parts(), "{command:?}");
+    }
+    let mut shown = vec!["exec", "--band", "pod.band.md", "--target", &target, "--"];
+    shown.extend(["sh", "-c", "echo out; echo err >&2; exit 3"]);
+    band_snapshot!(
+        bin()
+            .env(TOKEN_FILE_ENV, dir.join("token"))
+            .output(&shown, dir),
+        "exec_on_sandboxd"
+    );
+    // No token: a clear error, nothing sent (the port is never dialled).
+    band_snapshot!(
+        bin().env_remove(TOKEN_FILE_ENV).output(
+            &[
+                "exec",
+                "--band",
+                "pod.band.md",
+                "--target",
+                "sandboxd://127.0.0.1:9",
+                "--",
+                "wc",
+                "-w",
+                "data/words.txt"
+            ],
+            dir
+        ),
+        "exec_on_sandboxd_without_a_token"
+    );
+    // A wrong token: refused by the pod.
+    fs_err::write(dir.join("wrong"), "not-the-token-0123456789\n").unwrap();
+    let (code, _, stderr) = bin()
+        .env(TOKEN_FILE_ENV, dir.join("wrong"))
+        .run(&shown, dir);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("a token is required"), "{stderr}");
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    assert!(child.wait().unwrap().success());
+}
+
+fn python() -> String {
+    std::env::var("BAND_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// `deploy/kubernetes/` against Kubernetes' schemas (PyPI `kubernetes-validate`), band's
+/// transcription of agent-sandbox's kinds (`tests/sandboxd/agent-sandbox-v1beta1.json`) and, when
+/// `BAND_TEST_AGENT_SANDBOX_CRDS` names a copy of agent-sandbox's `k8s/crds/`, the upstream CRDs;
+/// each check shown to refuse a broken copy; and the ConfigMap's BAND.md lints clean.
+#[test]
+fn the_manifests_match_kubernetes_and_the_agent_sandbox_crds() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let has = Command::new(python())
+        .args(["-c", "import kubernetes_validate, jsonschema, yaml"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if band_test::skip(
+        band_test::test_name!(),
+        (!has).then(|| {
+            format!(
+                "{} has no kubernetes-validate (pip install kubernetes-validate; set BAND_TEST_PYTHON)",
+                python()
+            )
+        }),
+    ) {
+        return;
+    }
+    let out = Command::new(python())
+        .arg(repo.join("tests/sandboxd/validate_manifests.py"))
+        .arg(repo.join("deploy/kubernetes"))
+        .arg(repo.join("tests/sandboxd/agent-sandbox-v1beta1.json"))
+        .args(std::env::var_os("BAND_TEST_AGENT_SANDBOX_CRDS"))
+        .output()
+        .expect("python");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.ends_with("all ok\n"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The pod's band, as the ConfigMap carries it.
+    let cm: serde_json::Value = yaml_serde::from_str(
+        &fs_err::read_to_string(repo.join("deploy/kubernetes/band-configmap.yaml")).unwrap(),
+    )
+    .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    fs_err::write(
+        t.path().join("BAND.md"),
+        cm["data"]["BAND.md"].as_str().unwrap(),
+    )
+    .unwrap();
+    band_snapshot!(output(&["lint", "BAND.md"], t.path()), "pod_band_lints");
+}
