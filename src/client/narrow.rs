@@ -28,7 +28,18 @@ pub fn read() -> Result<Vec<(Narrowing, SitePolicy)>> {
     for (label, path, required) in files() {
         let text = match read_bounded(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => continue,
+            // The user's own file is optional: none there, or none this user may read (a `HOME`
+            // that is another user's, as `sudo -u` leaves it), is no narrowing of theirs. The
+            // session's file was named on purpose: it must be read.
+            Err(e)
+                if !required
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                    ) =>
+            {
+                continue;
+            }
             Err(e) => {
                 return Err(ClientError::user(
                     format!("cannot read the {label} narrowing: {e}"),
