@@ -117,9 +117,11 @@ fn emit(message: &str, hint: Option<&str>, json: bool) -> u8 {
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         let _ = super::render::write_stdout(&format!("{text}\n"));
     } else {
-        eprintln!("error: {message}");
+        // An error may quote what a skill folder holds (a rule, a name, a path): inert, as every
+        // other text band shows (issue 36).
+        eprintln!("error: {}", super::render::for_terminal(message));
         if let Some(hint) = hint {
-            eprintln!("\nhint: {hint}");
+            eprintln!("\nhint: {}", super::render::for_terminal(hint));
         }
     }
     code

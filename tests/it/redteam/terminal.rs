@@ -81,9 +81,10 @@ fn what_a_skill_folder_holds_never_drives_the_terminal() {
             checked.push(args[0]);
         }
     }
-    // help shows the schema's description, explain and lint the refused rule, inert (list shows
-    // no description: the SKILL.md parser refuses one with control characters).
-    assert_eq!(checked, ["help", "explain", "lint"]);
+    // help shows the schema's description, explain, lint and lock (which refuses to lock a band
+    // lint finds errors in) the refused rule, inert (list shows no description: the SKILL.md
+    // parser refuses one with control characters).
+    assert_eq!(checked, ["help", "explain", "lint", "lock"]);
     for args in [
         &["list", "--json", "--skills", "."][..],
         &["help", "--json", "--skills", ".", "text/count"][..],
