@@ -37,6 +37,9 @@ fn pod(dir: &Path) -> (std::process::Child, String) {
         .arg(dir)
         .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--server"])
         .arg(server)
+        // Nothing of the test's own output held open by it (a reader of the test's output waits
+        // for its end).
+        .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("band-sandboxd");
     let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
@@ -67,9 +70,11 @@ fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
     fs_err::create_dir(dir.join("data")).unwrap();
     fs_err::write(dir.join("data/words.txt"), "one two three\n").unwrap();
     fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
-    let (mut child, addr) = pod(dir);
+    let (child, addr) = pod(dir);
     let _watch =
         band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+    // Stopped whatever the test's end (a failed assertion included), its runs torn down.
+    let mut child = Stop(child);
     let target = format!("sandboxd://{addr}");
     let commands: [&[&str]; 4] = [
         &["wc", "-w", "data/words.txt"],
@@ -123,8 +128,18 @@ fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
         .run(&shown, dir);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("a token is required"), "{stderr}");
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    assert!(child.wait().unwrap().success());
+    let _ = Command::new("kill").arg(child.0.id().to_string()).status();
+    assert!(child.0.wait().unwrap().success());
+}
+
+/// A band-sandboxd killed when the test ends, however it ends.
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn python() -> String {
