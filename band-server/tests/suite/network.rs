@@ -1147,9 +1147,14 @@ fn privileged_net_libnftables_and_the_nft_program_agree() {
     assert_eq!(program.list_table(&table).expect("listed"), before);
 
     assert!(lib.list_tables().expect("tables").contains(&table));
+    // The run loop's watch asks for its own table only, in process and through the program.
+    assert_eq!(lib.table_exists(&table).ok(), Some(true));
+    assert_eq!(program.table_exists(&table).ok(), Some(true));
     lib.delete_table(&table).expect("deleted in process");
     assert!(!program.list_tables().expect("tables").contains(&table));
     assert!(!band_tables().contains(&table));
+    assert_eq!(lib.table_exists(&table).ok(), Some(false));
+    assert_eq!(program.table_exists(&table).ok(), Some(false));
 }
 
 /// A host service on loopback for the loopback-port tests: answers each connection with

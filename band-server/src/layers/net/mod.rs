@@ -517,9 +517,8 @@ impl NetLayer {
 
     /// Whether the table is still in the kernel (someone may have flushed the ruleset).
     pub(crate) fn table_present(&self) -> bool {
-        self.nft
-            .list_tables()
-            .is_ok_and(|t| t.contains(&self.table))
+        // Fail closed: a listing that fails is a table that is not there.
+        self.nft.table_exists(&self.table).unwrap_or(false)
     }
 
     /// Whether what the run's network needs is all still there: its table (a firewall's reload
