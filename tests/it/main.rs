@@ -27,6 +27,7 @@ mod format;
 mod help;
 mod hostile_input;
 mod learn;
+mod load;
 mod mcp;
 mod mcp_agents;
 mod mcp_http;

@@ -1,0 +1,225 @@
+//! Issue 42: correctness under load. 64 runs at once, of eight skills, each its own uid: every
+//! run sees only its own files, processes, network rules and secrets, and nothing of any run is
+//! left behind (processes, cgroups, run folders, nft tables), including when a quarter of their
+//! clients are killed mid-run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use band_test::SkillBuilder;
+use serde_json::Value;
+
+use crate::common::sandbox_missing;
+
+const SKILLS: usize = 8;
+const RUNS: usize = 64;
+/// Every fourth client is killed once its run's script is running.
+const KILL_EVERY: usize = 4;
+
+fn host(k: usize) -> String {
+    format!("s{k}.load.test")
+}
+
+/// Skill `load<k>`: reads `in.txt`, writes `out/`, has the secret `LOAD_TOKEN` and the network of
+/// its own host only. `probe` reports, from inside, what of the machine it sees; `slow` waits
+/// until it is killed.
+fn skill(root: &Path, k: usize) -> PathBuf {
+    let probe = format!(
+        r#"#!/bin/bash
+own=closed; other=closed
+(exec 3<>/dev/tcp/{own}/8080) 2>/dev/null && own=open
+(exec 3<>/dev/tcp/{other}/8080) 2>/dev/null && other=open
+uid=$(awk '/^Uid:/ {{print $2}}' /proc/self/status)
+pids=0; foreign=0
+for p in /proc/[0-9]*; do
+  pids=$((pids+1))
+  tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q 'slow.sh\|band-server' && foreign=$((foreign+1))
+done
+ws=$(cd /workspace && ls -A | tr '\n' ' ')
+tmp=$(ls -A /tmp | tr '\n' ' ')
+read -r in < /workspace/in.txt
+mkdir -p /workspace/out && echo "$LOAD_TOKEN" > /workspace/out/token.txt
+printf '{{"token":"%s","in":"%s","ws":"%s","tmp":"%s","uid":%s,"pids":%s,"foreign":%s,"own":"%s","other":"%s"}}\n' \
+  "$LOAD_TOKEN" "$in" "$ws" "$tmp" "$uid" "$pids" "$foreign" "$own" "$other" > "$OUTPUT_PATH"
+"#,
+        own = host(k),
+        other = host((k + 1) % SKILLS),
+    );
+    SkillBuilder::new(&format!("load{k}"))
+        .description("Probes what a run sees.")
+        .body("Used by the load test.\n")
+        .band(&format!(
+            "description: Probes what a run sees.\nallow:\n  read: [in.txt]\n  write: [\"out/**\"]\n  net: [\"{}:8080\"]\n  cli: [\"awk *\", \"tr *\", \"grep *\", \"ls *\", \"mkdir *\", \"sleep *\"]\nenv:\n  secrets: [LOAD_TOKEN]\nlimit:\n  maxRuntimeMs: 20m\n",
+            host(k)
+        ))
+        .input_schema("probe", SkillBuilder::NO_INPUT)
+        .script("probe.sh", &probe)
+        .input_schema("slow", SkillBuilder::NO_INPUT)
+        .script("slow.sh", "#!/bin/bash\nsleep 1200\n")
+        .write(root)
+}
+
+/// The pids of `pid`'s descendants, with their command lines.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut parent_of = Vec::new();
+    for e in fs_err::read_dir("/proc").expect("/proc").flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = fs_err::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        let cmd = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
+        if let Some(ppid) = ppid {
+            parent_of.push((p, ppid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (p, pp, cmd) in &parent_of {
+            if *pp == parent {
+                out.push((*p, cmd.clone()));
+                frontier.push(*p);
+            }
+        }
+    }
+    out
+}
+
+/// The run ids of the run starts in the ledger under `data`.
+fn started_runs(data: &Path) -> BTreeSet<String> {
+    let text = fs_err::read_to_string(data.join(band::ledger::LEDGER_FILE)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            let rec = v.get("record").unwrap_or(&v);
+            rec.get("run_id")?.as_str().map(String::from)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "fails today: a killed client's run can leave its nftables table until the next band-server's janitor pass (issue 42's open finding); run with --ignored"]
+fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behind() {
+    band_test::privileged!(sandbox_missing());
+    let names: Vec<String> = (0..SKILLS).map(host).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let lab = band_test::netlab::Lab::new(&refs);
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    for k in 0..SKILLS {
+        skill(&skills, k);
+    }
+    let data = t.path().join("data");
+    let band = band_test::Band::new(crate::common::band_exe(), &data)
+        .env("BAND_SERVER_CONFIG", &lab.config);
+    let mut clients: Vec<(usize, Child, PathBuf)> = Vec::new();
+    for i in 0..RUNS {
+        let k = i % SKILLS;
+        let killed = i % KILL_EVERY == KILL_EVERY - 1;
+        let ws = t.path().join(format!("ws{i}"));
+        fs_err::create_dir_all(&ws).expect("mkdir");
+        fs_err::write(ws.join("in.txt"), format!("input {i}\n")).expect("write");
+        let script = if killed { "slow" } else { "probe" };
+        let mut cmd = Command::new(band.exe());
+        cmd.args(["run", "--json", "--skills"])
+            .arg(&skills)
+            .arg(format!("load{k}/{script}"))
+            .current_dir(&ws)
+            .env("LOAD_TOKEN", format!("token-{i}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        band.apply(&mut cmd);
+        clients.push((i, cmd.spawn().expect("band run"), ws));
+    }
+    // A quarter of the clients are killed once their script runs.
+    for (i, child, _) in clients.iter_mut() {
+        if *i % KILL_EVERY != KILL_EVERY - 1 {
+            continue;
+        }
+        let pid = child.id();
+        band_test::wait_until(&format!("client {i}'s script to run"), || {
+            descendants(pid).iter().any(|(_, c)| c.contains("slow.sh"))
+        });
+        let _ = child.kill();
+    }
+    let mut uids = BTreeSet::new();
+    for (i, child, ws) in clients {
+        let out = child.wait_with_output().expect("wait");
+        if i % KILL_EVERY == KILL_EVERY - 1 {
+            continue;
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "run {i}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_str(&stdout).expect("json");
+        let seen = &v["output"];
+        assert_eq!(seen["token"], format!("token-{i}"), "run {i}: {seen}");
+        assert_eq!(seen["in"], format!("input {i}"), "run {i}: {seen}");
+        // `out/` is made for `allow.write: out/**`; nothing of another run is there.
+        assert_eq!(seen["ws"], "in.txt out ", "run {i}: {seen}");
+        assert_eq!(seen["tmp"], "", "run {i}: {seen}");
+        assert_eq!(
+            seen["foreign"], 0,
+            "run {i} sees another run's processes: {seen}"
+        );
+        assert!(
+            seen["pids"].as_u64().is_some_and(|n| n < 12),
+            "run {i}: {seen}"
+        );
+        assert_eq!(
+            (&seen["own"], &seen["other"]),
+            (&Value::from("open"), &Value::from("closed")),
+            "run {i}: {v}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            fs_err::read_to_string(ws.join("out/token.txt"))
+                .ok()
+                .as_deref(),
+            Some(format!("token-{i}\n").as_str()),
+            "run {i}'s file"
+        );
+        let uid = seen["uid"].as_u64().expect("uid");
+        assert!(uid > 0, "run {i}: {seen}");
+        uids.insert(uid);
+    }
+    assert!(uids.len() > 1, "every run had one uid: {uids:?}");
+
+    // Nothing of any run is left: every run the clients started (the ledger has each start).
+    let runs = started_runs(&data);
+    assert_eq!(runs.len(), RUNS, "{runs:?}");
+    let left = || {
+        let tables = Command::new("nft")
+            .args(["list", "tables"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        runs.iter()
+            .flat_map(|id| {
+                let mut l = crate::cancel::leftovers(Some(id), u32::MAX, 0..0);
+                if tables.contains(&format!("band_{id}")) {
+                    l.push(format!("nft table band_{id}"));
+                }
+                l
+            })
+            .collect::<Vec<String>>()
+    };
+    let last = std::cell::RefCell::new(Vec::new());
+    let gone = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        band_test::wait_until("every run's leftovers to go", || {
+            *last.borrow_mut() = left();
+            last.borrow().is_empty()
+        })
+    }));
+    assert!(gone.is_ok(), "left behind: {:#?}", last.borrow());
+    drop(lab);
+}
