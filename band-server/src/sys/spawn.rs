@@ -87,13 +87,15 @@ fn drop_to_and_die_with_parent(uid: u32, gid: u32) -> io::Result<()> {
 /// 5. it writes `2` to the pre-opened `vm.memfd_noexec` (if given): the kernel applies the value
 ///    to the writer's pid namespace, the run's, and every pid namespace created below it
 ///    (bubblewrap's) inherits at least that, so no memfd of the run can ever be executed;
-/// 6. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
-/// 7. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper;
-/// 8. with a `gate`, it reads one byte from it and closes it: [`GATE_OPEN`] when what the run
+/// 6. with a `gate`, it reads one byte from it and closes it: [`GATE_OPEN`] when what the run
 ///    builds beside the spawn is ready (`run::apply`); anything else ([`GATE_SHUT`], or the end
 ///    of the pipe) and it exits, and bubblewrap never starts. (The end of the pipe alone cannot
 ///    say so: this process holds a copy of the write end from its fork when the thread that
 ///    writes it had it open then; see `layer::GateWriter`.)
+/// 7. in a mount namespace of its own, it mounts a /proc of the run's pid namespace (bubblewrap
+///    reads `/proc/<its child>/ns` there, numbered in that namespace);
+/// 8. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
+/// 9. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper.
 ///
 /// A networked run also joins its own network namespace (`netns`) between steps 2 and 3.
 ///
@@ -227,9 +229,6 @@ impl PreExec {
                     return Err(io::Error::last_os_error());
                 }
             }
-            // Tied to the reaper, which dies with band-server. (getppid is 0 here: the reaper is
-            // outside this pid namespace, so there is nothing to compare.)
-            drop_to_and_die_with_parent(self.uid, self.gid)?;
             if let Some(fd) = gate {
                 let mut byte = 0u8;
                 let n = loop {
@@ -246,6 +245,40 @@ impl PreExec {
                     return Err(io::Error::from_raw_os_error(libc::ECANCELED));
                 }
             }
+            // A /proc of the run's own pid namespace, in a mount namespace of this process's
+            // own (nothing propagates back), made once the gate is open (the mounts band-server
+            // makes beside the spawn are in place by then) and before the uid is dropped, for
+            // bubblewrap: after its clone it opens
+            // `/proc/<its child's pid>/ns` in the /proc it was given, with the pid as its own
+            // namespace numbers it. With the host's /proc that is the host's pid 2 (kthreadd, so
+            // the wrong namespaces were read); in a container's pid namespace there is no pid 2
+            // and every run failed to start.
+            // SAFETY: plain syscalls with static NUL-terminated strings and null pointers; this
+            // single-threaded child allocates nothing.
+            check(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
+            // SAFETY: as above.
+            check(unsafe {
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                )
+            })?;
+            // SAFETY: as above.
+            check(unsafe {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                )
+            })?;
+            // Tied to the reaper, which dies with band-server. (getppid is 0 here: the reaper is
+            // outside this pid namespace, so there is nothing to compare.)
+            drop_to_and_die_with_parent(self.uid, self.gid)?;
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
