@@ -485,7 +485,21 @@ pub fn result_trust(req: &RunRequest, cfg: &ServerConfig) -> Option<band::sign::
 /// Narrow the request's policy to the site's (deny rules, insists and limits added), or refuse
 /// it: what band-server runs is never the band alone.
 pub fn narrow_to_site(req: &mut RunRequest, cfg: &ServerConfig) -> SetupResult<()> {
-    req.policy = site_policy(req, cfg.site.as_ref())?;
+    let narrowed = site_policy(req, cfg.site.as_ref())?;
+    if narrowed != req.policy && !req.workspace.is_empty() {
+        // The client chose the workspace files by the band alone (it does not know this
+        // machine's site policy): those a site's or a narrowing's deny.read covers are withheld,
+        // as the client withholds those the band denies; the band's own denials still refuse a
+        // request that carries them (`check_workspace`).
+        let with_site = compile(&narrowed)?;
+        let band = compile(&req.policy)?;
+        req.workspace.retain(|f| {
+            let denied =
+                |c: &CompiledPolicy| matches!(c.read.check(&f.path), Decision::Deny { .. });
+            !denied(&with_site) || denied(&band)
+        });
+    }
+    req.policy = narrowed;
     Ok(())
 }
 

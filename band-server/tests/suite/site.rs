@@ -330,3 +330,76 @@ fn privileged_a_raw_requests_narrowing_is_applied_by_band_server_and_never_widen
         .collect();
     assert_eq!(refused, vec![Some("sed -i *".to_string())], "{o:#?}");
 }
+
+/// A site deny beats a band allow for read, write and net, seen from inside the sandbox: the
+/// band allows the whole workspace, every write under out/ and every host of a domain; the
+/// site denies one file, one kind of file and one host, and the run goes on without them.
+#[test]
+fn privileged_a_site_deny_beats_a_band_allow_for_read_write_and_net_inside_the_sandbox() {
+    privileged!();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let site = dir.path().join("site.md");
+    fs_err::write(
+        &site,
+        "---\ndeny:\n  read: [\"secret.txt\"]\n  write: [\"out/*.sh\"]\n  net: [\"evil.site.test\"]\n---\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // No resolver answers (a dead loopback port): a lookup the band and site allow is asked
+    // upstream and fails; one the site denies is refused by the run's own DNS stub.
+    let cfg = dir.path().join("server.toml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "site_policy = \"{}\"\ndns_upstream = [\"127.0.0.1:9\"]\n",
+            site.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut p = policy();
+    p.allow.read = strs(&["**"]);
+    p.allow.write = strs(&["out/**"]);
+    p.allow.net = strs(&["*.site.test"]);
+    let script = "#!/bin/bash\n\
+        cat /workspace/notes.txt >/dev/null 2>&1 && echo notes=read || echo notes=refused\n\
+        cat /workspace/secret.txt >/dev/null 2>&1 && echo secret=read || echo secret=refused\n\
+        mkdir -p /workspace/out\n\
+        echo ok > /workspace/out/report.txt\n\
+        echo 'rm -rf ~' > /workspace/out/run.sh 2>/dev/null\n\
+        (exec 3<>/dev/tcp/evil.site.test/443) 2>/dev/null; echo evil=$?\n\
+        (exec 3<>/dev/tcp/api.site.test/443) 2>/dev/null; echo api=$?\n";
+    let mut req = request(script, p);
+    req.workspace = vec![
+        file("notes.txt", 0o644, b"notes\n"),
+        file("secret.txt", 0o644, b"s3cret\n"),
+    ];
+    let o = finish(spawn_with_config(&req, &cfg));
+    let kv = o.kv();
+    assert_eq!(kv.get("notes").map(String::as_str), Some("read"), "{o:#?}");
+    assert_eq!(
+        kv.get("secret").map(String::as_str),
+        Some("refused"),
+        "{o:#?}"
+    );
+    let written: Vec<&str> = o.result.written.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(written, ["out/report.txt"], "{o:#?}");
+    let lookups: Vec<(String, bool)> = o
+        .result
+        .network
+        .as_ref()
+        .map(|n| {
+            n.lookups
+                .iter()
+                .map(|l| (l.name.clone(), l.allowed))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        lookups.contains(&("evil.site.test".to_string(), false)),
+        "{lookups:?}"
+    );
+    assert!(
+        lookups.contains(&("api.site.test".to_string(), true)),
+        "{lookups:?}"
+    );
+    assert_ne!(kv.get("evil").map(String::as_str), Some("0"), "{o:#?}");
+}
