@@ -113,6 +113,17 @@ fn sockets() -> Vec<PathBuf> {
     v
 }
 
+/// A copy of band-server and its helpers in `dir/bin` (a warm server serves only its own file's
+/// build): the folder.
+fn copied_server(band: &band_test::Band, dir: &Path) -> PathBuf {
+    let bins = dir.join("bin");
+    fs_err::create_dir_all(&bins).expect("mkdir");
+    for b in ["band-server", "band-jail", "band-shim"] {
+        fs_err::copy(band.bin_dir().join(b), bins.join(b)).expect("copy");
+    }
+    bins
+}
+
 /// Stops the warm server this test started, whatever the test's end.
 struct StopServer;
 
@@ -136,11 +147,7 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     let t = tempfile::tempdir().expect("tempdir");
     let band = bin();
     // band-server and its helpers copied: the test installs another build over it later.
-    let bins = t.path().join("bin");
-    fs_err::create_dir_all(&bins).expect("mkdir");
-    for b in ["band-server", "band-jail", "band-shim"] {
-        fs_err::copy(band.bin_dir().join(b), bins.join(b)).expect("copy");
-    }
+    let bins = copied_server(&band, t.path());
     let server = bins.join("band-server");
     let config = t.path().join("config.toml");
     fs_err::write(&config, "warm = true\n").expect("write");
@@ -476,13 +483,9 @@ fn privileged_band_server_and_the_warm_server_start_without_the_callers_secrets(
     no_warm_server();
     let t = tempfile::tempdir().expect("tempdir");
     let band = bin();
-    let bins = t.path().join("bin");
+    let bins = copied_server(&band, t.path());
     let dumps = t.path().join("env");
-    fs_err::create_dir_all(&bins).expect("mkdir");
     fs_err::create_dir_all(&dumps).expect("mkdir");
-    for b in ["band-server", "band-jail", "band-shim"] {
-        fs_err::copy(band.bin_dir().join(b), bins.join(b)).expect("copy");
-    }
     // A run's own band-server: started through a stand-in that writes down the environment it
     // was given, then execs the real one (a warm server must be the real file: it serves only
     // its own build's digest).
@@ -596,11 +599,7 @@ fn privileged_a_run_served_by_a_spare_says_its_tier() {
     no_warm_server();
     let t = tempfile::tempdir().expect("tempdir");
     let band = bin();
-    let bins = t.path().join("bin");
-    fs_err::create_dir_all(&bins).expect("mkdir");
-    for b in ["band-server", "band-jail", "band-shim"] {
-        fs_err::copy(band.bin_dir().join(b), bins.join(b)).expect("copy");
-    }
+    let bins = copied_server(&band, t.path());
     let site = t.path().join("site.md");
     fs_err::write(
         &site,
