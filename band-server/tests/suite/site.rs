@@ -20,6 +20,16 @@ fn config_with_site(dir: &Path, site: &str) -> PathBuf {
     cfg
 }
 
+/// The rules that refused the run's calls of `program`, in order.
+fn refused_rules(o: &Outcome, program: &str) -> Vec<Option<String>> {
+    o.result
+        .cli_calls
+        .iter()
+        .filter(|c| c.argv.first().map(String::as_str) == Some(program) && !c.allowed)
+        .map(|c| c.rule.clone())
+        .collect()
+}
+
 fn cli_policy(allow: &[&str]) -> band::policy::Policy {
     let mut p = policy();
     p.allow.cli = strs(allow);
@@ -74,14 +84,11 @@ fn privileged_a_band_inside_the_ceiling_runs_and_the_site_deny_holds_inside_the_
     assert_ne!(kv.get("sed_i").map(String::as_str), Some("0"), "{o:#?}");
     assert_eq!(kv.get("sed_n").map(String::as_str), Some("hello"), "{o:#?}");
     // The site's deny is what refused `sed -i`: the band alone allows it.
-    let refused: Vec<_> = o
-        .result
-        .cli_calls
-        .iter()
-        .filter(|c| c.argv.first().map(String::as_str) == Some("sed") && !c.allowed)
-        .map(|c| c.rule.clone())
-        .collect();
-    assert_eq!(refused, vec![Some("sed -i *".to_string())], "{o:#?}");
+    assert_eq!(
+        refused_rules(&o, "sed"),
+        vec![Some("sed -i *".to_string())],
+        "{o:#?}"
+    );
 }
 
 #[test]
@@ -321,14 +328,11 @@ fn privileged_a_raw_requests_narrowing_is_applied_by_band_server_and_never_widen
         Some("hello"),
         "{o:#?}"
     );
-    let refused: Vec<_> = o
-        .result
-        .cli_calls
-        .iter()
-        .filter(|c| c.argv.first().map(String::as_str) == Some("sed") && !c.allowed)
-        .map(|c| c.rule.clone())
-        .collect();
-    assert_eq!(refused, vec![Some("sed -i *".to_string())], "{o:#?}");
+    assert_eq!(
+        refused_rules(&o, "sed"),
+        vec![Some("sed -i *".to_string())],
+        "{o:#?}"
+    );
 }
 
 /// A site deny beats a band allow for read, write and net, seen from inside the sandbox: the
