@@ -1157,6 +1157,76 @@ fn privileged_net_libnftables_and_the_nft_program_agree() {
     assert_eq!(program.table_exists(&table).ok(), Some(false));
 }
 
+/// The run's own requests go to nf_tables over netlink when the configured nft is the system's
+/// (no ruleset cache fetched, so nothing to restart when other runs change theirs): the elements
+/// the DNS stub adds that way are, listed by the `nft` program, exactly those `nft` itself adds
+/// from the same answers (IPv4 and IPv6, one port and every port, allowed and denied); a change
+/// the kernel refuses is an error naming it; the watch and the removal see and remove the table.
+#[test]
+fn privileged_net_netlink_adds_what_nft_adds() {
+    privileged!();
+    use band_server::layers::net::nft::{self, Dest, NetPlan, Nft};
+    let system = Path::new(band_server::config::DEFAULT_NFT);
+    let (netlink, program) = (Nft::new(system), Nft::program(system));
+    let tables = [
+        nft::table_name(&format!("{:x}nlprog", std::process::id())),
+        nft::table_name(&format!("{:x}nlnetl", std::process::id())),
+    ];
+    for table in &tables {
+        let plan = NetPlan {
+            table: table.clone(),
+            uid: 61998,
+            stub: "127.77.9.2".parse().expect("ip"),
+            deny: Vec::new(),
+            allow: Vec::new(),
+            any_public: Vec::new(),
+            never: Vec::new(),
+        };
+        program.apply(&nft::ruleset(&plan)).expect("the ruleset");
+    }
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+    let allow = [
+        Dest::addr(ip("198.51.100.20"), Some(443)),
+        Dest::addr(ip("198.51.100.21"), None),
+        Dest::addr(ip("2001:db8::20"), Some(8443)),
+        Dest::addr(ip("2001:db8::21"), None),
+    ];
+    let deny = [
+        Dest::addr(ip("198.51.100.20"), Some(25)),
+        Dest::addr(ip("2001:db8::20"), Some(25)),
+    ];
+    program
+        .apply(&nft::learn_batch(&tables[0], &allow, &deny))
+        .expect("added by nft");
+    netlink
+        .learn(&tables[1], &allow, &deny)
+        .expect("added over netlink");
+    let listed = |t: &str| program.list_table(t).expect("listed").replace(t, "TABLE");
+    let by_nft = listed(&tables[0]);
+    assert!(by_nft.contains("2001:db8::20 . 8443"), "{by_nft}");
+    assert_eq!(listed(&tables[1]), by_nft);
+
+    // Refused by the kernel: an error that names the change, and nothing added.
+    let missing = nft::table_name(&format!("{:x}nlnone", std::process::id()));
+    let err = netlink
+        .learn(&missing, &allow, &deny)
+        .expect_err("no such table");
+    assert!(
+        err.to_string()
+            .contains(&format!("add elements to inet {missing}")),
+        "{err}"
+    );
+    assert_eq!(netlink.table_exists(&missing).ok(), Some(false));
+    assert!(netlink.delete_table(&missing).is_err());
+
+    for t in &tables {
+        assert_eq!(netlink.table_exists(t).ok(), Some(true));
+        netlink.delete_table(t).expect("deleted over netlink");
+        assert_eq!(program.table_exists(t).ok(), Some(false));
+        assert!(!band_tables().contains(t));
+    }
+}
+
 /// A host service on loopback for the loopback-port tests: answers each connection with
 /// `<tag>:<what it read>`, and counts them. Stops when dropped.
 struct HostService {

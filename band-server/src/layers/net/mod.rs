@@ -27,6 +27,7 @@ pub(crate) mod apply;
 pub mod dns;
 pub mod forward;
 pub mod netns;
+pub mod nfnl;
 pub mod nft;
 pub mod proxy;
 
@@ -412,7 +413,7 @@ impl NetLayer {
                 leaks: layer.leaks.clone(),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
-                learn_nft.apply(&nft::learn_batch(&table, allow, deny))
+                learn_nft.learn(&table, allow, deny)
             }),
         };
         let lookups = layer.lookups.clone();

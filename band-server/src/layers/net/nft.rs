@@ -234,6 +234,33 @@ pub fn learn_batch(table: &str, allow: &[Dest], deny: &[Dest]) -> String {
     s
 }
 
+/// [`learn_batch`]'s additions as set elements for netlink ([`super::nfnl::add_elements`]): per
+/// set, the keys (`addr . port` or, for every port, `addr`), deny sets first.
+pub(crate) fn learn_sets(allow: &[Dest], deny: &[Dest]) -> Vec<(String, Vec<Vec<u8>>)> {
+    let mut sets: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+    let mut put = |set: String, key: Vec<u8>| match sets.iter_mut().find(|(s, _)| *s == set) {
+        Some((_, keys)) => keys.push(key),
+        None => sets.push((set, vec![key])),
+    };
+    for (dests, base) in [(deny, "dnsdeny"), (allow, "dns")] {
+        for d in dests {
+            let (fam, addr) = match d.net {
+                IpAddr::V4(a) => ("4", a.octets().to_vec()),
+                IpAddr::V6(a) => ("6", a.octets().to_vec()),
+            };
+            match d.port {
+                Some(port) => put(
+                    format!("{base}{fam}"),
+                    super::nfnl::key(&[&addr, &port.to_be_bytes()]),
+                ),
+                None if base == "dns" => put(format!("dns{fam}any"), super::nfnl::key(&[&addr])),
+                None => {}
+            }
+        }
+    }
+    sets
+}
+
 /// A destination recorded by the kernel in `seen*` or `denied*`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Flow {
@@ -278,6 +305,8 @@ pub enum NftError {
     Panicked,
     #[error("libnftables: {commands}: {stderr}")]
     Library { commands: String, stderr: String },
+    #[error(transparent)]
+    Netlink(#[from] super::nfnl::NfnlError),
 }
 
 #[derive(Deserialize)]
@@ -367,6 +396,9 @@ pub fn parse_tables_json(text: &str) -> Result<Vec<String>, NftError> {
 pub struct Nft {
     pub(crate) bin: PathBuf,
     lib: Option<&'static Mutex<sys::NftLibrary>>,
+    /// The system's nft: the kernel's nf_tables is there, and the run's own requests (elements,
+    /// the table watch, removal) go to it over netlink ([`super::nfnl`]), with no cache to fetch.
+    netlink: bool,
 }
 
 /// The process's one libnftables context, opened on first use (`None`: no library here).
@@ -398,9 +430,11 @@ pub(crate) fn open_early(bin: &Path) {
 impl Nft {
     /// `bin`, in process when it is the system's nft and its library opens.
     pub fn new(bin: &Path) -> Nft {
+        let system = is_system(bin);
         Nft {
             bin: bin.to_path_buf(),
-            lib: if is_system(bin) { library() } else { None },
+            lib: if system { library() } else { None },
+            netlink: system,
         }
     }
 
@@ -409,6 +443,7 @@ impl Nft {
         Nft {
             bin: bin.to_path_buf(),
             lib: None,
+            netlink: false,
         }
     }
 
@@ -513,8 +548,31 @@ impl Nft {
     }
 
     pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
+        if self.netlink {
+            let what = format!("delete table inet {table}");
+            return Ok(super::nfnl::change(
+                &super::nfnl::delete_table(1, table),
+                2,
+                &what,
+            )?);
+        }
         self.run(false, &["delete", "table", "inet", table])
             .map(|_| ())
+    }
+
+    /// Add the addresses the DNS stub answered to the run's table ([`learn_batch`]): one
+    /// transaction.
+    pub fn learn(&self, table: &str, allow: &[Dest], deny: &[Dest]) -> Result<(), NftError> {
+        if self.netlink {
+            let sets = learn_sets(allow, deny);
+            if sets.is_empty() {
+                return Ok(());
+            }
+            let (msg, last) = super::nfnl::add_elements(1, table, &sets);
+            let what = format!("add elements to inet {table}");
+            return Ok(super::nfnl::change(&msg, last, &what)?);
+        }
+        self.apply(&learn_batch(table, allow, deny))
     }
 
     /// Whether the `inet` table `table` is in the kernel: one listing of that table only. Not
@@ -523,6 +581,16 @@ impl Nft {
     /// table through the nft program, and every networked run asks every 250 ms
     /// ([`super::WATCH_INTERVAL`]), so many runs at once spent their CPU listing each other.
     pub fn table_exists(&self, table: &str) -> Result<bool, NftError> {
+        if self.netlink {
+            let what = format!("get table inet {table}");
+            return match super::nfnl::request(&super::nfnl::get_table(1, table), 1, &what)? {
+                super::nfnl::Reply::Ack { table } => Ok(table),
+                super::nfnl::Reply::Error(rustix::io::Errno::NOENT) => Ok(false),
+                super::nfnl::Reply::Error(errno) => {
+                    Err(super::nfnl::NfnlError::Kernel { what, errno }.into())
+                }
+            };
+        }
         match self.run(false, &["list", "table", "inet", table]) {
             Ok(_) => Ok(true),
             Err(NftError::Command { stderr, .. } | NftError::Library { stderr, .. })
