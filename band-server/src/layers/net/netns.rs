@@ -118,6 +118,9 @@ pub struct RunNetns {
     _userns: OwnedFd,
     netns: OwnedFd,
     relay: Option<Child>,
+    /// The relay was sent SIGKILL ([`RunNetns::kill`]): from then on it may be reaped by
+    /// band-server's reaping of orphans (`waitpid(-1)`), so its pid is never signalled again.
+    killed: bool,
     /// Closing it tells the relay to exit (`--exit-fd`), also when band-server dies.
     exit_w: Option<OwnedFd>,
     /// Until [`RunNetns::wait_ready`]: whether the relay said it is ready (false: it exited).
@@ -149,6 +152,7 @@ impl RunNetns {
             _userns: userns,
             netns,
             relay: None,
+            killed: false,
             exit_w: None,
             ready: None,
             bin: bin.to_path_buf(),
@@ -319,20 +323,37 @@ impl RunNetns {
     pub(crate) fn kill(&mut self) -> std::io::Result<()> {
         self.exit_w = None;
         match self.relay.as_mut() {
-            Some(c) => c.kill(),
-            None => Ok(()),
+            Some(c) if !self.killed => {
+                c.kill()?;
+                self.killed = true;
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
     /// Kill the relay and reap it. An error means it may still be alive.
+    ///
+    /// Once killed, the relay may already have been reaped by the run's reaping of orphans
+    /// (`waitpid(-1)` after the run stops, which takes every exited child): then `wait` finds no
+    /// such child (`ECHILD`), which means it is dead and gone, and its pid, free for reuse, is not
+    /// signalled again. (Under load the relay often exited before that reaping; the error kept
+    /// the run's table and lease for the janitor, and a run whose client was killed left them.)
     pub(crate) fn stop(&mut self) -> std::io::Result<()> {
         self.exit_w = None;
         if let Some(mut c) = self.relay.take() {
-            let _ = c.kill();
-            if let Err(e) = c.wait() {
-                // Kept, so the run's teardown tries again (and says so).
-                self.relay = Some(c);
-                return Err(e);
+            if !self.killed {
+                let _ = c.kill();
+                self.killed = true;
+            }
+            match c.wait() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}
+                Err(e) => {
+                    // Kept, so the run's teardown tries again (and says so).
+                    self.relay = Some(c);
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -391,6 +412,7 @@ mod tests {
             _userns: fd(),
             netns: fd(),
             relay: Some(relay),
+            killed: false,
             exit_w: Some(exit_w),
             ready: None,
             bin: PathBuf::from("sleep"),
@@ -417,6 +439,45 @@ mod tests {
         ns.stop().unwrap_or_else(|e| panic!("{e}"));
         assert!(ns.relay.is_none());
         assert_eq!(state(), None);
+    }
+
+    /// A relay that something else reaped after it was killed (the run's reaping of orphans,
+    /// `waitpid(-1)`): `stop` finds it gone, which is success (it is dead), and sends no signal
+    /// to its pid. Before, the error kept the run's table and lease for the janitor.
+    #[test]
+    fn stop_after_the_killed_relay_was_reaped_elsewhere_is_success() {
+        let fd = || -> OwnedFd {
+            fs_err::File::open("/dev/null")
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_parts()
+                .0
+                .into()
+        };
+        let relay = Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap_or_else(|e| panic!("sleep: {e}"));
+        let mut ns = RunNetns {
+            _userns: fd(),
+            netns: fd(),
+            relay: Some(relay),
+            killed: false,
+            exit_w: None,
+            ready: None,
+            bin: PathBuf::from("sleep"),
+            stderr: Arc::default(),
+        };
+        let pid = ns.relay_pid().unwrap_or_else(|| panic!("no relay"));
+        ns.kill().unwrap_or_else(|e| panic!("{e}"));
+        let reaped = rustix::process::waitpid(
+            rustix::process::Pid::from_raw(pid as i32),
+            rustix::process::WaitOptions::empty(),
+        )
+        .unwrap_or_else(|e| panic!("waitpid: {e}"));
+        assert!(reaped.is_some(), "reaped here, as the orphan reaping does");
+        ns.stop()
+            .unwrap_or_else(|e| panic!("stop after the relay was reaped: {e}"));
+        assert!(ns.relay.is_none());
     }
 
     #[test]
