@@ -63,6 +63,8 @@ pub struct RunEgress {
     pub(crate) secrets: std::collections::BTreeMap<String, String>,
     pub(crate) env: std::collections::BTreeMap<String, String>,
     pub(crate) ca_bundle: String,
+    /// The run's Java trust store (PKCS#12), when the host has Java.
+    pub(crate) java_truststore: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RunEgress {

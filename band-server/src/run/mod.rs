@@ -208,14 +208,27 @@ fn egress(
 ) -> SetupResult<Option<std::sync::Arc<net::proxy::Egress>>> {
     use band::proto::Layer;
     let req = checked.req;
-    let system = fs_err::read_to_string(net::proxy::SYSTEM_BUNDLE).unwrap_or_default();
+    let system = net::proxy::host_system_bundle();
+    let java = std::path::Path::new(net::proxy::truststore::JVM_DIR).is_dir();
+    let hint = "proxy_extra_ca in the server config names a PEM file of CA certificates";
+    // Read only for a run that may need the proxy; then it must be PEM certificates.
+    let may_proxy = !req.policy.secret_hosts.is_empty() || checked.compiled.net.has_http_rules();
     let extra = match &cfg.proxy_extra_ca {
-        Some(path) => Some(fs_err::read(path).map_err(|e| {
-            crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")).with_hint(
-                "proxy_extra_ca in the server config names a PEM file of CA certificates",
-            )
-        })?),
-        None => None,
+        Some(path) if may_proxy => {
+            let pem = fs_err::read(path).map_err(|e| {
+                crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}"))
+                    .with_hint(hint)
+            })?;
+            net::proxy::extra_certs(&pem).map_err(|e| {
+                crate::error::SetupError::new(
+                    Layer::Network,
+                    format!("egress proxy: {}: {e}", path.display()),
+                )
+                .with_hint(hint)
+            })?;
+            Some(pem)
+        }
+        _ => None,
     };
     net::proxy::Egress::new(
         &req.run_id,
@@ -224,6 +237,7 @@ fn egress(
         &req.secrets,
         &system,
         extra,
+        java,
     )
     .map(|e| e.map(std::sync::Arc::new))
     .map_err(|e| crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")))

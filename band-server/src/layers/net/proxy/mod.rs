@@ -24,10 +24,13 @@
 //! proxy: it is refused, never let through.
 //!
 //! The TLS it terminates uses the run's CA ([`ca::Ca`]), made in memory when the proxy starts
-//! and dropped when it stops; the run trusts it through its CA bundle.
+//! and dropped when it stops; the run trusts it through its CA bundle, at `/etc/band-ca.pem`
+//! with the variables of [`CA_ENV`], over the system bundle paths the sandbox has, and in a Java
+//! trust store ([`truststore`]).
 
 pub mod bound;
 pub mod ca;
+pub mod truststore;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -67,6 +70,8 @@ pub enum ProxyError {
     Start(std::io::Error),
     #[error("cannot read the trust store: {0}")]
     Roots(String),
+    #[error(transparent)]
+    TrustStore(#[from] truststore::TrustStoreError),
 }
 
 /// Whether the proxy serves `host`: with bound secrets, every name `allow.net` admits; else
@@ -104,15 +109,39 @@ pub fn roots(extra: Option<&[u8]>) -> Result<rustls::RootCertStore, ProxyError> 
         let _ = store.add(cert);
     }
     if let Some(pem) = extra {
-        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem) {
-            let cert: rustls::pki_types::CertificateDer<'static> =
-                cert.map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
+        for cert in extra_certs(pem)? {
             store
                 .add(cert)
                 .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
         }
     }
     Ok(store)
+}
+
+/// The certificates of the config's extra CA file (PEM): at least one, each one parsed; a file
+/// that holds none (not PEM) is an error, not an empty set.
+pub fn extra_certs(
+    pem: &[u8],
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, ProxyError> {
+    let certs = rustls::pki_types::pem::PemObject::pem_slice_iter(pem)
+        .collect::<Result<Vec<rustls::pki_types::CertificateDer<'static>>, _>>()
+        .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
+    if certs.is_empty() {
+        return Err(ProxyError::Roots(
+            "extra CA: no PEM certificate in the file".into(),
+        ));
+    }
+    for cert in &certs {
+        webpki_parse(cert)?;
+    }
+    Ok(certs)
+}
+
+/// Whether `cert` parses as a trust anchor, as the root store will take it.
+fn webpki_parse(cert: &rustls::pki_types::CertificateDer<'_>) -> Result<(), ProxyError> {
+    rustls::RootCertStore::empty()
+        .add(cert.clone())
+        .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))
 }
 
 /// Everything one request is decided with.
@@ -698,8 +727,14 @@ pub const CA_ENV: &[&str] = &[
     "NODE_EXTRA_CA_CERTS",
 ];
 
-/// The host's system bundle, which the run's bundle starts with.
-pub const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// The host's system bundle, which the run's bundle starts with: the first of
+/// [`truststore::SYSTEM_BUNDLES`] the host can read (empty if none).
+pub fn host_system_bundle() -> String {
+    truststore::SYSTEM_BUNDLES
+        .iter()
+        .find_map(|p| fs_err::read_to_string(p).ok())
+        .unwrap_or_default()
+}
 
 /// What a run that needs the proxy carries from its start: its bound secrets with their
 /// placeholders, its CA (made now, in memory) and the bundle the sandbox trusts.
@@ -709,6 +744,8 @@ pub struct Egress {
     pub bundle: String,
     /// The config's extra CA for upstream (PEM), if any.
     pub extra_ca: Option<Vec<u8>>,
+    /// The run's Java trust store (PKCS#12) when the host has Java ([`truststore`]).
+    pub java_truststore: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Egress {
@@ -722,7 +759,9 @@ impl std::fmt::Debug for Egress {
 impl Egress {
     /// For a run with `policy` and the secret values `values`: `None` when it needs no proxy.
     /// The placeholders are random (the crypto provider's generator); `system_bundle` is the
-    /// host's bundle's text.
+    /// host's bundle's text; `java`: the host has Java, so the run gets a trust store for it.
+    /// The extra CA must hold PEM certificates ([`extra_certs`]): checked here, before the run
+    /// has anything.
     pub fn new(
         run_id: &str,
         policy: &band::policy::Policy,
@@ -730,6 +769,7 @@ impl Egress {
         values: &std::collections::BTreeMap<String, String>,
         system_bundle: &str,
         extra_ca: Option<Vec<u8>>,
+        java: bool,
     ) -> Result<Option<Egress>, ProxyError> {
         let mut secrets = Vec::new();
         for (name, hosts) in &policy.secret_hosts {
@@ -752,33 +792,54 @@ impl Egress {
         if !needed(net, &bound) {
             return Ok(None);
         }
+        if let Some(pem) = &extra_ca {
+            extra_certs(pem)?;
+        }
         let ca = Arc::new(Ca::new(run_id)?);
         let mut bundle = system_bundle.to_string();
         if !bundle.is_empty() && !bundle.ends_with('\n') {
             bundle.push('\n');
         }
         bundle.push_str(ca.pem());
+        let java_truststore = if java {
+            Some(truststore::java_truststore(ca.pem(), system_bundle)?)
+        } else {
+            None
+        };
         Ok(Some(Egress {
             bound,
             ca,
             bundle,
             extra_ca,
+            java_truststore,
         }))
     }
 
     /// What the run sees of it ([`crate::common::handover::RunEgress`]): its secrets with
-    /// placeholders, its CA variables, its bundle.
+    /// placeholders, its CA variables, its bundle and Java trust store. A `JAVA_TOOL_OPTIONS`
+    /// the run has as a secret keeps its options, the trust store's after them.
     pub fn handover(
         &self,
         values: &std::collections::BTreeMap<String, String>,
     ) -> crate::common::handover::RunEgress {
+        let mut secrets = self.run_secrets(values);
+        let mut env: std::collections::BTreeMap<String, String> = CA_ENV
+            .iter()
+            .map(|v| ((*v).to_string(), CA_BUNDLE.to_string()))
+            .collect();
+        if self.java_truststore.is_some() {
+            let name = truststore::JAVA_TOOL_OPTIONS;
+            let options = truststore::java_options(secrets.get(name).map(String::as_str));
+            if let Some(existing) = secrets.get_mut(name) {
+                existing.clone_from(&options);
+            }
+            env.insert(name.to_string(), options);
+        }
         crate::common::handover::RunEgress {
-            secrets: self.run_secrets(values),
-            env: CA_ENV
-                .iter()
-                .map(|v| ((*v).to_string(), CA_BUNDLE.to_string()))
-                .collect(),
+            secrets,
+            env,
             ca_bundle: self.bundle.clone(),
+            java_truststore: self.java_truststore.clone(),
         }
     }
 
