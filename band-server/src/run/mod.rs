@@ -239,7 +239,12 @@ fn egress(
         extra,
         java,
     )
-    .map(|e| e.map(std::sync::Arc::new))
+    .map(|e| {
+        e.map(|mut e| {
+            e.ports = cfg.proxy_ports;
+            std::sync::Arc::new(e)
+        })
+    })
     .map_err(|e| crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")))
 }
 

@@ -372,3 +372,90 @@ echo "certs=$(grep -c BEGIN /etc/ssl/certs/ca-certificates.crt)"
     assert_eq!(kv.get("ssl").map(String::as_str), Some("unset"), "{o:#?}");
     assert_eq!(kv.get("certs"), Some(&host.to_string()), "{o:#?}");
 }
+
+/// A band-server config of `lab`'s with `extra` appended (in the lab's folder).
+fn lab_config(lab: &Lab, name: &str, extra: &str) -> std::path::PathBuf {
+    let base = fs_err::read_to_string(&lab.config).unwrap_or_else(|e| panic!("lab config: {e}"));
+    let config = lab.dir().join(name);
+    fs_err::write(&config, format!("{base}{extra}\n")).unwrap_or_else(|e| panic!("write: {e}"));
+    config
+}
+
+/// A proxied run (an HTTP rule) under `config`: it fails in the network layer before its
+/// script ran, with a message holding each of `says`, and leaves no table, lease or run folder.
+fn fails_closed(config: &std::path::Path, says: &[&str]) {
+    let mut p = policy();
+    p.allow.net = strs(&["GET https://api.example.test/**"]);
+    let req = request("#!/bin/bash\necho ran\n", p);
+    let o = finish(spawn_with_config(&req, config));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o
+        .result
+        .error
+        .clone()
+        .unwrap_or_else(|| panic!("no error: {o:#?}"));
+    assert_eq!(e.layer, band::proto::Layer::Network, "{e:?}");
+    for s in says {
+        assert!(e.message.contains(s), "{s:?} not in {:?}", e.message);
+    }
+    assert!(!o.result.stdout.contains("ran"), "{o:#?}");
+    let tables = String::from_utf8_lossy(
+        &Command::new("nft")
+            .args(["list", "tables"])
+            .output()
+            .unwrap_or_else(|e| panic!("nft: {e}"))
+            .stdout,
+    )
+    .into_owned();
+    assert!(
+        !tables.contains(&format!("band_{}", req.run_id)),
+        "{tables}"
+    );
+    wait_until_no_lease_names(&req.run_id);
+    assert!(!a_lease_names(&req.run_id), "a lease names {}", req.run_id);
+    let dir = state_dir().join("runs").join(&req.run_id);
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+/// The proxy cannot listen (its TLS port is the DNS stub's, already bound in the run's
+/// namespace): the run does not start, the error names the proxy and the address.
+#[test]
+fn privileged_egress_a_proxy_that_cannot_listen_stops_the_run() {
+    privileged!();
+    let lab = Spec::new().name("api.example.test", [V4(2)]).build();
+    let config = lab_config(&lab, "busy.toml", "proxy_ports = [53, 80]");
+    fails_closed(
+        &config,
+        &["egress proxy cannot listen on 127.77.", ":53", "in use"],
+    );
+}
+
+/// The config's extra CA unreadable, or not PEM: the run does not start, the error names the
+/// proxy and the file.
+#[test]
+fn privileged_egress_a_bad_extra_ca_stops_the_run() {
+    privileged!();
+    let lab = Spec::new().name("api.example.test", [V4(2)]).build();
+    let missing = lab.dir().join("missing-ca.pem");
+    let config = lab_config(
+        &lab,
+        "missing.toml",
+        &format!("proxy_extra_ca = \"{}\"", missing.display()),
+    );
+    fails_closed(&config, &["egress proxy", &missing.display().to_string()]);
+    let garbage = lab.dir().join("garbage-ca.pem");
+    fs_err::write(&garbage, "not a certificate\n").unwrap_or_else(|e| panic!("write: {e}"));
+    let config = lab_config(
+        &lab,
+        "garbage.toml",
+        &format!("proxy_extra_ca = \"{}\"", garbage.display()),
+    );
+    fails_closed(
+        &config,
+        &[
+            "egress proxy",
+            &garbage.display().to_string(),
+            "no PEM certificate",
+        ],
+    );
+}

@@ -443,7 +443,8 @@ impl NetLayer {
     }
 
     /// The egress proxy of a run with bound secrets or HTTP rules: listening on the stub's
-    /// address inside the run's namespace, on 443 (TLS) and 80, before the script starts.
+    /// address inside the run's namespace, on 443 (TLS) and 80 (the server config's
+    /// `proxy_ports`), before the script starts. A port it cannot listen on stops the run.
     fn start_proxy(&mut self) -> Result<(), NetError> {
         let (Some(egress), None, Some(ns)) = (&self.egress, &self.proxy, self.netns.as_ref())
         else {
@@ -451,7 +452,7 @@ impl NetLayer {
         };
         let addr = self.stub_addr;
         let listeners = ns.in_netns(|| {
-            [(443, true), (80, false)]
+            [(egress.ports[0], true), (egress.ports[1], false)]
                 .into_iter()
                 .map(|(port, tls)| {
                     let at = SocketAddr::from((addr, port));

@@ -746,6 +746,9 @@ pub struct Egress {
     pub extra_ca: Option<Vec<u8>>,
     /// The run's Java trust store (PKCS#12) when the host has Java ([`truststore`]).
     pub java_truststore: Option<Vec<u8>>,
+    /// Where the proxy listens in the run's namespace: TLS, plain HTTP (the server config's
+    /// `proxy_ports`).
+    pub ports: [u16; 2],
 }
 
 impl std::fmt::Debug for Egress {
@@ -812,6 +815,7 @@ impl Egress {
             bundle,
             extra_ca,
             java_truststore,
+            ports: [443, 80],
         }))
     }
 
