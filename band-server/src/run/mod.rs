@@ -212,7 +212,8 @@ fn egress(
     let java = std::path::Path::new(net::proxy::truststore::JVM_DIR).is_dir();
     let hint = "proxy_extra_ca in the server config names a PEM file of CA certificates";
     // Read only for a run that may need the proxy; then it must be PEM certificates.
-    let may_proxy = !req.policy.secret_hosts.is_empty() || checked.compiled.net.has_http_rules();
+    let may_proxy =
+        req.observe || !req.policy.secret_hosts.is_empty() || checked.compiled.net.has_http_rules();
     let extra = match &cfg.proxy_extra_ca {
         Some(path) if may_proxy => {
             let pem = fs_err::read(path).map_err(|e| {
@@ -235,9 +236,12 @@ fn egress(
         &req.policy,
         &checked.compiled.net,
         &req.secrets,
-        &system,
-        extra,
-        java,
+        net::proxy::EgressHost {
+            system_bundle: &system,
+            extra_ca: extra,
+            java,
+            observe: req.observe,
+        },
     )
     .map(|e| {
         e.map(|mut e| {

@@ -147,6 +147,8 @@ pub struct ProxyDns {
     /// The proxy's address in the run's namespace (the stub's own).
     pub addr: Ipv4Addr,
     pub bound: super::proxy::bound::Bound,
+    /// The observing run of `band learn --net`: every admitted name is the proxy's.
+    pub observe: bool,
     /// Where a placeholder in a name is reported (the proxy's denials).
     pub leaks: Arc<std::sync::Mutex<Vec<band::proto::Denial>>>,
 }
@@ -212,8 +214,15 @@ impl Resolver {
             return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
         };
         lookup.allowed = true;
+        // An observing run's names resolve as usual: its HTTP(S) reaches the proxy by a
+        // redirect in its namespace, its other traffic goes direct.
         if let Some(proxy) = &self.proxy
-            && super::proxy::serves(&self.matcher, !proxy.bound.is_empty(), &name)
+            && !proxy.observe
+            && super::proxy::serves(
+                &self.matcher,
+                super::proxy::Serve::of(&proxy.bound, proxy.observe),
+                &name,
+            )
         {
             // Served by the proxy: its address, and nothing of the name's own enters the table.
             let mut answers = Vec::new();

@@ -74,22 +74,69 @@ pub enum ProxyError {
     TrustStore(#[from] truststore::TrustStoreError),
 }
 
-/// Whether the proxy serves `host`: with bound secrets, every name `allow.net` admits; else
-/// the names an HTTP rule matches.
-pub fn serves(m: &NetMatcher, bound: bool, host: &str) -> bool {
+/// Which names the proxy serves ([`serves`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serve {
+    /// The names an HTTP rule matches.
+    HttpRules,
+    /// Every name `allow.net` names (a run with bound secrets).
+    Named,
+    /// Every name `allow.net` admits, `*` included: the observing run of `band learn --net`,
+    /// whose requests the proxy records.
+    Observe,
+}
+
+impl Serve {
+    pub fn of(bound: &Bound, observe: bool) -> Serve {
+        if observe {
+            Serve::Observe
+        } else if bound.is_empty() {
+            Serve::HttpRules
+        } else {
+            Serve::Named
+        }
+    }
+}
+
+/// Whether the proxy serves `host`: see [`Serve`].
+pub fn serves(m: &NetMatcher, mode: Serve, host: &str) -> bool {
     if matches!(m.check_host(host, None), Decision::Deny { .. }) {
         return false;
     }
-    m.allow_patterns().iter().any(|p| {
-        matches!(p.host(), HostPattern::Exact(_) | HostPattern::Subdomains(_))
-            && (bound || p.http().is_some())
-            && p.matches_host(host, None)
+    m.allow_patterns().iter().any(|p| match p.host() {
+        HostPattern::Exact(_) | HostPattern::Subdomains(_) => {
+            (mode != Serve::HttpRules || p.http().is_some()) && p.matches_host(host, None)
+        }
+        HostPattern::Any => mode == Serve::Observe,
+        _ => false,
     })
 }
 
-/// Whether a run needs the proxy at all.
-pub fn needed(m: &NetMatcher, bound: &Bound) -> bool {
-    !bound.is_empty() || m.has_http_rules()
+/// Whether a run needs the proxy at all (`observe`: an observing run with network).
+pub fn needed(m: &NetMatcher, bound: &Bound, observe: bool) -> bool {
+    observe || !bound.is_empty() || m.has_http_rules()
+}
+
+/// The nftables batch of an observing run's namespace: its TCP to `ports` (TLS, HTTP) of any
+/// address outside loopback goes to the proxy at `addr` on the same ports.
+pub fn observe_redirect(addr: std::net::Ipv4Addr, ports: [u16; 2]) -> String {
+    let [tls, plain] = ports;
+    format!(
+        "table ip band_observe {{\n\
+         \tchain out {{\n\
+         \t\ttype nat hook output priority -100; policy accept;\n\
+         \t\tip daddr != 127.0.0.0/8 tcp dport 443 dnat to {addr}:{tls}\n\
+         \t\tip daddr != 127.0.0.0/8 tcp dport 80 dnat to {addr}:{plain}\n\
+         \t}}\n\
+         }}\n"
+    )
+}
+
+/// Whether `m` admits any host (`*`): with `observe`, the observing run of `band learn --net`.
+pub fn admits_any(m: &NetMatcher) -> bool {
+    m.allow_patterns()
+        .iter()
+        .any(|p| matches!(p.host(), HostPattern::Any))
 }
 
 /// How the proxy reaches upstream: the addresses of a name (through the run's DNS upstream,
@@ -154,6 +201,9 @@ pub struct Ctx {
     denials: Mutex<Vec<Denial>>,
     /// Where it connected for the run: (host, address, port).
     contacted: Mutex<std::collections::BTreeSet<(String, IpAddr, u16)>>,
+    serve: Serve,
+    /// The requests passed on, in an observing run ([`Serve::Observe`]).
+    seen: Mutex<std::collections::BTreeSet<band::proto::HttpSeen>>,
 }
 
 /// A listening socket of the proxy (made in the run's namespace) and whether it takes TLS.
@@ -179,11 +229,12 @@ impl Proxy {
         bound: Bound,
         upstream: Upstream,
         listeners: Vec<Listener>,
+        observe: bool,
     ) -> Result<Proxy, ProxyError> {
         let ca_pem = ca.pem().to_string();
-        let has_bound = !bound.is_empty();
+        let serve = Serve::of(&bound, observe);
         let serving = net.clone();
-        let resolver = ca.resolver(Arc::new(move |h: &str| serves(&serving, has_bound, h)));
+        let resolver = ca.resolver(Arc::new(move |h: &str| serves(&serving, serve, h)));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -213,6 +264,8 @@ impl Proxy {
             tls,
             denials: Mutex::new(Vec::new()),
             contacted: Mutex::new(std::collections::BTreeSet::new()),
+            serve,
+            seen: Mutex::new(std::collections::BTreeSet::new()),
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -266,6 +319,15 @@ impl Proxy {
             .denials
             .lock()
             .map(|d| d.clone())
+            .unwrap_or_default()
+    }
+
+    /// The requests it passed on in an observing run, for the run's network report.
+    pub fn requests(&self) -> Vec<band::proto::HttpSeen> {
+        self.ctx
+            .seen
+            .lock()
+            .map(|c| c.iter().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -419,7 +481,7 @@ impl Ctx {
             (None, Some(a)) => a,
             (None, None) => return text(StatusCode::BAD_REQUEST, "band: no Host\n".into()),
         };
-        if !serves(&self.net, !self.bound.is_empty(), &host) {
+        if !serves(&self.net, self.serve, &host) {
             return self.deny(Denial::Net {
                 host,
                 port: Some(port),
@@ -437,7 +499,20 @@ impl Ctx {
         let method = req.method().as_str().to_string();
         let h2 = req.version() == hyper::Version::HTTP_2;
         match self.net.check_request(&host, port, https, &method, &path) {
-            Decision::Allow { .. } => {}
+            Decision::Allow { .. } => {
+                if self.serve == Serve::Observe
+                    && let Ok(mut seen) = self.seen.lock()
+                    && seen.len() < MAX_SEEN
+                {
+                    seen.insert(band::proto::HttpSeen {
+                        method: method.clone(),
+                        host: host.clone(),
+                        port,
+                        https,
+                        path: path.clone(),
+                    });
+                }
+            }
             Decision::Deny { rule } => {
                 return self.deny(Denial::Http {
                     method,
@@ -715,6 +790,9 @@ fn watch_leak(body: ProxyBody, leak: Arc<Mutex<Option<Leak>>>) -> ProxyBody {
     .boxed()
 }
 
+/// Most distinct requests an observing run's report holds.
+const MAX_SEEN: usize = 1000;
+
 /// Where the run's CA bundle is in the sandbox: the host's system bundle and the run's CA.
 pub const CA_BUNDLE: &str = "/etc/band-ca.pem";
 
@@ -749,6 +827,9 @@ pub struct Egress {
     /// Where the proxy listens in the run's namespace: TLS, plain HTTP (the server config's
     /// `proxy_ports`).
     pub ports: [u16; 2],
+    /// The observing run of `band learn --net` (`allow.net: [*]`): every name is served and
+    /// each request recorded, nothing refused beyond what the band refuses.
+    pub observe: bool,
 }
 
 impl std::fmt::Debug for Egress {
@@ -759,21 +840,35 @@ impl std::fmt::Debug for Egress {
     }
 }
 
+/// What of the host and the request an [`Egress`] is made with, besides the policy.
+pub struct EgressHost<'a> {
+    /// The host's system bundle's text.
+    pub system_bundle: &'a str,
+    /// The config's extra CA (PEM), if any.
+    pub extra_ca: Option<Vec<u8>>,
+    /// The host has Java: the run gets a trust store for it.
+    pub java: bool,
+    /// The request is an observing run (`band learn`).
+    pub observe: bool,
+}
+
 impl Egress {
     /// For a run with `policy` and the secret values `values`: `None` when it needs no proxy.
-    /// The placeholders are random (the crypto provider's generator); `system_bundle` is the
-    /// host's bundle's text; `java`: the host has Java, so the run gets a trust store for it.
-    /// The extra CA must hold PEM certificates ([`extra_certs`]): checked here, before the run
-    /// has anything.
+    /// The placeholders are random (the crypto provider's generator). The extra CA must hold
+    /// PEM certificates ([`extra_certs`]): checked here, before the run has anything.
     pub fn new(
         run_id: &str,
         policy: &band::policy::Policy,
         net: &NetMatcher,
         values: &std::collections::BTreeMap<String, String>,
-        system_bundle: &str,
-        extra_ca: Option<Vec<u8>>,
-        java: bool,
+        host: EgressHost<'_>,
     ) -> Result<Option<Egress>, ProxyError> {
+        let EgressHost {
+            system_bundle,
+            extra_ca,
+            java,
+            observe,
+        } = host;
         let mut secrets = Vec::new();
         for (name, hosts) in &policy.secret_hosts {
             let Some(value) = values.get(name) else {
@@ -792,7 +887,8 @@ impl Egress {
             ));
         }
         let bound = Bound::new(secrets);
-        if !needed(net, &bound) {
+        let observe = observe && admits_any(net);
+        if !needed(net, &bound, observe) {
             return Ok(None);
         }
         if let Some(pem) = &extra_ca {
@@ -816,6 +912,7 @@ impl Egress {
             extra_ca,
             java_truststore,
             ports: [443, 80],
+            observe,
         }))
     }
 
@@ -857,5 +954,52 @@ impl Egress {
             out.insert(s.name.clone(), s.placeholder.clone());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matcher(allow: &[&str]) -> NetMatcher {
+        let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
+        NetMatcher::new(&allow, &["deny.example.test".to_string()])
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn which_names_each_mode_serves() {
+        let m = matcher(&[
+            "GET https://api.example.test/v1/**",
+            "other.example.test",
+            "*",
+        ]);
+        let serve = |mode, host| serves(&m, mode, host);
+        assert!(serve(Serve::HttpRules, "api.example.test"));
+        assert!(!serve(Serve::HttpRules, "other.example.test"));
+        assert!(serve(Serve::Named, "other.example.test"));
+        assert!(!serve(Serve::Named, "anything.test"));
+        // Observing (`*`): every admitted name, never a denied one.
+        assert!(serve(Serve::Observe, "anything.test"));
+        assert!(!serve(Serve::Observe, "deny.example.test"));
+        assert!(admits_any(&m));
+        assert!(!admits_any(&matcher(&["other.example.test"])));
+        assert!(needed(&matcher(&["x.test"]), &Bound::new(vec![]), true));
+        assert!(!needed(&matcher(&["x.test"]), &Bound::new(vec![]), false));
+    }
+
+    #[test]
+    fn the_observing_redirect_sends_https_and_http_but_loopback_to_the_proxy() {
+        let batch = observe_redirect(std::net::Ipv4Addr::new(127, 77, 0, 3), [443, 80]);
+        assert!(batch.starts_with("table ip band_observe {"), "{batch}");
+        assert!(batch.contains("type nat hook output priority -100; policy accept;"));
+        assert!(
+            batch.contains("ip daddr != 127.0.0.0/8 tcp dport 443 dnat to 127.77.0.3:443\n"),
+            "{batch}"
+        );
+        assert!(
+            batch.contains("ip daddr != 127.0.0.0/8 tcp dport 80 dnat to 127.77.0.3:80\n"),
+            "{batch}"
+        );
     }
 }
