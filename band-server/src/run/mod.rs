@@ -327,6 +327,15 @@ pub(crate) fn prepare<'p>(
             let _ = tx.send(Msg::Dns(l.clone()));
         }
     });
+    // The egress proxy's refusals stream as they happen.
+    if let Some(e) = &plan.egress {
+        let denied_tx = Mutex::new(tx.clone());
+        e.on_denial(Arc::new(move |d: &band::proto::Denial| {
+            if let Ok(tx) = denied_tx.lock() {
+                let _ = tx.send(Msg::Denied(d.clone()));
+            }
+        }));
+    }
     let reports = Arc::new(ReportQueue::new(tx.clone()));
     let queue = Arc::clone(&reports);
     let on_report: OnReport = Arc::new(move |r| queue.push(r));
@@ -620,8 +629,14 @@ fn collect(
         }
         // The egress proxy's refusals: requests outside the HTTP rules, bound secrets'
         // placeholders on their way where their values are not put (named, never the value).
+        // Most were streamed as they happened; those still on their way are added now.
         for d in n.proxy_denials() {
-            deny(st, d, sink);
+            match st.streamed.iter().position(|s| *s == d) {
+                Some(i) => {
+                    st.streamed.swap_remove(i);
+                }
+                None => deny(st, d, sink),
+            }
         }
         report
     });

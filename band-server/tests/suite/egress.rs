@@ -459,3 +459,50 @@ fn privileged_egress_a_bad_extra_ca_stops_the_run() {
         ],
     );
 }
+
+/// A refusal of the proxy is an event when it happens: the `denied` event comes before what the
+/// script printed after the refused request, and the result holds it once.
+#[test]
+fn privileged_egress_a_proxy_denial_streams_when_it_happens() {
+    privileged!();
+    let h = https_lab();
+    let script = r#"#!/bin/bash
+curl -sS -m 10 -o /dev/null -w 'code=%{http_code}\n' -X DELETE https://api.example.test/repos/acme/x
+echo after
+"#;
+    let mut p = policy();
+    p.allow.net = strs(&["GET https://api.example.test/repos/acme/**"]);
+    p.allow.cli = strs(&["curl *"]);
+    let req = request(script, p);
+    let o = finish(spawn_with_config(&req, &h.config));
+    assert_eq!(
+        o.kv().get("code").map(String::as_str),
+        Some("403"),
+        "{o:#?}"
+    );
+    let refused = Denial::Http {
+        method: "DELETE".into(),
+        host: "api.example.test".into(),
+        port: 443,
+        https: true,
+        path: "/repos/acme/x".into(),
+        rule: None,
+    };
+    let denied_at = o
+        .events
+        .iter()
+        .position(|e| matches!(e, band::proto::Event::Denied(d) if *d == refused))
+        .unwrap_or_else(|| panic!("no denied event: {:#?}", o.events));
+    let after_at = o
+        .events
+        .iter()
+        .position(|e| matches!(e, band::proto::Event::Stdout { data } if data.contains("after")))
+        .unwrap_or_else(|| panic!("no stdout event with `after`: {:#?}", o.events));
+    assert!(denied_at < after_at, "{:#?}", o.events);
+    assert_eq!(
+        o.result.denied.iter().filter(|d| **d == refused).count(),
+        1,
+        "{:#?}",
+        o.result.denied
+    );
+}

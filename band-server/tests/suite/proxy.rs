@@ -164,6 +164,7 @@ fn lab() -> Result<Lab, Error> {
             tls: true,
         }],
         false,
+        None,
     )?;
     let dir = tempfile::tempdir()?;
     fs_err::write(dir.path().join("run-ca.pem"), proxy.ca_pem())?;

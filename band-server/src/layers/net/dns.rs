@@ -149,6 +149,8 @@ pub struct ProxyDns {
     pub bound: super::proxy::bound::Bound,
     /// The observing run of `band learn --net`: every admitted name is the proxy's.
     pub observe: bool,
+    /// Told each refusal as it happens.
+    pub live: Option<Arc<super::proxy::OnDenial>>,
     /// Where a placeholder in a name is reported (the proxy's denials).
     pub leaks: Arc<std::sync::Mutex<Vec<band::proto::Denial>>>,
 }
@@ -201,12 +203,16 @@ impl Resolver {
             && let Some(leak) = proxy.bound.find_in(name.as_bytes(), "DNS name")
         {
             // A bound secret's placeholder on its way out in a name: refused, nothing asked.
+            let d = band::proto::Denial::Secret {
+                name: leak.name,
+                to: "DNS".into(),
+                place: leak.place,
+            };
+            if let Some(live) = &proxy.live {
+                live(&d);
+            }
             if let Ok(mut leaks) = proxy.leaks.lock() {
-                leaks.push(band::proto::Denial::Secret {
-                    name: leak.name,
-                    to: "DNS".into(),
-                    place: leak.place,
-                });
+                leaks.push(d);
             }
             return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
         }

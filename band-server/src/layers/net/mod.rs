@@ -412,6 +412,7 @@ impl NetLayer {
                 addr: stub_addr,
                 bound: e.bound.clone(),
                 observe: e.observe,
+                live: e.live.get().cloned(),
                 leaks: layer.leaks.clone(),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
@@ -489,6 +490,7 @@ impl NetLayer {
             proxy::Upstream { resolve, roots },
             listeners,
             egress.observe,
+            egress.live.get().cloned(),
         )?);
         Ok(())
     }

@@ -202,6 +202,7 @@ pub struct Ctx {
     /// Where it connected for the run: (host, address, port).
     contacted: Mutex<std::collections::BTreeSet<(String, IpAddr, u16)>>,
     serve: Serve,
+    live: Option<Arc<OnDenial>>,
     /// The requests passed on, in an observing run ([`Serve::Observe`]).
     seen: Mutex<std::collections::BTreeSet<band::proto::HttpSeen>>,
 }
@@ -230,6 +231,7 @@ impl Proxy {
         upstream: Upstream,
         listeners: Vec<Listener>,
         observe: bool,
+        live: Option<Arc<OnDenial>>,
     ) -> Result<Proxy, ProxyError> {
         let ca_pem = ca.pem().to_string();
         let serve = Serve::of(&bound, observe);
@@ -265,6 +267,7 @@ impl Proxy {
             denials: Mutex::new(Vec::new()),
             contacted: Mutex::new(std::collections::BTreeSet::new()),
             serve,
+            live,
             seen: Mutex::new(std::collections::BTreeSet::new()),
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
@@ -436,6 +439,9 @@ const HOP_BY_HOP: &[&str] = &[
 impl Ctx {
     fn deny(&self, d: Denial) -> Response<ProxyBody> {
         let msg = format!("band: refused by the run's egress proxy: {}\n", d.what());
+        if let Some(live) = &self.live {
+            live(&d);
+        }
         if let Ok(mut all) = self.denials.lock() {
             all.push(d);
         }
@@ -830,7 +836,12 @@ pub struct Egress {
     /// The observing run of `band learn --net` (`allow.net: [*]`): every name is served and
     /// each request recorded, nothing refused beyond what the band refuses.
     pub observe: bool,
+    /// Told each refusal as it happens (the run's event stream), once the run has one.
+    pub live: std::sync::OnceLock<Arc<OnDenial>>,
 }
+
+/// Called with each refusal of the proxy (and the stub's, for a placeholder in a name).
+pub type OnDenial = dyn Fn(&Denial) + Send + Sync;
 
 impl std::fmt::Debug for Egress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -913,7 +924,13 @@ impl Egress {
             java_truststore,
             ports: [443, 80],
             observe,
+            live: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Tell `f` each refusal as it happens (set once, before the proxy starts).
+    pub fn on_denial(&self, f: Arc<OnDenial>) {
+        let _ = self.live.set(f);
     }
 
     /// What the run sees of it ([`crate::common::handover::RunEgress`]): its secrets with
