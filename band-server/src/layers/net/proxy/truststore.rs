@@ -66,13 +66,11 @@ pub fn java_truststore(ca_pem: &str, system_pem: &str) -> Result<Vec<u8>, TrustS
         .map_err(|e| TrustStoreError::Ca(e.to_string()))?;
     let ca = Certificate::from_der(&ca).map_err(|e| TrustStoreError::Ca(e.to_string()))?;
     store.add_entry("band-run-ca", KeyStoreEntry::Certificate(ca));
-    for (i, der) in CertificateDer::pem_slice_iter(system_pem.as_bytes())
-        .filter_map(Result::ok)
-        .enumerate()
-    {
-        if let Ok(cert) = Certificate::from_der(&der) {
-            store.add_entry(&format!("system-{i}"), KeyStoreEntry::Certificate(cert));
-        }
+    for (i, cert) in system_certs(system_pem).iter().enumerate() {
+        store.add_entry(
+            &format!("system-{i}"),
+            KeyStoreEntry::Certificate(cert.clone()),
+        );
     }
     // The iterations protect nothing here (a public password over public certificates): few,
     // so a run does not spend milliseconds deriving keys.
@@ -81,6 +79,31 @@ pub fn java_truststore(ca_pem: &str, system_pem: &str) -> Result<Vec<u8>, TrustS
         .encryption_iterations(1)
         .mac_iterations(1)
         .write()?)
+}
+
+/// The certificates of the host's bundle `pem` that parse, parsed once for each text of it
+/// (every proxied run of a host with Java reads the same bundle).
+fn system_certs(pem: &str) -> std::sync::Arc<Vec<p12_keystore::Certificate>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Parsed = Option<(String, Arc<Vec<p12_keystore::Certificate>>)>;
+    static CACHE: OnceLock<Mutex<Parsed>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(None));
+    if let Ok(c) = cache.lock()
+        && let Some((text, certs)) = c.as_ref()
+        && text == pem
+    {
+        return certs.clone();
+    }
+    let certs: Arc<Vec<p12_keystore::Certificate>> = Arc::new(
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .filter_map(Result::ok)
+            .filter_map(|der| p12_keystore::Certificate::from_der(&der).ok())
+            .collect(),
+    );
+    if let Ok(mut c) = cache.lock() {
+        *c = Some((pem.to_string(), certs.clone()));
+    }
+    certs
 }
 
 #[cfg(test)]
