@@ -64,6 +64,7 @@ use std::path::{Path, PathBuf};
 use band::policy::fs::FsPattern;
 use band::proto::Layer;
 
+use crate::common::handover::{JAVA_TRUSTSTORE, SYSTEM_BUNDLES};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::request::DecodedFile;
 use crate::sys::{self, BindFlags};
@@ -1233,8 +1234,6 @@ pub const ETC_HOST_DIRS: &[&str] = &["ssl/certs", "ca-certificates", "fonts"];
 /// The run's CA bundle in the run directory, outside the tree: the file bound over the system
 /// bundles ([`FsOp::BindOverView`]).
 const CA_BUNDLE_FILE: &str = "ca-bundle.pem";
-
-use crate::layers::net::proxy::truststore::{JAVA_TRUSTSTORE, SYSTEM_BUNDLES};
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
 pub(crate) fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {

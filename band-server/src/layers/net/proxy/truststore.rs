@@ -7,22 +7,11 @@
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-/// The system bundles a TLS library reads when no variable points it elsewhere, by family:
-/// Debian and Ubuntu (OpenSSL's default file there, and GnuTLS's), RHEL and Fedora, Alpine and
-/// the BSD-derived others. The host's bundle is the first of them the host has; in the sandbox,
-/// each one its view has is the run's bundle (a bind over it, never a write to the host's).
-pub const SYSTEM_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-];
+pub use crate::common::handover::{JAVA_TRUSTSTORE, SYSTEM_BUNDLES};
 
 /// Where the host has its Java installations (Debian's and RHEL's `java` alternatives point
 /// there): a host with this folder gets a Java trust store in its proxied runs.
 pub const JVM_DIR: &str = "/usr/lib/jvm";
-
-/// Where the run's Java trust store is in the sandbox.
-pub const JAVA_TRUSTSTORE: &str = "/etc/band-java-truststore.p12";
 
 /// The trust store's password: Java's conventional one. It protects nothing (the store holds
 /// only public certificates); PKCS#12 and Java's loader want one.
