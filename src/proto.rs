@@ -750,6 +750,20 @@ pub struct NetworkReport {
     pub contacted: Vec<NetFlow>,
     /// Destinations the run was refused.
     pub denied: Vec<NetFlow>,
+    /// The requests the egress proxy passed on in an observing run (`band learn --net`), each
+    /// once, for drafting HTTP rules; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<HttpSeen>,
+}
+
+/// A request the egress proxy saw (method, host, port, scheme, path without the query).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct HttpSeen {
+    pub method: String,
+    pub host: String,
+    pub port: u16,
+    pub https: bool,
+    pub path: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@
 //! slirp4netns = "/usr/bin/slirp4netns"  # relays a networked run's own namespace to the host
 //! dns_upstream = ["192.0.2.53:53"]  # resolvers the DNS stub asks (default: /etc/resolv.conf)
 //! proxy_extra_ca = "/etc/band/upstream-ca.pem"  # the egress proxy trusts it too, upstream
+//! proxy_ports = [443, 80]          # where the egress proxy listens in a run's namespace: TLS, HTTP
 //! require_ipc_scope = false      # refuse networked runs without Landlock abstract-socket scoping
 //! bin_path = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]  # where declared commands are found
 //! site_policy = "/etc/band/site.md"  # the site policy every request passes (docs/site-policy.md)
@@ -123,6 +124,9 @@ pub struct ServerConfig {
     /// A PEM file of certificates the egress proxy trusts upstream besides the host's trust
     /// store (`layers::net::proxy`).
     pub proxy_extra_ca: Option<PathBuf>,
+    /// The ports the egress proxy listens on in a run's namespace, for TLS and for plain HTTP
+    /// (default 443 and 80): the ports a proxied host is reached on.
+    pub proxy_ports: [u16; 2],
     /// Refuse a run with `allow.net` when Landlock cannot scope abstract unix sockets (before
     /// Linux 6.12). Off by default: such a run has a network namespace of its own, hence
     /// abstract socket names of its own (`layers::net::netns`); the scope, when the kernel has
@@ -200,6 +204,7 @@ impl Default for ServerConfig {
             slirp4netns: PathBuf::from(DEFAULT_SLIRP4NETNS),
             dns_upstream: Vec::new(),
             proxy_extra_ca: None,
+            proxy_ports: [443, 80],
             require_ipc_scope: false,
             bin_path: BIN_SEARCH.iter().map(PathBuf::from).collect(),
             defaults: LimitValues::PLATFORM_DEFAULTS,
@@ -244,6 +249,7 @@ struct RawConfig {
     #[serde(default)]
     dns_upstream: Vec<String>,
     proxy_extra_ca: Option<PathBuf>,
+    proxy_ports: Option<[u16; 2]>,
     require_ipc_scope: Option<bool>,
     bin_path: Option<Vec<PathBuf>>,
     #[serde(default)]
@@ -410,6 +416,7 @@ pub(crate) fn parse_config(text: &str) -> Result<ServerConfig, ConfigError> {
         slirp4netns: raw.slirp4netns.unwrap_or(d.slirp4netns),
         require_ipc_scope: raw.require_ipc_scope.unwrap_or(d.require_ipc_scope),
         proxy_extra_ca: raw.proxy_extra_ca,
+        proxy_ports: raw.proxy_ports.unwrap_or(d.proxy_ports),
         bin_path: raw.bin_path.unwrap_or(d.bin_path),
         dns_upstream: raw
             .dns_upstream

@@ -174,6 +174,9 @@ pub fn plan_run_with<'a>(
             lib_roots: &facts.lib_roots,
             resolv_conf: net.as_ref().map(|n| n.resolv_conf.as_str()),
             ca_bundle: run_egress.as_ref().map(|e| e.ca_bundle.as_str()),
+            java_truststore: run_egress
+                .as_ref()
+                .and_then(|e| e.java_truststore.as_deref()),
             exec: ExecView {
                 root: &exec.root,
                 self_links: &exec.self_links,

@@ -377,6 +377,7 @@ hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https
                 port: 80,
                 names: vec![],
             }],
+            requests: Vec::new(),
         });
         assert_eq!(
             render(&r, &[]),

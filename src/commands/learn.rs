@@ -174,7 +174,14 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     let (seen, passes) = observe_passes(&mut candidates, human, &observe_once)?;
     let (outcome, policy) = (&seen.outcome, &seen.policy);
     let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
-    obs.data = observe::data_in_calls(&obs.execs, &observe::data_values(&raw_input, &seen.files));
+    let values = observe::data_values(&raw_input, &seen.files);
+    obs.data = observe::data_in_calls(&obs.execs, &values);
+    // A value of the input in a request's path varies with the input too.
+    for v in band::learn::http::data_in_requests(&obs.http, &values) {
+        if !obs.data.contains(&v) {
+            obs.data.push(v);
+        }
+    }
     obs.notes.extend(passes);
     obs.notes.extend(seen.site_notes.iter().cloned());
     let key = format!("{}-{script}", skill.name);

@@ -19,6 +19,7 @@
 
 mod cli;
 pub mod edit;
+pub mod http;
 pub mod observe;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +68,9 @@ pub struct Observations {
     /// Names looked up in a run that could contact any public host (`--net`): one of these
     /// never contacted is not drafted.
     pub net_lookups: Vec<String>,
+    /// The HTTP requests the egress proxy passed on (`--net`): their hosts are drafted as HTTP
+    /// rules ([`http::draft_http`]), not host rules.
+    pub http: Vec<crate::proto::HttpSeen>,
 }
 
 /// A destination contacted: the host (a name the stub resolved to it, else the address) and port.
@@ -96,6 +100,7 @@ impl Observations {
             }
         }
         self.net_lookups.extend(other.net_lookups);
+        self.http.extend(other.http);
         self.execs.extend(other.execs);
         self.reads.extend(other.reads);
         self.writes.extend(other.writes);
@@ -385,10 +390,43 @@ pub fn one_line(s: &str) -> String {
 }
 
 fn draft_net(obs: &Observations, d: &mut Draft) {
+    // The hosts the egress proxy saw requests to get HTTP rules; the others (traffic the proxy
+    // did not carry) keep host rules.
+    let data: BTreeSet<String> = obs.data.iter().cloned().collect();
+    let mut by_proxy: BTreeSet<(String, u16)> = BTreeSet::new();
+    for r in &obs.http {
+        by_proxy.insert((r.host.trim_end_matches('.').to_ascii_lowercase(), r.port));
+    }
+    for h in http::draft_http(&obs.http, &data) {
+        if !d.net.iter().any(|r| r.rule == h.rule) {
+            let mut seen = h.seen.clone();
+            let more = seen.len().saturating_sub(3);
+            seen.truncate(3);
+            d.net.push(Rule {
+                rule: h.rule,
+                evidence: format!(
+                    "requested {}{}",
+                    seen.iter()
+                        .map(|s| one_line(s))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ),
+            });
+        }
+    }
     let connects: BTreeSet<&Connect> = obs.connects.iter().collect();
     let mut named: BTreeSet<String> = BTreeSet::new();
     for c in connects {
-        named.insert(c.host.trim_end_matches('.').to_ascii_lowercase());
+        let host = c.host.trim_end_matches('.').to_ascii_lowercase();
+        named.insert(host.clone());
+        if by_proxy.contains(&(host, c.port)) {
+            continue;
+        }
         match literal_net_rule(&c.host, Some(c.port)) {
             Some(rule) => {
                 if !d.net.iter().any(|r| r.rule == rule) {

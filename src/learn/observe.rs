@@ -390,6 +390,7 @@ pub fn observations(
         if policy.allow.net.iter().any(|r| r == "*") {
             o.net_lookups = o.lookups.clone();
         }
+        o.http.extend(net.requests.iter().cloned());
         for f in net.contacted.iter().chain(&net.denied) {
             o.connects.push(Connect {
                 host: f.names.first().cloned().unwrap_or_else(|| f.addr.clone()),
@@ -601,6 +602,7 @@ mod tests {
                 names: s(&["api.test"]),
             }],
             denied: vec![],
+            requests: Vec::new(),
         });
         let o = observations(
             &r,

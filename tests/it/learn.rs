@@ -961,7 +961,7 @@ fn privileged_learn_http_fetch_fetch_from_an_empty_band() {
     let url = "https://docs.rs/band-learn";
     let input = json!({ "url": url }).to_string();
     // Fails emptied; learns; the draft runs and gives the shipped band's output; no wider than
-    // the shipped band (net: docs.rs:443 is covered by the shipped `docs.rs:443`); re-locked.
+    // the shipped band (net: `GET https://docs.rs/**` is covered by the shipped `docs.rs:443`); re-locked.
     let learned = learn_and_rerun_from(
         repo(),
         &runner,
@@ -971,10 +971,15 @@ fn privileged_learn_http_fetch_fetch_from_an_empty_band() {
         None,
     );
     let doc: Value = serde_json::from_str(&learn_out.borrow()).expect("learn --json");
-    // Exactly the one host:port contacted, with the evidence naming it.
-    assert_eq!(draft_rules(&doc, "net"), ["docs.rs:443"], "{doc}");
+    // The one request the egress proxy saw, as an HTTP rule: its URL was the input's, so any
+    // path of its host (`/**`), GET only; the evidence names the request.
+    assert_eq!(
+        draft_rules(&doc, "net"),
+        ["GET https://docs.rs/**"],
+        "{doc}"
+    );
     let evidence = doc["draft"]["net"][0]["evidence"].as_str().unwrap_or("");
-    assert!(evidence.contains("docs.rs"), "{evidence}");
+    assert!(evidence.contains("GET /band-learn"), "{evidence}");
     // The curl call as the script made it, its URL (the input's) a pattern: the shipped rule.
     assert!(url.starts_with("https://"), "{url}");
     let curl =
@@ -987,7 +992,7 @@ fn privileged_learn_http_fetch_fetch_from_an_empty_band() {
         draft_rules(&doc, "cli")
     );
     let band = fs_err::read_to_string(&learned.band_file).expect("read band");
-    assert!(band.contains("docs.rs:443"), "{band}");
+    assert!(band.contains("GET https://docs.rs/**"), "{band}");
     for other in ["en.wikipedia.org", "docs.python.org", "www.rfc-editor.org"] {
         assert!(!band.contains(other), "{other} learned:\n{band}");
     }
@@ -1580,5 +1585,96 @@ fn privileged_a_request_outside_an_http_rule_is_refused_and_traced_with_the_rule
     assert_eq!(
         fs_err::read_to_string(certs.path().join("https.log")).unwrap_or_default(),
         "api.learn.test /ok/page\n"
+    );
+}
+
+/// A skill `demo/hello` in `dir/skills` whose script fetches
+/// `https://api.learn.test/items/<name>` (`/admin/<rest>` for a name `admin-<rest>`) with
+/// Python's urllib and outputs the status, with an empty allow list.
+fn items_skill(dir: &Path) {
+    unbanded_demo(
+        &dir.join("skills"),
+        "#!/bin/sh\npython3 /skill/lib/get.py > \"$OUTPUT_PATH\"\n",
+        &[(
+            "lib/get.py",
+            r#"import json, os, urllib.request, urllib.error
+name = json.load(open(os.environ["INPUT_PATH"]))["name"]
+path = "/admin/" + name[6:] if name.startswith("admin-") else "/items/" + name
+try:
+    code = urllib.request.urlopen("https://api.learn.test" + path, timeout=10).status
+except urllib.error.HTTPError as e:
+    code = e.code
+except OSError as e:
+    code = "unreachable: %s" % e
+print(json.dumps({"greeting": str(code)}))
+"#,
+        )],
+    );
+}
+
+/// `band learn --net` through the egress proxy: the observing run's HTTPS request (to the lab's
+/// server, with the test's CA as the proxy's `proxy_extra_ca`) is drafted as an HTTP rule, its
+/// id a segment glob; the learned band runs the job on another input (another id under the
+/// same prefix), and refuses a path it never saw.
+#[test]
+fn privileged_learn_with_net_drafts_an_http_rule_that_runs_the_next_input() {
+    band_test::privileged!(sandbox_missing());
+    let lab = band_test::netlab::Lab::new(&["api.learn.test"]);
+    let pki = tempfile::tempdir().expect("tmp");
+    make_ca_and_cert(pki.path(), "api.learn.test");
+    let _server = HttpsServer::start(&lab, pki.path());
+    let config = pki.path().join("server.toml");
+    let base = fs_err::read_to_string(&lab.config).expect("lab config");
+    fs_err::write(
+        &config,
+        format!(
+            "{base}proxy_extra_ca = \"{}\"\n",
+            pki.path().join("ca.crt").display()
+        ),
+    )
+    .expect("write config");
+    let t = tempfile::tempdir().expect("tmp");
+    items_skill(t.path());
+    let args = vec![
+        "learn",
+        "--json",
+        "--net",
+        "--write",
+        "--skills",
+        "skills",
+        "demo/hello",
+        "--name=123",
+    ];
+    let (code, out, err) = bin()
+        .env("BAND_SERVER_CONFIG", &config)
+        .run(&args, t.path());
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        draft_rules(&doc, "net"),
+        ["GET https://api.learn.test/items/*"],
+        "{doc}"
+    );
+    let evidence = doc["draft"]["net"][0]["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("GET /items/123"), "{evidence}");
+    // The next input: another id under the same prefix, admitted; a path never seen, refused
+    // by the proxy (403), the server never asked.
+    let run = |name: &str| -> Value {
+        let args = vec!["run", "--json", "--skills", "skills", "demo/hello", name];
+        let (code, out, err) = bin()
+            .env("BAND_SERVER_CONFIG", &config)
+            .run(&args, t.path());
+        assert_eq!(code, 0, "{out}\n{err}");
+        serde_json::from_str(&out).expect("json")
+    };
+    let next = run("--name=456");
+    assert_eq!(next["output"]["greeting"], "200", "{next}");
+    let other = run("--name=admin-7");
+    assert_eq!(other["output"]["greeting"], "403", "{other}");
+    let log = fs_err::read_to_string(pki.path().join("https.log")).unwrap_or_default();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        ["api.learn.test /items/123", "api.learn.test /items/456"],
+        "{log}"
     );
 }

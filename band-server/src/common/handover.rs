@@ -55,6 +55,19 @@ pub struct Lookup {
 /// Called for every question the DNS stub answers, as it is answered.
 pub(crate) type OnLookup = dyn Fn(&Lookup) + Send + Sync;
 
+/// The system bundles a TLS library reads when no variable points it elsewhere, by family:
+/// Debian and Ubuntu (OpenSSL's default file there, and GnuTLS's), RHEL and Fedora, Alpine and
+/// the BSD-derived others. The host's bundle is the first of them the host has; in the sandbox,
+/// each one its view has is the run's bundle (a bind over it, never a write to the host's).
+pub const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// Where the run's Java trust store is in the sandbox (`layers::net::proxy::truststore`).
+pub const JAVA_TRUSTSTORE: &str = "/etc/band-java-truststore.p12";
+
 /// net (the egress proxy) → process and fs: what a run through the proxy sees differently: its
 /// secrets (a bound one's placeholder in place of its value), the variables that point its TLS
 /// clients at its CA bundle, and the bundle (the host's, then the run's CA).
@@ -63,6 +76,8 @@ pub struct RunEgress {
     pub(crate) secrets: std::collections::BTreeMap<String, String>,
     pub(crate) env: std::collections::BTreeMap<String, String>,
     pub(crate) ca_bundle: String,
+    /// The run's Java trust store (PKCS#12), when the host has Java.
+    pub(crate) java_truststore: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RunEgress {

@@ -302,6 +302,8 @@ pub(super) enum Msg {
     JailEof,
     Report(Report),
     Dns(Lookup),
+    /// A refusal of the egress proxy (or the stub's, for a placeholder in a name), as it happens.
+    Denied(Denial),
     /// bubblewrap has exited (not yet reaped): the loop looks at once ([`spawn_exit_watch`]).
     Exited,
     /// [`REPORTS_WAKE`] CLI reports are queued ([`ReportQueue`]): the loop takes them now.
@@ -483,6 +485,9 @@ pub(super) struct LoopState {
     pub(super) calls: Vec<CliCall>,
     pub(super) denied: Vec<Denial>,
     pub(super) denial_count: u64,
+    /// The egress proxy's denials already streamed ([`Msg::Denied`]): the end's list of them
+    /// adds only the others.
+    pub(super) streamed: Vec<Denial>,
     pub(super) forged: usize,
     pub(super) forged_why: Vec<String>,
     /// The programs the program cache refused ([`Report::CacheRefused`]), each told once.
@@ -507,6 +512,7 @@ impl LoopState {
             calls: Vec::new(),
             denied: Vec::new(),
             denial_count: 0,
+            streamed: Vec::new(),
             forged: 0,
             forged_why: Vec::new(),
             cache_refused: std::collections::BTreeSet::new(),
@@ -590,6 +596,14 @@ impl LoopState {
                 if self.calls.len() < MAX_CALLS_KEPT {
                     self.calls.push(call);
                 }
+            }
+            Msg::Denied(d) => {
+                self.denial_count += 1;
+                sink.event(Event::Denied(d.clone()));
+                if self.denied.len() < MAX_CALLS_KEPT {
+                    self.denied.push(d.clone());
+                }
+                self.streamed.push(d);
             }
             Msg::Dns(l) => {
                 if !l.allowed {

@@ -208,24 +208,47 @@ fn egress(
 ) -> SetupResult<Option<std::sync::Arc<net::proxy::Egress>>> {
     use band::proto::Layer;
     let req = checked.req;
-    let system = fs_err::read_to_string(net::proxy::SYSTEM_BUNDLE).unwrap_or_default();
+    let system = net::proxy::host_system_bundle();
+    let java = std::path::Path::new(net::proxy::truststore::JVM_DIR).is_dir();
+    let hint = "proxy_extra_ca in the server config names a PEM file of CA certificates";
+    // Read only for a run that may need the proxy; then it must be PEM certificates.
+    let may_proxy =
+        req.observe || !req.policy.secret_hosts.is_empty() || checked.compiled.net.has_http_rules();
     let extra = match &cfg.proxy_extra_ca {
-        Some(path) => Some(fs_err::read(path).map_err(|e| {
-            crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")).with_hint(
-                "proxy_extra_ca in the server config names a PEM file of CA certificates",
-            )
-        })?),
-        None => None,
+        Some(path) if may_proxy => {
+            let pem = fs_err::read(path).map_err(|e| {
+                crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}"))
+                    .with_hint(hint)
+            })?;
+            net::proxy::extra_certs(&pem).map_err(|e| {
+                crate::error::SetupError::new(
+                    Layer::Network,
+                    format!("egress proxy: {}: {e}", path.display()),
+                )
+                .with_hint(hint)
+            })?;
+            Some(pem)
+        }
+        _ => None,
     };
     net::proxy::Egress::new(
         &req.run_id,
         &req.policy,
         &checked.compiled.net,
         &req.secrets,
-        &system,
-        extra,
+        net::proxy::EgressHost {
+            system_bundle: &system,
+            extra_ca: extra,
+            java,
+            observe: req.observe,
+        },
     )
-    .map(|e| e.map(std::sync::Arc::new))
+    .map(|e| {
+        e.map(|mut e| {
+            e.ports = cfg.proxy_ports;
+            std::sync::Arc::new(e)
+        })
+    })
     .map_err(|e| crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}")))
 }
 
@@ -304,6 +327,15 @@ pub(crate) fn prepare<'p>(
             let _ = tx.send(Msg::Dns(l.clone()));
         }
     });
+    // The egress proxy's refusals stream as they happen.
+    if let Some(e) = &plan.egress {
+        let denied_tx = Mutex::new(tx.clone());
+        e.on_denial(Arc::new(move |d: &band::proto::Denial| {
+            if let Ok(tx) = denied_tx.lock() {
+                let _ = tx.send(Msg::Denied(d.clone()));
+            }
+        }));
+    }
     let reports = Arc::new(ReportQueue::new(tx.clone()));
     let queue = Arc::clone(&reports);
     let on_report: OnReport = Arc::new(move |r| queue.push(r));
@@ -597,8 +629,14 @@ fn collect(
         }
         // The egress proxy's refusals: requests outside the HTTP rules, bound secrets'
         // placeholders on their way where their values are not put (named, never the value).
+        // Most were streamed as they happened; those still on their way are added now.
         for d in n.proxy_denials() {
-            deny(st, d, sink);
+            match st.streamed.iter().position(|s| *s == d) {
+                Some(i) => {
+                    st.streamed.swap_remove(i);
+                }
+                None => deny(st, d, sink),
+            }
         }
         report
     });

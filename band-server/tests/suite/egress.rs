@@ -243,3 +243,266 @@ echo "said=$(cat /tmp/body)"
         "{tables}"
     );
 }
+
+/// A Java program that fetches its first argument and prints the status (HttpsURLConnection:
+/// the JVM's own TLS, which reads only its trust store, never the PEM bundle or its variables).
+const FETCH_JAVA: &str = r#"
+public class Fetch {
+    public static void main(String[] args) throws Exception {
+        var c = (javax.net.ssl.HttpsURLConnection) new java.net.URL(args[0]).openConnection();
+        c.setConnectTimeout(10000);
+        c.setReadTimeout(10000);
+        System.out.println(c.getResponseCode());
+    }
+}
+"#;
+
+/// `Fetch.class`, compiled by the host's javac; `None` without a JDK.
+fn fetch_class(dir: &std::path::Path) -> Option<Vec<u8>> {
+    fs_err::write(dir.join("Fetch.java"), FETCH_JAVA).unwrap_or_else(|e| panic!("write: {e}"));
+    let ok = Command::new("javac")
+        .arg("-d")
+        .arg(dir)
+        .arg(dir.join("Fetch.java"))
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then(|| fs_err::read(dir.join("Fetch.class")).unwrap_or_else(|e| panic!("read: {e}")))
+}
+
+/// The host folder the JDK's `conf/security/java.security` links into (Debian's
+/// `/etc/java-17-openjdk`), as an `allow.read` pattern; `None` when it is in the JDK.
+fn jdk_etc() -> Option<String> {
+    let java = fs_err::canonicalize("/usr/bin/java").ok()?;
+    let jdk = java.parent()?.parent()?;
+    let conf = fs_err::canonicalize(jdk.join("conf/security/java.security")).ok()?;
+    let etc = conf.parent()?.parent()?;
+    (!etc.starts_with(jdk)).then(|| format!("{}/**", etc.display()))
+}
+
+/// A proxied run's CA is trusted where a program looks without being told: curl and openssl
+/// with every CA variable unset read the system bundle path (the run's bundle bound over it),
+/// and a Java program reads the run's trust store through `JAVA_TOOL_OPTIONS`, which keeps
+/// the run's own options first. Each fetch reaches the lab's server through the proxy.
+#[test]
+fn privileged_egress_the_system_store_and_java_trust_the_run_ca() {
+    privileged!();
+    let h = https_lab();
+    let Some(class) = fetch_class(h.lab.dir()) else {
+        panic!("this test needs a JDK (javac) on the host");
+    };
+    let script = r#"#!/bin/bash
+unset SSL_CERT_FILE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE NODE_EXTRA_CA_CERTS
+echo "java_opts=$JAVA_TOOL_OPTIONS"
+echo "curl=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' https://api.example.test/repos/acme/curl 2>/tmp/err || echo "rc$?")"
+openssl s_client -connect api.example.test:443 -servername api.example.test -verify_return_error </dev/null >/tmp/ossl 2>&1
+echo "openssl=$? $(grep -q 'Verify return code: 0 (ok)' /tmp/ossl && echo verified)"
+echo "java=$(java -cp /skill Fetch https://api.example.test/repos/acme/java 2>/tmp/jerr | tail -1)"
+echo "jerr=$(grep -v 'Picked up JAVA_TOOL_OPTIONS' /tmp/jerr | head -3 | tr '\n' ' ')"
+"#;
+    let mut p = policy();
+    p.allow.net = strs(&["GET https://api.example.test/repos/acme/**"]);
+    p.allow.cli = strs(&[
+        "curl *",
+        "openssl *",
+        "java *",
+        "grep *",
+        "head *",
+        "tail *",
+        "tr *",
+    ]);
+    p.secrets = strs(&["JAVA_TOOL_OPTIONS"]);
+    // Debian's JDK links its conf/security files into /etc/java-<N>-openjdk, which the
+    // sandbox's /etc has only when the band reads it (an installation brings the folders it
+    // links to, not a linked file's folder).
+    p.allow.read = jdk_etc().into_iter().collect();
+    let mut req = request(script, p);
+    req.bundle.push(file("Fetch.class", 0o644, &class));
+    req.bundle_sha256 = bundle_hash(&req.bundle);
+    req.secrets = BTreeMap::from([("JAVA_TOOL_OPTIONS".to_string(), "-Xmx128m".to_string())]);
+    let o = finish(spawn_with_config(&req, &h.config));
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {o:#?}"))
+    };
+    assert_eq!(
+        get("java_opts"),
+        "-Xmx128m -Djavax.net.ssl.trustStore=/etc/band-java-truststore.p12 \
+         -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=changeit"
+    );
+    assert_eq!(get("curl"), "200", "{o:#?}");
+    assert_eq!(get("openssl"), "0 verified", "{o:#?}");
+    assert_eq!(get("java"), "200", "{}", get("jerr"));
+    let paths: Vec<String> = received(&h.lab)
+        .iter()
+        .filter_map(|r| r["path"].as_str().map(str::to_string))
+        .collect();
+    for want in ["/repos/acme/curl", "/repos/acme/java"] {
+        assert!(paths.iter().any(|p| p == want), "{want} not in {paths:?}");
+    }
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+}
+
+/// A run that needs no proxy gets none of it: no Java options, and the system bundle is the
+/// host's own.
+#[test]
+fn privileged_egress_a_run_without_the_proxy_keeps_the_hosts_store() {
+    privileged!();
+    let h = https_lab();
+    let script = r#"#!/bin/bash
+echo "java_opts=${JAVA_TOOL_OPTIONS-unset}"
+echo "ssl=${SSL_CERT_FILE-unset}"
+echo "certs=$(grep -c BEGIN /etc/ssl/certs/ca-certificates.crt)"
+"#;
+    let mut p = policy();
+    p.allow.net = strs(&["api.example.test"]);
+    p.allow.cli = strs(&["grep *"]);
+    let o = finish(spawn_with_config(&request(script, p), &h.config));
+    let host = fs_err::read_to_string("/etc/ssl/certs/ca-certificates.crt")
+        .unwrap_or_else(|e| panic!("the host's bundle: {e}"))
+        .matches("BEGIN")
+        .count();
+    let kv = o.kv();
+    assert_eq!(
+        kv.get("java_opts").map(String::as_str),
+        Some("unset"),
+        "{o:#?}"
+    );
+    assert_eq!(kv.get("ssl").map(String::as_str), Some("unset"), "{o:#?}");
+    assert_eq!(kv.get("certs"), Some(&host.to_string()), "{o:#?}");
+}
+
+/// A band-server config of `lab`'s with `extra` appended (in the lab's folder).
+fn lab_config(lab: &Lab, name: &str, extra: &str) -> std::path::PathBuf {
+    let base = fs_err::read_to_string(&lab.config).unwrap_or_else(|e| panic!("lab config: {e}"));
+    let config = lab.dir().join(name);
+    fs_err::write(&config, format!("{base}{extra}\n")).unwrap_or_else(|e| panic!("write: {e}"));
+    config
+}
+
+/// A proxied run (an HTTP rule) under `config`: it fails in the network layer before its
+/// script ran, with a message holding each of `says`, and leaves no table, lease or run folder.
+fn fails_closed(config: &std::path::Path, says: &[&str]) {
+    let mut p = policy();
+    p.allow.net = strs(&["GET https://api.example.test/**"]);
+    let req = request("#!/bin/bash\necho ran\n", p);
+    let o = finish(spawn_with_config(&req, config));
+    assert_eq!(o.result.status, Status::SetupFailed, "{o:#?}");
+    let e = o
+        .result
+        .error
+        .clone()
+        .unwrap_or_else(|| panic!("no error: {o:#?}"));
+    assert_eq!(e.layer, band::proto::Layer::Network, "{e:?}");
+    for s in says {
+        assert!(e.message.contains(s), "{s:?} not in {:?}", e.message);
+    }
+    assert!(!o.result.stdout.contains("ran"), "{o:#?}");
+    let tables = String::from_utf8_lossy(
+        &Command::new("nft")
+            .args(["list", "tables"])
+            .output()
+            .unwrap_or_else(|e| panic!("nft: {e}"))
+            .stdout,
+    )
+    .into_owned();
+    assert!(
+        !tables.contains(&format!("band_{}", req.run_id)),
+        "{tables}"
+    );
+    wait_until_no_lease_names(&req.run_id);
+    assert!(!a_lease_names(&req.run_id), "a lease names {}", req.run_id);
+    let dir = state_dir().join("runs").join(&req.run_id);
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+/// The proxy cannot listen (its TLS port is the DNS stub's, already bound in the run's
+/// namespace): the run does not start, the error names the proxy and the address.
+#[test]
+fn privileged_egress_a_proxy_that_cannot_listen_stops_the_run() {
+    privileged!();
+    let lab = Spec::new().name("api.example.test", [V4(2)]).build();
+    let config = lab_config(&lab, "busy.toml", "proxy_ports = [53, 80]");
+    fails_closed(
+        &config,
+        &["egress proxy cannot listen on 127.77.", ":53", "in use"],
+    );
+}
+
+/// The config's extra CA unreadable, or not PEM: the run does not start, the error names the
+/// proxy and the file.
+#[test]
+fn privileged_egress_a_bad_extra_ca_stops_the_run() {
+    privileged!();
+    let lab = Spec::new().name("api.example.test", [V4(2)]).build();
+    let missing = lab.dir().join("missing-ca.pem");
+    let config = lab_config(
+        &lab,
+        "missing.toml",
+        &format!("proxy_extra_ca = \"{}\"", missing.display()),
+    );
+    fails_closed(&config, &["egress proxy", &missing.display().to_string()]);
+    let garbage = lab.dir().join("garbage-ca.pem");
+    fs_err::write(&garbage, "not a certificate\n").unwrap_or_else(|e| panic!("write: {e}"));
+    let config = lab_config(
+        &lab,
+        "garbage.toml",
+        &format!("proxy_extra_ca = \"{}\"", garbage.display()),
+    );
+    fails_closed(
+        &config,
+        &[
+            "egress proxy",
+            &garbage.display().to_string(),
+            "no PEM certificate",
+        ],
+    );
+}
+
+/// A refusal of the proxy is an event when it happens: the `denied` event comes before what the
+/// script printed after the refused request, and the result holds it once.
+#[test]
+fn privileged_egress_a_proxy_denial_streams_when_it_happens() {
+    privileged!();
+    let h = https_lab();
+    let script = r#"#!/bin/bash
+curl -sS -m 10 -o /dev/null -w 'code=%{http_code}\n' -X DELETE https://api.example.test/repos/acme/x
+echo after
+"#;
+    let mut p = policy();
+    p.allow.net = strs(&["GET https://api.example.test/repos/acme/**"]);
+    p.allow.cli = strs(&["curl *"]);
+    let req = request(script, p);
+    let o = finish(spawn_with_config(&req, &h.config));
+    assert_eq!(
+        o.kv().get("code").map(String::as_str),
+        Some("403"),
+        "{o:#?}"
+    );
+    let refused = Denial::Http {
+        method: "DELETE".into(),
+        host: "api.example.test".into(),
+        port: 443,
+        https: true,
+        path: "/repos/acme/x".into(),
+        rule: None,
+    };
+    let denied_at = o
+        .events
+        .iter()
+        .position(|e| matches!(e, band::proto::Event::Denied(d) if *d == refused))
+        .unwrap_or_else(|| panic!("no denied event: {:#?}", o.events));
+    let after_at = o
+        .events
+        .iter()
+        .position(|e| matches!(e, band::proto::Event::Stdout { data } if data.contains("after")))
+        .unwrap_or_else(|| panic!("no stdout event with `after`: {:#?}", o.events));
+    assert!(denied_at < after_at, "{:#?}", o.events);
+    assert_eq!(
+        o.result.denied.iter().filter(|d| **d == refused).count(),
+        1,
+        "{:#?}",
+        o.result.denied
+    );
+}

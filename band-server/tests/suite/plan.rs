@@ -229,6 +229,11 @@ fn describe(op: &FsOp<'_>) -> String {
                 target.display()
             )
         }
+        FsOp::BindOverView { source, target } => format!(
+            "bind {} -> {} ro noexec, if the view has that file",
+            source.display(),
+            target.display()
+        ),
         FsOp::Dev { target } => format!(
             "dev at {}: tmpfs nosuid noexec; {}; links {}; read-only; devpts at pts",
             target.display(),

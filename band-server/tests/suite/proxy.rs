@@ -163,6 +163,8 @@ fn lab() -> Result<Lab, Error> {
             socket: front,
             tls: true,
         }],
+        false,
+        None,
     )?;
     let dir = tempfile::tempdir()?;
     fs_err::write(dir.path().join("run-ca.pem"), proxy.ca_pem())?;

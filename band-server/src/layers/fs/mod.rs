@@ -28,6 +28,8 @@ pub(crate) struct RunDirInputs<'p> {
     pub(crate) resolv_conf: Option<&'p str>,
     /// The run's CA bundle (`/etc/band-ca.pem`) when its traffic goes through the egress proxy.
     pub(crate) ca_bundle: Option<&'p str>,
+    /// The run's Java trust store, with the bundle when the host has Java.
+    pub(crate) java_truststore: Option<&'p [u8]>,
     pub(crate) exec: ExecView<'p>,
 }
 
@@ -69,6 +71,7 @@ pub(crate) fn plan_run_dir<'a>(
         lib_roots: inp.lib_roots,
         resolv_conf: inp.resolv_conf,
         ca_bundle: inp.ca_bundle,
+        java_truststore: inp.java_truststore,
         other_binds: &other_binds,
         hidden_trees: exec.hidden_trees,
         links: &links,

@@ -64,6 +64,7 @@ use std::path::{Path, PathBuf};
 use band::policy::fs::FsPattern;
 use band::proto::Layer;
 
+use crate::common::handover::{JAVA_TRUSTSTORE, SYSTEM_BUNDLES};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::request::DecodedFile;
 use crate::sys::{self, BindFlags};
@@ -111,8 +112,11 @@ pub(crate) struct RunDirSpec<'a, 'd> {
     pub(crate) lib_roots: &'a [String],
     /// The sandbox's `/etc/resolv.conf` when the run has network (then `hosts: files dns`).
     pub(crate) resolv_conf: Option<&'a str>,
-    /// The run's CA bundle, written as `/etc/band-ca.pem` (the egress proxy's runs).
+    /// The run's CA bundle, written as `/etc/band-ca.pem` (the egress proxy's runs), and bound
+    /// over each system bundle path the view has ([`SYSTEM_BUNDLES`]).
     pub(crate) ca_bundle: Option<&'a str>,
+    /// The run's Java trust store (PKCS#12), written as [`JAVA_TRUSTSTORE`].
+    pub(crate) java_truststore: Option<&'a [u8]>,
     /// Other binds whose sandbox path may lie under `/etc` (a declared program's tree there, such
     /// as LibreOffice's `/etc/libreoffice/registry`; an absolute `allow.read`), each with whether
     /// it is a directory: the synthetic `/etc` is read-only once bound, so their mount points
@@ -215,6 +219,14 @@ pub enum FsOp<'a> {
     /// A read-only, nosuid, nodev bind of the host's `source` at `target` (not recursive), made
     /// only when the host has `source` (bubblewrap's `--ro-bind-try`).
     BindHost {
+        source: PathBuf,
+        target: PathBuf,
+    },
+    /// A read-only bind of the run's file `source` over the file `target` of the view, made only
+    /// when the view has `target` as a regular file (never through a link, which could lead
+    /// out of the view): the run's CA bundle over the system bundles of the host's folders
+    /// bound in `/etc`. A mount in the run's tree: the host's file is never written.
+    BindOverView {
         source: PathBuf,
         target: PathBuf,
     },
@@ -652,6 +664,25 @@ impl<'a> Planned<'a> {
                 target: t.view.join("etc").join(d),
             });
         }
+        // The run's CA bundle over the system bundles the view has (once the host's folders
+        // are bound): a program that reads only its system's path trusts the run's CA too.
+        if let Some(bundle) = spec.ca_bundle {
+            let source = t.run.join(CA_BUNDLE_FILE);
+            self.write(
+                source.clone(),
+                Cow::Owned(bundle.as_bytes().to_vec()),
+                0o444,
+                None,
+            );
+            for path in SYSTEM_BUNDLES {
+                if let Ok(rel) = Path::new(path).strip_prefix("/") {
+                    self.ops.push(FsOp::BindOverView {
+                        source: source.clone(),
+                        target: t.view.join(rel),
+                    });
+                }
+            }
+        }
         files
     }
 
@@ -684,6 +715,12 @@ impl<'a> Planned<'a> {
                 0o444,
                 None,
             );
+        }
+        if let (Some(store), Ok(rel)) = (
+            spec.java_truststore,
+            Path::new(JAVA_TRUSTSTORE).strip_prefix("/etc"),
+        ) {
+            self.write(etc.join(rel), Cow::Owned(store.to_vec()), 0o444, None);
         }
         match spec.resolv_conf {
             Some(resolv) => {
@@ -1043,6 +1080,26 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             )
             .layer(fsl, format!("failed to bind {}", source.display()))
         }
+        FsOp::BindOverView { source, target } => {
+            if !fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_file()) {
+                return Ok(());
+            }
+            sys::bind_mount(
+                source,
+                target,
+                BindFlags {
+                    read_only: true,
+                    no_exec: true,
+                },
+            )
+            .layer(
+                Layer::Network,
+                format!(
+                    "egress proxy: failed to bind the run's CA bundle over {}",
+                    target.display()
+                ),
+            )
+        }
         FsOp::Dev { target } => make_dev(target).layer(fsl, "failed to make /dev"),
         FsOp::MaskLibrary {
             index,
@@ -1173,6 +1230,10 @@ pub(crate) const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 /// draws text, LibreOffice converting a document, says "Fontconfig error: Cannot load default
 /// config file" and picks fonts without its aliases).
 pub const ETC_HOST_DIRS: &[&str] = &["ssl/certs", "ca-certificates", "fonts"];
+
+/// The run's CA bundle in the run directory, outside the tree: the file bound over the system
+/// bundles ([`FsOp::BindOverView`]).
+const CA_BUNDLE_FILE: &str = "ca-bundle.pem";
 
 /// `/etc/passwd` inside the sandbox: root and this run's user only (home `/tmp`, no shell).
 pub(crate) fn synth_passwd(user: &str, uid: u32, gid: u32) -> String {
@@ -1353,6 +1414,7 @@ mod tests {
             lib_roots: &[],
             resolv_conf: None,
             ca_bundle: None,
+            java_truststore: None,
         }
     }
 
@@ -1487,6 +1549,7 @@ mod tests {
             hidden_trees: &[],
             resolv_conf: Some("nameserver 127.77.0.4\n"),
             ca_bundle: None,
+            java_truststore: None,
             ..bare(&never)
         });
         let etc = Path::new("/run/band/runs/0123456789abcdef/root/etc");
@@ -1522,6 +1585,68 @@ mod tests {
         assert!(plan.ops.iter().any(
             |op| matches!(op, FsOp::BindHost { target, .. } if target == &view_etc.join("ssl/certs"))
         ));
+    }
+
+    /// A proxied run: its bundle is written outside the tree before the host's certificate
+    /// folder is bound, then bound over each system bundle path in the view (the apply step
+    /// skips those the view has not); `/etc/band-ca.pem` and the Java trust store come late.
+    #[test]
+    fn the_run_ca_bundle_goes_over_the_system_bundles_of_the_view() {
+        let never = |_: &str| false;
+        let plan = plan(&RunDirSpec {
+            ca_bundle: Some("PEM"),
+            java_truststore: Some(b"P12"),
+            ..bare(&never)
+        });
+        let run = Path::new("/run/band/runs/0123456789abcdef");
+        let source = run.join("ca-bundle.pem");
+        let written = plan
+            .ops
+            .iter()
+            .position(|op| matches!(op, FsOp::Write { path, data, .. } if *path == source && data.as_ref() == b"PEM"))
+            .expect("the bundle is written in the run directory");
+        let certs = plan
+            .ops
+            .iter()
+            .position(|op| matches!(op, FsOp::BindHost { target, .. } if *target == run.join("view/etc/ssl/certs")))
+            .expect("the host's certificates are bound");
+        let over: Vec<(usize, PathBuf)> = plan
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op {
+                FsOp::BindOverView { source: s, target } if *s == source => {
+                    Some((i, target.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let targets: Vec<PathBuf> = over.iter().map(|(_, t)| t.clone()).collect();
+        assert_eq!(
+            targets,
+            [
+                run.join("view/etc/ssl/certs/ca-certificates.crt"),
+                run.join("view/etc/pki/tls/certs/ca-bundle.crt"),
+                run.join("view/etc/ssl/cert.pem"),
+            ]
+        );
+        assert!(over.iter().all(|(i, _)| *i > written && *i > certs));
+        let late: Vec<&PathBuf> = plan
+            .late
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Write { path, .. } => Some(path),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            late.contains(&&run.join("root/etc/band-ca.pem")),
+            "{late:?}"
+        );
+        assert!(
+            late.contains(&&run.join("root/etc/band-java-truststore.p12")),
+            "{late:?}"
+        );
     }
 
     #[test]
@@ -1817,6 +1942,7 @@ mod tests {
         let mount_target = |op: &FsOp<'_>| match op {
             FsOp::Bind { target, .. }
             | FsOp::BindHost { target, .. }
+            | FsOp::BindOverView { target, .. }
             | FsOp::Dev { target }
             | FsOp::MaskLibrary { target, .. } => Some(target.clone()),
             _ => None,

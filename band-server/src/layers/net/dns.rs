@@ -147,6 +147,10 @@ pub struct ProxyDns {
     /// The proxy's address in the run's namespace (the stub's own).
     pub addr: Ipv4Addr,
     pub bound: super::proxy::bound::Bound,
+    /// The observing run of `band learn --net`: every admitted name is the proxy's.
+    pub observe: bool,
+    /// Told each refusal as it happens.
+    pub live: Option<Arc<super::proxy::OnDenial>>,
     /// Where a placeholder in a name is reported (the proxy's denials).
     pub leaks: Arc<std::sync::Mutex<Vec<band::proto::Denial>>>,
 }
@@ -199,12 +203,16 @@ impl Resolver {
             && let Some(leak) = proxy.bound.find_in(name.as_bytes(), "DNS name")
         {
             // A bound secret's placeholder on its way out in a name: refused, nothing asked.
+            let d = band::proto::Denial::Secret {
+                name: leak.name,
+                to: "DNS".into(),
+                place: leak.place,
+            };
+            if let Some(live) = &proxy.live {
+                live(&d);
+            }
             if let Ok(mut leaks) = proxy.leaks.lock() {
-                leaks.push(band::proto::Denial::Secret {
-                    name: leak.name,
-                    to: "DNS".into(),
-                    place: leak.place,
-                });
+                leaks.push(d);
             }
             return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
         }
@@ -212,8 +220,15 @@ impl Resolver {
             return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
         };
         lookup.allowed = true;
+        // An observing run's names resolve as usual: its HTTP(S) reaches the proxy by a
+        // redirect in its namespace, its other traffic goes direct.
         if let Some(proxy) = &self.proxy
-            && super::proxy::serves(&self.matcher, !proxy.bound.is_empty(), &name)
+            && !proxy.observe
+            && super::proxy::serves(
+                &self.matcher,
+                super::proxy::Serve::of(&proxy.bound, proxy.observe),
+                &name,
+            )
         {
             // Served by the proxy: its address, and nothing of the name's own enters the table.
             let mut answers = Vec::new();

@@ -61,6 +61,8 @@ pub enum NetError {
     Forward(#[from] forward::ForwardError),
     #[error("the egress proxy: {0}")]
     Proxy(#[from] proxy::ProxyError),
+    #[error("the egress proxy cannot redirect the observing run's HTTP(S) to itself: {0}")]
+    ProxyRedirect(NftError),
     #[error("the egress proxy cannot listen on {addr} in the run's network namespace: {source}")]
     ProxyBind {
         addr: SocketAddr,
@@ -410,6 +412,8 @@ impl NetLayer {
             proxy: egress.as_ref().map(|e| dns::ProxyDns {
                 addr: stub_addr,
                 bound: e.bound.clone(),
+                observe: e.observe,
+                live: e.live.get().cloned(),
                 leaks: layer.leaks.clone(),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
@@ -444,7 +448,8 @@ impl NetLayer {
     }
 
     /// The egress proxy of a run with bound secrets or HTTP rules: listening on the stub's
-    /// address inside the run's namespace, on 443 (TLS) and 80, before the script starts.
+    /// address inside the run's namespace, on 443 (TLS) and 80 (the server config's
+    /// `proxy_ports`), before the script starts. A port it cannot listen on stops the run.
     fn start_proxy(&mut self) -> Result<(), NetError> {
         let (Some(egress), None, Some(ns)) = (&self.egress, &self.proxy, self.netns.as_ref())
         else {
@@ -452,7 +457,7 @@ impl NetLayer {
         };
         let addr = self.stub_addr;
         let listeners = ns.in_netns(|| {
-            [(443, true), (80, false)]
+            [(egress.ports[0], true), (egress.ports[1], false)]
                 .into_iter()
                 .map(|(port, tls)| {
                     let at = SocketAddr::from((addr, port));
@@ -462,6 +467,15 @@ impl NetLayer {
                 })
                 .collect::<Result<Vec<_>, _>>()
         })??;
+        // The observing run of `band learn --net`: its names resolve as usual (every port
+        // reachable), and its TCP to ports 443 and 80 of any address but loopback goes to the
+        // proxy, which records each request (a table of the run's namespace: it goes with it).
+        if egress.observe {
+            let nft = self.nft.as_program();
+            let batch = proxy::observe_redirect(addr, egress.ports);
+            ns.in_netns(|| nft.apply(&batch))?
+                .map_err(NetError::ProxyRedirect)?;
+        }
         let roots = proxy::roots(egress.extra_ca.as_deref())?;
         let upstream = UdpUpstream {
             servers: self.upstream.clone(),
@@ -476,6 +490,8 @@ impl NetLayer {
             egress.bound.clone(),
             proxy::Upstream { resolve, roots },
             listeners,
+            egress.observe,
+            egress.live.get().cloned(),
         )?);
         Ok(())
     }
@@ -575,6 +591,11 @@ impl NetLayer {
                 .collect(),
             contacted: seen.iter().map(flow).collect(),
             denied: denied.iter().map(flow).collect(),
+            requests: self
+                .proxy
+                .as_ref()
+                .map(proxy::Proxy::requests)
+                .unwrap_or_default(),
         };
         let mut report = report;
         self.add_loopback_flows(&mut report, &mut seen);

@@ -447,6 +447,12 @@ impl Nft {
         }
     }
 
+    /// The same nft as a program, never the library: a command run from a thread in another
+    /// network namespace acts there (the library's context is this process's).
+    pub fn as_program(&self) -> Nft {
+        Nft::program(&self.bin)
+    }
+
     /// Whether commands go through libnftables in this process.
     pub fn in_process(&self) -> bool {
         self.lib.is_some()

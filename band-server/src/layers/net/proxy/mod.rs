@@ -24,10 +24,13 @@
 //! proxy: it is refused, never let through.
 //!
 //! The TLS it terminates uses the run's CA ([`ca::Ca`]), made in memory when the proxy starts
-//! and dropped when it stops; the run trusts it through its CA bundle.
+//! and dropped when it stops; the run trusts it through its CA bundle, at `/etc/band-ca.pem`
+//! with the variables of [`CA_ENV`], over the system bundle paths the sandbox has, and in a Java
+//! trust store ([`truststore`]).
 
 pub mod bound;
 pub mod ca;
+pub mod truststore;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -67,24 +70,73 @@ pub enum ProxyError {
     Start(std::io::Error),
     #[error("cannot read the trust store: {0}")]
     Roots(String),
+    #[error(transparent)]
+    TrustStore(#[from] truststore::TrustStoreError),
 }
 
-/// Whether the proxy serves `host`: with bound secrets, every name `allow.net` admits; else
-/// the names an HTTP rule matches.
-pub fn serves(m: &NetMatcher, bound: bool, host: &str) -> bool {
+/// Which names the proxy serves ([`serves`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serve {
+    /// The names an HTTP rule matches.
+    HttpRules,
+    /// Every name `allow.net` names (a run with bound secrets).
+    Named,
+    /// Every name `allow.net` admits, `*` included: the observing run of `band learn --net`,
+    /// whose requests the proxy records.
+    Observe,
+}
+
+impl Serve {
+    pub fn of(bound: &Bound, observe: bool) -> Serve {
+        if observe {
+            Serve::Observe
+        } else if bound.is_empty() {
+            Serve::HttpRules
+        } else {
+            Serve::Named
+        }
+    }
+}
+
+/// Whether the proxy serves `host`: see [`Serve`].
+pub fn serves(m: &NetMatcher, mode: Serve, host: &str) -> bool {
     if matches!(m.check_host(host, None), Decision::Deny { .. }) {
         return false;
     }
-    m.allow_patterns().iter().any(|p| {
-        matches!(p.host(), HostPattern::Exact(_) | HostPattern::Subdomains(_))
-            && (bound || p.http().is_some())
-            && p.matches_host(host, None)
+    m.allow_patterns().iter().any(|p| match p.host() {
+        HostPattern::Exact(_) | HostPattern::Subdomains(_) => {
+            (mode != Serve::HttpRules || p.http().is_some()) && p.matches_host(host, None)
+        }
+        HostPattern::Any => mode == Serve::Observe,
+        _ => false,
     })
 }
 
-/// Whether a run needs the proxy at all.
-pub fn needed(m: &NetMatcher, bound: &Bound) -> bool {
-    !bound.is_empty() || m.has_http_rules()
+/// Whether a run needs the proxy at all (`observe`: an observing run with network).
+pub fn needed(m: &NetMatcher, bound: &Bound, observe: bool) -> bool {
+    observe || !bound.is_empty() || m.has_http_rules()
+}
+
+/// The nftables batch of an observing run's namespace: its TCP to `ports` (TLS, HTTP) of any
+/// address outside loopback goes to the proxy at `addr` on the same ports.
+pub fn observe_redirect(addr: std::net::Ipv4Addr, ports: [u16; 2]) -> String {
+    let [tls, plain] = ports;
+    format!(
+        "table ip band_observe {{\n\
+         \tchain out {{\n\
+         \t\ttype nat hook output priority -100; policy accept;\n\
+         \t\tip daddr != 127.0.0.0/8 tcp dport 443 dnat to {addr}:{tls}\n\
+         \t\tip daddr != 127.0.0.0/8 tcp dport 80 dnat to {addr}:{plain}\n\
+         \t}}\n\
+         }}\n"
+    )
+}
+
+/// Whether `m` admits any host (`*`): with `observe`, the observing run of `band learn --net`.
+pub fn admits_any(m: &NetMatcher) -> bool {
+    m.allow_patterns()
+        .iter()
+        .any(|p| matches!(p.host(), HostPattern::Any))
 }
 
 /// How the proxy reaches upstream: the addresses of a name (through the run's DNS upstream,
@@ -104,15 +156,39 @@ pub fn roots(extra: Option<&[u8]>) -> Result<rustls::RootCertStore, ProxyError> 
         let _ = store.add(cert);
     }
     if let Some(pem) = extra {
-        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem) {
-            let cert: rustls::pki_types::CertificateDer<'static> =
-                cert.map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
+        for cert in extra_certs(pem)? {
             store
                 .add(cert)
                 .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
         }
     }
     Ok(store)
+}
+
+/// The certificates of the config's extra CA file (PEM): at least one, each one parsed; a file
+/// that holds none (not PEM) is an error, not an empty set.
+pub fn extra_certs(
+    pem: &[u8],
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, ProxyError> {
+    let certs = rustls::pki_types::pem::PemObject::pem_slice_iter(pem)
+        .collect::<Result<Vec<rustls::pki_types::CertificateDer<'static>>, _>>()
+        .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))?;
+    if certs.is_empty() {
+        return Err(ProxyError::Roots(
+            "extra CA: no PEM certificate in the file".into(),
+        ));
+    }
+    for cert in &certs {
+        webpki_parse(cert)?;
+    }
+    Ok(certs)
+}
+
+/// Whether `cert` parses as a trust anchor, as the root store will take it.
+fn webpki_parse(cert: &rustls::pki_types::CertificateDer<'_>) -> Result<(), ProxyError> {
+    rustls::RootCertStore::empty()
+        .add(cert.clone())
+        .map_err(|e| ProxyError::Roots(format!("extra CA: {e}")))
 }
 
 /// Everything one request is decided with.
@@ -125,6 +201,10 @@ pub struct Ctx {
     denials: Mutex<Vec<Denial>>,
     /// Where it connected for the run: (host, address, port).
     contacted: Mutex<std::collections::BTreeSet<(String, IpAddr, u16)>>,
+    serve: Serve,
+    live: Option<Arc<OnDenial>>,
+    /// The requests passed on, in an observing run ([`Serve::Observe`]).
+    seen: Mutex<std::collections::BTreeSet<band::proto::HttpSeen>>,
 }
 
 /// A listening socket of the proxy (made in the run's namespace) and whether it takes TLS.
@@ -150,11 +230,13 @@ impl Proxy {
         bound: Bound,
         upstream: Upstream,
         listeners: Vec<Listener>,
+        observe: bool,
+        live: Option<Arc<OnDenial>>,
     ) -> Result<Proxy, ProxyError> {
         let ca_pem = ca.pem().to_string();
-        let has_bound = !bound.is_empty();
+        let serve = Serve::of(&bound, observe);
         let serving = net.clone();
-        let resolver = ca.resolver(Arc::new(move |h: &str| serves(&serving, has_bound, h)));
+        let resolver = ca.resolver(Arc::new(move |h: &str| serves(&serving, serve, h)));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -184,6 +266,9 @@ impl Proxy {
             tls,
             denials: Mutex::new(Vec::new()),
             contacted: Mutex::new(std::collections::BTreeSet::new()),
+            serve,
+            live,
+            seen: Mutex::new(std::collections::BTreeSet::new()),
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -237,6 +322,15 @@ impl Proxy {
             .denials
             .lock()
             .map(|d| d.clone())
+            .unwrap_or_default()
+    }
+
+    /// The requests it passed on in an observing run, for the run's network report.
+    pub fn requests(&self) -> Vec<band::proto::HttpSeen> {
+        self.ctx
+            .seen
+            .lock()
+            .map(|c| c.iter().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -345,6 +439,9 @@ const HOP_BY_HOP: &[&str] = &[
 impl Ctx {
     fn deny(&self, d: Denial) -> Response<ProxyBody> {
         let msg = format!("band: refused by the run's egress proxy: {}\n", d.what());
+        if let Some(live) = &self.live {
+            live(&d);
+        }
         if let Ok(mut all) = self.denials.lock() {
             all.push(d);
         }
@@ -390,7 +487,7 @@ impl Ctx {
             (None, Some(a)) => a,
             (None, None) => return text(StatusCode::BAD_REQUEST, "band: no Host\n".into()),
         };
-        if !serves(&self.net, !self.bound.is_empty(), &host) {
+        if !serves(&self.net, self.serve, &host) {
             return self.deny(Denial::Net {
                 host,
                 port: Some(port),
@@ -408,7 +505,20 @@ impl Ctx {
         let method = req.method().as_str().to_string();
         let h2 = req.version() == hyper::Version::HTTP_2;
         match self.net.check_request(&host, port, https, &method, &path) {
-            Decision::Allow { .. } => {}
+            Decision::Allow { .. } => {
+                if self.serve == Serve::Observe
+                    && let Ok(mut seen) = self.seen.lock()
+                    && seen.len() < MAX_SEEN
+                {
+                    seen.insert(band::proto::HttpSeen {
+                        method: method.clone(),
+                        host: host.clone(),
+                        port,
+                        https,
+                        path: path.clone(),
+                    });
+                }
+            }
             Decision::Deny { rule } => {
                 return self.deny(Denial::Http {
                     method,
@@ -686,6 +796,9 @@ fn watch_leak(body: ProxyBody, leak: Arc<Mutex<Option<Leak>>>) -> ProxyBody {
     .boxed()
 }
 
+/// Most distinct requests an observing run's report holds.
+const MAX_SEEN: usize = 1000;
+
 /// Where the run's CA bundle is in the sandbox: the host's system bundle and the run's CA.
 pub const CA_BUNDLE: &str = "/etc/band-ca.pem";
 
@@ -698,8 +811,14 @@ pub const CA_ENV: &[&str] = &[
     "NODE_EXTRA_CA_CERTS",
 ];
 
-/// The host's system bundle, which the run's bundle starts with.
-pub const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// The host's system bundle, which the run's bundle starts with: the first of
+/// [`truststore::SYSTEM_BUNDLES`] the host can read (empty if none).
+pub fn host_system_bundle() -> String {
+    truststore::SYSTEM_BUNDLES
+        .iter()
+        .find_map(|p| fs_err::read_to_string(p).ok())
+        .unwrap_or_default()
+}
 
 /// What a run that needs the proxy carries from its start: its bound secrets with their
 /// placeholders, its CA (made now, in memory) and the bundle the sandbox trusts.
@@ -709,7 +828,20 @@ pub struct Egress {
     pub bundle: String,
     /// The config's extra CA for upstream (PEM), if any.
     pub extra_ca: Option<Vec<u8>>,
+    /// The run's Java trust store (PKCS#12) when the host has Java ([`truststore`]).
+    pub java_truststore: Option<Vec<u8>>,
+    /// Where the proxy listens in the run's namespace: TLS, plain HTTP (the server config's
+    /// `proxy_ports`).
+    pub ports: [u16; 2],
+    /// The observing run of `band learn --net` (`allow.net: [*]`): every name is served and
+    /// each request recorded, nothing refused beyond what the band refuses.
+    pub observe: bool,
+    /// Told each refusal as it happens (the run's event stream), once the run has one.
+    pub live: std::sync::OnceLock<Arc<OnDenial>>,
 }
+
+/// Called with each refusal of the proxy (and the stub's, for a placeholder in a name).
+pub type OnDenial = dyn Fn(&Denial) + Send + Sync;
 
 impl std::fmt::Debug for Egress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -719,18 +851,35 @@ impl std::fmt::Debug for Egress {
     }
 }
 
+/// What of the host and the request an [`Egress`] is made with, besides the policy.
+pub struct EgressHost<'a> {
+    /// The host's system bundle's text.
+    pub system_bundle: &'a str,
+    /// The config's extra CA (PEM), if any.
+    pub extra_ca: Option<Vec<u8>>,
+    /// The host has Java: the run gets a trust store for it.
+    pub java: bool,
+    /// The request is an observing run (`band learn`).
+    pub observe: bool,
+}
+
 impl Egress {
     /// For a run with `policy` and the secret values `values`: `None` when it needs no proxy.
-    /// The placeholders are random (the crypto provider's generator); `system_bundle` is the
-    /// host's bundle's text.
+    /// The placeholders are random (the crypto provider's generator). The extra CA must hold
+    /// PEM certificates ([`extra_certs`]): checked here, before the run has anything.
     pub fn new(
         run_id: &str,
         policy: &band::policy::Policy,
         net: &NetMatcher,
         values: &std::collections::BTreeMap<String, String>,
-        system_bundle: &str,
-        extra_ca: Option<Vec<u8>>,
+        host: EgressHost<'_>,
     ) -> Result<Option<Egress>, ProxyError> {
+        let EgressHost {
+            system_bundle,
+            extra_ca,
+            java,
+            observe,
+        } = host;
         let mut secrets = Vec::new();
         for (name, hosts) in &policy.secret_hosts {
             let Some(value) = values.get(name) else {
@@ -749,8 +898,12 @@ impl Egress {
             ));
         }
         let bound = Bound::new(secrets);
-        if !needed(net, &bound) {
+        let observe = observe && admits_any(net);
+        if !needed(net, &bound, observe) {
             return Ok(None);
+        }
+        if let Some(pem) = &extra_ca {
+            extra_certs(pem)?;
         }
         let ca = Arc::new(Ca::new(run_id)?);
         let mut bundle = system_bundle.to_string();
@@ -758,27 +911,53 @@ impl Egress {
             bundle.push('\n');
         }
         bundle.push_str(ca.pem());
+        let java_truststore = if java {
+            Some(truststore::java_truststore(ca.pem(), system_bundle)?)
+        } else {
+            None
+        };
         Ok(Some(Egress {
             bound,
             ca,
             bundle,
             extra_ca,
+            java_truststore,
+            ports: [443, 80],
+            observe,
+            live: std::sync::OnceLock::new(),
         }))
     }
 
+    /// Tell `f` each refusal as it happens (set once, before the proxy starts).
+    pub fn on_denial(&self, f: Arc<OnDenial>) {
+        let _ = self.live.set(f);
+    }
+
     /// What the run sees of it ([`crate::common::handover::RunEgress`]): its secrets with
-    /// placeholders, its CA variables, its bundle.
+    /// placeholders, its CA variables, its bundle and Java trust store. A `JAVA_TOOL_OPTIONS`
+    /// the run has as a secret keeps its options, the trust store's after them.
     pub fn handover(
         &self,
         values: &std::collections::BTreeMap<String, String>,
     ) -> crate::common::handover::RunEgress {
+        let mut secrets = self.run_secrets(values);
+        let mut env: std::collections::BTreeMap<String, String> = CA_ENV
+            .iter()
+            .map(|v| ((*v).to_string(), CA_BUNDLE.to_string()))
+            .collect();
+        if self.java_truststore.is_some() {
+            let name = truststore::JAVA_TOOL_OPTIONS;
+            let options = truststore::java_options(secrets.get(name).map(String::as_str));
+            if let Some(existing) = secrets.get_mut(name) {
+                existing.clone_from(&options);
+            }
+            env.insert(name.to_string(), options);
+        }
         crate::common::handover::RunEgress {
-            secrets: self.run_secrets(values),
-            env: CA_ENV
-                .iter()
-                .map(|v| ((*v).to_string(), CA_BUNDLE.to_string()))
-                .collect(),
+            secrets,
+            env,
             ca_bundle: self.bundle.clone(),
+            java_truststore: self.java_truststore.clone(),
         }
     }
 
@@ -792,5 +971,52 @@ impl Egress {
             out.insert(s.name.clone(), s.placeholder.clone());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matcher(allow: &[&str]) -> NetMatcher {
+        let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
+        NetMatcher::new(&allow, &["deny.example.test".to_string()])
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn which_names_each_mode_serves() {
+        let m = matcher(&[
+            "GET https://api.example.test/v1/**",
+            "other.example.test",
+            "*",
+        ]);
+        let serve = |mode, host| serves(&m, mode, host);
+        assert!(serve(Serve::HttpRules, "api.example.test"));
+        assert!(!serve(Serve::HttpRules, "other.example.test"));
+        assert!(serve(Serve::Named, "other.example.test"));
+        assert!(!serve(Serve::Named, "anything.test"));
+        // Observing (`*`): every admitted name, never a denied one.
+        assert!(serve(Serve::Observe, "anything.test"));
+        assert!(!serve(Serve::Observe, "deny.example.test"));
+        assert!(admits_any(&m));
+        assert!(!admits_any(&matcher(&["other.example.test"])));
+        assert!(needed(&matcher(&["x.test"]), &Bound::new(vec![]), true));
+        assert!(!needed(&matcher(&["x.test"]), &Bound::new(vec![]), false));
+    }
+
+    #[test]
+    fn the_observing_redirect_sends_https_and_http_but_loopback_to_the_proxy() {
+        let batch = observe_redirect(std::net::Ipv4Addr::new(127, 77, 0, 3), [443, 80]);
+        assert!(batch.starts_with("table ip band_observe {"), "{batch}");
+        assert!(batch.contains("type nat hook output priority -100; policy accept;"));
+        assert!(
+            batch.contains("ip daddr != 127.0.0.0/8 tcp dport 443 dnat to 127.77.0.3:443\n"),
+            "{batch}"
+        );
+        assert!(
+            batch.contains("ip daddr != 127.0.0.0/8 tcp dport 80 dnat to 127.77.0.3:80\n"),
+            "{batch}"
+        );
     }
 }
