@@ -448,6 +448,10 @@ fn privileged_sandboxd_image_runs_under_podman() {
         .unwrap_or_else(|| panic!("{said}"))
         .trim()
         .to_string();
+    // A memory limit, seen from inside a run of the container (`sdk_test.py --memory`).
+    let band = BAND.replace("limit:\n", "limit:\n  maxMemoryBytes: 64m\n");
+    assert_ne!(band, BAND);
+    fs_err::write(root.join("BAND.md"), band).unwrap();
     fs_err::create_dir_all(root.join("pod")).unwrap();
     fs_err::copy(root.join("BAND.md"), root.join("pod/BAND.md")).unwrap();
     fs_err::create_dir_all(root.join("tok")).unwrap();
@@ -549,6 +553,15 @@ fn privileged_sandboxd_image_runs_under_podman() {
         .unwrap()
         .policy_sha256;
     sdk_test(&grpc, &http, &p, &policy);
+    let out = Command::new(python())
+        .arg(repo().join("tests/sandboxd/sdk_test.py"))
+        .args(["--memory", &grpc])
+        .arg(&p.token)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.ends_with("all ok\n"), "{said}");
 
     // Two runs left waiting on their stdin, then the container stopped under them.
     let mut two = Command::new(python())
