@@ -410,11 +410,13 @@ fn run_cgroups(run: &str) -> Vec<PathBuf> {
 /// The image (`deploy/image/build.sh`, from Debian packages, with this build's binaries) under
 /// podman, as the SandboxTemplate runs it: the container's own pid and network namespaces (no
 /// `--pid host`; the SDK reaches it through published loopback ports), the capabilities the
-/// manifest states and nothing more (not `--privileged`), the host's cgroup hierarchy mounted
-/// writable (the template's hostPath), the runtime's masks off (`procMount: Unmasked`), its
-/// resolver a dead loopback port. The SDK script checks the contract, the token, and two
-/// concurrent Starts from inside; then two runs are left waiting and the container is stopped:
-/// its runs' processes, cgroups and mounts are gone from the machine. It builds an image (about
+/// manifest states and nothing more (not `--privileged`), `/dev/net/tun`, the host's cgroup
+/// hierarchy mounted writable (the template's hostPath), the runtime's masks off (`procMount:
+/// Unmasked`), its resolver the test's lab (a network namespace of the test's). The SDK script
+/// checks the contract, the token, and two concurrent Starts from inside; a run is held to its
+/// memory limit; an allowed name resolves through the lab and its server answers; then two runs
+/// are left waiting and the container is stopped: their processes, cgroups, mounts and tables
+/// are gone from the machine. It builds an image (about
 /// 45 s with a reachable Debian mirror); `BAND_TEST_IMAGE=0` skips it outside CI. runc: this
 /// host's hybrid cgroup v1 hierarchy is refused by crun.
 #[test]
@@ -448,9 +450,17 @@ fn privileged_sandboxd_image_runs_under_podman() {
         .unwrap_or_else(|| panic!("{said}"))
         .trim()
         .to_string();
-    // A memory limit, seen from inside a run of the container (`sdk_test.py --memory`).
-    let band = BAND.replace("limit:\n", "limit:\n  maxMemoryBytes: 64m\n");
-    assert_ne!(band, BAND);
+    // A memory limit, seen from inside a run of the container (`sdk_test.py --memory`), and a
+    // name the runs may reach, answered by the test's own lab (a network namespace of its own,
+    // reached from the container's bridge through the host's routes; `sdk_test.py --net`).
+    let band = BAND
+        .replace("limit:\n", "limit:\n  maxMemoryBytes: 64m\n")
+        .replace("  read:", "  net: [\"api.example.test:80\"]\n  read:");
+    assert!(band.contains("maxMemoryBytes") && band.contains("net:"));
+    let lab = band_test::netlab::Spec::new()
+        .name("api.example.test", [band_test::netlab::At::V4(2)])
+        .listen(band_test::netlab::At::V4(2), 80)
+        .build();
     fs_err::write(root.join("BAND.md"), band).unwrap();
     fs_err::create_dir_all(root.join("pod")).unwrap();
     fs_err::copy(root.join("BAND.md"), root.join("pod/BAND.md")).unwrap();
@@ -458,7 +468,7 @@ fn privileged_sandboxd_image_runs_under_podman() {
     fs_err::copy(&p.token, root.join("tok/token")).unwrap();
     fs_err::write(
         root.join("server.toml"),
-        "dns_upstream = [\"127.0.0.1:9\"]\n",
+        format!("dns_upstream = [\"{}:53\"]\n", lab.host()),
     )
     .unwrap();
     let c = Container {
@@ -468,7 +478,7 @@ fn privileged_sandboxd_image_runs_under_podman() {
     let (gport, hport) = (free_port(), free_port());
     let (grpc, http) = (format!("127.0.0.1:{gport}"), format!("127.0.0.1:{hport}"));
     let vol = |from: &Path, to: &str| format!("{}:{to}", from.display());
-    let caps = "SYS_ADMIN,NET_ADMIN,SETUID,SETGID,CHOWN,FOWNER,DAC_OVERRIDE,KILL,MKNOD,SYS_PTRACE";
+    let caps = "SYS_ADMIN,NET_ADMIN,NET_BIND_SERVICE,SETUID,SETGID,CHOWN,FOWNER,DAC_OVERRIDE,KILL,MKNOD,SYS_PTRACE";
     let volumes = [
         "/sys/fs/cgroup:/sys/fs/cgroup:rw".to_string(),
         vol(&root.join("pod"), "/etc/band/pod:ro"),
@@ -477,21 +487,34 @@ fn privileged_sandboxd_image_runs_under_podman() {
         vol(&root.join("server.toml"), "/etc/band/server.toml:ro"),
     ];
     let mut run = Command::new("podman");
-    run.args(["--runtime", "runc", "run", "-d", "--name", &c.name])
-        .args(["-p", &format!("127.0.0.1:{gport}:9090")])
-        .args(["-p", &format!("127.0.0.1:{hport}:8080")])
-        .args([
-            "--ulimit",
-            "nofile=1024:1024",
-            "--ulimit",
-            "nproc=1024:1024",
-        ])
-        .args(["--cap-drop", "ALL", "--cap-add", caps])
-        .args(["--device-cgroup-rule", "c *:* m"])
-        .args(["--security-opt", "seccomp=unconfined"])
-        .args(["--security-opt", "apparmor=unconfined"])
-        .args(["--security-opt", "unmask=ALL"])
-        .args(["--security-opt", "no-new-privileges"]);
+    run.args([
+        "--runtime",
+        "runc",
+        "run",
+        "-d",
+        "--pull=never",
+        "--name",
+        &c.name,
+    ])
+    .args(["-p", &format!("127.0.0.1:{gport}:9090")])
+    .args(["-p", &format!("127.0.0.1:{hport}:8080")])
+    .args([
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+    ])
+    .args(["--cap-drop", "ALL", "--cap-add", caps])
+    .args([
+        "--device-cgroup-rule",
+        "c *:* m",
+        "--device",
+        "/dev/net/tun",
+    ])
+    .args(["--security-opt", "seccomp=unconfined"])
+    .args(["--security-opt", "apparmor=unconfined"])
+    .args(["--security-opt", "unmask=ALL"])
+    .args(["--security-opt", "no-new-privileges"]);
     for v in &volumes {
         run.args(["-v", v]);
     }
@@ -562,6 +585,25 @@ fn privileged_sandboxd_image_runs_under_podman() {
     let said = String::from_utf8_lossy(&out.stdout);
     eprintln!("{said}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && said.ends_with("all ok\n"), "{said}");
+    let out = Command::new(python())
+        .arg(repo().join("tests/sandboxd/sdk_test.py"))
+        .args(["--net", &grpc])
+        .arg(&p.token)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.ends_with("all ok\n"), "{said}");
+    assert!(
+        lab.log("http.log").contains("/from-the-pod"),
+        "{}",
+        lab.log("http.log")
+    );
+    assert!(
+        !lab.log("dns.log").contains("other.example.test"),
+        "{}",
+        lab.log("dns.log")
+    );
 
     // Two runs left waiting on their stdin, then the container stopped under them.
     let mut two = Command::new(python())
