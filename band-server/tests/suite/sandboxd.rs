@@ -642,6 +642,15 @@ fn privileged_sandboxd_image_runs_under_podman() {
     for r in &runs {
         assert!(!run_cgroups(r).is_empty(), "run {r} has no cgroup");
     }
+    // ... and its own nftables table, in the container's network namespace.
+    let inside = band_server::layers::net::nft::parse_tables_json(&podman(&[
+        "exec", &c.name, "nft", "-j", "list", "tables",
+    ]))
+    .unwrap();
+    for r in &runs {
+        let table = band_server::layers::net::nft::table_name(r);
+        assert!(inside.contains(&table), "{table} not in {inside:?}");
+    }
     podman(&["stop", "-t", "30", &c.name]);
     let _ = two.kill();
     let _ = two.wait();
