@@ -478,7 +478,27 @@ fn privileged_sandboxd_image_runs_under_podman() {
     let (gport, hport) = (free_port(), free_port());
     let (grpc, http) = (format!("127.0.0.1:{gport}"), format!("127.0.0.1:{hport}"));
     let vol = |from: &Path, to: &str| format!("{}:{to}", from.display());
-    let caps = "SYS_ADMIN,NET_ADMIN,NET_BIND_SERVICE,SETUID,SETGID,CHOWN,FOWNER,DAC_OVERRIDE,KILL,MKNOD,SYS_PTRACE";
+    // The capabilities the SandboxTemplate adds, read from it: the container gets those and no more.
+    let caps = Command::new(python())
+        .args([
+            "-c",
+            "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); \
+             c = d['spec']['podTemplate']['spec']['containers'][0]['securityContext']['capabilities']; \
+             assert c['drop'] == ['ALL'], c; print(','.join(c['add']))",
+        ])
+        .arg(repo().join("deploy/kubernetes/sandbox-template.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        caps.status.success(),
+        "{}",
+        String::from_utf8_lossy(&caps.stderr)
+    );
+    let caps = String::from_utf8_lossy(&caps.stdout).trim().to_string();
+    assert!(
+        caps.contains("SYS_ADMIN") && !caps.contains("ALL"),
+        "{caps}"
+    );
     let volumes = [
         "/sys/fs/cgroup:/sys/fs/cgroup:rw".to_string(),
         vol(&root.join("pod"), "/etc/band/pod:ro"),
@@ -504,7 +524,7 @@ fn privileged_sandboxd_image_runs_under_podman() {
         "--ulimit",
         "nproc=1024:1024",
     ])
-    .args(["--cap-drop", "ALL", "--cap-add", caps])
+    .args(["--cap-drop", "ALL", "--cap-add", &caps])
     .args([
         "--device-cgroup-rule",
         "c *:* m",
