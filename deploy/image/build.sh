@@ -39,6 +39,9 @@ done
 # What band-server runs: bubblewrap (each run's namespaces), nftables (libnftables1: each run's
 # table), slirp4netns (a networked run's relay), passwd (useradd: the run users), iproute2, and
 # the programs a pod's band may allow (python3, coreutils are essential).
+# The pool's 64 run users (band-run-0 … band-run-63) are made here, not on a run's first use: the
+# pod's root file system is read-only (/etc/passwd cannot change there). useradd stamps
+# /etc/shadow's dates from SOURCE_DATE_EPOCH, so they are reproducible too.
 packages=bubblewrap,nftables,libnftables1,slirp4netns,passwd,iproute2,ca-certificates,python3
 
 rm -rf "$out"
@@ -55,6 +58,8 @@ mmdebstrap --variant=minbase --mode=root --format=tar \
   --customize-hook='mkdir -p "$1/usr/libexec/band" "$1/etc/band" "$1/workspace" "$1/run/band"' \
   --customize-hook="copy-in $bin/band-server $bin/band-jail $bin/band-shim $bin/band-sandboxd /usr/libexec/band" \
   --customize-hook='chmod 0755 "$1"/usr/libexec/band/*' \
+  --customize-hook='for n in $(seq 0 63); do chroot "$1" useradd --system --no-create-home --user-group --shell /usr/sbin/nologin "band-run-$n"; done' \
+  --customize-hook='rm -f "$1"/etc/passwd- "$1"/etc/group- "$1"/etc/shadow- "$1"/etc/gshadow-' \
   --customize-hook='rm -f "$1"/etc/machine-id "$1"/var/cache/ldconfig/aux-cache' \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*' \
   "$suite" "$work/rootfs.tar" "$mirror"

@@ -1,14 +1,16 @@
 //! The `sandboxd://host:port` target: `band exec` on an agent-sandbox pod that band-sandboxd
-//! serves, through the pod's own contract (gRPC `process.v1.ProcessService`, `Execute`).
+//! serves, through the pod's own contract (gRPC `process.v1.ProcessService`, `Start`).
 //!
 //! The pod runs the command under its band (its ConfigMap's BAND.md), in its workspace; band
 //! here checked the command against the band file it was given first, as for every target, so
 //! with the pod's band file the command is judged the same way on both sides. The token is read
-//! from the file `$BAND_SANDBOXD_TOKEN_FILE` names (never from the command line). band-sandboxd
-//! answers `Execute` with the run's result in the response's `band-result-bin` metadata (band's
-//! `RunResult` as JSON, without its output, which is the body): status, exit code, denials and
-//! the pod's fingerprints come back as from any band-server. The files the run wrote stay in the
-//! pod's workspace (its files API serves them); none are copied here.
+//! from the file `$BAND_SANDBOXD_TOKEN_FILE` names (never from the command line). stdout and
+//! stderr are shown as the pod streams them; Ctrl-C sends the run SIGINT (`SendSignal`) and the
+//! stream goes on to its end. band-sandboxd ends the stream with the run's result in its
+//! trailers (`band-result-bin`: band's `RunResult` as JSON, without its output, which was
+//! streamed): status, exit code, denials and the pod's fingerprints come back as from any
+//! band-server. The files the run wrote stay in the pod's workspace (its files API serves
+//! them); none are copied here.
 //!
 //! The protobuf (`proto/process/v1/process.proto`) is compiled by `build.rs`: [`pb`] is both the
 //! client used here and the service band-sandboxd implements.
@@ -170,78 +172,111 @@ impl Transport for SandboxdTransport {
                 )
             })?;
         let uri = self.uri();
-        let answered = rt.block_on(async move {
-            let channel = tonic::transport::Endpoint::from_shared(uri)
-                .map_err(|e| e.to_string())?
-                .connect()
-                .await
-                .map_err(|e| format!("{e}"))?;
-            let mut client = pb::process_service_client::ProcessServiceClient::with_interceptor(
-                channel,
-                move |mut r: tonic::Request<()>| {
-                    r.metadata_mut().insert("authorization", bearer.clone());
-                    Ok(r)
-                },
-            );
-            let call = client.execute(pb::ExecuteRequest {
-                config: Some(pb::ProcessConfig {
-                    command: argv,
-                    env_vars: Default::default(),
-                    cwd: None,
-                }),
-            });
-            tokio::pin!(call);
-            // Cancelled here (Ctrl-C): the call is dropped, the pod sees its client go and
-            // cancels the run.
-            loop {
-                tokio::select! {
-                    r = &mut call => return r.map_err(|s| format!("{}: {}", s.code(), s.message())),
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
-                        if cancel.is_cancelled() {
-                            return Err("cancelled".to_string());
+        // What the pod streams goes to `on_event` as it comes, except the last stderr chunk,
+        // held until the next event: band-sandboxd's words about the result (`explain`) are
+        // its own chunk at the end, and band renders the result itself.
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        let mut held: Option<String> = None;
+        let mut emit = |e: Event, held: &mut Option<String>| {
+            if let Some(h) = held.take() {
+                on_event(&Event::Stderr { data: h });
+            }
+            match e {
+                Event::Stderr { data } => *held = Some(data),
+                other => on_event(&other),
+            }
+        };
+        let answered: std::result::Result<(Option<i32>, Option<RunResult>, bool), String> =
+            rt.block_on(async {
+                let channel = tonic::transport::Endpoint::from_shared(uri)
+                    .map_err(|e| e.to_string())?
+                    .connect()
+                    .await
+                    .map_err(|e| format!("{e}"))?;
+                let mut client =
+                    pb::process_service_client::ProcessServiceClient::with_interceptor(
+                        channel,
+                        move |mut r: tonic::Request<()>| {
+                            r.metadata_mut().insert("authorization", bearer.clone());
+                            Ok(r)
+                        },
+                    );
+                let mut stream = client
+                    .start(pb::StartRequest {
+                        config: Some(pb::ProcessConfig {
+                            command: argv,
+                            env_vars: Default::default(),
+                            cwd: None,
+                        }),
+                        pty: None,
+                    })
+                    .await
+                    .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+                    .into_inner();
+                let (mut pid, mut exit, mut signalled) = (None, None, false);
+                loop {
+                    tokio::select! {
+                        m = stream.message() => match m {
+                            Ok(Some(pb::StartResponse { event: Some(e) })) => match e {
+                                pb::start_response::Event::Init(i) => pid = Some(i.process_id),
+                                pb::start_response::Event::Stdout(b) => {
+                                    let data = String::from_utf8_lossy(&b).into_owned();
+                                    stdout.push_str(&data);
+                                    emit(Event::Stdout { data }, &mut held);
+                                }
+                                pb::start_response::Event::Stderr(b) => {
+                                    let data = String::from_utf8_lossy(&b).into_owned();
+                                    stderr.push_str(&data);
+                                    emit(Event::Stderr { data }, &mut held);
+                                }
+                                pb::start_response::Event::Exit(x) => exit = Some(x.exit_code),
+                            },
+                            Ok(Some(_)) => {}
+                            Ok(None) => break,
+                            Err(s) => return Err(format!("{}: {}", s.code(), s.message())),
+                        },
+                        // Ctrl-C here: SIGINT to the run's processes (the pod's SendSignal);
+                        // the stream goes on to the run's end, which says how it ended.
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(100)), if !signalled => {
+                            if cancel.is_cancelled() && let Some(id) = pid {
+                                signalled = true;
+                                client
+                                    .send_signal(pb::SendSignalRequest {
+                                        process_id: id,
+                                        signal: pb::Signal::Sigint as i32,
+                                    })
+                                    .await
+                                    .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
+                            }
                         }
                     }
                 }
-            }
-        });
-        let response = match answered {
-            Ok(r) => r,
-            Err(e) if e == "cancelled" => {
-                let mut r =
-                    RunResult::setup_failed(&req.run_id, proto::Layer::Protocol, "cancelled", None);
-                r.status = Status::Cancelled;
-                r.error = None;
-                return Ok(r);
-            }
-            Err(e) => return Err(unreachable(e)),
-        };
-        let from_pod = response
-            .metadata()
-            .get_bin(RESULT_METADATA)
-            .and_then(|v| v.to_bytes().ok())
-            .and_then(|b| serde_json::from_slice::<RunResult>(&b).ok());
-        let body = response.into_inner();
-        let stdout = String::from_utf8_lossy(&body.stdout).into_owned();
-        let mut stderr = String::from_utf8_lossy(&body.stderr).into_owned();
-        // band-sandboxd's words about the result: band renders the result itself.
-        if let Some(said) = from_pod.as_ref().and_then(explain)
-            && stderr.ends_with(&said)
-        {
-            stderr.truncate(stderr.len() - said.len());
-        }
-        if !stdout.is_empty() {
-            on_event(&Event::Stdout {
-                data: stdout.clone(),
+                let from_pod = stream
+                    .trailers()
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|md| md.get_bin(RESULT_METADATA).and_then(|v| v.to_bytes().ok()))
+                    .and_then(|b| serde_json::from_slice::<RunResult>(&b).ok());
+                Ok((exit, from_pod, signalled))
             });
-        }
-        if !stderr.is_empty() {
-            on_event(&Event::Stderr {
-                data: stderr.clone(),
-            });
+        let (exit, from_pod, signalled) = answered.map_err(unreachable)?;
+        if let Some(h) = held.take() {
+            if from_pod.as_ref().and_then(explain).as_deref() == Some(h.as_str()) {
+                stderr.truncate(stderr.len() - h.len());
+            } else {
+                on_event(&Event::Stderr { data: h });
+            }
         }
         for d in from_pod.iter().flat_map(|r| &r.denied) {
             on_event(&Event::Denied(d.clone()));
         }
+        let exit_code = exit.ok_or_else(|| {
+            ClientError::Protocol(format!(
+                "sandboxd at {}: the stream ended without an exit",
+                self.uri()
+            ))
+        })?;
         let mut result = match from_pod {
             Some(r) => r,
             // Not band-sandboxd (another sandboxd), or a result too large to carry: what the
@@ -249,15 +284,19 @@ impl Transport for SandboxdTransport {
             None => {
                 let mut r = RunResult::setup_failed(&req.run_id, proto::Layer::Process, "", None);
                 r.error = None;
-                r.status = if body.exit_code == 0 {
+                r.status = if exit_code == 0 {
                     Status::Ok
                 } else {
                     Status::ScriptFailed
                 };
-                r.exit_code = Some(body.exit_code);
+                r.exit_code = Some(exit_code);
                 r
             }
         };
+        // Ctrl-C ended it: cancelled, as a run on the host that band cancels.
+        if signalled && result.status != Status::Denied {
+            result.status = Status::Cancelled;
+        }
         result.run_id = req.run_id.clone();
         result.stdout = stdout;
         result.stderr = stderr;

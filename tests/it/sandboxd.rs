@@ -195,3 +195,87 @@ fn the_manifests_match_kubernetes_and_the_agent_sandbox_crds() {
     .unwrap();
     band_snapshot!(output(&["lint", "BAND.md"], t.path()), "pod_band_lints");
 }
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs_err::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = fs_err::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // After the command's `(name)`: state, then the parent's pid.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `band exec --target sandboxd://` shows the run's output as the pod streams it (the first line
+/// arrives while the run still waits on its stdin, which nothing closes), and Ctrl-C (SIGINT to
+/// band) becomes SIGINT to the run: it ends as a script killed by SIGINT does on the host (130),
+/// and the pod's band-server for it is gone.
+#[test]
+fn privileged_exec_on_a_sandboxd_target_streams_and_ctrl_c_signals_the_run() {
+    let sandboxd = bin().bin_dir().join("band-sandboxd");
+    privileged!(
+        sandbox_missing().or_else(|| (!sandboxd.exists()).then(|| format!(
+            "{} is missing (cargo build --workspace)",
+            sandboxd.display()
+        )))
+    );
+    let t = tempfile::tempdir().expect("tempdir");
+    let dir = t.path();
+    fs_err::write(dir.join("pod.band.md"), BAND).unwrap();
+    fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
+    let (child, addr) = pod(dir);
+    let _watch =
+        band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+    let mut pod_child = Stop(child);
+    let b = bin();
+    let mut cmd = Command::new(b.bin_dir().join("band"));
+    b.apply(&mut cmd);
+    let mut band = cmd
+        .current_dir(dir)
+        .env(TOKEN_FILE_ENV, dir.join("token"))
+        .args(["exec", "--band", "pod.band.md", "--target"])
+        .arg(format!("sandboxd://{addr}"))
+        .args(["--", "sh", "-c", "echo first; read x; echo never"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _band_watch = band_test::kill_after(&band, std::time::Duration::from_secs(300), "band");
+    let mut out = std::io::BufReader::new(band.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first, "first\n");
+    // The run is under way: its band-server is the pod's child.
+    assert_eq!(children(pod_child.0.id()).len(), 1);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(band.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = band.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut band.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!((status.code(), rest.as_str()), (Some(130), ""), "{err}");
+    band_test::wait_until("the pod's run to be torn down", || {
+        children(pod_child.0.id()).is_empty()
+    });
+    let _ = Command::new("kill")
+        .arg(pod_child.0.id().to_string())
+        .status();
+    assert!(pod_child.0.wait().unwrap().success());
+}

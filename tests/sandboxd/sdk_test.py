@@ -140,9 +140,45 @@ def client_only(grpc_target, token):
     sys.stdin.read()
 
 
+def memory(grpc_target, token):
+    """Under a pod band with maxMemoryBytes 64m: a run that stays under it ends well, one that
+    allocates past it is killed, from inside, and says so."""
+    stub = pbg.ProcessServiceStub(grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token)))
+
+    def run(code):
+        return stub.Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["python3", "-c", code])), timeout=120)
+
+    r = run("x = bytearray(16 << 20); print(len(x))")
+    check("16 MiB under a 64 MiB limit", r.exit_code == 0 and r.stdout == b"16777216\n", r)
+    r = run("x = bytearray(256 << 20); print(len(x))")
+    check("256 MiB is killed by the run's memory limit", r.exit_code == 10 and b"band: memory_limit" in r.stderr
+          and r.stdout == b"", r)
+    print("all ok", flush=True)
+
+
+def net(grpc_target, token):
+    """Under a pod band with allow.net api.example.test:80 and the test's lab resolver: the
+    allowed name resolves and its server answers; another name does not resolve."""
+    stub = pbg.ProcessServiceStub(grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token)))
+
+    def run(code):
+        return stub.Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["python3", "-c", code])), timeout=120)
+
+    r = run("import urllib.request; print(urllib.request.urlopen('http://api.example.test/from-the-pod', timeout=30).read().decode())")
+    check("the allowed name resolves and its server answers", r.exit_code == 0 and b"/from-the-pod" in r.stdout
+          and r.stdout.startswith(b"hello "), r)
+    r = run("import socket; socket.getaddrinfo('other.example.test', 80)")
+    check("a name the band does not allow does not resolve", r.exit_code != 0 and b"gaierror" in r.stderr, r)
+    print("all ok", flush=True)
+
+
 def main():
+    if sys.argv[1] == "--net":
+        return net(sys.argv[2], open(sys.argv[3]).read().strip())
     if sys.argv[1] == "--client-only":
         return client_only(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "--memory":
+        return memory(sys.argv[2], open(sys.argv[3]).read().strip())
     grpc_target, http, token_file, workspace, outside, policy_sha = sys.argv[1:7]
     token = open(token_file).read().strip()
     base = f"http://{http}"

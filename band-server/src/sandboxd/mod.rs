@@ -171,8 +171,13 @@ pub fn default_server() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/usr/libexec/band/band-server"))
 }
 
-/// Serve both ports until SIGTERM or SIGINT; runs under way are cancelled (their band-server
-/// children see their channel close and tear the runs down) before it returns.
+/// How long a stop waits for the runs under way to be torn down (Kubernetes' default grace
+/// period, and `podman stop`'s, is 30 s; a run's teardown takes well under one).
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Serve both ports until SIGTERM or SIGINT; then runs under way are cancelled (their band-server
+/// children see their channel close and tear the runs down) and waited for, and only then do the
+/// ports close (a Start's stream ends with its run's exit) and it returns.
 pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow::Result<()> {
     let grpc_listener = tokio::net::TcpListener::bind(grpc)
         .await
@@ -187,10 +192,13 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
         grpc_listener.local_addr()?,
         http_listener.local_addr()?
     );
-    let stop = tokio_util_stop();
+    let mut stop = tokio_util_stop();
+    // The servers stop on `closed`, which turns once the runs are drained: a graceful shutdown
+    // waits for open streams, and a Start's stream is open until its run ends.
+    let (close, closed) = tokio::sync::watch::channel(false);
     let grpc_task = {
         let pod = pod.clone();
-        let mut stop = stop.clone();
+        let mut stop = closed.clone();
         tokio::spawn(async move {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
             tonic::transport::Server::builder()
@@ -203,7 +211,7 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
     };
     let http_task = {
         let pod = pod.clone();
-        let mut stop = stop.clone();
+        let mut stop = closed.clone();
         tokio::spawn(async move {
             axum::serve(http_listener, files::router(pod))
                 .with_graceful_shutdown(async move {
@@ -212,8 +220,24 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
                 .await
         })
     };
-    let (g, h) = tokio::join!(grpc_task, http_task);
-    pod.runs.cancel_all().await;
+    let (mut grpc_task, mut http_task) = (grpc_task, http_task);
+    let early = tokio::select! {
+        _ = stop.changed() => None,
+        g = &mut grpc_task => Some((Some(g), None)),
+        h = &mut http_task => Some((None, Some(h))),
+    };
+    if !pod.runs.drain(DRAIN).await {
+        eprintln!(
+            "band-sandboxd: runs still under way after {} s; stopping anyway",
+            DRAIN.as_secs()
+        );
+    }
+    let _ = close.send(true);
+    let (g, h) = match early {
+        None => tokio::join!(grpc_task, http_task),
+        Some((Some(g), _)) => (g, http_task.await),
+        Some((_, h)) => (grpc_task.await, h.unwrap_or_else(|| Ok(Ok(())))),
+    };
     g?.context("gRPC server")?;
     h?.context("HTTP server")?;
     Ok(())

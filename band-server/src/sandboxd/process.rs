@@ -121,7 +121,7 @@ impl ProcessService for Process {
             })
         };
         tokio::spawn(async move {
-            let (code, _) = run::execute(pod.clone(), id, argv, true, out_tx, control).await;
+            let (code, result) = run::execute(pod.clone(), id, argv, true, out_tx, control).await;
             let _ = forward.await;
             pod.runs.forget(id).await;
             let _ = tx
@@ -129,6 +129,22 @@ impl ProcessService for Process {
                     exit_code: code,
                 })))
                 .await;
+            // band's own result, in the stream's trailers (a status OK with metadata: tonic
+            // sends an item's status as the trailers), for `band exec --target sandboxd://`;
+            // the SDK reads none.
+            if let Some(json) = result
+                .as_ref()
+                .and_then(band::client::sandboxd::result_metadata)
+            {
+                let mut md = tonic::metadata::MetadataMap::new();
+                md.insert_bin(
+                    band::client::sandboxd::RESULT_METADATA,
+                    tonic::metadata::MetadataValue::from_bytes(&json),
+                );
+                let _ = tx
+                    .send(Err(Status::with_metadata(tonic::Code::Ok, "", md)))
+                    .await;
+            }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }

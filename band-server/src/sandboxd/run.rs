@@ -50,6 +50,8 @@ pub const STDIN_CHUNK: usize = 2048;
 pub struct Runs {
     next: AtomicI32,
     live: Mutex<HashMap<i32, mpsc::UnboundedSender<Control>>>,
+    /// Told each time a run is forgotten (for [`Runs::drain`]).
+    ended: tokio::sync::Notify,
 }
 
 impl Runs {
@@ -63,6 +65,7 @@ impl Runs {
 
     pub async fn forget(&self, id: i32) {
         self.live.lock().await.remove(&id);
+        self.ended.notify_waiters();
     }
 
     /// Tell run `id`; `false` when no such run is under way.
@@ -81,6 +84,26 @@ impl Runs {
     pub async fn cancel_all(&self) {
         for tx in self.live.lock().await.values() {
             let _ = tx.send(Control::Cancel);
+        }
+    }
+
+    /// Cancel every run, and any that starts meanwhile, until none is under way (each one's
+    /// band-server has torn it down and been reaped) or `limit` has passed; `false` then.
+    /// band-sandboxd is pid 1 of a pod's pid namespace: when it exits the kernel kills what is
+    /// left there, so a run still tearing down would leave its cgroups behind.
+    pub async fn drain(&self, limit: std::time::Duration) -> bool {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            self.cancel_all().await;
+            if self.live.lock().await.is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(until, ended).await.is_err() {
+                return false;
+            }
         }
     }
 }
