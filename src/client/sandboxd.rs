@@ -35,6 +35,11 @@ pub const TOKEN_FILE_ENV: &str = "BAND_SANDBOXD_TOKEN_FILE";
 /// suffix makes gRPC carry it base64).
 pub const RESULT_METADATA: &str = "band-result-bin";
 
+/// The command of a `Start` whose stdin is a skill's whole run request (JSON, ended by `eof`):
+/// `band run --target sandboxd://`. band-sandboxd runs it under the pod's band; a sandboxd that
+/// is not band's has no program of that name and fails.
+pub const REQUEST_COMMAND: &str = "band-request";
+
 /// The most of a result the metadata carries (its output is in the body).
 pub const MAX_RESULT_METADATA: usize = 8 << 10;
 
@@ -117,29 +122,33 @@ impl SandboxdTransport {
     }
 }
 
-/// The argv of `band exec`'s request (its input `{"argv": [...]}`), or why the request is not one.
-fn exec_argv(req: &RunRequest) -> Result<Vec<String>> {
-    let refuse = || {
-        ClientError::user(
-            format!(
-                "a sandboxd:// target runs `band exec` commands under the pod's band; {}/{} is a skill's script",
-                req.skill, req.script
-            ),
-            "run it with `band exec --band <the pod's BAND.md> --target sandboxd://HOST:PORT -- CMD…`",
-        )
-    };
+/// The most of a request one `WriteStdin` carries (gRPC's default message cap is 4 MiB).
+const REQUEST_CHUNK: usize = 1 << 20;
+
+/// The argv of `band exec`'s request (its input `{"argv": [...]}`); `None` for a skill's run.
+fn exec_argv(req: &RunRequest) -> Option<Vec<String>> {
     if req.skill != super::adhoc::NAME || req.script != super::adhoc::NAME {
-        return Err(refuse());
+        return None;
     }
     let argv: Vec<String> = req
         .input
         .get("argv")
-        .and_then(|a| serde_json::from_value(a.clone()).ok())
-        .ok_or_else(refuse)?;
-    if argv.is_empty() {
-        return Err(refuse());
+        .and_then(|a| serde_json::from_value(a.clone()).ok())?;
+    (!argv.is_empty()).then_some(argv)
+}
+
+/// What a `Start` runs: `band exec`'s command, or [`REQUEST_COMMAND`] with the skill's request
+/// for its stdin. The pod runs a skill on its own workspace, so the request goes without this
+/// host's workspace files.
+fn start_of(req: &RunRequest) -> Result<(Vec<String>, Option<Vec<u8>>)> {
+    if let Some(argv) = exec_argv(req) {
+        return Ok((argv, None));
     }
-    Ok(argv)
+    let mut sent = req.clone();
+    sent.workspace.clear();
+    let json = serde_json::to_vec(&sent)
+        .map_err(|e| ClientError::Protocol(format!("the request: {e}")))?;
+    Ok((vec![REQUEST_COMMAND.to_string()], Some(json)))
 }
 
 impl Transport for SandboxdTransport {
@@ -153,7 +162,7 @@ impl Transport for SandboxdTransport {
         on_event: &mut dyn FnMut(&Event),
         cancel: &Cancel,
     ) -> Result<RunResult> {
-        let argv = exec_argv(req)?;
+        let (argv, request) = start_of(req)?;
         let unreachable = |e: String| {
             ClientError::user(
                 format!("sandboxd at {}: {e}", self.uri()),
@@ -218,7 +227,28 @@ impl Transport for SandboxdTransport {
                     tokio::select! {
                         m = stream.message() => match m {
                             Ok(Some(pb::StartResponse { event: Some(e) })) => match e {
-                                pb::start_response::Event::Init(i) => pid = Some(i.process_id),
+                                pb::start_response::Event::Init(i) => {
+                                    pid = Some(i.process_id);
+                                    // A skill's request: its stdin, then its end.
+                                    if let Some(json) = &request {
+                                        for chunk in json.chunks(REQUEST_CHUNK) {
+                                            client
+                                                .write_stdin(pb::WriteStdinRequest {
+                                                    process_id: i.process_id,
+                                                    payload: Some(pb::write_stdin_request::Payload::Input(chunk.to_vec())),
+                                                })
+                                                .await
+                                                .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
+                                        }
+                                        client
+                                            .write_stdin(pb::WriteStdinRequest {
+                                                process_id: i.process_id,
+                                                payload: Some(pb::write_stdin_request::Payload::Eof(())),
+                                            })
+                                            .await
+                                            .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
+                                    }
+                                }
                                 pb::start_response::Event::Stdout(b) => {
                                     let data = String::from_utf8_lossy(&b).into_owned();
                                     stdout.push_str(&data);
@@ -314,21 +344,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_band_exec_requests_go_to_a_pod() {
+    fn a_skill_goes_to_a_pod_as_its_request_without_the_workspace() {
         let mut req: RunRequest = serde_json::from_value(serde_json::json!({
             "protocol": 1, "run_id": "0123456789abcdef", "skill": "exec", "script": "exec",
             "entry": "scripts/exec.sh", "bundle": [], "bundle_sha256": "00", "policy": {},
-            "input": {"argv": ["echo", "hi"]}
+            "input": {"argv": ["echo", "hi"]},
+            "workspace": [{"path": "a.txt", "mode": 420, "data": "aGk="}]
         }))
         .unwrap();
-        assert_eq!(exec_argv(&req).unwrap(), vec!["echo", "hi"]);
-        req.skill = "text".into();
-        assert!(
-            exec_argv(&req)
-                .unwrap_err()
-                .to_string()
-                .contains("band exec")
+        assert_eq!(
+            start_of(&req).unwrap(),
+            (vec!["echo".into(), "hi".into()], None)
         );
+        req.skill = "text".into();
+        let (argv, sent) = start_of(&req).unwrap();
+        assert_eq!(argv, vec![REQUEST_COMMAND]);
+        let sent: RunRequest = serde_json::from_slice(&sent.unwrap()).unwrap();
+        assert!(sent.workspace.is_empty());
+        req.workspace.clear();
+        assert_eq!(sent, req);
     }
 
     #[test]

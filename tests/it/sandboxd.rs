@@ -25,10 +25,23 @@ allow:
 /// A band-sandboxd serving `dir` (its `pod.band.md`, `token`, and itself as the workspace): the
 /// child and its gRPC address.
 fn pod(dir: &Path) -> (std::process::Child, String) {
+    let (child, addr, _) = pod_logged(dir);
+    (child, addr)
+}
+
+/// [`pod`], and its log (band-sandboxd's stderr, line by line, as it comes). Its band-server's
+/// DNS upstream is a dead loopback port (`dir/server.toml`): nothing leaves the machine.
+fn pod_logged(dir: &Path) -> (std::process::Child, String, Log) {
     let b = bin();
     let server = b.bin_dir().join("band-server");
     let mut cmd = Command::new(b.bin_dir().join("band-sandboxd"));
     b.apply(&mut cmd);
+    fs_err::write(
+        dir.join("server.toml"),
+        "dns_upstream = [\"127.0.0.1:9\"]\n",
+    )
+    .unwrap();
+    cmd.env("BAND_SERVER_CONFIG", dir.join("server.toml"));
     cmd.arg("--band")
         .arg(dir.join("pod.band.md"))
         .arg("--token-file")
@@ -51,8 +64,36 @@ fn pod(dir: &Path) -> (std::process::Child, String) {
         .position(|w| *w == "grpc")
         .unwrap_or_else(|| panic!("{first}"));
     let addr = words[at + 1].to_string();
-    std::thread::spawn(move || for _ in err.lines() {});
-    (child, addr)
+    let log = Log::default();
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            kept.0.lock().unwrap().push(l);
+        }
+    });
+    (child, addr, log)
+}
+
+/// A band-sandboxd's log lines so far.
+#[derive(Clone, Default)]
+struct Log(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Log {
+    /// The run ids of the processes it started (`process N is run RUN …`).
+    fn runs(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| {
+                l.split_once(" is run ")?
+                    .1
+                    .split_whitespace()
+                    .next()
+                    .map(String::from)
+            })
+            .collect()
+    }
 }
 
 #[test]
@@ -278,4 +319,177 @@ fn privileged_exec_on_a_sandboxd_target_streams_and_ctrl_c_signals_the_run() {
         .arg(pod_child.0.id().to_string())
         .status();
     assert!(pod_child.0.wait().unwrap().success());
+}
+
+/// The pod's band for the skill tests: the ceiling of every skill a client sends.
+const SKILL_POD_BAND: &str = "---
+band: pod
+description: What a skill run on the pod may do.
+allow:
+  cli: [\"jq *\", \"wc *\"]
+  read: [\"data/**\"]
+  write: [\"out/**\"]
+deny:
+  read: [\"data/secret.txt\"]
+---
+";
+
+/// The skill `demo/hello`: counts the words of `data/words.txt`, says whether it can see
+/// `data/secret.txt`, writes `out/note.txt`, and fails (3) for the name `fail`.
+const SKILL_SCRIPT: &str = r#"#!/bin/sh
+set -eu
+name=$(jq -r .name "$INPUT_PATH")
+words=$(wc -w < data/words.txt)
+echo "hello $name"
+if [ -e data/secret.txt ]; then IFS= read -r s < data/secret.txt; echo "secret: $s"; else echo "secret: not there"; fi
+echo "$name" > out/note.txt
+printf '{"greeting":"Hello, %s! (%s words)"}\n' "$name" $words > "$OUTPUT_PATH"
+[ "$name" != fail ] || exit 3
+"#;
+
+const SKILL_BAND: &str = "---
+band: demo
+description: Counts words.
+allow:
+  cli: [\"jq -r .name /band/io/input.json\", \"wc -w\"]
+  read: [\"data/**\"]
+  write: [\"out/**\"]
+deny:
+  read: [\"data/secret.txt\"]
+---
+";
+
+/// `text` without its timings: band's last line (`band: ok (92 ms: setup 15 ms, run 77 ms)`)
+/// without the parenthesis.
+fn untimed(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.split_once(" (") {
+            Some((head, rest)) if l.starts_with("band: ") && rest.ends_with("ms)") => head,
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A folder that is both the client's project and the pod's workspace: the pod's band, its
+/// token, `data/`, and the skill `demo` in `skills/` with `band` as its BAND.md.
+fn skill_project(dir: &Path, band: &str) {
+    fs_err::write(dir.join("pod.band.md"), SKILL_POD_BAND).unwrap();
+    fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
+    fs_err::create_dir_all(dir.join("data")).unwrap();
+    fs_err::create_dir_all(dir.join("out")).unwrap();
+    fs_err::write(dir.join("data/words.txt"), "one two three\n").unwrap();
+    fs_err::write(dir.join("data/secret.txt"), "the pod's own\n").unwrap();
+    let skills = dir.join("skills");
+    fs_err::create_dir_all(&skills).unwrap();
+    assert_eq!(bin().run(&["init", "demo"], &skills).0, 0);
+    crate::common::write_script(&skills.join("demo/scripts/hello.sh"), SKILL_SCRIPT);
+    fs_err::write(skills.join("demo/BAND.md"), band).unwrap();
+}
+
+fn sandboxd_gate() {
+    let sandboxd = bin().bin_dir().join("band-sandboxd");
+    privileged!(
+        sandbox_missing().or_else(|| (!sandboxd.exists()).then(|| format!(
+            "{} is missing (cargo build --workspace)",
+            sandboxd.display()
+        )))
+    );
+}
+
+/// `band run SKILL --target sandboxd://`: the same skill and input give the same stdout, stderr,
+/// output JSON and exit code as on this host (the pod's workspace is this folder), and what the
+/// run writes lands in the pod's workspace. A skill whose band asks for more than the pod's band
+/// allows (a command, a host, a folder) is refused naming the pod's band file, line and rule,
+/// and nothing runs.
+#[test]
+fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band() {
+    sandboxd_gate();
+    let t = tempfile::tempdir().expect("tempdir");
+    let dir = t.path();
+    skill_project(dir, SKILL_BAND);
+    let (child, addr, log) = pod_logged(dir);
+    let _watch =
+        band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+    let mut child = Stop(child);
+    let target = format!("sandboxd://{addr}");
+    let remote = || bin().env(TOKEN_FILE_ENV, dir.join("token"));
+    for name in ["World", "fail"] {
+        let input = format!("--name={name}");
+        let args = ["run", "--skills", "skills", "demo/hello", input.as_str()];
+        let mut there_args = args.to_vec();
+        there_args.extend(["--target", &target]);
+        let here = output(&args, dir);
+        fs_err::remove_file(dir.join("out/note.txt")).unwrap();
+        let there = remote().output(&there_args, dir);
+        // Written by the pod's run, into its workspace.
+        assert_eq!(
+            fs_err::read_to_string(dir.join("out/note.txt")).unwrap(),
+            format!("{name}\n")
+        );
+        let untimed = |o: band_test::Output| {
+            let (code, out, err) = o.parts();
+            (code, out, untimed(&err))
+        };
+        assert_eq!(untimed(here), untimed(there), "{name}");
+        let mut json = vec!["run", "--json"];
+        json.extend(&args[1..]);
+        let here: serde_json::Value =
+            serde_json::from_str(&output(&json, dir).stdout).expect("json");
+        let mut there_json = json.clone();
+        there_json.extend(["--target", &target]);
+        let there: serde_json::Value =
+            serde_json::from_str(&remote().output(&there_json, dir).stdout).expect("json");
+        for field in ["status", "exit_code", "output", "stdout"] {
+            assert_eq!(here[field], there[field], "{name}: {field}");
+        }
+    }
+    band_snapshot!(
+        remote().output(
+            &[
+                "run",
+                "--skills",
+                "skills",
+                "demo/hello",
+                "--name=World",
+                "--target",
+                &target
+            ],
+            dir
+        ),
+        "run_on_sandboxd"
+    );
+    let started = log.runs().len();
+    // More than the pod allows: refused by the pod, naming its band's line; nothing runs.
+    for (what, band) in [
+        (
+            "cli",
+            SKILL_BAND.replace("\"wc -w\"]", "\"wc -w\", \"id -u\"]"),
+        ),
+        (
+            "net",
+            SKILL_BAND.replace("  read:", "  net: [\"a.test:443\"]\n  read:"),
+        ),
+        ("read", SKILL_BAND.replace("[\"data/**\"]", "[\"**\"]")),
+    ] {
+        fs_err::write(dir.join("skills/demo/BAND.md"), band).unwrap();
+        band_snapshot!(
+            remote().output(
+                &[
+                    "run",
+                    "--skills",
+                    "skills",
+                    "demo/hello",
+                    "--name=World",
+                    "--target",
+                    &target
+                ],
+                dir
+            ),
+            format!("run_on_sandboxd_refused_{what}")
+        );
+    }
+    assert_eq!(log.runs().len(), started, "a refused skill started a run");
+    let _ = Command::new("kill").arg(child.0.id().to_string()).status();
+    assert!(child.0.wait().unwrap().success());
 }

@@ -89,6 +89,15 @@ impl ProcessService for Process {
         request: Request<pb::StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
         let argv = argv_of(request.into_inner().config)?;
+        // `band run --target sandboxd://`: a skill's request on stdin, not a command.
+        let skill =
+            argv.first().map(String::as_str) == Some(band::client::sandboxd::REQUEST_COMMAND);
+        if skill && argv.len() != 1 {
+            return Err(Status::invalid_argument(format!(
+                "`{}` takes no arguments: the request is its stdin",
+                band::client::sandboxd::REQUEST_COMMAND
+            )));
+        }
         let pod = self.pod.clone();
         let (id, control) = pod.runs.register().await;
         let (tx, rx) = mpsc::channel::<Sent>(64);
@@ -121,7 +130,11 @@ impl ProcessService for Process {
             })
         };
         tokio::spawn(async move {
-            let (code, result) = run::execute(pod.clone(), id, argv, true, out_tx, control).await;
+            let (code, result) = if skill {
+                run::skill(pod.clone(), id, out_tx, control).await
+            } else {
+                run::execute(pod.clone(), id, argv, true, out_tx, control).await
+            };
             let _ = forward.await;
             pod.runs.forget(id).await;
             let _ = tx

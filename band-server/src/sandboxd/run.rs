@@ -15,7 +15,10 @@ use band::client::adhoc::{AdHoc, AdHocSpec, cli_refusal};
 use band::client::config::UserConfig;
 use band::client::outcome::{Preparation, Prepared};
 use band::client::pipeline;
-use band::proto::{self, Event, Message, RunResult, Status};
+use band::client::sandboxd::REQUEST_COMMAND;
+use band::policy::Policy;
+use band::policy::site::{DEFAULT_UNSIGNED_TIER, Layer, RunKind, SitePolicy, intersect};
+use band::proto::{self, Event, Message, RunRequest, RunResult, Status};
 use base64::Engine as _;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc};
@@ -283,6 +286,186 @@ async fn execute_into(
             i32::from(Status::SetupFailed.exit_code())
         }
     }
+}
+
+/// The pod's band over a client's request: `band ∩ pod` ([`band::policy::site::intersect`], the
+/// layer labelled `pod`), or the refusal naming the pod band's file, line and rule. Nothing of
+/// the request is trusted: its policy is whatever the client claims, so it is this policy that
+/// must fit inside the pod's, whatever its bundle says (band-server checks the bundle against
+/// its hash, not against this policy).
+pub fn under_pod(pod_band: &SitePolicy, req: &RunRequest) -> Result<Policy, RunResult> {
+    let layer = Layer {
+        label: "pod".into(),
+        prefix: String::new(),
+        rules: &pod_band.rules,
+        site: pod_band,
+    };
+    let kind = RunKind {
+        exec: req.skill == band::client::adhoc::NAME && req.script == band::client::adhoc::NAME,
+    };
+    intersect(&req.policy, kind, DEFAULT_UNSIGNED_TIER, &[layer])
+        .map(|i| i.policy)
+        .map_err(|r| {
+            RunResult::setup_failed(
+                &req.run_id,
+                proto::Layer::new("pod"),
+                format!("refused: {}", r.message),
+                Some(r.hint),
+            )
+        })
+}
+
+/// The request a client sent as the stdin of a `Start` of [`REQUEST_COMMAND`]: read up to its
+/// end (`eof`), at most `max` bytes. `Err` is what the client is told: too large, cancelled, or
+/// not a request; nothing has started then.
+pub async fn read_request(
+    max: u64,
+    control: &mut mpsc::UnboundedReceiver<Control>,
+) -> Result<RunRequest, RunResult> {
+    let refused = |m: String, hint: Option<String>| {
+        Err(RunResult::setup_failed("", proto::Layer::Protocol, m, hint))
+    };
+    let mut text = Vec::new();
+    loop {
+        match control.recv().await {
+            Some(Control::Stdin(b)) => {
+                if (text.len() + b.len()) as u64 > max {
+                    return refused(
+                        format!("the request is larger than {max} bytes"),
+                        Some("the skill and workspace must fit in the pod's disk cap".into()),
+                    );
+                }
+                text.extend(b);
+            }
+            Some(Control::Eof) => break,
+            Some(Control::Signal(_)) | Some(Control::Cancel) | None => {
+                let mut r = RunResult::setup_failed("", proto::Layer::Protocol, "", None);
+                r.error = None;
+                r.status = Status::Cancelled;
+                return Err(r);
+            }
+        }
+    }
+    // A request, bare or as band-server's protocol line.
+    match serde_json::from_slice::<RunRequest>(&text) {
+        Ok(r) => Ok(r),
+        Err(e) => match serde_json::from_slice::<Message>(&text) {
+            Ok(Message::Request(r)) => Ok(*r),
+            _ => refused(
+                format!("malformed request: {e}"),
+                Some(format!(
+                    "the stdin of `{REQUEST_COMMAND}` is one band run request (protocol {})",
+                    proto::PROTOCOL_VERSION
+                )),
+            ),
+        },
+    }
+}
+
+/// Run the skill request the client sends on the process's stdin ([`read_request`]) under the
+/// pod's band ([`under_pod`]), on the pod's workspace: the files the narrowed band admits are
+/// read from it (whatever files the client put in the request are dropped), and what the run
+/// writes is written back into it. Like [`execute`], the exit code and band's result.
+pub async fn skill(
+    pod: Arc<Pod>,
+    id: i32,
+    out: mpsc::Sender<Out>,
+    mut control: mpsc::UnboundedReceiver<Control>,
+) -> (i32, Option<RunResult>) {
+    let said = |text: String| {
+        let out = out.clone();
+        async move {
+            let _ = out.send(Out::Stderr(text.into_bytes())).await;
+        }
+    };
+    let refuse = |r: RunResult| async {
+        if let Some(text) = explain(&r) {
+            said(text).await;
+        }
+        eprintln!(
+            "band-sandboxd: process {id} (a skill) refused: {}",
+            r.error.as_ref().map_or("", |e| e.message.as_str())
+        );
+        (exit_code(&r), Some(r))
+    };
+    let mut req = match read_request(pod.max_request, &mut control).await {
+        Ok(r) => r,
+        Err(r) => return refuse(r).await,
+    };
+    // The run id names the run's cgroup, table and folders: the pod's own, never the client's
+    // (two clients could send one id, or the id of a run under way).
+    req.run_id = band::client::workspace::random_hex();
+    let policy = match under_pod(&pod.ceiling, &req) {
+        Ok(p) => p,
+        Err(r) => return refuse(r).await,
+    };
+    let files = {
+        let pod = pod.clone();
+        let policy = policy.clone();
+        tokio::task::spawn_blocking(move || {
+            let compiled =
+                band::policy::CompiledPolicy::compile(&policy).map_err(|e| e.to_string())?;
+            band::client::workspace::read_workspace(&pod.workspace, &compiled)
+                .map_err(|e| e.to_string())
+        })
+        .await
+    };
+    let files = match files.map_err(|e| e.to_string()).and_then(|r| r) {
+        Ok(f) => f,
+        Err(e) => {
+            return refuse(RunResult::setup_failed(
+                &req.run_id,
+                proto::Layer::Filesystem,
+                format!("the pod's workspace: {e}"),
+                None,
+            ))
+            .await;
+        }
+    };
+    req.policy = policy;
+    req.workspace = files;
+    req.stdin = false;
+    eprintln!(
+        "band-sandboxd: process {id} is run {} (skill {}, script {})",
+        req.run_id, req.skill, req.script
+    );
+    let mut result = match serve(&pod, req, &out, &mut control).await {
+        Ok(r) => r,
+        Err(e) => {
+            said(format!(
+                "band: band-server ({}): {e}\n",
+                pod.server.display()
+            ))
+            .await;
+            return (i32::from(Status::SetupFailed.exit_code()), None);
+        }
+    };
+    let written = std::mem::take(&mut result.written);
+    if !written.is_empty() {
+        let pod = pod.clone();
+        let back = tokio::task::spawn_blocking(move || {
+            band::client::workspace::write_back(&pod.workspace, &written).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        if let Err(e) = back {
+            said(format!(
+                "band: the write-back into the pod's workspace: {e}\n"
+            ))
+            .await;
+        }
+    }
+    if let Some(text) = explain(&result) {
+        said(text).await;
+    }
+    let code = exit_code(&result);
+    eprintln!(
+        "band-sandboxd: process {id} (run {}) ended: {}, exit code {code}",
+        result.run_id,
+        result.status.as_str()
+    );
+    (code, Some(result))
 }
 
 fn line(msg: &Message) -> Vec<u8> {
