@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use band::client::sandboxd::TOKEN_FILE_ENV;
+use band::client::sandboxd::{REQUEST_COMMAND, TOKEN_FILE_ENV};
 use band_test::{band_snapshot, privileged};
 use pretty_assertions::assert_eq;
 
@@ -25,20 +25,25 @@ allow:
 /// A band-sandboxd serving `dir` (its `pod.band.md`, `token`, and itself as the workspace): the
 /// child and its gRPC address.
 fn pod(dir: &Path) -> (std::process::Child, String) {
-    let (child, addr, _) = pod_logged(dir);
+    let (child, addr, _) = pod_configured(dir, "");
     (child, addr)
 }
 
 /// [`pod`], and its log (band-sandboxd's stderr, line by line, as it comes). Its band-server's
 /// DNS upstream is a dead loopback port (`dir/server.toml`): nothing leaves the machine.
 fn pod_logged(dir: &Path) -> (std::process::Child, String, Log) {
+    pod_configured(dir, "")
+}
+
+/// [`pod_logged`], with `config` added to its band-server's config.
+fn pod_configured(dir: &Path, config: &str) -> (std::process::Child, String, Log) {
     let b = bin();
     let server = b.bin_dir().join("band-server");
     let mut cmd = Command::new(b.bin_dir().join("band-sandboxd"));
     b.apply(&mut cmd);
     fs_err::write(
         dir.join("server.toml"),
-        "dns_upstream = [\"127.0.0.1:9\"]\n",
+        format!("dns_upstream = [\"127.0.0.1:9\"]\n{config}"),
     )
     .unwrap();
     cmd.env("BAND_SERVER_CONFIG", dir.join("server.toml"));
@@ -326,7 +331,7 @@ const SKILL_POD_BAND: &str = "---
 band: pod
 description: What a skill run on the pod may do.
 allow:
-  cli: [\"jq *\", \"wc *\"]
+  cli: [\"jq *\", \"wc *\", \"sleep *\"]
   read: [\"data/**\"]
   write: [\"out/**\"]
 deny:
@@ -335,7 +340,8 @@ deny:
 ";
 
 /// The skill `demo/hello`: counts the words of `data/words.txt`, says whether it can see
-/// `data/secret.txt`, writes `out/note.txt`, and fails (3) for the name `fail`.
+/// `data/secret.txt`, writes `out/note.txt`, fails (3) for the name `fail` and waits (a
+/// `sleep`) for the name `wait`.
 const SKILL_SCRIPT: &str = r#"#!/bin/sh
 set -eu
 name=$(jq -r .name "$INPUT_PATH")
@@ -345,13 +351,14 @@ if [ -e data/secret.txt ]; then IFS= read -r s < data/secret.txt; echo "secret: 
 echo "$name" > out/note.txt
 printf '{"greeting":"Hello, %s! (%s words)"}\n' "$name" $words > "$OUTPUT_PATH"
 [ "$name" != fail ] || exit 3
+[ "$name" != wait ] || sleep 300
 "#;
 
 const SKILL_BAND: &str = "---
 band: demo
 description: Counts words.
 allow:
-  cli: [\"jq -r .name /band/io/input.json\", \"wc -w\"]
+  cli: [\"jq -r .name /band/io/input.json\", \"wc -w\", \"sleep 300\"]
   read: [\"data/**\"]
   write: [\"out/**\"]
 deny:
@@ -464,7 +471,7 @@ fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band()
     for (what, band) in [
         (
             "cli",
-            SKILL_BAND.replace("\"wc -w\"]", "\"wc -w\", \"id -u\"]"),
+            SKILL_BAND.replace("\"sleep 300\"]", "\"sleep 300\", \"id -u\"]"),
         ),
         (
             "net",
@@ -492,4 +499,284 @@ fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band()
     assert_eq!(log.runs().len(), started, "a refused skill started a run");
     let _ = Command::new("kill").arg(child.0.id().to_string()).status();
     assert!(child.0.wait().unwrap().success());
+}
+
+/// Start [`REQUEST_COMMAND`] on the pod at `addr` with `stdin` as the request, as any client can,
+/// band or not (the SDK's own gRPC, a script): the exit code, stdout and stderr streamed.
+fn raw_request(addr: &str, stdin: &[u8]) -> (i32, String, String) {
+    use band::client::sandboxd::pb;
+    use pb::start_response::Event;
+    use pb::write_stdin_request::Payload;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let bearer: tonic::metadata::MetadataValue<tonic::metadata::Ascii> =
+            "Bearer band-it-token-0123456789".parse().unwrap();
+        let mut client = pb::process_service_client::ProcessServiceClient::with_interceptor(
+            channel,
+            move |mut r: tonic::Request<()>| {
+                r.metadata_mut().insert("authorization", bearer.clone());
+                Ok(r)
+            },
+        );
+        let mut stream = client
+            .start(pb::StartRequest {
+                config: Some(pb::ProcessConfig {
+                    command: vec![REQUEST_COMMAND.into()],
+                    env_vars: Default::default(),
+                    cwd: None,
+                }),
+                pty: None,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let (mut out, mut err, mut code) = (Vec::new(), Vec::new(), None);
+        while let Some(m) = stream.message().await.unwrap() {
+            match m.event {
+                Some(Event::Init(i)) => {
+                    let write = |payload| pb::WriteStdinRequest {
+                        process_id: i.process_id,
+                        payload: Some(payload),
+                    };
+                    // A refused request's process is gone: the rest is not found.
+                    let mut sent = true;
+                    for chunk in stdin.chunks(1 << 20) {
+                        sent = client
+                            .write_stdin(write(Payload::Input(chunk.to_vec())))
+                            .await
+                            .is_ok();
+                        if !sent {
+                            break;
+                        }
+                    }
+                    if sent {
+                        let _ = client.write_stdin(write(Payload::Eof(()))).await;
+                    }
+                }
+                Some(Event::Stdout(b)) => out.extend(b),
+                Some(Event::Stderr(b)) => err.extend(b),
+                Some(Event::Exit(x)) => code = Some(x.exit_code),
+                None => {}
+            }
+        }
+        (
+            code.expect("an exit"),
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&err).into_owned(),
+        )
+    })
+}
+
+/// The request `band run` makes for `demo/hello` with `name` in `dir` (as it sends it).
+fn request_of(dir: &Path, name: &str) -> serde_json::Value {
+    use band::client::outcome::{Preparation, RunSpec};
+    let spec = RunSpec {
+        skill_root: dir.join("skills/demo"),
+        script: "hello".into(),
+        raw_input: serde_json::json!({ "name": name }),
+        workspace: dir.to_path_buf(),
+        target: Some("host".into()),
+        trace: false,
+        allow_system_workspace: true,
+        require_lock: false,
+        record_io: false,
+        schemas: None,
+    };
+    let config = band::client::config::UserConfig::default();
+    match band::client::pipeline::prepare(&spec, &config, 0, &mut |_| {}) {
+        Ok(Preparation::Ready(p)) => serde_json::to_value(&p.request).unwrap(),
+        _ => panic!("the request of demo/hello"),
+    }
+}
+
+/// Whatever a client sends, the pod's band holds: a request (sent raw, as any client can)
+/// that claims a wider policy than its bundle's band is refused naming the pod's band; one that
+/// drops the band's deny, brings its own copy of a file the pod denies, claims a trust tier and
+/// a signature and the run id of another run runs without the file (probed from inside: the
+/// skill's band without the deny sees it on this host); a narrower layer labelled `pod` from the
+/// client is refused; a malformed or oversized request is refused. None of these starts a run.
+#[test]
+fn privileged_a_forged_request_on_a_sandboxd_target_stays_inside_the_pods_band() {
+    sandboxd_gate();
+    let t = tempfile::tempdir().expect("tempdir");
+    let dir = t.path();
+    // The skill's own band does not deny data/secret.txt; the pod's does.
+    let open = SKILL_BAND.replace("deny:\n  read: [\"data/secret.txt\"]\n", "");
+    assert_ne!(open, SKILL_BAND);
+    skill_project(dir, &open);
+    // A small disk cap: band-server's request cap (4/3 of it, the input cap and 16 MiB) is
+    // about 17 MiB.
+    let (child, addr, log) = pod_configured(dir, "[caps]\ndisk = \"1m\"\ninput = \"64k\"\n");
+    let _watch =
+        band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+    let mut child = Stop(child);
+    // On this host the skill's band admits the file.
+    let here = band_test::Output::parts(output(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=probe",
+        ],
+        dir,
+    ));
+    let here: serde_json::Value = serde_json::from_str(&here.1).expect("json");
+    assert!(
+        here["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("secret: the pod's own"),
+        "{here}"
+    );
+    let request = request_of(dir, "probe");
+    // Wider than the pod: refused, nothing runs.
+    let mut wider = request.clone();
+    wider["policy"]["allow"]["cli"]
+        .as_array_mut()
+        .unwrap()
+        .push("cat *".into());
+    let (code, out, err) = raw_request(&addr, wider.to_string().as_bytes());
+    assert_eq!((code, out.as_str()), (8, ""), "{err}");
+    assert!(
+        err.contains(
+            "refused: the band's allow.cli `cat *` is refused by the pod policy's allow.cli ceiling"
+        ) && err.contains("pod.band.md:5"),
+        "{err}"
+    );
+    assert!(log.runs().is_empty());
+    // Forged: no deny, its own copy of the denied file, a tier, a signature, another run's id.
+    let mut forged = request.clone();
+    forged["policy"]["deny"] = serde_json::json!({});
+    forged["workspace"] = serde_json::json!([
+        {"path": "data/secret.txt", "mode": 420, "data": "ZnJvbSB0aGUgY2xpZW50Cg=="}
+    ]);
+    forged["tier"] = "trusted".into();
+    forged["signed"] = serde_json::json!({"lock": "tier: trusted\n", "sig": "forged"});
+    forged["run_id"] = "0123456789abcdef".into();
+    let (code, out, err) = raw_request(&addr, forged.to_string().as_bytes());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("hello probe\nsecret: not there\n"), "{out}");
+    let runs = log.runs();
+    assert_eq!(runs.len(), 1);
+    assert_ne!(runs[0], "0123456789abcdef");
+    // A `pod` layer of the client's: refused by band-server (only `user` and `session` are
+    // a client's to send).
+    let mut labelled = request.clone();
+    labelled["narrowing"] = serde_json::json!([
+        {"label": "pod", "source": "pod.band.md", "text": "---\nallow: {}\n---\n"}
+    ]);
+    let (code, _, err) = raw_request(&addr, labelled.to_string().as_bytes());
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("unknown narrower layer \"pod\""), "{err}");
+    let started = log.runs().len();
+    // Malformed, and over the cap: refused before anything starts.
+    let (code, _, err) = raw_request(&addr, b"{\"not\": \"a request\"}");
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("malformed request"), "{err}");
+    let (code, _, err) = raw_request(&addr, &vec![b' '; 18 << 20]);
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("the request is larger than"), "{err}");
+    assert_eq!(log.runs().len(), started);
+    assert!(children(child.0.id()).is_empty());
+    let _ = Command::new("kill").arg(child.0.id().to_string()).status();
+    assert!(child.0.wait().unwrap().success());
+}
+
+/// The cgroup folders of run `run` in the machine's hierarchies (v1: one per controller).
+fn run_cgroups(run: &str) -> Vec<std::path::PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut at = vec![root.join("band").join(run)];
+    for e in fs_err::read_dir(root).unwrap().flatten() {
+        at.push(e.path().join("band").join(run));
+    }
+    at.into_iter().filter(|p| p.exists()).collect()
+}
+
+/// The processes in run `run`'s cgroup whose command is `comm`.
+fn run_processes(run: &str, comm: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs_err::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cgroup = fs_err::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
+        let name = fs_err::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+        if cgroup.contains(run) && name.trim() == comm {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `band run --target sandboxd://` killed (SIGKILL) while its skill runs on the pod: the pod
+/// cancels the run, and its band-server, processes, cgroups and run folder are gone.
+#[test]
+fn privileged_a_killed_client_of_a_skill_on_a_sandboxd_target_leaves_nothing() {
+    sandboxd_gate();
+    let t = tempfile::tempdir().expect("tempdir");
+    let dir = t.path();
+    skill_project(dir, SKILL_BAND);
+    let (child, addr, log) = pod_logged(dir);
+    let _watch =
+        band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
+    let mut pod_child = Stop(child);
+    let b = bin();
+    let mut cmd = Command::new(b.bin_dir().join("band"));
+    b.apply(&mut cmd);
+    let mut band = cmd
+        .current_dir(dir)
+        .env(TOKEN_FILE_ENV, dir.join("token"))
+        .args([
+            "run",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=wait",
+            "--target",
+        ])
+        .arg(format!("sandboxd://{addr}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _band_watch = band_test::kill_after(&band, std::time::Duration::from_secs(300), "band");
+    band_test::wait_until("the skill's sleep to run on the pod", || {
+        log.runs()
+            .first()
+            .is_some_and(|r| !run_processes(r, "sleep").is_empty())
+    });
+    let run = log.runs()[0].clone();
+    assert!(!run_cgroups(&run).is_empty());
+    band.kill().unwrap();
+    band.wait().unwrap();
+    band_test::wait_until("the pod's run to be torn down", || {
+        children(pod_child.0.id()).is_empty()
+    });
+    assert_eq!(run_processes(&run, "sleep"), Vec::<u32>::new());
+    assert_eq!(run_cgroups(&run), Vec::<std::path::PathBuf>::new());
+    let runs = Path::new(band_test::STATE_DIR).join("runs");
+    let left: Vec<String> = fs_err::read_dir(&runs)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(&run))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(left, Vec::<String>::new());
+    let _ = Command::new("kill")
+        .arg(pod_child.0.id().to_string())
+        .status();
+    assert!(pod_child.0.wait().unwrap().success());
 }
