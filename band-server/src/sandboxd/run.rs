@@ -293,7 +293,7 @@ async fn execute_into(
 /// the request is trusted: its policy is whatever the client claims, so it is this policy that
 /// must fit inside the pod's, whatever its bundle says (band-server checks the bundle against
 /// its hash, not against this policy).
-pub fn under_pod(pod_band: &SitePolicy, req: &RunRequest) -> Result<Policy, RunResult> {
+pub fn under_pod(pod_band: &SitePolicy, req: &RunRequest) -> Result<Policy, Box<RunResult>> {
     let layer = Layer {
         label: "pod".into(),
         prefix: String::new(),
@@ -306,12 +306,12 @@ pub fn under_pod(pod_band: &SitePolicy, req: &RunRequest) -> Result<Policy, RunR
     intersect(&req.policy, kind, DEFAULT_UNSIGNED_TIER, &[layer])
         .map(|i| i.policy)
         .map_err(|r| {
-            RunResult::setup_failed(
+            Box::new(RunResult::setup_failed(
                 &req.run_id,
                 proto::Layer::new("pod"),
                 format!("refused: {}", r.message),
                 Some(r.hint),
-            )
+            ))
         })
 }
 
@@ -321,9 +321,14 @@ pub fn under_pod(pod_band: &SitePolicy, req: &RunRequest) -> Result<Policy, RunR
 pub async fn read_request(
     max: u64,
     control: &mut mpsc::UnboundedReceiver<Control>,
-) -> Result<RunRequest, RunResult> {
+) -> Result<RunRequest, Box<RunResult>> {
     let refused = |m: String, hint: Option<String>| {
-        Err(RunResult::setup_failed("", proto::Layer::Protocol, m, hint))
+        Err(Box::new(RunResult::setup_failed(
+            "",
+            proto::Layer::Protocol,
+            m,
+            hint,
+        )))
     };
     let mut text = Vec::new();
     loop {
@@ -342,7 +347,7 @@ pub async fn read_request(
                 let mut r = RunResult::setup_failed("", proto::Layer::Protocol, "", None);
                 r.error = None;
                 r.status = Status::Cancelled;
-                return Err(r);
+                return Err(Box::new(r));
             }
         }
     }
@@ -390,14 +395,14 @@ pub async fn skill(
     };
     let mut req = match read_request(pod.max_request, &mut control).await {
         Ok(r) => r,
-        Err(r) => return refuse(r).await,
+        Err(r) => return refuse(*r).await,
     };
     // The run id names the run's cgroup, table and folders: the pod's own, never the client's
     // (two clients could send one id, or the id of a run under way).
     req.run_id = band::client::workspace::random_hex();
     let policy = match under_pod(&pod.ceiling, &req) {
         Ok(p) => p,
-        Err(r) => return refuse(r).await,
+        Err(r) => return refuse(*r).await,
     };
     let files = {
         let pod = pod.clone();
@@ -565,6 +570,102 @@ mod tests {
         assert_eq!(normalize_argv(v(&["/opt/x/sh"])), v(&["/opt/x/sh"]));
         assert_eq!(normalize_argv(v(&["/bin/a/b"])), v(&["/bin/a/b"]));
         assert_eq!(normalize_argv(v(&["sh"])), v(&["sh"]));
+    }
+
+    const POD: &str = "---\nband: pod\ndescription: d\nallow:\n  cli: [\"wc *\"]\n  read: [\"data/**\"]\ndeny:\n  read: [\"data/secret.txt\"]\nlimit:\n  maxPids: 8\n---\n";
+
+    fn pod_band() -> SitePolicy {
+        let t = tempfile::tempdir().unwrap();
+        let file = t.path().join("BAND.md");
+        fs_err::write(&file, POD).unwrap();
+        let (resolved, diags) = band::skill::resolve_band_file(&file);
+        let policy = resolved.unwrap_or_else(|| panic!("{diags:?}")).policy;
+        SitePolicy::of_band("/pod/BAND.md", POD, &policy)
+    }
+
+    fn request(policy: serde_json::Value) -> RunRequest {
+        serde_json::from_value(serde_json::json!({
+            "protocol": 1, "run_id": "0123456789abcdef", "skill": "s", "script": "x",
+            "entry": "scripts/x.sh", "bundle": [], "bundle_sha256": "00", "policy": policy,
+            "input": {}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_pods_band_is_a_ceiling_whose_denies_and_limits_join() {
+        let pod = pod_band();
+        let inside = request(serde_json::json!({
+            "allow": {"cli": ["wc -w"], "read": ["data/**"]},
+            "limits": {"maxPids": 100}
+        }));
+        let p = under_pod(&pod, &inside).unwrap();
+        assert_eq!(p.allow, inside.policy.allow);
+        assert_eq!(p.deny.read, vec!["data/secret.txt"]);
+        assert_eq!(p.limits.max_pids, Some(8));
+        for (wider, rule, line) in [
+            (
+                serde_json::json!({"allow": {"cli": ["id -u"]}}),
+                "allow.cli `id -u`",
+                5,
+            ),
+            (
+                serde_json::json!({"allow": {"read": ["**"]}}),
+                "allow.read `**`",
+                6,
+            ),
+            (
+                serde_json::json!({"allow": {"net": ["a.test:443"]}}),
+                "allow.net `a.test:443`",
+                4,
+            ),
+        ] {
+            let r = under_pod(&pod, &request(wider)).unwrap_err();
+            let e = r.error.unwrap();
+            assert_eq!(e.layer.as_str(), "pod");
+            assert!(
+                e.message.starts_with(&format!(
+                    "refused: the band's {rule} is refused by the pod policy's"
+                )),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message.ends_with(&format!("(/pod/BAND.md:{line})")),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_is_read_to_its_end_within_its_cap() {
+        let send = |parts: Vec<Control>| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            for p in parts {
+                tx.send(p).unwrap();
+            }
+            rx
+        };
+        let json = serde_json::to_vec(&request(serde_json::json!({}))).unwrap();
+        let (a, b) = json.split_at(10);
+        let mut rx = send(vec![
+            Control::Stdin(a.to_vec()),
+            Control::Stdin(b.to_vec()),
+            Control::Eof,
+        ]);
+        assert_eq!(read_request(1 << 20, &mut rx).await.unwrap().skill, "s");
+        let mut rx = send(vec![Control::Stdin(json.clone()), Control::Eof]);
+        let r = read_request(10, &mut rx).await.unwrap_err();
+        assert!(r.error.unwrap().message.contains("larger than 10 bytes"));
+        let mut rx = send(vec![Control::Stdin(b"{}".to_vec()), Control::Eof]);
+        let r = read_request(1 << 20, &mut rx).await.unwrap_err();
+        assert!(r.error.unwrap().message.starts_with("malformed request"));
+        let mut rx = send(vec![Control::Stdin(b"{".to_vec()), Control::Cancel]);
+        assert_eq!(
+            read_request(1 << 20, &mut rx).await.unwrap_err().status,
+            Status::Cancelled
+        );
     }
 
     #[test]
