@@ -1,5 +1,11 @@
-//! The `sandboxd://host:port` target: `band exec` on an agent-sandbox pod that band-sandboxd
-//! serves, through the pod's own contract (gRPC `process.v1.ProcessService`, `Start`).
+//! The `sandboxd://host:port` target: `band exec` and `band run` on an agent-sandbox pod that
+//! band-sandboxd serves, through the pod's own contract (gRPC `process.v1.ProcessService`,
+//! `Start`).
+//!
+//! A skill's run is a `Start` of [`REQUEST_COMMAND`] with its request as stdin (without this
+//! host's workspace files: the pod runs it on its own workspace); the pod holds the request to
+//! its own band, which the skill can only narrow (more is refused, naming the pod's band file
+//! and line), and never trusts it further (docs/kubernetes.md).
 //!
 //! The pod runs the command under its band (its ConfigMap's BAND.md), in its workspace; band
 //! here checked the command against the band file it was given first, as for every target, so

@@ -9,6 +9,8 @@
 //! each Start / Execute ──► one `band-server run` child (run): the pod's band, an ad-hoc command
 //!                          as `band exec` makes it, its own uid, mount namespace, CLI gate,
 //!                          seccomp, cgroup and egress table; the workspace files the band admits
+//! a Start of `band-request` ─► the same, for the skill request on its stdin, under `band ∩ pod`
+//!                          (`band run --target sandboxd://`; more than the pod allows: refused)
 //! ```
 //!
 //! band-sandboxd is a client of `band-server run`, the one-request-per-process server: a run it

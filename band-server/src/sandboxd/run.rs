@@ -5,6 +5,10 @@
 //! (stdin, a signal, going away) becomes protocol lines on that child's stdin; what the run
 //! writes comes back as events; the result's files written under `allow.write` are written back
 //! into the workspace by band's write-back, the same as `band exec`'s.
+//!
+//! A `Start` of `band-request` ([`skill`]) is a skill's whole request instead, read from its
+//! stdin: the pod's band is a narrower layer over it ([`under_pod`]), and it runs on the pod's
+//! workspace under the pod's own run id.
 
 use std::collections::HashMap;
 use std::process::Stdio;
