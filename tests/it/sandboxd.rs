@@ -467,6 +467,22 @@ fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band()
         "run_on_sandboxd"
     );
     let started = log.runs().len();
+    // A wrong token: refused by the pod, nothing sent.
+    fs_err::write(dir.join("wrong"), "not-the-token-0123456789\n").unwrap();
+    let (code, _, stderr) = bin().env(TOKEN_FILE_ENV, dir.join("wrong")).run(
+        &[
+            "run",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=World",
+            "--target",
+            &target,
+        ],
+        dir,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("a token is required"), "{stderr}");
     // More than the pod allows: refused by the pod, naming its band's line; nothing runs.
     for (what, band) in [
         (

@@ -167,6 +167,12 @@ impl ProcessService for Process {
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::ExecuteResponse>, Status> {
         let argv = argv_of(request.into_inner().config)?;
+        if argv.first().map(String::as_str) == Some(band::client::sandboxd::REQUEST_COMMAND) {
+            return Err(Status::invalid_argument(format!(
+                "`{}` is started with Start: its request is its stdin, which Execute has not",
+                band::client::sandboxd::REQUEST_COMMAND
+            )));
+        }
         let pod = self.pod.clone();
         let (id, control) = pod.runs.register().await;
         let (out_tx, mut out_rx) = mpsc::channel::<Out>(64);
