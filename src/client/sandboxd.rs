@@ -46,13 +46,28 @@ pub const RESULT_METADATA: &str = "band-result-bin";
 /// is not band's has no program of that name and fails.
 pub const REQUEST_COMMAND: &str = "band-request";
 
-/// The most of a result the metadata carries (its output is in the body).
+/// The most of a result the metadata carries (its output is in the body) for a command's run:
+/// the SDK's gRPC reads trailers of 8 KiB at most (grpcio's default metadata size), and a
+/// larger one would fail its call.
 pub const MAX_RESULT_METADATA: usize = 8 << 10;
+
+/// The most for a skill's run ([`REQUEST_COMMAND`], only band's client starts one): its result
+/// carries the skill's output JSON, which band's output cap (10 MiB by default) bounds. band's
+/// client reads trailers up to [`MAX_TRAILERS`].
+pub const MAX_SKILL_RESULT_METADATA: usize = 16 << 20;
+
+/// The trailers band's client reads: a skill's result, base64, and room for the rest.
+pub const MAX_TRAILERS: u32 = (MAX_SKILL_RESULT_METADATA / 3 * 4 + (64 << 10)) as u32;
 
 /// band's result as band-sandboxd sends it in [`RESULT_METADATA`]: without stdout, stderr, the
 /// written files' contents and the CLI calls; `None` when even that is over
 /// [`MAX_RESULT_METADATA`].
 pub fn result_metadata(result: &RunResult) -> Option<Vec<u8>> {
+    result_metadata_within(result, MAX_RESULT_METADATA)
+}
+
+/// [`result_metadata`], at most `max` bytes.
+pub fn result_metadata_within(result: &RunResult, max: usize) -> Option<Vec<u8>> {
     let mut r = result.clone();
     r.stdout.clear();
     r.stderr.clear();
@@ -61,7 +76,7 @@ pub fn result_metadata(result: &RunResult) -> Option<Vec<u8>> {
         w.data.clear();
     }
     let json = serde_json::to_vec(&r).ok()?;
-    (json.len() <= MAX_RESULT_METADATA).then_some(json)
+    (json.len() <= max).then_some(json)
 }
 
 /// What band-sandboxd says at the end of a run's stderr about a result that is not the script's
@@ -205,6 +220,7 @@ impl Transport for SandboxdTransport {
             rt.block_on(async {
                 let channel = tonic::transport::Endpoint::from_shared(uri)
                     .map_err(|e| e.to_string())?
+                    .http2_max_header_list_size(MAX_TRAILERS)
                     .connect()
                     .await
                     .map_err(|e| format!("{e}"))?;
@@ -313,8 +329,22 @@ impl Transport for SandboxdTransport {
                 self.uri()
             ))
         })?;
+        let skill = request.is_some();
         let mut result = match from_pod {
             Some(r) => r,
+            // A skill's result is its output: without it, nothing here could say what it was.
+            None if skill => {
+                return Err(ClientError::user(
+                    format!(
+                        "sandboxd at {}: the run ended (exit code {exit_code}) but its result did not come back",
+                        self.uri()
+                    ),
+                    format!(
+                        "a skill's result, its output included, must be under {} MiB; or is the endpoint not band-sandboxd?",
+                        MAX_SKILL_RESULT_METADATA >> 20
+                    ),
+                ));
+            }
             // Not band-sandboxd (another sandboxd), or a result too large to carry: what the
             // exit code says.
             None => {

@@ -341,7 +341,7 @@ deny:
 
 /// The skill `demo/hello`: counts the words of `data/words.txt`, says whether it can see
 /// `data/secret.txt`, writes `out/note.txt`, fails (3) for the name `fail` and waits (a
-/// `sleep`) for the name `wait`.
+/// `sleep`) for the name `wait`; for `big` its output is 128 KiB.
 const SKILL_SCRIPT: &str = r#"#!/bin/sh
 set -eu
 name=$(jq -r .name "$INPUT_PATH")
@@ -352,6 +352,10 @@ echo "$name" > out/note.txt
 printf '{"greeting":"Hello, %s! (%s words)"}\n' "$name" $words > "$OUTPUT_PATH"
 [ "$name" != fail ] || exit 3
 [ "$name" != wait ] || sleep 300
+if [ "$name" = big ]; then
+  s=x; i=0; while [ $i -lt 17 ]; do s="$s$s"; i=$((i+1)); done
+  printf '{"greeting":"%s"}\n' "$s" > "$OUTPUT_PATH"
+fi
 "#;
 
 const SKILL_BAND: &str = "---
@@ -421,7 +425,7 @@ fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band()
     let mut child = Stop(child);
     let target = format!("sandboxd://{addr}");
     let remote = || bin().env(TOKEN_FILE_ENV, dir.join("token"));
-    for name in ["World", "fail"] {
+    for name in ["World", "fail", "big"] {
         let input = format!("--name={name}");
         let args = ["run", "--skills", "skills", "demo/hello", input.as_str()];
         let mut there_args = args.to_vec();

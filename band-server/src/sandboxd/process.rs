@@ -145,9 +145,16 @@ impl ProcessService for Process {
             // band's own result, in the stream's trailers (a status OK with metadata: tonic
             // sends an item's status as the trailers), for `band exec --target sandboxd://`;
             // the SDK reads none.
+            // A skill's result carries its output, for band's client only; a command's stays
+            // within what the SDK reads.
+            let max = if skill {
+                band::client::sandboxd::MAX_SKILL_RESULT_METADATA
+            } else {
+                band::client::sandboxd::MAX_RESULT_METADATA
+            };
             if let Some(json) = result
                 .as_ref()
-                .and_then(band::client::sandboxd::result_metadata)
+                .and_then(|r| band::client::sandboxd::result_metadata_within(r, max))
             {
                 let mut md = tonic::metadata::MetadataMap::new();
                 md.insert_bin(
