@@ -1,5 +1,7 @@
 //! `band exec --target sandboxd://HOST:PORT`: the same command, under the same band, gives the
-//! same exit code, stdout and stderr on a pod's band-sandboxd as on this host. The pod is a
+//! same exit code, stdout and stderr on a pod's band-sandboxd as on this host; `band run SKILL
+//! --target sandboxd://…` the same result as on this host, within the pod's band, whatever a
+//! client sends. The pod is a
 //! band-sandboxd on a loopback port (beside the built band-server: `cargo build --workspace`),
 //! its runs this host's; the token comes from the file `$BAND_SANDBOXD_TOKEN_FILE` names.
 
