@@ -43,7 +43,9 @@ pub(crate) struct RunCommon {
     /// often root's.
     #[arg(long)]
     pub(crate) allow_system_workspace: bool,
-    /// Where to run: host, qemu, lima or ssh://user@host[:port]. Default: `force_target` in
+    /// Where to run: host, qemu, lima, ssh://user@host[:port] or sandboxd://host:port (a pod's
+    /// band-sandboxd: under the pod's band, which a skill can only narrow; the token from
+    /// $BAND_SANDBOXD_TOKEN_FILE; docs/kubernetes.md). Default: `force_target` in
     /// ~/.config/band/config.toml, then the band's execution.target (mapped by the config's
     /// [targets]), then the config's `target`, then host on Linux (as root or with sudo -n; else
     /// the set-up VM). See docs/vm.md.

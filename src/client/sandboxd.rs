@@ -1,5 +1,11 @@
-//! The `sandboxd://host:port` target: `band exec` on an agent-sandbox pod that band-sandboxd
-//! serves, through the pod's own contract (gRPC `process.v1.ProcessService`, `Start`).
+//! The `sandboxd://host:port` target: `band exec` and `band run` on an agent-sandbox pod that
+//! band-sandboxd serves, through the pod's own contract (gRPC `process.v1.ProcessService`,
+//! `Start`).
+//!
+//! A skill's run is a `Start` of [`REQUEST_COMMAND`] with its request as stdin (without this
+//! host's workspace files: the pod runs it on its own workspace); the pod holds the request to
+//! its own band, which the skill can only narrow (more is refused, naming the pod's band file
+//! and line), and never trusts it further (docs/kubernetes.md).
 //!
 //! The pod runs the command under its band (its ConfigMap's BAND.md), in its workspace; band
 //! here checked the command against the band file it was given first, as for every target, so
@@ -35,13 +41,33 @@ pub const TOKEN_FILE_ENV: &str = "BAND_SANDBOXD_TOKEN_FILE";
 /// suffix makes gRPC carry it base64).
 pub const RESULT_METADATA: &str = "band-result-bin";
 
-/// The most of a result the metadata carries (its output is in the body).
+/// The command of a `Start` whose stdin is a skill's whole run request (JSON, ended by `eof`):
+/// `band run --target sandboxd://`. band-sandboxd runs it under the pod's band; a sandboxd that
+/// is not band's has no program of that name and fails.
+pub const REQUEST_COMMAND: &str = "band-request";
+
+/// The most of a result the metadata carries (its output is in the body) for a command's run:
+/// the SDK's gRPC reads trailers of 8 KiB at most (grpcio's default metadata size), and a
+/// larger one would fail its call.
 pub const MAX_RESULT_METADATA: usize = 8 << 10;
+
+/// The most for a skill's run ([`REQUEST_COMMAND`], only band's client starts one): its result
+/// carries the skill's output JSON, which band's output cap (10 MiB by default) bounds. band's
+/// client reads trailers up to [`MAX_TRAILERS`].
+pub const MAX_SKILL_RESULT_METADATA: usize = 16 << 20;
+
+/// The trailers band's client reads: a skill's result, base64, and room for the rest.
+pub const MAX_TRAILERS: u32 = (MAX_SKILL_RESULT_METADATA / 3 * 4 + (64 << 10)) as u32;
 
 /// band's result as band-sandboxd sends it in [`RESULT_METADATA`]: without stdout, stderr, the
 /// written files' contents and the CLI calls; `None` when even that is over
 /// [`MAX_RESULT_METADATA`].
 pub fn result_metadata(result: &RunResult) -> Option<Vec<u8>> {
+    result_metadata_within(result, MAX_RESULT_METADATA)
+}
+
+/// [`result_metadata`], at most `max` bytes.
+pub fn result_metadata_within(result: &RunResult, max: usize) -> Option<Vec<u8>> {
     let mut r = result.clone();
     r.stdout.clear();
     r.stderr.clear();
@@ -50,7 +76,7 @@ pub fn result_metadata(result: &RunResult) -> Option<Vec<u8>> {
         w.data.clear();
     }
     let json = serde_json::to_vec(&r).ok()?;
-    (json.len() <= MAX_RESULT_METADATA).then_some(json)
+    (json.len() <= max).then_some(json)
 }
 
 /// What band-sandboxd says at the end of a run's stderr about a result that is not the script's
@@ -117,29 +143,33 @@ impl SandboxdTransport {
     }
 }
 
-/// The argv of `band exec`'s request (its input `{"argv": [...]}`), or why the request is not one.
-fn exec_argv(req: &RunRequest) -> Result<Vec<String>> {
-    let refuse = || {
-        ClientError::user(
-            format!(
-                "a sandboxd:// target runs `band exec` commands under the pod's band; {}/{} is a skill's script",
-                req.skill, req.script
-            ),
-            "run it with `band exec --band <the pod's BAND.md> --target sandboxd://HOST:PORT -- CMD…`",
-        )
-    };
+/// The most of a request one `WriteStdin` carries (gRPC's default message cap is 4 MiB).
+const REQUEST_CHUNK: usize = 1 << 20;
+
+/// The argv of `band exec`'s request (its input `{"argv": [...]}`); `None` for a skill's run.
+fn exec_argv(req: &RunRequest) -> Option<Vec<String>> {
     if req.skill != super::adhoc::NAME || req.script != super::adhoc::NAME {
-        return Err(refuse());
+        return None;
     }
     let argv: Vec<String> = req
         .input
         .get("argv")
-        .and_then(|a| serde_json::from_value(a.clone()).ok())
-        .ok_or_else(refuse)?;
-    if argv.is_empty() {
-        return Err(refuse());
+        .and_then(|a| serde_json::from_value(a.clone()).ok())?;
+    (!argv.is_empty()).then_some(argv)
+}
+
+/// What a `Start` runs: `band exec`'s command, or [`REQUEST_COMMAND`] with the skill's request
+/// for its stdin. The pod runs a skill on its own workspace, so the request goes without this
+/// host's workspace files.
+fn start_of(req: &RunRequest) -> Result<(Vec<String>, Option<Vec<u8>>)> {
+    if let Some(argv) = exec_argv(req) {
+        return Ok((argv, None));
     }
-    Ok(argv)
+    let mut sent = req.clone();
+    sent.workspace.clear();
+    let json = serde_json::to_vec(&sent)
+        .map_err(|e| ClientError::Protocol(format!("the request: {e}")))?;
+    Ok((vec![REQUEST_COMMAND.to_string()], Some(json)))
 }
 
 impl Transport for SandboxdTransport {
@@ -153,7 +183,7 @@ impl Transport for SandboxdTransport {
         on_event: &mut dyn FnMut(&Event),
         cancel: &Cancel,
     ) -> Result<RunResult> {
-        let argv = exec_argv(req)?;
+        let (argv, request) = start_of(req)?;
         let unreachable = |e: String| {
             ClientError::user(
                 format!("sandboxd at {}: {e}", self.uri()),
@@ -190,6 +220,7 @@ impl Transport for SandboxdTransport {
             rt.block_on(async {
                 let channel = tonic::transport::Endpoint::from_shared(uri)
                     .map_err(|e| e.to_string())?
+                    .http2_max_header_list_size(MAX_TRAILERS)
                     .connect()
                     .await
                     .map_err(|e| format!("{e}"))?;
@@ -218,7 +249,28 @@ impl Transport for SandboxdTransport {
                     tokio::select! {
                         m = stream.message() => match m {
                             Ok(Some(pb::StartResponse { event: Some(e) })) => match e {
-                                pb::start_response::Event::Init(i) => pid = Some(i.process_id),
+                                pb::start_response::Event::Init(i) => {
+                                    pid = Some(i.process_id);
+                                    // A skill's request: its stdin, then its end.
+                                    if let Some(json) = &request {
+                                        for chunk in json.chunks(REQUEST_CHUNK) {
+                                            client
+                                                .write_stdin(pb::WriteStdinRequest {
+                                                    process_id: i.process_id,
+                                                    payload: Some(pb::write_stdin_request::Payload::Input(chunk.to_vec())),
+                                                })
+                                                .await
+                                                .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
+                                        }
+                                        client
+                                            .write_stdin(pb::WriteStdinRequest {
+                                                process_id: i.process_id,
+                                                payload: Some(pb::write_stdin_request::Payload::Eof(())),
+                                            })
+                                            .await
+                                            .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
+                                    }
+                                }
                                 pb::start_response::Event::Stdout(b) => {
                                     let data = String::from_utf8_lossy(&b).into_owned();
                                     stdout.push_str(&data);
@@ -277,8 +329,22 @@ impl Transport for SandboxdTransport {
                 self.uri()
             ))
         })?;
+        let skill = request.is_some();
         let mut result = match from_pod {
             Some(r) => r,
+            // A skill's result is its output: without it, nothing here could say what it was.
+            None if skill => {
+                return Err(ClientError::user(
+                    format!(
+                        "sandboxd at {}: the run ended (exit code {exit_code}) but its result did not come back",
+                        self.uri()
+                    ),
+                    format!(
+                        "a skill's result, its output included, must be under {} MiB; or is the endpoint not band-sandboxd?",
+                        MAX_SKILL_RESULT_METADATA >> 20
+                    ),
+                ));
+            }
             // Not band-sandboxd (another sandboxd), or a result too large to carry: what the
             // exit code says.
             None => {
@@ -314,21 +380,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_band_exec_requests_go_to_a_pod() {
+    fn a_skill_goes_to_a_pod_as_its_request_without_the_workspace() {
         let mut req: RunRequest = serde_json::from_value(serde_json::json!({
             "protocol": 1, "run_id": "0123456789abcdef", "skill": "exec", "script": "exec",
             "entry": "scripts/exec.sh", "bundle": [], "bundle_sha256": "00", "policy": {},
-            "input": {"argv": ["echo", "hi"]}
+            "input": {"argv": ["echo", "hi"]},
+            "workspace": [{"path": "a.txt", "mode": 420, "data": "aGk="}]
         }))
         .unwrap();
-        assert_eq!(exec_argv(&req).unwrap(), vec!["echo", "hi"]);
-        req.skill = "text".into();
-        assert!(
-            exec_argv(&req)
-                .unwrap_err()
-                .to_string()
-                .contains("band exec")
+        assert_eq!(
+            start_of(&req).unwrap(),
+            (vec!["echo".into(), "hi".into()], None)
         );
+        req.skill = "text".into();
+        let (argv, sent) = start_of(&req).unwrap();
+        assert_eq!(argv, vec![REQUEST_COMMAND]);
+        let sent: RunRequest = serde_json::from_slice(&sent.unwrap()).unwrap();
+        assert!(sent.workspace.is_empty());
+        req.workspace.clear();
+        assert_eq!(sent, req);
     }
 
     #[test]

@@ -511,10 +511,7 @@ fn walk_fd(
 /// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
 /// Only the folders such a pattern can reach are walked (see [`walk_starts`]); a folder that a
 /// deny covers for both reading and writing is not entered.
-pub(super) fn read_workspace(
-    root: &WorkspaceRoot,
-    policy: &CompiledPolicy,
-) -> Result<Vec<FileEntry>> {
+pub fn read_workspace(root: &WorkspaceRoot, policy: &CompiledPolicy) -> Result<Vec<FileEntry>> {
     let prefixes = [&policy.read, &policy.write]
         .into_iter()
         .flat_map(|m| m.allow_patterns())
@@ -693,7 +690,7 @@ pub(super) fn kind_of(root: &WorkspaceRoot, rel: &str) -> Option<FileType> {
 }
 
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
-pub(super) fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
+pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
     for f in files {
         let rel = Path::new(&f.path);
         // Nothing under `.git` is ever written back (band-server never sends it; checked here too).
@@ -822,7 +819,7 @@ fn create_temp(dir: &OwnedFd) -> rustix::io::Result<(std::ffi::CString, OwnedFd)
 
 /// 16 random hex digits (from /dev/urandom; the time and pid if it cannot be read): run ids and
 /// the temporary names of written files.
-pub(crate) fn random_hex() -> String {
+pub fn random_hex() -> String {
     let mut buf = [0u8; 8];
     if fs_err::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut buf))

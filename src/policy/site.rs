@@ -285,6 +285,31 @@ impl SitePolicy {
         }
     }
 
+    /// A band as a narrower layer: its `allow` lists are ceilings (an empty list admits
+    /// nothing), its `deny` and `insist` join, its limits cap. `text` is the band file's, so a
+    /// refusal names its line (`allow.cli` in the band's frontmatter). band-sandboxd's pod
+    /// band is such a layer over every skill a client sends it.
+    pub fn of_band(source: impl Into<PathBuf>, text: &str, band: &Policy) -> SitePolicy {
+        let mut site = SitePolicy::open(source);
+        if let Ok((yaml, first_line, _)) = split_frontmatter(text) {
+            site.yaml = yaml.to_string();
+            site.first_line = first_line;
+        }
+        site.rules = SiteRules {
+            allow: Ceiling {
+                cli: Some(band.allow.cli.clone()),
+                net: Some(band.allow.net.clone()),
+                read: Some(band.allow.read.clone()),
+                write: Some(band.allow.write.clone()),
+            },
+            deny: band.deny.clone(),
+            insist: band.insist.clone(),
+            limits: band.limits.clone(),
+            switches: Switches::default(),
+        };
+        site
+    }
+
     /// The rules of `tier` (open if the site does not define it).
     pub fn tier_rules(&self, tier: &str) -> Option<&SiteRules> {
         self.tiers.get(tier)

@@ -9,6 +9,8 @@
 //! each Start / Execute ──► one `band-server run` child (run): the pod's band, an ad-hoc command
 //!                          as `band exec` makes it, its own uid, mount namespace, CLI gate,
 //!                          seccomp, cgroup and egress table; the workspace files the band admits
+//! a Start of `band-request` ─► the same, for the skill request on its stdin, under `band ∩ pod`
+//!                          (`band run --target sandboxd://`; more than the pod allows: refused)
 //! ```
 //!
 //! band-sandboxd is a client of `band-server run`, the one-request-per-process server: a run it
@@ -109,6 +111,11 @@ pub struct Pod {
     pub server: PathBuf,
     pub started: std::time::Instant,
     pub runs: run::Runs,
+    /// The pod's band as a narrower layer (label `pod`) over every skill a client sends
+    /// ([`run::skill`]): its allow lists are ceilings, its deny and insist join, its limits cap.
+    pub ceiling: band::policy::site::SitePolicy,
+    /// The largest request a client may send (band-server's, from its config).
+    pub max_request: u64,
 }
 
 impl Pod {
@@ -138,6 +145,15 @@ impl Pod {
         let workspace = WorkspaceRoot::open(&opts.workspace, true, true)
             .map_err(|e| anyhow::anyhow!("workspace {}: {e}", opts.workspace.display()))?;
         let token = Token::read(&opts.token_file)?;
+        let text = fs_err::read_to_string(&band)?;
+        let ceiling = band::policy::site::SitePolicy::of_band(&band, &text, &resolved.policy);
+        // The config each run's band-server reads: its size cap is the request's.
+        let config = std::env::var_os(crate::config::CONFIG_ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_CONFIG_PATH));
+        let cfg = crate::config::load_config(&config, None)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+        let max_request = crate::run::max_request_bytes(&cfg);
         if !opts.server.is_file() {
             anyhow::bail!(
                 "{}: no band-server there (--server names the one each run starts)",
@@ -153,6 +169,8 @@ impl Pod {
             server: opts.server.clone(),
             started: std::time::Instant::now(),
             runs: run::Runs::default(),
+            ceiling,
+            max_request,
         })
     }
 

@@ -89,6 +89,15 @@ impl ProcessService for Process {
         request: Request<pb::StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
         let argv = argv_of(request.into_inner().config)?;
+        // `band run --target sandboxd://`: a skill's request on stdin, not a command.
+        let skill =
+            argv.first().map(String::as_str) == Some(band::client::sandboxd::REQUEST_COMMAND);
+        if skill && argv.len() != 1 {
+            return Err(Status::invalid_argument(format!(
+                "`{}` takes no arguments: the request is its stdin",
+                band::client::sandboxd::REQUEST_COMMAND
+            )));
+        }
         let pod = self.pod.clone();
         let (id, control) = pod.runs.register().await;
         let (tx, rx) = mpsc::channel::<Sent>(64);
@@ -121,7 +130,11 @@ impl ProcessService for Process {
             })
         };
         tokio::spawn(async move {
-            let (code, result) = run::execute(pod.clone(), id, argv, true, out_tx, control).await;
+            let (code, result) = if skill {
+                run::skill(pod.clone(), id, out_tx, control).await
+            } else {
+                run::execute(pod.clone(), id, argv, true, out_tx, control).await
+            };
             let _ = forward.await;
             pod.runs.forget(id).await;
             let _ = tx
@@ -132,9 +145,16 @@ impl ProcessService for Process {
             // band's own result, in the stream's trailers (a status OK with metadata: tonic
             // sends an item's status as the trailers), for `band exec --target sandboxd://`;
             // the SDK reads none.
+            // A skill's result carries its output, for band's client only; a command's stays
+            // within what the SDK reads.
+            let max = if skill {
+                band::client::sandboxd::MAX_SKILL_RESULT_METADATA
+            } else {
+                band::client::sandboxd::MAX_RESULT_METADATA
+            };
             if let Some(json) = result
                 .as_ref()
-                .and_then(band::client::sandboxd::result_metadata)
+                .and_then(|r| band::client::sandboxd::result_metadata_within(r, max))
             {
                 let mut md = tonic::metadata::MetadataMap::new();
                 md.insert_bin(
@@ -154,6 +174,12 @@ impl ProcessService for Process {
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::ExecuteResponse>, Status> {
         let argv = argv_of(request.into_inner().config)?;
+        if argv.first().map(String::as_str) == Some(band::client::sandboxd::REQUEST_COMMAND) {
+            return Err(Status::invalid_argument(format!(
+                "`{}` is started with Start: its request is its stdin, which Execute has not",
+                band::client::sandboxd::REQUEST_COMMAND
+            )));
+        }
         let pod = self.pod.clone();
         let (id, control) = pod.runs.register().await;
         let (out_tx, mut out_rx) = mpsc::channel::<Out>(64);

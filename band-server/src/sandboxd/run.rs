@@ -5,6 +5,10 @@
 //! (stdin, a signal, going away) becomes protocol lines on that child's stdin; what the run
 //! writes comes back as events; the result's files written under `allow.write` are written back
 //! into the workspace by band's write-back, the same as `band exec`'s.
+//!
+//! A `Start` of `band-request` ([`skill`]) is a skill's whole request instead, read from its
+//! stdin: the pod's band is a narrower layer over it ([`under_pod`]), and it runs on the pod's
+//! workspace under the pod's own run id.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -15,7 +19,10 @@ use band::client::adhoc::{AdHoc, AdHocSpec, cli_refusal};
 use band::client::config::UserConfig;
 use band::client::outcome::{Preparation, Prepared};
 use band::client::pipeline;
-use band::proto::{self, Event, Message, RunResult, Status};
+use band::client::sandboxd::REQUEST_COMMAND;
+use band::policy::Policy;
+use band::policy::site::{DEFAULT_UNSIGNED_TIER, Layer, RunKind, SitePolicy, intersect};
+use band::proto::{self, Event, Message, RunRequest, RunResult, Status};
 use base64::Engine as _;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc};
@@ -285,6 +292,191 @@ async fn execute_into(
     }
 }
 
+/// The pod's band over a client's request: `band ∩ pod` ([`band::policy::site::intersect`], the
+/// layer labelled `pod`), or the refusal naming the pod band's file, line and rule. Nothing of
+/// the request is trusted: its policy is whatever the client claims, so it is this policy that
+/// must fit inside the pod's, whatever its bundle says (band-server checks the bundle against
+/// its hash, not against this policy).
+pub fn under_pod(pod_band: &SitePolicy, req: &RunRequest) -> Result<Policy, Box<RunResult>> {
+    let layer = Layer {
+        label: "pod".into(),
+        prefix: String::new(),
+        rules: &pod_band.rules,
+        site: pod_band,
+    };
+    let kind = RunKind {
+        exec: req.skill == band::client::adhoc::NAME && req.script == band::client::adhoc::NAME,
+    };
+    intersect(&req.policy, kind, DEFAULT_UNSIGNED_TIER, &[layer])
+        .map(|i| i.policy)
+        .map_err(|r| {
+            Box::new(RunResult::setup_failed(
+                &req.run_id,
+                proto::Layer::new("pod"),
+                format!("refused: {}", r.message),
+                Some(r.hint),
+            ))
+        })
+}
+
+/// The request a client sent as the stdin of a `Start` of [`REQUEST_COMMAND`]: read up to its
+/// end (`eof`), at most `max` bytes. `Err` is what the client is told: too large, cancelled, or
+/// not a request; nothing has started then.
+pub async fn read_request(
+    max: u64,
+    control: &mut mpsc::UnboundedReceiver<Control>,
+) -> Result<RunRequest, Box<RunResult>> {
+    let refused = |m: String, hint: Option<String>| {
+        Err(Box::new(RunResult::setup_failed(
+            "",
+            proto::Layer::Protocol,
+            m,
+            hint,
+        )))
+    };
+    let mut text = Vec::new();
+    loop {
+        match control.recv().await {
+            Some(Control::Stdin(b)) => {
+                if (text.len() + b.len()) as u64 > max {
+                    return refused(
+                        format!("the request is larger than {max} bytes"),
+                        Some("the skill and workspace must fit in the pod's disk cap".into()),
+                    );
+                }
+                text.extend(b);
+            }
+            Some(Control::Eof) => break,
+            Some(Control::Signal(_)) | Some(Control::Cancel) | None => {
+                let mut r = RunResult::setup_failed("", proto::Layer::Protocol, "", None);
+                r.error = None;
+                r.status = Status::Cancelled;
+                return Err(Box::new(r));
+            }
+        }
+    }
+    // A request, bare or as band-server's protocol line.
+    match serde_json::from_slice::<RunRequest>(&text) {
+        Ok(r) => Ok(r),
+        Err(e) => match serde_json::from_slice::<Message>(&text) {
+            Ok(Message::Request(r)) => Ok(*r),
+            _ => refused(
+                format!("malformed request: {e}"),
+                Some(format!(
+                    "the stdin of `{REQUEST_COMMAND}` is one band run request (protocol {})",
+                    proto::PROTOCOL_VERSION
+                )),
+            ),
+        },
+    }
+}
+
+/// Run the skill request the client sends on the process's stdin ([`read_request`]) under the
+/// pod's band ([`under_pod`]), on the pod's workspace: the files the narrowed band admits are
+/// read from it (whatever files the client put in the request are dropped), and what the run
+/// writes is written back into it. Like [`execute`], the exit code and band's result.
+pub async fn skill(
+    pod: Arc<Pod>,
+    id: i32,
+    out: mpsc::Sender<Out>,
+    mut control: mpsc::UnboundedReceiver<Control>,
+) -> (i32, Option<RunResult>) {
+    let said = |text: String| {
+        let out = out.clone();
+        async move {
+            let _ = out.send(Out::Stderr(text.into_bytes())).await;
+        }
+    };
+    let refuse = |r: RunResult| async {
+        if let Some(text) = explain(&r) {
+            said(text).await;
+        }
+        eprintln!(
+            "band-sandboxd: process {id} (a skill) refused: {}",
+            r.error.as_ref().map_or("", |e| e.message.as_str())
+        );
+        (exit_code(&r), Some(r))
+    };
+    let mut req = match read_request(pod.max_request, &mut control).await {
+        Ok(r) => r,
+        Err(r) => return refuse(*r).await,
+    };
+    // The run id names the run's cgroup, table and folders: the pod's own, never the client's
+    // (two clients could send one id, or the id of a run under way).
+    req.run_id = band::client::workspace::random_hex();
+    let policy = match under_pod(&pod.ceiling, &req) {
+        Ok(p) => p,
+        Err(r) => return refuse(*r).await,
+    };
+    let files = {
+        let pod = pod.clone();
+        let policy = policy.clone();
+        tokio::task::spawn_blocking(move || {
+            let compiled =
+                band::policy::CompiledPolicy::compile(&policy).map_err(|e| e.to_string())?;
+            band::client::workspace::read_workspace(&pod.workspace, &compiled)
+                .map_err(|e| e.to_string())
+        })
+        .await
+    };
+    let files = match files.map_err(|e| e.to_string()).and_then(|r| r) {
+        Ok(f) => f,
+        Err(e) => {
+            return refuse(RunResult::setup_failed(
+                &req.run_id,
+                proto::Layer::Filesystem,
+                format!("the pod's workspace: {e}"),
+                None,
+            ))
+            .await;
+        }
+    };
+    req.policy = policy;
+    req.workspace = files;
+    req.stdin = false;
+    eprintln!(
+        "band-sandboxd: process {id} is run {} (skill {}, script {})",
+        req.run_id, req.skill, req.script
+    );
+    let mut result = match serve(&pod, req, &out, &mut control).await {
+        Ok(r) => r,
+        Err(e) => {
+            said(format!(
+                "band: band-server ({}): {e}\n",
+                pod.server.display()
+            ))
+            .await;
+            return (i32::from(Status::SetupFailed.exit_code()), None);
+        }
+    };
+    let written = std::mem::take(&mut result.written);
+    if !written.is_empty() {
+        let pod = pod.clone();
+        let back = tokio::task::spawn_blocking(move || {
+            band::client::workspace::write_back(&pod.workspace, &written).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        if let Err(e) = back {
+            said(format!(
+                "band: the write-back into the pod's workspace: {e}\n"
+            ))
+            .await;
+        }
+    }
+    if let Some(text) = explain(&result) {
+        said(text).await;
+    }
+    let code = exit_code(&result);
+    eprintln!(
+        "band-sandboxd: process {id} (run {}) ended: {}, exit code {code}",
+        result.run_id,
+        result.status.as_str()
+    );
+    (code, Some(result))
+}
+
 fn line(msg: &Message) -> Vec<u8> {
     let mut l = serde_json::to_vec(msg).unwrap_or_default();
     l.push(b'\n');
@@ -382,6 +574,102 @@ mod tests {
         assert_eq!(normalize_argv(v(&["/opt/x/sh"])), v(&["/opt/x/sh"]));
         assert_eq!(normalize_argv(v(&["/bin/a/b"])), v(&["/bin/a/b"]));
         assert_eq!(normalize_argv(v(&["sh"])), v(&["sh"]));
+    }
+
+    const POD: &str = "---\nband: pod\ndescription: d\nallow:\n  cli: [\"wc *\"]\n  read: [\"data/**\"]\ndeny:\n  read: [\"data/secret.txt\"]\nlimit:\n  maxPids: 8\n---\n";
+
+    fn pod_band() -> SitePolicy {
+        let t = tempfile::tempdir().unwrap();
+        let file = t.path().join("BAND.md");
+        fs_err::write(&file, POD).unwrap();
+        let (resolved, diags) = band::skill::resolve_band_file(&file);
+        let policy = resolved.unwrap_or_else(|| panic!("{diags:?}")).policy;
+        SitePolicy::of_band("/pod/BAND.md", POD, &policy)
+    }
+
+    fn request(policy: serde_json::Value) -> RunRequest {
+        serde_json::from_value(serde_json::json!({
+            "protocol": 1, "run_id": "0123456789abcdef", "skill": "s", "script": "x",
+            "entry": "scripts/x.sh", "bundle": [], "bundle_sha256": "00", "policy": policy,
+            "input": {}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_pods_band_is_a_ceiling_whose_denies_and_limits_join() {
+        let pod = pod_band();
+        let inside = request(serde_json::json!({
+            "allow": {"cli": ["wc -w"], "read": ["data/**"]},
+            "limits": {"maxPids": 100}
+        }));
+        let p = under_pod(&pod, &inside).unwrap();
+        assert_eq!(p.allow, inside.policy.allow);
+        assert_eq!(p.deny.read, vec!["data/secret.txt"]);
+        assert_eq!(p.limits.max_pids, Some(8));
+        for (wider, rule, line) in [
+            (
+                serde_json::json!({"allow": {"cli": ["id -u"]}}),
+                "allow.cli `id -u`",
+                5,
+            ),
+            (
+                serde_json::json!({"allow": {"read": ["**"]}}),
+                "allow.read `**`",
+                6,
+            ),
+            (
+                serde_json::json!({"allow": {"net": ["a.test:443"]}}),
+                "allow.net `a.test:443`",
+                4,
+            ),
+        ] {
+            let r = under_pod(&pod, &request(wider)).unwrap_err();
+            let e = r.error.unwrap();
+            assert_eq!(e.layer.as_str(), "pod");
+            assert!(
+                e.message.starts_with(&format!(
+                    "refused: the band's {rule} is refused by the pod policy's"
+                )),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message.ends_with(&format!("(/pod/BAND.md:{line})")),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_is_read_to_its_end_within_its_cap() {
+        let send = |parts: Vec<Control>| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            for p in parts {
+                tx.send(p).unwrap();
+            }
+            rx
+        };
+        let json = serde_json::to_vec(&request(serde_json::json!({}))).unwrap();
+        let (a, b) = json.split_at(10);
+        let mut rx = send(vec![
+            Control::Stdin(a.to_vec()),
+            Control::Stdin(b.to_vec()),
+            Control::Eof,
+        ]);
+        assert_eq!(read_request(1 << 20, &mut rx).await.unwrap().skill, "s");
+        let mut rx = send(vec![Control::Stdin(json.clone()), Control::Eof]);
+        let r = read_request(10, &mut rx).await.unwrap_err();
+        assert!(r.error.unwrap().message.contains("larger than 10 bytes"));
+        let mut rx = send(vec![Control::Stdin(b"{}".to_vec()), Control::Eof]);
+        let r = read_request(1 << 20, &mut rx).await.unwrap_err();
+        assert!(r.error.unwrap().message.starts_with("malformed request"));
+        let mut rx = send(vec![Control::Stdin(b"{".to_vec()), Control::Cancel]);
+        assert_eq!(
+            read_request(1 << 20, &mut rx).await.unwrap_err().status,
+            Status::Cancelled
+        );
     }
 
     #[test]
