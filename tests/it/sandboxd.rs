@@ -105,13 +105,7 @@ impl Log {
 
 #[test]
 fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
-    let sandboxd = bin().bin_dir().join("band-sandboxd");
-    privileged!(
-        sandbox_missing().or_else(|| (!sandboxd.exists()).then(|| format!(
-            "{} is missing (cargo build --workspace)",
-            sandboxd.display()
-        )))
-    );
+    privileged!(sandboxd_missing());
     let t = tempfile::tempdir().expect("tempdir");
     let dir = t.path();
     fs_err::write(dir.join("pod.band.md"), BAND).unwrap();
@@ -272,13 +266,7 @@ fn children(pid: u32) -> Vec<u32> {
 /// and the pod's band-server for it is gone.
 #[test]
 fn privileged_exec_on_a_sandboxd_target_streams_and_ctrl_c_signals_the_run() {
-    let sandboxd = bin().bin_dir().join("band-sandboxd");
-    privileged!(
-        sandbox_missing().or_else(|| (!sandboxd.exists()).then(|| format!(
-            "{} is missing (cargo build --workspace)",
-            sandboxd.display()
-        )))
-    );
+    privileged!(sandboxd_missing());
     let t = tempfile::tempdir().expect("tempdir");
     let dir = t.path();
     fs_err::write(dir.join("pod.band.md"), BAND).unwrap();
@@ -400,14 +388,18 @@ fn skill_project(dir: &Path, band: &str) {
     fs_err::write(skills.join("demo/BAND.md"), band).unwrap();
 }
 
-fn sandboxd_gate() {
+/// Why a band-sandboxd test cannot run here, if it cannot: the sandbox, or band-sandboxd not
+/// built. For `privileged!`, which returns from the test itself.
+fn sandboxd_missing() -> Option<String> {
     let sandboxd = bin().bin_dir().join("band-sandboxd");
-    privileged!(
-        sandbox_missing().or_else(|| (!sandboxd.exists()).then(|| format!(
-            "{} is missing (cargo build --workspace)",
-            sandboxd.display()
-        )))
-    );
+    sandbox_missing().or_else(|| {
+        (!sandboxd.exists()).then(|| {
+            format!(
+                "{} is missing (cargo build --workspace)",
+                sandboxd.display()
+            )
+        })
+    })
 }
 
 /// `band run SKILL --target sandboxd://`: the same skill and input give the same stdout, stderr,
@@ -417,7 +409,7 @@ fn sandboxd_gate() {
 /// and nothing runs.
 #[test]
 fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band() {
-    sandboxd_gate();
+    privileged!(sandboxd_missing());
     let t = tempfile::tempdir().expect("tempdir");
     let dir = t.path();
     skill_project(dir, SKILL_BAND);
@@ -627,7 +619,7 @@ fn request_of(dir: &Path, name: &str) -> serde_json::Value {
 /// client is refused; a malformed or oversized request is refused. None of these starts a run.
 #[test]
 fn privileged_a_forged_request_on_a_sandboxd_target_stays_inside_the_pods_band() {
-    sandboxd_gate();
+    privileged!(sandboxd_missing());
     let t = tempfile::tempdir().expect("tempdir");
     let dir = t.path();
     // The skill's own band does not deny data/secret.txt; the pod's does.
@@ -744,7 +736,7 @@ fn run_processes(run: &str, comm: &str) -> Vec<u32> {
 /// cancels the run, and its band-server, processes, cgroups and run folder are gone.
 #[test]
 fn privileged_a_killed_client_of_a_skill_on_a_sandboxd_target_leaves_nothing() {
-    sandboxd_gate();
+    privileged!(sandboxd_missing());
     let t = tempfile::tempdir().expect("tempdir");
     let dir = t.path();
     skill_project(dir, SKILL_BAND);

@@ -230,17 +230,10 @@ echo "said=$(cat /tmp/body)"
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     // Nothing of the run is left: its table (the proxy and its CA lived in band-server's
     // process, which has exited).
-    let tables = String::from_utf8_lossy(
-        &Command::new("nft")
-            .args(["list", "tables"])
-            .output()
-            .unwrap_or_else(|e| panic!("nft: {e}"))
-            .stdout,
-    )
-    .into_owned();
+    let tables = band_tables();
     assert!(
         !tables.contains(&format!("band_{}", req.run_id)),
-        "{tables}"
+        "{tables:?}"
     );
 }
 
@@ -399,17 +392,10 @@ fn fails_closed(config: &std::path::Path, says: &[&str]) {
         assert!(e.message.contains(s), "{s:?} not in {:?}", e.message);
     }
     assert!(!o.result.stdout.contains("ran"), "{o:#?}");
-    let tables = String::from_utf8_lossy(
-        &Command::new("nft")
-            .args(["list", "tables"])
-            .output()
-            .unwrap_or_else(|e| panic!("nft: {e}"))
-            .stdout,
-    )
-    .into_owned();
+    let tables = band_tables();
     assert!(
         !tables.contains(&format!("band_{}", req.run_id)),
-        "{tables}"
+        "{tables:?}"
     );
     wait_until_no_lease_names(&req.run_id);
     assert!(!a_lease_names(&req.run_id), "a lease names {}", req.run_id);

@@ -550,3 +550,16 @@ impl Drop for OwnStateDir {
             .status();
     }
 }
+
+/// The `band_*` nftables tables of the host, as `nft -j list tables` lists them now.
+pub(crate) fn band_tables() -> std::collections::BTreeSet<String> {
+    let out = Command::new("nft")
+        .args(["-j", "list", "tables"])
+        .output()
+        .unwrap_or_else(|e| panic!("nft: {e}"));
+    band_server::layers::net::nft::parse_tables_json(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.starts_with("band_"))
+        .collect()
+}

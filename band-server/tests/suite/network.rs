@@ -84,15 +84,6 @@ fn net_policy(allow: &[&str], deny: &[&str]) -> Policy {
     p
 }
 
-fn band_tables() -> BTreeSet<String> {
-    let text = out(&["nft", "-j", "list", "tables"]);
-    band_server::layers::net::nft::parse_tables_json(&text)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.starts_with("band_"))
-        .collect()
-}
-
 fn assert_no_table(o: &Outcome, run_id: &str) {
     let t = format!("band_{run_id}");
     assert!(

@@ -1001,15 +1001,6 @@ fn privileged_unexecutable_interpreter_is_setup_failed_process() {
     assert_eq!(setup_layer(&o), Some(Layer::Process));
 }
 
-fn band_tables() -> Vec<String> {
-    let out = std::process::Command::new("nft")
-        .args(["-j", "list", "tables"])
-        .output()
-        .unwrap_or_else(|e| panic!("nft: {e}"));
-    band_server::layers::net::nft::parse_tables_json(&String::from_utf8_lossy(&out.stdout))
-        .unwrap_or_default()
-}
-
 #[test]
 fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     privileged!();

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::helpers::{STATE_DIR, privileged, server};
+use super::helpers::{STATE_DIR, band_tables, privileged, server};
 
 const BAND: &str = "---
 band: pod
@@ -231,17 +231,6 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
-}
-
-fn band_tables() -> std::collections::BTreeSet<String> {
-    let out = Command::new("nft")
-        .args(["-j", "list", "tables"])
-        .output()
-        .unwrap();
-    band_server::layers::net::nft::parse_tables_json(&String::from_utf8_lossy(&out.stdout))
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
 }
 
 /// Two concurrent Starts under a band with `allow.net`: each run has its own nftables table

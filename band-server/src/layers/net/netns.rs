@@ -392,10 +392,9 @@ mod tests {
         assert!(!a.iter().any(|x| x.starts_with("--api-socket")));
     }
 
-    /// `kill` kills the relay without reaping it (the run's result need not wait for its slow
-    /// exit); `stop` reaps it; the process is gone after.
-    #[test]
-    fn kill_stops_the_relay_at_once_and_stop_reaps_it() {
+    /// A `RunNetns` whose relay is `sleep 60` (no namespaces: `/dev/null` stands for them), with
+    /// `exit_w` as its exit pipe.
+    fn sleeping_relay(exit_w: Option<OwnedFd>) -> RunNetns {
         let fd = || -> OwnedFd {
             fs_err::File::open("/dev/null")
                 .unwrap_or_else(|e| panic!("{e}"))
@@ -407,17 +406,24 @@ mod tests {
             .arg("60")
             .spawn()
             .unwrap_or_else(|e| panic!("sleep: {e}"));
-        let (_exit_r, exit_w) = sys::pipe().unwrap_or_else(|e| panic!("{e}"));
-        let mut ns = RunNetns {
+        RunNetns {
             _userns: fd(),
             netns: fd(),
             relay: Some(relay),
             killed: false,
-            exit_w: Some(exit_w),
+            exit_w,
             ready: None,
             bin: PathBuf::from("sleep"),
             stderr: Arc::default(),
-        };
+        }
+    }
+
+    /// `kill` kills the relay without reaping it (the run's result need not wait for its slow
+    /// exit); `stop` reaps it; the process is gone after.
+    #[test]
+    fn kill_stops_the_relay_at_once_and_stop_reaps_it() {
+        let (_exit_r, exit_w) = sys::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let mut ns = sleeping_relay(Some(exit_w));
         let pid = ns.relay_pid().unwrap_or_else(|| panic!("no relay"));
         let state = || {
             fs_err::read_to_string(format!("/proc/{pid}/stat"))
@@ -446,27 +452,7 @@ mod tests {
     /// to its pid. Before, the error kept the run's table and lease for the janitor.
     #[test]
     fn stop_after_the_killed_relay_was_reaped_elsewhere_is_success() {
-        let fd = || -> OwnedFd {
-            fs_err::File::open("/dev/null")
-                .unwrap_or_else(|e| panic!("{e}"))
-                .into_parts()
-                .0
-                .into()
-        };
-        let relay = Command::new("sleep")
-            .arg("60")
-            .spawn()
-            .unwrap_or_else(|e| panic!("sleep: {e}"));
-        let mut ns = RunNetns {
-            _userns: fd(),
-            netns: fd(),
-            relay: Some(relay),
-            killed: false,
-            exit_w: None,
-            ready: None,
-            bin: PathBuf::from("sleep"),
-            stderr: Arc::default(),
-        };
+        let mut ns = sleeping_relay(None);
         let pid = ns.relay_pid().unwrap_or_else(|| panic!("no relay"));
         ns.kill().unwrap_or_else(|e| panic!("{e}"));
         let reaped = rustix::process::waitpid(
