@@ -297,8 +297,7 @@ const SPARE_READY: u8 = b'R';
 /// What a child about to build a spare asks first: the loop answers [`SPARE_YES`] when no other
 /// child has a spare or is building one, else [`SPARE_NO`] (the child then ends). Without the
 /// question every run's child built a spare after its run, and each new one sent the last away:
-/// with 16 callers at once most runs paid for a second sandbox that nobody used (a no-op's CPU
-/// per run went from 27 to 54 ms).
+/// with many callers at once most runs paid for a second sandbox that nobody used.
 const SPARE_WANTED: u8 = b'W';
 const SPARE_YES: u8 = b'Y';
 const SPARE_NO: u8 = b'N';
