@@ -210,52 +210,52 @@ pub fn ruleset(p: &NetPlan) -> String {
     s
 }
 
-/// Addresses the stub learned for an allowed name, as one batch: `allow` on their ports (or on
-/// every port), `deny` on ports a `deny.net` pattern names for the same host.
-pub fn learn_batch(table: &str, allow: &[Dest], deny: &[Dest]) -> String {
-    let mut s = String::new();
+/// Where the stub's answers for an allowed name go, in order (deny sets first): each destination
+/// with its set, `allow` on its port (`dns4`/`dns6`) or on every port (`dns4any`/`dns6any`),
+/// `deny` on a port a `deny.net` pattern names for the same host (`dnsdeny4`/`dnsdeny6`). A
+/// port-less deny of an allowed name never comes: the stub refuses the name.
+fn learned(allow: &[Dest], deny: &[Dest]) -> Vec<(String, Dest)> {
+    let mut out = Vec::new();
     for (dests, base) in [(deny, "dnsdeny"), (allow, "dns")] {
         for d in dests {
             let fam = if d.net.is_ipv4() { "4" } else { "6" };
             match d.port {
-                Some(port) => {
-                    s += &format!(
-                        "add element inet {table} {base}{fam} {{ {} . {port} }}\n",
-                        d.net
-                    )
-                }
-                None if base == "dns" => {
-                    s += &format!("add element inet {table} dns{fam}any {{ {} }}\n", d.net)
-                }
-                None => {} // a port-less deny of an allowed name never reaches here: the stub refuses the name
+                Some(_) => out.push((format!("{base}{fam}"), *d)),
+                None if base == "dns" => out.push((format!("dns{fam}any"), *d)),
+                None => {}
             }
         }
     }
-    s
+    out
 }
 
-/// [`learn_batch`]'s additions as set elements for netlink ([`super::nfnl::add_elements`]): per
-/// set, the keys (`addr . port` or, for every port, `addr`), deny sets first.
+/// Addresses the stub learned for an allowed name ([`learned`]), as one batch of nft commands.
+pub fn learn_batch(table: &str, allow: &[Dest], deny: &[Dest]) -> String {
+    learned(allow, deny)
+        .into_iter()
+        .map(|(set, d)| match d.port {
+            Some(port) => format!("add element inet {table} {set} {{ {} . {port} }}\n", d.net),
+            None => format!("add element inet {table} {set} {{ {} }}\n", d.net),
+        })
+        .collect()
+}
+
+/// The same additions ([`learned`]) as set elements for netlink ([`super::nfnl::add_elements`]):
+/// per set, the keys (`addr . port` or, for every port, `addr`).
 pub(crate) fn learn_sets(allow: &[Dest], deny: &[Dest]) -> Vec<(String, Vec<Vec<u8>>)> {
     let mut sets: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
-    let mut put = |set: String, key: Vec<u8>| match sets.iter_mut().find(|(s, _)| *s == set) {
-        Some((_, keys)) => keys.push(key),
-        None => sets.push((set, vec![key])),
-    };
-    for (dests, base) in [(deny, "dnsdeny"), (allow, "dns")] {
-        for d in dests {
-            let (fam, addr) = match d.net {
-                IpAddr::V4(a) => ("4", a.octets().to_vec()),
-                IpAddr::V6(a) => ("6", a.octets().to_vec()),
-            };
-            match d.port {
-                Some(port) => put(
-                    format!("{base}{fam}"),
-                    super::nfnl::key(&[&addr, &port.to_be_bytes()]),
-                ),
-                None if base == "dns" => put(format!("dns{fam}any"), super::nfnl::key(&[&addr])),
-                None => {}
-            }
+    for (set, d) in learned(allow, deny) {
+        let addr = match d.net {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        let key = match d.port {
+            Some(port) => super::nfnl::key(&[&addr, &port.to_be_bytes()]),
+            None => super::nfnl::key(&[&addr]),
+        };
+        match sets.iter_mut().find(|(s, _)| *s == set) {
+            Some((_, keys)) => keys.push(key),
+            None => sets.push((set, vec![key])),
         }
     }
     sets
