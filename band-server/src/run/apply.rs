@@ -4,7 +4,8 @@
 //!
 //! 1. the cgroup, started on a thread of its own (it is waited for just before the spawn);
 //! 2. the network (with `allow.net`): the nftables table, and the namespace with its relay;
-//! 3. the run's exec folder, empty (the run directory binds it at `/band`);
+//! 3. the run's exec folder, empty (the run directory binds it at `/band`); then this thread
+//!    moves to a mount namespace of the run's own, where the next steps mount;
 //! 4. beside the steps up to the spawn, on a thread of its own ([`beside`]): the run directory;
 //!    bubblewrap's exec waits for it through a [`Gate`];
 //! 5. the run's programs and band-shim's copy, into the exec folder;
@@ -60,6 +61,16 @@ pub(crate) fn apply(
     let cgroup = cgroup::apply::start(inp)?;
     let network = net::apply::table_and_relay(inp, on_lookup, guard)?;
     let exec = cli::apply::exec_folder(inp, guard)?;
+    // From here on this thread, and what it starts, make the run's mounts in a mount namespace of
+    // the run's own (`sys::own_mount_namespace`): the host's namespace never holds them, so no
+    // other run's bubblewrap copies them (it reads its mount table once per bind: with 16 runs
+    // at once, each of theirs held ~16 mounts of every other), and they go when the run's last
+    // process does. The program cache's tmpfs is mounted before, in the host's namespace, where
+    // every run finds it.
+    sys::own_mount_namespace().layer(
+        Layer::Filesystem,
+        "failed to give the run a mount namespace of its own",
+    )?;
     let (net_layer, netns) = match network {
         Some(n) => (Some(n.layer), n.netns),
         None => (None, None),

@@ -189,6 +189,19 @@ pub(crate) fn make_private(target: &Path) -> io::Result<()> {
     mount_flags(&cstring(target)?, libc::MS_PRIVATE)
 }
 
+/// Move the calling thread into a mount namespace of its own, a slave of the one it was in: the
+/// host's mounts (and later changes to them) still show in it, the mounts made in it never show
+/// outside it, and they go with it when its last process ends.
+///
+/// Only the calling thread moves (and the threads and processes it starts afterwards): threads
+/// that already run stay where they are.
+pub(crate) fn own_mount_namespace() -> io::Result<()> {
+    // SAFETY: a plain syscall with an integer flag. In a process with other threads the kernel
+    // gives this thread its own filesystem context first (CLONE_NEWNS implies CLONE_FS).
+    check(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
+    mount_flags(c"/", libc::MS_REC | libc::MS_SLAVE)
+}
+
 /// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.
 pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
     let target = cstring(target)?;

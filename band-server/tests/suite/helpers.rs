@@ -313,7 +313,7 @@ pub(crate) fn run_marked(req: &RunRequest) -> (Outcome, Range<u64>) {
 /// A band-server run whose stdout a thread reads as it comes, so that the test can wait for a
 /// line the run prints (a positive sign that it is running) and still get the whole outcome.
 pub(crate) struct Watched {
-    child: Child,
+    pub(crate) child: Child,
     /// The run's stdout up to and with the first `Stdout` event that holds the needle.
     seen: std::sync::mpsc::Receiver<String>,
     stdout: std::thread::JoinHandle<Vec<u8>>,

@@ -1338,3 +1338,38 @@ fn privileged_janitor_kills_leftovers_of_a_free_slot() {
         .collect();
     assert!(left.is_empty(), "processes of {user} left: {left:?}");
 }
+
+/// A run's mounts (its run directory, the sandbox's view) are in a mount namespace of the run's
+/// own: band-server's run sees them, the host's namespace never holds them, so no other run's
+/// bubblewrap copies them into its mount table; and when band-server dies (SIGKILL mid-run) they
+/// go with its processes, leaving the janitor only the empty folder.
+#[test]
+fn privileged_a_runs_mounts_are_in_its_own_mount_namespace_only() {
+    privileged!();
+    let req = request("#!/bin/sh\necho ready\nsleep 1000\n", policy());
+    let w = spawn_watching(&req, "ready");
+    w.printed();
+    let server = w.child.id();
+    let run_dir = state_dir().join("runs").join(&req.run_id);
+    let theirs = fs_err::read_to_string(format!("/proc/{server}/mountinfo")).unwrap();
+    assert!(
+        theirs.contains(&format!("{}/view ", run_dir.display())),
+        "band-server's run does not see its view:\n{theirs}"
+    );
+    let host = fs_err::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !host.contains(&req.run_id),
+        "a mount of the running run is in the host's namespace:\n{host}"
+    );
+    let mut child = w.child;
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    // The janitor frees the dead run's lease (its processes die with band-server) and removes its
+    // folders.
+    band_test::wait_until("the janitor removes the dead run's folder", || {
+        run_janitor(None);
+        !run_dir.exists()
+    });
+    let host = fs_err::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!host.contains(&req.run_id), "{host}");
+}
