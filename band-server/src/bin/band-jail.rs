@@ -2,6 +2,8 @@
 //!
 //! Synchronous, single-threaded, in this order:
 //!
+//! 0. write `up` to the status fd: band-server covers the host's entries of the run's `/proc`
+//!    now, from outside, while the jail waits for its input (`layers::fs::proc_cover`);
 //! 1. read band-server's input from fd N until EOF, close it: the secrets, and how to start the
 //!    entry (`bwrap::JailInput`: a `#!` entry starts its interpreter's program directly, from the
 //!    descriptor band-server passed, since no path inside the sandbox leads to it);
@@ -148,6 +150,15 @@ fn main() {
         Err(m) => fail(None, Layer::Process, &m.to_string()),
     };
     let st = args.status_fd;
+
+    // 0. Say that bubblewrap's sandbox is built and the jail is waiting for its input:
+    // band-server covers the host's entries of /proc now, from outside (`layers::fs::proc_cover`),
+    // before it writes the input, so before anything of the skill runs.
+    if let Some(fd) = st
+        && let Err(e) = sys::write_fd(fd, band_server::layers::fs::proc_cover::READY)
+    {
+        fail(None, Layer::Process, &format!("status fd: {e}"));
+    }
 
     // 1. Secrets, and how to start the entry.
     let input: bwrap::JailInput = {

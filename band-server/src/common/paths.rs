@@ -12,8 +12,8 @@ pub(crate) const SANDBOX_PATH: &str = "/band/bin";
 /// mount of the sandbox's tree on it (made by the filesystem layer, bound by the process layer).
 pub(crate) const VIEW: &str = "view";
 
-/// An empty file and an empty folder of the run directory (root-owned, read-only), bound over the
-/// host's entries of the run's `/proc` (the filesystem layer's `procmask`, the process layer's
-/// `bwrap::build_bwrap_args`).
+/// An empty file and an empty folder of the run's exec folder, the sandbox's `/band` (root-owned,
+/// read-only), bound over the host's entries of the run's `/proc` (the filesystem layer's
+/// `procmask` and `proc_cover`).
 pub(crate) const PROC_COVER_FILE: &str = "empty";
 pub(crate) const PROC_COVER_DIR: &str = "empty.d";

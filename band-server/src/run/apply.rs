@@ -14,7 +14,9 @@
 //! 8. the cgroup, waited for (its join files go to the spawn);
 //! 9. bubblewrap, spawned: in the cgroup, as the run's uid, in the run's network namespace;
 //! 10. after the spawn, while bubblewrap builds the sandbox: the network's relay waited for, and
-//!     the wrappers in `/usr/bin`.
+//!     the wrappers in `/usr/bin`;
+//! 11. once bubblewrap has built it (the jail says so and waits for its input): the host's
+//!     entries of the run's `/proc` covered from outside (`fs::proc_cover`).
 //!
 //! What each step builds goes into the run's guard (torn down in reverse order on any failure);
 //! the handles the run needs later come back in [`Started`].
@@ -99,6 +101,7 @@ pub(crate) fn apply(
         spawned.run_start = Instant::now();
     }
     fs::apply::wrappers(inp)?;
+    fs::apply::proc_covers(inp, &spawned, guard)?;
     Ok(Started {
         spawned,
         run_dir,

@@ -46,8 +46,9 @@ pub(crate) use fanotify::{FanEvent, fanotify_filesystem, fanotify_read};
 pub use fd::{close_fds_except, take_inherited_fd, write_fd};
 pub(crate) use fd::{pipe, poll_readable, try_lock_exclusive};
 pub(crate) use mount::{
-    BindFlags, bind_mount, make_private, mknod_char, mknod_whiteout, mount_dev_tmpfs, mount_devpts,
-    mount_overlay_ro, mount_tmpfs, own_mount_namespace, remount_read_only, umount_detach,
+    BindFlags, bind_mount, bind_read_only_in, make_private, mknod_char, mknod_whiteout,
+    mount_dev_tmpfs, mount_devpts, mount_overlay_ro, mount_tmpfs, own_mount_namespace,
+    remount_read_only, umount_detach,
 };
 pub(crate) use netns::{setns_net, user_and_net_namespaces};
 pub(crate) use nft::NftLibrary;

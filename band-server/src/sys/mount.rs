@@ -202,10 +202,200 @@ pub(crate) fn own_mount_namespace() -> io::Result<()> {
     mount_flags(c"/", libc::MS_REC | libc::MS_SLAVE)
 }
 
+/// What [`bind_read_only_in`] could not do: the bind (its index) or entering the namespace
+/// (`None`), and why.
+#[derive(Debug)]
+pub(crate) struct BindInError {
+    pub(crate) index: Option<usize>,
+    pub(crate) source: io::Error,
+}
+
+/// The record a [`bind_read_only_in`] child writes: `[index, errno]` (little-endian `u32`s).
+const BIND_IN_DONE: u32 = u32::MAX;
+const BIND_IN_SETNS: u32 = u32::MAX - 1;
+
+/// In a child that enters the mount namespace `ns` (`setns`; its root and working folder become
+/// that namespace's root), bind each `(source, target)` of `binds`, both paths as that namespace
+/// sees them, and remount it read-only, `nosuid`, `nodev`, `noexec`. The first failure stops it.
+///
+/// A child because `setns` into a mount namespace needs a process whose filesystem context no
+/// other thread shares. It is a `fork` of a process with other threads: between `fork` and
+/// `_exit` it makes only raw syscalls on what was built before (no allocation, no lock), and says
+/// how it ended in one record on a pipe (its exit status may be taken by another thread's reaping
+/// of orphans: `run::reap_orphans`).
+pub(crate) fn bind_read_only_in(
+    ns: std::os::fd::BorrowedFd<'_>,
+    binds: &[(CString, CString)],
+) -> Result<(), BindInError> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let whole = |source: io::Error| BindInError {
+        index: None,
+        source,
+    };
+    let (r, w) = super::pipe().map_err(whole)?;
+    let ns = ns.as_raw_fd();
+    let w_fd = w.as_raw_fd();
+    // SAFETY: the child below makes only async-signal-safe syscalls on integers, on the strings
+    // of `binds` (built before the fork) and on a stack buffer, then `_exit`s; it never returns
+    // into Rust code.
+    let pid = check(unsafe { libc::fork() }).map_err(whole)?;
+    if pid == 0 {
+        let say = |index: u32, errno: i32| -> ! {
+            let mut rec = [0u8; 8];
+            rec[..4].copy_from_slice(&index.to_le_bytes());
+            rec[4..].copy_from_slice(&errno.to_le_bytes());
+            // SAFETY: writes 8 bytes from a stack buffer to the pipe's write end; `_exit` never
+            // returns.
+            unsafe {
+                libc::write(w_fd, rec.as_ptr().cast(), rec.len());
+                libc::_exit(i32::from(index != BIND_IN_DONE));
+            }
+        };
+        // SAFETY: reads the thread's errno, a plain function with no arguments.
+        let errno = || unsafe { *libc::__errno_location() };
+        // SAFETY: setns on a namespace descriptor the parent holds open.
+        if unsafe { libc::setns(ns, libc::CLONE_NEWNS) } != 0 {
+            say(BIND_IN_SETNS, errno());
+        }
+        let flags = libc::MS_REMOUNT
+            | libc::MS_BIND
+            | libc::MS_RDONLY
+            | libc::MS_NOSUID
+            | libc::MS_NODEV
+            | libc::MS_NOEXEC;
+        for (i, (src, dst)) in binds.iter().enumerate() {
+            // SAFETY: NUL-terminated strings built before the fork; null fstype and data are
+            // allowed for a bind and a remount.
+            let rc = unsafe {
+                libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                say(i as u32, errno());
+            }
+            // SAFETY: as above.
+            let rc = unsafe {
+                libc::mount(
+                    std::ptr::null(),
+                    dst.as_ptr(),
+                    std::ptr::null(),
+                    flags,
+                    std::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                say(i as u32, errno());
+            }
+        }
+        say(BIND_IN_DONE, 0);
+    }
+    drop(w);
+    let mut rec = Vec::with_capacity(8);
+    let read = std::fs::File::from(r).take(8).read_to_end(&mut rec);
+    let mut status = 0;
+    // SAFETY: `status` is a valid c_int for writes. ECHILD (another thread reaped it) is fine:
+    // the record says how it ended.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    read.map_err(whole)?;
+    let Ok(rec) = <[u8; 8]>::try_from(rec.as_slice()) else {
+        return Err(whole(io::Error::other(
+            "the child ended before it said how",
+        )));
+    };
+    let index = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+    let errno = i32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
+    match index {
+        BIND_IN_DONE => Ok(()),
+        BIND_IN_SETNS => Err(whole(io::Error::from_raw_os_error(errno))),
+        i => Err(BindInError {
+            index: Some(i as usize),
+            source: io::Error::from_raw_os_error(errno),
+        }),
+    }
+}
+
 /// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.
 pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
     let target = cstring(target)?;
     // SAFETY: valid NUL-terminated string outliving the call.
     let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     check(rc).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::os::unix::ffi::OsStrExt;
+
+    use super::*;
+
+    /// A process in a mount namespace of its own, killed and reaped when dropped.
+    struct Holder(std::process::Child);
+
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn c(p: &Path) -> CString {
+        CString::new(p.as_os_str().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn privileged_binds_go_into_the_namespace_named_and_a_failure_names_its_bind() {
+        band_test::privileged!((!rustix::process::geteuid().is_root()).then(|| "not root".into()));
+        let t = tempfile::tempdir().unwrap();
+        let (cover, covered) = (t.path().join("cover"), t.path().join("covered"));
+        fs_err::write(&cover, "").unwrap();
+        fs_err::write(&covered, "a host fact").unwrap();
+        let h = Holder(
+            std::process::Command::new("unshare")
+                .args(["--mount", "--propagation", "private", "sleep", "1000"])
+                .spawn()
+                .unwrap(),
+        );
+        let pid = h.0.id();
+        let ns_of = |p: &str| fs_err::read_link(format!("/proc/{p}/ns/mnt")).unwrap();
+        band_test::wait_until("unshare's namespace", || {
+            ns_of(&pid.to_string()) != ns_of("self")
+        });
+        let ns = fs_err::File::open(format!("/proc/{pid}/ns/mnt")).unwrap();
+        bind_read_only_in(ns.as_fd(), &[(c(&cover), c(&covered))]).unwrap();
+        let theirs = fs_err::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let line = theirs
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(covered.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("no bind at {}:\n{theirs}", covered.display()));
+        let opts: Vec<&str> = line.split(' ').nth(5).unwrap().split(',').collect();
+        for o in ["ro", "nosuid", "nodev", "noexec"] {
+            assert!(opts.contains(&o), "{o} missing: {line}");
+        }
+        let ours = fs_err::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!ours.contains(covered.to_str().unwrap()), "{ours}");
+        assert_eq!(fs_err::read_to_string(&covered).unwrap(), "a host fact");
+
+        // The second bind fails (no such target): its index and errno, not the first's.
+        let missing = t.path().join("missing");
+        let e = bind_read_only_in(
+            ns.as_fd(),
+            &[(c(&cover), c(&covered)), (c(&cover), c(&missing))],
+        )
+        .unwrap_err();
+        assert_eq!(e.index, Some(1), "{e:?}");
+        assert_eq!(e.source.raw_os_error(), Some(libc::ENOENT), "{e:?}");
+
+        // Not a mount namespace: entering it fails, before any bind.
+        let file = fs_err::File::open(&cover).unwrap();
+        let e = bind_read_only_in(file.as_fd(), &[(c(&cover), c(&covered))]).unwrap_err();
+        assert_eq!(e.index, None, "{e:?}");
+        assert_eq!(e.source.raw_os_error(), Some(libc::EINVAL), "{e:?}");
+    }
 }

@@ -468,8 +468,13 @@ fn privileged_the_sandbox_etc_is_the_synthetic_one_and_band_bin_the_wrappers() {
     );
     assert_eq!(get("passwd"), "refused", "{o:#?}");
     assert_eq!(get("new"), "refused", "{o:#?}");
-    // /band: one read-only bind of the run's exec folder, with io/ the one writable place in it.
-    assert_eq!(get("band"), "bin io jail shim sock x", "{o:#?}");
+    // /band: one read-only bind of the run's exec folder, with io/ the one writable place in it
+    // (`empty` and `empty.d`: the covers of the host's entries of /proc).
+    assert_eq!(
+        get("band"),
+        "bin empty empty.d io jail shim sock x",
+        "{o:#?}"
+    );
     assert_eq!(get("band_new"), "refused", "{o:#?}");
     assert_eq!(get("io"), "written", "{o:#?}");
 }

@@ -1039,6 +1039,18 @@ pub(crate) struct ExecDir {
     made: Vec<PathBuf>,
 }
 
+/// The sandbox's `/band/empty` and `/band/empty.d` (root, 0444 and 0555): what band-server binds
+/// over the host's entries of the run's `/proc` (`layers::fs::proc_cover`).
+fn proc_covers(root: &Path) -> io::Result<()> {
+    use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE};
+    let file = root.join(PROC_COVER_FILE);
+    fs::write(&file, b"")?;
+    fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444))?;
+    let dir = root.join(PROC_COVER_DIR);
+    fs::create_dir(&dir)?;
+    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555))
+}
+
 impl ExecDir {
     /// The run's folder, before its programs: `x/`, `io/` (the mount point of the run's `io/`,
     /// which band-server binds writable over this read-only folder on the run directory's
@@ -1066,7 +1078,8 @@ impl ExecDir {
         };
         let made = fs::create_dir(dir.root.join("x"))
             .and_then(|()| fs::create_dir(dir.root.join("io")))
-            .and_then(|()| fs_err::os::unix::fs::symlink("/usr/bin", dir.root.join("bin")));
+            .and_then(|()| fs_err::os::unix::fs::symlink("/usr/bin", dir.root.join("bin")))
+            .and_then(|()| proc_covers(&dir.root));
         if let Err(e) = made {
             let _ = dir.remove();
             return Err(e);
@@ -1490,7 +1503,8 @@ mod tests {
     #[test]
     fn a_run_directory_holds_only_the_scripts_and_every_program_is_a_descriptor() {
         // (The folder is the sandbox's /band: `x/` the scripts, `io/` a mount point, `bin` a
-        // link to /usr/bin; band-shim, band-jail and the socket come later.)
+        // link to /usr/bin, `empty` and `empty.d` the covers of /proc; band-shim, band-jail and
+        // the socket come later.)
         use std::os::fd::AsRawFd;
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("state");
@@ -1517,7 +1531,17 @@ mod tests {
             listed.sort();
             listed
         };
-        assert_eq!(list(&dir.root), ["bin", "io", "x"]);
+        assert_eq!(list(&dir.root), ["bin", "empty", "empty.d", "io", "x"]);
+        assert_eq!(
+            fs::metadata(dir.root.join("empty")).unwrap().mode() & 0o7777,
+            0o444
+        );
+        assert_eq!(fs::metadata(dir.root.join("empty")).unwrap().len(), 0);
+        assert_eq!(
+            fs::metadata(dir.root.join("empty.d")).unwrap().mode() & 0o7777,
+            0o555
+        );
+        assert_eq!(list(&dir.root.join("empty.d")), Vec::<String>::new());
         assert_eq!(
             fs::read_link(dir.root.join("bin")).unwrap(),
             Path::new("/usr/bin")

@@ -24,6 +24,31 @@ pub(crate) fn wrappers(inp: &Inputs<'_>) -> SetupResult<()> {
     RunDir::finish(&inp.plan.run_dir)
 }
 
+/// The last step before the jail's input: once bubblewrap has built the sandbox, the host's
+/// entries of the run's `/proc` covered from outside ([`super::proc_cover`]). A sandbox that
+/// never got built (its status pipe ended) is left to the run, which says why from bubblewrap's
+/// stderr.
+pub(crate) fn proc_covers(
+    inp: &Inputs<'_>,
+    spawned: &crate::common::handover::Spawned,
+    guard: &RunGuard,
+) -> SetupResult<()> {
+    if !super::proc_cover::await_ready(&spawned.status_r)? {
+        return Ok(());
+    }
+    let Some(reaper) = guard.child.as_ref().map(std::process::Child::id) else {
+        return Err(crate::error::SetupError::new(
+            band::proto::Layer::Filesystem,
+            "the sandbox has no process to cover /proc in",
+        ));
+    };
+    super::proc_cover::cover(
+        std::path::Path::new(super::procmask::HOST_PROC),
+        reaper,
+        &inp.plan.process.sandbox.proc_masks,
+    )
+}
+
 impl RunLayer for Fs {
     fn list_stale(&self, host: &Host<'_>, _report: &mut Report) -> Vec<Stale> {
         // Run directories are listed before leases are read: a server writes its lease before it

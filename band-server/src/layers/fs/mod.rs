@@ -4,6 +4,7 @@ pub(crate) mod apply;
 pub mod execmask;
 pub mod maskcache;
 pub(crate) mod mounts;
+pub mod proc_cover;
 pub mod procmask;
 pub mod workdir;
 

@@ -33,8 +33,6 @@
 //!     input.json    root 0444; config.json the same when present; output.json written by the script
 //!   tmp/            run uid 0700, bound noexec at view/tmp                   → /tmp
 //!   lib/            where a mask layer is built when the shared cache cannot hold it
-//!   empty empty.d   root 0444 and 0555: what bubblewrap binds over the host's entries of the
-//!                   run's /proc (`procmask`)
 //!   host/<n>        bind mounts of absolute allow.read/allow.write prefixes  → their own path
 //! ```
 //!
@@ -134,7 +132,7 @@ pub(crate) struct RunDirSpec<'a, 'd> {
     pub(crate) exec_dir: &'a Path,
 }
 
-pub(crate) use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
+pub(crate) use crate::common::paths::VIEW;
 
 /// The folders of the sandbox's root that are mount points (`/proc`, made by bubblewrap; `/dev`,
 /// the writable `/workspace` and `/tmp`, and `/band`, bound on the view by band-server): made in
@@ -374,7 +372,6 @@ pub(crate) fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     p.io(&tree, spec.gid, spec.config_json);
     let request = p.split_off(|p| p.request(&tree, spec));
     p.tmp(&tree, run_owner);
-    p.proc_covers(&tree);
     p.dev(&tree);
     let etc_files = p.etc(&tree, spec);
     p.bind_mount_points(&tree, spec.other_binds, spec.lib_roots);
@@ -629,12 +626,6 @@ impl<'a> Planned<'a> {
     /// tmp/: the run's.
     fn tmp(&mut self, t: &Tree, run_owner: (u32, u32)) {
         self.mkdir(t.tmp.clone(), 0o700, Some(run_owner));
-    }
-
-    /// What bubblewrap binds over the host's entries of the run's `/proc` (`procmask`).
-    fn proc_covers(&mut self, t: &Tree) {
-        self.write(t.run.join(PROC_COVER_FILE), Cow::Borrowed(b""), 0o444, None);
-        self.mkdir(t.run.join(PROC_COVER_DIR), 0o555, None);
     }
 
     /// /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one

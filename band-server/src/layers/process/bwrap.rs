@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::common::handover::ProcMask;
-use crate::common::paths::{PROC_COVER_DIR, PROC_COVER_FILE, VIEW};
+use crate::common::paths::VIEW;
 
 /// Inside the sandbox.
 pub(crate) use crate::common::paths::SANDBOX_PATH;
@@ -154,7 +154,9 @@ pub(crate) struct SandboxPlan {
     /// Refuse to start unless Landlock can scope abstract unix sockets (set for `share_net` runs
     /// unless the server config opts out).
     pub(crate) ipc_scope_required: bool,
-    /// The entries of `/proc` covered by an empty file or folder (`procmask::plan`).
+    /// The entries of `/proc` covered by an empty file or folder (`procmask::plan`), by
+    /// band-server once bubblewrap has built the sandbox (`layers::fs::proc_cover`), not in
+    /// bubblewrap's argv.
     pub(crate) proc_masks: Vec<ProcMask>,
 }
 
@@ -239,22 +241,8 @@ pub(crate) fn build_bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         "/".into(),
     );
     push(&mut a, &["--proc", "/proc"]);
-    // The host's kernel facts (`procmask`): each covered, read-only, by the run directory's empty
-    // file or folder. bubblewrap fails (and the run with it, before the script) on one it
-    // cannot cover.
-    for m in &plan.proc_masks {
-        let cover = if m.dir {
-            PROC_COVER_DIR
-        } else {
-            PROC_COVER_FILE
-        };
-        bind(
-            &mut a,
-            "--ro-bind",
-            plan.run_dir.join(cover).into_os_string(),
-            m.sandbox_path().into_os_string(),
-        );
-    }
+    // The host's kernel facts (`procmask`) are covered by band-server once the sandbox is built
+    // (`layers::fs::proc_cover`): a bind here costs bubblewrap a read of its mount table each.
     // /skill is noexec; each declared program of the skill is band-shim, on a mount of its own.
     for rel in &plan.bundled {
         bind(
@@ -362,12 +350,6 @@ mod tests {
             "/",
             "--proc",
             "/proc",
-            "--ro-bind",
-            &format!("{r}/empty"),
-            "/proc/cmdline",
-            "--ro-bind",
-            &format!("{r}/empty.d"),
-            "/proc/acpi",
             "--ro-bind",
             "/run/band/exec/cache/band-shim-0123",
             "/skill/bin/tool",
