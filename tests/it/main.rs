@@ -44,6 +44,7 @@ mod ux;
 mod vm_build;
 mod vm_cli;
 mod vm_e2e;
+mod vm_egress;
 mod vm_rootless;
 mod warm;
 mod workspace;

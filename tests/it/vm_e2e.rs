@@ -672,6 +672,9 @@ fn vm_end_to_end() {
         cwd,
     );
     check_probe_run(&env, &skill, &ws, &format!("ssh://{host}"));
+    // A token bound to a host and an HTTP rule, through the VM and through the ssh:// target,
+    // against a lab the test makes inside the VM (its config put back after).
+    crate::vm_egress::check_bound_secret(&env, work.path(), &ws, &host);
     // A changed host key is refused.
     let pinned = data.join(format!("vm/ssh/root@127.0.0.1_{port}/known_host"));
     let mut text = fs_err::read_to_string(&pinned).expect("pinned key");

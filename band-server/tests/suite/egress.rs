@@ -262,16 +262,6 @@ fn fetch_class(dir: &std::path::Path) -> Option<Vec<u8>> {
     ok.then(|| fs_err::read(dir.join("Fetch.class")).unwrap_or_else(|e| panic!("read: {e}")))
 }
 
-/// The host folder the JDK's `conf/security/java.security` links into (Debian's
-/// `/etc/java-17-openjdk`), as an `allow.read` pattern; `None` when it is in the JDK.
-fn jdk_etc() -> Option<String> {
-    let java = fs_err::canonicalize("/usr/bin/java").ok()?;
-    let jdk = java.parent()?.parent()?;
-    let conf = fs_err::canonicalize(jdk.join("conf/security/java.security")).ok()?;
-    let etc = conf.parent()?.parent()?;
-    (!etc.starts_with(jdk)).then(|| format!("{}/**", etc.display()))
-}
-
 /// A proxied run's CA is trusted where a program looks without being told: curl and openssl
 /// with every CA variable unset read the system bundle path (the run's bundle bound over it),
 /// and a Java program reads the run's trust store through `JAVA_TOOL_OPTIONS`, which keeps
@@ -304,10 +294,8 @@ echo "jerr=$(grep -v 'Picked up JAVA_TOOL_OPTIONS' /tmp/jerr | head -3 | tr '\n'
         "tr *",
     ]);
     p.secrets = strs(&["JAVA_TOOL_OPTIONS"]);
-    // Debian's JDK links its conf/security files into /etc/java-<N>-openjdk, which the
-    // sandbox's /etc has only when the band reads it (an installation brings the folders it
-    // links to, not a linked file's folder).
-    p.allow.read = jdk_etc().into_iter().collect();
+    // Debian's JDK links its conf/security files into /etc/java-<N>-openjdk: the installation
+    // brings that folder (no allow.read of it).
     let mut req = request(script, p);
     req.bundle.push(file("Fetch.class", 0o644, &class));
     req.bundle_sha256 = bundle_hash(&req.bundle);

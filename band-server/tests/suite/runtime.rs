@@ -240,6 +240,97 @@ java -XshowSettings:properties -version 2>&1 | grep -c 'java.home' | sed 's/^/ho
     assert_eq!(kv.get("home").map(String::as_str), Some("1"), "{o:#?}");
 }
 
+/// A Java program that reads the JDK's security configuration (`MessageDigest` loads the
+/// providers listed in `conf/security/java.security`).
+const DIGEST_JAVA: &str = r#"
+public class Digest {
+    public static void main(String[] args) throws Exception {
+        var d = java.security.MessageDigest.getInstance("SHA-256").digest("band".getBytes());
+        System.out.println("digest=" + java.util.HexFormat.of().formatHex(d));
+        System.out.println("policy=" + java.security.Security.getProperty("crypto.policy"));
+    }
+}
+"#;
+
+/// Debian's JDK links `lib/jvm.cfg` and `conf/security/*` into `/etc/java-17-openjdk`: a run
+/// allowed only `java *` sees that folder (read-only), so the JVM finds its configuration and
+/// its security providers, without an `allow.read` of it. Skips (fails under
+/// `BAND_TEST_MUST_RUN`) without a JDK (`javac`) on the host.
+#[test]
+fn privileged_a_jdk_brings_the_etc_folder_its_files_link_to() {
+    privileged!();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    fs_err::write(tmp.path().join("Digest.java"), DIGEST_JAVA).unwrap_or_else(|e| panic!("{e}"));
+    let compiled = Command::new("javac")
+        .arg("-d")
+        .arg(tmp.path())
+        .arg(tmp.path().join("Digest.java"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !compiled {
+        assert!(
+            !band_test::must_run(),
+            "this test needs a JDK (javac, java): apt-get install openjdk-17-jdk-headless"
+        );
+        eprintln!("skipped: no JDK (javac) on this host");
+        return;
+    }
+    let class = fs_err::read(tmp.path().join("Digest.class")).unwrap_or_else(|e| panic!("{e}"));
+    // Where this JDK's files link to outside it (Debian: /etc/java-17-openjdk); the test shows
+    // the run reads it there.
+    let java = fs_err::canonicalize("/usr/bin/java").unwrap_or_else(|e| panic!("{e}"));
+    let jdk = java
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("{}", java.display()));
+    let etc = fs_err::canonicalize(jdk.join("conf/security/java.security"))
+        .ok()
+        .and_then(|f| f.parent().and_then(Path::parent).map(Path::to_path_buf))
+        .filter(|e| !e.starts_with(jdk));
+    let script = format!(
+        r#"#!/bin/bash
+java -version 2>/tmp/v; echo "version=$?"
+java -cp /skill Digest 2>/tmp/err
+echo "java=$?"
+echo "err=$(head -c 300 /tmp/err | tr '\n' ' ')"
+echo "etc_write=$( (echo x > {etc}/band-probe) 2>/dev/null; echo $?)"
+if [ -e /etc/shadow ]; then echo shadow=visible; else echo shadow=absent; fi
+"#,
+        etc = etc.as_deref().unwrap_or(jdk).display()
+    );
+    let mut p = policy();
+    p.allow.cli = strs(&["java *"]);
+    let mut req = request(&script, p);
+    req.bundle.push(file("Digest.class", 0o644, &class));
+    req.bundle_sha256 = bundle_hash(&req.bundle);
+    let o = run(&req);
+    assert_eq!(o.result.status, Status::Ok, "{o:#?}");
+    let kv = o.kv();
+    let get = |k: &str| {
+        kv.get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("<missing {k}>"))
+    };
+    assert_eq!(get("version"), "0", "{o:#?}");
+    assert_eq!(get("java"), "0", "{}", get("err"));
+    assert_eq!(
+        get("digest"),
+        "65f15ce8fee25b248445eedc63cd9a82094e35965e4ed552e195029a9311d474",
+        "{o:#?}"
+    );
+    assert_eq!(get("policy"), "unlimited", "{o:#?}");
+    // Read-only, and no more of /etc than that.
+    assert_ne!(get("etc_write"), "0", "{o:#?}");
+    assert_eq!(get("shadow"), "absent", "{o:#?}");
+    if let Some(etc) = etc {
+        assert!(
+            !etc.join("band-probe").exists(),
+            "{} was written",
+            etc.display()
+        );
+    }
+}
+
 #[test]
 fn privileged_libreoffice_starts_through_its_launcher_script() {
     privileged!();

@@ -375,10 +375,18 @@ pub(crate) fn layout_links(layout: &Layout) -> Vec<(PathBuf, PathBuf)> {
     out
 }
 
-/// Directories outside `tree` that it links to, within `depth` levels (Debian's LibreOffice:
-/// `share/registry` → `/etc/libreoffice/registry`; a JDK's `conf/security` files under
-/// `/etc/java-17-openjdk`): part of the installation, so they come with it. Never a directory of
-/// [`NEVER_WHOLE`]; only directories (a linked file's directory is not taken). Reads the tree.
+/// Directories outside `tree` that it links to, within `depth` levels: part of the
+/// installation, so they come with it (read-only, like the tree).
+///
+/// - a linked directory (Debian's LibreOffice: `share/registry` → `/etc/libreoffice/registry`);
+/// - the folder of a linked file (Debian's JDK: `lib/jvm.cfg` → `/etc/java-17-openjdk/
+///   jvm-amd64.cfg`, `conf/security/java.security` → `/etc/java-17-openjdk/security/…`), when it
+///   is an installation's own folder ([`own_folder`]) that every user may reach and list
+///   ([`reachable_by_others`]): a linked file brings no more than any user of the host could read
+///   anyway, never a hierarchy folder (`/etc`, `/usr/share`) nor a private one.
+///
+/// Never a directory of [`NEVER_WHOLE`]. Sorted, none inside another ([`normalize`]). Reads the
+/// tree (not following its linked directories).
 pub(crate) fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut level = vec![tree.to_path_buf()];
@@ -390,19 +398,48 @@ pub(crate) fn linked_dirs(tree: &Path, depth: usize) -> Vec<PathBuf> {
                 let Ok(ft) = e.file_type() else { continue };
                 if ft.is_dir() {
                     next.push(e.path());
-                } else if ft.is_symlink()
-                    && let Ok(target) = fs::canonicalize(e.path())
-                    && target.is_dir()
-                    && !target.starts_with(tree)
-                    && !NEVER_WHOLE.iter().any(|n| Path::new(n) == target)
+                    continue;
+                }
+                if !ft.is_symlink() {
+                    continue;
+                }
+                let Ok(target) = fs::canonicalize(e.path()) else {
+                    continue;
+                };
+                if target.starts_with(tree) {
+                    continue;
+                }
+                if target.is_dir() {
+                    if !NEVER_WHOLE.iter().any(|n| Path::new(n) == target) {
+                        out.push(target);
+                    }
+                } else if let Some(folder) = target.parent()
+                    && !folder.starts_with(tree)
+                    && own_folder(folder)
+                    && reachable_by_others(folder)
                 {
-                    out.push(target);
+                    out.push(folder.to_path_buf());
                 }
             }
         }
         level = next;
     }
-    out
+    normalize(out)
+}
+
+/// Whether `dir` may be one installation's own folder, not a folder of the file system's
+/// hierarchy that many share: not a directory of [`NEVER_WHOLE`] nor directly in `/` (`/data`),
+/// in `/usr`, `/usr/local` or `/var` (`/usr/share`, `/var/lib`), and not in a home directory
+/// (`/home`, `/root`). Pure (the path only).
+pub(crate) fn own_folder(dir: &Path) -> bool {
+    let hierarchy = ["/", "/usr", "/usr/local", "/var"];
+    dir.is_absolute()
+        && !NEVER_WHOLE.iter().any(|n| Path::new(n) == dir)
+        && dir
+            .parent()
+            .is_some_and(|p| !hierarchy.iter().any(|h| Path::new(h) == p))
+        && !dir.starts_with("/home")
+        && !dir.starts_with("/root")
 }
 
 /// Whether a user who is not the owner (nor of the group) of `dir` and of the folders above it
@@ -632,6 +669,8 @@ mod tests {
     #[test]
     fn an_installation_brings_the_directories_it_links_to() {
         let t = tempfile::tempdir().unwrap();
+        // A host's folders are reachable by every user (a tempdir is 0700).
+        fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let tree = t.path().join("usr/lib/office");
         let etc = t.path().join("etc/office/registry");
         fs::create_dir_all(&etc).unwrap();
@@ -642,14 +681,62 @@ mod tests {
             tree.join("share/dangling"),
         )
         .unwrap();
-        write(&t.path().join("etc/office/file.conf"), b"", 0o644);
-        symlink(
-            t.path().join("etc/office/file.conf"),
-            tree.join("share/f.conf"),
-        )
-        .unwrap();
         symlink("/etc", tree.join("etc")).unwrap();
         symlink(tree.join("share"), tree.join("inner")).unwrap();
+        // A file of the tree linked from inside it brings nothing.
+        write(&tree.join("share/own.conf"), b"", 0o644);
+        symlink(tree.join("share/own.conf"), tree.join("own.conf")).unwrap();
         assert_eq!(linked_dirs(&tree, 3), [etc]);
+    }
+
+    #[test]
+    fn an_installation_brings_the_folders_of_the_files_it_links_to() {
+        // Debian's JDK: lib/jvm.cfg and conf/security/java.security (three levels down) link
+        // into /etc/java-17-openjdk; a private folder's file does not bring its folder.
+        let t = tempfile::tempdir().unwrap();
+        fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tree = t.path().join("usr/lib/jvm/jdk17");
+        let etc = t.path().join("etc/jdk17");
+        write(&etc.join("jvm-amd64.cfg"), b"-server KNOWN\n", 0o644);
+        write(&etc.join("security/java.security"), b"", 0o644);
+        write(&tree.join("bin/java"), b"\x7fELF", 0o755);
+        fs::create_dir_all(tree.join("lib")).unwrap();
+        symlink(etc.join("jvm-amd64.cfg"), tree.join("lib/jvm.cfg")).unwrap();
+        fs::create_dir_all(tree.join("conf/security")).unwrap();
+        symlink(
+            etc.join("security/java.security"),
+            tree.join("conf/security/java.security"),
+        )
+        .unwrap();
+        let private = t.path().join("etc/private");
+        write(&private.join("key.pem"), b"", 0o600);
+        fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+        symlink(private.join("key.pem"), tree.join("lib/key.pem")).unwrap();
+        assert_eq!(linked_dirs(&tree, 3), [etc.as_path()]);
+        // Within the depth only: java.security is three levels down.
+        assert_eq!(linked_dirs(&tree, 2), [etc]);
+        fs::remove_file(tree.join("lib/jvm.cfg")).unwrap();
+        assert_eq!(linked_dirs(&tree, 2), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn a_linked_files_folder_is_an_installations_own() {
+        for (dir, own) in [
+            ("/etc/java-17-openjdk", true),
+            ("/etc/java-17-openjdk/security", true),
+            ("/etc/ssl/certs/java", true),
+            ("/usr/share/java", true),
+            ("/etc", false),
+            ("/usr/share", false),
+            ("/usr/local/share", false),
+            ("/var/lib", false),
+            ("/data", false),
+            ("/", false),
+            ("/home/alice/.config/jdk", false),
+            ("/root/jdk", false),
+            ("relative/dir", false),
+        ] {
+            assert_eq!(own_folder(Path::new(dir)), own, "{dir}");
+        }
     }
 }
