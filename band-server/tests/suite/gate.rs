@@ -57,11 +57,7 @@ exit 0
     req.trace = true;
     let o = run(&req);
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert!(get("sed_path").contains("sed"), "{o:#?}");
     assert!(get("py_path").contains("python3"), "{o:#?}");
     // The leaked path leads to band-shim under the program's own name, never to the program:
@@ -155,11 +151,7 @@ exit 0
 "#;
     let o = run(&request(script, with_cli(&["python3 *"], &[])));
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("x_list"), "[]", "{o:#?}");
     assert!(!kv.contains_key("opened_exe"), "{o:#?}");
     assert_eq!(get("exe_link"), "/band/bin/python3", "{o:#?}");
@@ -195,11 +187,7 @@ python3 /band/x/pygmentize -L >/dev/null 2>&1; echo "shape_denied=$?"
     req.trace = true;
     let o = run(&req);
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("direct"), "0", "{o:#?}");
     assert_eq!(get("version"), "Pygments", "{o:#?}");
     assert_eq!(get("denied"), "126", "{o:#?}");
@@ -304,11 +292,7 @@ echo "cmd=$(grep -E '^Sig(Ign|Blk):' /proc/self/status | tr -s '\t ' '=' | tr '\
     p.allow.cli = strs(&["yes"]);
     let o = run(&request(script, p));
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("yes_rc"), "141", "{o:#?}");
     // Bit 13 (SIGPIPE) is not ignored, in the entry's interpreter or in a command.
     let ign = |hex: &str| u64::from_str_radix(hex, 16).unwrap_or(u64::MAX);

@@ -89,11 +89,7 @@ print("noexec=" + open("/proc/sys/vm/memfd_noexec").read().strip())
     let o = run(&python_request(&probe, with_python()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     // On this kernel (6.3+) memfds still work, they just cannot be executed.
     assert_eq!(get("memfd"), "ok", "{o:#?}");
     let refused = [
@@ -140,11 +136,7 @@ for label, proto in [("netlink_route", 0), ("netlink_diag", 4), ("netlink_uevent
     let o = run(&python_request(probe, with_python()));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     if cfg!(target_arch = "x86_64") {
         assert_eq!(get("modify_ldt"), "errno1", "{o:#?}");
         assert_eq!(get("memfd_secret"), "errno1", "{o:#?}");

@@ -205,6 +205,14 @@ impl Outcome {
     }
 }
 
+/// The value of `key` in a probe's [`Outcome::kv`], or `<missing key>` (which no assertion
+/// expects).
+pub(crate) fn value_of(kv: &BTreeMap<String, String>, key: &str) -> String {
+    kv.get(key)
+        .cloned()
+        .unwrap_or_else(|| format!("<missing {key}>"))
+}
+
 pub(crate) fn spawn(req: &RunRequest) -> Child {
     spawn_line(&serde_json::to_string(&Message::Request(Box::new(req.clone()))).unwrap_or_default())
 }

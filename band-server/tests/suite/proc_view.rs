@@ -78,11 +78,7 @@ fn privileged_the_host_kernel_facts_are_not_in_the_run_proc() {
     let o = run(&req);
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
 
     // Outside, for comparison: the host's command line is there, and not empty.
     let host_cmdline = fs_err::read("/proc/cmdline").unwrap_or_default();
@@ -239,11 +235,7 @@ fn privileged_the_loader_starts_nothing_the_gate_has_not_judged() {
     drop(fixture);
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     // The gate's programs and helpers are execute-only: the loader cannot read them.
     for k in ["declared", "shim", "jail"] {
         assert_eq!(get(k), "refused Permission denied", "{k}: {o:#?}");

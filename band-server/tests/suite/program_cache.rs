@@ -251,11 +251,7 @@ fn privileged_a_users_program_in_a_runtime_tree_is_charged_to_them_and_refused_p
     let o = finish(spawn_for(hog, &req, &config));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("fakecli"), "ok", "{o:#?}");
     assert_eq!(
         (get("small"), get("small_code")),

@@ -175,11 +175,7 @@ echo x > {pkg}/lib/new 2>/dev/null; echo "write=$?"
     let o = finish(spawn_with_config(&req, &config));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     // The CLI finds its siblings and its dependency; python finds the venv's modules.
     assert_eq!(get("fakecli"), "hello world!", "{o:#?}");
     assert_eq!(get("vtool"), format!("venv {}", venv.display()), "{o:#?}");
@@ -306,11 +302,7 @@ if [ -e /etc/shadow ]; then echo shadow=visible; else echo shadow=absent; fi
     let o = run(&req);
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("version"), "0", "{o:#?}");
     assert_eq!(get("java"), "0", "{}", get("err"));
     assert_eq!(
@@ -406,11 +398,7 @@ fn privileged_a_venv_python_on_the_bin_path_sees_its_venv() {
     let o = finish(spawn_with_config(&request(&script, p), &config));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("mod"), "venv", "{o:#?}");
     assert_eq!(get("prefix"), venv.display().to_string(), "{o:#?}");
     assert_eq!(get("env_mod"), "venv", "{o:#?}");
@@ -519,11 +507,7 @@ fn privileged_the_invoking_users_pip_user_site_comes_along_read_only() {
     };
     let o = run_as(Some(user.uid));
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("mod"), "user site", "{o:#?}");
     assert_ne!(get("write"), "0", "{o:#?}");
     assert_eq!(get("tool"), "126", "{o:#?}");
@@ -614,11 +598,7 @@ cat {rg} >/dev/null 2>&1; echo "rg_read=$?"
     let o = finish(spawn_with_config(&req, &config));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("fakecli"), "ok", "{o:#?}");
     assert_eq!(get("rgout"), "yes", "{o:#?}");
     assert_eq!(get("rg"), "0", "{o:#?}");
@@ -680,11 +660,7 @@ cd {pkg}/vendor && ./cat catrel=yes 2>/dev/null; echo "cat_code=$?"
     let o = finish(spawn_with_config(&req, &config));
     assert_eq!(o.result.status, Status::Ok, "{o:#?}");
     let kv = o.kv();
-    let get = |k: &str| {
-        kv.get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("<missing {k}>"))
-    };
+    let get = |k: &str| value_of(&kv, k);
     assert_eq!(get("fakecli"), "ok", "{o:#?}");
     assert_eq!(
         (get("link"), get("link_code")),
