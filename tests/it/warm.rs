@@ -59,11 +59,13 @@ field() { while read -r k v; do [ "$k" = "$1:" ] && { echo "${v%%[[:space:]]*}";
 if cat /etc/shadow >/dev/null 2>&1; then shadow=readable; else shadow=denied; fi
 if (exec 3<>/dev/tcp/127.0.0.1/9) 2>/dev/null; then net=open; else net=closed; fi
 if echo x > /usr/bin/warm-probe 2>/dev/null; then usr=writable; else usr=read-only; fi
+if read -r _ < /proc/cmdline; then cmdline=shown; else cmdline=covered; fi
+if echo x > /proc/cmdline 2>/dev/null; then cmdline="$cmdline,writable"; fi
 tmp=fresh; [ -e /tmp/mark ] && tmp=used; echo x > /tmp/mark
 out=fresh; [ -e /workspace/out/r.txt ] && out=used; mkdir -p /workspace/out; echo x > /workspace/out/r.txt
 read -r in < /workspace/in.txt
-printf '{"sandbox":{"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":"%s","usr":"%s","tmp":"%s","out":"%s"},"uid":%s,"own":{"in":"%s","token":"%s","input":%s}}\n' \
-  "$(field NoNewPrivs)" "$(field Seccomp)" "$(field CapEff)" "$shadow" "$net" "$usr" "$tmp" "$out" "$(field Uid)" \
+printf '{"sandbox":{"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":"%s","usr":"%s","cmdline":"%s","tmp":"%s","out":"%s"},"uid":%s,"own":{"in":"%s","token":"%s","input":%s}}\n' \
+  "$(field NoNewPrivs)" "$(field Seccomp)" "$(field CapEff)" "$shadow" "$net" "$usr" "$cmdline" "$tmp" "$out" "$(field Uid)" \
   "$in" "$WARM_TOKEN" "$(cat "$INPUT_PATH")" > "$OUTPUT_PATH"
 "#;
     band_test::SkillBuilder::new("warmprobe")
@@ -239,6 +241,9 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
             &Value::from("read-only")
         )
     );
+    // The host's kernel command line is covered (empty, read-only) in every run, those a spare
+    // served included (the covers are made once bubblewrap has built the sandbox).
+    assert_eq!(cold["cmdline"], "covered", "{cold}");
     assert_eq!(
         (&cold["tmp"], &cold["out"]),
         (&Value::from("fresh"), &Value::from("fresh"))
