@@ -122,3 +122,80 @@ pub(crate) fn output(args: &[&str], cwd: &Path) -> Output {
 fn the_must_run_variable_is_bands() {
     assert_eq!(band_test::MUST_RUN, band::proto::env::TEST_MUST_RUN);
 }
+
+/// `openssl <args>` in `dir`, which must succeed.
+pub(crate) fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (package openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA of the test's own and a certificate for `name` it signed, in `dir` (`ca.crt`,
+/// `srv.crt`, `srv.key`).
+pub(crate) fn make_ca_and_cert(dir: &Path, name: &str) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    openssl(
+        dir,
+        &[
+            &["req", "-x509", "-nodes", "-days", "2"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=band test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            &["req", "-new", "-nodes"][..],
+            &ec,
+            &["-keyout", "srv.key", "-out", "srv.csr", "-subj"],
+            &[&format!("/CN={name}")],
+        ]
+        .concat(),
+    );
+    fs_err::write(
+        dir.join("srv.ext"),
+        format!(
+            "subjectAltName=DNS:{name}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+        ),
+    )
+    .expect("write ext");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            "srv.crt",
+            "-extfile",
+            "srv.ext",
+        ],
+    );
+}

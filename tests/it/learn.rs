@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use band_test::SkillBuilder;
 
-use crate::common::{bin, repo, sandbox_missing, unbanded_demo};
+use crate::common::{bin, make_ca_and_cert, repo, sandbox_missing, unbanded_demo};
 
 /// A copy of `skills/<skill>` under `dir/skills`, with every allow list and env.secrets of the
 /// band that governs `script` emptied. Returns that band file.
@@ -826,83 +826,6 @@ impl Drop for HttpsServer {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `openssl <args>` in `dir`, which must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (package openssl)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA of the test's own and a certificate for `name` it signed, in `dir` (`ca.crt`,
-/// `srv.crt`, `srv.key`).
-fn make_ca_and_cert(dir: &Path, name: &str) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-    openssl(
-        dir,
-        &[
-            &["req", "-x509", "-nodes", "-days", "2"][..],
-            &ec,
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-subj",
-                "/CN=band learn test CA",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ],
-        ]
-        .concat(),
-    );
-    openssl(
-        dir,
-        &[
-            &["req", "-new", "-nodes"][..],
-            &ec,
-            &["-keyout", "srv.key", "-out", "srv.csr", "-subj"],
-            &[&format!("/CN={name}")],
-        ]
-        .concat(),
-    );
-    fs_err::write(
-        dir.join("srv.ext"),
-        format!(
-            "subjectAltName=DNS:{name}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-        ),
-    )
-    .expect("write ext");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "srv.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            "srv.crt",
-            "-extfile",
-            "srv.ext",
-        ],
-    );
 }
 
 /// http-fetch's `fetch` (curl over HTTPS to an `allow.net` host), learned with `--net` from its

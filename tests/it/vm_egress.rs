@@ -13,7 +13,7 @@ use band_test::{Band, SkillBuilder};
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::common::band_exe;
+use crate::common::{band_exe, make_ca_and_cert};
 use crate::vm_e2e::Env;
 
 /// The lab's one name, and its server's address inside the VM (routed to the lab's veth).
@@ -35,79 +35,12 @@ fn put(path: &str, text: &[u8]) -> String {
     format!("echo {b64} | base64 -d > {path}\n")
 }
 
-/// A CA and a certificate for [`NAME`] signed by it, made with the host's openssl in `dir`:
-/// (CA PEM, certificate PEM, key PEM).
+/// A CA and a certificate for [`NAME`] signed by it, made with the host's openssl in `dir`
+/// ([`make_ca_and_cert`]): (CA PEM, certificate PEM, key PEM).
 fn lab_certificate(dir: &Path) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl (see .ci/run)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-    openssl(
-        &[
-            &[
-                "req",
-                "-x509",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=band vm lab CA",
-            ][..],
-            &ec,
-            &[
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-            ],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req", "-nodes", "-subj", &format!("/CN={NAME}")][..],
-            &ec,
-            &["-keyout", "key.pem", "-out", "leaf.csr"],
-        ]
-        .concat(),
-    );
-    fs_err::write(
-        dir.join("leaf.ext"),
-        format!("subjectAltName=DNS:{NAME}\nextendedKeyUsage=serverAuth\n"),
-    )
-    .expect("write");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "leaf.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        "leaf.ext",
-        "-out",
-        "cert.pem",
-    ]);
+    make_ca_and_cert(dir, NAME);
     let read = |n: &str| fs_err::read(dir.join(n)).expect("read");
-    (read("ca.pem"), read("cert.pem"), read("key.pem"))
+    (read("ca.crt"), read("srv.crt"), read("srv.key"))
 }
 
 /// Shell text that removes the lab (if any) and puts the VM's original server config back
