@@ -80,7 +80,7 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// `p` as a C string, for a syscall's path argument.
-fn cstring(p: &Path) -> io::Result<CString> {
+pub(crate) fn cstring(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
 }

@@ -108,8 +108,12 @@ fn mount_flags(target: &CStr, flags: libc::c_ulong) -> io::Result<()> {
 
 /// A non-recursive bind of `src` at `target`, then a remount of it with `flags`.
 fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
-    let src = cstring(src)?;
-    let target = cstring(target)?;
+    bind_then_remount_c(&cstring(src)?, &cstring(target)?, flags)
+}
+
+/// [`bind_then_remount`] of paths already NUL-terminated: it allocates nothing, so the child of a
+/// fork of a threaded process may call it ([`bind_read_only_in`]).
+fn bind_then_remount_c(src: &CStr, target: &CStr, flags: libc::c_ulong) -> io::Result<()> {
     // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
     // MS_BIND.
     let rc = unsafe {
@@ -122,7 +126,7 @@ fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Res
         )
     };
     check(rc)?;
-    mount_flags(&target, libc::MS_BIND | libc::MS_REMOUNT | flags)
+    mount_flags(target, libc::MS_BIND | libc::MS_REMOUNT | flags)
 }
 
 /// Mount a new devpts instance at `target` (`nosuid,noexec`), as bubblewrap's `--dev` does:
@@ -258,56 +262,27 @@ pub(crate) fn bind_read_only_in(
         if unsafe { libc::setns(ns, libc::CLONE_NEWNS) } != 0 {
             say(BIND_IN_SETNS, errno());
         }
-        let flags = libc::MS_REMOUNT
-            | libc::MS_BIND
-            | libc::MS_RDONLY
-            | libc::MS_NOSUID
-            | libc::MS_NODEV
-            | libc::MS_NOEXEC;
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         for (i, (src, dst)) in binds.iter().enumerate() {
-            // SAFETY: NUL-terminated strings built before the fork; null fstype and data are
-            // allowed for a bind and a remount.
-            let rc = unsafe {
-                libc::mount(
-                    src.as_ptr(),
-                    dst.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                say(i as u32, errno());
-            }
-            // SAFETY: as above.
-            let rc = unsafe {
-                libc::mount(
-                    std::ptr::null(),
-                    dst.as_ptr(),
-                    std::ptr::null(),
-                    flags,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                say(i as u32, errno());
+            if let Err(e) = bind_then_remount_c(src, dst, flags) {
+                say(i as u32, e.raw_os_error().unwrap_or(libc::EIO));
             }
         }
         say(BIND_IN_DONE, 0);
     }
     drop(w);
-    let mut rec = Vec::with_capacity(8);
-    let read = std::fs::File::from(r).take(8).read_to_end(&mut rec);
+    let mut rec = [0u8; 8];
+    let read = std::fs::File::from(r).read_exact(&mut rec);
     let mut status = 0;
     // SAFETY: `status` is a valid c_int for writes. ECHILD (another thread reaped it) is fine:
     // the record says how it ended.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    read.map_err(whole)?;
-    let Ok(rec) = <[u8; 8]>::try_from(rec.as_slice()) else {
-        return Err(whole(io::Error::other(
-            "the child ended before it said how",
-        )));
-    };
+    read.map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => {
+            whole(io::Error::other("the child ended before it said how"))
+        }
+        _ => whole(e),
+    })?;
     let index = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
     let errno = i32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
     match index {

@@ -58,13 +58,7 @@ pub(crate) fn binds(masks: &[ProcMask]) -> SetupResult<Vec<(CString, CString)>> 
 }
 
 fn cstring(p: &Path) -> SetupResult<CString> {
-    use std::os::unix::ffi::OsStrExt;
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| {
-        SetupError::new(
-            Layer::Filesystem,
-            format!("a /proc entry with a NUL byte: {}", p.display()),
-        )
-    })
+    sys::cstring(p).map_err(|e| SetupError::new(Layer::Filesystem, format!("{}: {e}", p.display())))
 }
 
 /// Wait for the jail's [`READY`] on its status pipe `status`. `Ok(false)`: the pipe ended first
