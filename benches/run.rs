@@ -20,6 +20,10 @@
 //! - **python job** (`sum(range(10**6))`) [≤ 1.2×];
 //! - **50 processes** (`seq 50` and 50 `/bin/true`, counted: the job fails unless all ran)
 //!   [≤ 1.3×];
+//! - **a gated command** [≤ 1.3× the same command in bare bwrap]: the same script file, exec'd
+//!   by bubblewrap and by band (default: warm server), with 200 `/bin/true`s (absolute path, no
+//!   `PATH` search) and with none; one command's cost is the difference of the two p50s over
+//!   200, so what a run costs around its script is out of it;
 //! - **networked fetch** of one page from one allowed host [≤ 1.5× bwrap with network]: the host
 //!   is a network namespace the bench makes (band-test's lab: a veth, and `netlab.py` serving DNS
 //!   and HTTP there); bubblewrap shares the host network with a resolv.conf naming the lab's DNS;
@@ -44,7 +48,7 @@
 //!   batch / 48) and band-server's resident memory (the most, summed over its processes, sampled
 //!   during the batch) per concurrent run.
 //!
-//! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, fetch, idle,
+//! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, gate, fetch, idle,
 //! fresh, files, site, load), to re-measure what a change touched.
 //!
 //! Peers (nsjail, firejail, srt, codex) come from `common::peers`: installed from their
@@ -144,7 +148,7 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
     ]
 }
 
-/// Whether the table `name` runs: `BAND_BENCH_ONLY` (comma-separated: noop, py, loop, fetch,
+/// Whether the table `name` runs: `BAND_BENCH_ONLY` (comma-separated: noop, py, loop, gate, fetch,
 /// idle, fresh, files, site, load) picks some, to re-measure what a change touched; unset, all run.
 fn wanted(name: &str) -> bool {
     std::env::var("BAND_BENCH_ONLY")
@@ -345,6 +349,15 @@ fn main() {
     if !full {
         stop_warm_server();
         return;
+    }
+
+    // 3b: one gated command, apart from what a run costs around it.
+    if wanted("gate") {
+        goals.push(goal_row(
+            "a gated command (vs the same command in bare bwrap)".into(),
+            gate_table(&env, iters),
+            1.3,
+        ));
     }
 
     // 4: the networked fetch.
@@ -652,6 +665,71 @@ fn job_table(env: &Env, job: &Job, peers: &[Peer], iters: usize, band_file: &Pat
     )
 }
 
+/// How many commands the gate table's long script runs.
+const GATE_CALLS: usize = 200;
+
+/// The gate table: what one command run through the gate costs, against the same command in a
+/// bare bwrap. Each side runs the same script file, started the same way (bubblewrap, or band,
+/// execs the file; its `#!/bin/sh` line starts dash), once with a loop of [`GATE_CALLS`]
+/// `/bin/true`s (by absolute path: no `PATH` search on either side) and once with the same loop
+/// of none; the environment is cleared to what a band run's script gets, less band's own names.
+/// A command's cost is the difference of the two p50s over the number of commands, so what a run
+/// costs around its script (namespaces, band-server, the client) is out of it. Returns band's
+/// cost per command over bwrap's.
+fn gate_table(env: &Env, iters: usize) -> f64 {
+    let script = |n: usize| {
+        format!(
+            "#!/bin/sh\nn=0\nwhile [ \"$n\" -lt {n} ]; do /bin/true || exit 1; n=$((n+1)); done\n[ \"$n\" -eq {n} ]\n"
+        )
+    };
+    let names = ["gate0", "gate"];
+    for (&name, n) in names.iter().zip([0, GATE_CALLS]) {
+        write_skill(
+            &env.skills.join(name),
+            &Job {
+                name,
+                policy: "allow:\n  cli: [\"true\"]\n",
+                script: script(n),
+                argv: Vec::new(),
+            },
+        );
+    }
+    let bare = |name: &str| {
+        let mut c = bwrap_base();
+        c.args(["--clearenv", "--setenv", "PATH", "/usr/bin:/bin"])
+            .args(["--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8"])
+            .arg("--ro-bind")
+            .arg(env.skills.join(name).join(format!("scripts/{name}.sh")))
+            .arg("/skill/job.sh")
+            .args(["--chdir", "/", "/skill/job.sh"]);
+        c
+    };
+    let mut bw0 = || run_ok(&mut bare("gate0"), "bwrap");
+    let mut bw = || run_ok(&mut bare("gate"), "bwrap");
+    let mut band0 = || env.band_run_warm("gate0", &env.empty);
+    let mut band = || env.band_run_warm("gate", &env.empty);
+    let s = common::interleaved(iters, &mut [&mut bw0, &mut bw, &mut band0, &mut band]);
+    print_table(
+        &format!("a gated command: a script of {GATE_CALLS} `/bin/true`s and of none"),
+        &[
+            ("bare bwrap, no command", s[0]),
+            ("bare bwrap, the commands", s[1]),
+            ("band run (the default: warm server), no command", s[2]),
+            ("band run (the default: warm server), the commands", s[3]),
+        ],
+        s[0],
+    );
+    let per = |with: Stats, without: Stats| {
+        with.p50.saturating_sub(without.p50).as_secs_f64() * 1000.0 / GATE_CALLS as f64
+    };
+    let (bare_ms, band_ms) = (per(s[1], s[0]), per(s[3], s[2]));
+    println!(
+        "\none command: bare bwrap {bare_ms:.3} ms, through band's gate {band_ms:.3} ms ({:.3} ms more)",
+        band_ms - bare_ms
+    );
+    band_ms / bare_ms
+}
+
 /// The no-op's CPU per run in blocks of ten runs, each block followed by 0.2 s in which the warm
 /// server builds the spare of its last run, interleaved with a block of 0.2 s alone (the idle
 /// machine's busy time, taken off): the table's CPU column ends when the processes a run started
@@ -941,6 +1019,20 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
 /// bubblewrap around `argv`: `/usr` read-only, private `/proc`, `/dev`, `/tmp`, every namespace;
 /// with `resolv`, the host network and that file as `/etc/resolv.conf`.
 fn bwrap_cmd(argv: &[String], resolv: Option<&Path>) -> Command {
+    let mut c = bwrap_base();
+    if let Some(r) = resolv {
+        c.arg("--share-net")
+            .arg("--ro-bind")
+            .arg(r)
+            .arg("/etc/resolv.conf");
+    }
+    c.args(["--chdir", "/"]).args(argv);
+    c
+}
+
+/// bubblewrap with the bench's sandbox (every namespace, `/usr` read-only, its own `/proc`,
+/// `/dev` and `/tmp`), before the job's own arguments.
+fn bwrap_base() -> Command {
     let mut c = Command::new(BWRAP);
     c.args([
         "--unshare-all",
@@ -965,13 +1057,6 @@ fn bwrap_cmd(argv: &[String], resolv: Option<&Path>) -> Command {
         "--tmpfs",
         "/tmp",
     ]);
-    if let Some(r) = resolv {
-        c.arg("--share-net")
-            .arg("--ro-bind")
-            .arg(r)
-            .arg("/etc/resolv.conf");
-    }
-    c.args(["--chdir", "/"]).args(argv);
     c
 }
 

@@ -111,8 +111,8 @@ fn bind_then_remount(src: &Path, target: &Path, flags: libc::c_ulong) -> io::Res
     bind_then_remount_c(&cstring(src)?, &cstring(target)?, flags)
 }
 
-/// [`bind_then_remount`] of paths already NUL-terminated: it allocates nothing, so the child of a
-/// fork of a threaded process may call it ([`bind_read_only_in`]).
+/// [`bind_then_remount`] of paths already NUL-terminated ([`bind_read_only_in`] builds them
+/// before it enters the namespace).
 fn bind_then_remount_c(src: &CStr, target: &CStr, flags: libc::c_ulong) -> io::Result<()> {
     // SAFETY: valid NUL-terminated strings outliving the call; null fstype/data are allowed for
     // MS_BIND.
@@ -214,85 +214,48 @@ pub(crate) struct BindInError {
     pub(crate) source: io::Error,
 }
 
-/// The record a [`bind_read_only_in`] child writes: `[index, errno]` (little-endian `u32`s).
-const BIND_IN_DONE: u32 = u32::MAX;
-const BIND_IN_SETNS: u32 = u32::MAX - 1;
-
-/// In a child that enters the mount namespace `ns` (`setns`; its root and working folder become
+/// In a thread that enters the mount namespace `ns` (`setns`; its root and working folder become
 /// that namespace's root), bind each `(source, target)` of `binds`, both paths as that namespace
 /// sees them, and remount it read-only, `nosuid`, `nodev`, `noexec`. The first failure stops it.
 ///
-/// A child because `setns` into a mount namespace needs a process whose filesystem context no
-/// other thread shares. It is a `fork` of a process with other threads: between `fork` and
-/// `_exit` it makes only raw syscalls on what was built before (no allocation, no lock), and says
-/// how it ended in one record on a pipe (its exit status may be taken by another thread's reaping
-/// of orphans: `run::reap_orphans`).
+/// A thread of its own because `setns` into a mount namespace needs a filesystem context (root,
+/// working folder) that no other thread shares: the thread `unshare`s its own first and takes it
+/// with it when it ends, so the caller and every other thread stay where they were. (It was a
+/// forked child: a thread costs no copy of the address space and no teardown of one.)
 pub(crate) fn bind_read_only_in(
     ns: std::os::fd::BorrowedFd<'_>,
     binds: &[(CString, CString)],
 ) -> Result<(), BindInError> {
-    use std::io::Read;
     use std::os::fd::AsRawFd;
     let whole = |source: io::Error| BindInError {
         index: None,
         source,
     };
-    let (r, w) = super::pipe().map_err(whole)?;
-    let ns = ns.as_raw_fd();
-    let w_fd = w.as_raw_fd();
-    // SAFETY: the child below makes only async-signal-safe syscalls on integers, on the strings
-    // of `binds` (built before the fork) and on a stack buffer, then `_exit`s; it never returns
-    // into Rust code.
-    let pid = check(unsafe { libc::fork() }).map_err(whole)?;
-    if pid == 0 {
-        let say = |index: u32, errno: i32| -> ! {
-            let mut rec = [0u8; 8];
-            rec[..4].copy_from_slice(&index.to_le_bytes());
-            rec[4..].copy_from_slice(&errno.to_le_bytes());
-            // SAFETY: writes 8 bytes from a stack buffer to the pipe's write end; `_exit` never
-            // returns.
-            unsafe {
-                libc::write(w_fd, rec.as_ptr().cast(), rec.len());
-                libc::_exit(i32::from(index != BIND_IN_DONE));
-            }
-        };
-        // SAFETY: reads the thread's errno, a plain function with no arguments.
-        let errno = || unsafe { *libc::__errno_location() };
-        // SAFETY: setns on a namespace descriptor the parent holds open.
-        if unsafe { libc::setns(ns, libc::CLONE_NEWNS) } != 0 {
-            say(BIND_IN_SETNS, errno());
-        }
+    let enter_and_bind = || {
+        // SAFETY: a plain syscall with an integer flag: this thread gets a copy of the
+        // filesystem context (root, working folder, umask) that only it uses.
+        check(unsafe { libc::unshare(libc::CLONE_FS) }).map_err(whole)?;
+        // SAFETY: setns on a descriptor the caller keeps open for the whole call; it moves only
+        // this thread, whose filesystem context is its own.
+        check(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) }).map_err(whole)?;
         let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         for (i, (src, dst)) in binds.iter().enumerate() {
-            if let Err(e) = bind_then_remount_c(src, dst, flags) {
-                say(i as u32, e.raw_os_error().unwrap_or(libc::EIO));
-            }
+            bind_then_remount_c(src, dst, flags).map_err(|source| BindInError {
+                index: Some(i),
+                source,
+            })?;
         }
-        say(BIND_IN_DONE, 0);
-    }
-    drop(w);
-    let mut rec = [0u8; 8];
-    let read = std::fs::File::from(r).read_exact(&mut rec);
-    let mut status = 0;
-    // SAFETY: `status` is a valid c_int for writes. ECHILD (another thread reaped it) is fine:
-    // the record says how it ended.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    read.map_err(|e| match e.kind() {
-        io::ErrorKind::UnexpectedEof => {
-            whole(io::Error::other("the child ended before it said how"))
-        }
-        _ => whole(e),
-    })?;
-    let index = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
-    let errno = i32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
-    match index {
-        BIND_IN_DONE => Ok(()),
-        BIND_IN_SETNS => Err(whole(io::Error::from_raw_os_error(errno))),
-        i => Err(BindInError {
-            index: Some(i as usize),
-            source: io::Error::from_raw_os_error(errno),
-        }),
-    }
+        Ok(())
+    };
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("proc-cover".into())
+            .spawn_scoped(scope, enter_and_bind)
+            .map_err(whole)?;
+        thread
+            .join()
+            .unwrap_or_else(|_| Err(whole(io::Error::other("the binding thread panicked"))))
+    })
 }
 
 /// `umount2(target, MNT_DETACH)`: lazily detach the mount and everything below it.

@@ -10,7 +10,7 @@
 //!    (so nothing of the skill has started);
 //! 2. band-server reads that line ([`await_ready`]), finds the jail ([`sandbox_pid`]: the
 //!    reaper's child is bubblewrap, whose child is the sandbox's pid 1, whose child is the jail),
-//!    and a child of band-server's enters the jail's mount namespace and binds the jail's
+//!    and a thread of band-server's enters the jail's mount namespace and binds the jail's
 //!    `/band/empty` or `/band/empty.d` over each entry, read-only, `nosuid`, `nodev`, `noexec`
 //!    (`sys::bind_read_only_in`);
 //! 3. any failure fails the run before its input is written: the filesystem layer, naming the
