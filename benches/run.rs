@@ -43,8 +43,8 @@
 //!
 //! - **many runs at once** (issue 42) [at 16 callers: no-op ≤ 1.5× bwrap's batch time, python
 //!   ≤ 1.3×; band's runs/s never falls as callers go from 1 to 16]: 48 runs of the no-op and of
-//!   the python job from 1, 4 and 16 concurrent callers, best of 3 batches, for bwrap, nsjail and
-//!   band run (the default: warm server); runs/s, CPU per run (the machine's busy time over the
+//!   the python job from 1, 4 and 16 concurrent callers, best of 3 batches, for bwrap, every peer
+//!   the bench runs and band run (the default: warm server); runs/s, CPU per run (the machine's busy time over the
 //!   batch / 48) and band-server's resident memory (the most, summed over its processes, sampled
 //!   during the batch) per concurrent run.
 //!
@@ -558,7 +558,7 @@ fn main() {
 
     stop_warm_server();
 
-    println!("\n### goals (issue 17)\n");
+    println!("\n### goals (issues 17 and 42)\n");
     println!("| row | measured | goal |");
     println!("|---|---:|---|");
     for (row, got, goal) in &goals {
@@ -906,44 +906,105 @@ fn server_rss() -> u64 {
         .sum()
 }
 
-/// The load table of `job`: bwrap, nsjail (when the peers have it) and band run (the default,
-/// warm server), 48 runs from 1, 4 and 16 callers, best of 3 batches each. Its goal rows.
+/// A peer's failed runs in the load table: how many, and the last line its first one printed.
+#[derive(Default)]
+struct PeerFailures {
+    count: std::sync::atomic::AtomicUsize,
+    first: std::sync::Mutex<Option<String>>,
+}
+
+impl PeerFailures {
+    fn run(&self, line: &OwnedCommand) {
+        let out = line
+            .command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        let why = match out {
+            Ok(o) if o.status.success() => return,
+            Ok(o) => String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message")
+                .trim()
+                .replace('|', "\\|"),
+            Err(e) => e.to_string(),
+        };
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.first.lock().expect("lock").get_or_insert(why);
+    }
+
+    fn reset(&self) {
+        self.count.store(0, std::sync::atomic::Ordering::Relaxed);
+        *self.first.lock().expect("lock") = None;
+    }
+
+    /// The failures since the last reset, if any.
+    fn seen(&self) -> Option<(usize, String)> {
+        let n = self.count.load(std::sync::atomic::Ordering::Relaxed);
+        (n > 0).then(|| (n, self.first.lock().expect("lock").clone().unwrap_or_default()))
+    }
+}
+
+/// A command line as owned parts, so that caller threads can each build it.
+struct OwnedCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, Option<OsString>)>,
+}
+
+impl OwnedCommand {
+    fn of(c: &Command) -> OwnedCommand {
+        OwnedCommand {
+            program: c.get_program().to_owned(),
+            args: c.get_args().map(ToOwned::to_owned).collect(),
+            envs: c
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args);
+        for (k, v) in &self.envs {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    }
+}
+
+/// The load table of `job`: bwrap, each peer the bench runs and band run (the default, warm
+/// server), 48 runs from 1, 4 and 16 callers, best of 3 batches each. Its goal rows.
 fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, String)> {
     let bw = || run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap");
-    // nsjail's command line, as owned parts (a peer is not shared between threads).
-    let nsjail = peers.iter().find(|p| p.name == "nsjail").map(|p| {
-        let c = p.command(&job.argv);
-        let envs: Vec<(OsString, Option<OsString>)> = c
-            .get_envs()
-            .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
-            .collect();
-        (
-            c.get_program().to_owned(),
-            c.get_args()
-                .map(ToOwned::to_owned)
-                .collect::<Vec<OsString>>(),
-            envs,
-        )
-    });
-    let ns = || {
-        if let Some((program, args, envs)) = &nsjail {
-            let mut c = Command::new(program);
-            c.args(args);
-            for (k, v) in envs {
-                match v {
-                    Some(v) => c.env(k, v),
-                    None => c.env_remove(k),
-                };
-            }
-            run_ok(&mut c, "nsjail");
-        }
-    };
+    // Each peer's command line, as owned parts (a peer is not shared between threads).
+    let lines: Vec<(&str, OwnedCommand)> = peers
+        .iter()
+        .map(|p| (p.name, OwnedCommand::of(&p.command(&job.argv))))
+        .collect();
+    // A peer may not hold up under concurrent use (codex's sandbox shares one folder of `PATH`
+    // aliases between its processes): its failed runs are counted, and its row says so.
+    let failures: Vec<PeerFailures> = lines.iter().map(|_| PeerFailures::default()).collect();
+    let runs: Vec<Box<dyn Fn() + Sync + '_>> = lines
+        .iter()
+        .zip(&failures)
+        .map(|((_, line), failed)| Box::new(move || failed.run(line)) as Box<_>)
+        .collect();
     let band = || env.band_run_warm(job.name, &env.empty);
     let mut tools: Vec<(&str, &(dyn Fn() + Sync))> = vec![("bare bwrap", &bw)];
-    if nsjail.is_some() {
-        tools.push(("nsjail", &ns));
+    for ((name, _), run) in lines.iter().zip(&runs) {
+        tools.push((name, &**run));
     }
     tools.push(("band run (the default: warm server)", &band));
+    let failed = |tool: usize| (tool >= 1 && tool <= failures.len()).then(|| &failures[tool - 1]);
     // Warm-up: the warm server and its spare.
     for (_, call) in &tools {
         call();
@@ -960,6 +1021,9 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
     let mut band_rate = Vec::new();
     for callers in LOAD_CALLERS {
         let mut best: Vec<(Duration, Duration, u64)> = Vec::new();
+        for f in &failures {
+            f.reset();
+        }
         for (_, call) in &tools {
             let b = (0..3)
                 .map(|_| batch(callers, *call))
@@ -968,7 +1032,14 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
             best.push(b);
         }
         let bwrap_wall = best[0].0;
-        for ((name, _), (wall, cpu, rss)) in tools.iter().zip(&best) {
+        for (i, ((name, _), (wall, cpu, rss))) in tools.iter().zip(&best).enumerate() {
+            if let Some((n, why)) = failed(i).and_then(PeerFailures::seen) {
+                println!(
+                    "| {name} | {callers} | {n} of {} runs failed: {why} | - | - | - | - |",
+                    3 * LOAD_RUNS
+                );
+                continue;
+            }
             let rss_text = if name.starts_with("band") {
                 format!("{:.1} MiB", *rss as f64 / callers as f64 / 1048576.0)
             } else {
