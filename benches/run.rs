@@ -945,7 +945,12 @@ impl PeerFailures {
     /// The failures since the last reset, if any.
     fn seen(&self) -> Option<(usize, String)> {
         let n = self.count.load(std::sync::atomic::Ordering::Relaxed);
-        (n > 0).then(|| (n, self.first.lock().expect("lock").clone().unwrap_or_default()))
+        (n > 0).then(|| {
+            (
+                n,
+                self.first.lock().expect("lock").clone().unwrap_or_default(),
+            )
+        })
     }
 }
 
@@ -1026,7 +1031,12 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
         }
         for (_, call) in &tools {
             let b = (0..3)
-                .map(|_| batch(callers, *call))
+                .map(|_| {
+                    // A peer's leftovers (srt's node processes end after its runs) would
+                    // otherwise fall on the next tool's batch.
+                    common::quiet_machine(Duration::from_secs(2));
+                    batch(callers, *call)
+                })
                 .min_by_key(|b| b.0)
                 .expect("three batches");
             best.push(b);

@@ -199,6 +199,23 @@ pub(crate) fn busy_time() -> Duration {
     Duration::from_millis(CpuTicks::now().busy * 10)
 }
 
+/// Wait until the machine is quiet: less than a tenth of one CPU busy over a quarter second
+/// (what a slow peer left behind, a node process ending or a proxy, finishes first), for at
+/// most `limit`. Returns how long it waited.
+pub(crate) fn quiet_machine(limit: Duration) -> Duration {
+    const WINDOW: Duration = Duration::from_millis(250);
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        let before = busy_time();
+        std::thread::sleep(WINDOW);
+        reap_orphans();
+        if busy_time().saturating_sub(before) < WINDOW / 10 {
+            break;
+        }
+    }
+    start.elapsed()
+}
+
 /// The `cpu` line of `/proc/stat` (all CPUs, clock ticks) as the bench reads it.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CpuTicks {
