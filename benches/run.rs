@@ -44,9 +44,9 @@
 //! - **many runs at once** (issue 42) [at 16 callers: no-op ≤ 1.5× bwrap's batch time, python
 //!   ≤ 1.3×; band's runs/s never falls as callers go from 1 to 16]: 48 runs of the no-op and of
 //!   the python job from 1, 4 and 16 concurrent callers, best of 3 batches, for bwrap, every peer
-//!   the bench runs and band run (the default: warm server); runs/s, CPU per run (the machine's busy time over the
-//!   batch / 48) and band-server's resident memory (the most, summed over its processes, sampled
-//!   during the batch) per concurrent run.
+//!   the bench runs and band run (the default: warm server); runs/s, CPU per run (the machine's
+//!   busy time over the batch / 48) and band-server's resident memory (the most, summed over its
+//!   processes, sampled during the batch) per concurrent run.
 //!
 //! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, gate, fetch, idle,
 //! fresh, files, site, load), to re-measure what a change touched.
@@ -672,7 +672,8 @@ const GATE_CALLS: usize = 200;
 /// bare bwrap. Each side runs the same script file, started the same way (bubblewrap, or band,
 /// execs the file; its `#!/bin/sh` line starts dash), once with a loop of [`GATE_CALLS`]
 /// `/bin/true`s (by absolute path: no `PATH` search on either side) and once with the same loop
-/// of none; the environment is cleared to what a band run's script gets, less band's own names.
+/// of none; the environment is cleared to `PATH`, `HOME` and `LANG`, as a band run's script has
+/// them (band's `PATH` is its own folder of commands).
 /// A command's cost is the difference of the two p50s over the number of commands, so what a run
 /// costs around its script (namespaces, band-server, the client) is out of it. Returns band's
 /// cost per command over bwrap's.

@@ -201,8 +201,8 @@ pub(crate) fn busy_time() -> Duration {
 
 /// Wait until the machine is quiet: less than a tenth of one CPU busy over a quarter second
 /// (what a slow peer left behind, a node process ending or a proxy, finishes first), for at
-/// most `limit`. Returns how long it waited.
-pub(crate) fn quiet_machine(limit: Duration) -> Duration {
+/// most `limit`.
+pub(crate) fn quiet_machine(limit: Duration) {
     const WINDOW: Duration = Duration::from_millis(250);
     let start = std::time::Instant::now();
     while start.elapsed() < limit {
@@ -213,7 +213,6 @@ pub(crate) fn quiet_machine(limit: Duration) -> Duration {
             break;
         }
     }
-    start.elapsed()
 }
 
 /// The `cpu` line of `/proc/stat` (all CPUs, clock ticks) as the bench reads it.

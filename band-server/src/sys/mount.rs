@@ -220,8 +220,8 @@ pub(crate) struct BindInError {
 ///
 /// A thread of its own because `setns` into a mount namespace needs a filesystem context (root,
 /// working folder) that no other thread shares: the thread `unshare`s its own first and takes it
-/// with it when it ends, so the caller and every other thread stay where they were. (It was a
-/// forked child: a thread costs no copy of the address space and no teardown of one.)
+/// with it when it ends, so the caller and every other thread stay where they were; unlike a
+/// forked child, it costs no copy of the caller's address space and no teardown of one.
 pub(crate) fn bind_read_only_in(
     ns: std::os::fd::BorrowedFd<'_>,
     binds: &[(CString, CString)],
