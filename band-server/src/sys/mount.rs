@@ -306,7 +306,10 @@ mod tests {
             ns_of(&pid.to_string()) != ns_of("self")
         });
         let ns = fs_err::File::open(format!("/proc/{pid}/ns/mnt")).unwrap();
+        let mine = ns_of("thread-self");
         bind_read_only_in(ns.as_fd(), &[(c(&cover), c(&covered))]).unwrap();
+        // The calling thread (and so the rest of band-server) stays in its own namespace.
+        assert_eq!(ns_of("thread-self"), mine);
         let theirs = fs_err::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
         let line = theirs
             .lines()
