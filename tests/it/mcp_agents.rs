@@ -124,6 +124,8 @@ fn agent(mut cmd: Command, b: &Band, dir: &Path, nth: usize, what: &str) -> Valu
         serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{what}: {e}: {out}"));
     // The script's stderr lines, as progress: band sends the last line of each chunk it gets, so
     // two lines written at once may come as one message; in order, ending with the last line.
+    // The whole report goes with a failure: no progress may mean the call itself failed.
+    let whole = report.to_string();
     let progress = report["progress"]["messages"].take();
     let lines: Vec<&str> = progress
         .as_array()
@@ -131,7 +133,7 @@ fn agent(mut cmd: Command, b: &Band, dir: &Path, nth: usize, what: &str) -> Valu
         .unwrap_or_default();
     assert!(
         matches!(lines[..], ["step one", "step two"] | ["step two"]),
-        "{what}: progress {progress}"
+        "{what}: progress {progress}; the client's report: {whole}\n{rest}"
     );
     report["progress"]["last"] = json!(lines.last());
     assert_eq!(report["cancel"]["uid"], uid, "{what}");

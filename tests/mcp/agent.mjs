@@ -42,6 +42,8 @@ report.progress = {
   is_error: Boolean(ticks.isError),
   messages: progress.filter((m) => m && m.includes("step ")).map((m) => m.slice(m.indexOf("step "))),
 };
+// A failed call says why (absent when it succeeded, so the two clients' reports stay equal).
+if (ticks.isError) report.progress.error = ticks.content?.[0]?.text ?? null;
 
 const abort = new AbortController();
 let uid = null;

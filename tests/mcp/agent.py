@@ -53,6 +53,9 @@ async def session_run(session):
         "is_error": bool(ticks.is_error),
         "messages": [m[m.index("step ") :] for m in progress if m and "step " in m],
     }
+    # A failed call says why (absent when it succeeded, so the two clients' reports stay equal).
+    if ticks.is_error:
+        report["progress"]["error"] = ticks.content[0].text if ticks.content else None
 
     ticked = asyncio.Event()
     seen = {}
