@@ -854,6 +854,14 @@ fn batch(callers: usize, call: &(dyn Fn() + Sync)) -> (Duration, Duration, u64) 
     let peak = AtomicU64::new(0);
     let c0 = common::busy_time();
     let t = Instant::now();
+    /// Stops the sampler when dropped, also by a caller's panic: otherwise the scope would wait
+    /// for the sampler for ever, and the bench would go on reading `/proc` every 2 ms.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
@@ -861,6 +869,7 @@ fn batch(callers: usize, call: &(dyn Fn() + Sync)) -> (Duration, Duration, u64) 
                 std::thread::sleep(Duration::from_millis(2));
             }
         });
+        let _stop = Stop(&done);
         let workers: Vec<_> = (0..callers)
             .map(|_| {
                 s.spawn(|| {
@@ -873,7 +882,6 @@ fn batch(callers: usize, call: &(dyn Fn() + Sync)) -> (Duration, Duration, u64) 
         for w in workers {
             w.join().expect("a caller");
         }
-        done.store(true, Ordering::Relaxed);
     });
     let wall = t.elapsed();
     common::reap_orphans();
