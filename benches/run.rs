@@ -1013,14 +1013,15 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
         .map(|((_, line), failed)| Box::new(move || failed.run(line)) as Box<_>)
         .collect();
     let band = || env.band_run_warm(job.name, &env.empty);
-    let mut tools: Vec<(&str, &(dyn Fn() + Sync))> = vec![("bare bwrap", &bw)];
-    for ((name, _), run) in lines.iter().zip(&runs) {
-        tools.push((name, &**run));
+    // Each tool: its name, one run, and (a peer's) its failed runs.
+    type Tool<'a> = (&'a str, &'a (dyn Fn() + Sync), Option<&'a PeerFailures>);
+    let mut tools: Vec<Tool> = vec![("bare bwrap", &bw, None)];
+    for (((name, _), run), failed) in lines.iter().zip(&runs).zip(&failures) {
+        tools.push((name, &**run, Some(failed)));
     }
-    tools.push(("band run (the default: warm server)", &band));
-    let failed = |tool: usize| (tool >= 1 && tool <= failures.len()).then(|| &failures[tool - 1]);
+    tools.push(("band run (the default: warm server)", &band, None));
     // Warm-up: the warm server and its spare.
-    for (_, call) in &tools {
+    for (_, call, _) in &tools {
         call();
     }
     println!(
@@ -1038,7 +1039,7 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
         for f in &failures {
             f.reset();
         }
-        for (_, call) in &tools {
+        for (_, call, _) in &tools {
             let b = (0..3)
                 .map(|_| {
                     // A peer's leftovers (srt's node processes end after its runs) would
@@ -1051,8 +1052,8 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
             best.push(b);
         }
         let bwrap_wall = best[0].0;
-        for (i, ((name, _), (wall, cpu, rss))) in tools.iter().zip(&best).enumerate() {
-            if let Some((n, why)) = failed(i).and_then(PeerFailures::seen) {
+        for ((name, _, failed), (wall, cpu, rss)) in tools.iter().zip(&best) {
+            if let Some((n, why)) = failed.and_then(PeerFailures::seen) {
                 println!(
                     "| {name} | {callers} | {n} of {} runs failed: {why} | - | - | - | - |",
                     3 * LOAD_RUNS
