@@ -13,14 +13,25 @@
 //! entry a newer kernel or a module adds is covered too); below it, the entries of [`MASKED`].
 //!
 //! The list is made per run from the host's own `/proc` ([`plan`]), which shows the kernel's
-//! entries: bubblewrap makes each cover after mounting the run's `/proc`, and an entry it
-//! cannot cover fails the run before the script starts ("the sandbox did not start", the
-//! filesystem layer). The sandbox has no `/sys`.
+//! entries: band-server makes each cover after bubblewrap has mounted the run's `/proc`
+//! ([`super::proc_cover`]), and an entry it cannot cover fails the run before the script starts
+//! ("the sandbox did not start", the filesystem layer). The sandbox has no `/sys`.
+//!
+//! procfs lists the kernel's own entries first and the processes after them (`self`,
+//! `thread-self`, then one folder per process: `proc_root_readdir` in the kernel's
+//! `fs/proc/root.c`), so the listing for a run ends at `self` instead of making the kernel list
+//! every process on the host (0.5 ms of a run's CPU with 1,000 of them). That order is checked
+//! once per band-server against a whole listing ([`processes_listed_last`]); where it does not
+//! hold, every run lists the whole folder.
 
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use band::proto::Layer;
 use fs_err as fs;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use crate::error::{SetupError, SetupResult};
 
@@ -138,8 +149,8 @@ pub(crate) fn only_root_opens(uid: u32, gid: u32, mode: u32) -> bool {
 /// The covers for a kernel whose `/proc` is at `proc` (the host's, [`HOST_PROC`], for a run):
 /// every top-level entry [`is_kept`] does not keep (but symlinks, which lead back into `/proc`,
 /// and entries [`only_root_opens`]), then the entries of [`MASKED`] the kernel has, in that
-/// order. Fails (the filesystem layer)
-/// when `proc` cannot be listed: the run would not know what to hide.
+/// order. Fails (the filesystem layer) when `proc` cannot be listed: the run would not know what
+/// to hide.
 pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
     let err = |e: std::io::Error| {
         SetupError::new(
@@ -150,29 +161,27 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
             ),
         )
     };
+    let until_processes = proc == Path::new(HOST_PROC) && processes_listed_last();
+    let (dir, entries) = top_level(proc, until_processes).map_err(err)?;
     let mut top: Vec<ProcMask> = Vec::new();
-    for entry in fs::read_dir(proc).map_err(err)? {
-        let entry = entry.map_err(err)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for (name, kind) in entries {
         if is_kept(&name) {
             continue;
         }
-        // A process may end between the listing and the look; it is kept anyway (numeric).
-        let Ok(kind) = entry.file_type() else {
+        // An entry gone between the listing and the look (a process's folder is kept anyway).
+        let Ok(st) = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
-        if kind.is_symlink() {
+        let kind = match kind {
+            FileType::Unknown => FileType::from_raw_mode(st.st_mode),
+            k => k,
+        };
+        if kind == FileType::Symlink || only_root_opens(st.st_uid, st.st_gid, st.st_mode) {
             continue;
-        }
-        if let Ok(m) = entry.metadata() {
-            use std::os::unix::fs::MetadataExt;
-            if only_root_opens(m.uid(), m.gid(), m.mode()) {
-                continue;
-            }
         }
         top.push(ProcMask {
             path: name,
-            dir: kind.is_dir(),
+            dir: kind == FileType::Directory,
         });
     }
     top.sort_by(|a, b| a.path.cmp(&b.path));
@@ -187,6 +196,54 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
         }
     }
     Ok(top)
+}
+
+/// The top-level entries of `proc` (names and the types the listing gives), and the open folder
+/// to look at them in. With `until_processes`, the listing ends at `self`, where procfs begins
+/// its processes; read in 4 KiB steps, so the kernel lists a few processes past it, not all.
+fn top_level(
+    proc: &Path,
+    until_processes: bool,
+) -> std::io::Result<(OwnedFd, Vec<(String, FileType)>)> {
+    let dir = rustix::fs::open(
+        proc,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut entries = Vec::new();
+    let mut listing = RawDir::new(&dir, &mut buf);
+    while let Some(entry) = listing.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy();
+        if until_processes && name == "self" {
+            break;
+        }
+        if name != "." && name != ".." {
+            entries.push((name.into_owned(), entry.file_type()));
+        }
+    }
+    Ok((dir, entries))
+}
+
+/// Whether the host's procfs lists every entry but processes before `self` (as every kernel
+/// since `thread-self` came, 3.17, does), so a listing may end there: checked once per process
+/// by listing the whole of `/proc` and its beginning. A difference (or an error) means every
+/// run lists the whole folder.
+pub(crate) fn processes_listed_last() -> bool {
+    static CHECKED: OnceLock<bool> = OnceLock::new();
+    *CHECKED.get_or_init(|| {
+        let proc = Path::new(HOST_PROC);
+        let (Ok((_, whole)), Ok((_, head))) = (top_level(proc, false), top_level(proc, true))
+        else {
+            return false;
+        };
+        let process = |n: &str| n.bytes().all(|b| b.is_ascii_digit());
+        whole
+            .iter()
+            .filter(|(n, _)| !process(n) && n != "self" && n != "thread-self")
+            .all(|e| head.contains(e))
+    })
 }
 
 /// The host's `/proc`.
@@ -285,6 +342,32 @@ mod tests {
         for m in ["", "cmdline", "kcore", "1a", "sysrq-trigger", "keys", "-1"] {
             assert!(!is_kept(m), "{m}");
         }
+    }
+
+    /// The host's listing for a run ends where the processes begin, and has every entry the
+    /// whole listing has but them.
+    #[test]
+    fn the_hosts_listing_ends_at_its_processes_and_misses_nothing_else() {
+        assert!(
+            processes_listed_last(),
+            "this kernel's procfs does not list its processes last"
+        );
+        let proc = Path::new(HOST_PROC);
+        let (_, whole) = top_level(proc, false).unwrap();
+        let (_, head) = top_level(proc, true).unwrap();
+        let process = |n: &str| n.bytes().all(|b| b.is_ascii_digit());
+        assert!(whole.iter().any(|(n, _)| process(n)));
+        assert!(
+            !head.iter().any(|(n, _)| process(n) || n == "self"),
+            "{head:?}"
+        );
+        for e in whole
+            .iter()
+            .filter(|(n, _)| !process(n) && n != "self" && n != "thread-self")
+        {
+            assert!(head.contains(e), "{e:?} is missing from {head:?}");
+        }
+        assert!(head.iter().any(|(n, _)| n == "cmdline"), "{head:?}");
     }
 
     /// Every entry of this host's `/proc` that the issue names is covered, and what programs
