@@ -197,6 +197,9 @@ pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn())
         Ok(None) => 0,
         Ok(Some((listener, lock))) => {
             janitor();
+            // Once for every run this server forks: whether a run's listing of /proc may end
+            // where the processes begin (`procmask`).
+            crate::layers::fs::procmask::settle_listing_order();
             accept_loop(dir, opts, cfg, &exe, listener, lock, janitor)
         }
         Err(e) => {

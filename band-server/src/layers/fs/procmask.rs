@@ -21,8 +21,9 @@
 //! `thread-self`, then one folder per process: `proc_root_readdir` in the kernel's
 //! `fs/proc/root.c`), so the listing for a run ends at `self` instead of making the kernel list
 //! every process on the host (0.5 ms of a run's CPU with 1,000 of them). That order is checked
-//! once per band-server against a whole listing ([`processes_listed_last`]); where it does not
-//! hold, every run lists the whole folder.
+//! once, by a warm band-server before it serves, against a whole listing
+//! ([`settle_listing_order`]); where it does not hold, and in a band-server that serves one run,
+//! every run lists the whole folder.
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -161,7 +162,7 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
             ),
         )
     };
-    let until_processes = proc == Path::new(HOST_PROC) && processes_listed_last();
+    let until_processes = proc == Path::new(HOST_PROC) && LISTING_ORDER.get() == Some(&true);
     let (dir, entries) = top_level(proc, until_processes).map_err(err)?;
     let mut top: Vec<ProcMask> = Vec::new();
     for (name, kind) in entries {
@@ -200,7 +201,8 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
 
 /// The top-level entries of `proc` (names and the types the listing gives), and the open folder
 /// to look at them in. With `until_processes`, the listing ends at `self`, where procfs begins
-/// its processes; read in 4 KiB steps, so the kernel lists a few processes past it, not all.
+/// its processes; read in 2 KiB steps, so the kernel lists a few dozen processes past it at most,
+/// not all.
 fn top_level(
     proc: &Path,
     until_processes: bool,
@@ -210,7 +212,7 @@ fn top_level(
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
     let mut entries = Vec::new();
     let mut listing = RawDir::new(&dir, &mut buf);
     while let Some(entry) = listing.next() {
@@ -226,13 +228,17 @@ fn top_level(
     Ok((dir, entries))
 }
 
-/// Whether the host's procfs lists every entry but processes before `self` (as every kernel
-/// since `thread-self` came, 3.17, does), so a listing may end there: checked once per process
-/// by listing the whole of `/proc` and its beginning. A difference (or an error) means every
-/// run lists the whole folder.
-pub(crate) fn processes_listed_last() -> bool {
-    static CHECKED: OnceLock<bool> = OnceLock::new();
-    *CHECKED.get_or_init(|| {
+/// Whether the host's procfs lists every entry but processes before `self`, once it is settled
+/// ([`settle_listing_order`]).
+static LISTING_ORDER: OnceLock<bool> = OnceLock::new();
+
+/// Settle whether the host's procfs lists every entry but processes before `self` (as every
+/// kernel since `thread-self` came, 3.17, does), so a run's listing may end there: by listing
+/// the whole of `/proc` and its beginning, once per process. A warm server calls it before it
+/// forks its first run (a run's child would settle it for itself only). A difference (or an
+/// error) means every run lists the whole folder.
+pub fn settle_listing_order() -> bool {
+    *LISTING_ORDER.get_or_init(|| {
         let proc = Path::new(HOST_PROC);
         let (Ok((_, whole)), Ok((_, head))) = (top_level(proc, false), top_level(proc, true))
         else {
@@ -349,7 +355,7 @@ mod tests {
     #[test]
     fn the_hosts_listing_ends_at_its_processes_and_misses_nothing_else() {
         assert!(
-            processes_listed_last(),
+            settle_listing_order(),
             "this kernel's procfs does not list its processes last"
         );
         let proc = Path::new(HOST_PROC);
