@@ -16,7 +16,10 @@
 //! A run that starts in a sandbox has two records: a `start` record, written and synced before
 //! anything runs (if it cannot be written, the run does not start: a full disk, a read-only
 //! folder), and its `run` record when it ends. A `start` without its `run` is a run band did not
-//! live to record, or whose record did not fit.
+//! live to record, or whose record did not fit. That `run` record is written without waiting for
+//! the disk ([`Durability::Written`]): the next synced append, or the kernel's writeback a few
+//! seconds later, makes it durable, and a crash before then leaves the `start` without its `run`,
+//! which the ledger already reads as above. Every other record is synced.
 //!
 //! A write cut short (a full disk, a crash) leaves a last line without its newline and its hash.
 //! It is not a record: `verify` reports it as torn, not as a break, and the next append moves it
@@ -312,6 +315,31 @@ pub fn audit_events(events: Vec<Event>) -> (Vec<Event>, u64) {
     (kept, dropped)
 }
 
+/// Whether an append waits for its record to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `fdatasync` before the append returns.
+    Synced,
+    /// Written to the file only: for a `run` record after its synced `start`, whose loss in a
+    /// crash the ledger already tells (a `start` without its `run`). The next synced append makes
+    /// it durable too (one file: `fdatasync` writes all of it).
+    Written,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// `fdatasync`s of ledger appends made on this thread (a test hook, per thread so tests in
+    /// parallel do not see each other's).
+    static SYNCS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// `fdatasync` of a ledger file (counted in tests).
+fn sync_data(file: &fs_err::File) -> std::io::Result<()> {
+    #[cfg(test)]
+    SYNCS.with(|n| n.set(n.get() + 1));
+    file.sync_data()
+}
+
 /// The ledger in a data directory.
 #[derive(Debug, Clone)]
 pub struct Ledger {
@@ -389,6 +417,11 @@ impl Ledger {
 
     /// Append one record under the writers' lock, in one write, and sync it. Returns it as stored.
     pub fn append(&self, entry: Entry) -> Result<Stored, LedgerError> {
+        self.append_with(entry, Durability::Synced)
+    }
+
+    /// [`Ledger::append`], synced or not.
+    pub fn append_with(&self, entry: Entry, durability: Durability) -> Result<Stored, LedgerError> {
         let _guard = self.lock_exclusive()?;
         let path = self.path();
         let mut file = self.open_append()?;
@@ -416,7 +449,10 @@ impl Ledger {
         let before = file.metadata().map_err(LedgerError::Fs)?.len();
         if let Err(e) = file
             .write_all(line.as_bytes())
-            .and_then(|()| file.sync_data())
+            .and_then(|()| match durability {
+                Durability::Synced => sync_data(&file),
+                Durability::Written => Ok(()),
+            })
         {
             // Cut short (a full disk): take the fragment back, so the ledger still ends in a whole
             // record. If that fails too, the next append sets it aside.
@@ -1180,6 +1216,28 @@ mod tests {
             let (claimed, actual) = hashes(&line).expect("hash suffix");
             assert_eq!(claimed, actual);
         }
+    }
+
+    /// A synced append waits for the disk, a written one does not; both chain and verify.
+    #[test]
+    fn a_written_append_is_not_synced_and_chains_like_a_synced_one() {
+        let t = tempfile::tempdir().expect("tmp");
+        let l = Ledger::new(t.path());
+        let syncs = || SYNCS.with(std::cell::Cell::get);
+        let before = syncs();
+        l.append(run("0000000000000001", "text", "count", Status::Ok, 1))
+            .expect("synced");
+        assert_eq!(syncs(), before + 1);
+        l.append_with(
+            run("0000000000000002", "text", "count", Status::Ok, 2),
+            Durability::Written,
+        )
+        .expect("written");
+        assert_eq!(syncs(), before + 1, "a written append synced");
+        let recs = l.records().expect("records");
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[1].prev, recs[0].hash);
+        assert_eq!(l.verify().expect("verify").broken, None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::redact::Masker;
 use super::transport::HostTransport;
 pub use super::transport::Transport;
 use super::{ClientError, Result};
-use crate::ledger::LockMark;
+use crate::ledger::{Durability, LockMark};
 use crate::lock::{self, LockState, Tree};
 use crate::manifest::Target;
 use crate::policy::{CompiledPolicy, Policy};
@@ -182,13 +182,27 @@ fn run_inner(
             p
         }
         Preparation::Refused(o) => {
-            super::record::record(&ledger, &o, Vec::new(), spec.record_io, observe)?;
+            super::record::record(
+                &ledger,
+                &o,
+                Vec::new(),
+                spec.record_io,
+                observe,
+                Durability::Synced,
+            )?;
             return Ok(*o);
         }
     };
     if let Some(refused) = gate(&prepared) {
         let outcome = finish(*prepared, refused, started_at_ms)?;
-        super::record::record(&ledger, &outcome, Vec::new(), spec.record_io, observe)?;
+        super::record::record(
+            &ledger,
+            &outcome,
+            Vec::new(),
+            spec.record_io,
+            observe,
+            Durability::Synced,
+        )?;
         return Ok(outcome);
     }
     // A run that could not be recorded must not start: its `start` record is written and synced
@@ -224,7 +238,15 @@ fn run_inner(
     };
     masked.finish().into_iter().for_each(&mut emit);
     let outcome = finish(*prepared, result, started_at_ms)?;
-    super::record::record(&ledger, &outcome, events, spec.record_io, observe)?;
+    // Its `start` is synced: the `run` record is not waited for (crate::ledger).
+    super::record::record(
+        &ledger,
+        &outcome,
+        events,
+        spec.record_io,
+        observe,
+        Durability::Written,
+    )?;
     Ok(outcome)
 }
 

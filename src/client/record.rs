@@ -4,7 +4,7 @@ use super::config::UserConfig;
 use super::outcome::Outcome;
 use super::outcome::Prepared;
 use super::{ClientError, Result};
-use crate::ledger::{self, Entry, IoDigest, Ledger, RunRecord, RunStart};
+use crate::ledger::{self, Durability, Entry, IoDigest, Ledger, RunRecord, RunStart};
 use crate::proto::Event;
 
 /// The ledger in the data folder: `$BAND_DATA_DIR`, `data_dir` in the config, `~/.local/share/band`.
@@ -43,13 +43,16 @@ pub fn record_start(ledger: &Ledger, p: &Prepared, started_at_ms: u64) -> Result
 /// non-content ones are kept ([`ledger::audit_events`]); `record_io` keeps the documents and streams.
 /// Nothing here holds a declared secret: the events and result come masked from the pipeline, and
 /// the documents are masked here ([`super::redact`]); the digests are of the real documents.
-/// `learn`: an observing run of `band learn` (marked so in the record).
+/// `learn`: an observing run of `band learn` (marked so in the record). `durability`:
+/// [`Durability::Written`] for the record of a run whose synced `start` record is on the ledger
+/// (its loss in a crash leaves that `start` without its `run`), else [`Durability::Synced`].
 pub fn record(
     ledger: &Ledger,
     o: &Outcome,
     events: Vec<Event>,
     record_io: bool,
     learn: bool,
+    durability: Durability,
 ) -> Result<()> {
     let (events, events_dropped) = ledger::audit_events(events);
     let r = &o.result;
@@ -96,7 +99,7 @@ pub fn record(
         stderr: record_io.then(|| r.stderr.clone()),
     };
     ledger
-        .append(Entry::Run(Box::new(run)))
+        .append_with(Entry::Run(Box::new(run)), durability)
         .map_err(|source| ClientError::NotRecorded {
             run_id: r.run_id.clone(),
             source,
