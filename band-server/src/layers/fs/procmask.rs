@@ -169,15 +169,17 @@ pub fn plan(proc: &Path) -> SetupResult<Vec<ProcMask>> {
         if is_kept(&name) {
             continue;
         }
-        // An entry gone between the listing and the look (a process's folder is kept anyway).
-        let Ok(st) = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
+        // An entry that cannot be looked at is covered all the same, as the listing typed it;
+        // untyped, it is gone (a process's folder is kept anyway).
+        let st = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).ok();
+        let kind = match (kind, &st) {
+            (FileType::Unknown, Some(st)) => FileType::from_raw_mode(st.st_mode),
+            (FileType::Unknown, None) => continue,
+            (k, _) => k,
         };
-        let kind = match kind {
-            FileType::Unknown => FileType::from_raw_mode(st.st_mode),
-            k => k,
-        };
-        if kind == FileType::Symlink || only_root_opens(st.st_uid, st.st_gid, st.st_mode) {
+        if kind == FileType::Symlink
+            || st.is_some_and(|st| only_root_opens(st.st_uid, st.st_gid, st.st_mode))
+        {
             continue;
         }
         top.push(ProcMask {
