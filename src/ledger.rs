@@ -17,8 +17,8 @@
 //! anything runs (if it cannot be written, the run does not start: a full disk, a read-only
 //! folder), and its `run` record when it ends. A `start` without its `run` is a run band did not
 //! live to record, or whose record did not fit. That `run` record is written without waiting for
-//! the disk ([`Durability::Written`]): the next synced append, or the kernel's writeback a few
-//! seconds later, makes it durable, and a crash before then leaves the `start` without its `run`,
+//! the disk ([`Durability::Written`]): the next synced append, or the kernel's writeback (within
+//! half a minute by default), makes it durable, and a crash before then leaves the `start` without its `run`,
 //! which the ledger already reads as above. Every other record is synced.
 //!
 //! A write cut short (a full disk, a crash) leaves a last line without its newline and its hash.
