@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
-use crate::lock::{LOCK_FILE, Lock};
+use crate::lock::{LOCK_FILE, Lock, LockError};
 use crate::policy::site::SitePolicy;
 
 /// The signature file, beside `band.lock` at the skill root.
@@ -28,23 +28,60 @@ pub const MAX_SIG_BYTES: u64 = 64 << 10;
 /// The wire types of a signed run live in the protocol (a leaf: band-server compiles it).
 pub use crate::proto::{SignedLock, Trust};
 
+/// Why `band sign` could not write a signature.
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
     #[error(transparent)]
     Fs(#[from] std::io::Error),
     #[error("{}: {message}", path.display())]
     Key { path: PathBuf, message: String },
-    #[error("{message}")]
-    Sign { message: String },
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+}
+
+/// Why a skill cannot be signed, or why its signature (or the lock it covers) does not hold.
+/// Each message carries its cause itself (no `source`): band and band-server print the message.
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureError {
+    #[error("cannot sign: {0}")]
+    Sign(ssh_key::Error),
+    #[error("cannot encode the signature: {0}")]
+    Encode(ssh_key::Error),
+    #[error("{sig} is not an OpenSSH signature ({0})", sig = SIG_FILE)]
+    NotASignature(ssh_key::Error),
+    #[error("{sig} is a signature for namespace `{0}`, not `{ns}`", sig = SIG_FILE, ns = NAMESPACE)]
+    Namespace(String),
+    #[error(
+        "{sig} does not verify over {lock}: the signature or the lock was changed",
+        sig = SIG_FILE,
+        lock = LOCK_FILE
+    )]
+    DoesNotVerify,
+    #[error("the signed {lock} cannot be read: {0}", lock = LOCK_FILE)]
+    LockUnreadable(LockError),
+    #[error(
+        "the signed {lock} is of another bundle (bundle {signed}, sent {sent}): the skill changed \
+         after it was signed",
+        lock = LOCK_FILE
+    )]
+    OtherBundle { signed: String, sent: String },
+}
+
+/// Why a site policy's `keys[].key` names no key.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteKeyError {
+    #[error("a fingerprint is `SHA256:` and 43 base64 characters, as `ssh-keygen -l` prints")]
+    Fingerprint,
+    #[error("not an OpenSSH public key line ({0})")]
+    NotAPublicKey(ssh_key::Error),
 }
 
 /// Sign `msg` (the bytes of a `band.lock`) with an OpenSSH private key: the signature's PEM text.
-pub fn sign_bytes(msg: &[u8], key: &PrivateKey) -> Result<String, String> {
+pub fn sign_bytes(msg: &[u8], key: &PrivateKey) -> Result<String, SignatureError> {
     let sig = key
         .sign(NAMESPACE, HashAlg::Sha512, msg)
-        .map_err(|e| format!("cannot sign: {e}"))?;
-    sig.to_pem(LineEnding::LF)
-        .map_err(|e| format!("cannot encode the signature: {e}"))
+        .map_err(SignatureError::Sign)?;
+    sig.to_pem(LineEnding::LF).map_err(SignatureError::Encode)
 }
 
 /// Read an OpenSSH private key file (unencrypted; an encrypted one is refused with a hint).
@@ -78,7 +115,7 @@ pub fn sign_dir(root: &Path, key_path: &Path) -> Result<(PathBuf, String), SignE
     let key = read_private_key(key_path)?;
     let lock_path = root.join(LOCK_FILE);
     let lock = fs_err::read(&lock_path)?;
-    let pem = sign_bytes(&lock, &key).map_err(|message| SignError::Sign { message })?;
+    let pem = sign_bytes(&lock, &key)?;
     let out = root.join(SIG_FILE);
     let tmp = root.join(format!(".{SIG_FILE}.tmp"));
     fs_err::write(&tmp, &pem)?;
@@ -95,21 +132,14 @@ pub fn fingerprint(key: &PublicKey) -> String {
 }
 
 /// Verify a signature (PEM text) over `msg` with the key it carries: that key, when it holds.
-pub fn verify(msg: &[u8], sig_pem: &str) -> Result<PublicKey, String> {
-    let sig = SshSig::from_pem(sig_pem.trim())
-        .map_err(|e| format!("{SIG_FILE} is not an OpenSSH signature ({e})"))?;
+pub fn verify(msg: &[u8], sig_pem: &str) -> Result<PublicKey, SignatureError> {
+    let sig = SshSig::from_pem(sig_pem.trim()).map_err(SignatureError::NotASignature)?;
     if sig.namespace() != NAMESPACE {
-        return Err(format!(
-            "{SIG_FILE} is a signature for namespace `{}`, not `{NAMESPACE}`",
-            sig.namespace()
-        ));
+        return Err(SignatureError::Namespace(sig.namespace().to_string()));
     }
     let key = PublicKey::from(sig.public_key().clone());
-    key.verify(NAMESPACE, msg, &sig).map_err(|_| {
-        format!(
-            "{SIG_FILE} does not verify over {LOCK_FILE}: the signature or the lock was changed"
-        )
-    })?;
+    key.verify(NAMESPACE, msg, &sig)
+        .map_err(|_| SignatureError::DoesNotVerify)?;
     Ok(key)
 }
 
@@ -124,7 +154,7 @@ pub fn key_matches(site_key: &str, key: &PublicKey) -> bool {
 }
 
 /// Is `text` a form `keys[].key` accepts? `Err` says why not.
-pub fn check_site_key(text: &str) -> Result<(), String> {
+pub fn check_site_key(text: &str) -> Result<(), SiteKeyError> {
     let text = text.trim();
     if let Some(b64) = text.strip_prefix("SHA256:") {
         let ok = b64.len() == 43
@@ -134,15 +164,12 @@ pub fn check_site_key(text: &str) -> Result<(), String> {
         return if ok {
             Ok(())
         } else {
-            Err(
-                "a fingerprint is `SHA256:` and 43 base64 characters, as `ssh-keygen -l` prints"
-                    .into(),
-            )
+            Err(SiteKeyError::Fingerprint)
         };
     }
     PublicKey::from_openssh(text)
         .map(|_| ())
-        .map_err(|e| format!("not an OpenSSH public key line ({e})"))
+        .map_err(SiteKeyError::NotAPublicKey)
 }
 
 /// The trust of a request: the site's `unsigned` tier for an unsigned skill or an unknown
@@ -153,7 +180,7 @@ pub fn trust(
     site: &SitePolicy,
     signed: Option<&SignedLock>,
     bundle_sha256: &str,
-) -> Result<Trust, String> {
+) -> Result<Trust, SignatureError> {
     let Some(signed) = signed else {
         return Ok(Trust {
             tier: site.unsigned.clone(),
@@ -161,14 +188,13 @@ pub fn trust(
         });
     };
     let key = verify(signed.lock.as_bytes(), &signed.sig)?;
-    let lock = Lock::parse(&signed.lock, Path::new(LOCK_FILE))
-        .map_err(|e| format!("the signed {LOCK_FILE} cannot be read: {e}"))?;
+    let lock =
+        Lock::parse(&signed.lock, Path::new(LOCK_FILE)).map_err(SignatureError::LockUnreadable)?;
     if lock.bundle_sha256 != bundle_sha256 {
-        return Err(format!(
-            "the signed {LOCK_FILE} is of another bundle (bundle {}, sent {bundle_sha256}): the \
-             skill changed after it was signed",
-            lock.bundle_sha256
-        ));
+        return Err(SignatureError::OtherBundle {
+            signed: lock.bundle_sha256,
+            sent: bundle_sha256.to_string(),
+        });
     }
     let fp = fingerprint(&key);
     Ok(match site.keys.iter().find(|k| key_matches(&k.key, &key)) {
