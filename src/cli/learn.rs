@@ -37,7 +37,7 @@ pub(crate) struct LearnArgs {
     #[arg(long)]
     pub(crate) merge: bool,
     /// Write the draft into the band file that governs the script (only the changed rule lists;
-    /// comments stay) and re-lock the skill.
+    /// comments stay) and re-lock the skill (not one that `band lint` finds errors in).
     #[arg(long)]
     pub(crate) write: bool,
     /// Where to run: host, qemu, lima or ssh://user@host[:port] (as for `band run`).

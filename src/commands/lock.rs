@@ -107,7 +107,7 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
 /// A lock vouches for a skill as it is: one that `band lint` finds errors in (a band with YAML
 /// errors, a broken contract) is not locked, so that no run ever trusts a band that cannot
 /// resolve. Warnings do not stop it.
-fn refuse_lint_errors(root: &std::path::Path) -> Result<()> {
+pub(crate) fn refuse_lint_errors(root: &std::path::Path) -> Result<()> {
     const SHOWN: usize = 3;
     let (diagnostics, _) = band::lint::lint_skill(root);
     let mut errors: Vec<String> = Vec::new();

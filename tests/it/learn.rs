@@ -667,6 +667,44 @@ fn privileged_learn_finds_a_command_named_through_a_variable() {
     assert_eq!(doc["output"]["greeting"], "Linux", "{doc}");
 }
 
+/// `--write` re-locks the skill as `band lock` does: not when lint finds errors in it. The
+/// learned band is written; the lock is not, and the error names the lint error.
+#[test]
+fn privileged_learn_write_does_not_lock_a_skill_with_lint_errors() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    let root = unbanded_demo(
+        &t.path().join("skills"),
+        "#!/bin/sh\nos=$(uname -s)\nprintf '{\"greeting\":\"%s\"}' \"$os\" > \"$OUTPUT_PATH\"\n",
+        &[],
+    );
+    // A name that is not the folder's: lint error S002, which does not stop a run.
+    let skill_md = root.join("SKILL.md");
+    let text = fs_err::read_to_string(&skill_md).expect("read");
+    fs_err::write(&skill_md, text.replacen("name: demo", "name: other", 1)).expect("write");
+    let cfg = dead_dns();
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", cfg.path()).run(
+        &[
+            "learn",
+            "--write",
+            "--skills",
+            "skills",
+            "demo/hello",
+            "--name=x",
+        ],
+        t.path(),
+    );
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(err.contains("band.lock was not written"), "{err}");
+    assert!(err.contains("does not match the folder `demo`"), "{err}");
+    let band = fs_err::read_to_string(root.join("BAND.md")).expect("band");
+    assert!(
+        band.contains("uname -s"),
+        "the learned band was not written:\n{band}"
+    );
+    assert!(!root.join("band.lock").exists(), "a lock was written");
+}
+
 /// A skill `demo/hello` in `dir/skills` whose script resolves `api.learn.test` and fetches
 /// `http://api.learn.test:8080/learn` (Python's socket module), with an empty allow list.
 fn net_skill(dir: &Path) {
