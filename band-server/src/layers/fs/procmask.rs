@@ -135,8 +135,18 @@ pub const KNOWN_HOST_FACTS: &[&str] = &[
 
 /// Is this top-level name kept: a process's folder or one of [`KEPT`]?
 pub(crate) fn is_kept(name: &str) -> bool {
-    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
-        || KEPT.iter().any(|(k, _)| *k == name)
+    is_process(name) || KEPT.iter().any(|(k, _)| *k == name)
+}
+
+/// Is this top-level name a process's folder (a pid)?
+fn is_process(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Is this top-level name one procfs lists before its processes: neither a pid nor `self` or
+/// `thread-self`, which begin them?
+fn listed_before_processes(name: &str) -> bool {
+    !is_process(name) && name != "self" && name != "thread-self"
 }
 
 /// Whether only root may open an entry of these owner, group and mode at all (`kmsg`,
@@ -246,10 +256,9 @@ pub fn settle_listing_order() -> bool {
         else {
             return false;
         };
-        let process = |n: &str| n.bytes().all(|b| b.is_ascii_digit());
         whole
             .iter()
-            .filter(|(n, _)| !process(n) && n != "self" && n != "thread-self")
+            .filter(|(n, _)| listed_before_processes(n))
             .all(|e| head.contains(e))
     })
 }
@@ -363,16 +372,12 @@ mod tests {
         let proc = Path::new(HOST_PROC);
         let (_, whole) = top_level(proc, false).unwrap();
         let (_, head) = top_level(proc, true).unwrap();
-        let process = |n: &str| n.bytes().all(|b| b.is_ascii_digit());
-        assert!(whole.iter().any(|(n, _)| process(n)));
+        assert!(whole.iter().any(|(n, _)| is_process(n)));
         assert!(
-            !head.iter().any(|(n, _)| process(n) || n == "self"),
+            head.iter().all(|(n, _)| listed_before_processes(n)),
             "{head:?}"
         );
-        for e in whole
-            .iter()
-            .filter(|(n, _)| !process(n) && n != "self" && n != "thread-self")
-        {
+        for e in whole.iter().filter(|(n, _)| listed_before_processes(n)) {
             assert!(head.contains(e), "{e:?} is missing from {head:?}");
         }
         assert!(head.iter().any(|(n, _)| n == "cmdline"), "{head:?}");
