@@ -494,12 +494,11 @@ fn finish(
             say(&format!("band learn: wrote {}\n", file.display()));
         }
         if let Some(root) = skill_root {
-            // As `band lock`: a skill lint finds errors in is not locked (the band written above
-            // stays, and the old lock no longer matches it).
-            super::lock::refuse_lint_errors(root)?;
             let tree =
                 band::lock::Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
-            band::lock::write(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            // As `band lock`: a skill lint finds errors in is not locked (the band written above
+            // stays, and the old lock no longer matches it).
+            super::lock::lock_skill(root, &tree)?;
             if !args.json {
                 say(&format!(
                     "band learn: re-locked {}\n",

@@ -34,9 +34,7 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
         let tree = Tree::read(&root).map_err(|e| user_error(e.to_string(), e.hint()))?;
         let shown = root.join(lock::LOCK_FILE);
         if !args.check {
-            refuse_lint_errors(&root)?;
-            let written =
-                lock::write(&root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+            let written = lock_skill(&root, &tree)?;
             if args.json {
                 docs.push(serde_json::json!({
                     "skill": root.display().to_string(),
@@ -104,10 +102,17 @@ pub(crate) fn cmd_lock(args: LockArgs) -> Result<u8> {
     })
 }
 
+/// Write the lock of the skill at `root` (its files as `tree` read them), unless `band lint` finds
+/// errors in it ([`refuse_lint_errors`]): what `band lock` and `band learn --write` do.
+pub(crate) fn lock_skill(root: &std::path::Path, tree: &Tree) -> Result<lock::Lock> {
+    refuse_lint_errors(root)?;
+    lock::write(root, tree).map_err(|e| user_error(e.to_string(), e.hint()))
+}
+
 /// A lock vouches for a skill as it is: one that `band lint` finds errors in (a band with YAML
 /// errors, a broken contract) is not locked, so that no run ever trusts a band that cannot
 /// resolve. Warnings do not stop it.
-pub(crate) fn refuse_lint_errors(root: &std::path::Path) -> Result<()> {
+fn refuse_lint_errors(root: &std::path::Path) -> Result<()> {
     const SHOWN: usize = 3;
     let (diagnostics, _) = band::lint::lint_skill(root);
     let mut errors: Vec<String> = Vec::new();
