@@ -17,12 +17,37 @@ const { StdioClientTransport } = await sdk("client/stdio.js");
 const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 const { ResultSchema } = await sdk("types.js");
 
+// The SDK (1.32) hands a notification to its handler a microtask later but a response at once,
+// so a progress notification read in the same chunk as its call's result finds its handler
+// already gone and is dropped ("unknown token": typescript-sdk#2580, open). band sends every
+// notification of a call before its result; a client whose reads lag (a loaded machine) still
+// sees them in one chunk. This hands the SDK one message per turn of the event loop, in the
+// order they came, which is what the SDK's fix (#2378: dispatch in arrival order) does.
+function oneMessageATurn(transport) {
+  let deliver;
+  const queue = [];
+  const next = () => {
+    const [message, extra] = queue.shift();
+    deliver(message, extra);
+    if (queue.length) setImmediate(next);
+  };
+  Object.defineProperty(transport, "onmessage", {
+    configurable: true,
+    get: () => deliver && ((message, extra) => queue.push([message, extra]) === 1 && setImmediate(next)),
+    set: (f) => (deliver = f),
+  });
+  return transport;
+}
+
 const [mode, ...rest] = process.argv.slice(2);
-const transport =
+const transport = oneMessageATurn(
   mode === "stdio"
     ? new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: "inherit" })
-    : new StreamableHTTPClientTransport(new URL(rest[0]));
+    : new StreamableHTTPClientTransport(new URL(rest[0])),
+);
 const client = new Client({ name: "band-tests", version: "0" });
+// What the SDK finds wrong (a dropped notification among it) goes with a failure's message.
+client.onerror = (e) => process.stderr.write(`client error: ${e.message}\n`);
 await client.connect(transport);
 
 const report = {};
