@@ -6,7 +6,8 @@ use std::path::PathBuf;
 pub(crate) struct WrapArgs {
     /// The Agent Skill's folder (SKILL.md and scripts/).
     pub(crate) dir: PathBuf,
-    /// Write the files and lock the skill (without it: print what would be written).
+    /// Write the files and lock the skill, as `band lock` does: not one lint finds errors in
+    /// (without it: print what would be written).
     #[arg(long)]
     pub(crate) write: bool,
     /// Replace an existing BAND.md or schema.

@@ -68,8 +68,10 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
             }
             fs_err::write(&path, &f.text)?;
         }
+        // Locked as `band lock` locks it: not when lint finds errors in the skill (its band and
+        // contracts are written all the same, for the user to see and fix).
         let tree = band::lock::Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
-        band::lock::write(root, &tree).map_err(|e| user_error(e.to_string(), e.hint()))?;
+        crate::commands::lock::lock_skill(root, &tree)?;
     }
     if args.json {
         let mut doc = serde_json::to_value(&plan)?;

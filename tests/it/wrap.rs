@@ -116,6 +116,31 @@ fn wrap_refuses_a_skill_with_only_modules() {
     assert!(!skill.join("BAND.md").exists());
 }
 
+/// `--write` locks the skill as `band lock` does: not one that lint finds errors in. The band and
+/// contracts are written all the same, and the error names what lint found.
+#[test]
+fn wrap_write_does_not_lock_a_skill_with_lint_errors() {
+    let ws = workspace(&["pdf"]);
+    let skill_md = ws.path().join("pdf/SKILL.md");
+    let text = fs_err::read_to_string(&skill_md).unwrap();
+    // A name that is not the folder's: lint error S002, which does not stop a run.
+    let renamed = text.replacen("name: pdf", "name: other", 1);
+    assert_ne!(renamed, text);
+    fs_err::write(&skill_md, renamed).unwrap();
+    let (code, out, err) = band(&["wrap", "pdf", "--write"], ws.path());
+    assert_eq!(code, i32::from(band::proto::exit::USAGE), "{out}{err}");
+    assert!(err.contains("band.lock was not written"), "{err}");
+    assert!(err.contains("does not match the folder `pdf`"), "{err}");
+    assert!(
+        ws.path().join("pdf/BAND.md").exists(),
+        "the band was not written"
+    );
+    assert!(
+        !ws.path().join("pdf/band.lock").exists(),
+        "a lock was written"
+    );
+}
+
 /// A band (or a schema) already there is never replaced without --force.
 #[test]
 fn wrap_never_replaces_a_band_without_force() {
