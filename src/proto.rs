@@ -92,6 +92,32 @@ pub struct RunRequest {
     pub stdin: bool,
 }
 
+/// The line a client of the host's warm band-server writes before its request: `shape <key>`,
+/// [`RunRequest::shape_key`]. The warm server looks at it (without reading it) to hand the
+/// connection to a spare sandbox of that shape; the child that serves the connection reads it.
+pub const SHAPE_LINE_PREFIX: &str = "shape ";
+
+impl RunRequest {
+    /// What a spare sandbox built after this request could serve again, as one SHA-256 (hex):
+    /// the protocol, skill, script, entry, bundle digest, policy, config, `observe` and the
+    /// narrowing layers. band-server's `spare::same_shape` still decides whether a spare serves
+    /// a request; the key only routes it (a wrong one costs a spare, never a check).
+    pub fn shape_key(&self) -> String {
+        let shape = (
+            self.protocol,
+            &self.skill,
+            &self.script,
+            &self.entry,
+            &self.bundle_sha256,
+            &self.policy,
+            &self.config,
+            self.observe,
+            &self.narrowing,
+        );
+        crate::lock::sha256_hex(&serde_json::to_vec(&shape).unwrap_or_default())
+    }
+}
+
 /// Why a run ended. Each status maps to one exit code of `band run` ([`Status::exit_code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

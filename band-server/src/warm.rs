@@ -15,8 +15,10 @@
 //!   `band-server run` does on stdin/stdout (same framing, caps, hold, cancel, events). The
 //!   parent stays single-threaded, so the fork is safe. On the host (`--host`), the child then
 //!   keeps a spare sandbox of the request's shape (`run::spare`) and says so on its control
-//!   socket; the parent hands it the next connection instead of forking, until another child's
-//!   spare replaces it or the server ends. In a VM the child exits after its run;
+//!   socket; the parent hands it the next connection of that shape instead of forking (the
+//!   client's shape line says which, [`band::proto::SHAPE_LINE_PREFIX`]), until the spare is
+//!   sent away or the server ends. Up to [`MAX_SPARES`] spares of different shapes wait at once.
+//!   In a VM the child exits after its run;
 //! - one warm server per machine: it holds a lock file, and a server of another build replaces it
 //!   (SIGTERM to the pid in [`PID_FILE`]); it exits when its socket is gone or replaced.
 //!
@@ -293,24 +295,46 @@ struct RunChild {
     spare: bool,
     /// It was let build a spare ([`SPARE_WANTED`]) and has not said it is ready.
     building: bool,
+    /// The shape of the request it served last ([`SPARE_WANTED`] says it): its spare's.
+    shape: Option<String>,
+    /// When its spare said it was ready.
+    ready_at: Option<Instant>,
 }
 
 /// What a child with a spare built writes on its control socket.
 const SPARE_READY: u8 = b'R';
-/// What a child about to build a spare asks first: the loop answers [`SPARE_YES`] when no other
-/// child has a spare or is building one, else [`SPARE_NO`] (the child then ends). Without the
-/// question every run's child built a spare after its run, and each new one sent the last away:
-/// with many callers at once most runs paid for a second sandbox that nobody used.
+/// What a child about to build a spare asks first, followed by the shape of the request it
+/// served ([`SHAPE_LEN`] bytes): the loop answers [`SPARE_YES`] when no other child has a spare
+/// of that shape or is building one, and fewer than [`MAX_SPARES`] spares wait or are being built
+/// (or the one that has waited longest, at least [`SPARE_EVICT_AFTER`], is sent away for it);
+/// else [`SPARE_NO`] (the child then ends). Without the question every run's child built a spare
+/// after its run, and each new one sent the last away: with many callers at once most runs paid
+/// for a second sandbox that nobody used.
 const SPARE_WANTED: u8 = b'W';
+/// The length of a shape ([`band::proto::RunRequest::shape_key`]: SHA-256 in hex).
+const SHAPE_LEN: usize = 64;
+/// How many spares, each of another shape, wait or are built at once. An agent that calls a few
+/// tools in turn finds each one's spare; with one spare, each call found the other tool's, was
+/// built for, and the spare was removed unused (15.9 ms a no-op run against 8 ms with its spare).
+/// Each spare holds a pool uid, a cgroup, a run directory and a waiting sandbox.
+const MAX_SPARES: usize = 4;
+/// A spare that has waited this long may be sent away for a spare of a new shape when
+/// [`MAX_SPARES`] wait: an agent that moved on to other tools gets their spares, while a burst
+/// of many skills at once (whose spares are all younger) does not build spares that are sent away
+/// before they serve.
+const SPARE_EVICT_AFTER: Duration = Duration::from_secs(1);
 const SPARE_YES: u8 = b'Y';
 const SPARE_NO: u8 = b'N';
 /// What comes with a connection handed to a spare.
 const HANDED: &[u8] = b"C";
 
-/// Hand `conn` to the child with a spare, if one waits. Its connection is then the child's;
-/// `Some` gives it back when no spare took it.
-fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream) -> Option<UnixStream> {
-    let Some(i) = kids.iter().position(|k| k.spare) else {
+/// Hand `conn` to the child with a spare of `shape`, if one waits. Its connection is then the
+/// child's; `Some` gives it back when no spare took it.
+fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream, shape: &str) -> Option<UnixStream> {
+    let Some(i) = kids
+        .iter()
+        .position(|k| k.spare && k.shape.as_deref() == Some(shape))
+    else {
         return Some(conn);
     };
     match sys::send_with_fd(&kids[i].ctl, HANDED, conn.as_fd()) {
@@ -330,49 +354,152 @@ fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream) -> Option<UnixStrea
     }
 }
 
-/// Read what the run child `kids[i]` wrote on its control socket: the one with a spare now is
-/// the only one (another spare is sent away: its socket closes, and it removes its sandbox and
-/// exits). Returns the pids of the children forgotten: this one when its end is closed (it
-/// ended), or the spare sent away.
+/// Read what the run child `kids[i]` wrote on its control socket: a spare asked for (answered),
+/// or a spare ready (the one of its shape now, another of that shape sent away: its socket
+/// closes, and it removes its sandbox and exits). Returns the pids of the children forgotten:
+/// this one when its end is closed (it ended), and the spares sent away.
 fn heard_from(kids: &mut Vec<RunChild>, i: usize) -> Vec<i32> {
-    let mut buf = [0u8; 16];
-    match std::io::Read::read(&mut kids[i].ctl, &mut buf) {
-        Ok(0) | Err(_) => vec![kids.remove(i).pid],
-        Ok(n) => {
-            let mut gone = Vec::new();
-            let pid = kids[i].pid;
-            for b in &buf[..n] {
-                match *b {
-                    SPARE_WANTED => {
-                        // Not a spare while it asks (a spare that went stale rebuilds).
-                        if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
-                            k.spare = false;
-                        }
-                        let yes = !kids.iter().any(|k| k.spare || k.building);
-                        if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
-                            k.building = yes;
-                            let answer = if yes { SPARE_YES } else { SPARE_NO };
-                            let _ = std::io::Write::write_all(&mut k.ctl, &[answer]);
-                        }
+    use std::io::Read;
+    let mut buf = vec![0u8; 256];
+    let n = match kids[i].ctl.read(&mut buf) {
+        Ok(0) | Err(_) => return vec![kids.remove(i).pid],
+        Ok(n) => n,
+    };
+    buf.truncate(n);
+    let pid = kids[i].pid;
+    let mut gone = Vec::new();
+    let mut at = 0;
+    while at < buf.len() {
+        let said = buf[at];
+        at += 1;
+        match said {
+            SPARE_WANTED => {
+                // Its shape follows, written with it: what did not come in this read is read now.
+                if buf.len() < at + SHAPE_LEN {
+                    let mut rest = vec![0u8; at + SHAPE_LEN - buf.len()];
+                    let Some(k) = kids.iter_mut().find(|k| k.pid == pid) else {
+                        break;
+                    };
+                    if k.ctl.read_exact(&mut rest).is_err() {
+                        gone.extend(
+                            kids.iter()
+                                .position(|k| k.pid == pid)
+                                .map(|j| kids.remove(j).pid),
+                        );
+                        break;
                     }
-                    SPARE_READY => {
-                        kids.retain(|k| {
-                            let away = k.spare && k.pid != pid;
-                            if away {
-                                gone.push(k.pid);
-                            }
-                            !away
-                        });
-                        if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
-                            k.spare = true;
-                            k.building = false;
-                        }
+                    buf.extend_from_slice(&rest);
+                }
+                let shape = String::from_utf8_lossy(&buf[at..at + SHAPE_LEN]).into_owned();
+                at += SHAPE_LEN;
+                let (yes, away) = spare_answer(kids, pid, shape, Instant::now());
+                for a in away {
+                    if let Some(j) = kids.iter().position(|k| k.pid == a) {
+                        gone.push(kids.remove(j).pid);
                     }
-                    _ => {}
+                }
+                if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
+                    k.building = yes;
+                    let answer = if yes { SPARE_YES } else { SPARE_NO };
+                    let _ = std::io::Write::write_all(&mut k.ctl, &[answer]);
                 }
             }
-            gone
+            SPARE_READY => {
+                let shape = kids
+                    .iter()
+                    .find(|k| k.pid == pid)
+                    .and_then(|k| k.shape.clone());
+                kids.retain(|k| {
+                    let away = k.spare && k.pid != pid && k.shape == shape;
+                    if away {
+                        gone.push(k.pid);
+                    }
+                    !away
+                });
+                if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
+                    k.spare = true;
+                    k.building = false;
+                    k.ready_at = Some(Instant::now());
+                }
+            }
+            _ => {}
         }
+    }
+    gone
+}
+
+/// May the child `pid`, which served a request of `shape`, build a spare ([`SPARE_WANTED`])?
+/// And which ready spares to send away for it. The child is no spare while it asks (a spare
+/// that went stale rebuilds), and its spare is of `shape` from now on.
+fn spare_answer(kids: &mut [RunChild], pid: i32, shape: String, now: Instant) -> (bool, Vec<i32>) {
+    if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
+        k.spare = false;
+        k.building = false;
+        k.ready_at = None;
+        k.shape = Some(shape.clone());
+    }
+    let others = || {
+        kids.iter()
+            .filter(|k| k.pid != pid && (k.spare || k.building))
+    };
+    if others().any(|k| k.shape.as_deref() == Some(shape.as_str())) {
+        return (false, Vec::new());
+    }
+    if others().count() < MAX_SPARES {
+        return (true, Vec::new());
+    }
+    // Full: the spare that has waited longest goes, if it has waited long enough.
+    let oldest = kids
+        .iter()
+        .filter(|k| k.pid != pid && k.spare)
+        .filter_map(|k| Some((k.ready_at?, k.pid)))
+        .min();
+    match oldest {
+        Some((at, away)) if now.saturating_duration_since(at) >= SPARE_EVICT_AFTER => {
+            (true, vec![away])
+        }
+        _ => (false, Vec::new()),
+    }
+}
+
+/// What the start of a connection that waits for a spare says ([`peek_shape`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Shape {
+    /// Not all of its first line has come yet.
+    Waiting,
+    /// Its shape line's key, or `None` when it does not begin with one.
+    Known(Option<String>),
+    /// Closed, or unreadable.
+    Gone,
+}
+
+/// The shape line at the start of `conn` ([`band::proto::SHAPE_LINE_PREFIX`]), looked at
+/// without reading it: the child that serves the connection reads it
+/// (`run::serve_with`).
+fn peek_shape(conn: &UnixStream) -> Shape {
+    use rustix::net::{RecvFlags, recv};
+    let prefix = band::proto::SHAPE_LINE_PREFIX.as_bytes();
+    let mut buf = [0u8; run::SHAPE_LINE_MAX];
+    let n = match recv(conn, &mut buf, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+        Ok((0, _)) => return Shape::Gone,
+        Ok((n, _)) => n,
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return Shape::Waiting,
+        Err(_) => return Shape::Gone,
+    };
+    let got = &buf[..n];
+    let k = prefix.len().min(n);
+    if got[..k] != prefix[..k] {
+        return Shape::Known(None);
+    }
+    match got.iter().position(|b| *b == b'\n') {
+        Some(nl) if nl >= prefix.len() => Shape::Known(
+            std::str::from_utf8(&got[prefix.len()..nl])
+                .ok()
+                .map(str::to_string),
+        ),
+        Some(_) => Shape::Known(None),
+        None if n == buf.len() => Shape::Known(None),
+        None => Shape::Waiting,
     }
 }
 
@@ -398,6 +525,9 @@ fn accept_loop(
     // soon after they end.
     let mut ending: Vec<i32> = Vec::new();
     let mut kids: Vec<RunChild> = Vec::new();
+    // Connections accepted while a spare waits, until their shape line says which spare (if any)
+    // serves them ([`peek_shape`]).
+    let mut pending: Vec<UnixStream> = Vec::new();
     loop {
         while let Ok(Some(pid)) = sys::reap_any() {
             ending.retain(|j| *j != pid);
@@ -427,6 +557,7 @@ fn accept_loop(
             match sys::fork_single_threaded() {
                 Ok(None) => {
                     drop(kids);
+                    drop(pending);
                     janitor();
                     std::process::exit(0);
                 }
@@ -439,11 +570,14 @@ fn accept_loop(
         } else {
             REAP_POLL_MS
         };
-        let (listening, heard) = {
-            let mut fds = Vec::with_capacity(1 + kids.len());
+        let (listening, heard, spoke) = {
+            let mut fds = Vec::with_capacity(1 + kids.len() + pending.len());
             fds.push(PollFd::new(&listener, PollFlags::IN));
             for k in &kids {
                 fds.push(PollFd::new(&k.ctl, PollFlags::IN));
+            }
+            for c in &pending {
+                fds.push(PollFd::new(c, PollFlags::IN));
             }
             let timeout = Timespec {
                 tv_sec: i64::from(wait_ms / 1000),
@@ -457,86 +591,131 @@ fn accept_loop(
                     return 1;
                 }
             }
-            let heard: Vec<i32> = fds[1..]
+            let heard: Vec<i32> = fds[1..=kids.len()]
                 .iter()
                 .zip(&kids)
                 .filter(|(f, _)| !f.revents().is_empty())
                 .map(|(_, k)| k.pid)
                 .collect();
-            (!fds[0].revents().is_empty(), heard)
+            let spoke: Vec<bool> = fds[1 + kids.len()..]
+                .iter()
+                .map(|f| !f.revents().is_empty())
+                .collect();
+            (!fds[0].revents().is_empty(), heard, spoke)
         };
         for pid in heard {
             if let Some(i) = kids.iter().position(|k| k.pid == pid) {
                 ending.extend(heard_from(&mut kids, i));
             }
         }
-        if !listening {
-            continue;
-        }
-        let conn = match listener.accept() {
-            Ok((c, _)) => c,
-            Err(e) => {
-                crate::say!("band-server serve: accept: {e}");
+        // Connections whose shape line may have come: to the spare of their shape, else to a
+        // child forked for them.
+        let mut to_fork: Vec<UnixStream> = Vec::new();
+        let mut still = Vec::with_capacity(pending.len());
+        for (conn, spoke) in pending.drain(..).zip(spoke) {
+            if !spoke {
+                still.push(conn);
                 continue;
             }
+            match peek_shape(&conn) {
+                Shape::Waiting => still.push(conn),
+                Shape::Gone => {}
+                Shape::Known(None) => to_fork.push(conn),
+                Shape::Known(Some(shape)) => to_fork.extend(hand_to_spare(&mut kids, conn, &shape)),
+            }
+        }
+        pending = still;
+        let accepted = if listening {
+            match accept_checked(&listener, opts, exe) {
+                Ok(c) => c,
+                Err(()) => return stale_exit(&path, opts.host),
+            }
+        } else {
+            None
         };
-        // Another install since the last look: this connection gets no byte (the client then
-        // takes the per-run path, whose stale check installs its build).
-        if !still_current(opts, exe) {
-            drop(conn);
-            return stale_exit(&path, opts.host);
-        }
-        match sys::peer_cred(&conn) {
-            Ok(p) if peer_allowed(p.uid, opts.owner) => {}
-            Ok(p) => {
-                crate::say!(
-                    "band-server serve: refused a connection from uid {} (pid {})",
-                    p.uid,
-                    p.pid
-                );
-                continue;
+        if let Some(conn) = accepted {
+            last_run = Instant::now();
+            if opts.host {
+                trim_log(&dir.join(LOG_FILE));
             }
-            Err(e) => {
-                crate::say!("band-server serve: peer credentials: {e}");
-                continue;
+            if kids.iter().any(|k| k.spare) {
+                // Which spare serves it is its shape's: told by its first line.
+                pending.push(conn);
+            } else {
+                to_fork.push(conn);
             }
         }
-        last_run = Instant::now();
-        if opts.host {
-            trim_log(&dir.join(LOG_FILE));
+        while let Some(conn) = to_fork.pop() {
+            let (ctl, theirs) = match UnixStream::pair() {
+                Ok(p) => p,
+                Err(e) => {
+                    crate::say!("band-server serve: control socket: {e}");
+                    continue;
+                }
+            };
+            match sys::fork_single_threaded() {
+                Ok(None) => {
+                    drop(lock);
+                    drop(listener);
+                    // The other children's control sockets and the other clients' connections
+                    // are the loop's, not this child's: held here, a child would never see its
+                    // socket close when the server exits.
+                    drop(kids);
+                    drop(pending);
+                    drop(to_fork);
+                    drop(ctl);
+                    let code = serve_one(conn, cfg, opts.host, theirs);
+                    std::process::exit(code);
+                }
+                Ok(Some(pid)) => {
+                    drop(conn);
+                    drop(theirs);
+                    kids.push(RunChild {
+                        pid,
+                        ctl,
+                        spare: false,
+                        building: false,
+                        shape: None,
+                        ready_at: None,
+                    });
+                }
+                Err(e) => crate::say!("band-server serve: fork: {e}"),
+            }
         }
-        let Some(conn) = hand_to_spare(&mut kids, conn) else {
-            continue;
-        };
-        let (ctl, theirs) = match UnixStream::pair() {
-            Ok(p) => p,
-            Err(e) => {
-                crate::say!("band-server serve: control socket: {e}");
-                continue;
-            }
-        };
-        match sys::fork_single_threaded() {
-            Ok(None) => {
-                drop(lock);
-                drop(listener);
-                // The other children's control sockets are the loop's, not this child's: held
-                // here, a child would never see its socket close when the server exits.
-                drop(kids);
-                drop(ctl);
-                let code = serve_one(conn, cfg, opts.host, theirs);
-                std::process::exit(code);
-            }
-            Ok(Some(pid)) => {
-                drop(conn);
-                drop(theirs);
-                kids.push(RunChild {
-                    pid,
-                    ctl,
-                    spare: false,
-                    building: false,
-                });
-            }
-            Err(e) => crate::say!("band-server serve: fork: {e}"),
+    }
+}
+
+/// The connection waiting on `listener`, if its peer may connect. `Err` when another install
+/// came since the last look: the connection gets no byte (the client then takes the per-run
+/// path, whose stale check installs its build) and the server exits.
+fn accept_checked(
+    listener: &UnixListener,
+    opts: &Options,
+    exe: &Path,
+) -> Result<Option<UnixStream>, ()> {
+    let conn = match listener.accept() {
+        Ok((c, _)) => c,
+        Err(e) => {
+            crate::say!("band-server serve: accept: {e}");
+            return Ok(None);
+        }
+    };
+    if !still_current(opts, exe) {
+        return Err(());
+    }
+    match sys::peer_cred(&conn) {
+        Ok(p) if peer_allowed(p.uid, opts.owner) => Ok(Some(conn)),
+        Ok(p) => {
+            crate::say!(
+                "band-server serve: refused a connection from uid {} (pid {})",
+                p.uid,
+                p.pid
+            );
+            Ok(None)
+        }
+        Err(e) => {
+            crate::say!("band-server serve: peer credentials: {e}");
+            Ok(None)
         }
     }
 }
@@ -601,10 +780,11 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
     }
     // Spares, one after another, while they are wanted and the server is there.
     let mut n = 0u32;
-    while let Some(req) = served.take().filter(spare::wanted) {
-        if !spare_allowed(&ctl) {
+    while let Some(served_req) = served.take().filter(|s| spare::wanted(&s.req)) {
+        if !spare_allowed(&ctl, &served_req.shape) {
             break;
         }
+        let req = &served_req.req;
         n += 1;
         let id = spare::run_id(sys::pid(), n);
         let ready_id = id.clone();
@@ -623,20 +803,24 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
             }
         };
         let mut next = || wait_for_handover(&ctl);
-        served = match spare::keep(&req, id, cfg, &mut ready, &mut next) {
+        let kept = spare::keep(req, id, cfg, &mut ready, &mut next);
+        served = match kept {
             spare::Kept::Served(next_req) => next_req.map(|b| *b),
-            spare::Kept::Rebuild => Some(req),
+            spare::Kept::Rebuild => Some(served_req),
             spare::Kept::Stop | spare::Kept::Failed => None,
         };
     }
     0
 }
 
-/// Ask the accept loop on `ctl` whether this child may build a spare ([`SPARE_WANTED`]): only
-/// when no other child has one or is building one. No answer (the server is gone) is no.
-fn spare_allowed(ctl: &UnixStream) -> bool {
+/// Ask the accept loop on `ctl` whether this child may build a spare of `shape`
+/// ([`SPARE_WANTED`]). No answer (the server is gone) is no.
+fn spare_allowed(ctl: &UnixStream, shape: &str) -> bool {
     use std::io::{Read, Write};
-    if (&*ctl).write_all(&[SPARE_WANTED]).is_err() {
+    let mut ask = vec![SPARE_WANTED];
+    // Always SHAPE_LEN bytes (a key is 64 hex digits; anything else is a shape no spare has).
+    ask.extend(format!("{shape:0<SHAPE_LEN$.SHAPE_LEN$}").bytes());
+    if (&*ctl).write_all(&ask).is_err() {
         return false;
     }
     // The loop answers at once; a server that does not within 5 s is treated as gone.
@@ -718,51 +902,183 @@ mod tests {
 
     const D: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-    /// Three run children end their runs at once and each asks to build a spare: the first is
-    /// let, the others are told no (they end) while it builds and once it has its spare; when
-    /// that spare is handed a connection, the next child to ask is let build the next one.
-    #[test]
-    fn one_spare_is_built_at_a_time() {
+    /// Run children `pids`, each with the loop's end of its control socket in `kids` and its own
+    /// end in the second list.
+    fn children(pids: &[i32]) -> (Vec<RunChild>, Vec<UnixStream>) {
+        pids.iter()
+            .map(|&pid| {
+                let (ctl, child) = UnixStream::pair().unwrap();
+                let kid = RunChild {
+                    pid,
+                    ctl,
+                    spare: false,
+                    building: false,
+                    shape: None,
+                    ready_at: None,
+                };
+                (kid, child)
+            })
+            .unzip()
+    }
+
+    fn shape(c: char) -> String {
+        c.to_string().repeat(SHAPE_LEN)
+    }
+
+    /// Child `pid` (its end `mine`) says `what` (with `shape` for [`SPARE_WANTED`]); the loop
+    /// hears it: its answer, if it asked, and the pids forgotten.
+    fn say(
+        kids: &mut Vec<RunChild>,
+        mine: &mut UnixStream,
+        pid: i32,
+        what: u8,
+        shape: &str,
+    ) -> (Option<u8>, Vec<i32>) {
         use std::io::{Read, Write};
-        let mut kids = Vec::new();
-        let mut theirs = Vec::new();
-        for pid in [101, 102, 103] {
-            let (ctl, child) = UnixStream::pair().unwrap();
-            kids.push(RunChild {
-                pid,
-                ctl,
-                spare: false,
-                building: false,
-            });
-            theirs.push(child);
+        let mut msg = vec![what];
+        if what == SPARE_WANTED {
+            msg.extend(shape.bytes());
         }
-        let answer = |kids: &mut Vec<RunChild>, theirs: &mut [UnixStream], i: usize, say: u8| {
-            theirs[i].write_all(&[say]).unwrap();
-            let at = kids.iter().position(|k| k.pid == 101 + i as i32).unwrap();
-            let gone = heard_from(kids, at);
-            let mut b = [0u8; 1];
-            if say == SPARE_WANTED {
-                theirs[i].read_exact(&mut b).unwrap();
-            }
-            (b[0], gone)
-        };
-        assert_eq!(answer(&mut kids, &mut theirs, 0, SPARE_WANTED).0, SPARE_YES);
-        assert_eq!(answer(&mut kids, &mut theirs, 1, SPARE_WANTED).0, SPARE_NO);
+        mine.write_all(&msg).unwrap();
+        let at = kids.iter().position(|k| k.pid == pid).unwrap();
+        let gone = heard_from(kids, at);
+        let mut b = [0u8; 1];
+        let answer = (what == SPARE_WANTED).then(|| {
+            mine.read_exact(&mut b).unwrap();
+            b[0]
+        });
+        (answer, gone)
+    }
+
+    /// What the child at `mine` was handed: the connection's byte.
+    fn handed(mine: &mut UnixStream) -> Vec<u8> {
+        use std::io::Read;
+        let mut b = [0u8; 1];
+        mine.read_exact(&mut b).unwrap();
+        b.to_vec()
+    }
+
+    /// Three run children of one shape end their runs at once and each asks to build a spare:
+    /// the first is let, the others are told no (they end) while it builds and once it has its
+    /// spare; when that spare is handed a connection, the next child to ask is let build the
+    /// next one.
+    #[test]
+    fn one_spare_of_a_shape_is_built_at_a_time() {
+        let (mut kids, mut theirs) = children(&[101, 102, 103]);
+        let a = shape('a');
+        let mut t = theirs.iter_mut();
+        let (t0, t1, t2) = (t.next().unwrap(), t.next().unwrap(), t.next().unwrap());
+        assert_eq!(say(&mut kids, t0, 101, SPARE_WANTED, &a).0, Some(SPARE_YES));
+        assert_eq!(say(&mut kids, t1, 102, SPARE_WANTED, &a).0, Some(SPARE_NO));
         assert_eq!(
-            answer(&mut kids, &mut theirs, 0, SPARE_READY).1,
+            say(&mut kids, t0, 101, SPARE_READY, "").1,
             Vec::<i32>::new()
         );
         assert!(kids[0].spare && !kids[0].building);
-        assert_eq!(answer(&mut kids, &mut theirs, 2, SPARE_WANTED).0, SPARE_NO);
-        // The spare is handed a connection; after that run it asks again, and is let.
+        assert_eq!(say(&mut kids, t2, 103, SPARE_WANTED, &a).0, Some(SPARE_NO));
+        // A connection of another shape is not the spare's; one of its shape is.
         let (conn, _client) = UnixStream::pair().unwrap();
-        assert!(hand_to_spare(&mut kids, conn).is_none());
+        let conn = hand_to_spare(&mut kids, conn, &shape('b')).expect("not handed");
+        assert!(hand_to_spare(&mut kids, conn, &a).is_none());
         assert!(!kids[0].spare);
-        let mut handed = [0u8; 1];
-        theirs[0].read_exact(&mut handed).unwrap();
-        assert_eq!(&handed, HANDED);
-        assert_eq!(answer(&mut kids, &mut theirs, 2, SPARE_WANTED).0, SPARE_YES);
-        assert_eq!(answer(&mut kids, &mut theirs, 0, SPARE_WANTED).0, SPARE_NO);
+        assert_eq!(handed(t0), HANDED);
+        assert_eq!(say(&mut kids, t2, 103, SPARE_WANTED, &a).0, Some(SPARE_YES));
+        assert_eq!(say(&mut kids, t0, 101, SPARE_WANTED, &a).0, Some(SPARE_NO));
+    }
+
+    /// Spares of different shapes wait side by side, each handed the connections of its own
+    /// shape, up to [`MAX_SPARES`]; one more shape is let in only for the spare that has waited
+    /// longest, once it has waited [`SPARE_EVICT_AFTER`] (sent away: its socket closes).
+    #[test]
+    fn spares_of_different_shapes_wait_side_by_side() {
+        use std::io::Read;
+        let pids: Vec<i32> = (0..=MAX_SPARES as i32 + 1).map(|i| 201 + i).collect();
+        let (mut kids, mut theirs) = children(&pids);
+        let shapes: Vec<String> = "abcdefgh".chars().map(shape).collect();
+        for i in 0..MAX_SPARES {
+            let t = &mut theirs[i];
+            assert_eq!(
+                say(&mut kids, t, pids[i], SPARE_WANTED, &shapes[i]).0,
+                Some(SPARE_YES)
+            );
+            assert_eq!(
+                say(&mut kids, t, pids[i], SPARE_READY, "").1,
+                Vec::<i32>::new()
+            );
+        }
+        assert_eq!(kids.iter().filter(|k| k.spare).count(), MAX_SPARES);
+        // Each connection goes to its own shape's spare.
+        for i in [2, 0] {
+            let (conn, _client) = UnixStream::pair().unwrap();
+            assert!(hand_to_spare(&mut kids, conn, &shapes[i]).is_none());
+            assert_eq!(handed(&mut theirs[i]), HANDED);
+            let t = &mut theirs[i];
+            assert_eq!(
+                say(&mut kids, t, pids[i], SPARE_WANTED, &shapes[i]).0,
+                Some(SPARE_YES)
+            );
+            assert_eq!(
+                say(&mut kids, t, pids[i], SPARE_READY, "").1,
+                Vec::<i32>::new()
+            );
+        }
+        // Full, and every spare is young: a new shape is refused.
+        let new = MAX_SPARES;
+        let t = &mut theirs[new];
+        assert_eq!(
+            say(&mut kids, t, pids[new], SPARE_WANTED, &shapes[new]).0,
+            Some(SPARE_NO)
+        );
+        // The spare that has waited longest (shape b: a and c served since) has waited long
+        // enough: it is sent away for the new shape.
+        let long_ago = Instant::now() - SPARE_EVICT_AFTER;
+        for k in kids.iter_mut() {
+            k.ready_at = k.ready_at.map(|_| long_ago);
+        }
+        let b = kids.iter().position(|k| k.pid == pids[1]).unwrap();
+        kids[b].ready_at = Some(long_ago - Duration::from_millis(1));
+        let t = &mut theirs[new];
+        let (answer, gone) = say(&mut kids, t, pids[new], SPARE_WANTED, &shapes[new]);
+        assert_eq!((answer, gone), (Some(SPARE_YES), vec![pids[1]]));
+        let mut rest = Vec::new();
+        assert_eq!(
+            theirs[1].read_to_end(&mut rest).unwrap(),
+            0,
+            "b's socket is closed"
+        );
+        assert!(kids.iter().all(|k| k.pid != pids[1]));
+    }
+
+    /// The loop looks at a connection's shape line without reading it: the child that serves the
+    /// connection reads it, then the request.
+    #[test]
+    fn a_shape_line_is_looked_at_and_left_for_the_child() {
+        use std::io::{Read, Write};
+        let (conn, mut client) = UnixStream::pair().unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Waiting);
+        client.write_all(b"sha").unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Waiting);
+        client.write_all(b"pe abc").unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Waiting);
+        client.write_all(b"\n{\"type\":\"request\"}\n").unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Known(Some("abc".into())));
+        drop(client);
+        let mut all = String::new();
+        (&conn).read_to_string(&mut all).unwrap();
+        assert_eq!(all, "shape abc\n{\"type\":\"request\"}\n");
+        assert_eq!(peek_shape(&conn), Shape::Gone);
+        // A connection that begins with anything else has no shape.
+        let (conn, mut client) = UnixStream::pair().unwrap();
+        client.write_all(b"{\"type\"").unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Known(None));
+        let (conn, mut client) = UnixStream::pair().unwrap();
+        client.write_all(&[b'x'; 200]).unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Known(None));
+        let (conn, mut client) = UnixStream::pair().unwrap();
+        client
+            .write_all(format!("shape {}", "a".repeat(200)).as_bytes())
+            .unwrap();
+        assert_eq!(peek_shape(&conn), Shape::Known(None));
     }
 
     #[test]

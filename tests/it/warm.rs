@@ -249,44 +249,61 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         (&Value::from("fresh"), &Value::from("fresh"))
     );
 
-    // A connection that brings no request (band drops one it made on a guess when the run is
-    // refused before its request) leaves the spare waiting for the next.
+    // A connection that brings nothing (band drops one it made on a guess when the run is
+    // refused before its request) is dropped unread while a spare waits: the server waits for
+    // its shape line to know which spare it is for. The spare serves the next run.
     wait_for("a spare", || spare_ready(&last));
     {
         let socket = sockets()
             .into_iter()
             .find(|s| !before.contains(s))
             .expect("the warm server's socket");
-        let mut conn = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
-        let mut blank = [0u8; 1];
-        std::io::Read::read_exact(&mut conn, &mut blank).expect("the blank line");
-        assert_eq!(&blank, b"\n");
+        let conn = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+        drop(conn);
     }
-    wait_for(
-        "the spare to wait again after a connection without a request",
-        || {
-            fs_err::read_to_string(&log)
-                .unwrap_or_default()
-                .lines()
-                .skip_while(|l| !l.contains(&format!("run {last} served")))
-                .skip_while(|l| !l.contains("a connection without a request"))
-                .any(|l| l.contains(" ready for warmprobe/"))
-        },
-    );
     let (id, spare) = run();
     assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
     assert_eq!(spare, cold);
     last = id;
 
-    // Another script (another shape) handed to the spare: run as its own, and the spare of
-    // the probe goes; the next spare is the other script's.
+    // Another script (another shape): no spare of its shape, so it runs as its own, and the
+    // probe's spare stays; then a spare of each serves each in turn, every run seeing only its
+    // own input, file and secret (`run_script`).
     wait_for("a spare", || spare_ready(&last));
     let (id, other) = run_script(&band, "other");
     assert_eq!(served(&id).as_deref(), Some("built for it"), "run {id}");
     assert_eq!(other, cold);
-    wait_for("a spare", || spare_ready(&id));
-    let (id, _) = run_script(&band, "other");
-    assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
+    // The spare of `script` announced since run `after` was served.
+    let spare_of = |after: &str, script: &str| {
+        let text = fs_err::read_to_string(&log).unwrap_or_default();
+        let line = text
+            .lines()
+            .skip_while(|l| !l.contains(&format!("run {after} served")))
+            .find(|l| l.contains(&format!(" ready for warmprobe/{script} ")))?;
+        line.split_whitespace()
+            .skip_while(|w| *w != "spare")
+            .nth(1)
+            .map(String::from)
+    };
+    let mut last_of = std::collections::BTreeMap::from([("probe", last), ("other", id)]);
+    for script in ["probe", "other", "probe", "other"] {
+        let after = last_of[script].clone();
+        wait_for("a spare", || spare_of(&after, script).is_some());
+        let (id, seen) = run_script(&band, script);
+        assert_eq!(
+            served(&id).as_deref(),
+            Some("a spare"),
+            "{script}: run {id}"
+        );
+        assert_eq!(seen, cold, "{script}: the sandbox differs");
+        last_of.insert(script, id);
+    }
+    wait_for("a spare", || spare_of(&last_of["probe"], "probe").is_some());
+    let probe_spare_dir = Path::new(band_test::STATE_DIR)
+        .join("runs")
+        .join(spare_of(&last_of["probe"], "probe").expect("the probe's spare"));
+    assert!(probe_spare_dir.is_dir(), "{}", probe_spare_dir.display());
+    let id = last_of["other"].clone();
     // The spare sandbox waits in the run's state: its run directory is there, and goes with
     // the server (below).
     wait_for("a spare", || spare_ready(&id));
@@ -307,8 +324,8 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     fs_err::rename(&next, &server).expect("install");
     wait_for("the old warm server to exit", || !alive(pid));
     assert!(!old_socket.exists(), "the old build's socket is left");
-    wait_for("the old server's spare to be removed", || {
-        !spare_dir.exists()
+    wait_for("the old server's spares to be removed", || {
+        !spare_dir.exists() && !probe_spare_dir.exists()
     });
     let (id, out) = run();
     assert!(!served_warm(&id), "the old build served run {id}");

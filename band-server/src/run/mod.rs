@@ -776,23 +776,36 @@ pub fn serve(
     .0
 }
 
+/// A request served, and its shape as the client sent it ([`RunRequest::shape_key`], before the
+/// site policy narrowed it): a warm server builds its next spare sandbox for it (`spare`) and
+/// hands that spare the next connection of the same shape (`warm`).
+pub(crate) struct ServedRequest {
+    pub(crate) req: RunRequest,
+    pub(crate) shape: String,
+}
+
 /// [`serve`] with the run left to `run`, which gets the request and the client's watch, and
 /// gives back the result, what to remove once it is out, and the request. `before_result` sees
-/// the result just before it goes out. Returns the result and the request served, if one was
-/// (a warm server builds its next spare sandbox for it, `spare`).
+/// the result just before it goes out. Returns the result and the request served, if one was.
+/// A warm server's client writes a shape line before its request
+/// ([`proto::SHAPE_LINE_PREFIX`]); it is read and passed over here.
 pub(crate) fn serve_with<F>(
     mut input: Box<dyn BufRead + Send>,
     cfg: &ServerConfig,
     sink: &EventSink,
     before_result: &dyn Fn(&RunResult),
     run: F,
-) -> (RunResult, Option<RunRequest>)
+) -> (RunResult, Option<ServedRequest>)
 where
     F: FnOnce(RunRequest, ClientGone) -> (RunResult, Removal, RunRequest),
 {
     let mut line = String::new();
     let max = max_request_bytes(cfg);
-    let read = input.by_ref().take(max + 1).read_line(&mut line);
+    let mut read = input.by_ref().take(max + 1).read_line(&mut line);
+    if line.starts_with(proto::SHAPE_LINE_PREFIX) && line.len() <= SHAPE_LINE_MAX {
+        line.clear();
+        read = input.by_ref().take(max + 1).read_line(&mut line);
+    }
     let mut input = Some(input);
     let mut removal = None;
     let mut served = None;
@@ -813,6 +826,8 @@ where
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
             Ok(Message::Request(mut req)) => {
                 drop(line);
+                // The shape as the client computed it, before the site policy narrows it.
+                let shape = req.shape_key();
                 // Every path of a run (its own, a spare's, a warm child's) starts from the
                 // request narrowed to the site policy; `request::check` refuses it again.
                 if let Err(e) = request::narrow_to_site(&mut req, cfg) {
@@ -827,7 +842,7 @@ where
                 let gone = input.take().map(watch_client).unwrap_or_default();
                 let (result, rest, req) = run(*req, gone);
                 removal = Some(rest);
-                served = Some(req);
+                served = Some(ServedRequest { req, shape });
                 result
             }
             Ok(_) => RunResult::setup_failed(
@@ -857,6 +872,9 @@ where
     deliver(&result, removal, sink);
     (result, served)
 }
+
+/// The longest shape line passed over ([`proto::SHAPE_LINE_PREFIX`], a SHA-256 in hex, `\n`).
+pub(crate) const SHAPE_LINE_MAX: usize = 128;
 
 /// How long the removal of a run waits for its result to be written out: a client that does
 /// not read cannot keep the run's mounts, folders, cgroups and lease any longer.
@@ -943,6 +961,42 @@ mod tests {
         deliver(&result, Some(Removal::of(guard)), &sink);
         let got = log.lock().map(|l| l.clone()).unwrap_or_default();
         assert_eq!(got, ["stopped", "result", "output closed", "removed"]);
+    }
+
+    /// A warm server's client writes its shape line before the request: the request is read
+    /// after it, and served with the shape it has as the client sent it.
+    #[test]
+    fn a_shape_line_before_the_request_is_passed_over() {
+        let req: RunRequest = serde_json::from_value(serde_json::json!({
+            "protocol": proto::PROTOCOL_VERSION, "run_id": "0123456789abcdef", "skill": "s",
+            "script": "run", "entry": "scripts/run.sh", "bundle": [], "bundle_sha256": "00",
+            "policy": {}, "input": {}
+        }))
+        .expect("a request");
+        let text = format!(
+            "{}{}\n{}\n",
+            proto::SHAPE_LINE_PREFIX,
+            req.shape_key(),
+            serde_json::to_string(&Message::Request(Box::new(req.clone()))).expect("json")
+        );
+        let log: Log = Arc::default();
+        let sink = EventSink::new(Box::new(Client(log.clone())));
+        let cfg = ServerConfig::default();
+        let (result, served) = serve_with(
+            Box::new(std::io::Cursor::new(text.into_bytes())),
+            &cfg,
+            &sink,
+            &|_| (),
+            |r, _| {
+                let result = RunResult::setup_failed(&r.run_id, proto::Layer::Process, "x", None);
+                (result, Removal::of(RunGuard::default()), r)
+            },
+        );
+        sink.finish();
+        assert_eq!(result.run_id, "0123456789abcdef", "{result:?}");
+        let served = served.expect("a request served");
+        assert_eq!(served.req.run_id, req.run_id);
+        assert_eq!(served.shape, req.shape_key());
     }
 
     /// A client that never reads: its output blocks.

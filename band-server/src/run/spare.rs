@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use band::proto::{Layer, RunRequest, RunResult};
 
 use super::{
-    Client, EventSink, Made, Prepared, Removal, RunGuard, conclude, execute_until_result, prepare,
-    run_prepared, serve_with,
+    Client, EventSink, Made, Prepared, Removal, RunGuard, ServedRequest, conclude,
+    execute_until_result, prepare, run_prepared, serve_with,
 };
 use crate::common::Held;
 use crate::config::ServerConfig;
@@ -146,7 +146,7 @@ pub(crate) enum Next {
 /// How [`keep`] ended.
 pub(crate) enum Kept {
     /// It served a connection: the request served (the next spare's shape), if one came on it.
-    Served(Option<Box<RunRequest>>),
+    Served(Option<Box<ServedRequest>>),
     Rebuild,
     Stop,
     /// It could not be built (said on stderr): no spare.
@@ -370,6 +370,8 @@ mod tests {
         other.args = vec!["y".into()];
         other.trace = false;
         assert!(same_shape(&spare, &other));
+        // The key the warm server routes by agrees.
+        assert_eq!(other.shape_key(), request().shape_key());
         // The shape.
         let changed: [fn(&mut RunRequest); 8] = [
             |r| r.protocol += 1,
@@ -385,6 +387,11 @@ mod tests {
             let mut r = request();
             change(&mut r);
             assert!(!same_shape(&spare, &r), "change {i} kept the shape");
+            assert_ne!(
+                r.shape_key(),
+                request().shape_key(),
+                "change {i} kept the key"
+            );
         }
     }
 
