@@ -32,6 +32,8 @@
 //!   with `warm = false`; and the same fetch through the run's egress proxy (an HTTP rule,
 //!   `GET http://api.bench.test/**`) [≤ 1.3× the direct fetch];
 //! - **no-op with 1,000 idle host processes** [≤ 2.0×], by default and with `warm = false`;
+//! - **two skills in turn** [the no-op ≤ 2.0×, the python job ≤ 1.2×, as one skill's]: the no-op
+//!   and the python job run one after the other, by default, each against its bare bwrap;
 //! - **first run of a fresh state directory** [≤ 150 ms]: band-server alone, a new state
 //!   directory each time (safe next to other servers: uids are locked host-wide, cgroups are
 //!   marked per state directory);
@@ -49,7 +51,7 @@
 //!   processes, sampled during the batch) per concurrent run.
 //!
 //! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, gate, fetch, idle,
-//! fresh, files, site, load), to re-measure what a change touched.
+//! turns, fresh, files, site, load), to re-measure what a change touched.
 //!
 //! Peers (nsjail, firejail, srt, codex) come from `common::peers`: installed from their
 //! registries into `target/bench-peers` when missing (`BAND_BENCH_PEERS=0`: none), each skipped
@@ -149,7 +151,8 @@ fn jobs(fetch_url: &str) -> Vec<Job> {
 }
 
 /// Whether the table `name` runs: `BAND_BENCH_ONLY` (comma-separated: noop, py, loop, gate, fetch,
-/// idle, fresh, files, site, load) picks some, to re-measure what a change touched; unset, all run.
+/// idle, turns, fresh, files, site, load) picks some, to re-measure what a change touched; unset,
+/// all run.
 fn wanted(name: &str) -> bool {
     std::env::var("BAND_BENCH_ONLY")
         .map(|only| only.split(',').any(|n| n.trim() == name))
@@ -427,6 +430,52 @@ fn main() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    // 5b: two skills in turn, as an agent calls two tools: each band run follows the other
+    // skill's (the warm server keeps a spare of each shape).
+    if wanted("turns") {
+        let (noop, py) = (&jobs[0], &jobs[1]);
+        let mut bw_noop = || run_ok(&mut bwrap_cmd(&noop.argv, None), "bwrap");
+        let mut bw_py = || run_ok(&mut bwrap_cmd(&py.argv, None), "bwrap");
+        let mut band_noop = || env.band_run_warm("noop", &env.empty);
+        let mut band_py = || env.band_run_warm("py", &env.empty);
+        let s = common::interleaved(
+            iters,
+            &mut [&mut bw_noop, &mut bw_py, &mut band_noop, &mut band_py],
+        );
+        println!("\n### two skills in turn (the no-op and the python job, each after the other)\n");
+        println!("| tool | job | p50 | p95 | p50 / bare bwrap's | CPU per run |");
+        println!("|---|---|---:|---:|---:|---:|");
+        for (tool, job, st, bwrap) in [
+            ("bare bwrap", "no-op", s[0], s[0]),
+            ("bare bwrap", "python job", s[1], s[1]),
+            ("band run (the default: warm server)", "no-op", s[2], s[0]),
+            (
+                "band run (the default: warm server)",
+                "python job",
+                s[3],
+                s[1],
+            ),
+        ] {
+            println!(
+                "| {tool} | {job} | {} | {} | {:.2}× | {} |",
+                ms(st.p50),
+                ms(st.p95),
+                ratio(st.p50, bwrap.p50),
+                st.cpu_text()
+            );
+        }
+        goals.push(goal_row(
+            "no-op, two skills in turn".into(),
+            ratio(s[2].p50, s[0].p50),
+            2.0,
+        ));
+        goals.push(goal_row(
+            "python job, two skills in turn".into(),
+            ratio(s[3].p50, s[1].p50),
+            1.2,
+        ));
     }
 
     // 6: the first run of a fresh state directory (band-server alone).

@@ -88,8 +88,13 @@ pub(crate) fn child_named(name: &str) -> bool {
 
 /// The children of this process (of every thread of it), zombies too.
 fn children() -> std::collections::BTreeSet<i32> {
+    children_of("self")
+}
+
+/// The children of process `pid` (a number, or `self`), from each of its threads' `children`.
+fn children_of(pid: &str) -> std::collections::BTreeSet<i32> {
     let mut out = std::collections::BTreeSet::new();
-    let Ok(tasks) = fs_err::read_dir("/proc/self/task") else {
+    let Ok(tasks) = fs_err::read_dir(format!("/proc/{pid}/task")) else {
         return out;
     };
     for t in tasks.flatten() {
@@ -116,21 +121,52 @@ fn warm_server_pid() -> Option<i32> {
 /// Reap what a job left until no child is left that was not there before it (`before`), or is
 /// the warm band-server (which outlives the runs it serves): a sandbox's processes reach this
 /// process (the subreaper) a moment after the job's own process ended, bubblewrap's
-/// pid-namespace init last. Waited for here, their CPU time falls in this job's window, not the
-/// next one's. At most 500 ms.
+/// pid-namespace init last. Then wait until the warm band-server's processes are idle: after a
+/// run's result its child removes the run and builds the next spare (several ms of CPU), which
+/// is that run's work, not the next job's. Waited for here, their CPU time falls in this job's
+/// window, and the next job starts on a quiet machine. At most 500 ms.
 pub(crate) fn settle(before: &std::collections::BTreeSet<i32>) {
     let deadline = Instant::now() + Duration::from_millis(500);
+    let mut quiet = 0;
     loop {
         reap_orphans();
         let warm = warm_server_pid();
         let left = children()
             .into_iter()
             .any(|p| !before.contains(&p) && Some(p) != warm);
-        if !left || Instant::now() > deadline {
+        // Three looks in a row with nothing of the warm server running (a child between two
+        // steps of its work may sleep for one look).
+        quiet = if !left && warm.is_none_or(|w| !tree_running(w)) {
+            quiet + 1
+        } else {
+            0
+        };
+        if quiet >= 3 || Instant::now() > deadline {
             return;
         }
         std::thread::sleep(Duration::from_micros(500));
     }
+}
+
+/// Whether a thread of `pid` or of a process under it is running or waiting on the disk (state
+/// `R` or `D` in its `stat`).
+fn tree_running(pid: i32) -> bool {
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        if let Ok(tasks) = fs_err::read_dir(format!("/proc/{p}/task")) {
+            for t in tasks.flatten() {
+                let stat = fs_err::read_to_string(t.path().join("stat")).unwrap_or_default();
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().next());
+                if matches!(state, Some("R" | "D")) {
+                    return true;
+                }
+            }
+        }
+        todo.extend(children_of(&p.to_string()));
+    }
+    false
 }
 
 /// `iters` rounds (after one warm-up round) of every entry of `jobs`, interleaved: each round
