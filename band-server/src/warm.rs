@@ -465,9 +465,11 @@ fn spare_answer(kids: &mut [RunChild], pid: i32, shape: String, now: Instant) ->
 /// What the start of a connection that waits for a spare says ([`peek_shape`]).
 #[derive(Debug, PartialEq, Eq)]
 enum Shape {
-    /// Not all of its first line has come yet.
+    /// Nothing has come yet.
     Waiting,
-    /// Its shape line's key, or `None` when it does not begin with one.
+    /// Its shape line's key, or `None` when what came does not begin with a whole one (band
+    /// writes the line and its request in one write, so a line in pieces is not band's: the loop
+    /// does not wait on it, which would have `poll` wake it for the same bytes again and again).
     Known(Option<String>),
     /// Closed, or unreadable.
     Gone,
@@ -486,21 +488,15 @@ fn peek_shape(conn: &UnixStream) -> Shape {
         Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return Shape::Waiting,
         Err(_) => return Shape::Gone,
     };
-    let got = &buf[..n];
-    let k = prefix.len().min(n);
-    if got[..k] != prefix[..k] {
-        return Shape::Known(None);
-    }
-    match got.iter().position(|b| *b == b'\n') {
-        Some(nl) if nl >= prefix.len() => Shape::Known(
-            std::str::from_utf8(&got[prefix.len()..nl])
-                .ok()
-                .map(str::to_string),
-        ),
-        Some(_) => Shape::Known(None),
-        None if n == buf.len() => Shape::Known(None),
-        None => Shape::Waiting,
-    }
+    let key = buf[..n]
+        .strip_prefix(prefix)
+        .and_then(|rest| {
+            rest.split(|b| *b == b'\n')
+                .next()
+                .filter(|_| rest.contains(&b'\n'))
+        })
+        .and_then(|key| std::str::from_utf8(key).ok());
+    Shape::Known(key.map(str::to_string))
 }
 
 fn accept_loop(
@@ -950,6 +946,13 @@ mod tests {
         (answer, gone)
     }
 
+    /// Child `pid` asks for a spare of `shape`, is let, and says it is ready; nothing is sent
+    /// away.
+    fn builds_a_spare(kids: &mut Vec<RunChild>, mine: &mut UnixStream, pid: i32, shape: &str) {
+        assert_eq!(say(kids, mine, pid, SPARE_WANTED, shape).0, Some(SPARE_YES));
+        assert_eq!(say(kids, mine, pid, SPARE_READY, "").1, Vec::<i32>::new());
+    }
+
     /// What the child at `mine` was handed: the connection's byte.
     fn handed(mine: &mut UnixStream) -> Vec<u8> {
         use std::io::Read;
@@ -996,15 +999,7 @@ mod tests {
         let (mut kids, mut theirs) = children(&pids);
         let shapes: Vec<String> = "abcdefgh".chars().map(shape).collect();
         for i in 0..MAX_SPARES {
-            let t = &mut theirs[i];
-            assert_eq!(
-                say(&mut kids, t, pids[i], SPARE_WANTED, &shapes[i]).0,
-                Some(SPARE_YES)
-            );
-            assert_eq!(
-                say(&mut kids, t, pids[i], SPARE_READY, "").1,
-                Vec::<i32>::new()
-            );
+            builds_a_spare(&mut kids, &mut theirs[i], pids[i], &shapes[i]);
         }
         assert_eq!(kids.iter().filter(|k| k.spare).count(), MAX_SPARES);
         // Each connection goes to its own shape's spare.
@@ -1012,15 +1007,7 @@ mod tests {
             let (conn, _client) = UnixStream::pair().unwrap();
             assert!(hand_to_spare(&mut kids, conn, &shapes[i]).is_none());
             assert_eq!(handed(&mut theirs[i]), HANDED);
-            let t = &mut theirs[i];
-            assert_eq!(
-                say(&mut kids, t, pids[i], SPARE_WANTED, &shapes[i]).0,
-                Some(SPARE_YES)
-            );
-            assert_eq!(
-                say(&mut kids, t, pids[i], SPARE_READY, "").1,
-                Vec::<i32>::new()
-            );
+            builds_a_spare(&mut kids, &mut theirs[i], pids[i], &shapes[i]);
         }
         // Full, and every spare is young: a new shape is refused.
         let new = MAX_SPARES;
@@ -1056,18 +1043,21 @@ mod tests {
         use std::io::{Read, Write};
         let (conn, mut client) = UnixStream::pair().unwrap();
         assert_eq!(peek_shape(&conn), Shape::Waiting);
-        client.write_all(b"sha").unwrap();
-        assert_eq!(peek_shape(&conn), Shape::Waiting);
-        client.write_all(b"pe abc").unwrap();
-        assert_eq!(peek_shape(&conn), Shape::Waiting);
-        client.write_all(b"\n{\"type\":\"request\"}\n").unwrap();
+        client
+            .write_all(b"shape abc\n{\"type\":\"request\"}\n")
+            .unwrap();
         assert_eq!(peek_shape(&conn), Shape::Known(Some("abc".into())));
         drop(client);
         let mut all = String::new();
         (&conn).read_to_string(&mut all).unwrap();
         assert_eq!(all, "shape abc\n{\"type\":\"request\"}\n");
         assert_eq!(peek_shape(&conn), Shape::Gone);
-        // A connection that begins with anything else has no shape.
+        // A connection that begins with anything else, or with a line in pieces, has no shape.
+        for start in ["sha", "shape abc"] {
+            let (conn, mut client) = UnixStream::pair().unwrap();
+            client.write_all(start.as_bytes()).unwrap();
+            assert_eq!(peek_shape(&conn), Shape::Known(None), "{start}");
+        }
         let (conn, mut client) = UnixStream::pair().unwrap();
         client.write_all(b"{\"type\"").unwrap();
         assert_eq!(peek_shape(&conn), Shape::Known(None));
