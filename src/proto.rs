@@ -114,7 +114,9 @@ impl RunRequest {
             self.observe,
             &self.narrowing,
         );
-        crate::lock::sha256_hex(&serde_json::to_vec(&shape).unwrap_or_default())
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(serde_json::to_vec(&shape).unwrap_or_default());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
