@@ -301,6 +301,20 @@ struct RunChild {
     ready_at: Option<Instant>,
 }
 
+impl RunChild {
+    /// A child just forked: no spare, and no shape yet.
+    fn new(pid: i32, ctl: UnixStream) -> RunChild {
+        RunChild {
+            pid,
+            ctl,
+            spare: false,
+            building: false,
+            shape: None,
+            ready_at: None,
+        }
+    }
+}
+
 /// What a child with a spare built writes on its control socket.
 const SPARE_READY: u8 = b'R';
 /// What a child about to build a spare asks first, followed by the shape of the request it
@@ -666,14 +680,7 @@ fn accept_loop(
                 Ok(Some(pid)) => {
                     drop(conn);
                     drop(theirs);
-                    kids.push(RunChild {
-                        pid,
-                        ctl,
-                        spare: false,
-                        building: false,
-                        shape: None,
-                        ready_at: None,
-                    });
+                    kids.push(RunChild::new(pid, ctl));
                 }
                 Err(e) => crate::say!("band-server serve: fork: {e}"),
             }
@@ -904,15 +911,7 @@ mod tests {
         pids.iter()
             .map(|&pid| {
                 let (ctl, child) = UnixStream::pair().unwrap();
-                let kid = RunChild {
-                    pid,
-                    ctl,
-                    spare: false,
-                    building: false,
-                    shape: None,
-                    ready_at: None,
-                };
-                (kid, child)
+                (RunChild::new(pid, ctl), child)
             })
             .unzip()
     }
