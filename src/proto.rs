@@ -93,9 +93,17 @@ pub struct RunRequest {
 }
 
 /// The line a client of the host's warm band-server writes before its request: `shape <key>`,
-/// [`RunRequest::shape_key`]. The warm server looks at it (without reading it) to hand the
+/// [`RunRequest::shape_line`]. The warm server looks at it (without reading it) to hand the
 /// connection to a spare sandbox of that shape; the child that serves the connection reads it.
 pub const SHAPE_LINE_PREFIX: &str = "shape ";
+
+/// The key of the shape line `bytes` begin with ([`RunRequest::shape_line`]), if they begin with
+/// a whole one (its `\n` included).
+pub fn shape_line_key(bytes: &[u8]) -> Option<&str> {
+    let rest = bytes.strip_prefix(SHAPE_LINE_PREFIX.as_bytes())?;
+    let end = rest.iter().position(|b| *b == b'\n')?;
+    std::str::from_utf8(&rest[..end]).ok()
+}
 
 impl RunRequest {
     /// What a spare sandbox built after this request could serve again, as one SHA-256 (hex):
@@ -117,6 +125,11 @@ impl RunRequest {
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(serde_json::to_vec(&shape).unwrap_or_default());
         digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The shape line ([`SHAPE_LINE_PREFIX`]) of this request, with its `\n`.
+    pub fn shape_line(&self) -> String {
+        format!("{SHAPE_LINE_PREFIX}{}\n", self.shape_key())
     }
 }
 

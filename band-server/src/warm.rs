@@ -494,7 +494,6 @@ enum Shape {
 /// (`run::serve_with`).
 fn peek_shape(conn: &UnixStream) -> Shape {
     use rustix::net::{RecvFlags, recv};
-    let prefix = band::proto::SHAPE_LINE_PREFIX.as_bytes();
     let mut buf = [0u8; run::SHAPE_LINE_MAX];
     let n = match recv(conn, &mut buf, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
         Ok((0, _)) => return Shape::Gone,
@@ -502,15 +501,7 @@ fn peek_shape(conn: &UnixStream) -> Shape {
         Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return Shape::Waiting,
         Err(_) => return Shape::Gone,
     };
-    let key = buf[..n]
-        .strip_prefix(prefix)
-        .and_then(|rest| {
-            rest.split(|b| *b == b'\n')
-                .next()
-                .filter(|_| rest.contains(&b'\n'))
-        })
-        .and_then(|key| std::str::from_utf8(key).ok());
-    Shape::Known(key.map(str::to_string))
+    Shape::Known(band::proto::shape_line_key(&buf[..n]).map(str::to_string))
 }
 
 fn accept_loop(
@@ -784,7 +775,7 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
     // Spares, one after another, while they are wanted and the server is there.
     let mut n = 0u32;
     while let Some(served_req) = served.take().filter(|s| spare::wanted(&s.req)) {
-        if !spare_allowed(&ctl, &served_req.shape) {
+        if !spare_allowed(&ctl, served_req.shape.as_deref().unwrap_or_default()) {
             break;
         }
         let req = &served_req.req;

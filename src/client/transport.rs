@@ -316,12 +316,7 @@ fn run_warm(
     })?;
     // A server that closed the connection unread fails this write: judged by what is read.
     // The shape line first: the warm server hands the connection to a spare of this shape.
-    let lines = format!(
-        "{}{}\n{}",
-        proto::SHAPE_LINE_PREFIX,
-        req.shape_key(),
-        request_lines(req)?
-    );
+    let lines = req.shape_line() + &request_lines(req)?;
     let _ = writer.write_all(lines.as_bytes());
     let done = Arc::new(AtomicBool::new(false));
     hold_open(writer, cancel.clone(), done.clone());

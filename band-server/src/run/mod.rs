@@ -776,12 +776,13 @@ pub fn serve(
     .0
 }
 
-/// A request served, and its shape as the client sent it ([`RunRequest::shape_key`], before the
-/// site policy narrowed it): a warm server builds its next spare sandbox for it (`spare`) and
-/// hands that spare the next connection of the same shape (`warm`).
+/// A request served, and the key of the shape line its client sent before it
+/// ([`RunRequest::shape_line`], computed before the site policy narrowed the request), if it
+/// sent one: a warm server builds its next spare sandbox for it (`spare`) and hands that spare
+/// the next connection of the same shape (`warm`).
 pub(crate) struct ServedRequest {
     pub(crate) req: RunRequest,
-    pub(crate) shape: String,
+    pub(crate) shape: Option<String>,
 }
 
 /// [`serve`] with the run left to `run`, which gets the request and the client's watch, and
@@ -802,7 +803,10 @@ where
     let mut line = String::new();
     let max = max_request_bytes(cfg);
     let mut read = input.by_ref().take(max + 1).read_line(&mut line);
-    if line.starts_with(proto::SHAPE_LINE_PREFIX) && line.len() <= SHAPE_LINE_MAX {
+    let shape = proto::shape_line_key(line.as_bytes())
+        .filter(|_| line.len() <= SHAPE_LINE_MAX)
+        .map(str::to_string);
+    if shape.is_some() {
         line.clear();
         read = input.by_ref().take(max + 1).read_line(&mut line);
     }
@@ -826,8 +830,6 @@ where
         Ok(_) => match serde_json::from_str::<Message>(line.trim_end()) {
             Ok(Message::Request(mut req)) => {
                 drop(line);
-                // The shape as the client computed it, before the site policy narrows it.
-                let shape = req.shape_key();
                 // Every path of a run (its own, a spare's, a warm child's) starts from the
                 // request narrowed to the site policy; `request::check` refuses it again.
                 if let Err(e) = request::narrow_to_site(&mut req, cfg) {
@@ -974,9 +976,8 @@ mod tests {
         }))
         .expect("a request");
         let text = format!(
-            "{}{}\n{}\n",
-            proto::SHAPE_LINE_PREFIX,
-            req.shape_key(),
+            "{}{}\n",
+            req.shape_line(),
             serde_json::to_string(&Message::Request(Box::new(req.clone()))).expect("json")
         );
         let log: Log = Arc::default();
@@ -996,7 +997,7 @@ mod tests {
         assert_eq!(result.run_id, "0123456789abcdef", "{result:?}");
         let served = served.expect("a request served");
         assert_eq!(served.req.run_id, req.run_id);
-        assert_eq!(served.shape, req.shape_key());
+        assert_eq!(served.shape, Some(req.shape_key()));
     }
 
     /// A client that never reads: its output blocks.
