@@ -368,76 +368,57 @@ fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream, shape: &str) -> Opt
     }
 }
 
-/// Read what the run child `kids[i]` wrote on its control socket: a spare asked for (answered),
-/// or a spare ready (the one of its shape now, another of that shape sent away: its socket
-/// closes, and it removes its sandbox and exits). Returns the pids of the children forgotten:
-/// this one when its end is closed (it ended), and the spares sent away.
+/// Read one message the run child `kids[i]` wrote on its control socket (`poll` wakes the loop
+/// again for the next): a spare asked for (answered), or a spare ready (the one of its shape now,
+/// another of that shape sent away: its socket closes, and it removes its sandbox and exits).
+/// Returns the pids of the children forgotten: this one when its end is closed (it ended), and
+/// the spares sent away.
 fn heard_from(kids: &mut Vec<RunChild>, i: usize) -> Vec<i32> {
     use std::io::Read;
-    let mut buf = vec![0u8; 256];
-    let n = match kids[i].ctl.read(&mut buf) {
-        Ok(0) | Err(_) => return vec![kids.remove(i).pid],
-        Ok(n) => n,
-    };
-    buf.truncate(n);
     let pid = kids[i].pid;
+    let mut said = [0u8; 1];
+    if !matches!(kids[i].ctl.read(&mut said), Ok(1)) {
+        return vec![kids.remove(i).pid];
+    }
     let mut gone = Vec::new();
-    let mut at = 0;
-    while at < buf.len() {
-        let said = buf[at];
-        at += 1;
-        match said {
-            SPARE_WANTED => {
-                // Its shape follows, written with it: what did not come in this read is read now.
-                if buf.len() < at + SHAPE_LEN {
-                    let mut rest = vec![0u8; at + SHAPE_LEN - buf.len()];
-                    let Some(k) = kids.iter_mut().find(|k| k.pid == pid) else {
-                        break;
-                    };
-                    if k.ctl.read_exact(&mut rest).is_err() {
-                        gone.extend(
-                            kids.iter()
-                                .position(|k| k.pid == pid)
-                                .map(|j| kids.remove(j).pid),
-                        );
-                        break;
-                    }
-                    buf.extend_from_slice(&rest);
-                }
-                let shape = String::from_utf8_lossy(&buf[at..at + SHAPE_LEN]).into_owned();
-                at += SHAPE_LEN;
-                let (yes, away) = spare_answer(kids, pid, shape, Instant::now());
-                for a in away {
-                    if let Some(j) = kids.iter().position(|k| k.pid == a) {
-                        gone.push(kids.remove(j).pid);
-                    }
-                }
-                if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
-                    k.building = yes;
-                    let answer = if yes { SPARE_YES } else { SPARE_NO };
-                    let _ = std::io::Write::write_all(&mut k.ctl, &[answer]);
-                }
+    match said[0] {
+        SPARE_WANTED => {
+            // Its shape follows, written with it.
+            let mut shape = [0u8; SHAPE_LEN];
+            if kids[i].ctl.read_exact(&mut shape).is_err() {
+                return vec![kids.remove(i).pid];
             }
-            SPARE_READY => {
-                let shape = kids
-                    .iter()
-                    .find(|k| k.pid == pid)
-                    .and_then(|k| k.shape.clone());
-                kids.retain(|k| {
-                    let away = k.spare && k.pid != pid && k.shape == shape;
-                    if away {
-                        gone.push(k.pid);
-                    }
-                    !away
-                });
-                if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
-                    k.spare = true;
-                    k.building = false;
-                    k.ready_at = Some(Instant::now());
+            let shape = String::from_utf8_lossy(&shape).into_owned();
+            let (yes, away) = spare_answer(kids, pid, shape, Instant::now());
+            kids.retain(|k| {
+                let sent = away.contains(&k.pid);
+                if sent {
+                    gone.push(k.pid);
                 }
+                !sent
+            });
+            if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
+                k.building = yes;
+                let answer = if yes { SPARE_YES } else { SPARE_NO };
+                let _ = std::io::Write::write_all(&mut k.ctl, &[answer]);
             }
-            _ => {}
         }
+        SPARE_READY => {
+            let shape = kids[i].shape.clone();
+            kids.retain(|k| {
+                let away = k.spare && k.pid != pid && k.shape == shape;
+                if away {
+                    gone.push(k.pid);
+                }
+                !away
+            });
+            if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
+                k.spare = true;
+                k.building = false;
+                k.ready_at = Some(Instant::now());
+            }
+        }
+        _ => {}
     }
     gone
 }
