@@ -587,7 +587,9 @@ fn accept_loop(
         };
         for pid in heard {
             if let Some(i) = kids.iter().position(|k| k.pid == pid) {
-                ending.extend(heard_from(&mut kids, i));
+                for gone in heard_from(&mut kids, i) {
+                    still_ending(&mut ending, gone);
+                }
             }
         }
         // Connections whose shape line may have come: to the spare of their shape, else to a
@@ -691,6 +693,20 @@ fn accept_checked(
         Err(e) => {
             crate::say!("band-server serve: peer credentials: {e}");
             Ok(None)
+        }
+    }
+}
+
+/// Count `pid`, a child the loop no longer serves, among the children that are ending, unless it
+/// has ended: its control socket closes as it exits, so the loop often hears of its end after
+/// reaping it (`reap_any` at the top of the loop). Counted then, it would be waited for for ever,
+/// and the loop would wake every [`REAP_POLL_MS`] while idle.
+fn still_ending(ending: &mut Vec<i32>, pid: i32) {
+    match sys::reap(pid) {
+        Ok(sys::Reaped::Running) => ending.push(pid),
+        Ok(sys::Reaped::Now | sys::Reaped::Before) => {}
+        Err(e) => {
+            crate::say!("band-server serve: waitpid {pid}: {e}");
         }
     }
 }
@@ -1156,5 +1172,60 @@ mod tests {
         assert!(!peer_allowed(1001, 1000));
         assert!(peer_allowed(0, 0));
         assert!(!peer_allowed(1000, 0));
+    }
+
+    /// A child the loop has reaped already, or reaps now, is not waited for (before, one whose
+    /// control socket the loop heard close after reaping it was, and the loop then woke every
+    /// 10 ms for as long as it lived); one still running is.
+    #[test]
+    // Each child is reaped by `sys::reap`, what the test is about, not by `Child::wait`.
+    #[allow(clippy::zombie_processes)]
+    fn only_children_still_running_are_counted_as_ending() {
+        use std::process::{Command, Stdio};
+        // Until it has exited (a zombie, left to be reaped).
+        let exited = |child: &std::process::Child| {
+            let stat = format!("/proc/{}/stat", child.id());
+            while !fs_err::read_to_string(&stat)
+                .expect("read the child's stat")
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+            {
+                std::thread::yield_now();
+            }
+        };
+        let mut ending = Vec::new();
+
+        let reaped_before = Command::new("true").spawn().expect("spawn true");
+        exited(&reaped_before);
+        let pid = reaped_before.id() as i32;
+        assert_eq!(sys::reap(pid).expect("reap"), sys::Reaped::Now);
+        still_ending(&mut ending, pid);
+        assert!(ending.is_empty(), "a child reaped before is not ending");
+
+        let zombie = Command::new("true").spawn().expect("spawn true");
+        exited(&zombie);
+        still_ending(&mut ending, zombie.id() as i32);
+        assert!(
+            ending.is_empty(),
+            "a child that has exited is reaped, not counted"
+        );
+        assert_eq!(
+            sys::reap(zombie.id() as i32).expect("reap"),
+            sys::Reaped::Before
+        );
+
+        let mut running = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn cat");
+        still_ending(&mut ending, running.id() as i32);
+        assert_eq!(ending, vec![running.id() as i32]);
+        drop(running.stdin.take());
+        exited(&running);
+        assert_eq!(
+            sys::reap(running.id() as i32).expect("reap"),
+            sys::Reaped::Now
+        );
     }
 }

@@ -54,6 +54,36 @@ pub(crate) fn set_child_subreaper() -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
 }
 
+/// What [`reap`] found of one child.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub(crate) enum Reaped {
+    /// It is still running.
+    Running,
+    /// It had exited, and is reaped now.
+    Now,
+    /// It is not (or no longer) a child of ours: reaped before, by [`reap_any`] say.
+    Before,
+}
+
+/// `waitpid(pid, WNOHANG)`: reap the child `pid` if it has exited.
+pub(crate) fn reap(pid: i32) -> io::Result<Reaped> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    match rc {
+        0 => Ok(Reaped::Running),
+        _ if rc == pid => Ok(Reaped::Now),
+        _ => {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ECHILD) {
+                Ok(Reaped::Before)
+            } else {
+                Err(err)
+            }
+        }
+    }
+}
+
 /// `waitpid(-1, WNOHANG)`: reap one child of ours that has exited. `Ok(Some(pid))` when one
 /// was reaped, `Ok(None)` when none has exited (or there is no child at all).
 pub(crate) fn reap_any() -> io::Result<Option<i32>> {
