@@ -215,6 +215,10 @@ pub(crate) fn prepare_state_dir(state: &Path) -> SetupResult<()> {
             format!("{} must be a root-owned directory", state.display()),
         ));
     }
+    if m.mode() & 0o7777 == 0o755 {
+        // A chmod of it anyway would write its change time to disk each run.
+        return Ok(());
+    }
     fs::set_permissions(state, std::fs::Permissions::from_mode(0o755)).layer(
         Layer::Filesystem,
         format!("failed to chmod {}", state.display()),

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub(crate) mod dirs;
 mod guard;
 pub(crate) mod handover;
 pub(crate) mod paths;

@@ -46,16 +46,13 @@ pub(crate) fn remove_mark(state: &Path, name: &str) -> io::Result<()> {
 
 pub(super) fn write_mark(state: &Path, name: &str) -> Result<PathBuf, CgroupError> {
     use fs_err::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::fs::PermissionsExt;
     validate_name(name)?;
     let dir = marks_dir(state);
     let create = |path: &Path, error| CgroupError::Create {
         path: path.to_path_buf(),
         error,
     };
-    fs::create_dir_all(&dir).map_err(|e| create(&dir, e))?;
-    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| create(&dir, e))?;
+    crate::common::dirs::dir_with_mode(&dir, 0o700, true, None).map_err(|e| create(&dir, e))?;
     let mark = dir.join(name);
     fs::OpenOptions::new()
         .write(true)

@@ -959,12 +959,7 @@ pub(crate) fn read_first(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 
 /// Make a directory with exactly `mode` (no umask), or accept an existing one.
 fn ensure_dir(path: &Path, mode: u32) -> io::Result<()> {
-    match fs::create_dir(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    crate::common::dirs::dir_with_mode(path, mode, false, None)
 }
 
 /// Make `<state>/exec/{cache,runs}`: traversable (bubblewrap, as the run's uid, binds from

@@ -62,6 +62,7 @@ use std::path::{Path, PathBuf};
 use band::policy::fs::FsPattern;
 use band::proto::Layer;
 
+use crate::common::dirs::dir_with_mode;
 use crate::common::handover::{JAVA_TRUSTSTORE, SYSTEM_BUNDLES};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::request::DecodedFile;
@@ -929,13 +930,9 @@ impl RunDir {
     /// Create and mount the run directory, then apply the plan's steps.
     pub(crate) fn create(plan: &RunDirPlan<'_>) -> SetupResult<RunDir> {
         let runs = runs_dir(&plan.state);
-        fs::create_dir_all(&runs).layer(
+        dir_with_mode(&runs, 0o711, true, None).layer(
             Layer::Filesystem,
-            format!("failed to create {}", runs.display()),
-        )?;
-        fs::set_permissions(&runs, std::fs::Permissions::from_mode(0o711)).layer(
-            Layer::Filesystem,
-            format!("failed to chmod {}", runs.display()),
+            format!("failed to make {}", runs.display()),
         )?;
         let root = plan.root.clone();
         fs::create_dir(&root).map_err(|e| {
@@ -1157,8 +1154,7 @@ fn make_dev(target: &Path) -> std::io::Result<()> {
     };
     sys::mount_dev_tmpfs(target).map_err(at(target))?;
     for d in ["shm", "pts"] {
-        fs::create_dir(target.join(d))?;
-        fs::set_permissions(target.join(d), std::fs::Permissions::from_mode(0o755))?;
+        dir_with_mode(&target.join(d), 0o755, false, None)?;
     }
     for (name, major, minor) in DEV_NODES {
         let node = target.join(name);
@@ -1179,18 +1175,7 @@ fn named<T>(r: std::io::Result<T>) -> SetupResult<T> {
 }
 
 fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
-    match fs::create_dir(p) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
-        Err(e) => return named(Err(e)),
-    }
-    if let Some((u, g)) = owner {
-        chown(p, u, g)?;
-    }
-    named(fs::set_permissions(
-        p,
-        std::fs::Permissions::from_mode(mode),
-    ))
+    named(dir_with_mode(p, mode, false, owner))
 }
 
 fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {

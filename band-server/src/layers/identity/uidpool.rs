@@ -48,7 +48,9 @@ pub(crate) fn try_lock_uid(dir: &Path, slot: u32) -> std::io::Result<Option<File
             format!("{} is not a directory", dir.display()),
         ));
     }
-    fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777 != 0o700 {
+        fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -248,14 +250,8 @@ pub(crate) type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File) -> bool;
 /// Lease the first free slot for `run_id`, creating its user if needed.
 pub(crate) fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
     let dir = leases_dir(state);
-    fs::create_dir_all(&dir).layer(
-        Layer::Identity,
-        format!("failed to create {}", dir.display()),
-    )?;
-    fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).layer(
-        Layer::Identity,
-        format!("failed to chmod {}", dir.display()),
-    )?;
+    crate::common::dirs::dir_with_mode(&dir, 0o700, true, None)
+        .layer(Layer::Identity, format!("failed to make {}", dir.display()))?;
     // Every slot can be briefly locked by a janitor pass of another starting server: retry.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
