@@ -1,7 +1,8 @@
 //! Issue 42: correctness under load. 64 runs at once, of eight skills, each its own uid: every
 //! run sees only its own files, processes, network rules and secrets, and nothing of any run is
 //! left behind (processes, cgroups, run folders, nft tables), including when a quarter of their
-//! clients are killed mid-run.
+//! clients are killed mid-run. Twice: each run with a band-server of its own, and on the host's
+//! warm server (the default), with spares of some of the skills waiting when the runs come.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,10 @@ const SKILLS: usize = 8;
 const RUNS: usize = 64;
 /// Every fourth client is killed once its run's script is running.
 const KILL_EVERY: usize = 4;
+/// What run `i`'s `slow` script runs while it waits to be killed: seen by its command line.
+fn slow_sleep(i: usize) -> String {
+    format!("sleep {}", 1200 + i)
+}
 
 fn host(k: usize) -> String {
     format!("s{k}.load.test")
@@ -55,39 +60,26 @@ printf '{{"token":"%s","in":"%s","ws":"%s","tmp":"%s","uid":%s,"pids":%s,"foreig
         ))
         .input_schema("probe", SkillBuilder::NO_INPUT)
         .script("probe.sh", &probe)
-        .input_schema("slow", SkillBuilder::NO_INPUT)
-        .script("slow.sh", "#!/bin/bash\nsleep 1200\n")
+        .input_schema(
+            "slow",
+            r#"{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}"#,
+        )
+        .script(
+            "slow.sh",
+            "#!/bin/bash\nn=$(tr -dc 0-9 < \"$INPUT_PATH\")\nexec sleep $((1200 + n))\n",
+        )
         .write(root)
 }
 
-/// The pids of `pid`'s descendants, with their command lines.
-fn descendants(pid: u32) -> Vec<(u32, String)> {
-    let mut parent_of = Vec::new();
-    for e in fs_err::read_dir("/proc").expect("/proc").flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = fs_err::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u32>().ok());
-        let cmd = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
-        if let Some(ppid) = ppid {
-            parent_of.push((p, ppid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for (p, pp, cmd) in &parent_of {
-            if *pp == parent {
-                out.push((*p, cmd.clone()));
-                frontier.push(*p);
-            }
-        }
-    }
-    out
+/// Is a process of command line `cmd` running (on the host, in any sandbox)?
+fn running(cmd: &str) -> bool {
+    fs_err::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .any(|e| {
+            let line = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&line).replace('\0', " ").trim_end() == cmd
+        })
 }
 
 /// The run ids of the run starts in the ledger under `data`.
@@ -105,6 +97,24 @@ fn started_runs(data: &Path) -> BTreeSet<String> {
 #[test]
 fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behind() {
     band_test::privileged!(sandbox_missing());
+    sixty_four_runs(false);
+}
+
+/// The same on the host's warm server, as `band run` runs by default: the runs come while spares
+/// of four of the skills wait (more shapes than spares: some are sent away), most are served by
+/// children forked for them, and once the server is stopped nothing of any run or spare is left.
+#[test]
+fn privileged_sixty_four_runs_on_the_warm_server_see_only_their_own_and_leave_nothing_behind() {
+    band_test::privileged!(sandbox_missing());
+    let _one = crate::warm::ONE_SERVER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let _stop = crate::warm::StopServer;
+    crate::warm::no_warm_server();
+    sixty_four_runs(true);
+}
+
+fn sixty_four_runs(warm: bool) {
     let names: Vec<String> = (0..SKILLS).map(host).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let lab = band_test::netlab::Lab::new(&refs);
@@ -114,8 +124,39 @@ fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behin
         skill(&skills, k);
     }
     let data = t.path().join("data");
-    let band = band_test::Band::new(crate::common::band_exe(), &data)
+    let mut band = band_test::Band::new(crate::common::band_exe(), &data)
         .env("BAND_SERVER_CONFIG", &lab.config);
+    let log = Path::new(crate::warm::HOST_DIR).join("serve.log");
+    let log_from = fs_err::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    if warm {
+        // The config decides (the tests' environment says BAND_WARM=0).
+        let config = t.path().join("config.toml");
+        fs_err::write(&config, "warm = true\n").expect("write");
+        band = band.env("BAND_CONFIG", &config).env_remove("BAND_WARM");
+        // One run of each skill first, one after the other: the server starts, and spares of
+        // the last skills' shape wait when the 64 come.
+        for k in 0..SKILLS {
+            let ws = t.path().join(format!("first{k}"));
+            fs_err::create_dir_all(&ws).expect("mkdir");
+            fs_err::write(ws.join("in.txt"), "first\n").expect("write");
+            let (code, out, err) = band.clone().env("LOAD_TOKEN", "first").run(
+                &[
+                    "run",
+                    "--json",
+                    "--skills",
+                    &skills.display().to_string(),
+                    &format!("load{k}/probe"),
+                ],
+                &ws,
+            );
+            assert_eq!(code, 0, "first run of load{k}: {out}{err}");
+        }
+        band_test::wait_until("spares of the last skills", || {
+            let text = fs_err::read(&log).unwrap_or_default();
+            let text = String::from_utf8_lossy(&text[log_from as usize..]);
+            text.matches(" ready for load").count() >= 4
+        });
+    }
     let mut clients: Vec<(usize, Child, PathBuf)> = Vec::new();
     for i in 0..RUNS {
         let k = i % SKILLS;
@@ -127,8 +168,11 @@ fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behin
         let mut cmd = Command::new(band.exe());
         cmd.args(["run", "--json", "--skills"])
             .arg(&skills)
-            .arg(format!("load{k}/{script}"))
-            .current_dir(&ws)
+            .arg(format!("load{k}/{script}"));
+        if killed {
+            cmd.arg(format!("--n={i}"));
+        }
+        cmd.current_dir(&ws)
             .env("LOAD_TOKEN", format!("token-{i}"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -141,13 +185,13 @@ fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behin
         if *i % KILL_EVERY != KILL_EVERY - 1 {
             continue;
         }
-        let pid = child.id();
         band_test::wait_until(&format!("client {i}'s script to run"), || {
-            descendants(pid).iter().any(|(_, c)| c.contains("slow.sh"))
+            running(&slow_sleep(*i))
         });
         let _ = child.kill();
     }
     let mut uids = BTreeSet::new();
+    let mut served = Vec::new();
     for (i, child, ws) in clients {
         let out = child.wait_with_output().expect("wait");
         if i % KILL_EVERY == KILL_EVERY - 1 {
@@ -187,15 +231,56 @@ fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behin
             Some(format!("token-{i}\n").as_str()),
             "run {i}'s file"
         );
+        served.push(v["run_id"].as_str().expect("run_id").to_string());
         let uid = seen["uid"].as_u64().expect("uid");
         assert!(uid > 0, "run {i}: {seen}");
         uids.insert(uid);
     }
     assert!(uids.len() > 1, "every run had one uid: {uids:?}");
 
-    // Nothing of any run is left: every run the clients started (the ledger has each start).
-    let runs = started_runs(&data);
-    assert_eq!(runs.len(), RUNS, "{runs:?}");
+    // Nothing of any run is left: every run the clients started (the ledger has each start),
+    // and on the warm server every spare it built (its log names each), once it is stopped.
+    let mut runs = started_runs(&data);
+    let first = if warm { SKILLS } else { 0 };
+    assert_eq!(runs.len(), RUNS + first, "{runs:?}");
+    if warm {
+        let pid = crate::warm::server_pid().expect("the warm server's pid file");
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        band_test::wait_until("the warm server to exit", || !crate::warm::alive(pid));
+        let text = fs_err::read(&log).expect("the warm server's log");
+        let text = String::from_utf8_lossy(&text[log_from as usize..]);
+        let spares: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains(" ready for load"))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .skip_while(|w| *w != "spare")
+                    .nth(1)
+                    .map(String::from)
+            })
+            .collect();
+        assert!(spares.len() >= 4, "{text}");
+        // Each run was the warm server's, and the first of each skill with a spare waiting
+        // was served by it.
+        let how: Vec<&str> = served
+            .iter()
+            .map(|id| {
+                let needle = format!("run {id} served by the warm server (");
+                let line = text.lines().find(|l| l.contains(&needle));
+                let line = line.unwrap_or_else(|| panic!("run {id} not served warm:\n{text}"));
+                if line.contains("(a spare;") {
+                    "a spare"
+                } else {
+                    "built"
+                }
+            })
+            .collect();
+        assert!(
+            how.contains(&"a spare"),
+            "no run was served by a spare:\n{text}"
+        );
+        runs.extend(spares);
+    }
     let left = || {
         let tables = Command::new("nft")
             .args(["list", "tables"])

@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use crate::common::{bin, sandbox_missing};
 
-const HOST_DIR: &str = "/run/band-serve/host";
+pub(crate) const HOST_DIR: &str = "/run/band-serve/host";
 
 /// The host has one warm server: the tests that start one take turns.
-static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Kill the host's warm server, if one runs, and wait for it to go.
-fn no_warm_server() {
+pub(crate) fn no_warm_server() {
     if let Some(pid) = server_pid().filter(|p| alive(*p)) {
         let _ = std::process::Command::new("kill")
             .arg(pid.to_string())
@@ -80,7 +80,7 @@ printf '{"sandbox":{"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":
 }
 
 /// The warm server's pid, from its pid file.
-fn server_pid() -> Option<i32> {
+pub(crate) fn server_pid() -> Option<i32> {
     fs_err::read_to_string(Path::new(HOST_DIR).join("serve.pid"))
         .ok()?
         .split_whitespace()
@@ -89,7 +89,7 @@ fn server_pid() -> Option<i32> {
         .ok()
 }
 
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -127,13 +127,14 @@ fn copied_server(band: &band_test::Band, dir: &Path) -> PathBuf {
 }
 
 /// Stops the warm server this test started, whatever the test's end.
-struct StopServer;
+pub(crate) struct StopServer;
 
 impl Drop for StopServer {
     fn drop(&mut self) {
         if let Some(pid) = server_pid() {
             let _ = std::process::Command::new("kill")
                 .arg(pid.to_string())
+                .stderr(std::process::Stdio::null())
                 .status();
         }
     }
