@@ -337,6 +337,10 @@ const MAX_SPARES: usize = 4;
 /// of many skills at once (whose spares are all younger) does not build spares that are sent away
 /// before they serve.
 const SPARE_EVICT_AFTER: Duration = Duration::from_secs(1);
+/// What a child writes when its run found every uid leased and waits for one: the loop sends
+/// the spare that has waited longest away (its uid is free once it is removed). A spare holds
+/// a uid for a run that may not come; a run that came comes first.
+const POOL_FULL: u8 = b'F';
 const SPARE_YES: u8 = b'Y';
 const SPARE_NO: u8 = b'N';
 /// What comes with a connection handed to a spare.
@@ -401,6 +405,17 @@ fn heard_from(kids: &mut Vec<RunChild>, i: usize) -> Vec<i32> {
                 k.building = yes;
                 let answer = if yes { SPARE_YES } else { SPARE_NO };
                 let _ = std::io::Write::write_all(&mut k.ctl, &[answer]);
+            }
+        }
+        POOL_FULL => {
+            let oldest = kids
+                .iter()
+                .filter(|k| k.spare && k.pid != pid)
+                .filter_map(|k| Some((k.ready_at?, k.pid)))
+                .min();
+            if let Some((_, away)) = oldest {
+                kids.retain(|k| k.pid != away);
+                gone.push(away);
             }
         }
         SPARE_READY => {
@@ -761,8 +776,17 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
         return 1;
     };
     let said = |r: &RunResult| log_result(r, spare::Served::Own);
+    // Every uid leased: the loop sends a waiting spare away, and its uid is free once it is
+    // removed.
+    let full = || {
+        let _ = (&ctl).write_all(&[POOL_FULL]);
+    };
+    let hooks = run::LeaseHooks {
+        full: &full,
+        ..run::LeaseHooks::NONE
+    };
     let (_, mut served) = run::serve_with(input, cfg, &sink, &said, |req, gone| {
-        let (result, removal) = run::execute_until_result(&req, cfg, &sink, &gone, &|| ());
+        let (result, removal) = run::execute_until_result(&req, cfg, &sink, &gone, hooks);
         (result, removal, req)
     });
     sink.finish();
@@ -794,7 +818,7 @@ fn serve_one(conn: UnixStream, cfg: &ServerConfig, host: bool, ctl: UnixStream) 
             }
         };
         let mut next = || wait_for_handover(&ctl);
-        let kept = spare::keep(req, id, cfg, &mut ready, &mut next);
+        let kept = spare::keep(req, id, cfg, &mut ready, &mut next, hooks);
         served = match kept {
             spare::Kept::Served(next_req) => next_req.map(|b| *b),
             spare::Kept::Rebuild => Some(served_req),
@@ -1021,6 +1045,34 @@ mod tests {
             "b's socket is closed"
         );
         assert!(kids.iter().all(|k| k.pid != pids[1]));
+    }
+
+    /// A run that finds every uid leased gets a spare's: the loop sends the spare that has
+    /// waited longest away (its socket closes, it removes its sandbox and its lease), however
+    /// young, and another on the next call; a child with no spare waiting besides it changes
+    /// nothing.
+    #[test]
+    fn a_run_that_finds_every_uid_leased_has_a_spare_sent_away() {
+        use std::io::Read;
+        let (mut kids, mut theirs) = children(&[301, 302, 303]);
+        builds_a_spare(&mut kids, &mut theirs[0], 301, &shape('a'));
+        builds_a_spare(&mut kids, &mut theirs[1], 302, &shape('b'));
+        let now = Instant::now();
+        kids[0].ready_at = Some(now);
+        kids[1].ready_at = Some(now - Duration::from_millis(1));
+        let (_, gone) = say(&mut kids, &mut theirs[2], 303, POOL_FULL, "");
+        assert_eq!(gone, vec![302], "the older spare goes");
+        let mut rest = Vec::new();
+        assert_eq!(
+            theirs[1].read_to_end(&mut rest).unwrap(),
+            0,
+            "its socket is closed"
+        );
+        let (_, gone) = say(&mut kids, &mut theirs[2], 303, POOL_FULL, "");
+        assert_eq!(gone, vec![301]);
+        let (_, gone) = say(&mut kids, &mut theirs[2], 303, POOL_FULL, "");
+        assert_eq!(gone, Vec::<i32>::new(), "no spare left");
+        assert_eq!(kids.iter().map(|k| k.pid).collect::<Vec<_>>(), vec![303]);
     }
 
     /// The loop looks at a connection's shape line without reading it: the child that serves the

@@ -125,21 +125,42 @@ impl Removal {
     }
 }
 
+/// What a run's caller does around its uid lease ([`prepare`]).
+#[derive(Clone, Copy)]
+pub(crate) struct LeaseHooks<'a> {
+    /// Returns once what must precede the lease is done (`band-server run`'s janitor pass,
+    /// started beside the request's read: it frees the leases of dead runs once their processes
+    /// are killed).
+    pub(crate) before: &'a dyn Fn(),
+    /// Called after each look at the pool that found every uid leased, while the run waits for
+    /// one (`uidpool::WhenFull`): a warm server's child asks its server to send a waiting spare
+    /// away, whose uid a run can use.
+    pub(crate) full: &'a dyn Fn(),
+}
+
+fn nothing() {}
+
+impl LeaseHooks<'_> {
+    /// Nothing before the lease, nothing to ask when the pool is full.
+    pub(crate) const NONE: LeaseHooks<'static> = LeaseHooks {
+        before: &nothing,
+        full: &nothing,
+    };
+}
+
 /// The run up to its result: built, run, collected, and stopped (every process of it killed and
 /// reaped; `teardown_ms` is that stop). The removal of what was built is left to the caller, so
-/// that the result can go out first ([`serve`]). `before_lease` returns once what must precede
-/// the run's uid lease is done (`band-server run`'s janitor pass, started beside the request's
-/// read: it frees the leases of dead runs once their processes are killed).
+/// that the result can go out first ([`serve`]). `hooks`: what to do around its uid lease.
 pub(crate) fn execute_until_result(
     req: &RunRequest,
     cfg: &ServerConfig,
     sink: &EventSink,
     gone: &ClientGone,
-    before_lease: &dyn Fn(),
+    hooks: LeaseHooks<'_>,
 ) -> (RunResult, Removal) {
     let t0 = Instant::now();
     conclude(&req.run_id, t0, RunGuard::default(), |guard| {
-        execute_inner(req, cfg, sink, guard, t0, gone, before_lease)
+        execute_inner(req, cfg, sink, guard, t0, gone, hooks)
     })
 }
 
@@ -174,7 +195,7 @@ fn execute_inner(
     guard: &mut RunGuard,
     t0: Instant,
     gone: &ClientGone,
-    before_lease: &dyn Fn(),
+    hooks: LeaseHooks<'_>,
 ) -> SetupResult<RunResult> {
     // 1. Pure checks: nothing created yet (but the state directory).
     let checked = match request::check(req, cfg, sys::euid() == 0)? {
@@ -186,7 +207,7 @@ fn execute_inner(
     let envs = crate::deps::prepare(&checked, cfg)?;
     let with_env = (!envs.is_empty()).then(|| crate::deps::with_env(cfg, &envs));
     let cfg = with_env.as_ref().unwrap_or(cfg);
-    let prepared = prepare(&checked, cfg, guard, before_lease, Made::Whole)?;
+    let prepared = prepare(&checked, cfg, guard, hooks, Made::Whole)?;
     let client = Client {
         req,
         sink,
@@ -282,7 +303,7 @@ pub(crate) fn prepare<'p>(
     checked: &'p request::Checked<'_>,
     cfg: &ServerConfig,
     guard: &mut RunGuard,
-    before_lease: &dyn Fn(),
+    hooks: LeaseHooks<'_>,
     made: Made,
 ) -> SetupResult<Prepared<'p>> {
     // The host's facts, then what the host must offer: nothing created yet (but the state
@@ -291,7 +312,7 @@ pub(crate) fn prepare<'p>(
     plan::preflight(checked, cfg, &facts)?;
 
     // 2. Identity: lease a pool uid (the plan needs it).
-    before_lease();
+    (hooks.before)();
     // A lease whose owner died mid-run is cleaned first. (The janitor pass before every run
     // already did this with the configured nft; a lease that died since is cleaned here with the
     // default one.)
@@ -305,7 +326,12 @@ pub(crate) fn prepare<'p>(
         );
         report.errors.is_empty()
     };
-    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard, &on_dead)?;
+    // A spare takes a uid only when one is free: a run waiting for one comes first.
+    let when_full = match made {
+        Made::Whole => identity::uidpool::WhenFull::Wait(hooks.full),
+        Made::Spare => identity::uidpool::WhenFull::GiveUp,
+    };
+    let identity = identity::apply::lease(cfg, &checked.req.run_id, guard, &on_dead, when_full)?;
 
     // 3. The whole plan, before anything else exists. A run with bound secrets or HTTP rules
     // gets the egress proxy's material first (a spare never does: `spare::wanted`).
@@ -770,7 +796,11 @@ pub fn serve(
     before_lease: &dyn Fn(),
 ) -> RunResult {
     serve_with(input, cfg, sink, &|_| (), |req, gone| {
-        let (result, removal) = execute_until_result(&req, cfg, sink, &gone, before_lease);
+        let hooks = LeaseHooks {
+            before: before_lease,
+            ..LeaseHooks::NONE
+        };
+        let (result, removal) = execute_until_result(&req, cfg, sink, &gone, hooks);
         (result, removal, req)
     })
     .0

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use band::proto::{Layer, RunRequest, RunResult};
 
 use super::{
-    Client, EventSink, Made, Prepared, Removal, RunGuard, ServedRequest, conclude,
+    Client, EventSink, LeaseHooks, Made, Prepared, Removal, RunGuard, ServedRequest, conclude,
     execute_until_result, prepare, run_prepared, serve_with,
 };
 use crate::common::Held;
@@ -173,13 +173,15 @@ impl Served {
 }
 
 /// Build a spare for `served`'s shape with run id `id`, say so (`ready`), wait for what comes
-/// (`next`), and serve it.
+/// (`next`), and serve it. The spare takes a uid only if one is free; a request it cannot serve
+/// is run with `hooks` around its lease, as any warm child's.
 pub(crate) fn keep(
     served: &RunRequest,
     id: String,
     cfg: &ServerConfig,
     ready: &mut dyn FnMut(),
     next: &mut dyn FnMut() -> Next,
+    hooks: LeaseHooks<'_>,
 ) -> Kept {
     let spare = spare_request(served, id);
     let no_spare = |why: &str| {
@@ -210,7 +212,7 @@ pub(crate) fn keep(
     if crate::deps::declares(&spare.entry, &file) {
         return no_spare("its script declares packages");
     }
-    let prepared = match prepare(&checked, cfg, &mut guard, &|| (), Made::Spare) {
+    let prepared = match prepare(&checked, cfg, &mut guard, LeaseHooks::NONE, Made::Spare) {
         Ok(p) => p,
         Err(e) => {
             Removal::of(guard).finish();
@@ -245,13 +247,13 @@ pub(crate) fn keep(
         let (_, req) = serve_with(input, cfg, &sink, &said, |req, gone| {
             let Some((prepared, mut guard)) = spare_run.take() else {
                 // Never: a spare serves one request. Run it as any warm child does.
-                let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
+                let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, hooks);
                 return (result, removal, req);
             };
             if !same_shape(&spare, &req) || !still_waits(&mut guard, prepared.started.net.as_ref())
             {
                 // Run as any warm child does; the spare goes after the result.
-                let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, &|| ());
+                let (result, removal) = execute_until_result(&req, cfg, &sink, &gone, hooks);
                 drop(prepared);
                 return (result, removal.and(guard), req);
             }

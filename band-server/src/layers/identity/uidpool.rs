@@ -247,24 +247,49 @@ pub(crate) fn read_lease(file: &mut File) -> Option<(i32, String)> {
 /// clean; a slot that is not stays leased to the dead run and is skipped.
 pub(crate) type OnDeadLease<'a> = &'a dyn Fn(u32, &mut File) -> bool;
 
+/// What a lease does when it finds every slot taken.
+#[derive(Clone, Copy)]
+pub(crate) enum WhenFull<'a> {
+    /// Look again every 20 ms, up to [`LEASE_WAIT`], calling the hook after each look that found
+    /// none (a run: on the warm server, the hook asks for a waiting spare's uid).
+    Wait(&'a dyn Fn()),
+    /// Give up at once (a spare: it must not take a uid a run waits for).
+    GiveUp,
+}
+
+/// How long a run waits for a uid when every one is leased.
+pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Lease the first free slot for `run_id`, creating its user if needed.
-pub(crate) fn acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupResult<Lease> {
+pub(crate) fn acquire(
+    state: &Path,
+    run_id: &str,
+    on_dead: OnDeadLease<'_>,
+    when_full: WhenFull<'_>,
+) -> SetupResult<Lease> {
     let dir = leases_dir(state);
     crate::common::dirs::dir_with_mode(&dir, 0o700, true, None)
         .layer(Layer::Identity, format!("failed to make {}", dir.display()))?;
     // Every slot can be briefly locked by a janitor pass of another starting server: retry.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + LEASE_WAIT;
     loop {
         if let Some(lease) = try_acquire(state, run_id, on_dead)? {
             return Ok(lease);
         }
-        if std::time::Instant::now() > deadline {
-            return Err(SetupError::new(
+        let full = || {
+            SetupError::new(
                 Layer::Identity,
                 format!("all {POOL_SIZE} run identities are in use"),
             )
-            .with_hint("wait for other runs to finish"));
+            .with_hint("wait for other runs to finish")
+        };
+        let WhenFull::Wait(hook) = when_full else {
+            return Err(full());
+        };
+        if std::time::Instant::now() > deadline {
+            return Err(full());
         }
+        hook();
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
@@ -376,6 +401,46 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    /// Every slot leased: a spare gives up at once; a run asks (the hook) after each look that
+    /// found none, and takes the slot that frees (as a spare's does once the warm server has
+    /// sent it away).
+    #[test]
+    fn a_full_pool_makes_a_run_wait_and_ask_and_a_spare_give_up() {
+        // A freed slot's lease locks its uid host-wide and makes its user.
+        band_test::privileged!((!rustix::process::geteuid().is_root()).then(|| "not root".into()));
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(leases_dir(tmp.path())).unwrap();
+        let held: Vec<File> = (0..POOL_SIZE)
+            .map(|slot| {
+                let f = open_lock(tmp.path(), slot).unwrap();
+                assert!(sys::try_lock_exclusive(f.file()).unwrap());
+                f
+            })
+            .collect();
+        let held = std::cell::RefCell::new(held);
+        let no_dead: OnDeadLease<'_> = &|_, _| true;
+        match acquire(tmp.path(), "spare", no_dead, WhenFull::GiveUp) {
+            Err(e) => assert!(e.message.contains("run identities are in use"), "{e:?}"),
+            Ok(l) => panic!("a spare took slot {} of a full pool", l.slot),
+        }
+        let asked = std::cell::Cell::new(0u32);
+        let free_one = || {
+            asked.set(asked.get() + 1);
+            held.borrow_mut().pop();
+        };
+        let lease = match acquire(tmp.path(), "run", no_dead, WhenFull::Wait(&free_one)) {
+            Ok(l) => l,
+            Err(e) => panic!("{e:?}"),
+        };
+        assert!(asked.get() >= 1);
+        assert!(
+            lease.slot >= POOL_SIZE - asked.get(),
+            "slot {} was never freed ({} asked)",
+            lease.slot,
+            asked.get()
+        );
+    }
 
     #[test]
     fn passwd_lookup() {
