@@ -788,7 +788,8 @@ fn result(
 
 /// Serve one request from `input`, writing events and the result to `sink`. What the client
 /// sends after the request is watched ([`watch_client`]): a `cancel`, or the end of input after
-/// `hold`, kills the run. `before_lease` as in [`execute_until_result`].
+/// `hold`, kills the run. `before_lease` returns once what must precede the run's uid lease is
+/// done (`band-server run`'s janitor pass).
 pub fn serve(
     input: Box<dyn BufRead + Send>,
     cfg: &ServerConfig,
