@@ -4,8 +4,10 @@
 //! (`<state>`, `leases`, `exec`, …) that are there already. `mkdir` then `chmod` (the process's
 //! umask takes bits off `mkdir`'s mode) was two calls for each new folder, and a `chmod` of each
 //! existing one, which on a disk filesystem writes its inode's change time to the journal every
-//! run. Here a new folder is made with its mode when the umask leaves that mode whole, and an
-//! existing one is changed only when its mode differs.
+//! run. Here an existing folder is changed only when its mode differs, and a new folder in the run
+//! directory's tmpfs ([`fresh_dir_with_mode`]) is made with its mode when the umask leaves that
+//! mode whole. Elsewhere a parent's default ACL, not the umask, may decide a new folder's mode, so
+//! a new folder there is looked at too.
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -37,14 +39,35 @@ fn whole(mode: u32, umask: Option<u32>) -> bool {
 
 /// Make the folder `path` with `mode`, or take the one there (following a link to a folder, as
 /// `create_dir_all` does); `parents`: make missing parents too, with the default mode. Then
-/// `owner`'s uid and gid, if given (of `path` itself, not of a folder it links to). The folder has exactly `mode` when this returns: it is
-/// `chmod`ed only when `mkdir` could not give it that mode or the existing one has another.
-/// Errors are the kernel's, for the caller to name with `path` (`fs_err` names it already).
+/// `owner`'s uid and gid, if given (of `path` itself, not of a folder it links to). The folder
+/// has exactly `mode` when this returns: it is `chmod`ed only when its mode is another. Errors
+/// are the kernel's, each naming `path`.
 pub(crate) fn dir_with_mode(
     path: &Path,
     mode: u32,
     parents: bool,
     owner: Option<(u32, u32)>,
+) -> io::Result<()> {
+    make(path, mode, parents, owner, false)
+}
+
+/// [`dir_with_mode`] in a folder of a tmpfs band-server mounted itself and nothing else writes
+/// (the run directory): no ACL there, so the umask alone decides a new folder's mode, and one it
+/// leaves whole is not looked at again.
+pub(crate) fn fresh_dir_with_mode(
+    path: &Path,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> io::Result<()> {
+    make(path, mode, false, owner, true)
+}
+
+fn make(
+    path: &Path,
+    mode: u32,
+    parents: bool,
+    owner: Option<(u32, u32)>,
+    fresh: bool,
 ) -> io::Result<()> {
     let made = || {
         std::fs::DirBuilder::new()
@@ -71,7 +94,7 @@ pub(crate) fn dir_with_mode(
         std::os::unix::fs::lchown(path, Some(uid), Some(gid))
             .map_err(|e| io::Error::new(e.kind(), format!("chown {}: {e}", path.display())))?;
     }
-    if created && whole(mode, umask()) {
+    if fresh && created && whole(mode, umask()) {
         return Ok(());
     }
     let meta = fs_err::metadata(path)?;
@@ -124,6 +147,13 @@ mod tests {
                 fs_err::metadata(&p).unwrap().mode() & 0o7777,
                 mode,
                 "{name}"
+            );
+            let p = tmp.path().join(format!("fresh-{name}"));
+            fresh_dir_with_mode(&p, mode, None).expect("mkdir");
+            assert_eq!(
+                fs_err::metadata(&p).unwrap().mode() & 0o7777,
+                mode,
+                "fresh {name}"
             );
         }
         // Existing, of another mode: changed.

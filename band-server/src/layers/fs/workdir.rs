@@ -62,7 +62,7 @@ use std::path::{Path, PathBuf};
 use band::policy::fs::FsPattern;
 use band::proto::Layer;
 
-use crate::common::dirs::dir_with_mode;
+use crate::common::dirs::{dir_with_mode, fresh_dir_with_mode};
 use crate::common::handover::{JAVA_TRUSTSTORE, SYSTEM_BUNDLES};
 use crate::error::{LayerExt, SetupError, SetupResult};
 use crate::request::DecodedFile;
@@ -1154,7 +1154,7 @@ fn make_dev(target: &Path) -> std::io::Result<()> {
     };
     sys::mount_dev_tmpfs(target).map_err(at(target))?;
     for d in ["shm", "pts"] {
-        dir_with_mode(&target.join(d), 0o755, false, None)?;
+        fresh_dir_with_mode(&target.join(d), 0o755, None)?;
     }
     for (name, major, minor) in DEV_NODES {
         let node = target.join(name);
@@ -1175,7 +1175,7 @@ fn named<T>(r: std::io::Result<T>) -> SetupResult<T> {
 }
 
 fn mkdir(p: &Path, mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
-    named(dir_with_mode(p, mode, false, owner))
+    named(fresh_dir_with_mode(p, mode, owner))
 }
 
 fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> SetupResult<()> {
