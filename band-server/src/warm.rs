@@ -372,6 +372,27 @@ fn hand_to_spare(kids: &mut Vec<RunChild>, conn: UnixStream, shape: &str) -> Opt
     }
 }
 
+/// The ready spare that has waited longest, of a child other than `besides`: when it said it was
+/// ready, and its pid.
+fn oldest_spare(kids: &[RunChild], besides: i32) -> Option<(Instant, i32)> {
+    kids.iter()
+        .filter(|k| k.pid != besides && k.spare)
+        .filter_map(|k| Some((k.ready_at?, k.pid)))
+        .min()
+}
+
+/// Forget the children `away` picks (their control sockets close: each removes its sandbox and
+/// exits), adding their pids to `gone`.
+fn send_away(kids: &mut Vec<RunChild>, gone: &mut Vec<i32>, away: impl Fn(&RunChild) -> bool) {
+    kids.retain(|k| {
+        let sent = away(k);
+        if sent {
+            gone.push(k.pid);
+        }
+        !sent
+    });
+}
+
 /// Read one message the run child `kids[i]` wrote on its control socket (`poll` wakes the loop
 /// again for the next): a spare asked for (answered), or a spare ready (the one of its shape now,
 /// another of that shape sent away: its socket closes, and it removes its sandbox and exits).
@@ -394,13 +415,7 @@ fn heard_from(kids: &mut Vec<RunChild>, i: usize) -> Vec<i32> {
             }
             let shape = String::from_utf8_lossy(&shape).into_owned();
             let (yes, away) = spare_answer(kids, pid, shape, Instant::now());
-            kids.retain(|k| {
-                let sent = away.contains(&k.pid);
-                if sent {
-                    gone.push(k.pid);
-                }
-                !sent
-            });
+            send_away(kids, &mut gone, |k| away.contains(&k.pid));
             if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
                 k.building = yes;
                 let answer = if yes { SPARE_YES } else { SPARE_NO };
@@ -408,24 +423,14 @@ fn heard_from(kids: &mut Vec<RunChild>, i: usize) -> Vec<i32> {
             }
         }
         POOL_FULL => {
-            let oldest = kids
-                .iter()
-                .filter(|k| k.spare && k.pid != pid)
-                .filter_map(|k| Some((k.ready_at?, k.pid)))
-                .min();
-            if let Some((_, away)) = oldest {
-                kids.retain(|k| k.pid != away);
-                gone.push(away);
+            if let Some((_, away)) = oldest_spare(kids, pid) {
+                send_away(kids, &mut gone, |k| k.pid == away);
             }
         }
         SPARE_READY => {
             let shape = kids[i].shape.clone();
-            kids.retain(|k| {
-                let away = k.spare && k.pid != pid && k.shape == shape;
-                if away {
-                    gone.push(k.pid);
-                }
-                !away
+            send_away(kids, &mut gone, |k| {
+                k.spare && k.pid != pid && k.shape == shape
             });
             if let Some(k) = kids.iter_mut().find(|k| k.pid == pid) {
                 k.spare = true;
@@ -459,12 +464,7 @@ fn spare_answer(kids: &mut [RunChild], pid: i32, shape: String, now: Instant) ->
         return (true, Vec::new());
     }
     // Full: the spare that has waited longest goes, if it has waited long enough.
-    let oldest = kids
-        .iter()
-        .filter(|k| k.pid != pid && k.spare)
-        .filter_map(|k| Some((k.ready_at?, k.pid)))
-        .min();
-    match oldest {
+    match oldest_spare(kids, pid) {
         Some((at, away)) if now.saturating_duration_since(at) >= SPARE_EVICT_AFTER => {
             (true, vec![away])
         }
