@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -215,11 +215,7 @@ pub(crate) fn prepare_state_dir(state: &Path) -> SetupResult<()> {
             format!("{} must be a root-owned directory", state.display()),
         ));
     }
-    if m.mode() & 0o7777 == 0o755 {
-        // A chmod of it anyway would write its change time to disk each run.
-        return Ok(());
-    }
-    fs::set_permissions(state, std::fs::Permissions::from_mode(0o755)).layer(
+    crate::common::dirs::keep_mode(state, &m, 0o755).layer(
         Layer::Filesystem,
         format!("failed to chmod {}", state.display()),
     )

@@ -104,10 +104,16 @@ fn make(
             format!("{} exists and is not a folder", path.display()),
         ));
     }
-    if meta.mode() & 0o7777 != mode {
-        fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    keep_mode(path, &meta, mode)
+}
+
+/// Give the folder `path`, whose metadata is `meta`, the mode `mode` unless it has it: a `chmod`
+/// to the same mode would still write its change time (to disk, on a disk filesystem).
+pub(crate) fn keep_mode(path: &Path, meta: &std::fs::Metadata, mode: u32) -> io::Result<()> {
+    if meta.mode() & 0o7777 == mode {
+        return Ok(());
     }
-    Ok(())
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@
 
 use fs_err::{self as fs, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::PermissionsExt;
 
 use fs_err::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -48,9 +47,7 @@ pub(crate) fn try_lock_uid(dir: &Path, slot: u32) -> std::io::Result<Option<File
             format!("{} is not a directory", dir.display()),
         ));
     }
-    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777 != 0o700 {
-        fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
+    crate::common::dirs::keep_mode(dir, &meta, 0o700)?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -399,6 +396,7 @@ pub fn ensure_user(user: &str) -> SetupResult<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
+    use std::os::unix::fs::PermissionsExt;
 
     use super::*;
 
