@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! band-server run       one request on stdin → events and one result on stdout, exit 0
-//! band-server serve DIGEST [--owner UID]
-//!                       the warm server: one run per connection on a unix socket (`warm`)
+//! band-server serve DIGEST [--owner UID] [--host] [--idle SECS] [--dir PATH] [--stop-with-parent]
+//!                       the warm server: one run per connection on a unix socket (`warm`);
+//!                       on SIGTERM it removes its socket and exits once its children have
+//!                       ended
 //! band-server janitor   clean up after servers that died mid-run
 //! band-server version   {"version": …, "protocol": …}
 //! ```

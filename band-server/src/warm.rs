@@ -64,12 +64,19 @@ pub struct Options {
     pub host: bool,
     /// Exit after this long without a run (`--idle SECS`; the host's server: 600 s by default).
     pub(crate) idle: Option<Duration>,
+    /// The folder of the socket, lock, pid file (and the host's log): `--dir PATH`, else
+    /// [`band::warm::DIR`] on the host and [`DIR`] in a VM. band-sandboxd gives its server a
+    /// folder of its own, so that it neither replaces nor is replaced by the host's.
+    pub(crate) dir: PathBuf,
+    /// `--stop-with-parent`: stop (as on SIGTERM) once the process that started it has ended
+    /// (band-sandboxd's server: a daemon killed outright leaves no server of its own behind).
+    pub(crate) stop_with_parent: bool,
 }
 
 impl Options {
     /// The folder of the socket, lock, pid file (and the host's log).
-    pub fn dir(&self) -> &'static Path {
-        Path::new(if self.host { band::warm::DIR } else { DIR })
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 }
 
@@ -78,12 +85,15 @@ impl Options {
 #[error("{0}")]
 pub struct ServeArgsError(String);
 
-/// Parse `serve <digest> [--owner UID] [--host] [--idle SECS]` (the arguments after `serve`).
+/// Parse `serve <digest> [--owner UID] [--host] [--idle SECS] [--dir PATH]
+/// [--stop-with-parent]` (the arguments after `serve`).
 pub fn parse_args(args: &[String]) -> Result<Options, ServeArgsError> {
     let mut digest = None;
     let mut owner = 0;
     let mut host = false;
     let mut idle = None;
+    let mut dir = None;
+    let mut stop_with_parent = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -94,6 +104,17 @@ pub fn parse_args(args: &[String]) -> Result<Options, ServeArgsError> {
                     .ok_or(ServeArgsError("--owner needs a uid".into()))?;
             }
             "--host" => host = true,
+            "--stop-with-parent" => stop_with_parent = true,
+            "--dir" => {
+                dir = Some(
+                    it.next()
+                        .map(PathBuf::from)
+                        .filter(|p| p.is_absolute() && p.parent().is_some())
+                        .ok_or(ServeArgsError(
+                            "--dir needs an absolute path (not `/`)".into(),
+                        ))?,
+                );
+            }
             "--idle" => {
                 idle = Some(
                     it.next()
@@ -120,6 +141,8 @@ pub fn parse_args(args: &[String]) -> Result<Options, ServeArgsError> {
         server_dir: PathBuf::from(SERVER_DIR),
         host,
         idle: idle.or(host.then(|| Duration::from_secs(band::warm::IDLE_SECS))),
+        dir: dir.unwrap_or_else(|| PathBuf::from(if host { band::warm::DIR } else { DIR })),
+        stop_with_parent,
     })
 }
 
@@ -193,6 +216,10 @@ pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn())
                 ""
             }
         );
+        return 1;
+    }
+    if let Err(e) = sys::catch_stop_signals() {
+        crate::say!("band-server serve: SIGTERM's handler: {e}");
         return 1;
     }
     match listen(dir, opts) {
@@ -525,9 +552,26 @@ fn accept_loop(
     // Connections accepted while a spare waits, until their shape line says which spare (if any)
     // serves them ([`peek_shape`]).
     let mut pending: Vec<UnixStream> = Vec::new();
+    let parent = rustix::process::getppid();
     loop {
         while let Ok(Some(pid)) = sys::reap_any() {
             ending.retain(|j| *j != pid);
+        }
+        let why = if sys::stop_asked() {
+            Some("told to stop")
+        } else if opts.stop_with_parent && rustix::process::getppid() != parent {
+            Some("the process that started it has ended")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            // The socket first, so that no client connects to a server that is going.
+            remove_if_ours(&path, ours);
+            // Connections not yet served (in the backlog, or waiting for a spare) get no byte:
+            // their clients take the per-run path.
+            drop(listener);
+            drop(pending);
+            return stop(dir, lock, kids, why);
         }
         if ours.is_none() || inode(&path) != ours {
             crate::say!("band-server serve: {} is gone; exiting", path.display());
@@ -553,6 +597,7 @@ fn accept_loop(
             // In a child: the parent stays single-threaded and never blocks on it.
             match sys::fork_single_threaded() {
                 Ok(None) => {
+                    let _ = sys::default_stop_signals();
                     drop(kids);
                     drop(pending);
                     janitor();
@@ -654,6 +699,7 @@ fn accept_loop(
             };
             match sys::fork_single_threaded() {
                 Ok(None) => {
+                    let _ = sys::default_stop_signals();
                     drop(lock);
                     drop(listener);
                     // The other children's control sockets and the other clients' connections
@@ -710,6 +756,49 @@ fn accept_checked(
             Ok(None)
         }
     }
+}
+
+/// Remove the socket at `path` if it is still the one this server bound (inode `ours`).
+fn remove_if_ours(path: &Path, ours: Option<u64>) {
+    if ours.is_some() && inode(path) == ours {
+        let _ = fs_err::remove_file(path);
+    }
+}
+
+/// The end of a server told to stop (SIGTERM, SIGINT) or whose parent has ended: its pid file
+/// goes (when it is still this server's) and its lock is released, so that a server replacing
+/// it starts at once; its children are sent away (a spare removes its sandbox and exits; a run
+/// under way ends as it would, then exits) and waited for, so that none is left behind half torn
+/// down: band-sandboxd, whose pod ends when it does, waits for this one in turn.
+fn stop(dir: &Path, lock: fs_err::File, kids: Vec<RunChild>, why: &str) -> i32 {
+    let pid_file = dir.join(PID_FILE);
+    if fs_err::read_to_string(&pid_file)
+        .ok()
+        .and_then(|t| parse_pid_file(&t))
+        .is_some_and(|(pid, _)| pid == sys::pid())
+    {
+        let _ = fs_err::remove_file(&pid_file);
+    }
+    drop(lock);
+    let children = kids.len();
+    drop(kids);
+    crate::say!(
+        "band-server serve: {why}; stopping once its {children} run children (runs and spares) \
+         have ended"
+    );
+    let mut ended = 0u32;
+    loop {
+        match sys::wait_any() {
+            Ok(Some(_)) => ended += 1,
+            Ok(None) => break,
+            Err(e) => {
+                crate::say!("band-server serve: waiting for its children: {e}");
+                return 1;
+            }
+        }
+    }
+    crate::say!("band-server serve: stopped ({ended} children reaped)");
+    0
 }
 
 /// Count `pid`, a child the loop no longer serves, among the children that are ending, unless it
@@ -1121,9 +1210,26 @@ mod tests {
                 server_dir: PathBuf::from(SERVER_DIR),
                 host: false,
                 idle: None,
+                dir: PathBuf::from(DIR),
+                stop_with_parent: false,
             })
         );
         assert_eq!(a(&[D, "--owner", "1000"]).map(|o| o.owner), Ok(1000));
+        // The host's folder unless one is given (band-sandboxd's server has its own).
+        assert_eq!(
+            a(&[D, "--host"]).map(|o| o.dir),
+            Ok(PathBuf::from(band::warm::DIR))
+        );
+        let own = a(&[
+            D,
+            "--host",
+            "--dir",
+            "/run/band-serve/x",
+            "--stop-with-parent",
+        ])
+        .unwrap();
+        assert_eq!(own.dir(), Path::new("/run/band-serve/x"));
+        assert!(own.stop_with_parent);
         let err = |v: &[&str]| a(v).map(|_| ()).unwrap_err().to_string();
         assert_eq!(err(&[]), "serve needs the build digest (64 hex digits)");
         assert_eq!(err(&["../../etc/x"]), "unexpected argument `../../etc/x`");
@@ -1132,6 +1238,13 @@ mod tests {
         assert_eq!(err(&[D, "--owner"]), "--owner needs a uid");
         assert_eq!(err(&[D, "--owner", "-1"]), "--owner needs a uid");
         assert_eq!(err(&[D, D]), format!("unexpected argument `{D}`"));
+        for bad in [
+            &[D, "--dir"][..],
+            &[D, "--dir", "run/x"],
+            &[D, "--dir", "/"],
+        ] {
+            assert_eq!(err(bad), "--dir needs an absolute path (not `/`)");
+        }
     }
 
     #[test]
@@ -1163,6 +1276,8 @@ mod tests {
             server_dir: t.path().to_path_buf(),
             host: true,
             idle: None,
+            dir: t.path().to_path_buf(),
+            stop_with_parent: false,
         };
         assert!(still_current(&opts, &exe));
         // Another build installed over it.

@@ -495,6 +495,99 @@ fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
     );
 }
 
+/// A warm server told to stop (SIGTERM: another build replacing it, band-sandboxd stopping, an
+/// operator) sends its spares away and exits only once each has removed its sandbox: when its
+/// process is gone, nothing of its spare is left (processes, cgroup, run folder, nft table), and
+/// its socket and pid file are gone too. A server that died at once would leave its spares to
+/// tear down on their own after it; in a pod, whose init then exits, they would be killed half
+/// way.
+#[test]
+fn privileged_a_warm_server_told_to_stop_waits_for_its_spares_to_tear_down() {
+    band_test::privileged!(sandbox_missing());
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let _stop = StopServer;
+    no_warm_server();
+    let lab = band_test::netlab::Lab::new(&["api.warm.test"]);
+    let t = tempfile::tempdir().expect("tempdir");
+    let skill = net_skill(t.path());
+    let config = t.path().join("config.toml");
+    fs_err::write(&config, "warm = true\n").expect("write");
+    let band = bin()
+        .env("BAND_CONFIG", &config)
+        .env("BAND_SERVER_CONFIG", &lab.config)
+        .env_remove("BAND_WARM");
+    let run = |n: u32| -> String {
+        let (code, out, err) = band.run(
+            &[
+                "run",
+                "--json",
+                &format!("{}/fetch", skill.display()),
+                "--input",
+                &format!("{{\"n\":{n}}}"),
+            ],
+            t.path(),
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).expect("json");
+        v["run_id"].as_str().expect("run_id").to_string()
+    };
+    run(1);
+    wait_for("the warm server's pid file", || {
+        server_pid().is_some_and(alive)
+    });
+    let second = run(2);
+    assert_eq!(served(&second).as_deref(), Some("built for it"));
+    wait_for("a spare", || spare_after(&second, "warmnet").is_some());
+    let spare = spare_after(&second, "warmnet").expect("the spare's run id");
+    let table = format!("band_{spare}");
+    let has_table = || {
+        std::process::Command::new("nft")
+            .args(["list", "table", "inet", &table])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    assert!(has_table(), "the ready spare {spare} has no table");
+    assert!(
+        !crate::cancel::leftovers(Some(&spare), u32::MAX, 0..0).is_empty(),
+        "the ready spare {spare} has no process or cgroup to look for"
+    );
+    let pid = server_pid().expect("pid");
+    let socket = fs_err::read_dir(HOST_DIR)
+        .expect("the warm server's folder")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("the warm server's socket");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    wait_for("the warm server to exit", || !alive(pid));
+    // At once, not eventually: the server waited for its spare.
+    let left = crate::cancel::leftovers(Some(&spare), u32::MAX, 0..0);
+    assert!(left.is_empty(), "the spare {spare} left: {left:#?}");
+    assert!(!has_table(), "the spare {spare} left its table {table}");
+    assert!(!socket.exists(), "{} is still there", socket.display());
+    assert!(server_pid().is_none(), "the pid file is still there");
+    let log = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).expect("log");
+    let after = log
+        .find(&format!("run {second} served"))
+        .map_or(log.as_str(), |i| &log[i..]);
+    // In this order: the stop, the spare's removal, the server's end.
+    let at = |what: &str| {
+        after
+            .find(what)
+            .unwrap_or_else(|| panic!("no `{what}` in the log:\n{after}"))
+    };
+    let told = at("band-server serve: told to stop; stopping once its");
+    let removed = at(&format!(
+        "band-server serve: spare {spare} removed (sent away"
+    ));
+    let stopped = at("band-server serve: stopped (");
+    assert!(told < removed && removed < stopped, "{after}");
+}
+
 /// A declared secret reaches band-server in its run's request only: neither the run's own
 /// band-server nor the warm one (alive for minutes between runs) is started with the caller's
 /// environment, so no secret, declared or not, is in their `/proc/PID/environ`.

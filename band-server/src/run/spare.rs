@@ -234,6 +234,16 @@ pub(crate) fn keep(
                 if let Some((prepared, guard)) = spare_run.take() {
                     drop(prepared);
                     Removal::of(guard).finish();
+                    crate::say!(
+                        "band-server serve: spare {} removed ({}; pid {})",
+                        spare.run_id,
+                        if matches!(end, Next::Rebuild) {
+                            "to be built again"
+                        } else {
+                            "sent away"
+                        },
+                        sys::pid()
+                    );
                 }
                 return if matches!(end, Next::Rebuild) {
                     Kept::Rebuild

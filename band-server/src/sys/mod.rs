@@ -54,8 +54,8 @@ pub(crate) use netns::{setns_net, user_and_net_namespaces};
 pub(crate) use nft::NftLibrary;
 pub use process::euid;
 pub(crate) use process::{
-    Reaped, fork_single_threaded, kill, pid, reap, reap_any, set_batch_scheduling,
-    set_child_subreaper,
+    Reaped, catch_stop_signals, default_stop_signals, fork_single_threaded, kill, pid, reap,
+    reap_any, set_batch_scheduling, set_child_subreaper, stop_asked, wait_any,
 };
 pub use seccomp_notify::seccomp_listener;
 pub(crate) use seccomp_notify::{

@@ -101,6 +101,22 @@ pub(crate) fn reap_any() -> io::Result<Option<i32>> {
     }
 }
 
+/// `waitpid(-1, 0)`: wait for a child of ours to end and reap it. `Ok(None)` when there is no
+/// child left.
+pub(crate) fn wait_any() -> io::Result<Option<i32>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
+    let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
+    if rc > 0 {
+        return Ok(Some(rc));
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ECHILD) => Ok(None),
+        _ => Err(err),
+    }
+}
+
 /// `fork()` for a process with one thread (`band-server serve`'s accept loop): `Ok(None)` in the
 /// child, `Ok(Some(pid))` in the parent. Refused when `/proc/self/task` lists more than one
 /// thread, since the child of a multi-threaded fork may find locks held by threads it lacks.
@@ -115,6 +131,50 @@ pub(crate) fn fork_single_threaded() -> io::Result<Option<i32>> {
     // so the child gets a consistent copy of memory and of every lock; it then runs ordinary Rust.
     let pid = check(unsafe { libc::fork() })?;
     Ok((pid != 0).then_some(pid))
+}
+
+/// Set by [`catch_stop_signals`]'s handler.
+static STOP_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_stop(_sig: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    STOP_ASKED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// SIGTERM and SIGINT set a flag ([`stop_asked`]) instead of ending the process: `band-server
+/// serve` stops its way (its socket removed, its children sent away and waited for). With
+/// `SA_RESTART`, so that only calls that are never restarted (`poll`) see `EINTR`. A handler is
+/// reset to the default action by `exec`; a forked child that does not exec puts the default
+/// back itself ([`default_stop_signals`]).
+pub(crate) fn catch_stop_signals() -> io::Result<()> {
+    set_stop_action(note_stop as *const () as libc::sighandler_t)
+}
+
+/// SIGTERM and SIGINT back to their default action (in a child forked after
+/// [`catch_stop_signals`]: a run's child ends on them as `band-server run` does).
+pub(crate) fn default_stop_signals() -> io::Result<()> {
+    set_stop_action(libc::SIG_DFL)
+}
+
+fn set_stop_action(handler: libc::sighandler_t) -> io::Result<()> {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: `act` is zeroed (an empty mask, no flags) and then given a handler that is
+        // either SIG_DFL or `note_stop`, which only stores to an atomic (async-signal-safe);
+        // sigaction reads `act` and writes no old action (null).
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = handler;
+            act.sa_flags = libc::SA_RESTART;
+            check(libc::sigemptyset(&mut act.sa_mask))?;
+            check(libc::sigaction(sig, &act, std::ptr::null_mut()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGTERM or SIGINT came since [`catch_stop_signals`].
+pub(crate) fn stop_asked() -> bool {
+    STOP_ASKED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// `getpid()`.
