@@ -6,22 +6,24 @@
 //!   │                                                     SendSignal / ResizeTTY
 //!   └─ HTTP :8080  /v1/files/{path}, /v1/health, /v1/metadata  (files)
 //!        both: `authorization: Bearer <token>` (token)
-//! each Start / Execute ──► one `band-server run` child (run): the pod's band, an ad-hoc command
+//! each Start / Execute ──► one band run (run), served by the pod's warm band-server (warm) or a
+//!                          `band-server run` child of its own: the pod's band, an ad-hoc command
 //!                          as `band exec` makes it, its own uid, mount namespace, CLI gate,
 //!                          seccomp, cgroup and egress table; the workspace files the band admits
 //! a Start of `band-request` ─► the same, for the skill request on its stdin, under `band ∩ pod`
 //!                          (`band run --target sandboxd://`; more than the pod allows: refused)
 //! ```
 //!
-//! band-sandboxd is a client of `band-server run`, the one-request-per-process server: a run it
-//! starts is built, run and torn down by the same code as every other run, and nothing of it
-//! lives in this process. It is the only async program of band-server's package (tokio, tonic,
+//! band-sandboxd is a client of band-server, as band is on the host: a run it starts is built,
+//! run and torn down by the same code as every other run (a child of its warm server, or a
+//! `band-server run` of its own), and nothing of it lives in this process. It is the only async program of band-server's package (tokio, tonic,
 //! axum); band-server, band-jail and band-shim link none of it.
 
 pub mod files;
 pub mod process;
 pub mod run;
 pub mod token;
+pub mod warm;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -116,6 +118,8 @@ pub struct Pod {
     pub ceiling: band::policy::site::SitePolicy,
     /// The largest request a client may send (band-server's, from its config).
     pub max_request: u64,
+    /// The pod's warm band-server, which serves its runs when it listens.
+    pub warm: warm::Warm,
 }
 
 impl Pod {
@@ -171,6 +175,10 @@ impl Pod {
             runs: run::Runs::default(),
             ceiling,
             max_request,
+            warm: warm::Warm::new(
+                &opts.server,
+                warm::Warm::wanted(std::env::var(band::proto::env::WARM).ok().as_deref()),
+            ),
         })
     }
 
@@ -193,6 +201,10 @@ pub fn default_server() -> PathBuf {
 /// period, and `podman stop`'s, is 30 s; a run's teardown takes well under one).
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// How long a stop waits for the warm server at least, after the drain (its spares' teardown
+/// takes milliseconds each).
+const WARM_STOP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Serve both ports until SIGTERM or SIGINT; then runs under way are cancelled (their band-server
 /// children see their channel close and tear the runs down) and waited for, and only then do the
 /// ports close (a Start's stream ends with its run's exit) and it returns.
@@ -210,6 +222,8 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
         grpc_listener.local_addr()?,
         http_listener.local_addr()?
     );
+    // Listening once it has run its janitor pass; the runs before then are served as without it.
+    pod.warm.start().await;
     let mut stop = tokio_util_stop();
     // The servers stop on `closed`, which turns once the runs are drained: a graceful shutdown
     // waits for open streams, and a Start's stream is open until its run ends.
@@ -244,11 +258,25 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
         g = &mut grpc_task => Some((Some(g), None)),
         h = &mut http_task => Some((None, Some(h))),
     };
+    let until = tokio::time::Instant::now() + DRAIN;
     if !pod.runs.drain(DRAIN).await {
         eprintln!(
             "band-sandboxd: runs still under way after {} s; stopping anyway",
             DRAIN.as_secs()
         );
+    }
+    // Then the warm server, which exits once its spares have removed their sandboxes: this
+    // daemon is the pod's init, and what is left of the pod when it exits is killed.
+    if !pod
+        .warm
+        .stop(
+            until
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(WARM_STOP),
+        )
+        .await
+    {
+        eprintln!("band-sandboxd: the warm band-server did not stop in time; stopping anyway");
     }
     let _ = close.send(true);
     let (g, h) = match early {

@@ -1,8 +1,9 @@
 //! One process of the contract is one band run: the pod's band applied to the client's argv as
 //! `band exec` applies a band file to an agent's command (`band::client::adhoc`), the request
 //! made by band's own pipeline (the workspace files the band admits, its limits, its secrets),
-//! and served by a `band-server run` child of its own. What the client sends while it runs
-//! (stdin, a signal, going away) becomes protocol lines on that child's stdin; what the run
+//! and served by the pod's warm band-server (`super::warm`), or by a `band-server run` child of
+//! its own when none listens. What the client sends while it runs (stdin, a signal, going away)
+//! becomes protocol lines on the run's input; what the run
 //! writes comes back as events; the result's files written under `allow.write` are written back
 //! into the workspace by band's write-back, the same as `band exec`'s.
 //!
@@ -483,21 +484,46 @@ fn line(msg: &Message) -> Vec<u8> {
     l
 }
 
-/// One request to a `band-server run` child: the request and `hold`, then what the client says,
-/// until the result. The child's channel closing makes it cancel the run.
+/// One request, served by the pod's warm band-server ([`super::warm`]) when one listens, else by
+/// a `band-server run` child of its own (which then starts the warm server for the next runs).
+/// Either way the request and `hold` go first, then what the client says, until the result.
 async fn serve(
     pod: &Pod,
     request: proto::RunRequest,
     out: &mpsc::Sender<Out>,
     control: &mut mpsc::UnboundedReceiver<Control>,
 ) -> std::io::Result<RunResult> {
+    let lines = [
+        line(&Message::Request(Box::new(request.clone()))),
+        line(&Message::Hold),
+    ]
+    .concat();
+    if let Some(conn) = pod.warm.connect().await {
+        let (from, to) = conn.into_split();
+        // The shape line first: the server hands the connection to a spare of this shape.
+        let first = [request.shape_line().into_bytes(), lines.clone()].concat();
+        let x = exchange(&first, to, from, out, control).await;
+        match x.result {
+            Ok(Some(r)) => return Ok(r),
+            // No byte came back and nothing of the client's was taken: no band-server read the
+            // request (the server is stopping, or no longer serves these settings). A child of
+            // its own serves it, without running it twice.
+            _ if !x.got && !x.heard => {}
+            Ok(None) => {
+                return Err(std::io::Error::other(
+                    "the warm band-server closed the connection without a result",
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let mut child = tokio::process::Command::new(&pod.server)
         .arg("run")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let mut to = child
+    let to = child
         .stdin
         .take()
         .ok_or_else(|| std::io::Error::other("no stdin"))?;
@@ -505,30 +531,81 @@ async fn serve(
         .stdout
         .take()
         .ok_or_else(|| std::io::Error::other("no stdout"))?;
-    to.write_all(&line(&Message::Request(Box::new(request))))
-        .await?;
-    to.write_all(&line(&Message::Hold)).await?;
+    let x = exchange(&lines, to, from, out, control).await;
+    // band-server closes its output with the result, then tears the run down: waited for, so
+    // that a run's end is its teardown's (a drain waits for no more).
+    child.wait().await?;
+    pod.warm.start().await;
+    x.result?
+        .ok_or_else(|| std::io::Error::other("band-server ended without a result"))
+}
+
+/// What [`exchange`] found.
+struct Exchanged {
+    /// The result, `None` when the stream ended without one.
+    result: std::io::Result<Option<RunResult>>,
+    /// Whether any byte came from band-server.
+    got: bool,
+    /// Whether anything the client said was taken from `control`.
+    heard: bool,
+}
+
+/// Write `first` (the request, `hold`) to band-server on `to`, then what the client says as
+/// protocol lines; read its events and result from `from`, until the result. Dropping `to`
+/// (the client gone, or a cancel) closes band-server's input after `hold`: it cancels the run and
+/// tears it down.
+async fn exchange(
+    first: &[u8],
+    to: impl tokio::io::AsyncWrite + Unpin,
+    from: impl tokio::io::AsyncRead + Unpin,
+    out: &mpsc::Sender<Out>,
+    control: &mut mpsc::UnboundedReceiver<Control>,
+) -> Exchanged {
+    let mut x = Exchanged {
+        result: Ok(None),
+        got: false,
+        heard: false,
+    };
     let mut to = Some(to);
+    if let Some(w) = to.as_mut()
+        && w.write_all(first).await.is_err()
+    {
+        // Judged by what is read: a band-server that refused before the request says why.
+        to = None;
+    }
+    // `next_line` is cancel-safe in `select!` (what it has read of a line is kept).
     let mut lines = BufReader::new(from).lines();
     let mut listening = true;
-    let mut result = None;
     let b64 = base64::engine::general_purpose::STANDARD;
-    while result.is_none() {
+    loop {
         tokio::select! {
-            next = lines.next_line() => match next? {
-                None => break,
-                Some(text) => match serde_json::from_str::<Message>(&text) {
+            next = lines.next_line() => {
+                let text = match next {
+                    Ok(None) => return x,
+                    Ok(Some(t)) => t,
+                    Err(e) => {
+                        x.result = Err(e);
+                        return x;
+                    }
+                };
+                x.got = true;
+                match serde_json::from_str::<Message>(&text) {
                     Ok(Message::Event(Event::Stdout { data })) => {
                         let _ = out.send(Out::Stdout(data.into_bytes())).await;
                     }
                     Ok(Message::Event(Event::Stderr { data })) => {
                         let _ = out.send(Out::Stderr(data.into_bytes())).await;
                     }
-                    Ok(Message::Result(r)) => result = Some(*r),
+                    Ok(Message::Result(r)) => {
+                        x.result = Ok(Some(*r));
+                        return x;
+                    }
+                    // Blank lines (a warm server's first byte is one), other events.
                     _ => {}
-                },
+                }
             },
             what = control.recv(), if listening => {
+                x.heard |= what.is_some();
                 let msgs = match what {
                     None => { listening = false; Vec::new() }
                     Some(Control::Stdin(bytes)) => bytes
@@ -538,7 +615,7 @@ async fn serve(
                     Some(Control::Eof) => vec![Message::Stdin { data: String::new(), eof: true }],
                     Some(Control::Signal(s)) => vec![Message::Signal { signal: s }],
                     Some(Control::Cancel) => {
-                        // The channel closed after `hold`: band-server cancels and tears down.
+                        // The input closed after `hold`: band-server cancels and tears down.
                         to = None;
                         listening = false;
                         Vec::new()
@@ -554,9 +631,6 @@ async fn serve(
             }
         }
     }
-    drop(to);
-    child.wait().await?;
-    result.ok_or_else(|| std::io::Error::other("band-server ended without a result"))
 }
 
 #[cfg(test)]

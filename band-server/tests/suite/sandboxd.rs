@@ -206,11 +206,45 @@ impl Daemon {
             .to_string()
     }
 
-    /// Wait until no run's band-server is left, then SIGTERM: the ports close, exit 0.
+    /// The pod's warm band-server: its pid and folder ("warm band-server (pid N) in DIR").
+    fn warm(&self) -> Option<(u32, PathBuf)> {
+        let log = self.log.lock().unwrap();
+        log.iter().rev().find_map(|l| {
+            let rest = l.strip_prefix("band-sandboxd: warm band-server (pid ")?;
+            let (pid, dir) = rest.split_once(") in ")?;
+            Some((pid.parse().ok()?, PathBuf::from(dir.trim())))
+        })
+    }
+
+    /// What the warm server's log says (empty without one).
+    fn warm_log(&self) -> String {
+        self.warm()
+            .and_then(|(_, dir)| fs_err::read_to_string(dir.join("serve.log")).ok())
+            .unwrap_or_default()
+    }
+
+    /// Wait until no run's band-server is left (its warm server's children are its runs and
+    /// spares; the server itself stays), then SIGTERM: the runs drained, the warm server stops
+    /// once its spares have removed their sandboxes, the ports close, exit 0. Nothing of a
+    /// spare is left then, nor the warm server's folder.
     fn stop(&mut self) {
+        let warm = self.warm();
         band_test::wait_until("band-sandboxd's runs to end", || {
-            children(self.child.id()).is_empty()
+            children(self.child.id())
+                .into_iter()
+                .all(|c| warm.as_ref().is_some_and(|(w, _)| *w == c))
         });
+        let spares: Vec<String> = self
+            .warm_log()
+            .lines()
+            .filter(|l| l.contains(" ready for "))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .skip_while(|w| *w != "spare")
+                    .nth(1)
+                    .map(String::from)
+            })
+            .collect();
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(),
             rustix::process::Signal::TERM,
@@ -219,6 +253,24 @@ impl Daemon {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "{status}");
         assert!(std::net::TcpStream::connect(&self.grpc).is_err());
+        // At once, not eventually: band-sandboxd waited for its warm server, and it for its
+        // spares.
+        if let Some((pid, dir)) = warm {
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "warm server {pid}"
+            );
+            assert!(!dir.exists(), "{} is left", dir.display());
+        }
+        let tables = band_tables();
+        for s in &spares {
+            assert_eq!(run_cgroups(s), Vec::<PathBuf>::new(), "spare {s}'s cgroups");
+            let table = band_server::layers::net::nft::table_name(s);
+            assert!(
+                !tables.contains(&table),
+                "spare {s}'s table {table} is left"
+            );
+        }
     }
 }
 
@@ -295,6 +347,12 @@ fn privileged_sandboxd_serves_the_sdk_runs_isolated_and_leaves_nothing() {
     let (grpc, http) = (d.grpc.clone(), d.http.clone());
     let policy_sha256 = d.policy_sha256.clone();
     sdk_test(&grpc, &http, &Pod { ws, outside, token }, &policy_sha256);
+    // The pod's warm server served its runs (the first ones may come before it listens).
+    let warm = d.warm_log();
+    assert!(
+        warm.contains("served by the warm server"),
+        "no run was served warm: {warm}"
+    );
 
     // Every run's band-server is gone (the killed client's too), and with it what it built.
     d.stop();
@@ -660,11 +718,38 @@ fn privileged_sandboxd_image_runs_under_podman() {
         let table = band_server::layers::net::nft::table_name(r);
         assert!(inside.contains(&table), "{table} not in {inside:?}");
     }
+    // The pod's warm server served runs, and keeps spares: each holds a cgroup on the machine.
+    let log = podman_logs(&c.name);
+    let warm_dir = log
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("band-sandboxd: warm band-server (pid ")?;
+            Some(rest.split_once(") in ")?.1.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no warm band-server in {log}"));
+    let warm_log = podman(&["exec", &c.name, "cat", &format!("{warm_dir}/serve.log")]);
+    assert!(
+        warm_log.contains("served by the warm server"),
+        "no run was served warm: {warm_log}"
+    );
+    let spares: Vec<String> = warm_log
+        .lines()
+        .filter(|l| l.contains(" ready for "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .skip_while(|w| *w != "spare")
+                .nth(1)
+                .map(String::from)
+        })
+        .collect();
+    assert!(!spares.is_empty(), "no spare: {warm_log}");
     podman(&["stop", "-t", "30", &c.name]);
     let _ = two.kill();
     let _ = two.wait();
     assert!(processes_in(&ns).is_empty(), "{:?}", processes_in(&ns));
-    for r in &runs {
+    // The runs' and the spares' cgroups: band-sandboxd waited for its warm server, and it for
+    // its spares' teardown, before the container's init exited.
+    for r in runs.iter().chain(&spares) {
         assert_eq!(run_cgroups(r), Vec::<PathBuf>::new(), "run {r}'s cgroups");
     }
     let mounts = fs_err::read_to_string("/proc/self/mountinfo").unwrap();
