@@ -746,6 +746,86 @@ mod tests {
         );
     }
 
+    /// band-server's side of an [`exchange`] as a script: what it read before it answered, and
+    /// the lines it answers with (then it closes).
+    async fn exchanged(
+        answer: String,
+        said: Vec<Control>,
+        read_first: bool,
+    ) -> (Exchanged, Vec<Out>, String) {
+        use tokio::io::AsyncReadExt;
+        // A socket pair, split as the warm server's connection is: the write half shuts the
+        // socket's writing down when dropped, which band-server reads as its input's end.
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (from, to) = ours.into_split();
+        let (mut their_in, mut their_out) = theirs.into_split();
+        let (tx, mut control) = mpsc::unbounded_channel();
+        for c in said {
+            tx.send(c).unwrap();
+        }
+        let (out, mut outs) = mpsc::channel(16);
+        let server = tokio::spawn(async move {
+            let mut got = String::new();
+            if read_first {
+                // Everything band-sandboxd writes, to its end (its input closed).
+                their_in.read_to_string(&mut got).await.unwrap();
+            }
+            their_out.write_all(answer.as_bytes()).await.unwrap();
+            drop(their_out);
+            got
+        });
+        let x = exchange(b"request\nhold\n", to, from, &out, &mut control).await;
+        drop(out);
+        let mut seen = Vec::new();
+        while let Some(o) = outs.recv().await {
+            seen.push(o);
+        }
+        (x, seen, server.await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn an_exchange_says_whether_band_server_answered_and_what_the_client_said() {
+        let result = serde_json::to_string(&Message::Result(Box::new(RunResult::setup_failed(
+            "r1",
+            proto::Layer::Filesystem,
+            "x",
+            None,
+        ))))
+        .unwrap();
+        // A connection closed unread (a warm server going): nothing came, nothing was taken,
+        // so the run may go to a band-server of its own.
+        let (x, _, _) = exchanged(String::new(), Vec::new(), false).await;
+        // (Its end may read as a reset: the request was never read.)
+        assert!(!x.got && !x.heard);
+        assert!(!matches!(x.result, Ok(Some(_))));
+        // A warm server's blank line, an event, the result.
+        let event =
+            serde_json::to_string(&Message::Event(Event::Stdout { data: "hi".into() })).unwrap();
+        let answer = format!("\n{event}\n{result}\n");
+        let (x, seen, _) = exchanged(answer.clone(), Vec::new(), false).await;
+        assert!(x.got);
+        assert_eq!(x.result.unwrap().unwrap().run_id, "r1");
+        assert_eq!(seen, vec![Out::Stdout(b"hi".to_vec())]);
+        // Stdin goes as a line after the request and `hold`; a cancel closes the input, which
+        // band-server reads as the client gone. What was said is noted (no second band-server
+        // may run it then).
+        let (x, _, got) = exchanged(
+            answer,
+            vec![Control::Stdin(b"abc".to_vec()), Control::Cancel],
+            true,
+        )
+        .await;
+        assert!(x.heard);
+        let stdin = line(&Message::Stdin {
+            data: "YWJj".into(),
+            eof: false,
+        });
+        assert_eq!(
+            got,
+            format!("request\nhold\n{}", String::from_utf8(stdin).unwrap())
+        );
+    }
+
     #[test]
     fn the_exit_code_is_the_scripts_own_or_bands_for_the_status() {
         let mut r = RunResult::setup_failed("r", band::proto::Layer::Process, "x", None);

@@ -34,7 +34,12 @@ impl Warm {
     pub fn new(server: &Path, on: bool) -> Warm {
         Warm {
             server: server.to_path_buf(),
-            dir: Path::new(crate::warm::DIR).join(format!("sandboxd-{}", std::process::id())),
+            // Beside the host's (`/run/band-serve/host`), under the folder of band-server's
+            // warm servers.
+            dir: Path::new(band::warm::DIR)
+                .parent()
+                .unwrap_or(Path::new("/run"))
+                .join(format!("sandboxd-{}", std::process::id())),
             on,
             child: Mutex::new(None),
         }
