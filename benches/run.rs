@@ -50,8 +50,12 @@
 //!   busy time over the batch / 48) and band-server's resident memory (the most, summed over its
 //!   processes, sampled during the batch) per concurrent run.
 //!
+//! - **the platform's path** (issue 42): the no-op and the python job as `band run SKILL --target
+//!   sandboxd://`, 48 runs from 1 and 16 callers, on a band-sandboxd with its warm band-server
+//!   (the default) and with `BAND_WARM=0` (a `band-server run` per run), against bare bwrap.
+//!
 //! `BAND_BENCH_ONLY=loop,fresh` runs only those tables (names: noop, py, loop, gate, fetch, idle,
-//! turns, fresh, files, site, load), to re-measure what a change touched.
+//! turns, fresh, files, site, load, platform), to re-measure what a change touched.
 //!
 //! Peers (nsjail, firejail, srt, codex) come from `common::peers`: installed from their
 //! registries into `target/bench-peers` when missing (`BAND_BENCH_PEERS=0`: none), each skipped
@@ -608,6 +612,13 @@ fn main() {
         }
     }
 
+    // 10: the platform's path: the same runs through band-sandboxd.
+    if full && wanted("platform") {
+        for job in jobs.iter().filter(|j| j.name == "noop" || j.name == "py") {
+            goals.extend(platform_table(&env, job));
+        }
+    }
+
     stop_warm_server();
 
     println!("\n### goals (issues 17 and 42)\n");
@@ -1156,6 +1167,173 @@ fn load_table(env: &Env, job: &Job, peers: &[Peer]) -> Vec<(String, String, Stri
             if never_falls { "met" } else { "MISSED" }
         ),
     ));
+    goals
+}
+
+/// A band-sandboxd for the platform table: the pod's band allows what the jobs run, its
+/// workspace is empty; `warm`: with its warm band-server (the default), else `BAND_WARM=0` (a
+/// `band-server run` per run). Stopped (SIGTERM, and waited for) when dropped.
+struct Pod {
+    child: Child,
+    target: String,
+    token: PathBuf,
+}
+
+impl Pod {
+    fn start(env: &Env, warm: bool) -> Pod {
+        let dir = env.tmp.join(if warm { "pod-warm" } else { "pod-cold" });
+        let ws = dir.join("workspace");
+        fs_err::create_dir_all(&ws).expect("mkdir pod");
+        let band = dir.join("pod.band.md");
+        fs_err::write(
+            &band,
+            "---\nband: bench-pod\ndescription: The bench's pod.\nallow:\n  cli: [\"python3 *\"]\n---\n",
+        )
+        .expect("write pod band");
+        let token = dir.join("token");
+        write_file(&token, "band-bench-token-0123456789\n", 0o600);
+        let mut c = Command::new(env.server.with_file_name("band-sandboxd"));
+        c.arg("--band")
+            .arg(&band)
+            .arg("--token-file")
+            .arg(&token)
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--server"])
+            .arg(&env.server)
+            .envs(env.state_dir.iter().map(|d| (STATE_DIR_ENV, d)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if warm {
+            c.env_remove(proto::env::WARM);
+        } else {
+            c.env(proto::env::WARM, "0");
+        }
+        let mut child = c.spawn().expect("band-sandboxd");
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut first = String::new();
+        err.read_line(&mut first)
+            .expect("band-sandboxd's first line");
+        let words: Vec<&str> = first.split_whitespace().collect();
+        let at = words
+            .iter()
+            .position(|w| *w == "grpc")
+            .unwrap_or_else(|| panic!("band-sandboxd: {first}"));
+        let target = format!("sandboxd://{}", words[at + 1]);
+        // A line a run: read, or band-sandboxd would block on a full pipe.
+        std::thread::spawn(move || for _ in err.lines() {});
+        Pod {
+            child,
+            target,
+            token,
+        }
+    }
+
+    /// `band run <job>/<job> --target sandboxd://…`, asserting it succeeded.
+    fn run(&self, env: &Env, job: &str) {
+        let skill = env.skills.join(job).display().to_string();
+        let out = env
+            .band_with(
+                &[
+                    "run",
+                    &format!("{skill}/{job}"),
+                    "--json",
+                    "--target",
+                    &self.target,
+                ],
+                &env.empty,
+                None,
+                &env.tmp.join("cold.toml"),
+            )
+            .env(band::client::sandboxd::TOKEN_FILE_ENV, &self.token)
+            .output()
+            .expect("band run --target sandboxd://");
+        assert!(
+            out.status.success(),
+            "band run {job} on band-sandboxd failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// The platform's path (`band run SKILL --target sandboxd://`, each run a `Start` of the skill's
+/// request on a band-sandboxd): 48 runs of `job` from 1 and 16 callers, best of 3 batches, on
+/// a band-sandboxd with its warm server (the default) and one without (`BAND_WARM=0`), against
+/// bare bwrap. Both pods are up for the whole table; the warm-up round starts the warm server
+/// and its spare.
+fn platform_table(env: &Env, job: &Job) -> Vec<(String, String, String)> {
+    let warm_pod = Pod::start(env, true);
+    let cold_pod = Pod::start(env, false);
+    let bw = || run_ok(&mut bwrap_cmd(&job.argv, None), "bwrap");
+    let warm = || warm_pod.run(env, job.name);
+    let cold = || cold_pod.run(env, job.name);
+    let tools: [(&str, &(dyn Fn() + Sync)); 3] = [
+        ("bare bwrap", &bw),
+        ("band-sandboxd (the default: its warm server)", &warm),
+        ("band-sandboxd, `BAND_WARM=0`", &cold),
+    ];
+    // Warm-up: the first runs come before the warm server listens; then its spare.
+    for _ in 0..3 {
+        for (_, call) in &tools {
+            call();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "\n### {} through band-sandboxd (`band run --target sandboxd://`): {LOAD_RUNS} runs from N concurrent callers (best of 3 batches)\n",
+        job_title(job.name)
+    );
+    println!("| tool | callers | batch | runs/s | batch / bwrap's | CPU per run |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut goals = Vec::new();
+    for callers in [1, 16] {
+        let best: Vec<(Duration, Duration)> = tools
+            .iter()
+            .map(|(_, call)| {
+                (0..3)
+                    .map(|_| {
+                        common::quiet_machine(Duration::from_secs(2));
+                        let (wall, cpu, _) = batch(callers, *call);
+                        (wall, cpu)
+                    })
+                    .min_by_key(|b| b.0)
+                    .expect("three batches")
+            })
+            .collect();
+        for ((name, _), (wall, cpu)) in tools.iter().zip(&best) {
+            println!(
+                "| {name} | {callers} | {} | {:.0} | {:.2}× | {} |",
+                ms(*wall),
+                LOAD_RUNS as f64 / wall.as_secs_f64(),
+                ratio(*wall, best[0].0),
+                ms(*cpu / LOAD_RUNS as u32),
+            );
+        }
+        goals.push((
+            format!(
+                "{} through band-sandboxd, 48 runs from {callers} caller{} (batch): warm / `BAND_WARM=0`",
+                job_title(job.name),
+                if callers == 1 { "" } else { "s" }
+            ),
+            format!(
+                "{:.2}× / {:.2}× bwrap's",
+                ratio(best[1].0, best[0].0),
+                ratio(best[2].0, best[0].0)
+            ),
+            "no goal of its own (the host's rows above)".into(),
+        ));
+    }
     goals
 }
 
