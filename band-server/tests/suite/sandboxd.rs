@@ -206,6 +206,38 @@ impl Daemon {
             .to_string()
     }
 
+    /// Connect to `addr` (one of its ports) and find the connection band-sandboxd accepted for
+    /// it (a copy of its descriptor, `pidfd_getfd`): whether it has `TCP_NODELAY`. Without it
+    /// the last small frames of a reply wait for the client's delayed ACK.
+    fn accepted_nodelay(&self, addr: &str) -> bool {
+        use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+        let client = std::net::TcpStream::connect(addr).unwrap();
+        let ours = client.local_addr().unwrap();
+        let pid = Pid::from_raw(self.child.id() as i32).unwrap();
+        let pidfd = pidfd_open(pid, PidfdFlags::empty()).unwrap();
+        let found = std::cell::Cell::new(None);
+        band_test::wait_until("band-sandboxd to accept the connection", || {
+            let fds = fs_err::read_dir(format!("/proc/{}/fd", self.child.id())).unwrap();
+            for e in fds.flatten() {
+                let Ok(n) = e.file_name().to_string_lossy().parse::<i32>() else {
+                    continue;
+                };
+                let Ok(fd) = pidfd_getfd(&pidfd, n, PidfdGetfdFlags::empty()) else {
+                    continue;
+                };
+                let peer = rustix::net::getpeername(&fd).ok().flatten();
+                let peer = peer.and_then(|a| std::net::SocketAddr::try_from(a).ok());
+                if peer == Some(ours) {
+                    found.set(Some(rustix::net::sockopt::tcp_nodelay(&fd).unwrap()));
+                    return true;
+                }
+            }
+            false
+        });
+        drop(client);
+        found.get().unwrap()
+    }
+
     /// The pod's warm band-server: its pid and folder ("warm band-server (pid N) in DIR").
     fn warm(&self) -> Option<(u32, PathBuf)> {
         let log = self.log.lock().unwrap();
@@ -347,6 +379,10 @@ fn privileged_sandboxd_serves_the_sdk_runs_isolated_and_leaves_nothing() {
     let (grpc, http) = (d.grpc.clone(), d.http.clone());
     let policy_sha256 = d.policy_sha256.clone();
     sdk_test(&grpc, &http, &Pod { ws, outside, token }, &policy_sha256);
+    // Both ports answer without Nagle's delay.
+    let (g, h) = (d.grpc.clone(), d.http.clone());
+    assert!(d.accepted_nodelay(&g), "gRPC: no TCP_NODELAY");
+    assert!(d.accepted_nodelay(&h), "HTTP: no TCP_NODELAY");
     // The pod's warm server served its runs (the first ones may come before it listens).
     let warm = d.warm_log();
     assert!(
