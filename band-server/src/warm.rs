@@ -571,7 +571,7 @@ fn accept_loop(
             // their clients take the per-run path.
             drop(listener);
             drop(pending);
-            return stop(dir, lock, kids, why);
+            return stop(dir, lock, kids, why, opts.stop_with_parent);
         }
         if ours.is_none() || inode(&path) != ours {
             crate::say!("band-server serve: {} is gone; exiting", path.display());
@@ -769,8 +769,10 @@ fn remove_if_ours(path: &Path, ours: Option<u64>) {
 /// goes (when it is still this server's) and its lock is released, so that a server replacing
 /// it starts at once; its children are sent away (a spare removes its sandbox and exits; a run
 /// under way ends as it would, then exits) and waited for, so that none is left behind half torn
-/// down: band-sandboxd, whose pod ends when it does, waits for this one in turn.
-fn stop(dir: &Path, lock: fs_err::File, kids: Vec<RunChild>, why: &str) -> i32 {
+/// down: band-sandboxd, whose pod ends when it does, waits for this one in turn. `own_dir`
+/// (`--stop-with-parent`: band-sandboxd's server, whose folder is its own): the folder goes too,
+/// also when band-sandboxd was killed before it could remove it.
+fn stop(dir: &Path, lock: fs_err::File, kids: Vec<RunChild>, why: &str, own_dir: bool) -> i32 {
     let pid_file = dir.join(PID_FILE);
     if fs_err::read_to_string(&pid_file)
         .ok()
@@ -798,6 +800,9 @@ fn stop(dir: &Path, lock: fs_err::File, kids: Vec<RunChild>, why: &str) -> i32 {
         }
     }
     crate::say!("band-server serve: stopped ({ended} children reaped)");
+    if own_dir && let Err(e) = fs_err::remove_dir_all(dir) {
+        crate::say!("band-server serve: {e}");
+    }
     0
 }
 

@@ -394,6 +394,31 @@ fn privileged_sandboxd_serves_the_sdk_runs_isolated_and_leaves_nothing() {
     d.stop();
 }
 
+/// band-sandboxd killed outright (SIGKILL: no drain, no stop of its own): its warm band-server
+/// sees its parent gone (`--stop-with-parent`), stops as on SIGTERM and removes its folder.
+#[test]
+fn privileged_a_killed_sandboxd_leaves_no_warm_server_behind() {
+    privileged!(band_test::sandbox_missing());
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let p = pod(root);
+    let mut d = Daemon::start(root, &p.ws, &p.token);
+    band_test::wait_until("the warm server's socket", || {
+        d.warm().is_some_and(|(_, dir)| {
+            fs_err::read_dir(dir).is_ok_and(|mut es| {
+                es.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sock")))
+            })
+        })
+    });
+    let (pid, dir) = d.warm().unwrap();
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    band_test::wait_until("the warm server to stop", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    });
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
 /// Why the image test cannot run here, if it cannot: `BAND_TEST_IMAGE=0` (to skip it locally:
 /// it builds a Debian image, about 2 min), or a tool it needs is missing.
 fn image_missing() -> Option<String> {
