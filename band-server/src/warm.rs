@@ -198,6 +198,8 @@ pub(crate) fn peer_allowed(peer_uid: u32, owner: u32) -> bool {
 /// Run the warm server until its socket is removed or replaced, or it is told to stop.
 /// Returns the exit code. `cfg` is loaded once; `janitor` is the per-run janitor pass.
 pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn()) -> i32 {
+    // Before the janitor pass: a parent that ends during it is still seen to have ended.
+    let parent = rustix::process::getppid();
     // The path this program started from: a band-server installed over it since is another.
     let exe = match std::env::current_exe() {
         Ok(p) => p,
@@ -229,7 +231,13 @@ pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn())
             // Once for every run this server forks: whether a run's listing of /proc may end
             // where the processes begin (`procmask`).
             crate::layers::fs::procmask::settle_listing_order();
-            accept_loop(dir, opts, cfg, &exe, listener, lock, janitor)
+            let started = Started {
+                exe: &exe,
+                listener,
+                lock,
+                parent,
+            };
+            accept_loop(dir, opts, cfg, started, janitor)
         }
         Err(e) => {
             crate::say!("band-server serve: {e}");
@@ -527,15 +535,28 @@ fn peek_shape(conn: &UnixStream) -> Shape {
     Shape::Known(band::proto::shape_line_key(&buf[..n]).map(str::to_string))
 }
 
+/// What the accept loop starts with: the path this program started from, its socket and lock,
+/// and its parent when it started (`--stop-with-parent`).
+struct Started<'a> {
+    exe: &'a Path,
+    listener: UnixListener,
+    lock: fs_err::File,
+    parent: Option<rustix::process::Pid>,
+}
+
 fn accept_loop(
     dir: &Path,
     opts: &Options,
     cfg: &ServerConfig,
-    exe: &Path,
-    listener: UnixListener,
-    lock: fs_err::File,
+    started: Started<'_>,
     janitor: &dyn Fn(),
 ) -> i32 {
+    let Started {
+        exe,
+        listener,
+        lock,
+        parent,
+    } = started;
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let path = socket_path(dir, &opts.digest);
     let ours = inode(&path);
@@ -552,7 +573,6 @@ fn accept_loop(
     // Connections accepted while a spare waits, until their shape line says which spare (if any)
     // serves them ([`peek_shape`]).
     let mut pending: Vec<UnixStream> = Vec::new();
-    let parent = rustix::process::getppid();
     loop {
         while let Ok(Some(pid)) = sys::reap_any() {
             ending.retain(|j| *j != pid);
@@ -770,8 +790,8 @@ fn remove_if_ours(path: &Path, ours: Option<u64>) {
 /// it starts at once; its children are sent away (a spare removes its sandbox and exits; a run
 /// under way ends as it would, then exits) and waited for, so that none is left behind half torn
 /// down: band-sandboxd, whose pod ends when it does, waits for this one in turn. `own_dir`
-/// (`--stop-with-parent`: band-sandboxd's server, whose folder is its own): the folder goes too,
-/// also when band-sandboxd was killed before it could remove it.
+/// (`--stop-with-parent`: band-sandboxd's server, whose folder is its own): its files there and
+/// the folder go too, also when band-sandboxd was killed before it could remove them.
 fn stop(dir: &Path, lock: fs_err::File, kids: Vec<RunChild>, why: &str, own_dir: bool) -> i32 {
     let pid_file = dir.join(PID_FILE);
     if fs_err::read_to_string(&pid_file)
@@ -800,8 +820,15 @@ fn stop(dir: &Path, lock: fs_err::File, kids: Vec<RunChild>, why: &str, own_dir:
         }
     }
     crate::say!("band-server serve: stopped ({ended} children reaped)");
-    if own_dir && let Err(e) = fs_err::remove_dir_all(dir) {
-        crate::say!("band-server serve: {e}");
+    if own_dir {
+        // What this server made there, then the folder if nothing else is in it: never a
+        // recursive removal of a folder a caller named.
+        for f in [LOCK_FILE, LOG_FILE] {
+            let _ = fs_err::remove_file(dir.join(f));
+        }
+        if let Err(e) = fs_err::remove_dir(dir) {
+            crate::say!("band-server serve: {e}");
+        }
     }
     0
 }
