@@ -298,6 +298,20 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// The run ids of the spares a warm band-server's log (`serve.log`) says were ready
+/// ("spare ID ready for SKILL/SCRIPT"), in order.
+pub fn spares_in(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains(" ready for "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .skip_while(|w| *w != "spare")
+                .nth(1)
+                .map(String::from)
+        })
+        .collect()
+}
+
 /// Run `on_time_out` on a thread of its own unless the returned sender is dropped (or sent to)
 /// within `limit`: a test's guard against a wait that never ends.
 pub fn watchdog(

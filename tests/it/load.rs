@@ -258,16 +258,7 @@ fn sixty_four_runs(warm: bool) {
         band_test::wait_until("the warm server to exit", || !crate::warm::alive(pid));
         let text = fs_err::read(&log).expect("the warm server's log");
         let text = String::from_utf8_lossy(since(&text, log_from));
-        let spares: Vec<String> = text
-            .lines()
-            .filter(|l| l.contains(" ready for load"))
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .skip_while(|w| *w != "spare")
-                    .nth(1)
-                    .map(String::from)
-            })
-            .collect();
+        let spares = band_test::spares_in(&text);
         assert!(spares.len() >= 4, "{text}");
         // Each run was the warm server's, and the first of each skill with a spare waiting
         // was served by it.

@@ -391,6 +391,42 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     assert!(!socket.exists(), "the idle server left its socket");
 }
 
+/// Runs of [`net_skill`] on the warm server, its band-server's resolver the lab's.
+struct NetRuns<'a> {
+    root: &'a Path,
+    skill: PathBuf,
+    band: band_test::Band,
+}
+
+impl<'a> NetRuns<'a> {
+    fn new(root: &'a Path, lab: &band_test::netlab::Lab) -> NetRuns<'a> {
+        let skill = net_skill(root);
+        let config = root.join("config.toml");
+        fs_err::write(&config, "warm = true\n").expect("write");
+        let band = bin()
+            .env("BAND_CONFIG", &config)
+            .env("BAND_SERVER_CONFIG", &lab.config)
+            .env_remove("BAND_WARM");
+        NetRuns { root, skill, band }
+    }
+
+    /// Run `n` (its input `{"n": n}`), which must succeed: its JSON result.
+    fn run(&self, n: u32) -> Value {
+        let (code, out, err) = self.band.run(
+            &[
+                "run",
+                "--json",
+                &format!("{}/fetch", self.skill.display()),
+                "--input",
+                &format!("{{\"n\":{n}}}"),
+            ],
+            self.root,
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        serde_json::from_str(&out).expect("json")
+    }
+}
+
 /// A skill whose script fetches `/warm/<n>` from the lab's host, which its band allows, and
 /// tries another name, which it does not.
 fn net_skill(root: &Path) -> PathBuf {
@@ -429,26 +465,9 @@ fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
     no_warm_server();
     let lab = band_test::netlab::Lab::new(&["api.warm.test"]);
     let t = tempfile::tempdir().expect("tempdir");
-    let skill = net_skill(t.path());
-    let config = t.path().join("config.toml");
-    fs_err::write(&config, "warm = true\n").expect("write");
-    let band = bin()
-        .env("BAND_CONFIG", &config)
-        .env("BAND_SERVER_CONFIG", &lab.config)
-        .env_remove("BAND_WARM");
+    let fetch = NetRuns::new(t.path(), &lab);
     let run = |n: u32| -> String {
-        let (code, out, err) = band.run(
-            &[
-                "run",
-                "--json",
-                &format!("{}/fetch", skill.display()),
-                "--input",
-                &format!("{{\"n\":{n}}}"),
-            ],
-            t.path(),
-        );
-        assert_eq!(code, 0, "{out}{err}");
-        let v: Value = serde_json::from_str(&out).expect("json");
+        let v = fetch.run(n);
         let id = v["run_id"].as_str().expect("run_id").to_string();
         assert_eq!(
             v["output"],
@@ -509,26 +528,9 @@ fn privileged_a_warm_server_told_to_stop_waits_for_its_spares_to_tear_down() {
     no_warm_server();
     let lab = band_test::netlab::Lab::new(&["api.warm.test"]);
     let t = tempfile::tempdir().expect("tempdir");
-    let skill = net_skill(t.path());
-    let config = t.path().join("config.toml");
-    fs_err::write(&config, "warm = true\n").expect("write");
-    let band = bin()
-        .env("BAND_CONFIG", &config)
-        .env("BAND_SERVER_CONFIG", &lab.config)
-        .env_remove("BAND_WARM");
+    let fetch = NetRuns::new(t.path(), &lab);
     let run = |n: u32| -> String {
-        let (code, out, err) = band.run(
-            &[
-                "run",
-                "--json",
-                &format!("{}/fetch", skill.display()),
-                "--input",
-                &format!("{{\"n\":{n}}}"),
-            ],
-            t.path(),
-        );
-        assert_eq!(code, 0, "{out}{err}");
-        let v: Value = serde_json::from_str(&out).expect("json");
+        let v = fetch.run(n);
         v["run_id"].as_str().expect("run_id").to_string()
     };
     run(1);

@@ -79,6 +79,14 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
+/// The pid and folder of the warm band-server a line of band-sandboxd's log says it started
+/// ("band-sandboxd: warm band-server (pid N) in DIR").
+fn warm_server(line: &str) -> Option<(u32, PathBuf)> {
+    let rest = line.strip_prefix("band-sandboxd: warm band-server (pid ")?;
+    let (pid, dir) = rest.split_once(") in ")?;
+    Some((pid.parse().ok()?, PathBuf::from(dir.trim())))
+}
+
 /// A pod's files under `root`: its band (`BAND.md`), its workspace (`ws/`, with `data/in.txt`,
 /// `top.txt` the band does not admit, and `data/link` leading to `outside/`), its token.
 struct Pod {
@@ -238,14 +246,10 @@ impl Daemon {
         found.get().unwrap()
     }
 
-    /// The pod's warm band-server: its pid and folder ("warm band-server (pid N) in DIR").
+    /// The pod's warm band-server: its pid and folder ([`warm_server`]).
     fn warm(&self) -> Option<(u32, PathBuf)> {
         let log = self.log.lock().unwrap();
-        log.iter().rev().find_map(|l| {
-            let rest = l.strip_prefix("band-sandboxd: warm band-server (pid ")?;
-            let (pid, dir) = rest.split_once(") in ")?;
-            Some((pid.parse().ok()?, PathBuf::from(dir.trim())))
-        })
+        log.iter().rev().find_map(|l| warm_server(l))
     }
 
     /// What the warm server's log says (empty without one).
@@ -266,17 +270,7 @@ impl Daemon {
                 .into_iter()
                 .all(|c| warm.as_ref().is_some_and(|(w, _)| *w == c))
         });
-        let spares: Vec<String> = self
-            .warm_log()
-            .lines()
-            .filter(|l| l.contains(" ready for "))
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .skip_while(|w| *w != "spare")
-                    .nth(1)
-                    .map(String::from)
-            })
-            .collect();
+        let spares = band_test::spares_in(&self.warm_log());
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(),
             rustix::process::Signal::TERM,
@@ -781,28 +775,21 @@ fn privileged_sandboxd_image_runs_under_podman() {
     }
     // The pod's warm server served runs, and keeps spares: each holds a cgroup on the machine.
     let log = podman_logs(&c.name);
-    let warm_dir = log
+    let (_, warm_dir) = log
         .lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix("band-sandboxd: warm band-server (pid ")?;
-            Some(rest.split_once(") in ")?.1.trim().to_string())
-        })
+        .find_map(warm_server)
         .unwrap_or_else(|| panic!("no warm band-server in {log}"));
-    let warm_log = podman(&["exec", &c.name, "cat", &format!("{warm_dir}/serve.log")]);
+    let warm_log = podman(&[
+        "exec",
+        &c.name,
+        "cat",
+        &warm_dir.join("serve.log").display().to_string(),
+    ]);
     assert!(
         warm_log.contains("served by the warm server"),
         "no run was served warm: {warm_log}"
     );
-    let spares: Vec<String> = warm_log
-        .lines()
-        .filter(|l| l.contains(" ready for "))
-        .filter_map(|l| {
-            l.split_whitespace()
-                .skip_while(|w| *w != "spare")
-                .nth(1)
-                .map(String::from)
-        })
-        .collect();
+    let spares = band_test::spares_in(&warm_log);
     assert!(!spares.is_empty(), "no spare: {warm_log}");
     podman(&["stop", "-t", "30", &c.name]);
     let _ = two.kill();
