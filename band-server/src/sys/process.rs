@@ -87,28 +87,23 @@ pub(crate) fn reap(pid: i32) -> io::Result<Reaped> {
 /// `waitpid(-1, WNOHANG)`: reap one child of ours that has exited. `Ok(Some(pid))` when one
 /// was reaped, `Ok(None)` when none has exited (or there is no child at all).
 pub(crate) fn reap_any() -> io::Result<Option<i32>> {
-    let mut status: libc::c_int = 0;
-    // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
-    let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-    if rc > 0 {
-        return Ok(Some(rc));
-    }
-    let err = io::Error::last_os_error();
-    match rc {
-        0 => Ok(None),
-        _ if err.raw_os_error() == Some(libc::ECHILD) => Ok(None),
-        _ => Err(err),
-    }
+    waitpid_any(libc::WNOHANG)
 }
 
 /// `waitpid(-1, 0)`: wait for a child of ours to end and reap it. `Ok(None)` when there is no
 /// child left.
 pub(crate) fn wait_any() -> io::Result<Option<i32>> {
+    waitpid_any(0)
+}
+
+/// `waitpid(-1, options)`: the pid reaped, `None` when none was (`WNOHANG` and none has ended,
+/// or no child at all).
+fn waitpid_any(options: libc::c_int) -> io::Result<Option<i32>> {
     let mut status: libc::c_int = 0;
     // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
-    let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
-    if rc > 0 {
-        return Ok(Some(rc));
+    let rc = unsafe { libc::waitpid(-1, &mut status, options) };
+    if rc >= 0 {
+        return Ok((rc > 0).then_some(rc));
     }
     let err = io::Error::last_os_error();
     match err.raw_os_error() {
