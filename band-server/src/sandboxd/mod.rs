@@ -16,8 +16,9 @@
 //!
 //! band-sandboxd is a client of band-server, as band is on the host: a run it starts is built,
 //! run and torn down by the same code as every other run (a child of its warm server, or a
-//! `band-server run` of its own), and nothing of it lives in this process. It is the only async program of band-server's package (tokio, tonic,
-//! axum); band-server, band-jail and band-shim link none of it.
+//! `band-server run` of its own), and nothing of it lives in this process. It is the only async
+//! program of band-server's package (tokio, tonic, axum); band-server, band-jail and band-shim
+//! link none of it.
 
 pub mod files;
 pub mod process;
@@ -236,14 +237,8 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
             // TCP_NODELAY, which tonic sets only on connections it accepts itself: without it
             // the last frames of a stream (a process's exit, after its output) waited for the
             // client's delayed ACK, 40 ms on every run.
-            let incoming =
-                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener).map(|conn| {
-                    conn.inspect(|c| {
-                        if let Err(e) = c.set_nodelay(true) {
-                            eprintln!("band-sandboxd: TCP_NODELAY: {e}");
-                        }
-                    })
-                });
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener)
+                .map(|conn| conn.inspect(no_delay));
             tonic::transport::Server::builder()
                 .add_service(process::service(pod))
                 .serve_with_incoming_shutdown(incoming, async move {
@@ -257,11 +252,7 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
         let mut stop = closed.clone();
         tokio::spawn(async move {
             use axum::serve::ListenerExt as _;
-            let http_listener = http_listener.tap_io(|c| {
-                if let Err(e) = c.set_nodelay(true) {
-                    eprintln!("band-sandboxd: TCP_NODELAY: {e}");
-                }
-            });
+            let http_listener = http_listener.tap_io(|c| no_delay(c));
             axum::serve(http_listener, files::router(pod))
                 .with_graceful_shutdown(async move {
                     let _ = stop.changed().await;
@@ -304,6 +295,14 @@ pub async fn serve(pod: Arc<Pod>, grpc: SocketAddr, http: SocketAddr) -> anyhow:
     g?.context("gRPC server")?;
     h?.context("HTTP server")?;
     Ok(())
+}
+
+/// `TCP_NODELAY` on a connection either port accepted: a reply's last small frames go at once,
+/// not after the client's delayed ACK.
+fn no_delay(conn: &tokio::net::TcpStream) {
+    if let Err(e) = conn.set_nodelay(true) {
+        eprintln!("band-sandboxd: TCP_NODELAY: {e}");
+    }
 }
 
 /// A watch that turns true on SIGTERM or SIGINT.

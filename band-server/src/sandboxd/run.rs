@@ -3,9 +3,9 @@
 //! made by band's own pipeline (the workspace files the band admits, its limits, its secrets),
 //! and served by the pod's warm band-server (`super::warm`), or by a `band-server run` child of
 //! its own when none listens. What the client sends while it runs (stdin, a signal, going away)
-//! becomes protocol lines on the run's input; what the run
-//! writes comes back as events; the result's files written under `allow.write` are written back
-//! into the workspace by band's write-back, the same as `band exec`'s.
+//! becomes protocol lines on the run's input; what the run writes comes back as events; the
+//! result's files written under `allow.write` are written back into the workspace by band's
+//! write-back, the same as `band exec`'s.
 //!
 //! A `Start` of `band-request` ([`skill`]) is a skill's whole request instead, read from its
 //! stdin: the pod's band is a narrower layer over it ([`under_pod`]), and it runs on the pod's
