@@ -427,6 +427,20 @@ impl<'a> NetRuns<'a> {
     }
 }
 
+/// Runs 1 and 2 of [`net_skill`] (`run` returns a run's id): the first starts the warm server,
+/// the second is built by it, and a spare is then ready. The second's id and the spare's.
+fn a_spare_after_two_runs(run: &dyn Fn(u32) -> String) -> (String, String) {
+    run(1);
+    wait_for("the warm server's pid file", || {
+        server_pid().is_some_and(alive)
+    });
+    let second = run(2);
+    assert_eq!(served(&second).as_deref(), Some("built for it"));
+    wait_for("a spare", || spare_after(&second, "warmnet").is_some());
+    let spare = spare_after(&second, "warmnet").expect("the spare's run id");
+    (second, spare)
+}
+
 /// A skill whose script fetches `/warm/<n>` from the lab's host, which its band allows, and
 /// tries another name, which it does not.
 fn net_skill(root: &Path) -> PathBuf {
@@ -481,13 +495,7 @@ fn privileged_a_networked_run_is_served_by_a_spare_unless_its_table_is_gone() {
         );
         id
     };
-    run(1);
-    wait_for("the warm server's pid file", || {
-        server_pid().is_some_and(alive)
-    });
-    let second = run(2);
-    assert_eq!(served(&second).as_deref(), Some("built for it"));
-    wait_for("a spare", || spare_after(&second, "warmnet").is_some());
+    a_spare_after_two_runs(&run);
     let third = run(3);
     assert_eq!(served(&third).as_deref(), Some("a spare"), "run {third}");
 
@@ -533,14 +541,7 @@ fn privileged_a_warm_server_told_to_stop_waits_for_its_spares_to_tear_down() {
         let v = fetch.run(n);
         v["run_id"].as_str().expect("run_id").to_string()
     };
-    run(1);
-    wait_for("the warm server's pid file", || {
-        server_pid().is_some_and(alive)
-    });
-    let second = run(2);
-    assert_eq!(served(&second).as_deref(), Some("built for it"));
-    wait_for("a spare", || spare_after(&second, "warmnet").is_some());
-    let spare = spare_after(&second, "warmnet").expect("the spare's run id");
+    let (second, spare) = a_spare_after_two_runs(&run);
     let table = format!("band_{spare}");
     let has_table = || {
         std::process::Command::new("nft")
