@@ -107,9 +107,10 @@ pub fn shape_line_key(bytes: &[u8]) -> Option<&str> {
 
 impl RunRequest {
     /// What a spare sandbox built after this request could serve again, as one SHA-256 (hex):
-    /// the protocol, skill, script, entry, bundle digest, policy, config, `observe` and the
-    /// narrowing layers. band-server's `spare::same_shape` still decides whether a spare serves
-    /// a request; the key only routes it (a wrong one costs a spare, never a check).
+    /// the protocol, skill, script, entry, bundle digest, policy, config, `observe`, the
+    /// narrowing layers, the signed lock and `stdin`. band-server's `spare::same_shape` still
+    /// decides whether a spare serves a request; the key only routes it (a wrong one costs a
+    /// spare, never a check).
     pub fn shape_key(&self) -> String {
         let shape = (
             self.protocol,
@@ -121,6 +122,8 @@ impl RunRequest {
             &self.config,
             self.observe,
             &self.narrowing,
+            &self.signed,
+            self.stdin,
         );
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(serde_json::to_vec(&shape).unwrap_or_default());

@@ -80,17 +80,43 @@ pub(crate) fn wanted(req: &RunRequest) -> bool {
 }
 
 /// Could a spare built for `spare` serve `req`: the same protocol, skill, script, entry, bundle
-/// (its digest, which the check recomputes from the files), policy and config. Everything else
-/// of a request (run id, input, workspace, secrets, arguments, trace) is the hand-over's.
+/// (its digest, which the check recomputes from the files), policy, config, narrowing layers,
+/// signed lock, `observe` and `stdin` (a pipe or `/dev/null`, given to bubblewrap when the spare
+/// is built). Everything else of a request (run id, input, workspace, secrets, arguments,
+/// trace) is the hand-over's. Every field is named here, so that a field added to requests is
+/// put on one side or the other by whoever adds it.
 pub(crate) fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
-    spare.protocol == req.protocol
-        && spare.skill == req.skill
-        && spare.script == req.script
-        && spare.entry == req.entry
-        && spare.bundle_sha256 == req.bundle_sha256
-        && spare.policy == req.policy
-        && spare.config == req.config
-        && spare.observe == req.observe
+    let RunRequest {
+        protocol,
+        run_id: _,
+        skill,
+        script,
+        entry,
+        bundle: _,
+        bundle_sha256,
+        policy,
+        input: _,
+        config,
+        secrets: _,
+        workspace: _,
+        trace: _,
+        observe,
+        args: _,
+        signed,
+        narrowing,
+        stdin,
+    } = req;
+    spare.protocol == *protocol
+        && spare.skill == *skill
+        && spare.script == *script
+        && spare.entry == *entry
+        && spare.bundle_sha256 == *bundle_sha256
+        && spare.policy == *policy
+        && spare.config == *config
+        && spare.observe == *observe
+        && spare.signed == *signed
+        && spare.narrowing == *narrowing
+        && spare.stdin == *stdin
 }
 
 /// The request a spare is built from: `served`'s shape, with `run_id`, and nothing of its own
@@ -114,8 +140,9 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         args: Vec::new(),
         signed: served.signed.clone(),
         narrowing: served.narrowing.clone(),
-        // A spare's bubblewrap is spawned before its request: its stdin is /dev/null.
-        stdin: false,
+        // A spare's bubblewrap is spawned before its request, with the stdin the requests of
+        // its shape have: a pipe for band-sandboxd's, `/dev/null` for band's.
+        stdin: served.stdin,
     }
 }
 
@@ -385,7 +412,7 @@ mod tests {
         // The key the warm server routes by agrees.
         assert_eq!(other.shape_key(), request().shape_key());
         // The shape.
-        let changed: [fn(&mut RunRequest); 8] = [
+        let changed: [fn(&mut RunRequest); 11] = [
             |r| r.protocol += 1,
             |r| r.skill = "t".into(),
             |r| r.script = "other".into(),
@@ -394,6 +421,23 @@ mod tests {
             |r| r.policy.allow.read.push("*.md".into()),
             |r| r.config = Some(serde_json::json!({"k": 1})),
             |r| r.observe = true,
+            // A session's narrowing is applied when the sandbox is built: a spare built without
+            // it must not serve a request that carries it.
+            |r| {
+                r.narrowing.push(band::proto::Narrowing {
+                    label: "session".into(),
+                    source: "BAND_NARROW".into(),
+                    text: "---\ndeny:\n  net: [\"**\"]\n---\n".into(),
+                })
+            },
+            |r| {
+                r.signed = Some(band::proto::SignedLock {
+                    lock: "l".into(),
+                    sig: "s".into(),
+                })
+            },
+            // A spare built with stdin /dev/null cannot feed a request's stdin.
+            |r| r.stdin = true,
         ];
         for (i, change) in changed.iter().enumerate() {
             let mut r = request();
