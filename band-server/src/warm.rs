@@ -224,6 +224,10 @@ pub fn serve(dir: &Path, opts: &Options, cfg: &ServerConfig, janitor: &dyn Fn())
         crate::say!("band-server serve: SIGTERM's handler: {e}");
         return 1;
     }
+    if let Err(e) = sys::catch_leave_signal() {
+        crate::say!("band-server serve: SIGUSR2's handler: {e}");
+        return 1;
+    }
     match listen(dir, opts) {
         Ok(None) => 0,
         Ok(Some((listener, lock))) => {
@@ -1006,12 +1010,14 @@ fn log_result(result: &RunResult, how: spare::Served) {
     }
 }
 
-/// A spare's wait: for a connection handed over on `ctl`, for at most [`spare::FRESH`].
+/// A spare's wait: for a connection handed over on `ctl`, for at most [`spare::FRESH`], or until
+/// a run of another server asks it to leave (SIGUSR2: `layers::identity::idle`).
 fn wait_for_handover(ctl: &UnixStream) -> spare::Next {
     let fresh = i32::try_from(spare::FRESH.as_millis()).unwrap_or(i32::MAX);
-    match sys::poll_readable(ctl.as_fd(), fresh) {
-        Ok(false) => return spare::Next::Rebuild,
-        Ok(true) => {}
+    match sys::poll_readable_unless(ctl.as_fd(), fresh, sys::leave_asked) {
+        Ok(None) => return spare::Next::Leave,
+        Ok(Some(false)) => return spare::Next::Rebuild,
+        Ok(Some(true)) => {}
         Err(e) => {
             crate::say!("band-server serve: spare: poll: {e}");
             return spare::Next::Stop;

@@ -36,6 +36,7 @@
 //! it holds a pool uid, a cgroup and a run directory, and runs nothing but the waiting
 //! band-jail, bubblewrap's init and its reaper.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use band::proto::{Layer, RunRequest, RunResult};
@@ -49,6 +50,7 @@ use crate::config::ServerConfig;
 use crate::error::{LayerExt, SetupResult};
 use crate::layers::fs::mounts::allow_and_insist;
 use crate::layers::fs::workdir::RunDir;
+use crate::layers::identity::{idle, uidpool};
 use crate::layers::net::NetLayer;
 use crate::layers::process::bwrap;
 use crate::request::{self, Check};
@@ -168,6 +170,8 @@ pub(crate) enum Next {
     Rebuild,
     /// The warm server is gone, or made another spare: remove it and stop.
     Stop,
+    /// A run of another server waits for a uid: remove it (its uid is free then) and stop.
+    Leave,
 }
 
 /// How [`keep`] ended.
@@ -250,8 +254,26 @@ pub(crate) fn keep(
     // one it made on a guess when its run is refused before the request) leaves it waiting.
     let mut spare_run = Some((prepared, guard));
     loop {
+        // Marked idle on its uid while it waits, so that a run of another server that finds the
+        // pool full can ask it to leave; a request from before this wait is not one.
+        let slot = spare_run.as_ref().map(|(p, _)| p.identity.slot);
+        let idle = Path::new(uidpool::UID_LOCK_DIR);
+        sys::clear_leave_asked();
+        if let Some(slot) = slot {
+            let server = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+            if let Err(e) = idle::mark(idle, Path::new("/proc"), slot, server) {
+                crate::say!(
+                    "band-server serve: spare {}: no idle mark: {e}",
+                    spare.run_id
+                );
+            }
+        }
         ready();
-        let (input, sink, before_result) = match next() {
+        let next = next();
+        if let Some(slot) = slot {
+            let _ = idle::unmark(idle, slot);
+        }
+        let (input, sink, before_result) = match next {
             Next::Serve {
                 input,
                 sink,
@@ -264,10 +286,10 @@ pub(crate) fn keep(
                     crate::say!(
                         "band-server serve: spare {} removed ({}; pid {})",
                         spare.run_id,
-                        if matches!(end, Next::Rebuild) {
-                            "to be built again"
-                        } else {
-                            "sent away"
+                        match end {
+                            Next::Rebuild => "to be built again",
+                            Next::Leave => "for a run of another server waiting for a uid",
+                            _ => "sent away",
                         },
                         sys::pid()
                     );

@@ -49,6 +49,40 @@ pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<b
     }
 }
 
+/// [`poll_readable`], except that a signal that makes `stop` true ends the wait: `Ok(None)`,
+/// unless `fd` is readable by then (what was sent comes first). `stop` is also asked before the
+/// first wait, so a signal that came just before it is not missed.
+pub(crate) fn poll_readable_unless(
+    fd: BorrowedFd<'_>,
+    timeout_ms: i32,
+    stop: fn() -> bool,
+) -> io::Result<Option<bool>> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut timeout = timeout_ms;
+    loop {
+        if stop() {
+            timeout = 0;
+        }
+        // SAFETY: `p` is one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut p, 1, timeout) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if rc == 0 && timeout == 0 && stop() {
+            return Ok(None);
+        }
+        return Ok(Some(rc > 0));
+    }
+}
+
 /// Close every descriptor above 2 except those in `keep` (which are marked close-on-exec
 /// instead).
 pub fn close_fds_except(keep: &[RawFd]) -> io::Result<()> {

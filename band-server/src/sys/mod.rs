@@ -44,7 +44,7 @@ use std::path::Path;
 pub use exec::{clear_addr_no_randomize, disable_core_dumps, execve, set_no_new_privs};
 pub(crate) use fanotify::{FanEvent, fanotify_filesystem, fanotify_read};
 pub use fd::{close_fds_except, take_inherited_fd, write_fd};
-pub(crate) use fd::{pipe, poll_readable, try_lock_exclusive};
+pub(crate) use fd::{pipe, poll_readable, poll_readable_unless, try_lock_exclusive};
 pub(crate) use mount::{
     BindFlags, bind_mount, bind_read_only_in, make_private, mknod_char, mknod_whiteout,
     mount_dev_tmpfs, mount_devpts, mount_overlay_ro, mount_tmpfs, own_mount_namespace,
@@ -54,8 +54,9 @@ pub(crate) use netns::{setns_net, user_and_net_namespaces};
 pub(crate) use nft::NftLibrary;
 pub use process::euid;
 pub(crate) use process::{
-    Reaped, catch_stop_signals, default_stop_signals, fork_single_threaded, kill, pid, reap,
-    reap_any, set_batch_scheduling, set_child_subreaper, stop_asked, wait_any,
+    Reaped, catch_leave_signal, catch_stop_signals, clear_leave_asked, default_stop_signals,
+    fork_single_threaded, kill, leave_asked, pid, reap, reap_any, set_batch_scheduling,
+    set_child_subreaper, stop_asked, wait_any,
 };
 pub use seccomp_notify::seccomp_listener;
 pub(crate) use seccomp_notify::{

@@ -172,6 +172,42 @@ pub(crate) fn stop_asked() -> bool {
     STOP_ASKED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// Set by [`catch_leave_signal`]'s handler.
+static LEAVE_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_leave(_sig: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    LEAVE_ASKED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// SIGUSR2 sets a flag ([`leave_asked`]): a run of another server that waits for a uid asks a
+/// waiting spare to leave with it (`layers::identity::idle`). Installed by `band-server serve`
+/// and inherited by its forked children; a child that is not a waiting spare never reads the
+/// flag, so the signal does nothing to it. `exec` resets it. With `SA_RESTART`, as the stop
+/// signals.
+pub(crate) fn catch_leave_signal() -> io::Result<()> {
+    // SAFETY: as in `set_stop_action`: a zeroed action with an empty mask and `note_leave`,
+    // which only stores to an atomic; no old action is written.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = note_leave as *const () as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESTART;
+        check(libc::sigemptyset(&mut act.sa_mask))?;
+        check(libc::sigaction(libc::SIGUSR2, &act, std::ptr::null_mut()))?;
+    }
+    Ok(())
+}
+
+/// Whether SIGUSR2 came since [`clear_leave_asked`] (or the start).
+pub(crate) fn leave_asked() -> bool {
+    LEAVE_ASKED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Forget a SIGUSR2 that came before now (a spare about to wait again).
+pub(crate) fn clear_leave_asked() {
+    LEAVE_ASKED.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// `getpid()`.
 pub(crate) fn pid() -> i32 {
     // SAFETY: getpid cannot fail and takes no arguments.

@@ -1,6 +1,7 @@
 //! Identity: the run's uid, leased from a pool of per-run users.
 
 pub(crate) mod apply;
+pub(crate) mod idle;
 pub mod procs;
 pub mod uidpool;
 

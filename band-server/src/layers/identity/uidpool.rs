@@ -287,6 +287,10 @@ pub(crate) fn acquire(
             return Err(full());
         }
         hook();
+        // A spare of another server (the host's warm server's, a pod's) waiting with a uid is
+        // asked to leave as well: only its own server could send it away otherwise.
+        let server = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+        super::idle::ask_one_to_leave(Path::new(UID_LOCK_DIR), Path::new("/proc"), server);
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
@@ -315,6 +319,9 @@ fn try_acquire(state: &Path, run_id: &str, on_dead: OnDeadLease<'_>) -> SetupRes
                 ));
             }
         };
+        // Whatever the uid's last holder marked there (`idle`) is not this lease's. Only advisory:
+        // a mark is acted on only while its process is alive and was started when it says.
+        let _ = uid_lock.set_len(0);
         if read_lease(&mut file).is_some() {
             // The previous owner died without cleaning up; leave the slot to the janitor rather
             // than reuse a uid that may still have processes.
