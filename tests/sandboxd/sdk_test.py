@@ -28,27 +28,14 @@ from k8s_agent_sandbox.connector import ConnectionStrategy, SandboxConnector
 from k8s_agent_sandbox.files.filesystem import Filesystem
 from k8s_agent_sandbox.models import SandboxdPodTunnelConnectionConfig
 
+from pod_client import channel, stub
+
 
 def check(name, cond, detail=""):
     if not cond:
         print(f"FAIL: {name}: {detail}", flush=True)
         sys.exit(1)
     print(f"ok: {name}", flush=True)
-
-
-class Auth(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    def __init__(self, token):
-        self.token = token
-
-    def _with(self, details):
-        md = list(details.metadata or []) + [("authorization", f"Bearer {self.token}")]
-        return details._replace(metadata=md)
-
-    def intercept_unary_unary(self, cont, details, request):
-        return cont(self._with(details), request)
-
-    def intercept_unary_stream(self, cont, details, request):
-        return cont(self._with(details), request)
 
 
 class Direct(ConnectionStrategy):
@@ -78,7 +65,7 @@ def connector(http, grpc_target, token):
     c.strategy = Direct(http, grpc_target)
     for s in (c.session, c._no_retry_session):
         s.headers["Authorization"] = f"Bearer {token}"
-    chan = grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token))
+    chan = channel(grpc_target, token)
     c.grpc_channel = lambda: chan
     return c, chan
 
@@ -132,7 +119,7 @@ class Started:
 
 def client_only(grpc_target, token):
     """A client that starts a run, says so, and waits to be killed (nothing outlives it)."""
-    chan = grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token))
+    chan = channel(grpc_target, token)
     s = Started(pbg.ProcessServiceStub(chan), ["sh", "-c", "echo ready; exec cat"])
     pid = s.pid()
     s.wait_for(lambda s: b"ready" in s.stdout(), "ready")
@@ -143,10 +130,10 @@ def client_only(grpc_target, token):
 def memory(grpc_target, token):
     """Under a pod band with maxMemoryBytes 64m: a run that stays under it ends well, one that
     allocates past it is killed, from inside, and says so."""
-    stub = pbg.ProcessServiceStub(grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token)))
+    processes = stub(grpc_target, token)
 
     def run(code):
-        return stub.Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["python3", "-c", code])), timeout=120)
+        return processes.Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["python3", "-c", code])), timeout=120)
 
     r = run("x = bytearray(16 << 20); print(len(x))")
     check("16 MiB under a 64 MiB limit", r.exit_code == 0 and r.stdout == b"16777216\n", r)
@@ -159,10 +146,10 @@ def memory(grpc_target, token):
 def net(grpc_target, token):
     """Under a pod band with allow.net api.example.test:80 and the test's lab resolver: the
     allowed name resolves and its server answers; another name does not resolve."""
-    stub = pbg.ProcessServiceStub(grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token)))
+    processes = stub(grpc_target, token)
 
     def run(code):
-        return stub.Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["python3", "-c", code])), timeout=120)
+        return processes.Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["python3", "-c", code])), timeout=120)
 
     r = run("import urllib.request; print(urllib.request.urlopen('http://api.example.test/from-the-pod', timeout=30).read().decode())")
     check("the allowed name resolves and its server answers", r.exit_code == 0 and b"/from-the-pod" in r.stdout
@@ -190,7 +177,7 @@ def main():
         check("grpc without a token is refused", False, "it ran")
     except grpc.RpcError as e:
         check("grpc without a token is refused", e.code() == grpc.StatusCode.UNAUTHENTICATED, e)
-    wrong = grpc.intercept_channel(grpc.insecure_channel(grpc_target), Auth(token[:-1] + "x"))
+    wrong = channel(grpc_target, token[:-1] + "x")
     try:
         pbg.ProcessServiceStub(wrong).Execute(pb.ExecuteRequest(config=pb.ProcessConfig(command=["true"])), timeout=30)
         check("grpc with a wrong token is refused", False, "it ran")

@@ -7,34 +7,19 @@ after a line on stdin, closes both runs' stdin and prints `done A_CODE B_CODE`.
 import sys
 import threading
 
-import grpc
-
 from k8s_agent_sandbox.commands._process_stubs import process_pb2 as pb
-from k8s_agent_sandbox.commands._process_stubs import process_pb2_grpc as pbg
 
-
-class Auth(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    def __init__(self, token):
-        self.token = token
-
-    def _with(self, d):
-        return d._replace(metadata=list(d.metadata or []) + [("authorization", f"Bearer {self.token}")])
-
-    def intercept_unary_unary(self, cont, d, r):
-        return cont(self._with(d), r)
-
-    def intercept_unary_stream(self, cont, d, r):
-        return cont(self._with(d), r)
+from pod_client import stub
 
 
 def main():
     target, token_file = sys.argv[1:3]
     token = open(token_file).read().strip()
-    stub = pbg.ProcessServiceStub(grpc.intercept_channel(grpc.insecure_channel(target), Auth(token)))
+    processes = stub(target, token)
     argv = ["python3", "-c", "import sys; print('ready', flush=True); sys.stdin.read()"]
     runs = []
     for _ in range(2):
-        call = stub.Start(pb.StartRequest(config=pb.ProcessConfig(command=argv)), timeout=300)
+        call = processes.Start(pb.StartRequest(config=pb.ProcessConfig(command=argv)), timeout=300)
         state = {"id": None, "out": b"", "code": None, "ev": threading.Event(), "done": threading.Event()}
 
         def read(call=call, state=state):
@@ -62,7 +47,7 @@ def main():
     print(f"ready {runs[0]['id']} {runs[1]['id']}", flush=True)
     sys.stdin.readline()
     for s in runs:
-        stub.WriteStdin(pb.WriteStdinRequest(process_id=s["id"], eof={}), timeout=30)
+        processes.WriteStdin(pb.WriteStdinRequest(process_id=s["id"], eof={}), timeout=30)
     for s in runs:
         s["done"].wait(120)
     print(f"done {runs[0]['code']} {runs[1]['code']}", flush=True)

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::helpers::{STATE_DIR, band_tables, privileged, server};
+use super::helpers::{STATE_DIR, a_lease_names, band_tables, privileged, server};
 
 const BAND: &str = "---
 band: pod
@@ -252,6 +252,17 @@ impl Daemon {
         log.iter().rev().find_map(|l| warm_server(l))
     }
 
+    /// Wait until the pod's warm server listens: the runs after this are its.
+    fn wait_for_warm_server(&self) {
+        band_test::wait_until("the warm server's socket", || {
+            self.warm().is_some_and(|(_, dir)| {
+                fs_err::read_dir(dir).is_ok_and(|mut es| {
+                    es.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sock")))
+                })
+            })
+        });
+    }
+
     /// What the warm server's log says (empty without one).
     fn warm_log(&self) -> String {
         self.warm()
@@ -397,13 +408,7 @@ fn privileged_a_killed_sandboxd_leaves_no_warm_server_behind() {
     let root = t.path();
     let p = pod(root);
     let mut d = Daemon::start(root, &p.ws, &p.token);
-    band_test::wait_until("the warm server's socket", || {
-        d.warm().is_some_and(|(_, dir)| {
-            fs_err::read_dir(dir).is_ok_and(|mut es| {
-                es.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sock")))
-            })
-        })
-    });
+    d.wait_for_warm_server();
     let (pid, dir) = d.warm().unwrap();
     d.child.kill().unwrap();
     d.child.wait().unwrap();
@@ -411,6 +416,242 @@ fn privileged_a_killed_sandboxd_leaves_no_warm_server_behind() {
         !Path::new(&format!("/proc/{pid}")).exists()
     });
     assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+/// What `many_runs.py` said: the probes' reports (index, process id, exit code, report), the
+/// killed clients' runs (index, process id), and the process ids it printed when every probe was
+/// ready.
+struct Many {
+    probes: Vec<(usize, String, i32, serde_json::Value)>,
+    killed: Vec<(usize, String)>,
+}
+
+/// `many_runs.py` with `n` Starts at once, every `every`-th client killed; `at_ready` is called
+/// with the probes' process ids while every probe is alive, before they are let go.
+fn many_runs(
+    d: &Daemon,
+    p: &Pod,
+    n: usize,
+    every: usize,
+    at_ready: impl FnOnce(&[String]),
+) -> Many {
+    use std::io::Write;
+    let mut driver = Command::new(python())
+        .arg(repo().join("tests/sandboxd/many_runs.py"))
+        .arg(&d.grpc)
+        .arg(&p.token)
+        .args([n.to_string(), every.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _watch =
+        band_test::kill_after(&driver, std::time::Duration::from_secs(600), "many_runs.py");
+    let said = std::io::BufReader::new(driver.stdout.take().unwrap());
+    let mut stdin = driver.stdin.take();
+    let mut at_ready = Some(at_ready);
+    let mut many = Many {
+        probes: Vec::new(),
+        killed: Vec::new(),
+    };
+    let mut all = false;
+    for line in said.lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.splitn(5, ' ').collect();
+        match words[..] {
+            ["killed", i, id] => many.killed.push((i.parse().unwrap(), id.to_string())),
+            ["ready", ..] => {
+                let ids: Vec<String> = words[1..].join(" ").split(' ').map(String::from).collect();
+                let Some(at_ready) = at_ready.take() else {
+                    panic!("many_runs.py was ready twice: {line}");
+                };
+                at_ready(&ids);
+                writeln!(stdin.as_mut().unwrap()).unwrap();
+            }
+            ["run", i, id, code, report] => many.probes.push((
+                i.parse().unwrap(),
+                id.to_string(),
+                code.parse().unwrap(),
+                serde_json::from_str(report).unwrap_or_else(|e| panic!("{e}: {line}")),
+            )),
+            ["all", _] => all = true,
+            _ => panic!("many_runs.py: {line}"),
+        }
+    }
+    drop(stdin.take());
+    assert!(
+        driver.wait().unwrap().success() && all,
+        "many_runs.py failed"
+    );
+    many
+}
+
+/// Issue 42 on the platform's path: 64 Starts at once on one pod, its runs served by the pod's
+/// warm band-server with a spare of their shape waiting, beside another pod whose warm server
+/// has a spare too. All 64 are alive at once, so that other pod's spare must leave (the pool has
+/// 64 uids); then every fourth client is killed. While the 48 others are alive each has its own
+/// nftables table; then each one sees, from inside, its own uid (none shared with another run
+/// alive beside it), only its own processes and only its own file in `/tmp`. Once both
+/// band-sandboxds have stopped, nothing of any run or spare is left: processes, cgroups, run
+/// folders, leases, tables.
+#[test]
+fn privileged_sixty_four_starts_at_once_see_only_their_own_and_leave_nothing_behind() {
+    privileged!(band_test::sandbox_missing().or_else(sdk_missing));
+    const RUNS: usize = 64;
+    const KILL_EVERY: usize = 4;
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let p = pod(root);
+    let band = BAND.replace("  read:", "  net: [\"a.test:443\"]\n  read:");
+    fs_err::write(root.join("BAND.md"), band).unwrap();
+    // Another pod beside it, whose warm server has a spare waiting: that spare holds a uid the
+    // 64 need, and only a request of theirs can free it (its server is not theirs).
+    let beside = root.join("beside");
+    let q = pod(&beside);
+    let mut other = Daemon::start(&beside, &q.ws, &q.token);
+    let mut d = Daemon::start(root, &p.ws, &p.token);
+    // One run first on each, so that a spare of the runs' shape waits when the 64 come.
+    let mut first = Vec::new();
+    for (daemon, pod) in [(&other, &q), (&d, &p)] {
+        daemon.wait_for_warm_server();
+        let one = many_runs(daemon, pod, 1, RUNS, |_| {});
+        assert_eq!(one.probes.len(), 1);
+        band_test::wait_until("a spare of the pod's runs", || {
+            daemon.warm_log().contains(" ready for ")
+        });
+        first.push(daemon.run_of(&one.probes[0].1));
+    }
+
+    // The tables while every probe is alive (a run served by a spare has the spare's).
+    let mut alive = Vec::new();
+    let mut tables_then = std::collections::BTreeSet::new();
+    let many = many_runs(&d, &p, RUNS, KILL_EVERY, |ids| {
+        alive = ids.iter().map(|id| d.run_of(id)).collect();
+        tables_then = band_tables();
+    });
+    assert_eq!(many.killed.len(), RUNS / KILL_EVERY);
+    assert_eq!(many.probes.len(), RUNS - RUNS / KILL_EVERY);
+    assert_eq!(alive.len(), many.probes.len());
+    let mut uids = std::collections::BTreeSet::new();
+    for (i, id, code, seen) in &many.probes {
+        assert_eq!(*code, 0, "probe {i} (process {id}): {seen}");
+        assert_eq!(seen["i"], i.to_string(), "probe {i}: {seen}");
+        assert_eq!(seen["foreign"], serde_json::json!([]), "probe {i}: {seen}");
+        assert_eq!(
+            seen["tmp"],
+            serde_json::json!([format!("mine-{i}")]),
+            "probe {i}: {seen}"
+        );
+        assert!(
+            seen["pids"].as_u64().is_some_and(|n| n < 6),
+            "probe {i}: {seen}"
+        );
+        let uid = seen["uid"].as_u64().unwrap();
+        assert!(uid > 0, "probe {i}: {seen}");
+        assert!(
+            uids.insert(uid),
+            "probe {i} has the uid of another run alive beside it: {seen}"
+        );
+    }
+    // The killed clients' runs end: their commands are gone.
+    for (i, _) in &many.killed {
+        let cmd = format!("sleep {}", 1200 + i);
+        band_test::wait_until(&format!("killed client {i}'s run to end"), || {
+            !running(&cmd)
+        });
+    }
+    // Every probe was the warm server's, and a spare served one of the 64.
+    let runs: Vec<String> = many
+        .probes
+        .iter()
+        .map(|(_, id, _, _)| id)
+        .chain(many.killed.iter().map(|(_, id)| id))
+        .map(|id| d.run_of(id))
+        .chain(first)
+        .collect();
+    let log = d.warm_log();
+    for run in &alive {
+        assert!(
+            log.contains(&format!("run {run} served by the warm server (")),
+            "run {run} was not served warm:\n{log}"
+        );
+    }
+    assert!(
+        runs.iter().any(|run| sandbox_of(&log, run) != *run),
+        "no run was served by a spare:\n{log}"
+    );
+    // Each probe had a table of its own while they were all alive.
+    let own: std::collections::BTreeSet<String> = alive
+        .iter()
+        .map(|run| band_server::layers::net::nft::table_name(&sandbox_of(&log, run)))
+        .collect();
+    assert_eq!(own.len(), alive.len(), "two runs shared a table");
+    for table in &own {
+        assert!(
+            tables_then.contains(table),
+            "{table} not in {tables_then:?}"
+        );
+    }
+
+    // The other pod's spare left for one of them.
+    let beside_log = other.warm_log();
+    assert!(
+        beside_log.contains("removed (for a run of another server waiting for a uid;"),
+        "the other pod's spare did not leave:\n{beside_log}"
+    );
+
+    // Stopped, band-sandboxd has waited for its warm server, and it for every run and spare.
+    let spares: Vec<String> = [&log, &beside_log]
+        .into_iter()
+        .flat_map(|l| band_test::spares_in(l))
+        .collect();
+    d.stop();
+    other.stop();
+    let tables = band_tables();
+    for run in runs.iter().chain(&spares) {
+        assert_eq!(
+            run_cgroups(run),
+            Vec::<PathBuf>::new(),
+            "run {run}'s cgroups"
+        );
+        let table = band_server::layers::net::nft::table_name(run);
+        assert!(
+            !tables.contains(&table),
+            "run {run}'s table {table} is left"
+        );
+        let folder = Path::new(STATE_DIR).join("runs").join(run);
+        assert!(!folder.exists(), "{} is left", folder.display());
+        assert!(!a_lease_names(run), "a lease still names run {run}");
+    }
+}
+
+/// The id the sandbox of `run` was built under, from a warm server's `log`: a run served by a
+/// spare ("run RUN served by the warm server (a spare; pid P, …") ran in that spare's, the last
+/// spare process P said was ready before it; any other run in its own.
+fn sandbox_of(log: &str, run: &str) -> String {
+    let served = format!("run {run} served by the warm server (a spare; pid ");
+    let Some(at) = log.find(&served) else {
+        return run.to_string();
+    };
+    let pid = log[at + served.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap_or_default();
+    let ready = format!("(pid {pid})");
+    log[..at]
+        .lines()
+        .rev()
+        .find(|l| l.contains(" ready for ") && l.ends_with(&ready))
+        .and_then(|l| band_test::spares_in(l).pop())
+        .unwrap_or_else(|| panic!("no spare of pid {pid} before run {run}:\n{log}"))
+}
+
+/// Is a process of command line `cmd` running (on this machine, in any sandbox)?
+fn running(cmd: &str) -> bool {
+    fs_err::read_dir("/proc").unwrap().flatten().any(|e| {
+        let line = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&line).replace('\0', " ").trim_end() == cmd
+    })
 }
 
 /// Why the image test cannot run here, if it cannot: `BAND_TEST_IMAGE=0` (to skip it locally:
