@@ -106,6 +106,10 @@ fn started_runs(data: &Path) -> BTreeSet<String> {
 #[test]
 fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behind() {
     band_test::privileged!(sandbox_missing());
+    // No warm test's spare beside the 64: they would send it away (`warm::ONE_SERVER`).
+    let _one = crate::warm::ONE_SERVER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     sixty_four_runs(false);
 }
 

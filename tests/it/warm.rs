@@ -11,7 +11,9 @@ use crate::common::{bin, sandbox_missing};
 
 pub(crate) const HOST_DIR: &str = "/run/band-serve/host";
 
-/// The host has one warm server: the tests that start one take turns.
+/// The host has one warm server: the tests that start one take turns. The load tests take it
+/// too: 64 runs at once fill the uid pool, and a run that finds it full sends a waiting spare
+/// away, whichever server's, where a warm test counts on its spare.
 pub(crate) static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Kill the host's warm server, if one runs, and wait for it to go.
