@@ -30,23 +30,10 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Wait up to `timeout_ms` for `fd` to be readable. `Ok(false)` on timeout.
 pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: `p` is one valid pollfd for the duration of the call.
-        let rc = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        return Ok(rc > 0);
+    fn never() -> bool {
+        false
     }
+    Ok(poll_readable_unless(fd, timeout_ms, never)?.unwrap_or(false))
 }
 
 /// [`poll_readable`], except that a signal that makes `stop` true ends the wait: `Ok(None)`,
