@@ -7,12 +7,13 @@
 //! ask. Before this, such a run waited 5 s and was refused while idle spares held uids.
 //!
 //! So a spare marks its uid's host-wide lock file (`uidpool::UID_LOCK_DIR`, root's, `0700`) for
-//! as long as it waits ([`mark`]): `idle PID START SERVER`, its pid, its start time (the 22nd
-//! field of `/proc/PID/stat`) and its server's pid. It clears the mark ([`unmark`]) before it
-//! serves a request or goes. A run that finds the pool full sends `SIGUSR2` to one marked spare
-//! of another server ([`ask_one_to_leave`]) after each look. It opens a pidfd for the marked pid
-//! and checks the start time against the mark once the pidfd is open. A process that ended
-//! and whose pid was reused is never signalled, since its start time differs. The spare's wait
+//! as long as it waits ([`mark`]): `idle PID START SERVER PIDNS`, its pid, its start time (the
+//! 22nd field of `/proc/PID/stat`), its server's pid and its pid namespace (pids name processes
+//! only within one). It clears the mark ([`unmark`]) before it serves a request or goes. A run
+//! that finds the pool full sends `SIGUSR2` to one marked spare of another server, in its own pid
+//! namespace ([`ask_one_to_leave`]), after each look. It opens a pidfd for the marked pid and
+//! checks the start time against the mark once the pidfd is open. A process that ended and whose
+//! pid was reused is never signalled, since its start time differs. The spare's wait
 //! wakes on the signal. If no connection was handed to it meanwhile, it removes its sandbox and
 //! its uid is free. A spare that is already serving ignores the signal.
 //!
@@ -35,11 +36,17 @@ pub(crate) struct Mark {
     pub(crate) start: u64,
     /// The pid of the warm server the spare belongs to (its parent).
     pub(crate) server: i32,
+    /// The inode of the spare's pid namespace (`/proc/self/ns/pid`), in which `pid` and
+    /// `server` are numbered.
+    pub(crate) pidns: u64,
 }
 
 impl Mark {
     pub(crate) fn render(&self) -> String {
-        format!("idle {} {} {}\n", self.pid, self.start, self.server)
+        format!(
+            "idle {} {} {} {}\n",
+            self.pid, self.start, self.server, self.pidns
+        )
     }
 
     /// The mark in `text`, if it is one (an empty file, a torn write: none).
@@ -53,6 +60,7 @@ impl Mark {
             pid: w.next()?.parse().ok().filter(|p| *p > 0)?,
             start: w.next()?.parse().ok()?,
             server: w.next()?.parse().ok()?,
+            pidns: w.next()?.parse().ok()?,
         };
         w.next().is_none().then_some(mark)
     }
@@ -64,6 +72,13 @@ pub(crate) fn start_time(proc: &Path, pid: i32) -> Option<u64> {
     // After the command's `(name)`, which may hold spaces: state is field 3, start time 22.
     let (_, rest) = stat.rsplit_once(')')?;
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The inode of the pid namespace `<proc>/self/ns/pid` is (`pid:[N]`).
+pub(crate) fn pid_namespace(proc: &Path) -> Option<u64> {
+    let link = fs_err::read_link(proc.join("self/ns/pid")).ok()?;
+    let link = link.to_str()?;
+    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
 }
 
 fn open(dir: &Path, slot: u32) -> io::Result<fs_err::File> {
@@ -79,9 +94,18 @@ pub(crate) fn mark(dir: &Path, proc: &Path, slot: u32, server: i32) -> io::Resul
     let start = start_time(proc, pid).ok_or_else(|| {
         io::Error::other(format!("no start time for pid {pid} in {}", proc.display()))
     })?;
+    let pidns = pid_namespace(proc).ok_or_else(|| {
+        io::Error::other(format!("no pid namespace in {}/self/ns", proc.display()))
+    })?;
+    let mark = Mark {
+        pid,
+        start,
+        server,
+        pidns,
+    };
     let mut f = open(dir, slot)?;
     f.set_len(0)?;
-    f.write_all(Mark { pid, start, server }.render().as_bytes())
+    f.write_all(mark.render().as_bytes())
 }
 
 /// Clear `slot`'s mark in `dir`.
@@ -90,13 +114,14 @@ pub(crate) fn unmark(dir: &Path, slot: u32) -> io::Result<()> {
 }
 
 /// Ask one waiting spare of a server other than `server` to leave: `SIGUSR2` through a pidfd
-/// of the pid a mark in `dir` names, once its start time in `proc` is the mark's. The pid it
-/// signalled, if any.
+/// of the pid a mark in `dir` names, if the mark is of this pid namespace and once the start
+/// time in `proc` is the mark's. The pid it signalled, if any.
 pub(crate) fn ask_one_to_leave(dir: &Path, proc: &Path, server: i32) -> Option<i32> {
     use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+    let pidns = pid_namespace(proc)?;
     (0..POOL_SIZE).find_map(|slot| {
         let text = fs_err::read_to_string(uid_lock_path(dir, slot)).ok()?;
-        let mark = Mark::parse(&text).filter(|m| m.server != server)?;
+        let mark = Mark::parse(&text).filter(|m| m.server != server && m.pidns == pidns)?;
         let pidfd = pidfd_open(Pid::from_raw(mark.pid)?, PidfdFlags::empty()).ok()?;
         // The pidfd holds this process whatever happens to the pid from now on: if it is the one
         // that wrote the mark, the signal reaches that spare and nothing else.
@@ -112,8 +137,18 @@ mod tests {
     use std::os::unix::process::ExitStatusExt;
     use std::process::{Child, Command};
 
-    fn sleeper() -> Child {
-        Command::new("sleep").arg("600").spawn().unwrap()
+    /// A `sleep`, killed when dropped (a failing test leaves none behind).
+    struct Sleeper(Child);
+
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn sleeper() -> Sleeper {
+        Sleeper(Command::new("sleep").arg("600").spawn().unwrap())
     }
 
     /// A lock dir with `marks` written into the slots' files, the others empty.
@@ -135,18 +170,19 @@ mod tests {
             pid: 41,
             start: 123_456,
             server: 7,
+            pidns: 4_026_531_836,
         };
-        assert_eq!(m.render(), "idle 41 123456 7\n");
+        assert_eq!(m.render(), "idle 41 123456 7 4026531836\n");
         assert_eq!(Mark::parse(&m.render()), Some(m));
         for bad in [
             "",
-            "idle 41 123456 7",
-            "idle 41 123456\n",
-            "idle 41 123456 7 8\n",
-            "idle 0 1 7\n",
-            "idle -3 1 7\n",
-            "run 41 123456 7\n",
-            "idle 41 x 7\n",
+            "idle 41 123456 7 4026531836",
+            "idle 41 123456 7\n",
+            "idle 41 123456 7 4026531836 8\n",
+            "idle 0 1 7 4026531836\n",
+            "idle -3 1 7 4026531836\n",
+            "run 41 123456 7 4026531836\n",
+            "idle 41 x 7 4026531836\n",
         ] {
             assert_eq!(Mark::parse(bad), None, "{bad:?}");
         }
@@ -171,6 +207,7 @@ mod tests {
         let text = fs_err::read_to_string(uid_lock_path(dir.path(), 5)).unwrap();
         let m = Mark::parse(&text).unwrap();
         assert_eq!((m.pid, m.server), (crate::sys::pid(), 99));
+        assert_eq!(Some(m.pidns), pid_namespace(proc));
         assert_eq!(start_time(proc, m.pid), Some(m.start));
         unmark(dir.path(), 5).unwrap();
         assert_eq!(
@@ -183,16 +220,18 @@ mod tests {
     }
 
     /// The signal goes to the marked process of another server, and only when it is the process
-    /// that wrote the mark (its start time): a stale mark, a reused pid, a spare of the asking
-    /// run's own server and an empty file get nothing.
+    /// that wrote the mark (its start time, its pid namespace): a stale mark, a reused pid, a
+    /// mark of another pid namespace, a spare of the asking run's own server and an empty file
+    /// get nothing.
     #[test]
     fn only_a_live_marked_spare_of_another_server_is_asked() {
         let proc = Path::new("/proc");
         let mut spare = sleeper();
         let mut bystander = sleeper();
-        let pid = |c: &Child| i32::try_from(c.id()).unwrap();
-        let start = |c: &Child| start_time(proc, pid(c)).unwrap();
+        let pid = |c: &Sleeper| i32::try_from(c.0.id()).unwrap();
+        let start = |c: &Sleeper| start_time(proc, pid(c)).unwrap();
         let own_server = 4242;
+        let ns = pid_namespace(proc).unwrap();
         let dir = lock_dir(&[
             // The bystander's pid with another start time: a pid reused since the mark.
             (
@@ -201,6 +240,7 @@ mod tests {
                     pid: pid(&bystander),
                     start: start(&bystander) + 1,
                     server: 1,
+                    pidns: ns,
                 }
                 .render(),
             ),
@@ -211,16 +251,30 @@ mod tests {
                     pid: pid(&bystander),
                     start: start(&bystander),
                     server: own_server,
+                    pidns: ns,
                 }
                 .render(),
             ),
-            (3, "idle 2147483000 1 1\n".into()),
+            // The bystander as a spare of a pid namespace other than the asking run's: its pid
+            // names another process there.
+            (
+                4,
+                Mark {
+                    pid: pid(&bystander),
+                    start: start(&bystander),
+                    server: 1,
+                    pidns: ns + 1,
+                }
+                .render(),
+            ),
+            (3, format!("idle 2147483000 1 1 {ns}\n")),
             (
                 9,
                 Mark {
                     pid: pid(&spare),
                     start: start(&spare),
                     server: 1,
+                    pidns: ns,
                 }
                 .render(),
             ),
@@ -230,18 +284,16 @@ mod tests {
             Some(pid(&spare))
         );
         // `sleep` has no handler: SIGUSR2 ends it, so the signal is seen.
-        assert_eq!(spare.wait().unwrap().signal(), Some(libc::SIGUSR2));
+        assert_eq!(spare.0.wait().unwrap().signal(), Some(libc::SIGUSR2));
         assert!(
-            bystander.try_wait().unwrap().is_none(),
+            bystander.0.try_wait().unwrap().is_none(),
             "the bystander was signalled"
         );
         // The spare is gone: its mark names nobody now, so nothing is asked.
         assert_eq!(ask_one_to_leave(dir.path(), proc, own_server), None);
         assert!(
-            bystander.try_wait().unwrap().is_none(),
+            bystander.0.try_wait().unwrap().is_none(),
             "the bystander was signalled"
         );
-        bystander.kill().unwrap();
-        bystander.wait().unwrap();
     }
 }
