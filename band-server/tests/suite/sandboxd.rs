@@ -418,9 +418,8 @@ fn privileged_a_killed_sandboxd_leaves_no_warm_server_behind() {
     assert!(!dir.exists(), "{} is left", dir.display());
 }
 
-/// What `many_runs.py` said: the probes' reports (index, process id, exit code, report), the
-/// killed clients' runs (index, process id), and the process ids it printed when every probe was
-/// ready.
+/// What `many_runs.py` said: the probes' reports (index, process id, exit code, report) and the
+/// killed clients' runs (index, process id).
 struct Many {
     probes: Vec<(usize, String, i32, serde_json::Value)>,
     killed: Vec<(usize, String)>,
