@@ -283,6 +283,19 @@ pub const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs
 /// so that it never decides a test on a slow machine. It is no claim about how fast anything is.
 pub const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// Is a process of command line `cmd` (its arguments joined by spaces) running on this machine,
+/// in any sandbox?
+pub fn running(cmd: &str) -> bool {
+    fs_err::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let line = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&line).replace('\0', " ").trim_end() == cmd
+        })
+}
+
 /// Poll `done` (every 50 ms) until it holds; panic saying `what` never happened if it still does
 /// not after [`WAIT_LIMIT`]. What a test asserts is that `done` comes to hold at all, not how
 /// soon: a wait that never ends fails its test, named, instead of stalling the suite.

@@ -80,17 +80,6 @@ fn since(log: &[u8], from: u64) -> &[u8] {
         .unwrap_or(log)
 }
 
-/// Is a process of command line `cmd` running (on the host, in any sandbox)?
-fn running(cmd: &str) -> bool {
-    fs_err::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .any(|e| {
-            let line = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&line).replace('\0', " ").trim_end() == cmd
-        })
-}
-
 /// The run ids of the run starts in the ledger under `data`.
 fn started_runs(data: &Path) -> BTreeSet<String> {
     let text = fs_err::read_to_string(data.join(band::ledger::LEDGER_FILE)).unwrap_or_default();
@@ -199,7 +188,7 @@ fn sixty_four_runs(warm: bool) {
             continue;
         }
         band_test::wait_until(&format!("client {i}'s script to run"), || {
-            running(&slow_sleep(*i))
+            band_test::running(&slow_sleep(*i))
         });
         let _ = child.kill();
     }

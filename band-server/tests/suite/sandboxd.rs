@@ -556,7 +556,7 @@ fn privileged_sixty_four_starts_at_once_see_only_their_own_and_leave_nothing_beh
     for (i, _) in &many.killed {
         let cmd = format!("sleep {}", 1200 + i);
         band_test::wait_until(&format!("killed client {i}'s run to end"), || {
-            !running(&cmd)
+            !band_test::running(&cmd)
         });
     }
     // Every probe was the warm server's, and a spare served one of the 64.
@@ -643,14 +643,6 @@ fn sandbox_of(log: &str, run: &str) -> String {
         .find(|l| l.contains(" ready for ") && l.ends_with(&ready))
         .and_then(|l| band_test::spares_in(l).pop())
         .unwrap_or_else(|| panic!("no spare of pid {pid} before run {run}:\n{log}"))
-}
-
-/// Is a process of command line `cmd` running (on this machine, in any sandbox)?
-fn running(cmd: &str) -> bool {
-    fs_err::read_dir("/proc").unwrap().flatten().any(|e| {
-        let line = fs_err::read(e.path().join("cmdline")).unwrap_or_default();
-        String::from_utf8_lossy(&line).replace('\0', " ").trim_end() == cmd
-    })
 }
 
 /// Why the image test cannot run here, if it cannot: `BAND_TEST_IMAGE=0` (to skip it locally:
