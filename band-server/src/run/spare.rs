@@ -259,14 +259,13 @@ pub(crate) fn keep(
         let slot = spare_run.as_ref().map(|(p, _)| p.identity.slot);
         let idle = Path::new(uidpool::UID_LOCK_DIR);
         sys::clear_leave_asked();
-        if let Some(slot) = slot {
-            let server = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
-            if let Err(e) = idle::mark(idle, Path::new("/proc"), slot, server) {
-                crate::say!(
-                    "band-server serve: spare {}: no idle mark: {e}",
-                    spare.run_id
-                );
-            }
+        if let Some(slot) = slot
+            && let Err(e) = idle::mark(idle, Path::new("/proc"), slot, idle::server())
+        {
+            crate::say!(
+                "band-server serve: spare {}: no idle mark: {e}",
+                spare.run_id
+            );
         }
         ready();
         let next = next();

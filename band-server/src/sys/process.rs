@@ -142,20 +142,23 @@ extern "C" fn note_stop(_sig: libc::c_int) {
 /// reset to the default action by `exec`; a forked child that does not exec puts the default
 /// back itself ([`default_stop_signals`]).
 pub(crate) fn catch_stop_signals() -> io::Result<()> {
-    set_stop_action(note_stop as *const () as libc::sighandler_t)
+    set_action(STOP_SIGNALS, note_stop as *const () as libc::sighandler_t)
 }
 
 /// SIGTERM and SIGINT back to their default action (in a child forked after
 /// [`catch_stop_signals`]: a run's child ends on them as `band-server run` does).
 pub(crate) fn default_stop_signals() -> io::Result<()> {
-    set_stop_action(libc::SIG_DFL)
+    set_action(STOP_SIGNALS, libc::SIG_DFL)
 }
 
-fn set_stop_action(handler: libc::sighandler_t) -> io::Result<()> {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
+const STOP_SIGNALS: &[libc::c_int] = &[libc::SIGTERM, libc::SIGINT];
+
+/// `handler` for each of `signals`, with `SA_RESTART` and an empty mask.
+fn set_action(signals: &[libc::c_int], handler: libc::sighandler_t) -> io::Result<()> {
+    for &sig in signals {
         // SAFETY: `act` is zeroed (an empty mask, no flags) and then given a handler that is
-        // either SIG_DFL or `note_stop`, which only stores to an atomic (async-signal-safe);
-        // sigaction reads `act` and writes no old action (null).
+        // SIG_DFL, `note_stop` or `note_leave`, each of which only stores to an atomic
+        // (async-signal-safe); sigaction reads `act` and writes no old action (null).
         unsafe {
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = handler;
@@ -186,16 +189,10 @@ extern "C" fn note_leave(_sig: libc::c_int) {
 /// flag, so the signal does nothing to it. `exec` resets it. With `SA_RESTART`, as the stop
 /// signals.
 pub(crate) fn catch_leave_signal() -> io::Result<()> {
-    // SAFETY: as in `set_stop_action`: a zeroed action with an empty mask and `note_leave`,
-    // which only stores to an atomic; no old action is written.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = note_leave as *const () as libc::sighandler_t;
-        act.sa_flags = libc::SA_RESTART;
-        check(libc::sigemptyset(&mut act.sa_mask))?;
-        check(libc::sigaction(libc::SIGUSR2, &act, std::ptr::null_mut()))?;
-    }
-    Ok(())
+    set_action(
+        &[libc::SIGUSR2],
+        note_leave as *const () as libc::sighandler_t,
+    )
 }
 
 /// Whether SIGUSR2 came since [`clear_leave_asked`] (or the start).

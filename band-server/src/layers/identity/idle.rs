@@ -74,6 +74,12 @@ pub(crate) fn start_time(proc: &Path, pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The server a process of a warm server belongs to, as marks name it: its parent, the serve
+/// loop (for a `band-server run`, its client, which has no spares).
+pub(crate) fn server() -> i32 {
+    rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
+}
+
 /// The inode of the pid namespace `<proc>/self/ns/pid` is (`pid:[N]`).
 pub(crate) fn pid_namespace(proc: &Path) -> Option<u64> {
     let link = fs_err::read_link(proc.join("self/ns/pid")).ok()?;

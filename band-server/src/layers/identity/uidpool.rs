@@ -289,8 +289,11 @@ pub(crate) fn acquire(
         hook();
         // A spare of another server (the host's warm server's, a pod's) waiting with a uid is
         // asked to leave as well: only its own server could send it away otherwise.
-        let server = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
-        super::idle::ask_one_to_leave(Path::new(UID_LOCK_DIR), Path::new("/proc"), server);
+        super::idle::ask_one_to_leave(
+            Path::new(UID_LOCK_DIR),
+            Path::new("/proc"),
+            super::idle::server(),
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
