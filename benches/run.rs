@@ -1505,6 +1505,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         signed: None,
         narrowing: Vec::new(),
         stdin: false,
+        start_on_go: false,
     }
 }
 

@@ -415,6 +415,13 @@ impl Ledger {
         )
     }
 
+    /// `fdatasync` of the ledger file (opened as an append does, with its checks): what
+    /// [`Durability::Written`] appends left in the page cache reaches the disk.
+    pub fn sync(&self) -> Result<(), LedgerError> {
+        let file = self.open_append()?;
+        sync_data(&file).map_err(LedgerError::Fs)
+    }
+
     /// Append one record under the writers' lock, in one write, and sync it. Returns it as stored.
     pub fn append(&self, entry: Entry) -> Result<Stored, LedgerError> {
         self.append_with(entry, Durability::Synced)

@@ -90,6 +90,12 @@ pub struct RunRequest {
     /// (band-sandboxd's `WriteStdin`); without it, stdin is `/dev/null`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    /// The script starts only once the client says [`Message::Go`]: the client sends its request
+    /// first and makes its ledger's `start` record durable while band-server prepares the run
+    /// (band on the host). A client that goes away, or says `cancel`, before `go` leaves a run
+    /// that never started. Without it, the script starts as soon as the run is ready.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_on_go: bool,
 }
 
 /// The line a client of the host's warm band-server writes before its request: `shape <key>`,
@@ -882,6 +888,9 @@ pub enum Message {
     Hold,
     /// Client → server: cancel the run (status [`Status::Cancelled`]).
     Cancel,
+    /// Client → server, for a request with `start_on_go`: the script may start (the client's
+    /// record of the run is on its disk).
+    Go,
     /// Client → server, for a request with `stdin`: bytes for the script's standard input
     /// (base64), or its end (`eof`).
     Stdin {

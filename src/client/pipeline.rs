@@ -205,13 +205,18 @@ fn run_inner(
         )?;
         return Ok(outcome);
     }
-    // A run that could not be recorded must not start: its `start` record is written and synced
-    // first (a full disk or an unsafe ledger file stops it here).
+    // A run that could not be recorded must not start: its `start` record is written now (a full
+    // disk or an unsafe ledger file stops it here), and made durable (`recorded`) before the
+    // script starts. On the host the request goes first and band-server prepares the run while
+    // the record syncs; the script waits for band's `go` (`RunRequest::start_on_go`).
     super::record::record_start(&ledger, &prepared, started_at_ms)?;
+    let recorded = || super::record::sync_start(&ledger);
     let mut transport = match early {
         Some(t) => t,
         None => transport_for(&prepared.target, &config)?,
     };
+    let mut prepared = prepared;
+    prepared.request.start_on_go = transport.starts_on_go();
     let mut events = Vec::new();
     // Events are masked before anyone sees them (super::redact).
     let masker = Masker::new(&prepared.request.secrets);
@@ -224,6 +229,7 @@ fn run_inner(
         &prepared.request,
         &mut |ev| masked.event(ev).into_iter().for_each(&mut emit),
         cancel,
+        &recorded,
     ) {
         Ok(r) => r,
         // Cancelled, and the transport broke off (band-server or the connection went away
@@ -494,6 +500,7 @@ pub fn prepare(
         signed,
         narrowing: super::narrow::read()?.into_iter().map(|(n, _)| n).collect(),
         stdin: false,
+        start_on_go: false,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

@@ -17,8 +17,9 @@ pub fn ledger_of(config: &UserConfig) -> Ledger {
     Ledger::new(config.data_dir())
 }
 
-/// Append the `start` record of a run about to start in its sandbox, synced: if it cannot be
-/// written, the run must not start (the error names the ledger).
+/// Append the `start` record of a run about to start in its sandbox, written but not yet synced
+/// ([`sync_start`] makes it durable, before the script starts): if it cannot be written, the run
+/// must not start (the error names the ledger).
 pub fn record_start(ledger: &Ledger, p: &Prepared, started_at_ms: u64) -> Result<()> {
     let start = RunStart {
         run_id: p.request.run_id.clone(),
@@ -31,12 +32,23 @@ pub fn record_start(ledger: &Ledger, p: &Prepared, started_at_ms: u64) -> Result
         policy_sha256: p.policy_sha256.clone(),
     };
     ledger
-        .append(Entry::Start(start))
+        .append_with(Entry::Start(start), Durability::Written)
         .map_err(|source| ClientError::LedgerUnwritable {
             path: ledger.path(),
             source,
         })?;
     Ok(())
+}
+
+/// Make the `start` record [`record_start`] wrote durable (`fdatasync` of the ledger). The script
+/// must not start before this returned `Ok`; it may be called again (a second sync is cheap).
+pub fn sync_start(ledger: &Ledger) -> Result<()> {
+    ledger
+        .sync()
+        .map_err(|source| ClientError::LedgerUnwritable {
+            path: ledger.path(),
+            source,
+        })
 }
 
 /// Append the record of one run (refused or not). `events` are what the run streamed; only the

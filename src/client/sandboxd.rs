@@ -182,7 +182,10 @@ impl Transport for SandboxdTransport {
         req: &RunRequest,
         on_event: &mut dyn FnMut(&Event),
         cancel: &Cancel,
+        recorded: &dyn Fn() -> Result<()>,
     ) -> Result<RunResult> {
+        // band-sandboxd starts the process at its `Start`: the record first.
+        recorded()?;
         let (argv, request) = start_of(req)?;
         let unreachable = |e: String| {
             ClientError::user(

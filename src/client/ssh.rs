@@ -47,7 +47,10 @@ impl Transport for SshTransport {
         // Sent as `cancel` when a quiet read gives way; and when band exits, the connection
         // closes and band-server cancels the run.
         cancel: &super::cancel::Cancel,
+        recorded: &dyn Fn() -> Result<()>,
     ) -> Result<RunResult> {
+        // The VM's band-server starts the script when it is ready: the record first.
+        recorded()?;
         let line = serde_json::to_vec(&Message::Request(Box::new(req.clone())))?;
         let paths = vm_paths()?;
         // What this band expects there: the binaries beside it, or a build of its own source.
@@ -149,6 +152,7 @@ mod tests {
             signed: None,
             narrowing: Vec::new(),
             stdin: false,
+            start_on_go: false,
         }
     }
 

@@ -21,13 +21,22 @@ pub trait Transport {
     /// For messages: `host`, `qemu (vm band)`, …
     fn name(&self) -> String;
     /// Run `req`. When `cancel` is set, band-server is told to stop the run (it answers with a
-    /// `cancelled` result).
+    /// `cancelled` result). `recorded` makes the run's `start` record durable (it may be called
+    /// more than once): the script must not start before it returned `Ok`, and when it fails the
+    /// run does not start and its error is `run`'s.
     fn run(
         &mut self,
         req: &RunRequest,
         on_event: &mut dyn FnMut(&proto::Event),
         cancel: &Cancel,
+        recorded: &dyn Fn() -> Result<()>,
     ) -> Result<RunResult>;
+    /// Whether this transport sends `req` before `recorded` and the script waits for its `go`
+    /// ([`RunRequest::start_on_go`]): the record's sync then overlaps band-server's preparing
+    /// the run. No by default: `recorded` is called before the request is sent.
+    fn starts_on_go(&self) -> bool {
+        false
+    }
     /// Start what [`Transport::run`] will talk to now, while band still prepares the request:
     /// the two overlap (on the host, band-server's start, its config and its janitor pass take
     /// about as long as compiling the input's schema). A start that fails is forgotten here;
@@ -184,11 +193,16 @@ impl Transport for HostTransport {
         }
     }
 
+    fn starts_on_go(&self) -> bool {
+        true
+    }
+
     fn run(
         &mut self,
         req: &RunRequest,
         on_event: &mut dyn FnMut(&proto::Event),
         cancel: &Cancel,
+        recorded: &dyn Fn() -> Result<()>,
     ) -> Result<RunResult> {
         let started = match self.early.take() {
             Some(r) => r,
@@ -196,14 +210,14 @@ impl Transport for HostTransport {
         };
         let started = match started {
             Ready::Started(s) => s,
-            Ready::Warm(conn) => match run_warm(conn, req, on_event, cancel)? {
+            Ready::Warm(conn) => match run_warm(conn, req, on_event, cancel, recorded)? {
                 Some(r) => return Ok(r),
                 // No byte came back: no band-server read the request (the warm server exited,
                 // or no longer serves these settings). One of the run's own serves it.
                 None => self.start()?,
             },
         };
-        let result = run_started(started, req, on_event, cancel);
+        let result = run_started(started, req, on_event, cancel, recorded);
         if self.warm && matches!(result, Ok(ref r) if !r.run_id.is_empty()) {
             self.keep_warm();
         }
@@ -217,6 +231,7 @@ fn run_started(
     req: &RunRequest,
     on_event: &mut dyn FnMut(&proto::Event),
     cancel: &Cancel,
+    recorded: &dyn Fn() -> Result<()>,
 ) -> Result<RunResult> {
     let Started { mut child, root } = started;
     let relay = child
@@ -240,6 +255,7 @@ fn run_started(
             });
         }
     }
+    let go = say_go(&mut stdin, req, recorded);
     // Held open until the result is in: if band dies, the pipe closes and band-server
     // cancels the run; on `cancel`, band-server is told so at once.
     let done = Arc::new(AtomicBool::new(false));
@@ -250,6 +266,8 @@ fn run_started(
         .ok_or_else(|| ClientError::Protocol("band-server stdout".into()))?;
     let result = read_messages(BufReader::new(stdout), on_event);
     done.store(true, Ordering::SeqCst);
+    // A run whose record failed did not start: that failure is the run's error.
+    go?;
     // The holder ends now, not at its next poll (up to 50 ms on every run before). It is not
     // waited for: with `done` set it only closes band-server's input, which no longer
     // matters, and waiting cost every run the holder's wake-up (about 0.15 ms).
@@ -290,6 +308,28 @@ fn run_started(
     }
 }
 
+/// After the request: make the run's record durable (`recorded`), then tell band-server the
+/// script may start (`go`), or, when the record failed, `cancel` (the script never starts, and
+/// the failure is returned). A request without `start_on_go` was recorded before it was sent.
+fn say_go(
+    to_server: &mut impl Write,
+    req: &RunRequest,
+    recorded: &dyn Fn() -> Result<()>,
+) -> Result<()> {
+    if !req.start_on_go {
+        return Ok(());
+    }
+    let outcome = recorded();
+    let say = if outcome.is_ok() {
+        Message::Go
+    } else {
+        Message::Cancel
+    };
+    // A server that went away is seen in what is read next.
+    let _ = to_server.write_all(format!("{}\n", serde_json::to_string(&say)?).as_bytes());
+    outcome
+}
+
 /// The request, then `hold` (band-server holds the run's end for band's result).
 fn request_lines(req: &RunRequest) -> Result<String> {
     let mut line = serde_json::to_string(&Message::Request(Box::new(req.clone())))?;
@@ -309,6 +349,7 @@ fn run_warm(
     req: &RunRequest,
     on_event: &mut dyn FnMut(&proto::Event),
     cancel: &Cancel,
+    recorded: &dyn Fn() -> Result<()>,
 ) -> Result<Option<RunResult>> {
     let mut writer = conn.try_clone().map_err(|source| ClientError::Server {
         what: "cannot use the connection to the warm band-server",
@@ -318,6 +359,7 @@ fn run_warm(
     // The shape line first: the warm server hands the connection to a spare of this shape.
     let lines = req.shape_line() + &request_lines(req)?;
     let _ = writer.write_all(lines.as_bytes());
+    let go = say_go(&mut writer, req, recorded);
     let done = Arc::new(AtomicBool::new(false));
     hold_open(writer, cancel.clone(), done.clone());
     let mut got = false;
@@ -330,6 +372,7 @@ fn run_warm(
     );
     done.store(true, Ordering::SeqCst);
     cancel.wake();
+    go?;
     match result {
         Ok(Some(r)) => Ok(Some(r)),
         _ if !got => Ok(None),
@@ -596,6 +639,50 @@ mod tests {
             &mut |_| {},
         );
         assert!(matches!(none, Ok(None)));
+    }
+
+    #[test]
+    fn go_follows_the_record_and_a_record_that_failed_cancels() {
+        let mut req: RunRequest = serde_json::from_value(serde_json::json!({
+            "protocol": proto::PROTOCOL_VERSION,
+            "run_id": "0123456789abcdef",
+            "skill": "s",
+            "script": "run",
+            "entry": "scripts/run.sh",
+            "bundle": [],
+            "bundle_sha256": "00",
+            "policy": {},
+            "input": {},
+            "start_on_go": true
+        }))
+        .expect("a request");
+        let said = |req: &RunRequest, recorded: bool| {
+            let mut out = Vec::new();
+            let calls = std::cell::Cell::new(0);
+            let r = say_go(&mut out, req, &|| {
+                calls.set(calls.get() + 1);
+                if recorded {
+                    Ok(())
+                } else {
+                    Err(ClientError::Protocol("no disk".into()))
+                }
+            });
+            (
+                r.is_ok(),
+                String::from_utf8(out).expect("utf-8"),
+                calls.get(),
+            )
+        };
+        assert_eq!(said(&req, true), (true, "{\"type\":\"go\"}\n".into(), 1));
+        // The record failed: band-server hears `cancel` (the script never starts), and the
+        // failure is the run's.
+        assert_eq!(
+            said(&req, false),
+            (false, "{\"type\":\"cancel\"}\n".into(), 1)
+        );
+        // A request without `start_on_go` was recorded before it was sent: nothing to say.
+        req.start_on_go = false;
+        assert_eq!(said(&req, true), (true, String::new(), 0));
     }
 
     #[test]

@@ -81,6 +81,7 @@ pub fn read_stream(
             Message::Request(_)
             | Message::Hold
             | Message::Cancel
+            | Message::Go
             | Message::Stdin { .. }
             | Message::Signal { .. } => {
                 return Err(FrameError::UnexpectedRequest);

@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use band::proto::{CliCall, Denial, Event, Layer, Message};
@@ -142,6 +142,17 @@ struct Said {
     /// receiver the stdin writer's ([`ClientGone::take_stdin`]).
     stdin_tx: Mutex<Sender<Option<Vec<u8>>>>,
     stdin_rx: Mutex<Option<Receiver<Option<Vec<u8>>>>>,
+    /// `go` heard, or the channel done ([`ClientGone::wait_for_go`]).
+    go: Mutex<Go>,
+    go_changed: Condvar,
+}
+
+/// What [`ClientGone::wait_for_go`] waits on.
+#[derive(Debug, Default)]
+struct Go {
+    said: bool,
+    /// The client's channel ended (or it said `cancel`): no `go` comes any more.
+    over: bool,
 }
 
 impl Default for ClientGone {
@@ -152,6 +163,8 @@ impl Default for ClientGone {
             signal: AtomicI32::new(0),
             stdin_tx: Mutex::new(tx),
             stdin_rx: Mutex::new(Some(rx)),
+            go: Mutex::new(Go::default()),
+            go_changed: Condvar::new(),
         }))
     }
 }
@@ -162,6 +175,37 @@ pub(crate) const CLIENT_SIGNALS: [i32; 3] = [2, 9, 15];
 impl ClientGone {
     pub(crate) fn set(&self) {
         self.0.gone.store(true, Ordering::SeqCst);
+        self.no_more_go();
+    }
+
+    /// The client's channel is done: a run waiting for `go` stops waiting.
+    fn no_more_go(&self) {
+        if let Ok(mut g) = self.0.go.lock() {
+            g.over = true;
+        }
+        self.0.go_changed.notify_all();
+    }
+
+    /// For a request with `start_on_go`: wait until the client says `go` (true), or its channel
+    /// ends, it cancels, or `limit` passes first (false: the script must not start).
+    pub(crate) fn wait_for_go(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let Ok(mut g) = self.0.go.lock() else {
+            return false;
+        };
+        loop {
+            if g.said {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if g.over || self.is_set() || left.is_zero() {
+                return false;
+            }
+            g = match self.0.go_changed.wait_timeout(g, left) {
+                Ok((g, _)) => g,
+                Err(_) => return false,
+            };
+        }
     }
 
     pub(crate) fn is_set(&self) -> bool {
@@ -174,6 +218,12 @@ impl ClientGone {
         match msg {
             Message::Signal { signal } if CLIENT_SIGNALS.contains(&signal) => {
                 self.0.signal.store(signal, Ordering::SeqCst);
+            }
+            Message::Go => {
+                if let Ok(mut g) = self.0.go.lock() {
+                    g.said = true;
+                }
+                self.0.go_changed.notify_all();
             }
             Message::Stdin { data, eof } => {
                 let Ok(tx) = self.0.stdin_tx.lock() else {
@@ -284,9 +334,11 @@ pub(crate) fn watch_client(mut input: Box<dyn BufRead + Send>) -> ClientGone {
             if verdict == ClientSays::Cancel {
                 flag.set();
             }
+            flag.no_more_go();
         });
     if let Err(e) = spawned {
         crate::say!("band-server: cannot watch the client ({e}); a vanished client is not noticed");
+        gone.no_more_go();
     }
     gone
 }
@@ -929,5 +981,36 @@ mod tests {
             v("{\"type\":\"hold\"}\n{\"type\":\"cancel\"}\n"),
             ClientSays::Cancel
         );
+    }
+
+    #[test]
+    fn a_run_starts_on_go_and_never_once_the_client_is_done_without_it() {
+        use std::io::Write as _;
+        let watched = |lines: &str| {
+            let gone = watch_client(Box::new(std::io::Cursor::new(lines.as_bytes().to_vec())));
+            // The channel ends with `lines`: the wait ends with it, whatever the limit.
+            gone.wait_for_go(Duration::from_secs(3600))
+        };
+        assert!(watched("{\"type\":\"go\"}\n"));
+        assert!(watched("{\"type\":\"hold\"}\n{\"type\":\"go\"}\n"));
+        // Said before the channel ends: `go` holds after it (the script may have started).
+        assert!(watched("{\"type\":\"go\"}\n{\"type\":\"hold\"}\n"));
+        for never in [
+            "",
+            "junk\n",
+            "{\"type\":\"hold\"}\n",
+            "{\"type\":\"cancel\"}\n{\"type\":\"go\"}\n",
+            "{\"type\":\"hold\"}\n{\"type\":\"cancel\"}\n",
+        ] {
+            assert!(!watched(never), "{never:?} let the script start");
+        }
+        // A client that says nothing and keeps its end open: the limit ends the wait.
+        let (r, mut w) = std::io::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let gone = watch_client(Box::new(BufReader::new(r)));
+        assert!(!gone.wait_for_go(Duration::from_millis(20)));
+        // ...and `go` still comes through afterwards.
+        w.write_all(b"{\"type\":\"go\"}\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(gone.wait_for_go(Duration::from_secs(3600)));
     }
 }

@@ -432,7 +432,19 @@ fn run_prepared(
         .as_millis() as u64;
     let run_start = spawned.run_start;
 
-    // 5. Feed the sandbox (secrets), read it (status, stdout, stderr), and run.
+    // 5. Feed the sandbox (secrets), read it (status, stdout, stderr), and run. A client that
+    // asked for it says `go` first: its record of the run is on its disk, and the script has
+    // not started before (`RunRequest::start_on_go`).
+    if client.req.start_on_go
+        && !client
+            .gone
+            .wait_for_go(Duration::from_millis(plan.limits.runtime_ms))
+    {
+        return Err(SetupError::new(
+            Layer::Process,
+            "the client did not say `go` (it went away, cancelled, or its record of the run did not reach its disk); the script did not start",
+        ));
+    }
     let observer = start(client.req.observe, &run_dir, spawned, heard, tx, guard)?;
     // A request with `stdin`: the client's chunks go to the script's pipe.
     if let Some(pipe) = guard.child.as_mut().and_then(|c| c.stdin.take()) {

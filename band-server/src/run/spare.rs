@@ -107,6 +107,8 @@ pub(crate) fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
         signed,
         narrowing,
         stdin,
+        // When the script starts (on the client's `go`), not what it runs in.
+        start_on_go: _,
     } = req;
     spare.protocol == *protocol
         && spare.skill == *skill
@@ -145,6 +147,7 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         // A spare's bubblewrap is spawned before its request, with the stdin the requests of
         // its shape have: a pipe for band-sandboxd's, `/dev/null` for band's.
         stdin: served.stdin,
+        start_on_go: false,
     }
 }
 

@@ -142,6 +142,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         signed: None,
         narrowing: Vec::new(),
         stdin: false,
+        start_on_go: false,
     }
 }
 
@@ -167,6 +168,7 @@ pub(crate) fn bundle_request(skill: &str, bundle: Vec<FileEntry>, policy: Policy
         signed: None,
         narrowing: Vec::new(),
         stdin: false,
+        start_on_go: false,
     }
 }
 
@@ -413,6 +415,7 @@ fn outcome(stdout: &[u8], stderr: &[u8], status: std::process::ExitStatus) -> Ou
                 Message::Request(_)
                 | Message::Hold
                 | Message::Cancel
+                | Message::Go
                 | Message::Stdin { .. }
                 | Message::Signal { .. },
             ) => {

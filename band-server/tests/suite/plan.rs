@@ -85,6 +85,7 @@ pub(super) fn request() -> RunRequest {
         signed: None,
         narrowing: Vec::new(),
         stdin: false,
+        start_on_go: false,
     }
 }
 

@@ -1,7 +1,7 @@
-//! Refusals that happen before anything is built. The checks before the root check need no
-//! root; the others are `privileged_*`.
+//! Refusals that happen before anything is built, and a script that waits for its client's `go`.
+//! The checks before the root check need no root; the others are `privileged_*`.
 
-use band::proto::{Layer, Status};
+use band::proto::{Layer, Message, RunRequest, Status};
 use pretty_assertions::assert_eq;
 
 use super::helpers::*;
@@ -82,4 +82,46 @@ fn privileged_undeclared_secret_is_refused() {
 fn base64_of(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// The request, then `said`, one line each, as a client writes them.
+fn lines(req: &RunRequest, said: &[Message]) -> String {
+    let mut all = vec![Message::Request(Box::new(req.clone()))];
+    all.extend(said.iter().cloned());
+    all.iter()
+        .map(|m| serde_json::to_string(m).unwrap_or_else(|e| panic!("{e}")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn privileged_a_script_that_waits_for_go_starts_on_go_and_never_without_it() {
+    privileged!();
+    let mut req = request("#!/bin/sh\necho ran\n", policy());
+    req.start_on_go = true;
+    // `go`, then the client closes its end (without `hold`: no cancel).
+    let o = finish(spawn_line(&lines(&req, &[Message::Go])));
+    assert_eq!(o.result.status, Status::Ok, "{:?}", o.result.error);
+    assert_eq!(o.result.stdout, "ran\n");
+    // No `go`: the channel ends, the client holds and goes away, or it cancels (its record did
+    // not reach its disk). The sandbox was built; the script never starts, and nothing of the
+    // run is left.
+    for (what, said) in [
+        ("the end of input", vec![]),
+        ("hold, then the end of input", vec![Message::Hold]),
+        ("cancel", vec![Message::Hold, Message::Cancel]),
+    ] {
+        req.run_id = run_id();
+        let o = finish(spawn_line(&lines(&req, &said)));
+        assert_eq!(o.result.status, Status::SetupFailed, "{what}");
+        let error = o.result.error.unwrap_or_else(|| panic!("{what}: no error"));
+        assert_eq!(error.layer, Layer::Process, "{what}");
+        assert!(
+            error.message.contains("did not say `go`"),
+            "{what}: {}",
+            error.message
+        );
+        assert_eq!(o.result.stdout, "", "{what}: the script ran");
+        assert!(!a_lease_names(&req.run_id), "{what}: the lease is left");
+    }
 }
