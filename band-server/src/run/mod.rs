@@ -287,7 +287,6 @@ pub(crate) enum Made {
 /// the secrets pipe for its input (before Landlock and seccomp: nothing of the script runs).
 /// `'p`: the plan borrows the checked request's files.
 pub(crate) struct Prepared<'p> {
-    pub(crate) facts: HostFacts,
     pub(crate) identity: plan::Identity,
     pub(crate) plan: plan::RunPlan<'p>,
     tx: mpsc::Sender<Msg>,
@@ -377,7 +376,6 @@ pub(crate) fn prepare<'p>(
     // The callbacks not kept by a layer go with it: the channel ends with the run's senders.
     let started = apply(&inputs, on_lookup, on_report, guard)?;
     Ok(Prepared {
-        facts,
         identity,
         plan,
         tx,

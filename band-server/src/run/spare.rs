@@ -371,8 +371,9 @@ fn hand_over(
             return Ok(r);
         }
     };
-    let plan = crate::plan::plan_run(&checked, cfg, &prepared.facts, &prepared.identity)?;
-    RunDir::write_request(&plan.run_dir)?;
+    // Its own files only: the rest of the run directory is the spare's, planned for the same band.
+    let own_files = crate::layers::fs::plan_request_files(&checked, cfg, &prepared.identity);
+    RunDir::write_request(&own_files)?;
     let mut jail: bwrap::JailInput = serde_json::from_slice(&prepared.started.spawned.jail_json)
         .layer(Layer::Secrets, "cannot read back the spare's jail input")?;
     jail.secrets = req.secrets.clone();

@@ -80,6 +80,28 @@ pub(crate) fn plan_run_dir<'a>(
     })
 }
 
+/// The request's own files of `checked` in its run directory ([`RunDirPlan::request`]), planned
+/// alone: what a spare sandbox makes when the request it serves comes ([`RunDir::write_request`]).
+pub(crate) fn plan_request_files<'a>(
+    checked: &'a Checked<'_>,
+    cfg: &ServerConfig,
+    identity: &Identity,
+) -> RunDirPlan<'a> {
+    let write_dirs = mounts::plan_write_dirs(&checked.req.policy);
+    let compiled = &checked.compiled;
+    let write_allowed = |p: &str| compiled.write.check(p).is_allowed();
+    workdir::plan_request(&workdir::RequestFiles {
+        state: &cfg.state_dir,
+        run_id: &checked.req.run_id,
+        uid: identity.uid,
+        gid: identity.gid,
+        workspace: &checked.workspace,
+        write_allowed: &write_allowed,
+        write_dirs: &write_dirs,
+        input_json: &checked.input_json,
+    })
+}
+
 /// The symlinks bubblewrap's root holds (link, target): at each program copy's path a link to
 /// its wrapper (`SandboxPlan::self_links`), and the installation links around it.
 pub(crate) fn root_links(exec: &ExecView<'_>) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
