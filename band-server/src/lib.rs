@@ -70,11 +70,18 @@
 /// A line on band-server's stderr that never fails: the client may be gone (its end of the pipe
 /// closed, an ssh session dropped), and `eprintln!` would then panic on `EPIPE` mid-teardown.
 /// What cannot be written is dropped; the run's result and the janitor do not depend on it.
+///
+/// The line is made first and written whole, in one `write`: stderr is unbuffered, and
+/// `writeln!` on it wrote each piece of the format with a call of its own (nine for a warm
+/// run's log line, on the way to its result), which also let the lines of a warm server's
+/// children interleave in their shared log.
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 
