@@ -36,6 +36,32 @@ fn served(id: &str) -> Option<String> {
     Some(rest.split(';').next()?.to_string())
 }
 
+/// The pid of the warm child that served run `id`, from its log line.
+fn served_pid(id: &str) -> Option<i32> {
+    let text = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).unwrap_or_default();
+    let needle = format!("run {id} served by the warm server (");
+    let line = text.lines().find(|l| l.contains(&needle))?;
+    line.split("; pid ")
+        .nth(1)?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The idle marks on the host's uid locks (`layers::identity::idle` in band-server).
+fn idle_marks() -> Vec<String> {
+    fs_err::read_dir("/run/band-uids")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| fs_err::read_to_string(e.path()).ok())
+                .filter(|t| t.starts_with("idle "))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The run id of the spare announced for `skill` after run `id` was served, once there is one.
 fn spare_after(id: &str, skill: &str) -> Option<String> {
     let text = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).unwrap_or_default();
@@ -231,6 +257,16 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         let (id, spare) = run();
         assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
         assert_eq!(spare, cold, "the sandbox differs when served by a spare");
+        // The spare that served it no longer says it is idle (a run of another server would
+        // ask it to leave, and look no further).
+        let pid = served_pid(&id).unwrap_or_else(|| panic!("run {id}: no pid in the log"));
+        assert!(
+            idle_marks()
+                .iter()
+                .all(|m| !m.starts_with(&format!("idle {pid} "))),
+            "run {id}: its spare (pid {pid}) is still marked idle: {:?}",
+            idle_marks()
+        );
         last = id;
     }
     assert_eq!(cold["nnp"], "1", "{cold}");
