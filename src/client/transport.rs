@@ -266,12 +266,12 @@ fn run_started(
         .ok_or_else(|| ClientError::Protocol("band-server stdout".into()))?;
     let result = read_messages(BufReader::new(stdout), on_event);
     done.store(true, Ordering::SeqCst);
-    // A run whose record failed did not start: that failure is the run's error.
-    go?;
     // The holder ends now, not at its next poll (up to 50 ms on every run before). It is not
     // waited for: with `done` set it only closes band-server's input, which no longer
     // matters, and waiting cost every run the holder's wake-up (about 0.15 ms).
     cancel.wake();
+    // A run whose record failed did not start: that failure is the run's error.
+    go?;
     if let Ok(Some(r)) = result {
         // band-server closes its output with the result and only then removes what it
         // built for the run (mounts, folders, cgroups, lease; the janitor does it if it

@@ -356,11 +356,16 @@ pub async fn read_request(
             }
         }
     }
-    // A request, bare or as band-server's protocol line.
+    // A request, bare or as band-server's protocol line. band-sandboxd says no `go`: a request
+    // that asked to wait for one would never start.
+    let unwaiting = |mut r: RunRequest| {
+        r.start_on_go = false;
+        Ok(r)
+    };
     match serde_json::from_slice::<RunRequest>(&text) {
-        Ok(r) => Ok(r),
+        Ok(r) => unwaiting(r),
         Err(e) => match serde_json::from_slice::<Message>(&text) {
-            Ok(Message::Request(r)) => Ok(*r),
+            Ok(Message::Request(r)) => unwaiting(*r),
             _ => refused(
                 format!("malformed request: {e}"),
                 Some(format!(
@@ -733,6 +738,14 @@ mod tests {
             Control::Eof,
         ]);
         assert_eq!(read_request(1 << 20, &mut rx).await.unwrap().skill, "s");
+        // A request that would wait for a `go` band-sandboxd never says does not.
+        let mut waiting = request(serde_json::json!({}));
+        waiting.start_on_go = true;
+        let mut rx = send(vec![
+            Control::Stdin(serde_json::to_vec(&waiting).unwrap()),
+            Control::Eof,
+        ]);
+        assert!(!read_request(1 << 20, &mut rx).await.unwrap().start_on_go);
         let mut rx = send(vec![Control::Stdin(json.clone()), Control::Eof]);
         let r = read_request(10, &mut rx).await.unwrap_err();
         assert!(r.error.unwrap().message.contains("larger than 10 bytes"));
