@@ -89,6 +89,32 @@ pub(crate) struct Global {
     pub(crate) color: color::ColorWhen,
 }
 
+/// The command line as band reads it: a plain run by [`fast_run`], anything else, and every usage
+/// error, by the whole [`Cli`] ([`parse_whole`]). With the command line as clap read it.
+pub(crate) fn parse(
+    argv: Vec<std::ffi::OsString>,
+) -> (Result<Cli, clap::Error>, Vec<std::ffi::OsString>) {
+    match fast_run(&argv) {
+        Some((run, argv)) => (Ok(run), argv),
+        None => parse_whole(argv),
+    }
+}
+
+/// The command line read by the whole [`Cli`] (its errors coloured as `--color` says), and the
+/// line as clap read it ([`argv::normalize`]).
+pub(crate) fn parse_whole(
+    argv: Vec<std::ffi::OsString>,
+) -> (Result<Cli, clap::Error>, Vec<std::ffi::OsString>) {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let command = Cli::command();
+    let argv = argv::normalize(&command, argv);
+    let command = command.color(color::from_argv(&argv));
+    let parsed = command
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    (parsed, argv)
+}
+
 /// `band run …` (or the shortcut `band <skill>/<script> …`) read by a command line of `band
 /// run` alone: clap builds every command of [`Cli`] before it reads one (about 0.3 ms of each
 /// run's start), and a run needs one. `None` when it is not plainly a run (another command, a
@@ -278,19 +304,6 @@ mod tests {
         super::Cli::command().debug_assert();
     }
 
-    /// The whole command line's reading of `argv`, as `main` makes it, and what clap read.
-    fn whole(argv: &[std::ffi::OsString]) -> (Option<String>, Vec<std::ffi::OsString>) {
-        use clap::FromArgMatches as _;
-        let command = super::Cli::command();
-        let argv = super::argv::normalize(&command, argv.to_vec());
-        let cli = command
-            .try_get_matches_from(&argv)
-            .and_then(|m| super::Cli::from_arg_matches(&m))
-            .ok()
-            .map(|c| format!("{c:?}"));
-        (cli, argv)
-    }
-
     fn line(words: &[&str]) -> Vec<std::ffi::OsString> {
         std::iter::once("band")
             .chain(words.iter().copied())
@@ -334,8 +347,8 @@ mod tests {
             let (fast, fast_argv) = super::fast_run(&argv)
                 .map(|(c, a)| (format!("{c:?}"), a))
                 .unwrap_or_else(|| panic!("{words:?} is a run"));
-            let (cli, argv) = whole(&argv);
-            assert_eq!(Some(fast), cli, "{words:?}");
+            let (cli, argv) = super::parse_whole(argv);
+            assert_eq!(Some(fast), cli.ok().map(|c| format!("{c:?}")), "{words:?}");
             assert_eq!(fast_argv, argv, "{words:?}");
         }
         // What is not plainly a run, or not a good one, is the whole command line's to read (and

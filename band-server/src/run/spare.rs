@@ -284,7 +284,7 @@ pub(crate) fn keep(
                     std::thread::Builder::new()
                         .name("unmark".into())
                         .spawn(move || {
-                            let _ = idle::unmark(Path::new(uidpool::UID_LOCK_DIR), slot);
+                            let _ = idle::unmark(idle, slot);
                         })
                         .ok()
                 })
