@@ -36,14 +36,14 @@ fn served(id: &str) -> Option<String> {
     Some(rest.split(';').next()?.to_string())
 }
 
-/// The pid of the warm child that served run `id`, from its log line.
-fn served_pid(id: &str) -> Option<i32> {
+/// The pid of the warm child that holds spare `spare`, from the line that announced it.
+fn spare_pid(spare: &str) -> Option<i32> {
     let text = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).unwrap_or_default();
-    let needle = format!("run {id} served by the warm server (");
+    let needle = format!("spare {spare} ready for ");
     let line = text.lines().find(|l| l.contains(&needle))?;
-    line.split("; pid ")
+    line.split("(pid ")
         .nth(1)?
-        .split(',')
+        .split(')')
         .next()?
         .trim()
         .parse()
@@ -92,6 +92,8 @@ if echo x > /proc/cmdline 2>/dev/null; then cmdline="$cmdline,writable"; fi
 tmp=fresh; [ -e /tmp/mark ] && tmp=used; echo x > /tmp/mark
 out=fresh; [ -e /workspace/out/r.txt ] && out=used; mkdir -p /workspace/out; echo x > /workspace/out/r.txt
 read -r in < /workspace/in.txt
+# Input n = -1: stay (the test looks at the spare while it serves).
+case "$(cat "$INPUT_PATH")" in *'"n":-1'*) exec sleep 1000 ;; esac
 printf '{"sandbox":{"nnp":"%s","seccomp":"%s","capeff":"%s","shadow":"%s","net":"%s","usr":"%s","cmdline":"%s","tmp":"%s","out":"%s"},"uid":%s,"own":{"in":"%s","token":"%s","input":%s}}\n' \
   "$(field NoNewPrivs)" "$(field Seccomp)" "$(field CapEff)" "$shadow" "$net" "$usr" "$cmdline" "$tmp" "$out" "$(field Uid)" \
   "$in" "$WARM_TOKEN" "$(cat "$INPUT_PATH")" > "$OUTPUT_PATH"
@@ -257,18 +259,65 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
         let (id, spare) = run();
         assert_eq!(served(&id).as_deref(), Some("a spare"), "run {id}");
         assert_eq!(spare, cold, "the sandbox differs when served by a spare");
-        // The spare that served it no longer says it is idle (a run of another server would
-        // ask it to leave, and look no further).
-        let pid = served_pid(&id).unwrap_or_else(|| panic!("run {id}: no pid in the log"));
-        assert!(
-            idle_marks()
-                .iter()
-                .all(|m| !m.starts_with(&format!("idle {pid} "))),
-            "run {id}: its spare (pid {pid}) is still marked idle: {:?}",
-            idle_marks()
-        );
         last = id;
     }
+    // A spare that serves no longer says it is idle (a run of another server would ask it to
+    // leave, and look no further). Seen while its run goes on (the script stays): that warm child
+    // then marks nothing else, as it does for the spare it builds after the result.
+    wait_for("a spare", || spare_ready(&last));
+    let spare = spare_after(&last, "warmprobe").expect("the spare's announcement");
+    let holder = spare_pid(&spare).unwrap_or_else(|| panic!("spare {spare}: no pid in the log"));
+    let marked = || {
+        idle_marks()
+            .iter()
+            .any(|m| m.starts_with(&format!("idle {holder} ")))
+    };
+    assert!(marked(), "the waiting spare {spare} is not marked idle");
+    let mut staying = band
+        .clone()
+        .env("WARM_TOKEN", "token")
+        .command(
+            &[
+                "run",
+                "--json",
+                &format!("{}/probe", skill.display()),
+                "--input",
+                "{\"n\":-1}",
+            ],
+            &work,
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("band run");
+    wait_for("the serving spare's idle mark to be cleared", || !marked());
+    // … while the run goes on, not by its end (its lease's release clears the lock file too).
+    assert!(
+        matches!(staying.try_wait(), Ok(None)),
+        "the run ended before its spare's idle mark was cleared"
+    );
+    let _ = staying.kill();
+    let _ = staying.wait();
+    // That run, cancelled, is the one the next spare is built after.
+    let served_by_spare = || {
+        let text = fs_err::read_to_string(&log).unwrap_or_default();
+        let line = text
+            .lines()
+            .skip_while(|l| !l.contains(&format!("spare {spare} ready for ")))
+            .find(|l| {
+                l.contains(&format!(
+                    "served by the warm server (a spare; pid {holder},"
+                ))
+            })?;
+        line.split_whitespace()
+            .skip_while(|w| *w != "run")
+            .nth(1)
+            .map(String::from)
+    };
+    wait_for("the cancelled run's end", || served_by_spare().is_some());
+    last = served_by_spare().expect("the cancelled run");
+
     assert_eq!(cold["nnp"], "1", "{cold}");
     assert_eq!(cold["seccomp"], "2", "{cold}");
     assert_eq!(cold["capeff"], "0000000000000000", "{cold}");
