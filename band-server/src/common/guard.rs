@@ -5,9 +5,6 @@ use std::any::Any;
 use std::marker::PhantomData;
 use std::process::Child;
 
-/// How long teardown lets bubblewrap's reaper exit on its own before it is killed.
-const REAPER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// Everything built for a run, torn down in reverse order exactly once (explicitly, or on drop
 /// during a panic): first every layer stops what runs (the cgroup is killed, then the uid's
 /// processes), then bubblewrap is reaped, then every layer removes what it built.
@@ -103,13 +100,9 @@ impl RunGuard {
             b.stop(&mut t);
         }
         if let Some(mut child) = self.child.take() {
-            // The child is the reaper of the run's pid namespace (`sys::PreExec`): with the
-            // cgroup killed it reaps the sandbox's init and exits by itself. Killing it first
-            // would leave that init's zombie to the host's init; so wait a moment, then kill.
-            let deadline = std::time::Instant::now() + REAPER_GRACE;
-            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            // The child is bubblewrap, pid 1 of the run's pid namespace (`sys::PreExec`): the
+            // cgroup's kill above has ended it unless it never joined the cgroup (a spawn that
+            // failed before). Killed, every process of the namespace goes with it; reaped here.
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -34,7 +34,7 @@
 //! outlives the warm server that made it (its control socket closes with the server, which exits
 //! when band-server, its config or its settings change: `warm::still_current`). While it waits
 //! it holds a pool uid, a cgroup and a run directory, and runs nothing but the waiting
-//! band-jail, bubblewrap's init and its reaper.
+//! band-jail and bubblewrap.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

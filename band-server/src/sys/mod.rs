@@ -13,7 +13,8 @@
 //!
 //! - `mount`: tmpfs, bind, overlay, devpts and remount calls, device nodes and whiteouts.
 //! - `spawn`: what a child does between `fork` and `exec` of bubblewrap ([`PreExec`]) and of the
-//!   network relay ([`RelayExec`]).
+//!   network relay ([`RelayExec`]), and bubblewrap's spawn as pid 1 of a pid namespace of its
+//!   own ([`spawn_in_own_pid_namespace`]).
 //! - `netns`: the user and network namespaces of a networked run, and joining them.
 //! - `process`: signals, reaping, a single-threaded `fork`, ids and scheduling.
 //! - `fd`: pipes, `flock`, `poll`, and the descriptors band-jail inherits, keeps or closes.
@@ -64,7 +65,7 @@ pub(crate) use seccomp_notify::{
 };
 pub use socket::send_with_fd;
 pub(crate) use socket::{peer_cred, recv_with_creds, set_passcred};
-pub use spawn::{GATE_OPEN, PreExec};
+pub use spawn::{GATE_OPEN, PreExec, spawn_in_own_pid_namespace};
 pub(crate) use spawn::{GATE_SHUT, RelayExec};
 
 // The calls band-shim makes too, defined once in its crate (band-shim links nothing else of ours).

@@ -1,6 +1,7 @@
 //! What a child of band-server does between `fork` and `exec`: of bubblewrap ([`PreExec`]) and
-//! of the network relay ([`RelayExec`]). Their hooks run in the child of a fork of a
-//! multi-threaded process, so they call only async-signal-safe functions and never allocate.
+//! of the network relay ([`RelayExec`]); and bubblewrap's spawn as the first process of a pid
+//! namespace of its own ([`spawn_in_own_pid_namespace`]). The hooks run in the child of a fork
+//! of a multi-threaded process, so they call only async-signal-safe functions and never allocate.
 
 use std::fs::File;
 use std::io;
@@ -49,55 +50,53 @@ fn move_fds(fds: &[(RawFd, RawFd)]) -> io::Result<()> {
     Ok(())
 }
 
-/// In a `pre_exec` child: drop every supplementary group, then to `gid` and `uid`, and die
-/// (SIGKILL) with the parent. Raw syscalls only: no allocation, no lock.
-fn drop_to_and_die_with_parent(uid: u32, gid: u32) -> io::Result<()> {
+/// In a `pre_exec` child: drop every supplementary group, then to `gid` and `uid`. Raw syscalls
+/// only: no allocation, no lock.
+fn drop_groups_and_ids(uid: u32, gid: u32) -> io::Result<()> {
     // SAFETY: setgroups with a zero-length list and a null pointer is valid.
     check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
     // SAFETY: plain syscalls on integers.
     check(unsafe { libc::setgid(gid) })?;
     // SAFETY: plain syscall on an integer.
     check(unsafe { libc::setuid(uid) })?;
-    // SAFETY: prctl with integer arguments.
-    check(unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    })?;
     Ok(())
 }
 
-/// What the child does between `fork` and `exec` of bubblewrap, in this order:
+/// In a `pre_exec` child: [`drop_groups_and_ids`], then die (SIGKILL) with the parent (the
+/// parent's liveness is the caller's to check: `getppid`, outside a new pid namespace).
+fn drop_to_and_die_with_parent(uid: u32, gid: u32) -> io::Result<()> {
+    drop_groups_and_ids(uid, gid)?;
+    die_with_parent(None)
+}
+
+/// What the child does between `fork` and `exec` of bubblewrap. The child is born the first
+/// process (pid 1, the *sandbox init*) of a pid namespace of the run's own, owned by the initial
+/// user namespace ([`spawn_in_own_pid_namespace`]); then, in this order:
 ///
 /// 1. move `fds` to their fixed numbers (e.g. the secrets pipe to fd 3), clearing close-on-exec;
-/// 2. `PR_SET_PDEATHSIG(SIGKILL)` and exit if band-server is already gone;
-/// 3. `unshare(CLONE_NEWPID)` and `fork`: the child of that fork (the *sandbox init*) is pid 1 of
-///    a pid namespace of the run's own, owned by the initial user namespace. The process between
-///    (the *reaper*, still root, outside the run's cgroup) closes every descriptor, waits for the
-///    sandbox init and exits with its status (a signal `s` as exit code `128 + s`), so band-server
-///    sees bubblewrap's outcome and reaps everything: when the sandbox init dies the kernel kills
-///    and reaps every process of its namespace (bubblewrap's own pid namespace included), and the
-///    reaper reaps the sandbox init, never leaving a zombie for the host's init;
-/// 4. the sandbox init joins the run's cgroup(s) by writing `"0"` to each pre-opened join file
-///    (v1 `tasks`, v2 `cgroup.procs`: [`crate::layers::cgroup::RunCgroup::join_files`]);
-/// 5. it writes `2` to the pre-opened `vm.memfd_noexec` (if given): the kernel applies the value
-///    to the writer's pid namespace, the run's, and every pid namespace created below it
+/// 2. `PR_SET_PDEATHSIG(SIGKILL)`, and exit if band-server is already gone (its pidfd, opened by
+///    [`PreExec::install`], is readable): `getppid` cannot tell, it is 0 across a pid namespace;
+/// 3. with `netns`, join the run's network namespace (`setns`, still root), so bubblewrap starts
+///    inside it;
+/// 4. join the run's cgroup(s) by writing `"0"` to each pre-opened join file (v1 `tasks`, v2
+///    `cgroup.procs`: [`crate::layers::cgroup::RunCgroup::join_files`]);
+/// 5. write `2` to the pre-opened `vm.memfd_noexec` (if given): the kernel applies the value to
+///    the writer's pid namespace, the run's, and every pid namespace created below it
 ///    (bubblewrap's) inherits at least that, so no memfd of the run can ever be executed;
-/// 6. with a `gate`, it reads one byte from it and closes it: [`GATE_OPEN`] when what the run
-///    builds beside the spawn is ready (`run::apply`); anything else ([`GATE_SHUT`], or the end
-///    of the pipe) and it exits, and bubblewrap never starts. (The end of the pipe alone cannot
-///    say so: this process holds a copy of the write end from its fork when the thread that
-///    writes it had it open then; see `layer::GateWriter`.)
-/// 7. in a mount namespace of its own, it mounts a /proc of the run's pid namespace (bubblewrap
-///    reads `/proc/<its child>/ns` there, numbered in that namespace);
+/// 6. with a `gate`, read one byte from it and close it: [`GATE_OPEN`] when what the run builds
+///    beside the spawn is ready (`run::apply`); anything else ([`GATE_SHUT`], or the end of the
+///    pipe) and it exits, and bubblewrap never starts. (The end of the pipe alone cannot say
+///    so: this process holds a copy of the write end from its fork when the thread that writes
+///    it had it open then; see `layer::GateWriter`.)
+/// 7. in a mount namespace of its own, mount a /proc of the run's pid namespace (bubblewrap reads
+///    `/proc/<its child>/ns` there, numbered in that namespace);
 /// 8. `setgroups([])`, `setgid(gid)`, `setuid(uid)`: from here on the process is the run's user;
-/// 9. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), tied to the reaper.
+/// 9. `PR_SET_PDEATHSIG(SIGKILL)` again (the uid change cleared it), and the same check as in 2.
 ///
-/// A networked run also joins its own network namespace (`netns`) between steps 2 and 3.
+/// band-server is the sandbox init's parent and reaps it: when it dies, the kernel kills and
+/// reaps every process of its pid namespace (bubblewrap's own pid namespace included), so
+/// nothing of the run is left for the host's init. If band-server dies first, the init is
+/// killed (`PR_SET_PDEATHSIG`), and with it the namespace.
 ///
 /// Joining the cgroup before anything of the run exists means nothing the run starts can escape
 /// it; dropping to the run's uid before `exec` means bubblewrap itself never runs as root.
@@ -112,59 +111,60 @@ pub struct PreExec {
     /// 6.3), where the seccomp filter denies `memfd_create` instead.
     pub memfd_noexec: Option<File>,
     /// The run's own network namespace (a networked run, see `layers::net::netns`): joined
-    /// with `setns` right after step 2, while still root, so bubblewrap starts inside it.
+    /// with `setns` at step 3, while still root, so bubblewrap starts inside it.
     /// `None`: bubblewrap makes one with only loopback (`--unshare-net`).
     pub netns: Option<RawFd>,
-    /// The read end of the gate of step 8 (`layer::Gate`); owned by the caller until after spawn.
+    /// The read end of the gate of step 6 (`layer::Gate`); owned by the caller until after spawn.
     pub gate: Option<RawFd>,
 }
 
-/// The byte of a gate (step 8 of [`PreExec`]) that lets bubblewrap start.
+/// The byte of a gate (step 6 of [`PreExec`]) that lets bubblewrap start.
 pub const GATE_OPEN: u8 = b'1';
 /// The byte of a gate that stops the spawn: what the run builds beside it failed.
 pub(crate) const GATE_SHUT: u8 = b'0';
 
-/// The reaper's exit code for the sandbox init's wait status: its exit code, or `128 + signal`.
-fn reaper_code(status: libc::c_int) -> libc::c_int {
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        255
-    }
+/// Whether the process behind `pidfd` has ended (the pidfd is readable). Async-signal-safe: one
+/// `poll` with a zero timeout on a stack variable.
+fn gone(pidfd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd on the stack for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLIN != 0
 }
 
-/// The reaper (step 3 of [`PreExec`]): close every descriptor, so band-server's spawn sees
-/// exec's close-on-exec report pipe close when the sandbox init execs or fails, and the run's
-/// pipes reach EOF with the sandbox; wait for `pid`; exit with its status. Never returns.
-fn reap_and_exit(pid: libc::pid_t) -> ! {
-    // SAFETY: close_range on fd numbers; this process never returns to Rust code that could own
-    // one of them (it only waits and `_exit`s).
-    unsafe { libc::close_range(0, libc::c_uint::MAX, 0) };
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: `status` is a valid c_int for writes; plain syscall otherwise.
-        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if rc == pid {
-            break;
-        }
-        // SAFETY: reads the thread's errno, a plain function with no arguments.
-        if rc < 0 && unsafe { *libc::__errno_location() } != libc::EINTR {
-            // SAFETY: `_exit` is async-signal-safe and never returns.
-            unsafe { libc::_exit(255) };
-        }
+/// `PR_SET_PDEATHSIG(SIGKILL)`, then [`gone`] on band-server's pidfd, if there is one: it may
+/// have died before the call, and then no signal comes. Without pidfds (Linux before 5.3) that
+/// window stays open; what the child started is then the janitor's, as every run of a
+/// band-server that died.
+fn die_with_parent(parent: Option<RawFd>) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    if parent.is_some_and(gone) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
-    // SAFETY: `_exit` is async-signal-safe and never returns.
-    unsafe { libc::_exit(reaper_code(status)) }
+    Ok(())
 }
 
 impl PreExec {
     /// Install the steps above as `cmd`'s pre-exec hook. `self` moves into the closure, so the
-    /// cgroup files stay open until the child has written to them.
+    /// cgroup files stay open until the child has written to them. Spawn `cmd` with
+    /// [`spawn_in_own_pid_namespace`].
     pub fn install(self, cmd: &mut Command) {
-        // SAFETY: getpid is a plain syscall that cannot fail.
-        let parent = unsafe { libc::getpid() };
+        use rustix::process::{PidfdFlags, getpid, pidfd_open};
+        // band-server's own pidfd, for steps 2 and 9 (close-on-exec: bubblewrap never has it).
+        let me = pidfd_open(getpid(), PidfdFlags::empty()).ok();
         let hook = move || -> io::Result<()> {
             // The descriptors written after the fork (cgroup join files, then the sysctl) are
             // copied out of the way first (to fds >= 64): `move_fds`'s dup2 may land on them.
@@ -178,42 +178,23 @@ impl PreExec {
                 // `f` owns the number until the closure (and so this child) is gone.
                 *slot = dup_out_of_the_way(f.as_raw_fd())?;
             }
-            // Both numbers are owned by the caller until after spawn.
+            // Both numbers are owned by the caller until after spawn; `me` by the closure.
             let netns = self.netns.map(dup_out_of_the_way).transpose()?;
             let gate = self.gate.map(dup_out_of_the_way).transpose()?;
+            let parent = me
+                .as_ref()
+                .map(|fd| dup_out_of_the_way(fd.as_raw_fd()))
+                .transpose()?;
             let joins = &later[..self.cgroup_join.len()];
             let sysctl = self
                 .memfd_noexec
                 .as_ref()
                 .map(|_| later[self.cgroup_join.len()]);
             move_fds(&self.fds)?;
-            // The reaper dies with band-server (it stays root, so this is never cleared).
-            // SAFETY: prctl with integer arguments.
-            check(unsafe {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                )
-            })?;
-            // SAFETY: plain syscall, cannot fail.
-            if unsafe { libc::getppid() } != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
+            die_with_parent(parent)?;
             if let Some(fd) = netns {
                 // SAFETY: setns on an fd number copied above (a network namespace file).
                 check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
-            }
-            // SAFETY: plain syscall with an integer flag; only children enter the namespace.
-            check(unsafe { libc::unshare(libc::CLONE_NEWPID) })?;
-            // SAFETY: this process has one thread (a child of fork); fork is async-signal-safe
-            // here: the child only makes the raw syscalls below before exec (no allocation, no
-            // lock), and the parent only waits and exits.
-            let pid = check(unsafe { libc::fork() })?;
-            if pid > 0 {
-                reap_and_exit(pid);
             }
             for &fd in joins {
                 // SAFETY: writes 1 byte from a static buffer to an fd copied above.
@@ -276,15 +257,55 @@ impl PreExec {
                     std::ptr::null(),
                 )
             })?;
-            // Tied to the reaper, which dies with band-server. (getppid is 0 here: the reaper is
-            // outside this pid namespace, so there is nothing to compare.)
-            drop_to_and_die_with_parent(self.uid, self.gid)?;
-            Ok(())
+            drop_groups_and_ids(self.uid, self.gid)?;
+            die_with_parent(parent)
         };
         // SAFETY: the hook only calls async-signal-safe functions and does not allocate (the
-        // `later` buffer and `move_fds`'s are on the stack; `cgroup_join`, `memfd_noexec` and
-        // `fds` were built before the fork).
+        // `later` buffer and `move_fds`'s are on the stack; `cgroup_join`, `memfd_noexec`, `me`
+        // and `fds` were built before the fork).
         unsafe { cmd.pre_exec(hook) };
+    }
+}
+
+/// The active pid namespace of band-server (`/proc/thread-self/ns/pid`), opened once: where
+/// [`spawn_in_own_pid_namespace`] puts the calling thread's next children back.
+static OWN_PID_NS: std::sync::OnceLock<File> = std::sync::OnceLock::new();
+
+/// Spawn `cmd` (bubblewrap, with [`PreExec`]'s hook) as the first process of a new pid
+/// namespace: `unshare(CLONE_NEWPID)` on the calling thread, which makes the thread's next
+/// child that namespace's pid 1, the fork and exec of `cmd`, and `setns` back to band-server's
+/// own pid namespace, so the thread's later children (and threads: the kernel refuses a thread
+/// while the two differ) are as before. No process sits between band-server and the sandbox.
+///
+/// The thread must outlive the child: it is the parent that `PR_SET_PDEATHSIG` watches.
+pub fn spawn_in_own_pid_namespace(cmd: &mut Command) -> io::Result<std::process::Child> {
+    const OWN: &str = "/proc/thread-self/ns/pid";
+    let own = match OWN_PID_NS.get() {
+        Some(f) => f,
+        None => {
+            let f = fs_err::File::open(OWN)?.into_parts().0;
+            OWN_PID_NS.get_or_init(|| f)
+        }
+    };
+    // SAFETY: a plain syscall with an integer flag; it changes only where this thread's next
+    // children go.
+    check(unsafe { libc::unshare(libc::CLONE_NEWPID) })
+        .map_err(|e| io::Error::new(e.kind(), format!("unshare(CLONE_NEWPID): {e}")))?;
+    let spawned = cmd.spawn();
+    // SAFETY: setns on a pid namespace file held open by `OWN_PID_NS`: the thread's active one,
+    // which it may always enter again.
+    let back = check(unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWPID) });
+    match (spawned, back) {
+        (Ok(child), Ok(_)) => Ok(child),
+        (Err(e), _) => Err(e),
+        (Ok(mut child), Err(e)) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(io::Error::new(
+                e.kind(),
+                format!("setns back to {OWN} after the spawn: {e}"),
+            ))
+        }
     }
 }
 
@@ -362,6 +383,22 @@ mod tests {
     use std::io::Read;
 
     use super::*;
+
+    /// The liveness check of steps 2 and 9: a pidfd is readable once its process has ended.
+    #[test]
+    fn gone_tells_a_living_process_from_an_ended_one() {
+        use rustix::process::{Pid, PidfdFlags, pidfd_open};
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "read x"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fd = pidfd_open(Pid::from_child(&child), PidfdFlags::empty()).unwrap();
+        assert!(!gone(fd.as_raw_fd()));
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        assert!(gone(fd.as_raw_fd()));
+    }
 
     /// Two write ends swap numbers: each source is the other pair's target, which a plain `dup2`
     /// of the first pair would clobber before the second pair reads it.

@@ -1094,6 +1094,49 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     assert!(!band_tables().contains(&table), "table {table} left");
 }
 
+/// band-server is the parent of the sandbox's pid 1 (no process between them): killed, it takes
+/// every process of the run with it through `PR_SET_PDEATHSIG`, before any janitor runs.
+#[test]
+fn privileged_a_killed_band_server_takes_every_process_of_its_run_with_it() {
+    privileged!();
+    let script = format!("#!/bin/bash\n{WHO}\nsleep 1000 &\nsleep 1000\n");
+    let req = request(&script, policy());
+    let run_id = req.run_id.clone();
+    let from = marker();
+    let mut child = spawn(&req);
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = BufReader::new(stdout).lines();
+    let hung = band_test::kill_after(&child, band_test::WAIT_LIMIT, "band-server");
+    let mut user = None;
+    while user.is_none() {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line) {
+            user = data
+                .lines()
+                .find_map(|l| l.strip_prefix("user="))
+                .map(str::to_string);
+        }
+    }
+    let user = user.unwrap_or_else(|| panic!("the run never printed its user"));
+    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    drop(hung);
+    let of_run = || processes_of_run(uid, &run_id, from..u64::MAX);
+    band_test::wait_until("both sleeps of the run run", || {
+        of_run().iter().filter(|(_, c)| c == "sleep").count() >= 2
+    });
+    // bubblewrap (both of its processes), band-jail's exec, the shell and the sleeps: the check
+    // below can fail.
+    assert!(of_run().len() >= 3, "{:?}", of_run());
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    band_test::wait_until("no process of the run is left", || of_run().is_empty());
+    // What band-server had built is the janitor's (tested above): leave nothing for the next test.
+    let _ = run_janitor(Some(std::path::Path::new(
+        "/nonexistent/band-test/server.toml",
+    )));
+    wait_until_no_lease_names(&run_id);
+}
+
 #[test]
 fn privileged_insist_read_sees_paths_passed_to_commands() {
     privileged!();

@@ -36,7 +36,7 @@ pub(crate) fn proc_covers(
     if !super::proc_cover::await_ready(&spawned.status_r)? {
         return Ok(());
     }
-    let Some(reaper) = guard.child.as_ref().map(std::process::Child::id) else {
+    let Some(bwrap) = guard.child.as_ref().map(std::process::Child::id) else {
         return Err(crate::error::SetupError::new(
             band::proto::Layer::Filesystem,
             "the sandbox has no process to cover /proc in",
@@ -44,7 +44,7 @@ pub(crate) fn proc_covers(
     };
     super::proc_cover::cover(
         std::path::Path::new(super::procmask::HOST_PROC),
-        reaper,
+        bwrap,
         &inp.plan.process.sandbox.proc_masks,
     )
 }

@@ -8,8 +8,9 @@
 //!
 //! 1. band-jail's first act is to write [`READY`] on its status pipe; then it waits for its input
 //!    (so nothing of the skill has started);
-//! 2. band-server reads that line ([`await_ready`]), finds the jail ([`sandbox_pid`]: the
-//!    reaper's child is bubblewrap, whose child is the sandbox's pid 1, whose child is the jail),
+//! 2. band-server reads that line ([`await_ready`]), finds the jail ([`sandbox_pid`]: its own child
+//!    is bubblewrap, whose child is the pid 1 of bubblewrap's own pid namespace, whose child is
+//!    the jail),
 //!    and a thread of band-server's enters the jail's mount namespace and binds the jail's
 //!    `/band/empty` or `/band/empty.d` over each entry, read-only, `nosuid`, `nodev`, `noexec`
 //!    (`sys::bind_read_only_in`);
@@ -103,12 +104,12 @@ pub(crate) fn await_ready(status: &OwnedFd) -> SetupResult<bool> {
     }
 }
 
-/// The jail of a run whose reaper is `reaper`, by the children `proc_root`
-/// (`/proc`) lists: the reaper's only child (bubblewrap), its only child (the sandbox's pid 1),
-/// its only child (the jail).
-pub(crate) fn sandbox_pid(proc_root: &Path, reaper: u32) -> io::Result<u32> {
-    let mut pid = reaper;
-    for _ in 0..3 {
+/// The jail of a run whose bubblewrap is `bwrap` (band-server's child), by the children
+/// `proc_root` (`/proc`) lists: bubblewrap's only child (the pid 1 of its pid namespace), its
+/// only child (the jail).
+pub(crate) fn sandbox_pid(proc_root: &Path, bwrap: u32) -> io::Result<u32> {
+    let mut pid = bwrap;
+    for _ in 0..2 {
         pid = only_child(proc_root, pid)?;
     }
     Ok(pid)
@@ -136,11 +137,11 @@ fn only_child(proc_root: &Path, pid: u32) -> io::Result<u32> {
     }
 }
 
-/// Cover `masks` in the run's `/proc` (the module's steps 2 and 3), the jail being the third
-/// generation below `reaper`.
-pub(crate) fn cover(proc_root: &Path, reaper: u32, masks: &[ProcMask]) -> SetupResult<()> {
+/// Cover `masks` in the run's `/proc` (the module's steps 2 and 3), the jail being the second
+/// generation below `bwrap`.
+pub(crate) fn cover(proc_root: &Path, bwrap: u32, masks: &[ProcMask]) -> SetupResult<()> {
     let binds = binds(masks)?;
-    let jail = sandbox_pid(proc_root, reaper).map_err(|e| {
+    let jail = sandbox_pid(proc_root, bwrap).map_err(|e| {
         SetupError::new(
             Layer::Filesystem,
             format!("cannot find the run's jail: {e}"),
@@ -183,21 +184,21 @@ mod tests {
     }
 
     #[test]
-    fn the_jail_is_three_generations_below_the_reaper() {
-        let t = tree(&[(10, "11 "), (11, "12 "), (12, "13 "), (13, "")]);
-        assert_eq!(sandbox_pid(t.path(), 10).unwrap(), 13);
+    fn the_jail_is_two_generations_below_bubblewrap() {
+        let t = tree(&[(11, "12 "), (12, "13 "), (13, "")]);
+        assert_eq!(sandbox_pid(t.path(), 11).unwrap(), 13);
     }
 
     #[test]
     fn two_children_or_none_at_a_generation_is_an_error_naming_the_file() {
-        let t = tree(&[(10, "11 "), (11, "12 14 "), (12, "13 ")]);
-        let e = sandbox_pid(t.path(), 10).unwrap_err().to_string();
+        let t = tree(&[(11, "12 14 "), (12, "13 ")]);
+        let e = sandbox_pid(t.path(), 11).unwrap_err().to_string();
         assert!(
             e.contains("11/task/11/children") && e.contains("12 14"),
             "{e}"
         );
-        let t = tree(&[(10, "11 "), (11, "")]);
-        let e = sandbox_pid(t.path(), 10).unwrap_err().to_string();
+        let t = tree(&[(11, "12 "), (12, "")]);
+        let e = sandbox_pid(t.path(), 11).unwrap_err().to_string();
         assert!(e.contains("expected one child"), "{e}");
         let t = tree(&[(10, "11 ")]);
         let e = sandbox_pid(t.path(), 10).unwrap_err().to_string();

@@ -187,10 +187,10 @@ fn no_interpreter(entry: &str, i: &band::launch::Interpreter) -> crate::error::S
     ))
 }
 
-/// The spawn step: bubblewrap, in the run's cgroup as the run's uid (kept in `guard`). It runs
-/// under a reaper ([`sys::PreExec`]) that reaps the sandbox's pid 1. If the reaper is killed
-/// first (the timeout path kills band-server's child after the cgroup), that pid 1 is handed to
-/// band-server, not to the host's init, and is reaped at the end of the run (`run::serve`).
+/// The spawn step: bubblewrap, in the run's cgroup as the run's uid (kept in `guard`), as the
+/// first process of a pid namespace of the run's own ([`sys::spawn_in_own_pid_namespace`]):
+/// band-server is its parent and reaps it, and when it ends the kernel ends every process of
+/// the run. Called on the thread that waits for the run (the parent `PR_SET_PDEATHSIG` watches).
 pub(crate) fn spawn(
     inp: &Inputs<'_>,
     with: SpawnInputs,
@@ -273,7 +273,7 @@ pub(crate) fn spawn(
     }
     .install(&mut cmd);
     let run_start = Instant::now();
-    let child = cmd.spawn().layer(
+    let child = sys::spawn_in_own_pid_namespace(&mut cmd).layer(
         Layer::Process,
         format!("failed to start {}", part.bwrap.display()),
     )?;
