@@ -1006,6 +1006,22 @@ fn privileged_unexecutable_interpreter_is_setup_failed_process() {
     assert_eq!(setup_layer(&o), Some(Layer::Process));
 }
 
+/// The uid of the run whose band-server prints `lines`, from the `user=` line its script prints
+/// first ([`WHO`]).
+fn printed_uid(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> u32 {
+    let user = lines
+        .map_while(Result::ok)
+        .find_map(|line| match serde_json::from_str::<Message>(&line) {
+            Ok(Message::Event(Event::Stdout { data })) => data
+                .lines()
+                .find_map(|l| l.strip_prefix("user="))
+                .map(str::to_string),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the run never printed its user"));
+    uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"))
+}
+
 #[test]
 fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     privileged!();
@@ -1023,20 +1039,9 @@ fn privileged_kill9_mid_run_then_janitor_leaves_nothing() {
     let mut child = spawn_with_config(&req, &cfg);
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = BufReader::new(stdout).lines();
-    let mut user = None;
     // A server that hangs before it prints is killed, which ends its output.
     let hung = band_test::kill_after(&child, band_test::WAIT_LIMIT, "band-server");
-    while user.is_none() {
-        let Some(Ok(line)) = lines.next() else { break };
-        if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line) {
-            user = data
-                .lines()
-                .find_map(|l| l.strip_prefix("user="))
-                .map(str::to_string);
-        }
-    }
-    let user = user.unwrap_or_else(|| panic!("the run never printed its user"));
-    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    let uid = printed_uid(&mut lines);
     // The run is complete once both its sleeps run.
     let sleeps = || {
         processes_of_run(uid, &run_id, from..u64::MAX)
@@ -1107,18 +1112,7 @@ fn privileged_a_killed_band_server_takes_every_process_of_its_run_with_it() {
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = BufReader::new(stdout).lines();
     let hung = band_test::kill_after(&child, band_test::WAIT_LIMIT, "band-server");
-    let mut user = None;
-    while user.is_none() {
-        let Some(Ok(line)) = lines.next() else { break };
-        if let Ok(Message::Event(Event::Stdout { data })) = serde_json::from_str::<Message>(&line) {
-            user = data
-                .lines()
-                .find_map(|l| l.strip_prefix("user="))
-                .map(str::to_string);
-        }
-    }
-    let user = user.unwrap_or_else(|| panic!("the run never printed its user"));
-    let uid = uid_of(&user).unwrap_or_else(|| panic!("no uid for {user}"));
+    let uid = printed_uid(&mut lines);
     drop(hung);
     let of_run = || processes_of_run(uid, &run_id, from..u64::MAX);
     band_test::wait_until("both sleeps of the run run", || {
