@@ -62,18 +62,27 @@ fn idle_marks() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The run id of the spare announced for `skill` after run `id` was served, once there is one.
-fn spare_after(id: &str, skill: &str) -> Option<String> {
+/// In the warm server's log, from the first line that contains `from` on: the word after `word`
+/// in the first line that contains `find`.
+fn logged_after(from: &str, find: &str, word: &str) -> Option<String> {
     let text = fs_err::read_to_string(Path::new(HOST_DIR).join("serve.log")).unwrap_or_default();
-    let needle = format!("run {id} served by the warm server (");
     let line = text
         .lines()
-        .skip_while(|l| !l.contains(&needle))
-        .find(|l| l.contains(&format!(" ready for {skill}/")))?;
+        .skip_while(|l| !l.contains(from))
+        .find(|l| l.contains(find))?;
     line.split_whitespace()
-        .skip_while(|w| *w != "spare")
+        .skip_while(|w| *w != word)
         .nth(1)
         .map(String::from)
+}
+
+/// The run id of the spare announced for `skill` after run `id` was served, once there is one.
+fn spare_after(id: &str, skill: &str) -> Option<String> {
+    logged_after(
+        &format!("run {id} served by the warm server ("),
+        &format!(" ready for {skill}/"),
+        "spare",
+    )
 }
 
 /// A skill whose script reports, from inside the sandbox, who it runs as and what it may do
@@ -192,7 +201,6 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     let skill = probe_skill(t.path());
     let work = t.path().join("work");
     fs_err::create_dir_all(&work).expect("mkdir");
-    let log = Path::new(HOST_DIR).join("serve.log");
     let runs = std::cell::Cell::new(0u32);
     // A run of `script` with its own input, workspace file and secret; the sandbox it saw, its
     // uid, and its run id. What was its own is checked here.
@@ -301,19 +309,11 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     let _ = staying.wait();
     // That run, cancelled, is the one the next spare is built after.
     let served_by_spare = || {
-        let text = fs_err::read_to_string(&log).unwrap_or_default();
-        let line = text
-            .lines()
-            .skip_while(|l| !l.contains(&format!("spare {spare} ready for ")))
-            .find(|l| {
-                l.contains(&format!(
-                    "served by the warm server (a spare; pid {holder},"
-                ))
-            })?;
-        line.split_whitespace()
-            .skip_while(|w| *w != "run")
-            .nth(1)
-            .map(String::from)
+        logged_after(
+            &format!("spare {spare} ready for "),
+            &format!("served by the warm server (a spare; pid {holder},"),
+            "run",
+        )
     };
     wait_for("the cancelled run's end", || served_by_spare().is_some());
     last = served_by_spare().expect("the cancelled run");
@@ -363,15 +363,11 @@ fn privileged_a_warm_server_serves_the_next_runs_and_stands_aside_for_another_bu
     assert_eq!(other, cold);
     // The spare of `script` announced since run `after` was served.
     let spare_of = |after: &str, script: &str| {
-        let text = fs_err::read_to_string(&log).unwrap_or_default();
-        let line = text
-            .lines()
-            .skip_while(|l| !l.contains(&format!("run {after} served")))
-            .find(|l| l.contains(&format!(" ready for warmprobe/{script} ")))?;
-        line.split_whitespace()
-            .skip_while(|w| *w != "spare")
-            .nth(1)
-            .map(String::from)
+        logged_after(
+            &format!("run {after} served"),
+            &format!(" ready for warmprobe/{script} "),
+            "spare",
+        )
     };
     let mut last_of = std::collections::BTreeMap::from([("probe", last), ("other", id)]);
     for script in ["probe", "other", "probe", "other"] {
