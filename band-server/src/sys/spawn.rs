@@ -297,10 +297,13 @@ pub fn spawn_in_own_pid_namespace(cmd: &mut Command) -> io::Result<std::process:
     let back = check(unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWPID) });
     match (spawned, back) {
         (Ok(child), Ok(_)) => Ok(child),
-        (Err(e), _) => Err(e),
-        (Ok(mut child), Err(e)) => {
-            let _ = child.kill();
-            let _ = child.wait();
+        (Err(e), Ok(_)) => Err(e),
+        // Said either way: this thread's next children would go into the new namespace.
+        (spawned, Err(e)) => {
+            if let Ok(mut child) = spawned {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
             Err(io::Error::new(
                 e.kind(),
                 format!("setns back to {OWN} after the spawn: {e}"),
