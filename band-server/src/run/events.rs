@@ -1,9 +1,10 @@
-//! The run's events: the sink that writes them to the client, the threads that read the
-//! sandbox's stdout, stderr and status pipe, and the loop that handles them until the run ends.
+//! The run's events: the sink that writes them to the client, the thread that serves the
+//! sandbox's pipes (stdout, stderr, the jail's status and input, bubblewrap's exit), and the loop
+//! that handles them until the run ends.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::OwnedFd;
+use std::io::{BufRead, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -356,7 +357,7 @@ pub(super) enum Msg {
     Dns(Lookup),
     /// A refusal of the egress proxy (or the stub's, for a placeholder in a name), as it happens.
     Denied(Denial),
-    /// bubblewrap has exited (not yet reaped): the loop looks at once ([`spawn_exit_watch`]).
+    /// bubblewrap has exited (not yet reaped): the loop looks at once ([`spawn_pipes`]).
     Exited,
     /// [`REPORTS_WAKE`] CLI reports are queued ([`ReportQueue`]): the loop takes them now.
     Reports,
@@ -451,40 +452,230 @@ impl Inbox {
     }
 }
 
-pub(super) fn spawn_reader(
-    mut r: impl Read + Send + 'static,
-    tx: Sender<Msg>,
-    out: bool,
-) -> SetupResult<()> {
+/// The sandbox's pipes, on one thread ([`spawn_pipes`]): the script's stdout and stderr (this
+/// one read through the run's judge, `heard`), the jail's status pipe, bubblewrap's pidfd, and
+/// the jail's input (its secrets) to write.
+pub(super) struct Pipes<O, E> {
+    pub(super) stdout: Option<O>,
+    pub(super) stderr: Option<E>,
+    /// The jail's status: a line, `ok` or `err <layer> <message>`.
+    pub(super) status: OwnedFd,
+    /// bubblewrap's pidfd: readable once it has exited (it is not reaped here). `None` without
+    /// pidfds (Linux before 5.3): the run loop's polling alone notices the exit.
+    pub(super) exit: Option<OwnedFd>,
+    /// The jail's input pipe, and what to write to it.
+    pub(super) input: (OwnedFd, Vec<u8>),
+}
+
+/// How much of the jail's status pipe is read: its one line is short.
+const STATUS_MAX: usize = 64 * 1024;
+
+/// Start the thread, `pipes`, that serves every pipe of [`Pipes`] with `poll(2)` and sends the
+/// run loop what a thread per pipe sent before: stdout and stderr in chunks as they come, then
+/// [`Msg::StdoutEof`] and [`Msg::StderrEof`]; the jail's status lines, then [`Msg::JailEof`];
+/// [`Msg::Exited`] the moment bubblewrap exits (instead of at the loop's next look,
+/// [`EXITING_POLL`] after the output pipes closed). It writes the jail's input as the pipe takes
+/// it, so an input larger than the pipe never stops the output from being read, and a jail that
+/// dies before reading it costs only the write. One thread instead of five: starting and ending
+/// a thread costs a run 40–50 µs of CPU (docs/architecture.md, "Where a run's time goes").
+///
+/// A chunk the loop no longer takes (it has ended) is dropped: the pipes are still drained, so
+/// a writer in the sandbox never blocks on them. The thread ends once every pipe is closed and
+/// bubblewrap has exited.
+pub(super) fn spawn_pipes<O, E>(pipes: Pipes<O, E>, tx: Sender<Msg>) -> SetupResult<()>
+where
+    O: Read + AsFd + Send + 'static,
+    E: Read + AsFd + Send + 'static,
+{
+    // Written as the pipe takes it, from the poll loop.
+    rustix::fs::fcntl_setfl(&pipes.input.0, rustix::fs::OFlags::NONBLOCK)
+        .map_err(std::io::Error::from)
+        .layer(Layer::Secrets, "failed to set up the jail's input pipe")?;
     std::thread::Builder::new()
-        .name(if out { "stdout" } else { "stderr" }.into())
-        .spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match r.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let chunk = buf[..n].to_vec();
-                        if tx
-                            .send(if out {
-                                Msg::Stdout(chunk)
-                            } else {
-                                Msg::Stderr(chunk)
-                            })
-                            .is_err()
-                        {
-                            // Nobody listens any more; keep draining so the writer never blocks.
-                            continue;
-                        }
+        .name("pipes".into())
+        .spawn(move || pump(pipes, &tx))
+        .map(|_| ())
+        .layer(
+            Layer::Process,
+            "failed to start the thread that reads the sandbox's pipes",
+        )
+}
+
+/// A source [`pump`] polls.
+#[derive(Clone, Copy)]
+enum Source {
+    Stdout,
+    Stderr,
+    Status,
+    Exit,
+    Input,
+}
+
+/// What a read of an output pipe gave.
+enum Got {
+    Chunk(Vec<u8>),
+    /// Nothing now (interrupted, or nothing to read after all).
+    Nothing,
+    /// Closed (or broken: the same for the run).
+    End,
+}
+
+fn read_chunk(r: &mut impl Read, buf: &mut [u8]) -> Got {
+    match r.read(buf) {
+        Ok(0) => Got::End,
+        Ok(n) => Got::Chunk(buf[..n].to_vec()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+            ) =>
+        {
+            Got::Nothing
+        }
+        Err(_) => Got::End,
+    }
+}
+
+/// The loop of [`spawn_pipes`]'s thread.
+fn pump<O: Read + AsFd, E: Read + AsFd>(pipes: Pipes<O, E>, tx: &Sender<Msg>) {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let Pipes {
+        mut stdout,
+        mut stderr,
+        status,
+        mut exit,
+        input,
+    } = pipes;
+    let mut status = Some(File::from(status));
+    let (mut status_line, mut status_read) = (Vec::new(), 0usize);
+    let (input_fd, input_data) = input;
+    let mut input = (!input_data.is_empty()).then_some(File::from(input_fd));
+    let mut written = 0usize;
+    let send = |m: Msg| {
+        // The loop has ended: keep draining anyway.
+        let _ = tx.send(m);
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let mut fds = Vec::with_capacity(5);
+        let mut sources = Vec::with_capacity(5);
+        if let Some(o) = &stdout {
+            fds.push(PollFd::new(o, PollFlags::IN));
+            sources.push(Source::Stdout);
+        }
+        if let Some(e) = &stderr {
+            fds.push(PollFd::new(e, PollFlags::IN));
+            sources.push(Source::Stderr);
+        }
+        if let Some(s) = &status {
+            fds.push(PollFd::new(s, PollFlags::IN));
+            sources.push(Source::Status);
+        }
+        if let Some(x) = &exit {
+            fds.push(PollFd::new(x, PollFlags::IN));
+            sources.push(Source::Exit);
+        }
+        if let Some(i) = &input {
+            fds.push(PollFd::new(i, PollFlags::OUT));
+            sources.push(Source::Input);
+        }
+        if fds.is_empty() {
+            return;
+        }
+        match poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            // Not expected with valid descriptors; the loop's own polling and its kill path
+            // still end the run.
+            Err(_) => return,
+        }
+        let ready: Vec<Source> = fds
+            .iter()
+            .zip(&sources)
+            .filter(|(f, _)| !f.revents().is_empty())
+            .map(|(_, s)| *s)
+            .collect();
+        drop(fds);
+        for source in ready {
+            match source {
+                Source::Stdout => match stdout.as_mut().map(|o| read_chunk(o, &mut buf)) {
+                    Some(Got::Chunk(c)) => send(Msg::Stdout(c)),
+                    Some(Got::End) => {
+                        stdout = None;
+                        send(Msg::StdoutEof);
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
+                    _ => {}
+                },
+                Source::Stderr => match stderr.as_mut().map(|e| read_chunk(e, &mut buf)) {
+                    Some(Got::Chunk(c)) => send(Msg::Stderr(c)),
+                    Some(Got::End) => {
+                        stderr = None;
+                        send(Msg::StderrEof);
+                    }
+                    _ => {}
+                },
+                Source::Status => {
+                    let room = STATUS_MAX - status_read;
+                    let got = match status.as_mut() {
+                        Some(s) => read_chunk(s, &mut buf[..room]),
+                        None => Got::Nothing,
+                    };
+                    let end = match got {
+                        Got::Chunk(c) => {
+                            status_read += c.len();
+                            status_line.extend_from_slice(&c);
+                            while let Some(at) = status_line.iter().position(|b| *b == b'\n') {
+                                let line: Vec<u8> = status_line.drain(..=at).collect();
+                                send(Msg::Jail(String::from_utf8_lossy(&line).into_owned()));
+                            }
+                            status_read == STATUS_MAX
+                        }
+                        Got::Nothing => false,
+                        Got::End => true,
+                    };
+                    if end {
+                        status = None;
+                        if !status_line.is_empty() {
+                            let rest = std::mem::take(&mut status_line);
+                            send(Msg::Jail(String::from_utf8_lossy(&rest).into_owned()));
+                        }
+                        send(Msg::JailEof);
+                    }
+                }
+                Source::Exit => {
+                    exit = None;
+                    send(Msg::Exited);
+                }
+                Source::Input => {
+                    let done = match input.as_mut().map(|i| i.write(&input_data[written..])) {
+                        Some(Ok(n)) => {
+                            written += n;
+                            written == input_data.len()
+                        }
+                        Some(Err(e))
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                            ) =>
+                        {
+                            false
+                        }
+                        // The jail is gone (its status says why) or took all it will.
+                        _ => true,
+                    };
+                    if done {
+                        input = None;
+                    }
                 }
             }
-            let _ = tx.send(if out { Msg::StdoutEof } else { Msg::StderrEof });
-        })
-        .map(|_| ())
-        .layer(Layer::Process, "failed to start a reader thread")
+        }
+    }
+}
+
+/// bubblewrap's pidfd, for [`Pipes::exit`]: opened before anything can reap the child, so it
+/// names bubblewrap and nothing else. `None` without pidfds (Linux before 5.3).
+pub(super) fn exit_pidfd(child: &std::process::Child) -> Option<OwnedFd> {
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    pidfd_open(Pid::from_child(child), PidfdFlags::empty()).ok()
 }
 
 /// Parse a jail status line: `ok`, or `err <layer> <message>`.
@@ -498,34 +689,6 @@ pub(crate) fn parse_jail_status(line: &str) -> Option<Result<(), SetupError>> {
     // The jail names one of the layers every band knows; anything else is the process's.
     let layer = Layer::known(layer).unwrap_or(Layer::Process);
     Some(Err(SetupError::new(layer, format!("band-jail: {msg}"))))
-}
-
-pub(super) fn write_secrets(w: OwnedFd, json: Vec<u8>) -> SetupResult<()> {
-    std::thread::Builder::new()
-        .name("secrets".into())
-        .spawn(move || {
-            let mut f = File::from(w);
-            let _ = f.write_all(&json);
-        })
-        .map(|_| ())
-        .layer(Layer::Secrets, "failed to start the secrets writer")
-}
-
-pub(super) fn spawn_status_reader(r: OwnedFd, tx: Sender<Msg>) -> SetupResult<()> {
-    std::thread::Builder::new()
-        .name("jail-status".into())
-        .spawn(move || {
-            let mut lines = BufReader::new(File::from(r).take(64 * 1024));
-            let mut line = String::new();
-            while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
-                if tx.send(Msg::Jail(std::mem::take(&mut line))).is_err() {
-                    break;
-                }
-            }
-            let _ = tx.send(Msg::JailEof);
-        })
-        .map(|_| ())
-        .layer(Layer::Process, "failed to start a thread")
 }
 
 pub(super) struct LoopState {
@@ -691,32 +854,7 @@ impl LoopState {
     }
 }
 
-/// Tell the run loop the moment bubblewrap exits, instead of at its next look ([`EXITING_POLL`]
-/// after the output pipes closed, up to a millisecond later; [`POLL`] otherwise): a thread waits
-/// on the child's pidfd with `waitid(P_PIDFD, WEXITED | WNOWAIT)`, which leaves the exit status
-/// for the loop's `try_wait` to reap. The pidfd is opened here, before anything can reap the
-/// child, so it names bubblewrap and nothing else. Whether a watcher runs: without pidfds (Linux
-/// before 5.4) or a thread, the loop's polling alone notices the exit, as before.
-pub(super) fn spawn_exit_watch(child: &std::process::Child, tx: Sender<Msg>) -> bool {
-    use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid};
-    let Ok(pidfd) = pidfd_open(Pid::from_child(child), PidfdFlags::empty()) else {
-        return false;
-    };
-    std::thread::Builder::new()
-        .name("exit".into())
-        .spawn(move || {
-            use std::os::fd::AsFd;
-            // Exited, or already reaped (a kill path's `wait`): either way, look.
-            while let Err(rustix::io::Errno::INTR) = waitid(
-                WaitId::PidFd(pidfd.as_fd()),
-                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-            ) {}
-            let _ = tx.send(Msg::Exited);
-        })
-        .is_ok()
-}
-
-/// Without an exit watcher ([`spawn_exit_watch`]), how often the run loop checks whether
+/// Without bubblewrap's pidfd ([`Pipes::exit`]), how often the run loop checks whether
 /// bubblewrap exited, while messages are quiet …
 const POLL: Duration = Duration::from_millis(20);
 /// … and once its stdout and stderr are closed (it is exiting): a run's end is noticed within a
@@ -835,33 +973,112 @@ pub(super) fn drain(rx: &Inbox, sink: &EventSink, st: &mut LoopState, max: Durat
 
 #[cfg(test)]
 mod tests {
+    use std::io::BufReader;
+
     use pretty_assertions::assert_eq;
 
     use super::*;
 
-    /// The watcher says when the child exits, and leaves its status to be reaped by `try_wait`.
-    #[test]
-    fn the_exit_watch_wakes_the_loop_and_leaves_the_status_to_reap() {
-        let (tx, rx) = mpsc::channel();
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "read _; exit 3"])
-            .stdin(std::process::Stdio::piped())
+    /// The pipes of a test "sandbox": stdout and stderr of `child`, a status pipe whose write end
+    /// the test holds, and `input` for the child's stdin.
+    fn serve(script: &str, input: Vec<u8>) -> (std::process::Child, OwnedFd, mpsc::Receiver<Msg>) {
+        use std::process::{Command, Stdio};
+        let (input_r, input_w) = crate::sys::pipe().unwrap();
+        let (status_r, status_w) = crate::sys::pipe().unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::from(input_r))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        assert!(spawn_exit_watch(&child, tx), "pidfds are Linux 5.4's");
-        // Alive: nothing yet.
-        assert!(matches!(
-            rx.recv_timeout(Duration::from_millis(100)),
-            Err(RecvTimeoutError::Timeout)
-        ));
-        drop(child.stdin.take());
-        assert!(matches!(
-            rx.recv_timeout(Duration::from_secs(10)),
-            Ok(Msg::Exited)
-        ));
-        // Not reaped by the watcher: the exit status is still there for the loop.
-        let status = child.try_wait().unwrap().expect("exited");
+        let (tx, rx) = mpsc::channel();
+        let pipes = Pipes {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            status: status_r,
+            exit: exit_pidfd(&child),
+            input: (input_w, input),
+        };
+        assert!(pipes.exit.is_some(), "pidfds are Linux 5.3's");
+        spawn_pipes(pipes, tx).unwrap();
+        (child, status_w, rx)
+    }
+
+    /// Everything the pipes thread sent, until it ended (it drops its sender).
+    fn all(rx: &mpsc::Receiver<Msg>) -> (Vec<u8>, Vec<u8>, Vec<String>, Vec<&'static str>) {
+        let (mut out, mut err, mut jail, mut ends) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        loop {
+            let m = match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => panic!("the pipes thread did not end"),
+            };
+            match m {
+                Msg::Stdout(c) => out.extend(c),
+                Msg::Stderr(c) => err.extend(c),
+                Msg::Jail(l) => jail.push(l),
+                Msg::StdoutEof => ends.push("stdout"),
+                Msg::StderrEof => ends.push("stderr"),
+                Msg::JailEof => ends.push("jail"),
+                Msg::Exited => ends.push("exited"),
+                _ => ends.push("other"),
+            }
+        }
+        ends.sort_unstable();
+        (out, err, jail, ends)
+    }
+
+    /// One thread serves every pipe: a script that writes more than a pipe holds before it reads
+    /// an input larger than a pipe holds gets that input whole (a blocking write of it would
+    /// wait for the script, which waits for its output to be read); the status pipe's lines come
+    /// as lines (the last one without its newline too); each pipe's end and bubblewrap's exit
+    /// are told once; and the exit status is left for the loop to reap.
+    #[test]
+    fn one_thread_serves_the_sandboxs_pipes_and_leaves_the_exit_status_to_reap() {
+        use sha2::Digest;
+        let input: Vec<u8> = (0..4u32 << 20).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut want = vec![0u8; 1 << 20];
+        want.extend(format!("{:x}  -\n", sha2::Sha256::digest(&input)).bytes());
+        let script = "head -c 1048576 /dev/zero; sha256sum; echo to-stderr >&2; exit 3";
+        let (mut child, status_w, rx) = serve(script, input);
+        let mut status = File::from(status_w);
+        status.write_all(b"ok\nerr fs partial").unwrap();
+        drop(status);
+        let (out, err, jail, ends) = all(&rx);
+        assert_eq!(out.len(), want.len());
+        assert!(out == want, "stdout: the zeros, then the input's digest");
+        assert_eq!(err, b"to-stderr\n");
+        assert_eq!(jail, ["ok\n", "err fs partial"]);
+        assert_eq!(ends, ["exited", "jail", "stderr", "stdout"]);
+        let status = child
+            .try_wait()
+            .unwrap()
+            .expect("exited, and not reaped by the thread");
         assert_eq!(status.code(), Some(3));
+    }
+
+    /// While bubblewrap lives, no exit is told; and an input the script never reads does not
+    /// keep the thread once the script is gone.
+    #[test]
+    fn an_input_never_read_does_not_hold_the_pipes_thread() {
+        let (mut child, status_w, rx) = serve("read _ <&-; exec sleep 1000", vec![b'x'; 1 << 20]);
+        drop(status_w);
+        // Alive, its input unread: its output is open, and no exit is told.
+        loop {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(Msg::JailEof) => {}
+                Ok(Msg::Exited) => panic!("an exit was told while the script lives"),
+                Ok(_) => panic!("unexpected message"),
+                Err(_) => break,
+            }
+        }
+        child.kill().unwrap();
+        let (out, err, _, ends) = all(&rx);
+        assert!(out.is_empty() && err.is_empty());
+        assert_eq!(ends, ["exited", "stderr", "stdout"]);
+        child.wait().unwrap();
     }
 
     fn forged(n: usize) -> Report {

@@ -63,8 +63,7 @@ pub(crate) use self::apply::{Started, apply};
 pub(crate) use self::events::{ClientGone, watch_client};
 pub use self::events::{ClosingStdout, EventSink};
 use self::events::{
-    Inbox, LoopState, MAX_CALLS_KEPT, Msg, ReportQueue, drain, run_loop, spawn_reader,
-    spawn_status_reader, write_secrets,
+    Inbox, LoopState, MAX_CALLS_KEPT, Msg, Pipes, ReportQueue, drain, run_loop, spawn_pipes,
 };
 pub use crate::common::RunGuard;
 
@@ -477,8 +476,9 @@ fn run_prepared(
 }
 
 /// The start of step 5: `band learn`'s observer (from now on: the script cannot start before
-/// its secrets are written), the secrets, and a thread on each of the sandbox's pipes (the
-/// jail's status, bubblewrap's exit, stdout, stderr through `heard`) sending to the run loop.
+/// its secrets are written), and the thread that serves the sandbox's pipes ([`spawn_pipes`]:
+/// the secrets written, the jail's status, bubblewrap's exit, stdout, stderr through `heard`)
+/// and sends the run loop what it reads.
 fn start(
     observe: bool,
     run_dir: &std::path::Path,
@@ -509,17 +509,14 @@ fn start(
     } else {
         None
     };
-    write_secrets(spawned.secrets_w, spawned.jail_json)?;
-    spawn_status_reader(spawned.status_r, tx.clone())?;
-    if let Some(child) = guard.child.as_ref() {
-        events::spawn_exit_watch(child, tx.clone());
-    }
-    if let Some(s) = stdout {
-        spawn_reader(s, tx.clone(), true)?;
-    }
-    if let Some(s) = stderr {
-        spawn_reader(heard.watch(s), tx.clone(), false)?;
-    }
+    let pipes = Pipes {
+        stdout,
+        stderr: stderr.map(|s| heard.watch(s)),
+        status: spawned.status_r,
+        exit: guard.child.as_ref().and_then(events::exit_pidfd),
+        input: (spawned.secrets_w, spawned.jail_json),
+    };
+    spawn_pipes(pipes, tx)?;
     Ok(observer)
 }
 

@@ -272,6 +272,13 @@ impl<R: Read> StderrWatch<R> {
     }
 }
 
+/// The pipe it reads, for `poll(2)` (the run's pipes are served by one thread).
+impl<R: std::os::fd::AsFd> std::os::fd::AsFd for StderrWatch<R> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.inner.as_fd()
+    }
+}
+
 impl<R: Read> Read for StderrWatch<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         for call in self.pending.drain(..) {
