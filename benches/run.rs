@@ -62,7 +62,9 @@
 //! with a printed line when it cannot run here.
 //!
 //! band-server and its helpers are taken from next to the `band` binary (target/release), built
-//! first with `cargo build --release -p band-server` so they are never stale. State goes to
+//! first with `cargo build --release -p band-server` so they are never stale, and run, with
+//! `band`, from copies made as `cargo install` makes them (`install`: a freshly linked program
+//! runs slower than the installed one for a while). State goes to
 //! `$BAND_SERVER_STATE_DIR` when set (set it to the test suite's `/run/band-test` when tests run
 //! at the same time), else band-server's default. `band` gets a throwaway ledger and no config.
 
@@ -287,6 +289,12 @@ fn main() {
         .prefix("band-bench-run")
         .tempdir()
         .expect("temp dir");
+    // Measured as installed (full runs): see `install`.
+    let (band_bin, server) = if full {
+        install(&band_bin, &tmp.path().join("bin"))
+    } else {
+        (band_bin, server)
+    };
     let env = Env {
         band: band_bin,
         server,
@@ -1393,6 +1401,36 @@ fn refresh_program_list(server: &Path) {
         .status()
         .expect("band-server rescan-mask");
     assert!(st.success(), "band-server rescan-mask failed: {st}");
+}
+
+/// band's programs as `cargo install` leaves them: copied (`std::fs::copy`) from next to `band`
+/// into `into`, where the bench runs them (band-server finds its helpers next to itself).
+/// Returns the copies of band and band-server.
+///
+/// Why copies: a program the linker has just written runs slower than the same program
+/// installed, for as long as its file stays in the page cache as the linker wrote it, in small
+/// pieces. On ext4 with large folios (Linux 6.16 and later) a file written in large pieces, or
+/// read back from disk, is cached in large folios and maps with fewer, larger faults; measured
+/// on this bench's VM, `band run` of a no-op took 0.5–1 ms longer from the freshly linked
+/// `band` than from a copy of it, or from the same file once evicted and read back
+/// (docs/perf-history-2026-11.md, "A tenth pass"). Users run installed copies. The peers run as
+/// their own installers leave them (apt, pip, npm), bwrap as Debian installs it.
+fn install(band_bin: &Path, into: &Path) -> (PathBuf, PathBuf) {
+    let from = band_bin.parent().expect("band's directory");
+    fs_err::create_dir_all(into).expect("mkdir bench bin");
+    for name in [
+        "band",
+        "band-server",
+        "band-jail",
+        "band-shim",
+        "band-sandboxd",
+    ] {
+        let built = from.join(name);
+        if built.is_file() {
+            fs_err::copy(&built, into.join(name)).expect("copy a program");
+        }
+    }
+    (into.join("band"), into.join("band-server"))
 }
 
 /// Build band-server, band-jail and band-shim next to `band` and return band-server's path.
