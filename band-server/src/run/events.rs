@@ -536,6 +536,25 @@ fn read_chunk(r: &mut impl Read, buf: &mut [u8]) -> Got {
     }
 }
 
+/// What one read of an output pipe gave, sent on: a chunk as `chunk`, its end as `end` (the pipe
+/// is then closed here).
+fn pass_output<R: Read>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+    send: &dyn Fn(Msg),
+    chunk: fn(Vec<u8>) -> Msg,
+    end: Msg,
+) {
+    match pipe.as_mut().map(|p| read_chunk(p, buf)) {
+        Some(Got::Chunk(c)) => send(chunk(c)),
+        Some(Got::End) => {
+            *pipe = None;
+            send(end);
+        }
+        _ => {}
+    }
+}
+
 /// The loop of [`spawn_pipes`]'s thread.
 fn pump<O: Read + AsFd, E: Read + AsFd>(pipes: Pipes<O, E>, tx: &Sender<Msg>) {
     use rustix::event::{PollFd, PollFlags, poll};
@@ -557,28 +576,36 @@ fn pump<O: Read + AsFd, E: Read + AsFd>(pipes: Pipes<O, E>, tx: &Sender<Msg>) {
     };
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let mut fds = Vec::with_capacity(5);
-        let mut sources = Vec::with_capacity(5);
-        if let Some(o) = &stdout {
-            fds.push(PollFd::new(o, PollFlags::IN));
-            sources.push(Source::Stdout);
-        }
-        if let Some(e) = &stderr {
-            fds.push(PollFd::new(e, PollFlags::IN));
-            sources.push(Source::Stderr);
-        }
-        if let Some(s) = &status {
-            fds.push(PollFd::new(s, PollFlags::IN));
-            sources.push(Source::Status);
-        }
-        if let Some(x) = &exit {
-            fds.push(PollFd::new(x, PollFlags::IN));
-            sources.push(Source::Exit);
-        }
-        if let Some(i) = &input {
-            fds.push(PollFd::new(i, PollFlags::OUT));
-            sources.push(Source::Input);
-        }
+        // The pipes still open: what each is polled for, and which it is.
+        let open = [
+            (
+                stdout.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+                Source::Stdout,
+            ),
+            (
+                stderr.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+                Source::Stderr,
+            ),
+            (
+                status.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+                Source::Status,
+            ),
+            (exit.as_ref().map(AsFd::as_fd), PollFlags::IN, Source::Exit),
+            (
+                input.as_ref().map(AsFd::as_fd),
+                PollFlags::OUT,
+                Source::Input,
+            ),
+        ];
+        let (mut fds, sources): (Vec<PollFd<'_>>, Vec<Source>) = open
+            .into_iter()
+            .filter_map(|(fd, flags, source)| {
+                fd.map(|fd| (PollFd::from_borrowed_fd(fd, flags), source))
+            })
+            .unzip();
         if fds.is_empty() {
             return;
         }
@@ -597,22 +624,12 @@ fn pump<O: Read + AsFd, E: Read + AsFd>(pipes: Pipes<O, E>, tx: &Sender<Msg>) {
         drop(fds);
         for source in ready {
             match source {
-                Source::Stdout => match stdout.as_mut().map(|o| read_chunk(o, &mut buf)) {
-                    Some(Got::Chunk(c)) => send(Msg::Stdout(c)),
-                    Some(Got::End) => {
-                        stdout = None;
-                        send(Msg::StdoutEof);
-                    }
-                    _ => {}
-                },
-                Source::Stderr => match stderr.as_mut().map(|e| read_chunk(e, &mut buf)) {
-                    Some(Got::Chunk(c)) => send(Msg::Stderr(c)),
-                    Some(Got::End) => {
-                        stderr = None;
-                        send(Msg::StderrEof);
-                    }
-                    _ => {}
-                },
+                Source::Stdout => {
+                    pass_output(&mut stdout, &mut buf, &send, Msg::Stdout, Msg::StdoutEof)
+                }
+                Source::Stderr => {
+                    pass_output(&mut stderr, &mut buf, &send, Msg::Stderr, Msg::StderrEof)
+                }
                 Source::Status => {
                     let room = STATUS_MAX - status_read;
                     let got = match status.as_mut() {
