@@ -969,7 +969,7 @@ pub(super) fn run_loop(
 
 /// Handle what is still queued, until the output pipes and the jail's status pipe are at EOF (or
 /// `max` passes), then whatever else is already queued. Waiting for the status pipe too matters:
-/// a short script can exit before the status reader has passed on the jail's `ok`, and without
+/// a short script can exit before the pipes thread has passed on the jail's `ok`, and without
 /// it the run would count as a sandbox that never started.
 pub(super) fn drain(rx: &Inbox, sink: &EventSink, st: &mut LoopState, max: Duration) {
     let end = Instant::now() + max;
