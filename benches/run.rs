@@ -1410,8 +1410,9 @@ fn refresh_program_list(server: &Path) {
 /// Why copies: a program the linker has just written runs slower than the same program
 /// installed, for as long as its file stays in the page cache as the linker wrote it, in small
 /// pieces. On ext4 with large folios (Linux 6.16 and later) a file written in large pieces, or
-/// read back from disk, is cached in large folios and maps with fewer, larger faults; measured
-/// on this bench's VM, `band run` of a no-op took 0.5–1 ms longer from the freshly linked
+/// read back from disk, is cached in large folios (physically contiguous pieces: as many page
+/// faults here, so the likely gain is in each fault and in the TLB); measured on this bench's VM,
+/// `band run` of a no-op took 0.4–1 ms longer from the freshly linked
 /// `band` than from a copy of it, or from the same file once evicted and read back
 /// (docs/perf-history-2026-11.md, "A tenth pass"). Users run installed copies. The peers run as
 /// their own installers leave them (apt, pip, npm), bwrap as Debian installs it.

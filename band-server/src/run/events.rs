@@ -520,18 +520,19 @@ enum Got {
     End,
 }
 
+/// An error of a read or write on a pipe that only says "not now": try again when poll says so.
+fn not_now(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+    )
+}
+
 fn read_chunk(r: &mut impl Read, buf: &mut [u8]) -> Got {
     match r.read(buf) {
         Ok(0) => Got::End,
         Ok(n) => Got::Chunk(buf[..n].to_vec()),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-            ) =>
-        {
-            Got::Nothing
-        }
+        Err(e) if not_now(&e) => Got::Nothing,
         Err(_) => Got::End,
     }
 }
@@ -668,14 +669,7 @@ fn pump<O: Read + AsFd, E: Read + AsFd>(pipes: Pipes<O, E>, tx: &Sender<Msg>) {
                             written += n;
                             written == input_data.len()
                         }
-                        Some(Err(e))
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-                            ) =>
-                        {
-                            false
-                        }
+                        Some(Err(e)) if not_now(&e) => false,
                         // The jail is gone (its status says why) or took all it will.
                         _ => true,
                     };

@@ -746,8 +746,8 @@ impl Store {
     }
 
     /// Put the entry `<cache>/<key>/<rel>` in place, from `source` (`write` makes the file at the
-    /// path it is given), within the bounds, and mark it held by this run; an entry already there
-    /// is only marked. `program` names it in a refusal.
+    /// path it is given, of the `bytes` it is told), within the bounds, and mark it held by this
+    /// run; an entry already there is only marked. `program` names it in a refusal.
     fn admit(
         &self,
         key: &str,
@@ -755,7 +755,7 @@ impl Store {
         bytes: u64,
         owner: Option<&Owner>,
         program: &str,
-        write: &dyn Fn(&Path) -> io::Result<Option<Shebang>>,
+        write: &dyn Fn(&Path, u64) -> io::Result<Option<Shebang>>,
     ) -> Result<Cached, AdmitError> {
         let _lock = self.lock()?;
         let key_dir = self.cache.join(key);
@@ -801,7 +801,7 @@ impl Store {
             d.push(c);
             ensure_dir(&d, 0o711)?;
         }
-        let script = write(&entry)?;
+        let script = write(&entry, bytes)?;
         Ok(Cached {
             path: entry,
             script,
@@ -1027,7 +1027,7 @@ fn copy_into_cache(
         meta.len(),
         owner,
         &host.to_string_lossy(),
-        &|entry| write_entry(entry, &mut File::open(host)?, meta.len()),
+        &|entry, len| write_entry(entry, &mut File::open(host)?, len),
     )
 }
 
@@ -1147,7 +1147,7 @@ impl ExecDir {
                 p.data.len() as u64,
                 Some(owner),
                 p.shown,
-                &|entry| write_entry(entry, &mut { p.data }, p.data.len() as u64),
+                &|entry, len| write_entry(entry, &mut { p.data }, len),
             )?;
             self.add(p.name, cached, None)?;
         }
