@@ -334,7 +334,7 @@ pub fn bash_calls(text: &str) -> Vec<String> {
         }
         code_lines.push(line);
     }
-    let unquoted = shell_code(&code_lines.join("\n"));
+    let unquoted = without_arithmetic_and_arrays(&shell_code(&code_lines.join("\n")));
     for line in unquoted.lines() {
         let code = line.to_string();
         if let Some(cont) = code.strip_suffix('\\') {
@@ -503,6 +503,100 @@ fn shell_code(text: &str) -> String {
         prev = c;
     }
     out
+}
+
+/// Shell code (its quotes already blanked: [`shell_code`]) without what holds words that are no
+/// commands: the insides of arithmetic (`$(( … ))`, `(( … ))`, `for (( … ))`: variables and
+/// numbers) and of array literals (`name=( … )`, `name+=( … )`: words), blanked to spaces with
+/// their line breaks kept; the command substitutions in them (`$( … )`, backticks) are code and
+/// stay, read the same way to a depth of [`MAX_NESTING`] (deeper, they are blanked too).
+fn without_arithmetic_and_arrays(code: &str) -> String {
+    blank_arithmetic_and_arrays(code, 0)
+}
+
+/// How deep [`without_arithmetic_and_arrays`] reads command substitutions nested in arithmetic
+/// and arrays: a hostile script cannot make it recurse without end.
+const MAX_NESTING: usize = 16;
+
+fn blank_arithmetic_and_arrays(code: &str, depth: usize) -> String {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let arithmetic = chars[i] == '(' && chars.get(i + 1) == Some(&'(');
+        if arithmetic || (chars[i] == '(' && array_name_before(&chars[..i])) {
+            let end = closing_paren(&chars, i);
+            out.push(' ');
+            let mut j = i + 1;
+            while j < end {
+                if depth < MAX_NESTING
+                    && chars[j] == '$'
+                    && chars.get(j + 1) == Some(&'(')
+                    && chars.get(j + 2) != Some(&'(')
+                {
+                    let close = closing_paren(&chars, j + 1).min(end);
+                    let inner: String = chars[j + 2..close].iter().collect();
+                    out.push_str("$(");
+                    out.push_str(&blank_arithmetic_and_arrays(&inner, depth + 1));
+                    out.push(')');
+                    j = close + 1;
+                } else if depth < MAX_NESTING && chars[j] == '`' {
+                    let close = chars[j + 1..end]
+                        .iter()
+                        .position(|c| *c == '`')
+                        .map_or(end, |at| j + 1 + at);
+                    let inner: String = chars[j + 1..close].iter().collect();
+                    out.push('`');
+                    out.push_str(&blank_arithmetic_and_arrays(&inner, depth + 1));
+                    out.push('`');
+                    j = close + 1;
+                } else {
+                    out.push(if chars[j] == '\n' { '\n' } else { ' ' });
+                    j += 1;
+                }
+            }
+            if end < chars.len() {
+                out.push(' ');
+            }
+            i = end + 1;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether `before` ends with an array assignment's `name=` or `name+=`.
+fn array_name_before(before: &[char]) -> bool {
+    let Some((&'=', rest)) = before.split_last() else {
+        return false;
+    };
+    let rest = rest.strip_suffix(&['+']).unwrap_or(rest);
+    let name = rest
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+        .count();
+    name > 0 && !rest[rest.len() - name].is_ascii_digit()
+}
+
+/// The index of the `)` that closes the `(` at `open` (the length when none does).
+fn closing_paren(chars: &[char], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (at, c) in chars.iter().enumerate().skip(open) {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return at;
+                }
+            }
+            _ => {}
+        }
+    }
+    chars.len()
 }
 
 /// A shell line without the insides of its `${…}` expansions (`${1:?usage: x NAME}`).
@@ -1090,6 +1184,17 @@ mod tests {
             bash_calls(sh),
             ["cat", "git", "ls", "node", "od", "sort", "uname", "wc"]
         );
+    }
+
+    /// Arithmetic holds variables and array literals hold words, not commands; a command
+    /// substitution in either is code.
+    #[test]
+    fn bash_calls_skip_arithmetic_and_array_words() {
+        let sh = "#!/bin/bash\nN=$(( IDLE_TIMEOUT_MINUTES * 60 ))\n(( count > 0 )) && echo yes\nfor ((i=0; i<limit; i++)); do od -c x; done\narr=(alpha beta)\ndeclare -a list=(one two)\ndeps+=(\n  jq\n  curl\n)\nfiles=( $(ls *.txt) `id -u` $(echo $((n+1))) )\nx=$((total+1 + $(wc -l < f)))\necho $(( (width - pad) / 2 )) | tr 1 2\n( cd /tmp && pwd ) ; ( uname )\n";
+        assert_eq!(bash_calls(sh), ["id", "ls", "od", "tr", "uname", "wc"]);
+        // Nesting without end is read to a depth, not until the stack runs out.
+        let deep = format!("a=({}\n", "$(x=(".repeat(50_000));
+        assert_eq!(bash_calls(&deep), Vec::<String>::new());
     }
 
     /// What quotes hold is text, not commands: an `echo` message, a regex with `|`, `node -e`
