@@ -416,6 +416,11 @@ pub enum Denial {
     Write {
         path: String,
         rule: Option<String>,
+        /// Why band itself did not write it back, when no rule decided: the workspace has a
+        /// symlink or a folder on its path, or the write failed (`band`'s write-back,
+        /// `client::workspace::write_back`). No rule can allow such a write.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// An HTTP request band-server's egress proxy refused (an HTTP 403 to the run): no
     /// `allow.net` rule admits its method and path (`rule`: the deny rule of its host, if one
@@ -451,6 +456,18 @@ impl Denial {
         }
     }
 
+    /// A file band's write-back did not write (see `Denial::Write::reason`): known only once the
+    /// run is over, after its events.
+    pub fn refused_by_write_back(&self) -> bool {
+        matches!(
+            self,
+            Denial::Write {
+                reason: Some(_),
+                ..
+            }
+        )
+    }
+
     /// The deny rule that decided, if one did (else no allow rule matched).
     pub fn deciding_rule(&self) -> Option<&str> {
         match self {
@@ -477,6 +494,9 @@ impl Denial {
                 spell::literal_net_rule(host, *port).map(|r| ("allow.net", r))
             }
             Denial::Dns { name } => spell::literal_net_rule(name, None).map(|r| ("allow.net", r)),
+            Denial::Write {
+                reason: Some(_), ..
+            } => None,
             Denial::Write { path, .. } => spell::exact_write_rule(path).map(|r| ("allow.write", r)),
             Denial::Http {
                 method,
@@ -549,6 +569,12 @@ impl Denial {
             } => format!(" ({})", s.says()),
             _ => String::new(),
         };
+        if let Denial::Write {
+            reason: Some(why), ..
+        } = self
+        {
+            return why.clone();
+        }
         if let Some(rule) = self.deciding_rule() {
             return format!("deny.{key} {rule:?} decided (a deny wins over any allow){said}");
         }

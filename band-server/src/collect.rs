@@ -345,15 +345,18 @@ pub(crate) fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<De
             _ if never_written_back(f) => Some(Denial::Write {
                 path: f.path.clone(),
                 rule: None,
+                reason: None,
             }),
             Decision::Allow { .. } => None,
             Decision::Deny { rule } => Some(Denial::Write {
                 path: f.path.clone(),
                 rule: Some(rule),
+                reason: None,
             }),
             Decision::Default => Some(Denial::Write {
                 path: f.path.clone(),
                 rule: None,
+                reason: None,
             }),
         })
         .collect()
@@ -488,15 +491,18 @@ mod tests {
             vec![
                 Denial::Write {
                     path: "out/a.txt".into(),
-                    rule: None
+                    rule: None,
+                    reason: None
                 },
                 Denial::Write {
                     path: "out/.env".into(),
-                    rule: Some("**/.env".into())
+                    rule: Some("**/.env".into()),
+                    reason: None
                 },
                 Denial::Write {
                     path: "b".into(),
-                    rule: None
+                    rule: None,
+                    reason: None
                 },
             ]
         );

@@ -146,6 +146,16 @@ impl Live {
         say(&self.end_text());
     }
 
+    /// [`Live::end`], with the refusals of `result` that came after its events: the files
+    /// band's write-back did not write.
+    pub(crate) fn end_with(&mut self, result: Option<&proto::RunResult>) {
+        if let Some(r) = result {
+            let late = r.denied.iter().filter(|d| d.refused_by_write_back());
+            self.denied.extend(late.cloned());
+        }
+        self.end();
+    }
+
     fn end_text(&self) -> String {
         self.denied
             .iter()

@@ -318,6 +318,7 @@ mod tests {
             Denial::Write {
                 path: "data/x".into(),
                 rule: Some("data/**".into()),
+                reason: None,
             },
         ];
         r.written = vec![FileEntry {

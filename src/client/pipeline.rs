@@ -785,7 +785,10 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     if result.status == Status::Ok {
         check_output(&prepared.schemas, &script, &mut result)?;
     }
-    super::workspace::write_back(&prepared.workspace, &result.written)?;
+    // A file band could not write back is a refused write on the result (and so in its record
+    // and its final line), not an error that would lose the result.
+    let refused = super::workspace::write_back(&prepared.workspace, &result.written)?;
+    result.denied.extend(refused);
     // What the run shows is masked; its output and written files are not, but are warned about.
     let redact = Masker::new(&prepared.request.secrets);
     let secret_warnings = redact.warnings(&result);

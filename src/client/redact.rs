@@ -284,7 +284,10 @@ impl Masker {
             Denial::Cli { argv, .. } => argv.iter_mut().for_each(|a| self.mask_in_place(a)),
             Denial::Net { host, .. } => self.mask_in_place(host),
             Denial::Dns { name } => self.mask_in_place(name),
-            Denial::Write { path, .. } => self.mask_in_place(path),
+            Denial::Write { path, reason, .. } => {
+                self.mask_in_place(path);
+                reason.iter_mut().for_each(|r| self.mask_in_place(r));
+            }
             Denial::Http { host, path, .. } => {
                 self.mask_in_place(host);
                 self.mask_in_place(path);

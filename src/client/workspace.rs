@@ -30,7 +30,7 @@ use rustix::io::Errno;
 use super::{ClientError, Result};
 use crate::policy::CompiledPolicy;
 use crate::policy::fs::FsPattern;
-use crate::proto::FileEntry;
+use crate::proto::{Denial, FileEntry};
 
 /// A user error (the message, and a hint on how to fix it).
 fn user_error(message: impl Into<String>, hint: impl Into<String>) -> ClientError {
@@ -690,7 +690,15 @@ pub(super) fn kind_of(root: &WorkspaceRoot, rel: &str) -> Option<FileType> {
 }
 
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
-pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
+///
+/// A file band cannot write where the run wrote it (a symlink, or something not a folder or a
+/// file, on its path in the workspace; a write that fails) is left out and comes back as a
+/// refused write with the reason, and the other files are still written: the run's result, its
+/// output and its record are not lost to one file. A path band-server should never send (not
+/// relative, into `.git`) or data that is not base64 ends the write-back: nothing more is
+/// written.
+pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<Vec<Denial>> {
+    let mut refused = Vec::new();
     for f in files {
         let rel = Path::new(&f.path);
         // Nothing under `.git` is ever written back (band-server never sends it; checked here too).
@@ -707,9 +715,15 @@ pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
             path: f.path.clone(),
             source,
         })?;
-        write_one(root, rel, &data)?;
+        if let Err(e) = write_one(root, rel, &data) {
+            refused.push(Denial::Write {
+                path: f.path.clone(),
+                rule: None,
+                reason: Some(format!("{e}; the run's file was not written back")),
+            });
+        }
     }
-    Ok(())
+    Ok(refused)
 }
 
 /// Write `data` at `rel` (normal components only) beneath `root`: folders made with `mkdirat`,
@@ -718,7 +732,7 @@ pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<()> {
 fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
     let refuse = |at: &Path| {
         ClientError::Protocol(format!(
-            "refusing to write through symlink {}",
+            "{} is a symlink, and band never writes through one",
             root.path.join(at).display()
         ))
     };
@@ -760,7 +774,7 @@ fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
             FileType::RegularFile => Some(st),
             _ => {
                 return Err(ClientError::Protocol(format!(
-                    "{} is not a regular file; nothing more was written",
+                    "{} is not a regular file",
                     root.path.join(&at).display()
                 )));
             }
@@ -1376,11 +1390,29 @@ mod tests {
             "a/link-dir/sub/new",
             "a/b/file-link",
         ] {
-            let err = write_back(&root, &[entry(path, "PWNED")]).expect_err(path);
+            // The file is a refused write, with why; the run's other files are still written.
+            let refused =
+                write_back(&root, &[entry(path, "PWNED"), entry("after.txt", path)]).expect(path);
+            let [
+                Denial::Write {
+                    path: p,
+                    rule: None,
+                    reason: Some(why),
+                },
+            ] = &refused[..]
+            else {
+                panic!("{path}: {refused:?}");
+            };
+            assert_eq!(p, path);
             assert!(
-                err.to_string()
-                    .starts_with("refusing to write through symlink"),
-                "{path}: {err}"
+                why.ends_with(
+                    "is a symlink, and band never writes through one; the run's file was not written back"
+                ),
+                "{path}: {why}"
+            );
+            assert_eq!(
+                fs_err::read_to_string(w.join("after.txt")).expect("read"),
+                path
             );
         }
         assert_eq!(names(&outside), vec!["secret", "sub"]);

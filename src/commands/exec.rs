@@ -39,7 +39,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         }
     });
     spinner.finish();
-    live.end();
+    live.end_with(outcome.as_ref().ok().map(|o| &o.result));
     let outcome = outcome?;
     let result = &outcome.result;
     if args.common.json {

@@ -85,7 +85,7 @@ pub(crate) fn cmd_run(args: RunArgs) -> Result<u8> {
         }
     });
     spinner.finish();
-    live.end();
+    live.end_with(outcome.as_ref().ok().map(|o| &o.result));
     let mut outcome = outcome?;
     let by_arguments = args.input.is_none() && args.input_file.is_none();
     if outcome.result.status == Status::InputInvalid && by_arguments {

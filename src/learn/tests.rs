@@ -584,6 +584,7 @@ fn denial_hints_never_suggest_a_wildcard_from_observed_data() {
         let d = Denial::Write {
             path: path.into(),
             rule: None,
+            reason: None,
         };
         assert_eq!(d.smallest_rule(), None, "{path}");
     }
@@ -594,6 +595,7 @@ fn denial_hints_never_suggest_a_wildcard_from_observed_data() {
     let d = Denial::Write {
         path: "notes.txt".into(),
         rule: None,
+        reason: None,
     };
     assert_eq!(
         d.smallest_rule(),

@@ -99,6 +99,63 @@ fn privileged_a_refused_write_and_a_name_that_is_not_utf8_are_in_the_final_line(
     assert!(!ws.join("x.txt").exists());
 }
 
+/// A folder of the workspace that is a symlink where the run wrote a file: band writes nothing
+/// through it, and that file is a refused write on the run's result (its line, its final line,
+/// its record), not an error that loses the script's output and leaves the ledger without the
+/// run's end. The run's other files are written back.
+#[test]
+fn privileged_a_write_back_through_a_symlink_is_a_refused_write_not_a_lost_run() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws, elsewhere) = (
+        t.path().join("skills"),
+        t.path().join("ws"),
+        t.path().join("elsewhere"),
+    );
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    fs_err::create_dir_all(&elsewhere).expect("mkdir");
+    fs_err::os::unix::fs::symlink(&elsewhere, ws.join("out")).expect("symlink");
+    SkillBuilder::new("writer")
+        .band(
+            "description: Writes out/ and logs/.\nversion: 1\nallow:\n  write: [\"out/**\", \"logs/**\"]\n",
+        )
+        .script(
+            "w.sh",
+            "#!/bin/sh\nmkdir -p out logs\necho report > out/report.txt\necho log > logs/run.txt\n\
+             echo done\n",
+        )
+        .input_schema("w", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let data = t.path().join("data");
+    let (s, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+    let out = bin().env("BAND_DATA_DIR", &data).output(
+        &["run", "--skills", s, "--workspace", w, "writer/w"],
+        &skills,
+    );
+    band_snapshot!(out, "write_back_through_a_symlink");
+    assert_eq!(fs_err::read_dir(&elsewhere).expect("read_dir").count(), 0);
+    assert_eq!(
+        fs_err::read_to_string(ws.join("logs/run.txt")).expect("read"),
+        "log\n"
+    );
+    // The ledger has the run's end, with the refused write and its reason.
+    let history = bin()
+        .env("BAND_DATA_DIR", &data)
+        .output(&["history", "--json"], &skills);
+    let runs: serde_json::Value = serde_json::from_str(&history.stdout).expect("history json");
+    let run = &runs.as_array().expect("array")[0];
+    assert_eq!(run["status"], "ok", "{run}");
+    let denied = &run["denied"][0];
+    assert_eq!(denied["kind"], "write", "{run}");
+    assert_eq!(denied["path"], "out/report.txt", "{run}");
+    assert!(
+        denied["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("is a symlink")),
+        "{run}"
+    );
+}
+
 #[test]
 fn privileged_an_invalid_server_config_fails_the_run_loudly() {
     band_test::privileged!(sandbox_missing());

@@ -69,6 +69,7 @@ fn privileged_a_write_outside_allow_write_is_a_denial_not_silence() {
     let want = Denial::Write {
         path: "notes.txt".into(),
         rule: None,
+        reason: None,
     };
     assert!(out.result.denied.contains(&want), "{out:?}");
     assert!(
