@@ -439,6 +439,11 @@ fn shell_code(text: &str) -> String {
         let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
         match state {
             In::Code => match c {
+                // A line continuation stays one, for the caller to join the lines.
+                '\\' if chars.peek() == Some(&'\n') => {
+                    chars.next();
+                    out.push_str("\\\n");
+                }
                 '\\' => {
                     out.push(' ');
                     if let Some(n) = chars.next() {
@@ -648,8 +653,22 @@ fn strip_comment(line: &str) -> String {
 /// (`Popen(args.server, shell=True)`), one line each, as written (trimmed, at most 80 chars).
 pub fn unseen(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for line in text.lines() {
-        let l = line.trim();
+    let lines: Vec<&str> = text.lines().collect();
+    for (n, line) in lines.iter().enumerate() {
+        // A call whose arguments start on the next line (`subprocess.run(` alone) is read with
+        // its first argument's line.
+        let joined;
+        let l = match line.trim() {
+            l if l.ends_with('(') => {
+                let next = lines[n + 1..]
+                    .iter()
+                    .map(|x| x.trim())
+                    .find(|x| !x.is_empty());
+                joined = format!("{l}{}", next.unwrap_or(""));
+                joined.as_str()
+            }
+            l => l,
+        };
         let opener = [
             "run(",
             "call(",
@@ -1186,6 +1205,14 @@ mod tests {
         );
     }
 
+    /// A command continued on the next lines (`\\` at the end) is one command: the words that
+    /// start its next lines are its arguments.
+    #[test]
+    fn bash_calls_join_continued_lines() {
+        let sh = "#!/usr/bin/env bash\nfind \"$1\" \\\n    -type d \\( \\\n        -name node_modules -o -name dist \\\n    \\) -prune -o \\\n    -type f -name '*.html' -print\ntar -c \\\n  dist | gzip\n";
+        assert_eq!(bash_calls(sh), ["find", "gzip", "tar"]);
+    }
+
     /// Arithmetic holds variables and array literals hold words, not commands; a command
     /// substitution in either is code.
     #[test]
@@ -1218,6 +1245,9 @@ mod tests {
         let py = "subprocess.run(\"python3 -m http.server 8765\", shell=True)\ncmd = \"npm run dev\"\nsubprocess.Popen(cmd, shell=True)\nsubprocess.Popen(args.server, shell=True)\n";
         assert_eq!(calls(py), ["npm", "python3"]);
         assert_eq!(unseen(py), ["subprocess.Popen(args.server, shell=True)"]);
+        // Its arguments on the lines after the call's opening.
+        let py = "def sh(cmd):\n    p = subprocess.run(\n        cmd,\n        text=True,\n    )\nsubprocess.run(\n    [\"git\", \"status\"],\n)\n";
+        assert_eq!(unseen(py), ["p = subprocess.run(cmd,"]);
     }
 
     #[test]
