@@ -12,15 +12,16 @@ use std::fmt::Write as _;
 use band::policy::cli::CliPattern;
 use band::proto::{CliCall, Denial, NetworkReport, RunResult};
 
-/// The trace of one run. `allow_cli` is the band's `allow.cli`, to name the rules no call used.
-pub(crate) fn render(result: &RunResult, allow_cli: &[String]) -> String {
+/// The trace of one run. `allow_cli` is the band's `allow.cli`, to name the rules no call used;
+/// `shared_with`, the skill's other scripts that band governs (which may use them).
+pub(crate) fn render(result: &RunResult, allow_cli: &[String], shared_with: &[String]) -> String {
     let mut out = String::new();
     commands(&mut out, &result.cli_calls);
     files_and_refusals(&mut out, result);
     if let Some(net) = &result.network {
         network(&mut out, net);
     }
-    unused_rules(&mut out, &result.cli_calls, allow_cli);
+    unused_rules(&mut out, &result.cli_calls, allow_cli, shared_with);
     hints(&mut out, result);
     out
 }
@@ -116,8 +117,9 @@ fn network(out: &mut String, net: &NetworkReport) {
     }
 }
 
-/// The `allow.cli` rules no allowed call used (when any command ran): candidates to remove.
-fn unused_rules(out: &mut String, calls: &[CliCall], allow_cli: &[String]) {
+/// The `allow.cli` rules no allowed call used (when any command ran): candidates to remove, when
+/// the band governs no other script.
+fn unused_rules(out: &mut String, calls: &[CliCall], allow_cli: &[String], shared_with: &[String]) {
     let unused: Vec<&String> = allow_cli
         .iter()
         .filter(|r| {
@@ -132,10 +134,16 @@ fn unused_rules(out: &mut String, calls: &[CliCall], allow_cli: &[String]) {
             .map(|r| quoted(r))
             .collect::<Vec<_>>()
             .join(", ");
-        let _ = writeln!(
-            out,
-            "trace: allow.cli rules no call used (candidates to remove): {list}"
-        );
+        let why = if shared_with.is_empty() {
+            "candidates to remove".to_string()
+        } else {
+            let names: Vec<String> = shared_with.iter().map(|s| format!("`{s}`")).collect();
+            format!(
+                "the band also governs {}, which may need them",
+                names.join(", ")
+            )
+        };
+        let _ = writeln!(out, "trace: allow.cli rules no call used ({why}): {list}");
     }
 }
 
@@ -326,7 +334,7 @@ mod tests {
             mode: 0o644,
             data: String::new(),
         }];
-        let text = render(&r, &["jq -r *".to_string(), "wc *".to_string()]);
+        let text = render(&r, &["jq -r *".to_string(), "wc *".to_string()], &[]);
         assert_eq!(
             text,
             "trace: 4 commands
@@ -381,7 +389,7 @@ hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https
             requests: Vec::new(),
         });
         assert_eq!(
-            render(&r, &[]),
+            render(&r, &[], &[]),
             "trace: 0 commands
 trace: 0 files written back
 trace: network: 2 lookups, 1 destination reached, 1 refused
@@ -398,7 +406,7 @@ hint: to let the script reach evil.example, add it to allow.net
     fn an_empty_run_says_so() {
         let r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
         assert_eq!(
-            render(&r, &["wc *".to_string()]),
+            render(&r, &["wc *".to_string()], &[]),
             "trace: 0 commands\ntrace: 0 files written back\n"
         );
     }

@@ -53,7 +53,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
                 .0
                 .map(|r| r.policy.allow.cli)
                 .unwrap_or_default();
-            render::say(&trace::render(result, &allow_cli));
+            render::say(&trace::render(result, &allow_cli, &[]));
         }
         for w in &outcome.secret_warnings {
             eprintln!("band: warning: {w}");

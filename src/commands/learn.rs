@@ -186,15 +186,14 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     obs.notes.extend(seen.site_notes.iter().cloned());
     let key = format!("{}-{script}", skill.name);
     let band_file = resolved.as_ref().map(written_band_file);
-    finish(
-        &args,
-        outcome,
-        obs,
-        &key,
-        &current,
-        band_file.as_deref(),
-        Some(&skill.root),
-    )
+    // The skill's other scripts the same band file governs: their rules stay.
+    let shared_with = sharing_band(&skill, script);
+    let to = Destination {
+        band_file: band_file.as_deref(),
+        skill_root: Some(&skill.root),
+        shared_with,
+    };
+    finish(&args, outcome, obs, &key, &current, to)
 }
 
 /// One observed run: its outcome, its learning policy, and the files of its workspace copy
@@ -376,7 +375,20 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
         "exec-{}",
         band::lock::sha256_hex(checked.to_string_lossy().as_bytes())
     );
-    finish(args, outcome, obs, &key, &current, Some(&checked), None)
+    let to = Destination {
+        band_file: Some(&checked),
+        ..Destination::default()
+    };
+    finish(args, outcome, obs, &key, &current, to)
+}
+
+/// Where a draft goes: the band file `--write` edits, the skill it re-locks, and the skill's
+/// other scripts that band file governs (their rules the draft keeps).
+#[derive(Default)]
+struct Destination<'a> {
+    band_file: Option<&'a Path>,
+    skill_root: Option<&'a Path>,
+    shared_with: Vec<String>,
 }
 
 /// Merge, save, draft, print, and with --write write the band and re-lock.
@@ -386,9 +398,13 @@ fn finish(
     mut obs: Observations,
     key: &str,
     current: &Policy,
-    band_file: Option<&Path>,
-    skill_root: Option<&Path>,
+    to: Destination,
 ) -> Result<u8> {
+    let Destination {
+        band_file,
+        skill_root,
+        shared_with,
+    } = to;
     let result = &outcome.result;
     if result.status == Status::SetupFailed || result.status == Status::InputInvalid {
         crate::cli::render::print_failure(result);
@@ -416,6 +432,17 @@ fn finish(
 
     let mut draft = learn::draft(&obs);
     learn::vet(&mut draft);
+    if !shared_with.is_empty() {
+        let names: Vec<String> = shared_with.iter().map(|s| format!("`{s}`")).collect();
+        draft.keep(
+            &current.allow,
+            &current.secrets,
+            &format!(
+                "kept: the band also governs {}, which this run cannot speak for",
+                names.join(", ")
+            ),
+        );
+    }
     let lines = learn::diff(&current.allow, &current.secrets, &draft);
     let mut notes = draft.notes.clone();
     if result.observed.as_ref().is_some_and(|o| !o.complete) {
@@ -683,6 +710,25 @@ fn learning_band(
         doc[band_name.as_str()] = cfg;
     }
     Ok(format!("---\n{}\n---\n", serde_json::to_string(&doc)?))
+}
+
+/// The skill's scripts other than `script` whose band is the band file `script`'s is (the one
+/// `band learn --write` would edit): a rule one of them needs may be one `script` never uses.
+pub(crate) fn sharing_band(skill: &band::skill::Skill, script: &str) -> Vec<String> {
+    let file = |name: &str| {
+        band::skill::resolve_script(skill, name)
+            .0
+            .map(|r| written_band_file(&r))
+    };
+    let Some(own) = file(script) else {
+        return Vec::new();
+    };
+    skill
+        .scripts
+        .iter()
+        .filter(|s| s.name != script && file(&s.name).as_ref() == Some(&own))
+        .map(|s| s.name.clone())
+        .collect()
 }
 
 /// The band file `--write` edits: the one the script's band file leads to through `path:`

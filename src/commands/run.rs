@@ -231,14 +231,16 @@ fn read_bounded(from: impl std::io::Read, name: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The `allow.cli` rules of the band that governs `script` (for the trace; empty if it cannot
-/// be resolved, which the run would already have reported).
-fn allow_cli(root: &std::path::Path, script: &str) -> Vec<String> {
+/// The `allow.cli` rules of the band that governs `script`, and the skill's other scripts that
+/// band governs (for the trace; empty if it cannot be resolved, which the run would already
+/// have reported).
+fn allow_cli(root: &std::path::Path, script: &str) -> (Vec<String>, Vec<String>) {
     let (skill, _) = band::skill::load_skill(root);
-    band::skill::resolve_script(&skill, script)
+    let rules = band::skill::resolve_script(&skill, script)
         .0
         .map(|r| r.policy.allow.cli)
-        .unwrap_or_default()
+        .unwrap_or_default();
+    (rules, super::learn::sharing_band(&skill, script))
 }
 
 fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
@@ -266,10 +268,8 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
             None => {}
         }
         if args.common.trace {
-            say(&trace::render(
-                result,
-                &allow_cli(&spec.skill_root, &spec.script),
-            ));
+            let (rules, shared_with) = allow_cli(&spec.skill_root, &spec.script);
+            say(&trace::render(result, &rules, &shared_with));
         }
         for w in &outcome.secret_warnings {
             eprintln!("band: warning: {w}");

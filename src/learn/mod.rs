@@ -169,6 +169,27 @@ impl Draft {
     pub fn secret_names(&self) -> Vec<String> {
         self.secrets.iter().map(|r| r.rule.clone()).collect()
     }
+
+    /// Keep every rule and secret of the current band the draft does not have, with `why` as
+    /// its evidence: a band that also governs other scripts than the observed one may need them
+    /// for those, which one script's runs cannot show.
+    pub fn keep(&mut self, current: &RuleSet, secrets: &[String], why: &str) {
+        let keep = |list: &mut Vec<Rule>, current: &[String]| {
+            for c in current {
+                if !list.iter().any(|r| &r.rule == c) {
+                    list.push(Rule {
+                        rule: c.clone(),
+                        evidence: why.to_string(),
+                    });
+                }
+            }
+        };
+        keep(&mut self.cli, &current.cli);
+        keep(&mut self.read, &current.read);
+        keep(&mut self.write, &current.write);
+        keep(&mut self.net, &current.net);
+        keep(&mut self.secrets, secrets);
+    }
 }
 
 /// Draft the narrowest band for `obs` (see the module documentation), with this host's home

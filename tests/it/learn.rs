@@ -707,6 +707,56 @@ fn privileged_learn_write_does_not_lock_a_skill_with_lint_errors() {
 
 /// A skill `demo/hello` in `dir/skills` whose script resolves `api.learn.test` and fetches
 /// `http://api.learn.test:8080/learn` (Python's socket module), with an empty allow list.
+/// A band that governs two scripts: `band learn --write` on one keeps the rules the other
+/// needs (here, its own entry and a command only it runs), so the other still runs after it;
+/// `--trace` on the first does not call the other's rules candidates to remove.
+#[test]
+fn privileged_learn_on_one_script_keeps_what_the_bands_other_scripts_need() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    SkillBuilder::new("pair")
+        .band(
+            "description: Two scripts.\nversion: 1\nallow:\n  cli:\n    - \"uname -s\"\n    - \"id -u\"\n",
+        )
+        .script("a.sh", "#!/bin/sh\nuname -s\n")
+        .script("b.sh", "#!/bin/sh\nid -u\n")
+        .input_schema("a", SkillBuilder::NO_INPUT)
+        .input_schema("b", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let cfg = dead_dns();
+    let band = |args: &[&str]| {
+        bin()
+            .env("BAND_SERVER_CONFIG", cfg.path())
+            .run(args, t.path())
+    };
+
+    let (code, _, err) = band(&["run", "--trace", "--skills", "skills", "pair/a"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "trace: allow.cli rules no call used (the band also governs `b`, which may need them): \"id -u\""
+        ),
+        "{err}"
+    );
+
+    let (code, out, err) = band(&["learn", "--write", "--skills", "skills", "pair/a"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // A line of its own, kept (` `, not `-`), saying why.
+    assert!(
+        out.lines().any(|l| l.starts_with("  \"id -u\"")
+            && l.ends_with("# kept: the band also governs `b`, which this run cannot speak for")),
+        "{out}"
+    );
+    assert!(!out.contains("- \"id -u\""), "{out}");
+    let written = fs_err::read_to_string(skills.join("pair/BAND.md")).expect("band");
+    assert!(written.contains("id -u"), "{written}");
+    let (code, out, err) = band(&["run", "--skills", "skills", "pair/b"]);
+    assert_eq!(code, 0, "pair/b after learning pair/a:\n{out}\n{err}");
+    // `id -u` ran: the run's leased uid, never root's.
+    assert!(out.trim().parse::<u32>().is_ok_and(|uid| uid != 0), "{out}");
+}
+
 fn net_skill(dir: &Path) {
     unbanded_demo(
         &dir.join("skills"),
