@@ -192,6 +192,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         band_file: band_file.as_deref(),
         skill_root: Some(&skill.root),
         shared_with,
+        scripts: script_texts(&skill.root),
     };
     finish(&args, outcome, obs, &key, &current, to)
 }
@@ -389,6 +390,8 @@ struct Destination<'a> {
     band_file: Option<&'a Path>,
     skill_root: Option<&'a Path>,
     shared_with: Vec<String>,
+    /// The skill's files under `scripts/` (band files aside): name and text.
+    scripts: Vec<(String, String)>,
 }
 
 /// Merge, save, draft, print, and with --write write the band and re-lock.
@@ -404,6 +407,7 @@ fn finish(
         band_file,
         skill_root,
         shared_with,
+        scripts,
     } = to;
     let result = &outcome.result;
     if result.status == Status::SetupFailed || result.status == Status::InputInvalid {
@@ -432,6 +436,7 @@ fn finish(
 
     let mut draft = learn::draft(&obs);
     learn::vet(&mut draft);
+    draft.keep_named_reads(&current.allow, &scripts);
     if !shared_with.is_empty() {
         let names: Vec<String> = shared_with.iter().map(|s| format!("`{s}`")).collect();
         draft.keep(
@@ -784,6 +789,37 @@ fn skill_texts(root: &Path) -> Vec<String> {
             }
         }
     }
+    out
+}
+
+/// The skill's files under `scripts/`, band files aside: each one's path in the skill and text
+/// (at most [`MAX_SCAN_BYTES`] of it; files that are not text are left out).
+fn script_texts(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.join("scripts")];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = fs_err::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            let band_file = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n == band::manifest::BAND_FILE || n.ends_with(".band.md"));
+            match e.file_type() {
+                Ok(ft) if ft.is_dir() => stack.push(path),
+                Ok(ft) if ft.is_file() && !band_file => {
+                    if let Ok(t) = band::skillfs::read_to_string(root, &path, MAX_SCAN_BYTES) {
+                        let rel = path.strip_prefix(root).unwrap_or(&path);
+                        out.push((rel.display().to_string(), t));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort();
     out
 }
 

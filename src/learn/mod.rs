@@ -170,6 +170,36 @@ impl Draft {
         self.secrets.iter().map(|r| r.rule.clone()).collect()
     }
 
+    /// Keep each concrete `allow.read` rule of the current band that the draft neither has nor
+    /// covers, when a script of the skill names its path (`scripts`: each file's name and
+    /// text): a test of a file's existence (`[ -e LICENSE ]`, `stat`, `access`) opens nothing,
+    /// so the observer does not see it, and without the rule the script would find the file
+    /// missing and go on.
+    pub fn keep_named_reads(&mut self, current: &RuleSet, scripts: &[(String, String)]) {
+        for rule in &current.read {
+            let Ok(pattern) = FsPattern::parse(rule) else {
+                continue;
+            };
+            let covered = self.read.iter().any(|r| {
+                r.rule == *rule || FsPattern::parse(&r.rule).is_ok_and(|d| d.covers(&pattern))
+            });
+            // A path without glob characters, anchored (`./x`, `a/b`) or a bare name (`LICENSE`).
+            let glob = rule.contains(['*', '?', '[', '{']);
+            if covered || glob {
+                continue;
+            }
+            let path = pattern.normalized().trim_start_matches("./");
+            if let Some((file, _)) = scripts.iter().find(|(_, text)| names_path(text, path)) {
+                self.read.push(Rule {
+                    rule: rule.clone(),
+                    evidence: format!(
+                        "kept: {file} names it, and a test of a file's existence (`[ -e ]`, `stat`) is not observed"
+                    ),
+                });
+            }
+        }
+    }
+
     /// Keep every rule and secret of the current band the draft does not have, with `why` as
     /// its evidence: a band that also governs other scripts than the observed one may need them
     /// for those, which one script's runs cannot show.
@@ -190,6 +220,18 @@ impl Draft {
         keep(&mut self.net, &current.net);
         keep(&mut self.secrets, secrets);
     }
+}
+
+/// Whether `text` names `path` as a word of its own: not inside a longer name (`LICENSE` in
+/// `LICENSES`, `a.md` in `data.md`); a folder before it (`$ROOT/LICENSE`) is allowed.
+fn names_path(text: &str, path: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    !path.is_empty()
+        && text.match_indices(path).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + path.len()..].chars().next();
+            !before.is_some_and(part) && !after.is_some_and(|c| part(c) || c == '/')
+        })
 }
 
 /// Draft the narrowest band for `obs` (see the module documentation), with this host's home

@@ -803,3 +803,41 @@ fn only_the_calls_whose_value_came_from_data_are_generalised() {
         ]
     );
 }
+
+/// A concrete read rule the observed runs never opened stays when a script names its path (a
+/// test of its existence is not observed), and only then: not for a name inside a longer one,
+/// not for a pattern, not for what the draft already covers.
+#[test]
+fn a_read_rule_a_script_names_is_kept() {
+    let current = RuleSet {
+        read: [
+            "LICENSE",
+            "./README.md",
+            "data/a.md",
+            "docs/**",
+            "notes.txt",
+            "cfg/x.toml",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..RuleSet::default()
+    };
+    let scripts = [(
+        "scripts/check.sh".to_string(),
+        "[ -e LICENSE ] && [ -f \"$ROOT/README.md\" ]\ncat mydata/a.mdx LICENSES docs/x\n"
+            .to_string(),
+    )];
+    let mut d = Draft {
+        read: vec![Rule {
+            rule: "cfg/**".into(),
+            evidence: "read cfg/x.toml".into(),
+        }],
+        ..Draft::default()
+    };
+    d.keep_named_reads(&current, &scripts);
+    assert_eq!(rules(&d.read), ["cfg/**", "LICENSE", "./README.md"]);
+    assert_eq!(
+        d.read[1].evidence,
+        "kept: scripts/check.sh names it, and a test of a file's existence (`[ -e ]`, `stat`) is not observed"
+    );
+}

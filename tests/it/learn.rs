@@ -757,6 +757,57 @@ fn privileged_learn_on_one_script_keeps_what_the_bands_other_scripts_need() {
     assert!(out.trim().parse::<u32>().is_ok_and(|uid| uid != 0), "{out}");
 }
 
+/// A script that only tests whether a file exists (`[ -e LICENSE ]`): the observer sees no
+/// open, but the script names the file, so learn keeps its read rule, and the run after
+/// `--write` still finds it.
+#[test]
+fn privileged_learn_keeps_a_read_rule_for_a_file_the_script_only_tests() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    fs_err::write(ws.join("LICENSE"), "MIT\n").expect("write");
+    SkillBuilder::new("exists")
+        .band("description: Checks for a license.\nversion: 1\nallow:\n  read: [\"LICENSE\"]\n")
+        .script(
+            "check.sh",
+            "#!/bin/sh\nif [ -e LICENSE ]; then echo present; else echo missing; fi\n",
+        )
+        .input_schema("check", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let cfg = dead_dns();
+    let w = ws.to_str().expect("utf-8");
+    let band = |args: &[&str]| {
+        bin()
+            .env("BAND_SERVER_CONFIG", cfg.path())
+            .run(args, t.path())
+    };
+    let (code, out, err) = band(&[
+        "learn",
+        "--write",
+        "--skills",
+        "skills",
+        "--workspace",
+        w,
+        "exists/check",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.lines().any(|l| l.starts_with("  \"LICENSE\"")
+            && l.ends_with("# kept: scripts/check.sh names it, and a test of a file's existence (`[ -e ]`, `stat`) is not observed")),
+        "{out}"
+    );
+    let (code, out, err) = band(&[
+        "run",
+        "--skills",
+        "skills",
+        "--workspace",
+        w,
+        "exists/check",
+    ]);
+    assert_eq!((code, out.trim()), (0, "present"), "{err}");
+}
+
 fn net_skill(dir: &Path) {
     unbanded_demo(
         &dir.join("skills"),
