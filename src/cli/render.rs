@@ -164,6 +164,36 @@ impl Live {
     }
 }
 
+/// The note for the workspace's symlinks a run left out (band copies none in), if any: a script
+/// that looks for one finds nothing there, which is otherwise seen nowhere.
+pub(crate) fn links_note(left: &band::client::pipeline::LeftOut) -> Option<String> {
+    const SHOWN: usize = 3;
+    let n = left.count;
+    if n == 0 {
+        return None;
+    }
+    let mut names = left
+        .named
+        .iter()
+        .take(SHOWN)
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if n > SHOWN {
+        names.push_str(&format!(" and {} more", n - SHOWN));
+    }
+    let text = if n == 1 {
+        format!(
+            "band: note: the workspace's symlink {names} was left out of the run (band copies no symlink in; put a copy of its file there to give it to the script)\n"
+        )
+    } else {
+        format!(
+            "band: note: {n} of the workspace's symlinks were left out of the run: {names} (band copies no symlink in; put copies of their files there to give them to the script)\n"
+        )
+    };
+    Some(text)
+}
+
 fn describe_denial(d: &proto::Denial) -> String {
     let what = match d {
         proto::Denial::Cli { argv, .. } => format!("command `{}`", argv.join(" ")),
@@ -228,6 +258,12 @@ pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
             o.insert(
                 "not_admitted".into(),
                 serde_json::to_value(&outcome.not_admitted)?,
+            );
+        }
+        if outcome.links_left_out.count > 0 {
+            o.insert(
+                "links_left_out".into(),
+                serde_json::to_value(&outcome.links_left_out)?,
             );
         }
         o.insert("skill".into(), outcome.skill.clone().into());

@@ -52,6 +52,16 @@ pub struct Prepared {
     /// The skill's schemas as `prepare` loaded them (the input checked against them): the
     /// output is checked against the same set, not loaded again after the run.
     pub schemas: crate::contract::SchemaSet,
+    /// The workspace's symlinks the band admits, which band left out of the run.
+    pub links_left_out: LeftOut,
+}
+
+/// Symlinks of the workspace the band admits, left out of a run (band copies none in): the
+/// first of them by name, and how many in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LeftOut {
+    pub named: Vec<String>,
+    pub count: usize,
 }
 
 /// A finished (or refused) run, with the fingerprints the ledger records.
@@ -84,6 +94,8 @@ pub struct Outcome {
     /// A failed run's names of workspace files that exist but were not copied in (the band
     /// does not admit them), each with the `allow.read` rule that would.
     pub not_admitted: Vec<super::unadmitted::NotAdmitted>,
+    /// The workspace's symlinks the band admits, which band left out of the run.
+    pub links_left_out: LeftOut,
 }
 
 /// Either a request ready to send, or a result for a run refused before it started.

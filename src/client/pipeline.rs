@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 pub use super::cancel::Cancel;
 use super::config::UserConfig;
-pub use super::outcome::{Outcome, Preparation, Prepared, RunSpec};
+pub use super::outcome::{LeftOut, Outcome, Preparation, Prepared, RunSpec};
 use super::redact::Masker;
 use super::transport::HostTransport;
 pub use super::transport::Transport;
@@ -400,6 +400,7 @@ fn integrity_refusal(
         redact: Masker::default(),
         secret_warnings: Vec::new(),
         not_admitted: Vec::new(),
+        links_left_out: LeftOut::default(),
     }))
 }
 
@@ -473,7 +474,11 @@ pub fn prepare(
         spec.workspace != Path::new("."),
         spec.allow_system_workspace,
     )?;
-    let workspace = super::workspace::read_workspace(&ws_root, &band.compiled)?;
+    let super::workspace::WorkspaceFiles {
+        files: workspace,
+        links,
+        links_count,
+    } = super::workspace::read_workspace(&ws_root, &band.compiled)?;
     // A signed skill sends its lock and signature: band-server verifies both and takes the run's
     // tier from its own site policy (a lock that does not match the skill never runs).
     let signed = if lock == LockMark::Matches {
@@ -511,6 +516,10 @@ pub fn prepare(
         policy_sha256: settled.policy_sha256,
         lock,
         schemas,
+        links_left_out: LeftOut {
+            named: links,
+            count: links_count,
+        },
     })))
 }
 
@@ -629,6 +638,7 @@ impl Settled {
             redact,
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
+            links_left_out: LeftOut::default(),
         })
     }
 }
@@ -834,6 +844,7 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         redact,
         secret_warnings,
         not_admitted,
+        links_left_out: prepared.links_left_out,
     })
 }
 

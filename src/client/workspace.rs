@@ -281,6 +281,8 @@ struct Scope<'a> {
     /// Whether a folder skipped by name ([`skipped_dir`]) at this path is walked anyway: the
     /// band names it (see [`names_skipped`]).
     opens: &'a dyn Fn(&str) -> bool,
+    /// Told of each symlink the scope admits, which the walk never copies.
+    links: Option<&'a dyn Fn(&str)>,
 }
 
 /// What a walk tells of a folder it enters ([`Scope::entered`]).
@@ -500,18 +502,37 @@ fn walk_fd(
                 walk_fd(root, &sub, &rel, scope, found)?;
             }
             FileType::RegularFile => open_file(root, dir, &name, rel, scope, found)?,
-            // Symlinks are never followed out of the workspace; devices, FIFOs and sockets are
-            // not workspace data.
+            // Symlinks are never followed out of the workspace (the caller may say which were
+            // left out); devices, FIFOs and sockets are not workspace data.
+            FileType::Symlink => {
+                if let Some(links) = scope.links
+                    && (scope.admit)(&rel)
+                {
+                    links(&rel);
+                }
+            }
             _ => {}
         }
     }
     Ok(())
 }
 
+/// The most symlinks [`read_workspace`] names of those it left out (it counts them all).
+const LINKS_NAMED: usize = 100;
+
+/// What [`read_workspace`] read: the files, and the symlinks the band admits that were left out
+/// (band copies none into a run), the first [`LINKS_NAMED`] by name, and how many in all.
+#[derive(Debug, Default)]
+pub struct WorkspaceFiles {
+    pub files: Vec<FileEntry>,
+    pub links: Vec<String>,
+    pub links_count: usize,
+}
+
 /// Workspace files that a relative allow.read or allow.write pattern admits (and no deny covers).
 /// Only the folders such a pattern can reach are walked (see [`walk_starts`]); a folder that a
 /// deny covers for both reading and writing is not entered.
-pub fn read_workspace(root: &WorkspaceRoot, policy: &CompiledPolicy) -> Result<Vec<FileEntry>> {
+pub fn read_workspace(root: &WorkspaceRoot, policy: &CompiledPolicy) -> Result<WorkspaceFiles> {
     let prefixes = [&policy.read, &policy.write]
         .into_iter()
         .flat_map(|m| m.allow_patterns())
@@ -533,14 +554,29 @@ pub fn read_workspace(root: &WorkspaceRoot, policy: &CompiledPolicy) -> Result<V
             policy.write.allow_patterns(),
         )
     };
+    let links = std::cell::RefCell::new((Vec::new(), 0usize));
+    let link = |rel: &str| {
+        let (named, count) = &mut *links.borrow_mut();
+        if *count < LINKS_NAMED {
+            named.push(rel.to_string());
+        }
+        *count += 1;
+    };
     let scope = Scope {
         starts: walk_starts(prefixes),
         admit: &admit,
         prune: &prune,
         entered: None,
         opens: &opens,
+        links: Some(&link),
     };
-    read_admitted(root, MAX_WORKSPACE_BYTES, &scope)
+    let files = read_admitted(root, MAX_WORKSPACE_BYTES, &scope)?;
+    let (links, links_count) = links.take();
+    Ok(WorkspaceFiles {
+        files,
+        links,
+        links_count,
+    })
 }
 
 /// The regular files of `scope` under `root`, at most `cap` bytes in all.
@@ -632,6 +668,7 @@ pub fn copy_out(
         prune: skip,
         entered: Some(&entered),
         opens,
+        links: None,
     };
     let walked = walk_scope(root, &scope, &mut |found| {
         let size = u64::try_from(found.stat.st_size).unwrap_or(u64::MAX);
@@ -1163,6 +1200,7 @@ mod tests {
             prune: &|_| false,
             entered: None,
             opens: &|_| false,
+            links: None,
         }
     }
 
@@ -1483,9 +1521,37 @@ mod tests {
     /// What `read_workspace` returned, and every folder it listed.
     fn read_listing(w: &Path, policy: &CompiledPolicy) -> (Result<Vec<String>>, Vec<String>) {
         LISTED.with(|l| l.borrow_mut().clear());
-        let got =
-            read_workspace(&root_of(w), policy).map(|v| v.into_iter().map(|f| f.path).collect());
+        let got = read_workspace(&root_of(w), policy)
+            .map(|v| v.files.into_iter().map(|f| f.path).collect());
         (got, LISTED.with(|l| l.borrow().clone()))
+    }
+
+    /// The symlinks the band admits are named as left out (in name order, the first
+    /// [`LINKS_NAMED`]) and all counted; one it does not admit is not.
+    #[test]
+    fn the_symlinks_the_band_admits_are_said_to_be_left_out() {
+        let (_t, w, outside) = setup();
+        fs_err::write(w.join("AGENTS.md"), "rules").expect("write");
+        symlink("AGENTS.md", w.join("CLAUDE.md")).expect("symlink");
+        symlink(&outside, w.join("a/docs.md")).expect("symlink");
+        symlink("AGENTS.md", w.join("notes.txt")).expect("symlink");
+        for i in 0..LINKS_NAMED + 5 {
+            symlink("../AGENTS.md", w.join(format!("a/b/l{i:03}.md"))).expect("symlink");
+        }
+        let got = read_workspace(&root_of(&w), &policy_reading(&["**/*.md"], &[])).expect("read");
+        let files: Vec<&str> = got.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(files, ["AGENTS.md"]);
+        assert_eq!(got.links_count, LINKS_NAMED + 7);
+        assert_eq!(got.links.len(), LINKS_NAMED);
+        assert_eq!(
+            got.links[..3],
+            ["CLAUDE.md", "a/b/l000.md", "a/b/l001.md"].map(String::from)
+        );
+        assert!(
+            !got.links.iter().any(|l| l == "notes.txt"),
+            "{:?}",
+            got.links
+        );
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         if result.status != Status::Ok {
             render::print_failure(result);
         }
+        if let Some(note) = render::links_note(&outcome.links_left_out) {
+            render::say(&note);
+        }
     }
     Ok(result.status.exit_code())
 }

@@ -286,6 +286,9 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
             )),
             _ => print_failure(result),
         }
+        if let Some(note) = crate::cli::render::links_note(&outcome.links_left_out) {
+            say(&note);
+        }
         for n in &outcome.not_admitted {
             say(&format!(
                 "hint: `{}` (named in the input or the script's errors) is in the workspace but was not copied in, as the band does not admit it; to let the script read it: allow.read {:?}\n",

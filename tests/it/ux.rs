@@ -156,6 +156,31 @@ fn privileged_a_write_back_through_a_symlink_is_a_refused_write_not_a_lost_run()
     );
 }
 
+/// A symlink in the workspace that the band admits is not in the sandbox (band copies none in);
+/// the run says so, rather than ending `band: ok` with a result that silently lacks it.
+#[test]
+fn privileged_a_symlink_the_band_admits_is_said_to_be_left_out() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    fs_err::write(ws.join("AGENTS.md"), "rules\n").expect("write");
+    fs_err::os::unix::fs::symlink("AGENTS.md", ws.join("CLAUDE.md")).expect("symlink");
+    SkillBuilder::new("docs")
+        .band("description: Lists the docs.\nversion: 1\nallow:\n  read: [\"*.md\"]\n")
+        .script("ls.sh", "#!/bin/sh\nfor f in *.md; do echo \"$f\"; done\n")
+        .input_schema("ls", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    band_snapshot!(run_in(&skills, &ws, "docs/ls", &[]), "symlink_left_out");
+    let out = run_in(&skills, &ws, "docs/ls", &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(
+        v["links_left_out"],
+        serde_json::json!({"named": ["CLAUDE.md"], "count": 1}),
+        "{v}"
+    );
+}
+
 #[test]
 fn privileged_an_invalid_server_config_fails_the_run_loudly() {
     band_test::privileged!(sandbox_missing());

@@ -438,7 +438,7 @@ pub async fn skill(
         }
     };
     req.policy = policy;
-    req.workspace = files;
+    req.workspace = files.files;
     req.stdin = false;
     eprintln!(
         "band-sandboxd: process {id} is run {} (skill {}, script {})",

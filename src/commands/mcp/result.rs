@@ -241,6 +241,7 @@ mod tests {
             redact: Default::default(),
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
+            links_left_out: Default::default(),
         }
     }
 
