@@ -23,6 +23,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use std::io::Read as _;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
@@ -64,6 +70,8 @@ pub enum LockError {
     BadName { path: PathBuf },
     #[error("the skill at {root} is larger than {max} bytes")]
     TooLarge { root: PathBuf, max: u64 },
+    #[error("{} changed while band read the skill", shown(path))]
+    Changed { path: PathBuf },
     #[error("{path}:{line}: {message}")]
     Parse {
         path: PathBuf,
@@ -85,6 +93,7 @@ impl LockError {
                 "rename it: skill paths are UTF-8 without control characters"
             }
             LockError::TooLarge { .. } => "keep data out of the skill; pass it in the workspace",
+            LockError::Changed { .. } => "run again once nothing else is changing the skill folder",
             LockError::Parse { .. } => {
                 "run `band lock` to write a fresh band.lock (after checking the skill is what you expect)"
             }
@@ -132,7 +141,17 @@ impl Tree {
         let canon_root = fs_err::canonicalize(root).map_err(LockError::Fs)?;
         let mut nodes = Vec::new();
         let mut total = 0u64;
-        walk(root, &canon_root, root, &mut nodes, &mut total)?;
+        let dir = rustix::fs::open(
+            root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_error("open", root, e))?;
+        let walk = Walk {
+            root,
+            canon_root: &canon_root,
+        };
+        walk.dir(&dir, root, &mut nodes, &mut total)?;
         nodes.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Tree { nodes })
     }
@@ -235,67 +254,148 @@ pub struct DepsEntry {
     pub sha256: String,
 }
 
-fn walk(
-    root: &Path,
-    canon_root: &Path,
-    dir: &Path,
-    out: &mut Vec<Node>,
-    total: &mut u64,
-) -> Result<(), LockError> {
-    let mut entries: Vec<PathBuf> = fs_err::read_dir(dir)
-        .map_err(LockError::Fs)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(LockError::Fs)?;
-    entries.sort();
-    for p in entries {
-        let meta = fs_err::symlink_metadata(&p).map_err(LockError::Fs)?;
-        let rel = rel_name(root, &p)?;
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if !SKIPPED_DIRS.contains(&name) {
-                walk(root, canon_root, &p, out, total)?;
+/// A walk of a skill folder through descriptors: each entry is looked at (`statat`, never
+/// following a link) and then opened beneath its folder's descriptor with `O_NOFOLLOW`, and the
+/// opened file or folder must be the one looked at (its device and inode). A folder or file
+/// swapped for a link (or for another file) while band reads the skill is an error
+/// ([`LockError::Changed`]), never a read through the link: what the bundle holds, the lock
+/// records and the run sees is inside the folder.
+struct Walk<'a> {
+    root: &'a Path,
+    canon_root: &'a Path,
+}
+
+impl Walk<'_> {
+    fn dir(
+        &self,
+        fd: &OwnedFd,
+        dir: &Path,
+        out: &mut Vec<Node>,
+        total: &mut u64,
+    ) -> Result<(), LockError> {
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(fd).map_err(|e| io_error("read", dir, e))? {
+            let entry = entry.map_err(|e| io_error("read", dir, e))?;
+            let name = entry.file_name();
+            if !matches!(name.to_bytes(), b"." | b"..") {
+                names.push(name.to_owned());
             }
-        } else if ft.is_symlink() {
-            let target = fs_err::read_link(&p).map_err(LockError::Fs)?;
-            let inside = p.canonicalize().is_ok_and(|t| t.starts_with(canon_root));
-            if !inside {
-                return Err(LockError::LinkOutside { path: p });
-            }
-            let target = target
-                .to_str()
-                .filter(|t| !t.chars().any(char::is_control))
-                .ok_or_else(|| LockError::BadName { path: p.clone() })?;
-            out.push(Node {
-                path: rel,
-                kind: Kind::Link,
-                mode: mode_of(&meta),
-                data: target.as_bytes().to_vec(),
-            });
-        } else if ft.is_file() {
-            if rel == LOCK_FILE || rel == crate::sign::SIG_FILE {
-                continue;
-            }
-            *total += meta.len();
-            if *total > MAX_BUNDLE_BYTES {
-                return Err(LockError::TooLarge {
-                    root: root.to_path_buf(),
-                    max: MAX_BUNDLE_BYTES,
-                });
-            }
-            let data = fs_err::read(&p).map_err(LockError::Fs)?;
-            out.push(Node {
-                path: rel,
-                kind: Kind::File,
-                mode: mode_of(&meta),
-                data,
-            });
-        } else {
-            return Err(LockError::Special { path: p });
         }
+        names.sort();
+        for name in names {
+            let p = dir.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let st = rustix::fs::statat(fd, &name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| io_error("stat", &p, e))?;
+            let rel = rel_name(self.root, &p)?;
+            let mode = u32::from(st.st_mode as u16) & 0o7777;
+            let changed = || LockError::Changed { path: p.clone() };
+            // Opened beneath `fd` without following a link, and the same file as `st`.
+            let open = |flags: OFlags| -> Result<OwnedFd, LockError> {
+                let opened = rustix::fs::openat(
+                    fd,
+                    &name,
+                    flags | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| match e {
+                    Errno::LOOP | Errno::NOTDIR | Errno::NOENT | Errno::NXIO => changed(),
+                    e => io_error("open", &p, e),
+                })?;
+                let now = rustix::fs::fstat(&opened).map_err(|e| io_error("stat", &p, e))?;
+                if (now.st_dev, now.st_ino, now.st_mode) != (st.st_dev, st.st_ino, st.st_mode) {
+                    return Err(changed());
+                }
+                Ok(opened)
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                    if !SKIPPED_DIRS.contains(&name) {
+                        let sub = open(OFlags::DIRECTORY)?;
+                        self.dir(&sub, &p, out, total)?;
+                    }
+                }
+                FileType::Symlink => {
+                    let target = rustix::fs::readlinkat(fd, &name, Vec::new()).map_err(|e| {
+                        match e {
+                            // No longer a link (or gone) since the look.
+                            Errno::INVAL | Errno::NOENT => changed(),
+                            e => io_error("read the link", &p, e),
+                        }
+                    })?;
+                    let inside = p
+                        .canonicalize()
+                        .is_ok_and(|t| t.starts_with(self.canon_root));
+                    if !inside {
+                        return Err(LockError::LinkOutside { path: p });
+                    }
+                    let target = target
+                        .to_str()
+                        .ok()
+                        .filter(|t| !t.chars().any(char::is_control))
+                        .ok_or_else(|| LockError::BadName { path: p.clone() })?;
+                    out.push(Node {
+                        path: rel,
+                        kind: Kind::Link,
+                        mode,
+                        data: target.as_bytes().to_vec(),
+                    });
+                }
+                FileType::RegularFile => {
+                    if rel == LOCK_FILE || rel == crate::sign::SIG_FILE {
+                        continue;
+                    }
+                    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
+                    *total = total.saturating_add(size);
+                    if *total > MAX_BUNDLE_BYTES {
+                        return Err(LockError::TooLarge {
+                            root: self.root.to_path_buf(),
+                            max: MAX_BUNDLE_BYTES,
+                        });
+                    }
+                    // Non-blocking: a file swapped for a FIFO fails the check above, not here.
+                    let file = std::fs::File::from(open(OFlags::NONBLOCK)?);
+                    let mut data = Vec::with_capacity(size as usize);
+                    // The file may grow after the look: no more than it said.
+                    file.take(size)
+                        .read_to_end(&mut data)
+                        .map_err(|e| io_error("read", &p, e))?;
+                    out.push(Node {
+                        path: rel,
+                        kind: Kind::File,
+                        mode,
+                        data,
+                    });
+                }
+                _ => return Err(LockError::Special { path: p }),
+            }
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// The start of a line of `band.lock` for a message: at most 80 characters, made visible.
+fn quoted_start(line: &str) -> String {
+    let start: String = line
+        .chars()
+        .take(80)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if line.chars().count() > 80 {
+        format!("{start}…")
+    } else {
+        start
+    }
+}
+
+/// An I/O error that names what was done and the path.
+fn io_error(what: &str, path: &Path, e: impl Into<std::io::Error>) -> LockError {
+    let e: std::io::Error = e.into();
+    LockError::Fs(std::io::Error::new(
+        e.kind(),
+        format!("failed to {what} {}: {e}", path.display()),
+    ))
 }
 
 /// The `/`-separated path of `p` below `root`; UTF-8 without control characters.
@@ -402,9 +502,12 @@ impl Lock {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (word, rest) = line
-                .split_once(' ')
-                .ok_or_else(|| err(n, format!("expected `<word> <value>`, found `{line}`")))?;
+            let (word, rest) = line.split_once(' ').ok_or_else(|| {
+                err(
+                    n,
+                    format!("expected `<word> <value>`, found `{}`", quoted_start(line)),
+                )
+            })?;
             match word {
                 "version" => {
                     if version.is_some() {
@@ -751,10 +854,8 @@ impl LockState {
 /// error, never "unlocked".
 pub fn check(root: &Path, tree: &Tree) -> Result<LockState, LockError> {
     let path = root.join(LOCK_FILE);
-    let text = match fs_err::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Unlocked),
-        Err(source) => return Err(LockError::Fs(source)),
+    let Some(text) = read_top_file(root, LOCK_FILE, MAX_LOCK_BYTES).map_err(LockError::Fs)? else {
+        return Ok(LockState::Unlocked);
     };
     let locked = Lock::parse(&text, &path)?;
     let diffs = locked.diff(&tree.lock());
@@ -768,14 +869,26 @@ pub fn check(root: &Path, tree: &Tree) -> Result<LockState, LockError> {
 /// Write `root/band.lock` for `tree` (through a temporary file and a rename). Returns the lock.
 pub fn write(root: &Path, tree: &Tree) -> Result<Lock, LockError> {
     let lock = tree.lock();
-    let path = root.join(LOCK_FILE);
-    let tmp = root.join(format!(".{LOCK_FILE}.tmp"));
-    fs_err::write(&tmp, lock.render()).map_err(LockError::Fs)?;
-    if let Err(e) = fs_err::rename(&tmp, &path) {
-        let _ = fs_err::remove_file(&tmp);
-        return Err(LockError::Fs(e));
-    }
+    crate::skillfs::write_in_root(root, LOCK_FILE, lock.render().as_bytes())
+        .map_err(LockError::Fs)?;
     Ok(lock)
+}
+
+/// The most bytes of `band.lock` band reads (a line for each of the skill's files: far more than
+/// any skill within [`MAX_BUNDLE_BYTES`] needs).
+pub const MAX_LOCK_BYTES: u64 = 16 << 20;
+
+/// The text of `name` at the top of the skill `root` (`band.lock`, `band.lock.sig`), as every
+/// file of a skill is read (`skillfs`): never through a link out of the skill, only a regular
+/// file (a FIFO or a device is refused, never waited on), at most `limit` bytes. `None` when
+/// there is no such file.
+pub fn read_top_file(root: &Path, name: &str, limit: u64) -> std::io::Result<Option<String>> {
+    match crate::skillfs::read_to_string(root, Path::new(name), limit) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(crate::skillfs::SkillFileError::Io(e)) => Err(e),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
 }
 
 #[cfg(test)]
@@ -783,6 +896,141 @@ mod tests {
     use super::*;
     use fs_err::os::unix::fs::symlink;
     use std::os::unix::fs::PermissionsExt;
+
+    /// `band.lock` (and so `band lock`, `wrap --write`, `learn --write`) never writes into a
+    /// file outside the skill: a hard link or a symlink at `band.lock` is replaced, not written
+    /// through, and no temporary file is left.
+    #[test]
+    fn the_lock_is_written_beside_and_renamed_never_through_a_link() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let (root, outside) = (t.path().join("s"), t.path().join("outside.txt"));
+        fs_err::create_dir_all(&root).expect("mkdir");
+        fs_err::write(root.join("SKILL.md"), "---\nname: s\n---\n").expect("write");
+        fs_err::write(&outside, "OUTSIDE").expect("write");
+        let tree = Tree::read(&root).expect("tree");
+        for plant in ["hard", "soft"] {
+            // Planted after the skill was read, as a race would.
+            let _ = fs_err::remove_file(root.join(LOCK_FILE));
+            if plant == "hard" {
+                fs_err::hard_link(&outside, root.join(LOCK_FILE)).expect("link");
+            } else {
+                symlink(&outside, root.join(LOCK_FILE)).expect("symlink");
+            }
+            write(&root, &tree).expect("write");
+            assert_eq!(
+                fs_err::read_to_string(&outside).expect("read"),
+                "OUTSIDE",
+                "{plant}"
+            );
+            let meta = fs_err::symlink_metadata(root.join(LOCK_FILE)).expect("stat");
+            assert!(meta.is_file(), "{plant}");
+            assert_eq!(check(&root, &tree).expect("check"), LockState::Matches);
+            let names: Vec<String> = fs_err::read_dir(&root)
+                .expect("ls")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        }
+    }
+
+    /// `band.lock` is read as a skill's file: a FIFO is refused (never waited on), a link to
+    /// `/dev/zero` or out of the skill is refused, a file larger than [`MAX_LOCK_BYTES`] is
+    /// refused unread, and a bad line is quoted only in part.
+    #[test]
+    fn the_lock_is_read_bounded_and_never_from_a_fifo_or_a_link_out() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path().join("s");
+        fs_err::create_dir_all(&root).expect("mkdir");
+        let lock = root.join(LOCK_FILE);
+        // The skill as read before each plant (the walk itself refuses a FIFO or a link out).
+        let tree = Tree::read(&root).expect("tree");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &lock,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .expect("mkfifo");
+        assert!(check(&root, &tree).is_err());
+        // What a site policy's preview reads (`band lint`, `explain`, `mcp`): refused, not waited on.
+        fs_err::write(root.join(crate::sign::SIG_FILE), "sig").expect("write");
+        assert!(crate::sign::read_signed(&root).is_err());
+        fs_err::remove_file(&lock).expect("rm");
+        symlink("/dev/zero", &lock).expect("symlink");
+        assert!(check(&root, &tree).is_err());
+        fs_err::remove_file(&lock).expect("rm");
+        let big = fs_err::File::create(&lock).expect("create");
+        big.set_len(MAX_LOCK_BYTES + 1).expect("sparse");
+        let e = check(&root, &tree).expect_err("too large").to_string();
+        assert!(e.contains("the most band reads of it is"), "{e}");
+        fs_err::write(&lock, format!("{}\n", "x".repeat(10_000))).expect("write");
+        let e = check(&root, &tree).expect_err("bad line").to_string();
+        assert!(e.len() < 300, "{} bytes: {e}", e.len());
+    }
+
+    /// A folder of the skill swapped for a link to a folder outside it, back and forth, while
+    /// the skill is read: no read ever returns a file from outside (the swap is an error or is
+    /// not seen), however the two interleave.
+    #[test]
+    fn a_folder_swapped_for_a_link_while_the_skill_is_read_is_never_read_through() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let t = tempfile::tempdir().expect("tempdir");
+        let (skill, outside, holder) = (
+            t.path().join("skill"),
+            t.path().join("outside"),
+            t.path().join("holder"),
+        );
+        for d in [skill.join("lib"), outside.clone(), holder.clone()] {
+            fs_err::create_dir_all(d).expect("mkdir");
+        }
+        fs_err::write(skill.join("SKILL.md"), "---\nname: skill\n---\n").expect("write");
+        for i in 0..20 {
+            fs_err::write(skill.join(format!("lib/f{i:02}")), "inside").expect("write");
+            fs_err::write(outside.join(format!("f{i:02}")), "CANARY").expect("write");
+        }
+        // The link stays outside the skill; only the exchange brings it in.
+        symlink(&outside, holder.join("lib")).expect("symlink");
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, skill, holder) = (Arc::clone(&stop), skill.clone(), holder.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        skill.join("lib"),
+                        rustix::fs::CWD,
+                        holder.join("lib"),
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .expect("exchange");
+                }
+            })
+        };
+        let (mut read, mut refused) = (0, 0);
+        let mut leaked = Vec::new();
+        for _ in 0..3000 {
+            match Tree::read(&skill) {
+                Ok(tree) => {
+                    read += 1;
+                    leaked.extend(
+                        tree.files()
+                            .filter(|n| n.data == b"CANARY")
+                            .map(|n| n.path.clone()),
+                    );
+                }
+                Err(LockError::Changed { .. } | LockError::LinkOutside { .. }) => refused += 1,
+                // The entry was gone between the listing and the look.
+                Err(LockError::Fs(e)) if e.kind() == std::io::ErrorKind::NotFound => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().expect("swapper");
+        assert!(leaked.is_empty(), "read through the link: {leaked:?}");
+        assert_eq!(read + refused, 3000);
+    }
 
     fn skill() -> tempfile::TempDir {
         let t = tempfile::tempdir().expect("tmp");

@@ -113,17 +113,16 @@ pub fn read_private_key(path: &Path) -> Result<PrivateKey, SignError> {
 /// match the skill as it is (a signature vouches for what the lock describes).
 pub fn sign_dir(root: &Path, key_path: &Path) -> Result<(PathBuf, String), SignError> {
     let key = read_private_key(key_path)?;
-    let lock_path = root.join(LOCK_FILE);
-    let lock = fs_err::read(&lock_path)?;
-    let pem = sign_bytes(&lock, &key)?;
-    let out = root.join(SIG_FILE);
-    let tmp = root.join(format!(".{SIG_FILE}.tmp"));
-    fs_err::write(&tmp, &pem)?;
-    if let Err(e) = fs_err::rename(&tmp, &out) {
-        let _ = fs_err::remove_file(&tmp);
-        return Err(e.into());
-    }
-    Ok((out, fingerprint(key.public_key())))
+    let lock = crate::lock::read_top_file(root, LOCK_FILE, crate::lock::MAX_LOCK_BYTES)?
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{}: no such file", root.join(LOCK_FILE).display()),
+            )
+        })?;
+    let pem = sign_bytes(lock.as_bytes(), &key)?;
+    crate::skillfs::write_in_root(root, SIG_FILE, pem.as_bytes())?;
+    Ok((root.join(SIG_FILE), fingerprint(key.public_key())))
 }
 
 /// `SHA256:…`, as `ssh-keygen -l` prints it.
@@ -224,12 +223,13 @@ pub fn read_signed(root: &Path) -> Result<Option<SignedLock>, std::io::Error> {
             sig_path.display()
         )));
     }
-    let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(lock) = crate::lock::read_top_file(root, LOCK_FILE, crate::lock::MAX_LOCK_BYTES)?
+    else {
+        return Ok(None);
     };
-    let sig = fs_err::read_to_string(&sig_path)?;
+    let Some(sig) = crate::lock::read_top_file(root, SIG_FILE, MAX_SIG_BYTES)? else {
+        return Ok(None);
+    };
     Ok(Some(SignedLock { lock, sig }))
 }
 

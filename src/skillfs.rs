@@ -257,52 +257,154 @@ pub fn read_quotable(path: &Path, limit: u64) -> Option<String> {
 /// where band may (as root), its owner: root running `band fmt` on a user's skill must not take
 /// the user's band file over.
 pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFileError> {
-    use std::io::Write as _;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let (_, meta, target) = open_where(root, path)?;
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mode = meta.permissions().mode() & 0o7777;
+    let shown = spelled(root, path);
+    let (canon_root, rel) = resolve_inside(root, &shown)?;
+    let file = open_resolved(&canon_root, &rel, &shown)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(SkillFileError::NotRegular {
+            path: shown,
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    let (parent, name) = match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => return Err(SkillFileError::Outside { path: shown }),
+    };
+    let dir = open_dir_resolved(&canon_root, parent, &shown)?;
+    let owner = (meta.uid(), meta.gid());
+    write_beside(
+        &dir,
+        name,
+        contents,
+        meta.permissions().mode() & 0o7777,
+        Some(owner),
+    )
+    .map_err(|e| {
+        SkillFileError::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", shown.display()),
+        ))
+    })
+}
+
+/// Write `contents` as the file `name` at the top of the skill `root` (`band.lock`,
+/// `band.lock.sig`), as [`replace`] writes: a fresh file beside it, renamed over whatever is
+/// there (never written through a link or into a file a hard link shares). A new file gets mode
+/// 0644 (the umask applies).
+pub fn write_in_root(root: &Path, name: &str, contents: &[u8]) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let canon_root = fs_err::canonicalize(root)?;
+    let dir = rustix::fs::open(
+        &canon_root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("{}: {e}", root.display()),
+        )
+    })?;
+    write_beside(&dir, std::ffi::OsStr::new(name), contents, 0o644, None)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", root.join(name).display())))
+}
+
+/// Write `contents` into a fresh file in the folder `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`, under
+/// a name unique to this process and moment), synced, then renamed over `name` in the same folder
+/// descriptor: a folder swapped for a link meanwhile, a link or a hard link planted at either
+/// name, never lead the write outside. `owner`: the (uid, gid) to keep, where band may (as root):
+/// root rewriting a user's file must not take it over.
+fn write_beside(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::OsStr,
+    contents: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::io::Write as _;
     // Unique per process and moment: a stale temporary file of a crashed rewrite is no obstacle.
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let tmp = dir.join(format!(".{name}.band-{}-{stamp}.tmp", std::process::id()));
-    let result = (|| -> Result<(), SkillFileError> {
-        use fs_err::os::unix::fs::OpenOptionsExt;
-        let mut f = fs_err::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&tmp)?;
-        if (meta.uid(), meta.gid())
-            != (
-                rustix::process::geteuid().as_raw(),
-                rustix::process::getegid().as_raw(),
-            )
+    let tmp = format!(
+        ".{}.band-{}-{stamp}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    );
+    let fd = rustix::fs::openat(
+        dir,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode as _),
+    )?;
+    let result = (|| -> std::io::Result<()> {
+        if let Some((uid, gid)) = owner
+            && (uid, gid)
+                != (
+                    rustix::process::geteuid().as_raw(),
+                    rustix::process::getegid().as_raw(),
+                )
         {
             // Permitted as root; otherwise the file stays the caller's, as any write makes it.
             let _ = rustix::fs::fchown(
-                &f,
-                Some(rustix::fs::Uid::from_raw(meta.uid())),
-                Some(rustix::fs::Gid::from_raw(meta.gid())),
+                &fd,
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
             );
             // chown clears set-id bits: the mode again.
-            let _ = f.set_permissions(std::fs::Permissions::from_mode(mode));
+            let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode as _));
         }
+        let mut f = std::fs::File::from(fd);
         f.write_all(contents)?;
         f.sync_all()?;
-        fs_err::rename(&tmp, &target)?;
+        rustix::fs::renameat(dir, tmp.as_str(), dir, name)?;
         Ok(())
     })();
     if result.is_err() {
-        let _ = fs_err::remove_file(&tmp);
+        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
     }
     result
+}
+
+/// Open the folder `rel` (no link on it, as [`resolve_inside`] found it; empty: the root) beneath
+/// `canon_root`, as [`open_resolved`] opens a file: a component swapped for a link since is
+/// refused, not followed.
+fn open_dir_resolved(
+    canon_root: &Path,
+    rel: &Path,
+    shown: &Path,
+) -> Result<std::os::fd::OwnedFd, SkillFileError> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let io = |e: Errno| {
+        SkillFileError::Io(std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("{}: {e}", shown.display()),
+        ))
+    };
+    let mut dir = rustix::fs::open(canon_root, flags, Mode::empty()).map_err(io)?;
+    // One component at a time, never following a link: what `openat2(RESOLVE_BENEATH |
+    // RESOLVE_NO_SYMLINKS)` does, on every system.
+    for c in rel.components() {
+        let std::path::Component::Normal(part) = c else {
+            return Err(SkillFileError::Outside {
+                path: shown.to_path_buf(),
+            });
+        };
+        dir = rustix::fs::openat(&dir, part, flags | OFlags::NOFOLLOW, Mode::empty()).map_err(
+            |e| match e {
+                Errno::LOOP | Errno::NOTDIR => SkillFileError::Outside {
+                    path: shown.to_path_buf(),
+                },
+                e => io(e),
+            },
+        )?;
+    }
+    Ok(dir)
 }
 
 /// Open `rel` (a path with no link on it, as [`resolve_inside`] found it) beneath `canon_root`.
