@@ -521,6 +521,23 @@ fn finish(
                 "create one with `band init`, then run band learn --write again"
             ));
         };
+        // A band the skill shares through `path:` or `extends:` from outside it is other skills'
+        // too: learn writes only inside the skill.
+        if let Some(root) = skill_root {
+            let inside = match (fs_err::canonicalize(root), fs_err::canonicalize(file)) {
+                (Ok(root), Ok(file)) => file.starts_with(root),
+                _ => false,
+            };
+            if !inside {
+                bail!(user_error(
+                    format!(
+                        "the band this script runs under is {}, outside the skill (reached through `path:`); band learn --write writes only inside the skill",
+                        file.display()
+                    ),
+                    "apply the diff to that band by hand (other skills may share it), or give the skill a band of its own"
+                ));
+            }
+        }
         write_draft(file, &draft)?;
         if !args.json {
             say(&format!("band learn: wrote {}\n", file.display()));

@@ -49,7 +49,10 @@ pub const CATEGORY_ORDER: &[&str] = &["cli", "net", "read", "write"];
 const RULE_COLUMNS: &[&str] = &["allow", "deny", "insist"];
 
 /// The band files at `p` (a band file, or every band file under a folder, in name order,
-/// hidden folders and `target` skipped), appended to `out`.
+/// hidden folders and `target` skipped), appended to `out`. `p` itself is followed if it is a
+/// link (the user named it); below it, a link to a folder is not entered: it could lead out of
+/// the skill, or back into it without end. (A band file reached by a link is listed: its
+/// rewrite, `skillfs::replace`, refuses one that leads out of the skill.)
 pub fn collect(p: &Path, out: &mut Vec<PathBuf>) {
     if p.is_file() {
         if is_band_file(p) {
@@ -57,15 +60,29 @@ pub fn collect(p: &Path, out: &mut Vec<PathBuf>) {
         }
         return;
     }
-    let Ok(rd) = fs_err::read_dir(p) else { return };
-    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for e in entries {
+    collect_below(p, out);
+}
+
+fn collect_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = fs_err::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd
+        .flatten()
+        .filter_map(|e| Some((e.path(), e.file_type().ok()?)))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (e, ft) in entries {
         let hidden = e
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with('.') || n == "target");
-        if !hidden {
-            collect(&e, out);
+        if hidden {
+            continue;
+        }
+        if ft.is_dir() {
+            collect_below(&e, out);
+        } else if (ft.is_file() || (ft.is_symlink() && e.is_file())) && is_band_file(&e) {
+            out.push(e);
         }
     }
 }
@@ -402,6 +419,39 @@ fn dedup_rules(v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::format_band;
+
+    /// Below the path given, a link to a folder is not entered: not one out of the skill (whose
+    /// band files are not the skill's), not two back into it (`a -> .`, `b -> .`, which would
+    /// never end). A band file linked inside is listed.
+    #[test]
+    fn collect_enters_no_linked_folder() {
+        use fs_err::os::unix::fs::symlink;
+        let t = tempfile::tempdir().expect("tempdir");
+        let (skill, outside) = (t.path().join("s"), t.path().join("outside"));
+        fs_err::create_dir_all(skill.join("scripts")).expect("mkdir");
+        fs_err::create_dir_all(&outside).expect("mkdir");
+        for f in [
+            skill.join("BAND.md"),
+            skill.join("scripts/x.band.md"),
+            outside.join("BAND.md"),
+        ] {
+            fs_err::write(f, "---\nband: b\n---\n").expect("write");
+        }
+        symlink(&outside, skill.join("vendor")).expect("symlink");
+        symlink(".", skill.join("a")).expect("symlink");
+        symlink(".", skill.join("b")).expect("symlink");
+        symlink("x.band.md", skill.join("scripts/y.band.md")).expect("symlink");
+        let mut got = Vec::new();
+        super::collect(&skill, &mut got);
+        let got: Vec<_> = got
+            .iter()
+            .map(|p| p.strip_prefix(&skill).expect("inside"))
+            .collect();
+        assert_eq!(
+            got,
+            ["BAND.md", "scripts/x.band.md", "scripts/y.band.md"].map(std::path::Path::new)
+        );
+    }
 
     #[test]
     fn orders_keys_and_categories_drops_duplicates_keeps_the_rest() {

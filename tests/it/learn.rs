@@ -808,6 +808,35 @@ fn privileged_learn_keeps_a_read_rule_for_a_file_the_script_only_tests() {
     assert_eq!((code, out.trim()), (0, "present"), "{err}");
 }
 
+/// A skill whose BAND.md leads through `path:` to a band outside it (other skills may share
+/// it): `band learn --write` refuses, and writes nothing there.
+#[test]
+fn privileged_learn_write_refuses_a_band_outside_the_skill() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    let skills = t.path().join("skills");
+    SkillBuilder::new("ev")
+        .band("path: ../../shared/common.band.md\n")
+        .script("s.sh", "#!/bin/sh\nuname -s\n")
+        .input_schema("s", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let shared = t.path().join("shared/common.band.md");
+    fs_err::create_dir_all(shared.parent().expect("parent")).expect("mkdir");
+    let text = "---\nband: common\ndescription: Shared.\nversion: 1\nallow:\n  cli: [\"uname *\", \"id -u\"]\n---\n";
+    fs_err::write(&shared, text).expect("write");
+    let cfg = dead_dns();
+    let (code, out, err) = bin().env("BAND_SERVER_CONFIG", cfg.path()).run(
+        &["learn", "--write", "--skills", "skills", "ev/s"],
+        t.path(),
+    );
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("outside the skill (reached through `path:`)"),
+        "{err}"
+    );
+    assert_eq!(fs_err::read_to_string(&shared).expect("read"), text);
+}
+
 fn net_skill(dir: &Path) {
     unbanded_demo(
         &dir.join("skills"),
