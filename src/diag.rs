@@ -156,6 +156,19 @@ impl Serialize for Code {
     }
 }
 
+/// The most characters of a diagnostic's message or hint: what they quote of a skill (a value,
+/// a pattern, a line) is the skill's, and a 4 MB pattern quoted once per script must not make
+/// lint's output, or band mcp's answer, gigabytes.
+pub const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// `text`, cut to [`MAX_MESSAGE_CHARS`] with `…` where it was cut.
+fn clipped(text: String) -> String {
+    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 /// One located message about an input file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
@@ -175,7 +188,7 @@ impl Diagnostic {
         Diagnostic {
             severity: code.default_severity(),
             code,
-            message: message.into(),
+            message: clipped(message.into()),
             path: path.into(),
             loc,
             hint: None,
@@ -183,7 +196,7 @@ impl Diagnostic {
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(clipped(hint.into()));
         self
     }
 
@@ -311,6 +324,24 @@ pub fn inert(s: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    /// A message or hint quoting a huge value is cut, on a character boundary, and says so.
+    #[test]
+    fn messages_and_hints_are_clipped() {
+        let d = super::Diagnostic::new(
+            super::Code::ALL[0],
+            "BAND.md",
+            super::Loc::new(1, 1),
+            format!("pattern `{}`", "é".repeat(5000)),
+        )
+        .with_hint("h".repeat(5000));
+        assert_eq!(d.message.chars().count(), super::MAX_MESSAGE_CHARS + 1);
+        assert!(d.message.ends_with('…'));
+        assert_eq!(
+            d.hint.as_deref().map(|h| h.chars().count()),
+            Some(super::MAX_MESSAGE_CHARS + 1)
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -44,13 +44,14 @@ pub fn human(report: &Report, color: bool) -> String {
             if let Some(line) = src.as_deref().and_then(|s| s.lines().nth(d.loc.line - 1)) {
                 let no = d.loc.line.to_string();
                 let pad = " ".repeat(no.len());
-                let line = inert(line.trim_end_matches('\r'));
+                let (line, col) = window(line.trim_end_matches('\r'), d.loc.col);
+                let line = inert(&line);
                 let _ = writeln!(out, "{pad} {}", paint("|", "1;34"));
                 let _ = writeln!(out, "{} {} {line}", paint(&no, "1;34"), paint("|", "1;34"));
-                if d.loc.col > 0 {
+                if col > 0 {
                     let caret_at: String = line
                         .chars()
-                        .take(d.loc.col - 1)
+                        .take(col - 1)
                         .map(|c| if c == '\t' { '\t' } else { ' ' })
                         .collect();
                     let _ = writeln!(
@@ -70,6 +71,33 @@ pub fn human(report: &Report, color: bool) -> String {
     out.push_str(&summary_line(report));
     out.push('\n');
     out
+}
+
+/// The most characters of a source line a diagnostic quotes.
+const QUOTED_CHARS: usize = 120;
+
+/// What a diagnostic quotes of `line`: all of it when short, else [`QUOTED_CHARS`] around
+/// column `col` (1-based; 0: none) with `…` where it was cut; and the column in what is quoted.
+/// A line of 60 KB quoted once per diagnostic on it would make lint's output quadratic.
+fn window(line: &str, col: usize) -> (String, usize) {
+    let n = line.chars().count();
+    if n <= QUOTED_CHARS {
+        return (line.to_string(), col);
+    }
+    let start = col.saturating_sub(QUOTED_CHARS / 2).min(n - QUOTED_CHARS);
+    let mut quoted: String = line.chars().skip(start).take(QUOTED_CHARS).collect();
+    if start > 0 {
+        quoted.insert(0, '…');
+    }
+    if start + QUOTED_CHARS < n {
+        quoted.push('…');
+    }
+    let col = if col == 0 {
+        0
+    } else {
+        col - start + usize::from(start > 0)
+    };
+    (quoted, col)
 }
 
 /// `Checked 3 skills and 5 band files: 2 errors, 1 warning.`
@@ -187,5 +215,26 @@ fn level(s: Severity) -> &'static str {
     match s {
         Severity::Error => "error",
         Severity::Warning => "warning",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long line is quoted around its column, the caret still under it; a short one whole.
+    #[test]
+    fn a_long_line_is_quoted_around_its_column() {
+        assert_eq!(window("cli: [a]", 7), ("cli: [a]".to_string(), 7));
+        let line = format!("cli: [{}X{}]", "5, ".repeat(1000), ", 5".repeat(1000));
+        let col = line.find('X').expect("X") + 1;
+        let (quoted, at) = window(&line, col);
+        assert_eq!(quoted.chars().count(), QUOTED_CHARS + 2, "{quoted}");
+        assert!(quoted.starts_with('…') && quoted.ends_with('…'), "{quoted}");
+        assert_eq!(quoted.chars().nth(at - 1), Some('X'), "{quoted} {at}");
+        // Near the start: cut at the end only; no column: none.
+        let (quoted, at) = window(&line, 3);
+        assert_eq!((quoted.chars().nth(2), at), (Some('i'), 3));
+        assert_eq!(window(&line, 0).1, 0);
     }
 }

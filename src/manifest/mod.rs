@@ -505,6 +505,7 @@ pub fn parse_band(path: &Path, source: &str) -> Parsed {
         yaml: "",
         first: 2,
         diags: Vec::new(),
+        items: Default::default(),
     };
     let Some((map, body)) = p.frontmatter(source) else {
         return Parsed {
@@ -540,6 +541,8 @@ struct FieldParser<'a> {
     yaml: &'a str,
     first: usize,
     diags: Vec<Diagnostic>,
+    /// The flow sequences' items located so far in `yaml`.
+    items: crate::manifest::locate::FlowItems,
 }
 
 /// The steps of [`parse_band`], in order.
@@ -558,6 +561,7 @@ impl<'a> FieldParser<'a> {
             }
         };
         self.yaml = yaml;
+        self.items = Default::default();
         self.first = first;
         let root: Yaml = match yaml_serde::from_str(yaml) {
             Ok(v) => v,
@@ -730,12 +734,14 @@ impl FieldParser<'_> {
     }
 
     fn loc(&self, at: &[Step<'_>]) -> Loc {
-        locate(self.yaml, self.first, at)
+        crate::manifest::locate::locate_with(self.yaml, self.first, at, &self.items)
     }
 
     fn push(&mut self, code: Code, at: &[Step<'_>], msg: String, hint: Option<String>) {
         let mut d = Diagnostic::new(code, self.path, self.loc(at), msg);
-        d.hint = hint;
+        if let Some(hint) = hint {
+            d = d.with_hint(hint);
+        }
         self.diags.push(d);
     }
 
