@@ -39,6 +39,8 @@ pub(super) struct Loaded {
     /// The schema as handed to jsonschema: every `$ref` made absolute (and anchors turned into
     /// JSON pointers), so no `$ref` depends on the URI the document was reached by.
     pub(super) served: Value,
+    /// The file's size as read.
+    pub(super) bytes: usize,
 }
 
 /// Everything the resolver and the coercer need, shared by the set, its contracts and the
@@ -98,6 +100,28 @@ impl SchemaSet {
     /// else upstream's co-located `scripts/resources/<script>/input_schema.json`.
     pub fn input_rel(&self, script: &str) -> Option<String> {
         self.contract_rel("input", script)
+    }
+
+    /// The bytes of the schema at `rel_path` and of every file it reaches through `$ref`
+    /// (transitively, each once): what compiling or bundling it reads. `None` if there is no such
+    /// schema.
+    pub fn reached_bytes(&self, rel_path: &str) -> Option<usize> {
+        let index = &self.index;
+        let at = *index.by_rel.get(&rel_path.replace('\\', "/"))?;
+        let mut reached = std::collections::BTreeSet::from([at]);
+        let mut queue = vec![at];
+        while let Some(i) = queue.pop() {
+            let file = &index.files[i];
+            super::refs::walk_refs(&file.served, &file.uri, &mut |base, literal| {
+                if let Some(target) = super::uri::resolve(base, literal)
+                    && let Some(&(j, _)) = index.by_uri.get(super::uri::strip_fragment(&target))
+                    && reached.insert(j)
+                {
+                    queue.push(j);
+                }
+            });
+        }
+        Some(reached.iter().map(|&i| index.files[i].bytes).sum())
     }
 
     /// Where the output schema of `script` is (as [`Self::input_rel`], for `output`).
@@ -355,6 +379,7 @@ impl Index {
                     uri,
                     served: Value::Null,
                     value,
+                    bytes: file.text.len(),
                 });
             }
             Err(error) => {

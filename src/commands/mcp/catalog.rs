@@ -230,7 +230,17 @@ enum NotATool {
     InputSchema(String),
     #[error("its input schema does not describe an object")]
     NotAnObject,
+    #[error(
+        "its input schema and the files it refers to are {0} bytes; band mcp offers tools whose schemas are at most {MAX_TOOL_SCHEMA_BYTES} bytes"
+    )]
+    SchemaTooLarge(usize),
 }
+
+/// The most bytes of schema files (a tool's input or output schema and every file it reaches
+/// through `$ref`) band mcp compiles and bundles for one tool: each tool embeds its own copy, and
+/// every request lists them again, so one large shared definitions file referred to by many
+/// scripts would otherwise cost gigabytes.
+const MAX_TOOL_SCHEMA_BYTES: usize = 1 << 20;
 
 /// The MCP description of one script.
 /// `schemas` are the skill's; `policies` caches each band file's resolved policy (`None`: errors).
@@ -246,6 +256,13 @@ fn tool_for(
         .or_insert_with_key(|f| band::skill::resolve_band_file(f).0.map(|r| r.policy))
         .clone()
         .ok_or(NotATool::BandErrors)?;
+    if let Some(bytes) = schemas
+        .input_rel(script)
+        .and_then(|rel| schemas.reached_bytes(&rel))
+        .filter(|b| *b > MAX_TOOL_SCHEMA_BYTES)
+    {
+        return Err(NotATool::SchemaTooLarge(bytes));
+    }
     // A script with no input schema takes no input: its tool takes an empty object.
     schemas
         .input_contract(script)
@@ -262,7 +279,11 @@ fn tool_for(
     )
     .with_title(title.clone())
     .with_annotations(annotations(&policy, title));
+    // An output schema too large to bundle is left out of the tool (its runs still check it).
     if let Some(output_rel) = schemas.output_rel(script)
+        && schemas
+            .reached_bytes(&output_rel)
+            .is_some_and(|b| b <= MAX_TOOL_SCHEMA_BYTES)
         && schemas.compile(&output_rel).is_ok()
         && let Some(output) = schemas.bundle(&output_rel).and_then(object_schema)
     {
@@ -445,6 +466,66 @@ mod tests {
 
     /// An insisted item counts as allowed: `insist.net` opens the world as `allow.net` does, and
     /// `insist.write` writes as `allow.write` does.
+    /// A script whose input schema reaches more than [`MAX_TOOL_SCHEMA_BYTES`] of schema files
+    /// (one large shared definitions file) is not offered, and says why; its sibling with a
+    /// small schema is.
+    #[test]
+    fn a_tool_whose_schema_reaches_too_many_bytes_is_not_offered() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let skill = t.path().join("amp");
+        for d in ["scripts", "schemas/defs", "schemas/input"] {
+            fs_err::create_dir_all(skill.join(d)).expect("mkdir");
+        }
+        fs_err::write(
+            skill.join("SKILL.md"),
+            "---\nname: amp\ndescription: d\n---\n",
+        )
+        .expect("write");
+        fs_err::write(
+            skill.join("BAND.md"),
+            "---\nband: amp\ndescription: d\nversion: 1\n---\n",
+        )
+        .expect("write");
+        let defs: serde_json::Map<String, serde_json::Value> = (0..40_000)
+            .map(|i| (format!("d{i}"), json!({"type": "string", "maxLength": i})))
+            .collect();
+        let big = serde_json::to_string(&json!({ "$defs": defs })).expect("json");
+        assert!(big.len() > MAX_TOOL_SCHEMA_BYTES);
+        fs_err::write(skill.join("schemas/defs/big.json"), &big).expect("write");
+        for (name, text) in [
+            (
+                "big",
+                json!({"type": "object", "properties": {"t": {"$ref": "../defs/big.json#/$defs/d1"}}}),
+            ),
+            (
+                "small",
+                json!({"type": "object", "properties": {"t": {"type": "string"}}}),
+            ),
+        ] {
+            let script = skill.join(format!("scripts/{name}.sh"));
+            fs_err::write(&script, "#!/bin/sh\necho hi\n").expect("write");
+            fs_err::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod");
+            fs_err::write(
+                skill.join(format!("schemas/input/{name}.json")),
+                text.to_string(),
+            )
+            .expect("write");
+        }
+        let c = catalog(&[t.path().to_path_buf()]);
+        let names: Vec<String> = c.tools.iter().map(|e| e.tool.name.to_string()).collect();
+        assert_eq!(names, ["amp__small"]);
+        assert_eq!(c.skipped.len(), 1, "{:?}", c.skipped);
+        assert_eq!(c.skipped[0].script, "big");
+        assert!(
+            c.skipped[0].why.contains(&format!(
+                "band mcp offers tools whose schemas are at most {MAX_TOOL_SCHEMA_BYTES} bytes"
+            )),
+            "{}",
+            c.skipped[0].why
+        );
+    }
+
     #[test]
     fn annotations_follow_the_policy() {
         let title = || "s/x".to_string();
