@@ -127,14 +127,18 @@ pub(crate) fn served(root: &Path, skill: &str, tools: Vec<String>) -> Result<Ser
         ));
         files.insert(uri, rel.to_string());
     };
+    // What the links lead to counts against the bundle's bound with the files: a thousand links
+    // to one large file are not read (and hashed) a thousand times over on every request.
+    let files_bytes: u64 = tree.files().map(|n| n.data.len() as u64).sum();
+    let mut budget = band::lock::MAX_BUNDLE_BYTES.saturating_sub(files_bytes);
     for node in &tree.nodes {
         match node.kind {
             band::lock::Kind::File => add(&node.path, &node.data),
-            // A link inside the skill is the file it leads to (a link to a folder is no file).
+            // A link inside the skill is the file it leads to (a link to a folder is no file),
+            // while the bound allows.
             band::lock::Kind::Link => {
-                if let Ok(bytes) =
-                    band::skillfs::read(root, Path::new(&node.path), band::lock::MAX_BUNDLE_BYTES)
-                {
+                if let Ok(bytes) = band::skillfs::read(root, Path::new(&node.path), budget) {
+                    budget -= bytes.len() as u64;
                     add(&node.path, &bytes);
                 }
             }
@@ -231,6 +235,33 @@ mod tests {
             json!(format!("sha256:{}", tree.bundle_sha256()))
         );
         assert_eq!(meta.0[META_SKILL]["tools"], json!(["text__count"]));
+    }
+
+    /// Links inside the skill are served as the files they lead to only within the bundle's
+    /// bound, the skill's own files counted first: many links to one large file are not each
+    /// read and hashed on every request.
+    #[test]
+    fn links_are_served_within_the_bundles_bound() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path().join("big");
+        fs_err::create_dir_all(&root).expect("mkdir");
+        fs_err::write(
+            root.join("SKILL.md"),
+            "---\nname: big\ndescription: d\n---\n",
+        )
+        .expect("write");
+        let data = fs_err::File::create(root.join("data.bin")).expect("create");
+        data.set_len(band::lock::MAX_BUNDLE_BYTES / 2 + 1)
+            .expect("sparse");
+        fs_err::write(root.join("small.txt"), "s").expect("write");
+        for i in 0..3 {
+            fs_err::os::unix::fs::symlink("data.bin", root.join(format!("l{i}.bin")))
+                .expect("symlink");
+        }
+        fs_err::os::unix::fs::symlink("small.txt", root.join("s.txt")).expect("symlink");
+        let s = served(&root, "big", vec![]).expect("served");
+        let paths: Vec<&str> = s.files.values().map(String::as_str).collect();
+        assert_eq!(paths, ["SKILL.md", "data.bin", "s.txt", "small.txt"]);
     }
 
     #[test]
