@@ -210,8 +210,20 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
 
 /// The files directly in `scripts/` that may be scripts (hidden and `_` files, band files,
 /// READMEs and upstream wrappers left out), relative to the skill root, sorted.
+/// Whether the skill's `scripts` folder is inside it. One that leads out (a link) has no script
+/// of the skill: the names of the files out there are not listed (nor served, nor quoted).
+fn scripts_inside(root: &Path) -> bool {
+    match (root.canonicalize(), root.join("scripts").canonicalize()) {
+        (Ok(root), Ok(dir)) => dir.starts_with(root),
+        _ => false,
+    }
+}
+
 pub fn top_level_candidates(root: &Path) -> Vec<PathBuf> {
     let dir = root.join("scripts");
+    if !scripts_inside(root) {
+        return Vec::new();
+    }
     let mut entries: Vec<PathBuf> = fs_err::read_dir(&dir)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -220,7 +232,11 @@ pub fn top_level_candidates(root: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|p| {
             let fname = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            !(fname.starts_with('.')
+            // A name with a line break or another control character is no script's (the skill
+            // cannot be locked or run with it, and it would forge lines wherever it is printed).
+            !(fname.is_empty()
+                || fname.chars().any(char::is_control)
+                || fname.starts_with('.')
                 || fname.starts_with('_')
                 || is_band_file(p)
                 || fname.to_ascii_lowercase().starts_with("readme"))
@@ -401,7 +417,8 @@ pub fn nested_candidates(root: &Path) -> Vec<(String, PathBuf)> {
         for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
             let Ok(ft) = e.file_type() else { continue };
-            if name.starts_with('.') || name.starts_with('_') {
+            if name.starts_with('.') || name.starts_with('_') || name.chars().any(char::is_control)
+            {
                 continue;
             }
             let child = rel.join(&name);
@@ -422,7 +439,9 @@ pub fn nested_candidates(root: &Path) -> Vec<(String, PathBuf)> {
         }
     }
     let mut out = Vec::new();
-    walk(root, Path::new("scripts"), 0, &mut out);
+    if scripts_inside(root) {
+        walk(root, Path::new("scripts"), 0, &mut out);
+    }
     out
 }
 
@@ -647,6 +666,48 @@ fn reference_target(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `scripts` that is a link out of the skill lists nothing: the names of the files out
+    /// there are no scripts of the skill (and so are printed and served nowhere).
+    #[test]
+    fn a_scripts_folder_linked_out_of_the_skill_lists_nothing() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let (root, outside) = (t.path().join("sd"), t.path().join("ssh"));
+        fs_err::create_dir_all(&root).expect("mkdir");
+        fs_err::create_dir_all(outside.join("nested")).expect("mkdir");
+        fs_err::write(
+            root.join("SKILL.md"),
+            "---\nname: sd\ndescription: d\n---\n",
+        )
+        .expect("write");
+        fs_err::write(outside.join("id_canary"), "#!/bin/sh\n").expect("write");
+        fs_err::write(outside.join("nested/run.sh"), "#!/bin/sh\n").expect("write");
+        fs_err::os::unix::fs::symlink(&outside, root.join("scripts")).expect("symlink");
+        assert!(top_level_candidates(&root).is_empty());
+        assert!(nested_candidates(&root).is_empty());
+        let (skill, _) = load_skill(&root);
+        assert!(skill.scripts.is_empty(), "{:?}", skill.scripts);
+    }
+
+    /// A file whose name holds a line break (or any control character) is no script: it would
+    /// print a line of the skill author's choosing wherever scripts are listed.
+    #[test]
+    fn a_name_with_a_line_break_is_no_script() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path().join("nl");
+        fs_err::create_dir_all(root.join("scripts/sub")).expect("mkdir");
+        for name in ["ok.sh", "x\nChecked 1 skill: no problems.sh", "sub/y\rz.sh"] {
+            let p = root.join("scripts").join(name);
+            fs_err::write(&p, "#!/bin/sh\n").expect("write");
+            fs_err::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod");
+        }
+        assert_eq!(
+            top_level_candidates(&root),
+            [PathBuf::from("scripts/ok.sh")]
+        );
+        assert!(nested_candidates(&root).is_empty());
+    }
 
     #[test]
     fn nested_scripts_are_named_by_their_path() {
