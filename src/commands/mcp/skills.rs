@@ -90,8 +90,19 @@ fn frontmatter(text: &str) -> Result<SkillFrontmatter, NotServed> {
         .map_err(|e| NotServed::Frontmatter(e.to_string()))?;
     let value: Value =
         yaml_serde::from_str(yaml).map_err(|e| NotServed::Frontmatter(e.to_string()))?;
+    // YAML aliases repeat what they name: served expanded, a small frontmatter can be large.
+    let served = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+    if served > MAX_SERVED_FRONTMATTER_BYTES {
+        return Err(NotServed::Frontmatter(format!(
+            "its frontmatter is {served} bytes as served (YAML aliases expanded); band serves at most {MAX_SERVED_FRONTMATTER_BYTES}"
+        )));
+    }
     serde_json::from_value(value).map_err(|e| NotServed::Frontmatter(e.to_string()))
 }
+
+/// The most bytes of a SKILL.md's frontmatter band mcp serves in `skills/list` (as JSON, its
+/// aliases expanded): a skill's name, description and metadata take a few kilobytes.
+const MAX_SERVED_FRONTMATTER_BYTES: usize = 256 << 10;
 
 /// The extension's view of the skill `skill` at `root`, whose scripts are the tools `tools`. Its
 /// SKILL.md must name it as band does: the URI's last segment is that name, one skill per name.
@@ -240,6 +251,22 @@ mod tests {
     /// Links inside the skill are served as the files they lead to only within the bundle's
     /// bound, the skill's own files counted first: many links to one large file are not each
     /// read and hashed on every request.
+    /// A frontmatter whose aliases expand it past the bound is not served (the skill is not
+    /// in `skills/list`, and says why).
+    #[test]
+    fn a_frontmatter_its_aliases_blow_up_is_not_served() {
+        let big = "x".repeat(8 << 10);
+        let aliases: String = (0..60).map(|i| format!("  k{i}: *a\n")).collect();
+        let text = format!(
+            "---\nname: s\ndescription: d\nanchor: &a \"{big}\"\nmetadata:\n{aliases}---\n"
+        );
+        let Err(NotServed::Frontmatter(why)) = frontmatter(&text) else {
+            panic!("served");
+        };
+        assert!(why.contains("YAML aliases expanded"), "{why}");
+        assert!(frontmatter("---\nname: s\ndescription: d\n---\n").is_ok());
+    }
+
     #[test]
     fn links_are_served_within_the_bundles_bound() {
         let t = tempfile::tempdir().expect("tempdir");
