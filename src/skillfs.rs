@@ -131,15 +131,24 @@ fn kind_of(ft: std::fs::FileType) -> &'static str {
 /// reached only through links that stay inside it. `path` is relative to `root` or spelled
 /// below it.
 pub fn open(root: &Path, path: &Path) -> Result<(fs_err::File, std::fs::Metadata), SkillFileError> {
-    let (file, meta, _) = open_where(root, path)?;
+    let o = open_where(root, path)?;
+    let (file, meta) = (o.file, o.meta);
     Ok((file, meta))
 }
 
-/// [`open`], and the resolved path of the file it opened.
-fn open_where(
-    root: &Path,
-    path: &Path,
-) -> Result<(fs_err::File, std::fs::Metadata, PathBuf), SkillFileError> {
+/// A regular file of the skill, opened by [`open_where`].
+struct Opened {
+    file: fs_err::File,
+    meta: std::fs::Metadata,
+    /// The skill's canonical root, and the file's path below it (no link on it).
+    canon_root: PathBuf,
+    rel: PathBuf,
+    /// The path as the caller spelled it, for messages.
+    shown: PathBuf,
+}
+
+/// [`open`], and where the file it opened is.
+fn open_where(root: &Path, path: &Path) -> Result<Opened, SkillFileError> {
     let shown = spelled(root, path);
     let (canon_root, rel) = resolve_inside(root, &shown)?;
     let file = open_resolved(&canon_root, &rel, &shown)?;
@@ -150,7 +159,13 @@ fn open_where(
             kind: kind_of(meta.file_type()),
         });
     }
-    Ok((file, meta, canon_root.join(rel)))
+    Ok(Opened {
+        file,
+        meta,
+        canon_root,
+        rel,
+        shown,
+    })
 }
 
 /// The canonical root, and where `shown` leads below it (no link left on that relative path).
@@ -258,16 +273,13 @@ pub fn read_quotable(path: &Path, limit: u64) -> Option<String> {
 /// the user's band file over.
 pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFileError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let shown = spelled(root, path);
-    let (canon_root, rel) = resolve_inside(root, &shown)?;
-    let file = open_resolved(&canon_root, &rel, &shown)?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(SkillFileError::NotRegular {
-            path: shown,
-            kind: kind_of(meta.file_type()),
-        });
-    }
+    let Opened {
+        meta,
+        canon_root,
+        rel,
+        shown,
+        ..
+    } = open_where(root, path)?;
     let (parent, name) = match (rel.parent(), rel.file_name()) {
         (Some(parent), Some(name)) => (parent, name),
         _ => return Err(SkillFileError::Outside { path: shown }),

@@ -227,6 +227,11 @@ fn dead_dns() -> tempfile::NamedTempFile {
     f
 }
 
+/// `band <args>` in `dir`, with band-server's DNS stub on `cfg` ([`dead_dns`]).
+fn band_in(cfg: &tempfile::NamedTempFile, dir: &Path, args: &[&str]) -> (i32, String, String) {
+    bin().env("BAND_SERVER_CONFIG", cfg.path()).run(args, dir)
+}
+
 /// `band <args>` in `cwd`, as [`learn_and_rerun_with`] runs it.
 type Runner<'a> = dyn Fn(&[&str], &Path) -> (i32, String, String) + 'a;
 
@@ -725,11 +730,7 @@ fn privileged_learn_on_one_script_keeps_what_the_bands_other_scripts_need() {
         .input_schema("b", SkillBuilder::NO_INPUT)
         .write(&skills);
     let cfg = dead_dns();
-    let band = |args: &[&str]| {
-        bin()
-            .env("BAND_SERVER_CONFIG", cfg.path())
-            .run(args, t.path())
-    };
+    let band = |args: &[&str]| band_in(&cfg, t.path(), args);
 
     let (code, _, err) = band(&["run", "--trace", "--skills", "skills", "pair/a"]);
     assert_eq!(code, 0, "{err}");
@@ -777,11 +778,7 @@ fn privileged_learn_keeps_a_read_rule_for_a_file_the_script_only_tests() {
         .write(&skills);
     let cfg = dead_dns();
     let w = ws.to_str().expect("utf-8");
-    let band = |args: &[&str]| {
-        bin()
-            .env("BAND_SERVER_CONFIG", cfg.path())
-            .run(args, t.path())
-    };
+    let band = |args: &[&str]| band_in(&cfg, t.path(), args);
     let (code, out, err) = band(&[
         "learn",
         "--write",
@@ -1451,11 +1448,7 @@ fn privileged_learn_keeps_the_workspaces_empty_folders_as_a_run_does() {
     let ws = t.path().join("ws");
     fs_err::create_dir_all(ws.join("out")).expect("mkdir");
     let cfg = dead_dns();
-    let band = |args: &[&str]| {
-        bin()
-            .env("BAND_SERVER_CONFIG", cfg.path())
-            .run(args, t.path())
-    };
+    let band = |args: &[&str]| band_in(&cfg, t.path(), args);
     let (code, out, err) = band(&[
         "learn",
         "--json",
