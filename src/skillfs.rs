@@ -293,12 +293,7 @@ pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFil
         meta.permissions().mode() & 0o7777,
         Some(owner),
     )
-    .map_err(|e| {
-        SkillFileError::Io(std::io::Error::new(
-            e.kind(),
-            format!("{}: {e}", shown.display()),
-        ))
-    })
+    .map_err(|e| SkillFileError::Io(at_path(&shown, e)))
 }
 
 /// Write `contents` as the file `name` at the top of the skill `root` (`band.lock`,
@@ -306,21 +301,20 @@ pub fn replace(root: &Path, path: &Path, contents: &[u8]) -> Result<(), SkillFil
 /// there (never written through a link or into a file a hard link shares). A new file gets mode
 /// 0644 (the umask applies).
 pub fn write_in_root(root: &Path, name: &str, contents: &[u8]) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
     let canon_root = fs_err::canonicalize(root)?;
-    let dir = rustix::fs::open(
-        &canon_root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        std::io::Error::new(
-            std::io::Error::from(e).kind(),
-            format!("{}: {e}", root.display()),
-        )
+    // The root itself: no component to resolve, so only an I/O error.
+    let dir = open_dir_resolved(&canon_root, Path::new(""), root).map_err(|e| match e {
+        SkillFileError::Io(e) => e,
+        e => std::io::Error::other(e.to_string()),
     })?;
     write_beside(&dir, std::ffi::OsStr::new(name), contents, 0o644, None)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", root.join(name).display())))
+        .map_err(|e| at_path(&root.join(name), e))
+}
+
+/// `e`, its message prefixed with `path`.
+fn at_path(path: &Path, e: impl Into<std::io::Error>) -> std::io::Error {
+    let e: std::io::Error = e.into();
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// Write `contents` into a fresh file in the folder `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`, under
@@ -392,12 +386,7 @@ fn open_dir_resolved(
     use rustix::fs::{Mode, OFlags};
     use rustix::io::Errno;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let io = |e: Errno| {
-        SkillFileError::Io(std::io::Error::new(
-            std::io::Error::from(e).kind(),
-            format!("{}: {e}", shown.display()),
-        ))
-    };
+    let io = |e: Errno| SkillFileError::Io(at_path(shown, e));
     let mut dir = rustix::fs::open(canon_root, flags, Mode::empty()).map_err(io)?;
     // One component at a time, never following a link: what `openat2(RESOLVE_BENEATH |
     // RESOLVE_NO_SYMLINKS)` does, on every system.

@@ -87,7 +87,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         .map(|r| r.policy.clone())
         .unwrap_or_default();
     let texts = skill_texts(&skill.root);
-    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let text_refs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
     let mut candidates = observe::candidate_commands(&text_refs, &is_host_program);
     if let Some(entry) = skill.script(script).map(|s| skill.root.join(&s.entry))
         && let Ok(text) = band::skillfs::read_to_string(&skill.root, &entry, MAX_SCAN_BYTES)
@@ -192,7 +192,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
         band_file: band_file.as_deref(),
         skill_root: Some(&skill.root),
         shared_with,
-        scripts: script_texts(&skill.root),
+        scripts: script_texts(&texts),
     };
     finish(&args, outcome, obs, &key, &current, to)
 }
@@ -787,8 +787,9 @@ fn is_host_program(name: &str) -> bool {
     })
 }
 
-/// The text files of the skill (at most [`MAX_SCAN_BYTES`] each), for command and secret names.
-fn skill_texts(root: &Path) -> Vec<String> {
+/// The text files of the skill (at most [`MAX_SCAN_BYTES`] each), each with its path in the
+/// skill, in path order: for command and secret names, and the files its scripts name.
+fn skill_texts(root: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -797,47 +798,29 @@ fn skill_texts(root: &Path) -> Vec<String> {
         };
         for e in rd.flatten() {
             let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file()
-                && let Ok(t) = band::skillfs::read_to_string(root, &e.path(), MAX_SCAN_BYTES)
-            {
-                out.push(t);
-            }
-        }
-    }
-    out
-}
-
-/// The skill's files under `scripts/`, band files aside: each one's path in the skill and text
-/// (at most [`MAX_SCAN_BYTES`] of it; files that are not text are left out).
-fn script_texts(root: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.join("scripts")];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = fs_err::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
             let path = e.path();
-            let band_file = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n == band::manifest::BAND_FILE || n.ends_with(".band.md"));
-            match e.file_type() {
-                Ok(ft) if ft.is_dir() => stack.push(path),
-                Ok(ft) if ft.is_file() && !band_file => {
-                    if let Ok(t) = band::skillfs::read_to_string(root, &path, MAX_SCAN_BYTES) {
-                        let rel = path.strip_prefix(root).unwrap_or(&path);
-                        out.push((rel.display().to_string(), t));
-                    }
-                }
-                _ => {}
+            if ft.is_dir() {
+                stack.push(path);
+            } else if ft.is_file()
+                && let Ok(t) = band::skillfs::read_to_string(root, &path, MAX_SCAN_BYTES)
+            {
+                let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+                out.push((rel, t));
             }
         }
     }
     out.sort();
     out
+}
+
+/// Of [`skill_texts`], the files under `scripts/`, band files aside: each one's path in the
+/// skill and text.
+fn script_texts(texts: &[(PathBuf, String)]) -> Vec<(String, String)> {
+    texts
+        .iter()
+        .filter(|(rel, _)| rel.starts_with("scripts") && !band::manifest::is_band_file(rel))
+        .map(|(rel, t)| (rel.display().to_string(), t.clone()))
+        .collect()
 }
 
 /// Copy the skill at `from` into `to` (regular files with their modes; symlinks left out, as

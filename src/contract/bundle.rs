@@ -1,13 +1,11 @@
 //! Bundling: one schema and every file it reaches as a single self-contained document.
 
-use std::collections::BTreeSet;
-
 use jsonschema::Draft;
 use serde_json::{Map, Value};
 
-use super::refs::{rewrite_refs, walk_refs};
+use super::refs::rewrite_refs;
 use super::schema_set::SchemaSet;
-use super::uri::{encode_fragment, percent_decode, resolve, strip_fragment};
+use super::uri::{encode_fragment, percent_decode};
 
 impl SchemaSet {
     /// The schema at `rel_path` as one self-contained document, for readers that cannot reach the
@@ -20,20 +18,7 @@ impl SchemaSet {
     /// resolve to the embedded copy. `None` if there is no such schema.
     pub fn bundle(&self, rel_path: &str) -> Option<Value> {
         let index = &self.index;
-        let at = *index.by_rel.get(&rel_path.replace('\\', "/"))?;
-        let mut reached = BTreeSet::from([at]);
-        let mut queue = vec![at];
-        while let Some(i) = queue.pop() {
-            let file = &index.files[i];
-            walk_refs(&file.served, &file.uri, &mut |base, literal| {
-                if let Some(target) = resolve(base, literal)
-                    && let Some(&(j, _)) = index.by_uri.get(strip_fragment(&target))
-                    && reached.insert(j)
-                {
-                    queue.push(j);
-                }
-            });
-        }
+        let (at, reached) = self.reached(rel_path)?;
         let canonical = |target: &str| -> Option<String> {
             let (doc, fragment) = target.split_once('#').unwrap_or((target, ""));
             let (j, prefix) = index.by_uri.get(doc)?;

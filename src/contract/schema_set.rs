@@ -106,6 +106,16 @@ impl SchemaSet {
     /// (transitively, each once): what compiling or bundling it reads. `None` if there is no such
     /// schema.
     pub fn reached_bytes(&self, rel_path: &str) -> Option<usize> {
+        let (_, reached) = self.reached(rel_path)?;
+        Some(reached.iter().map(|&i| self.index.files[i].bytes).sum())
+    }
+
+    /// The file at `rel_path` (its index), and every file it reaches through `$ref`,
+    /// transitively, itself included. `None` if there is no such schema.
+    pub(super) fn reached(
+        &self,
+        rel_path: &str,
+    ) -> Option<(usize, std::collections::BTreeSet<usize>)> {
         let index = &self.index;
         let at = *index.by_rel.get(&rel_path.replace('\\', "/"))?;
         let mut reached = std::collections::BTreeSet::from([at]);
@@ -121,7 +131,7 @@ impl SchemaSet {
                 }
             });
         }
-        Some(reached.iter().map(|&i| index.files[i].bytes).sum())
+        Some((at, reached))
     }
 
     /// Where the output schema of `script` is (as [`Self::input_rel`], for `output`).
