@@ -38,6 +38,10 @@ pub enum SkillFileError {
     /// Not UTF-8 text where text was asked for.
     #[error("{}: not UTF-8 text", path.display())]
     NotText { path: PathBuf },
+    /// Where band would write a file, something it will not write through or over (a link, a
+    /// folder, a file where a folder belongs): nothing was written.
+    #[error("{}: {why}; nothing was written", path.display())]
+    Blocked { path: PathBuf, why: &'static str },
     /// Any other failure to open or read (the error names the path).
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -53,7 +57,9 @@ impl SkillFileError {
     pub fn is_refused(&self) -> bool {
         matches!(
             self,
-            SkillFileError::Outside { .. } | SkillFileError::NotRegular { .. }
+            SkillFileError::Outside { .. }
+                | SkillFileError::NotRegular { .. }
+                | SkillFileError::Blocked { .. }
         )
     }
 }
@@ -329,24 +335,52 @@ fn write_beside(
     mode: u32,
     owner: Option<(u32, u32)>,
 ) -> std::io::Result<()> {
-    use rustix::fs::{AtFlags, Mode, OFlags};
-    use std::io::Write as _;
-    // Unique per process and moment: a stale temporary file of a crashed rewrite is no obstacle.
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let tmp = format!(
-        ".{}.band-{}-{stamp}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    );
-    let fd = rustix::fs::openat(
-        dir,
-        tmp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(mode as _),
-    )?;
-    let result = (|| -> std::io::Result<()> {
+    Staged::write(dir, name, contents, mode, owner)?.commit()
+}
+
+/// A file written and synced beside its place, under a temporary name, not yet renamed into it
+/// ([`write_beside`] in two steps, so several files go into place only once all are written).
+/// Dropped uncommitted, the temporary file is removed.
+struct Staged<'d> {
+    dir: &'d std::os::fd::OwnedFd,
+    tmp: String,
+    name: std::ffi::OsString,
+    done: bool,
+}
+
+impl<'d> Staged<'d> {
+    fn write(
+        dir: &'d std::os::fd::OwnedFd,
+        name: &std::ffi::OsStr,
+        contents: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> std::io::Result<Staged<'d>> {
+        use rustix::fs::{Mode, OFlags};
+        use std::io::Write as _;
+        // Unique per process and moment: a stale temporary file of a crashed rewrite is no
+        // obstacle.
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let tmp = format!(
+            ".{}.band-{}-{stamp}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        );
+        let fd = rustix::fs::openat(
+            dir,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode as _),
+        )?;
+        // From here on, dropping `staged` removes the temporary file.
+        let staged = Staged {
+            dir,
+            tmp,
+            name: name.to_owned(),
+            done: false,
+        };
         if let Some((uid, gid)) = owner
             && (uid, gid)
                 != (
@@ -366,13 +400,156 @@ fn write_beside(
         let mut f = std::fs::File::from(fd);
         f.write_all(contents)?;
         f.sync_all()?;
-        rustix::fs::renameat(dir, tmp.as_str(), dir, name)?;
+        Ok(staged)
+    }
+
+    /// Rename the file into its place.
+    fn commit(mut self) -> std::io::Result<()> {
+        rustix::fs::renameat(self.dir, self.tmp.as_str(), self.dir, self.name.as_os_str())?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = rustix::fs::unlinkat(self.dir, self.tmp.as_str(), rustix::fs::AtFlags::empty());
+        }
+    }
+}
+
+/// Write new files into the skill at `root` (`band wrap --write`: its band and contracts), each a
+/// path relative to the root, all or nothing as far as the filesystem allows:
+///
+/// 1. Before anything is written, every folder on each path must be a folder and no link (or
+///    absent, to be made), and each file absent or a regular file (no link, no folder):
+///    otherwise [`SkillFileError::Blocked`] names the path, and nothing is written.
+/// 2. The missing folders are made and each file is written and synced beside its place
+///    ([`Staged`]), every step beneath the root's descriptor without following a link. A failure
+///    here removes what this call wrote and the folders it made.
+/// 3. Only then is each renamed into place. A rename failing midway (the disk went away) leaves
+///    the files renamed before it.
+pub fn write_files(root: &Path, files: &[(&Path, &[u8])]) -> Result<(), SkillFileError> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use rustix::io::Errno;
+    let canon_root = fs_err::canonicalize(root)?;
+    let top = open_dir_resolved(&canon_root, Path::new(""), root)?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let blocked = |rel: &Path, why: &'static str| SkillFileError::Blocked {
+        path: root.join(rel),
+        why,
+    };
+    let io = |rel: &Path, e: Errno| SkillFileError::Io(at_path(&root.join(rel), e));
+    // 1. Look at every path before writing any.
+    let mut split = Vec::with_capacity(files.len());
+    for (rel, _) in files {
+        let mut parts = Vec::new();
+        for c in rel.components() {
+            match c {
+                std::path::Component::Normal(p) => parts.push(p),
+                _ => return Err(blocked(rel, "not a plain path inside the skill")),
+            }
+        }
+        let Some((name, folders)) = parts.split_last() else {
+            return Err(blocked(rel, "not a plain path inside the skill"));
+        };
+        let mut dir =
+            rustix::fs::openat(&top, ".", flags, Mode::empty()).map_err(|e| io(rel, e))?;
+        let mut at = PathBuf::new();
+        let mut present = true;
+        for part in folders {
+            at.push(part);
+            match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
+                Ok(d) => dir = d,
+                Err(Errno::NOENT) => {
+                    present = false;
+                    break;
+                }
+                Err(Errno::LOOP | Errno::NOTDIR) => {
+                    return Err(blocked(
+                        &at,
+                        "not a folder (a file or a link) where band writes one",
+                    ));
+                }
+                Err(e) => return Err(io(&at, e)),
+            }
+        }
+        if present {
+            match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() => {}
+                Ok(_) => {
+                    return Err(blocked(
+                        rel,
+                        "not a regular file (a link or a folder) where band writes one",
+                    ));
+                }
+                Err(Errno::NOENT) => {}
+                Err(e) => return Err(io(rel, e)),
+            }
+        }
+        split.push((folders.to_vec(), *name));
+    }
+    // 2. Make the folders and stage every file.
+    let mut made: Vec<(std::os::fd::OwnedFd, std::ffi::OsString)> = Vec::new();
+    let mut dirs = Vec::with_capacity(files.len());
+    let outcome = (|| {
+        for ((folders, _), (rel, _)) in split.iter().zip(files) {
+            let mut dir =
+                rustix::fs::openat(&top, ".", flags, Mode::empty()).map_err(|e| io(rel, e))?;
+            for part in folders {
+                let next = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
+                    Ok(d) => d,
+                    Err(Errno::NOENT) => {
+                        rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755))
+                            .map_err(|e| io(rel, e))?;
+                        let parent = rustix::fs::openat(&dir, ".", flags, Mode::empty())
+                            .map_err(|e| io(rel, e))?;
+                        made.push((parent, part.to_os_string()));
+                        rustix::fs::openat(&dir, *part, flags, Mode::empty())
+                            .map_err(|e| io(rel, e))?
+                    }
+                    Err(Errno::LOOP | Errno::NOTDIR) => {
+                        return Err(blocked(
+                            rel,
+                            "not a folder (a file or a link) where band writes one",
+                        ));
+                    }
+                    Err(e) => return Err(io(rel, e)),
+                };
+                dir = next;
+            }
+            dirs.push(dir);
+        }
         Ok(())
     })();
-    if result.is_err() {
-        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+    let staged = outcome.and_then(|()| {
+        split
+            .iter()
+            .zip(files)
+            .zip(&dirs)
+            .map(|(((_, name), (rel, contents)), dir)| {
+                Staged::write(dir, name, contents, 0o644, None)
+                    .map_err(|e| SkillFileError::Io(at_path(&root.join(rel), e)))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let staged = match staged {
+        Ok(s) => s,
+        Err(e) => {
+            // The staged files are gone with their drop; the folders made, deepest first.
+            for (parent, name) in made.iter().rev() {
+                let _ = rustix::fs::unlinkat(parent, name.as_os_str(), AtFlags::REMOVEDIR);
+            }
+            return Err(e);
+        }
+    };
+    // 3. Every file is written: into place.
+    for (s, (rel, _)) in staged.into_iter().zip(files) {
+        s.commit()
+            .map_err(|e| SkillFileError::Io(at_path(&root.join(rel), e)))?;
     }
-    result
+    Ok(())
 }
 
 /// Open the folder `rel` (no link on it, as [`resolve_inside`] found it; empty: the root) beneath
@@ -643,5 +820,107 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    /// Every file and folder below `root`, relative, sorted: what a write left.
+    fn listing(root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs_err::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_draft_is_written_whole_with_its_folders() {
+        let (_t, root) = skill();
+        fs_err::write(root.join("BAND.md"), "old").unwrap();
+        write_files(
+            &root,
+            &[
+                (Path::new("BAND.md"), b"band".as_slice()),
+                (Path::new("schemas/input/a.json"), b"{}".as_slice()),
+                (Path::new("schemas/output/a.json"), b"{}".as_slice()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            fs_err::read_to_string(root.join("BAND.md")).unwrap(),
+            "band"
+        );
+        assert_eq!(
+            fs_err::read_to_string(root.join("schemas/output/a.json")).unwrap(),
+            "{}"
+        );
+        assert!(!listing(&root).iter().any(|p| p.ends_with(".tmp")));
+    }
+
+    #[test]
+    fn a_draft_blocked_anywhere_writes_nothing() {
+        let (t, root) = skill();
+        let outside = t.path().join("outside");
+        fs_err::create_dir(&outside).unwrap();
+        let before = listing(&root);
+        let draft = |last: &'static str| {
+            [
+                (Path::new("BAND.md"), b"band".as_slice()),
+                (Path::new("schemas/input/a.json"), b"{}".as_slice()),
+                (Path::new(last), b"{}".as_slice()),
+            ]
+        };
+        // A file where a folder belongs, a folder linked out, a link where a file belongs.
+        fs_err::write(root.join("out-file"), "x").unwrap();
+        symlink(&outside, root.join("linked")).unwrap();
+        symlink(outside.join("planted"), root.join("dangling.json")).unwrap();
+        let before = {
+            let mut b = before;
+            b.extend(["dangling.json", "linked", "out-file"].map(String::from));
+            b.sort();
+            b
+        };
+        for (last, blocked) in [
+            ("out-file/a.json", "out-file"),
+            ("linked/a.json", "linked"),
+            ("dangling.json", "dangling.json"),
+            ("scripts", "scripts"),
+        ] {
+            let e = write_files(&root, &draft(last)).unwrap_err();
+            match &e {
+                SkillFileError::Blocked { path, .. } => {
+                    assert_eq!(path, &root.join(blocked), "{last}")
+                }
+                e => panic!("{last}: {e:?}"),
+            }
+            assert!(e.to_string().ends_with("nothing was written"), "{e}");
+            assert_eq!(listing(&root), before, "{last}");
+        }
+        assert_eq!(fs_err::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_draft_that_fails_while_written_leaves_no_file_and_no_folder() {
+        let (_t, root) = skill();
+        let before = listing(&root);
+        // A name its temporary file cannot have (over 255 bytes with the temporary suffix):
+        // the failure comes after the folders are made and the first file is staged.
+        let long = format!("schemas/output/{}.json", "n".repeat(230));
+        let e = write_files(
+            &root,
+            &[
+                (Path::new("schemas/input/a.json"), b"{}".as_slice()),
+                (Path::new(&long), b"{}".as_slice()),
+            ],
+        )
+        .unwrap_err();
+        assert!(matches!(e, SkillFileError::Io(_)), "{e:?}");
+        assert_eq!(listing(&root), before);
     }
 }

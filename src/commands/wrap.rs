@@ -42,7 +42,7 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
     let existing: Vec<&str> = plan
         .files
         .iter()
-        .filter(|f| root.join(&f.path).exists())
+        .filter(|f| root.join(&f.path).symlink_metadata().is_ok())
         .map(|f| f.path.as_str())
         .collect();
     if args.write && !args.force && !existing.is_empty() {
@@ -61,13 +61,19 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         // lock would leave an unlocked band behind).
         band::lock::Tree::read(root)
             .map_err(|e| user_error(for_terminal(&e.to_string()).into_owned(), e.hint()))?;
-        for f in &plan.files {
-            let path = root.join(&f.path);
-            if let Some(dir) = path.parent() {
-                fs_err::create_dir_all(dir)?;
-            }
-            fs_err::write(&path, &f.text)?;
-        }
+        // All or nothing, never through a link: a `schemas/output` that is a file, or a link
+        // planted where a contract goes, stops the write before any file is written.
+        let files: Vec<(&std::path::Path, &[u8])> = plan
+            .files
+            .iter()
+            .map(|f| (std::path::Path::new(&f.path), f.text.as_bytes()))
+            .collect();
+        band::skillfs::write_files(root, &files).map_err(|e| {
+            user_error(
+                for_terminal(&e.to_string()).into_owned(),
+                "remove or rename what is in the way, then run band wrap --write again",
+            )
+        })?;
         // Locked as `band lock` locks it: not when lint finds errors in the skill (its band and
         // contracts are written all the same, for the user to see and fix).
         let tree = band::lock::Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;

@@ -298,3 +298,48 @@ fn wrap_writes_nothing_for_a_skill_it_cannot_lock() {
         fs_err::remove_file(root.join("scripts").join(name)).expect("rm");
     }
 }
+
+/// What is in the way of a draft (a `schemas/output` that is a file, a link where a contract goes):
+/// before, `band wrap --write` wrote BAND.md and the input contract, then failed on the output
+/// folder; or, with `--force`, wrote the contract through the link over the file it names
+/// (`SKILL.md`). Now it looks at every place first, says which is in the way, and writes nothing.
+/// (A link out of the skill never gets this far: the skill cannot be locked.)
+#[test]
+fn wrap_writes_nothing_when_something_is_in_the_way() {
+    let ws = tempfile::tempdir().expect("tmp");
+    let root = ws.path().join("blocked");
+    agent_skill(&root, "Says hi.");
+    let skill_md = fs_err::read_to_string(root.join("SKILL.md")).expect("read");
+    let setups: [(&str, &dyn Fn()); 2] = [
+        ("schemas/output", &|| {
+            fs_err::create_dir_all(root.join("schemas")).expect("mkdir");
+            fs_err::write(root.join("schemas/output"), "a file").expect("write");
+        }),
+        ("schemas/input/good.json", &|| {
+            fs_err::create_dir_all(root.join("schemas/input")).expect("mkdir");
+            fs_err::os::unix::fs::symlink("../../SKILL.md", root.join("schemas/input/good.json"))
+                .expect("symlink");
+        }),
+    ];
+    for (in_the_way, set_up) in setups {
+        set_up();
+        let (code, out, err) = band(&["wrap", "blocked", "--write", "--force"], ws.path());
+        assert_eq!(code, 2, "{in_the_way}: {out}{err}");
+        assert!(
+            err.contains(&format!("{in_the_way}: not a")) && err.contains("nothing was written"),
+            "{in_the_way}: {err}"
+        );
+        assert!(!root.join("BAND.md").exists(), "{in_the_way}");
+        assert!(!root.join("band.lock").exists(), "{in_the_way}");
+        assert_eq!(
+            fs_err::read_to_string(root.join("SKILL.md")).expect("read"),
+            skill_md,
+            "{in_the_way}"
+        );
+        fs_err::remove_dir_all(root.join("schemas")).expect("rm");
+    }
+    // Cleared, the same command writes the draft.
+    let (code, out, err) = band(&["wrap", "blocked", "--write"], ws.path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(root.join("BAND.md").is_file() && root.join("schemas/output").is_dir());
+}
