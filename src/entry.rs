@@ -55,6 +55,9 @@ pub enum NotEntry {
     /// Nothing says it is a program: no execute bit, `#!` line or main guard, and SKILL.md does not
     /// name it.
     NoSay,
+    /// Named as a copy or a model of a file, not the file (`pre-push.template`, `x.sh.sample`,
+    /// `config.example`, `x.py.bak`, `x~`): what a user copies or a tool left, not what runs.
+    Template,
 }
 
 impl NotEntry {
@@ -72,6 +75,7 @@ impl NotEntry {
             NotEntry::NoSay => {
                 "no `#!` line, execute bit or main guard, and SKILL.md does not run it".into()
             }
+            NotEntry::Template => "named as a template, sample or copy, not a program".into(),
         }
     }
 }
@@ -133,6 +137,19 @@ impl File {
 }
 
 /// True for a test file by its name.
+/// True when a file's name says it is a model or a copy of a file rather than the file: its last
+/// extension is one of the conventions for that (`.template`, `.tmpl`, `.tpl`, `.sample`,
+/// `.example`, `.dist`, `.bak`, `.orig`, `.old`), or it ends in `~` (an editor's backup).
+pub fn is_template(file_name: &str) -> bool {
+    const MARKS: [&str; 9] = [
+        "template", "tmpl", "tpl", "sample", "example", "dist", "bak", "orig", "old",
+    ];
+    file_name.ends_with('~')
+        || file_name.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty() && MARKS.iter().any(|m| ext.eq_ignore_ascii_case(m))
+        })
+}
+
 pub fn is_test(file_name: &str) -> bool {
     let stem = file_name.split('.').next().unwrap_or(file_name);
     file_name == "conftest.py"
@@ -412,6 +429,9 @@ pub fn classify(files: &[File], skill_md: Option<&str>) -> Vec<Result<Entry, Not
             if name == "__init__.py" {
                 return Err(NotEntry::Init);
             }
+            if is_template(name) {
+                return Err(NotEntry::Template);
+            }
             if is_test(name) {
                 return Err(NotEntry::Test);
             }
@@ -517,6 +537,34 @@ mod tests {
         assert_eq!(
             r,
             [PathBuf::from("scripts/a.py"), "scripts/utils.py".into()]
+        );
+    }
+
+    #[test]
+    fn a_template_or_a_copy_is_no_entry_point_unless_skill_md_runs_it() {
+        let files = [
+            file("scripts/pre-push.template", 0o755, "#!/bin/sh\nexit 0\n"),
+            file("scripts/deploy.sh.sample", 0o755, "#!/bin/sh\n"),
+            file("scripts/fix.py.bak", 0o644, "#!/usr/bin/env python3\n"),
+            file("scripts/fix.py~", 0o755, "#!/usr/bin/env python3\n"),
+            file("scripts/hook.tmpl", 0o755, "#!/bin/sh\n"),
+            file("scripts/named.example", 0o755, "#!/bin/sh\n"),
+            file("scripts/fix.py", 0o755, "#!/usr/bin/env python3\n"),
+            file("scripts/example.sh", 0o755, "#!/bin/sh\n"),
+        ];
+        let md = "Once, run:\n\n    bash scripts/named.example\n";
+        assert_eq!(
+            classify(&files, Some(md)),
+            [
+                Err(NotEntry::Template),
+                Err(NotEntry::Template),
+                Err(NotEntry::Template),
+                Err(NotEntry::Template),
+                Err(NotEntry::Template),
+                Ok(Entry::Named),
+                Ok(Entry::Executable),
+                Ok(Entry::Executable),
+            ]
         );
     }
 
