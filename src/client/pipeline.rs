@@ -805,13 +805,27 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     redact.mask_result(&mut result);
     let failed = matches!(result.status, Status::ScriptFailed | Status::Denied)
         && result.exit_code.is_some_and(|c| c != 0);
-    let not_admitted = match CompiledPolicy::compile(&prepared.request.policy) {
-        Ok(policy) if failed => super::unadmitted::not_admitted(
-            &prepared.workspace,
-            &policy,
-            &prepared.request.workspace,
-            &super::unadmitted::named_paths(&result.stderr, &prepared.request.input),
-        ),
+    let which = match result.status {
+        _ if failed => Some(super::unadmitted::Words::Failed),
+        Status::Ok => Some(super::unadmitted::Words::PathLike),
+        _ => None,
+    };
+    let not_admitted = match (CompiledPolicy::compile(&prepared.request.policy), which) {
+        (Ok(policy), Some(which)) => {
+            let written: Vec<String> = result.written.iter().map(|f| f.path.clone()).collect();
+            super::unadmitted::not_admitted(
+                &prepared.workspace,
+                &policy,
+                &prepared.request.workspace,
+                &written,
+                &super::unadmitted::named_paths(
+                    &result.stderr,
+                    &result.stdout,
+                    &prepared.request.input,
+                    which,
+                ),
+            )
+        }
         _ => Vec::new(),
     };
     let input_json = serde_json::to_vec(&prepared.request.input)?;

@@ -1,7 +1,12 @@
-//! A failed run that looked for a workspace file its band does not admit: which files, and the
+//! A run that looked for a workspace file its band does not admit: which files, and the
 //! `allow.read` rule that would admit each (issue 38, item 7). Only names the script itself gave
-//! (its stderr, its input's strings) are looked up, and only their type is read: nothing of the
+//! (its output, its input's strings) are looked up, and only their type is read: nothing of the
 //! workspace is listed, and no contents are read.
+//!
+//! A failed run looks up every word of its stderr. A run that ended ok looks up only words that
+//! read as paths (a `/` in them, or a name with an extension): a script that tested for a folder
+//! the band hid (`[ -d libs ]`) and said "no libs/ directory" ended ok, with another result than
+//! it gives on the host, and nothing said why.
 
 use std::collections::BTreeSet;
 
@@ -48,10 +53,51 @@ fn as_workspace_path(word: &str) -> Option<String> {
     Some(word.to_string())
 }
 
-/// The names a failed script may have looked for: words of its stderr (split at whitespace and
-/// quotes, brackets, `:`, `,` and `;`, a final `.` dropped) and its input's strings. In order of
-/// appearance, each once, at most [`MAX_LOOKUPS`].
-pub(crate) fn named_paths(stderr: &str, input: &serde_json::Value) -> Vec<String> {
+/// The most of a run's stdout and of its stderr read for names.
+const MAX_SCANNED: usize = 64 << 10;
+
+/// Which words of a run's output are looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Words {
+    /// Every word of stderr, and the path-like words of stdout: the run failed.
+    Failed,
+    /// Only path-like words (a `/` in them, or `name.ext`), of both: the run ended ok, so only a
+    /// name that reads as a path is worth a note.
+    PathLike,
+}
+
+/// A word that reads as a path: a `/` in it (`libs/`, `data/in.csv`), or a name with an
+/// extension (`refs.bib`), not a number (`3.14`) or a sentence's end.
+fn path_like(word: &str) -> bool {
+    word.contains('/')
+        || word.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && !ext.is_empty()
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && !ext.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// The words of `text` (its first [`MAX_SCANNED`] bytes), split at whitespace and quotes,
+/// brackets, `:`, `,` and `;`, a final `.` dropped.
+fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut end = text.len().min(MAX_SCANNED);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end]
+        .split(|c: char| c.is_whitespace() || "'\"`()<>[]{},;:".contains(c))
+        .map(|w| w.strip_suffix('.').unwrap_or(w))
+}
+
+/// The names a script may have looked for: its input's strings, then words of its stderr and
+/// stdout as `which` says. In order of appearance, each once, at most [`MAX_LOOKUPS`].
+pub(crate) fn named_paths(
+    stderr: &str,
+    stdout: &str,
+    input: &serde_json::Value,
+    which: Words,
+) -> Vec<String> {
     fn strings<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
         match v {
             serde_json::Value::String(s) => out.push(s),
@@ -62,11 +108,11 @@ pub(crate) fn named_paths(stderr: &str, input: &serde_json::Value) -> Vec<String
     }
     let mut words: Vec<&str> = Vec::new();
     strings(input, &mut words);
-    words.extend(
-        stderr
-            .split(|c: char| c.is_whitespace() || "'\"`()<>[]{},;:".contains(c))
-            .map(|w| w.strip_suffix('.').unwrap_or(w)),
-    );
+    match which {
+        Words::Failed => words.extend(words_of(stderr)),
+        Words::PathLike => words.extend(words_of(stderr).filter(|w| path_like(w))),
+    }
+    words.extend(words_of(stdout).filter(|w| path_like(w)));
     let mut seen = BTreeSet::new();
     words
         .into_iter()
@@ -86,12 +132,14 @@ fn exact_read_rule(path: &str, folder: bool) -> String {
     }
 }
 
-/// Of the names a failed script gave, those that exist in the workspace but were not copied in
-/// (the band does not admit them), each with the rule that would: at most [`MAX_SHOWN`].
+/// Of the names a script gave, those that exist in the workspace but were not copied in (the
+/// band does not admit them) and that the run did not write, each with the rule that would: at
+/// most [`MAX_SHOWN`].
 pub(crate) fn not_admitted(
     root: &WorkspaceRoot,
     policy: &CompiledPolicy,
     copied: &[FileEntry],
+    written: &[String],
     names: &[String],
 ) -> Vec<NotAdmitted> {
     let copied: BTreeSet<&str> = copied.iter().map(|f| f.path.as_str()).collect();
@@ -100,7 +148,10 @@ pub(crate) fn not_admitted(
         if out.len() == MAX_SHOWN {
             break;
         }
-        if copied.contains(path.as_str()) || policy.read.check(path).is_allowed() {
+        if copied.contains(path.as_str())
+            || written.iter().any(|w| w == path)
+            || policy.read.check(path).is_allowed()
+        {
             continue;
         }
         let folder = match kind_of(root, path) {
@@ -135,7 +186,7 @@ mod tests {
                       Error: File not found: data/in.csv.\n\
                       Error: /workspace/proj is missing; see https://x.test/a and /etc/hosts, ../up\n";
         let input = serde_json::json!({"args": ["--out=x", "out.bib"], "n": 3, "f": "refs.bib"});
-        let got = named_paths(stderr, &input);
+        let got = named_paths(stderr, "", &input, Words::Failed);
         assert!(
             got.starts_with(&["out.bib".to_string(), "refs.bib".to_string()]),
             "{got:?}"
@@ -174,7 +225,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let got = not_admitted(&root, &policy, &copied, &names);
+        let got = not_admitted(&root, &policy, &copied, &[], &names);
         assert_eq!(
             got,
             vec![
@@ -187,6 +238,42 @@ mod tests {
                     rule: "proj/**".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn an_ok_run_looks_up_only_words_that_read_as_paths_of_both_streams() {
+        let stdout = "Checked 3 files.\nlibs: skipped (no libs/ directory found)\nSee notes.md, v1.2 and 3.14\n";
+        let stderr = "INFO data loaded; wrote out/report.txt\n";
+        let input = serde_json::json!({"mode": "fast"});
+        let got = named_paths(stderr, stdout, &input, Words::PathLike);
+        assert_eq!(got, ["fast", "out/report.txt", "libs", "notes.md"]);
+        // A failed run takes every word of stderr, and still only the path-like of stdout.
+        let got = named_paths(stderr, stdout, &input, Words::Failed);
+        assert!(got.contains(&"data".to_string()), "{got:?}");
+        assert!(!got.contains(&"Checked".to_string()), "{got:?}");
+        // Past the bound nothing is read.
+        let long = format!("{}tail/x.txt", "a ".repeat(MAX_SCANNED));
+        assert!(!named_paths("", &long, &input, Words::PathLike).contains(&"tail/x.txt".into()));
+    }
+
+    #[test]
+    fn a_file_the_run_wrote_is_not_said_to_be_left_out() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path();
+        fs_err::create_dir_all(w.join("out")).expect("mkdir");
+        fs_err::write(w.join("out/report.txt"), "x").expect("write");
+        fs_err::create_dir_all(w.join("libs")).expect("mkdir");
+        let root = WorkspaceRoot::open(w, true, true).expect("open");
+        let policy = CompiledPolicy::compile(&crate::policy::Policy::default()).expect("policy");
+        let names = ["out/report.txt".to_string(), "libs".to_string()];
+        let got = not_admitted(&root, &policy, &[], &["out/report.txt".into()], &names);
+        assert_eq!(
+            got,
+            [NotAdmitted {
+                path: "libs".into(),
+                rule: "libs/**".into()
+            }]
         );
     }
 }

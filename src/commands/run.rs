@@ -289,9 +289,15 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         if let Some(note) = crate::cli::render::links_note(&outcome.links_left_out) {
             say(&note);
         }
+        // After a failure, a likely cause; after an ok run, why its result may differ from the
+        // same script's on the host.
+        let (lead, ran) = match result.status {
+            Status::Ok => ("note", "; the script ran without it"),
+            _ => ("hint", ""),
+        };
         for n in &outcome.not_admitted {
             say(&format!(
-                "hint: `{}` (named in the input or the script's errors) is in the workspace but was not copied in, as the band does not admit it; to let the script read it: allow.read {:?}\n",
+                "{lead}: `{}` (named in the input or the script's output) is in the workspace but was not copied in, as the band does not admit it{ran}; to let the script read it: allow.read {:?}\n",
                 for_terminal(&n.path),
                 n.rule
             ));

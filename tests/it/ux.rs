@@ -333,6 +333,34 @@ fn lint_warns_of_rules_reaching_folders_never_copied() {
     band_snapshot!(out, "lint_never_copied");
 }
 
+/// A run that tested for a folder its band hides (`[ -d libs ]`) ends ok with another result than
+/// the host's; its output names the folder, so band says the run went without it, and the rule.
+/// A file the run wrote, named in its output, is not said to be left out.
+#[test]
+fn privileged_an_ok_run_that_names_a_folder_the_band_hid_says_so() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(ws.join("libs/core")).expect("mkdir");
+    fs_err::write(ws.join("libs/core/a.ts"), "// TODO-CONTENTS\n").expect("write");
+    fs_err::write(ws.join("in.txt"), "x\n").expect("write");
+    SkillBuilder::new("tree")
+        .band(
+            "description: Checks a tree.\nversion: 1\nallow:\n  read: [\"./in.txt\"]\n  \
+             write: [\"out/**\"]\n",
+        )
+        .script(
+            "check.sh",
+            "#!/bin/sh\nmkdir -p out; wc -l < in.txt > out/count.txt; echo \"wrote out/count.txt\"\n\
+             if [ -d libs ]; then echo \"libs: checked\"; else echo \"libs: skipped (no libs/ directory found)\"; fi\n",
+        )
+        .input_schema("check", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "tree/check", &[]);
+    band_snapshot!(out, "ok_run_names_a_hidden_folder");
+    assert!(!out.stdout.contains("TODO-CONTENTS") && !out.stderr.contains("TODO-CONTENTS"));
+}
+
 /// A failed run that looked for a workspace file the band does not admit names it, with the
 /// rule to add; the file's contents appear nowhere.
 #[test]

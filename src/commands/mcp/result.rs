@@ -103,6 +103,13 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
                 .content
                 .push(ContentBlock::text(format!("band: warning: {w}")));
         }
+        // A workspace path its output names that the band hid: the run went without it.
+        for n in &outcome.not_admitted {
+            result.content.push(ContentBlock::text(format!(
+                "band: note: `{}` is in the workspace but was not copied in, as the band does not admit it; the script ran without it; to let it read it: allow.read {:?}",
+                n.path, n.rule
+            )));
+        }
         return result;
     }
     let message = match &r.error {
@@ -125,6 +132,17 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
     }
     if !r.insist_missing.is_empty() {
         details.push(format!("never happened: {}", r.insist_missing.join(", ")));
+    }
+    if !outcome.not_admitted.is_empty() {
+        let what: Vec<String> = outcome
+            .not_admitted
+            .iter()
+            .map(|n| format!("`{}` (allow.read {:?})", n.path, n.rule))
+            .collect();
+        details.push(format!(
+            "in the workspace but not admitted by the band: {}",
+            what.join(", ")
+        ));
     }
     let hint = r.error.as_ref().and_then(|e| e.hint.as_deref());
     failure(
@@ -423,5 +441,35 @@ mod tests {
         o.result.status = Status::ScriptFailed;
         let (_, s) = typed(&call_result(&o, None));
         assert_eq!(s["secret_warnings"], json!([warning]));
+    }
+
+    #[test]
+    fn results_say_what_the_band_hid_that_the_script_named() {
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!("libs: skipped"));
+        let mut o = outcome(ok);
+        o.not_admitted = vec![band::client::unadmitted::NotAdmitted {
+            path: "libs".into(),
+            rule: "libs/**".into(),
+        }];
+        let r = call_result(&o, None);
+        assert!(
+            texts(&r)
+                .iter()
+                .any(|t| t.starts_with("band: note: `libs` is in the workspace")
+                    && t.ends_with("allow.read \"libs/**\"")),
+            "{:?}",
+            r.content
+        );
+        o.result.status = Status::ScriptFailed;
+        let (head, _) = typed(&call_result(&o, None));
+        assert!(
+            head.contains(
+                "in the workspace but not admitted by the band: `libs` (allow.read \"libs/**\")"
+            ),
+            "{head}"
+        );
     }
 }
