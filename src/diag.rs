@@ -125,6 +125,7 @@ codes! {
     BundledProgramMissing = "S010", "bundled-program-missing", Error, "A `./` cli pattern names a file that is not in the skill, so the run is refused.";
     BundledProgramUndeclared = "S011", "bundled-program-undeclared", Warning, "A file of the skill looks executable (execute bit, `#!` line or ELF header) but is no script's entry and no `./` cli pattern names it: it cannot execute in the sandbox.";
     NativeEntry = "S012", "native-entry", Error, "A script's entry is a native executable; /skill is noexec, so it cannot start.";
+    InterpreterNotAllowed = "S013", "interpreter-not-allowed", Error, "A script band-server starts with an interpreter (it has no execute bit) names one the band's allow.cli does not allow, so the run cannot start.";
     // C: contracts
     SchemaJson = "C001", "schema-json", Error, "A schema file is not valid JSON.";
     SchemaInvalid = "C002", "schema-invalid", Error, "A schema does not compile (bad keyword, unknown draft, or unresolvable $ref).";

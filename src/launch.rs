@@ -75,6 +75,39 @@ impl By {
     }
 }
 
+impl Interpreter {
+    /// Whether a run needs an `allow.cli` rule for it: every interpreter but the essentials
+    /// every band gets (`bash`, `sh`: [`crate::policy::cli::ESSENTIALS`]).
+    pub fn needs_rule(&self) -> bool {
+        !crate::policy::cli::ESSENTIALS.contains(&self.name.as_str())
+    }
+
+    /// The `allow.cli` rule that lets band-server start the entry `entry` (relative to the skill)
+    /// with this interpreter, as `band wrap` writes it: `python3 /skill/scripts/x.py *`,
+    /// `bash -e /skill/scripts/x *`, `python3 -m scripts.x *`.
+    pub fn start_rule(&self, entry: &Path) -> String {
+        let module = (self.by == By::Module)
+            .then(|| module_name(entry))
+            .flatten();
+        start_rule(
+            &entry.to_string_lossy(),
+            &self.name,
+            self.arg.as_deref(),
+            module.as_deref(),
+        )
+    }
+}
+
+/// The `allow.cli` rule that starts the entry `entry` (relative to the skill) with the
+/// interpreter `name` (its `#!` argument `arg`; as the module `module`, when SKILL.md runs it so).
+pub fn start_rule(entry: &str, name: &str, arg: Option<&str>, module: Option<&str>) -> String {
+    match (module, arg) {
+        (Some(m), _) => format!("{name} -m {m} *"),
+        (None, Some(a)) => format!("{name} {a} /skill/{entry} *"),
+        (None, None) => format!("{name} /skill/{entry} *"),
+    }
+}
+
 /// The extensions band knows an interpreter for, as a hint says them.
 pub const KNOWN_EXTENSIONS: &str = ".py, .sh, .bash, .js, .mjs, .cjs";
 

@@ -845,13 +845,14 @@ pub fn output_schema(script: &WrappedScript) -> serde_json::Value {
 /// /skill/scripts/x.py *`, `bash -e /skill/scripts/x *` (its interpreter and `#!` argument), or
 /// `./scripts/x *` for a program exec'd as it is.
 pub fn entry_rule(s: &WrappedScript) -> String {
-    if let (Some(i), Some(m)) = (&s.interpreter, &s.module) {
-        return format!("{i} -m {m} *");
-    }
-    match (&s.interpreter, &s.interpreter_arg) {
-        (Some(i), Some(a)) => format!("{i} {a} /skill/{} *", s.entry),
-        (Some(i), None) => format!("{i} /skill/{} *", s.entry),
-        (None, _) => format!("./{} *", s.entry),
+    match &s.interpreter {
+        Some(i) => crate::launch::start_rule(
+            &s.entry,
+            i,
+            s.interpreter_arg.as_deref(),
+            s.module.as_deref(),
+        ),
+        None => format!("./{} *", s.entry),
     }
 }
 

@@ -188,11 +188,15 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     let band_file = resolved.as_ref().map(written_band_file);
     // The skill's other scripts the same band file governs: their rules stay.
     let shared_with = sharing_band(&skill, script);
+    let entry_start = skill.script(script).and_then(|s| {
+        learn::EntryStart::of(&s.entry, &band::lint::entry_launch(&skill.root, &s.entry))
+    });
     let to = Destination {
         band_file: band_file.as_deref(),
         skill_root: Some(&skill.root),
         shared_with,
         scripts: script_texts(&texts),
+        entry_start,
     };
     finish(&args, outcome, obs, &key, &current, to)
 }
@@ -392,6 +396,8 @@ struct Destination<'a> {
     shared_with: Vec<String>,
     /// The skill's files under `scripts/` (band files aside): name and text.
     scripts: Vec<(String, String)>,
+    /// How band-server starts the script, when with an interpreter that needs a rule.
+    entry_start: Option<learn::EntryStart>,
 }
 
 /// Merge, save, draft, print, and with --write write the band and re-lock.
@@ -408,6 +414,7 @@ fn finish(
         skill_root,
         shared_with,
         scripts,
+        entry_start,
     } = to;
     let result = &outcome.result;
     if result.status == Status::SetupFailed || result.status == Status::InputInvalid {
@@ -437,6 +444,9 @@ fn finish(
     let mut draft = learn::draft(&obs);
     learn::vet(&mut draft);
     draft.keep_named_reads(&current.allow, &scripts);
+    if let Some(start) = &entry_start {
+        draft.keep_entry_start(&current.allow, start);
+    }
     if !shared_with.is_empty() {
         let names: Vec<String> = shared_with.iter().map(|s| format!("`{s}`")).collect();
         draft.keep(

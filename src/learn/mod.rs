@@ -133,6 +133,45 @@ pub struct Rule {
     pub evidence: String,
 }
 
+/// How band-server starts a script with an interpreter, for [`Draft::keep_entry_start`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryStart {
+    /// The interpreter, as a rule names it (`python3`).
+    pub program: String,
+    /// What told band (`by its #! line`).
+    pub how: String,
+    /// The start with no argument of the script's (`python3 /skill/scripts/x.py`).
+    pub argv: Vec<String>,
+    /// The rule `band wrap` writes for it (`python3 /skill/scripts/x.py *`).
+    pub rule: String,
+}
+
+impl EntryStart {
+    /// The start of `entry` (relative to the skill), when band-server starts it with an
+    /// interpreter that needs a rule.
+    pub fn of(entry: &std::path::Path, launch: &crate::launch::Launch) -> Option<EntryStart> {
+        let crate::launch::Launch::With(i) = launch else {
+            return None;
+        };
+        if !i.needs_rule() {
+            return None;
+        }
+        let rule = i.start_rule(entry);
+        let argv = rule
+            .strip_suffix(" *")
+            .unwrap_or(&rule)
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        Some(EntryStart {
+            program: i.name.clone(),
+            how: i.by.as_str().to_string(),
+            argv,
+            rule,
+        })
+    }
+}
+
 /// The narrowest band the observations need: `allow` rules per category, and `env.secrets`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Draft {
@@ -198,6 +237,39 @@ impl Draft {
                 });
             }
         }
+    }
+
+    /// Keep the rule that lets band-server start the script: an entry with no execute bit is
+    /// started with its interpreter (`crate::launch`) by band-server itself, not through the CLI
+    /// gate, so no observed call shows that start, and a draft without a rule for the interpreter
+    /// is a band whose every run fails at setup. The band's own rule for it when it has one that
+    /// admits the start (as its author spelled it), else the one `band wrap` writes.
+    pub fn keep_entry_start(&mut self, current: &RuleSet, start: &EntryStart) {
+        use crate::policy::cli::CliPattern;
+        let names = |rule: &str| {
+            CliPattern::parse(rule).is_ok_and(|p| p.command() == Some(start.program.as_str()))
+        };
+        if self.cli.iter().any(|r| names(&r.rule)) {
+            return;
+        }
+        let why = format!(
+            "band-server starts the script with {} ({}), which no observed call shows",
+            start.program, start.how
+        );
+        let own = current
+            .cli
+            .iter()
+            .find(|r| CliPattern::parse(r).is_ok_and(|p| names(r) && p.matches(&start.argv)));
+        self.cli.push(match own {
+            Some(rule) => Rule {
+                rule: rule.clone(),
+                evidence: format!("kept: {why}"),
+            },
+            None => Rule {
+                rule: start.rule.clone(),
+                evidence: why,
+            },
+        });
     }
 
     /// Keep every rule and secret of the current band the draft does not have, with `why` as

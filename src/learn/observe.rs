@@ -34,13 +34,7 @@ use crate::proto::{Access, Denial, PathSeen, RunResult};
 /// never resolves. It makes band-server start the DNS stub, which records every question.
 pub const NO_NET_HOST: &str = "band-learn.invalid:9";
 
-/// Commands every band gets without a rule (band-server's `shim::ESSENTIALS`; a test there keeps
-/// the two lists equal). A call of one is allowed unchecked, so it needs no rule in a draft.
-pub const ESSENTIALS: &[&str] = &[
-    "sh", "bash", "env", "cat", "echo", "printf", "test", "true", "false", "head", "tail", "grep",
-    "sed", "awk", "sort", "uniq", "wc", "tr", "cut", "mkdir", "rm", "cp", "mv", "touch", "date",
-    "sleep", "mktemp", "basename", "dirname", "tee", "xargs", "ls",
-];
+pub use crate::policy::cli::ESSENTIALS;
 
 /// Commands band-server never makes available (its `request::FORBIDDEN_COMMANDS`).
 pub const FORBIDDEN: &[&str] = &["sudo", "su", "doas", "pkexec", "bwrap", "band-server"];

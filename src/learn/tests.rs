@@ -841,3 +841,66 @@ fn a_read_rule_a_script_names_is_kept() {
         "kept: scripts/check.sh names it, and a test of a file's existence (`[ -e ]`, `stat`) is not observed"
     );
 }
+
+/// A script with no execute bit is started by band-server with its interpreter, a start no
+/// observed call shows: before, learn drafted the removal of `python3 /skill/scripts/count.py *`
+/// and every later run was setup_failed.
+#[test]
+fn the_rule_that_starts_the_script_is_kept_or_drafted() {
+    use crate::launch::{By, Interpreter, Launch};
+    let py = |by| {
+        Launch::With(Interpreter {
+            name: "python3".into(),
+            arg: None,
+            by,
+        })
+    };
+    let entry = std::path::Path::new("scripts/count.py");
+    let start = EntryStart::of(entry, &py(By::Shebang)).expect("python3 needs a rule");
+    assert_eq!(start.rule, "python3 /skill/scripts/count.py *");
+    assert_eq!(start.argv, ["python3", "/skill/scripts/count.py"]);
+    // The band's own rule that admits the start, as spelled; else the one wrap writes.
+    for (current, want, kept) in [
+        (vec!["python3 *", "jq *"], "python3 *", true),
+        (
+            vec!["python3 /skill/scripts/other.py *"],
+            "python3 /skill/scripts/count.py *",
+            false,
+        ),
+        (vec![], "python3 /skill/scripts/count.py *", false),
+    ] {
+        let current = RuleSet {
+            cli: current.into_iter().map(String::from).collect(),
+            ..RuleSet::default()
+        };
+        let mut d = Draft::default();
+        d.keep_entry_start(&current, &start);
+        assert_eq!(rules(&d.cli), [want]);
+        assert_eq!(d.cli[0].evidence.starts_with("kept: "), kept);
+        assert!(
+            d.cli[0]
+                .evidence
+                .contains("band-server starts the script with python3 (by its #! line)")
+        );
+    }
+    // A draft that already runs python3 (the script calls it too) needs nothing more.
+    let mut d = Draft {
+        cli: vec![Rule {
+            rule: "python3 -c \"print(1)\"".into(),
+            evidence: "ran".into(),
+        }],
+        ..Draft::default()
+    };
+    d.keep_entry_start(&RuleSet::default(), &start);
+    assert_eq!(d.cli.len(), 1);
+    // A module start; and bash (an essential) or an executable entry need no rule.
+    let m = EntryStart::of(entry, &py(By::Module)).expect("module");
+    assert_eq!(m.rule, "python3 -m scripts.count *");
+    let bash = Launch::With(Interpreter {
+        name: "bash".into(),
+        arg: None,
+        by: By::Extension,
+    });
+    assert_eq!(EntryStart::of(entry, &bash), None);
+    assert_eq!(EntryStart::of(entry, &Launch::AsIs), None);
+}

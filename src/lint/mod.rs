@@ -9,7 +9,7 @@ pub mod paths;
 pub mod render;
 pub mod site;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -158,6 +158,8 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         .is_file()
         .then(|| schemas.compile(CONFIG_SCHEMA).ok())
         .flatten();
+    // The commands each band file allows (by its resolution), for the entries it starts.
+    let mut commands: BTreeMap<PathBuf, Option<BTreeSet<String>>> = BTreeMap::new();
     for script in &skill.scripts {
         let band_file = skill.band_file_for(&script.name);
         if band_file
@@ -169,10 +171,23 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
             if let Some(r) = &resolved {
                 diags.extend(check_bound_hosts(r));
             }
+            if let Some(f) = &band_file {
+                let allowed = resolved.as_ref().and_then(|r| {
+                    crate::policy::cli::CliMatcher::new(&r.policy.allow.cli, &r.policy.deny.cli)
+                        .ok()
+                        .map(|m| m.commands())
+                });
+                commands.insert(f.clone(), allowed);
+            }
             if let (Some(r), Some(contract)) = (resolved, &config_contract) {
                 diags.extend(check_config(contract, &r));
             }
         }
+        let allowed = band_file
+            .as_ref()
+            .and_then(|f| commands.get(f))
+            .and_then(Option::as_ref);
+        diags.extend(check_entry_start(root, script, allowed));
         let entry = root.join(&script.entry);
         // A script starts as band-server starts it (`crate::launch`): by its `#!` line or its
         // extension it needs no execute bit; only one nothing explains cannot start.
@@ -511,6 +526,40 @@ fn check_links(root: &Path) -> Vec<Diagnostic> {
         .collect()
 }
 
+/// S013: a script band-server starts with an interpreter (no execute bit: by its `#!` line, its
+/// extension, as a module) needs that interpreter among the band's programs, or the run cannot
+/// start (`setup_failed`). `allowed`: the commands the script's band allows (none known: a band
+/// with errors, reported on its own).
+fn check_entry_start(
+    root: &Path,
+    script: &crate::skill::Script,
+    allowed: Option<&BTreeSet<String>>,
+) -> Option<Diagnostic> {
+    let crate::launch::Launch::With(i) = entry_launch(root, &script.entry) else {
+        return None;
+    };
+    if !i.needs_rule() || allowed?.contains(&i.name) {
+        return None;
+    }
+    let rule = i.start_rule(&script.entry);
+    Some(
+        Diagnostic::new(
+            Code::InterpreterNotAllowed,
+            root.join(&script.entry),
+            Loc::FILE,
+            format!(
+                "script `{}` is started with {} ({}), which its band's allow.cli does not allow: the run cannot start",
+                script.name,
+                i.name,
+                i.by.as_str()
+            ),
+        )
+        .with_hint(format!(
+            "allow it: allow.cli: [\"{rule}\"] (as band wrap writes it), or give the script an execute bit"
+        )),
+    )
+}
+
 /// How band-server will start the script at `entry` (relative to `root`), read as the run reads
 /// it (a file it cannot read is left to the loader's own finding: it starts as it is).
 pub fn entry_launch(root: &Path, entry: &Path) -> crate::launch::Launch {
@@ -608,6 +657,47 @@ mod tests {
                     "add `other.test` (or the HTTP rules for it) to `allow.net`, or drop it from the secret's hosts"
                 )
             )]
+        );
+    }
+
+    #[test]
+    fn an_entry_started_with_an_interpreter_the_band_does_not_allow_cannot_start() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("demo");
+        skill(&root, "demo");
+        // a.py: mode 644 with a #! line (started with python3); b.sh: mode 644 (bash, an
+        // essential: no rule needed); c: executable (as it is).
+        fs_err::remove_file(root.join("scripts/a.sh")).expect("rm");
+        write(&root, "scripts/a.py", "#!/usr/bin/env python3\n", 0o644);
+        write(&root, "scripts/b.sh", "echo\n", 0o644);
+        let found = |band: &str| {
+            write(&root, "BAND.md", band, 0o644);
+            lint_paths(&[t.path().to_path_buf()])
+                .diagnostics
+                .into_iter()
+                .filter(|d| d.code == Code::InterpreterNotAllowed)
+                .map(|d| (d.message, d.hint.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            found("---\nband: demo\ndescription: d\nallow:\n  cli: [\"jq *\"]\n---\n"),
+            [(
+                "script `a` is started with python3 (by its #! line), which its band's allow.cli does not allow: the run cannot start".to_string(),
+                "allow it: allow.cli: [\"python3 /skill/scripts/a.py *\"] (as band wrap writes it), or give the script an execute bit".to_string()
+            )]
+        );
+        for allowed in ["python3 /skill/scripts/a.py *", "python3 *"] {
+            let band =
+                format!("---\nband: demo\ndescription: d\nallow:\n  cli: [\"{allowed}\"]\n---\n");
+            assert_eq!(found(&band), [], "{allowed}");
+        }
+        // A deny of the whole program takes it away again.
+        assert_eq!(
+            found(
+                "---\nband: demo\ndescription: d\nallow:\n  cli: [\"python3 *\"]\ndeny:\n  cli: [\"python3 *\"]\n---\n"
+            )
+            .len(),
+            1
         );
     }
 

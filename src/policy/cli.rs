@@ -154,6 +154,14 @@ fn is_command_name(s: &str) -> bool {
 /// The longest bundled program path a pattern may name (its table name must fit a file name).
 pub const BUNDLED_PATH_MAX: usize = 200;
 
+/// Commands every band gets without a rule (band-server's `shim::ESSENTIALS`; a test there keeps
+/// the two lists equal). A call of one is allowed unchecked, so it needs no rule in a draft.
+pub const ESSENTIALS: &[&str] = &[
+    "sh", "bash", "env", "cat", "echo", "printf", "test", "true", "false", "head", "tail", "grep",
+    "sed", "awk", "sort", "uniq", "wc", "tr", "cut", "mkdir", "rm", "cp", "mv", "touch", "date",
+    "sleep", "mktemp", "basename", "dirname", "tee", "xargs", "ls",
+];
+
 /// The file of the skill bundle a command word names, relative to the skill root: `./bin/tool` →
 /// `bin/tool`. `None` for a host command (`jq`) or anything that is not a valid `./` form (see
 /// `check_bundled`). Inside the sandbox that file is `/skill/bin/tool`; it runs only through

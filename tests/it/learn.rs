@@ -805,6 +805,86 @@ fn privileged_learn_keeps_a_read_rule_for_a_file_the_script_only_tests() {
     assert_eq!((code, out.trim()), (0, "present"), "{err}");
 }
 
+/// A script with no execute bit (a `#!` line, mode 644, as many public skills ship them) is
+/// started by band-server with its interpreter, which no observed call shows: before, learn
+/// drafted the removal of `python3 /skill/scripts/count.py *` and every run after `--write` was
+/// `setup_failed`. Now the draft keeps it, and lint calls a band without it an error (S013).
+#[test]
+fn privileged_learn_keeps_the_rule_that_starts_a_script_with_no_execute_bit() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    fs_err::write(ws.join("in.txt"), "a\nb\n").expect("write");
+    fs_err::write(ws.join("other.txt"), "a\nb\nc\n").expect("write");
+    SkillBuilder::new("one")
+        .band(
+            "description: Counts lines.\nversion: 1\nallow:\n  \
+             cli: [\"python3 /skill/scripts/count.py *\"]\n  read: [\"*.txt\"]\n",
+        )
+        .file(
+            "scripts/count.py",
+            0o644,
+            "#!/usr/bin/env python3\nimport sys\nprint(sum(1 for _ in open(sys.argv[1])))\n",
+        )
+        .input_schema(
+            "count",
+            r#"{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}"#,
+        )
+        .write(&skills);
+    let cfg = dead_dns();
+    let w = ws.to_str().expect("utf-8");
+    let band = |args: &[&str]| band_in(&cfg, t.path(), args);
+    let (code, out, err) = band(&[
+        "learn",
+        "--write",
+        "--skills",
+        "skills",
+        "--workspace",
+        w,
+        "one/count",
+        "--",
+        "in.txt",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("  \"python3 /skill/scripts/count.py *\"")
+                && l.contains(
+                    "# kept: band-server starts the script with python3 (by its #! line)"
+                )),
+        "{out}"
+    );
+    let (code, out, err) = band(&["lint", "skills/one"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = band(&[
+        "run",
+        "--skills",
+        "skills",
+        "--workspace",
+        w,
+        "one/count",
+        "--",
+        "in.txt",
+    ]);
+    assert_eq!((code, out.trim()), (0, "2"), "{err}");
+    // Without the rule, lint says the run cannot start, and why.
+    let band_md = skills.join("one/BAND.md");
+    let text = fs_err::read_to_string(&band_md).expect("read");
+    fs_err::write(
+        &band_md,
+        text.replace("\"python3 /skill/scripts/count.py *\"", "\"jq *\""),
+    )
+    .expect("write");
+    let (code, out, err) = band(&["lint", "skills/one"]);
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("S013")
+            && format!("{out}{err}").contains("is started with python3"),
+        "{out}\n{err}"
+    );
+}
+
 /// A skill whose BAND.md leads through `path:` to a band outside it (other skills may share
 /// it): `band learn --write` refuses, and writes nothing there.
 #[test]
