@@ -92,6 +92,21 @@ fn started_runs(data: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// Kills the processes it names when dropped: the clients of a test that failed, each named only
+/// until it is reaped (a reaped pid may be another process's).
+struct KillOnDrop(Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 #[test]
 fn privileged_sixty_four_runs_at_once_see_only_their_own_and_leave_nothing_behind() {
     band_test::privileged!(sandbox_missing());
@@ -182,20 +197,36 @@ fn sixty_four_runs(warm: bool) {
         band.apply(&mut cmd);
         clients.push((i, cmd.spawn().expect("band run"), ws));
     }
-    // A quarter of the clients are killed once their script runs.
+    // A test that fails from here on kills every client it started (a client's run ends with
+    // it), so a failure leaves no run behind.
+    let mut guard = KillOnDrop(clients.iter().map(|(_, c, _)| c.id()).collect());
+    // A quarter of the clients are killed once their script runs. One that ends before its
+    // script runs fails the test with what it said (a run refused at setup, say).
     for (i, child, _) in clients.iter_mut() {
         if *i % KILL_EVERY != KILL_EVERY - 1 {
             continue;
         }
         band_test::wait_until(&format!("client {i}'s script to run"), || {
-            band_test::running(&slow_sleep(*i))
+            band_test::running(&slow_sleep(*i)) || child.try_wait().ok().flatten().is_some()
         });
+        if let Ok(Some(status)) = child.try_wait() {
+            let pid = child.id();
+            guard.0.retain(|p| *p != pid);
+            let mut err = String::new();
+            if let Some(e) = child.stderr.as_mut() {
+                let _ = std::io::Read::read_to_string(e, &mut err);
+            }
+            panic!("client {i} ended ({status}) before its script ran: {err}");
+        }
         let _ = child.kill();
     }
     let mut uids = BTreeSet::new();
     let mut served = Vec::new();
     for (i, child, ws) in clients {
+        // Once reaped, its pid may be another process's: no longer the guard's.
+        let pid = child.id();
         let out = child.wait_with_output().expect("wait");
+        guard.0.retain(|p| *p != pid);
         if i % KILL_EVERY == KILL_EVERY - 1 {
             continue;
         }
