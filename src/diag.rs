@@ -90,6 +90,7 @@ codes! {
     FileUnreadable = "F012", "file-unreadable", Error, "A file could not be read.";
     FrontmatterTooComplex = "F013", "frontmatter-too-complex", Error, "The frontmatter exceeds a parsing limit (size, nesting depth, brackets, anchors or aliases), so it is not parsed.";
     TargetSubstituted = "F014", "target-substituted", Warning, "`execution.target: local-dangerously` (upstream: no sandbox) runs on the host target, inside band's sandbox.";
+    RemoteTarget = "F015", "remote-target", Warning, "`execution.target` names another machine (`ssh://`, `sandboxd://`): a run goes there only when its user chooses it (`--target`, or `[targets]` in the config).";
     // P: policy rules
     InvalidPattern = "P001", "invalid-pattern", Error, "A rule pattern is malformed or uses characters band refuses.";
     DenyInsist = "P002", "deny-insist", Error, "An item is insisted on but also denied, so the run could never satisfy it.";

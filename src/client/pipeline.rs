@@ -1028,8 +1028,8 @@ pub fn resolve_target(
         return Ok(c);
     }
     if let Some(b) = band {
-        return Ok(match config.mapped(b) {
-            Some(to) => TargetChoice {
+        return match config.mapped(b) {
+            Some(to) => Ok(TargetChoice {
                 target: to.clone(),
                 reason: TargetReason::BandMapped {
                     from: b.to_string(),
@@ -1037,9 +1037,19 @@ pub fn resolve_target(
                 note: Some(format!(
                     "the band's target {b} runs on {to} ([targets] in the config)"
                 )),
-            },
-            None => chosen(b.clone(), TargetReason::Band),
-        });
+            }),
+            // The skill's author does not choose where the user's workspace, input and secrets
+            // (and a sandboxd token) are sent: only the user does, by a flag or the config.
+            None if b.is_remote() => Err(user_error(
+                format!(
+                    "the band's execution.target {b} is another machine, and a band does not choose where band sends your files, input and secrets"
+                ),
+                format!(
+                    "run it with --target (`--target {b}` if you trust it), or map it in [targets] of the config (docs/vm.md)"
+                ),
+            )),
+            None => Ok(chosen(b.clone(), TargetReason::Band)),
+        };
     }
     if let Some(t) = &config.target {
         let path = UserConfig::path()
@@ -1223,6 +1233,42 @@ mod tests {
             pick(None, None, &lima_to_host),
             pair("lima", "target in the config")
         );
+    }
+
+    /// A band that names another machine is never taken at its word: a run goes there only by
+    /// the user's flag, force_target or [targets] mapping.
+    #[test]
+    fn a_band_never_chooses_another_machine_on_its_own() {
+        let never = || -> TargetChoice { panic!("the default is not needed") };
+        for remote in ["ssh://me@box", "sandboxd://127.0.0.1:7000"] {
+            let b = Target::parse(remote).expect("target");
+            assert!(b.is_remote());
+            for cfg in ["", "target = \"host\"\n"] {
+                let e = resolve_target(None, Some(&b), &config(cfg), &never).unwrap_err();
+                assert!(
+                    e.to_string().contains(&format!(
+                        "the band's execution.target {remote} is another machine"
+                    )),
+                    "{e}"
+                );
+                assert!(e.hint().is_some_and(|h| h.contains("--target")), "{e:?}");
+            }
+            assert_eq!(pick(Some(remote), Some(&b), &config("")).1, "--target");
+            let forced = config(&format!("force_target = \"{remote}\"\n"));
+            assert_eq!(
+                pick(None, Some(&b), &forced).1,
+                "force_target in the config"
+            );
+            let mapped = config(&format!("[targets]\n\"{remote}\" = \"{remote}\"\n"));
+            assert_eq!(pick(None, Some(&b), &mapped).0, remote);
+        }
+        for local in [Target::Host, Target::Qemu, Target::Lima] {
+            assert!(!local.is_remote());
+            assert_eq!(
+                pick(None, Some(&local), &config("")).1,
+                "the band's execution.target"
+            );
+        }
     }
 
     #[test]

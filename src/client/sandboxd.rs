@@ -146,6 +146,14 @@ impl SandboxdTransport {
 /// The most of a request one `WriteStdin` carries (gRPC's default message cap is 4 MiB).
 const REQUEST_CHUNK: usize = 1 << 20;
 
+/// How long band waits for a TCP connection to the endpoint.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The most of a stream (stdout, stderr) band keeps of a run on a pod: past it band stops
+/// reading and the run is an error, so an endpoint that streams without end cannot fill band's
+/// memory. Above band-server's own bounds on a run's output and logs.
+pub const MAX_STREAMED: usize = 64 << 20;
+
 /// The argv of `band exec`'s request (its input `{"argv": [...]}`); `None` for a skill's run.
 fn exec_argv(req: &RunRequest) -> Option<Vec<String>> {
     if req.skill != super::adhoc::NAME || req.script != super::adhoc::NAME {
@@ -156,6 +164,18 @@ fn exec_argv(req: &RunRequest) -> Option<Vec<String>> {
         .get("argv")
         .and_then(|a| serde_json::from_value(a.clone()).ok())?;
     (!argv.is_empty()).then_some(argv)
+}
+
+/// `data` added to what a stream sent so far, or an error past [`MAX_STREAMED`].
+fn bounded(kept: &mut String, data: &str, name: &str) -> std::result::Result<(), String> {
+    if kept.len() + data.len() > MAX_STREAMED {
+        return Err(format!(
+            "the run sent more than {} MiB on {name}; band stopped reading it",
+            MAX_STREAMED >> 20
+        ));
+    }
+    kept.push_str(data);
+    Ok(())
 }
 
 /// What a `Start` runs: `band exec`'s command, or [`REQUEST_COMMAND`] with the skill's request
@@ -219,14 +239,24 @@ impl Transport for SandboxdTransport {
                 other => on_event(&other),
             }
         };
+        // Until the pod has started the run there is nothing to signal: a cancel (Ctrl-C,
+        // SIGTERM) ends the wait for an endpoint that does not answer, and the run is cancelled.
+        let cancelled = || async {
+            while !cancel.is_cancelled() {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        };
+        const CANCELLED: &str = "cancelled before the pod started the run's script";
         let answered: std::result::Result<(Option<i32>, Option<RunResult>, bool), String> =
             rt.block_on(async {
-                let channel = tonic::transport::Endpoint::from_shared(uri)
+                let endpoint = tonic::transport::Endpoint::from_shared(uri)
                     .map_err(|e| e.to_string())?
-                    .http2_max_header_list_size(MAX_TRAILERS)
-                    .connect()
-                    .await
-                    .map_err(|e| format!("{e}"))?;
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .http2_max_header_list_size(MAX_TRAILERS);
+                let channel = tokio::select! {
+                    c = endpoint.connect() => c.map_err(|e| format!("{e}"))?,
+                    () = cancelled() => return Err(CANCELLED.to_string()),
+                };
                 let mut client =
                     pb::process_service_client::ProcessServiceClient::with_interceptor(
                         channel,
@@ -235,53 +265,57 @@ impl Transport for SandboxdTransport {
                             Ok(r)
                         },
                     );
-                let mut stream = client
-                    .start(pb::StartRequest {
-                        config: Some(pb::ProcessConfig {
-                            command: argv,
-                            env_vars: Default::default(),
-                            cwd: None,
-                        }),
-                        pty: None,
-                    })
-                    .await
-                    .map_err(|s| format!("{}: {}", s.code(), s.message()))?
-                    .into_inner();
+                let start = client.start(pb::StartRequest {
+                    config: Some(pb::ProcessConfig {
+                        command: argv,
+                        env_vars: Default::default(),
+                        cwd: None,
+                    }),
+                    pty: None,
+                });
+                let mut stream = tokio::select! {
+                    r = start => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+                    () = cancelled() => return Err(CANCELLED.to_string()),
+                }
+                .into_inner();
                 let (mut pid, mut exit, mut signalled) = (None, None, false);
                 loop {
                     tokio::select! {
+                        // No word from the pod yet and a cancel: nothing to signal.
+                        () = cancelled(), if pid.is_none() => return Err(CANCELLED.to_string()),
                         m = stream.message() => match m {
                             Ok(Some(pb::StartResponse { event: Some(e) })) => match e {
                                 pb::start_response::Event::Init(i) => {
                                     pid = Some(i.process_id);
                                     // A skill's request: its stdin, then its end.
                                     if let Some(json) = &request {
-                                        for chunk in json.chunks(REQUEST_CHUNK) {
-                                            client
-                                                .write_stdin(pb::WriteStdinRequest {
-                                                    process_id: i.process_id,
-                                                    payload: Some(pb::write_stdin_request::Payload::Input(chunk.to_vec())),
-                                                })
-                                                .await
-                                                .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
-                                        }
-                                        client
-                                            .write_stdin(pb::WriteStdinRequest {
+                                        // A pod that does not read its stdin holds these:
+                                        // a cancel ends the wait (the connection goes, and
+                                        // with it the run).
+                                        let payloads = json
+                                            .chunks(REQUEST_CHUNK)
+                                            .map(|c| pb::write_stdin_request::Payload::Input(c.to_vec()))
+                                            .chain([pb::write_stdin_request::Payload::Eof(())]);
+                                        for payload in payloads {
+                                            let write = client.write_stdin(pb::WriteStdinRequest {
                                                 process_id: i.process_id,
-                                                payload: Some(pb::write_stdin_request::Payload::Eof(())),
-                                            })
-                                            .await
-                                            .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
+                                                payload: Some(payload),
+                                            });
+                                            tokio::select! {
+                                                r = write => r.map_err(|s| format!("{}: {}", s.code(), s.message()))?,
+                                                () = cancelled() => return Err(CANCELLED.to_string()),
+                                            };
+                                        }
                                     }
                                 }
                                 pb::start_response::Event::Stdout(b) => {
                                     let data = String::from_utf8_lossy(&b).into_owned();
-                                    stdout.push_str(&data);
+                                    bounded(&mut stdout, &data, "stdout")?;
                                     emit(Event::Stdout { data }, &mut held);
                                 }
                                 pb::start_response::Event::Stderr(b) => {
                                     let data = String::from_utf8_lossy(&b).into_owned();
-                                    stderr.push_str(&data);
+                                    bounded(&mut stderr, &data, "stderr")?;
                                     emit(Event::Stderr { data }, &mut held);
                                 }
                                 pb::start_response::Event::Exit(x) => exit = Some(x.exit_code),
@@ -417,5 +451,20 @@ mod tests {
             hint: None,
         });
         assert_eq!(result_metadata(&r), None);
+    }
+
+    #[test]
+    fn a_stream_is_kept_up_to_its_bound_then_refused() {
+        let mut kept = String::new();
+        let chunk = "x".repeat(1 << 20);
+        for _ in 0..(MAX_STREAMED >> 20) {
+            bounded(&mut kept, &chunk, "stdout").expect("within the bound");
+        }
+        let e = bounded(&mut kept, "y", "stdout").unwrap_err();
+        assert_eq!(
+            e,
+            "the run sent more than 64 MiB on stdout; band stopped reading it"
+        );
+        assert_eq!(kept.len(), MAX_STREAMED);
     }
 }

@@ -44,14 +44,7 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
                 format!("run `band lint {}`", root.display())
             ));
         };
-        // The default depends on this machine (root, sudo, a VM): decided at run time, not here.
-        let choice = resolve_target(None, r.target.as_ref(), &config, &|| TargetChoice {
-            target: Target::Host,
-            reason: TargetReason::Default,
-            note: None,
-        })?;
-        let run_target =
-            (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
+        let (run_target, target_line) = explained_target(r.target.as_ref(), &config);
         let starts = skill
             .script(&name)
             .map(|s| starts_line(&root, &s.entry))
@@ -61,7 +54,7 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
             let mut v = serde_json::json!({
                 "skill": skill.name, "script": name, "band_file": r.file, "starts": starts,
                 "target": r.target.as_ref().map(|t| t.to_string()),
-                "run_target": {"target": run_target, "reason": choice.reason},
+                "run_target": run_target,
                 "policy": r.policy, "sources": r.sources,
             });
             if let Some(s) = &site {
@@ -85,13 +78,7 @@ pub(crate) fn cmd_explain(args: ExplainArgs) -> Result<u8> {
         if let Some(s) = &site {
             s.write(&mut out)?;
         }
-        match run_target {
-            Some(t) => writeln!(out, "target: {t} ({})\n", choice.reason)?,
-            None => writeln!(
-                out,
-                "target: the default, chosen at run time (nothing names one; docs/vm.md)\n"
-            )?,
-        }
+        writeln!(out, "{target_line}\n")?;
     }
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
@@ -161,12 +148,7 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
         ));
     };
     let config = UserConfig::load()?;
-    let choice = resolve_target(None, r.target.as_ref(), &config, &|| TargetChoice {
-        target: Target::Host,
-        reason: TargetReason::Default,
-        note: None,
-    })?;
-    let run_target = (choice.reason != TargetReason::Default).then(|| choice.target.to_string());
+    let (run_target, target_line) = explained_target(r.target.as_ref(), &config);
     let mut out = crate::cli::render::Shown::stdout(json);
     let site = site_preview(&r.policy, None);
     if json {
@@ -174,7 +156,7 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
             "band_file": r.file,
             "band": r.band.name,
             "target": r.target.as_ref().map(|t| t.to_string()),
-            "run_target": {"target": run_target, "reason": choice.reason},
+            "run_target": run_target,
             "policy": r.policy, "sources": r.sources,
         });
         if let Some(s) = &site {
@@ -201,14 +183,36 @@ fn explain_band_file(file: &Path, json: bool) -> Result<u8> {
     if let Some(s) = &site {
         s.write(&mut out)?;
     }
-    match run_target {
-        Some(t) => writeln!(out, "target: {t} ({})", choice.reason)?,
-        None => writeln!(
-            out,
-            "target: the default, chosen at run time (nothing names one; docs/vm.md)"
-        )?,
-    }
+    writeln!(out, "{target_line}")?;
     Ok(exit::OK)
+}
+
+/// Where a run would go, for `run_target` in `--json` and the `target:` line: chosen and why;
+/// the default (it depends on this machine: root, sudo, a VM, so decided at run time); or refused
+/// (a band that names another machine no flag or config chose), and why.
+fn explained_target(band: Option<&Target>, config: &UserConfig) -> (serde_json::Value, String) {
+    let choice = resolve_target(None, band, config, &|| TargetChoice {
+        target: Target::Host,
+        reason: TargetReason::Default,
+        note: None,
+    });
+    match choice {
+        Ok(c) if c.reason == TargetReason::Default => (
+            serde_json::json!({"target": null, "reason": c.reason}),
+            "target: the default, chosen at run time (nothing names one; docs/vm.md)".into(),
+        ),
+        Ok(c) => (
+            serde_json::json!({"target": c.target.to_string(), "reason": c.reason}),
+            format!("target: {} ({})", c.target, c.reason),
+        ),
+        Err(e) => {
+            let hint = e.hint().unwrap_or_default().to_string();
+            (
+                serde_json::json!({"target": null, "refused": e.to_string(), "hint": hint}),
+                format!("target: none, a run is refused: {e} ({hint})"),
+            )
+        }
+    }
 }
 
 /// What the site policy of this machine (`band::policy::site::local_path`) and the narrower

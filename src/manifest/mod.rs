@@ -85,6 +85,13 @@ pub const TARGET_CHOICES: &str =
     "host, qemu, lima (local-lima), ssh://user@host[:port], sandboxd://host:port";
 
 impl Target {
+    /// A target on another machine than this one and its VMs (`ssh://`, `sandboxd://`): what a
+    /// run sends there (the workspace's files, the input, the secrets) leaves the machine, so a
+    /// band never chooses one on its own (`client::pipeline::resolve_target`).
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Target::Ssh { .. } | Target::Sandboxd { .. })
+    }
+
     /// A target name as written in `execution.target`, `--target` or the user config: band's own
     /// names and upstream's (`local-lima` is lima, `local-dangerously` is the host, sandboxed).
     pub fn parse(s: &str) -> Result<Target, TargetError> {
@@ -125,8 +132,10 @@ impl Target {
                         _ => (hostport, 22),
                     }
                 };
+                // Never a word an ssh command line could read as an option.
                 let ok = |t: &str| {
                     !t.is_empty()
+                        && !t.starts_with('-')
                         && t.chars()
                             .all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c))
                 };
@@ -1190,6 +1199,23 @@ impl FieldParser<'_> {
                                      never runs a skill unsandboxed"
                                 ),
                                 Some("write `target: host` to say so".into()),
+                            );
+                        }
+                        if t.is_remote() {
+                            self.warn(
+                                Code::RemoteTarget,
+                                &at,
+                                format!(
+                                    "`{s}` is another machine: a band does not choose where \
+                                     band sends the user's files, input and secrets, so a run \
+                                     goes there only when its user does"
+                                ),
+                                Some(
+                                    "the user runs it with --target, or maps it in [targets] \
+                                     of the config (docs/vm.md); delete it to use the user's \
+                                     target"
+                                        .into(),
+                                ),
                             );
                         }
                         band.target = Some(t);

@@ -280,6 +280,30 @@ fn targets() {
     assert!(Target::parse("ssh://u@[::1]44").is_err());
     let p = parse("---\nband: a\ndescription: d\nexecution:\n  target: docker\n---\n");
     assert_eq!(summary(&p), vec!["5:3 F009 unknown target `docker`"]);
+    // Nothing an ssh command line could take for an option.
+    for hostile in [
+        "ssh://-oProxyCommand=x@h",
+        "ssh://u@-oProxyCommand=x",
+        "ssh://u@-h:22",
+    ] {
+        assert!(
+            matches!(Target::parse(hostile), Err(TargetError::NotSsh(_))),
+            "{hostile}"
+        );
+    }
+    // Another machine: a warning that the user chooses it, and the band still parses.
+    for remote in ["ssh://me@box", "sandboxd://127.0.0.1:7000"] {
+        let p = parse(&format!(
+            "---\nband: a\ndescription: d\nexecution:\n  target: {remote}\n---\n"
+        ));
+        let got = summary(&p);
+        assert!(
+            got.len() == 1
+                && got[0].starts_with(&format!("5:3 F015 `{remote}` is another machine")),
+            "{got:?}"
+        );
+        assert!(p.band.expect("band").target.is_some_and(|t| t.is_remote()));
+    }
 }
 
 #[test]

@@ -7,4 +7,5 @@ mod gate_record;
 mod ledger;
 mod links;
 mod masking;
+mod remote;
 mod terminal;
