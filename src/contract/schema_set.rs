@@ -185,11 +185,16 @@ impl SchemaSet {
         let file = &self.index.files[at];
         check_drafts(&file.path, &file.value)?;
 
+        // `pattern` and `patternProperties` run on the `regex` engine, linear in the text: a
+        // skill's contract is checked on the host, outside any run's limits, and a backtracking
+        // engine let one `pattern` (a backreference) cost 19 ms a string. Lookarounds and
+        // backreferences do not compile (C002 names the pattern).
         let validator = jsonschema::options()
             .with_retriever(OfflineRetriever {
                 index: Arc::clone(&self.index),
             })
             .with_base_uri(file.uri.clone())
+            .with_pattern_options(jsonschema::PatternOptions::regex())
             .should_validate_formats(true)
             .build(&file.served)
             .map_err(|error| self.compile_error(at, &error))?;
@@ -1240,5 +1245,30 @@ mod tests {
         );
         assert_eq!(errors[0].loc(), Loc::new(3, 18));
         assert_eq!(errors[0].code(), Code::SchemaJson);
+    }
+
+    /// Patterns run on the linear `regex` engine: a backreference (what made one `pattern`
+    /// cost 19 ms a string on the backtracking engine) does not compile, and says which; a
+    /// pattern that backtracks badly elsewhere (`^(a|aa)+$`) validates as it should.
+    #[test]
+    fn patterns_run_on_a_linear_engine() {
+        let load = |pattern: &str| {
+            SchemaSet::load(vec![SchemaFile {
+                path: "schemas/output/x.json".into(),
+                text: serde_json::json!({"type": "string", "pattern": pattern}).to_string(),
+            }])
+            .0
+        };
+        let e = load(r"^(a+)\1$")
+            .compile("schemas/output/x.json")
+            .err()
+            .expect("a backreference does not compile");
+        assert_eq!(e.code(), Code::SchemaInvalid, "{e}");
+        let c = load("^(a|aa)+$")
+            .compile("schemas/output/x.json")
+            .expect("compiles");
+        let long = format!("{}b", "a".repeat(4096));
+        assert!(c.validate(&serde_json::json!(long)).is_err());
+        assert!(c.validate(&serde_json::json!("aaaa")).is_ok());
     }
 }
