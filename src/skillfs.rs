@@ -426,7 +426,7 @@ impl Drop for Staged<'_> {
 ///    absent, to be made), and each file absent or a regular file (no link, no folder):
 ///    otherwise [`SkillFileError::Blocked`] names the path, and nothing is written.
 /// 2. The missing folders are made and each file is written and synced beside its place
-///    ([`Staged`]), every step beneath the root's descriptor without following a link. A failure
+///    (staged), every step beneath the root's descriptor without following a link. A failure
 ///    here removes what this call wrote and the folders it made.
 /// 3. Only then is each renamed into place. A rename failing midway (the disk went away) leaves
 ///    the files renamed before it.

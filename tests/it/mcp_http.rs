@@ -248,3 +248,56 @@ fn privileged_mcp_http_passes_the_conformance_suite_but_its_listed_exceptions() 
         );
     }
 }
+
+/// Loopback is no boundary between the users of a machine: without a token, band mcp --http
+/// served every local user, whose calls ran with this user's workspace and secrets. Now the
+/// kernel's table of sockets says whose each client is, and another user's connection is closed
+/// before a byte of HTTP is read; this user's (here root's) is served.
+#[test]
+fn privileged_mcp_http_without_a_token_serves_only_its_own_user() {
+    band_test::privileged!(None::<String>);
+    let t = tempfile::tempdir().expect("tmp");
+    let server = Served::start(&repo().join("skills"), t.path(), &[], None);
+    let (status, body) = server.post(&[], INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+    // The same request from `nobody`, on the same loopback.
+    let client = format!(
+        "import socket\n\
+         s = socket.create_connection(('127.0.0.1', {port}))\n\
+         body = {body:?}\n\
+         s.sendall(('POST /mcp HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nContent-Type: application/json\\r\\n'\n\
+           'Accept: application/json, text/event-stream\\r\\nConnection: close\\r\\n'\n\
+           'Content-Length: %d\\r\\n\\r\\n%s' % (len(body), body)).encode())\n\
+         out = b''\n\
+         try:\n\
+         \x20   while True:\n\
+         \x20       d = s.recv(65536)\n\
+         \x20       if not d: break\n\
+         \x20       out += d\n\
+         except ConnectionResetError:\n\
+         \x20   pass\n\
+         print(repr(out))\n",
+        port = server.port,
+        body = INITIALIZE,
+    );
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &client,
+        ])
+        .output()
+        .expect("setpriv");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "b''");
+    // And this user still is.
+    let (status, body) = server.post(&[], INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+}

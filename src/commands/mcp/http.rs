@@ -11,6 +11,9 @@
 //!   ([`check_exposure`]), read from a file or the environment, never from argv (other users
 //!   see a process's argv);
 //! - the token check (`Authorization: Bearer …`, 401 otherwise), before anything else;
+//! - without a token, loopback callers of this user's and root's only ([`super::peer`]);
+//! - bounds on connections: at most [`MAX_CONNECTIONS`], a request head within
+//!   [`HEADER_TIMEOUT`], a pause after a failed `accept`;
 //! - a client that goes away cancels its runs: each request carries a [`Disconnect`] token,
 //!   cancelled when its response is dropped before it ended (the connection closed), which
 //!   `call_tool` watches as it watches `notifications/cancelled`.
@@ -250,6 +253,63 @@ async fn handle(
     }))
 }
 
+/// The most connections served at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 256;
+/// How long a connection may take to send a request's head.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The pause after a failed `accept`.
+const ACCEPT_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A line for stderr said at most once a second, however often it comes.
+#[derive(Default)]
+struct Said {
+    last: Option<std::time::Instant>,
+    held: u64,
+}
+
+impl Said {
+    fn say(&mut self, line: &str) {
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
+        {
+            self.held += 1;
+            return;
+        }
+        match std::mem::take(&mut self.held) {
+            0 => eprintln!("{line}"),
+            n => eprintln!("{line} (and {n} more since the last such line)"),
+        }
+        self.last = Some(now);
+    }
+}
+
+/// Whose the client at `peer` is, when not this process's user's or root's (`uid 1001's`), or
+/// when the kernel's table does not list it (refused too). `None`: this user's, root's, or not on
+/// loopback (where a token is required anyway).
+fn other_user(peer: SocketAddr, local: SocketAddr) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        let mapped_loopback = matches!(peer.ip(),
+            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
+        if !peer.ip().is_loopback() && !mapped_loopback {
+            return None;
+        }
+        let me = rustix::process::geteuid().as_raw();
+        match super::peer::socket_owner(Path::new("/proc/net"), peer, local) {
+            Some(uid) if uid == me || uid == 0 => None,
+            Some(uid) => Some(format!("uid {uid}'s")),
+            None => Some("not in the kernel's table of sockets, so of no known user".into()),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (peer, local);
+        None
+    }
+}
+
 /// Serve until SIGINT or SIGTERM; then every run under way is cancelled.
 pub(crate) async fn serve(server: Arc<BandServer>, opts: HttpOptions) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(opts.addr)
@@ -277,29 +337,54 @@ pub(crate) async fn serve(server: Arc<BandServer>, opts: HttpOptions) -> Result<
             ""
         }
     );
+    // Without a token, loopback callers are this user's and root's only (Linux): the kernel
+    // says whose each client socket is.
+    let own_only = opts.token.is_none();
     let token: Option<Arc<str>> = opts.token.map(Arc::from);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut said = Said::default();
     loop {
-        let (stream, _) = tokio::select! {
+        // A connection waits in the kernel's backlog while every slot is taken.
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => s.context("the connection slots")?,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break,
+        };
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    eprintln!("band mcp: accept: {e}");
+                    // Out of descriptors, say: said once a while, and a pause before the next
+                    // try (the error comes back at once, and the loop spun at 93 % of a CPU).
+                    said.say(&format!("band mcp: accept: {e}"));
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
                     continue;
                 }
             },
             _ = tokio::signal::ctrl_c() => break,
             _ = sigterm.recv() => break,
         };
+        if own_only && let Some(whose) = other_user(peer, local) {
+            said.say(&format!(
+                "band mcp: refused a connection from {peer}: it is {whose}, and without a token only this user's are served"
+            ));
+            continue;
+        }
         let (transport, token) = (transport.clone(), token.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 handle(transport.clone(), token.clone(), req)
             });
+            // A client that opens a connection and sends no whole request head in time is let
+            // go: idle connections cannot hold every slot.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .await;
+            drop(slot);
         });
     }
     cancel_all(&runs);

@@ -28,6 +28,8 @@
 
 mod catalog;
 mod http;
+#[cfg(target_os = "linux")]
+mod peer;
 mod result;
 mod skills;
 
