@@ -131,6 +131,7 @@ codes! {
     SchemaJson = "C001", "schema-json", Error, "A schema file is not valid JSON.";
     SchemaInvalid = "C002", "schema-invalid", Error, "A schema does not compile (bad keyword, unknown draft, or unresolvable $ref).";
     ConfigInvalid = "C003", "config-invalid", Error, "The band's config block does not match schemas/band-config.schema.json.";
+    ShadowedInput = "C004", "shadowed-input", Warning, "An input property is named like one of band run's own flags (`target`, `workspace`, `json`…): `--name=…` on the command line is band's, not the script's.";
 }
 
 /// Where the documentation is published; SARIF help links point into it.

@@ -332,6 +332,19 @@ mod tests {
         assert_eq!(look(&[]), None);
     }
 
+    /// The library's list of the flags a run takes for itself (lint's C004, `band help`) is the
+    /// command line's own.
+    #[test]
+    fn the_run_flags_lint_knows_are_the_command_lines() {
+        let cli = super::super::Cli::command();
+        let run = cli.find_subcommand("run").expect("run");
+        let flags = Flags::of(run).and(&Flags::of(&cli));
+        let mut names: Vec<&str> = flags.0.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names, band::contract::RUN_FLAGS);
+    }
+
     fn norm(args: &[&str]) -> Vec<String> {
         let argv = std::iter::once("band")
             .chain(args.iter().copied())

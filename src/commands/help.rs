@@ -180,7 +180,17 @@ impl ScriptHelp {
             }
         }
         let mut line = format!("band {}", self.target);
-        for name in names {
+        // An argument named like band's own flag goes after `--`, where every word is the
+        // script's.
+        let (names, shadowed): (Vec<&str>, Vec<&str>) = names
+            .into_iter()
+            .partition(|n| !band::contract::RUN_FLAGS.contains(n));
+        let mut after = false;
+        for name in names.into_iter().chain(shadowed) {
+            if !after && band::contract::RUN_FLAGS.contains(&name) {
+                line.push_str(" --");
+                after = true;
+            }
             let Some(doc) = self.args.iter().find(|a| a.name == name) else {
                 line.push_str(&format!(" --{name}=<{name}>"));
                 continue;
@@ -211,6 +221,12 @@ impl ScriptHelp {
 /// One argument: `  --name <type>`, then its description, allowed values and default, indented.
 fn render_arg(doc: &ArgDoc) -> String {
     let mut out = format!("  --{} <{}>\n", doc.name, doc.ty);
+    if band::contract::RUN_FLAGS.contains(&doc.name.as_str()) {
+        out.push_str(&format!(
+            "      (band run takes --{0} for itself: give the script's after `--`, as `-- --{0}=…`)\n",
+            doc.name
+        ));
+    }
     if let Some(desc) = &doc.description {
         for line in desc.lines() {
             out.push_str(&format!("      {line}\n"));

@@ -35,6 +35,42 @@ pub use schema_set::{SchemaFile, SchemaSet};
 pub use script::{is_argv_schema, no_input_schema};
 pub use validate::Contract;
 
+/// The long flags `band run` (and `band <skill>/<script>`) takes for itself wherever they stand
+/// before `--`, global ones included: an input property of one of these names cannot be given as
+/// `--name=…` on the command line (band takes it), only after `--` or in `--input`. Kept equal to
+/// the command line's own by a test of the binary.
+pub const RUN_FLAGS: &[&str] = &[
+    "allow-system-workspace",
+    "color",
+    "help",
+    "input",
+    "input-file",
+    "json",
+    "record-io",
+    "require-lock",
+    "skills",
+    "target",
+    "trace",
+    "workspace",
+];
+
+/// The top-level properties of the input schema `schema` named like one of band's own run flags
+/// ([`RUN_FLAGS`]), sorted.
+pub fn shadowed_properties(schema: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .map(|p| {
+            p.keys()
+                .filter(|k| RUN_FLAGS.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 /// The advice every refused `$ref` carries.
 const OFFLINE_ONLY: &str = "band resolves $ref offline only; put the schema in schemas/defs/";
 /// The URI prefix under which a skill's files are known to the resolver.

@@ -215,6 +215,26 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
         let input = schemas_dir
             .join("input")
             .join(format!("{}.json", script.name));
+        if let Some(rel) = schemas.input_rel(&script.name)
+            && let Some(schema) = schemas.get(&rel)
+        {
+            for name in crate::contract::shadowed_properties(schema) {
+                diags.push(
+                    Diagnostic::new(
+                        Code::ShadowedInput,
+                        root.join(&rel),
+                        Loc::FILE,
+                        format!(
+                            "input property `{name}` of script `{}` is named like band run's own flag: `band {}/{} --{name}=…` sets band's --{name}, not the script's",
+                            script.name, skill.name, script.name
+                        ),
+                    )
+                    .with_hint(format!(
+                        "rename the property; until then give it after `--` (`-- --{name}=…`) or in --input"
+                    )),
+                );
+            }
+        }
         if schemas.input_rel(&script.name).is_none() {
             diags.push(
                 Diagnostic::new(

@@ -251,3 +251,39 @@ fn help_of_a_command_is_its_help() {
     );
     band_snapshot!(output(&["help", "histry"], repo()), "help_unknown_command");
 }
+
+/// An input property named like band's own flag (red-team round 5: a contract's `target` made
+/// `band skill/script --target=ssh://…` look like the script's argument while band took it):
+/// lint warns (C004; the shipped github skill had two such, `--color` and `--target`, and its
+/// `--color=ff0000` was refused as band's colour), `band help` says to give it after `--` and its example does,
+/// and a run given it after `--` passes it to the script.
+#[test]
+fn an_input_property_named_like_bands_flag_is_warned_and_goes_after_the_dashes() {
+    let t = tempfile::tempdir().expect("tmp");
+    band_test::SkillBuilder::new("shadow")
+        .band("description: Echoes a label.\nversion: 1\n")
+        .script("echo.sh", "#!/bin/sh\ncat \"$INPUT_PATH\"\n")
+        .input_schema(
+            "echo",
+            r#"{"type":"object","properties":{"target":{"type":"string","description":"A label."},"n":{"type":"integer"}},"required":["target"],"additionalProperties":false}"#,
+        )
+        .write(&t.path().join("skills"));
+    let (_, out, err) = band(&["lint", "skills/shadow"], t.path());
+    assert!(
+        format!("{out}{err}").contains("warning[C004]")
+            && format!("{out}{err}").contains("input property `target` of script `echo`"),
+        "{out}{err}"
+    );
+    let (code, out, err) = band(&["help", "--skills", "skills", "shadow/echo"], t.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "(band run takes --target for itself: give the script's after `--`, as `-- --target=…`)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("band shadow/echo -- --target=<target>"),
+        "{out}"
+    );
+}

@@ -230,7 +230,7 @@ pub(crate) fn github_inputs() -> Vec<(&'static str, Value)> {
         ("pr-close", json!({"repo": "octo/demo", "number": 21})),
         (
             "release-create",
-            json!({"repo": "octo/demo", "tag": "v1.4.0", "notes": "Fixes.", "target": "main"}),
+            json!({"repo": "octo/demo", "tag": "v1.4.0", "notes": "Fixes.", "target_commitish": "main"}),
         ),
         (
             "release-view",
@@ -243,7 +243,7 @@ pub(crate) fn github_inputs() -> Vec<(&'static str, Value)> {
         ("label-list", json!({"repo": "octo/demo"})),
         (
             "label-create",
-            json!({"repo": "octo/demo", "name": "needs triage", "color": "fbca04"}),
+            json!({"repo": "octo/demo", "name": "needs triage", "hex_color": "fbca04"}),
         ),
         (
             "label-delete",

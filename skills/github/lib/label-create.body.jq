@@ -1,2 +1,2 @@
 # github/label-create: the input document → the JSON body gh sends (--input).
-{name, color: (.color // "ededed"), description: (.description // "")}
+{name, color: (.hex_color // "ededed"), description: (.description // "")}
