@@ -32,7 +32,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub struct FileEntry {
     /// Relative path, `/`-separated, no `..`, no leading `/`.
     pub path: String,
-    /// Unix permission bits (only 0o7777 are honoured).
+    /// Unix permission bits (only 0o7777 are read). A skill's file keeps them in the sandbox; a
+    /// workspace file's and a written file's execute bits are not written back (a new file gets
+    /// `0666` less the umask, an existing one keeps its mode: `client::workspace::WrittenBack`).
     pub mode: u32,
     /// Contents, base64 (standard alphabet, padded).
     pub data: String,

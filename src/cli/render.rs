@@ -266,6 +266,12 @@ pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
                 serde_json::to_value(&outcome.links_left_out)?,
             );
         }
+        if !outcome.without_exec.is_empty() {
+            o.insert(
+                "written_without_exec".into(),
+                serde_json::to_value(&outcome.without_exec)?,
+            );
+        }
         o.insert("skill".into(), outcome.skill.clone().into());
         o.insert("script".into(), outcome.script.clone().into());
         o.insert("target".into(), outcome.target.to_string().into());

@@ -91,9 +91,12 @@ pub struct Outcome {
     /// Warnings about secrets, by name: found in the output or a written file (left as they
     /// are), or too short to mask.
     pub secret_warnings: Vec<String>,
-    /// A failed run's names of workspace files that exist but were not copied in (the band
-    /// does not admit them), each with the `allow.read` rule that would.
+    /// Names the run gave of workspace files that exist but were not copied in (the band does
+    /// not admit them), each with the `allow.read` rule that would.
     pub not_admitted: Vec<super::unadmitted::NotAdmitted>,
+    /// Files the run made executable, written back without the execute bit
+    /// ([`super::workspace::WrittenBack::without_exec`]).
+    pub without_exec: Vec<String>,
     /// The workspace's symlinks the band admits, which band left out of the run.
     pub links_left_out: LeftOut,
 }

@@ -400,6 +400,7 @@ fn integrity_refusal(
         redact: Masker::default(),
         secret_warnings: Vec::new(),
         not_admitted: Vec::new(),
+        without_exec: Vec::new(),
         links_left_out: LeftOut::default(),
     }))
 }
@@ -638,6 +639,7 @@ impl Settled {
             redact,
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
+            without_exec: Vec::new(),
             links_left_out: LeftOut::default(),
         })
     }
@@ -797,8 +799,8 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     }
     // A file band could not write back is a refused write on the result (and so in its record
     // and its final line), not an error that would lose the result.
-    let refused = super::workspace::write_back(&prepared.workspace, &result.written)?;
-    result.denied.extend(refused);
+    let back = super::workspace::write_back(&prepared.workspace, &result.written)?;
+    result.denied.extend(back.refused);
     // What the run shows is masked; its output and written files are not, but are warned about.
     let redact = Masker::new(&prepared.request.secrets);
     let secret_warnings = redact.warnings(&result);
@@ -858,6 +860,7 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         redact,
         secret_warnings,
         not_admitted,
+        without_exec: back.without_exec,
         links_left_out: prepared.links_left_out,
     })
 }

@@ -734,8 +734,9 @@ pub(super) fn kind_of(root: &WorkspaceRoot, rel: &str) -> Option<FileType> {
 /// output and its record are not lost to one file. A path band-server should never send (not
 /// relative, into `.git`) or data that is not base64 ends the write-back: nothing more is
 /// written.
-pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<Vec<Denial>> {
+pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<WrittenBack> {
     let mut refused = Vec::new();
+    let mut without_exec = Vec::new();
     for f in files {
         let rel = Path::new(&f.path);
         // Nothing under `.git` is ever written back (band-server never sends it; checked here too).
@@ -752,21 +753,38 @@ pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<Vec<Denia
             path: f.path.clone(),
             source,
         })?;
-        if let Err(e) = write_one(root, rel, &data) {
-            refused.push(Denial::Write {
+        match write_one(root, rel, &data, f.mode) {
+            Ok(true) => without_exec.push(f.path.clone()),
+            Ok(false) => {}
+            Err(e) => refused.push(Denial::Write {
                 path: f.path.clone(),
                 rule: None,
                 reason: Some(format!("{e}; the run's file was not written back")),
-            });
+            }),
         }
     }
-    Ok(refused)
+    Ok(WrittenBack {
+        refused,
+        without_exec,
+    })
+}
+
+/// What a write-back did besides writing.
+#[derive(Debug, Default)]
+pub struct WrittenBack {
+    /// The files it could not write, as refused writes.
+    pub refused: Vec<Denial>,
+    /// The files the run made executable that are not: band writes no execute bit it did not
+    /// find (a new file gets `0666` less the umask, an existing one keeps its mode), so a run
+    /// cannot leave a program or a git hook to be run on the host.
+    pub without_exec: Vec<String>,
 }
 
 /// Write `data` at `rel` (normal components only) beneath `root`: folders made with `mkdirat`,
 /// the file created under a temporary name with `O_EXCL | O_NOFOLLOW` and renamed into place in
-/// the same folder descriptor. A symlink at any component is refused.
-fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
+/// the same folder descriptor. A symlink at any component is refused. `Ok(true)`: the run's
+/// `mode` had an execute bit the written file does not.
+fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8], mode: u32) -> Result<bool> {
     let refuse = |at: &Path| {
         ClientError::Protocol(format!(
             "{} is a symlink, and band never writes through one",
@@ -821,7 +839,7 @@ fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
     };
     let (tmp_name, fd) = create_temp(&dir)
         .map_err(|e| io_error("create a temporary file next to", &root.path.join(&at), e))?;
-    let written = (|| -> std::io::Result<()> {
+    let written = (|| -> std::io::Result<bool> {
         if let Some(st) = existing {
             // The permission bits only: what a run wrote never becomes set-uid, set-gid or
             // sticky, whatever the file it replaces was (band may be root here).
@@ -834,17 +852,20 @@ fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8]) -> Result<()> {
                 )?;
             }
         }
+        let kept = rustix::fs::fstat(&fd)?.st_mode;
         let mut file = std::fs::File::from(fd);
         file.write_all(data)?;
         file.flush()?;
         rustix::fs::renameat(&*dir, tmp_name.as_c_str(), &*dir, name.as_c_str())?;
-        Ok(())
+        Ok(mode & 0o111 != 0 && kept & 0o111 == 0)
     })();
-    if let Err(e) = written {
-        let _ = rustix::fs::unlinkat(&*dir, tmp_name.as_c_str(), AtFlags::empty());
-        return Err(io_error("write", &root.path.join(&at), e));
+    match written {
+        Ok(dropped) => Ok(dropped),
+        Err(e) => {
+            let _ = rustix::fs::unlinkat(&*dir, tmp_name.as_c_str(), AtFlags::empty());
+            Err(io_error("write", &root.path.join(&at), e))
+        }
     }
-    Ok(())
 }
 
 /// Create a new file `.band-write-<random>` in `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`). The
@@ -955,7 +976,7 @@ impl WorkspaceRoot {
     pub fn write_file(&self, rel: &str, data: &[u8]) -> Result<()> {
         let path =
             api_path(rel).map_err(|m| ClientError::user(m, "name a file in the workspace"))?;
-        write_one(self, path, data)
+        write_one(self, path, data, 0o644).map(|_| ())
     }
 
     /// What is at `rel`: a regular file, a folder, or nothing (missing, a symlink, anything else).
@@ -1402,6 +1423,39 @@ mod tests {
         assert_eq!(names(&w.join("x/y")), vec!["z.txt"]);
     }
 
+    /// A run's execute bit is not written back: a new file the run made executable (a script
+    /// it generated, a git hook it planted) lands without it, and is named; an existing
+    /// executable keeps its mode.
+    #[test]
+    fn the_write_back_writes_no_execute_bit_it_did_not_find() {
+        let (_t, w, _) = setup();
+        fs_err::write(w.join("tool.sh"), "old").expect("write");
+        fs_err::set_permissions(w.join("tool.sh"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let exec = |path: &str, text: &str| FileEntry {
+            mode: 0o755,
+            ..entry(path, text)
+        };
+        let back = write_back(
+            &root_of(&w),
+            &[
+                exec("hooks/pre-commit", "#!/bin/sh\n"),
+                exec("tool.sh", "new"),
+                entry("plain.txt", "x"),
+            ],
+        )
+        .expect("write back");
+        assert_eq!(back.without_exec, ["hooks/pre-commit"]);
+        let mode = |p: &str| {
+            fs_err::metadata(w.join(p))
+                .expect("stat")
+                .permissions()
+                .mode()
+        };
+        assert_eq!(mode("hooks/pre-commit") & 0o111, 0);
+        assert_eq!(mode("tool.sh") & 0o777, 0o755);
+    }
+
     #[test]
     fn a_replaced_file_never_keeps_set_uid_set_gid_or_sticky() {
         let (_t, w, _) = setup();
@@ -1429,8 +1483,9 @@ mod tests {
             "a/b/file-link",
         ] {
             // The file is a refused write, with why; the run's other files are still written.
-            let refused =
-                write_back(&root, &[entry(path, "PWNED"), entry("after.txt", path)]).expect(path);
+            let refused = write_back(&root, &[entry(path, "PWNED"), entry("after.txt", path)])
+                .expect(path)
+                .refused;
             let [
                 Denial::Write {
                     path: p,

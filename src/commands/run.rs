@@ -289,6 +289,18 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         if let Some(note) = crate::cli::render::links_note(&outcome.links_left_out) {
             say(&note);
         }
+        if !outcome.without_exec.is_empty() {
+            let names: Vec<String> = outcome
+                .without_exec
+                .iter()
+                .map(|p| for_terminal(p).into_owned())
+                .collect();
+            say(&format!(
+                "note: written without the execute bit the script gave {}: {} (band writes no executable file into the workspace; chmod +x what you mean to run)\n",
+                if names.len() == 1 { "it" } else { "them" },
+                names.join(", ")
+            ));
+        }
         // After a failure, a likely cause; after an ok run, why its result may differ from the
         // same script's on the host.
         let (lead, ran) = match result.status {

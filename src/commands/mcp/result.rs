@@ -93,8 +93,15 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
         };
         if !r.written.is_empty() {
             let files: Vec<&str> = r.written.iter().map(|f| f.path.as_str()).collect();
+            let without = match outcome.without_exec.is_empty() {
+                true => String::new(),
+                false => format!(
+                    " ({} without the execute bit the script gave: band writes no executable file into the workspace)",
+                    outcome.without_exec.join(", ")
+                ),
+            };
             result.content.push(ContentBlock::text(format!(
-                "written to the workspace: {}",
+                "written to the workspace: {}{without}",
                 files.join(", ")
             )));
         }
@@ -259,6 +266,7 @@ mod tests {
             redact: Default::default(),
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
+            without_exec: Vec::new(),
             links_left_out: Default::default(),
         }
     }
