@@ -689,17 +689,14 @@ pub fn unseen(text: &str) -> Vec<String> {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
             .collect();
+        // A variable assigned a command whose program is a literal (`cmd = [` then `"git",`),
+        // which `calls` drafts: said nowhere else. One assigned a list that starts with anything
+        // else (`[sys.executable, …]`) is a command band cannot read.
         let assigned = !ident.is_empty()
             && arg[ident.len()..].trim_start().starts_with([',', ')'])
-            && text.lines().any(|x| {
-                x.trim_start()
-                    .strip_prefix(ident.as_str())
-                    .map(str::trim_start)
-                    .and_then(|x| x.strip_prefix('='))
-                    .is_some_and(|v| {
-                        !v.starts_with('=') && v.trim_start().starts_with(['[', '"', '\''])
-                    })
-            });
+            && assigned_values(text, &ident)
+                .into_iter()
+                .any(|v| literal_command(v).is_some());
         if !assigned {
             out.push(l.chars().take(80).collect());
         }
@@ -756,27 +753,52 @@ pub fn calls(text: &str) -> Vec<String> {
     variables.sort();
     variables.dedup();
     for var in variables {
-        for line in text.lines() {
-            let Some(value) = line
-                .trim_start()
-                .strip_prefix(var.as_str())
-                .map(str::trim_start)
-                .and_then(|l| l.strip_prefix('='))
-                .filter(|l| !l.starts_with('='))
-                .map(str::trim_start)
-                .and_then(|l| {
-                    l.strip_prefix('[')
-                        .or(l.starts_with(['"', '\'']).then_some(l))
-                })
-            else {
-                continue;
-            };
-            out.extend(first_word(value.trim_start()));
+        for value in assigned_values(text, &var) {
+            out.extend(literal_command(value).and_then(first_word));
         }
     }
     out.sort();
     out.dedup();
     out
+}
+
+/// What each assignment `var = …` in `text` assigns: the text after its `=` to the end of the
+/// file, its leading whitespace (line breaks too) trimmed, so a list that opens at the end of a
+/// line (`cmd = [` then `"git",` below) reads on.
+fn assigned_values<'t>(text: &'t str, var: &str) -> Vec<&'t str> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let body = line.trim_start();
+        let Some(after) = body.strip_prefix(var) else {
+            continue;
+        };
+        // The whole name (`cmd`, not `cmd2`), then `=` but not `==`.
+        if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some(value) = after.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        if value.starts_with('=') {
+            continue;
+        }
+        let at = start + (line.len() - value.len());
+        out.push(text[at..].trim_start());
+    }
+    out
+}
+
+/// The string literal that starts a command assigned as `value`: the first item of a list
+/// (`["git", …]`, on the same line or the next), or a command string (`"git log"`).
+fn literal_command(value: &str) -> Option<&str> {
+    let first = match value.strip_prefix('[') {
+        Some(list) => list.trim_start(),
+        None => value,
+    };
+    first.starts_with(['"', '\'']).then_some(first)
 }
 
 /// The command name in a string literal at the start of `arg` (its first word, path stripped).
@@ -1260,6 +1282,15 @@ mod tests {
         // in Anthropic's xlsx recalc.py); a comparison is no assignment.
         let py = "subprocess.run(\n    [\"soffice\", \"--headless\"],\n)\ncmd = [\"soffice\", x]\nif p == 'Linux':\n    cmd = [\"timeout\", str(t)] + cmd\nif cmd == [\"rm\"]:\n    pass\nsubprocess.run(cmd, env=e)\nother = [\"jq\"]\n";
         assert_eq!(calls(py), ["soffice", "timeout"]);
+        // A list assigned on the lines below `cmd = [` (tech-leads-club's security-ownership-map):
+        // its program is drafted, and the call given the variable is no unseen command.
+        let py = "cmd = [\n    \"git\",\n    \"log\",\n]\ncmd2 = [\"rm\"]\nproc = subprocess.Popen(\n    cmd,\n    stdout=PIPE,\n)\n";
+        assert_eq!(calls(py), ["git"]);
+        assert!(unseen(py).is_empty(), "{:?}", unseen(py));
+        // A list whose program is not a literal: no program drafted, and said.
+        let py = "cmd = [\n    sys.executable, \"-m\", \"x\",\n]\nsubprocess.run(cmd)\n";
+        assert!(calls(py).is_empty());
+        assert_eq!(unseen(py), ["subprocess.run(cmd)"]);
     }
 
     #[test]
