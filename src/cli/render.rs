@@ -328,12 +328,50 @@ pub(crate) fn print_failure(result: &proto::RunResult) {
     }
     if let Some(h) = result.error.as_ref().and_then(|e| e.hint.as_ref()) {
         say(&format!("hint: {h}\n"));
+    } else if let Some(h) = read_only_skill_hint(&result.stderr) {
+        say(&format!("hint: {h}\n"));
     }
+}
+
+/// The hint for a script that tried to write into its own skill folder, which the sandbox mounts
+/// read-only at `/skill` (a `setup.sh` that installs its packages beside it): a line of its
+/// stderr that names a path under `/skill` and says "read-only file system" (`mkdir`, Python's
+/// `[Errno 30]`, node's `EROFS`).
+pub(crate) fn read_only_skill_hint(stderr: &str) -> Option<&'static str> {
+    stderr
+        .lines()
+        .any(|l| {
+            l.to_ascii_lowercase().contains("read-only file system")
+                && (l.contains("/skill/") || l.contains("'/skill'") || l.contains("\"/skill\""))
+        })
+        .then_some(
+            "the skill's folder is read-only in the sandbox (/skill): a script that installs into it \
+             needs its dependencies declared instead (band-server builds them before the run: \
+             docs/dependencies.md), and a script that writes files writes them in the workspace, \
+             under allow.write",
+        )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_into_the_read_only_skill_folder_gets_its_hint() {
+        for line in [
+            "mkdir: cannot create directory '/skill/.deps': Read-only file system",
+            "OSError: [Errno 30] Read-only file system: '/skill/cache'",
+            "Error: EROFS: read-only file system, mkdir '/skill/node_modules'",
+        ] {
+            assert!(read_only_skill_hint(&format!("x\n{line}\n")).is_some(), "{line}");
+        }
+        for line in [
+            "touch: cannot touch '/workspace/x': Read-only file system",
+            "cp: /skill/a: No such file or directory",
+        ] {
+            assert_eq!(read_only_skill_hint(line), None, "{line}");
+        }
+    }
 
     /// What a person sees of `events`: what is shown as they come, then the end.
     fn seen(events: &[proto::Event]) -> String {

@@ -333,6 +333,23 @@ fn lint_warns_of_rules_reaching_folders_never_copied() {
     band_snapshot!(out, "lint_never_copied");
 }
 
+/// A setup script that installs beside itself (`mkdir "$SKILL_DIR/.deps"`, as mermaid-studio's
+/// does) fails on the read-only `/skill`: band says why, and what to do instead.
+#[test]
+fn privileged_a_script_writing_into_its_skill_folder_is_told_why_it_cannot() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("deps")
+        .band("description: Installs its packages.\nversion: 1\n")
+        .script("setup.sh", "#!/bin/sh\nmkdir -p /skill/.deps\n")
+        .input_schema("setup", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "deps/setup", &[]);
+    band_snapshot!(out, "write_into_the_skill_folder");
+}
+
 /// A run that tested for a folder its band hides (`[ -d libs ]`) ends ok with another result than
 /// the host's; its output names the folder, so band says the run went without it, and the rule.
 /// A file the run wrote, named in its output, is not said to be left out.
