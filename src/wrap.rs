@@ -84,8 +84,8 @@ pub struct Access {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WrapError {
-    #[error("{}: no script in scripts/{}", .0.display(), nested(.1))]
-    NoScripts(PathBuf, Vec<String>),
+    #[error("{}: no script in scripts/{}{}", .0.display(), nested(.1), outside(.2))]
+    NoScripts(PathBuf, Vec<String>, Vec<String>),
     /// The folder's name is the band's name and the skill's: it must be kebab-case.
     #[error("the skill's folder name {0} is not kebab-case; band wrap names the band after it")]
     Name(String),
@@ -114,6 +114,11 @@ pub enum DraftError {
 impl WrapError {
     pub fn hint(&self) -> String {
         match self {
+            WrapError::NoScripts(_, _, runs) if !runs.is_empty() => format!(
+                "move {} into scripts/ (with what it loads, such as lib/), or add a script in scripts/ that runs /skill/{} with its arguments, then band wrap again",
+                runs.iter().map(|r| shown(r)).collect::<Vec<_>>().join(", "),
+                runs[0]
+            ),
             WrapError::NoScripts(..) => "band wrap wraps the entry points in scripts/ and its subfolders: a file SKILL.md runs (`python scripts/x.py`), or a program by its own say (an execute bit, a `#!` line, a main guard), not a test or a module another script imports".into(),
             WrapError::Name(_) => "rename the folder: lowercase letters, digits and single hyphens (Agent Skills name their folder so)".into(),
             WrapError::Draft(_) => "nothing was written; write the band by hand (`band init` makes one)".into(),
@@ -136,6 +141,53 @@ pub fn is_plain_name(s: &str) -> bool {
         && s.len() <= 128
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+}
+
+/// `; SKILL.md runs x, which is outside it` for the files SKILL.md runs outside `scripts/`.
+fn outside(files: &[String]) -> String {
+    match files {
+        [] => String::new(),
+        [one] => format!("; SKILL.md runs {}, which is outside it", shown(one)),
+        many => format!(
+            "; SKILL.md runs {}, which are outside it",
+            many.iter().map(|f| shown(f)).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// The files at the top of the skill (not in `scripts/`) that SKILL.md runs: a program band
+/// knows how to start (`crate::launch`: an execute bit, a `#!` line, an extension) whose name stands in SKILL.md's
+/// text as a path's last part (`node "$SKILL_DIR/run.js"`, `python3 run.py`, `./run.sh`).
+fn run_outside_scripts(root: &Path, skill_md: &str) -> Vec<String> {
+    let Ok(entries) = fs_err::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| {
+            // Read as the run reads a skill's file (no link out, no FIFO), and started as band
+            // would start it.
+            let program =
+                crate::skillfs::read_head(root, Path::new(name), 256).is_ok_and(|(head, mode)| {
+                    crate::launch::launch(Path::new(name), mode, &head)
+                        != crate::launch::Launch::Unknown
+                });
+            program
+                && !name.eq_ignore_ascii_case("SKILL.md")
+                && skill_md.match_indices(name.as_str()).any(|(at, _)| {
+                    let before = skill_md[..at].chars().next_back();
+                    let after = skill_md[at + name.len()..].chars().next();
+                    before.is_none_or(|c| c.is_whitespace() || matches!(c, '/' | '"' | '\'' | '`'))
+                        && after.is_none_or(|c| {
+                            !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                        })
+                })
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn nested(files: &[String]) -> String {
@@ -1146,7 +1198,12 @@ pub fn plan(root: &Path, access: &Access) -> Result<WrapPlan, WrapError> {
     if scripts.is_empty() {
         let mut below: Vec<String> = skipped.into_iter().map(|s| s.path).collect();
         below.extend(refused);
-        return Err(WrapError::NoScripts(root.to_path_buf(), below));
+        let runs = skill
+            .skill_md
+            .as_ref()
+            .map(|m| run_outside_scripts(root, &m.body))
+            .unwrap_or_default();
+        return Err(WrapError::NoScripts(root.to_path_buf(), below, runs));
     }
     let description = skill
         .skill_md
@@ -1456,6 +1513,38 @@ mod tests {
         assert_eq!(
             v["allow"],
             json!({ "cli": ["python3 /skill/scripts/a.py *"] })
+        );
+    }
+
+    /// A skill whose entry SKILL.md runs sits at its root (lackeyjb/playwright-skill's `run.js`):
+    /// the error names it, and the hint says what to do; a file only mentioned, or data, is not
+    /// named.
+    #[test]
+    fn an_entry_outside_scripts_is_named_with_what_to_do() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("pw");
+        fs_err::create_dir_all(root.join("lib")).unwrap();
+        fs_err::write(
+            root.join("SKILL.md"),
+            "---\nname: pw\ndescription: d\n---\nRun `cd $SKILL_DIR && node run.js /tmp/x.js`.\nSee notes.txt and runner.json.\n",
+        )
+        .unwrap();
+        fs_err::write(root.join("run.js"), "#!/usr/bin/env node\n").unwrap();
+        fs_err::set_permissions(root.join("run.js"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        fs_err::write(root.join("notes.txt"), "x").unwrap();
+        fs_err::write(root.join("runner.json"), "{}").unwrap();
+        let e = plan(&root, &Access::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("no script in scripts/; SKILL.md runs `run.js`, which is outside it"),
+            "{e}"
+        );
+        assert!(
+            e.hint().starts_with("move `run.js` into scripts/ (with what it loads, such as lib/), or add a script in scripts/ that runs /skill/run.js"),
+            "{}",
+            e.hint()
         );
     }
 }

@@ -363,7 +363,10 @@ mod tests {
             "OSError: [Errno 30] Read-only file system: '/skill/cache'",
             "Error: EROFS: read-only file system, mkdir '/skill/node_modules'",
         ] {
-            assert!(read_only_skill_hint(&format!("x\n{line}\n")).is_some(), "{line}");
+            assert!(
+                read_only_skill_hint(&format!("x\n{line}\n")).is_some(),
+                "{line}"
+            );
         }
         for line in [
             "touch: cannot touch '/workspace/x': Read-only file system",
