@@ -184,6 +184,19 @@ impl SchemaSet {
         };
         let file = &self.index.files[at];
         check_drafts(&file.path, &file.value)?;
+        // A schema whose check of one value can take more subschemas than a bound is refused
+        // before jsonschema builds it: a chain of `anyOf`s, each reaching the next level twice,
+        // doubled the work a level (28 levels of a 5 KB input contract: 5.7 s of band's CPU on
+        // the host before anything ran).
+        let visits = self.index.fan_out(&file.served, &file.uri, MAX_FAN_OUT);
+        if visits > MAX_FAN_OUT {
+            return Err(ContractError::compile(
+                &file.path,
+                format!(
+                    "checking one value against it can take more than {MAX_FAN_OUT} subschemas (each path through `$ref`s, `anyOf`, `allOf`… counts): band refuses a contract that costly"
+                ),
+            ));
+        }
 
         // `pattern` and `patternProperties` run on the `regex` engine, linear in the text: a
         // skill's contract is checked on the host, outside any run's limits, and a backtracking
@@ -570,6 +583,93 @@ impl Index {
         None
     }
 
+    /// How many subschemas checking one value against `schema` (at base URI `base`) can visit:
+    /// each path through `$ref`s and the keywords that apply subschemas counts, so a schema
+    /// reached twice from one place counts twice; a `$ref` back into its own path (recursion,
+    /// which follows the value's depth) counts once. Counted once per node (a DAG's paths, in
+    /// linear time), saturating just past `limit`, and `limit + 1` past a nesting of 256.
+    pub(super) fn fan_out(&self, schema: &Value, base: &str, limit: u64) -> u64 {
+        let mut memo = std::collections::HashMap::new();
+        let mut path = std::collections::HashSet::new();
+        self.visits(schema, base, limit, 0, &mut memo, &mut path)
+    }
+
+    fn visits(
+        &self,
+        node: &Value,
+        base: &str,
+        limit: u64,
+        depth: usize,
+        memo: &mut std::collections::HashMap<*const Value, u64>,
+        path: &mut std::collections::HashSet<*const Value>,
+    ) -> u64 {
+        const APPLIES_ONE: [&str; 11] = [
+            "not",
+            "if",
+            "then",
+            "else",
+            "items",
+            "additionalItems",
+            "contains",
+            "additionalProperties",
+            "unevaluatedItems",
+            "unevaluatedProperties",
+            "propertyNames",
+        ];
+        const APPLIES_EACH: [&str; 5] = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+        const APPLIES_VALUES: [&str; 4] = [
+            "properties",
+            "patternProperties",
+            "dependentSchemas",
+            "dependencies",
+        ];
+        let Value::Object(object) = node else {
+            return 1;
+        };
+        let key = node as *const Value;
+        if let Some(&n) = memo.get(&key) {
+            return n;
+        }
+        if depth > 256 {
+            return limit + 1;
+        }
+        if !path.insert(key) {
+            return 1;
+        }
+        let base = super::refs::enter(base, node);
+        let mut total: u64 = 1;
+        let mut add = |n: u64| total = total.saturating_add(n).min(limit + 1);
+        for keyword in ["$ref", "$dynamicRef", "$recursiveRef"] {
+            if let Some(reference) = object.get(keyword).and_then(Value::as_str)
+                && let Some((target, target_base)) = self.lookup(&base, reference)
+            {
+                add(self.visits(target, &target_base, limit, depth + 1, memo, path));
+            }
+        }
+        for keyword in APPLIES_ONE {
+            if let Some(child) = object.get(keyword).filter(|c| c.is_object()) {
+                add(self.visits(child, &base, limit, depth + 1, memo, path));
+            }
+        }
+        for keyword in APPLIES_EACH {
+            if let Some(Value::Array(items)) = object.get(keyword) {
+                for child in items {
+                    add(self.visits(child, &base, limit, depth + 1, memo, path));
+                }
+            }
+        }
+        for keyword in APPLIES_VALUES {
+            if let Some(Value::Object(map)) = object.get(keyword) {
+                for child in map.values().filter(|c| c.is_object()) {
+                    add(self.visits(child, &base, limit, depth + 1, memo, path));
+                }
+            }
+        }
+        path.remove(&key);
+        memo.insert(key, total);
+        total
+    }
+
     /// Resolve `reference` against `base` to a schema in this set (as served to jsonschema) and
     /// the base URI outside it.
     pub(super) fn lookup(&self, base: &str, reference: &str) -> Option<(&Value, String)> {
@@ -637,6 +737,11 @@ impl Index {
         Some(target)
     }
 }
+
+/// The most subschemas checking one value against a contract may take ([`Index::fan_out`]):
+/// far above any contract written by hand (the shipped skills' largest takes 20), far below
+/// what makes a check take seconds.
+pub(super) const MAX_FAN_OUT: u64 = 100_000;
 
 /// Where upstream Bands keeps a script's own files (`run.sh`, co-located schemas).
 pub(super) const COLOCATED_DIR: &str = "scripts/resources";
@@ -1269,5 +1374,67 @@ mod tests {
         let long = format!("{}b", "a".repeat(4096));
         assert!(c.validate(&serde_json::json!(long)).is_err());
         assert!(c.validate(&serde_json::json!("aaaa")).is_ok());
+    }
+
+    /// A chain of `anyOf`s, each level reaching the next twice (red-team round 5: 28 levels of a
+    /// 5 KB input contract took 5.7 s to check one value), is refused with why; the same depth
+    /// reaching the next level once, and a recursive schema, compile.
+    #[test]
+    fn a_contract_whose_check_doubles_a_level_is_refused() {
+        let chain = |depth: usize, twice: bool| {
+            let mut defs = serde_json::Map::new();
+            for k in 0..depth {
+                let next = if k + 1 < depth {
+                    serde_json::json!({"$ref": format!("#/$defs/l{}", k + 1)})
+                } else {
+                    serde_json::json!({"type": "string"})
+                };
+                let level = if twice {
+                    serde_json::json!({"anyOf": [{"allOf": [next.clone(), {"maxLength": 0}]}, next]})
+                } else {
+                    serde_json::json!({"anyOf": [next, {"type": "null"}]})
+                };
+                defs.insert(format!("l{k}"), level);
+            }
+            let schema = serde_json::json!({
+                "type": "object",
+                "properties": {"text": {"$ref": "#/$defs/l0"}},
+                "$defs": defs
+            });
+            SchemaSet::load(vec![SchemaFile {
+                path: "schemas/input/x.json".into(),
+                text: schema.to_string(),
+            }])
+            .0
+        };
+        let Err(e) = chain(28, true).compile("schemas/input/x.json") else {
+            panic!("a doubling chain compiled");
+        };
+        assert_eq!(e.code(), Code::SchemaInvalid, "{e}");
+        assert!(e.to_string().contains("more than 100000 subschemas"), "{e}");
+        assert!(chain(28, false).compile("schemas/input/x.json").is_ok());
+        assert!(chain(12, true).compile("schemas/input/x.json").is_ok());
+        // A tree: recursion follows the value, and counts once.
+        let tree = SchemaSet::load(vec![SchemaFile {
+            path: "schemas/input/t.json".into(),
+            text: r##"{"$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},"$ref":"#/$defs/node"}"##.into(),
+        }])
+        .0;
+        assert!(tree.compile("schemas/input/t.json").is_ok());
+    }
+
+    /// Every shipped skill's contracts are far under the bound.
+    #[test]
+    fn the_shipped_contracts_are_far_under_the_fan_out_bound() {
+        let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+        let mut most = 0;
+        for e in fs_err::read_dir(&skills).unwrap().flatten() {
+            let (set, _) = SchemaSet::load_dir(&e.path());
+            for &at in set.index.by_rel.values() {
+                let f = &set.index.files[at];
+                most = most.max(set.index.fan_out(&f.served, &f.uri, MAX_FAN_OUT));
+            }
+        }
+        assert!(most > 1 && most < MAX_FAN_OUT / 100, "{most}");
     }
 }
