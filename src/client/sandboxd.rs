@@ -117,6 +117,22 @@ impl SandboxdTransport {
             .ok_or_else(|| {
                 ClientError::user(format!("no token for sandboxd://{host}:{port}"), &hint)
             })?;
+        // Owner-only, as `band mcp --token-file`: a token other users can read is theirs too.
+        {
+            use std::os::unix::fs::MetadataExt;
+            let meta =
+                fs_err::metadata(&path).map_err(|e| ClientError::user(e.to_string(), &hint))?;
+            if meta.mode() & 0o077 != 0 {
+                return Err(ClientError::user(
+                    format!(
+                        "{}: the token file can be read by other users (mode {:o})",
+                        path.display(),
+                        meta.mode() & 0o777
+                    ),
+                    format!("chmod 600 {}", path.display()),
+                ));
+            }
+        }
         let token = fs_err::read_to_string(&path)
             .map_err(|e| ClientError::user(e.to_string(), &hint))?
             .trim()

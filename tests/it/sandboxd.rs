@@ -111,7 +111,7 @@ fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
     fs_err::write(dir.join("pod.band.md"), BAND).unwrap();
     fs_err::create_dir(dir.join("data")).unwrap();
     fs_err::write(dir.join("data/words.txt"), "one two three\n").unwrap();
-    fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
+    write_token(&dir.join("token"), "band-it-token-0123456789\n");
     let (child, addr) = pod(dir);
     let _watch =
         band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
@@ -164,7 +164,7 @@ fn privileged_exec_on_a_sandboxd_target_is_exec_on_the_host() {
         "exec_on_sandboxd_without_a_token"
     );
     // A wrong token: refused by the pod.
-    fs_err::write(dir.join("wrong"), "not-the-token-0123456789\n").unwrap();
+    write_token(&dir.join("wrong"), "not-the-token-0123456789\n");
     let (code, _, stderr) = bin()
         .env(TOKEN_FILE_ENV, dir.join("wrong"))
         .run(&shown, dir);
@@ -270,7 +270,7 @@ fn privileged_exec_on_a_sandboxd_target_streams_and_ctrl_c_signals_the_run() {
     let t = tempfile::tempdir().expect("tempdir");
     let dir = t.path();
     fs_err::write(dir.join("pod.band.md"), BAND).unwrap();
-    fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
+    write_token(&dir.join("token"), "band-it-token-0123456789\n");
     let (child, addr) = pod(dir);
     let _watch =
         band_test::kill_after(&child, std::time::Duration::from_secs(600), "band-sandboxd");
@@ -376,7 +376,7 @@ fn untimed(text: &str) -> String {
 /// token, `data/`, and the skill `demo` in `skills/` with `band` as its BAND.md.
 fn skill_project(dir: &Path, band: &str) {
     fs_err::write(dir.join("pod.band.md"), SKILL_POD_BAND).unwrap();
-    fs_err::write(dir.join("token"), "band-it-token-0123456789\n").unwrap();
+    write_token(&dir.join("token"), "band-it-token-0123456789\n");
     fs_err::create_dir_all(dir.join("data")).unwrap();
     fs_err::create_dir_all(dir.join("out")).unwrap();
     fs_err::write(dir.join("data/words.txt"), "one two three\n").unwrap();
@@ -466,7 +466,7 @@ fn privileged_run_on_a_sandboxd_target_is_run_on_the_host_within_the_pods_band()
     );
     let started = log.runs().len();
     // A wrong token: refused by the pod, nothing sent.
-    fs_err::write(dir.join("wrong"), "not-the-token-0123456789\n").unwrap();
+    write_token(&dir.join("wrong"), "not-the-token-0123456789\n");
     let (code, _, stderr) = bin().env(TOKEN_FILE_ENV, dir.join("wrong")).run(
         &[
             "run",
@@ -793,4 +793,11 @@ fn privileged_a_killed_client_of_a_skill_on_a_sandboxd_target_leaves_nothing() {
         .arg(pod_child.0.id().to_string())
         .status();
     assert!(pod_child.0.wait().unwrap().success());
+}
+
+/// A token file as a user keeps one: readable by its owner only (band refuses any other).
+fn write_token(path: &std::path::Path, token: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    fs_err::write(path, token).unwrap();
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }

@@ -148,6 +148,8 @@ fn one_signal_ends_a_run_whose_endpoint_never_answers() {
     text_skill_with_target(t.path(), "host");
     let token = t.path().join("pod-token");
     fs_err::write(&token, "token\n").expect("write");
+    fs_err::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
     let band = bin().env("BAND_SANDBOXD_TOKEN_FILE", &token);
     let mut cmd = band.command(
         &[
@@ -175,4 +177,37 @@ fn one_signal_ends_a_run_whose_endpoint_never_answers() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("cancelled"), "{err}");
+}
+
+/// A sandboxd token file other users can read is refused before anything connects, with the fix.
+#[test]
+fn a_token_file_others_can_read_is_refused() {
+    let t = tempfile::tempdir().expect("tmp");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let target = format!("sandboxd://{}", listener.local_addr().expect("addr"));
+    text_skill_with_target(t.path(), "host");
+    let token = t.path().join("pod-token");
+    fs_err::write(&token, "band-it-token-0123456789\n").expect("write");
+    fs_err::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    let (code, out, err) = bin().env("BAND_SANDBOXD_TOKEN_FILE", &token).run(
+        &[
+            "run",
+            "--target",
+            &target,
+            "--skills",
+            "skills",
+            "text/count",
+            "--text=hi",
+        ],
+        t.path(),
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("the token file can be read by other users (mode 644)")
+            && err.contains("chmod 600"),
+        "{err}"
+    );
+    assert_never_connected(&listener);
 }
