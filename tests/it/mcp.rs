@@ -891,7 +891,18 @@ fn rpc(
     id: u64,
     method: &str,
 ) -> Value {
-    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": modern_meta()});
+    rpc_with(stdin, stdout, id, method, modern_meta())
+}
+
+/// One JSON-RPC request on a stdio server, and its one-line answer.
+pub(crate) fn rpc_with(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut BufReader<std::process::ChildStdout>,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> Value {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     writeln!(stdin, "{msg}").expect("write");
     stdin.flush().expect("flush");
     let mut line = String::new();

@@ -8,11 +8,10 @@ use serde_json::{Value, json};
 
 use crate::common::{bin, noted_pids, noting_server, repo, sandbox_missing};
 
-/// skills/text copied into a temporary folder with `execution.target: <target>` (no lock: the
-/// band changed), and `band` reading `config` as its config file.
-fn upstream_text(target: &str, config: &str) -> (tempfile::TempDir, Band) {
-    let t = tempfile::tempdir().expect("tmp");
-    let skill = t.path().join("skills/text");
+/// skills/text copied to `dir/skills/text` with `execution.target: <target>` (no lock: the band
+/// changed).
+pub(crate) fn text_with_target(dir: &Path, target: &str) {
+    let skill = dir.join("skills/text");
     band_test::copy_dir(&repo().join("skills/text"), &skill);
     fs_err::remove_file(skill.join("band.lock")).expect("rm lock");
     let band_md = skill.join("BAND.md");
@@ -23,6 +22,12 @@ fn upstream_text(target: &str, config: &str) -> (tempfile::TempDir, Band) {
         1,
     );
     fs_err::write(&band_md, text).expect("write");
+}
+
+/// [`text_with_target`] in a temporary folder, and `band` reading `config` as its config file.
+fn upstream_text(target: &str, config: &str) -> (tempfile::TempDir, Band) {
+    let t = tempfile::tempdir().expect("tmp");
+    text_with_target(t.path(), target);
     let file = t.path().join("config.toml");
     fs_err::write(&file, config).expect("write");
     let band = bin().env("BAND_CONFIG", &file);

@@ -4,28 +4,37 @@
 //! band no longer chooses another machine: `band run`, `band mcp` and `band explain` refuse it
 //! unless the user's flag or config does, and nothing connects there.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{band_exe, bin, repo};
+use crate::common::{band_exe, bin};
+use crate::mcp::rpc_with;
+use crate::targets::text_with_target;
 
-/// skills/text in `dir/skills/text` with `execution.target: <target>` and no lock.
-fn text_skill_with_target(dir: &Path, target: &str) {
-    let skill = dir.join("skills/text");
-    band_test::copy_dir(&repo().join("skills/text"), &skill);
-    fs_err::remove_file(skill.join("band.lock")).expect("rm lock");
-    let band_md = skill.join("BAND.md");
-    let text = fs_err::read_to_string(&band_md).expect("read");
-    let text = text.replacen(
-        "version: 1\n",
-        &format!("version: 1\nexecution:\n  target: {target}\n"),
-        1,
-    );
-    fs_err::write(&band_md, text).expect("write");
+/// A token file with `mode`, in `dir`.
+fn token_file(dir: &Path, mode: u32) -> std::path::PathBuf {
+    let token = dir.join("pod-token");
+    fs_err::write(&token, "band-it-token-0123456789\n").expect("write");
+    fs_err::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .expect("chmod");
+    token
+}
+
+/// `band run --target <target>` of text/count.
+fn run_on(target: &str) -> [&str; 7] {
+    [
+        "run",
+        "--target",
+        target,
+        "--skills",
+        "skills",
+        "text/count",
+        "--text=hi",
+    ]
 }
 
 /// No connection reached `listener` (it is non-blocking).
@@ -43,9 +52,8 @@ fn a_band_that_names_another_machine_sends_nothing_there() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let target = format!("sandboxd://{}", listener.local_addr().expect("addr"));
-    text_skill_with_target(t.path(), &target);
-    let token = t.path().join("pod-token");
-    fs_err::write(&token, "POD-TOKEN-CANARY\n").expect("write");
+    text_with_target(t.path(), &target);
+    let token = token_file(t.path(), 0o600);
     let config = t.path().join("config.toml");
     fs_err::write(&config, "target = \"host\"\n").expect("write");
     let band = bin()
@@ -99,19 +107,9 @@ fn a_band_that_names_another_machine_sends_nothing_there() {
     let mut child = cmd.spawn().expect("band mcp");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut rpc = |stdin: &mut std::process::ChildStdin, id: u64, method: &str, params: Value| {
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(stdin, "{msg}").expect("write");
-        stdin.flush().expect("flush");
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).expect("read") > 0,
-            "no answer to {method}"
-        );
-        serde_json::from_str::<Value>(&line).expect("a JSON-RPC line")
-    };
-    let init = rpc(
+    let init = rpc_with(
         &mut stdin,
+        &mut stdout,
         1,
         "initialize",
         json!({"protocolVersion": "2025-06-18", "capabilities": {},
@@ -124,8 +122,9 @@ fn a_band_that_names_another_machine_sends_nothing_there() {
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .expect("write");
-    let call = rpc(
+    let call = rpc_with(
         &mut stdin,
+        &mut stdout,
         2,
         "tools/call",
         json!({"name": "text__count", "arguments": {"text": "hi"}}),
@@ -145,24 +144,10 @@ fn one_signal_ends_a_run_whose_endpoint_never_answers() {
     let t = tempfile::tempdir().expect("tmp");
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let target = format!("sandboxd://{}", listener.local_addr().expect("addr"));
-    text_skill_with_target(t.path(), "host");
-    let token = t.path().join("pod-token");
-    fs_err::write(&token, "token\n").expect("write");
-    fs_err::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .expect("chmod");
+    text_with_target(t.path(), "host");
+    let token = token_file(t.path(), 0o600);
     let band = bin().env("BAND_SANDBOXD_TOKEN_FILE", &token);
-    let mut cmd = band.command(
-        &[
-            "run",
-            "--target",
-            &target,
-            "--skills",
-            "skills",
-            "text/count",
-            "--text=hi",
-        ],
-        t.path(),
-    );
+    let mut cmd = band.command(&run_on(&target), t.path());
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -186,23 +171,11 @@ fn a_token_file_others_can_read_is_refused() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let target = format!("sandboxd://{}", listener.local_addr().expect("addr"));
-    text_skill_with_target(t.path(), "host");
-    let token = t.path().join("pod-token");
-    fs_err::write(&token, "band-it-token-0123456789\n").expect("write");
-    fs_err::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .expect("chmod");
-    let (code, out, err) = bin().env("BAND_SANDBOXD_TOKEN_FILE", &token).run(
-        &[
-            "run",
-            "--target",
-            &target,
-            "--skills",
-            "skills",
-            "text/count",
-            "--text=hi",
-        ],
-        t.path(),
-    );
+    text_with_target(t.path(), "host");
+    let token = token_file(t.path(), 0o644);
+    let (code, out, err) = bin()
+        .env("BAND_SANDBOXD_TOKEN_FILE", &token)
+        .run(&run_on(&target), t.path());
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains("the token file can be read by other users (mode 644)")
