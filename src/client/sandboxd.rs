@@ -224,10 +224,12 @@ impl Transport for SandboxdTransport {
         recorded()?;
         let (argv, request) = start_of(req)?;
         let unreachable = |e: String| {
-            ClientError::user(
-                format!("sandboxd at {}: {e}", self.uri()),
-                "is band-sandboxd listening there (a port-forward to the pod's gRPC port, 9090)?",
-            )
+            let hint = if e.starts_with("the run sent more than") {
+                "the run printed more than band keeps of it; write large results to files"
+            } else {
+                "is band-sandboxd listening there (a port-forward to the pod's gRPC port, 9090)?"
+            };
+            ClientError::user(format!("sandboxd at {}: {e}", self.uri()), hint)
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
