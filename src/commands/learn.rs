@@ -460,6 +460,7 @@ fn finish(
     }
     let lines = learn::diff(&current.allow, &current.secrets, &draft);
     let mut notes = draft.notes.clone();
+    notes.extend(learn::narrowed_note(&lines));
     if result.observed.as_ref().is_some_and(|o| !o.complete) {
         notes.push(
             "the observer's record is incomplete (the kernel's event queue overflowed, or the run touched more paths than band-server keeps): some files may be missing"

@@ -673,6 +673,28 @@ pub struct DiffLine {
     pub evidence: String,
 }
 
+/// A note when the draft narrows a pattern of the band (`**`, `grep *`) to what the observed
+/// runs did: the next input may take a path those runs did not, and is then refused, or finds a
+/// file missing. `None` when no pattern is removed where rules are added in its stead.
+pub fn narrowed_note(lines: &[DiffLine]) -> Option<String> {
+    let narrowed: Vec<String> = lines
+        .iter()
+        .filter(|l| {
+            l.op == '-'
+                && l.key != "env.secrets"
+                && l.rule.contains(['*', '?', '['])
+                && lines.iter().any(|a| a.op == '+' && a.key == l.key)
+        })
+        .map(|l| format!("`{}` ({})", l.rule, l.key))
+        .collect();
+    (!narrowed.is_empty()).then(|| {
+        format!(
+            "the draft replaces {} with what was observed: an input that takes another path is refused, or finds a file missing (the run then names it); observe more inputs with --merge, or keep the pattern by hand",
+            narrowed.join(", ")
+        )
+    })
+}
+
 /// The draft against the current band: every drafted rule (`+` new, ` ` already there), and
 /// every current rule the observed runs did not need (`-`).
 pub fn diff(current: &RuleSet, current_secrets: &[String], d: &Draft) -> Vec<DiffLine> {

@@ -904,3 +904,38 @@ fn the_rule_that_starts_the_script_is_kept_or_drafted() {
     assert_eq!(EntryStart::of(entry, &bash), None);
     assert_eq!(EntryStart::of(entry, &Launch::AsIs), None);
 }
+
+/// A pattern of the band narrowed to one run's files or calls is said, so the author knows the
+/// next input may need more (third wild trial: `**` narrowed to one workspace's files, and the
+/// next ran without `libs/`).
+#[test]
+fn narrowing_a_pattern_is_said() {
+    let line = |key: &str, op: char, rule: &str| DiffLine {
+        key: key.into(),
+        op,
+        rule: rule.into(),
+        evidence: String::new(),
+    };
+    let lines = [
+        line("allow.read", '-', "**"),
+        line("allow.read", '+', "prisma/schema.prisma"),
+        line("allow.cli", '-', "grep *"),
+        line("allow.cli", '+', "grep -r model prisma/"),
+        line("allow.cli", '-', "jq *"),
+        line("allow.write", '-', "out/**"),
+    ];
+    let note = narrowed_note(&lines).expect("a note");
+    assert!(
+        note.starts_with("the draft replaces `**` (allow.read), `grep *` (allow.cli), `jq *` (allow.cli) with what was observed"),
+        "{note}"
+    );
+    // A pattern only removed (nothing added in its column) is not narrowed, it is unused.
+    assert_eq!(narrowed_note(&lines[4..]), None);
+    assert_eq!(
+        narrowed_note(&[
+            line("allow.read", '-', "a.txt"),
+            line("allow.read", '+', "b.txt")
+        ]),
+        None
+    );
+}
