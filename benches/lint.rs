@@ -33,6 +33,7 @@ const SCRIPTS_PER_SKILL: usize = 10;
 const TARGET: Duration = Duration::from_secs(1);
 
 fn main() {
+    common::without_cargo_library_path();
     let full = common::bench_mode();
     let skills = env_usize("BAND_BENCH_SKILLS", if full { 200 } else { 3 });
     let iters = env_usize("BAND_BENCH_ITERS", if full { 15 } else { 2 }).max(2);

@@ -256,6 +256,7 @@ impl Env {
 }
 
 fn main() {
+    common::without_cargo_library_path();
     if let Some(why) = why_not() {
         println!("band run bench skipped: {why}");
         return;

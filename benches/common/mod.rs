@@ -347,3 +347,27 @@ pub(crate) fn machine() -> String {
         .unwrap_or_default();
     format!("{cpus} CPUs ({model}), {os}, kernel {kernel}, load average {load} at the end")
 }
+
+/// cargo runs a bench with `LD_LIBRARY_PATH` naming its target folders and the toolchain's
+/// libraries, and every program the bench starts inherits it: the dynamic loader then looks
+/// through those folders (and their `glibc-hwcaps` subfolders) for each library of each program
+/// it starts. That made each `/bin/true` of bare bwrap about 0.2 ms slower, and `band` itself
+/// slower to start, while nsjail, which clears its environment, and band's sandbox, which sets
+/// its own, were not: the 50-process row showed nsjail at 0.74× bare bwrap, 0.99× without it.
+/// So the bench starts again, once, as a user's shell would start it: without that variable.
+pub(crate) fn without_cargo_library_path() {
+    use std::os::unix::process::CommandExt;
+    const AGAIN: &str = "BAND_BENCH_CLEAN_ENV";
+    if std::env::var_os("LD_LIBRARY_PATH").is_none() || std::env::var_os(AGAIN).is_some() {
+        return;
+    }
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    let e = std::process::Command::new(me)
+        .args(std::env::args_os().skip(1))
+        .env_remove("LD_LIBRARY_PATH")
+        .env(AGAIN, "1")
+        .exec();
+    panic!("the bench could not start itself again without LD_LIBRARY_PATH: {e}");
+}
