@@ -431,11 +431,10 @@ impl Drop for Staged<'_> {
 /// 3. Only then is each renamed into place. A rename failing midway (the disk went away) leaves
 ///    the files renamed before it.
 pub fn write_files(root: &Path, files: &[(&Path, &[u8])]) -> Result<(), SkillFileError> {
-    use rustix::fs::{AtFlags, Mode, OFlags};
+    use rustix::fs::AtFlags;
     use rustix::io::Errno;
     let canon_root = fs_err::canonicalize(root)?;
     let top = open_dir_resolved(&canon_root, Path::new(""), root)?;
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let blocked = |rel: &Path, why: &'static str| SkillFileError::Blocked {
         path: root.join(rel),
         why,
@@ -454,28 +453,8 @@ pub fn write_files(root: &Path, files: &[(&Path, &[u8])]) -> Result<(), SkillFil
         let Some((name, folders)) = parts.split_last() else {
             return Err(blocked(rel, "not a plain path inside the skill"));
         };
-        let mut dir =
-            rustix::fs::openat(&top, ".", flags, Mode::empty()).map_err(|e| io(rel, e))?;
-        let mut at = PathBuf::new();
-        let mut present = true;
-        for part in folders {
-            at.push(part);
-            match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
-                Ok(d) => dir = d,
-                Err(Errno::NOENT) => {
-                    present = false;
-                    break;
-                }
-                Err(Errno::LOOP | Errno::NOTDIR) => {
-                    return Err(blocked(
-                        &at,
-                        "not a folder (a file or a link) where band writes one",
-                    ));
-                }
-                Err(e) => return Err(io(&at, e)),
-            }
-        }
-        if present {
+        let dir = walk_folders(&top, folders, None).map_err(|w| w.error(root, rel))?;
+        if let Some(dir) = dir {
             match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() => {}
                 Ok(_) => {
@@ -495,30 +474,9 @@ pub fn write_files(root: &Path, files: &[(&Path, &[u8])]) -> Result<(), SkillFil
     let mut dirs = Vec::with_capacity(files.len());
     let outcome = (|| {
         for ((folders, _), (rel, _)) in split.iter().zip(files) {
-            let mut dir =
-                rustix::fs::openat(&top, ".", flags, Mode::empty()).map_err(|e| io(rel, e))?;
-            for part in folders {
-                let next = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
-                    Ok(d) => d,
-                    Err(Errno::NOENT) => {
-                        rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755))
-                            .map_err(|e| io(rel, e))?;
-                        let parent = rustix::fs::openat(&dir, ".", flags, Mode::empty())
-                            .map_err(|e| io(rel, e))?;
-                        made.push((parent, part.to_os_string()));
-                        rustix::fs::openat(&dir, *part, flags, Mode::empty())
-                            .map_err(|e| io(rel, e))?
-                    }
-                    Err(Errno::LOOP | Errno::NOTDIR) => {
-                        return Err(blocked(
-                            rel,
-                            "not a folder (a file or a link) where band writes one",
-                        ));
-                    }
-                    Err(e) => return Err(io(rel, e)),
-                };
-                dir = next;
-            }
+            let dir = walk_folders(&top, folders, Some(&mut made))
+                .map_err(|w| w.error(root, rel))?
+                .ok_or_else(|| io(rel, Errno::NOENT))?;
             dirs.push(dir);
         }
         Ok(())
@@ -550,6 +508,67 @@ pub fn write_files(root: &Path, files: &[(&Path, &[u8])]) -> Result<(), SkillFil
             .map_err(|e| SkillFileError::Io(at_path(&root.join(rel), e)))?;
     }
     Ok(())
+}
+
+/// Why [`walk_folders`] stopped: at which of the folders (its path below the root) and how.
+struct WalkStop {
+    at: PathBuf,
+    errno: Option<rustix::io::Errno>,
+}
+
+impl WalkStop {
+    /// The error for writing `rel` below `root`: a folder that is a file or a link is named;
+    /// anything else is an I/O error on `rel`.
+    fn error(self, root: &Path, rel: &Path) -> SkillFileError {
+        match self.errno {
+            None => SkillFileError::Blocked {
+                path: root.join(&self.at),
+                why: "not a folder (a file or a link) where band writes one",
+            },
+            Some(e) => SkillFileError::Io(at_path(&root.join(rel), e)),
+        }
+    }
+}
+
+/// Open `folders` one below the other beneath `top`, following no link. A missing one ends the
+/// walk with `None`, or, given `made`, is made (0755) and recorded there (its parent's descriptor
+/// and its name, for a rollback). A component that is a file or a link stops it.
+fn walk_folders(
+    top: &std::os::fd::OwnedFd,
+    folders: &[&std::ffi::OsStr],
+    mut made: Option<&mut Vec<(std::os::fd::OwnedFd, std::ffi::OsString)>>,
+) -> Result<Option<std::os::fd::OwnedFd>, WalkStop> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut at = PathBuf::new();
+    let stop = |at: &PathBuf, errno| WalkStop {
+        at: at.clone(),
+        errno,
+    };
+    let mut dir =
+        rustix::fs::openat(top, ".", flags, Mode::empty()).map_err(|e| stop(&at, Some(e)))?;
+    for part in folders {
+        at.push(part);
+        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(Errno::NOENT) => {
+                let Some(made) = made.as_deref_mut() else {
+                    return Ok(None);
+                };
+                rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755))
+                    .map_err(|e| stop(&at, Some(e)))?;
+                let parent = rustix::fs::openat(&dir, ".", flags, Mode::empty())
+                    .map_err(|e| stop(&at, Some(e)))?;
+                made.push((parent, part.to_os_string()));
+                rustix::fs::openat(&dir, *part, flags, Mode::empty())
+                    .map_err(|e| stop(&at, Some(e)))?
+            }
+            Err(Errno::LOOP | Errno::NOTDIR) => return Err(stop(&at, None)),
+            Err(e) => return Err(stop(&at, Some(e))),
+        };
+    }
+    Ok(Some(dir))
 }
 
 /// Open the folder `rel` (no link on it, as [`resolve_inside`] found it; empty: the root) beneath

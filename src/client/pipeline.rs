@@ -813,21 +813,18 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         _ => None,
     };
     let not_admitted = match (CompiledPolicy::compile(&prepared.request.policy), which) {
-        (Ok(policy), Some(which)) => {
-            let written: Vec<String> = result.written.iter().map(|f| f.path.clone()).collect();
-            super::unadmitted::not_admitted(
-                &prepared.workspace,
-                &policy,
-                &prepared.request.workspace,
-                &written,
-                &super::unadmitted::named_paths(
-                    &result.stderr,
-                    &result.stdout,
-                    &prepared.request.input,
-                    which,
-                ),
-            )
-        }
+        (Ok(policy), Some(which)) => super::unadmitted::not_admitted(
+            &prepared.workspace,
+            &policy,
+            &prepared.request.workspace,
+            &result.written,
+            &super::unadmitted::named_paths(
+                &result.stderr,
+                &result.stdout,
+                &prepared.request.input,
+                which,
+            ),
+        ),
         _ => Vec::new(),
     };
     let input_json = serde_json::to_vec(&prepared.request.input)?;

@@ -139,7 +139,7 @@ pub(crate) fn not_admitted(
     root: &WorkspaceRoot,
     policy: &CompiledPolicy,
     copied: &[FileEntry],
-    written: &[String],
+    written: &[FileEntry],
     names: &[String],
 ) -> Vec<NotAdmitted> {
     let copied: BTreeSet<&str> = copied.iter().map(|f| f.path.as_str()).collect();
@@ -149,7 +149,7 @@ pub(crate) fn not_admitted(
             break;
         }
         if copied.contains(path.as_str())
-            || written.iter().any(|w| w == path)
+            || written.iter().any(|w| w.path == *path)
             || policy.read.check(path).is_allowed()
         {
             continue;
@@ -267,7 +267,12 @@ mod tests {
         let root = WorkspaceRoot::open(w, true, true).expect("open");
         let policy = CompiledPolicy::compile(&crate::policy::Policy::default()).expect("policy");
         let names = ["out/report.txt".to_string(), "libs".to_string()];
-        let got = not_admitted(&root, &policy, &[], &["out/report.txt".into()], &names);
+        let written = [FileEntry {
+            path: "out/report.txt".into(),
+            mode: 0o644,
+            data: String::new(),
+        }];
+        let got = not_admitted(&root, &policy, &[], &written, &names);
         assert_eq!(
             got,
             [NotAdmitted {
