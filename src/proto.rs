@@ -764,6 +764,27 @@ pub struct RunResult {
     /// band-server has no site policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<Trust>,
+    /// Commands the band allows that the host band-server ran on does not have: the run went
+    /// without them (one of several alternatives, `python *` and `python3 *`, is the usual case).
+    /// Told by the client after the run, not mixed into the script's stderr.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_commands: Vec<MissingCommand>,
+}
+
+/// An allowed command that is not installed where the run ran, and the `allow.cli` rules that
+/// name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingCommand {
+    pub name: String,
+    pub rules: Vec<String>,
+}
+
+impl MissingCommand {
+    /// `` `python` (allow.cli `python *`) ``: how a note names it.
+    pub fn describe(&self) -> String {
+        let rules: Vec<String> = self.rules.iter().map(|r| format!("`{r}`")).collect();
+        format!("`{}` (allow.cli {})", self.name, rules.join(", "))
+    }
 }
 
 /// The forged requests the CLI gate refused in one run: how many, and why the first few were
@@ -899,6 +920,7 @@ impl RunResult {
             forged: None,
             deps_sha256: None,
             trust: None,
+            missing_commands: Vec::new(),
         }
     }
 }

@@ -194,6 +194,34 @@ pub(crate) fn links_note(left: &band::client::pipeline::LeftOut) -> Option<Strin
     Some(text)
 }
 
+/// The note (after an ok run) or hint (after any other) for the allowed commands the host did
+/// not have, if any: the run went without them, which a script that falls back quietly shows
+/// nowhere else. Told after the run, so the script's stderr stays the script's.
+pub(crate) fn missing_note(result: &proto::RunResult) -> Option<String> {
+    if result.missing_commands.is_empty() {
+        return None;
+    }
+    let lead = match result.status {
+        proto::Status::Ok => "note",
+        _ => "hint",
+    };
+    let names: Vec<String> = result
+        .missing_commands
+        .iter()
+        .map(|m| for_terminal(&m.describe()).into_owned())
+        .collect();
+    let it = if names.len() == 1 { "it" } else { "them" };
+    Some(format!(
+        "{lead}: not installed where band-server runs, so the run went without {it}: {} (install {it} there, or take {} out of the band)\n",
+        names.join(", "),
+        if names.len() == 1 {
+            "its rule"
+        } else {
+            "their rules"
+        },
+    ))
+}
+
 fn describe_denial(d: &proto::Denial) -> String {
     let what = match d {
         proto::Denial::Cli { argv, .. } => format!("command `{}`", argv.join(" ")),

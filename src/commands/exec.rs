@@ -65,6 +65,9 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         if let Some(note) = render::links_note(&outcome.links_left_out) {
             render::say(&note);
         }
+        if let Some(note) = render::missing_note(result) {
+            render::say(&note);
+        }
     }
     Ok(result.status.exit_code())
 }

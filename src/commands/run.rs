@@ -289,6 +289,9 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         if let Some(note) = crate::cli::render::links_note(&outcome.links_left_out) {
             say(&note);
         }
+        if let Some(note) = crate::cli::render::missing_note(result) {
+            say(&note);
+        }
         if !outcome.without_exec.is_empty() {
             let names: Vec<String> = outcome
                 .without_exec

@@ -378,6 +378,36 @@ fn privileged_an_ok_run_that_names_a_folder_the_band_hid_says_so() {
     assert!(!out.stdout.contains("TODO-CONTENTS") && !out.stderr.contains("TODO-CONTENTS"));
 }
 
+/// A command the band allows that the host does not have is told after the run, once, as a note
+/// after an ok run (a script that falls back quietly shows it nowhere else) and as a hint after a
+/// failed one; the script's stderr stays the script's.
+#[test]
+fn privileged_an_allowed_command_the_host_lacks_is_told_after_the_run() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("pick")
+        .band(
+            "description: Picks a tool.\nversion: 1\nallow:\n  cli:\n    - \"bandtestabsent *\"\n    - \"bandtestgone --version\"\n",
+        )
+        .script(
+            "quiet.sh",
+            "#!/bin/bash\nif command -v bandtestabsent >/dev/null; then echo found; else echo \"using the fallback\"; fi\n",
+        )
+        .script(
+            "loud.sh",
+            "#!/bin/bash\nbandtestabsent --list 2>/dev/null || { echo \"no tool\" >&2; exit 3; }\n",
+        )
+        .input_schema("quiet", SkillBuilder::NO_INPUT)
+        .input_schema("loud", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let ok = run_in(&skills, &ws, "pick/quiet", &[]);
+    band_snapshot!(ok, "missing_command_note");
+    let failed = run_in(&skills, &ws, "pick/loud", &[]);
+    band_snapshot!(failed, "missing_command_hint");
+}
+
 /// A failed run that looked for a workspace file the band does not admit names it, with the
 /// rule to add; the file's contents appear nowhere.
 #[test]

@@ -464,7 +464,7 @@ fn run_prepared(
         held.net.as_ref().and_then(|n| guard.get(n)),
         &mut ran.st,
     );
-    Ok(result(
+    let mut result = result(
         client,
         checked,
         &plan.limits,
@@ -472,7 +472,12 @@ fn run_prepared(
         collected,
         observed,
         setup_ms,
-    ))
+    );
+    // Allowed commands this host does not have (alternatives such as `python *`): the run went
+    // without them, and its result says so (the client tells it; the script's stderr stays the
+    // script's).
+    result.missing_commands = plan.pre.cli.missing.clone();
+    Ok(result)
 }
 
 /// The start of step 5: `band learn`'s observer (from now on: the script cannot start before
@@ -548,11 +553,6 @@ fn run(
 ) -> Ran {
     let sink = client.sink;
     let mut st = LoopState::new(&plan.limits);
-    // Allowed commands this host does not have (alternatives such as `python *`): the run starts
-    // without them and says so first on its stderr.
-    for m in &plan.pre.cli.missing {
-        st.handle(Msg::Stderr(m.warning().into_bytes()), sink);
-    }
     let deadline = run_start + Duration::from_millis(plan.limits.runtime_ms);
     let exit = run_loop(rx, guard, held, sink, &mut st, deadline, client.gone);
     let run_ms = run_start.elapsed().as_millis() as u64;
@@ -790,6 +790,7 @@ fn result(
         }),
         deps_sha256: None,
         trust: None,
+        missing_commands: Vec::new(),
     }
 }
 

@@ -117,6 +117,12 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
                 n.path, n.rule
             )));
         }
+        if !r.missing_commands.is_empty() {
+            result.content.push(ContentBlock::text(format!(
+                "band: note: not installed where band-server runs, so the run went without: {}",
+                missing(r)
+            )));
+        }
         return result;
     }
     let message = match &r.error {
@@ -149,6 +155,12 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
         details.push(format!(
             "in the workspace but not admitted by the band: {}",
             what.join(", ")
+        ));
+    }
+    if !r.missing_commands.is_empty() {
+        details.push(format!(
+            "not installed where band-server runs, so the run went without: {}",
+            missing(r)
         ));
     }
     let hint = r.error.as_ref().and_then(|e| e.hint.as_deref());
@@ -239,6 +251,12 @@ fn tail(s: &str, max: usize) -> &str {
         cut += 1;
     }
     &s[cut..]
+}
+
+/// The allowed commands the run went without, as a note names them.
+fn missing(r: &band::proto::RunResult) -> String {
+    let names: Vec<String> = r.missing_commands.iter().map(|m| m.describe()).collect();
+    names.join(", ")
 }
 
 #[cfg(test)]
@@ -477,6 +495,32 @@ mod tests {
             head.contains(
                 "in the workspace but not admitted by the band: `libs` (allow.read \"libs/**\")"
             ),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn results_name_the_allowed_commands_the_host_lacked() {
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!("using the fallback"));
+        ok.missing_commands = vec![band::proto::MissingCommand {
+            name: "gh".into(),
+            rules: vec!["gh pr *".into(), "gh api *".into()],
+        }];
+        let mut o = outcome(ok);
+        let r = call_result(&o, None);
+        assert!(
+            texts(&r).iter().any(|t| t
+                == "band: note: not installed where band-server runs, so the run went without: `gh` (allow.cli `gh pr *`, `gh api *`)"),
+            "{:?}",
+            r.content
+        );
+        o.result.status = Status::ScriptFailed;
+        let (head, _) = typed(&call_result(&o, None));
+        assert!(
+            head.contains("so the run went without: `gh` (allow.cli `gh pr *`, `gh api *`)"),
             "{head}"
         );
     }

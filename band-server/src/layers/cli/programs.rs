@@ -29,33 +29,13 @@ pub struct CliPlan {
     pub(crate) bundled: Vec<BundledProgram>,
     pub policy: ShimPolicy,
     /// Declared (allowed, not insisted) commands that are not installed on this host: absent in
-    /// the sandbox, and the run says so on its stderr ([`MissingCommand::warning`]).
+    /// the sandbox, and named in the run's result (`RunResult::missing_commands`).
     pub(crate) missing: Vec<MissingCommand>,
 }
 
-/// An allowed command that is not on this host, and the rules that name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MissingCommand {
-    pub(crate) name: String,
-    /// The `allow.cli` patterns whose command it is.
-    pub(crate) rules: Vec<String>,
-}
-
-impl MissingCommand {
-    /// The line the run's stderr starts with.
-    pub(crate) fn warning(&self) -> String {
-        let rules = self
-            .rules
-            .iter()
-            .map(|r| format!("`{r}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!(
-            "band: warning: allow.cli {rules}: `{}` is not installed on this host; it is absent in the sandbox\n",
-            self.name
-        )
-    }
-}
+/// An allowed command that is not on this host, and the rules that name it: the run's result
+/// carries it as it is.
+pub(crate) use band::proto::MissingCommand;
 
 /// Build the CLI layer from the declared commands. `resolve` finds host binaries and `head`
 /// reads their first bytes (see `facts::HostFacts`). A command that `insist.cli` names and that
@@ -262,9 +242,8 @@ mod tests {
             }]
         );
         assert_eq!(
-            plan.missing[0].warning(),
-            "band: warning: allow.cli `python *`, `python -c *`: `python` is not installed on \
-             this host; it is absent in the sandbox\n"
+            plan.missing[0].describe(),
+            "`python` (allow.cli `python *`, `python -c *`)"
         );
         // Insisted, the same command is an error naming it and its rule.
         let mut p = policy(&["python3 *"]);
