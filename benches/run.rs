@@ -1546,6 +1546,7 @@ fn build_request(skill: &Path, script: &str) -> RunRequest {
         narrowing: Vec::new(),
         stdin: false,
         start_on_go: false,
+        workspace_folders: None,
     }
 }
 

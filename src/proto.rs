@@ -98,6 +98,13 @@ pub struct RunRequest {
     /// that never started. Without it, the script starts as soon as the run is ready.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_on_go: bool,
+    /// The folders of the workspace, on the way to each folder a relative `allow.write` /
+    /// `insist.write` pattern writes in (`policy::fs::write_dir`), that exist (empty or not),
+    /// workspace-relative. band-server makes the run's copy of those folders and no other: a
+    /// script that refuses to write into an existing folder finds none that the workspace does
+    /// not have. `None` from a client that does not say: every such folder is made, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_folders: Option<Vec<String>>,
 }
 
 /// The line a client of the host's warm band-server writes before its request: `shape <key>`,

@@ -487,6 +487,10 @@ pub fn prepare(
     } else {
         None
     };
+    let workspace_folders = Some(super::workspace::write_folders(
+        &ws_root,
+        &band.resolved.policy,
+    ));
     let request = RunRequest {
         protocol: proto::PROTOCOL_VERSION,
         run_id: settled.run_id,
@@ -507,6 +511,7 @@ pub fn prepare(
         narrowing: super::narrow::read()?.into_iter().map(|(n, _)| n).collect(),
         stdin: false,
         start_on_go: false,
+        workspace_folders,
     };
     Ok(Preparation::Ready(Box::new(Prepared {
         request,

@@ -153,6 +153,7 @@ mod tests {
             narrowing: Vec::new(),
             stdin: false,
             start_on_go: false,
+            workspace_folders: None,
         }
     }
 

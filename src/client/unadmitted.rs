@@ -154,14 +154,17 @@ pub(crate) fn not_admitted(
         {
             continue;
         }
+        let inside = |p: &str| {
+            p.strip_prefix(path.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+        };
         let folder = match kind_of(root, path) {
             Some(FileType::RegularFile) => false,
-            // A folder with some file admitted was (in part) copied: not this case.
+            // A folder with some file admitted was (in part) copied, and one the run wrote into
+            // may be the run's own (it is looked up after the write-back): not this case.
             Some(FileType::Directory)
-                if !copied.iter().any(|c| {
-                    c.strip_prefix(path.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
-                }) =>
+                if !copied.iter().any(|c| inside(c))
+                    && !written.iter().any(|w| inside(&w.path)) =>
             {
                 true
             }
@@ -266,12 +269,17 @@ mod tests {
         fs_err::create_dir_all(w.join("libs")).expect("mkdir");
         let root = WorkspaceRoot::open(w, true, true).expect("open");
         let policy = CompiledPolicy::compile(&crate::policy::Policy::default()).expect("policy");
-        let names = ["out/report.txt".to_string(), "libs".to_string()];
         let written = [FileEntry {
             path: "out/report.txt".into(),
             mode: 0o644,
             data: String::new(),
         }];
+        // `out` itself, the folder the run wrote into, is not said to be left out either.
+        let names = [
+            "out/report.txt".to_string(),
+            "out".to_string(),
+            "libs".to_string(),
+        ];
         let got = not_admitted(&root, &policy, &[], &written, &names);
         assert_eq!(
             got,

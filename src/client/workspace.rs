@@ -726,6 +726,29 @@ pub(super) fn kind_of(root: &WorkspaceRoot, rel: &str) -> Option<FileType> {
     }
 }
 
+/// The folders on the way to each folder a relative write pattern of `policy` writes in
+/// (`policy::fs::write_dir`, of `allow.write` and `insist.write`) that the workspace has (real
+/// folders, no link on the way): `RunRequest::workspace_folders`, so that band-server makes in
+/// the run's copy those folders and no other. Sorted, each once.
+pub fn write_folders(root: &WorkspaceRoot, policy: &crate::policy::Policy) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for pattern in policy.allow.write.iter().chain(&policy.insist.write) {
+        let Some(dir) = crate::policy::fs::write_dir(pattern) else {
+            continue;
+        };
+        for folder in crate::policy::fs::folders_to(&dir) {
+            if out.contains(folder) {
+                continue;
+            }
+            if kind_of(root, folder) != Some(FileType::Directory) {
+                break;
+            }
+            out.insert(folder.to_string());
+        }
+    }
+    out.into_iter().collect()
+}
+
 /// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
 ///
 /// A file band cannot write where the run wrote it (a symlink, or something not a folder or a
@@ -1211,6 +1234,34 @@ mod tests {
 
     fn root_of(dir: &Path) -> WorkspaceRoot {
         WorkspaceRoot::open(dir, true, true).expect("open")
+    }
+
+    /// The folders on the way to each write folder that the workspace has, and no further than
+    /// the first it lacks; a link or a file on the way is not a folder it has.
+    #[test]
+    fn write_folders_are_those_the_workspace_has() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path();
+        fs_err::create_dir_all(w.join("out/reports")).expect("mkdir");
+        fs_err::create_dir_all(w.join("docs")).expect("mkdir");
+        fs_err::write(w.join("notes"), "a file").expect("write");
+        fs_err::os::unix::fs::symlink(w.join("docs"), w.join("linked")).expect("symlink");
+        let mut policy = crate::policy::Policy::default();
+        policy.allow.write = [
+            "out/reports/**",
+            "docs/new/*.md",
+            "my-package/**",
+            "notes/**",
+            "linked/**",
+            "*.txt",
+        ]
+        .map(String::from)
+        .to_vec();
+        policy.insist.write = vec!["docs/index.md".into()];
+        assert_eq!(
+            write_folders(&root_of(w), &policy),
+            ["docs", "out", "out/reports"]
+        );
     }
 
     /// The whole tree, admitting what `admit` admits.

@@ -314,6 +314,39 @@ impl FsMatcher {
     }
 }
 
+/// The workspace directory a relative `allow.write` pattern lets the run create files in: the
+/// pattern's static prefix (`FsPattern::static_prefix`), or its parent when the pattern is
+/// concrete (it may name a file, which must be creatable) unless it ends with `/` (it names a
+/// directory). `out/**` and `out/` → `out`, `reports/*.md` →
+/// `reports`, `a/b.txt` → `a`, `*.json` → `` (the workspace root). `None` for absolute or invalid
+/// patterns.
+pub fn write_dir(pattern: &str) -> Option<String> {
+    let p = FsPattern::parse(pattern).ok()?;
+    if p.is_absolute() {
+        return None;
+    }
+    // `out/` names a directory: it is created (and the run's) even before anything is in it
+    // (a one-name `out/` matches at any depth; the directory made is the top-level one).
+    if pattern.ends_with('/') && !pattern.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+        return Some(p.normalized().trim_start_matches("./").to_string());
+    }
+    let prefix = p.static_prefix();
+    let dir = if p.is_concrete() {
+        prefix.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+    } else {
+        prefix
+    };
+    Some(dir.to_string())
+}
+
+/// The folders on the way to a workspace-relative `dir` ([`write_dir`]), outermost first, `dir`
+/// itself last: `a/b/c` → `a`, `a/b`, `a/b/c`; none for the root (``).
+pub fn folders_to(dir: &str) -> impl Iterator<Item = &str> {
+    dir.match_indices('/')
+        .map(move |(i, _)| &dir[..i])
+        .chain((!dir.is_empty()).then_some(dir))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,6 +504,26 @@ mod tests {
         assert_eq!(n.check("tmp/x/a"), Decision::Default);
         assert_eq!(n.check("out/a"), allow("out/**"));
         assert_eq!(n.check("/out/a"), Decision::Default);
+    }
+
+    #[test]
+    fn the_folders_to_a_write_folder_and_the_write_folder_of_a_pattern() {
+        assert_eq!(
+            folders_to("a/b/c").collect::<Vec<_>>(),
+            ["a", "a/b", "a/b/c"]
+        );
+        assert_eq!(folders_to("out").collect::<Vec<_>>(), ["out"]);
+        assert_eq!(folders_to("").count(), 0);
+        for (pattern, dir) in [
+            ("out/**", Some("out")),
+            ("out/", Some("out")),
+            ("reports/*.md", Some("reports")),
+            ("a/b.txt", Some("a")),
+            ("*.json", Some("")),
+            ("/abs/**", None),
+        ] {
+            assert_eq!(write_dir(pattern).as_deref(), dir, "{pattern}");
+        }
     }
 
     #[test]

@@ -378,6 +378,51 @@ fn privileged_an_ok_run_that_names_a_folder_the_band_hid_says_so() {
     assert!(!out.stdout.contains("TODO-CONTENTS") && !out.stderr.contains("TODO-CONTENTS"));
 }
 
+/// A folder `allow.write` opens that the workspace does not have is not there for the script
+/// (wild trial 4: a scaffolder said "my-package already exists" on an empty workspace): the
+/// script makes it, as on the host. The folder above it is opened for new entries only: the
+/// run cannot remove a workspace file there, and what it makes there outside `allow.write` does
+/// not come back.
+#[test]
+fn privileged_a_write_folder_the_workspace_lacks_is_made_by_the_script() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    fs_err::write(ws.join("README.md"), "keep me\n").expect("write");
+    SkillBuilder::new("scaffold")
+        .band(
+            "description: Makes a package.\nversion: 1\nallow:\n  read: [\"README.md\"]\n  write: [\"my-package/**\"]\n",
+        )
+        .script(
+            "new.sh",
+            "#!/bin/sh\n[ -e my-package ] && { echo \"Error: my-package already exists.\" >&2; exit 1; }\n\
+             mkdir -p my-package/src && echo x > my-package/src/__init__.py\n\
+             rm -f README.md 2>/dev/null; [ -f README.md ] && echo \"readme: kept\"\n\
+             mv README.md moved.md 2>/dev/null || echo \"readme: not moved\"\n\
+             touch stray.txt && echo \"stray: made in the run\"\n",
+        )
+        .input_schema("new", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "scaffold/new", &[]);
+    assert!(
+        out.stdout
+            .contains("readme: kept\nreadme: not moved\nstray: made in the run\n"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("already exists"), "{out:?}");
+    assert_eq!(
+        fs_err::read_to_string(ws.join("my-package/src/__init__.py")).expect("written back"),
+        "x\n"
+    );
+    assert_eq!(
+        fs_err::read_to_string(ws.join("README.md")).expect("kept"),
+        "keep me\n"
+    );
+    assert!(!ws.join("stray.txt").exists() && !ws.join("moved.md").exists());
+    assert!(out.stderr.contains("stray.txt"), "{out:?}");
+}
+
 /// A command the band allows that the host does not have is told after the run, once, as a note
 /// after an ok run (a script that falls back quietly shows it nowhere else) and as a hint after a
 /// failed one; the script's stderr stays the script's.

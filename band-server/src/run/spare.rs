@@ -109,6 +109,8 @@ pub(crate) fn same_shape(spare: &RunRequest, req: &RunRequest) -> bool {
         stdin,
         // When the script starts (on the client's `go`), not what it runs in.
         start_on_go: _,
+        // The workspace's folders are made with its files, at the hand-over.
+        workspace_folders: _,
     } = req;
     spare.protocol == *protocol
         && spare.skill == *skill
@@ -148,6 +150,7 @@ pub(crate) fn spare_request(served: &RunRequest, run_id: String) -> RunRequest {
         // its shape have: a pipe for band-sandboxd's, `/dev/null` for band's.
         stdin: served.stdin,
         start_on_go: false,
+        workspace_folders: None,
     }
 }
 

@@ -143,6 +143,7 @@ pub(crate) fn request_with(files: &[(&str, u32, &str)], entry: &str, policy: Pol
         narrowing: Vec::new(),
         stdin: false,
         start_on_go: false,
+        workspace_folders: None,
     }
 }
 
@@ -169,6 +170,7 @@ pub(crate) fn bundle_request(skill: &str, bundle: Vec<FileEntry>, policy: Policy
         narrowing: Vec::new(),
         stdin: false,
         start_on_go: false,
+        workspace_folders: None,
     }
 }
 

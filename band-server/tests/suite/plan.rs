@@ -86,6 +86,7 @@ pub(super) fn request() -> RunRequest {
         narrowing: Vec::new(),
         stdin: false,
         start_on_go: false,
+        workspace_folders: None,
     }
 }
 

@@ -64,6 +64,7 @@ pub(crate) fn plan_run_dir<'a>(
         workspace: &checked.workspace,
         write_allowed: &write_allowed,
         write_dirs: inp.write_dirs,
+        workspace_folders: checked.req.workspace_folders.as_deref(),
         input_json: &checked.input_json,
         config_json: checked.config_json.as_deref(),
         wrappers: inp.wrappers,
@@ -98,6 +99,7 @@ pub(crate) fn plan_request_files<'a>(
         workspace: &checked.workspace,
         write_allowed: &write_allowed,
         write_dirs: &write_dirs,
+        workspace_folders: checked.req.workspace_folders.as_deref(),
         input_json: &checked.input_json,
     })
 }

@@ -98,6 +98,9 @@ pub(crate) struct RunDirSpec<'a, 'd> {
     pub(crate) write_allowed: &'a dyn Fn(&str) -> bool,
     /// Workspace-relative directories the run may create files in ("" = the workspace root).
     pub(crate) write_dirs: &'a [String],
+    /// The folders on the way to them that the workspace has (`RunRequest::workspace_folders`);
+    /// `None`: all are made.
+    pub(crate) workspace_folders: Option<&'d [String]>,
     pub(crate) input_json: &'d [u8],
     pub(crate) config_json: Option<&'d [u8]>,
     /// Names to link to the shim in `bin/`.
@@ -143,6 +146,7 @@ pub(crate) struct RequestFiles<'a, 'd> {
     pub(crate) workspace: &'d [DecodedFile],
     pub(crate) write_allowed: &'a dyn Fn(&str) -> bool,
     pub(crate) write_dirs: &'a [String],
+    pub(crate) workspace_folders: Option<&'d [String]>,
     pub(crate) input_json: &'d [u8],
 }
 
@@ -156,6 +160,7 @@ impl<'a, 'd> RunDirSpec<'a, 'd> {
             workspace: self.workspace,
             write_allowed: self.write_allowed,
             write_dirs: self.write_dirs,
+            workspace_folders: self.workspace_folders,
             input_json: self.input_json,
         }
     }
@@ -397,9 +402,13 @@ pub(crate) fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
     p.root(&tree, spec.exec_dir);
     let lib_binds = p.usr(&tree, spec.masked, spec.lib_roots);
     p.skill(&tree, spec.bundle);
-    p.workspace(&tree, spec.write_dirs, run_owner);
+    p.workspace(&tree);
     p.io(&tree, spec.gid, spec.config_json);
-    let request = p.split_off(|p| p.request(&tree, &spec.request_files()));
+    let request = p.split_off(|p| {
+        let files = spec.request_files();
+        p.write_dirs(&tree, &files);
+        p.request(&tree, &files);
+    });
     p.tmp(&tree, run_owner);
     p.dev(&tree);
     let etc_files = p.etc(&tree, spec);
@@ -432,8 +441,10 @@ pub(crate) fn plan<'d>(spec: &RunDirSpec<'_, 'd>) -> RunDirPlan<'d> {
 pub(crate) fn plan_request<'d>(r: &RequestFiles<'_, 'd>) -> RunDirPlan<'d> {
     let tree = Tree::new(runs_dir(r.state).join(r.run_id));
     let mut p: Planned<'d> = Planned::default();
-    p.workspace(&tree, r.write_dirs, (r.uid, r.gid));
-    let request = p.split_off(|p| p.request(&tree, r));
+    let request = p.split_off(|p| {
+        p.write_dirs(&tree, r);
+        p.request(&tree, r);
+    });
     RunDirPlan {
         state: r.state.to_path_buf(),
         run_id: r.run_id.to_string(),
@@ -600,12 +611,31 @@ impl<'a> Planned<'a> {
         );
     }
 
-    /// workspace/, with the folders the band's `allow.write` opens owned by the run (its files
-    /// are the request's, [`Planned::request`]).
-    fn workspace(&mut self, t: &Tree, write_dirs: &[String], (uid, gid): (u32, u32)) {
+    /// workspace/ (its folders and files are the request's: [`Planned::write_dirs`],
+    /// [`Planned::request`]).
+    fn workspace(&mut self, t: &Tree) {
+        self.mkdir(t.workspace.clone(), 0o755, None);
+    }
+
+    /// The folders the band's `allow.write` opens, owned by the run: those the workspace has
+    /// (all of them when the request does not say, `workspace_folders`). One it does not have is
+    /// not made, as on the host: a script that refuses to write into an existing folder (a
+    /// scaffolder's `my-package already exists`) would otherwise fail. The nearest folder on its
+    /// way that the workspace has is opened for new entries instead: the run's group may add to
+    /// it (the script makes the folder), and its sticky bit keeps the run from removing or
+    /// renaming the files it does not own. What the run makes there outside `allow.write` is a
+    /// refused write, as anywhere.
+    fn write_dirs(&mut self, t: &Tree, spec: &RequestFiles<'_, 'a>) {
         let ws = &t.workspace;
-        self.mkdir(ws.clone(), 0o755, None);
-        for d in write_dirs {
+        let (uid, gid) = (spec.uid, spec.gid);
+        let has = |d: &str| {
+            d.is_empty()
+                || spec
+                    .workspace_folders
+                    .is_none_or(|f| f.iter().any(|x| x == d))
+        };
+        let owned: Vec<&String> = spec.write_dirs.iter().filter(|d| has(d)).collect();
+        for d in &owned {
             let path = if d.is_empty() {
                 ws.clone()
             } else {
@@ -613,6 +643,32 @@ impl<'a> Planned<'a> {
                 ws.join(d)
             };
             self.ops.push(FsOp::Chown { path, uid, gid });
+        }
+        let under_owned = |a: &str| {
+            owned
+                .iter()
+                .any(|d| d.is_empty() || a == d.as_str() || a.starts_with(&format!("{d}/")))
+        };
+        let mut opened = std::collections::BTreeSet::new();
+        for d in spec.write_dirs.iter().filter(|d| !has(d)) {
+            let nearest = band::policy::fs::folders_to(d)
+                .take_while(|a| has(a))
+                .last()
+                .unwrap_or("");
+            if under_owned(nearest) || !opened.insert(nearest) {
+                continue;
+            }
+            let path = if nearest.is_empty() {
+                ws.clone()
+            } else {
+                self.mkdir_parents(ws, &format!("{nearest}/x"), 0o755);
+                ws.join(nearest)
+            };
+            self.ops.push(FsOp::Mkdir {
+                path,
+                mode: 0o1775,
+                owner: Some((0, gid)),
+            });
         }
     }
 
@@ -1289,30 +1345,9 @@ command_not_found_handle() { exec -a \"$1\" /band/shim \"${@:2}\"; }\n";
 
 pub(crate) const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n";
 
-/// The workspace directory a relative `allow.write` pattern lets the run create files in: the
-/// pattern's static prefix (`FsPattern::static_prefix`), or its parent when the pattern is
-/// concrete (it may name a file, which must be creatable) unless it ends with `/` (it names a
-/// directory). `out/**` and `out/` → `out`, `reports/*.md` →
-/// `reports`, `a/b.txt` → `a`, `*.json` → `` (the workspace root). `None` for absolute or invalid
-/// patterns.
-pub(crate) fn write_dir(pattern: &str) -> Option<String> {
-    let p = FsPattern::parse(pattern).ok()?;
-    if p.is_absolute() {
-        return None;
-    }
-    // `out/` names a directory: it is created (and the run's) even before anything is in it
-    // (a one-name `out/` matches at any depth; the directory made is the top-level one).
-    if pattern.ends_with('/') && !pattern.contains(['*', '?', '[', ']', '{', '}', '\\']) {
-        return Some(p.normalized().trim_start_matches("./").to_string());
-    }
-    let prefix = p.static_prefix();
-    let dir = if p.is_concrete() {
-        prefix.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
-    } else {
-        prefix
-    };
-    Some(dir.to_string())
-}
+/// The workspace directory a relative `allow.write` pattern lets the run create files in
+/// (`band::policy::fs::write_dir`).
+pub(crate) use band::policy::fs::write_dir;
 
 /// The host path an absolute pattern needs bound: its static prefix.
 /// `/data/**` → `/data`, `/srv/a/*.csv` → `/srv/a`, `/data/input.csv` → `/data/input.csv`.
@@ -1432,6 +1467,7 @@ mod tests {
             workspace: &[],
             write_allowed,
             write_dirs: &[],
+            workspace_folders: None,
             input_json: b"{}",
             config_json: None,
             wrappers: &[],
@@ -1545,13 +1581,14 @@ mod tests {
         assert_eq!(
             paths(&plan.request),
             [
+                "workspace/out",
                 "workspace/docs",
                 "workspace/docs/a.md",
                 "workspace/out/old.txt",
                 "io/input.json"
             ]
         );
-        assert_eq!(paths(&plan.ops), ["workspace", "workspace/out", "io"]);
+        assert_eq!(paths(&plan.ops), ["workspace", "io"]);
         // The file under a writable folder is the run's, the other root's.
         assert!(plan.request.contains(&FsOp::Write {
             path: root.join("workspace/out/old.txt"),
@@ -1565,6 +1602,85 @@ mod tests {
             mode: 0o444,
             owner: None,
         }));
+    }
+
+    /// A folder `allow.write` opens that the workspace does not have is not made (a scaffolder
+    /// refuses an existing one); the nearest folder on its way that the workspace has is opened
+    /// for new entries (the run's group, sticky), once, and not where the run owns it already.
+    /// A request that does not say which folders exist gets them all, as before.
+    #[test]
+    fn a_write_folder_the_workspace_lacks_is_left_for_the_script_to_make() {
+        let never = |_: &str| false;
+        let dirs = [
+            "docs/new".to_string(),
+            "my-package".to_string(),
+            "new/a".to_string(),
+            "out".to_string(),
+            "out/reports".to_string(),
+        ];
+        let has = ["docs".to_string(), "out".to_string()];
+        let spec = RunDirSpec {
+            write_dirs: &dirs,
+            workspace_folders: Some(&has),
+            ..bare(&never)
+        };
+        let planned = plan(&spec);
+        assert_eq!(plan_request(&spec.request_files()).request, planned.request);
+        let ws = Path::new("/run/band/runs/0123456789abcdef/workspace");
+        let opened = |rel: &str| FsOp::Mkdir {
+            path: if rel.is_empty() {
+                ws.to_path_buf()
+            } else {
+                ws.join(rel)
+            },
+            mode: 0o1775,
+            owner: Some((0, 900)),
+        };
+        let made: Vec<&FsOp<'_>> = planned
+            .request
+            .iter()
+            .filter(|op| matches!(op, FsOp::Mkdir { .. } | FsOp::Chown { .. }))
+            .collect();
+        assert_eq!(
+            made,
+            [
+                &FsOp::Mkdir {
+                    path: ws.join("out"),
+                    mode: 0o755,
+                    owner: None
+                },
+                &FsOp::Chown {
+                    path: ws.join("out"),
+                    uid: 900,
+                    gid: 900
+                },
+                &FsOp::Mkdir {
+                    path: ws.join("docs"),
+                    mode: 0o755,
+                    owner: None
+                },
+                &opened("docs"),
+                // `my-package` and `new/a` share the root; `out/reports` is under `out`, the run's.
+                &opened(""),
+            ]
+        );
+        // Unsaid: every folder is made and the run's.
+        let all = plan(&RunDirSpec {
+            workspace_folders: None,
+            ..spec
+        });
+        let chowned: Vec<&Path> = all
+            .request
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Chown { path, .. } => path.strip_prefix(ws).ok(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            chowned,
+            ["docs/new", "my-package", "new/a", "out", "out/reports"].map(Path::new)
+        );
     }
 
     /// The synthetic /etc is bound read-only before the other binds: a bind under /etc (a
