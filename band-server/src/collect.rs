@@ -14,6 +14,7 @@ use band::policy::{Decision, Policy};
 use band::proto::{CliCall, Denial, FileEntry, Status};
 use base64::Engine;
 
+use crate::layers::net::proxy::refusals::shorten;
 use crate::request::DecodedFile;
 
 /// One captured stream (stdout or stderr): kept up to `cap` bytes, the rest counted and dropped.
@@ -164,10 +165,61 @@ pub(crate) struct FoundFile {
     pub(crate) utf8: bool,
     pub(crate) mode: u32,
     pub(crate) data: Vec<u8>,
+    /// Not a file read but where the walk stopped, over [`WalkLimits`]: why. Never written
+    /// back; a refused write with this reason, standing for it and every entry after it.
+    pub(crate) refused: Option<String>,
 }
 
-/// Walk `root`, returning regular files only, with at most `max_total` bytes read in all. Files
-/// past the budget are skipped. Names that are not UTF-8 are kept, escaped (`utf8: false`).
+/// Most entries (files, folders, links, anything) the walk of a run's workspace looks at.
+/// Far above an honest run's, it bounds what band-server (root, outside the run's cgroup)
+/// holds for a workspace of many small files or empty folders, whatever the disk limit lets
+/// the run make (its tmpfs has an inode per KiB of `maxDiskBytes`). What is past it is one
+/// refused write ([`FoundFile::refused`]), never dropped silently.
+pub(crate) const MAX_WALK_ENTRIES: usize = 100_000;
+
+/// Most bytes of workspace-relative paths the walk holds, every entry's path counted: 64 MiB.
+/// A folder nested hundreds of levels deep makes each path under it tens of KiB long, which the
+/// disk limit does not count (the names are in the folders, not in the files); this bounds
+/// them, and the result's size, as [`MAX_WALK_ENTRIES`] bounds their number.
+pub(crate) const MAX_WALK_PATH_BYTES: usize = 64 << 20;
+
+/// The longest path a refused write names where the walk stopped (cut, with its length said).
+const MAX_REFUSED_PATH: usize = 1024;
+
+/// What a walk of the workspace may take (parameters, so a test uses small ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WalkLimits {
+    /// Bytes of file data read, in all: files past the budget are skipped (the disk limit
+    /// keeps an honest run within it).
+    pub(crate) data_bytes: u64,
+    /// Entries looked at, in all ([`MAX_WALK_ENTRIES`]).
+    pub(crate) entries: usize,
+    /// Bytes of the entries' paths, summed ([`MAX_WALK_PATH_BYTES`]).
+    pub(crate) path_bytes: usize,
+}
+
+impl WalkLimits {
+    /// The walk of a run's workspace: `data_bytes` of data (its disk limit), and the entry and
+    /// path bounds.
+    pub(crate) fn run(data_bytes: u64) -> WalkLimits {
+        WalkLimits {
+            data_bytes,
+            entries: MAX_WALK_ENTRIES,
+            path_bytes: MAX_WALK_PATH_BYTES,
+        }
+    }
+}
+
+/// Walk `root` with [`WalkLimits::run`]`(max_total)`: see [`walk_workspace_within`].
+pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
+    walk_workspace_within(root, WalkLimits::run(max_total))
+}
+
+/// Walk `root`, returning regular files only, with at most `limits.data_bytes` bytes read in
+/// all. Files past the budget are skipped. Names that are not UTF-8 are kept, escaped
+/// (`utf8: false`). Past `limits.entries` entries or `limits.path_bytes` bytes of paths the walk
+/// stops: the entry it stopped at is returned with [`FoundFile::refused`] saying why (a refused
+/// write, for it and the rest), and nothing after it is read.
 ///
 /// The walk goes through directory descriptors, never through a path resolved again from
 /// `root`: `root` is opened once with `O_NOFOLLOW`, and every folder and file below it is opened
@@ -177,11 +229,12 @@ pub(crate) struct FoundFile {
 /// symlink meanwhile cannot make band-server (root) read a file outside the workspace copy.
 /// A file is read only if `fstat` on the opened descriptor says it is the regular file `lstat`
 /// listed.
-pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
+pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<FoundFile> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     use std::sync::Arc;
     let mut out = Vec::new();
-    let mut budget = max_total;
+    let mut budget = limits.data_bytes;
+    let (mut entries_seen, mut path_bytes) = (0usize, 0usize);
     let Ok(root_fd) = rustix::fs::open(
         root,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -198,7 +251,7 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
         bool,
     );
     let mut stack: Vec<Pending> = vec![(Arc::new(root_fd), None, String::new(), true)];
-    while let Some((parent, name, rel, rel_utf8)) = stack.pop() {
+    'walk: while let Some((parent, name, rel, rel_utf8)) = stack.pop() {
         let dir = match name {
             None => parent,
             Some(name) => match open_beneath(&parent, &name, OFlags::RDONLY | OFlags::DIRECTORY) {
@@ -209,10 +262,14 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
         let Ok(entries) = rustix::fs::Dir::read_from(&*dir) else {
             continue;
         };
+        // At most one name more than the walk may still take: a folder of a million names is
+        // never held whole (the one more is where the walk stops).
+        let room = limits.entries.saturating_sub(entries_seen);
         let mut names: Vec<std::ffi::CString> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_owned())
             .filter(|n| !matches!(n.to_bytes(), b"." | b".."))
+            .take(room.saturating_add(1))
             .collect();
         names.sort();
         for name in names {
@@ -225,6 +282,18 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
             } else {
                 format!("{rel}/{text}")
             };
+            entries_seen += 1;
+            path_bytes = path_bytes.saturating_add(child.len());
+            if let Some(why) = over_walk_limits(&limits, entries_seen, path_bytes) {
+                out.push(FoundFile {
+                    path: shorten(&child, MAX_REFUSED_PATH),
+                    utf8,
+                    mode: 0,
+                    data: Vec::new(),
+                    refused: Some(why),
+                });
+                break 'walk;
+            }
             let Ok(meta) = rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
             else {
                 continue;
@@ -263,6 +332,7 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
                         #[allow(clippy::unnecessary_cast)]
                         mode: (m2.st_mode & 0o777) as u32,
                         data,
+                        refused: None,
                     });
                 }
                 _ => {}
@@ -271,6 +341,25 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// Why the walk stops at an entry, having looked at `entries` entries with `path_bytes` bytes
+/// of paths in all, if it does.
+fn over_walk_limits(limits: &WalkLimits, entries: usize, path_bytes: usize) -> Option<String> {
+    let tail = "the walk of the workspace stopped here, and this and every entry after it were not written back";
+    if entries > limits.entries {
+        Some(format!(
+            "over the {} files and folders a run may leave in its workspace: {tail}",
+            limits.entries
+        ))
+    } else if path_bytes > limits.path_bytes {
+        Some(format!(
+            "over the {} bytes of paths a run may leave in its workspace: {tail}",
+            limits.path_bytes
+        ))
+    } else {
+        None
+    }
 }
 
 /// Open the single component `name` beneath `dir`, never following a symlink, a magic link or
@@ -300,7 +389,8 @@ fn open_beneath(
     }
 }
 
-/// Files that are new or changed compared with the request's workspace.
+/// Files that are new or changed compared with the request's workspace (and where the walk
+/// stopped, if it did: see [`FoundFile::refused`]).
 pub(crate) fn changed_files<'a>(
     found: &'a [FoundFile],
     original: &[DecodedFile],
@@ -311,15 +401,19 @@ pub(crate) fn changed_files<'a>(
         .collect();
     found
         .iter()
-        .filter(|f| !f.utf8 || before.get(f.path.as_str()) != Some(&f.data.as_slice()))
+        .filter(|f| {
+            !f.utf8
+                || f.refused.is_some()
+                || before.get(f.path.as_str()) != Some(&f.data.as_slice())
+        })
         .collect()
 }
 
 /// A changed file that is never written back, whatever the band says: a name that is not
 /// UTF-8 (no pattern can name it, and the protocol carries text), or anything under a folder
-/// named `.git` (a repository is read-only to the script).
+/// named `.git` (a repository is read-only to the script), or where the walk stopped.
 fn never_written_back(f: &FoundFile) -> bool {
-    !f.utf8 || f.path.split('/').any(|c| c == ".git")
+    !f.utf8 || f.refused.is_some() || f.path.split('/').any(|c| c == ".git")
 }
 
 /// `result.written`: changed files allowed by `allow.write` and not denied.
@@ -337,11 +431,17 @@ pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<
 
 /// The refused writes: changed files that `allow.write` does not admit (or a `deny.write` rule
 /// covers), and those never written back at all. They are not copied back, and each is
-/// reported, so a write never vanishes silently.
+/// reported, so a write never vanishes silently. Where the walk stopped over its limits is one
+/// refused write saying so, for every entry the walk did not reach.
 pub(crate) fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
     changed
         .iter()
         .filter_map(|f| match write.check(&f.path) {
+            _ if f.refused.is_some() => Some(Denial::Write {
+                path: f.path.clone(),
+                rule: None,
+                reason: f.refused.clone(),
+            }),
             _ if never_written_back(f) => Some(Denial::Write {
                 path: f.path.clone(),
                 rule: None,
@@ -414,7 +514,11 @@ pub(crate) fn insist_missing(
     }
     for p in &policy.insist.write {
         let ok = FsPattern::parse(p)
-            .map(|pat| changed.iter().any(|f| pat.matches(&f.path)))
+            .map(|pat| {
+                changed
+                    .iter()
+                    .any(|f| f.refused.is_none() && pat.matches(&f.path))
+            })
             .unwrap_or(false);
         if !ok {
             missing.push(format!("write: {p}"));
@@ -475,6 +579,7 @@ mod tests {
             utf8: true,
             mode: 0o644,
             data: b"x".to_vec(),
+            refused: None,
         };
         let found = [
             file("out/a.md"),
@@ -731,6 +836,100 @@ mod tests {
         swapper.join().unwrap_or_else(|_| panic!("swapper"));
         assert!(leaked.is_empty(), "read through the link: {leaked:?}");
         assert!(seen > 0, "the walk never saw d/");
+    }
+
+    /// A script that leaves more entries, or longer paths, than a run may write back: the
+    /// walk stops at its limits, what it read before is written back as usual, and the rest is
+    /// one refused write saying why (the walk it replaced held every path, however many).
+    #[test]
+    fn the_walk_stops_at_its_entry_and_path_limits_and_the_rest_is_one_refused_write() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = dir.path();
+        fs::create_dir_all(r.join("out")).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..50 {
+            fs::write(r.join(format!("out/f{i:02}")), b"x").unwrap_or_else(|e| panic!("{e}"));
+        }
+        let write = FsMatcher::new(&["out/**".into()], &[]).unwrap_or_else(|e| panic!("{e:?}"));
+        let limits = WalkLimits {
+            data_bytes: 1 << 20,
+            entries: 5,
+            path_bytes: 1 << 20,
+        };
+        let found = walk_workspace_within(r, limits);
+        // `out` and four files are the five entries; the sixth is where the walk stopped.
+        // (Which four: the first the folder lists, never more than the walk may take.)
+        let (stop, read): (Vec<&FoundFile>, Vec<&FoundFile>) =
+            found.iter().partition(|f| f.refused.is_some());
+        let read: Vec<String> = read.iter().map(|f| f.path.clone()).collect();
+        assert_eq!(read.len(), 4, "{read:?}");
+        assert!(read.iter().all(|p| p.starts_with("out/f")), "{read:?}");
+        let [stop] = &stop[..] else {
+            panic!("{found:?}");
+        };
+        assert!(stop.path.starts_with("out/f") && !read.contains(&stop.path));
+        let changed = changed_files(&found, &[]);
+        let written: Vec<String> = written_entries(&changed, &write)
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(written, read);
+        let denied = write_denials(&changed, &write);
+        assert_eq!(
+            denied.iter().map(Denial::explain).collect::<Vec<_>>(),
+            [
+                "over the 5 files and folders a run may leave in its workspace: the walk of the workspace stopped here, and this and every entry after it were not written back"
+            ]
+        );
+        assert_eq!(denied[0].smallest_rule(), None);
+
+        // Paths: a folder nested deep makes each path under it long.
+        let deep = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut at = deep.path().join("out");
+        for _ in 0..20 {
+            at = at.join("dddddddddd");
+        }
+        fs::create_dir_all(&at).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(at.join("f"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        let limits = WalkLimits {
+            data_bytes: 1 << 20,
+            entries: 1000,
+            path_bytes: 500,
+        };
+        let found = walk_workspace_within(deep.path(), limits);
+        let [stop] = &found[..] else {
+            panic!("{found:?}");
+        };
+        // 3 bytes for `out`, 14 for `out/dddddddddd`, 11 more each level: 423 down to the
+        // eighth, 525 with the ninth.
+        assert_eq!(stop.path, format!("out{}", "/dddddddddd".repeat(9)));
+        let changed = changed_files(&found, &[]);
+        assert!(written_entries(&changed, &write).is_empty());
+        let denied = write_denials(&changed, &write);
+        assert_eq!(
+            denied.iter().map(Denial::explain).collect::<Vec<_>>(),
+            [
+                "over the 500 bytes of paths a run may leave in its workspace: the walk of the workspace stopped here, and this and every entry after it were not written back"
+            ]
+        );
+        // Within the limits, the walk is what it was.
+        let found = walk_workspace_within(deep.path(), WalkLimits::run(1 << 20));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].refused, None);
+        assert!(found[0].path.ends_with("/dddddddddd/f"));
+        // A file the request had is no match for where the walk stopped: still refused.
+        let before = [DecodedFile {
+            path: stop.path.clone(),
+            mode: 0o644,
+            data: Vec::new(),
+        }];
+        let found = walk_workspace_within(
+            r,
+            WalkLimits {
+                entries: 5,
+                ..limits
+            },
+        );
+        assert_eq!(changed_files(&found, &before).len(), 5);
     }
 
     #[test]

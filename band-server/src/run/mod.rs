@@ -662,15 +662,14 @@ fn collect(
         }
         // The egress proxy's refusals: requests outside the HTTP rules, bound secrets'
         // placeholders on their way where their values are not put (named, never the value).
-        // Most were streamed as they happened; those still on their way are added now.
-        for d in n.proxy_denials() {
-            match st.streamed.iter().position(|s| *s == d) {
-                Some(i) => {
-                    st.streamed.swap_remove(i);
-                }
-                None => deny(st, d, sink),
-            }
+        // Most were streamed as they happened; those still on their way are added now (one
+        // for one, linear). Past their bound they were neither streamed nor kept: counted, so
+        // the run's count of denials stays whole.
+        let streamed = std::mem::take(&mut st.streamed);
+        for d in net::proxy::refusals::not_streamed(&streamed, n.proxy_denials()) {
+            deny(st, d, sink);
         }
+        st.denial_count += n.proxy_denials_dropped();
         report
     });
     let (output, output_bytes, output_too_large) = match output {

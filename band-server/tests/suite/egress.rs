@@ -480,3 +480,53 @@ echo after
         o.result.denied
     );
 }
+
+/// Refused requests with long paths, many of them over one kept-alive connection: each one is a
+/// denial, streamed once and in the result once (the end adds none twice), and each names the
+/// path cut to its first KiB with its length (the proxy held, and the result carried, every path
+/// whole).
+#[test]
+fn privileged_egress_refused_requests_keep_their_paths_cut_and_are_each_one_denial() {
+    privileged!();
+    let h = https_lab();
+    let script = r#"#!/bin/bash
+long=$(head -c 60000 /dev/zero | tr '\0' a)
+for i in $(seq 40); do
+  printf 'url = "https://api.example.test/%s"\noutput = "/dev/null"\n' "$long" >> /tmp/urls
+done
+echo "codes=$(curl -sS -m 60 --http1.1 -w '%{http_code} ' -K /tmp/urls)"
+"#;
+    let mut p = policy();
+    p.allow.net = strs(&["GET https://api.example.test/repos/acme/**"]);
+    p.allow.cli = strs(&["curl *", "head *", "tr *", "seq *"]);
+    let req = request(script, p);
+    let o = finish(spawn_with_config(&req, &h.config));
+    assert_eq!(
+        o.kv().get("codes").map(String::as_str),
+        Some(["403"; 40].join(" ").as_str()),
+        "{o:#?}"
+    );
+    let refused = Denial::Http {
+        method: "GET".into(),
+        host: "api.example.test".into(),
+        port: 443,
+        https: true,
+        path: format!("/{}… 60001 bytes", "a".repeat(1023)),
+        rule: None,
+    };
+    let http: Vec<&Denial> = o
+        .result
+        .denied
+        .iter()
+        .filter(|d| matches!(d, Denial::Http { .. }))
+        .collect();
+    assert_eq!(http.len(), 40, "{:#?}", o.result.denied);
+    assert!(http.iter().all(|d| **d == refused), "{http:#?}");
+    let streamed = o
+        .events
+        .iter()
+        .filter(|e| matches!(e, band::proto::Event::Denied(d) if *d == refused))
+        .count();
+    assert_eq!(streamed, 40);
+    assert!(received(&h.lab).is_empty(), "{:?}", received(&h.lab));
+}

@@ -207,6 +207,65 @@ echo \"resolv=$(grep nameserver /etc/resolv.conf)\"
     assert_no_table(&o, &req.run_id);
 }
 
+/// A name asked again and again is one lookup of the report (per type and verdict), however
+/// many times the run asks it (the report held every question).
+#[test]
+fn privileged_net_a_name_asked_again_is_one_lookup_of_the_report() {
+    privileged!();
+    let lab = internet();
+    let script = r#"#!/bin/bash
+python3 - <<'EOF'
+import socket
+ok = 0
+for _ in range(30):
+    try:
+        socket.getaddrinfo("api.example.test", 80, socket.AF_INET)
+        ok += 1
+    except OSError:
+        pass
+    try:
+        socket.getaddrinfo("nope.test", 80, socket.AF_INET)
+    except OSError:
+        pass
+print("resolved=%d" % ok)
+EOF
+"#;
+    let req = request(script, net_policy(&["api.example.test"], &[]));
+    let o = lab.run(&req);
+    assert_eq!(
+        o.kv().get("resolved").map(String::as_str),
+        Some("30"),
+        "{o:#?}"
+    );
+    let net = o.result.network.clone().unwrap_or_default();
+    let asked = |name: &str, allowed: bool| {
+        net.lookups
+            .iter()
+            .filter(|l| l.name == name && l.qtype == "A" && l.allowed == allowed)
+            .count()
+    };
+    assert_eq!(
+        (asked("api.example.test", true), asked("nope.test", false)),
+        (1, 1),
+        "{net:#?}"
+    );
+    let api = net
+        .lookups
+        .iter()
+        .find(|l| l.name == "api.example.test" && l.qtype == "A")
+        .unwrap_or_else(|| panic!("{net:#?}"));
+    assert_eq!(api.addrs, vec![lab.v4(2)]);
+    // Each refused question is still a denial of the run.
+    let refused = o
+        .result
+        .denied
+        .iter()
+        .filter(|d| matches!(d, Denial::Dns { name } if name == "nope.test"))
+        .count();
+    assert!(refused >= 30, "{:#?}", o.result.denied);
+    assert_no_table(&o, &req.run_id);
+}
+
 #[test]
 fn privileged_net_exfiltration_and_rebinding_are_refused() {
     privileged!();

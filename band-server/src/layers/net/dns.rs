@@ -149,10 +149,9 @@ pub struct ProxyDns {
     pub bound: super::proxy::bound::Bound,
     /// The observing run of `band learn --net`: every admitted name is the proxy's.
     pub observe: bool,
-    /// Told each refusal as it happens.
-    pub live: Option<Arc<super::proxy::OnDenial>>,
-    /// Where a placeholder in a name is reported (the proxy's denials).
-    pub leaks: Arc<std::sync::Mutex<Vec<band::proto::Denial>>>,
+    /// Where a placeholder in a name is reported (streamed and kept with the proxy's denials,
+    /// within their bound).
+    pub refusals: Arc<super::proxy::refusals::Refusals>,
 }
 
 /// How many threads answer the stub's UDP questions.
@@ -208,12 +207,7 @@ impl Resolver {
                 to: "DNS".into(),
                 place: leak.place,
             };
-            if let Some(live) = &proxy.live {
-                live(&d);
-            }
-            if let Ok(mut leaks) = proxy.leaks.lock() {
-                leaks.push(d);
-            }
+            proxy.refusals.record(d);
             return (reply(ResponseCode::NXDomain, vec![]), Some(lookup));
         }
         let NameDecision::Allowed { ports, deny_ports } = decide_name(&self.matcher, &name) else {

@@ -26,6 +26,7 @@
 pub(crate) mod apply;
 pub mod dns;
 pub mod forward;
+pub(crate) mod lookups;
 pub mod netns;
 pub mod nfnl;
 pub mod nft;
@@ -319,7 +320,8 @@ pub struct NetLayer {
     nft: Nft,
     stub: Option<Stub>,
     netns: Option<RunNetns>,
-    lookups: Arc<Mutex<Vec<Lookup>>>,
+    /// What the stub was asked, distinct and bounded ([`lookups::Lookups`]).
+    lookups: Arc<Mutex<lookups::Lookups>>,
     installed: bool,
     /// The stub's resolver and lookup recorder, until [`NetLayer::wait_ready`] starts it.
     resolver: Option<(Resolver, Arc<dns::OnLookup>)>,
@@ -329,8 +331,9 @@ pub struct NetLayer {
     /// The egress proxy's material, and the proxy once [`NetLayer::wait_ready`] started it.
     egress: Option<Arc<proxy::Egress>>,
     proxy: Option<proxy::Proxy>,
-    /// What the stub refused for a placeholder in a name (with the proxy's, in the report).
-    leaks: Arc<Mutex<Vec<band::proto::Denial>>>,
+    /// What the egress proxy refused, and the stub for a placeholder in a name: streamed as it
+    /// happens, kept and counted within one bound ([`proxy::refusals`]).
+    refusals: Arc<proxy::refusals::Refusals>,
     matcher: NetMatcher,
     own: Vec<IpAddr>,
     upstream: Vec<SocketAddr>,
@@ -379,7 +382,10 @@ impl NetLayer {
             forward: None,
             egress: egress.clone(),
             proxy: None,
-            leaks: Arc::default(),
+            refusals: Arc::new(proxy::refusals::Refusals::new(
+                proxy::refusals::MAX_KEPT,
+                egress.as_ref().and_then(|e| e.live.get().cloned()),
+            )),
             matcher: plan.matcher.clone(),
             own: plan.own.clone(),
             upstream: plan.upstream.clone(),
@@ -413,8 +419,7 @@ impl NetLayer {
                 addr: stub_addr,
                 bound: e.bound.clone(),
                 observe: e.observe,
-                live: e.live.get().cloned(),
-                leaks: layer.leaks.clone(),
+                refusals: layer.refusals.clone(),
             }),
             learn: Box::new(move |allow: &[Dest], deny: &[Dest]| {
                 learn_nft.learn(&table, allow, deny)
@@ -423,7 +428,7 @@ impl NetLayer {
         let lookups = layer.lookups.clone();
         let record: Arc<dns::OnLookup> = Arc::new(move |l: &Lookup| {
             if let Ok(mut v) = lookups.lock() {
-                v.push(l.clone());
+                v.record(l);
             }
             on_lookup(l);
         });
@@ -484,25 +489,27 @@ impl NetLayer {
         let (matcher, own) = (self.matcher.clone(), self.own.clone());
         let resolve: proxy::Resolve =
             Arc::new(move |name: &str| dns::resolve(&upstream, &matcher, &own, name));
-        self.proxy = Some(proxy::Proxy::start(
+        self.proxy = Some(proxy::Proxy::start_with(
             egress.ca.clone(),
             self.matcher.clone(),
             egress.bound.clone(),
             proxy::Upstream { resolve, roots },
             listeners,
             egress.observe,
-            egress.live.get().cloned(),
+            self.refusals.clone(),
         )?);
         Ok(())
     }
 
-    /// What the egress proxy and the stub refused for a bound secret or an HTTP rule.
+    /// What the egress proxy and the stub refused for a bound secret or an HTTP rule: the first
+    /// [`proxy::refusals::MAX_KEPT`], in order, their texts cut ([`proxy::refusals::bounded`]).
     pub(crate) fn proxy_denials(&self) -> Vec<band::proto::Denial> {
-        let mut out = self.leaks.lock().map(|l| l.clone()).unwrap_or_default();
-        if let Some(p) = &self.proxy {
-            out.extend(p.denials());
-        }
-        out
+        self.refusals.denials()
+    }
+
+    /// How many of their refusals were past the bound: neither streamed nor kept, counted.
+    pub(crate) fn proxy_denials_dropped(&self) -> u64 {
+        self.refusals.dropped()
     }
 
     /// Stop the egress proxy: its listeners, connections and thread; its CA goes with it.
@@ -546,8 +553,21 @@ impl NetLayer {
     }
 
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
+    /// The lookups are distinct and bounded ([`lookups::Lookups`]); those past the bound are
+    /// said in band-server's log.
     pub(crate) fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
-        let lookups = self.lookups.lock().map(|v| v.clone()).unwrap_or_default();
+        let (lookups, dropped) = self
+            .lookups
+            .lock()
+            .map(|v| (v.list().to_vec(), v.dropped()))
+            .unwrap_or_default();
+        if dropped > 0 {
+            crate::say!(
+                "band-server: net {}: {dropped} DNS lookup(s) past the {} distinct a run's report keeps were counted, not kept",
+                self.table,
+                lookups::MAX_LOOKUPS
+            );
+        }
         let mut sets = self
             .nft
             .list_sets(&self.table, &["seen4", "seen6", "denied4", "denied6"])

@@ -30,6 +30,7 @@
 
 pub mod bound;
 pub mod ca;
+pub mod refusals;
 pub mod truststore;
 
 use std::convert::Infallible;
@@ -52,6 +53,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use self::bound::{Bound, Leak, Scanner};
 use self::ca::Ca;
+use self::refusals::Refusals;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type ProxyBody = BoxBody<Bytes, BoxError>;
@@ -198,11 +200,11 @@ pub struct Ctx {
     upstream: Upstream,
     /// Upstream TLS: `[HTTP/1.1, HTTP/2]`.
     tls: [Arc<rustls::ClientConfig>; 2],
-    denials: Mutex<Vec<Denial>>,
+    /// What it refused: streamed as it happens, kept and counted within bounds.
+    refusals: Arc<Refusals>,
     /// Where it connected for the run: (host, address, port).
     contacted: Mutex<std::collections::BTreeSet<(String, IpAddr, u16)>>,
     serve: Serve,
-    live: Option<Arc<OnDenial>>,
     /// The requests passed on, in an observing run ([`Serve::Observe`]).
     seen: Mutex<std::collections::BTreeSet<band::proto::HttpSeen>>,
 }
@@ -223,7 +225,8 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Start serving `listeners` with the run's CA `ca`.
+    /// Start serving `listeners` with the run's CA `ca`, telling `live` each refusal (up to
+    /// [`refusals::MAX_KEPT`]).
     pub fn start(
         ca: Arc<Ca>,
         net: NetMatcher,
@@ -232,6 +235,21 @@ impl Proxy {
         listeners: Vec<Listener>,
         observe: bool,
         live: Option<Arc<OnDenial>>,
+    ) -> Result<Proxy, ProxyError> {
+        let refusals = Arc::new(Refusals::new(refusals::MAX_KEPT, live));
+        Proxy::start_with(ca, net, bound, upstream, listeners, observe, refusals)
+    }
+
+    /// [`Proxy::start`], its refusals recorded in `refusals` (a run's, which its DNS stub
+    /// shares: one bound for both).
+    pub fn start_with(
+        ca: Arc<Ca>,
+        net: NetMatcher,
+        bound: Bound,
+        upstream: Upstream,
+        listeners: Vec<Listener>,
+        observe: bool,
+        refusals: Arc<Refusals>,
     ) -> Result<Proxy, ProxyError> {
         let ca_pem = ca.pem().to_string();
         let serve = Serve::of(&bound, observe);
@@ -264,10 +282,9 @@ impl Proxy {
             bound,
             upstream,
             tls,
-            denials: Mutex::new(Vec::new()),
+            refusals,
             contacted: Mutex::new(std::collections::BTreeSet::new()),
             serve,
-            live,
             seen: Mutex::new(std::collections::BTreeSet::new()),
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
@@ -316,13 +333,15 @@ impl Proxy {
         &self.ca_pem
     }
 
-    /// What the proxy refused so far.
+    /// What the proxy refused so far (the first [`refusals::MAX_KEPT`], their texts cut:
+    /// [`refusals::bounded`]).
     pub fn denials(&self) -> Vec<Denial> {
-        self.ctx
-            .denials
-            .lock()
-            .map(|d| d.clone())
-            .unwrap_or_default()
+        self.ctx.refusals.denials()
+    }
+
+    /// How many of its refusals were past the bound: counted only.
+    pub fn denials_dropped(&self) -> u64 {
+        self.ctx.refusals.dropped()
     }
 
     /// The requests it passed on in an observing run, for the run's network report.
@@ -438,13 +457,9 @@ const HOP_BY_HOP: &[&str] = &[
 
 impl Ctx {
     fn deny(&self, d: Denial) -> Response<ProxyBody> {
+        // Recorded cut (a path of 60 KB is said in 1 KB), and so said to the run.
+        let d = self.refusals.record(d);
         let msg = format!("band: refused by the run's egress proxy: {}\n", d.what());
-        if let Some(live) = &self.live {
-            live(&d);
-        }
-        if let Ok(mut all) = self.denials.lock() {
-            all.push(d);
-        }
         text(StatusCode::FORBIDDEN, msg)
     }
 
