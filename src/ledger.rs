@@ -832,39 +832,42 @@ fn last_line(f: &mut fs_err::File) -> std::io::Result<Option<Tail>> {
     if len == 0 {
         return Ok(None);
     }
-    let mut buf: Vec<u8> = Vec::new();
-    let mut pos = len;
-    let chunk = 8192u64;
-    loop {
+    // Read backwards a chunk at a time, looking for a newline only in the chunk just read, and
+    // join the chunks once: linear in the last line's length (a record of 200 MB is read once,
+    // not copied and scanned again for every 8 KiB).
+    let chunk = 64 * 1024u64;
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut last)?;
+    let complete = last[0] == b'\n';
+    // The line ends before its newline, if it has one.
+    let end = if complete { len - 1 } else { len };
+    let mut pos = end;
+    let start_of_line = loop {
+        if pos == 0 {
+            break 0;
+        }
         let start = pos.saturating_sub(chunk);
         let mut part = vec![0u8; (pos - start) as usize];
         f.seek(SeekFrom::Start(start))?;
         f.read_exact(&mut part)?;
-        part.extend_from_slice(&buf);
-        buf = part;
+        if let Some(i) = part.iter().rposition(|b| *b == b'\n') {
+            chunks.push(part.split_off(i + 1));
+            break start + i as u64 + 1;
+        }
+        chunks.push(part);
         pos = start;
-        let body = if buf.ends_with(b"\n") {
-            &buf[..buf.len() - 1]
-        } else {
-            &buf[..]
-        };
-        if let Some(i) = body.iter().rposition(|b| *b == b'\n') {
-            let complete = buf.ends_with(b"\n");
-            return Ok(Some(Tail {
-                text: String::from_utf8_lossy(&body[i + 1..]).into_owned(),
-                raw: body[i + 1..].to_vec(),
-                complete,
-            }));
-        }
-        if pos == 0 {
-            let complete = buf.ends_with(b"\n");
-            return Ok(Some(Tail {
-                text: String::from_utf8_lossy(body).into_owned(),
-                raw: body.to_vec(),
-                complete,
-            }));
-        }
+    };
+    let mut raw = Vec::with_capacity((end - start_of_line) as usize);
+    for c in chunks.iter().rev() {
+        raw.extend_from_slice(c);
     }
+    Ok(Some(Tail {
+        text: String::from_utf8_lossy(&raw).into_owned(),
+        raw,
+        complete,
+    }))
 }
 
 /// The hash and seq a new record links to, from the last line. A line that is not an intact
@@ -1102,6 +1105,42 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The last line, whole or cut, across chunk boundaries; a long one is read once (the
+    /// search looks at each byte once: a 4 MiB line is found among 300,000 shorter ones).
+    #[test]
+    fn the_last_line_is_read_across_chunks() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("ledger.jsonl");
+        let long = "x".repeat(4 << 20);
+        for (text, want, complete) in [
+            ("a\nbc\n".to_string(), "bc", true),
+            ("a\nbc".to_string(), "bc", false),
+            ("\n".to_string(), "", true),
+            ("only".to_string(), "only", false),
+            (
+                format!("{}\n{long}\n", "y\n".repeat(300_000)),
+                long.as_str(),
+                true,
+            ),
+            (format!("{long}\nz"), "z", false),
+        ] {
+            fs_err::write(&path, &text).unwrap();
+            let mut f = fs_err::File::open(&path).unwrap();
+            let tail = last_line(&mut f).unwrap().unwrap();
+            assert_eq!(
+                (tail.text.len(), tail.raw.len(), tail.complete),
+                (want.len(), want.len(), complete)
+            );
+            assert!(tail.text == want, "{}", &text[..text.len().min(20)]);
+        }
+        fs_err::write(&path, "").unwrap();
+        assert!(
+            last_line(&mut fs_err::File::open(&path).unwrap())
+                .unwrap()
+                .is_none()
+        );
+    }
 
     /// `exit_code` is band's, `script_exit_code` the script's, as in `band run --json` and MCP
     /// results; a record written when the second was `script_exit` still reads.
