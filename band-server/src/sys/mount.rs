@@ -129,12 +129,20 @@ fn bind_then_remount_c(src: &CStr, target: &CStr, flags: libc::c_ulong) -> io::R
     mount_flags(target, libc::MS_BIND | libc::MS_REMOUNT | flags)
 }
 
+/// The most pseudo-terminals a run's devpts holds. The kernel counts every instance's against
+/// one host-wide bound (`kernel.pty.max` less the initial instance's reserve, 3,072 by
+/// default), so a run without one could take them all (red team, round 6); 64 runs at once
+/// of 32 each stay below it. A script needs one or two (`script`, `expect`, a pty library).
+pub(crate) const RUN_PTYS: u32 = 32;
+
 /// Mount a new devpts instance at `target` (`nosuid,noexec`), as bubblewrap's `--dev` does:
-/// the run's own pseudo-terminals, none of the host's or another run's. `/dev/ptmx` is a link to
-/// its `ptmx`, mode 0666; a terminal's slave is owned by whoever opened it, mode 0620.
+/// the run's own pseudo-terminals, none of the host's or another run's, at most
+/// [`RUN_PTYS`]. `/dev/ptmx` is a link to its `ptmx`, mode 0666; a terminal's slave is owned by
+/// whoever opened it, mode 0620.
 pub(crate) fn mount_devpts(target: &Path) -> io::Result<()> {
     let target = cstring(target)?;
-    let data = c"newinstance,ptmxmode=0666,mode=620";
+    let data = c"newinstance,ptmxmode=0666,mode=620,max=32";
+    const _: () = assert!(RUN_PTYS == 32, "the mount's max= says RUN_PTYS");
     // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
     let rc = unsafe {
         libc::mount(

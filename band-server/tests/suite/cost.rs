@@ -529,6 +529,7 @@ const DEV_PROBE: &str = "#!/bin/bash\n\
     if (echo x > /dev/full) 2>/dev/null; then echo full=written; else echo full=refused; fi\n\
     if exec 7<>/dev/ptmx; then echo ptmx=opened; else echo ptmx=refused; fi\n\
     pts=''; for f in /dev/pts/*; do pts=\"$pts ${f#/dev/pts/}\"; done; echo \"pts=${pts# }\"\n\
+    n=1; while [ $n -lt 100 ] && exec {t}<>/dev/ptmx 2>/dev/null; do n=$((n + 1)); done; echo \"ptys=$n\"\n\
     for d in /dev /dev/shm /dev/pts; do\n\
       if (echo x > \"$d/band-probe\") 2>/dev/null; then echo \"write $d=written\"; else echo \"write $d=refused\"; fi\n\
     done\n\
@@ -542,7 +543,7 @@ const DEV_PROBE: &str = "#!/bin/bash\n\
 /// (where binding the host's took two mount calls each). Seen from inside it is what `--dev`
 /// made: the same entries, usable devices (`/dev/full` refuses writes as a device does), a
 /// pseudo-terminal from the run's own devpts instance (only the run's terminal is in
-/// `/dev/pts`), nothing writable in `/dev` or `/dev/shm`; `/dev` read-only, nosuid and noexec,
+/// `/dev/pts`; at most 32 of them), nothing writable in `/dev` or `/dev/shm`; `/dev` read-only, nosuid and noexec,
 /// with only the devpts mounted in it.
 #[test]
 fn privileged_dev_is_prepared_by_band_server() {
@@ -578,6 +579,8 @@ fn privileged_dev_is_prepared_by_band_server() {
         ("ptmx_link", "pts"),
         ("fd_link", "proc"),
         ("pts", "0 ptmx"),
+        // At most 32 (`RUN_PTYS`): every run's count against one host-wide bound.
+        ("ptys", "32"),
         ("write /dev", "refused"),
         ("write /dev/shm", "refused"),
         ("write /dev/pts", "refused"),

@@ -341,6 +341,10 @@ pub(crate) fn denied_syscalls(profile: Profile) -> Vec<DeniedSyscall> {
             "userfaultfd makes kernel race exploits reliable",
         ),
         deny(
+            sys!(SYS_io_setup),
+            "kernel AIO contexts are counted host-wide (fs.aio-max-nr): one run could take them all",
+        ),
+        deny(
             sys!(SYS_io_uring_setup),
             "io_uring is a large kernel attack surface",
         ),
@@ -679,6 +683,7 @@ mod tests {
         "bpf",
         "perf_event_open",
         "userfaultfd",
+        "io_setup",
         "io_uring_setup",
         "io_uring_enter",
         "io_uring_register",
@@ -1209,6 +1214,7 @@ mod tests {
             ),
             d("userfaultfd", libc::SYS_userfaultfd, "0"),
             d("io_uring_setup", libc::SYS_io_uring_setup, "1, 0"),
+            d("io_setup", libc::SYS_io_setup, "1, 0"),
             // Namespace flag plus CLONE_FS: EINVAL without the filter, so nothing ever forks.
             d(
                 "clone_newns",
