@@ -630,6 +630,43 @@ pub struct CliCall {
 }
 
 impl CliCall {
+    /// The most bytes of a call's argv kept on record (events, the result, the ledger): a gated
+    /// call may be judged on up to 1 MiB of arguments, and a run makes up to 10,000 of them, so
+    /// that a record kept whole could reach gigabytes (red team, round 6: one run wrote a 192 MB
+    /// ledger record). The judgement saw the whole argv; the record keeps its start.
+    pub const MAX_RECORDED_ARGV: usize = 4096;
+
+    /// This call as it is kept on record: its argv's first [`Self::MAX_RECORDED_ARGV`] bytes,
+    /// a word cut there ending in `…[N bytes]` (its whole length), the words after it as one
+    /// `…[N more words]`.
+    pub fn recorded(mut self) -> Self {
+        let total: usize = self.argv.iter().map(String::len).sum();
+        if total <= Self::MAX_RECORDED_ARGV {
+            return self;
+        }
+        let mut budget = Self::MAX_RECORDED_ARGV;
+        let mut kept = Vec::new();
+        let words = self.argv.len();
+        for (i, w) in self.argv.into_iter().enumerate() {
+            if w.len() <= budget {
+                budget -= w.len();
+                kept.push(w);
+                continue;
+            }
+            let mut cut = budget;
+            while !w.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            kept.push(format!("{}…[{} bytes]", &w[..cut], w.len()));
+            if words > i + 1 {
+                kept.push(format!("…[{} more words]", words - i - 1));
+            }
+            break;
+        }
+        self.argv = kept;
+        self
+    }
+
     /// The denial this refused call is on record as.
     pub fn denial(&self) -> Denial {
         Denial::Cli {
@@ -1021,6 +1058,32 @@ pub fn bundle_digest(files: &[(String, u32, Vec<u8>)]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A call's record keeps its argv's first 4 KiB: the word cut there says its length, the
+    /// words after it how many; a call within the bound is kept as it is.
+    #[test]
+    fn a_calls_record_keeps_the_start_of_a_huge_argv() {
+        let call = |argv: Vec<String>| super::CliCall {
+            argv,
+            allowed: true,
+            rule: None,
+            source: None,
+        };
+        let small = vec!["true".to_string(), "x".repeat(100)];
+        assert_eq!(call(small.clone()).recorded().argv, small);
+        let big = "é".repeat(60_000);
+        let kept = call(vec!["true".into(), big.clone(), big.clone(), "z".into()]).recorded();
+        assert_eq!(
+            kept.argv.len(),
+            3,
+            "{:?}",
+            kept.argv.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!(kept.argv[0], "true");
+        assert!(kept.argv[1].ends_with("…[120000 bytes]") && kept.argv[1].starts_with("éé"));
+        assert!(kept.argv[1].len() <= super::CliCall::MAX_RECORDED_ARGV + 20);
+        assert_eq!(kept.argv[2], "…[2 more words]");
+    }
+
     use super::*;
 
     #[test]

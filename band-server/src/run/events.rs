@@ -807,7 +807,9 @@ impl LoopState {
             }
             Msg::Report(Report::Call(call)) => {
                 // Beyond MAX_CALLS_KEPT, calls are neither streamed nor kept (memory stays
-                // bounded however many commands a script runs); denials are still counted.
+                // bounded however many commands a script runs); denials are still counted. What
+                // is kept of each is its argv's start (`CliCall::recorded`).
+                let call = call.recorded();
                 if !call.allowed {
                     self.denial_count += 1;
                     if self.denied.len() < MAX_CALLS_KEPT {
