@@ -325,8 +325,28 @@ pub fn inert(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `s` on one line: each line break (`\n`, `\r`) as the two characters `\n` or `\r`. For a
+/// field shown as one line among others (a path, an argument): one holding a newline could
+/// otherwise start a line of its own that reads as band's (`band: denied: …`). Shown through
+/// [`inert`] as well, it is inert and single.
+pub fn one_line(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\n', '\r']) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(s.replace('\n', "\\n").replace('\r', "\\r"))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_line_keeps_a_field_on_its_line() {
+        assert_eq!(super::one_line("out/a.txt"), "out/a.txt");
+        assert_eq!(
+            super::one_line("a\nband: denied: ok\r\nb"),
+            "a\\nband: denied: ok\\r\\nb"
+        );
+    }
+
     /// A message or hint quoting a huge value is cut, on a character boundary, and says so.
     #[test]
     fn messages_and_hints_are_clipped() {

@@ -233,7 +233,12 @@ fn describe_denial(d: &proto::Denial) -> String {
         proto::Denial::Write { path, .. } => format!("write to {path}"),
         proto::Denial::Http { .. } | proto::Denial::Secret { .. } => d.what(),
     };
-    format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
+    band::diag::one_line(&format!(
+        "{what} ({} layer: {})",
+        d.layer().as_str(),
+        d.explain()
+    ))
+    .into_owned()
 }
 
 /// `3 requests to the CLI gate came from no band-shim and were refused: <reasons>`.

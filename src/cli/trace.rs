@@ -56,7 +56,7 @@ fn files_and_refusals(out: &mut String, result: &RunResult) {
         plural(result.written.len())
     );
     for f in &result.written {
-        let _ = writeln!(out, "  allowed  {}", f.path);
+        let _ = writeln!(out, "  allowed  {}", band::diag::one_line(&f.path));
     }
     if !refused.is_empty() {
         let _ = writeln!(out, "trace: {} refused", refused.len());
@@ -230,7 +230,12 @@ pub(crate) fn describe(d: &Denial) -> String {
         Denial::Write { path, .. } => format!("write to {path}"),
         Denial::Http { .. } | Denial::Secret { .. } => d.what(),
     };
-    format!("{what} ({} layer: {})", d.layer().as_str(), d.explain())
+    band::diag::one_line(&format!(
+        "{what} ({} layer: {})",
+        d.layer().as_str(),
+        d.explain()
+    ))
+    .into_owned()
 }
 
 /// argv as a shell would show it: words with white space, quotes or nothing in them quoted.
@@ -246,6 +251,7 @@ pub(crate) fn display_argv(argv: &[String]) -> String {
                 w.clone()
             }
         })
+        .map(|w| band::diag::one_line(&w).into_owned())
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -400,6 +406,30 @@ trace: network: 2 lookups, 1 destination reached, 1 refused
 hint: to let the script reach evil.example, add it to allow.net
 "
         );
+    }
+
+    /// A written file's name or an argument holding a newline stays on its line: it cannot
+    /// print a line that reads as band's (red team, round 6).
+    #[test]
+    fn a_newline_in_a_name_stays_on_its_line() {
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.written = vec![band::proto::FileEntry {
+            path: "out/a\nband: denied: ok\nb".into(),
+            mode: 0o644,
+            data: String::new(),
+        }];
+        r.denied = vec![Denial::Write {
+            path: "out/c\nband: ok".into(),
+            rule: None,
+            reason: None,
+        }];
+        let shown = render(&r, &[], &[]);
+        assert!(shown.lines().all(|l| !l.starts_with("band:")), "{shown}");
+        assert!(
+            shown.contains("  allowed  out/a\\nband: denied: ok\\nb\n"),
+            "{shown}"
+        );
+        assert_eq!(display_argv(&argv(&["echo", "a\nb"])), "echo 'a\\nb'");
     }
 
     #[test]
