@@ -98,7 +98,7 @@ pub(crate) fn parse(text: &str) -> Result<Parts<'_>, PatternError> {
     }
     if path.split('/').any(|s| s == "." || s == "..") {
         return Err(err(format!("`{text}`: `.` or `..` in the path"))
-            .with_hint("write the normal path; band matches requests after normalising theirs"));
+            .with_hint("write the normal path; band refuses every request whose path has dot segments, encoded or not"));
     }
     globset::GlobBuilder::new(path)
         .literal_separator(true)
@@ -153,17 +153,14 @@ impl HttpRule {
     }
 
     /// Whether it admits `method` on `path` (the request's path, without its query string:
-    /// anything from `?` on is ignored). A path with `.` or `..` segments, or an encoded `/`,
-    /// never matches: the proxy refuses what it cannot compare.
+    /// anything from `?` on is ignored). A path a server could read as another never matches
+    /// ([`ambiguous_path`]): the proxy refuses what it cannot compare.
     pub fn admits(&self, method: &str, path: &str) -> bool {
         let path = path.split(['?', '#']).next().unwrap_or(path);
         if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
             return false;
         }
-        if !path.starts_with('/')
-            || path.split('/').any(|s| s == "." || s == "..")
-            || path.to_ascii_lowercase().contains("%2f")
-        {
+        if !path.starts_with('/') || ambiguous_path(path) {
             return false;
         }
         globset::GlobBuilder::new(&self.path)
@@ -187,6 +184,23 @@ impl HttpRule {
                 .is_some_and(|prefix| prefix.ends_with('/') && other.path.starts_with(prefix));
         methods && path
     }
+}
+
+/// Whether servers may read `path` as another path than its text says, so that no rule can be
+/// matched against it: a `.` or `..` segment, also with parameters after `;` (`..;`, which
+/// Tomcat and Spring take for `..`); a backslash (taken for `/` by some); and an encoded dot,
+/// slash, backslash or percent sign (`%2e`, `%2f`, `%5c`, `%25`), which a server may decode
+/// before it resolves dot segments (`/public/%2e%2e/admin`). Red team, round 6.
+pub fn ambiguous_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    path.contains('\\')
+        || ["%2e", "%2f", "%5c", "%25"]
+            .iter()
+            .any(|e| lower.contains(e))
+        || path.split('/').any(|s| {
+            let bare = s.split(';').next().unwrap_or(s);
+            bare == "." || bare == ".."
+        })
 }
 
 /// The narrowest rule admitting one request: `METHOD scheme://host/path` (the query dropped),
@@ -233,6 +247,21 @@ mod tests {
         assert!(!r.admits("GET", "/repos/other/x"));
         assert!(!r.admits("GET", "/repos/acme/../other/x"));
         assert!(!r.admits("GET", "/repos/acme%2F..%2Fother"));
+        // Paths a server may read as another (red team, round 6): encoded dots, `..;`, a
+        // backslash, an encoded backslash or percent sign.
+        for other in [
+            "/repos/acme/%2e%2e/other",
+            "/repos/acme/%2E%2E/other",
+            "/repos/acme/.%2e/other",
+            "/repos/acme/..;/other",
+            "/repos/acme/.;x/other",
+            "/repos/acme/..%5cother",
+            "/repos/acme\\..\\other",
+            "/repos/acme/%252e%252e/other",
+        ] {
+            assert!(!r.admits("GET", other), "{other}");
+        }
+        assert!(r.admits("GET", "/repos/acme/x/issues;v=1"));
         let one = rule("https://h.test/v1/*");
         assert!(one.methods().is_empty());
         assert!(one.admits("PATCH", "/v1/a"));
