@@ -133,9 +133,26 @@ pub struct Rule {
     pub evidence: String,
 }
 
-/// How band-server starts a script with an interpreter, for [`Draft::keep_entry_start`].
+/// How a script is started, for [`Draft::keep_entry_start`]: the start needs a rule that admits
+/// it with any arguments (the agent's, which differ each run), as `band wrap` writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntryStart {
+pub enum EntryStart {
+    /// band-server starts it with an interpreter that needs a rule (no execute bit: by its `#!`
+    /// line, its extension, as a module), outside the CLI gate: no observed call shows it.
+    Interpreter(InterpreterStart),
+    /// The kernel starts it through its `#!` line (an executable script): the interpreter's call
+    /// (`python3 /skill/scripts/x.py plan.json`) goes through the CLI gate, and is observed with
+    /// one run's arguments.
+    Kernel {
+        /// The script as the sandbox names it, the interpreter's first operand
+        /// (`/skill/scripts/x.py`).
+        path: String,
+    },
+}
+
+/// How band-server starts a script with an interpreter ([`EntryStart::Interpreter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterpreterStart {
     /// The interpreter, as a rule names it (`python3`).
     pub program: String,
     /// What told band (`by its #! line`).
@@ -147,11 +164,18 @@ pub struct EntryStart {
 }
 
 impl EntryStart {
-    /// The start of `entry` (relative to the skill), when band-server starts it with an
-    /// interpreter that needs a rule.
+    /// The start of `entry` (relative to the skill): by band-server, when with an interpreter
+    /// that needs a rule; by the kernel, when the entry is exec'd as it is (its `#!` line, if it
+    /// has one, names the interpreter whose call the run shows).
     pub fn of(entry: &std::path::Path, launch: &crate::launch::Launch) -> Option<EntryStart> {
-        let crate::launch::Launch::With(i) = launch else {
-            return None;
+        let i = match launch {
+            crate::launch::Launch::With(i) => i,
+            crate::launch::Launch::AsIs => {
+                return Some(EntryStart::Kernel {
+                    path: format!("/skill/{}", entry.to_string_lossy()),
+                });
+            }
+            crate::launch::Launch::Unknown => return None,
         };
         if !i.needs_rule() {
             return None;
@@ -163,14 +187,66 @@ impl EntryStart {
             .split(' ')
             .map(str::to_string)
             .collect();
-        Some(EntryStart {
+        Some(EntryStart::Interpreter(InterpreterStart {
             program: i.name.clone(),
             how: i.by.as_str().to_string(),
             argv,
             rule,
-        })
+        }))
     }
 }
+
+/// A rule for a call of a script's interpreter with the script as first operand: the kernel's
+/// start of an executable script ([`kernel_start`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KernelStart {
+    /// The interpreter (`python3`).
+    program: String,
+    /// The start as `band wrap` writes it: `python3 /skill/scripts/x.py *`, with the `#!` line's
+    /// argument (`node --no-warnings /skill/scripts/x.mjs *`).
+    wrapped: String,
+    /// Whether the rule has words after the script (the run's arguments).
+    args: bool,
+}
+
+/// The kernel's start of the script at `path`, when `rule` is one (`python3 /skill/scripts/x.py
+/// [A-Za-z0-9]*`, `node --no-warnings /skill/scripts/x.mjs --fast`, `python3
+/// /skill/scripts/x.py`).
+fn kernel_start(rule: &str, path: &str) -> Option<KernelStart> {
+    let token = crate::policy::spell::token_for(path)?;
+    let words: Vec<&str> = rule.split(' ').collect();
+    let program = *words.first()?;
+    // An interpreter by name: not the script itself (`./scripts/x`), nor a quoted word.
+    if !program.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    // Its `#!` argument, if any (`-u`, `--no-warnings`), then the script: not the value of an
+    // option that takes one (`node -e CODE`, `node --require FILE`).
+    let at = words[1..].iter().position(|w| !w.starts_with('-'))? + 1;
+    let value = VALUE_OPTIONS.contains(&words[at - 1]);
+    (words[at] == token && !value).then(|| KernelStart {
+        program: program.to_string(),
+        wrapped: format!("{} *", words[..=at].join(" ")),
+        args: words.len() > at + 1,
+    })
+}
+
+/// Interpreters' options whose value is the next word (`python3 -c CODE`, `node -r FILE`,
+/// `perl -I DIR`): a path after one is that value, not the script the interpreter runs.
+const VALUE_OPTIONS: &[&str] = &[
+    "-c",
+    "-e",
+    "-m",
+    "-p",
+    "-r",
+    "--eval",
+    "--print",
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+    "--env-file",
+];
 
 /// The narrowest band the observations need: `allow` rules per category, and `env.secrets`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,27 +315,36 @@ impl Draft {
         }
     }
 
-    /// Keep the rule that lets band-server start the script: an entry with no execute bit is
-    /// started with its interpreter (`crate::launch`) by band-server itself, not through the CLI
-    /// gate, so no observed call shows that start, and a draft without a rule for the interpreter
-    /// is a band whose every run fails at setup. The band's own rule for it when it has one that
-    /// admits the start (as its author spelled it), else the one `band wrap` writes.
+    /// Keep the rule that starts the script, as `band wrap` writes it (`python3
+    /// /skill/scripts/x.py *`), or the band's own rule that admits that start (as its author
+    /// spelled it): never one run's arguments, which are the agent's and differ each run.
+    ///
+    /// - An entry with no execute bit is started with its interpreter (`crate::launch`) by
+    ///   band-server itself, not through the CLI gate, so no observed call shows that start, and
+    ///   a draft without a rule for it is a band whose every run fails at setup.
+    /// - An executable script is started by the kernel through its `#!` line: the call of its
+    ///   interpreter with the script as first operand goes through the CLI gate, and the observed
+    ///   run shows it with that run's arguments, which the draft would make a rule of (`python3
+    ///   /skill/scripts/x.py [A-Za-z0-9]*`); each such rule becomes the start's. With no such
+    ///   call (an interpreter the `#!` line names by its path is exec'd without one the gate
+    ///   records), the band's own rules that start the script are kept. (An interpreter every
+    ///   band gets, `bash` or `sh`, needs no rule.)
     pub fn keep_entry_start(&mut self, current: &RuleSet, start: &EntryStart) {
-        use crate::policy::cli::CliPattern;
-        let names = |rule: &str| {
-            CliPattern::parse(rule).is_ok_and(|p| p.command() == Some(start.program.as_str()))
-        };
-        if self.cli.iter().any(|r| names(&r.rule)) {
+        match start {
+            EntryStart::Interpreter(start) => self.keep_interpreter_start(current, start),
+            EntryStart::Kernel { path } => self.keep_kernel_start(current, path),
+        }
+    }
+
+    fn keep_interpreter_start(&mut self, current: &RuleSet, start: &InterpreterStart) {
+        if self.cli.iter().any(|r| admits_start(&r.rule, &start.rule)) {
             return;
         }
         let why = format!(
             "band-server starts the script with {} ({}), which no observed call shows",
             start.program, start.how
         );
-        let own = current
-            .cli
-            .iter()
-            .find(|r| CliPattern::parse(r).is_ok_and(|p| names(r) && p.matches(&start.argv)));
+        let own = current.cli.iter().find(|r| admits_start(r, &start.rule));
         self.cli.push(match own {
             Some(rule) => Rule {
                 rule: rule.clone(),
@@ -270,6 +355,82 @@ impl Draft {
                 evidence: why,
             },
         });
+    }
+
+    fn keep_kernel_start(&mut self, current: &RuleSet, path: &str) {
+        // The band's own rules that start the script, as its author spelled them.
+        let own: Vec<(&String, KernelStart)> = current
+            .cli
+            .iter()
+            .filter_map(|r| Some((r, kernel_start(r, path)?)))
+            .collect();
+        // The drafted starts: with the run's arguments, as wrap writes it (the agent's arguments
+        // differ each run); without any (a script whose input is a document, not its argv), as
+        // observed.
+        let mut at = None;
+        let mut starts: Vec<(String, String)> = Vec::new();
+        let mut i = 0;
+        while i < self.cli.len() {
+            let Some(k) = kernel_start(&self.cli[i].rule, path) else {
+                i += 1;
+                continue;
+            };
+            let r = self.cli.remove(i);
+            at.get_or_insert(i);
+            let rule = if k.args { k.wrapped } else { r.rule };
+            if !starts.iter().any(|(s, _)| *s == rule) {
+                starts.push((rule, k.program));
+            }
+        }
+        let observed = at.is_some();
+        if !observed {
+            // No call of the interpreter observed (a `#!` line naming it by its path,
+            // `#!/usr/bin/python3`, is exec'd by the kernel with no call the gate records): the
+            // band's own starts, but an essential's (`sh`), which needs no rule.
+            for (r, k) in &own {
+                if !crate::policy::cli::ESSENTIALS.contains(&k.program.as_str()) {
+                    starts.push(((*r).clone(), k.program.clone()));
+                }
+            }
+        }
+        // A start another one admits (the call without arguments, and one with) is that one's.
+        let all = starts.clone();
+        starts.retain(|(s, _)| {
+            !all.iter()
+                .any(|(o, _)| o != s && admits_start(o, s) && !admits_start(s, o))
+        });
+        let mut at = at.unwrap_or(self.cli.len());
+        for (rule, program) in starts {
+            let why = if observed {
+                format!(
+                    "the kernel starts the script with {program} (by its #! line) and the \
+                     agent's arguments, which differ each run: one run's cannot stand for the \
+                     next's"
+                )
+            } else {
+                format!(
+                    "the kernel starts the script with {program} (by its #! line), which no \
+                     observed call shows"
+                )
+            };
+            let kept = match own
+                .iter()
+                .find(|(r, _)| **r == rule || admits_start(r, &rule))
+            {
+                Some((r, _)) => Rule {
+                    rule: (*r).clone(),
+                    evidence: format!("kept: {why}"),
+                },
+                None => Rule {
+                    rule,
+                    evidence: why,
+                },
+            };
+            if !self.cli.iter().any(|r| r.rule == kept.rule) {
+                self.cli.insert(at, kept);
+                at += 1;
+            }
+        }
     }
 
     /// Keep every rule and secret of the current band the draft does not have, with `why` as
@@ -291,6 +452,16 @@ impl Draft {
         keep(&mut self.write, &current.write);
         keep(&mut self.net, &current.net);
         keep(&mut self.secrets, secrets);
+    }
+}
+
+/// Whether the `allow.cli` rule `rule` admits every call the start rule `start` does (`python3 *`
+/// or `python3 /skill/scripts/x.py *` for `python3 /skill/scripts/x.py *`).
+fn admits_start(rule: &str, start: &str) -> bool {
+    use crate::policy::cli::CliPattern;
+    match (CliPattern::parse(rule), CliPattern::parse(start)) {
+        (Ok(r), Ok(s)) => r.as_str() == s.as_str() || r.covers(&s),
+        _ => false,
     }
 }
 

@@ -856,14 +856,28 @@ fn the_rule_that_starts_the_script_is_kept_or_drafted() {
         })
     };
     let entry = std::path::Path::new("scripts/count.py");
-    let start = EntryStart::of(entry, &py(By::Shebang)).expect("python3 needs a rule");
+    let Some(EntryStart::Interpreter(start)) = EntryStart::of(entry, &py(By::Shebang)) else {
+        panic!("python3 needs a rule");
+    };
     assert_eq!(start.rule, "python3 /skill/scripts/count.py *");
     assert_eq!(start.argv, ["python3", "/skill/scripts/count.py"]);
-    // The band's own rule that admits the start, as spelled; else the one wrap writes.
+    let start = EntryStart::Interpreter(start);
+    // The band's own rule that admits the start, as spelled; else the one wrap writes (a rule
+    // for the start with no argument, or with one run's, is not one).
     for (current, want, kept) in [
         (vec!["python3 *", "jq *"], "python3 *", true),
         (
+            vec!["python3 /skill/scripts/count.py *"],
+            "python3 /skill/scripts/count.py *",
+            true,
+        ),
+        (
             vec!["python3 /skill/scripts/other.py *"],
+            "python3 /skill/scripts/count.py *",
+            false,
+        ),
+        (
+            vec!["python3 /skill/scripts/count.py"],
             "python3 /skill/scripts/count.py *",
             false,
         ),
@@ -883,7 +897,8 @@ fn the_rule_that_starts_the_script_is_kept_or_drafted() {
                 .contains("band-server starts the script with python3 (by its #! line)")
         );
     }
-    // A draft that already runs python3 (the script calls it too) needs nothing more.
+    // A draft that runs python3 otherwise (the script calls `python3 -c` too) does not start
+    // the script: the start's rule is added.
     let mut d = Draft {
         cli: vec![Rule {
             rule: "python3 -c \"print(1)\"".into(),
@@ -892,9 +907,28 @@ fn the_rule_that_starts_the_script_is_kept_or_drafted() {
         ..Draft::default()
     };
     d.keep_entry_start(&RuleSet::default(), &start);
-    assert_eq!(d.cli.len(), 1);
-    // A module start; and bash (an essential) or an executable entry need no rule.
-    let m = EntryStart::of(entry, &py(By::Module)).expect("module");
+    assert_eq!(
+        rules(&d.cli),
+        [
+            "python3 -c \"print(1)\"",
+            "python3 /skill/scripts/count.py *"
+        ]
+    );
+    // One that admits the start already needs nothing more.
+    let mut d = Draft {
+        cli: vec![Rule {
+            rule: "python3 /skill/scripts/count.py *".into(),
+            evidence: "ran".into(),
+        }],
+        ..Draft::default()
+    };
+    d.keep_entry_start(&RuleSet::default(), &start);
+    assert_eq!(rules(&d.cli), ["python3 /skill/scripts/count.py *"]);
+    // A module start; and bash (an essential) needs no rule; an executable entry is the
+    // kernel's start.
+    let Some(EntryStart::Interpreter(m)) = EntryStart::of(entry, &py(By::Module)) else {
+        panic!("module");
+    };
     assert_eq!(m.rule, "python3 -m scripts.count *");
     let bash = Launch::With(Interpreter {
         name: "bash".into(),
@@ -902,7 +936,188 @@ fn the_rule_that_starts_the_script_is_kept_or_drafted() {
         by: By::Extension,
     });
     assert_eq!(EntryStart::of(entry, &bash), None);
-    assert_eq!(EntryStart::of(entry, &Launch::AsIs), None);
+    assert_eq!(EntryStart::of(entry, &Launch::Unknown), None);
+    assert_eq!(
+        EntryStart::of(entry, &Launch::AsIs),
+        Some(EntryStart::Kernel {
+            path: "/skill/scripts/count.py".into()
+        })
+    );
+}
+
+/// An executable script (`#!/usr/bin/env python3`, mode 755) is started by the kernel through
+/// its `#!` line: the call of its interpreter goes through the CLI gate and is observed with one
+/// run's arguments. Before, learn narrowed `python3 /skill/scripts/x.py *` to `python3
+/// /skill/scripts/x.py [A-Za-z0-9]*`, and the next run with a flag was refused; the draft keeps
+/// the start as `band wrap` writes it.
+#[test]
+fn an_executable_script_keeps_the_rule_that_starts_it_with_any_arguments() {
+    let start = EntryStart::of(
+        std::path::Path::new("scripts/x.py"),
+        &crate::launch::Launch::AsIs,
+    )
+    .expect("the kernel's start");
+    let wrapped = RuleSet {
+        cli: vec!["python3 /skill/scripts/x.py *".into(), "jq *".into()],
+        ..RuleSet::default()
+    };
+    let obs = runs_of(
+        &[&[
+            &["python3", "/skill/scripts/x.py", "plan.json"],
+            &["python3", "/skill/lib/helper.py", "plan.json"],
+            &["jq", "-r", ".steps", "plan.json"],
+        ]],
+        &["plan.json"],
+    );
+    let mut d = draft(&obs);
+    d.keep_entry_start(&wrapped, &start);
+    assert_eq!(
+        rules(&d.cli),
+        [
+            "jq -r .steps [A-Za-z0-9]*",
+            "python3 /skill/scripts/x.py *",
+            "python3 /skill/lib/helper.py [A-Za-z0-9]*"
+        ]
+    );
+    assert_eq!(
+        d.cli[1].evidence,
+        "kept: the kernel starts the script with python3 (by its #! line) and the agent's \
+         arguments, which differ each run: one run's cannot stand for the next's"
+    );
+    assert!(cli_matches(
+        &d.cli[1].rule,
+        &[
+            "python3",
+            "/skill/scripts/x.py",
+            "plan.json",
+            "--format",
+            "json"
+        ]
+    ));
+    let lines = diff(&wrapped, &[], &d);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.op == ' ' && l.rule == "python3 /skill/scripts/x.py *"),
+        "{lines:?}"
+    );
+    // Calls of several forms (merged runs, a flag), and an interpreter with its `#!` argument
+    // (`#!/usr/bin/env -S node --no-warnings`): one start each, as wrap writes it, where the
+    // first of its calls was; a band without it gets it added. Another file, or the script as
+    // the value of an option, is not the start.
+    let start = EntryStart::Kernel {
+        path: "/skill/scripts/x.mjs".into(),
+    };
+    let obs = runs_of(
+        &[
+            &[
+                &["node", "--no-warnings", "/skill/scripts/x.mjs", "a.json"],
+                &[
+                    "node",
+                    "--no-warnings",
+                    "/skill/scripts/x.mjs",
+                    "b.json",
+                    "--all",
+                ],
+                &["node", "/skill/scripts/x.mjs.bak", "a.json"],
+                // Code for `node -e`, not the script.
+                &["node", "-e", "/skill/scripts/x.mjs"],
+            ],
+            &[&["node", "--no-warnings", "/skill/scripts/x.mjs", "c.json"]],
+        ],
+        &["a.json", "b.json", "c.json"],
+    );
+    let mut d = draft(&obs);
+    d.keep_entry_start(&RuleSet::default(), &start);
+    assert_eq!(
+        rules(&d.cli),
+        [
+            "node /skill/scripts/x.mjs.bak [A-Za-z0-9]*",
+            "node --no-warnings /skill/scripts/x.mjs *",
+            "node -e /skill/scripts/x.mjs"
+        ],
+        "{:?}",
+        d.cli
+    );
+    assert!(
+        d.cli[1]
+            .evidence
+            .starts_with("the kernel starts the script with node (by its #! line)"),
+        "{}",
+        d.cli[1].evidence
+    );
+    // No call of the script's interpreter (a compiled program, or `bash`, which every band
+    // gets), and no rule of the band's that starts it: nothing changes.
+    let obs = obs_execs(&[&["jq", "-r", ".a", "x.json"]]);
+    let mut d = draft(&obs);
+    let before = d.clone();
+    d.keep_entry_start(&wrapped, &start);
+    assert_eq!(d, before);
+    // No call observed (`#!/usr/bin/python3 -u`: the kernel execs the interpreter by its path,
+    // a call the gate does not record): the band's own starts are kept, as spelled; an
+    // essential's needs no rule.
+    let start = EntryStart::Kernel {
+        path: "/skill/scripts/x.py".into(),
+    };
+    for (current, want, kept) in [
+        (
+            vec!["python3 -u /skill/scripts/x.py *", "jq *"],
+            vec!["jq -r .a x.json", "python3 -u /skill/scripts/x.py *"],
+            true,
+        ),
+        (
+            vec!["python3 /skill/scripts/x.py", "python3 -c 1"],
+            vec!["jq -r .a x.json", "python3 /skill/scripts/x.py"],
+            true,
+        ),
+        (
+            vec!["sh /skill/scripts/x.py *"],
+            vec!["jq -r .a x.json"],
+            false,
+        ),
+    ] {
+        let current = RuleSet {
+            cli: current.into_iter().map(String::from).collect(),
+            ..RuleSet::default()
+        };
+        let mut d = draft(&obs);
+        d.keep_entry_start(&current, &start);
+        assert_eq!(rules(&d.cli), want);
+        if let Some(r) = d.cli.get(1) {
+            assert_eq!(
+                r.evidence,
+                format!(
+                    "{}the kernel starts the script with python3 (by its #! line), which no \
+                     observed call shows",
+                    if kept { "kept: " } else { "" }
+                )
+            );
+        }
+    }
+    // A start observed without arguments (a script whose input is a document, not its argv)
+    // stays exact, unless the band's own start admits it; with arguments too, wrap's.
+    let no_args: &[&str] = &["python3", "/skill/scripts/x.py"];
+    for (calls, current, want) in [
+        (vec![no_args], vec![], "python3 /skill/scripts/x.py"),
+        (
+            vec![no_args],
+            vec!["python3 /skill/scripts/x.py *"],
+            "python3 /skill/scripts/x.py *",
+        ),
+        (
+            vec![no_args, &["python3", "/skill/scripts/x.py", "--all"]],
+            vec![],
+            "python3 /skill/scripts/x.py *",
+        ),
+    ] {
+        let current = RuleSet {
+            cli: current.into_iter().map(String::from).collect(),
+            ..RuleSet::default()
+        };
+        let mut d = draft(&obs_execs(&calls));
+        d.keep_entry_start(&current, &start);
+        assert_eq!(rules(&d.cli), [want]);
+    }
 }
 
 /// A pattern of the band narrowed to one run's files or calls is said, so the author knows the

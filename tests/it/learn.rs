@@ -885,6 +885,107 @@ fn privileged_learn_keeps_the_rule_that_starts_a_script_with_no_execute_bit() {
     );
 }
 
+/// An executable script (`#!/usr/bin/env python3`, mode 755) is started by the kernel through its
+/// `#!` interpreter, a call the CLI gate sees: before, learn narrowed the rule `band wrap` writes
+/// (`python3 /skill/scripts/analyze_plan.py *`) to the one run's arguments
+/// (`python3 /skill/scripts/analyze_plan.py [A-Za-z0-9]*`), and the next run with another argument
+/// list (a flag) was refused. Now the draft keeps it: the agent's arguments differ each run. A
+/// `#!` line naming its interpreter by path (`#!/usr/bin/python3 -u`) is exec'd with no call the
+/// gate records: before, learn drafted the removal of its rule, and the next run was
+/// `setup_failed`; now the rule is kept. A `#!/bin/sh` script needs no rule (`sh` is one of the
+/// essentials every band gets), and still runs.
+#[test]
+fn privileged_learn_keeps_the_rule_that_starts_an_executable_script() {
+    band_test::privileged!(sandbox_missing());
+    const PY: &str = "import json, sys\nn = len(json.load(open(sys.argv[1])))\n\
+                      print(json.dumps({\"steps\": n}) if sys.argv[2:] == [\"--format\", \"json\"] else n)\n";
+    const SH: &str = "n=$(wc -l < \"$1\")\nif [ \"$2 $3\" = \"--format json\" ]; \
+                      then printf '{\"steps\": %s}\\n' \"$n\"; else echo \"$n\"; fi\n";
+    let cases: [(&str, String, &str, Option<&str>); 3] = [
+        (
+            "analyze_plan.py",
+            format!("#!/usr/bin/env python3\n{PY}"),
+            "python3 /skill/scripts/analyze_plan.py *",
+            Some("python3"),
+        ),
+        (
+            "analyze_plan.py",
+            format!("#!/usr/bin/python3 -u\n{PY}"),
+            "python3 -u /skill/scripts/analyze_plan.py *",
+            Some("python3"),
+        ),
+        (
+            "analyze_plan.sh",
+            format!("#!/bin/sh\n{SH}"),
+            "sh /skill/scripts/analyze_plan.sh *",
+            None,
+        ),
+    ];
+    for (file, text, rule, interpreter) in cases {
+        let t = tempfile::tempdir().expect("tmp");
+        let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+        fs_err::create_dir_all(&ws).expect("mkdir");
+        fs_err::write(ws.join("plan.json"), "[1,\n 2]\n").expect("write");
+        SkillBuilder::new("plans")
+            .band(&format!(
+                "description: Analyzes plans.\nversion: 1\nallow:\n  \
+                 cli: [\"{rule}\"]\n  read: [\"*.json\"]\n"
+            ))
+            .file(&format!("scripts/{file}"), 0o755, &text)
+            .input_schema(
+                "analyze_plan",
+                r#"{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}"#,
+            )
+            .write(&skills);
+        let cfg = dead_dns();
+        let w = ws.to_str().expect("utf-8");
+        let band = |args: &[&str]| band_in(&cfg, t.path(), args);
+        let (code, out, err) = band(&[
+            "learn",
+            "--write",
+            "--skills",
+            "skills",
+            "--workspace",
+            w,
+            "plans/analyze_plan",
+            "--",
+            "plan.json",
+        ]);
+        assert_eq!(code, 0, "{rule}\n{out}\n{err}");
+        assert!(!out.contains("[A-Za-z0-9]*"), "{rule}\n{out}");
+        let band_md = fs_err::read_to_string(skills.join("plans/BAND.md")).expect("read");
+        match interpreter {
+            Some(i) => {
+                assert!(
+                    out.lines().any(|l| l.starts_with(&format!("  \"{rule}\""))
+                        && l.contains(&format!(
+                            "# kept: the kernel starts the script with {i} (by its #! line)"
+                        ))),
+                    "{rule}\n{out}"
+                );
+                assert!(band_md.contains(&format!("\"{rule}\"")), "{band_md}");
+            }
+            None => assert!(!band_md.contains(rule), "{band_md}"),
+        }
+        let (code, out, err) = band(&["lint", "skills/plans"]);
+        assert_eq!(code, 0, "{rule}\n{out}\n{err}");
+        let (code, out, err) = band(&[
+            "run",
+            "--skills",
+            "skills",
+            "--workspace",
+            w,
+            "plans/analyze_plan",
+            "--",
+            "plan.json",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{rule}\n{out}\n{err}");
+        assert!(out.contains("\"steps\": 2"), "{rule}\n{out}\n{err}");
+    }
+}
+
 /// A skill whose BAND.md leads through `path:` to a band outside it (other skills may share
 /// it): `band learn --write` refuses, and writes nothing there.
 #[test]
