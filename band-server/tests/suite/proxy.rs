@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use band::policy::net::NetMatcher;
 use band::proto::Denial;
 use band_server::layers::net::proxy::bound::{Bound, Secret, placeholder};
+use band_server::layers::net::proxy::refusals::{self, Refusals};
 use band_server::layers::net::proxy::{Listener, Proxy, Upstream};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -164,7 +165,7 @@ fn lab() -> Result<Lab, Error> {
             tls: true,
         }],
         false,
-        None,
+        Arc::new(Refusals::new(refusals::MAX_KEPT, None)),
     )?;
     let dir = tempfile::tempdir()?;
     fs_err::write(dir.path().join("run-ca.pem"), proxy.ca_pem())?;

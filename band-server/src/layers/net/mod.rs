@@ -489,7 +489,7 @@ impl NetLayer {
         let (matcher, own) = (self.matcher.clone(), self.own.clone());
         let resolve: proxy::Resolve =
             Arc::new(move |name: &str| dns::resolve(&upstream, &matcher, &own, name));
-        self.proxy = Some(proxy::Proxy::start_with(
+        self.proxy = Some(proxy::Proxy::start(
             egress.ca.clone(),
             self.matcher.clone(),
             egress.bound.clone(),

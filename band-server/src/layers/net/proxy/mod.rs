@@ -225,24 +225,9 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Start serving `listeners` with the run's CA `ca`, telling `live` each refusal (up to
-    /// [`refusals::MAX_KEPT`]).
+    /// Start serving `listeners` with the run's CA `ca`, its refusals recorded in `refusals`
+    /// (a run's, which its DNS stub shares: one bound for both, [`refusals::MAX_KEPT`]).
     pub fn start(
-        ca: Arc<Ca>,
-        net: NetMatcher,
-        bound: Bound,
-        upstream: Upstream,
-        listeners: Vec<Listener>,
-        observe: bool,
-        live: Option<Arc<OnDenial>>,
-    ) -> Result<Proxy, ProxyError> {
-        let refusals = Arc::new(Refusals::new(refusals::MAX_KEPT, live));
-        Proxy::start_with(ca, net, bound, upstream, listeners, observe, refusals)
-    }
-
-    /// [`Proxy::start`], its refusals recorded in `refusals` (a run's, which its DNS stub
-    /// shares: one bound for both).
-    pub fn start_with(
         ca: Arc<Ca>,
         net: NetMatcher,
         bound: Bound,
