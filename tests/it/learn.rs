@@ -805,6 +805,10 @@ fn privileged_learn_keeps_a_read_rule_for_a_file_the_script_only_tests() {
     assert_eq!((code, out.trim()), (0, "present"), "{err}");
 }
 
+/// An input contract of free arguments only (`-- ARGS`), as `band wrap` drafts for a script
+/// that reads its own command line.
+const ARGS_ONLY: &str = r#"{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}"#;
+
 /// A script with no execute bit (a `#!` line, mode 644, as many public skills ship them) is
 /// started by band-server with its interpreter, which no observed call shows: before, learn
 /// drafted the removal of `python3 /skill/scripts/count.py *` and every run after `--write` was
@@ -827,10 +831,7 @@ fn privileged_learn_keeps_the_rule_that_starts_a_script_with_no_execute_bit() {
             0o644,
             "#!/usr/bin/env python3\nimport sys\nprint(sum(1 for _ in open(sys.argv[1])))\n",
         )
-        .input_schema(
-            "count",
-            r#"{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}"#,
-        )
+        .input_schema("count", ARGS_ONLY)
         .write(&skills);
     let cfg = dead_dns();
     let w = ws.to_str().expect("utf-8");
@@ -932,10 +933,7 @@ fn privileged_learn_keeps_the_rule_that_starts_an_executable_script() {
                  cli: [\"{rule}\"]\n  read: [\"*.json\"]\n"
             ))
             .file(&format!("scripts/{file}"), 0o755, &text)
-            .input_schema(
-                "analyze_plan",
-                r#"{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}"#,
-            )
+            .input_schema("analyze_plan", ARGS_ONLY)
             .write(&skills);
         let cfg = dead_dns();
         let w = ws.to_str().expect("utf-8");
