@@ -105,6 +105,7 @@ codes! {
     PathNotShown = "P011", "path-not-shown", Warning, "An absolute read rule names a part of /usr the sandbox does not show (only /usr/lib*, /usr/share, /usr/libexec and the declared programs), so it gives nothing.";
     NeverCopied = "P012", "never-copied", Warning, "A workspace rule reaches into `.git` or `target`, folders a run gets only when a rule names them from the workspace root (`.git/**`, `target/**`), through a wildcard or a bare name; or a write rule names `.git`, which is never written back.";
     SiteRefused = "P013", "site-refused", Warning, "The site policy of this machine (`/etc/band/site.md`, or `$BAND_SITE_POLICY`) refuses the band: a rule it denies, one above its ceiling, an insist the band does not allow, or something switched off for the skill's tier. band-server refuses the run; the warning names the site rule.";
+    GitWithoutWorkTree = "P014", "git-without-work-tree", Warning, "A band allows `git` and copies the repository's history (`.git/**`) but not the whole work tree: the copy holds only what the read rules admit, so git in the run sees every tracked file they leave out as deleted.";
     // L: limits
     InvalidLimit = "L001", "invalid-limit", Error, "A limit is not a number or a valid human size/duration.";
     LimitOutOfRange = "L002", "limit-out-of-range", Error, "A limit is outside the range band accepts.";

@@ -170,6 +170,7 @@ pub fn lint_skill(root: &Path) -> (Vec<Diagnostic>, usize) {
             diags.extend(d);
             if let Some(r) = &resolved {
                 diags.extend(check_bound_hosts(r));
+                diags.extend(paths::check_git_work_tree(r));
             }
             if let Some(f) = &band_file {
                 let allowed = resolved.as_ref().and_then(|r| {
@@ -677,6 +678,47 @@ mod tests {
                     "add `other.test` (or the HTTP rules for it) to `allow.net`, or drop it from the secret's hosts"
                 )
             )]
+        );
+    }
+
+    /// git over a copy holding `.git` and only part of the work tree sees the rest as deleted:
+    /// warned where git is allowed and no rule admits the whole tree, at the `.git` rule.
+    #[test]
+    fn history_without_the_work_tree_is_warned_where_git_is_allowed() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = t.path().join("demo");
+        skill(&root, "demo");
+        let found = |allow: &str| {
+            write(
+                &root,
+                "BAND.md",
+                &format!("---\nband: demo\ndescription: d\nallow:\n{allow}---\n"),
+                0o644,
+            );
+            lint_paths(&[t.path().to_path_buf()])
+                .diagnostics
+                .into_iter()
+                .filter(|d| d.code == Code::GitWithoutWorkTree)
+                .map(|d| (d.loc, d.message))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            found("  cli: [\"git status *\"]\n  read: [src/**, .git/**]\n"),
+            vec![(
+                Loc::new(6, 18),
+                "allow.read `.git/**` copies the repository's history, but no rule admits its whole work tree: git in the run sees every tracked file the read rules leave out as deleted".to_string()
+            )]
+        );
+        // The whole tree admitted, git not allowed, or `.git` reached only through a wildcard
+        // (which copies nothing of it: P012).
+        assert_eq!(
+            found("  cli: [\"git *\"]\n  read: [.git/**, \"**\"]\n"),
+            vec![]
+        );
+        assert_eq!(found("  cli: [\"ls *\"]\n  read: [.git/**]\n"), vec![]);
+        assert_eq!(
+            found("  cli: [\"git *\"]\n  read: [\"**/.git/**\"]\n"),
+            vec![]
         );
     }
 

@@ -151,6 +151,57 @@ pub fn check_never_copied(band: &Band) -> Vec<Diagnostic> {
     out
 }
 
+/// Whether `p` copies the repository's history: a relative rule naming `.git` from the
+/// workspace root (`.git/**`, `./.git/HEAD`).
+fn names_git_from_root(p: &str) -> bool {
+    never_copied(p, false).is_none()
+        && FsPattern::parse(p).is_ok_and(|f| !f.is_absolute())
+        && p.trim_start_matches("./").split('/').next() == Some(".git")
+}
+
+/// Whether `p` admits the whole workspace (`**`, `./**`, `**/*`).
+fn admits_whole_tree(p: &str) -> bool {
+    matches!(p.trim_start_matches("./"), "**" | "**/*")
+}
+
+/// P014 for the band `r` resolves to: its reads copy the repository's history (`.git/**`) but
+/// not the whole work tree, and it allows `git`. The copy holds only what the read rules admit,
+/// so git in the run sees every tracked file they leave out as deleted (`git status`, `git diff`,
+/// `git stash`). Located at the `.git` rule when the script's own band file has it.
+pub fn check_git_work_tree(r: &crate::skill::Resolved) -> Vec<Diagnostic> {
+    let reads = &r.policy.allow.read;
+    let Some(rule) = reads.iter().find(|p| names_git_from_root(p)) else {
+        return Vec::new();
+    };
+    if reads.iter().any(|p| admits_whole_tree(p)) {
+        return Vec::new();
+    }
+    let git = crate::policy::cli::CliMatcher::new(&r.policy.allow.cli, &r.policy.deny.cli)
+        .is_ok_and(|m| m.commands().contains("git"));
+    if !git {
+        return Vec::new();
+    }
+    let at = |i| {
+        r.band
+            .locate(&[Step::Key("allow"), Step::Key("read"), Step::Index(i)])
+    };
+    let own = r.band.allow.read.iter().position(|p| p == rule);
+    let loc = own.map_or(crate::diag::Loc::FILE, at);
+    vec![
+        Diagnostic::new(
+            Code::GitWithoutWorkTree,
+            &r.band.path,
+            loc,
+            format!(
+                "allow.read `{rule}` copies the repository's history, but no rule admits its whole work tree: git in the run sees every tracked file the read rules leave out as deleted"
+            ),
+        )
+        .with_hint(
+            "if the script asks git about the work tree (status, diff, stash), admit it too: allow.read \"**\"; for history alone (log, show, blame of a commit) this warning can be ignored",
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::never_copied;
