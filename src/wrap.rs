@@ -205,13 +205,14 @@ fn nested(files: &[String]) -> String {
 /// The first line of a script's description: a Python module docstring, else the first comment
 /// after the `#!` line. Skipped: a coding line, a PEP 723 block (`# /// script` … `# ///`), a
 /// shell option line (`set -e`, `set -euo pipefail`) and a comment just above one (`# Exit on
-/// error`), and a linter directive (`# shellcheck …`, `// @ts-check`, `"use strict"`).
+/// error`), a linter directive (`# shellcheck …`, `// @ts-check`, `"use strict"`), and a comment
+/// block that is a copyright or licence header (`# Copyright (c) …`, `/* SPDX-License-Identifier:
+/// … */`). A comment block's first line with words is its description (`/**` alone is not).
 pub fn description(text: &str) -> Option<String> {
     let lines: Vec<&str> = text.lines().skip_while(|l| l.starts_with("#!")).collect();
     let is_set =
         |l: &str| l.trim_start().starts_with("set -") || l.trim_start().starts_with("set -o");
     let mut i = 0;
-    let mut body = Vec::new();
     while i < lines.len() {
         let l = lines[i].trim();
         if l.starts_with("# /// ") {
@@ -237,9 +238,25 @@ pub fn description(text: &str) -> Option<String> {
             i += 1;
             continue;
         }
-        body = lines[i..].to_vec();
-        break;
+        if let Some(doc) = docstring(&lines[i..]) {
+            return doc;
+        }
+        let block = comment_block(&lines[i..]);
+        let words: Vec<String> = block
+            .iter()
+            .map(|l| uncomment(l))
+            .filter(|l| !l.is_empty())
+            .collect();
+        if block.is_empty() || !words.iter().any(|w| is_licence_line(w)) {
+            return words.into_iter().next();
+        }
+        i += block.len();
     }
+    None
+}
+
+/// A Python docstring starting `body`: `Some(its first line)`, `Some(None)` when it is empty.
+fn docstring(body: &[&str]) -> Option<Option<String>> {
     let first = body.first()?.trim();
     for quote in ["\"\"\"", "'''"] {
         if let Some(rest) = first
@@ -252,14 +269,50 @@ pub fn description(text: &str) -> Option<String> {
             } else {
                 line
             };
-            return Some(line.to_string()).filter(|l| !l.is_empty());
+            return Some(Some(line.to_string()).filter(|l| !l.is_empty()));
         }
     }
-    ["#", "//", "/**", "/*", "*"]
+    None
+}
+
+/// The comment lines starting `body`: `#` or `//` lines, or a `/* … */` block to its end.
+fn comment_block<'a>(body: &[&'a str]) -> Vec<&'a str> {
+    let first = body.first().map_or("", |l| l.trim());
+    if first.starts_with("/*") {
+        let end = body
+            .iter()
+            .position(|l| l.contains("*/"))
+            .map_or(body.len(), |e| e + 1);
+        return body[..end].to_vec();
+    }
+    let Some(marker) = ["#", "//"].into_iter().find(|m| first.starts_with(m)) else {
+        return Vec::new();
+    };
+    body.iter()
+        .take_while(|l| l.trim().starts_with(marker))
+        .copied()
+        .collect()
+}
+
+/// A comment line without its markers (`#`, `//`, `/**`, `*`, `*/`), trimmed.
+fn uncomment(line: &str) -> String {
+    let l = line.trim();
+    let l = ["/**", "/*", "//", "#", "*"]
         .iter()
-        .find_map(|c| first.strip_prefix(c))
-        .map(|l| l.trim().trim_end_matches("*/").trim().to_string())
-        .filter(|l| !l.is_empty())
+        .find_map(|c| l.strip_prefix(c))
+        .unwrap_or(l);
+    l.trim().trim_end_matches("*/").trim().to_string()
+}
+
+/// A line of a copyright or licence header.
+fn is_licence_line(l: &str) -> bool {
+    let lower = l.to_ascii_lowercase();
+    lower.starts_with("copyright")
+        || lower.starts_with("(c) ")
+        || lower.starts_with("© ")
+        || lower.contains("spdx-license-identifier")
+        || lower.starts_with("licensed under")
+        || lower.contains("all rights reserved")
 }
 
 /// Shell builtins and keywords: the first word of a command that runs no program.
@@ -1274,6 +1327,26 @@ mod tests {
             description("#!/bin/bash\nset -euo pipefail  # strict\n# Count.\n").as_deref(),
             Some("Count.")
         );
+    }
+
+    /// A copyright or licence header is no description (before: "Copyright (c) Microsoft
+    /// Corporation."); a JSDoc block's `/**` line is none either (before: no description).
+    #[test]
+    fn description_skips_licence_headers_and_reads_block_comments() {
+        let py = "#!/usr/bin/env python3\n# Copyright (c) Microsoft Corporation.\n# Licensed under the MIT License.\n\n\"\"\"Build the evidence map.\"\"\"\n";
+        assert_eq!(description(py).as_deref(), Some("Build the evidence map."));
+        let js = "#!/usr/bin/env node\n/**\n * Copyright 2025 Example LLC\n * SPDX-License-Identifier: Apache-2.0\n */\n\n/**\n * Serve the image gallery.\n *\n * Usage: node serve.js\n */\nimport http from 'node:http';\n";
+        assert_eq!(description(js).as_deref(), Some("Serve the image gallery."));
+        // The header and the comment right below it are one block.
+        assert_eq!(
+            description("// SPDX-License-Identifier: MIT\n// Sum the column.\nconst x = 1;\n"),
+            None
+        );
+        assert_eq!(
+            description("#!/bin/sh\n#\n# Count words.\n#\n").as_deref(),
+            Some("Count words.")
+        );
+        assert_eq!(description("/* Copyright 2020 X */\nmain();\n"), None);
     }
 
     #[test]
