@@ -165,8 +165,10 @@ pub(crate) struct FoundFile {
     pub(crate) utf8: bool,
     pub(crate) mode: u32,
     pub(crate) data: Vec<u8>,
-    /// Not a file read but where the walk stopped, over [`WalkLimits`]: why. Never written
-    /// back; a refused write with this reason, standing for it and every entry after it.
+    /// Not a file read: why. Where the walk stopped, over [`WalkLimits`] (standing for it and
+    /// every entry after it), a folder nested past [`WalkLimits::depth`] (for everything in
+    /// it), or an entry that could not be read back. Never written back; a refused write with
+    /// this reason.
     pub(crate) refused: Option<String>,
 }
 
@@ -183,6 +185,11 @@ pub(crate) const MAX_WALK_ENTRIES: usize = 100_000;
 /// them, and the result's size, as [`MAX_WALK_ENTRIES`] bounds their number.
 pub(crate) const MAX_WALK_PATH_BYTES: usize = 64 << 20;
 
+/// Most folders nested in one another that the walk goes into: 256. The walk holds a
+/// descriptor per level it is in, and the client writes a file back by its path (`PATH_MAX`,
+/// 4096 bytes); a folder deeper is one refused write, for everything in it.
+pub(crate) const MAX_WALK_DEPTH: usize = 256;
+
 /// The longest path a refused write names where the walk stopped (cut, with its length said).
 const MAX_REFUSED_PATH: usize = 1024;
 
@@ -196,6 +203,8 @@ pub(crate) struct WalkLimits {
     pub(crate) entries: usize,
     /// Bytes of the entries' paths, summed ([`MAX_WALK_PATH_BYTES`]).
     pub(crate) path_bytes: usize,
+    /// Folders nested in one another ([`MAX_WALK_DEPTH`]): `a/b` is 2 deep.
+    pub(crate) depth: usize,
 }
 
 impl WalkLimits {
@@ -206,6 +215,7 @@ impl WalkLimits {
             data_bytes,
             entries: MAX_WALK_ENTRIES,
             path_bytes: MAX_WALK_PATH_BYTES,
+            depth: MAX_WALK_DEPTH,
         }
     }
 }
@@ -219,7 +229,9 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
 /// all. Files past the budget are skipped. Names that are not UTF-8 are kept, escaped
 /// (`utf8: false`). Past `limits.entries` entries or `limits.path_bytes` bytes of paths the walk
 /// stops: the entry it stopped at is returned with [`FoundFile::refused`] saying why (a refused
-/// write, for it and the rest), and nothing after it is read.
+/// write, for it and the rest), and nothing after it is read. A folder deeper than
+/// `limits.depth`, and an entry the walk lists but cannot open or read, are returned refused
+/// too: nothing the run left is dropped without a word.
 ///
 /// The walk goes through directory descriptors, never through a path resolved again from
 /// `root`: `root` is opened once with `O_NOFOLLOW`, and every folder and file below it is opened
@@ -242,25 +254,41 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
     ) else {
         return out;
     };
-    // Folders still to walk: their parent's descriptor, their name there, their relative path.
-    // (Opened when popped, so at most one descriptor per level of nesting is held.)
+    let unread = |path: &str, utf8: bool, why: String| FoundFile {
+        path: shorten(path, MAX_REFUSED_PATH),
+        utf8,
+        mode: 0,
+        data: Vec::new(),
+        refused: Some(why),
+    };
+    // Folders still to walk: their parent's descriptor, their name there, their relative path,
+    // how deep they are. (Opened when popped, so at most one descriptor per level of nesting is
+    // held, and there are at most `limits.depth` levels.)
     type Pending = (
         Arc<rustix::fd::OwnedFd>,
         Option<std::ffi::CString>,
         String,
         bool,
+        usize,
     );
-    let mut stack: Vec<Pending> = vec![(Arc::new(root_fd), None, String::new(), true)];
-    'walk: while let Some((parent, name, rel, rel_utf8)) = stack.pop() {
+    let mut stack: Vec<Pending> = vec![(Arc::new(root_fd), None, String::new(), true, 0)];
+    'walk: while let Some((parent, name, rel, rel_utf8, depth)) = stack.pop() {
         let dir = match name {
             None => parent,
             Some(name) => match open_beneath(&parent, &name, OFlags::RDONLY | OFlags::DIRECTORY) {
                 Ok(fd) => Arc::new(fd),
-                Err(_) => continue,
+                Err(e) => {
+                    out.push(unread(&rel, rel_utf8, unreadable_folder(e)));
+                    continue;
+                }
             },
         };
-        let Ok(entries) = rustix::fs::Dir::read_from(&*dir) else {
-            continue;
+        let entries = match rustix::fs::Dir::read_from(&*dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                out.push(unread(&rel, rel_utf8, unreadable_folder(e)));
+                continue;
+            }
         };
         // At most one name more than the walk may still take: a folder of a million names is
         // never held whole (the one more is where the walk stops).
@@ -285,13 +313,7 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
             entries_seen += 1;
             path_bytes = path_bytes.saturating_add(child.len());
             if let Some(why) = over_walk_limits(&limits, entries_seen, path_bytes) {
-                out.push(FoundFile {
-                    path: shorten(&child, MAX_REFUSED_PATH),
-                    utf8,
-                    mode: 0,
-                    data: Vec::new(),
-                    refused: Some(why),
-                });
+                out.push(unread(&child, utf8, why));
                 break 'walk;
             }
             let Ok(meta) = rustix::fs::statat(&*dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
@@ -299,29 +321,43 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
                 continue;
             };
             match FileType::from_raw_mode(meta.st_mode) {
-                FileType::Directory => stack.push((Arc::clone(&dir), Some(name), child, utf8)),
+                FileType::Directory if depth >= limits.depth => out.push(unread(
+                    &child,
+                    utf8,
+                    format!(
+                        "more than {} folders deep: the walk of the workspace did not go in, and nothing in this folder was written back",
+                        limits.depth
+                    ),
+                )),
+                FileType::Directory => {
+                    stack.push((Arc::clone(&dir), Some(name), child, utf8, depth + 1));
+                }
                 FileType::RegularFile
                     if u64::try_from(meta.st_size).unwrap_or(u64::MAX) <= budget =>
                 {
-                    let Ok(fd) = open_beneath(&dir, &name, OFlags::RDONLY | OFlags::NONBLOCK)
-                    else {
-                        continue;
+                    let fd = match open_beneath(&dir, &name, OFlags::RDONLY | OFlags::NONBLOCK) {
+                        Ok(fd) => fd,
+                        Err(e) => {
+                            out.push(unread(&child, utf8, unreadable_file(e)));
+                            continue;
+                        }
                     };
-                    let Ok(m2) = rustix::fs::fstat(&fd) else {
-                        continue;
-                    };
-                    if FileType::from_raw_mode(m2.st_mode) != FileType::RegularFile
-                        || m2.st_ino != meta.st_ino
-                        || m2.st_dev != meta.st_dev
-                    {
+                    let same = rustix::fs::fstat(&fd).is_ok_and(|m2| {
+                        FileType::from_raw_mode(m2.st_mode) == FileType::RegularFile
+                            && m2.st_ino == meta.st_ino
+                            && m2.st_dev == meta.st_dev
+                    });
+                    if !same {
+                        out.push(unread(
+                            &child,
+                            utf8,
+                            "replaced while the workspace was read back: not written back".into(),
+                        ));
                         continue;
                     }
                     let mut data = Vec::new();
-                    if std::fs::File::from(fd)
-                        .take(budget)
-                        .read_to_end(&mut data)
-                        .is_err()
-                    {
+                    if let Err(e) = std::fs::File::from(fd).take(budget).read_to_end(&mut data) {
+                        out.push(unread(&child, utf8, unreadable_file(e)));
                         continue;
                     }
                     budget -= data.len() as u64;
@@ -330,7 +366,7 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
                         utf8,
                         // st_mode is u16 on some platforms.
                         #[allow(clippy::unnecessary_cast)]
-                        mode: (m2.st_mode & 0o777) as u32,
+                        mode: (meta.st_mode & 0o777) as u32,
                         data,
                         refused: None,
                     });
@@ -341,6 +377,16 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// Why a folder the walk listed is not walked.
+fn unreadable_folder(e: impl std::fmt::Display) -> String {
+    format!("could not be opened to be read back ({e}): nothing in this folder was written back")
+}
+
+/// Why a file the walk listed is not read.
+fn unreadable_file(e: impl std::fmt::Display) -> String {
+    format!("could not be read back ({e}): not written back")
 }
 
 /// Why the walk stops at an entry, having looked at `entries` entries with `path_bytes` bytes
@@ -838,6 +884,47 @@ mod tests {
         assert!(seen > 0, "the walk never saw d/");
     }
 
+    /// A folder nested deeper than the walk goes is one refused write naming it, for
+    /// everything in it; the rest of the workspace is read back as usual.
+    #[test]
+    fn a_folder_nested_past_the_walk_depth_is_one_refused_write() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = dir.path();
+        fs::create_dir_all(r.join("out/b/c/d/e")).unwrap_or_else(|e| panic!("{e}"));
+        for f in ["out/x", "out/b/c/y", "out/b/c/d/z", "out/b/c/d/e/w"] {
+            fs::write(r.join(f), b"x").unwrap_or_else(|e| panic!("{e}"));
+        }
+        let limits = WalkLimits {
+            data_bytes: 1 << 20,
+            entries: 1000,
+            path_bytes: 1 << 20,
+            depth: 3,
+        };
+        let found = walk_workspace_within(r, limits);
+        let seen: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|f| (f.path.as_str(), f.refused.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "out/b/c/d",
+                    Some(
+                        "more than 3 folders deep: the walk of the workspace did not go in, and nothing in this folder was written back"
+                    )
+                ),
+                ("out/b/c/y", None),
+                ("out/x", None),
+            ]
+        );
+        let write = FsMatcher::new(&["out/**".into()], &[]).unwrap_or_else(|e| panic!("{e:?}"));
+        let changed = changed_files(&found, &[]);
+        let denied = write_denials(&changed, &write);
+        assert_eq!(denied.len(), 1);
+        assert_eq!(denied[0].smallest_rule(), None);
+    }
+
     /// A script that leaves more entries, or longer paths, than a run may write back: the
     /// walk stops at its limits, what it read before is written back as usual, and the rest is
     /// one refused write saying why (the walk it replaced held every path, however many).
@@ -854,6 +941,7 @@ mod tests {
             data_bytes: 1 << 20,
             entries: 5,
             path_bytes: 1 << 20,
+            depth: MAX_WALK_DEPTH,
         };
         let found = walk_workspace_within(r, limits);
         // `out` and four files are the five entries; the sixth is where the walk stopped.
@@ -894,6 +982,7 @@ mod tests {
             data_bytes: 1 << 20,
             entries: 1000,
             path_bytes: 500,
+            depth: MAX_WALK_DEPTH,
         };
         let found = walk_workspace_within(deep.path(), limits);
         let [stop] = &found[..] else {
