@@ -813,6 +813,13 @@ pub struct RunResult {
     /// Told by the client after the run, not mixed into the script's stderr.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_commands: Vec<MissingCommand>,
+    /// For a run that reached `maxRuntimeMs`: the TCP addresses it was still listening on when it
+    /// was killed (`127.0.0.1:8765`, `[::]:3000`), band's own listeners in the run left out. A run
+    /// takes no inbound connections, so a server a script starts is never reached from outside
+    /// (docs/network.md, "A server inside a run"). Empty otherwise, and when they could not be
+    /// read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listening: Vec<String>,
 }
 
 /// An allowed command that is not installed where the run ran, and the `allow.cli` rules that
@@ -965,6 +972,7 @@ impl RunResult {
             deps_sha256: None,
             trust: None,
             missing_commands: Vec::new(),
+            listening: Vec::new(),
         }
     }
 }

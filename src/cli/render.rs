@@ -222,6 +222,28 @@ pub(crate) fn missing_note(result: &proto::RunResult) -> Option<String> {
     ))
 }
 
+/// The hint for a run that timed out while it was listening on a port (a skill that serves a
+/// gallery on `127.0.0.1:8765` and waits): nothing outside the run could connect to it, so it
+/// waited until `maxRuntimeMs`. Told after the run, with the status line.
+pub(crate) fn listening_hint(result: &proto::RunResult) -> Option<String> {
+    if result.listening.is_empty() {
+        return None;
+    }
+    let addrs: Vec<String> = result
+        .listening
+        .iter()
+        .map(|a| for_terminal(a).into_owned())
+        .collect();
+    Some(format!("hint: {}\n", listening_text(&addrs.join(", "))))
+}
+
+/// What [`listening_hint`] says of `addrs`, for the MCP result too.
+pub(crate) fn listening_text(addrs: &str) -> String {
+    format!(
+        "the script was still listening on {addrs} when it timed out; a run takes no inbound connections, so nothing outside the run can reach a server a skill starts (docs/network.md, \"A server inside a run\")"
+    )
+}
+
 fn describe_denial(d: &proto::Denial) -> String {
     let what = match d {
         proto::Denial::Cli { argv, .. } => format!("command `{}`", argv.join(" ")),
@@ -407,6 +429,22 @@ mod tests {
         ] {
             assert_eq!(read_only_skill_hint(line), None, "{line}");
         }
+    }
+
+    #[test]
+    fn a_run_that_timed_out_serving_a_port_gets_a_hint_naming_it() {
+        let mut r =
+            proto::RunResult::setup_failed("0011223344556677", proto::Layer::Process, "", None);
+        r.status = proto::Status::Timeout;
+        r.error = None;
+        assert_eq!(listening_hint(&r), None);
+        r.listening = vec!["127.0.0.1:8765".into(), "[::]:3000\x1b[2J".into()];
+        assert_eq!(
+            listening_hint(&r).as_deref(),
+            Some(
+                "hint: the script was still listening on 127.0.0.1:8765, [::]:3000^[[2J when it timed out; a run takes no inbound connections, so nothing outside the run can reach a server a skill starts (docs/network.md, \"A server inside a run\")\n"
+            )
+        );
     }
 
     /// What a person sees of `events`: what is shown as they come, then the end.

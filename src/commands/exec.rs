@@ -68,6 +68,9 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<u8> {
         if let Some(note) = render::missing_note(result) {
             render::say(&note);
         }
+        if let Some(hint) = render::listening_hint(result) {
+            render::say(&hint);
+        }
     }
     Ok(result.status.exit_code())
 }

@@ -292,6 +292,9 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         if let Some(note) = crate::cli::render::missing_note(result) {
             say(&note);
         }
+        if let Some(hint) = crate::cli::render::listening_hint(result) {
+            say(&hint);
+        }
         if !outcome.without_exec.is_empty() {
             let names: Vec<String> = outcome
                 .without_exec

@@ -501,3 +501,110 @@ fn privileged_a_failed_run_names_the_workspace_file_it_could_not_see() {
     );
     assert!(!json.stdout.contains("TOPSECRET") && !json.stderr.contains("TOPSECRET"));
 }
+
+/// A skill that serves on a local port (a gallery on `127.0.0.1:8765`, waiting for a browser)
+/// is never reached: a run takes no inbound connections. It ends at `maxRuntimeMs`, and band
+/// says what it was still listening on: in the limit's line, in a hint after the run, and in the
+/// result's `listening` (wild trial: the user saw "timeout" and nothing else).
+#[test]
+fn privileged_a_run_that_times_out_serving_a_port_says_where_it_listened() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("gallery")
+        .band("description: Serves a gallery.\nversion: 1\nallow:\n  cli: [\"python3 /skill/scripts/serve.py *\"]\n\
+             limit:\n  maxRuntimeMs: 5s\n")
+        .script(
+            "serve.py",
+            "import socket, sys, time\n\
+             s = socket.socket()\n\
+             s.bind((\"127.0.0.1\", 8765))\n\
+             s.listen()\n\
+             print(\"serving on http://127.0.0.1:8765/\", file=sys.stderr, flush=True)\n\
+             time.sleep(600)\n",
+        )
+        .input_schema("serve", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    // The two runs at once: each waits out its limit.
+    let json = std::thread::scope(|s| {
+        let json = s.spawn(|| {
+            let (k, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+            bin().output(
+                &[
+                    "run",
+                    "--json",
+                    "--skills",
+                    k,
+                    "--workspace",
+                    w,
+                    "gallery/serve",
+                ],
+                &skills,
+            )
+        });
+        let out = run_in(&skills, &ws, "gallery/serve", &[]);
+        band_snapshot!(out, "timeout_while_listening");
+        json.join().expect("the --json run")
+    });
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(v["status"], "timeout", "{json:?}");
+    assert_eq!(
+        v["listening"],
+        serde_json::json!(["127.0.0.1:8765"]),
+        "{json:?}"
+    );
+}
+
+/// In a run with `allow.net`, band listens in the run's namespace too: the DNS stub, the relay
+/// of a loopback port the band names (`localhost:18000`, which the script therefore cannot
+/// serve on itself) and the egress proxy of an HTTP rule. A run that times out is said to
+/// listen on its own ports only.
+#[test]
+fn privileged_a_networked_run_that_times_out_names_its_listeners_not_bands() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    // The DNS stub asks only a resolver of ours: a dead loopback port.
+    let cfg = t.path().join("server.toml");
+    fs_err::write(&cfg, "dns_upstream = [\"127.0.0.1:9\"]\n").expect("write");
+    SkillBuilder::new("dev")
+        .band(
+            "description: Serves a dev server.\nversion: 1\nallow:\n  cli: [\"python3 /skill/scripts/serve.py *\"]\n  net:\n    - \"localhost:18000\"\n    \
+             - \"GET https://api.example.test/v1/**\"\nlimit:\n  maxRuntimeMs: 5s\n",
+        )
+        .script(
+            "serve.py",
+            "import socket, sys, time\n\
+             try:\n    \
+                 taken = socket.socket()\n    \
+                 taken.bind((\"127.0.0.1\", 18000))\n    \
+                 print(\"18000: free\", flush=True)\n\
+             except OSError as e:\n    \
+                 print(\"18000: in use\" if e.errno == 98 else e, flush=True)\n\
+             s = socket.socket(socket.AF_INET6)\n\
+             s.bind((\"::\", 3000))\n\
+             s.listen()\n\
+             time.sleep(600)\n",
+        )
+        .input_schema("serve", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let (k, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+    let out = bin().env("BAND_SERVER_CONFIG", &cfg).output(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            k,
+            "--workspace",
+            w,
+            "dev/serve",
+        ],
+        &skills,
+    );
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(v["status"], "timeout", "{out:?}");
+    assert_eq!(v["stdout"], "18000: in use\n", "{out:?}");
+    assert_eq!(v["listening"], serde_json::json!(["[::]:3000"]), "{out:?}");
+}

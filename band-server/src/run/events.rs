@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::{BufRead, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -720,6 +721,8 @@ pub(super) struct LoopState {
     pub(super) cache_refused: std::collections::BTreeSet<String>,
     pub(super) jail: Option<Result<(), SetupError>>,
     pub(super) timed_out: bool,
+    /// What the run was still listening on when it timed out (read before the kill).
+    pub(super) listening: Vec<String>,
     /// The run's nftables table vanished mid-run; the run was killed.
     pub(super) net_lost: bool,
     /// The client went away or asked to stop; the run was killed.
@@ -744,6 +747,7 @@ impl LoopState {
             cache_refused: std::collections::BTreeSet::new(),
             jail: None,
             timed_out: false,
+            listening: Vec::new(),
             net_lost: false,
             cancelled: false,
             log_bytes: l.log_bytes,
@@ -932,9 +936,21 @@ pub(super) fn run_loop(
         }
         if now >= deadline {
             st.timed_out = true;
+            // Before the kill: the servers the run still held, which nothing outside it could
+            // reach (a run takes no inbound connections).
+            st.listening = guard
+                .get(&held.cgroup)
+                .and_then(|cg| cg.pids().ok())
+                .map(|pids| {
+                    net::listening::of_run(Path::new("/proc"), &pids, &held.bands_listeners)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
             sink.event(Event::Limit {
                 limit: "runtime".into(),
-                detail: "maxRuntimeMs reached; the run was killed".into(),
+                detail: runtime_detail(&st.listening),
             });
             if let Some(cg) = guard.get(&held.cgroup) {
                 let _ = cg.kill_all(KILL_DEADLINE);
@@ -961,6 +977,16 @@ pub(super) fn run_loop(
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
         }
     }
+}
+
+/// The runtime limit event's detail: what the run was still listening on, when anything.
+fn runtime_detail(listening: &[String]) -> String {
+    let mut detail = "maxRuntimeMs reached; the run was killed".to_string();
+    if !listening.is_empty() {
+        detail.push_str(" while listening on ");
+        detail.push_str(&listening.join(", "));
+    }
+    detail
 }
 
 /// Handle what is still queued, until the output pipes and the jail's status pipe are at EOF (or
@@ -1156,6 +1182,18 @@ mod tests {
         assert_eq!(got.len(), REPORTS_WAKE + 4, "{got:?}");
         assert_eq!(got.iter().filter(|m| *m == "wake").count(), 1);
         assert_eq!(got.last().map(String::as_str), Some("wake"));
+    }
+
+    #[test]
+    fn the_runtime_limit_names_what_the_run_was_listening_on() {
+        assert_eq!(
+            runtime_detail(&[]),
+            "maxRuntimeMs reached; the run was killed"
+        );
+        assert_eq!(
+            runtime_detail(&["127.0.0.1:8765".into(), "[::]:3000".into()]),
+            "maxRuntimeMs reached; the run was killed while listening on 127.0.0.1:8765, [::]:3000"
+        );
     }
 
     #[test]

@@ -422,6 +422,10 @@ fn run_prepared(
         cgroup,
         net,
         reports,
+        bands_listeners: net::listening::bands_own(
+            plan.net.as_ref(),
+            plan.egress.as_ref().map(|e| e.ports),
+        ),
     };
     let setup_ms = spawned
         .run_start
@@ -530,6 +534,9 @@ pub(crate) struct Handles {
     pub(crate) cgroup: crate::common::Held<crate::layers::cgroup::RunCgroup>,
     pub(crate) net: Option<crate::common::Held<net::NetLayer>>,
     pub(crate) reports: crate::common::Held<crate::layers::cli::reports::ReportListener>,
+    /// What band-server itself listens on in the run's network namespace (`listening::bands_own`):
+    /// left out of what the run is said to listen on when it times out.
+    pub(crate) bands_listeners: Vec<std::net::SocketAddr>,
 }
 
 /// What the run loop saw of a run, and its cgroup's counters.
@@ -790,6 +797,7 @@ fn result(
         deps_sha256: None,
         trust: None,
         missing_commands: Vec::new(),
+        listening: st.listening,
     }
 }
 

@@ -163,7 +163,15 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
             missing(r)
         ));
     }
-    let hint = r.error.as_ref().and_then(|e| e.hint.as_deref());
+    // A run that timed out while serving on a port: why it waited (a run takes no inbound
+    // connections), as `band run` says it.
+    let listening = (!r.listening.is_empty())
+        .then(|| crate::cli::render::listening_text(&r.listening.join(", ")));
+    let hint = r
+        .error
+        .as_ref()
+        .and_then(|e| e.hint.as_deref())
+        .or(listening.as_deref());
     failure(
         &headline(r.status.as_str(), &message, &details, hint),
         &Failure {
@@ -525,3 +533,28 @@ mod tests {
         );
     }
 }
+
+    #[test]
+    fn a_run_that_timed_out_serving_a_port_says_why_it_waited() {
+        let mut r = RunResult::setup_failed("0011223344556677", Layer::Process, "", None);
+        r.status = Status::Timeout;
+        r.error = None;
+        r.exit_code = Some(137);
+        r.listening = vec!["127.0.0.1:8765".into()];
+        let (head, s) = typed(&call_result(&outcome(r.clone()), None));
+        assert_eq!(
+            head,
+            "timeout: the run exceeded maxRuntimeMs and was killed\nhint: the script was still listening on 127.0.0.1:8765 when it timed out; a run takes no inbound connections, so nothing outside the run can reach a server a skill starts (docs/network.md, \"A server inside a run\")"
+        );
+        // The typed object keeps its one shape.
+        let (_, denied) = typed(&call_result(&outcome(denied()), None));
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&s), keys(&denied));
+        // Nothing listening: no hint.
+        r.listening.clear();
+        let (head, _) = typed(&call_result(&outcome(r), None));
+        assert_eq!(
+            head,
+            "timeout: the run exceeded maxRuntimeMs and was killed"
+        );
+    }

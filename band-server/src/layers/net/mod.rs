@@ -26,6 +26,7 @@
 pub(crate) mod apply;
 pub mod dns;
 pub mod forward;
+pub(crate) mod listening;
 pub(crate) mod lookups;
 pub mod netns;
 pub mod nfnl;
