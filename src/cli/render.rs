@@ -315,6 +315,12 @@ pub(crate) fn result_json(outcome: &Outcome) -> Result<serde_json::Value> {
                 serde_json::to_value(&outcome.not_admitted)?,
             );
         }
+        if !outcome.not_writable.is_empty() {
+            o.insert(
+                "not_writable".into(),
+                serde_json::to_value(&outcome.not_writable)?,
+            );
+        }
         if outcome.links_left_out.count > 0 {
             o.insert(
                 "links_left_out".into(),

@@ -34,6 +34,7 @@ pub mod skills;
 pub mod ssh;
 pub mod transport;
 pub mod unadmitted;
+pub mod unwritable;
 pub mod workspace;
 
 use crate::ledger::LedgerError;

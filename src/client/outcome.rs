@@ -94,6 +94,9 @@ pub struct Outcome {
     /// Names the run gave of workspace files that exist but were not copied in (the band does
     /// not admit them), each with the `allow.read` rule that would.
     pub not_admitted: Vec<super::unadmitted::NotAdmitted>,
+    /// Workspace paths a failed run's stderr says it was denied writing (`EACCES`), which the
+    /// band's `allow.write` does not admit, each with the rule that would.
+    pub not_writable: Vec<super::unwritable::NotWritable>,
     /// Files the run made executable, written back without the execute bit
     /// ([`super::workspace::WrittenBack::without_exec`]).
     pub without_exec: Vec<String>,

@@ -400,6 +400,7 @@ fn integrity_refusal(
         redact: Masker::default(),
         secret_warnings: Vec::new(),
         not_admitted: Vec::new(),
+        not_writable: Vec::new(),
         without_exec: Vec::new(),
         links_left_out: LeftOut::default(),
     }))
@@ -644,6 +645,7 @@ impl Settled {
             redact,
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
+        not_writable: Vec::new(),
             without_exec: Vec::new(),
             links_left_out: LeftOut::default(),
         })
@@ -817,10 +819,11 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         Status::Ok => Some(super::unadmitted::Words::PathLike),
         _ => None,
     };
-    let not_admitted = match (CompiledPolicy::compile(&prepared.request.policy), which) {
-        (Ok(policy), Some(which)) => super::unadmitted::not_admitted(
+    let policy = CompiledPolicy::compile(&prepared.request.policy).ok();
+    let not_admitted = match (&policy, which) {
+        (Some(policy), Some(which)) => super::unadmitted::not_admitted(
             &prepared.workspace,
-            &policy,
+            policy,
             &prepared.request.workspace,
             &result.written,
             &super::unadmitted::named_paths(
@@ -830,6 +833,12 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
                 which,
             ),
         ),
+        _ => Vec::new(),
+    };
+    let not_writable = match &policy {
+        Some(policy) if failed => {
+            super::unwritable::not_writable(&prepared.workspace, policy, &result.stderr)
+        }
         _ => Vec::new(),
     };
     let input_json = serde_json::to_vec(&prepared.request.input)?;
@@ -862,6 +871,7 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
         redact,
         secret_warnings,
         not_admitted,
+        not_writable,
         without_exec: back.without_exec,
         links_left_out: prepared.links_left_out,
     })

@@ -33,7 +33,7 @@ pub struct NotAdmitted {
 /// Workspace-relative form of a name a script gave: `refs.bib`, `./data/x.csv`,
 /// `/workspace/proj`. `None` for anything else: absolute paths outside the workspace, `..`,
 /// options, URLs, glob characters, empty names.
-fn as_workspace_path(word: &str) -> Option<String> {
+pub(super) fn as_workspace_path(word: &str) -> Option<String> {
     let word = word.strip_prefix("/workspace/").unwrap_or(word);
     let word = word
         .strip_prefix("./")
@@ -69,13 +69,19 @@ pub(crate) enum Words {
 /// A word that reads as a path: a `/` in it (`libs/`, `data/in.csv`), or a name with an
 /// extension (`refs.bib`), not a number (`3.14`) or a sentence's end.
 fn path_like(word: &str) -> bool {
-    word.contains('/')
-        || word.rsplit_once('.').is_some_and(|(stem, ext)| {
-            !stem.is_empty()
-                && !ext.is_empty()
-                && ext.chars().all(|c| c.is_ascii_alphanumeric())
-                && !ext.chars().all(|c| c.is_ascii_digit())
-        })
+    word.contains('/') || has_extension(word)
+}
+
+/// A name with an extension (`refs.bib`, `out/x.tar`), not a number (`3.14`), a sentence's end
+/// or a hidden name alone (`.env`).
+pub(super) fn has_extension(name: &str) -> bool {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty()
+            && !ext.is_empty()
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && !ext.chars().all(|c| c.is_ascii_digit())
+    })
 }
 
 /// The words of `text` (its first [`MAX_SCANNED`] bytes), split at whitespace and quotes,
@@ -122,9 +128,9 @@ pub(crate) fn named_paths(
         .collect()
 }
 
-/// The exact `allow.read` rule for `path`: itself (`./name` at the root, as a bare name would
-/// match at any depth), and `/**` after a folder.
-fn exact_read_rule(path: &str, folder: bool) -> String {
+/// The exact rule for `path` (`allow.read`, `allow.write`): itself (`./name` at the root, as a
+/// bare name would match at any depth), and `/**` after a folder.
+pub(super) fn exact_rule(path: &str, folder: bool) -> String {
     match (folder, path.contains('/')) {
         (true, _) => format!("{path}/**"),
         (false, true) => path.to_string(),
@@ -171,7 +177,7 @@ pub(crate) fn not_admitted(
             _ => continue,
         };
         out.push(NotAdmitted {
-            rule: exact_read_rule(path, folder),
+            rule: exact_rule(path, folder),
             path: path.clone(),
         });
     }

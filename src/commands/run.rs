@@ -320,6 +320,13 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
                 n.rule
             ));
         }
+        for n in &outcome.not_writable {
+            say(&format!(
+                "hint: the script was refused writing `{}` (permission denied): the workspace copy is writable only where allow.write admits it; to let the script write it: allow.write {:?}\n",
+                for_terminal(&n.path),
+                n.rule
+            ));
+        }
     }
     Ok(result.status.exit_code())
 }

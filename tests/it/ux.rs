@@ -423,6 +423,51 @@ fn privileged_a_write_folder_the_workspace_lacks_is_made_by_the_script() {
     assert!(out.stderr.contains("stray.txt"), "{out:?}");
 }
 
+/// A script that writes where its band does not let it (a learned `alpha/**`, then a run asked
+/// for `beta`) is refused by the filesystem in the copy, and says so in its own words: band
+/// names the path after the run, with the `allow.write` rule that would let it (wild trial: a
+/// bare `PermissionError`, nothing on the write side).
+#[test]
+fn privileged_a_write_the_band_does_not_admit_is_named_with_its_rule() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(ws.join("alpha")).expect("mkdir");
+    SkillBuilder::new("pkg")
+        .band("description: Makes a package.\nversion: 1\nallow:\n  write: [\"alpha/**\"]\n")
+        .script(
+            "new.sh",
+            "#!/bin/sh\necho x > alpha/ok.txt || exit 2\nmkdir beta || exit 1\n",
+        )
+        .script("sub.sh", "#!/bin/sh\nmkdir alpha/sub || exit 1\n")
+        .input_schema("new", SkillBuilder::NO_INPUT)
+        .input_schema("sub", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "pkg/new", &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "hint: the script was refused writing `beta` (permission denied): the workspace copy is writable only where allow.write admits it; to let the script write it: allow.write \"beta/**\"\n"
+        ),
+        "{out:?}"
+    );
+    let (k, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+    let json = bin().output(
+        &["run", "--json", "--skills", k, "--workspace", w, "pkg/new"],
+        &skills,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(
+        v["not_writable"],
+        serde_json::json!([{"path": "beta", "rule": "beta/**"}]),
+        "{json:?}"
+    );
+    // Where the band admits the write, no hint.
+    let fine = run_in(&skills, &ws, "pkg/sub", &[]);
+    assert_eq!(fine.code, 0, "{fine:?}");
+    assert!(!fine.stderr.contains("refused writing"), "{fine:?}");
+}
+
 /// A command the band allows that the host does not have is told after the run, once, as a note
 /// after an ok run (a script that falls back quietly shows it nowhere else) and as a hint after a
 /// failed one; the script's stderr stays the script's.

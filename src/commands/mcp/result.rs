@@ -157,6 +157,17 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
             what.join(", ")
         ));
     }
+    if !outcome.not_writable.is_empty() {
+        let what: Vec<String> = outcome
+            .not_writable
+            .iter()
+            .map(|n| format!("`{}` (allow.write {:?})", n.path, n.rule))
+            .collect();
+        details.push(format!(
+            "refused writing by the filesystem, as the band does not admit it: {}",
+            what.join(", ")
+        ));
+    }
     if !r.missing_commands.is_empty() {
         details.push(format!(
             "not installed where band-server runs, so the run went without: {}",
@@ -292,6 +303,7 @@ mod tests {
             redact: Default::default(),
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
+            not_writable: Vec::new(),
             without_exec: Vec::new(),
             links_left_out: Default::default(),
         }
@@ -508,6 +520,26 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_result_names_what_the_filesystem_refused_it_writing() {
+        let mut failed = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        failed.status = Status::ScriptFailed;
+        failed.error = None;
+        failed.exit_code = Some(1);
+        let mut o = outcome(failed);
+        o.not_writable = vec![band::client::unwritable::NotWritable {
+            path: "beta".into(),
+            rule: "beta/**".into(),
+        }];
+        let (head, _) = typed(&call_result(&o, None));
+        assert!(
+            head.contains(
+                "refused writing by the filesystem, as the band does not admit it: `beta` (allow.write \"beta/**\")"
+            ),
+            "{head}"
+        );
+    }
+
+    #[test]
     fn results_name_the_allowed_commands_the_host_lacked() {
         let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
         ok.status = Status::Ok;
@@ -532,7 +564,6 @@ mod tests {
             "{head}"
         );
     }
-}
 
     #[test]
     fn a_run_that_timed_out_serving_a_port_says_why_it_waited() {
@@ -558,3 +589,4 @@ mod tests {
             "timeout: the run exceeded maxRuntimeMs and was killed"
         );
     }
+}
