@@ -147,13 +147,23 @@ impl Live {
     }
 
     /// [`Live::end`], with the refusals of `result` that came after its events: the files
-    /// band's write-back did not write.
+    /// band's write-back did not write. One band-server sent as an event too (where its walk of
+    /// the workspace stopped, a folder too deep) is shown once.
     pub(crate) fn end_with(&mut self, result: Option<&proto::RunResult>) {
         if let Some(r) = result {
-            let late = r.denied.iter().filter(|d| d.refused_by_write_back());
-            self.denied.extend(late.cloned());
+            self.add_late(r);
         }
         self.end();
+    }
+
+    fn add_late(&mut self, r: &proto::RunResult) {
+        let late: Vec<proto::Denial> = r
+            .denied
+            .iter()
+            .filter(|d| d.refused_by_write_back() && !self.denied.contains(d))
+            .cloned()
+            .collect();
+        self.denied.extend(late);
     }
 
     fn end_text(&self) -> String {
@@ -493,6 +503,25 @@ mod tests {
                     band: denied: command `id -s` (cli layer: no allow.cli rule matches; to allow it: allow.cli \"id -s\")\n";
         assert_eq!(seen(&one), want);
         assert_eq!(seen(&other), want);
+    }
+
+    /// A write-back refusal band-server streamed (where its walk stopped) and that the result
+    /// holds too is shown once; one only the result holds (band's own write-back) is added.
+    #[test]
+    fn a_write_back_refusal_streamed_and_in_the_result_is_shown_once() {
+        let refused = |p: &str| proto::Denial::Write {
+            path: p.into(),
+            rule: None,
+            reason: Some("over the 100000 files and folders a run may leave".into()),
+        };
+        let mut live = Live::default();
+        let _ = live.take(&proto::Event::Denied(refused("out/a")));
+        let mut r = proto::RunResult::setup_failed("0011223344556677", proto::Layer::Io, "", None);
+        r.denied = vec![refused("out/a"), refused("out/b")];
+        live.add_late(&r);
+        let text = live.end_text();
+        assert_eq!(text.matches("out/a").count(), 1, "{text}");
+        assert_eq!(text.matches("out/b").count(), 1, "{text}");
     }
 
     #[test]
