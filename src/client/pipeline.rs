@@ -645,7 +645,7 @@ impl Settled {
             redact,
             secret_warnings: Vec::new(),
             not_admitted: Vec::new(),
-        not_writable: Vec::new(),
+            not_writable: Vec::new(),
             without_exec: Vec::new(),
             links_left_out: LeftOut::default(),
         })
