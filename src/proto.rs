@@ -852,20 +852,27 @@ impl Forged {
     pub const MAX_REASONS: usize = 5;
 }
 
-/// The workspace files an observed run opened (`band learn`), workspace-relative.
+/// The workspace files an observed run opened and the folders it listed (`band learn`),
+/// workspace-relative.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observed {
     /// Opened or read, never written.
     pub reads: Vec<String>,
     /// Written (or opened for writing).
     pub writes: Vec<String>,
-    /// `false` when the kernel's event queue overflowed and some files may be missing.
+    /// `false` when the kernel's event queue overflowed, or the run touched more paths than
+    /// band-server keeps: some files or folders may be missing.
     pub complete: bool,
     /// Paths outside the workspace the run opened or ran (or tried to), as the sandbox named them,
     /// in the order first seen; each (path, access) once. Seen by a seccomp filter that hands
     /// every open and exec to band-server before it runs (user notification).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<PathSeen>,
+    /// Workspace folders the run listed (read the entries of: `ls`, a glob, `os.walk`,
+    /// `readdir`), workspace-relative, `.` for the workspace root (first when listed), each
+    /// once. Opening a folder without reading its entries (`mkdir -p`) is not a listing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listed: Vec<String>,
 }
 
 /// One path outside the workspace an observed run opened or ran, or tried to.

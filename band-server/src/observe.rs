@@ -1,5 +1,5 @@
 //! The observing half of `band learn` (a request with `observe: true`): which workspace files the
-//! run opened, read and wrote, seen by the kernel.
+//! run opened, read and wrote, and which workspace folders it listed, seen by the kernel.
 //!
 //! One fanotify mark (`FAN_MARK_FILESYSTEM`) on the run's own tmpfs (the run directory, which
 //! holds the workspace copy) reports every open, read, write and close-after-write on it, by any
@@ -8,6 +8,11 @@
 //! on it is the run's, except band-server's own (filtered by pid). The mark is set after the
 //! sandbox is built and before the script can start (the jail waits for its secrets, written
 //! after), and removed before the collection walks the workspace.
+//!
+//! With `FAN_ONDIR` the mark reports folders too. Reading a folder's entries (`getdents`, which
+//! `readdir`, `ls`, a shell glob, `os.walk`, `fs.readdirSync` and `find` all make) reports
+//! `FAN_ACCESS` on it: that folder was listed. Opening a folder without reading it (`mkdir -p`,
+//! a descriptor for `openat`, `find`'s start) reports only `FAN_OPEN`, and is not a listing.
 //!
 //! Files outside the workspace, and commands, are seen by a second means ([`Supervisor`]): the
 //! jail installs a seccomp filter that hands every `open`, `openat`, `openat2`, `creat`,
@@ -32,10 +37,15 @@ use band::proto::{Access, Observed, PathSeen};
 
 use crate::sys::{self, FanEvent};
 
-/// The events asked for: opened, read, written, closed after writing.
+/// The events asked for: opened, read, written, closed after writing; of folders too
+/// (`FAN_ONDIR`), where a read is a listing.
 pub(crate) const MASK: u64 =
-    libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
+    libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE | libc::FAN_ONDIR;
 const WRITE: u64 = libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE;
+
+/// Most distinct folders kept as listed; past it the record says it is incomplete. Like the files
+/// read, each is a folder of the run's workspace (matched by device and inode), once.
+pub(crate) const MAX_LISTED: usize = 16_384;
 
 /// The workspace as the sandbox sees it.
 pub(crate) const SANDBOX_WORKSPACE: &str = "/workspace";
@@ -43,13 +53,14 @@ pub(crate) const SANDBOX_WORKSPACE: &str = "/workspace";
 /// The workspace-relative paths an event's file may have. The kernel names the file by the
 /// sandbox's mount: `/workspace/data/in.csv` while the sandbox lives, `/data/in.csv` (relative to
 /// the mount's root) once its mounts are gone; so both readings are candidates, and
-/// [`fold`] keeps the one whose file in the run's workspace is the event's file.
+/// [`fold`] keeps the one whose file in the run's workspace is the event's file. The workspace
+/// root itself (`/workspace`, or `/`) is the empty path (only a folder's event can be it).
 pub(crate) fn candidates(path: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut push = |rel: &Path| {
         if let Some(s) = rel.to_str() {
             let s = s.strip_suffix(" (deleted)").unwrap_or(s);
-            if !s.is_empty() && !out.iter().any(|o: &String| o == s) {
+            if !out.iter().any(|o: &String| o == s) {
                 out.push(s.to_string());
             }
         }
@@ -63,8 +74,10 @@ pub(crate) fn candidates(path: &Path) -> Vec<String> {
     out
 }
 
-/// Fold events into the files read and written (a file written is not also listed as read).
-/// `identify` gives the (device, inode) of a workspace-relative path in the run's workspace.
+/// Fold events into the files read and written (a file written is not also listed as read) and
+/// the folders listed (a folder whose entries were read: `FAN_ACCESS` on it; the empty path for
+/// the root), at most [`MAX_LISTED`]. `identify` gives the (device, inode) of a
+/// workspace-relative path in the run's workspace (the empty path: the workspace itself).
 pub(crate) fn fold(
     own_pid: i32,
     events: &[FanEvent],
@@ -75,16 +88,30 @@ pub(crate) fn fold(
         if e.pid == own_pid {
             continue;
         }
+        // A folder opened and not read (`mkdir -p`, a descriptor for `openat`) is no listing.
+        if e.dir && e.mask & libc::FAN_ACCESS == 0 {
+            continue;
+        }
         let (Some(path), Some(file)) = (e.path.as_deref(), e.file) else {
             continue;
         };
         let Some(rel) = candidates(path)
             .into_iter()
+            .filter(|rel| e.dir || !rel.is_empty())
             .find(|rel| identify(rel) == Some(file))
         else {
             continue;
         };
-        if e.mask & WRITE != 0 {
+        if e.dir {
+            if seen.listed.contains(&rel) {
+                continue;
+            }
+            if seen.listed.len() >= MAX_LISTED {
+                seen.overflowed = true;
+                continue;
+            }
+            seen.listed.insert(rel);
+        } else if e.mask & WRITE != 0 {
             seen.writes.insert(rel);
         } else {
             seen.reads.insert(rel);
@@ -97,6 +124,8 @@ pub(crate) fn fold(
 pub(crate) struct Seen {
     pub(crate) reads: BTreeSet<String>,
     pub(crate) writes: BTreeSet<String>,
+    /// Folders listed, workspace-relative (the empty path for the root).
+    pub(crate) listed: BTreeSet<String>,
     pub(crate) overflowed: bool,
 }
 
@@ -112,6 +141,12 @@ impl Seen {
             writes: self.writes.into_iter().collect(),
             complete: !self.overflowed,
             outside: Vec::new(),
+            // The root as `.`: first, as the empty path was.
+            listed: self
+                .listed
+                .into_iter()
+                .map(|l| if l.is_empty() { ".".into() } else { l })
+                .collect(),
         }
     }
 }
@@ -536,6 +571,15 @@ mod tests {
             pid,
             path: Some(PathBuf::from(path)),
             file: Some((7, ino)),
+            dir: false,
+        }
+    }
+
+    /// An event of a folder (`FAN_ONDIR`).
+    fn dir_ev(mask: u64, pid: i32, path: &str, ino: u64) -> FanEvent {
+        FanEvent {
+            dir: true,
+            ..ev(mask, pid, path, ino)
         }
     }
 
@@ -568,6 +612,7 @@ mod tests {
                 pid: 12,
                 path: None,
                 file: None,
+                dir: false,
             },
         ];
         let mut seen = Seen::default();
@@ -579,8 +624,144 @@ mod tests {
                 writes: vec!["gone.tmp".into(), "out/r.md".into()],
                 complete: true,
                 outside: Vec::new(),
+                listed: Vec::new(),
             }
         );
+    }
+
+    #[test]
+    fn the_mask_reports_folders() {
+        assert_ne!(MASK & libc::FAN_ONDIR, 0);
+        assert_ne!(MASK & libc::FAN_ACCESS, 0);
+    }
+
+    #[test]
+    fn a_folder_whose_entries_were_read_is_listed_and_an_open_alone_is_not() {
+        // The run's workspace (inode 1 the workspace itself), on device 7.
+        let ws = [
+            ("", 1),
+            ("src", 2),
+            ("src/lib", 3),
+            ("src/a.py", 4),
+            ("out", 5),
+            ("docs", 6),
+        ];
+        let identify = |rel: &str| ws.iter().find(|(p, _)| *p == rel).map(|(_, i)| (7, *i));
+        let events = [
+            // `os.walk("src")`: each folder opened and read (the kernel merges the two events).
+            dir_ev(libc::FAN_OPEN | libc::FAN_ACCESS, 10, "/workspace/src", 2),
+            dir_ev(libc::FAN_OPEN, 10, "/workspace/src/lib", 3),
+            dir_ev(libc::FAN_ACCESS, 10, "/workspace/src/lib", 3),
+            ev(
+                libc::FAN_OPEN | libc::FAN_ACCESS,
+                10,
+                "/workspace/src/a.py",
+                4,
+            ),
+            // `ls` in the workspace: the root, after the mounts were gone (named `/`).
+            dir_ev(libc::FAN_OPEN | libc::FAN_ACCESS, 11, "/", 1),
+            // `mkdir -p out/x`: `out` opened, never read.
+            dir_ev(libc::FAN_OPEN, 12, "/workspace/out", 5),
+            // A file opened where a folder of the same name is: not a listing.
+            ev(libc::FAN_OPEN, 12, "/workspace/docs", 6),
+            // Not the workspace's folders: the sandbox's /tmp, a same-named folder elsewhere.
+            dir_ev(libc::FAN_ACCESS, 12, "/tmp", 20),
+            dir_ev(libc::FAN_ACCESS, 12, "/src", 21),
+            // band-server's own walk.
+            dir_ev(libc::FAN_ACCESS, 99, "/workspace/docs", 6),
+        ];
+        let mut seen = Seen::default();
+        fold(99, &events, &identify, &mut seen);
+        let o = seen.into_observed();
+        assert_eq!(o.listed, [".", "src", "src/lib"]);
+        assert_eq!(o.reads, ["docs", "src/a.py"]);
+        assert!(o.writes.is_empty());
+        assert!(o.complete);
+    }
+
+    /// The kernel's half, on a real filesystem: `ls` reads a folder's entries (`FAN_ACCESS` on
+    /// it), `mkdir -p` only opens the folders it goes through, `cat` reads a file. Outside a
+    /// sandbox the kernel names files by their host path, which `identify` reads here.
+    #[test]
+    fn privileged_the_kernel_reports_a_listing_as_a_read_of_the_folder() {
+        band_test::privileged!((!rustix::process::geteuid().is_root()).then(|| "not root".into()));
+        // A tmpfs, as the run's own filesystem is, where there is one.
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let t = tempfile::tempdir_in(&base).unwrap();
+        let ws = t.path();
+        fs_err::create_dir_all(ws.join("src/b")).unwrap();
+        fs_err::create_dir_all(ws.join("out")).unwrap();
+        fs_err::write(ws.join("src/a.txt"), "a").unwrap();
+        let fd = sys::fanotify_filesystem(ws, MASK).unwrap();
+        let status = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "ls src > /dev/null; mkdir -p out/x/y; cat src/a.txt > /dev/null",
+            ])
+            .current_dir(ws)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut events = Vec::new();
+        while sys::poll_readable(fd.as_fd(), 200).unwrap() {
+            events.extend(sys::fanotify_read(fd.as_fd()).unwrap());
+        }
+        let identify = |rel: &str| -> Option<(u64, u64)> {
+            use std::os::unix::fs::MetadataExt;
+            let p = Path::new("/").join(rel);
+            let m = fs_err::symlink_metadata(&p).ok()?;
+            p.starts_with(ws).then(|| (m.dev(), m.ino()))
+        };
+        let mut seen = Seen::default();
+        fold(sys::pid(), &events, &identify, &mut seen);
+        let rel = ws.strip_prefix("/").unwrap().to_str().unwrap();
+        assert_eq!(
+            seen.listed.iter().collect::<Vec<_>>(),
+            [&format!("{rel}/src")],
+            "{events:?}"
+        );
+        assert_eq!(
+            seen.reads.iter().collect::<Vec<_>>(),
+            [&format!("{rel}/src/a.txt")],
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_opened_or_read_is_never_a_listing() {
+        let identify = |rel: &str| (rel == "src/a.py").then_some((7, 4));
+        let events = [
+            ev(libc::FAN_OPEN, 10, "/workspace/src/a.py", 4),
+            ev(libc::FAN_ACCESS, 10, "/workspace/src/a.py", 4),
+        ];
+        let mut seen = Seen::default();
+        fold(99, &events, &identify, &mut seen);
+        let o = seen.into_observed();
+        assert!(o.listed.is_empty(), "{o:?}");
+        assert_eq!(o.reads, ["src/a.py"]);
+    }
+
+    #[test]
+    fn listed_folders_are_kept_up_to_a_bound_and_past_it_the_record_is_incomplete() {
+        let identify = |rel: &str| {
+            rel.strip_prefix("d")
+                .and_then(|n| n.parse().ok())
+                .map(|n| (7, n))
+        };
+        let events: Vec<FanEvent> = (0..=MAX_LISTED as u64)
+            .map(|n| dir_ev(libc::FAN_ACCESS, 10, &format!("/workspace/d{n}"), n))
+            .collect();
+        let mut seen = Seen::default();
+        fold(99, &events, &identify, &mut seen);
+        // The same folder again changes nothing.
+        fold(99, &events[..1], &identify, &mut seen);
+        let o = seen.into_observed();
+        assert_eq!(o.listed.len(), MAX_LISTED);
+        assert!(!o.complete);
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //!   across the observed runs, came from a run's data or took many values becomes a one-word
 //!   pattern, the rest stays exact, never a bare `*` nor a command alone with `*` (`cli`).
 //! - **Paths.** Exactly the files seen, anchored (`./notes.txt`, `data/in.csv`, `/srv/in.csv`); two
-//!   or more files in the same directory below the workspace root become `dir/**`. A file read
-//!   and written needs only the write rule. Never drafted, each a note (issue 36): a name with a
-//!   glob character, a write outside the workspace, a read under [`NEVER_DRAFTED`] or a home.
+//!   or more files in the same directory below the workspace root become `dir/**`. A folder below
+//!   the workspace root the run listed (`ls`, a glob, `os.walk`) becomes `dir/**` for reads, so a
+//!   script that walks it reads the files the next input adds; the root listed is a note, never
+//!   `**`. A file read and written needs only the write rule. Never drafted, each a note (issue
+//!   36): a name with a glob character, a write outside the workspace, a read under
+//!   [`NEVER_DRAFTED`] or a home.
 //! - **Hosts.** `host:port` for each destination reached (the name the stub resolved to it, else
 //!   the address); a name looked up but never contacted is drafted by name alone when no contact
 //!   could be tried (without `--net`), and is a note when one could ([`Observations::net_lookups`]).
@@ -46,6 +49,9 @@ pub struct Observations {
     pub reads: Vec<String>,
     /// Files written, the same way.
     pub writes: Vec<String>,
+    /// Workspace folders the runs listed (read the entries of), workspace-relative, `.` the
+    /// root ([`crate::proto::Observed::listed`]).
+    pub listed: Vec<String>,
     /// DNS names looked up.
     pub lookups: Vec<String>,
     /// Destinations contacted.
@@ -104,6 +110,7 @@ impl Observations {
         self.execs.extend(other.execs);
         self.reads.extend(other.reads);
         self.writes.extend(other.writes);
+        self.listed.extend(other.listed);
         self.lookups.extend(other.lookups);
         self.connects.extend(other.connects);
         self.secrets.extend(other.secrets);
@@ -120,6 +127,7 @@ impl Observations {
         self.execs.is_empty()
             && self.reads.is_empty()
             && self.writes.is_empty()
+            && self.listed.is_empty()
             && self.lookups.is_empty()
             && self.connects.is_empty()
             && self.secrets.is_empty()
@@ -658,6 +666,110 @@ fn path_rules(
     (rules, notes)
 }
 
+/// Folders a rule drafted from a listing never names: the workspace copy leaves them out unless
+/// a rule names them (`client::workspace::skipped_dir`), and `folder/**` would copy all of them.
+const UNLISTED: &[&str] = &[".git", "target"];
+
+/// The note for a listing of the workspace root, which is never drafted as `**`.
+const ROOT_LISTED_NOTE: &str = "the run listed the workspace root: a script that walks it will not see the files the next input adds there unless a wider rule is written by hand (band learn never drafts `**`); the draft keeps the files this run read";
+
+/// The folders below the workspace root the runs listed that a read rule `folder/**` is drafted
+/// for: the uppermost of each listed tree (a folder listed below another is that one's), none
+/// covered by a drafted write rule (`write`), none with a glob character in its name, none in
+/// [`UNLISTED`]; and notes (the root listed, a folder no rule may name). Only workspace-relative
+/// folders: a folder outside the workspace is never drafted (its files are, exactly).
+fn listed_folders(listed: &[String], write: &[Rule]) -> (BTreeSet<String>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut root = false;
+    let mut unlisted: BTreeSet<String> = BTreeSet::new();
+    let mut folders: BTreeSet<String> = BTreeSet::new();
+    for l in listed {
+        if !l.starts_with('/') && l.split('/').all(|c| c.is_empty() || c == ".") {
+            root = true;
+            continue;
+        }
+        let Some(p) = clean_path(l) else {
+            continue;
+        };
+        if p.starts_with('/') {
+            continue;
+        }
+        if has_glob_meta(&p) {
+            let note = format!(
+                "listed {}: its name has glob characters, which a rule would read as a pattern matching more than it; write a rule by hand",
+                one_line(&p)
+            );
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+            continue;
+        }
+        if p.split('/').any(|c| UNLISTED.contains(&c)) {
+            unlisted.insert(p);
+            continue;
+        }
+        // A name no rule can spell (a control character): its files stay one by one.
+        let Ok(folder) = FsPattern::parse(&format!("{p}/**")) else {
+            continue;
+        };
+        let written = write
+            .iter()
+            .any(|r| FsPattern::parse(&r.rule).is_ok_and(|w| w.covers(&folder)));
+        if !written {
+            folders.insert(p);
+        }
+    }
+    let below_another = |f: &String| {
+        std::path::Path::new(f)
+            .ancestors()
+            .skip(1)
+            .filter_map(|a| a.to_str())
+            .any(|a| folders.contains(a))
+    };
+    let uppermost: BTreeSet<String> = folders
+        .iter()
+        .filter(|f| !below_another(f))
+        .cloned()
+        .collect();
+    if root {
+        notes.insert(0, ROOT_LISTED_NOTE.to_string());
+    }
+    if !unlisted.is_empty() {
+        let shown: Vec<String> = unlisted.iter().take(3).map(|s| one_line(s)).collect();
+        let more = unlisted.len().saturating_sub(3);
+        notes.push(format!(
+            "listed {}{}: not drafted as a folder (the workspace copy leaves {} out unless a rule names them, and a folder rule would copy all of it); the files read there are drafted one by one",
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+            UNLISTED
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ));
+    }
+    (uppermost, notes)
+}
+
+/// The evidence of a folder rule drafted from a listing: it was listed, and the files read in it
+/// (`files`, at most three named).
+fn listed_evidence(files: &[&String]) -> String {
+    let mut out =
+        "listed by the run: a script that walks it reads files the next input adds".to_string();
+    if !files.is_empty() {
+        let shown: Vec<String> = files.iter().take(3).map(|s| one_line(s)).collect();
+        out.push_str(&format!("; read {}", shown.join(", ")));
+        if files.len() > 3 {
+            out.push_str(&format!(" and {} more", files.len() - 3));
+        }
+    }
+    out
+}
+
 fn draft_paths(obs: &Observations, homes: &[String], d: &mut Draft) {
     let writes: BTreeSet<String> = obs.writes.iter().filter_map(|p| clean_path(p)).collect();
     let hidden: BTreeSet<String> = obs.hidden.iter().filter_map(|p| clean_path(p)).collect();
@@ -668,14 +780,46 @@ fn draft_paths(obs: &Observations, homes: &[String], d: &mut Draft) {
             .iter()
             .any(|r| FsPattern::parse(&r.rule).is_ok_and(|pat| pat.matches(p)))
     };
-    let reads: BTreeSet<String> = obs
-        .reads
-        .iter()
-        .filter_map(|p| clean_path(p))
-        .filter(|p| !covered(p))
-        .collect();
-    let (read, notes) = path_rules(&reads, "read", &hidden, homes);
+    let (folders, notes) = listed_folders(&obs.listed, &write);
     d.notes.extend(notes);
+    // The listed folder a file is in, if any.
+    let folder_of = |p: &str| -> Option<String> {
+        std::path::Path::new(p)
+            .ancestors()
+            .skip(1)
+            .filter_map(|a| a.to_str())
+            .find(|a| folders.contains(*a))
+            .map(str::to_string)
+    };
+    let mut in_folders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut reads: BTreeSet<String> = BTreeSet::new();
+    for p in obs.reads.iter().filter_map(|p| clean_path(p)) {
+        if covered(&p) {
+            continue;
+        }
+        match folder_of(&p) {
+            Some(f) => in_folders.entry(f).or_default().push(p),
+            None => {
+                reads.insert(p);
+            }
+        }
+    }
+    let (mut read, notes) = path_rules(&reads, "read", &hidden, homes);
+    d.notes.extend(notes);
+    for f in &folders {
+        let mut files: Vec<&String> = in_folders
+            .get(f)
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
+        files.sort();
+        files.dedup();
+        read.push(Rule {
+            rule: format!("{f}/**"),
+            evidence: listed_evidence(&files),
+        });
+    }
+    read.retain(|r| FsPattern::parse(&r.rule).is_ok());
+    read.sort_by(|a, b| a.rule.cmp(&b.rule));
     d.read = read;
     d.write = write;
 }
@@ -846,8 +990,20 @@ pub struct DiffLine {
 
 /// A note when the draft narrows a pattern of the band (`**`, `grep *`) to what the observed
 /// runs did: the next input may take a path those runs did not, and is then refused, or finds a
-/// file missing. `None` when no pattern is removed where rules are added in its stead.
+/// file missing. `None` when no pattern is removed where rules are added in its stead; a path
+/// pattern a drafted rule covers (`./src/**` by `src/**`, the folder the run listed) is not
+/// narrowed.
 pub fn narrowed_note(lines: &[DiffLine]) -> Option<String> {
+    let kept_wider = |l: &DiffLine| {
+        matches!(l.key.as_str(), "allow.read" | "allow.write")
+            && FsPattern::parse(&l.rule).is_ok_and(|removed| {
+                lines.iter().any(|a| {
+                    a.op != '-'
+                        && a.key == l.key
+                        && FsPattern::parse(&a.rule).is_ok_and(|p| p.covers(&removed))
+                })
+            })
+    };
     let narrowed: Vec<String> = lines
         .iter()
         .filter(|l| {
@@ -855,6 +1011,7 @@ pub fn narrowed_note(lines: &[DiffLine]) -> Option<String> {
                 && l.key != "env.secrets"
                 && l.rule.contains(['*', '?', '['])
                 && lines.iter().any(|a| a.op == '+' && a.key == l.key)
+                && !kept_wider(l)
         })
         .map(|l| format!("`{}` ({})", l.rule, l.key))
         .collect();

@@ -10,9 +10,10 @@
 //!   learning band declares every host program the skill's files name ([`candidate_commands`]),
 //!   plus the `#!` interpreter of the entry; a program the run tried and did not find
 //!   ([`tried_commands`]) is added and the run observed again when this host has it.
-//! - **Workspace files**: read and written, by band-server's fanotify mark on the run's own
-//!   filesystem ([`crate::proto::RunResult::observed`]). The workspace is a copy: nothing is
-//!   written back to the real one.
+//! - **Workspace files**: read and written, and the folders listed (their entries read), by
+//!   band-server's fanotify mark on the run's own filesystem
+//!   ([`crate::proto::RunResult::observed`]). The workspace is a copy: nothing is written back to
+//!   the real one.
 //! - **Paths outside the workspace**: every open and exec, seen by band-server through the
 //!   jail's seccomp user-notification filter ([`crate::proto::Observed::outside`]), sorted into
 //!   rules and notes by [`sort_outside`].
@@ -370,6 +371,7 @@ pub fn observations(
     if let Some(seen) = &result.observed {
         o.reads.extend(seen.reads.iter().cloned());
         o.writes.extend(seen.writes.iter().cloned());
+        o.listed.extend(seen.listed.iter().cloned());
         sort_outside(
             &seen.outside,
             &|p: &str, w: bool| bound_by(policy, p, w),
@@ -552,7 +554,7 @@ mod tests {
     }
 
     #[test]
-    fn observations_keep_ruled_calls_files_names_destinations_and_named_secrets() {
+    fn observations_keep_ruled_calls_files_folders_listed_names_destinations_and_named_secrets() {
         let mut r = RunResult::setup_failed("0123456789abcdef", Layer::Cli, "", None);
         r.error = None;
         r.cli_calls = vec![
@@ -580,6 +582,7 @@ mod tests {
             writes: s(&["out/r.md"]),
             complete: true,
             outside: Vec::new(),
+            listed: s(&[".", "src"]),
         });
         r.network = Some(NetworkReport {
             lookups: vec![DnsLookup {
@@ -607,6 +610,7 @@ mod tests {
         assert_eq!(o.execs, vec![s(&["gh", "issue", "list"])]);
         assert_eq!(o.reads, s(&["data/in.csv"]));
         assert_eq!(o.writes, s(&["out/r.md"]));
+        assert_eq!(o.listed, s(&[".", "src"]));
         assert_eq!(o.lookups, s(&["api.test"]));
         assert_eq!(
             o.connects,

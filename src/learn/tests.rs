@@ -1154,3 +1154,187 @@ fn narrowing_a_pattern_is_said() {
         None
     );
 }
+
+/// A script that walks a folder (`os.walk`, `fs.readdirSync`, `for f in src/*`) reads the files
+/// the next input adds there: the folder it listed is drafted whole, not the files one run read
+/// (a trial with public skills: `src/**` narrowed to three files, the fourth never seen).
+#[test]
+fn a_folder_the_run_listed_is_drafted_whole() {
+    let d = draft(&Observations {
+        // `os.walk("src")` lists src and each folder below it; `ls docs` reads nothing there.
+        listed: argv(&["src", "src/b", "src/d", "docs", "out"]),
+        reads: argv(&[
+            "src/a.txt",
+            "src/b/c.txt",
+            "src/d/e.txt",
+            "src/d/f.txt",
+            "./src/a.txt",
+            "notes.txt",
+        ]),
+        // A folder the run writes is the write rule's: no read rule for its listing.
+        writes: argv(&["out/x.md", "out/y.md"]),
+        ..Observations::default()
+    });
+    assert_eq!(rules(&d.read), ["./notes.txt", "docs/**", "src/**"]);
+    assert_eq!(rules(&d.write), ["out/**"]);
+    assert_eq!(
+        d.read[2].evidence,
+        "listed by the run: a script that walks it reads files the next input adds; read src/a.txt, src/b/c.txt, src/d/e.txt and 1 more"
+    );
+    assert_eq!(
+        d.read[1].evidence,
+        "listed by the run: a script that walks it reads files the next input adds"
+    );
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+    // The rule admits a file the run never saw there.
+    assert!(FsPattern::parse("src/**").is_ok_and(|p| p.matches("src/new/g.txt")));
+    // One file read in a folder the run did not list stays that file.
+    let d = draft(&Observations {
+        reads: argv(&["src/a.txt"]),
+        ..Observations::default()
+    });
+    assert_eq!(rules(&d.read), ["src/a.txt"]);
+}
+
+/// The workspace root listed is never `**`: the files read stay one by one, and a note says a
+/// script walking the root will not see new files unless a wider rule is written by hand.
+#[test]
+fn the_workspace_root_listed_is_a_note_and_its_files_stay_exact() {
+    for root in [".", "", "./"] {
+        let d = draft(&Observations {
+            listed: argv(&[root, "data"]),
+            reads: argv(&["a.txt", "b.txt", "data/x.csv", "lib/y.py"]),
+            ..Observations::default()
+        });
+        assert_eq!(
+            rules(&d.read),
+            ["./a.txt", "./b.txt", "data/**", "lib/y.py"],
+            "{root:?}"
+        );
+        assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
+        assert!(
+            d.notes[0].starts_with("the run listed the workspace root: a script that walks it will not see the files the next input adds there unless a wider rule is written by hand"),
+            "{:?}",
+            d.notes
+        );
+    }
+}
+
+/// A listed folder no rule may name gets no folder rule: under `.git` or `target` (which the
+/// workspace copy leaves out unless a rule names them), with a glob character in its name (the
+/// note files with such names get), or outside the workspace (never its folder, and never under
+/// /etc or a home).
+#[test]
+fn a_listed_folder_under_an_excluded_tree_is_never_a_folder_rule() {
+    let d = draft_with(
+        &Observations {
+            listed: argv(&[
+                ".git/refs",
+                ".git/refs/heads",
+                "sub/target/debug",
+                "a[1]",
+                "/etc/ssl",
+                "/home/u/src",
+                "/srv/data",
+                "../up",
+                "bad\nname",
+            ]),
+            reads: argv(&[
+                ".git/refs/heads/main",
+                "sub/target/debug/x.d",
+                "/etc/ssl/x.pem",
+                "/home/u/src/k",
+                "/srv/data/in.csv",
+                "bad\nname/x",
+            ]),
+            ..Observations::default()
+        },
+        &argv(&["/home/u"]),
+    );
+    // A folder whose name no rule can spell leaves its file to the file's own fate (dropped).
+    assert_eq!(
+        rules(&d.read),
+        [
+            ".git/refs/heads/main",
+            "/srv/data/in.csv",
+            "sub/target/debug/x.d"
+        ]
+    );
+    assert!(
+        d.read.iter().all(|r| !r.rule.ends_with("/**")),
+        "{:?}",
+        d.read
+    );
+    assert!(
+        d.notes.iter().any(|n| n.starts_with(
+            "listed a[1]: its name has glob characters, which a rule would read as a pattern"
+        )),
+        "{:?}",
+        d.notes
+    );
+    assert!(
+        d.notes.iter().any(|n| n.starts_with(
+            "listed .git/refs, .git/refs/heads, sub/target/debug: not drafted as a folder"
+        )),
+        "{:?}",
+        d.notes
+    );
+    // /etc and the home: the reads' own notes, as before.
+    for p in ["/etc/ssl/x.pem", "/home/u/src/k"] {
+        assert!(d.notes.iter().any(|n| n.contains(p)), "{p}: {:?}", d.notes);
+    }
+}
+
+#[test]
+fn merged_runs_carry_their_listings() {
+    let mut a = Observations {
+        listed: argv(&["src"]),
+        reads: argv(&["src/a.txt"]),
+        ..Observations::default()
+    };
+    let b = Observations {
+        listed: argv(&["docs"]),
+        ..Observations::default()
+    };
+    assert!(!b.is_empty());
+    a.merge(b);
+    assert_eq!(a.listed, ["src", "docs"]);
+    assert_eq!(rules(&draft(&a).read), ["docs/**", "src/**"]);
+    // Saved by an older band (no `listed`): read as none.
+    let old: Observations = serde_json::from_str(r#"{"reads": ["a.txt"]}"#).unwrap_or_default();
+    assert!(old.listed.is_empty());
+    assert_eq!(old.reads, ["a.txt"]);
+}
+
+/// The band's `src/**` stays when the run listed `src`, however the band spells it: nothing was
+/// narrowed, so no note says so. A pattern replaced by narrower rules still is.
+#[test]
+fn a_listed_folder_the_band_has_is_kept_and_not_narrowed() {
+    let obs = Observations {
+        listed: argv(&["src", "src/b"]),
+        reads: argv(&["src/a.txt", "src/b/c.txt", "notes.txt"]),
+        ..Observations::default()
+    };
+    let d = draft(&obs);
+    for band in ["src/**", "./src/**", "src/**/*.txt"] {
+        let current = RuleSet {
+            read: argv(&[band, "./notes.txt"]),
+            ..RuleSet::default()
+        };
+        let lines = diff(&current, &[], &d);
+        assert!(
+            lines.iter().any(|l| l.rule == "src/**" && l.op != '-'),
+            "{band}: {lines:?}"
+        );
+        assert_eq!(narrowed_note(&lines), None, "{band}: {lines:?}");
+    }
+    let current = RuleSet {
+        read: argv(&["**"]),
+        ..RuleSet::default()
+    };
+    let note = narrowed_note(&diff(&current, &[], &d));
+    assert!(
+        note.is_some_and(|n| n.starts_with("the draft replaces `**` (allow.read)")),
+        "{d:?}"
+    );
+}

@@ -1661,6 +1661,97 @@ fn privileged_learn_keeps_the_workspaces_empty_folders_as_a_run_does() {
     );
 }
 
+/// A script that walks a folder (a shell glob, `os.walk`) reads the files the next input adds
+/// there: learn drafts the folder the run listed, `src/**`, not the three files this run read (a
+/// trial with public skills: `src/**` narrowed to the files one run read, and the next input's
+/// new file silently missed), and the learned band runs on a workspace with a fourth file, which
+/// the script reads inside the sandbox.
+#[test]
+fn privileged_learn_drafts_the_folder_a_script_walks_and_the_next_inputs_new_file_is_read() {
+    band_test::privileged!(sandbox_missing());
+    const SH_WALK: &str = "#!/bin/sh\nset -e\nout=\nwalk() {\n  for f in \"$1\"/*; do\n    \
+                           if [ -d \"$f\" ]; then walk \"$f\"; elif [ -f \"$f\" ]; then \
+                           out=\"$out $(cat \"$f\")\"; fi\n  done\n}\nwalk src\n\
+                           printf '{\"greeting\":\"%s\"}' \"$out\" > \"$OUTPUT_PATH\"\n";
+    const PY_WALK: &str = "import json, os\nout = []\nfor d, dirs, files in os.walk(\"src\"):\n    \
+                           for f in files:\n        \
+                           out.append(open(os.path.join(d, f)).read().strip())\n\
+                           json.dump({\"greeting\": \" \".join(sorted(out))}, \
+                           open(os.environ[\"OUTPUT_PATH\"], \"w\"))\n";
+    // How the script walks, the script, and the skill's other files.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let cases: [Case<'_>; 2] = [
+        ("a shell glob", SH_WALK, &[]),
+        (
+            "os.walk",
+            "#!/bin/sh\nexec python3 /skill/lib/walk.py\n",
+            &[("lib/walk.py", PY_WALK)],
+        ),
+    ];
+    for (how, script, files) in cases {
+        let t = tempfile::tempdir().expect("tmp");
+        unbanded_demo(&t.path().join("skills"), script, files);
+        // Three files, each in a folder of its own: no two share one.
+        let ws = t.path().join("ws");
+        for (path, text) in [
+            ("src/a.txt", "alpha"),
+            ("src/b/c.txt", "bravo"),
+            ("src/d/e.txt", "delta"),
+            ("notes.txt", "never read"),
+        ] {
+            let file = ws.join(path);
+            fs_err::create_dir_all(file.parent().expect("folder")).expect("mkdir");
+            fs_err::write(file, text).expect("write");
+        }
+        let cfg = dead_dns();
+        let band = |args: &[&str]| band_in(&cfg, t.path(), args);
+        let (code, out, err) = band(&[
+            "learn",
+            "--json",
+            "--write",
+            "--skills",
+            "skills",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ]);
+        assert_eq!(code, 0, "{how}\n{out}\n{err}");
+        let doc: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(doc["status"], "ok", "{how}\n{doc}");
+        assert_eq!(draft_rules(&doc, "read"), ["src/**"], "{how}\n{doc}");
+        let evidence = doc["draft"]["read"][0]["evidence"].as_str().unwrap_or("");
+        assert!(
+            evidence.starts_with(
+                "listed by the run: a script that walks it reads files the next input adds; read "
+            ),
+            "{how}\n{doc}"
+        );
+        let band_md = fs_err::read_to_string(t.path().join("skills/demo/BAND.md")).expect("read");
+        assert!(band_md.contains("src/**"), "{how}\n{band_md}");
+        // The next input: a fourth file, in a folder the learning run never saw.
+        fs_err::create_dir_all(ws.join("src/new")).expect("mkdir");
+        fs_err::write(ws.join("src/new/z.txt"), "zulu").expect("write");
+        let (code, out, err) = band(&[
+            "run",
+            "--json",
+            "--skills",
+            "skills",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ]);
+        assert_eq!(code, 0, "{how}\n{out}\n{err}");
+        let run: Value = serde_json::from_str(&out).expect("json");
+        let greeting = run["output"]["greeting"].as_str().unwrap_or("");
+        for word in ["alpha", "bravo", "delta", "zulu"] {
+            assert!(greeting.contains(word), "{how}: {word} not read\n{run}");
+        }
+        assert!(!greeting.contains("never read"), "{how}\n{run}");
+    }
+}
+
 /// learn offers its observing run only what the site's layers allow (band-server would refuse
 /// the whole run otherwise), says what it took away, and says when its draft would not run: the
 /// session here denies `jq`, which the script uses.

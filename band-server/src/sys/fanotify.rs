@@ -1,5 +1,5 @@
-//! fanotify (`band learn`'s observer of the files of a run's directory): one mark on a whole
-//! filesystem, and its events read and parsed.
+//! fanotify (`band learn`'s observer of the files and folders of a run's directory): one mark
+//! on a whole filesystem, and its events read and parsed.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -17,11 +17,16 @@ pub(crate) struct FanEvent {
     /// The file's (device, inode): the path alone is relative to the mount's root once the
     /// sandbox's mounts are gone (`/out/r.md` for `/workspace/out/r.md`).
     pub(crate) file: Option<(u64, u64)>,
+    /// Whether the file is a folder (`fstat` of the event's descriptor: `S_ISDIR`). A mark with
+    /// `FAN_ONDIR` reports folders too: `FAN_OPEN` when one is opened, `FAN_ACCESS` when its
+    /// entries are read (`getdents`, under `readdir`, `ls`, a glob, `os.walk`).
+    pub(crate) dir: bool,
 }
 
 /// `fanotify_init(FAN_CLASS_NOTIF)` (non-blocking, close-on-exec) with one mark on the whole
 /// filesystem that holds `path` (`FAN_MARK_FILESYSTEM`, Linux 4.20): every `mask` event of every
-/// process on that filesystem, however the file was reached (bind mounts included). Needs
+/// process on that filesystem, however the file was reached (bind mounts included); of folders
+/// too when `mask` has `FAN_ONDIR`. Needs
 /// `CAP_SYS_ADMIN`. Notification only: nothing waits for band-server's answer.
 pub(crate) fn fanotify_filesystem(path: &Path, mask: u64) -> io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
@@ -64,23 +69,26 @@ pub(crate) fn fanotify_read(fd: BorrowedFd<'_>) -> io::Result<Vec<FanEvent>> {
     }
     let mut out = Vec::new();
     for raw in parse_fanotify(&buf[..n as usize]) {
-        let (path, file) = if raw.fd >= 0 {
+        let (path, file, dir) = if raw.fd >= 0 {
             // SAFETY: the kernel opened this descriptor for this event and handed it to us;
             // nothing else refers to it, so the OwnedFd closes it exactly once.
             let owned = unsafe { OwnedFd::from_raw_fd(raw.fd) };
             let p = fs_err::read_link(format!("/proc/self/fd/{}", owned.as_raw_fd())).ok();
-            let f = rustix::fs::fstat(&owned)
-                .ok()
-                .map(|st| (st.st_dev, st.st_ino));
-            (p, f)
+            let st = rustix::fs::fstat(&owned).ok();
+            let f = st.as_ref().map(|st| (st.st_dev, st.st_ino));
+            let dir = st.is_some_and(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+            });
+            (p, f, dir)
         } else {
-            (None, None)
+            (None, None, false)
         };
         out.push(FanEvent {
             mask: raw.mask,
             pid: raw.pid,
             path,
             file,
+            dir,
         });
     }
     Ok(out)

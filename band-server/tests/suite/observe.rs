@@ -37,6 +37,7 @@ fn privileged_observe_records_the_workspace_files_read_and_written_and_nothing_e
             writes: strs(&["out/r.md"]),
             complete: true,
             outside: Vec::new(),
+            listed: Vec::new(),
         }),
         "{out:?}"
     );
