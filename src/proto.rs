@@ -947,6 +947,18 @@ pub struct NetFlow {
 }
 
 impl RunResult {
+    /// Why a run that timed out while listening waited ([`RunResult::listening`]): the text of
+    /// the hint `band run`, `band mcp` and the sandboxd client give. `None` when it listened on
+    /// nothing.
+    pub fn listening_hint(&self) -> Option<String> {
+        (!self.listening.is_empty()).then(|| {
+            format!(
+                "the script was still listening on {} when it timed out; a run takes no inbound connections, so nothing outside the run can reach a server a skill starts (docs/network.md, \"A server inside a run\")",
+                self.listening.join(", ")
+            )
+        })
+    }
+
     /// A result for a run that never started.
     pub fn setup_failed(
         run_id: &str,

@@ -236,22 +236,9 @@ pub(crate) fn missing_note(result: &proto::RunResult) -> Option<String> {
 /// gallery on `127.0.0.1:8765` and waits): nothing outside the run could connect to it, so it
 /// waited until `maxRuntimeMs`. Told after the run, with the status line.
 pub(crate) fn listening_hint(result: &proto::RunResult) -> Option<String> {
-    if result.listening.is_empty() {
-        return None;
-    }
-    let addrs: Vec<String> = result
-        .listening
-        .iter()
-        .map(|a| for_terminal(a).into_owned())
-        .collect();
-    Some(format!("hint: {}\n", listening_text(&addrs.join(", "))))
-}
-
-/// What [`listening_hint`] says of `addrs`, for the MCP result too.
-pub(crate) fn listening_text(addrs: &str) -> String {
-    format!(
-        "the script was still listening on {addrs} when it timed out; a run takes no inbound connections, so nothing outside the run can reach a server a skill starts (docs/network.md, \"A server inside a run\")"
-    )
+    result
+        .listening_hint()
+        .map(|h| format!("hint: {}\n", for_terminal(&h)))
 }
 
 fn describe_denial(d: &proto::Denial) -> String {

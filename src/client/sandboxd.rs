@@ -96,6 +96,9 @@ pub fn explain(r: &RunResult) -> Option<String> {
     } else if let Some(d) = r.denied.first() {
         text.push_str(&format!(": {}", d.explain()));
     }
+    if let Some(h) = r.listening_hint() {
+        text.push_str(&format!("\nhint: {h}"));
+    }
     text.push('\n');
     Some(text)
 }
@@ -433,6 +436,23 @@ impl Transport for SandboxdTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An SDK user sees no band result: a run that timed out serving a port says where, and why
+    /// nothing reached it, at the end of its stderr.
+    #[test]
+    fn a_timeout_while_listening_is_explained_to_the_sdk_user() {
+        let mut r = RunResult::setup_failed("r", crate::proto::Layer::Process, "", None);
+        r.status = Status::Timeout;
+        r.error = None;
+        assert_eq!(explain(&r).as_deref(), Some("band: timeout\n"));
+        r.listening = vec!["127.0.0.1:8765".into()];
+        assert_eq!(
+            explain(&r).as_deref(),
+            Some(
+                "band: timeout\nhint: the script was still listening on 127.0.0.1:8765 when it timed out; a run takes no inbound connections, so nothing outside the run can reach a server a skill starts (docs/network.md, \"A server inside a run\")\n"
+            )
+        );
+    }
 
     #[test]
     fn a_skill_goes_to_a_pod_as_its_request_without_the_workspace() {

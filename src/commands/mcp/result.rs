@@ -176,8 +176,7 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
     }
     // A run that timed out while serving on a port: why it waited (a run takes no inbound
     // connections), as `band run` says it.
-    let listening = (!r.listening.is_empty())
-        .then(|| crate::cli::render::listening_text(&r.listening.join(", ")));
+    let listening = r.listening_hint();
     let hint = r
         .error
         .as_ref()
