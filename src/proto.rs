@@ -901,8 +901,12 @@ pub enum Access {
 /// The network side of a run, from the DNS stub's records and the kernel's sets.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkReport {
-    /// Every DNS question, in order.
+    /// Every distinct DNS question, in order, up to band-server's bound (10,000; a repeat is
+    /// merged into the one kept).
     pub lookups: Vec<DnsLookup>,
+    /// Distinct questions past that bound: counted, not kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lookups_dropped: u64,
     /// Destinations the run reached.
     pub contacted: Vec<NetFlow>,
     /// Destinations the run was refused.
@@ -911,6 +915,10 @@ pub struct NetworkReport {
     /// once, for drafting HTTP rules; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<HttpSeen>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A request the egress proxy saw (method, host, port, scheme, path without the query).

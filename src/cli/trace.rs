@@ -97,6 +97,14 @@ fn network(out: &mut String, net: &NetworkReport) {
             l.qtype
         );
     }
+    if net.lookups_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "  … and {} more distinct lookup{}, counted, not kept",
+            net.lookups_dropped,
+            plural(net.lookups_dropped as usize)
+        );
+    }
     for (allowed, flows) in [(true, &net.contacted), (false, &net.denied)] {
         for f in flows {
             let names = if f.names.is_empty() {
@@ -393,6 +401,7 @@ hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https
                 names: vec![],
             }],
             requests: Vec::new(),
+            lookups_dropped: 0,
         });
         assert_eq!(
             render(&r, &[], &[]),
@@ -405,6 +414,26 @@ trace: network: 2 lookups, 1 destination reached, 1 refused
   denied   refused 10.0.0.1:80/tcp
 hint: to let the script reach evil.example, add it to allow.net
 "
+        );
+    }
+
+    /// Distinct lookups past band-server's bound are counted in the report, and said.
+    #[test]
+    fn lookups_past_the_bound_are_counted() {
+        use band::proto::NetworkReport;
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.network = Some(NetworkReport {
+            lookups: Vec::new(),
+            lookups_dropped: 190_000,
+            contacted: Vec::new(),
+            denied: Vec::new(),
+            requests: Vec::new(),
+        });
+        assert!(
+            render(&r, &[], &[])
+                .contains("\n  … and 190000 more distinct lookups, counted, not kept\n"),
+            "{}",
+            render(&r, &[], &[])
         );
     }
 

@@ -600,6 +600,7 @@ mod tests {
             }],
             denied: vec![],
             requests: Vec::new(),
+            lookups_dropped: 0,
         });
         let o = observations(
             &r,

@@ -281,6 +281,7 @@ fn a_host_loopback_port_used_is_drafted_as_localhost_with_its_port() {
         contacted: vec![flow("127.0.0.1"), flow("::1")],
         denied: vec![],
         requests: Vec::new(),
+        lookups_dropped: 0,
     });
     let mut o = super::observe::observations(&r, &[], &[], &crate::policy::Policy::default());
     o.lookups = argv(&["localhost"]);

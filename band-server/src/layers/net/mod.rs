@@ -555,7 +555,7 @@ impl NetLayer {
 
     /// What the run resolved, reached and was refused, read from the stub and the kernel's sets.
     /// The lookups are distinct and bounded ([`lookups::Lookups`]); those past the bound are
-    /// said in band-server's log.
+    /// counted in the report and said in band-server's log.
     pub(crate) fn report(&self) -> (NetworkReport, Vec<Lookup>, Vec<nft::Flow>) {
         let (lookups, dropped) = self
             .lookups
@@ -610,6 +610,7 @@ impl NetLayer {
                     withheld: l.withheld.iter().map(IpAddr::to_string).collect(),
                 })
                 .collect(),
+            lookups_dropped: dropped,
             contacted: seen.iter().map(flow).collect(),
             denied: denied.iter().map(flow).collect(),
             requests: self
