@@ -181,8 +181,10 @@ impl Observer {
         })
     }
 
-    /// Read what is queued, stop, and return what was seen.
-    pub(crate) fn finish(mut self) -> Observed {
+    /// Read what is queued, stop, and return what was seen. Paths outside the workspace under
+    /// `bands_own` (the program cache's folders of the run's programs: a program that reads its
+    /// own file by `/proc/self/exe`'s path reads there) are band's, not the skill's: left out.
+    pub(crate) fn finish(mut self, bands_own: &[PathBuf]) -> Observed {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -191,7 +193,7 @@ impl Observer {
         let mut observed = seen.into_observed();
         if let Some(sup) = self.supervisor.take() {
             let (outside, complete) = sup.finish();
-            observed.outside = outside;
+            observed.outside = without_bands_own(outside, bands_own);
             observed.complete &= complete;
         }
         observed
@@ -352,6 +354,25 @@ struct Outside {
 }
 
 /// A running supervisor of the observing seccomp filter: receives the listener from the jail,
+/// The folders of the program cache a run's programs are in (the folder of each
+/// `SandboxPlan::self_links` path): what the run reads there is band's copy of a program, never
+/// a path a band names.
+pub(crate) fn program_cache_folders(self_links: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = self_links
+        .iter()
+        .filter_map(|(p, _)| p.parent().map(Path::to_path_buf))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `seen` without the paths under any of `bands_own`.
+fn without_bands_own(mut seen: Vec<PathSeen>, bands_own: &[PathBuf]) -> Vec<PathSeen> {
+    seen.retain(|p| !bands_own.iter().any(|b| Path::new(&p.path).starts_with(b)));
+    seen
+}
+
 /// then answers every notification (always `CONTINUE`) until [`Supervisor::finish`].
 pub(crate) struct Supervisor {
     stop: Arc<AtomicBool>,
@@ -564,6 +585,51 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    /// node reads its own file by `/proc/self/exe`'s path, which names band's copy in the
+    /// program cache: not a path the skill read (learn listed it among the reads outside).
+    #[test]
+    fn the_program_caches_copies_are_not_the_runs_reads() {
+        let links = [
+            (
+                PathBuf::from("/run/band/exec/cache/ab12/node"),
+                "node".to_string(),
+            ),
+            (
+                PathBuf::from("/run/band/exec/cache/cd34/git"),
+                "git".to_string(),
+            ),
+            (
+                PathBuf::from("/run/band/exec/cache/ab12/node"),
+                "nodejs".to_string(),
+            ),
+        ];
+        let own = program_cache_folders(&links);
+        assert_eq!(
+            own,
+            [
+                PathBuf::from("/run/band/exec/cache/ab12"),
+                PathBuf::from("/run/band/exec/cache/cd34")
+            ]
+        );
+        let seen = |p: &str| PathSeen {
+            path: p.into(),
+            access: Access::Read,
+            in_sandbox: true,
+            on_host: true,
+        };
+        let kept = without_bands_own(
+            vec![
+                seen("/run/band/exec/cache/ab12/node"),
+                seen("/run/band/exec/cache/ab12/lib/node_modules/npm/package.json"),
+                seen("/srv/data/in.csv"),
+                seen("/run/band/exec/cache/ab123/x"),
+            ],
+            &own,
+        );
+        let paths: Vec<&str> = kept.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["/srv/data/in.csv", "/run/band/exec/cache/ab123/x"]);
+    }
 
     fn ev(mask: u64, pid: i32, path: &str, ino: u64) -> FanEvent {
         FanEvent {

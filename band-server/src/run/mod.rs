@@ -459,7 +459,8 @@ fn run_prepared(
     ran.reached_the_script()?;
 
     // 6. Collect (the observer stops first: the collection's own reads are not the run's).
-    let observed = observer.map(crate::observe::Observer::finish);
+    let bands_own = crate::observe::program_cache_folders(&plan.process.sandbox.self_links);
+    let observed = observer.map(|o| o.finish(&bands_own));
     let collected = collect(
         client,
         checked,
