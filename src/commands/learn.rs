@@ -189,7 +189,12 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     // The skill's other scripts the same band file governs: their rules stay.
     let shared_with = sharing_band(&skill, script);
     let entry_start = skill.script(script).and_then(|s| {
-        learn::EntryStart::of(&s.entry, &band::lint::entry_launch(&skill.root, &s.entry))
+        let start =
+            learn::EntryStart::of(&s.entry, &band::lint::entry_launch(&skill.root, &s.entry))?;
+        let head = band::skillfs::read_head(&skill.root, &s.entry, 256)
+            .map(|(head, _)| head)
+            .unwrap_or_default();
+        Some(start.with_shebang(&s.entry, &head))
     });
     let to = Destination {
         band_file: band_file.as_deref(),

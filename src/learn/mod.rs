@@ -155,6 +155,10 @@ pub enum EntryStart {
         /// The script as the sandbox names it, the interpreter's first operand
         /// (`/skill/scripts/x.py`).
         path: String,
+        /// The rule `band wrap` writes for its `#!` line (`python3 /skill/scripts/x.py *`), when
+        /// it has one naming an interpreter that needs a rule ([`EntryStart::with_shebang`]):
+        /// drafted when no call of the interpreter is observed and the band has no start.
+        shebang_rule: Option<String>,
     },
 }
 
@@ -181,6 +185,7 @@ impl EntryStart {
             crate::launch::Launch::AsIs => {
                 return Some(EntryStart::Kernel {
                     path: format!("/skill/{}", entry.to_string_lossy()),
+                    shebang_rule: None,
                 });
             }
             crate::launch::Launch::Unknown => return None,
@@ -201,6 +206,30 @@ impl EntryStart {
             argv,
             rule,
         }))
+    }
+}
+
+impl EntryStart {
+    /// A kernel start's [`EntryStart::Kernel::shebang_rule`], from the entry's `head` (its first
+    /// line is enough): `#!/usr/bin/python3 -u` → `python3 -u /skill/scripts/x.py *`. An
+    /// interpreter every band gets (`sh`, `bash`) needs none.
+    pub fn with_shebang(self, entry: &std::path::Path, head: &[u8]) -> EntryStart {
+        match self {
+            EntryStart::Kernel { path, .. } => {
+                let shebang_rule = crate::launch::shebang(head)
+                    .filter(|(name, _)| !crate::policy::cli::ESSENTIALS.contains(&name.as_str()))
+                    .map(|(name, arg)| {
+                        crate::launch::start_rule(
+                            &entry.to_string_lossy(),
+                            &name,
+                            arg.as_deref(),
+                            None,
+                        )
+                    });
+                EntryStart::Kernel { path, shebang_rule }
+            }
+            other => other,
+        }
     }
 }
 
@@ -340,7 +369,9 @@ impl Draft {
     pub fn keep_entry_start(&mut self, current: &RuleSet, start: &EntryStart) {
         match start {
             EntryStart::Interpreter(start) => self.keep_interpreter_start(current, start),
-            EntryStart::Kernel { path } => self.keep_kernel_start(current, path),
+            EntryStart::Kernel { path, shebang_rule } => {
+                self.keep_kernel_start(current, path, shebang_rule.as_deref());
+            }
         }
     }
 
@@ -365,7 +396,7 @@ impl Draft {
         });
     }
 
-    fn keep_kernel_start(&mut self, current: &RuleSet, path: &str) {
+    fn keep_kernel_start(&mut self, current: &RuleSet, path: &str, shebang_rule: Option<&str>) {
         // The band's own rules that start the script, as its author spelled them.
         let own: Vec<(&String, KernelStart)> = current
             .cli
@@ -399,6 +430,12 @@ impl Draft {
                 if !crate::policy::cli::ESSENTIALS.contains(&k.program.as_str()) {
                     starts.push(((*r).clone(), k.program.clone()));
                 }
+            }
+            // None: the start its `#!` line needs, as wrap writes it.
+            if starts.is_empty()
+                && let Some(k) = shebang_rule.and_then(|r| kernel_start(r, path))
+            {
+                starts.push((k.wrapped, k.program));
             }
         }
         // A start another one admits (the call without arguments, and one with) is that one's.

@@ -941,7 +941,8 @@ fn the_rule_that_starts_the_script_is_kept_or_drafted() {
     assert_eq!(
         EntryStart::of(entry, &Launch::AsIs),
         Some(EntryStart::Kernel {
-            path: "/skill/scripts/count.py".into()
+            path: "/skill/scripts/count.py".into(),
+            shebang_rule: None,
         })
     );
 }
@@ -1008,6 +1009,7 @@ fn an_executable_script_keeps_the_rule_that_starts_it_with_any_arguments() {
     // the value of an option, is not the start.
     let start = EntryStart::Kernel {
         path: "/skill/scripts/x.mjs".into(),
+        shebang_rule: None,
     };
     let obs = runs_of(
         &[
@@ -1059,6 +1061,7 @@ fn an_executable_script_keeps_the_rule_that_starts_it_with_any_arguments() {
     // essential's needs no rule.
     let start = EntryStart::Kernel {
         path: "/skill/scripts/x.py".into(),
+        shebang_rule: None,
     };
     for (current, want, kept) in [
         (
@@ -1095,6 +1098,57 @@ fn an_executable_script_keeps_the_rule_that_starts_it_with_any_arguments() {
             );
         }
     }
+    // No call observed and no start of the band's (a band without one, which learn's observing
+    // band got the interpreter for): the start its `#!` line needs, as wrap writes it. Before,
+    // none, and the learned band could not start its script.
+    let with = EntryStart::Kernel {
+        path: "/skill/scripts/x.py".into(),
+        shebang_rule: None,
+    }
+    .with_shebang(
+        std::path::Path::new("scripts/x.py"),
+        b"#!/usr/bin/python3 -u\nimport sys\n",
+    );
+    assert_eq!(
+        with,
+        EntryStart::Kernel {
+            path: "/skill/scripts/x.py".into(),
+            shebang_rule: Some("python3 -u /skill/scripts/x.py *".into()),
+        }
+    );
+    let mut d = draft(&obs);
+    d.keep_entry_start(&RuleSet::default(), &with);
+    assert_eq!(
+        rules(&d.cli),
+        ["jq -r .a x.json", "python3 -u /skill/scripts/x.py *"]
+    );
+    assert_eq!(
+        d.cli[1].evidence,
+        "the kernel starts the script with python3 (by its #! line), which no observed call shows"
+    );
+    // The band's own start wins over it; `#!/bin/sh` needs none.
+    let mut d = draft(&obs);
+    let own = RuleSet {
+        cli: vec!["python3 -u /skill/scripts/x.py --fast".into()],
+        ..RuleSet::default()
+    };
+    d.keep_entry_start(&own, &with);
+    assert_eq!(
+        rules(&d.cli),
+        ["jq -r .a x.json", "python3 -u /skill/scripts/x.py --fast"]
+    );
+    let sh = EntryStart::Kernel {
+        path: "/skill/scripts/x.py".into(),
+        shebang_rule: None,
+    }
+    .with_shebang(std::path::Path::new("scripts/x.py"), b"#!/bin/sh\n");
+    assert_eq!(
+        sh,
+        EntryStart::Kernel {
+            path: "/skill/scripts/x.py".into(),
+            shebang_rule: None,
+        }
+    );
     // A start observed without arguments (a script whose input is a document, not its argv)
     // stays exact, unless the band's own start admits it; with arguments too, wrap's.
     let no_args: &[&str] = &["python3", "/skill/scripts/x.py"];
