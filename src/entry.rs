@@ -58,6 +58,9 @@ pub enum NotEntry {
     /// Named as a copy or a model of a file, not the file (`pre-push.template`, `x.sh.sample`,
     /// `config.example`, `x.py.bak`, `x~`): what a user copies or a tool left, not what runs.
     Template,
+    /// The Windows form of a script that has another form beside it (`x.ps1`, `x.bat` or `x.cmd`
+    /// next to `x.sh`): the named file is the one band runs.
+    WindowsTwin(String),
 }
 
 impl NotEntry {
@@ -76,6 +79,10 @@ impl NotEntry {
                 "no `#!` line, execute bit or main guard, and SKILL.md does not run it".into()
             }
             NotEntry::Template => "named as a template, sample or copy, not a program".into(),
+            NotEntry::WindowsTwin(other) => format!(
+                "the Windows form of {}, which is the script band runs",
+                other.escape_debug()
+            ),
         }
     }
 }
@@ -395,6 +402,28 @@ fn is_run_context(lead: &str) -> bool {
             .ends_with("uv")
 }
 
+/// The extensions of scripts for Windows only (PowerShell, cmd.exe).
+const WINDOWS_ONLY: &[&str] = &["ps1", "psm1", "bat", "cmd"];
+
+/// The file beside `rel` (in `all`) of which `rel` is the Windows form: `rel` has a Windows-only
+/// extension ([`WINDOWS_ONLY`]), and another file of the same folder and stem has none of them
+/// (`x.ps1` → `x.sh`).
+pub fn windows_twin_of<'a>(rel: &Path, all: &'a BTreeSet<PathBuf>) -> Option<&'a PathBuf> {
+    let ext = rel.extension().and_then(|e| e.to_str())?;
+    if !WINDOWS_ONLY.contains(&ext.to_ascii_lowercase().as_str()) {
+        return None;
+    }
+    let stem = rel.file_stem()?;
+    all.iter().find(|o| {
+        *o != rel
+            && o.parent() == rel.parent()
+            && o.file_stem() == Some(stem)
+            && o.extension()
+                .and_then(|e| e.to_str())
+                .is_none_or(|e| !WINDOWS_ONLY.contains(&e.to_ascii_lowercase().as_str()))
+    })
+}
+
 /// Classify every file of `files` (relative to the skill root), SKILL.md's text given.
 pub fn classify(files: &[File], skill_md: Option<&str>) -> Vec<Result<Entry, NotEntry>> {
     let all: BTreeSet<PathBuf> = files.iter().map(|f| f.rel.clone()).collect();
@@ -416,6 +445,9 @@ pub fn classify(files: &[File], skill_md: Option<&str>) -> Vec<Result<Entry, Not
         .map(|f| {
             let name = f.file_name();
             let executable = f.mode & 0o111 != 0;
+            if let Some(other) = windows_twin_of(&f.rel, &all) {
+                return Err(NotEntry::WindowsTwin(other.to_string_lossy().into_owned()));
+            }
             if f.launch == Launch::Unknown {
                 return Err(if name.contains('.') && !name.ends_with('.') {
                     NotEntry::Data
@@ -562,6 +594,31 @@ mod tests {
                 Err(NotEntry::Template),
                 Err(NotEntry::Template),
                 Ok(Entry::Named),
+                Ok(Entry::Executable),
+                Ok(Entry::Executable),
+            ]
+        );
+    }
+
+    /// A PowerShell or cmd.exe twin of a script (uipath-planner's `docx-extract.ps1` beside
+    /// `docx-extract.sh`) is not a second entry point, even where SKILL.md names it: before, wrap
+    /// drafted the `.ps1` and band ran the `.sh`. Alone, it is what it is.
+    #[test]
+    fn the_windows_twin_of_a_script_is_no_entry_point() {
+        let files = [
+            file("scripts/docx-extract.ps1", 0o644, "param($In)\n"),
+            file("scripts/docx-extract.sh", 0o755, "#!/usr/bin/env bash\n"),
+            file("scripts/build.BAT", 0o755, "@echo off\n"),
+            file("scripts/build", 0o755, "#!/bin/sh\n"),
+            file("scripts/only.ps1", 0o755, "#!/usr/bin/env pwsh\n"),
+        ];
+        let md = "On Windows: `pwsh scripts/docx-extract.ps1 in.docx`; elsewhere `bash scripts/docx-extract.sh in.docx`.\n";
+        assert_eq!(
+            classify(&files, Some(md)),
+            [
+                Err(NotEntry::WindowsTwin("scripts/docx-extract.sh".into())),
+                Ok(Entry::Named),
+                Err(NotEntry::WindowsTwin("scripts/build".into())),
                 Ok(Entry::Executable),
                 Ok(Entry::Executable),
             ]

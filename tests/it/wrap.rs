@@ -98,6 +98,52 @@ fn wrapped_agent_skills_lint_clean() {
 
 /// A skill whose only files below scripts/ are a module (no `#!` line, no main guard) is refused,
 /// the file named, and nothing is written.
+/// A script shipped for both Linux and Windows (`convert.sh` and `convert.ps1`, as UiPath's
+/// planner skill has them): wrap drafts the `.sh`, the one band runs, and says why the `.ps1` is
+/// not a script; the skill locks and lints clean (before: wrap drafted `pwsh … convert.ps1 *`,
+/// lint refused the lock with S003, and the run started the `.sh` the band did not describe).
+#[test]
+fn wrap_drafts_the_script_not_its_windows_twin() {
+    let t = tempfile::tempdir().unwrap();
+    let skill = t.path().join("conv");
+    let write_file = |p: &Path, text: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        fs_err::create_dir_all(p.parent().unwrap()).unwrap();
+        fs_err::write(p, text).unwrap();
+        fs_err::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write_file(
+        &skill.join("SKILL.md"),
+        "---\nname: conv\ndescription: Converts a file.\n---\n\nOn Windows: `pwsh scripts/convert.ps1 in.txt`.\nElsewhere: `bash scripts/convert.sh in.txt`.\n",
+        0o644,
+    );
+    write_file(
+        &skill.join("scripts/convert.sh"),
+        "#!/usr/bin/env bash\n# Convert a file.\nset -e\nwc -c \"$1\"\n",
+        0o755,
+    );
+    write_file(
+        &skill.join("scripts/convert.ps1"),
+        "param($In)\n(Get-Item $In).Length\n",
+        0o644,
+    );
+    let (code, out, err) = band(&["wrap", "conv", "--write"], t.path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("not a script: scripts/convert.ps1 (the Windows form of scripts/convert.sh, which is the script band runs)"),
+        "{out}"
+    );
+    let band_md = fs_err::read_to_string(skill.join("BAND.md")).unwrap();
+    assert!(
+        band_md.contains("wc *") && !band_md.contains("pwsh"),
+        "{band_md}"
+    );
+    assert!(skill.join("band.lock").is_file());
+    let (code, out, err) = band(&["lint", "conv"], t.path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("two entry points"), "{out}");
+}
+
 #[test]
 fn wrap_refuses_a_skill_with_only_modules() {
     let ws = tempfile::tempdir().unwrap();
