@@ -204,32 +204,35 @@ pub(crate) fn links_note(left: &band::client::pipeline::LeftOut) -> Option<Strin
     Some(text)
 }
 
-/// The note (after an ok run) or hint (after any other) for the allowed commands the host did
-/// not have, if any: the run went without them, which a script that falls back quietly shows
-/// nowhere else. Told after the run, so the script's stderr stays the script's.
+/// The note for the allowed commands the host did not have, if any: the run went without them,
+/// which a script that falls back quietly shows nowhere else. Told after the run, so the
+/// script's stderr stays the script's. After a failure it does not say they caused it: band
+/// cannot tell whether the script tried one (a band often allows a sibling script's programs),
+/// and a hint would send the user after the wrong cause.
 pub(crate) fn missing_note(result: &proto::RunResult) -> Option<String> {
     if result.missing_commands.is_empty() {
         return None;
     }
-    let lead = match result.status {
-        proto::Status::Ok => "note",
-        _ => "hint",
-    };
     let names: Vec<String> = result
         .missing_commands
         .iter()
         .map(|m| for_terminal(&m.describe()).into_owned())
         .collect();
-    let it = if names.len() == 1 { "it" } else { "them" };
-    Some(format!(
-        "{lead}: not installed where band-server runs, so the run went without {it}: {} (install {it} there, or take {} out of the band)\n",
-        names.join(", "),
-        if names.len() == 1 {
-            "its rule"
-        } else {
-            "their rules"
-        },
-    ))
+    let (it, rule) = if names.len() == 1 {
+        ("it", "its rule")
+    } else {
+        ("them", "their rules")
+    };
+    Some(match result.status {
+        proto::Status::Ok => format!(
+            "note: not installed where band-server runs, so the run went without {it}: {} (install {it} there, or take {rule} out of the band)\n",
+            names.join(", "),
+        ),
+        _ => format!(
+            "note: the band allows what is not installed where band-server runs: {} (if the script needed {it}, install {it} there; if not, take {rule} out of the band)\n",
+            names.join(", "),
+        ),
+    })
 }
 
 /// The hint for a run that timed out while it was listening on a port (a skill that serves a

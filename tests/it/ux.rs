@@ -469,8 +469,9 @@ fn privileged_a_write_the_band_does_not_admit_is_named_with_its_rule() {
 }
 
 /// A command the band allows that the host does not have is told after the run, once, as a note
-/// after an ok run (a script that falls back quietly shows it nowhere else) and as a hint after a
-/// failed one; the script's stderr stays the script's.
+/// (a script that falls back quietly shows it nowhere else); after a failed one, without saying
+/// it was the cause (a fifth wild trial: a hint after failures named a sibling's `pwsh`, which
+/// the failed script never called); the script's stderr stays the script's.
 #[test]
 fn privileged_an_allowed_command_the_host_lacks_is_told_after_the_run() {
     band_test::privileged!(sandbox_missing());
