@@ -463,6 +463,7 @@ fn finish(
             ),
         );
     }
+    draft.drop_covered_paths();
     let lines = learn::diff(&current.allow, &current.secrets, &draft);
     let mut notes = draft.notes.clone();
     notes.extend(learn::narrowed_note(&lines));

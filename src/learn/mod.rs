@@ -322,6 +322,32 @@ impl Draft {
         self.secrets.iter().map(|r| r.rule.clone()).collect()
     }
 
+    /// Drop each `allow.read` and `allow.write` rule another rule of the same list covers (a
+    /// drafted `./action-schema.json` beside the kept `action-schema.json`, a bare name that
+    /// matches at any depth): one file, one rule. Of two that cover each other the first stays.
+    pub fn drop_covered_paths(&mut self) {
+        for list in [&mut self.read, &mut self.write] {
+            let parsed: Vec<Option<FsPattern>> = list
+                .iter()
+                .map(|r| FsPattern::parse(&r.rule).ok())
+                .collect();
+            let covered = |i: usize| {
+                let Some(p) = &parsed[i] else { return false };
+                parsed.iter().enumerate().any(|(j, o)| {
+                    j != i
+                        && o.as_ref()
+                            .is_some_and(|o| o.covers(p) && (!p.covers(o) || j < i))
+                })
+            };
+            let drop: Vec<bool> = (0..list.len()).map(covered).collect();
+            let mut k = 0;
+            list.retain(|_| {
+                k += 1;
+                !drop[k - 1]
+            });
+        }
+    }
+
     /// Keep each concrete `allow.read` rule of the current band that the draft neither has nor
     /// covers, when a script of the skill names its path (`scripts`: each file's name and
     /// text): a test of a file's existence (`[ -e LICENSE ]`, `stat`, `access`) opens nothing,

@@ -843,6 +843,34 @@ fn a_read_rule_a_script_names_is_kept() {
     );
 }
 
+/// One file, one rule: a drafted rule a kept one covers goes (coded-apps: `./action-schema.json`
+/// beside the kept `action-schema.json`); of two equal ones the first stays; a folder's rule
+/// takes its files'.
+#[test]
+fn a_path_rule_another_covers_is_dropped() {
+    let rule = |r: &str| Rule {
+        rule: r.into(),
+        evidence: String::new(),
+    };
+    let mut d = Draft {
+        read: [
+            "./action-schema.json",
+            "action-schema.json",
+            "src/a.txt",
+            "src/**",
+            "./b",
+            "b",
+        ]
+        .map(rule)
+        .to_vec(),
+        write: ["out/x.md", "out/*.md", "other.md"].map(rule).to_vec(),
+        ..Draft::default()
+    };
+    d.drop_covered_paths();
+    assert_eq!(rules(&d.read), ["action-schema.json", "src/**", "b"]);
+    assert_eq!(rules(&d.write), ["out/*.md", "other.md"]);
+}
+
 /// A script with no execute bit is started by band-server with its interpreter, a start no
 /// observed call shows: before, learn drafted the removal of `python3 /skill/scripts/count.py *`
 /// and every later run was setup_failed.
