@@ -104,6 +104,24 @@ pub struct Outcome {
     pub links_left_out: LeftOut,
 }
 
+impl Outcome {
+    /// For a failed run given `-` among its arguments (the convention for "read standard
+    /// input": `echo '<json>' | node validate.js -`): band gives a run no standard input (it is
+    /// empty), which the script's own error does not say.
+    pub fn stdin_hint(&self) -> Option<&'static str> {
+        let failed = !matches!(
+            self.result.status,
+            crate::proto::Status::Ok | crate::proto::Status::Cancelled
+        );
+        let dash = self.input["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("-")));
+        (failed && dash).then_some(
+            "the script was given `-`, which by convention reads standard input, and a run's standard input is empty: band does not pass its own on. Put the content in a workspace file the band admits and give its path instead",
+        )
+    }
+}
+
 /// Either a request ready to send, or a result for a run refused before it started.
 pub enum Preparation {
     Ready(Box<Prepared>),

@@ -295,6 +295,9 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         if let Some(hint) = crate::cli::render::listening_hint(result) {
             say(&hint);
         }
+        if let Some(hint) = outcome.stdin_hint() {
+            say(&format!("hint: {hint}\n"));
+        }
         if !outcome.without_exec.is_empty() {
             let names: Vec<String> = outcome
                 .without_exec

@@ -215,6 +215,53 @@ fn privileged_input_file_dash_runs_with_stdin() {
     );
 }
 
+/// A script told `-` (read standard input, `echo '<json>' | node validate.js -`) finds the run's
+/// standard input empty, even with band's own fed: a failed run says so (a fifth wild trial:
+/// "invalid JSON: Unexpected end of JSON input", and nothing else).
+#[test]
+fn privileged_a_script_given_dash_is_told_its_stdin_is_empty() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    band_test::SkillBuilder::new("schema")
+        .band(
+            "description: Validates a schema.\nversion: 1\nallow:\n  cli: [\"python3 /skill/scripts/check.py *\"]\n",
+        )
+        .script(
+            "check.py",
+            "import json, sys\nsrc = sys.stdin if sys.argv[1] == '-' else open(sys.argv[1])\n\
+             json.load(src)\nprint('valid')\n",
+        )
+        .input_schema(
+            "check",
+            r#"{"type": "object", "properties": {"args": {"type": "array", "items": {"type": "string"}}}}"#,
+        )
+        .write(&skills);
+    let (k, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+    let args = [
+        "run",
+        "--skills",
+        k,
+        "--workspace",
+        w,
+        "schema/check",
+        "--",
+        "-",
+    ];
+    let hint = "hint: the script was given `-`, which by convention reads standard input, and a run's standard input is empty";
+    let out = output_with_stdin(&args, r#"{"type": "object"}"#);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("JSONDecodeError"), "{out:?}");
+    assert!(out.stderr.contains(hint), "{out:?}");
+    // A file given instead: no hint.
+    fs_err::write(ws.join("s.json"), "{}").expect("write");
+    let mut args = args;
+    args[7] = "s.json";
+    let fine = output_with_stdin(&args, "");
+    assert!(!fine.stderr.contains(hint), "{fine:?}");
+}
+
 #[test]
 fn a_document_and_key_value_arguments_together_are_a_usage_error() {
     band_snapshot!(

@@ -181,7 +181,8 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
         .error
         .as_ref()
         .and_then(|e| e.hint.as_deref())
-        .or(listening.as_deref());
+        .or(listening.as_deref())
+        .or(outcome.stdin_hint());
     failure(
         &headline(r.status.as_str(), &message, &details, hint),
         &Failure {
