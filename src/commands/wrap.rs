@@ -56,6 +56,9 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
             "band wrap never replaces a skill's band or contracts: pass --force to replace them"
         ));
     }
+    // Why the written skill was not locked (lint errors), said after what was written: the
+    // files are the user's to see and fix, and a second `--write` needs `--force`.
+    let mut not_locked: Option<anyhow::Error> = None;
     if args.write {
         // The skill must be lockable before anything is written (a file name band refuses to
         // lock would leave an unlocked band behind).
@@ -77,9 +80,12 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         // Locked as `band lock` locks it: not when lint finds errors in the skill (its band and
         // contracts are written all the same, for the user to see and fix).
         let tree = band::lock::Tree::read(root).map_err(|e| user_error(e.to_string(), e.hint()))?;
-        crate::commands::lock::lock_skill(root, &tree)?;
+        not_locked = crate::commands::lock::lock_skill(root, &tree).err();
     }
     if args.json {
+        if let Some(e) = not_locked {
+            return Err(e);
+        }
         let mut doc = serde_json::to_value(&plan)?;
         doc["written"] = serde_json::json!(args.write);
         write_stdout(&format!(
@@ -106,7 +112,10 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         o.push_str(&format!("\n--- {}{mark}\n{}", f.path, f.text));
     }
     if args.write {
-        o.push_str("\n--- band.lock (locked)\n");
+        o.push_str(match not_locked {
+            None => "\n--- band.lock (locked)\n",
+            Some(_) => "\n--- band.lock (not written: see the error below)\n",
+        });
     }
     o.push_str("\nScripts:\n");
     for s in &plan.scripts {
@@ -151,5 +160,8 @@ pub(crate) fn cmd_wrap(args: WrapArgs) -> Result<u8> {
         o.push_str("\nNothing written: pass --write to write these files and lock the skill.\n");
     }
     write_stdout(&for_terminal(&o))?;
-    Ok(exit::OK)
+    match not_locked {
+        Some(e) => Err(e),
+        None => Ok(exit::OK),
+    }
 }

@@ -163,7 +163,9 @@ fn wrap_refuses_a_skill_with_only_modules() {
 }
 
 /// `--write` locks the skill as `band lock` does: not one that lint finds errors in. The band and
-/// contracts are written all the same, and the error names what lint found.
+/// contracts are written all the same, shown as written (a fifth wild trial saw only the
+/// error, and the next `--write` said the files "already exist"), and the error names what lint
+/// found.
 #[test]
 fn wrap_write_does_not_lock_a_skill_with_lint_errors() {
     let ws = workspace(&["pdf"]);
@@ -177,6 +179,12 @@ fn wrap_write_does_not_lock_a_skill_with_lint_errors() {
     assert_eq!(code, i32::from(band::proto::exit::USAGE), "{out}{err}");
     assert!(err.contains("band.lock was not written"), "{err}");
     assert!(err.contains("does not match the folder `pdf`"), "{err}");
+    assert!(out.starts_with("Wrote for `pdf`"), "{out}");
+    assert!(
+        out.contains("\n--- BAND.md\n")
+            && out.contains("\n--- band.lock (not written: see the error below)\n"),
+        "{out}"
+    );
     assert!(
         ws.path().join("pdf/BAND.md").exists(),
         "the band was not written"
