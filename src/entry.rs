@@ -58,6 +58,9 @@ pub enum NotEntry {
     /// Named as a copy or a model of a file, not the file (`pre-push.template`, `x.sh.sample`,
     /// `config.example`, `x.py.bak`, `x~`): what a user copies or a tool left, not what runs.
     Template,
+    /// A git hook (`pre-commit`, `commit-msg`: a hook's own name, no extension), which git runs
+    /// in a repository it is installed in, not an agent.
+    GitHook,
     /// The Windows form of a script that has another form beside it (`x.ps1`, `x.bat` or `x.cmd`
     /// next to `x.sh`): the named file is the one band runs.
     WindowsTwin(String),
@@ -79,6 +82,9 @@ impl NotEntry {
                 "no `#!` line, execute bit or main guard, and SKILL.md does not run it".into()
             }
             NotEntry::Template => "named as a template, sample or copy, not a program".into(),
+            NotEntry::GitHook => {
+                "a git hook: git runs it where it is installed, not an agent".into()
+            }
             NotEntry::WindowsTwin(other) => format!(
                 "the Windows form of {}, which is the script band runs",
                 other.escape_debug()
@@ -402,6 +408,29 @@ fn is_run_context(lead: &str) -> bool {
             .ends_with("uv")
 }
 
+/// The names of git's hooks (githooks(5)): a file of the skill named so, with no extension, is
+/// one.
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "post-receive",
+    "post-update",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+];
+
 /// The extensions of scripts for Windows only (PowerShell, cmd.exe).
 const WINDOWS_ONLY: &[&str] = &["ps1", "psm1", "bat", "cmd"];
 
@@ -460,6 +489,9 @@ pub fn classify(files: &[File], skill_md: Option<&str>) -> Vec<Result<Entry, Not
             }
             if name == "__init__.py" {
                 return Err(NotEntry::Init);
+            }
+            if GIT_HOOKS.contains(&name) {
+                return Err(NotEntry::GitHook);
             }
             if is_template(name) {
                 return Err(NotEntry::Template);
@@ -623,6 +655,28 @@ mod tests {
                 Ok(Entry::Executable),
             ]
         );
+    }
+
+    /// A git hook the skill ships (`scripts/pre-commit`, mode 755) is installed into a
+    /// repository for git to run, not run by an agent (a fifth wild trial: wrap made it a
+    /// script); SKILL.md running it makes it one.
+    #[test]
+    fn a_git_hook_is_no_entry_point_unless_skill_md_runs_it() {
+        let files = [
+            file("scripts/pre-commit", 0o755, "#!/bin/sh\nexec make lint\n"),
+            file("scripts/commit-msg", 0o755, "#!/bin/sh\n"),
+            file("scripts/pre-commit.py", 0o755, "#!/usr/bin/env python3\n"),
+        ];
+        assert_eq!(
+            classify(&files, None),
+            [
+                Err(NotEntry::GitHook),
+                Err(NotEntry::GitHook),
+                Ok(Entry::Executable),
+            ]
+        );
+        let md = "Check by hand: `sh scripts/commit-msg .git/COMMIT_EDITMSG`.\n";
+        assert_eq!(classify(&files, Some(md))[1], Ok(Entry::Named));
     }
 
     #[test]
