@@ -778,6 +778,12 @@ pub struct RunResult {
     /// Files the script wrote under `allow.write`, for the client to copy back.
     #[serde(default)]
     pub written: Vec<FileEntry>,
+    /// Folders the script made that hold nothing after the run and that `allow.write` admits,
+    /// workspace-relative (`projects/demo/episode-01/audio`), for the client to make (a folder
+    /// that holds a file comes back with it, in `written`). One it does not admit is a refused
+    /// write, named with a trailing `/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub written_folders: Vec<String>,
     #[serde(default)]
     pub denied: Vec<Denial>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -984,6 +990,7 @@ impl RunResult {
             stdout_truncated: false,
             stderr_truncated: false,
             written: Vec::new(),
+            written_folders: Vec::new(),
             denied: Vec::new(),
             cli_calls: Vec::new(),
             insist_missing: Vec::new(),
@@ -1148,6 +1155,25 @@ mod tests {
             "placeholder of API_TOKEN in the query string to evil.test:443"
         );
         assert_eq!(s.smallest_rule(), None);
+        // A refused write of a file or an empty folder (`stray/`): its exact rule, anchored at
+        // the root when it is one name (a bare name matches at any depth).
+        for (path, rule) in [
+            ("notes.md", "./notes.md"),
+            ("out/r.md", "out/r.md"),
+            ("stray/", "./stray/"),
+            ("a/b/", "a/b/"),
+        ] {
+            let w = Denial::Write {
+                path: path.into(),
+                rule: None,
+                reason: None,
+            };
+            assert_eq!(
+                w.smallest_rule(),
+                Some(("allow.write", rule.to_string())),
+                "{path}"
+            );
+        }
         let json = serde_json::to_string(&Event::Denied(s.clone())).unwrap();
         assert_eq!(
             serde_json::from_str::<Event>(&json).unwrap(),

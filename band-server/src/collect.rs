@@ -2,7 +2,7 @@
 //! logs, the output document, written workspace files, insist results, and the final status.
 
 use fs_err::OpenOptions;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 use fs_err::os::unix::fs::OpenOptionsExt;
@@ -155,11 +155,17 @@ pub(crate) fn output_from_stdout(stdout: &Capture, max: u64) -> Output {
     }
 }
 
-/// A regular file found in the workspace after the run.
+/// A regular file found in the workspace after the run, or an empty folder ([`FoundFile::folder`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FoundFile {
     /// Workspace-relative; a name that is not UTF-8 is escaped (`\xff`), see `utf8`.
     pub(crate) path: String,
+    /// A folder that holds nothing (no entry at all), not a file: `mode` and `data` are empty.
+    /// The write-back carries files, and with them the folders they are in; a folder the run
+    /// made and left empty (a scaffolder's `mkdir -p project/{src,docs}`) would be lost
+    /// without a word otherwise. Only the empty folders: one that holds anything is made on
+    /// the way to what it holds.
+    pub(crate) folder: bool,
     /// The path is the file's real name (every component UTF-8). A file whose name is not is
     /// never written back: it is a refused write, named escaped, so it never vanishes silently.
     pub(crate) utf8: bool,
@@ -225,8 +231,9 @@ pub(crate) fn walk_workspace(root: &Path, max_total: u64) -> Vec<FoundFile> {
     walk_workspace_within(root, WalkLimits::run(max_total))
 }
 
-/// Walk `root`, returning regular files only, with at most `limits.data_bytes` bytes read in
-/// all. Files past the budget are skipped. Names that are not UTF-8 are kept, escaped
+/// Walk `root`, returning its regular files and its empty folders ([`FoundFile::folder`]: a
+/// folder the walk listed that holds no entry at all), with at most `limits.data_bytes` bytes
+/// read in all. Files past the budget are skipped. Names that are not UTF-8 are kept, escaped
 /// (`utf8: false`). Past `limits.entries` entries or `limits.path_bytes` bytes of paths the walk
 /// stops: the entry it stopped at is returned with [`FoundFile::refused`] saying why (a refused
 /// write, for it and the rest), and nothing after it is read. A folder deeper than
@@ -256,6 +263,7 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
     };
     let unread = |path: &str, utf8: bool, why: String| FoundFile {
         path: shorten(path, MAX_REFUSED_PATH),
+        folder: false,
         utf8,
         mode: 0,
         data: Vec::new(),
@@ -293,13 +301,26 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
         // At most one name more than the walk may still take: a folder of a million names is
         // never held whole (the one more is where the walk stops).
         let room = limits.entries.saturating_sub(entries_seen);
+        let mut listed_whole = true;
         let mut names: Vec<std::ffi::CString> = entries
-            .filter_map(|e| e.ok())
+            .filter_map(|e| e.map_err(|_| listed_whole = false).ok())
             .map(|e| e.file_name().to_owned())
             .filter(|n| !matches!(n.to_bytes(), b"." | b".."))
             .take(room.saturating_add(1))
             .collect();
         names.sort();
+        // A folder listed whole that holds nothing: an entry of its own (it was counted as one
+        // in its parent's listing). Never the workspace itself.
+        if names.is_empty() && listed_whole && !rel.is_empty() {
+            out.push(FoundFile {
+                path: rel.clone(),
+                folder: true,
+                utf8: rel_utf8,
+                mode: 0,
+                data: Vec::new(),
+                refused: None,
+            });
+        }
         for name in names {
             let (text, utf8) = match name.to_str() {
                 Ok(t) => (t.to_string(), rel_utf8),
@@ -363,6 +384,7 @@ pub(crate) fn walk_workspace_within(root: &Path, limits: WalkLimits) -> Vec<Foun
                     budget -= data.len() as u64;
                     out.push(FoundFile {
                         path: child,
+                        folder: false,
                         utf8,
                         // st_mode is u16 on some platforms.
                         #[allow(clippy::unnecessary_cast)]
@@ -435,11 +457,47 @@ fn open_beneath(
     }
 }
 
+/// The folders the run's copy of the workspace had before the script started, from the request
+/// alone ([`changed_files`] reports an empty folder only when the run made it): every folder on
+/// the way to a file of the request, and the folders band makes for `allow.write` with those
+/// above them. Those are the request's `workspace_folders` (the folders on the way to each
+/// write folder that the workspace has; band-server makes the deepest of them, and a write
+/// folder only when the workspace has it), or, from a client that does not say
+/// (`workspace_folders: None`), every write folder of the band (`write_dirs`), all of which
+/// band-server then makes. Pure: no walk of the copy before the script, and so no second limit
+/// on it. It may name a folder the copy lacks (a `workspace_folders` entry inside a write
+/// folder band made whole) but only one the workspace has: not reporting the run's making of
+/// it loses nothing.
+pub(crate) fn folders_before(
+    files: &[DecodedFile],
+    workspace_folders: Option<&[String]>,
+    write_dirs: &[String],
+) -> BTreeSet<String> {
+    let made = workspace_folders.unwrap_or(write_dirs);
+    let mut before = BTreeSet::new();
+    let parents = files
+        .iter()
+        .filter_map(|f| f.path.rsplit_once('/').map(|(d, _)| d));
+    for d in parents.chain(made.iter().map(String::as_str)) {
+        let mut at = Some(d);
+        // Each folder and those above it, stopping at one already in (so are its parents).
+        while let Some(d) = at.filter(|d| !d.is_empty()) {
+            if !before.insert(d.to_string()) {
+                break;
+            }
+            at = d.rsplit_once('/').map(|(up, _)| up);
+        }
+    }
+    before
+}
+
 /// Files that are new or changed compared with the request's workspace (and where the walk
-/// stopped, if it did: see [`FoundFile::refused`]).
+/// stopped, if it did: see [`FoundFile::refused`]), and the empty folders the run made: those
+/// not in `folders_before` ([`folders_before`]).
 pub(crate) fn changed_files<'a>(
     found: &'a [FoundFile],
     original: &[DecodedFile],
+    folders_before: &BTreeSet<String>,
 ) -> Vec<&'a FoundFile> {
     let before: BTreeMap<&str, &[u8]> = original
         .iter()
@@ -447,10 +505,13 @@ pub(crate) fn changed_files<'a>(
         .collect();
     found
         .iter()
-        .filter(|f| {
-            !f.utf8
-                || f.refused.is_some()
-                || before.get(f.path.as_str()) != Some(&f.data.as_slice())
+        .filter(|f| match f.folder {
+            true => !f.utf8 || !folders_before.contains(&f.path),
+            false => {
+                !f.utf8
+                    || f.refused.is_some()
+                    || before.get(f.path.as_str()) != Some(&f.data.as_slice())
+            }
         })
         .collect()
 }
@@ -466,7 +527,7 @@ fn never_written_back(f: &FoundFile) -> bool {
 pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<FileEntry> {
     changed
         .iter()
-        .filter(|f| !never_written_back(f) && write.check(&f.path).is_allowed())
+        .filter(|f| !f.folder && !never_written_back(f) && write.check(&f.path).is_allowed())
         .map(|f| FileEntry {
             path: f.path.clone(),
             mode: f.mode,
@@ -475,35 +536,53 @@ pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<
         .collect()
 }
 
-/// The refused writes: changed files that `allow.write` does not admit (or a `deny.write` rule
-/// covers), and those never written back at all. They are not copied back, and each is
-/// reported, so a write never vanishes silently. Where the walk stopped over its limits is one
-/// refused write saying so, for every entry the walk did not reach.
+/// `result.written_folders`: the empty folders the run made ([`changed_files`]) that
+/// `allow.write` admits, matched as a file at the folder's path would be (`projects/**` admits
+/// `projects/demo/episode-01`), and not denied; never one under `.git`.
+pub(crate) fn written_folders(changed: &[&FoundFile], write: &FsMatcher) -> Vec<String> {
+    changed
+        .iter()
+        .filter(|f| f.folder && !never_written_back(f) && write.check(&f.path).is_allowed())
+        .map(|f| f.path.clone())
+        .collect()
+}
+
+/// The refused writes: changed files and made folders that `allow.write` does not admit (or a
+/// `deny.write` rule covers), and those never written back at all. They are not copied back,
+/// and each is reported, so a write never vanishes silently. A folder is named with a trailing
+/// `/` (`stray/`). Where the walk stopped over its limits is one refused write saying so, for
+/// every entry the walk did not reach.
 pub(crate) fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<Denial> {
     changed
         .iter()
-        .filter_map(|f| match write.check(&f.path) {
-            _ if f.refused.is_some() => Some(Denial::Write {
-                path: f.path.clone(),
-                rule: None,
-                reason: f.refused.clone(),
-            }),
-            _ if never_written_back(f) => Some(Denial::Write {
-                path: f.path.clone(),
-                rule: None,
-                reason: None,
-            }),
-            Decision::Allow { .. } => None,
-            Decision::Deny { rule } => Some(Denial::Write {
-                path: f.path.clone(),
-                rule: Some(rule),
-                reason: None,
-            }),
-            Decision::Default => Some(Denial::Write {
-                path: f.path.clone(),
-                rule: None,
-                reason: None,
-            }),
+        .filter_map(|f| {
+            let path = match f.folder {
+                true => format!("{}/", f.path),
+                false => f.path.clone(),
+            };
+            match write.check(&f.path) {
+                _ if f.refused.is_some() => Some(Denial::Write {
+                    path,
+                    rule: None,
+                    reason: f.refused.clone(),
+                }),
+                _ if never_written_back(f) => Some(Denial::Write {
+                    path,
+                    rule: None,
+                    reason: None,
+                }),
+                Decision::Allow { .. } => None,
+                Decision::Deny { rule } => Some(Denial::Write {
+                    path,
+                    rule: Some(rule),
+                    reason: None,
+                }),
+                Decision::Default => Some(Denial::Write {
+                    path,
+                    rule: None,
+                    reason: None,
+                }),
+            }
         })
         .collect()
 }
@@ -526,7 +605,8 @@ pub(crate) fn arg_as_path(arg: &str) -> Option<String> {
 /// - `cli`: some allowed reported call matches the pattern.
 /// - `read`: some allowed reported call has an argument that is a path matching the pattern. Shell
 ///   builtins and redirections (`< file`) are not seen: they never go through the shim.
-/// - `write`: some workspace file matching the pattern was created or changed.
+/// - `write`: some workspace file matching the pattern was created or changed (a folder made
+///   empty is not a file written).
 /// - `net`: refused at setup, never reaches here.
 pub(crate) fn insist_missing(
     policy: &Policy,
@@ -563,7 +643,7 @@ pub(crate) fn insist_missing(
             .map(|pat| {
                 changed
                     .iter()
-                    .any(|f| f.refused.is_none() && pat.matches(&f.path))
+                    .any(|f| !f.folder && f.refused.is_none() && pat.matches(&f.path))
             })
             .unwrap_or(false);
         if !ok {
@@ -622,6 +702,7 @@ mod tests {
     fn changed_files_outside_allow_write_are_refused_writes_naming_the_deciding_rule() {
         let file = |p: &str| FoundFile {
             path: p.into(),
+            folder: false,
             utf8: true,
             mode: 0o644,
             data: b"x".to_vec(),
@@ -695,7 +776,7 @@ mod tests {
                 ("out/ok.txt", true)
             ]
         );
-        let changed = changed_files(&found, &[]);
+        let changed = changed_files(&found, &[], &BTreeSet::new());
         let write = FsMatcher::new(&["**".into()], &[]).unwrap_or_else(|e| panic!("{e:?}"));
         let written: Vec<String> = written_entries(&changed, &write)
             .into_iter()
@@ -711,6 +792,209 @@ mod tests {
                 "a file name that is not UTF-8 is never written back (shown escaped): rename it",
             ]
         );
+    }
+
+    /// A request's files and write folders, for the tests of the folders a run made.
+    fn request_file(path: &str) -> DecodedFile {
+        DecodedFile {
+            path: path.into(),
+            mode: 0o644,
+            data: b"x".to_vec(),
+        }
+    }
+
+    /// A scaffolder whose whole result is empty folders (spark-video's `episode --init`): each
+    /// folder it made and left empty is written back where `allow.write` admits it, and is a
+    /// refused write, named `stray/`, where it does not; a folder of the request left empty is
+    /// not the run's, and a folder holding a file comes back with its file, not as a folder.
+    /// (Before, the write-back carried files only, and the folders vanished without a word.)
+    #[test]
+    fn the_empty_folders_a_run_made_are_written_back_or_refused_never_dropped() {
+        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = t.path();
+        for d in [
+            "projects/demo/episode-01/audio",
+            "projects/demo/episode-01/video",
+            "projects/demo/episode-02",
+            "projects/kept/empty",
+            "projects/.git/hooks",
+            "projects/secret",
+            "data/in",
+            "out",
+            "stray/deeper",
+        ] {
+            fs::create_dir_all(r.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        fs::write(r.join("projects/demo/episode-02/notes.md"), "n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        fs::write(r.join("data/in/a.csv"), "x").unwrap_or_else(|e| panic!("{e}"));
+        let request = [request_file("data/in/a.csv"), request_file("data/in/b.csv")];
+        // `out` is a write folder band made (the workspace has it); `projects/kept/empty` is on
+        // the way to another the workspace has.
+        let has = ["out".to_string(), "projects/kept/empty".to_string()];
+        let before = folders_before(&request, Some(&has), &[]);
+        assert_eq!(
+            before.iter().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "data",
+                "data/in",
+                "out",
+                "projects",
+                "projects/kept",
+                "projects/kept/empty"
+            ]
+        );
+        let found = walk_workspace(r, 1 << 20);
+        let folders: Vec<&str> = found
+            .iter()
+            .filter(|f| f.folder)
+            .map(|f| f.path.as_str())
+            .collect();
+        assert_eq!(
+            folders,
+            [
+                "out",
+                "projects/.git/hooks",
+                "projects/demo/episode-01/audio",
+                "projects/demo/episode-01/video",
+                "projects/kept/empty",
+                "projects/secret",
+                "stray/deeper",
+            ]
+        );
+        let changed = changed_files(&found, &request, &before);
+        let write = FsMatcher::new(&["projects/**".into()], &["projects/secret".into()])
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            written_folders(&changed, &write),
+            [
+                "projects/demo/episode-01/audio",
+                "projects/demo/episode-01/video",
+            ]
+        );
+        // The file is written, not its folder.
+        assert_eq!(
+            written_entries(&changed, &write)
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect::<Vec<_>>(),
+            ["projects/demo/episode-02/notes.md"]
+        );
+        let denied = write_denials(&changed, &write);
+        assert_eq!(
+            denied,
+            [
+                Denial::Write {
+                    path: "projects/.git/hooks/".into(),
+                    rule: None,
+                    reason: None
+                },
+                Denial::Write {
+                    path: "projects/secret/".into(),
+                    rule: Some("projects/secret".into()),
+                    reason: None
+                },
+                Denial::Write {
+                    path: "stray/deeper/".into(),
+                    rule: None,
+                    reason: None
+                },
+            ]
+        );
+        assert_eq!(
+            denied.iter().map(Denial::explain).collect::<Vec<_>>(),
+            [
+                "nothing under `.git` is written back: a repository is read-only to the script",
+                "deny.write \"projects/secret\" decided (a deny wins over any allow)",
+                "no allow.write rule matches; to allow it: allow.write \"stray/deeper/\"",
+            ]
+        );
+        // An empty folder does not meet `insist.write`: it asks for a file written.
+        let policy = Policy {
+            insist: band::policy::RuleSet {
+                write: vec!["projects/**".into(), "projects/demo/**/*.md".into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let only_folders: Vec<&FoundFile> = changed.iter().copied().filter(|f| f.folder).collect();
+        assert_eq!(
+            insist_missing(&policy, &[], &only_folders),
+            ["write: projects/**", "write: projects/demo/**/*.md"]
+        );
+        assert!(insist_missing(&policy, &[], &changed).is_empty());
+    }
+
+    /// From a client that does not say which folders the workspace has, band-server makes every
+    /// write folder in the copy: each is the request's, not the run's.
+    #[test]
+    fn without_workspace_folders_every_write_folder_was_the_request_s() {
+        let dirs = ["out/reports".to_string(), String::new()];
+        let before = folders_before(&[request_file("a/b/c.txt")], None, &dirs);
+        assert_eq!(
+            before.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["a", "a/b", "out", "out/reports"]
+        );
+        // `workspace_folders` says which, when there: the band's write folders are not taken.
+        let before = folders_before(&[], Some(&[]), &dirs);
+        assert!(before.is_empty(), "{before:?}");
+    }
+
+    /// Every folder the plan makes in the workspace copy for a request is one
+    /// [`folders_before`] names: an empty one the run left is never taken for the run's.
+    #[test]
+    fn folders_before_covers_every_folder_the_plan_makes_in_the_copy() {
+        use crate::layers::fs::workdir::{FsOp, RequestFiles, plan_request};
+        let files = [request_file("docs/a/b.md"), request_file("top.txt")];
+        let dirs: Vec<String> = [
+            "",
+            "docs/new",
+            "my-package",
+            "new/a",
+            "out",
+            "out/reports",
+            "x/y/z",
+        ]
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+        let has = [
+            "docs".to_string(),
+            "out".to_string(),
+            "x".to_string(),
+            "x/y".to_string(),
+        ];
+        let state = Path::new("/run/band");
+        let allowed = |_: &str| true;
+        for folders in [Some(&has[..]), None] {
+            let plan = plan_request(&RequestFiles {
+                state,
+                run_id: "0123456789abcdef",
+                uid: 900,
+                gid: 900,
+                workspace: &files,
+                write_allowed: &allowed,
+                write_dirs: &dirs,
+                workspace_folders: folders,
+                input_json: b"{}",
+            });
+            let ws = state.join("runs/0123456789abcdef/workspace");
+            let made: BTreeSet<String> = plan
+                .request
+                .iter()
+                .filter_map(|op| match op {
+                    FsOp::Mkdir { path, .. } => path.strip_prefix(&ws).ok(),
+                    _ => None,
+                })
+                .filter_map(|rel| rel.to_str())
+                .filter(|rel| !rel.is_empty())
+                .map(String::from)
+                .collect();
+            assert!(!made.is_empty());
+            let before = folders_before(&files, folders, &dirs);
+            let missed: Vec<&String> = made.difference(&before).collect();
+            assert!(missed.is_empty(), "{folders:?}: {missed:?}");
+        }
     }
 
     #[test]
@@ -805,7 +1089,7 @@ mod tests {
             data: b"t".to_vec(),
         }];
         let found = walk_workspace(r, 1000);
-        let changed: Vec<&str> = changed_files(&found, &before)
+        let changed: Vec<&str> = changed_files(&found, &before, &BTreeSet::new())
             .iter()
             .map(|f| f.path.as_str())
             .collect();
@@ -919,7 +1203,7 @@ mod tests {
             ]
         );
         let write = FsMatcher::new(&["out/**".into()], &[]).unwrap_or_else(|e| panic!("{e:?}"));
-        let changed = changed_files(&found, &[]);
+        let changed = changed_files(&found, &[], &BTreeSet::new());
         let denied = write_denials(&changed, &write);
         assert_eq!(denied.len(), 1);
         assert_eq!(denied[0].smallest_rule(), None);
@@ -955,7 +1239,7 @@ mod tests {
             panic!("{found:?}");
         };
         assert!(stop.path.starts_with("out/f") && !read.contains(&stop.path));
-        let changed = changed_files(&found, &[]);
+        let changed = changed_files(&found, &[], &BTreeSet::new());
         let written: Vec<String> = written_entries(&changed, &write)
             .into_iter()
             .map(|f| f.path)
@@ -991,7 +1275,7 @@ mod tests {
         // 3 bytes for `out`, 14 for `out/dddddddddd`, 11 more each level: 423 down to the
         // eighth, 525 with the ninth.
         assert_eq!(stop.path, format!("out{}", "/dddddddddd".repeat(9)));
-        let changed = changed_files(&found, &[]);
+        let changed = changed_files(&found, &[], &BTreeSet::new());
         assert!(written_entries(&changed, &write).is_empty());
         let denied = write_denials(&changed, &write);
         assert_eq!(
@@ -1018,7 +1302,7 @@ mod tests {
                 ..limits
             },
         );
-        assert_eq!(changed_files(&found, &before).len(), 5);
+        assert_eq!(changed_files(&found, &before, &BTreeSet::new()).len(), 5);
     }
 
     #[test]

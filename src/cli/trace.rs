@@ -2,7 +2,8 @@
 //! evidence for tightening or fixing a band.
 //!
 //! Built only from what the run's result carries: every command call the wrapper saw
-//! (`cli_calls`, with the rule that decided), the files copied back (`written`), the refusals
+//! (`cli_calls`, with the rule that decided), the files copied back (`written`) and the empty
+//! folders made (`written_folders`, named with a trailing `/`), the refusals
 //! (`denied`), and for a run with `allow.net` its network report (every DNS question, every
 //! destination reached or refused). Reads are not traced: a file the band does not admit does
 //! not exist in the sandbox, so there is nothing to refuse.
@@ -41,7 +42,8 @@ fn commands(out: &mut String, calls: &[CliCall]) {
     }
 }
 
-/// The files written back, and the refusals the command lines above do not show.
+/// The files written back (and the empty folders the run made, when there are any), and the
+/// refusals the command lines above do not show.
 fn files_and_refusals(out: &mut String, result: &RunResult) {
     let calls = &result.cli_calls;
     let refused: Vec<&Denial> = result
@@ -49,14 +51,21 @@ fn files_and_refusals(out: &mut String, result: &RunResult) {
         .iter()
         .filter(|d| !matches!(d, Denial::Cli { argv, .. } if calls.iter().any(|c| &c.argv == argv)))
         .collect();
-    let _ = writeln!(
-        out,
-        "trace: {} file{} written back",
-        result.written.len(),
-        plural(result.written.len())
-    );
+    let (files, folders) = (result.written.len(), result.written_folders.len());
+    let _ = match folders {
+        0 => writeln!(out, "trace: {files} file{} written back", plural(files)),
+        _ => writeln!(
+            out,
+            "trace: {files} file{} and {folders} empty folder{} written back",
+            plural(files),
+            plural(folders)
+        ),
+    };
     for f in &result.written {
         let _ = writeln!(out, "  allowed  {}", band::diag::one_line(&f.path));
+    }
+    for d in &result.written_folders {
+        let _ = writeln!(out, "  allowed  {}/", band::diag::one_line(d));
     }
     if !refused.is_empty() {
         let _ = writeln!(out, "trace: {} refused", refused.len());
@@ -459,6 +468,28 @@ hint: to let the script reach evil.example, add it to allow.net
             "{shown}"
         );
         assert_eq!(display_argv(&argv(&["echo", "a\nb"])), "echo 'a\\nb'");
+    }
+
+    /// A scaffolder's empty folders are counted and named with the files, each with a `/`.
+    #[test]
+    fn the_empty_folders_written_back_are_counted_and_named() {
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.written_folders = vec!["projects/demo/audio".into(), "projects/demo/video".into()];
+        r.denied = vec![Denial::Write {
+            path: "stray/".into(),
+            rule: None,
+            reason: None,
+        }];
+        assert_eq!(
+            render(&r, &[], &[]),
+            "trace: 0 commands
+trace: 0 files and 2 empty folders written back
+  allowed  projects/demo/audio/
+  allowed  projects/demo/video/
+trace: 1 refused
+  denied   write to stray/ (filesystem layer: no allow.write rule matches; to allow it: allow.write \"stray/\")
+"
+        );
     }
 
     #[test]

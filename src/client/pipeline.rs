@@ -804,9 +804,13 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     if result.status == Status::Ok {
         check_output(&prepared.schemas, &script, &mut result)?;
     }
-    // A file band could not write back is a refused write on the result (and so in its record
-    // and its final line), not an error that would lose the result.
-    let back = super::workspace::write_back(&prepared.workspace, &result.written)?;
+    // A file band could not write back, or a folder it could not make, is a refused write on the
+    // result (and so in its record and its final line), not an error that would lose the result.
+    let back = super::workspace::write_back_all(
+        &prepared.workspace,
+        &result.written,
+        &result.written_folders,
+    )?;
     result.denied.extend(back.refused);
     // What the run shows is masked; its output and written files are not, but are warned about.
     let redact = Masker::new(&prepared.request.secrets);

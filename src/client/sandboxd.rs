@@ -426,6 +426,7 @@ impl Transport for SandboxdTransport {
         result.stderr = stderr;
         // The pod wrote them into its own workspace.
         result.written.clear();
+        result.written_folders.clear();
         if result.status == Status::Ok && result.output.is_none() {
             result.output = serde_json::from_str(&result.stdout).ok();
         }

@@ -120,6 +120,7 @@ pub fn check_result(req: &RunRequest, result: RunResult) -> Result<RunResult> {
     let policy =
         CompiledPolicy::compile(&req.policy).map_err(|e| ClientError::Protocol(e.to_string()))?;
     stage::check_written(&result.written, &policy, stage::MAX_WRITTEN_BYTES)
+        .and_then(|_| stage::check_written_folders(&result.written_folders, &policy))
         .map_err(|e| ClientError::Protocol(format!("{e}; nothing was written back")))?;
     Ok(result)
 }

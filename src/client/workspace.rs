@@ -749,29 +749,30 @@ pub fn write_folders(root: &WorkspaceRoot, policy: &crate::policy::Policy) -> Ve
     out.into_iter().collect()
 }
 
-/// Copy files the run wrote back into the workspace: relative paths only, never through a symlink.
+/// Copy files the run wrote back into the workspace: [`write_back_all`] without folders.
+pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<WrittenBack> {
+    write_back_all(root, files, &[])
+}
+
+/// Copy files the run wrote back into the workspace, and make the empty folders it made
+/// (`RunResult::written_folders`): relative paths only, never through a symlink.
 ///
 /// A file band cannot write where the run wrote it (a symlink, or something not a folder or a
 /// file, on its path in the workspace; a write that fails) is left out and comes back as a
 /// refused write with the reason, and the other files are still written: the run's result, its
-/// output and its record are not lost to one file. A path band-server should never send (not
-/// relative, into `.git`) or data that is not base64 ends the write-back: nothing more is
-/// written.
-pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<WrittenBack> {
+/// output and its record are not lost to one file. So is a folder band cannot make (a symlink or
+/// a file on its path or at it), named with a trailing `/`; one the workspace has already is
+/// fine. A path band-server should never send (not relative, into `.git`) or data that is not
+/// base64 ends the write-back: nothing more is written.
+pub fn write_back_all(
+    root: &WorkspaceRoot,
+    files: &[FileEntry],
+    folders: &[String],
+) -> Result<WrittenBack> {
     let mut refused = Vec::new();
     let mut without_exec = Vec::new();
     for f in files {
-        let rel = Path::new(&f.path);
-        // Nothing under `.git` is ever written back (band-server never sends it; checked here too).
-        if f.path.is_empty()
-            || rel.components().any(|c| !matches!(c, Component::Normal(_)))
-            || rel.components().any(|c| c.as_os_str() == ".git")
-        {
-            return Err(ClientError::Protocol(format!(
-                "band-server returned an unsafe path `{}`; nothing more was written",
-                f.path
-            )));
-        }
+        let rel = safe_relative(&f.path)?;
         let data = B64.decode(&f.data).map_err(|source| ClientError::BadData {
             path: f.path.clone(),
             source,
@@ -786,10 +787,36 @@ pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<WrittenBa
             }),
         }
     }
+    for d in folders {
+        let rel = safe_relative(d)?;
+        if let Err(e) = write_folder(root, rel) {
+            refused.push(Denial::Write {
+                path: format!("{d}/"),
+                rule: None,
+                reason: Some(format!("{e}; the run's folder was not made")),
+            });
+        }
+    }
     Ok(WrittenBack {
         refused,
         without_exec,
     })
+}
+
+/// `path` as band-server may name a file or folder to write back: relative, normal components
+/// only, nothing under `.git` (band-server never sends it; checked here too). Anything else is a
+/// protocol error that ends the write-back.
+fn safe_relative(path: &str) -> Result<&Path> {
+    let rel = Path::new(path);
+    if path.is_empty()
+        || rel.components().any(|c| !matches!(c, Component::Normal(_)))
+        || rel.components().any(|c| c.as_os_str() == ".git")
+    {
+        return Err(ClientError::Protocol(format!(
+            "band-server returned an unsafe path `{path}`; nothing more was written"
+        )));
+    }
+    Ok(rel)
 }
 
 /// What a write-back did besides writing.
@@ -803,26 +830,41 @@ pub struct WrittenBack {
     pub without_exec: Vec<String>,
 }
 
-/// Write `data` at `rel` (normal components only) beneath `root`: folders made with `mkdirat`,
-/// the file created under a temporary name with `O_EXCL | O_NOFOLLOW` and renamed into place in
-/// the same folder descriptor. A symlink at any component is refused. `Ok(true)`: the run's
-/// `mode` had an execute bit the written file does not.
-fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8], mode: u32) -> Result<bool> {
-    let refuse = |at: &Path| {
-        ClientError::Protocol(format!(
-            "{} is a symlink, and band never writes through one",
-            root.path.join(at).display()
-        ))
-    };
-    let mut comps: Vec<&OsStr> = rel.components().map(|c| c.as_os_str()).collect();
-    let Some(file_name) = comps.pop() else {
-        return Err(refuse(rel));
-    };
+/// The refusal of a write whose path meets a symlink at `at`.
+fn through_link(root: &WorkspaceRoot, at: &Path) -> ClientError {
+    ClientError::Protocol(format!(
+        "{} is a symlink, and band never writes through one",
+        root.path.join(at).display()
+    ))
+}
+
+/// The refusal of a component `name` of a write's path (at `at`) that did not open as a folder
+/// (`ELOOP`, `ENOTDIR`): a symlink, never followed, or something else that is no folder (a file),
+/// said as what it is (looked at through its folder's descriptor, `dir`).
+fn not_a_folder(root: &WorkspaceRoot, dir: &OwnedFd, name: &CStr, at: &Path) -> ClientError {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st)
+            if !matches!(
+                FileType::from_raw_mode(st.st_mode),
+                FileType::Directory | FileType::Symlink
+            ) =>
+        {
+            ClientError::Protocol(format!("{} is not a folder", root.path.join(at).display()))
+        }
+        _ => through_link(root, at),
+    }
+}
+
+/// The folder at `rel` (normal components) beneath `root`, each component opened beneath its
+/// parent's descriptor and made with `mkdirat` (`0777` less the umask, as `mkdir` makes one)
+/// where it is missing; one that exists is opened as it is. A symlink at any component is
+/// refused, never followed, and so is a file.
+fn make_dirs(root: &WorkspaceRoot, rel: &Path) -> Result<Arc<OwnedFd>> {
     let mut dir: Arc<OwnedFd> = Arc::clone(&root.fd);
     let mut at = PathBuf::new();
-    for c in comps {
+    for c in rel.components() {
         at.push(c);
-        let name = cname(c).ok_or_else(|| refuse(&at))?;
+        let name = cname(c.as_os_str()).ok_or_else(|| through_link(root, &at))?;
         let next = match open_dir_beneath(&*dir, &name) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => {
@@ -832,17 +874,38 @@ fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8], mode: u32) -> Result
                 }
                 open_dir_beneath(&*dir, &name).map_err(|e| {
                     if is_link_refusal(e) {
-                        refuse(&at)
+                        not_a_folder(root, &dir, &name, &at)
                     } else {
                         io_error("open", &root.path.join(&at), e)
                     }
                 })?
             }
-            Err(e) if is_link_refusal(e) => return Err(refuse(&at)),
+            Err(e) if is_link_refusal(e) => return Err(not_a_folder(root, &dir, &name, &at)),
             Err(e) => return Err(io_error("open", &root.path.join(&at), e)),
         };
         dir = Arc::new(next);
     }
+    Ok(dir)
+}
+
+/// Make the folder `rel` (normal components only) beneath `root`, and the folders on its way,
+/// with [`make_dirs`]: a folder there already is fine; a symlink or a file on the way or at it
+/// is refused.
+fn write_folder(root: &WorkspaceRoot, rel: &Path) -> Result<()> {
+    make_dirs(root, rel).map(drop)
+}
+
+/// Write `data` at `rel` (normal components only) beneath `root`: folders made with `mkdirat`
+/// ([`make_dirs`]), the file created under a temporary name with `O_EXCL | O_NOFOLLOW` and
+/// renamed into place in the same folder descriptor. A symlink at any component is refused.
+/// `Ok(true)`: the run's `mode` had an execute bit the written file does not.
+fn write_one(root: &WorkspaceRoot, rel: &Path, data: &[u8], mode: u32) -> Result<bool> {
+    let refuse = |at: &Path| through_link(root, at);
+    let (Some(parent), Some(file_name)) = (rel.parent(), rel.file_name()) else {
+        return Err(refuse(rel));
+    };
+    let dir = make_dirs(root, parent)?;
+    let mut at = parent.to_path_buf();
     at.push(file_name);
     let name = cname(file_name).ok_or_else(|| refuse(&at))?;
     // What is there now: a symlink is refused, an existing file keeps its mode and owner.
@@ -1570,6 +1633,122 @@ mod tests {
             let err = write_back(&root, &[entry(path, "x")]).expect_err(path);
             assert!(err.to_string().contains("unsafe path"), "{path}: {err}");
         }
+    }
+
+    /// The empty folders a run made (`RunResult::written_folders`) are made in the workspace
+    /// through the same descriptors as its files: with the folders on their way, `0777` less the
+    /// umask; one there already is fine. A symlink on the way, or at the folder, is refused and
+    /// never followed, and so is a file where the folder goes: each a refused write named with a
+    /// trailing `/`, and the run's other folders and files are still written. A path band-server
+    /// should never send ends the write-back.
+    #[test]
+    fn the_write_back_makes_the_run_s_empty_folders_never_through_a_symlink() {
+        let (_t, w, outside) = setup();
+        symlink(&outside, w.join("link-dir")).expect("symlink");
+        symlink(&outside, w.join("a/link-here")).expect("symlink");
+        let root = root_of(&w);
+        let folders: Vec<String> = [
+            "projects/demo/episode-01/audio",
+            "projects/demo/episode-01/video",
+            "a/b",
+            "link-dir/made",
+            "a/link-here",
+            "top.txt",
+            "top.txt/under",
+            "last",
+        ]
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+        let back = write_back_all(&root, &[entry("after.txt", "x")], &folders).expect("write back");
+        let said: Vec<(&str, &str)> = back
+            .refused
+            .iter()
+            .map(|d| match d {
+                Denial::Write {
+                    path,
+                    rule: None,
+                    reason: Some(why),
+                } => (path.as_str(), why.as_str()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let at = |rel: &str| w.join(rel).display().to_string();
+        assert_eq!(
+            said,
+            [
+                (
+                    "link-dir/made/",
+                    format!(
+                        "{} is a symlink, and band never writes through one; the run's folder was not made",
+                        at("link-dir")
+                    )
+                    .as_str()
+                ),
+                (
+                    "a/link-here/",
+                    format!(
+                        "{} is a symlink, and band never writes through one; the run's folder was not made",
+                        at("a/link-here")
+                    )
+                    .as_str()
+                ),
+                (
+                    "top.txt/",
+                    format!("{} is not a folder; the run's folder was not made", at("top.txt"))
+                        .as_str()
+                ),
+                (
+                    "top.txt/under/",
+                    format!("{} is not a folder; the run's folder was not made", at("top.txt"))
+                        .as_str()
+                ),
+            ]
+        );
+        // The mode `mkdir` gives: 0777 less the umask.
+        fs_err::create_dir(w.join("by-mkdir")).expect("mkdir");
+        let mkdir_mode = fs_err::metadata(w.join("by-mkdir"))
+            .expect("stat")
+            .permissions()
+            .mode();
+        for d in [
+            "projects/demo/episode-01/audio",
+            "projects/demo/episode-01/video",
+            "last",
+        ] {
+            let st = fs_err::symlink_metadata(w.join(d)).expect(d);
+            assert!(st.is_dir(), "{d}");
+            assert_eq!(st.permissions().mode() & 0o7777, mkdir_mode & 0o7777, "{d}");
+            assert!(names(&w.join(d)).is_empty(), "{d}");
+        }
+        assert_eq!(
+            names(&w.join("projects/demo/episode-01")),
+            ["audio", "video"]
+        );
+        assert_eq!(names(&w.join("a")), ["b", "link-here"]);
+        assert_eq!(
+            fs_err::read_to_string(w.join("after.txt")).expect("read"),
+            "x"
+        );
+        // Nothing was made through the links (`a/b` was there already: made without a word).
+        assert_eq!(names(&outside), vec!["secret", "sub"]);
+        assert_eq!(names(&outside.join("sub")), vec!["secret"]);
+        // A folder that is there already is made again without a word.
+        let back = write_back_all(&root, &[], &folders[..1]).expect("again");
+        assert!(back.refused.is_empty(), "{:?}", back.refused);
+        // Unsafe paths from the server are refused before anything is touched.
+        for path in [
+            "../outside/x",
+            "/etc/x",
+            "a/../../x",
+            "",
+            ".git/hooks",
+            "sub/.git",
+        ] {
+            let err = write_back_all(&root, &[], &[path.to_string()]).expect_err(path);
+            assert!(err.to_string().contains("unsafe path"), "{path}: {err}");
+        }
+        assert!(!w.join("sub").exists());
     }
 
     #[test]

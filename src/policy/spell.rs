@@ -105,11 +105,11 @@ pub fn literal_net_rule(host: &str, port: Option<u16>) -> Option<String> {
     NetPattern::parse(&rule).ok().map(|_| rule)
 }
 
-/// The `allow.write` rule that names exactly the file at `path` (a workspace-relative name
-/// anchored as `./name`), or `None` when the path has glob characters (the pattern would match
-/// more than it) or no pattern spells it.
+/// The `allow.write` rule that names exactly the file at `path`, or the folder at `path/` (a
+/// workspace-relative name anchored as `./name`, `./name/`), or `None` when the path has glob
+/// characters (the pattern would match more than it) or no pattern spells it.
 pub fn exact_write_rule(path: &str) -> Option<String> {
-    let rule = if path.starts_with('/') || path.contains('/') {
+    let rule = if path.starts_with('/') || path.trim_end_matches('/').contains('/') {
         path.to_string()
     } else {
         format!("./{path}")

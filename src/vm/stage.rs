@@ -31,6 +31,8 @@ pub enum StageError {
     TooLarge(u64),
     #[error("the target returned bad data for `{0}`")]
     BadData(String),
+    #[error("the target returned more than {0} empty folders")]
+    TooManyFolders(usize),
 }
 
 /// A workspace-relative path: `/`-separated normal components, nothing else.
@@ -44,6 +46,31 @@ pub fn check_path(p: &str) -> Result<(), StageError> {
     }
     Ok(())
 }
+
+/// Check every empty folder a target says its run made (`RunResult::written_folders`): a
+/// relative path allow.write admits, each once. At most as many as [`MAX_WRITTEN_FOLDERS`].
+pub fn check_written_folders(
+    folders: &[String],
+    policy: &CompiledPolicy,
+) -> Result<(), StageError> {
+    if folders.len() > MAX_WRITTEN_FOLDERS {
+        return Err(StageError::TooManyFolders(MAX_WRITTEN_FOLDERS));
+    }
+    let mut seen = BTreeSet::new();
+    for d in folders {
+        check_path(d)?;
+        if !policy.write.check(d).is_allowed() {
+            return Err(StageError::NotWritable(d.clone()));
+        }
+        if !seen.insert(d.as_str()) {
+            return Err(StageError::Duplicate(d.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Most empty folders a target may hand back: band-server's walk stops at 100,000 entries.
+pub const MAX_WRITTEN_FOLDERS: usize = 100_000;
 
 /// Check every written file (see the module docs). Returns the total decoded size.
 pub fn check_written(
@@ -181,5 +208,23 @@ mod tests {
             Ok(100)
         );
         assert_eq!(check_written(&[], &pol, 0), Ok(0));
+        // Empty folders: relative, admitted, once each.
+        let dirs = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            check_written_folders(&dirs(&["out/a", "out/b/c"]), &pol),
+            Ok(())
+        );
+        assert_eq!(
+            check_written_folders(&dirs(&["stray"]), &pol),
+            Err(StageError::NotWritable("stray".into()))
+        );
+        assert_eq!(
+            check_written_folders(&dirs(&["out/../etc"]), &pol),
+            Err(StageError::UnsafePath("out/../etc".into()))
+        );
+        assert_eq!(
+            check_written_folders(&dirs(&["out/a", "out/a"]), &pol),
+            Err(StageError::Duplicate("out/a".into()))
+        );
     }
 }

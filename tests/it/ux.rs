@@ -423,6 +423,86 @@ fn privileged_a_write_folder_the_workspace_lacks_is_made_by_the_script() {
     assert!(out.stderr.contains("stray.txt"), "{out:?}");
 }
 
+/// A scaffolder whose whole result is empty folders (a wild trial: spark-video's `episode
+/// --init` made 9 folders, reported `band: ok` and wrote nothing back, where the host run made
+/// them): the folders `allow.write` admits are made in the workspace, and one it does not is a
+/// refused write, named, never dropped without a word. `--json` and `--trace` name them too.
+#[test]
+fn privileged_the_empty_folders_a_script_makes_are_written_back() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("episode")
+        .band("description: Scaffolds an episode.\nversion: 1\nallow:\n  write: [\"projects/**\"]\n")
+        .script(
+            "init.sh",
+            "#!/bin/sh\nset -e\nfor d in audio video notes; do mkdir -p projects/demo/episode-01/$d; done\n\
+             mkdir stray\n",
+        )
+        .input_schema("init", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "episode/init", &[]);
+    band_snapshot!(out, "empty_folders_written_back");
+    for d in ["audio", "video", "notes"] {
+        let at = ws.join("projects/demo/episode-01").join(d);
+        assert!(at.is_dir(), "{at:?}: {out:?}");
+        assert_eq!(fs_err::read_dir(&at).expect("read_dir").count(), 0);
+    }
+    assert!(!ws.join("stray").exists(), "{out:?}");
+
+    // In fresh workspaces: `--json` lists them, `--trace` counts and names them.
+    let k = skills.to_str().expect("utf-8");
+    let fresh = |name: &str| {
+        let at = t.path().join(name);
+        fs_err::create_dir_all(&at).expect("mkdir");
+        at.to_str().expect("utf-8").to_string()
+    };
+    let w = fresh("ws-json");
+    let json = bin().output(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            k,
+            "--workspace",
+            &w,
+            "episode/init",
+        ],
+        &skills,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(
+        v["written_folders"],
+        serde_json::json!([
+            "projects/demo/episode-01/audio",
+            "projects/demo/episode-01/notes",
+            "projects/demo/episode-01/video"
+        ]),
+        "{json:?}"
+    );
+    assert_eq!(v["written_files"], serde_json::json!([]), "{json:?}");
+    assert_eq!(
+        v["denied"],
+        serde_json::json!([{"kind": "write", "path": "stray/", "rule": null}]),
+        "{json:?}"
+    );
+    let w = fresh("ws-trace");
+    let traced = bin().output(
+        &[
+            "run",
+            "--trace",
+            "--skills",
+            k,
+            "--workspace",
+            &w,
+            "episode/init",
+        ],
+        &skills,
+    );
+    band_snapshot!(traced, "empty_folders_written_back_trace");
+}
+
 /// A script that writes where its band does not let it (a learned `alpha/**`, then a run asked
 /// for `beta`) is refused by the filesystem in the copy, and says so in its own words: band
 /// names the path after the run, with the `allow.write` rule that would let it (wild trial: a

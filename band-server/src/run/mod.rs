@@ -628,6 +628,7 @@ struct Collected {
     output_bytes: u64,
     output_too_large: bool,
     written: Vec<proto::FileEntry>,
+    written_folders: Vec<String>,
     insist_missing: Vec<String>,
     network: Option<proto::NetworkReport>,
 }
@@ -650,8 +651,16 @@ fn collect(
             other => other,
         };
     let found = collect::walk_workspace(&run_dir.join("workspace"), limits.disk_bytes);
-    let changed = collect::changed_files(&found, &checked.workspace);
+    // The copy's folders before the script: those of the request (an empty one among them is
+    // not the run's to report).
+    let folders_before = collect::folders_before(
+        &checked.workspace,
+        req.workspace_folders.as_deref(),
+        &crate::layers::fs::mounts::plan_write_dirs(&req.policy),
+    );
+    let changed = collect::changed_files(&found, &checked.workspace, &folders_before);
     let written = collect::written_entries(&changed, &checked.compiled.write);
+    let written_folders = collect::written_folders(&changed, &checked.compiled.write);
     for d in collect::write_denials(&changed, &checked.compiled.write) {
         deny(st, d, sink);
     }
@@ -700,6 +709,7 @@ fn collect(
         output_bytes,
         output_too_large,
         written,
+        written_folders,
         insist_missing,
         network,
     }
@@ -766,11 +776,16 @@ fn result(
         stderr: st.stderr.text(),
         stdout_truncated: st.stdout.truncated(),
         stderr_truncated: st.stderr.truncated(),
-        // A cancelled run's half-written files are not copied back.
+        // A cancelled run's half-written files (and folders) are not copied back.
         written: if st.cancelled {
             Vec::new()
         } else {
             collected.written
+        },
+        written_folders: if st.cancelled {
+            Vec::new()
+        } else {
+            collected.written_folders
         },
         denied: st.denied.clone(),
         cli_calls: if client.req.trace {

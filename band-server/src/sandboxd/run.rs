@@ -456,10 +456,12 @@ pub async fn skill(
         }
     };
     let written = std::mem::take(&mut result.written);
-    if !written.is_empty() {
+    let folders = std::mem::take(&mut result.written_folders);
+    if !written.is_empty() || !folders.is_empty() {
         let pod = pod.clone();
         let back = tokio::task::spawn_blocking(move || {
-            band::client::workspace::write_back(&pod.workspace, &written).map_err(|e| e.to_string())
+            band::client::workspace::write_back_all(&pod.workspace, &written, &folders)
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| e.to_string())

@@ -91,8 +91,14 @@ pub(crate) fn call_result(outcome: &Outcome, output_schema: Option<&JsonObject>)
             Some(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
             None => CallToolResult::success(vec![ContentBlock::text(r.stdout.clone())]),
         };
-        if !r.written.is_empty() {
-            let files: Vec<&str> = r.written.iter().map(|f| f.path.as_str()).collect();
+        if !r.written.is_empty() || !r.written_folders.is_empty() {
+            // Files, then the empty folders the run made, each with a trailing `/`.
+            let files: Vec<String> = r
+                .written
+                .iter()
+                .map(|f| f.path.clone())
+                .chain(r.written_folders.iter().map(|d| format!("{d}/")))
+                .collect();
             let without = match outcome.without_exec.is_empty() {
                 true => String::new(),
                 false => format!(
@@ -349,6 +355,34 @@ mod tests {
         let r = call_result(&outcome(ok), None);
         assert_eq!(r.is_error, Some(false));
         assert_eq!(r.structured_content, Some(json!({"words": 2})));
+    }
+
+    /// The agent is told what reached the workspace: the files, then the empty folders the run
+    /// made, each with a trailing `/`.
+    #[test]
+    fn the_files_and_empty_folders_written_are_named() {
+        let mut ok = RunResult::setup_failed("0011223344556677", Layer::Io, "", None);
+        ok.status = Status::Ok;
+        ok.error = None;
+        ok.output = Some(json!({"ok": true}));
+        ok.written_folders = vec!["projects/demo/audio".into(), "projects/demo/video".into()];
+        let r = call_result(&outcome(ok.clone()), None);
+        assert_eq!(
+            texts(&r)[1..],
+            ["written to the workspace: projects/demo/audio/, projects/demo/video/"]
+        );
+        ok.written = vec![band::proto::FileEntry {
+            path: "projects/demo/notes.md".into(),
+            mode: 0o644,
+            data: String::new(),
+        }];
+        let r = call_result(&outcome(ok), None);
+        assert_eq!(
+            texts(&r)[1..],
+            [
+                "written to the workspace: projects/demo/notes.md, projects/demo/audio/, projects/demo/video/"
+            ]
+        );
     }
 
     #[test]
