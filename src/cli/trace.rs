@@ -487,7 +487,7 @@ trace: 0 files and 2 empty folders written back
   allowed  projects/demo/audio/
   allowed  projects/demo/video/
 trace: 1 refused
-  denied   write to stray/ (filesystem layer: no allow.write rule matches; to allow it: allow.write \"stray/\")
+  denied   write to stray/ (filesystem layer: no allow.write rule matches; to allow it: allow.write \"./stray/\")
 "
         );
     }
