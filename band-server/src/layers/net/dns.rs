@@ -155,6 +155,9 @@ pub struct ProxyDns {
 }
 
 /// How many threads answer the stub's UDP questions.
+/// The port the stub serves on its address, UDP and TCP.
+pub(crate) const STUB_PORT: u16 = 53;
+
 const UDP_THREADS: usize = 2;
 
 /// Longest reply over UDP without EDNS.
@@ -444,7 +447,7 @@ impl Stub {
     /// The stub's two sockets, UDP and TCP port 53 on `addr`, in the calling thread's network
     /// namespace (a networked run's own: see `netns::RunNetns::in_netns`).
     pub(crate) fn bind(addr: Ipv4Addr) -> Result<(UdpSocket, TcpListener), DnsError> {
-        let sa = SocketAddrV4::new(addr, 53);
+        let sa = SocketAddrV4::new(addr, STUB_PORT);
         let bind = |proto| {
             move |source| DnsError::Bind {
                 addr: sa,
@@ -466,7 +469,7 @@ impl Stub {
         resolver: Resolver,
         on_lookup: Arc<OnLookup>,
     ) -> Result<Stub, DnsError> {
-        let sa = SocketAddrV4::new(addr, 53);
+        let sa = SocketAddrV4::new(addr, STUB_PORT);
         let socket = |source| DnsError::Socket { addr: sa, source };
         udp.set_read_timeout(None).map_err(socket)?;
         tcp.set_nonblocking(false).map_err(socket)?;

@@ -34,8 +34,6 @@ use super::NetRunPlan;
 pub(crate) const MAX_LISTED: usize = 16;
 /// The most of each `net/tcp*` file read: a run with very many sockets is read in part.
 const MAX_READ: u64 = 4 << 20;
-/// The DNS stub's port on its address (`dns::Stub::bind`: UDP and TCP port 53).
-const STUB_PORT: u16 = 53;
 /// The kernel's TCP state LISTEN, as `/proc/net/tcp` prints it.
 const TCP_LISTEN: &str = "0A";
 
@@ -105,7 +103,7 @@ pub(crate) fn bands_own(
         return Vec::new();
     };
     let stub = IpAddr::V4(net.stub_addr);
-    let mut own = vec![SocketAddr::new(stub, STUB_PORT)];
+    let mut own = vec![SocketAddr::new(stub, super::dns::STUB_PORT)];
     own.extend(
         net.loopback_ports
             .iter()
