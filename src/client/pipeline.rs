@@ -806,7 +806,7 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
     }
     // A file band could not write back, or a folder it could not make, is a refused write on the
     // result (and so in its record and its final line), not an error that would lose the result.
-    let back = super::workspace::write_back_all(
+    let back = super::workspace::write_back(
         &prepared.workspace,
         &result.written,
         &result.written_folders,

@@ -749,11 +749,6 @@ pub fn write_folders(root: &WorkspaceRoot, policy: &crate::policy::Policy) -> Ve
     out.into_iter().collect()
 }
 
-/// Copy files the run wrote back into the workspace: [`write_back_all`] without folders.
-pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<WrittenBack> {
-    write_back_all(root, files, &[])
-}
-
 /// Copy files the run wrote back into the workspace, and make the empty folders it made
 /// (`RunResult::written_folders`): relative paths only, never through a symlink.
 ///
@@ -764,7 +759,7 @@ pub fn write_back(root: &WorkspaceRoot, files: &[FileEntry]) -> Result<WrittenBa
 /// a file on its path or at it), named with a trailing `/`; one the workspace has already is
 /// fine. A path band-server should never send (not relative, into `.git`) or data that is not
 /// base64 ends the write-back: nothing more is written.
-pub fn write_back_all(
+pub fn write_back(
     root: &WorkspaceRoot,
     files: &[FileEntry],
     folders: &[String],
@@ -1517,6 +1512,7 @@ mod tests {
         write_back(
             &root_of(&w),
             &[entry("top.txt", "new top"), entry("x/y/z.txt", "z")],
+            &[],
         )
         .expect("write back");
         assert_eq!(
@@ -1557,6 +1553,7 @@ mod tests {
                 exec("tool.sh", "new"),
                 entry("plain.txt", "x"),
             ],
+            &[],
         )
         .expect("write back");
         assert_eq!(back.without_exec, ["hooks/pre-commit"]);
@@ -1575,7 +1572,7 @@ mod tests {
         let (_t, w, _) = setup();
         fs_err::set_permissions(w.join("top.txt"), std::fs::Permissions::from_mode(0o7755))
             .expect("chmod");
-        write_back(&root_of(&w), &[entry("top.txt", "written by a run")]).expect("write back");
+        write_back(&root_of(&w), &[entry("top.txt", "written by a run")], &[]).expect("write back");
         let mode = fs_err::metadata(w.join("top.txt"))
             .expect("stat")
             .permissions()
@@ -1597,9 +1594,13 @@ mod tests {
             "a/b/file-link",
         ] {
             // The file is a refused write, with why; the run's other files are still written.
-            let refused = write_back(&root, &[entry(path, "PWNED"), entry("after.txt", path)])
-                .expect(path)
-                .refused;
+            let refused = write_back(
+                &root,
+                &[entry(path, "PWNED"), entry("after.txt", path)],
+                &[],
+            )
+            .expect(path)
+            .refused;
             let [
                 Denial::Write {
                     path: p,
@@ -1630,7 +1631,7 @@ mod tests {
         );
         // Unsafe paths from the server are refused before anything is touched.
         for path in ["../outside/x", "/etc/x", "a/../../x", ""] {
-            let err = write_back(&root, &[entry(path, "x")]).expect_err(path);
+            let err = write_back(&root, &[entry(path, "x")], &[]).expect_err(path);
             assert!(err.to_string().contains("unsafe path"), "{path}: {err}");
         }
     }
@@ -1660,7 +1661,7 @@ mod tests {
         .iter()
         .map(|d| d.to_string())
         .collect();
-        let back = write_back_all(&root, &[entry("after.txt", "x")], &folders).expect("write back");
+        let back = write_back(&root, &[entry("after.txt", "x")], &folders).expect("write back");
         let said: Vec<(&str, &str)> = back
             .refused
             .iter()
@@ -1734,7 +1735,7 @@ mod tests {
         assert_eq!(names(&outside), vec!["secret", "sub"]);
         assert_eq!(names(&outside.join("sub")), vec!["secret"]);
         // A folder that is there already is made again without a word.
-        let back = write_back_all(&root, &[], &folders[..1]).expect("again");
+        let back = write_back(&root, &[], &folders[..1]).expect("again");
         assert!(back.refused.is_empty(), "{:?}", back.refused);
         // Unsafe paths from the server are refused before anything is touched.
         for path in [
@@ -1745,7 +1746,7 @@ mod tests {
             ".git/hooks",
             "sub/.git",
         ] {
-            let err = write_back_all(&root, &[], &[path.to_string()]).expect_err(path);
+            let err = write_back(&root, &[], &[path.to_string()]).expect_err(path);
             assert!(err.to_string().contains("unsafe path"), "{path}: {err}");
         }
         assert!(!w.join("sub").exists());

@@ -460,7 +460,7 @@ pub async fn skill(
     if !written.is_empty() || !folders.is_empty() {
         let pod = pod.clone();
         let back = tokio::task::spawn_blocking(move || {
-            band::client::workspace::write_back_all(&pod.workspace, &written, &folders)
+            band::client::workspace::write_back(&pod.workspace, &written, &folders)
                 .map_err(|e| e.to_string())
         })
         .await
