@@ -175,7 +175,7 @@ pub(crate) fn cmd_learn(mut args: LearnArgs) -> Result<u8> {
     let (outcome, policy) = (&seen.outcome, &seen.policy);
     let mut obs = observe::observations(&outcome.result, &offered, &text_refs, policy);
     let values = observe::data_values(&raw_input, &seen.files);
-    obs.data = observe::data_in_calls(&obs.execs, &values);
+    obs.data = observe::data_in_calls(&obs.execs, &values, &obs.listed);
     // A value of the input in a request's path varies with the input too.
     for v in band::learn::http::data_in_requests(&obs.http, &values) {
         if !obs.data.contains(&v) {
@@ -378,6 +378,7 @@ fn learn_adhoc(args: &LearnArgs) -> Result<u8> {
     obs.data = observe::data_in_calls(
         &obs.execs,
         &observe::data_values(&serde_json::Value::Null, &seen.files),
+        &obs.listed,
     );
     obs.notes.extend(passes);
     obs.notes.extend(seen.site_notes.iter().cloned());

@@ -17,7 +17,7 @@
 //! `[0-9]*` when every value is digits there, `[A-Za-z0-9]*` for a whole word every value of
 //! which starts with a letter or digit, `[!-]*` for one no value of which starts with `-` (it
 //! cannot become a flag), else `*`; the value of a `--name=value` flag is `*`. A single value
-//! (from data) keeps only a URL's `scheme://`, `/workspace/` or a relative path's first folder
+//! (from data) keeps only a URL's `scheme://`, `/workspace/`, `/tmp/` or a relative path's first folder
 //! (`repos/*`) as its prefix, and only the
 //! calls whose own word came from data are generalised. Each
 //! is one word (a `*` last is written `"*"`, which never matches more words). Everything else is
@@ -166,10 +166,12 @@ fn value_glob(values: &BTreeSet<&str>) -> String {
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
             })
             .map(|i| i + 3)
+            // The workspace, or the run's own `/tmp` (a name the run made there).
             .or_else(|| {
-                first
-                    .starts_with("/workspace/")
-                    .then_some("/workspace/".len())
+                ["/workspace/", "/tmp/"]
+                    .into_iter()
+                    .find(|p| first.starts_with(p))
+                    .map(str::len)
             })
             // A relative path (`repos/o/r/releases`): its first folder.
             .or_else(|| {

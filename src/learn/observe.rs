@@ -436,9 +436,37 @@ pub fn data_values(input: &serde_json::Value, files: &[String]) -> BTreeSet<Stri
     out
 }
 
-/// The arguments of `execs` (after the command) found in `values`: what [`super::Observations::data`]
-/// keeps, so a saved file holds only the values that matter, not the whole input.
-pub fn data_in_calls(execs: &[Vec<String>], values: &BTreeSet<String>) -> Vec<String> {
+/// The arguments of `execs` (after the command) that came from a run's data: what
+/// [`super::Observations::data`] keeps, so a saved file holds only the values that matter, not
+/// the whole input. An argument is data when it is in `values`, or when it is a path
+/// ([`workspace_path`]: `src//a.txt` and `/workspace/src/a.txt` are `src/a.txt`) that
+///
+/// - names a workspace file of `values`, however spelled;
+/// - lies in a folder the run listed (`listed`, below the root): a script that walks a folder
+///   names the files it finds, and the next input's differ;
+/// - is a name a temporary-file maker chose in the run's own `/tmp` ([`is_run_temp`]:
+///   `mktemp`'s `/tmp/tmp.Xa81Kq0pZm`).
+pub fn data_in_calls(
+    execs: &[Vec<String>],
+    values: &BTreeSet<String>,
+    listed: &[String],
+) -> Vec<String> {
+    let listed: Vec<&str> = listed
+        .iter()
+        .map(String::as_str)
+        .filter(|l| *l != "." && !l.is_empty())
+        .collect();
+    let is_data = |value: &str| {
+        values.contains(value)
+            || is_run_temp(value)
+            || workspace_path(value).is_some_and(|p| {
+                values.contains(&p)
+                    || listed.iter().any(|l| {
+                        p.strip_prefix(l)
+                            .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1)
+                    })
+            })
+    };
     let mut out = BTreeSet::new();
     for argv in execs {
         for a in argv.iter().skip(1) {
@@ -446,12 +474,78 @@ pub fn data_in_calls(execs: &[Vec<String>], values: &BTreeSet<String>) -> Vec<St
                 Some((name, v)) if name.starts_with("--") && !values.contains(a) => v,
                 _ => a.as_str(),
             };
-            if values.contains(value) {
+            if is_data(value) {
                 out.insert(value.to_string());
             }
         }
     }
     out.into_iter().collect()
+}
+
+/// A command-line word as a workspace-relative path: `./`, `.` segments and repeated `/`
+/// dropped, `/workspace/` taken off (`./src//a.txt` and `/workspace/src/a.txt` are both
+/// `src/a.txt`). `None` for a word that is not such a path: another absolute path, one with a `..`
+/// segment, a URL, a flag, or one with no name left.
+pub fn workspace_path(word: &str) -> Option<String> {
+    if word.starts_with('-') || word.contains("://") || word.contains('\n') {
+        return None;
+    }
+    let rel = match word.strip_prefix("/workspace/") {
+        Some(rest) => rest,
+        None if word.starts_with('/') => return None,
+        None => word,
+    };
+    let mut parts = Vec::new();
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return None,
+            p => parts.push(p),
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// Whether a command-line word is a path in the run's `/tmp` (a tmpfs of its own, empty when
+/// the run starts) with a name a temporary-file maker chose: the next run's differs. A fixed name
+/// (`/tmp/data.json`) is the script's own and stays literal.
+pub fn is_run_temp(word: &str) -> bool {
+    word.strip_prefix("/tmp/").is_some_and(|rest| {
+        !rest.split('/').any(|p| p == "..") && rest.split('/').any(looks_generated)
+    })
+}
+
+/// A file name a temporary-file maker chose:
+///
+/// - `mktemp`'s default, `tmp.` and at least six letters and digits;
+/// - Python's `tempfile`, `tmp` and at least six of `[a-z0-9_]` with a digit or `_` among them
+///   (a suffix such as `.json` after them);
+/// - a template's run of random characters (`mktemp out.XXXXXX`, node's `mkdtemp`): six or more
+///   letters and digits with an upper-case letter, a lower-case one and a digit among them.
+fn looks_generated(name: &str) -> bool {
+    let alnum = |t: &str| t.len() >= 6 && t.bytes().all(|b| b.is_ascii_alphanumeric());
+    if name
+        .strip_prefix("tmp.")
+        .is_some_and(|t| alnum(t.split('.').next().unwrap_or("")))
+    {
+        return true;
+    }
+    if let Some(t) = name.strip_prefix("tmp") {
+        let t = t.split('.').next().unwrap_or("");
+        if t.len() >= 6
+            && t.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && t.bytes().any(|b| b.is_ascii_digit() || b == b'_')
+        {
+            return true;
+        }
+    }
+    name.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| {
+        run.len() >= 6
+            && run.bytes().any(|b| b.is_ascii_uppercase())
+            && run.bytes().any(|b| b.is_ascii_lowercase())
+            && run.bytes().any(|b| b.is_ascii_digit())
+    })
 }
 
 #[cfg(test)]
@@ -726,9 +820,83 @@ mod tests {
             s(&["4", "true"]),
         ];
         assert_eq!(
-            data_in_calls(&calls, &values),
+            data_in_calls(&calls, &values, &[]),
             s(&["/workspace/data/in.csv", "4", "ada"])
         );
+    }
+
+    #[test]
+    fn paths_are_data_however_spelled_in_a_listed_folder_or_in_the_runs_tmp() {
+        let values = data_values(&serde_json::Value::Null, &s(&["uia/ha.json", "top.txt"]));
+        let calls = vec![
+            // A folder given with a trailing `/` and globbed: `uia//ha.json`.
+            s(&["jq", "-e", ".x", "uia//ha.json"]),
+            s(&["wc", "./top.txt", "/workspace//top.txt"]),
+            // A file the run made in the folder it walks, and one in a deeper folder of it.
+            s(&["gzip", "uia/new.json", "uia/b/c.json"]),
+            // `mktemp`'s name; the run's `/tmp` itself is no name.
+            s(&["mv", "/tmp/tmp.Xa81Kq0pZm", "uia//ha.json"]),
+            s(&[
+                "ls",
+                "/tmp/",
+                "/tmp/../etc/x",
+                "uia/",
+                "uia/../x",
+                "other/y",
+                "/etc/hosts",
+            ]),
+            // The script's own names in `/tmp` stay literal.
+            s(&[
+                "jq",
+                "-c",
+                ".",
+                "/tmp/data.json",
+                "/tmp/results",
+                "/tmp/auth",
+            ]),
+        ];
+        assert_eq!(
+            data_in_calls(&calls, &values, &s(&[".", "uia"])),
+            s(&[
+                "./top.txt",
+                "/tmp/tmp.Xa81Kq0pZm",
+                "/workspace//top.txt",
+                "uia//ha.json",
+                "uia/b/c.json",
+                "uia/new.json",
+            ])
+        );
+        // Not listed: only the workspace's own files are.
+        assert_eq!(
+            data_in_calls(&calls[2..3], &values, &s(&["."])),
+            Vec::<String>::new()
+        );
+        for made in [
+            "/tmp/tmp.Xa81Kq0pZm",
+            "/tmp/tmp.abcdefghij/out.json",
+            "/tmp/tmpk2j_h4g5.json",
+            "/tmp/band-aB3kQ9",
+            "/tmp/out.Zq7Rw2",
+        ] {
+            assert!(is_run_temp(made), "{made}");
+        }
+        for fixed in [
+            "/tmp/data.json",
+            "/tmp/results",
+            "/tmp/tmpresults",
+            "/tmp/MyReport.json",
+            "/tmp/report2024.json",
+            "/tmp/",
+            "/tmp/tmp.Xa81Kq0pZm/../x",
+            "/var/tmp/tmp.Xa81Kq0pZm",
+        ] {
+            assert!(!is_run_temp(fixed), "{fixed}");
+        }
+        assert_eq!(workspace_path("./a//b/./c"), Some("a/b/c".into()));
+        assert_eq!(workspace_path("/workspace/a"), Some("a".into()));
+        for not in ["/etc/a", "a/../b", "--x", "https://h/a", ".", "./", ""] {
+            assert_eq!(workspace_path(not), None, "{not}");
+        }
     }
 
     #[test]

@@ -708,6 +708,39 @@ fn values_from_the_runs_data_become_patterns_even_in_one_run() {
     );
 }
 
+/// A script that walks a folder names each file it finds, spelled as its glob made it
+/// (`uia//ha.json`), and a temporary file of `mktemp`: the next input's names differ, so each is
+/// a pattern of its own folder, never wider.
+#[test]
+fn a_walking_scripts_paths_and_temporary_files_become_patterns_of_their_folder() {
+    let d = draft(&runs_of(
+        &[&[
+            &["jq", "-e", ".x", "uia//ha.json"],
+            &["sha256sum", "/tmp/tmp.Xa81Kq0pZm"],
+        ]],
+        &["uia//ha.json", "/tmp/tmp.Xa81Kq0pZm"],
+    ));
+    assert_eq!(rules(&d.cli), ["jq -e .x uia/*", "sha256sum /tmp/*"]);
+    assert!(cli_matches(
+        &d.cli[0].rule,
+        &["jq", "-e", ".x", "uia//new.json"]
+    ));
+    assert!(cli_matches(
+        &d.cli[0].rule,
+        &["jq", "-e", ".x", "uia/b/c.json"]
+    ));
+    assert!(!cli_matches(
+        &d.cli[0].rule,
+        &["jq", "-e", ".x", "notes.txt"]
+    ));
+    assert!(!cli_matches(
+        &d.cli[0].rule,
+        &["jq", "-e", ".y", "uia/a.json"]
+    ));
+    assert!(cli_matches(&d.cli[1].rule, &["sha256sum", "/tmp/tmp.Q"]));
+    assert!(!cli_matches(&d.cli[1].rule, &["sha256sum", "/etc/shadow"]));
+}
+
 #[test]
 fn subcommands_and_commands_stay_literal_and_never_a_bare_command_with_star() {
     // A data value in a subcommand's place is still a subcommand.

@@ -1752,6 +1752,64 @@ fn privileged_learn_drafts_the_folder_a_script_walks_and_the_next_inputs_new_fil
     }
 }
 
+/// The wild trial's folder-walking script (uipath-troubleshoot's `strip-ha-images.sh`): it
+/// globs `"$dir"/*.json` with `dir=uia/` and calls a command on each file (`jq -e … uia//ha2.json`)
+/// and on a `mktemp` file. Learned from one file, the band runs the next input's second file:
+/// each call's path became a pattern of its folder (`uia/*`, `/tmp/*`), not the learning run's
+/// names. `sh` with `set -e`, so a refused call fails the run rather than skipping the file.
+#[test]
+fn privileged_learn_drafts_a_walking_scripts_calls_for_the_files_the_next_input_adds() {
+    band_test::privileged!(sandbox_missing());
+    const SCRIPT: &str = "#!/bin/sh\nset -e\ndir=src/\nout=\nfor f in \"$dir\"/*.txt; do\n  \
+                          sum=$(sha256sum \"$f\")\n  tmp=$(mktemp)\n  cp \"$f\" \"$tmp\"\n  \
+                          enc=$(base64 \"$tmp\")\n  rm -f \"$tmp\"\n  \
+                          out=\"$out $(printf %s \"$enc\" | base64 -d)\"\ndone\n\
+                          printf '{\"greeting\":\"%s\"}' \"$out\" > \"$OUTPUT_PATH\"\n";
+    let t = tempfile::tempdir().expect("tmp");
+    unbanded_demo(&t.path().join("skills"), SCRIPT, &[]);
+    let ws = t.path().join("ws");
+    fs_err::create_dir_all(ws.join("src")).expect("mkdir");
+    fs_err::write(ws.join("src/a.txt"), "alpha").expect("write");
+    let cfg = dead_dns();
+    let band = |args: &[&str]| band_in(&cfg, t.path(), args);
+    let (code, out, err) = band(&[
+        "learn",
+        "--json",
+        "--write",
+        "--skills",
+        "skills",
+        "--workspace",
+        "ws",
+        "demo/hello",
+        "--name=x",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let cli = draft_rules(&doc, "cli");
+    for rule in ["sha256sum src/*", "base64 /tmp/*"] {
+        assert!(
+            cli.iter().any(|r| r == rule),
+            "{rule} not drafted: {cli:?}\n{doc}"
+        );
+    }
+    // The next input: a second file, named as the learning run never saw.
+    fs_err::write(ws.join("src/b.txt"), "bravo").expect("write");
+    let (code, out, err) = band(&[
+        "run",
+        "--json",
+        "--skills",
+        "skills",
+        "--workspace",
+        "ws",
+        "demo/hello",
+        "--name=x",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(run["output"]["greeting"], " alpha bravo", "{run}");
+}
+
 /// learn offers its observing run only what the site's layers allow (band-server would refuse
 /// the whole run otherwise), says what it took away, and says when its draft would not run: the
 /// session here denies `jq`, which the script uses.
