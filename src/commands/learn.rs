@@ -493,6 +493,9 @@ fn finish(
             result.status.describe()
         ));
     }
+    if let Some(hint) = result.listening_hint() {
+        notes.push(hint);
+    }
     for line in result.stderr.lines() {
         if line.ends_with("not found") || line.ends_with("command not found") {
             notes.push(format!(

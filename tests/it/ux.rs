@@ -630,8 +630,9 @@ fn privileged_a_failed_run_names_the_workspace_file_it_could_not_see() {
 
 /// A skill that serves on a local port (a gallery on `127.0.0.1:8765`, waiting for a browser)
 /// is never reached: a run takes no inbound connections. It ends at `maxRuntimeMs`, and band
-/// says what it was still listening on: in the limit's line, in a hint after the run, and in the
-/// result's `listening` (wild trial: the user saw "timeout" and nothing else).
+/// says what it was still listening on: in the limit's line, in a hint after the run, in the
+/// result's `listening` and in band learn's notes (wild trial: the user saw "timeout" and nothing
+/// else).
 #[test]
 fn privileged_a_run_that_times_out_serving_a_port_says_where_it_listened() {
     band_test::privileged!(sandbox_missing());
@@ -669,8 +670,32 @@ fn privileged_a_run_that_times_out_serving_a_port_says_where_it_listened() {
                 &skills,
             )
         });
+        // band learn's observing run waits out the same limit, and its notes say why.
+        let learned = s.spawn(|| {
+            let (k, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+            bin().output(
+                &[
+                    "learn",
+                    "--json",
+                    "--skills",
+                    k,
+                    "--workspace",
+                    w,
+                    "gallery/serve",
+                ],
+                &skills,
+            )
+        });
         let out = run_in(&skills, &ws, "gallery/serve", &[]);
         band_snapshot!(out, "timeout_while_listening");
+        let learned = learned.join().expect("the learn run");
+        let doc: serde_json::Value = serde_json::from_str(&learned.stdout).expect("learn json");
+        assert_eq!(doc["status"], "timeout", "{learned:?}");
+        let notes = doc["notes"].to_string();
+        assert!(
+            notes.contains("the script was still listening on 127.0.0.1:8765 when it timed out"),
+            "{notes}"
+        );
         json.join().expect("the --json run")
     });
     let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
