@@ -802,7 +802,19 @@ pub fn unseen(text: &str) -> Vec<String> {
             && assigned_values(text, &ident)
                 .into_iter()
                 .any(|v| literal_command(v).is_some());
-        if !assigned {
+        // A helper's parameter (`def sh(cmd): … run(cmd, …)`) whose every call gives a literal
+        // command, which `calls` drafts.
+        let helper = !ident.is_empty()
+            && helpers(text).iter().any(|(name, param)| {
+                *param == ident && {
+                    let args = helper_call_args(text, name);
+                    !args.is_empty()
+                        && args
+                            .iter()
+                            .all(|a| literal_command(a).and_then(first_word).is_some())
+                }
+            });
+        if !assigned && !helper {
             out.push(l.chars().take(80).collect());
         }
     }
@@ -855,6 +867,22 @@ pub fn calls(text: &str) -> Vec<String> {
             out.extend(first_word(arg));
         }
     }
+    // A helper the script defines that hands its parameter to `subprocess`
+    // (`def sh(cmd): … subprocess.run(cmd, …)`): the command each call of it gives.
+    for (helper, _) in helpers(text) {
+        for arg in helper_call_args(text, &helper) {
+            match arg.strip_prefix('[') {
+                Some(list) => out.extend(first_word(list.trim_start())),
+                None if arg.starts_with(['"', '\'']) => out.extend(first_word(arg)),
+                None => variables.push(
+                    arg.chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect(),
+                ),
+            }
+        }
+    }
+    variables.retain(|v| !v.is_empty() && !v.starts_with(|c: char| c.is_ascii_digit()));
     variables.sort();
     variables.dedup();
     for var in variables {
@@ -865,6 +893,67 @@ pub fn calls(text: &str) -> Vec<String> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The functions a Python script defines that run their first parameter as a command: `def
+/// NAME(PARAM…):` whose body (the lines indented below it) hands `PARAM` to `subprocess`
+/// (`run(PARAM`, `Popen(PARAM`, …, the argument possibly on the next line). Each as (name,
+/// parameter).
+fn helpers(text: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        let Some(def) = line.trim_start().strip_prefix("def ") else {
+            continue;
+        };
+        let Some((name, params)) = def.split_once('(') else {
+            continue;
+        };
+        let param: String = params
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let name = name.trim();
+        if param.is_empty() || param == "self" || !is_plain_name(name) {
+            continue;
+        }
+        let body: String = lines[n + 1..]
+            .iter()
+            .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > indent)
+            .map(|l| l.trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let runs = ["run(", "call(", "check_call(", "check_output(", "Popen("]
+            .iter()
+            .any(|o| {
+                body.match_indices(&format!("subprocess.{o}"))
+                    .any(|(at, m)| {
+                        let arg = body[at + m.len()..].trim_start();
+                        arg.strip_prefix(param.as_str())
+                            .is_some_and(|r| r.trim_start().starts_with([',', ')']))
+                    })
+            });
+        if runs {
+            out.push((name.to_string(), param));
+        }
+    }
+    out
+}
+
+/// What each call of the function `name` in `text` is given first (the text after `name(`, its
+/// leading whitespace trimmed), its definition and method calls (`x.name(`) left out.
+fn helper_call_args<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
+    let opener = format!("{name}(");
+    text.match_indices(&opener)
+        .filter(|(at, _)| {
+            let before = &text[..*at];
+            !before.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                && !before.trim_end_matches([' ', '\t']).ends_with("def")
+        })
+        .map(|(at, _)| text[at + opener.len()..].trim_start())
+        .collect()
 }
 
 /// What each assignment `var = …` in `text` assigns: the text after its `=` to the end of the
@@ -1401,6 +1490,23 @@ mod tests {
         // Its arguments on the lines after the call's opening.
         let py = "def sh(cmd):\n    p = subprocess.run(\n        cmd,\n        text=True,\n    )\nsubprocess.run(\n    [\"git\", \"status\"],\n)\n";
         assert_eq!(unseen(py), ["p = subprocess.run(cmd,"]);
+    }
+
+    /// A helper that runs the list it is given (alirezarezvani's pr_analyzer, the wild trials'
+    /// `sh(["git", …])`): the programs of its calls are drafted, and its `run(cmd` is no unseen
+    /// command when every call gives a literal one.
+    #[test]
+    fn calls_through_a_helper_that_runs_its_parameter() {
+        let py = "def sh(cmd, check=True):\n    \"\"\"Run.\"\"\"\n    p = subprocess.run(\n        cmd,\n        capture_output=True,\n    )\n    return p.stdout\n\ndef main():\n    out = sh([\"git\", \"diff\", \"--stat\"])\n    log = sh(\n        [\"git\", \"log\"]\n    )\n    sh(\"wc -l x\")\n    self.sh([\"rm\", \"-rf\"])\n    fresh([\"jq\"])\n";
+        assert_eq!(calls(py), ["git", "wc"]);
+        assert!(unseen(py).is_empty(), "{:?}", unseen(py));
+        // A call given a command built at run time: still unseen.
+        let py = "def sh(cmd):\n    return subprocess.check_output(cmd)\nsh([\"git\", \"log\"])\nsh(args.cmd)\n";
+        assert_eq!(calls(py), ["git"]);
+        assert_eq!(unseen(py), ["return subprocess.check_output(cmd)"]);
+        // A function whose parameter is not the command is no helper.
+        let py = "def show(name):\n    subprocess.run([\"echo\", name])\nshow([\"rm\"])\n";
+        assert_eq!(calls(py), ["echo"]);
     }
 
     #[test]
