@@ -340,11 +340,11 @@ impl Draft {
                 })
             };
             let drop: Vec<bool> = (0..list.len()).map(covered).collect();
-            let mut k = 0;
-            list.retain(|_| {
-                k += 1;
-                !drop[k - 1]
-            });
+            *list = std::mem::take(list)
+                .into_iter()
+                .zip(drop)
+                .filter_map(|(r, drop)| (!drop).then_some(r))
+                .collect();
         }
     }
 
