@@ -273,16 +273,8 @@ impl Walk<'_> {
         out: &mut Vec<Node>,
         total: &mut u64,
     ) -> Result<(), LockError> {
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(fd).map_err(|e| io_error("read", dir, e))? {
-            let entry = entry.map_err(|e| io_error("read", dir, e))?;
-            let name = entry.file_name();
-            if !matches!(name.to_bytes(), b"." | b"..") {
-                names.push(name.to_owned());
-            }
-        }
-        names.sort();
-        for name in names {
+        let names = crate::skillfs::dir_entries(fd).map_err(|e| io_error("read", dir, e))?;
+        for (name, _) in names {
             let p = dir.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
             let st = rustix::fs::statat(fd, &name, AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|e| io_error("stat", &p, e))?;

@@ -510,6 +510,24 @@ pub fn write_files(root: &Path, files: &[(&Path, &[u8])]) -> Result<(), SkillFil
     Ok(())
 }
 
+/// The entries of the folder open at `dir`, `.` and `..` left out, sorted by name, each with
+/// the type its listing gives (`FileType::Unknown` where the file system gives none). The one
+/// listing that the lock's walk, the workspace's walk, its listing and its removal share.
+pub fn dir_entries(
+    dir: impl std::os::fd::AsFd,
+) -> rustix::io::Result<Vec<(std::ffi::CString, rustix::fs::FileType)>> {
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !matches!(name.to_bytes(), b"." | b"..") {
+            out.push((name.to_owned(), entry.file_type()));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
 /// Why [`walk_folders`] stopped: at which of the folders (its path below the root) and how.
 struct WalkStop {
     at: PathBuf,

@@ -447,23 +447,10 @@ fn walk_fd(
             Ok(())
         }
     };
-    let mut names: Vec<(std::ffi::CString, FileType)> = Vec::new();
-    let entries = match rustix::fs::Dir::read_from(dir) {
-        Ok(entries) => entries,
+    let names = match crate::skillfs::dir_entries(dir) {
+        Ok(names) => names,
         Err(e) => return unreadable(e),
     };
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => return unreadable(e),
-        };
-        let name = entry.file_name();
-        if matches!(name.to_bytes(), b"." | b"..") {
-            continue;
-        }
-        names.push((name.to_owned(), entry.file_type()));
-    }
-    names.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, listed) in names {
         // Names that are not UTF-8 cannot be matched by a band's patterns: skip them.
         let Ok(text) = name.to_str() else { continue };
@@ -1132,16 +1119,11 @@ impl WorkspaceRoot {
             Err(e) => return Err(io_error("open", &self.path.join(path), e)),
         };
         let shown = self.path.join(path);
-        let entries = rustix::fs::Dir::read_from(&*dir)
+        let names = crate::skillfs::dir_entries(&*dir)
             .map_err(|e| io_error("read the folder", &shown, e))?;
         let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error("read the folder", &shown, e))?;
-            let name = entry.file_name();
-            if matches!(name.to_bytes(), b"." | b"..") {
-                continue;
-            }
-            let Ok(st) = rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        for (name, _) in names {
+            let Ok(st) = rustix::fs::statat(&*dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
                 continue;
             };
             let dir = match FileType::from_raw_mode(st.st_mode) {
@@ -1158,7 +1140,7 @@ impl WorkspaceRoot {
                 mode: st.st_mode & 0o7777,
             });
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
+        // In name order, as the listing is.
         Ok(Some(out))
     }
 
@@ -1204,14 +1186,7 @@ impl WorkspaceRoot {
 /// following a symlink: a link inside is removed as a link).
 fn remove_tree(parent: &OwnedFd, name: &CStr) -> rustix::io::Result<()> {
     let dir = open_dir_beneath(parent, name)?;
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&dir)? {
-        let entry = entry?;
-        if !matches!(entry.file_name().to_bytes(), b"." | b"..") {
-            names.push(entry.file_name().to_owned());
-        }
-    }
-    for n in names {
+    for (n, _) in crate::skillfs::dir_entries(&dir)? {
         let st = rustix::fs::statat(&dir, n.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)?;
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
             remove_tree(&dir, &n)?;
@@ -1292,6 +1267,44 @@ mod tests {
 
     fn root_of(dir: &Path) -> WorkspaceRoot {
         WorkspaceRoot::open(dir, true, true).expect("open")
+    }
+
+    /// The files API's listing: names in order, files and folders only (a link and a FIFO left
+    /// out); its removal takes a folder with everything in it, a link inside removed as a link.
+    #[test]
+    fn the_listing_is_in_name_order_and_removal_takes_whole_folders() {
+        let t = tempfile::tempdir().expect("tmp");
+        let w = t.path();
+        fs_err::create_dir_all(w.join("d/inner")).expect("mkdir");
+        for f in ["b.txt", "a.txt", "d/inner/x", "outside"] {
+            fs_err::write(w.join(f), "x").expect("write");
+        }
+        fs_err::os::unix::fs::symlink(w.join("outside"), w.join("d/link")).expect("link");
+        fs_err::os::unix::fs::symlink("b.txt", w.join("c-link")).expect("link");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            w.join("fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("fifo");
+        let root = root_of(w);
+        let listed = root.list("").expect("list").expect("a folder");
+        let names: Vec<(&str, bool)> = listed.iter().map(|l| (l.name.as_str(), l.dir)).collect();
+        assert_eq!(
+            names,
+            [
+                ("a.txt", false),
+                ("b.txt", false),
+                ("d", true),
+                ("outside", false)
+            ]
+        );
+        assert!(root.remove("d").expect("remove"));
+        assert!(!w.join("d").exists());
+        assert!(w.join("outside").exists(), "the link's target stays");
+        assert_eq!(root.list("d").expect("list"), None);
     }
 
     /// The folders on the way to each write folder that the workspace has, and no further than
