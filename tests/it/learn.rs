@@ -1810,6 +1810,49 @@ fn privileged_learn_drafts_a_walking_scripts_calls_for_the_files_the_next_input_
     assert_eq!(run["output"]["greeting"], " alpha bravo", "{run}");
 }
 
+/// learn's observing run may write anywhere, and makes the workspace's empty folders write
+/// folders of their own (so a script that fills one is seen): a folder between the workspace and
+/// such a folder is the run's too. Before, `out` of an empty `out/empty` was root's, and the
+/// script's `mkdir out/new` failed where `band run` worked (sixth wild trial: plugin-forge's
+/// empty `commands/`).
+#[test]
+fn privileged_learn_writes_beside_an_empty_folder_of_the_workspace() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tmp");
+    unbanded_demo(
+        &t.path().join("skills"),
+        "#!/bin/sh\nset -e\nmkdir out/new\necho made > out/new/f.txt\n\
+         printf '{\"greeting\":\"made\"}' > \"$OUTPUT_PATH\"\n",
+        &[],
+    );
+    let ws = t.path().join("ws");
+    fs_err::create_dir_all(ws.join("out/empty")).expect("mkdir");
+    let cfg = dead_dns();
+    let (code, out, err) = band_in(
+        &cfg,
+        t.path(),
+        &[
+            "learn",
+            "--json",
+            "--skills",
+            "skills",
+            "--workspace",
+            "ws",
+            "demo/hello",
+            "--name=x",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["status"], "ok", "{doc}\n{err}");
+    assert!(
+        draft_rules(&doc, "write")
+            .iter()
+            .any(|r| r.starts_with("out/")),
+        "{doc}"
+    );
+}
+
 /// learn offers its observing run only what the site's layers allow (band-server would refuse
 /// the whole run otherwise), says what it took away, and says when its draft would not run: the
 /// session here denies `jq`, which the script uses.

@@ -635,20 +635,36 @@ impl<'a> Planned<'a> {
                     .is_none_or(|f| f.iter().any(|x| x == d))
         };
         let owned: Vec<&String> = spec.write_dirs.iter().filter(|d| has(d)).collect();
-        for d in &owned {
-            let path = if d.is_empty() {
-                ws.clone()
-            } else {
-                self.mkdir_parents(ws, &format!("{d}/x"), 0o755);
-                ws.join(d)
-            };
-            self.ops.push(FsOp::Chown { path, uid, gid });
-        }
         let under_owned = |a: &str| {
             owned
                 .iter()
                 .any(|d| d.is_empty() || a == d.as_str() || a.starts_with(&format!("{d}/")))
         };
+        // Each owned folder, and the folders between it and an owned folder it is in (`out/x`
+        // of `out/**` and `out/x/y/**`): the run may make entries in all of them.
+        let mut chowned = std::collections::BTreeSet::new();
+        for d in &owned {
+            if d.is_empty() {
+                if chowned.insert(String::new()) {
+                    self.ops.push(FsOp::Chown {
+                        path: ws.clone(),
+                        uid,
+                        gid,
+                    });
+                }
+                continue;
+            }
+            self.mkdir_parents(ws, &format!("{d}/x"), 0o755);
+            for a in band::policy::fs::folders_to(d).filter(|a| under_owned(a)) {
+                if chowned.insert(a.to_string()) {
+                    self.ops.push(FsOp::Chown {
+                        path: ws.join(a),
+                        uid,
+                        gid,
+                    });
+                }
+            }
+        }
         let mut opened = std::collections::BTreeSet::new();
         for d in spec.write_dirs.iter().filter(|d| !has(d)) {
             let nearest = band::policy::fs::folders_to(d)
@@ -1607,7 +1623,8 @@ mod tests {
     /// A folder `allow.write` opens that the workspace does not have is not made (a scaffolder
     /// refuses an existing one); the nearest folder on its way that the workspace has is opened
     /// for new entries (the run's group, sticky), once, and not where the run owns it already.
-    /// A request that does not say which folders exist gets them all, as before.
+    /// A request that does not say which folders exist gets them all, as before. A write folder
+    /// inside another owns the folders between them.
     #[test]
     fn a_write_folder_the_workspace_lacks_is_left_for_the_script_to_make() {
         let never = |_: &str| false;
@@ -1681,6 +1698,24 @@ mod tests {
             chowned,
             ["docs/new", "my-package", "new/a", "out", "out/reports"].map(Path::new)
         );
+        // A write folder inside another (`out/**` and `out/x/y/**`): the folder between them is
+        // in the outer one's reach, so the run's too (it was root's, and the run's `mkdir
+        // out/x/new` failed).
+        let nested = ["out".to_string(), "out/x/y".to_string()];
+        let nested_plan = plan(&RunDirSpec {
+            write_dirs: &nested,
+            workspace_folders: None,
+            ..spec
+        });
+        let chowned: Vec<&Path> = nested_plan
+            .request
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Chown { path, .. } => path.strip_prefix(ws).ok(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(chowned, ["out", "out/x", "out/x/y"].map(Path::new));
     }
 
     /// The synthetic /etc is bound read-only before the other binds: a bind under /etc (a
