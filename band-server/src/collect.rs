@@ -537,12 +537,11 @@ pub(crate) fn written_entries(changed: &[&FoundFile], write: &FsMatcher) -> Vec<
 }
 
 /// `result.written_folders`: the empty folders the run made ([`changed_files`]) that
-/// `allow.write` admits, matched as a file at the folder's path would be (`projects/**` admits
-/// `projects/demo/episode-01`), and not denied; never one under `.git`.
+/// `allow.write` admits ([`FsMatcher::check_folder`]), and not denied; never one under `.git`.
 pub(crate) fn written_folders(changed: &[&FoundFile], write: &FsMatcher) -> Vec<String> {
     changed
         .iter()
-        .filter(|f| f.folder && !never_written_back(f) && write.check(&f.path).is_allowed())
+        .filter(|f| f.folder && !never_written_back(f) && write.check_folder(&f.path).is_allowed())
         .map(|f| f.path.clone())
         .collect()
 }
@@ -560,7 +559,11 @@ pub(crate) fn write_denials(changed: &[&FoundFile], write: &FsMatcher) -> Vec<De
                 true => format!("{}/", f.path),
                 false => f.path.clone(),
             };
-            match write.check(&f.path) {
+            let decision = match f.folder {
+                true => write.check_folder(&f.path),
+                false => write.check(&f.path),
+            };
+            match decision {
                 _ if f.refused.is_some() => Some(Denial::Write {
                     path,
                     rule: None,
@@ -923,6 +926,32 @@ mod tests {
             ["write: projects/**", "write: projects/demo/**/*.md"]
         );
         assert!(insist_missing(&policy, &[], &changed).is_empty());
+    }
+
+    /// `allow.write "state/**"` admits what is in `state`, and the folder `state` itself when the
+    /// run makes it and leaves it empty (`mkdir -p state`): it comes back, and is no refused write
+    /// (sixth wild trial: a run that made it ended `denied`, exit 5, whatever else failed). The
+    /// folders on the way to `a/b/*.md` come back too; one beside them is still refused.
+    #[test]
+    fn the_folder_a_write_rule_opens_is_admitted_when_the_run_makes_it() {
+        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let r = t.path();
+        for d in ["state", "a/b", "elsewhere"] {
+            fs::create_dir_all(r.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let found = walk_workspace(r, 1 << 20);
+        let changed = changed_files(&found, &[], &BTreeSet::new());
+        let write = FsMatcher::new(&["state/**".into(), "a/b/*.md".into()], &[])
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(written_folders(&changed, &write), ["a/b", "state"]);
+        assert_eq!(
+            write_denials(&changed, &write),
+            [Denial::Write {
+                path: "elsewhere/".into(),
+                rule: None,
+                reason: None
+            }]
+        );
     }
 
     /// From a client that does not say which folders the workspace has, band-server makes every

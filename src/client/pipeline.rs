@@ -830,6 +830,7 @@ pub fn finish(prepared: Prepared, mut result: RunResult, started_at_ms: u64) -> 
             policy,
             &prepared.request.workspace,
             &result.written,
+            &result.written_folders,
             &super::unadmitted::named_paths(
                 &result.stderr,
                 &result.stdout,

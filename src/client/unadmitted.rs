@@ -140,12 +140,14 @@ pub(super) fn exact_rule(path: &str, folder: bool) -> String {
 
 /// Of the names a script gave, those that exist in the workspace but were not copied in (the
 /// band does not admit them) and that the run did not write, each with the rule that would: at
-/// most [`MAX_SHOWN`].
+/// most [`MAX_SHOWN`]. A folder the run made (`written_folders`, or one on the way to them) or
+/// one `allow.write` opens (the run had it) is not such a name.
 pub(crate) fn not_admitted(
     root: &WorkspaceRoot,
     policy: &CompiledPolicy,
     copied: &[FileEntry],
     written: &[FileEntry],
+    written_folders: &[String],
     names: &[String],
 ) -> Vec<NotAdmitted> {
     let copied: BTreeSet<&str> = copied.iter().map(|f| f.path.as_str()).collect();
@@ -170,7 +172,9 @@ pub(crate) fn not_admitted(
             // may be the run's own (it is looked up after the write-back): not this case.
             Some(FileType::Directory)
                 if !copied.iter().any(|c| inside(c))
-                    && !written.iter().any(|w| inside(&w.path)) =>
+                    && !written.iter().any(|w| inside(&w.path))
+                    && !written_folders.iter().any(|d| d == path || inside(d))
+                    && !policy.write.check_folder(path).is_allowed() =>
             {
                 true
             }
@@ -234,7 +238,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let got = not_admitted(&root, &policy, &copied, &[], &names);
+        let got = not_admitted(&root, &policy, &copied, &[], &[], &names);
         assert_eq!(
             got,
             vec![
@@ -286,7 +290,7 @@ mod tests {
             "out".to_string(),
             "libs".to_string(),
         ];
-        let got = not_admitted(&root, &policy, &[], &written, &names);
+        let got = not_admitted(&root, &policy, &[], &written, &[], &names);
         assert_eq!(
             got,
             [NotAdmitted {
@@ -294,5 +298,38 @@ mod tests {
                 rule: "libs/**".into()
             }]
         );
+    }
+
+    /// A folder the run made and left empty, one on the way to it, and one `allow.write` opens
+    /// (the run had it, empty or not) are not said to be left out (sixth wild trial: gcc_init's
+    /// `.GCC/branches`, qa-test-planner's `test-cases/`).
+    #[test]
+    fn folders_the_run_made_or_could_write_are_not_said_to_be_left_out() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = t.path();
+        for d in [".GCC/branches", "test-cases", "libs"] {
+            fs_err::create_dir_all(w.join(d)).expect("mkdir");
+        }
+        let root = WorkspaceRoot::open(w, true, true).expect("open");
+        let mut p = crate::policy::Policy::default();
+        p.allow.write = vec!["test-cases/**".into(), ".GCC/**".into()];
+        let policy = CompiledPolicy::compile(&p).expect("policy");
+        let names = [".GCC/branches", ".GCC", "test-cases", "libs"].map(String::from);
+        let made = [".GCC/branches".to_string()];
+        let got = not_admitted(&root, &policy, &[], &[], &made, &names);
+        assert_eq!(
+            got,
+            [NotAdmitted {
+                path: "libs".into(),
+                rule: "libs/**".into()
+            }]
+        );
+        // Without the write rules, the folder the run made is still its own.
+        let none = CompiledPolicy::compile(&crate::policy::Policy::default()).expect("policy");
+        let got: Vec<String> = not_admitted(&root, &none, &[], &[], &made, &names)
+            .into_iter()
+            .map(|n| n.path)
+            .collect();
+        assert_eq!(got, ["test-cases", "libs"]);
     }
 }

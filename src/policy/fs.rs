@@ -298,6 +298,37 @@ impl FsMatcher {
         }
     }
 
+    /// Decide a workspace folder a run made and left empty: as a file at its path would be
+    /// (`projects/**` admits `projects/demo/episode-01`), or, where no rule matches it, allowed
+    /// when the band lets the run make files in it or in a folder below it (`state` for
+    /// `state/**`: [`FsMatcher::leads_to_allowed`]). band-server's write-back and the check of a
+    /// remote target's result both decide so.
+    pub fn check_folder(&self, dir: &str) -> Decision {
+        match self.check(dir) {
+            Decision::Default => match self.leads_to_allowed(dir) {
+                Some(rule) => Decision::Allow {
+                    rule: rule.to_string(),
+                },
+                None => Decision::Default,
+            },
+            d => d,
+        }
+    }
+
+    /// The allow pattern that lets the run make files in the workspace folder `dir`, or in a
+    /// folder below it ([`write_dir`]: `state` for `state/**`, `a` and `a/b` for `a/b/*.md`), if
+    /// any. A folder the run makes there is on the way to what the band admits even where no
+    /// pattern matches the folder itself (`state/**` matches what is in `state`, not `state`).
+    pub fn leads_to_allowed(&self, dir: &str) -> Option<&str> {
+        if dir.is_empty() {
+            return None;
+        }
+        self.allow
+            .iter()
+            .find(|p| write_dir(&p.text).is_some_and(|w| folders_to(&w).any(|a| a == dir)))
+            .map(|p| p.text.as_str())
+    }
+
     /// No allow pattern.
     pub fn is_empty(&self) -> bool {
         self.allow.is_empty()
@@ -524,6 +555,29 @@ mod tests {
         ] {
             assert_eq!(write_dir(pattern).as_deref(), dir, "{pattern}");
         }
+        // The folders on the way to a write folder, for a folder the run made.
+        let w = m(&["state/**", "a/b/*.md", "*.json"], &[]);
+        assert_eq!(w.check("state"), Decision::Default);
+        for (dir, rule) in [
+            ("state", Some("state/**")),
+            ("a", Some("a/b/*.md")),
+            ("a/b", Some("a/b/*.md")),
+            ("a/b/c", None),
+            ("other", None),
+            ("", None),
+        ] {
+            assert_eq!(w.leads_to_allowed(dir), rule, "{dir}");
+        }
+        assert!(w.check_folder("state").is_allowed());
+        assert!(w.check_folder("state/deeper").is_allowed());
+        assert!(!w.check_folder("other").is_allowed());
+        let denied = m(&["state/**"], &["state"]);
+        assert_eq!(
+            denied.check_folder("state"),
+            Decision::Deny {
+                rule: "state".into()
+            }
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn check_path(p: &str) -> Result<(), StageError> {
 }
 
 /// Check every empty folder a target says its run made (`RunResult::written_folders`): a
-/// relative path allow.write admits, each once. At most as many as [`MAX_WRITTEN_FOLDERS`].
+/// relative path allow.write admits as a folder (`FsMatcher::check_folder`), each once. At most as many as [`MAX_WRITTEN_FOLDERS`].
 pub fn check_written_folders(
     folders: &[String],
     policy: &CompiledPolicy,
@@ -59,7 +59,7 @@ pub fn check_written_folders(
     let mut seen = BTreeSet::new();
     for d in folders {
         check_path(d)?;
-        if !policy.write.check(d).is_allowed() {
+        if !policy.write.check_folder(d).is_allowed() {
             return Err(StageError::NotWritable(d.clone()));
         }
         if !seen.insert(d.as_str()) {
@@ -226,5 +226,8 @@ mod tests {
             check_written_folders(&dirs(&["out/a", "out/a"]), &pol),
             Err(StageError::Duplicate("out/a".into()))
         );
+        // The folder `state/**` opens, as band-server admits it.
+        let state = policy(&["state/**"], &[]);
+        assert_eq!(check_written_folders(&dirs(&["state"]), &state), Ok(()));
     }
 }

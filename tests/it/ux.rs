@@ -503,6 +503,67 @@ fn privileged_the_empty_folders_a_script_makes_are_written_back() {
     band_snapshot!(traced, "empty_folders_written_back_trace");
 }
 
+/// The folders a band's write rules open are the run's (sixth wild trial):
+/// - `state/**` admits the folder `state` the run makes and leaves empty: it comes back, and the
+///   run is no `denied` (it was, exit 5, and said `allow.write "./state/"`);
+/// - `out/**` with `out/x/y/**` makes `out/x` the run's too (it was root's: `mkdir out/x/new`
+///   failed with permission denied);
+/// - neither folder is named as one "in the workspace but not copied in".
+#[test]
+fn privileged_the_folders_write_rules_open_are_the_runs() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(ws.join("out/x/y")).expect("mkdir");
+    fs_err::write(ws.join("out/x/y/keep"), "k").expect("write");
+    SkillBuilder::new("state")
+        .band(
+            "description: Keeps state.\nversion: 1\nallow:\n  write: [\"state/**\", \"out/**\", \"out/x/y/**\"]\n",
+        )
+        .script(
+            "init.sh",
+            "#!/bin/sh\nset -e\nmkdir -p state\nmkdir out/x/new\necho hi > out/x/new/f.txt\n\
+             echo made state/ and out/x/new/\n",
+        )
+        .input_schema("init", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let (k, w) = (skills.to_str().expect("utf-8"), ws.to_str().expect("utf-8"));
+    let json = bin().output(
+        &[
+            "run",
+            "--json",
+            "--skills",
+            k,
+            "--workspace",
+            w,
+            "state/init",
+        ],
+        &skills,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(v["status"], "ok", "{json:?}");
+    assert_eq!(v["denied"], serde_json::json!([]), "{json:?}");
+    assert_eq!(
+        v["written_folders"],
+        serde_json::json!(["state"]),
+        "{json:?}"
+    );
+    assert_eq!(
+        v["written_files"],
+        serde_json::json!(["out/x/new/f.txt"]),
+        "{json:?}"
+    );
+    assert!(
+        v["not_admitted"].as_array().is_none_or(|a| a.is_empty()),
+        "{json:?}"
+    );
+    assert!(ws.join("state").is_dir());
+    assert_eq!(
+        fs_err::read_to_string(ws.join("out/x/new/f.txt")).expect("written back"),
+        "hi\n"
+    );
+}
+
 /// A script that writes where its band does not let it (a learned `alpha/**`, then a run asked
 /// for `beta`) is refused by the filesystem in the copy, and says so in its own words: band
 /// names the path after the run, with the `allow.write` rule that would let it (wild trial: a
