@@ -503,6 +503,40 @@ fn privileged_the_empty_folders_a_script_makes_are_written_back() {
     band_snapshot!(traced, "empty_folders_written_back_trace");
 }
 
+/// `/dev/shm` is the run's, writable and noexec, as `/tmp` (sixth wild trial: a smoke test's
+/// `multiprocessing.Queue` failed with "Read-only file system", every case, where the host passed
+/// all): Python's `multiprocessing` semaphores and queues work, and a program written there does
+/// not run.
+#[test]
+fn privileged_multiprocessing_works_and_dev_shm_is_noexec() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("mp")
+        .band("description: Works in parallel.\nversion: 1\nallow:\n  cli: [\"python3 /skill/scripts/pool.py *\"]\n")
+        .script(
+            "pool.py",
+            "import multiprocessing as mp, os\n\
+             q = mp.Queue()\n\
+             q.put(41)\n\
+             with mp.Pool(2) as p:\n    \
+                 print('pool', sum(p.map(abs, [-1, -2, -3])), 'queue', q.get() + 1)\n\
+             open('/dev/shm/t', 'w').write('#!/bin/sh\\necho ran\\n')\n\
+             os.chmod('/dev/shm/t', 0o755)\n\
+             try:\n    \
+                 os.execv('/dev/shm/t', ['t'])\n\
+             except PermissionError:\n    \
+                 print('exec refused')\n",
+        )
+        .input_schema("pool", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "mp/pool", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("pool 6 queue 42"), "{out:?}");
+    assert!(out.stdout.contains("exec refused"), "{out:?}");
+}
+
 /// The folders a band's write rules open are the run's (sixth wild trial):
 /// - `state/**` admits the folder `state` the run makes and leaves empty: it comes back, and the
 ///   run is no `denied` (it was, exit 5, and said `allow.write "./state/"`);

@@ -353,7 +353,8 @@ const ROOT_PROBE: &str = "#!/bin/bash\n\
 /// `etc/`, `skill/`, `/band`, the links, the mount points, and the writable folders bound on it),
 /// read-only on top: bubblewrap binds only what it must (`/proc`, `/dev`). Seen from inside: `/usr` and `/etc` are no
 /// longer mounts of their own (they were binds before), every mount keeps the flags it had
-/// (read-only, nosuid, nodev except the three writable noexec folders, bubblewrap's `/proc` and
+/// (read-only, nosuid, nodev except the four writable noexec folders, `/dev/shm` among them,
+/// bubblewrap's `/proc` and
 /// the device mounts under `/dev`), nothing can be written or made outside them, and the root
 /// holds exactly the paths it held before: the same folders, files and links (compared with the build before this
 /// change: the same listing, except that `/usr` and `/etc` were mounts).
@@ -413,9 +414,12 @@ fn privileged_the_root_is_one_bind_prepared_by_band_server() {
         .collect();
     under_proc.sort();
     assert_eq!(under_proc, covers, "{o:#?}");
+    assert!(mounts.contains_key("/dev/shm"), "{o:#?}");
     for (at, opts) in &mounts {
         let (must, must_not): (&[&str], &[&str]) = match *at {
-            "/workspace" | "/tmp" | "/band/io" => (&["rw", "nosuid", "nodev", "noexec"], &[]),
+            "/workspace" | "/tmp" | "/band/io" | "/dev/shm" => {
+                (&["rw", "nosuid", "nodev", "noexec"], &[])
+            }
             "/proc" => (&["nosuid", "nodev", "noexec"], &[]),
             d if d.starts_with("/proc/") => (&["ro", "nosuid", "nodev"], &["rw"]),
             "/skill" => (&["ro", "nosuid", "nodev", "noexec"], &[]),

@@ -475,10 +475,11 @@ struct Tree {
     usr: PathBuf,
     etc: PathBuf,
     skill: PathBuf,
-    /// The writable folders: `workspace/`, `io/`, `tmp/`.
+    /// The writable folders: `workspace/`, `io/`, `tmp/`, `shm/` (the sandbox's `/dev/shm`).
     workspace: PathBuf,
     io: PathBuf,
     tmp: PathBuf,
+    shm: PathBuf,
 }
 
 impl Tree {
@@ -492,6 +493,7 @@ impl Tree {
             workspace: run.join("workspace"),
             io: run.join("io"),
             tmp: run.join("tmp"),
+            shm: run.join("shm"),
             root,
             run,
         }
@@ -746,9 +748,13 @@ impl<'a> Planned<'a> {
         );
     }
 
-    /// tmp/: the run's.
+    /// tmp/ and shm/: the run's. shm/ is the sandbox's `/dev/shm`, where POSIX shared memory
+    /// and semaphores live (`shm_open`, `sem_open`: Python's `multiprocessing`, Chromium); in
+    /// the run directory's tmpfs, so its size counts against the run's disk limit with `/tmp`'s
+    /// and the workspace's.
     fn tmp(&mut self, t: &Tree, run_owner: (u32, u32)) {
         self.mkdir(t.tmp.clone(), 0o700, Some(run_owner));
+        self.mkdir(t.shm.clone(), 0o700, Some(run_owner));
     }
 
     /// /dev: a tmpfs of its own on the view, at the mount point root/dev, so in bubblewrap's one
@@ -1000,12 +1006,14 @@ impl<'a> Planned<'a> {
         }
     }
 
-    /// The writable folders, bound noexec on the view.
+    /// The writable folders, bound noexec on the view (`dev/shm` on the mount point in the
+    /// read-only `/dev`, [`Planned::dev`] being before).
     fn writable_binds(&mut self, t: &Tree) {
         for (d, at) in [
             (&t.workspace, "workspace"),
             (&t.tmp, "tmp"),
             (&t.io, "band/io"),
+            (&t.shm, "dev/shm"),
         ] {
             self.bind(
                 d,
@@ -1539,6 +1547,7 @@ mod tests {
                 s("workspace", "view/workspace", false),
                 s("tmp", "view/tmp", false),
                 s("io", "view/band/io", false),
+                s("shm", "view/dev/shm", false),
             ]
         );
         // The file keeps its mode (band-shim stands in for it when a `./` rule names it).
@@ -2146,7 +2155,7 @@ mod tests {
         let on_view: Vec<PathBuf> = after[1..].iter().filter_map(mount_target).collect();
         assert!(on_view.iter().all(|t| t.starts_with(&view)), "{on_view:?}");
         // /band, the two library trees (one masked), /skill, /dev, the host's /etc folders, and
-        // the three writable folders.
+        // the four writable folders.
         assert!(
             on_view.len() >= 3 + 2 + 1 + 1 + ETC_HOST_DIRS.len(),
             "{on_view:?}"
@@ -2160,6 +2169,7 @@ mod tests {
             "workspace",
             "tmp",
             "band/io",
+            "dev/shm",
         ] {
             assert!(on_view.contains(&view.join(t)), "{t} in {on_view:?}");
         }
@@ -2176,10 +2186,12 @@ mod tests {
         {
             let rel = t.strip_prefix(&view).unwrap_or(t);
             let in_root = sroot.join(rel);
+            // `/dev`'s own (`dev/shm`) are made with it ([`FsOp::Dev`]).
             assert!(
                 plan.ops.iter().any(|op| matches!(op,
                     FsOp::Mkdir { path, .. } | FsOp::Write { path, .. } if *path == in_root))
-                    || ROOT_MOUNT_POINTS.contains(&rel.to_str().unwrap_or("")),
+                    || ROOT_MOUNT_POINTS.contains(&rel.to_str().unwrap_or(""))
+                    || rel.starts_with("dev/"),
                 "no mount point for {t:?}"
             );
         }

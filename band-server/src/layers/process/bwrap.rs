@@ -13,9 +13,10 @@
 //!    network, the host's CA certificates and fontconfig folder bound in it), `/skill`
 //!    (read-only, noexec), `/band` (the run's exec folder: `#!` scripts, shim, jail, socket, the
 //!    `bin` link to `/usr/bin`) with the writable `/band/io` on it, the writable `/workspace`
-//!    and `/tmp` (noexec), `/dev` (a tmpfs of its own, read-only and noexec, so no writable,
-//!    executable `/dev/shm`; `null`, `zero`, `full`, `random`, `urandom` and `tty` made with
-//!    `mknod`, a devpts instance of the run's own, the links bubblewrap's `--dev` makes), the
+//!    and `/tmp` (noexec), `/dev` (a tmpfs of its own, read-only and noexec; `null`, `zero`,
+//!    `full`, `random`, `urandom` and `tty` made with `mknod`, a devpts instance of the run's
+//!    own, the links bubblewrap's `--dev` makes; `/dev/shm` the run's writable, noexec folder,
+//!    as `/tmp`), the
 //!    links `/lib`,
 //!    `/lib64`, `/bin`, `/sbin`, the links at the programs' cache paths, and a mount point for
 //!    each bind below. Every bind costs bubblewrap a mount, a remount and a re-read of its mount
