@@ -365,6 +365,8 @@ fn started_client(mut cmd: Command, t: &Path) -> (Child, u32) {
     let mut child = cmd
         .env("BAND_SERVER_STATE_DIR", band_test::STATE_DIR)
         .env("BAND_CONFIG", band_test::NO_CONFIG)
+        // No warm server: a test's own would send away the one warm.rs and load.rs hold.
+        .env("BAND_WARM", "0")
         .env("BAND_DATA_DIR", t.join("data"))
         .env_remove("BAND_SKILLS_PATH")
         .stdin(Stdio::null())

@@ -216,6 +216,8 @@ fn on_a_terminal(dir: &Path, args: &str) -> String {
         .env("BAND_DATA_DIR", crate::common::DATA_DIR)
         .env("BAND_SERVER_STATE_DIR", band_test::STATE_DIR)
         .env("BAND_CONFIG", band_test::NO_CONFIG)
+        // No warm server: a test's own would send away the one warm.rs and load.rs hold.
+        .env("BAND_WARM", "0")
         .output()
         .expect("script (bsdutils)");
     String::from_utf8_lossy(&out.stdout).into_owned()

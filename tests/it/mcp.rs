@@ -345,6 +345,9 @@ impl Inspector {
             .arg(format!("BAND_SERVER_STATE_DIR={}", band_test::STATE_DIR))
             .arg("-e")
             .arg(format!("BAND_CONFIG={}", band_test::NO_CONFIG))
+            // No warm server: this test's own (another config's digest) would send away the one
+            // warm.rs and load.rs hold, mid-run (a load run was then "not served warm").
+            .args(["-e", "BAND_WARM=0"])
             .args(["-e", "NO_COLOR=1", "--", band_exe(), "mcp", "--skills"])
             .arg(repo().join("skills"))
             .arg("--skills")

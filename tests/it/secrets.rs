@@ -246,6 +246,8 @@ fn privileged_mcp_results_and_progress_mask_secrets() {
         .arg(t.path())
         .env("BAND_SERVER_STATE_DIR", band_test::STATE_DIR)
         .env("BAND_CONFIG", band_test::NO_CONFIG)
+        // No warm server: a test's own would send away the one warm.rs and load.rs hold.
+        .env("BAND_WARM", "0")
         .env("BAND_DATA_DIR", t.path().join("data"))
         .env("TOKEN", TOKEN)
         .env_remove("BAND_SKILLS_PATH")
