@@ -196,19 +196,31 @@ fn hints(out: &mut String, result: &RunResult) {
         {
             let _ = writeln!(
                 out,
-                "hint: to allow `{}`, add to allow.cli: '{rule}' (or a pattern with globs)",
-                display_argv(&c.argv)
+                "hint: to allow `{}`, add to allow.cli: {} (or a pattern with globs)",
+                display_argv(&c.argv),
+                // In single quotes as a rule with quotes of its own is most often written, but
+                // for one holding a `'` or a control character ([`quoted`]).
+                match rule.contains('\'') || rule.chars().any(char::is_control) {
+                    true => quoted(&rule),
+                    false => format!("'{rule}'"),
+                }
             );
         }
     }
 }
 
-/// A rule as it would be written in YAML: in double quotes, or single quotes if it has any.
+/// A rule as it would be written in YAML, so that it reads back as itself: in double quotes;
+/// in single quotes when it has a `"` or a `\` (a glob's escape, which a double-quoted scalar
+/// would read as its own) and no `'`; else double-quoted with YAML's escapes
+/// ([`band::wrap::yaml_quoted`]: `bash -c "cat 'x'"`).
 fn quoted(rule: &str) -> String {
-    if rule.contains('"') {
+    let plain = |c: char| !c.is_control();
+    if !rule.contains(['"', '\\']) && rule.chars().all(plain) {
+        format!("\"{rule}\"")
+    } else if !rule.contains('\'') && rule.chars().all(plain) {
         format!("'{rule}'")
     } else {
-        format!("\"{rule}\"")
+        band::wrap::yaml_quoted(rule)
     }
 }
 
@@ -376,6 +388,39 @@ hint: to allow `curl 'https://example.com/a b'`, add to allow.cli: 'curl \"https
         );
     }
 
+    /// The hint's rule for a call holding a `'` pastes as YAML that reads back as the rule (the
+    /// sixth wild trial's `'bash -c "cat 'test-input.json' | …"'` made lint say F002).
+    #[test]
+    fn the_hint_for_a_call_with_quotes_is_valid_yaml() {
+        let mut r = RunResult::setup_failed("0123456789abcdef", band::proto::Layer::Cli, "x", None);
+        r.cli_calls = vec![call(
+            &["bash", "-c", "cat 'test-input.json' | ./hook.sh"],
+            false,
+            None,
+        )];
+        let text = render(&r, &[], &[]);
+        let hint = text
+            .lines()
+            .find(|l| l.starts_with("hint: to allow"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let rule = hint
+            .split("add to allow.cli: ")
+            .nth(1)
+            .and_then(|r| r.strip_suffix(" (or a pattern with globs)"))
+            .unwrap_or_else(|| panic!("{hint}"));
+        let v: serde_json::Value = yaml_serde::from_str(&format!("cli: [{rule}]"))
+            .unwrap_or_else(|e| panic!("{rule}: {e}"));
+        let back = v["cli"][0].as_str().unwrap_or_default();
+        assert!(
+            band::policy::cli::CliPattern::parse(back).is_ok_and(|p| p.matches(&argv(&[
+                "bash",
+                "-c",
+                "cat 'test-input.json' | ./hook.sh"
+            ]))),
+            "{rule} reads back as {back}"
+        );
+    }
+
     #[test]
     fn renders_the_network_report() {
         use band::proto::{DnsLookup, NetFlow, NetworkReport};
@@ -524,5 +569,19 @@ trace: 1 refused
         );
         assert_eq!(suggest_rule(&argv(&["echo", "say \"hi\""])), None);
         assert_eq!(quoted("jq -r \".a // 1\" x"), "'jq -r \".a // 1\" x'");
+        // Each reads back as the rule in a band's YAML (the sixth wild trial's test-hook hint,
+        // `'bash -c "cat 'x' | …"'`, did not: lint said F002).
+        for rule in [
+            "jq -r .a",
+            "jq -r \".a // 1\" x",
+            "bash -c \"cat 'test-input.json' | ./hook.sh\"",
+            "grep \\* x",
+            "echo 'a' \\ b",
+        ] {
+            let yaml = format!("allow:\n  cli: [{}]\n", quoted(rule));
+            let v: serde_json::Value =
+                yaml_serde::from_str(&yaml).unwrap_or_else(|e| panic!("{rule}: {yaml}: {e}"));
+            assert_eq!(v["allow"]["cli"][0], rule, "{yaml}");
+        }
     }
 }
