@@ -179,10 +179,38 @@ pub fn load_skill(root: &Path) -> (Skill, Vec<Diagnostic>) {
             None
         }
         Err(e) if e.is_not_found() => {
-            diags.push(
-                Diagnostic::new(Code::SkillMdMissing, root, Loc::FILE, "the skill has no SKILL.md")
-                    .with_hint("add SKILL.md with `name` and `description` frontmatter and instructions for the agent"),
-            );
+            // A `skill.md` or `Skill.md`: the format's name is upper case, and the file is there.
+            let other_case = fs_err::read_dir(root).ok().and_then(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .find(|n| n.eq_ignore_ascii_case("SKILL.md"))
+            });
+            let d = match other_case {
+                Some(found) => Diagnostic::new(
+                    Code::SkillMdMissing,
+                    root,
+                    Loc::FILE,
+                    format!(
+                        "the skill has no SKILL.md, but a `{}`",
+                        crate::diag::inert(&found)
+                    ),
+                )
+                .with_hint(format!(
+                    "Agent Skills name the file SKILL.md, in upper case: rename it (`mv {} SKILL.md`, or `git mv`)",
+                    crate::diag::inert(&found)
+                )),
+                None => Diagnostic::new(
+                    Code::SkillMdMissing,
+                    root,
+                    Loc::FILE,
+                    "the skill has no SKILL.md",
+                )
+                .with_hint(
+                    "add SKILL.md with `name` and `description` frontmatter and instructions for the agent",
+                ),
+            };
+            diags.push(d);
             None
         }
         Err(e) => {
@@ -669,6 +697,33 @@ mod tests {
 
     /// A `scripts` that is a link out of the skill lists nothing: the names of the files out
     /// there are no scripts of the skill (and so are printed and served nowhere).
+    /// A `skill.md` in lower case (sixth wild trial: copilot-studio-knowledge-readiness) is no
+    /// SKILL.md, and S001 says which file is there and to rename it.
+    #[test]
+    fn a_skill_md_in_another_case_is_named_with_the_rename() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path().join("lower");
+        fs_err::create_dir_all(&root).expect("mkdir");
+        fs_err::write(
+            root.join("skill.md"),
+            "---\nname: lower\ndescription: d\n---\n",
+        )
+        .expect("write");
+        let (skill, diags) = load_skill(&root);
+        assert!(skill.skill_md.is_none());
+        let d = diags
+            .iter()
+            .find(|d| d.code == Code::SkillMdMissing)
+            .expect("S001");
+        assert_eq!(d.message, "the skill has no SKILL.md, but a `skill.md`");
+        assert!(
+            d.hint
+                .as_deref()
+                .is_some_and(|h| h.contains("rename it (`mv skill.md SKILL.md`")),
+            "{d:?}"
+        );
+    }
+
     #[test]
     fn a_scripts_folder_linked_out_of_the_skill_lists_nothing() {
         let t = tempfile::tempdir().expect("tempdir");
