@@ -120,6 +120,23 @@ impl Outcome {
             "the script was given `-`, which by convention reads standard input, and a run's standard input is empty: band does not pass its own on. Put the content in a workspace file the band admits and give its path instead",
         )
     }
+
+    /// For a failed run while band's own standard input held `waiting` bytes nobody read (`echo
+    /// '<json>' | band …/runner`, an interactive script's piped answers): they never reached the
+    /// script. Not said for a run given `-` ([`Outcome::stdin_hint`] says it), nor when nothing
+    /// waits (an agent's harness often leaves an empty pipe open).
+    pub fn piped_stdin_hint(&self, waiting: u64) -> Option<String> {
+        let failed = !matches!(
+            self.result.status,
+            crate::proto::Status::Ok | crate::proto::Status::Cancelled
+        );
+        (failed && waiting > 0 && self.stdin_hint().is_none()).then(|| {
+            format!(
+                "band's standard input held {waiting} byte{} that the script never saw: a run's standard input is empty, band does not pass its own on. Put the content in a workspace file the band admits and give its path",
+                if waiting == 1 { "" } else { "s" }
+            )
+        })
+    }
 }
 
 /// Either a request ready to send, or a result for a run refused before it started.

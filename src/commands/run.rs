@@ -298,6 +298,9 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
         if let Some(hint) = outcome.stdin_hint() {
             say(&format!("hint: {hint}\n"));
         }
+        if let Some(hint) = outcome.piped_stdin_hint(stdin_waiting()) {
+            say(&format!("hint: {hint}\n"));
+        }
         if !outcome.without_exec.is_empty() {
             let names: Vec<String> = outcome
                 .without_exec
@@ -365,4 +368,24 @@ pub(crate) fn refusals(denied: &[proto::Denial]) -> String {
         out.push_str(&format!("; {others} other refusal{s}"));
     }
     out
+}
+
+/// How many bytes wait unread on band's standard input, without reading them: what a pipe holds
+/// (`FIONREAD`), or what is left of a regular file; 0 for a terminal, `/dev/null`, an empty or
+/// closed pipe, or anything that cannot say.
+fn stdin_waiting() -> u64 {
+    let stdin = std::io::stdin();
+    let Ok(st) = rustix::fs::fstat(&stdin) else {
+        return 0;
+    };
+    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket => {
+            rustix::io::ioctl_fionread(&stdin).unwrap_or(0)
+        }
+        rustix::fs::FileType::RegularFile => {
+            let at = rustix::fs::seek(&stdin, rustix::fs::SeekFrom::Current(0)).unwrap_or(0);
+            u64::try_from(st.st_size).unwrap_or(0).saturating_sub(at)
+        }
+        _ => 0,
+    }
 }

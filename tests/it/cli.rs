@@ -260,6 +260,18 @@ fn privileged_a_script_given_dash_is_told_its_stdin_is_empty() {
     args[7] = "s.json";
     let fine = output_with_stdin(&args, "");
     assert!(!fine.stderr.contains(hint), "{fine:?}");
+    // Content piped to band for a script that is not given `-` (sixth wild trial: a runner that
+    // takes its requests on stdin, an interactive script's answers): a failed run says how much
+    // waited unread; an empty stdin says nothing.
+    let piped = "hint: band's standard input held 18 bytes that the script never saw";
+    args[7] = "missing.json";
+    let failed = output_with_stdin(&args, r#"{"type": "object"}"#);
+    assert_ne!(failed.code, 0, "{failed:?}");
+    assert!(failed.stderr.contains(piped), "{failed:?}");
+    assert!(!failed.stderr.contains(hint), "{failed:?}");
+    let empty = output_with_stdin(&args, "");
+    assert_ne!(empty.code, 0, "{empty:?}");
+    assert!(!empty.stderr.contains("standard input"), "{empty:?}");
 }
 
 #[test]
