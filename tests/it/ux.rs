@@ -503,6 +503,42 @@ fn privileged_the_empty_folders_a_script_makes_are_written_back() {
     band_snapshot!(traced, "empty_folders_written_back_trace");
 }
 
+/// A run is in the host's time zone: its `/etc/localtime` and `/etc/timezone` are the host's
+/// (sixth wild trial: every run was in UTC, so date-stamped names and fields differed from the
+/// host's). Compared by content, so that the test means the same on a host in UTC.
+#[test]
+fn privileged_a_run_has_the_hosts_time_zone() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("tz")
+        .band("description: Tells the zone.\nversion: 1\nallow:\n  cli: [\"python3 /skill/scripts/zone.py *\"]\n")
+        .script(
+            "zone.py",
+            "import hashlib\n\
+             for f in ('/etc/localtime', '/etc/timezone'):\n    \
+                 try:\n        \
+                     print(f, hashlib.sha256(open(f, 'rb').read()).hexdigest())\n    \
+                 except FileNotFoundError:\n        \
+                     print(f, 'none')\n",
+        )
+        .input_schema("zone", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "tz/zone", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    for f in ["/etc/localtime", "/etc/timezone"] {
+        let host = match fs_err::read(f) {
+            Ok(bytes) => band::deps::sha256_hex(&bytes),
+            Err(_) => "none".to_string(),
+        };
+        assert!(
+            out.stdout.contains(&format!("{f} {host}\n")),
+            "{f}: {out:?}"
+        );
+    }
+}
+
 /// `/dev/shm` is the run's, writable and noexec, as `/tmp` (sixth wild trial: a smoke test's
 /// `multiprocessing.Queue` failed with "Read-only file system", every case, where the host passed
 /// all): Python's `multiprocessing` semaphores and queues work, and a program written there does

@@ -479,6 +479,10 @@ fn privileged_the_root_is_one_bind_prepared_by_band_server() {
             top.contains(&(k, kind))
         } else if let Some(rel) = k.strip_prefix("/etc/") {
             (etc_files.contains(&rel) && kind == "file")
+                // The host's time zone, copied where the host has it.
+                || (matches!(rel, "localtime" | "timezone")
+                    && kind == "file"
+                    && std::path::Path::new(k).exists())
                 || (rel == "ssl" && kind == "dir")
                 || (etc_host.iter().any(|d| d == k) && kind == "mount")
         } else if let Some(rel) = k.strip_prefix("/usr/") {

@@ -201,11 +201,17 @@ fn describe(op: &FsOp<'_>) -> String {
             };
             format!("write {} {mode:o} {} {what}", path.display(), owner(o))
         }
-        FsOp::Copy { source, path, mode } => {
+        FsOp::Copy {
+            source,
+            path,
+            mode,
+            optional,
+        } => {
             format!(
-                "copy {} -> {} {mode:o} root",
+                "copy {} -> {} {mode:o} root{}",
                 source.display(),
-                path.display()
+                path.display(),
+                if *optional { " (if the host has it)" } else { "" }
             )
         }
         FsOp::Symlink { target, link, .. } => {

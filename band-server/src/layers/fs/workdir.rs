@@ -233,11 +233,13 @@ pub enum FsOp<'a> {
     /// A new root-owned file holding a copy of the host file `source` (read whole when the run
     /// directory is made), then chmod: a small host file that would otherwise cost bubblewrap a
     /// bind of its own (each bind is a mount, a read-only remount and a re-read of its mount
-    /// table).
+    /// table). With `optional`, a host without the file gets none (the run directory is made
+    /// without it); a file that is there but cannot be read is still an error.
     Copy {
         source: PathBuf,
         path: PathBuf,
         mode: u32,
+        optional: bool,
     },
     /// A bind mount (`source` onto `target`, or a remount of `target` onto itself).
     Bind {
@@ -868,7 +870,21 @@ impl<'a> Planned<'a> {
             source: PathBuf::from(LD_SO_CACHE),
             path: cache,
             mode: 0o444,
+            optional: false,
         });
+        // The host's local time zone, where it has one (a run's dates are the host's, as its
+        // script's on the host): the zone's file, and Debian's name of it (read by Java and
+        // Python's tzlocal). Without them a run is in UTC.
+        for (host, name) in LOCAL_TIME {
+            let at = etc.join(name);
+            self.files.insert(at.clone());
+            self.ops.push(FsOp::Copy {
+                source: PathBuf::from(host),
+                path: at,
+                mode: 0o444,
+                optional: true,
+            });
+        }
     }
 
     /// The mount points of the other binds ([`RunDirSpec::other_binds`]) in the tree, which is
@@ -1163,10 +1179,15 @@ fn apply_op(op: &FsOp<'_>, plan: &RunDirPlan<'_>) -> SetupResult<()> {
             mode,
             owner,
         } => write_new(path, data, *mode, *owner),
-        FsOp::Copy { source, path, mode } => {
-            let data = named(fs::read(source))?;
-            write_new(path, &data, *mode, None)
-        }
+        FsOp::Copy {
+            source,
+            path,
+            mode,
+            optional,
+        } => match fs::read(source) {
+            Err(e) if *optional && e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            data => write_new(path, &named(data)?, *mode, None),
+        },
         FsOp::Symlink { target, link, name } => fs_err::os::unix::fs::symlink(target, link)
             .layer(fsl, format!("failed to create wrapper {name}")),
         FsOp::Bind {
@@ -1329,6 +1350,14 @@ fn write_new(p: &Path, data: &[u8], mode: u32, owner: Option<(u32, u32)>) -> Set
 
 /// The host's dynamic linker cache, copied into the synthetic `/etc` ([`FsOp::Copy`]).
 pub(crate) const LD_SO_CACHE: &str = "/etc/ld.so.cache";
+
+/// The host's local time zone, copied into the synthetic `/etc` where the host has it (an
+/// optional [`FsOp::Copy`]), each with its name there: the zone's TZif file (`/etc/localtime`,
+/// a link on most systems, read through it) and Debian's name of the zone.
+pub(crate) const LOCAL_TIME: [(&str, &str); 2] = [
+    ("/etc/localtime", "localtime"),
+    ("/etc/timezone", "timezone"),
+];
 
 /// Host folders of `/etc` bound over the run's `etc/` (their mount points are made there), each
 /// only if the host has it: shared configuration of libraries any program may load, never a
@@ -1727,6 +1756,33 @@ mod tests {
         assert_eq!(chowned, ["out", "out/x", "out/x/y"].map(Path::new));
     }
 
+    /// An optional copy (the host's time zone) is skipped where the host has no such file, and
+    /// made where it has; a required one (the linker's cache) fails, naming its path.
+    #[test]
+    fn an_optional_copy_is_skipped_where_the_host_has_no_file() {
+        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let never = |_: &str| false;
+        let plan = plan(&bare(&never));
+        let copy = |source: &str, to: &str, optional: bool| FsOp::Copy {
+            source: t.path().join(source),
+            path: t.path().join(to),
+            mode: 0o444,
+            optional,
+        };
+        fs_err::write(t.path().join("zone"), "TZif").unwrap_or_else(|e| panic!("{e}"));
+        assert!(apply_op(&copy("missing", "localtime", true), &plan).is_ok());
+        assert!(!t.path().join("localtime").exists());
+        assert!(apply_op(&copy("zone", "localtime", true), &plan).is_ok());
+        assert_eq!(
+            fs_err::read_to_string(t.path().join("localtime")).unwrap_or_default(),
+            "TZif"
+        );
+        let err = apply_op(&copy("missing", "ld.so.cache", false), &plan)
+            .err()
+            .unwrap_or_else(|| panic!("a required copy of a missing file"));
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+
     /// The synthetic /etc is bound read-only before the other binds: a bind under /etc (a
     /// declared program's tree, an absolute allow.read) needs its mount point made here, or
     /// bubblewrap fails ("Can't mkdir parents … Read-only file system").
@@ -1764,7 +1820,29 @@ mod tests {
                 BASH_ENV_FILE,
                 "resolv.conf",
                 "nsswitch.conf",
-                "ld.so.cache"
+                "ld.so.cache",
+                "localtime",
+                "timezone"
+            ]
+        );
+        // The time zone's files are copied where the host has them, and ld.so.cache always.
+        let optional: Vec<(String, bool)> = plan
+            .late
+            .iter()
+            .filter_map(|op| match op {
+                FsOp::Copy { path, optional, .. } => path
+                    .strip_prefix(etc)
+                    .ok()
+                    .map(|r| (r.display().to_string(), *optional)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            optional,
+            [
+                ("ld.so.cache".to_string(), false),
+                ("localtime".to_string(), true),
+                ("timezone".to_string(), true)
             ]
         );
         // The folder itself, and the mount points in it, come before.
