@@ -211,7 +211,11 @@ fn describe(op: &FsOp<'_>) -> String {
                 "copy {} -> {} {mode:o} root{}",
                 source.display(),
                 path.display(),
-                if *optional { " (if the host has it)" } else { "" }
+                if *optional {
+                    " (if the host has it)"
+                } else {
+                    ""
+                }
             )
         }
         FsOp::Symlink { target, link, .. } => {
