@@ -368,6 +368,16 @@ impl Draft {
             }
             let path = pattern.normalized().trim_start_matches("./");
             if let Some((file, _)) = scripts.iter().find(|(_, text)| names_path(text, path)) {
+                // The run read it too (`./x` drafted for the band's `x`): the band's spelling,
+                // with what the run did as its evidence.
+                if let Some(read) = self.read.iter_mut().find(|r| {
+                    FsPattern::parse(&r.rule).is_ok_and(|d| {
+                        d.is_concrete() && d.normalized().trim_start_matches("./") == path
+                    })
+                }) {
+                    read.rule = rule.clone();
+                    continue;
+                }
                 self.read.push(Rule {
                     rule: rule.clone(),
                     evidence: format!(

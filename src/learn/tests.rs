@@ -874,6 +874,18 @@ fn a_read_rule_a_script_names_is_kept() {
         d.read[1].evidence,
         "kept: scripts/check.sh names it, and a test of a file's existence (`[ -e ]`, `stat`) is not observed"
     );
+    // A file the run read as well (sixth wild trial: `claims.csv`): the band's spelling, with
+    // the run's evidence, not a "kept" rule beside the drafted `./LICENSE`.
+    let mut d = Draft {
+        read: vec![Rule {
+            rule: "./LICENSE".into(),
+            evidence: "read by the run".into(),
+        }],
+        ..Draft::default()
+    };
+    d.keep_named_reads(&current, &scripts);
+    assert_eq!(rules(&d.read), ["LICENSE", "./README.md"]);
+    assert_eq!(d.read[0].evidence, "read by the run");
 }
 
 /// One file, one rule: a drafted rule a kept one covers goes (coded-apps: `./action-schema.json`
