@@ -985,18 +985,31 @@ fn assigned_values<'t>(text: &'t str, var: &str) -> Vec<&'t str> {
     out
 }
 
-/// The string literal that starts a command assigned as `value`: the first item of a list
-/// (`["git", …]`, on the same line or the next), or a command string (`"git log"`).
+/// The string literal (or `sys.executable`) that starts a command assigned as `value`: the first
+/// item of a list (`["git", …]`, on the same line or the next), or a command string (`"git
+/// log"`).
 fn literal_command(value: &str) -> Option<&str> {
     let first = match value.strip_prefix('[') {
         Some(list) => list.trim_start(),
         None => value,
     };
-    first.starts_with(['"', '\'']).then_some(first)
+    (first.starts_with(['"', '\'']) || is_sys_executable(first)).then_some(first)
 }
 
-/// The command name in a string literal at the start of `arg` (its first word, path stripped).
+/// Whether `arg` starts with Python's `sys.executable` (the interpreter running the script,
+/// `[sys.executable, "-u", …]`): band starts a Python script with `python3`, so the program is
+/// `python3` ([`first_word`]).
+fn is_sys_executable(arg: &str) -> bool {
+    arg.strip_prefix("sys.executable")
+        .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// The command name in a string literal at the start of `arg` (its first word, path stripped),
+/// or `python3` for `sys.executable` ([`is_sys_executable`]).
 fn first_word(arg: &str) -> Option<String> {
+    if is_sys_executable(arg) {
+        return Some("python3".into());
+    }
     let q = arg.chars().next().filter(|c| *c == '"' || *c == '\'')?;
     let lit = &arg[1..];
     let end = lit.find(q)?;
@@ -1524,9 +1537,17 @@ mod tests {
         assert_eq!(calls(py), ["git"]);
         assert!(unseen(py).is_empty(), "{:?}", unseen(py));
         // A list whose program is not a literal: no program drafted, and said.
-        let py = "cmd = [\n    sys.executable, \"-m\", \"x\",\n]\nsubprocess.run(cmd)\n";
+        let py = "cmd = [\n    args.tool, \"-m\", \"x\",\n]\nsubprocess.run(cmd)\n";
         assert!(calls(py).is_empty());
         assert_eq!(unseen(py), ["subprocess.run(cmd)"]);
+        // `sys.executable` is the interpreter band starts the script with, `python3` (sixth wild
+        // trial: `[sys.executable, "-u", str(HERE / "worker.py"), …]` was unread, and the run
+        // refused the call); `sys.executable_x` is another name.
+        let py = "cmd = [\n    sys.executable, \"-m\", \"x\",\n]\nsubprocess.run(cmd)\n\
+                  subprocess.run([sys.executable, \"-u\", str(HERE / \"worker.py\")])\n";
+        assert_eq!(calls(py), ["python3"]);
+        assert!(unseen(py).is_empty(), "{:?}", unseen(py));
+        assert!(calls("subprocess.run([sys.executable_x, \"y\"])\n").is_empty());
     }
 
     #[test]
