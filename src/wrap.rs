@@ -524,9 +524,15 @@ pub fn bash_calls(text: &str) -> Vec<String> {
     out
 }
 
+/// Where [`shell_code`] found a quoted word: its opening quote (the rest is blanked), so that a
+/// quoted command word (`"$venv/bin/pip" list`) is still a word, and no name, where a space left
+/// its first argument (`list`) to be taken for the program.
+const QUOTED: char = '\u{1}';
+
 /// A shell script's code as the shell runs it, for finding its commands: comments gone, and what
-/// quotes hold blanked (spaces; line breaks kept), but for the command substitutions `$(…)` and
-/// backticks inside double quotes, which are code. A quote left open blanks to the end.
+/// quotes hold blanked (spaces; line breaks kept; the opening quote [`QUOTED`]), but for the
+/// command substitutions `$(…)` and backticks inside double quotes, which are code. A quote left
+/// open blanks to the end.
 fn shell_code(text: &str) -> String {
     #[derive(Clone, Copy, PartialEq)]
     enum In {
@@ -557,11 +563,11 @@ fn shell_code(text: &str) -> String {
                 }
                 '\'' => {
                     stack.push(In::Single);
-                    out.push(' ');
+                    out.push(QUOTED);
                 }
                 '"' => {
                     stack.push(In::Double);
-                    out.push(' ');
+                    out.push(QUOTED);
                 }
                 '#' if prev.is_whitespace() || prev == ';' => {
                     for n in chars.by_ref() {
@@ -1493,6 +1499,12 @@ mod tests {
                 .copied()
                 .collect::<Vec<_>>()
         );
+        // A quoted command word is a word, not a name: its first argument is no program (sixth
+        // wild trial: `list *` from `"$venv_dir/bin/pip" list`, `show *` from `"$HOME/bin/tool"
+        // show`).
+        let sh = "\"$venv_dir/bin/pip\" list --format=json\n'/opt/x/tool' show x | jq .\n\
+                  out=\"$(\"$HOME/bin/tool\" show)\"\nif \"$flag\"; then curl -s x; fi\n";
+        assert_eq!(bash_calls(sh), ["curl", "jq"]);
     }
 
     #[test]
