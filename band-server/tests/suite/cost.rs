@@ -551,8 +551,9 @@ const DEV_PROBE: &str = "#!/bin/bash\n\
 /// (where binding the host's took two mount calls each). Seen from inside it is what `--dev`
 /// made: the same entries, usable devices (`/dev/full` refuses writes as a device does), a
 /// pseudo-terminal from the run's own devpts instance (only the run's terminal is in
-/// `/dev/pts`; at most 32 of them), nothing writable in `/dev` or `/dev/shm`; `/dev` read-only, nosuid and noexec,
-/// with only the devpts mounted in it.
+/// `/dev/pts`; at most 32 of them), nothing writable in `/dev` itself; `/dev` read-only, nosuid and
+/// noexec, with the devpts and the run's own `/dev/shm` (writable, nodev, noexec: POSIX shared
+/// memory, `multiprocessing`) mounted in it.
 #[test]
 fn privileged_dev_is_prepared_by_band_server() {
     privileged!();
@@ -590,20 +591,23 @@ fn privileged_dev_is_prepared_by_band_server() {
         // At most 32 (`RUN_PTYS`): every run's count against one host-wide bound.
         ("ptys", "32"),
         ("write /dev", "refused"),
-        ("write /dev/shm", "refused"),
+        ("write /dev/shm", "written"),
         ("write /dev/pts", "refused"),
     ] {
         assert_eq!(kv.get(k).map(String::as_str), Some(v), "{k}: {o:#?}");
     }
     let mounts = mount_options(&kv);
     let at: Vec<&str> = mounts.keys().copied().collect();
-    assert_eq!(at, ["/dev", "/dev/pts"], "{o:#?}");
+    assert_eq!(at, ["/dev", "/dev/pts", "/dev/shm"], "{o:#?}");
     for (m, opts) in &mounts {
         for f in ["nosuid", "noexec"] {
             assert!(opts.contains(&f), "{m} is not {f}: {opts:?}");
         }
         if *m == "/dev" {
             assert!(opts.contains(&"ro"), "/dev is not ro: {opts:?}");
+        }
+        if *m == "/dev/shm" {
+            assert!(opts.contains(&"nodev"), "/dev/shm is not nodev: {opts:?}");
         }
     }
 }
