@@ -56,6 +56,18 @@ impl Write for Shown {
     }
 }
 
+/// The script's own JSON text for `output`, when its stdout is that document (the output came
+/// from stdout, not `output.json`): printed as the script wrote it, keys in its order, where
+/// printing the parsed value would sort them and change a file the user redirects band's
+/// stdout to (sixth wild trial). `None` when stdout is not exactly `output` (an `output.json`,
+/// a masked secret, a cut stdout).
+pub(crate) fn scripts_json<'a>(output: &serde_json::Value, stdout: &'a str) -> Option<&'a str> {
+    let text = stdout.trim_end_matches(['\n', '\r']);
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|v| v == *output)
+        .then_some(text)
+}
+
 /// JSON text as printed: serde_json escapes C0 controls (ESC is `\u001b`) but not C1 controls
 /// (U+0080–U+009F, which some terminals read as CSI/OSC); escape those too. Still valid JSON, and
 /// the same value: outside strings JSON has only ASCII.
@@ -416,6 +428,21 @@ pub(crate) fn read_only_skill_hint(stderr: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A script's JSON on stdout is printed as it wrote it (keys in its order); a document that
+    /// is not its stdout (an `output.json`, a masked secret) is printed from the value.
+    #[test]
+    fn the_scripts_own_json_is_printed_as_written() {
+        let stdout = "{\n  \"zeta\": 1,\n  \"alpha\": [true]\n}\n";
+        let v: serde_json::Value = serde_json::from_str(stdout).unwrap_or_default();
+        assert_eq!(
+            scripts_json(&v, stdout),
+            Some("{\n  \"zeta\": 1,\n  \"alpha\": [true]\n}")
+        );
+        assert_eq!(scripts_json(&v, "log line\n"), None);
+        assert_eq!(scripts_json(&serde_json::json!({"zeta": 2}), stdout), None);
+        assert_eq!(scripts_json(&v, ""), None);
+    }
 
     #[test]
     fn a_write_into_the_read_only_skill_folder_gets_its_hint() {

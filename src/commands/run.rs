@@ -261,10 +261,13 @@ fn render(args: &RunArgs, spec: &RunSpec, outcome: &Outcome) -> Result<u8> {
                 write_stdout(&format!("{}\n", for_terminal(s)))?
             }
             Some(serde_json::Value::String(s)) => write_stdout(&format!("{s}\n"))?,
-            Some(v) => write_stdout(&format!(
-                "{}\n",
-                json_text(&serde_json::to_string_pretty(v)?)
-            ))?,
+            Some(v) => match crate::cli::render::scripts_json(v, &result.stdout) {
+                Some(text) => write_stdout(&format!("{}\n", json_text(text)))?,
+                None => write_stdout(&format!(
+                    "{}\n",
+                    json_text(&serde_json::to_string_pretty(v)?)
+                ))?,
+            },
             None => {}
         }
         if args.common.trace {

@@ -503,6 +503,31 @@ fn privileged_the_empty_folders_a_script_makes_are_written_back() {
     band_snapshot!(traced, "empty_folders_written_back_trace");
 }
 
+/// A script's JSON on stdout comes out of `band run` as the script wrote it, its keys in the
+/// script's order (sixth wild trial: a sample written with `> file` came back with its keys
+/// sorted and re-indented).
+#[test]
+fn privileged_a_scripts_json_on_stdout_is_printed_as_written() {
+    band_test::privileged!(sandbox_missing());
+    let t = tempfile::tempdir().expect("tempdir");
+    let (skills, ws) = (t.path().join("skills"), t.path().join("ws"));
+    fs_err::create_dir_all(&ws).expect("mkdir");
+    SkillBuilder::new("sample")
+        .band("description: Prints a sample.\nversion: 1\n")
+        .script(
+            "make.sh",
+            "#!/bin/sh\nprintf '{\"zeta\": 1, \"alpha\": {\"b\": 2, \"a\": 3}}\\n'\n",
+        )
+        .input_schema("make", SkillBuilder::NO_INPUT)
+        .write(&skills);
+    let out = run_in(&skills, &ws, "sample/make", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout, "{\"zeta\": 1, \"alpha\": {\"b\": 2, \"a\": 3}}\n",
+        "{out:?}"
+    );
+}
+
 /// A run is in the host's time zone: its `/etc/localtime` and `/etc/timezone` are the host's
 /// (sixth wild trial: every run was in UTC, so date-stamped names and fields differed from the
 /// host's). Compared by content, so that the test means the same on a host in UTC.
