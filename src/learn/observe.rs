@@ -491,19 +491,11 @@ pub fn workspace_path(word: &str) -> Option<String> {
         return None;
     }
     let rel = match word.strip_prefix("/workspace/") {
-        Some(rest) => rest,
+        Some(rest) => rest.trim_start_matches('/'),
         None if word.starts_with('/') => return None,
         None => word,
     };
-    let mut parts = Vec::new();
-    for part in rel.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => return None,
-            p => parts.push(p),
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join("/"))
+    super::clean_path(rel)
 }
 
 /// Whether a command-line word is a path in the run's `/tmp` (a tmpfs of its own, empty when
