@@ -1719,22 +1719,24 @@ mod tests {
                 &opened(""),
             ]
         );
+        // The folders a plan makes the run's, below the workspace.
+        let chowned = |p: &RunDirPlan<'_>| -> Vec<PathBuf> {
+            p.request
+                .iter()
+                .filter_map(|op| match op {
+                    FsOp::Chown { path, .. } => path.strip_prefix(ws).ok().map(Path::to_path_buf),
+                    _ => None,
+                })
+                .collect()
+        };
         // Unsaid: every folder is made and the run's.
         let all = plan(&RunDirSpec {
             workspace_folders: None,
             ..spec
         });
-        let chowned: Vec<&Path> = all
-            .request
-            .iter()
-            .filter_map(|op| match op {
-                FsOp::Chown { path, .. } => path.strip_prefix(ws).ok(),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
-            chowned,
-            ["docs/new", "my-package", "new/a", "out", "out/reports"].map(Path::new)
+            chowned(&all),
+            ["docs/new", "my-package", "new/a", "out", "out/reports"].map(PathBuf::from)
         );
         // A write folder inside another (`out/**` and `out/x/y/**`): the folder between them is
         // in the outer one's reach, so the run's too (it was root's, and the run's `mkdir
@@ -1745,15 +1747,10 @@ mod tests {
             workspace_folders: None,
             ..spec
         });
-        let chowned: Vec<&Path> = nested_plan
-            .request
-            .iter()
-            .filter_map(|op| match op {
-                FsOp::Chown { path, .. } => path.strip_prefix(ws).ok(),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(chowned, ["out", "out/x", "out/x/y"].map(Path::new));
+        assert_eq!(
+            chowned(&nested_plan),
+            ["out", "out/x", "out/x/y"].map(PathBuf::from)
+        );
     }
 
     /// An optional copy (the host's time zone) is skipped where the host has no such file, and
