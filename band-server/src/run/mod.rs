@@ -228,14 +228,19 @@ fn egress(
 ) -> SetupResult<Option<std::sync::Arc<net::proxy::Egress>>> {
     use band::proto::Layer;
     let req = checked.req;
+    // A superset of `net::proxy::needed`: a run that cannot need the proxy reads none of the
+    // host's trust material (the system bundle is 200 KB or more, read per run).
+    let may_proxy =
+        req.observe || !req.policy.secret_hosts.is_empty() || checked.compiled.net.has_http_rules();
+    if !may_proxy {
+        return Ok(None);
+    }
     let system = net::proxy::host_system_bundle();
     let java = std::path::Path::new(net::proxy::truststore::JVM_DIR).is_dir();
     let hint = "proxy_extra_ca in the server config names a PEM file of CA certificates";
-    // Read only for a run that may need the proxy; then it must be PEM certificates.
-    let may_proxy =
-        req.observe || !req.policy.secret_hosts.is_empty() || checked.compiled.net.has_http_rules();
+    // Then the config's extra CA must be PEM certificates.
     let extra = match &cfg.proxy_extra_ca {
-        Some(path) if may_proxy => {
+        Some(path) => {
             let pem = fs_err::read(path).map_err(|e| {
                 crate::error::SetupError::new(Layer::Network, format!("egress proxy: {e}"))
                     .with_hint(hint)
