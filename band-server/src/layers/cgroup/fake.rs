@@ -90,9 +90,14 @@ impl Dirs for FakeKernel {
         }
         Ok(())
     }
+    /// As the kernel: a cgroup with a process in its `cgroup.procs` is busy.
     fn rmdir(&self, path: &Path) -> io::Result<()> {
         if !path.exists() {
             return Err(io::ErrorKind::NotFound.into());
+        }
+        let procs = fs::read_to_string(path.join("cgroup.procs")).unwrap_or_default();
+        if procs.lines().any(|l| !l.trim().is_empty()) {
+            return Err(io::ErrorKind::ResourceBusy.into());
         }
         fs::remove_dir_all(path)
     }

@@ -238,6 +238,21 @@ impl RunCgroup {
     }
 
     pub(super) fn remove_with(&self, dirs: &dyn Dirs) -> Result<(), CgroupError> {
+        // The kernel refuses to remove a cgroup that still has a process (EBUSY: v1 and v2 alike),
+        // so an empty one, as a run's is once bubblewrap has been reaped (its pid namespace ended
+        // with it), goes without reading `cgroup.procs` first. Anything else, a busy directory
+        // among them, takes the way below: kill what is left, then remove.
+        let mut all_gone = true;
+        for path in self.dirs() {
+            match dirs.rmdir(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(_) => all_gone = false,
+            }
+        }
+        if all_gone {
+            return Ok(());
+        }
         self.kill_all(REMOVE_DEADLINE)?;
         let start = Instant::now();
         for path in self.dirs() {
@@ -512,6 +527,30 @@ mod tests {
         }
         cg.remove().unwrap();
         assert!(!RunCgroup::list_stale(&h).contains(&name));
+    }
+
+    #[test]
+    fn privileged_remove_kills_what_is_left_first() {
+        use std::os::unix::process::ExitStatusExt;
+        let Some(h) = privileged() else { return };
+        let name = unique("remove-busy");
+        let cg = RunCgroup::create(&h, &name, &limits()).unwrap();
+        let mut guard = Cleanup {
+            cg: cg.clone(),
+            child: None,
+        };
+        let child = spawn_inside(&cg, "sleep", &["30"]);
+        let pid = i32::try_from(child.id()).unwrap();
+        guard.child = Some(child);
+        assert_eq!(cg.pids().unwrap(), vec![pid]);
+
+        // No kill_all first: the kernel refuses the first removal, and remove kills the sleep.
+        cg.remove().unwrap();
+        let status = guard.child.take().unwrap().wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        for dir in cg.dirs() {
+            assert!(!dir.exists(), "{}", dir.display());
+        }
     }
 
     #[test]
