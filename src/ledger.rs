@@ -834,8 +834,10 @@ fn last_line(f: &mut fs_err::File) -> std::io::Result<Option<Tail>> {
     }
     // Read backwards a chunk at a time, looking for a newline only in the chunk just read, and
     // join the chunks once: linear in the last line's length (a record of 200 MB is read once,
-    // not copied and scanned again for every 8 KiB).
-    let chunk = 64 * 1024u64;
+    // not copied and scanned again for every 8 KiB). The first chunk holds a typical record
+    // (1–2 KiB); each next one is twice the last, up to 1 MiB, so a long record takes few reads
+    // and a short one neither a large buffer nor its page faults.
+    let mut chunk = 4 * 1024u64;
     let mut chunks: Vec<Vec<u8>> = Vec::new();
     let mut last = [0u8; 1];
     f.seek(SeekFrom::Start(len - 1))?;
@@ -858,6 +860,7 @@ fn last_line(f: &mut fs_err::File) -> std::io::Result<Option<Tail>> {
         }
         chunks.push(part);
         pos = start;
+        chunk = (chunk * 2).min(1 << 20);
     };
     let mut raw = Vec::with_capacity((end - start_of_line) as usize);
     for c in chunks.iter().rev() {
@@ -1113,6 +1116,11 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("ledger.jsonl");
         let long = "x".repeat(4 << 20);
+        let ws: Vec<String> = [4095, 4096, 4097, 12_288, 12_289]
+            .iter()
+            .map(|n| "w".repeat(*n))
+            .collect();
+        let w = |n: usize| ws.iter().find(|s| s.len() == n).unwrap().as_str();
         for (text, want, complete) in [
             ("a\nbc\n".to_string(), "bc", true),
             ("a\nbc".to_string(), "bc", false),
@@ -1124,6 +1132,13 @@ mod tests {
                 true,
             ),
             (format!("{long}\nz"), "z", false),
+            // Around the first chunk (4 KiB) and the second (8 KiB more).
+            (format!("a\n{}\n", "w".repeat(4095)), w(4095), true),
+            (format!("a\n{}\n", "w".repeat(4096)), w(4096), true),
+            (format!("a\n{}\n", "w".repeat(4097)), w(4097), true),
+            (format!("a\n{}", "w".repeat(4096)), w(4096), false),
+            (format!("a\n{}\n", "w".repeat(12_288)), w(12_288), true),
+            ("w".repeat(12_289), w(12_289), false),
         ] {
             fs_err::write(&path, &text).unwrap();
             let mut f = fs_err::File::open(&path).unwrap();
