@@ -14,8 +14,6 @@
 //!
 //! [`docs/dependencies.md`]: https://github.com/band/band/blob/main/docs/dependencies.md
 
-use sha2::{Digest, Sha256};
-
 /// The name of the requirements file band reads, beside the script or at the skill's root.
 pub const REQUIREMENTS: &str = "requirements.txt";
 /// A Python project's manifest: its `[project] dependencies`, beside the script or at the root.
@@ -962,13 +960,8 @@ pub fn lock_of_hashed(d: &Declared) -> String {
     lines.into_iter().map(|(_, l)| l + "\n").collect()
 }
 
-/// SHA-256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+/// SHA-256 of `bytes`, lowercase hex (the one definition is the lock's).
+pub use crate::lock::sha256_hex;
 
 /// A Node package's manifest, beside a script or at the skill's root.
 pub const PACKAGE_JSON: &str = "package.json";

@@ -421,10 +421,7 @@ pub fn mode_of(_: &std::fs::Metadata) -> u32 {
 
 /// Lowercase hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(data))
 }
 
 /// One line of a lock.

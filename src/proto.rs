@@ -142,7 +142,7 @@ impl RunRequest {
         );
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(serde_json::to_vec(&shape).unwrap_or_default());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(digest)
     }
 
     /// The shape line ([`SHAPE_LINE_PREFIX`]) of this request, with its `\n`.
@@ -1095,7 +1095,7 @@ pub fn bundle_digest(files: &[(String, u32, Vec<u8>)]) -> String {
         h.update([0]);
         h.update(data);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(h.finalize())
 }
 
 #[cfg(test)]

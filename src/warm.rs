@@ -83,7 +83,7 @@ pub fn digest(server: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> Option<S
         }
         h.update(b"\n");
     }
-    Some(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Some(hex::encode(h.finalize()))
 }
 
 /// [`digest`] with this process's environment.

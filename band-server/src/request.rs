@@ -611,7 +611,7 @@ mod tests {
         let got = bundle_sha256(&[f("a", 0o100644, b"x")]);
         let mut h = Sha256::new();
         h.update(b"a\x00644\x001\x00x");
-        let want: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let want: String = hex::encode(h.finalize());
         assert_eq!(got, want);
         // The empty bundle hashes to sha256("").
         assert_eq!(

@@ -26,7 +26,7 @@ use super::transport::HostTransport;
 pub use super::transport::Transport;
 use super::{ClientError, Result};
 use crate::ledger::{Durability, LockMark};
-use crate::lock::{self, LockState, Tree};
+use crate::lock::{self, LockState, Tree, sha256_hex};
 use crate::manifest::Target;
 use crate::policy::{CompiledPolicy, Policy};
 use crate::proto::{self, ErrorInfo, FileEntry, Layer, RunRequest, RunResult, Status};
@@ -586,7 +586,7 @@ impl ScriptBand {
         for src in &self.resolved.sources {
             h.update(fs_err::read(src).map_err(ClientError::Fs)?);
         }
-        Ok(hex(&h.finalize()))
+        Ok(hex::encode(h.finalize()))
     }
 }
 
@@ -1106,14 +1106,6 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

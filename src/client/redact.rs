@@ -471,7 +471,7 @@ fn base64_inside(value: &[u8]) -> Vec<String> {
 }
 
 fn hex(value: &[u8]) -> Vec<String> {
-    let lower: String = value.iter().map(|b| format!("{b:02x}")).collect();
+    let lower: String = hex::encode(value);
     vec![lower.to_uppercase(), lower]
 }
 
@@ -1315,7 +1315,7 @@ mod tests {
             near.replace('/', "%2F").replace('+', "%2B"),
             near.replace('/', "\\u002f"),
             STANDARD.encode(near),
-            near.as_bytes().iter().map(|b| format!("{b:02x}")).collect(),
+            hex::encode(near.as_bytes()),
             // `,` escaped where the secret has `+`.
             AWS.replace('+', "%2C"),
             // `+` is a space only where the secret has a space.

@@ -970,7 +970,7 @@ pub fn random_hex() -> String {
             .unwrap_or_default();
         buf = (t.as_nanos() as u64 ^ u64::from(std::process::id())).to_le_bytes();
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(buf)
 }
 
 /// One entry of a workspace folder, as the files API lists it ([`WorkspaceRoot::list`]).

@@ -79,11 +79,7 @@ pub fn carried() -> Option<Source> {
 pub fn root_recipe_id() -> String {
     use sha2::{Digest, Sha256};
     let text = format!("{SUITE}\n{}\n{}\n", PACKAGES.join(","), SOURCES.join("\n"));
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&Sha256::digest(text.as_bytes())[..8])
 }
 
 /// The bwrap argv that runs cargo in the build root: the root as `/`, the source, cargo's home

@@ -75,10 +75,7 @@ pub fn local_dir() -> Result<PathBuf> {
 
 fn sha256_file(path: &Path) -> Result<String> {
     let data = fs_err::read(path).map_err(VmError::Fs)?;
-    Ok(Sha256::digest(&data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hex::encode(Sha256::digest(&data)))
 }
 
 /// The manifest of the local binaries.
@@ -108,10 +105,9 @@ pub fn source_manifest(source: &build::Source) -> Manifest {
 
 /// The SHA-256 of `installed.json` as [`install`] writes it for `m`: what a current target holds.
 pub fn manifest_digest(m: &Manifest) -> String {
-    Sha256::digest(serde_json::to_vec_pretty(m).unwrap_or_default())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(
+        serde_json::to_vec_pretty(m).unwrap_or_default(),
+    ))
 }
 
 /// [`local_manifest`], remembered in `cache` while the binaries' sizes and mtimes do not change

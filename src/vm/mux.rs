@@ -99,7 +99,7 @@ pub fn control_path(ep: &Endpoint, pinned: &str) -> Option<PathBuf> {
         ep.port,
         pinned.trim()
     ));
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = hex::encode(&digest[..8]);
     let path = dir.join(format!("{PREFIX}{hex}.sock"));
     (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
 }

@@ -79,11 +79,7 @@ pub fn hash() -> String {
         h.update(format!("\0{:o}\0{}\0", f.mode, f.text.len()).as_bytes());
         h.update(f.text.as_bytes());
     }
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&h.finalize()[..8])
 }
 
 /// Write the recipe into `dir` (for mmdebstrap's hook to read).

@@ -145,8 +145,7 @@ impl Pod {
         };
         let policy = CompiledPolicy::compile(&resolved.policy)
             .with_context(|| format!("{}: the policy does not compile", band.display()))?;
-        let policy_sha256 =
-            band::client::pipeline::sha256_hex(&serde_json::to_vec(&resolved.policy)?);
+        let policy_sha256 = band::lock::sha256_hex(&serde_json::to_vec(&resolved.policy)?);
         let workspace = WorkspaceRoot::open(&opts.workspace, true, true)
             .map_err(|e| anyhow::anyhow!("workspace {}: {e}", opts.workspace.display()))?;
         let token = Token::read(&opts.token_file)?;

@@ -152,7 +152,7 @@ pub(crate) fn staging_path(state: &Path, sha256: &str) -> PathBuf {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 #[cfg(test)]

@@ -418,10 +418,7 @@ pub(crate) struct Owner {
 impl Owner {
     /// What the entries of this owner's skill are named by: [`Charge`].
     pub(crate) fn charge(&self) -> Charge {
-        let tag: String = Sha256::digest(self.skill.as_bytes())[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let tag: String = hex::encode(&Sha256::digest(self.skill.as_bytes())[..6]);
         Charge {
             uid: self.uid,
             skill: tag,
@@ -958,10 +955,7 @@ pub(crate) fn cache_key(host: &Path, m: &std::fs::Metadata) -> String {
     ] {
         h.update(n.to_le_bytes());
     }
-    h.finalize()[..12]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&h.finalize()[..12])
 }
 
 /// The first 256 bytes of a file (enough for its `#!` line).
@@ -1035,9 +1029,7 @@ fn copy_into_cache(
 pub(crate) fn random_hex(n: usize) -> io::Result<Vec<String>> {
     let mut b = vec![0u8; 16 * n];
     File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b))?;
-    Ok(b.chunks(16)
-        .map(|c| c.iter().map(|x| format!("{x:02x}")).collect())
-        .collect())
+    Ok(b.chunks(16).map(hex::encode).collect())
 }
 
 /// A run's `/band/x`: `<state>/exec/runs/<run>/`, which holds a link to each `#!` script's copy,
@@ -1964,12 +1956,7 @@ mod tests {
                 d
             })
             .collect();
-        let sha = |d: &[u8]| {
-            Sha256::digest(d)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        };
+        let sha = |d: &[u8]| hex::encode(Sha256::digest(d));
         let shas: Vec<String> = data.iter().map(|d| sha(d)).collect();
         let copy = |i: usize, name: &'static str| BundledCopy {
             name,

@@ -53,7 +53,7 @@ pub fn key(root: &str, rels: &[&Path]) -> String {
         h.update([0]);
         h.update(r);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(h.finalize())
 }
 
 /// Write one whiteout per path of `rels` under `dir` (which exists), with directories between.

@@ -25,9 +25,7 @@ pub const LEN: usize = PREFIX.len() + 40;
 pub fn placeholder(random: &[u8; 20]) -> String {
     let mut s = String::with_capacity(LEN);
     s.push_str(PREFIX);
-    for b in random {
-        s.push_str(&format!("{b:02x}"));
-    }
+    s.push_str(&hex::encode(random));
     s
 }
 
