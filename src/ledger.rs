@@ -1116,11 +1116,16 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("ledger.jsonl");
         let long = "x".repeat(4 << 20);
-        let ws: Vec<String> = [4095, 4096, 4097, 12_288, 12_289]
-            .iter()
-            .map(|n| "w".repeat(*n))
-            .collect();
-        let w = |n: usize| ws.iter().find(|s| s.len() == n).unwrap().as_str();
+        let check = |text: &str, want: &str, complete: bool| {
+            fs_err::write(&path, text).unwrap();
+            let mut f = fs_err::File::open(&path).unwrap();
+            let tail = last_line(&mut f).unwrap().unwrap();
+            assert_eq!(
+                (tail.text.len(), tail.raw.len(), tail.complete),
+                (want.len(), want.len(), complete)
+            );
+            assert!(tail.text == want, "{}", &text[..text.len().min(20)]);
+        };
         for (text, want, complete) in [
             ("a\nbc\n".to_string(), "bc", true),
             ("a\nbc".to_string(), "bc", false),
@@ -1132,22 +1137,16 @@ mod tests {
                 true,
             ),
             (format!("{long}\nz"), "z", false),
-            // Around the first chunk (4 KiB) and the second (8 KiB more).
-            (format!("a\n{}\n", "w".repeat(4095)), w(4095), true),
-            (format!("a\n{}\n", "w".repeat(4096)), w(4096), true),
-            (format!("a\n{}\n", "w".repeat(4097)), w(4097), true),
-            (format!("a\n{}", "w".repeat(4096)), w(4096), false),
-            (format!("a\n{}\n", "w".repeat(12_288)), w(12_288), true),
-            ("w".repeat(12_289), w(12_289), false),
         ] {
-            fs_err::write(&path, &text).unwrap();
-            let mut f = fs_err::File::open(&path).unwrap();
-            let tail = last_line(&mut f).unwrap().unwrap();
-            assert_eq!(
-                (tail.text.len(), tail.raw.len(), tail.complete),
-                (want.len(), want.len(), complete)
-            );
-            assert!(tail.text == want, "{}", &text[..text.len().min(20)]);
+            check(&text, want, complete);
+        }
+        // Around the first chunk (4 KiB) and the second (8 KiB more): after another line, whole
+        // or cut, and alone in the file.
+        for n in [4095, 4096, 4097, 12_288, 12_289] {
+            let line = "w".repeat(n);
+            check(&format!("a\n{line}\n"), &line, true);
+            check(&format!("a\n{line}"), &line, false);
+            check(&line, &line, false);
         }
         fs_err::write(&path, "").unwrap();
         assert!(
