@@ -31,7 +31,7 @@ pub(crate) fn run_id() -> String {
     fs_err::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
         .unwrap_or_else(|e| panic!("{e}"));
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    hex::encode(b)
 }
 
 /// A skill directory on disk (tempdir), packed into a bundle like the client does.
